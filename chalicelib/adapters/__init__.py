@@ -1,0 +1,1 @@
+"""Adapters: the AWS, storage, index and model implementations of chalicelib.ports."""

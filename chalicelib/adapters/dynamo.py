@@ -1,0 +1,712 @@
+"""DynamoDB state through PynamoDB: tenants, knowledge bases, knowledge, dedupe claims, chunks, spans.
+
+Every status transition is one conditional write, so concurrent workers, redelivered messages and the
+state machine never race each other into an impossible state. Attribute names here are also used by the
+state machine's DynamoDB tasks (infra/statemachine/knowledge.asl.json): keep them in step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from pynamodb.attributes import (
+    BooleanAttribute,
+    JSONAttribute,
+    ListAttribute,
+    NumberAttribute,
+    UnicodeAttribute,
+    UnicodeSetAttribute,
+)
+from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError, UpdateError
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
+
+from ..domain.clock import from_iso, now_iso, to_iso
+from ..domain.types import (
+    IN_FLIGHT_STATUSES,
+    Chunk,
+    ChunkingConfig,
+    ChunkType,
+    EnableStatus,
+    IndexingStrategy,
+    Knowledge,
+    KnowledgeBase,
+    KnowledgeType,
+    ParseStatus,
+    Span,
+    SpanKind,
+    SpanStatus,
+    SummaryStatus,
+    Tenant,
+)
+from ..ports import DuplicateKnowledge, Page
+from ..settings import Settings
+
+CONDITION_FAILED = "ConditionalCheckFailedException"
+IN_FLIGHT = [s.value for s in IN_FLIGHT_STATUSES]
+
+
+def hash_api_key(api_key: str) -> str:
+    return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+def _condition_failed(error: Exception) -> bool:
+    if isinstance(error, TransactWriteError):
+        return (
+            any(
+                (reason or {}).get("Code") == "ConditionalCheckFailed"
+                for reason in (error.cancellation_reasons or [])
+            )
+            or error.cause_response_code == CONDITION_FAILED
+        )
+    return getattr(error, "cause_response_code", None) == CONDITION_FAILED
+
+
+def _iso_or_none(value: datetime | None) -> str | None:
+    return to_iso(value) if value else None
+
+
+@dataclass
+class Models:
+    tenant: type[Any]
+    kb: type[Any]
+    knowledge: type[Any]
+    dedupe: type[Any]
+    chunk: type[Any]
+    span: type[Any]
+
+
+def build_models(settings: Settings) -> Models:
+    """PynamoDB needs table names at class creation; these come from settings."""
+    region = settings.region
+
+    class ApiKeyIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "api-key-index"
+            projection = AllProjection()
+
+        api_key_hash = UnicodeAttribute(hash_key=True)
+
+    class TenantItem(Model):
+        class Meta:
+            table_name = settings.table("tenants")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        name = UnicodeAttribute()
+        api_key_hash = UnicodeAttribute()
+        created_at = UnicodeAttribute()
+        api_key_index = ApiKeyIndex()
+
+    class TenantNameIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "tenant-index"
+            projection = AllProjection()
+
+        tenant_id = UnicodeAttribute(hash_key=True)
+        name = UnicodeAttribute(range_key=True)
+
+    class KnowledgeBaseItem(Model):
+        class Meta:
+            table_name = settings.table("knowledge-bases")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        tenant_id = UnicodeAttribute()
+        name = UnicodeAttribute()
+        body = JSONAttribute()
+        tenant_index = TenantNameIndex()
+
+    class KbIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "kb-index"
+            projection = AllProjection()
+
+        kb_id = UnicodeAttribute(hash_key=True)
+        created_at = UnicodeAttribute(range_key=True)
+
+    class InFlightIndex(GlobalSecondaryIndex[Any]):
+        """Sparse: only rows in pending/processing/finalizing carry `inflight`, so housekeeping reads
+        exactly the candidates instead of scanning the table."""
+
+        class Meta:
+            index_name = "inflight-index"
+            projection = AllProjection()
+
+        inflight = UnicodeAttribute(hash_key=True)
+        updated_at = UnicodeAttribute(range_key=True)
+
+    class SummaryIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "summary-inflight-index"
+            projection = AllProjection()
+
+        summary_inflight = UnicodeAttribute(hash_key=True)
+        updated_at = UnicodeAttribute(range_key=True)
+
+    class KnowledgeItem(Model):
+        class Meta:
+            table_name = settings.table("knowledge")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        tenant_id = UnicodeAttribute()
+        kb_id = UnicodeAttribute()
+        type = UnicodeAttribute()
+        title = UnicodeAttribute(default="")
+        description = UnicodeAttribute(default="")
+        source = UnicodeAttribute(default="")
+        file_name = UnicodeAttribute(default="")
+        file_type = UnicodeAttribute(default="")
+        file_size = NumberAttribute(default=0)
+        file_hash = UnicodeAttribute(default="")
+        file_path = UnicodeAttribute(default="")
+        parse_status = UnicodeAttribute()
+        enable_status = UnicodeAttribute()
+        summary_status = UnicodeAttribute(default="none")
+        error_message = UnicodeAttribute(default="")
+        error_code = UnicodeAttribute(default="")
+        attempt = NumberAttribute(default=1)
+        pending_subtasks_count = NumberAttribute(default=0)
+        done_subtasks = UnicodeSetAttribute(null=True)
+        enable_multimodel = BooleanAttribute(default=False)
+        meta = JSONAttribute(default=dict)
+        process_overrides = JSONAttribute(default=dict)
+        tag_ids = ListAttribute(of=UnicodeAttribute, default=list)
+        channel = UnicodeAttribute(default="api")
+        folder_path = UnicodeAttribute(default="")
+        storage_size = NumberAttribute(default=0)
+        chunk_count = NumberAttribute(default=0)
+        dedupe_key = UnicodeAttribute(default="")
+        created_at = UnicodeAttribute()
+        updated_at = UnicodeAttribute()
+        processed_at = UnicodeAttribute(null=True)
+        inflight = UnicodeAttribute(null=True)
+        summary_inflight = UnicodeAttribute(null=True)
+        kb_index = KbIndex()
+        inflight_index = InFlightIndex()
+        summary_index = SummaryIndex()
+
+    class DedupeItem(Model):
+        class Meta:
+            table_name = settings.table("dedupe")
+            region = settings.region
+
+        dedupe_key = UnicodeAttribute(hash_key=True)
+        knowledge_id = UnicodeAttribute()
+
+    class ChunkItem(Model):
+        class Meta:
+            table_name = settings.table("chunks")
+            region = settings.region
+
+        knowledge_id = UnicodeAttribute(hash_key=True)
+        chunk_id = UnicodeAttribute(range_key=True)
+        body = JSONAttribute()
+
+    class SpanItem(Model):
+        class Meta:
+            table_name = settings.table("spans")
+            region = settings.region
+
+        knowledge_id = UnicodeAttribute(hash_key=True)
+        span_key = UnicodeAttribute(range_key=True)  # f"{attempt:06d}#{span_id}"
+        body = JSONAttribute()
+        updated_at = UnicodeAttribute()
+
+    del region
+    return Models(TenantItem, KnowledgeBaseItem, KnowledgeItem, DedupeItem, ChunkItem, SpanItem)
+
+
+# ---------------------------------------------------------------- tenants and knowledge bases
+
+
+class DynamoTenantRepo:
+    def __init__(self, models: Models):
+        self.model = models.tenant
+
+    def get(self, tenant_id: str) -> Tenant | None:
+        try:
+            item = self.model.get(tenant_id)
+        except DoesNotExist:
+            return None
+        return Tenant(item.id, item.name, item.api_key_hash, from_iso(item.created_at))
+
+    def by_api_key(self, api_key: str) -> Tenant | None:
+        for item in self.model.api_key_index.query(hash_api_key(api_key), limit=1):
+            return Tenant(item.id, item.name, item.api_key_hash, from_iso(item.created_at))
+        return None
+
+    def put(self, tenant: Tenant) -> None:
+        self.model(
+            tenant.id,
+            name=tenant.name,
+            api_key_hash=tenant.api_key_hash,
+            created_at=to_iso(tenant.created_at),
+        ).save()
+
+
+def kb_to_body(kb: KnowledgeBase) -> dict[str, Any]:
+    body = asdict(kb)
+    body["created_at"] = to_iso(kb.created_at)
+    body["updated_at"] = to_iso(kb.updated_at)
+    return body
+
+
+def kb_from_body(body: Mapping[str, Any]) -> KnowledgeBase:
+    data = dict(body)
+    data["chunking_config"] = ChunkingConfig(**data.get("chunking_config") or {})
+    data["indexing_strategy"] = IndexingStrategy(**data.get("indexing_strategy") or {})
+    data["created_at"] = from_iso(data["created_at"])
+    data["updated_at"] = from_iso(data["updated_at"])
+    known = KnowledgeBase.__dataclass_fields__
+    return KnowledgeBase(**{k: v for k, v in data.items() if k in known})
+
+
+class DynamoKnowledgeBaseRepo:
+    def __init__(self, models: Models):
+        self.model = models.kb
+
+    def get(self, kb_id: str) -> KnowledgeBase | None:
+        try:
+            return kb_from_body(self.model.get(kb_id).body)
+        except DoesNotExist:
+            return None
+
+    def put(self, kb: KnowledgeBase) -> None:
+        self.model(kb.id, tenant_id=kb.tenant_id, name=kb.name, body=kb_to_body(kb)).save()
+
+    def by_name(self, tenant_id: str, name: str) -> KnowledgeBase | None:
+        for item in self.model.tenant_index.query(tenant_id, self.model.name == name, limit=1):
+            return kb_from_body(item.body)
+        return None
+
+    def list(self, tenant_id: str) -> list[KnowledgeBase]:
+        return [kb_from_body(item.body) for item in self.model.tenant_index.query(tenant_id)]
+
+
+# ---------------------------------------------------------------- knowledge
+
+
+class DynamoKnowledgeRepo:
+    def __init__(self, models: Models):
+        self.model = models.knowledge
+        self.dedupe = models.dedupe
+
+    # -- mapping
+    def _to_item(self, k: Knowledge) -> Any:
+        return self.model(
+            k.id,
+            tenant_id=k.tenant_id,
+            kb_id=k.kb_id,
+            type=k.type.value,
+            title=k.title,
+            description=k.description,
+            source=k.source,
+            file_name=k.file_name,
+            file_type=k.file_type,
+            file_size=k.file_size,
+            file_hash=k.file_hash,
+            file_path=k.file_path,
+            parse_status=k.parse_status.value,
+            enable_status=k.enable_status.value,
+            summary_status=k.summary_status.value,
+            error_message=k.error_message,
+            error_code=k.error_code,
+            attempt=k.attempt,
+            pending_subtasks_count=k.pending_subtasks_count,
+            enable_multimodel=k.enable_multimodel,
+            meta=k.metadata,
+            process_overrides=k.process_overrides,
+            tag_ids=k.tag_ids,
+            channel=k.channel,
+            folder_path=k.folder_path,
+            storage_size=k.storage_size,
+            chunk_count=k.chunk_count,
+            dedupe_key=k.dedupe_key,
+            created_at=to_iso(k.created_at),
+            updated_at=to_iso(k.updated_at),
+            processed_at=_iso_or_none(k.processed_at),
+            inflight="1" if k.parse_status in IN_FLIGHT_STATUSES else None,
+        )
+
+    @staticmethod
+    def _from_item(item: Any) -> Knowledge:
+        return Knowledge(
+            id=item.id,
+            tenant_id=item.tenant_id,
+            kb_id=item.kb_id,
+            type=KnowledgeType(item.type),
+            title=item.title or "",
+            description=item.description or "",
+            source=item.source or "",
+            file_name=item.file_name or "",
+            file_type=item.file_type or "",
+            file_size=int(item.file_size or 0),
+            file_hash=item.file_hash or "",
+            file_path=item.file_path or "",
+            parse_status=ParseStatus(item.parse_status),
+            enable_status=EnableStatus(item.enable_status),
+            summary_status=SummaryStatus(item.summary_status or "none"),
+            error_message=item.error_message or "",
+            error_code=item.error_code or "",
+            attempt=int(item.attempt or 1),
+            pending_subtasks_count=int(item.pending_subtasks_count or 0),
+            enable_multimodel=bool(item.enable_multimodel),
+            metadata=dict(item.meta or {}),
+            process_overrides=dict(item.process_overrides or {}),
+            tag_ids=list(item.tag_ids or []),
+            channel=item.channel or "api",
+            folder_path=item.folder_path or "",
+            storage_size=int(item.storage_size or 0),
+            chunk_count=int(item.chunk_count or 0),
+            dedupe_key=item.dedupe_key or "",
+            created_at=from_iso(item.created_at),
+            updated_at=from_iso(item.updated_at),
+            processed_at=from_iso(item.processed_at) if item.processed_at else None,
+        )
+
+    # -- reads
+    def get(self, knowledge_id: str) -> Knowledge | None:
+        try:
+            return self._from_item(self.model.get(knowledge_id, consistent_read=True))
+        except DoesNotExist:
+            return None
+
+    def find_duplicate(self, dedupe_key: str) -> Knowledge | None:
+        try:
+            claim = self.dedupe.get(dedupe_key, consistent_read=True)
+        except DoesNotExist:
+            return None
+        holder = self.get(claim.knowledge_id)
+        return holder if holder and self._holds_claim(holder) else None
+
+    @staticmethod
+    def _holds_claim(k: Knowledge) -> bool:
+        # Failed rows do not block a new upload of the same content (the specification's rule).
+        return k.parse_status != ParseStatus.FAILED
+
+    def list_by_kb(self, kb_id: str, page: int, page_size: int) -> Page:
+        items = [self._from_item(i) for i in self.model.kb_index.query(kb_id, scan_index_forward=False)]
+        start = (page - 1) * page_size
+        return Page(items[start : start + page_size], len(items), page, page_size)
+
+    def in_flight_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+        query = self.model.inflight_index.query("1", self.model.updated_at < cutoff_iso)
+        return [self._from_item(i) for i in query]
+
+    def summaries_processing_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+        query = self.model.summary_index.query("1", self.model.updated_at < cutoff_iso)
+        return [self._from_item(i) for i in query]
+
+    # -- create
+    def insert(self, knowledge: Knowledge) -> None:
+        """Claim the dedupe key and insert the row in one transaction: two racing uploads of the same
+        content cannot both win, because only one conditional put of the claim can succeed.
+
+            upload A: claim(key) ok ─ insert(A) ok ─ commit
+            upload B: claim(key) ✗ (A holds it) ─ nothing written ─ 409 with A
+        """
+        item = self._to_item(knowledge)
+        if not knowledge.dedupe_key:
+            item.save(condition=self.model.id.does_not_exist())
+            return
+        claim = self.dedupe(knowledge.dedupe_key, knowledge_id=knowledge.id)
+        for _ in range(3):
+            try:
+                with TransactWrite() as tx:
+                    tx.save(claim, condition=self.dedupe.dedupe_key.does_not_exist())
+                    tx.save(item, condition=self.model.id.does_not_exist())
+                return
+            except TransactWriteError as error:
+                if not _condition_failed(error):
+                    raise
+            holder_id = self._claim_holder(knowledge.dedupe_key)
+            if holder_id is None:
+                continue  # the claim vanished between our write and read: try again
+            holder = self.get(holder_id)
+            if holder is not None and self._holds_claim(holder):
+                raise DuplicateKnowledge(holder)
+            # A failed or deleted row holds the claim: take it over, guarded on the old holder.
+            try:
+                with TransactWrite() as tx:
+                    tx.save(claim, condition=self.dedupe.knowledge_id == holder_id)
+                    tx.save(item, condition=self.model.id.does_not_exist())
+                return
+            except TransactWriteError as error:
+                if not _condition_failed(error):
+                    raise
+        raise RuntimeError(f"could not claim dedupe key {knowledge.dedupe_key} after 3 tries")
+
+    def _claim_holder(self, dedupe_key: str) -> str | None:
+        try:
+            return str(self.dedupe.get(dedupe_key, consistent_read=True).knowledge_id)
+        except DoesNotExist:
+            return None
+
+    def delete(self, knowledge_id: str) -> None:
+        knowledge = self.get(knowledge_id)
+        if knowledge is None:
+            return
+        if knowledge.dedupe_key:
+            try:
+                self.dedupe(knowledge.dedupe_key).delete(condition=self.dedupe.knowledge_id == knowledge_id)
+            except Exception as error:  # another row holds the claim now: leave it
+                if not _condition_failed(error):
+                    raise
+        self.model(knowledge_id).delete()
+
+    # -- transitions
+    def _update(self, knowledge_id: str, actions: list[Any], condition: Any) -> Knowledge | None:
+        item = self.model(knowledge_id)
+        try:
+            item.update(actions=actions, condition=condition & self.model.id.exists())
+        except UpdateError as error:
+            if _condition_failed(error):
+                return None
+            raise
+        return self._from_item(item)
+
+    def begin_processing(self, knowledge_id: str, attempt: int) -> Knowledge | None:
+        m = self.model
+        return self._update(
+            knowledge_id,
+            [
+                m.parse_status.set(ParseStatus.PROCESSING.value),
+                m.error_message.set(""),
+                m.error_code.set(""),
+                m.updated_at.set(now_iso()),
+                m.inflight.set("1"),
+            ],
+            (m.attempt == attempt)
+            & m.parse_status.is_in(ParseStatus.PENDING.value, ParseStatus.PROCESSING.value),
+        )
+
+    def mark_failed(self, knowledge_id: str, attempt: int | None, message: str, code: str) -> bool:
+        m = self.model
+        condition = m.parse_status.is_in(*IN_FLIGHT)
+        if attempt is not None:
+            condition &= m.attempt == attempt
+        return (
+            self._update(
+                knowledge_id,
+                [
+                    m.parse_status.set(ParseStatus.FAILED.value),
+                    m.error_message.set(message[:2000]),
+                    m.error_code.set(code),
+                    m.pending_subtasks_count.set(0),
+                    m.updated_at.set(now_iso()),
+                    m.inflight.remove(),
+                ],
+                condition,
+            )
+            is not None
+        )
+
+    def mark_indexed(
+        self, knowledge_id: str, attempt: int, *, chunk_count: int, storage_size: int, completed: bool
+    ) -> bool:
+        m = self.model
+        now = now_iso()
+        actions = [
+            m.enable_status.set(EnableStatus.ENABLED.value),
+            m.chunk_count.set(chunk_count),
+            m.storage_size.set(storage_size),
+            m.processed_at.set(now),
+            m.updated_at.set(now),
+        ]
+        if completed:
+            actions += [m.parse_status.set(ParseStatus.COMPLETED.value), m.inflight.remove()]
+        condition = (m.attempt == attempt) & (m.parse_status == ParseStatus.PROCESSING.value)
+        return self._update(knowledge_id, actions, condition) is not None
+
+    def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:
+        m = self.model
+        actions = [
+            m.attempt.add(1),
+            m.parse_status.set(ParseStatus.PENDING.value),
+            m.enable_status.set(EnableStatus.DISABLED.value),
+            m.error_message.set(""),
+            m.error_code.set(""),
+            m.description.set(""),
+            m.processed_at.remove(),
+            m.pending_subtasks_count.set(0),
+            m.done_subtasks.remove(),
+            m.chunk_count.set(0),
+            m.updated_at.set(now_iso()),
+            m.inflight.set("1"),
+        ]
+        if process_overrides is not None:
+            actions.append(m.process_overrides.set(dict(process_overrides)))
+        condition = m.parse_status.is_in(
+            ParseStatus.PENDING.value,
+            ParseStatus.PROCESSING.value,
+            ParseStatus.FINALIZING.value,
+            ParseStatus.COMPLETED.value,
+            ParseStatus.FAILED.value,
+            ParseStatus.CANCELLED.value,
+        )
+        updated = self._update(knowledge_id, actions, condition)
+        if updated is None:
+            raise LookupError(knowledge_id)
+        return updated
+
+    def touch(self, knowledge_id: str) -> None:
+        m = self.model
+        self._update(knowledge_id, [m.updated_at.set(now_iso())], m.parse_status.is_in(*IN_FLIGHT))
+
+    def set_summary_status(self, knowledge_id: str, status: str, *, only_if: str | None = None) -> bool:
+        m = self.model
+        actions = [m.summary_status.set(status), m.updated_at.set(now_iso())]
+        actions.append(
+            m.summary_inflight.set("1")
+            if status == SummaryStatus.PROCESSING.value
+            else m.summary_inflight.remove()
+        )
+        condition = m.id.exists() if only_if is None else (m.summary_status == only_if)
+        return self._update(knowledge_id, actions, condition) is not None
+
+    def set_description(self, knowledge_id: str, description: str) -> None:
+        m = self.model
+        self._update(knowledge_id, [m.description.set(description)], m.id.exists())
+
+
+# ---------------------------------------------------------------- chunks
+
+
+def chunk_to_body(chunk: Chunk) -> dict[str, Any]:
+    body = asdict(chunk)
+    body["created_at"] = to_iso(chunk.created_at)
+    return body
+
+
+def chunk_from_body(body: Mapping[str, Any]) -> Chunk:
+    data = dict(body)
+    data["chunk_type"] = ChunkType(data.get("chunk_type", "text"))
+    data["created_at"] = from_iso(data["created_at"])
+    return Chunk(**data)
+
+
+class DynamoChunkRepo:
+    def __init__(self, models: Models):
+        self.model = models.chunk
+
+    def _items(self, knowledge_id: str) -> list[Any]:
+        return list(self.model.query(knowledge_id, consistent_read=True))
+
+    def list(self, knowledge_id: str) -> list[Chunk]:
+        chunks = [chunk_from_body(item.body) for item in self._items(knowledge_id)]
+        chunks.sort(key=lambda c: (c.chunk_type != ChunkType.PARENT_TEXT, c.seq))
+        return chunks
+
+    def get_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
+        keys = [(knowledge_id, cid) for cid in chunk_ids]
+        return [chunk_from_body(item.body) for item in self.model.batch_get(keys)]
+
+    def put_many(self, chunks: Sequence[Chunk]) -> None:
+        with self.model.batch_write() as batch:
+            for chunk in chunks:
+                batch.save(self.model(chunk.knowledge_id, chunk.id, body=chunk_to_body(chunk)))
+
+    def delete_all(self, knowledge_id: str) -> int:
+        items = self._items(knowledge_id)
+        with self.model.batch_write() as batch:
+            for item in items:
+                batch.delete(item)
+        return len(items)
+
+    def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk]) -> None:
+        keep = {c.id for c in chunks}
+        stale = [item for item in self._items(knowledge_id) if item.chunk_id not in keep]
+        with self.model.batch_write() as batch:
+            for item in stale:
+                batch.delete(item)
+            for chunk in chunks:
+                batch.save(self.model(chunk.knowledge_id, chunk.id, body=chunk_to_body(chunk)))
+
+    def mark_indexed(self, knowledge_id: str, chunk_ids: Sequence[str]) -> None:
+        wanted = set(chunk_ids)
+        chunks = [c for c in self.list(knowledge_id) if c.id in wanted]
+        for chunk in chunks:
+            chunk.status = 2
+        self.put_many(chunks)
+
+
+# ---------------------------------------------------------------- spans
+
+
+def span_to_body(span: Span) -> dict[str, Any]:
+    body = asdict(span)
+    for key in ("started_at", "ended_at", "updated_at"):
+        body[key] = _iso_or_none(body[key])
+    return body
+
+
+def span_from_body(body: Mapping[str, Any]) -> Span:
+    data = dict(body)
+    data["kind"] = SpanKind(data["kind"])
+    data["status"] = SpanStatus(data["status"])
+    for key in ("started_at", "ended_at", "updated_at"):
+        data[key] = from_iso(data[key]) if data.get(key) else None
+    return Span(**data)
+
+
+class DynamoSpanRepo:
+    def __init__(self, models: Models):
+        self.model = models.span
+
+    @staticmethod
+    def _key(attempt: int, span_id: str) -> str:
+        return f"{attempt:06d}#{span_id}"
+
+    def put(self, span: Span) -> None:
+        self.model(
+            span.knowledge_id,
+            self._key(span.attempt, span.span_id),
+            body=span_to_body(span),
+            updated_at=to_iso(span.updated_at),
+        ).save()
+
+    def get(self, knowledge_id: str, attempt: int, span_id: str) -> Span | None:
+        try:
+            return span_from_body(
+                self.model.get(knowledge_id, self._key(attempt, span_id), consistent_read=True).body
+            )
+        except DoesNotExist:
+            return None
+
+    def list(self, knowledge_id: str, attempt: int) -> list[Span]:
+        prefix = f"{attempt:06d}#"
+        query = self.model.query(knowledge_id, self.model.span_key.startswith(prefix), consistent_read=True)
+        return [span_from_body(item.body) for item in query]
+
+    def latest_attempt(self, knowledge_id: str) -> int:
+        for item in self.model.query(knowledge_id, scan_index_forward=False, limit=1):
+            return int(item.span_key.split("#", 1)[0])
+        return 0
+
+    def last_activity_iso(self, knowledge_id: str) -> str | None:
+        latest = None
+        for item in self.model.query(knowledge_id, attributes_to_get=["updated_at", "span_key"]):
+            if latest is None or item.updated_at > latest:
+                latest = item.updated_at
+        return latest
+
+
+__all__ = [
+    "DuplicateKnowledge",
+    "DynamoChunkRepo",
+    "DynamoKnowledgeBaseRepo",
+    "DynamoKnowledgeRepo",
+    "DynamoSpanRepo",
+    "DynamoTenantRepo",
+    "Models",
+    "PutError",
+    "build_models",
+    "hash_api_key",
+]

@@ -1,0 +1,64 @@
+"""SQS stage queues. Messages carry pointers (ids), never document bodies."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..domain.types import Stage, StageMessage
+
+
+class SqsTaskQueue:
+    def __init__(self, client: Any, queue_names: Mapping[str, str]):
+        """`queue_names` maps a logical queue ('docreader', 'uploads', …) to its SQS queue name."""
+        self.client = client
+        self.queue_names = dict(queue_names)
+        self._urls: dict[str, str] = {}
+
+    def url(self, queue: str) -> str:
+        if queue not in self._urls:
+            self._urls[queue] = self.client.get_queue_url(QueueName=self.queue_names[queue])["QueueUrl"]
+        return self._urls[queue]
+
+    def send(self, stage: Stage, message: StageMessage, *, delay_seconds: int = 0) -> None:
+        self.send_raw(stage.value, message.to_json(), delay_seconds=delay_seconds)
+
+    def send_raw(self, queue: str, body: Mapping[str, Any], *, delay_seconds: int = 0) -> None:
+        self.client.send_message(
+            QueueUrl=self.url(queue), MessageBody=json.dumps(dict(body)), DelaySeconds=delay_seconds
+        )
+
+    def dead_letter(self, queue: str, body: str, reason: str) -> None:
+        self.client.send_message(
+            QueueUrl=self._dlq_url(queue),
+            MessageBody=body,
+            MessageAttributes={"reason": {"DataType": "String", "StringValue": reason[:1000]}},
+        )
+
+    def _dlq_url(self, queue: str) -> str:
+        if f"{queue}-dlq" in self._urls:
+            return self._urls[f"{queue}-dlq"]
+        attrs = self.client.get_queue_attributes(QueueUrl=self.url(queue), AttributeNames=["RedrivePolicy"])
+        arn = json.loads(attrs["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"]
+        url = str(self.client.get_queue_url(QueueName=arn.rsplit(":", 1)[-1])["QueueUrl"])
+        self._urls[f"{queue}-dlq"] = url
+        return url
+
+    def backlog(self, queue: str) -> int:
+        attrs = self.client.get_queue_attributes(
+            QueueUrl=self.url(queue),
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+        return sum(int(v) for v in attrs.values())
+
+    def has_pending(self, knowledge_id: str) -> bool:
+        """SQS cannot be searched by content, so this answers conservatively: any backlog on a main
+        stage queue may hold the knowledge's message, and housekeeping must then spare it."""
+        return any(
+            self.backlog(stage.value) > 0 for stage in (Stage.DOCREADER, Stage.CHUNKING, Stage.EMBEDDING)
+        )

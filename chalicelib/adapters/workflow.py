@@ -1,0 +1,55 @@
+"""Step Functions: one execution per (knowledge, attempt), with a deterministic name."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..ports import WorkflowStart
+
+# A callback for a task that is already closed is not an error for our workers: the work was done.
+CLOSED_TASK_ERRORS = ("TaskTimedOut", "TaskDoesNotExist", "InvalidToken")
+
+
+class StepFunctionsWorkflow:
+    def __init__(self, client: Any, state_machine_arn: str):
+        self.client = client
+        self.state_machine_arn = state_machine_arn
+
+    def _execution_arn(self, name: str) -> str:
+        return self.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
+
+    def start(self, name: str, payload: Mapping[str, Any]) -> WorkflowStart:
+        try:
+            response = self.client.start_execution(
+                stateMachineArn=self.state_machine_arn, name=name, input=json.dumps(dict(payload))
+            )
+            return WorkflowStart(response["executionArn"], True)
+        except self.client.exceptions.ExecutionAlreadyExists:
+            return WorkflowStart(self._execution_arn(name), False)
+
+    def is_running(self, name: str) -> bool:
+        try:
+            status = self.client.describe_execution(executionArn=self._execution_arn(name))["status"]
+        except self.client.exceptions.ExecutionDoesNotExist:
+            return False
+        return bool(status == "RUNNING")
+
+    def _callback(self, method: str, **kwargs: Any) -> bool:
+        try:
+            getattr(self.client, method)(**kwargs)
+            return True
+        except self.client.exceptions.ClientError as error:
+            if error.response.get("Error", {}).get("Code") in CLOSED_TASK_ERRORS:
+                return False
+            raise
+
+    def task_success(self, token: str, output: Mapping[str, Any]) -> bool:
+        return self._callback("send_task_success", taskToken=token, output=json.dumps(dict(output)))
+
+    def task_failure(self, token: str, error: str, cause: str) -> bool:
+        return self._callback("send_task_failure", taskToken=token, error=error[:256], cause=cause[:32768])
+
+    def task_heartbeat(self, token: str) -> bool:
+        return self._callback("send_task_heartbeat", taskToken=token)

@@ -1,0 +1,118 @@
+"""Knowledge-base defaults merged with per-upload overrides (WeKnora's ResolveProcessConfig).
+
+Overrides are persisted on the knowledge row and re-resolved by every worker, so a reparse runs with the
+same settings as the upload did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import BadRequest
+from .filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
+from .types import ChunkingConfig, KnowledgeBase
+
+CHUNKING_NUMBERS = ("chunk_size", "chunk_overlap", "parent_chunk_size", "child_chunk_size", "token_limit")
+KNOWN_OVERRIDES = frozenset(
+    {
+        "chunking",
+        "enable_multimodel",
+        "vlm_model_id",
+        "asr_model_id",
+        "ocr_engine",
+        "question_generation",
+        "graph_enabled",
+        "parser_engine_rules",
+        "summary_enabled",
+    }
+)
+
+
+@dataclass
+class EffectiveProcessConfig:
+    chunking: ChunkingConfig
+    enable_multimodel: bool = False
+    vlm_model_id: str = ""
+    asr_model_id: str = ""
+    ocr_engine: str = ""
+    question_generation: dict[str, Any] = field(default_factory=dict)
+    graph_enabled: bool = False
+    summary_enabled: bool = True
+
+
+def _chunking_override(base: ChunkingConfig, override: dict[str, Any]) -> ChunkingConfig:
+    changes: dict[str, Any] = {}
+    for name in CHUNKING_NUMBERS:
+        value = override.get(name)
+        # An explicit 0 overlap is honoured; other zeros mean "keep the KB value" as in WeKnora.
+        if isinstance(value, int) and not isinstance(value, bool) and (value != 0 or name == "chunk_overlap"):
+            changes[name] = value
+    if override.get("separators"):
+        changes["separators"] = [str(s) for s in override["separators"]]
+    if override.get("strategy"):
+        changes["strategy"] = str(override["strategy"])
+    if "enable_parent_child" in override:
+        changes["enable_parent_child"] = bool(override["enable_parent_child"])
+    return replace(base, **changes)
+
+
+def validate_overrides(raw: Any) -> dict[str, Any]:
+    if raw in (None, "", {}):
+        return {}
+    if not isinstance(raw, dict):
+        raise BadRequest("process_config must be a JSON object", code="invalid_process_config")
+    unknown = set(raw) - KNOWN_OVERRIDES
+    if unknown:
+        raise BadRequest(
+            f"unknown process_config keys: {', '.join(sorted(unknown))}", code="invalid_process_config"
+        )
+    chunking = raw.get("chunking") or {}
+    if not isinstance(chunking, dict):
+        raise BadRequest("process_config.chunking must be an object", code="invalid_process_config")
+    size = chunking.get("chunk_size")
+    overlap = chunking.get("chunk_overlap")
+    if size is not None and (not isinstance(size, int) or not 1 <= size <= 7500):
+        raise BadRequest("chunk_size must be an integer from 1 to 7500", code="invalid_process_config")
+    if overlap is not None and (not isinstance(overlap, int) or overlap < 0):
+        raise BadRequest("chunk_overlap must be a non-negative integer", code="invalid_process_config")
+    rules = raw.get("parser_engine_rules")
+    if rules is not None and not (
+        isinstance(rules, dict) and all(isinstance(v, str) for v in rules.values())
+    ):
+        raise BadRequest(
+            "parser_engine_rules must map file types to engine names", code="invalid_process_config"
+        )
+    return dict(raw)
+
+
+def resolve(kb: KnowledgeBase, overrides: dict[str, Any] | None) -> EffectiveProcessConfig:
+    overrides = overrides or {}
+    chunking = _chunking_override(kb.chunking_config, overrides.get("chunking") or {})
+    if overrides.get("parser_engine_rules"):
+        chunking = replace(chunking, parser_engine_rules=dict(overrides["parser_engine_rules"]))
+    return EffectiveProcessConfig(
+        chunking=chunking,
+        enable_multimodel=bool(overrides.get("enable_multimodel", False)),
+        vlm_model_id=str(overrides.get("vlm_model_id") or kb.vlm_model_id),
+        asr_model_id=str(overrides.get("asr_model_id") or kb.asr_model_id),
+        ocr_engine=str(overrides.get("ocr_engine") or ""),
+        question_generation=dict(overrides.get("question_generation") or {}),
+        graph_enabled=bool(overrides.get("graph_enabled", kb.indexing_strategy.graph_enabled)),
+        summary_enabled=bool(overrides.get("summary_enabled", True)),
+    )
+
+
+def check_media_gates(
+    file_type: str, effective: EffectiveProcessConfig, *, ocr_available: bool, asr_available: bool
+) -> None:
+    """Images need a VLM or OCR, audio needs ASR: rejected up front, not after a wasted parse."""
+    if file_type in IMAGE_EXTENSIONS and not (effective.vlm_model_id or ocr_available):
+        raise BadRequest(
+            "Image uploads need a vision model (vlm_model_id) or an OCR engine configured",
+            code="image_needs_vlm_or_ocr",
+        )
+    if file_type in AUDIO_EXTENSIONS and not (effective.asr_model_id or asr_available):
+        raise BadRequest(
+            "Audio uploads need a speech-recognition model (asr_model_id) configured", code="audio_needs_asr"
+        )

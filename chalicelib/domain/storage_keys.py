@@ -1,0 +1,53 @@
+"""Object keys and file names that are safe on every backend (no traversal, no control characters)."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import unicodedata
+import uuid
+
+_UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f/\\:*?\"<>|]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_NAME = 255
+
+
+def safe_file_name(name: str) -> str:
+    """A display-safe base name: no directories, no control characters, at most 255 characters."""
+    name = unicodedata.normalize("NFC", name.replace("\\", "/"))
+    base = posixpath.basename(name).strip().strip(".")
+    base = _UNSAFE_NAME.sub("_", base)
+    if len(base) > MAX_NAME:
+        stem, ext = posixpath.splitext(base)
+        base = stem[: MAX_NAME - len(ext)] + ext
+    return base or "unnamed"
+
+
+def folder_of(name: str) -> str:
+    """WeKnora keeps the directory part of an uploaded `fileName` as the knowledge's folder path."""
+    parts = [p for p in name.replace("\\", "/").split("/")[:-1] if p not in ("", ".", "..")]
+    return "/".join(parts)
+
+
+def safe_object_key(key: str) -> str:
+    parts = key.replace("\\", "/").split("/")
+    if any(part in ("..", ".") for part in parts) or key.startswith("/"):
+        raise ValueError(f"unsafe object key: {key!r}")
+    if _CONTROL.search(key):
+        raise ValueError(f"unsafe object key: {key!r}")
+    return "/".join(p for p in parts if p)
+
+
+def source_object_key(tenant_id: str, knowledge_id: str, file_type: str) -> str:
+    """`{tenant}/{knowledge}/{uuid}{ext}`: the stored name never carries the user's file name."""
+    ext = f".{file_type}" if file_type else ""
+    return f"{tenant_id}/{knowledge_id}/{uuid.uuid4().hex}{ext}"
+
+
+def parsed_markdown_key(tenant_id: str, knowledge_id: str, attempt: int) -> str:
+    return f"{tenant_id}/{knowledge_id}/parsed/attempt-{attempt}.md"
+
+
+def exports_key(tenant_id: str, ext: str) -> str:
+    ext = ext if ext.startswith(".") or not ext else f".{ext}"
+    return f"{tenant_id}/exports/{uuid.uuid4().hex}{ext}"

@@ -1,0 +1,255 @@
+"""Domain records. Plain dataclasses: adapters map them to storage, the API maps them to JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class ParseStatus(StrEnum):
+    DRAFT = "draft"
+    PENDING = "pending"
+    PROCESSING = "processing"
+    FINALIZING = "finalizing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DELETING = "deleting"
+    CANCELLED = "cancelled"
+
+
+IN_FLIGHT_STATUSES = frozenset({ParseStatus.PENDING, ParseStatus.PROCESSING, ParseStatus.FINALIZING})
+TERMINAL_STATUSES = frozenset({ParseStatus.COMPLETED, ParseStatus.FAILED, ParseStatus.CANCELLED})
+
+
+class EnableStatus(StrEnum):
+    DISABLED = "disabled"
+    ENABLED = "enabled"
+
+
+class SummaryStatus(StrEnum):
+    NONE = "none"
+    PENDING = "pending"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class KnowledgeType(StrEnum):
+    FILE = "file"
+    URL = "url"
+    FILE_URL = "file_url"
+    MANUAL = "manual"
+
+
+class Stage(StrEnum):
+    """The five spec stages, in order. Each main stage has its own SQS queue."""
+
+    DOCREADER = "docreader"
+    CHUNKING = "chunking"
+    EMBEDDING = "embedding"
+    MULTIMODAL = "multimodal"
+    POSTPROCESS = "postprocess"
+
+
+ALL_STAGES: tuple[Stage, ...] = tuple(Stage)
+
+
+class SpanStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+class SpanKind(StrEnum):
+    ROOT = "root"
+    STAGE = "stage"
+    SUBSPAN = "subspan"
+
+
+class ChunkType(StrEnum):
+    TEXT = "text"
+    PARENT_TEXT = "parent_text"
+    IMAGE_OCR = "image_ocr"
+    IMAGE_CAPTION = "image_caption"
+    SUMMARY = "summary"
+    ENTITY = "entity"
+    RELATIONSHIP = "relationship"
+    FAQ = "faq"
+    TABLE_SUMMARY = "table_summary"
+    TABLE_COLUMN = "table_column"
+    WIKI_PAGE = "wiki_page"
+
+
+DEFAULT_CHUNK_SIZE = 512
+DEFAULT_CHUNK_OVERLAP = 80
+DEFAULT_SEPARATORS: tuple[str, ...] = ("\n\n", "\n", "。")
+
+
+@dataclass
+class ChunkingConfig:
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
+    separators: list[str] = field(default_factory=lambda: list(DEFAULT_SEPARATORS))
+    strategy: str = "recursive"  # recursive | heading | heuristic | auto
+    enable_parent_child: bool = False
+    parent_chunk_size: int = 4096
+    child_chunk_size: int = 384
+    token_limit: int = 0
+    language: str = ""
+    parser_engine_rules: dict[str, str] = field(default_factory=dict)  # file type -> engine
+
+
+@dataclass
+class IndexingStrategy:
+    vector_enabled: bool = True
+    keyword_enabled: bool = True
+    wiki_enabled: bool = False
+    graph_enabled: bool = False
+
+    @property
+    def needs_embedding(self) -> bool:
+        return self.vector_enabled or self.keyword_enabled
+
+
+@dataclass
+class Tenant:
+    id: str
+    name: str
+    api_key_hash: str
+    created_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass
+class KnowledgeBase:
+    id: str
+    tenant_id: str
+    name: str
+    description: str = ""
+    type: str = "document"  # document | faq
+    chunking_config: ChunkingConfig = field(default_factory=ChunkingConfig)
+    indexing_strategy: IndexingStrategy = field(default_factory=IndexingStrategy)
+    embedding_model_id: str = ""
+    summary_model_id: str = ""
+    vlm_model_id: str = ""
+    asr_model_id: str = ""
+    retrieval_engine: str = ""  # '' = the global default
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass
+class Knowledge:
+    id: str
+    tenant_id: str
+    kb_id: str
+    type: KnowledgeType
+    title: str = ""
+    description: str = ""
+    source: str = ""  # the URL for url/file_url imports
+    file_name: str = ""
+    file_type: str = ""
+    file_size: int = 0
+    file_hash: str = ""
+    file_path: str = ""  # storage URL: s3://bucket/key or local://key
+    parse_status: ParseStatus = ParseStatus.PENDING
+    enable_status: EnableStatus = EnableStatus.DISABLED
+    summary_status: SummaryStatus = SummaryStatus.NONE
+    error_message: str = ""
+    error_code: str = ""
+    attempt: int = 1
+    pending_subtasks_count: int = 0
+    enable_multimodel: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    process_overrides: dict[str, Any] = field(default_factory=dict)
+    tag_ids: list[str] = field(default_factory=list)
+    channel: str = "api"
+    folder_path: str = ""
+    storage_size: int = 0
+    chunk_count: int = 0
+    dedupe_key: str = ""
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+    processed_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("created_at", "updated_at", "processed_at"):
+            value = data[key]
+            data[key] = value.isoformat() if value else None
+        data.pop("dedupe_key", None)
+        return data
+
+
+@dataclass
+class Chunk:
+    id: str
+    tenant_id: str
+    kb_id: str
+    knowledge_id: str
+    seq: int
+    content: str
+    chunk_type: ChunkType = ChunkType.TEXT
+    start_at: int = 0
+    end_at: int = 0
+    context_header: str = ""
+    pre_chunk_id: str = ""
+    next_chunk_id: str = ""
+    parent_chunk_id: str = ""
+    is_enabled: bool = True
+    status: int = 1  # 1 stored, 2 indexed
+    content_hash: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    image_info: list[dict[str, Any]] = field(default_factory=list)
+    created_at: datetime = field(default_factory=utcnow)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["created_at"] = self.created_at.isoformat()
+        data.pop("context_header", None)  # internal, as in WeKnora's API
+        return data
+
+
+@dataclass
+class Span:
+    knowledge_id: str
+    attempt: int
+    span_id: str  # 'root', 'docreader', 'multimodal.image[3]', ...
+    name: str
+    kind: SpanKind
+    status: SpanStatus = SpanStatus.PENDING
+    parent_id: str = ""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error_code: str = ""
+    error_message: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    updated_at: datetime = field(default_factory=utcnow)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("started_at", "ended_at", "updated_at"):
+            value = data[key]
+            data[key] = value.isoformat() if value else None
+        return data
+
+
+@dataclass(frozen=True)
+class StageMessage:
+    """What travels on a stage queue: pointers only, never document bodies."""
+
+    tenant_id: str
+    knowledge_id: str
+    attempt: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tenant_id": self.tenant_id, "knowledge_id": self.knowledge_id, "attempt": self.attempt}

@@ -1,0 +1,390 @@
+"""The interfaces between use cases and adapters. Use cases depend on these; adapters implement them.
+
+Nothing here imports boto3 or a model runtime. Embeddings travel as float32 numpy arrays of
+shape (n, dimensions), L2-normalised, because every engine and model adapter speaks numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .domain.types import Chunk, Knowledge, KnowledgeBase, Span, Stage, StageMessage, Tenant
+
+if TYPE_CHECKING:  # numpy stays off the API function's cold-start path
+    import numpy as np
+    import numpy.typing as npt
+
+    Vectors = npt.NDArray[np.float32]
+
+
+# ---------------------------------------------------------------- storage
+
+
+class FileStore(Protocol):
+    """Object storage addressed by URLs (`s3://bucket/key`, `local://key`)."""
+
+    def save(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        """Stores bytes under `key` and returns the object's URL."""
+        ...
+
+    def read(self, url: str) -> bytes: ...
+
+    def delete(self, url: str) -> None:
+        """Deletes the object; a missing object is not an error."""
+        ...
+
+    def exists(self, url: str) -> bool: ...
+
+    def size(self, url: str) -> int: ...
+
+    def url_for(self, key: str) -> str:
+        """The URL an object under `key` would have, without touching storage."""
+        ...
+
+    def key_of(self, url: str) -> str: ...
+
+    def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
+        """An HTTP URL a client can PUT the object's bytes to."""
+        ...
+
+
+# ---------------------------------------------------------------- queues and workflow
+
+
+class TaskQueue(Protocol):
+    def send(self, stage: Stage, message: StageMessage, *, delay_seconds: int = 0) -> None:
+        """Enqueues the stage's next message. Raises on failure (the caller marks the row failed)."""
+        ...
+
+    def send_raw(self, queue: str, body: Mapping[str, Any], *, delay_seconds: int = 0) -> None: ...
+
+    def dead_letter(self, queue: str, body: str, reason: str) -> None:
+        """Parks a message that can never succeed in the queue's DLQ, so it is kept, not lost."""
+        ...
+
+    def has_pending(self, knowledge_id: str) -> bool:
+        """Best-effort: does any stage queue still hold a message for this knowledge?"""
+        ...
+
+
+@dataclass(frozen=True)
+class WorkflowStart:
+    execution_id: str
+    started: bool  # False when an execution of that name already existed
+
+
+class Workflow(Protocol):
+    def start(self, name: str, payload: Mapping[str, Any]) -> WorkflowStart: ...
+
+    def is_running(self, name: str) -> bool: ...
+
+    def task_success(self, token: str, output: Mapping[str, Any]) -> bool:
+        """Returns False when the task is already closed (timed out, superseded, answered)."""
+        ...
+
+    def task_failure(self, token: str, error: str, cause: str) -> bool: ...
+
+    def task_heartbeat(self, token: str) -> bool: ...
+
+
+# ---------------------------------------------------------------- state
+
+
+class TenantRepo(Protocol):
+    def get(self, tenant_id: str) -> Tenant | None: ...
+
+    def by_api_key(self, api_key: str) -> Tenant | None: ...
+
+    def put(self, tenant: Tenant) -> None: ...
+
+
+class KnowledgeBaseRepo(Protocol):
+    def get(self, kb_id: str) -> KnowledgeBase | None: ...
+
+    def put(self, kb: KnowledgeBase) -> None: ...
+
+    def by_name(self, tenant_id: str, name: str) -> KnowledgeBase | None: ...
+
+    def list(self, tenant_id: str) -> list[KnowledgeBase]: ...
+
+
+class DuplicateKnowledge(Exception):
+    def __init__(self, existing: Knowledge):
+        super().__init__(f"duplicate of {existing.id}")
+        self.existing = existing
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Knowledge]
+    total: int
+    page: int
+    page_size: int
+
+
+class KnowledgeRepo(Protocol):
+    def get(self, knowledge_id: str) -> Knowledge | None: ...
+
+    def find_duplicate(self, dedupe_key: str) -> Knowledge | None:
+        """The live (not failed, not deleted) knowledge holding this dedupe key, if any."""
+        ...
+
+    def insert(self, knowledge: Knowledge) -> None:
+        """Atomically claims `knowledge.dedupe_key` (if set) and inserts the row.
+
+        Raises DuplicateKnowledge with the holder when a live row holds the key; a key held by a
+        failed or deleted row is taken over."""
+        ...
+
+    def delete(self, knowledge_id: str) -> None: ...
+
+    def list_by_kb(self, kb_id: str, page: int, page_size: int) -> Page: ...
+
+    def begin_processing(self, knowledge_id: str, attempt: int) -> Knowledge | None:
+        """pending|processing -> processing for this attempt, error cleared. None when the row is
+        missing, superseded by a newer attempt, or in a state that must not be processed."""
+        ...
+
+    def mark_failed(self, knowledge_id: str, attempt: int | None, message: str, code: str) -> bool:
+        """Fails the row unless it is terminal, being deleted, or (with `attempt`) superseded."""
+        ...
+
+    def mark_indexed(
+        self, knowledge_id: str, attempt: int, *, chunk_count: int, storage_size: int, completed: bool
+    ) -> bool:
+        """enable_status=enabled; parse_status stays processing, or completed when nothing follows."""
+        ...
+
+    def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:
+        """attempt+1, status pending, error/description/processed_at/counter reset (one conditional write)."""
+        ...
+
+    def touch(self, knowledge_id: str) -> None:
+        """Heartbeat: bumps updated_at."""
+        ...
+
+    def in_flight_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+        """pending/processing/finalizing rows whose updated_at is before the cutoff."""
+        ...
+
+    def summaries_processing_older_than(self, cutoff_iso: str) -> list[Knowledge]: ...
+
+    def set_summary_status(self, knowledge_id: str, status: str, *, only_if: str | None = None) -> bool: ...
+
+    def set_description(self, knowledge_id: str, description: str) -> None: ...
+
+
+class ChunkRepo(Protocol):
+    def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk]) -> None:
+        """Deletes every chunk of the knowledge, then writes these (idempotent re-runs)."""
+        ...
+
+    def put_many(self, chunks: Sequence[Chunk]) -> None: ...
+
+    def list(self, knowledge_id: str) -> list[Chunk]: ...
+
+    def get_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> list[Chunk]: ...
+
+    def delete_all(self, knowledge_id: str) -> int: ...
+
+    def mark_indexed(self, knowledge_id: str, chunk_ids: Sequence[str]) -> None: ...
+
+
+class SpanRepo(Protocol):
+    def put(self, span: Span) -> None: ...
+
+    def get(self, knowledge_id: str, attempt: int, span_id: str) -> Span | None: ...
+
+    def list(self, knowledge_id: str, attempt: int) -> list[Span]: ...
+
+    def latest_attempt(self, knowledge_id: str) -> int: ...
+
+    def last_activity_iso(self, knowledge_id: str) -> str | None: ...
+
+
+# ---------------------------------------------------------------- index
+
+
+@dataclass
+class IndexEntry:
+    """One searchable entry. `id` is unique per engine space; chunks use the chunk id."""
+
+    id: str
+    kb_id: str
+    knowledge_id: str
+    chunk_id: str
+    content: str  # the index text: title + breadcrumb + trimmed content
+    vector: npt.NDArray[np.float32] | None = None
+    source_id: str = ""
+    source_type: str = "chunk"
+    chunk_type: str = "text"
+    is_enabled: bool = True
+
+
+@dataclass
+class SearchHit:
+    id: str
+    chunk_id: str
+    knowledge_id: str
+    kb_id: str
+    content: str
+    score: float
+    bm25_rank: int | None = None
+    vector_rank: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IndexSpace:
+    """Entries embedded by one model at one dimension live in one space (one OpenSearch index)."""
+
+    model_id: str
+    dimensions: int
+
+    @property
+    def name(self) -> str:
+        safe = "".join(ch if ch.isalnum() else "-" for ch in self.model_id.lower()).strip("-")
+        return f"weknora-{safe}-{self.dimensions}"
+
+
+class RetrieveEngine(Protocol):
+    engine_name: str
+
+    def batch_index(self, space: IndexSpace, entries: Sequence[IndexEntry]) -> None: ...
+
+    def delete_by_knowledge(self, space: IndexSpace, kb_id: str, knowledge_ids: Sequence[str]) -> int: ...
+
+    def delete_by_ids(self, space: IndexSpace, kb_id: str, entry_ids: Sequence[str]) -> int: ...
+
+    def copy(
+        self,
+        space: IndexSpace,
+        src_kb_id: str,
+        src_knowledge_id: str,
+        dst_kb_id: str,
+        dst_knowledge_id: str,
+        id_map: Mapping[str, str],
+    ) -> int:
+        """Copies entries (vectors included, nothing re-embedded), renaming chunk ids by `id_map`."""
+        ...
+
+    def set_enabled(self, space: IndexSpace, kb_id: str, chunk_ids: Sequence[str], enabled: bool) -> int: ...
+
+    def hybrid_search(
+        self,
+        space: IndexSpace,
+        kb_id: str,
+        query_text: str,
+        query_vector: npt.NDArray[np.float32] | None,
+        top_k: int,
+        *,
+        keyword: bool = True,
+        vector: bool = True,
+    ) -> list[SearchHit]: ...
+
+    def count(self, space: IndexSpace, kb_id: str, knowledge_id: str | None = None) -> int: ...
+
+    def health(self) -> bool: ...
+
+
+# ---------------------------------------------------------------- models
+
+
+class EmbeddingModel(Protocol):
+    model_id: str
+    dimensions: int
+    max_input_chars: int
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """float32 (len(texts), dimensions), L2-normalised. Raises ModelThrottled on 429/throttling."""
+        ...
+
+
+class ModelThrottled(Exception):
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ModelUnavailable(Exception):
+    """The provider failed in a way a retry may fix (5xx, timeout, connection)."""
+
+
+class ChatModel(Protocol):
+    model_id: str
+
+    def chat(
+        self, messages: Sequence[Mapping[str, str]], *, temperature: float = 0.3, max_tokens: int = 2048
+    ) -> str: ...
+
+
+class VisionModel(Protocol):
+    model_id: str
+
+    def describe(self, image: bytes, prompt: str, *, max_tokens: int = 1024) -> str: ...
+
+
+class OcrEngine(Protocol):
+    name: str
+
+    def available(self) -> bool: ...
+
+    def recognize(self, image: bytes) -> str: ...
+
+
+class AsrEngine(Protocol):
+    name: str
+
+    def available(self) -> bool: ...
+
+    def transcribe(self, audio: bytes, file_name: str) -> str: ...
+
+
+# ---------------------------------------------------------------- parsing
+
+
+@dataclass
+class ParsedImage:
+    """An image a parser found: `ref` is how the Markdown points at it before it is stored."""
+
+    ref: str
+    data: bytes
+    mime_type: str = "image/png"
+    page: int | None = None
+    is_original: bool = False  # the uploaded file itself: exempt from the icon filter
+    tag: str = ""  # e.g. 'scanned_pdf' for rendered scanned pages
+
+
+@dataclass
+class ReadRequest:
+    data: bytes
+    file_name: str
+    file_type: str
+    engine: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    url: str = ""
+
+
+@dataclass
+class ReadResult:
+    markdown: str
+    images: list[ParsedImage] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    title: str = ""
+    is_audio: bool = False
+    audio: bytes = b""
+
+
+class DocReader(Protocol):
+    def read(self, request: ReadRequest) -> ReadResult:
+        """Raises PermanentStageError for input that can never parse, TransientStageError otherwise."""
+        ...
+
+    def engines(self) -> list[dict[str, Any]]: ...
+
+
+def iter_batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

@@ -1,0 +1,66 @@
+"""Hybrid search over a knowledge base: BM25 and vector, fused by RRF in the engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .bootstrap import Services
+from .create import require_kb
+from .domain.errors import BadRequest
+from .domain.types import ChunkType
+
+MAX_MATCHES = 100
+
+
+def hybrid_search(svc: Services, tenant_id: str, kb_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    kb = require_kb(svc, tenant_id, kb_id)
+    query = str(body.get("query_text") or "").strip()
+    if not query:
+        raise BadRequest("query_text is required", code="missing_query")
+    top_k = body.get("match_count", 10)
+    if not isinstance(top_k, int) or not 1 <= top_k <= MAX_MATCHES:
+        raise BadRequest(
+            f"match_count must be an integer from 1 to {MAX_MATCHES}", code="invalid_match_count"
+        )
+    model = svc.embedding_model(kb.embedding_model_id)
+    strategy = kb.indexing_strategy
+    vector = model.embed([query])[0] if strategy.vector_enabled else None
+    hits = svc.engine(kb.retrieval_engine).hybrid_search(
+        svc.index_space(model),
+        kb.id,
+        query,
+        vector,
+        top_k,
+        keyword=strategy.keyword_enabled,
+        vector=strategy.vector_enabled,
+    )
+    results = []
+    titles: dict[str, str] = {}
+    for hit in hits:
+        chunks = svc.chunks.get_many(hit.knowledge_id, [hit.chunk_id])
+        chunk = chunks[0] if chunks else None
+        content = chunk.content if chunk else hit.content
+        # A child hit returns its parent's content (parent-child retrieval)
+        if chunk and chunk.parent_chunk_id and chunk.chunk_type == ChunkType.TEXT:
+            parents = svc.chunks.get_many(hit.knowledge_id, [chunk.parent_chunk_id])
+            if parents:
+                content = parents[0].content
+        if hit.knowledge_id not in titles:
+            knowledge = svc.knowledge.get(hit.knowledge_id)
+            titles[hit.knowledge_id] = knowledge.title if knowledge else ""
+        results.append(
+            {
+                "id": hit.id,
+                "chunk_id": hit.chunk_id,
+                "knowledge_id": hit.knowledge_id,
+                "knowledge_title": titles[hit.knowledge_id],
+                "content": content,
+                "score": hit.score,
+                "match_type": "hybrid"
+                if hit.bm25_rank is not None and hit.vector_rank is not None
+                else ("keyword" if hit.bm25_rank is not None else "vector"),
+                "start_at": chunk.start_at if chunk else None,
+                "end_at": chunk.end_at if chunk else None,
+            }
+        )
+    return results

@@ -1,0 +1,85 @@
+"""Runs one SQS batch of a stage with the specification's retry semantics.
+
+- Each stage is tried at most `stage_max_receives` times (the queue's maxReceiveCount).
+- A permanent error (unsupported type, unparseable file) fails the knowledge at once; the message is
+  acknowledged, because a retry cannot help.
+- A transient error is retried by SQS; only the last try marks the knowledge `failed`, and the message
+  then goes on to the DLQ, where it is kept for inspection and redrive.
+- A message that is not even a valid stage payload is parked in the DLQ at once (nothing is lost).
+Partial batch failures are reported through Powertools, so one bad record never replays the others.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from .bootstrap import Services
+from .domain.errors import SpanErrorCode, StageError
+from .domain.types import Stage, StageMessage
+
+log = logging.getLogger(__name__)
+
+
+class InvalidPayload(ValueError):
+    pass
+
+
+def parse_stage_message(body: str) -> StageMessage:
+    try:
+        data = json.loads(body)
+        message = StageMessage(str(data["tenant_id"]), str(data["knowledge_id"]), int(data["attempt"]))
+    except (ValueError, KeyError, TypeError) as error:
+        raise InvalidPayload(f"not a stage message: {error}") from error
+    if not message.knowledge_id or message.attempt < 1:
+        raise InvalidPayload("not a stage message: empty knowledge_id or attempt < 1")
+    return message
+
+
+def receive_count(record: SQSRecord) -> int:
+    try:
+        return int(record.attributes.approximate_receive_count or 1)
+    except (TypeError, ValueError):
+        return 1
+
+
+def fail_knowledge(svc: Services, message: StageMessage, stage: Stage, code: str, reason: str) -> None:
+    svc.knowledge.mark_failed(message.knowledge_id, message.attempt, reason, code)
+    svc.tracker.fail_stage(message.knowledge_id, message.attempt, stage, code, reason)
+
+
+def run_stage(
+    svc: Services,
+    stage: Stage,
+    event: dict[str, Any],
+    context: Any,
+    work: Callable[[Services, StageMessage], None],
+) -> dict[str, Any]:
+    def handle(record: SQSRecord) -> None:
+        try:
+            message = parse_stage_message(record.body)
+        except InvalidPayload as error:
+            log.error("parking an invalid %s message in the DLQ: %s", stage.value, error)
+            svc.queue.dead_letter(stage.value, record.body, str(error))
+            return
+        last_try = receive_count(record) >= svc.settings.stage_max_receives
+        try:
+            work(svc, message)
+        except StageError as error:
+            if error.permanent or last_try:
+                fail_knowledge(svc, message, stage, error.code, error.message)
+            if not error.permanent:
+                raise
+        except Exception as error:
+            if last_try:
+                reason = f"{stage.value} failed after {svc.settings.stage_max_receives} tries: {error}"
+                fail_knowledge(svc, message, stage, SpanErrorCode.UNKNOWN, reason)
+            raise
+
+    processor = BatchProcessor(event_type=EventType.SQS)
+    return process_partial_response(event=event, record_handler=handle, processor=processor, context=context)

@@ -1,0 +1,43 @@
+"""S3 ObjectCreated → SQS → this handler → the same create path as the multipart upload."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+from urllib.parse import unquote_plus
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from .bootstrap import Services
+from .create import accept_uploaded_object
+
+log = logging.getLogger(__name__)
+
+
+def object_keys(body: str) -> list[str]:
+    """Keys of the ObjectCreated records in one S3 notification (the test event has none)."""
+    event = json.loads(body)
+    if event.get("Event") == "s3:TestEvent":
+        return []
+    keys = []
+    for record in event.get("Records", []):
+        if str(record.get("eventName", "")).startswith("ObjectCreated"):
+            # S3 URL-encodes keys in notifications (moto also encodes '/'): decode as AWS documents.
+            keys.append(unquote_plus(record["s3"]["object"]["key"]))
+    return keys
+
+
+def handle_upload_events(svc: Services, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def handle(record: SQSRecord) -> None:
+        try:
+            keys = object_keys(record.body)
+        except (ValueError, KeyError, TypeError) as error:
+            svc.queue.dead_letter("uploads", record.body, f"not an S3 notification: {error}")
+            return
+        for key in keys:
+            accept_uploaded_object(svc, key)
+
+    processor = BatchProcessor(event_type=EventType.SQS)
+    return process_partial_response(event=event, record_handler=handle, processor=processor, context=context)
