@@ -187,7 +187,7 @@ def _resolve_state_machine_arn(settings: Settings, sfn: Any) -> str:
 def build_services(settings: Settings | None = None) -> Services:
     settings = settings or get_settings()
     models = build_models(settings)
-    knowledge = DynamoKnowledgeRepo(models)
+    knowledge = DynamoKnowledgeRepo(models, settings.region)
     spans = DynamoSpanRepo(models)
     s3 = _client("s3", settings)
     inbox = S3FileStore(s3, settings.files_bucket)

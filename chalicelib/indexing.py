@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .bootstrap import Services
 from .domain.errors import SpanErrorCode, TransientStageError
 from .domain.types import ChunkType, Knowledge, KnowledgeBase
-from .ports import EmbeddingModel, IndexEntry, ModelThrottled, ModelUnavailable, Vectors, iter_batches
+from .ports import EmbeddingModel, IndexEntry, ModelThrottled, ModelUnavailable, iter_batches
+
+if TYPE_CHECKING:
+    from .ports import Vectors
 
 log = logging.getLogger(__name__)
 

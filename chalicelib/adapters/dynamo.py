@@ -21,6 +21,7 @@ from pynamodb.attributes import (
     UnicodeAttribute,
     UnicodeSetAttribute,
 )
+from pynamodb.connection import Connection
 from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError, UpdateError
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
@@ -294,9 +295,10 @@ class DynamoKnowledgeBaseRepo:
 
 
 class DynamoKnowledgeRepo:
-    def __init__(self, models: Models):
+    def __init__(self, models: Models, region: str):
         self.model = models.knowledge
         self.dedupe = models.dedupe
+        self.connection = Connection(region=region)
 
     # -- mapping
     def _to_item(self, k: Knowledge) -> Any:
@@ -419,7 +421,7 @@ class DynamoKnowledgeRepo:
         claim = self.dedupe(knowledge.dedupe_key, knowledge_id=knowledge.id)
         for _ in range(3):
             try:
-                with TransactWrite() as tx:
+                with TransactWrite(connection=self.connection) as tx:
                     tx.save(claim, condition=self.dedupe.dedupe_key.does_not_exist())
                     tx.save(item, condition=self.model.id.does_not_exist())
                 return
@@ -434,7 +436,7 @@ class DynamoKnowledgeRepo:
                 raise DuplicateKnowledge(holder)
             # A failed or deleted row holds the claim: take it over, guarded on the old holder.
             try:
-                with TransactWrite() as tx:
+                with TransactWrite(connection=self.connection) as tx:
                     tx.save(claim, condition=self.dedupe.knowledge_id == holder_id)
                     tx.save(item, condition=self.model.id.does_not_exist())
                 return

@@ -1,0 +1,130 @@
+"""The public path under test: the Chalice test client → S3/DynamoDB on moto → real SQS messages drained
+by the local event-source pollers → real Step Functions executions on moto's interpreter → the index."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chalice.test import Client
+
+from chalicelib.bootstrap import Services, create_tenant, ensure_local_tenant, get_services, set_services
+from chalicelib.local.moto_server import shared_moto_server
+from chalicelib.local.runtime import LocalRuntime
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT.parent / "shared" / "corpus"
+API_KEY = "test-key-tenant-a"
+V1 = "/api/v1"
+
+
+def load_app() -> Any:
+    import app as app_module
+
+    return app_module.app
+
+
+@pytest.fixture(scope="session")
+def _runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]:
+    runtime = LocalRuntime(
+        load_app,
+        ROOT / "infra" / "template.json",
+        retry_delay_seconds=0,
+        state_dir=tmp_path_factory.mktemp("state"),
+        server=shared_moto_server(),
+        stage="local",
+        project_dir=ROOT,
+    )
+    runtime.start(background=False)
+    yield runtime
+    runtime.stop()
+
+
+@pytest.fixture
+def runtime(_runtime: LocalRuntime) -> Iterator[LocalRuntime]:
+    _runtime.reset(clear_state=True)
+    set_services(None)  # adapters hold state-dir handles: rebuild them for this test
+    yield _runtime
+    set_services(None)
+
+
+@pytest.fixture
+def services(runtime: LocalRuntime) -> Services:
+    return get_services()
+
+
+class Api:
+    """The HTTP API through Chalice's test client, with one tenant's key."""
+
+    def __init__(self, client: Client, api_key: str):
+        self.client = client
+        self.api_key = api_key
+
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        return {"X-API-Key": self.api_key, **(extra or {})}
+
+    def get(self, path: str) -> Any:
+        return self.client.http.get(f"{V1}{path}", headers=self._headers())
+
+    def post(self, path: str, body: Any = None) -> Any:
+        data = json.dumps(body if body is not None else {})
+        return self.client.http.post(
+            f"{V1}{path}", headers=self._headers({"Content-Type": "application/json"}), body=data
+        )
+
+    def upload(self, kb_id: str, name: str, data: bytes, fields: dict[str, str] | None = None) -> Any:
+        body, content_type = multipart({"file": (name, data)}, fields or {})
+        return self.client.http.post(
+            f"{V1}/knowledge-bases/{kb_id}/knowledge/file",
+            headers=self._headers({"Content-Type": content_type}),
+            body=body,
+        )
+
+    def create_kb(self, name: str | None = None, **settings: Any) -> dict[str, Any]:
+        response = self.post("/knowledge-bases", {"name": name or f"kb-{uuid.uuid4().hex[:8]}", **settings})
+        assert response.status_code == 201, response.json_body
+        return dict(response.json_body["data"])
+
+    def knowledge(self, knowledge_id: str) -> dict[str, Any]:
+        response = self.get(f"/knowledge/{knowledge_id}")
+        assert response.status_code == 200, response.json_body
+        return dict(response.json_body["data"])
+
+
+def multipart(files: dict[str, tuple[str, bytes]], fields: dict[str, str]) -> tuple[bytes, str]:
+    boundary = f"----weknora{uuid.uuid4().hex}"
+    parts = []
+    for name, value in fields.items():
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+        )
+    for name, (file_name, data) in files.items():
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{file_name}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        )
+        parts.append(head.encode() + data + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+@pytest.fixture
+def client(runtime: LocalRuntime) -> Iterator[Client]:
+    with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def api(client: Client, services: Services) -> Api:
+    ensure_local_tenant(API_KEY, services)
+    return Api(client, API_KEY)
+
+
+@pytest.fixture
+def other_api(client: Client, services: Services) -> Api:
+    _, key = create_tenant("tenant-b", services=services)
+    return Api(client, key)

@@ -1,0 +1,83 @@
+"""Upload → stages → state machine → `completed`, and found by hybrid search (issue 2's main path)."""
+
+from __future__ import annotations
+
+from chalicelib.local.runtime import LocalRuntime
+
+from .conftest import CORPUS, Api
+
+DOC = (
+    b"# Sourdough starter\n\nFeed the starter with equal weights of flour and water every day.\n\n"
+    b"## Baking\n\nBake the loaf in a Dutch oven at 250 degrees for twenty minutes with the lid on.\n"
+)
+
+
+def test_uploaded_markdown_completes_and_is_found_by_hybrid_search(api: Api, runtime: LocalRuntime) -> None:
+    kb = api.create_kb()
+    response = api.upload(kb["id"], "bread.md", DOC)
+    assert response.status_code == 200, response.json_body
+    created = response.json_body["data"]
+    assert created["parse_status"] == "pending" and created["enable_status"] == "disabled"
+
+    runtime.drain(timeout=120)
+
+    knowledge = api.knowledge(created["id"])
+    assert knowledge["parse_status"] == "completed", knowledge
+    assert knowledge["enable_status"] == "enabled"
+    assert knowledge["chunk_count"] >= 1
+    hits = api.post(
+        f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": "Dutch oven", "match_count": 3}
+    )
+    assert hits.status_code == 200
+    top = hits.json_body["data"][0]
+    assert "Dutch oven" in top["content"] and top["knowledge_id"] == created["id"]
+    assert top["match_type"] == "hybrid"
+
+
+def test_spans_show_every_stage_of_the_attempt(api: Api, runtime: LocalRuntime) -> None:
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "bread.md", DOC).json_body["data"]
+    runtime.drain(timeout=120)
+
+    spans = api.get(f"/knowledge/{created['id']}/spans").json_body["data"]
+    stages = {s["span_id"]: s for s in spans["trace"]}
+    assert spans["attempt"] == 1 and spans["parse_status"] == "completed"
+    assert [s["span_id"] for s in spans["trace"]] == [
+        "docreader",
+        "chunking",
+        "embedding",
+        "multimodal",
+        "postprocess",
+    ]
+    assert stages["docreader"]["status"] == "done"
+    assert stages["chunking"]["outputs"]["chunks_written"] >= 1
+    assert (
+        stages["embedding"]["outputs"]["entries_indexed"] == stages["chunking"]["outputs"]["chunks_written"]
+    )
+    assert stages["multimodal"]["status"] == "skipped"
+    assert stages["postprocess"]["status"] == "done"
+
+
+def test_a_corpus_csv_and_json_complete(api: Api, runtime: LocalRuntime) -> None:
+    kb = api.create_kb()
+    ids = []
+    for name in ("statsmodels-statecrime.csv", "vega-datasets-index.json", "korean-bill-1809890.ko.txt"):
+        response = api.upload(kb["id"], name, (CORPUS / name).read_bytes())
+        assert response.status_code == 200, response.json_body
+        ids.append(response.json_body["data"]["id"])
+    runtime.drain(timeout=180)
+    assert [api.knowledge(i)["parse_status"] for i in ids] == ["completed"] * 3
+
+
+def test_summary_subtask_runs_through_the_enrichment_map(api: Api, runtime: LocalRuntime) -> None:
+    """With a summary model the plan has one subtask: finalizing(1) → summary → decrement → completed."""
+    kb = api.create_kb(summary_model_id="local/extractive")
+    text = (CORPUS / "debian-faq-getting-debian.md").read_bytes()
+    created = api.upload(kb["id"], "faq.md", text).json_body["data"]
+    runtime.drain(timeout=180)
+
+    knowledge = api.knowledge(created["id"])
+    assert knowledge["parse_status"] == "completed"
+    assert knowledge["summary_status"] == "completed"
+    assert knowledge["pending_subtasks_count"] == 0
+    assert len(knowledge["description"]) > 50
