@@ -6,6 +6,7 @@ shape (n, dimensions), L2-normalised, because every engine and model adapter spe
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -185,7 +186,7 @@ class ChunkRepo(Protocol):
 
     def list(self, knowledge_id: str) -> list[Chunk]: ...
 
-    def get_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> list[Chunk]: ...
+    def get_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> builtins.list[Chunk]: ...
 
     def delete_all(self, knowledge_id: str) -> int: ...
 

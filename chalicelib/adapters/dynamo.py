@@ -8,6 +8,7 @@ state machine's DynamoDB tasks (infra/statemachine/knowledge.asl.json): keep the
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -56,16 +57,21 @@ def hash_api_key(api_key: str) -> str:
     return hashlib.sha256(api_key.encode()).hexdigest()
 
 
+def _reason_codes(error: TransactWriteError) -> set[str]:
+    return {str(getattr(reason, "code", "") or "") for reason in (error.cancellation_reasons or []) if reason}
+
+
 def _condition_failed(error: Exception) -> bool:
     if isinstance(error, TransactWriteError):
         return (
-            any(
-                (reason or {}).get("Code") == "ConditionalCheckFailed"
-                for reason in (error.cancellation_reasons or [])
-            )
-            or error.cause_response_code == CONDITION_FAILED
+            "ConditionalCheckFailed" in _reason_codes(error) or error.cause_response_code == CONDITION_FAILED
         )
     return getattr(error, "cause_response_code", None) == CONDITION_FAILED
+
+
+def _transaction_conflict(error: TransactWriteError) -> bool:
+    """Another transaction touched the same items at the same moment: safe to try again."""
+    return "TransactionConflict" in _reason_codes(error)
 
 
 def _iso_or_none(value: datetime | None) -> str | None:
@@ -419,13 +425,16 @@ class DynamoKnowledgeRepo:
             item.save(condition=self.model.id.does_not_exist())
             return
         claim = self.dedupe(knowledge.dedupe_key, knowledge_id=knowledge.id)
-        for _ in range(3):
+        for attempt in range(5):
             try:
                 with TransactWrite(connection=self.connection) as tx:
                     tx.save(claim, condition=self.dedupe.dedupe_key.does_not_exist())
                     tx.save(item, condition=self.model.id.does_not_exist())
                 return
             except TransactWriteError as error:
+                if _transaction_conflict(error):
+                    time.sleep(0.05 * (attempt + 1))
+                    continue
                 if not _condition_failed(error):
                     raise
             holder_id = self._claim_holder(knowledge.dedupe_key)
@@ -441,9 +450,9 @@ class DynamoKnowledgeRepo:
                     tx.save(item, condition=self.model.id.does_not_exist())
                 return
             except TransactWriteError as error:
-                if not _condition_failed(error):
+                if not (_condition_failed(error) or _transaction_conflict(error)):
                     raise
-        raise RuntimeError(f"could not claim dedupe key {knowledge.dedupe_key} after 3 tries")
+        raise RuntimeError(f"could not claim dedupe key {knowledge.dedupe_key} after 5 tries")
 
     def _claim_holder(self, dedupe_key: str) -> str | None:
         try:
