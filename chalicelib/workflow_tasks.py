@@ -58,7 +58,7 @@ def run_callback_tasks(
         try:
             output = work(svc, body)
         except Skip as skipped:
-            svc.workflow.task_success(token, {"skipped": str(skipped)})
+            svc.workflow.task_success(token, {"skipped": True, "reason": str(skipped)})
             return
         except Exception as error:
             if receive_count(record) >= svc.settings.stage_max_receives:
@@ -178,7 +178,7 @@ def postprocess_task(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
     for subtask in subtasks:
         subtask["id_set"] = [subtask["id"]]
     svc.tracker.end_stage(knowledge, Stage.POSTPROCESS, {"planned": [s["id"] for s in subtasks]})
-    return {"subtasks": subtasks, "count": len(subtasks), "count_n": str(len(subtasks))}
+    return {"skipped": False, "subtasks": subtasks, "count": len(subtasks), "count_n": str(len(subtasks))}
 
 
 # ---------------------------------------------------------------- enrichment subtasks

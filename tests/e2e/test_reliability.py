@@ -1,0 +1,199 @@
+"""At-least-once delivery, poison messages, housekeeping and tenant isolation, through the real path."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+
+from chalicelib.bootstrap import Services
+from chalicelib.domain.clock import to_iso
+from chalicelib.domain.types import Span, SpanKind, SpanStatus
+from chalicelib.local.runtime import LocalRuntime
+from chalicelib.ports import ReadRequest, ReadResult
+
+from .conftest import CORPUS, Api
+
+TEXT = (CORPUS / "debian-faq-getting-debian.md").read_bytes()
+
+
+def index_count(services: Services, kb_id: str, knowledge_id: str) -> int:
+    model = services.embedding_model("")
+    return services.engine().count(services.index_space(model), kb_id, knowledge_id)
+
+
+def test_redelivered_stage_messages_do_not_duplicate_chunks_or_vectors(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    """Every record of every queue is delivered twice (at-least-once), yet the result is identical."""
+    kb = api.create_kb()
+    reference = api.upload(kb["id"], "once.md", TEXT).json_body["data"]
+    runtime.drain(timeout=180)
+    expected = api.knowledge(reference["id"])["chunk_count"]
+
+    runtime.inject_duplicates(True)
+    twice = api.upload(kb["id"], "twice.txt", TEXT).json_body["data"]  # .txt: same bytes, another type
+    runtime.drain(timeout=180)
+    runtime.inject_duplicates(None)
+
+    knowledge = api.knowledge(twice["id"])
+    assert knowledge["parse_status"] == "completed"
+    assert knowledge["chunk_count"] == expected
+    assert len(services.chunks.list(twice["id"])) == expected
+    assert index_count(services, kb["id"], twice["id"]) == expected
+
+
+class ExplodingReader:
+    """Fault injection: a parser that crashes on every try (stands in for a poison document)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def read(self, request: ReadRequest) -> ReadResult:
+        self.calls += 1
+        raise RuntimeError("parser crashed on this document")
+
+    def engines(self) -> list[dict[str, object]]:
+        return []
+
+
+def dlq_bodies(queue: str) -> list[str]:
+    sqs = boto3.client("sqs")
+    url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
+        "Messages", []
+    )
+    return [m["Body"] for m in messages]
+
+
+def test_poison_message_ends_in_the_dlq_and_the_knowledge_fails_with_its_reason(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    reader = ExplodingReader()
+    services.overrides["docreader"] = reader
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "poison.md", b"# boom\n\ncontent").json_body["data"]
+    runtime.drain(timeout=120)
+
+    assert reader.calls == 4  # the specification's 1 try + 3 retries
+    knowledge = api.knowledge(created["id"])
+    assert knowledge["parse_status"] == "failed"
+    assert "parser crashed on this document" in knowledge["error_message"]
+    assert "after 4 tries" in knowledge["error_message"]
+    parked = [json.loads(body) for body in dlq_bodies("weknora-docreader-dlq")]
+    assert [m["knowledge_id"] for m in parked] == [created["id"]]
+    spans = api.get(f"/knowledge/{created['id']}/spans").json_body["data"]
+    stages = {s["span_id"]: s["status"] for s in spans["trace"]}
+    assert stages["docreader"] == "failed" and stages["chunking"] == "cancelled"
+
+
+def test_a_malformed_stage_message_is_parked_in_the_dlq_at_once(runtime: LocalRuntime) -> None:
+    sqs = boto3.client("sqs")
+    url = sqs.get_queue_url(QueueName="weknora-chunking")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="{not json")
+    runtime.drain(timeout=60)
+    assert dlq_bodies("weknora-chunking-dlq") == ["{not json"]
+
+
+def test_unsupported_content_fails_at_once_without_retries(api: Api, runtime: LocalRuntime) -> None:
+    """A permanent error (here: a file with no extractable text) is not retried."""
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "blank.md", b"   \n\n  \n").json_body["data"]
+    runtime.drain(timeout=60)
+    knowledge = api.knowledge(created["id"])
+    assert knowledge["parse_status"] == "failed"
+    assert knowledge["error_code"] == "DOCREADER_PARSE_FAILED"
+    assert "text" in knowledge["error_message"] and "extract" in knowledge["error_message"]
+    assert dlq_bodies("weknora-docreader-dlq") == []
+
+
+def age_row(services: Services, knowledge_id: str, status: str, hours: float) -> None:
+    """Simulates a worker that died: the row is left in flight with an old heartbeat."""
+    m = services.knowledge.model
+    old = to_iso(datetime.now(UTC) - timedelta(hours=hours))
+    m(knowledge_id).update(actions=[m.parse_status.set(status), m.updated_at.set(old), m.inflight.set("1")])
+
+
+def test_housekeeping_recovers_a_stuck_row_but_spares_a_live_one(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    kb = api.create_kb()
+    live = api.upload(kb["id"], "live.md", b"# b\n\nslow but alive").json_body["data"]
+    runtime.drain(timeout=120)
+    stuck = api.upload(kb["id"], "stuck.md", b"# a\n\nstuck document").json_body["data"]
+    sqs = boto3.client("sqs")
+    sqs.purge_queue(
+        QueueUrl=sqs.get_queue_url(QueueName="weknora-docreader")["QueueUrl"]
+    )  # the message is lost
+    age_row(services, stuck["id"], "pending", hours=3)
+    age_row(services, live["id"], "processing", hours=3)
+    # The live one is still heartbeating through a span (a long stage reporting progress).
+    services.spans.put(Span(live["id"], 1, "embedding", "embedding", SpanKind.STAGE, SpanStatus.RUNNING))
+
+    fired = runtime.tick(datetime.now(UTC) + timedelta(minutes=6))  # the 5-minute schedule
+    assert [f.name for f in fired] == ["housekeeping"] and fired[0].error is None
+
+    recovered = api.knowledge(stuck["id"])
+    assert recovered["parse_status"] == "failed"
+    assert "recovered by housekeeping" in recovered["error_message"]
+    assert recovered["error_code"] == "TASK_TIMEOUT" and recovered["pending_subtasks_count"] == 0
+    assert api.knowledge(live["id"])["parse_status"] == "processing"
+
+
+def test_housekeeping_leaves_fresh_rows_alone(api: Api, runtime: LocalRuntime) -> None:
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "fresh.md", b"# c\n\nfresh").json_body["data"]
+    runtime.tick(datetime.now(UTC) + timedelta(minutes=6))
+    assert api.knowledge(created["id"])["parse_status"] == "pending"
+
+
+def test_another_tenants_key_cannot_read_or_write(api: Api, other_api: Api, runtime: LocalRuntime) -> None:
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "private.md", b"# secret\n\nthe launch code is 0000").json_body["data"]
+    runtime.drain(timeout=120)
+
+    assert other_api.get(f"/knowledge/{created['id']}").status_code == 404
+    assert other_api.get(f"/knowledge/{created['id']}/spans").status_code == 404
+    assert other_api.get(f"/knowledge-bases/{kb['id']}").status_code == 404
+    assert other_api.get(f"/knowledge-bases/{kb['id']}/knowledge").status_code == 404
+    assert other_api.upload(kb["id"], "x.md", b"# intruder").status_code == 404
+    assert other_api.post(f"/knowledge/{created['id']}/reparse").status_code == 404
+    search = other_api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": "launch code"})
+    assert search.status_code == 404
+    assert other_api.get("/knowledge-bases").json_body["data"] == []
+    # and the owner still sees it
+    assert api.knowledge(created["id"])["parse_status"] == "completed"
+
+
+@pytest.mark.parametrize("key", [None, "wrong-key"])
+def test_requests_without_a_valid_key_are_401(api: Api, key: str | None, runtime: LocalRuntime) -> None:
+    headers = {"X-API-Key": key} if key else {}
+    response = api.client.http.get("/api/v1/knowledge-bases", headers=headers)
+    assert response.status_code == 401
+    assert json.loads(response.body)["error"]["code"] in ("missing_api_key", "invalid_api_key")
+
+
+def test_reparse_is_a_new_attempt_without_duplicates(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "doc.md", TEXT).json_body["data"]
+    runtime.drain(timeout=180)
+    first = api.knowledge(created["id"])
+    response = api.post(
+        f"/knowledge/{created['id']}/reparse", {"process_config": {"chunking": {"chunk_size": 256}}}
+    )
+    assert response.status_code == 200
+    assert (
+        response.json_body["data"]["attempt"] == 2 and response.json_body["data"]["parse_status"] == "pending"
+    )
+    runtime.drain(timeout=180)
+    second = api.knowledge(created["id"])
+    assert second["parse_status"] == "completed" and second["attempt"] == 2
+    assert second["chunk_count"] > first["chunk_count"]  # smaller chunks, from the persisted override
+    assert len(services.chunks.list(created["id"])) == second["chunk_count"]
+    assert index_count(services, kb["id"], created["id"]) == second["chunk_count"]
+    spans = api.get(f"/knowledge/{created['id']}/spans?attempt=1").json_body["data"]
+    assert spans["attempt"] == 1 and spans["latest_attempt"] == 2
