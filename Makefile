@@ -1,0 +1,44 @@
+# Two commands on a fresh machine: `make run` (the local stack) and `make test` (the default suite).
+PYTHON ?= python3.11
+VENV := .venv
+PIP := $(VENV)/bin/pip
+export OMP_NUM_THREADS ?= 1
+export OPENBLAS_NUM_THREADS ?= 1
+
+.PHONY: run test test-slow lint bench install install-dev system-deps clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install --quiet -e '.[local]'
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+# Optional OCR/office converters (Debian packages); the pipeline works without them and says so.
+system-deps:
+	@if [ -x scripts/install-parser-system-deps.sh ]; then bash scripts/install-parser-system-deps.sh; fi
+
+run: install
+	$(VENV)/bin/weknora-ingest up
+
+test: install-dev
+	$(VENV)/bin/pytest
+
+test-slow: install-dev
+	$(VENV)/bin/pytest -m slow
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy chalicelib
+
+clean:
+	rm -rf .weknora .pytest_cache .mypy_cache .ruff_cache

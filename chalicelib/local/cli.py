@@ -1,0 +1,406 @@
+"""``weknora-ingest``: run the whole pipeline locally (``up``) and talk to its API (ingest/status/search).
+
+Every API reply uses the envelope ``{success, data}`` / ``{success: false, error: {code, message}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import mimetypes
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+from rich.console import Console
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.tree import Tree
+
+DIRECT_UPLOAD_MAX_BYTES = (
+    4 * 1024 * 1024
+)  # API Gateway/Lambda payload limits: bigger files go via presigned PUT
+TERMINAL = {"completed", "failed", "cancelled"}
+DEFAULT_KEY = "local-dev-key"
+
+
+def default_api() -> str:
+    return (
+        os.environ.get("WEKNORA_API_URL")
+        or f"http://127.0.0.1:{os.environ.get('WEKNORA_PORT', '8000')}/api/v1"
+    )
+
+
+def default_key() -> str:
+    return os.environ.get("WEKNORA_API_KEY", DEFAULT_KEY)
+
+
+# ---- API client -----------------------------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, data: Any = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class ApiClient:
+    def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
+        self.base = base_url.rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.headers["X-API-Key"] = api_key
+
+    def call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            resp = self.session.request(method, f"{self.base}{path}", timeout=self.timeout, **kw)
+        except requests.ConnectionError as exc:
+            raise ApiError(
+                0, "unreachable", f"cannot reach {self.base} (is `weknora-ingest up` running?)"
+            ) from exc
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and body.get("success") is True and resp.ok:
+            return body.get("data")
+        err = body.get("error") if isinstance(body, dict) else None
+        err = err if isinstance(err, dict) else {}
+        top = body if isinstance(body, dict) else {}
+        code = str(err.get("code") or top.get("code") or resp.status_code)
+        message = str(err.get("message") or top.get("message") or resp.text[:200] or resp.reason)
+        raise ApiError(resp.status_code, code, message, top.get("data"))
+
+    def find_kb(self, name: str) -> dict[str, Any] | None:
+        kbs = self.call("GET", "/knowledge-bases") or []
+        return next((kb for kb in kbs if kb.get("name") == name), None)
+
+    def ensure_kb(self, name: str) -> tuple[dict[str, Any], bool]:
+        kb = self.find_kb(name)
+        if kb is not None:
+            return kb, False
+        return self.call("POST", "/knowledge-bases", json={"name": name}), True
+
+    def upload(self, kb_id: str, path: Path) -> str:
+        """Upload one file; returns its knowledge id. A duplicate raises ApiError(409) carrying the row."""
+        size = path.stat().st_size
+        if size <= DIRECT_UPLOAD_MAX_BYTES:
+            mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+            with path.open("rb") as fh:
+                data = self.call(
+                    "POST", f"/knowledge-bases/{kb_id}/knowledge/file", files={"file": (path.name, fh, mime)}
+                )
+            return str(data["id"])
+        grant = self.call(
+            "POST",
+            f"/knowledge-bases/{kb_id}/knowledge/upload-url",
+            json={"file_name": path.name, "file_size": size},
+        )
+        with path.open("rb") as fh:
+            # A presigned URL: plain requests, not the API session (no API key sent to storage).
+            put = requests.put(grant["upload_url"], data=fh, headers=grant.get("headers") or {}, timeout=600)
+        if not put.ok:
+            raise ApiError(put.status_code, "upload_failed", f"PUT to storage failed: {put.text[:200]}")
+        return str(grant["knowledge_id"])
+
+    def knowledge(self, knowledge_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/knowledge/{knowledge_id}"))
+
+    def spans(self, knowledge_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/knowledge/{knowledge_id}/spans"))
+
+    def search(self, kb_id: str, query: str, n: int) -> list[dict[str, Any]]:
+        data = self.call(
+            "POST", f"/knowledge-bases/{kb_id}/hybrid-search", json={"query_text": query, "match_count": n}
+        )
+        return list(data or [])
+
+
+# ---- ingest -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tracked:
+    file: str
+    knowledge_id: str = ""
+    note: str = ""
+    parse_status: str = "uploading"
+    stage: str = ""
+    stage_status: str = ""
+    error: str = ""
+    spans: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.parse_status in TERMINAL or self.parse_status == "upload failed"
+
+
+_STYLE = {"completed": "green", "failed": "red", "upload failed": "red", "cancelled": "yellow"}
+
+
+def _progress_table(rows: list[Tracked]) -> Table:
+    table = Table(expand=False)
+    for col in ("file", "knowledge", "stage", "status", "detail"):
+        table.add_column(col)
+    for r in rows:
+        style = _STYLE.get(r.parse_status, "cyan")
+        stage = f"{r.stage} ({r.stage_status})" if r.stage and r.stage_status else r.stage
+        detail = r.error or r.note
+        table.add_row(r.file, r.knowledge_id, stage, f"[{style}]{r.parse_status}[/]", detail)
+    return table
+
+
+def _refresh(client: ApiClient, row: Tracked) -> None:
+    k = client.knowledge(row.knowledge_id)
+    row.parse_status = str(k.get("parse_status") or row.parse_status)
+    row.error = str(k.get("error_message") or "")
+    try:
+        spans = client.spans(row.knowledge_id)
+    except ApiError:
+        return  # the row is the source of truth for completion; spans only add detail
+    row.stage = str(spans.get("current_stage") or row.stage)
+    row.spans = list(spans.get("trace") or [])
+    current = next((s for s in row.spans if s.get("span_id") == row.stage), None)
+    row.stage_status = str(current.get("status", "")) if current else ""
+    if not row.error and spans.get("last_error"):
+        row.error = str(spans["last_error"])
+
+
+def cmd_ingest(args: argparse.Namespace, console: Console) -> int:
+    client = ApiClient(args.api, args.key)
+    files = [Path(f) for f in args.files]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        console.print(f"[red]no such file: {', '.join(missing)}[/]")
+        return 1
+    kb, created = client.ensure_kb(args.kb)
+    console.print(f"knowledge base [bold]{args.kb}[/] ({kb['id']}){' created' if created else ''}")
+    rows = [Tracked(file=f.name) for f in files]
+    for path, row in zip(files, rows, strict=True):
+        try:
+            row.knowledge_id = client.upload(str(kb["id"]), path)
+            row.parse_status = "pending"
+        except ApiError as exc:
+            if exc.status == 409 and isinstance(exc.data, dict) and exc.data.get("id"):
+                row.knowledge_id = str(exc.data["id"])
+                row.note = f"duplicate of {row.knowledge_id}"
+                row.parse_status = str(exc.data.get("parse_status") or "pending")
+            else:
+                row.parse_status = "upload failed"
+                row.error = exc.message
+    deadline = time.monotonic() + args.timeout
+    with Live(_progress_table(rows), console=console, refresh_per_second=4, transient=False) as live:
+        while True:
+            for row in rows:
+                if row.knowledge_id and not row.done:
+                    try:
+                        _refresh(client, row)
+                    except ApiError as exc:
+                        row.error = exc.message
+            live.update(_progress_table(rows))
+            if all(r.done for r in rows):
+                break
+            if time.monotonic() > deadline:
+                for r in rows:
+                    if not r.done:
+                        r.error = r.error or f"still {r.parse_status} after {args.timeout:.0f}s"
+                break
+            time.sleep(args.interval)
+    bad = [r for r in rows if r.parse_status != "completed"]
+    for r in bad:
+        console.print(f"[red]✗ {r.file}[/] {r.parse_status}: {r.error or 'no reason given'}")
+    if not bad:
+        console.print(f"[green]✓ all {len(rows)} file(s) completed[/]")
+    return 1 if bad else 0
+
+
+# ---- status / search ------------------------------------------------------------------------------------
+
+
+def stage_tree(spans: dict[str, Any]) -> Tree:
+    title = (
+        f"[bold]{spans.get('knowledge_id', '')}[/] attempt {spans.get('attempt', '?')} "
+        f"parse_status={spans.get('parse_status', '?')} current_stage={spans.get('current_stage') or '-'}"
+    )
+    tree = Tree(title)
+    trace = list(spans.get("trace") or [])
+    ids = {s.get("span_id") for s in trace}
+    children: dict[str, list[dict[str, Any]]] = {}
+    for s in trace:
+        parent = s.get("parent_id") or ""
+        children.setdefault(parent if parent in ids else "", []).append(s)
+
+    def label(s: dict[str, Any]) -> str:
+        status = str(s.get("status", ""))
+        style = {"done": "green", "failed": "red", "running": "cyan", "skipped": "dim"}.get(status, "white")
+        text = f"{s.get('span_id')} [{style}]{status}[/]"
+        if s.get("error_message"):
+            text += f" [red]{s.get('error_code', '')} {s['error_message']}[/]"
+        outputs = s.get("outputs") or {}
+        if outputs:
+            text += " " + ", ".join(f"{k}={v}" for k, v in list(outputs.items())[:4])
+        return text
+
+    def add(node: Tree, parent: str, depth: int) -> None:
+        for s in children.get(parent, []):
+            sid = str(s.get("span_id"))
+            child = node.add(label(s))
+            if depth < 10 and sid != parent:
+                add(child, sid, depth + 1)
+
+    add(tree, "", 0)
+    if spans.get("last_error"):
+        tree.add(f"[red]last error: {spans['last_error']}[/]")
+    return tree
+
+
+def cmd_status(args: argparse.Namespace, console: Console) -> int:
+    client = ApiClient(args.api, args.key)
+    spans = client.spans(args.knowledge_id)
+    console.print(stage_tree(spans))
+    return 0
+
+
+def cmd_search(args: argparse.Namespace, console: Console) -> int:
+    client = ApiClient(args.api, args.key)
+    kb = client.find_kb(args.kb)
+    if kb is None:
+        console.print(f"[red]no knowledge base named {args.kb!r}[/]")
+        return 1
+    hits = client.search(str(kb["id"]), args.query, args.n)
+    if not hits:
+        console.print("no results")
+        return 0
+    for i, h in enumerate(hits[: args.n], 1):
+        head = f"#{i} score={float(h.get('score', 0)):.4f} {h.get('knowledge_title', '')} chunk={h.get('chunk_id', '')}"
+        console.print(Panel(str(h.get("content", "")), title=head, title_align="left"))
+    return 0
+
+
+# ---- up ---------------------------------------------------------------------------------------------------
+
+
+def _load_project_app() -> Any:
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    return importlib.import_module("app").app
+
+
+def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | None = None) -> int:
+    from chalicelib.local.runtime import LocalRuntime
+
+    state_dir = Path(os.environ.get("WEKNORA_STATE_DIR", ".weknora")).resolve()
+    os.environ["WEKNORA_STATE_DIR"] = str(state_dir)  # before the app is imported
+    key = default_key()
+    params = dict(p.split("=", 1) for p in args.param)
+    runtime = LocalRuntime(
+        _load_project_app,
+        args.template,
+        params,
+        retry_delay_seconds=args.retry_delay,
+        state_dir=state_dir,
+        port=args.moto_port,
+        project_dir=Path.cwd(),
+        stage="local",  # .chalice/config.json's local stage: local:// storage, no AWS-only settings
+    )
+    with console.status("starting moto, provisioning, loading app.py ..."):
+        runtime.start(background=True)
+    try:
+        try:
+            bootstrap = importlib.import_module("chalicelib.bootstrap")
+        except ImportError:
+            bootstrap = None
+        if bootstrap is not None and hasattr(bootstrap, "ensure_local_tenant"):
+            bootstrap.ensure_local_tenant(key)
+        base = runtime.serve_http("127.0.0.1", args.port)
+        info = Table.grid(padding=(0, 2))
+        info.add_row("API", f"[bold]{base}/api/v1[/]")
+        info.add_row("API key", f"[bold]{key}[/]  (header X-API-Key)")
+        info.add_row("AWS (moto)", runtime.server.url)
+        info.add_row("state", str(state_dir))
+        info.add_row("SQS handlers", ", ".join(p.function_name for p in runtime.pollers) or "-")
+        info.add_row(
+            "schedules", ", ".join(f"{r.name} {r.expression.text}" for r in runtime.scheduler.rules) or "-"
+        )
+        console.print(Panel(info, title="weknora-ingest up", subtitle="Ctrl-C to stop"))
+        stop = stop or threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+    finally:
+        runtime.stop()
+    console.print("stopped (moto state is in memory and is gone; files under the state dir remain)")
+    return 0
+
+
+# ---- entry point ------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="weknora-ingest", description="Local WeKnora-style ingestion pipeline")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def api_opts(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--api", default=default_api(), help="API base URL (default %(default)s)")
+        sp.add_argument("--key", default=default_key(), help="tenant API key (env WEKNORA_API_KEY)")
+
+    up = sub.add_parser("up", help="run moto + the pipeline + the HTTP API in the foreground")
+    up.add_argument("--port", type=int, default=int(os.environ.get("WEKNORA_PORT", "8000")))
+    up.add_argument("--template", default="infra/template.json")
+    up.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="template parameter")
+    up.add_argument("--moto-port", type=int, default=0, help="moto server port (default: any free port)")
+    up.add_argument(
+        "--retry-delay",
+        type=int,
+        default=None,
+        help="seconds before a failed SQS message is retried (default: queue)",
+    )
+
+    ing = sub.add_parser("ingest", help="upload files into a knowledge base and follow them to the end")
+    ing.add_argument("files", nargs="+")
+    ing.add_argument("--kb", required=True, help="knowledge base name (created if missing)")
+    ing.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
+    ing.add_argument("--interval", type=float, default=0.5, help=argparse.SUPPRESS)
+    api_opts(ing)
+
+    st = sub.add_parser("status", help="show the stage tree of one knowledge item")
+    st.add_argument("knowledge_id")
+    api_opts(st)
+
+    se = sub.add_parser("search", help="hybrid search in a knowledge base")
+    se.add_argument("--kb", required=True)
+    se.add_argument("query")
+    se.add_argument("-n", type=int, default=5, help="number of chunks")
+    api_opts(se)
+    return p
+
+
+def main(argv: Sequence[str] | None = None, console: Console | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = console or Console()
+    commands = {"up": cmd_up, "ingest": cmd_ingest, "status": cmd_status, "search": cmd_search}
+    try:
+        return int(commands[args.command](args, console))
+    except ApiError as exc:
+        console.print(f"[red]API error {exc.status} {exc.code}: {exc.message}[/]")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
