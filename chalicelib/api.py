@@ -53,7 +53,8 @@ def endpoint(fn: Callable[..., Response]) -> Callable[..., Response]:
 
 
 def authenticate(svc: Services, request: Request) -> Tenant:
-    key = (request.headers or {}).get("x-api-key", "")
+    headers: Any = request.headers or {}
+    key = str(headers.get("x-api-key", ""))
     if not key:
         raise Unauthorized("missing X-API-Key header", code="missing_api_key")
     tenant = svc.tenants.by_api_key(key)
@@ -123,7 +124,8 @@ def form_bool(value: str | None) -> bool | None:
 
 
 def query_int(request: Request, name: str, default: int, lo: int, hi: int) -> int:
-    raw = (request.query_params or {}).get(name)
+    params: Any = request.query_params or {}
+    raw = params.get(name)
     if raw is None:
         return default
     try:

@@ -77,7 +77,7 @@ class Services:
 
     def _build_engine(self, name: str) -> RetrieveEngine:
         if "engine" in self.overrides:
-            return self.overrides["engine"]  # type: ignore[no-any-return]
+            return self.overrides["engine"]
         if name == "embedded":
             from .adapters.index.embedded import EmbeddedEngine
 
@@ -124,13 +124,13 @@ class Services:
 
     def ocr(self) -> OcrEngine | None:
         if self._ocr is False:
-            self._ocr = self.overrides.get("ocr", self._probe("ocr"))
-        return self._ocr or None
+            self._ocr = self.overrides["ocr"] if "ocr" in self.overrides else self._probe("ocr")
+        return self._ocr if self._ocr not in (False, True) else None  # type: ignore[return-value]
 
     def asr(self) -> AsrEngine | None:
         if self._asr is False:
-            self._asr = self.overrides.get("asr", self._probe("asr"))
-        return self._asr or None
+            self._asr = self.overrides["asr"] if "asr" in self.overrides else self._probe("asr")
+        return self._asr if self._asr not in (False, True) else None  # type: ignore[return-value]
 
     def _probe(self, kind: str) -> Any:
         try:
@@ -169,7 +169,8 @@ class Services:
 
 
 def _client(service: str, settings: Settings) -> Any:
-    return boto3.client(service, region_name=settings.region)  # AWS_ENDPOINT_URL points it at moto locally
+    factory: Any = boto3.client
+    return factory(service, region_name=settings.region)  # AWS_ENDPOINT_URL points it at moto locally
 
 
 def _resolve_state_machine_arn(settings: Settings, sfn: Any) -> str:

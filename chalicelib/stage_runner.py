@@ -16,9 +16,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from .batch import process_batch
 from .bootstrap import Services
 from .domain.errors import SpanErrorCode, StageError
 from .domain.types import Stage, StageMessage
@@ -81,5 +81,4 @@ def run_stage(
                 fail_knowledge(svc, message, stage, SpanErrorCode.UNKNOWN, reason)
             raise
 
-    processor = BatchProcessor(event_type=EventType.SQS)
-    return process_partial_response(event=event, record_handler=handle, processor=processor, context=context)
+    return process_batch(event, context, handle)

@@ -7,9 +7,9 @@ import logging
 from typing import Any
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from .batch import process_batch
 from .bootstrap import Services
 from .create import accept_uploaded_object
 
@@ -39,5 +39,4 @@ def handle_upload_events(svc: Services, event: dict[str, Any], context: Any) -> 
         for key in keys:
             accept_uploaded_object(svc, key)
 
-    processor = BatchProcessor(event_type=EventType.SQS)
-    return process_partial_response(event=event, record_handler=handle, processor=processor, context=context)
+    return process_batch(event, context, handle)

@@ -12,9 +12,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from .batch import process_batch
 from .bootstrap import Services
 from .domain.errors import SpanErrorCode
 from .domain.types import Chunk, ChunkType, Knowledge, ParseStatus, SpanStatus, Stage, SummaryStatus
@@ -67,8 +67,7 @@ def run_callback_tasks(
             raise
         svc.workflow.task_success(token, output)
 
-    processor = BatchProcessor(event_type=EventType.SQS)
-    return process_partial_response(event=event, record_handler=handle, processor=processor, context=context)
+    return process_batch(event, context, handle)
 
 
 # ---------------------------------------------------------------- multimodal

@@ -7,6 +7,7 @@ state machine's DynamoDB tasks (infra/statemachine/knowledge.asl.json): keep the
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import time
 from collections.abc import Mapping, Sequence
@@ -615,7 +616,7 @@ class DynamoChunkRepo:
         chunks.sort(key=lambda c: (c.chunk_type != ChunkType.PARENT_TEXT, c.seq))
         return chunks
 
-    def get_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> list[Chunk]:
+    def get_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> builtins.list[Chunk]:
         keys = [(knowledge_id, cid) for cid in chunk_ids]
         return [chunk_from_body(item.body) for item in self.model.batch_get(keys)]
 

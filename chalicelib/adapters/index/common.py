@@ -1,0 +1,74 @@
+"""Helpers both index engines share: vector checks, copy id remapping, errors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from chalicelib.ports import IndexEntry, IndexSpace
+
+# Candidates each list contributes before fusion; top_k larger than this widens the pool.
+DEFAULT_CANDIDATES = 50
+
+
+class IndexWriteError(RuntimeError):
+    """The engine refused or lost part of a write; nothing reports success for a partial write."""
+
+
+def unit_vector(vector: npt.ArrayLike, space: IndexSpace) -> npt.NDArray[np.float32] | None:
+    """The vector as float32, L2-normalised; None for a zero vector. Raises on a wrong dimension."""
+    arr = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if arr.shape[0] != space.dimensions:
+        raise ValueError(f"vector has {arr.shape[0]} dimensions, space {space.name} needs {space.dimensions}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("vector contains NaN or infinity")
+    norm = float(np.linalg.norm(arr))
+    if norm == 0.0:
+        return None
+    return (arr / norm).astype(np.float32, copy=False)
+
+
+def remap_id(value: str, chunk_id: str, new_chunk_id: str, id_map: Mapping[str, str]) -> str:
+    """Renames an id derived from a chunk id (e.g. `<chunk>-q1` for a generated question)."""
+    if value == chunk_id:
+        return new_chunk_id
+    if value in id_map:
+        return id_map[value]
+    if chunk_id and value.startswith(chunk_id):
+        return new_chunk_id + value[len(chunk_id) :]
+    return f"{new_chunk_id}:{value}"
+
+
+def remap_entry(
+    entry: IndexEntry, dst_kb_id: str, src_knowledge_id: str, dst_knowledge_id: str, id_map: Mapping[str, str]
+) -> IndexEntry | None:
+    """The copy of `entry` in the destination, or None when its chunk was not copied (not in id_map)."""
+    new_chunk = id_map.get(entry.chunk_id)
+    if new_chunk is None:
+        return None
+    if not entry.source_id:
+        source_id = ""
+    elif entry.source_id == src_knowledge_id:
+        source_id = dst_knowledge_id
+    elif (
+        entry.source_id == entry.chunk_id
+        or entry.source_id in id_map
+        or entry.source_id.startswith(entry.chunk_id)
+    ):
+        source_id = remap_id(entry.source_id, entry.chunk_id, new_chunk, id_map)
+    else:
+        source_id = entry.source_id  # points outside the copied chunks: keep
+    return IndexEntry(
+        id=remap_id(entry.id, entry.chunk_id, new_chunk, id_map),
+        kb_id=dst_kb_id,
+        knowledge_id=dst_knowledge_id,
+        chunk_id=new_chunk,
+        content=entry.content,
+        vector=entry.vector,
+        source_id=source_id,
+        source_type=entry.source_type,
+        chunk_type=entry.chunk_type,
+        is_enabled=entry.is_enabled,
+    )

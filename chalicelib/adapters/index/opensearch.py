@@ -1,0 +1,526 @@
+"""OpenSearch retrieval engine (managed domains, OpenSearch Serverless, or any 2.x/3.x cluster).
+
+One index per IndexSpace (`space.name`): a `knn_vector` field (HNSW, cosinesimil) at the space's
+dimension, a `content` text field analysed for BM25 with the standard tokenizer + `cjk_width`,
+`lowercase` and `cjk_bigram` (the same bigrams the embedded engine builds, so Korean, Chinese and
+Japanese words match without a morphological plugin), and keyword fields to filter on.
+
+Hybrid search sends a BM25 `match` query and a `knn` query as two requests and fuses them
+client-side with the same RRF as the embedded engine, so it needs no neural-search plugin or search
+pipeline.
+
+Deletes: managed domains use `_delete_by_query`. `record_ids=True` is for engines without it
+(OpenSearch Serverless): the ids are read with a `search_after` scan and deleted with `_bulk`.
+`server_ids=True` (the default with record_ids) is for Serverless VECTORSEARCH collections, which
+assign document `_id`s themselves: documents are indexed without `_id`, and an upsert first deletes
+the documents whose `id` field matches, so re-indexing never duplicates (given a refresh between).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+import numpy.typing as npt
+from opensearchpy import OpenSearch
+from opensearchpy.exceptions import NotFoundError, RequestError
+
+from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
+
+from .common import DEFAULT_CANDIDATES, IndexWriteError, remap_entry, unit_vector
+from .fusion import RRF_K, rrf_fuse
+
+VECTOR_FIELD = "embedding"
+TEXT_ANALYZER = "weknora_text"
+_TERMS_BATCH = 1000  # values per `terms` filter / delete request
+Refresh = bool | Literal["wait_for"]
+
+
+def index_body(
+    space: IndexSpace,
+    *,
+    knn_engine: str = "lucene",
+    shards: int | None = None,
+    replicas: int | None = None,
+    ef_construction: int = 128,
+    m: int = 16,
+) -> dict[str, Any]:
+    """The create-index request for a space. Shards/replicas are left to the cluster unless given
+    (OpenSearch Serverless rejects them)."""
+    index_settings: dict[str, Any] = {"knn": True}
+    if shards is not None:
+        index_settings["number_of_shards"] = shards
+    if replicas is not None:
+        index_settings["number_of_replicas"] = replicas
+    return {
+        "settings": {
+            "index": index_settings,
+            "analysis": {
+                "analyzer": {
+                    TEXT_ANALYZER: {
+                        "type": "custom",
+                        "tokenizer": "standard",
+                        "filter": ["cjk_width", "lowercase", "cjk_bigram"],
+                    }
+                }
+            },
+        },
+        "mappings": {
+            "dynamic": "strict",
+            "properties": {
+                "id": {"type": "keyword"},
+                "kb_id": {"type": "keyword"},
+                "knowledge_id": {"type": "keyword"},
+                "chunk_id": {"type": "keyword"},
+                "source_id": {"type": "keyword"},
+                "source_type": {"type": "keyword"},
+                "chunk_type": {"type": "keyword"},
+                "is_enabled": {"type": "boolean"},
+                "content": {"type": "text", "analyzer": TEXT_ANALYZER},
+                VECTOR_FIELD: {
+                    "type": "knn_vector",
+                    "dimension": space.dimensions,
+                    "method": {
+                        "name": "hnsw",
+                        "space_type": "cosinesimil",
+                        "engine": knn_engine,
+                        "parameters": {"ef_construction": ef_construction, "m": m},
+                    },
+                },
+            },
+        },
+    }
+
+
+def _kb_filters(kb_id: str, *, enabled_only: bool = False) -> list[dict[str, Any]]:
+    filters: list[dict[str, Any]] = [{"term": {"kb_id": kb_id}}]
+    if enabled_only:
+        filters.append({"term": {"is_enabled": True}})
+    return filters
+
+
+def bm25_body(kb_id: str, query_text: str, size: int) -> dict[str, Any]:
+    return {
+        "size": size,
+        "_source": {"excludes": [VECTOR_FIELD]},
+        "query": {
+            "bool": {
+                "must": [{"match": {"content": {"query": query_text}}}],
+                "filter": _kb_filters(kb_id, enabled_only=True),
+            }
+        },
+        "sort": [{"_score": "desc"}, {"id": "asc"}],  # deterministic ties
+        "track_scores": True,  # keep `_score` in hits although a sort is given
+    }
+
+
+def knn_body(kb_id: str, vector: npt.NDArray[np.float32], size: int) -> dict[str, Any]:
+    # The filter sits inside the knn clause (efficient filtering: Lucene ≥2.4, Faiss ≥2.9), so k
+    # neighbours are found among this kb's enabled entries instead of being cut after the search.
+    return {
+        "size": size,
+        "_source": {"excludes": [VECTOR_FIELD]},
+        "query": {
+            "knn": {
+                VECTOR_FIELD: {
+                    "vector": [float(x) for x in vector],
+                    "k": size,
+                    "filter": {"bool": {"filter": _kb_filters(kb_id, enabled_only=True)}},
+                }
+            }
+        },
+    }
+
+
+class OpenSearchEngine:
+    """RetrieveEngine on opensearch-py. Thread-safe as far as the client is (opensearch-py is)."""
+
+    engine_name = "opensearch"
+
+    def __init__(
+        self,
+        client: OpenSearch,
+        *,
+        bulk_max_bytes: int = 5_000_000,
+        refresh: Refresh = "wait_for",
+        record_ids: bool = False,
+        server_ids: bool | None = None,
+        candidates: int = DEFAULT_CANDIDATES,
+        rrf_k: int = RRF_K,
+        knn_engine: str = "lucene",
+        shards: int | None = None,
+        replicas: int | None = None,
+        page_size: int = 1000,
+    ) -> None:
+        """`refresh`: "wait_for" (writes visible to the next search without forcing a refresh),
+        True (force), False (Serverless, or bulk loads that tolerate ~1 s of staleness).
+        `record_ids`: delete by scanning ids + `_bulk` instead of `_delete_by_query`.
+        `server_ids`: let the engine assign `_id` (defaults to `record_ids`)."""
+        self.client = client
+        self.bulk_max_bytes = bulk_max_bytes
+        self.refresh = refresh
+        self.record_ids = record_ids
+        self.server_ids = record_ids if server_ids is None else server_ids
+        self.candidates = candidates
+        self.rrf_k = rrf_k
+        self.knn_engine = knn_engine
+        self.shards = shards
+        self.replicas = replicas
+        self.page_size = page_size
+        self._ready: set[str] = set()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def for_serverless(cls, client: OpenSearch, **kwargs: Any) -> OpenSearchEngine:
+        """Settings for an OpenSearch Serverless VECTORSEARCH collection: no refresh parameter, no
+        `_delete_by_query`, server-assigned `_id`s, and the Faiss engine (the one it runs)."""
+        options: dict[str, Any] = {"refresh": False, "record_ids": True, "knn_engine": "faiss"}
+        options.update(kwargs)
+        return cls(client, **options)
+
+    # ------------------------------------------------------------ index management
+
+    def ensure_index(self, space: IndexSpace) -> None:
+        name = space.name
+        with self._lock:
+            if name in self._ready:
+                return
+        if not self.client.indices.exists(index=name):
+            body = index_body(space, knn_engine=self.knn_engine, shards=self.shards, replicas=self.replicas)
+            try:
+                self.client.indices.create(index=name, body=body)
+            except RequestError as exc:
+                if exc.error != "resource_already_exists_exception":  # another worker won the race
+                    raise
+        with self._lock:
+            self._ready.add(name)
+
+    def drop_index(self, space: IndexSpace) -> None:
+        """Deletes the space's whole index (tests and tear-down)."""
+        self.client.indices.delete(index=space.name, ignore_unavailable=True)
+        with self._lock:
+            self._ready.discard(space.name)
+
+    def _refresh_param(self) -> str | None:
+        if self.refresh is True:
+            return "true"
+        if self.refresh == "wait_for":
+            return "wait_for"
+        return None
+
+    # ------------------------------------------------------------ bulk
+
+    def _bulk(self, lines: Sequence[tuple[bytes, ...]]) -> list[dict[str, Any]]:
+        """Sends actions (each a tuple of NDJSON lines) in requests of at most bulk_max_bytes.
+
+        Returns every item result; raises IndexWriteError when any item failed (a missing
+        document on delete is not a failure)."""
+        items: list[dict[str, Any]] = []
+        for chunk in self._split(lines):
+            params: dict[str, Any] = {}
+            refresh = self._refresh_param()
+            if refresh:
+                params["refresh"] = refresh
+            resp = self.client.bulk(body=b"".join(chunk), params=params)
+            items.extend(resp.get("items", []))
+            if resp.get("errors"):
+                failed = [
+                    (op, res)
+                    for item in resp["items"]
+                    for op, res in item.items()
+                    if res.get("error") and not (op == "delete" and res.get("status") == 404)
+                ]
+                if failed:
+                    op, res = failed[0]
+                    raise IndexWriteError(
+                        f"bulk: {len(failed)} of {len(resp['items'])} actions failed; first {op} "
+                        f"{res.get('_id')}: {res.get('status')} {res.get('error')}"
+                    )
+        return items
+
+    def _split(self, actions: Sequence[tuple[bytes, ...]]) -> Iterator[list[bytes]]:
+        chunk: list[bytes] = []
+        size = 0
+        for action in actions:
+            action_size = sum(len(line) for line in action)
+            if chunk and size + action_size > self.bulk_max_bytes:
+                yield chunk
+                chunk, size = [], 0
+            chunk.extend(action)  # an action larger than the cap still goes, alone
+            size += action_size
+        if chunk:
+            yield chunk
+
+    @staticmethod
+    def _line(obj: Mapping[str, Any]) -> bytes:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+    # ------------------------------------------------------------ writes
+
+    def batch_index(self, space: IndexSpace, entries: Sequence[IndexEntry]) -> None:
+        if not entries:
+            return
+        actions: list[tuple[bytes, ...]] = []
+        for entry in entries:  # validate everything before sending anything
+            doc: dict[str, Any] = {
+                "id": entry.id,
+                "kb_id": entry.kb_id,
+                "knowledge_id": entry.knowledge_id,
+                "chunk_id": entry.chunk_id,
+                "source_id": entry.source_id,
+                "source_type": entry.source_type,
+                "chunk_type": entry.chunk_type,
+                "is_enabled": entry.is_enabled,
+                "content": entry.content,
+            }
+            if entry.vector is not None:
+                vec = unit_vector(entry.vector, space)
+                if vec is not None:
+                    doc[VECTOR_FIELD] = [float(x) for x in vec]
+            meta: dict[str, Any] = {"_index": space.name}
+            if not self.server_ids:
+                meta["_id"] = entry.id
+            actions.append((self._line({"index": meta}), self._line(doc)))
+        self.ensure_index(space)
+        if self.server_ids:
+            # No custom _id: the upsert is "delete what holds these ids, then index".
+            unique = list(dict.fromkeys(e.id for e in entries))
+            for start in range(0, len(unique), _TERMS_BATCH):
+                self._delete_matching(space, [{"terms": {"id": unique[start : start + _TERMS_BATCH]}}])
+        self._bulk(actions)
+
+    def _scan(
+        self, space: IndexSpace, query: Mapping[str, Any], source: bool | list[str] | dict[str, Any] = False
+    ) -> Iterator[dict[str, Any]]:
+        """Every hit of a filter query, paged with search_after on the `id` keyword (no scroll
+        context, which Serverless lacks)."""
+        after: list[Any] | None = None
+        while True:
+            body: dict[str, Any] = {
+                "size": self.page_size,
+                "query": query,
+                "sort": [{"id": "asc"}],
+                "_source": source,
+            }
+            if after is not None:
+                body["search_after"] = after
+            try:
+                hits = self.client.search(index=space.name, body=body)["hits"]["hits"]
+            except NotFoundError:
+                return
+            yield from hits
+            if len(hits) < self.page_size:
+                return
+            after = hits[-1]["sort"]
+
+    def _delete_matching(self, space: IndexSpace, filters: list[dict[str, Any]]) -> int:
+        query = {"bool": {"filter": filters}}
+        if not self.record_ids:
+            try:
+                resp = self.client.delete_by_query(
+                    index=space.name,
+                    body={"query": query},
+                    params={"refresh": "true" if self.refresh else "false", "conflicts": "proceed"},
+                )
+            except NotFoundError:
+                return 0
+            if resp.get("failures"):
+                raise IndexWriteError(f"delete_by_query failures: {resp['failures'][:3]}")
+            return int(resp.get("deleted", 0))
+        doc_ids = [hit["_id"] for hit in self._scan(space, query)]
+        actions = [(self._line({"delete": {"_index": space.name, "_id": doc_id}}),) for doc_id in doc_ids]
+        items = self._bulk(actions) if actions else []
+        return sum(1 for item in items if item.get("delete", {}).get("result") == "deleted")
+
+    def delete_by_knowledge(self, space: IndexSpace, kb_id: str, knowledge_ids: Sequence[str]) -> int:
+        deleted = 0
+        for start in range(0, len(knowledge_ids), _TERMS_BATCH):
+            batch = list(knowledge_ids[start : start + _TERMS_BATCH])
+            deleted += self._delete_matching(space, [*_kb_filters(kb_id), {"terms": {"knowledge_id": batch}}])
+        return deleted
+
+    def delete_by_ids(self, space: IndexSpace, kb_id: str, entry_ids: Sequence[str]) -> int:
+        deleted = 0
+        for start in range(0, len(entry_ids), _TERMS_BATCH):
+            batch = list(entry_ids[start : start + _TERMS_BATCH])
+            deleted += self._delete_matching(space, [*_kb_filters(kb_id), {"terms": {"id": batch}}])
+        return deleted
+
+    def copy(
+        self,
+        space: IndexSpace,
+        src_kb_id: str,
+        src_knowledge_id: str,
+        dst_kb_id: str,
+        dst_knowledge_id: str,
+        id_map: Mapping[str, str],
+    ) -> int:
+        """Copies the knowledge's documents with their stored vectors (read from `_source`, nothing
+        re-embedded); entries of chunks missing from `id_map` are not copied."""
+        query = {"bool": {"filter": [*_kb_filters(src_kb_id), {"term": {"knowledge_id": src_knowledge_id}}]}}
+        copies: list[IndexEntry] = []
+        for hit in self._scan(space, query, source=True):
+            src = hit["_source"]
+            vector = src.get(VECTOR_FIELD)
+            entry = IndexEntry(
+                id=src.get("id", hit["_id"]),
+                kb_id=src_kb_id,
+                knowledge_id=src_knowledge_id,
+                chunk_id=src["chunk_id"],
+                content=src.get("content", ""),
+                vector=np.asarray(vector, dtype=np.float32) if vector is not None else None,
+                source_id=src.get("source_id", ""),
+                source_type=src.get("source_type", "chunk"),
+                chunk_type=src.get("chunk_type", "text"),
+                is_enabled=bool(src.get("is_enabled", True)),
+            )
+            new = remap_entry(entry, dst_kb_id, src_knowledge_id, dst_knowledge_id, id_map)
+            if new is not None:
+                copies.append(new)
+        self.batch_index(space, copies)
+        return len(copies)
+
+    def set_enabled(self, space: IndexSpace, kb_id: str, chunk_ids: Sequence[str], enabled: bool) -> int:
+        """Sets is_enabled on every entry of these chunks (partial `_bulk` updates, which Serverless
+        also accepts, unlike `_update_by_query`); returns how many entries matched."""
+        matched = 0
+        for start in range(0, len(chunk_ids), _TERMS_BATCH):
+            batch = list(chunk_ids[start : start + _TERMS_BATCH])
+            query = {"bool": {"filter": [*_kb_filters(kb_id), {"terms": {"chunk_id": batch}}]}}
+            hits = list(self._scan(space, query, source=["is_enabled"]))
+            matched += len(hits)
+            actions = [
+                (
+                    self._line({"update": {"_index": space.name, "_id": hit["_id"]}}),
+                    self._line({"doc": {"is_enabled": enabled}}),
+                )
+                for hit in hits
+                if hit.get("_source", {}).get("is_enabled") is not enabled
+            ]
+            if actions:
+                self._bulk(actions)
+        return matched
+
+    # ------------------------------------------------------------ reads
+
+    def count(self, space: IndexSpace, kb_id: str, knowledge_id: str | None = None) -> int:
+        filters = _kb_filters(kb_id)
+        if knowledge_id is not None:
+            filters.append({"term": {"knowledge_id": knowledge_id}})
+        try:
+            resp = self.client.count(index=space.name, body={"query": {"bool": {"filter": filters}}})
+        except NotFoundError:
+            return 0
+        return int(resp["count"])
+
+    def hybrid_search(
+        self,
+        space: IndexSpace,
+        kb_id: str,
+        query_text: str,
+        query_vector: npt.NDArray[np.float32] | None,
+        top_k: int,
+        *,
+        keyword: bool = True,
+        vector: bool = True,
+    ) -> list[SearchHit]:
+        if top_k <= 0:
+            return []
+        qvec = unit_vector(query_vector, space) if (vector and query_vector is not None) else None
+        text = query_text.strip() if keyword else ""
+        if not text and qvec is None:
+            return []
+        pool = max(top_k, self.candidates)
+        try:
+            bm25 = self._search(space, bm25_body(kb_id, text, pool), "bm25_score") if text else []
+            vec = self._search(space, knn_body(kb_id, qvec, pool), "vector_score") if qvec is not None else []
+        except NotFoundError:
+            return []
+        return rrf_fuse(bm25, vec, top_k, k=self.rrf_k)
+
+    def _search(self, space: IndexSpace, body: Mapping[str, Any], score_key: str) -> list[SearchHit]:
+        resp = self.client.search(index=space.name, body=body)
+        hits: list[SearchHit] = []
+        for hit in resp["hits"]["hits"]:
+            src = hit["_source"]
+            raw = float(hit.get("_score") or 0.0)
+            # cosinesimil scores are (1 + cos) / 2; report the cosine, as the embedded engine does.
+            score = 2.0 * raw - 1.0 if score_key == "vector_score" else raw
+            hits.append(
+                SearchHit(
+                    id=src.get("id", hit["_id"]),
+                    chunk_id=src.get("chunk_id", ""),
+                    knowledge_id=src.get("knowledge_id", ""),
+                    kb_id=src.get("kb_id", ""),
+                    content=src.get("content", ""),
+                    score=score,
+                    extra={
+                        "source_id": src.get("source_id", ""),
+                        "source_type": src.get("source_type", ""),
+                        "chunk_type": src.get("chunk_type", ""),
+                        score_key: score,
+                    },
+                )
+            )
+        return hits
+
+    def health(self) -> bool:
+        try:
+            return bool(self.client.ping())
+        except Exception:  # any transport failure means unhealthy, never an exception
+            return False
+
+
+def build_opensearch_client(
+    url: str,
+    *,
+    region: str | None = None,
+    aws_auth: bool = False,
+    service: str | None = None,
+    timeout: float = 30.0,
+    max_retries: int = 3,
+) -> OpenSearch:
+    """A client for `url`. With aws_auth, requests are SigV4-signed with the default boto3
+    credentials (service `aoss` for Serverless endpoints, `es` otherwise); basic auth may ride in the
+    URL (`https://user:pass@host`)."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"not an OpenSearch URL: {url!r}")
+    use_ssl = parsed.scheme == "https"
+    host: dict[str, Any] = {
+        "host": parsed.hostname,
+        "port": parsed.port or (443 if use_ssl else 80),
+        "scheme": parsed.scheme,
+    }
+    if parsed.path and parsed.path != "/":
+        host["url_prefix"] = parsed.path
+    kwargs: dict[str, Any] = {
+        "hosts": [host],
+        "use_ssl": use_ssl,
+        "verify_certs": use_ssl,
+        "timeout": timeout,
+        "max_retries": max_retries,
+        "retry_on_timeout": True,
+        "http_compress": True,
+    }
+    if aws_auth:
+        import boto3  # adapters only: keeps boto3 out of the import path of non-AWS users
+        from opensearchpy import AWSV4SignerAuth, RequestsHttpConnection
+
+        credentials = boto3.Session().get_credentials()
+        if credentials is None:
+            raise RuntimeError("aws_auth=True but boto3 found no AWS credentials")
+        region = region or boto3.Session().region_name
+        if not region:
+            raise ValueError("aws_auth=True needs a region")
+        signing_service = service or ("aoss" if ".aoss." in parsed.hostname else "es")
+        kwargs["http_auth"] = AWSV4SignerAuth(credentials, region, signing_service)
+        kwargs["connection_class"] = RequestsHttpConnection
+        kwargs["http_compress"] = False  # the signature covers the uncompressed body
+    elif parsed.username:
+        kwargs["http_auth"] = (unquote(parsed.username), unquote(parsed.password or ""))
+    return OpenSearch(**kwargs)

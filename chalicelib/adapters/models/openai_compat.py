@@ -1,0 +1,317 @@
+"""OpenAI-compatible HTTP adapters: /v1/embeddings and /v1/chat/completions (vLLM, Ollama's /v1,
+OpenAI and other hosted APIs).
+
+HTTP goes through the small `HttpTransport` protocol; the default `RequestsTransport` uses
+`requests` (one Session per thread for connection reuse). Swap in httpx or a test transport by
+passing `transport=`. `base_url` includes the version path, e.g. `http://localhost:11434/v1`.
+
+Status mapping: 429 -> ModelThrottled (Retry-After / retry-after-ms honoured), except OpenAI's
+`insufficient_quota` (billing: permanent); 408/409/5xx, timeouts, connection errors ->
+ModelUnavailable; 401/403 -> ModelAuthError; other 4xx -> ModelRequestError.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from ...ports import ModelThrottled, ModelUnavailable
+from ._common import clip_texts, image_format, parse_retry_after, to_unit_vectors
+from .errors import ModelAuthError, ModelEmptyResponse, ModelRequestError
+
+if TYPE_CHECKING:
+    from ...ports import Vectors
+
+MAX_INPUT_CHARS = 20_000  # the spec's cap on embedding inputs
+
+# Output sizes of common embedding models, so `dimensions` is known without a probe call.
+KNOWN_DIMENSIONS: dict[str, int] = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+    "nomic-embed-text": 768,
+    "nomic-embed-text-v1.5": 768,
+    "mxbai-embed-large": 1024,
+    "mxbai-embed-large-v1": 1024,
+    "all-minilm": 384,
+    "all-minilm-l6-v2": 384,
+    "bge-m3": 1024,
+    "bge-large-en-v1.5": 1024,
+    "bge-base-en-v1.5": 768,
+    "bge-small-en-v1.5": 384,
+    "snowflake-arctic-embed": 1024,
+    "multilingual-e5-large": 1024,
+    "multilingual-e5-small": 384,
+}
+
+
+def known_dimensions(model: str) -> int | None:
+    name = model.rsplit("/", 1)[-1].lower()
+    return KNOWN_DIMENSIONS.get(name) or KNOWN_DIMENSIONS.get(name.split(":", 1)[0])
+
+
+@dataclass
+class HttpResponse:
+    status: int
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)  # lower-case names
+
+
+class HttpTransport(Protocol):
+    def post_json(
+        self, url: str, payload: Mapping[str, Any], headers: Mapping[str, str], timeout: float
+    ) -> HttpResponse:
+        """POSTs JSON. Raises ModelUnavailable for timeouts and connection failures."""
+        ...
+
+
+class RequestsTransport:
+    """HttpTransport on `requests`, one Session per thread (Sessions are not documented thread-safe)."""
+
+    def __init__(self, connect_timeout: float = 5.0) -> None:
+        self.connect_timeout = connect_timeout
+        self._local = threading.local()
+
+    def _session(self) -> Any:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            import requests
+
+            session = requests.Session()
+            self._local.session = session
+        return session
+
+    def post_json(
+        self, url: str, payload: Mapping[str, Any], headers: Mapping[str, str], timeout: float
+    ) -> HttpResponse:
+        import requests
+
+        try:
+            response = self._session().post(
+                url, json=payload, headers=dict(headers), timeout=(self.connect_timeout, timeout)
+            )
+        except requests.RequestException as exc:  # timeouts, refused/reset connections, bad TLS
+            raise ModelUnavailable(f"POST {url}: {type(exc).__name__}: {exc}") from exc
+        return HttpResponse(
+            response.status_code, response.content, {k.lower(): v for k, v in response.headers.items()}
+        )
+
+
+def _error_detail(body: bytes) -> tuple[str, str]:
+    """(message, code) from an OpenAI-style error body, falling back to the raw text."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, TypeError):
+        return body[:300].decode("utf-8", "replace"), ""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message", ""))[:300], str(error.get("code") or error.get("type") or "")
+    if isinstance(error, str):  # Ollama: {"error": "..."}
+        return error[:300], ""
+    return json.dumps(payload)[:300], ""
+
+
+class _Client:
+    def __init__(
+        self, base_url: str, api_key: str | None, timeout: float, transport: HttpTransport | None
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+        self.transport: HttpTransport = transport or RequestsTransport()
+
+    def post(self, path: str, payload: Mapping[str, Any]) -> Any:
+        url = f"{self.base_url}/{path.lstrip('/')}"
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        response = self.transport.post_json(url, payload, headers, self.timeout)
+        status = response.status
+        if 200 <= status < 300:
+            try:
+                return json.loads(response.body)
+            except (ValueError, TypeError) as exc:
+                raise ModelUnavailable(f"POST {url}: response is not JSON") from exc
+        message, code = _error_detail(response.body)
+        text = f"POST {url}: HTTP {status}: {message}"
+        if status == 429:
+            if code == "insufficient_quota":  # OpenAI billing: waiting does not help
+                raise ModelRequestError(text, provider_code=code, status=status)
+            raise ModelThrottled(text, retry_after=parse_retry_after(response.headers))
+        if status in (408, 409) or status >= 500:
+            raise ModelUnavailable(text)
+        if status in (401, 403):
+            raise ModelAuthError(text, provider_code=code, status=status)
+        raise ModelRequestError(text, provider_code=code, status=status)
+
+
+class OpenAIEmbedding:
+    """EmbeddingModel over POST {base_url}/embeddings.
+
+    `dimensions`: sent to the API (OpenAI text-embedding-3 Matryoshka sizes) and expected back.
+    `declared_dim`: the expected size without sending it. Neither: the built-in table, else the first
+    access of `.dimensions` (or the first embed) learns it from a response.
+    """
+
+    max_input_chars: int
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        model_id: str | None = None,
+        dimensions: int | None = None,
+        declared_dim: int | None = None,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+        max_input_chars: int = MAX_INPUT_CHARS,
+        transport: HttpTransport | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.model = model
+        self.model_id = model_id or f"openai/{model}@{base_url.rstrip('/')}"
+        self.request_dimensions = dimensions
+        self._dimensions = dimensions or declared_dim or known_dimensions(model)
+        self.batch_size = batch_size
+        self.max_input_chars = max_input_chars
+        self._client = _Client(base_url, api_key, timeout, transport)
+        self._lock = threading.Lock()
+
+    @property
+    def dimensions(self) -> int:
+        if self._dimensions is None:
+            with self._lock:
+                if self._dimensions is None:
+                    self._dimensions = int(self._request(["dimension probe"]).shape[1])
+        return self._dimensions
+
+    @dimensions.setter
+    def dimensions(self, value: int) -> None:
+        self._dimensions = value
+
+    def _request(self, batch: list[str]) -> Vectors:
+        payload: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
+        if self.request_dimensions:
+            payload["dimensions"] = self.request_dimensions
+        body = self._client.post("embeddings", payload)
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list) or len(data) != len(batch):
+            raise ModelRequestError(f"{self.model_id}: expected {len(batch)} embeddings in 'data'")
+        try:
+            # Servers may return items out of order; `index` is authoritative when present.
+            ordered = (
+                sorted(data, key=lambda item: int(item.get("index", 0)))
+                if all(isinstance(item, dict) and "index" in item for item in data)
+                else data
+            )
+            rows = [item["embedding"] for item in ordered]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelRequestError(f"{self.model_id}: malformed embedding items") from exc
+        if rows and isinstance(rows[0], str):  # base64 despite encoding_format=float
+            rows = [np.frombuffer(base64.b64decode(r), dtype="<f4").tolist() for r in rows]
+        return to_unit_vectors(rows, self._dimensions, self.model_id)
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        clipped = clip_texts(texts, self.max_input_chars)
+        if not clipped:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        parts = [
+            self._request(clipped[i : i + self.batch_size]) for i in range(0, len(clipped), self.batch_size)
+        ]
+        if self._dimensions is None:
+            self._dimensions = int(parts[0].shape[1])
+        return np.concatenate(parts, axis=0)
+
+
+def _completion_text(body: Any, model_id: str) -> str:
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ModelRequestError(f"{model_id}: response has no choices")
+    message = choices[0].get("message") or {}
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, list):  # content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if not isinstance(content, str) or not content.strip():
+        reason = str(choices[0].get("finish_reason") or "")
+        hint = (
+            " (max_tokens spent before answering? try max_tokens_field=max_completion_tokens)"
+            if reason == "length"
+            else ""
+        )
+        raise ModelEmptyResponse(
+            f"{model_id}: empty answer, finish_reason={reason}{hint}", provider_code=reason
+        )
+    return content
+
+
+class OpenAIChatModel:
+    """ChatModel over POST {base_url}/chat/completions."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        model_id: str | None = None,
+        max_tokens_field: str = "max_tokens",
+        timeout: float = 180.0,
+        transport: HttpTransport | None = None,
+    ) -> None:
+        if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            raise ValueError("max_tokens_field must be max_tokens or max_completion_tokens")
+        self.model = model
+        self.model_id = model_id or f"openai/{model}@{base_url.rstrip('/')}"
+        self.max_tokens_field = max_tokens_field
+        self._client = _Client(base_url, api_key, timeout, transport)
+
+    def _complete(self, messages: list[dict[str, Any]], temperature: float, max_tokens: int) -> str:
+        payload = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": temperature,
+            self.max_tokens_field: max_tokens,
+        }
+        return _completion_text(self._client.post("chat/completions", payload), self.model_id)
+
+    def chat(
+        self, messages: Sequence[Mapping[str, str]], *, temperature: float = 0.3, max_tokens: int = 2048
+    ) -> str:
+        wire = [{"role": str(m.get("role", "user")), "content": str(m.get("content", ""))} for m in messages]
+        return self._complete(wire, temperature, max_tokens)
+
+
+class OpenAIVisionModel(OpenAIChatModel):
+    """VisionModel: one user message with the prompt and the image as a base64 data URI."""
+
+    temperature = 0.2
+
+    def describe(self, image: bytes, prompt: str, *, max_tokens: int = 1024) -> str:
+        data_uri = f"data:image/{image_format(image)};base64,{base64.b64encode(image).decode('ascii')}"
+        messages: list[dict[str, Any]] = [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": prompt},
+                    {"type": "image_url", "image_url": {"url": data_uri}},
+                ],
+            }
+        ]
+        return self._complete(messages, self.temperature, max_tokens)
+
+
+if TYPE_CHECKING:  # static proof that the adapters satisfy the ports
+    from ...ports import ChatModel, EmbeddingModel, VisionModel
+
+    _embedding: type[EmbeddingModel] = OpenAIEmbedding
+    _chat: type[ChatModel] = OpenAIChatModel
+    _vision: type[VisionModel] = OpenAIVisionModel

@@ -1,0 +1,266 @@
+"""Builds model adapters from a model id string (what a knowledge base stores).
+
+Id scheme::
+
+    <provider>/<model>[@<base_url>][#<key>=<value>[&<key>=<value>...]]
+
+Embedding ids (build_embedding_model):
+
+    ""  or  local/all-MiniLM-L6-v2-int8     in-process MiniLM int8 ONNX, 384 dims (the default)
+    hashing/<dim>                           HashingEmbedding, a deterministic TEST DOUBLE (not semantic)
+    bedrock/amazon.titan-embed-text-v2:0    Titan Text Embeddings v2; #dimensions=256|512|1024 (default 1024)
+    bedrock/amazon.titan-embed-text-v1      Titan v1, 1536 dims
+    bedrock/cohere.embed-english-v3         Cohere embed v3 (also cohere.embed-multilingual-v3), 1024 dims;
+                                            cohere.embed-v4:0 takes #dimensions=256|512|1024|1536
+    openai/<model>                          OpenAI-compatible endpoint from env OPENAI_BASE_URL
+                                            (default https://api.openai.com/v1)
+    openai/<model>@<base_url>               explicit endpoint, base URL incl. `/v1`, e.g.
+                                            openai/nomic-embed-text@http://localhost:11434/v1 (Ollama),
+                                            openai/BAAI/bge-m3@http://vllm:8000/v1 (vLLM)
+
+Chat / vision ids (build_chat_model / build_vision_model; "" means "not configured" → None):
+
+    bedrock/<model id or inference profile>   Converse API, e.g. bedrock/us.amazon.nova-lite-v1:0
+    openai/<model>[@<base_url>]               /chat/completions (vision: image_url data URI)
+
+Parameters after `#` (a URL fragment is never sent to a server, so `#` cannot clash with base URLs):
+
+    dimensions=<n>   embeddings: request n dims (Titan v2, OpenAI text-embedding-3) and expect n back
+    dim=<n>          embeddings: declare the output size without sending it (vLLM/Ollama models not
+                     in the built-in table; without either, the first call probes it)
+    batch=<n>        embeddings: texts per request (OpenAI-compatible default 64; Cohere max 96)
+    region=<r>       bedrock: region (default env BEDROCK_REGION, AWS_REGION, AWS_DEFAULT_REGION)
+    max_tokens_field=max_completion_tokens   openai chat: for models that reject `max_tokens`
+    timeout=<seconds>                        openai: read timeout (default 60 embeddings, 180 chat)
+
+Env WEKNORA_ONNX_THREADS sets the MiniLM intra-op threads (default 1: faster on 2 shared cores).
+Importing this module is cheap (no numpy, boto3 or model runtime): adapters import on build.
+
+Secrets never go in ids (ids are stored and become index names). API keys for OpenAI-compatible
+endpoints: env WEKNORA_MODEL_API_KEYS = JSON {"<base_url>": "<key>"}; otherwise OPENAI_API_KEY, sent
+only to the env-configured default base URL. Bedrock uses the normal AWS credential chain; env
+BEDROCK_ENDPOINT_URL overrides its endpoint. An embedding adapter's `model_id` is the id it was built
+from, so `build_embedding_model(model.model_id)` round-trips ("" normalises to the MiniLM id).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...ports import ChatModel, EmbeddingModel, VisionModel
+
+# Same value as local_onnx.MINILM_MODEL_ID; repeated so this module imports without numpy.
+MINILM_MODEL_ID = "local/all-MiniLM-L6-v2-int8"
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+_URL_SPLIT = re.compile(r"^(?P<model>.+?)@(?P<url>https?://.+)$")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    provider: str
+    model: str
+    base_url: str = ""
+    params: Mapping[str, str] = field(default_factory=dict)
+
+
+def parse_model_id(model_id: str) -> ModelSpec:
+    """Splits an id into provider, model, base URL and `#` parameters. Raises ValueError if malformed."""
+    text = model_id.strip()
+    if not text:
+        return ModelSpec("local", MINILM_MODEL_ID.split("/", 1)[1])
+    params: dict[str, str] = {}
+    if "#" in text:
+        text, _, raw = text.partition("#")
+        for pair in filter(None, raw.split("&")):
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise ValueError(f"model id {model_id!r}: parameter {pair!r} is not key=value")
+            params[key.strip()] = value.strip()
+    provider, sep, rest = text.partition("/")
+    if not sep or not provider or not rest:
+        raise ValueError(f"model id {model_id!r} is not '<provider>/<model>'")
+    base_url = ""
+    match = _URL_SPLIT.match(rest)
+    if match:
+        rest, base_url = match.group("model"), match.group("url").rstrip("/")
+    return ModelSpec(provider.lower(), rest, base_url, params)
+
+
+def _int_param(spec: ModelSpec, key: str) -> int | None:
+    raw = spec.params.get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ValueError(f"parameter {key}={raw!r} is not an integer") from exc
+    if value < 1:
+        raise ValueError(f"parameter {key} must be >= 1")
+    return value
+
+
+def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if env is None else env
+
+
+def _bedrock_client(spec: ModelSpec, env: Mapping[str, str], read_timeout: int) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    region = (
+        spec.params.get("region")
+        or env.get("BEDROCK_REGION")
+        or env.get("AWS_REGION")
+        or env.get("AWS_DEFAULT_REGION")
+        or "us-east-1"
+    )
+    # Few SDK retries: throttling is retried by call_with_backoff / the stage queue, with Retry-After.
+    config = Config(
+        region_name=region,
+        connect_timeout=5,
+        read_timeout=read_timeout,
+        retries={"mode": "standard", "total_max_attempts": 2},
+    )
+    return boto3.client(
+        "bedrock-runtime", config=config, endpoint_url=env.get("BEDROCK_ENDPOINT_URL") or None
+    )
+
+
+def _openai_endpoint(spec: ModelSpec, env: Mapping[str, str]) -> tuple[str, str | None]:
+    default_base = (env.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE_URL).rstrip("/")
+    base_url = spec.base_url or default_base
+    keys_json = env.get("WEKNORA_MODEL_API_KEYS", "")
+    if keys_json:
+        try:
+            keys = json.loads(keys_json)
+        except json.JSONDecodeError as exc:
+            raise ValueError("WEKNORA_MODEL_API_KEYS is not valid JSON") from exc
+        if isinstance(keys, dict):
+            for url, key in keys.items():
+                if str(url).rstrip("/") == base_url and key:
+                    return base_url, str(key)
+    if base_url == default_base and env.get("OPENAI_API_KEY"):
+        return base_url, env["OPENAI_API_KEY"]
+    return base_url, None
+
+
+def _timeout(spec: ModelSpec, default: float) -> float:
+    raw = spec.params.get("timeout")
+    return float(raw) if raw else default
+
+
+_CACHE: dict[tuple[str, str], Any] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _cached(kind: str, model_id: str, env: Mapping[str, str] | None, build: Any) -> Any:
+    # Only default-environment builds are cached (clients are reused across warm invocations).
+    if env is not None:
+        return build()
+    key = (kind, model_id)
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = build()
+        return _CACHE[key]
+
+
+def clear_cache() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def build_embedding_model(model_id: str, *, env: Mapping[str, str] | None = None) -> EmbeddingModel:
+    """The EmbeddingModel for `model_id` (see the module docstring). Raises ValueError for bad ids."""
+    return _cached("embed", model_id, env, lambda: _build_embedding(model_id, _env(env)))
+
+
+def _build_embedding(model_id: str, env: Mapping[str, str]) -> EmbeddingModel:
+    spec = parse_model_id(model_id)
+    if spec.provider == "local":
+        from .local_onnx import MiniLmEmbedding
+
+        if f"local/{spec.model}" != MINILM_MODEL_ID:
+            raise ValueError(f"unknown local embedding model {model_id!r}; known: {MINILM_MODEL_ID}")
+        threads = int(env.get("WEKNORA_ONNX_THREADS", "1") or "1")
+        return MiniLmEmbedding(intra_op_threads=threads)
+    if spec.provider == "hashing":
+        from .hashing import HashingEmbedding
+
+        try:
+            dims = int(spec.model)
+        except ValueError as exc:
+            raise ValueError(f"hashing embedding id must be 'hashing/<dim>', got {model_id!r}") from exc
+        return HashingEmbedding(dims)
+    if spec.provider == "bedrock":
+        from .bedrock import bedrock_embedding
+
+        client = _bedrock_client(spec, env, read_timeout=60)
+        return bedrock_embedding(
+            client,
+            spec.model,
+            model_id=model_id,
+            dimensions=_int_param(spec, "dimensions"),
+            batch_size=_int_param(spec, "batch"),
+        )
+    if spec.provider == "openai":
+        from .openai_compat import OpenAIEmbedding
+
+        base_url, api_key = _openai_endpoint(spec, env)
+        return OpenAIEmbedding(
+            spec.model,
+            base_url=base_url,
+            api_key=api_key,
+            model_id=model_id,
+            dimensions=_int_param(spec, "dimensions"),
+            declared_dim=_int_param(spec, "dim"),
+            batch_size=_int_param(spec, "batch") or 64,
+            timeout=_timeout(spec, 60.0),
+        )
+    raise ValueError(f"unknown embedding provider in {model_id!r} (local, hashing, bedrock, openai)")
+
+
+def build_chat_model(model_id: str, *, env: Mapping[str, str] | None = None) -> ChatModel | None:
+    """The ChatModel for `model_id`, or None when `model_id` is empty (not configured)."""
+    if not model_id.strip():
+        return None
+    return _cached("chat", model_id, env, lambda: _build_generative(model_id, _env(env), vision=False))
+
+
+def build_vision_model(model_id: str, *, env: Mapping[str, str] | None = None) -> VisionModel | None:
+    """The VisionModel for `model_id`, or None when `model_id` is empty (not configured)."""
+    if not model_id.strip():
+        return None
+    return _cached("vision", model_id, env, lambda: _build_generative(model_id, _env(env), vision=True))
+
+
+def _build_generative(model_id: str, env: Mapping[str, str], *, vision: bool) -> Any:
+    spec = parse_model_id(model_id)
+    if spec.provider == "bedrock":
+        from .bedrock import BedrockChatModel, BedrockVisionModel
+
+        client = _bedrock_client(spec, env, read_timeout=180)
+        cls: Any = BedrockVisionModel if vision else BedrockChatModel
+        return cls(client, spec.model, model_id=model_id)
+    if spec.provider == "openai":
+        from .openai_compat import OpenAIChatModel, OpenAIVisionModel
+
+        base_url, api_key = _openai_endpoint(spec, env)
+        ocls: Any = OpenAIVisionModel if vision else OpenAIChatModel
+        return ocls(
+            spec.model,
+            base_url=base_url,
+            api_key=api_key,
+            model_id=model_id,
+            max_tokens_field=spec.params.get("max_tokens_field", "max_tokens"),
+            timeout=_timeout(spec, 180.0),
+        )
+    raise ValueError(
+        f"no {'vision' if vision else 'chat'} model for {model_id!r} (providers: bedrock, openai)"
+    )

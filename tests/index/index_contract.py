@@ -1,0 +1,365 @@
+"""The RetrieveEngine contract, run against every engine.
+
+A test module subclasses `EngineContract` and provides an `engine` fixture (function scope, fresh
+state) plus `stored_vector()`. Capability flags let an engine skip only what it cannot do, with the
+reason shown in the pytest report:
+- `KNN_SKIP`: a reason string when the engine cannot run kNN queries (osmem answers 400).
+- `HANGUL_BIGRAM_SKIP`: a reason string when the engine does not bigram Hangul at index time.
+Vectors are small and deterministic (8 dimensions), no model needed.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chalicelib.ports import IndexEntry, IndexSpace, RetrieveEngine, SearchHit
+
+DIM = 8
+KO_CONSTITUTION = Path("/work/shared/corpus/korean-constitution.ko.txt")
+
+
+def vec(*weights: float) -> np.ndarray:
+    """A unit vector from up to DIM leading weights."""
+    arr = np.zeros(DIM, dtype=np.float32)
+    arr[: len(weights)] = weights
+    return arr / np.linalg.norm(arr)
+
+
+def entry(
+    eid: str,
+    content: str,
+    *,
+    kb: str = "kb1",
+    knowledge: str = "k1",
+    chunk: str | None = None,
+    vector: np.ndarray | None = None,
+    enabled: bool = True,
+    source_id: str = "",
+) -> IndexEntry:
+    return IndexEntry(
+        id=eid,
+        kb_id=kb,
+        knowledge_id=knowledge,
+        chunk_id=chunk or eid,
+        content=content,
+        vector=vector,
+        source_id=source_id or (chunk or eid),
+        is_enabled=enabled,
+    )
+
+
+def ids(hits: Sequence[SearchHit]) -> list[str]:
+    return [h.id for h in hits]
+
+
+def constitution_articles() -> list[tuple[str, str]]:
+    """(article number, text) for the main body's articles (제1조 … 제130조)."""
+    text = KO_CONSTITUTION.read_text(encoding="utf-8")
+    body = text.split("부칙")[0]
+    parts = re.split(r"\n\s*(?=제\d+조[ ①])", body)
+    out = []
+    for part in parts:
+        m = re.match(r"제(\d+)조", part.strip())
+        if m:
+            out.append((m.group(1), " ".join(part.split())))
+    return out
+
+
+# A small English corpus: two knowledge items in kb1, one in kb2.
+CORPUS = [
+    entry("c1", "The quick brown fox jumps over the lazy dog", vector=vec(1, 0, 0)),
+    entry("c2", "A brown bear sleeps in the forest all winter", vector=vec(0.8, 0.6, 0)),
+    entry("c3", "Kubernetes schedules containers onto nodes", vector=vec(0, 1, 0)),
+    entry("c4", "Debian packages are installed with apt", knowledge="k2", vector=vec(0, 0, 1)),
+    entry("c5", "The fox den is hidden under the roots", knowledge="k2", vector=vec(0.9, 0, 0.1)),
+    entry(
+        "d1", "The quick brown fox in another knowledge base", kb="kb2", knowledge="k9", vector=vec(1, 0, 0)
+    ),
+]
+
+
+class EngineContract:
+    KNN_SKIP: str | None = None
+    HANGUL_BIGRAM_SKIP: str | None = None
+
+    @pytest.fixture
+    def space(self) -> IndexSpace:
+        return IndexSpace(model_id=f"test-model-{uuid.uuid4().hex[:8]}", dimensions=DIM)
+
+    def stored_vector(
+        self, engine: RetrieveEngine, space: IndexSpace, kb_id: str, entry_id: str
+    ) -> np.ndarray:
+        raise NotImplementedError
+
+    def needs_knn(self) -> None:
+        if self.KNN_SKIP:
+            pytest.skip(self.KNN_SKIP)
+
+    def keyword(self, engine: RetrieveEngine, space: IndexSpace, text: str, kb: str = "kb1", top_k: int = 10):
+        return engine.hybrid_search(space, kb, text, None, top_k, keyword=True, vector=False)
+
+    # ---------------------------------------------------------------- writes and counts
+
+    def test_health(self, engine: RetrieveEngine) -> None:
+        assert engine.health() is True
+        assert isinstance(engine.engine_name, str) and engine.engine_name
+
+    def test_index_and_count(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        assert engine.count(space, "kb1") == 0  # nothing indexed yet: no error
+        engine.batch_index(space, CORPUS)
+        assert engine.count(space, "kb1") == 5
+        assert engine.count(space, "kb1", "k1") == 3
+        assert engine.count(space, "kb1", "k2") == 2
+        assert engine.count(space, "kb2") == 1
+        assert engine.count(space, "kb1", "nope") == 0
+        assert engine.count(space, "kb-unknown") == 0
+
+    def test_upsert_by_id_never_duplicates(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        engine.batch_index(space, CORPUS)
+        assert engine.count(space, "kb1") == 5
+        engine.batch_index(
+            space, [entry("c1", "Completely rewritten text about penguins", vector=vec(1, 0, 0))]
+        )
+        assert engine.count(space, "kb1") == 5
+        assert ids(self.keyword(engine, space, "penguins")) == ["c1"]
+        assert "c1" not in ids(self.keyword(engine, space, "lazy dog"))
+
+    def test_empty_batch_and_entries_without_vector(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, [])
+        engine.batch_index(space, [entry("n1", "a chunk indexed for keywords only", vector=None)])
+        assert engine.count(space, "kb1") == 1
+        assert ids(self.keyword(engine, space, "keywords")) == ["n1"]
+
+    def test_wrong_dimension_rejected_before_any_write(
+        self, engine: RetrieveEngine, space: IndexSpace
+    ) -> None:
+        bad = [
+            entry("ok", "fine text", vector=vec(1)),
+            entry("bad", "bad text", vector=np.ones(3, np.float32)),
+        ]
+        with pytest.raises(ValueError, match="dimensions"):
+            engine.batch_index(space, bad)
+        assert engine.count(space, "kb1") == 0
+        engine.batch_index(space, CORPUS)
+        with pytest.raises(ValueError, match="dimensions"):
+            engine.hybrid_search(space, "kb1", "fox", np.ones(DIM + 1, np.float32), 5)
+
+    # ---------------------------------------------------------------- BM25
+
+    def test_bm25_english(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        hits = self.keyword(engine, space, "brown fox")
+        assert ids(hits)[0] == "c1"  # both terms
+        assert set(ids(hits)) == {"c1", "c2", "c5"}  # OR semantics, kb2's d1 excluded
+        assert [h.bm25_rank for h in hits] == [1, 2, 3]
+        assert all(h.vector_rank is None for h in hits)
+        assert hits[0].score > hits[-1].score
+        top = hits[0]
+        assert (top.chunk_id, top.knowledge_id, top.kb_id) == ("c1", "k1", "kb1")
+        assert top.content == CORPUS[0].content
+        assert top.extra["bm25_score"] > hits[-1].extra["bm25_score"] > 0
+
+    def test_bm25_case_insensitive_and_punctuation(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        assert ids(self.keyword(engine, space, "KUBERNETES?!"))[:1] == ["c3"]
+        assert ids(self.keyword(engine, space, '"apt" AND (NOT')) == ["c4"]  # operators are plain words
+
+    def test_kb_isolation(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        hits = self.keyword(engine, space, "another knowledge base", kb="kb2")
+        assert ids(hits) == ["d1"]
+        assert ids(self.keyword(engine, space, "another knowledge base", kb="kb1")) == []
+
+    def test_top_k_and_empty_inputs(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        assert len(self.keyword(engine, space, "the", top_k=2)) == 2
+        assert self.keyword(engine, space, "fox", top_k=0) == []
+        assert engine.hybrid_search(space, "kb1", "   ", None, 5) == []
+        assert engine.hybrid_search(space, "kb1", "fox", vec(1), 5, keyword=False, vector=False) == []
+        assert engine.hybrid_search(space, "kb-unknown", "fox", None, 5) == []
+
+    def test_chinese_bm25(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(
+            space,
+            [
+                entry("z1", "中华人民共和国是工人阶级领导的人民民主专政的社会主义国家"),
+                entry("z2", "机器学习是人工智能的一个分支"),
+            ],
+        )
+        assert ids(self.keyword(engine, space, "人工智能")) == ["z2"]
+        assert ids(self.keyword(engine, space, "社会主义国家"))[:1] == ["z1"]
+
+    def test_korean_bm25_whole_words(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, [entry(f"a{n}", text) for n, text in constitution_articles()])
+        hits = self.keyword(engine, space, "민주공화국이다.")
+        assert ids(hits)[:1] == ["a1"]
+
+    def test_korean_bm25_subwords(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        if self.HANGUL_BIGRAM_SKIP:
+            pytest.skip(self.HANGUL_BIGRAM_SKIP)
+        articles = constitution_articles()
+        assert len(articles) == 130
+        engine.batch_index(space, [entry(f"a{n}", text) for n, text in articles])
+        # Queries drop the particles the articles carry (임기는, 국회의원의): only bigrams match them.
+        assert ids(self.keyword(engine, space, "국회의원 임기"))[:1] == ["a42"]
+        assert ids(self.keyword(engine, space, "대통령 임기 중임"))[:1] == ["a70"]
+        assert ids(self.keyword(engine, space, "인간 존엄 행복 추구"))[:1] == ["a10"]
+        assert "a1" in ids(self.keyword(engine, space, "민주공화국", top_k=3))
+
+    # ---------------------------------------------------------------- vectors and hybrid
+
+    def test_vector_only(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        self.needs_knn()
+        engine.batch_index(space, CORPUS)
+        hits = engine.hybrid_search(space, "kb1", "ignored", vec(1, 0, 0), 3, keyword=False)
+        assert ids(hits) == ["c1", "c5", "c2"]
+        assert [h.vector_rank for h in hits] == [1, 2, 3]
+        assert all(h.bm25_rank is None for h in hits)
+        assert hits[0].extra["vector_score"] == pytest.approx(1.0, abs=1e-3)  # cosine
+
+    def test_hybrid_fuses_by_rrf(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        self.needs_knn()
+        engine.batch_index(space, CORPUS)
+        # BM25 favours c3 (Kubernetes); the vector favours c4 (apt); c3 is second by vector too.
+        hits = engine.hybrid_search(space, "kb1", "kubernetes containers", vec(0, 0.5, 1), 5)
+        assert hits[0].id == "c3"
+        assert hits[0].bm25_rank == 1 and hits[0].vector_rank == 2
+        assert hits[0].score == pytest.approx(1 / 61 + 1 / 62)
+        assert "c4" in ids(hits)
+        assert {h.kb_id for h in hits} == {"kb1"}
+
+    def test_keyword_flag_off_uses_vector_only(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        self.needs_knn()
+        engine.batch_index(space, CORPUS)
+        hits = engine.hybrid_search(space, "kb1", "kubernetes", vec(0, 0, 1), 1, keyword=False)
+        assert ids(hits) == ["c4"]
+
+    def test_vector_flag_off_ignores_vector(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        hits = engine.hybrid_search(space, "kb1", "kubernetes", vec(0, 0, 1), 5, vector=False)
+        assert ids(hits) == ["c3"]
+        assert hits[0].score == pytest.approx(1 / 61)
+
+    # ---------------------------------------------------------------- deletes
+
+    def test_delete_by_knowledge(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        assert engine.delete_by_knowledge(space, "kb1", ["k1"]) == 3
+        assert engine.count(space, "kb1") == 2
+        assert engine.count(space, "kb1", "k1") == 0
+        assert set(ids(self.keyword(engine, space, "brown fox"))) == {"c5"}
+        assert engine.count(space, "kb2") == 1  # another kb untouched
+        assert engine.delete_by_knowledge(space, "kb1", ["k1"]) == 0  # idempotent
+        assert engine.delete_by_knowledge(space, "kb1", []) == 0
+        assert engine.delete_by_knowledge(space, "kb-unknown", ["k1"]) == 0
+
+    def test_delete_by_knowledge_many(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        assert engine.delete_by_knowledge(space, "kb1", ["k1", "k2", "k-missing"]) == 5
+        assert engine.count(space, "kb1") == 0
+        assert self.keyword(engine, space, "fox") == []
+
+    def test_delete_by_ids(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        assert engine.delete_by_ids(space, "kb1", ["c1", "c5", "missing"]) == 2
+        assert engine.count(space, "kb1") == 3
+        assert set(ids(self.keyword(engine, space, "fox"))) == set()
+        assert engine.delete_by_ids(space, "kb1", ["d1"]) == 0  # d1 lives in kb2
+        assert engine.count(space, "kb2") == 1
+        assert engine.delete_by_ids(space, "kb1", []) == 0
+
+    def test_deleted_entries_leave_vector_results(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        self.needs_knn()
+        engine.batch_index(space, CORPUS)
+        engine.delete_by_knowledge(space, "kb1", ["k2"])
+        hits = engine.hybrid_search(space, "kb1", "", vec(0, 0, 1), 10)
+        assert "c4" not in ids(hits) and "c5" not in ids(hits)
+
+    # ---------------------------------------------------------------- copy
+
+    def test_copy_remaps_ids_and_keeps_vectors(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(
+            space,
+            [
+                *CORPUS,
+                entry(
+                    "c1-q0",
+                    "What does the quick fox jump over?",
+                    chunk="c1",
+                    source_id="c1-q0",
+                    vector=vec(0, 0, 0, 1),
+                ),
+            ],
+        )
+        id_map = {"c1": "n1", "c2": "n2"}  # c3 was not copied
+        copied = engine.copy(space, "kb1", "k1", "kb3", "k-new", id_map)
+        assert copied == 3
+        assert engine.count(space, "kb3") == 3
+        assert engine.count(space, "kb3", "k-new") == 3
+        assert engine.count(space, "kb1") == 6  # the source keeps its entries
+        hits = self.keyword(engine, space, "quick fox", kb="kb3")
+        assert set(ids(hits)) == {"n1", "n1-q0"}
+        question = next(h for h in hits if h.id == "n1-q0")
+        assert (question.chunk_id, question.knowledge_id, question.kb_id) == ("n1", "k-new", "kb3")
+        assert question.extra.get("source_id") == "n1-q0"
+        np.testing.assert_allclose(
+            self.stored_vector(engine, space, "kb3", "n1-q0"), vec(0, 0, 0, 1), atol=1e-6
+        )
+        np.testing.assert_allclose(self.stored_vector(engine, space, "kb3", "n2"), vec(0.8, 0.6), atol=1e-6)
+        # Copying again upserts the same ids.
+        assert engine.copy(space, "kb1", "k1", "kb3", "k-new", id_map) == 3
+        assert engine.count(space, "kb3") == 3
+
+    def test_copy_within_same_kb(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        assert engine.copy(space, "kb1", "k2", "kb1", "k2-copy", {"c4": "x4", "c5": "x5"}) == 2
+        assert engine.count(space, "kb1", "k2-copy") == 2
+        assert set(ids(self.keyword(engine, space, "fox den"))) >= {"c5", "x5"}
+
+    def test_copy_of_missing_source_is_zero(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        assert engine.copy(space, "kb1", "k1", "kb3", "k2", {"a": "b"}) == 0
+        engine.batch_index(space, CORPUS)
+        assert engine.copy(space, "kb1", "k-missing", "kb3", "k2", {"a": "b"}) == 0
+
+    def test_copied_vectors_are_searchable(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        self.needs_knn()
+        engine.batch_index(space, CORPUS)
+        engine.copy(space, "kb1", "k2", "kb3", "k2b", {"c4": "x4", "c5": "x5"})
+        hits = engine.hybrid_search(space, "kb3", "", vec(0, 0, 1), 1)
+        assert ids(hits) == ["x4"]
+
+    # ---------------------------------------------------------------- enable / disable
+
+    def test_set_enabled(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, [*CORPUS, entry("c1-q0", "fox question", chunk="c1", vector=vec(1))])
+        assert engine.set_enabled(space, "kb1", ["c1", "missing"], False) == 2  # the chunk and its question
+        assert "c1" not in ids(self.keyword(engine, space, "fox"))
+        assert "c1-q0" not in ids(self.keyword(engine, space, "fox"))
+        assert engine.count(space, "kb1") == 6  # disabled entries are kept
+        assert engine.set_enabled(space, "kb1", ["c1"], False) == 2  # already disabled: same answer
+        assert engine.set_enabled(space, "kb1", ["c1"], True) == 2
+        assert ids(self.keyword(engine, space, "quick brown fox"))[:1] == ["c1"]
+        assert engine.set_enabled(space, "kb1", [], True) == 0
+        assert engine.set_enabled(space, "kb-unknown", ["c1"], True) == 0
+
+    def test_disabled_at_index_time(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(
+            space, [entry("off", "hidden walrus", enabled=False), entry("on", "visible walrus")]
+        )
+        assert ids(self.keyword(engine, space, "walrus")) == ["on"]
+
+    def test_disabled_entries_leave_vector_results(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        self.needs_knn()
+        engine.batch_index(space, CORPUS)
+        engine.set_enabled(space, "kb1", ["c1"], False)
+        hits = engine.hybrid_search(space, "kb1", "", vec(1, 0, 0), 10)
+        assert "c1" not in ids(hits) and "c5" in ids(hits)
+        engine.set_enabled(space, "kb1", ["c1"], True)
+        assert ids(engine.hybrid_search(space, "kb1", "", vec(1, 0, 0), 1)) == ["c1"]

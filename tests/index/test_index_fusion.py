@@ -1,0 +1,112 @@
+"""rrf_fuse, copy remapping, and tokeniser robustness of the embedded engine."""
+
+from __future__ import annotations
+
+import tempfile
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from index_contract import DIM, entry
+
+from chalicelib.adapters.index.common import remap_entry, remap_id
+from chalicelib.adapters.index.embedded import EmbeddedEngine, index_terms
+from chalicelib.adapters.index.fusion import rrf_fuse
+from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
+
+
+def hit(hid: str, score: float = 0.0, **extra: object) -> SearchHit:
+    return SearchHit(
+        id=hid, chunk_id=hid, knowledge_id="k", kb_id="kb", content=hid, score=score, extra=dict(extra)
+    )
+
+
+def test_rrf_scores_and_ranks() -> None:
+    fused = rrf_fuse(
+        [hit("a", 9, bm25_score=9), hit("b", 5)], [hit("b", 0.9, vector_score=0.9), hit("c")], 10
+    )
+    assert [(h.id, h.bm25_rank, h.vector_rank) for h in fused] == [
+        ("b", 2, 1),
+        ("a", 1, None),
+        ("c", None, 2),
+    ]
+    assert fused[0].score == 1 / 62 + 1 / 61
+    assert fused[1].score == 1 / 61
+    assert fused[0].extra == {"vector_score": 0.9}
+    assert fused[1].extra == {"bm25_score": 9}
+
+
+def test_rrf_ties_break_on_best_rank_then_id_and_inputs_are_untouched() -> None:
+    bm25 = [hit("z"), hit("y")]
+    vector = [hit("x"), hit("w")]
+    fused = rrf_fuse(bm25, vector, 10)
+    assert [h.id for h in fused] == ["x", "z", "w", "y"]
+    assert bm25[0].bm25_rank is None and bm25[0].score == 0.0  # copies, not the caller's objects
+
+
+def test_rrf_top_k_custom_k_and_duplicates() -> None:
+    fused = rrf_fuse([hit("a"), hit("a"), hit("b")], [], 1, k=1)
+    assert [(h.id, h.score) for h in fused] == [("a", 0.5)]
+    assert rrf_fuse([hit("b")], [], 3, k=1)[0].bm25_rank == 1
+    assert rrf_fuse([hit("a"), hit("a"), hit("b")], [], 5)[1].bm25_rank == 2  # a duplicate takes no rank
+    assert rrf_fuse([hit("a")], [hit("a")], 0) == []
+
+
+def test_remap_ids() -> None:
+    id_map = {"c1": "n1", "c2": "n2"}
+    assert remap_id("c1", "c1", "n1", id_map) == "n1"
+    assert remap_id("c1-q3", "c1", "n1", id_map) == "n1-q3"
+    assert remap_id("c2", "c1", "n1", id_map) == "n2"
+    assert remap_id("other", "c1", "n1", id_map) == "n1:other"
+    e = IndexEntry(id="c1-q0", kb_id="kb", knowledge_id="k", chunk_id="c1", content="t", source_id="k")
+    new = remap_entry(e, "kb2", "k", "k2", id_map)
+    assert new is not None
+    assert (new.id, new.kb_id, new.knowledge_id, new.chunk_id, new.source_id) == (
+        "n1-q0",
+        "kb2",
+        "k2",
+        "n1",
+        "k2",
+    )
+    e.source_id = "elsewhere"
+    assert remap_entry(e, "kb2", "k", "k2", id_map).source_id == "elsewhere"  # type: ignore[union-attr]
+    e.chunk_id = "c9"
+    assert remap_entry(e, "kb2", "k", "k2", id_map) is None
+
+
+SPACE = IndexSpace(model_id="fuzz", dimensions=DIM)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=st.lists(st.text(max_size=40), min_size=1, max_size=5), query=st.text(max_size=30))
+def test_any_unicode_indexes_and_queries_without_error(docs: list[str], query: str) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        engine = EmbeddedEngine(root)
+        engine.batch_index(SPACE, [entry(f"d{i}", text) for i, text in enumerate(docs)])
+        hits = engine.hybrid_search(SPACE, "kb1", query, None, 10)
+        assert len({h.id for h in hits}) == len(hits)
+        # Any document's own first term finds that document.
+        for i, text in enumerate(docs):
+            terms = index_terms(text)
+            if terms:
+                found = engine.hybrid_search(SPACE, "kb1", terms[0], None, 10)
+                assert f"d{i}" in [h.id for h in found]
+        engine.close()
+
+
+def test_unit_vectors_are_stored_normalised() -> None:
+    with tempfile.TemporaryDirectory() as root:
+        engine = EmbeddedEngine(root)
+        engine.batch_index(
+            SPACE,
+            [
+                entry("a", "x", vector=np.full(DIM, 3.0, np.float32)),
+                entry("z", "y", vector=np.zeros(DIM, np.float32)),
+            ],
+        )
+        hits = engine.hybrid_search(SPACE, "kb1", "", np.ones(DIM, np.float32), 5)
+        assert [h.id for h in hits] == ["a"]  # the zero vector is stored as "no vector"
+        assert (
+            hits[0].extra["vector_score"] == np.float32(1.0) or abs(hits[0].extra["vector_score"] - 1) < 1e-6
+        )
+        engine.close()
