@@ -189,7 +189,12 @@ def chunking_stage(event: Any) -> dict[str, Any]:
 @app.on_sqs_message(queue=settings.queue("embedding"), batch_size=1)
 def embedding_stage(event: Any) -> dict[str, Any]:
     return run_stage(
-        get_services(), Stage.EMBEDDING, event.to_dict(), event.context, pipeline.embedding_stage
+        get_services(),
+        Stage.EMBEDDING,
+        event.to_dict(),
+        event.context,
+        pipeline.embedding_stage,
+        rollback=pipeline.rollback_embedding,
     )
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from .domain.types import Tenant
 from .ports import (
     AsrEngine,
     DocReader,
+    EmbeddingCache,
     EmbeddingModel,
     FileStore,
     IndexSpace,
@@ -63,6 +66,9 @@ class Services:
     _engines: dict[str, RetrieveEngine] = field(default_factory=dict)
     _embedders: dict[str, EmbeddingModel] = field(default_factory=dict)
     _docreader: DocReader | None = None
+    _embedding_cache: EmbeddingCache | None = None
+    #: how waits happen (backoff between retries); tests replace it to run without sleeping
+    sleep: Callable[[float], None] = time.sleep
     _ocr: OcrEngine | bool | None = False  # False = not probed yet
     _asr: AsrEngine | bool | None = False
     overrides: dict[str, Any] = field(default_factory=dict)  # test seams: e.g. a fake remote model
@@ -105,6 +111,14 @@ class Services:
 
                     self._embedders[model_id] = build_embedding_model(model_id)
             return self._embedders[model_id]
+
+    def embedding_cache(self) -> EmbeddingCache:
+        with self._lock:
+            if self._embedding_cache is None:
+                from .adapters.embedding_cache import DynamoEmbeddingCache, build_cache_model
+
+                self._embedding_cache = DynamoEmbeddingCache(build_cache_model(self.settings))
+            return self._embedding_cache
 
     def index_space(self, model: EmbeddingModel) -> IndexSpace:
         return IndexSpace(model.model_id, model.dimensions)

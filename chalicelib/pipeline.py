@@ -319,3 +319,12 @@ def embedding_stage(svc: Services, message: StageMessage) -> None:
             "images": [{"index": i, "url": image["url"]} for i, image in enumerate(images)],
         },
     )
+
+
+def rollback_embedding(svc: Services, message: StageMessage) -> None:
+    """Indexing failed for good: delete this attempt's chunks and index entries (spec §1.10)."""
+    from .indexing import rollback_indexing
+
+    knowledge = svc.knowledge.get(message.knowledge_id)
+    if knowledge is not None and knowledge.attempt == message.attempt:
+        rollback_indexing(svc, knowledge.id)

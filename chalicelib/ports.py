@@ -313,6 +313,15 @@ class ModelUnavailable(Exception):
     """The provider failed in a way a retry may fix (5xx, timeout, connection)."""
 
 
+class EmbeddingCache(Protocol):
+    """Vectors by (model space, content hash). Written batch by batch as embedding proceeds, it is both the
+    checkpoint a retried stage resumes from and the cache a reparse or clone hits for unchanged text."""
+
+    def get_many(self, space: IndexSpace, content_hashes: Sequence[str]) -> dict[str, Vectors]: ...
+
+    def put_many(self, space: IndexSpace, vectors: Mapping[str, Vectors]) -> None: ...
+
+
 class ChatModel(Protocol):
     model_id: str
 

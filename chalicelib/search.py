@@ -24,7 +24,7 @@ def hybrid_search(svc: Services, tenant_id: str, kb_id: str, body: dict[str, Any
         )
     model = svc.embedding_model(kb.embedding_model_id)
     strategy = kb.indexing_strategy
-    vector = model.embed([query])[0] if strategy.vector_enabled else None
+    vector = model.embed([query[: model.max_input_chars]])[0] if strategy.vector_enabled else None
     hits = svc.engine(kb.retrieval_engine).hybrid_search(
         svc.index_space(model),
         kb.id,

@@ -42,6 +42,15 @@ class Settings:
     stale_after_seconds: int = 2 * 3600 + 600
     summary_stale_after_seconds: int = 3600
     embed_batch_size: int = 16
+    #: in-Lambda tries of one embedding batch (backoff with full jitter, honouring Retry-After)
+    embed_max_attempts: int = 6
+    embed_backoff_base: float = 0.5
+    embed_backoff_max: float = 20.0
+    #: how often a throttled stage may be put back on its queue (with a delay) before tries count
+    max_throttle_deferrals: int = 12
+    #: longest delay of one deferral (SQS DelaySeconds caps at 900)
+    max_defer_seconds: int = 900
+    index_write_attempts: int = 5
     local_api_key: str = "local-dev-key"
     table_names: dict[str, str] = field(default_factory=dict)
     queue_names: dict[str, str] = field(default_factory=dict)
@@ -53,7 +62,7 @@ class Settings:
         return self.queue_names.get(name) or f"{self.prefix}-{name}"
 
 
-TABLES = ("tenants", "knowledge-bases", "knowledge", "dedupe", "chunks", "spans")
+TABLES = ("tenants", "knowledge-bases", "knowledge", "dedupe", "chunks", "spans", "embedding-cache")
 QUEUES = ("uploads", "docreader", "chunking", "embedding", "multimodal", "postprocess", "enrichment")
 
 
@@ -75,6 +84,11 @@ def load_settings() -> Settings:
         stale_after_seconds=_int("WEKNORA_STALE_AFTER_SECONDS", 2 * 3600 + 600),
         summary_stale_after_seconds=_int("WEKNORA_SUMMARY_STALE_AFTER_SECONDS", 3600),
         embed_batch_size=_int("WEKNORA_EMBED_BATCH_SIZE", 16),
+        embed_max_attempts=_int("WEKNORA_EMBED_MAX_ATTEMPTS", 6),
+        embed_backoff_base=float(_env("WEKNORA_EMBED_BACKOFF_BASE", "0.5")),
+        embed_backoff_max=float(_env("WEKNORA_EMBED_BACKOFF_MAX", "20")),
+        max_throttle_deferrals=_int("WEKNORA_MAX_THROTTLE_DEFERRALS", 12),
+        max_defer_seconds=_int("WEKNORA_MAX_DEFER_SECONDS", 900),
         local_api_key=_env("WEKNORA_API_KEY", "local-dev-key"),
         table_names={
             name: os.environ[f"WEKNORA_TABLE_{name.upper().replace('-', '_')}"]

@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from .batch import process_batch
 from .bootstrap import Services
-from .domain.errors import SpanErrorCode, StageError
+from .domain.errors import DeferredStageError, SpanErrorCode, StageError
 from .domain.types import Stage, StageMessage
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,12 @@ class InvalidPayload(ValueError):
 def parse_stage_message(body: str) -> StageMessage:
     try:
         data = json.loads(body)
-        message = StageMessage(str(data["tenant_id"]), str(data["knowledge_id"]), int(data["attempt"]))
+        message = StageMessage(
+            str(data["tenant_id"]),
+            str(data["knowledge_id"]),
+            int(data["attempt"]),
+            int(data.get("deferrals", 0)),
+        )
     except (ValueError, KeyError, TypeError) as error:
         raise InvalidPayload(f"not a stage message: {error}") from error
     if not message.knowledge_id or message.attempt < 1:
@@ -59,7 +65,18 @@ def run_stage(
     event: dict[str, Any],
     context: Any,
     work: Callable[[Services, StageMessage], None],
+    rollback: Callable[[Services, StageMessage], None] | None = None,
 ) -> dict[str, Any]:
+    """`rollback` is the stage's compensation, run once when the stage fails for good."""
+
+    def give_up(message: StageMessage, code: str, reason: str) -> None:
+        if rollback is not None:
+            try:
+                rollback(svc, message)
+            except Exception:  # the failure is still recorded; housekeeping and reparse clean up later
+                log.exception("rollback of %s failed", message.knowledge_id)
+        fail_knowledge(svc, message, stage, code, reason)
+
     def handle(record: SQSRecord) -> None:
         try:
             message = parse_stage_message(record.body)
@@ -70,15 +87,29 @@ def run_stage(
         last_try = receive_count(record) >= svc.settings.stage_max_receives
         try:
             work(svc, message)
+        except DeferredStageError as error:
+            if message.deferrals < svc.settings.max_throttle_deferrals:
+                # Throttled: come back later without spending one of the stage's tries.
+                delay = int(min(svc.settings.max_defer_seconds, 900, max(1, error.delay_seconds)))
+                deferred = replace(message, deferrals=message.deferrals + 1)
+                svc.queue.send(stage, deferred, delay_seconds=delay)
+                return
+            if last_try:
+                give_up(
+                    message,
+                    error.code,
+                    f"{error.message} (still throttled after {message.deferrals} deferrals)",
+                )
+            raise
         except StageError as error:
             if error.permanent or last_try:
-                fail_knowledge(svc, message, stage, error.code, error.message)
+                give_up(message, error.code, error.message)
             if not error.permanent:
                 raise
         except Exception as error:
             if last_try:
                 reason = f"{stage.value} failed after {svc.settings.stage_max_receives} tries: {error}"
-                fail_knowledge(svc, message, stage, SpanErrorCode.UNKNOWN, reason)
+                give_up(message, SpanErrorCode.UNKNOWN, reason)
             raise
 
     return process_batch(event, context, handle)

@@ -129,7 +129,7 @@ def _write_image_chunk(svc: Services, knowledge: Knowledge, image: dict[str, Any
         from .indexing import embed_texts
 
         model = svc.embedding_model(kb.embedding_model_id)
-        vector = embed_texts(model, [text], 1)[0] if kb.indexing_strategy.vector_enabled else None
+        vector = embed_texts(svc, model, [text])[0] if kb.indexing_strategy.vector_enabled else None
         svc.engine(kb.retrieval_engine).batch_index(
             svc.index_space(model),
             [

@@ -95,3 +95,14 @@ class PermanentStageError(StageError):
 class TransientStageError(StageError):
     def __init__(self, message: str, *, code: SpanErrorCode = SpanErrorCode.UNKNOWN):
         super().__init__(message, code=code, permanent=False)
+
+
+class DeferredStageError(StageError):
+    """The provider asked us to wait (throttling): put the message back with a delay instead of
+    spending one of the stage's tries."""
+
+    def __init__(
+        self, message: str, *, delay_seconds: float, code: SpanErrorCode = SpanErrorCode.EMBEDDING_RATE_LIMIT
+    ):
+        super().__init__(message, code=code, permanent=False)
+        self.delay_seconds = delay_seconds

@@ -250,6 +250,15 @@ class StageMessage:
     tenant_id: str
     knowledge_id: str
     attempt: int
+    #: times this stage was put back on its queue because a provider throttled (not a failed try)
+    deferrals: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"tenant_id": self.tenant_id, "knowledge_id": self.knowledge_id, "attempt": self.attempt}
+        data: dict[str, Any] = {
+            "tenant_id": self.tenant_id,
+            "knowledge_id": self.knowledge_id,
+            "attempt": self.attempt,
+        }
+        if self.deferrals:
+            data["deferrals"] = self.deferrals
+        return data

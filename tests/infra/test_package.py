@@ -96,8 +96,7 @@ def test_tables_bucket_notification_state_machine_and_schedule(packaged: dict[st
         "KnowledgeTable",
         "DedupeTable",
         "ChunksTable",
-        "SpansTable",
-    }
+        "SpansTable", "EmbeddingCacheTable"}
     bucket = template["Resources"]["FilesBucket"]["Properties"]
     notification = bucket["NotificationConfiguration"]["QueueConfigurations"][0]
     assert notification["Queue"] == {"Fn::GetAtt": ["UploadsQueue", "Arn"]}
