@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from .bootstrap import Services
@@ -62,15 +63,23 @@ class EmbeddingRun:
         known = self.svc.embedding_cache().get_many(self.space, hashes)
         self.cache_hits += sum(1 for h in hashes if h in known)
         missing = {h: t for h, t in zip(hashes, capped, strict=True) if h not in known}
-        for batch in iter_batches(list(missing.items()), self.svc.settings.embed_batch_size):
-            vectors = self._embed_batch([text for _, text in batch])
-            fresh = {h: vectors[i] for i, (h, _) in enumerate(batch)}
-            self.svc.embedding_cache().put_many(self.space, fresh)  # the checkpoint
-            known.update(fresh)
-            self.texts_embedded += len(batch)
-            self.batches += 1
-            if self.progress is not None:
-                self.progress(self.outputs())
+        # Checkpoint writes overlap the next batch's model call (I/O vs CPU); at most one batch is in
+        # flight, and every write is confirmed before the stage goes on.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint") as writer:
+            pending: Future[None] | None = None
+            for batch in iter_batches(list(missing.items()), self.svc.settings.embed_batch_size):
+                vectors = self._embed_batch([text for _, text in batch])
+                fresh = {h: vectors[i] for i, (h, _) in enumerate(batch)}
+                if pending is not None:
+                    pending.result()
+                pending = writer.submit(self.svc.embedding_cache().put_many, self.space, fresh)
+                known.update(fresh)
+                self.texts_embedded += len(batch)
+                self.batches += 1
+                if self.progress is not None:
+                    self.progress(self.outputs())
+            if pending is not None:
+                pending.result()
         if not hashes:
             return np.zeros((0, self.model.dimensions), dtype=np.float32)
         return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
