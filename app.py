@@ -7,7 +7,7 @@ from typing import Any
 
 from chalice import Chalice, Rate, Response
 
-from chalicelib import api, create, knowledge_bases, pipeline, reparse, search, workflow_tasks
+from chalicelib import api, chunk_preview, create, knowledge_bases, pipeline, reparse, search, workflow_tasks
 from chalicelib.bootstrap import get_services
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.types import Stage
@@ -164,6 +164,14 @@ def reparse_knowledge(knowledge_id: str) -> Response:
 def hybrid_search(kb_id: str) -> Response:
     svc = get_services()
     return api.ok(search.hybrid_search(svc, _tenant().id, kb_id, api.json_body(app.current_request)))
+
+
+@app.route(f"{V1}/chunker/preview", methods=["POST"])
+@api.endpoint
+def chunker_preview() -> Response:
+    return api.ok(
+        chunk_preview.preview_chunks(get_services(), _tenant().id, api.json_body(app.current_request))
+    )
 
 
 # ---------------------------------------------------------------- queues, workflow tasks, schedule

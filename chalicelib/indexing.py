@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from .bootstrap import Services
+from .chunker import index_text
 from .domain.errors import DeferredStageError, PermanentStageError, SpanErrorCode, TransientStageError
 from .domain.types import ChunkType, Knowledge, KnowledgeBase, Stage
 from .ports import EmbeddingModel, IndexEntry, IndexSpace, ModelThrottled, ModelUnavailable, iter_batches
@@ -23,14 +24,6 @@ if TYPE_CHECKING:
     from .ports import Vectors
 
 log = logging.getLogger(__name__)
-
-
-def index_text(title: str, context_header: str, content: str) -> str:
-    """Index text = title + breadcrumb + trimmed content (spec §1.10)."""
-    body = content.strip()
-    if context_header:
-        body = f"{context_header}\n\n{body}"
-    return f"{title}\n{body}" if title else body
 
 
 def content_hash(text: str) -> str:

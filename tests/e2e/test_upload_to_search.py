@@ -81,3 +81,42 @@ def test_summary_subtask_runs_through_the_enrichment_map(api: Api, runtime: Loca
     assert knowledge["summary_status"] == "completed"
     assert knowledge["pending_subtasks_count"] == 0
     assert len(knowledge["description"]) > 50
+
+
+def test_chunker_preview_of_text_and_of_a_parsed_knowledge(api: Api, runtime: LocalRuntime) -> None:
+    text = "# Guide\n\n" + "\n\n".join(f"Paragraph {i} about tides and moons." for i in range(60))
+    preview = api.post(
+        "/chunker/preview", {"text": text, "chunking_config": {"chunk_size": 200, "chunk_overlap": 0}}
+    )
+    assert preview.status_code == 200, preview.json_body
+    data = preview.json_body["data"]
+    assert data["total_chunks"] == len(data["chunks"]) > 5
+    assert all(len(c["content"]) <= 200 for c in data["chunks"])
+    assert data["diagnostics"]["effective_chunk_overlap"] == 0  # an explicit 0 is honoured
+
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "bread.md", DOC).json_body["data"]
+    runtime.drain(timeout=120)
+    parsed = api.post("/chunker/preview", {"knowledge_id": created["id"], "limit": 1})
+    assert parsed.status_code == 200 and len(parsed.json_body["data"]["chunks"]) == 1
+    bad = api.post("/chunker/preview", {"text": "x", "chunking_config": {"chunk_size": 0}})
+    assert bad.status_code == 400 and bad.json_body["error"]["code"] == "invalid_process_config"
+
+
+def test_parent_child_hits_return_the_parent_and_parents_are_not_indexed(
+    api: Api, runtime: LocalRuntime
+) -> None:
+    kb = api.create_kb(
+        chunking_config={"enable_parent_child": True, "parent_chunk_size": 1200, "child_chunk_size": 200}
+    )
+    text = (CORPUS / "debian-faq-getting-debian.md").read_bytes()
+    created = api.upload(kb["id"], "faq.md", text).json_body["data"]
+    runtime.drain(timeout=180)
+    spans = api.get(f"/knowledge/{created['id']}/spans").json_body["data"]
+    chunking = next(s for s in spans["trace"] if s["span_id"] == "chunking")["outputs"]
+    embedding = next(s for s in spans["trace"] if s["span_id"] == "embedding")["outputs"]
+    assert chunking["parents"] > 0 and chunking["children"] > chunking["parents"]
+    assert embedding["entries_indexed"] == chunking["children"]  # parents stored, not indexed
+    hits = api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": "CD-ROM", "match_count": 1})
+    top = hits.json_body["data"][0]
+    assert len(top["content"]) > 200  # the child's parent came back
