@@ -238,6 +238,15 @@ class SpanTracker:
                 (s["span_id"] for s in reversed(stages) if s["status"] != SpanStatus.PENDING), None
             )
         root = spans.get(ROOT)
+        if (
+            root is not None
+            and root.status in OPEN
+            and wanted == k.attempt
+            and k.parse_status.value == "completed"
+        ):
+            # The state machine promotes the row to completed; the root's state follows from that fact.
+            root.status = SpanStatus.DONE
+            root.ended_at = k.updated_at
         last_error = next(
             (
                 {"stage": s["span_id"], "code": s["error_code"], "message": s["error_message"]}

@@ -43,6 +43,10 @@ def test_redelivered_stage_messages_do_not_duplicate_chunks_or_vectors(
     assert knowledge["chunk_count"] == expected
     assert len(services.chunks.list(twice["id"])) == expected
     assert index_count(services, kb["id"], twice["id"]) == expected
+    # the duplicated embedding message tried to start the workflow twice: one execution
+    sfn = boto3.client("stepfunctions")
+    executions = sfn.list_executions(stateMachineArn=services.workflow.state_machine_arn)["executions"]
+    assert [e["name"] for e in executions].count(f"{twice['id']}-1") == 1
 
 
 class ExplodingReader:

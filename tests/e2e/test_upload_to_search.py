@@ -56,6 +56,7 @@ def test_spans_show_every_stage_of_the_attempt(api: Api, runtime: LocalRuntime) 
     )
     assert stages["multimodal"]["status"] == "skipped"
     assert stages["postprocess"]["status"] == "done"
+    assert spans["root"]["status"] == "done"
 
 
 def test_a_corpus_csv_and_json_complete(api: Api, runtime: LocalRuntime) -> None:
