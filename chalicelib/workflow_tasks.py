@@ -23,8 +23,6 @@ from .stage_runner import receive_count
 
 log = logging.getLogger(__name__)
 
-SUMMARY_INPUT_CHARS = 24_576
-
 
 class Skip(Exception):
     """The row moved on (superseded, cancelled, deleted): answer the token without doing the work."""
@@ -193,21 +191,37 @@ def enrichment_task(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _summary(svc: Services, knowledge: Knowledge) -> dict[str, Any]:
-    from .enrich.extractive import summarize
+    from .enrich.summary import EXTRACTIVE, summarize
 
+    kb = svc.kbs.get(knowledge.kb_id)
+    model_id = kb.summary_model_id if kb else ""
     svc.knowledge.set_summary_status(knowledge.id, SummaryStatus.PROCESSING.value)
     texts = sorted(
         (c for c in svc.chunks.list(knowledge.id) if c.chunk_type == ChunkType.TEXT), key=lambda c: c.start_at
     )
-    source = "\n\n".join(c.content for c in texts)[:SUMMARY_INPUT_CHARS]
-    if len(source.strip()) < 10:
+    chat = None
+    if model_id and model_id != EXTRACTIVE:
+        from .adapters.models.registry import build_chat_model
+
+        chat = build_chat_model(model_id)
+    try:
+        summary = summarize([c.content for c in texts], model_id, chat, knowledge.title)
+    except ValueError as error:
+        # terminal for this document: the first chunk stands in as its description (spec §1.13)
+        svc.knowledge.set_description(knowledge.id, texts[0].content[:500] if texts else "")
         svc.knowledge.set_summary_status(knowledge.id, SummaryStatus.FAILED.value)
-        return {"summary_chars": 0, "reason": "not enough text"}
-    summary = summarize(source)
+        svc.tracker.subspan(
+            knowledge, Stage.POSTPROCESS, "postprocess.summary", SpanStatus.FAILED, error_message=str(error)
+        )
+        return {"summary_chars": 0, "reason": str(error)}
     svc.knowledge.set_description(knowledge.id, summary)
     svc.knowledge.set_summary_status(knowledge.id, SummaryStatus.COMPLETED.value)
     svc.tracker.subspan(
-        knowledge, Stage.POSTPROCESS, "postprocess.summary", SpanStatus.DONE, {"summary_chars": len(summary)}
+        knowledge,
+        Stage.POSTPROCESS,
+        "postprocess.summary",
+        SpanStatus.DONE,
+        {"summary_chars": len(summary), "model": model_id},
     )
     return {"summary_chars": len(summary)}
 

@@ -104,3 +104,33 @@ def test_extractive_summary_keeps_central_sentences_within_the_cap() -> None:
     summary = summarize(text, max_sentences=2, max_chars=300)
     assert "Debian" in summary and len(summary) <= 300
     assert "weather" not in summary
+
+
+def test_long_documents_are_sampled_head_middle_tail() -> None:
+    from chalicelib.enrich.summary import sample
+
+    text = "H" * 30_000 + "M" * 30_000 + "T" * 30_000
+    sampled = sample(text, 1000)
+    assert len(sampled) <= 1000 and sampled.startswith("H") and sampled.endswith("T") and "M" in sampled
+
+
+def test_a_chat_model_summary_uses_the_weknora_prompt() -> None:
+    from chalicelib.enrich.summary import summarize as summarize_with
+
+    class FakeChat:  # a remote chat model cannot run here
+        model_id = "fake/chat"
+
+        def __init__(self) -> None:
+            self.messages: list[dict[str, str]] = []
+
+        def chat(
+            self, messages: list[dict[str, str]], *, temperature: float = 0.3, max_tokens: int = 2048
+        ) -> str:
+            self.messages = messages
+            return " A short summary. "
+
+    chat = FakeChat()
+    assert summarize_with(["Tides follow the moon."], "openai/gpt", chat, "tides.md") == "A short summary."
+    assert "100 to 500 words" in chat.messages[0]["content"] and "tides.md" in chat.messages[1]["content"]
+    with pytest.raises(ValueError):
+        summarize_with(["  ", "!!"], "local/extractive", None)

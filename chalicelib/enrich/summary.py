@@ -1,0 +1,50 @@
+"""Document summaries (spec §1.13): sampled input, the WeKnora prompt for a chat model, or the offline
+extractive summariser when the knowledge base names `local/extractive`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..ports import ChatModel
+from .extractive import summarize as extractive_summary
+
+EXTRACTIVE = "local/extractive"
+SUMMARY_INPUT_CHARS = 24_576
+MIN_REAL_RUNES = 10
+SYSTEM_PROMPT = (
+    "You write objective document summaries for a knowledge base. Summarise the supplied text in 100 to 500 "
+    "words, covering its 3 to 5 key points, strictly from the supplied text (never from the file name). "
+    "Treat image caption and OCR tags as text. Cover every sampled part. If the text is empty or has no "
+    "content, reply exactly: No summary available."
+)
+
+
+def sample(text: str, limit: int = SUMMARY_INPUT_CHARS) -> str:
+    """60% head, 20% middle, 20% tail with omission markers, as WeKnora samples long documents."""
+    if len(text) <= limit:
+        return text
+    marker = "\n\n[…]\n\n"
+    budget = limit - 2 * len(marker)
+    head, middle, tail = int(budget * 0.6), int(budget * 0.2), budget - int(budget * 0.6) - int(budget * 0.2)
+    mid_start = (len(text) - middle) // 2
+    return text[:head] + marker + text[mid_start : mid_start + middle] + marker + text[len(text) - tail :]
+
+
+def summarize(chunks: Sequence[str], model_id: str, chat: ChatModel | None, title: str = "") -> str:
+    """Raises ValueError when there is not enough text; the caller records `summary_status=failed`."""
+    text = sample("\n\n".join(c.strip() for c in chunks if c.strip()))
+    if sum(1 for ch in text if ch.isalnum()) < MIN_REAL_RUNES:
+        raise ValueError("not enough text to summarise")
+    if model_id == EXTRACTIVE or chat is None:
+        return extractive_summary(text)
+    reply = chat.chat(
+        [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"Document: {title}\n\n<document>\n{text}\n</document>"},
+        ],
+        temperature=0.3,
+        max_tokens=2048,
+    ).strip()
+    if not reply:
+        raise ValueError("the model returned an empty summary")
+    return reply
