@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Chunker throughput: our WeKnora-grade chunker against the peers, side by side in ONE run.
+
+Corpus: the .md/.markdown/.txt files of the dev corpus (normalised with our normalise_markdown; the peers
+get the same text). Two modes at equivalent settings:
+
+  char   512 runes / 80 overlap   ours (recursive, auto) vs LangChain RecursiveCharacterTextSplitter(len),
+                                  chonkie RecursiveChunker/TokenChunker("character"), semchunk(len)
+  token  512 tokens / 50 overlap  tiktoken cl100k_base (the copy llama-index-core ships, as bench_chunk.py);
+                                  ours with a TokenCounter vs LangChain.from_tiktoken_encoder,
+                                  chonkie RecursiveChunker/TokenChunker(enc), semchunk(enc)
+
+plus floors (str.split, one tiktoken encode_ordinary pass). Every factory runs outside the timed region and
+is rebuilt each round (no caches carried across rounds, same rule as peer-bench/bench_chunk.py); per
+document the median over rounds is kept; MB/s = MB of UTF-8 / sum of per-document medians. One extra
+row, "warm counter", reuses our TokenCounter across rounds (what a long-lived worker sees); it is shown
+for information and excluded from the ratios.
+
+The peers are not project dependencies: run it with the peer venv, e.g.
+
+    bash /work/shared/peer-bench/make_venv.sh /tmp/peers     # or pip install the chunking peers only
+    /tmp/peers/bin/python bench/bench_chunker.py [--rounds 3] [--modes char,token] [--json out.json]
+
+Without the peers installed only our chunker and the str.split floor are measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from chalicelib.chunker import ChunkingConfig, TokenCounter, normalise_markdown, split  # noqa: E402
+
+CORPUS = Path("/work/shared/corpus")
+PEER_BENCH = Path("/work/shared/peer-bench")
+EXTS = (".md", ".markdown", ".txt")
+SETTINGS = {"char": (512, 80), "token": (512, 50)}
+
+Factory = Callable[[], Callable[[str], list[str]]]
+
+
+def load_docs(corpus: Path) -> list[tuple[str, str]]:
+    docs = []
+    for p in sorted(corpus.iterdir()):
+        if p.name.endswith(".truth.txt") or not p.name.endswith(EXTS):
+            continue
+        t = normalise_markdown(p.read_text(encoding="utf-8", errors="replace"))
+        if t.strip():
+            docs.append((p.name, t))
+    return docs
+
+
+def tiktoken_encoding() -> Any:
+    sys.path.insert(0, str(PEER_BENCH))
+    try:
+        from common import use_bundled_tiktoken_cache  # type: ignore[import-not-found]
+
+        use_bundled_tiktoken_cache()
+    except ImportError:
+        pass
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def ours(mode: str, strategy: str, enc: Any, parent_child: bool = False, warm: bool = False) -> Factory:
+    size, overlap = SETTINGS[mode]
+    cfg = ChunkingConfig(chunk_size=size, chunk_overlap=overlap, strategy=strategy)
+    shared = TokenCounter.from_encoding(enc) if warm else None
+
+    def factory() -> Callable[[str], list[str]]:
+        counter = shared or (TokenCounter.from_encoding(enc) if mode == "token" else None)
+        if parent_child:
+            from chalicelib.chunker import split_parent_child
+
+            cfg.parent_chunk_size, cfg.child_chunk_size = 4 * size, size
+            return lambda t: [
+                c.piece.content for c in split_parent_child(t, cfg, length_function=counter).children
+            ]
+        return lambda t: [c.content for c in split(t, cfg, length_function=counter)]
+
+    return factory
+
+
+def peers(mode: str, enc: Any) -> dict[str, Factory]:
+    size, overlap = SETTINGS[mode]
+    out: dict[str, Factory] = {}
+    try:
+        from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+        if mode == "char":
+            out["langchain RecursiveCharacterTextSplitter"] = lambda: (
+                RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap).split_text
+            )
+        else:
+            out["langchain RecursiveCharacterTextSplitter"] = lambda: (
+                RecursiveCharacterTextSplitter.from_tiktoken_encoder(
+                    encoding_name="cl100k_base", chunk_size=size, chunk_overlap=overlap
+                ).split_text
+            )
+    except ImportError:
+        pass
+    try:
+        import chonkie
+
+        tok: Any = "character" if mode == "char" else enc
+
+        def ch_rec() -> Callable[[str], list[str]]:
+            c = chonkie.RecursiveChunker(tokenizer=tok, chunk_size=size)
+            return lambda t: [x.text for x in c.chunk(t)]
+
+        def ch_tok() -> Callable[[str], list[str]]:
+            c = chonkie.TokenChunker(tokenizer=tok, chunk_size=size, chunk_overlap=overlap)
+            return lambda t: [x.text for x in c.chunk(t)]
+
+        out["chonkie RecursiveChunker (no overlap)"] = ch_rec
+        out["chonkie TokenChunker"] = ch_tok
+    except ImportError:
+        pass
+    try:
+        import semchunk
+
+        def sem() -> Callable[[str], list[str]]:
+            c = semchunk.chunkerify(len if mode == "char" else enc, chunk_size=size)
+            return lambda t: c(t, overlap=overlap)
+
+        out["semchunk"] = sem
+    except ImportError:
+        pass
+    return out
+
+
+def floors(enc: Any) -> dict[str, Factory]:
+    f: dict[str, Factory] = {"floor: str.split()": lambda: str.split}
+    if enc is not None:
+        f["floor: tiktoken encode_ordinary"] = lambda: enc.encode_ordinary
+    return f
+
+
+def measure(tools: dict[str, Factory], docs: list[tuple[str, str]], rounds: int) -> tuple[dict, dict]:
+    names = list(tools)
+    per_doc: dict[str, list[list[float]]] = {n: [[] for _ in docs] for n in names}
+    outputs: dict[str, list[Any]] = {}
+    for rnd in range(rounds):
+        order = names[rnd % len(names) :] + names[: rnd % len(names)]
+        for n in order:
+            fn = tools[n]()
+            t_all = time.perf_counter()
+            for i, (_, text) in enumerate(docs):
+                t0 = time.perf_counter()
+                out = fn(text)
+                per_doc[n][i].append(time.perf_counter() - t0)
+                if rnd == 0:
+                    outputs.setdefault(n, []).append(out)
+            print(
+                f"  round {rnd + 1} {n:55} {time.perf_counter() - t_all:7.3f} s", file=sys.stderr, flush=True
+            )
+    secs = {n: sum(statistics.median(x) for x in per_doc[n]) for n in names}
+    return secs, outputs
+
+
+def run_mode(mode: str, docs: list[tuple[str, str]], enc: Any, rounds: int, with_peers: bool) -> dict:
+    size, overlap = SETTINGS[mode]
+    mb = sum(len(t.encode()) for _, t in docs) / 1e6
+    ours_tools: dict[str, Factory] = {
+        "ours recursive": ours(mode, "recursive", enc),
+        "ours auto (profiler+tiers+validator)": ours(mode, "auto", enc),
+        "ours parent-child (4x parents, children)": ours(mode, "recursive", enc, parent_child=True),
+    }
+    if mode == "token":
+        # A long-lived worker keeps its TokenCounter: steady state, NOT like-for-like (the rule above is a
+        # fresh instance per round), so it is printed but left out of the ratios.
+        ours_tools["ours recursive, warm counter (steady state)"] = ours(mode, "recursive", enc, warm=True)
+    peer_tools = peers(mode, enc) if with_peers else {}
+    tools = {**floors(enc if mode == "token" else None), **ours_tools, **peer_tools}
+    print(
+        f"\n== {mode} mode: {size}/{overlap} {'tokens (cl100k)' if mode == 'token' else 'runes'}, "
+        f"{len(docs)} docs, {mb:.2f} MB",
+        flush=True,
+    )
+    secs, outputs = measure(tools, docs, rounds)
+    unit: Callable[[str], int] = len if mode == "char" else (lambda s: len(enc.encode_ordinary(s)))
+    rows = {}
+    for n in tools:
+        row: dict[str, Any] = {"s": secs[n], "MB_per_s": mb / secs[n] if secs[n] else None}
+        if not n.startswith("floor"):
+            sizes = [unit(c) for out in outputs[n] for c in out]
+            row.update(
+                chunks=len(sizes),
+                mean=statistics.mean(sizes) if sizes else 0,
+                max=max(sizes, default=0),
+                over=sum(1 for x in sizes if x > size),
+            )
+        rows[n] = row
+    fastest_peer = min((n for n in peer_tools), key=lambda n: secs[n], default=None)
+    split_s = secs["floor: str.split()"]
+    print(f"{'tool':55} {'MB/s':>7} {'x split':>8} {'chunks':>7} {'mean':>6} {'max':>6} {'>size':>6}")
+    for n, r in rows.items():
+        print(
+            f"{n:55} {r['MB_per_s']:7.2f} {r['s'] / split_s:8.1f} {r.get('chunks', '-'):>7} "
+            f"{r.get('mean', 0):6.0f} {r.get('max', '-'):>6} {r.get('over', '-'):>6}"
+        )
+    if fastest_peer:
+        print(f"fastest peer: {fastest_peer} ({rows[fastest_peer]['MB_per_s']:.2f} MB/s)")
+        for n in ours_tools:
+            if "warm" in n:
+                continue
+            ratios = ", ".join(f"{secs[p] / secs[n]:.1f}x {p.split(' ')[0]}" for p in peer_tools)
+            print(f"  {n:45} {secs[fastest_peer] / secs[n]:5.2f}x the fastest peer  ({ratios})")
+    return {
+        "mode": mode,
+        "size": size,
+        "overlap": overlap,
+        "MB": mb,
+        "docs": len(docs),
+        "rows": rows,
+        "fastest_peer": fastest_peer,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpus", type=Path, default=CORPUS)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--modes", default="char,token")
+    ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    docs = load_docs(a.corpus)
+    enc = None
+    modes = a.modes.split(",")
+    if "token" in modes:
+        try:
+            enc = tiktoken_encoding()
+        except ImportError:
+            print("tiktoken not installed: token mode skipped", file=sys.stderr)
+            modes.remove("token")
+    results = [run_mode(m, docs, enc, a.rounds, not a.no_peers) for m in modes]
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

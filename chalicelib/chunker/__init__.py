@@ -1,0 +1,251 @@
+"""WeKnora-grade Markdown chunker.
+
+    split(markdown, config)               -> [ChunkPiece]        flat chunks
+    split_parent_child(markdown, config)  -> ParentChildResult   4096-rune parents, 384-rune children
+    preview(markdown, config)             -> dict                chunks + tier + profiler/validator figures
+    index_text(title, header, content)    -> str                 the text that gets embedded
+
+Offsets are rune (code point) offsets into `normalise_markdown(text)`. Sizes are runes unless a
+`length_function` is given, in which case they are tokens: pass `TokenCounter.from_encoding(tiktoken_enc)`
+(fast, segment-cached; reuse it across documents) or any `str -> int` (measured exactly, slower).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.chunker.config import HARD_CAP, Resolved, chars_for_token_limit, resolve
+from chalicelib.chunker.lengths import CharMeasure, TokenCounter, TokenMeasure
+from chalicelib.chunker.spans import find_spans
+from chalicelib.chunker.tiers import Chunk4, Ctx, Diagnostics, run_strategy
+from chalicelib.domain.types import ChunkingConfig
+
+__all__ = [
+    "HARD_CAP",
+    "ChildPiece",
+    "ChunkPiece",
+    "ChunkingConfig",
+    "ParentChildResult",
+    "TokenCounter",
+    "chars_for_token_limit",
+    "index_text",
+    "normalise_markdown",
+    "preview",
+    "split",
+    "split_parent_child",
+]
+
+LengthFunction = TokenCounter | Callable[[str], int] | None
+
+
+@dataclass
+class ChunkPiece:
+    seq: int
+    content: str
+    start: int  # rune offsets into the normalised markdown
+    end: int
+    context_header: str = ""  # heading breadcrumb ("# A\n## B"); never part of content
+    header_prefix_len: int = 0  # runes of synthetic repeated table header at the head of content
+
+    @property
+    def source_text(self) -> str:
+        """Content without the synthetic table header, i.e. markdown[start:end]."""
+        return self.content[self.header_prefix_len :]
+
+
+@dataclass
+class ChildPiece:
+    piece: ChunkPiece
+    parent_index: int  # index into ParentChildResult.parents, -1 when the parent was dropped
+
+
+@dataclass
+class ParentChildResult:
+    parents: list[ChunkPiece] = field(default_factory=list)
+    children: list[ChildPiece] = field(default_factory=list)
+
+
+def normalise_markdown(text: str) -> str:
+    """The text all offsets refer to: CRLF and lone CR become LF, a leading BOM is dropped."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def index_text(title: str, context_header: str, content: str) -> str:
+    """Embedding input (WeKnora processChunks): title, breadcrumb, trimmed content."""
+    body = content.strip()
+    if context_header:
+        body = context_header + "\n\n" + body
+    return title + "\n" + body
+
+
+def _measure(text: str, length_function: LengthFunction) -> CharMeasure | TokenMeasure:
+    if length_function is None:
+        return CharMeasure(text)
+    if isinstance(length_function, TokenCounter):
+        counter = length_function
+    else:
+        # Nothing is known about a bare function (special tokens, byte fallback...): measure exactly.
+        counter = TokenCounter(length_function, additive=False, max_bytes_per_token=0)
+    return TokenMeasure(text, counter)
+
+
+def _pieces(text: str, chunks: list[Chunk4]) -> list[ChunkPiece]:
+    return [
+        ChunkPiece(
+            seq=i,
+            content=h + text[s:e] if h else text[s:e],
+            start=s,
+            end=e,
+            context_header=ctx,
+            header_prefix_len=len(h),
+        )
+        for i, (s, e, h, ctx) in enumerate(chunks)
+    ]
+
+
+def _run(
+    markdown: str, config: ChunkingConfig, length_function: LengthFunction
+) -> tuple[list[ChunkPiece], Diagnostics, Resolved]:
+    m = _measure(markdown, length_function)
+    cfg = resolve(config, token_mode=m.token_mode)
+    if not markdown:
+        return [], Diagnostics(tier_chain=[]), cfg
+    ctx = Ctx(markdown, find_spans(markdown), cfg, m)
+    chunks, diag = run_strategy(ctx, 0, len(markdown))
+    return _pieces(markdown, chunks), diag, cfg
+
+
+def split(
+    markdown: str, config: ChunkingConfig, *, length_function: LengthFunction = None
+) -> list[ChunkPiece]:
+    """Chunk already-normalised Markdown with the configured strategy."""
+    return _run(markdown, config, length_function)[0]
+
+
+def _merge_breadcrumbs(parent: str, child: str) -> str:
+    if not parent:
+        return child
+    if not child:
+        return parent
+    p_lines = parent.split("\n")
+    c_lines = child.split("\n")
+    if p_lines[-1].strip() == c_lines[0].strip():
+        c_lines = c_lines[1:]
+    return parent + "\n" + "\n".join(c_lines) if c_lines else parent
+
+
+def split_parent_child(
+    markdown: str, config: ChunkingConfig, *, length_function: LengthFunction = None
+) -> ParentChildResult:
+    """Two-level chunking: parents keep context, children are embedded. token_limit only caps children;
+    a parent whose only child is identical to it is dropped (the child gets parent_index -1)."""
+    return _parent_child(markdown, config, length_function)[0]
+
+
+def _parent_child(
+    markdown: str, config: ChunkingConfig, length_function: LengthFunction
+) -> tuple[ParentChildResult, Diagnostics, Resolved]:
+    m = _measure(markdown, length_function)
+    parent_cfg = dataclasses.replace(
+        config, chunk_size=config.parent_chunk_size if config.parent_chunk_size > 0 else 4096, token_limit=0
+    )
+    child_size = config.child_chunk_size if config.child_chunk_size > 0 else 384
+    child_cfg = dataclasses.replace(config, chunk_size=child_size, chunk_overlap=child_size // 5)
+    child_res = resolve(child_cfg, token_mode=m.token_mode)
+    if not markdown:
+        return ParentChildResult(), Diagnostics(tier_chain=[]), child_res
+    spans = find_spans(markdown)
+    pctx = Ctx(markdown, spans, resolve(parent_cfg, token_mode=m.token_mode), m)
+    cctx = Ctx(markdown, spans, child_res, m)
+    parents_raw, diag = run_strategy(pctx, 0, len(markdown))
+    result = ParentChildResult()
+    child_seq = 0
+    for ps, pe, ph, pcrumb in parents_raw:
+        subs, _ = run_strategy(cctx, ps, pe)
+        parent_content = ph + markdown[ps:pe]
+        index = -1
+        if len(subs) > 1 or (
+            len(subs) == 1 and (subs[0][2] + markdown[subs[0][0] : subs[0][1]]) != parent_content
+        ):
+            index = len(result.parents)
+            result.parents.append(
+                ChunkPiece(
+                    seq=index,
+                    content=parent_content,
+                    start=ps,
+                    end=pe,
+                    context_header=pcrumb,
+                    header_prefix_len=len(ph),
+                )
+            )
+        for s, e, h, crumb in subs:
+            piece = ChunkPiece(
+                seq=child_seq,
+                content=h + markdown[s:e],
+                start=s,
+                end=e,
+                context_header=_merge_breadcrumbs(pcrumb, crumb),
+                header_prefix_len=len(h),
+            )
+            result.children.append(ChildPiece(piece=piece, parent_index=index))
+            child_seq += 1
+    return result, diag, child_res
+
+
+def _chunk_json(p: ChunkPiece, parent_index: int | None = None) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "seq": p.seq,
+        "content": p.content,
+        "start": p.start,
+        "end": p.end,
+        "context_header": p.context_header,
+        "header_prefix_len": p.header_prefix_len,
+        "runes": len(p.content),
+    }
+    if parent_index is not None:
+        d["parent_index"] = parent_index
+    return d
+
+
+def preview(
+    markdown: str, config: ChunkingConfig, limit: int = 500, *, length_function: LengthFunction = None
+) -> dict[str, Any]:
+    """What the chunk-preview endpoint returns: the tier that won, why others lost, the profile, and at
+    most `limit` chunks. With enable_parent_child the chunks are the children (each with parent_index)
+    and the parents are listed too; tier diagnostics describe the parent split (as in WeKnora), the
+    effective sizes the children."""
+    limit = max(0, limit)
+    extra: dict[str, Any] = {}
+    if config.enable_parent_child:
+        pc, diag, cfg = _parent_child(markdown, config, length_function)
+        chunks = [_chunk_json(c.piece, c.parent_index) for c in pc.children[:limit]]
+        total = len(pc.children)
+        extra = {"parents": [_chunk_json(p) for p in pc.parents[:limit]], "total_parents": len(pc.parents)}
+    else:
+        pieces, diag, cfg = _run(markdown, config, length_function)
+        chunks = [_chunk_json(p) for p in pieces[:limit]]
+        total = len(pieces)
+    return {
+        "strategy_used": cfg.strategy,
+        "tier": diag.selected_tier,
+        "diagnostics": {
+            "selected_tier": diag.selected_tier,
+            "tier_chain": diag.tier_chain,
+            "rejected": diag.rejected,
+            "profile": diag.profile,
+            "effective_chunk_size": cfg.size,
+            "effective_chunk_overlap": cfg.overlap,
+            "size_unit": "tokens" if length_function is not None else "runes",
+            "protected_spans": len(find_spans(markdown).starts) if markdown else 0,
+        },
+        "chunks": chunks,
+        "total_chunks": total,
+        **extra,
+    }

@@ -1,0 +1,391 @@
+"""The recursive tier (WeKnora `SplitText`): protected units, priority separators, greedy merge with
+semantic overlap and repeated table headers.
+
+Everything works on absolute rune offsets into one text; strings are sliced only for emitted chunks and
+for the few units inside tables. The greedy merge jumps from chunk end to chunk end with a bisect over
+the unit boundaries instead of visiting every unit, and falls back to the unit-by-unit WeKnora loop only
+inside Markdown tables (where the repeated-header state machine needs every unit).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+
+from chalicelib.chunker.config import HARD_CAP
+from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
+from chalicelib.chunker.spans import Spans
+
+Raw = tuple[int, int, str]  # (start, end, synthetic header prefix)
+
+_WS = r"[\t\n\f\r ]"
+_HDR_START = re.compile(
+    r"^" + _WS + r"*(?:\|[^|\n]*)+[\r\n]+" + _WS + r"*(?:\|" + _WS + r"*:?-{3,}:?" + _WS + r"*)+\|?[\r\n]+\Z",
+    re.S | re.I,
+)
+_HDR_END = re.compile(r"^" + _WS + r"*\Z|^" + _WS + r"*[^|\t\n\f\r ]", re.S)
+_ROW = re.compile(r"^" + _WS + r"*(?:\|[^|\n]*)+\|" + _WS + r"*$")
+_PARA = re.compile(r"\n\n")
+_SENT = re.compile(r"[。？！]|[.?!] ")
+_SEP_CACHE: dict[str, re.Pattern[str]] = {}
+
+
+def _sep_re(sep: str) -> re.Pattern[str]:
+    pat = _SEP_CACHE.get(sep)
+    if pat is None:
+        pat = _SEP_CACHE[sep] = re.compile(re.escape(sep))
+    return pat
+
+
+# ---------------------------------------------------------------- table header tracking (header_tracker.go)
+
+
+def _row_cols(line: str) -> int:
+    line = line.strip()
+    if not line.startswith("|"):
+        return 0
+    parts = line.split("|")
+    if parts and not parts[0].strip():
+        parts = parts[1:]
+    if parts and not parts[-1].strip():
+        parts = parts[:-1]
+    return len(parts)
+
+
+def _first_row_cols(text: str) -> int:
+    for line in text.split("\n"):
+        line = line.strip()
+        if line and _ROW.match(line):
+            return _row_cols(line)
+    return 0
+
+
+def _header_cols(header: str) -> int:
+    for line in header.split("\n"):
+        line = line.strip()
+        if not line or "---" in line:
+            continue
+        n = _row_cols(line)
+        if n:
+            return n
+    return 0
+
+
+def _header_col_row(header: str) -> str:
+    for line in header.split("\n"):
+        line = line.strip()
+        if not line or "---" in line:
+            continue
+        if line.strip("| \t"):
+            return line
+    return ""
+
+
+def _header_present(header: str, overlap: str, unit: str) -> bool:
+    if header in overlap or header in unit:
+        return True
+    row = _header_col_row(header)
+    return bool(row) and (row in overlap or row in unit)
+
+
+def _column_mismatch(header: str, unit: str) -> bool:
+    hc = _header_cols(header)
+    rc = _first_row_cols(unit)
+    return hc > 0 and rc > 0 and hc != rc
+
+
+class TableTracker:
+    """Active Markdown table header: starts on a header+separator unit; ends on a blank or non-table unit,
+    a paragraph break followed by another table, or a column-count change."""
+
+    __slots__ = ("active", "ended_this_unit", "pending")
+
+    def __init__(self) -> None:
+        self.active = ""
+        self.pending = False
+        self.ended_this_unit = False
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.active) or self.pending
+
+    def update(self, unit: str) -> None:
+        self.ended_this_unit = False
+        if self.pending:
+            self.pending = False
+            if self.active:
+                if _first_row_cols(unit) > 0:
+                    self.ended_this_unit = True
+                self.active = ""
+        if self.active and _HDR_END.search(unit):
+            self.active = ""
+        if self.active:
+            if unit.rstrip(" \t\r").endswith("\n\n"):
+                self.pending = True
+            elif _column_mismatch(self.active, unit):
+                self.active = ""
+                self.ended_this_unit = True
+        if not self.active:
+            m = _HDR_START.search(unit)
+            if m and m.group():
+                self.active = m.group()
+
+
+# ---------------------------------------------------------------- units
+
+
+def _force_split(text: str, a: int, b: int, out: list[int]) -> None:
+    """Cut [a, b) into pieces of at most HARD_CAP runes, preferring to end after a newline or space."""
+    off = a
+    while off < b:
+        end = off + HARD_CAP
+        if end >= b:
+            end = b
+        else:
+            lo = max(off + 1, end - 199)
+            cut = max(text.rfind("\n", lo, end), text.rfind(" ", lo, end))
+            if cut >= 0:
+                end = cut + 1
+        out.append(end)
+        off = end
+
+
+def _split_gap(
+    text: str,
+    a: int,
+    b: int,
+    seps: tuple[str, ...],
+    si: int,
+    size: int,
+    m: CharMeasure | TokenMeasure,
+    bounds: list[int],
+    big: list[int],
+) -> None:
+    """WeKnora splitBySeparators on [a, b): separators by priority, lower ones only on oversize pieces."""
+    if m.fits(a, b, size):
+        bounds.append(b)
+        return
+    nseps = len(seps)
+    for idx in range(si, nseps):
+        cuts: list[int] = []
+        last = a
+        for mt in _sep_re(seps[idx]).finditer(text, a, b):
+            s, e = mt.span()
+            if s > last:
+                cuts.append(s)
+            cuts.append(e)
+            last = e
+        if not cuts:
+            continue
+        if last < b:
+            cuts.append(b)
+        if len(cuts) <= 1:
+            continue
+        deeper = idx + 1 < nseps
+        x = a
+        for y in cuts:
+            if deeper and not m.fits(x, y, size):
+                _split_gap(text, x, y, seps, idx + 1, size, m, bounds, big)
+            else:
+                if y - x > HARD_CAP:
+                    big.append(len(bounds))
+                bounds.append(y)
+            x = y
+        return
+    if b - a > HARD_CAP:
+        big.append(len(bounds))
+    bounds.append(b)
+
+
+def build_units(
+    text: str, a: int, b: int, spans: Spans, seps: tuple[str, ...], size: int, m: CharMeasure | TokenMeasure
+) -> tuple[list[int], list[int], set[int]]:
+    """Unit end offsets tiling [a, b), indices of units over HARD_CAP, indices of table-header units."""
+    bounds: list[int] = []
+    big: list[int] = []
+    headers: set[int] = set()
+    pos = a
+    for s, e, is_header in spans.within(a, b):
+        if s > pos:
+            _split_gap(text, pos, s, seps, 0, size, m, bounds, big)
+        if e - s > HARD_CAP:
+            _force_split(text, s, e, bounds)
+        else:
+            if is_header:
+                headers.add(len(bounds))
+            bounds.append(e)
+        pos = e
+    if pos < b:
+        _split_gap(text, pos, b, seps, 0, size, m, bounds, big)
+    return bounds, big, headers
+
+
+# ---------------------------------------------------------------- overlap
+
+
+def overlap_start(
+    text: str, spans: Spans, m: CharMeasure | TokenMeasure, p: int, end: int, max_ov: int
+) -> int:
+    """Start of the semantic overlap kept from chunk [p, end): paragraph break > line break > sentence end,
+    earliest of the best kind, inside the last `max_ov` units (+4 runes lookbehind for the separator).
+    Returns `end` for no overlap."""
+    if max_ov <= 0 or p >= end:
+        return end
+    w = m.window_start(p, end, max_ov)
+    if w >= end:
+        return end
+    ws = max(p, w - 4)
+    # A boundary needs non-blank text after it: find the last non-space rune of the window.
+    k = end
+    while k > ws and text[k - 1] in " \t\n\r\f\v":
+        k -= 1
+    if k <= w:
+        return end
+    last_nonblank = k - 1
+    starts = spans.starts
+    inside = spans.inside
+    strictly = spans.strictly_inside
+    best = -1
+    paired: set[int] = set()
+    for mt in _PARA.finditer(text, ws, end):
+        s, e = mt.span()
+        paired.add(s)
+        paired.add(s + 1)
+        if best < 0 and e >= w and e <= last_nonblank and not (starts and (inside(s) or strictly(e))):
+            best = e
+    if best < 0:
+        i = text.find("\n", ws, end)
+        while i >= 0:
+            e = i + 1
+            if e > last_nonblank:
+                break
+            if i not in paired and e >= w and not (starts and (inside(i) or strictly(e))):
+                best = e
+                break
+            i = text.find("\n", e, end)
+    if best < 0:
+        for mt in _SENT.finditer(text, ws, end):
+            s, e = mt.span()
+            if e > last_nonblank:
+                break
+            if e >= w and not (starts and (inside(s) or strictly(e))):
+                best = e
+                break
+    if best < 0:
+        return end
+    if m.token_mode and m.length(best, end) > max_ov:
+        return end
+    return best
+
+
+# ---------------------------------------------------------------- merge
+
+
+def split_range(
+    text: str,
+    a: int,
+    b: int,
+    spans: Spans,
+    seps: tuple[str, ...],
+    size: int,
+    overlap: int,
+    m: CharMeasure | TokenMeasure,
+) -> list[Raw]:
+    """Chunks of [a, b) as (start, end, synthetic header prefix)."""
+    if a >= b:
+        return []
+    bounds, big, hdr_units = build_units(text, a, b, spans, seps, size, m)
+    specials = sorted(set(big) | hdr_units)
+    big_set = set(big)
+    n = len(bounds)
+    out: list[Raw] = []
+    tracker = TableTracker()
+    length = m.length
+    last_fitting = m.last_fitting
+    token_mode = m.token_mode
+    cur: int | None = None  # source start of the current chunk; None = empty
+    hdr = ""  # synthetic table header at the head of the current chunk
+    hdr_len = 0
+    k = 0
+    sp = 0
+    while k < n:
+        if not tracker.busy:
+            while sp < len(specials) and specials[sp] < k:
+                sp += 1
+            stop = specials[sp] if sp < len(specials) else n
+            if k < stop:
+                if cur is None:
+                    cur = bounds[k - 1] if k else a
+                    hdr, hdr_len = "", 0
+                    k += 1
+                    continue
+                j = last_fitting(cur, size - hdr_len, bounds, k, stop)
+                hard_bound = False
+                if token_mode or size > HARD_CAP:
+                    jh = bisect_right(bounds, cur + HARD_CAP - len(hdr), k, stop) - 1
+                    if jh < j:
+                        j, hard_bound = jh, True
+                if j >= k:
+                    k = j + 1
+                if k >= stop:
+                    continue
+                u_s = bounds[k - 1]
+                u_e = bounds[k]
+                out.append((cur, u_s, hdr))
+                if hard_bound:
+                    cur = u_s
+                else:
+                    cur = overlap_start(text, spans, m, cur, u_s, min(overlap, size - length(u_s, u_e)))
+                    if token_mode and u_e - cur > HARD_CAP:
+                        cur = u_s
+                hdr, hdr_len = "", 0
+                k += 1
+                continue
+        # Unit-by-unit WeKnora loop (tables, header units, units over the hard cap).
+        u_s = bounds[k - 1] if k else a
+        u_e = bounds[k]
+        unit = text[u_s:u_e]
+        if k in big_set:
+            if cur is not None:
+                out.append((cur, u_s, hdr))
+                cur, hdr, hdr_len = None, "", 0
+            tracker.update(unit)
+            pieces: list[int] = []
+            _force_split(text, u_s, u_e, pieces)
+            x = u_s
+            for y in pieces:
+                out.append((x, y, ""))
+                x = y
+            k += 1
+            continue
+        tracker.update(unit)
+        if tracker.ended_this_unit and cur is not None:
+            out.append((cur, u_s, hdr))
+            cur, hdr, hdr_len = None, "", 0
+        headers = tracker.active
+        h_len = m.text_len(headers) if headers else 0
+        if h_len > size:
+            headers, h_len = "", 0
+        u_len = length(u_s, u_e)
+        if cur is not None and length(cur, u_s) + hdr_len + u_len + h_len > size:
+            out.append((cur, u_s, hdr))
+            ov = overlap_start(text, spans, m, cur, u_s, min(overlap, size - u_len))
+            hdr, hdr_len = "", 0
+            cur_len = length(ov, u_s)
+            if headers and h_len + u_len <= size:
+                # Drop whole leading units of the overlap until header + unit fit.
+                while ov < u_s and cur_len + u_len + h_len > size:
+                    ov = min(bounds[bisect_right(bounds, ov)], u_s)
+                    cur_len = length(ov, u_s)
+                if not _header_present(headers, text[ov:u_s], unit) and not _column_mismatch(headers, unit):
+                    hdr, hdr_len = headers, h_len
+            cur = ov if (ov < u_s or hdr) else None
+        if cur is not None and (u_e - cur) + len(hdr) > HARD_CAP:
+            out.append((cur, u_s, hdr))
+            cur, hdr, hdr_len = None, "", 0
+        if cur is None:
+            cur = u_s
+        k += 1
+    if cur is not None:
+        out.append((cur, b, hdr))
+    return out

@@ -1,0 +1,333 @@
+"""Heading and heuristic tiers, the validator and the strategy chain (WeKnora heading_splitter.go,
+heuristic_splitter.go, validator, strategy.go). All tiers work on a range [a, b) of one text."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.chunker.config import HARD_CAP, Resolved
+from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
+from chalicelib.chunker.profile import (
+    EXCESS_BLANKS,
+    HEADING,
+    PRIO_BLANKS,
+    PRIO_CAPS,
+    PRIO_CHAPTER,
+    PRIO_FOOTER,
+    PRIO_FORM_FEED,
+    PRIO_NUMBERED,
+    PRIO_SEP,
+    DocProfile,
+    Lines,
+    profile_document,
+    select_chain,
+)
+from chalicelib.chunker.recursive import overlap_start, split_range
+from chalicelib.chunker.spans import Spans
+
+Chunk4 = tuple[int, int, str, str]  # (start, end, synthetic header prefix, context header)
+M = CharMeasure | TokenMeasure
+
+
+@dataclass
+class Ctx:
+    text: str
+    spans: Spans
+    cfg: Resolved
+    m: M
+
+
+def recursive_tier(c: Ctx, a: int, b: int) -> list[Chunk4]:
+    cfg = c.cfg
+    raws = split_range(c.text, a, b, c.spans, cfg.separators, cfg.size, cfg.overlap, c.m)
+    return [(s, e, h, "") for s, e, h in raws]
+
+
+# ---------------------------------------------------------------- heading tier
+
+
+class Hierarchy:
+    __slots__ = ("depth", "stack")
+
+    def __init__(self) -> None:
+        self.stack = [""] * 6
+        self.depth = 0
+
+    def copy(self) -> Hierarchy:
+        h = Hierarchy()
+        h.stack = list(self.stack)
+        h.depth = self.depth
+        return h
+
+    def observe(self, level: int, title: str) -> None:
+        self.stack[level - 1] = title
+        for i in range(level, 6):
+            self.stack[i] = ""
+        if level > self.depth:
+            self.depth = level
+        else:
+            self.depth = max((i + 1 for i in range(6) if self.stack[i]), default=0)
+
+    def breadcrumb(self) -> str:
+        return "\n".join("#" * (i + 1) + " " + self.stack[i] for i in range(self.depth) if self.stack[i])
+
+
+def _common_heading_prefix(x: str, y: str) -> str:
+    if x == y:
+        return x
+    lx, ly = x.split("\n"), y.split("\n")
+    n = 0
+    for p, q in zip(lx, ly, strict=False):
+        if p != q:
+            break
+        n += 1
+    return "\n".join(lx[:n]) if n else ""
+
+
+def _coalesce(c: Ctx, chunks: list[Chunk4]) -> list[Chunk4]:
+    size = c.cfg.size
+    if len(chunks) <= 1 or size <= 0:
+        return chunks
+    target = max(size // 2, 200)
+    m = c.m
+    out: list[Chunk4] = []
+    s, e, h, ctx = chunks[0]
+    cur_len = m.length(s, e) + m.text_len(h)
+    for ns, ne, nh, nctx in chunks[1:]:
+        n_len = m.length(ns, ne) + m.text_len(nh)
+        shared = _common_heading_prefix(ctx, nctx)
+        # A synthetic table header inside merged content would break content == source[start:end].
+        if (
+            shared
+            and e == ns
+            and not nh
+            and cur_len < target
+            and cur_len + n_len <= size
+            and ne - s <= HARD_CAP
+        ):
+            e, ctx = ne, shared
+            cur_len += n_len
+            continue
+        out.append((s, e, h, ctx))
+        s, e, h, ctx, cur_len = ns, ne, nh, nctx, n_len
+    out.append((s, e, h, ctx))
+    return out
+
+
+def heading_tier(
+    c: Ctx, a: int, b: int, profile: DocProfile | None, lines: Lines | None = None
+) -> list[Chunk4]:
+    text = c.text
+    if lines is None:
+        lines = Lines(text[a:b])
+    if profile is None:
+        profile = profile_document(lines.text, lines)
+    primary = profile.dominant_heading_level()
+    if primary == 0:
+        return recursive_tier(c, a, b)
+    heads = []  # (abs line start, level, title)
+    for ln, mt in lines.matches(HEADING):
+        heads.append((a + lines.starts[ln], len(mt.group(1)), mt.group(2).strip()))
+    strictly = c.spans.strictly_inside
+    bounds: list[tuple[int, int]] = [(a, -1)]  # (start, index into heads of the leading heading or -1)
+    for i, (pos, level, _) in enumerate(heads):
+        if level > primary or strictly(pos):
+            continue
+        if pos == a:
+            bounds[0] = (a, i)
+        else:
+            bounds.append((pos, i))
+    if len(bounds) <= 1:
+        return recursive_tier(c, a, b)
+    head_pos = [h[0] for h in heads]
+    m = c.m
+    size = c.cfg.size
+    hier = Hierarchy()
+    out: list[Chunk4] = []
+    for bi, (start, hi) in enumerate(bounds):
+        end = bounds[bi + 1][0] if bi + 1 < len(bounds) else b
+        if hi >= 0:
+            hier.observe(heads[hi][1], heads[hi][2])
+        crumb = hier.breadcrumb()
+        # Deeper headings inside the section: (offset, breadcrumb from there on).
+        subs: list[tuple[int, str]] = [(start, crumb)]
+        j0 = bisect_right(head_pos, start - 1)
+        j1 = bisect_right(head_pos, end - 1)
+        for j in range(j0, j1):
+            pos, level, title = heads[j]
+            if level > primary:
+                hier.observe(level, title)
+                subs.append((pos, hier.breadcrumb()))
+        if end <= start:
+            continue
+        if end - start <= HARD_CAP and m.text_len(crumb) + 2 + m.length(start, end) <= size:
+            out.append((start, end, "", crumb))
+            continue
+        sub_pos = [x[0] for x in subs]
+        for s, e, h in split_range(text, start, end, c.spans, c.cfg.separators, size, c.cfg.overlap, m):
+            out.append((s, e, h, subs[bisect_right(sub_pos, s) - 1][1]))
+    return _coalesce(c, out)
+
+
+# ---------------------------------------------------------------- heuristic tier
+
+
+_MARKER_PRIO = {
+    "de": PRIO_CHAPTER,
+    "en": PRIO_CHAPTER,
+    "zh": PRIO_CHAPTER,
+    "num": PRIO_NUMBERED,
+    "caps": PRIO_CAPS,
+    "sep": PRIO_SEP,
+    "foot": PRIO_FOOTER,
+}
+
+
+def _heuristic_bounds(c: Ctx, a: int, b: int, lines: Lines) -> list[int]:
+    sub = lines.text
+    prio: dict[int, int] = {}
+    i = sub.find("\f")
+    while i >= 0:
+        prio[a + i] = PRIO_FORM_FEED
+        i = sub.find("\f", i + 1)
+    starts = lines.starts
+    for ln, kind in lines.markers():
+        pos = a + starts[ln]
+        pr = _MARKER_PRIO[kind]
+        if prio.get(pos, -1) < pr:
+            prio[pos] = pr
+    for mt in EXCESS_BLANKS.finditer(sub):
+        pos = a + mt.end()
+        if pos not in prio:
+            prio[pos] = PRIO_BLANKS
+    strictly = c.spans.strictly_inside
+    return sorted(p for p in prio if not strictly(p))
+
+
+def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[Chunk4]:
+    m = c.m
+    size = c.cfg.size
+    text = c.text
+    if m.length(a, b) <= size:
+        return recursive_tier(c, a, b)
+    bounds = _heuristic_bounds(c, a, b, lines or Lines(text[a:b]))
+    if not bounds:
+        return recursive_tier(c, a, b)
+    if bounds[-1] != b:
+        bounds.append(b)
+    if bounds[0] != a:
+        bounds.insert(0, a)
+    out: list[Chunk4] = []
+    min_chunk = max(size // 4, 50)
+
+    def emit(s: int, e: int) -> None:
+        if e > s and text[s:e].strip():
+            out.append((s, e, "", ""))
+
+    chunk_start = cur_end = bounds[0]
+    for nxt in bounds[1:]:
+        if m.length(cur_end, nxt) > size or nxt - cur_end > HARD_CAP:
+            if cur_end > chunk_start:
+                emit(chunk_start, cur_end)
+            out.extend(recursive_tier(c, cur_end, nxt))
+            chunk_start = cur_end = nxt
+            continue
+        acc = m.length(chunk_start, nxt)
+        over_hard = nxt - chunk_start > HARD_CAP
+        if (acc > size and m.length(chunk_start, cur_end) >= min_chunk) or (
+            over_hard and cur_end > chunk_start
+        ):
+            emit(chunk_start, cur_end)
+            chunk_start = _heuristic_overlap(c, bounds, chunk_start, cur_end)
+            if nxt - chunk_start > HARD_CAP:
+                chunk_start = cur_end
+        cur_end = nxt
+    if cur_end > chunk_start:
+        emit(chunk_start, cur_end)
+    return out
+
+
+def _heuristic_overlap(c: Ctx, bounds: list[int], start: int, cur_end: int) -> int:
+    """Next chunk start: the latest heuristic boundary inside the overlap window, else a semantic break.
+    WeKnora searches 2x overlap and falls back to a raw offset; both could exceed the setting or cut a
+    protected span, so the window here is the overlap itself."""
+    overlap = c.cfg.overlap
+    if overlap <= 0:
+        return cur_end
+    w = c.m.window_start(start, cur_end, overlap)
+    i = bisect_right(bounds, cur_end - 1) - 1
+    if i >= 0 and w <= bounds[i] < cur_end and bounds[i] > start:
+        return bounds[i]
+    return overlap_start(c.text, c.spans, c.m, start, cur_end, overlap)
+
+
+# ---------------------------------------------------------------- validator and chain
+
+
+def validate(c: Ctx, chunks: list[Chunk4], total: int) -> str:
+    """'' when acceptable, else WeKnora's rejection reason."""
+    size = c.cfg.size
+    if not chunks:
+        return "no chunks produced"
+    if len(chunks) == 1 and total > 2 * size:
+        return "single chunk for large document"
+    m = c.m
+    lens = [m.length(s, e) + (m.text_len(h) if h else 0) for s, e, h, _ in chunks]
+    longest = max(lens)
+    tiny = sum(1 for x in lens[:-1] if x < 50)
+    if tiny > len(chunks) // 4 and tiny > 2:
+        return "too many tiny chunks"
+    if longest < size // 4 and total > size:
+        return "all chunks far below target size"
+    if size > 0 and longest > 2 * size:
+        return "chunk exceeds 2x target size"
+    return ""
+
+
+@dataclass
+class Diagnostics:
+    selected_tier: str = "recursive"
+    tier_chain: list[str] = field(default_factory=list)
+    rejected: list[dict[str, str]] = field(default_factory=list)
+    profile: dict[str, Any] | None = None
+
+
+def run_strategy(c: Ctx, a: int, b: int) -> tuple[list[Chunk4], Diagnostics]:
+    diag = Diagnostics()
+    if a >= b:
+        return [], diag
+    strategy = c.cfg.strategy
+    profile: DocProfile | None = None
+    lines: Lines | None = None
+    if strategy == "heading":
+        chain = ["heading", "recursive"]
+    elif strategy == "heuristic":
+        chain = ["heuristic", "recursive"]
+    elif strategy == "recursive":
+        chain = ["recursive"]
+    else:
+        lines = Lines(c.text[a:b])
+        profile = profile_document(lines.text, lines)
+        chain = select_chain(profile)
+        diag.profile = profile.as_dict()
+    diag.tier_chain = chain
+    if chain == ["recursive"]:
+        return recursive_tier(c, a, b), diag
+    total = c.m.length(a, b)
+    out: list[Chunk4] = []
+    for tier in chain:
+        if tier == "heading":
+            out = heading_tier(c, a, b, profile, lines)
+        elif tier == "heuristic":
+            out = heuristic_tier(c, a, b, lines)
+        else:
+            out = recursive_tier(c, a, b)
+        reason = validate(c, out, total)
+        if not reason:
+            diag.selected_tier = tier
+            return out, diag
+        diag.rejected.append({"tier": tier, "reason": reason})
+    diag.selected_tier = "recursive"  # the last tier's output is kept even when rejected
+    return out, diag

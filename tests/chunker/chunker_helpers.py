@@ -1,0 +1,90 @@
+"""Shared checks for the chunker tests."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from chalicelib.chunker import HARD_CAP, ChunkPiece
+from chalicelib.chunker.spans import (
+    FENCE,
+    IMAGE,
+    INLINE_CODE,
+    LINK,
+    MATH,
+    TABLE_HEADER_GO,
+    TABLE_ROW_GO,
+    Spans,
+)
+
+CORPUS = Path("/work/shared/corpus")
+
+# WeKnora's pattern list exactly as written upstream (table patterns in their original `[ ]*` form), used
+# as an independent reference for the optimised scanner.
+REFERENCE_PATTERNS = [
+    MATH,
+    IMAGE,
+    LINK,
+    re.compile(TABLE_HEADER_GO),
+    re.compile(TABLE_ROW_GO),
+    FENCE,
+    INLINE_CODE,
+]
+
+
+def reference_spans(text: str) -> list[tuple[int, int]]:
+    found = []
+    for pat in REFERENCE_PATTERNS:
+        found.extend((m.start(), m.end()) for m in pat.finditer(text) if m.end() > m.start())
+    found.sort(key=lambda x: (x[0], -(x[1] - x[0])))
+    out: list[tuple[int, int]] = []
+    last = 0
+    for s, e in found:
+        if s >= last:
+            out.append((s, e))
+            last = e
+    return out
+
+
+def cuts_span(pos: int, spans: list[tuple[int, int]]) -> tuple[int, int] | None:
+    for s, e in spans:
+        if s < pos < e and e - s <= HARD_CAP:
+            return (s, e)
+    return None
+
+
+def check_chunks(md: str, chunks: list[ChunkPiece], overlap: int | None = None, cover: bool = True) -> None:
+    """Invariants every chunk list must satisfy."""
+    spans = reference_spans(md)
+    covered = bytearray(len(md))
+    for i, c in enumerate(chunks):
+        assert c.seq == i
+        assert 0 <= c.start < c.end <= len(md), c
+        assert c.content[c.header_prefix_len :] == md[c.start : c.end], "offsets must restore the content"
+        assert len(c.content) <= HARD_CAP, "hard cap"
+        assert cuts_span(c.start, spans) is None, f"chunk {i} starts inside protected span"
+        assert cuts_span(c.end, spans) is None, f"chunk {i} ends inside protected span"
+        covered[c.start : c.end] = b"\x01" * (c.end - c.start)
+    for i in range(1, len(chunks)):
+        prev, cur = chunks[i - 1], chunks[i]
+        if overlap is not None and cur.start < prev.end:
+            assert prev.end - cur.start <= overlap, "overlap larger than the setting"
+    if not cover:
+        return
+    missing = [i for i, ch in enumerate(md) if not covered[i] and not ch.isspace()]
+    assert not missing, f"text not covered by any chunk at {missing[:5]}"
+
+
+def spans_of(s: Spans) -> list[tuple[int, int]]:
+    return list(zip(s.starts, s.ends, strict=True))
+
+
+def corpus_texts() -> list[tuple[str, str]]:
+    from chalicelib.chunker import normalise_markdown
+
+    out = []
+    for p in sorted(CORPUS.iterdir()):
+        if p.name.endswith(".truth.txt") or not p.name.endswith((".md", ".markdown", ".txt")):
+            continue
+        out.append((p.name, normalise_markdown(p.read_text(encoding="utf-8", errors="replace"))))
+    return out
