@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import mimetypes
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -21,8 +23,10 @@ from typing import Any
 import requests
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 DIRECT_UPLOAD_MAX_BYTES = (
@@ -152,12 +156,14 @@ _STYLE = {"completed": "green", "failed": "red", "upload failed": "red", "cancel
 def _progress_table(rows: list[Tracked]) -> Table:
     table = Table(expand=False)
     for col in ("file", "knowledge", "stage", "status", "detail"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for r in rows:
         style = _STYLE.get(r.parse_status, "cyan")
         stage = f"{r.stage} ({r.stage_status})" if r.stage and r.stage_status else r.stage
         detail = r.error or r.note
-        table.add_row(r.file, r.knowledge_id, stage, f"[{style}]{r.parse_status}[/]", detail)
+        table.add_row(
+            escape(r.file), r.knowledge_id, escape(stage), f"[{style}]{r.parse_status}[/]", escape(detail)
+        )
     return table
 
 
@@ -177,15 +183,59 @@ def _refresh(client: ApiClient, row: Tracked) -> None:
         row.error = str(spans["last_error"])
 
 
+def _follow(
+    client: ApiClient, rows: list[Tracked], console: Console, timeout: float, interval: float
+) -> None:
+    """Poll until every row is terminal: a live table on a terminal, one line per change otherwise."""
+    deadline = time.monotonic() + timeout
+    live = Live(_progress_table(rows), console=console, refresh_per_second=4) if console.is_terminal else None
+    last: dict[int, tuple[str, str, str, str]] = {}
+    if live is not None:
+        live.start()
+    try:
+        while True:
+            for row in rows:
+                if row.knowledge_id and not row.done:
+                    try:
+                        _refresh(client, row)
+                    except ApiError as exc:
+                        row.error = exc.message
+            if live is not None:
+                live.update(_progress_table(rows))
+            else:
+                for i, r in enumerate(rows):
+                    state = (r.parse_status, r.stage, r.stage_status, r.note)
+                    if last.get(i) != state:
+                        last[i] = state
+                        stage = f" {r.stage}({r.stage_status})" if r.stage else ""
+                        note = f" [{r.note}]" if r.note else ""
+                        console.print(
+                            f"{r.file} {r.knowledge_id}: {r.parse_status}{stage}{note}",
+                            markup=False,
+                            highlight=False,
+                        )
+            if all(r.done for r in rows):
+                return
+            if time.monotonic() > deadline:
+                for r in rows:
+                    if not r.done:
+                        r.error = r.error or f"still {r.parse_status} after {timeout:.0f}s"
+                return
+            time.sleep(interval)
+    finally:
+        if live is not None:
+            live.stop()
+
+
 def cmd_ingest(args: argparse.Namespace, console: Console) -> int:
     client = ApiClient(args.api, args.key)
     files = [Path(f) for f in args.files]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
-        console.print(f"[red]no such file: {', '.join(missing)}[/]")
+        console.print(f"[red]no such file: {escape(', '.join(missing))}[/]")
         return 1
     kb, created = client.ensure_kb(args.kb)
-    console.print(f"knowledge base [bold]{args.kb}[/] ({kb['id']}){' created' if created else ''}")
+    console.print(f"knowledge base [bold]{escape(args.kb)}[/] ({kb['id']}){' created' if created else ''}")
     rows = [Tracked(file=f.name) for f in files]
     for path, row in zip(files, rows, strict=True):
         try:
@@ -199,27 +249,10 @@ def cmd_ingest(args: argparse.Namespace, console: Console) -> int:
             else:
                 row.parse_status = "upload failed"
                 row.error = exc.message
-    deadline = time.monotonic() + args.timeout
-    with Live(_progress_table(rows), console=console, refresh_per_second=4, transient=False) as live:
-        while True:
-            for row in rows:
-                if row.knowledge_id and not row.done:
-                    try:
-                        _refresh(client, row)
-                    except ApiError as exc:
-                        row.error = exc.message
-            live.update(_progress_table(rows))
-            if all(r.done for r in rows):
-                break
-            if time.monotonic() > deadline:
-                for r in rows:
-                    if not r.done:
-                        r.error = r.error or f"still {r.parse_status} after {args.timeout:.0f}s"
-                break
-            time.sleep(args.interval)
+    _follow(client, rows, console, args.timeout, args.interval)
     bad = [r for r in rows if r.parse_status != "completed"]
     for r in bad:
-        console.print(f"[red]✗ {r.file}[/] {r.parse_status}: {r.error or 'no reason given'}")
+        console.print(f"[red]✗ {escape(r.file)}[/] {r.parse_status}: {escape(r.error or 'no reason given')}")
     if not bad:
         console.print(f"[green]✓ all {len(rows)} file(s) completed[/]")
     return 1 if bad else 0
@@ -244,12 +277,12 @@ def stage_tree(spans: dict[str, Any]) -> Tree:
     def label(s: dict[str, Any]) -> str:
         status = str(s.get("status", ""))
         style = {"done": "green", "failed": "red", "running": "cyan", "skipped": "dim"}.get(status, "white")
-        text = f"{s.get('span_id')} [{style}]{status}[/]"
+        text = f"{escape(str(s.get('span_id')))} [{style}]{escape(status)}[/]"
         if s.get("error_message"):
-            text += f" [red]{s.get('error_code', '')} {s['error_message']}[/]"
+            text += f" [red]{escape(str(s.get('error_code', '')))} {escape(str(s['error_message']))}[/]"
         outputs = s.get("outputs") or {}
         if outputs:
-            text += " " + ", ".join(f"{k}={v}" for k, v in list(outputs.items())[:4])
+            text += " " + escape(", ".join(f"{k}={v}" for k, v in list(outputs.items())[:4]))
         return text
 
     def add(node: Tree, parent: str, depth: int) -> None:
@@ -261,7 +294,7 @@ def stage_tree(spans: dict[str, Any]) -> Tree:
 
     add(tree, "", 0)
     if spans.get("last_error"):
-        tree.add(f"[red]last error: {spans['last_error']}[/]")
+        tree.add(f"[red]last error: {escape(str(spans['last_error']))}[/]")
     return tree
 
 
@@ -276,7 +309,7 @@ def cmd_search(args: argparse.Namespace, console: Console) -> int:
     client = ApiClient(args.api, args.key)
     kb = client.find_kb(args.kb)
     if kb is None:
-        console.print(f"[red]no knowledge base named {args.kb!r}[/]")
+        console.print(f"[red]no knowledge base named {escape(repr(args.kb))}[/]")
         return 1
     hits = client.search(str(kb["id"]), args.query, args.n)
     if not hits:
@@ -284,7 +317,7 @@ def cmd_search(args: argparse.Namespace, console: Console) -> int:
         return 0
     for i, h in enumerate(hits[: args.n], 1):
         head = f"#{i} score={float(h.get('score', 0)):.4f} {h.get('knowledge_title', '')} chunk={h.get('chunk_id', '')}"
-        console.print(Panel(str(h.get("content", "")), title=head, title_align="left"))
+        console.print(Panel(Text(str(h.get("content", ""))), title=escape(head), title_align="left"))
     return 0
 
 
@@ -301,8 +334,15 @@ def _load_project_app() -> Any:
 def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | None = None) -> int:
     from chalicelib.local.runtime import LocalRuntime
 
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     state_dir = Path(os.environ.get("WEKNORA_STATE_DIR", ".weknora")).resolve()
     os.environ["WEKNORA_STATE_DIR"] = str(state_dir)  # before the app is imported
+    if state_dir.exists():
+        # moto keeps the tables, queues and buckets in memory only: files and index entries left from an
+        # earlier run would point at rows that no longer exist, so a new stack starts clean.
+        shutil.rmtree(state_dir)
+        console.print(f"[dim]started a fresh local state in {state_dir} (moto's state lives in memory)[/]")
     key = default_key()
     params = dict(p.split("=", 1) for p in args.param)
     runtime = LocalRuntime(
@@ -313,7 +353,7 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
         state_dir=state_dir,
         port=args.moto_port,
         project_dir=Path.cwd(),
-        stage="local",  # .chalice/config.json's local stage: local:// storage, no AWS-only settings
+        stage=args.stage,  # default "local": .chalice/config.json's stage for local:// storage
     )
     with console.status("starting moto, provisioning, loading app.py ..."):
         runtime.start(background=True)
@@ -324,7 +364,7 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
             bootstrap = None
         if bootstrap is not None and hasattr(bootstrap, "ensure_local_tenant"):
             bootstrap.ensure_local_tenant(key)
-        base = runtime.serve_http("127.0.0.1", args.port)
+        base = runtime.serve_http("127.0.0.1", args.port, access_log=args.access_log)
         info = Table.grid(padding=(0, 2))
         info.add_row("API", f"[bold]{base}/api/v1[/]")
         info.add_row("API key", f"[bold]{key}[/]  (header X-API-Key)")
@@ -337,7 +377,9 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
         console.print(Panel(info, title="weknora-ingest up", subtitle="Ctrl-C to stop"))
         stop = stop or threading.Event()
         if threading.current_thread() is threading.main_thread():
+            # Explicit SIGINT too: a shell that backgrounds the process sets SIGINT to "ignore".
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            signal.signal(signal.SIGINT, lambda *_: stop.set())
         try:
             while not stop.wait(0.5):
                 pass
@@ -346,6 +388,7 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
     finally:
         runtime.stop()
     console.print("stopped (moto state is in memory and is gone; files under the state dir remain)")
+    args.handlers_still_running = any(p.running for p in runtime.pollers)
     return 0
 
 
@@ -363,6 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="run moto + the pipeline + the HTTP API in the foreground")
     up.add_argument("--port", type=int, default=int(os.environ.get("WEKNORA_PORT", "8000")))
     up.add_argument("--template", default="infra/template.json")
+    up.add_argument("--access-log", action="store_true", help="log every HTTP request, not only errors")
+    up.add_argument(
+        "--stage", default="local", help="chalice stage in .chalice/config.json (default %(default)s)"
+    )
     up.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="template parameter")
     up.add_argument("--moto-port", type=int, default=0, help="moto server port (default: any free port)")
     up.add_argument(
@@ -396,9 +443,16 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
     console = console or Console()
     commands = {"up": cmd_up, "ingest": cmd_ingest, "status": cmd_status, "search": cmd_search}
     try:
-        return int(commands[args.command](args, console))
+        code = int(commands[args.command](args, console))
+        if getattr(args, "handlers_still_running", False) and argv is None:
+            # A handler thread still inside native code (ONNX Runtime) aborts the interpreter's shutdown
+            # ("terminate called without an active exception"); leave without waiting for it.
+            console.print("a handler was still running; exiting without waiting for it")
+            sys.stdout.flush()
+            os._exit(code)
+        return code
     except ApiError as exc:
-        console.print(f"[red]API error {exc.status} {exc.code}: {exc.message}[/]")
+        console.print(f"[red]API error {exc.status} {escape(exc.code)}: {escape(exc.message)}[/]")
         return 1
 
 

@@ -40,6 +40,9 @@ class ProvisionedResource:
     def as_dict(self) -> dict[str, str | None]:
         return {"name": self.name, "arn": self.arn, "url": self.url}
 
+    def __getitem__(self, key: str) -> str | None:  # res["WorkQueue"]["url"] works too
+        return self.as_dict()[key]
+
 
 class ProvisionedResources(dict[str, ProvisionedResource]):
     """Logical id → created resource, plus the resolved ``Globals.Function.Environment`` of the template."""

@@ -1,0 +1,103 @@
+"""One in-process moto server (server mode) that every local component talks to.
+
+Server mode, not ``mock_aws``: decorator-mode DynamoDB loses atomic ``ADD`` updates under threads, and moto's
+Step Functions interpreter runs executions in threads that call back into ``http://localhost:$MOTO_PORT``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from typing import Any
+
+import requests
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+
+log = logging.getLogger(__name__)
+
+# moto's default account; ARNs built locally must agree with the ones moto returns.
+ACCOUNT_ID = "123456789012"
+
+MOTO_CONFIG: dict[str, Any] = {
+    "stepfunctions": {"execute_state_machine": True},
+    # The "simple" Lambda backend never runs code but at least does not try to reach Docker.
+    "lambda": {"use_docker": False},
+}
+
+
+class MotoServer:
+    """A ``ThreadedMotoServer`` on 127.0.0.1 plus the environment that points boto3/pynamodb at it."""
+
+    def __init__(self, port: int = 0, region: str = "us-east-1") -> None:
+        self._requested_port = port
+        self.region = region
+        self._server: ThreadedMotoServer | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    def start(self) -> MotoServer:
+        if self._server is not None:
+            return self
+        # werkzeug logs every request at INFO; that drowns the app's own logs.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self._requested_port, verbose=False)
+        server.start()
+        self._server = server
+        self.port = server.get_host_and_port()[1]
+        self.apply_env()
+        self.configure()
+        log.info("moto server listening on %s", self.url)
+        return self
+
+    def apply_env(self) -> None:
+        """Point every AWS SDK client in this process at the server (set before the app is imported)."""
+        os.environ["MOTO_PORT"] = str(self.port)  # read by moto's Step Functions interpreter
+        os.environ["AWS_ENDPOINT_URL"] = self.url
+        os.environ["AWS_ACCESS_KEY_ID"] = "testing"
+        os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
+        os.environ["AWS_SESSION_TOKEN"] = "testing"
+        os.environ["AWS_DEFAULT_REGION"] = self.region
+        os.environ["AWS_REGION"] = self.region
+        # A developer's profile must not leak credentials or a different endpoint into local runs.
+        os.environ.pop("AWS_PROFILE", None)
+
+    def configure(self) -> None:
+        resp = requests.post(f"{self.url}/moto-api/config", json=MOTO_CONFIG, timeout=10)
+        resp.raise_for_status()
+
+    def reset(self) -> None:
+        """Drop every resource in every backend, then re-apply the config (reset clears it too)."""
+        resp = requests.post(f"{self.url}/moto-api/reset", timeout=30)
+        resp.raise_for_status()
+        self.configure()
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.stop()
+        self._server = None
+
+
+_shared: MotoServer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_moto_server(region: str = "us-east-1") -> MotoServer:
+    """The process-wide server (started on first use, stopped at exit): cheap to reuse across tests."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or not _shared.running:
+            _shared = MotoServer(port=0, region=region).start()
+            atexit.register(_shared.stop)
+        else:
+            _shared.apply_env()
+        return _shared

@@ -1,0 +1,358 @@
+"""LocalRuntime: the Chalice app's handlers running against moto the way AWS would wire them.
+
+moto server (real S3/SQS/DynamoDB/Step Functions semantics) + the template provisioned into it + in-process
+stand-ins for what moto cannot do honestly: the Lambda SQS event-source mappings (``pollers``), EventBridge
+schedules (``scheduler``) and API Gateway (``chalice.local.LocalDevServer``).
+
+Reusing one moto server across tests (cheap reset + re-provision between tests) from a conftest::
+
+    @pytest.fixture(scope="session")
+    def _runtime(tmp_path_factory):
+        rt = LocalRuntime(load_app, "infra/template.json", retry_delay_seconds=0,
+                          state_dir=tmp_path_factory.mktemp("state"), server=shared_moto_server())
+        rt.start(background=False)
+        yield rt
+        rt.stop()
+
+    @pytest.fixture
+    def runtime(_runtime):
+        _runtime.reset(clear_state=True)   # ~50 ms: POST /moto-api/reset, then provision again
+        return _runtime
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from chalicelib.local.moto_server import ACCOUNT_ID, MotoServer
+from chalicelib.local.pollers import BatchResult, DuplicatePredicate, SqsPoller
+from chalicelib.local.provision import ProvisionedResources, provision
+from chalicelib.local.scheduler import Clock, ScheduledInvocation, Scheduler, utc_now
+
+log = logging.getLogger(__name__)
+
+AppLoader = Callable[[], Any]
+
+_NOT_EMULATED = ("S3EventConfig", "SNSEventConfig", "KinesisEventConfig", "DynamoDBEventConfig")
+
+
+class LocalRuntime:
+    """Runs a Chalice app's event handlers on moto. See the module docstring for the pieces.
+
+    ``retry_delay_seconds``: how long a failed SQS message stays invisible before its next delivery
+    (``None`` = the queue's VisibilityTimeout, as on AWS; tests use 0).
+    ``state_dir`` is exported as ``WEKNORA_STATE_DIR`` before the app is imported.
+    """
+
+    def __init__(
+        self,
+        app_loader: AppLoader,
+        template_path: str | os.PathLike[str],
+        parameters: Mapping[str, str] | None = None,
+        retry_delay_seconds: int | None = None,
+        state_dir: str | os.PathLike[str] = ".weknora",
+        *,
+        server: MotoServer | None = None,
+        port: int = 0,
+        region: str = "us-east-1",
+        stage: str = "dev",
+        project_dir: str | os.PathLike[str] | None = None,
+        concurrency: int = 1,
+        wait_time_seconds: int = 1,
+        clock: Clock = utc_now,
+        stack_name: str = "weknora-local",
+    ) -> None:
+        self.app_loader = app_loader
+        self.template_path = Path(template_path)
+        self.parameters = dict(parameters or {})
+        self.retry_delay_seconds = retry_delay_seconds
+        self.state_dir = Path(state_dir).resolve()
+        self.region = region
+        self.stage = stage
+        self.project_dir = Path(project_dir).resolve() if project_dir else Path.cwd()
+        self.concurrency = concurrency
+        self.wait_time_seconds = wait_time_seconds
+        self.clock = clock
+        self.stack_name = stack_name
+        self._own_server = server is None
+        self.server = server or MotoServer(port=port, region=region)
+        self.app: Any = None
+        self.resources = ProvisionedResources()
+        self.pollers: list[SqsPoller] = []
+        self.scheduler = Scheduler(region=region, clock=clock)
+        self.background = False
+        self._http: Any = None
+        self._http_thread: threading.Thread | None = None
+        self._duplicate_predicate: DuplicatePredicate | None = None
+        self._clients: dict[str, Any] = {}
+
+    # ---- lifecycle --------------------------------------------------------------------------------------
+
+    def start(self, background: bool = False) -> LocalRuntime:
+        """moto → env → provision → import the app → pollers + scheduler (threads only if ``background``)."""
+        self.server.start()
+        self.server.apply_env()
+        self._apply_local_env()
+        self.resources = self._provision()
+        self.app = self.app_loader()
+        self.pollers = self._build_pollers()
+        self.scheduler = Scheduler.from_app(
+            self.app,
+            stage=self.stage,
+            region=self.region,
+            clock=self.clock,
+            function_settings=self._function_settings,
+        )
+        if background:
+            self._start_background()
+        return self
+
+    def _apply_local_env(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        # The environment Chalice would give every function (.chalice/config.json, this stage) ...
+        os.environ.update({k: str(v) for k, v in self._chalice_config().environment_variables.items()})
+        # ... except the state dir: the one this runtime was given wins.
+        os.environ["WEKNORA_STATE_DIR"] = str(self.state_dir)
+        # Powertools offline: no X-Ray daemon, EMF metrics need a namespace.
+        os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+        os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "weknora-ingest")
+
+    def _provision(self) -> ProvisionedResources:
+        resources = provision(
+            self.template_path,
+            self.parameters,
+            region=self.region,
+            stack_name=self.stack_name,
+            endpoint_url=self.server.url,
+        )
+        # What SAM would put in every function's environment (Globals.Function.Environment).
+        os.environ.update(resources.function_env)
+        return resources
+
+    def _chalice_config(self, function_name: str = "api_handler") -> Any:
+        from chalice.config import Config
+
+        path = self.project_dir / ".chalice" / "config.json"
+        on_disk = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        return Config(chalice_stage=self.stage, function_name=function_name, config_from_disk=on_disk)
+
+    def _function_settings(self, name: str) -> tuple[float, int]:
+        """(timeout s, memory MB) from .chalice/config.json; Chalice's defaults are 60 s and 128 MB."""
+        cfg = self._chalice_config(name)
+        return float(cfg.lambda_timeout or 60), int(cfg.lambda_memory_size or 128)
+
+    def _build_pollers(self) -> list[SqsPoller]:
+        from chalice.app import SQSEventConfig
+
+        sqs = self._client("sqs")
+        pollers = []
+        for source in self.app.event_sources:
+            kind = type(source).__name__
+            if kind in _NOT_EMULATED:
+                log.warning("event source %s (%s) is not emulated locally", source.name, kind)
+            if not isinstance(source, SQSEventConfig):
+                continue
+            queue_name = source.queue or str(source.queue_arn).rsplit(":", 1)[-1]
+            try:
+                url = sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+            except sqs.exceptions.QueueDoesNotExist as exc:
+                raise RuntimeError(
+                    f"handler {source.name} listens on queue {queue_name!r}; the template does not create it"
+                ) from exc
+            timeout, memory = self._function_settings(source.name)
+            concurrency = self.concurrency
+            if source.maximum_concurrency:
+                concurrency = min(concurrency, source.maximum_concurrency)
+            pollers.append(
+                SqsPoller(
+                    function_name=f"{self.app.app_name}-{self.stage}-{source.name}",
+                    handler=self.app.handler_map[source.name],
+                    queue_url=url,
+                    queue_arn=f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{queue_name}",
+                    batch_size=source.batch_size,
+                    maximum_batching_window_in_seconds=source.maximum_batching_window_in_seconds,
+                    region=self.region,
+                    retry_delay_seconds=self.retry_delay_seconds,
+                    timeout_seconds=timeout,
+                    memory_mb=memory,
+                    concurrency=concurrency,
+                    wait_time_seconds=self.wait_time_seconds,
+                    duplicate_predicate=self._duplicate_predicate,
+                    sqs_client=sqs,
+                )
+            )
+        return pollers
+
+    def _start_background(self) -> None:
+        for p in self.pollers:
+            p.start()
+        self.scheduler.start()
+        self.background = True
+
+    def _stop_background(self) -> None:
+        for p in self.pollers:
+            p.request_stop()  # all at once: each may sit in a long poll of wait_time_seconds
+        for p in self.pollers:
+            p.stop()
+        self.scheduler.stop()
+        self.background = False
+
+    def reset(self, clear_state: bool = False) -> None:
+        """Empty moto and provision the template again; the app object is kept (it is not re-imported)."""
+        was_background = self.background
+        self._stop_background()
+        self.server.reset()
+        if clear_state and self.state_dir.exists():
+            shutil.rmtree(self.state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        os.environ["WEKNORA_STATE_DIR"] = str(self.state_dir)
+        self.resources = self._provision()
+        self.inject_duplicates(None)
+        self.scheduler.restart()
+        if was_background:
+            self._start_background()
+
+    def stop(self) -> None:
+        self._stop_background()
+        self.stop_http()
+        if self._own_server:
+            self.server.stop()
+
+    # ---- driving it from tests ---------------------------------------------------------------------------
+
+    def poller(self, handler_name: str) -> SqsPoller:
+        suffix = f"-{self.stage}-{handler_name}"
+        for p in self.pollers:
+            if p.function_name.endswith(suffix):
+                return p
+        raise KeyError(handler_name)
+
+    def inject_duplicates(self, predicate: DuplicatePredicate | bool | None = True) -> None:
+        """Deliver matching SQS records a second time (True = every record once more; None/False = off)."""
+        if predicate is True:
+            pred: DuplicatePredicate | None = lambda _record: True  # noqa: E731
+        elif predicate is False or predicate is None:
+            pred = None
+        else:
+            pred = predicate
+        self._duplicate_predicate = pred
+        for p in self.pollers:
+            p.duplicate_predicate = pred
+
+    def poll_once(self) -> dict[str, BatchResult]:
+        """One receive + invoke on every queue, in the calling thread (no waiting on empty queues)."""
+        return {p.function_name: p.poll_once(wait_time_seconds=0) for p in self.pollers}
+
+    def tick(self, now: datetime | None = None) -> list[ScheduledInvocation]:
+        return self.scheduler.tick(now)
+
+    def drain(self, timeout: float = 60.0) -> int:
+        """Process messages until the app's queues are empty (nothing visible, nothing in flight) and no
+        Step Functions execution is RUNNING. Returns the number of handler invocations; raises
+        TimeoutError with a state dump if it does not get quiet in time."""
+        deadline = time.monotonic() + timeout
+        invoked = 0
+        while True:
+            if not self.background:
+                results = self.poll_once()
+                busy = [r for r in results.values() if not r.empty]
+                invoked += len(busy)
+                if busy:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"drain: still busy after {timeout}s\n{self.state_dump()}")
+                    continue
+            # Queues, then executions, then queues again: an execution may send a task message and finish
+            # between the first two checks.
+            if self._queues_idle() and not self._running_executions() and self._queues_idle():
+                return invoked
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"drain: not quiet after {timeout}s\n{self.state_dump()}")
+            time.sleep(0.05)
+
+    def _queues_idle(self) -> bool:
+        return all(p.depth() == (0, 0) for p in self.pollers)
+
+    def _client(self, service: str) -> Any:
+        # Cached: drain() asks every 50 ms, and building a boto3 client costs more than the call.
+        if service not in self._clients:
+            make: Any = boto3.client  # the stubs only accept literal service names
+            self._clients[service] = make(service, region_name=self.region, endpoint_url=self.server.url)
+        return self._clients[service]
+
+    def _state_machine_arns(self) -> list[str]:
+        sfn = self._client("stepfunctions")
+        arns: list[str] = []
+        for page in sfn.get_paginator("list_state_machines").paginate():
+            arns.extend(sm["stateMachineArn"] for sm in page["stateMachines"])
+        return arns
+
+    def _running_executions(self) -> list[str]:
+        sfn = self._client("stepfunctions")
+        running: list[str] = []
+        for arn in self._state_machine_arns():
+            for page in sfn.get_paginator("list_executions").paginate(
+                stateMachineArn=arn, statusFilter="RUNNING"
+            ):
+                running.extend(e["executionArn"] for e in page["executions"])
+        return running
+
+    def state_dump(self) -> str:
+        """Queue depths (DLQs included), RUNNING executions and their last events: for timeout messages."""
+        lines = []
+        sqs = self._client("sqs")
+        for url in sqs.list_queues().get("QueueUrls", []):
+            a = sqs.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+            )["Attributes"]
+            consumer = next((p.function_name for p in self.pollers if p.queue_url == url), "-")
+            lines.append(
+                f"queue {url.rsplit('/', 1)[-1]}: visible={a['ApproximateNumberOfMessages']} "
+                f"in_flight={a['ApproximateNumberOfMessagesNotVisible']} consumer={consumer}"
+            )
+        sfn = self._client("stepfunctions")
+        for arn in self._running_executions():
+            events = sfn.get_execution_history(executionArn=arn)["events"]
+            lines.append(f"RUNNING {arn}: last events {[e['type'] for e in events[-3:]]}")
+        return "\n".join(lines)
+
+    # ---- HTTP -------------------------------------------------------------------------------------------
+
+    def serve_http(self, host: str = "127.0.0.1", port: int = 8000, access_log: bool = True) -> str:
+        """Serve the app's routes with ``chalice local``'s server in a thread; returns the base URL.
+
+        ``access_log=False`` logs only 4xx/5xx requests (a polling CLI otherwise floods the terminal)."""
+        from chalice.local import ChaliceRequestHandler, CustomLocalChalice, LocalChalice, LocalDevServer
+
+        class Handler(ChaliceRequestHandler):
+            def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+                if access_log or (str(code).isdigit() and int(code) >= 400):
+                    super().log_request(code, size)
+
+        # What chalice.local.create_local_server does: a thread-local current_request for a threaded server.
+        CustomLocalChalice.__bases__ = (LocalChalice, self.app.__class__)
+        self.app.__class__ = CustomLocalChalice
+        server = LocalDevServer(self.app, self._chalice_config(), host, port, handler_cls=Handler)
+        self._http = server
+        self._http_thread = threading.Thread(
+            target=server.server.serve_forever, name="local-http", daemon=True
+        )
+        self._http_thread.start()
+        return f"http://{host}:{server.server.server_address[1]}"
+
+    def stop_http(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server.server_close()
+            self._http = None
