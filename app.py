@@ -166,6 +166,13 @@ def hybrid_search(kb_id: str) -> Response:
     return api.ok(search.hybrid_search(svc, _tenant().id, kb_id, api.json_body(app.current_request)))
 
 
+@app.route(f"{V1}/parser-engines", methods=["GET"])
+@api.endpoint
+def parser_engines() -> Response:
+    _tenant()
+    return api.ok(get_services().docreader().engines())
+
+
 @app.route(f"{V1}/chunker/preview", methods=["POST"])
 @api.endpoint
 def chunker_preview() -> Response:

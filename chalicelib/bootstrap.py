@@ -147,15 +147,35 @@ class Services:
         return self._asr if self._asr not in (False, True) else None  # type: ignore[return-value]
 
     def _probe(self, kind: str) -> Any:
+        """The configured OCR/ASR engine: the offline defaults locally, Textract/Transcribe on AWS."""
+        provider = self.settings.ocr_provider if kind == "ocr" else self.settings.asr_provider
+        if provider == "none":
+            return None
+        if provider == "textract":
+            from .parsers.ocr import TextractOcr
+
+            return TextractOcr(_client("textract", self.settings))
+        if provider == "transcribe":
+            from .parsers.asr import TranscribeAsr
+
+            def upload(audio: bytes, file_name: str) -> str:
+                return self.inbox.save(f"transcribe/{uuid.uuid4().hex}-{file_name}", audio)
+
+            return TranscribeAsr(
+                _client("transcribe", self.settings),
+                upload,
+                self.inbox.read,
+                output_bucket=self.settings.files_bucket,
+            )
         try:
             if kind == "ocr":
-                from .parsers.ocr import default_ocr_engine
+                from .parsers.ocr import default_ocr
 
-                return default_ocr_engine()
-            from .parsers.asr import default_asr_engine
+                return default_ocr()
+            from .parsers.asr import default_asr
 
-            return default_asr_engine()
-        except ImportError:
+            return default_asr()
+        except ImportError:  # the offline engines are optional extras
             return None
 
     def ocr_available(self) -> bool:
@@ -164,22 +184,21 @@ class Services:
     def asr_available(self) -> bool:
         return self.asr() is not None
 
+    def url_allow_list(self) -> Any:
+        """Hosts, `*.domains` and CIDRs the operator trusts (SSRF_WHITELIST, SSRF_WHITELIST_EXTRA)."""
+        from .net.ssrf import AllowList
+
+        return AllowList.from_env()
+
     def check_url(self, url: str) -> None:
-        """SSRF gate for URL imports (handler, service and worker all call it)."""
+        """SSRF gate for URL imports: the handler, the service and again the worker call it."""
         from .domain.errors import BadRequest
+        from .net.ssrf import URLBlocked, validate_url
 
         try:
-            from .net.ssrf import SsrfError, validate_url
-        except ImportError:
-            return
-        try:
-            validate_url(url, allow=self.url_allow_list())
-        except SsrfError as error:
-            raise BadRequest(f"URL rejected: {error}", code="ssrf_blocked") from error
-
-    def url_allow_list(self) -> list[str]:
-        raw = os.environ.get("WEKNORA_SSRF_ALLOW", "")
-        return [entry.strip() for entry in raw.split(",") if entry.strip()]
+            validate_url(url, self.url_allow_list())
+        except URLBlocked as error:
+            raise BadRequest(f"URL rejected: {error.reason}", code="ssrf_blocked") from error
 
 
 def _client(service: str, settings: Settings) -> Any:

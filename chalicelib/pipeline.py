@@ -81,24 +81,29 @@ def _source_bytes(svc: Services, knowledge: Knowledge) -> tuple[bytes, str, str,
 
 def _fetch_url(svc: Services, knowledge: Knowledge) -> tuple[bytes, str, str, str]:
     from .domain.errors import BadRequest
+    from .domain.filetypes import is_importable
+    from .net.client import FetchError
+    from .net.urlimport import fetch_url_document
 
     try:
         svc.check_url(knowledge.source)  # again in the worker: DNS may have changed since the API checked
     except BadRequest as error:
         raise PermanentStageError(error.message, code=SpanErrorCode.DOCREADER_PARSE_FAILED) from error
     try:
-        from .net.fetch import FetchError, fetch_url_document
-    except ImportError as error:
-        raise PermanentStageError(
-            "URL import is not available in this build", code=SpanErrorCode.DOCREADER_UNAVAILABLE
-        ) from error
-    try:
-        doc = fetch_url_document(knowledge.source, allow_list=svc.url_allow_list())
+        file_name, file_type, data, title = fetch_url_document(
+            knowledge.source, allow_list=svc.url_allow_list()
+        )
     except FetchError as error:
-        raise (PermanentStageError if error.permanent else TransientStageError)(
-            f"could not fetch {knowledge.source}: {error}", code=SpanErrorCode.DOCREADER_PARSE_FAILED
+        stage_error = PermanentStageError if error.permanent else TransientStageError
+        raise stage_error(
+            f"could not fetch {knowledge.source}: {error.message}", code=SpanErrorCode.DOCREADER_PARSE_FAILED
         ) from error
-    return doc.data, doc.file_name, doc.file_type, doc.title or knowledge.title
+    if not is_importable(file_type):  # what the URL really served decides, not what its path claimed
+        raise PermanentStageError(
+            f"the URL served an unsupported file type ({file_type or 'unknown'})",
+            code=SpanErrorCode.UNSUPPORTED_TYPE,
+        )
+    return data, file_name, file_type, title or knowledge.title
 
 
 def docreader_stage(svc: Services, message: StageMessage) -> None:
@@ -140,8 +145,14 @@ def docreader_stage(svc: Services, message: StageMessage) -> None:
                 code=SpanErrorCode.DOCREADER_UNAVAILABLE,
             )
         markdown = asr.transcribe(result.audio, file_name).strip() or NO_SPEECH_TEXT
+    ocr_text = _ocr_original_image(svc, result)
     stored_images = _store_images(svc, knowledge, markdown, result)
     markdown = stored_images.pop("markdown")
+    if ocr_text:
+        markdown = f"{markdown.rstrip()}\n\n{ocr_text}\n"
+        for image in stored_images["images"]:
+            if image.get("is_original"):
+                image["ocr_in_markdown"] = True
     if not markdown.strip() and not stored_images["images"]:
         raise PermanentStageError(
             "the document has no extractable text", code=SpanErrorCode.DOCREADER_PARSE_FAILED
@@ -165,19 +176,37 @@ def docreader_stage(svc: Services, message: StageMessage) -> None:
 
 
 def _store_images(svc: Services, knowledge: Knowledge, markdown: str, result: Any) -> dict[str, Any]:
-    """Stores parser images through the KB's FileStore and rewrites the Markdown links."""
-    try:
-        from .parsers.images import resolve_images
-    except ImportError:
-        return {"markdown": markdown, "images": []}
+    """Stores every image (data URIs, bare base64, parser refs, remote ones through the SSRF-safe client)
+    through the KB's FileStore, with dedupe, and rewrites the Markdown links to the stored URLs."""
+    from dataclasses import asdict
 
     from .domain.storage_keys import exports_key
+    from .net.client import SafeHttpClient
+    from .parsers.images import ImageResolver
 
     def save(data: bytes, ext: str) -> str:
         return svc.files.save(exports_key(knowledge.tenant_id, ext), data)
 
-    resolved = resolve_images(markdown, result.images, save, allow_list=svc.url_allow_list())
-    return {"markdown": resolved.markdown, "images": [dict(image) for image in resolved.images]}
+    resolver = ImageResolver(save, http=SafeHttpClient(svc.url_allow_list()))
+    resolved = resolver.resolve(markdown, result.images)
+    return {
+        "markdown": resolved.markdown,
+        "images": [asdict(image) for image in resolved.images],
+        "dropped_icons": resolved.dropped_icons,
+        "dropped_over_limit": resolved.dropped_over_limit,
+    }
+
+
+def _ocr_original_image(svc: Services, result: Any) -> str:
+    """An uploaded image's text goes into the Markdown, so it is chunked and searchable like any text."""
+    original = next((image for image in result.images if image.is_original), None)
+    ocr = svc.ocr()
+    if original is None or ocr is None:
+        return ""
+    try:
+        return str(ocr.recognize(original.data)).strip()
+    except Exception as error:
+        raise TransientStageError(f"OCR failed: {error}", code=SpanErrorCode.DOCREADER_UNAVAILABLE) from error
 
 
 # ---------------------------------------------------------------- chunking
@@ -316,7 +345,10 @@ def embedding_stage(svc: Services, message: StageMessage) -> None:
             "tenant_id": knowledge.tenant_id,
             "attempt": knowledge.attempt,
             "attempt_n": str(knowledge.attempt),
-            "images": [{"index": i, "url": image["url"]} for i, image in enumerate(images)],
+            "images": [
+                {"index": i, "url": image["url"], "ocr_done": bool(image.get("ocr_in_markdown"))}
+                for i, image in enumerate(images)
+            ],
         },
     )
 

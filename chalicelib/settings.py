@@ -51,6 +51,10 @@ class Settings:
     #: longest delay of one deferral (SQS DelaySeconds caps at 900)
     max_defer_seconds: int = 900
     index_write_attempts: int = 5
+    #: "auto" (Debian tesseract, else RapidOCR, when installed), "textract" (AWS) or "none"
+    ocr_provider: str = "auto"
+    #: "auto" (Whisper from PyPI wheels, when installed), "transcribe" (AWS) or "none"
+    asr_provider: str = "auto"
     local_api_key: str = "local-dev-key"
     table_names: dict[str, str] = field(default_factory=dict)
     queue_names: dict[str, str] = field(default_factory=dict)
@@ -90,6 +94,8 @@ def load_settings() -> Settings:
         max_throttle_deferrals=_int("WEKNORA_MAX_THROTTLE_DEFERRALS", 12),
         max_defer_seconds=_int("WEKNORA_MAX_DEFER_SECONDS", 900),
         local_api_key=_env("WEKNORA_API_KEY", "local-dev-key"),
+        ocr_provider=_env("WEKNORA_OCR_PROVIDER", "auto"),
+        asr_provider=_env("WEKNORA_ASR_PROVIDER", "auto"),
         table_names={
             name: os.environ[f"WEKNORA_TABLE_{name.upper().replace('-', '_')}"]
             for name in TABLES

@@ -77,6 +77,15 @@ def multimodal_task(svc: Services, body: dict[str, Any]) -> dict[str, Any]:
     span_id = f"multimodal.image[{int(image['index'])}]"
     svc.tracker.begin_stage(knowledge, Stage.MULTIMODAL)
     ocr = svc.ocr()
+    if image.get("ocr_done"):
+        svc.tracker.subspan(
+            knowledge,
+            Stage.MULTIMODAL,
+            span_id,
+            SpanStatus.SKIPPED,
+            {"reason": "OCR text is already in the Markdown"},
+        )
+        return {"ocr_chars": 0}
     if ocr is None:
         svc.tracker.subspan(
             knowledge,

@@ -96,7 +96,9 @@ def test_tables_bucket_notification_state_machine_and_schedule(packaged: dict[st
         "KnowledgeTable",
         "DedupeTable",
         "ChunksTable",
-        "SpansTable", "EmbeddingCacheTable"}
+        "SpansTable",
+        "EmbeddingCacheTable",
+    }
     bucket = template["Resources"]["FilesBucket"]["Properties"]
     notification = bucket["NotificationConfiguration"]["QueueConfigurations"][0]
     assert notification["Queue"] == {"Fn::GetAtt": ["UploadsQueue", "Arn"]}
@@ -116,3 +118,15 @@ def test_asl_substitutions_are_all_provided(packaged: dict[str, Any]) -> None:
     )
     assert wanted == given
     assert "lambda:invoke" not in asl and ".waitForTaskToken" in asl
+
+
+def test_the_lambda_code_fits_the_250_mb_unzipped_limit(packaged: dict[str, Any]) -> None:
+    import zipfile
+
+    total = 0
+    for name in ("deployment.zip", "layer-deployment.zip"):
+        path = packaged["out"] / name
+        if path.exists():
+            with zipfile.ZipFile(path) as archive:
+                total += sum(info.file_size for info in archive.infolist())
+    assert 0 < total < 250 * 1024 * 1024, f"{total / 1e6:.0f} MB unzipped"

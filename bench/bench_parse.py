@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""Parse benchmark: our docreader vs Microsoft MarkItDown on the dev corpus, in the same process and loop.
+
+    .venv/bin/python bench/bench_parse.py [--corpus DIR] [--rounds 3] [--types pdf,docx] [--no-ocr] [--asr]
+                                          [--json OUT.json]
+
+Per type: files/s of each tool (sum of per-file median wall times) and a fidelity figure, the word-level
+F1 of the tool's output against a reference text:
+  * the corpus's `<file>.truth.txt` where it exists;
+  * otherwise an independent extractor: pdf → poppler `pdftotext`; docx → python-docx paragraphs and
+    table cells; pptx → python-pptx shape text and notes; xlsx → openpyxl values; xls → xlrd values;
+    html/htm → lxml text of <body>; mhtml → email + lxml; epub → lxml text of every XHTML file;
+    csv/txt/md → the file itself; json → every key and scalar value. doc/ppt have no reference.
+Overall throughput ratio = markitdown time / our time, over the files both parse to non-empty text
+(images and audio excluded: those are OCR/ASR work, measured separately).
+OCR: character error rate of tesseract (through the docreader for the scanned PDFs) on every image/scan
+with a truth file; "clean scans" are the 150 dpi renders (debian-reference-p24-31.scan.pdf,
+debian-reference-p40.png/.gif).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+import zipfile
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_THREAD_LIMIT"):
+    os.environ.setdefault(_var, "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+warnings.filterwarnings("ignore")
+import logging  # noqa: E402
+
+logging.disable(logging.CRITICAL)
+
+DEFAULT_CORPUS = Path(os.environ.get("WEKNORA_CORPUS", "/work/shared/corpus"))
+MEDIA_TYPES = {"png", "jpg", "jpeg", "gif", "mp3", "wav", "m4a", "flac", "ogg"}
+CLEAN_SCANS = {"debian-reference-p24-31.scan.pdf", "debian-reference-p40.png", "debian-reference-p40.gif"}
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class Timeout(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise Timeout()
+
+
+def guarded(fn: Callable[[], str], timeout: int) -> tuple[str, str]:
+    """(status, text or error)."""
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout)
+    try:
+        return "ok", fn()
+    except Timeout:
+        return "timeout", ""
+    except Exception as exc:
+        return "error", f"{type(exc).__name__}: {str(exc)[:160]}"
+    finally:
+        signal.alarm(0)
+
+
+def measure(fn: Callable[[], str], rounds: int, timeout: int) -> tuple[float, str, str]:
+    """Median wall time over up to `rounds` runs (one run when it takes >= 5 s)."""
+    walls: list[float] = []
+    status, out = "ok", ""
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        status, out = guarded(fn, timeout)
+        walls.append(time.perf_counter() - t0)
+        if status != "ok" or walls[-1] >= 5.0:
+            break
+    return statistics.median(walls), status, out
+
+
+# ---------------------------------------------------------------- fidelity
+
+
+def tokens(text: str) -> Counter[str]:
+    return Counter(w.lower() for w in _WORD.findall(text))
+
+
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
+
+
+def strip_markup(markdown: str) -> str:
+    """Drops what is markup, not content: HTML comments (slide markers) and image targets."""
+    return _IMAGE.sub(r"\1", _COMMENT.sub(" ", markdown))
+
+
+def f1_recall(output: str, reference: str) -> tuple[float, float] | None:
+    """Word-multiset F1 and recall of the output against the reference."""
+    out, ref = tokens(strip_markup(output)), tokens(reference)
+    if not ref:
+        return None
+    overlap = sum((out & ref).values())
+    if not overlap:
+        return 0.0, 0.0
+    precision = overlap / max(sum(out.values()), 1)
+    recall = overlap / sum(ref.values())
+    return 2 * precision * recall / (precision + recall), recall
+
+
+def _lxml_text(html: bytes) -> str:
+    from lxml import html as lhtml
+
+    doc = lhtml.fromstring(html)
+    for bad in doc.xpath("//script|//style|//head"):
+        bad.getparent().remove(bad)
+    return doc.text_content()
+
+
+def _json_text(value: Any, out: list[str], keys: set[str]) -> None:
+    """Every scalar value, and each distinct key once (repeating a key per record is not content)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k not in keys:
+                keys.add(k)
+                out.append(str(k))
+            _json_text(v, out, keys)
+    elif isinstance(value, list):
+        for v in value:
+            _json_text(v, out, keys)
+    elif value is not None:
+        out.append(str(value))
+
+
+def reference_text(path: Path, file_type: str) -> tuple[str, str] | None:
+    """(reference text, source name) or None."""
+    truth = path.with_name(path.name + ".truth.txt")
+    if truth.exists():
+        return truth.read_text(encoding="utf-8"), "truth.txt"
+    data = path.read_bytes()
+    if file_type == "pdf":
+        if not shutil.which("pdftotext"):
+            return None
+        proc = subprocess.run(
+            ["pdftotext", "-enc", "UTF-8", str(path), "-"], capture_output=True, timeout=120
+        )
+        return (proc.stdout.decode("utf-8", "replace"), "pdftotext") if proc.returncode == 0 else None
+    if file_type == "docx":
+        import docx
+
+        d = docx.Document(io.BytesIO(data))
+        parts = [p.text for p in d.paragraphs] + [c.text for t in d.tables for r in t.rows for c in r.cells]
+        return "\n".join(parts), "python-docx"
+    if file_type == "pptx":
+        from pptx import Presentation
+
+        prs = Presentation(io.BytesIO(data))
+        parts = []
+        for slide in prs.slides:
+            for shape in slide.shapes:
+                if shape.has_text_frame:
+                    parts.append(shape.text_frame.text)
+                if getattr(shape, "has_table", False) and shape.has_table:
+                    parts.extend(c.text for r in shape.table.rows for c in r.cells)
+            if slide.has_notes_slide:
+                parts.append(slide.notes_slide.notes_text_frame.text)
+        return "\n".join(parts), "python-pptx"
+    if file_type == "xlsx":
+        import openpyxl
+
+        wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        parts = [
+            str(v)
+            for ws in wb.worksheets
+            for row in ws.iter_rows(values_only=True)
+            for v in row
+            if v is not None
+        ]
+        return "\n".join(parts), "openpyxl"
+    if file_type == "xls":
+        import xlrd
+
+        book = xlrd.open_workbook(file_contents=data)
+        parts = [
+            str(c.value) for s in book.sheets() for r in range(s.nrows) for c in s.row(r) if c.value != ""
+        ]
+        return "\n".join(p[:-2] if p.endswith(".0") else p for p in parts), "xlrd"
+    if file_type in ("html", "htm"):
+        return _lxml_text(data), "lxml"
+    if file_type == "mhtml":
+        import email
+        import email.policy
+
+        msg = email.message_from_bytes(data, policy=email.policy.default)
+        for part in msg.walk():
+            if part.get_content_type() == "text/html":
+                return _lxml_text(part.get_payload(decode=True)), "email+lxml"
+        return None
+    if file_type == "epub":
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        parts = [_lxml_text(zf.read(n)) for n in zf.namelist() if n.endswith((".xhtml", ".html", ".htm"))]
+        return "\n".join(parts), "lxml(zip)"
+    if file_type in ("csv", "txt", "md", "markdown"):
+        return data.decode("utf-8", "replace"), "file"
+    if file_type == "json":
+        out: list[str] = []
+        _json_text(json.loads(data), out, set())
+        return "\n".join(out), "json walk"
+    return None
+
+
+# ---------------------------------------------------------------- main
+
+
+def cer(hypothesis: str, truth: str) -> float:
+    from rapidfuzz.distance import Levenshtein
+
+    h = re.sub(r"\s+", " ", hypothesis).strip()
+    t = re.sub(r"\s+", " ", truth).strip()
+    return Levenshtein.distance(h, t) / max(len(t), 1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--types", default="")
+    ap.add_argument("--no-ocr", action="store_true")
+    ap.add_argument("--asr", action="store_true", help="also transcribe the audio files with faster-whisper")
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args()
+
+    from markitdown import MarkItDown
+
+    from chalicelib.parsers import build_docreader
+    from chalicelib.parsers.ocr import TesseractOcr
+    from chalicelib.ports import ReadRequest
+
+    with open(a.corpus / "MANIFEST.tsv", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    if a.types:
+        rows = [r for r in rows if r["type"] in a.types.split(",")]
+    reader = build_docreader()
+    md = MarkItDown()
+
+    def ours(path: Path, file_type: str) -> str:
+        result = reader.read(ReadRequest(data=path.read_bytes(), file_name=path.name, file_type=file_type))
+        return result.markdown
+
+    # Warm-up (imports, model loads) for both tools, not counted.
+    for r in rows:
+        p = a.corpus / r["file"]
+        if (
+            r["type"] in ("txt", "html", "docx", "pdf", "xlsx", "pptx", "csv", "json", "epub")
+            and p.stat().st_size < 200_000
+        ):
+            guarded(lambda p=p, t=r["type"]: ours(p, t), a.timeout)
+            guarded(lambda p=p: md.convert(str(p)).markdown, a.timeout)
+
+    records: list[dict[str, Any]] = []
+    for r in sorted(rows, key=lambda r: (r["type"], r["file"])):
+        path, ft = a.corpus / r["file"], r["type"]
+        rec: dict[str, Any] = {"file": r["file"], "type": ft, "bytes": int(r["bytes"])}
+        # Image-only PDFs are OCR work: their fidelity is the OCR section's CER, not this table.
+        ref = reference_text(path, ft) if ft not in MEDIA_TYPES and ".scan." not in r["file"] else None
+        for tool, fn in (
+            ("ours", lambda p=path, t=ft: ours(p, t)),
+            ("markitdown", lambda p=path: md.convert(str(p)).markdown),
+        ):
+            wall, status, out = measure(fn, a.rounds, a.timeout)
+            ok = status == "ok" and bool(out.strip())
+            fr = f1_recall(out, ref[0]) if ok and ref else None
+            rec[tool] = {
+                "wall_s": wall,
+                "status": status if ok or status != "ok" else "empty",
+                "chars": len(out) if status == "ok" else 0,
+                "f1": fr[0] if fr else None,
+                "recall": fr[1] if fr else None,
+                "error": out if status != "ok" else None,
+            }
+        rec["reference"] = ref[1] if ref else None
+        records.append(rec)
+        o, m = rec["ours"], rec["markitdown"]
+        print(
+            f"{ft:8} {r['file'][:42]:42} ours {o['status']:6} {o['wall_s']:7.3f}s F1={_fmt(o['f1'])} "
+            f"R={_fmt(o['recall'])}  markitdown {m['status']:7} {m['wall_s']:7.3f}s F1={_fmt(m['f1'])} "
+            f"R={_fmt(m['recall'])}",
+            flush=True,
+        )
+
+    print("\n== per type (files/s = files / sum of per-file median wall s; F1 vs reference)")
+    print(
+        f"{'type':8} {'files':>5} {'ours f/s':>9} {'mkd f/s':>9} {'speedup':>8} {'ours F1':>8} {'mkd F1':>8} "
+        f"{'ours R':>7} {'mkd R':>7} {'ok o/m':>7}  reference"
+    )
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        by_type.setdefault(rec["type"], []).append(rec)
+    summary: dict[str, Any] = {}
+    for ft, recs in sorted(by_type.items()):
+        to = sum(x["ours"]["wall_s"] for x in recs)
+        tm = sum(x["markitdown"]["wall_s"] for x in recs)
+        fo = [x["ours"]["f1"] for x in recs if x["ours"]["f1"] is not None]
+        fm = [x["markitdown"]["f1"] for x in recs if x["markitdown"]["f1"] is not None]
+        ro = [x["ours"]["recall"] for x in recs if x["ours"]["recall"] is not None]
+        rm = [x["markitdown"]["recall"] for x in recs if x["markitdown"]["recall"] is not None]
+        ok_o = sum(x["ours"]["status"] == "ok" for x in recs)
+        ok_m = sum(x["markitdown"]["status"] == "ok" for x in recs)
+        refs = sorted({x["reference"] for x in recs if x["reference"]})
+        summary[ft] = {
+            "files": len(recs),
+            "ours_files_per_s": len(recs) / to if to else None,
+            "markitdown_files_per_s": len(recs) / tm if tm else None,
+            "ours_f1": statistics.mean(fo) if fo else None,
+            "markitdown_f1": statistics.mean(fm) if fm else None,
+            "ours_recall": statistics.mean(ro) if ro else None,
+            "markitdown_recall": statistics.mean(rm) if rm else None,
+            "ok_ours": ok_o,
+            "ok_markitdown": ok_m,
+        }
+        print(
+            f"{ft:8} {len(recs):5d} {len(recs) / to:9.1f} {len(recs) / tm:9.1f} {tm / to:7.1f}x "
+            f"{_fmt(summary[ft]['ours_f1']):>8} {_fmt(summary[ft]['markitdown_f1']):>8} "
+            f"{_fmt(summary[ft]['ours_recall']):>7} {_fmt(summary[ft]['markitdown_recall']):>7} "
+            f"{ok_o:3d}/{ok_m:<3d}  "
+            f"{', '.join(refs) or '-'}"
+        )
+    both = [
+        x
+        for x in records
+        if x["type"] not in MEDIA_TYPES and x["ours"]["status"] == "ok" and x["markitdown"]["status"] == "ok"
+    ]
+    t_o = sum(x["ours"]["wall_s"] for x in both)
+    t_m = sum(x["markitdown"]["wall_s"] for x in both)
+    f_o = [x["ours"]["f1"] for x in both if x["ours"]["f1"] is not None]
+    f_m = [x["markitdown"]["f1"] for x in both if x["markitdown"]["f1"] is not None]
+    docs = [x for x in records if x["type"] not in MEDIA_TYPES]
+    overall = {
+        "files_both_ok": len(both),
+        "ours_s": t_o,
+        "markitdown_s": t_m,
+        "throughput_ratio": t_m / t_o,
+        "ours_mean_f1": statistics.mean(f_o),
+        "markitdown_mean_f1": statistics.mean(f_m),
+        "ours_ok": sum(x["ours"]["status"] == "ok" for x in docs),
+        "markitdown_ok": sum(x["markitdown"]["status"] == "ok" for x in docs),
+        "documents": len(docs),
+    }
+    print(
+        f"\n== overall on {len(both)} documents both parse: ours {t_o:.2f} s, markitdown {t_m:.2f} s -> "
+        f"throughput ratio {t_m / t_o:.1f}x (goal >= 5x); mean F1 ours {overall['ours_mean_f1']:.3f}, "
+        f"markitdown {overall['markitdown_mean_f1']:.3f}"
+    )
+    print(
+        f"   documents parsed to non-empty text: ours {overall['ours_ok']}/{len(docs)}, "
+        f"markitdown {overall['markitdown_ok']}/{len(docs)}"
+    )
+
+    ocr_rows: list[dict[str, Any]] = []
+    if not a.no_ocr:
+        print("\n== OCR character error rate (tesseract; whitespace-normalised Levenshtein / truth length)")
+        for langs in (("eng",), ("eng", "kor")):
+            engine = TesseractOcr(langs)
+            if not engine.available():
+                print("tesseract not installed")
+                break
+            ocr_reader = build_docreader(ocr=engine)
+            for truth in sorted(a.corpus.glob("*.truth.txt")):
+                name = truth.name[: -len(".truth.txt")]
+                ft = name.rsplit(".", 1)[-1]
+                if ft not in ("png", "jpg", "jpeg", "gif", "pdf"):
+                    continue
+                data = (a.corpus / name).read_bytes()
+                t0 = time.perf_counter()
+                if ft == "pdf":
+                    text = ocr_reader.read(ReadRequest(data=data, file_name=name, file_type="pdf")).markdown
+                else:
+                    text = engine.recognize(data)
+                dt = time.perf_counter() - t0
+                value = cer(text, truth.read_text(encoding="utf-8"))
+                ocr_rows.append(
+                    {
+                        "langs": "+".join(langs),
+                        "file": name,
+                        "cer": value,
+                        "s": dt,
+                        "clean": name in CLEAN_SCANS,
+                    }
+                )
+                print(
+                    f"  {'+'.join(langs):8} {name:40} CER {value * 100:5.1f}%  {dt:5.1f}s{'  (clean)' if name in CLEAN_SCANS else ''}"
+                )
+            clean = [x["cer"] for x in ocr_rows if x["clean"] and x["langs"] == "+".join(langs)]
+            allc = [x["cer"] for x in ocr_rows if x["langs"] == "+".join(langs)]
+            print(
+                f"  {'+'.join(langs)}: clean scans mean CER {statistics.mean(clean) * 100:.1f}% (goal <= 5%), "
+                f"all images mean {statistics.mean(allc) * 100:.1f}%"
+            )
+
+    asr_rows: list[dict[str, Any]] = []
+    if a.asr:
+        from rapidfuzz.distance import Levenshtein
+
+        from chalicelib.parsers.asr import WhisperAsr
+
+        asr = WhisperAsr()
+        print("\n== ASR word error rate (faster-whisper base, int8, 1 thread)")
+        for truth in sorted(a.corpus.glob("speech-*.truth.txt")):
+            name = truth.name[: -len(".truth.txt")]
+            t0 = time.perf_counter()
+            text = asr.transcribe((a.corpus / name).read_bytes(), name)
+            dt = time.perf_counter() - t0
+            h = re.findall(r"[a-z0-9']+", text.lower())
+            t = re.findall(r"[a-z0-9']+", truth.read_text().lower())
+            w = Levenshtein.distance(h, t) / max(len(t), 1)
+            asr_rows.append({"file": name, "wer": w, "s": dt})
+            print(f"  {name:36} WER {w * 100:5.1f}%  {dt:5.1f}s")
+
+    if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(
+            json.dumps(
+                {"by_type": summary, "overall": overall, "ocr": ocr_rows, "asr": asr_rows, "files": records},
+                indent=1,
+                default=str,
+            )
+        )
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+if __name__ == "__main__":
+    main()

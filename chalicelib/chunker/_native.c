@@ -1,0 +1,1524 @@
+/* Native hot paths of the chunker: protected-span scan, separator units, semantic overlap, greedy merge
+ * and the token-measure glue. Each function mirrors its pure-Python twin in spans.py / recursive.py /
+ * lengths.py exactly (the differential tests compare both); all offsets are code points. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HARD_CAP 7500
+
+typedef Py_ssize_t Ix;
+
+/* ------------------------------------------------------------------ text access */
+
+typedef struct {
+    int kind;
+    const void *data;
+    Ix n;
+} Text;
+
+static int text_init(Text *t, PyObject *s) {
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return -1;
+    }
+    t->kind = PyUnicode_KIND(s);
+    t->data = PyUnicode_DATA(s);
+    t->n = PyUnicode_GET_LENGTH(s);
+    return 0;
+}
+
+static inline Py_UCS4 CH(const Text *t, Ix i) { return PyUnicode_READ(t->kind, t->data, i); }
+
+/* First index of c in [from, to), else -1. */
+static Ix find_ch(const Text *t, Py_UCS4 c, Ix from, Ix to) {
+    if (from < 0) from = 0;
+    if (to > t->n) to = t->n;
+    if (from >= to) return -1;
+    if (t->kind == PyUnicode_1BYTE_KIND) {
+        if (c > 255) return -1;
+        const Py_UCS1 *d = (const Py_UCS1 *)t->data;
+        const void *r = memchr(d + from, (int)c, (size_t)(to - from));
+        return r ? (Ix)((const Py_UCS1 *)r - d) : -1;
+    }
+    if (t->kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = (const Py_UCS2 *)t->data;
+        for (Ix i = from; i < to; i++)
+            if (d[i] == c) return i;
+        return -1;
+    }
+    const Py_UCS4 *d = (const Py_UCS4 *)t->data;
+    for (Ix i = from; i < to; i++)
+        if (d[i] == c) return i;
+    return -1;
+}
+
+/* Last index of c in [from, to), else -1. */
+static Ix rfind_ch(const Text *t, Py_UCS4 c, Ix from, Ix to) {
+    if (from < 0) from = 0;
+    if (to > t->n) to = t->n;
+    for (Ix i = to - 1; i >= from; i--)
+        if (CH(t, i) == c) return i;
+    return -1;
+}
+
+/* First index of needle (m code points) lying entirely inside [from, to), else -1. */
+static Ix find_str(const Text *t, const Py_UCS4 *nd, Ix m, Ix from, Ix to) {
+    if (to > t->n) to = t->n;
+    if (m <= 0) return -1;
+    Ix last = to - m;
+    Ix i = from;
+    while (i <= last) {
+        i = find_ch(t, nd[0], i, last + 1);
+        if (i < 0) return -1;
+        Ix k = 1;
+        while (k < m && CH(t, i + k) == nd[k]) k++;
+        if (k == m) return i;
+        i++;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------ growable arrays */
+
+typedef struct {
+    Ix *v;
+    Ix n, cap;
+} IxVec;
+
+static int vec_push(IxVec *a, Ix x) {
+    if (a->n == a->cap) {
+        Ix cap = a->cap ? a->cap * 2 : 64;
+        Ix *v = (Ix *)PyMem_Realloc(a->v, (size_t)cap * sizeof(Ix));
+        if (!v) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+static void vec_free(IxVec *a) {
+    PyMem_Free(a->v);
+    a->v = NULL;
+    a->n = a->cap = 0;
+}
+
+/* bisect.bisect_right / bisect_left over v[lo:hi] */
+static Ix bisect_r(const Ix *v, Ix x, Ix lo, Ix hi) {
+    while (lo < hi) {
+        Ix mid = lo + (hi - lo) / 2;
+        if (x < v[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+static Ix bisect_l(const Ix *v, Ix x, Ix lo, Ix hi) {
+    while (lo < hi) {
+        Ix mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static PyObject *vec_to_list(const Ix *v, Ix n) {
+    PyObject *l = PyList_New(n);
+    if (!l) return NULL;
+    for (Ix i = 0; i < n; i++) {
+        PyObject *o = PyLong_FromSsize_t(v[i]);
+        if (!o) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, i, o);
+    }
+    return l;
+}
+
+static int list_to_vec(PyObject *seq, IxVec *out) {
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of ints");
+    if (!fast) return -1;
+    Ix n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Ix i = 0; i < n; i++) {
+        Ix x = PyLong_AsSsize_t(items[i]);
+        if (x == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        if (vec_push(out, x) < 0) {
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ protected spans (spans.py) */
+
+typedef struct {
+    Ix s, e;
+    int kind;
+} Match;
+
+typedef struct {
+    Match *v;
+    Ix n, cap;
+} MatchVec;
+
+static int mv_push(MatchVec *a, Ix s, Ix e, int kind) {
+    if (a->n == a->cap) {
+        Ix cap = a->cap ? a->cap * 2 : 256;
+        Match *v = (Match *)PyMem_Realloc(a->v, (size_t)cap * sizeof(Match));
+        if (!v) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n].s = s;
+    a->v[a->n].e = e;
+    a->v[a->n].kind = kind;
+    a->n++;
+    return 0;
+}
+
+static int match_cmp(const void *x, const void *y) {
+    const Match *a = (const Match *)x, *b = (const Match *)y;
+    if (a->s != b->s) return a->s < b->s ? -1 : 1;
+    if (a->e != b->e) return a->e > b->e ? -1 : 1; /* longer first */
+    return a->kind - b->kind;
+}
+
+static inline int is_gows(Py_UCS4 c) { return c == '\t' || c == '\n' || c == '\f' || c == '\r' || c == ' '; }
+static inline int is_word(Py_UCS4 c) {
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+}
+
+/* `[^X\n]{min,max}` then the closing char X, from p: returns the index of X or -1. */
+static Ix bounded_run(const Text *t, Ix p, Py_UCS4 close, Ix mn, Ix mx) {
+    Ix q = p;
+    while (q < t->n && q - p <= mx) {
+        Py_UCS4 c = CH(t, q);
+        if (c == close || c == '\n') break;
+        q++;
+    }
+    if (q - p > mx || q - p < mn || q >= t->n || CH(t, q) != close) return -1;
+    return q;
+}
+
+/* `[^\]\n]{mn,200}\]\([^)\n]{1,500}\)` from p (just after the '['): end of match or -1. */
+static Ix label_target(const Text *t, Ix p, Ix mn) {
+    Ix q = bounded_run(t, p, ']', mn, 200);
+    if (q < 0 || q + 1 >= t->n || CH(t, q + 1) != '(') return -1;
+    Ix r = bounded_run(t, q + 2, ')', 1, 500);
+    return r < 0 ? -1 : r + 1;
+}
+
+/* `\|(?:[^|\n]*+\|)++` from a pipe at p: index after the last pipe of the line, *ok = at least one cell. */
+static Ix pipe_cells(const Text *t, Ix p, int *ok) {
+    Ix q = p + 1;
+    *ok = 0;
+    for (;;) {
+        Ix r = q;
+        while (r < t->n) {
+            Py_UCS4 c = CH(t, r);
+            if (c == '|' || c == '\n') break;
+            r++;
+        }
+        if (r < t->n && CH(t, r) == '|') {
+            q = r + 1;
+            *ok = 1;
+        } else {
+            return q;
+        }
+    }
+}
+
+static Ix skip_nl(const Text *t, Ix q) {
+    while (q < t->n && (CH(t, q) == '\r' || CH(t, q) == '\n')) q++;
+    return q;
+}
+
+static Ix skip_ws(const Text *t, Ix q) {
+    while (q < t->n && is_gows(CH(t, q))) q++;
+    return q;
+}
+
+/* TABLE_HEADER tail after the header row's `[\r\n]++`: separator cells then `\|[\r\n]+`. */
+static Ix header_tail(const Text *t, Ix x, IxVec *iters) {
+    iters->n = 0;
+    Ix pos = skip_ws(t, x);
+    if (vec_push(iters, pos) < 0) return -2;
+    for (;;) {
+        if (pos >= t->n || CH(t, pos) != '|') break;
+        Ix q = skip_ws(t, pos + 1);
+        if (q < t->n && CH(t, q) == ':') q++;
+        Ix d = q;
+        while (d < t->n && CH(t, d) == '-') d++;
+        if (d - q < 3) break;
+        q = d;
+        if (q < t->n && CH(t, q) == ':') q++;
+        q = skip_ws(t, q);
+        pos = q;
+        if (vec_push(iters, pos) < 0) return -2;
+    }
+    /* Greedy group with backtracking: the longest k >= 1 iterations followed by `\|[\r\n]+`. */
+    for (Ix k = iters->n - 1; k >= 1; k--) {
+        Ix p = iters->v[k];
+        if (p + 1 < t->n && CH(t, p) == '|' && (CH(t, p + 1) == '\r' || CH(t, p + 1) == '\n'))
+            return skip_nl(t, p + 1);
+    }
+    return -1;
+}
+
+static int scan_table(const Text *t, int header, MatchVec *out, IxVec *iters) {
+    Ix pos = 0, last = 0;
+    for (;;) {
+        Ix p = find_ch(t, '|', pos, t->n);
+        if (p < 0) return 0;
+        int ok;
+        Ix q = pipe_cells(t, p, &ok);
+        Ix e = -1;
+        if (ok && q < t->n && (CH(t, q) == '\r' || CH(t, q) == '\n')) {
+            Ix r = skip_nl(t, q);
+            if (header) {
+                e = header_tail(t, r, iters);
+                if (e == -2) return -1;
+            } else {
+                e = r;
+            }
+        }
+        if (e < 0) {
+            /* Every pipe up to the line's last one gives the same cells, hence the same failure. */
+            pos = q;
+            continue;
+        }
+        Ix s = p;
+        while (s > last && CH(t, s - 1) == ' ') s--;
+        if (mv_push(out, s, e, header ? 3 : 4) < 0) return -1;
+        last = e;
+        pos = e;
+    }
+}
+
+static int has_header_sep(const Text *t) {
+    /* `\|[\t\n\f\r ]*:?---` anywhere */
+    Ix pos = 0;
+    for (;;) {
+        Ix p = find_ch(t, '|', pos, t->n);
+        if (p < 0) return 0;
+        Ix q = skip_ws(t, p + 1);
+        if (q < t->n && CH(t, q) == ':') q++;
+        if (q + 2 < t->n && CH(t, q) == '-' && CH(t, q + 1) == '-' && CH(t, q + 2) == '-') return 1;
+        pos = p + 1;
+    }
+}
+
+static int scan_all(const Text *t, MatchVec *mv) {
+    static const Py_UCS4 DD[2] = {'$', '$'};
+    static const Py_UCS4 BT[3] = {'`', '`', '`'};
+    Ix n = t->n, pos;
+    /* MATH  \$\$.*?\$\$  (DOTALL) */
+    pos = 0;
+    for (;;) {
+        Ix i = find_str(t, DD, 2, pos, n);
+        if (i < 0) break;
+        Ix j = find_str(t, DD, 2, i + 2, n);
+        if (j < 0) break;
+        if (mv_push(mv, i, j + 2, 0) < 0) return -1;
+        pos = j + 2;
+    }
+    /* IMAGE and LINK */
+    for (int kind = 1; kind <= 2; kind++) {
+        pos = 0;
+        for (;;) {
+            Ix i = find_ch(t, kind == 1 ? '!' : '[', pos, n);
+            if (i < 0) break;
+            Ix e = -1;
+            if (kind == 1) {
+                if (i + 1 < n && CH(t, i + 1) == '[') e = label_target(t, i + 2, 0);
+            } else {
+                e = label_target(t, i + 1, 1);
+            }
+            if (e >= 0) {
+                if (mv_push(mv, i, e, kind) < 0) return -1;
+                pos = e;
+            } else {
+                pos = i + 1;
+            }
+        }
+    }
+    /* TABLE_HEADER, TABLE_ROW */
+    if (find_ch(t, '|', 0, n) >= 0) {
+        IxVec iters = {0};
+        int rc = 0;
+        if (has_header_sep(t)) rc = scan_table(t, 1, mv, &iters);
+        if (rc == 0) rc = scan_table(t, 0, mv, &iters);
+        vec_free(&iters);
+        if (rc < 0) return -1;
+    }
+    /* FENCE  ```[0-9A-Za-z_]*[\r\n].*?```  (DOTALL) */
+    pos = 0;
+    Ix noclose = n + 1; /* no "```" at or after this index */
+    for (;;) {
+        Ix s = find_str(t, BT, 3, pos, n);
+        if (s < 0) break;
+        Ix q = s + 3;
+        while (q < n && is_word(CH(t, q))) q++;
+        if (q < n && (CH(t, q) == '\r' || CH(t, q) == '\n')) {
+            Ix p = q + 1;
+            Ix j = p >= noclose ? -1 : find_str(t, BT, 3, p, n);
+            if (j >= 0) {
+                if (mv_push(mv, s, j + 3, 5) < 0) return -1;
+                pos = j + 3;
+                continue;
+            }
+            if (p < noclose) noclose = p;
+        }
+        pos = s + 1;
+    }
+    /* INLINE_CODE  `[^`\r\n]+` */
+    pos = 0;
+    for (;;) {
+        Ix s = find_ch(t, '`', pos, n);
+        if (s < 0) break;
+        Ix q = s + 1;
+        while (q < n) {
+            Py_UCS4 c = CH(t, q);
+            if (c == '`' || c == '\r' || c == '\n') break;
+            q++;
+        }
+        if (q > s + 1 && q < n && CH(t, q) == '`') {
+            if (mv_push(mv, s, q + 1, 6) < 0) return -1;
+            pos = q + 1;
+        } else {
+            pos = s + 1;
+        }
+    }
+    return 0;
+}
+
+/* Spans object: sorted, non-overlapping spans as C arrays. */
+typedef struct {
+    PyObject_HEAD Ix n;
+    Ix *starts;
+    Ix *ends;
+    char *hdr;
+} SpansObject;
+
+static void spans_dealloc(SpansObject *self) {
+    PyMem_Free(self->starts);
+    PyMem_Free(self->ends);
+    PyMem_Free(self->hdr);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject SpansType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chalicelib.chunker._native.Spans",
+    .tp_basicsize = sizeof(SpansObject),
+    .tp_dealloc = (destructor)spans_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Protected spans as C arrays (see spans.Spans).",
+};
+
+static SpansObject *spans_alloc(Ix n) {
+    SpansObject *o = PyObject_New(SpansObject, &SpansType);
+    if (!o) return NULL;
+    o->n = n;
+    o->starts = (Ix *)PyMem_Malloc(sizeof(Ix) * (size_t)(n ? n : 1));
+    o->ends = (Ix *)PyMem_Malloc(sizeof(Ix) * (size_t)(n ? n : 1));
+    o->hdr = (char *)PyMem_Malloc((size_t)(n ? n : 1));
+    if (!o->starts || !o->ends || !o->hdr) {
+        Py_DECREF(o);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    return o;
+}
+
+static inline int sp_inside(const SpansObject *sp, Ix pos) {
+    Ix i = bisect_r(sp->starts, pos, 0, sp->n) - 1;
+    return i >= 0 && pos < sp->ends[i];
+}
+
+static inline int sp_strictly(const SpansObject *sp, Ix pos) {
+    Ix i = bisect_r(sp->starts, pos - 1, 0, sp->n) - 1;
+    return i >= 0 && pos < sp->ends[i] && sp->starts[i] < pos;
+}
+
+/* find_spans(text) -> (starts, ends, header_starts, Spans) */
+static PyObject *py_find_spans(PyObject *mod, PyObject *arg) {
+    Text t;
+    if (text_init(&t, arg) < 0) return NULL;
+    MatchVec mv = {0};
+    if (scan_all(&t, &mv) < 0) {
+        PyMem_Free(mv.v);
+        return NULL;
+    }
+    if (mv.n > 1) qsort(mv.v, (size_t)mv.n, sizeof(Match), match_cmp);
+    SpansObject *sp = spans_alloc(mv.n);
+    if (!sp) {
+        PyMem_Free(mv.v);
+        return NULL;
+    }
+    Ix k = 0, last = 0, nh = 0;
+    for (Ix i = 0; i < mv.n; i++) {
+        if (mv.v[i].s >= last) {
+            sp->starts[k] = mv.v[i].s;
+            sp->ends[k] = mv.v[i].e;
+            sp->hdr[k] = mv.v[i].kind == 3;
+            nh += sp->hdr[k];
+            last = mv.v[i].e;
+            k++;
+        }
+    }
+    sp->n = k;
+    PyMem_Free(mv.v);
+    PyObject *starts = vec_to_list(sp->starts, k);
+    PyObject *ends = vec_to_list(sp->ends, k);
+    PyObject *hdrs = PyList_New(nh);
+    if (!starts || !ends || !hdrs) goto fail;
+    for (Ix i = 0, h = 0; i < k; i++) {
+        if (sp->hdr[i]) {
+            PyObject *o = PyLong_FromSsize_t(sp->starts[i]);
+            if (!o) goto fail;
+            PyList_SET_ITEM(hdrs, h++, o);
+        }
+    }
+    return Py_BuildValue("(NNNN)", starts, ends, hdrs, (PyObject *)sp);
+fail:
+    Py_XDECREF(starts);
+    Py_XDECREF(ends);
+    Py_XDECREF(hdrs);
+    Py_DECREF(sp);
+    return NULL;
+}
+
+/* spans_from_lists(starts, ends, header_starts: set) -> Spans */
+static PyObject *py_spans_from_lists(PyObject *mod, PyObject *args) {
+    PyObject *ls, *le, *hs;
+    if (!PyArg_ParseTuple(args, "OOO", &ls, &le, &hs)) return NULL;
+    IxVec s = {0}, e = {0};
+    if (list_to_vec(ls, &s) < 0 || list_to_vec(le, &e) < 0 || s.n != e.n) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "starts and ends differ in length");
+        vec_free(&s);
+        vec_free(&e);
+        return NULL;
+    }
+    SpansObject *sp = spans_alloc(s.n);
+    if (!sp) {
+        vec_free(&s);
+        vec_free(&e);
+        return NULL;
+    }
+    for (Ix i = 0; i < s.n; i++) {
+        sp->starts[i] = s.v[i];
+        sp->ends[i] = e.v[i];
+        PyObject *key = PyLong_FromSsize_t(s.v[i]);
+        int c = key ? PySequence_Contains(hs, key) : -1;
+        Py_XDECREF(key);
+        if (c < 0) {
+            vec_free(&s);
+            vec_free(&e);
+            Py_DECREF(sp);
+            return NULL;
+        }
+        sp->hdr[i] = (char)c;
+    }
+    vec_free(&s);
+    vec_free(&e);
+    return (PyObject *)sp;
+}
+
+/* ------------------------------------------------------------------ token measure (lengths.TokenMeasure) */
+
+typedef struct {
+    PyObject_HEAD PyObject *text;
+    PyObject *counter;
+    PyObject *cache; /* counter.cache */
+    Text t;
+    int64_t *starts;
+    int64_t *cum;
+    Ix ns; /* len(starts) == len(cum) */
+    int additive;
+    Ix mbpt;
+    Ix bpr;
+} TokMeasure;
+
+static PyTypeObject TokMeasureType;
+
+/* counter(text[a:b]) through its cache */
+static int tm_cnt_obj(TokMeasure *m, PyObject *s, Ix *out) {
+    PyObject *v = PyDict_GetItemWithError(m->cache, s);
+    if (v) {
+        Py_INCREF(v);
+    } else {
+        if (PyErr_Occurred()) return -1;
+        v = PyObject_CallOneArg(m->counter, s);
+        if (!v) return -1;
+    }
+    Ix r = PyLong_AsSsize_t(v);
+    Py_DECREF(v);
+    if (r == -1 && PyErr_Occurred()) return -1;
+    *out = r;
+    return 0;
+}
+
+static int tm_cnt(TokMeasure *m, Ix a, Ix b, Ix *out) {
+    PyObject *s = PyUnicode_Substring(m->text, a, b);
+    if (!s) return -1;
+    int rc = tm_cnt_obj(m, s, out);
+    Py_DECREF(s);
+    return rc;
+}
+
+static Ix bisect_r64(const int64_t *v, int64_t x, Ix lo, Ix hi) {
+    while (lo < hi) {
+        Ix mid = lo + (hi - lo) / 2;
+        if (x < v[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+static Ix bisect_l64(const int64_t *v, int64_t x, Ix lo, Ix hi) {
+    while (lo < hi) {
+        Ix mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int tm_length(TokMeasure *m, Ix a, Ix b, Ix *out) {
+    if (a >= b) {
+        *out = 0;
+        return 0;
+    }
+    if (!m->additive) return tm_cnt(m, a, b, out);
+    Ix i = bisect_l64(m->starts, a, 0, m->ns);
+    Ix j = bisect_r64(m->starts, b, 0, m->ns) - 1;
+    if (i > j) return tm_cnt(m, a, b, out);
+    Ix total = (Ix)(m->cum[j] - m->cum[i]);
+    Ix si = (Ix)m->starts[i], sj = (Ix)m->starts[j], x;
+    if (a < si) {
+        if (tm_cnt(m, a, si, &x) < 0) return -1;
+        total += x;
+    }
+    if (b > sj) {
+        if (tm_cnt(m, sj, b, &x) < 0) return -1;
+        total += x;
+    }
+    *out = total;
+    return 0;
+}
+
+static int tm_fits(TokMeasure *m, Ix a, Ix b, Ix budget, int *out) {
+    if (m->mbpt && (b - a) * m->bpr <= budget) {
+        *out = 1;
+        return 0;
+    }
+    Ix l;
+    if (tm_length(m, a, b, &l) < 0) return -1;
+    *out = l <= budget;
+    return 0;
+}
+
+static Ix tm_approx_pos(TokMeasure *m, Ix p, Ix tokens) {
+    Ix i = bisect_r64(m->starts, p, 0, m->ns) - 1;
+    int64_t target = m->cum[i] + tokens;
+    Ix j = bisect_r64(m->cum, target, 0, m->ns) - 1;
+    if (j > m->ns - 1) j = m->ns - 1;
+    /* Python's starts[-1] when j == -1 */
+    if (j < 0) j += m->ns;
+    return (Ix)m->starts[j];
+}
+
+static int tm_last_fitting(TokMeasure *m, Ix p, Ix budget, const Ix *ends, Ix lo, Ix hi, Ix *out) {
+    if (lo >= hi) {
+        *out = lo - 1;
+        return 0;
+    }
+    Ix k, l, good, bad, step;
+    if (m->additive) {
+        k = bisect_r(ends, tm_approx_pos(m, p, budget), lo, hi) - 1;
+        if (k > hi - 1) k = hi - 1;
+        if (k < lo) k = lo;
+    } else {
+        k = lo;
+    }
+    if (tm_length(m, p, ends[k], &l) < 0) return -1;
+    if (l <= budget) {
+        step = 1;
+        good = k;
+        bad = hi;
+        while (good + step < hi) {
+            if (tm_length(m, p, ends[good + step], &l) < 0) return -1;
+            if (l <= budget) {
+                good += step;
+                step *= 2;
+            } else {
+                bad = good + step;
+                break;
+            }
+        }
+    } else {
+        step = 1;
+        good = lo - 1;
+        bad = k;
+        while (bad - step >= lo) {
+            if (tm_length(m, p, ends[bad - step], &l) < 0) return -1;
+            if (l <= budget) {
+                good = bad - step;
+                break;
+            }
+            bad -= step;
+            step *= 2;
+        }
+    }
+    while (bad - good > 1) {
+        Ix mid = (good + bad) / 2; /* both >= -1: floor division matches Python */
+        if (good + bad < 0) mid = -1;
+        if (tm_length(m, p, ends[mid], &l) < 0) return -1;
+        if (l <= budget)
+            good = mid;
+        else
+            bad = mid;
+    }
+    *out = good;
+    return 0;
+}
+
+static int tm_window_start(TokMeasure *m, Ix p, Ix end, Ix budget, Ix *out) {
+    if (budget <= 0 || p >= end) {
+        *out = end;
+        return 0;
+    }
+    Ix l;
+    if (m->additive) {
+        Ix j = bisect_r64(m->starts, end, 0, m->ns) - 1;
+        if (j < 0) j += m->ns;
+        Ix sj = (Ix)m->starts[j], tail = 0;
+        if (end > sj && tm_cnt(m, sj, end, &tail) < 0) return -1;
+        if (tail > budget) {
+            *out = end;
+            return 0;
+        }
+        Ix i = bisect_l64(m->cum, m->cum[j] + tail - budget, 0, j + 1);
+        Ix w = (Ix)m->starts[i];
+        *out = p > w ? p : w;
+        return 0;
+    }
+    if (tm_length(m, p, end, &l) < 0) return -1;
+    if (l <= budget) {
+        *out = p;
+        return 0;
+    }
+    Ix lo = p, hi = end;
+    while (hi - lo > 1) {
+        Ix mid = (lo + hi) / 2;
+        if (tm_length(m, mid, end, &l) < 0) return -1;
+        if (l <= budget)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    *out = hi;
+    return 0;
+}
+
+static int tm_text_len(TokMeasure *m, PyObject *s, Ix *out) {
+    if (PyUnicode_GET_LENGTH(s) == 0) {
+        *out = 0;
+        return 0;
+    }
+    return tm_cnt_obj(m, s, out);
+}
+
+/* Segment boundaries: a ' ' followed by a non-whitespace rune (re ` (?=\S)`, Unicode \s). */
+static PyObject *tm_build(TokMeasure *m) {
+    const Text *t = &m->t;
+    Ix n = t->n;
+    IxVec b = {0};
+    PyObject *words = NULL, *wset = NULL, *newset = NULL, *spaced = NULL, *res = NULL;
+    if (vec_push(&b, 0) < 0) goto done;
+    for (Ix i = 0; i + 1 < n; i++) {
+        if (CH(t, i) == ' ' && !Py_UNICODE_ISSPACE(CH(t, i + 1))) {
+            if (vec_push(&b, i) < 0) goto done;
+        }
+    }
+    if (vec_push(&b, n) < 0) goto done;
+    Ix nw = b.n - 1;
+    words = PyList_New(nw);
+    if (!words) goto done;
+    for (Ix w = 0; w < nw; w++) {
+        Ix s = w == 0 ? 0 : b.v[w] + 1;
+        PyObject *o = PyUnicode_Substring(m->text, s, b.v[w + 1]);
+        if (!o) goto done;
+        PyList_SET_ITEM(words, w, o);
+    }
+    spaced = PyObject_GetAttrString(m->counter, "spaced");
+    if (!spaced) goto done;
+    wset = PySet_New(words);
+    if (!wset) goto done;
+    newset = PyObject_CallMethod(wset, "difference", "O", spaced);
+    if (!newset) goto done;
+    if (PySet_GET_SIZE(newset) > 0) {
+        PyObject *lst = PySequence_List(newset);
+        if (!lst) goto done;
+        PyObject *r = PyObject_CallMethod(m->counter, "count_new", "O", lst);
+        Py_DECREF(lst);
+        if (!r) goto done;
+        Py_DECREF(r);
+    }
+    m->ns = nw + 1;
+    m->starts = (int64_t *)PyMem_Malloc(sizeof(int64_t) * (size_t)m->ns);
+    m->cum = (int64_t *)PyMem_Malloc(sizeof(int64_t) * (size_t)m->ns);
+    if (!m->starts || !m->cum) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    m->cum[0] = 0;
+    for (Ix w = 0; w < nw; w++) {
+        m->starts[w] = b.v[w];
+        Ix c;
+        if (w == 0) {
+            PyObject *v = PyObject_CallOneArg(m->counter, PyList_GET_ITEM(words, 0));
+            if (!v) goto done;
+            c = PyLong_AsSsize_t(v);
+            Py_DECREF(v);
+        } else {
+            PyObject *v = PyObject_GetItem(spaced, PyList_GET_ITEM(words, w));
+            if (!v) goto done;
+            c = PyLong_AsSsize_t(v);
+            Py_DECREF(v);
+        }
+        if (c == -1 && PyErr_Occurred()) goto done;
+        m->cum[w + 1] = m->cum[w] + c;
+    }
+    m->starts[nw] = n;
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    vec_free(&b);
+    Py_XDECREF(words);
+    Py_XDECREF(wset);
+    Py_XDECREF(newset);
+    Py_XDECREF(spaced);
+    return res;
+}
+
+static PyObject *tm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    PyObject *text, *counter;
+    static char *kwlist[] = {"text", "counter", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "UO", kwlist, &text, &counter)) return NULL;
+    TokMeasure *m = (TokMeasure *)type->tp_alloc(type, 0);
+    if (!m) return NULL;
+    Py_INCREF(text);
+    m->text = text;
+    Py_INCREF(counter);
+    m->counter = counter;
+    text_init(&m->t, text);
+    m->bpr = PyUnicode_IS_ASCII(text) ? 1 : 4;
+    PyObject *o = PyObject_GetAttrString(counter, "additive");
+    if (!o) goto fail;
+    m->additive = PyObject_IsTrue(o);
+    Py_DECREF(o);
+    if (m->additive < 0) goto fail;
+    o = PyObject_GetAttrString(counter, "max_bytes_per_token");
+    if (!o) goto fail;
+    m->mbpt = PyLong_AsSsize_t(o);
+    Py_DECREF(o);
+    if (m->mbpt == -1 && PyErr_Occurred()) goto fail;
+    m->cache = PyObject_GetAttrString(counter, "cache");
+    if (!m->cache) goto fail;
+    if (!PyDict_Check(m->cache)) {
+        PyErr_SetString(PyExc_TypeError, "counter.cache must be a dict");
+        goto fail;
+    }
+    if (!(m->additive && m->t.n)) {
+        m->ns = 2;
+        m->starts = (int64_t *)PyMem_Malloc(sizeof(int64_t) * 2);
+        m->cum = (int64_t *)PyMem_Malloc(sizeof(int64_t) * 2);
+        if (!m->starts || !m->cum) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        m->starts[0] = 0;
+        m->starts[1] = m->t.n;
+        m->cum[0] = m->cum[1] = 0;
+        return (PyObject *)m;
+    }
+    o = tm_build(m);
+    if (!o) goto fail;
+    Py_DECREF(o);
+    return (PyObject *)m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}
+
+static void tm_dealloc(TokMeasure *m) {
+    Py_XDECREF(m->text);
+    Py_XDECREF(m->counter);
+    Py_XDECREF(m->cache);
+    PyMem_Free(m->starts);
+    PyMem_Free(m->cum);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static PyObject *tm_py_length(TokMeasure *m, PyObject *args) {
+    Ix a, b, r;
+    if (!PyArg_ParseTuple(args, "nn", &a, &b)) return NULL;
+    if (tm_length(m, a, b, &r) < 0) return NULL;
+    return PyLong_FromSsize_t(r);
+}
+
+static PyObject *tm_py_fits(TokMeasure *m, PyObject *args) {
+    Ix a, b, budget;
+    int r;
+    if (!PyArg_ParseTuple(args, "nnn", &a, &b, &budget)) return NULL;
+    if (tm_fits(m, a, b, budget, &r) < 0) return NULL;
+    return PyBool_FromLong(r);
+}
+
+static PyObject *tm_py_text_len(TokMeasure *m, PyObject *s) {
+    Ix r;
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "str expected");
+        return NULL;
+    }
+    if (tm_text_len(m, s, &r) < 0) return NULL;
+    return PyLong_FromSsize_t(r);
+}
+
+static PyObject *tm_py_window_start(TokMeasure *m, PyObject *args) {
+    Ix p, end, budget, r;
+    if (!PyArg_ParseTuple(args, "nnn", &p, &end, &budget)) return NULL;
+    if (tm_window_start(m, p, end, budget, &r) < 0) return NULL;
+    return PyLong_FromSsize_t(r);
+}
+
+static PyObject *tm_py_last_fitting(TokMeasure *m, PyObject *args) {
+    Ix p, budget, lo, hi, r;
+    PyObject *ends;
+    if (!PyArg_ParseTuple(args, "nnOnn", &p, &budget, &ends, &lo, &hi)) return NULL;
+    IxVec v = {0};
+    if (list_to_vec(ends, &v) < 0) return NULL;
+    if (lo < 0 || hi > v.n) {
+        vec_free(&v);
+        PyErr_SetString(PyExc_IndexError, "lo/hi out of range");
+        return NULL;
+    }
+    int rc = tm_last_fitting(m, p, budget, v.v, lo, hi, &r);
+    vec_free(&v);
+    if (rc < 0) return NULL;
+    return PyLong_FromSsize_t(r);
+}
+
+static PyObject *tm_get_token_mode(TokMeasure *m, void *c) { Py_RETURN_TRUE; }
+static PyObject *tm_get_text(TokMeasure *m, void *c) { return Py_NewRef(m->text); }
+static PyObject *tm_get_counter(TokMeasure *m, void *c) { return Py_NewRef(m->counter); }
+
+static PyMethodDef tm_methods[] = {
+    {"length", (PyCFunction)tm_py_length, METH_VARARGS, "tokens of text[a:b]"},
+    {"fits", (PyCFunction)tm_py_fits, METH_VARARGS, "length(a, b) <= budget"},
+    {"text_len", (PyCFunction)tm_py_text_len, METH_O, "tokens of a string"},
+    {"window_start", (PyCFunction)tm_py_window_start, METH_VARARGS, "smallest w >= p fitting to end"},
+    {"last_fitting", (PyCFunction)tm_py_last_fitting, METH_VARARGS, "largest fitting index"},
+    {NULL}};
+
+static PyGetSetDef tm_getset[] = {{"token_mode", (getter)tm_get_token_mode, NULL, NULL, NULL},
+                                  {"text", (getter)tm_get_text, NULL, NULL, NULL},
+                                  {"counter", (getter)tm_get_counter, NULL, NULL, NULL},
+                                  {NULL}};
+
+static PyTypeObject TokMeasureType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chalicelib.chunker._native.TokMeasure",
+    .tp_basicsize = sizeof(TokMeasure),
+    .tp_dealloc = (destructor)tm_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "TokMeasure(text, counter): lengths.TokenMeasure with the segment index in C.",
+    .tp_methods = tm_methods,
+    .tp_getset = tm_getset,
+    .tp_new = tm_new,
+};
+
+/* ------------------------------------------------------------------ measure dispatch */
+
+typedef struct {
+    TokMeasure *tm; /* NULL: runes */
+} Meas;
+
+static inline int m_length(Meas *m, Ix a, Ix b, Ix *out) {
+    if (!m->tm) {
+        *out = b - a;
+        return 0;
+    }
+    return tm_length(m->tm, a, b, out);
+}
+
+static inline int m_fits(Meas *m, Ix a, Ix b, Ix budget, int *out) {
+    if (!m->tm) {
+        *out = b - a <= budget;
+        return 0;
+    }
+    return tm_fits(m->tm, a, b, budget, out);
+}
+
+static inline int m_last_fitting(Meas *m, Ix p, Ix budget, const Ix *ends, Ix lo, Ix hi, Ix *out) {
+    if (!m->tm) {
+        *out = bisect_r(ends, p + budget, lo, hi) - 1;
+        return 0;
+    }
+    return tm_last_fitting(m->tm, p, budget, ends, lo, hi, out);
+}
+
+static inline int m_window_start(Meas *m, Ix p, Ix end, Ix budget, Ix *out) {
+    if (!m->tm) {
+        Ix w = end - budget;
+        *out = p > w ? p : w;
+        return 0;
+    }
+    return tm_window_start(m->tm, p, end, budget, out);
+}
+
+static int meas_init(Meas *m, PyObject *o) {
+    if (o == Py_None) {
+        m->tm = NULL;
+        return 0;
+    }
+    if (!PyObject_TypeCheck(o, &TokMeasureType)) {
+        PyErr_SetString(PyExc_TypeError, "measure must be None (runes) or a native TokMeasure");
+        return -1;
+    }
+    m->tm = (TokMeasure *)o;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ overlap (recursive.overlap_start) */
+
+static inline int is_pyspace_ascii(Py_UCS4 c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static int overlap_start(const Text *t, const SpansObject *sp, Meas *m, Ix p, Ix end, Ix max_ov, IxVec *tmp,
+                         Ix *out) {
+    *out = end;
+    if (max_ov <= 0 || p >= end) return 0;
+    Ix w;
+    if (m_window_start(m, p, end, max_ov, &w) < 0) return -1;
+    if (w >= end) return 0;
+    Ix ws = w - 4 > p ? w - 4 : p;
+    Ix k = end;
+    while (k > ws && is_pyspace_ascii(CH(t, k - 1))) k--;
+    if (k <= w) return 0;
+    Ix last_nonblank = k - 1;
+    int has = sp->n > 0;
+    Ix best = -1;
+    /* _PARA: non-overlapping "\n\n" matches; both their positions are "paired" for the line-break pass */
+    tmp->n = 0;
+    Ix pos = ws;
+    for (;;) {
+        Ix s = find_ch(t, '\n', pos, end - 1);
+        if (s < 0) break;
+        if (CH(t, s + 1) != '\n') {
+            pos = s + 1;
+            continue;
+        }
+        Ix e = s + 2;
+        if (vec_push(tmp, s) < 0) return -1;
+        if (best < 0 && e >= w && e <= last_nonblank && !(has && (sp_inside(sp, s) || sp_strictly(sp, e))))
+            best = e;
+        pos = e;
+    }
+    if (best < 0) {
+        Ix i = find_ch(t, '\n', ws, end);
+        while (i >= 0) {
+            Ix e = i + 1;
+            if (e > last_nonblank) break;
+            /* paired = {s, s+1 for each para match s}; tmp is sorted */
+            Ix q = bisect_r(tmp->v, i, 0, tmp->n) - 1;
+            int paired = q >= 0 && (tmp->v[q] == i || tmp->v[q] + 1 == i);
+            if (!paired && e >= w && !(has && (sp_inside(sp, i) || sp_strictly(sp, e)))) {
+                best = e;
+                break;
+            }
+            i = find_ch(t, '\n', e, end);
+        }
+    }
+    if (best < 0) {
+        /* _SENT: [。？！]|[.?!] */
+        for (Ix s = ws; s < end; s++) {
+            Py_UCS4 c = CH(t, s);
+            Ix e;
+            if (c == 0x3002 || c == 0xFF1F || c == 0xFF01)
+                e = s + 1;
+            else if ((c == '.' || c == '?' || c == '!') && s + 1 < end && CH(t, s + 1) == ' ')
+                e = s + 2;
+            else
+                continue;
+            if (e > last_nonblank) break;
+            if (e >= w && !(has && (sp_inside(sp, s) || sp_strictly(sp, e)))) {
+                best = e;
+                break;
+            }
+            s = e - 1;
+        }
+    }
+    if (best < 0) return 0;
+    if (m->tm) {
+        Ix l;
+        if (tm_length(m->tm, best, end, &l) < 0) return -1;
+        if (l > max_ov) return 0;
+    }
+    *out = best;
+    return 0;
+}
+
+/* overlap_start(text, spans, measure, p, end, max_ov) -> int */
+static PyObject *py_overlap_start(PyObject *mod, PyObject *args) {
+    PyObject *text, *spo, *mo;
+    Ix p, end, max_ov, r;
+    if (!PyArg_ParseTuple(args, "UO!Onnn", &text, &SpansType, &spo, &mo, &p, &end, &max_ov)) return NULL;
+    Text t;
+    Meas m;
+    if (text_init(&t, text) < 0 || meas_init(&m, mo) < 0) return NULL;
+    if (p < 0 || end > t.n) {
+        PyErr_SetString(PyExc_IndexError, "range out of text");
+        return NULL;
+    }
+    IxVec tmp = {0};
+    int rc = overlap_start(&t, (SpansObject *)spo, &m, p, end, max_ov, &tmp, &r);
+    vec_free(&tmp);
+    if (rc < 0) return NULL;
+    return PyLong_FromSsize_t(r);
+}
+
+/* ------------------------------------------------------------------ units (recursive.build_units) */
+
+typedef struct {
+    Py_UCS4 *v;
+    Ix n;
+} Sep;
+
+typedef struct {
+    const Text *t;
+    Sep *seps;
+    Ix nseps;
+    Ix size;
+    Meas *m;
+    IxVec *bounds;
+    IxVec *big;
+} GapCtx;
+
+static int force_split(const Text *t, Ix a, Ix b, IxVec *out) {
+    Ix off = a;
+    while (off < b) {
+        Ix end = off + HARD_CAP;
+        if (end >= b) {
+            end = b;
+        } else {
+            Ix lo = end - 199 > off + 1 ? end - 199 : off + 1;
+            Ix c1 = rfind_ch(t, '\n', lo, end), c2 = rfind_ch(t, ' ', lo, end);
+            Ix cut = c1 > c2 ? c1 : c2;
+            if (cut >= 0) end = cut + 1;
+        }
+        if (vec_push(out, end) < 0) return -1;
+        off = end;
+    }
+    return 0;
+}
+
+static int split_gap(GapCtx *g, Ix a, Ix b, Ix si) {
+    int ok;
+    if (m_fits(g->m, a, b, g->size, &ok) < 0) return -1;
+    if (ok) return vec_push(g->bounds, b);
+    IxVec cuts = {0};
+    for (Ix idx = si; idx < g->nseps; idx++) {
+        Sep *sep = &g->seps[idx];
+        cuts.n = 0;
+        Ix last = a, pos = a;
+        for (;;) {
+            Ix s = find_str(g->t, sep->v, sep->n, pos, b);
+            if (s < 0) break;
+            Ix e = s + sep->n;
+            if (s > last && vec_push(&cuts, s) < 0) goto fail;
+            if (vec_push(&cuts, e) < 0) goto fail;
+            last = e;
+            pos = e;
+        }
+        if (cuts.n == 0) continue;
+        if (last < b && vec_push(&cuts, b) < 0) goto fail;
+        if (cuts.n <= 1) continue;
+        int deeper = idx + 1 < g->nseps;
+        Ix x = a;
+        for (Ix c = 0; c < cuts.n; c++) {
+            Ix y = cuts.v[c];
+            int fits = 1;
+            if (deeper && m_fits(g->m, x, y, g->size, &fits) < 0) goto fail;
+            if (deeper && !fits) {
+                if (split_gap(g, x, y, idx + 1) < 0) goto fail;
+            } else {
+                if (y - x > HARD_CAP && vec_push(g->big, g->bounds->n) < 0) goto fail;
+                if (vec_push(g->bounds, y) < 0) goto fail;
+            }
+            x = y;
+        }
+        vec_free(&cuts);
+        return 0;
+    }
+    vec_free(&cuts);
+    if (b - a > HARD_CAP && vec_push(g->big, g->bounds->n) < 0) return -1;
+    return vec_push(g->bounds, b);
+fail:
+    vec_free(&cuts);
+    return -1;
+}
+
+static int build_units(GapCtx *g, const SpansObject *sp, Ix a, Ix b, IxVec *hdr_units) {
+    Ix pos = a;
+    Ix i = bisect_r(sp->starts, a - 1, 0, sp->n);
+    for (; i < sp->n && sp->starts[i] < b; i++) {
+        Ix s = sp->starts[i], e = sp->ends[i];
+        if (!(s >= a && e <= b)) continue;
+        if (s > pos && split_gap(g, pos, s, 0) < 0) return -1;
+        if (e - s > HARD_CAP) {
+            if (force_split(g->t, s, e, g->bounds) < 0) return -1;
+        } else {
+            if (sp->hdr[i] && vec_push(hdr_units, g->bounds->n) < 0) return -1;
+            if (vec_push(g->bounds, e) < 0) return -1;
+        }
+        pos = e;
+    }
+    if (pos < b && split_gap(g, pos, b, 0) < 0) return -1;
+    return 0;
+}
+
+static int cmp_ix(const void *x, const void *y) {
+    Ix a = *(const Ix *)x, b = *(const Ix *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* ------------------------------------------------------------------ merge (recursive.split_range) */
+
+typedef struct {
+    PyObject *tracker;
+    int busy;
+    int ended;
+    PyObject *active; /* borrowed from the last attribute read (we hold a ref) */
+} Tracker;
+
+static int tracker_update(Tracker *tr, PyObject *text, Ix s, Ix e, PyObject **unit_out) {
+    PyObject *unit = PyUnicode_Substring(text, s, e);
+    if (!unit) return -1;
+    PyObject *r = PyObject_CallMethod(tr->tracker, "update", "O", unit);
+    if (!r) goto fail;
+    Py_DECREF(r);
+    PyObject *act = PyObject_GetAttrString(tr->tracker, "active");
+    if (!act) goto fail;
+    Py_XSETREF(tr->active, act);
+    PyObject *pend = PyObject_GetAttrString(tr->tracker, "pending");
+    if (!pend) goto fail;
+    int p = PyObject_IsTrue(pend);
+    Py_DECREF(pend);
+    PyObject *ended = PyObject_GetAttrString(tr->tracker, "ended_this_unit");
+    if (!ended) goto fail;
+    int en = PyObject_IsTrue(ended);
+    Py_DECREF(ended);
+    int a = PyObject_IsTrue(act);
+    if (p < 0 || en < 0 || a < 0) goto fail;
+    tr->busy = a || p;
+    tr->ended = en;
+    *unit_out = unit;
+    return 0;
+fail:
+    Py_DECREF(unit);
+    return -1;
+}
+
+static int out_push(PyObject *out, Ix s, Ix e, PyObject *hdr) {
+    PyObject *tup = Py_BuildValue("(nnO)", s, e, hdr);
+    if (!tup) return -1;
+    int rc = PyList_Append(out, tup);
+    Py_DECREF(tup);
+    return rc;
+}
+
+/* split_range(text, a, b, spans, seps, size, overlap, measure, helpers) -> [(start, end, header)]
+ * helpers = (TableTracker, _header_present, _column_mismatch) from recursive.py */
+static PyObject *py_split_range(PyObject *mod, PyObject *args) {
+    PyObject *text, *spo, *seps_o, *mo, *helpers;
+    Ix a, b, size, overlap;
+    if (!PyArg_ParseTuple(args, "UnnO!OnnOO", &text, &a, &b, &SpansType, &spo, &seps_o, &size, &overlap, &mo,
+                          &helpers))
+        return NULL;
+    Text t;
+    Meas m;
+    if (text_init(&t, text) < 0 || meas_init(&m, mo) < 0) return NULL;
+    PyObject *out = PyList_New(0);
+    if (!out || a >= b) return out;
+    if (a < 0 || b > t.n) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_IndexError, "range out of text");
+        return NULL;
+    }
+    const SpansObject *sp = (const SpansObject *)spo;
+    PyObject *tracker_cls, *header_present, *column_mismatch;
+    if (!PyArg_ParseTuple(helpers, "OOO", &tracker_cls, &header_present, &column_mismatch)) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    /* separators */
+    PyObject *sf = PySequence_Fast(seps_o, "separators must be a sequence");
+    if (!sf) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    Ix nseps = PySequence_Fast_GET_SIZE(sf);
+    Sep *seps = (Sep *)PyMem_Calloc((size_t)(nseps ? nseps : 1), sizeof(Sep));
+    IxVec bounds = {0}, big = {0}, hdru = {0}, specials = {0}, tmp = {0};
+    Tracker tr = {0};
+    PyObject *empty = PyUnicode_FromStringAndSize("", 0);
+    PyObject *hdr = NULL, *unit = NULL;
+    int ok = 0;
+    if (!seps || !empty) goto done;
+    hdr = Py_NewRef(empty);
+    for (Ix i = 0; i < nseps; i++) {
+        PyObject *s = PySequence_Fast_GET_ITEM(sf, i);
+        if (!PyUnicode_Check(s)) {
+            PyErr_SetString(PyExc_TypeError, "separator must be str");
+            goto done;
+        }
+        seps[i].v = PyUnicode_AsUCS4Copy(s);
+        if (!seps[i].v) goto done;
+        seps[i].n = PyUnicode_GET_LENGTH(s);
+    }
+    GapCtx g = {&t, seps, nseps, size, &m, &bounds, &big};
+    if (build_units(&g, sp, a, b, &hdru) < 0) goto done;
+    for (Ix i = 0; i < big.n; i++)
+        if (vec_push(&specials, big.v[i]) < 0) goto done;
+    for (Ix i = 0; i < hdru.n; i++)
+        if (vec_push(&specials, hdru.v[i]) < 0) goto done;
+    if (specials.n > 1) qsort(specials.v, (size_t)specials.n, sizeof(Ix), cmp_ix);
+    /* big_set membership: big is ascending (appended in order) */
+    tr.tracker = PyObject_CallNoArgs(tracker_cls);
+    if (!tr.tracker) goto done;
+    Ix n = bounds.n, k = 0, sp_i = 0, cur = -1, hdr_len = 0;
+    const Ix *bd = bounds.v;
+    int token = m.tm != NULL;
+    while (k < n) {
+        if (!tr.busy) {
+            while (sp_i < specials.n && specials.v[sp_i] < k) sp_i++;
+            Ix stop = sp_i < specials.n ? specials.v[sp_i] : n;
+            if (k < stop) {
+                if (cur < 0) {
+                    cur = k ? bd[k - 1] : a;
+                    Py_SETREF(hdr, Py_NewRef(empty));
+                    hdr_len = 0;
+                    k++;
+                    continue;
+                }
+                Ix j;
+                if (m_last_fitting(&m, cur, size - hdr_len, bd, k, stop, &j) < 0) goto done;
+                int hard_bound = 0;
+                if (token || size > HARD_CAP) {
+                    Ix jh = bisect_r(bd, cur + HARD_CAP - PyUnicode_GET_LENGTH(hdr), k, stop) - 1;
+                    if (jh < j) {
+                        j = jh;
+                        hard_bound = 1;
+                    }
+                }
+                if (j >= k) k = j + 1;
+                if (k >= stop) continue;
+                Ix u_s = bd[k - 1], u_e = bd[k];
+                if (out_push(out, cur, u_s, hdr) < 0) goto done;
+                if (hard_bound) {
+                    cur = u_s;
+                } else {
+                    Ix ul, mo2;
+                    if (m_length(&m, u_s, u_e, &ul) < 0) goto done;
+                    mo2 = overlap < size - ul ? overlap : size - ul;
+                    if (overlap_start(&t, sp, &m, cur, u_s, mo2, &tmp, &cur) < 0) goto done;
+                    if (token && u_e - cur > HARD_CAP) cur = u_s;
+                }
+                Py_SETREF(hdr, Py_NewRef(empty));
+                hdr_len = 0;
+                k++;
+                continue;
+            }
+        }
+        /* Unit-by-unit WeKnora loop (tables, header units, units over the hard cap). */
+        Ix u_s = k ? bd[k - 1] : a, u_e = bd[k];
+        Ix bi = bisect_l(big.v, k, 0, big.n);
+        int is_big = bi < big.n && big.v[bi] == k;
+        Py_CLEAR(unit);
+        if (tracker_update(&tr, text, u_s, u_e, &unit) < 0) goto done;
+        if (is_big) {
+            if (cur >= 0) {
+                if (out_push(out, cur, u_s, hdr) < 0) goto done;
+                cur = -1;
+                Py_SETREF(hdr, Py_NewRef(empty));
+                hdr_len = 0;
+            }
+            IxVec pieces = {0};
+            if (force_split(&t, u_s, u_e, &pieces) < 0) {
+                vec_free(&pieces);
+                goto done;
+            }
+            Ix x = u_s;
+            for (Ix i = 0; i < pieces.n; i++) {
+                if (out_push(out, x, pieces.v[i], empty) < 0) {
+                    vec_free(&pieces);
+                    goto done;
+                }
+                x = pieces.v[i];
+            }
+            vec_free(&pieces);
+            k++;
+            continue;
+        }
+        if (tr.ended && cur >= 0) {
+            if (out_push(out, cur, u_s, hdr) < 0) goto done;
+            cur = -1;
+            Py_SETREF(hdr, Py_NewRef(empty));
+            hdr_len = 0;
+        }
+        PyObject *headers = tr.active; /* str */
+        if (!PyUnicode_Check(headers)) {
+            PyErr_SetString(PyExc_TypeError, "tracker.active must be str");
+            goto done;
+        }
+        Ix h_len = 0;
+        if (PyUnicode_GET_LENGTH(headers)) {
+            if (token) {
+                if (tm_text_len(m.tm, headers, &h_len) < 0) goto done;
+            } else {
+                h_len = PyUnicode_GET_LENGTH(headers);
+            }
+        }
+        if (h_len > size) {
+            headers = empty;
+            h_len = 0;
+        }
+        Py_INCREF(headers);
+        Ix u_len;
+        int err = m_length(&m, u_s, u_e, &u_len) < 0;
+        if (!err && cur >= 0) {
+            Ix cl;
+            err = m_length(&m, cur, u_s, &cl) < 0;
+            if (!err && cl + hdr_len + u_len + h_len > size) {
+                Ix ov, cur_len;
+                err = out_push(out, cur, u_s, hdr) < 0;
+                Ix mo2 = overlap < size - u_len ? overlap : size - u_len;
+                if (!err) err = overlap_start(&t, sp, &m, cur, u_s, mo2, &tmp, &ov) < 0;
+                Py_SETREF(hdr, Py_NewRef(empty));
+                hdr_len = 0;
+                if (!err) err = m_length(&m, ov, u_s, &cur_len) < 0;
+                if (!err && PyUnicode_GET_LENGTH(headers) && h_len + u_len <= size) {
+                    while (!err && ov < u_s && cur_len + u_len + h_len > size) {
+                        Ix nx = bd[bisect_r(bd, ov, 0, n)];
+                        ov = nx < u_s ? nx : u_s;
+                        err = m_length(&m, ov, u_s, &cur_len) < 0;
+                    }
+                    if (!err) {
+                        PyObject *ovs = PyUnicode_Substring(text, ov, u_s);
+                        PyObject *r1 = ovs ? PyObject_CallFunctionObjArgs(header_present, headers, ovs, unit, NULL)
+                                           : NULL;
+                        Py_XDECREF(ovs);
+                        int present = r1 ? PyObject_IsTrue(r1) : -1;
+                        Py_XDECREF(r1);
+                        int mism = 0;
+                        if (present == 0) {
+                            PyObject *r2 = PyObject_CallFunctionObjArgs(column_mismatch, headers, unit, NULL);
+                            mism = r2 ? PyObject_IsTrue(r2) : -1;
+                            Py_XDECREF(r2);
+                        }
+                        if (present < 0 || mism < 0)
+                            err = 1;
+                        else if (!present && !mism) {
+                            Py_SETREF(hdr, Py_NewRef(headers));
+                            hdr_len = h_len;
+                        }
+                    }
+                }
+                if (!err) cur = (ov < u_s || PyUnicode_GET_LENGTH(hdr)) ? ov : -1;
+            }
+        }
+        Py_DECREF(headers);
+        if (err) goto done;
+        if (cur >= 0 && (u_e - cur) + PyUnicode_GET_LENGTH(hdr) > HARD_CAP) {
+            if (out_push(out, cur, u_s, hdr) < 0) goto done;
+            cur = -1;
+            Py_SETREF(hdr, Py_NewRef(empty));
+            hdr_len = 0;
+        }
+        if (cur < 0) cur = u_s;
+        k++;
+    }
+    if (cur >= 0 && out_push(out, cur, b, hdr) < 0) goto done;
+    ok = 1;
+done:
+    for (Ix i = 0; seps && i < nseps; i++) PyMem_Free(seps[i].v);
+    PyMem_Free(seps);
+    Py_DECREF(sf);
+    vec_free(&bounds);
+    vec_free(&big);
+    vec_free(&hdru);
+    vec_free(&specials);
+    vec_free(&tmp);
+    Py_XDECREF(tr.tracker);
+    Py_XDECREF(tr.active);
+    Py_XDECREF(unit);
+    Py_XDECREF(hdr);
+    Py_XDECREF(empty);
+    if (!ok) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------ module */
+
+static PyMethodDef methods[] = {
+    {"find_spans", py_find_spans, METH_O, "find_spans(text) -> (starts, ends, header_starts, Spans)"},
+    {"spans_from_lists", py_spans_from_lists, METH_VARARGS, "spans_from_lists(starts, ends, headers) -> Spans"},
+    {"overlap_start", py_overlap_start, METH_VARARGS, "overlap_start(text, spans, measure, p, end, max_ov)"},
+    {"split_range", py_split_range, METH_VARARGS,
+     "split_range(text, a, b, spans, seps, size, overlap, measure, helpers) -> [(s, e, hdr)]"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_native", "Native chunker hot paths.", -1, methods};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    if (PyType_Ready(&SpansType) < 0 || PyType_Ready(&TokMeasureType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m) return NULL;
+    Py_INCREF(&SpansType);
+    Py_INCREF(&TokMeasureType);
+    if (PyModule_AddObject(m, "Spans", (PyObject *)&SpansType) < 0 ||
+        PyModule_AddObject(m, "TokMeasure", (PyObject *)&TokMeasureType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,187 @@
+"""A fetch client that cannot be steered at internal hosts: each hop (redirects included) is validated,
+the TCP connection goes to the address that was validated (so a second DNS answer cannot rebind it),
+bodies are capped, and credentials are dropped when a redirect leaves the origin."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urljoin, urlsplit
+
+import urllib3
+from urllib3.exceptions import HTTPError as Urllib3HTTPError
+
+from .ssrf import AllowList, Resolver, URLBlocked, ValidatedURL, check_addresses, validate_url
+
+DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_REDIRECTS = 10
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+SENSITIVE_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+USER_AGENT = "weknora-ingest/0.1 (+document import)"
+
+
+class FetchError(Exception):
+    """A download failed. `permanent` failures (blocked, too large, 4xx) must not be retried."""
+
+    def __init__(self, message: str, *, permanent: bool, status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.permanent = permanent
+        self.status = status
+
+
+@dataclass
+class FetchResponse:
+    url: str  # the final URL after redirects
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    redirects: list[str] = field(default_factory=list)
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+    @property
+    def charset(self) -> str | None:
+        for part in self.headers.get("content-type", "").split(";")[1:]:
+            key, _, value = part.strip().partition("=")
+            if key.lower() == "charset" and value:
+                return value.strip("\"' ")
+        return None
+
+
+def _pool(target: ValidatedURL, ip: str, timeout: urllib3.Timeout) -> urllib3.HTTPConnectionPool:
+    if target.scheme == "https":
+        return urllib3.HTTPSConnectionPool(
+            ip,
+            target.port,
+            timeout=timeout,
+            retries=False,
+            maxsize=1,
+            server_hostname=target.host,
+            assert_hostname=target.host,
+            cert_reqs="CERT_REQUIRED",
+        )
+    return urllib3.HTTPConnectionPool(ip, target.port, timeout=timeout, retries=False, maxsize=1)
+
+
+def _host_header(target: ValidatedURL) -> str:
+    default = 443 if target.scheme == "https" else 80
+    host = f"[{target.host}]" if ":" in target.host else target.host
+    return host if target.port == default else f"{host}:{target.port}"
+
+
+class SafeHttpClient:
+    def __init__(
+        self,
+        allow_list: AllowList | None = None,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_redirects: int = DEFAULT_MAX_REDIRECTS,
+        resolver: Resolver | None = None,
+    ) -> None:
+        self.allow_list = allow_list if allow_list is not None else AllowList.from_env()
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+        self.max_redirects = max_redirects
+        self.resolver = resolver
+
+    def get(self, url: str, headers: Mapping[str, str] | None = None) -> FetchResponse:
+        deadline = time.monotonic() + self.timeout
+        send_headers = {"User-Agent": USER_AGENT, "Accept": "*/*", **(headers or {})}
+        redirects: list[str] = []
+        current = url
+        origin: tuple[str, str, int] | None = None
+        for _hop in range(self.max_redirects + 1):
+            try:
+                target = validate_url(current, self.allow_list, resolver=self.resolver)
+            except URLBlocked as exc:
+                where = "redirect target" if redirects else "URL"
+                raise FetchError(f"{where} blocked: {exc.reason}", permanent=True) from exc
+            if origin is not None and target.origin != origin:
+                send_headers = {k: v for k, v in send_headers.items() if k.lower() not in SENSITIVE_HEADERS}
+            origin = target.origin
+            status, resp_headers, body = self._one(target, send_headers, deadline)
+            if status in REDIRECT_STATUSES and "location" in resp_headers:
+                if len(redirects) >= self.max_redirects:
+                    break
+                redirects.append(current)
+                current = urljoin(current, resp_headers["location"])
+                continue
+            if status >= 400:
+                raise FetchError(
+                    f"server answered HTTP {status}",
+                    permanent=400 <= status < 500 and status not in (408, 425, 429),
+                    status=status,
+                )
+            return FetchResponse(current, status, resp_headers, body, redirects)
+        raise FetchError(f"too many redirects (more than {self.max_redirects})", permanent=True)
+
+    def _one(
+        self, target: ValidatedURL, headers: Mapping[str, str], deadline: float
+    ) -> tuple[int, dict[str, str], bytes]:
+        reason = (
+            check_addresses(target.addresses, self.allow_list)
+            if not self.allow_list.host_allowed(target.host)
+            else None
+        )
+        if reason:  # validate_url already checked; this guards a caller-built ValidatedURL
+            raise FetchError(f"URL blocked: {reason}", permanent=True)
+        parts = urlsplit(target.url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        last_error: Exception | None = None
+        for ip in target.addresses:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise FetchError("download timed out", permanent=False)
+            timeout = urllib3.Timeout(connect=min(remaining, 10.0), read=remaining)
+            pool = _pool(target, ip, timeout)
+            try:
+                resp = pool.urlopen(
+                    "GET",
+                    path,
+                    headers={**headers, "Host": _host_header(target)},
+                    redirect=False,
+                    retries=False,
+                    preload_content=False,
+                    assert_same_host=False,
+                )
+            except (Urllib3HTTPError, OSError) as exc:
+                last_error = exc
+                pool.close()
+                continue
+            try:
+                return self._read(resp, deadline)
+            finally:
+                resp.release_conn()
+                pool.close()
+        raise FetchError(f"could not connect to {target.host}: {last_error}", permanent=False)
+
+    def _read(self, resp: urllib3.BaseHTTPResponse, deadline: float) -> tuple[int, dict[str, str], bytes]:
+        headers = {k.lower(): v for k, v in resp.headers.items()}
+        if resp.status in REDIRECT_STATUSES:
+            return resp.status, headers, b""
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            raise FetchError(
+                f"file is larger than the {self.max_bytes // (1024 * 1024)} MB limit", permanent=True
+            )
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            for chunk in resp.stream(65536):
+                size += len(chunk)
+                if size > self.max_bytes:
+                    raise FetchError(
+                        f"file is larger than the {self.max_bytes // (1024 * 1024)} MB limit", permanent=True
+                    )
+                if time.monotonic() > deadline:
+                    raise FetchError("download timed out", permanent=False)
+                chunks.append(chunk)
+        except (Urllib3HTTPError, OSError) as exc:
+            raise FetchError(f"download interrupted: {exc}", permanent=False) from exc
+        return resp.status, headers, b"".join(chunks)

@@ -1,0 +1,380 @@
+"""SSRF validator (WeKnora `utils/security.go`): scheme, length, names, literal/encoded IPs, resolved
+addresses and ports. Returns the validated addresses so the client can pin its connection to them."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver = Callable[[str, int], list[str]]
+
+MAX_URL_LENGTH = 2048
+ALLOWED_SCHEMES = frozenset({"http", "https"})
+
+BLOCKED_HOSTNAMES = frozenset(
+    {
+        "localhost",
+        "localhost.localdomain",
+        "ip6-localhost",
+        "ip6-loopback",
+        "broadcasthost",
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.azure.com",
+        "metadata.tencentyun.com",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+        "host.docker.internal",
+        "gateway.docker.internal",
+        "docker",
+        "docker.for.mac.localhost",
+        "host.containers.internal",
+    }
+)
+BLOCKED_SUFFIXES = (
+    ".localhost",
+    ".local",
+    ".localdomain",
+    ".internal",
+    ".intranet",
+    ".corp",
+    ".lan",
+    ".home",
+    ".home.arpa",
+    ".private",
+    ".svc",
+    ".cluster.local",
+    ".docker",
+    ".kubernetes",
+    ".arpa",
+)
+# SSH, Telnet, SMTP, SMB/NetBIOS/RPC, RDP, databases, caches, etcd, Consul, Docker/Kubelet APIs.
+BLOCKED_PORTS = frozenset(
+    {
+        22,
+        23,
+        25,
+        465,
+        587,
+        135,
+        137,
+        138,
+        139,
+        445,
+        3389,
+        1433,
+        1521,
+        3306,
+        5432,
+        5984,
+        6379,
+        7000,
+        7001,
+        9042,
+        11211,
+        27017,
+        27018,
+        2375,
+        2376,
+        2379,
+        2380,
+        8300,
+        8301,
+        8302,
+        8500,
+        8600,
+        10250,
+        10255,
+    }
+)
+
+_EXTRA_V4 = [
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "192.88.99.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+    )
+]
+_EXTRA_V6 = [
+    ipaddress.ip_network(n)
+    for n in (
+        "::/128",
+        "::1/128",
+        "fc00::/7",
+        "fe80::/10",
+        "fec0::/10",
+        "ff00::/8",
+        "100::/64",
+        "2001:db8::/32",
+    )
+]
+_TEREDO = ipaddress.ip_network("2001::/32")
+_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+_IPV4_COMPAT = ipaddress.ip_network("::/96")
+
+# Anything that inet_aton would take as an IPv4 address: decimal, octal, hex, dotted shorthand.
+_NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]*))*\.?$", re.IGNORECASE)
+
+
+class URLBlocked(ValueError):
+    """The URL may not be fetched; `reason` says why in words a user understands."""
+
+    def __init__(self, url: str, reason: str):
+        super().__init__(f"URL not allowed: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class AllowList:
+    """Hosts, `*.domain` patterns and CIDRs exempt from the private-address rules (SSRF_WHITELIST)."""
+
+    hosts: frozenset[str] = frozenset()
+    suffixes: tuple[str, ...] = ()
+    networks: tuple[IPNetwork, ...] = ()
+
+    @classmethod
+    def parse(cls, entries: Iterable[str] | str | None) -> AllowList:
+        if entries is None:
+            return cls()
+        if isinstance(entries, str):
+            entries = [e for e in re.split(r"[,\s]+", entries) if e]
+        hosts: set[str] = set()
+        suffixes: list[str] = []
+        nets: list[IPNetwork] = []
+        for raw in entries:
+            entry = raw.strip().lower().rstrip(".")
+            if not entry:
+                continue
+            if entry.startswith("*."):
+                suffixes.append(entry[1:])
+                continue
+            try:
+                nets.append(ipaddress.ip_network(entry, strict=False))
+            except ValueError:
+                hosts.add(entry)
+        return cls(frozenset(hosts), tuple(suffixes), tuple(nets))
+
+    @classmethod
+    def from_env(cls) -> AllowList:
+        parts = [os.environ.get("SSRF_WHITELIST", ""), os.environ.get("SSRF_WHITELIST_EXTRA", "")]
+        return cls.parse(",".join(p for p in parts if p))
+
+    def host_allowed(self, host: str) -> bool:
+        return host in self.hosts or any(host.endswith(s) or host == s[1:] for s in self.suffixes)
+
+    def ip_allowed(self, ip: IPAddress) -> bool:
+        return any(ip.version == n.version and ip in n for n in self.networks)
+
+    def __bool__(self) -> bool:
+        return bool(self.hosts or self.suffixes or self.networks)
+
+
+@dataclass(frozen=True)
+class ValidatedURL:
+    url: str
+    scheme: str
+    host: str  # lower-case, IDNA-encoded, no brackets
+    port: int
+    addresses: tuple[str, ...] = field(default_factory=tuple)  # the IPs the connection may use
+
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        return (self.scheme, self.host, self.port)
+
+
+def default_resolver(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    seen: list[str] = []
+    for info in infos:
+        addr = str(info[4][0]).split("%", 1)[0]
+        if addr not in seen:
+            seen.append(addr)
+    return seen
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """IPv4 addresses an IPv6 address carries: mapped, compatible, 6to4, Teredo, NAT64."""
+    found: list[ipaddress.IPv4Address] = []
+    if ip.ipv4_mapped is not None:
+        found.append(ip.ipv4_mapped)
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip in _TEREDO and ip.teredo is not None:
+        found.extend(ip.teredo)
+    if ip in _NAT64 or ip in _NAT64_LOCAL or (ip in _IPV4_COMPAT and int(ip) > 1):
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return found
+
+
+def ip_block_reason(ip: IPAddress) -> str | None:
+    """Why an address is not public, or None when it may be reached."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.scope_id:
+            return "scoped IPv6 address"
+        for v4 in embedded_ipv4(ip):
+            inner = ip_block_reason(v4)
+            if inner:
+                return f"IPv6 address embedding a {inner}"
+        if any(ip in n for n in _EXTRA_V6):
+            return "private or reserved IPv6 address"
+    elif any(ip in n for n in _EXTRA_V4):
+        if ip in ipaddress.ip_network("169.254.0.0/16"):
+            return "link-local or cloud metadata address"
+        if ip in ipaddress.ip_network("100.64.0.0/10"):
+            return "carrier-grade NAT address"
+        if ip.is_loopback:
+            return "loopback address"
+        return "private or reserved IPv4 address"
+    if ip.is_loopback:
+        return "loopback address"
+    if ip.is_link_local:
+        return "link-local address"
+    if ip.is_multicast or ip.is_unspecified or ip.is_reserved:
+        return "reserved address"
+    if ip.is_private or not ip.is_global:
+        return "private address"
+    return None
+
+
+def _parse_literal_ip(host: str) -> tuple[IPAddress | None, bool]:
+    """(address, canonical) for a host written as an IP in any form; (None, False) for a name."""
+    try:
+        return ipaddress.ip_address(host), True
+    except ValueError:
+        pass
+    if _NUMERIC_HOST.match(host):
+        try:
+            packed = socket.inet_aton(host.rstrip("."))
+        except OSError:
+            return None, False
+        return ipaddress.IPv4Address(packed), False
+    return None, False
+
+
+def _idna(host: str) -> str:
+    try:
+        return host.encode("idna").decode("ascii").lower()
+    except UnicodeError as exc:
+        raise ValueError("host name is not valid") from exc
+
+
+def validate_url(
+    url: str,
+    allow_list: AllowList | None = None,
+    *,
+    resolver: Resolver | None = None,
+    resolve: bool = True,
+) -> ValidatedURL:
+    """Raises URLBlocked unless the URL is a public http(s) address. `resolve=False` skips DNS."""
+    allow = allow_list or AllowList()
+    if not isinstance(url, str) or not url.strip():
+        raise URLBlocked(str(url), "empty URL")
+    if len(url) > MAX_URL_LENGTH:
+        raise URLBlocked(url[:100], f"URL longer than {MAX_URL_LENGTH} characters")
+    if any(ord(ch) < 0x21 or ch == "\\" for ch in url.strip()):
+        raise URLBlocked(url, "URL contains control characters, spaces or backslashes")
+    try:
+        parts = urlsplit(url.strip())
+        port_raw = parts.port
+    except ValueError as exc:
+        raise URLBlocked(url, "malformed URL or port") from exc
+    scheme = parts.scheme.lower()
+    if scheme not in ALLOWED_SCHEMES:
+        raise URLBlocked(url, f"scheme '{scheme or '(none)'}' is not allowed; use http or https")
+    raw_host = parts.hostname or ""
+    if not raw_host:
+        raise URLBlocked(url, "URL has no host")
+    if "%" in raw_host:
+        raise URLBlocked(url, "percent-encoded or zone-scoped host")
+    try:
+        host = _idna(raw_host.rstrip("."))
+    except ValueError as exc:
+        raise URLBlocked(url, str(exc)) from exc
+    port = port_raw if port_raw is not None else (443 if scheme == "https" else 80)
+    if port == 0 or port in BLOCKED_PORTS:
+        raise URLBlocked(url, f"port {port} is not allowed")
+
+    host_listed = allow.host_allowed(host)
+    literal, canonical = _parse_literal_ip(host)
+    if literal is not None:
+        if not canonical:
+            raise URLBlocked(url, "IP address written in an encoded form (decimal, octal or hex)")
+        if not allow.ip_allowed(literal):
+            reason = ip_block_reason(literal)
+            if reason:
+                raise URLBlocked(url, reason)
+        return ValidatedURL(url, scheme, host, port, (str(literal),))
+
+    if not host_listed:
+        if host in BLOCKED_HOSTNAMES or "." not in host:
+            raise URLBlocked(url, f"host '{host}' is an internal name")
+        if host.endswith(BLOCKED_SUFFIXES):
+            raise URLBlocked(url, f"host '{host}' has an internal domain suffix")
+    if not resolve:
+        return ValidatedURL(url, scheme, host, port, ())
+    try:
+        addresses = (resolver or default_resolver)(host, port)
+    except (OSError, UnicodeError) as exc:
+        raise URLBlocked(url, f"host '{host}' does not resolve") from exc
+    if not addresses:
+        raise URLBlocked(url, f"host '{host}' does not resolve")
+    checked: list[str] = []
+    for addr in addresses:
+        try:
+            ip = ipaddress.ip_address(addr.split("%", 1)[0])
+        except ValueError as exc:
+            raise URLBlocked(url, f"host '{host}' resolved to an invalid address") from exc
+        if not (host_listed or allow.ip_allowed(ip)):
+            reason = ip_block_reason(ip)
+            if reason:
+                raise URLBlocked(url, f"host '{host}' resolves to a {reason}")
+        checked.append(str(ip))
+    return ValidatedURL(url, scheme, host, port, tuple(checked))
+
+
+def is_url_safe(url: str, allow_list: AllowList | None = None, *, resolver: Resolver | None = None) -> bool:
+    try:
+        validate_url(url, allow_list, resolver=resolver)
+    except URLBlocked:
+        return False
+    return True
+
+
+def check_addresses(addresses: Sequence[str], allow_list: AllowList | None = None) -> str | None:
+    """The first blocked reason among addresses (used when a connection is about to be made)."""
+    allow = allow_list or AllowList()
+    for addr in addresses:
+        ip = ipaddress.ip_address(addr)
+        if not allow.ip_allowed(ip):
+            reason = ip_block_reason(ip)
+            if reason:
+                return reason
+    return None

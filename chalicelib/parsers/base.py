@@ -1,0 +1,272 @@
+"""Shared pieces of the parser engines: the engine protocol, limits, content sniffing and the zip guard."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..domain.errors import PermanentStageError, SpanErrorCode
+from ..ports import AsrEngine, OcrEngine, ParsedImage, ReadRequest, ReadResult
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps that keep one hostile file from exhausting a worker's memory or time."""
+
+    max_input_bytes: int = 100 * 1024 * 1024
+    zip_max_members: int = 20_000
+    zip_max_total_uncompressed: int = 300 * 1024 * 1024
+    zip_max_member_uncompressed: int = 128 * 1024 * 1024  # one XML part parses to ~10x in lxml
+    zip_max_ratio: float = 200.0  # per member, only judged above 1 MB uncompressed
+    max_sheet_cells: int = 5_000_000
+    max_csv_bytes: int = 100 * 1024 * 1024
+    max_pages: int = 5_000
+    max_images: int = 50
+    max_markdown_chars: int = 50_000_000
+    convert_timeout_s: float = 180.0
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> Limits:
+        raw = options.get("limits")
+        if not isinstance(raw, dict):
+            return cls()
+        known = {k: v for k, v in raw.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+@dataclass
+class ParseContext:
+    ocr: OcrEngine | None = None
+    asr: AsrEngine | None = None
+    limits: Limits = field(default_factory=Limits)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class ParserEngine(Protocol):
+    name: str
+    description: str
+    file_types: frozenset[str]
+
+    def availability(self) -> tuple[bool, str]:
+        """(available, reason when not)."""
+        ...
+
+    def parse(self, request: ReadRequest, ctx: ParseContext) -> ReadResult: ...
+
+
+def parse_failed(message: str) -> PermanentStageError:
+    return PermanentStageError(message, code=SpanErrorCode.DOCREADER_PARSE_FAILED)
+
+
+def unsupported(message: str) -> PermanentStageError:
+    return PermanentStageError(message, code=SpanErrorCode.UNSUPPORTED_TYPE)
+
+
+# ---------------------------------------------------------------- sniffing
+
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+IMAGE_MAGIC: list[tuple[bytes, str, str]] = [
+    (b"\x89PNG\r\n\x1a\n", "png", "image/png"),
+    (b"\xff\xd8\xff", "jpg", "image/jpeg"),
+    (b"GIF87a", "gif", "image/gif"),
+    (b"GIF89a", "gif", "image/gif"),
+    (b"BM", "bmp", "image/bmp"),
+    (b"II*\x00", "tiff", "image/tiff"),
+    (b"MM\x00*", "tiff", "image/tiff"),
+]
+
+
+def image_kind(data: bytes) -> tuple[str, str] | None:
+    """(extension, mime) for image bytes, None when the bytes are not a known image."""
+    for magic, ext, mime in IMAGE_MAGIC:
+        if data.startswith(magic):
+            return ext, mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp", "image/webp"
+    return None
+
+
+def sniff(data: bytes) -> str:
+    """A coarse content family: pdf, zip, ole, image, audio, text, binary or empty."""
+    if not data:
+        return "empty"
+    head = data[:4096]
+    if b"%PDF-" in head[:1024]:
+        return "pdf"
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        return "zip"
+    if head.startswith(OLE_MAGIC):
+        return "ole"
+    if image_kind(head):
+        return "image"
+    if (
+        head[:3] == b"ID3"
+        or head[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2")
+        or head[:4] in (b"fLaC", b"OggS")
+        or (head[:4] == b"RIFF" and head[8:12] == b"WAVE")
+        or head[4:8] == b"ftyp"
+    ):
+        return "audio"
+    if b"\x00" in head[:2048] and not (head.startswith((b"\xff\xfe", b"\xfe\xff"))):
+        return "binary"
+    return "text"
+
+
+def zip_office_kind(zf: zipfile.ZipFile) -> str:
+    """docx / xlsx / pptx / epub for an OOXML or EPUB container, '' otherwise."""
+    names = set(zf.namelist())
+    if "word/document.xml" in names:
+        return "docx"
+    if "xl/workbook.xml" in names:
+        return "xlsx"
+    if "ppt/presentation.xml" in names:
+        return "pptx"
+    if "META-INF/container.xml" in names or "mimetype" in names:
+        return "epub"
+    return ""
+
+
+FAMILY_OF_TYPE = {
+    "pdf": "pdf",
+    "docx": "zip",
+    "xlsx": "zip",
+    "pptx": "zip",
+    "epub": "zip",
+    "doc": "ole",
+    "xls": "ole",
+    "ppt": "ole",
+    "png": "image",
+    "jpg": "image",
+    "jpeg": "image",
+    "gif": "image",
+    "mp3": "audio",
+    "wav": "audio",
+    "m4a": "audio",
+    "flac": "audio",
+    "ogg": "audio",
+}
+OLE_TWIN = {"docx": "doc", "xlsx": "xls", "pptx": "ppt", "doc": "doc", "xls": "xls", "ppt": "ppt"}
+FAMILY_WORDS = {
+    "pdf": "a PDF",
+    "zip": "a ZIP/Office Open XML file",
+    "ole": "a legacy Office (OLE) file",
+    "image": "an image",
+    "audio": "audio",
+    "text": "plain text or markup",
+    "binary": "binary data",
+    "empty": "empty",
+}
+
+
+def resolve_file_type(data: bytes, file_type: str) -> str:
+    """The type to parse as: reroutes misnamed Office files (WeKnora: OLE bytes named .docx → doc) and
+    rejects an extension that lies about the content with a message naming both."""
+    family = sniff(data)
+    expected = FAMILY_OF_TYPE.get(file_type)
+    if family == "empty":
+        raise parse_failed("The file is empty.")
+    if expected is None or expected == family:
+        if family == "zip" and file_type in ("docx", "xlsx", "pptx", "epub"):
+            return _zip_reroute(data, file_type)
+        if expected is None and family in ("pdf", "zip", "ole") and file_type in TEXT_TYPES:
+            raise unsupported(f"The file is named .{file_type} but its content is {FAMILY_WORDS[family]}.")
+        return file_type
+    if family == "ole" and file_type in OLE_TWIN:
+        return OLE_TWIN[file_type]
+    if family == "zip" and file_type in ("docx", "xlsx", "pptx", "epub", "doc", "xls", "ppt"):
+        return _zip_reroute(data, file_type)
+    raise unsupported(
+        f"The file is named .{file_type} but its content is {FAMILY_WORDS.get(family, family)}; "
+        "rename it with the right extension or re-export it."
+    )
+
+
+TEXT_TYPES = frozenset({"txt", "md", "markdown", "csv", "json", "html", "htm", "mhtml"})
+
+
+def _zip_reroute(data: bytes, file_type: str) -> str:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            kind = zip_office_kind(zf)
+    except zipfile.BadZipFile as exc:
+        raise parse_failed(f"The .{file_type} file is damaged or truncated (not a readable ZIP).") from exc
+    if not kind:
+        raise unsupported(f"The file is named .{file_type} but it is a ZIP archive of another kind.")
+    return kind
+
+
+# ---------------------------------------------------------------- zip guard
+
+XML_SUFFIXES = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".vml")
+
+
+def open_zip_checked(data: bytes, limits: Limits, what: str) -> zipfile.ZipFile:
+    """Opens a zip after checking declared sizes and ratios (zip bombs) and entity declarations in
+    its XML parts (billion laughs / XXE). Raises PermanentStageError."""
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise parse_failed(f"The {what} file is damaged or truncated (not a readable ZIP).") from exc
+    if len(infos) > limits.zip_max_members:
+        raise parse_failed(f"The {what} file has too many parts ({len(infos)}); it looks like a zip bomb.")
+    total = 0
+    for info in infos:
+        total += info.file_size
+        if info.file_size > limits.zip_max_member_uncompressed or total > limits.zip_max_total_uncompressed:
+            raise parse_failed(
+                f"The {what} file would expand to more than "
+                f"{limits.zip_max_total_uncompressed // (1024 * 1024)} MB; it looks like a zip bomb."
+            )
+        if info.file_size > 1024 * 1024 and info.file_size > limits.zip_max_ratio * max(
+            info.compress_size, 1
+        ):
+            raise parse_failed(
+                f"The {what} file is compressed at an implausible ratio; it looks like a zip bomb."
+            )
+    for info in infos:
+        if info.filename.lower().endswith(XML_SUFFIXES) and info.file_size:
+            try:
+                with zf.open(info) as fh:
+                    head = fh.read(8192)
+            except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError) as exc:
+                raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).") from exc
+            if b"<!ENTITY" in head or b"<!entity" in head:
+                raise parse_failed(
+                    f"The {what} file contains XML entity declarations, which are not allowed."
+                )
+    return zf
+
+
+def read_member(zf: zipfile.ZipFile, name: str, limit: int) -> bytes:
+    """Reads one zip member, stopping at `limit` bytes whatever the header claims."""
+    with zf.open(name) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise parse_failed("A part of the file expands beyond the allowed size; it looks like a zip bomb.")
+    return data
+
+
+ImageSink = Callable[[ParsedImage], str]
+
+
+def md_escape_cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return (
+        text.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>").strip()
+    )
+
+
+def markdown_table(rows: list[list[str]]) -> str:
+    if not rows:
+        return ""
+    width = max(len(r) for r in rows)
+    if width == 0:
+        return ""
+    norm = [[md_escape_cell(c) for c in r] + [""] * (width - len(r)) for r in rows]
+    out = ["| " + " | ".join(norm[0]) + " |", "|" + "---|" * width]
+    out.extend("| " + " | ".join(r) + " |" for r in norm[1:])
+    return "\n".join(out)

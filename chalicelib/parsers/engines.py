@@ -1,0 +1,129 @@
+"""The engine catalog (WeKnora `D/engines.go`): each engine names its file types and probes whether it
+can run here; the reader picks one per file type and falls back to builtin, then simple."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
+from ..ports import ReadRequest, ReadResult
+from .base import ParseContext, ParserEngine, parse_failed, unsupported
+from .html import parse_epub, parse_html, parse_mhtml
+from .office import convert_with_libreoffice, parse_docx, parse_pptx, parse_spreadsheet, soffice_path
+from .pdf import parse_pdf
+from .simple import SimpleEngine
+
+Handler = Callable[[ReadRequest, ParseContext], ReadResult]
+
+
+def _legacy(target_handler: Handler, target_type: str) -> Handler:
+    def handler(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+        converted = convert_with_libreoffice(request.data, request.file_type, ctx.limits.convert_timeout_s)
+        inner = ReadRequest(
+            data=converted,
+            file_name=request.file_name,
+            file_type=target_type,
+            engine=request.engine,
+            options=request.options,
+            url=request.url,
+        )
+        result = target_handler(inner, ctx)
+        result.metadata["converted_by"] = "libreoffice"
+        return result
+
+    return handler
+
+
+class BuiltinEngine:
+    name = "builtin"
+    description = (
+        "Fast in-process parsers: pypdfium2 PDF with scanned-page detection, python-docx, "
+        "python-pptx with notes, calamine spreadsheets, lexbor HTML, MHTML, EPUB; doc/ppt via LibreOffice"
+    )
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Handler] = {
+            "pdf": parse_pdf,
+            "docx": parse_docx,
+            "pptx": parse_pptx,
+            "xlsx": parse_spreadsheet,
+            "xls": parse_spreadsheet,
+            "html": parse_html,
+            "htm": parse_html,
+            "mhtml": parse_mhtml,
+            "epub": parse_epub,
+            "doc": _legacy(parse_docx, "docx"),
+            "ppt": _legacy(parse_pptx, "pptx"),
+        }
+        self._simple = SimpleEngine()
+        self.file_types = frozenset(self.handlers) | self._simple.file_types
+
+    def availability(self) -> tuple[bool, str]:
+        return True, "" if soffice_path() else "doc/ppt need LibreOffice (not installed)"
+
+    def parse(self, request: ReadRequest, ctx: ParseContext) -> ReadResult:
+        handler = self.handlers.get(request.file_type)
+        if handler is None:
+            return self._simple.parse(request, ctx)
+        return handler(request, ctx)
+
+
+MARKITDOWN_TYPES = frozenset(
+    {"pdf", "docx", "pptx", "xlsx", "xls", "html", "htm", "csv", "json", "txt", "md", "markdown", "epub"}
+)
+
+
+class MarkItDownEngine:
+    name = "markitdown"
+    description = "Microsoft MarkItDown (pdfminer, mammoth, python-pptx, pandas, BeautifulSoup)"
+    file_types = MARKITDOWN_TYPES
+
+    def __init__(self) -> None:
+        self._md: Any = None
+        self._lock = threading.Lock()
+
+    def availability(self) -> tuple[bool, str]:
+        if importlib.util.find_spec("markitdown") is None:
+            return False, "markitdown is not installed"
+        return True, ""
+
+    def parse(self, request: ReadRequest, ctx: ParseContext) -> ReadResult:
+        from markitdown import MarkItDown, StreamInfo
+
+        with self._lock:
+            if self._md is None:
+                self._md = MarkItDown(enable_plugins=False)
+        info = StreamInfo(extension="." + request.file_type, filename=request.file_name)
+        try:
+            result = self._md.convert_stream(io.BytesIO(request.data), stream_info=info)
+        except Exception as exc:  # markitdown wraps converter failures in several exception types
+            raise parse_failed(
+                f"MarkItDown could not read the file: {str(exc).splitlines()[0][:200]}"
+            ) from exc
+        return ReadResult(markdown=result.markdown or "", title=(result.title or "")[:300])
+
+
+# name → engine class, in fallback priority order (builtin, then simple).
+ENGINE_CATALOG: dict[str, Callable[[], ParserEngine]] = {
+    "builtin": BuiltinEngine,
+    "simple": SimpleEngine,
+    "markitdown": MarkItDownEngine,
+}
+
+
+def build_catalog() -> dict[str, ParserEngine]:
+    return {name: factory() for name, factory in ENGINE_CATALOG.items()}
+
+
+def default_engine_for(file_type: str) -> str:
+    """WeKnora: with no rule, text/csv/json/image/audio go to the in-process reader, the rest to builtin."""
+    if file_type in {"md", "markdown", "txt", "csv", "json"} | IMAGE_EXTENSIONS | AUDIO_EXTENSIONS:
+        return "simple"
+    return "builtin"
+
+
+__all__ = ["BuiltinEngine", "MarkItDownEngine", "build_catalog", "default_engine_for", "unsupported"]

@@ -1,0 +1,430 @@
+"""HTML → Markdown on the lexbor parser (selectolax): main content only, headings, lists, tables, code,
+links and images (data-URI images stay inline for the ImageResolver). Also MHTML and EPUB containers."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import re
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from typing import Any
+from urllib.parse import unquote, urljoin
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from ..ports import ParsedImage, ReadRequest, ReadResult
+from .base import ParseContext, image_kind, open_zip_checked, parse_failed, read_member
+
+DROP_TAGS = frozenset(
+    {
+        "script",
+        "style",
+        "noscript",
+        "template",
+        "svg",
+        "iframe",
+        "nav",
+        "footer",
+        "aside",
+        "form",
+        "button",
+        "select",
+        "input",
+        "textarea",
+        "head",
+        "object",
+        "embed",
+        "canvas",
+        "audio",
+        "video",
+        "map",
+        "link",
+        "meta",
+    }
+)
+DROP_MARKERS = frozenset(
+    {
+        "sidebar",
+        "sphinxsidebar",
+        "related",
+        "navigation",
+        "navbar",
+        "nav",
+        "footer",
+        "breadcrumb",
+        "breadcrumbs",
+        "skip-link",
+        "headerlink",
+        "cookie-banner",
+        "mobile-nav",
+    }
+)
+BLOCK_TAGS = frozenset(
+    {
+        "p",
+        "div",
+        "section",
+        "article",
+        "main",
+        "header",
+        "body",
+        "html",
+        "center",
+        "address",
+        "details",
+        "summary",
+        "figure",
+        "figcaption",
+        "dl",
+        "fieldset",
+        "caption",
+    }
+)
+HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+MAX_DEPTH = 400
+_WS = re.compile(r"[ \t\r\n\f\v]+")
+_MANY_NL = re.compile(r"\n{3,}")
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w-]+)""", re.IGNORECASE)
+
+
+def decode_html(data: bytes, charset: str | None = None) -> str:
+    from .simple import decode_text
+
+    candidates = [charset] if charset else []
+    match = _META_CHARSET.search(data[:4096])
+    if match:
+        candidates.append(match.group(1).decode("ascii", "ignore"))
+    for enc in candidates:
+        try:
+            return data.decode(enc or "utf-8")
+        except (LookupError, UnicodeDecodeError):
+            continue
+    return decode_text(data)
+
+
+def page_title(html: str) -> str:
+    tree = LexborHTMLParser(html[:200_000])
+    node = tree.css_first("title")
+    title = _WS.sub(" ", node.text()).strip() if node is not None else ""
+    if not title:
+        h1 = tree.css_first("h1")
+        title = _WS.sub(" ", h1.text()).strip() if h1 is not None else ""
+    return title[:300]
+
+
+@dataclass
+class HtmlMarkdown:
+    markdown: str
+    title: str = ""
+    image_srcs: list[str] = field(default_factory=list)
+
+
+class _Renderer:
+    def __init__(self, base_url: str, src_map: dict[str, str] | None) -> None:
+        self.base_url = base_url
+        self.src_map = src_map or {}
+        self.image_srcs: list[str] = []
+
+    # Inline rendering returns text; blocks are separated by blank lines and normalised at the end.
+    def render(self, node: LexborNode, depth: int = 0, pre: bool = False) -> str:
+        parts: list[str] = []
+        child = node.child
+        while child is not None:
+            parts.append(self.node(child, depth + 1, pre))
+            child = child.next
+        return "".join(parts)
+
+    def node(self, node: LexborNode, depth: int, pre: bool) -> str:
+        tag = node.tag or ""
+        if tag == "-text":
+            text = node.text_content or ""
+            return text if pre else _WS.sub(" ", text)
+        if tag.startswith("-") or tag in DROP_TAGS:
+            return ""
+        if depth > MAX_DEPTH:
+            return _WS.sub(" ", node.text(deep=True))
+        attrs = node.attributes
+        marker = (
+            f"{attrs.get('class') or ''} {attrs.get('id') or ''} {attrs.get('role') or ''}".lower().split()
+        )
+        if marker and DROP_MARKERS.intersection(marker):
+            return ""
+        if attrs.get("hidden") is not None or "display:none" in (attrs.get("style") or "").replace(" ", ""):
+            return ""
+        if tag in HEADINGS:
+            text = _WS.sub(" ", self.render(node, depth, pre)).strip()
+            return f"\n\n{'#' * HEADINGS[tag]} {text}\n\n" if text else ""
+        if tag in BLOCK_TAGS:
+            return f"\n\n{self.render(node, depth, pre)}\n\n"
+        if tag == "br":
+            return "\n" if pre else "  \n"
+        if tag == "hr":
+            return "\n\n---\n\n"
+        if tag == "pre":
+            code = node.text(deep=True).strip("\n")
+            lang = ""
+            parent_cls = (node.parent.attributes.get("class") or "") if node.parent else ""
+            cls = f"{attrs.get('class') or ''} {parent_cls}"
+            m = re.search(r"(?:language|highlight|lang)-([\w+-]+)", cls)
+            if m:
+                lang = m.group(1)
+            return f"\n\n```{lang}\n{code}\n```\n\n"
+        if tag == "code" or tag in ("kbd", "samp", "tt"):
+            text = node.text(deep=True)
+            if pre:
+                return text
+            text = _WS.sub(" ", text).strip()
+            return f"`{text}`" if text else ""
+        if tag in ("strong", "b"):
+            text = self.render(node, depth, pre).strip()
+            return f"**{text}**" if text else ""
+        if tag in ("em", "i", "cite"):
+            text = self.render(node, depth, pre).strip()
+            return f"*{text}*" if text else ""
+        if tag == "a":
+            text = self.render(node, depth, pre).strip()
+            href = (attrs.get("href") or "").strip()
+            if not text:
+                return ""
+            if not href or href.startswith(("#", "javascript:", "mailto:")) or "](" in text or "\n" in text:
+                return text
+            return f"[{text}]({self._url(href)})"
+        if tag == "img":
+            src = (attrs.get("src") or attrs.get("data-src") or "").strip()
+            if not src:
+                return ""
+            alt = _WS.sub(" ", attrs.get("alt") or "").strip().replace("]", "")
+            target = self.src_map.get(src) or (src if src.startswith("data:") else self._url(src))
+            self.image_srcs.append(target)
+            return f"![{alt}]({target})"
+        if tag in ("ul", "ol"):
+            return f"\n\n{self.list(node, depth, ordered=tag == 'ol')}\n\n"
+        if tag == "li":
+            return f"\n- {self.render(node, depth, pre).strip()}\n"
+        if tag == "dt":
+            return f"\n\n**{self.render(node, depth, pre).strip()}**\n"
+        if tag == "dd":
+            return f"\n: {self.render(node, depth, pre).strip()}\n\n"
+        if tag == "blockquote":
+            inner = _MANY_NL.sub("\n\n", self.render(node, depth, pre)).strip()
+            return "\n\n" + "\n".join(f"> {line}" if line else ">" for line in inner.split("\n")) + "\n\n"
+        if tag == "table":
+            return f"\n\n{self.table(node, depth)}\n\n"
+        return self.render(node, depth, pre)
+
+    def _url(self, href: str) -> str:
+        if self.base_url and not href.startswith(("data:", "http://", "https://")):
+            return urljoin(self.base_url, href)
+        return href
+
+    def list(self, node: LexborNode, depth: int, ordered: bool) -> str:
+        lines: list[str] = []
+        n = 0
+        child = node.child
+        while child is not None:
+            if child.tag == "li":
+                n += 1
+                body = _MANY_NL.sub("\n\n", self.render(child, depth + 1)).strip()
+                prefix = f"{n}. " if ordered else "- "
+                pad = " " * len(prefix)
+                body_lines = body.split("\n")
+                lines.append(prefix + body_lines[0])
+                lines.extend((pad + line) if line.strip() else "" for line in body_lines[1:])
+            elif child.tag in ("ul", "ol"):
+                lines.append(self.list(child, depth + 1, child.tag == "ol"))
+            child = child.next
+        return "\n".join(lines)
+
+    def table(self, node: LexborNode, depth: int) -> str:
+        rows: list[list[str]] = []
+        for tr in node.css("tr"):
+            # Skip rows of nested tables: their nearest table ancestor is not this one.
+            parent = tr.parent
+            while parent is not None and parent.tag != "table":
+                parent = parent.parent
+            if parent is None or parent.mem_id != node.mem_id:
+                continue
+            row: list[str] = []
+            cell = tr.child
+            while cell is not None:
+                if cell.tag in ("td", "th"):
+                    text = _WS.sub(" ", self.render(cell, depth + 1).replace("|", "\\|")).strip()
+                    row.append(text)
+                    span = cell.attributes.get("colspan") or "1"
+                    row.extend([""] * (min(int(span), 50) - 1 if span.isdigit() else 0))
+                cell = cell.next
+            if row:
+                rows.append(row)
+        if not rows:
+            return ""
+        if len(rows) == 1 and len(rows[0]) == 1:
+            return rows[0][0]
+        width = max(len(r) for r in rows)
+        out = ["| " + " | ".join(r + [""] * (width - len(r))) + " |" for r in rows]
+        out.insert(1, "|" + "---|" * width)
+        return "\n".join(out)
+
+
+def _main_node(tree: LexborHTMLParser) -> LexborNode | None:
+    for selector in ("main", "[role=main]", "article", "div.body", "#content", "#main-content", "body"):
+        found = tree.css(selector)
+        if len(found) == 1 and len(found[0].text(deep=True).strip()) > 200:
+            return found[0]
+    return tree.body or tree.root
+
+
+def _tidy(markdown: str) -> str:
+    lines = [line.rstrip() if not line.endswith("  ") else line for line in markdown.split("\n")]
+    text = "\n".join(line if line.strip() else "" for line in lines)
+    text = _MANY_NL.sub("\n\n", text)
+    return re.sub(r"^[ ]+(?=[^ \-\d>|`])", "", text, flags=re.MULTILINE).strip() + "\n"
+
+
+def html_to_markdown(
+    html: str, *, base_url: str = "", src_map: dict[str, str] | None = None, main_only: bool = True
+) -> HtmlMarkdown:
+    tree = LexborHTMLParser(html)
+    title_node = tree.css_first("title")
+    title = _WS.sub(" ", title_node.text()).strip() if title_node is not None else ""
+    root = _main_node(tree) if main_only else (tree.body or tree.root)
+    renderer = _Renderer(base_url, src_map)
+    body = renderer.render(root) if root is not None else ""
+    return HtmlMarkdown(_tidy(body), title, renderer.image_srcs)
+
+
+# ---------------------------------------------------------------- engines' format functions
+
+
+def parse_html(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+    html = decode_html(request.data)
+    converted = html_to_markdown(html, base_url=request.url)
+    return ReadResult(markdown=converted.markdown, title=converted.title)
+
+
+def parse_mhtml(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+    try:
+        msg = email.message_from_bytes(request.data, policy=email.policy.default)
+    except Exception as exc:  # the email parser raises many types on garbage
+        raise parse_failed("The MHTML file is not a readable MIME archive.") from exc
+    html_part: EmailMessage | None = None
+    images: list[ParsedImage] = []
+    src_map: dict[str, str] = {}
+    for part in msg.walk():
+        if part.is_multipart():
+            continue
+        ctype = part.get_content_type()
+        payload: Any = part.get_payload(decode=True) or b""
+        if ctype == "text/html" and html_part is None:
+            html_part = part
+        elif ctype.startswith("image/") and len(images) < ctx.limits.max_images * 4:
+            kind = image_kind(payload)
+            if kind is None:
+                continue
+            location = str(part.get("Content-Location", "") or "")
+            cid = str(part.get("Content-ID", "") or "").strip("<>")
+            ref = f"mhtml-image-{len(images) + 1}.{kind[0]}"
+            images.append(ParsedImage(ref=ref, data=payload, mime_type=kind[1]))
+            if location:
+                src_map[location] = ref
+            if cid:
+                src_map[f"cid:{cid}"] = ref
+    if html_part is None:
+        raise parse_failed("The MHTML file has no HTML part.")
+    raw = html_part.get_payload(decode=True) or b""
+    html = decode_html(raw if isinstance(raw, bytes) else str(raw).encode(), html_part.get_content_charset())
+    base = str(html_part.get("Content-Location", "") or msg.get("Snapshot-Content-Location", "") or "")
+    # Relative srcs resolve against the page before lookup, as browsers stored them by absolute URL.
+    resolved_map = dict(src_map)
+    converted = _convert_with_map(html, base, resolved_map)
+    used = set(converted.image_srcs)
+    return ReadResult(
+        markdown=converted.markdown, title=converted.title, images=[img for img in images if img.ref in used]
+    )
+
+
+def _convert_with_map(html: str, base: str, src_map: dict[str, str]) -> HtmlMarkdown:
+    tree = LexborHTMLParser(html)
+    if base:
+        for img in tree.css("img"):
+            src = img.attributes.get("src") or ""
+            absolute = urljoin(base, src)
+            if src and src not in src_map and absolute in src_map:
+                src_map[src] = src_map[absolute]
+    return html_to_markdown(tree.html or html, base_url=base, src_map=src_map)
+
+
+_OPF_NS = {
+    "opf": "http://www.idpf.org/2007/opf",
+    "dc": "http://purl.org/dc/elements/1.1/",
+    "c": "urn:oasis:names:tc:opendocument:xmlns:container",
+}
+
+
+def _xml(data: bytes) -> Any:
+    from defusedxml import ElementTree
+
+    return ElementTree.fromstring(data)
+
+
+def parse_epub(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+    import posixpath
+
+    from defusedxml.common import DefusedXmlException
+
+    zf = open_zip_checked(request.data, ctx.limits, "EPUB")
+    cap = ctx.limits.zip_max_member_uncompressed
+    names = set(zf.namelist())
+    try:
+        container = _xml(read_member(zf, "META-INF/container.xml", cap))
+        rootfile = container.find(".//c:rootfile", _OPF_NS)
+        opf_path = rootfile.get("full-path") if rootfile is not None else None
+        if not opf_path or opf_path not in names:
+            raise parse_failed("The EPUB file has no package document.")
+        opf = _xml(read_member(zf, opf_path, cap))
+    except (KeyError, SyntaxError, DefusedXmlException) as exc:
+        raise parse_failed("The EPUB file is damaged (its package description cannot be read).") from exc
+    base_dir = posixpath.dirname(opf_path)
+    title_el = opf.find(".//dc:title", _OPF_NS)
+    title = (title_el.text or "").strip() if title_el is not None else ""
+    manifest = {
+        item.get("id"): item for item in opf.findall(".//opf:manifest/opf:item", _OPF_NS) if item.get("id")
+    }
+    spine = [ref.get("idref") for ref in opf.findall(".//opf:spine/opf:itemref", _OPF_NS)]
+    sections: list[str] = []
+    images: list[ParsedImage] = []
+    stored: dict[str, str] = {}
+    for idref in spine:
+        item = manifest.get(idref)
+        if item is None or "html" not in (item.get("media-type") or ""):
+            continue
+        path = posixpath.normpath(posixpath.join(base_dir, unquote(item.get("href") or "")))
+        if path not in names:
+            continue
+        html = decode_html(read_member(zf, path, cap))
+        src_map: dict[str, str] = {}
+        for img_src in re.findall(r"""<img[^>]+src\s*=\s*["']([^"']+)""", html, flags=re.IGNORECASE):
+            if img_src.startswith(("http:", "https:", "data:")):
+                continue
+            img_path = posixpath.normpath(posixpath.join(posixpath.dirname(path), unquote(img_src)))
+            if img_path in stored:
+                src_map[img_src] = stored[img_path]
+                continue
+            if img_path not in names or len(images) >= ctx.limits.max_images:
+                continue
+            blob = read_member(zf, img_path, cap)
+            kind = image_kind(blob)
+            if kind is None:
+                continue
+            ref = f"epub-images/{posixpath.basename(img_path)}"
+            stored[img_path] = ref
+            src_map[img_src] = ref
+            images.append(ParsedImage(ref=ref, data=blob, mime_type=kind[1]))
+        converted = html_to_markdown(html, src_map=src_map, main_only=False)
+        if converted.markdown.strip():
+            sections.append(converted.markdown.strip())
+    zf.close()
+    markdown = "\n\n".join(sections)
+    if title and not markdown.startswith("# "):
+        markdown = f"# {title}\n\n{markdown}"
+    return ReadResult(markdown=markdown + "\n", title=title, images=images)

@@ -1,0 +1,345 @@
+"""ImageResolver (WeKnora `D/image_resolver.go`): finds every image a parse left in the Markdown
+(data URIs in Markdown and HTML, bare base64 runs, parser refs, remote URLs), drops icons, stores the
+rest through `save(data, ext) -> url` once per content, and rewrites the Markdown to the stored URLs."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from ..net.client import FetchError, SafeHttpClient
+from ..ports import ParsedImage
+from .base import image_kind
+
+MAX_IMAGE_BYTES = 10 * 1024 * 1024
+MAX_IMAGES_PER_PASS = 30
+ICON_MAX_SIDE = 64
+ICON_UNDECODABLE_BYTES = 512
+REMOTE_TIMEOUT_S = 15.0
+REMOTE_MAX_REDIRECTS = 5
+
+_LINKED_IMAGE = re.compile(r"\[(!\[[^\]\n]*\]\([^)\n]*\))\]\([^)\n]*\)")
+_HTML_IMG = re.compile(r"<img\b[^>]*?\bsrc\s*=\s*([\"'])(.*?)\1[^>]*>", re.IGNORECASE | re.DOTALL)
+_HTML_ALT = re.compile(r"\balt\s*=\s*([\"'])(.*?)\1", re.IGNORECASE | re.DOTALL)
+_DATA_URI = re.compile(r"data:(image/[\w.+-]+)?(?:;[\w=.-]+)*;base64,([A-Za-z0-9+/=_\-\s]*)", re.IGNORECASE)
+_BARE_DATA_URI = re.compile(r"data:image/[\w.+-]+;base64,([A-Za-z0-9+/_-]{100,}={0,2})", re.IGNORECASE)
+_BARE_BASE64 = re.compile(r"base64,([A-Za-z0-9+/]{200,}={0,2})")
+_EXT_BY_MIME = {
+    "image/png": "png",
+    "image/jpeg": "jpg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+    "image/bmp": "bmp",
+    "image/tiff": "tiff",
+}
+SaveFn = Callable[[bytes, str], str]
+
+
+@dataclass
+class StoredImage:
+    url: str
+    original_ref: str
+    mime_type: str
+    page: int | None = None
+    width: int | None = None
+    height: int | None = None
+    tag: str = ""
+    is_original: bool = False
+
+
+@dataclass
+class ResolvedImages:
+    markdown: str
+    images: list[StoredImage] = field(default_factory=list)
+    dropped_icons: int = 0
+    dropped_over_limit: int = 0
+    failed: int = 0
+
+
+@dataclass
+class MdImage:
+    start: int
+    end: int
+    alt: str
+    dest: str
+    title: str
+
+
+def decode_base64(payload: str) -> bytes | None:
+    """Lenient: whitespace ignored, padding repaired, URL-safe alphabet accepted."""
+    text = re.sub(r"\s+", "", payload)
+    if not text:
+        return None
+    text += "=" * (-len(text) % 4)
+    try:
+        if "-" in text or "_" in text:
+            return base64.urlsafe_b64decode(text)
+        return base64.b64decode(text)
+    except (binascii.Error, ValueError):
+        try:
+            return base64.b64decode(text.rstrip("=")[: len(text.rstrip("=")) // 4 * 4])
+        except (binascii.Error, ValueError):
+            return None
+
+
+def _skip_ws(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\n":
+        i += 1
+    return i
+
+
+def iter_markdown_images(text: str) -> Iterator[MdImage]:
+    """CommonMark-style inline images: `<dest>`, balanced parentheses, backslash escapes, titles."""
+    pos = 0
+    n = len(text)
+    while True:
+        start = text.find("![", pos)
+        if start < 0:
+            return
+        i = start + 2
+        depth = 1
+        while i < n and depth:
+            ch = text[i]
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == "[":
+                depth += 1
+            elif ch == "]":
+                depth -= 1
+            elif ch == "\n" and i + 1 < n and text[i + 1] == "\n":
+                break
+            i += 1
+        if depth or i >= n or text[i] != "(":
+            pos = start + 2
+            continue
+        alt = text[start + 2 : i - 1]
+        i = _skip_ws(text, i + 1)
+        dest_chars: list[str] = []
+        if text.startswith("data:", i):
+            m = _DATA_URI.match(text, i)
+            if m:
+                dest_chars.append(m.group(0).rstrip())
+                i = m.end()
+                while i > 0 and text[i - 1] in " \t\n" and i - 1 >= m.start():
+                    i -= 1
+        elif i < n and text[i] == "<":
+            close = text.find(">", i + 1)
+            if close < 0 or "\n" in text[i + 1 : close]:
+                pos = start + 2
+                continue
+            dest_chars.append(text[i + 1 : close])
+            i = close + 1
+        else:
+            parens = 0
+            while i < n:
+                ch = text[i]
+                if ch == "\\" and i + 1 < n and text[i + 1] in "()\\ ":
+                    dest_chars.append(text[i + 1])
+                    i += 2
+                    continue
+                if ch in " \t\n":
+                    break
+                if ch == "(":
+                    parens += 1
+                elif ch == ")":
+                    if parens == 0:
+                        break
+                    parens -= 1
+                dest_chars.append(ch)
+                i += 1
+        i = _skip_ws(text, i)
+        title = ""
+        if i < n and text[i] in "\"'(":
+            closer = ")" if text[i] == "(" else text[i]
+            close = text.find(closer, i + 1)
+            if close < 0:
+                pos = start + 2
+                continue
+            title = text[i + 1 : close]
+            i = _skip_ws(text, close + 1)
+        if i >= n or text[i] != ")":
+            pos = start + 2
+            continue
+        yield MdImage(start, i + 1, alt, "".join(dest_chars), title)
+        pos = i + 1
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            return int(img.width), int(img.height)
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+        return None
+
+
+class ImageResolver:
+    def __init__(
+        self,
+        save: SaveFn,
+        *,
+        http: SafeHttpClient | None = None,
+        fetch_remote: bool = True,
+        max_bytes: int = MAX_IMAGE_BYTES,
+        max_images: int = MAX_IMAGES_PER_PASS,
+        keep_url_hosts: Sequence[str] = (),
+    ) -> None:
+        self.save = save
+        self.http = http
+        self.fetch_remote = fetch_remote
+        self.max_bytes = max_bytes
+        self.max_images = max_images
+        self.keep_url_hosts = tuple(h.lower() for h in keep_url_hosts)
+        self.saved_by_hash: dict[str, str] = {}  # content hash → URL, kept across passes
+
+    def resolve(self, markdown: str, images: Sequence[ParsedImage] = ()) -> ResolvedImages:
+        run = _Run(self, images)
+        text = _LINKED_IMAGE.sub(lambda m: m.group(1), markdown)
+        text = run.markdown_images(text, data_only=True)
+        text = run.html_images(text, data_only=True)
+        text = _BARE_DATA_URI.sub(
+            lambda m: run.replace_bytes(decode_base64(m.group(1)), "", "data-uri"), text
+        )
+        text = _BARE_BASE64.sub(run.bare_base64, text)
+        text = run.markdown_images(text, data_only=False)
+        text = run.html_images(text, data_only=False)
+        run.result.markdown = re.sub(r"\n{3,}", "\n\n", text)
+        return run.result
+
+
+class _Run:
+    """State of one resolve pass: the save cache, the per-pass budget and the result."""
+
+    def __init__(self, resolver: ImageResolver, images: Sequence[ParsedImage]) -> None:
+        self.r = resolver
+        self.by_ref = {img.ref: img for img in images}
+        self.by_hash = resolver.saved_by_hash
+        self.saved = 0
+        self.result = ResolvedImages(markdown="")
+
+    # -- storing
+
+    def store(self, data: bytes, ref: str, parsed: ParsedImage | None = None) -> str | None:
+        """The stored URL, or None when the image is dropped (icon, too big, over budget, undecodable)."""
+        original = bool(parsed and parsed.is_original)
+        if len(data) > self.r.max_bytes:
+            self.result.dropped_over_limit += 1
+            return None
+        kind = image_kind(data)
+        size = image_size(data)
+        if not original:
+            if size is None:
+                if len(data) < ICON_UNDECODABLE_BYTES or kind is None:
+                    self.result.dropped_icons += 1
+                    return None
+            elif size[0] < ICON_MAX_SIDE and size[1] < ICON_MAX_SIDE:
+                self.result.dropped_icons += 1
+                return None
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in self.by_hash:
+            return self.by_hash[digest]
+        if self.saved >= self.r.max_images:
+            self.result.dropped_over_limit += 1
+            return None
+        ext, mime = kind if kind else ("bin", parsed.mime_type if parsed else "application/octet-stream")
+        url = self.r.save(data, "." + ext)
+        self.saved += 1
+        self.by_hash[digest] = url
+        self.result.images.append(
+            StoredImage(
+                url=url,
+                original_ref=ref,
+                mime_type=mime,
+                page=parsed.page if parsed else None,
+                width=size[0] if size else None,
+                height=size[1] if size else None,
+                tag=parsed.tag if parsed else "",
+                is_original=original,
+            )
+        )
+        return url
+
+    def replace_bytes(self, data: bytes | None, alt: str, ref: str) -> str:
+        if data is None:
+            self.result.failed += 1
+            return ""
+        url = self.store(data, ref)
+        return f"![{alt}]({url})" if url else ""
+
+    def bare_base64(self, m: re.Match[str]) -> str:
+        data = decode_base64(m.group(1))
+        if data is None or image_kind(data[:16]) is None:
+            return m.group(0)
+        return self.replace_bytes(data, "", "base64")
+
+    def fetch(self, url: str) -> bytes | None:
+        if not self.r.fetch_remote or self.r.http is None:
+            return None
+        try:
+            resp = self.r.http.get(url, headers={"Accept": "image/*"})
+        except FetchError:
+            self.result.failed += 1
+            return None
+        if not (resp.content_type.startswith("image/") or image_kind(resp.body[:16])):
+            self.result.failed += 1
+            return None
+        return resp.body
+
+    # -- rewriting
+
+    def target(self, dest: str, alt: str) -> str | None:
+        """Replacement Markdown for an image destination; None leaves the original text as it is."""
+        if dest.startswith("data:"):
+            m = _DATA_URI.match(dest)
+            return self.replace_bytes(decode_base64(m.group(2)) if m else None, alt, "data-uri")
+        parsed = self.by_ref.get(dest)
+        if parsed is not None:
+            url = self.store(parsed.data, dest, parsed)
+            return f"![{alt}]({url})" if url else ""
+        if dest.startswith(("http://", "https://")):
+            host = (urlsplit(dest).hostname or "").lower()
+            if any(host == h or host.endswith("." + h) for h in self.r.keep_url_hosts):
+                return None
+            if self.r.http is None or not self.r.fetch_remote:
+                return None
+            data = self.fetch(dest)
+            if data is None:
+                return None
+            url = self.store(data, dest)
+            return f"![{alt}]({url})" if url else ""
+        return None
+
+    def markdown_images(self, text: str, *, data_only: bool) -> str:
+        out: list[str] = []
+        last = 0
+        for img in iter_markdown_images(text):
+            if data_only != img.dest.startswith("data:"):
+                continue
+            replacement = self.target(img.dest, img.alt)
+            if replacement is None:
+                continue
+            out.append(text[last : img.start])
+            out.append(replacement)
+            last = img.end
+        out.append(text[last:])
+        return "".join(out)
+
+    def html_images(self, text: str, *, data_only: bool) -> str:
+        def sub(m: re.Match[str]) -> str:
+            src = m.group(2).strip()
+            if data_only != src.startswith("data:"):
+                return m.group(0)
+            alt_m = _HTML_ALT.search(m.group(0))
+            alt = alt_m.group(2).replace("]", "") if alt_m else ""
+            replacement = self.target(src, alt)
+            return m.group(0) if replacement is None else replacement
+
+        return _HTML_IMG.sub(sub, text)

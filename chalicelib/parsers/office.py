@@ -1,0 +1,388 @@
+"""Office formats: docx (python-docx, images put back in place), pptx with speaker notes (python-pptx),
+xlsx/xls with every sheet (python-calamine), and doc/ppt through LibreOffice when it is installed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from ..ports import ParsedImage, ReadRequest, ReadResult
+from .base import ParseContext, image_kind, markdown_table, open_zip_checked, parse_failed, unsupported
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+_R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+_V = "{urn:schemas-microsoft-com:vml}"
+_DOCX_TEXT_TAGS = {
+    f"{_W}t",
+    f"{_W}tab",
+    f"{_W}br",
+    f"{_W}cr",
+    f"{_A}blip",
+    f"{_V}imagedata",
+    f"{_W}noBreakHyphen",
+}
+
+
+# ---------------------------------------------------------------- docx
+
+
+class _DocxImages:
+    def __init__(self, part: Any, limit: int) -> None:
+        self.part = part
+        self.limit = limit
+        self.images: list[ParsedImage] = []
+        self.by_rid: dict[str, str] = {}
+
+    def ref(self, rid: str) -> str | None:
+        if rid in self.by_rid:
+            return self.by_rid[rid]
+        if len(self.images) >= self.limit:
+            return None
+        try:
+            blob = self.part.related_parts[rid].blob
+        except (KeyError, AttributeError):
+            return None
+        kind = image_kind(blob)
+        if kind is None:  # EMF/WMF and other vector formats cannot be shown or OCR'd
+            return None
+        ref = f"docx-image-{len(self.images) + 1}.{kind[0]}"
+        self.images.append(ParsedImage(ref=ref, data=blob, mime_type=kind[1]))
+        self.by_rid[rid] = ref
+        return ref
+
+
+def _docx_paragraph_text(p: Any, images: _DocxImages) -> str:
+    out: list[str] = []
+    for el in p.iter(*_DOCX_TEXT_TAGS):
+        tag = el.tag
+        if tag == f"{_W}t":
+            out.append(el.text or "")
+        elif tag == f"{_W}tab":
+            out.append("\t")
+        elif tag in (f"{_W}br", f"{_W}cr"):
+            out.append("\n")
+        elif tag == f"{_W}noBreakHyphen":
+            out.append("-")
+        else:
+            rid = el.get(f"{_R}embed") or el.get(f"{_R}id")
+            ref = images.ref(rid) if rid else None
+            if ref:
+                out.append(f" ![]({ref}) ")
+    return "".join(out).strip()
+
+
+def _docx_heading_levels(document: Any) -> dict[str, int]:
+    levels: dict[str, int] = {}
+    for style in document.styles:
+        name = (getattr(style, "name", "") or "").lower()
+        sid = getattr(style, "style_id", None)
+        if not sid:
+            continue
+        if name == "title":
+            levels[sid] = 1
+        elif name.startswith("heading ") and name[8:].strip().isdigit():
+            levels[sid] = min(int(name[8:].strip()), 6)
+    return levels
+
+
+def _docx_table(tbl: Any, parent: Any, images: _DocxImages) -> str:
+    from docx.table import Table
+
+    table = Table(tbl, parent)
+    rows: list[list[str]] = []
+    for row in table.rows:
+        cells: list[str] = []
+        for cell in row.cells:  # merged cells repeat the same cell: WeKnora fills merged cells
+            text = "\n".join(_docx_paragraph_text(p, images) for p in cell._tc.iter(f"{_W}p"))
+            cells.append(text.strip())
+        rows.append(cells)
+    return markdown_table(rows)
+
+
+def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+
+    open_zip_checked(request.data, ctx.limits, "Word").close()
+    try:
+        document = docx.Document(io.BytesIO(request.data))
+    except (PackageNotFoundError, KeyError, ValueError, SyntaxError) as exc:
+        raise parse_failed("The Word file is damaged or not a .docx document.") from exc
+    except Exception as exc:  # lxml and zip raise many types on damaged parts
+        raise parse_failed(f"The Word file could not be read ({type(exc).__name__}).") from exc
+    levels = _docx_heading_levels(document)
+    images = _DocxImages(document.part, ctx.limits.max_images)
+    blocks: list[str] = []
+    body = document.element.body
+    title = ""
+    for child in body.iterchildren():
+        tag = child.tag
+        if tag == f"{_W}p":
+            text = _docx_paragraph_text(child, images)
+            if not text:
+                continue
+            ppr = child.find(f"{_W}pPr")
+            style_el = ppr.find(f"{_W}pStyle") if ppr is not None else None
+            style_id = style_el.get(f"{_W}val") if style_el is not None else None
+            level = levels.get(style_id or "")
+            if level:
+                blocks.append(f"{'#' * level} {' '.join(text.split())}")
+                title = title or text
+            elif ppr is not None and ppr.find(f"{_W}numPr") is not None:
+                ilvl_el = ppr.find(f"{_W}numPr/{_W}ilvl")
+                depth = int(ilvl_el.get(f"{_W}val") or 0) if ilvl_el is not None else 0
+                blocks.append(f"{'  ' * min(depth, 8)}- {text}")
+            else:
+                blocks.append(text)
+        elif tag == f"{_W}tbl":
+            table = _docx_table(child, document._body, images)
+            if table:
+                blocks.append(table)
+        elif tag == f"{_W}sdt":  # content controls (tables of contents, cover pages)
+            for p in child.iter(f"{_W}p"):
+                text = _docx_paragraph_text(p, images)
+                if text:
+                    blocks.append(text)
+    markdown = _join_blocks(blocks)
+    return ReadResult(markdown=markdown, images=images.images, title=title.strip()[:300])
+
+
+def _join_blocks(blocks: list[str]) -> str:
+    out: list[str] = []
+    for block in blocks:
+        is_item = block.lstrip().startswith("- ")
+        if out and is_item and out[-1].lstrip().startswith("- "):
+            out[-1] += "\n" + block
+        else:
+            out.append(block)
+    return "\n\n".join(out).strip() + "\n" if out else ""
+
+
+# ---------------------------------------------------------------- pptx
+
+
+def _iter_shapes(shapes: Any) -> Iterator[Any]:
+    for shape in shapes:
+        if getattr(shape, "shape_type", None) == 6 and hasattr(shape, "shapes"):  # group
+            yield from _iter_shapes(shape.shapes)
+        else:
+            yield shape
+
+
+def _own_offset(shape: Any) -> tuple[int, int] | None:
+    """The shape's own position; None for placeholders that inherit it (resolving that is slow)."""
+    off = shape._element.find(f".//{_A}xfrm/{_A}off")
+    if off is None:
+        return None
+    return int(off.get("y") or 0), int(off.get("x") or 0)
+
+
+_P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+
+
+def _is_title(shape: Any) -> bool:
+    ph = shape._element.find(f"./{_P}nvSpPr/{_P}nvPr/{_P}ph")
+    return ph is not None and ph.get("type") in ("title", "ctrTitle")
+
+
+def _reading_order(shapes: list[Any]) -> list[Any]:
+    """Top-to-bottom, left-to-right; a shape without its own position stays after the one before it."""
+    keyed: list[tuple[tuple[int, int], int, Any]] = []
+    last = (-1, -1)
+    for i, shape in enumerate(shapes):
+        last = _own_offset(shape) or last
+        keyed.append((last, i, shape))
+    keyed.sort(key=lambda t: (t[0], t[1]))
+    return [shape for _key, _i, shape in keyed]
+
+
+def parse_pptx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+    from pptx import Presentation
+    from pptx.exc import PackageNotFoundError
+
+    open_zip_checked(request.data, ctx.limits, "PowerPoint").close()
+    try:
+        prs = Presentation(io.BytesIO(request.data))
+    except (PackageNotFoundError, KeyError, ValueError, SyntaxError) as exc:
+        raise parse_failed("The PowerPoint file is damaged or not a .pptx presentation.") from exc
+    except Exception as exc:
+        raise parse_failed(f"The PowerPoint file could not be read ({type(exc).__name__}).") from exc
+    parts: list[str] = []
+    images: list[ParsedImage] = []
+    seen_images: dict[str, str] = {}
+    title = ""
+    for number, slide in enumerate(prs.slides, start=1):
+        lines = [f"<!-- Slide number: {number} -->"]
+        shapes = _reading_order(list(_iter_shapes(slide.shapes)))
+        for shape in shapes:
+            if _is_title(shape):
+                text = " ".join((shape.text_frame.text or "").split()) if shape.has_text_frame else ""
+                if text:
+                    lines.append(f"# {text}")
+                    title = title or text
+                continue
+            if getattr(shape, "has_table", False) and shape.has_table:
+                rows = [[cell.text for cell in row.cells] for row in shape.table.rows]
+                lines.append(markdown_table(rows))
+                continue
+            if getattr(shape, "shape_type", None) == 13 and len(images) < ctx.limits.max_images:  # picture
+                try:
+                    blob = shape.image.blob
+                except (AttributeError, KeyError, ValueError):
+                    continue
+                kind = image_kind(blob)
+                if kind is None:
+                    continue
+                key = shape.image.sha1
+                if key not in seen_images:
+                    ref = f"pptx-image-{len(images) + 1}.{kind[0]}"
+                    seen_images[key] = ref
+                    images.append(ParsedImage(ref=ref, data=blob, mime_type=kind[1], page=number))
+                alt = (shape.name or "").replace("]", "")
+                lines.append(f"![{alt}]({seen_images[key]})")
+                continue
+            if shape.has_text_frame:
+                for para in shape.text_frame.paragraphs:
+                    text = "".join(run.text for run in para.runs) or para.text
+                    text = text.strip()
+                    if text:
+                        lines.append(f"{'  ' * min(para.level - 1, 6)}- {text}" if para.level else text)
+        if slide.has_notes_slide:
+            notes = slide.notes_slide.notes_text_frame
+            if notes is not None and notes.text.strip():
+                lines.append("### Notes:\n" + notes.text.strip())
+        parts.append("\n\n".join(lines))
+    markdown = "\n\n".join(parts).strip()
+    return ReadResult(
+        markdown=markdown + "\n" if markdown else "",
+        images=images,
+        title=title[:300],
+        metadata={"slides": len(parts)},
+    )
+
+
+# ---------------------------------------------------------------- xlsx / xls
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ").removesuffix(" 00:00:00")
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return str(value)
+    return str(value).strip()
+
+
+def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+    """Every sheet; each row becomes `header: value, …` (WeKnora's builtin Excel reader)."""
+    from python_calamine import CalamineWorkbook
+
+    if request.file_type == "xlsx":
+        open_zip_checked(request.data, ctx.limits, "Excel").close()
+    header_mode = ctx.options.get("xlsx_first_row_as_header", True) is not False
+    try:
+        workbook = CalamineWorkbook.from_filelike(io.BytesIO(request.data))
+    except Exception as exc:  # calamine raises its own error types for damaged workbooks
+        raise parse_failed(f"The spreadsheet is damaged or unreadable ({str(exc)[:120]}).") from exc
+    budget = ctx.limits.max_sheet_cells
+    sections: list[str] = []
+    try:
+        for name in workbook.sheet_names:
+            try:
+                sheet = workbook.get_sheet_by_name(name)
+            except Exception:  # chart sheets and other non-grid sheets
+                continue
+            cells = sheet.height * sheet.width
+            budget -= cells
+            if budget < 0:
+                raise parse_failed(
+                    f"The spreadsheet has more than {ctx.limits.max_sheet_cells:,} cells (sheet '{name}' has "
+                    f"{sheet.height:,} rows × {sheet.width:,} columns); split it into smaller files."
+                )
+            rows = [[_cell(v) for v in row] for row in sheet.to_python(skip_empty_area=True)]
+            rows = [r for r in rows if any(r)]
+            if not rows:
+                continue
+            lines = [f"## {name}"]
+            if header_mode and len(rows) > 1:
+                header = [h or f"col{i + 1}" for i, h in enumerate(rows[0])]
+                body = rows[1:]
+            else:
+                header = [f"col{i + 1}" for i in range(max(len(r) for r in rows))]
+                body = rows
+            for row in body:
+                pairs = [
+                    f"{header[i] if i < len(header) else f'col{i + 1}'}: {v}" for i, v in enumerate(row) if v
+                ]
+                lines.append(", ".join(pairs))
+            sections.append("\n".join(lines))
+    finally:
+        workbook.close()
+    markdown = "\n\n".join(sections)
+    return ReadResult(markdown=markdown + "\n" if markdown else "", metadata={"sheets": len(sections)})
+
+
+# ---------------------------------------------------------------- LibreOffice (doc, ppt)
+
+_SOFFICE_LOCK = threading.Lock()  # one profile, one instance at a time
+LEGACY_TARGET = {"doc": "docx", "ppt": "pptx", "xls": "xlsx"}
+
+
+def soffice_path() -> str | None:
+    return shutil.which("soffice") or shutil.which("libreoffice")
+
+
+def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> bytes:
+    """Converts doc/ppt/xls bytes to their OOXML twin with a headless LibreOffice."""
+    binary = soffice_path()
+    target = LEGACY_TARGET[source_type]
+    if binary is None:
+        raise unsupported(
+            f".{source_type} files need LibreOffice, which is not installed on this server; save the file as "
+            f".{target} and upload it again."
+        )
+    with _SOFFICE_LOCK, tempfile.TemporaryDirectory(prefix="weknora-lo-") as tmp:
+        src = os.path.join(tmp, f"input.{source_type}")
+        with open(src, "wb") as fh:
+            fh.write(data)
+        profile = f"file://{tmp}/profile"
+        cmd = [
+            binary,
+            f"-env:UserInstallation={profile}",
+            "--headless",
+            "--norestore",
+            "--nolockcheck",
+            "--convert-to",
+            target,
+            "--outdir",
+            os.path.join(tmp, "out"),
+            src,
+        ]
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, timeout=timeout, check=False, env={**os.environ, "HOME": tmp}
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise parse_failed(
+                f"Converting the .{source_type} file took longer than {int(timeout)} s."
+            ) from exc
+        out = os.path.join(tmp, "out", f"input.{target}")
+        if proc.returncode != 0 or not os.path.exists(out):
+            raise parse_failed(
+                f"The .{source_type} file is damaged or could not be converted by LibreOffice."
+            )
+        with open(out, "rb") as fh:
+            return fh.read()

@@ -1,0 +1,347 @@
+"""PDF with pypdfium2 (WeKnora `DR/parser/pdf`): per-page scanned detection, scanned pages rendered to
+JPEG (and OCR'd when an engine is given), native pages as text with repeating headers/footers removed,
+and large figures kept as images."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import io
+import itertools
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..domain.errors import PermanentStageError
+from ..ports import ParsedImage, ReadRequest, ReadResult
+from .base import ParseContext, parse_failed
+
+PDFIUM_LOCK = threading.Lock()  # pdfium is not thread-safe
+SCAN_DPI = 200
+SCAN_MAX_PX = 2000
+SCAN_JPEG_QUALITY = 85
+FIGURE_MIN_PX = 80
+FIGURE_MIN_AREA = 0.01
+FIGURE_REPEAT_SHARE = 0.5
+_DIGITS = re.compile(r"\d+")
+_SPACES = re.compile(r"[ \t\u00a0]+")
+
+
+@dataclass
+class _Page:
+    index: int
+    text: str = ""
+    scanned: bool = False
+    figures: list[tuple[int, str]] = field(default_factory=list)  # (object index, content key)
+
+
+def _open(data: bytes, password: str | None) -> object:
+    import pypdfium2 as pdfium
+
+    try:
+        return pdfium.PdfDocument(data, password=password)
+    except pdfium.PdfiumError as exc:
+        text = str(exc).lower()
+        if "password" in text:
+            raise parse_failed(
+                "The PDF is password-protected; remove the password (or give it in the options) and upload "
+                "it again."
+            ) from exc
+        raise parse_failed("The PDF is damaged or truncated and cannot be opened.") from exc
+
+
+def _image_coverage(page: object, objs: list[object]) -> float:
+    width, height = page.get_size()  # type: ignore[attr-defined]
+    area = max(width * height, 1.0)
+    covered = 0.0
+    for obj in objs:
+        left, bottom, right, top = obj.get_bounds()  # type: ignore[attr-defined]
+        left, right = max(0.0, left), min(width, right)
+        bottom, top = max(0.0, bottom), min(height, top)
+        if right > left and top > bottom:
+            covered += (right - left) * (top - bottom)
+    return min(covered / area, 1.0)
+
+
+@dataclass
+class _Line:
+    text: str
+    size: float = 0.0  # font size of the line's first character (0 when unknown)
+    base: float = 0.0  # baseline y of that character (PDF units, grows upwards)
+    x: float = 0.0
+    hidden: bool = False  # drawn with the invisible text render mode
+
+
+_LINE = re.compile(r"[^\r\n]+")
+_TOC_LINE = re.compile(r"(\.\s?){3,}\s*[\divxlc]+$|\s\d{1,4}$")
+_BULLET = re.compile(r"^[•◦▪‣∙·●○■□–]\s*")
+
+
+def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
+    """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph."""
+    raw = textpage.get_text_range()
+    structured = len(raw) == textpage.count_chars()  # char indexes line up with string offsets
+    lines: list[_Line] = []
+    x, y = ctypes.c_double(), ctypes.c_double()
+    for m in _LINE.finditer(raw):
+        text = _SPACES.sub(" ", m.group()).strip().replace("\x02", "-").replace("\ufffe", "-")
+        if not text:
+            continue
+        line = _Line(text)
+        if structured:
+            idx = m.start() + len(m.group()) - len(m.group().lstrip())
+            line.size = round(float(pdfium_c.FPDFText_GetFontSize(textpage.raw, idx)), 1)
+            if pdfium_c.FPDFText_GetCharOrigin(textpage.raw, idx, ctypes.byref(x), ctypes.byref(y)):
+                line.base, line.x = y.value, x.value
+            obj = pdfium_c.FPDFText_GetTextObject(textpage.raw, idx)
+            if obj:
+                line.hidden = (
+                    pdfium_c.FPDFTextObj_GetTextRenderMode(obj) == pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
+                )
+        lines.append(line)
+    return lines
+
+
+def _edge_key(line: _Line) -> str:
+    return _DIGITS.sub("#", line.text)
+
+
+def _body_size(pages: list[list[_Line]]) -> float:
+    weight: Counter[float] = Counter()
+    for lines in pages:
+        for ln in lines:
+            if ln.size > 0:
+                weight[ln.size] += len(ln.text)
+    return weight.most_common(1)[0][0] if weight else 0.0
+
+
+def _repeating_lines(pages: list[list[_Line]]) -> set[str]:
+    """Normalised first/last lines that repeat on at least half the pages (running headers, footers).
+    Lines set larger than the body text are headings, never running headers."""
+    if len(pages) < 3:
+        return set()
+    body = _body_size(pages)
+    counts: Counter[str] = Counter()
+    for lines in pages:
+        edge = [ln for ln in lines[:2] + lines[-2:] if not (body and ln.size > body * 1.15)]
+        counts.update({_edge_key(ln) for ln in edge})
+    threshold = max(2, len(pages) // 2)
+    return {key for key, n in counts.items() if n >= threshold and len(key) < 120}
+
+
+def _strip_repeating(lines: list[_Line], repeating: set[str]) -> list[_Line]:
+    if not repeating or not lines:
+        return lines
+    edges = {0, 1, len(lines) - 1, len(lines) - 2}
+    body = _body_size([lines])
+    return [
+        ln
+        for i, ln in enumerate(lines)
+        if not (i in edges and _edge_key(ln) in repeating and not (body and ln.size > body * 1.15))
+    ]
+
+
+def _heading_levels(pages: list[list[_Line]]) -> dict[float, int]:
+    """Font sizes clearly above the body size → heading levels 1-3 (largest first)."""
+    weight: Counter[float] = Counter()
+    for lines in pages:
+        for ln in lines:
+            if ln.size > 0:
+                weight[ln.size] += len(ln.text)
+    if not weight:
+        return {}
+    body = weight.most_common(1)[0][0]
+    total = sum(weight.values())
+    sizes = sorted((s for s in weight if s >= body * 1.15 and weight[s] < total * 0.3), reverse=True)
+    return {size: min(i + 1, 3) for i, size in enumerate(sizes)}
+
+
+def _join(prev: str, nxt: str) -> str:
+    if prev.endswith("-") and nxt[:1].islower() and len(prev) > 1 and prev[-2].isalpha():
+        return prev[:-1] + nxt  # a word broken at the line end
+    return f"{prev} {nxt}"
+
+
+def _page_markdown(lines: list[_Line], levels: dict[float, int]) -> str:
+    """Lines → paragraphs (split on size changes and wide line gaps), headings promoted by font size."""
+    pitches = sorted(
+        a.base - b.base
+        for a, b in itertools.pairwise(lines)
+        if a.size and abs(a.size - b.size) < 0.3 and 0 < a.base - b.base < 3 * a.size
+    )
+    pitch = pitches[(len(pitches) - 1) // 2] if pitches else 0.0  # lower median: few lines, gaps skew up
+    blocks: list[tuple[int, str]] = []  # (heading level or 0, text)
+    prev: _Line | None = None
+    for line in lines:
+        level = levels.get(line.size, 0)
+        bullet = _BULLET.match(line.text)
+        gap = prev.base - line.base if prev is not None else 0.0
+        same = (
+            prev is not None
+            and blocks
+            and not _TOC_LINE.search(prev.text)
+            and not bullet
+            and abs(prev.size - line.size) < 0.3
+            and pitch > 0
+            and 0 < gap <= pitch * 1.35
+            and (level == 0 or len(blocks[-1][1]) < 150)
+        )
+        if same:
+            blocks[-1] = (blocks[-1][0], _join(blocks[-1][1], line.text))
+        else:
+            text = "- " + line.text[bullet.end() :] if bullet else line.text
+            blocks.append((level, text))
+        prev = line
+    out: list[str] = []
+    for level, text in blocks:
+        if level and len(text) <= 150 and any(ch.isalpha() for ch in text):
+            out.append(f"{'#' * level} {text}")
+        else:
+            out.append(text)
+    return "\n\n".join(out)
+
+
+def _render_page(page: object) -> bytes:
+    width, height = page.get_size()  # type: ignore[attr-defined]
+    scale = SCAN_DPI / 72.0
+    longest = max(width, height) * scale
+    if longest > SCAN_MAX_PX:
+        scale *= SCAN_MAX_PX / longest
+    bitmap = page.render(scale=scale)  # type: ignore[attr-defined]
+    image = bitmap.to_pil().convert("RGB")
+    buf = io.BytesIO()
+    image.save(buf, format="JPEG", quality=SCAN_JPEG_QUALITY)
+    return buf.getvalue()
+
+
+def _figure_png(obj: object) -> bytes | None:
+    try:
+        image = obj.get_bitmap(render=False).to_pil()  # type: ignore[attr-defined]
+    except Exception:  # undecodable image streams are skipped, not fatal
+        return None
+    if image.mode not in ("RGB", "RGBA", "L"):
+        image = image.convert("RGB")
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def parse_pdf(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+    import pypdfium2.raw as pdfium_c
+
+    force_scanned = bool(ctx.options.get("pdf_force_scanned"))
+    password = ctx.options.get("pdf_password") or None
+    with PDFIUM_LOCK:
+        pdf = _open(request.data, password)
+        try:
+            return _parse_open(pdf, request, ctx, force_scanned, pdfium_c)
+        finally:
+            pdf.close()  # type: ignore[attr-defined]
+
+
+def _parse_open(
+    pdf: object, request: ReadRequest, ctx: ParseContext, force_scanned: bool, pdfium_c: Any
+) -> ReadResult:
+    image_type = pdfium_c.FPDF_PAGEOBJ_IMAGE
+    n_pages = len(pdf)  # type: ignore[arg-type]
+    if n_pages == 0:
+        raise parse_failed("The PDF has no pages.")
+    if n_pages > ctx.limits.max_pages:
+        raise parse_failed(f"The PDF has {n_pages} pages; the limit is {ctx.limits.max_pages}.")
+    pages: list[_Page] = []
+    page_lines: list[list[_Line]] = []
+    figure_pages: dict[str, set[int]] = {}
+    for i in range(n_pages):
+        info = _Page(i)
+        lines: list[_Line] = []
+        try:
+            page = pdf[i]  # type: ignore[index]
+            textpage = page.get_textpage()
+            lines = _page_lines(textpage, pdfium_c)
+            textpage.close()
+            objs = list(page.get_objects(filter=(image_type,), max_depth=4))
+            coverage = _image_coverage(page, objs)
+            chars = sum(len(ln.text) for ln in lines)
+            info.scanned = (
+                force_scanned or (coverage >= 0.5 and chars < 200) or (chars < 10 and coverage >= 0.1)
+            )
+            if info.scanned:
+                lines = []
+            elif coverage < 0.5:
+                # Invisible text over a page image is its OCR layer (kept); anywhere else it is hidden text.
+                lines = [ln for ln in lines if not ln.hidden]
+            if not info.scanned:
+                width, height = page.get_size()
+                for k, obj in enumerate(objs):
+                    w_px, h_px = obj.get_px_size()
+                    left, bottom, right, top = obj.get_bounds()
+                    share = (right - left) * (top - bottom) / max(width * height, 1.0)
+                    if w_px >= FIGURE_MIN_PX and h_px >= FIGURE_MIN_PX and share >= FIGURE_MIN_AREA:
+                        key = hashlib.sha1(obj.get_data(decode_simple=False)[:65536]).hexdigest()
+                        info.figures.append((k, key))
+                        figure_pages.setdefault(key, set()).add(i)
+            page.close()
+        except PermanentStageError:
+            raise
+        except Exception:  # WeKnora: any page error → treat the page as an image
+            info.scanned = True
+        pages.append(info)
+        page_lines.append(lines)
+
+    repeating = _repeating_lines([ln for p, ln in zip(pages, page_lines, strict=True) if not p.scanned])
+    page_lines = [_strip_repeating(lines, repeating) for lines in page_lines]
+    levels = _heading_levels(page_lines)
+    repeated_figures = {
+        k
+        for k, on in figure_pages.items()
+        if n_pages > 1 and len(on) >= max(2, n_pages * FIGURE_REPEAT_SHARE)
+    }
+    parts: list[str] = []
+    images: list[ParsedImage] = []
+    scanned_pages: list[int] = []
+    ocr = ctx.ocr if ctx.ocr is not None and ctx.ocr.available() else None
+    figures_kept = 0
+    for info, lines in zip(pages, page_lines, strict=True):
+        number = info.index + 1
+        if info.scanned:
+            scanned_pages.append(number)
+            page = pdf[info.index]  # type: ignore[index]
+            try:
+                jpeg = _render_page(page)
+            finally:
+                page.close()
+            ref = f"pdf-page-{number}.jpg"
+            text = ocr.recognize(jpeg).strip() if ocr is not None else ""
+            if text:
+                parts.append(text)
+            else:
+                parts.append(f"![page {number}]({ref})")
+                images.append(
+                    ParsedImage(ref=ref, data=jpeg, mime_type="image/jpeg", page=number, tag="scanned_pdf")
+                )
+            continue
+        text = _page_markdown(lines, levels)
+        keep = [(k, key) for k, key in info.figures if key not in repeated_figures]
+        if keep and figures_kept < ctx.limits.max_images:
+            page = pdf[info.index]  # type: ignore[index]
+            try:
+                objs = list(page.get_objects(filter=(image_type,), max_depth=4))
+                for k, _key in keep:
+                    if figures_kept >= ctx.limits.max_images or k >= len(objs):
+                        break
+                    png = _figure_png(objs[k])
+                    if png is None:
+                        continue
+                    figures_kept += 1
+                    ref = f"pdf-image-p{number}-{figures_kept}.png"
+                    images.append(ParsedImage(ref=ref, data=png, mime_type="image/png", page=number))
+                    text += f"\n\n![]({ref})"
+            finally:
+                page.close()
+        if text:
+            parts.append(text)
+    markdown = "\n\n".join(parts).strip()
+    metadata = {"pages": n_pages, "scanned_pages": scanned_pages, "ocr_engine": ocr.name if ocr else ""}
+    return ReadResult(markdown=markdown + "\n" if markdown else "", images=images, metadata=metadata)

@@ -1,0 +1,149 @@
+"""The DocReader: picks an engine per file type, sniffs the bytes, applies limits, falls back
+builtin → simple, and turns every failure into a stage error a user can read."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ..domain.errors import PermanentStageError, SpanErrorCode, StageError, TransientStageError
+from ..domain.filetypes import AUDIO_EXTENSIONS, IMPORTABLE_EXTENSIONS, file_type_of
+from ..ports import AsrEngine, OcrEngine, ReadRequest, ReadResult
+from .base import Limits, ParseContext, ParserEngine, parse_failed, resolve_file_type, sniff, unsupported
+from .engines import default_engine_for
+
+log = logging.getLogger(__name__)
+NO_SPEECH_TEXT = "[No speech was recognised in this audio file.]"
+FALLBACK_CHAIN = ("builtin", "simple")
+
+
+def engine_rules(options: Mapping[str, Any]) -> dict[str, str]:
+    """`parser_engine_rules` as {file_type: engine}; accepts a mapping or WeKnora's list of
+    {"file_types": [...], "engine": name} rules."""
+    raw = options.get("parser_engine_rules") or {}
+    rules: dict[str, str] = {}
+    if isinstance(raw, Mapping):
+        for key, value in raw.items():
+            if isinstance(value, str):
+                rules[str(key).lower().lstrip(".")] = value
+    elif isinstance(raw, list):
+        for rule in raw:
+            if not isinstance(rule, Mapping):
+                continue
+            engine = rule.get("engine") or rule.get("parser_engine")
+            types = rule.get("file_types") or rule.get("file_type") or []
+            for ft in [types] if isinstance(types, str) else types:
+                if isinstance(engine, str) and isinstance(ft, str):
+                    rules[ft.lower().lstrip(".")] = engine
+    return rules
+
+
+class EngineDocReader:
+    def __init__(
+        self,
+        catalog: dict[str, ParserEngine],
+        ocr: OcrEngine | None = None,
+        asr: AsrEngine | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.ocr = ocr
+        self.asr = asr
+        self.limits = limits or Limits()
+
+    def engines(self) -> list[dict[str, Any]]:
+        out = []
+        for engine in self.catalog.values():
+            available, reason = engine.availability()
+            out.append(
+                {
+                    "name": engine.name,
+                    "description": engine.description,
+                    "file_types": sorted(engine.file_types),
+                    "available": available,
+                    "reason": reason,
+                }
+            )
+        return out
+
+    def choose(self, file_type: str, requested: str, options: Mapping[str, Any]) -> tuple[ParserEngine, str]:
+        """(engine, note) — the note says why a fallback happened."""
+        wanted = requested or engine_rules(options).get(file_type) or default_engine_for(file_type)
+        notes: list[str] = []
+        for name in (wanted, *FALLBACK_CHAIN):
+            engine = self.catalog.get(name)
+            if engine is None:
+                notes.append(f"engine '{name}' is unknown")
+                continue
+            if file_type not in engine.file_types:
+                notes.append(f"engine '{name}' does not take .{file_type}")
+                continue
+            available, reason = engine.availability()
+            if not available:
+                notes.append(f"engine '{name}' is unavailable: {reason}")
+                continue
+            return engine, "; ".join(notes)
+        raise unsupported(f"No parser engine can read .{file_type} files.")
+
+    def read(self, request: ReadRequest) -> ReadResult:
+        options = dict(request.options or {})
+        limits = Limits.from_options(options) if "limits" in options else self.limits
+        file_type = (request.file_type or file_type_of(request.file_name)).lower().lstrip(".")
+        if file_type not in IMPORTABLE_EXTENSIONS:
+            raise unsupported(f"Files of type .{file_type or '(none)'} cannot be imported.")
+        if len(request.data) > limits.max_input_bytes:
+            raise parse_failed(f"The file is larger than {limits.max_input_bytes // (1024 * 1024)} MB.")
+        if file_type in AUDIO_EXTENSIONS:
+            family = sniff(request.data)
+            if family == "empty":
+                raise parse_failed("The file is empty.")
+            if family not in ("audio", "binary"):
+                raise unsupported(f"The file is named .{file_type} but does not contain audio.")
+            actual = file_type
+        else:
+            actual = resolve_file_type(request.data, file_type)
+        engine, note = self.choose(actual, request.engine, options)
+        ctx = ParseContext(ocr=self.ocr, asr=self.asr, limits=limits, options=options)
+        inner = ReadRequest(
+            data=request.data,
+            file_name=request.file_name,
+            file_type=actual,
+            engine=engine.name,
+            options=options,
+            url=request.url,
+        )
+        try:
+            result = engine.parse(inner, ctx)
+        except StageError:
+            raise
+        except MemoryError as exc:
+            raise parse_failed("The file needs more memory to parse than this worker allows.") from exc
+        except RecursionError as exc:
+            raise parse_failed("The file is nested too deeply to parse.") from exc
+        except (TimeoutError, ConnectionError) as exc:
+            raise TransientStageError(
+                f"The parser timed out or lost a connection: {exc}", code=SpanErrorCode.DOCREADER_UNAVAILABLE
+            ) from exc
+        except Exception as exc:  # a parser library failing on this input will fail the same way again
+            log.warning("parser %s failed on %s", engine.name, request.file_name, exc_info=True)
+            raise parse_failed(
+                f"The .{actual} file could not be parsed ({type(exc).__name__}: {str(exc)[:160]})."
+            ) from exc
+        if len(result.markdown) > limits.max_markdown_chars:
+            raise parse_failed("The document's text is larger than the allowed size.")
+        if result.is_audio and options.get("transcribe_audio") and self.asr is not None:
+            transcript = self.asr.transcribe(result.audio, request.file_name).strip()
+            result.markdown = transcript or NO_SPEECH_TEXT
+        if not result.markdown.strip() and not result.images and not result.is_audio:
+            raise PermanentStageError(
+                "No text could be extracted from the file (it may be empty or image-only).",
+                code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+            )
+        result.metadata.setdefault("engine", engine.name)
+        result.metadata.setdefault("file_type", actual)
+        if actual != file_type:
+            result.metadata["declared_file_type"] = file_type
+        if note:
+            result.metadata["engine_fallback"] = note
+        return result

@@ -1,0 +1,163 @@
+"""The `simple` engine (WeKnora's Go in-process reader): text verbatim, CSV as a Markdown table, JSON as
+structured Markdown, images and audio as placeholders carrying their bytes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from ..domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
+from ..ports import ParsedImage, ReadRequest, ReadResult
+from .base import ParseContext, image_kind, markdown_table, md_escape_cell, parse_failed, unsupported
+
+TEXT_TYPES = frozenset({"txt", "md", "markdown"})
+SIMPLE_TYPES = TEXT_TYPES | {"csv", "json"} | IMAGE_EXTENSIONS | AUDIO_EXTENSIONS
+AUDIO_PLACEHOLDER = "[audio: {name}]"
+MAX_JSON_DEPTH = 40
+
+
+def decode_text(data: bytes) -> str:
+    """Decodes text in any encoding: BOMs and UTF-8 first (fast path), then charset-normalizer."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:].decode("utf-8", errors="replace")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data[:2_000_000]).best()
+    encoding = best.encoding if best is not None else "latin-1"
+    return data.decode(encoding, errors="replace")
+
+
+def _text(data: bytes) -> str:
+    text = decode_text(data).replace("\r\n", "\n").replace("\r", "\n")
+    if "\x00" in text:
+        raise unsupported("The text file contains binary data; it does not look like text.")
+    return text
+
+
+def csv_to_markdown(text: str, max_cells: int) -> str:
+    sample = text[:65536]
+    try:
+        dialect: Any = csv.Sniffer().sniff(sample, delimiters=",;\t|")
+    except csv.Error:
+        dialect = csv.excel
+    rows: list[list[str]] = []
+    cells = 0
+    try:
+        for row in csv.reader(io.StringIO(text), dialect):
+            if not any(c.strip() for c in row):
+                continue
+            cells += len(row)
+            if cells > max_cells:
+                raise parse_failed(
+                    f"The CSV file has more than {max_cells:,} cells, which is over the limit."
+                )
+            rows.append(row)
+    except csv.Error as exc:
+        raise parse_failed(f"The CSV file is malformed: {exc}") from exc
+    return markdown_table(rows)
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _is_scalar(value: Any) -> bool:
+    return not isinstance(value, dict | list)
+
+
+def json_to_markdown(value: Any, depth: int = 0, level: int = 1) -> list[str]:
+    """Objects become headings (complex values) or `- **key**: value` bullets; lists of flat objects become
+    tables; other lists become bullet lists."""
+    if depth > MAX_JSON_DEPTH:
+        raise parse_failed("The JSON document is nested too deeply.")
+    out: list[str] = []
+    indent = "  " * max(0, depth - level + 1) if level > 6 else ""
+    if isinstance(value, dict):
+        for raw_key, item in value.items():
+            key = str(raw_key).replace("*", "\\*").replace("\n", " ")
+            if _is_scalar(item):
+                out.append(f"{indent}- **{key}**: {_scalar(item)}")
+            elif level <= 6:
+                out.append(f"\n{'#' * level} {key}\n")
+                out.extend(json_to_markdown(item, depth + 1, level + 1))
+            else:
+                out.append(f"{indent}- **{key}**:")
+                out.extend(json_to_markdown(item, depth + 1, level + 1))
+    elif isinstance(value, list):
+        if value and all(isinstance(v, dict) and all(_is_scalar(x) for x in v.values()) for v in value):
+            keys: list[str] = []
+            for v in value:
+                for k in v:
+                    if k not in keys:
+                        keys.append(k)
+            rows = [keys] + [[_scalar(v.get(k, "")) for k in keys] for v in value]
+            out.append("\n" + markdown_table(rows) + "\n")
+        else:
+            for i, item in enumerate(value):
+                if _is_scalar(item):
+                    out.append(f"{indent}- {md_escape_cell(_scalar(item))}")
+                else:
+                    if level <= 6:
+                        out.append(f"\n{'#' * level} Item {i + 1}\n")
+                    out.extend(json_to_markdown(item, depth + 1, level + 1))
+    else:
+        out.append(_scalar(value))
+    return out
+
+
+class SimpleEngine:
+    name = "simple"
+    description = "In-process reader: text verbatim, CSV/JSON to Markdown, image and audio placeholders"
+    file_types = SIMPLE_TYPES
+
+    def availability(self) -> tuple[bool, str]:
+        return True, ""
+
+    def parse(self, request: ReadRequest, ctx: ParseContext) -> ReadResult:
+        ft = request.file_type
+        data = request.data
+        if ft in TEXT_TYPES:
+            return ReadResult(markdown=_text(data))
+        if ft == "csv":
+            if len(data) > ctx.limits.max_csv_bytes:
+                raise parse_failed("The CSV file is larger than the allowed size.")
+            return ReadResult(markdown=csv_to_markdown(_text(data), ctx.limits.max_sheet_cells))
+        if ft == "json":
+            try:
+                value = json.loads(_text(data))
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise parse_failed(f"The JSON file is not valid JSON: {exc}") from exc
+            try:
+                lines = json_to_markdown(value, level=2)
+            except RecursionError as exc:
+                raise parse_failed("The JSON document is nested too deeply.") from exc
+            return ReadResult(markdown="\n".join(lines).strip() + "\n")
+        if ft in IMAGE_EXTENSIONS:
+            kind = image_kind(data)
+            if kind is None:
+                raise unsupported(f"The file is named .{ft} but is not a PNG, JPEG or GIF image.")
+            name = request.file_name or f"image.{kind[0]}"
+            ref = f"images/{name}"
+            image = ParsedImage(ref=ref, data=data, mime_type=kind[1], page=1, is_original=True)
+            return ReadResult(markdown=f"![{name}]({ref})\n", images=[image])
+        if ft in AUDIO_EXTENSIONS:
+            name = request.file_name or f"audio.{ft}"
+            return ReadResult(
+                markdown=AUDIO_PLACEHOLDER.format(name=name) + "\n",
+                is_audio=True,
+                audio=data,
+                metadata={"audio_type": ft},
+            )
+        raise unsupported(f"The simple engine cannot read .{ft} files.")

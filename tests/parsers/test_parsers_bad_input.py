@@ -1,0 +1,275 @@
+"""Hostile and broken input: every case ends in a PermanentStageError a user can act on, never a crash,
+a hang or unbounded memory."""
+
+import io
+import json
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import pytest
+from parser_helpers import DATA, corpus_bytes
+
+from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
+from chalicelib.parsers.base import resolve_file_type
+
+PARSE_FAILED = SpanErrorCode.DOCREADER_PARSE_FAILED
+UNSUPPORTED = SpanErrorCode.UNSUPPORTED_TYPE
+
+
+def fails(read, name: str, data: bytes, code: SpanErrorCode, match: str = "", **options) -> str:
+    with pytest.raises(PermanentStageError) as err:
+        read(name, data=data, **options)
+    assert err.value.code == code, err.value.message
+    assert err.value.permanent
+    if match:
+        assert match.lower() in err.value.message.lower(), err.value.message
+    return err.value.message
+
+
+def docx_with(document_xml: bytes, extra: dict[str, bytes] | None = None, level: int = 6) -> bytes:
+    """A minimal .docx built from a real one with word/document.xml replaced."""
+    src = zipfile.ZipFile(io.BytesIO(corpus_bytes("python-howto-sorting.docx")))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zf:
+        for info in src.infolist():
+            if info.filename != "word/document.xml":
+                zf.writestr(info.filename, src.read(info.filename))
+        zf.writestr("word/document.xml", document_xml)
+        for name, data in (extra or {}).items():
+            zf.writestr(name, data)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "name", ["a.pdf", "a.docx", "a.xlsx", "a.pptx", "a.epub", "a.html", "a.csv", "a.png"]
+)
+def test_empty_files(read, name: str) -> None:
+    fails(read, name, b"", PARSE_FAILED, "empty")
+
+
+def test_empty_txt_from_corpus(read) -> None:
+    fails(read, "empty.txt", corpus_bytes("empty.txt"), PARSE_FAILED, "empty")
+
+
+def test_whitespace_only_text_has_nothing_to_index(read) -> None:
+    fails(read, "blank.txt", b"  \n\n \t\n", PARSE_FAILED, "no text")
+
+
+def test_truncated_pdf_from_corpus(read) -> None:
+    fails(read, "amsmath.truncated.pdf", corpus_bytes("amsmath.truncated.pdf"), PARSE_FAILED, "damaged")
+
+
+def test_truncated_office_files(read) -> None:
+    for name in ("python-howto-sorting.docx", "commander-readme.pptx", "vega-us-employment.xlsx"):
+        data = corpus_bytes(name)
+        fails(read, name, data[: len(data) // 2], PARSE_FAILED, "damaged")
+
+
+def test_truncated_epub(read) -> None:
+    data = corpus_bytes("python-howto-sorting.epub")
+    fails(read, "x.epub", data[: len(data) // 3], PARSE_FAILED)
+
+
+def test_encrypted_pdf(read) -> None:
+    # Fixture: page 1 of the corpus' screenplay-example.pdf, AES-128 encrypted by pypdf, user password s3cret.
+    data = (DATA / "encrypted-user-password.pdf").read_bytes()
+    fails(read, "secret.pdf", data, PARSE_FAILED, "password")
+    opened = read("secret.pdf", data=data, pdf_password="s3cret")  # with the password it parses
+    assert opened.metadata["pages"] == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "words"),
+    [
+        ("report.pdf", b"<html><body>not a pdf</body></html>", "plain text"),
+        ("report.docx", b"%PDF-1.4\n%fake", "a PDF"),
+        ("photo.png", b"just some text pretending", "plain text"),
+        ("photo.jpg", b"%PDF-1.7 nope", "a PDF"),
+        ("song.mp3", b"lyrics only, no audio here", "does not contain audio"),
+        ("sheet.xlsx", b"\x89PNG\r\n\x1a\n" + b"\x00" * 64, "an image"),
+        ("notes.txt", b"%PDF-1.4\n" + b"\x00\x01" * 100, "a PDF"),
+        ("data.csv", b"PK\x03\x04" + b"\x00" * 64, "ZIP"),
+    ],
+)
+def test_extension_lying_about_content(read, name: str, data: bytes, words: str) -> None:
+    fails(read, name, data, UNSUPPORTED, words)
+
+
+def test_binary_named_txt(read) -> None:
+    fails(read, "bin.txt", bytes(range(256)) * 20, UNSUPPORTED)
+
+
+def test_misnamed_office_files_are_rerouted() -> None:
+    assert resolve_file_type(corpus_bytes("python-howto-logging.doc"), "docx") == "doc"  # OLE named .docx
+    assert resolve_file_type(corpus_bytes("vega-us-employment.xlsx"), "docx") == "xlsx"
+    assert resolve_file_type(corpus_bytes("commander-readme.pptx"), "ppt") == "pptx"
+
+
+def test_xlsx_named_docx_parses_as_spreadsheet(read) -> None:
+    result = read("employment.docx", data=corpus_bytes("vega-us-employment.xlsx"))
+    assert result.metadata["file_type"] == "xlsx"
+    assert result.metadata["declared_file_type"] == "docx"
+
+
+def test_unknown_type(read) -> None:
+    fails(read, "setup.exe", b"MZ\x90\x00", UNSUPPORTED, "cannot be imported")
+
+
+def test_zip_bomb_by_ratio(read) -> None:
+    bomb = docx_with(b"<w:document/>", extra={"word/media/bomb.bin": b"\x00" * (20 * 1024 * 1024)}, level=9)
+    assert len(bomb) < 200_000
+    fails(read, "bomb.docx", bomb, PARSE_FAILED, "zip bomb")
+
+
+def test_zip_bomb_by_total_size(read) -> None:
+    parts = {f"word/media/p{i}.bin": bytes(range(256)) * 4096 for i in range(8)}  # 8 MB, low ratio
+    data = docx_with(b"<w:document/>", extra=parts, level=1)
+    fails(
+        read,
+        "big.docx",
+        data,
+        PARSE_FAILED,
+        "zip bomb",
+        limits={"zip_max_total_uncompressed": 4 * 1024 * 1024},
+    )
+
+
+def test_zip_member_count(read) -> None:
+    parts = {f"word/media/{i}.bin": b"x" for i in range(50)}
+    fails(
+        read,
+        "many.docx",
+        docx_with(b"<w:document/>", extra=parts),
+        PARSE_FAILED,
+        "too many parts",
+        limits={"zip_max_members": 40},
+    )
+
+
+BILLION_LAUGHS = textwrap.dedent(
+    """<?xml version="1.0"?>
+    <!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+    <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>
+    <w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body><w:p><w:r>
+    <w:t>&lol3;</w:t></w:r></w:p></w:body></w:document>"""
+).encode()
+
+XXE = textwrap.dedent(
+    """<?xml version="1.0"?>
+    <!DOCTYPE c [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>
+    <container xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>
+    <rootfile full-path="&xxe;" media-type="application/oebps-package+xml"/></rootfiles></container>"""
+).encode()
+
+
+def test_xml_entity_expansion_in_docx(read) -> None:
+    fails(read, "lol.docx", docx_with(BILLION_LAUGHS), PARSE_FAILED, "entity")
+
+
+def test_xxe_in_epub(read) -> None:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        zf.writestr("mimetype", "application/epub+zip")
+        zf.writestr("META-INF/container.xml", XXE)
+    fails(read, "xxe.epub", out.getvalue(), PARSE_FAILED, "entity")
+
+
+def test_xxe_deeper_than_the_prescan_is_still_refused(read) -> None:
+    padding = b"<!-- " + b"x" * 9000 + b" -->"
+    container = XXE.replace(b'<?xml version="1.0"?>', b'<?xml version="1.0"?>' + padding)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        zf.writestr("mimetype", "application/epub+zip")
+        zf.writestr("META-INF/container.xml", container)
+    fails(read, "xxe.epub", out.getvalue(), PARSE_FAILED)  # defusedxml refuses the DTD
+
+
+def test_huge_sheet_cell_cap(read) -> None:
+    fails(
+        read,
+        "statsmodels-randhie.xlsx",
+        corpus_bytes("statsmodels-randhie.xlsx"),
+        PARSE_FAILED,
+        "cells",
+        limits={"max_sheet_cells": 10_000},
+    )
+    fails(
+        read,
+        "fair.csv",
+        corpus_bytes("statsmodels-fair.csv"),
+        PARSE_FAILED,
+        "cells",
+        limits={"max_sheet_cells": 10_000},
+    )
+
+
+def test_pdf_page_cap(read) -> None:
+    fails(read, "lppl.pdf", corpus_bytes("lppl.pdf"), PARSE_FAILED, "pages", limits={"max_pages": 3})
+
+
+def test_input_size_cap(read) -> None:
+    fails(
+        read, "GPL-3.txt", corpus_bytes("GPL-3.txt"), PARSE_FAILED, "larger", limits={"max_input_bytes": 1000}
+    )
+
+
+def test_invalid_and_deep_json(read) -> None:
+    fails(read, "bad.json", b'{"a": [1, 2,', PARSE_FAILED, "not valid JSON")
+    fails(
+        read,
+        "deep.json",
+        json.dumps(
+            {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}
+        ).encode(),
+        PARSE_FAILED,
+        "nested",
+    )
+    fails(read, "deeper.json", b"[" * 100_000 + b"]" * 100_000, PARSE_FAILED)
+
+
+def test_html_deeply_nested_does_not_crash(read) -> None:
+    html = b"<html><body>" + b"<div>" * 5000 + b"deep text" + b"</div>" * 5000 + b"</body></html>"
+    assert "deep text" in read("deep.html", data=html).markdown
+
+
+def test_garbage_mhtml(read) -> None:
+    fails(read, "page.mhtml", b"From: nobody\n\nno html here", PARSE_FAILED, "no HTML part")
+
+
+def test_legacy_office_without_libreoffice(read, monkeypatch: pytest.MonkeyPatch) -> None:
+    import chalicelib.parsers.office as office
+
+    monkeypatch.setattr(office, "soffice_path", lambda: None)
+    msg = fails(read, "python-howto-logging.doc", corpus_bytes("python-howto-logging.doc"), UNSUPPORTED)
+    assert "LibreOffice" in msg and ".docx" in msg
+
+
+def test_zip_bomb_memory_stays_bounded(tmp_path) -> None:
+    """A 600 MB-expanding docx under a 1 GB address-space limit: refused, not an out-of-memory crash."""
+    script = textwrap.dedent(
+        """
+        import io, resource, sys, zipfile
+        sys.path.insert(0, %r)
+        resource.setrlimit(resource.RLIMIT_AS, (1536 * 1024 * 1024, 1536 * 1024 * 1024))
+        from chalicelib.parsers import build_docreader
+        from chalicelib.ports import ReadRequest
+        from chalicelib.domain.errors import PermanentStageError
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+            zf.writestr("[Content_Types].xml", "<Types/>")
+            with zf.open("word/document.xml", "w", force_zip64=True) as fh:
+                chunk = b"\\0" * (16 * 1024 * 1024)
+                for _ in range(38):
+                    fh.write(chunk)
+        data = buf.getvalue()
+        try:
+            build_docreader().read(ReadRequest(data=data, file_name="b.docx", file_type="docx"))
+        except PermanentStageError as exc:
+            print("REFUSED", exc.message)
+        """
+    ) % str(__import__("pathlib").Path(__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "REFUSED" in proc.stdout and "zip bomb" in proc.stdout

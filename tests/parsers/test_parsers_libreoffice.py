@@ -1,0 +1,31 @@
+"""doc/ppt through a headless LibreOffice (slow: several seconds per file)."""
+
+import pytest
+
+from chalicelib.parsers.office import soffice_path
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(soffice_path() is None, reason="LibreOffice not installed"),
+]
+
+
+def test_doc_converted_and_parsed(read) -> None:
+    result = read("python-howto-logging.doc")
+    assert result.metadata["converted_by"] == "libreoffice"
+    assert "logging" in result.markdown.lower()
+    assert result.markdown.count("#") > 3
+
+
+def test_korean_ppt(read) -> None:
+    result = read("debian-faq-choosing.ko.ppt")
+    assert "<!-- Slide number: 7 -->" in result.markdown
+    assert "데비안" in result.markdown
+
+
+def test_ole_doc_named_docx_is_rerouted(read) -> None:
+    from parser_helpers import corpus_bytes
+
+    result = read("mislabelled.docx", data=corpus_bytes("debian-faq-ftparchives.doc"))
+    assert result.metadata["file_type"] == "doc"
+    assert result.markdown.strip()

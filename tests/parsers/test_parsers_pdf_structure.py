@@ -1,0 +1,79 @@
+"""Native-page structure on a PDF built here with pdfium: heading promotion by font size, paragraph
+joining, running header/footer removal and hidden (invisible render mode) text dropped."""
+
+import ctypes
+import io
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as c
+import pytest
+
+from chalicelib.ports import ReadRequest
+
+PARAGRAPH = [
+    "Debian systems keep their package lists under the var directory and refresh",
+    "them whenever the administrator asks apt to update the indexes from mirrors.",
+]
+
+
+def _text(
+    pdf: pdfium.PdfDocument,
+    page: pdfium.PdfPage,
+    text: str,
+    x: float,
+    y: float,
+    size: float,
+    invisible: bool = False,
+) -> None:
+    obj = c.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", ctypes.c_float(size))
+    encoded = ctypes.create_string_buffer((text + "\0").encode("utf-16-le"))
+    c.FPDFText_SetText(obj, ctypes.cast(encoded, ctypes.POINTER(c.FPDF_WCHAR)))
+    if invisible:
+        c.FPDFTextObj_SetTextRenderMode(obj, c.FPDF_TEXTRENDERMODE_INVISIBLE)
+    c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, y)
+    c.FPDFPage_InsertObject(page.raw, obj)
+
+
+def build_pdf() -> bytes:
+    pdf = pdfium.PdfDocument.new()
+    for number in range(1, 5):
+        page = pdf.new_page(612, 792)
+        _text(pdf, page, "ACME Handbook", 72, 760, 9)
+        _text(pdf, page, f"Chapter {number} Packages", 72, 700, 22)
+        y = 660.0
+        for line in PARAGRAPH:
+            _text(pdf, page, line, 72, y, 11)
+            y -= 14
+        word = ["alpha", "beta", "gamma", "delta"][number - 1]
+        _text(pdf, page, f"Second paragraph about {word} after a gap.", 72, y - 20, 11)
+        if number == 2:
+            _text(pdf, page, "SECRET-KEYWORD-STUFFING", 72, 300, 11, invisible=True)
+        _text(pdf, page, f"Page {number} of 4", 280, 40, 9)
+        c.FPDFPage_GenerateContent(page.raw)
+    buf = io.BytesIO()
+    pdf.save(buf)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def markdown(reader) -> str:
+    return reader.read(ReadRequest(data=build_pdf(), file_name="h.pdf", file_type="pdf")).markdown
+
+
+def test_headings_promoted_by_font_size(markdown: str) -> None:
+    for n in range(1, 5):
+        assert f"# Chapter {n} Packages" in markdown.split("\n")
+
+
+def test_lines_joined_into_paragraphs(markdown: str) -> None:
+    assert " ".join(PARAGRAPH) in markdown
+    assert "\n\nSecond paragraph about alpha after a gap." in markdown
+
+
+def test_running_header_and_footer_removed(markdown: str) -> None:
+    assert "ACME Handbook" not in markdown
+    assert "of 4" not in markdown
+
+
+def test_hidden_text_dropped(markdown: str) -> None:
+    assert "SECRET-KEYWORD-STUFFING" not in markdown
