@@ -139,7 +139,7 @@ class LocalRuntime:
         # What SAM would put in every function's environment (Globals.Function.Environment); as in SAM,
         # the function's own variables (.chalice/config.json for this stage) take precedence over Globals.
         os.environ.update(resources.function_env)
-        os.environ.update({k: str(v) for k, v in self._chalice_config().environment_variables.items()})
+        self._apply_local_env()
         return resources
 
     def _chalice_config(self, function_name: str = "api_handler") -> Any:

@@ -194,17 +194,6 @@ def test_enqueue_failure_leaves_a_failed_row_that_reparse_recovers(api: Api, run
     assert recovered["parse_status"] == "completed" and recovered["error_message"] == ""
 
 
-def test_url_import_is_stored_and_queued_with_201(api: Api, runtime: LocalRuntime) -> None:
-    kb = api.create_kb()
-    response = api.post(f"/knowledge-bases/{kb['id']}/knowledge/url", {"url": "https://example.com/guide"})
-    assert response.status_code == 201, response.json_body
-    assert response.json_body["data"]["type"] == "url"
-    again = api.post(f"/knowledge-bases/{kb['id']}/knowledge/url", {"url": "https://example.com/guide"})
-    assert again.status_code == 409 and again.json_body["error"]["code"] == "duplicate_url"
-    bad = api.post(f"/knowledge-bases/{kb['id']}/knowledge/url", {"url": "ftp://example.com/x"})
-    assert bad.status_code == 400
-
-
 def test_manual_publish_completes_and_draft_stays_a_draft(api: Api, runtime: LocalRuntime) -> None:
     kb = api.create_kb()
     published = api.post(

@@ -157,6 +157,21 @@ def test_url_import_of_a_page_and_of_a_file(api: Api, runtime: LocalRuntime, loo
     hits = api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": "spring tides full moon"})
     assert hits.json_body["data"][0]["knowledge_id"] == page.json_body["data"]["id"]
     assert "menu" not in hits.json_body["data"][0]["content"]  # main content only
+    again = api.post(f"/knowledge-bases/{kb['id']}/knowledge/url", {"url": f"{loopback_site}/tides"})
+    assert again.status_code == 409 and again.json_body["error"]["code"] == "duplicate_url"
+    assert again.json_body["data"]["id"] == page.json_body["data"]["id"]
+    bad = api.post(f"/knowledge-bases/{kb['id']}/knowledge/url", {"url": "ftp://example.com/x"})
+    assert bad.status_code == 400
+
+
+def test_a_name_that_does_not_resolve_is_rejected_with_a_clear_message(
+    api: Api, runtime: LocalRuntime
+) -> None:
+    kb = api.create_kb()
+    response = api.post(
+        f"/knowledge-bases/{kb['id']}/knowledge/url", {"url": "https://no-such-host.invalid/x"}
+    )
+    assert response.status_code == 400 and "URL rejected" in response.json_body["error"]["message"]
 
 
 @pytest.mark.parametrize(
