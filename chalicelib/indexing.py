@@ -154,7 +154,6 @@ def index_knowledge(svc: Services, knowledge: Knowledge, kb: KnowledgeBase) -> d
         for i, (chunk, text) in enumerate(zip(text_chunks, texts, strict=True))
     ]
     write_index(svc, kb, space, knowledge.id, entries)
-    svc.chunks.mark_indexed(knowledge.id, [e.chunk_id for e in entries])
     engine = svc.engine(kb.retrieval_engine)
     return {
         "chunks": len(chunks),

@@ -190,7 +190,6 @@ class ChunkRepo(Protocol):
 
     def delete_all(self, knowledge_id: str) -> int: ...
 
-    def mark_indexed(self, knowledge_id: str, chunk_ids: Sequence[str]) -> None: ...
 
 
 class SpanRepo(Protocol):

@@ -641,13 +641,6 @@ class DynamoChunkRepo:
             for chunk in chunks:
                 batch.save(self.model(chunk.knowledge_id, chunk.id, body=chunk_to_body(chunk)))
 
-    def mark_indexed(self, knowledge_id: str, chunk_ids: Sequence[str]) -> None:
-        wanted = set(chunk_ids)
-        chunks = [c for c in self.list(knowledge_id) if c.id in wanted]
-        for chunk in chunks:
-            chunk.status = 2
-        self.put_many(chunks)
-
 
 # ---------------------------------------------------------------- spans
 

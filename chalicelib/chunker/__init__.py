@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.chunker import _accel
 from chalicelib.chunker.config import HARD_CAP, Resolved, chars_for_token_limit, resolve
-from chalicelib.chunker.lengths import CharMeasure, TokenCounter, TokenMeasure
+from chalicelib.chunker.lengths import CharMeasure, TokenCounter, TokenMeasure, token_measure
 from chalicelib.chunker.spans import find_spans
 from chalicelib.chunker.tiers import Chunk4, Ctx, Diagnostics, run_strategy
 from chalicelib.domain.types import ChunkingConfig
@@ -93,10 +94,13 @@ def _measure(text: str, length_function: LengthFunction) -> CharMeasure | TokenM
     else:
         # Nothing is known about a bare function (special tokens, byte fallback...): measure exactly.
         counter = TokenCounter(length_function, additive=False, max_bytes_per_token=0)
-    return TokenMeasure(text, counter)
+    return token_measure(text, counter)
 
 
 def _pieces(text: str, chunks: list[Chunk4]) -> list[ChunkPiece]:
+    if _accel.native is not None:
+        pieces: list[ChunkPiece] = _accel.native.make_pieces(ChunkPiece, text, chunks)
+        return pieces
     return [
         ChunkPiece(
             seq=i,

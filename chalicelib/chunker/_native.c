@@ -13,10 +13,14 @@ typedef Py_ssize_t Ix;
 
 /* ------------------------------------------------------------------ text access */
 
+/* `b` is a one-byte view of the text: ASCII runes as themselves, every other rune as 0x80. All the
+ * patterns look for ASCII only, so scanning it (memchr) is exact; CH reads the real rune when needed. */
 typedef struct {
     int kind;
     const void *data;
     Ix n;
+    const uint8_t *b;
+    uint8_t *owned; /* b when it had to be built */
 } Text;
 
 static int text_init(Text *t, PyObject *s) {
@@ -27,40 +31,69 @@ static int text_init(Text *t, PyObject *s) {
     t->kind = PyUnicode_KIND(s);
     t->data = PyUnicode_DATA(s);
     t->n = PyUnicode_GET_LENGTH(s);
+    t->b = NULL;
+    t->owned = NULL;
     return 0;
 }
 
+static int text_view(Text *t, PyObject *s) {
+    if (PyUnicode_IS_ASCII(s)) {
+        t->b = (const uint8_t *)t->data;
+        return 0;
+    }
+    uint8_t *b = (uint8_t *)PyMem_Malloc((size_t)(t->n ? t->n : 1));
+    if (!b) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Ix n = t->n;
+    if (t->kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = (const Py_UCS1 *)t->data;
+        for (Ix i = 0; i < n; i++) b[i] = d[i] < 128 ? d[i] : 0x80;
+    } else if (t->kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = (const Py_UCS2 *)t->data;
+        for (Ix i = 0; i < n; i++) b[i] = d[i] < 128 ? (uint8_t)d[i] : 0x80;
+    } else {
+        const Py_UCS4 *d = (const Py_UCS4 *)t->data;
+        for (Ix i = 0; i < n; i++) b[i] = d[i] < 128 ? (uint8_t)d[i] : 0x80;
+    }
+    t->b = b;
+    t->owned = b;
+    return 0;
+}
+
+static void text_free(Text *t) {
+    PyMem_Free(t->owned);
+    t->owned = NULL;
+    t->b = NULL;
+}
+
 static inline Py_UCS4 CH(const Text *t, Ix i) { return PyUnicode_READ(t->kind, t->data, i); }
+#define BY(t, i) ((Py_UCS4)(t)->b[(i)])
 
 /* First index of c in [from, to), else -1. */
 static Ix find_ch(const Text *t, Py_UCS4 c, Ix from, Ix to) {
     if (from < 0) from = 0;
     if (to > t->n) to = t->n;
     if (from >= to) return -1;
-    if (t->kind == PyUnicode_1BYTE_KIND) {
-        if (c > 255) return -1;
-        const Py_UCS1 *d = (const Py_UCS1 *)t->data;
-        const void *r = memchr(d + from, (int)c, (size_t)(to - from));
-        return r ? (Ix)((const Py_UCS1 *)r - d) : -1;
+    const uint8_t *b = t->b;
+    uint8_t key = c < 128 ? (uint8_t)c : 0x80;
+    for (;;) {
+        const void *r = memchr(b + from, key, (size_t)(to - from));
+        if (!r) return -1;
+        Ix i = (Ix)((const uint8_t *)r - b);
+        if (c < 128 || CH(t, i) == c) return i;
+        from = i + 1;
+        if (from >= to) return -1;
     }
-    if (t->kind == PyUnicode_2BYTE_KIND) {
-        const Py_UCS2 *d = (const Py_UCS2 *)t->data;
-        for (Ix i = from; i < to; i++)
-            if (d[i] == c) return i;
-        return -1;
-    }
-    const Py_UCS4 *d = (const Py_UCS4 *)t->data;
-    for (Ix i = from; i < to; i++)
-        if (d[i] == c) return i;
-    return -1;
 }
 
-/* Last index of c in [from, to), else -1. */
+/* Last index of the ASCII rune c in [from, to), else -1. */
 static Ix rfind_ch(const Text *t, Py_UCS4 c, Ix from, Ix to) {
     if (from < 0) from = 0;
     if (to > t->n) to = t->n;
     for (Ix i = to - 1; i >= from; i--)
-        if (CH(t, i) == c) return i;
+        if (t->b[i] == c) return i;
     return -1;
 }
 
@@ -74,7 +107,7 @@ static Ix find_str(const Text *t, const Py_UCS4 *nd, Ix m, Ix from, Ix to) {
         i = find_ch(t, nd[0], i, last + 1);
         if (i < 0) return -1;
         Ix k = 1;
-        while (k < m && CH(t, i + k) == nd[k]) k++;
+        while (k < m && (nd[k] < 128 ? BY(t, i + k) == nd[k] : CH(t, i + k) == nd[k])) k++;
         if (k == m) return i;
         i++;
     }
@@ -212,18 +245,18 @@ static inline int is_word(Py_UCS4 c) {
 static Ix bounded_run(const Text *t, Ix p, Py_UCS4 close, Ix mn, Ix mx) {
     Ix q = p;
     while (q < t->n && q - p <= mx) {
-        Py_UCS4 c = CH(t, q);
+        Py_UCS4 c = BY(t, q);
         if (c == close || c == '\n') break;
         q++;
     }
-    if (q - p > mx || q - p < mn || q >= t->n || CH(t, q) != close) return -1;
+    if (q - p > mx || q - p < mn || q >= t->n || BY(t, q) != close) return -1;
     return q;
 }
 
 /* `[^\]\n]{mn,200}\]\([^)\n]{1,500}\)` from p (just after the '['): end of match or -1. */
 static Ix label_target(const Text *t, Ix p, Ix mn) {
     Ix q = bounded_run(t, p, ']', mn, 200);
-    if (q < 0 || q + 1 >= t->n || CH(t, q + 1) != '(') return -1;
+    if (q < 0 || q + 1 >= t->n || BY(t, q + 1) != '(') return -1;
     Ix r = bounded_run(t, q + 2, ')', 1, 500);
     return r < 0 ? -1 : r + 1;
 }
@@ -235,11 +268,11 @@ static Ix pipe_cells(const Text *t, Ix p, int *ok) {
     for (;;) {
         Ix r = q;
         while (r < t->n) {
-            Py_UCS4 c = CH(t, r);
+            Py_UCS4 c = BY(t, r);
             if (c == '|' || c == '\n') break;
             r++;
         }
-        if (r < t->n && CH(t, r) == '|') {
+        if (r < t->n && BY(t, r) == '|') {
             q = r + 1;
             *ok = 1;
         } else {
@@ -249,12 +282,12 @@ static Ix pipe_cells(const Text *t, Ix p, int *ok) {
 }
 
 static Ix skip_nl(const Text *t, Ix q) {
-    while (q < t->n && (CH(t, q) == '\r' || CH(t, q) == '\n')) q++;
+    while (q < t->n && (BY(t, q) == '\r' || BY(t, q) == '\n')) q++;
     return q;
 }
 
 static Ix skip_ws(const Text *t, Ix q) {
-    while (q < t->n && is_gows(CH(t, q))) q++;
+    while (q < t->n && is_gows(BY(t, q))) q++;
     return q;
 }
 
@@ -264,14 +297,14 @@ static Ix header_tail(const Text *t, Ix x, IxVec *iters) {
     Ix pos = skip_ws(t, x);
     if (vec_push(iters, pos) < 0) return -2;
     for (;;) {
-        if (pos >= t->n || CH(t, pos) != '|') break;
+        if (pos >= t->n || BY(t, pos) != '|') break;
         Ix q = skip_ws(t, pos + 1);
-        if (q < t->n && CH(t, q) == ':') q++;
+        if (q < t->n && BY(t, q) == ':') q++;
         Ix d = q;
-        while (d < t->n && CH(t, d) == '-') d++;
+        while (d < t->n && BY(t, d) == '-') d++;
         if (d - q < 3) break;
         q = d;
-        if (q < t->n && CH(t, q) == ':') q++;
+        if (q < t->n && BY(t, q) == ':') q++;
         q = skip_ws(t, q);
         pos = q;
         if (vec_push(iters, pos) < 0) return -2;
@@ -279,7 +312,7 @@ static Ix header_tail(const Text *t, Ix x, IxVec *iters) {
     /* Greedy group with backtracking: the longest k >= 1 iterations followed by `\|[\r\n]+`. */
     for (Ix k = iters->n - 1; k >= 1; k--) {
         Ix p = iters->v[k];
-        if (p + 1 < t->n && CH(t, p) == '|' && (CH(t, p + 1) == '\r' || CH(t, p + 1) == '\n'))
+        if (p + 1 < t->n && BY(t, p) == '|' && (BY(t, p + 1) == '\r' || BY(t, p + 1) == '\n'))
             return skip_nl(t, p + 1);
     }
     return -1;
@@ -293,7 +326,7 @@ static int scan_table(const Text *t, int header, MatchVec *out, IxVec *iters) {
         int ok;
         Ix q = pipe_cells(t, p, &ok);
         Ix e = -1;
-        if (ok && q < t->n && (CH(t, q) == '\r' || CH(t, q) == '\n')) {
+        if (ok && q < t->n && (BY(t, q) == '\r' || BY(t, q) == '\n')) {
             Ix r = skip_nl(t, q);
             if (header) {
                 e = header_tail(t, r, iters);
@@ -308,7 +341,7 @@ static int scan_table(const Text *t, int header, MatchVec *out, IxVec *iters) {
             continue;
         }
         Ix s = p;
-        while (s > last && CH(t, s - 1) == ' ') s--;
+        while (s > last && BY(t, s - 1) == ' ') s--;
         if (mv_push(out, s, e, header ? 3 : 4) < 0) return -1;
         last = e;
         pos = e;
@@ -322,8 +355,8 @@ static int has_header_sep(const Text *t) {
         Ix p = find_ch(t, '|', pos, t->n);
         if (p < 0) return 0;
         Ix q = skip_ws(t, p + 1);
-        if (q < t->n && CH(t, q) == ':') q++;
-        if (q + 2 < t->n && CH(t, q) == '-' && CH(t, q + 1) == '-' && CH(t, q + 2) == '-') return 1;
+        if (q < t->n && BY(t, q) == ':') q++;
+        if (q + 2 < t->n && BY(t, q) == '-' && BY(t, q + 1) == '-' && BY(t, q + 2) == '-') return 1;
         pos = p + 1;
     }
 }
@@ -350,7 +383,7 @@ static int scan_all(const Text *t, MatchVec *mv) {
             if (i < 0) break;
             Ix e = -1;
             if (kind == 1) {
-                if (i + 1 < n && CH(t, i + 1) == '[') e = label_target(t, i + 2, 0);
+                if (i + 1 < n && BY(t, i + 1) == '[') e = label_target(t, i + 2, 0);
             } else {
                 e = label_target(t, i + 1, 1);
             }
@@ -378,8 +411,8 @@ static int scan_all(const Text *t, MatchVec *mv) {
         Ix s = find_str(t, BT, 3, pos, n);
         if (s < 0) break;
         Ix q = s + 3;
-        while (q < n && is_word(CH(t, q))) q++;
-        if (q < n && (CH(t, q) == '\r' || CH(t, q) == '\n')) {
+        while (q < n && is_word(BY(t, q))) q++;
+        if (q < n && (BY(t, q) == '\r' || BY(t, q) == '\n')) {
             Ix p = q + 1;
             Ix j = p >= noclose ? -1 : find_str(t, BT, 3, p, n);
             if (j >= 0) {
@@ -398,11 +431,11 @@ static int scan_all(const Text *t, MatchVec *mv) {
         if (s < 0) break;
         Ix q = s + 1;
         while (q < n) {
-            Py_UCS4 c = CH(t, q);
+            Py_UCS4 c = BY(t, q);
             if (c == '`' || c == '\r' || c == '\n') break;
             q++;
         }
-        if (q > s + 1 && q < n && CH(t, q) == '`') {
+        if (q > s + 1 && q < n && BY(t, q) == '`') {
             if (mv_push(mv, s, q + 1, 6) < 0) return -1;
             pos = q + 1;
         } else {
@@ -418,12 +451,17 @@ typedef struct {
     Ix *starts;
     Ix *ends;
     char *hdr;
+    PyObject *text; /* the text whose byte view is cached below */
+    const uint8_t *view;
+    uint8_t *view_owned;
 } SpansObject;
 
 static void spans_dealloc(SpansObject *self) {
     PyMem_Free(self->starts);
     PyMem_Free(self->ends);
     PyMem_Free(self->hdr);
+    PyMem_Free(self->view_owned);
+    Py_XDECREF(self->text);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -439,6 +477,9 @@ static SpansObject *spans_alloc(Ix n) {
     SpansObject *o = PyObject_New(SpansObject, &SpansType);
     if (!o) return NULL;
     o->n = n;
+    o->text = NULL;
+    o->view = NULL;
+    o->view_owned = NULL;
     o->starts = (Ix *)PyMem_Malloc(sizeof(Ix) * (size_t)(n ? n : 1));
     o->ends = (Ix *)PyMem_Malloc(sizeof(Ix) * (size_t)(n ? n : 1));
     o->hdr = (char *)PyMem_Malloc((size_t)(n ? n : 1));
@@ -448,6 +489,21 @@ static SpansObject *spans_alloc(Ix n) {
         return NULL;
     }
     return o;
+}
+
+/* Text access for `text` through the byte view cached on the spans (built once per text). */
+static int sp_text(SpansObject *sp, PyObject *text, Text *t) {
+    if (text_init(t, text) < 0) return -1;
+    if (sp->text != text) {
+        if (text_view(t, text) < 0) return -1;
+        PyMem_Free(sp->view_owned);
+        Py_XSETREF(sp->text, Py_NewRef(text));
+        sp->view = t->b;
+        sp->view_owned = t->owned;
+    }
+    t->b = sp->view;
+    t->owned = NULL;
+    return 0;
 }
 
 static inline int sp_inside(const SpansObject *sp, Ix pos) {
@@ -463,18 +519,23 @@ static inline int sp_strictly(const SpansObject *sp, Ix pos) {
 /* find_spans(text) -> (starts, ends, header_starts, Spans) */
 static PyObject *py_find_spans(PyObject *mod, PyObject *arg) {
     Text t;
-    if (text_init(&t, arg) < 0) return NULL;
+    if (text_init(&t, arg) < 0 || text_view(&t, arg) < 0) return NULL;
     MatchVec mv = {0};
     if (scan_all(&t, &mv) < 0) {
         PyMem_Free(mv.v);
+        text_free(&t);
         return NULL;
     }
     if (mv.n > 1) qsort(mv.v, (size_t)mv.n, sizeof(Match), match_cmp);
     SpansObject *sp = spans_alloc(mv.n);
     if (!sp) {
         PyMem_Free(mv.v);
+        text_free(&t);
         return NULL;
     }
+    sp->text = Py_NewRef(arg);
+    sp->view = t.b;
+    sp->view_owned = t.owned;
     Ix k = 0, last = 0, nh = 0;
     for (Ix i = 0; i < mv.n; i++) {
         if (mv.v[i].s >= last) {
@@ -696,7 +757,6 @@ static int tm_last_fitting(TokMeasure *m, Ix p, Ix budget, const Ix *ends, Ix lo
     }
     while (bad - good > 1) {
         Ix mid = (good + bad) / 2; /* both >= -1: floor division matches Python */
-        if (good + bad < 0) mid = -1;
         if (tm_length(m, p, ends[mid], &l) < 0) return -1;
         if (l <= budget)
             good = mid;
@@ -760,10 +820,10 @@ static PyObject *tm_build(TokMeasure *m) {
     IxVec b = {0};
     PyObject *words = NULL, *wset = NULL, *newset = NULL, *spaced = NULL, *res = NULL;
     if (vec_push(&b, 0) < 0) goto done;
-    for (Ix i = 0; i + 1 < n; i++) {
-        if (CH(t, i) == ' ' && !Py_UNICODE_ISSPACE(CH(t, i + 1))) {
-            if (vec_push(&b, i) < 0) goto done;
-        }
+    for (Ix i = find_ch(t, ' ', 0, n - 1); i >= 0; i = find_ch(t, ' ', i + 1, n - 1)) {
+        Py_UCS4 c = BY(t, i + 1);
+        if (c == 0x80) c = CH(t, i + 1);
+        if (!Py_UNICODE_ISSPACE(c) && vec_push(&b, i) < 0) goto done;
     }
     if (vec_push(&b, n) < 0) goto done;
     Ix nw = b.n - 1;
@@ -867,7 +927,9 @@ static PyObject *tm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         m->cum[0] = m->cum[1] = 0;
         return (PyObject *)m;
     }
+    if (text_view(&m->t, text) < 0) goto fail;
     o = tm_build(m);
+    text_free(&m->t);
     if (!o) goto fail;
     Py_DECREF(o);
     return (PyObject *)m;
@@ -1029,7 +1091,7 @@ static int overlap_start(const Text *t, const SpansObject *sp, Meas *m, Ix p, Ix
     if (w >= end) return 0;
     Ix ws = w - 4 > p ? w - 4 : p;
     Ix k = end;
-    while (k > ws && is_pyspace_ascii(CH(t, k - 1))) k--;
+    while (k > ws && is_pyspace_ascii(BY(t, k - 1))) k--;
     if (k <= w) return 0;
     Ix last_nonblank = k - 1;
     int has = sp->n > 0;
@@ -1040,7 +1102,7 @@ static int overlap_start(const Text *t, const SpansObject *sp, Meas *m, Ix p, Ix
     for (;;) {
         Ix s = find_ch(t, '\n', pos, end - 1);
         if (s < 0) break;
-        if (CH(t, s + 1) != '\n') {
+        if (BY(t, s + 1) != '\n') {
             pos = s + 1;
             continue;
         }
@@ -1068,11 +1130,12 @@ static int overlap_start(const Text *t, const SpansObject *sp, Meas *m, Ix p, Ix
     if (best < 0) {
         /* _SENT: [。？！]|[.?!] */
         for (Ix s = ws; s < end; s++) {
-            Py_UCS4 c = CH(t, s);
+            Py_UCS4 c = BY(t, s);
             Ix e;
+            if (c == 0x80) c = CH(t, s);
             if (c == 0x3002 || c == 0xFF1F || c == 0xFF01)
                 e = s + 1;
-            else if ((c == '.' || c == '?' || c == '!') && s + 1 < end && CH(t, s + 1) == ' ')
+            else if ((c == '.' || c == '?' || c == '!') && s + 1 < end && BY(t, s + 1) == ' ')
                 e = s + 2;
             else
                 continue;
@@ -1101,7 +1164,7 @@ static PyObject *py_overlap_start(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "UO!Onnn", &text, &SpansType, &spo, &mo, &p, &end, &max_ov)) return NULL;
     Text t;
     Meas m;
-    if (text_init(&t, text) < 0 || meas_init(&m, mo) < 0) return NULL;
+    if (sp_text((SpansObject *)spo, text, &t) < 0 || meas_init(&m, mo) < 0) return NULL;
     if (p < 0 || end > t.n) {
         PyErr_SetString(PyExc_IndexError, "range out of text");
         return NULL;
@@ -1273,7 +1336,7 @@ static PyObject *py_split_range(PyObject *mod, PyObject *args) {
         return NULL;
     Text t;
     Meas m;
-    if (text_init(&t, text) < 0 || meas_init(&m, mo) < 0) return NULL;
+    if (sp_text((SpansObject *)spo, text, &t) < 0 || meas_init(&m, mo) < 0) return NULL;
     PyObject *out = PyList_New(0);
     if (!out || a >= b) return out;
     if (a < 0 || b > t.n) {
@@ -1497,6 +1560,70 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------ pieces (__init__._pieces) */
+
+static PyObject *NAMES[6]; /* seq, content, start, end, context_header, header_prefix_len */
+
+/* make_pieces(cls, text, chunks) -> [cls]: chunks are (start, end, header[, context_header]); the objects
+ * are filled attribute by attribute in dataclass field order, as cls.__init__ would (no __post_init__). */
+static PyObject *py_make_pieces(PyObject *mod, PyObject *args) {
+    PyTypeObject *cls;
+    PyObject *text, *chunks;
+    if (!PyArg_ParseTuple(args, "O!UO!", &PyType_Type, &cls, &text, &PyList_Type, &chunks)) return NULL;
+    Ix n = PyList_GET_SIZE(chunks), tl = PyUnicode_GET_LENGTH(text);
+    PyObject *out = PyList_New(n);
+    PyObject *empty = PyUnicode_FromStringAndSize("", 0);
+    if (!out || !empty) goto fail;
+    for (Ix i = 0; i < n; i++) {
+        PyObject *c = PyList_GET_ITEM(chunks, i);
+        if (!PyTuple_Check(c) || PyTuple_GET_SIZE(c) < 3) {
+            PyErr_SetString(PyExc_TypeError, "chunk must be a tuple (start, end, header[, context])");
+            goto fail;
+        }
+        Ix s = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 0)), e = PyLong_AsSsize_t(PyTuple_GET_ITEM(c, 1));
+        if (PyErr_Occurred()) goto fail;
+        if (s < 0 || e > tl || s > e) {
+            PyErr_SetString(PyExc_IndexError, "chunk outside the text");
+            goto fail;
+        }
+        PyObject *h = PyTuple_GET_ITEM(c, 2);
+        PyObject *ctx = PyTuple_GET_SIZE(c) > 3 ? PyTuple_GET_ITEM(c, 3) : empty;
+        if (!PyUnicode_Check(h)) {
+            PyErr_SetString(PyExc_TypeError, "header must be str");
+            goto fail;
+        }
+        PyObject *content = PyUnicode_Substring(text, s, e);
+        if (!content) goto fail;
+        Ix hl = PyUnicode_GET_LENGTH(h);
+        if (hl) {
+            PyObject *cc = PyUnicode_Concat(h, content);
+            Py_DECREF(content);
+            if (!cc) goto fail;
+            content = cc;
+        }
+        PyObject *o = cls->tp_alloc(cls, 0);
+        if (!o) {
+            Py_DECREF(content);
+            goto fail;
+        }
+        PyList_SET_ITEM(out, i, o);
+        PyObject *vals[6] = {PyLong_FromSsize_t(i), content, PyLong_FromSsize_t(s), PyLong_FromSsize_t(e),
+                             Py_NewRef(ctx), PyLong_FromSsize_t(hl)};
+        int bad = 0;
+        for (int k = 0; k < 6; k++) {
+            if (!vals[k] || (!bad && PyObject_SetAttr(o, NAMES[k], vals[k]) < 0)) bad = 1;
+            Py_XDECREF(vals[k]);
+        }
+        if (bad) goto fail;
+    }
+    Py_DECREF(empty);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(empty);
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -1505,12 +1632,16 @@ static PyMethodDef methods[] = {
     {"overlap_start", py_overlap_start, METH_VARARGS, "overlap_start(text, spans, measure, p, end, max_ov)"},
     {"split_range", py_split_range, METH_VARARGS,
      "split_range(text, a, b, spans, seps, size, overlap, measure, helpers) -> [(s, e, hdr)]"},
+    {"make_pieces", py_make_pieces, METH_VARARGS, "make_pieces(cls, text, chunks) -> [cls]"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_native", "Native chunker hot paths.", -1, methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
     if (PyType_Ready(&SpansType) < 0 || PyType_Ready(&TokMeasureType) < 0) return NULL;
+    static const char *names[6] = {"seq", "content", "start", "end", "context_header", "header_prefix_len"};
+    for (int k = 0; k < 6; k++)
+        if (!NAMES[k] && !(NAMES[k] = PyUnicode_InternFromString(names[k]))) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
     Py_INCREF(&SpansType);

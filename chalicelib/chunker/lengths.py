@@ -12,9 +12,11 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+
+from chalicelib.chunker import _accel
 
 # Segments start at every space that is followed by a non-space (the split drops that space).
 _SPACE_BOUNDARY = re.compile(r" (?=\S)")
@@ -252,3 +254,10 @@ class TokenMeasure:
 
 
 Measure = CharMeasure | TokenMeasure
+
+
+def token_measure(text: str, counter: TokenCounter) -> TokenMeasure:
+    """A TokenMeasure, or its C twin (same interface and results) when the accelerator is on."""
+    if _accel.native is not None:
+        return cast(TokenMeasure, _accel.native.TokMeasure(text, counter))
+    return TokenMeasure(text, counter)

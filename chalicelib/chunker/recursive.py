@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 
+from chalicelib.chunker import _accel
 from chalicelib.chunker.config import HARD_CAP
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
 from chalicelib.chunker.spans import Spans
@@ -229,6 +230,11 @@ def overlap_start(
     """Start of the semantic overlap kept from chunk [p, end): paragraph break > line break > sentence end,
     earliest of the best kind, inside the last `max_ov` units (+4 runes lookbehind for the separator).
     Returns `end` for no overlap."""
+    nat = _accel.native
+    if nat is not None and (type(m) is CharMeasure or type(m) is nat.TokMeasure):
+        return int(
+            nat.overlap_start(text, spans.native(), None if type(m) is CharMeasure else m, p, end, max_ov)
+        )
     if max_ov <= 0 or p >= end:
         return end
     w = m.window_start(p, end, max_ov)
@@ -294,6 +300,20 @@ def split_range(
     """Chunks of [a, b) as (start, end, synthetic header prefix)."""
     if a >= b:
         return []
+    nat = _accel.native
+    if nat is not None and (type(m) is CharMeasure or type(m) is nat.TokMeasure):
+        res: list[Raw] = nat.split_range(
+            text,
+            a,
+            b,
+            spans.native(),
+            seps,
+            size,
+            overlap,
+            None if type(m) is CharMeasure else m,
+            (TableTracker, _header_present, _column_mismatch),
+        )
+        return res
     bounds, big, hdr_units = build_units(text, a, b, spans, seps, size, m)
     specials = sorted(set(big) | hdr_units)
     big_set = set(big)

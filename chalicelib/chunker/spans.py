@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.chunker import _accel
 
 # Go's \s and \w are ASCII-only; spell them out so Python's Unicode classes do not widen the match.
 _WS = r"[\t\n\f\r ]"
@@ -43,6 +46,13 @@ class Spans:
     starts: list[int]
     ends: list[int]
     headers: set[int]  # starts of table header+separator spans
+    _native: Any = field(default=None, repr=False, compare=False)  # the same spans as C arrays
+
+    def native(self) -> Any:
+        """The C-array twin of these spans (built once) for the accelerator."""
+        if self._native is None:
+            self._native = _accel.native.spans_from_lists(self.starts, self.ends, self.headers)
+        return self._native
 
     def inside(self, pos: int) -> bool:
         """True when pos lies in [start, end) of a span."""
@@ -80,6 +90,9 @@ def _lead_spaces(pat: re.Pattern[str], text: str, kind: int) -> list[tuple[int, 
 
 
 def find_spans(text: str) -> Spans:
+    if _accel.native is not None:
+        starts, ends, header_starts, arrays = _accel.native.find_spans(text)
+        return Spans(starts, ends, set(header_starts), arrays)
     found: list[tuple[int, int, int]] = []
     for kind, (pat, need) in enumerate(zip(_PATTERNS, _NEEDS, strict=True)):
         if need not in text:

@@ -205,7 +205,7 @@ class Chunk:
     next_chunk_id: str = ""
     parent_chunk_id: str = ""
     is_enabled: bool = True
-    status: int = 1  # 1 stored, 2 indexed
+    status: int = 1  # 1 stored; indexed-ness is the knowledge's enable_status (no per-chunk rewrite)
     content_hash: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     image_info: list[dict[str, Any]] = field(default_factory=list)
