@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from .bootstrap import Services
 from .chunker import index_text
-from .domain.errors import DeferredStageError, PermanentStageError, SpanErrorCode, TransientStageError
+from .domain.errors import (
+    ContinueLater,
+    DeferredStageError,
+    PermanentStageError,
+    SpanErrorCode,
+    TransientStageError,
+)
 from .domain.types import ChunkType, Knowledge, KnowledgeBase, Stage
 from .ports import EmbeddingModel, IndexEntry, IndexSpace, ModelThrottled, ModelUnavailable, iter_batches
 
@@ -24,6 +31,13 @@ if TYPE_CHECKING:
     from .ports import Vectors
 
 log = logging.getLogger(__name__)
+
+
+def out_of_time() -> bool:
+    from .stage_runner import stage_deadline
+
+    deadline = stage_deadline.get()
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def content_hash(text: str) -> str:
@@ -60,7 +74,8 @@ class EmbeddingRun:
         # flight, and every write is confirmed before the stage goes on.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint") as writer:
             pending: Future[None] | None = None
-            for batch in iter_batches(list(missing.items()), self.svc.settings.embed_batch_size):
+            batches = list(iter_batches(list(missing.items()), self.svc.settings.embed_batch_size))
+            for number, batch in enumerate(batches, start=1):
                 vectors = self._embed_batch([text for _, text in batch])
                 fresh = {h: vectors[i] for i, (h, _) in enumerate(batch)}
                 if pending is not None:
@@ -71,6 +86,11 @@ class EmbeddingRun:
                 self.batches += 1
                 if self.progress is not None:
                     self.progress(self.outputs())
+                if out_of_time() and number < len(batches):
+                    pending.result()  # the checkpoint is durable before the hand-over
+                    raise ContinueLater(
+                        f"embedded {self.texts_embedded} texts; continuing in a new invocation"
+                    )
             if pending is not None:
                 pending.result()
         if not hashes:

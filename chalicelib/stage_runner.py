@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
@@ -21,10 +23,23 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from .batch import process_batch
 from .bootstrap import Services
-from .domain.errors import DeferredStageError, SpanErrorCode, StageError
+from .domain.errors import ContinueLater, DeferredStageError, SpanErrorCode, StageError
 from .domain.types import Stage, StageMessage
 
 log = logging.getLogger(__name__)
+
+
+#: monotonic time by which a long stage should hand over to a fresh invocation (None: no limit known)
+stage_deadline: ContextVar[float | None] = ContextVar("stage_deadline", default=None)
+#: time kept back for the hand-over itself (the checkpoint write and the SQS send)
+DEADLINE_MARGIN_SECONDS = 30.0
+
+
+def deadline_of(context: Any) -> float | None:
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return None
+    return time.monotonic() + remaining() / 1000 - DEADLINE_MARGIN_SECONDS
 
 
 class InvalidPayload(ValueError):
@@ -85,8 +100,12 @@ def run_stage(
             svc.queue.dead_letter(stage.value, record.body, str(error))
             return
         last_try = receive_count(record) >= svc.settings.stage_max_receives
+        token = stage_deadline.set(deadline_of(context))
         try:
             work(svc, message)
+        except ContinueLater:
+            svc.queue.send(stage, message)  # progress is checkpointed: a fresh invocation carries on
+            return
         except DeferredStageError as error:
             if message.deferrals < svc.settings.max_throttle_deferrals:
                 # Throttled: come back later without spending one of the stage's tries.
@@ -111,5 +130,7 @@ def run_stage(
                 reason = f"{stage.value} failed after {svc.settings.stage_max_receives} tries: {error}"
                 give_up(message, SpanErrorCode.UNKNOWN, reason)
             raise
+        finally:
+            stage_deadline.reset(token)
 
     return process_batch(event, context, handle)

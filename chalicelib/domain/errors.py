@@ -106,3 +106,11 @@ class DeferredStageError(StageError):
     ):
         super().__init__(message, code=code, permanent=False)
         self.delay_seconds = delay_seconds
+
+
+class ContinueLater(DeferredStageError):
+    """The invocation is about to run out of time but made progress (checkpointed): continue in a fresh
+    invocation at once. Not a failed try, and not a throttle deferral."""
+
+    def __init__(self, message: str):
+        super().__init__(message, delay_seconds=0, code=SpanErrorCode.UNKNOWN)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from chalicelib.adapters.models.hashing import HashingEmbedding
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
@@ -149,3 +151,24 @@ def test_an_index_that_fails_for_good_rolls_back_and_fails_with_the_code(
 def stage(api: Api, knowledge_id: str, name: str) -> dict[str, Any]:
     trace = api.get(f"/knowledge/{knowledge_id}/spans").json_body["data"]["trace"]
     return next(s for s in trace if s["span_id"] == name)
+
+
+def test_a_stage_near_its_lambda_timeout_hands_over_to_a_fresh_invocation(
+    api: Api, runtime: LocalRuntime, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A document too big for one invocation: every invocation embeds one batch and then finds itself out
+    of time; it checkpoints, re-enqueues itself and the next one carries on — no try is spent."""
+    from chalicelib import indexing
+
+    model = HashingEmbedding(64)
+    use(services, model)
+    monkeypatch.setattr(indexing, "out_of_time", lambda: True)
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "faq.md", TEXT).json_body["data"]
+    runtime.drain(timeout=180)
+
+    knowledge = api.knowledge(created["id"])
+    assert knowledge["parse_status"] == "completed"
+    batches = -(-knowledge["chunk_count"] // 4)
+    assert len(model.calls) == batches  # one batch per invocation, none embedded twice
+    assert knowledge["error_message"] == ""
