@@ -201,3 +201,37 @@ def test_reparse_is_a_new_attempt_without_duplicates(
     assert index_count(services, kb["id"], created["id"]) == second["chunk_count"]
     spans = api.get(f"/knowledge/{created['id']}/spans?attempt=1").json_body["data"]
     assert spans["attempt"] == 1 and spans["latest_attempt"] == 2
+
+
+def test_housekeeping_fails_a_summary_stuck_in_processing(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "doc.md", b"# d\n\nsummary will hang").json_body["data"]
+    runtime.drain(timeout=120)
+    m = services.knowledge.model
+    old = to_iso(datetime.now(UTC) - timedelta(hours=2))
+    m(created["id"]).update(
+        actions=[m.summary_status.set("processing"), m.summary_inflight.set("1"), m.updated_at.set(old)]
+    )
+    runtime.tick(datetime.now(UTC) + timedelta(minutes=6))
+    knowledge = api.knowledge(created["id"])
+    assert knowledge["summary_status"] == "failed"
+    assert knowledge["parse_status"] == "completed"  # Sweep B touches only the summary
+
+
+def test_the_s3_file_store_carries_a_document_end_to_end(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    """The same pipeline with `s3://` storage (WEKNORA_STORAGE=s3, as deployed) instead of `local://`."""
+    services.files = services.inbox
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "doc.md", TEXT).json_body["data"]
+    assert created["file_path"].startswith("s3://weknora-files-")
+    runtime.drain(timeout=180)
+    assert api.knowledge(created["id"])["parse_status"] == "completed"
+    s3 = boto3.client("s3")
+    bucket, key = created["file_path"][5:].split("/", 1)
+    assert s3.head_object(Bucket=bucket, Key=key)["ContentLength"] == len(TEXT)
+    parsed = f"{created['tenant_id']}/{created['id']}/parsed/attempt-1.md"
+    assert s3.head_object(Bucket=bucket, Key=parsed)["ContentLength"] > 0
