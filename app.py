@@ -10,6 +10,7 @@ from chalice import Chalice, Rate, Response
 from chalicelib import api, chunk_preview, create, knowledge_bases, pipeline, reparse, search, workflow_tasks
 from chalicelib.bootstrap import get_services
 from chalicelib.domain.errors import NotFound
+from chalicelib.domain.process_config import validate_engine_rules
 from chalicelib.domain.types import Stage
 from chalicelib.housekeeping import sweep
 from chalicelib.settings import get_settings
@@ -164,6 +165,22 @@ def reparse_knowledge(knowledge_id: str) -> Response:
 def hybrid_search(kb_id: str) -> Response:
     svc = get_services()
     return api.ok(search.hybrid_search(svc, _tenant().id, kb_id, api.json_body(app.current_request)))
+
+
+@app.route(f"{V1}/tenant/settings", methods=["GET"])
+@api.endpoint
+def get_tenant_settings() -> Response:
+    return api.ok({"parser_engine_rules": _tenant().parser_engine_rules})
+
+
+@app.route(f"{V1}/tenant/settings", methods=["PUT"])
+@api.endpoint
+def put_tenant_settings() -> Response:
+    tenant = _tenant()
+    body = api.json_body(app.current_request)
+    tenant.parser_engine_rules = validate_engine_rules(body.get("parser_engine_rules", {}))
+    get_services().tenants.put(tenant)
+    return api.ok({"parser_engine_rules": tenant.parser_engine_rules})
 
 
 @app.route(f"{V1}/parser-engines", methods=["GET"])

@@ -267,8 +267,11 @@ def ensure_local_tenant(api_key: str, services: Services | None = None) -> Tenan
     """The default local tenant whose key `make run` prints."""
     svc = services or get_services()
     tenant = svc.tenants.get(LOCAL_TENANT_ID)
-    if tenant is None or tenant.api_key_hash != hash_api_key(api_key):
+    if tenant is None:
         tenant = Tenant(LOCAL_TENANT_ID, "local", hash_api_key(api_key))
+        svc.tenants.put(tenant)
+    elif tenant.api_key_hash != hash_api_key(api_key):
+        tenant.api_key_hash = hash_api_key(api_key)  # a new key; the tenant's settings stay
         svc.tenants.put(tenant)
     return tenant
 

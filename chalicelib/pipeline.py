@@ -17,7 +17,7 @@ from typing import Any
 
 from .bootstrap import Services
 from .domain.errors import PermanentStageError, SpanErrorCode, TransientStageError
-from .domain.process_config import resolve
+from .domain.process_config import engine_rules, resolve
 from .domain.storage_keys import parsed_markdown_key
 from .domain.types import (
     Chunk,
@@ -114,7 +114,6 @@ def docreader_stage(svc: Services, message: StageMessage) -> None:
     kb = svc.kbs.get(knowledge.kb_id)
     if kb is None:
         raise PermanentStageError("the knowledge base no longer exists")
-    effective = resolve(kb, knowledge.process_overrides)
     svc.tracker.begin_stage(
         knowledge,
         Stage.DOCREADER,
@@ -125,14 +124,16 @@ def docreader_stage(svc: Services, message: StageMessage) -> None:
         },
     )
     data, file_name, file_type, title = _source_bytes(svc, knowledge)
-    engine = effective.chunking.parser_engine_rules.get(file_type, "")
+    tenant = svc.tenants.get(knowledge.tenant_id)
+    rules = engine_rules(kb, tenant.parser_engine_rules if tenant else {}, knowledge.process_overrides)
+    engine = rules.get(file_type, "")
     result = svc.docreader().read(
         ReadRequest(
             data=data,
             file_name=file_name or f"source.{file_type}",
             file_type=file_type,
             engine=engine,
-            options={"parser_engine_rules": effective.chunking.parser_engine_rules},
+            options={"parser_engine_rules": rules},
             url=knowledge.source,
         )
     )

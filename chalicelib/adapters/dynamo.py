@@ -109,6 +109,7 @@ def build_models(settings: Settings) -> Models:
         name = UnicodeAttribute()
         api_key_hash = UnicodeAttribute()
         created_at = UnicodeAttribute()
+        parser_engine_rules = JSONAttribute(default=dict)
         api_key_index = ApiKeyIndex()
 
     class TenantNameIndex(GlobalSecondaryIndex[Any]):
@@ -243,12 +244,17 @@ class DynamoTenantRepo:
             item = self.model.get(tenant_id)
         except DoesNotExist:
             return None
-        return Tenant(item.id, item.name, item.api_key_hash, from_iso(item.created_at))
+        return self._from_item(item)
 
     def by_api_key(self, api_key: str) -> Tenant | None:
         for item in self.model.api_key_index.query(hash_api_key(api_key), limit=1):
-            return Tenant(item.id, item.name, item.api_key_hash, from_iso(item.created_at))
+            return self._from_item(item)
         return None
+
+    @staticmethod
+    def _from_item(item: Any) -> Tenant:
+        rules = dict(item.parser_engine_rules or {})
+        return Tenant(item.id, item.name, item.api_key_hash, from_iso(item.created_at), rules)
 
     def put(self, tenant: Tenant) -> None:
         self.model(
@@ -256,6 +262,7 @@ class DynamoTenantRepo:
             name=tenant.name,
             api_key_hash=tenant.api_key_hash,
             created_at=to_iso(tenant.created_at),
+            parser_engine_rules=tenant.parser_engine_rules,
         ).save()
 
 

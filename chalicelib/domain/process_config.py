@@ -116,3 +116,21 @@ def check_media_gates(
         raise BadRequest(
             "Audio uploads need a speech-recognition model (asr_model_id) configured", code="audio_needs_asr"
         )
+
+
+def engine_rules(
+    kb: KnowledgeBase, tenant_rules: dict[str, str], overrides: dict[str, Any] | None
+) -> dict[str, str]:
+    """File type -> parser engine: the KB's rules, overlaid by the tenant's, overlaid by the upload's."""
+    upload_rules = (overrides or {}).get("parser_engine_rules") or {}
+    return {**kb.chunking_config.parser_engine_rules, **tenant_rules, **upload_rules}
+
+
+def validate_engine_rules(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise BadRequest(
+            "parser_engine_rules must map file types to engine names", code="invalid_engine_rules"
+        )
+    return {k.lower().lstrip("."): v for k, v in raw.items()}

@@ -126,6 +126,8 @@ class Tenant:
     name: str
     api_key_hash: str
     created_at: datetime = field(default_factory=utcnow)
+    #: file type -> engine, overlaid on every KB's rules of this tenant (uploads overlay it in turn)
+    parser_engine_rules: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

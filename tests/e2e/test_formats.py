@@ -219,3 +219,32 @@ def test_the_markitdown_engine_can_be_picked_per_upload(api: Api, runtime: Local
         if s["span_id"] == "docreader"
     )
     assert docreader["outputs"]["engine"] == "markitdown"
+
+
+def test_tenant_engine_rules_apply_and_an_upload_overrides_them(api: Api, runtime: LocalRuntime) -> None:
+    import json
+
+    put = api.client.http.put(
+        "/api/v1/tenant/settings",
+        headers={"X-API-Key": api.api_key, "Content-Type": "application/json"},
+        body=json.dumps({"parser_engine_rules": {"docx": "markitdown"}}),
+    )
+    assert put.status_code == 200
+    assert api.get("/tenant/settings").json_body["data"]["parser_engine_rules"] == {"docx": "markitdown"}
+    kb = api.create_kb()
+    data = (CORPUS / "python-howto-sorting.docx").read_bytes()
+    by_tenant = api.upload(kb["id"], "a.docx", data).json_body["data"]
+    by_upload = api.upload(
+        kb["id"],
+        "b.docx",
+        (CORPUS / "python-tutorial-controlflow.docx").read_bytes(),
+        {"process_config": json.dumps({"parser_engine_rules": {"docx": "builtin"}})},
+    ).json_body["data"]
+    runtime.drain(timeout=120)
+
+    def engine(knowledge_id: str) -> str:
+        trace = api.get(f"/knowledge/{knowledge_id}/spans").json_body["data"]["trace"]
+        return str(next(s for s in trace if s["span_id"] == "docreader")["outputs"]["engine"])
+
+    assert engine(by_tenant["id"]) == "markitdown"
+    assert engine(by_upload["id"]) == "builtin"
