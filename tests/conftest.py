@@ -13,3 +13,38 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "weknora-ingest-tests")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+# Loopback HTTP servers for the network and parser tests (one definition for both folders).
+import sys  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent / "net"))
+from loopback import LoopbackServer  # noqa: E402
+
+
+@pytest.fixture
+def server() -> Iterator[LoopbackServer]:
+    srv = LoopbackServer()
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+@pytest.fixture
+def server_factory() -> Iterator[Callable[[], LoopbackServer]]:
+    made: list[LoopbackServer] = []
+
+    def make() -> LoopbackServer:
+        made.append(LoopbackServer())
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for srv in made:
+            srv.close()

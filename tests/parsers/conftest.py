@@ -1,6 +1,5 @@
 import os
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -8,7 +7,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "net"))
 
-from loopback import LoopbackServer
 from parser_helpers import corpus_bytes
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_THREAD_LIMIT"):
@@ -32,18 +30,3 @@ def read(reader):
         return reader.read(ReadRequest(data=payload, file_name=name, file_type=ft, options=options))
 
     return _read
-
-
-@pytest.fixture
-def server_factory() -> Iterator[Callable[[], LoopbackServer]]:
-    made: list[LoopbackServer] = []
-
-    def make() -> LoopbackServer:
-        made.append(LoopbackServer())
-        return made[-1]
-
-    try:
-        yield make
-    finally:
-        for srv in made:
-            srv.close()
