@@ -191,7 +191,6 @@ class ChunkRepo(Protocol):
     def delete_all(self, knowledge_id: str) -> int: ...
 
 
-
 class SpanRepo(Protocol):
     def put(self, span: Span) -> None: ...
 
