@@ -11,6 +11,7 @@ Partial batch failures are reported through Powertools, so one bad record never 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -25,6 +26,7 @@ from .batch import process_batch
 from .bootstrap import Services
 from .domain.errors import ContinueLater, DeferredStageError, SpanErrorCode, StageError
 from .domain.types import Stage, StageMessage
+from .observability import stage_outcome
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +103,15 @@ def run_stage(
             return
         last_try = receive_count(record) >= svc.settings.stage_max_receives
         token = stage_deadline.set(deadline_of(context))
+        note = functools.partial(
+            stage_outcome, stage.value, knowledge_id=message.knowledge_id, attempt=message.attempt
+        )
         try:
             work(svc, message)
+            note("succeeded")
         except ContinueLater:
             svc.queue.send(stage, message)  # progress is checkpointed: a fresh invocation carries on
+            note("continued")
             return
         except DeferredStageError as error:
             if message.deferrals < svc.settings.max_throttle_deferrals:
@@ -112,6 +119,7 @@ def run_stage(
                 delay = int(min(svc.settings.max_defer_seconds, 900, max(1, error.delay_seconds)))
                 deferred = replace(message, deferrals=message.deferrals + 1)
                 svc.queue.send(stage, deferred, delay_seconds=delay)
+                note("deferred", delay_seconds=delay, deferrals=deferred.deferrals)
                 return
             if last_try:
                 give_up(
@@ -119,16 +127,20 @@ def run_stage(
                     error.code,
                     f"{error.message} (still throttled after {message.deferrals} deferrals)",
                 )
+            note("failed" if last_try else "retried", error=error.message)
             raise
         except StageError as error:
-            if error.permanent or last_try:
+            final = error.permanent or last_try
+            if final:
                 give_up(message, error.code, error.message)
+            note("failed" if final else "retried", error=error.message, code=str(error.code))
             if not error.permanent:
                 raise
         except Exception as error:
             if last_try:
                 reason = f"{stage.value} failed after {svc.settings.stage_max_receives} tries: {error}"
                 give_up(message, SpanErrorCode.UNKNOWN, reason)
+            note("failed" if last_try else "retried", error=str(error))
             raise
         finally:
             stage_deadline.reset(token)
