@@ -10,9 +10,12 @@ get the same text). Two modes at equivalent settings:
                                   ours with a TokenCounter vs LangChain.from_tiktoken_encoder,
                                   chonkie RecursiveChunker/TokenChunker(enc), semchunk(enc)
 
-plus floors (str.split, one tiktoken encode_ordinary pass). Every factory runs outside the timed region and
+plus floors (str.split, one tiktoken encode_ordinary pass). Our rows run on the C accelerator
+(chalicelib/chunker/_native.c) when it is built, and again in pure Python ("[pure Python]" rows, the
+WEKNORA_CHUNKER_PURE=1 path); the summary gives each row's ratio to the fastest peer and to str.split. Every factory runs outside the timed region and
 is rebuilt each round (no caches carried across rounds, same rule as peer-bench/bench_chunk.py); per
-document the median over rounds is kept; MB/s = MB of UTF-8 / sum of per-document medians. One extra
+document the median over rounds is kept; MB/s = MB of UTF-8 / sum of per-document medians ("rounds
+min-max" is the spread: the slowest and fastest round's summed per-document times). One extra
 row, "warm counter", reuses our TokenCounter across rounds (what a long-lived worker sees); it is shown
 for information and excluded from the ratios.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -35,10 +39,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# Idle OpenBLAS worker threads (numpy is imported by us and by peers) spin on a 2-core box: one thread.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from chalicelib.chunker import ChunkingConfig, TokenCounter, normalise_markdown, split  # noqa: E402
+from chalicelib.chunker import (  # noqa: E402
+    ChunkingConfig,
+    TokenCounter,
+    _accel,
+    normalise_markdown,
+    split,
+)
 
 CORPUS = Path("/work/shared/corpus")
 PEER_BENCH = Path("/work/shared/peer-bench")
@@ -72,12 +86,16 @@ def tiktoken_encoding() -> Any:
     return tiktoken.get_encoding("cl100k_base")
 
 
-def ours(mode: str, strategy: str, enc: Any, parent_child: bool = False, warm: bool = False) -> Factory:
+def ours(
+    mode: str, strategy: str, enc: Any, parent_child: bool = False, warm: bool = False, native: bool = True
+) -> Factory:
     size, overlap = SETTINGS[mode]
     cfg = ChunkingConfig(chunk_size=size, chunk_overlap=overlap, strategy=strategy)
     shared = TokenCounter.from_encoding(enc) if warm else None
 
     def factory() -> Callable[[str], list[str]]:
+        # The switch is global; measure() runs one tool over all documents right after its factory.
+        _accel.use_native(native)
         counter = shared or (TokenCounter.from_encoding(enc) if mode == "token" else None)
         if parent_child:
             from chalicelib.chunker import split_parent_child
@@ -146,9 +164,10 @@ def floors(enc: Any) -> dict[str, Factory]:
     return f
 
 
-def measure(tools: dict[str, Factory], docs: list[tuple[str, str]], rounds: int) -> tuple[dict, dict]:
+def measure(tools: dict[str, Factory], docs: list[tuple[str, str]], rounds: int) -> tuple[dict, dict, dict]:
     names = list(tools)
     per_doc: dict[str, list[list[float]]] = {n: [[] for _ in docs] for n in names}
+    round_secs: dict[str, list[float]] = {n: [] for n in names}
     outputs: dict[str, list[Any]] = {}
     for rnd in range(rounds):
         order = names[rnd % len(names) :] + names[: rnd % len(names)]
@@ -161,21 +180,31 @@ def measure(tools: dict[str, Factory], docs: list[tuple[str, str]], rounds: int)
                 per_doc[n][i].append(time.perf_counter() - t0)
                 if rnd == 0:
                     outputs.setdefault(n, []).append(out)
+            round_secs[n].append(sum(x[-1] for x in per_doc[n]))
             print(
-                f"  round {rnd + 1} {n:55} {time.perf_counter() - t_all:7.3f} s", file=sys.stderr, flush=True
+                f"  round {rnd + 1} {n:55} {(time.perf_counter() - t_all) * 1e3:9.2f} ms",
+                file=sys.stderr,
+                flush=True,
             )
     secs = {n: sum(statistics.median(x) for x in per_doc[n]) for n in names}
-    return secs, outputs
+    return secs, outputs, round_secs
 
 
 def run_mode(mode: str, docs: list[tuple[str, str]], enc: Any, rounds: int, with_peers: bool) -> dict:
     size, overlap = SETTINGS[mode]
     mb = sum(len(t.encode()) for _, t in docs) / 1e6
-    ours_tools: dict[str, Factory] = {
-        "ours recursive": ours(mode, "recursive", enc),
-        "ours auto (profiler+tiers+validator)": ours(mode, "auto", enc),
-        "ours parent-child (4x parents, children)": ours(mode, "recursive", enc, parent_child=True),
-    }
+    ours_tools: dict[str, Factory] = {}
+    for native in (True, False) if _accel.available() else (False,):
+        tag = "" if native else " [pure Python]"
+        ours_tools.update(
+            {
+                "ours recursive" + tag: ours(mode, "recursive", enc, native=native),
+                "ours auto (profiler+tiers+validator)" + tag: ours(mode, "auto", enc, native=native),
+                "ours parent-child (4x parents, children)" + tag: ours(
+                    mode, "recursive", enc, parent_child=True, native=native
+                ),
+            }
+        )
     if mode == "token":
         # A long-lived worker keeps its TokenCounter: steady state, NOT like-for-like (the rule above is a
         # fresh instance per round), so it is printed but left out of the ratios.
@@ -184,14 +213,22 @@ def run_mode(mode: str, docs: list[tuple[str, str]], enc: Any, rounds: int, with
     tools = {**floors(enc if mode == "token" else None), **ours_tools, **peer_tools}
     print(
         f"\n== {mode} mode: {size}/{overlap} {'tokens (cl100k)' if mode == 'token' else 'runes'}, "
-        f"{len(docs)} docs, {mb:.2f} MB",
+        f"{len(docs)} docs, {mb:.2f} MB, C accelerator "
+        f"{'built' if _accel.available() else 'NOT built: ' + _accel.IMPORT_ERROR}",
         flush=True,
     )
-    secs, outputs = measure(tools, docs, rounds)
+    secs, outputs, round_secs = measure(tools, docs, rounds)
     unit: Callable[[str], int] = len if mode == "char" else (lambda s: len(enc.encode_ordinary(s)))
     rows = {}
     for n in tools:
-        row: dict[str, Any] = {"s": secs[n], "MB_per_s": mb / secs[n] if secs[n] else None}
+        row: dict[str, Any] = {
+            "s": secs[n],
+            "MB_per_s": mb / secs[n] if secs[n] else None,
+            # spread: MB/s of the slowest and the fastest round (each round's per-document times summed)
+            "MB_per_s_rounds": [mb / max(round_secs[n]), mb / min(round_secs[n])]
+            if min(round_secs[n])
+            else None,
+        }
         if not n.startswith("floor"):
             sizes = [unit(c) for out in outputs[n] for c in out]
             row.update(
@@ -203,19 +240,28 @@ def run_mode(mode: str, docs: list[tuple[str, str]], enc: Any, rounds: int, with
         rows[n] = row
     fastest_peer = min((n for n in peer_tools), key=lambda n: secs[n], default=None)
     split_s = secs["floor: str.split()"]
-    print(f"{'tool':55} {'MB/s':>7} {'x split':>8} {'chunks':>7} {'mean':>6} {'max':>6} {'>size':>6}")
+    print(
+        f"{'tool':55} {'MB/s':>7} {'rounds min-max':>15} {'x split':>8} {'chunks':>7} {'mean':>6} "
+        f"{'max':>6} {'>size':>6}"
+    )
     for n, r in rows.items():
+        lo, hi = r["MB_per_s_rounds"] or (0.0, 0.0)
         print(
-            f"{n:55} {r['MB_per_s']:7.2f} {r['s'] / split_s:8.1f} {r.get('chunks', '-'):>7} "
-            f"{r.get('mean', 0):6.0f} {r.get('max', '-'):>6} {r.get('over', '-'):>6}"
+            f"{n:55} {r['MB_per_s']:7.2f} {lo:7.1f}-{hi:<7.1f} {r['s'] / split_s:8.1f} "
+            f"{r.get('chunks', '-'):>7} {r.get('mean', 0):6.0f} {r.get('max', '-'):>6} {r.get('over', '-'):>6}"
         )
     if fastest_peer:
         print(f"fastest peer: {fastest_peer} ({rows[fastest_peer]['MB_per_s']:.2f} MB/s)")
-        for n in ours_tools:
-            if "warm" in n:
-                continue
+    for n in ours_tools:
+        if "warm" in n:
+            continue
+        line = f"  {n:59} {split_s / secs[n]:5.2f}x str.split"
+        if fastest_peer:
+            rows[n]["x_fastest_peer"] = secs[fastest_peer] / secs[n]
             ratios = ", ".join(f"{secs[p] / secs[n]:.1f}x {p.split(' ')[0]}" for p in peer_tools)
-            print(f"  {n:45} {secs[fastest_peer] / secs[n]:5.2f}x the fastest peer  ({ratios})")
+            line += f"  {secs[fastest_peer] / secs[n]:5.2f}x the fastest peer  ({ratios})"
+        rows[n]["x_str_split"] = split_s / secs[n]
+        print(line)
     return {
         "mode": mode,
         "size": size,

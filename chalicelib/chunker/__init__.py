@@ -8,6 +8,10 @@
 Offsets are rune (code point) offsets into `normalise_markdown(text)`. Sizes are runes unless a
 `length_function` is given, in which case they are tokens: pass `TokenCounter.from_encoding(tiktoken_enc)`
 (fast, segment-cached; reuse it across documents) or any `str -> int` (measured exactly, slower).
+
+The hot paths (span scan, separator units, merge with overlap, token segment index, piece building) run
+in a C extension (`_native.c`, built by `pip install -e .`) when it is available, with results identical
+to the pure-Python code; WEKNORA_CHUNKER_PURE=1 forces pure Python (see `_accel`).
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from typing import Any
 from chalicelib.chunker import _accel
 from chalicelib.chunker.config import HARD_CAP, Resolved, chars_for_token_limit, resolve
 from chalicelib.chunker.lengths import CharMeasure, TokenCounter, TokenMeasure, token_measure
+from chalicelib.chunker.recursive import split_ranges_native
 from chalicelib.chunker.spans import find_spans
-from chalicelib.chunker.tiers import Chunk4, Ctx, Diagnostics, run_strategy
+from chalicelib.chunker.tiers import Chunk4, Ctx, Diagnostics, native_recursive, run_strategy
 from chalicelib.domain.types import ChunkingConfig
 
 __all__ = [
@@ -42,7 +47,7 @@ __all__ = [
 LengthFunction = TokenCounter | Callable[[str], int] | None
 
 
-@dataclass
+@dataclass(slots=True)  # slots: many thousands per document; cheaper to build, hold and collect
 class ChunkPiece:
     seq: int
     content: str
@@ -57,7 +62,7 @@ class ChunkPiece:
         return self.content[self.header_prefix_len :]
 
 
-@dataclass
+@dataclass(slots=True)
 class ChildPiece:
     piece: ChunkPiece
     parent_index: int  # index into ParentChildResult.parents, -1 when the parent was dropped
@@ -169,37 +174,47 @@ def _parent_child(
     pctx = Ctx(markdown, spans, resolve(parent_cfg, token_mode=m.token_mode), m)
     cctx = Ctx(markdown, spans, child_res, m)
     parents_raw, diag = run_strategy(pctx, 0, len(markdown))
-    result = ParentChildResult()
-    child_seq = 0
-    for ps, pe, ph, pcrumb in parents_raw:
-        subs, _ = run_strategy(cctx, ps, pe)
-        parent_content = ph + markdown[ps:pe]
-        index = -1
-        if len(subs) > 1 or (
-            len(subs) == 1 and (subs[0][2] + markdown[subs[0][0] : subs[0][1]]) != parent_content
-        ):
-            index = len(result.parents)
-            result.parents.append(
-                ChunkPiece(
-                    seq=index,
-                    content=parent_content,
-                    start=ps,
-                    end=pe,
-                    context_header=pcrumb,
-                    header_prefix_len=len(ph),
-                )
-            )
-        for s, e, h, crumb in subs:
-            piece = ChunkPiece(
-                seq=child_seq,
-                content=h + markdown[s:e],
-                start=s,
-                end=e,
-                context_header=_merge_breadcrumbs(pcrumb, crumb),
-                header_prefix_len=len(h),
-            )
-            result.children.append(ChildPiece(piece=piece, parent_index=index))
-            child_seq += 1
+    batched: list[list[Chunk4]] | None = None
+    if child_res.strategy == "recursive" and native_recursive(cctx) and "" not in child_res.separators:
+        # One C call for every parent (what run_strategy does per parent for the recursive strategy).
+        batched = split_ranges_native(
+            markdown,
+            [(ps, pe) for ps, pe, _, _ in parents_raw],
+            spans,
+            child_res.separators,
+            child_res.size,
+            child_res.overlap,
+            m,
+            "",
+        )
+    kept: list[Chunk4]
+    children: list[Chunk4]
+    parent_of: list[int]
+    if batched is not None:
+        kept, children, parent_of = _accel.native.assemble(markdown, parents_raw, batched, _merge_breadcrumbs)
+    else:
+        kept, children, parent_of = [], [], []
+        for ps, pe, ph, pcrumb in parents_raw:
+            subs = run_strategy(cctx, ps, pe)[0]
+            index = -1
+            if len(subs) > 1 or (
+                len(subs) == 1 and (subs[0][2] + markdown[subs[0][0] : subs[0][1]]) != ph + markdown[ps:pe]
+            ):
+                index = len(kept)
+                kept.append((ps, pe, ph, pcrumb))
+            if pcrumb:
+                children.extend((s, e, h, _merge_breadcrumbs(pcrumb, crumb)) for s, e, h, crumb in subs)
+            else:
+                children.extend(subs)
+            parent_of.extend([index] * len(subs))
+    result = ParentChildResult(parents=_pieces(markdown, kept))
+    pieces = _pieces(markdown, children)
+    if _accel.native is not None:
+        result.children = _accel.native.make_children(ChildPiece, pieces, parent_of)
+    else:
+        result.children = [
+            ChildPiece(piece=p, parent_index=i) for p, i in zip(pieces, parent_of, strict=True)
+        ]
     return result, diag, child_res
 
 

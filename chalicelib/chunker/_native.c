@@ -3,9 +3,13 @@
  * lengths.py exactly (the differential tests compare both); all offsets are code points. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h> /* baseline on x86-64: no -m flags needed */
+#endif
 
 #define HARD_CAP 7500
 
@@ -46,16 +50,49 @@ static int text_view(Text *t, PyObject *s) {
         PyErr_NoMemory();
         return -1;
     }
-    Ix n = t->n;
+    Ix n = t->n, i = 0;
     if (t->kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *d = (const Py_UCS1 *)t->data;
-        for (Ix i = 0; i < n; i++) b[i] = d[i] < 128 ? d[i] : 0x80;
+#if defined(__SSE2__)
+        const __m128i hi = _mm_set1_epi8((char)0x80);
+        for (; i + 16 <= n; i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(d + i));
+            __m128i neg = _mm_cmplt_epi8(v, _mm_setzero_si128()); /* rune >= 128 */
+            _mm_storeu_si128((__m128i *)(b + i), _mm_or_si128(_mm_andnot_si128(neg, v), _mm_and_si128(neg, hi)));
+        }
+#endif
+        for (; i < n; i++) b[i] = d[i] < 128 ? d[i] : 0x80;
     } else if (t->kind == PyUnicode_2BYTE_KIND) {
         const Py_UCS2 *d = (const Py_UCS2 *)t->data;
-        for (Ix i = 0; i < n; i++) b[i] = d[i] < 128 ? (uint8_t)d[i] : 0x80;
+#if defined(__SSE2__)
+        const __m128i lim = _mm_set1_epi16(0x7F), hi = _mm_set1_epi16(0x80), z = _mm_setzero_si128();
+        for (; i + 16 <= n; i += 16) {
+            __m128i v0 = _mm_loadu_si128((const __m128i *)(d + i));
+            __m128i v1 = _mm_loadu_si128((const __m128i *)(d + i + 8));
+            __m128i a0 = _mm_cmpeq_epi16(_mm_subs_epu16(v0, lim), z); /* rune < 128 */
+            __m128i a1 = _mm_cmpeq_epi16(_mm_subs_epu16(v1, lim), z);
+            v0 = _mm_or_si128(_mm_and_si128(a0, v0), _mm_andnot_si128(a0, hi));
+            v1 = _mm_or_si128(_mm_and_si128(a1, v1), _mm_andnot_si128(a1, hi));
+            _mm_storeu_si128((__m128i *)(b + i), _mm_packus_epi16(v0, v1));
+        }
+#endif
+        for (; i < n; i++) b[i] = d[i] < 128 ? (uint8_t)d[i] : 0x80;
     } else {
         const Py_UCS4 *d = (const Py_UCS4 *)t->data;
-        for (Ix i = 0; i < n; i++) b[i] = d[i] < 128 ? (uint8_t)d[i] : 0x80;
+#if defined(__SSE2__)
+        const __m128i lim = _mm_set1_epi32(128), hi = _mm_set1_epi32(0x80);
+        for (; i + 16 <= n; i += 16) {
+            __m128i w[4];
+            for (int q = 0; q < 4; q++) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(d + i + 4 * q));
+                __m128i a = _mm_cmplt_epi32(v, lim); /* code points are < 0x110000: signed compare is fine */
+                w[q] = _mm_or_si128(_mm_and_si128(a, v), _mm_andnot_si128(a, hi));
+            }
+            __m128i h0 = _mm_packs_epi32(w[0], w[1]), h1 = _mm_packs_epi32(w[2], w[3]);
+            _mm_storeu_si128((__m128i *)(b + i), _mm_packus_epi16(h0, h1));
+        }
+#endif
+        for (; i < n; i++) b[i] = d[i] < 128 ? (uint8_t)d[i] : 0x80;
     }
     t->b = b;
     t->owned = b;
@@ -236,6 +273,41 @@ static int match_cmp(const void *x, const void *y) {
     return a->kind - b->kind;
 }
 
+/* Sort the matches: each pattern's matches come out in start order (kinds appended one after another),
+ * so a k-way merge of those runs replaces a general sort. */
+static int merge_runs(MatchVec *mv) {
+    Ix head[8], end[8];
+    int nr = 0;
+    for (Ix i = 0; i < mv->n; i++) {
+        if (i == 0 || mv->v[i].kind != mv->v[i - 1].kind || mv->v[i].s <= mv->v[i - 1].s) {
+            if (nr == 8) { /* not expected: fall back to a full sort */
+                qsort(mv->v, (size_t)mv->n, sizeof(Match), match_cmp);
+                return 0;
+            }
+            if (nr) end[nr - 1] = i;
+            head[nr++] = i;
+        }
+    }
+    if (nr <= 1) return 0;
+    end[nr - 1] = mv->n;
+    Match *out = (Match *)PyMem_Malloc((size_t)mv->n * sizeof(Match));
+    if (!out) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Ix k = 0; k < mv->n; k++) {
+        int best = -1;
+        for (int r = 0; r < nr; r++) {
+            if (head[r] < end[r] && (best < 0 || match_cmp(&mv->v[head[r]], &mv->v[head[best]]) < 0)) best = r;
+        }
+        out[k] = mv->v[head[best]++];
+    }
+    PyMem_Free(mv->v);
+    mv->v = out;
+    mv->cap = mv->n;
+    return 0;
+}
+
 static inline int is_gows(Py_UCS4 c) { return c == '\t' || c == '\n' || c == '\f' || c == '\r' || c == ' '; }
 static inline int is_word(Py_UCS4 c) {
     return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
@@ -263,22 +335,13 @@ static Ix label_target(const Text *t, Ix p, Ix mn) {
 
 /* `\|(?:[^|\n]*+\|)++` from a pipe at p: index after the last pipe of the line, *ok = at least one cell. */
 static Ix pipe_cells(const Text *t, Ix p, int *ok) {
-    Ix q = p + 1;
-    *ok = 0;
-    for (;;) {
-        Ix r = q;
-        while (r < t->n) {
-            Py_UCS4 c = BY(t, r);
-            if (c == '|' || c == '\n') break;
-            r++;
-        }
-        if (r < t->n && BY(t, r) == '|') {
-            q = r + 1;
-            *ok = 1;
-        } else {
-            return q;
-        }
-    }
+    /* The possessive cells end after the last pipe before the line end. */
+    Ix end = find_ch(t, '\n', p + 1, t->n);
+    if (end < 0) end = t->n;
+    Ix last = end - 1;
+    while (last > p && t->b[last] != '|') last--;
+    *ok = last > p;
+    return last + 1;
 }
 
 static Ix skip_nl(const Text *t, Ix q) {
@@ -494,15 +557,20 @@ static SpansObject *spans_alloc(Ix n) {
 /* Text access for `text` through the byte view cached on the spans (built once per text). */
 static int sp_text(SpansObject *sp, PyObject *text, Text *t) {
     if (text_init(t, text) < 0) return -1;
-    if (sp->text != text) {
-        if (text_view(t, text) < 0) return -1;
-        PyMem_Free(sp->view_owned);
-        Py_XSETREF(sp->text, Py_NewRef(text));
+    if (sp->text == text) {
+        t->b = sp->view;
+        return 0;
+    }
+    if (text_view(t, text) < 0) return -1;
+    if (!sp->text) {
+        /* first use: the spans keep the view (and the text alive) */
+        sp->text = Py_NewRef(text);
         sp->view = t->b;
         sp->view_owned = t->owned;
+        t->owned = NULL;
     }
-    t->b = sp->view;
-    t->owned = NULL;
+    /* otherwise a private view for this call (text_free releases it); a cached view is never replaced
+     * because another thread may be reading it while this one runs Python code */
     return 0;
 }
 
@@ -526,7 +594,11 @@ static PyObject *py_find_spans(PyObject *mod, PyObject *arg) {
         text_free(&t);
         return NULL;
     }
-    if (mv.n > 1) qsort(mv.v, (size_t)mv.n, sizeof(Match), match_cmp);
+    if (merge_runs(&mv) < 0) {
+        PyMem_Free(mv.v);
+        text_free(&t);
+        return NULL;
+    }
     SpansObject *sp = spans_alloc(mv.n);
     if (!sp) {
         PyMem_Free(mv.v);
@@ -611,6 +683,7 @@ typedef struct {
     PyObject_HEAD PyObject *text;
     PyObject *counter;
     PyObject *cache; /* counter.cache */
+    PyObject *count_ids; /* counter._count_ids: text -> token list (tiktoken's CoreBPE.encode_ordinary) */
     Text t;
     int64_t *starts;
     int64_t *cum;
@@ -629,7 +702,26 @@ static int tm_cnt_obj(TokMeasure *m, PyObject *s, Ix *out) {
         Py_INCREF(v);
     } else {
         if (PyErr_Occurred()) return -1;
-        v = PyObject_CallOneArg(m->counter, s);
+        v = NULL;
+        if (m->count_ids) {
+            /* counter(s) without its Python frames: cache[s] = len(encode_ordinary(s)) */
+            PyObject *ids = PyObject_CallOneArg(m->count_ids, s);
+            if (ids) {
+                Py_ssize_t k = PyObject_Length(ids);
+                Py_DECREF(ids);
+                if (k < 0) return -1;
+                v = PyLong_FromSsize_t(k);
+                if (!v || PyDict_SetItem(m->cache, s, v) < 0) {
+                    Py_XDECREF(v);
+                    return -1;
+                }
+            } else if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+                PyErr_Clear(); /* lone surrogates: the counter's own path repairs them */
+            } else {
+                return -1;
+            }
+        }
+        if (!v) v = PyObject_CallOneArg(m->counter, s);
         if (!v) return -1;
     }
     Ix r = PyLong_AsSsize_t(v);
@@ -813,12 +905,260 @@ static int tm_text_len(TokMeasure *m, PyObject *s, Ix *out) {
     return tm_cnt_obj(m, s, out);
 }
 
-/* Segment boundaries: a ' ' followed by a non-whitespace rune (re ` (?=\S)`, Unicode \s). */
+/* ---------------- segment cache: word -> count(" " + word), keyed by code points (any str kind) */
+
+typedef struct {
+    uint64_t h;
+    PyObject *key;
+    int64_t count; /* -1 while pending */
+} SegEntry;
+
+/* Open addressing over a compact slot array (hash high bits | entry index + 1), entries stored densely:
+ * the slots stay cache-resident, and entry indices survive growth. */
+typedef struct {
+    PyObject_HEAD Ix cap, n, ecap;
+    int busy; /* a build is filling pending entries (it calls Python, so another thread may come in) */
+    uint64_t *slot;
+    SegEntry *e;
+} SegCache;
+
+static void sc_dealloc(SegCache *c) {
+    for (Ix i = 0; i < c->n; i++) Py_XDECREF(c->e[i].key);
+    PyMem_Free(c->e);
+    PyMem_Free(c->slot);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static Py_ssize_t sc_len(SegCache *c) { return c->n; }
+
+static PySequenceMethods sc_as_seq = {.sq_length = (lenfunc)sc_len};
+
+static PyTypeObject SegCacheType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "chalicelib.chunker._native.SegCache",
+    .tp_basicsize = sizeof(SegCache),
+    .tp_dealloc = (destructor)sc_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Token counts of \" \" + word for the words seen so far (TokenCounter.spaced in C).",
+    .tp_as_sequence = &sc_as_seq,
+    .tp_new = PyType_GenericNew,
+};
+
+static uint64_t span_hash(const Text *t, Ix a, Ix b) {
+    uint64_t h = 1469598103934665603ULL;
+    if (t->kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = (const Py_UCS1 *)t->data;
+        for (Ix i = a; i < b; i++) h = (h ^ d[i]) * 1099511628211ULL;
+    } else if (t->kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = (const Py_UCS2 *)t->data;
+        for (Ix i = a; i < b; i++) h = (h ^ d[i]) * 1099511628211ULL;
+    } else {
+        const Py_UCS4 *d = (const Py_UCS4 *)t->data;
+        for (Ix i = a; i < b; i++) h = (h ^ d[i]) * 1099511628211ULL;
+    }
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 32);
+}
+
+static int span_eq(const Text *t, Ix a, Ix b, PyObject *key) {
+    Ix n = b - a;
+    if (PyUnicode_GET_LENGTH(key) != n) return 0;
+    int kk = PyUnicode_KIND(key);
+    const void *kd = PyUnicode_DATA(key);
+    if (kk == t->kind) return memcmp((const char *)t->data + a * kk, kd, (size_t)(n * kk)) == 0;
+    for (Ix i = 0; i < n; i++)
+        if (PyUnicode_READ(kk, kd, i) != CH(t, a + i)) return 0;
+    return 1;
+}
+
+static int sc_grow_slots(SegCache *c) {
+    Ix cap = c->cap ? c->cap * 2 : 4096;
+    uint64_t *sl = (uint64_t *)PyMem_Calloc((size_t)cap, sizeof(uint64_t));
+    if (!sl) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Ix i = 0; i < c->n; i++) {
+        uint64_t h = c->e[i].h;
+        Ix j = (Ix)(h & (uint64_t)(cap - 1));
+        while (sl[j]) j = (j + 1) & (cap - 1);
+        sl[j] = (h & 0xFFFFFFFF00000000ULL) | (uint64_t)(i + 1);
+    }
+    PyMem_Free(c->slot);
+    c->slot = sl;
+    c->cap = cap;
+    return 0;
+}
+
+/* Index of the entry for text[a:b], appended as pending (count -1) when absent; -1 on error. */
+static Ix sc_get(SegCache *c, PyObject *text, const Text *t, Ix a, Ix b, uint64_t h, int *inserted) {
+    if ((c->n + 1) * 2 > c->cap && sc_grow_slots(c) < 0) return -1;
+    uint64_t hi = h & 0xFFFFFFFF00000000ULL;
+    Ix j = (Ix)(h & (uint64_t)(c->cap - 1));
+    for (;;) {
+        uint64_t v = c->slot[j];
+        if (!v) break;
+        if ((v & 0xFFFFFFFF00000000ULL) == hi) {
+            Ix idx = (Ix)(v & 0xFFFFFFFFULL) - 1;
+            if (c->e[idx].h == h && span_eq(t, a, b, c->e[idx].key)) {
+                *inserted = 0;
+                return idx;
+            }
+        }
+        j = (j + 1) & (c->cap - 1);
+    }
+    if (c->n == c->ecap) {
+        Ix ecap = c->ecap ? c->ecap * 2 : 2048;
+        SegEntry *e = (SegEntry *)PyMem_Realloc(c->e, (size_t)ecap * sizeof(SegEntry));
+        if (!e) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        c->e = e;
+        c->ecap = ecap;
+    }
+    PyObject *key = PyUnicode_Substring(text, a, b);
+    if (!key) return -1;
+    Ix idx = c->n++;
+    c->e[idx].h = h;
+    c->e[idx].key = key;
+    c->e[idx].count = -1;
+    c->slot[j] = hi | (uint64_t)(idx + 1);
+    *inserted = 1;
+    return idx;
+}
+
+static Ix utf8_len(PyObject *s) {
+    if (PyUnicode_IS_ASCII(s)) return PyUnicode_GET_LENGTH(s);
+    int k = PyUnicode_KIND(s);
+    const void *d = PyUnicode_DATA(s);
+    Ix n = PyUnicode_GET_LENGTH(s), r = 0;
+    for (Ix i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(k, d, i);
+        r += c < 0x80 ? 1 : c < 0x800 ? 2 : (c >= 0xD800 && c < 0xE000) ? 3 : c < 0x10000 ? 3 : 4;
+    }
+    return r;
+}
+
+static int call_count_spaced(PyObject *count, PyObject *word, int64_t *out) {
+    PyObject *sp = PyUnicode_FromOrdinal(' ');
+    PyObject *s = sp ? PyUnicode_Concat(sp, word) : NULL;
+    Py_XDECREF(sp);
+    if (!s) return -1;
+    PyObject *v = PyObject_CallOneArg(count, s);
+    Py_DECREF(s);
+    if (!v) return -1;
+    Ix r = PyLong_AsSsize_t(v);
+    Py_DECREF(v);
+    if (r == -1 && PyErr_Occurred()) return -1;
+    *out = r;
+    return 0;
+}
+
+/* TokenCounter.count_new for the pending entries: one bulk encode of " w1 w2 ..." when the counter has
+ * one (word counts read off the token byte lengths, misaligned words encoded alone), else one call each. */
+static int count_pending(PyObject *counter, SegCache *sc, const Ix *pend, Ix np) {
+    PyObject *count = PyObject_GetAttrString(counter, "count");
+    PyObject *bulk = count ? PyObject_GetAttrString(counter, "_bulk") : NULL;
+    PyObject *table = bulk ? PyObject_GetAttrString(counter, "_tok_bytes") : NULL;
+    PyObject *joined = NULL, *ids = NULL;
+    Py_buffer ib = {0}, tb = {0};
+    int rc = -1;
+    if (!table) goto done;
+    if (bulk != Py_None && table != Py_None && np >= 8) {
+        PyObject *lst = PyList_New(np);
+        if (!lst) goto done;
+        for (Ix i = 0; i < np; i++) PyList_SET_ITEM(lst, i, Py_NewRef(sc->e[pend[i]].key));
+        PyObject *sep = PyUnicode_FromOrdinal(' ');
+        PyObject *body = sep ? PyUnicode_Join(sep, lst) : NULL;
+        Py_DECREF(lst);
+        joined = body ? PyUnicode_Concat(sep, body) : NULL;
+        Py_XDECREF(sep);
+        Py_XDECREF(body);
+        if (!joined) goto done;
+        ids = PyObject_CallOneArg(bulk, joined);
+        if (!ids) goto done;
+        if (PyObject_GetBuffer(ids, &ib, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
+        if (PyObject_GetBuffer(table, &tb, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
+        if (ib.itemsize != 4 || tb.itemsize != 8) {
+            PyErr_SetString(PyExc_TypeError, "bulk ids must be uint32 and the byte table int64");
+            goto done;
+        }
+        const uint32_t *tid = (const uint32_t *)ib.buf;
+        const int64_t *tlen = (const int64_t *)tb.buf;
+        Ix ntok = ib.len / 4, ntab = tb.len / 8;
+        /* walk tokens against word ends (each word's end includes its leading space) */
+        Ix ti = 0;
+        int64_t tok_end = 0, word_end = 0;
+        int prev_aligned = 1;
+        Ix prev_idx = 0;
+        for (Ix w = 0; w < np; w++) {
+            word_end += utf8_len(sc->e[pend[w]].key) + 1;
+            while (ti < ntok) {
+                uint32_t id = tid[ti];
+                int64_t l = id < (uint32_t)ntab ? tlen[id] : 0;
+                if (tok_end + l > word_end) break;
+                tok_end += l;
+                ti++;
+            }
+            /* ti = number of tokens ending at or before word_end */
+            int aligned = ti > 0 && tok_end == word_end;
+            int64_t c = (int64_t)(ti - prev_idx);
+            if (aligned && prev_aligned) {
+                sc->e[pend[w]].count = c;
+            } else {
+                int64_t one;
+                if (call_count_spaced(count, sc->e[pend[w]].key, &one) < 0) goto done;
+                sc->e[pend[w]].count = one;
+            }
+            prev_aligned = aligned;
+            prev_idx = ti;
+        }
+    } else {
+        for (Ix i = 0; i < np; i++) {
+            int64_t one;
+            if (call_count_spaced(count, sc->e[pend[i]].key, &one) < 0) goto done;
+            sc->e[pend[i]].count = one;
+        }
+    }
+    rc = 0;
+done:
+    if (ib.obj) PyBuffer_Release(&ib);
+    if (tb.obj) PyBuffer_Release(&tb);
+    Py_XDECREF(count);
+    Py_XDECREF(bulk);
+    Py_XDECREF(table);
+    Py_XDECREF(joined);
+    Py_XDECREF(ids);
+    return rc;
+}
+
+/* Segment boundaries: a ' ' followed by a non-whitespace rune (re ` (?=\S)`, Unicode \s). Segment 0 is
+ * the text before the first boundary; segment i >= 1 is " " + words[i]. */
 static PyObject *tm_build(TokMeasure *m) {
     const Text *t = &m->t;
     Ix n = t->n;
     IxVec b = {0};
-    PyObject *words = NULL, *wset = NULL, *newset = NULL, *spaced = NULL, *res = NULL;
+    Ix *ent = NULL, *pend = NULL, np = 0;
+    uint64_t *hashes = NULL;
+    PyObject *res = NULL, *cache = PyObject_GetAttrString(m->counter, "_native_cache");
+    if (!cache) goto done;
+    if (cache == Py_None) {
+        Py_DECREF(cache);
+        cache = PyObject_CallNoArgs((PyObject *)&SegCacheType);
+        if (!cache || PyObject_SetAttrString(m->counter, "_native_cache", cache) < 0) goto done;
+    }
+    if (!PyObject_TypeCheck(cache, &SegCacheType)) {
+        PyErr_SetString(PyExc_TypeError, "counter._native_cache must be a SegCache");
+        goto done;
+    }
+    if (((SegCache *)cache)->busy) {
+        /* in use by a build that is waiting on the tokenizer: work on a private cache instead */
+        Py_SETREF(cache, PyObject_CallNoArgs((PyObject *)&SegCacheType));
+        if (!cache) goto done;
+    }
+    SegCache *sc = (SegCache *)cache;
+    sc->busy = 1;
     if (vec_push(&b, 0) < 0) goto done;
     for (Ix i = find_ch(t, ' ', 0, n - 1); i >= 0; i = find_ch(t, ' ', i + 1, n - 1)) {
         Py_UCS4 c = BY(t, i + 1);
@@ -827,28 +1167,35 @@ static PyObject *tm_build(TokMeasure *m) {
     }
     if (vec_push(&b, n) < 0) goto done;
     Ix nw = b.n - 1;
-    words = PyList_New(nw);
-    if (!words) goto done;
+    ent = (Ix *)PyMem_Malloc(sizeof(Ix) * (size_t)(nw ? nw : 1));
+    pend = (Ix *)PyMem_Malloc(sizeof(Ix) * (size_t)(nw ? nw : 1));
+    hashes = (uint64_t *)PyMem_Malloc(sizeof(uint64_t) * (size_t)(nw ? nw : 1));
+    if (!ent || !pend || !hashes) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Ix w = 0; w < nw; w++) hashes[w] = span_hash(t, w == 0 ? 0 : b.v[w] + 1, b.v[w + 1]);
     for (Ix w = 0; w < nw; w++) {
+        int ins;
+#if defined(__GNUC__)
+        /* the table is bigger than the caches: fetch the slot a few words ahead */
+        if (w + 16 < nw && sc->cap) __builtin_prefetch(&sc->slot[hashes[w + 16] & (uint64_t)(sc->cap - 1)]);
+        if (w + 8 < nw && sc->cap) {
+            uint64_t v = sc->slot[hashes[w + 8] & (uint64_t)(sc->cap - 1)];
+            if (v) {
+                const SegEntry *pe = &sc->e[(v & 0xFFFFFFFFULL) - 1];
+                __builtin_prefetch(pe);
+                __builtin_prefetch(pe->key);
+            }
+        }
+#endif
         Ix s = w == 0 ? 0 : b.v[w] + 1;
-        PyObject *o = PyUnicode_Substring(m->text, s, b.v[w + 1]);
-        if (!o) goto done;
-        PyList_SET_ITEM(words, w, o);
+        Ix e = sc_get(sc, m->text, t, s, b.v[w + 1], hashes[w], &ins);
+        if (e < 0) goto done;
+        ent[w] = e;
+        if (ins) pend[np++] = e;
     }
-    spaced = PyObject_GetAttrString(m->counter, "spaced");
-    if (!spaced) goto done;
-    wset = PySet_New(words);
-    if (!wset) goto done;
-    newset = PyObject_CallMethod(wset, "difference", "O", spaced);
-    if (!newset) goto done;
-    if (PySet_GET_SIZE(newset) > 0) {
-        PyObject *lst = PySequence_List(newset);
-        if (!lst) goto done;
-        PyObject *r = PyObject_CallMethod(m->counter, "count_new", "O", lst);
-        Py_DECREF(lst);
-        if (!r) goto done;
-        Py_DECREF(r);
-    }
+    if (np && count_pending(m->counter, sc, pend, np) < 0) goto done;
     m->ns = nw + 1;
     m->starts = (int64_t *)PyMem_Malloc(sizeof(int64_t) * (size_t)m->ns);
     m->cum = (int64_t *)PyMem_Malloc(sizeof(int64_t) * (size_t)m->ns);
@@ -859,30 +1206,33 @@ static PyObject *tm_build(TokMeasure *m) {
     m->cum[0] = 0;
     for (Ix w = 0; w < nw; w++) {
         m->starts[w] = b.v[w];
-        Ix c;
+        int64_t c = sc->e[ent[w]].count;
         if (w == 0) {
-            PyObject *v = PyObject_CallOneArg(m->counter, PyList_GET_ITEM(words, 0));
+            /* words[0] has no leading space in the text */
+            PyObject *v = PyObject_CallOneArg(m->counter, sc->e[ent[0]].key);
             if (!v) goto done;
             c = PyLong_AsSsize_t(v);
             Py_DECREF(v);
-        } else {
-            PyObject *v = PyObject_GetItem(spaced, PyList_GET_ITEM(words, w));
-            if (!v) goto done;
-            c = PyLong_AsSsize_t(v);
-            Py_DECREF(v);
+            if (c == -1 && PyErr_Occurred()) goto done;
         }
-        if (c == -1 && PyErr_Occurred()) goto done;
         m->cum[w + 1] = m->cum[w] + c;
     }
     m->starts[nw] = n;
-    res = Py_None;
-    Py_INCREF(res);
+    res = Py_NewRef(Py_None);
 done:
+    if (!res && np) {
+        /* pending entries never got a count: drop the whole cache rather than keep them */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        if (PyObject_SetAttrString(m->counter, "_native_cache", Py_None) < 0) PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+    }
+    if (cache && PyObject_TypeCheck(cache, &SegCacheType)) ((SegCache *)cache)->busy = 0;
     vec_free(&b);
-    Py_XDECREF(words);
-    Py_XDECREF(wset);
-    Py_XDECREF(newset);
-    Py_XDECREF(spaced);
+    PyMem_Free(ent);
+    PyMem_Free(pend);
+    PyMem_Free(hashes);
+    Py_XDECREF(cache);
     return res;
 }
 
@@ -910,6 +1260,9 @@ static PyObject *tm_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (m->mbpt == -1 && PyErr_Occurred()) goto fail;
     m->cache = PyObject_GetAttrString(counter, "cache");
     if (!m->cache) goto fail;
+    m->count_ids = PyObject_GetAttrString(counter, "_count_ids");
+    if (!m->count_ids) goto fail;
+    if (m->count_ids == Py_None) Py_CLEAR(m->count_ids);
     if (!PyDict_Check(m->cache)) {
         PyErr_SetString(PyExc_TypeError, "counter.cache must be a dict");
         goto fail;
@@ -942,6 +1295,7 @@ static void tm_dealloc(TokMeasure *m) {
     Py_XDECREF(m->text);
     Py_XDECREF(m->counter);
     Py_XDECREF(m->cache);
+    Py_XDECREF(m->count_ids);
     PyMem_Free(m->starts);
     PyMem_Free(m->cum);
     Py_TYPE(m)->tp_free((PyObject *)m);
@@ -1164,14 +1518,16 @@ static PyObject *py_overlap_start(PyObject *mod, PyObject *args) {
     if (!PyArg_ParseTuple(args, "UO!Onnn", &text, &SpansType, &spo, &mo, &p, &end, &max_ov)) return NULL;
     Text t;
     Meas m;
-    if (sp_text((SpansObject *)spo, text, &t) < 0 || meas_init(&m, mo) < 0) return NULL;
+    if (meas_init(&m, mo) < 0 || sp_text((SpansObject *)spo, text, &t) < 0) return NULL;
     if (p < 0 || end > t.n) {
+        text_free(&t);
         PyErr_SetString(PyExc_IndexError, "range out of text");
         return NULL;
     }
     IxVec tmp = {0};
     int rc = overlap_start(&t, (SpansObject *)spo, &m, p, end, max_ov, &tmp, &r);
     vec_free(&tmp);
+    text_free(&t);
     if (rc < 0) return NULL;
     return PyLong_FromSsize_t(r);
 }
@@ -1290,7 +1646,9 @@ typedef struct {
     PyObject *active; /* borrowed from the last attribute read (we hold a ref) */
 } Tracker;
 
-static int tracker_update(Tracker *tr, PyObject *text, Ix s, Ix e, PyObject **unit_out) {
+static int tracker_update(Tracker *tr, PyObject *cls, PyObject *text, Ix s, Ix e, PyObject **unit_out) {
+    /* made on first use: most ranges never leave the fast path */
+    if (!tr->tracker && !(tr->tracker = PyObject_CallNoArgs(cls))) return -1;
     PyObject *unit = PyUnicode_Substring(text, s, e);
     if (!unit) return -1;
     PyObject *r = PyObject_CallMethod(tr->tracker, "update", "O", unit);
@@ -1318,44 +1676,43 @@ fail:
     return -1;
 }
 
-static int out_push(PyObject *out, Ix s, Ix e, PyObject *hdr) {
-    PyObject *tup = Py_BuildValue("(nnO)", s, e, hdr);
+/* (s, e, hdr), or (s, e, hdr, ctx) when ctx is not NULL */
+static int out_push(PyObject *ctx, PyObject *out, Ix s, Ix e, PyObject *hdr) {
+    PyObject *tup = ctx ? Py_BuildValue("(nnOO)", s, e, hdr, ctx) : Py_BuildValue("(nnO)", s, e, hdr);
     if (!tup) return -1;
     int rc = PyList_Append(out, tup);
     Py_DECREF(tup);
     return rc;
 }
 
-/* split_range(text, a, b, spans, seps, size, overlap, measure, helpers) -> [(start, end, header)]
+/* split_ranges(text, ranges, spans, seps, size, overlap, measure, helpers, context) -> one list per
+ * (a, b) range of (start, end, header) tuples, or (start, end, header, context) when context is a str.
  * helpers = (TableTracker, _header_present, _column_mismatch) from recursive.py */
 static PyObject *py_split_range(PyObject *mod, PyObject *args) {
-    PyObject *text, *spo, *seps_o, *mo, *helpers;
-    Ix a, b, size, overlap;
-    if (!PyArg_ParseTuple(args, "UnnO!OnnOO", &text, &a, &b, &SpansType, &spo, &seps_o, &size, &overlap, &mo,
-                          &helpers))
+    PyObject *text, *ranges, *spo, *seps_o, *mo, *helpers, *ctxo;
+    Ix size, overlap;
+    if (!PyArg_ParseTuple(args, "UO!O!OnnOOO", &text, &PyList_Type, &ranges, &SpansType, &spo, &seps_o, &size,
+                          &overlap, &mo, &helpers, &ctxo))
         return NULL;
+    if (ctxo != Py_None && !PyUnicode_Check(ctxo)) {
+        PyErr_SetString(PyExc_TypeError, "context must be None or str");
+        return NULL;
+    }
     Text t;
     Meas m;
-    if (sp_text((SpansObject *)spo, text, &t) < 0 || meas_init(&m, mo) < 0) return NULL;
-    PyObject *out = PyList_New(0);
-    if (!out || a >= b) return out;
-    if (a < 0 || b > t.n) {
-        Py_DECREF(out);
-        PyErr_SetString(PyExc_IndexError, "range out of text");
-        return NULL;
-    }
-    const SpansObject *sp = (const SpansObject *)spo;
     PyObject *tracker_cls, *header_present, *column_mismatch;
-    if (!PyArg_ParseTuple(helpers, "OOO", &tracker_cls, &header_present, &column_mismatch)) {
-        Py_DECREF(out);
+    if (meas_init(&m, mo) < 0 ||
+        !PyArg_ParseTuple(helpers, "OOO", &tracker_cls, &header_present, &column_mismatch))
         return NULL;
-    }
-    /* separators */
     PyObject *sf = PySequence_Fast(seps_o, "separators must be a sequence");
-    if (!sf) {
-        Py_DECREF(out);
+    if (!sf) return NULL;
+    if (sp_text((SpansObject *)spo, text, &t) < 0) {
+        Py_DECREF(sf);
         return NULL;
     }
+    PyObject *all = PyList_New(0), *out = NULL;
+    const SpansObject *sp = (const SpansObject *)spo;
+    PyObject *octx = ctxo == Py_None ? NULL : ctxo;
     Ix nseps = PySequence_Fast_GET_SIZE(sf);
     Sep *seps = (Sep *)PyMem_Calloc((size_t)(nseps ? nseps : 1), sizeof(Sep));
     IxVec bounds = {0}, big = {0}, hdru = {0}, specials = {0}, tmp = {0};
@@ -1363,7 +1720,7 @@ static PyObject *py_split_range(PyObject *mod, PyObject *args) {
     PyObject *empty = PyUnicode_FromStringAndSize("", 0);
     PyObject *hdr = NULL, *unit = NULL;
     int ok = 0;
-    if (!seps || !empty) goto done;
+    if (!all || !seps || !empty) goto done;
     hdr = Py_NewRef(empty);
     for (Ix i = 0; i < nseps; i++) {
         PyObject *s = PySequence_Fast_GET_ITEM(sf, i);
@@ -1376,6 +1733,21 @@ static PyObject *py_split_range(PyObject *mod, PyObject *args) {
         seps[i].n = PyUnicode_GET_LENGTH(s);
     }
     GapCtx g = {&t, seps, nseps, size, &m, &bounds, &big};
+    for (Ix ri = 0; ri < PyList_GET_SIZE(ranges); ri++) {
+    Ix a, b;
+    if (!PyArg_ParseTuple(PyList_GET_ITEM(ranges, ri), "nn", &a, &b)) goto done;
+    Py_XSETREF(out, PyList_New(0));
+    if (!out || PyList_Append(all, out) < 0) goto done;
+    if (a >= b) continue;
+    if (a < 0 || b > t.n) {
+        PyErr_SetString(PyExc_IndexError, "range out of text");
+        goto done;
+    }
+    bounds.n = big.n = hdru.n = specials.n = 0;
+    Py_CLEAR(tr.tracker);
+    Py_CLEAR(tr.active);
+    tr.busy = tr.ended = 0;
+    Py_SETREF(hdr, Py_NewRef(empty));
     if (build_units(&g, sp, a, b, &hdru) < 0) goto done;
     for (Ix i = 0; i < big.n; i++)
         if (vec_push(&specials, big.v[i]) < 0) goto done;
@@ -1383,8 +1755,6 @@ static PyObject *py_split_range(PyObject *mod, PyObject *args) {
         if (vec_push(&specials, hdru.v[i]) < 0) goto done;
     if (specials.n > 1) qsort(specials.v, (size_t)specials.n, sizeof(Ix), cmp_ix);
     /* big_set membership: big is ascending (appended in order) */
-    tr.tracker = PyObject_CallNoArgs(tracker_cls);
-    if (!tr.tracker) goto done;
     Ix n = bounds.n, k = 0, sp_i = 0, cur = -1, hdr_len = 0;
     const Ix *bd = bounds.v;
     int token = m.tm != NULL;
@@ -1413,7 +1783,7 @@ static PyObject *py_split_range(PyObject *mod, PyObject *args) {
                 if (j >= k) k = j + 1;
                 if (k >= stop) continue;
                 Ix u_s = bd[k - 1], u_e = bd[k];
-                if (out_push(out, cur, u_s, hdr) < 0) goto done;
+                if (out_push(octx, out, cur, u_s, hdr) < 0) goto done;
                 if (hard_bound) {
                     cur = u_s;
                 } else {
@@ -1434,10 +1804,10 @@ static PyObject *py_split_range(PyObject *mod, PyObject *args) {
         Ix bi = bisect_l(big.v, k, 0, big.n);
         int is_big = bi < big.n && big.v[bi] == k;
         Py_CLEAR(unit);
-        if (tracker_update(&tr, text, u_s, u_e, &unit) < 0) goto done;
+        if (tracker_update(&tr, tracker_cls, text, u_s, u_e, &unit) < 0) goto done;
         if (is_big) {
             if (cur >= 0) {
-                if (out_push(out, cur, u_s, hdr) < 0) goto done;
+                if (out_push(octx, out, cur, u_s, hdr) < 0) goto done;
                 cur = -1;
                 Py_SETREF(hdr, Py_NewRef(empty));
                 hdr_len = 0;
@@ -1449,7 +1819,7 @@ static PyObject *py_split_range(PyObject *mod, PyObject *args) {
             }
             Ix x = u_s;
             for (Ix i = 0; i < pieces.n; i++) {
-                if (out_push(out, x, pieces.v[i], empty) < 0) {
+                if (out_push(octx, out, x, pieces.v[i], empty) < 0) {
                     vec_free(&pieces);
                     goto done;
                 }
@@ -1460,7 +1830,7 @@ static PyObject *py_split_range(PyObject *mod, PyObject *args) {
             continue;
         }
         if (tr.ended && cur >= 0) {
-            if (out_push(out, cur, u_s, hdr) < 0) goto done;
+            if (out_push(octx, out, cur, u_s, hdr) < 0) goto done;
             cur = -1;
             Py_SETREF(hdr, Py_NewRef(empty));
             hdr_len = 0;
@@ -1490,7 +1860,7 @@ static PyObject *py_split_range(PyObject *mod, PyObject *args) {
             err = m_length(&m, cur, u_s, &cl) < 0;
             if (!err && cl + hdr_len + u_len + h_len > size) {
                 Ix ov, cur_len;
-                err = out_push(out, cur, u_s, hdr) < 0;
+                err = out_push(octx, out, cur, u_s, hdr) < 0;
                 Ix mo2 = overlap < size - u_len ? overlap : size - u_len;
                 if (!err) err = overlap_start(&t, sp, &m, cur, u_s, mo2, &tmp, &ov) < 0;
                 Py_SETREF(hdr, Py_NewRef(empty));
@@ -1529,7 +1899,7 @@ static PyObject *py_split_range(PyObject *mod, PyObject *args) {
         Py_DECREF(headers);
         if (err) goto done;
         if (cur >= 0 && (u_e - cur) + PyUnicode_GET_LENGTH(hdr) > HARD_CAP) {
-            if (out_push(out, cur, u_s, hdr) < 0) goto done;
+            if (out_push(octx, out, cur, u_s, hdr) < 0) goto done;
             cur = -1;
             Py_SETREF(hdr, Py_NewRef(empty));
             hdr_len = 0;
@@ -1537,9 +1907,11 @@ static PyObject *py_split_range(PyObject *mod, PyObject *args) {
         if (cur < 0) cur = u_s;
         k++;
     }
-    if (cur >= 0 && out_push(out, cur, b, hdr) < 0) goto done;
+    if (cur >= 0 && out_push(octx, out, cur, b, hdr) < 0) goto done;
+    }
     ok = 1;
 done:
+    Py_XDECREF(out);
     for (Ix i = 0; seps && i < nseps; i++) PyMem_Free(seps[i].v);
     PyMem_Free(seps);
     Py_DECREF(sf);
@@ -1553,16 +1925,43 @@ done:
     Py_XDECREF(unit);
     Py_XDECREF(hdr);
     Py_XDECREF(empty);
+    text_free(&t);
     if (!ok) {
-        Py_DECREF(out);
+        Py_XDECREF(all);
         return NULL;
     }
-    return out;
+    return all;
 }
 
 /* ------------------------------------------------------------------ pieces (__init__._pieces) */
 
-static PyObject *NAMES[6]; /* seq, content, start, end, context_header, header_prefix_len */
+static PyObject *NAMES[8]; /* seq, content, start, end, context_header, header_prefix_len, piece, parent_index */
+
+/* Byte offsets of the slot attributes names[0..n) of cls (T_OBJECT_EX member descriptors, as
+ * @dataclass(slots=True) makes), or 0 when some attribute is not such a slot (then use setattr). */
+static int slot_offsets(PyTypeObject *cls, PyObject **names, int n, Py_ssize_t *off) {
+    for (int k = 0; k < n; k++) {
+        PyObject *d = _PyType_Lookup(cls, names[k]); /* borrowed */
+        if (!d || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return 0;
+        PyMemberDef *md = ((PyMemberDescrObject *)d)->d_member;
+        if (md->type != T_OBJECT_EX || (md->flags & READONLY)) return 0;
+        off[k] = md->offset;
+    }
+    return 1;
+}
+
+/* Fill attribute k of o with the new reference v (stolen). */
+static int put_attr(PyObject *o, int slots, const Py_ssize_t *off, PyObject *name, int k, PyObject *v) {
+    if (!v) return -1;
+    if (slots) {
+        PyObject **p = (PyObject **)((char *)o + off[k]);
+        Py_XSETREF(*p, v);
+        return 0;
+    }
+    int rc = PyObject_SetAttr(o, name, v);
+    Py_DECREF(v);
+    return rc;
+}
 
 /* make_pieces(cls, text, chunks) -> [cls]: chunks are (start, end, header[, context_header]); the objects
  * are filled attribute by attribute in dataclass field order, as cls.__init__ would (no __post_init__). */
@@ -1571,6 +1970,8 @@ static PyObject *py_make_pieces(PyObject *mod, PyObject *args) {
     PyObject *text, *chunks;
     if (!PyArg_ParseTuple(args, "O!UO!", &PyType_Type, &cls, &text, &PyList_Type, &chunks)) return NULL;
     Ix n = PyList_GET_SIZE(chunks), tl = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t off[6];
+    int slots = slot_offsets(cls, NAMES, 6, off);
     PyObject *out = PyList_New(n);
     PyObject *empty = PyUnicode_FromStringAndSize("", 0);
     if (!out || !empty) goto fail;
@@ -1607,14 +2008,13 @@ static PyObject *py_make_pieces(PyObject *mod, PyObject *args) {
             goto fail;
         }
         PyList_SET_ITEM(out, i, o);
-        PyObject *vals[6] = {PyLong_FromSsize_t(i), content, PyLong_FromSsize_t(s), PyLong_FromSsize_t(e),
-                             Py_NewRef(ctx), PyLong_FromSsize_t(hl)};
-        int bad = 0;
-        for (int k = 0; k < 6; k++) {
-            if (!vals[k] || (!bad && PyObject_SetAttr(o, NAMES[k], vals[k]) < 0)) bad = 1;
-            Py_XDECREF(vals[k]);
-        }
-        if (bad) goto fail;
+        if (put_attr(o, slots, off, NAMES[0], 0, PyLong_FromSsize_t(i)) < 0 ||
+            put_attr(o, slots, off, NAMES[1], 1, content) < 0 ||
+            put_attr(o, slots, off, NAMES[2], 2, PyLong_FromSsize_t(s)) < 0 ||
+            put_attr(o, slots, off, NAMES[3], 3, PyLong_FromSsize_t(e)) < 0 ||
+            put_attr(o, slots, off, NAMES[4], 4, Py_NewRef(ctx)) < 0 ||
+            put_attr(o, slots, off, NAMES[5], 5, PyLong_FromSsize_t(hl)) < 0)
+            goto fail;
     }
     Py_DECREF(empty);
     return out;
@@ -1624,29 +2024,142 @@ fail:
     return NULL;
 }
 
+/* assemble(text, parents, subs, merge) -> (kept_parents, children, parent_of): __init__._parent_child's
+ * loop. A parent is kept unless its only child is identical to it (header + source); children of a parent
+ * with a breadcrumb get merge(parent_crumb, child_crumb). */
+static PyObject *py_assemble(PyObject *mod, PyObject *args) {
+    PyObject *text, *parents, *subs, *merge;
+    if (!PyArg_ParseTuple(args, "UO!O!O", &text, &PyList_Type, &parents, &PyList_Type, &subs, &merge)) return NULL;
+    Ix np = PyList_GET_SIZE(parents);
+    if (PyList_GET_SIZE(subs) != np) {
+        PyErr_SetString(PyExc_ValueError, "one list of children per parent expected");
+        return NULL;
+    }
+    PyObject *kept = PyList_New(0), *children = PyList_New(0), *parent_of = PyList_New(0);
+    if (!kept || !children || !parent_of) goto fail;
+    for (Ix i = 0; i < np; i++) {
+        PyObject *par = PyList_GET_ITEM(parents, i), *ch = PyList_GET_ITEM(subs, i);
+        Ix ps, pe;
+        PyObject *ph, *pcrumb;
+        if (!PyList_Check(ch) || !PyArg_ParseTuple(par, "nnUU", &ps, &pe, &ph, &pcrumb)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "children must be lists");
+            goto fail;
+        }
+        Ix nc = PyList_GET_SIZE(ch);
+        int keep = nc > 1;
+        if (nc == 1) {
+            Ix cs, ce;
+            PyObject *chh, *cc;
+            if (!PyArg_ParseTuple(PyList_GET_ITEM(ch, 0), "nnUU", &cs, &ce, &chh, &cc)) goto fail;
+            PyObject *a1 = PyUnicode_Substring(text, cs, ce), *a2 = PyUnicode_Substring(text, ps, pe);
+            PyObject *x = a1 ? PyUnicode_Concat(chh, a1) : NULL, *y = a2 ? PyUnicode_Concat(ph, a2) : NULL;
+            Py_XDECREF(a1);
+            Py_XDECREF(a2);
+            int eq = x && y ? PyUnicode_Compare(x, y) : -2;
+            Py_XDECREF(x);
+            Py_XDECREF(y);
+            if (eq == -2 || (eq == -1 && PyErr_Occurred())) goto fail;
+            keep = eq != 0;
+        }
+        Ix index = -1;
+        if (keep) {
+            index = PyList_GET_SIZE(kept);
+            if (PyList_Append(kept, par) < 0) goto fail;
+        }
+        PyObject *idx = PyLong_FromSsize_t(index);
+        if (!idx) goto fail;
+        for (Ix j = 0; j < nc; j++) {
+            PyObject *c = PyList_GET_ITEM(ch, j);
+            int rc;
+            if (PyUnicode_GET_LENGTH(pcrumb)) {
+                if (!PyTuple_Check(c) || PyTuple_GET_SIZE(c) != 4) {
+                    PyErr_SetString(PyExc_TypeError, "child must be (start, end, header, context)");
+                    rc = -1;
+                } else {
+                    PyObject *m = PyObject_CallFunctionObjArgs(merge, pcrumb, PyTuple_GET_ITEM(c, 3), NULL);
+                    PyObject *t = m ? PyTuple_Pack(4, PyTuple_GET_ITEM(c, 0), PyTuple_GET_ITEM(c, 1),
+                                                   PyTuple_GET_ITEM(c, 2), m)
+                                    : NULL;
+                    Py_XDECREF(m);
+                    rc = t ? PyList_Append(children, t) : -1;
+                    Py_XDECREF(t);
+                }
+            } else {
+                rc = PyList_Append(children, c);
+            }
+            if (rc < 0 || PyList_Append(parent_of, idx) < 0) {
+                Py_DECREF(idx);
+                goto fail;
+            }
+        }
+        Py_DECREF(idx);
+    }
+    return Py_BuildValue("(NNN)", kept, children, parent_of);
+fail:
+    Py_XDECREF(kept);
+    Py_XDECREF(children);
+    Py_XDECREF(parent_of);
+    return NULL;
+}
+
+/* make_children(cls, pieces, parent_indices) -> [cls(piece=..., parent_index=...)] */
+static PyObject *py_make_children(PyObject *mod, PyObject *args) {
+    PyTypeObject *cls;
+    PyObject *pieces, *idx;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &cls, &PyList_Type, &pieces, &PyList_Type, &idx))
+        return NULL;
+    Ix n = PyList_GET_SIZE(pieces);
+    if (PyList_GET_SIZE(idx) != n) {
+        PyErr_SetString(PyExc_ValueError, "pieces and parent indices differ in length");
+        return NULL;
+    }
+    Py_ssize_t off[2];
+    int slots = slot_offsets(cls, NAMES + 6, 2, off);
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Ix i = 0; i < n; i++) {
+        PyObject *o = cls->tp_alloc(cls, 0);
+        if (!o) goto fail;
+        PyList_SET_ITEM(out, i, o);
+        if (put_attr(o, slots, off, NAMES[6], 0, Py_NewRef(PyList_GET_ITEM(pieces, i))) < 0 ||
+            put_attr(o, slots, off, NAMES[7], 1, Py_NewRef(PyList_GET_ITEM(idx, i))) < 0)
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
     {"find_spans", py_find_spans, METH_O, "find_spans(text) -> (starts, ends, header_starts, Spans)"},
     {"spans_from_lists", py_spans_from_lists, METH_VARARGS, "spans_from_lists(starts, ends, headers) -> Spans"},
     {"overlap_start", py_overlap_start, METH_VARARGS, "overlap_start(text, spans, measure, p, end, max_ov)"},
-    {"split_range", py_split_range, METH_VARARGS,
-     "split_range(text, a, b, spans, seps, size, overlap, measure, helpers) -> [(s, e, hdr)]"},
+    {"split_ranges", py_split_range, METH_VARARGS,
+     "split_ranges(text, ranges, spans, seps, size, overlap, measure, helpers, context) -> [[(s, e, hdr)]]"},
     {"make_pieces", py_make_pieces, METH_VARARGS, "make_pieces(cls, text, chunks) -> [cls]"},
+    {"assemble", py_assemble, METH_VARARGS, "assemble(text, parents, subs, merge) -> (kept, children, parent_of)"},
+    {"make_children", py_make_children, METH_VARARGS, "make_children(cls, pieces, parent_indices) -> [cls]"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_native", "Native chunker hot paths.", -1, methods};
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&SpansType) < 0 || PyType_Ready(&TokMeasureType) < 0) return NULL;
-    static const char *names[6] = {"seq", "content", "start", "end", "context_header", "header_prefix_len"};
-    for (int k = 0; k < 6; k++)
+    if (PyType_Ready(&SpansType) < 0 || PyType_Ready(&TokMeasureType) < 0 || PyType_Ready(&SegCacheType) < 0)
+        return NULL;
+    static const char *names[8] = {"seq",  "content", "start", "end", "context_header", "header_prefix_len",
+                                   "piece", "parent_index"};
+    for (int k = 0; k < 8; k++)
         if (!NAMES[k] && !(NAMES[k] = PyUnicode_InternFromString(names[k]))) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
     Py_INCREF(&SpansType);
     Py_INCREF(&TokMeasureType);
-    if (PyModule_AddObject(m, "Spans", (PyObject *)&SpansType) < 0 ||
+    Py_INCREF(&SegCacheType);
+    if (PyModule_AddObject(m, "SegCache", (PyObject *)&SegCacheType) < 0 ||
+        PyModule_AddObject(m, "Spans", (PyObject *)&SpansType) < 0 ||
         PyModule_AddObject(m, "TokMeasure", (PyObject *)&TokMeasureType) < 0) {
         Py_DECREF(m);
         return NULL;

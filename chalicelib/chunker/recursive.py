@@ -5,12 +5,16 @@ Everything works on absolute rune offsets into one text; strings are sliced only
 for the few units inside tables. The greedy merge jumps from chunk end to chunk end with a bisect over
 the unit boundaries instead of visiting every unit, and falls back to the unit-by-unit WeKnora loop only
 inside Markdown tables (where the repeated-header state machine needs every unit).
+
+`split_range` and `overlap_start` hand over to `_native.c` when the accelerator is on; the C merge calls
+back into TableTracker / _header_present / _column_mismatch below, so table rules live in one place.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from typing import Any
 
 from chalicelib.chunker import _accel
 from chalicelib.chunker.config import HARD_CAP
@@ -287,6 +291,32 @@ def overlap_start(
 # ---------------------------------------------------------------- merge
 
 
+def split_ranges_native(
+    text: str,
+    ranges: list[tuple[int, int]],
+    spans: Spans,
+    seps: tuple[str, ...],
+    size: int,
+    overlap: int,
+    m: CharMeasure | TokenMeasure,
+    context: str | None,
+) -> list[list[Any]]:
+    """split_range over many ranges in one C call (accelerator only); with a `context` the chunks are
+    4-tuples (start, end, header, context)."""
+    out: list[list[Any]] = _accel.native.split_ranges(
+        text,
+        ranges,
+        spans.native(),
+        seps,
+        size,
+        overlap,
+        None if type(m) is CharMeasure else m,
+        (TableTracker, _header_present, _column_mismatch),
+        context,
+    )
+    return out
+
+
 def split_range(
     text: str,
     a: int,
@@ -301,18 +331,9 @@ def split_range(
     if a >= b:
         return []
     nat = _accel.native
-    if nat is not None and (type(m) is CharMeasure or type(m) is nat.TokMeasure):
-        res: list[Raw] = nat.split_range(
-            text,
-            a,
-            b,
-            spans.native(),
-            seps,
-            size,
-            overlap,
-            None if type(m) is CharMeasure else m,
-            (TableTracker, _header_present, _column_mismatch),
-        )
+    # resolve() drops empty separators; a direct caller passing one gets the regex semantics below.
+    if nat is not None and (type(m) is CharMeasure or type(m) is nat.TokMeasure) and "" not in seps:
+        res: list[Raw] = split_ranges_native(text, [(a, b)], spans, seps, size, overlap, m, None)[0]
         return res
     bounds, big, hdr_units = build_units(text, a, b, spans, seps, size, m)
     specials = sorted(set(big) | hdr_units)

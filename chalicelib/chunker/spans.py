@@ -1,7 +1,9 @@
 """Protected Markdown spans that a chunk boundary must never cut (WeKnora `protectedPatterns`).
 
 Each pattern is scanned on its own (C-speed `finditer`), then the union is resolved like WeKnora:
-sorted by start, longer first on ties, greedily dropping overlaps.
+sorted by start, longer first on ties, greedily dropping overlaps. `_native.find_spans` is the C twin
+(one hand-written matcher per pattern with the same backtracking outcome, over a one-byte view of the
+text); the regexes here stay the specification and the pure-Python path.
 """
 
 from __future__ import annotations
@@ -91,8 +93,8 @@ def _lead_spaces(pat: re.Pattern[str], text: str, kind: int) -> list[tuple[int, 
 
 def find_spans(text: str) -> Spans:
     if _accel.native is not None:
-        starts, ends, header_starts, arrays = _accel.native.find_spans(text)
-        return Spans(starts, ends, set(header_starts), arrays)
+        n_starts, n_ends, header_starts, arrays = _accel.native.find_spans(text)
+        return Spans(n_starts, n_ends, set(header_starts), arrays)
     found: list[tuple[int, int, int]] = []
     for kind, (pat, need) in enumerate(zip(_PATTERNS, _NEEDS, strict=True)):
         if need not in text:

@@ -7,6 +7,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.chunker import _accel
 from chalicelib.chunker.config import HARD_CAP, Resolved
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
 from chalicelib.chunker.profile import (
@@ -24,7 +25,7 @@ from chalicelib.chunker.profile import (
     profile_document,
     select_chain,
 )
-from chalicelib.chunker.recursive import overlap_start, split_range
+from chalicelib.chunker.recursive import overlap_start, split_range, split_ranges_native
 from chalicelib.chunker.spans import Spans
 
 Chunk4 = tuple[int, int, str, str]  # (start, end, synthetic header prefix, context header)
@@ -39,8 +40,19 @@ class Ctx:
     m: M
 
 
+def native_recursive(c: Ctx) -> bool:
+    """True when the recursive tier of this context runs in C (and can be batched)."""
+    nat = _accel.native
+    return nat is not None and (type(c.m) is CharMeasure or type(c.m) is nat.TokMeasure)
+
+
 def recursive_tier(c: Ctx, a: int, b: int) -> list[Chunk4]:
     cfg = c.cfg
+    if native_recursive(c) and "" not in cfg.separators:
+        out: list[Chunk4] = split_ranges_native(
+            c.text, [(a, b)], c.spans, cfg.separators, cfg.size, cfg.overlap, c.m, ""
+        )[0]
+        return out
     raws = split_range(c.text, a, b, c.spans, cfg.separators, cfg.size, cfg.overlap, c.m)
     return [(s, e, h, "") for s, e, h in raws]
 
