@@ -88,3 +88,23 @@ def corpus_texts() -> list[tuple[str, str]]:
             continue
         out.append((p.name, normalise_markdown(p.read_text(encoding="utf-8", errors="replace"))))
     return out
+
+
+def offline_cl100k() -> object:
+    """tiktoken's cl100k_base from the BPE file llama-index-core ships (nothing downloaded, as in
+    peer-bench); skips the calling test when tiktoken or that file is not installed."""
+    import importlib.util
+    import os
+
+    import pytest
+
+    tiktoken = pytest.importorskip("tiktoken")
+    spec = importlib.util.find_spec("llama_index.core")
+    if spec and spec.origin and not os.environ.get("TIKTOKEN_CACHE_DIR"):
+        os.environ["TIKTOKEN_CACHE_DIR"] = os.path.join(
+            os.path.dirname(spec.origin), "_static", "tiktoken_cache"
+        )
+    try:
+        return tiktoken.get_encoding("cl100k_base")
+    except Exception:
+        pytest.skip("cl100k_base BPE file not available offline")

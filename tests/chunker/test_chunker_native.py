@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from chunker_helpers import corpus_texts
+from chunker_helpers import corpus_texts, offline_cl100k
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_chunker_properties import configs, markdown, word_tokens
@@ -327,18 +327,7 @@ def test_a_counter_reused_across_documents_gives_the_same_chunks_as_fresh_ones()
 
 
 def test_tiktoken_chunks_are_identical_in_both_paths() -> None:
-    tiktoken = pytest.importorskip("tiktoken")
-    import importlib.util
-
-    spec = importlib.util.find_spec("llama_index.core")
-    if spec and spec.origin and not os.environ.get("TIKTOKEN_CACHE_DIR"):
-        os.environ["TIKTOKEN_CACHE_DIR"] = os.path.join(
-            os.path.dirname(spec.origin), "_static", "tiktoken_cache"
-        )
-    try:
-        enc = tiktoken.get_encoding("cl100k_base")
-    except Exception:
-        pytest.skip("cl100k_base BPE file not available offline")
+    enc = offline_cl100k()
     for strategy in STRATEGIES:
         conf = ChunkingConfig(chunk_size=512, chunk_overlap=50, strategy=strategy)
         for name, text in CORPUS:

@@ -12,7 +12,7 @@ import itertools
 import re
 
 import pytest
-from chunker_helpers import check_chunks, corpus_texts, reference_spans
+from chunker_helpers import check_chunks, corpus_texts, offline_cl100k, reference_spans
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -213,20 +213,7 @@ def test_whole_corpus_keeps_every_invariant(strategy: str, size: int) -> None:
 
 @pytest.mark.slow
 def test_tiktoken_counts_match_exactly_on_the_corpus() -> None:
-    tiktoken = pytest.importorskip("tiktoken")
-    import importlib.util
-    import os
-
-    # llama-index-core ships the cl100k BPE file; use it so nothing is downloaded (as peer-bench does).
-    spec = importlib.util.find_spec("llama_index.core")
-    if spec and spec.origin and not os.environ.get("TIKTOKEN_CACHE_DIR"):
-        os.environ["TIKTOKEN_CACHE_DIR"] = os.path.join(
-            os.path.dirname(spec.origin), "_static", "tiktoken_cache"
-        )
-    try:
-        enc = tiktoken.get_encoding("cl100k_base")
-    except Exception:
-        pytest.skip("cl100k_base BPE file not available offline")
+    enc = offline_cl100k()
     counter = TokenCounter.from_encoding(enc)
     for _, text in CORPUS:
         m = TokenMeasure(text, counter)
