@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: how often a long embedding run reports progress on its span (a DynamoDB write each time)
+PROGRESS_EVERY_SECONDS = 10.0
+
 
 def out_of_time() -> bool:
     from .stage_runner import stage_deadline
@@ -61,6 +64,7 @@ class EmbeddingRun:
         self.texts_embedded = 0
         self.cache_hits = 0
         self.batches = 0
+        self._last_progress = time.monotonic()
 
     def embed(self, texts: list[str]) -> Vectors:
         import numpy as np
@@ -84,8 +88,12 @@ class EmbeddingRun:
                 known.update(fresh)
                 self.texts_embedded += len(batch)
                 self.batches += 1
-                if self.progress is not None:
-                    self.progress(self.outputs())
+                if (
+                    self.progress is not None
+                    and time.monotonic() - self._last_progress >= PROGRESS_EVERY_SECONDS
+                ):
+                    self._last_progress = time.monotonic()
+                    self.progress(self.outputs())  # the heartbeat housekeeping reads, not one write per batch
                 if out_of_time() and number < len(batches):
                     pending.result()  # the checkpoint is durable before the hand-over
                     raise ContinueLater(
