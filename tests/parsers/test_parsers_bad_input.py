@@ -273,3 +273,21 @@ def test_zip_bomb_memory_stays_bounded(tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "REFUSED" in proc.stdout and "zip bomb" in proc.stdout
+
+
+def test_a_whisper_model_that_does_not_match_its_pinned_hash_is_never_loaded(tmp_path) -> None:
+    import pytest
+
+    from chalicelib.parsers import asr
+
+    if not asr.WhisperAsr().available():
+        pytest.skip("the offline ASR extra is not installed")
+    parts = [asr._package_data_dir(p) for p in asr.WHISPER_PARTS]
+    size = sum((d / f"model.bin.part{i + 1}").stat().st_size for i, d in enumerate(parts))  # type: ignore[operator]
+    tampered = tmp_path / "model.bin"
+    with open(tampered, "wb") as handle:  # right size, wrong bytes
+        handle.truncate(size)
+    with pytest.raises(asr.ModelIntegrityError):
+        asr.assemble_whisper_model(tmp_path)
+    assert not tampered.exists()
+    assert (asr.assemble_whisper_model(tmp_path) / "model.bin.sha256").read_text() == asr.WHISPER_MODEL_SHA256

@@ -189,6 +189,7 @@ def test_whisper_model_assembly_is_idempotent(tmp_path) -> None:
     assert (again / "model.bin").stat().st_size == size
     assert {p.name for p in again.iterdir()} == {
         "model.bin",
+        "model.bin.sha256",  # the verified pinned hash, so later processes skip re-hashing
         "config.json",
         "tokenizer.json",
         "vocabulary.txt",
