@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .bootstrap import Services
-from .domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, SpanErrorCode
+from .domain.errors import AppError, BadRequest, Conflict, NotFound, PayloadTooLarge, SpanErrorCode
 from .domain.filetypes import is_importable, validate_import_file_type
 from .domain.process_config import check_media_gates, resolve, validate_overrides
 from .domain.storage_keys import folder_of, safe_file_name, source_object_key
@@ -240,6 +240,20 @@ def accept_uploaded_object(svc: Services, key: str) -> Knowledge | None:
     if svc.knowledge.get(knowledge_id) is not None:  # redelivered event: already created
         svc.inbox.delete(object_url)
         return None
+    if not svc.inbox.exists(object_url):  # a redelivered event for an object already handled
+        return None
+    size = svc.inbox.size(object_url)
+    if size > svc.settings.max_file_size:  # a presigned PUT is not size-bound: never read it into memory
+        _record_rejection(
+            svc,
+            knowledge_id,
+            object_url,
+            BadRequest(
+                f"file is {size} bytes; the limit is {svc.settings.max_file_size} bytes",
+                code="file_too_large",
+            ),
+        )
+        return None
     data = svc.inbox.read(object_url)
     upload = FileUpload(
         data=data,
@@ -253,15 +267,17 @@ def accept_uploaded_object(svc: Services, key: str) -> Knowledge | None:
     try:
         knowledge = create_from_file(svc, tenant_id, kb_id, upload)
     except (BadRequest, Conflict, NotFound) as rejected:
-        # The client was told "accepted": record why it was not, so GET /knowledge/{id} can say.
-        outcome = {"code": rejected.code, "message": rejected.message, "data": rejected.data}
-        svc.inbox.save(
-            f"intents/{knowledge_id}.result.json", json.dumps(outcome).encode(), "application/json"
-        )
-        svc.inbox.delete(object_url)
+        _record_rejection(svc, knowledge_id, object_url, rejected)
         return None
     svc.inbox.delete(object_url)
     return knowledge
+
+
+def _record_rejection(svc: Services, knowledge_id: str, object_url: str, rejected: AppError) -> None:
+    """The client was told "accepted": record why it was not, so GET /knowledge/{id} can say."""
+    outcome = {"code": rejected.code, "message": rejected.message, "data": rejected.data}
+    svc.inbox.save(f"intents/{knowledge_id}.result.json", json.dumps(outcome).encode(), "application/json")
+    svc.inbox.delete(object_url)
 
 
 def upload_outcome(svc: Services, knowledge_id: str) -> dict[str, Any] | None:

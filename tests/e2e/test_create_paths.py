@@ -210,3 +210,23 @@ def test_manual_publish_completes_and_draft_stays_a_draft(api: Api, runtime: Loc
     assert api.knowledge(draft.json_body["data"]["id"])["parse_status"] == "draft"
     empty = api.post(f"/knowledge-bases/{kb['id']}/knowledge/manual", {"title": "x", "content": "  "})
     assert empty.status_code == 400 and empty.json_body["error"]["code"] == "empty_content"
+
+
+def test_an_oversized_presigned_upload_is_rejected_without_being_read(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    from dataclasses import replace
+
+    services.settings = replace(services.settings, max_file_size=1000)
+    kb = api.create_kb()
+    grant = api.post(f"/knowledge-bases/{kb['id']}/knowledge/upload-url", {"file_name": "big.md"}).json_body[
+        "data"
+    ]
+    reads: list[str] = []
+    real_read = services.inbox.read
+    services.inbox.read = lambda url: (reads.append(url), real_read(url))[1]  # type: ignore[method-assign]
+    requests.put(grant["upload_url"], data=b"x" * 5000, timeout=30)
+    runtime.drain(timeout=60)
+    response = api.get(f"/knowledge/{grant['knowledge_id']}")
+    assert response.status_code == 404 and response.json_body["error"]["code"] == "file_too_large"
+    assert not any("/uploads/" in url or url.split("/", 3)[-1].startswith("uploads/") for url in reads)
