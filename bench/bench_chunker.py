@@ -4,7 +4,7 @@
 Corpus: the .md/.markdown/.txt files of the dev corpus (normalised with our normalise_markdown; the peers
 get the same text). Two modes at equivalent settings:
 
-  char   512 runes / 80 overlap   ours (recursive, auto) vs LangChain RecursiveCharacterTextSplitter(len),
+  char   512 runes / 80 overlap   ours (recursive, auto, heading, heuristic) vs LangChain RecursiveCharacterTextSplitter(len),
                                   chonkie RecursiveChunker/TokenChunker("character"), semchunk(len)
   token  512 tokens / 50 overlap  tiktoken cl100k_base (the copy llama-index-core ships, as bench_chunk.py);
                                   ours with a TokenCounter vs LangChain.from_tiktoken_encoder,
@@ -200,6 +200,8 @@ def run_mode(mode: str, docs: list[tuple[str, str]], enc: Any, rounds: int, with
             {
                 "ours recursive" + tag: ours(mode, "recursive", enc, native=native),
                 "ours auto (profiler+tiers+validator)" + tag: ours(mode, "auto", enc, native=native),
+                "ours heading (+recursive fallback)" + tag: ours(mode, "heading", enc, native=native),
+                "ours heuristic (+recursive fallback)" + tag: ours(mode, "heuristic", enc, native=native),
                 "ours parent-child (4x parents, children)" + tag: ours(
                     mode, "recursive", enc, parent_child=True, native=native
                 ),

@@ -2131,6 +2131,406 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ profiler line scan (profile.py)
+ * One pass over the lines of a text doing what Lines / profile_document do with FENCE_LINE, MARKERS and
+ * TABLE_LINE plus the line-length statistics. Each matcher below is the regex it replaces with the
+ * backtracking worked out (comments give the regex); the differential tests compare both paths. */
+
+typedef struct {
+    int kind;
+    const void *data;
+    Ix n;
+} LTxt;
+
+#define LAT(u, i) PyUnicode_READ((u)->kind, (u)->data, (i))
+
+static inline int l_h(Py_UCS4 c) { return c == ' ' || c == '\t' || c == '\f' || c == '\r'; } /* _H */
+static inline int l_st(Py_UCS4 c) { return c == ' ' || c == '\t'; }
+static inline int l_ws5(Py_UCS4 c) { return c == ' ' || c == '\t' || c == '\f' || c == '\r' || c == '\v'; }
+static inline int l_ivx(Py_UCS4 c) { return c == 'I' || c == 'V' || c == 'X'; }
+static inline int l_capsfirst(Py_UCS4 c) { return (c >= 'A' && c <= 'Z') || c == 0xC4 || c == 0xD6 || c == 0xDC; }
+
+static Ix l_skip_st(const LTxt *u, Ix i, Ix e) {
+    while (i < e && l_st(LAT(u, i))) i++;
+    return i;
+}
+static Ix l_skip_h(const LTxt *u, Ix i, Ix e) {
+    while (i < e && l_h(LAT(u, i))) i++;
+    return i;
+}
+static Ix l_skip_dec(const LTxt *u, Ix i, Ix e) { /* \d+ (Unicode decimal, as sre) */
+    while (i < e && Py_UNICODE_ISDECIMAL(LAT(u, i))) i++;
+    return i;
+}
+/* exact ASCII literal at i: end index or -1 */
+static Ix l_lit(const LTxt *u, Ix i, Ix e, const char *w) {
+    for (; *w; w++, i++)
+        if (i >= e || LAT(u, i) != (Py_UCS4)(unsigned char)*w) return -1;
+    return i;
+}
+/* case-insensitive literal (lowercase ASCII w) as sre's IGNORECASE: s also matches U+017F, i also U+0130/U+0131 */
+static Ix l_cilit(const LTxt *u, Ix i, Ix e, const char *w) {
+    for (; *w; w++, i++) {
+        if (i >= e) return -1;
+        Py_UCS4 c = LAT(u, i), lw = (Py_UCS4)(unsigned char)*w;
+        if (c == lw || c == lw - 32) continue;
+        if (lw == 's' && c == 0x17F) continue;
+        if (lw == 'i' && (c == 0x130 || c == 0x131)) continue;
+        return -1;
+    }
+    return i;
+}
+
+/* (?:Kapitel|Abschnitt|Teil)[ \t\f\r]+(?:[0-9]+|[IVX]{1,5})[\.: ].{0,200}$ from f (words: one set) */
+static int l_chapter(const LTxt *u, Ix f, Ix e, const char *const *words) {
+    for (; *words; words++) {
+        Ix j = l_lit(u, f, e, *words);
+        if (j < 0) continue; /* the words start with distinct letters: at most one applies */
+        Ix k = l_skip_h(u, j, e);
+        if (k == j || k >= e) return 0;
+        Py_UCS4 c = LAT(u, k);
+        Ix m = k;
+        if (c >= '0' && c <= '9') {
+            while (m < e && LAT(u, m) >= '0' && LAT(u, m) <= '9') m++;
+        } else if (l_ivx(c)) {
+            while (m < e && l_ivx(LAT(u, m))) m++;
+            if (m - k > 5) return 0;
+        } else {
+            return 0;
+        }
+        if (m >= e) return 0;
+        c = LAT(u, m);
+        if (c != '.' && c != ':' && c != ' ') return 0;
+        return e - (m + 1) <= 200;
+    }
+    return 0;
+}
+
+static inline int l_zhnum(Py_UCS4 c) {
+    return (c >= '0' && c <= '9') || c == 0x4E00 || c == 0x4E8C || c == 0x4E09 || c == 0x56DB || c == 0x4E94 ||
+           c == 0x516D || c == 0x4E03 || c == 0x516B || c == 0x4E5D || c == 0x5341 || c == 0x767E || c == 0x5343 ||
+           c == 0x96F6 || c == 0x3007;
+}
+
+/* 第[ \t]*[一二三四五六七八九十百千零〇0-9]+[ \t]*(?:章|节|節|部分|篇)[ \t]?.{0,200}$ */
+static int l_zh(const LTxt *u, Ix f, Ix e) {
+    if (LAT(u, f) != 0x7B2C) return 0;
+    Ix j = l_skip_st(u, f + 1, e), k = j;
+    while (k < e && l_zhnum(LAT(u, k))) k++;
+    if (k == j) return 0;
+    k = l_skip_st(u, k, e);
+    if (k >= e) return 0;
+    Py_UCS4 c = LAT(u, k);
+    if (c == 0x7AE0 || c == 0x8282 || c == 0x7BC0 || c == 0x7BC7) {
+        k += 1;
+    } else if (c == 0x90E8 && k + 1 < e && LAT(u, k + 1) == 0x5206) {
+        k += 2;
+    } else {
+        return 0;
+    }
+    Ix rest = e - k;
+    return rest <= 200 || (rest == 201 && l_st(LAT(u, k)));
+}
+
+/* [ \t]+\S.{0,200}$ at q */
+static int l_num_tail(const LTxt *u, Ix q, Ix e) {
+    if (q >= e || !l_st(LAT(u, q))) return 0;
+    Ix r = l_skip_st(u, q, e);
+    if (r >= e || Py_UNICODE_ISSPACE(LAT(u, r))) return 0;
+    return e - (r + 1) <= 200;
+}
+
+/* (?:\d+(?:\.\d+){1,3}\.?|(?:\d+|[IVX]{1,5})\.)[ \t]+\S.{0,200}$ */
+static int l_num(const LTxt *u, Ix f, Ix e) {
+    Py_UCS4 c = LAT(u, f);
+    if (Py_UNICODE_ISDECIMAL(c)) {
+        Ix m0 = l_skip_dec(u, f, e), p = m0;
+        int groups = 0;
+        while (groups < 3 && p + 1 < e && LAT(u, p) == '.' && Py_UNICODE_ISDECIMAL(LAT(u, p + 1))) {
+            p = l_skip_dec(u, p + 1, e);
+            groups++;
+        }
+        /* only the greedy (longest) group count can be followed by blanks; `\.?` tried with, then without */
+        if (groups && l_num_tail(u, (p < e && LAT(u, p) == '.') ? p + 1 : p, e)) return 1;
+        return m0 < e && LAT(u, m0) == '.' && l_num_tail(u, m0 + 1, e);
+    }
+    if (l_ivx(c)) {
+        Ix m = f;
+        while (m < e && l_ivx(LAT(u, m))) m++;
+        return m - f <= 5 && m < e && LAT(u, m) == '.' && l_num_tail(u, m + 1, e);
+    }
+    return 0;
+}
+
+static inline int l_capsbody(Py_UCS4 c) { return l_capsfirst(c) || c == ' ' || c == '-'; }
+
+/* (?:[A-ZÄÖÜ][A-ZÄÖÜ \-]{3,80}):?[ \t\f\r]*$ */
+static int l_caps(const LTxt *u, Ix f, Ix e) {
+    if (!l_capsfirst(LAT(u, f))) return 0;
+    Ix s = f + 1;
+    while (s < e && l_capsbody(LAT(u, s))) s++;
+    Ix r = s - (f + 1), t = 0;
+    while (t < r && LAT(u, s - 1 - t) == ' ') t++;
+    Ix lo = r - t > 3 ? r - t : 3, hi = r < 80 ? r : 80;
+    if (lo > hi) return 0;
+    if (r <= 80) { /* the body takes the whole run: `:?` then blanks */
+        Ix k = s;
+        if (k < e && LAT(u, k) == ':') k++;
+        if (l_skip_h(u, k, e) == e) return 1;
+    }
+    /* a shorter body leaves trailing spaces of the run to the blanks: no colon possible */
+    return lo < r && l_skip_h(u, s, e) == e;
+}
+
+/* (?:-{3,}|={3,}|\*{3,}|_{3,})[ \t]*$ */
+static int l_sep(const LTxt *u, Ix f, Ix e) {
+    Py_UCS4 c = LAT(u, f);
+    if (c != '-' && c != '=' && c != '*' && c != '_') return 0;
+    Ix m = f;
+    while (m < e && LAT(u, m) == c) m++;
+    return m - f >= 3 && l_skip_st(u, m, e) == e;
+}
+
+/* (?i:(?:Seite|Page|页码?)[ \t\f\r]+\d+(?:[ \t\f\r]*(?:von|of|/)[ \t\f\r]*\d+)?[ \t]*$) */
+static int l_foot(const LTxt *u, Ix f, Ix e) {
+    Ix j = l_cilit(u, f, e, "seite");
+    if (j < 0) j = l_cilit(u, f, e, "page");
+    if (j < 0 && LAT(u, f) == 0x9875) j = (f + 1 < e && LAT(u, f + 1) == 0x7801) ? f + 2 : f + 1;
+    if (j < 0) return 0;
+    Ix k = l_skip_h(u, j, e);
+    if (k == j) return 0;
+    Ix m = l_skip_dec(u, k, e);
+    if (m == k) return 0;
+    Ix g = l_skip_h(u, m, e), w = -1;
+    if (g < e) {
+        w = l_cilit(u, g, e, "von");
+        if (w < 0) w = l_cilit(u, g, e, "of");
+        if (w < 0 && LAT(u, g) == '/') w = g + 1;
+    }
+    if (w >= 0) {
+        Ix d = l_skip_h(u, w, e), d2 = l_skip_dec(u, d, e);
+        if (d2 > d && l_skip_st(u, d2, e) == e) return 1;
+    }
+    return l_skip_st(u, m, e) == e;
+}
+
+static const char *const L_DE[] = {"Kapitel", "Abschnitt", "Teil", NULL};
+static const char *const L_EN[] = {"Chapter", "Section", "Part", NULL};
+static PyObject *L_KIND[7]; /* de en zh num caps sep foot (profile.MARKER_KINDS) */
+
+/* MARKERS on the line [i, e): kind index or -1 */
+static int l_marker(const LTxt *u, Ix i, Ix e) {
+    Ix f = l_skip_st(u, i, e);
+    if (f >= e) return -1;
+    Py_UCS4 c = LAT(u, f);
+    if (!((c >= '0' && c <= '9') || l_capsfirst(c) || c == '-' || c == '=' || c == '*' || c == '_' || c == 0x7B2C ||
+          c == 0x9875 || c == 's' || c == 'p'))
+        return -1;
+    if (l_chapter(u, f, e, L_DE)) return 0;
+    if (l_chapter(u, f, e, L_EN)) return 1;
+    if (l_zh(u, f, e)) return 2;
+    if (l_num(u, f, e)) return 3;
+    if (l_caps(u, f, e)) return 4;
+    if (l_sep(u, f, e)) return 5;
+    if (l_foot(u, f, e)) return 6;
+    return -1;
+}
+
+/* lang_counts(sample) -> (CJK runes, Latin runes) as profile.detect_language counts them */
+static PyObject *py_lang_counts(PyObject *mod, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    LTxt u = {PyUnicode_KIND(arg), PyUnicode_DATA(arg), PyUnicode_GET_LENGTH(arg)};
+    Ix cjk = 0, latin = 0;
+    for (Ix i = 0; i < u.n; i++) {
+        Py_UCS4 c = LAT(&u, i);
+        if (c < 0x80) {
+            latin += (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+        } else if (c < 0x100) {
+            latin += c == 0xE4 || c == 0xF6 || c == 0xFC || c == 0xC4 || c == 0xD6 || c == 0xDC || c == 0xDF;
+        } else {
+            cjk += (c >= 0x1100 && c <= 0x11FF) || (c >= 0x3040 && c <= 0x30FF) || (c >= 0x3130 && c <= 0x318F) ||
+                   (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0xAC00 && c <= 0xD7AF) ||
+                   (c >= 0xF900 && c <= 0xFAFF);
+        }
+    }
+    return Py_BuildValue("(nn)", cjk, latin);
+}
+
+/* HEADING on the line [i, e): (#{1,6})[ \t\f\r]+(.+?)[ \t\f\r]*#*[ \t\f\r]*$ -> level (0: none) and the
+ * title group [*ts, *te). The lazy title ends where the longest blank/#/blank suffix starts (at least one
+ * rune); a line of only blanks after the hashes gives its last blank to the title when the run has two. */
+static int l_heading(const LTxt *u, Ix i, Ix e, Ix *ts, Ix *te) {
+    Ix h = i;
+    while (h < e && LAT(u, h) == '#') h++;
+    if (h == i || h - i > 6 || h >= e || !l_h(LAT(u, h))) return 0;
+    Ix w = l_skip_h(u, h, e);
+    if (w == e) {
+        if (w - h < 2) return 0;
+        *ts = w - 1;
+        *te = w;
+        return (int)(h - i);
+    }
+    Ix z = e;
+    while (z > w && l_h(LAT(u, z - 1))) z--;
+    while (z > w && LAT(u, z - 1) == '#') z--;
+    while (z > w && l_h(LAT(u, z - 1))) z--;
+    *ts = w;
+    *te = z > w + 1 ? z : w + 1;
+    return (int)(h - i);
+}
+
+/* first index >= i of rune ch in a 2- or 4-byte text (n when absent); SSE2 compares 8 or 4 runes at once */
+static Ix l_find2(const Py_UCS2 *d, Ix i, Ix n, Py_UCS2 ch) {
+#if defined(__SSE2__)
+    const __m128i needle = _mm_set1_epi16((short)ch);
+    for (; i + 8 <= n; i += 8) {
+        int mask = _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(d + i)), needle));
+        if (mask) return i + (__builtin_ctz((unsigned)mask) >> 1);
+    }
+#endif
+    while (i < n && d[i] != ch) i++;
+    return i;
+}
+static Ix l_find4(const Py_UCS4 *d, Ix i, Ix n, Py_UCS4 ch) {
+#if defined(__SSE2__)
+    const __m128i needle = _mm_set1_epi32((int)ch);
+    for (; i + 4 <= n; i += 4) {
+        int mask = _mm_movemask_epi8(_mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(d + i)), needle));
+        if (mask) return i + (__builtin_ctz((unsigned)mask) >> 2);
+    }
+#endif
+    while (i < n && d[i] != ch) i++;
+    return i;
+}
+
+static Ix l_find(const LTxt *u, Ix i, Py_UCS4 ch) {
+    if (u->kind == PyUnicode_1BYTE_KIND) {
+        const char *d = (const char *)u->data;
+        const char *p = memchr(d + i, (int)ch, (size_t)(u->n - i));
+        return p ? (Ix)(p - d) : u->n;
+    }
+    if (u->kind == PyUnicode_2BYTE_KIND) return l_find2((const Py_UCS2 *)u->data, i, u->n, (Py_UCS2)ch);
+    return l_find4((const Py_UCS4 *)u->data, i, u->n, ch);
+}
+
+static Ix l_eol(const LTxt *u, Ix i) { return l_find(u, i, '\n'); }
+
+static int l_append_ix(PyObject *list, Ix v) {
+    PyObject *o = PyLong_FromSsize_t(v);
+    if (!o) return -1;
+    int r = PyList_Append(list, o);
+    Py_DECREF(o);
+    return r;
+}
+
+/* scan_lines(text) -> (fence line starts, [(line start, marker kind)], has_table, kept line lengths as
+ * float64 bytes, code_chars, n_lines, text.count("\f"), text.count("\n\n\n"), [(line start, heading level,
+ * raw title)], ends of the runs of 3+ newlines) -- fenced lines (fence lines included) are skipped for
+ * markers, headings, tables and the kept lengths */
+static PyObject *py_scan_lines(PyObject *mod, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    LTxt u = {PyUnicode_KIND(arg), PyUnicode_DATA(arg), PyUnicode_GET_LENGTH(arg)};
+    Ix n_lines = 0, cap = 1024;
+    double *kept = (double *)PyMem_Malloc(sizeof(double) * (size_t)cap);
+    PyObject *fences = PyList_New(0), *markers = PyList_New(0), *heads = PyList_New(0), *blanks = PyList_New(0);
+    if (!kept || !fences || !markers || !heads || !blanks) goto fail;
+    Ix nk = 0, code = 0, pend = 0, last_len = 0, run = 0, nl3 = 0, ff = 0;
+    int in_fence = 0, has_table = 0, opened_here = 0;
+    for (Ix i = 0;; i++) {
+        Ix e = l_eol(&u, i), len = e - i;
+        n_lines++;
+        /* text.count("\n\n\n"): a run of k newlines holds k // 3 non-overlapping matches */
+        if (len > 0) {
+            nl3 += run / 3;
+            if (run >= 3 && l_append_ix(blanks, i) < 0) goto fail;
+            run = 0;
+        }
+        if (e < u.n) run++;
+        Ix f5 = i;
+        while (f5 < e && l_ws5(LAT(&u, f5))) f5++;
+        if (l_lit(&u, f5, e, "```") >= 0) {
+            PyObject *o = PyLong_FromSsize_t(i);
+            if (!o || PyList_Append(fences, o) < 0) {
+                Py_XDECREF(o);
+                goto fail;
+            }
+            Py_DECREF(o);
+            if (in_fence) code += pend;
+            in_fence = !in_fence;
+            pend = last_len = 0;
+            opened_here = 1;
+        } else if (in_fence) {
+            pend += len;
+            last_len = len;
+            opened_here = 0;
+        } else {
+            if (nk == cap) {
+                double *grown = (double *)PyMem_Realloc(kept, sizeof(double) * (size_t)(cap *= 2));
+                if (!grown) goto fail;
+                kept = grown;
+            }
+            kept[nk++] = (double)len;
+            if (!has_table && f5 < e && LAT(&u, f5) == '|') {
+                Ix z = e;
+                while (z > f5 && l_ws5(LAT(&u, z - 1))) z--;
+                has_table = LAT(&u, z - 1) == '|';
+            }
+            Ix ts, te;
+            int level = LAT(&u, i) == '#' ? l_heading(&u, i, e, &ts, &te) : 0;
+            if (level) {
+                PyObject *title = PyUnicode_Substring(arg, ts, te);
+                PyObject *o = title ? Py_BuildValue("(niN)", i, level, title) : NULL;
+                if (!o || PyList_Append(heads, o) < 0) {
+                    Py_XDECREF(o);
+                    goto fail;
+                }
+                Py_DECREF(o);
+            }
+            int k = l_marker(&u, i, e);
+            if (k >= 0) {
+                PyObject *o = Py_BuildValue("(nO)", i, L_KIND[k]);
+                if (!o || PyList_Append(markers, o) < 0) {
+                    Py_XDECREF(o);
+                    goto fail;
+                }
+                Py_DECREF(o);
+            }
+        }
+        if (e >= u.n) break;
+        i = e;
+    }
+    nl3 += run / 3;
+    if (run >= 3 && l_append_ix(blanks, u.n) < 0) goto fail;
+    /* unclosed: profile.py counts the lines strictly between the fence and the last line */
+    if (in_fence && !opened_here) code += pend - last_len;
+    for (Ix i = 0; (i = l_find(&u, i, '\f')) < u.n; i++) ff++;
+    PyObject *buf = PyBytes_FromStringAndSize((const char *)kept, (Py_ssize_t)(sizeof(double) * (size_t)nk));
+    PyMem_Free(kept);
+    if (!buf) {
+        Py_DECREF(fences);
+        Py_DECREF(markers);
+        Py_DECREF(heads);
+        Py_DECREF(blanks);
+        return NULL;
+    }
+    return Py_BuildValue("(NNONnnnnNN)", fences, markers, has_table ? Py_True : Py_False, buf, code, n_lines, ff, nl3,
+                         heads, blanks);
+fail:
+    PyMem_Free(kept);
+    Py_XDECREF(fences);
+    Py_XDECREF(markers);
+    Py_XDECREF(heads);
+    Py_XDECREF(blanks);
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -2142,6 +2542,9 @@ static PyMethodDef methods[] = {
     {"make_pieces", py_make_pieces, METH_VARARGS, "make_pieces(cls, text, chunks) -> [cls]"},
     {"assemble", py_assemble, METH_VARARGS, "assemble(text, parents, subs, merge) -> (kept, children, parent_of)"},
     {"make_children", py_make_children, METH_VARARGS, "make_children(cls, pieces, parent_indices) -> [cls]"},
+    {"scan_lines", py_scan_lines, METH_O,
+     "scan_lines(text) -> (fences, [(line start, marker kind)], has_table, kept lens f64, code, lines, ff, nl3, heads, blank ends)"},
+    {"lang_counts", py_lang_counts, METH_O, "lang_counts(sample) -> (CJK runes, Latin runes)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_native", "Native chunker hot paths.", -1, methods};
@@ -2153,6 +2556,9 @@ PyMODINIT_FUNC PyInit__native(void) {
                                    "piece", "parent_index"};
     for (int k = 0; k < 8; k++)
         if (!NAMES[k] && !(NAMES[k] = PyUnicode_InternFromString(names[k]))) return NULL;
+    static const char *kinds[7] = {"de", "en", "zh", "num", "caps", "sep", "foot"};
+    for (int k = 0; k < 7; k++)
+        if (!L_KIND[k] && !(L_KIND[k] = PyUnicode_InternFromString(kinds[k]))) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
     Py_INCREF(&SpansType);

@@ -1,7 +1,10 @@
 """Document profiler and tier selection (WeKnora profiler.go / patterns.go / tokens.go).
 
 Patterns run once over the whole text in multi-line mode (no per-line Python loop); `\\s` is spelled as
-horizontal whitespace so a match can never run across a line break.
+horizontal whitespace so a match can never run across a line break. With the C accelerator, `Lines` gets
+everything the profiler and the heading/heuristic tiers read (fences, markers, headings, tables, blank
+runs, line-length statistics) from one pass, `_native.scan_lines`, which mirrors these patterns exactly
+(tests/chunker/test_chunker_profile.py compares both, and both against the frozen pre-scan profiler).
 """
 
 from __future__ import annotations
@@ -10,12 +13,12 @@ import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
-from itertools import accumulate, repeat
-from operator import add
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
+
+from chalicelib.chunker import _accel
 
 _H = r"[ \t\f\r]"  # Go's \s minus the newline
 
@@ -41,7 +44,7 @@ HEADING = LinePattern(r"(#{1,6})" + _H + r"+(.+?)" + _H + r"*#*" + _H + r"*$")
 NUMBERED = LinePattern(r"[ \t]*(?:\d+(?:\.\d+){1,3}\.?|(?:\d+|[IVX]{1,5})\.)[ \t]+\S.{0,200}$")
 ALL_CAPS = LinePattern(r"[ \t]*(?:[A-ZÄÖÜ][A-ZÄÖÜ \-]{3,80}):?" + _H + r"*$")
 VISUAL_SEP = LinePattern(r"[ \t]*(?:-{3,}|={3,}|\*{3,}|_{3,})[ \t]*$")
-EXCESS_BLANKS = re.compile(r"\n{3,}")
+EXCESS_BLANKS = re.compile(r"\n\n\n+")  # == \n{3,}; the literal prefix makes the search fast
 FOOTER = LinePattern(
     r"[ \t]*(?:Seite|Page|页码?)" + _H + r"+\d+(?:" + _H + r"*(?:von|of|/)" + _H + r"*\d+)?[ \t]*$", re.I
 )
@@ -68,10 +71,11 @@ MARKERS = LinePattern(
 )
 TABLE_LINE = LinePattern(r"[ \t\f\r\v]*\|(?:.*\|)?[ \t\f\r\v]*$")
 FENCE_LINE = LinePattern(r"[ \t\f\r\v]*```")
+# Runs, not single runes: the counts are the summed run lengths (fewer, larger matches).
 _CJK = re.compile(
-    r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+    r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+"
 )
-_LATIN = re.compile(r"[A-Za-zäöüÄÖÜß]")
+_LATIN = re.compile(r"[A-Za-zäöüÄÖÜß]+")
 _UMLAUT = re.compile(r"[äöüÄÖÜß]")
 _GERMAN_WORDS = (" der ", " die ", " das ", " und ", " ist ", " nicht ", " mit ", " auf ")
 
@@ -89,8 +93,12 @@ PRIO_FORM_FEED, PRIO_NUMBERED, PRIO_CHAPTER, PRIO_CAPS, PRIO_SEP, PRIO_FOOTER, P
 def detect_language(sample: str) -> str:
     if not sample:
         return "mixed"
-    cjk = len(_CJK.findall(sample))
-    latin = len(_LATIN.findall(sample))
+    nat = _accel.native
+    if nat is not None:
+        cjk, latin = nat.lang_counts(sample)
+    else:
+        cjk = sum(map(len, _CJK.findall(sample)))
+        latin = sum(map(len, _LATIN.findall(sample)))
     total = cjk + latin
     if total == 0:
         return "mixed"
@@ -105,45 +113,130 @@ def detect_language(sample: str) -> str:
 
 
 class Lines:
-    """Line starts of a text and which lines sit inside (or on) fenced code blocks."""
+    """A text's fenced code blocks and its whole-line pattern matches, by line start offset.
+
+    A fence line toggles; lines from an opening fence to its closing fence (or to the end of the text
+    when it is never closed) are skipped by `matches`.
+    """
 
     def __init__(self, text: str):
         self.text = text
-        self.lens = list(map(len, text.split("\n")))
-        starts = list(accumulate(map(add, self.lens, repeat(1)), initial=0))
-        starts.pop()
-        self.starts = starts
-        # Fence lines toggle; lines from an opening fence to its closing fence are skipped.
-        fences = [bisect_right(starts, pos) - 1 for pos, _ in FENCE_LINE.finditer(text)]
-        self.fenced: list[tuple[int, int]] = []
-        for i in range(0, len(fences), 2):
-            self.fenced.append((fences[i], fences[i + 1] if i + 1 < len(fences) else len(starts) - 1))
+        self._markers: list[tuple[int, str]] | None = None
+        self._headings: list[tuple[int, int, str]] | None = None
+        self._lens: list[int] | None = None
+        self._has_table: bool | None = None
+        self._stats: tuple[int, np.ndarray[Any, Any], int] | None = None
+        self._counts: tuple[int, int] | None = None
+        self._blanks: list[int] | None = None
+        nat = _accel.native
+        if nat is not None:
+            # One C pass: fences, markers, tables and the line statistics (what the methods compute).
+            (
+                fences,
+                self._markers,
+                self._has_table,
+                kept,
+                code_chars,
+                n_lines,
+                ff,
+                nl3,
+                self._headings,
+                self._blanks,
+            ) = nat.scan_lines(text)
+            self._stats = (n_lines, np.frombuffer(kept, dtype=np.float64), code_chars)
+            self._counts = (ff, nl3)
+        else:
+            fences = [pos for pos, _ in FENCE_LINE.finditer(text)]
+        # (opening fence line start, closing fence line start, or len(text) when unclosed)
+        self.fenced: list[tuple[int, int]] = [
+            (fences[i], fences[i + 1] if i + 1 < len(fences) else len(text)) for i in range(0, len(fences), 2)
+        ]
         self._fstarts = [f[0] for f in self.fenced]
 
-    _markers: list[tuple[int, str]] | None = None
+    @property
+    def lens(self) -> list[int]:
+        """Length of every line (without its newline)."""
+        if self._lens is None:
+            self._lens = list(map(len, self.text.split("\n")))
+        return self._lens
+
+    def fenced_lines(self) -> list[tuple[int, int]]:
+        """The fenced blocks as (first line index, last line index)."""
+        out = []
+        text = self.text
+        last = len(self.lens) - 1
+        ln = prev = 0
+        for a, b in self.fenced:
+            ln += text.count("\n", prev, a)
+            la = ln
+            if b < len(text):
+                ln += text.count("\n", a, b)
+                prev = b
+                out.append((la, ln))
+            else:
+                prev = a
+                out.append((la, last))
+        return out
 
     def markers(self) -> list[tuple[int, str]]:
-        """(line index, marker kind) for lines outside fences, first matching kind per line."""
+        """(line start, marker kind) for lines outside fences, first matching kind per line."""
         if self._markers is None:
-            self._markers = [(ln, m.lastgroup or "") for ln, m in self.matches(MARKERS)]
+            self._markers = [(pos, m.lastgroup or "") for pos, m in self.matches(MARKERS)]
         return self._markers
 
-    def line_of(self, pos: int) -> int:
-        return bisect_right(self.starts, pos) - 1
+    def has_table(self) -> bool:
+        """Whether a line outside fences is a table row."""
+        if self._has_table is None:
+            self._has_table = next(self.iter_matches(TABLE_LINE), None) is not None
+        return self._has_table
 
-    def in_fence(self, line: int) -> bool:
-        i = bisect_right(self._fstarts, line) - 1
-        return i >= 0 and line <= self.fenced[i][1]
+    def blank_ends(self) -> list[int]:
+        """End of every run of three or more newlines (EXCESS_BLANKS matches), fences included."""
+        if self._blanks is None:
+            self._blanks = [m.end() for m in EXCESS_BLANKS.finditer(self.text)]
+        return self._blanks
+
+    def counts(self) -> tuple[int, int]:
+        """(form feeds, non-overlapping blank paragraph breaks "\\n\\n\\n") in the text."""
+        if self._counts is None:
+            self._counts = (self.text.count("\f"), self.text.count("\n\n\n"))
+        return self._counts
+
+    def line_stats(self) -> tuple[int, np.ndarray[Any, Any], int]:
+        """(number of lines, lengths of the lines outside fences as float64, code chars inside fences)."""
+        if self._stats is None:
+            lens = self.lens
+            code_chars = 0
+            kept = lens
+            if self.fenced:
+                skip: set[int] = set()
+                for a, b in self.fenced_lines():
+                    skip.update(range(a, b + 1))
+                    code_chars += sum(lens[a + 1 : b])  # the fence lines themselves are not code
+                kept = [ln for i, ln in enumerate(lens) if i not in skip]
+            self._stats = (len(lens), np.asarray(kept, dtype=np.float64), code_chars)
+        return self._stats
+
+    def headings(self) -> list[tuple[int, int, str]]:
+        """(line start, level, title as matched, unstripped) of the Markdown headings outside fences."""
+        if self._headings is None:
+            self._headings = [(pos, m.end(1) - m.start(1), m.group(2)) for pos, m in self.matches(HEADING)]
+        return self._headings
+
+    def in_fence(self, pos: int) -> bool:
+        """Whether the line starting at `pos` is inside (or on) a fenced block."""
+        i = bisect_right(self._fstarts, pos) - 1
+        return i >= 0 and pos <= self.fenced[i][1]
+
+    def iter_matches(self, pat: LinePattern) -> Iterator[tuple[int, re.Match[str]]]:
+        if not self.fenced:
+            return pat.finditer(self.text)
+        in_fence = self.in_fence
+        return ((pos, m) for pos, m in pat.finditer(self.text) if not in_fence(pos))
 
     def matches(self, pat: LinePattern) -> list[tuple[int, re.Match[str]]]:
-        """(line index, match) for lines outside fenced code that the pattern matches."""
-        out = []
-        fenced = self.fenced
-        for pos, m in pat.finditer(self.text):
-            ln = self.line_of(pos)
-            if not fenced or not self.in_fence(ln):
-                out.append((ln, m))
-        return out
+        """(line start, match) for lines outside fenced code that the pattern matches."""
+        return list(self.iter_matches(pat))
 
 
 @dataclass
@@ -194,11 +287,17 @@ class DocProfile:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        # What dataclasses.asdict gives (fields in order, containers copied), without its deep walk.
+        d = {f: getattr(self, f) for f in _FIELDS}
+        d["md_heading_counts"] = dict(self.md_heading_counts)
+        d["detected_langs"] = list(self.detected_langs)
         d["heading_density"] = round(self.heading_density(), 6)
         d["dominant_heading_level"] = self.dominant_heading_level()
         d["heuristic_marker_total"] = self.heuristic_marker_total()
         return d
+
+
+_FIELDS = tuple(f.name for f in fields(DocProfile))
 
 
 def profile_document(text: str, lines: Lines | None = None) -> DocProfile:
@@ -206,31 +305,20 @@ def profile_document(text: str, lines: Lines | None = None) -> DocProfile:
     if not text:
         return p
     p.total_chars = len(text)
-    p.form_feed_count = text.count("\f")
     if lines is None:
         lines = Lines(text)
-    n_lines = len(lines.starts)
-    p.total_lines = n_lines
-    lens = lines.lens
-    code_chars = 0
-    skip: set[int] = set()
-    for a, b in lines.fenced:
-        p.has_code = True
-        skip.update(range(a, b + 1))
-        code_chars += sum(lens[a + 1 : b])  # the fence lines themselves are not code
-    kept = [ln for i, ln in enumerate(lens) if i not in skip] if skip else lens
-    if kept:
-        arr = np.asarray(kept, dtype=np.float64)
+    p.form_feed_count, p.blank_paragraph_breaks = lines.counts()
+    p.total_lines, arr, code_chars = lines.line_stats()
+    p.has_code = bool(lines.fenced)
+    if arr.size:
         p.avg_line_len = float(arr.mean())
         p.std_line_len = float(arr.std())
-    heading_lines: set[int] = set()
-    for ln, m in lines.matches(HEADING):
-        level = len(m.group(1))
-        p.md_heading_counts[level] = p.md_heading_counts.get(level, 0) + 1
-        p.md_heading_total += 1
-        heading_lines.add(ln)
-
-    kinds = Counter(kind for ln, kind in lines.markers() if ln not in heading_lines)
+    counts = p.md_heading_counts
+    for _, level, _ in lines.headings():
+        counts[level] = counts.get(level, 0) + 1
+    p.md_heading_total = sum(counts.values())
+    # Heading lines start with '#', marker and table lines never do: no line is counted twice.
+    kinds = Counter(kind for _, kind in lines.markers())
     p.numbered_section_count = kinds["num"]
     p.german_chapter_count = kinds["de"]
     p.english_chapter_count = kinds["en"]
@@ -238,9 +326,8 @@ def profile_document(text: str, lines: Lines | None = None) -> DocProfile:
     p.all_caps_short_line_count = kinds["caps"]
     p.visual_sep_count = kinds["sep"]
     p.repeated_footer_count = kinds["foot"]
-    p.has_tables = any(ln not in heading_lines for ln, _ in lines.matches(TABLE_LINE))
+    p.has_tables = lines.has_table()
     p.code_ratio = code_chars / p.total_chars if p.total_chars else 0.0
-    p.blank_paragraph_breaks = text.count("\n\n\n")
     lang = detect_language(text[:4096])
     p.detected_langs = ["en", "de", "zh"] if lang == "mixed" else [lang]
     return p

@@ -11,15 +11,6 @@ from chalicelib.chunker import _accel
 from chalicelib.chunker.config import HARD_CAP, Resolved
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
 from chalicelib.chunker.profile import (
-    EXCESS_BLANKS,
-    HEADING,
-    PRIO_BLANKS,
-    PRIO_CAPS,
-    PRIO_CHAPTER,
-    PRIO_FOOTER,
-    PRIO_FORM_FEED,
-    PRIO_NUMBERED,
-    PRIO_SEP,
     DocProfile,
     Lines,
     profile_document,
@@ -60,6 +51,10 @@ def recursive_tier(c: Ctx, a: int, b: int) -> list[Chunk4]:
 # ---------------------------------------------------------------- heading tier
 
 
+_BLANK = [""] * 6
+_MARKS = tuple("#" * (i + 1) + " " for i in range(6))
+
+
 class Hierarchy:
     __slots__ = ("depth", "stack")
 
@@ -74,21 +69,30 @@ class Hierarchy:
         return h
 
     def observe(self, level: int, title: str) -> None:
-        self.stack[level - 1] = title
-        for i in range(level, 6):
-            self.stack[i] = ""
+        st = self.stack
+        st[level - 1] = title
+        st[level:] = _BLANK[level:]
         if level > self.depth:
             self.depth = level
-        else:
-            self.depth = max((i + 1 for i in range(6) if self.stack[i]), default=0)
+        else:  # the deepest non-empty level (all below `level` were just cleared)
+            d = level
+            while d and not st[d - 1]:
+                d -= 1
+            self.depth = d
 
     def breadcrumb(self) -> str:
-        return "\n".join("#" * (i + 1) + " " + self.stack[i] for i in range(self.depth) if self.stack[i])
+        st = self.stack
+        return "\n".join([_MARKS[i] + st[i] for i in range(self.depth) if st[i]])
 
 
 def _common_heading_prefix(x: str, y: str) -> str:
     if x == y:
         return x
+    # One crumb extending the other by whole lines (the usual case): the shorter one, without splitting.
+    if y.startswith(x) and y[len(x)] == "\n":
+        return x
+    if x.startswith(y) and x[len(y)] == "\n":
+        return y
     lx, ly = x.split("\n"), y.split("\n")
     n = 0
     for p, q in zip(lx, ly, strict=False):
@@ -135,13 +139,15 @@ def heading_tier(
     if lines is None:
         lines = Lines(text[a:b])
     if profile is None:
-        profile = profile_document(lines.text, lines)
+        # Only the heading counts matter here: not the whole profile.
+        profile = DocProfile()
+        for _, level, _ in lines.headings():
+            profile.md_heading_counts[level] = profile.md_heading_counts.get(level, 0) + 1
+            profile.md_heading_total += 1
     primary = profile.dominant_heading_level()
     if primary == 0:
         return recursive_tier(c, a, b)
-    heads = []  # (abs line start, level, title)
-    for ln, mt in lines.matches(HEADING):
-        heads.append((a + lines.starts[ln], len(mt.group(1)), mt.group(2).strip()))
+    heads = [(a + pos, level, title.strip()) for pos, level, title in lines.headings()]
     strictly = c.spans.strictly_inside
     bounds: list[tuple[int, int]] = [(a, -1)]  # (start, index into heads of the leading heading or -1)
     for i, (pos, level, _) in enumerate(heads):
@@ -186,36 +192,32 @@ def heading_tier(
 # ---------------------------------------------------------------- heuristic tier
 
 
-_MARKER_PRIO = {
-    "de": PRIO_CHAPTER,
-    "en": PRIO_CHAPTER,
-    "zh": PRIO_CHAPTER,
-    "num": PRIO_NUMBERED,
-    "caps": PRIO_CAPS,
-    "sep": PRIO_SEP,
-    "foot": PRIO_FOOTER,
-}
-
-
 def _heuristic_bounds(c: Ctx, a: int, b: int, lines: Lines) -> list[int]:
+    """Sorted boundary offsets: form feeds, marker lines, ends of blank runs, none strictly inside a span.
+    (WeKnora ranks them by priority, profile.PRIO_*; only the positions decide the chunks.)"""
     sub = lines.text
-    prio: dict[int, int] = {}
+    found: set[int] = set()
     i = sub.find("\f")
     while i >= 0:
-        prio[a + i] = PRIO_FORM_FEED
+        found.add(a + i)
         i = sub.find("\f", i + 1)
-    starts = lines.starts
-    for ln, kind in lines.markers():
-        pos = a + starts[ln]
-        pr = _MARKER_PRIO[kind]
-        if prio.get(pos, -1) < pr:
-            prio[pos] = pr
-    for mt in EXCESS_BLANKS.finditer(sub):
-        pos = a + mt.end()
-        if pos not in prio:
-            prio[pos] = PRIO_BLANKS
-    strictly = c.spans.strictly_inside
-    return sorted(p for p in prio if not strictly(p))
+    found.update([a + pos for pos, _ in lines.markers()])
+    found.update([a + end for end in lines.blank_ends()])
+    bounds = sorted(found)
+    starts, ends = c.spans.starts, c.spans.ends
+    if not starts:
+        return bounds
+    # One merge walk instead of a bisect per position: drop p when the last span starting before p
+    # ends after it (Spans.strictly_inside).
+    out = []
+    j, n = 0, len(starts)
+    for p in bounds:
+        while j < n and starts[j] < p:
+            j += 1
+        if j and p < ends[j - 1]:
+            continue
+        out.append(p)
+    return out
 
 
 def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[Chunk4]:
@@ -238,12 +240,14 @@ def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[C
         if e > s and text[s:e].strip():
             out.append((s, e, "", ""))
 
+    # Oversized stretches go to the recursive tier after the loop (one batched C call): (index in out, range).
+    deferred: list[tuple[int, int, int]] = []
     chunk_start = cur_end = bounds[0]
     for nxt in bounds[1:]:
         if m.length(cur_end, nxt) > size or nxt - cur_end > HARD_CAP:
             if cur_end > chunk_start:
                 emit(chunk_start, cur_end)
-            out.extend(recursive_tier(c, cur_end, nxt))
+            deferred.append((len(out), cur_end, nxt))
             chunk_start = cur_end = nxt
             continue
         acc = m.length(chunk_start, nxt)
@@ -258,7 +262,23 @@ def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[C
         cur_end = nxt
     if cur_end > chunk_start:
         emit(chunk_start, cur_end)
-    return out
+    if not deferred:
+        return out
+    cfg = c.cfg
+    ranges = [(s, e) for _, s, e in deferred]
+    subs: list[list[Chunk4]]
+    if native_recursive(c) and "" not in cfg.separators:
+        subs = split_ranges_native(text, ranges, c.spans, cfg.separators, size, cfg.overlap, m, "")
+    else:
+        subs = [recursive_tier(c, s, e) for s, e in ranges]
+    merged: list[Chunk4] = []
+    prev = 0
+    for (at, _, _), sub in zip(deferred, subs, strict=True):
+        merged.extend(out[prev:at])
+        merged.extend(sub)
+        prev = at
+    merged.extend(out[prev:])
+    return merged
 
 
 def _heuristic_overlap(c: Ctx, bounds: list[int], start: int, cur_end: int) -> int:
@@ -286,7 +306,10 @@ def validate(c: Ctx, chunks: list[Chunk4], total: int) -> str:
     if len(chunks) == 1 and total > 2 * size:
         return "single chunk for large document"
     m = c.m
-    lens = [m.length(s, e) + (m.text_len(h) if h else 0) for s, e, h, _ in chunks]
+    if type(m) is CharMeasure:  # the same figures without a call per chunk
+        lens = [e - s + len(h) for s, e, h, _ in chunks]
+    else:
+        lens = [m.length(s, e) + (m.text_len(h) if h else 0) for s, e, h, _ in chunks]
     longest = max(lens)
     tiny = sum(1 for x in lens[:-1] if x < 50)
     if tiny > len(chunks) // 4 and tiny > 2:
