@@ -9,7 +9,6 @@ from chalice import Chalice, Rate, Response
 
 from chalicelib import api, chunk_preview, create, knowledge_bases, pipeline, reparse, search, workflow_tasks
 from chalicelib.bootstrap import get_services
-from chalicelib.domain.errors import NotFound
 from chalicelib.domain.process_config import validate_engine_rules
 from chalicelib.domain.types import Stage
 from chalicelib.housekeeping import sweep
@@ -133,12 +132,7 @@ def get_knowledge(knowledge_id: str) -> Response:
     tenant = _tenant()
     knowledge = svc.knowledge.get(knowledge_id)
     if knowledge is None or knowledge.tenant_id != tenant.id:
-        outcome = create.upload_outcome(svc, knowledge_id) if knowledge is None else None
-        if outcome is not None and outcome.get("tenant_id", tenant.id) == tenant.id:
-            code = outcome.get("code") or "upload_pending"
-            message = outcome.get("message") or "the presigned upload has not arrived yet"
-            raise NotFound(message, code=code, data=outcome.get("data"))
-        raise NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
+        raise create.missing_knowledge_error(svc, tenant.id, knowledge_id)
     return api.ok(knowledge.to_dict())
 
 

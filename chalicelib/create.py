@@ -280,15 +280,21 @@ def _record_rejection(svc: Services, knowledge_id: str, object_url: str, rejecte
     svc.inbox.delete(object_url)
 
 
-def upload_outcome(svc: Services, knowledge_id: str) -> dict[str, Any] | None:
-    """For a presigned upload that has no row: its rejection, or that it is still awaited."""
-    for suffix, state in ((".result.json", "rejected"), (".json", "awaiting_upload")):
-        url = svc.inbox.url_for(f"intents/{knowledge_id}{suffix}")
-        if svc.inbox.exists(url):
-            outcome: dict[str, Any] = json.loads(svc.inbox.read(url)) if state == "rejected" else {}
-            outcome["state"] = state
-            return outcome
-    return None
+def missing_knowledge_error(svc: Services, tenant_id: str, knowledge_id: str) -> NotFound:
+    """The 404 for a knowledge id without a row of this tenant. A presigned upload of this tenant that
+    has no row yet says whether it is still awaited or why it was rejected; nothing about another
+    tenant's upload is ever revealed (the intent names its tenant)."""
+    not_found = NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
+    intent_url = svc.inbox.url_for(intent_key(knowledge_id))
+    if svc.knowledge.get(knowledge_id) is not None or not svc.inbox.exists(intent_url):
+        return not_found
+    if json.loads(svc.inbox.read(intent_url)).get("tenant_id") != tenant_id:
+        return not_found
+    result_url = svc.inbox.url_for(f"intents/{knowledge_id}.result.json")
+    if not svc.inbox.exists(result_url):
+        return NotFound("the presigned upload has not arrived yet", code="upload_pending")
+    rejected = json.loads(svc.inbox.read(result_url))
+    return NotFound(rejected["message"], code=rejected["code"], data=rejected.get("data"))
 
 
 # ---------------------------------------------------------------- URL and manual

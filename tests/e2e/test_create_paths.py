@@ -230,3 +230,20 @@ def test_an_oversized_presigned_upload_is_rejected_without_being_read(
     response = api.get(f"/knowledge/{grant['knowledge_id']}")
     assert response.status_code == 404 and response.json_body["error"]["code"] == "file_too_large"
     assert not any("/uploads/" in url or url.split("/", 3)[-1].startswith("uploads/") for url in reads)
+
+
+def test_another_tenant_learns_nothing_about_a_rejected_presigned_upload(
+    api: Api, other_api: Api, runtime: LocalRuntime
+) -> None:
+    """The rejection record of a presigned duplicate carries the existing row: only its tenant may see it."""
+    kb = api.create_kb()
+    api.upload(kb["id"], "a.md", TEXT)
+    grant = api.post(f"/knowledge-bases/{kb['id']}/knowledge/upload-url", {"file_name": "copy.md"}).json_body[
+        "data"
+    ]
+    requests.put(grant["upload_url"], data=TEXT, timeout=30)
+    runtime.drain(timeout=120)
+    assert api.get(f"/knowledge/{grant['knowledge_id']}").json_body["error"]["code"] == "duplicate_file"
+    foreign = other_api.get(f"/knowledge/{grant['knowledge_id']}")
+    assert foreign.status_code == 404
+    assert foreign.json_body["error"]["code"] == "knowledge_not_found" and "data" not in foreign.json_body
