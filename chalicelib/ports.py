@@ -6,7 +6,6 @@ shape (n, dimensions), L2-normalised, because every engine and model adapter spe
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -186,7 +185,9 @@ class ChunkRepo(Protocol):
 
     def list(self, knowledge_id: str) -> list[Chunk]: ...
 
-    def get_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> builtins.list[Chunk]: ...
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Chunk]:
+        """Chunks by (knowledge_id, chunk_id), across knowledge, in batched reads; missing keys are absent."""
+        ...
 
     def delete_all(self, knowledge_id: str) -> int: ...
 

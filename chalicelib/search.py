@@ -34,20 +34,29 @@ def hybrid_search(svc: Services, tenant_id: str, kb_id: str, body: dict[str, Any
         keyword=strategy.keyword_enabled,
         vector=strategy.vector_enabled,
     )
+    # Two batched reads for every hit's chunk and parent, one read per distinct document for its title.
+    chunks = svc.chunks.get_many([(hit.knowledge_id, hit.chunk_id) for hit in hits])
+    parent_keys = [
+        (key[0], chunk.parent_chunk_id)
+        for key, chunk in chunks.items()
+        if chunk.parent_chunk_id and chunk.chunk_type == ChunkType.TEXT
+    ]
+    parents = svc.chunks.get_many(parent_keys) if parent_keys else {}
+    titles = {}
+    for knowledge_id in dict.fromkeys(hit.knowledge_id for hit in hits):
+        knowledge = svc.knowledge.get(knowledge_id)
+        titles[knowledge_id] = knowledge.title if knowledge else ""
     results = []
-    titles: dict[str, str] = {}
     for hit in hits:
-        chunks = svc.chunks.get_many(hit.knowledge_id, [hit.chunk_id])
-        chunk = chunks[0] if chunks else None
+        chunk = chunks.get((hit.knowledge_id, hit.chunk_id))
         content = chunk.content if chunk else hit.content
-        # A child hit returns its parent's content (parent-child retrieval)
-        if chunk and chunk.parent_chunk_id and chunk.chunk_type == ChunkType.TEXT:
-            parents = svc.chunks.get_many(hit.knowledge_id, [chunk.parent_chunk_id])
-            if parents:
-                content = parents[0].content
-        if hit.knowledge_id not in titles:
-            knowledge = svc.knowledge.get(hit.knowledge_id)
-            titles[hit.knowledge_id] = knowledge.title if knowledge else ""
+        parent = (
+            parents.get((hit.knowledge_id, chunk.parent_chunk_id))
+            if chunk and chunk.parent_chunk_id
+            else None
+        )
+        if parent is not None and chunk is not None and chunk.chunk_type == ChunkType.TEXT:
+            content = parent.content  # a child hit returns its parent's content (parent-child retrieval)
         results.append(
             {
                 "id": hit.id,

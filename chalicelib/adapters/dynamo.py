@@ -7,7 +7,6 @@ state machine's DynamoDB tasks (infra/statemachine/knowledge.asl.json): keep the
 
 from __future__ import annotations
 
-import builtins
 import hashlib
 import time
 from collections.abc import Mapping, Sequence
@@ -623,9 +622,9 @@ class DynamoChunkRepo:
         chunks.sort(key=lambda c: (c.chunk_type != ChunkType.PARENT_TEXT, c.seq))
         return chunks
 
-    def get_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> builtins.list[Chunk]:
-        keys = [(knowledge_id, cid) for cid in chunk_ids]
-        return [chunk_from_body(item.body) for item in self.model.batch_get(keys)]
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Chunk]:
+        items = self.model.batch_get(list(dict.fromkeys(keys)))
+        return {(item.knowledge_id, item.chunk_id): chunk_from_body(item.body) for item in items}
 
     def put_many(self, chunks: Sequence[Chunk]) -> None:
         with self.model.batch_write() as batch:
