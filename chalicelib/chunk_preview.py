@@ -3,25 +3,18 @@ with the tier diagnostics, so a user can tune settings without indexing anything
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
 from typing import Any
 
 from .bootstrap import Services
 from .create import require_kb
 from .domain.errors import BadRequest, NotFound
-from .domain.process_config import resolve, validate_overrides
+from .domain.process_config import chunking_config_from, resolve
 from .domain.storage_keys import parsed_markdown_key
 from .domain.types import ChunkingConfig
 from .reparse import owned_knowledge
 
 MAX_PREVIEW_CHUNKS = 500
 MAX_PREVIEW_TEXT = 2_000_000
-
-
-def _with_overrides(base: ChunkingConfig, raw: Any) -> ChunkingConfig:
-    validate_overrides({"chunking": raw or {}})
-    known = {f.name for f in fields(ChunkingConfig)}
-    return replace(base, **{k: v for k, v in (raw or {}).items() if k in known})
 
 
 def preview_chunks(svc: Services, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -50,5 +43,5 @@ def preview_chunks(svc: Services, tenant_id: str, body: dict[str, Any]) -> dict[
             if body.get("kb_id")
             else ChunkingConfig()
         )
-    config = _with_overrides(base, body.get("chunking_config"))
+    config = chunking_config_from(body.get("chunking_config"), base)
     return preview(normalise_markdown(text), config, limit)

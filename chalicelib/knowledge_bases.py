@@ -8,8 +8,8 @@ from typing import Any
 from .bootstrap import Services
 from .create import require_kb
 from .domain.errors import BadRequest, Conflict
-from .domain.process_config import validate_overrides
-from .domain.types import ChunkingConfig, IndexingStrategy, KnowledgeBase
+from .domain.process_config import chunking_config_from
+from .domain.types import IndexingStrategy, KnowledgeBase
 
 ENGINES = ("", "embedded", "opensearch")
 
@@ -26,10 +26,7 @@ def create_kb(svc: Services, tenant_id: str, body: dict[str, Any]) -> KnowledgeB
         raise BadRequest("name is required (at most 200 characters)", code="invalid_name")
     if svc.kbs.by_name(tenant_id, name) is not None:
         raise Conflict(f"a knowledge base named {name!r} exists", code="duplicate_kb_name")
-    chunking_raw = body.get("chunking_config") or {}
-    validate_overrides({"chunking": chunking_raw})
-    known = ChunkingConfig.__dataclass_fields__
-    chunking = ChunkingConfig(**{k: v for k, v in chunking_raw.items() if k in known})
+    chunking = chunking_config_from(body.get("chunking_config"))
     strategy_raw = body.get("indexing_strategy") or {}
     strategy = IndexingStrategy(
         **{k: bool(v) for k, v in strategy_raw.items() if k in IndexingStrategy.__dataclass_fields__}

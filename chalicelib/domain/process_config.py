@@ -134,3 +134,10 @@ def validate_engine_rules(raw: Any) -> dict[str, str]:
             "parser_engine_rules must map file types to engine names", code="invalid_engine_rules"
         )
     return {k.lower().lstrip("."): v for k, v in raw.items()}
+
+
+def chunking_config_from(raw: Any, base: ChunkingConfig | None = None) -> ChunkingConfig:
+    """A validated ChunkingConfig from request JSON, over `base` (the defaults when None)."""
+    validate_overrides({"chunking": raw or {}})
+    known = set(ChunkingConfig.__dataclass_fields__)
+    return replace(base or ChunkingConfig(), **{k: v for k, v in (raw or {}).items() if k in known})
