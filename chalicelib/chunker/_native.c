@@ -179,28 +179,30 @@ static void vec_free(IxVec *a) {
     a->n = a->cap = 0;
 }
 
-/* bisect.bisect_right / bisect_left over v[lo:hi] */
-static Ix bisect_r(const Ix *v, Ix x, Ix lo, Ix hi) {
-    while (lo < hi) {
-        Ix mid = lo + (hi - lo) / 2;
-        if (x < v[mid])
-            hi = mid;
-        else
-            lo = mid + 1;
+/* bisect.bisect_right / bisect_left over v[lo:hi], for each element type the scanner indexes */
+#define DEFINE_BISECT(right, left, T)                                   \
+    static Ix right(const T *v, T x, Ix lo, Ix hi) {                    \
+        while (lo < hi) {                                               \
+            Ix mid = lo + (hi - lo) / 2;                                \
+            if (x < v[mid])                                             \
+                hi = mid;                                               \
+            else                                                        \
+                lo = mid + 1;                                           \
+        }                                                               \
+        return lo;                                                      \
+    }                                                                   \
+    static Ix left(const T *v, T x, Ix lo, Ix hi) {                     \
+        while (lo < hi) {                                               \
+            Ix mid = lo + (hi - lo) / 2;                                \
+            if (v[mid] < x)                                             \
+                lo = mid + 1;                                           \
+            else                                                        \
+                hi = mid;                                               \
+        }                                                               \
+        return lo;                                                      \
     }
-    return lo;
-}
 
-static Ix bisect_l(const Ix *v, Ix x, Ix lo, Ix hi) {
-    while (lo < hi) {
-        Ix mid = lo + (hi - lo) / 2;
-        if (v[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+DEFINE_BISECT(bisect_r, bisect_l, Ix)
 
 static PyObject *vec_to_list(const Ix *v, Ix n) {
     PyObject *l = PyList_New(n);
@@ -739,27 +741,7 @@ static int tm_cnt(TokMeasure *m, Ix a, Ix b, Ix *out) {
     return rc;
 }
 
-static Ix bisect_r64(const int64_t *v, int64_t x, Ix lo, Ix hi) {
-    while (lo < hi) {
-        Ix mid = lo + (hi - lo) / 2;
-        if (x < v[mid])
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
-static Ix bisect_l64(const int64_t *v, int64_t x, Ix lo, Ix hi) {
-    while (lo < hi) {
-        Ix mid = lo + (hi - lo) / 2;
-        if (v[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
+DEFINE_BISECT(bisect_r64, bisect_l64, int64_t)
 
 static int tm_length(TokMeasure *m, Ix a, Ix b, Ix *out) {
     if (a >= b) {

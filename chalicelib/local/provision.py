@@ -80,6 +80,16 @@ _SM_PROPS = (
     "Type",
     "StateMachineType",
 )
+#: CloudFormation queue properties that map one-to-one onto SQS queue attributes
+_SQS_ATTRIBUTES = (
+    "VisibilityTimeout",
+    "MessageRetentionPeriod",
+    "DelaySeconds",
+    "MaximumMessageSize",
+    "ReceiveMessageWaitTimeSeconds",
+    "FifoQueue",
+    "ContentBasedDeduplication",
+)
 _USED_PROPS: dict[str, tuple[str, ...]] = {
     "AWS::DynamoDB::Table": (
         "TableName",
@@ -92,17 +102,7 @@ _USED_PROPS: dict[str, tuple[str, ...]] = {
         "StreamSpecification",
         "TimeToLiveSpecification",
     ),
-    "AWS::SQS::Queue": (
-        "QueueName",
-        "VisibilityTimeout",
-        "MessageRetentionPeriod",
-        "DelaySeconds",
-        "MaximumMessageSize",
-        "ReceiveMessageWaitTimeSeconds",
-        "FifoQueue",
-        "ContentBasedDeduplication",
-        "RedrivePolicy",
-    ),
+    "AWS::SQS::Queue": ("QueueName", *_SQS_ATTRIBUTES, "RedrivePolicy"),
     "AWS::S3::Bucket": ("BucketName", "NotificationConfiguration"),
     "AWS::Serverless::StateMachine": _SM_PROPS,
     "AWS::StepFunctions::StateMachine": _SM_PROPS,
@@ -424,15 +424,7 @@ class _Provisioner:
         fifo = str(props.get("FifoQueue", "false")).lower() == "true"
         name = props.get("QueueName") or f"{self.stack_name}-{logical}" + (".fifo" if fifo else "")
         attributes: dict[str, str] = {}
-        for key in (
-            "VisibilityTimeout",
-            "MessageRetentionPeriod",
-            "DelaySeconds",
-            "MaximumMessageSize",
-            "ReceiveMessageWaitTimeSeconds",
-            "FifoQueue",
-            "ContentBasedDeduplication",
-        ):
+        for key in _SQS_ATTRIBUTES:
             if key in props:
                 attributes[key] = _attr_str(props[key])
         if "RedrivePolicy" in props:
