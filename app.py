@@ -1,20 +1,16 @@
-"""weknora-ingest: HTTP routes and event handlers. Each handler parses, calls one use case, shapes the reply."""
+"""weknora-ingest: the HTTP routes and event handlers. Each handler is one line into chalicelib."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from chalice import Chalice, Rate, Response
 
-from chalicelib import api, chunk_preview, create, knowledge_bases, pipeline, reparse, search, workflow_tasks
-from chalicelib.bootstrap import get_services
-from chalicelib.domain.process_config import validate_engine_rules
-from chalicelib.domain.types import Stage
-from chalicelib.housekeeping import sweep
+from chalicelib import stages
+from chalicelib.api import routes
+from chalicelib.bootstrap import get_deps
+from chalicelib.observability import traced
 from chalicelib.settings import get_settings
-from chalicelib.stage_runner import run_stage
-from chalicelib.uploads import handle_upload_events
 
 app = Chalice(app_name="weknora-ingest")
 app.api.binary_types.append("multipart/form-data")
@@ -22,234 +18,160 @@ settings = get_settings()
 V1 = "/api/v1"
 
 
-def _tenant() -> Any:
-    return api.authenticate(get_services(), app.current_request)
+# ---------------------------------------------------------------- service
+
+
+@app.route(f"{V1}/health", methods=["GET"])
+def health() -> Response:
+    return routes.health(get_deps(), app.current_request)
+
+
+@app.route(f"{V1}/openapi.json", methods=["GET"])
+def openapi_document() -> Response:
+    return routes.openapi_document(app)
+
+
+@app.route(f"{V1}/parser-engines", methods=["GET"])
+def parser_engines() -> Response:
+    return routes.parser_engines(get_deps(), app.current_request)
 
 
 # ---------------------------------------------------------------- knowledge bases
 
 
 @app.route(f"{V1}/knowledge-bases", methods=["POST"])
-@api.endpoint
 def create_knowledge_base() -> Response:
-    kb = knowledge_bases.create_kb(get_services(), _tenant().id, api.json_body(app.current_request))
-    return api.ok(knowledge_bases.kb_to_dict(kb), 201)
+    return routes.create_knowledge_base(get_deps(), app.current_request)
 
 
 @app.route(f"{V1}/knowledge-bases", methods=["GET"])
-@api.endpoint
 def list_knowledge_bases() -> Response:
-    return api.ok([knowledge_bases.kb_to_dict(kb) for kb in get_services().kbs.list(_tenant().id)])
+    return routes.list_knowledge_bases(get_deps(), app.current_request)
 
 
 @app.route(f"{V1}/knowledge-bases/{{kb_id}}", methods=["GET"])
-@api.endpoint
 def get_knowledge_base(kb_id: str) -> Response:
-    return api.ok(knowledge_bases.kb_to_dict(knowledge_bases.get_kb(get_services(), _tenant().id, kb_id)))
+    return routes.get_knowledge_base(get_deps(), app.current_request, kb_id)
 
 
-# ---------------------------------------------------------------- create knowledge
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/hybrid-search", methods=["POST"])
+def hybrid_search(kb_id: str) -> Response:
+    return routes.hybrid_search(get_deps(), app.current_request, kb_id)
+
+
+# ---------------------------------------------------------------- creating knowledge
 
 
 @app.route(
     f"{V1}/knowledge-bases/{{kb_id}}/knowledge/file", methods=["POST"], content_types=["multipart/form-data"]
 )
-@api.endpoint
 def upload_file(kb_id: str) -> Response:
-    svc = get_services()
-    tenant = _tenant()
-    request = app.current_request
-    body = api.check_body_size(svc, request)
-    form = api.parse_multipart(request.headers.get("content-type", ""), body)
-    if "file" not in form.files:
-        raise create.BadRequest("the form has no `file` part", code="missing_file")
-    file_name, data = form.files["file"]
-    upload = create.FileUpload(
-        data=data,
-        file_name=form.fields.get("fileName") or file_name,
-        metadata=create.parse_metadata(form.fields.get("metadata")),
-        enable_multimodel=api.form_bool(form.fields.get("enable_multimodel")),
-        tag_ids=create.parse_tag_ids(form.fields.get("tag_ids")),
-        process_config=json.loads(form.fields["process_config"])
-        if form.fields.get("process_config")
-        else None,
-        channel=form.fields.get("channel") or "api",
-    )
-    return api.ok(create.create_from_file(svc, tenant.id, kb_id, upload).to_dict())
+    return routes.upload_file(get_deps(), app.current_request, kb_id)
 
 
 @app.route(f"{V1}/knowledge-bases/{{kb_id}}/knowledge/upload-url", methods=["POST"])
-@api.endpoint
 def presigned_upload(kb_id: str) -> Response:
-    svc = get_services()
-    return api.ok(create.create_upload_url(svc, _tenant().id, kb_id, api.json_body(app.current_request)), 201)
+    return routes.presigned_upload(get_deps(), app.current_request, kb_id)
 
 
 @app.route(f"{V1}/knowledge-bases/{{kb_id}}/knowledge/url", methods=["POST"])
-@api.endpoint
 def import_url(kb_id: str) -> Response:
-    svc = get_services()
-    return api.ok(
-        create.create_from_url(svc, _tenant().id, kb_id, api.json_body(app.current_request)).to_dict(), 201
-    )
+    return routes.import_url(get_deps(), app.current_request, kb_id)
 
 
 @app.route(f"{V1}/knowledge-bases/{{kb_id}}/knowledge/manual", methods=["POST"])
-@api.endpoint
 def create_manual(kb_id: str) -> Response:
-    svc = get_services()
-    return api.ok(
-        create.create_manual(svc, _tenant().id, kb_id, api.json_body(app.current_request)).to_dict()
-    )
+    return routes.create_manual(get_deps(), app.current_request, kb_id)
 
 
-# ---------------------------------------------------------------- read and operate
+# ---------------------------------------------------------------- reading and operating
 
 
 @app.route(f"{V1}/knowledge-bases/{{kb_id}}/knowledge", methods=["GET"])
-@api.endpoint
 def list_knowledge(kb_id: str) -> Response:
-    svc = get_services()
-    create.require_kb(svc, _tenant().id, kb_id)
-    request = app.current_request
-    page = svc.knowledge.list_by_kb(
-        kb_id, api.query_int(request, "page", 1, 1, 100_000), api.query_int(request, "page_size", 20, 1, 100)
-    )
-    return api.ok(
-        {
-            "items": [k.to_dict() for k in page.items],
-            "total": page.total,
-            "page": page.page,
-            "page_size": page.page_size,
-        }
-    )
+    return routes.list_knowledge(get_deps(), app.current_request, kb_id)
 
 
 @app.route(f"{V1}/knowledge/{{knowledge_id}}", methods=["GET"])
-@api.endpoint
 def get_knowledge(knowledge_id: str) -> Response:
-    svc = get_services()
-    tenant = _tenant()
-    knowledge = svc.knowledge.get(knowledge_id)
-    if knowledge is None or knowledge.tenant_id != tenant.id:
-        raise create.missing_knowledge_error(svc, tenant.id, knowledge_id)
-    return api.ok(knowledge.to_dict())
+    return routes.get_knowledge(get_deps(), app.current_request, knowledge_id)
 
 
 @app.route(f"{V1}/knowledge/{{knowledge_id}}/spans", methods=["GET"])
 @app.route(f"{V1}/knowledge/{{knowledge_id}}/stages", methods=["GET"])
-@api.endpoint
 def knowledge_spans(knowledge_id: str) -> Response:
-    svc = get_services()
-    knowledge = reparse.owned_knowledge(svc, _tenant().id, knowledge_id)
-    attempt = api.query_int(app.current_request, "attempt", knowledge.attempt, 1, knowledge.attempt)
-    return api.ok(svc.tracker.view(knowledge, attempt))
+    return routes.knowledge_spans(get_deps(), app.current_request, knowledge_id)
 
 
 @app.route(f"{V1}/knowledge/{{knowledge_id}}/reparse", methods=["POST"])
-@api.endpoint
 def reparse_knowledge(knowledge_id: str) -> Response:
-    svc = get_services()
-    body = api.json_body(app.current_request)
-    return api.ok(reparse.reparse(svc, _tenant().id, knowledge_id, body).to_dict())
-
-
-@app.route(f"{V1}/knowledge-bases/{{kb_id}}/hybrid-search", methods=["POST"])
-@api.endpoint
-def hybrid_search(kb_id: str) -> Response:
-    svc = get_services()
-    return api.ok(search.hybrid_search(svc, _tenant().id, kb_id, api.json_body(app.current_request)))
-
-
-@app.route(f"{V1}/tenant/settings", methods=["GET"])
-@api.endpoint
-def get_tenant_settings() -> Response:
-    return api.ok({"parser_engine_rules": _tenant().parser_engine_rules})
-
-
-@app.route(f"{V1}/tenant/settings", methods=["PUT"])
-@api.endpoint
-def put_tenant_settings() -> Response:
-    tenant = _tenant()
-    body = api.json_body(app.current_request)
-    tenant.parser_engine_rules = validate_engine_rules(body.get("parser_engine_rules", {}))
-    get_services().tenants.put(tenant)
-    return api.ok({"parser_engine_rules": tenant.parser_engine_rules})
-
-
-@app.route(f"{V1}/parser-engines", methods=["GET"])
-@api.endpoint
-def parser_engines() -> Response:
-    _tenant()
-    return api.ok(get_services().docreader().engines())
+    return routes.reparse_knowledge(get_deps(), app.current_request, knowledge_id)
 
 
 @app.route(f"{V1}/chunker/preview", methods=["POST"])
-@api.endpoint
 def chunker_preview() -> Response:
-    return api.ok(
-        chunk_preview.preview_chunks(get_services(), _tenant().id, api.json_body(app.current_request))
-    )
+    return routes.chunker_preview(get_deps(), app.current_request)
+
+
+# ---------------------------------------------------------------- tenant
+
+
+@app.route(f"{V1}/tenant/settings", methods=["GET"])
+def get_tenant_settings() -> Response:
+    return routes.get_tenant_settings(get_deps(), app.current_request)
+
+
+@app.route(f"{V1}/tenant/settings", methods=["PUT"])
+def put_tenant_settings() -> Response:
+    return routes.put_tenant_settings(get_deps(), app.current_request)
 
 
 # ---------------------------------------------------------------- queues, workflow tasks, schedule
 
 
 @app.on_sqs_message(queue=settings.queue("uploads"), batch_size=10)
+@traced
 def on_upload_event(event: Any) -> dict[str, Any]:
-    return handle_upload_events(get_services(), event.to_dict(), event.context)
+    return stages.uploads.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.on_sqs_message(queue=settings.queue("docreader"), batch_size=1)
+@traced
 def docreader_stage(event: Any) -> dict[str, Any]:
-    return run_stage(
-        get_services(), Stage.DOCREADER, event.to_dict(), event.context, pipeline.docreader_stage
-    )
+    return stages.docreader.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.on_sqs_message(queue=settings.queue("chunking"), batch_size=5)
+@traced
 def chunking_stage(event: Any) -> dict[str, Any]:
-    return run_stage(get_services(), Stage.CHUNKING, event.to_dict(), event.context, pipeline.chunking_stage)
+    return stages.chunking.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.on_sqs_message(queue=settings.queue("embedding"), batch_size=1)
+@traced
 def embedding_stage(event: Any) -> dict[str, Any]:
-    return run_stage(
-        get_services(),
-        Stage.EMBEDDING,
-        event.to_dict(),
-        event.context,
-        pipeline.embedding_stage,
-        rollback=pipeline.rollback_embedding,
-    )
+    return stages.embedding.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.on_sqs_message(queue=settings.queue("multimodal"), batch_size=5)
+@traced
 def multimodal_task(event: Any) -> dict[str, Any]:
-    return workflow_tasks.run_callback_tasks(
-        get_services(), event.to_dict(), event.context, workflow_tasks.multimodal_task, "multimodal"
-    )
+    return stages.multimodal.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.on_sqs_message(queue=settings.queue("postprocess"), batch_size=5)
+@traced
 def postprocess_task(event: Any) -> dict[str, Any]:
-    return workflow_tasks.run_callback_tasks(
-        get_services(), event.to_dict(), event.context, workflow_tasks.postprocess_task, "postprocess"
-    )
+    return stages.postprocess.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.on_sqs_message(queue=settings.queue("enrichment"), batch_size=5)
+@traced
 def enrichment_task(event: Any) -> dict[str, Any]:
-    return workflow_tasks.run_callback_tasks(
-        get_services(), event.to_dict(), event.context, workflow_tasks.enrichment_task, "enrichment"
-    )
+    return stages.enrichment.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.schedule(Rate(5, unit=Rate.MINUTES))
+@traced
 def housekeeping(event: Any) -> dict[str, Any]:
-    report = sweep(get_services())
-    return {
-        "recovered": report.recovered,
-        "spared": report.spared,
-        "summaries_failed": report.summaries_failed,
-    }
+    return stages.housekeeping.handle(get_deps(), event)

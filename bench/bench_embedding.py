@@ -71,11 +71,11 @@ def main() -> None:
     runtime.start(background=False)
     try:
         from chalicelib.bootstrap import build_services
-        from chalicelib.indexing import EmbeddingRun
         from chalicelib.ports import IndexSpace
+        from chalicelib.stages.embedding import EmbeddingRun
 
         svc = build_services()
-        svc.overrides["embedding_model"] = model
+        svc.replace_embedding_model(model)
         raws, pipes = [], []
         # Interleaved rounds on this shared 2-core machine; each round uses a cold cache space.
         for round_no in range(args.rounds):
@@ -85,11 +85,11 @@ def main() -> None:
             raws.append(len(texts) / (time.perf_counter() - start))
             space = IndexSpace(f"{model.model_id}-round{round_no}", model.dimensions)
             start = time.perf_counter()
-            vectors = EmbeddingRun(svc, model, space).embed(texts)
+            vectors = EmbeddingRun(svc, model, space=space).embed(texts)
             pipes.append(len(texts) / (time.perf_counter() - start))
         raw, pipeline = statistics.median(raws), statistics.median(pipes)
         start = time.perf_counter()
-        EmbeddingRun(svc, model, space).embed(texts)
+        EmbeddingRun(svc, model, space=space).embed(texts)
         cached = len(texts) / (time.perf_counter() - start)
 
         print(

@@ -1,13 +1,12 @@
-"""The one composition root: builds real or local adapters from settings.
+"""The one composition root: builds the real or local adapters from settings and hands them, typed by the
+ports (`ports.Dependencies`), to the handlers. Only app.py, functions/, local/ and bench import it.
 
-Heavy things (parsers, the ONNX model, the index engine) are built on first use, so the API function's
-cold start only pays for boto3 and PynamoDB.
+Nothing heavy happens at import: boto3, PynamoDB, the parsers, the ONNX model and the index engine are built
+on first use, so the API function's cold start pays only for what a request touches.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import threading
 import time
 import uuid
@@ -16,197 +15,231 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
-
-from .adapters.dynamo import (
-    DynamoChunkRepo,
-    DynamoKnowledgeBaseRepo,
-    DynamoKnowledgeRepo,
-    DynamoSpanRepo,
-    DynamoTenantRepo,
-    build_models,
-    hash_api_key,
-)
-from .adapters.queues import SqsTaskQueue
-from .adapters.storage import LocalFileStore, S3FileStore
-from .adapters.workflow import StepFunctionsWorkflow
+from .domain.ids import api_key_hash
 from .domain.types import Tenant
 from .ports import (
     AsrEngine,
+    ChatModel,
+    ChunkRepo,
     DocReader,
     EmbeddingCache,
     EmbeddingModel,
     FileStore,
-    IndexSpace,
+    HealthProbe,
+    ImageResolver,
+    KnowledgeBaseRepo,
+    KnowledgeRepo,
     OcrEngine,
+    ProgressTracker,
     RetrieveEngine,
+    SaveImage,
+    SpanRepo,
+    TaskQueue,
+    TenantRepo,
+    UrlImporter,
+    VisionModel,
+    Workflow,
 )
 from .settings import QUEUES, Settings, get_settings
-from .spans import SpanTracker
-
-log = logging.getLogger(__name__)
 
 LOCAL_TENANT_ID = "local"
+NOT_PROBED: Any = object()
 
 
 @dataclass
 class Services:
+    """The Dependencies every use case receives. Repositories and queues are built eagerly (cheap clients);
+    engines, models and parsers on first use. `replace_*` methods are the seams tests use for fakes."""
+
     settings: Settings
-    tenants: DynamoTenantRepo
-    kbs: DynamoKnowledgeBaseRepo
-    knowledge: DynamoKnowledgeRepo
-    chunks: DynamoChunkRepo
-    spans: DynamoSpanRepo
+    tenants: TenantRepo
+    kbs: KnowledgeBaseRepo
+    knowledge: KnowledgeRepo
+    chunks: ChunkRepo
+    spans: SpanRepo
     files: FileStore
-    inbox: S3FileStore
-    queue: SqsTaskQueue
-    workflow: StepFunctionsWorkflow
-    tracker: SpanTracker
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    inbox: FileStore
+    queue: TaskQueue
+    workflow: Workflow
+    tracker: ProgressTracker
+    urls: UrlImporter
+    health: HealthProbe
+    #: how waits happen (backoff between retries); tests replace it to run without sleeping
+    sleeper: Callable[[float], None] = time.sleep
+    build_engine: Callable[[Settings, str], RetrieveEngine] | None = None
+    build_embedding_cache: Callable[[], EmbeddingCache] | None = None
+    models: Any = None  # adapters.models.registry.ModelRegistry
+    _lock: threading.RLock = field(default_factory=threading.RLock)
     _engines: dict[str, RetrieveEngine] = field(default_factory=dict)
     _embedders: dict[str, EmbeddingModel] = field(default_factory=dict)
-    _docreader: DocReader | None = None
     _embedding_cache: EmbeddingCache | None = None
-    #: how waits happen (backoff between retries); tests replace it to run without sleeping
-    sleep: Callable[[float], None] = time.sleep
-    _ocr: OcrEngine | bool | None = False  # False = not probed yet
-    _asr: AsrEngine | bool | None = False
-    overrides: dict[str, Any] = field(default_factory=dict)  # test seams: e.g. a fake remote model
+    _docreader: DocReader | None = None
+    _ocr: Any = NOT_PROBED
+    _asr: Any = NOT_PROBED
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeper(seconds)
 
     # -- index
     def engine(self, name: str = "") -> RetrieveEngine:
         name = name or self.settings.retrieval_engine
         with self._lock:
             if name not in self._engines:
-                self._engines[name] = self._build_engine(name)
+                assert self.build_engine is not None
+                self._engines[name] = self.build_engine(self.settings, name)
             return self._engines[name]
-
-    def _build_engine(self, name: str) -> RetrieveEngine:
-        if "engine" in self.overrides:
-            return self.overrides["engine"]
-        if name == "embedded":
-            from .adapters.index.embedded import EmbeddedEngine
-
-            return EmbeddedEngine(Path(self.settings.state_dir) / "index")
-        if name == "opensearch":
-            from .adapters.index.opensearch import OpenSearchEngine, build_opensearch_client
-
-            client = build_opensearch_client(
-                self.settings.opensearch_url,
-                region=self.settings.region,
-                aws_auth=".amazonaws.com" in self.settings.opensearch_url,
-            )
-            return OpenSearchEngine(client)
-        raise ValueError(f"unknown retrieval engine {name!r}")
-
-    # -- models
-    def embedding_model(self, model_id: str = "") -> EmbeddingModel:
-        model_id = model_id or self.settings.default_embedding_model
-        with self._lock:
-            if model_id not in self._embedders:
-                if "embedding_model" in self.overrides:
-                    self._embedders[model_id] = self.overrides["embedding_model"]
-                else:
-                    from .adapters.models.registry import build_embedding_model
-
-                    self._embedders[model_id] = build_embedding_model(model_id)
-            return self._embedders[model_id]
 
     def embedding_cache(self) -> EmbeddingCache:
         with self._lock:
             if self._embedding_cache is None:
-                from .adapters.embedding_cache import DynamoEmbeddingCache, build_cache_model
-
-                self._embedding_cache = DynamoEmbeddingCache(build_cache_model(self.settings))
+                assert self.build_embedding_cache is not None
+                self._embedding_cache = self.build_embedding_cache()
             return self._embedding_cache
 
-    def index_space(self, model: EmbeddingModel) -> IndexSpace:
-        return IndexSpace(model.model_id, model.dimensions)
+    # -- models
+    def _registry(self) -> Any:
+        with self._lock:
+            if self.models is None:
+                from .adapters.models.registry import ModelRegistry
+
+                self.models = ModelRegistry(self.settings.models)
+            return self.models
+
+    def embedding_model(self, model_id: str = "") -> EmbeddingModel:
+        model_id = model_id or self.settings.default_embedding_model
+        with self._lock:
+            if model_id not in self._embedders:
+                self._embedders[model_id] = self._registry().embedding(model_id)
+            return self._embedders[model_id]
+
+    def chat_model(self, model_id: str) -> ChatModel | None:
+        return self._registry().chat(model_id)
+
+    def vision_model(self, model_id: str) -> VisionModel | None:
+        return self._registry().vision(model_id)
 
     # -- parsing
     def docreader(self) -> DocReader:
         with self._lock:
             if self._docreader is None:
-                if "docreader" in self.overrides:
-                    self._docreader = self.overrides["docreader"]
-                else:
-                    from .parsers import build_docreader
+                from .parsers import build_docreader
 
-                    self._docreader = build_docreader(ocr=self.ocr(), asr=self.asr())
-            assert self._docreader is not None
+                self._docreader = build_docreader(ocr=self.ocr(), asr=self.asr())
             return self._docreader
 
     def ocr(self) -> OcrEngine | None:
-        if self._ocr is False:
-            self._ocr = self.overrides["ocr"] if "ocr" in self.overrides else self._probe("ocr")
-        return self._ocr if self._ocr not in (False, True) else None  # type: ignore[return-value]
+        with self._lock:
+            if self._ocr is NOT_PROBED:
+                self._ocr = _build_ocr(self.settings)
+            return self._ocr
 
     def asr(self) -> AsrEngine | None:
-        if self._asr is False:
-            self._asr = self.overrides["asr"] if "asr" in self.overrides else self._probe("asr")
-        return self._asr if self._asr not in (False, True) else None  # type: ignore[return-value]
+        with self._lock:
+            if self._asr is NOT_PROBED:
+                self._asr = _build_asr(self.settings, self.inbox)
+            return self._asr
 
-    def _probe(self, kind: str) -> Any:
-        """The configured OCR/ASR engine: the offline defaults locally, Textract/Transcribe on AWS."""
-        provider = self.settings.ocr_provider if kind == "ocr" else self.settings.asr_provider
-        if provider == "none":
-            return None
-        if provider == "textract":
-            from .parsers.ocr import TextractOcr
-
-            return TextractOcr(_client("textract", self.settings))
-        if provider == "transcribe":
-            from .parsers.asr import TranscribeAsr
-
-            def upload(audio: bytes, file_name: str) -> str:
-                return self.inbox.save(f"transcribe/{uuid.uuid4().hex}-{file_name}", audio)
-
-            return TranscribeAsr(
-                _client("transcribe", self.settings),
-                upload,
-                self.inbox.read,
-                output_bucket=self.settings.files_bucket,
-            )
-        try:
-            if kind == "ocr":
-                from .parsers.ocr import default_ocr
-
-                return default_ocr()
-            from .parsers.asr import default_asr
-
-            return default_asr()
-        except ImportError:  # the offline engines are optional extras
-            return None
-
-    def ocr_available(self) -> bool:
-        return self.ocr() is not None
-
-    def asr_available(self) -> bool:
-        return self.asr() is not None
-
-    def url_allow_list(self) -> Any:
-        """Hosts, `*.domains` and CIDRs the operator trusts (SSRF_WHITELIST, SSRF_WHITELIST_EXTRA)."""
+    def image_resolver(self, save: SaveImage) -> ImageResolver:
+        from .net.client import SafeHttpClient
         from .net.ssrf import AllowList
+        from .parsers.images import ImageResolver as MarkdownImageResolver
 
-        return AllowList.from_env()
+        return MarkdownImageResolver(save, http=SafeHttpClient(AllowList.parse(self.settings.ssrf_allow)))
 
-    def check_url(self, url: str) -> None:
-        """SSRF gate for URL imports: the handler, the service and again the worker call it."""
-        from .domain.errors import BadRequest
-        from .net.ssrf import URLBlocked, validate_url
+    # -- test seams: swap an adapter for a fake (the next use gets it)
+    def replace_engine(self, engine: RetrieveEngine) -> None:
+        with self._lock:
+            self._engines.clear()
+            self.build_engine = lambda _settings, _name: engine
 
-        try:
-            validate_url(url, self.url_allow_list())
-        except URLBlocked as error:
-            raise BadRequest(f"URL rejected: {error.reason}", code="ssrf_blocked") from error
+    def replace_embedding_model(self, model: EmbeddingModel) -> None:
+        with self._lock:
+            self._embedders.clear()
+            self.models = _FixedModels(model, self._registry())
+
+    def replace_docreader(self, reader: DocReader) -> None:
+        with self._lock:
+            self._docreader = reader
+
+    def replace_ocr_asr(self, ocr: OcrEngine | None, asr: AsrEngine | None) -> None:
+        with self._lock:
+            self._ocr, self._asr, self._docreader = ocr, asr, None
+
+
+class _FixedModels:
+    """A registry whose every embedding id resolves to one model (a test seam)."""
+
+    def __init__(self, model: EmbeddingModel, inner: Any) -> None:
+        self.model, self.inner = model, inner
+
+    def embedding(self, model_id: str) -> EmbeddingModel:
+        return self.model
+
+    def chat(self, model_id: str) -> ChatModel | None:
+        return self.inner.chat(model_id)
+
+    def vision(self, model_id: str) -> VisionModel | None:
+        return self.inner.vision(model_id)
 
 
 def _client(service: str, settings: Settings) -> Any:
+    import boto3
+
     factory: Any = boto3.client
     return factory(service, region_name=settings.region)  # AWS_ENDPOINT_URL points it at moto locally
 
 
-def _resolve_state_machine_arn(settings: Settings, sfn: Any) -> str:
+def _build_ocr(settings: Settings) -> OcrEngine | None:
+    """The configured OCR engine: the offline defaults locally, Textract on AWS."""
+    if settings.ocr_provider == "none":
+        return None
+    if settings.ocr_provider == "textract":
+        from .parsers.ocr import TextractOcr
+
+        return TextractOcr(_client("textract", settings))
+    from .parsers.ocr import default_ocr
+
+    return default_ocr()
+
+
+def _build_asr(settings: Settings, inbox: FileStore) -> AsrEngine | None:
+    """The configured speech recognition: Whisper from PyPI wheels locally, Transcribe on AWS."""
+    if settings.asr_provider == "none":
+        return None
+    if settings.asr_provider == "transcribe":
+        from .parsers.asr import TranscribeAsr
+
+        def upload(audio: bytes, file_name: str) -> str:
+            return inbox.save(f"transcribe/{uuid.uuid4().hex}-{file_name}", audio)
+
+        return TranscribeAsr(
+            _client("transcribe", settings), upload, inbox.read, output_bucket=settings.files_bucket
+        )
+    try:
+        from .parsers.asr import default_asr
+    except ImportError:  # faster-whisper is an optional extra
+        return None
+    return default_asr(settings.models.model_cache_dir)
+
+
+def _build_engine(settings: Settings, name: str) -> RetrieveEngine:
+    if name == "embedded":
+        from .adapters.index.embedded import EmbeddedEngine
+
+        return EmbeddedEngine(Path(settings.state_dir) / "index")
+    if name == "opensearch":
+        from .adapters.index.opensearch import OpenSearchEngine, build_opensearch_client
+
+        client = build_opensearch_client(
+            settings.opensearch_url,
+            region=settings.region,
+            aws_auth=".amazonaws.com" in settings.opensearch_url,
+        )
+        return OpenSearchEngine(client)
+    raise ValueError(f"unknown retrieval engine {name!r}")
+
+
+def _state_machine_arn(settings: Settings, sfn: Any) -> str:
     if settings.state_machine_arn:
         return settings.state_machine_arn
     wanted = f"{settings.prefix}-knowledge"
@@ -214,21 +247,39 @@ def _resolve_state_machine_arn(settings: Settings, sfn: Any) -> str:
         for machine in page["stateMachines"]:
             if machine["name"] == wanted:
                 return str(machine["stateMachineArn"])
-    account = os.environ.get("AWS_ACCOUNT_ID", "123456789012")
-    return f"arn:aws:states:{settings.region}:{account}:stateMachine:{wanted}"
+    return f"arn:aws:states:{settings.region}:{settings.account_id}:stateMachine:{wanted}"
 
 
 def build_services(settings: Settings | None = None) -> Services:
+    """The AWS adapters (S3, DynamoDB, SQS, Step Functions; moto locally through AWS_ENDPOINT_URL)."""
+    from .adapters.dynamo import (
+        DynamoChunkRepo,
+        DynamoKnowledgeBaseRepo,
+        DynamoKnowledgeRepo,
+        DynamoSpanRepo,
+        DynamoTenantRepo,
+        build_models,
+    )
+    from .adapters.embedding_cache import DynamoEmbeddingCache, build_cache_model
+    from .adapters.health import AwsHealthProbe
+    from .adapters.queues import SqsTaskQueue
+    from .adapters.storage import LocalFileStore, S3FileStore
+    from .adapters.workflow import LazyStepFunctionsWorkflow
+    from .net.ssrf import AllowList
+    from .net.urlimport import SafeUrlImporter
+    from .spans import SpanTracker
+
     settings = settings or get_settings()
     models = build_models(settings)
     knowledge = DynamoKnowledgeRepo(models, settings.region)
     spans = DynamoSpanRepo(models)
     s3 = _client("s3", settings)
+    sqs = _client("sqs", settings)
     inbox = S3FileStore(s3, settings.files_bucket)
     files: FileStore = (
         inbox if settings.storage == "s3" else LocalFileStore(Path(settings.state_dir) / "files")
     )
-    sfn = _client("stepfunctions", settings)
+    queue = SqsTaskQueue(sqs, {q: settings.queue(q) for q in QUEUES})
     return Services(
         settings=settings,
         tenants=DynamoTenantRepo(models),
@@ -238,49 +289,58 @@ def build_services(settings: Settings | None = None) -> Services:
         spans=spans,
         files=files,
         inbox=inbox,
-        queue=SqsTaskQueue(_client("sqs", settings), {q: settings.queue(q) for q in QUEUES}),
-        workflow=StepFunctionsWorkflow(sfn, _resolve_state_machine_arn(settings, sfn)),
+        queue=queue,
+        workflow=LazyStepFunctionsWorkflow(
+            lambda: _client("stepfunctions", settings), lambda sfn: _state_machine_arn(settings, sfn)
+        ),
         tracker=SpanTracker(spans, knowledge),
+        urls=SafeUrlImporter(AllowList.parse(settings.ssrf_allow)),
+        health=AwsHealthProbe(
+            knowledge_table=lambda: models.knowledge.describe_table(),
+            queue=queue,
+            queues=[q for q in QUEUES],
+            bucket=lambda: s3.head_bucket(Bucket=settings.files_bucket),
+        ),
+        build_engine=_build_engine,
+        build_embedding_cache=lambda: DynamoEmbeddingCache(build_cache_model(settings)),
     )
 
 
-_services: Services | None = None
-_services_lock = threading.Lock()
+_deps: Services | None = None
+_deps_lock = threading.Lock()
 
 
-def get_services() -> Services:
-    global _services
-    with _services_lock:
-        if _services is None:
-            _services = build_services()
-        return _services
+def get_deps() -> Services:
+    global _deps
+    with _deps_lock:
+        if _deps is None:
+            _deps = build_services()
+        return _deps
 
 
-def set_services(services: Services | None) -> None:
-    """Tests and the local runtime swap the process-wide services (None = rebuild on next use)."""
-    global _services
-    with _services_lock:
-        _services = services
+def set_deps(services: Services | None) -> None:
+    """Tests and the local runtime swap the process-wide dependencies (None = rebuild on next use)."""
+    global _deps
+    with _deps_lock:
+        _deps = services
 
 
-def ensure_local_tenant(api_key: str, services: Services | None = None) -> Tenant:
+def ensure_local_tenant(api_key: str, deps: Services | None = None) -> Tenant:
     """The default local tenant whose key `make run` prints."""
-    svc = services or get_services()
-    tenant = svc.tenants.get(LOCAL_TENANT_ID)
+    deps = deps or get_deps()
+    tenant = deps.tenants.get(LOCAL_TENANT_ID)
     if tenant is None:
-        tenant = Tenant(LOCAL_TENANT_ID, "local", hash_api_key(api_key))
-        svc.tenants.put(tenant)
-    elif tenant.api_key_hash != hash_api_key(api_key):
-        tenant.api_key_hash = hash_api_key(api_key)  # a new key; the tenant's settings stay
-        svc.tenants.put(tenant)
+        tenant = Tenant(LOCAL_TENANT_ID, "local", api_key_hash(api_key))
+        deps.tenants.put(tenant)
+    elif tenant.api_key_hash != api_key_hash(api_key):
+        tenant.api_key_hash = api_key_hash(api_key)  # a new key; the tenant's settings stay
+        deps.tenants.put(tenant)
     return tenant
 
 
-def create_tenant(
-    name: str, api_key: str | None = None, services: Services | None = None
-) -> tuple[Tenant, str]:
-    svc = services or get_services()
+def create_tenant(name: str, api_key: str | None = None, deps: Services | None = None) -> tuple[Tenant, str]:
+    deps = deps or get_deps()
     key = api_key or f"wk-{uuid.uuid4().hex}"
-    tenant = Tenant(str(uuid.uuid4()), name, hash_api_key(key))
-    svc.tenants.put(tenant)
+    tenant = Tenant(str(uuid.uuid4()), name, api_key_hash(key))
+    deps.tenants.put(tenant)
     return tenant, key

@@ -6,11 +6,12 @@ shape (n, dimensions), L2-normalised, because every engine and model adapter spe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .domain.types import Chunk, Knowledge, KnowledgeBase, Span, Stage, StageMessage, Tenant
+from .domain.types import Chunk, Knowledge, KnowledgeBase, Span, SpanStatus, Stage, StageMessage, Tenant
+from .settings import Settings
 
 if TYPE_CHECKING:  # numpy stays off the API function's cold-start path
     import numpy as np
@@ -85,8 +86,6 @@ class Workflow(Protocol):
         ...
 
     def task_failure(self, token: str, error: str, cause: str) -> bool: ...
-
-    def task_heartbeat(self, token: str) -> bool: ...
 
 
 # ---------------------------------------------------------------- state
@@ -243,6 +242,10 @@ class IndexSpace:
     model_id: str
     dimensions: int
 
+    @classmethod
+    def of(cls, model: EmbeddingModel) -> IndexSpace:
+        return cls(model.model_id, model.dimensions)
+
     @property
     def name(self) -> str:
         safe = "".join(ch if ch.isalnum() else "-" for ch in self.model_id.lower()).strip("-")
@@ -310,6 +313,30 @@ class ModelThrottled(Exception):
 
 class ModelUnavailable(Exception):
     """The provider failed in a way a retry may fix (5xx, timeout, connection)."""
+
+
+class ModelRequestError(ValueError):
+    """The provider rejected the request and the same request will fail again (validation, unknown
+    model, bad input, malformed response). Never retry; fail the item with a clear message."""
+
+    code = "model_request_invalid"
+
+    def __init__(self, message: str, *, provider_code: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.provider_code = provider_code
+        self.status = status
+
+
+class ModelAuthError(ModelRequestError):
+    """Credentials or permissions are wrong: a configuration problem, not a document problem."""
+
+    code = "model_auth_failed"
+
+
+class ModelEmptyResponse(ModelRequestError):
+    """The model answered with no text (e.g. a reasoning model spent `max_tokens` before answering)."""
+
+    code = "model_empty_response"
 
 
 class EmbeddingCache(Protocol):
@@ -397,3 +424,152 @@ class DocReader(Protocol):
 def iter_batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+@dataclass
+class StoredImage:
+    """An image saved through the FileStore; `url` is what the rewritten Markdown points at."""
+
+    url: str
+    original_ref: str
+    mime_type: str
+    page: int | None = None
+    width: int | None = None
+    height: int | None = None
+    tag: str = ""
+    is_original: bool = False
+
+
+@dataclass
+class ResolvedImages:
+    markdown: str
+    images: list[StoredImage] = field(default_factory=list)
+    dropped_icons: int = 0
+    dropped_over_limit: int = 0
+    failed: int = 0
+
+
+class ImageResolver(Protocol):
+    def resolve(self, markdown: str, images: Sequence[ParsedImage] = ()) -> ResolvedImages:
+        """Stores every image the Markdown or the parser holds (data URIs, bare base64, parser refs,
+        remote images through the SSRF-safe client), drops icons, and rewrites the links."""
+        ...
+
+
+SaveImage = Callable[[bytes, str], str]  # (bytes, extension) -> stored URL
+
+
+# ---------------------------------------------------------------- the network
+
+
+class FetchFailed(Exception):
+    """A download failed. `permanent` failures (blocked, too large, 4xx) must not be retried."""
+
+    def __init__(self, message: str, *, permanent: bool, status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.permanent = permanent
+        self.status = status
+
+
+@dataclass(frozen=True)
+class FetchedDocument:
+    file_name: str
+    file_type: str
+    data: bytes
+    title: str = ""
+
+
+class UrlImporter(Protocol):
+    """SSRF-safe URL import: the check the handler, the service and the worker run, and the download."""
+
+    def check(self, url: str) -> None:
+        """Raises domain BadRequest (code ssrf_blocked) for a URL the server must not reach."""
+        ...
+
+    def fetch(self, url: str) -> FetchedDocument:
+        """A link to an importable file downloads as that file; a page becomes its main content.
+        Raises FetchFailed."""
+        ...
+
+
+class HealthProbe(Protocol):
+    def probe(self) -> dict[str, bool]:
+        """Does each backing service (table, queues, bucket) answer? Never raises."""
+        ...
+
+
+# ---------------------------------------------------------------- what use cases receive
+
+
+class ProgressTracker(Protocol):
+    """The per-attempt span tree (chalicelib.spans.SpanTracker). Writes are best effort."""
+
+    def begin_stage(self, k: Knowledge, stage: Stage, inputs: Mapping[str, Any] | None = None) -> None: ...
+
+    def end_stage(self, k: Knowledge, stage: Stage, outputs: Mapping[str, Any] | None = None) -> None: ...
+
+    def progress(self, k: Knowledge, stage: Stage, outputs: Mapping[str, Any]) -> None: ...
+
+    def skip_stage(self, k: Knowledge, stage: Stage, reason: str) -> None: ...
+
+    def fail_stage(self, knowledge_id: str, attempt: int, stage: Stage, code: str, message: str) -> None: ...
+
+    def close_root(
+        self, knowledge_id: str, attempt: int, status: SpanStatus, code: str = "", message: str = ""
+    ) -> None: ...
+
+    def subspan(
+        self,
+        k: Knowledge,
+        parent: Stage,
+        span_id: str,
+        status: SpanStatus,
+        outputs: Mapping[str, Any] | None = None,
+        error_code: str = "",
+        error_message: str = "",
+    ) -> None: ...
+
+    def view(self, k: Knowledge, attempt: int | None = None) -> dict[str, Any]: ...
+
+
+class Dependencies(Protocol):
+    """Everything a use case may use, typed by the ports. The composition root (bootstrap) builds the
+    real or local adapters; tests hand in in-memory fakes. Heavy adapters are built on first use."""
+
+    settings: Settings
+    tenants: TenantRepo
+    kbs: KnowledgeBaseRepo
+    knowledge: KnowledgeRepo
+    chunks: ChunkRepo
+    spans: SpanRepo
+    files: FileStore
+    #: the S3 bucket presigned uploads land in (and intents live in), whatever `files` is
+    inbox: FileStore
+    queue: TaskQueue
+    workflow: Workflow
+    tracker: ProgressTracker
+    urls: UrlImporter
+    health: HealthProbe
+
+    def sleep(self, seconds: float) -> None:
+        """How waits happen (backoff between retries); tests make it instant."""
+        ...
+
+    def engine(self, name: str = "") -> RetrieveEngine: ...
+
+    def embedding_model(self, model_id: str = "") -> EmbeddingModel: ...
+
+    def embedding_cache(self) -> EmbeddingCache: ...
+
+    def chat_model(self, model_id: str) -> ChatModel | None: ...
+
+    def vision_model(self, model_id: str) -> VisionModel | None: ...
+
+    def docreader(self) -> DocReader: ...
+
+    def ocr(self) -> OcrEngine | None: ...
+
+    def asr(self) -> AsrEngine | None: ...
+
+    def image_resolver(self, save: SaveImage) -> ImageResolver: ...

@@ -4,29 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .bootstrap import Services
+from .commands import SearchRequest
 from .create import require_kb
-from .domain.errors import BadRequest
 from .domain.types import ChunkType
+from .ports import Dependencies, IndexSpace
 
-MAX_MATCHES = 100
 
-
-def hybrid_search(svc: Services, tenant_id: str, kb_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    kb = require_kb(svc, tenant_id, kb_id)
-    query = str(body.get("query_text") or "").strip()
-    if not query:
-        raise BadRequest("query_text is required", code="missing_query")
-    top_k = body.get("match_count", 10)
-    if not isinstance(top_k, int) or not 1 <= top_k <= MAX_MATCHES:
-        raise BadRequest(
-            f"match_count must be an integer from 1 to {MAX_MATCHES}", code="invalid_match_count"
-        )
-    model = svc.embedding_model(kb.embedding_model_id)
+def hybrid_search(
+    deps: Dependencies, tenant_id: str, kb_id: str, request: SearchRequest
+) -> list[dict[str, Any]]:
+    kb = require_kb(deps, tenant_id, kb_id)
+    query, top_k = request.query_text, request.match_count
+    model = deps.embedding_model(kb.embedding_model_id)
     strategy = kb.indexing_strategy
     vector = model.embed([query[: model.max_input_chars]])[0] if strategy.vector_enabled else None
-    hits = svc.engine(kb.retrieval_engine).hybrid_search(
-        svc.index_space(model),
+    hits = deps.engine(kb.retrieval_engine).hybrid_search(
+        IndexSpace.of(model),
         kb.id,
         query,
         vector,
@@ -35,16 +28,16 @@ def hybrid_search(svc: Services, tenant_id: str, kb_id: str, body: dict[str, Any
         vector=strategy.vector_enabled,
     )
     # Two batched reads for every hit's chunk and parent, one read per distinct document for its title.
-    chunks = svc.chunks.get_many([(hit.knowledge_id, hit.chunk_id) for hit in hits])
+    chunks = deps.chunks.get_many([(hit.knowledge_id, hit.chunk_id) for hit in hits])
     parent_keys = [
         (key[0], chunk.parent_chunk_id)
         for key, chunk in chunks.items()
         if chunk.parent_chunk_id and chunk.chunk_type == ChunkType.TEXT
     ]
-    parents = svc.chunks.get_many(parent_keys) if parent_keys else {}
+    parents = deps.chunks.get_many(parent_keys) if parent_keys else {}
     titles = {}
     for knowledge_id in dict.fromkeys(hit.knowledge_id for hit in hits):
-        knowledge = svc.knowledge.get(knowledge_id)
+        knowledge = deps.knowledge.get(knowledge_id)
         titles[knowledge_id] = knowledge.title if knowledge else ""
     results = []
     for hit in hits:

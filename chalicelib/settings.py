@@ -1,25 +1,47 @@
-"""Settings from the environment: one frozen object built once per process."""
+"""Settings: the one place that reads the environment, into one frozen, typed object built once per process.
+
+Nothing else in `chalicelib` reads `os.environ`; adapters and use cases receive what they need from here
+through the composition root. `subprocess_env` is the single exception's home: a child process (tesseract,
+LibreOffice) inherits the environment with a few variables changed.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+TABLES = ("tenants", "knowledge-bases", "knowledge", "dedupe", "chunks", "spans", "embedding-cache")
+QUEUES = ("uploads", "docreader", "chunking", "embedding", "multimodal", "postprocess", "enrichment")
+DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8"
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
-def _env(name: str, default: str) -> str:
-    value = os.environ.get(name)
-    return value if value not in (None, "") else default
 
+@dataclass(frozen=True)
+class ModelSettings:
+    """What the model adapters need from the environment (endpoints, keys, threads)."""
 
-def _int(name: str, default: int) -> int:
-    return int(_env(name, str(default)))
+    region: str = "us-east-1"
+    bedrock_region: str = ""
+    bedrock_endpoint_url: str = ""
+    openai_base_url: str = DEFAULT_OPENAI_BASE_URL
+    openai_api_key: str = ""
+    #: base URL -> API key for OpenAI-compatible endpoints (never stored in model ids)
+    api_keys: Mapping[str, str] = field(default_factory=dict)
+    onnx_threads: int = 1
+    #: where assembled model files (Whisper's model.bin) are cached
+    model_cache_dir: str = ""
 
 
 @dataclass(frozen=True)
 class Settings:
     prefix: str = "weknora"
     region: str = "us-east-1"
+    account_id: str = "123456789012"
+    #: True inside a Lambda function (AWS_LAMBDA_FUNCTION_NAME is set): EMF metrics, JSON logs, tracing
+    on_lambda: bool = False
     #: "local" (a directory, the local default) or "s3"
     storage: str = "local"
     state_dir: str = ".weknora"
@@ -30,7 +52,7 @@ class Settings:
     #: "embedded" (SQLite FTS5 + numpy, the local default) or "opensearch"
     retrieval_engine: str = "embedded"
     opensearch_url: str = ""
-    default_embedding_model: str = "local/all-MiniLM-L6-v2-int8"
+    default_embedding_model: str = DEFAULT_EMBEDDING_MODEL
     #: SQS maxReceiveCount of every stage queue: a stage is tried at most this many times
     stage_max_receives: int = 4
     max_file_size: int = 50 * 1024 * 1024
@@ -56,8 +78,18 @@ class Settings:
     #: "auto" (Whisper from PyPI wheels, when installed), "transcribe" (AWS) or "none"
     asr_provider: str = "auto"
     local_api_key: str = "local-dev-key"
-    table_names: dict[str, str] = field(default_factory=dict)
-    queue_names: dict[str, str] = field(default_factory=dict)
+    #: SSRF allow-list entries the operator trusts: hosts, `*.domain`, CIDRs
+    ssrf_allow: tuple[str, ...] = ()
+    #: "json" (Lambda, CloudWatch) or "text" (a readable line per event, the local default)
+    log_format: str = "text"
+    log_level: str = "INFO"
+    #: CloudWatch EMF metrics to stdout: on in Lambda, off locally (a debug log line instead)
+    emit_metrics: bool = False
+    metrics_namespace: str = "WeknoraIngest"
+    tracing: bool = False
+    models: ModelSettings = field(default_factory=ModelSettings)
+    table_names: Mapping[str, str] = field(default_factory=dict)
+    queue_names: Mapping[str, str] = field(default_factory=dict)
 
     def table(self, name: str) -> str:
         return self.table_names.get(name) or f"{self.prefix}-{name}"
@@ -66,45 +98,116 @@ class Settings:
         return self.queue_names.get(name) or f"{self.prefix}-{name}"
 
 
-TABLES = ("tenants", "knowledge-bases", "knowledge", "dedupe", "chunks", "spans", "embedding-cache")
-QUEUES = ("uploads", "docreader", "chunking", "embedding", "multimodal", "postprocess", "enrichment")
+class _Env:
+    """Typed reads of one environment mapping; an empty value counts as unset."""
+
+    def __init__(self, env: Mapping[str, str]):
+        self.env = env
+
+    def text(self, name: str, default: str = "") -> str:
+        value = self.env.get(name)
+        return value if value not in (None, "") else default
+
+    def int(self, name: str, default: int) -> int:
+        raw = self.text(name, "")
+        try:
+            return int(raw) if raw else default
+        except ValueError as error:
+            raise ValueError(f"{name} must be an integer, got {raw!r}") from error
+
+    def float(self, name: str, default: float) -> float:
+        raw = self.text(name, "")
+        try:
+            return float(raw) if raw else default
+        except ValueError as error:
+            raise ValueError(f"{name} must be a number, got {raw!r}") from error
+
+    def bool(self, name: str, default: bool) -> bool:
+        raw = self.text(name, "").lower()
+        return default if not raw else raw in ("1", "true", "yes", "on")
+
+    def json_map(self, name: str) -> dict[str, str]:
+        raw = self.text(name, "")
+        if not raw:
+            return {}
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{name} is not valid JSON") from error
+        if not isinstance(value, dict):
+            raise ValueError(f"{name} must be a JSON object")
+        return {str(k).rstrip("/"): str(v) for k, v in value.items() if v}
 
 
-def load_settings() -> Settings:
-    prefix = _env("WEKNORA_PREFIX", "weknora")
+@lru_cache(maxsize=1)
+def app_version() -> str:
+    """The installed distribution's version (read on demand: it is off the cold-start path)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("weknora-ingest")
+    except metadata.PackageNotFoundError:  # a Lambda package ships the code, not the dist-info
+        return "0.1.0"
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    e = _Env(os.environ if env is None else env)
+    prefix = e.text("WEKNORA_PREFIX", "weknora")
+    region = e.text("AWS_DEFAULT_REGION", e.text("AWS_REGION", "us-east-1"))
+    on_lambda = bool(e.text("AWS_LAMBDA_FUNCTION_NAME"))
+    ssrf = ",".join(p for p in (e.text("SSRF_WHITELIST"), e.text("SSRF_WHITELIST_EXTRA")) if p)
     return Settings(
         prefix=prefix,
-        region=_env("AWS_DEFAULT_REGION", _env("AWS_REGION", "us-east-1")),
-        storage=_env("WEKNORA_STORAGE", "local"),
-        state_dir=_env("WEKNORA_STATE_DIR", ".weknora"),
-        files_bucket=_env("WEKNORA_FILES_BUCKET", f"{prefix}-files"),
-        state_machine_arn=_env("WEKNORA_STATE_MACHINE_ARN", ""),
-        retrieval_engine=_env("WEKNORA_RETRIEVAL_ENGINE", "embedded"),
-        opensearch_url=_env("OPENSEARCH_URL", ""),
-        default_embedding_model=_env("WEKNORA_EMBEDDING_MODEL", "local/all-MiniLM-L6-v2-int8"),
-        stage_max_receives=_int("WEKNORA_STAGE_MAX_RECEIVES", 4),
-        max_file_size=_int("WEKNORA_MAX_FILE_SIZE", 50 * 1024 * 1024),
-        api_max_body=_int("WEKNORA_API_MAX_BODY", 4_500_000),
-        stale_after_seconds=_int("WEKNORA_STALE_AFTER_SECONDS", 2 * 3600 + 600),
-        summary_stale_after_seconds=_int("WEKNORA_SUMMARY_STALE_AFTER_SECONDS", 3600),
-        embed_batch_size=_int("WEKNORA_EMBED_BATCH_SIZE", 16),
-        embed_max_attempts=_int("WEKNORA_EMBED_MAX_ATTEMPTS", 6),
-        embed_backoff_base=float(_env("WEKNORA_EMBED_BACKOFF_BASE", "0.5")),
-        embed_backoff_max=float(_env("WEKNORA_EMBED_BACKOFF_MAX", "20")),
-        max_throttle_deferrals=_int("WEKNORA_MAX_THROTTLE_DEFERRALS", 12),
-        max_defer_seconds=_int("WEKNORA_MAX_DEFER_SECONDS", 900),
-        local_api_key=_env("WEKNORA_API_KEY", "local-dev-key"),
-        ocr_provider=_env("WEKNORA_OCR_PROVIDER", "auto"),
-        asr_provider=_env("WEKNORA_ASR_PROVIDER", "auto"),
+        region=region,
+        account_id=e.text("AWS_ACCOUNT_ID", "123456789012"),
+        on_lambda=on_lambda,
+        storage=e.text("WEKNORA_STORAGE", "local"),
+        state_dir=e.text("WEKNORA_STATE_DIR", ".weknora"),
+        files_bucket=e.text("WEKNORA_FILES_BUCKET", f"{prefix}-files"),
+        state_machine_arn=e.text("WEKNORA_STATE_MACHINE_ARN"),
+        retrieval_engine=e.text("WEKNORA_RETRIEVAL_ENGINE", "embedded"),
+        opensearch_url=e.text("OPENSEARCH_URL"),
+        default_embedding_model=e.text("WEKNORA_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL),
+        stage_max_receives=e.int("WEKNORA_STAGE_MAX_RECEIVES", 4),
+        max_file_size=e.int("WEKNORA_MAX_FILE_SIZE", 50 * 1024 * 1024),
+        api_max_body=e.int("WEKNORA_API_MAX_BODY", 4_500_000),
+        stale_after_seconds=e.int("WEKNORA_STALE_AFTER_SECONDS", 2 * 3600 + 600),
+        summary_stale_after_seconds=e.int("WEKNORA_SUMMARY_STALE_AFTER_SECONDS", 3600),
+        embed_batch_size=e.int("WEKNORA_EMBED_BATCH_SIZE", 16),
+        embed_max_attempts=e.int("WEKNORA_EMBED_MAX_ATTEMPTS", 6),
+        embed_backoff_base=e.float("WEKNORA_EMBED_BACKOFF_BASE", 0.5),
+        embed_backoff_max=e.float("WEKNORA_EMBED_BACKOFF_MAX", 20.0),
+        max_throttle_deferrals=e.int("WEKNORA_MAX_THROTTLE_DEFERRALS", 12),
+        max_defer_seconds=e.int("WEKNORA_MAX_DEFER_SECONDS", 900),
+        local_api_key=e.text("WEKNORA_API_KEY", "local-dev-key"),
+        ocr_provider=e.text("WEKNORA_OCR_PROVIDER", "auto"),
+        asr_provider=e.text("WEKNORA_ASR_PROVIDER", "auto"),
+        ssrf_allow=tuple(p.strip() for p in ssrf.split(",") if p.strip()),
+        log_format=e.text("WEKNORA_LOG_FORMAT", "json" if on_lambda else "text"),
+        log_level=e.text("POWERTOOLS_LOG_LEVEL", e.text("WEKNORA_LOG_LEVEL", "INFO")).upper(),
+        emit_metrics=e.bool("WEKNORA_EMF_METRICS", on_lambda)
+        and not e.bool("POWERTOOLS_METRICS_DISABLED", False),
+        metrics_namespace=e.text("POWERTOOLS_METRICS_NAMESPACE", "WeknoraIngest"),
+        tracing=on_lambda and not e.bool("POWERTOOLS_TRACE_DISABLED", False),
+        models=ModelSettings(
+            region=region,
+            bedrock_region=e.text("BEDROCK_REGION"),
+            bedrock_endpoint_url=e.text("BEDROCK_ENDPOINT_URL"),
+            openai_base_url=e.text("OPENAI_BASE_URL", DEFAULT_OPENAI_BASE_URL).rstrip("/"),
+            openai_api_key=e.text("OPENAI_API_KEY"),
+            api_keys=e.json_map("WEKNORA_MODEL_API_KEYS"),
+            onnx_threads=e.int("WEKNORA_ONNX_THREADS", 1),
+            model_cache_dir=e.text("WEKNORA_MODEL_CACHE"),
+        ),
         table_names={
-            name: os.environ[f"WEKNORA_TABLE_{name.upper().replace('-', '_')}"]
+            name: e.text(f"WEKNORA_TABLE_{name.upper().replace('-', '_')}")
             for name in TABLES
-            if os.environ.get(f"WEKNORA_TABLE_{name.upper().replace('-', '_')}")
+            if e.text(f"WEKNORA_TABLE_{name.upper().replace('-', '_')}")
         },
         queue_names={
-            name: os.environ[f"WEKNORA_QUEUE_{name.upper()}"]
+            name: e.text(f"WEKNORA_QUEUE_{name.upper()}")
             for name in QUEUES
-            if os.environ.get(f"WEKNORA_QUEUE_{name.upper()}")
+            if e.text(f"WEKNORA_QUEUE_{name.upper()}")
         },
     )
 
@@ -112,3 +215,8 @@ def load_settings() -> Settings:
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return load_settings()
+
+
+def subprocess_env(**changes: str) -> dict[str, str]:
+    """The environment a child process (tesseract, LibreOffice) runs with: ours, with `changes`."""
+    return {**os.environ, **changes}

@@ -7,16 +7,14 @@ Span writes are best effort for callers: progress reporting must never fail a do
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from .domain.errors import SpanErrorCode
 from .domain.types import ALL_STAGES, Knowledge, Span, SpanKind, SpanStatus, Stage
+from .observability import logger
 from .ports import KnowledgeRepo, SpanRepo
-
-log = logging.getLogger(__name__)
 
 ROOT = "root"
 ROOT_NAME = "knowledge_processing"
@@ -83,7 +81,7 @@ class SpanTracker:
         try:
             return fn(*args, **kwargs)
         except Exception:  # progress must never fail the document
-            log.exception("span write failed: %s", action)
+            logger.exception("span write failed", extra={"action": action})
             return None
 
     def begin_stage(self, k: Knowledge, stage: Stage, inputs: Mapping[str, Any] | None = None) -> None:

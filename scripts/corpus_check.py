@@ -56,7 +56,7 @@ def run(corpus: Path, only: str | None = None, timeout: float = 3600) -> list[Ou
     import requests
     from chalice.test import Client
 
-    from chalicelib.bootstrap import ensure_local_tenant, get_services
+    from chalicelib.bootstrap import ensure_local_tenant, get_deps
     from chalicelib.local.runtime import LocalRuntime
 
     rows = list(csv.DictReader((corpus / "MANIFEST.tsv").open(), delimiter="\t"))
@@ -76,7 +76,7 @@ def run(corpus: Path, only: str | None = None, timeout: float = 3600) -> list[Ou
     started: dict[str, float] = {}
     ids: dict[str, str] = {}
     try:
-        ensure_local_tenant(API_KEY, get_services())
+        ensure_local_tenant(API_KEY, get_deps())
         headers = {"X-API-Key": API_KEY, "Content-Type": "application/json"}
         with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
             kb = client.http.post(

@@ -7,9 +7,8 @@ state machine's DynamoDB tasks (infra/statemachine/knowledge.asl.json): keep the
 
 from __future__ import annotations
 
-import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -29,6 +28,15 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from ..domain.clock import from_iso, now_iso, to_iso
+from ..domain.ids import api_key_hash
+from ..domain.status import (
+    BEGIN_PROCESSING_FROM,
+    FAIL_FROM,
+    MARK_INDEXED_FROM,
+    REPARSE_FROM,
+    holds_dedupe_claim,
+    is_in_flight,
+)
 from ..domain.types import (
     IN_FLIGHT_STATUSES,
     Chunk,
@@ -53,10 +61,6 @@ CONDITION_FAILED = "ConditionalCheckFailedException"
 IN_FLIGHT = [s.value for s in IN_FLIGHT_STATUSES]
 
 
-def hash_api_key(api_key: str) -> str:
-    return hashlib.sha256(api_key.encode()).hexdigest()
-
-
 def _reason_codes(error: TransactWriteError) -> set[str]:
     return {str(getattr(reason, "code", "") or "") for reason in (error.cancellation_reasons or []) if reason}
 
@@ -72,6 +76,10 @@ def _condition_failed(error: Exception) -> bool:
 def _transaction_conflict(error: TransactWriteError) -> bool:
     """Another transaction touched the same items at the same moment: safe to try again."""
     return "TransactionConflict" in _reason_codes(error)
+
+
+def _values(statuses: Iterable[ParseStatus]) -> list[str]:
+    return sorted(s.value for s in statuses)
 
 
 def _iso_or_none(value: datetime | None) -> str | None:
@@ -246,7 +254,7 @@ class DynamoTenantRepo:
         return self._from_item(item)
 
     def by_api_key(self, api_key: str) -> Tenant | None:
-        for item in self.model.api_key_index.query(hash_api_key(api_key), limit=1):
+        for item in self.model.api_key_index.query(api_key_hash(api_key), limit=1):
             return self._from_item(item)
         return None
 
@@ -347,7 +355,7 @@ class DynamoKnowledgeRepo:
             created_at=to_iso(k.created_at),
             updated_at=to_iso(k.updated_at),
             processed_at=_iso_or_none(k.processed_at),
-            inflight="1" if k.parse_status in IN_FLIGHT_STATUSES else None,
+            inflight="1" if is_in_flight(k.parse_status) else None,
         )
 
     @staticmethod
@@ -403,8 +411,7 @@ class DynamoKnowledgeRepo:
 
     @staticmethod
     def _holds_claim(k: Knowledge) -> bool:
-        # Failed rows do not block a new upload of the same content (the specification's rule).
-        return k.parse_status != ParseStatus.FAILED
+        return holds_dedupe_claim(k.parse_status)
 
     def list_by_kb(self, kb_id: str, page: int, page_size: int) -> Page:
         items = [self._from_item(i) for i in self.model.kb_index.query(kb_id, scan_index_forward=False)]
@@ -501,13 +508,12 @@ class DynamoKnowledgeRepo:
                 m.updated_at.set(now_iso()),
                 m.inflight.set("1"),
             ],
-            (m.attempt == attempt)
-            & m.parse_status.is_in(ParseStatus.PENDING.value, ParseStatus.PROCESSING.value),
+            (m.attempt == attempt) & m.parse_status.is_in(*_values(BEGIN_PROCESSING_FROM)),
         )
 
     def mark_failed(self, knowledge_id: str, attempt: int | None, message: str, code: str) -> bool:
         m = self.model
-        condition = m.parse_status.is_in(*IN_FLIGHT)
+        condition = m.parse_status.is_in(*_values(FAIL_FROM))
         if attempt is not None:
             condition &= m.attempt == attempt
         return (
@@ -540,7 +546,7 @@ class DynamoKnowledgeRepo:
         ]
         if completed:
             actions += [m.parse_status.set(ParseStatus.COMPLETED.value), m.inflight.remove()]
-        condition = (m.attempt == attempt) & (m.parse_status == ParseStatus.PROCESSING.value)
+        condition = (m.attempt == attempt) & m.parse_status.is_in(*_values(MARK_INDEXED_FROM))
         return self._update(knowledge_id, actions, condition) is not None
 
     def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:
@@ -561,14 +567,7 @@ class DynamoKnowledgeRepo:
         ]
         if process_overrides is not None:
             actions.append(m.process_overrides.set(dict(process_overrides)))
-        condition = m.parse_status.is_in(
-            ParseStatus.PENDING.value,
-            ParseStatus.PROCESSING.value,
-            ParseStatus.FINALIZING.value,
-            ParseStatus.COMPLETED.value,
-            ParseStatus.FAILED.value,
-            ParseStatus.CANCELLED.value,
-        )
+        condition = m.parse_status.is_in(*_values(REPARSE_FROM))
         updated = self._update(knowledge_id, actions, condition)
         if updated is None:
             raise LookupError(knowledge_id)
@@ -719,5 +718,4 @@ __all__ = [
     "Models",
     "PutError",
     "build_models",
-    "hash_api_key",
 ]

@@ -21,6 +21,10 @@ class SqsTaskQueue:
             self._urls[queue] = self.client.get_queue_url(QueueName=self.queue_names[queue])["QueueUrl"]
         return self._urls[queue]
 
+    def ping(self, queue: str) -> None:
+        """Raises unless the queue answers (health checks)."""
+        self.client.get_queue_attributes(QueueUrl=self.url(queue), AttributeNames=["QueueArn"])
+
     def send(self, stage: Stage, message: StageMessage, *, delay_seconds: int = 0) -> None:
         self.send_raw(stage.value, message.to_json(), delay_seconds=delay_seconds)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..ports import WorkflowStart
@@ -51,5 +52,35 @@ class StepFunctionsWorkflow:
     def task_failure(self, token: str, error: str, cause: str) -> bool:
         return self._callback("send_task_failure", taskToken=token, error=error[:256], cause=cause[:32768])
 
-    def task_heartbeat(self, token: str) -> bool:
-        return self._callback("send_task_heartbeat", taskToken=token)
+
+class LazyStepFunctionsWorkflow:
+    """Builds the client (and finds the state machine) on first use: off the API's cold-start path."""
+
+    def __init__(self, client: Callable[[], Any], resolve_arn: Callable[[Any], str]):
+        self._client = client
+        self._resolve_arn = resolve_arn
+        self._inner: StepFunctionsWorkflow | None = None
+        self._lock = threading.Lock()
+
+    def _workflow(self) -> StepFunctionsWorkflow:
+        with self._lock:
+            if self._inner is None:
+                client = self._client()
+                self._inner = StepFunctionsWorkflow(client, self._resolve_arn(client))
+            return self._inner
+
+    @property
+    def state_machine_arn(self) -> str:
+        return self._workflow().state_machine_arn
+
+    def start(self, name: str, payload: Mapping[str, Any]) -> WorkflowStart:
+        return self._workflow().start(name, payload)
+
+    def is_running(self, name: str) -> bool:
+        return self._workflow().is_running(name)
+
+    def task_success(self, token: str, output: Mapping[str, Any]) -> bool:
+        return self._workflow().task_success(token, output)
+
+    def task_failure(self, token: str, error: str, cause: str) -> bool:
+        return self._workflow().task_failure(token, error, cause)

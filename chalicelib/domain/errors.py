@@ -29,12 +29,15 @@ class AppError(Exception):
     status = 500
     code = "internal_error"
 
-    def __init__(self, message: str, *, code: str | None = None, data: Any = None) -> None:
+    def __init__(
+        self, message: str, *, code: str | None = None, data: Any = None, details: Any = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
         self.data = data
+        self.details = details
 
 
 class BadRequest(AppError):
@@ -45,11 +48,6 @@ class BadRequest(AppError):
 class Unauthorized(AppError):
     status = 401
     code = "unauthorized"
-
-
-class Forbidden(AppError):
-    status = 403
-    code = "forbidden"
 
 
 class NotFound(AppError):
@@ -65,16 +63,6 @@ class Conflict(AppError):
 class PayloadTooLarge(AppError):
     status = 413
     code = "payload_too_large"
-
-
-class TooManyRequests(AppError):
-    status = 429
-    code = "rate_limited"
-
-
-class ServiceUnavailable(AppError):
-    status = 503
-    code = "service_unavailable"
 
 
 class StageError(Exception):

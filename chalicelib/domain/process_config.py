@@ -14,19 +14,6 @@ from .filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
 from .types import ChunkingConfig, KnowledgeBase
 
 CHUNKING_NUMBERS = ("chunk_size", "chunk_overlap", "parent_chunk_size", "child_chunk_size", "token_limit")
-KNOWN_OVERRIDES = frozenset(
-    {
-        "chunking",
-        "enable_multimodel",
-        "vlm_model_id",
-        "asr_model_id",
-        "ocr_engine",
-        "question_generation",
-        "graph_enabled",
-        "parser_engine_rules",
-        "summary_enabled",
-    }
-)
 
 
 @dataclass
@@ -55,35 +42,6 @@ def _chunking_override(base: ChunkingConfig, override: dict[str, Any]) -> Chunki
     if "enable_parent_child" in override:
         changes["enable_parent_child"] = bool(override["enable_parent_child"])
     return replace(base, **changes)
-
-
-def validate_overrides(raw: Any) -> dict[str, Any]:
-    if raw in (None, "", {}):
-        return {}
-    if not isinstance(raw, dict):
-        raise BadRequest("process_config must be a JSON object", code="invalid_process_config")
-    unknown = set(raw) - KNOWN_OVERRIDES
-    if unknown:
-        raise BadRequest(
-            f"unknown process_config keys: {', '.join(sorted(unknown))}", code="invalid_process_config"
-        )
-    chunking = raw.get("chunking") or {}
-    if not isinstance(chunking, dict):
-        raise BadRequest("process_config.chunking must be an object", code="invalid_process_config")
-    size = chunking.get("chunk_size")
-    overlap = chunking.get("chunk_overlap")
-    if size is not None and (not isinstance(size, int) or not 1 <= size <= 7500):
-        raise BadRequest("chunk_size must be an integer from 1 to 7500", code="invalid_process_config")
-    if overlap is not None and (not isinstance(overlap, int) or overlap < 0):
-        raise BadRequest("chunk_overlap must be a non-negative integer", code="invalid_process_config")
-    rules = raw.get("parser_engine_rules")
-    if rules is not None and not (
-        isinstance(rules, dict) and all(isinstance(v, str) for v in rules.values())
-    ):
-        raise BadRequest(
-            "parser_engine_rules must map file types to engine names", code="invalid_process_config"
-        )
-    return dict(raw)
 
 
 def resolve(kb: KnowledgeBase, overrides: dict[str, Any] | None) -> EffectiveProcessConfig:
@@ -126,18 +84,15 @@ def engine_rules(
     return {**kb.chunking_config.parser_engine_rules, **tenant_rules, **upload_rules}
 
 
-def validate_engine_rules(raw: Any) -> dict[str, str]:
-    if not isinstance(raw, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
-    ):
-        raise BadRequest(
-            "parser_engine_rules must map file types to engine names", code="invalid_engine_rules"
-        )
-    return {k.lower().lstrip("."): v for k, v in raw.items()}
+def normalise_engine_rules(rules: dict[str, str]) -> dict[str, str]:
+    """File types as lower-case extensions without the dot."""
+    return {k.lower().lstrip("."): v for k, v in rules.items()}
 
 
-def chunking_config_from(raw: Any, base: ChunkingConfig | None = None) -> ChunkingConfig:
-    """A validated ChunkingConfig from request JSON, over `base` (the defaults when None)."""
-    validate_overrides({"chunking": raw or {}})
+def apply_chunking(base: ChunkingConfig | None, changes: dict[str, Any]) -> ChunkingConfig:
+    """A ChunkingConfig with validated `changes` (commands.ChunkingSettings) over `base` (or defaults)."""
     known = set(ChunkingConfig.__dataclass_fields__)
-    return replace(base or ChunkingConfig(), **{k: v for k, v in (raw or {}).items() if k in known})
+    values = {k: v for k, v in changes.items() if k in known}
+    if "parser_engine_rules" in values:
+        values["parser_engine_rules"] = normalise_engine_rules(values["parser_engine_rules"])
+    return replace(base or ChunkingConfig(), **values)

@@ -51,3 +51,22 @@ def parsed_markdown_key(tenant_id: str, knowledge_id: str, attempt: int) -> str:
 def exports_key(tenant_id: str, ext: str) -> str:
     ext = ext if ext.startswith(".") or not ext else f".{ext}"
     return f"{tenant_id}/exports/{uuid.uuid4().hex}{ext}"
+
+
+def images_manifest_key(tenant_id: str, knowledge_id: str, attempt: int) -> str:
+    """The stored images of one parse attempt (JSON), beside its Markdown."""
+    return f"{tenant_id}/{knowledge_id}/parsed/attempt-{attempt}.images.json"
+
+
+def upload_intent_key(knowledge_id: str) -> str:
+    """What a presigned upload promised (tenant, KB, settings), kept until its object arrives."""
+    return f"intents/{knowledge_id}.json"
+
+
+def upload_result_key(knowledge_id: str) -> str:
+    """Why an accepted presigned upload was rejected when its object arrived."""
+    return f"intents/{knowledge_id}.result.json"
+
+
+def presigned_upload_key(prefix: str, tenant_id: str, kb_id: str, knowledge_id: str, file_name: str) -> str:
+    return f"{prefix}{tenant_id}/{kb_id}/{knowledge_id}/{safe_file_name(file_name)}"

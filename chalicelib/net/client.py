@@ -12,6 +12,7 @@ from urllib.parse import urljoin, urlsplit
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
+from ..ports import FetchFailed
 from .ssrf import AllowList, Resolver, URLBlocked, ValidatedURL, check_addresses, validate_url
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
@@ -22,14 +23,8 @@ SENSITIVE_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"}
 USER_AGENT = "weknora-ingest/0.1 (+document import)"
 
 
-class FetchError(Exception):
-    """A download failed. `permanent` failures (blocked, too large, 4xx) must not be retried."""
-
-    def __init__(self, message: str, *, permanent: bool, status: int | None = None):
-        super().__init__(message)
-        self.message = message
-        self.permanent = permanent
-        self.status = status
+class FetchError(FetchFailed):
+    """A download by the SSRF-safe client failed; `permanent` ones (blocked, too large, 4xx) never retry."""
 
 
 @dataclass
@@ -84,7 +79,7 @@ class SafeHttpClient:
         max_redirects: int = DEFAULT_MAX_REDIRECTS,
         resolver: Resolver | None = None,
     ) -> None:
-        self.allow_list = allow_list if allow_list is not None else AllowList.from_env()
+        self.allow_list = allow_list if allow_list is not None else AllowList()
         self.max_bytes = max_bytes
         self.timeout = timeout
         self.max_redirects = max_redirects

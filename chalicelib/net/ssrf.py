@@ -4,7 +4,6 @@ addresses and ports. Returns the validated addresses so the client can pin its c
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 import socket
 from collections.abc import Callable, Iterable, Sequence
@@ -181,11 +180,6 @@ class AllowList:
             except ValueError:
                 hosts.add(entry)
         return cls(frozenset(hosts), tuple(suffixes), tuple(nets))
-
-    @classmethod
-    def from_env(cls) -> AllowList:
-        parts = [os.environ.get("SSRF_WHITELIST", ""), os.environ.get("SSRF_WHITELIST_EXTRA", "")]
-        return cls.parse(",".join(p for p in parts if p))
 
     def host_allowed(self, host: str) -> bool:
         return host in self.hosts or any(host.endswith(s) or host == s[1:] for s in self.suffixes)

@@ -7,9 +7,11 @@ import posixpath
 import re
 from urllib.parse import unquote, urlsplit
 
+from ..domain.errors import BadRequest
 from ..domain.filetypes import IMPORTABLE_EXTENSIONS
+from ..ports import FetchedDocument
 from .client import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT, FetchError, FetchResponse, SafeHttpClient
-from .ssrf import AllowList, Resolver
+from .ssrf import AllowList, Resolver, URLBlocked, validate_url
 
 PAGE_TYPES = frozenset({"html", "htm", "mhtml"})
 CONTENT_TYPE_TO_EXT = {
@@ -110,3 +112,23 @@ def _page_document(resp: FetchResponse) -> tuple[str, str, bytes, str]:
         markdown = f"# {title}\n\n{markdown.strip()}\n"
     slug = re.sub(r"[^\w.-]+", "-", title, flags=re.UNICODE).strip("-")[:80] or "page"
     return f"{slug}.md", "md", markdown.encode("utf-8"), title
+
+
+class SafeUrlImporter:
+    """The UrlImporter port: the SSRF gate and the pinned-address download, with the operator's allow-list."""
+
+    def __init__(self, allow_list: AllowList, *, resolver: Resolver | None = None) -> None:
+        self.allow_list = allow_list
+        self.resolver = resolver
+
+    def check(self, url: str) -> None:
+        try:
+            validate_url(url, self.allow_list, resolver=self.resolver)
+        except URLBlocked as error:
+            raise BadRequest(f"URL rejected: {error.reason}", code="ssrf_blocked") from error
+
+    def fetch(self, url: str) -> FetchedDocument:
+        file_name, file_type, data, title = fetch_url_document(
+            url, allow_list=self.allow_list, resolver=self.resolver
+        )
+        return FetchedDocument(file_name, file_type, data, title)

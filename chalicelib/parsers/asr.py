@@ -49,9 +49,9 @@ def _package_data_dir(package: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))) / "data"
 
 
-def default_model_cache() -> Path:
-    root = os.environ.get("WEKNORA_MODEL_CACHE") or os.path.join(tempfile.gettempdir(), "weknora-models")
-    return Path(root) / "whisper-base-ct2"
+def default_model_cache(root: str = "") -> Path:
+    """Where the assembled model lives: `root` (WEKNORA_MODEL_CACHE) or the temp dir (Lambda's /tmp)."""
+    return Path(root or os.path.join(tempfile.gettempdir(), "weknora-models")) / "whisper-base-ct2"
 
 
 def assemble_whisper_model(cache_dir: Path | None = None) -> Path:
@@ -254,7 +254,7 @@ class TranscribeAsr:
         return " ".join(str(t.get("transcript", "")).strip() for t in items).strip()
 
 
-def default_asr() -> WhisperAsr | None:
+def default_asr(model_cache_dir: str = "") -> WhisperAsr | None:
     """faster-whisper when it and the weight wheels are installed, else None."""
-    asr = WhisperAsr()
+    asr = WhisperAsr(model_dir=default_model_cache(model_cache_dir) if model_cache_dir else None)
     return asr if asr.available() else None

@@ -10,11 +10,11 @@ import hashlib
 import io
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..net.client import FetchError, SafeHttpClient
-from ..ports import ParsedImage
+from ..ports import ParsedImage, ResolvedImages, StoredImage
 from .base import image_kind
 
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
@@ -39,27 +39,6 @@ _EXT_BY_MIME = {
     "image/tiff": "tiff",
 }
 SaveFn = Callable[[bytes, str], str]
-
-
-@dataclass
-class StoredImage:
-    url: str
-    original_ref: str
-    mime_type: str
-    page: int | None = None
-    width: int | None = None
-    height: int | None = None
-    tag: str = ""
-    is_original: bool = False
-
-
-@dataclass
-class ResolvedImages:
-    markdown: str
-    images: list[StoredImage] = field(default_factory=list)
-    dropped_icons: int = 0
-    dropped_over_limit: int = 0
-    failed: int = 0
 
 
 @dataclass

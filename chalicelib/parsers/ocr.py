@@ -4,7 +4,6 @@ Amazon Textract (client injected, so this module never imports boto3)."""
 from __future__ import annotations
 
 import io
-import os
 import shutil
 import subprocess
 import threading
@@ -13,6 +12,7 @@ from functools import cache
 from typing import Any
 
 from ..domain.errors import PermanentStageError, SpanErrorCode, TransientStageError
+from ..settings import subprocess_env
 from .base import image_kind
 
 MAX_OCR_PIXELS = 40_000_000
@@ -98,7 +98,7 @@ class TesseractOcr:
             raise TransientStageError("tesseract is not installed", code=SpanErrorCode.DOCREADER_UNAVAILABLE)
         data = _normalise_image(image, upscale=True)
         cmd = [str(self.binary), "stdin", "stdout", "-l", "+".join(self.languages()), "--psm", str(self.psm)]
-        env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+        env = subprocess_env(OMP_THREAD_LIMIT="1")
         try:
             proc = subprocess.run(
                 cmd, input=data, capture_output=True, timeout=self.timeout, check=False, env=env

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..ports import ParsedImage, ReadRequest, ReadResult
+from ..settings import subprocess_env
 from .base import ParseContext, image_kind, markdown_table, open_zip_checked, parse_failed, unsupported
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -373,7 +374,7 @@ def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> b
         ]
         try:
             proc = subprocess.run(
-                cmd, capture_output=True, timeout=timeout, check=False, env={**os.environ, "HOME": tmp}
+                cmd, capture_output=True, timeout=timeout, check=False, env=subprocess_env(HOME=tmp)
             )
         except subprocess.TimeoutExpired as exc:
             raise parse_failed(

@@ -132,7 +132,12 @@ class EngineDocReader:
             ) from exc
         if len(result.markdown) > limits.max_markdown_chars:
             raise parse_failed("The document's text is larger than the allowed size.")
-        if result.is_audio and options.get("transcribe_audio") and self.asr is not None:
+        if result.is_audio:  # speech recognition happens here, and only here
+            if self.asr is None:
+                raise PermanentStageError(
+                    "Audio needs a speech-recognition engine, and none is configured.",
+                    code=SpanErrorCode.DOCREADER_UNAVAILABLE,
+                )
             transcript = self.asr.transcribe(result.audio, request.file_name).strip()
             result.markdown = transcript or NO_SPEECH_TEXT
         if not result.markdown.strip() and not result.images and not result.is_audio:

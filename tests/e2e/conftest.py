@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from chalice.test import Client
 
-from chalicelib.bootstrap import Services, create_tenant, ensure_local_tenant, get_services, set_services
+from chalicelib.bootstrap import Services, create_tenant, ensure_local_tenant, get_deps, set_deps
 from chalicelib.local.moto_server import shared_moto_server
 from chalicelib.local.runtime import LocalRuntime
 
@@ -47,14 +47,14 @@ def _runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]
 @pytest.fixture
 def runtime(_runtime: LocalRuntime) -> Iterator[LocalRuntime]:
     _runtime.reset(clear_state=True)
-    set_services(None)  # adapters hold state-dir handles: rebuild them for this test
+    set_deps(None)  # adapters hold state-dir handles: rebuild them for this test
     yield _runtime
-    set_services(None)
+    set_deps(None)
 
 
 @pytest.fixture
 def services(runtime: LocalRuntime) -> Services:
-    return get_services()
+    return get_deps()
 
 
 class Api:
@@ -126,5 +126,5 @@ def api(client: Client, services: Services) -> Api:
 
 @pytest.fixture
 def other_api(client: Client, services: Services) -> Api:
-    _, key = create_tenant("tenant-b", services=services)
+    _, key = create_tenant("tenant-b", deps=services)
     return Api(client, key)

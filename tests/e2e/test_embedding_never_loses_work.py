@@ -17,7 +17,7 @@ import pytest
 from chalicelib.adapters.models.hashing import HashingEmbedding
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
-from chalicelib.ports import ModelThrottled
+from chalicelib.ports import IndexSpace, ModelThrottled
 
 from .conftest import CORPUS, Api
 
@@ -47,9 +47,9 @@ class ThrottlingEmbedding:
 
 def use(services: Services, model: Any, **settings: Any) -> list[float]:
     slept: list[float] = []
-    services.overrides["embedding_model"] = model
+    services.replace_embedding_model(model)
     services.settings = replace(services.settings, embed_batch_size=4, **settings)
-    services.sleep = slept.append  # backoff waits are recorded, not slept
+    services.sleeper = slept.append  # backoff waits are recorded, not slept
     return slept
 
 
@@ -131,8 +131,7 @@ def test_an_index_that_fails_for_good_rolls_back_and_fails_with_the_code(
     api: Api, runtime: LocalRuntime, services: Services
 ) -> None:
     broken = BrokenIndex(services.engine())
-    services.overrides["engine"] = broken
-    services._engines.clear()
+    services.replace_engine(broken)
     use(services, HashingEmbedding(64))
     kb = api.create_kb()
     created = api.upload(kb["id"], "faq.md", TEXT).json_body["data"]
@@ -143,7 +142,7 @@ def test_an_index_that_fails_for_good_rolls_back_and_fails_with_the_code(
     assert knowledge["error_code"] == "VECTORSTORE_WRITE_FAILED"
     assert broken.writes == 4 * services.settings.index_write_attempts  # 4 tries, each with quick retries
     assert services.chunks.list(created["id"]) == []  # no orphan chunks
-    space = services.index_space(services.embedding_model(""))
+    space = IndexSpace.of(services.embedding_model(""))
     assert broken.inner.count(space, kb["id"], created["id"]) == 0  # no orphan vectors
     assert stage(api, created["id"], "embedding")["error_code"] == "VECTORSTORE_WRITE_FAILED"
 
@@ -158,11 +157,11 @@ def test_a_stage_near_its_lambda_timeout_hands_over_to_a_fresh_invocation(
 ) -> None:
     """A document too big for one invocation: every invocation embeds one batch and then finds itself out
     of time; it checkpoints, re-enqueues itself and the next one carries on — no try is spent."""
-    from chalicelib import indexing
+    from chalicelib.stages import embedding
 
     model = HashingEmbedding(64)
     use(services, model)
-    monkeypatch.setattr(indexing, "out_of_time", lambda: True)
+    monkeypatch.setattr(embedding, "out_of_time", lambda: True)
     kb = api.create_kb()
     created = api.upload(kb["id"], "faq.md", TEXT).json_body["data"]
     runtime.drain(timeout=180)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import shutil
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
+from chalicelib.net.ssrf import AllowList
+from chalicelib.net.urlimport import SafeUrlImporter
 
 from .conftest import CORPUS, Api
 
@@ -86,8 +89,7 @@ def test_audio_is_transcribed_then_indexed(api: Api, runtime: LocalRuntime, serv
 
 
 def test_media_gates_reject_up_front(api: Api, runtime: LocalRuntime, services: Services) -> None:
-    services.overrides.update({"ocr": None, "asr": None})
-    services._ocr = services._asr = False
+    services.replace_ocr_asr(None, None)
     kb = api.create_kb()
     image = api.upload(kb["id"], "a.png", (CORPUS / "debian-reference-p40.png").read_bytes())
     assert image.status_code == 400 and image.json_body["error"]["code"] == "image_needs_vlm_or_ocr"
@@ -121,7 +123,7 @@ when the sun and the moon pull in line.</p><p>Neap tides come in between.</p></a
 
 
 @pytest.fixture
-def loopback_site(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def loopback_site(services: Services) -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/notes.md":
@@ -140,7 +142,9 @@ def loopback_site(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    monkeypatch.setenv("SSRF_WHITELIST", "127.0.0.1")  # the operator's allow-list lets tests reach loopback
+    # The operator's allow-list lets tests reach loopback.
+    services.settings = replace(services.settings, ssrf_allow=("127.0.0.1",))
+    services.urls = SafeUrlImporter(AllowList.parse(services.settings.ssrf_allow))
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
 

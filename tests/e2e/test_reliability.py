@@ -12,7 +12,7 @@ from chalicelib.bootstrap import Services
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.types import Span, SpanKind, SpanStatus
 from chalicelib.local.runtime import LocalRuntime
-from chalicelib.ports import ReadRequest, ReadResult
+from chalicelib.ports import IndexSpace, ReadRequest, ReadResult
 
 from .conftest import CORPUS, Api
 
@@ -21,7 +21,7 @@ TEXT = (CORPUS / "debian-faq-getting-debian.md").read_bytes()
 
 def index_count(services: Services, kb_id: str, knowledge_id: str) -> int:
     model = services.embedding_model("")
-    return services.engine().count(services.index_space(model), kb_id, knowledge_id)
+    return services.engine().count(IndexSpace.of(model), kb_id, knowledge_id)
 
 
 def test_redelivered_stage_messages_do_not_duplicate_chunks_or_vectors(
@@ -76,7 +76,7 @@ def test_poison_message_ends_in_the_dlq_and_the_knowledge_fails_with_its_reason(
     api: Api, runtime: LocalRuntime, services: Services
 ) -> None:
     reader = ExplodingReader()
-    services.overrides["docreader"] = reader
+    services.replace_docreader(reader)
     kb = api.create_kb()
     created = api.upload(kb["id"], "poison.md", b"# boom\n\ncontent").json_body["data"]
     runtime.drain(timeout=120)

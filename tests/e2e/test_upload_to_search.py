@@ -101,7 +101,7 @@ def test_chunker_preview_of_text_and_of_a_parsed_knowledge(api: Api, runtime: Lo
     parsed = api.post("/chunker/preview", {"knowledge_id": created["id"], "limit": 1})
     assert parsed.status_code == 200 and len(parsed.json_body["data"]["chunks"]) == 1
     bad = api.post("/chunker/preview", {"text": "x", "chunking_config": {"chunk_size": 0}})
-    assert bad.status_code == 400 and bad.json_body["error"]["code"] == "invalid_process_config"
+    assert bad.status_code == 400 and bad.json_body["error"]["code"] == "invalid_chunking_config"
 
 
 def test_parent_child_hits_return_the_parent_and_parents_are_not_indexed(

@@ -23,9 +23,14 @@ from chalicelib.adapters.models.bedrock import (
     BedrockVisionModel,
     map_bedrock_error,
 )
-from chalicelib.adapters.models.errors import ModelAuthError, ModelEmptyResponse, ModelRequestError
-from chalicelib.adapters.models.retry import call_with_backoff
-from chalicelib.ports import ModelThrottled, ModelUnavailable
+from chalicelib.backoff import call_with_backoff
+from chalicelib.ports import (
+    ModelAuthError,
+    ModelEmptyResponse,
+    ModelRequestError,
+    ModelThrottled,
+    ModelUnavailable,
+)
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 

@@ -18,11 +18,10 @@ from chalicelib.adapters.models.hashing import HashingEmbedding
 from chalicelib.adapters.models.local_onnx import MiniLmEmbedding
 from chalicelib.adapters.models.openai_compat import OpenAIChatModel, OpenAIEmbedding, OpenAIVisionModel
 from chalicelib.adapters.models.registry import (
-    build_chat_model,
-    build_embedding_model,
-    build_vision_model,
+    ModelRegistry,
     parse_model_id,
 )
+from chalicelib.settings import load_settings
 
 AWS_ENV = {"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"}
 
@@ -65,41 +64,44 @@ def test_parse_model_id() -> None:
             parse_model_id(bad)
 
 
+def _registry(env: dict[str, str]) -> ModelRegistry:
+    return ModelRegistry(load_settings(env).models)
+
+
 def test_build_local_and_hashing() -> None:
-    default = build_embedding_model("", env={})
+    default = ModelRegistry().embedding("")
     assert isinstance(default, MiniLmEmbedding)
     assert default.model_id == "local/all-MiniLM-L6-v2-int8"
-    assert isinstance(build_embedding_model("local/all-MiniLM-L6-v2-int8", env={}), MiniLmEmbedding)
-    hashing = build_embedding_model("hashing/128", env={})
+    assert isinstance(ModelRegistry().embedding("local/all-MiniLM-L6-v2-int8"), MiniLmEmbedding)
+    hashing = ModelRegistry().embedding("hashing/128")
     assert isinstance(hashing, HashingEmbedding)
     assert hashing.dimensions == 128
     for bad in ("local/other-model", "hashing/abc", "nope/x"):
         with pytest.raises(ValueError):
-            build_embedding_model(bad, env={})
+            ModelRegistry().embedding(bad)
 
 
-def test_default_env_builds_are_cached() -> None:
-    registry.clear_cache()
-    assert build_embedding_model("hashing/32") is build_embedding_model("hashing/32")
-    assert build_embedding_model("hashing/32", env={}) is not build_embedding_model("hashing/32", env={})
-    registry.clear_cache()
+def test_a_registry_caches_its_builds() -> None:
+    models = ModelRegistry()
+    assert models.embedding("hashing/32") is models.embedding("hashing/32")
+    assert ModelRegistry().embedding("hashing/32") is not ModelRegistry().embedding("hashing/32")
 
 
 def test_build_bedrock() -> None:
-    titan = build_embedding_model("bedrock/amazon.titan-embed-text-v2:0#dimensions=512", env=AWS_ENV)
+    titan = _registry(AWS_ENV).embedding("bedrock/amazon.titan-embed-text-v2:0#dimensions=512")
     assert isinstance(titan, BedrockTitanEmbedding)
     assert (titan.dimensions, titan.model_id) == (512, "bedrock/amazon.titan-embed-text-v2:0#dimensions=512")
     assert titan.client.meta.region_name == "eu-west-1"
-    cohere = build_embedding_model("bedrock/cohere.embed-multilingual-v3#region=us-east-2", env=AWS_ENV)
+    cohere = _registry(AWS_ENV).embedding("bedrock/cohere.embed-multilingual-v3#region=us-east-2")
     assert isinstance(cohere, BedrockCohereEmbedding)
     assert cohere.dimensions == 1024
     assert cohere.client.meta.region_name == "us-east-2"
     with pytest.raises(ValueError):
-        build_embedding_model("bedrock/anthropic.claude-v2", env=AWS_ENV)
+        _registry(AWS_ENV).embedding("bedrock/anthropic.claude-v2")
     with pytest.raises(ValueError):
-        build_embedding_model("bedrock/amazon.titan-embed-text-v2:0#dimensions=300", env=AWS_ENV)
-    assert isinstance(build_chat_model("bedrock/amazon.nova-lite-v1:0", env=AWS_ENV), BedrockChatModel)
-    assert isinstance(build_vision_model("bedrock/amazon.nova-lite-v1:0", env=AWS_ENV), BedrockVisionModel)
+        _registry(AWS_ENV).embedding("bedrock/amazon.titan-embed-text-v2:0#dimensions=300")
+    assert isinstance(_registry(AWS_ENV).chat("bedrock/amazon.nova-lite-v1:0"), BedrockChatModel)
+    assert isinstance(_registry(AWS_ENV).vision("bedrock/amazon.nova-lite-v1:0"), BedrockVisionModel)
 
 
 def test_build_openai_and_key_resolution() -> None:
@@ -108,34 +110,34 @@ def test_build_openai_and_key_resolution() -> None:
         "OPENAI_BASE_URL": "https://gateway.example/v1",
         "WEKNORA_MODEL_API_KEYS": json.dumps({"http://vllm:8000/v1/": "vllm-key"}),
     }
-    default = build_embedding_model("openai/text-embedding-3-small", env=env)
+    default = _registry(env).embedding("openai/text-embedding-3-small")
     assert isinstance(default, OpenAIEmbedding)
     assert default._client.base_url == "https://gateway.example/v1"
     assert default._client.api_key == "sk-default"
     assert default.dimensions == 1536  # from the table, no probe call
-    vllm = build_embedding_model("openai/BAAI/bge-m3@http://vllm:8000/v1#batch=8", env=env)
+    vllm = _registry(env).embedding("openai/BAAI/bge-m3@http://vllm:8000/v1#batch=8")
     assert isinstance(vllm, OpenAIEmbedding)
     assert (vllm._client.api_key, vllm.batch_size, vllm.dimensions) == ("vllm-key", 8, 1024)
     # The default key is never sent to an explicit, different endpoint.
-    other = build_embedding_model("openai/nomic-embed-text@http://localhost:11434/v1", env=env)
+    other = _registry(env).embedding("openai/nomic-embed-text@http://localhost:11434/v1")
     assert isinstance(other, OpenAIEmbedding)
     assert other._client.api_key is None
     assert other.model_id == "openai/nomic-embed-text@http://localhost:11434/v1"
-    chat = build_chat_model("openai/gpt-5-mini#max_tokens_field=max_completion_tokens&timeout=30", env=env)
+    chat = _registry(env).chat("openai/gpt-5-mini#max_tokens_field=max_completion_tokens&timeout=30")
     assert isinstance(chat, OpenAIChatModel)
     assert chat.max_tokens_field == "max_completion_tokens"
     assert chat._client.timeout == 30.0
-    assert isinstance(build_vision_model("openai/qwen2.5-vl@http://vllm:8000/v1", env=env), OpenAIVisionModel)
-    assert build_embedding_model("openai/x@http://h/v1", env={}).model_id == "openai/x@http://h/v1"
+    assert isinstance(_registry(env).vision("openai/qwen2.5-vl@http://vllm:8000/v1"), OpenAIVisionModel)
+    assert ModelRegistry().embedding("openai/x@http://h/v1").model_id == "openai/x@http://h/v1"
 
 
 def test_empty_chat_and_vision_ids_mean_not_configured() -> None:
-    assert build_chat_model("") is None
-    assert build_vision_model("  ") is None
+    assert ModelRegistry().chat("") is None
+    assert ModelRegistry().vision("  ") is None
     with pytest.raises(ValueError):
-        build_chat_model("local/all-MiniLM-L6-v2-int8", env={})
+        ModelRegistry().chat("local/all-MiniLM-L6-v2-int8")
     with pytest.raises(ValueError):
-        build_vision_model("hashing/3", env={})
+        ModelRegistry().vision("hashing/3")
 
 
 def test_registry_constant_matches_adapter() -> None:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.adapters.models.errors import ModelRequestError
-from chalicelib.adapters.models.retry import backoff_delay, call_with_backoff
-from chalicelib.ports import ModelThrottled, ModelUnavailable
+from chalicelib.backoff import backoff_delay, call_with_backoff
+from chalicelib.ports import ModelRequestError, ModelThrottled, ModelUnavailable
 
 
 class Flaky:

@@ -16,10 +16,15 @@ import numpy as np
 import pytest
 
 from chalicelib.adapters.models._common import parse_retry_after
-from chalicelib.adapters.models.errors import ModelAuthError, ModelEmptyResponse, ModelRequestError
 from chalicelib.adapters.models.openai_compat import OpenAIChatModel, OpenAIEmbedding, OpenAIVisionModel
-from chalicelib.adapters.models.retry import call_with_backoff
-from chalicelib.ports import ModelThrottled, ModelUnavailable
+from chalicelib.backoff import call_with_backoff
+from chalicelib.ports import (
+    ModelAuthError,
+    ModelEmptyResponse,
+    ModelRequestError,
+    ModelThrottled,
+    ModelUnavailable,
+)
 
 JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 16
 

@@ -5,6 +5,7 @@ import ipaddress
 import pytest
 
 from chalicelib.net.ssrf import AllowList, URLBlocked, embedded_ipv4, ip_block_reason, validate_url
+from chalicelib.settings import load_settings
 
 
 def public_resolver(host: str, port: int) -> list[str]:
@@ -165,10 +166,11 @@ def test_allow_list_host_and_wildcard() -> None:
         validate_url("http://other.lan/", allow, resolver=resolver_from({"other.lan": ["192.168.1.6"]}))
 
 
-def test_allow_list_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SSRF_WHITELIST", "127.0.0.1/32, trusted.example")
-    monkeypatch.setenv("SSRF_WHITELIST_EXTRA", "*.corp.example")
-    allow = AllowList.from_env()
+def test_allow_list_from_the_settings() -> None:
+    settings = load_settings(
+        {"SSRF_WHITELIST": "127.0.0.1/32, trusted.example", "SSRF_WHITELIST_EXTRA": "*.corp.example"}
+    )
+    allow = AllowList.parse(settings.ssrf_allow)
     assert allow.host_allowed("trusted.example")
     assert allow.host_allowed("x.corp.example")
     assert allow.ip_allowed(ipaddress.ip_address("127.0.0.1"))

@@ -75,11 +75,22 @@ def test_image_placeholder_keeps_original(read) -> None:
 @pytest.mark.parametrize(
     "name", ["speech-gpl-preamble.ogg", "speech-python-appetite.m4a", "speech-debian-reference.mp3"]
 )
-def test_audio_placeholder_carries_bytes(read, name: str) -> None:
-    result = read(name)
+def test_audio_placeholder_carries_bytes(name: str) -> None:
+    """The simple engine hands the audio bytes on; the reader (and only the reader) transcribes them."""
+    from chalicelib.parsers.base import Limits, ParseContext
+    from chalicelib.ports import ReadRequest
+
+    data = corpus_bytes(name)
+    request = ReadRequest(data=data, file_name=name, file_type=name.rsplit(".", 1)[-1])
+    result = ENGINE_CATALOG["simple"]().parse(request, ParseContext(limits=Limits()))
     assert result.is_audio
-    assert result.audio == corpus_bytes(name)
+    assert result.audio == data
     assert name in result.markdown
+
+
+def test_audio_without_speech_recognition_fails_for_good(read) -> None:
+    with pytest.raises(PermanentStageError, match="speech-recognition"):
+        read("speech-gpl-preamble.ogg")
 
 
 # ---------------------------------------------------------------- builtin engine

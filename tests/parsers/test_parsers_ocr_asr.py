@@ -208,9 +208,7 @@ def test_whisper_transcribes_corpus_audio(name: str) -> None:
 def test_reader_transcribes_audio_inline_and_rejects_garbage() -> None:
     reader = build_docreader(asr=whisper)
     data = corpus_bytes("speech-gpl-preamble.ogg")
-    result = reader.read(
-        ReadRequest(data=data, file_name="a.ogg", file_type="ogg", options={"transcribe_audio": True})
-    )
+    result = reader.read(ReadRequest(data=data, file_name="a.ogg", file_type="ogg"))
     assert result.is_audio and "license" in result.markdown.lower()
     with pytest.raises(PermanentStageError):
         whisper.transcribe(b"\x00\x01garbage" * 100, "x.wav")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from chalicelib.commands import ProcessConfig, validate
 from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.filetypes import IMPORTABLE_EXTENSIONS, validate_import_file_type
-from chalicelib.domain.process_config import check_media_gates, resolve, validate_overrides
+from chalicelib.domain.process_config import check_media_gates, resolve
 from chalicelib.domain.storage_keys import folder_of, safe_file_name, safe_object_key, source_object_key
 from chalicelib.domain.types import ChunkingConfig, KnowledgeBase
 from chalicelib.enrich.extractive import summarize
@@ -66,12 +67,17 @@ def test_overrides_merge_over_the_kb_and_explicit_zero_overlap_is_kept() -> None
         {"chunking": {"chunk_size": 99999}},
         {"chunking": {"chunk_overlap": -1}},
         {"parser_engine_rules": {"pdf": 3}},
+        {"chunking": {"separators": 5}},
+        {"chunking": {"separators": [None, 5]}},
+        {"chunking": {"parent_chunk_size": "x"}},
+        {"chunking": {"strategy": "abc"}},
+        {"enable_multimodel": "yes"},
     ],
 )
 def test_invalid_process_config_is_a_400(raw: object) -> None:
     with pytest.raises(BadRequest) as error:
-        validate_overrides(raw)
-    assert error.value.code == "invalid_process_config"
+        validate(ProcessConfig, raw)
+    assert error.value.code == "invalid_body"
 
 
 def test_images_need_vlm_or_ocr_and_audio_needs_asr() -> None:

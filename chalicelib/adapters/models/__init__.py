@@ -4,8 +4,7 @@
 - hashing.HashingEmbedding: deterministic test double.
 - bedrock: Titan v2 / Cohere embeddings, Converse chat and vision (boto3 client injected).
 - openai_compat: OpenAI-compatible HTTP (vLLM, Ollama /v1, hosted APIs).
-- registry: build_embedding_model / build_chat_model / build_vision_model from a model id string.
-- retry.call_with_backoff: full-jitter backoff honouring ModelThrottled.retry_after.
+- registry.ModelRegistry: builds (and caches) adapters from a model id string.
 
 Importing the package is cheap: numpy, onnxruntime, tokenizers, boto3 and requests load only when
 an adapter module is used (HashingEmbedding / MiniLmEmbedding are resolved lazily below).
@@ -16,15 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import ModelAuthError, ModelEmptyResponse, ModelRequestError
-from .registry import (
-    MINILM_MODEL_ID,
-    build_chat_model,
-    build_embedding_model,
-    build_vision_model,
-    parse_model_id,
-)
-from .retry import call_with_backoff
+from .registry import MINILM_MODEL_ID, ModelRegistry, parse_model_id
 
 if TYPE_CHECKING:
     from .hashing import HashingEmbedding
@@ -43,12 +34,6 @@ __all__ = [
     "MINILM_MODEL_ID",
     "HashingEmbedding",
     "MiniLmEmbedding",
-    "ModelAuthError",
-    "ModelEmptyResponse",
-    "ModelRequestError",
-    "build_chat_model",
-    "build_embedding_model",
-    "build_vision_model",
-    "call_with_backoff",
+    "ModelRegistry",
     "parse_model_id",
 ]

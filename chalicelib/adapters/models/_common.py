@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import ModelRequestError
+from ...ports import ModelRequestError
 
 if TYPE_CHECKING:
     from ...ports import Vectors

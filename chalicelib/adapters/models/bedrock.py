@@ -30,9 +30,8 @@ from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
 
-from ...ports import ModelThrottled, ModelUnavailable
+from ...ports import ModelAuthError, ModelEmptyResponse, ModelRequestError, ModelThrottled, ModelUnavailable
 from ._common import clip_texts, image_format, parse_retry_after, split_system, to_unit_vectors
-from .errors import ModelAuthError, ModelEmptyResponse, ModelRequestError
 
 if TYPE_CHECKING:
     from ...ports import Vectors

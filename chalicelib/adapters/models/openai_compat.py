@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ...ports import ModelThrottled, ModelUnavailable
+from ...ports import ModelAuthError, ModelEmptyResponse, ModelRequestError, ModelThrottled, ModelUnavailable
 from ._common import clip_texts, image_format, parse_retry_after, to_unit_vectors
-from .errors import ModelAuthError, ModelEmptyResponse, ModelRequestError
 
 if TYPE_CHECKING:
     from ...ports import Vectors

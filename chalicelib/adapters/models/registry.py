@@ -12,7 +12,7 @@ Embedding ids (build_embedding_model):
     bedrock/amazon.titan-embed-text-v1      Titan v1, 1536 dims
     bedrock/cohere.embed-english-v3         Cohere embed v3 (also cohere.embed-multilingual-v3), 1024 dims;
                                             cohere.embed-v4:0 takes #dimensions=256|512|1024|1536
-    openai/<model>                          OpenAI-compatible endpoint from env OPENAI_BASE_URL
+    openai/<model>                          OpenAI-compatible endpoint from the settings' OPENAI_BASE_URL
                                             (default https://api.openai.com/v1)
     openai/<model>@<base_url>               explicit endpoint, base URL incl. `/v1`, e.g.
                                             openai/nomic-embed-text@http://localhost:11434/v1 (Ollama),
@@ -29,36 +29,36 @@ Parameters after `#` (a URL fragment is never sent to a server, so `#` cannot cl
     dim=<n>          embeddings: declare the output size without sending it (vLLM/Ollama models not
                      in the built-in table; without either, the first call probes it)
     batch=<n>        embeddings: texts per request (OpenAI-compatible default 64; Cohere max 96)
-    region=<r>       bedrock: region (default env BEDROCK_REGION, AWS_REGION, AWS_DEFAULT_REGION)
+    region=<r>       bedrock: region (default BEDROCK_REGION, else the AWS region)
     max_tokens_field=max_completion_tokens   openai chat: for models that reject `max_tokens`
     timeout=<seconds>                        openai: read timeout (default 60 embeddings, 180 chat)
 
-Env WEKNORA_ONNX_THREADS sets the MiniLM intra-op threads (default 1: faster on 2 shared cores).
-Importing this module is cheap (no numpy, boto3 or model runtime): adapters import on build.
+Configuration comes from `settings.ModelSettings` (WEKNORA_ONNX_THREADS: MiniLM intra-op threads, default
+1, faster on 2 shared cores). Importing this module is cheap (no numpy, boto3 or model runtime): adapters
+import on build.
 
 Secrets never go in ids (ids are stored and become index names). API keys for OpenAI-compatible
-endpoints: env WEKNORA_MODEL_API_KEYS = JSON {"<base_url>": "<key>"}; otherwise OPENAI_API_KEY, sent
-only to the env-configured default base URL. Bedrock uses the normal AWS credential chain; env
-BEDROCK_ENDPOINT_URL overrides its endpoint. An embedding adapter's `model_id` is the id it was built
-from, so `build_embedding_model(model.model_id)` round-trips ("" normalises to the MiniLM id).
+endpoints: WEKNORA_MODEL_API_KEYS = JSON {"<base_url>": "<key>"}; otherwise OPENAI_API_KEY, sent only to
+the configured default base URL. Bedrock uses the normal AWS credential chain; BEDROCK_ENDPOINT_URL
+overrides its endpoint. An embedding adapter's `model_id` is the id it was built from, so
+`registry.embedding(model.model_id)` round-trips ("" normalises to the MiniLM id).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ...settings import DEFAULT_OPENAI_BASE_URL, ModelSettings
 
 if TYPE_CHECKING:
     from ...ports import ChatModel, EmbeddingModel, VisionModel
 
 # Same value as local_onnx.MINILM_MODEL_ID; repeated so this module imports without numpy.
 MINILM_MODEL_ID = "local/all-MiniLM-L6-v2-int8"
-DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 _URL_SPLIT = re.compile(r"^(?P<model>.+?)@(?P<url>https?://.+)$")
 
 
@@ -106,21 +106,11 @@ def _int_param(spec: ModelSpec, key: str) -> int | None:
     return value
 
 
-def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
-    return os.environ if env is None else env
-
-
-def _bedrock_client(spec: ModelSpec, env: Mapping[str, str], read_timeout: int) -> Any:
+def _bedrock_client(spec: ModelSpec, settings: ModelSettings, read_timeout: int) -> Any:
     import boto3
     from botocore.config import Config
 
-    region = (
-        spec.params.get("region")
-        or env.get("BEDROCK_REGION")
-        or env.get("AWS_REGION")
-        or env.get("AWS_DEFAULT_REGION")
-        or "us-east-1"
-    )
+    region = spec.params.get("region") or settings.bedrock_region or settings.region or "us-east-1"
     # Few SDK retries: throttling is retried by call_with_backoff / the stage queue, with Retry-After.
     config = Config(
         region_name=region,
@@ -128,26 +118,17 @@ def _bedrock_client(spec: ModelSpec, env: Mapping[str, str], read_timeout: int) 
         read_timeout=read_timeout,
         retries={"mode": "standard", "total_max_attempts": 2},
     )
-    return boto3.client(
-        "bedrock-runtime", config=config, endpoint_url=env.get("BEDROCK_ENDPOINT_URL") or None
-    )
+    return boto3.client("bedrock-runtime", config=config, endpoint_url=settings.bedrock_endpoint_url or None)
 
 
-def _openai_endpoint(spec: ModelSpec, env: Mapping[str, str]) -> tuple[str, str | None]:
-    default_base = (env.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE_URL).rstrip("/")
+def _openai_endpoint(spec: ModelSpec, settings: ModelSettings) -> tuple[str, str | None]:
+    default_base = (settings.openai_base_url or DEFAULT_OPENAI_BASE_URL).rstrip("/")
     base_url = spec.base_url or default_base
-    keys_json = env.get("WEKNORA_MODEL_API_KEYS", "")
-    if keys_json:
-        try:
-            keys = json.loads(keys_json)
-        except json.JSONDecodeError as exc:
-            raise ValueError("WEKNORA_MODEL_API_KEYS is not valid JSON") from exc
-        if isinstance(keys, dict):
-            for url, key in keys.items():
-                if str(url).rstrip("/") == base_url and key:
-                    return base_url, str(key)
-    if base_url == default_base and env.get("OPENAI_API_KEY"):
-        return base_url, env["OPENAI_API_KEY"]
+    key = settings.api_keys.get(base_url)
+    if key:
+        return base_url, key
+    if base_url == default_base and settings.openai_api_key:
+        return base_url, settings.openai_api_key
     return base_url, None
 
 
@@ -156,40 +137,49 @@ def _timeout(spec: ModelSpec, default: float) -> float:
     return float(raw) if raw else default
 
 
-_CACHE: dict[tuple[str, str], Any] = {}
-_CACHE_LOCK = threading.Lock()
+class ModelRegistry:
+    """Builds and caches model adapters by id (clients are reused across warm invocations)."""
+
+    def __init__(self, settings: ModelSettings | None = None) -> None:
+        self.settings = settings or ModelSettings()
+        self._cache: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def _cached(self, kind: str, model_id: str, build: Callable[[], Any]) -> Any:
+        with self._lock:
+            if (kind, model_id) not in self._cache:
+                self._cache[(kind, model_id)] = build()
+            return self._cache[(kind, model_id)]
+
+    def embedding(self, model_id: str) -> EmbeddingModel:
+        """The EmbeddingModel for `model_id` (see the module docstring). Raises ValueError for bad ids."""
+        return self._cached("embed", model_id, lambda: _build_embedding(model_id, self.settings))
+
+    def chat(self, model_id: str) -> ChatModel | None:
+        """The ChatModel for `model_id`, or None when `model_id` is empty (not configured)."""
+        if not model_id.strip():
+            return None
+        return self._cached(
+            "chat", model_id, lambda: _build_generative(model_id, self.settings, vision=False)
+        )
+
+    def vision(self, model_id: str) -> VisionModel | None:
+        """The VisionModel for `model_id`, or None when `model_id` is empty (not configured)."""
+        if not model_id.strip():
+            return None
+        return self._cached(
+            "vision", model_id, lambda: _build_generative(model_id, self.settings, vision=True)
+        )
 
 
-def _cached(kind: str, model_id: str, env: Mapping[str, str] | None, build: Any) -> Any:
-    # Only default-environment builds are cached (clients are reused across warm invocations).
-    if env is not None:
-        return build()
-    key = (kind, model_id)
-    with _CACHE_LOCK:
-        if key not in _CACHE:
-            _CACHE[key] = build()
-        return _CACHE[key]
-
-
-def clear_cache() -> None:
-    with _CACHE_LOCK:
-        _CACHE.clear()
-
-
-def build_embedding_model(model_id: str, *, env: Mapping[str, str] | None = None) -> EmbeddingModel:
-    """The EmbeddingModel for `model_id` (see the module docstring). Raises ValueError for bad ids."""
-    return _cached("embed", model_id, env, lambda: _build_embedding(model_id, _env(env)))
-
-
-def _build_embedding(model_id: str, env: Mapping[str, str]) -> EmbeddingModel:
+def _build_embedding(model_id: str, settings: ModelSettings) -> EmbeddingModel:
     spec = parse_model_id(model_id)
     if spec.provider == "local":
         from .local_onnx import MiniLmEmbedding
 
         if f"local/{spec.model}" != MINILM_MODEL_ID:
             raise ValueError(f"unknown local embedding model {model_id!r}; known: {MINILM_MODEL_ID}")
-        threads = int(env.get("WEKNORA_ONNX_THREADS", "1") or "1")
-        return MiniLmEmbedding(intra_op_threads=threads)
+        return MiniLmEmbedding(intra_op_threads=settings.onnx_threads)
     if spec.provider == "hashing":
         from .hashing import HashingEmbedding
 
@@ -201,7 +191,7 @@ def _build_embedding(model_id: str, env: Mapping[str, str]) -> EmbeddingModel:
     if spec.provider == "bedrock":
         from .bedrock import bedrock_embedding
 
-        client = _bedrock_client(spec, env, read_timeout=60)
+        client = _bedrock_client(spec, settings, read_timeout=60)
         return bedrock_embedding(
             client,
             spec.model,
@@ -212,7 +202,7 @@ def _build_embedding(model_id: str, env: Mapping[str, str]) -> EmbeddingModel:
     if spec.provider == "openai":
         from .openai_compat import OpenAIEmbedding
 
-        base_url, api_key = _openai_endpoint(spec, env)
+        base_url, api_key = _openai_endpoint(spec, settings)
         return OpenAIEmbedding(
             spec.model,
             base_url=base_url,
@@ -226,32 +216,18 @@ def _build_embedding(model_id: str, env: Mapping[str, str]) -> EmbeddingModel:
     raise ValueError(f"unknown embedding provider in {model_id!r} (local, hashing, bedrock, openai)")
 
 
-def build_chat_model(model_id: str, *, env: Mapping[str, str] | None = None) -> ChatModel | None:
-    """The ChatModel for `model_id`, or None when `model_id` is empty (not configured)."""
-    if not model_id.strip():
-        return None
-    return _cached("chat", model_id, env, lambda: _build_generative(model_id, _env(env), vision=False))
-
-
-def build_vision_model(model_id: str, *, env: Mapping[str, str] | None = None) -> VisionModel | None:
-    """The VisionModel for `model_id`, or None when `model_id` is empty (not configured)."""
-    if not model_id.strip():
-        return None
-    return _cached("vision", model_id, env, lambda: _build_generative(model_id, _env(env), vision=True))
-
-
-def _build_generative(model_id: str, env: Mapping[str, str], *, vision: bool) -> Any:
+def _build_generative(model_id: str, settings: ModelSettings, *, vision: bool) -> Any:
     spec = parse_model_id(model_id)
     if spec.provider == "bedrock":
         from .bedrock import BedrockChatModel, BedrockVisionModel
 
-        client = _bedrock_client(spec, env, read_timeout=180)
+        client = _bedrock_client(spec, settings, read_timeout=180)
         cls: Any = BedrockVisionModel if vision else BedrockChatModel
         return cls(client, spec.model, model_id=model_id)
     if spec.provider == "openai":
         from .openai_compat import OpenAIChatModel, OpenAIVisionModel
 
-        base_url, api_key = _openai_endpoint(spec, env)
+        base_url, api_key = _openai_endpoint(spec, settings)
         ocls: Any = OpenAIVisionModel if vision else OpenAIChatModel
         return ocls(
             spec.model,

@@ -1,50 +1,100 @@
-"""Embedding and indexing of a knowledge's chunks: WeKnora's processChunks, minus its weakest point.
+"""embedding queue: embed and index the attempt's chunks, enable the document, start its state machine.
 
 WeKnora fails a whole document on one rate-limited batch and throws away every batch already embedded.
 Here each finished batch is written to the embedding cache at once (the checkpoint), throttling backs off
 with jitter and honours Retry-After, a long wait puts the stage back on its queue instead of failing it,
-and a retried stage, a reparse or a clone only embeds texts the cache does not already hold.
+a stage near its Lambda deadline hands over to a fresh invocation, and a retried stage, a reparse or a
+clone only embeds texts the cache does not already hold. When indexing fails for good, the attempt's
+chunks and index entries are rolled back (spec §1.10).
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from .bootstrap import Services
-from .chunker import index_text
-from .domain.errors import (
+from ..backoff import call_with_backoff
+from ..derived_data import remove_derived_data
+from ..domain.errors import (
     ContinueLater,
     DeferredStageError,
     PermanentStageError,
     SpanErrorCode,
     TransientStageError,
 )
-from .domain.types import ChunkType, Knowledge, KnowledgeBase, Stage
-from .ports import EmbeddingModel, IndexEntry, IndexSpace, ModelThrottled, ModelUnavailable, iter_batches
+from ..domain.ids import content_hash, execution_name
+from ..domain.storage_keys import images_manifest_key
+from ..domain.types import ChunkType, Knowledge, KnowledgeBase, Stage, StageMessage
+from ..observability import logger
+from ..ports import (
+    Dependencies,
+    EmbeddingModel,
+    IndexEntry,
+    IndexSpace,
+    ModelRequestError,
+    ModelThrottled,
+    ModelUnavailable,
+    iter_batches,
+)
+from .runner import live_knowledge, out_of_time, run_stage
 
 if TYPE_CHECKING:
-    from .ports import Vectors
-
-log = logging.getLogger(__name__)
+    from ..ports import Vectors
 
 #: how often a long embedding run reports progress on its span (a DynamoDB write each time)
 PROGRESS_EVERY_SECONDS = 10.0
 
 
-def out_of_time() -> bool:
-    from .stage_runner import stage_deadline
-
-    deadline = stage_deadline.get()
-    return deadline is not None and time.monotonic() >= deadline
+def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return run_stage(deps, Stage.EMBEDDING, event, context, run, rollback=rollback)
 
 
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+def run(deps: Dependencies, message: StageMessage) -> None:
+    knowledge = live_knowledge(deps, message)
+    if knowledge is None:
+        return
+    kb = deps.kbs.get(knowledge.kb_id)
+    if kb is None:
+        raise PermanentStageError("the knowledge base no longer exists")
+    deps.tracker.begin_stage(knowledge, Stage.EMBEDDING, {"model": kb.embedding_model_id or "default"})
+    outputs = index_knowledge(deps, knowledge, kb)
+    manifest = deps.files.url_for(images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+    images = json.loads(deps.files.read(manifest))
+    if not deps.knowledge.mark_indexed(
+        knowledge.id,
+        knowledge.attempt,
+        chunk_count=outputs["chunks"],
+        storage_size=knowledge.file_size,
+        completed=False,
+    ):
+        logger.info("embedding: superseded or cancelled while indexing", extra={"knowledge_id": knowledge.id})
+        return
+    deps.tracker.end_stage(knowledge, Stage.EMBEDDING, outputs)
+    if not images:
+        deps.tracker.skip_stage(knowledge, Stage.MULTIMODAL, "no images")
+    deps.workflow.start(
+        execution_name(knowledge.id, knowledge.attempt),
+        {
+            "knowledge_id": knowledge.id,
+            "tenant_id": knowledge.tenant_id,
+            "attempt": knowledge.attempt,
+            "attempt_n": str(knowledge.attempt),
+            "images": [
+                {"index": i, "url": image["url"], "ocr_done": bool(image.get("ocr_in_markdown"))}
+                for i, image in enumerate(images)
+            ],
+        },
+    )
+
+
+def rollback(deps: Dependencies, message: StageMessage) -> None:
+    """Indexing failed for good: delete this attempt's chunks and index entries (spec §1.10)."""
+    knowledge = deps.knowledge.get(message.knowledge_id)
+    if knowledge is not None and knowledge.attempt == message.attempt:
+        remove_derived_data(deps, knowledge)
 
 
 class EmbeddingRun:
@@ -52,14 +102,14 @@ class EmbeddingRun:
 
     def __init__(
         self,
-        svc: Services,
+        deps: Dependencies,
         model: EmbeddingModel,
-        space: IndexSpace,
         progress: Callable[[dict[str, Any]], None] | None = None,
+        space: IndexSpace | None = None,
     ):
-        self.svc = svc
+        self.deps = deps
         self.model = model
-        self.space = space
+        self.space = space or IndexSpace.of(model)
         self.progress = progress
         self.texts_embedded = 0
         self.cache_hits = 0
@@ -71,20 +121,21 @@ class EmbeddingRun:
 
         capped = [t[: self.model.max_input_chars] for t in texts]
         hashes = [content_hash(t) for t in capped]
-        known = self.svc.embedding_cache().get_many(self.space, hashes)
+        cache = self.deps.embedding_cache()
+        known = cache.get_many(self.space, hashes)
         self.cache_hits += sum(1 for h in hashes if h in known)
         missing = {h: t for h, t in zip(hashes, capped, strict=True) if h not in known}
         # Checkpoint writes overlap the next batch's model call (I/O vs CPU); at most one batch is in
         # flight, and every write is confirmed before the stage goes on.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint") as writer:
             pending: Future[None] | None = None
-            batches = list(iter_batches(list(missing.items()), self.svc.settings.embed_batch_size))
+            batches = list(iter_batches(list(missing.items()), self.deps.settings.embed_batch_size))
             for number, batch in enumerate(batches, start=1):
                 vectors = self._embed_batch([text for _, text in batch])
                 fresh = {h: vectors[i] for i, (h, _) in enumerate(batch)}
                 if pending is not None:
                     pending.result()
-                pending = writer.submit(self.svc.embedding_cache().put_many, self.space, fresh)
+                pending = writer.submit(cache.put_many, self.space, fresh)
                 known.update(fresh)
                 self.texts_embedded += len(batch)
                 self.batches += 1
@@ -106,17 +157,14 @@ class EmbeddingRun:
         return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
 
     def _embed_batch(self, texts: list[str]) -> Vectors:
-        from .adapters.models.errors import ModelRequestError
-        from .adapters.models.retry import call_with_backoff
-
-        settings = self.svc.settings
+        settings = self.deps.settings
         try:
             return call_with_backoff(
                 lambda: self.model.embed(texts),
                 max_attempts=settings.embed_max_attempts,
                 base_delay=settings.embed_backoff_base,
                 max_delay=settings.embed_backoff_max,
-                sleep=self.svc.sleep,
+                sleep=self.deps.sleep,
             )
         except ModelThrottled as error:
             delay = error.retry_after if error.retry_after is not None else settings.embed_backoff_max
@@ -135,37 +183,44 @@ class EmbeddingRun:
         return {"texts_embedded": self.texts_embedded, "cache_hits": self.cache_hits, "batches": self.batches}
 
 
+def embed_texts(deps: Dependencies, model: EmbeddingModel, texts: list[str]) -> Vectors:
+    """Embeds a few texts (OCR chunks, queries) through the same cache and backoff."""
+    return EmbeddingRun(deps, model).embed(texts)
+
+
 def write_index(
-    svc: Services, kb: KnowledgeBase, space: IndexSpace, knowledge_id: str, entries: list[IndexEntry]
+    deps: Dependencies, kb: KnowledgeBase, space: IndexSpace, knowledge_id: str, entries: list[IndexEntry]
 ) -> None:
     """Delete-then-write with a few quick retries (200 ms doubling), as WeKnora's indexer does."""
-    engine = svc.engine(kb.retrieval_engine)
+    engine = deps.engine(kb.retrieval_engine)
     delay = 0.2
-    for attempt in range(svc.settings.index_write_attempts):
+    for attempt in range(deps.settings.index_write_attempts):
         try:
             engine.delete_by_knowledge(space, kb.id, [knowledge_id])
             engine.batch_index(space, entries)
             return
-        except Exception as error:
-            if attempt + 1 >= svc.settings.index_write_attempts:
+        except Exception as error:  # the engine's client errors vary by backend; all are retried here
+            if attempt + 1 >= deps.settings.index_write_attempts:
                 raise TransientStageError(
-                    f"index write failed: {error}", code=SpanErrorCode.VECTORSTORE_WRITE_FAILED
+                    f"index write failed: {type(error).__name__}", code=SpanErrorCode.VECTORSTORE_WRITE_FAILED
                 ) from error
-            log.warning("index write failed (try %d): %s", attempt + 1, error)
-            svc.sleep(delay)
+            logger.warning("index write failed", extra={"try": attempt + 1, "error": type(error).__name__})
+            deps.sleep(delay)
             delay *= 2
 
 
-def index_knowledge(svc: Services, knowledge: Knowledge, kb: KnowledgeBase) -> dict[str, Any]:
-    chunks = [c for c in svc.chunks.list(knowledge.id) if c.metadata.get("attempt") == knowledge.attempt]
+def index_knowledge(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict[str, Any]:
+    chunks = [c for c in deps.chunks.list(knowledge.id) if c.metadata.get("attempt") == knowledge.attempt]
     text_chunks = [c for c in chunks if c.chunk_type == ChunkType.TEXT]
     strategy = kb.indexing_strategy
     if not strategy.needs_embedding:
         return {"chunks": len(chunks), "entries_indexed": 0, "skipped": "vector and keyword indexing are off"}
-    model = svc.embedding_model(kb.embedding_model_id)
-    space = svc.index_space(model)
+    from ..chunker import index_text
+
+    model = deps.embedding_model(kb.embedding_model_id)
+    space = IndexSpace.of(model)
     texts = [index_text(knowledge.title, c.context_header, c.content) for c in text_chunks]
-    run = EmbeddingRun(svc, model, space, lambda out: svc.tracker.progress(knowledge, Stage.EMBEDDING, out))
+    run = EmbeddingRun(deps, model, lambda out: deps.tracker.progress(knowledge, Stage.EMBEDDING, out))
     vectors = run.embed(texts) if strategy.vector_enabled else None
     entries = [
         IndexEntry(
@@ -181,31 +236,12 @@ def index_knowledge(svc: Services, knowledge: Knowledge, kb: KnowledgeBase) -> d
         )
         for i, (chunk, text) in enumerate(zip(text_chunks, texts, strict=True))
     ]
-    write_index(svc, kb, space, knowledge.id, entries)
-    engine = svc.engine(kb.retrieval_engine)
+    write_index(deps, kb, space, knowledge.id, entries)
     return {
         "chunks": len(chunks),
         "entries_indexed": len(entries),
         **run.outputs(),
         "model": model.model_id,
         "dimensions": model.dimensions,
-        "engine": engine.engine_name,
+        "engine": deps.engine(kb.retrieval_engine).engine_name,
     }
-
-
-def embed_texts(svc: Services, model: EmbeddingModel, texts: list[str]) -> Vectors:
-    """Embeds a few texts (OCR chunks, queries) through the same cache and backoff."""
-    return EmbeddingRun(svc, model, svc.index_space(model)).embed(texts)
-
-
-def rollback_indexing(svc: Services, knowledge_id: str) -> None:
-    """The specification's compensation when indexing fails for good: no orphan chunks or vectors."""
-    knowledge = svc.knowledge.get(knowledge_id)
-    if knowledge is None:
-        return
-    from .reparse import remove_derived_data
-
-    remove_derived_data(svc, knowledge)
-
-
-__all__ = ["EmbeddingRun", "embed_texts", "index_knowledge", "index_text", "rollback_indexing"]

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from ...ports import ModelThrottled, ModelUnavailable
+from .ports import ModelThrottled, ModelUnavailable
 
 T = TypeVar("T")
 

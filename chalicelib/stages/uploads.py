@@ -1,19 +1,17 @@
-"""S3 ObjectCreated → SQS → this handler → the same create path as the multipart upload."""
+"""uploads queue: S3 ObjectCreated notifications of presigned uploads → the same create path as the
+multipart upload."""
 
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from .batch import process_batch
-from .bootstrap import Services
-from .create import accept_uploaded_object
-
-log = logging.getLogger(__name__)
+from ..create import accept_uploaded_object
+from ..ports import Dependencies
+from .runner import process_batch
 
 
 def object_keys(body: str) -> list[str]:
@@ -29,14 +27,14 @@ def object_keys(body: str) -> list[str]:
     return keys
 
 
-def handle_upload_events(svc: Services, event: dict[str, Any], context: Any) -> dict[str, Any]:
-    def handle(record: SQSRecord) -> None:
+def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def one(record: SQSRecord) -> None:
         try:
             keys = object_keys(record.body)
-        except (ValueError, KeyError, TypeError) as error:
-            svc.queue.dead_letter("uploads", record.body, f"not an S3 notification: {error}")
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            deps.queue.dead_letter("uploads", record.body, f"not an S3 notification: {type(error).__name__}")
             return
         for key in keys:
-            accept_uploaded_object(svc, key)
+            accept_uploaded_object(deps, key)
 
-    return process_batch(event, context, handle)
+    return process_batch(event, context, one)

@@ -1,0 +1,35 @@
+"""Readiness: does each backing service answer? Each probe is one cheap call; none raises."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..observability import logger
+
+
+class AwsHealthProbe:
+    def __init__(
+        self,
+        *,
+        knowledge_table: Callable[[], Any],
+        queue: Any,
+        queues: Sequence[str],
+        bucket: Callable[[], Any],
+    ) -> None:
+        self._checks: dict[str, Callable[[], Any]] = {
+            "table": knowledge_table,
+            "queues": lambda: [queue.ping(name) for name in queues],
+            "bucket": bucket,
+        }
+
+    def probe(self) -> dict[str, bool]:
+        results = {}
+        for name, check in self._checks.items():
+            try:
+                check()
+                results[name] = True
+            except Exception as error:  # a probe reports; it never fails the health route itself
+                logger.warning("health check failed", extra={"check": name, "error": type(error).__name__})
+                results[name] = False
+        return results

@@ -1,0 +1,140 @@
+"""HTTP plumbing: WeKnora's envelope, the API key, body limits, JSON and multipart bodies, query values."""
+
+from __future__ import annotations
+
+import json
+from email.message import Message
+from email.parser import BytesParser
+from email.policy import HTTP
+from typing import Any
+
+from chalice import Response
+from chalice.app import Request
+
+from ..domain.errors import AppError, BadRequest, PayloadTooLarge
+
+JSON_HEADERS: dict[str, str | list[str]] = {"Content-Type": "application/json"}
+#: deeper JSON than this is never a legitimate body here; the parser itself would hit its recursion limit
+MAX_JSON_DEPTH = 64
+
+
+def ok(data: Any, status: int = 200, message: str | None = None) -> Response:
+    body: dict[str, Any] = {"success": True, "data": data}
+    if message:
+        body["message"] = message
+    return Response(body=body, status_code=status, headers=JSON_HEADERS)
+
+
+def error_response(error: AppError) -> Response:
+    detail: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.details is not None:
+        detail["details"] = error.details
+    body: dict[str, Any] = {"success": False, "error": detail}
+    if error.data is not None:
+        # WeKnora's 409 carries the existing row as `data`, with `code` and `message` beside it.
+        body.update({"data": error.data, "code": error.code, "message": error.message})
+    return Response(body=body, status_code=error.status, headers=JSON_HEADERS)
+
+
+def api_key(request: Request) -> str:
+    headers: Any = request.headers or {}
+    return str(headers.get("x-api-key", ""))
+
+
+def raw_body(request: Request, limit: int) -> bytes:
+    raw = request.raw_body
+    data = raw if isinstance(raw, bytes) else raw.encode()
+    if len(data) > limit:
+        raise PayloadTooLarge(
+            f"request body is {len(data)} bytes; bodies over {limit} bytes exceed the API payload limit: "
+            "POST /knowledge-bases/{id}/knowledge/upload-url and PUT the file to the returned URL",
+            code="use_presigned_upload",
+        )
+    return data
+
+
+def _json_depth_ok(text: str) -> bool:
+    """A cheap bracket count before parsing: json.loads on 100,000 nested arrays would recurse."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_DEPTH:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def json_body(request: Request, limit: int) -> dict[str, Any]:
+    """The body as a JSON object (an empty body is `{}`)."""
+    data = raw_body(request, limit)
+    if not data.strip():
+        return {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BadRequest("the body must be UTF-8 JSON", code="invalid_json") from error
+    if not _json_depth_ok(text):
+        raise BadRequest(f"the body is nested deeper than {MAX_JSON_DEPTH} levels", code="invalid_json")
+    try:
+        body = json.loads(text)
+    except ValueError as error:
+        raise BadRequest("the body must be JSON", code="invalid_json") from error
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object", code="invalid_json")
+    try:  # JSON can spell lone surrogates (\ud800) that no storage or model can take
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise BadRequest("the body contains unpaired surrogate characters", code="invalid_json") from error
+    return body
+
+
+class MultipartForm:
+    def __init__(self, fields: dict[str, str], files: dict[str, tuple[str, bytes]]):
+        self.fields = fields
+        self.files = files
+
+
+def parse_multipart(content_type: str, body: bytes) -> MultipartForm:
+    if not content_type.lower().startswith("multipart/form-data") or "boundary=" not in content_type:
+        raise BadRequest("expected multipart/form-data with a boundary", code="invalid_multipart")
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
+    message: Message = BytesParser(policy=HTTP).parsebytes(head + body)
+    if not message.is_multipart():
+        raise BadRequest("could not parse the multipart body", code="invalid_multipart")
+    fields: dict[str, str] = {}
+    files: dict[str, tuple[str, bytes]] = {}
+    for part in message.iter_parts():  # type: ignore[attr-defined]
+        name = part.get_param("name", header="content-disposition")
+        if not name:
+            continue
+        payload = part.get_payload(decode=True) or b""
+        filename = part.get_filename()
+        if filename is not None:
+            files[str(name)] = (str(filename), payload)
+        else:
+            charset = part.get_content_charset() or "utf-8"
+            try:
+                fields[str(name)] = payload.decode(charset, errors="replace")
+            except LookupError as error:
+                raise BadRequest(
+                    f"form field {name!r} has an unknown charset", code="invalid_multipart"
+                ) from error
+    return MultipartForm(fields, files)
+
+
+def query(request: Request) -> dict[str, str]:
+    params: Any = request.query_params or {}
+    return {str(k): str(v) for k, v in params.items()}

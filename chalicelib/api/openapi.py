@@ -1,0 +1,153 @@
+"""The OpenAPI 3.1 document, generated from the Chalice app's routes and the same pydantic models that
+validate the request bodies (`chalicelib.commands`), so a client generator or a fuzzer sees exactly what
+the API accepts."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from ..settings import app_version
+from .routes import OPERATIONS, Operation
+
+REF_TEMPLATE = "#/components/schemas/{model}"
+_PARAM = re.compile(r"{([^}]+)}")
+
+
+def _envelope(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _common_schemas() -> dict[str, Any]:
+    return {
+        "Success": {
+            "type": "object",
+            "required": ["success", "data"],
+            "properties": {"success": {"const": True}, "data": {}, "message": {"type": "string"}},
+        },
+        "Error": {
+            "type": "object",
+            "required": ["success", "error"],
+            "properties": {
+                "success": {"const": False},
+                "error": {
+                    "type": "object",
+                    "required": ["code", "message"],
+                    "properties": {
+                        "code": {"type": "string", "description": "a stable, machine-readable code"},
+                        "message": {"type": "string"},
+                        "details": {"type": "array", "items": {"type": "object"}},
+                    },
+                },
+                "data": {"description": "409 duplicates carry the existing row"},
+            },
+        },
+    }
+
+
+def _query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
+    schema = model.model_json_schema()
+    required = set(schema.get("required", []))
+    return [
+        {"name": name, "in": "query", "required": name in required, "schema": prop}
+        for name, prop in schema.get("properties", {}).items()
+    ]
+
+
+def _request_body(op: Operation) -> dict[str, Any] | None:
+    if op.body is None:
+        return None
+    ref = {"$ref": REF_TEMPLATE.format(model=op.body.__name__)}
+    if op.multipart:
+        file_part = {"type": "string", "format": "binary", "description": "the document"}
+        return {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "allOf": [
+                            ref,
+                            {"type": "object", "properties": {"file": file_part}, "required": ["file"]},
+                        ]
+                    }
+                }
+            },
+        }
+    return {"required": False, "content": {"application/json": {"schema": ref}}}
+
+
+def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
+    op = OPERATIONS[view_name]
+    responses: dict[str, Any] = {
+        str(op.status): {
+            "description": "success",
+            "content": {"application/json": {"schema": _envelope("Success")}},
+        },
+        "400": {
+            "description": "invalid input",
+            "content": {"application/json": {"schema": _envelope("Error")}},
+        },
+        "404": {"description": "not found", "content": {"application/json": {"schema": _envelope("Error")}}},
+        "413": {
+            "description": "body too large",
+            "content": {"application/json": {"schema": _envelope("Error")}},
+        },
+    }
+    if op.auth:
+        responses["401"] = {
+            "description": "missing or invalid API key",
+            "content": {"application/json": {"schema": _envelope("Error")}},
+        }
+    parameters = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string", "maxLength": 200}}
+        for name in _PARAM.findall(path)
+    ]
+    if op.query is not None:
+        parameters += _query_parameters(op.query)
+    document: dict[str, Any] = {
+        "operationId": view_name,
+        "summary": op.summary,
+        "tags": [op.tag],
+        "parameters": parameters,
+        "responses": responses,
+    }
+    body = _request_body(op)
+    if body is not None:
+        document["requestBody"] = body
+    document["security"] = [{"ApiKey": []}] if op.auth else []
+    return document
+
+
+def build_document(app: Any) -> dict[str, Any]:
+    """`app` is the Chalice app: every route it serves is documented (a test checks none is missing)."""
+    paths: dict[str, Any] = {}
+    seen_ids: dict[str, int] = {}
+    for path, methods in sorted(app.routes.items()):
+        for method, entry in sorted(methods.items()):
+            item = _operation(entry.view_name, path, method.lower())
+            count = seen_ids.get(item["operationId"], 0)
+            seen_ids[item["operationId"]] = count + 1
+            if count:  # one view serving two paths (an alias): operation ids must be unique
+                item["operationId"] = f"{item['operationId']}_{count + 1}"
+            paths.setdefault(path, {})[method.lower()] = item
+    models = sorted(
+        {op.body for op in OPERATIONS.values() if op.body is not None}, key=lambda model: model.__name__
+    )
+    _, schemas = models_json_schema([(model, "validation") for model in models], ref_template=REF_TEMPLATE)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "weknora-ingest",
+            "version": app_version(),
+            "description": "WeKnora-grade document ingestion for RAG knowledge bases. Replies use the "
+            "envelope {success, data} or {success: false, error: {code, message}}.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": {**_common_schemas(), **schemas.get("$defs", {})},
+            "securitySchemes": {"ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}},
+        },
+    }

@@ -1,0 +1,242 @@
+"""The HTTP operations app.py routes to: authenticate, validate the body into its command model, call one
+operation, shape the reply. Each is registered with its body and query models, from which
+`openapi.build_document` generates the OpenAPI document.
+
+Every failure becomes WeKnora's envelope: an AppError with its status and stable code; anything else is our
+fault and a 500 without internals (the traceback goes to the log).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from chalice import Response
+from chalice.app import Request
+from pydantic import BaseModel
+
+from .. import chunk_preview, commands, create, knowledge, knowledge_bases, reparse, search, tenants
+from ..commands import validate
+from ..domain.errors import AppError, BadRequest
+from ..domain.types import Tenant
+from ..observability import logger
+from ..ports import Dependencies
+from ..settings import app_version
+from .http import api_key, error_response, json_body, ok, parse_multipart, query, raw_body
+
+R = TypeVar("R", bound=Callable[..., Response])
+
+
+@dataclass(frozen=True)
+class Operation:
+    summary: str
+    tag: str
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    status: int = 200
+    auth: bool = True
+    multipart: bool = False
+
+
+#: view name (the app.py function and this module's function share it) -> what OpenAPI says about it
+OPERATIONS: dict[str, Operation] = {}
+
+
+def operation(summary: str, tag: str, **kwargs: Any) -> Callable[[R], R]:
+    def register(fn: R) -> R:
+        OPERATIONS[fn.__name__] = Operation(summary, tag, **kwargs)
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kw: Any) -> Response:
+            try:
+                return fn(*args, **kw)
+            except AppError as error:
+                return error_response(error)
+            except Exception:
+                logger.exception("unhandled error", extra={"route": fn.__name__})
+                return error_response(AppError("internal error", code="internal_error"))
+
+        return call  # type: ignore[return-value]
+
+    return register
+
+
+def _tenant(deps: Dependencies, request: Request | None) -> Tenant:
+    return tenants.authenticate(deps, api_key(_present(request)))
+
+
+def _present(request: Request | None) -> Request:
+    if request is None:  # Chalice sets current_request for every HTTP invocation
+        raise AppError("no current request", code="internal_error")
+    return request
+
+
+def _body(deps: Dependencies, request: Request | None, model: type[commands.B]) -> commands.B:
+    return validate(model, json_body(_present(request), deps.settings.api_max_body))
+
+
+# ---------------------------------------------------------------- service
+
+
+@operation(
+    "Liveness and readiness: version and whether the table, queues and bucket answer", "service", auth=False
+)
+def health(deps: Dependencies, request: Request | None) -> Response:
+    checks = deps.health.probe()
+    healthy = all(checks.values())
+    return ok(
+        {"status": "ok" if healthy else "degraded", "version": app_version(), "checks": checks},
+        200 if healthy else 503,
+    )
+
+
+@operation("This OpenAPI document", "service", auth=False)
+def openapi_document(app: Any) -> Response:
+    from .openapi import build_document
+
+    return Response(body=build_document(app), status_code=200, headers={"Content-Type": "application/json"})
+
+
+@operation("The parser engines and whether each is available here", "service")
+def parser_engines(deps: Dependencies, request: Request | None) -> Response:
+    _tenant(deps, request)
+    return ok(deps.docreader().engines())
+
+
+# ---------------------------------------------------------------- knowledge bases
+
+
+@operation("Create a knowledge base", "knowledge-bases", body=commands.CreateKnowledgeBase, status=201)
+def create_knowledge_base(deps: Dependencies, request: Request | None) -> Response:
+    tenant = _tenant(deps, request)
+    kb = knowledge_bases.create_kb(deps, tenant.id, _body(deps, request, commands.CreateKnowledgeBase))
+    return ok(kb.to_dict(), 201)
+
+
+@operation("List the tenant's knowledge bases", "knowledge-bases")
+def list_knowledge_bases(deps: Dependencies, request: Request | None) -> Response:
+    tenant = _tenant(deps, request)
+    return ok([kb.to_dict() for kb in knowledge_bases.list_kbs(deps, tenant.id)])
+
+
+@operation("One knowledge base", "knowledge-bases")
+def get_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(knowledge_bases.get_kb(deps, tenant.id, kb_id).to_dict())
+
+
+@operation("Hybrid (BM25 + vector, RRF) search", "knowledge-bases", body=commands.SearchRequest)
+def hybrid_search(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(search.hybrid_search(deps, tenant.id, kb_id, _body(deps, request, commands.SearchRequest)))
+
+
+# ---------------------------------------------------------------- creating knowledge
+
+
+@operation(
+    "Upload a file (multipart: `file` and the form fields; over ~4.5 MB use upload-url)",
+    "knowledge",
+    body=commands.FileUploadForm,
+    multipart=True,
+)
+def upload_file(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    http = _present(request)
+    body = raw_body(http, deps.settings.api_max_body)
+    headers: Any = http.headers or {}
+    form = parse_multipart(str(headers.get("content-type", "")), body)
+    if "file" not in form.files:
+        raise BadRequest("the form has no `file` part", code="missing_file")
+    file_name, data = form.files["file"]
+    fields = validate(commands.FileUploadForm, {k: v for k, v in form.fields.items() if v != ""})
+    upload = create.FileUpload(
+        data=data,
+        file_name=fields.file_name or file_name,
+        metadata=fields.metadata,
+        tag_ids=fields.tag_ids,
+        overrides=(fields.process_config or commands.ProcessConfig()).overrides(fields.enable_multimodel),
+        channel=fields.channel,
+    )
+    return ok(create.create_from_file(deps, tenant.id, kb_id, upload).to_dict())
+
+
+@operation("A presigned S3 PUT for a large file", "knowledge", body=commands.UploadUrlRequest, status=201)
+def presigned_upload(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, commands.UploadUrlRequest)
+    return ok(create.create_upload_url(deps, tenant.id, kb_id, body), 201)
+
+
+@operation(
+    "Import a URL (a file link or a web page)", "knowledge", body=commands.UrlImportRequest, status=201
+)
+def import_url(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, commands.UrlImportRequest)
+    return ok(create.create_from_url(deps, tenant.id, kb_id, body).to_dict(), 201)
+
+
+@operation("Hand-written Markdown (draft or publish)", "knowledge", body=commands.ManualRequest)
+def create_manual(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, commands.ManualRequest)
+    return ok(create.create_manual(deps, tenant.id, kb_id, body).to_dict())
+
+
+# ---------------------------------------------------------------- reading and operating
+
+
+@operation("A knowledge base's knowledge, newest first", "knowledge", query=commands.ListKnowledgeQuery)
+def list_knowledge(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    params = validate(commands.ListKnowledgeQuery, query(_present(request)))
+    return ok(knowledge.list_knowledge(deps, tenant.id, kb_id, params))
+
+
+@operation("One knowledge row", "knowledge")
+def get_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(knowledge.get_knowledge(deps, tenant.id, knowledge_id).to_dict())
+
+
+@operation("The stage tree of an attempt (alias /stages)", "knowledge", query=commands.SpansQuery)
+def knowledge_spans(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    params = validate(commands.SpansQuery, query(_present(request)))
+    return ok(knowledge.spans(deps, tenant.id, knowledge_id, params.attempt))
+
+
+@operation("Parse again as a new attempt", "knowledge", body=commands.ReparseRequest)
+def reparse_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, commands.ReparseRequest)
+    return ok(reparse.reparse(deps, tenant.id, knowledge_id, body).to_dict())
+
+
+@operation(
+    "Chunks of a text or a parsed knowledge, with tier diagnostics",
+    "knowledge",
+    body=commands.ChunkPreviewRequest,
+)
+def chunker_preview(deps: Dependencies, request: Request | None) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, commands.ChunkPreviewRequest)
+    return ok(chunk_preview.preview_chunks(deps, tenant.id, body))
+
+
+# ---------------------------------------------------------------- tenant
+
+
+@operation("The tenant's settings", "tenant")
+def get_tenant_settings(deps: Dependencies, request: Request | None) -> Response:
+    return ok(tenants.settings_of(_tenant(deps, request)))
+
+
+@operation("Replace the tenant's settings", "tenant", body=commands.TenantSettingsRequest)
+def put_tenant_settings(deps: Dependencies, request: Request | None) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, commands.TenantSettingsRequest)
+    return ok(tenants.put_settings(deps, tenant, body))

@@ -1,0 +1,283 @@
+"""Typed inputs of the operations: what each request body must be, validated at the boundary (pydantic).
+
+The API parses every body into one of these models before an operation runs, and the OpenAPI document
+(`GET /api/v1/openapi.json`) is generated from the same models, so the documentation and the validation
+cannot drift apart. A field that fails validation gives a 400 with the field's stable code
+(`x-error-code` in the schema), or `invalid_body`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from .domain.errors import BadRequest
+
+B = TypeVar("B", bound=BaseModel)
+
+MAX_METADATA_BYTES = 64 * 1024
+MAX_METADATA_DEPTH = 8
+MAX_TAGS = 100
+MAX_MODEL_ID = 300
+
+
+def code(error_code: str, **kwargs: Any) -> Any:
+    """A field with a stable error code (shown in the schema as `x-error-code`)."""
+    extra = dict(kwargs.pop("json_schema_extra", None) or {})
+    extra["x-error-code"] = error_code
+    return Field(json_schema_extra=extra, **kwargs)
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
+
+def _metadata(value: Any) -> Any:
+    if value in (None, ""):
+        return {}
+    if isinstance(value, str):  # multipart forms carry metadata as a JSON string
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError) as error:
+            raise ValueError("metadata must be a JSON object") from error
+    if not isinstance(value, dict):
+        raise ValueError("metadata must be a JSON object")
+    if _depth(value) > MAX_METADATA_DEPTH:
+        raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
+    if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata is larger than {MAX_METADATA_BYTES} bytes")
+    return value
+
+
+def _tag_ids(value: Any) -> Any:
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):  # WeKnora's form field: a comma-separated list
+        value = value.split(",")
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise ValueError("tag_ids must be a list of strings or a comma-separated string")
+    return [t.strip() for t in value if t.strip()]
+
+
+Metadata = Annotated[dict[str, Any], BeforeValidator(_metadata)]
+TagIds = Annotated[
+    list[Annotated[str, Field(max_length=64)]], BeforeValidator(_tag_ids), Field(max_length=MAX_TAGS)
+]
+ModelId = Annotated[str, Field(max_length=MAX_MODEL_ID)]
+EngineRules = Annotated[
+    dict[
+        Annotated[str, Field(min_length=1, max_length=16)], Annotated[str, Field(min_length=1, max_length=32)]
+    ],
+    Field(max_length=64),
+]
+
+
+class Body(BaseModel):
+    """A request body: unknown fields and wrong types are errors, never silently coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ChunkingSettings(Body):
+    """Chunking settings of a knowledge base, or an upload's overrides of them (unset keeps the KB's)."""
+
+    chunk_size: int | None = Field(default=None, ge=1, le=7500)
+    chunk_overlap: int | None = Field(default=None, ge=0, le=3750)
+    separators: list[Annotated[str, Field(min_length=1, max_length=32)]] | None = Field(
+        default=None, min_length=1, max_length=20
+    )
+    strategy: Literal["recursive", "heading", "heuristic", "auto"] | None = None
+    enable_parent_child: bool | None = None
+    parent_chunk_size: int | None = Field(default=None, ge=64, le=32_000)
+    child_chunk_size: int | None = Field(default=None, ge=16, le=7500)
+    token_limit: int | None = Field(default=None, ge=0, le=100_000)
+    language: str | None = Field(default=None, max_length=16)
+    parser_engine_rules: EngineRules | None = None
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class QuestionGeneration(Body):
+    enabled: bool = False
+    question_count: int = Field(default=3, ge=1, le=10)
+
+
+class ProcessConfig(Body):
+    """Per-upload overrides of the knowledge base's processing settings (persisted on the row)."""
+
+    chunking: ChunkingSettings | None = None
+    enable_multimodel: bool | None = None
+    vlm_model_id: ModelId | None = None
+    asr_model_id: ModelId | None = None
+    ocr_engine: str | None = Field(default=None, max_length=32)
+    question_generation: QuestionGeneration | None = None
+    graph_enabled: bool | None = None
+    parser_engine_rules: EngineRules | None = None
+    summary_enabled: bool | None = None
+
+    def overrides(self, enable_multimodel: bool | None = None) -> dict[str, Any]:
+        """The overrides as stored; `process_config` wins over the form flag (spec §1.1)."""
+        data = self.model_dump(exclude_none=True)
+        if enable_multimodel is not None and "enable_multimodel" not in data:
+            data["enable_multimodel"] = enable_multimodel
+        return data
+
+
+def _process_config(value: Any) -> Any:
+    if isinstance(value, str):  # multipart forms carry process_config as a JSON string
+        if not value.strip():
+            return None
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError) as error:
+            raise ValueError("process_config must be a JSON object") from error
+    return value
+
+
+ProcessConfigField = Annotated[ProcessConfig | None, BeforeValidator(_process_config)]
+
+
+class IndexingStrategySettings(Body):
+    vector_enabled: bool = True
+    keyword_enabled: bool = True
+    wiki_enabled: bool = False
+    graph_enabled: bool = False
+
+
+class CreateKnowledgeBase(Body):
+    name: str = code("invalid_name", min_length=1, max_length=200)
+    description: str = code("invalid_description", default="", max_length=10_000)
+    type: Literal["document", "faq"] = code("invalid_kb_type", default="document")
+    chunking_config: ChunkingSettings | None = code("invalid_chunking_config", default=None)
+    indexing_strategy: IndexingStrategySettings | None = code("invalid_indexing_strategy", default=None)
+    embedding_model_id: ModelId = code("invalid_model_id", default="")
+    summary_model_id: ModelId = code("invalid_model_id", default="")
+    vlm_model_id: ModelId = code("invalid_model_id", default="")
+    asr_model_id: ModelId = code("invalid_model_id", default="")
+    retrieval_engine: Literal["", "embedded", "opensearch"] = code("invalid_engine", default="")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("name must not be blank")
+        return value.strip()
+
+
+class FileUploadForm(Body):
+    """The multipart upload's fields besides `file` (WeKnora's names)."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, populate_by_name=True)
+
+    file_name: str | None = code("invalid_file_name", default=None, alias="fileName", max_length=1024)
+    metadata: Metadata = code("invalid_metadata", default_factory=dict)
+    enable_multimodel: bool | None = code("invalid_form", default=None)
+    tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
+    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+    channel: str = code("invalid_form", default="api", max_length=32)
+
+
+class UploadUrlRequest(Body):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    file_name: str = code("missing_file_name", alias="fileName", min_length=1, max_length=1024)
+    file_size: int | None = code("invalid_file_size", default=None, ge=0)
+    content_type: str = code("invalid_content_type", default="", max_length=200)
+    metadata: Metadata = code("invalid_metadata", default_factory=dict)
+    tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
+    enable_multimodel: bool | None = code("invalid_body", default=None)
+    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+
+
+class UrlImportRequest(Body):
+    url: str = code("invalid_url", min_length=1, max_length=2048)
+    file_name: str = code("invalid_file_name", default="", max_length=1024)
+    file_type: str = code("invalid_file_type", default="", max_length=16)
+    title: str = code("invalid_title", default="", max_length=500)
+    enable_multimodel: bool | None = code("invalid_body", default=None)
+    tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
+    channel: str = code("invalid_channel", default="api", max_length=32)
+    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+
+
+class ManualRequest(Body):
+    title: str = code("invalid_title", default="", max_length=500)
+    content: str = code("empty_content", default="", max_length=1_000_000)
+    status: Literal["draft", "publish"] = code("invalid_status", default="publish")
+    tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
+    channel: str = code("invalid_channel", default="api", max_length=32)
+    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+
+
+class ReparseRequest(Body):
+    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+
+
+class SearchRequest(Body):
+    query_text: str = code("missing_query", min_length=1, max_length=10_000)
+    match_count: int = code("invalid_match_count", default=10, ge=1, le=100)
+
+    @field_validator("query_text")
+    @classmethod
+    def _query(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query_text must not be blank")
+        return value.strip()
+
+
+class ChunkPreviewRequest(Body):
+    text: str = code("text_too_long", default="", max_length=2_000_000)
+    knowledge_id: str = code("invalid_body", default="", max_length=200)
+    kb_id: str = code("invalid_body", default="", max_length=200)
+    chunking_config: ChunkingSettings | None = code("invalid_chunking_config", default=None)
+    limit: int = code("invalid_limit", default=500, ge=1, le=500)
+
+
+class TenantSettingsRequest(Body):
+    parser_engine_rules: EngineRules = code("invalid_engine_rules", default_factory=dict)
+
+
+def validate(model: type[B], data: Any) -> B:
+    """`data` as `model`, or a BadRequest with the first failing field's stable code."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise bad_request(model, error) from None
+
+
+def bad_request(model: type[BaseModel], error: ValidationError) -> BadRequest:
+    first = error.errors(include_url=False, include_input=False)[0]
+    location = [str(part) for part in first["loc"]]
+    field = model.model_fields.get(location[0]) if location else None
+    if field is None and location:  # the field was given by its alias
+        field = next((f for f in model.model_fields.values() if f.alias == location[0]), None)
+    extra = field.json_schema_extra if field is not None else None
+    error_code = str(extra.get("x-error-code", "invalid_body")) if isinstance(extra, dict) else "invalid_body"
+    where = ".".join(location) or "body"
+    details = [
+        {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
+        for e in error.errors(include_url=False, include_input=False)[:20]
+    ]
+    return BadRequest(f"{where}: {first['msg']}", code=error_code, details=details)
+
+
+class Query(BaseModel):
+    """Query-string parameters: values arrive as strings, so numbers are parsed (not strict)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class ListKnowledgeQuery(Query):
+    page: int = code("invalid_query", default=1, ge=1, le=100_000)
+    page_size: int = code("invalid_query", default=20, ge=1, le=100)
+
+
+class SpansQuery(Query):
+    attempt: int | None = code("invalid_query", default=None, ge=1)

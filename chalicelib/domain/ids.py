@@ -1,0 +1,42 @@
+"""Deterministic ids and content hashes: re-running a stage rewrites the same keys, so at-least-once
+delivery never duplicates chunks, vectors or executions."""
+
+from __future__ import annotations
+
+import hashlib
+
+
+def content_hash(text: str) -> str:
+    """sha256 of the text: chunk content hashes and embedding-cache keys."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def file_md5(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+def chunk_id(knowledge_id: str, attempt: int, seq: int, parent: bool = False) -> str:
+    return f"{knowledge_id}-a{attempt}-{'p' if parent else ''}{seq:05d}"
+
+
+def image_chunk_id(knowledge_id: str, attempt: int, image_index: int, kind: str = "ocr") -> str:
+    return f"{knowledge_id}-a{attempt}-{kind}{image_index:04d}"
+
+
+def execution_name(knowledge_id: str, attempt: int) -> str:
+    """One Step Functions execution per (knowledge, attempt): a repeated start is a no-op."""
+    return f"{knowledge_id}-{attempt}"[:80]
+
+
+def file_dedupe_key(tenant_id: str, kb_id: str, file_type: str, md5: str) -> str:
+    # Type-scoped: the same bytes as notes.md and notes.txt are two knowledge items (spec §1.2).
+    return f"{tenant_id}|{kb_id}|file|{file_type.lower()}|{md5}"
+
+
+def url_dedupe_key(tenant_id: str, kb_id: str, url: str) -> str:
+    return f"{tenant_id}|{kb_id}|url|{hashlib.md5(url.encode()).hexdigest()}"
+
+
+def api_key_hash(api_key: str) -> str:
+    """API keys are stored as their sha256: a leaked table does not leak keys."""
+    return hashlib.sha256(api_key.encode()).hexdigest()

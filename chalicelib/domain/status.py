@@ -1,0 +1,34 @@
+"""Which parse-status transitions are allowed from where: one home for the rules every repository
+(DynamoDB, the in-memory fake) and the state machine's conditional writes enforce."""
+
+from __future__ import annotations
+
+from .types import IN_FLIGHT_STATUSES, ParseStatus
+
+#: a worker may (re)start a stage of this attempt
+BEGIN_PROCESSING_FROM = frozenset({ParseStatus.PENDING, ParseStatus.PROCESSING})
+#: embedding finished: enable the document (it stays processing until enrichment is planned)
+MARK_INDEXED_FROM = frozenset({ParseStatus.PROCESSING})
+#: a stage's last try, housekeeping or the dead-letter path fails the row
+FAIL_FROM = IN_FLIGHT_STATUSES
+#: a reparse starts a new attempt from anything but drafts and rows being deleted
+REPARSE_FROM = frozenset(
+    {
+        ParseStatus.PENDING,
+        ParseStatus.PROCESSING,
+        ParseStatus.FINALIZING,
+        ParseStatus.COMPLETED,
+        ParseStatus.FAILED,
+        ParseStatus.CANCELLED,
+    }
+)
+
+
+def holds_dedupe_claim(status: ParseStatus) -> bool:
+    """Failed rows do not block a new upload of the same content (the specification's rule)."""
+    return status != ParseStatus.FAILED
+
+
+def is_in_flight(status: ParseStatus) -> bool:
+    """In flight rows carry the sparse `inflight` marker housekeeping queries."""
+    return status in IN_FLIGHT_STATUSES

@@ -1,0 +1,46 @@
+"""Reading knowledge: one row, a knowledge base's rows, the stage tree of an attempt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .commands import ListKnowledgeQuery
+from .create import missing_knowledge_error, require_kb
+from .domain.errors import BadRequest, NotFound
+from .domain.types import Knowledge
+from .ports import Dependencies
+
+
+def owned_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
+    """The row if it belongs to the tenant; another tenant's ids answer 404, as missing ones do."""
+    knowledge = deps.knowledge.get(knowledge_id)
+    if knowledge is None or knowledge.tenant_id != tenant_id:
+        raise NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
+    return knowledge
+
+
+def get_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
+    knowledge = deps.knowledge.get(knowledge_id)
+    if knowledge is None or knowledge.tenant_id != tenant_id:
+        raise missing_knowledge_error(deps, tenant_id, knowledge_id)
+    return knowledge
+
+
+def list_knowledge(
+    deps: Dependencies, tenant_id: str, kb_id: str, query: ListKnowledgeQuery
+) -> dict[str, Any]:
+    require_kb(deps, tenant_id, kb_id)
+    page = deps.knowledge.list_by_kb(kb_id, query.page, query.page_size)
+    return {
+        "items": [k.to_dict() for k in page.items],
+        "total": page.total,
+        "page": page.page,
+        "page_size": page.page_size,
+    }
+
+
+def spans(deps: Dependencies, tenant_id: str, knowledge_id: str, attempt: int | None) -> dict[str, Any]:
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    if attempt is not None and attempt > knowledge.attempt:
+        raise BadRequest(f"attempt must be from 1 to {knowledge.attempt}", code="invalid_query")
+    return deps.tracker.view(knowledge, attempt or knowledge.attempt)

@@ -1,0 +1,110 @@
+"""chunking queue: the attempt's parsed Markdown → chunks with offsets and breadcrumbs (DynamoDB).
+
+Chunk ids are deterministic per (knowledge, attempt, sequence) and the write replaces the knowledge's
+chunks, so a redelivered message or a crash mid-stage never duplicates chunks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from ..domain.errors import PermanentStageError, SpanErrorCode
+from ..domain.ids import chunk_id, content_hash
+from ..domain.process_config import resolve
+from ..domain.storage_keys import parsed_markdown_key
+from ..domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
+from ..ports import Dependencies
+from .runner import live_knowledge, run_stage
+
+MAX_CHUNKS_PER_DOCUMENT = 50_000
+
+
+def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return run_stage(deps, Stage.CHUNKING, event, context, run)
+
+
+def run(deps: Dependencies, message: StageMessage) -> None:
+    knowledge = live_knowledge(deps, message)
+    if knowledge is None:
+        return
+    kb = deps.kbs.get(knowledge.kb_id)
+    if kb is None:
+        raise PermanentStageError("the knowledge base no longer exists")
+    config = resolve(kb, knowledge.process_overrides).chunking
+    deps.tracker.begin_stage(
+        knowledge,
+        Stage.CHUNKING,
+        {
+            "chunk_size": config.chunk_size,
+            "chunk_overlap": config.chunk_overlap,
+            "strategy": config.strategy,
+            "parent_child": config.enable_parent_child,
+        },
+    )
+    from ..chunker import normalise_markdown
+
+    parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+    markdown = normalise_markdown(deps.files.read(parsed).decode("utf-8"))
+    chunks, extra = build_chunks(knowledge, markdown, config)
+    if not chunks:
+        raise PermanentStageError("the document produced no chunks", code=SpanErrorCode.CHUNKING_FAILED)
+    if len(chunks) > MAX_CHUNKS_PER_DOCUMENT:
+        raise PermanentStageError(
+            f"{len(chunks)} chunks is over the limit of {MAX_CHUNKS_PER_DOCUMENT}; use a larger chunk_size",
+            code=SpanErrorCode.CHUNKING_FAILED,
+        )
+    deps.chunks.replace_all(knowledge.id, chunks)
+    deps.tracker.end_stage(
+        knowledge,
+        Stage.CHUNKING,
+        {"chunks_written": len(chunks), "total_text_chars": len(markdown), **extra},
+    )
+    deps.queue.send(Stage.EMBEDDING, message)
+
+
+def build_chunks(
+    knowledge: Knowledge, markdown: str, config: ChunkingConfig
+) -> tuple[list[Chunk], dict[str, Any]]:
+    from ..chunker import split, split_parent_child
+
+    def make(seq: int, piece: Any, chunk_type: ChunkType, parent: bool = False) -> Chunk:
+        return Chunk(
+            id=chunk_id(knowledge.id, knowledge.attempt, seq, parent),
+            tenant_id=knowledge.tenant_id,
+            kb_id=knowledge.kb_id,
+            knowledge_id=knowledge.id,
+            seq=seq,
+            content=piece.content,
+            chunk_type=chunk_type,
+            start_at=piece.start,
+            end_at=piece.end,
+            context_header=piece.context_header,
+            content_hash=content_hash(piece.content),
+            metadata={"attempt": knowledge.attempt},
+        )
+
+    if config.enable_parent_child:
+        result = split_parent_child(markdown, config)
+        parents = [make(i, p, ChunkType.PARENT_TEXT, parent=True) for i, p in enumerate(result.parents)]
+        children = []
+        for i, child in enumerate(result.children):
+            chunk = make(i, child.piece, ChunkType.TEXT)
+            if child.parent_index >= 0:
+                chunk.parent_chunk_id = parents[child.parent_index].id
+            children.append(chunk)
+        used = {c.parent_chunk_id for c in children}
+        parents = [p for p in parents if p.id in used]
+        _link(parents)
+        _link(children)
+        return parents + children, {"parents": len(parents), "children": len(children)}
+    chunks = [make(i, piece, ChunkType.TEXT) for i, piece in enumerate(split(markdown, config))]
+    chunks = [c for c in chunks if c.content.strip()]
+    _link(chunks)
+    return chunks, {}
+
+
+def _link(chunks: list[Chunk]) -> None:
+    for before, after in itertools.pairwise(chunks):
+        before.next_chunk_id = after.id
+        after.pre_chunk_id = before.id

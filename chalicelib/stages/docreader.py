@@ -1,0 +1,141 @@
+"""docreader queue: the source (stored file or URL) → Markdown + stored images, per attempt.
+
+Idempotent: the row is moved to `processing` for this very attempt (a superseded, cancelled or deleted row
+is acknowledged and dropped), and the outputs are written under the attempt's deterministic keys, so a
+redelivered message rewrites the same objects.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from ..domain.errors import BadRequest, PermanentStageError, SpanErrorCode, TransientStageError
+from ..domain.filetypes import is_importable
+from ..domain.process_config import engine_rules
+from ..domain.storage_keys import exports_key, images_manifest_key, parsed_markdown_key
+from ..domain.types import Knowledge, KnowledgeType, Stage, StageMessage
+from ..observability import logger
+from ..ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
+from .runner import run_stage
+
+
+def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return run_stage(deps, Stage.DOCREADER, event, context, run)
+
+
+def run(deps: Dependencies, message: StageMessage) -> None:
+    knowledge = deps.knowledge.begin_processing(message.knowledge_id, message.attempt)
+    if knowledge is None:
+        logger.info(
+            "docreader: not processable (superseded, cancelled, deleted or done)",
+            extra={"knowledge_id": message.knowledge_id, "attempt": message.attempt},
+        )
+        return
+    kb = deps.kbs.get(knowledge.kb_id)
+    if kb is None:
+        raise PermanentStageError("the knowledge base no longer exists")
+    deps.tracker.begin_stage(
+        knowledge,
+        Stage.DOCREADER,
+        {
+            "file_name": knowledge.file_name,
+            "file_type": knowledge.file_type,
+            "is_url": knowledge.type in (KnowledgeType.URL, KnowledgeType.FILE_URL),
+        },
+    )
+    data, file_name, file_type, title = _source(deps, knowledge)
+    tenant = deps.tenants.get(knowledge.tenant_id)
+    rules = engine_rules(kb, tenant.parser_engine_rules if tenant else {}, knowledge.process_overrides)
+    engine = rules.get(file_type, "")
+    result = deps.docreader().read(
+        ReadRequest(
+            data=data,
+            file_name=file_name or f"source.{file_type}",
+            file_type=file_type,
+            engine=engine,
+            options={"parser_engine_rules": rules},
+            url=knowledge.source,
+        )
+    )
+    ocr_text = _ocr_uploaded_image(deps, result)
+    resolved = _store_images(deps, knowledge, result)
+    images = [asdict(image) for image in resolved.images]
+    markdown = resolved.markdown
+    if ocr_text:
+        markdown = f"{markdown.rstrip()}\n\n{ocr_text}\n"
+        for image in images:
+            if image["is_original"]:
+                image["ocr_in_markdown"] = True
+    if not markdown.strip() and not images:
+        raise PermanentStageError(
+            "the document has no extractable text", code=SpanErrorCode.DOCREADER_PARSE_FAILED
+        )
+    attempt_key = (knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    deps.files.save(parsed_markdown_key(*attempt_key), markdown.encode(), "text/markdown; charset=utf-8")
+    deps.files.save(images_manifest_key(*attempt_key), json.dumps(images).encode(), "application/json")
+    deps.tracker.end_stage(
+        knowledge,
+        Stage.DOCREADER,
+        {
+            "markdown_chars": len(markdown),
+            "images": len(images),
+            "dropped_icons": resolved.dropped_icons,
+            "title": title,
+            "engine": result.metadata.get("engine", engine or "default"),
+        },
+    )
+    deps.queue.send(Stage.CHUNKING, message)
+
+
+def _source(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, str]:
+    """(data, file_name, file_type, title) of the knowledge's source."""
+    if knowledge.type in (KnowledgeType.URL, KnowledgeType.FILE_URL):
+        return _fetch_url(deps, knowledge)
+    try:
+        data = deps.files.read(knowledge.file_path)
+    except FileNotFoundError as error:
+        raise PermanentStageError(
+            "the stored source file is missing", code=SpanErrorCode.DOCREADER_PARSE_FAILED
+        ) from error
+    return data, knowledge.file_name, knowledge.file_type, knowledge.title
+
+
+def _fetch_url(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, str]:
+    try:
+        deps.urls.check(knowledge.source)  # again in the worker: DNS may have changed since the API checked
+    except BadRequest as error:
+        raise PermanentStageError(error.message, code=SpanErrorCode.DOCREADER_PARSE_FAILED) from error
+    try:
+        document = deps.urls.fetch(knowledge.source)
+    except FetchFailed as error:
+        stage_error = PermanentStageError if error.permanent else TransientStageError
+        raise stage_error(
+            f"could not fetch {knowledge.source}: {error.message}", code=SpanErrorCode.DOCREADER_PARSE_FAILED
+        ) from error
+    if not is_importable(document.file_type):  # what the URL really served decides, not its path
+        raise PermanentStageError(
+            f"the URL served an unsupported file type ({document.file_type or 'unknown'})",
+            code=SpanErrorCode.UNSUPPORTED_TYPE,
+        )
+    return document.data, document.file_name, document.file_type, document.title or knowledge.title
+
+
+def _store_images(deps: Dependencies, knowledge: Knowledge, result: ReadResult) -> ResolvedImages:
+    """Every image is stored through the KB's FileStore with dedupe, and the Markdown links rewritten."""
+
+    def save(data: bytes, ext: str) -> str:
+        return deps.files.save(exports_key(knowledge.tenant_id, ext), data)
+
+    return deps.image_resolver(save).resolve(result.markdown, result.images)
+
+
+def _ocr_uploaded_image(deps: Dependencies, result: ReadResult) -> str:
+    """An uploaded image's text goes into the Markdown, so it is chunked and searchable like any text.
+    OCR engines raise permanent errors for input they can never read and transient ones otherwise."""
+    original = next((image for image in result.images if image.is_original), None)
+    ocr = deps.ocr()
+    if original is None or ocr is None:
+        return ""
+    return ocr.recognize(original.data).strip()

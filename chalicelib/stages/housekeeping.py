@@ -1,0 +1,89 @@
+"""The housekeeping schedule: self-healing sweeps every 5 minutes (spec §1.21), deciding from facts.
+
+Sweep A fails pending/processing/finalizing rows untouched for longer than the threshold, unless a span
+heartbeat is newer, the row's state machine execution is still running, or a stage queue may still hold
+its message. Sweep B fails summaries stuck in `processing` for over an hour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..domain.clock import iso_before
+from ..domain.errors import SpanErrorCode
+from ..domain.ids import execution_name
+from ..domain.types import ParseStatus, SpanStatus, SummaryStatus
+from ..observability import logger
+from ..ports import Dependencies
+
+
+@dataclass
+class SweepReport:
+    recovered: list[str] = field(default_factory=list)
+    spared: dict[str, str] = field(default_factory=dict)
+    summaries_failed: list[str] = field(default_factory=list)
+
+
+def _threshold_text(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60}m{rest % 60}s"
+
+
+def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
+    now = now or datetime.now(UTC)
+    report = SweepReport()
+    cutoff = iso_before(deps.settings.stale_after_seconds, now)
+    for knowledge in deps.knowledge.in_flight_older_than(cutoff):
+        reason = _why_alive(deps, knowledge.id, knowledge.attempt, knowledge.parse_status, cutoff)
+        if reason:
+            report.spared[knowledge.id] = reason
+            continue
+        message = (
+            f"task stuck in {knowledge.parse_status.value} > "
+            f"{_threshold_text(deps.settings.stale_after_seconds)}, recovered by housekeeping"
+        )
+        if deps.knowledge.mark_failed(knowledge.id, knowledge.attempt, message, SpanErrorCode.TASK_TIMEOUT):
+            deps.tracker.close_root(
+                knowledge.id, knowledge.attempt, SpanStatus.FAILED, SpanErrorCode.TASK_TIMEOUT, message
+            )
+            report.recovered.append(knowledge.id)
+    summary_cutoff = iso_before(deps.settings.summary_stale_after_seconds, now)
+    for knowledge in deps.knowledge.summaries_processing_older_than(summary_cutoff):
+        if deps.knowledge.set_summary_status(
+            knowledge.id, SummaryStatus.FAILED.value, only_if=SummaryStatus.PROCESSING.value
+        ):
+            report.summaries_failed.append(knowledge.id)
+    if report.recovered or report.summaries_failed:
+        logger.warning(
+            "housekeeping recovered stuck rows",
+            extra={"recovered": report.recovered, "summaries_failed": report.summaries_failed},
+        )
+    return report
+
+
+def handle(deps: Dependencies, event: Any = None) -> dict[str, Any]:
+    report = sweep(deps)
+    return {
+        "recovered": report.recovered,
+        "spared": report.spared,
+        "summaries_failed": report.summaries_failed,
+    }
+
+
+def _why_alive(deps: Dependencies, knowledge_id: str, attempt: int, status: ParseStatus, cutoff: str) -> str:
+    last = deps.spans.last_activity_iso(knowledge_id)
+    if last is not None and last >= cutoff:
+        return "span heartbeat is recent"
+    try:
+        if status != ParseStatus.PENDING and deps.workflow.is_running(execution_name(knowledge_id, attempt)):
+            return "state machine execution is running"
+    except Exception:
+        logger.exception("could not check the execution", extra={"knowledge_id": knowledge_id})
+    try:
+        if status in (ParseStatus.PENDING, ParseStatus.PROCESSING) and deps.queue.has_pending(knowledge_id):
+            return "a stage queue may still hold its message"
+    except Exception:  # an unanswerable probe must not keep a stuck row alive forever (spec: fail safe)
+        logger.exception("could not inspect the queues", extra={"knowledge_id": knowledge_id})
+    return ""

@@ -1,0 +1,64 @@
+"""What travels on the queues, as typed models (Powertools Parser / pydantic): pointers only, never bodies.
+
+A body that does not validate is not a message we can ever process: the runner parks it in the DLQ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..domain.types import StageMessage
+
+
+class StageMessageModel(BaseModel):
+    """A main-stage message (docreader, chunking, embedding)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    tenant_id: str
+    knowledge_id: str = Field(min_length=1, max_length=200)
+    attempt: int = Field(ge=1)
+    #: times the stage was put back on its queue because a provider throttled (not a failed try)
+    deferrals: int = Field(default=0, ge=0)
+
+    def to_domain(self) -> StageMessage:
+        return StageMessage(self.tenant_id, self.knowledge_id, self.attempt, self.deferrals)
+
+
+class TaskMessageModel(BaseModel):
+    """A state machine task sent with `.waitForTaskToken`: the token and the document's pointers."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    task_token: str = Field(min_length=1)
+    tenant_id: str = ""
+    knowledge_id: str = Field(min_length=1, max_length=200)
+    attempt: int = Field(ge=1)
+
+
+class ImageRef(BaseModel):
+    index: int = Field(ge=0)
+    url: str = Field(min_length=1)
+    ocr_done: bool = False
+
+
+class ImageTaskModel(TaskMessageModel):
+    image: ImageRef
+
+
+class Subtask(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+    id_set: list[str] = Field(default_factory=list)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class SubtaskMessageModel(TaskMessageModel):
+    subtask: Subtask

@@ -1,0 +1,215 @@
+"""Runs one SQS batch of a stage or a state machine task with the specification's retry semantics.
+
+Main stages (`run_stage`):
+- each stage is tried at most `stage_max_receives` times (the queue's maxReceiveCount);
+- a permanent error (unsupported type, unparseable file) fails the knowledge at once and the message is
+  acknowledged, because a retry cannot help;
+- a transient error is retried by SQS; only the last try marks the knowledge `failed`, and the message
+  then goes on to the DLQ, where it is kept for inspection and redrive;
+- a body that is not a valid message is parked in the DLQ at once (nothing is lost).
+
+State machine tasks (`run_task`): the worker answers the task token once its work is durable; a row that
+moved on is answered "skipped"; the last try answers a failure, which the state machine catches.
+Partial batch failures are reported through Powertools, so one bad record never replays the others.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from pydantic import BaseModel, ValidationError
+
+from ..domain.errors import ContinueLater, DeferredStageError, SpanErrorCode, StageError
+from ..domain.types import Knowledge, ParseStatus, Stage, StageMessage
+from ..observability import logger, stage_outcome
+from ..ports import Dependencies
+from .messages import StageMessageModel, TaskMessageModel
+
+M = TypeVar("M", bound=BaseModel)
+StageWork = Callable[[Dependencies, StageMessage], None]
+TaskWork = Callable[[Dependencies, Any], dict[str, Any]]
+
+#: monotonic time by which a long stage should hand over to a fresh invocation (None: no limit known)
+stage_deadline: ContextVar[float | None] = ContextVar("stage_deadline", default=None)
+#: time kept back for the hand-over itself (the checkpoint write and the SQS send)
+DEADLINE_MARGIN_SECONDS = 30.0
+
+
+def deadline_of(context: Any) -> float | None:
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return None
+    return time.monotonic() + remaining() / 1000 - DEADLINE_MARGIN_SECONDS
+
+
+def out_of_time() -> bool:
+    deadline = stage_deadline.get()
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def process_batch(event: dict[str, Any], context: Any, handle: Callable[[SQSRecord], None]) -> dict[str, Any]:
+    """One SQS batch through Powertools' partial-failure processor: only failed records are retried."""
+    processor = BatchProcessor(event_type=EventType.SQS)
+    return dict(
+        process_partial_response(event=event, record_handler=handle, processor=processor, context=context)
+    )
+
+
+def parse_body(body: str, model: type[M]) -> M:
+    """The record's body as `model` (Powertools Parser); raises ValidationError."""
+    from aws_lambda_powertools.utilities.parser import parse
+
+    parsed: M = parse(event=body, model=model)  # type: ignore[call-overload]
+    return parsed
+
+
+def receive_count(record: SQSRecord) -> int:
+    try:
+        return int(record.attributes.approximate_receive_count or 1)
+    except (TypeError, ValueError):
+        return 1
+
+
+def fail_knowledge(deps: Dependencies, message: StageMessage, stage: Stage, code: str, reason: str) -> None:
+    deps.knowledge.mark_failed(message.knowledge_id, message.attempt, reason, code)
+    deps.tracker.fail_stage(message.knowledge_id, message.attempt, stage, code, reason)
+
+
+def live_knowledge(deps: Dependencies, message: StageMessage) -> Knowledge | None:
+    """The row when this attempt may still write (processing, same attempt); None to drop the message."""
+    knowledge = deps.knowledge.get(message.knowledge_id)
+    if (
+        knowledge is None
+        or knowledge.attempt != message.attempt
+        or knowledge.parse_status != ParseStatus.PROCESSING
+    ):
+        logger.info(
+            "dropping a message: row missing, superseded or not processing",
+            extra={"knowledge_id": message.knowledge_id, "attempt": message.attempt},
+        )
+        return None
+    return knowledge
+
+
+def run_stage(
+    deps: Dependencies,
+    stage: Stage,
+    event: dict[str, Any],
+    context: Any,
+    work: StageWork,
+    rollback: StageWork | None = None,
+) -> dict[str, Any]:
+    """`rollback` is the stage's compensation, run once when the stage fails for good."""
+
+    def give_up(message: StageMessage, code: str, reason: str) -> None:
+        if rollback is not None:
+            try:
+                rollback(deps, message)
+            except Exception:  # the failure is still recorded; reparse cleans up what is left
+                logger.exception("rollback failed", extra={"knowledge_id": message.knowledge_id})
+        fail_knowledge(deps, message, stage, code, reason)
+
+    def handle(record: SQSRecord) -> None:
+        try:
+            message = parse_body(record.body, StageMessageModel).to_domain()
+        except ValidationError as error:
+            reason = f"not a {stage.value} message: {error.error_count()} validation error(s)"
+            logger.error("parking an invalid message in the DLQ", extra={"queue": stage.value})
+            deps.queue.dead_letter(stage.value, record.body, reason)
+            return
+        last_try = receive_count(record) >= deps.settings.stage_max_receives
+        token = stage_deadline.set(deadline_of(context))
+        note = functools.partial(
+            stage_outcome, stage.value, knowledge_id=message.knowledge_id, attempt=message.attempt
+        )
+        try:
+            work(deps, message)
+            note("succeeded")
+        except ContinueLater:
+            deps.queue.send(stage, message)  # progress is checkpointed: a fresh invocation carries on
+            note("continued")
+            return
+        except DeferredStageError as error:
+            if message.deferrals < deps.settings.max_throttle_deferrals:
+                # Throttled: come back later without spending one of the stage's tries.
+                delay = int(min(deps.settings.max_defer_seconds, 900, max(1, error.delay_seconds)))
+                deferred = replace(message, deferrals=message.deferrals + 1)
+                deps.queue.send(stage, deferred, delay_seconds=delay)
+                note("deferred", delay_seconds=delay, deferrals=deferred.deferrals)
+                return
+            if last_try:
+                give_up(
+                    message,
+                    error.code,
+                    f"{error.message} (still throttled after {message.deferrals} deferrals)",
+                )
+            note("failed" if last_try else "retried", error=error.message)
+            raise
+        except StageError as error:
+            final = error.permanent or last_try
+            if final:
+                give_up(message, error.code, error.message)
+            note("failed" if final else "retried", error=error.message, code=str(error.code))
+            if not error.permanent:
+                raise
+        except Exception as error:
+            if last_try:
+                reason = f"{stage.value} failed after {deps.settings.stage_max_receives} tries: {error}"
+                give_up(message, SpanErrorCode.UNKNOWN, reason)
+            note("failed" if last_try else "retried", error=str(error))
+            raise
+        finally:
+            stage_deadline.reset(token)
+
+    return process_batch(event, context, handle)
+
+
+class Skip(Exception):
+    """The row moved on (superseded, cancelled, deleted): answer the token without doing the work."""
+
+
+def task_knowledge(deps: Dependencies, task: TaskMessageModel, *statuses: ParseStatus) -> Knowledge:
+    knowledge = deps.knowledge.get(task.knowledge_id)
+    if knowledge is None or knowledge.attempt != task.attempt or knowledge.parse_status not in statuses:
+        raise Skip("superseded, cancelled or deleted")
+    return knowledge
+
+
+def run_task(
+    deps: Dependencies,
+    event: dict[str, Any],
+    context: Any,
+    model: type[M],
+    work: Callable[[Dependencies, M], dict[str, Any]],
+    task: str,
+) -> dict[str, Any]:
+    """Runs `.waitForTaskToken` tasks: the worker answers its token once the work is durable."""
+
+    def handle(record: SQSRecord) -> None:
+        try:
+            body = parse_body(record.body, model)
+        except ValidationError as error:
+            deps.queue.dead_letter(task, record.body, f"not a {task} task: {error.error_count()} error(s)")
+            return
+        token = str(getattr(body, "task_token"))  # noqa: B009 - every task model carries one
+        try:
+            output = work(deps, body)
+        except Skip as skipped:
+            deps.workflow.task_success(token, {"skipped": True, "reason": str(skipped)})
+            return
+        except Exception as error:
+            if receive_count(record) >= deps.settings.stage_max_receives:
+                logger.exception("task failed on its last try", extra={"task": task})
+                deps.workflow.task_failure(token, f"{task}.failed", type(error).__name__)
+                return
+            raise
+        deps.workflow.task_success(token, output)
+
+    return process_batch(event, context, handle)
