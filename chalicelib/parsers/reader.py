@@ -3,17 +3,16 @@ builtin → simple, and turns every failure into a stage error a user can read."
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
 from ..domain.errors import PermanentStageError, SpanErrorCode, StageError, TransientStageError
 from ..domain.filetypes import AUDIO_EXTENSIONS, IMPORTABLE_EXTENSIONS, file_type_of
+from ..observability import logger
 from ..ports import AsrEngine, OcrEngine, ReadRequest, ReadResult
 from .base import Limits, ParseContext, ParserEngine, parse_failed, resolve_file_type, sniff, unsupported
 from .engines import default_engine_for
 
-log = logging.getLogger(__name__)
 NO_SPEECH_TEXT = "[No speech was recognised in this audio file.]"
 FALLBACK_CHAIN = ("builtin", "simple")
 
@@ -126,7 +125,7 @@ class EngineDocReader:
                 f"The parser timed out or lost a connection: {exc}", code=SpanErrorCode.DOCREADER_UNAVAILABLE
             ) from exc
         except Exception as exc:  # a parser library failing on this input will fail the same way again
-            log.warning("parser %s failed on %s", engine.name, request.file_name, exc_info=True)
+            logger.warning("parser failed", extra={"engine": engine.name}, exc_info=True)
             raise parse_failed(
                 f"The .{actual} file could not be parsed ({type(exc).__name__}: {str(exc)[:160]})."
             ) from exc
