@@ -36,6 +36,11 @@ def parser_engines() -> Response:
     return routes.parser_engines(get_deps(), app.current_request)
 
 
+@app.route(f"{V1}/models", methods=["GET"])
+def list_models() -> Response:
+    return routes.list_models(get_deps(), app.current_request)
+
+
 # ---------------------------------------------------------------- knowledge bases
 
 

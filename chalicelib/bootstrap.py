@@ -36,6 +36,7 @@ from .ports import (
     SpanRepo,
     TaskQueue,
     TenantRepo,
+    UnknownModel,
     UrlImporter,
     VisionModel,
     Workflow,
@@ -105,18 +106,25 @@ class Services:
                 self.models = ModelRegistry(self.settings.models)
             return self.models
 
+    def _spec(self, kind: str, name: str) -> str:
+        """A tenant names a model; only the operator's catalog says what (and where) it is."""
+        spec = self.settings.models.catalog.resolve(kind, name)
+        if spec is None:
+            raise UnknownModel(f"{kind} model {name!r} is not offered here")
+        return spec
+
     def embedding_model(self, model_id: str = "") -> EmbeddingModel:
-        model_id = model_id or self.settings.default_embedding_model
+        name = model_id or self.settings.default_embedding_model
         with self._lock:
-            if model_id not in self._embedders:
-                self._embedders[model_id] = self._registry().embedding(model_id)
-            return self._embedders[model_id]
+            if name not in self._embedders:
+                self._embedders[name] = self._registry().embedding(self._spec("embedding", name))
+            return self._embedders[name]
 
     def chat_model(self, model_id: str) -> ChatModel | None:
-        return self._registry().chat(model_id)
+        return self._registry().chat(self._spec("chat", model_id)) if model_id else None
 
     def vision_model(self, model_id: str) -> VisionModel | None:
-        return self._registry().vision(model_id)
+        return self._registry().vision(self._spec("vision", model_id)) if model_id else None
 
     # -- parsing
     def docreader(self) -> DocReader:

@@ -29,6 +29,7 @@ from .domain.storage_keys import (
 )
 from .domain.types import Knowledge, KnowledgeBase, KnowledgeType, ParseStatus, Stage, StageMessage
 from .observability import logger
+from .offered import check_override_models
 from .ports import Dependencies, DuplicateKnowledge
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -73,8 +74,12 @@ def enqueue_first_stage(
     return knowledge
 
 
-def _overrides(config: ProcessConfig | None, enable_multimodel: bool | None = None) -> dict[str, Any]:
-    return (config or ProcessConfig()).overrides(enable_multimodel)
+def _overrides(
+    deps: Dependencies, config: ProcessConfig | None, enable_multimodel: bool | None = None
+) -> dict[str, Any]:
+    overrides = (config or ProcessConfig()).overrides(enable_multimodel)
+    check_override_models(deps.settings, overrides)
+    return overrides
 
 
 def _gate_file(
@@ -99,6 +104,7 @@ def _gate_file(
 def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: FileUpload) -> Knowledge:
     kb = require_kb(deps, tenant_id, kb_id)
     overrides = upload.overrides
+    check_override_models(deps.settings, overrides)
     file_type = _gate_file(deps, kb, upload.file_name, len(upload.data), overrides)
     if not upload.data:
         raise BadRequest("the file is empty", code="empty_file")
@@ -157,7 +163,7 @@ def create_upload_url(
 ) -> dict[str, Any]:
     kb = require_kb(deps, tenant_id, kb_id)
     file_name, size = request.file_name, request.file_size
-    overrides = _overrides(request.process_config, request.enable_multimodel)
+    overrides = _overrides(deps, request.process_config, request.enable_multimodel)
     _gate_file(deps, kb, file_name, size, overrides)
     knowledge_id = str(uuid.uuid4())
     intent = {
@@ -282,8 +288,8 @@ def validate_url_shape(url: str) -> str:
 def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: UrlImportRequest) -> Knowledge:
     kb = require_kb(deps, tenant_id, kb_id)
     url = validate_url_shape(request.url)
+    overrides = _overrides(deps, request.process_config, request.enable_multimodel)
     deps.urls.check(url)
-    overrides = _overrides(request.process_config, request.enable_multimodel)
     file_name = request.file_name
     file_type = request.file_type.lower().lstrip(".")
     path_type = urlparse(url).path.rsplit(".", 1)[-1].lower() if "." in urlparse(url).path else ""
@@ -330,7 +336,7 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
         raise PayloadTooLarge(
             f"content is over {deps.settings.manual_max_runes} characters", code="content_too_long"
         )
-    overrides = _overrides(request.process_config)
+    overrides = _overrides(deps, request.process_config)
     knowledge_id = str(uuid.uuid4())
     data = content.encode()
     url = deps.files.save(source_object_key(tenant_id, knowledge_id, "md"), data, "text/markdown")

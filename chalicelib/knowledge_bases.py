@@ -9,10 +9,19 @@ from .create import require_kb
 from .domain.errors import Conflict
 from .domain.process_config import apply_chunking
 from .domain.types import IndexingStrategy, KnowledgeBase
+from .offered import check_engine, check_models
 from .ports import Dependencies
 
 
 def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) -> KnowledgeBase:
+    check_models(
+        deps.settings,
+        embedding=request.embedding_model_id,
+        chat=request.summary_model_id,
+        vision=request.vlm_model_id,
+        asr=request.asr_model_id,
+    )
+    check_engine(deps.settings, request.retrieval_engine)
     if deps.kbs.by_name(tenant_id, request.name) is not None:
         raise Conflict(f"a knowledge base named {request.name!r} exists", code="duplicate_kb_name")
     strategy = request.indexing_strategy

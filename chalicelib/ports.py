@@ -327,6 +327,12 @@ class ModelRequestError(ValueError):
         self.status = status
 
 
+class UnknownModel(ModelRequestError):
+    """The name is not one of the models the operator offers."""
+
+    code = "unknown_model"
+
+
 class ModelAuthError(ModelRequestError):
     """Credentials or permissions are wrong: a configuration problem, not a document problem."""
 

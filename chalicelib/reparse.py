@@ -8,6 +8,7 @@ from .derived_data import remove_derived_data
 from .domain.errors import BadRequest
 from .domain.types import Knowledge, ParseStatus
 from .knowledge import owned_knowledge
+from .offered import check_override_models
 from .ports import Dependencies
 
 
@@ -18,6 +19,8 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
             f"cannot reparse a knowledge that is {knowledge.parse_status.value}", code="invalid_state"
         )
     overrides = request.process_config.overrides() if request.process_config is not None else None
+    if overrides is not None:
+        check_override_models(deps.settings, overrides)
     remove_derived_data(deps, knowledge)
     try:
         knowledge = deps.knowledge.reset_for_reparse(knowledge.id, overrides)

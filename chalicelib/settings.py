@@ -19,6 +19,65 @@ DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8"
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
+MODEL_KINDS = ("embedding", "chat", "vision", "asr")
+EXTRACTIVE_SUMMARY = "local/extractive"
+
+
+@dataclass(frozen=True)
+class ModelCatalog:
+    """The models the operator offers, by kind and name: a tenant picks a model by name from this list,
+    never by endpoint, so no tenant can make the server call a host the operator did not configure.
+
+    Each entry maps a name to a model spec (`provider/model[@base_url][#params]`, see
+    adapters/models/registry.py). WEKNORA_MODELS (JSON, `{"chat": {"nova": "bedrock/..."}}`) adds to or
+    replaces the defaults: the default embedding model and the offline extractive summariser."""
+
+    entries: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def resolve(self, kind: str, name: str) -> str | None:
+        """The spec a name stands for; a stored KB may also hold the spec itself (before names existed)."""
+        offered = self.entries.get(kind, {})
+        if name in offered:
+            return offered[name]
+        return name if name and name in offered.values() else None
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self.entries.get(kind, {}))
+
+    def endpoints(self) -> list[str]:
+        """Base URLs of the OpenAI-compatible models offered: the only model hosts the server may call."""
+        urls = []
+        for offered in self.entries.values():
+            for spec in offered.values():
+                model = spec.partition("#")[0]
+                if "@" in model and model.rpartition("@")[2].startswith(("http://", "https://")):
+                    urls.append(model.rpartition("@")[2])
+        return urls
+
+
+def _catalog(raw: str, default_embedding: str) -> ModelCatalog:
+    entries: dict[str, dict[str, str]] = {
+        "embedding": {DEFAULT_EMBEDDING_MODEL: DEFAULT_EMBEDDING_MODEL, default_embedding: default_embedding},
+        "chat": {EXTRACTIVE_SUMMARY: EXTRACTIVE_SUMMARY},
+        "vision": {},
+        "asr": {},
+    }
+    if raw:
+        try:
+            configured = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise ValueError("WEKNORA_MODELS is not valid JSON") from error
+        if not isinstance(configured, dict) or set(configured) - set(MODEL_KINDS):
+            raise ValueError(f"WEKNORA_MODELS must be an object with the keys {', '.join(MODEL_KINDS)}")
+        for kind, offered in configured.items():
+            if not isinstance(offered, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and k and v for k, v in offered.items()
+            ):
+                raise ValueError(f"WEKNORA_MODELS.{kind} must map names to model specs")
+            entries[kind].update(offered)
+    return ModelCatalog(entries)
+
+
 @dataclass(frozen=True)
 class ModelSettings:
     """What the model adapters need from the environment (endpoints, keys, threads)."""
@@ -33,6 +92,7 @@ class ModelSettings:
     onnx_threads: int = 1
     #: where assembled model files (Whisper's model.bin) are cached
     model_cache_dir: str = ""
+    catalog: ModelCatalog = field(default_factory=lambda: _catalog("", DEFAULT_EMBEDDING_MODEL))
 
 
 @dataclass(frozen=True)
@@ -198,6 +258,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             api_keys=e.json_map("WEKNORA_MODEL_API_KEYS"),
             onnx_threads=e.int("WEKNORA_ONNX_THREADS", 1),
             model_cache_dir=e.text("WEKNORA_MODEL_CACHE"),
+            catalog=_catalog(
+                e.text("WEKNORA_MODELS"), e.text("WEKNORA_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL)
+            ),
         ),
         table_names={
             name: e.text(f"WEKNORA_TABLE_{name.upper().replace('-', '_')}")

@@ -30,6 +30,6 @@ class AwsHealthProbe:
                 check()
                 results[name] = True
             except Exception as error:  # a probe reports; it never fails the health route itself
-                logger.warning("health check failed", extra={"check": name, "error": type(error).__name__})
+                logger.warning("health check failed", extra={"check": name, "error": repr(error)[:300]})
                 results[name] = False
         return results

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-from email.message import Message
-from email.parser import BytesParser
-from email.policy import HTTP
 from typing import Any
 
 from chalice import Response
@@ -107,31 +104,77 @@ class MultipartForm:
         self.files = files
 
 
+class _Part:
+    def __init__(self) -> None:
+        self.headers: dict[str, bytes] = {}
+        self.data = bytearray()
+
+
 def parse_multipart(content_type: str, body: bytes) -> MultipartForm:
-    if not content_type.lower().startswith("multipart/form-data") or "boundary=" not in content_type:
+    """A multipart/form-data body, parsed by python-multipart. File bytes are kept exactly as sent,
+    whatever Content-Type or Content-Transfer-Encoding a part declares (`message/rfc822`,
+    `multipart/related`, base64, ...): an uploaded file is data, never something to interpret."""
+    from python_multipart.exceptions import MultipartParseError
+    from python_multipart.multipart import MultipartParser, MultipartState, parse_options_header
+
+    kind, params = parse_options_header(content_type)
+    boundary = params.get(b"boundary", b"")
+    if kind.lower() != b"multipart/form-data" or not boundary:
         raise BadRequest("expected multipart/form-data with a boundary", code="invalid_multipart")
-    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
-    message: Message = BytesParser(policy=HTTP).parsebytes(head + body)
-    if not message.is_multipart():
-        raise BadRequest("could not parse the multipart body", code="invalid_multipart")
+    parts: list[_Part] = []
+    header_name = bytearray()
+    header_value = bytearray()
+
+    def on_part_begin() -> None:
+        parts.append(_Part())
+
+    def on_header_field(data: bytes, start: int, end: int) -> None:
+        header_name.extend(data[start:end])
+
+    def on_header_value(data: bytes, start: int, end: int) -> None:
+        header_value.extend(data[start:end])
+
+    def on_header_end() -> None:
+        parts[-1].headers[bytes(header_name).decode("latin-1").lower()] = bytes(header_value)
+        header_name.clear()
+        header_value.clear()
+
+    def on_part_data(data: bytes, start: int, end: int) -> None:
+        parts[-1].data.extend(data[start:end])
+
+    callbacks: Any = {
+        "on_part_begin": on_part_begin,
+        "on_header_field": on_header_field,
+        "on_header_value": on_header_value,
+        "on_header_end": on_header_end,
+        "on_part_data": on_part_data,
+    }
+    try:
+        parser = MultipartParser(boundary, callbacks)
+        parser.write(body)
+        parser.finalize()
+    except (MultipartParseError, ValueError) as error:
+        raise BadRequest("could not parse the multipart body", code="invalid_multipart") from error
+    if parser.state != MultipartState.END:  # the closing boundary never came: the body was cut short
+        raise BadRequest("the multipart body is truncated", code="invalid_multipart")
     fields: dict[str, str] = {}
     files: dict[str, tuple[str, bytes]] = {}
-    for part in message.iter_parts():  # type: ignore[attr-defined]
-        name = part.get_param("name", header="content-disposition")
+    for part in parts:
+        _, disposition = parse_options_header(part.headers.get("content-disposition", b""))
+        name = disposition.get(b"name", b"").decode("utf-8", "replace")
         if not name:
             continue
-        payload = part.get_payload(decode=True) or b""
-        filename = part.get_filename()
-        if filename is not None:
-            files[str(name)] = (str(filename), payload)
-        else:
-            charset = part.get_content_charset() or "utf-8"
-            try:
-                fields[str(name)] = payload.decode(charset, errors="replace")
-            except LookupError as error:
-                raise BadRequest(
-                    f"form field {name!r} has an unknown charset", code="invalid_multipart"
-                ) from error
+        if b"filename" in disposition:
+            files[name] = (disposition[b"filename"].decode("utf-8", "replace"), bytes(part.data))
+            continue
+        _, type_params = parse_options_header(part.headers.get("content-type", b"text/plain"))
+        charset = type_params.get(b"charset", b"utf-8").decode("latin-1")
+        try:
+            fields[name] = bytes(part.data).decode(charset, errors="replace")
+        except LookupError as error:
+            raise BadRequest(
+                f"form field {name!r} has an unknown charset", code="invalid_multipart"
+            ) from error
     return MultipartForm(fields, files)
 
 

@@ -17,7 +17,7 @@ from chalice import Response
 from chalice.app import Request
 from pydantic import BaseModel
 
-from .. import chunk_preview, commands, create, knowledge, knowledge_bases, reparse, search, tenants
+from .. import chunk_preview, commands, create, knowledge, knowledge_bases, offered, reparse, search, tenants
 from ..commands import validate
 from ..domain.errors import AppError, BadRequest
 from ..domain.types import Tenant
@@ -103,6 +103,12 @@ def openapi_document(app: Any) -> Response:
 def parser_engines(deps: Dependencies, request: Request | None) -> Response:
     _tenant(deps, request)
     return ok(deps.docreader().engines())
+
+
+@operation("The models this deployment offers, by kind: pick one by name", "service")
+def list_models(deps: Dependencies, request: Request | None) -> Response:
+    _tenant(deps, request)
+    return ok(offered.offered_models(deps.settings))
 
 
 # ---------------------------------------------------------------- knowledge bases

@@ -39,6 +39,7 @@ from chalicelib.local.moto_server import ACCOUNT_ID, MotoServer
 from chalicelib.local.pollers import BatchResult, DuplicatePredicate, SqsPoller
 from chalicelib.local.provision import ProvisionedResources, provision
 from chalicelib.local.scheduler import Clock, ScheduledInvocation, Scheduler, utc_now
+from chalicelib.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ class LocalRuntime:
         # Powertools offline: no X-Ray daemon, EMF metrics need a namespace.
         os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
         os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "weknora-ingest")
+        get_settings.cache_clear()  # the environment changed: settings are read again on next use
 
     def _provision(self) -> ProvisionedResources:
         resources = provision(

@@ -116,12 +116,43 @@ class SafeHttpClient:
             return FetchResponse(current, status, resp_headers, body, redirects)
         raise FetchError(f"too many redirects (more than {self.max_redirects})", permanent=True)
 
+    def with_timeout(self, timeout: float) -> SafeHttpClient:
+        if timeout == self.timeout:
+            return self
+        return SafeHttpClient(
+            self.allow_list,
+            max_bytes=self.max_bytes,
+            timeout=timeout,
+            max_redirects=self.max_redirects,
+            resolver=self.resolver,
+        )
+
+    def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> FetchResponse:
+        """POSTs to a validated, pinned address and returns any status (the caller maps it). Redirects
+        are not followed: a model endpoint that redirects a POST is misconfigured or hostile."""
+        try:
+            target = validate_url(url, self.allow_list, resolver=self.resolver)
+        except URLBlocked as exc:
+            raise FetchError(f"URL blocked: {exc.reason}", permanent=True) from exc
+        send_headers = {"User-Agent": USER_AGENT, **headers}
+        deadline = time.monotonic() + self.timeout
+        status, resp_headers, data = self._one(target, send_headers, deadline, method="POST", body=body)
+        if status in REDIRECT_STATUSES:
+            raise FetchError(f"the endpoint answered a POST with a redirect (HTTP {status})", permanent=True)
+        return FetchResponse(url, status, resp_headers, data)
+
     def _one(
-        self, target: ValidatedURL, headers: Mapping[str, str], deadline: float
+        self,
+        target: ValidatedURL,
+        headers: Mapping[str, str],
+        deadline: float,
+        *,
+        method: str = "GET",
+        body: bytes | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         reason = (
-            check_addresses(target.addresses, self.allow_list)
-            if not self.allow_list.host_allowed(target.host)
+            check_addresses(target.addresses, target.port, self.allow_list)
+            if not self.allow_list.host_allowed(target.host, target.port)
             else None
         )
         if reason:  # validate_url already checked; this guards a caller-built ValidatedURL
@@ -137,8 +168,9 @@ class SafeHttpClient:
             pool = _pool(target, ip, timeout)
             try:
                 resp = pool.urlopen(
-                    "GET",
+                    method,
                     path,
+                    body=body,
                     headers={**headers, "Host": _host_header(target)},
                     redirect=False,
                     retries=False,

@@ -151,13 +151,41 @@ class URLBlocked(ValueError):
         self.reason = reason
 
 
+#: a trusted entry without a port is trusted on the web's ports only, never on every port
+DEFAULT_TRUSTED_PORTS: frozenset[int] = frozenset({80, 443})
+AnyPort = None
+
+
+def _split_port(entry: str) -> tuple[str, frozenset[int] | None]:
+    """`host`, `host:8000`, `host:*`, `10.0.0.0/8:8000`, `[fd00::/8]:8000` → (target, ports or None=any)."""
+    if entry.startswith("["):
+        target, _, rest = entry[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif entry.count(":") == 1:
+        target, _, port = entry.partition(":")
+    else:  # a bare IPv6 address or network
+        target, port = entry, ""
+    if not port:
+        return target, DEFAULT_TRUSTED_PORTS
+    if port == "*":
+        return target, AnyPort
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"allow-list entry {entry!r}: port must be 1-65535 or *")
+    return target, frozenset({int(port)})
+
+
+def _port_ok(ports: frozenset[int] | None, port: int) -> bool:
+    return ports is None or port in ports
+
+
 @dataclass(frozen=True)
 class AllowList:
-    """Hosts, `*.domain` patterns and CIDRs exempt from the private-address rules (SSRF_WHITELIST)."""
+    """Hosts, `*.domain` patterns and CIDRs the operator trusts (SSRF_WHITELIST), each on its ports:
+    `files.lan` (80 and 443), `files.lan:8080`, `files.lan:*` (any port), `10.0.0.0/8:9000`."""
 
-    hosts: frozenset[str] = frozenset()
-    suffixes: tuple[str, ...] = ()
-    networks: tuple[IPNetwork, ...] = ()
+    hosts: tuple[tuple[str, frozenset[int] | None], ...] = ()
+    suffixes: tuple[tuple[str, frozenset[int] | None], ...] = ()
+    networks: tuple[tuple[IPNetwork, frozenset[int] | None], ...] = ()
 
     @classmethod
     def parse(cls, entries: Iterable[str] | str | None) -> AllowList:
@@ -165,27 +193,36 @@ class AllowList:
             return cls()
         if isinstance(entries, str):
             entries = [e for e in re.split(r"[,\s]+", entries) if e]
-        hosts: set[str] = set()
-        suffixes: list[str] = []
-        nets: list[IPNetwork] = []
+        hosts: list[tuple[str, frozenset[int] | None]] = []
+        suffixes: list[tuple[str, frozenset[int] | None]] = []
+        nets: list[tuple[IPNetwork, frozenset[int] | None]] = []
         for raw in entries:
-            entry = raw.strip().lower().rstrip(".")
+            entry = raw.strip().lower()
             if not entry:
                 continue
-            if entry.startswith("*."):
-                suffixes.append(entry[1:])
+            target, ports = _split_port(entry)
+            target = target.rstrip(".")
+            if target.startswith("*."):
+                suffixes.append((target[1:], ports))
                 continue
             try:
-                nets.append(ipaddress.ip_network(entry, strict=False))
+                nets.append((ipaddress.ip_network(target, strict=False), ports))
             except ValueError:
-                hosts.add(entry)
-        return cls(frozenset(hosts), tuple(suffixes), tuple(nets))
+                hosts.append((target, ports))
+        return cls(tuple(hosts), tuple(suffixes), tuple(nets))
 
-    def host_allowed(self, host: str) -> bool:
-        return host in self.hosts or any(host.endswith(s) or host == s[1:] for s in self.suffixes)
+    def host_allowed(self, host: str, port: int) -> bool:
+        return any(host == h and _port_ok(p, port) for h, p in self.hosts) or any(
+            (host.endswith(s) or host == s[1:]) and _port_ok(p, port) for s, p in self.suffixes
+        )
 
-    def ip_allowed(self, ip: IPAddress) -> bool:
-        return any(ip.version == n.version and ip in n for n in self.networks)
+    def ip_allowed(self, ip: IPAddress, port: int) -> bool:
+        return any(ip.version == n.version and ip in n and _port_ok(p, port) for n, p in self.networks)
+
+    def __add__(self, other: AllowList) -> AllowList:
+        return AllowList(
+            self.hosts + other.hosts, self.suffixes + other.suffixes, self.networks + other.networks
+        )
 
     def __bool__(self) -> bool:
         return bool(self.hosts or self.suffixes or self.networks)
@@ -316,12 +353,12 @@ def validate_url(
     if port == 0 or port in BLOCKED_PORTS:
         raise URLBlocked(url, f"port {port} is not allowed")
 
-    host_listed = allow.host_allowed(host)
+    host_listed = allow.host_allowed(host, port)
     literal, canonical = _parse_literal_ip(host)
     if literal is not None:
         if not canonical:
             raise URLBlocked(url, "IP address written in an encoded form (decimal, octal or hex)")
-        if not allow.ip_allowed(literal):
+        if not allow.ip_allowed(literal, port):
             reason = ip_block_reason(literal)
             if reason:
                 raise URLBlocked(url, reason)
@@ -346,7 +383,7 @@ def validate_url(
             ip = ipaddress.ip_address(addr.split("%", 1)[0])
         except ValueError as exc:
             raise URLBlocked(url, f"host '{host}' resolved to an invalid address") from exc
-        if not (host_listed or allow.ip_allowed(ip)):
+        if not (host_listed or allow.ip_allowed(ip, port)):
             reason = ip_block_reason(ip)
             if reason:
                 raise URLBlocked(url, f"host '{host}' resolves to a {reason}")
@@ -362,12 +399,12 @@ def is_url_safe(url: str, allow_list: AllowList | None = None, *, resolver: Reso
     return True
 
 
-def check_addresses(addresses: Sequence[str], allow_list: AllowList | None = None) -> str | None:
+def check_addresses(addresses: Sequence[str], port: int, allow_list: AllowList | None = None) -> str | None:
     """The first blocked reason among addresses (used when a connection is about to be made)."""
     allow = allow_list or AllowList()
     for addr in addresses:
         ip = ipaddress.ip_address(addr)
-        if not allow.ip_allowed(ip):
+        if not allow.ip_allowed(ip, port):
             reason = ip_block_reason(ip)
             if reason:
                 return reason

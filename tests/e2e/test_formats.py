@@ -143,7 +143,7 @@ def loopback_site(services: Services) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     # The operator's allow-list lets tests reach loopback.
-    services.settings = replace(services.settings, ssrf_allow=("127.0.0.1",))
+    services.settings = replace(services.settings, ssrf_allow=("127.0.0.1:*",))
     services.urls = SafeUrlImporter(AllowList.parse(services.settings.ssrf_allow))
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

@@ -16,8 +16,15 @@ import numpy as np
 import pytest
 
 from chalicelib.adapters.models._common import parse_retry_after
-from chalicelib.adapters.models.openai_compat import OpenAIChatModel, OpenAIEmbedding, OpenAIVisionModel
+from chalicelib.adapters.models.openai_compat import (
+    OpenAIChatModel,
+    OpenAIEmbedding,
+    OpenAIVisionModel,
+    SafeTransport,
+)
 from chalicelib.backoff import call_with_backoff
+from chalicelib.net.client import SafeHttpClient
+from chalicelib.net.ssrf import AllowList
 from chalicelib.ports import (
     ModelAuthError,
     ModelEmptyResponse,
@@ -27,6 +34,8 @@ from chalicelib.ports import (
 )
 
 JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 16
+#: the SSRF-safe transport every model call uses, allowed to reach the loopback test server
+LOOPBACK = SafeTransport(SafeHttpClient(AllowList.parse("127.0.0.0/8:*")))
 
 
 class FakeOpenAI:
@@ -119,7 +128,9 @@ def server(_running_server: tuple[FakeOpenAI, str]) -> tuple[FakeOpenAI, str]:
 
 def test_embeddings_request_shape_order_and_normalisation(server: tuple[FakeOpenAI, str]) -> None:
     fake, base = server
-    model = OpenAIEmbedding("nomic-embed-text", base_url=base, api_key="k-1", declared_dim=8, batch_size=2)
+    model = OpenAIEmbedding(
+        "nomic-embed-text", base_url=base, transport=LOOPBACK, api_key="k-1", declared_dim=8, batch_size=2
+    )
     texts = ["a", "bb", "ccc", "dddd", "eeeee"]
     vectors = model.embed(texts)
     assert vectors.shape == (5, 8)
@@ -137,7 +148,7 @@ def test_embeddings_request_shape_order_and_normalisation(server: tuple[FakeOpen
 def test_embeddings_dimensions_param_and_no_key(server: tuple[FakeOpenAI, str]) -> None:
     fake, base = server
     fake.dims = 4
-    model = OpenAIEmbedding("text-embedding-3-small", base_url=base, dimensions=4)
+    model = OpenAIEmbedding("text-embedding-3-small", base_url=base, transport=LOOPBACK, dimensions=4)
     assert model.embed(["x"]).shape == (1, 4)
     assert fake.requests[0]["json"]["dimensions"] == 4
     assert "Authorization" not in fake.requests[0]["headers"]
@@ -146,7 +157,7 @@ def test_embeddings_dimensions_param_and_no_key(server: tuple[FakeOpenAI, str]) 
 def test_embeddings_dimension_probe(server: tuple[FakeOpenAI, str]) -> None:
     fake, base = server
     fake.dims = 6
-    model = OpenAIEmbedding("some-unknown-model", base_url=base)
+    model = OpenAIEmbedding("some-unknown-model", base_url=base, transport=LOOPBACK)
     assert model.dimensions == 6
     assert len(fake.requests) == 1
     assert model.dimensions == 6  # probed once
@@ -157,7 +168,7 @@ def test_embeddings_dimension_probe(server: tuple[FakeOpenAI, str]) -> None:
 def test_embeddings_wrong_dimension_is_permanent(server: tuple[FakeOpenAI, str]) -> None:
     _fake, base = server
     with pytest.raises(ModelRequestError, match="expected 16"):
-        OpenAIEmbedding("m", base_url=base, declared_dim=16).embed(["x"])
+        OpenAIEmbedding("m", base_url=base, transport=LOOPBACK, declared_dim=16).embed(["x"])
 
 
 def test_429_with_retry_after_seconds(server: tuple[FakeOpenAI, str]) -> None:
@@ -170,9 +181,9 @@ def test_429_with_retry_after_seconds(server: tuple[FakeOpenAI, str]) -> None:
         )
     )
     with pytest.raises(ModelThrottled) as info:
-        OpenAIEmbedding("m", base_url=base, declared_dim=8).embed(["x"])
+        OpenAIEmbedding("m", base_url=base, transport=LOOPBACK, declared_dim=8).embed(["x"])
     assert info.value.retry_after == 12.0
-    assert "Rate limit reached" in str(info.value)
+    assert "Rate limit reached" not in str(info.value)  # the provider's text never travels on
 
 
 def test_429_with_retry_after_http_date(server: tuple[FakeOpenAI, str]) -> None:
@@ -180,7 +191,7 @@ def test_429_with_retry_after_http_date(server: tuple[FakeOpenAI, str]) -> None:
     when = datetime.now(UTC) + timedelta(seconds=120)
     fake.script.append((429, {"Retry-After": format_datetime(when, usegmt=True)}, {"error": "busy"}))
     with pytest.raises(ModelThrottled) as info:
-        OpenAIChatModel("m", base_url=base).chat([{"role": "user", "content": "hi"}])
+        OpenAIChatModel("m", base_url=base, transport=LOOPBACK).chat([{"role": "user", "content": "hi"}])
     assert info.value.retry_after is not None
     assert 60.0 < info.value.retry_after <= 121.0
 
@@ -201,7 +212,7 @@ def test_429_insufficient_quota_is_permanent(server: tuple[FakeOpenAI, str]) -> 
         )
     )
     with pytest.raises(ModelRequestError) as info:
-        OpenAIEmbedding("m", base_url=base, declared_dim=8).embed(["x"])
+        OpenAIEmbedding("m", base_url=base, transport=LOOPBACK, declared_dim=8).embed(["x"])
     assert info.value.provider_code == "insufficient_quota"
 
 
@@ -220,16 +231,40 @@ def test_429_insufficient_quota_is_permanent(server: tuple[FakeOpenAI, str]) -> 
 )
 def test_status_mapping(server: tuple[FakeOpenAI, str], status: int, expected: type[Exception]) -> None:
     fake, base = server
-    fake.script.append((status, {}, {"error": {"message": f"status {status}"}}))
-    with pytest.raises(expected, match=f"status {status}"):
-        OpenAIEmbedding("m", base_url=base, declared_dim=8).embed(["x"])
+    fake.script.append((status, {}, {"error": {"message": f"internal detail {status}", "code": "bad_thing"}}))
+    with pytest.raises(expected, match=f"HTTP {status}") as info:
+        OpenAIEmbedding("m", base_url=base, transport=LOOPBACK, declared_dim=8).embed(["x"])
+    assert "internal detail" not in str(info.value) and base not in str(info.value)
+
+
+def test_a_provider_answer_never_reaches_the_error_text(server: tuple[FakeOpenAI, str]) -> None:
+    """Regression (issue 9): up to 300 characters of a model endpoint's reply were copied into the
+    document's error_message and the logs; pointed at an internal service, that leaked its answers."""
+    fake, base = server
+    secret = "AWS_SECRET=abc123 <html>internal admin page</html>"
+    fake.script.append((400, {}, secret.encode()))
+    fake.script.append((400, {}, {"error": {"message": secret, "code": "x y z <script>"}}))
+    for _ in range(2):
+        with pytest.raises(ModelRequestError) as info:
+            OpenAIEmbedding("m", base_url=base, transport=LOOPBACK, declared_dim=8).embed(["x"])
+        assert str(info.value) == "openai/m: HTTP 400"
+
+
+def test_the_transport_refuses_hosts_outside_its_allow_list(server: tuple[FakeOpenAI, str]) -> None:
+    _fake, base = server
+    closed = SafeTransport(SafeHttpClient(AllowList()))
+    with pytest.raises(ModelRequestError, match="cannot be used"):
+        OpenAIEmbedding("m", base_url=base, transport=closed, declared_dim=8).embed(["x"])
+    metadata = SafeTransport(SafeHttpClient(AllowList.parse("127.0.0.0/8:*")))
+    with pytest.raises(ModelRequestError, match="cannot be used"):
+        OpenAIEmbedding("m", base_url="http://169.254.169.254/v1", transport=metadata).embed(["x"])
 
 
 def test_non_json_success_is_unavailable(server: tuple[FakeOpenAI, str]) -> None:
     fake, base = server
     fake.script.append((200, {}, b"<html>gateway</html>"))
     with pytest.raises(ModelUnavailable):
-        OpenAIEmbedding("m", base_url=base, declared_dim=8).embed(["x"])
+        OpenAIEmbedding("m", base_url=base, transport=LOOPBACK, declared_dim=8).embed(["x"])
 
 
 def test_connection_refused_is_unavailable() -> None:
@@ -239,7 +274,9 @@ def test_connection_refused_is_unavailable() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(ModelUnavailable):
-        OpenAIEmbedding("m", base_url=f"http://127.0.0.1:{port}/v1", declared_dim=8).embed(["x"])
+        OpenAIEmbedding(
+            "m", base_url=f"http://127.0.0.1:{port}/v1", transport=LOOPBACK, declared_dim=8
+        ).embed(["x"])
 
 
 def test_backoff_over_http_honours_retry_after(server: tuple[FakeOpenAI, str]) -> None:
@@ -247,7 +284,7 @@ def test_backoff_over_http_honours_retry_after(server: tuple[FakeOpenAI, str]) -
     fake.script.append((429, {"Retry-After": "2"}, {"error": {"message": "slow down"}}))
     fake.script.append((500, {}, {"error": {"message": "oops"}}))
     sleeps: list[float] = []
-    model = OpenAIEmbedding("m", base_url=base, declared_dim=8)
+    model = OpenAIEmbedding("m", base_url=base, transport=LOOPBACK, declared_dim=8)
     vectors = call_with_backoff(
         lambda: model.embed(["x", "y"]), base_delay=0.1, sleep=sleeps.append, rng=lambda: 1.0
     )
@@ -258,7 +295,7 @@ def test_backoff_over_http_honours_retry_after(server: tuple[FakeOpenAI, str]) -
 
 def test_chat_request_shape(server: tuple[FakeOpenAI, str]) -> None:
     fake, base = server
-    model = OpenAIChatModel("llama3.2:3b", base_url=base, api_key="secret")
+    model = OpenAIChatModel("llama3.2:3b", base_url=base, transport=LOOPBACK, api_key="secret")
     answer = model.chat(
         [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
         temperature=0.1,
@@ -278,9 +315,9 @@ def test_chat_request_shape(server: tuple[FakeOpenAI, str]) -> None:
 
 def test_chat_max_completion_tokens_field(server: tuple[FakeOpenAI, str]) -> None:
     fake, base = server
-    OpenAIChatModel("gpt-5-mini", base_url=base, max_tokens_field="max_completion_tokens").chat(
-        [{"role": "user", "content": "Hi"}], max_tokens=10
-    )
+    OpenAIChatModel(
+        "gpt-5-mini", base_url=base, transport=LOOPBACK, max_tokens_field="max_completion_tokens"
+    ).chat([{"role": "user", "content": "Hi"}], max_tokens=10)
     assert fake.requests[0]["json"]["max_completion_tokens"] == 10
     assert "max_tokens" not in fake.requests[0]["json"]
 
@@ -299,12 +336,14 @@ def test_chat_empty_content_is_reported_not_swallowed(server: tuple[FakeOpenAI, 
         )
     )
     with pytest.raises(ModelEmptyResponse, match="max_completion_tokens"):
-        OpenAIVisionModel("gpt-5", base_url=base).describe(JPEG, "What is this?")
+        OpenAIVisionModel("gpt-5", base_url=base, transport=LOOPBACK).describe(JPEG, "What is this?")
 
 
 def test_vision_sends_data_uri(server: tuple[FakeOpenAI, str]) -> None:
     fake, base = server
-    answer = OpenAIVisionModel("qwen2.5-vl", base_url=base).describe(JPEG, "Describe.", max_tokens=50)
+    answer = OpenAIVisionModel("qwen2.5-vl", base_url=base, transport=LOOPBACK).describe(
+        JPEG, "Describe.", max_tokens=50
+    )
     assert answer == "Hello from the fake."
     sent = fake.requests[0]["json"]
     assert sent["max_tokens"] == 50

@@ -6,7 +6,7 @@ import pytest
 
 from chalicelib.net import AllowList, FetchError, SafeHttpClient, fetch_url_document, is_file_url
 
-LOOPBACK = AllowList.parse("127.0.0.0/8")
+LOOPBACK = AllowList.parse("127.0.0.0/8:*")
 
 
 def test_fetch_through_allow_list(server) -> None:

@@ -148,7 +148,7 @@ def test_encoded_ip_reason_names_the_encoding() -> None:
 
 
 def test_allow_list_cidr_opens_loopback() -> None:
-    allow = AllowList.parse("127.0.0.0/8")
+    allow = AllowList.parse("127.0.0.0/8:*")
     assert validate_url("http://127.0.0.1:8080/x", allow).addresses == ("127.0.0.1",)
     with pytest.raises(URLBlocked):
         validate_url("http://10.0.0.1/", allow)  # only the listed range opens
@@ -171,15 +171,35 @@ def test_allow_list_from_the_settings() -> None:
         {"SSRF_WHITELIST": "127.0.0.1/32, trusted.example", "SSRF_WHITELIST_EXTRA": "*.corp.example"}
     )
     allow = AllowList.parse(settings.ssrf_allow)
-    assert allow.host_allowed("trusted.example")
-    assert allow.host_allowed("x.corp.example")
-    assert allow.ip_allowed(ipaddress.ip_address("127.0.0.1"))
-    assert not allow.ip_allowed(ipaddress.ip_address("127.0.0.2"))
+    assert allow.host_allowed("trusted.example", 443)
+    assert allow.host_allowed("x.corp.example", 80)
+    assert allow.ip_allowed(ipaddress.ip_address("127.0.0.1"), 443)
+    assert not allow.ip_allowed(ipaddress.ip_address("127.0.0.2"), 443)
+
+
+def test_a_trusted_host_is_trusted_on_its_ports_only() -> None:
+    """Regression (issue 9): a whitelisted host used to be trusted on every port, so an allow-listed
+    file server also opened its neighbours (a database admin port, the metadata proxy)."""
+    table = resolver_from({"files.lan": ["192.168.1.5"]})
+    web = AllowList.parse("files.lan")
+    assert validate_url("https://files.lan/a.pdf", web, resolver=table).port == 443
+    with pytest.raises(URLBlocked, match="internal"):
+        validate_url("http://files.lan:8081/", web, resolver=table)
+    exact = AllowList.parse(["files.lan:8081", "10.1.0.0/16:9000", "[fd00::/8]:7443"])
+    assert validate_url("http://files.lan:8081/", exact, resolver=table).port == 8081
+    assert validate_url("http://10.1.2.3:9000/", exact).port == 9000
+    with pytest.raises(URLBlocked):
+        validate_url("http://10.1.2.3:9001/", exact)
+    assert validate_url("http://[fd00::5]:7443/", exact).port == 7443
+    anywhere = AllowList.parse("files.lan:*")
+    assert validate_url("http://files.lan:8081/", anywhere, resolver=table).port == 8081
+    with pytest.raises(ValueError):
+        AllowList.parse("files.lan:99999")
 
 
 def test_blocked_ports_stay_blocked_for_allow_listed_hosts() -> None:
     with pytest.raises(URLBlocked, match="port"):
-        validate_url("http://127.0.0.1:6379/", AllowList.parse("127.0.0.0/8"))
+        validate_url("http://127.0.0.1:6379/", AllowList.parse("127.0.0.0/8:*"))
 
 
 def test_embedded_ipv4_forms() -> None:

@@ -145,7 +145,7 @@ def test_remote_images_through_safe_client(store: Store, server_factory) -> None
     srv.body("/pic.png", img, "image/png")
     srv.body("/sniffed", img, "application/octet-stream")
     srv.body("/page", b"<html>not an image</html>", "text/html")
-    client = SafeHttpClient(AllowList.parse("127.0.0.0/8"), timeout=15, max_redirects=5)
+    client = SafeHttpClient(AllowList.parse("127.0.0.0/8:*"), timeout=15, max_redirects=5)
     md = (
         f'![a]({srv.url("/pic.png")}) <img src="{srv.url("/sniffed")}"> ![c]({srv.url("/page")}) '
         "![d](http://169.254.169.254/latest/meta-data/x.png) ![e](https://cdn.keep.example/x.png)"

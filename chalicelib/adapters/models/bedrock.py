@@ -82,7 +82,8 @@ def map_bedrock_error(exc: Exception, model_id: str) -> Exception:
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         code = str(error.get("Code", ""))
-        message = f"bedrock {model_id}: {code}: {error.get('Message', '')}".strip()
+        # The code only: Bedrock's message text is a remote answer and never reaches a tenant or a log.
+        message = f"bedrock {model_id}: {code or 'error'}"
         meta = exc.response.get("ResponseMetadata", {})
         status = int(meta.get("HTTPStatusCode") or 0)
         # Codes first: ModelNotReadyException arrives as HTTP 429 but means "loading, retry".
@@ -97,11 +98,11 @@ def map_bedrock_error(exc: Exception, model_id: str) -> Exception:
             return ModelAuthError(message, provider_code=code, status=status or None)
         return ModelRequestError(message, provider_code=code, status=status or None)
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return ModelAuthError(f"bedrock {model_id}: {exc}")
+        return ModelAuthError(f"bedrock {model_id}: no AWS credentials")
     if isinstance(exc, BotoConnectionError | HTTPClientError):
-        return ModelUnavailable(f"bedrock {model_id}: {exc}")
+        return ModelUnavailable(f"bedrock {model_id}: {type(exc).__name__}")
     if isinstance(exc, BotoCoreError):
-        return ModelUnavailable(f"bedrock {model_id}: {exc}")
+        return ModelUnavailable(f"bedrock {model_id}: {type(exc).__name__}")
     return exc
 
 

@@ -1,9 +1,10 @@
 """OpenAI-compatible HTTP adapters: /v1/embeddings and /v1/chat/completions (vLLM, Ollama's /v1,
 OpenAI and other hosted APIs).
 
-HTTP goes through the small `HttpTransport` protocol; the default `RequestsTransport` uses
-`requests` (one Session per thread for connection reuse). Swap in httpx or a test transport by
-passing `transport=`. `base_url` includes the version path, e.g. `http://localhost:11434/v1`.
+HTTP goes through the small `HttpTransport` protocol; in the service it is `SafeTransport`, the SSRF-safe
+client (validated, pinned addresses; no redirects; capped bodies). Tests pass their own transport.
+`base_url` includes the version path, e.g. `http://localhost:11434/v1`. Error messages carry the HTTP status
+and the provider's error code only: a provider's message text never reaches a tenant or a log.
 
 Status mapping: 429 -> ModelThrottled (Retry-After / retry-after-ms honoured), except OpenAI's
 `insufficient_quota` (billing: permanent); 408/409/5xx, timeouts, connection errors ->
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ...net.client import FetchError, SafeHttpClient
 from ...ports import ModelAuthError, ModelEmptyResponse, ModelRequestError, ModelThrottled, ModelUnavailable
 from ._common import clip_texts, image_format, parse_retry_after, to_unit_vectors
 
@@ -70,60 +73,56 @@ class HttpTransport(Protocol):
         ...
 
 
-class RequestsTransport:
-    """HttpTransport on `requests`, one Session per thread (Sessions are not documented thread-safe)."""
+class SafeTransport:
+    """HttpTransport over the SSRF-safe client: every model call goes to a validated, pinned address
+    (the operator's model hosts), redirects are refused and response bodies are capped."""
 
-    def __init__(self, connect_timeout: float = 5.0) -> None:
-        self.connect_timeout = connect_timeout
-        self._local = threading.local()
-
-    def _session(self) -> Any:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            import requests
-
-            session = requests.Session()
-            self._local.session = session
-        return session
+    def __init__(self, client: SafeHttpClient) -> None:
+        self.client = client
 
     def post_json(
         self, url: str, payload: Mapping[str, Any], headers: Mapping[str, str], timeout: float
     ) -> HttpResponse:
-        import requests
-
+        client = self.client.with_timeout(timeout)
         try:
-            response = self._session().post(
-                url, json=payload, headers=dict(headers), timeout=(self.connect_timeout, timeout)
-            )
-        except requests.RequestException as exc:  # timeouts, refused/reset connections, bad TLS
-            raise ModelUnavailable(f"POST {url}: {type(exc).__name__}: {exc}") from exc
-        return HttpResponse(
-            response.status_code, response.content, {k.lower(): v for k, v in response.headers.items()}
-        )
+            response = client.post(url, json.dumps(payload).encode(), headers)
+        except FetchError as exc:
+            # The reason names our own check (blocked, timed out, too large), never what the server said.
+            if exc.permanent:
+                raise ModelRequestError(f"the model endpoint cannot be used: {exc.message}") from exc
+            raise ModelUnavailable(f"the model endpoint did not answer: {exc.message}") from exc
+        return HttpResponse(response.status, response.body, response.headers)
 
 
-def _error_detail(body: bytes) -> tuple[str, str]:
-    """(message, code) from an OpenAI-style error body, falling back to the raw text."""
+_PROVIDER_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def _error_code(body: bytes) -> str:
+    """The provider's machine-readable error code, if it sent a plain one. Its message is never kept:
+    nothing a remote server answers may reach a tenant-visible field or a log line."""
     try:
         payload = json.loads(body)
     except (ValueError, TypeError):
-        return body[:300].decode("utf-8", "replace"), ""
+        return ""
     error = payload.get("error") if isinstance(payload, dict) else None
     if isinstance(error, dict):
-        return str(error.get("message", ""))[:300], str(error.get("code") or error.get("type") or "")
-    if isinstance(error, str):  # Ollama: {"error": "..."}
-        return error[:300], ""
-    return json.dumps(payload)[:300], ""
+        code = str(error.get("code") or error.get("type") or "")
+        return code if _PROVIDER_CODE.match(code) else ""
+    return ""
 
 
 class _Client:
     def __init__(
-        self, base_url: str, api_key: str | None, timeout: float, transport: HttpTransport | None
+        self, model: str, base_url: str, api_key: str | None, timeout: float, transport: HttpTransport | None
     ) -> None:
+        #: how errors name the model: never its endpoint, which is the operator's business
+        self.name = f"openai/{model}"
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
-        self.transport: HttpTransport = transport or RequestsTransport()
+        if transport is None:
+            raise ValueError("an OpenAI-compatible client needs a transport (the SSRF-safe one)")
+        self.transport: HttpTransport = transport
 
     def post(self, path: str, payload: Mapping[str, Any]) -> Any:
         url = f"{self.base_url}/{path.lstrip('/')}"
@@ -136,9 +135,9 @@ class _Client:
             try:
                 return json.loads(response.body)
             except (ValueError, TypeError) as exc:
-                raise ModelUnavailable(f"POST {url}: response is not JSON") from exc
-        message, code = _error_detail(response.body)
-        text = f"POST {url}: HTTP {status}: {message}"
+                raise ModelUnavailable(f"{self.name}: the response is not JSON") from exc
+        code = _error_code(response.body)
+        text = f"{self.name}: HTTP {status}" + (f" ({code})" if code else "")
         if status == 429:
             if code == "insufficient_quota":  # OpenAI billing: waiting does not help
                 raise ModelRequestError(text, provider_code=code, status=status)
@@ -182,7 +181,7 @@ class OpenAIEmbedding:
         self._dimensions = dimensions or declared_dim or known_dimensions(model)
         self.batch_size = batch_size
         self.max_input_chars = max_input_chars
-        self._client = _Client(base_url, api_key, timeout, transport)
+        self._client = _Client(model, base_url, api_key, timeout, transport)
         self._lock = threading.Lock()
 
     @property
@@ -204,7 +203,7 @@ class OpenAIEmbedding:
         body = self._client.post("embeddings", payload)
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list) or len(data) != len(batch):
-            raise ModelRequestError(f"{self.model_id}: expected {len(batch)} embeddings in 'data'")
+            raise ModelRequestError(f"{self._client.name}: expected {len(batch)} embeddings in 'data'")
         try:
             # Servers may return items out of order; `index` is authoritative when present.
             ordered = (
@@ -214,10 +213,10 @@ class OpenAIEmbedding:
             )
             rows = [item["embedding"] for item in ordered]
         except (KeyError, TypeError, ValueError) as exc:
-            raise ModelRequestError(f"{self.model_id}: malformed embedding items") from exc
+            raise ModelRequestError(f"{self._client.name}: malformed embedding items") from exc
         if rows and isinstance(rows[0], str):  # base64 despite encoding_format=float
             rows = [np.frombuffer(base64.b64decode(r), dtype="<f4").tolist() for r in rows]
-        return to_unit_vectors(rows, self._dimensions, self.model_id)
+        return to_unit_vectors(rows, self._dimensions, self._client.name)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         clipped = clip_texts(texts, self.max_input_chars)
@@ -271,7 +270,7 @@ class OpenAIChatModel:
         self.model = model
         self.model_id = model_id or f"openai/{model}@{base_url.rstrip('/')}"
         self.max_tokens_field = max_tokens_field
-        self._client = _Client(base_url, api_key, timeout, transport)
+        self._client = _Client(model, base_url, api_key, timeout, transport)
 
     def _complete(self, messages: list[dict[str, Any]], temperature: float, max_tokens: int) -> str:
         payload = {
@@ -280,7 +279,7 @@ class OpenAIChatModel:
             "temperature": temperature,
             self.max_tokens_field: max_tokens,
         }
-        return _completion_text(self._client.post("chat/completions", payload), self.model_id)
+        return _completion_text(self._client.post("chat/completions", payload), self._client.name)
 
     def chat(
         self, messages: Sequence[Mapping[str, str]], *, temperature: float = 0.3, max_tokens: int = 2048

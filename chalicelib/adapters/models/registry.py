@@ -51,14 +51,18 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from ...settings import DEFAULT_OPENAI_BASE_URL, ModelSettings
+from ...net.ssrf import AllowList
+from ...settings import DEFAULT_OPENAI_BASE_URL, EXTRACTIVE_SUMMARY, ModelSettings
 
 if TYPE_CHECKING:
     from ...ports import ChatModel, EmbeddingModel, VisionModel
 
 # Same value as local_onnx.MINILM_MODEL_ID; repeated so this module imports without numpy.
 MINILM_MODEL_ID = "local/all-MiniLM-L6-v2-int8"
+#: embeddings of a batch of 64 texts at 3,072 dimensions are ~4 MB of JSON
+MAX_MODEL_RESPONSE_BYTES = 32 * 1024 * 1024
 _URL_SPLIT = re.compile(r"^(?P<model>.+?)@(?P<url>https?://.+)$")
 
 
@@ -137,11 +141,33 @@ def _timeout(spec: ModelSpec, default: float) -> float:
     return float(raw) if raw else default
 
 
-class ModelRegistry:
-    """Builds and caches model adapters by id (clients are reused across warm invocations)."""
+def model_hosts_allow_list(settings: ModelSettings) -> AllowList:
+    """Exactly the hosts and ports of the OpenAI-compatible endpoints the operator's catalog names."""
+    entries = []
+    for url in settings.catalog.endpoints():
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
+        entries.append(f"{host}:{port}")
+    return AllowList.parse(entries)
 
-    def __init__(self, settings: ModelSettings | None = None) -> None:
+
+class ModelRegistry:
+    """Builds and caches model adapters by spec (clients are reused across warm invocations). Callers
+    resolve a tenant's model *name* through the operator's catalog first (bootstrap does); the specs here
+    are operator configuration. OpenAI-compatible calls go through the SSRF-safe client, allowed to reach
+    exactly the catalog's model hosts."""
+
+    def __init__(self, settings: ModelSettings | None = None, transport: Any = None) -> None:
         self.settings = settings or ModelSettings()
+        if transport is None:
+            from ...net.client import SafeHttpClient
+            from .openai_compat import SafeTransport
+
+            transport = SafeTransport(
+                SafeHttpClient(model_hosts_allow_list(self.settings), max_bytes=MAX_MODEL_RESPONSE_BYTES)
+            )
+        self.transport = transport
         self._cache: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
 
@@ -153,14 +179,16 @@ class ModelRegistry:
 
     def embedding(self, model_id: str) -> EmbeddingModel:
         """The EmbeddingModel for `model_id` (see the module docstring). Raises ValueError for bad ids."""
-        return self._cached("embed", model_id, lambda: _build_embedding(model_id, self.settings))
+        return self._cached(
+            "embed", model_id, lambda: _build_embedding(model_id, self.settings, self.transport)
+        )
 
     def chat(self, model_id: str) -> ChatModel | None:
         """The ChatModel for `model_id`, or None when `model_id` is empty (not configured)."""
-        if not model_id.strip():
+        if not model_id.strip() or model_id == EXTRACTIVE_SUMMARY:  # the offline summariser needs no model
             return None
         return self._cached(
-            "chat", model_id, lambda: _build_generative(model_id, self.settings, vision=False)
+            "chat", model_id, lambda: _build_generative(model_id, self.settings, self.transport, vision=False)
         )
 
     def vision(self, model_id: str) -> VisionModel | None:
@@ -168,11 +196,13 @@ class ModelRegistry:
         if not model_id.strip():
             return None
         return self._cached(
-            "vision", model_id, lambda: _build_generative(model_id, self.settings, vision=True)
+            "vision",
+            model_id,
+            lambda: _build_generative(model_id, self.settings, self.transport, vision=True),
         )
 
 
-def _build_embedding(model_id: str, settings: ModelSettings) -> EmbeddingModel:
+def _build_embedding(model_id: str, settings: ModelSettings, transport: Any) -> EmbeddingModel:
     spec = parse_model_id(model_id)
     if spec.provider == "local":
         from .local_onnx import MiniLmEmbedding
@@ -212,11 +242,12 @@ def _build_embedding(model_id: str, settings: ModelSettings) -> EmbeddingModel:
             declared_dim=_int_param(spec, "dim"),
             batch_size=_int_param(spec, "batch") or 64,
             timeout=_timeout(spec, 60.0),
+            transport=transport,
         )
     raise ValueError(f"unknown embedding provider in {model_id!r} (local, hashing, bedrock, openai)")
 
 
-def _build_generative(model_id: str, settings: ModelSettings, *, vision: bool) -> Any:
+def _build_generative(model_id: str, settings: ModelSettings, transport: Any, *, vision: bool) -> Any:
     spec = parse_model_id(model_id)
     if spec.provider == "bedrock":
         from .bedrock import BedrockChatModel, BedrockVisionModel
@@ -236,6 +267,7 @@ def _build_generative(model_id: str, settings: ModelSettings, *, vision: bool) -
             model_id=model_id,
             max_tokens_field=spec.params.get("max_tokens_field", "max_tokens"),
             timeout=_timeout(spec, 180.0),
+            transport=transport,
         )
     raise ValueError(
         f"no {'vision' if vision else 'chat'} model for {model_id!r} (providers: bedrock, openai)"

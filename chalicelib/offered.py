@@ -1,0 +1,38 @@
+"""What the operator offers a tenant: models by name (the catalog) and retrieval engines. A setting that
+names something not offered is a 400 when it is given, not a knowledge base that fails every document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .domain.errors import BadRequest
+from .settings import MODEL_KINDS, Settings
+
+
+def offered_models(settings: Settings) -> dict[str, list[str]]:
+    """The model names a tenant may pick, per kind (the operator's catalog)."""
+    return {kind: settings.models.catalog.names(kind) for kind in MODEL_KINDS}
+
+
+def check_models(settings: Settings, **names: str) -> None:
+    """Each given name (kind=name) must be a model the operator offers: a setting that cannot be honoured
+    is a 400 now, not a knowledge base that fails every document later."""
+    for kind, name in names.items():
+        if name and settings.models.catalog.resolve(kind, name) is None:
+            offered = ", ".join(settings.models.catalog.names(kind)) or "none"
+            raise BadRequest(
+                f"{kind} model {name!r} is not offered here (offered: {offered}); GET /api/v1/models lists them",
+                code="unknown_model",
+            )
+
+
+def check_engine(settings: Settings, engine: str) -> None:
+    if engine == "opensearch" and not settings.opensearch_url:
+        raise BadRequest(
+            "retrieval_engine 'opensearch' is not configured on this deployment", code="engine_not_configured"
+        )
+
+
+def check_override_models(settings: Settings, overrides: dict[str, Any]) -> None:
+    """An upload's process_config may name a vision or speech model: the same catalog applies."""
+    check_models(settings, vision=overrides.get("vlm_model_id", ""), asr=overrides.get("asr_model_id", ""))

@@ -1,0 +1,86 @@
+"""Uploaded bytes are stored exactly as sent, whatever Content-Type the form part declares.
+
+Regression (issue 9): the form parser was built on the `email` package, which interprets a part's own
+Content-Type: an .mhtml sent as `message/rfc822` (what `mimetypes` assigns) came out empty, and sent as
+`multipart/related` it was stored with two bytes changed (a different MD5)."""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+import uuid
+from pathlib import Path
+
+import pytest
+
+from chalicelib.api.http import parse_multipart
+from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.filetypes import IMPORTABLE_EXTENSIONS
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+PART_TYPES = (
+    "application/octet-stream",
+    "message/rfc822",
+    "multipart/related; boundary=inner",
+    "text/plain; charset=utf-8",
+    "text/html",
+    None,  # no Content-Type at all
+)
+
+
+def _one_file_per_extension() -> list[Path]:
+    seen: dict[str, Path] = {}
+    for path in sorted(CORPUS.glob("*")):
+        ext = path.suffix.lstrip(".").lower()
+        if ext in IMPORTABLE_EXTENSIONS and ext not in seen and path.stat().st_size:
+            seen[ext] = path
+    return list(seen.values())
+
+
+def _body(name: str, data: bytes, part_type: str | None, boundary: str) -> bytes:
+    head = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+    if part_type:
+        head += f"Content-Type: {part_type}\r\n"
+    field = f'--{boundary}\r\nContent-Disposition: form-data; name="channel"\r\n\r\nweb\r\n'
+    return field.encode() + head.encode() + b"\r\n" + data + f"\r\n--{boundary}--\r\n".encode()
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not beside the project")
+@pytest.mark.parametrize("path", _one_file_per_extension(), ids=lambda p: p.suffix)
+def test_every_extension_is_stored_byte_exact_under_every_part_type(path: Path) -> None:
+    data = path.read_bytes()
+    guessed = mimetypes.guess_type(path.name)[0]
+    for part_type in (*PART_TYPES, guessed):
+        boundary = f"----{uuid.uuid4().hex}"
+        form = parse_multipart(
+            f"multipart/form-data; boundary={boundary}", _body(path.name, data, part_type, boundary)
+        )
+        name, received = form.files["file"]
+        assert name == path.name
+        assert hashlib.md5(received).hexdigest() == hashlib.md5(data).hexdigest(), part_type
+        assert form.fields == {"channel": "web"}
+
+
+def test_a_body_that_contains_the_boundary_text_inside_a_line_is_kept() -> None:
+    boundary = "----abc"
+    data = b"line with ----abc inside\r\n--not-the-boundary\r\n\x00\xff binary"
+    form = parse_multipart(f"multipart/form-data; boundary={boundary}", _body("x.txt", data, None, boundary))
+    assert form.files["file"][1] == data
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json", "multipart/form-data", "multipart/form-data; boundary=", "text/plain; boundary=x"],
+)
+def test_not_a_multipart_form_is_a_400(content_type: str) -> None:
+    with pytest.raises(BadRequest) as error:
+        parse_multipart(content_type, b"--x\r\n\r\n--x--")
+    assert error.value.code == "invalid_multipart"
+
+
+def test_a_truncated_body_is_a_400() -> None:
+    with pytest.raises(BadRequest) as error:
+        parse_multipart(
+            "multipart/form-data; boundary=x", b'--x\r\nContent-Disposition: form-data; name="a"\r\n'
+        )
+    assert error.value.code == "invalid_multipart"
