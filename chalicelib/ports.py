@@ -65,6 +65,10 @@ class TaskQueue(Protocol):
         """Parks a message that can never succeed in the queue's DLQ, so it is kept, not lost."""
         ...
 
+    def retry_later(self, queue: str, receipt_handle: str, delay_seconds: int) -> None:
+        """A failed message comes back after `delay_seconds` instead of the queue's visibility timeout."""
+        ...
+
     def has_pending(self, knowledge_id: str) -> bool:
         """Best-effort: does any stage queue still hold a message for this knowledge?"""
         ...

@@ -124,6 +124,10 @@ class Settings:
     stale_after_seconds: int = 2 * 3600 + 600
     summary_stale_after_seconds: int = 3600
     embed_batch_size: int = 16
+    #: one embedding invocation works at most this long or this many texts on one document, then hands the
+    #: rest to a fresh message at the back of the queue: a big document never holds the stage for everyone
+    embed_slice_seconds: float = 20.0
+    embed_slice_max_texts: int = 2048
     #: in-Lambda tries of one embedding batch (backoff with full jitter, honouring Retry-After)
     embed_max_attempts: int = 6
     embed_backoff_base: float = 0.5
@@ -234,6 +238,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         stale_after_seconds=e.int("WEKNORA_STALE_AFTER_SECONDS", 2 * 3600 + 600),
         summary_stale_after_seconds=e.int("WEKNORA_SUMMARY_STALE_AFTER_SECONDS", 3600),
         embed_batch_size=e.int("WEKNORA_EMBED_BATCH_SIZE", 16),
+        embed_slice_seconds=e.float("WEKNORA_EMBED_SLICE_SECONDS", 20.0),
+        embed_slice_max_texts=e.int("WEKNORA_EMBED_SLICE_MAX_TEXTS", 2048),
         embed_max_attempts=e.int("WEKNORA_EMBED_MAX_ATTEMPTS", 6),
         embed_backoff_base=e.float("WEKNORA_EMBED_BACKOFF_BASE", 0.5),
         embed_backoff_max=e.float("WEKNORA_EMBED_BACKOFF_MAX", 20.0),

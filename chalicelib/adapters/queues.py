@@ -40,6 +40,11 @@ class SqsTaskQueue:
             MessageAttributes={"reason": {"DataType": "String", "StringValue": reason[:1000]}},
         )
 
+    def retry_later(self, queue: str, receipt_handle: str, delay_seconds: int) -> None:
+        self.client.change_message_visibility(
+            QueueUrl=self.url(queue), ReceiptHandle=receipt_handle, VisibilityTimeout=delay_seconds
+        )
+
     def _dlq_url(self, queue: str) -> str:
         if f"{queue}-dlq" in self._urls:
             return self._urls[f"{queue}-dlq"]

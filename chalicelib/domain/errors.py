@@ -97,8 +97,10 @@ class DeferredStageError(StageError):
 
 
 class ContinueLater(DeferredStageError):
-    """The invocation is about to run out of time but made progress (checkpointed): continue in a fresh
-    invocation at once. Not a failed try, and not a throttle deferral."""
+    """The invocation used its slice (or is about to run out of time) and its progress is durable: a fresh
+    message continues at `offset`, behind the other documents' messages. Not a failed try, and not a
+    throttle deferral."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, *, offset: int | None = None):
         super().__init__(message, delay_seconds=0, code=SpanErrorCode.UNKNOWN)
+        self.offset = offset

@@ -260,6 +260,8 @@ class StageMessage:
     attempt: int
     #: times this stage was put back on its queue because a provider throttled (not a failed try)
     deferrals: int = 0
+    #: where a sliced stage resumes (embedding: the index of the next text to embed)
+    offset: int = 0
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -269,4 +271,6 @@ class StageMessage:
         }
         if self.deferrals:
             data["deferrals"] = self.deferrals
+        if self.offset:
+            data["offset"] = self.offset
         return data

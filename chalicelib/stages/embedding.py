@@ -59,8 +59,15 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
         raise PermanentStageError("the knowledge base no longer exists")
-    deps.tracker.begin_stage(knowledge, Stage.EMBEDDING, {"model": kb.embedding_model_id or "default"})
-    outputs = index_knowledge(deps, knowledge, kb)
+    if message.offset == 0:
+        deps.tracker.begin_stage(knowledge, Stage.EMBEDDING, {"model": kb.embedding_model_id or "default"})
+    outputs = index_knowledge(deps, knowledge, kb, message.offset)
+    if outputs["next_offset"] is not None:
+        raise ContinueLater(
+            f"indexed {outputs['next_offset']} of {outputs['texts_total']} texts",
+            offset=outputs["next_offset"],
+        )
+    del outputs["next_offset"]
     manifest = deps.files.url_for(images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
     images = json.loads(deps.files.read(manifest))
     if not deps.knowledge.mark_indexed(
@@ -130,7 +137,7 @@ class EmbeddingRun:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint") as writer:
             pending: Future[None] | None = None
             batches = list(iter_batches(list(missing.items()), self.deps.settings.embed_batch_size))
-            for number, batch in enumerate(batches, start=1):
+            for batch in batches:
                 vectors = self._embed_batch([text for _, text in batch])
                 fresh = {h: vectors[i] for i, (h, _) in enumerate(batch)}
                 if pending is not None:
@@ -145,11 +152,6 @@ class EmbeddingRun:
                 ):
                     self._last_progress = time.monotonic()
                     self.progress(self.outputs())  # the heartbeat housekeeping reads, not one write per batch
-                if out_of_time() and number < len(batches):
-                    pending.result()  # the checkpoint is durable before the hand-over
-                    raise ContinueLater(
-                        f"embedded {self.texts_embedded} texts; continuing in a new invocation"
-                    )
             if pending is not None:
                 pending.result()
         if not hashes:
@@ -188,15 +190,11 @@ def embed_texts(deps: Dependencies, model: EmbeddingModel, texts: list[str]) -> 
     return EmbeddingRun(deps, model).embed(texts)
 
 
-def write_index(
-    deps: Dependencies, kb: KnowledgeBase, space: IndexSpace, knowledge_id: str, entries: list[IndexEntry]
-) -> None:
-    """Delete-then-write with a few quick retries (200 ms doubling), as WeKnora's indexer does."""
-    engine = deps.engine(kb.retrieval_engine)
+def _write_entries(deps: Dependencies, engine: Any, space: IndexSpace, entries: list[IndexEntry]) -> None:
+    """Upserts by entry id with a few quick retries (200 ms doubling), as WeKnora's indexer does."""
     delay = 0.2
     for attempt in range(deps.settings.index_write_attempts):
         try:
-            engine.delete_by_knowledge(space, kb.id, [knowledge_id])
             engine.batch_index(space, entries)
             return
         except Exception as error:  # the engine's client errors vary by backend; all are retried here
@@ -209,39 +207,84 @@ def write_index(
             delay *= 2
 
 
-def index_knowledge(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict[str, Any]:
+#: texts embedded and indexed together: one cache read, one checkpoint write, one index write
+WINDOW = 64
+COUNTERS = ("texts_embedded", "cache_hits", "batches")
+
+
+def index_knowledge(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, offset: int = 0
+) -> dict[str, Any]:
+    """Embeds and indexes the attempt's text chunks from `offset`, for at most one slice (time and
+    count), and says where the next slice starts (`next_offset`, None when done). Entries are upserted
+    by chunk id, so a redelivered slice rewrites the same entries."""
     chunks = [c for c in deps.chunks.list(knowledge.id) if c.metadata.get("attempt") == knowledge.attempt]
     text_chunks = [c for c in chunks if c.chunk_type == ChunkType.TEXT]
     strategy = kb.indexing_strategy
     if not strategy.needs_embedding:
-        return {"chunks": len(chunks), "entries_indexed": 0, "skipped": "vector and keyword indexing are off"}
+        return {
+            "chunks": len(chunks),
+            "entries_indexed": 0,
+            "texts_total": 0,
+            "skipped": "vector and keyword indexing are off",
+            "next_offset": None,
+        }
     from ..chunker import index_text
 
     model = deps.embedding_model(kb.embedding_model_id)
     space = IndexSpace.of(model)
+    engine = deps.engine(kb.retrieval_engine)
     texts = [index_text(knowledge.title, c.context_header, c.content) for c in text_chunks]
-    run = EmbeddingRun(deps, model, lambda out: deps.tracker.progress(knowledge, Stage.EMBEDDING, out))
-    vectors = run.embed(texts) if strategy.vector_enabled else None
-    entries = [
-        IndexEntry(
-            id=chunk.id,
-            kb_id=kb.id,
-            knowledge_id=knowledge.id,
-            chunk_id=chunk.id,
-            content=text,
-            vector=None if vectors is None else vectors[i],
-            source_id=chunk.id,
-            chunk_type=chunk.chunk_type.value,
-            is_enabled=chunk.is_enabled,
-        )
-        for i, (chunk, text) in enumerate(zip(text_chunks, texts, strict=True))
-    ]
-    write_index(deps, kb, space, knowledge.id, entries)
+    if offset == 0:  # a fresh start: entries of an earlier run of this knowledge go first
+        engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+    earlier = _earlier_counts(deps, knowledge) if offset else dict.fromkeys(COUNTERS, 0)
+
+    def report(run: EmbeddingRun, done: int) -> dict[str, Any]:
+        counts = {k: earlier.get(k, 0) + v for k, v in run.outputs().items()}
+        return {**counts, "texts_total": len(texts), "entries_indexed": done}
+
+    position = offset
+    run = EmbeddingRun(deps, model)
+    run.progress = lambda _out: deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
+    settings = deps.settings
+    started = time.monotonic()
+    while position < len(texts):
+        window = range(position, min(position + WINDOW, len(texts)))
+        vectors = run.embed([texts[i] for i in window]) if strategy.vector_enabled else None
+        entries = [
+            IndexEntry(
+                id=text_chunks[i].id,
+                kb_id=kb.id,
+                knowledge_id=knowledge.id,
+                chunk_id=text_chunks[i].id,
+                content=texts[i],
+                vector=None if vectors is None else vectors[n],
+                source_id=text_chunks[i].id,
+                chunk_type=text_chunks[i].chunk_type.value,
+                is_enabled=text_chunks[i].is_enabled,
+            )
+            for n, i in enumerate(window)
+        ]
+        _write_entries(deps, engine, space, entries)
+        position = window.stop
+        sliced = position - offset >= settings.embed_slice_max_texts
+        if position < len(texts) and (
+            sliced or time.monotonic() - started >= settings.embed_slice_seconds or out_of_time()
+        ):
+            deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
+            return {"chunks": len(chunks), **report(run, position), "next_offset": position}
     return {
         "chunks": len(chunks),
-        "entries_indexed": len(entries),
-        **run.outputs(),
+        **report(run, len(texts)),
         "model": model.model_id,
         "dimensions": model.dimensions,
-        "engine": deps.engine(kb.retrieval_engine).engine_name,
+        "engine": engine.engine_name,
+        "next_offset": None,
     }
+
+
+def _earlier_counts(deps: Dependencies, knowledge: Knowledge) -> dict[str, int]:
+    """What earlier slices of this attempt counted (kept on the stage span)."""
+    span = deps.spans.get(knowledge.id, knowledge.attempt, Stage.EMBEDDING.value)
+    outputs = span.outputs if span is not None else {}
+    return {k: int(outputs.get(k, 0)) for k in COUNTERS}

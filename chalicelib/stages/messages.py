@@ -22,9 +22,11 @@ class StageMessageModel(BaseModel):
     attempt: int = Field(ge=1)
     #: times the stage was put back on its queue because a provider throttled (not a failed try)
     deferrals: int = Field(default=0, ge=0)
+    #: where a sliced stage resumes
+    offset: int = Field(default=0, ge=0)
 
     def to_domain(self) -> StageMessage:
-        return StageMessage(self.tenant_id, self.knowledge_id, self.attempt, self.deferrals)
+        return StageMessage(self.tenant_id, self.knowledge_id, self.attempt, self.deferrals, self.offset)
 
 
 class TaskMessageModel(BaseModel):

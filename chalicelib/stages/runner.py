@@ -16,6 +16,7 @@ Partial batch failures are reported through Powertools, so one bad record never 
 from __future__ import annotations
 
 import functools
+import random
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -68,6 +69,25 @@ def parse_body(body: str, model: type[M]) -> M:
 
     parsed: M = parse(event=body, model=model)  # type: ignore[call-overload]
     return parsed
+
+
+#: a transient failure comes back after 5 s, 15 s, 45 s, … (jittered, capped): a retry soon, not after the
+#: queue's visibility timeout (90 minutes on the docreader queue)
+RETRY_BASE_SECONDS = 5
+RETRY_MAX_SECONDS = 900
+
+
+def retry_delay(receive_count: int, rng: Callable[[], float] = random.random) -> int:
+    ceiling = min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 3 ** max(0, receive_count - 1))
+    return max(1, int(ceiling * (0.5 + rng() / 2)))
+
+
+def come_back_soon(deps: Dependencies, queue: str, record: SQSRecord) -> None:
+    """Before a record is reported failed: shorten its invisibility to the backoff delay."""
+    try:
+        deps.queue.retry_later(queue, record.receipt_handle, retry_delay(receive_count(record)))
+    except Exception:  # the message still comes back, after the queue's own visibility timeout
+        logger.exception("could not shorten a failed message's visibility", extra={"queue": queue})
 
 
 def receive_count(record: SQSRecord) -> int:
@@ -132,9 +152,10 @@ def run_stage(
         try:
             work(deps, message)
             note("succeeded")
-        except ContinueLater:
-            deps.queue.send(stage, message)  # progress is checkpointed: a fresh invocation carries on
-            note("continued")
+        except ContinueLater as more:
+            # Progress is durable: a fresh message carries on, behind the other documents' messages.
+            deps.queue.send(stage, message if more.offset is None else replace(message, offset=more.offset))
+            note("continued", offset=more.offset)
             return
         except DeferredStageError as error:
             if message.deferrals < deps.settings.max_throttle_deferrals:
@@ -151,6 +172,8 @@ def run_stage(
                     f"{error.message} (still throttled after {message.deferrals} deferrals)",
                 )
             note("failed" if last_try else "retried", error=error.message)
+            if not last_try:
+                come_back_soon(deps, stage.value, record)
             raise
         except StageError as error:
             final = error.permanent or last_try
@@ -158,12 +181,20 @@ def run_stage(
                 give_up(message, error.code, error.message)
             note("failed" if final else "retried", error=error.message, code=str(error.code))
             if not error.permanent:
+                if not last_try:
+                    come_back_soon(deps, stage.value, record)
                 raise
-        except Exception as error:
+        except Exception as error:  # a bug or an unclassified failure: retried, and on the last try recorded
             if last_try:
-                reason = f"{stage.value} failed after {deps.settings.stage_max_receives} tries: {error}"
+                reason = (
+                    f"{stage.value} failed after {deps.settings.stage_max_receives} tries "
+                    f"({type(error).__name__}); the message is kept in the dead-letter queue"
+                )
                 give_up(message, SpanErrorCode.UNKNOWN, reason)
-            note("failed" if last_try else "retried", error=str(error))
+            else:
+                come_back_soon(deps, stage.value, record)
+            logger.exception("stage failed", extra={"stage": stage.value, "last_try": last_try})
+            note("failed" if last_try else "retried", error=type(error).__name__)
             raise
         finally:
             stage_deadline.reset(token)
@@ -209,6 +240,7 @@ def run_task(
                 logger.exception("task failed on its last try", extra={"task": task})
                 deps.workflow.task_failure(token, f"{task}.failed", type(error).__name__)
                 return
+            come_back_soon(deps, task, record)
             raise
         deps.workflow.task_success(token, output)
 

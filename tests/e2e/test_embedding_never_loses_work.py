@@ -155,7 +155,7 @@ def stage(api: Api, knowledge_id: str, name: str) -> dict[str, Any]:
 def test_a_stage_near_its_lambda_timeout_hands_over_to_a_fresh_invocation(
     api: Api, runtime: LocalRuntime, services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A document too big for one invocation: every invocation embeds one batch and then finds itself out
+    """A document too big for one invocation: every invocation embeds one window and then finds itself out
     of time; it checkpoints, re-enqueues itself and the next one carries on — no try is spent."""
     from chalicelib.stages import embedding
 
@@ -169,5 +169,5 @@ def test_a_stage_near_its_lambda_timeout_hands_over_to_a_fresh_invocation(
     knowledge = api.knowledge(created["id"])
     assert knowledge["parse_status"] == "completed"
     batches = -(-knowledge["chunk_count"] // 4)
-    assert len(model.calls) == batches  # one batch per invocation, none embedded twice
+    assert len(model.calls) == batches  # one window per invocation, no text embedded twice
     assert knowledge["error_message"] == ""

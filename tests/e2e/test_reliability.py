@@ -84,7 +84,7 @@ def test_poison_message_ends_in_the_dlq_and_the_knowledge_fails_with_its_reason(
     assert reader.calls == 4  # the specification's 1 try + 3 retries
     knowledge = api.knowledge(created["id"])
     assert knowledge["parse_status"] == "failed"
-    assert "parser crashed on this document" in knowledge["error_message"]
+    assert "(RuntimeError)" in knowledge["error_message"]  # the class, never an unclassified error's text
     assert "after 4 tries" in knowledge["error_message"]
     parked = [json.loads(body) for body in dlq_bodies("weknora-docreader-dlq")]
     assert [m["knowledge_id"] for m in parked] == [created["id"]]
