@@ -28,6 +28,7 @@ from .domain.storage_keys import (
     upload_result_key,
 )
 from .domain.types import Knowledge, KnowledgeBase, KnowledgeType, ParseStatus, Stage, StageMessage
+from .domain.urls import redact_credentials
 from .observability import logger
 from .offered import check_override_models
 from .ports import Dependencies, DuplicateKnowledge
@@ -306,7 +307,7 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
         tenant_id=tenant_id,
         kb_id=kb.id,
         type=KnowledgeType.FILE_URL if is_file else KnowledgeType.URL,
-        title=(request.title or file_name or url)[:500],
+        title=(request.title or file_name or redact_credentials(url))[:500],
         source=url,
         file_name=safe_file_name(file_name) if file_name else "",
         file_type=file_type if is_file else "html",

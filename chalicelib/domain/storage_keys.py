@@ -8,13 +8,15 @@ import unicodedata
 import uuid
 
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f/\\:*?\"<>|]")
+#: bidirectional overrides and isolates make `evil\u202egpj.exe` display as `evilexe.jpg`
+_BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_NAME = 255
 
 
 def safe_file_name(name: str) -> str:
     """A display-safe base name: no directories, no control characters, at most 255 characters."""
-    name = unicodedata.normalize("NFC", name.replace("\\", "/"))
+    name = _BIDI_CONTROLS.sub("", unicodedata.normalize("NFC", name.replace("\\", "/")))
     base = posixpath.basename(name).strip().strip(".")
     base = _UNSAFE_NAME.sub("_", base)
     if len(base) > MAX_NAME:
@@ -24,9 +26,10 @@ def safe_file_name(name: str) -> str:
 
 
 def folder_of(name: str) -> str:
-    """WeKnora keeps the directory part of an uploaded `fileName` as the knowledge's folder path."""
-    parts = [p for p in name.replace("\\", "/").split("/")[:-1] if p not in ("", ".", "..")]
-    return "/".join(parts)
+    """WeKnora keeps the directory part of an uploaded `fileName` as the knowledge's folder path; each
+    folder is cleaned like a file name (no markup, control or bidi characters)."""
+    parts = [p for p in name.replace("\\", "/").split("/")[:-1] if p.strip() not in ("", ".", "..")]
+    return "/".join(safe_file_name(p) for p in parts)
 
 
 def safe_object_key(key: str) -> str:

@@ -189,11 +189,16 @@ class Knowledge:
     processed_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The tenant-visible shape: no internal storage path or dedupe key, no credentials in URLs."""
+        from .urls import redact_credentials
+
         data = asdict(self)
         for key in ("created_at", "updated_at", "processed_at"):
             value = data[key]
             data[key] = value.isoformat() if value else None
-        data.pop("dedupe_key", None)
+        for internal in ("dedupe_key", "file_path"):
+            data.pop(internal, None)
+        data["source"] = redact_credentials(self.source)
         return data
 
 

@@ -7,6 +7,7 @@ chunks, so a redelivered message or a crash mid-stage never duplicates chunks.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 from ..domain.errors import PermanentStageError, SpanErrorCode
@@ -18,6 +19,15 @@ from ..ports import Dependencies
 from .runner import live_knowledge, run_stage
 
 MAX_CHUNKS_PER_DOCUMENT = 50_000
+#: ordinary text at the default 512 runes makes ~2,000 chunks per MB; 8,000 means chunks under ~130 bytes,
+#: which only a pathological setting or input produces (a small document may always make 1,000)
+MAX_CHUNKS_PER_MB = 8_000
+MIN_CHUNK_ALLOWANCE = 1_000
+
+
+def chunk_limit(markdown_bytes: int) -> int:
+    per_size = math.ceil(MAX_CHUNKS_PER_MB * markdown_bytes / (1024 * 1024))
+    return min(MAX_CHUNKS_PER_DOCUMENT, max(MIN_CHUNK_ALLOWANCE, per_size))
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -49,9 +59,11 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     chunks, extra = build_chunks(knowledge, markdown, config)
     if not chunks:
         raise PermanentStageError("the document produced no chunks", code=SpanErrorCode.CHUNKING_FAILED)
-    if len(chunks) > MAX_CHUNKS_PER_DOCUMENT:
+    limit = chunk_limit(len(markdown.encode()))
+    if len(chunks) > limit:
         raise PermanentStageError(
-            f"{len(chunks)} chunks is over the limit of {MAX_CHUNKS_PER_DOCUMENT}; use a larger chunk_size",
+            f"the document would become {len(chunks)} chunks; the limit for its size is {limit} "
+            f"({MAX_CHUNKS_PER_MB} per MB of text, at most {MAX_CHUNKS_PER_DOCUMENT}): use a larger chunk_size",
             code=SpanErrorCode.CHUNKING_FAILED,
         )
     deps.chunks.replace_all(knowledge.id, chunks)

@@ -16,6 +16,7 @@ from ..domain.filetypes import is_importable
 from ..domain.process_config import engine_rules
 from ..domain.storage_keys import exports_key, images_manifest_key, parsed_markdown_key
 from ..domain.types import Knowledge, KnowledgeType, Stage, StageMessage
+from ..domain.urls import redact_credentials
 from ..observability import logger
 from ..ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
 from .runner import run_stage
@@ -112,7 +113,8 @@ def _fetch_url(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, st
     except FetchFailed as error:
         stage_error = PermanentStageError if error.permanent else TransientStageError
         raise stage_error(
-            f"could not fetch {knowledge.source}: {error.message}", code=SpanErrorCode.DOCREADER_PARSE_FAILED
+            f"could not fetch {redact_credentials(knowledge.source)}: {error.message}",
+            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
         ) from error
     if not is_importable(document.file_type):  # what the URL really served decides, not its path
         raise PermanentStageError(

@@ -65,3 +65,16 @@ def test_a_canary_completes_while_a_big_document_is_embedding(
     assert outputs["texts_embedded"] == done["chunk_count"]  # counted across slices, none embedded twice
     hits = api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": "valve 850 pressure limits"})
     assert any(h["knowledge_id"] == big["id"] for h in hits.json_body["data"])
+
+
+def test_one_upload_cannot_make_unbounded_work(api: Api, runtime: LocalRuntime) -> None:
+    """A tiny chunk size on a normal document would make tens of thousands of chunks (and embedding calls):
+    the upload fails with a reason a user can act on, before any embedding."""
+    kb = api.create_kb()
+    text = "".join(f"Tide {i} rises.\n" for i in range(5000)).encode()
+    config = '{"chunking": {"chunk_size": 1, "chunk_overlap": 0}}'
+    created = api.upload(kb["id"], "tides.txt", text, {"process_config": config}).json_body["data"]
+    runtime.drain(timeout=120)
+    row = api.knowledge(created["id"])
+    assert row["parse_status"] == "failed" and row["error_code"] == "CHUNKING_FAILED"
+    assert "use a larger chunk_size" in row["error_message"]

@@ -227,11 +227,13 @@ def test_the_s3_file_store_carries_a_document_end_to_end(
     services.files = services.inbox
     kb = api.create_kb()
     created = api.upload(kb["id"], "doc.md", TEXT).json_body["data"]
-    assert created["file_path"].startswith("s3://weknora-files-")
+    assert "file_path" not in created  # the internal storage path is never shown to a tenant
+    stored = services.knowledge.get(created["id"])
+    assert stored is not None and stored.file_path.startswith("s3://weknora-files-")
     runtime.drain(timeout=180)
     assert api.knowledge(created["id"])["parse_status"] == "completed"
     s3 = boto3.client("s3")
-    bucket, key = created["file_path"][5:].split("/", 1)
+    bucket, key = stored.file_path[5:].split("/", 1)
     assert s3.head_object(Bucket=bucket, Key=key)["ContentLength"] == len(TEXT)
     parsed = f"{created['tenant_id']}/{created['id']}/parsed/attempt-1.md"
     assert s3.head_object(Bucket=bucket, Key=parsed)["ContentLength"] > 0

@@ -140,3 +140,23 @@ def test_a_chat_model_summary_uses_the_weknora_prompt() -> None:
     assert "100 to 500 words" in chat.messages[0]["content"] and "tides.md" in chat.messages[1]["content"]
     with pytest.raises(ValueError):
         summarize_with(["  ", "!!"], "local/extractive", None)
+
+
+def test_file_names_lose_bidi_controls_and_folders_lose_markup() -> None:
+    """Regression (issue 9): `evil\u202egpj.exe` kept its right-to-left override (shown as `evilexe.jpg`),
+    and folder paths kept markup."""
+    assert safe_file_name("evil\u202egpj.exe") == "evilgpj.exe"
+    assert safe_file_name("a\u2066b\u2069.pdf") == "ab.pdf"
+    assert folder_of('<img src=x onerror="y">/docs/a.pdf') == "_img src=x onerror=_y__/docs"
+    assert folder_of("team/\u202ereports/a.pdf") == "team/reports"
+
+
+def test_credentials_in_urls_are_never_shown() -> None:
+    from chalicelib.domain.types import Knowledge, KnowledgeType
+    from chalicelib.domain.urls import redact_credentials
+
+    assert redact_credentials("https://bob:hunter2@files.example/a.pdf") == "https://***@files.example/a.pdf"
+    assert redact_credentials("https://files.example:8443/a") == "https://files.example:8443/a"
+    row = Knowledge("k", "t", "kb", KnowledgeType.FILE_URL, source="https://bob:hunter2@x.example/a.pdf")
+    shown = row.to_dict()
+    assert "hunter2" not in str(shown) and "file_path" not in shown and "dedupe_key" not in shown
