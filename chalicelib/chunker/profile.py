@@ -1,10 +1,7 @@
 """Document profiler and tier selection (WeKnora profiler.go / patterns.go / tokens.go).
 
 Patterns run once over the whole text in multi-line mode (no per-line Python loop); `\\s` is spelled as
-horizontal whitespace so a match can never run across a line break. With the C accelerator, `Lines` gets
-everything the profiler and the heading/heuristic tiers read (fences, markers, headings, tables, blank
-runs, line-length statistics) from one pass, `_native.scan_lines`, which mirrors these patterns exactly
-(tests/chunker/test_chunker_profile.py compares both, and both against the frozen pre-scan profiler).
+horizontal whitespace so a match can never run across a line break.
 """
 
 from __future__ import annotations
@@ -17,8 +14,6 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
-
-from chalicelib.chunker import _accel
 
 _H = r"[ \t\f\r]"  # Go's \s minus the newline
 
@@ -93,12 +88,8 @@ PRIO_FORM_FEED, PRIO_NUMBERED, PRIO_CHAPTER, PRIO_CAPS, PRIO_SEP, PRIO_FOOTER, P
 def detect_language(sample: str) -> str:
     if not sample:
         return "mixed"
-    nat = _accel.native
-    if nat is not None:
-        cjk, latin = nat.lang_counts(sample)
-    else:
-        cjk = sum(map(len, _CJK.findall(sample)))
-        latin = sum(map(len, _LATIN.findall(sample)))
+    cjk = sum(map(len, _CJK.findall(sample)))
+    latin = sum(map(len, _LATIN.findall(sample)))
     total = cjk + latin
     if total == 0:
         return "mixed"
@@ -128,25 +119,7 @@ class Lines:
         self._stats: tuple[int, np.ndarray[Any, Any], int] | None = None
         self._counts: tuple[int, int] | None = None
         self._blanks: list[int] | None = None
-        nat = _accel.native
-        if nat is not None:
-            # One C pass: fences, markers, tables and the line statistics (what the methods compute).
-            (
-                fences,
-                self._markers,
-                self._has_table,
-                kept,
-                code_chars,
-                n_lines,
-                ff,
-                nl3,
-                self._headings,
-                self._blanks,
-            ) = nat.scan_lines(text)
-            self._stats = (n_lines, np.frombuffer(kept, dtype=np.float64), code_chars)
-            self._counts = (ff, nl3)
-        else:
-            fences = [pos for pos, _ in FENCE_LINE.finditer(text)]
+        fences = [pos for pos, _ in FENCE_LINE.finditer(text)]
         # (opening fence line start, closing fence line start, or len(text) when unclosed)
         self.fenced: list[tuple[int, int]] = [
             (fences[i], fences[i + 1] if i + 1 < len(fences) else len(text)) for i in range(0, len(fences), 2)

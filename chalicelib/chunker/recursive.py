@@ -5,18 +5,13 @@ Everything works on absolute rune offsets into one text; strings are sliced only
 for the few units inside tables. The greedy merge jumps from chunk end to chunk end with a bisect over
 the unit boundaries instead of visiting every unit, and falls back to the unit-by-unit WeKnora loop only
 inside Markdown tables (where the repeated-header state machine needs every unit).
-
-`split_range` and `overlap_start` hand over to `_native.c` when the accelerator is on; the C merge calls
-back into TableTracker / _header_present / _column_mismatch below, so table rules live in one place.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from typing import Any
 
-from chalicelib.chunker import _accel
 from chalicelib.chunker.config import HARD_CAP
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
 from chalicelib.chunker.spans import Spans
@@ -234,11 +229,6 @@ def overlap_start(
     """Start of the semantic overlap kept from chunk [p, end): paragraph break > line break > sentence end,
     earliest of the best kind, inside the last `max_ov` units (+4 runes lookbehind for the separator).
     Returns `end` for no overlap."""
-    nat = _accel.native
-    if nat is not None and (type(m) is CharMeasure or type(m) is nat.TokMeasure):
-        return int(
-            nat.overlap_start(text, spans.native(), None if type(m) is CharMeasure else m, p, end, max_ov)
-        )
     if max_ov <= 0 or p >= end:
         return end
     w = m.window_start(p, end, max_ov)
@@ -291,32 +281,6 @@ def overlap_start(
 # ---------------------------------------------------------------- merge
 
 
-def split_ranges_native(
-    text: str,
-    ranges: list[tuple[int, int]],
-    spans: Spans,
-    seps: tuple[str, ...],
-    size: int,
-    overlap: int,
-    m: CharMeasure | TokenMeasure,
-    context: str | None,
-) -> list[list[Any]]:
-    """split_range over many ranges in one C call (accelerator only); with a `context` the chunks are
-    4-tuples (start, end, header, context)."""
-    out: list[list[Any]] = _accel.native.split_ranges(
-        text,
-        ranges,
-        spans.native(),
-        seps,
-        size,
-        overlap,
-        None if type(m) is CharMeasure else m,
-        (TableTracker, _header_present, _column_mismatch),
-        context,
-    )
-    return out
-
-
 def split_range(
     text: str,
     a: int,
@@ -330,11 +294,6 @@ def split_range(
     """Chunks of [a, b) as (start, end, synthetic header prefix)."""
     if a >= b:
         return []
-    nat = _accel.native
-    # resolve() drops empty separators; a direct caller passing one gets the regex semantics below.
-    if nat is not None and (type(m) is CharMeasure or type(m) is nat.TokMeasure) and "" not in seps:
-        res: list[Raw] = split_ranges_native(text, [(a, b)], spans, seps, size, overlap, m, None)[0]
-        return res
     bounds, big, hdr_units = build_units(text, a, b, spans, seps, size, m)
     specials = sorted(set(big) | hdr_units)
     big_set = set(big)

@@ -1,19 +1,14 @@
 """Protected Markdown spans that a chunk boundary must never cut (WeKnora `protectedPatterns`).
 
 Each pattern is scanned on its own (C-speed `finditer`), then the union is resolved like WeKnora:
-sorted by start, longer first on ties, greedily dropping overlaps. `_native.find_spans` is the C twin
-(one hand-written matcher per pattern with the same backtracking outcome, over a one-byte view of the
-text); the regexes here stay the specification and the pure-Python path.
+sorted by start, longer first on ties, greedily dropping overlaps.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import dataclass, field
-from typing import Any
-
-from chalicelib.chunker import _accel
+from dataclasses import dataclass
 
 # Go's \s and \w are ASCII-only; spell them out so Python's Unicode classes do not widen the match.
 _WS = r"[\t\n\f\r ]"
@@ -48,13 +43,6 @@ class Spans:
     starts: list[int]
     ends: list[int]
     headers: set[int]  # starts of table header+separator spans
-    _native: Any = field(default=None, repr=False, compare=False)  # the same spans as C arrays
-
-    def native(self) -> Any:
-        """The C-array twin of these spans (built once) for the accelerator."""
-        if self._native is None:
-            self._native = _accel.native.spans_from_lists(self.starts, self.ends, self.headers)
-        return self._native
 
     def inside(self, pos: int) -> bool:
         """True when pos lies in [start, end) of a span."""
@@ -92,9 +80,6 @@ def _lead_spaces(pat: re.Pattern[str], text: str, kind: int) -> list[tuple[int, 
 
 
 def find_spans(text: str) -> Spans:
-    if _accel.native is not None:
-        n_starts, n_ends, header_starts, arrays = _accel.native.find_spans(text)
-        return Spans(n_starts, n_ends, set(header_starts), arrays)
     found: list[tuple[int, int, int]] = []
     for kind, (pat, need) in enumerate(zip(_PATTERNS, _NEEDS, strict=True)):
         if need not in text:

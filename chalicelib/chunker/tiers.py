@@ -7,7 +7,6 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.chunker import _accel
 from chalicelib.chunker.config import HARD_CAP, Resolved
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
 from chalicelib.chunker.profile import (
@@ -16,7 +15,7 @@ from chalicelib.chunker.profile import (
     profile_document,
     select_chain,
 )
-from chalicelib.chunker.recursive import overlap_start, split_range, split_ranges_native
+from chalicelib.chunker.recursive import overlap_start, split_range
 from chalicelib.chunker.spans import Spans
 
 Chunk4 = tuple[int, int, str, str]  # (start, end, synthetic header prefix, context header)
@@ -31,19 +30,8 @@ class Ctx:
     m: M
 
 
-def native_recursive(c: Ctx) -> bool:
-    """True when the recursive tier of this context runs in C (and can be batched)."""
-    nat = _accel.native
-    return nat is not None and (type(c.m) is CharMeasure or type(c.m) is nat.TokMeasure)
-
-
 def recursive_tier(c: Ctx, a: int, b: int) -> list[Chunk4]:
     cfg = c.cfg
-    if native_recursive(c) and "" not in cfg.separators:
-        out: list[Chunk4] = split_ranges_native(
-            c.text, [(a, b)], c.spans, cfg.separators, cfg.size, cfg.overlap, c.m, ""
-        )[0]
-        return out
     raws = split_range(c.text, a, b, c.spans, cfg.separators, cfg.size, cfg.overlap, c.m)
     return [(s, e, h, "") for s, e, h in raws]
 
@@ -240,7 +228,7 @@ def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[C
         if e > s and text[s:e].strip():
             out.append((s, e, "", ""))
 
-    # Oversized stretches go to the recursive tier after the loop (one batched C call): (index in out, range).
+    # Oversized stretches go to the recursive tier after the loop: (index in out, range).
     deferred: list[tuple[int, int, int]] = []
     chunk_start = cur_end = bounds[0]
     for nxt in bounds[1:]:
@@ -264,13 +252,7 @@ def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[C
         emit(chunk_start, cur_end)
     if not deferred:
         return out
-    cfg = c.cfg
-    ranges = [(s, e) for _, s, e in deferred]
-    subs: list[list[Chunk4]]
-    if native_recursive(c) and "" not in cfg.separators:
-        subs = split_ranges_native(text, ranges, c.spans, cfg.separators, size, cfg.overlap, m, "")
-    else:
-        subs = [recursive_tier(c, s, e) for s, e in ranges]
+    subs = [recursive_tier(c, s, e) for _, s, e in deferred]
     merged: list[Chunk4] = []
     prev = 0
     for (at, _, _), sub in zip(deferred, subs, strict=True):

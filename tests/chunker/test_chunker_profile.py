@@ -1,13 +1,11 @@
-"""Differential tests of the profiler's line scan: the C pass (`_native.scan_lines`) against the pure
-Python regexes, and the current profiler against the frozen pre-scan one (profile_reference.py): line
-markers, headings, fences, tables, line statistics and the whole DocProfile, on the corpus and generated
-text; and the rewritten tier helpers (Hierarchy, heuristic boundaries) against their old forms.
+"""Differential tests of the profiler's line scan: the current profiler (whole-text regex passes) against
+the frozen per-line one (profile_reference.py): line markers, headings, fences, tables, line statistics
+and the whole DocProfile, on the corpus and generated text; and the rewritten tier helpers (Hierarchy,
+heuristic boundaries) against their old forms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import profile_reference as ref
@@ -17,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_chunker_properties import markdown
 
-from chalicelib.chunker import ChunkingConfig, _accel, preview
+from chalicelib.chunker import ChunkingConfig, preview
 from chalicelib.chunker.config import resolve
 from chalicelib.chunker.lengths import CharMeasure
 from chalicelib.chunker.profile import Lines, profile_document
@@ -27,16 +25,6 @@ from chalicelib.chunker.tiers import Ctx, Hierarchy, _common_heading_prefix, _he
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CORPUS = corpus_texts()
-MODES = [False, True] if _accel.available() else [False]
-
-
-@contextmanager
-def native(on: bool) -> Iterator[None]:
-    was = _accel.use_native(on)
-    try:
-        yield
-    finally:
-        _accel.use_native(was)
 
 
 def scan(text: str) -> tuple[Any, ...]:
@@ -78,11 +66,9 @@ def reference_scan(text: str) -> tuple[Any, ...]:
 def check(text: str) -> None:
     expected = reference_scan(text)
     old = ref.profile_document(text).as_dict() if text else None
-    for on in MODES:
-        with native(on):
-            assert scan(text) == expected, f"native={on}"
-            if text:
-                assert profile_document(text).as_dict() == old, f"native={on}"
+    assert scan(text) == expected
+    if text:
+        assert profile_document(text).as_dict() == old
 
 
 # Line pieces around every marker pattern's edges: words, numerals, blanks, the case-folding runes
@@ -131,13 +117,9 @@ def test_random_markdown_profiles_like_the_reference(md: str) -> None:
 def test_random_markdown_tier_diagnostics_are_identical(md: str, fenced: bool, strategy: str) -> None:
     md = md + "\n```\nopen fence" if fenced else md
     conf = ChunkingConfig(chunk_size=120, chunk_overlap=20, strategy=strategy)
-    outs = []
-    for on in MODES:
-        with native(on):
-            outs.append(preview(md, conf, limit=10**6))
-    assert all(o == outs[0] for o in outs)
+    out = preview(md, conf, limit=10**6)
     if md:
-        assert outs[0]["diagnostics"]["profile"] in (None, ref.profile_document(md).as_dict())
+        assert out["diagnostics"]["profile"] in (None, ref.profile_document(md).as_dict())
 
 
 @pytest.mark.slow
@@ -218,9 +200,7 @@ def test_heuristic_bounds_match_their_old_form(md: str, soup: str, cut: int) -> 
     a = min(cut, len(text))
     c = Ctx(text, find_spans(text), resolve(ChunkingConfig(chunk_size=100)), CharMeasure(text))
     expected = old_heuristic_bounds(c, a, ref.Lines(text[a:]))
-    for on in MODES:
-        with native(on):
-            assert _heuristic_bounds(c, a, len(text), Lines(text[a:])) == expected, f"native={on}"
+    assert _heuristic_bounds(c, a, len(text), Lines(text[a:])) == expected
 
 
 def old_common_heading_prefix(x: str, y: str) -> str:
