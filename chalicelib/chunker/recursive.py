@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from functools import lru_cache
 
 from chalicelib.chunker.config import HARD_CAP
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
@@ -24,7 +25,8 @@ _HDR_START = re.compile(
     re.S | re.I,
 )
 _HDR_END = re.compile(r"^" + _WS + r"*\Z|^" + _WS + r"*[^|\t\n\f\r ]", re.S)
-_ROW = re.compile(r"^" + _WS + r"*(?:\|[^|\n]*)+\|" + _WS + r"*$")
+# A whole line that starts and ends with a pipe (two at least), surrounding whitespace allowed.
+_ROW_LINE = re.compile(r"^[^\S\n]*(\|[^\n]*\|)[^\S\n]*$", re.M)
 _PARA = re.compile(r"\n\n")
 _SENT = re.compile(r"[。？！]|[.?!] ")
 _SEP_CACHE: dict[str, re.Pattern[str]] = {}
@@ -41,25 +43,20 @@ def _sep_re(sep: str) -> re.Pattern[str]:
 
 
 def _row_cols(line: str) -> int:
+    """Cells of one table line: its pipes, less the empty edges (WeKnora countColumns)."""
     line = line.strip()
     if not line.startswith("|"):
         return 0
-    parts = line.split("|")
-    if parts and not parts[0].strip():
-        parts = parts[1:]
-    if parts and not parts[-1].strip():
-        parts = parts[:-1]
-    return len(parts)
+    return line.count("|") - (1 if line.endswith("|") else 0)
 
 
 def _first_row_cols(text: str) -> int:
-    for line in text.split("\n"):
-        line = line.strip()
-        if line and _ROW.match(line):
-            return _row_cols(line)
-    return 0
+    """Cells of the first line of `text` that is a table row (starts and ends with a pipe), else 0."""
+    m = _ROW_LINE.search(text)
+    return m.group(1).count("|") - 1 if m else 0
 
 
+@lru_cache(maxsize=64)  # one active header is asked about once per row
 def _header_cols(header: str) -> int:
     for line in header.split("\n"):
         line = line.strip()
@@ -71,6 +68,7 @@ def _header_cols(header: str) -> int:
     return 0
 
 
+@lru_cache(maxsize=64)
 def _header_col_row(header: str) -> str:
     for line in header.split("\n"):
         line = line.strip()
@@ -79,6 +77,12 @@ def _header_col_row(header: str) -> str:
         if line.strip("| \t"):
             return line
     return ""
+
+
+@lru_cache(maxsize=64)
+def _row_pattern(cells: int) -> re.Pattern[str]:
+    """One whole row unit with exactly `cells` cells, ending with a single line break."""
+    return re.compile(r"[ ]*\|(?:[^|\n]*\|){%d}\n" % cells)
 
 
 def _header_present(header: str, overlap: str, unit: str) -> bool:
@@ -98,12 +102,14 @@ class TableTracker:
     """Active Markdown table header: starts on a header+separator unit; ends on a blank or non-table unit,
     a paragraph break followed by another table, or a column-count change."""
 
-    __slots__ = ("active", "ended_this_unit", "pending")
+    __slots__ = ("_row", "_row_header", "active", "ended_this_unit", "pending")
 
     def __init__(self) -> None:
         self.active = ""
         self.pending = False
         self.ended_this_unit = False
+        self._row_header = ""  # the header `_row` was made for
+        self._row: re.Pattern[str] | None = None
 
     @property
     def busy(self) -> bool:
@@ -111,6 +117,14 @@ class TableTracker:
 
     def update(self, unit: str) -> None:
         self.ended_this_unit = False
+        if self.active and not self.pending:
+            # Fast path: one row line with the header's cell count leaves every state unchanged.
+            if self._row_header is not self.active:
+                self._row_header = self.active
+                n = _header_cols(self.active)
+                self._row = _row_pattern(n) if n > 0 else None
+            if self._row is not None and self._row.fullmatch(unit):
+                return
         if self.pending:
             self.pending = False
             if self.active:
@@ -125,7 +139,7 @@ class TableTracker:
             elif _column_mismatch(self.active, unit):
                 self.active = ""
                 self.ended_this_unit = True
-        if not self.active:
+        if not self.active and "-" in unit:
             m = _HDR_START.search(unit)
             if m and m.group():
                 self.active = m.group()
@@ -367,7 +381,8 @@ def split_range(
         if h_len > size:
             headers, h_len = "", 0
         u_len = length(u_s, u_e)
-        if cur is not None and length(cur, u_s) + hdr_len + u_len + h_len > size:
+        # The chunk so far is hdr + text[cur:u_s]: the header is counted once, as what it holds.
+        if cur is not None and length(cur, u_s) + hdr_len + u_len > size:
             out.append((cur, u_s, hdr))
             ov = overlap_start(text, spans, m, cur, u_s, min(overlap, size - u_len))
             hdr, hdr_len = "", 0

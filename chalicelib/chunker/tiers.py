@@ -7,6 +7,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.chunker.blocks import Fence
 from chalicelib.chunker.config import HARD_CAP, Resolved
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
 from chalicelib.chunker.profile import (
@@ -28,6 +29,15 @@ class Ctx:
     spans: Spans
     cfg: Resolved
     m: M
+
+    def lines(self, a: int, b: int) -> Lines:
+        """Line scan of [a, b), reusing the fenced blocks found once for the whole text."""
+        fences = [
+            Fence(max(f.start, a) - a, min(f.end, b) - a, max(f.last_line, a) - a, f.closed and f.end <= b)
+            for f in self.spans.fences
+            if f.start < b and f.end > a
+        ]
+        return Lines(self.text[a:b], fences)
 
 
 def recursive_tier(c: Ctx, a: int, b: int) -> list[Chunk4]:
@@ -125,7 +135,7 @@ def heading_tier(
 ) -> list[Chunk4]:
     text = c.text
     if lines is None:
-        lines = Lines(text[a:b])
+        lines = c.lines(a, b)
     if profile is None:
         # Only the heading counts matter here: not the whole profile.
         profile = DocProfile()
@@ -214,7 +224,7 @@ def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[C
     text = c.text
     if m.length(a, b) <= size:
         return recursive_tier(c, a, b)
-    bounds = _heuristic_bounds(c, a, b, lines or Lines(text[a:b]))
+    bounds = _heuristic_bounds(c, a, b, lines or c.lines(a, b))
     if not bounds:
         return recursive_tier(c, a, b)
     if bounds[-1] != b:
@@ -325,7 +335,7 @@ def run_strategy(c: Ctx, a: int, b: int) -> tuple[list[Chunk4], Diagnostics]:
     elif strategy == "recursive":
         chain = ["recursive"]
     else:
-        lines = Lines(c.text[a:b])
+        lines = c.lines(a, b)
         profile = profile_document(lines.text, lines)
         chain = select_chain(profile)
         diag.profile = profile.as_dict()

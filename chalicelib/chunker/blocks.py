@@ -1,0 +1,66 @@
+"""CommonMark block structure the chunker needs: fenced code blocks (spec 0.31.2, §4.5), from markdown-it-py.
+
+Backtick and tilde fences of 3+ characters indented up to 3 spaces, an info string after optional spaces
+(a backtick fence's info string may not contain backticks), a closing fence of the same character at least
+as long as the opening one and without an info string, an unclosed fence running to the end of its
+container (block quote, list item) or of the document: the tokenizer's block parser decides all of it, so
+fences pair exactly as CommonMark pairs them. Only the block rules run (no inline parsing), and only when
+the text contains a fence marker at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import accumulate
+
+from markdown_it import MarkdownIt
+
+_PARSER: MarkdownIt | None = None
+
+
+def _parser() -> MarkdownIt:
+    global _PARSER
+    if _PARSER is None:
+        md = MarkdownIt("commonmark")
+        # Block structure only: no normalisation (it would move offsets) and no inline rules.
+        md.core.ruler.enableOnly(["block"])
+        _PARSER = md
+    return _PARSER
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """One fenced code block, by offsets into the text."""
+
+    start: int  # start of the opening fence line
+    end: int  # end of the block's last line (closing fence, or last content line), newline excluded
+    last_line: int  # start of the block's last line
+    closed: bool  # False when the block runs to the end of its container or of the document
+
+
+def fenced_blocks(text: str) -> list[Fence]:
+    """The fenced code blocks of `text` in document order (nested ones included, e.g. in list items)."""
+    if "```" not in text and "~~~" not in text:
+        return []
+    tokens = _parser().parse(text)
+    fences = [t for t in tokens if t.type == "fence" and t.map]
+    if not fences:
+        return []
+    # Offset of every line start; the last entry is one past the end of the text.
+    line_starts = list(accumulate(map((1).__add__, map(len, text.split("\n"))), initial=0))
+    n = len(text)
+    out = []
+    for t in fences:
+        first, stop = t.map  # type: ignore[misc]  # [first line, line after the block)
+        content = t.content
+        content_lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+        last = min(stop, len(line_starts) - 1) - 1
+        out.append(
+            Fence(
+                start=line_starts[first],
+                end=min(n, line_starts[last + 1] - 1),
+                last_line=line_starts[last],
+                closed=stop - first - content_lines == 2,
+            )
+        )
+    return out
