@@ -82,7 +82,7 @@ def _header_col_row(header: str) -> str:
 @lru_cache(maxsize=64)
 def _row_pattern(cells: int) -> re.Pattern[str]:
     """One whole row unit with exactly `cells` cells, ending with a single line break."""
-    return re.compile(r"[ ]*\|(?:[^|\n]*\|){%d}\n" % cells)
+    return re.compile(r"[ ]*\|(?:[^|\n]*\|){" + str(cells) + r"}\n")
 
 
 def _header_present(header: str, overlap: str, unit: str) -> bool:
