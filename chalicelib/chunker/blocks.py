@@ -10,6 +10,7 @@ the text contains a fence marker at all.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -38,9 +39,14 @@ class Fence:
     closed: bool  # False when the block runs to the end of its container or of the document
 
 
+# A fence's opening line holds only container markers (block quote `>`, list bullets and numbers) and
+# indentation before its backticks or tildes: without such a line the text has no fenced block.
+_CANDIDATE = re.compile(r"^[ \t>*+\-0-9.)]*(?:```|~~~)", re.M)
+
+
 def fenced_blocks(text: str) -> list[Fence]:
     """The fenced code blocks of `text` in document order (nested ones included, e.g. in list items)."""
-    if "```" not in text and "~~~" not in text:
+    if ("```" not in text and "~~~" not in text) or not _CANDIDATE.search(text):
         return []
     tokens = _parser().parse(text)
     fences = [t for t in tokens if t.type == "fence" and t.map]
