@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 _PARSER: MarkdownIt | None = None
 
@@ -46,10 +47,20 @@ _CANDIDATE = re.compile(r"^[ \t>*+\-0-9.)]*(?:```|~~~)", re.M)
 
 def fenced_blocks(text: str) -> list[Fence]:
     """The fenced code blocks of `text` in document order (nested ones included, e.g. in list items)."""
-    if ("```" not in text and "~~~" not in text) or not _CANDIDATE.search(text):
+    if "```" not in text and "~~~" not in text:
         return []
-    tokens = _parser().parse(text)
-    fences = [t for t in tokens if t.type == "fence" and t.map]
+    last = None
+    for last in _CANDIDATE.finditer(text):  # noqa: B007 - only the last candidate line matters
+        pass
+    if last is None:
+        return []
+    # Block parsing is incremental, line by line: no line after the last one that can open or close a
+    # fence changes a fence before it, so parse up to there. Only a fence still open at that point runs
+    # on, to the end of its container: then the whole text is parsed.
+    cut = text.find("\n", last.end())
+    fences = _fences(text[: cut + 1] if cut >= 0 else text)
+    if fences and cut >= 0 and not _is_closed(fences[-1]):
+        fences = _fences(text)
     if not fences:
         return []
     # Offset of every line start; the last entry is one past the end of the text.
@@ -58,15 +69,25 @@ def fenced_blocks(text: str) -> list[Fence]:
     out = []
     for t in fences:
         first, stop = t.map  # type: ignore[misc]  # [first line, line after the block)
-        content = t.content
-        content_lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
-        last = min(stop, len(line_starts) - 1) - 1
+        end_line = min(stop, len(line_starts) - 1) - 1
         out.append(
             Fence(
                 start=line_starts[first],
-                end=min(n, line_starts[last + 1] - 1),
-                last_line=line_starts[last],
-                closed=stop - first - content_lines == 2,
+                end=min(n, line_starts[end_line + 1] - 1),
+                last_line=line_starts[end_line],
+                closed=_is_closed(t),
             )
         )
     return out
+
+
+def _fences(text: str) -> list[Token]:
+    return [t for t in _parser().parse(text) if t.type == "fence" and t.map]
+
+
+def _is_closed(fence: Token) -> bool:
+    """A closed block spans its content lines plus the two fence lines, an unclosed one plus one."""
+    first, stop = fence.map  # type: ignore[misc]
+    content = fence.content
+    content_lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+    return stop - first - content_lines == 2

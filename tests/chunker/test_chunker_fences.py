@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from chunker_helpers import check_chunks, commonmark_fences
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chalicelib.chunker import HARD_CAP, ChunkingConfig, split
 from chalicelib.chunker.blocks import fenced_blocks
@@ -169,3 +171,20 @@ def test_gfm_pipe_tables_repeat_their_header_once_per_chunk_when_split(ex: dict[
     for c in chunks:
         assert c.content.count(header.split("\n")[0]) == 1, c.content
         assert len(c.content) <= len(header) + 60
+
+
+# Lines built from container markers, indentation and fence-ish runs: lists, quotes, tildes, unclosed
+# fences, fences closed by longer runs or with info strings, HTML blocks that swallow fences.
+_PREFIX = st.sampled_from(["", " ", "   ", "    ", "> ", ">", "- ", "1. ", "  - ", "> - ", "* ", "\t"])
+_BODY = st.sampled_from(
+    ["```", "````", "~~~", "~~~~", "``` bash", "```py", "~~~ a ``` b", "``` a ` b", "``", "text", "# head",
+     "<!--", "-->", "<pre>", "</pre>", "---", "| a | b |", ""]
+)  # fmt: skip
+fence_soup = st.lists(st.tuples(_PREFIX, _BODY).map("".join), max_size=30).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=fence_soup, trailing_newline=st.booleans())
+def test_fenced_blocks_match_a_full_commonmark_parse(text: str, trailing_newline: bool) -> None:
+    text += "\n" if trailing_newline else ""
+    assert [(f.start, f.end) for f in fenced_blocks(text)] == commonmark_fences(text)
