@@ -85,6 +85,12 @@ def _row_pattern(cells: int) -> re.Pattern[str]:
     return re.compile(r"[ ]*\|(?:[^|\n]*\|){" + str(cells) + r"}\n")
 
 
+@lru_cache(maxsize=64)
+def _row_run_pattern(cells: int) -> re.Pattern[str]:
+    """A run of whole row lines with exactly `cells` cells each."""
+    return re.compile(r"(?:[ ]*\|(?:[^|\n]*\|){" + str(cells) + r"}\n)+")
+
+
 def _header_present(header: str, overlap: str, unit: str) -> bool:
     if header in overlap or header in unit:
         return True
@@ -143,6 +149,27 @@ class TableTracker:
             m = _HDR_START.search(unit)
             if m and m.group():
                 self.active = m.group()
+
+
+def _row_run(text: str, bounds: list[int], k: int, u_s: int, limit: int, tracker: TableTracker) -> int:
+    """Last index j such that units k..j are single rows with the active header's cell count (units the
+    tracker would pass unchanged), ending before `limit`; k - 1 when there is none.
+
+    One regex match finds the run of such lines; its units must be exactly those lines (each ends right
+    after a line break, as many units as line breaks), which a span crossing rows would break."""
+    cells = _header_cols(tracker.active)
+    if cells <= 0:
+        return k - 1
+    m = _row_run_pattern(cells).match(text, u_s, limit)
+    if m is None:
+        return k - 1
+    j = bisect_right(bounds, m.end(), k) - 1
+    ends = bounds[k : j + 1]
+    aligned = next((i for i, x in enumerate(ends) if text[x - 1] != "\n"), len(ends))
+    j = k + aligned - 1
+    if j >= k and text.count("\n", u_s, bounds[j]) != j - k + 1:
+        return k - 1
+    return j
 
 
 # ---------------------------------------------------------------- units
@@ -317,6 +344,7 @@ def split_range(
     length = m.length
     last_fitting = m.last_fitting
     token_mode = m.token_mode
+    full_at = -1  # unit index at which a run of table rows stopped because the chunk was full
     cur: int | None = None  # source start of the current chunk; None = empty
     hdr = ""  # synthetic table header at the head of the current chunk
     hdr_len = 0
@@ -357,6 +385,23 @@ def split_range(
                 continue
         # Unit-by-unit WeKnora loop (tables, header units, units over the hard cap).
         u_s = bounds[k - 1] if k else a
+        if (
+            cur is not None
+            and tracker.active
+            and not tracker.pending
+            and k != full_at
+            and k + 1 < n
+            and m.fits(cur, bounds[k + 1], size - hdr_len)  # two more units fit: worth a run
+        ):
+            # Inside a table: every plain row that still fits the chunk joins it without a state change.
+            j = _row_run(text, bounds, k, u_s, min(b, cur + (HARD_CAP if token_mode else size) + 1), tracker)
+            if j >= k:
+                j = last_fitting(cur, size - hdr_len, bounds, k, j + 1)
+                if token_mode or size > HARD_CAP:
+                    j = min(j, bisect_right(bounds, cur + HARD_CAP - len(hdr), k, j + 1) - 1)
+                if j >= k:
+                    k = full_at = j + 1  # the chunk is full: unit k goes the unit-by-unit way
+                    continue
         u_e = bounds[k]
         unit = text[u_s:u_e]
         if k in big_set:

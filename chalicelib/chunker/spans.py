@@ -76,7 +76,7 @@ class Spans:
 def _lead_spaces(
     pat: re.Pattern[str], text: str, a: int, b: int, kind: int, out: list[tuple[int, int, int]]
 ) -> None:
-    found = [m.span() for m in pat.finditer(text, a, b)]
+    found = list(map(re.Match.span, pat.finditer(text, a, b)))
     # Re-attach leading spaces (indented rows are rare), never reaching back into the previous match.
     for i in [i for i, (s, _) in enumerate(found) if s > a and text[s - 1] == " "]:
         s, e = found[i]
