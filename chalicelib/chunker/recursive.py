@@ -4,7 +4,9 @@ semantic overlap and repeated table headers.
 Everything works on absolute rune offsets into one text; strings are sliced only for emitted chunks and
 for the few units inside tables. The greedy merge jumps from chunk end to chunk end with a bisect over
 the unit boundaries instead of visiting every unit, and falls back to the unit-by-unit WeKnora loop only
-inside Markdown tables (where the repeated-header state machine needs every unit).
+inside Markdown tables (where the repeated-header state machine decides). There too, a run of plain rows
+of the active table joins the chunk in one step (`_row_run`): the loop runs per chunk, not per row. The
+repeated header is counted once against the size, as part of the chunk that carries it.
 """
 
 from __future__ import annotations
