@@ -32,15 +32,19 @@ REFERENCE_PATTERNS = [
 
 def commonmark_fences(text: str) -> list[tuple[int, int]]:
     """Fenced code blocks straight from markdown-it-py's full CommonMark parse: from the start of the opening
-    fence line to the end of the block's last line (newline excluded)."""
+    fence line to the end of the block's last line (newline excluded). Its input normalisation (CR to LF)
+    is off, as in the chunker, whose texts are already normalised: offsets stay those of `text`."""
     from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark")
+    md.core.ruler.disable("normalize")
 
     starts = [0]
     for i, ch in enumerate(text):
         if ch == "\n":
             starts.append(i + 1)
     out = []
-    for t in MarkdownIt("commonmark").parse(text):
+    for t in md.parse(text):
         if t.type == "fence" and t.map:
             first, stop = t.map
             last = min(stop, len(starts)) - 1
