@@ -11,11 +11,11 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml setup.py chalicelib/chunker/_native.c | $(VENV)/bin/python
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[local]'
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml setup.py chalicelib/chunker/_native.c | $(VENV)/bin/python
+$(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Chunker throughput: our WeKnora-grade chunker against the peers, side by side in ONE run.
+"""Chunker throughput: our WeKnora-grade chunker (pure Python) against the peers, side by side in ONE run.
 
-Corpus: the .md/.markdown/.txt files of the dev corpus (normalised with our normalise_markdown; the peers
-get the same text). Two modes at equivalent settings:
+Two document sets: "corpus", the .md/.markdown/.txt files of the dev corpus, and "tables", parser output
+with tables: the corpus's CSV, XLSX and JSON files rendered to Markdown by our own docreader (pipe tables,
+as the chunking stage receives them; the 50,000-row Debian package CSV among them). Both are normalised
+with our normalise_markdown; the peers get the same text. Two modes at equivalent settings:
 
   char   512 runes / 80 overlap   ours (recursive, auto, heading, heuristic) vs LangChain RecursiveCharacterTextSplitter(len),
                                   chonkie RecursiveChunker/TokenChunker("character"), semchunk(len)
@@ -10,9 +12,8 @@ get the same text). Two modes at equivalent settings:
                                   ours with a TokenCounter vs LangChain.from_tiktoken_encoder,
                                   chonkie RecursiveChunker/TokenChunker(enc), semchunk(enc)
 
-plus floors (str.split, one tiktoken encode_ordinary pass). Our rows run on the C accelerator
-(chalicelib/chunker/_native.c) when it is built, and again in pure Python ("[pure Python]" rows, the
-WEKNORA_CHUNKER_PURE=1 path); the summary gives each row's ratio to the fastest peer and to str.split. Every factory runs outside the timed region and
+plus floors (str.split, one tiktoken encode_ordinary pass). The summary gives each row's ratio to every
+peer, to the fastest peer and to str.split. Every factory runs outside the timed region and
 is rebuilt each round (no caches carried across rounds, same rule as peer-bench/bench_chunk.py); per
 document the median over rounds is kept; MB/s = MB of UTF-8 / sum of per-document medians ("rounds
 min-max" is the spread: the slowest and fastest round's summed per-document times). One extra
@@ -22,9 +23,12 @@ for information and excluded from the ratios.
 The peers are not project dependencies: run it with the peer venv, e.g.
 
     bash /work/shared/peer-bench/make_venv.sh /tmp/peers     # or pip install the chunking peers only
-    /tmp/peers/bin/python bench/bench_chunker.py [--rounds 3] [--modes char,token] [--json out.json]
+    /tmp/peers/bin/pip install markdown-it-py                # our chunker's one extra dependency
+    /tmp/peers/bin/python bench/bench_chunker.py [--rounds 3] [--modes char,token] [--sets corpus,tables]
 
-Without the peers installed only our chunker and the str.split floor are measured.
+Without the peers installed only our chunker and the str.split floor are measured. The tables set is
+rendered by the project's docreader; when the running interpreter lacks the parser dependencies (the peer
+venv), the project venv (.venv) renders it in a subprocess.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -49,7 +54,6 @@ sys.path.insert(0, str(ROOT))
 from chalicelib.chunker import (  # noqa: E402
     ChunkingConfig,
     TokenCounter,
-    _accel,
     normalise_markdown,
     split,
 )
@@ -57,6 +61,7 @@ from chalicelib.chunker import (  # noqa: E402
 CORPUS = Path("/work/shared/corpus")
 PEER_BENCH = Path("/work/shared/peer-bench")
 EXTS = (".md", ".markdown", ".txt")
+TABLE_TYPES = ("csv", "xlsx", "json")
 SETTINGS = {"char": (512, 80), "token": (512, 50)}
 
 Factory = Callable[[], Callable[[str], list[str]]]
@@ -73,6 +78,32 @@ def load_docs(corpus: Path) -> list[tuple[str, str]]:
     return docs
 
 
+def render_tables(corpus: Path) -> list[tuple[str, str]]:
+    """The corpus's CSV/XLSX/JSON files as our docreader renders them (Markdown with pipe tables)."""
+    try:
+        from chalicelib.parsers import build_docreader
+        from chalicelib.ports import ReadRequest
+    except ImportError:
+        venv_python = ROOT / ".venv" / "bin" / "python"
+        out = subprocess.run(
+            [str(venv_python), __file__, "--render-tables", "--corpus", str(corpus)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        return [(name, text) for name, text in json.loads(out)]
+    reader = build_docreader()
+    docs = []
+    for p in sorted(corpus.iterdir()):
+        ext = p.suffix.lower().lstrip(".")
+        if ext not in TABLE_TYPES:
+            continue
+        md = reader.read(ReadRequest(data=p.read_bytes(), file_name=p.name, file_type=ext)).markdown
+        if md.strip():
+            docs.append((p.name, normalise_markdown(md)))
+    return docs
+
+
 def tiktoken_encoding() -> Any:
     sys.path.insert(0, str(PEER_BENCH))
     try:
@@ -86,16 +117,12 @@ def tiktoken_encoding() -> Any:
     return tiktoken.get_encoding("cl100k_base")
 
 
-def ours(
-    mode: str, strategy: str, enc: Any, parent_child: bool = False, warm: bool = False, native: bool = True
-) -> Factory:
+def ours(mode: str, strategy: str, enc: Any, parent_child: bool = False, warm: bool = False) -> Factory:
     size, overlap = SETTINGS[mode]
     cfg = ChunkingConfig(chunk_size=size, chunk_overlap=overlap, strategy=strategy)
     shared = TokenCounter.from_encoding(enc) if warm else None
 
     def factory() -> Callable[[str], list[str]]:
-        # The switch is global; measure() runs one tool over all documents right after its factory.
-        _accel.use_native(native)
         counter = shared or (TokenCounter.from_encoding(enc) if mode == "token" else None)
         if parent_child:
             from chalicelib.chunker import split_parent_child
@@ -190,23 +217,18 @@ def measure(tools: dict[str, Factory], docs: list[tuple[str, str]], rounds: int)
     return secs, outputs, round_secs
 
 
-def run_mode(mode: str, docs: list[tuple[str, str]], enc: Any, rounds: int, with_peers: bool) -> dict:
+def run_mode(
+    mode: str, docset: str, docs: list[tuple[str, str]], enc: Any, rounds: int, with_peers: bool
+) -> dict:
     size, overlap = SETTINGS[mode]
     mb = sum(len(t.encode()) for _, t in docs) / 1e6
-    ours_tools: dict[str, Factory] = {}
-    for native in (True, False) if _accel.available() else (False,):
-        tag = "" if native else " [pure Python]"
-        ours_tools.update(
-            {
-                "ours recursive" + tag: ours(mode, "recursive", enc, native=native),
-                "ours auto (profiler+tiers+validator)" + tag: ours(mode, "auto", enc, native=native),
-                "ours heading (+recursive fallback)" + tag: ours(mode, "heading", enc, native=native),
-                "ours heuristic (+recursive fallback)" + tag: ours(mode, "heuristic", enc, native=native),
-                "ours parent-child (4x parents, children)" + tag: ours(
-                    mode, "recursive", enc, parent_child=True, native=native
-                ),
-            }
-        )
+    ours_tools: dict[str, Factory] = {
+        "ours recursive": ours(mode, "recursive", enc),
+        "ours auto (profiler+tiers+validator)": ours(mode, "auto", enc),
+        "ours heading (+recursive fallback)": ours(mode, "heading", enc),
+        "ours heuristic (+recursive fallback)": ours(mode, "heuristic", enc),
+        "ours parent-child (4x parents, children)": ours(mode, "recursive", enc, parent_child=True),
+    }
     if mode == "token":
         # A long-lived worker keeps its TokenCounter: steady state, NOT like-for-like (the rule above is a
         # fresh instance per round), so it is printed but left out of the ratios.
@@ -214,9 +236,8 @@ def run_mode(mode: str, docs: list[tuple[str, str]], enc: Any, rounds: int, with
     peer_tools = peers(mode, enc) if with_peers else {}
     tools = {**floors(enc if mode == "token" else None), **ours_tools, **peer_tools}
     print(
-        f"\n== {mode} mode: {size}/{overlap} {'tokens (cl100k)' if mode == 'token' else 'runes'}, "
-        f"{len(docs)} docs, {mb:.2f} MB, C accelerator "
-        f"{'built' if _accel.available() else 'NOT built: ' + _accel.IMPORT_ERROR}",
+        f"\n== {docset}, {mode} mode: {size}/{overlap} {'tokens (cl100k)' if mode == 'token' else 'runes'}, "
+        f"{len(docs)} docs, {mb:.2f} MB, pure-Python chunker",
         flush=True,
     )
     secs, outputs, round_secs = measure(tools, docs, rounds)
@@ -265,6 +286,7 @@ def run_mode(mode: str, docs: list[tuple[str, str]], enc: Any, rounds: int, with
         rows[n]["x_str_split"] = split_s / secs[n]
         print(line)
     return {
+        "set": docset,
         "mode": mode,
         "size": size,
         "overlap": overlap,
@@ -281,9 +303,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--modes", default="char,token")
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--sets", default="corpus,tables")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--render-tables", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    docs = load_docs(a.corpus)
+    if a.render_tables:  # subprocess of render_tables(): print the rendered set as JSON
+        print(json.dumps(render_tables(a.corpus)))
+        return
+    sets = {"corpus": load_docs, "tables": render_tables}
+    docsets = {name: sets[name](a.corpus) for name in a.sets.split(",")}
     enc = None
     modes = a.modes.split(",")
     if "token" in modes:
@@ -292,7 +320,11 @@ def main() -> None:
         except ImportError:
             print("tiktoken not installed: token mode skipped", file=sys.stderr)
             modes.remove("token")
-    results = [run_mode(m, docs, enc, a.rounds, not a.no_peers) for m in modes]
+    results = [
+        run_mode(m, name, docs, enc, a.rounds, not a.no_peers)
+        for name, docs in docsets.items()
+        for m in modes
+    ]
     if a.json:
         a.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
 

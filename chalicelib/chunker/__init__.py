@@ -9,9 +9,8 @@ Offsets are rune (code point) offsets into `normalise_markdown(text)`. Sizes are
 `length_function` is given, in which case they are tokens: pass `TokenCounter.from_encoding(tiktoken_enc)`
 (fast, segment-cached; reuse it across documents) or any `str -> int` (measured exactly, slower).
 
-The hot paths (span scan, separator units, merge with overlap, token segment index, piece building) run
-in a C extension (`_native.c`, built by `pip install -e .`) when it is available, with results identical
-to the pure-Python code; WEKNORA_CHUNKER_PURE=1 forces pure Python (see `_accel`).
+One pure-Python implementation: the scans are precompiled regexes and `str.find` over the whole text,
+and the merge jumps from chunk end to chunk end with bisects, so Python code runs per chunk, not per rune.
 """
 
 from __future__ import annotations
@@ -21,12 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.chunker import _accel
 from chalicelib.chunker.config import HARD_CAP, Resolved, chars_for_token_limit, resolve
 from chalicelib.chunker.lengths import CharMeasure, TokenCounter, TokenMeasure, token_measure
-from chalicelib.chunker.recursive import split_ranges_native
 from chalicelib.chunker.spans import find_spans
-from chalicelib.chunker.tiers import Chunk4, Ctx, Diagnostics, native_recursive, run_strategy
+from chalicelib.chunker.tiers import Chunk4, Ctx, Diagnostics, run_strategy
 from chalicelib.domain.types import ChunkingConfig
 
 __all__ = [
@@ -103,9 +100,6 @@ def _measure(text: str, length_function: LengthFunction) -> CharMeasure | TokenM
 
 
 def _pieces(text: str, chunks: list[Chunk4]) -> list[ChunkPiece]:
-    if _accel.native is not None:
-        pieces: list[ChunkPiece] = _accel.native.make_pieces(ChunkPiece, text, chunks)
-        return pieces
     return [
         ChunkPiece(
             seq=i,
@@ -174,47 +168,25 @@ def _parent_child(
     pctx = Ctx(markdown, spans, resolve(parent_cfg, token_mode=m.token_mode), m)
     cctx = Ctx(markdown, spans, child_res, m)
     parents_raw, diag = run_strategy(pctx, 0, len(markdown))
-    batched: list[list[Chunk4]] | None = None
-    if child_res.strategy == "recursive" and native_recursive(cctx) and "" not in child_res.separators:
-        # One C call for every parent (what run_strategy does per parent for the recursive strategy).
-        batched = split_ranges_native(
-            markdown,
-            [(ps, pe) for ps, pe, _, _ in parents_raw],
-            spans,
-            child_res.separators,
-            child_res.size,
-            child_res.overlap,
-            m,
-            "",
-        )
-    kept: list[Chunk4]
-    children: list[Chunk4]
-    parent_of: list[int]
-    if batched is not None:
-        kept, children, parent_of = _accel.native.assemble(markdown, parents_raw, batched, _merge_breadcrumbs)
-    else:
-        kept, children, parent_of = [], [], []
-        for ps, pe, ph, pcrumb in parents_raw:
-            subs = run_strategy(cctx, ps, pe)[0]
-            index = -1
-            if len(subs) > 1 or (
-                len(subs) == 1 and (subs[0][2] + markdown[subs[0][0] : subs[0][1]]) != ph + markdown[ps:pe]
-            ):
-                index = len(kept)
-                kept.append((ps, pe, ph, pcrumb))
-            if pcrumb:
-                children.extend((s, e, h, _merge_breadcrumbs(pcrumb, crumb)) for s, e, h, crumb in subs)
-            else:
-                children.extend(subs)
-            parent_of.extend([index] * len(subs))
+    kept: list[Chunk4] = []
+    children: list[Chunk4] = []
+    parent_of: list[int] = []
+    for ps, pe, ph, pcrumb in parents_raw:
+        subs = run_strategy(cctx, ps, pe)[0]
+        index = -1
+        if len(subs) > 1 or (
+            len(subs) == 1 and (subs[0][2] + markdown[subs[0][0] : subs[0][1]]) != ph + markdown[ps:pe]
+        ):
+            index = len(kept)
+            kept.append((ps, pe, ph, pcrumb))
+        if pcrumb:
+            children.extend((s, e, h, _merge_breadcrumbs(pcrumb, crumb)) for s, e, h, crumb in subs)
+        else:
+            children.extend(subs)
+        parent_of.extend([index] * len(subs))
     result = ParentChildResult(parents=_pieces(markdown, kept))
     pieces = _pieces(markdown, children)
-    if _accel.native is not None:
-        result.children = _accel.native.make_children(ChildPiece, pieces, parent_of)
-    else:
-        result.children = [
-            ChildPiece(piece=p, parent_index=i) for p, i in zip(pieces, parent_of, strict=True)
-        ]
+    result.children = [ChildPiece(piece=p, parent_index=i) for p, i in zip(pieces, parent_of, strict=True)]
     return result, diag, child_res
 
 

@@ -5,8 +5,6 @@ into "segments" at positions that are pre-token boundaries for BPE tokenizers of
 (tiktoken gpt2 / cl100k / o200k): just before a space that is followed by a non-space. Token counts
 are additive across such boundaries, so a range's count is (prefix sums over whole segments) + (exact counts of the two partial edge segments).
 Segment counts are cached per `TokenCounter`, so a word is tokenised once, not once per occurrence.
-With the accelerator, `token_measure` returns `_native.TokMeasure` (same methods, same answers): the
-segment index is built in C with its own code-point-keyed cache on the counter (`_native_cache`).
 """
 
 from __future__ import annotations
@@ -14,11 +12,9 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
-
-from chalicelib.chunker import _accel
 
 # Segments start at every space that is followed by a non-space (the split drops that space).
 _SPACE_BOUNDARY = re.compile(r" (?=\S)")
@@ -43,10 +39,6 @@ class TokenCounter:
         # Optional bulk path: text -> token ids, plus a table id -> UTF-8 byte length.
         self._bulk: Callable[[str], Any] | None = None
         self._tok_bytes: Any = None
-        # The C accelerator's own copy of `spaced` (a hash table keyed by code points), made on first use.
-        self._native_cache: Any = None
-        # Optional text -> token list with exactly `count`'s length, callable from C without Python frames.
-        self._count_ids: Any = None
 
     @classmethod
     def from_encoding(cls, encoding: Any) -> TokenCounter:
@@ -62,8 +54,6 @@ class TokenCounter:
             empty: set[str] = set()
             counter._bulk = lambda s: np.frombuffer(core.encode_to_tiktoken_buffer(s, empty), dtype=np.uint32)
             counter._tok_bytes = table
-            if hasattr(core, "encode_ordinary"):
-                counter._count_ids = core.encode_ordinary
         return counter
 
     def count_new(self, words: list[str]) -> None:
@@ -265,7 +255,4 @@ Measure = CharMeasure | TokenMeasure
 
 
 def token_measure(text: str, counter: TokenCounter) -> TokenMeasure:
-    """A TokenMeasure, or its C twin (same interface and results) when the accelerator is on."""
-    if _accel.native is not None:
-        return cast(TokenMeasure, _accel.native.TokMeasure(text, counter))
     return TokenMeasure(text, counter)

@@ -1,10 +1,7 @@
 """Document profiler and tier selection (WeKnora profiler.go / patterns.go / tokens.go).
 
 Patterns run once over the whole text in multi-line mode (no per-line Python loop); `\\s` is spelled as
-horizontal whitespace so a match can never run across a line break. With the C accelerator, `Lines` gets
-everything the profiler and the heading/heuristic tiers read (fences, markers, headings, tables, blank
-runs, line-length statistics) from one pass, `_native.scan_lines`, which mirrors these patterns exactly
-(tests/chunker/test_chunker_profile.py compares both, and both against the frozen pre-scan profiler).
+horizontal whitespace so a match can never run across a line break.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from chalicelib.chunker import _accel
+from chalicelib.chunker.blocks import Fence, fenced_blocks
 
 _H = r"[ \t\f\r]"  # Go's \s minus the newline
 
@@ -70,7 +67,6 @@ MARKERS = LinePattern(
     + ")))"
 )
 TABLE_LINE = LinePattern(r"[ \t\f\r\v]*\|(?:.*\|)?[ \t\f\r\v]*$")
-FENCE_LINE = LinePattern(r"[ \t\f\r\v]*```")
 # Runs, not single runes: the counts are the summed run lengths (fewer, larger matches).
 _CJK = re.compile(
     r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+"
@@ -93,12 +89,8 @@ PRIO_FORM_FEED, PRIO_NUMBERED, PRIO_CHAPTER, PRIO_CAPS, PRIO_SEP, PRIO_FOOTER, P
 def detect_language(sample: str) -> str:
     if not sample:
         return "mixed"
-    nat = _accel.native
-    if nat is not None:
-        cjk, latin = nat.lang_counts(sample)
-    else:
-        cjk = sum(map(len, _CJK.findall(sample)))
-        latin = sum(map(len, _LATIN.findall(sample)))
+    cjk = sum(map(len, _CJK.findall(sample)))
+    latin = sum(map(len, _LATIN.findall(sample)))
     total = cjk + latin
     if total == 0:
         return "mixed"
@@ -115,11 +107,12 @@ def detect_language(sample: str) -> str:
 class Lines:
     """A text's fenced code blocks and its whole-line pattern matches, by line start offset.
 
-    A fence line toggles; lines from an opening fence to its closing fence (or to the end of the text
-    when it is never closed) are skipped by `matches`.
+    Fenced blocks are CommonMark's (`blocks.fenced_blocks`, or `fences` already found in this text); lines
+    from an opening fence to its closing fence (or to the end of its container or of the text when it is
+    never closed) are skipped by `matches`.
     """
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, fences: list[Fence] | None = None):
         self.text = text
         self._markers: list[tuple[int, str]] | None = None
         self._headings: list[tuple[int, int, str]] | None = None
@@ -128,28 +121,13 @@ class Lines:
         self._stats: tuple[int, np.ndarray[Any, Any], int] | None = None
         self._counts: tuple[int, int] | None = None
         self._blanks: list[int] | None = None
-        nat = _accel.native
-        if nat is not None:
-            # One C pass: fences, markers, tables and the line statistics (what the methods compute).
-            (
-                fences,
-                self._markers,
-                self._has_table,
-                kept,
-                code_chars,
-                n_lines,
-                ff,
-                nl3,
-                self._headings,
-                self._blanks,
-            ) = nat.scan_lines(text)
-            self._stats = (n_lines, np.frombuffer(kept, dtype=np.float64), code_chars)
-            self._counts = (ff, nl3)
-        else:
-            fences = [pos for pos, _ in FENCE_LINE.finditer(text)]
-        # (opening fence line start, closing fence line start, or len(text) when unclosed)
+        if fences is None:
+            fences = fenced_blocks(text)
+        # (opening fence line start, start of the block's last line, or len(text) when it is unclosed and
+        # runs to the end of the text: then the text's last line, even an empty one after a final newline)
+        n = len(text)
         self.fenced: list[tuple[int, int]] = [
-            (fences[i], fences[i + 1] if i + 1 < len(fences) else len(text)) for i in range(0, len(fences), 2)
+            (f.start, f.last_line if f.closed or f.end < n - 1 else n) for f in fences
         ]
         self._fstarts = [f[0] for f in self.fenced]
 

@@ -4,19 +4,17 @@ semantic overlap and repeated table headers.
 Everything works on absolute rune offsets into one text; strings are sliced only for emitted chunks and
 for the few units inside tables. The greedy merge jumps from chunk end to chunk end with a bisect over
 the unit boundaries instead of visiting every unit, and falls back to the unit-by-unit WeKnora loop only
-inside Markdown tables (where the repeated-header state machine needs every unit).
-
-`split_range` and `overlap_start` hand over to `_native.c` when the accelerator is on; the C merge calls
-back into TableTracker / _header_present / _column_mismatch below, so table rules live in one place.
+inside Markdown tables (where the repeated-header state machine decides). There too, a run of plain rows
+of the active table joins the chunk in one step (`_row_run`): the loop runs per chunk, not per row. The
+repeated header is counted once against the size, as part of the chunk that carries it.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from typing import Any
+from functools import lru_cache
 
-from chalicelib.chunker import _accel
 from chalicelib.chunker.config import HARD_CAP
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
 from chalicelib.chunker.spans import Spans
@@ -29,7 +27,8 @@ _HDR_START = re.compile(
     re.S | re.I,
 )
 _HDR_END = re.compile(r"^" + _WS + r"*\Z|^" + _WS + r"*[^|\t\n\f\r ]", re.S)
-_ROW = re.compile(r"^" + _WS + r"*(?:\|[^|\n]*)+\|" + _WS + r"*$")
+# A whole line that starts and ends with a pipe (two at least), surrounding whitespace allowed.
+_ROW_LINE = re.compile(r"^[^\S\n]*(\|[^\n]*\|)[^\S\n]*$", re.M)
 _PARA = re.compile(r"\n\n")
 _SENT = re.compile(r"[。？！]|[.?!] ")
 _SEP_CACHE: dict[str, re.Pattern[str]] = {}
@@ -46,25 +45,20 @@ def _sep_re(sep: str) -> re.Pattern[str]:
 
 
 def _row_cols(line: str) -> int:
+    """Cells of one table line: its pipes, less the empty edges (WeKnora countColumns)."""
     line = line.strip()
     if not line.startswith("|"):
         return 0
-    parts = line.split("|")
-    if parts and not parts[0].strip():
-        parts = parts[1:]
-    if parts and not parts[-1].strip():
-        parts = parts[:-1]
-    return len(parts)
+    return line.count("|") - (1 if line.endswith("|") else 0)
 
 
 def _first_row_cols(text: str) -> int:
-    for line in text.split("\n"):
-        line = line.strip()
-        if line and _ROW.match(line):
-            return _row_cols(line)
-    return 0
+    """Cells of the first line of `text` that is a table row (starts and ends with a pipe), else 0."""
+    m = _ROW_LINE.search(text)
+    return m.group(1).count("|") - 1 if m else 0
 
 
+@lru_cache(maxsize=64)  # one active header is asked about once per row
 def _header_cols(header: str) -> int:
     for line in header.split("\n"):
         line = line.strip()
@@ -76,6 +70,7 @@ def _header_cols(header: str) -> int:
     return 0
 
 
+@lru_cache(maxsize=64)
 def _header_col_row(header: str) -> str:
     for line in header.split("\n"):
         line = line.strip()
@@ -84,6 +79,18 @@ def _header_col_row(header: str) -> str:
         if line.strip("| \t"):
             return line
     return ""
+
+
+@lru_cache(maxsize=64)
+def _row_pattern(cells: int) -> re.Pattern[str]:
+    """One whole row unit with exactly `cells` cells, ending with a single line break."""
+    return re.compile(r"[ ]*\|(?:[^|\n]*\|){" + str(cells) + r"}\n")
+
+
+@lru_cache(maxsize=64)
+def _row_run_pattern(cells: int) -> re.Pattern[str]:
+    """A run of whole row lines with exactly `cells` cells each."""
+    return re.compile(r"(?:[ ]*\|(?:[^|\n]*\|){" + str(cells) + r"}\n)+")
 
 
 def _header_present(header: str, overlap: str, unit: str) -> bool:
@@ -103,12 +110,14 @@ class TableTracker:
     """Active Markdown table header: starts on a header+separator unit; ends on a blank or non-table unit,
     a paragraph break followed by another table, or a column-count change."""
 
-    __slots__ = ("active", "ended_this_unit", "pending")
+    __slots__ = ("_row", "_row_header", "active", "ended_this_unit", "pending")
 
     def __init__(self) -> None:
         self.active = ""
         self.pending = False
         self.ended_this_unit = False
+        self._row_header = ""  # the header `_row` was made for
+        self._row: re.Pattern[str] | None = None
 
     @property
     def busy(self) -> bool:
@@ -116,6 +125,14 @@ class TableTracker:
 
     def update(self, unit: str) -> None:
         self.ended_this_unit = False
+        if self.active and not self.pending:
+            # Fast path: one row line with the header's cell count leaves every state unchanged.
+            if self._row_header is not self.active:
+                self._row_header = self.active
+                n = _header_cols(self.active)
+                self._row = _row_pattern(n) if n > 0 else None
+            if self._row is not None and self._row.fullmatch(unit):
+                return
         if self.pending:
             self.pending = False
             if self.active:
@@ -130,10 +147,31 @@ class TableTracker:
             elif _column_mismatch(self.active, unit):
                 self.active = ""
                 self.ended_this_unit = True
-        if not self.active:
+        if not self.active and "-" in unit:
             m = _HDR_START.search(unit)
             if m and m.group():
                 self.active = m.group()
+
+
+def _row_run(text: str, bounds: list[int], k: int, u_s: int, limit: int, tracker: TableTracker) -> int:
+    """Last index j such that units k..j are single rows with the active header's cell count (units the
+    tracker would pass unchanged), ending before `limit`; k - 1 when there is none.
+
+    One regex match finds the run of such lines; its units must be exactly those lines (each ends right
+    after a line break, as many units as line breaks), which a span crossing rows would break."""
+    cells = _header_cols(tracker.active)
+    if cells <= 0:
+        return k - 1
+    m = _row_run_pattern(cells).match(text, u_s, limit)
+    if m is None:
+        return k - 1
+    j = bisect_right(bounds, m.end(), k) - 1
+    ends = bounds[k : j + 1]
+    aligned = next((i for i, x in enumerate(ends) if text[x - 1] != "\n"), len(ends))
+    j = k + aligned - 1
+    if j >= k and text.count("\n", u_s, bounds[j]) != j - k + 1:
+        return k - 1
+    return j
 
 
 # ---------------------------------------------------------------- units
@@ -234,11 +272,6 @@ def overlap_start(
     """Start of the semantic overlap kept from chunk [p, end): paragraph break > line break > sentence end,
     earliest of the best kind, inside the last `max_ov` units (+4 runes lookbehind for the separator).
     Returns `end` for no overlap."""
-    nat = _accel.native
-    if nat is not None and (type(m) is CharMeasure or type(m) is nat.TokMeasure):
-        return int(
-            nat.overlap_start(text, spans.native(), None if type(m) is CharMeasure else m, p, end, max_ov)
-        )
     if max_ov <= 0 or p >= end:
         return end
     w = m.window_start(p, end, max_ov)
@@ -291,32 +324,6 @@ def overlap_start(
 # ---------------------------------------------------------------- merge
 
 
-def split_ranges_native(
-    text: str,
-    ranges: list[tuple[int, int]],
-    spans: Spans,
-    seps: tuple[str, ...],
-    size: int,
-    overlap: int,
-    m: CharMeasure | TokenMeasure,
-    context: str | None,
-) -> list[list[Any]]:
-    """split_range over many ranges in one C call (accelerator only); with a `context` the chunks are
-    4-tuples (start, end, header, context)."""
-    out: list[list[Any]] = _accel.native.split_ranges(
-        text,
-        ranges,
-        spans.native(),
-        seps,
-        size,
-        overlap,
-        None if type(m) is CharMeasure else m,
-        (TableTracker, _header_present, _column_mismatch),
-        context,
-    )
-    return out
-
-
 def split_range(
     text: str,
     a: int,
@@ -330,11 +337,6 @@ def split_range(
     """Chunks of [a, b) as (start, end, synthetic header prefix)."""
     if a >= b:
         return []
-    nat = _accel.native
-    # resolve() drops empty separators; a direct caller passing one gets the regex semantics below.
-    if nat is not None and (type(m) is CharMeasure or type(m) is nat.TokMeasure) and "" not in seps:
-        res: list[Raw] = split_ranges_native(text, [(a, b)], spans, seps, size, overlap, m, None)[0]
-        return res
     bounds, big, hdr_units = build_units(text, a, b, spans, seps, size, m)
     specials = sorted(set(big) | hdr_units)
     big_set = set(big)
@@ -344,6 +346,7 @@ def split_range(
     length = m.length
     last_fitting = m.last_fitting
     token_mode = m.token_mode
+    full_at = -1  # unit index at which a run of table rows stopped because the chunk was full
     cur: int | None = None  # source start of the current chunk; None = empty
     hdr = ""  # synthetic table header at the head of the current chunk
     hdr_len = 0
@@ -384,6 +387,23 @@ def split_range(
                 continue
         # Unit-by-unit WeKnora loop (tables, header units, units over the hard cap).
         u_s = bounds[k - 1] if k else a
+        if (
+            cur is not None
+            and tracker.active
+            and not tracker.pending
+            and k != full_at
+            and k + 1 < n
+            and m.fits(cur, bounds[k + 1], size - hdr_len)  # two more units fit: worth a run
+        ):
+            # Inside a table: every plain row that still fits the chunk joins it without a state change.
+            j = _row_run(text, bounds, k, u_s, min(b, cur + (HARD_CAP if token_mode else size) + 1), tracker)
+            if j >= k:
+                j = last_fitting(cur, size - hdr_len, bounds, k, j + 1)
+                if token_mode or size > HARD_CAP:
+                    j = min(j, bisect_right(bounds, cur + HARD_CAP - len(hdr), k, j + 1) - 1)
+                if j >= k:
+                    k = full_at = j + 1  # the chunk is full: unit k goes the unit-by-unit way
+                    continue
         u_e = bounds[k]
         unit = text[u_s:u_e]
         if k in big_set:
@@ -408,7 +428,8 @@ def split_range(
         if h_len > size:
             headers, h_len = "", 0
         u_len = length(u_s, u_e)
-        if cur is not None and length(cur, u_s) + hdr_len + u_len + h_len > size:
+        # The chunk so far is hdr + text[cur:u_s]: the header is counted once, as what it holds.
+        if cur is not None and length(cur, u_s) + hdr_len + u_len > size:
             out.append((cur, u_s, hdr))
             ov = overlap_start(text, spans, m, cur, u_s, min(overlap, size - u_len))
             hdr, hdr_len = "", 0

@@ -7,7 +7,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.chunker import _accel
+from chalicelib.chunker.blocks import Fence
 from chalicelib.chunker.config import HARD_CAP, Resolved
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
 from chalicelib.chunker.profile import (
@@ -16,7 +16,7 @@ from chalicelib.chunker.profile import (
     profile_document,
     select_chain,
 )
-from chalicelib.chunker.recursive import overlap_start, split_range, split_ranges_native
+from chalicelib.chunker.recursive import overlap_start, split_range
 from chalicelib.chunker.spans import Spans
 
 Chunk4 = tuple[int, int, str, str]  # (start, end, synthetic header prefix, context header)
@@ -30,20 +30,18 @@ class Ctx:
     cfg: Resolved
     m: M
 
-
-def native_recursive(c: Ctx) -> bool:
-    """True when the recursive tier of this context runs in C (and can be batched)."""
-    nat = _accel.native
-    return nat is not None and (type(c.m) is CharMeasure or type(c.m) is nat.TokMeasure)
+    def lines(self, a: int, b: int) -> Lines:
+        """Line scan of [a, b), reusing the fenced blocks found once for the whole text."""
+        fences = [
+            Fence(max(f.start, a) - a, min(f.end, b) - a, max(f.last_line, a) - a, f.closed and f.end <= b)
+            for f in self.spans.fences
+            if f.start < b and f.end > a
+        ]
+        return Lines(self.text[a:b], fences)
 
 
 def recursive_tier(c: Ctx, a: int, b: int) -> list[Chunk4]:
     cfg = c.cfg
-    if native_recursive(c) and "" not in cfg.separators:
-        out: list[Chunk4] = split_ranges_native(
-            c.text, [(a, b)], c.spans, cfg.separators, cfg.size, cfg.overlap, c.m, ""
-        )[0]
-        return out
     raws = split_range(c.text, a, b, c.spans, cfg.separators, cfg.size, cfg.overlap, c.m)
     return [(s, e, h, "") for s, e, h in raws]
 
@@ -137,7 +135,7 @@ def heading_tier(
 ) -> list[Chunk4]:
     text = c.text
     if lines is None:
-        lines = Lines(text[a:b])
+        lines = c.lines(a, b)
     if profile is None:
         # Only the heading counts matter here: not the whole profile.
         profile = DocProfile()
@@ -226,7 +224,7 @@ def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[C
     text = c.text
     if m.length(a, b) <= size:
         return recursive_tier(c, a, b)
-    bounds = _heuristic_bounds(c, a, b, lines or Lines(text[a:b]))
+    bounds = _heuristic_bounds(c, a, b, lines or c.lines(a, b))
     if not bounds:
         return recursive_tier(c, a, b)
     if bounds[-1] != b:
@@ -240,7 +238,7 @@ def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[C
         if e > s and text[s:e].strip():
             out.append((s, e, "", ""))
 
-    # Oversized stretches go to the recursive tier after the loop (one batched C call): (index in out, range).
+    # Oversized stretches go to the recursive tier after the loop: (index in out, range).
     deferred: list[tuple[int, int, int]] = []
     chunk_start = cur_end = bounds[0]
     for nxt in bounds[1:]:
@@ -264,13 +262,7 @@ def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[C
         emit(chunk_start, cur_end)
     if not deferred:
         return out
-    cfg = c.cfg
-    ranges = [(s, e) for _, s, e in deferred]
-    subs: list[list[Chunk4]]
-    if native_recursive(c) and "" not in cfg.separators:
-        subs = split_ranges_native(text, ranges, c.spans, cfg.separators, size, cfg.overlap, m, "")
-    else:
-        subs = [recursive_tier(c, s, e) for s, e in ranges]
+    subs = [recursive_tier(c, s, e) for _, s, e in deferred]
     merged: list[Chunk4] = []
     prev = 0
     for (at, _, _), sub in zip(deferred, subs, strict=True):
@@ -343,7 +335,7 @@ def run_strategy(c: Ctx, a: int, b: int) -> tuple[list[Chunk4], Diagnostics]:
     elif strategy == "recursive":
         chain = ["recursive"]
     else:
-        lines = Lines(c.text[a:b])
+        lines = c.lines(a, b)
         profile = profile_document(lines.text, lines)
         chain = select_chain(profile)
         diag.profile = profile.as_dict()

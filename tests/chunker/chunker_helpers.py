@@ -7,7 +7,6 @@ from pathlib import Path
 
 from chalicelib.chunker import HARD_CAP, ChunkPiece
 from chalicelib.chunker.spans import (
-    FENCE,
     IMAGE,
     INLINE_CODE,
     LINK,
@@ -20,22 +19,51 @@ from chalicelib.chunker.spans import (
 CORPUS = Path("/work/shared/corpus")
 
 # WeKnora's pattern list exactly as written upstream (table patterns in their original `[ ]*` form), used
-# as an independent reference for the optimised scanner.
+# as an independent reference for the optimised scanner. Fenced code is CommonMark's (below), not a regex.
 REFERENCE_PATTERNS = [
     MATH,
     IMAGE,
     LINK,
     re.compile(TABLE_HEADER_GO),
     re.compile(TABLE_ROW_GO),
-    FENCE,
     INLINE_CODE,
 ]
 
 
+def commonmark_fences(text: str) -> list[tuple[int, int]]:
+    """Fenced code blocks straight from markdown-it-py's full CommonMark parse: from the start of the opening
+    fence line to the end of the block's last line (newline excluded). Its input normalisation (CR to LF)
+    is off, as in the chunker, whose texts are already normalised: offsets stay those of `text`."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark")
+    md.core.ruler.disable("normalize")
+
+    starts = [0]
+    for i, ch in enumerate(text):
+        if ch == "\n":
+            starts.append(i + 1)
+    out = []
+    for t in md.parse(text):
+        if t.type == "fence" and t.map:
+            first, stop = t.map
+            last = min(stop, len(starts)) - 1
+            end = starts[last + 1] - 1 if last + 1 < len(starts) else len(text)
+            out.append((starts[first], end))
+    return out
+
+
 def reference_spans(text: str) -> list[tuple[int, int]]:
-    found = []
+    fences = commonmark_fences(text)
+    gaps, pos = [], 0
+    for s, e in fences:
+        gaps.append((pos, s))
+        pos = e
+    gaps.append((pos, len(text)))
+    found = list(fences)
     for pat in REFERENCE_PATTERNS:
-        found.extend((m.start(), m.end()) for m in pat.finditer(text) if m.end() > m.start())
+        for a, b in gaps:
+            found.extend((m.start(), m.end()) for m in pat.finditer(text, a, b) if m.end() > m.start())
     found.sort(key=lambda x: (x[0], -(x[1] - x[0])))
     out: list[tuple[int, int]] = []
     last = 0

@@ -1,23 +1,21 @@
-"""Differential tests of the profiler's line scan: the C pass (`_native.scan_lines`) against the pure
-Python regexes, and the current profiler against the frozen pre-scan one (profile_reference.py): line
-markers, headings, fences, tables, line statistics and the whole DocProfile, on the corpus and generated
-text; and the rewritten tier helpers (Hierarchy, heuristic boundaries) against their old forms.
+"""Differential tests of the profiler's line scan: the current profiler (whole-text regex passes) against
+the frozen per-line one (profile_reference.py): line markers, headings, fences, tables, line statistics
+and the whole DocProfile, on the corpus and generated text; and the rewritten tier helpers (Hierarchy,
+heuristic boundaries) against their old forms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import profile_reference as ref
 import pytest
-from chunker_helpers import corpus_texts
+from chunker_helpers import commonmark_fences, corpus_texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_chunker_properties import markdown
 
-from chalicelib.chunker import ChunkingConfig, _accel, preview
+from chalicelib.chunker import ChunkingConfig, preview
 from chalicelib.chunker.config import resolve
 from chalicelib.chunker.lengths import CharMeasure
 from chalicelib.chunker.profile import Lines, profile_document
@@ -27,16 +25,6 @@ from chalicelib.chunker.tiers import Ctx, Hierarchy, _common_heading_prefix, _he
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CORPUS = corpus_texts()
-MODES = [False, True] if _accel.available() else [False]
-
-
-@contextmanager
-def native(on: bool) -> Iterator[None]:
-    was = _accel.use_native(on)
-    try:
-        yield
-    finally:
-        _accel.use_native(was)
 
 
 def scan(text: str) -> tuple[Any, ...]:
@@ -56,14 +44,18 @@ def scan(text: str) -> tuple[Any, ...]:
     )
 
 
+def reference_fenced(text: str) -> list[tuple[int, int]]:
+    fences = [pos for pos, _ in ref.FENCE_LINE.finditer(text)]
+    return [
+        (fences[i], fences[i + 1] if i + 1 < len(fences) else len(text)) for i in range(0, len(fences), 2)
+    ]
+
+
 def reference_scan(text: str) -> tuple[Any, ...]:
     """The same figures from the frozen profiler (line indices turned into line starts)."""
     lines = ref.Lines(text)
     starts = lines.starts
-    fences = [pos for pos, _ in ref.FENCE_LINE.finditer(text)]
-    fenced = [
-        (fences[i], fences[i + 1] if i + 1 < len(fences) else len(text)) for i in range(0, len(fences), 2)
-    ]
+    fenced = reference_fenced(text)
     markers = [(starts[ln], kind) for ln, kind in lines.markers()]
     has_table = bool(lines.matches(ref.TABLE_LINE))
     skip = {i for a, b in lines.fenced for i in range(a, b + 1)}
@@ -76,13 +68,18 @@ def reference_scan(text: str) -> tuple[Any, ...]:
 
 
 def check(text: str) -> None:
+    """Compare with the frozen profiler where both see the same fenced blocks. The frozen one toggles on
+    every line starting with ```; fences now follow CommonMark (tilde fences, indentation, closing-fence
+    length, containers: test_chunker_fences.py), so texts where the two disagree are checked there."""
     expected = reference_scan(text)
+    got = scan(text)
+    if got[0] != expected[0]:
+        assert [f[0] for f in got[0]] == [s for s, _ in commonmark_fences(text)]
+        return
     old = ref.profile_document(text).as_dict() if text else None
-    for on in MODES:
-        with native(on):
-            assert scan(text) == expected, f"native={on}"
-            if text:
-                assert profile_document(text).as_dict() == old, f"native={on}"
+    assert got == expected
+    if text:
+        assert profile_document(text).as_dict() == old
 
 
 # Line pieces around every marker pattern's edges: words, numerals, blanks, the case-folding runes
@@ -131,13 +128,9 @@ def test_random_markdown_profiles_like_the_reference(md: str) -> None:
 def test_random_markdown_tier_diagnostics_are_identical(md: str, fenced: bool, strategy: str) -> None:
     md = md + "\n```\nopen fence" if fenced else md
     conf = ChunkingConfig(chunk_size=120, chunk_overlap=20, strategy=strategy)
-    outs = []
-    for on in MODES:
-        with native(on):
-            outs.append(preview(md, conf, limit=10**6))
-    assert all(o == outs[0] for o in outs)
-    if md:
-        assert outs[0]["diagnostics"]["profile"] in (None, ref.profile_document(md).as_dict())
+    out = preview(md, conf, limit=10**6)
+    if md and scan(md)[0] == reference_scan(md)[0]:
+        assert out["diagnostics"]["profile"] in (None, ref.profile_document(md).as_dict())
 
 
 @pytest.mark.slow
@@ -218,9 +211,10 @@ def test_heuristic_bounds_match_their_old_form(md: str, soup: str, cut: int) -> 
     a = min(cut, len(text))
     c = Ctx(text, find_spans(text), resolve(ChunkingConfig(chunk_size=100)), CharMeasure(text))
     expected = old_heuristic_bounds(c, a, ref.Lines(text[a:]))
-    for on in MODES:
-        with native(on):
-            assert _heuristic_bounds(c, a, len(text), Lines(text[a:])) == expected, f"native={on}"
+    lines = Lines(text[a:])
+    if lines.fenced != reference_fenced(text[a:]):
+        return  # the frozen form's fences are not CommonMark's (see check())
+    assert _heuristic_bounds(c, a, len(text), lines) == expected
 
 
 def old_common_heading_prefix(x: str, y: str) -> str:

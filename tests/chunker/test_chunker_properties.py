@@ -11,12 +11,13 @@ from __future__ import annotations
 import itertools
 import re
 
+import numpy as np
 import pytest
 from chunker_helpers import check_chunks, corpus_texts, offline_cl100k, reference_spans
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chalicelib.chunker import ChunkingConfig, TokenCounter, split, split_parent_child
+from chalicelib.chunker import ChunkingConfig, ChunkPiece, TokenCounter, split, split_parent_child
 from chalicelib.chunker.config import resolve
 from chalicelib.chunker.lengths import TokenMeasure
 from chalicelib.chunker.spans import find_spans
@@ -220,3 +221,37 @@ def test_tiktoken_counts_match_exactly_on_the_corpus() -> None:
         assert m.length(0, len(text)) == len(enc.encode_ordinary(text))
         for c in split(text, ChunkingConfig(chunk_size=512, chunk_overlap=50), length_function=counter):
             assert m.length(c.start, c.end) >= len(enc.encode_ordinary(c.content[c.header_prefix_len :]))
+
+
+class RegexBPE:
+    """A deterministic tokenizer with tiktoken's bulk interface: `word_tokens`'s pre-tokenizer, each piece
+    one token whose id is its UTF-8 length. It drives TokenCounter's bulk path (one encode of all new
+    words, counts read off token byte lengths) without tiktoken."""
+
+    @staticmethod
+    def counter() -> TokenCounter:
+        c = TokenCounter(word_tokens)
+        c._bulk = lambda s: np.array([len(p.encode()) for p in _TOKEN.findall(s)], dtype=np.uint32)
+        c._tok_bytes = np.arange(1 << 16, dtype=np.int64)
+        return c
+
+
+def _key(chunks: list[ChunkPiece]) -> list[tuple[int, str, int, int, str, int]]:
+    return [(c.seq, c.content, c.start, c.end, c.context_header, c.header_prefix_len) for c in chunks]
+
+
+def test_bulk_counting_and_a_counter_reused_across_documents_give_the_same_chunks() -> None:
+    conf = ChunkingConfig(chunk_size=128, chunk_overlap=20)
+    texts = [t for _, t in CORPUS[:8]]
+    plain = [_key(split(t, conf, length_function=TokenCounter(word_tokens))) for t in texts]
+    shared = RegexBPE.counter()
+    assert [_key(split(t, conf, length_function=shared)) for t in texts] == plain
+    assert [_key(split(t, conf, length_function=RegexBPE.counter())) for t in texts] == plain
+
+
+def test_a_failing_tokenizer_raises() -> None:
+    def boom(s: str) -> int:
+        raise ValueError("tokenizer down")
+
+    with pytest.raises(ValueError, match="tokenizer down"):
+        split("alpha beta\n\ngamma " * 50, ChunkingConfig(chunk_size=20), length_function=TokenCounter(boom))

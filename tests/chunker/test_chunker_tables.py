@@ -1,0 +1,69 @@
+"""Table chunks carry as many rows as fit with the header once (issue 12)."""
+
+from __future__ import annotations
+
+import pytest
+from chunker_helpers import check_chunks
+from test_chunker_properties import word_tokens
+
+from chalicelib.chunker import ChunkingConfig, TokenCounter, split
+
+HEADER = "| id | package | version |\n|---|---|---|\n"
+
+
+def table(rows: int) -> str:
+    """A CSV-like pipe table as our CSV parser renders it (short rows)."""
+    return HEADER + "".join(f"| {i} | pkg-{i % 997} | 1.{i % 13}-{i % 7} |\n" for i in range(rows))
+
+
+def _rows(text: str) -> int:
+    return sum(1 for line in text.split("\n") if line.startswith("| ") and "---" not in line) - (
+        1 if text.startswith(HEADER) else 0
+    )
+
+
+@pytest.mark.parametrize("size", [120, 512, 2000])
+def test_short_rows_pack_as_many_as_fit_with_the_header_once_per_chunk(size: int) -> None:
+    md = "Packages:\n\n" + table(3000)
+    chunks = split(md, ChunkingConfig(chunk_size=size, chunk_overlap=0))
+    check_chunks(md, chunks, overlap=0)
+    head = HEADER.split("\n")[0]
+    for i, c in enumerate(chunks):
+        assert len(c.content) <= size
+        if i:
+            assert c.content.startswith(HEADER) and c.header_prefix_len == len(HEADER)
+            assert c.content.count(head) == 1
+            assert c.content[c.header_prefix_len :] == md[c.start : c.end]
+        if i + 1 < len(chunks):  # full: the next row would not have fitted
+            nxt = md[c.end : md.index("\n", c.end) + 1]
+            assert len(c.content) + len(nxt) > size
+    per_chunk = 3000 / (len(chunks) - 1)
+    row = len(table(3000)) / 3000
+    assert per_chunk >= (size - len(HEADER)) / row - 2
+
+
+def test_a_60000_row_table_becomes_few_full_chunks_with_overlap() -> None:
+    md = table(60_000)
+    chunks = split(md, ChunkingConfig(chunk_size=512, chunk_overlap=80))
+    assert all(len(c.content) <= 512 for c in chunks)
+    assert all(c.content.startswith(HEADER) for c in chunks)
+    row = len(md) / 60_000
+    ideal = 60_000 / ((512 - len(HEADER) - 80) / row)  # header once, overlap at most 80
+    assert len(chunks) <= ideal, (len(chunks), ideal)
+    # Full chunks: with the header counted twice no chunk could pass 512 - 41 runes.
+    assert sum(len(c.content) for c in chunks) / len(chunks) >= 0.94 * 512
+    for c in chunks[:: max(1, len(chunks) // 200)]:
+        assert c.content[c.header_prefix_len :] == md[c.start : c.end]
+    covered = sum(_rows(md[c.start : c.end]) for c in chunks)
+    assert covered >= 60_000
+
+
+def test_token_mode_tables_fit_the_token_budget_with_the_header_once() -> None:
+    md = table(2000)
+    chunks = split(
+        md, ChunkingConfig(chunk_size=150, chunk_overlap=20), length_function=TokenCounter(word_tokens)
+    )
+    check_chunks(md, chunks)
+    assert all(word_tokens(c.content) <= 150 for c in chunks)
+    assert all(c.content.count("| id | package | version |") == 1 for c in chunks)
+    assert len(chunks) < 2000 / 5
