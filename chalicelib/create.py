@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .commands import ManualRequest, ProcessConfig, UploadUrlRequest, UrlImportRequest
+from .dispatch import enqueue
 from .domain.errors import AppError, BadRequest, Conflict, NotFound, PayloadTooLarge, SpanErrorCode
 from .domain.filetypes import is_importable, validate_import_file_type
 from .domain.ids import file_dedupe_key, file_md5, url_dedupe_key
@@ -64,7 +65,7 @@ def enqueue_first_stage(
     deps: Dependencies, knowledge: Knowledge, stage: Stage = Stage.DOCREADER
 ) -> Knowledge:
     try:
-        deps.queue.send(stage, StageMessage(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+        enqueue(deps, stage, StageMessage(knowledge.tenant_id, knowledge.id, knowledge.attempt))
     except Exception as error:  # any failure to enqueue leaves a failed row that reparse recovers
         logger.exception("enqueue failed", extra={"knowledge_id": knowledge.id})
         message = f"could not enqueue processing ({type(error).__name__}); reparse to retry"

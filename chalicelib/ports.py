@@ -69,8 +69,8 @@ class TaskQueue(Protocol):
         """A failed message comes back after `delay_seconds` instead of the queue's visibility timeout."""
         ...
 
-    def has_pending(self, knowledge_id: str) -> bool:
-        """Best-effort: does any stage queue still hold a message for this knowledge?"""
+    def backlog(self, queue: str) -> int:
+        """Messages the queue holds (visible, in flight and delayed)."""
         ...
 
 
@@ -166,6 +166,11 @@ class KnowledgeRepo(Protocol):
 
     def touch(self, knowledge_id: str) -> None:
         """Heartbeat: bumps updated_at."""
+        ...
+
+    def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:
+        """Records that this attempt's `stage` message was queued and becomes visible at `visible_at`
+        (only while the row is in flight for that attempt)."""
         ...
 
     def in_flight_older_than(self, cutoff_iso: str) -> list[Knowledge]:

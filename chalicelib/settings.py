@@ -123,6 +123,8 @@ class Settings:
     #: housekeeping: max(1 h, document timeout 2 h) + 10 min, as the specification sets it
     stale_after_seconds: int = 2 * 3600 + 600
     summary_stale_after_seconds: int = 3600
+    #: housekeeping spares a row whose stage message waits in a busy queue for at most this long
+    queue_wait_limit_seconds: int = 24 * 3600
     embed_batch_size: int = 16
     #: one embedding invocation works at most this long or this many texts on one document, then hands the
     #: rest to a fresh message at the back of the queue: a big document never holds the stage for everyone
@@ -237,6 +239,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         api_max_body=e.int("WEKNORA_API_MAX_BODY", 4_500_000),
         stale_after_seconds=e.int("WEKNORA_STALE_AFTER_SECONDS", 2 * 3600 + 600),
         summary_stale_after_seconds=e.int("WEKNORA_SUMMARY_STALE_AFTER_SECONDS", 3600),
+        queue_wait_limit_seconds=e.int("WEKNORA_QUEUE_WAIT_LIMIT_SECONDS", 24 * 3600),
         embed_batch_size=e.int("WEKNORA_EMBED_BATCH_SIZE", 16),
         embed_slice_seconds=e.float("WEKNORA_EMBED_SLICE_SECONDS", 20.0),
         embed_slice_max_texts=e.int("WEKNORA_EMBED_SLICE_MAX_TEXTS", 2048),

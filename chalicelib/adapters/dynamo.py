@@ -204,6 +204,8 @@ def build_models(settings: Settings) -> Models:
         processed_at = UnicodeAttribute(null=True)
         inflight = UnicodeAttribute(null=True)
         summary_inflight = UnicodeAttribute(null=True)
+        queued_stage = UnicodeAttribute(default="")
+        queued_at = UnicodeAttribute(default="")
         kb_index = KbIndex()
         inflight_index = InFlightIndex()
         summary_index = SummaryIndex()
@@ -343,6 +345,8 @@ class DynamoKnowledgeRepo:
             error_code=k.error_code,
             attempt=k.attempt,
             pending_subtasks_count=k.pending_subtasks_count,
+            queued_stage=k.queued_stage,
+            queued_at=k.queued_at,
             enable_multimodel=k.enable_multimodel,
             meta=k.metadata,
             process_overrides=k.process_overrides,
@@ -380,6 +384,8 @@ class DynamoKnowledgeRepo:
             error_code=item.error_code or "",
             attempt=int(item.attempt or 1),
             pending_subtasks_count=int(item.pending_subtasks_count or 0),
+            queued_stage=item.queued_stage or "",
+            queued_at=item.queued_at or "",
             enable_multimodel=bool(item.enable_multimodel),
             metadata=dict(item.meta or {}),
             process_overrides=dict(item.process_overrides or {}),
@@ -572,6 +578,14 @@ class DynamoKnowledgeRepo:
         if updated is None:
             raise LookupError(knowledge_id)
         return updated
+
+    def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:
+        m = self.model
+        self._update(
+            knowledge_id,
+            [m.queued_stage.set(stage), m.queued_at.set(visible_at)],
+            (m.attempt == attempt) & m.parse_status.is_in(*IN_FLIGHT),
+        )
 
     def touch(self, knowledge_id: str) -> None:
         m = self.model

@@ -64,10 +64,3 @@ class SqsTaskQueue:
             ],
         )["Attributes"]
         return sum(int(v) for v in attrs.values())
-
-    def has_pending(self, knowledge_id: str) -> bool:
-        """SQS cannot be searched by content, so this answers conservatively: any backlog on a main
-        stage queue may hold the knowledge's message, and housekeeping must then spare it."""
-        return any(
-            self.backlog(stage.value) > 0 for stage in (Stage.DOCREADER, Stage.CHUNKING, Stage.EMBEDDING)
-        )

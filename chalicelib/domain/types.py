@@ -175,6 +175,10 @@ class Knowledge:
     error_code: str = ""
     attempt: int = 1
     pending_subtasks_count: int = 0
+    #: the stage whose message was last put on a queue for this attempt, and when it becomes visible:
+    #: housekeeping spares a row whose message is still waiting (and only such a row) while queues are busy
+    queued_stage: str = ""
+    queued_at: str = ""
     enable_multimodel: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     process_overrides: dict[str, Any] = field(default_factory=dict)

@@ -10,6 +10,7 @@ import itertools
 import math
 from typing import Any
 
+from ..dispatch import enqueue
 from ..domain.errors import PermanentStageError, SpanErrorCode
 from ..domain.ids import chunk_id, content_hash
 from ..domain.process_config import resolve
@@ -72,7 +73,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         Stage.CHUNKING,
         {"chunks_written": len(chunks), "total_text_chars": len(markdown), **extra},
     )
-    deps.queue.send(Stage.EMBEDDING, message)
+    enqueue(deps, Stage.EMBEDDING, message)
 
 
 def build_chunks(

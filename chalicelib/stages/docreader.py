@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from ..dispatch import enqueue
 from ..domain.errors import BadRequest, PermanentStageError, SpanErrorCode, TransientStageError
 from ..domain.filetypes import is_importable
 from ..domain.process_config import engine_rules
@@ -87,7 +88,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             "engine": result.metadata.get("engine", engine or "default"),
         },
     )
-    deps.queue.send(Stage.CHUNKING, message)
+    enqueue(deps, Stage.CHUNKING, message)
 
 
 def _source(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, str]:

@@ -1,8 +1,9 @@
 """The housekeeping schedule: self-healing sweeps every 5 minutes (spec §1.21), deciding from facts.
 
 Sweep A fails pending/processing/finalizing rows untouched for longer than the threshold, unless a span
-heartbeat is newer, the row's state machine execution is still running, or a stage queue may still hold
-its message. Sweep B fails summaries stuck in `processing` for over an hour.
+heartbeat is newer, the row's state machine execution is still running, or the row's own stage message was
+queued after its last activity and its queue still holds messages (for at most a day). Other documents
+keeping the queues busy never spare a row whose message is gone. Sweep B fails summaries stuck in `processing` for over an hour.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from ..domain.clock import iso_before
 from ..domain.errors import SpanErrorCode
 from ..domain.ids import execution_name
-from ..domain.types import ParseStatus, SpanStatus, SummaryStatus
+from ..domain.types import Knowledge, ParseStatus, SpanStatus, SummaryStatus
 from ..observability import logger
 from ..ports import Dependencies
 
@@ -36,7 +37,7 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
     report = SweepReport()
     cutoff = iso_before(deps.settings.stale_after_seconds, now)
     for knowledge in deps.knowledge.in_flight_older_than(cutoff):
-        reason = _why_alive(deps, knowledge.id, knowledge.attempt, knowledge.parse_status, cutoff)
+        reason = _why_alive(deps, knowledge, cutoff, iso_before(deps.settings.queue_wait_limit_seconds, now))
         if reason:
             report.spared[knowledge.id] = reason
             continue
@@ -72,18 +73,29 @@ def handle(deps: Dependencies, event: Any = None) -> dict[str, Any]:
     }
 
 
-def _why_alive(deps: Dependencies, knowledge_id: str, attempt: int, status: ParseStatus, cutoff: str) -> str:
-    last = deps.spans.last_activity_iso(knowledge_id)
+def _why_alive(deps: Dependencies, knowledge: Knowledge, cutoff: str, wait_limit: str) -> str:
+    """Why a row untouched since `cutoff` is still alive, from facts about this very row ('' = stuck)."""
+    last = deps.spans.last_activity_iso(knowledge.id)
     if last is not None and last >= cutoff:
         return "span heartbeat is recent"
     try:
-        if status != ParseStatus.PENDING and deps.workflow.is_running(execution_name(knowledge_id, attempt)):
+        name = execution_name(knowledge.id, knowledge.attempt)
+        if knowledge.parse_status != ParseStatus.PENDING and deps.workflow.is_running(name):
             return "state machine execution is running"
-    except Exception:
-        logger.exception("could not check the execution", extra={"knowledge_id": knowledge_id})
-    try:
-        if status in (ParseStatus.PENDING, ParseStatus.PROCESSING) and deps.queue.has_pending(knowledge_id):
-            return "a stage queue may still hold its message"
     except Exception:  # an unanswerable probe must not keep a stuck row alive forever (spec: fail safe)
-        logger.exception("could not inspect the queues", extra={"knowledge_id": knowledge_id})
+        logger.exception("could not check the execution", extra={"knowledge_id": knowledge.id})
+    # Its stage message was queued after the last sign of work on it, so no worker has taken it yet: it is
+    # waiting behind other documents, as long as that queue holds messages and not for ever.
+    waiting = (
+        knowledge.parse_status in (ParseStatus.PENDING, ParseStatus.PROCESSING)
+        and knowledge.queued_stage
+        and knowledge.queued_at >= wait_limit
+        and (last is None or knowledge.queued_at > last)
+    )
+    if waiting:
+        try:
+            if deps.queue.backlog(knowledge.queued_stage) > 0:
+                return f"its {knowledge.queued_stage} message is waiting in a busy queue"
+        except Exception:
+            logger.exception("could not inspect the queue", extra={"knowledge_id": knowledge.id})
     return ""

@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, ValidationError
 
+from ..dispatch import enqueue
 from ..domain.errors import ContinueLater, DeferredStageError, SpanErrorCode, StageError
 from ..domain.types import Knowledge, ParseStatus, Stage, StageMessage
 from ..observability import logger, stage_outcome
@@ -154,7 +155,7 @@ def run_stage(
             note("succeeded")
         except ContinueLater as more:
             # Progress is durable: a fresh message carries on, behind the other documents' messages.
-            deps.queue.send(stage, message if more.offset is None else replace(message, offset=more.offset))
+            enqueue(deps, stage, message if more.offset is None else replace(message, offset=more.offset))
             note("continued", offset=more.offset)
             return
         except DeferredStageError as error:
@@ -162,7 +163,7 @@ def run_stage(
                 # Throttled: come back later without spending one of the stage's tries.
                 delay = int(min(deps.settings.max_defer_seconds, 900, max(1, error.delay_seconds)))
                 deferred = replace(message, deferrals=message.deferrals + 1)
-                deps.queue.send(stage, deferred, delay_seconds=delay)
+                enqueue(deps, stage, deferred, delay_seconds=delay)
                 note("deferred", delay_seconds=delay, deferrals=deferred.deferrals)
                 return
             if last_try:

@@ -237,3 +237,49 @@ def test_the_s3_file_store_carries_a_document_end_to_end(
     assert s3.head_object(Bucket=bucket, Key=key)["ContentLength"] == len(TEXT)
     parsed = f"{created['tenant_id']}/{created['id']}/parsed/attempt-1.md"
     assert s3.head_object(Bucket=bucket, Key=parsed)["ContentLength"] > 0
+
+
+def test_housekeeping_recovers_a_dead_row_while_other_documents_keep_the_queues_busy(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    """Regression (issue 9): any backlog on any stage queue spared every stuck row, so under constant load a
+    row whose worker died on its last try was never recovered. Now only a row whose own message was queued
+    after its last activity (nobody has taken it yet) is spared, and only while its queue holds messages."""
+    kb = api.create_kb()
+    dead = api.upload(kb["id"], "dead.md", b"# dead\n\nits worker died").json_body["data"]
+    runtime.drain(timeout=120)
+    waiting = api.upload(kb["id"], "waiting.md", b"# waiting\n\nbehind a long backlog").json_body["data"]
+
+    # `dead`: its embedding message was taken (a span shows work after it was queued), then nothing.
+    m = services.knowledge.model
+    three_hours_ago = to_iso(datetime.now(UTC) - timedelta(hours=3))
+    queued = to_iso(datetime.now(UTC) - timedelta(hours=3, minutes=5))
+    m(dead["id"]).update(
+        actions=[
+            m.parse_status.set("processing"),
+            m.updated_at.set(three_hours_ago),
+            m.inflight.set("1"),
+            m.queued_stage.set("embedding"),
+            m.queued_at.set(queued),
+        ]
+    )
+    span = Span(dead["id"], 1, "embedding", "embedding", SpanKind.STAGE, SpanStatus.RUNNING)
+    span.updated_at = datetime.now(UTC) - timedelta(hours=3)
+    for existing in services.spans.list(dead["id"], 1):
+        existing.updated_at = span.updated_at
+        services.spans.put(existing)
+    services.spans.put(span)
+    # `waiting`: queued, never taken, its queue busy with other documents' work.
+    age_row(services, waiting["id"], "pending", hours=3)
+    sqs = boto3.client("sqs")
+    for queue in ("weknora-docreader", "weknora-embedding"):
+        url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+        for n in range(3):
+            body = json.dumps({"tenant_id": "t", "knowledge_id": f"other-{n}", "attempt": 1})
+            sqs.send_message(QueueUrl=url, MessageBody=body)
+
+    fired = runtime.tick(datetime.now(UTC) + timedelta(minutes=6))
+    assert fired[0].error is None
+    assert api.knowledge(dead["id"])["parse_status"] == "failed"
+    assert api.knowledge(dead["id"])["error_code"] == "TASK_TIMEOUT"
+    assert api.knowledge(waiting["id"])["parse_status"] == "pending"  # still waiting its turn
