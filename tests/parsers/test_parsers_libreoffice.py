@@ -2,12 +2,7 @@
 
 import pytest
 
-from chalicelib.parsers.office import soffice_path
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(soffice_path() is None, reason="LibreOffice not installed"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.requires_libreoffice]
 
 
 def test_doc_converted_and_parsed(read) -> None:
