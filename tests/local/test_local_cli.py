@@ -327,6 +327,7 @@ def test_up_serves_the_project_app_and_bootstraps_the_tenant(
         sys.modules, "chalicelib.bootstrap", types.SimpleNamespace(ensure_local_tenant=tenants.append)
     )
     monkeypatch.delitem(sys.modules, "app", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # `up` puts the cwd (this fake app) on sys.path
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WEKNORA_API_KEY", "secret-key")
     monkeypatch.delenv("WEKNORA_STATE_DIR", raising=False)
