@@ -24,7 +24,7 @@ install-dev: $(VENV)/.installed-dev
 
 # Optional OCR/office converters (Debian packages); the pipeline works without them and says so.
 system-deps:
-	@if [ -x scripts/install-parser-system-deps.sh ]; then bash scripts/install-parser-system-deps.sh; fi
+	bash scripts/install-parser-system-deps.sh
 
 run: install
 	$(VENV)/bin/weknora-ingest up

@@ -1,4 +1,5 @@
-"""Shared test setup: one moto server per session, reset and re-provisioned for every test that uses it.
+"""Shared test setup: loopback servers, the dev corpus, and the skip (or, in CI, failure) of tests whose
+optional tool is missing (`optional_tools`).
 
 Numeric libraries are pinned to one thread: these machines have two cores.
 """
@@ -24,6 +25,17 @@ import pytest  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent / "net"))
 from loopback import LoopbackServer  # noqa: E402
+from project_paths import CORPUS, corpus_missing  # noqa: E402
+
+pytest_plugins = ("optional_tools", "pytester")
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The dev corpus directory (read-only files + MANIFEST.tsv); skips the test when it is absent."""
+    if not (CORPUS / "MANIFEST.tsv").is_file():
+        pytest.skip(corpus_missing())
+    return CORPUS
 
 
 @pytest.fixture

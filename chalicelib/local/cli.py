@@ -1,4 +1,5 @@
-"""``weknora-ingest``: run the whole pipeline locally (``up``) and talk to its API (ingest/status/search).
+"""``weknora-ingest``: run the whole pipeline locally (``up``) and talk to its API (ingest/status/search,
+check-corpus).
 
 Every API reply uses the envelope ``{success, data}`` / ``{success: false, error: {code, message}}``.
 """
@@ -6,6 +7,8 @@ Every API reply uses the envelope ``{success, data}`` / ``{success: false, error
 from __future__ import annotations
 
 import argparse
+import csv
+import fnmatch
 import importlib
 import logging
 import mimetypes
@@ -45,6 +48,17 @@ def default_api() -> str:
 
 def default_key() -> str:
     return os.environ.get("WEKNORA_API_KEY", DEFAULT_KEY)
+
+
+def default_corpus(start: Path) -> Path:
+    """The dev corpus: WEKNORA_CORPUS, else the nearest `shared/corpus` above `start` (a checkout beside
+    `shared/`, or a worktree one level deeper), else `start/../shared/corpus`."""
+    override = os.environ.get("WEKNORA_CORPUS")
+    if override:
+        return Path(override)
+    start = start.resolve()
+    found = next((p / "shared" / "corpus" for p in start.parents if (p / "shared" / "corpus").is_dir()), None)
+    return found or start.parent / "shared" / "corpus"
 
 
 # ---- API client -----------------------------------------------------------------------------------------
@@ -321,6 +335,123 @@ def cmd_search(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+# ---- check-corpus -----------------------------------------------------------------------------------------
+
+#: broken on purpose (the MANIFEST's `exercises` column says so): the expected outcome is a clear failure
+CORPUS_EXPECTED_FAILURES = frozenset({"amsmath.truncated.pdf", "empty.txt"})
+
+
+@dataclass
+class CorpusOutcome:
+    file: str
+    file_type: str
+    knowledge_id: str = ""
+    status: str = "uploading"
+    detail: str = ""
+    chunks: int = 0
+    started: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL or self.status in ("rejected", "missing")
+
+    @property
+    def as_expected(self) -> bool:
+        if self.file in CORPUS_EXPECTED_FAILURES:
+            return self.status in ("failed", "rejected") and bool(self.detail)
+        return self.status == "completed"
+
+    def line(self) -> str:
+        mark = "ok  " if self.as_expected else "FAIL"
+        return (
+            f"{mark} {self.file:40} {self.file_type:8} {self.status:10} chunks={self.chunks:<6} "
+            f"{self.seconds:6.1f}s {self.detail[:100]}"
+        )
+
+
+def _upload_corpus_file(client: ApiClient, kb_id: str, path: Path, outcome: CorpusOutcome) -> None:
+    outcome.started = time.perf_counter()
+    if not path.is_file():
+        outcome.status, outcome.detail = "missing", f"listed in MANIFEST.tsv but not in {path.parent}"
+        return
+    try:
+        outcome.knowledge_id = client.upload(kb_id, path)
+        outcome.status = "pending"
+    except ApiError as exc:
+        if exc.status == 409 and isinstance(exc.data, dict) and exc.data.get("id"):
+            outcome.knowledge_id = str(exc.data["id"])  # already in this knowledge base: follow that row
+            outcome.status = "pending"
+        else:
+            outcome.status, outcome.detail = "rejected", exc.message
+
+
+def _refresh_outcome(client: ApiClient, outcome: CorpusOutcome) -> None:
+    try:
+        k = client.knowledge(outcome.knowledge_id)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        outcome.status, outcome.detail = "missing", exc.message
+    else:
+        outcome.status = str(k.get("parse_status") or outcome.status)
+        outcome.detail = str(k.get("error_message") or "")
+        outcome.chunks = int(k.get("chunk_count") or 0)
+    if outcome.done:
+        outcome.seconds = time.perf_counter() - outcome.started
+
+
+def cmd_check_corpus(args: argparse.Namespace, console: Console) -> int:
+    """Every MANIFEST file of the corpus through the running stack, one line per file. Files broken on
+    purpose must end `failed` (or be rejected) with a reason, every other file `completed`; exit status 1
+    when any file does otherwise."""
+    corpus = Path(args.corpus)
+    manifest = corpus / "MANIFEST.tsv"
+    if not manifest.is_file():
+        console.print(f"[red]no MANIFEST.tsv in {escape(str(corpus))} (use --corpus or WEKNORA_CORPUS)[/]")
+        return 1
+    with manifest.open(encoding="utf-8", newline="") as fh:
+        entries = list(csv.DictReader(fh, delimiter="\t"))
+    if args.only:
+        entries = [e for e in entries if fnmatch.fnmatch(e["file"], args.only)]
+    if not entries:
+        console.print(f"no MANIFEST.tsv file matches --only {args.only}", markup=False, highlight=False)
+        return 1
+    client = ApiClient(args.api, args.key)
+    kb_name = args.kb or f"corpus-check-{time.strftime('%Y%m%d-%H%M%S')}"
+    kb, _ = client.ensure_kb(kb_name)
+    header = f"{len(entries)} file(s) into knowledge base {kb_name} ({kb['id']})"
+    console.print(header, markup=False, highlight=False, soft_wrap=True)
+    outcomes = [CorpusOutcome(e["file"], e["type"]) for e in entries]
+    for outcome in outcomes:
+        _upload_corpus_file(client, str(kb["id"]), corpus / outcome.file, outcome)
+    deadline = time.monotonic() + args.timeout
+    status = console.status("following") if console.is_terminal else None
+    if status is not None:
+        status.start()
+    try:
+        while True:
+            for outcome in outcomes:
+                if not outcome.done:
+                    _refresh_outcome(client, outcome)
+            finished = sum(o.done for o in outcomes)
+            if status is not None:
+                status.update(f"{finished}/{len(outcomes)} file(s) finished")
+            if finished == len(outcomes) or time.monotonic() > deadline:
+                break
+            time.sleep(args.interval)
+    finally:
+        if status is not None:
+            status.stop()
+    for outcome in outcomes:
+        if not outcome.done:
+            outcome.detail = outcome.detail or f"still {outcome.status} after {args.timeout:.0f}s"
+        console.print(outcome.line(), markup=False, highlight=False, soft_wrap=True)
+    bad = sum(not o.as_expected for o in outcomes)
+    console.print(f"{len(outcomes) - bad} passed, {bad} failed", highlight=False)
+    return 1 if bad else 0
+
+
 # ---- up ---------------------------------------------------------------------------------------------------
 
 
@@ -435,13 +566,35 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("query")
     se.add_argument("-n", type=int, default=5, help="number of chunks")
     api_opts(se)
+
+    cc = sub.add_parser(
+        "check-corpus",
+        help="run every MANIFEST file of the dev corpus through the running stack, one line per file",
+    )
+    cc.add_argument(
+        "--corpus",
+        type=Path,
+        default=default_corpus(Path.cwd()),
+        help="corpus directory with MANIFEST.tsv (default %(default)s; env WEKNORA_CORPUS)",
+    )
+    cc.add_argument("--only", help="a glob over file names")
+    cc.add_argument("--kb", help="knowledge base name (default: a new corpus-check-<time>)")
+    cc.add_argument("--timeout", type=float, default=3600.0, help="give up after this many seconds")
+    cc.add_argument("--interval", type=float, default=2.0, help=argparse.SUPPRESS)
+    api_opts(cc)
     return p
 
 
 def main(argv: Sequence[str] | None = None, console: Console | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = console or Console()
-    commands = {"up": cmd_up, "ingest": cmd_ingest, "status": cmd_status, "search": cmd_search}
+    commands = {
+        "up": cmd_up,
+        "ingest": cmd_ingest,
+        "status": cmd_status,
+        "search": cmd_search,
+        "check-corpus": cmd_check_corpus,
+    }
     try:
         code = int(commands[args.command](args, console))
         if getattr(args, "handlers_still_running", False) and argv is None:

@@ -6,18 +6,16 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from chalice.test import Client
+from project_paths import ROOT
 
 from chalicelib.bootstrap import Services, create_tenant, ensure_local_tenant, get_deps, set_deps
 from chalicelib.local.moto_server import shared_moto_server
 from chalicelib.local.runtime import LocalRuntime
 
-ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT.parent / "shared" / "corpus"
 API_KEY = "test-key-tenant-a"
 V1 = "/api/v1"
 

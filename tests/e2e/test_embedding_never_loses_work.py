@@ -13,15 +13,16 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from project_paths import corpus_bytes
 
 from chalicelib.adapters.models.hashing import HashingEmbedding
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 from chalicelib.ports import IndexSpace, ModelThrottled
 
-from .conftest import CORPUS, Api
+from .conftest import Api
 
-TEXT = (CORPUS / "debian-faq-getting-debian.md").read_bytes()
+TEXT = corpus_bytes("debian-faq-getting-debian.md")
 
 
 class ThrottlingEmbedding:

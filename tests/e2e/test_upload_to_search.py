@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from project_paths import corpus_bytes
+
 from chalicelib.local.runtime import LocalRuntime
 
-from .conftest import CORPUS, Api
+from .conftest import Api
 
 DOC = (
     b"# Sourdough starter\n\nFeed the starter with equal weights of flour and water every day.\n\n"
@@ -63,7 +65,7 @@ def test_a_corpus_csv_and_json_complete(api: Api, runtime: LocalRuntime) -> None
     kb = api.create_kb()
     ids = []
     for name in ("statsmodels-statecrime.csv", "vega-datasets-index.json", "korean-bill-1809890.ko.txt"):
-        response = api.upload(kb["id"], name, (CORPUS / name).read_bytes())
+        response = api.upload(kb["id"], name, corpus_bytes(name))
         assert response.status_code == 200, response.json_body
         ids.append(response.json_body["data"]["id"])
     runtime.drain(timeout=180)
@@ -73,7 +75,7 @@ def test_a_corpus_csv_and_json_complete(api: Api, runtime: LocalRuntime) -> None
 def test_summary_subtask_runs_through_the_enrichment_map(api: Api, runtime: LocalRuntime) -> None:
     """With a summary model the plan has one subtask: finalizing(1) → summary → decrement → completed."""
     kb = api.create_kb(summary_model_id="local/extractive")
-    text = (CORPUS / "debian-faq-getting-debian.md").read_bytes()
+    text = corpus_bytes("debian-faq-getting-debian.md")
     created = api.upload(kb["id"], "faq.md", text).json_body["data"]
     runtime.drain(timeout=180)
 
@@ -110,7 +112,7 @@ def test_parent_child_hits_return_the_parent_and_parents_are_not_indexed(
     kb = api.create_kb(
         chunking_config={"enable_parent_child": True, "parent_chunk_size": 1200, "child_chunk_size": 200}
     )
-    text = (CORPUS / "debian-faq-getting-debian.md").read_bytes()
+    text = corpus_bytes("debian-faq-getting-debian.md")
     created = api.upload(kb["id"], "faq.md", text).json_body["data"]
     runtime.drain(timeout=180)
     spans = api.get(f"/knowledge/{created['id']}/spans").json_body["data"]

@@ -13,15 +13,14 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
+from project_paths import corpus_bytes
 
 from chalicelib.ports import IndexEntry, IndexSpace, RetrieveEngine, SearchHit
 
 DIM = 8
-KO_CONSTITUTION = Path("/work/shared/corpus/korean-constitution.ko.txt")
 
 
 def vec(*weights: float) -> np.ndarray:
@@ -60,7 +59,7 @@ def ids(hits: Sequence[SearchHit]) -> list[str]:
 
 def constitution_articles() -> list[tuple[str, str]]:
     """(article number, text) for the main body's articles (제1조 … 제130조)."""
-    text = KO_CONSTITUTION.read_text(encoding="utf-8")
+    text = corpus_bytes("korean-constitution.ko.txt").decode("utf-8")
     body = text.split("부칙")[0]
     parts = re.split(r"\n\s*(?=제\d+조[ ①])", body)
     out = []

@@ -58,7 +58,7 @@ class FakeApi:
         if row["file_name"].startswith("fail") and step >= 2:
             row.update(parse_status="failed", error_message="CHUNKING_FAILED: no text")
         elif step > len(STAGES):
-            row["parse_status"] = "completed"
+            row.update(parse_status="completed", chunk_count=3)
         else:
             row["parse_status"] = "processing"
 
@@ -157,6 +157,8 @@ def make_handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
                 assert name is not None
                 fname = name.group(1).decode()
                 api.uploads.append(fname)
+                if re.search(rb'filename="[^"]+"\r\nContent-Type: [^\r]+\r\n\r\n\r\n--', body):
+                    return self._err(400, "empty_file", "the file is empty")
                 if fname.startswith("dup"):
                     existing = api.new_knowledge(kb_id, "original.txt")
                     return self._err(409, "duplicate_file", "file already exists", existing)
@@ -325,6 +327,7 @@ def test_up_serves_the_project_app_and_bootstraps_the_tenant(
         sys.modules, "chalicelib.bootstrap", types.SimpleNamespace(ensure_local_tenant=tenants.append)
     )
     monkeypatch.delitem(sys.modules, "app", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # `up` puts the cwd (this fake app) on sys.path
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WEKNORA_API_KEY", "secret-key")
     monkeypatch.delenv("WEKNORA_STATE_DIR", raising=False)
@@ -355,3 +358,80 @@ def test_up_serves_the_project_app_and_bootstraps_the_tenant(
         os.environ.clear()
         os.environ.update(saved_env)
     assert result == [0]
+
+
+# ---- check-corpus -----------------------------------------------------------------------------------------
+
+MANIFEST_HEAD = "file\ttype\tbytes\tpages\tsource_package\tlicense\texercises\n"
+
+
+def fake_corpus(root: Path, files: dict[str, bytes]) -> Path:
+    root.mkdir(parents=True)
+    rows = [f"{name}\t{name.rsplit('.', 1)[-1]}\t{len(data)}\t\t-\t-\t-\n" for name, data in files.items()]
+    (root / "MANIFEST.tsv").write_text(MANIFEST_HEAD + "".join(rows))
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+    return root
+
+
+def test_check_corpus_arguments_and_the_default_corpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEKNORA_CORPUS", str(tmp_path / "mine"))
+    args = cli.build_parser().parse_args(["check-corpus"])
+    assert (args.corpus, args.only, args.kb, args.timeout) == (tmp_path / "mine", None, None, 3600.0)
+    args = cli.build_parser().parse_args(
+        ["check-corpus", "--corpus", "c", "--only", "*.pdf", "--kb", "k", "--timeout", "5", "--key", "s"]
+    )
+    assert (args.corpus, args.only, args.kb, args.timeout, args.key) == (Path("c"), "*.pdf", "k", 5.0, "s")
+
+    monkeypatch.delenv("WEKNORA_CORPUS")
+    work = tmp_path / "work"
+    checkout = work / "wt" / "project"  # a worktree, two levels below the team's shared/
+    checkout.mkdir(parents=True)
+    assert cli.default_corpus(checkout) == work / "wt" / "shared" / "corpus"  # none found: beside it
+    (work / "shared" / "corpus").mkdir(parents=True)
+    assert cli.default_corpus(checkout) == work / "shared" / "corpus"
+    (work / "wt" / "shared" / "corpus").mkdir(parents=True)
+    assert cli.default_corpus(checkout) == work / "wt" / "shared" / "corpus"  # the nearest wins
+
+
+def test_check_corpus_prints_one_line_per_file(api: FakeApi, tmp_path: Path) -> None:
+    corpus = fake_corpus(
+        tmp_path / "corpus",
+        {
+            "notes.md": b"# Notes\n\nsome text",
+            "empty.txt": b"",  # broken on purpose: the API's rejection is the expected outcome
+            "fail-table.md": b"| a |",  # the fake API fails it at chunking: not expected
+            "big.csv": b"a,b\n" * (cli.DIRECT_UPLOAD_MAX_BYTES // 4 + 1),  # through the presigned URL
+            "dup-notes.md": b"again",  # the fake API answers 409 with the existing row: followed
+            "gone.md": b"",
+        },
+    )
+    (corpus / "gone.md").unlink()  # listed, but not there
+    argv = ["check-corpus", "--corpus", str(corpus), "--kb", "corpus", "--interval", "0.01", *api_args(api)]
+    code, out = run(argv)
+    assert code == 1, out
+    lines = {ln.split()[1]: ln for ln in out.splitlines() if ln.startswith(("ok ", "FAIL "))}
+    assert list(lines) == ["notes.md", "empty.txt", "fail-table.md", "big.csv", "dup-notes.md", "gone.md"]
+    assert re.match(r"ok   notes\.md +md +completed +chunks=3 ", lines["notes.md"])
+    assert re.match(r"ok   empty\.txt +txt +rejected +chunks=0 .* the file is empty$", lines["empty.txt"])
+    assert re.search(r"^FAIL fail-table\.md +md +failed .* CHUNKING_FAILED: no text$", lines["fail-table.md"])
+    assert re.match(r"ok   big\.csv +csv +completed ", lines["big.csv"])
+    assert re.match(r"ok   dup-notes\.md +md +completed ", lines["dup-notes.md"])
+    assert re.search(r"^FAIL gone\.md +md +missing .* listed in MANIFEST\.tsv but not in ", lines["gone.md"])
+    assert out.rstrip().endswith("4 passed, 2 failed")
+    assert api.kbs == [{"id": "kb1", "name": "corpus"}]
+
+    code, out = run([*argv, "--only", "notes*"], terminal=True)  # the KB is found by name, not created again
+    assert code == 0 and out.rstrip().endswith("1 passed, 0 failed"), out
+    assert len(api.kbs) == 1
+
+
+def test_check_corpus_refuses_to_check_nothing(api: FakeApi, tmp_path: Path) -> None:
+    code, out = run(["check-corpus", "--corpus", str(tmp_path), *api_args(api)])
+    assert code == 1 and f"no MANIFEST.tsv in {tmp_path}" in out
+    corpus = fake_corpus(tmp_path / "corpus", {"notes.md": b"text"})
+    code, out = run(["check-corpus", "--corpus", str(corpus), "--only", "*.pdf", *api_args(api)])
+    assert code == 1 and "no MANIFEST.tsv file matches --only *.pdf" in out
+    assert api.kbs == []

@@ -1,16 +1,9 @@
 """Corpus access for the parser tests (read-only files; a missing file skips the test)."""
 
-import os
 from pathlib import Path
 
-import pytest
+from project_paths import corpus_bytes
 
-CORPUS = Path(os.environ.get("WEKNORA_CORPUS", "/work/shared/corpus"))
+__all__ = ["DATA", "corpus_bytes"]
+
 DATA = Path(__file__).parent / "data"
-
-
-def corpus_bytes(name: str) -> bytes:
-    path = CORPUS / name
-    if not path.exists():
-        pytest.skip(f"corpus file {name} not available")
-    return path.read_bytes()

