@@ -239,6 +239,12 @@ def _build_engine(settings: Settings, name: str) -> RetrieveEngine:
     raise ValueError(f"unknown retrieval engine {name!r}")
 
 
+def _build_embedding_cache(settings: Settings) -> EmbeddingCache:
+    from .adapters.embedding_cache import DynamoEmbeddingCache, build_cache_model  # numpy: workers only
+
+    return DynamoEmbeddingCache(build_cache_model(settings))
+
+
 def _state_machine_arn(settings: Settings, sfn: Any) -> str:
     if settings.state_machine_arn:
         return settings.state_machine_arn
@@ -260,7 +266,6 @@ def build_services(settings: Settings | None = None) -> Services:
         DynamoTenantRepo,
         build_models,
     )
-    from .adapters.embedding_cache import DynamoEmbeddingCache, build_cache_model
     from .adapters.health import AwsHealthProbe
     from .adapters.queues import SqsTaskQueue
     from .adapters.storage import LocalFileStore, S3FileStore
@@ -302,7 +307,7 @@ def build_services(settings: Settings | None = None) -> Services:
             bucket=lambda: s3.head_bucket(Bucket=settings.files_bucket),
         ),
         build_engine=_build_engine,
-        build_embedding_cache=lambda: DynamoEmbeddingCache(build_cache_model(settings)),
+        build_embedding_cache=lambda: _build_embedding_cache(settings),
     )
 
 
