@@ -18,7 +18,8 @@ environment as deployed, and imports:
     following imports inside functions too, but not into local-only code;
   - the adapters the composition root builds on AWS: `build_services()` (what every handler's `get_deps()`
     does), then each `deps.<service>(...)` the reached code calls, once (clients are created, nothing sent);
-  - the few imports that happen deeper than that (DEEP_IMPORTS).
+  - every third-party module those chalicelib modules import (inside functions too), and the few imports that
+    happen deeper than that (DEEP_IMPORTS).
 The build fails if a function is over Lambda's 250 MB unzipped limit or its package misses an import.
 """
 
@@ -29,6 +30,7 @@ import ast
 import compileall
 import json
 import os
+import py_compile
 import shutil
 import subprocess
 import sys
@@ -49,6 +51,8 @@ RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "
 LOCAL_ONLY = ("chalicelib.local", "chalicelib.adapters.models.local_onnx")
 #: imports that happen below what the check reaches by itself, per function (logical id)
 DEEP_IMPORTS: dict[str, tuple[str, ...]] = {
+    # every handler is @traced: on Lambda, Powertools' Tracer loads the X-Ray SDK on the first call
+    "*": ("aws_xray_sdk.core",),
     # TextractOcr.recognize normalises GIF/BMP/WEBP/TIFF images with Pillow before sending them
     "MultimodalTask": ("PIL.Image",),
 }
@@ -172,7 +176,7 @@ def write_zip(tree: Path, path: Path) -> None:
         str(tree),
         quiet=1,
         workers=0,
-        invalidation_mode=compileall.py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
     ):
         raise SystemExit(f"compileall failed in {tree}")
     path.unlink(missing_ok=True)
@@ -301,6 +305,18 @@ def services_called(modules: Iterable[str]) -> list[str]:
     return sorted(called)
 
 
+def libraries_imported(modules: Iterable[str]) -> list[str]:
+    """The third-party modules the chalicelib modules import, at module level or inside functions."""
+    return sorted(
+        {
+            name
+            for module in modules
+            for name in imports_of(module)
+            if name.split(".")[0] not in ("chalicelib", "app", *sys.stdlib_module_names)
+        }
+    )
+
+
 def entry_modules(handler: str) -> list[str]:
     """The chalicelib modules a Chalice handler calls into: the API routes, or the stage module."""
     module, _, function = handler.rpartition(".")
@@ -418,7 +434,8 @@ def check_function(
         report.unzipped_bytes += size
     paths.append(str(runtime_dir(scratch)))
     own_modules = reached(entry_modules(handler))
-    modules = [*own_modules, *DEEP_IMPORTS.get(logical, ())]
+    deep = (*DEEP_IMPORTS["*"], *DEEP_IMPORTS.get(logical, ()))
+    modules = [*own_modules, *libraries_imported(own_modules), *deep]
     calls = [SERVICE_CALLS[s] for s in services_called(own_modules)]
     report.checked = [handler, *modules, "build_services()", *calls]
     state_dir = Path(tempfile.mkdtemp(prefix=f"{logical}-state-", dir=scratch))

@@ -124,6 +124,8 @@ def test_the_check_reaches_what_each_function_runs(built: dict[str, Any]) -> Non
         assert {f"chalicelib.stages.{stage}", "build_services()"} <= checked[function], function
         if function != "Housekeeping":  # the schedule's handler; the others are SQS batches
             assert "chalicelib.stages.runner" in checked[function], function
+    for name, modules in checked.items():  # Tracer (X-Ray SDK) and EMF metrics, loaded on the first call
+        assert {"aws_xray_sdk.core", "aws_lambda_powertools.metrics"} <= modules, name
     assert {"deps.embedding_model()", "deps.embedding_cache()"} <= checked["EmbeddingStage"]
     assert {"deps.ocr()", "PIL.Image"} <= checked["MultimodalTask"]
     assert any(call.startswith("deps.chat_model(") for call in checked["EnrichmentTask"])
