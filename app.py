@@ -132,18 +132,13 @@ def put_tenant_settings() -> Response:
 
 
 # ---------------------------------------------------------------- queues, workflow tasks, schedule
+# (The docreader queue is served by the container-image function in functions/docreader/.)
 
 
 @app.on_sqs_message(queue=settings.queue("uploads"), batch_size=10)
 @traced
 def on_upload_event(event: Any) -> dict[str, Any]:
     return stages.uploads.handle(get_deps(), event.to_dict(), event.context)
-
-
-@app.on_sqs_message(queue=settings.queue("docreader"), batch_size=1)
-@traced
-def docreader_stage(event: Any) -> dict[str, Any]:
-    return stages.docreader.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.on_sqs_message(queue=settings.queue("chunking"), batch_size=5)

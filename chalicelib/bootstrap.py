@@ -7,6 +7,7 @@ on first use, so the API function's cold start pays only for what a request touc
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .domain.ids import api_key_hash
+from .domain.storage_keys import PARSER_ENGINES_REPORT_KEY
 from .domain.types import Tenant
 from .ports import (
     AsrEngine,
@@ -75,6 +77,7 @@ class Services:
     _embedders: dict[str, EmbeddingModel] = field(default_factory=dict)
     _embedding_cache: EmbeddingCache | None = None
     _docreader: DocReader | None = None
+    _engines_reported: bool = False
     _ocr: Any = NOT_PROBED
     _asr: Any = NOT_PROBED
 
@@ -134,6 +137,21 @@ class Services:
 
                 self._docreader = build_docreader(ocr=self.ocr(), asr=self.asr())
             return self._docreader
+
+    def parser_engines(self) -> list[dict[str, Any]]:
+        if not self.settings.on_lambda:  # parsing happens in this very process
+            return self.docreader().engines()
+        url = self.inbox.url_for(PARSER_ENGINES_REPORT_KEY)
+        if not self.inbox.exists(url):
+            return []  # the docreader function has not run yet
+        return list(json.loads(self.inbox.read(url)))
+
+    def report_parser_engines(self) -> None:
+        """The docreader function tells the API what it can parse (once per cold start)."""
+        if self.settings.on_lambda and not self._engines_reported:
+            payload = json.dumps(self.docreader().engines()).encode()
+            self.inbox.save(PARSER_ENGINES_REPORT_KEY, payload, "application/json")
+            self._engines_reported = True
 
     def ocr(self) -> OcrEngine | None:
         with self._lock:
@@ -247,6 +265,12 @@ def _build_engine(settings: Settings, name: str) -> RetrieveEngine:
     raise ValueError(f"unknown retrieval engine {name!r}")
 
 
+def _build_embedding_cache(settings: Settings) -> EmbeddingCache:
+    from .adapters.embedding_cache import DynamoEmbeddingCache, build_cache_model  # numpy: workers only
+
+    return DynamoEmbeddingCache(build_cache_model(settings))
+
+
 def _state_machine_arn(settings: Settings, sfn: Any) -> str:
     if settings.state_machine_arn:
         return settings.state_machine_arn
@@ -268,7 +292,6 @@ def build_services(settings: Settings | None = None) -> Services:
         DynamoTenantRepo,
         build_models,
     )
-    from .adapters.embedding_cache import DynamoEmbeddingCache, build_cache_model
     from .adapters.health import AwsHealthProbe
     from .adapters.queues import SqsTaskQueue
     from .adapters.storage import LocalFileStore, S3FileStore
@@ -310,7 +333,7 @@ def build_services(settings: Settings | None = None) -> Services:
             bucket=lambda: s3.head_bucket(Bucket=settings.files_bucket),
         ),
         build_engine=_build_engine,
-        build_embedding_cache=lambda: DynamoEmbeddingCache(build_cache_model(settings)),
+        build_embedding_cache=lambda: _build_embedding_cache(settings),
     )
 
 

@@ -27,6 +27,11 @@ def check_models(settings: Settings, **names: str) -> None:
 
 
 def check_engine(settings: Settings, engine: str) -> None:
+    if (engine or settings.retrieval_engine) == "embedded" and settings.on_lambda:
+        raise BadRequest(
+            "this deployment has no shared index: the embedded engine is local-only (deploy with OpenSearch)",
+            code="engine_not_configured",
+        )
     if engine == "opensearch" and not settings.opensearch_url:
         raise BadRequest(
             "retrieval_engine 'opensearch' is not configured on this deployment", code="engine_not_configured"

@@ -1,15 +1,34 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the docreader engines use (idempotent: skips what is already there).
-#   tesseract-ocr (+eng, kor)  -> OCR of scanned pages and images          (~8 MB installed)
-#   libreoffice core/writer/impress/calc -> .doc/.ppt conversion           (~195 MB installed)
-#   poppler-utils              -> pdftotext, the independent reference extractor used by bench/
+# The list is functions/docreader/system-packages.txt, which the docreader image installs too.
 # Measured on Debian 12: 86 packages, ~57 MB download, ~12 s to install after `apt-get update`.
-# Usage: sudo scripts/install-parser-system-deps.sh [--no-libreoffice]
+# Usage: sudo scripts/install-parser-system-deps.sh [--no-libreoffice] [--list]
+#   --list   print the packages this would install (one a line) and exit
 set -euo pipefail
 
-packages=(tesseract-ocr tesseract-ocr-eng tesseract-ocr-kor poppler-utils)
-if [[ "${1:-}" != "--no-libreoffice" ]]; then
-  packages+=(libreoffice-core libreoffice-writer libreoffice-impress libreoffice-calc)
+list_file="$(dirname "$0")/../functions/docreader/system-packages.txt"
+no_libreoffice=false
+list_only=false
+for arg in "$@"; do
+  case "$arg" in
+    --no-libreoffice) no_libreoffice=true ;;
+    --list) list_only=true ;;
+    *) echo "unknown option: $arg" >&2; exit 2 ;;
+  esac
+done
+
+packages=()
+while read -r line; do
+  p="${line%%#*}"
+  p="${p//[[:space:]]/}"
+  [[ -z "$p" ]] && continue
+  if $no_libreoffice && [[ "$p" == libreoffice-* ]]; then continue; fi
+  packages+=("$p")
+done < "$list_file"
+
+if $list_only; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
 fi
 
 missing=()

@@ -102,7 +102,7 @@ def openapi_document(app: Any) -> Response:
 @operation("The parser engines and whether each is available here", "service")
 def parser_engines(deps: Dependencies, request: Request | None) -> Response:
     _tenant(deps, request)
-    return ok(deps.docreader().engines())
+    return ok(deps.parser_engines())
 
 
 @operation("The models this deployment offers, by kind: pick one by name", "service")

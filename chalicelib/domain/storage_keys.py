@@ -73,3 +73,7 @@ def upload_result_key(knowledge_id: str) -> str:
 
 def presigned_upload_key(prefix: str, tenant_id: str, kb_id: str, knowledge_id: str, file_name: str) -> str:
     return f"{prefix}{tenant_id}/{kb_id}/{knowledge_id}/{safe_file_name(file_name)}"
+
+
+#: what the docreader function reports it can parse (written by the docreader, read by the API)
+PARSER_ENGINES_REPORT_KEY = "meta/parser-engines.json"

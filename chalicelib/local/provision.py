@@ -537,6 +537,74 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+@dataclass(frozen=True)
+class ImageFunction:
+    """A container-image function of the template with an SQS event: locally, its handler runs in-process
+    from ``functions/<name>/handler.py`` (the folder of its Dockerfile), polled like a Chalice handler."""
+
+    logical_id: str
+    handler_file: Path
+    handler_name: str
+    queue_logical_id: str
+    batch_size: int
+    maximum_batching_window_in_seconds: float
+    report_batch_item_failures: bool
+    timeout_seconds: float
+    memory_mb: int
+
+
+def image_sqs_functions(template_path: str | os.PathLike[str]) -> list[ImageFunction]:
+    """The template's ``PackageType: Image`` functions and the queue each one's SQS event reads."""
+    template = load_template(template_path)
+    base = Path(template_path).resolve().parent
+    defaults = template.get("Globals", {}).get("Function", {})
+    found = []
+    for logical, spec in template["Resources"].items():
+        props = spec.get("Properties", {})
+        if spec.get("Type") != "AWS::Serverless::Function" or props.get("PackageType") != "Image":
+            continue
+        metadata = spec.get("Metadata", {})
+        if "Dockerfile" not in metadata:
+            raise TemplateError(
+                f"{logical}: an Image function needs Metadata.Dockerfile (sam build reads it)"
+            )
+        dockerfile = base / metadata.get("DockerContext", ".") / metadata["Dockerfile"]
+        handler_file = dockerfile.parent / "handler.py"
+        if not handler_file.is_file():
+            raise TemplateError(f"{logical}: no handler module at {handler_file}")
+        command = props.get("ImageConfig", {}).get("Command") or ["handler.handler"]
+        module, _, function = str(command[0]).rpartition(".")
+        if module != "handler":
+            raise TemplateError(f"{logical}: ImageConfig.Command {command[0]!r} is not handler.<function>")
+        for event in props.get("Events", {}).values():
+            if event.get("Type") != "SQS":
+                continue
+            event_props = event["Properties"]
+            queue = event_props["Queue"]
+            if not (isinstance(queue, dict) and "Fn::GetAtt" in queue):
+                raise TemplateError(
+                    f"{logical}: only an SQS event whose Queue is Fn::GetAtt [Queue, Arn] runs locally"
+                )
+            target = queue["Fn::GetAtt"]
+            found.append(
+                ImageFunction(
+                    logical_id=logical,
+                    handler_file=handler_file,
+                    handler_name=function,
+                    queue_logical_id=target.split(".", 1)[0] if isinstance(target, str) else target[0],
+                    batch_size=int(event_props.get("BatchSize", 10)),  # the SQS event source's default
+                    maximum_batching_window_in_seconds=float(
+                        event_props.get("MaximumBatchingWindowInSeconds", 0)
+                    ),
+                    report_batch_item_failures="ReportBatchItemFailures"
+                    in event_props.get("FunctionResponseTypes", []),
+                    timeout_seconds=float(props.get("Timeout", defaults.get("Timeout", 3))),  # SAM's defaults
+                    memory_mb=int(props.get("MemorySize", defaults.get("MemorySize", 128))),
+                )
+            )
+    return found
+
+
 def load_template(template_path: str | os.PathLike[str]) -> dict[str, Any]:
     data = json.loads(Path(template_path).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or "Resources" not in data:

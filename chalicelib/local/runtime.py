@@ -1,4 +1,5 @@
-"""LocalRuntime: the Chalice app's handlers running against moto the way AWS would wire them.
+"""LocalRuntime: the Chalice app's handlers, and the template's container-image functions (their
+``functions/<name>/handler.py``), running against moto the way AWS would wire them.
 
 moto server (real S3/SQS/DynamoDB/Step Functions semantics) + the template provisioned into it + in-process
 stand-ins for what moto cannot do honestly: the Lambda SQS event-source mappings (``pollers``), EventBridge
@@ -22,10 +23,12 @@ Reusing one moto server across tests (cheap reset + re-provision between tests) 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -37,7 +40,7 @@ import boto3
 
 from chalicelib.local.moto_server import ACCOUNT_ID, MotoServer
 from chalicelib.local.pollers import BatchResult, DuplicatePredicate, SqsPoller
-from chalicelib.local.provision import ProvisionedResources, provision
+from chalicelib.local.provision import ImageFunction, ProvisionedResources, image_sqs_functions, provision
 from chalicelib.local.scheduler import Clock, ScheduledInvocation, Scheduler, utc_now
 from chalicelib.settings import get_settings
 
@@ -76,7 +79,8 @@ class LocalRuntime:
     ) -> None:
         self.app_loader = app_loader
         self.template_path = Path(template_path)
-        self.parameters = dict(parameters or {})
+        # No OpenSearch domain can run here: the embedded engine stands in unless a caller says otherwise.
+        self.parameters = {"EnableOpenSearch": "false", **(parameters or {})}
         self.retry_delay_seconds = retry_delay_seconds
         self.state_dir = Path(state_dir).resolve()
         self.region = region
@@ -196,7 +200,40 @@ class LocalRuntime:
                     sqs_client=sqs,
                 )
             )
+        for function in image_sqs_functions(self.template_path):
+            pollers.append(self._image_function_poller(function, sqs))
         return pollers
+
+    def _image_function_poller(self, function: ImageFunction, sqs: Any) -> SqsPoller:
+        """A container-image function (functions/<name>/) runs its handler module in-process."""
+        queue = self.resources.get(function.queue_logical_id)
+        if queue is None or queue.url is None:
+            raise RuntimeError(
+                f"{function.logical_id} reads {function.queue_logical_id}, which is not a queue"
+            )
+        module_name = f"functions.{function.handler_file.parent.name}.handler"
+        spec = importlib.util.spec_from_file_location(module_name, function.handler_file)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        return SqsPoller(
+            function_name=f"{self.app.app_name}-{self.stage}-{function.logical_id}",
+            handler=getattr(module, function.handler_name),
+            queue_url=queue.url,
+            queue_arn=queue.arn,
+            batch_size=function.batch_size,
+            maximum_batching_window_in_seconds=function.maximum_batching_window_in_seconds,
+            region=self.region,
+            retry_delay_seconds=self.retry_delay_seconds,
+            timeout_seconds=function.timeout_seconds,
+            memory_mb=function.memory_mb,
+            concurrency=self.concurrency,
+            wait_time_seconds=self.wait_time_seconds,
+            report_batch_item_failures=function.report_batch_item_failures,
+            duplicate_predicate=self._duplicate_predicate,
+            sqs_client=sqs,
+        )
 
     def _start_background(self) -> None:
         for p in self.pollers:

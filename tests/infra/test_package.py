@@ -120,13 +120,76 @@ def test_asl_substitutions_are_all_provided(packaged: dict[str, Any]) -> None:
     assert "lambda:invoke" not in asl and ".waitForTaskToken" in asl
 
 
-def test_the_lambda_code_fits_the_250_mb_unzipped_limit(packaged: dict[str, Any]) -> None:
-    import zipfile
+def test_docreader_is_a_container_image_function_on_its_queue(packaged: dict[str, Any]) -> None:
+    template = packaged["template"]
+    functions = resources_of(template, "AWS::Serverless::Function")
+    docreader = functions["DocreaderStage"]
+    props = docreader["Properties"]
+    assert props["PackageType"] == "Image" and props["ImageUri"] == {"Ref": "DocreaderImageUri"}
+    assert "Handler" not in props and "Runtime" not in props and "Layers" not in props
+    assert docreader["Metadata"]["Dockerfile"] == "functions/docreader/Dockerfile"
+    # sam build resolves DockerContext from the template's folder: infra/ here, out/ once packaged
+    assert (
+        ROOT / "infra" / docreader["Metadata"]["DockerContext"] / "functions/docreader/Dockerfile"
+    ).is_file()
+    (event,) = props["Events"].values()
+    assert event["Type"] == "SQS"
+    assert event["Properties"]["Queue"] == {"Fn::GetAtt": ["DocreaderQueue", "Arn"]}
+    assert event["Properties"]["BatchSize"] == 1
+    assert event["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert (props["Timeout"], props["MemorySize"]) == (900, 3008)
+    # the same role and environment as the Chalice functions (theirs lives in Globals too)
+    api = functions["APIHandler"]["Properties"]
+    assert props["Role"] == api["Role"] == {"Fn::GetAtt": ["DefaultRole", "Arn"]}
+    assert "Environment" not in props and "Environment" not in api
+    assert "WEKNORA_STORAGE" in template["Globals"]["Function"]["Environment"]["Variables"]
 
-    total = 0
-    for name in ("deployment.zip", "layer-deployment.zip"):
-        path = packaged["out"] / name
-        if path.exists():
-            with zipfile.ZipFile(path) as archive:
-                total += sum(info.file_size for info in archive.infolist())
-    assert 0 < total < 250 * 1024 * 1024, f"{total / 1e6:.0f} MB unzipped"
+
+def test_the_chalice_app_keeps_the_api_and_the_light_stages(packaged: dict[str, Any]) -> None:
+    functions = resources_of(packaged["template"], "AWS::Serverless::Function")
+    chalice = {
+        name: f["Properties"]["Handler"] for name, f in functions.items() if "Handler" in f["Properties"]
+    }
+    assert "app.docreader_stage" not in chalice.values()
+    assert chalice["APIHandler"] == "app.app"
+    assert set(chalice) == {
+        "APIHandler",
+        "OnUploadEvent",
+        "ChunkingStage",
+        "EmbeddingStage",
+        "MultimodalTask",
+        "PostprocessTask",
+        "EnrichmentTask",
+        "Housekeeping",
+    }
+
+
+def dockerfile_package_list(dockerfile: str) -> tuple[str, str, str]:
+    """(the list file the Dockerfile copies in, where it puts it, the shell command whose output it gives
+    to `apt-get install`)."""
+    text = dockerfile.replace("\\\n", " ")
+    ((source, target),) = re.findall(r"^COPY (\S*system-packages\.txt) (\S+)$", text, re.MULTILINE)
+    (producer,) = re.findall(r"&&\s*(.+?)\s*\|\s*xargs apt-get install -y --no-install-recommends", text)
+    return source, target, producer
+
+
+def test_the_docreader_image_installs_the_list_the_script_installs() -> None:
+    dockerfile = (ROOT / "functions" / "docreader" / "Dockerfile").read_text()
+    (base,) = re.findall(r"^FROM (\S+)", dockerfile, re.MULTILINE)
+    assert base.startswith("python:3.11-") and "bookworm" in base  # Debian: the list is Debian packages
+    assert 'ENTRYPOINT ["/usr/local/bin/python", "-m", "awslambdaric"]' in dockerfile
+    source, target, producer = dockerfile_package_list(dockerfile)
+    assert source == "functions/docreader/system-packages.txt" and target in producer
+    # what the image's apt-get install gets: the Dockerfile's own command, run on the list file
+    listed = subprocess.run(
+        ["sh", "-c", producer.replace(target, str(ROOT / source))], capture_output=True, text=True, check=True
+    ).stdout.split()
+    script = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-parser-system-deps.sh"), "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert listed == script
+    assert {"tesseract-ocr", "poppler-utils", "libreoffice-writer"} <= set(listed)
+    assert "awslambdaric" in (ROOT / "functions" / "docreader" / "requirements.txt").read_text()

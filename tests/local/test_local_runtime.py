@@ -6,6 +6,8 @@ The Chalice app here is a tiny one built for the test, wired to the fixture temp
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -303,3 +305,67 @@ def test_background_pollers_process_without_driving(moto_server: MotoServer, tmp
     finally:
         rt.stop()
     assert not any(p.running for p in rt.pollers)
+
+
+def with_image_function(project: Path) -> Path:
+    """The fixture template plus a container-image function (functions/tally/, Dockerfile not needed
+    locally) bound to its own queue, laid out in `project` as infra/ and functions/ are in this repo."""
+    template = json.loads(TEMPLATE.read_text())
+    template["Resources"]["TallyQueue"] = {
+        "Type": "AWS::SQS::Queue",
+        "Properties": {"QueueName": {"Fn::Sub": "${Prefix}-tally"}, "VisibilityTimeout": 30},
+    }
+    template["Resources"]["Tally"] = {
+        "Type": "AWS::Serverless::Function",
+        "Metadata": {"Dockerfile": "functions/tally/Dockerfile", "DockerContext": ".."},
+        "Properties": {
+            "PackageType": "Image",
+            "ImageUri": "tally:latest",
+            "ImageConfig": {"Command": ["handler.handler"]},
+            "Timeout": 11,
+            "MemorySize": 384,
+            "Events": {
+                "TallySqs": {
+                    "Type": "SQS",
+                    "Properties": {
+                        "Queue": {"Fn::GetAtt": ["TallyQueue", "Arn"]},
+                        "BatchSize": 2,
+                        "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                    },
+                }
+            },
+        },
+    }
+    (project / "infra").mkdir()
+    (project / "infra" / "template.json").write_text(json.dumps(template))
+    shutil.copy(TEMPLATE.parent / "flow.asl.json", project / "infra" / "flow.asl.json")
+    shutil.copytree(TEMPLATE.parent / "functions", project / "functions")
+    return project / "infra" / "template.json"
+
+
+def test_an_image_function_runs_its_handler_module_on_its_queue(
+    moto_server: MotoServer, tmp_path: Path
+) -> None:
+    seen = Seen()
+    rt = LocalRuntime(
+        lambda: build_app(seen),
+        with_image_function(tmp_path),
+        retry_delay_seconds=0,
+        state_dir=tmp_path / "state",
+        server=moto_server,
+    )
+    rt.start(background=False)
+    try:
+        rt.reset()
+        tally = rt.poller("Tally")  # functions/tally/handler.py, bound by the template's SQS event
+        assert (tally.batch_size, tally.timeout_seconds, tally.memory_mb) == (2, 11, 384)
+        assert tally.queue_arn == rt.resources["TallyQueue"].arn and tally.report_batch_item_failures
+        ok, bad = _send(rt, "TallyQueue", {"n": 1}, {"fail": True})
+        result = rt.poll_once()["lt-dev-Tally"]
+        assert sorted(result.received) == sorted([ok, bad])
+        assert result.deleted == [ok] and result.failed == [bad]
+        name, memory, remaining_ms, bodies = sys.modules["functions.tally.handler"].SEEN[-1]
+        assert (name, memory) == ("lt-dev-Tally", 384) and 0 < remaining_ms <= 11_000
+        assert sorted(map(json.dumps, bodies)) == sorted(map(json.dumps, [{"n": 1}, {"fail": True}]))
+    finally:
+        rt.stop()
