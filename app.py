@@ -118,6 +118,54 @@ def chunker_preview() -> Response:
     return routes.chunker_preview(get_deps(), app.current_request)
 
 
+# ---------------------------------------------------------------- lifecycle
+
+
+@app.route(f"{V1}/knowledge/{{knowledge_id}}", methods=["DELETE"])
+def delete_knowledge(knowledge_id: str) -> Response:
+    return routes.delete_knowledge(get_deps(), app.current_request, knowledge_id)
+
+
+@app.route(f"{V1}/knowledge/batch-delete", methods=["POST"])
+def batch_delete_knowledge() -> Response:
+    return routes.batch_delete_knowledge(get_deps(), app.current_request)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}", methods=["DELETE"])
+def delete_knowledge_base(kb_id: str) -> Response:
+    return routes.delete_knowledge_base(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge/{{knowledge_id}}/cancel", methods=["POST"])
+def cancel_knowledge(knowledge_id: str) -> Response:
+    return routes.cancel_knowledge(get_deps(), app.current_request, knowledge_id)
+
+
+@app.route(f"{V1}/knowledge/{{knowledge_id}}", methods=["PUT"])
+def edit_knowledge(knowledge_id: str) -> Response:
+    return routes.edit_knowledge(get_deps(), app.current_request, knowledge_id)
+
+
+@app.route(f"{V1}/knowledge/{{knowledge_id}}/publish", methods=["POST"])
+def publish_knowledge(knowledge_id: str) -> Response:
+    return routes.publish_knowledge(get_deps(), app.current_request, knowledge_id)
+
+
+@app.route(f"{V1}/knowledge/batch-reparse", methods=["POST"])
+def batch_reparse_knowledge() -> Response:
+    return routes.batch_reparse_knowledge(get_deps(), app.current_request)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/retry-failed", methods=["POST"])
+def retry_failed_knowledge(kb_id: str) -> Response:
+    return routes.retry_failed_knowledge(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/tasks/{{task_id}}", methods=["GET"])
+def get_task(task_id: str) -> Response:
+    return routes.get_task(get_deps(), app.current_request, task_id)
+
+
 # ---------------------------------------------------------------- tenant
 
 
@@ -169,6 +217,12 @@ def postprocess_task(event: Any) -> dict[str, Any]:
 @traced
 def enrichment_task(event: Any) -> dict[str, Any]:
     return stages.enrichment.handle(get_deps(), event.to_dict(), event.context)
+
+
+@app.on_sqs_message(queue=settings.queue("lifecycle"), batch_size=1)
+@traced
+def lifecycle_task(event: Any) -> dict[str, Any]:
+    return stages.lifecycle.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.schedule(Rate(5, unit=Rate.MINUTES))

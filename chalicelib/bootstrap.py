@@ -37,6 +37,7 @@ from .ports import (
     SaveImage,
     SpanRepo,
     TaskQueue,
+    TaskRepo,
     TenantRepo,
     UnknownModel,
     UrlImporter,
@@ -57,6 +58,7 @@ class Services:
     settings: Settings
     tenants: TenantRepo
     kbs: KnowledgeBaseRepo
+    tasks: TaskRepo
     knowledge: KnowledgeRepo
     chunks: ChunkRepo
     spans: SpanRepo
@@ -289,6 +291,7 @@ def build_services(settings: Settings | None = None) -> Services:
         DynamoKnowledgeBaseRepo,
         DynamoKnowledgeRepo,
         DynamoSpanRepo,
+        DynamoTaskRepo,
         DynamoTenantRepo,
         build_models,
     )
@@ -315,6 +318,7 @@ def build_services(settings: Settings | None = None) -> Services:
         settings=settings,
         tenants=DynamoTenantRepo(models),
         kbs=DynamoKnowledgeBaseRepo(models),
+        tasks=DynamoTaskRepo(models),
         knowledge=knowledge,
         chunks=DynamoChunkRepo(models),
         spans=spans,

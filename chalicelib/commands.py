@@ -281,3 +281,30 @@ class ListKnowledgeQuery(Query):
 
 class SpansQuery(Query):
     attempt: int | None = code("invalid_query", default=None, ge=1)
+
+
+KnowledgeIds = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=100)]], Field(min_length=1, max_length=200)
+]
+
+
+class BatchDeleteRequest(Body):
+    kb_id: str = code("invalid_body", min_length=1, max_length=100)
+    ids: KnowledgeIds = code("invalid_ids")
+
+
+class BatchReparseRequest(Body):
+    kb_id: str = code("invalid_body", min_length=1, max_length=100)
+    ids: KnowledgeIds = code("invalid_ids")
+    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+
+
+class EditKnowledgeRequest(Body):
+    """Editable fields of a knowledge; `content` only for hand-written (manual) knowledge."""
+
+    title: str | None = code("invalid_title", default=None, min_length=1, max_length=500)
+    description: str | None = code("invalid_description", default=None, max_length=10_000)
+    metadata: Metadata | None = code("invalid_metadata", default=None)
+    tag_ids: TagIds | None = code("invalid_tag_ids", default=None)
+    enable_status: Literal["enabled", "disabled"] | None = code("invalid_enable_status", default=None)
+    content: str | None = code("empty_content", default=None, max_length=1_000_000)

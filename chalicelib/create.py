@@ -54,6 +54,8 @@ def require_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
     kb = deps.kbs.get(kb_id)
     if kb is None or kb.tenant_id != tenant_id:
         raise NotFound(f"knowledge base {kb_id} not found", code="kb_not_found")
+    if kb.status == "deleting":
+        raise Conflict(f"knowledge base {kb_id} is being deleted", code="kb_deleting")
     return kb
 
 

@@ -10,7 +10,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .domain.types import Chunk, Knowledge, KnowledgeBase, Span, SpanStatus, Stage, StageMessage, Tenant
+from .domain.types import (
+    Chunk,
+    Knowledge,
+    KnowledgeBase,
+    Span,
+    SpanStatus,
+    Stage,
+    StageMessage,
+    Task,
+    Tenant,
+)
 from .settings import Settings
 
 if TYPE_CHECKING:  # numpy stays off the API function's cold-start path
@@ -91,12 +101,20 @@ class Workflow(Protocol):
 
     def task_failure(self, token: str, error: str, cause: str) -> bool: ...
 
+    def stop(self, name: str, cause: str) -> bool:
+        """Stops a running execution; False when none of that name is running."""
+        ...
+
 
 # ---------------------------------------------------------------- state
 
 
 class TenantRepo(Protocol):
     def get(self, tenant_id: str) -> Tenant | None: ...
+
+    def add_usage(self, tenant_id: str, delta_bytes: int) -> None:
+        """Atomically adjusts the bytes the tenant stores (indexing adds, delete subtracts)."""
+        ...
 
     def by_api_key(self, api_key: str) -> Tenant | None: ...
 
@@ -111,6 +129,8 @@ class KnowledgeBaseRepo(Protocol):
     def by_name(self, tenant_id: str, name: str) -> KnowledgeBase | None: ...
 
     def list(self, tenant_id: str) -> list[KnowledgeBase]: ...
+
+    def delete(self, kb_id: str) -> None: ...
 
 
 class DuplicateKnowledge(Exception):
@@ -141,7 +161,18 @@ class KnowledgeRepo(Protocol):
         failed or deleted row is taken over."""
         ...
 
-    def delete(self, knowledge_id: str) -> None: ...
+    def delete(self, knowledge_id: str) -> bool:
+        """Deletes the row, releases its dedupe claim and takes its stored bytes off the tenant's usage,
+        atomically. False when the row was already gone."""
+        ...
+
+    def deleting_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+        """Rows marked deleting whose delete has not finished since the cutoff."""
+        ...
+
+    def publish(self, knowledge_id: str) -> Knowledge | None:
+        """draft -> pending (one conditional write); None when the row is not a draft."""
+        ...
 
     def list_by_kb(self, kb_id: str, page: int, page_size: int) -> Page: ...
 
@@ -166,6 +197,22 @@ class KnowledgeRepo(Protocol):
 
     def touch(self, knowledge_id: str) -> None:
         """Heartbeat: bumps updated_at."""
+        ...
+
+    def mark_deleting(self, knowledge_id: str) -> Knowledge | None:
+        """Any state -> deleting (one conditional write); the row as it now is, None when it is missing.
+        A row already being deleted is returned as it is."""
+        ...
+
+    def cancel(self, knowledge_id: str, message: str) -> Knowledge | None:
+        """pending|processing|finalizing -> cancelled with the message, subtask count 0; None when the row
+        is missing or not in one of those states."""
+        ...
+
+    def update_fields(self, knowledge_id: str, fields: Mapping[str, Any]) -> Knowledge | None:
+        """Sets editable fields (title, description, metadata, tag_ids, enable_status; file_path, file_size
+        and file_hash of a manual document's new text) unless the row is being deleted; None when it is
+        missing or being deleted."""
         ...
 
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:
@@ -209,7 +256,22 @@ class SpanRepo(Protocol):
 
     def latest_attempt(self, knowledge_id: str) -> int: ...
 
+    def delete_all(self, knowledge_id: str) -> int: ...
+
     def last_activity_iso(self, knowledge_id: str) -> str | None: ...
+
+
+class TaskRepo(Protocol):
+    """Durable operations (delete, batch reparse, ...) and their progress."""
+
+    def put(self, task: Task) -> None: ...
+
+    def get(self, task_id: str) -> Task | None: ...
+
+    def save_progress(self, task: Task) -> bool:
+        """Writes the task's counters and status, only forward: False when a redelivered worker is behind
+        what another run already recorded (its work was idempotent, its counts are not)."""
+        ...
 
 
 # ---------------------------------------------------------------- index
@@ -555,6 +617,7 @@ class Dependencies(Protocol):
     settings: Settings
     tenants: TenantRepo
     kbs: KnowledgeBaseRepo
+    tasks: TaskRepo
     knowledge: KnowledgeRepo
     chunks: ChunkRepo
     spans: SpanRepo

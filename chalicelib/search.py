@@ -6,7 +6,7 @@ from typing import Any
 
 from .commands import SearchRequest
 from .create import require_kb
-from .domain.types import ChunkType
+from .domain.types import ChunkType, ParseStatus
 from .ports import Dependencies, IndexSpace
 
 
@@ -38,9 +38,12 @@ def hybrid_search(
     titles = {}
     for knowledge_id in dict.fromkeys(hit.knowledge_id for hit in hits):
         knowledge = deps.knowledge.get(knowledge_id)
-        titles[knowledge_id] = knowledge.title if knowledge else ""
+        if knowledge is not None and knowledge.parse_status != ParseStatus.DELETING:
+            titles[knowledge_id] = knowledge.title
     results = []
     for hit in hits:
+        if hit.knowledge_id not in titles:  # deleted, or being deleted: its entries are on their way out
+            continue
         chunk = chunks.get((hit.knowledge_id, hit.chunk_id))
         content = chunk.content if chunk else hit.content
         parent = (

@@ -13,8 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-TABLES = ("tenants", "knowledge-bases", "knowledge", "dedupe", "chunks", "spans", "embedding-cache")
-QUEUES = ("uploads", "docreader", "chunking", "embedding", "multimodal", "postprocess", "enrichment")
+TABLES = ("tenants", "knowledge-bases", "knowledge", "dedupe", "chunks", "spans", "embedding-cache", "tasks")
+QUEUES = (
+    "uploads",
+    "docreader",
+    "chunking",
+    "embedding",
+    "multimodal",
+    "postprocess",
+    "enrichment",
+    "lifecycle",
+)
 DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8"
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 

@@ -31,6 +31,8 @@ from ..domain.clock import from_iso, now_iso, to_iso
 from ..domain.ids import api_key_hash
 from ..domain.status import (
     BEGIN_PROCESSING_FROM,
+    CANCEL_FROM,
+    DELETE_FROM,
     FAIL_FROM,
     MARK_INDEXED_FROM,
     REPARSE_FROM,
@@ -52,12 +54,17 @@ from ..domain.types import (
     SpanKind,
     SpanStatus,
     SummaryStatus,
+    Task,
+    TaskKind,
+    TaskStatus,
     Tenant,
 )
 from ..ports import DuplicateKnowledge, Page
 from ..settings import Settings
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
+#: the sparse in-flight index also holds rows being deleted, under this key
+DELETING_MARKER = "deleting"
 IN_FLIGHT = [s.value for s in IN_FLIGHT_STATUSES]
 
 
@@ -94,6 +101,7 @@ class Models:
     dedupe: type[Any]
     chunk: type[Any]
     span: type[Any]
+    task: type[Any]
 
 
 def build_models(settings: Settings) -> Models:
@@ -117,6 +125,7 @@ def build_models(settings: Settings) -> Models:
         api_key_hash = UnicodeAttribute()
         created_at = UnicodeAttribute()
         parser_engine_rules = JSONAttribute(default=dict)
+        storage_used = NumberAttribute(default=0)
         api_key_index = ApiKeyIndex()
 
     class TenantNameIndex(GlobalSecondaryIndex[Any]):
@@ -237,8 +246,19 @@ def build_models(settings: Settings) -> Models:
         body = JSONAttribute()
         updated_at = UnicodeAttribute()
 
+    class TaskItem(Model):
+        class Meta:
+            table_name = settings.table("tasks")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        tenant_id = UnicodeAttribute()
+        done = NumberAttribute(default=0)
+        body = JSONAttribute()
+        expires_at = NumberAttribute(null=True)  # TTL: finished tasks are kept for 30 days
+
     del region
-    return Models(TenantItem, KnowledgeBaseItem, KnowledgeItem, DedupeItem, ChunkItem, SpanItem)
+    return Models(TenantItem, KnowledgeBaseItem, KnowledgeItem, DedupeItem, ChunkItem, SpanItem, TaskItem)
 
 
 # ---------------------------------------------------------------- tenants and knowledge bases
@@ -263,7 +283,15 @@ class DynamoTenantRepo:
     @staticmethod
     def _from_item(item: Any) -> Tenant:
         rules = dict(item.parser_engine_rules or {})
-        return Tenant(item.id, item.name, item.api_key_hash, from_iso(item.created_at), rules)
+        tenant = Tenant(item.id, item.name, item.api_key_hash, from_iso(item.created_at), rules)
+        tenant.storage_used = int(item.storage_used or 0)
+        return tenant
+
+    def add_usage(self, tenant_id: str, delta_bytes: int) -> None:
+        if delta_bytes:
+            self.model(tenant_id).update(
+                actions=[self.model.storage_used.add(delta_bytes)], condition=self.model.id.exists()
+            )
 
     def put(self, tenant: Tenant) -> None:
         self.model(
@@ -272,6 +300,7 @@ class DynamoTenantRepo:
             api_key_hash=tenant.api_key_hash,
             created_at=to_iso(tenant.created_at),
             parser_engine_rules=tenant.parser_engine_rules,
+            storage_used=tenant.storage_used,
         ).save()
 
 
@@ -313,6 +342,9 @@ class DynamoKnowledgeBaseRepo:
     def list(self, tenant_id: str) -> list[KnowledgeBase]:
         return [kb_from_body(item.body) for item in self.model.tenant_index.query(tenant_id)]
 
+    def delete(self, kb_id: str) -> None:
+        self.model(kb_id).delete()
+
 
 # ---------------------------------------------------------------- knowledge
 
@@ -321,6 +353,7 @@ class DynamoKnowledgeRepo:
     def __init__(self, models: Models, region: str):
         self.model = models.knowledge
         self.dedupe = models.dedupe
+        self.tenant = models.tenant
         self.connection = Connection(region=region)
 
     # -- mapping
@@ -359,7 +392,9 @@ class DynamoKnowledgeRepo:
             created_at=to_iso(k.created_at),
             updated_at=to_iso(k.updated_at),
             processed_at=_iso_or_none(k.processed_at),
-            inflight="1" if is_in_flight(k.parse_status) else None,
+            inflight="1"
+            if is_in_flight(k.parse_status)
+            else (DELETING_MARKER if k.parse_status == ParseStatus.DELETING else None),
         )
 
     @staticmethod
@@ -480,17 +515,49 @@ class DynamoKnowledgeRepo:
         except DoesNotExist:
             return None
 
-    def delete(self, knowledge_id: str) -> None:
-        knowledge = self.get(knowledge_id)
-        if knowledge is None:
-            return
-        if knowledge.dedupe_key:
+    def delete(self, knowledge_id: str) -> bool:
+        """Deletes the row, releases its dedupe claim and takes its bytes off the tenant's usage, in one
+        transaction: a retried delete can neither release a claim another row holds nor count twice.
+
+            delete A: row A exists ─ claim held by A ─ tenant usage -= A.size ─ commit
+            retry:    row A gone  ─ nothing to do (False)
+        """
+        for _ in range(5):
+            knowledge = self.get(knowledge_id)
+            if knowledge is None:
+                return False
             try:
-                self.dedupe(knowledge.dedupe_key).delete(condition=self.dedupe.knowledge_id == knowledge_id)
-            except Exception as error:  # another row holds the claim now: leave it
-                if not _condition_failed(error):
+                with TransactWrite(connection=self.connection) as tx:
+                    tx.delete(self.model(knowledge_id), condition=self.model.id.exists())
+                    if knowledge.dedupe_key and self._claim_holder(knowledge.dedupe_key) == knowledge_id:
+                        tx.delete(
+                            self.dedupe(knowledge.dedupe_key),
+                            condition=self.dedupe.knowledge_id == knowledge_id,
+                        )
+                    if knowledge.storage_size:
+                        tx.update(
+                            self.tenant(knowledge.tenant_id),
+                            actions=[self.tenant.storage_used.add(-knowledge.storage_size)],
+                            condition=self.tenant.id.exists(),
+                        )
+                return True
+            except TransactWriteError as error:
+                if not (_condition_failed(error) or _transaction_conflict(error)):
                     raise
-        self.model(knowledge_id).delete()
+                time.sleep(0.05)  # the row or the claim changed under us: read again
+        raise RuntimeError(f"could not delete knowledge {knowledge_id} after 5 tries")
+
+    def deleting_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+        query = self.model.inflight_index.query(DELETING_MARKER, self.model.updated_at < cutoff_iso)
+        return [self._from_item(i) for i in query]
+
+    def publish(self, knowledge_id: str) -> Knowledge | None:
+        m = self.model
+        return self._update(
+            knowledge_id,
+            [m.parse_status.set(ParseStatus.PENDING.value), m.updated_at.set(now_iso()), m.inflight.set("1")],
+            m.parse_status == ParseStatus.DRAFT.value,
+        )
 
     # -- transitions
     def _update(self, knowledge_id: str, actions: list[Any], condition: Any) -> Knowledge | None:
@@ -579,6 +646,55 @@ class DynamoKnowledgeRepo:
             raise LookupError(knowledge_id)
         return updated
 
+    def mark_deleting(self, knowledge_id: str) -> Knowledge | None:
+        m = self.model
+        updated = self._update(
+            knowledge_id,
+            [
+                m.parse_status.set(ParseStatus.DELETING.value),
+                m.pending_subtasks_count.set(0),
+                m.updated_at.set(now_iso()),
+                m.inflight.set(DELETING_MARKER),  # housekeeping re-drives a delete whose task was lost
+                m.summary_inflight.remove(),
+            ],
+            m.parse_status.is_in(*_values(DELETE_FROM)),
+        )
+        if updated is not None:
+            return updated
+        current = self.get(knowledge_id)
+        return current if current is not None and current.parse_status == ParseStatus.DELETING else None
+
+    def cancel(self, knowledge_id: str, message: str) -> Knowledge | None:
+        m = self.model
+        return self._update(
+            knowledge_id,
+            [
+                m.parse_status.set(ParseStatus.CANCELLED.value),
+                m.error_message.set(message),
+                m.error_code.set("CANCELLED"),
+                m.pending_subtasks_count.set(0),
+                m.updated_at.set(now_iso()),
+                m.inflight.remove(),
+            ],
+            m.parse_status.is_in(*_values(CANCEL_FROM)),
+        )
+
+    def update_fields(self, knowledge_id: str, fields: Mapping[str, Any]) -> Knowledge | None:
+        m = self.model
+        attributes = {
+            "title": m.title,
+            "description": m.description,
+            "metadata": m.meta,
+            "tag_ids": m.tag_ids,
+            "enable_status": m.enable_status,
+            "file_path": m.file_path,
+            "file_size": m.file_size,
+            "file_hash": m.file_hash,
+        }
+        actions = [attributes[name].set(value) for name, value in fields.items()]
+        actions.append(m.updated_at.set(now_iso()))
+        return self._update(knowledge_id, actions, m.parse_status != ParseStatus.DELETING.value)
+
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:
         m = self.model
         self._update(
@@ -661,6 +777,60 @@ class DynamoChunkRepo:
                 batch.save(self.model(chunk.knowledge_id, chunk.id, body=chunk_to_body(chunk)))
 
 
+# ---------------------------------------------------------------- tasks
+
+TASK_TTL_SECONDS = 30 * 24 * 3600
+
+
+def task_to_body(task: Task) -> dict[str, Any]:
+    body = asdict(task)
+    body["created_at"] = to_iso(task.created_at)
+    body["updated_at"] = to_iso(task.updated_at)
+    return body
+
+
+def task_from_body(body: Mapping[str, Any]) -> Task:
+    data = dict(body)
+    data["kind"] = TaskKind(data["kind"])
+    data["status"] = TaskStatus(data["status"])
+    data["created_at"] = from_iso(data["created_at"])
+    data["updated_at"] = from_iso(data["updated_at"])
+    return Task(**data)
+
+
+class DynamoTaskRepo:
+    def __init__(self, models: Models):
+        self.model = models.task
+
+    def put(self, task: Task) -> None:
+        self.model(
+            task.id,
+            tenant_id=task.tenant_id,
+            done=task.done,
+            body=task_to_body(task),
+            expires_at=int(time.time()) + TASK_TTL_SECONDS,
+        ).save(condition=self.model.id.does_not_exist())
+
+    def get(self, task_id: str) -> Task | None:
+        try:
+            return task_from_body(self.model.get(task_id, consistent_read=True).body)
+        except DoesNotExist:
+            return None
+
+    def save_progress(self, task: Task) -> bool:
+        m = self.model
+        try:
+            m(task.id).update(
+                actions=[m.done.set(task.done), m.body.set(task_to_body(task))],
+                condition=m.id.exists() & (m.done <= task.done),
+            )
+        except UpdateError as error:
+            if _condition_failed(error):
+                return False
+            raise
+        return True
+
+
 # ---------------------------------------------------------------- spans
 
 
@@ -709,6 +879,13 @@ class DynamoSpanRepo:
         query = self.model.query(knowledge_id, self.model.span_key.startswith(prefix), consistent_read=True)
         return [span_from_body(item.body) for item in query]
 
+    def delete_all(self, knowledge_id: str) -> int:
+        items = list(self.model.query(knowledge_id, attributes_to_get=["knowledge_id", "span_key"]))
+        with self.model.batch_write() as batch:
+            for item in items:
+                batch.delete(item)
+        return len(items)
+
     def latest_attempt(self, knowledge_id: str) -> int:
         for item in self.model.query(knowledge_id, scan_index_forward=False, limit=1):
             return int(item.span_key.split("#", 1)[0])
@@ -728,6 +905,7 @@ __all__ = [
     "DynamoKnowledgeBaseRepo",
     "DynamoKnowledgeRepo",
     "DynamoSpanRepo",
+    "DynamoTaskRepo",
     "DynamoTenantRepo",
     "Models",
     "PutError",

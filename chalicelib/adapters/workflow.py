@@ -37,6 +37,13 @@ class StepFunctionsWorkflow:
             return False
         return bool(status == "RUNNING")
 
+    def stop(self, name: str, cause: str) -> bool:
+        try:
+            self.client.stop_execution(executionArn=self._execution_arn(name), cause=cause[:32768])
+            return True
+        except self.client.exceptions.ExecutionDoesNotExist:
+            return False
+
     def _callback(self, method: str, **kwargs: Any) -> bool:
         try:
             getattr(self.client, method)(**kwargs)
@@ -84,3 +91,6 @@ class LazyStepFunctionsWorkflow:
 
     def task_failure(self, token: str, error: str, cause: str) -> bool:
         return self._workflow().task_failure(token, error, cause)
+
+    def stop(self, name: str, cause: str) -> bool:
+        return self._workflow().stop(name, cause)

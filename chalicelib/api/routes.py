@@ -17,7 +17,19 @@ from chalice import Response
 from chalice.app import Request
 from pydantic import BaseModel
 
-from .. import chunk_preview, commands, create, knowledge, knowledge_bases, offered, reparse, search, tenants
+from .. import (
+    chunk_preview,
+    commands,
+    create,
+    knowledge,
+    knowledge_bases,
+    lifecycle,
+    offered,
+    reparse,
+    search,
+    tasks,
+    tenants,
+)
 from ..commands import validate
 from ..domain.errors import AppError, BadRequest
 from ..domain.types import Tenant
@@ -231,6 +243,85 @@ def chunker_preview(deps: Dependencies, request: Request | None) -> Response:
     tenant = _tenant(deps, request)
     body = _body(deps, request, commands.ChunkPreviewRequest)
     return ok(chunk_preview.preview_chunks(deps, tenant.id, body))
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+@operation("Delete a knowledge (durable: answers a task id)", "lifecycle", status=202)
+def delete_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    task = lifecycle.delete_knowledge(deps, tenant.id, knowledge_id)
+    return ok({"task_id": task.id}, 202, message="Delete task submitted")
+
+
+@operation(
+    "Delete up to 200 knowledge of one knowledge base",
+    "lifecycle",
+    body=commands.BatchDeleteRequest,
+    status=202,
+)
+def batch_delete_knowledge(deps: Dependencies, request: Request | None) -> Response:
+    tenant = _tenant(deps, request)
+    task = lifecycle.batch_delete(deps, tenant.id, _body(deps, request, commands.BatchDeleteRequest))
+    return ok({"task_id": task.id}, 202, message="Delete task submitted")
+
+
+@operation("Delete a knowledge base: its knowledge, index, files, then itself", "lifecycle", status=202)
+def delete_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    task = lifecycle.delete_kb(deps, tenant.id, kb_id)
+    return ok({"task_id": task.id}, 202, message="Delete task submitted")
+
+
+@operation(
+    "Stop a knowledge on its way (pending, processing or finalizing); what was written stays", "lifecycle"
+)
+def cancel_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(lifecycle.cancel(deps, tenant.id, knowledge_id).to_dict())
+
+
+@operation(
+    "Edit title, description, metadata, tags, enable_status (and a manual knowledge's text)",
+    "lifecycle",
+    body=commands.EditKnowledgeRequest,
+)
+def edit_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, commands.EditKnowledgeRequest)
+    return ok(lifecycle.edit(deps, tenant.id, knowledge_id, body).to_dict())
+
+
+@operation("Publish a draft: it is ingested", "lifecycle")
+def publish_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(lifecycle.publish(deps, tenant.id, knowledge_id).to_dict())
+
+
+@operation(
+    "Reparse up to 200 knowledge of one knowledge base",
+    "lifecycle",
+    body=commands.BatchReparseRequest,
+    status=202,
+)
+def batch_reparse_knowledge(deps: Dependencies, request: Request | None) -> Response:
+    tenant = _tenant(deps, request)
+    task = lifecycle.batch_reparse(deps, tenant.id, _body(deps, request, commands.BatchReparseRequest))
+    return ok({"task_id": task.id}, 202, message="Reparse task submitted")
+
+
+@operation("Reparse every failed knowledge of a knowledge base", "lifecycle", status=202)
+def retry_failed_knowledge(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    task = lifecycle.retry_failed(deps, tenant.id, kb_id)
+    return ok({"task_id": task.id}, 202, message="Retry task submitted")
+
+
+@operation("Progress of a durable task", "lifecycle")
+def get_task(deps: Dependencies, request: Request | None, task_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(tasks.get_task(deps, tenant.id, task_id).to_dict())
 
 
 # ---------------------------------------------------------------- tenant

@@ -32,3 +32,15 @@ def holds_dedupe_claim(status: ParseStatus) -> bool:
 def is_in_flight(status: ParseStatus) -> bool:
     """In flight rows carry the sparse `inflight` marker housekeeping queries."""
     return status in IN_FLIGHT_STATUSES
+
+
+#: a delete may start from any state; a second delete of a row already being deleted is a no-op
+DELETE_FROM = frozenset(ParseStatus) - {ParseStatus.DELETING}
+#: cancel stops a document on its way (spec §1.23); a finished or failed one has nothing to stop
+CANCEL_FROM = frozenset({ParseStatus.PENDING, ParseStatus.PROCESSING, ParseStatus.FINALIZING})
+
+
+def may_write(status: ParseStatus) -> bool:
+    """A stage that finds its row in neither processing nor finalizing must not write (deleting,
+    cancelled, superseded): cancel keeps what was written, delete removes it."""
+    return status in (ParseStatus.PROCESSING, ParseStatus.FINALIZING)

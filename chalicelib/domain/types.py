@@ -128,6 +128,8 @@ class Tenant:
     created_at: datetime = field(default_factory=utcnow)
     #: file type -> engine, overlaid on every KB's rules of this tenant (uploads overlay it in turn)
     parser_engine_rules: dict[str, str] = field(default_factory=dict)
+    #: bytes of the tenant's indexed documents (indexing adds, delete subtracts)
+    storage_used: int = 0
 
 
 @dataclass
@@ -144,6 +146,8 @@ class KnowledgeBase:
     vlm_model_id: str = ""
     asr_model_id: str = ""
     retrieval_engine: str = ""  # '' = the global default
+    #: "active", or "deleting" once a delete of the whole knowledge base is under way
+    status: str = "active"
     created_at: datetime = field(default_factory=utcnow)
     updated_at: datetime = field(default_factory=utcnow)
 
@@ -283,3 +287,60 @@ class StageMessage:
         if self.offset:
             data["offset"] = self.offset
         return data
+
+
+class TaskKind(StrEnum):
+    """Durable work a request hands to the lifecycle queue (it answers with the task's id)."""
+
+    DELETE_KNOWLEDGE = "delete_knowledge"
+    DELETE_KB = "delete_kb"
+    REPARSE = "reparse"
+    RETRY_FAILED = "retry_failed"
+
+
+class TaskStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    PARTIAL = "partial"  # some items failed
+    FAILED = "failed"  # every item failed
+
+
+@dataclass
+class Task:
+    """Progress of one durable operation over a set of items (knowledge ids), visible at GET /tasks/{id}."""
+
+    id: str
+    tenant_id: str
+    kind: TaskKind
+    status: TaskStatus = TaskStatus.QUEUED
+    kb_id: str = ""
+    items: list[str] = field(default_factory=list)
+    #: items done so far, in order; the worker resumes after the last one
+    done: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    #: item id -> why it failed (at most the first 200)
+    errors: dict[str, str] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+
+    @property
+    def total(self) -> int:
+        return len(self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind.value,
+            "status": self.status.value,
+            "kb_id": self.kb_id,
+            "total": self.total if self.items else None,  # a whole-KB task learns its size as it goes
+            "done": self.done,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "errors": self.errors,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }

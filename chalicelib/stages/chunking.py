@@ -17,7 +17,7 @@ from ..domain.process_config import resolve
 from ..domain.storage_keys import parsed_markdown_key
 from ..domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
 from ..ports import Dependencies
-from .runner import live_knowledge, run_stage
+from .runner import kept_after_write, live_knowledge, run_stage
 
 MAX_CHUNKS_PER_DOCUMENT = 50_000
 #: ordinary text at the default 512 runes makes ~2,000 chunks per MB; 8,000 means chunks under ~130 bytes,
@@ -68,6 +68,8 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             code=SpanErrorCode.CHUNKING_FAILED,
         )
     deps.chunks.replace_all(knowledge.id, chunks)
+    if not kept_after_write(deps, knowledge, lambda: deps.chunks.delete_all(knowledge.id)):
+        return
     deps.tracker.end_stage(
         knowledge,
         Stage.CHUNKING,

@@ -20,7 +20,7 @@ from ..domain.types import Knowledge, KnowledgeType, Stage, StageMessage
 from ..domain.urls import redact_credentials
 from ..observability import logger
 from ..ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
-from .runner import run_stage
+from .runner import kept_after_write, run_stage
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -75,8 +75,19 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             "the document has no extractable text", code=SpanErrorCode.DOCREADER_PARSE_FAILED
         )
     attempt_key = (knowledge.tenant_id, knowledge.id, knowledge.attempt)
-    deps.files.save(parsed_markdown_key(*attempt_key), markdown.encode(), "text/markdown; charset=utf-8")
-    deps.files.save(images_manifest_key(*attempt_key), json.dumps(images).encode(), "application/json")
+    parsed = deps.files.save(
+        parsed_markdown_key(*attempt_key), markdown.encode(), "text/markdown; charset=utf-8"
+    )
+    manifest = deps.files.save(
+        images_manifest_key(*attempt_key), json.dumps(images).encode(), "application/json"
+    )
+
+    def undo() -> None:
+        for url in (parsed, manifest, *(str(image["url"]) for image in images)):
+            deps.files.delete(url)
+
+    if not kept_after_write(deps, knowledge, undo):
+        return
     deps.tracker.end_stage(
         knowledge,
         Stage.DOCREADER,

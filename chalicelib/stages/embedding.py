@@ -26,7 +26,7 @@ from ..domain.errors import (
     TransientStageError,
 )
 from ..domain.ids import content_hash, execution_name
-from ..domain.storage_keys import images_manifest_key
+from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
 from ..domain.types import ChunkType, Knowledge, KnowledgeBase, Stage, StageMessage
 from ..observability import logger
 from ..ports import (
@@ -39,10 +39,15 @@ from ..ports import (
     ModelUnavailable,
     iter_batches,
 )
-from .runner import live_knowledge, out_of_time, run_stage
+from .runner import kept_after_write, live_knowledge, out_of_time, run_stage
 
 if TYPE_CHECKING:
     from ..ports import Vectors
+
+
+class Stopped(Exception):
+    """The row moved on while this slice indexed (what a deleted row got was undone)."""
+
 
 #: how often a long embedding run reports progress on its span (a DynamoDB write each time)
 PROGRESS_EVERY_SECONDS = 10.0
@@ -61,7 +66,11 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         raise PermanentStageError("the knowledge base no longer exists")
     if message.offset == 0:
         deps.tracker.begin_stage(knowledge, Stage.EMBEDDING, {"model": kb.embedding_model_id or "default"})
-    outputs = index_knowledge(deps, knowledge, kb, message.offset)
+    try:
+        outputs = index_knowledge(deps, knowledge, kb, message.offset)
+    except Stopped as stopped:
+        logger.info(str(stopped), extra={"knowledge_id": knowledge.id})
+        return
     if outputs["next_offset"] is not None:
         raise ContinueLater(
             f"indexed {outputs['next_offset']} of {outputs['texts_total']} texts",
@@ -79,7 +88,10 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     ):
         logger.info("embedding: superseded or cancelled while indexing", extra={"knowledge_id": knowledge.id})
         return
+    deps.tenants.add_usage(knowledge.tenant_id, knowledge.file_size - knowledge.storage_size)
     deps.tracker.end_stage(knowledge, Stage.EMBEDDING, outputs)
+    if knowledge.attempt > 1:
+        remove_earlier_attempts(deps, knowledge, images)
     if not images:
         deps.tracker.skip_stage(knowledge, Stage.MULTIMODAL, "no images")
     deps.workflow.start(
@@ -95,6 +107,21 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             ],
         },
     )
+
+
+def remove_earlier_attempts(deps: Dependencies, knowledge: Knowledge, images: list[dict[str, Any]]) -> None:
+    """Once a reparse's attempt is indexed, the earlier attempts' parsed Markdown, image manifests and the
+    images only they referenced are garbage: removed, so nothing is left behind (idempotent)."""
+    keep = {str(image["url"]) for image in images}
+    for attempt in range(1, knowledge.attempt):
+        parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, attempt))
+        manifest = deps.files.url_for(images_manifest_key(knowledge.tenant_id, knowledge.id, attempt))
+        if deps.files.exists(manifest):
+            for image in json.loads(deps.files.read(manifest)):
+                if str(image["url"]) not in keep:
+                    deps.files.delete(str(image["url"]))
+        deps.files.delete(manifest)
+        deps.files.delete(parsed)
 
 
 def rollback(deps: Dependencies, message: StageMessage) -> None:
@@ -266,6 +293,10 @@ def index_knowledge(
             for n, i in enumerate(window)
         ]
         _write_entries(deps, engine, space, entries)
+        if not kept_after_write(
+            deps, knowledge, lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+        ):
+            raise Stopped("the row was deleted, cancelled or superseded while indexing")
         position = window.stop
         sliced = position - offset >= settings.embed_slice_max_texts
         if position < len(texts) and (

@@ -18,6 +18,7 @@ from ..domain.ids import execution_name
 from ..domain.types import Knowledge, ParseStatus, SpanStatus, SummaryStatus
 from ..observability import logger
 from ..ports import Dependencies
+from ..tasks import redrive_delete
 
 
 @dataclass
@@ -25,6 +26,7 @@ class SweepReport:
     recovered: list[str] = field(default_factory=list)
     spared: dict[str, str] = field(default_factory=dict)
     summaries_failed: list[str] = field(default_factory=list)
+    deletes_redriven: list[str] = field(default_factory=list)
 
 
 def _threshold_text(seconds: int) -> str:
@@ -50,6 +52,10 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
                 knowledge.id, knowledge.attempt, SpanStatus.FAILED, SpanErrorCode.TASK_TIMEOUT, message
             )
             report.recovered.append(knowledge.id)
+    for knowledge in deps.knowledge.deleting_older_than(cutoff):
+        # A delete whose task was lost (or ended in the DLQ): accepted work is never lost, so drive it again.
+        redrive_delete(deps, knowledge)
+        report.deletes_redriven.append(knowledge.id)
     summary_cutoff = iso_before(deps.settings.summary_stale_after_seconds, now)
     for knowledge in deps.knowledge.summaries_processing_older_than(summary_cutoff):
         if deps.knowledge.set_summary_status(
@@ -70,6 +76,7 @@ def handle(deps: Dependencies, event: Any = None) -> dict[str, Any]:
         "recovered": report.recovered,
         "spared": report.spared,
         "summaries_failed": report.summaries_failed,
+        "deletes_redriven": report.deletes_redriven,
     }
 
 

@@ -13,7 +13,7 @@ from ..domain.ids import image_chunk_id
 from ..domain.types import Chunk, ChunkType, Knowledge, ParseStatus, SpanStatus, Stage
 from ..ports import Dependencies, IndexEntry, IndexSpace
 from .messages import ImageRef, ImageTaskModel
-from .runner import Skip, run_task, task_knowledge
+from .runner import Skip, kept_after_write, run_task, task_knowledge
 
 #: image chunks sort after every text chunk of the document
 IMAGE_SEQ_BASE = 100_000
@@ -84,13 +84,21 @@ def _write_image_chunk(deps: Dependencies, knowledge: Knowledge, image: ImageRef
         metadata={"attempt": knowledge.attempt},
     )
     deps.chunks.put_many([chunk])
+    space = IndexSpace.of(deps.embedding_model(kb.embedding_model_id))
+
+    def undo() -> None:
+        deps.chunks.delete_all(knowledge.id)
+        deps.engine(kb.retrieval_engine).delete_by_knowledge(space, kb.id, [knowledge.id])
+
+    if not kept_after_write(deps, knowledge, undo):
+        raise Skip("the knowledge was deleted, cancelled or superseded")
     if kb.indexing_strategy.needs_embedding:
         from .embedding import embed_texts
 
         model = deps.embedding_model(kb.embedding_model_id)
         vector = embed_texts(deps, model, [text])[0] if kb.indexing_strategy.vector_enabled else None
         deps.engine(kb.retrieval_engine).batch_index(
-            IndexSpace.of(model),
+            space,
             [
                 IndexEntry(
                     id=chunk.id,
@@ -104,3 +112,5 @@ def _write_image_chunk(deps: Dependencies, knowledge: Knowledge, image: ImageRef
                 )
             ],
         )
+        if not kept_after_write(deps, knowledge, undo):
+            raise Skip("the knowledge was deleted, cancelled or superseded")

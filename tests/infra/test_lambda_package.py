@@ -83,6 +83,7 @@ def test_every_zip_function_is_checked(built: dict[str, Any]) -> None:
         "MultimodalTask",
         "PostprocessTask",
         "EnrichmentTask",
+        "LifecycleTask",
         "Housekeeping",
     }
 
@@ -118,6 +119,7 @@ def test_the_check_reaches_what_each_function_runs(built: dict[str, Any]) -> Non
         "MultimodalTask": "multimodal",
         "PostprocessTask": "postprocess",
         "EnrichmentTask": "enrichment",
+        "LifecycleTask": "lifecycle",
         "Housekeeping": "housekeeping",
     }
     for function, stage in stages.items():

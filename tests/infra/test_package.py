@@ -62,7 +62,7 @@ def test_every_sqs_trigger_reports_batch_item_failures(packaged: dict[str, Any])
         for event in fn["Properties"].get("Events", {}).values()
         if event["Type"] == "SQS"
     ]
-    assert len(sqs_events) == 7
+    assert len(sqs_events) == 8
     for name, event in sqs_events:
         assert event["Properties"].get("FunctionResponseTypes") == ["ReportBatchItemFailures"], name
 
@@ -79,6 +79,7 @@ def test_queues_have_dlqs_with_four_tries(packaged: dict[str, Any]) -> None:
         "Multimodal",
         "Postprocess",
         "Enrichment",
+        "Lifecycle",
     }
     for name, queue in main.items():
         redrive = queue["Properties"]["RedrivePolicy"]
@@ -98,6 +99,7 @@ def test_tables_bucket_notification_state_machine_and_schedule(packaged: dict[st
         "ChunksTable",
         "SpansTable",
         "EmbeddingCacheTable",
+        "TasksTable",
     }
     bucket = template["Resources"]["FilesBucket"]["Properties"]
     notification = bucket["NotificationConfiguration"]["QueueConfigurations"][0]
@@ -160,6 +162,7 @@ def test_the_chalice_app_keeps_the_api_and_the_light_stages(packaged: dict[str, 
         "MultimodalTask",
         "PostprocessTask",
         "EnrichmentTask",
+        "LifecycleTask",
         "Housekeeping",
     }
 

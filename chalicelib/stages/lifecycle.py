@@ -1,0 +1,185 @@
+"""lifecycle queue: the durable work behind delete, batch reparse and retry-failed.
+
+A task message carries only the task id. The worker takes the task's items in order from where its
+progress says, works for at most one slice, saves progress (only forward: a redelivered worker that is
+behind stops) and queues itself again for the rest. Each item's work is idempotent, so a crash or a second
+delivery repeats an item, never corrupts it. A transient error retries the message (the queue has a DLQ);
+a permanent one is recorded against the item and the task goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from pydantic import BaseModel, Field, ValidationError
+
+from ..commands import ProcessConfig as ProcessConfigModel
+from ..commands import ReparseRequest, validate
+from ..domain.errors import AppError, StageError
+from ..domain.ids import execution_name
+from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
+from ..domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
+from ..observability import logger
+from ..ports import Dependencies, IndexSpace
+from .runner import come_back_soon, parse_body, process_batch
+
+QUEUE = "lifecycle"
+SLICE_SECONDS = 30.0
+SAVE_EVERY = 10
+MAX_ERRORS_KEPT = 200
+PAGE = 50
+
+
+class TaskMessage(BaseModel):
+    task_id: str = Field(min_length=1, max_length=100)
+
+
+def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def one(record: SQSRecord) -> None:
+        try:
+            message = parse_body(record.body, TaskMessage)
+        except ValidationError as error:
+            deps.queue.dead_letter(
+                QUEUE, record.body, f"not a lifecycle task: {error.error_count()} error(s)"
+            )
+            return
+        try:
+            run(deps, message.task_id)
+        except Exception:
+            come_back_soon(deps, QUEUE, record)
+            raise
+
+    return process_batch(event, context, one)
+
+
+def run(deps: Dependencies, task_id: str) -> None:
+    task = deps.tasks.get(task_id)
+    if task is None or task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
+        return  # unknown, or finished by an earlier delivery
+    task.status = TaskStatus.RUNNING
+    deadline = time.monotonic() + SLICE_SECONDS
+    for count, (item, work) in enumerate(_work(deps, task), start=1):
+        try:
+            work()
+            task.succeeded += 1
+        except (AppError, StageError) as error:  # this item cannot be done: record why, go on
+            task.failed += 1
+            if len(task.errors) < MAX_ERRORS_KEPT:
+                task.errors[item] = error.message
+        task.done += 1
+        if count % SAVE_EVERY == 0 and not _save(deps, task):
+            return  # another delivery of this task is further along: it carries on
+        if time.monotonic() >= deadline:
+            if _save(deps, task):
+                deps.queue.send_raw(QUEUE, {"task_id": task.id})  # the rest, behind other work
+            return
+    if task.kind == TaskKind.DELETE_KB:
+        deps.kbs.delete(task.kb_id)
+    task.status = (
+        TaskStatus.COMPLETED
+        if task.failed == 0
+        else TaskStatus.FAILED
+        if task.succeeded == 0
+        else TaskStatus.PARTIAL
+    )
+    _save(deps, task)
+
+
+def _save(deps: Dependencies, task: Task) -> bool:
+    task.updated_at = datetime.now(UTC)
+    return deps.tasks.save_progress(task)
+
+
+def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
+    """(item, its work) in order, from where the task's progress says."""
+    if task.kind == TaskKind.DELETE_KNOWLEDGE:
+        for item in task.items[task.done :]:
+            yield item, lambda item=item: delete_one(deps, item)
+    elif task.kind == TaskKind.REPARSE:
+        config = task.params.get("process_config")
+        request = ReparseRequest(
+            process_config=validate(ProcessConfigModel, config) if config is not None else None
+        )
+        for item in task.items[task.done :]:
+            yield item, lambda item=item: _reparse(deps, task.tenant_id, item, request)
+    elif task.kind == TaskKind.DELETE_KB:
+        while rows := _kb_rows(deps, task.kb_id, lambda _row: True):
+            for row in rows:
+                task.items.append(row.id)
+                yield row.id, lambda row=row: delete_one(deps, row.id)
+    elif task.kind == TaskKind.RETRY_FAILED:
+        seen: set[str] = set()
+        while rows := _kb_rows(
+            deps, task.kb_id, lambda row: row.parse_status == ParseStatus.FAILED and row.id not in seen
+        ):
+            for row in rows:
+                seen.add(row.id)
+                task.items.append(row.id)
+                yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, ReparseRequest())
+
+
+def _kb_rows(deps: Dependencies, kb_id: str, wanted: Any) -> list[Knowledge]:
+    page = deps.knowledge.list_by_kb(kb_id, 1, 100_000)
+    return [row for row in page.items if wanted(row)][:PAGE]
+
+
+def _reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: ReparseRequest) -> None:
+    from ..reparse import reparse
+
+    reparse(deps, tenant_id, knowledge_id, request)
+
+
+# ---------------------------------------------------------------- delete one knowledge
+
+
+def delete_one(deps: Dependencies, knowledge_id: str) -> None:
+    """WeKnora's order (spec §1.22), idempotent: mark deleting → stop the execution (queued stage messages
+    drop themselves) → collect the images → delete index entries, chunks and spans in parallel (an error
+    stops here and the task retries) → the stored objects → the row, its dedupe claim and its bytes of the
+    tenant's usage, last and in one transaction (so a retry after a crash finds the row and redoes it all)."""
+    knowledge = deps.knowledge.mark_deleting(knowledge_id)
+    if knowledge is None:
+        return  # already gone
+    deps.workflow.stop(execution_name(knowledge.id, knowledge.attempt), "the knowledge is being deleted")
+    objects = _stored_objects(deps, knowledge)
+    kb = deps.kbs.get(knowledge.kb_id)
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="delete") as pool:
+        futures = [
+            pool.submit(deps.chunks.delete_all, knowledge.id),
+            pool.submit(deps.spans.delete_all, knowledge.id),
+        ]
+        if kb is not None and kb.indexing_strategy.needs_embedding:
+            space = IndexSpace.of(deps.embedding_model(kb.embedding_model_id))
+            engine = deps.engine(kb.retrieval_engine)
+            futures.append(pool.submit(engine.delete_by_knowledge, space, kb.id, [knowledge.id]))
+        for future in futures:
+            future.result()  # the first error stops the delete: the row stays `deleting`, the task retries
+    for url in objects:  # best effort: a leftover object is garbage, never a visible document
+        try:
+            deps.files.delete(url)
+        except Exception:
+            logger.exception("could not delete a stored object", extra={"knowledge_id": knowledge.id})
+    deps.knowledge.delete(knowledge.id)
+
+
+def _stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:
+    """The source, the parsed Markdown and image manifest of every attempt, and every stored image."""
+    urls = [knowledge.file_path] if knowledge.file_path else []
+    for attempt in range(1, knowledge.attempt + 1):
+        for key in (
+            parsed_markdown_key(knowledge.tenant_id, knowledge.id, attempt),
+            images_manifest_key(knowledge.tenant_id, knowledge.id, attempt),
+        ):
+            url = deps.files.url_for(key)
+            if key.endswith(".json") and deps.files.exists(url):
+                urls += [str(image["url"]) for image in json.loads(deps.files.read(url))]
+            urls.append(url)
+    for chunk in deps.chunks.list(knowledge.id):
+        urls += [str(info["url"]) for info in chunk.image_info if info.get("url")]
+    return list(dict.fromkeys(urls))
