@@ -166,6 +166,24 @@ def get_task(task_id: str) -> Response:
     return routes.get_task(get_deps(), app.current_request, task_id)
 
 
+# ---------------------------------------------------------------- enrichment
+
+
+@app.route(f"{V1}/knowledge/{{knowledge_id}}/summary/refresh", methods=["POST"])
+def refresh_summary(knowledge_id: str) -> Response:
+    return routes.refresh_summary(get_deps(), app.current_request, knowledge_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/graph", methods=["GET"])
+def knowledge_graph(kb_id: str) -> Response:
+    return routes.knowledge_graph(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/wiki", methods=["GET"])
+def knowledge_base_wiki(kb_id: str) -> Response:
+    return routes.knowledge_base_wiki(get_deps(), app.current_request, kb_id)
+
+
 # ---------------------------------------------------------------- tenant
 
 
@@ -223,6 +241,12 @@ def enrichment_task(event: Any) -> dict[str, Any]:
 @traced
 def lifecycle_task(event: Any) -> dict[str, Any]:
     return stages.lifecycle.handle(get_deps(), event.to_dict(), event.context)
+
+
+@app.on_sqs_message(queue=settings.queue("wiki"), batch_size=1)
+@traced
+def wiki_task(event: Any) -> dict[str, Any]:
+    return stages.wiki.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.schedule(Rate(5, unit=Rate.MINUTES))

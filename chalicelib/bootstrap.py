@@ -27,6 +27,7 @@ from .ports import (
     EmbeddingCache,
     EmbeddingModel,
     FileStore,
+    GraphRepo,
     HealthProbe,
     ImageResolver,
     KnowledgeBaseRepo,
@@ -42,6 +43,7 @@ from .ports import (
     UnknownModel,
     UrlImporter,
     VisionModel,
+    WikiRepo,
     Workflow,
 )
 from .settings import QUEUES, Settings, get_settings
@@ -59,6 +61,8 @@ class Services:
     tenants: TenantRepo
     kbs: KnowledgeBaseRepo
     tasks: TaskRepo
+    graph: GraphRepo
+    wiki: WikiRepo
     knowledge: KnowledgeRepo
     chunks: ChunkRepo
     spans: SpanRepo
@@ -288,11 +292,13 @@ def build_services(settings: Settings | None = None) -> Services:
     """The AWS adapters (S3, DynamoDB, SQS, Step Functions; moto locally through AWS_ENDPOINT_URL)."""
     from .adapters.dynamo import (
         DynamoChunkRepo,
+        DynamoGraphRepo,
         DynamoKnowledgeBaseRepo,
         DynamoKnowledgeRepo,
         DynamoSpanRepo,
         DynamoTaskRepo,
         DynamoTenantRepo,
+        DynamoWikiRepo,
         build_models,
     )
     from .adapters.health import AwsHealthProbe
@@ -319,6 +325,8 @@ def build_services(settings: Settings | None = None) -> Services:
         tenants=DynamoTenantRepo(models),
         kbs=DynamoKnowledgeBaseRepo(models),
         tasks=DynamoTaskRepo(models),
+        graph=DynamoGraphRepo(models),
+        wiki=DynamoWikiRepo(models),
         knowledge=knowledge,
         chunks=DynamoChunkRepo(models),
         spans=spans,

@@ -116,7 +116,7 @@ class ProcessConfig(Body):
     enable_multimodel: bool | None = None
     vlm_model_id: ModelId | None = None
     asr_model_id: ModelId | None = None
-    ocr_engine: str | None = Field(default=None, max_length=32)
+    ocr_engine: Literal["default", "vlm", "none"] | None = None
     question_generation: QuestionGeneration | None = None
     graph_enabled: bool | None = None
     parser_engine_rules: EngineRules | None = None
@@ -144,6 +144,17 @@ def _process_config(value: Any) -> Any:
 ProcessConfigField = Annotated[ProcessConfig | None, BeforeValidator(_process_config)]
 
 
+class EnrichmentBody(Body):
+    enable_multimodel: bool = False
+    questions_enabled: bool = False
+    question_count: int = Field(default=3, ge=1, le=10)
+    graph_relation_types: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(
+        default_factory=list, max_length=50
+    )
+    auto_tag_enabled: bool = False
+    max_tags: int = Field(default=3, ge=1, le=10)
+
+
 class IndexingStrategySettings(Body):
     vector_enabled: bool = True
     keyword_enabled: bool = True
@@ -162,6 +173,7 @@ class CreateKnowledgeBase(Body):
     vlm_model_id: ModelId = code("invalid_model_id", default="")
     asr_model_id: ModelId = code("invalid_model_id", default="")
     retrieval_engine: Literal["", "embedded", "opensearch"] = code("invalid_engine", default="")
+    enrichment: EnrichmentBody | None = code("invalid_enrichment", default=None)
 
     @field_validator("name")
     @classmethod
@@ -308,3 +320,8 @@ class EditKnowledgeRequest(Body):
     tag_ids: TagIds | None = code("invalid_tag_ids", default=None)
     enable_status: Literal["enabled", "disabled"] | None = code("invalid_enable_status", default=None)
     content: str | None = code("empty_content", default=None, max_length=1_000_000)
+
+
+class GraphQuery(Query):
+    entity: str = code("invalid_query", min_length=1, max_length=200)
+    limit: int = code("invalid_query", default=50, ge=1, le=200)

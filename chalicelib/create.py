@@ -19,7 +19,7 @@ from .dispatch import enqueue
 from .domain.errors import AppError, BadRequest, Conflict, NotFound, PayloadTooLarge, SpanErrorCode
 from .domain.filetypes import is_importable, validate_import_file_type
 from .domain.ids import file_dedupe_key, file_md5, url_dedupe_key
-from .domain.process_config import check_media_gates, resolve
+from .domain.process_config import check_enrichment, check_media_gates, resolve
 from .domain.storage_keys import (
     folder_of,
     presigned_upload_key,
@@ -96,12 +96,11 @@ def _gate_file(
         raise BadRequest(
             f"file is {size} bytes; the limit is {deps.settings.max_file_size} bytes", code="file_too_large"
         )
+    effective = resolve(kb, overrides)
     check_media_gates(
-        file_type,
-        resolve(kb, overrides),
-        ocr_available=deps.ocr() is not None,
-        asr_available=deps.asr() is not None,
+        file_type, effective, ocr_available=deps.ocr() is not None, asr_available=deps.asr() is not None
     )
+    check_enrichment(effective, ocr_available=deps.ocr() is not None)
     return file_type
 
 

@@ -7,8 +7,8 @@ import uuid
 from .commands import CreateKnowledgeBase
 from .create import require_kb
 from .domain.errors import Conflict
-from .domain.process_config import apply_chunking
-from .domain.types import IndexingStrategy, KnowledgeBase
+from .domain.process_config import apply_chunking, check_enrichment, resolve
+from .domain.types import EnrichmentSettings, IndexingStrategy, KnowledgeBase
 from .offered import check_engine, check_models
 from .ports import Dependencies
 
@@ -40,7 +40,11 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
         vlm_model_id=request.vlm_model_id,
         asr_model_id=request.asr_model_id,
         retrieval_engine=request.retrieval_engine,
+        enrichment=EnrichmentSettings(**request.enrichment.model_dump())
+        if request.enrichment
+        else EnrichmentSettings(),
     )
+    check_enrichment(resolve(kb, {}), ocr_available=deps.ocr() is not None)
     deps.kbs.put(kb)
     return kb
 

@@ -122,6 +122,12 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
         raise NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
     if request.content is not None and knowledge.parse_status != ParseStatus.DRAFT:
         return reparse(deps, tenant_id, knowledge.id, ReparseRequest())  # a published text is ingested again
+    if (
+        request.title is not None or request.metadata is not None
+    ) and updated.parse_status == ParseStatus.COMPLETED:
+        from .stages.enrichment import request_summary_refresh
+
+        request_summary_refresh(deps, updated)  # the summary is made from the title and metadata too
     return updated
 
 

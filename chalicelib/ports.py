@@ -274,6 +274,93 @@ class TaskRepo(Protocol):
         ...
 
 
+@dataclass
+class GraphNode:
+    name: str
+    attributes: list[str]
+    chunk_ids: list[str]
+    knowledge_ids: list[str]
+
+
+@dataclass
+class GraphEdge:
+    source: str
+    relation: str
+    target: str
+    knowledge_ids: list[str]
+
+
+@dataclass
+class GraphNeighbourhood:
+    entity: GraphNode | None
+    edges: list[GraphEdge]
+    neighbours: list[GraphNode]
+
+
+class GraphRepo(Protocol):
+    """Entities and relations per knowledge base; each knowledge's contribution is kept apart, so deleting
+    (or re-extracting) a knowledge removes exactly what it added."""
+
+    def add(
+        self,
+        kb_id: str,
+        knowledge_id: str,
+        entities: Sequence[tuple[str, list[str], str]],
+        relations: Sequence[tuple[str, str, str, str]],
+    ) -> None:
+        """entities: (name, attributes, chunk_id); relations: (source, relation, target, chunk_id).
+        Idempotent: adding the same facts again changes nothing."""
+        ...
+
+    def neighbourhood(self, kb_id: str, entity: str, limit: int = 50) -> GraphNeighbourhood: ...
+
+    def delete_knowledge(self, kb_id: str, knowledge_id: str) -> int: ...
+
+
+@dataclass
+class WikiOp:
+    """A document waiting for its wiki pages; its task token holds the document's finalizing slot."""
+
+    kb_id: str
+    knowledge_id: str
+    attempt: int
+    token: str
+
+
+@dataclass
+class WikiPageRecord:
+    knowledge_id: str
+    document: str
+    title: str
+    chunk_id: str
+
+
+class WikiRepo(Protocol):
+    def put_op(self, op: WikiOp) -> None:
+        """Queues (or requeues, for a newer attempt) the document's wiki work."""
+        ...
+
+    def claim_ops(self, kb_id: str, limit: int, stale_after_seconds: int) -> list[WikiOp]:
+        """Up to `limit` pending ops (or ones claimed longer ago than `stale_after_seconds`), now claimed."""
+        ...
+
+    def pending(self, kb_id: str) -> int: ...
+
+    def finish_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None: ...
+
+    def put_pages(self, kb_id: str, knowledge_id: str, pages: Sequence[WikiPageRecord]) -> None:
+        """Replaces the document's page records."""
+        ...
+
+    def delete_pages(self, kb_id: str, knowledge_id: str) -> None: ...
+
+    def pages(self, kb_id: str) -> list[WikiPageRecord]: ...
+
+    def put_index(self, kb_id: str, markdown: str) -> None: ...
+
+    def get_index(self, kb_id: str) -> str | None: ...
+
+
 # ---------------------------------------------------------------- index
 
 
@@ -618,6 +705,8 @@ class Dependencies(Protocol):
     tenants: TenantRepo
     kbs: KnowledgeBaseRepo
     tasks: TaskRepo
+    graph: GraphRepo
+    wiki: WikiRepo
     knowledge: KnowledgeRepo
     chunks: ChunkRepo
     spans: SpanRepo

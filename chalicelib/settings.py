@@ -13,7 +13,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-TABLES = ("tenants", "knowledge-bases", "knowledge", "dedupe", "chunks", "spans", "embedding-cache", "tasks")
+from .domain.process_config import EXTRACTIVE_SUMMARY
+
+TABLES = (
+    "tenants",
+    "knowledge-bases",
+    "knowledge",
+    "dedupe",
+    "chunks",
+    "spans",
+    "embedding-cache",
+    "tasks",
+    "graph",
+    "wiki",
+)
 QUEUES = (
     "uploads",
     "docreader",
@@ -23,13 +36,13 @@ QUEUES = (
     "postprocess",
     "enrichment",
     "lifecycle",
+    "wiki",
 )
 DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8"
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
 MODEL_KINDS = ("embedding", "chat", "vision", "asr")
-EXTRACTIVE_SUMMARY = "local/extractive"
 
 
 @dataclass(frozen=True)

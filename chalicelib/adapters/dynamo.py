@@ -22,12 +22,13 @@ from pynamodb.attributes import (
     UnicodeSetAttribute,
 )
 from pynamodb.connection import Connection
-from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError, UpdateError
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, TransactWriteError, UpdateError
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from ..domain.clock import from_iso, now_iso, to_iso
+from ..domain.graph import entity_key
 from ..domain.ids import api_key_hash
 from ..domain.status import (
     BEGIN_PROCESSING_FROM,
@@ -45,6 +46,7 @@ from ..domain.types import (
     ChunkingConfig,
     ChunkType,
     EnableStatus,
+    EnrichmentSettings,
     IndexingStrategy,
     Knowledge,
     KnowledgeBase,
@@ -59,7 +61,15 @@ from ..domain.types import (
     TaskStatus,
     Tenant,
 )
-from ..ports import DuplicateKnowledge, Page
+from ..ports import (
+    DuplicateKnowledge,
+    GraphEdge,
+    GraphNeighbourhood,
+    GraphNode,
+    Page,
+    WikiOp,
+    WikiPageRecord,
+)
 from ..settings import Settings
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
@@ -102,6 +112,8 @@ class Models:
     chunk: type[Any]
     span: type[Any]
     task: type[Any]
+    graph: type[Any]
+    wiki: type[Any]
 
 
 def build_models(settings: Settings) -> Models:
@@ -215,6 +227,7 @@ def build_models(settings: Settings) -> Models:
         summary_inflight = UnicodeAttribute(null=True)
         queued_stage = UnicodeAttribute(default="")
         queued_at = UnicodeAttribute(default="")
+        enrichment = JSONAttribute(default=dict)
         kb_index = KbIndex()
         inflight_index = InFlightIndex()
         summary_index = SummaryIndex()
@@ -257,8 +270,58 @@ def build_models(settings: Settings) -> Models:
         body = JSONAttribute()
         expires_at = NumberAttribute(null=True)  # TTL: finished tasks are kept for 30 days
 
+    class GraphKnowledgeIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "knowledge-index"
+            projection = KeysOnlyProjection()
+
+        knowledge_id = UnicodeAttribute(hash_key=True)
+        key = UnicodeAttribute(range_key=True)
+
+    class GraphItem(Model):
+        """One knowledge's contribution to a node (`n#entity#knowledge`), an edge (`e#a#rel#b#knowledge`)
+        or the edge read backwards (`r#b#rel#a#knowledge`), so neighbourhoods are prefix queries."""
+
+        class Meta:
+            table_name = settings.table("graph")
+            region = settings.region
+
+        kb_id = UnicodeAttribute(hash_key=True)
+        key = UnicodeAttribute(range_key=True)
+        knowledge_id = UnicodeAttribute()
+        name = UnicodeAttribute(default="")
+        relation = UnicodeAttribute(default="")
+        other = UnicodeAttribute(default="")
+        attributes = UnicodeSetAttribute(null=True)
+        chunk_ids = UnicodeSetAttribute(null=True)
+        knowledge_index = GraphKnowledgeIndex()
+
+    class WikiItem(Model):
+        """A knowledge base's wiki: ops (`op#knowledge`), page records (`page#knowledge#n`), the index."""
+
+        class Meta:
+            table_name = settings.table("wiki")
+            region = settings.region
+
+        kb_id = UnicodeAttribute(hash_key=True)
+        key = UnicodeAttribute(range_key=True)
+        body = JSONAttribute(default=dict)
+        status = UnicodeAttribute(default="")
+        claimed_at = NumberAttribute(default=0)
+        attempt = NumberAttribute(default=0)
+
     del region
-    return Models(TenantItem, KnowledgeBaseItem, KnowledgeItem, DedupeItem, ChunkItem, SpanItem, TaskItem)
+    return Models(
+        TenantItem,
+        KnowledgeBaseItem,
+        KnowledgeItem,
+        DedupeItem,
+        ChunkItem,
+        SpanItem,
+        TaskItem,
+        GraphItem,
+        WikiItem,
+    )
 
 
 # ---------------------------------------------------------------- tenants and knowledge bases
@@ -315,6 +378,7 @@ def kb_from_body(body: Mapping[str, Any]) -> KnowledgeBase:
     data = dict(body)
     data["chunking_config"] = ChunkingConfig(**data.get("chunking_config") or {})
     data["indexing_strategy"] = IndexingStrategy(**data.get("indexing_strategy") or {})
+    data["enrichment"] = EnrichmentSettings(**data.get("enrichment") or {})
     data["created_at"] = from_iso(data["created_at"])
     data["updated_at"] = from_iso(data["updated_at"])
     known = KnowledgeBase.__dataclass_fields__
@@ -380,6 +444,7 @@ class DynamoKnowledgeRepo:
             pending_subtasks_count=k.pending_subtasks_count,
             queued_stage=k.queued_stage,
             queued_at=k.queued_at,
+            enrichment=k.enrichment,
             enable_multimodel=k.enable_multimodel,
             meta=k.metadata,
             process_overrides=k.process_overrides,
@@ -421,6 +486,7 @@ class DynamoKnowledgeRepo:
             pending_subtasks_count=int(item.pending_subtasks_count or 0),
             queued_stage=item.queued_stage or "",
             queued_at=item.queued_at or "",
+            enrichment=dict(item.enrichment or {}),
             enable_multimodel=bool(item.enable_multimodel),
             metadata=dict(item.meta or {}),
             process_overrides=dict(item.process_overrides or {}),
@@ -690,6 +756,7 @@ class DynamoKnowledgeRepo:
             "file_path": m.file_path,
             "file_size": m.file_size,
             "file_hash": m.file_hash,
+            "enrichment": m.enrichment,
         }
         actions = [attributes[name].set(value) for name, value in fields.items()]
         actions.append(m.updated_at.set(now_iso()))
@@ -831,6 +898,172 @@ class DynamoTaskRepo:
         return True
 
 
+# ---------------------------------------------------------------- graph
+
+
+def _graph_key(*parts: str) -> str:
+    return "#".join(p.replace("#", " ") for p in parts)
+
+
+class DynamoGraphRepo:
+    def __init__(self, models: Models):
+        self.model = models.graph
+
+    def add(
+        self,
+        kb_id: str,
+        knowledge_id: str,
+        entities: Sequence[tuple[str, list[str], str]],
+        relations: Sequence[tuple[str, str, str, str]],
+    ) -> None:
+        m = self.model
+        for name, attributes, chunk_id in entities:
+            key = _graph_key("n", entity_key(name), knowledge_id)
+            actions = [m.knowledge_id.set(knowledge_id), m.name.set(name), m.chunk_ids.add({chunk_id})]
+            if attributes:
+                actions.append(m.attributes.add(set(attributes)))
+            m(kb_id, key).update(actions=actions)
+        for source, relation, target, chunk_id in relations:
+            a, b = entity_key(source), entity_key(target)
+            for key, name, other in (
+                (_graph_key("e", a, relation.casefold(), b, knowledge_id), source, target),
+                (_graph_key("r", b, relation.casefold(), a, knowledge_id), target, source),
+            ):
+                m(kb_id, key).update(
+                    actions=[
+                        m.knowledge_id.set(knowledge_id),
+                        m.name.set(name),
+                        m.other.set(other),
+                        m.relation.set(relation),
+                        m.chunk_ids.add({chunk_id}),
+                    ]
+                )
+
+    def neighbourhood(self, kb_id: str, entity: str, limit: int = 50) -> GraphNeighbourhood:
+        key = entity_key(entity)
+        node = self._node(kb_id, key)
+        edges: list[GraphEdge] = []
+        merged: dict[tuple[str, str, str], set[str]] = {}
+        for prefix, forward in (("e", True), ("r", False)):
+            for item in self.model.query(
+                kb_id, self.model.key.startswith(_graph_key(prefix, key) + "#"), limit=limit * 4
+            ):
+                triple = (
+                    (item.name, item.relation, item.other)
+                    if forward
+                    else (item.other, item.relation, item.name)
+                )
+                merged.setdefault(triple, set()).add(item.knowledge_id)
+        for (source, relation, target), knowledge_ids in list(merged.items())[:limit]:
+            edges.append(GraphEdge(source, relation, target, sorted(knowledge_ids)))
+        others = {entity_key(e.target if entity_key(e.source) == key else e.source) for e in edges}
+        neighbours = [
+            n for n in (self._node(kb_id, other) for other in sorted(others)[:limit]) if n is not None
+        ]
+        return GraphNeighbourhood(node, edges, neighbours)
+
+    def _node(self, kb_id: str, key: str) -> GraphNode | None:
+        items = list(self.model.query(kb_id, self.model.key.startswith(_graph_key("n", key) + "#")))
+        if not items:
+            return None
+        return GraphNode(
+            name=items[0].name,
+            attributes=sorted({a for i in items for a in (i.attributes or set())}),
+            chunk_ids=sorted({c for i in items for c in (i.chunk_ids or set())}),
+            knowledge_ids=sorted({i.knowledge_id for i in items}),
+        )
+
+    def delete_knowledge(self, kb_id: str, knowledge_id: str) -> int:
+        items = [i for i in self.model.knowledge_index.query(knowledge_id) if i.kb_id == kb_id]
+        with self.model.batch_write() as batch:
+            for item in items:
+                batch.delete(self.model(item.kb_id, item.key))
+        return len(items)
+
+
+# ---------------------------------------------------------------- wiki
+
+
+class DynamoWikiRepo:
+    def __init__(self, models: Models):
+        self.model = models.wiki
+
+    def put_op(self, op: WikiOp) -> None:
+        m = self.model
+        item = m(
+            op.kb_id,
+            f"op#{op.knowledge_id}",
+            body=asdict(op),
+            status="pending",
+            claimed_at=0,
+            attempt=op.attempt,
+        )
+        try:  # a newer attempt replaces an older one's op; a redelivered one rewrites its own
+            item.save(condition=m.key.does_not_exist() | (m.attempt <= op.attempt))
+        except PutError as error:
+            if not _condition_failed(error):
+                raise
+
+    def _ops(self, kb_id: str) -> list[Any]:
+        return list(self.model.query(kb_id, self.model.key.startswith("op#"), consistent_read=True))
+
+    def claim_ops(self, kb_id: str, limit: int, stale_after_seconds: int) -> list[WikiOp]:
+        m = self.model
+        now = int(time.time())
+        claimed: list[WikiOp] = []
+        for item in self._ops(kb_id):
+            if len(claimed) >= limit:
+                break
+            if item.status == "running" and item.claimed_at > now - stale_after_seconds:
+                continue
+            try:
+                item.update(
+                    actions=[m.status.set("running"), m.claimed_at.set(now)],
+                    condition=(m.status == item.status) & (m.claimed_at == item.claimed_at),
+                )
+            except UpdateError as error:
+                if _condition_failed(error):
+                    continue  # another worker claimed it
+                raise
+            claimed.append(WikiOp(**item.body))
+        return claimed
+
+    def pending(self, kb_id: str) -> int:
+        return sum(1 for item in self._ops(kb_id) if item.status == "pending")
+
+    def finish_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None:
+        m = self.model
+        try:
+            m(kb_id, f"op#{knowledge_id}").delete(condition=m.attempt == attempt)
+        except DeleteError as error:
+            if not _condition_failed(error):
+                raise
+
+    def put_pages(self, kb_id: str, knowledge_id: str, pages: Sequence[WikiPageRecord]) -> None:
+        self.delete_pages(kb_id, knowledge_id)
+        with self.model.batch_write() as batch:
+            for n, page in enumerate(pages):
+                batch.save(self.model(kb_id, f"page#{knowledge_id}#{n:03d}", body=asdict(page)))
+
+    def delete_pages(self, kb_id: str, knowledge_id: str) -> None:
+        items = list(self.model.query(kb_id, self.model.key.startswith(f"page#{knowledge_id}#")))
+        with self.model.batch_write() as batch:
+            for item in items:
+                batch.delete(item)
+
+    def pages(self, kb_id: str) -> list[WikiPageRecord]:
+        return [WikiPageRecord(**i.body) for i in self.model.query(kb_id, self.model.key.startswith("page#"))]
+
+    def put_index(self, kb_id: str, markdown: str) -> None:
+        self.model(kb_id, "index", body={"markdown": markdown}).save()
+
+    def get_index(self, kb_id: str) -> str | None:
+        try:
+            return str(self.model.get(kb_id, "index").body.get("markdown", ""))
+        except DoesNotExist:
+            return None
+
+
 # ---------------------------------------------------------------- spans
 
 
@@ -902,11 +1135,13 @@ class DynamoSpanRepo:
 __all__ = [
     "DuplicateKnowledge",
     "DynamoChunkRepo",
+    "DynamoGraphRepo",
     "DynamoKnowledgeBaseRepo",
     "DynamoKnowledgeRepo",
     "DynamoSpanRepo",
     "DynamoTaskRepo",
     "DynamoTenantRepo",
+    "DynamoWikiRepo",
     "Models",
     "PutError",
     "build_models",

@@ -21,6 +21,7 @@ from .. import (
     chunk_preview,
     commands,
     create,
+    enriched,
     knowledge,
     knowledge_bases,
     lifecycle,
@@ -322,6 +323,28 @@ def retry_failed_knowledge(deps: Dependencies, request: Request | None, kb_id: s
 def get_task(deps: Dependencies, request: Request | None, task_id: str) -> Response:
     tenant = _tenant(deps, request)
     return ok(tasks.get_task(deps, tenant.id, task_id).to_dict())
+
+
+# ---------------------------------------------------------------- enrichment
+
+
+@operation("Summarise the knowledge again (outside its processing)", "enrichment", status=202)
+def refresh_summary(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(enriched.refresh_summary(deps, tenant.id, knowledge_id).to_dict(), 202)
+
+
+@operation("An entity of the knowledge graph and its neighbourhood", "enrichment", query=commands.GraphQuery)
+def knowledge_graph(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    params = validate(commands.GraphQuery, query(_present(request)))
+    return ok(enriched.graph(deps, tenant.id, kb_id, params))
+
+
+@operation("The knowledge base's wiki: its index page and pages", "enrichment")
+def knowledge_base_wiki(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(enriched.wiki(deps, tenant.id, kb_id))
 
 
 # ---------------------------------------------------------------- tenant

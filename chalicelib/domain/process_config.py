@@ -16,16 +16,32 @@ from .types import ChunkingConfig, KnowledgeBase
 CHUNKING_NUMBERS = ("chunk_size", "chunk_overlap", "parent_chunk_size", "child_chunk_size", "token_limit")
 
 
+EXTRACTIVE_SUMMARY = "local/extractive"
+OCR_ENGINES = ("", "default", "vlm", "none")
+
+
 @dataclass
 class EffectiveProcessConfig:
     chunking: ChunkingConfig
     enable_multimodel: bool = False
     vlm_model_id: str = ""
     asr_model_id: str = ""
+    #: "" / "default": the deployment's OCR engine; "vlm": the vision model reads the text; "none": no OCR
     ocr_engine: str = ""
-    question_generation: dict[str, Any] = field(default_factory=dict)
+    questions_enabled: bool = False
+    question_count: int = 3
     graph_enabled: bool = False
+    graph_relation_types: list[str] = field(default_factory=list)
+    wiki_enabled: bool = False
     summary_enabled: bool = True
+    auto_tag_enabled: bool = False
+    max_tags: int = 3
+    #: the chat model every LLM enrichment uses (the KB's summary model); "" = none configured
+    chat_model_id: str = ""
+
+    @property
+    def has_chat_model(self) -> bool:
+        return bool(self.chat_model_id) and self.chat_model_id != EXTRACTIVE_SUMMARY
 
 
 def _chunking_override(base: ChunkingConfig, override: dict[str, Any]) -> ChunkingConfig:
@@ -49,16 +65,57 @@ def resolve(kb: KnowledgeBase, overrides: dict[str, Any] | None) -> EffectivePro
     chunking = _chunking_override(kb.chunking_config, overrides.get("chunking") or {})
     if overrides.get("parser_engine_rules"):
         chunking = replace(chunking, parser_engine_rules=dict(overrides["parser_engine_rules"]))
+    questions = dict(overrides.get("question_generation") or {})
+    enrichment = kb.enrichment
     return EffectiveProcessConfig(
         chunking=chunking,
-        enable_multimodel=bool(overrides.get("enable_multimodel", False)),
+        enable_multimodel=bool(overrides.get("enable_multimodel", enrichment.enable_multimodel)),
         vlm_model_id=str(overrides.get("vlm_model_id") or kb.vlm_model_id),
         asr_model_id=str(overrides.get("asr_model_id") or kb.asr_model_id),
         ocr_engine=str(overrides.get("ocr_engine") or ""),
-        question_generation=dict(overrides.get("question_generation") or {}),
+        questions_enabled=bool(questions.get("enabled", enrichment.questions_enabled)),
+        question_count=int(questions.get("question_count", enrichment.question_count)),
         graph_enabled=bool(overrides.get("graph_enabled", kb.indexing_strategy.graph_enabled)),
+        graph_relation_types=list(enrichment.graph_relation_types),
+        wiki_enabled=kb.indexing_strategy.wiki_enabled,
         summary_enabled=bool(overrides.get("summary_enabled", True)),
+        auto_tag_enabled=enrichment.auto_tag_enabled,
+        max_tags=enrichment.max_tags,
+        chat_model_id=kb.summary_model_id,
     )
+
+
+def check_enrichment(effective: EffectiveProcessConfig, *, ocr_available: bool) -> None:
+    """Every accepted setting must change what happens: one that cannot be honoured is a 400 now."""
+    if effective.ocr_engine not in OCR_ENGINES:
+        raise BadRequest(
+            f"ocr_engine must be one of {', '.join(e for e in OCR_ENGINES if e)}", code="invalid_setting"
+        )
+    if effective.ocr_engine == "vlm" and not effective.vlm_model_id:
+        raise BadRequest(
+            "ocr_engine 'vlm' needs a vision model (vlm_model_id)", code="setting_cannot_be_honoured"
+        )
+    if (
+        effective.ocr_engine in ("", "default")
+        and effective.enable_multimodel
+        and not (ocr_available or effective.vlm_model_id)
+    ):
+        raise BadRequest(
+            "enable_multimodel needs an OCR engine or a vision model (vlm_model_id)",
+            code="setting_cannot_be_honoured",
+        )
+    needs_chat = {
+        "question_generation": effective.questions_enabled,
+        "graph extraction": effective.graph_enabled,
+        "wiki pages": effective.wiki_enabled,
+        "auto-tagging": effective.auto_tag_enabled,
+    }
+    for what, wanted in needs_chat.items():
+        if wanted and not effective.has_chat_model:
+            raise BadRequest(
+                f"{what} needs a chat model: set the knowledge base's summary_model_id to one of GET /api/v1/models",
+                code="setting_cannot_be_honoured",
+            )
 
 
 def check_media_gates(

@@ -41,6 +41,6 @@ CANCEL_FROM = frozenset({ParseStatus.PENDING, ParseStatus.PROCESSING, ParseStatu
 
 
 def may_write(status: ParseStatus) -> bool:
-    """A stage that finds its row in neither processing nor finalizing must not write (deleting,
-    cancelled, superseded): cancel keeps what was written, delete removes it."""
-    return status in (ParseStatus.PROCESSING, ParseStatus.FINALIZING)
+    """A stage may keep writing for a row that is processing, finalizing or (a summary refresh, a tag)
+    completed; not for one being deleted or cancelled: cancel keeps what was written, delete removes it."""
+    return status in (ParseStatus.PROCESSING, ParseStatus.FINALIZING, ParseStatus.COMPLETED)

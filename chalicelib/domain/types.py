@@ -121,6 +121,20 @@ class IndexingStrategy:
 
 
 @dataclass
+class EnrichmentSettings:
+    """What a knowledge base enriches its documents with, besides the summary (spec §1.11–§1.18)."""
+
+    #: OCR and captions of the images inside documents (an uploaded image is always read)
+    enable_multimodel: bool = False
+    questions_enabled: bool = False
+    question_count: int = 3
+    #: the relation types graph extraction may use (empty: the extractor's own judgement)
+    graph_relation_types: list[str] = field(default_factory=list)
+    auto_tag_enabled: bool = False
+    max_tags: int = 3
+
+
+@dataclass
 class Tenant:
     id: str
     name: str
@@ -146,6 +160,7 @@ class KnowledgeBase:
     vlm_model_id: str = ""
     asr_model_id: str = ""
     retrieval_engine: str = ""  # '' = the global default
+    enrichment: EnrichmentSettings = field(default_factory=EnrichmentSettings)
     #: "active", or "deleting" once a delete of the whole knowledge base is under way
     status: str = "active"
     created_at: datetime = field(default_factory=utcnow)
@@ -183,6 +198,8 @@ class Knowledge:
     #: housekeeping spares a row whose message is still waiting (and only such a row) while queues are busy
     queued_stage: str = ""
     queued_at: str = ""
+    #: the enrichment plan of the latest attempt: what was planned, and what was not and why
+    enrichment: dict[str, Any] = field(default_factory=dict)
     enable_multimodel: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     process_overrides: dict[str, Any] = field(default_factory=dict)

@@ -19,6 +19,18 @@ SYSTEM_PROMPT = (
 )
 
 
+#: below this much text, the OCR of the document's images joins the summary's input (spec §1.13)
+SHORT_TEXT_CHARS = 1_000
+
+
+def summary_input(texts: Sequence[str], captions: Sequence[str], ocr: Sequence[str]) -> list[str]:
+    """Ordered text chunks, then the image captions, then the images' OCR text when the text is short."""
+    parts = list(texts) + [f"[Image caption] {c}" for c in captions]
+    if sum(len(t) for t in texts) < SHORT_TEXT_CHARS:
+        parts += [f"[Image text] {t}" for t in ocr]
+    return parts
+
+
 def sample(text: str, limit: int = SUMMARY_INPUT_CHARS) -> str:
     """60% head, 20% middle, 20% tail with omission markers, as WeKnora samples long documents."""
     if len(text) <= limit:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         postprocess,
         runner,
         uploads,
+        wiki,
     )
 
 STAGES = (
@@ -35,6 +36,7 @@ STAGES = (
     "postprocess",
     "runner",
     "uploads",
+    "wiki",
 )
 
 

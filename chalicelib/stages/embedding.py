@@ -102,7 +102,12 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             "attempt": knowledge.attempt,
             "attempt_n": str(knowledge.attempt),
             "images": [
-                {"index": i, "url": image["url"], "ocr_done": bool(image.get("ocr_in_markdown"))}
+                {
+                    "index": i,
+                    "url": image["url"],
+                    "ocr_done": bool(image.get("ocr_in_markdown")),
+                    "original": bool(image.get("is_original")),
+                }
                 for i, image in enumerate(images)
             ],
         },

@@ -1,17 +1,36 @@
-"""enrichment queue: one state machine Map item per planned subtask (today: the summary).
+"""enrichment queue: one state machine Map item per planned subtask — the summary, a window of 20 chunks'
+questions, a window of 20 chunks' graph — plus work outside the count (auto-tag, a summary refresh).
 
-The state machine releases the subtask's slot once, whatever the outcome, and promotes the row to
-`completed` when the last slot is released.
+The state machine releases a subtask's slot once, whatever the outcome, and promotes the row to
+`completed` when the last slot is released. A model that rejects a request fails only its subtask (the span
+says so); throttling and outages are retried by the queue. Every write is keyed deterministically, so a
+redelivered item rewrites what it wrote.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
-from ..domain.types import ChunkType, Knowledge, ParseStatus, SpanStatus, Stage, SummaryStatus
-from ..ports import Dependencies
+from ..domain.process_config import EXTRACTIVE_SUMMARY, resolve
+from ..domain.types import (
+    Chunk,
+    ChunkType,
+    Knowledge,
+    KnowledgeBase,
+    ParseStatus,
+    SpanStatus,
+    Stage,
+    SummaryStatus,
+)
+from ..ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
 from .messages import SubtaskMessageModel
-from .runner import run_task, task_knowledge
+from .postprocess import TEXT_LIKE, WINDOW, write_extra_chunks
+from .runner import Skip, kept_after_write, run_task, task_knowledge
+
+SUMMARY_SEQ = 200_000
+GRAPH_CHUNKS_PER_CALL = 5
 
 
 class UnknownSubtask(ValueError):
@@ -22,41 +41,224 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
     return run_task(deps, event, context, SubtaskMessageModel, run, "enrichment")
 
 
-def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any]:
-    knowledge = task_knowledge(deps, task, ParseStatus.FINALIZING)
-    if task.subtask.kind == "summary":
-        return summary(deps, knowledge)
-    raise UnknownSubtask(f"unknown enrichment kind {task.subtask.kind!r}")
-
-
-def summary(deps: Dependencies, knowledge: Knowledge) -> dict[str, Any]:
-    from ..enrich.summary import EXTRACTIVE, summarize
-
+def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
+    kind = task.subtask.kind
+    counted = bool(task.task_token)
+    # A counted subtask belongs to a finalizing attempt; a refresh or a tag also serves a completed one.
+    states = (ParseStatus.FINALIZING,) if counted else (ParseStatus.FINALIZING, ParseStatus.COMPLETED)
+    knowledge = task_knowledge(deps, task, *states)
     kb = deps.kbs.get(knowledge.kb_id)
-    model_id = kb.summary_model_id if kb else ""
-    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PROCESSING.value)
-    texts = sorted(
-        (c for c in deps.chunks.list(knowledge.id) if c.chunk_type == ChunkType.TEXT),
-        key=lambda c: c.start_at,
-    )
-    chat = deps.chat_model(model_id) if model_id and model_id != EXTRACTIVE else None
+    if kb is None:
+        raise Skip("knowledge base deleted")
+    span_id = f"postprocess.{task.subtask.id}"
     try:
-        text = summarize([c.content for c in texts], model_id, chat, knowledge.title)
-    except ValueError as error:
-        # terminal for this document: the first chunk stands in as its description (spec §1.13)
-        deps.knowledge.set_description(knowledge.id, texts[0].content[:500] if texts else "")
-        deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.FAILED.value)
+        if kind == "summary":
+            outputs = summary(deps, knowledge, kb)
+        elif kind == "questions":
+            outputs = questions(deps, knowledge, kb, int(task.subtask.params.get("window", 0)))
+        elif kind == "graph":
+            outputs = graph(deps, knowledge, kb, int(task.subtask.params.get("window", 0)))
+        elif kind == "wiki":
+            from .wiki import enqueue_wiki
+
+            enqueue_wiki(deps, knowledge, kb, task.task_token)
+            return None  # the document's slot is released when its pages are in
+        else:
+            raise UnknownSubtask(f"unknown enrichment kind {kind!r}")
+    except (
+        ModelRequestError
+    ) as error:  # this subtask cannot be done with this model: record, release the slot
+        if kind == "summary":
+            _summary_failed(deps, knowledge, str(error))
         deps.tracker.subspan(
-            knowledge, Stage.POSTPROCESS, "postprocess.summary", SpanStatus.FAILED, error_message=str(error)
+            knowledge, Stage.POSTPROCESS, span_id, SpanStatus.FAILED, error_message=str(error)
         )
-        return {"summary_chars": 0, "reason": str(error)}
-    deps.knowledge.set_description(knowledge.id, text)
-    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.COMPLETED.value)
-    deps.tracker.subspan(
-        knowledge,
-        Stage.POSTPROCESS,
-        "postprocess.summary",
-        SpanStatus.DONE,
-        {"summary_chars": len(text), "model": model_id},
+        return {"failed": str(error)}
+    deps.tracker.subspan(knowledge, Stage.POSTPROCESS, span_id, SpanStatus.DONE, outputs)
+    return outputs
+
+
+def _chunks(deps: Dependencies, knowledge: Knowledge) -> list[Chunk]:
+    return [c for c in deps.chunks.list(knowledge.id) if c.metadata.get("attempt") == knowledge.attempt]
+
+
+# ---------------------------------------------------------------- summary
+
+
+def _fingerprint(knowledge: Knowledge, chunks: list[Chunk]) -> str:
+    """What a summary is made from: the chunks' content and the row's title and metadata."""
+    digest = hashlib.sha256()
+    for chunk in sorted(chunks, key=lambda c: c.id):
+        if chunk.chunk_type in TEXT_LIKE:
+            digest.update(chunk.content_hash.encode() or chunk.content.encode())
+    digest.update(json.dumps([knowledge.title, knowledge.metadata], sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict[str, Any]:
+    """Spec §1.13: stored as the description and as an indexed `summary` chunk; dropped when the chunks or
+    the metadata changed while the model was writing it (a refresh then runs on the new content)."""
+    from ..enrich.summary import summarize, summary_input
+
+    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PROCESSING.value)
+    chunks = _chunks(deps, knowledge)
+    before = _fingerprint(knowledge, chunks)
+    by_kind = {
+        kind: sorted((c for c in chunks if c.chunk_type == kind), key=lambda c: (c.start_at, c.seq))
+        for kind in TEXT_LIKE
+    }
+    texts = [c.content for c in by_kind[ChunkType.TEXT]]
+    inputs = summary_input(
+        texts,
+        [c.content for c in by_kind[ChunkType.IMAGE_CAPTION]],
+        [c.content for c in by_kind[ChunkType.IMAGE_OCR]],
     )
-    return {"summary_chars": len(text)}
+    model_id = resolve(kb, knowledge.process_overrides).chat_model_id or EXTRACTIVE_SUMMARY
+    chat = deps.chat_model(model_id)
+    try:
+        text = summarize(inputs, model_id, chat, knowledge.title)
+    except ValueError as error:  # not enough text: the first 500 runes stand in (spec §1.13)
+        _summary_failed(deps, knowledge, str(error), fallback=(texts[0] if texts else "")[:500])
+        return {"summary_chars": 0, "reason": str(error)}
+    current = deps.knowledge.get(knowledge.id)
+    if current is None or _fingerprint(current, _chunks(deps, current)) != before:
+        request_summary_refresh(deps, knowledge)
+        return {"summary_chars": 0, "reason": "the document changed while it was summarised; refreshing"}
+    deps.knowledge.set_description(knowledge.id, text)
+    chunk = Chunk(
+        id=f"{knowledge.id}-a{knowledge.attempt}-summary",
+        tenant_id=knowledge.tenant_id,
+        kb_id=kb.id,
+        knowledge_id=knowledge.id,
+        seq=SUMMARY_SEQ,
+        content=f"# Summary\n\n{text}",
+        chunk_type=ChunkType.SUMMARY,
+        metadata={"attempt": knowledge.attempt, "model": model_id},
+    )
+    write_extra_chunks(deps, knowledge, kb, [chunk])
+    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.COMPLETED.value)
+    return {"summary_chars": len(text), "model": model_id}
+
+
+def _summary_failed(
+    deps: Dependencies, knowledge: Knowledge, reason: str, fallback: str | None = None
+) -> None:
+    if fallback is not None:
+        deps.knowledge.set_description(knowledge.id, fallback)
+    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.FAILED.value)
+
+
+def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> None:
+    """A summary outside the count (POST /knowledge/{id}/summary/refresh, an edit, stale content)."""
+    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PENDING.value)
+    deps.queue.send_raw(
+        "enrichment",
+        {
+            "tenant_id": knowledge.tenant_id,
+            "knowledge_id": knowledge.id,
+            "attempt": knowledge.attempt,
+            "subtask": {"id": "summary_refresh", "kind": "summary"},
+        },
+    )
+
+
+# ---------------------------------------------------------------- questions
+
+
+def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: int) -> dict[str, Any]:
+    """Spec §1.15: each text chunk of the window gets N questions (its neighbours as context), kept in its
+    metadata and indexed as extra entries that point at it; a chunk that changed meanwhile keeps none."""
+    from ..chunker import index_text
+    from ..enrich.questions import generate
+    from .embedding import embed_texts
+
+    effective = resolve(kb, knowledge.process_overrides)
+    chat = deps.chat_model(effective.chat_model_id)
+    if chat is None:
+        return {"questions": 0, "reason": "no chat model configured"}
+    texts = sorted(
+        (c for c in _chunks(deps, knowledge) if c.chunk_type == ChunkType.TEXT), key=lambda c: c.start_at
+    )
+    start = window * WINDOW
+    asked: dict[str, list[str]] = {}
+    for i in range(start, min(start + WINDOW, len(texts))):
+        chunk = texts[i]
+        asked[chunk.id] = generate(
+            chat,
+            document=knowledge.title,
+            previous=texts[i - 1].content if i > 0 else "",
+            passage=chunk.content,
+            following=texts[i + 1].content if i + 1 < len(texts) else "",
+            count=effective.question_count,
+        )
+    current = {c.id: c for c in _chunks(deps, knowledge)}
+    updated: list[Chunk] = []
+    entries: list[tuple[Chunk, int, str]] = []
+    for chunk in texts[start : start + WINDOW]:
+        now = current.get(chunk.id)
+        if now is None or now.content_hash != chunk.content_hash:  # its revision changed: drop them
+            continue
+        now.metadata["questions"] = asked[chunk.id]
+        updated.append(now)
+        entries += [(now, n, q) for n, q in enumerate(asked[chunk.id])]
+    deps.chunks.put_many(updated)
+    if entries and kb.indexing_strategy.needs_embedding:
+        model = deps.embedding_model(kb.embedding_model_id)
+        space = IndexSpace.of(model)
+        contents = [index_text(knowledge.title, "", q) for _, _, q in entries]
+        vectors = embed_texts(deps, model, contents) if kb.indexing_strategy.vector_enabled else None
+        engine = deps.engine(kb.retrieval_engine)
+        engine.batch_index(
+            space,
+            [
+                IndexEntry(
+                    id=f"{chunk.id}-q{n}",
+                    kb_id=kb.id,
+                    knowledge_id=knowledge.id,
+                    chunk_id=chunk.id,  # a question that matches returns the chunk that answers it
+                    content=contents[k],
+                    vector=None if vectors is None else vectors[k],
+                    source_id=chunk.id,
+                    source_type="question",
+                    chunk_type=ChunkType.TEXT.value,
+                    is_enabled=chunk.is_enabled,
+                )
+                for k, (chunk, n, _q) in enumerate(entries)
+            ],
+        )
+        if not kept_after_write(
+            deps, knowledge, lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+        ):
+            raise Skip("the knowledge was deleted, cancelled or superseded")
+    return {"questions": len(entries), "chunks": len(updated)}
+
+
+# ---------------------------------------------------------------- graph
+
+
+def graph(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: int) -> dict[str, Any]:
+    """Spec §1.16: entities and relations of a window of text-like chunks, several chunks per model call."""
+    from ..enrich.graph import extract
+
+    effective = resolve(kb, knowledge.process_overrides)
+    chat = deps.chat_model(effective.chat_model_id)
+    if chat is None:
+        return {"entities": 0, "reason": "no chat model configured"}
+    text_like = sorted(
+        (c for c in _chunks(deps, knowledge) if c.chunk_type in TEXT_LIKE),
+        key=lambda c: (c.chunk_type != ChunkType.TEXT, c.seq),
+    )
+    selected = text_like[window * WINDOW : (window + 1) * WINDOW]
+    entities: list[tuple[str, list[str], str]] = []
+    relations: list[tuple[str, str, str, str]] = []
+    for at in range(0, len(selected), GRAPH_CHUNKS_PER_CALL):
+        batch = selected[at : at + GRAPH_CHUNKS_PER_CALL]
+        for chunk, found in zip(
+            batch, extract(chat, [c.content for c in batch], effective.graph_relation_types), strict=True
+        ):
+            entities += [(e.name, e.attributes, chunk.id) for e in found.entities]
+            relations += [(r.source, r.relation, r.target, chunk.id) for r in found.relations]
+    deps.graph.add(kb.id, knowledge.id, entities, relations)
+    if not kept_after_write(deps, knowledge, lambda: deps.graph.delete_knowledge(kb.id, knowledge.id)):
+        raise Skip("the knowledge was deleted, cancelled or superseded")
+    return {"entities": len(entities), "relations": len(relations), "chunks": len(selected)}

@@ -160,6 +160,11 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
             futures.append(pool.submit(engine.delete_by_knowledge, space, kb.id, [knowledge.id]))
         for future in futures:
             future.result()  # the first error stops the delete: the row stays `deleting`, the task retries
+    if kb is not None:  # the document's graph contribution and its wiki pages go with it
+        deps.graph.delete_knowledge(kb.id, knowledge.id)
+        from .wiki import retract
+
+        retract(deps, kb, knowledge.id)
     for url in objects:  # best effort: a leftover object is garbage, never a visible document
         try:
             deps.files.delete(url)

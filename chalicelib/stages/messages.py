@@ -30,11 +30,12 @@ class StageMessageModel(BaseModel):
 
 
 class TaskMessageModel(BaseModel):
-    """A state machine task sent with `.waitForTaskToken`: the token and the document's pointers."""
+    """A state machine task sent with `.waitForTaskToken`: the token and the document's pointers. A task
+    without a token (auto-tag, a summary refresh) is work outside the state machine's count."""
 
     model_config = ConfigDict(extra="ignore")
 
-    task_token: str = Field(min_length=1)
+    task_token: str = ""
     tenant_id: str = ""
     knowledge_id: str = Field(min_length=1, max_length=200)
     attempt: int = Field(ge=1)
@@ -44,6 +45,8 @@ class ImageRef(BaseModel):
     index: int = Field(ge=0)
     url: str = Field(min_length=1)
     ocr_done: bool = False
+    #: the uploaded file itself (an image upload): always read, whatever enable_multimodel says
+    original: bool = False
 
 
 class ImageTaskModel(TaskMessageModel):

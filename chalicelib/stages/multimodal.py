@@ -1,7 +1,11 @@
-"""multimodal queue: one state machine Map item per stored image → OCR text as an `image_ocr` chunk.
+"""multimodal queue: one state machine Map item per stored image → its OCR text and its caption, as
+`image_ocr` and `image_caption` chunks bound to the first text chunk that shows the image (spec §1.11).
 
-An image never fails its document: a failing image is recorded on its sub-span and answered as done.
-The chunk id is deterministic per (knowledge, attempt, image), so a redelivered task rewrites it.
+Gated by `enable_multimodel` (an uploaded image is always read: it is the document) and by the models the
+knowledge base has: OCR from the deployment's engine, or from the vision model when `ocr_engine` is "vlm";
+a caption only with a vision model (the sub-span says so when there is none). An image never fails its
+document: a failure is recorded on its sub-span and the task is answered. Chunk ids are deterministic per
+(knowledge, attempt, image, kind), so a redelivered task rewrites the same chunks and entries.
 """
 
 from __future__ import annotations
@@ -10,8 +14,10 @@ from typing import Any
 
 from ..domain.errors import SpanErrorCode, StageError
 from ..domain.ids import image_chunk_id
-from ..domain.types import Chunk, ChunkType, Knowledge, ParseStatus, SpanStatus, Stage
-from ..ports import Dependencies, IndexEntry, IndexSpace
+from ..domain.process_config import EffectiveProcessConfig, resolve
+from ..domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
+from ..enrich import images as prompts
+from ..ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
 from .messages import ImageRef, ImageTaskModel
 from .runner import Skip, kept_after_write, run_task, task_knowledge
 
@@ -25,66 +31,106 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
 
 def run(deps: Dependencies, task: ImageTaskModel) -> dict[str, Any]:
     knowledge = task_knowledge(deps, task, ParseStatus.PROCESSING)
-    image = task.image
-    span_id = f"multimodal.image[{image.index}]"
-    deps.tracker.begin_stage(knowledge, Stage.MULTIMODAL)
-    if image.ocr_done:
-        deps.tracker.subspan(
-            knowledge,
-            Stage.MULTIMODAL,
-            span_id,
-            SpanStatus.SKIPPED,
-            {"reason": "OCR text is already in the Markdown"},
-        )
-        return {"ocr_chars": 0}
-    ocr = deps.ocr()
-    if ocr is None:
-        deps.tracker.subspan(
-            knowledge,
-            Stage.MULTIMODAL,
-            span_id,
-            SpanStatus.SKIPPED,
-            {"reason": "no OCR engine or vision model configured"},
-        )
-        return {"ocr_chars": 0}
-    try:
-        text = ocr.recognize(deps.files.read(image.url)).strip()
-    except StageError as error:  # an image never fails its document
-        deps.tracker.subspan(
-            knowledge,
-            Stage.MULTIMODAL,
-            span_id,
-            SpanStatus.FAILED,
-            error_code=SpanErrorCode.MULTIMODAL_VLM_FAILED,
-            error_message=error.message,
-        )
-        return {"ocr_chars": 0, "error": error.message}
-    if text:
-        _write_image_chunk(deps, knowledge, image, text)
-    deps.tracker.subspan(knowledge, Stage.MULTIMODAL, span_id, SpanStatus.DONE, {"ocr_chars": len(text)})
-    return {"ocr_chars": len(text)}
-
-
-def _write_image_chunk(deps: Dependencies, knowledge: Knowledge, image: ImageRef, text: str) -> None:
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
         raise Skip("knowledge base deleted")
-    texts = [c for c in deps.chunks.list(knowledge.id) if c.chunk_type == ChunkType.TEXT]
-    parent = next((c for c in texts if image.url in c.content), texts[0] if texts else None)
-    chunk = Chunk(
-        id=image_chunk_id(knowledge.id, knowledge.attempt, image.index),
-        tenant_id=knowledge.tenant_id,
-        kb_id=kb.id,
-        knowledge_id=knowledge.id,
-        seq=IMAGE_SEQ_BASE + image.index,
-        content=text,
-        chunk_type=ChunkType.IMAGE_OCR,
-        parent_chunk_id=parent.id if parent else "",
-        image_info=[{"url": image.url, "ocr_text": text}],
-        metadata={"attempt": knowledge.attempt},
+    image = task.image
+    span_id = f"multimodal.image[{image.index}]"
+    deps.tracker.begin_stage(knowledge, Stage.MULTIMODAL)
+    effective = resolve(kb, knowledge.process_overrides)
+    if not (effective.enable_multimodel or image.original):
+        deps.tracker.subspan(
+            knowledge, Stage.MULTIMODAL, span_id, SpanStatus.SKIPPED, {"reason": "enable_multimodel is off"}
+        )
+        return {"ocr_chars": 0, "caption_chars": 0}
+    data = deps.files.read(image.url)
+    outputs: dict[str, Any] = {}
+    texts: dict[ChunkType, str] = {}
+    failures: list[str] = []
+    for kind, read in ((ChunkType.IMAGE_OCR, _ocr), (ChunkType.IMAGE_CAPTION, _caption)):
+        try:
+            text, note = read(deps, effective, image, data)
+        except (StageError, ModelRequestError) as error:  # an image never fails its document
+            failures.append(f"{kind.value}: {getattr(error, 'message', type(error).__name__)}")
+            continue
+        if note:
+            outputs[f"{kind.value}_skipped"] = note
+        if text:
+            texts[kind] = text
+    if texts:
+        _write_chunks(deps, knowledge, kb, image, texts)
+    outputs.update(
+        {
+            "ocr_chars": len(texts.get(ChunkType.IMAGE_OCR, "")),
+            "caption_chars": len(texts.get(ChunkType.IMAGE_CAPTION, "")),
+        }
     )
-    deps.chunks.put_many([chunk])
-    space = IndexSpace.of(deps.embedding_model(kb.embedding_model_id))
+    status = SpanStatus.FAILED if failures and not texts else SpanStatus.DONE
+    deps.tracker.subspan(
+        knowledge,
+        Stage.MULTIMODAL,
+        span_id,
+        status,
+        outputs,
+        error_code=SpanErrorCode.MULTIMODAL_VLM_FAILED if failures else "",
+        error_message="; ".join(failures),
+    )
+    return {k: v for k, v in outputs.items() if k.endswith("_chars")}
+
+
+def _ocr(
+    deps: Dependencies, effective: EffectiveProcessConfig, image: ImageRef, data: bytes
+) -> tuple[str, str]:
+    """(text, why there is none)."""
+    if image.ocr_done:
+        return "", "the OCR text is already in the document"
+    if effective.ocr_engine == "none":
+        return "", "ocr_engine is none"
+    if effective.ocr_engine == "vlm":
+        vision = deps.vision_model(effective.vlm_model_id)
+        if vision is None:
+            return "", "no vision model configured"
+        return prompts.clean(vision.describe(data, prompts.OCR_PROMPT, max_tokens=2048)), ""
+    ocr = deps.ocr()
+    if ocr is None:
+        return "", "no OCR engine on this deployment"
+    return ocr.recognize(data).strip(), ""
+
+
+def _caption(
+    deps: Dependencies, effective: EffectiveProcessConfig, image: ImageRef, data: bytes
+) -> tuple[str, str]:
+    vision = deps.vision_model(effective.vlm_model_id) if effective.vlm_model_id else None
+    if vision is None:
+        return "", "no vision model configured (vlm_model_id)"
+    return prompts.clean(vision.describe(data, prompts.CAPTION_PROMPT, max_tokens=512)), ""
+
+
+def _write_chunks(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, image: ImageRef, texts: dict[ChunkType, str]
+) -> None:
+    all_text = [c for c in deps.chunks.list(knowledge.id) if c.chunk_type == ChunkType.TEXT]
+    parent = next((c for c in all_text if image.url in c.content), all_text[0] if all_text else None)
+    chunks = [
+        Chunk(
+            id=image_chunk_id(
+                knowledge.id, knowledge.attempt, image.index, "ocr" if kind == ChunkType.IMAGE_OCR else "cap"
+            ),
+            tenant_id=knowledge.tenant_id,
+            kb_id=kb.id,
+            knowledge_id=knowledge.id,
+            seq=IMAGE_SEQ_BASE + 2 * image.index + (0 if kind == ChunkType.IMAGE_OCR else 1),
+            content=text,
+            chunk_type=kind,
+            parent_chunk_id=parent.id if parent else "",
+            image_info=[{"url": image.url, ("ocr_text" if kind == ChunkType.IMAGE_OCR else "caption"): text}],
+            metadata={"attempt": knowledge.attempt},
+        )
+        for kind, text in texts.items()
+    ]
+    deps.chunks.put_many(chunks)
+    model = deps.embedding_model(kb.embedding_model_id)
+    space = IndexSpace.of(model)
 
     def undo() -> None:
         deps.chunks.delete_all(knowledge.id)
@@ -92,25 +138,28 @@ def _write_image_chunk(deps: Dependencies, knowledge: Knowledge, image: ImageRef
 
     if not kept_after_write(deps, knowledge, undo):
         raise Skip("the knowledge was deleted, cancelled or superseded")
-    if kb.indexing_strategy.needs_embedding:
-        from .embedding import embed_texts
+    if not kb.indexing_strategy.needs_embedding:
+        return
+    from .embedding import embed_texts
 
-        model = deps.embedding_model(kb.embedding_model_id)
-        vector = embed_texts(deps, model, [text])[0] if kb.indexing_strategy.vector_enabled else None
-        deps.engine(kb.retrieval_engine).batch_index(
-            space,
-            [
-                IndexEntry(
-                    id=chunk.id,
-                    kb_id=kb.id,
-                    knowledge_id=knowledge.id,
-                    chunk_id=parent.id if parent else chunk.id,
-                    content=text,
-                    vector=vector,
-                    source_id=chunk.id,
-                    chunk_type=chunk.chunk_type.value,
-                )
-            ],
-        )
-        if not kept_after_write(deps, knowledge, undo):
-            raise Skip("the knowledge was deleted, cancelled or superseded")
+    vectors = (
+        embed_texts(deps, model, [c.content for c in chunks]) if kb.indexing_strategy.vector_enabled else None
+    )
+    deps.engine(kb.retrieval_engine).batch_index(
+        space,
+        [
+            IndexEntry(  # no title prefix: the image's own words are what a query should meet (spec §1.11)
+                id=chunk.id,
+                kb_id=kb.id,
+                knowledge_id=knowledge.id,
+                chunk_id=chunk.id,  # a hit shows the image's text; the chunk names its bound text chunk
+                content=chunk.content,
+                vector=None if vectors is None else vectors[n],
+                source_id=chunk.id,
+                chunk_type=chunk.chunk_type.value,
+            )
+            for n, chunk in enumerate(chunks)
+        ],
+    )
+    if not kept_after_write(deps, knowledge, undo):
+        raise Skip("the knowledge was deleted, cancelled or superseded")

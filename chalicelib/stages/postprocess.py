@@ -1,17 +1,39 @@
-"""postprocess queue: plans the enrichment subtasks; the state machine then sets `finalizing` with the
-exact count (only from processing) and fans the subtasks out."""
+"""postprocess queue: the data-table summary (for csv/xlsx/xls, inside the plan, after parsing, so the parse
+cleanup can never wipe it) and the enrichment plan. The state machine then sets `finalizing` with the exact
+count (only from processing) and fans the subtasks out.
+
+The plan is WeKnora's (spec §1.13–§1.18): a summary if there is any text-like chunk; ⌈text chunks / 20⌉
+question items when questions are on and the document is indexed; ⌈text-like chunks / 20⌉ graph items when
+the graph is on; one wiki item when the wiki is on. LLM work is planned only with a chat model; what is not
+planned, and why, is recorded on the span and the row. Auto-tagging runs outside the count.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from ..domain.process_config import resolve
-from ..domain.types import ChunkType, ParseStatus, SpanStatus, Stage, SummaryStatus
-from ..ports import Dependencies
+from ..domain.filetypes import DATA_TABLE_EXTENSIONS
+from ..domain.process_config import EffectiveProcessConfig, resolve
+from ..domain.storage_keys import parsed_markdown_key
+from ..domain.types import (
+    Chunk,
+    ChunkType,
+    Knowledge,
+    KnowledgeBase,
+    ParseStatus,
+    SpanStatus,
+    Stage,
+    SummaryStatus,
+)
+from ..observability import logger
+from ..ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
 from .messages import TaskMessageModel
-from .runner import Skip, run_task, task_knowledge
+from .runner import Skip, kept_after_write, run_task, task_knowledge
 
 TEXT_LIKE = (ChunkType.TEXT, ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION)
+WINDOW = 20
+TABLE_SEQ_BASE = 300_000
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -28,12 +50,152 @@ def run(deps: Dependencies, task: TaskMessageModel) -> dict[str, Any]:
     if multimodal is not None and multimodal.status == SpanStatus.RUNNING:
         deps.tracker.end_stage(knowledge, Stage.MULTIMODAL)
     deps.tracker.begin_stage(knowledge, Stage.POSTPROCESS)
-    text_like = [c for c in deps.chunks.list(knowledge.id) if c.chunk_type in TEXT_LIKE]
-    subtasks: list[dict[str, Any]] = []
-    if text_like and kb.summary_model_id and effective.summary_enabled:
-        subtasks.append({"id": "summary", "kind": "summary"})
+    table = _table_summary(deps, knowledge, kb, effective)
+    chunks = [c for c in deps.chunks.list(knowledge.id) if c.metadata.get("attempt") == knowledge.attempt]
+    subtasks, not_planned = plan(kb, effective, chunks)
+    if any(s["kind"] == "summary" for s in subtasks):
         deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PENDING.value)
+    if effective.graph_enabled and effective.has_chat_model:
+        deps.graph.delete_knowledge(kb.id, knowledge.id)  # a new attempt extracts afresh
+    planned = [s["id"] for s in subtasks]
+    deps.tracker.end_stage(
+        knowledge, Stage.POSTPROCESS, {"planned": planned, "not_planned": not_planned, **table}
+    )
+    deps.knowledge.update_fields(
+        knowledge.id, {"enrichment": {"planned": planned, "not_planned": not_planned}}
+    )
+    return {"skipped": False, "subtasks": subtasks, "count": len(subtasks), "count_n": str(len(subtasks))}
+
+
+def plan(
+    kb: KnowledgeBase, effective: EffectiveProcessConfig, chunks: list[Chunk]
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """(the counted subtasks, what was not planned and why)."""
+    text = [c for c in chunks if c.chunk_type == ChunkType.TEXT]
+    text_like = [c for c in chunks if c.chunk_type in TEXT_LIKE]
+    subtasks: list[dict[str, Any]] = []
+    not_planned: dict[str, str] = {}
+    if text_like and effective.summary_enabled:
+        subtasks.append({"id": "summary", "kind": "summary"})
+    wanted = {
+        "questions": effective.questions_enabled,
+        "graph": effective.graph_enabled,
+        "wiki": effective.wiki_enabled,
+        "auto_tag": effective.auto_tag_enabled,
+    }
+    if not effective.has_chat_model:
+        for name, on in wanted.items():
+            if on:
+                not_planned[name] = "no chat model configured (the knowledge base's summary_model_id)"
+        return _with_ids(subtasks), not_planned
+    if effective.questions_enabled and not kb.indexing_strategy.needs_embedding:
+        not_planned["questions"] = "the knowledge base indexes nothing"
+    elif effective.questions_enabled:
+        for window in range(math.ceil(len(text) / WINDOW)):
+            subtasks.append({"id": f"questions.{window}", "kind": "questions", "window": window})
+    if effective.graph_enabled:
+        for window in range(math.ceil(len(text_like) / WINDOW)):
+            subtasks.append({"id": f"graph.{window}", "kind": "graph", "window": window})
+    if effective.wiki_enabled and text_like:
+        subtasks.append({"id": "wiki", "kind": "wiki"})
+    return _with_ids(subtasks), not_planned
+
+
+def _with_ids(subtasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for subtask in subtasks:
         subtask["id_set"] = [subtask["id"]]  # the state machine's ReleaseSlot adds it to done_subtasks
-    deps.tracker.end_stage(knowledge, Stage.POSTPROCESS, {"planned": [s["id"] for s in subtasks]})
-    return {"skipped": False, "subtasks": subtasks, "count": len(subtasks), "count_n": str(len(subtasks))}
+    return subtasks
+
+
+def _table_summary(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, effective: EffectiveProcessConfig
+) -> dict[str, Any]:
+    """csv/xlsx/xls: the schema and 10 sample rows → `table_summary` and `table_column` chunks, indexed."""
+    if knowledge.file_type not in DATA_TABLE_EXTENSIONS:
+        return {}
+    if not effective.has_chat_model:
+        return {"table_summary": "skipped: no chat model configured"}
+    from ..enrich.tables import schema_of, summarise
+
+    parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+    schema = schema_of(deps.files.read(parsed).decode("utf-8"))
+    chat = deps.chat_model(effective.chat_model_id)
+    if schema is None or chat is None:
+        return {"table_summary": "skipped: no table found"}
+    try:
+        summary = summarise(chat, knowledge.title, schema)
+    except ModelRequestError as error:
+        logger.warning(
+            "table summary failed", extra={"knowledge_id": knowledge.id, "error": type(error).__name__}
+        )
+        return {"table_summary": f"failed: {error}"}
+    if summary is None:
+        return {"table_summary": "failed: the model's reply was not a table description"}
+    columns = "\n".join(f"- {name} ({kind})" for name, kind in schema.columns)
+    contents = [
+        (
+            ChunkType.TABLE_SUMMARY,
+            f"# Table: {knowledge.title}\n\n{summary.description}\n\nColumns:\n{columns}",
+        )
+    ]
+    types = dict(schema.columns)
+    contents += [
+        (ChunkType.TABLE_COLUMN, f"Column {name} ({types[name]}) of {knowledge.title}: {text}")
+        for name, text in summary.columns.items()
+    ]
+    chunks = [
+        Chunk(
+            id=f"{knowledge.id}-a{knowledge.attempt}-table{n:03d}",
+            tenant_id=knowledge.tenant_id,
+            kb_id=kb.id,
+            knowledge_id=knowledge.id,
+            seq=TABLE_SEQ_BASE + n,
+            content=content,
+            chunk_type=kind,
+            metadata={"attempt": knowledge.attempt},
+        )
+        for n, (kind, content) in enumerate(contents)
+    ]
+    write_extra_chunks(deps, knowledge, kb, chunks)
+    return {"table_summary": "done", "table_columns": len(chunks) - 1}
+
+
+def write_extra_chunks(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, chunks: list[Chunk]
+) -> None:
+    """Chunks made by enrichment (table summaries, the summary): stored, embedded and indexed under their own
+    ids with the title in front, and undone if the row was deleted meanwhile."""
+    from ..chunker import index_text
+    from .embedding import embed_texts
+
+    deps.chunks.put_many(chunks)
+    if not kb.indexing_strategy.needs_embedding:
+        return
+    model = deps.embedding_model(kb.embedding_model_id)
+    space = IndexSpace.of(model)
+    texts = [index_text(knowledge.title, "", c.content) for c in chunks]
+    vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
+    engine = deps.engine(kb.retrieval_engine)
+    engine.batch_index(
+        space,
+        [
+            IndexEntry(
+                id=c.id,
+                kb_id=kb.id,
+                knowledge_id=knowledge.id,
+                chunk_id=c.id,
+                content=texts[n],
+                vector=None if vectors is None else vectors[n],
+                source_id=c.id,
+                chunk_type=c.chunk_type.value,
+            )
+            for n, c in enumerate(chunks)
+        ],
+    )
+
+    def undo() -> None:
+        deps.chunks.delete_all(knowledge.id)
+        engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+
+    if not kept_after_write(deps, knowledge, undo):
+        raise Skip("the knowledge was deleted, cancelled or superseded")

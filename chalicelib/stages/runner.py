@@ -232,10 +232,11 @@ def run_task(
     event: dict[str, Any],
     context: Any,
     model: type[M],
-    work: Callable[[Dependencies, M], dict[str, Any]],
+    work: Callable[[Dependencies, M], dict[str, Any] | None],
     task: str,
 ) -> dict[str, Any]:
-    """Runs `.waitForTaskToken` tasks: the worker answers its token once the work is durable."""
+    """Runs `.waitForTaskToken` tasks: the worker answers its token once the work is durable (or, when
+    the work returns None, the work has handed the token on to whoever answers it)."""
 
     def handle(record: SQSRecord) -> None:
         try:
@@ -243,19 +244,22 @@ def run_task(
         except ValidationError as error:
             deps.queue.dead_letter(task, record.body, f"not a {task} task: {error.error_count()} error(s)")
             return
-        token = str(getattr(body, "task_token"))  # noqa: B009 - every task model carries one
+        token = str(getattr(body, "task_token", ""))  # empty: work outside the state machine's count
         try:
             output = work(deps, body)
         except Skip as skipped:
-            deps.workflow.task_success(token, {"skipped": True, "reason": str(skipped)})
+            if token:
+                deps.workflow.task_success(token, {"skipped": True, "reason": str(skipped)})
             return
         except Exception as error:
             if receive_count(record) >= deps.settings.stage_max_receives:
                 logger.exception("task failed on its last try", extra={"task": task})
-                deps.workflow.task_failure(token, f"{task}.failed", type(error).__name__)
+                if token:
+                    deps.workflow.task_failure(token, f"{task}.failed", type(error).__name__)
                 return
             come_back_soon(deps, task, record)
             raise
-        deps.workflow.task_success(token, output)
+        if token and output is not None:  # None: the work answers the token itself, later (the wiki)
+            deps.workflow.task_success(token, output)
 
     return process_batch(event, context, handle)

@@ -84,6 +84,7 @@ def test_every_zip_function_is_checked(built: dict[str, Any]) -> None:
         "PostprocessTask",
         "EnrichmentTask",
         "LifecycleTask",
+        "WikiTask",
         "Housekeeping",
     }
 
@@ -120,6 +121,7 @@ def test_the_check_reaches_what_each_function_runs(built: dict[str, Any]) -> Non
         "PostprocessTask": "postprocess",
         "EnrichmentTask": "enrichment",
         "LifecycleTask": "lifecycle",
+        "WikiTask": "wiki",
         "Housekeeping": "housekeeping",
     }
     for function, stage in stages.items():
@@ -149,7 +151,7 @@ def test_no_function_carries_local_or_image_only_libraries(built: dict[str, Any]
     # nor the workers' parsers; light workers carry neither numpy nor Pillow.
     assert "numpy" in top_level_names(built["out"], built["reports"]["APIHandler"].zips)
     assert "PIL" not in top_level_names(built["out"], built["reports"]["APIHandler"].zips)
-    for light in ("OnUploadEvent", "PostprocessTask", "Housekeeping"):
+    for light in ("OnUploadEvent", "Housekeeping"):
         assert {"numpy", "PIL"} & top_level_names(built["out"], built["reports"][light].zips) == set(), light
 
 

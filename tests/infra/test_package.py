@@ -62,7 +62,7 @@ def test_every_sqs_trigger_reports_batch_item_failures(packaged: dict[str, Any])
         for event in fn["Properties"].get("Events", {}).values()
         if event["Type"] == "SQS"
     ]
-    assert len(sqs_events) == 8
+    assert len(sqs_events) == 9
     for name, event in sqs_events:
         assert event["Properties"].get("FunctionResponseTypes") == ["ReportBatchItemFailures"], name
 
@@ -80,6 +80,7 @@ def test_queues_have_dlqs_with_four_tries(packaged: dict[str, Any]) -> None:
         "Postprocess",
         "Enrichment",
         "Lifecycle",
+        "Wiki",
     }
     for name, queue in main.items():
         redrive = queue["Properties"]["RedrivePolicy"]
@@ -100,6 +101,8 @@ def test_tables_bucket_notification_state_machine_and_schedule(packaged: dict[st
         "SpansTable",
         "EmbeddingCacheTable",
         "TasksTable",
+        "GraphTable",
+        "WikiTable",
     }
     bucket = template["Resources"]["FilesBucket"]["Properties"]
     notification = bucket["NotificationConfiguration"]["QueueConfigurations"][0]
@@ -163,6 +166,7 @@ def test_the_chalice_app_keeps_the_api_and_the_light_stages(packaged: dict[str, 
         "PostprocessTask",
         "EnrichmentTask",
         "LifecycleTask",
+        "WikiTask",
         "Housekeeping",
     }
 

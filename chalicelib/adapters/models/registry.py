@@ -53,8 +53,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ...domain.process_config import EXTRACTIVE_SUMMARY
 from ...net.ssrf import AllowList
-from ...settings import DEFAULT_OPENAI_BASE_URL, EXTRACTIVE_SUMMARY, ModelSettings
+from ...settings import DEFAULT_OPENAI_BASE_URL, ModelSettings
 
 if TYPE_CHECKING:
     from ...ports import ChatModel, EmbeddingModel, VisionModel

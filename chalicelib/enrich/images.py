@@ -1,0 +1,25 @@
+"""Prompts and reply cleaning for images: a caption from a vision model, and OCR by a vision model when a
+knowledge base asks for it (spec §1.11)."""
+
+from __future__ import annotations
+
+import re
+
+CAPTION_PROMPT = (
+    "Describe this image in one or two sentences for a search index: what it shows, any visible title or "
+    "labels. Reply with the description only."
+)
+OCR_PROMPT = (
+    "Transcribe the body text of this image as Markdown, in reading order: keep headings, lists and tables "
+    "(as Markdown tables) and formulas (as LaTeX); leave out page headers, footers and page numbers. If the "
+    f"image has no text, reply exactly: {'NO_TEXT'}"
+)
+NO_TEXT = "NO_TEXT"
+_FENCE = re.compile(r"^```[\w-]*\n?|```$", re.M)
+_TAG = re.compile(r"<[^>]{1,200}>")
+
+
+def clean(reply: str) -> str:
+    """Fences and stray HTML tags stripped; the no-text answer becomes empty."""
+    text = _TAG.sub("", _FENCE.sub("", reply)).strip()
+    return "" if not text or text.strip(".").upper() == NO_TEXT else text

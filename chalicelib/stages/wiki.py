@@ -1,0 +1,173 @@
+"""wiki queue: per knowledge base, debounced wiki ingest (spec §1.18).
+
+A document's `wiki` subtask records an op (with its task token, so the document keeps one finalizing slot
+until its pages are in) and triggers an ingest about 30 s later. An ingest claims at most 5 documents of
+the knowledge base, writes each one's pages as `wiki_page` chunks (indexed), answers its token, and asks for
+more while ops are pending. A coalesced finalize, about 20 s after the last ingest, rebuilds the knowledge
+base's wiki index and the pages' cross-links. A delete retracts a document's pages (its chunks go with it)
+and triggers a finalize. A failed document releases its slot through the state machine's catch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from pydantic import BaseModel, Field, ValidationError
+
+from ..domain.process_config import resolve
+from ..domain.storage_keys import parsed_markdown_key
+from ..domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
+from ..observability import logger
+from ..ports import Dependencies, ModelRequestError, WikiOp, WikiPageRecord
+from .postprocess import write_extra_chunks
+from .runner import Skip, come_back_soon, parse_body, process_batch
+
+QUEUE = "wiki"
+INGEST_DELAY_SECONDS = 30
+FOLLOW_UP_DELAY_SECONDS = 5
+FINALIZE_DELAY_SECONDS = 20
+BATCH = 5
+STALE_CLAIM_SECONDS = 90 * 60
+WIKI_SEQ_BASE = 400_000
+
+
+class WikiMessage(BaseModel):
+    kb_id: str = Field(min_length=1, max_length=100)
+    action: str = Field(pattern="^(ingest|finalize)$")
+
+
+def enqueue_wiki(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, token: str) -> None:
+    """The enrichment worker's part: the op and a delayed ingest trigger. The token is answered when the
+    document's pages are in, by the ingest (None: the runner must not answer it now)."""
+    deps.wiki.put_op(WikiOp(kb.id, knowledge.id, knowledge.attempt, token))
+    trigger(deps, kb.id, "ingest", INGEST_DELAY_SECONDS)
+
+
+def trigger(deps: Dependencies, kb_id: str, action: str, delay_seconds: int) -> None:
+    deps.queue.send_raw(QUEUE, {"kb_id": kb_id, "action": action}, delay_seconds=delay_seconds)
+
+
+def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def one(record: SQSRecord) -> None:
+        try:
+            message = parse_body(record.body, WikiMessage)
+        except ValidationError as error:
+            deps.queue.dead_letter(QUEUE, record.body, f"not a wiki message: {error.error_count()} error(s)")
+            return
+        try:
+            if message.action == "ingest":
+                ingest(deps, message.kb_id)
+            else:
+                finalize(deps, message.kb_id)
+        except Exception:
+            come_back_soon(deps, QUEUE, record)
+            raise
+
+    return process_batch(event, context, one)
+
+
+def ingest(deps: Dependencies, kb_id: str) -> None:
+    kb = deps.kbs.get(kb_id)
+    ops = deps.wiki.claim_ops(kb_id, BATCH, STALE_CLAIM_SECONDS)
+    for op in ops:
+        knowledge = deps.knowledge.get(op.knowledge_id)
+        if (
+            kb is None
+            or knowledge is None
+            or knowledge.attempt != op.attempt
+            or knowledge.parse_status != ParseStatus.FINALIZING
+        ):
+            deps.wiki.finish_op(kb_id, op.knowledge_id, op.attempt)
+            deps.workflow.task_success(op.token, {"skipped": True})
+            continue
+        try:
+            count = _pages(deps, knowledge, kb)
+        except Skip:  # deleted, cancelled or superseded while its pages were written (they were undone)
+            deps.wiki.finish_op(kb_id, op.knowledge_id, op.attempt)
+            deps.workflow.task_success(op.token, {"skipped": True})
+            continue
+        except ModelRequestError as error:  # this document gets no pages: its slot is released anyway
+            deps.wiki.finish_op(kb_id, op.knowledge_id, op.attempt)
+            deps.tracker.subspan(
+                knowledge, Stage.POSTPROCESS, "postprocess.wiki", SpanStatus.FAILED, error_message=str(error)
+            )
+            deps.workflow.task_failure(op.token, "wiki.failed", type(error).__name__)
+            continue
+        deps.wiki.finish_op(kb_id, op.knowledge_id, op.attempt)
+        deps.tracker.subspan(
+            knowledge, Stage.POSTPROCESS, "postprocess.wiki", SpanStatus.DONE, {"pages": count}
+        )
+        deps.workflow.task_success(op.token, {"pages": count})
+    if ops and deps.wiki.pending(kb_id):
+        trigger(deps, kb_id, "ingest", FOLLOW_UP_DELAY_SECONDS)
+    if ops:
+        trigger(deps, kb_id, "finalize", FINALIZE_DELAY_SECONDS)
+
+
+def _pages(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> int:
+    from ..enrich.wiki import pages_for
+
+    chat = deps.chat_model(resolve(kb, knowledge.process_overrides).chat_model_id)
+    if chat is None:
+        return 0
+    parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+    pages = pages_for(chat, knowledge.title, deps.files.read(parsed).decode("utf-8"))
+    chunks = [
+        Chunk(
+            id=f"{knowledge.id}-a{knowledge.attempt}-wiki{n:02d}",
+            tenant_id=knowledge.tenant_id,
+            kb_id=kb.id,
+            knowledge_id=knowledge.id,
+            seq=WIKI_SEQ_BASE + n,
+            content=f"# {page.title}\n\n{page.content}",
+            chunk_type=ChunkType.WIKI_PAGE,
+            metadata={"attempt": knowledge.attempt, "wiki_title": page.title},
+        )
+        for n, page in enumerate(pages)
+    ]
+    if chunks:
+        write_extra_chunks(deps, knowledge, kb, chunks)
+    deps.wiki.put_pages(
+        kb.id,
+        knowledge.id,
+        [
+            WikiPageRecord(knowledge.id, knowledge.title, p.title, c.id)
+            for p, c in zip(pages, chunks, strict=True)
+        ],
+    )
+    return len(chunks)
+
+
+def finalize(deps: Dependencies, kb_id: str) -> None:
+    """Coalesced per knowledge base: the index page and the cross-links, from the page records."""
+    from ..enrich.wiki import cross_links, index_page
+
+    records = [r for r in deps.wiki.pages(kb_id) if _live(deps, r.knowledge_id)]
+    deps.wiki.put_index(kb_id, index_page([(r.document, r.title) for r in records]))
+    chunks = deps.chunks.get_many([(r.knowledge_id, r.chunk_id) for r in records])
+    present = [r for r in records if (r.knowledge_id, r.chunk_id) in chunks]
+    links = cross_links(
+        [r.title for r in present], [chunks[(r.knowledge_id, r.chunk_id)].content for r in present]
+    )
+    updated = []
+    for record, targets in zip(present, links, strict=True):
+        chunk = chunks[(record.knowledge_id, record.chunk_id)]
+        see_also = [present[t].title for t in targets]
+        if chunk.metadata.get("see_also") != see_also:
+            chunk.metadata["see_also"] = see_also
+            updated.append(chunk)
+    deps.chunks.put_many(updated)
+    logger.info("wiki finalized", extra={"kb_id": kb_id, "pages": len(present)})
+
+
+def _live(deps: Dependencies, knowledge_id: str) -> bool:
+    row = deps.knowledge.get(knowledge_id)
+    return row is not None and row.parse_status not in (ParseStatus.DELETING,)
+
+
+def retract(deps: Dependencies, kb: KnowledgeBase, knowledge_id: str) -> None:
+    """On delete: the document's page records go (its chunks go with the document) and the index follows."""
+    deps.wiki.delete_pages(kb.id, knowledge_id)
+    if kb.indexing_strategy.wiki_enabled:
+        trigger(deps, kb.id, "finalize", FINALIZE_DELAY_SECONDS)
