@@ -7,6 +7,7 @@ on first use, so the API function's cold start pays only for what a request touc
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
 import uuid
@@ -304,6 +305,74 @@ def build_services(settings: Settings | None = None) -> Services:
         build_engine=_build_engine,
         build_embedding_cache=lambda: DynamoEmbeddingCache(build_cache_model(settings)),
     )
+
+
+def memory_deps(
+    settings: Settings | None = None,
+    *,
+    index_dir: str | Path | None = None,
+    embedding: EmbeddingModel | None = None,
+    urls: UrlImporter | None = None,
+) -> Services:
+    """The in-memory adapters (adapters/memory.py) for fast service-level tests: no AWS, no network. The
+    span tracker is the real one; the model is the HashingEmbedding test double; waits are recorded by an
+    InstantSleep; the retrieval engine is the real embedded one under `index_dir` (a temporary directory,
+    made on first use and removed with the returned Services, when not given)."""
+    from .adapters.memory import (
+        InstantSleep,
+        MemoryChunkRepo,
+        MemoryEmbeddingCache,
+        MemoryFileStore,
+        MemoryHealthProbe,
+        MemoryKnowledgeBaseRepo,
+        MemoryKnowledgeRepo,
+        MemorySpanRepo,
+        MemoryTaskQueue,
+        MemoryTenantRepo,
+        MemoryWorkflow,
+        ScriptedUrlImporter,
+        memory_settings,
+    )
+    from .adapters.models.hashing import HashingEmbedding
+    from .spans import SpanTracker
+
+    settings = settings or memory_settings()
+    knowledge = MemoryKnowledgeRepo()
+    spans = MemorySpanRepo()
+    cache = MemoryEmbeddingCache()
+    scratch: list[tempfile.TemporaryDirectory[str]] = []  # held by build_engine, so as long as the services
+
+    def build_engine(settings: Settings, name: str) -> RetrieveEngine:
+        from .adapters.index.embedded import EmbeddedEngine
+
+        if name != "embedded":
+            raise ValueError(f"the in-memory set has only the embedded engine, not {name!r}")
+        if index_dir is not None:
+            return EmbeddedEngine(Path(index_dir))
+        scratch.append(tempfile.TemporaryDirectory(prefix="weknora-memory-index-"))
+        return EmbeddedEngine(Path(scratch[-1].name))
+
+    services = Services(
+        settings=settings,
+        tenants=MemoryTenantRepo(),
+        kbs=MemoryKnowledgeBaseRepo(),
+        knowledge=knowledge,
+        chunks=MemoryChunkRepo(),
+        spans=spans,
+        files=MemoryFileStore("files"),
+        inbox=MemoryFileStore(settings.files_bucket),
+        queue=MemoryTaskQueue(max_receives=settings.stage_max_receives),
+        workflow=MemoryWorkflow(),
+        tracker=SpanTracker(spans, knowledge),
+        urls=urls or ScriptedUrlImporter(),
+        health=MemoryHealthProbe(),
+        sleeper=InstantSleep(),
+        build_engine=build_engine,
+        build_embedding_cache=lambda: cache,
+    )
+    services.replace_embedding_model(embedding or HashingEmbedding(64))
+    services.replace_ocr_asr(None, None)
+    return services
 
 
 _deps: Services | None = None
