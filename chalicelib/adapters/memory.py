@@ -409,11 +409,7 @@ class MemoryFileStore:
         return self.url_for(key)
 
     def read(self, url: str) -> bytes:
-        key = self.key_of(url)
-        with self._lock:
-            if key not in self._objects:
-                raise FileNotFoundError(url)
-            return self._objects[key][0]
+        return self._object(url)[0]
 
     def delete(self, url: str) -> None:
         key = self.key_of(url)
@@ -426,14 +422,17 @@ class MemoryFileStore:
             return key in self._objects
 
     def size(self, url: str) -> int:
-        return len(self.read(url))
+        return len(self._object(url)[0])
 
     def content_type(self, url: str) -> str:
+        return self._object(url)[1]
+
+    def _object(self, url: str) -> tuple[bytes, str]:
         key = self.key_of(url)
         with self._lock:
             if key not in self._objects:
                 raise FileNotFoundError(url)
-            return self._objects[key][1]
+            return self._objects[key]
 
     def keys(self, prefix: str = "") -> list[str]:
         with self._lock:
@@ -588,11 +587,17 @@ class MemoryTaskQueue:
         deps: Any,
         context: Any = None,
     ) -> dict[str, Any]:
-        """One batch: receive, invoke the handler, settle. Returns the handler's response."""
+        """One batch: receive, invoke the handler, settle. Returns the handler's response; when every record
+        failed, Powertools raises and Lambda then fails the whole batch, which this reports as one response."""
+        from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
         event = self.receive(queue)
         if not event["Records"]:
             return {"batchItemFailures": []}
-        response = handler(deps, event, context)
+        try:
+            response = handler(deps, event, context)
+        except BatchProcessingError:
+            response = {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event["Records"]]}
         self.settle(event, response)
         return response
 
