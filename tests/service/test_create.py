@@ -202,7 +202,7 @@ def test_the_uploads_queue_turns_an_s3_notification_into_knowledge(
     assert get_knowledge(deps, kb.tenant_id, str(granted["knowledge_id"])).file_name == "a b.md"
 
 
-def test_a_presigned_duplicate_is_reported_on_its_knowledge_id_to_its_tenant_only(
+def test_another_tenant_learns_nothing_about_a_rejected_presigned_upload(
     deps: Services, kb: KnowledgeBase, inbox: MemoryFileStore
 ) -> None:
     first = upload(deps, kb)

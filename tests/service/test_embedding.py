@@ -308,3 +308,34 @@ def test_an_indexed_document_is_found_by_hybrid_search(deps: Services, kb: Knowl
     drain(deps)
     hits = hybrid_search(deps, kb.tenant_id, kb.id, SearchRequest(query_text=query, match_count=3))
     assert hits and hits[0]["knowledge_id"] == created.id and hits[0]["knowledge_title"] == "log.md"
+
+
+def test_embedding_progress_is_not_one_span_write_per_batch(deps: Services, kb: KnowledgeBase) -> None:
+    """The heartbeat is time-based (at most every 10 s): a quick run of three batches writes the embedding
+    span twice, when it begins and when it ends."""
+    created = chunked(deps, kb)
+    writes: list[str] = []
+    real_put = deps.spans.put
+    deps.spans.put = lambda span: (writes.append(span.span_id), real_put(span))[1]  # type: ignore[method-assign]
+    deliver(deps, "embedding")
+    assert len(deps.chunks.list(created.id)) > 8  # three batches of four
+    assert writes.count("embedding") == 2
+
+
+def test_search_reads_hits_and_parents_in_two_batched_reads_not_two_per_hit(
+    deps: Services, tenant: Tenant
+) -> None:
+    config = {"chunk_size": 110, "chunk_overlap": 0, "enable_parent_child": True, "parent_chunk_size": 400}
+    kb = create_kb(
+        deps, tenant.id, CreateKnowledgeBase(name="pc", chunking_config={**config, "child_chunk_size": 100})
+    )
+    upload(deps, kb, "log.md", DOC.encode())
+    drain(deps)
+    reads: list[int] = []
+    real_get_many = deps.chunks.get_many
+    deps.chunks.get_many = lambda keys: (reads.append(len(keys)), real_get_many(keys))[1]  # type: ignore[method-assign]
+    hits = hybrid_search(
+        deps, kb.tenant_id, kb.id, SearchRequest(query_text="pilot boat bread", match_count=5)
+    )
+    assert len(hits) == 5 and len(reads) == 2 and reads[0] == 5
+    assert all(len(hit["content"]) > 110 for hit in hits)  # each child hit came back as its parent
