@@ -155,6 +155,8 @@ class MemoryKnowledgeRepo:
         return self._older_than(cutoff_iso, lambda k: is_in_flight(k.parse_status))
 
     def summaries_processing_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+        """Summaries in processing (DynamoDB's `summary_inflight` marker, which only set_summary_status
+        writes) last updated before the cutoff."""
         return self._older_than(cutoff_iso, lambda k: k.summary_status == SummaryStatus.PROCESSING)
 
     def _older_than(self, cutoff_iso: str, marked: Callable[[Knowledge], bool]) -> list[Knowledge]:
@@ -667,9 +669,11 @@ class TaskAnswer:
 
 
 class MemoryWorkflow:
-    """Executions by name (a second start of a name starts nothing, as in Step Functions) and the answers
-    given to task tokens. A token is open until answered or closed; answering a closed token returns False,
-    as the adapter does for TaskTimedOut, TaskDoesNotExist and InvalidToken."""
+    """Executions by name (a second start of a name starts nothing, as in Step Functions; it reports
+    `started=False` as the port says, where AWS answers an identical start of a running execution with the
+    original response) and the answers given to task tokens. A token is open until answered or closed;
+    answering a closed token returns False, as the adapter does for TaskTimedOut, TaskDoesNotExist and
+    InvalidToken."""
 
     def __init__(self, state_machine_arn: str = "arn:aws:states:us-east-1:123456789012:stateMachine:mem"):
         self.state_machine_arn = state_machine_arn
