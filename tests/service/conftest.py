@@ -25,11 +25,12 @@ from chalicelib.adapters.memory import (
 )
 from chalicelib.bootstrap import Services, create_tenant, memory_deps
 from chalicelib.commands import CreateKnowledgeBase
-from chalicelib.create import FileUpload, create_from_file
 from chalicelib.domain.types import Knowledge, KnowledgeBase, Tenant
-from chalicelib.knowledge_bases import create_kb
 from chalicelib.ports import ReadRequest, ReadResult
-from chalicelib.stages import chunking, docreader, embedding
+
+# Use cases and stages are imported where they are used, not here: they import the Powertools logger, and
+# a logger built while pytest loads conftests (stdout not yet captured) is later taken over by Chalice's
+# own logging set-up when the e2e tests import the app (same logger name), silencing it for later tests.
 
 TEXT = (
     b"# Lighthouses\n\nThe keeper logs the weather at dawn and at dusk, and trims the wick at noon.\n\n"
@@ -37,11 +38,14 @@ TEXT = (
     b"## Supplies\n\nOil, wicks and bread arrive by boat on the first Monday of every month.\n"
 )
 MAIN_STAGES = ("docreader", "chunking", "embedding")
-HANDLERS: dict[str, Callable[[Any, dict[str, Any], Any], dict[str, Any]]] = {
-    "docreader": docreader.handle,
-    "chunking": chunking.handle,
-    "embedding": embedding.handle,
-}
+Handler = Callable[[Any, dict[str, Any], Any], dict[str, Any]]
+
+
+def stage_handler(queue_name: str) -> Handler:
+    from chalicelib import stages
+
+    handler: Handler = getattr(stages, queue_name).handle
+    return handler
 
 
 @pytest.fixture
@@ -105,10 +109,14 @@ def tenant(deps: Services) -> Tenant:
 
 @pytest.fixture
 def kb(deps: Services, tenant: Tenant) -> KnowledgeBase:
+    from chalicelib.knowledge_bases import create_kb
+
     return create_kb(deps, tenant.id, CreateKnowledgeBase(name="handbook"))
 
 
 def upload(deps: Services, kb: KnowledgeBase, name: str = "notes.md", data: bytes = TEXT) -> Knowledge:
+    from chalicelib.create import FileUpload, create_from_file
+
     return create_from_file(deps, kb.tenant_id, kb.id, FileUpload(data=data, file_name=name))
 
 
@@ -116,7 +124,7 @@ def deliver(deps: Services, queue_name: str) -> dict[str, Any]:
     """One batch of a main stage queue through its handler."""
     queue = deps.queue
     assert isinstance(queue, MemoryTaskQueue)
-    return queue.deliver(queue_name, HANDLERS[queue_name], deps)
+    return queue.deliver(queue_name, stage_handler(queue_name), deps)
 
 
 def drain(deps: Services, stages: Sequence[str] = MAIN_STAGES, max_batches: int = 100) -> int:
