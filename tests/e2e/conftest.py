@@ -15,6 +15,7 @@ from chalice.test import Client
 from chalicelib.bootstrap import Services, create_tenant, ensure_local_tenant, get_deps, set_deps
 from chalicelib.local.moto_server import shared_moto_server
 from chalicelib.local.runtime import LocalRuntime
+from chalicelib.settings import get_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -40,6 +41,9 @@ def _runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]
         project_dir=ROOT,
     )
     runtime.start(background=False)
+    # Settings read before the runtime set the stack's environment (a module imported at collection,
+    # e.g. observability) would name the wrong bucket and queues: read them again.
+    get_settings.cache_clear()
     yield runtime
     runtime.stop()
 
