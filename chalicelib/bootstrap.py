@@ -8,6 +8,7 @@ on first use, so the API function's cold start pays only for what a request touc
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 import time
 import uuid
@@ -118,6 +119,8 @@ class Services:
     def _spec(self, kind: str, name: str) -> str:
         """A tenant names a model; only the operator's catalog says what (and where) it is."""
         spec = self.settings.models.catalog.resolve(kind, name)
+        if spec is None and kind == "embedding" and name == self.settings.default_embedding_model:
+            spec = name  # the operator's default is always offered
         if spec is None:
             raise UnknownModel(f"{kind} model {name!r} is not offered here")
         return spec
@@ -347,6 +350,81 @@ def build_services(settings: Settings | None = None) -> Services:
         build_engine=_build_engine,
         build_embedding_cache=lambda: _build_embedding_cache(settings),
     )
+
+
+def memory_deps(
+    settings: Settings | None = None,
+    *,
+    index_dir: str | Path | None = None,
+    embedding: EmbeddingModel | None = None,
+    urls: UrlImporter | None = None,
+) -> Services:
+    """The in-memory adapters (adapters/memory.py) for fast service-level tests: no AWS, no network. The
+    span tracker is the real one; the model is the HashingEmbedding test double; waits are recorded by an
+    InstantSleep; the retrieval engine is the real embedded one under `index_dir` (a temporary directory,
+    made on first use and removed with the returned Services, when not given)."""
+    from .adapters.memory import (
+        InstantSleep,
+        MemoryChunkRepo,
+        MemoryEmbeddingCache,
+        MemoryFileStore,
+        MemoryGraphRepo,
+        MemoryHealthProbe,
+        MemoryKnowledgeBaseRepo,
+        MemoryKnowledgeRepo,
+        MemorySpanRepo,
+        MemoryTaskQueue,
+        MemoryTaskRepo,
+        MemoryTenantRepo,
+        MemoryWikiRepo,
+        MemoryWorkflow,
+        ScriptedUrlImporter,
+        memory_settings,
+    )
+    from .adapters.models.hashing import HashingEmbedding
+    from .spans import SpanTracker
+
+    settings = settings or memory_settings()
+    tenants = MemoryTenantRepo()
+    knowledge = MemoryKnowledgeRepo(tenants)
+    spans = MemorySpanRepo()
+    cache = MemoryEmbeddingCache()
+    scratch: list[tempfile.TemporaryDirectory[str]] = []  # held by build_engine, so as long as the services
+
+    def build_engine(settings: Settings, name: str) -> RetrieveEngine:
+        from .adapters.index.embedded import EmbeddedEngine
+
+        if name != "embedded":
+            raise ValueError(f"the in-memory set has only the embedded engine, not {name!r}")
+        if index_dir is not None:
+            return EmbeddedEngine(Path(index_dir))
+        scratch.append(tempfile.TemporaryDirectory(prefix="weknora-memory-index-"))
+        return EmbeddedEngine(Path(scratch[-1].name))
+
+    services = Services(
+        settings=settings,
+        tenants=tenants,
+        kbs=MemoryKnowledgeBaseRepo(),
+        tasks=MemoryTaskRepo(),
+        graph=MemoryGraphRepo(),
+        wiki=MemoryWikiRepo(),
+        knowledge=knowledge,
+        chunks=MemoryChunkRepo(),
+        spans=spans,
+        files=MemoryFileStore("files"),
+        inbox=MemoryFileStore(settings.files_bucket),
+        queue=MemoryTaskQueue(max_receives=settings.stage_max_receives),
+        workflow=MemoryWorkflow(),
+        tracker=SpanTracker(spans, knowledge),
+        urls=urls or ScriptedUrlImporter(),
+        health=MemoryHealthProbe(),
+        sleeper=InstantSleep(),
+        build_engine=build_engine,
+        build_embedding_cache=lambda: cache,
+    )
+    services.replace_embedding_model(embedding or HashingEmbedding(64))
+    services.replace_ocr_asr(None, None)
+    return services
 
 
 _deps: Services | None = None

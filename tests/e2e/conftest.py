@@ -15,6 +15,7 @@ from project_paths import ROOT
 from chalicelib.bootstrap import Services, create_tenant, ensure_local_tenant, get_deps, set_deps
 from chalicelib.local.moto_server import shared_moto_server
 from chalicelib.local.runtime import LocalRuntime
+from chalicelib.settings import get_settings
 
 API_KEY = "test-key-tenant-a"
 V1 = "/api/v1"
@@ -38,6 +39,9 @@ def _runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]
         project_dir=ROOT,
     )
     runtime.start(background=False)
+    # Settings read before the runtime set the stack's environment (a module imported at collection,
+    # e.g. observability) would name the wrong bucket and queues: read them again.
+    get_settings.cache_clear()
     yield runtime
     runtime.stop()
 

@@ -1,0 +1,184 @@
+"""Service-level tests: the use cases and stages on the in-memory adapters (no moto, no network).
+
+Messages travel through the fake queue as the SQS events Lambda hands a stage's `handle`, so the
+retry, redrive and partial-batch rules are the real runner's; only the state machine is not run (its
+tasks are driven by hand, as it would send them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chalicelib.adapters.memory import (
+    InstantSleep,
+    MemoryEmbeddingCache,
+    MemoryFileStore,
+    MemoryKnowledgeRepo,
+    MemoryTaskQueue,
+    MemoryWorkflow,
+    ScriptedUrlImporter,
+)
+from chalicelib.bootstrap import Services, create_tenant, memory_deps
+from chalicelib.commands import CreateKnowledgeBase
+from chalicelib.domain.types import Knowledge, KnowledgeBase, Tenant
+from chalicelib.ports import ReadRequest, ReadResult
+
+# Use cases and stages are imported where they are used, not here: they import the Powertools logger, and
+# a logger built while pytest loads conftests (stdout not yet captured) is later taken over by Chalice's
+# own logging set-up when the e2e tests import the app (same logger name), silencing it for later tests.
+
+TEXT = (
+    b"# Lighthouses\n\nThe keeper logs the weather at dawn and at dusk, and trims the wick at noon.\n\n"
+    b"## Fog\n\nIn fog the horn sounds twice a minute until the lamp is visible from the harbour.\n\n"
+    b"## Supplies\n\nOil, wicks and bread arrive by boat on the first Monday of every month.\n"
+)
+MAIN_STAGES = ("docreader", "chunking", "embedding")
+Handler = Callable[[Any, dict[str, Any], Any], dict[str, Any]]
+
+
+def stage_handler(queue_name: str) -> Handler:
+    from chalicelib import stages
+
+    handler: Handler = getattr(stages, queue_name).handle
+    return handler
+
+
+@pytest.fixture
+def deps(tmp_path: Path) -> Iterator[Services]:
+    services = memory_deps(index_dir=tmp_path / "index")
+    yield services
+    for engine in services._engines.values():
+        engine.close()  # type: ignore[attr-defined]
+
+
+def _fake(value: Any, kind: type[Any]) -> Any:
+    assert isinstance(value, kind), f"expected {kind.__name__}, got {type(value).__name__}"
+    return value
+
+
+@pytest.fixture
+def queue(deps: Services) -> MemoryTaskQueue:
+    return _fake(deps.queue, MemoryTaskQueue)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def workflow(deps: Services) -> MemoryWorkflow:
+    return _fake(deps.workflow, MemoryWorkflow)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def files(deps: Services) -> MemoryFileStore:
+    return _fake(deps.files, MemoryFileStore)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def inbox(deps: Services) -> MemoryFileStore:
+    return _fake(deps.inbox, MemoryFileStore)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def rows(deps: Services) -> MemoryKnowledgeRepo:
+    return _fake(deps.knowledge, MemoryKnowledgeRepo)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def cache(deps: Services) -> MemoryEmbeddingCache:
+    return _fake(deps.embedding_cache(), MemoryEmbeddingCache)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def sleeps(deps: Services) -> InstantSleep:
+    return _fake(deps.sleeper, InstantSleep)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def urls(deps: Services) -> ScriptedUrlImporter:
+    return _fake(deps.urls, ScriptedUrlImporter)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def tenant(deps: Services) -> Tenant:
+    created, _ = create_tenant("acme", deps=deps)
+    return created
+
+
+@pytest.fixture
+def kb(deps: Services, tenant: Tenant) -> KnowledgeBase:
+    from chalicelib.knowledge_bases import create_kb
+
+    return create_kb(deps, tenant.id, CreateKnowledgeBase(name="handbook"))
+
+
+def upload(deps: Services, kb: KnowledgeBase, name: str = "notes.md", data: bytes = TEXT) -> Knowledge:
+    from chalicelib.create import FileUpload, create_from_file
+
+    return create_from_file(deps, kb.tenant_id, kb.id, FileUpload(data=data, file_name=name))
+
+
+def deliver(deps: Services, queue_name: str) -> dict[str, Any]:
+    """One batch of a main stage queue through its handler."""
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    return queue.deliver(queue_name, stage_handler(queue_name), deps)
+
+
+def drain(deps: Services, stages: Sequence[str] = MAIN_STAGES, max_batches: int = 100) -> int:
+    """Delivers the stage queues until none holds a message; returns the number of batches."""
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    for batches in range(max_batches):
+        busy = [name for name in stages if queue.waiting(name)]
+        if not busy:
+            return batches
+        deliver(deps, busy[0])
+    raise AssertionError(f"queues still busy after {max_batches} batches")
+
+
+def failed_ids(response: dict[str, Any]) -> list[str]:
+    return [item["itemIdentifier"] for item in response["batchItemFailures"]]
+
+
+def span_status(deps: Services, knowledge: Knowledge) -> dict[str, str]:
+    view = deps.tracker.view(knowledge)
+    return {stage["span_id"]: stage["status"] for stage in view["trace"]}
+
+
+def message(knowledge: Knowledge, **extra: Any) -> dict[str, Any]:
+    return {
+        "tenant_id": knowledge.tenant_id,
+        "knowledge_id": knowledge.id,
+        "attempt": knowledge.attempt,
+        **extra,
+    }
+
+
+class ScriptedReader:
+    """A DocReader answering from a script: each call takes the next answer (a result or an exception to
+    raise); the last one repeats."""
+
+    def __init__(self, *answers: ReadResult | Exception) -> None:
+        self.answers = list(answers)
+        self.requests: list[ReadRequest] = []
+
+    def read(self, request: ReadRequest) -> ReadResult:
+        self.requests.append(request)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def engines(self) -> list[dict[str, Any]]:
+        return []
+
+
+def task_body(knowledge: Knowledge, token: str, **extra: Any) -> dict[str, Any]:
+    return {"task_token": token, **message(knowledge), **extra}
+
+
+def json_of(files: MemoryFileStore, url: str) -> Any:
+    return json.loads(files.read(url))

@@ -1,0 +1,440 @@
+"""The state ports' contract, run against the in-memory fakes (tests/service) and the DynamoDB adapters on
+moto (tests/e2e): the same assertions, so the fakes the service tests rely on cannot drift from the real
+repositories.
+
+A test module subclasses `RepoContract` and provides a `repos` fixture. The real tables may be shared by
+every test of a module, so each test works on fresh ids and checks table-wide queries (in flight, stuck
+summaries) by membership only.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from chalicelib.domain.clock import iso_before, to_iso
+from chalicelib.domain.ids import api_key_hash, chunk_id
+from chalicelib.domain.types import (
+    Chunk,
+    ChunkType,
+    EnableStatus,
+    Knowledge,
+    KnowledgeBase,
+    KnowledgeType,
+    ParseStatus,
+    Span,
+    SpanKind,
+    SpanStatus,
+    SummaryStatus,
+    Tenant,
+)
+from chalicelib.ports import (
+    ChunkRepo,
+    DuplicateKnowledge,
+    EmbeddingCache,
+    IndexSpace,
+    KnowledgeBaseRepo,
+    KnowledgeRepo,
+    SpanRepo,
+    TenantRepo,
+)
+
+IN_AN_HOUR = iso_before(-3600)  # a cutoff every row written now is older than
+
+
+@dataclass
+class Repos:
+    knowledge: KnowledgeRepo
+    chunks: ChunkRepo
+    spans: SpanRepo
+    tenants: TenantRepo
+    kbs: KnowledgeBaseRepo
+    cache: EmbeddingCache
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def row(**fields: object) -> Knowledge:
+    base = Knowledge(
+        id=new_id(),
+        tenant_id="t1",
+        kb_id=f"kb-{uuid.uuid4().hex[:8]}",
+        type=KnowledgeType.FILE,
+        title="notes.md",
+        file_name="notes.md",
+        file_type="md",
+        file_size=10,
+        metadata={"source": {"nested": [1, 2]}},
+        process_overrides={"chunking": {"chunk_size": 256}},
+        tag_ids=["a", "b"],
+    )
+    return replace(base, **fields)  # type: ignore[arg-type]
+
+
+def key() -> str:
+    return f"t1|kb|file|md|{uuid.uuid4().hex}"
+
+
+class RepoContract:
+    # ------------------------------------------------------------ insert, read, dedupe
+
+    def test_a_row_reads_back_as_written_and_reads_are_copies(self, repos: Repos) -> None:
+        written = row(dedupe_key=key())
+        repos.knowledge.insert(written)
+        read = repos.knowledge.get(written.id)
+        assert read is not None
+        assert (
+            read.to_dict()
+            == replace(
+                written,
+                created_at=read.created_at,
+                updated_at=read.updated_at,
+            ).to_dict()
+        )
+        assert to_iso(read.created_at) == to_iso(written.created_at)  # kept to the millisecond
+        read.metadata["changed"] = True
+        read.parse_status = ParseStatus.FAILED
+        again = repos.knowledge.get(written.id)
+        assert again is not None and "changed" not in again.metadata
+        assert again.parse_status == ParseStatus.PENDING
+        assert repos.knowledge.get(new_id()) is None
+
+    def test_inserting_an_existing_id_fails_and_keeps_the_row(self, repos: Repos) -> None:
+        first = row()
+        repos.knowledge.insert(first)
+        with pytest.raises(Exception):  # noqa: B017 - each adapter raises its own storage error
+            repos.knowledge.insert(replace(first, title="other"))
+        stored = repos.knowledge.get(first.id)
+        assert stored is not None and stored.title == "notes.md"
+
+    def test_a_live_holder_of_the_dedupe_key_refuses_the_second_row(self, repos: Repos) -> None:
+        dedupe = key()
+        first, second = row(dedupe_key=dedupe), row(dedupe_key=dedupe)
+        repos.knowledge.insert(first)
+        with pytest.raises(DuplicateKnowledge) as raised:
+            repos.knowledge.insert(second)
+        assert raised.value.existing.id == first.id
+        assert repos.knowledge.get(second.id) is None  # nothing of the loser was written
+        holder = repos.knowledge.find_duplicate(dedupe)
+        assert holder is not None and holder.id == first.id
+        assert repos.knowledge.find_duplicate(key()) is None
+
+    @pytest.mark.parametrize(
+        "holder_status",
+        [ParseStatus.PENDING, ParseStatus.PROCESSING, ParseStatus.COMPLETED, ParseStatus.DRAFT],
+    )
+    def test_every_state_but_failed_holds_the_claim(self, repos: Repos, holder_status: ParseStatus) -> None:
+        dedupe = key()
+        repos.knowledge.insert(row(dedupe_key=dedupe, parse_status=holder_status))
+        with pytest.raises(DuplicateKnowledge):
+            repos.knowledge.insert(row(dedupe_key=dedupe))
+
+    def test_a_failed_holder_is_taken_over(self, repos: Repos) -> None:
+        dedupe = key()
+        failed = row(dedupe_key=dedupe)
+        repos.knowledge.insert(failed)
+        assert repos.knowledge.mark_failed(failed.id, 1, "broken", "DOCREADER_PARSE_FAILED")
+        assert repos.knowledge.find_duplicate(dedupe) is None  # a failed row blocks nothing
+        successor = row(dedupe_key=dedupe)
+        repos.knowledge.insert(successor)
+        holder = repos.knowledge.find_duplicate(dedupe)
+        assert holder is not None and holder.id == successor.id
+        kept = repos.knowledge.get(failed.id)
+        assert kept is not None and kept.parse_status == ParseStatus.FAILED  # the old row stays
+        with pytest.raises(DuplicateKnowledge):
+            repos.knowledge.insert(row(dedupe_key=dedupe))
+
+    def test_deleting_the_holder_frees_the_key_but_not_a_claim_taken_over(self, repos: Repos) -> None:
+        dedupe = key()
+        first = row(dedupe_key=dedupe)
+        repos.knowledge.insert(first)
+        repos.knowledge.delete(first.id)
+        assert repos.knowledge.get(first.id) is None
+        second = row(dedupe_key=dedupe)
+        repos.knowledge.insert(second)  # the key is free again
+        repos.knowledge.mark_failed(second.id, None, "x", "UNKNOWN")
+        third = row(dedupe_key=dedupe)
+        repos.knowledge.insert(third)
+        repos.knowledge.delete(second.id)  # the old holder's delete leaves the new claim alone
+        holder = repos.knowledge.find_duplicate(dedupe)
+        assert holder is not None and holder.id == third.id
+        repos.knowledge.delete(new_id())  # a missing row is not an error
+
+    def test_racing_inserts_of_one_key_leave_one_winner(self, repos: Repos) -> None:
+        dedupe = key()
+        contenders = [row(dedupe_key=dedupe) for _ in range(4)]
+        barrier = threading.Barrier(len(contenders))
+        outcomes: list[str] = []
+
+        def insert(k: Knowledge) -> None:
+            barrier.wait()
+            try:
+                repos.knowledge.insert(k)
+                outcomes.append("won")
+            except DuplicateKnowledge:
+                outcomes.append("duplicate")
+
+        threads = [threading.Thread(target=insert, args=(k,)) for k in contenders]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(outcomes) == ["duplicate", "duplicate", "duplicate", "won"]
+        stored = [k for k in contenders if repos.knowledge.get(k.id) is not None]
+        assert len(stored) == 1
+
+    def test_list_by_kb_is_newest_first_and_paged(self, repos: Repos) -> None:
+        kb_id = f"kb-{uuid.uuid4().hex}"
+        start = datetime(2026, 1, 1, tzinfo=UTC)
+        made = [row(kb_id=kb_id, created_at=start + timedelta(minutes=i)) for i in range(5)]
+        for k in made:
+            repos.knowledge.insert(k)
+        first = repos.knowledge.list_by_kb(kb_id, 1, 2)
+        last = repos.knowledge.list_by_kb(kb_id, 3, 2)
+        assert first.total == 5 and [k.id for k in first.items] == [made[4].id, made[3].id]
+        assert [k.id for k in last.items] == [made[0].id]
+        assert repos.knowledge.list_by_kb(f"kb-{uuid.uuid4().hex}", 1, 10).total == 0
+
+    # ------------------------------------------------------------ transitions
+
+    def test_begin_processing_only_from_pending_or_processing_of_the_same_attempt(self, repos: Repos) -> None:
+        k = row(error_message="old", error_code="OLD")
+        repos.knowledge.insert(k)
+        assert repos.knowledge.begin_processing(k.id, 2) is None  # another attempt
+        started = repos.knowledge.begin_processing(k.id, 1)
+        assert started is not None and started.parse_status == ParseStatus.PROCESSING
+        assert started.error_message == "" and started.error_code == ""
+        assert repos.knowledge.begin_processing(k.id, 1) is not None  # a redelivery may restart it
+        assert repos.knowledge.begin_processing(new_id(), 1) is None
+        for status in (ParseStatus.DRAFT, ParseStatus.FINALIZING, ParseStatus.COMPLETED, ParseStatus.FAILED):
+            other = row(parse_status=status)
+            repos.knowledge.insert(other)
+            assert repos.knowledge.begin_processing(other.id, 1) is None, status
+            stored = repos.knowledge.get(other.id)
+            assert stored is not None and stored.parse_status == status
+
+    def test_mark_failed_only_in_flight_and_of_the_attempt_when_given(self, repos: Repos) -> None:
+        k = row(pending_subtasks_count=2)
+        repos.knowledge.insert(k)
+        assert not repos.knowledge.mark_failed(k.id, 2, "late", "UNKNOWN")  # superseded
+        assert repos.knowledge.mark_failed(k.id, 1, "x" * 3000, "TASK_TIMEOUT")
+        failed = repos.knowledge.get(k.id)
+        assert failed is not None and failed.parse_status == ParseStatus.FAILED
+        assert failed.error_message == "x" * 2000 and failed.error_code == "TASK_TIMEOUT"
+        assert failed.pending_subtasks_count == 0
+        assert not repos.knowledge.mark_failed(k.id, None, "again", "UNKNOWN")  # terminal
+        for status in (ParseStatus.DRAFT, ParseStatus.COMPLETED, ParseStatus.DELETING):
+            other = row(parse_status=status)
+            repos.knowledge.insert(other)
+            assert not repos.knowledge.mark_failed(other.id, None, "no", "UNKNOWN"), status
+        finalizing = row(parse_status=ParseStatus.FINALIZING)
+        repos.knowledge.insert(finalizing)
+        assert repos.knowledge.mark_failed(finalizing.id, None, "stuck", "TASK_TIMEOUT")
+        assert not repos.knowledge.mark_failed(new_id(), None, "missing", "UNKNOWN")
+
+    def test_mark_indexed_enables_a_processing_row_of_the_attempt(self, repos: Repos) -> None:
+        k = row()
+        repos.knowledge.insert(k)
+        assert not repos.knowledge.mark_indexed(k.id, 1, chunk_count=3, storage_size=9, completed=False)
+        repos.knowledge.begin_processing(k.id, 1)
+        assert not repos.knowledge.mark_indexed(k.id, 2, chunk_count=3, storage_size=9, completed=False)
+        assert repos.knowledge.mark_indexed(k.id, 1, chunk_count=3, storage_size=9, completed=False)
+        indexed = repos.knowledge.get(k.id)
+        assert indexed is not None and indexed.enable_status == EnableStatus.ENABLED
+        assert indexed.parse_status == ParseStatus.PROCESSING and indexed.processed_at is not None
+        assert (indexed.chunk_count, indexed.storage_size) == (3, 9)
+        assert k.id in {r.id for r in repos.knowledge.in_flight_older_than(IN_AN_HOUR)}
+
+        done = row()
+        repos.knowledge.insert(done)
+        repos.knowledge.begin_processing(done.id, 1)
+        assert repos.knowledge.mark_indexed(done.id, 1, chunk_count=1, storage_size=1, completed=True)
+        completed = repos.knowledge.get(done.id)
+        assert completed is not None and completed.parse_status == ParseStatus.COMPLETED
+        assert done.id not in {r.id for r in repos.knowledge.in_flight_older_than(IN_AN_HOUR)}
+
+    def test_reset_for_reparse_starts_a_clean_attempt(self, repos: Repos) -> None:
+        k = row(description="old summary")
+        repos.knowledge.insert(k)
+        repos.knowledge.begin_processing(k.id, 1)
+        repos.knowledge.mark_indexed(k.id, 1, chunk_count=5, storage_size=10, completed=True)
+        reset = repos.knowledge.reset_for_reparse(k.id, None)
+        assert reset.attempt == 2 and reset.parse_status == ParseStatus.PENDING
+        assert reset.enable_status == EnableStatus.DISABLED and reset.processed_at is None
+        assert (reset.description, reset.error_message, reset.chunk_count) == ("", "", 0)
+        assert reset.process_overrides == {"chunking": {"chunk_size": 256}}  # kept when not given
+        again = repos.knowledge.reset_for_reparse(k.id, {"summary_enabled": False})
+        assert again.attempt == 3 and again.process_overrides == {"summary_enabled": False}
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.attempt == 3
+
+    @pytest.mark.parametrize("status", [ParseStatus.DRAFT, ParseStatus.DELETING])
+    def test_drafts_and_rows_being_deleted_cannot_be_reparsed(
+        self, repos: Repos, status: ParseStatus
+    ) -> None:
+        k = row(parse_status=status)
+        repos.knowledge.insert(k)
+        with pytest.raises(LookupError):
+            repos.knowledge.reset_for_reparse(k.id, None)
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.attempt == 1 and stored.parse_status == status
+        with pytest.raises(LookupError):
+            repos.knowledge.reset_for_reparse(new_id(), None)
+
+    def test_touch_bumps_only_rows_in_flight(self, repos: Repos) -> None:
+        old = datetime.now(UTC) - timedelta(hours=3)
+        live, done = row(updated_at=old), row(updated_at=old, parse_status=ParseStatus.COMPLETED)
+        repos.knowledge.insert(live)
+        repos.knowledge.insert(done)
+        cutoff = iso_before(3600)
+        assert live.id in {k.id for k in repos.knowledge.in_flight_older_than(cutoff)}
+        repos.knowledge.touch(live.id)
+        repos.knowledge.touch(done.id)
+        repos.knowledge.touch(new_id())  # a missing row is not an error
+        assert live.id not in {k.id for k in repos.knowledge.in_flight_older_than(cutoff)}
+        stored = repos.knowledge.get(done.id)
+        assert stored is not None and to_iso(stored.updated_at) == to_iso(old)
+
+    def test_in_flight_rows_are_found_by_age_and_state(self, repos: Repos) -> None:
+        old = datetime.now(UTC) - timedelta(hours=3)
+        made = {status: row(parse_status=status, updated_at=old) for status in ParseStatus}
+        for k in made.values():
+            repos.knowledge.insert(k)
+        fresh = row()
+        repos.knowledge.insert(fresh)
+        found = {k.id for k in repos.knowledge.in_flight_older_than(iso_before(3600))}
+        in_flight = {ParseStatus.PENDING, ParseStatus.PROCESSING, ParseStatus.FINALIZING}
+        assert {s for s, k in made.items() if k.id in found} == in_flight
+        assert fresh.id not in found
+
+    def test_summary_status_and_the_stuck_summary_query(self, repos: Repos) -> None:
+        k = row(parse_status=ParseStatus.COMPLETED)
+        repos.knowledge.insert(k)
+        assert repos.knowledge.set_summary_status(k.id, SummaryStatus.PROCESSING.value)
+        assert k.id in {r.id for r in repos.knowledge.summaries_processing_older_than(IN_AN_HOUR)}
+        assert k.id not in {r.id for r in repos.knowledge.summaries_processing_older_than(iso_before(3600))}
+        assert not repos.knowledge.set_summary_status(k.id, "failed", only_if=SummaryStatus.PENDING.value)
+        assert repos.knowledge.set_summary_status(k.id, "failed", only_if=SummaryStatus.PROCESSING.value)
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.summary_status == SummaryStatus.FAILED
+        assert k.id not in {r.id for r in repos.knowledge.summaries_processing_older_than(IN_AN_HOUR)}
+        assert not repos.knowledge.set_summary_status(new_id(), "completed")
+
+    def test_set_description(self, repos: Repos) -> None:
+        k = row()
+        repos.knowledge.insert(k)
+        repos.knowledge.set_description(k.id, "A summary.")
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.description == "A summary."
+        repos.knowledge.set_description(new_id(), "nobody")  # a missing row is not created
+        assert repos.knowledge.get(k.id) is not None
+
+    # ------------------------------------------------------------ chunks
+
+    def _chunks(self, knowledge_id: str, attempt: int, n: int) -> list[Chunk]:
+        return [
+            Chunk(
+                id=chunk_id(knowledge_id, attempt, seq),
+                tenant_id="t1",
+                kb_id="kb",
+                knowledge_id=knowledge_id,
+                seq=seq,
+                content=f"chunk {seq}",
+                metadata={"attempt": attempt},
+            )
+            for seq in range(n)
+        ]
+
+    def test_chunks_are_replaced_listed_in_order_and_deleted(self, repos: Repos) -> None:
+        kid = new_id()
+        first = self._chunks(kid, 1, 12)
+        repos.chunks.replace_all(kid, first)
+        parent = replace(
+            first[0], id=chunk_id(kid, 1, 0, parent=True), seq=0, chunk_type=ChunkType.PARENT_TEXT
+        )
+        repos.chunks.put_many([parent])
+        listed = repos.chunks.list(kid)
+        assert [c.id for c in listed] == [parent.id] + [c.id for c in first]  # parents first, then by seq
+        assert listed[1] == replace(first[0], created_at=listed[1].created_at)
+        second = self._chunks(kid, 2, 3)
+        repos.chunks.replace_all(kid, second)
+        assert [c.id for c in repos.chunks.list(kid)] == [c.id for c in second]  # stale chunks are gone
+        assert repos.chunks.delete_all(kid) == 3
+        assert repos.chunks.list(kid) == [] and repos.chunks.delete_all(kid) == 0
+
+    def test_get_many_reads_across_knowledge_and_skips_missing(self, repos: Repos) -> None:
+        a, b = new_id(), new_id()
+        repos.chunks.put_many(self._chunks(a, 1, 2) + self._chunks(b, 1, 1))
+        wanted = [(a, chunk_id(a, 1, 1)), (b, chunk_id(b, 1, 0)), (b, "missing"), (a, chunk_id(a, 1, 1))]
+        found = repos.chunks.get_many(wanted)
+        assert set(found) == {(a, chunk_id(a, 1, 1)), (b, chunk_id(b, 1, 0))}
+        assert found[(b, chunk_id(b, 1, 0))].content == "chunk 0"
+
+    # ------------------------------------------------------------ spans
+
+    def test_spans_by_attempt_latest_attempt_and_last_activity(self, repos: Repos) -> None:
+        kid = new_id()
+        assert repos.spans.latest_attempt(kid) == 0 and repos.spans.last_activity_iso(kid) is None
+        base = datetime(2026, 1, 1, tzinfo=UTC)
+        spans = [
+            Span(kid, 1, "root", "root", SpanKind.ROOT, SpanStatus.RUNNING, updated_at=base),
+            Span(kid, 1, "docreader", "docreader", SpanKind.STAGE, SpanStatus.DONE, updated_at=base),
+            Span(kid, 2, "root", "root", SpanKind.ROOT, updated_at=base + timedelta(minutes=5)),
+            Span(kid, 2, "chunking", "chunking", SpanKind.STAGE, outputs={"n": 1}, updated_at=base),
+        ]
+        for span in spans:
+            repos.spans.put(span)
+        assert [s.span_id for s in repos.spans.list(kid, 1)] == ["docreader", "root"]
+        assert repos.spans.latest_attempt(kid) == 2
+        assert repos.spans.last_activity_iso(kid) == to_iso(base + timedelta(minutes=5))
+        stored = repos.spans.get(kid, 2, "chunking")
+        assert stored is not None and stored.outputs == {"n": 1} and stored.kind == SpanKind.STAGE
+        assert repos.spans.get(kid, 3, "root") is None
+        repos.spans.put(replace(spans[1], status=SpanStatus.FAILED, error_code="X"))
+        updated = repos.spans.get(kid, 1, "docreader")
+        assert updated is not None and updated.status == SpanStatus.FAILED and updated.error_code == "X"
+
+    # ------------------------------------------------------------ tenants, knowledge bases, cache
+
+    def test_tenants_by_id_and_by_api_key(self, repos: Repos) -> None:
+        api_key = f"wk-{uuid.uuid4().hex}"
+        tenant = Tenant(new_id(), "acme", api_key_hash(api_key), parser_engine_rules={"pdf": "markitdown"})
+        repos.tenants.put(tenant)
+        by_key = repos.tenants.by_api_key(api_key)
+        assert by_key is not None and by_key.id == tenant.id
+        assert by_key.parser_engine_rules == {"pdf": "markitdown"}
+        assert repos.tenants.by_api_key("wk-wrong") is None and repos.tenants.get(new_id()) is None
+        repos.tenants.put(replace(tenant, name="renamed"))
+        stored = repos.tenants.get(tenant.id)
+        assert stored is not None and stored.name == "renamed"
+
+    def test_knowledge_bases_by_id_name_and_tenant(self, repos: Repos) -> None:
+        tenant_id = new_id()
+        kbs = [KnowledgeBase(new_id(), tenant_id, name) for name in ("zeta", "alpha")]
+        for kb in kbs:
+            repos.kbs.put(kb)
+        repos.kbs.put(KnowledgeBase(new_id(), new_id(), "alpha"))  # another tenant's
+        found = repos.kbs.by_name(tenant_id, "alpha")
+        assert found is not None and found.id == kbs[1].id
+        assert found.chunking_config == kbs[1].chunking_config
+        assert repos.kbs.by_name(tenant_id, "beta") is None
+        assert [kb.name for kb in repos.kbs.list(tenant_id)] == ["alpha", "zeta"]
+        assert repos.kbs.get(new_id()) is None
+
+    def test_the_embedding_cache_keys_by_space_and_ignores_other_sizes(self, repos: Repos) -> None:
+        space = IndexSpace(f"test/{uuid.uuid4().hex[:8]}", 4)
+        other = IndexSpace(space.model_id, 8)
+        vector = np.array([0.5, 0.5, 0.5, 0.5], dtype=np.float32)
+        repos.cache.put_many(space, {"h1": vector})
+        repos.cache.put_many(other, {"h2": np.ones(4, dtype=np.float32)})  # wrong size for its space
+        found = repos.cache.get_many(space, ["h1", "h2", "h1"])
+        assert list(found) == ["h1"] and found["h1"].dtype == np.float32
+        np.testing.assert_array_equal(found["h1"], vector)
+        assert repos.cache.get_many(other, ["h1", "h2"]) == {}

@@ -1,0 +1,341 @@
+"""The embedding stage on the fakes: checkpoints, throttling, hand-over, rollback and one execution per
+attempt (issue 5's rules, without moto)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+
+from chalicelib.adapters.memory import (
+    InstantSleep,
+    MemoryEmbeddingCache,
+    MemoryFileStore,
+    MemoryKnowledgeRepo,
+    MemoryTaskQueue,
+    MemoryWorkflow,
+)
+from chalicelib.adapters.models.hashing import HashingEmbedding
+from chalicelib.bootstrap import Services
+from chalicelib.commands import CreateKnowledgeBase, ReparseRequest, SearchRequest
+from chalicelib.domain.errors import SpanErrorCode
+from chalicelib.domain.ids import execution_name
+from chalicelib.domain.storage_keys import images_manifest_key
+from chalicelib.domain.types import EnableStatus, Knowledge, KnowledgeBase, ParseStatus, Tenant
+from chalicelib.knowledge_bases import create_kb
+from chalicelib.ports import IndexSpace, ModelRequestError, ModelThrottled
+from chalicelib.reparse import reparse
+from chalicelib.search import hybrid_search
+from chalicelib.stages import embedding
+
+from .conftest import deliver, drain, failed_ids, span_status, upload
+
+DOC = "# Harbour log\n\n" + "\n\n".join(
+    f"## Day {i}\n\nThe pilot boat {i} left at {i} bells with lamp oil, rope and a crate of bread."
+    for i in range(12)
+)
+
+
+@pytest.fixture
+def kb(deps: Services, tenant: Tenant) -> KnowledgeBase:
+    """Small chunks: the document makes a dozen, so three batches of four."""
+    config = {"chunk_size": 110, "chunk_overlap": 0}
+    return create_kb(deps, tenant.id, CreateKnowledgeBase(name="log", chunking_config=config))
+
+
+class ThrottlingEmbedding:
+    """A remote provider that answers 429 on the listed calls (a remote API cannot run here)."""
+
+    def __init__(
+        self, throttle_calls: Sequence[int] = (), retry_after: float | None = None, always: bool = False
+    ):
+        self.inner = HashingEmbedding(64)
+        self.model_id = "fake-remote/embedding"
+        self.dimensions = 64
+        self.max_input_chars = 20_000
+        self.throttle_calls = set(throttle_calls)
+        self.retry_after = retry_after
+        self.always = always
+        self.calls = 0
+        self.embedded: Counter[str] = Counter()
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.calls += 1
+        if self.always or self.calls in self.throttle_calls:
+            raise ModelThrottled("429 Too Many Requests", retry_after=self.retry_after)
+        self.embedded.update(texts)
+        return self.inner.embed(texts)
+
+
+def chunked(deps: Services, kb: KnowledgeBase, text: str = DOC) -> Knowledge:
+    """A document through docreader and chunking, its embedding message waiting."""
+    created = upload(deps, kb, "log.md", text.encode())
+    deliver(deps, "docreader")
+    deliver(deps, "chunking")
+    return created
+
+
+def embedding_outputs(deps: Services, knowledge: Knowledge) -> dict[str, Any]:
+    view = deps.tracker.view(knowledge)
+    return dict(next(s for s in view["trace"] if s["span_id"] == "embedding")["outputs"])
+
+
+def index_count(deps: Services, kb: KnowledgeBase, knowledge_id: str) -> int:
+    return deps.engine().count(IndexSpace.of(deps.embedding_model()), kb.id, knowledge_id)
+
+
+def test_the_attempt_is_indexed_enabled_and_every_batch_checkpointed(
+    deps: Services,
+    kb: KnowledgeBase,
+    cache: MemoryEmbeddingCache,
+    rows: MemoryKnowledgeRepo,
+    workflow: MemoryWorkflow,
+) -> None:
+    created = chunked(deps, kb)
+    texts = len(deps.chunks.list(created.id))
+    assert texts > 8
+    deliver(deps, "embedding")
+    indexed = rows.get(created.id)
+    assert indexed is not None and indexed.enable_status == EnableStatus.ENABLED
+    assert indexed.parse_status == ParseStatus.PROCESSING  # the state machine completes it
+    assert indexed.chunk_count == texts and index_count(deps, kb, created.id) == texts
+    assert [len(batch) for batch in cache.writes] == [4] * (texts // 4) + ([texts % 4] if texts % 4 else [])
+    assert embedding_outputs(deps, indexed)["texts_embedded"] == texts
+    execution = workflow.executions[execution_name(created.id, 1)]
+    assert execution.payload == {
+        "knowledge_id": created.id,
+        "tenant_id": kb.tenant_id,
+        "attempt": 1,
+        "attempt_n": "1",
+        "images": [],
+    }
+    assert span_status(deps, indexed)["multimodal"] == "skipped"
+
+
+def test_stored_images_are_handed_to_the_workflow(
+    deps: Services, kb: KnowledgeBase, files: MemoryFileStore, workflow: MemoryWorkflow
+) -> None:
+    created = chunked(deps, kb)
+    manifest = [
+        {"url": "mem://files/t/exports/a.png"},
+        {"url": "mem://files/t/exports/b.png", "ocr_in_markdown": True},
+    ]
+    files.save(images_manifest_key(kb.tenant_id, created.id, 1), json.dumps(manifest).encode())
+    deliver(deps, "embedding")
+    assert workflow.executions[execution_name(created.id, 1)].payload["images"] == [
+        {"index": 0, "url": "mem://files/t/exports/a.png", "ocr_done": False, "original": False},
+        {"index": 1, "url": "mem://files/t/exports/b.png", "ocr_done": True, "original": False},
+    ]
+
+
+def test_the_workflow_is_started_once_per_attempt_even_when_the_message_is_redelivered(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, workflow: MemoryWorkflow
+) -> None:
+    created = chunked(deps, kb)
+    event = queue.receive("embedding")
+    embedding.handle(deps, event, None)
+    embedding.handle(deps, event, None)  # at-least-once: the same message again
+    name = execution_name(created.id, 1)
+    assert workflow.start_calls == [name, name] and list(workflow.executions) == [name]
+    assert index_count(deps, kb, created.id) == len(deps.chunks.list(created.id))  # no duplicate vectors
+
+    reparse(deps, kb.tenant_id, created.id, ReparseRequest())
+    drain(deps)
+    assert list(workflow.executions) == [name, execution_name(created.id, 2)]  # one per attempt
+
+
+def test_a_short_throttle_is_backed_off_inside_the_stage(
+    deps: Services, kb: KnowledgeBase, sleeps: InstantSleep, rows: MemoryKnowledgeRepo
+) -> None:
+    model = ThrottlingEmbedding(throttle_calls=(2, 3))
+    deps.replace_embedding_model(model)
+    created = chunked(deps, kb)
+    response = deliver(deps, "embedding")
+    assert response["batchItemFailures"] == []
+    assert len(sleeps.waits) == 2  # one backoff per 429
+    assert max(model.embedded.values()) == 1  # no text was embedded twice
+    indexed = rows.get(created.id)
+    assert indexed is not None and indexed.enable_status == EnableStatus.ENABLED
+
+
+def test_a_long_throttle_defers_the_stage_without_spending_a_try_and_resumes_from_the_checkpoint(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
+) -> None:
+    model = ThrottlingEmbedding(throttle_calls=(3,), retry_after=120.0)
+    deps.replace_embedding_model(model)
+    created = chunked(deps, kb)
+    texts = len(deps.chunks.list(created.id))
+
+    response = deliver(deps, "embedding")
+    assert response["batchItemFailures"] == []  # not a failed try
+    deferred = queue.waiting("embedding")
+    assert len(deferred) == 1 and deferred[0].delay_seconds == 120 and deferred[0].receive_count == 0
+    assert deferred[0].json()["deferrals"] == 1
+    current = rows.get(created.id)
+    assert (
+        current is not None and current.parse_status == ParseStatus.PROCESSING and current.error_message == ""
+    )
+
+    deliver(deps, "embedding")
+    assert max(model.embedded.values()) == 1 and sum(model.embedded.values()) == texts
+    outputs = embedding_outputs(deps, created)
+    assert outputs["cache_hits"] == 8 and outputs["texts_embedded"] == texts - 8  # two batches were kept
+
+
+def test_a_provider_throttling_past_the_deferral_budget_fails_on_the_last_try(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
+) -> None:
+    deps.settings = replace(deps.settings, max_throttle_deferrals=1, max_defer_seconds=5)
+    deps.replace_embedding_model(ThrottlingEmbedding(always=True, retry_after=120.0))
+    created = chunked(deps, kb)
+    deliver(deps, "embedding")
+    assert [m.delay_seconds for m in queue.waiting("embedding")] == [5]  # capped by max_defer_seconds
+    for receive in range(1, 4):
+        assert len(failed_ids(deliver(deps, "embedding"))) == 1, receive
+        current = rows.get(created.id)
+        assert current is not None and current.parse_status == ParseStatus.PROCESSING
+    deliver(deps, "embedding")
+    failed = rows.get(created.id)
+    assert failed is not None and failed.parse_status == ParseStatus.FAILED
+    assert failed.error_code == SpanErrorCode.EMBEDDING_RATE_LIMIT
+    assert "still throttled after 1 deferrals" in failed.error_message
+    assert len(queue.dead_letters("embedding")) == 1
+
+
+class BrokenIndex:
+    """An index that accepts deletes but refuses every write."""
+
+    engine_name = "broken"
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.writes = 0
+
+    def batch_index(self, space: Any, entries: Any) -> None:
+        self.writes += 1
+        raise ConnectionError("index cluster is read-only")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_an_index_that_fails_for_good_leaves_no_orphan_chunks_or_vectors(
+    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo, sleeps: InstantSleep
+) -> None:
+    real = deps.engine()
+    broken = BrokenIndex(real)
+    created = chunked(deps, kb)
+    deps.replace_engine(broken)  # type: ignore[arg-type]
+    for _ in range(4):
+        deliver(deps, "embedding")
+    failed = rows.get(created.id)
+    assert failed is not None and failed.parse_status == ParseStatus.FAILED
+    assert failed.error_code == SpanErrorCode.VECTORSTORE_WRITE_FAILED
+    attempts = deps.settings.index_write_attempts
+    assert broken.writes == 4 * attempts  # four tries, each with quick retries
+    assert sleeps.waits == [0.2 * 2**i for i in range(attempts - 1)] * 4
+    assert deps.chunks.list(created.id) == []
+    assert real.count(IndexSpace.of(deps.embedding_model()), kb.id, created.id) == 0
+    assert span_status(deps, failed)["embedding"] == "failed"
+
+
+def test_a_rejected_request_fails_at_once(
+    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo
+) -> None:
+    class Rejecting(ThrottlingEmbedding):
+        def embed(self, texts: Sequence[str]) -> Any:
+            raise ModelRequestError("input too long", status=400)
+
+    deps.replace_embedding_model(Rejecting())
+    created = chunked(deps, kb)
+    assert failed_ids(deliver(deps, "embedding")) == []
+    failed = rows.get(created.id)
+    assert failed is not None and failed.error_code == SpanErrorCode.EMBEDDING_PROVIDER_FAIL
+    assert deps.chunks.list(created.id) == []  # rolled back
+
+
+@dataclass
+class LambdaContext:
+    remaining_ms: int
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def test_a_stage_near_its_lambda_deadline_hands_over_without_spending_a_try(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
+) -> None:
+    model = HashingEmbedding(64)
+    deps.replace_embedding_model(model)
+    created = chunked(deps, kb)
+    batches = -(-len(deps.chunks.list(created.id)) // 4)
+    almost_out = LambdaContext(remaining_ms=1000)  # inside the hand-over margin from the start
+    for _ in range(batches):
+        response = queue.deliver("embedding", embedding.handle, deps, almost_out)
+        assert response["batchItemFailures"] == []
+    assert queue.waiting("embedding") == []
+    assert model.calls == [4] * (batches - 1) + [model.calls[-1]]  # one batch per invocation, none twice
+    indexed = rows.get(created.id)
+    assert (
+        indexed is not None and indexed.enable_status == EnableStatus.ENABLED and indexed.error_message == ""
+    )
+
+
+def test_a_reparse_of_unchanged_text_makes_no_embedding_calls(
+    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo
+) -> None:
+    model = HashingEmbedding(64)
+    deps.replace_embedding_model(model)
+    created = chunked(deps, kb)
+    deliver(deps, "embedding")
+    calls = len(model.calls)
+    reparse(deps, kb.tenant_id, created.id, ReparseRequest())
+    drain(deps)
+    assert len(model.calls) == calls
+    again = rows.get(created.id)
+    assert again is not None and again.attempt == 2
+    outputs = embedding_outputs(deps, again)
+    assert outputs["texts_embedded"] == 0 and outputs["cache_hits"] == again.chunk_count
+
+
+@pytest.mark.parametrize("query", ["pilot boat lamp oil", "crate of bread"])
+def test_an_indexed_document_is_found_by_hybrid_search(deps: Services, kb: KnowledgeBase, query: str) -> None:
+    created = upload(deps, kb, "log.md", DOC.encode())
+    drain(deps)
+    hits = hybrid_search(deps, kb.tenant_id, kb.id, SearchRequest(query_text=query, match_count=3))
+    assert hits and hits[0]["knowledge_id"] == created.id and hits[0]["knowledge_title"] == "log.md"
+
+
+def test_embedding_progress_is_not_one_span_write_per_batch(deps: Services, kb: KnowledgeBase) -> None:
+    """The heartbeat is time-based (at most every 10 s): a quick run of three batches writes the embedding
+    span twice, when it begins and when it ends."""
+    created = chunked(deps, kb)
+    writes: list[str] = []
+    real_put = deps.spans.put
+    deps.spans.put = lambda span: (writes.append(span.span_id), real_put(span))[1]  # type: ignore[method-assign]
+    deliver(deps, "embedding")
+    assert len(deps.chunks.list(created.id)) > 8  # three batches of four
+    assert writes.count("embedding") == 2
+
+
+def test_search_reads_hits_and_parents_in_two_batched_reads_not_two_per_hit(
+    deps: Services, tenant: Tenant
+) -> None:
+    config = {"chunk_size": 110, "chunk_overlap": 0, "enable_parent_child": True, "parent_chunk_size": 400}
+    kb = create_kb(
+        deps, tenant.id, CreateKnowledgeBase(name="pc", chunking_config={**config, "child_chunk_size": 100})
+    )
+    upload(deps, kb, "log.md", DOC.encode())
+    drain(deps)
+    reads: list[int] = []
+    real_get_many = deps.chunks.get_many
+    deps.chunks.get_many = lambda keys: (reads.append(len(keys)), real_get_many(keys))[1]  # type: ignore[method-assign]
+    hits = hybrid_search(
+        deps, kb.tenant_id, kb.id, SearchRequest(query_text="pilot boat bread", match_count=5)
+    )
+    assert len(hits) == 5 and len(reads) == 2 and reads[0] == 5
+    assert all(len(hit["content"]) > 110 for hit in hits)  # each child hit came back as its parent

@@ -1,0 +1,132 @@
+"""Housekeeping on the fakes: a stuck row is recovered; one with a recent heartbeat, a running execution or
+a message still queued is spared. Rows are aged by sweeping at a later `now`, not by rewriting them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from chalicelib.adapters.memory import MemoryKnowledgeRepo, MemoryTaskQueue, MemoryWorkflow
+from chalicelib.bootstrap import Services
+from chalicelib.domain.errors import SpanErrorCode
+from chalicelib.domain.ids import execution_name
+from chalicelib.domain.types import KnowledgeBase, ParseStatus, Span, SpanKind, SpanStatus, SummaryStatus
+from chalicelib.stages import housekeeping
+
+from .conftest import deliver, drain, upload
+
+LATER = timedelta(hours=3)  # past the 2h10m threshold
+
+
+def sweep_later(deps: Services) -> housekeeping.SweepReport:
+    return housekeeping.sweep(deps, datetime.now(UTC) + LATER)
+
+
+def test_a_row_whose_message_was_lost_is_recovered_with_the_reason(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
+) -> None:
+    stuck = upload(deps, kb)
+    queue.purge("docreader")  # the message is lost
+    report = sweep_later(deps)
+    assert report.recovered == [stuck.id]
+    failed = rows.get(stuck.id)
+    assert failed is not None and failed.parse_status == ParseStatus.FAILED
+    assert failed.error_code == SpanErrorCode.TASK_TIMEOUT and failed.pending_subtasks_count == 0
+    assert failed.error_message == "task stuck in pending > 2h10m0s, recovered by housekeeping"
+    root = deps.spans.get(stuck.id, 1, "root")
+    assert root is not None and root.status == SpanStatus.FAILED
+    assert sweep_later(deps).recovered == []  # failed rows are no longer in flight
+
+
+def test_fresh_rows_are_left_alone(deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo) -> None:
+    created = upload(deps, kb)
+    report = housekeeping.sweep(deps)
+    assert report.recovered == [] and report.spared == {}
+    current = rows.get(created.id)
+    assert current is not None and current.parse_status == ParseStatus.PENDING
+
+
+def test_a_row_with_a_recent_span_heartbeat_is_spared(
+    deps: Services, kb: KnowledgeBase, workflow: MemoryWorkflow, rows: MemoryKnowledgeRepo
+) -> None:
+    created = upload(deps, kb)
+    drain(deps)
+    workflow.finish(execution_name(created.id, 1), "FAILED")  # nothing else keeps it alive
+    now = datetime.now(UTC) + LATER
+    # a long stage reporting progress at the sweep's `now`
+    deps.spans.put(
+        Span(created.id, 1, "embedding", "embedding", SpanKind.STAGE, SpanStatus.RUNNING, updated_at=now)
+    )
+    report = housekeeping.sweep(deps, now)
+    assert report.spared == {created.id: "span heartbeat is recent"}
+    current = rows.get(created.id)
+    assert current is not None and current.parse_status == ParseStatus.PROCESSING
+
+
+def test_a_row_whose_execution_is_running_is_spared_until_it_ends(
+    deps: Services, kb: KnowledgeBase, workflow: MemoryWorkflow, rows: MemoryKnowledgeRepo
+) -> None:
+    created = upload(deps, kb)
+    drain(deps)  # processing, enabled, its execution started
+    assert sweep_later(deps).spared == {created.id: "state machine execution is running"}
+    workflow.finish(execution_name(created.id, 1), "FAILED")
+    assert sweep_later(deps).recovered == [created.id]
+    failed = rows.get(created.id)
+    assert failed is not None and "task stuck in processing" in failed.error_message
+
+
+def test_a_row_whose_message_may_still_be_queued_is_spared(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    created = upload(deps, kb)
+    report = sweep_later(deps)
+    assert report.spared == {created.id: "its docreader message is waiting in a busy queue"}
+    deliver(deps, "docreader")
+    deliver(deps, "chunking")
+    queue.purge("embedding")  # lost between stages
+    assert sweep_later(deps).recovered == [created.id]
+
+
+def test_a_row_that_moves_on_during_the_sweep_is_not_failed(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
+) -> None:
+    """The sweep's write is conditional on the attempt: a reparse between read and write wins."""
+    created = upload(deps, kb)
+    queue.purge("docreader")
+    real = rows.in_flight_older_than
+
+    def read_then_reparse(cutoff: str) -> list[object]:
+        found = real(cutoff)
+        rows.reset_for_reparse(created.id, None)
+        return found  # type: ignore[return-value]
+
+    rows.in_flight_older_than = read_then_reparse  # type: ignore[method-assign,assignment]
+    report = sweep_later(deps)
+    assert report.recovered == []
+    current = rows.get(created.id)
+    assert current is not None and current.parse_status == ParseStatus.PENDING and current.attempt == 2
+
+
+def test_a_summary_stuck_in_processing_fails_and_leaves_the_document_alone(
+    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo
+) -> None:
+    created = upload(deps, kb)
+    rows.write_fields(created.id, parse_status=ParseStatus.COMPLETED)
+    rows.set_summary_status(created.id, SummaryStatus.PROCESSING.value)
+    report = housekeeping.sweep(deps, datetime.now(UTC) + timedelta(hours=2))
+    assert report.summaries_failed == [created.id]
+    current = rows.get(created.id)
+    assert current is not None and current.summary_status == SummaryStatus.FAILED
+    assert current.parse_status == ParseStatus.COMPLETED
+
+
+def test_the_handler_reports_what_it_did(deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue) -> None:
+    created = upload(deps, kb)
+    queue.purge("docreader")
+    deps.settings = replace(deps.settings, stale_after_seconds=-60)  # everything is already stale
+    assert housekeeping.handle(deps, {}) == {
+        "recovered": [created.id],
+        "spared": {},
+        "summaries_failed": [],
+        "deletes_redriven": [],
+    }

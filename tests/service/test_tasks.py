@@ -1,0 +1,347 @@
+"""The state machine's tasks on the fakes (multimodal, postprocess, enrichment): each worker answers its
+token once its work is durable, answers "skipped" when the row moved on, and a failure only on its last try.
+The state machine itself is not run: each test sends the task message it would send."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from chalicelib.adapters.memory import (
+    MemoryFileStore,
+    MemoryKnowledgeRepo,
+    MemoryTaskQueue,
+    MemoryWorkflow,
+    TaskAnswer,
+)
+from chalicelib.bootstrap import Services
+from chalicelib.commands import CreateKnowledgeBase, ReparseRequest
+from chalicelib.create import FileUpload, create_from_file
+from chalicelib.domain.errors import PermanentStageError
+from chalicelib.domain.ids import image_chunk_id
+from chalicelib.domain.types import (
+    ChunkType,
+    Knowledge,
+    KnowledgeBase,
+    ParseStatus,
+    SpanStatus,
+    Stage,
+    SummaryStatus,
+    Tenant,
+)
+from chalicelib.knowledge_bases import create_kb
+from chalicelib.ports import IndexSpace
+from chalicelib.reparse import reparse
+from chalicelib.stages import enrichment, multimodal, postprocess
+
+from .conftest import TEXT, drain, failed_ids, task_body, upload
+
+Handler = Callable[[Any, dict[str, Any], Any], dict[str, Any]]
+
+
+class FakeOcr:
+    name = "fake-ocr"
+
+    def __init__(self, text: str = "", error: Exception | None = None) -> None:
+        self.text, self.error = text, error
+        self.seen: list[bytes] = []
+
+    def available(self) -> bool:
+        return True
+
+    def recognize(self, image: bytes) -> str:
+        self.seen.append(image)
+        if self.error is not None:
+            raise self.error
+        return self.text
+
+
+def indexed(deps: Services, kb: KnowledgeBase) -> Knowledge:
+    """A document through the three main stages: processing, enabled, its workflow started."""
+    created = upload(deps, kb)
+    drain(deps)
+    return created
+
+
+def run_task(
+    deps: Services, queue: MemoryTaskQueue, name: str, handler: Handler, body: dict[str, Any]
+) -> Any:
+    queue.send_raw(name, body)
+    return queue.deliver(name, handler, deps)
+
+
+def stored_png(files: MemoryFileStore) -> str:
+    out = io.BytesIO()
+    Image.new("RGB", (100, 100), (0, 90, 160)).save(out, format="PNG")
+    return files.save("t/exports/chart.png", out.getvalue(), "image/png")
+
+
+# ---------------------------------------------------------------- multimodal
+
+
+def test_an_image_task_writes_its_ocr_chunk_and_answers_its_token_once(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+) -> None:
+    ocr = FakeOcr("Tide table for March")
+    deps.replace_ocr_asr(ocr, None)
+    knowledge = indexed(deps, kb)
+    url = stored_png(files)
+    body = task_body(knowledge, "token-1", image={"index": 0, "url": url, "original": True})
+    run_task(deps, queue, "multimodal", multimodal.handle, body)
+
+    assert workflow.answers_to("token-1") == [
+        TaskAnswer("token-1", True, {"ocr_chars": 20, "caption_chars": 0})
+    ]
+    chunk_id = image_chunk_id(knowledge.id, 1, 0, "ocr")
+    image_chunk = deps.chunks.get_many([(knowledge.id, chunk_id)])[(knowledge.id, chunk_id)]
+    assert image_chunk.chunk_type == ChunkType.IMAGE_OCR and image_chunk.content == "Tide table for March"
+    assert image_chunk.parent_chunk_id == deps.chunks.list(knowledge.id)[0].id
+    space = IndexSpace.of(deps.embedding_model())
+    entries = deps.engine().count(space, kb.id, knowledge.id)
+
+    redelivered = run_task(deps, queue, "multimodal", multimodal.handle, body)  # at-least-once
+    assert redelivered["batchItemFailures"] == []  # a closed token is not an error
+    assert len(workflow.answers_to("token-1")) == 1
+    assert [c.id for c in deps.chunks.list(knowledge.id)].count(chunk_id) == 1
+    assert deps.engine().count(space, kb.id, knowledge.id) == entries
+
+
+@pytest.mark.parametrize(
+    ("image", "ocr", "reason"),
+    [
+        (
+            {"index": 1, "url": "mem://files/x.png", "ocr_done": True, "original": True},
+            FakeOcr("unused"),
+            "already in the document",
+        ),
+        ({"index": 1, "url": "mem://files/x.png", "original": True}, None, "no OCR engine"),
+    ],
+)
+def test_an_image_with_nothing_to_do_is_skipped_and_answered(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    image: dict[str, Any],
+    ocr: FakeOcr | None,
+    reason: str,
+) -> None:
+    deps.replace_ocr_asr(ocr, None)
+    knowledge = indexed(deps, kb)
+    image = image | {"url": stored_png(files)}
+    run_task(deps, queue, "multimodal", multimodal.handle, task_body(knowledge, "t", image=image))
+    assert workflow.answers_to("t") == [TaskAnswer("t", True, {"ocr_chars": 0, "caption_chars": 0})]
+    subspan = deps.spans.get(knowledge.id, 1, "multimodal.image[1]")
+    assert subspan is not None and subspan.status == SpanStatus.DONE
+    assert reason in subspan.outputs["image_ocr_skipped"]
+    assert ocr is None or ocr.seen == []
+
+
+def test_an_unreadable_image_never_fails_its_document(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+) -> None:
+    deps.replace_ocr_asr(FakeOcr(error=PermanentStageError("not an image")), None)
+    knowledge = indexed(deps, kb)
+    body = task_body(knowledge, "t", image={"index": 2, "url": stored_png(files), "original": True})
+    run_task(deps, queue, "multimodal", multimodal.handle, body)
+    assert workflow.answers_to("t") == [TaskAnswer("t", True, {"ocr_chars": 0, "caption_chars": 0})]
+    subspan = deps.spans.get(knowledge.id, 1, "multimodal.image[2]")
+    assert subspan is not None and subspan.status == SpanStatus.FAILED
+    assert "not an image" in subspan.error_message
+    current = deps.knowledge.get(knowledge.id)
+    assert current is not None and current.parse_status == ParseStatus.PROCESSING
+
+
+def test_a_task_of_a_superseded_attempt_is_answered_skipped_without_work(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+) -> None:
+    ocr = FakeOcr("text")
+    deps.replace_ocr_asr(ocr, None)
+    knowledge = indexed(deps, kb)
+    reparse(deps, kb.tenant_id, knowledge.id, ReparseRequest())
+    run_task(
+        deps,
+        queue,
+        "multimodal",
+        multimodal.handle,
+        task_body(knowledge, "old", image={"index": 0, "url": stored_png(files), "original": True}),
+    )
+    (answer,) = workflow.answers_to("old")
+    assert answer.succeeded and answer.output["skipped"] is True
+    assert ocr.seen == [] and deps.chunks.list(knowledge.id) == []
+
+
+def test_a_crashing_task_is_retried_and_answers_a_failure_once_on_its_last_try(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+) -> None:
+    deps.replace_ocr_asr(FakeOcr(error=RuntimeError("driver crashed")), None)
+    knowledge = indexed(deps, kb)
+    queue.send_raw(
+        "multimodal",
+        task_body(knowledge, "t", image={"index": 0, "url": stored_png(files), "original": True}),
+    )
+    for receive in range(1, 4):
+        assert len(failed_ids(queue.deliver("multimodal", multimodal.handle, deps))) == 1, receive
+        assert workflow.answers_to("t") == []
+    assert queue.deliver("multimodal", multimodal.handle, deps)["batchItemFailures"] == []
+    assert workflow.answers_to("t") == [
+        TaskAnswer("t", False, error="multimodal.failed", cause="RuntimeError")
+    ]
+    assert queue.waiting("multimodal") == [] and queue.dead_letters("multimodal") == []
+
+
+def test_a_malformed_task_is_parked_and_its_token_left_alone(
+    deps: Services, queue: MemoryTaskQueue, workflow: MemoryWorkflow
+) -> None:
+    body = '{"task_token": "t", "knowledge_id": "k", "attempt": 1}'  # no image
+    response = multimodal.handle(deps, queue.event("multimodal", [body]), None)
+    assert response["batchItemFailures"] == [] and workflow.answers == []
+    assert [m.body for m in queue.dead_letters("multimodal")] == [body]
+
+
+# ---------------------------------------------------------------- postprocess
+
+
+def summarising_kb(deps: Services, tenant: Tenant) -> KnowledgeBase:
+    return create_kb(
+        deps, tenant.id, CreateKnowledgeBase(name="summaries", summary_model_id="local/extractive")
+    )
+
+
+def test_without_a_summary_model_the_extractive_summary_is_planned(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, workflow: MemoryWorkflow
+) -> None:
+    knowledge = indexed(deps, kb)
+    deps.tracker.begin_stage(knowledge, Stage.MULTIMODAL)  # an image task left the stage running
+    run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
+    summary = {"id": "summary", "kind": "summary", "id_set": ["summary"]}
+    assert workflow.answers_to("plan") == [
+        TaskAnswer("plan", True, {"skipped": False, "subtasks": [summary], "count": 1, "count_n": "1"})
+    ]
+    statuses = {s.span_id: s.status for s in deps.spans.list(knowledge.id, 1)}
+    assert statuses["postprocess"] == SpanStatus.DONE and statuses["multimodal"] == SpanStatus.DONE
+
+
+def test_a_summary_model_plans_one_summary_subtask(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+) -> None:
+    knowledge = indexed(deps, summarising_kb(deps, tenant))
+    run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
+    (answer,) = workflow.answers_to("plan")
+    assert answer.output["subtasks"] == [{"id": "summary", "kind": "summary", "id_set": ["summary"]}]
+    assert (answer.output["count"], answer.output["count_n"]) == (1, "1")
+    current = rows.get(knowledge.id)
+    assert current is not None and current.summary_status == SummaryStatus.PENDING
+
+
+def test_an_upload_can_turn_the_summary_off(
+    deps: Services, tenant: Tenant, queue: MemoryTaskQueue, workflow: MemoryWorkflow
+) -> None:
+    kb = summarising_kb(deps, tenant)
+    knowledge = create_from_file(
+        deps, tenant.id, kb.id, FileUpload(data=TEXT, file_name="n.md", overrides={"summary_enabled": False})
+    )
+    drain(deps)
+    run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
+    assert workflow.answers_to("plan")[0].output["count"] == 0
+
+
+def test_postprocess_of_a_row_that_moved_on_is_skipped(
+    deps: Services,
+    kb: KnowledgeBase,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+) -> None:
+    knowledge = indexed(deps, kb)
+    rows.mark_failed(knowledge.id, 1, "housekeeping", "TASK_TIMEOUT")
+    run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
+    (answer,) = workflow.answers_to("plan")
+    assert answer.output["skipped"] is True and deps.spans.get(knowledge.id, 1, "postprocess") is None
+
+
+# ---------------------------------------------------------------- enrichment
+
+
+def finalizing(deps: Services, rows: MemoryKnowledgeRepo, kb: KnowledgeBase) -> Knowledge:
+    """What the state machine's SetFinalizing does after a plan of one subtask."""
+    knowledge = indexed(deps, kb)
+    return rows.write_fields(knowledge.id, parse_status=ParseStatus.FINALIZING, pending_subtasks_count=1)
+
+
+def test_the_summary_subtask_writes_the_description_and_answers_once(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+) -> None:
+    knowledge = finalizing(deps, rows, summarising_kb(deps, tenant))
+    subtask = {"id": "summary", "kind": "summary", "id_set": ["summary"]}
+    run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, "sum", subtask=subtask))
+    done = rows.get(knowledge.id)
+    assert done is not None and done.summary_status == SummaryStatus.COMPLETED
+    assert "keeper" in done.description and len(done.description) > 20
+    assert workflow.answers_to("sum") == [
+        TaskAnswer("sum", True, {"summary_chars": len(done.description), "model": "local/extractive"})
+    ]
+    subspan = deps.spans.get(knowledge.id, 1, "postprocess.summary")
+    assert subspan is not None and subspan.status == SpanStatus.DONE
+
+
+def test_a_subtask_for_a_row_not_finalizing_is_skipped(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+) -> None:
+    knowledge = indexed(deps, summarising_kb(deps, tenant))  # still processing: not this subtask's turn
+    subtask = {"id": "summary", "kind": "summary"}
+    run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, "sum", subtask=subtask))
+    assert workflow.answers_to("sum")[0].output["skipped"] is True
+    current = rows.get(knowledge.id)
+    assert current is not None and current.description == ""
+
+
+def test_an_unknown_subtask_kind_answers_a_failure_on_its_last_try(
+    deps: Services,
+    kb: KnowledgeBase,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+) -> None:
+    knowledge = finalizing(deps, rows, kb)
+    queue.send_raw("enrichment", task_body(knowledge, "x", subtask={"id": "odd", "kind": "odd"}))
+    for _ in range(3):
+        queue.deliver("enrichment", enrichment.handle, deps)
+    assert workflow.answers_to("x") == []
+    queue.deliver("enrichment", enrichment.handle, deps)
+    assert workflow.answers_to("x") == [
+        TaskAnswer("x", False, error="enrichment.failed", cause="UnknownSubtask")
+    ]
