@@ -235,7 +235,9 @@ class KnowledgeRepo(Protocol):
 
     def set_description(self, knowledge_id: str, description: str) -> None: ...
 
-    def move_to_kb(self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str) -> Knowledge | None:
+    def move_to_kb(
+        self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str
+    ) -> Knowledge | None:
         """A completed row of `from_kb_id` moves to `to_kb_id` with its dedupe claim, in one step: the row
         takes `dedupe_key` (the target's claim, taken over from a failed or missing holder) and its tags are
         cleared (tags belong to a knowledge base); the old claim is released. Raises DuplicateKnowledge when

@@ -789,7 +789,9 @@ class DynamoKnowledgeRepo:
         m = self.model
         self._update(knowledge_id, [m.description.set(description)], m.id.exists())
 
-    def move_to_kb(self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str) -> Knowledge | None:
+    def move_to_kb(
+        self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str
+    ) -> Knowledge | None:
         """One transaction: the row (kb, claim key, tags cleared, only while completed in `from_kb_id`), the
         target's claim (new, ours already, or taken over from a failed or missing holder) and the release
         of the old claim, so two moves into the same knowledge base cannot both keep the same content."""

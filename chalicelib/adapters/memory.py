@@ -378,7 +378,9 @@ class MemoryKnowledgeRepo:
 
         self._update(knowledge_id, lambda k: True, change)
 
-    def move_to_kb(self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str) -> Knowledge | None:
+    def move_to_kb(
+        self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str
+    ) -> Knowledge | None:
         """The row, its tags and its dedupe claim in one step under the lock (DynamoDB: one transaction)."""
         with self._lock:
             row = self._rows.get(knowledge_id)
@@ -386,7 +388,11 @@ class MemoryKnowledgeRepo:
                 return None
             if dedupe_key:
                 holder = self._rows.get(self._claims.get(dedupe_key, ""))
-                if holder is not None and holder.id != knowledge_id and holds_dedupe_claim(holder.parse_status):
+                if (
+                    holder is not None
+                    and holder.id != knowledge_id
+                    and holds_dedupe_claim(holder.parse_status)
+                ):
                     raise DuplicateKnowledge(copy.deepcopy(holder))
             if row.dedupe_key and self._claims.get(row.dedupe_key) == knowledge_id:
                 del self._claims[row.dedupe_key]

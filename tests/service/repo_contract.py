@@ -341,7 +341,11 @@ class RepoContract:
         k = row(dedupe_key=old_key, parse_status=ParseStatus.COMPLETED)
         repos.knowledge.insert(k)
         moved = repos.knowledge.move_to_kb(k.id, k.kb_id, "kb-target", new_key)
-        assert moved is not None and (moved.kb_id, moved.dedupe_key, moved.tag_ids) == ("kb-target", new_key, [])
+        assert moved is not None and (moved.kb_id, moved.dedupe_key, moved.tag_ids) == (
+            "kb-target",
+            new_key,
+            [],
+        )
         stored = repos.knowledge.get(k.id)
         assert stored is not None and stored.kb_id == "kb-target" and stored.dedupe_key == new_key
         assert repos.knowledge.find_duplicate(old_key) is None  # released: the source may take it again

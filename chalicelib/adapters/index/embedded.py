@@ -412,7 +412,9 @@ class EmbeddedEngine:
                 for eid, kid, chunk_id, content, terms, sid, stype, ctype, enabled, blob in src.execute(
                     select.format(_marks(len(batch))), batch
                 ):
-                    rows.append((eid, dst_kb_id, kid, chunk_id, content, terms, sid, stype, ctype, enabled, blob))
+                    rows.append(
+                        (eid, dst_kb_id, kid, chunk_id, content, terms, sid, stype, ctype, enabled, blob)
+                    )
         if not rows:
             return 0
         with self._write(space, dst_kb_id) as conn:
