@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any
 
 from ..domain.errors import PermanentStageError
+from ..domain.status import is_in_flight
 from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
 from ..domain.types import (
     Chunk,
@@ -185,19 +186,25 @@ def plan_clone(deps: Dependencies, task: Task, source: KnowledgeBase, target: Kn
     attempted = set(task.items)
     sources = [row for row in _all_rows(deps, source.id) if row.parse_status == ParseStatus.COMPLETED]
     unrecorded = {copy_id(task.id, s.id) for s in sources if f"copy:{s.id}" not in attempted}
-    present = [
-        row
-        for row in _all_rows(deps, target.id)
-        if row.parse_status != ParseStatus.DELETING and row.id not in unrecorded
-    ]
+    present, made = [], set()
+    for row in _all_rows(deps, target.id):
+        if row.id in unrecorded:
+            made.add(row.id)
+        elif row.parse_status != ParseStatus.DELETING:
+            present.append(row)
     wanted: dict[str, list[Knowledge]] = {}
     for row in sorted(sources, key=lambda r: r.created_at):
         wanted.setdefault(_content_key(row), []).append(row)
+    # Completed and in-flight rows of the target can match a source; failed, cancelled and draft rows are
+    # not the source's content and go. Among matches, the unfinished and the older go first.
     have: dict[str, list[Knowledge]] = {}
-    for row in sorted(present, key=lambda r: (r.parse_status == ParseStatus.COMPLETED, r.created_at)):
-        have.setdefault(_content_key(row), []).append(row)
-    counts = Counter({key: len(rows) for key, rows in wanted.items()})
     deletes: list[Knowledge] = []
+    for row in sorted(present, key=lambda r: (r.parse_status == ParseStatus.COMPLETED, r.created_at)):
+        if row.parse_status == ParseStatus.COMPLETED or is_in_flight(row.parse_status):
+            have.setdefault(_content_key(row), []).append(row)
+        elif f"delete:{row.id}" not in attempted:
+            deletes.append(row)
+    counts = Counter({key: len(rows) for key, rows in wanted.items()})
     for key, rows in have.items():
         extra = len(rows) - counts.get(key, 0)
         deletes += [row for row in rows[: max(extra, 0)] if f"delete:{row.id}" not in attempted]
@@ -206,8 +213,8 @@ def plan_clone(deps: Dependencies, task: Task, source: KnowledgeBase, target: Kn
         missing = len(rows) - len(have.get(key, []))
         if missing <= 0:
             continue
-        # copies this task already made come first (recounted), then the rest in order
-        ordered = sorted(rows, key=lambda r: copy_id(task.id, r.id) not in unrecorded)
+        # copies this task already made come first (only counted again), then the rest in order
+        ordered = sorted(rows, key=lambda r: copy_id(task.id, r.id) not in made)
         copies += [row for row in ordered if f"copy:{row.id}" not in attempted][:missing]
     return ClonePlan(deletes, copies)
 

@@ -174,6 +174,14 @@ def test_move_is_refused_up_front_across_models_types_or_tenants(
     assert raised.value.code == "same_knowledge_base"
     with pytest.raises(NotFound):
         move(deps, kb, new_kb(deps, tenant, "t"), [doc.id, "nope"], "reuse_vectors")
+    from chalicelib.commands import validate
+
+    with pytest.raises(BadRequest) as raised:
+        validate(
+            MoveKnowledgeRequest,
+            {"source_kb_id": kb.id, "target_kb_id": faq.id, "ids": [f"k{i}" for i in range(201)]},
+        )
+    assert raised.value.code == "invalid_ids"
     assert not deps.queue.waiting("lifecycle")  # type: ignore[attr-defined]
 
 
@@ -229,17 +237,26 @@ def test_clone_into_an_existing_kb_deletes_extras_and_copies_only_what_is_missin
     target = new_kb(deps, tenant, "mirror")
     same = completed(deps, target, "tides.md", TIDES)  # already there: kept, not copied
     extra = completed(deps, target, "extra.md", b"# Extra\n\nnot in the source")
+    broken = upload(deps, target, "cranes.md", CRANES)  # the same content, but failed: it does not count
+    assert deps.knowledge.mark_failed(broken.id, None, "broken", "UNKNOWN")
     started = clone(deps, kb, target_kb_id=target.id)
     assert started["target_kb_id"] == target.id
     run_lifecycle(deps)
     task = deps.tasks.get(started["task_id"])
-    assert task is not None and task.status == TaskStatus.COMPLETED
+    assert task is not None and task.status == TaskStatus.COMPLETED, task.errors
     assert sorted(task.items) == sorted(
-        [f"delete:{extra.id}", *(f"copy:{r}" for r in _source_ids(deps, kb, "cranes.md"))]
+        [
+            f"delete:{extra.id}",
+            f"delete:{broken.id}",
+            *(f"copy:{r}" for r in _source_ids(deps, kb, "cranes.md")),
+        ]
     )
     rows = deps.knowledge.list_by_kb(target.id, 1, 100).items
     assert sorted(r.file_name for r in rows) == ["cranes.md", "tides.md"]
+    assert all(r.parse_status == ParseStatus.COMPLETED for r in rows)
     assert same.id in {r.id for r in rows} and deps.knowledge.get(extra.id) is None
+    with pytest.raises(Conflict):  # the copy holds the target's claim
+        upload(deps, target, "cranes.md", CRANES)
     assert search(deps, target, "not in the source") == [] or all(
         h["knowledge_id"] != extra.id for h in search(deps, target, "not in the source")
     )
