@@ -126,10 +126,11 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         raise ItemFailed("the knowledge is no longer in the source knowledge base")
     # The row is in the target: what follows is idempotent, and a redelivery lands here to finish it.
     source = deps.kbs.get(source_kb_id)
-    _retract(deps, source, row.id)
     if mode == "reuse_vectors":
         _repoint(deps, row, source_kb_id, target)
-    else:
+        _carry_wiki_pages(deps, source_kb_id, row.id, target, {})  # before the source's records go
+    _retract(deps, source, row.id)
+    if mode != "reuse_vectors":
         _reparse_in_target(deps, row, source, target)
 
 
@@ -145,6 +146,32 @@ def _repoint(deps: Dependencies, row: Knowledge, source_kb_id: str, target: Know
     ]
     if stale:
         deps.chunks.put_many(stale)
+
+
+def _carry_wiki_pages(
+    deps: Dependencies,
+    source_kb_id: str,
+    knowledge_id: str,
+    target: KnowledgeBase,
+    id_map: dict[str, str],
+    new_id: str = "",
+) -> None:
+    """The document's wiki page records (its `wiki_page` chunks travel with its chunks) join the target's
+    wiki, whose index is rebuilt when the target keeps a wiki."""
+    from ..ports import WikiPageRecord
+    from .wiki import FINALIZE_DELAY_SECONDS, trigger
+
+    records = [r for r in deps.wiki.pages(source_kb_id) if r.knowledge_id == knowledge_id]
+    if not records:
+        return
+    owner = new_id or knowledge_id
+    deps.wiki.put_pages(
+        target.id,
+        owner,
+        [WikiPageRecord(owner, r.document, r.title, id_map.get(r.chunk_id, r.chunk_id)) for r in records],
+    )
+    if target.indexing_strategy.wiki_enabled:
+        trigger(deps, target.id, "finalize", FINALIZE_DELAY_SECONDS)
 
 
 def _reparse_in_target(
@@ -411,6 +438,7 @@ def _copy_content(
         entries = deps.engine(target.retrieval_engine).copy(
             _space(deps, target), source_kb.id, src.id, target.id, row.id, id_map
         )
+    _carry_wiki_pages(deps, source_kb.id, src.id, target, id_map, row.id)
     copy_tags(deps, src, row)
     tracker = deps.tracker
     tracker.begin_stage(
@@ -442,6 +470,7 @@ def _remove_copy(
         deps.engine(target.retrieval_engine).delete_by_knowledge(_space(deps, target), target.id, [row.id])
     deps.chunks.delete_all(row.id)
     deps.spans.delete_all(row.id)
+    deps.wiki.delete_pages(target.id, row.id)
     owned = [
         keys.file,
         keys.markdown,

@@ -345,3 +345,24 @@ def test_clone_requests_are_checked_up_front(
         clone(deps, kb, target_kb_id=other_model.id, name="x")
     with pytest.raises(NotFound):
         clone(deps, kb, target_kb_id="missing")
+
+
+def test_wiki_page_records_follow_a_moved_document_and_are_copied_with_a_clone(
+    deps: Services, tenant: Tenant, kb: KnowledgeBase, model: HashingEmbedding
+) -> None:
+    from chalicelib.ports import WikiPageRecord
+
+    doc = completed(deps, kb, "tides.md", TIDES)
+    chunk = deps.chunks.list(doc.id)[0]
+    deps.wiki.put_pages(kb.id, doc.id, [WikiPageRecord(doc.id, "Tides", "Spring tides", chunk.id)])
+    started = clone(deps, kb)
+    run_lifecycle(deps)
+    copy = deps.knowledge.list_by_kb(started["target_kb_id"], 1, 10).items[0]
+    [copied] = deps.wiki.pages(started["target_kb_id"])
+    assert (copied.knowledge_id, copied.title) == (copy.id, "Spring tides")
+    assert copied.chunk_id in {c.id for c in deps.chunks.list(copy.id)}
+    archive = new_kb(deps, tenant, "archive")
+    move(deps, kb, archive, [doc.id], "reuse_vectors")
+    run_lifecycle(deps)
+    assert deps.wiki.pages(kb.id) == []
+    assert [(r.knowledge_id, r.chunk_id) for r in deps.wiki.pages(archive.id)] == [(doc.id, chunk.id)]
