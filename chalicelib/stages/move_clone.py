@@ -38,6 +38,7 @@ from ..domain.types import (
     ParseStatus,
     SpanStatus,
     Stage,
+    SummaryStatus,
     Task,
 )
 from ..observability import logger
@@ -45,7 +46,7 @@ from ..ports import Dependencies, DuplicateKnowledge, IndexSpace
 
 #: copies made concurrently (WeKnora clones 10 at a time)
 CLONE_BATCH = 10
-LIST_PAGE = 1000
+LIST_PAGE = 100_000
 _COPY_NAMESPACE = uuid.UUID("8a0f3d5e-6c1b-4f7e-9d2a-5b4c3e2f1a00")
 
 Work = tuple[str, Callable[[], None]]
@@ -73,12 +74,14 @@ def _space(deps: Dependencies, kb: KnowledgeBase) -> IndexSpace:
 
 
 def _all_rows(deps: Dependencies, kb_id: str) -> list[Knowledge]:
+    """Every row of the knowledge base, page by page until the total (whatever page size the repository
+    grants)."""
     rows: list[Knowledge] = []
     page = 1
     while True:
         batch = deps.knowledge.list_by_kb(kb_id, page, LIST_PAGE)
         rows += batch.items
-        if len(batch.items) < LIST_PAGE:
+        if not batch.items or len(rows) >= batch.total:
             return rows
         page += 1
 
@@ -346,7 +349,10 @@ def _copy_row(
         file_path=deps.files.url_for(keys.file) if keys.file else "",
         parse_status=ParseStatus.PROCESSING,
         enable_status=EnableStatus.DISABLED,
-        summary_status=src.summary_status,
+        # a summary still on its way in the source is not on its way for the copy
+        summary_status=src.summary_status
+        if src.summary_status in (SummaryStatus.NONE, SummaryStatus.COMPLETED, SummaryStatus.FAILED)
+        else SummaryStatus.NONE,
         enrichment=dict(src.enrichment),
         enable_multimodel=src.enable_multimodel,
         metadata=dict(src.metadata),
@@ -379,7 +385,16 @@ def _source_images(deps: Dependencies, src: Knowledge) -> tuple[list[dict[str, A
     chunks = deps.chunks.list(src.id)
     urls = [str(image["url"]) for image in images if image.get("url")]
     urls += [str(info["url"]) for chunk in chunks for info in chunk.image_info if info.get("url")]
-    return images, chunks, list(dict.fromkeys(urls))
+    return images, chunks, [url for url in dict.fromkeys(urls) if _stored_here(deps, url)]
+
+
+def _stored_here(deps: Dependencies, url: str) -> bool:
+    """Only objects of this store are copied; any other link (none is expected) stays as it is."""
+    try:
+        deps.files.key_of(url)
+    except ValueError:
+        return False
+    return True
 
 
 def _copy_content(
