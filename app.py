@@ -166,6 +166,16 @@ def get_task(task_id: str) -> Response:
     return routes.get_task(get_deps(), app.current_request, task_id)
 
 
+@app.route(f"{V1}/knowledge/move", methods=["POST"])
+def move_knowledge() -> Response:
+    return routes.move_knowledge(get_deps(), app.current_request)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/clone", methods=["POST"])
+def clone_knowledge_base(kb_id: str) -> Response:
+    return routes.clone_knowledge_base(get_deps(), app.current_request, kb_id)
+
+
 # ---------------------------------------------------------------- enrichment
 
 

@@ -325,3 +325,27 @@ class EditKnowledgeRequest(Body):
 class GraphQuery(Query):
     entity: str = code("invalid_query", min_length=1, max_length=200)
     limit: int = code("invalid_query", default=50, ge=1, le=200)
+
+
+class MoveKnowledgeRequest(Body):
+    """Move up to 200 knowledge of one knowledge base into another of the same type and embedding model."""
+
+    source_kb_id: str = code("invalid_body", min_length=1, max_length=100)
+    target_kb_id: str = code("invalid_body", min_length=1, max_length=100)
+    ids: KnowledgeIds = code("invalid_ids")
+    #: reuse_vectors: the index entries move with the knowledge (no embedding); reparse: ingested again
+    mode: Literal["reuse_vectors", "reparse"] = code("invalid_mode", default="reuse_vectors")
+
+
+class CloneKnowledgeBaseRequest(Body):
+    """Clone into an existing knowledge base (`target_kb_id`) or a new one (`name`, default `<name> (copy)`)."""
+
+    target_kb_id: str | None = code("invalid_body", default=None, min_length=1, max_length=100)
+    name: str | None = code("invalid_name", default=None, min_length=1, max_length=200)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("name must not be blank")
+        return value.strip() if value is not None else None

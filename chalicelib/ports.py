@@ -60,6 +60,11 @@ class FileStore(Protocol):
         """An HTTP URL a client can PUT the object's bytes to."""
         ...
 
+    def copy(self, src_url: str, dst_key: str) -> str:
+        """Copies an object of this store to `dst_key` (server side where the backend can) and returns the
+        copy's URL; raises FileNotFoundError when the source is missing. Overwrites: a re-run is a no-op."""
+        ...
+
 
 # ---------------------------------------------------------------- queues and workflow
 
@@ -229,6 +234,16 @@ class KnowledgeRepo(Protocol):
     def set_summary_status(self, knowledge_id: str, status: str, *, only_if: str | None = None) -> bool: ...
 
     def set_description(self, knowledge_id: str, description: str) -> None: ...
+
+    def move_to_kb(
+        self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str
+    ) -> Knowledge | None:
+        """A completed row of `from_kb_id` moves to `to_kb_id` with its dedupe claim, in one step: the row
+        takes `dedupe_key` (the target's claim, taken over from a failed or missing holder) and its tags are
+        cleared (tags belong to a knowledge base); the old claim is released. Raises DuplicateKnowledge when
+        a live row holds the target's claim; None when the row is missing, not completed or not in
+        `from_kb_id`."""
+        ...
 
 
 class ChunkRepo(Protocol):
@@ -446,6 +461,13 @@ class RetrieveEngine(Protocol):
     ) -> list[SearchHit]: ...
 
     def count(self, space: IndexSpace, kb_id: str, knowledge_id: str | None = None) -> int: ...
+
+    def move_knowledge(
+        self, space: IndexSpace, src_kb_id: str, dst_kb_id: str, knowledge_ids: Sequence[str]
+    ) -> int:
+        """Moves these knowledge's entries (vectors included, nothing re-embedded) from one knowledge base
+        to another of the same space; the source keeps none. Idempotent: a re-run moves what is left."""
+        ...
 
     def health(self) -> bool: ...
 

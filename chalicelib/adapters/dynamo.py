@@ -789,6 +789,56 @@ class DynamoKnowledgeRepo:
         m = self.model
         self._update(knowledge_id, [m.description.set(description)], m.id.exists())
 
+    def move_to_kb(
+        self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str
+    ) -> Knowledge | None:
+        """One transaction: the row (kb, claim key, tags cleared, only while completed in `from_kb_id`), the
+        target's claim (new, ours already, or taken over from a failed or missing holder) and the release
+        of the old claim, so two moves into the same knowledge base cannot both keep the same content."""
+        m = self.model
+        for _ in range(5):
+            row = self.get(knowledge_id)
+            if row is None or row.kb_id != from_kb_id or row.parse_status != ParseStatus.COMPLETED:
+                return None
+            holder_id = self._claim_holder(dedupe_key) if dedupe_key else None
+            if holder_id is None:
+                claim_condition = self.dedupe.dedupe_key.does_not_exist()
+            else:
+                if holder_id != knowledge_id:
+                    holder = self.get(holder_id)
+                    if holder is not None and self._holds_claim(holder):
+                        raise DuplicateKnowledge(holder)
+                claim_condition = self.dedupe.knowledge_id == holder_id
+            release = (
+                row.dedupe_key
+                and row.dedupe_key != dedupe_key
+                and self._claim_holder(row.dedupe_key) == knowledge_id
+            )
+            try:
+                with TransactWrite(connection=self.connection) as tx:
+                    tx.update(
+                        m(knowledge_id),
+                        actions=[
+                            m.kb_id.set(to_kb_id),
+                            m.dedupe_key.set(dedupe_key),
+                            m.tag_ids.set([]),
+                            m.updated_at.set(now_iso()),
+                        ],
+                        condition=(m.kb_id == from_kb_id) & (m.parse_status == ParseStatus.COMPLETED.value),
+                    )
+                    if dedupe_key:
+                        tx.save(self.dedupe(dedupe_key, knowledge_id=knowledge_id), condition=claim_condition)
+                    if release:
+                        tx.delete(
+                            self.dedupe(row.dedupe_key), condition=self.dedupe.knowledge_id == knowledge_id
+                        )
+                return self.get(knowledge_id)
+            except TransactWriteError as error:
+                if not (_condition_failed(error) or _transaction_conflict(error)):
+                    raise
+                time.sleep(0.05)  # the row or a claim changed under us: read again
+        raise RuntimeError(f"could not move knowledge {knowledge_id} after 5 tries")
+
 
 # ---------------------------------------------------------------- chunks
 

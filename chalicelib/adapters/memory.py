@@ -378,6 +378,30 @@ class MemoryKnowledgeRepo:
 
         self._update(knowledge_id, lambda k: True, change)
 
+    def move_to_kb(
+        self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str
+    ) -> Knowledge | None:
+        """The row, its tags and its dedupe claim in one step under the lock (DynamoDB: one transaction)."""
+        with self._lock:
+            row = self._rows.get(knowledge_id)
+            if row is None or row.kb_id != from_kb_id or row.parse_status != ParseStatus.COMPLETED:
+                return None
+            if dedupe_key:
+                holder = self._rows.get(self._claims.get(dedupe_key, ""))
+                if (
+                    holder is not None
+                    and holder.id != knowledge_id
+                    and holds_dedupe_claim(holder.parse_status)
+                ):
+                    raise DuplicateKnowledge(copy.deepcopy(holder))
+            if row.dedupe_key and self._claims.get(row.dedupe_key) == knowledge_id:
+                del self._claims[row.dedupe_key]
+            if dedupe_key:
+                self._claims[dedupe_key] = knowledge_id
+            row.kb_id, row.dedupe_key, row.tag_ids = to_kb_id, dedupe_key, []
+            row.updated_at = _now()
+            return copy.deepcopy(row)
+
     # -- not in the port
     def write_fields(self, knowledge_id: str, **changes: Any) -> Knowledge:
         """An unconditional write of fields, for what the port does not do: the state machine's own
@@ -541,6 +565,10 @@ class MemoryFileStore:
         with self._lock:
             self._presigned[url] = key
         return url
+
+    def copy(self, src_url: str, dst_key: str) -> str:
+        data, content_type = self._object(src_url)
+        return self.save(dst_key, data, content_type)
 
     def put_presigned(self, url: str, data: bytes) -> str:
         """What a client's PUT to a presigned URL does: stores the object under the granted key."""

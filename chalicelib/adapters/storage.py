@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,18 @@ class LocalFileStore:
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         raise NotImplementedError("local:// storage has no presigned URLs; uploads stage in the S3 bucket")
 
+    def copy(self, src_url: str, dst_key: str) -> str:
+        source = self._path(self.key_of(src_url))
+        if not source.is_file():
+            raise FileNotFoundError(src_url)
+        path = self._path(dst_key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        os.close(fd)
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, path)
+        return self.url_for(dst_key)
+
 
 class S3FileStore:
     def __init__(self, client: Any, bucket: str):
@@ -108,3 +121,15 @@ class S3FileStore:
         if content_type:
             params["ContentType"] = content_type
         return str(self.client.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_seconds))
+
+    def copy(self, src_url: str, dst_key: str) -> str:
+        """A server-side CopyObject (no bytes through the function) within the bucket."""
+        key = safe_object_key(dst_key)
+        source = {"Bucket": self.bucket, "Key": self.key_of(src_url)}
+        try:
+            self.client.copy_object(Bucket=self.bucket, Key=key, CopySource=source)
+        except self.client.exceptions.ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise FileNotFoundError(src_url) from error
+            raise
+        return self.url_for(key)

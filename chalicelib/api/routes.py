@@ -25,6 +25,7 @@ from .. import (
     knowledge,
     knowledge_bases,
     lifecycle,
+    move_clone,
     offered,
     reparse,
     search,
@@ -323,6 +324,30 @@ def retry_failed_knowledge(deps: Dependencies, request: Request | None, kb_id: s
 def get_task(deps: Dependencies, request: Request | None, task_id: str) -> Response:
     tenant = _tenant(deps, request)
     return ok(tasks.get_task(deps, tenant.id, task_id).to_dict())
+
+
+@operation(
+    "Move up to 200 completed knowledge into another knowledge base (same type and embedding model)",
+    "lifecycle",
+    body=commands.MoveKnowledgeRequest,
+    status=202,
+)
+def move_knowledge(deps: Dependencies, request: Request | None) -> Response:
+    tenant = _tenant(deps, request)
+    task = move_clone.move(deps, tenant.id, _body(deps, request, commands.MoveKnowledgeRequest))
+    return ok({"task_id": task.id}, 202, message="Move task submitted")
+
+
+@operation(
+    "Clone a knowledge base into a new or an existing one (diff by file hash; vectors copied, not re-embedded)",
+    "lifecycle",
+    body=commands.CloneKnowledgeBaseRequest,
+    status=202,
+)
+def clone_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, commands.CloneKnowledgeBaseRequest)
+    return ok(move_clone.clone_kb(deps, tenant.id, kb_id, body), 202, message="Clone task submitted")
 
 
 # ---------------------------------------------------------------- enrichment

@@ -313,6 +313,8 @@ class TaskKind(StrEnum):
     DELETE_KB = "delete_kb"
     REPARSE = "reparse"
     RETRY_FAILED = "retry_failed"
+    MOVE = "move"
+    CLONE_KB = "clone_kb"
 
 
 class TaskStatus(StrEnum):

@@ -122,6 +122,14 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
                 seen.add(row.id)
                 task.items.append(row.id)
                 yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, ReparseRequest())
+    elif task.kind == TaskKind.MOVE:
+        from .move_clone import move_work
+
+        yield from move_work(deps, task)
+    elif task.kind == TaskKind.CLONE_KB:
+        from .move_clone import clone_work
+
+        yield from clone_work(deps, task)
 
 
 def _kb_rows(deps: Dependencies, kb_id: str, wanted: Any) -> list[Knowledge]:

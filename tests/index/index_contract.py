@@ -334,6 +334,39 @@ class EngineContract:
         hits = engine.hybrid_search(space, "kb3", "", vec(0, 0, 1), 1)
         assert ids(hits) == ["x4"]
 
+    # ---------------------------------------------------------------- move
+
+    def test_move_knowledge_repoints_entries_with_their_vectors(
+        self, engine: RetrieveEngine, space: IndexSpace
+    ) -> None:
+        engine.batch_index(
+            space,
+            [*CORPUS, entry("c4-q0", "Which tool installs Debian packages?", knowledge="k2", chunk="c4")],
+        )
+        engine.set_enabled(space, "kb1", ["c5"], False)
+        assert engine.move_knowledge(space, "kb1", "kb3", ["k2"]) == 3
+        assert (engine.count(space, "kb1"), engine.count(space, "kb3")) == (3, 3)
+        assert engine.count(space, "kb3", "k2") == 3 and engine.count(space, "kb1", "k2") == 0
+        hits = self.keyword(engine, space, "Debian packages apt", kb="kb3")
+        assert set(ids(hits)) == {"c4", "c4-q0"}
+        assert all((h.kb_id, h.knowledge_id) == ("kb3", "k2") for h in hits)
+        assert self.keyword(engine, space, "Debian packages apt") == []  # the source keeps none
+        assert "c5" not in ids(self.keyword(engine, space, "fox den roots", kb="kb3"))  # still disabled
+        np.testing.assert_allclose(self.stored_vector(engine, space, "kb3", "c4"), vec(0, 0, 1), atol=1e-6)
+        # A re-run finds nothing left to move; other knowledge and knowledge bases are untouched.
+        assert engine.move_knowledge(space, "kb1", "kb3", ["k2"]) == 0
+        assert engine.move_knowledge(space, "kb1", "kb1", ["k1"]) == 0
+        assert engine.move_knowledge(space, "kb-unknown", "kb3", ["k1"]) == 0
+        assert engine.move_knowledge(space, "kb1", "kb3", []) == 0
+        assert (engine.count(space, "kb1", "k1"), engine.count(space, "kb2")) == (3, 1)
+
+    def test_moved_vectors_are_searchable(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        self.needs_knn()
+        engine.batch_index(space, CORPUS)
+        engine.move_knowledge(space, "kb1", "kb3", ["k2"])
+        assert ids(engine.hybrid_search(space, "kb3", "", vec(0, 0, 1), 1)) == ["c4"]
+        assert "c4" not in ids(engine.hybrid_search(space, "kb1", "", vec(0, 0, 1), 10))
+
     # ---------------------------------------------------------------- enable / disable
 
     def test_set_enabled(self, engine: RetrieveEngine, space: IndexSpace) -> None:

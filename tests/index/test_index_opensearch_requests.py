@@ -311,3 +311,30 @@ def test_serverless_preset() -> None:
     )
     assert engine.page_size == 10
     assert engine._refresh_param() is None
+
+
+def test_move_knowledge_scans_the_source_then_updates_kb_id_in_one_bulk(
+    recorded: tuple[OpenSearchEngine, RecordingTransport],
+) -> None:
+    engine, transport = recorded
+    engine.page_size = 2
+    pages = [[_hit("a", 0), _hit("b", 0)], [_hit("c", 0)]]
+
+    def responder(method: str, url: str, params: dict[str, Any], body: Any) -> Any:
+        if url.endswith("/_search"):
+            return {"hits": {"hits": pages.pop(0)}}
+        return default_responder(method, url, params, body)
+
+    transport.responder = responder
+    assert engine.move_knowledge(SPACE, "kb1", "kb9", ["k1"]) == 3
+    scan1, scan2, bulk = transport.calls
+    query = {"bool": {"filter": [{"term": {"kb_id": "kb1"}}, {"terms": {"knowledge_id": ["k1"]}}]}}
+    assert scan1[3]["query"] == query and scan2[3]["search_after"] == ["b"]
+    lines = [json.loads(x) for x in bulk[3].decode().splitlines()]
+    assert lines == [
+        line
+        for i in "abc"
+        for line in ({"update": {"_index": "weknora-baai-bge-m3-8", "_id": i}}, {"doc": {"kb_id": "kb9"}})
+    ]  # no vector is sent again
+    transport.calls.clear()
+    assert engine.move_knowledge(SPACE, "kb1", "kb1", ["k1"]) == 0 and transport.calls == []

@@ -336,6 +336,55 @@ class RepoContract:
         repos.knowledge.set_description(new_id(), "nobody")  # a missing row is not created
         assert repos.knowledge.get(k.id) is not None
 
+    def test_move_to_kb_moves_a_completed_row_with_its_claim_and_clears_its_tags(self, repos: Repos) -> None:
+        old_key, new_key = key(), key()
+        k = row(dedupe_key=old_key, parse_status=ParseStatus.COMPLETED)
+        repos.knowledge.insert(k)
+        moved = repos.knowledge.move_to_kb(k.id, k.kb_id, "kb-target", new_key)
+        assert moved is not None and (moved.kb_id, moved.dedupe_key, moved.tag_ids) == (
+            "kb-target",
+            new_key,
+            [],
+        )
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.kb_id == "kb-target" and stored.dedupe_key == new_key
+        assert repos.knowledge.find_duplicate(old_key) is None  # released: the source may take it again
+        holder = repos.knowledge.find_duplicate(new_key)
+        assert holder is not None and holder.id == k.id
+        repos.knowledge.insert(row(dedupe_key=old_key))
+        assert repos.knowledge.move_to_kb(k.id, k.kb_id, "kb-other", key()) is None  # not in that KB now
+        assert [r.id for r in repos.knowledge.list_by_kb("kb-target", 1, 10).items] == [k.id]
+
+    def test_move_to_kb_refuses_a_live_duplicate_and_rows_not_completed(self, repos: Repos) -> None:
+        target_key = key()
+        holder = row(dedupe_key=target_key, parse_status=ParseStatus.COMPLETED)
+        repos.knowledge.insert(holder)
+        k = row(dedupe_key=key(), parse_status=ParseStatus.COMPLETED)
+        repos.knowledge.insert(k)
+        with pytest.raises(DuplicateKnowledge) as raised:
+            repos.knowledge.move_to_kb(k.id, k.kb_id, "kb-target", target_key)
+        assert raised.value.existing.id == holder.id
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.kb_id == k.kb_id and stored.tag_ids == ["a", "b"]
+        assert repos.knowledge.find_duplicate(k.dedupe_key) is not None  # its own claim is kept
+        assert repos.knowledge.mark_failed(holder.id, None, "broken", "UNKNOWN") is False  # completed
+        pending = row(dedupe_key=key())
+        repos.knowledge.insert(pending)
+        assert repos.knowledge.move_to_kb(pending.id, pending.kb_id, "kb-target", key()) is None
+        assert repos.knowledge.move_to_kb(new_id(), "kb", "kb-target", key()) is None
+
+    def test_move_to_kb_takes_over_a_failed_holder_of_the_target_claim(self, repos: Repos) -> None:
+        target_key = key()
+        failed = row(dedupe_key=target_key)
+        repos.knowledge.insert(failed)
+        repos.knowledge.mark_failed(failed.id, None, "broken", "UNKNOWN")
+        k = row(dedupe_key=key(), parse_status=ParseStatus.COMPLETED)
+        repos.knowledge.insert(k)
+        moved = repos.knowledge.move_to_kb(k.id, k.kb_id, "kb-target", target_key)
+        assert moved is not None
+        holder = repos.knowledge.find_duplicate(target_key)
+        assert holder is not None and holder.id == k.id
+
     # ------------------------------------------------------------ chunks
 
     def _chunks(self, knowledge_id: str, attempt: int, n: int) -> list[Chunk]:

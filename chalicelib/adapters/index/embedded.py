@@ -392,6 +392,36 @@ class EmbeddedEngine:
                 self._upsert(conn, rows)
         return len(rows)
 
+    def move_knowledge(
+        self, space: IndexSpace, src_kb_id: str, dst_kb_id: str, knowledge_ids: Sequence[str]
+    ) -> int:
+        """Moves the knowledge's entries (vectors included, nothing re-embedded) from one knowledge base's
+        file to another's: copied into the target first, then dropped from the source, so a crash between
+        the two leaves both copies and a re-run finishes the move. Returns how many entries moved."""
+        if not knowledge_ids or src_kb_id == dst_kb_id:
+            return 0
+        select = (
+            "SELECT id, knowledge_id, chunk_id, content, terms, source_id, source_type, chunk_type, "
+            "is_enabled, vector FROM entries WHERE knowledge_id IN ({}) ORDER BY rid"
+        )
+        with self._read(space, src_kb_id) as src:
+            if src is None:
+                return 0
+            rows: list[tuple[object, ...]] = []
+            for batch in _batches(list(knowledge_ids)):
+                for eid, kid, chunk_id, content, terms, sid, stype, ctype, enabled, blob in src.execute(
+                    select.format(_marks(len(batch))), batch
+                ):
+                    rows.append(
+                        (eid, dst_kb_id, kid, chunk_id, content, terms, sid, stype, ctype, enabled, blob)
+                    )
+        if not rows:
+            return 0
+        with self._write(space, dst_kb_id) as conn:
+            self._upsert(conn, rows)
+        self.delete_by_knowledge(space, src_kb_id, knowledge_ids)
+        return len(rows)
+
     def set_enabled(self, space: IndexSpace, kb_id: str, chunk_ids: Sequence[str], enabled: bool) -> int:
         """Sets is_enabled on every entry of these chunks; returns how many entries matched."""
         if not chunk_ids or not self.path_for(space, kb_id).exists():

@@ -384,6 +384,31 @@ class OpenSearchEngine:
         self.batch_index(space, copies)
         return len(copies)
 
+    def move_knowledge(
+        self, space: IndexSpace, src_kb_id: str, dst_kb_id: str, knowledge_ids: Sequence[str]
+    ) -> int:
+        """Repoints the knowledge's documents at another knowledge base: one partial `_bulk` update of
+        `kb_id` per document (vectors stay where they are, nothing is re-sent or re-embedded). A re-run
+        finds nothing left under the source. Returns how many documents moved."""
+        if src_kb_id == dst_kb_id:
+            return 0
+        moved = 0
+        for start in range(0, len(knowledge_ids), _TERMS_BATCH):
+            batch = list(knowledge_ids[start : start + _TERMS_BATCH])
+            query = {"bool": {"filter": [*_kb_filters(src_kb_id), {"terms": {"knowledge_id": batch}}]}}
+            hits = list(self._scan(space, query))
+            actions = [
+                (
+                    self._line({"update": {"_index": space.name, "_id": hit["_id"]}}),
+                    self._line({"doc": {"kb_id": dst_kb_id}}),
+                )
+                for hit in hits
+            ]
+            if actions:
+                self._bulk(actions)
+            moved += len(hits)
+        return moved
+
     def set_enabled(self, space: IndexSpace, kb_id: str, chunk_ids: Sequence[str], enabled: bool) -> int:
         """Sets is_enabled on every entry of these chunks (partial `_bulk` updates, which Serverless
         also accepts, unlike `_update_by_query`); returns how many entries matched."""

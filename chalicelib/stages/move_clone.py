@@ -1,0 +1,498 @@
+"""Move and clone on the lifecycle queue (spec §1.25): the work behind POST /knowledge/move and
+POST /knowledge-bases/{id}/clone, driven by the lifecycle worker's slices (`stages/lifecycle.py`).
+
+Move, per knowledge (idempotent; a redelivery finishes what an earlier one began):
+    row → target with the target's dedupe claim (one transaction; a live duplicate there fails the item)
+    → reuse_vectors: index entries move to the target, chunks are repointed (no embedding call)
+      reparse: the source's entries and chunks go, and a new attempt runs under the target's config
+    → the source's graph contribution and wiki pages are retracted.
+
+Clone: a two-way diff by file hash between the completed knowledge of the source and the target; extras in
+the target are deleted, missing ones copied 10 at a time. A copy has a deterministic id (task, source), so a
+redelivered message redoes (or only counts) the same copy: its source file and images are deep-copied to
+keys under the copy's own prefix, chunk ids are remapped and image links rewritten, and the index entries
+are copied with their vectors (nothing re-embedded). A copy that fails removes everything it wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+from ..domain.errors import PermanentStageError
+from ..domain.status import is_in_flight
+from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
+from ..domain.types import (
+    Chunk,
+    EnableStatus,
+    Knowledge,
+    KnowledgeBase,
+    ParseStatus,
+    SpanStatus,
+    Stage,
+    SummaryStatus,
+    Task,
+)
+from ..observability import logger
+from ..ports import Dependencies, DuplicateKnowledge, IndexSpace
+
+#: copies made concurrently (WeKnora clones 10 at a time)
+CLONE_BATCH = 10
+LIST_PAGE = 100_000
+_COPY_NAMESPACE = uuid.UUID("8a0f3d5e-6c1b-4f7e-9d2a-5b4c3e2f1a00")
+
+Work = tuple[str, Callable[[], None]]
+
+
+class ItemFailed(PermanentStageError):
+    """This item cannot be done (recorded against it; the task goes on)."""
+
+
+def copy_tags(deps: Dependencies, source: Knowledge, copy: Knowledge) -> None:
+    """The copy's tags, matched by name in the target knowledge base. A no-op until tags exist."""
+    return None
+
+
+def rekey(dedupe_key: str, kb_id: str) -> str:
+    """The same content's dedupe key in another knowledge base (`tenant|kb|...`)."""
+    if not dedupe_key:
+        return ""
+    parts = dedupe_key.split("|")
+    return "|".join([parts[0], kb_id, *parts[2:]])
+
+
+def _space(deps: Dependencies, kb: KnowledgeBase) -> IndexSpace:
+    return IndexSpace.of(deps.embedding_model(kb.embedding_model_id))
+
+
+def _all_rows(deps: Dependencies, kb_id: str) -> list[Knowledge]:
+    """Every row of the knowledge base, page by page until the total (whatever page size the repository
+    grants)."""
+    rows: list[Knowledge] = []
+    page = 1
+    while True:
+        batch = deps.knowledge.list_by_kb(kb_id, page, LIST_PAGE)
+        rows += batch.items
+        if not batch.items or len(rows) >= batch.total:
+            return rows
+        page += 1
+
+
+def _retract(deps: Dependencies, kb: KnowledgeBase | None, knowledge_id: str) -> None:
+    if kb is None:
+        return
+    deps.graph.delete_knowledge(kb.id, knowledge_id)
+    from .wiki import retract
+
+    retract(deps, kb, knowledge_id)
+
+
+# ---------------------------------------------------------------- move
+
+
+def move_work(deps: Dependencies, task: Task) -> Iterator[Work]:
+    for item in task.items[task.done :]:
+        yield item, partial(move_one, deps, task, item)
+
+
+def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
+    source_kb_id, mode = str(task.params["source_kb_id"]), str(task.params["mode"])
+    target = deps.kbs.get(task.kb_id)
+    if target is None or target.status == "deleting":
+        raise ItemFailed("the target knowledge base is gone or being deleted")
+    row = deps.knowledge.get(knowledge_id)
+    if row is None or row.tenant_id != task.tenant_id:
+        raise ItemFailed("the knowledge no longer exists")
+    if row.kb_id == source_kb_id:
+        if row.parse_status != ParseStatus.COMPLETED:
+            raise ItemFailed(f"only completed knowledge can be moved; this one is {row.parse_status.value}")
+        try:
+            moved = deps.knowledge.move_to_kb(
+                row.id, source_kb_id, target.id, rekey(row.dedupe_key, target.id)
+            )
+        except DuplicateKnowledge as duplicate:
+            raise ItemFailed(
+                f"the target knowledge base already holds this content as knowledge {duplicate.existing.id}"
+            ) from duplicate
+        if moved is None:
+            raise ItemFailed("the knowledge changed state while it was being moved; move it again")
+        row = moved
+    elif row.kb_id != target.id:
+        raise ItemFailed("the knowledge is no longer in the source knowledge base")
+    # The row is in the target: what follows is idempotent, and a redelivery lands here to finish it.
+    source = deps.kbs.get(source_kb_id)
+    if mode == "reuse_vectors":
+        _repoint(deps, row, source_kb_id, target)
+        _carry_wiki_pages(deps, source_kb_id, row.id, target, {})  # before the source's records go
+    _retract(deps, source, row.id)
+    if mode != "reuse_vectors":
+        _reparse_in_target(deps, row, source, target)
+
+
+def _repoint(deps: Dependencies, row: Knowledge, source_kb_id: str, target: KnowledgeBase) -> None:
+    """Index entries into the target (dropped from the source) and the chunks repointed: no embedding."""
+    if target.indexing_strategy.needs_embedding:
+        moved = deps.engine(target.retrieval_engine).move_knowledge(
+            _space(deps, target), source_kb_id, target.id, [row.id]
+        )
+        logger.info("moved index entries", extra={"knowledge_id": row.id, "entries": moved})
+    stale = [
+        replace(chunk, kb_id=target.id) for chunk in deps.chunks.list(row.id) if chunk.kb_id != target.id
+    ]
+    if stale:
+        deps.chunks.put_many(stale)
+
+
+def _carry_wiki_pages(
+    deps: Dependencies,
+    source_kb_id: str,
+    knowledge_id: str,
+    target: KnowledgeBase,
+    id_map: dict[str, str],
+    new_id: str = "",
+) -> None:
+    """The document's wiki page records (its `wiki_page` chunks travel with its chunks) join the target's
+    wiki, whose index is rebuilt when the target keeps a wiki."""
+    from ..ports import WikiPageRecord
+    from .wiki import FINALIZE_DELAY_SECONDS, trigger
+
+    records = [r for r in deps.wiki.pages(source_kb_id) if r.knowledge_id == knowledge_id]
+    if not records:
+        return
+    owner = new_id or knowledge_id
+    deps.wiki.put_pages(
+        target.id,
+        owner,
+        [WikiPageRecord(owner, r.document, r.title, id_map.get(r.chunk_id, r.chunk_id)) for r in records],
+    )
+    if target.indexing_strategy.wiki_enabled:
+        trigger(deps, target.id, "finalize", FINALIZE_DELAY_SECONDS)
+
+
+def _reparse_in_target(
+    deps: Dependencies, row: Knowledge, source: KnowledgeBase | None, target: KnowledgeBase
+) -> None:
+    """The source's index entries and the chunks go; a new attempt runs under the target's configuration."""
+    if source is not None and source.indexing_strategy.needs_embedding:
+        deps.engine(source.retrieval_engine).delete_by_knowledge(_space(deps, source), source.id, [row.id])
+    if row.parse_status != ParseStatus.COMPLETED:
+        return  # an earlier delivery already started the new attempt
+    from ..commands import ReparseRequest
+    from ..reparse import reparse
+
+    reparse(deps, row.tenant_id, row.id, ReparseRequest())
+
+
+# ---------------------------------------------------------------- clone: the diff
+
+
+def copy_id(task_id: str, source_id: str) -> str:
+    """The copy's id: the same for every delivery of the task, so a redelivery finds its own copy."""
+    return str(uuid.uuid5(_COPY_NAMESPACE, f"{task_id}/{source_id}"))
+
+
+def _content_key(row: Knowledge) -> str:
+    return row.file_hash or f"{row.type.value}:{row.source or row.id}"
+
+
+@dataclass
+class ClonePlan:
+    deletes: list[Knowledge]
+    copies: list[Knowledge]
+
+
+def plan_clone(deps: Dependencies, task: Task, source: KnowledgeBase, target: KnowledgeBase) -> ClonePlan:
+    """The two-way multiset diff by file hash, minus what this task already attempted. A copy this task made
+    whose item is not recorded yet (a slice ended, or a delivery crashed) is planned again: its work then
+    only finishes or counts it."""
+    attempted = set(task.items)
+    sources = [row for row in _all_rows(deps, source.id) if row.parse_status == ParseStatus.COMPLETED]
+    unrecorded = {copy_id(task.id, s.id) for s in sources if f"copy:{s.id}" not in attempted}
+    present, made = [], set()
+    for row in _all_rows(deps, target.id):
+        if row.id in unrecorded:
+            made.add(row.id)
+        elif row.parse_status != ParseStatus.DELETING:
+            present.append(row)
+    wanted: dict[str, list[Knowledge]] = {}
+    for row in sorted(sources, key=lambda r: r.created_at):
+        wanted.setdefault(_content_key(row), []).append(row)
+    # Completed and in-flight rows of the target can match a source; failed, cancelled and draft rows are
+    # not the source's content and go. Among matches, the unfinished and the older go first.
+    have: dict[str, list[Knowledge]] = {}
+    deletes: list[Knowledge] = []
+    for row in sorted(present, key=lambda r: (r.parse_status == ParseStatus.COMPLETED, r.created_at)):
+        if row.parse_status == ParseStatus.COMPLETED or is_in_flight(row.parse_status):
+            have.setdefault(_content_key(row), []).append(row)
+        elif f"delete:{row.id}" not in attempted:
+            deletes.append(row)
+    counts = Counter({key: len(rows) for key, rows in wanted.items()})
+    for key, rows in have.items():
+        extra = len(rows) - counts.get(key, 0)
+        deletes += [row for row in rows[: max(extra, 0)] if f"delete:{row.id}" not in attempted]
+    copies: list[Knowledge] = []
+    for key, rows in wanted.items():
+        missing = len(rows) - len(have.get(key, []))
+        if missing <= 0:
+            continue
+        # copies this task already made come first (only counted again), then the rest in order
+        ordered = sorted(rows, key=lambda r: copy_id(task.id, r.id) not in made)
+        copies += [row for row in ordered if f"copy:{row.id}" not in attempted][:missing]
+    return ClonePlan(deletes, copies)
+
+
+def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
+    from .lifecycle import delete_one
+
+    source = deps.kbs.get(str(task.params["source_kb_id"]))
+    target = deps.kbs.get(task.kb_id)
+    if source is None or target is None or target.status == "deleting":
+        item = f"kb:{task.kb_id}"
+        if item not in task.items:
+            task.items.append(item)
+
+            def gone() -> None:
+                raise ItemFailed("the source or the target knowledge base is gone or being deleted")
+
+            yield item, gone
+        return
+    while True:
+        plan = plan_clone(deps, task, source, target)
+        if not plan.deletes and not plan.copies:
+            return
+        for row in plan.deletes:  # one at a time: each delete is already parallel inside
+            task.items.append(f"delete:{row.id}")
+            yield f"delete:{row.id}", partial(delete_one, deps, row.id)
+        for start in range(0, len(plan.copies), CLONE_BATCH):
+            batch = plan.copies[start : start + CLONE_BATCH]
+            with ThreadPoolExecutor(max_workers=len(batch), thread_name_prefix="clone") as pool:
+                futures = [pool.submit(clone_one, deps, task, source, target, row) for row in batch]
+            for row, future in zip(batch, futures, strict=True):
+                task.items.append(f"copy:{row.id}")  # recorded as it is counted: see plan_clone
+                yield f"copy:{row.id}", partial(_outcome, future)
+
+
+def _outcome(future: Future[None]) -> None:
+    future.result()  # re-raises the copy's error, which the worker records (or retries)
+
+
+# ---------------------------------------------------------------- clone: one copy
+
+
+def clone_one(
+    deps: Dependencies, task: Task, source_kb: KnowledgeBase, target: KnowledgeBase, planned: Knowledge
+) -> None:
+    src = deps.knowledge.get(planned.id)
+    if src is None or src.kb_id != source_kb.id or src.parse_status != ParseStatus.COMPLETED:
+        raise ItemFailed("the source is no longer a completed knowledge of the source knowledge base")
+    new_id = copy_id(task.id, src.id)
+    existing = deps.knowledge.get(new_id)
+    if existing is not None and existing.parse_status == ParseStatus.COMPLETED:
+        return  # made by an earlier delivery
+    keys = _CopyKeys(deps, src, new_id)
+    row = _copy_row(deps, src, new_id, target, keys)
+    if existing is None:
+        try:
+            deps.knowledge.insert(row)
+        except DuplicateKnowledge as duplicate:
+            if duplicate.existing.id != new_id:
+                raise ItemFailed(
+                    f"the target knowledge base already holds this content as knowledge {duplicate.existing.id}"
+                ) from duplicate
+    try:
+        _copy_content(deps, src, row, source_kb, target, keys)
+    except BaseException:
+        _remove_copy(deps, src, row, target, keys)
+        raise
+
+
+class _CopyKeys:
+    """Where the copy's objects go: deterministic keys under the copy's own prefix."""
+
+    def __init__(self, deps: Dependencies, src: Knowledge, new_id: str) -> None:
+        self.deps, self.src, self.new_id = deps, src, new_id
+        prefix = f"{src.tenant_id}/{new_id}"
+        ext = f".{src.file_type}" if src.file_type else ""
+        self.file = f"{prefix}/source{ext}" if src.file_path else ""
+        self.markdown = parsed_markdown_key(src.tenant_id, new_id, 1)
+        self.manifest = images_manifest_key(src.tenant_id, new_id, 1)
+        self.prefix = prefix
+
+    def image(self, url: str) -> str:
+        ext = posixpath.splitext(self.deps.files.key_of(url))[1]
+        return f"{self.prefix}/images/{hashlib.sha256(url.encode()).hexdigest()[:24]}{ext}"
+
+
+def _copy_row(
+    deps: Dependencies, src: Knowledge, new_id: str, target: KnowledgeBase, keys: _CopyKeys
+) -> Knowledge:
+    return Knowledge(
+        id=new_id,
+        tenant_id=src.tenant_id,
+        kb_id=target.id,
+        type=src.type,
+        title=src.title,
+        description=src.description,
+        source=src.source,
+        file_name=src.file_name,
+        file_type=src.file_type,
+        file_size=src.file_size,
+        file_hash=src.file_hash,
+        file_path=deps.files.url_for(keys.file) if keys.file else "",
+        parse_status=ParseStatus.PROCESSING,
+        enable_status=EnableStatus.DISABLED,
+        # a summary still on its way in the source is not on its way for the copy
+        summary_status=src.summary_status
+        if src.summary_status in (SummaryStatus.NONE, SummaryStatus.COMPLETED, SummaryStatus.FAILED)
+        else SummaryStatus.NONE,
+        enrichment=dict(src.enrichment),
+        enable_multimodel=src.enable_multimodel,
+        metadata=dict(src.metadata),
+        process_overrides=dict(src.process_overrides),
+        channel=src.channel,
+        folder_path=src.folder_path,
+        dedupe_key=rekey(src.dedupe_key, target.id),
+    )
+
+
+def _rewrite(value: Any, links: dict[str, str]) -> Any:
+    """Every stored-image link in a string or JSON value, pointed at the copy's image."""
+    if isinstance(value, str):
+        for old, new in links.items():
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, dict):
+        return {k: _rewrite(v, links) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rewrite(v, links) for v in value]
+    return value
+
+
+def _source_images(deps: Dependencies, src: Knowledge) -> tuple[list[dict[str, Any]], list[Chunk], list[str]]:
+    """The source's image manifest (of its latest attempt), its chunks, and every stored image they name."""
+    manifest_url = deps.files.url_for(images_manifest_key(src.tenant_id, src.id, src.attempt))
+    images: list[dict[str, Any]] = (
+        json.loads(deps.files.read(manifest_url)) if deps.files.exists(manifest_url) else []
+    )
+    chunks = deps.chunks.list(src.id)
+    urls = [str(image["url"]) for image in images if image.get("url")]
+    urls += [str(info["url"]) for chunk in chunks for info in chunk.image_info if info.get("url")]
+    return images, chunks, [url for url in dict.fromkeys(urls) if _stored_here(deps, url)]
+
+
+def _stored_here(deps: Dependencies, url: str) -> bool:
+    """Only objects of this store are copied; any other link (none is expected) stays as it is."""
+    try:
+        deps.files.key_of(url)
+    except ValueError:
+        return False
+    return True
+
+
+def _copy_content(
+    deps: Dependencies,
+    src: Knowledge,
+    row: Knowledge,
+    source_kb: KnowledgeBase,
+    target: KnowledgeBase,
+    keys: _CopyKeys,
+) -> None:
+    files = deps.files
+    if keys.file:
+        try:
+            files.copy(src.file_path, keys.file)
+        except FileNotFoundError as error:
+            raise ItemFailed("the source's stored file is missing") from error
+    images, chunks, urls = _source_images(deps, src)
+    links: dict[str, str] = {}
+    for url in urls:
+        try:
+            links[url] = files.copy(url, keys.image(url))
+        except FileNotFoundError:
+            logger.warning("a source image is missing; its link stays", extra={"knowledge_id": src.id})
+    markdown_url = files.url_for(parsed_markdown_key(src.tenant_id, src.id, src.attempt))
+    if files.exists(markdown_url):
+        files.save(
+            keys.markdown, _rewrite(files.read(markdown_url).decode(), links).encode(), "text/markdown"
+        )
+    files.save(keys.manifest, json.dumps(_rewrite(images, links)).encode(), "application/json")
+
+    def remap(chunk_id: str) -> str:
+        if not chunk_id:
+            return chunk_id
+        return row.id + chunk_id[len(src.id) :] if chunk_id.startswith(src.id) else f"{row.id}-{chunk_id}"
+
+    id_map = {chunk.id: remap(chunk.id) for chunk in chunks}
+    copies = [
+        replace(
+            chunk,
+            id=id_map[chunk.id],
+            tenant_id=row.tenant_id,
+            kb_id=target.id,
+            knowledge_id=row.id,
+            content=_rewrite(chunk.content, links),
+            pre_chunk_id=id_map.get(chunk.pre_chunk_id, chunk.pre_chunk_id),
+            next_chunk_id=id_map.get(chunk.next_chunk_id, chunk.next_chunk_id),
+            parent_chunk_id=id_map.get(chunk.parent_chunk_id, chunk.parent_chunk_id),
+            metadata=_rewrite(chunk.metadata, links),
+            image_info=_rewrite(chunk.image_info, links),
+        )
+        for chunk in chunks
+    ]
+    deps.chunks.replace_all(row.id, copies)
+    entries = 0
+    if target.indexing_strategy.needs_embedding and chunks:
+        entries = deps.engine(target.retrieval_engine).copy(
+            _space(deps, target), source_kb.id, src.id, target.id, row.id, id_map
+        )
+    _carry_wiki_pages(deps, source_kb.id, src.id, target, id_map, row.id)
+    copy_tags(deps, src, row)
+    tracker = deps.tracker
+    tracker.begin_stage(
+        row, Stage.EMBEDDING, {"cloned_from": src.id, "model": target.embedding_model_id or "default"}
+    )
+    for stage in (Stage.DOCREADER, Stage.CHUNKING, Stage.MULTIMODAL, Stage.POSTPROCESS):
+        tracker.skip_stage(row, stage, f"cloned from knowledge {src.id}")
+    tracker.end_stage(
+        row,
+        Stage.EMBEDDING,
+        {"texts_embedded": 0, "cache_hits": 0, "entries_copied": entries, "chunks": len(copies)},
+    )
+    if deps.knowledge.mark_indexed(
+        row.id, row.attempt, chunk_count=src.chunk_count, storage_size=src.file_size, completed=True
+    ):
+        deps.tenants.add_usage(row.tenant_id, src.file_size)
+    if src.enable_status == EnableStatus.DISABLED:  # its entries were copied disabled too
+        deps.knowledge.update_fields(row.id, {"enable_status": EnableStatus.DISABLED.value})
+    tracker.close_root(row.id, row.attempt, SpanStatus.DONE)
+    logger.info("cloned knowledge", extra={"knowledge_id": row.id, "source": src.id, "entries": entries})
+
+
+def _remove_copy(
+    deps: Dependencies, src: Knowledge, row: Knowledge, target: KnowledgeBase, keys: _CopyKeys
+) -> None:
+    """A failed copy leaves nothing: its index entries, chunks, spans, objects and row (with its claim)."""
+    logger.warning("removing a failed copy", extra={"knowledge_id": row.id, "source": src.id})
+    if target.indexing_strategy.needs_embedding:
+        deps.engine(target.retrieval_engine).delete_by_knowledge(_space(deps, target), target.id, [row.id])
+    deps.chunks.delete_all(row.id)
+    deps.spans.delete_all(row.id)
+    deps.wiki.delete_pages(target.id, row.id)
+    owned = [
+        keys.file,
+        keys.markdown,
+        keys.manifest,
+        *(keys.image(url) for url in _source_images(deps, src)[2]),
+    ]
+    for key in owned:
+        if key:
+            deps.files.delete(deps.files.url_for(key))
+    deps.knowledge.delete(row.id)
