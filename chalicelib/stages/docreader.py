@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from .. import metering
 from ..dispatch import enqueue
 from ..domain.errors import BadRequest, PermanentStageError, SpanErrorCode, TransientStageError
 from ..domain.filetypes import is_importable
@@ -35,6 +36,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             extra={"knowledge_id": message.knowledge_id, "attempt": message.attempt},
         )
         return
+    metering.attribute(knowledge.kb_id, knowledge.tenant_id)
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
         raise PermanentStageError("the knowledge base no longer exists")
