@@ -38,7 +38,6 @@ QUEUES = (
     "enrichment",
     "lifecycle",
     "wiki",
-    "usage",
 )
 DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8"
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
