@@ -99,9 +99,18 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             "dropped_icons": resolved.dropped_icons,
             "title": title,
             "engine": result.metadata.get("engine", engine or "default"),
+            **_pages(result.metadata),
         },
     )
     enqueue(deps, Stage.CHUNKING, message)
+
+
+def _pages(metadata: dict[str, Any]) -> dict[str, int]:
+    """A paged document's page count, as its progress (the whole document is parsed by now)."""
+    pages = metadata.get("pages")
+    if isinstance(pages, int) and not isinstance(pages, bool) and pages > 0:
+        return {"pages_parsed": pages, "pages_total": pages}
+    return {}
 
 
 def _source(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, str]:

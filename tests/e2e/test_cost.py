@@ -57,6 +57,12 @@ def test_a_document_reports_what_each_stage_spent_and_its_price(
     trace = api.get(f"/knowledge/{created['id']}/spans").json_body["data"]["trace"]
     embedding = next(span for span in trace if span["span_id"] == "embedding")
     assert embedding["usage"][metering.LAMBDA_REQUESTS] > 0
+    # and each stage's progress: done of total
+    chunks = api.knowledge(created["id"])["chunk_count"]
+    assert embedding["progress"]["done"] == embedding["progress"]["total"] == chunks
+    assert embedding["progress"]["unit"] == "chunks" and embedding["progress"]["percent"] == 100.0
+    postprocess = next(span for span in trace if span["span_id"] == "postprocess")
+    assert postprocess["progress"]["done"] == postprocess["progress"]["total"] >= 1  # the summary
 
 
 def test_the_meter_counts_the_calls_a_stage_makes(
