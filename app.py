@@ -207,6 +207,16 @@ def put_tenant_settings() -> Response:
     return routes.put_tenant_settings(get_deps(), app.current_request)
 
 
+@app.route(f"{V1}/knowledge/{{knowledge_id}}/cost", methods=["GET"])
+def knowledge_cost(knowledge_id: str) -> Response:
+    return routes.knowledge_cost(get_deps(), app.current_request, knowledge_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/cost", methods=["GET"])
+def kb_cost(kb_id: str) -> Response:
+    return routes.kb_cost(get_deps(), app.current_request, kb_id)
+
+
 # ---------------------------------------------------------------- queues, workflow tasks, schedule
 # (The docreader queue is served by the container-image function in functions/docreader/.)
 

@@ -43,6 +43,7 @@ from .ports import (
     TenantRepo,
     UnknownModel,
     UrlImporter,
+    UsageRepo,
     VisionModel,
     WikiRepo,
     Workflow,
@@ -67,6 +68,7 @@ class Services:
     knowledge: KnowledgeRepo
     chunks: ChunkRepo
     spans: SpanRepo
+    usage: UsageRepo
     files: FileStore
     inbox: FileStore
     queue: TaskQueue
@@ -220,8 +222,10 @@ class _FixedModels:
 def _client(service: str, settings: Settings) -> Any:
     import boto3
 
+    from .adapters.aws_metering import meter_client
+
     factory: Any = boto3.client
-    return factory(service, region_name=settings.region)  # AWS_ENDPOINT_URL points it at moto locally
+    return meter_client(factory(service, region_name=settings.region))  # AWS_ENDPOINT_URL: moto locally
 
 
 def _build_ocr(settings: Settings) -> OcrEngine | None:
@@ -293,6 +297,7 @@ def _state_machine_arn(settings: Settings, sfn: Any) -> str:
 
 def build_services(settings: Settings | None = None) -> Services:
     """The AWS adapters (S3, DynamoDB, SQS, Step Functions; moto locally through AWS_ENDPOINT_URL)."""
+    from .adapters.aws_metering import meter_pynamodb
     from .adapters.dynamo import (
         DynamoChunkRepo,
         DynamoGraphRepo,
@@ -304,6 +309,7 @@ def build_services(settings: Settings | None = None) -> Services:
         DynamoWikiRepo,
         build_models,
     )
+    from .adapters.dynamo_usage import DynamoUsageRepo, build_usage_model
     from .adapters.health import AwsHealthProbe
     from .adapters.queues import SqsTaskQueue
     from .adapters.storage import LocalFileStore, S3FileStore
@@ -313,6 +319,7 @@ def build_services(settings: Settings | None = None) -> Services:
     from .spans import SpanTracker
 
     settings = settings or get_settings()
+    meter_pynamodb()
     models = build_models(settings)
     knowledge = DynamoKnowledgeRepo(models, settings.region)
     spans = DynamoSpanRepo(models)
@@ -333,6 +340,7 @@ def build_services(settings: Settings | None = None) -> Services:
         knowledge=knowledge,
         chunks=DynamoChunkRepo(models),
         spans=spans,
+        usage=DynamoUsageRepo(build_usage_model(settings)),
         files=files,
         inbox=inbox,
         queue=queue,
@@ -376,6 +384,7 @@ def memory_deps(
         MemoryTaskQueue,
         MemoryTaskRepo,
         MemoryTenantRepo,
+        MemoryUsageRepo,
         MemoryWikiRepo,
         MemoryWorkflow,
         ScriptedUrlImporter,
@@ -411,6 +420,7 @@ def memory_deps(
         knowledge=knowledge,
         chunks=MemoryChunkRepo(),
         spans=spans,
+        usage=MemoryUsageRepo(),
         files=MemoryFileStore("files"),
         inbox=MemoryFileStore(settings.files_bucket),
         queue=MemoryTaskQueue(max_receives=settings.stage_max_receives),

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from .commands import ListKnowledgeQuery
 from .create import missing_knowledge_error, require_kb
 from .domain.errors import BadRequest, NotFound
 from .domain.types import Knowledge
-from .ports import Dependencies
+from .ports import Dependencies, UsageEntry
 
 
 def owned_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
@@ -43,4 +45,22 @@ def spans(deps: Dependencies, tenant_id: str, knowledge_id: str, attempt: int | 
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if attempt is not None and attempt > knowledge.attempt:
         raise BadRequest(f"attempt must be from 1 to {knowledge.attempt}", code="invalid_query")
-    return deps.tracker.view(knowledge, attempt or knowledge.attempt)
+    wanted = attempt or knowledge.attempt
+    view = deps.tracker.view(knowledge, wanted)
+    usage = usage_by_span(deps.usage.for_knowledge(knowledge.id), wanted)
+    for node in view["trace"]:
+        node["usage"] = usage.get(node["span_id"], {})
+    return view
+
+
+#: the stage tree shows the enrichment subtasks' and the execution's usage under the postprocess stage
+SPAN_OF_USAGE = {"enrichment": "postprocess", "workflow": "postprocess"}
+
+
+def usage_by_span(entries: Iterable[UsageEntry], attempt: int) -> dict[str, dict[str, float]]:
+    """The metered counts of one attempt, summed by stage-tree span."""
+    spans: dict[str, Counter[str]] = defaultdict(Counter)
+    for entry in entries:
+        if entry.attempt == attempt:
+            spans[SPAN_OF_USAGE.get(entry.stage, entry.stage)].update(entry.counts)
+    return {span: {k: round(v, 6) for k, v in counts.items()} for span, counts in spans.items()}

@@ -110,6 +110,11 @@ class Workflow(Protocol):
         """Stops a running execution; False when none of that name is running."""
         ...
 
+    def transitions(self, name: str) -> int | None:
+        """The state transitions a finished execution made (from its history); None while it runs or
+        when there is none of that name."""
+        ...
+
 
 # ---------------------------------------------------------------- state
 
@@ -274,6 +279,35 @@ class SpanRepo(Protocol):
     def delete_all(self, knowledge_id: str) -> int: ...
 
     def last_activity_iso(self, knowledge_id: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class UsageEntry:
+    """What one invocation spent for one knowledge (see `metering`); `entry` is unique per invocation, so
+    writing the same entry twice keeps one."""
+
+    knowledge_id: str
+    entry: str  # f"{attempt:06d}#{stage}#{invocation}"
+    kb_id: str
+    tenant_id: str
+    counts: Mapping[str, float]
+    created_at: str
+
+    @property
+    def attempt(self) -> int:
+        return int(self.entry.split("#", 1)[0])
+
+    @property
+    def stage(self) -> str:
+        return self.entry.split("#")[1]
+
+
+class UsageRepo(Protocol):
+    def put(self, entry: UsageEntry) -> None: ...
+
+    def for_knowledge(self, knowledge_id: str) -> list[UsageEntry]: ...
+
+    def for_kb(self, kb_id: str) -> Iterator[UsageEntry]: ...
 
 
 class TaskRepo(Protocol):
@@ -732,6 +766,7 @@ class Dependencies(Protocol):
     knowledge: KnowledgeRepo
     chunks: ChunkRepo
     spans: SpanRepo
+    usage: UsageRepo
     files: FileStore
     #: the S3 bucket presigned uploads land in (and intents live in), whatever `files` is
     inbox: FileStore

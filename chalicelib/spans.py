@@ -15,6 +15,7 @@ from .domain.errors import SpanErrorCode
 from .domain.types import ALL_STAGES, Knowledge, Span, SpanKind, SpanStatus, Stage
 from .observability import logger
 from .ports import KnowledgeRepo, SpanRepo
+from .progress import stage_progress
 
 ROOT = "root"
 ROOT_NAME = "knowledge_processing"
@@ -31,6 +32,23 @@ MAX_SPAN_NAME = 255
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _progress(stage: Stage, span: Span, children: list[Span]) -> dict[str, Any] | None:
+    """The enrichment's progress is its planned subtasks closed so far (the stage span itself closes as
+    soon as the plan is made); the other stages report done and total in their outputs."""
+    outputs: Mapping[str, Any] = span.outputs
+    finished = span.status in (SpanStatus.DONE, SpanStatus.SKIPPED)
+    if stage == Stage.POSTPROCESS:
+        planned = outputs.get("planned")
+        if not isinstance(planned, list):
+            return None
+        closed = sum(1 for c in children if c.status not in OPEN)
+        outputs = {"subtasks_total": len(planned), "subtasks_done": min(closed, len(planned))}
+        finished = False
+        updated = max((c.updated_at for c in children), default=span.updated_at)
+        return stage_progress(stage.value, outputs, span.started_at, updated, finished)
+    return stage_progress(stage.value, outputs, span.started_at, span.updated_at, finished)
 
 
 class SpanTracker:
@@ -228,7 +246,9 @@ class SpanTracker:
         for stage in ALL_STAGES:
             span = spans.get(stage.value) or Span(k.id, wanted, stage.value, stage.value, SpanKind.STAGE)
             node = span.to_dict()
-            node["children"] = [s.to_dict() for s in spans.values() if s.parent_id == stage.value]
+            children = [s for s in spans.values() if s.parent_id == stage.value]
+            node["children"] = [s.to_dict() for s in children]
+            node["progress"] = _progress(stage, span, children)
             stages.append(node)
         current = next((s["span_id"] for s in stages if s["status"] == SpanStatus.RUNNING), None)
         if current is None:

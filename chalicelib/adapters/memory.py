@@ -20,7 +20,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -63,6 +63,7 @@ from ..ports import (
     GraphNode,
     IndexSpace,
     Page,
+    UsageEntry,
     WikiOp,
     WikiPageRecord,
     WorkflowStart,
@@ -783,6 +784,8 @@ class Execution:
     arn: str
     payload: dict[str, Any]
     status: str = "RUNNING"
+    #: what a finished execution reports as its state transitions (tests set it through `finish`)
+    transitions: int = 0
 
 
 @dataclass(frozen=True)
@@ -825,9 +828,17 @@ class MemoryWorkflow:
             execution = self.executions.get(name)
             return execution is not None and execution.status == "RUNNING"
 
-    def finish(self, name: str, status: str = "SUCCEEDED") -> None:
+    def finish(self, name: str, status: str = "SUCCEEDED", transitions: int = 0) -> None:
         with self._lock:
             self.executions[name].status = status
+            self.executions[name].transitions = transitions
+
+    def transitions(self, name: str) -> int | None:
+        with self._lock:
+            execution = self.executions.get(name)
+            if execution is None or execution.status == "RUNNING":
+                return None
+            return execution.transitions
 
     def stop(self, name: str, cause: str) -> bool:
         with self._lock:
@@ -862,6 +873,25 @@ class MemoryWorkflow:
 
 
 # ---------------------------------------------------------------- tasks, graph, wiki
+
+
+class MemoryUsageRepo:
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str], UsageEntry] = {}
+        self._lock = threading.Lock()
+
+    def put(self, entry: UsageEntry) -> None:
+        with self._lock:
+            self._rows[(entry.knowledge_id, entry.entry)] = copy.deepcopy(entry)
+
+    def for_knowledge(self, knowledge_id: str) -> list[UsageEntry]:
+        with self._lock:
+            return [e for (k, _), e in sorted(self._rows.items()) if k == knowledge_id]
+
+    def for_kb(self, kb_id: str) -> Iterator[UsageEntry]:
+        with self._lock:
+            entries = [e for _, e in sorted(self._rows.items()) if e.kb_id == kb_id]
+        yield from entries
 
 
 class MemoryTaskRepo:

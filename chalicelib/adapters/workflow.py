@@ -44,6 +44,19 @@ class StepFunctionsWorkflow:
         except self.client.exceptions.ExecutionDoesNotExist:
             return False
 
+    def transitions(self, name: str) -> int | None:
+        """Standard workflows bill a transition per state entered: counted from the execution's history."""
+        arn = self._execution_arn(name)
+        try:
+            if self.client.describe_execution(executionArn=arn)["status"] == "RUNNING":
+                return None
+            pages = self.client.get_paginator("get_execution_history").paginate(executionArn=arn)
+            return sum(
+                1 for page in pages for event in page["events"] if event["type"].endswith("StateEntered")
+            )
+        except self.client.exceptions.ExecutionDoesNotExist:
+            return None
+
     def _callback(self, method: str, **kwargs: Any) -> bool:
         try:
             getattr(self.client, method)(**kwargs)
@@ -94,3 +107,6 @@ class LazyStepFunctionsWorkflow:
 
     def stop(self, name: str, cause: str) -> bool:
         return self._workflow().stop(name, cause)
+
+    def transitions(self, name: str) -> int | None:
+        return self._workflow().transitions(name)

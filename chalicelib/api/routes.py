@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from .. import (
     chunk_preview,
     commands,
+    cost,
     create,
     enriched,
     knowledge,
@@ -385,3 +386,18 @@ def put_tenant_settings(deps: Dependencies, request: Request | None) -> Response
     tenant = _tenant(deps, request)
     body = _body(deps, request, commands.TenantSettingsRequest)
     return ok(tenants.put_settings(deps, tenant, body))
+
+
+# ---------------------------------------------------------------- cost
+
+
+@operation("What a knowledge cost: metered usage priced with the dated price table", "cost")
+def knowledge_cost(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(cost.knowledge_cost(deps, tenant.id, knowledge_id))
+
+
+@operation("What a knowledge base's documents cost (deleted ones included)", "cost")
+def kb_cost(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(cost.kb_cost(deps, tenant.id, kb_id))

@@ -32,6 +32,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from ..progress import bar
+
 DIRECT_UPLOAD_MAX_BYTES = (
     4 * 1024 * 1024
 )  # API Gateway/Lambda payload limits: bigger files go via presigned PUT
@@ -135,6 +137,9 @@ class ApiClient:
     def knowledge(self, knowledge_id: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/knowledge/{knowledge_id}"))
 
+    def cost(self, knowledge_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/knowledge/{knowledge_id}/cost"))
+
     def spans(self, knowledge_id: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/knowledge/{knowledge_id}/spans"))
 
@@ -158,6 +163,8 @@ class Tracked:
     stage_status: str = ""
     error: str = ""
     spans: list[dict[str, Any]] = field(default_factory=list)
+    #: the current stage's progress bar (done of total, rate, ETA)
+    progress: str = ""
 
     @property
     def done(self) -> bool:
@@ -174,7 +181,7 @@ def _progress_table(rows: list[Tracked]) -> Table:
     for r in rows:
         style = _STYLE.get(r.parse_status, "cyan")
         stage = f"{r.stage} ({r.stage_status})" if r.stage and r.stage_status else r.stage
-        detail = r.error or r.note
+        detail = r.error or " ".join(part for part in (r.progress, r.note) if part)
         table.add_row(
             escape(r.file), r.knowledge_id, escape(stage), f"[{style}]{r.parse_status}[/]", escape(detail)
         )
@@ -193,6 +200,8 @@ def _refresh(client: ApiClient, row: Tracked) -> None:
     row.spans = list(spans.get("trace") or [])
     current = next((s for s in row.spans if s.get("span_id") == row.stage), None)
     row.stage_status = str(current.get("status", "")) if current else ""
+    measured = current.get("progress") if current else None
+    row.progress = bar(measured) if isinstance(measured, dict) and not row.done else ""
     if not row.error and spans.get("last_error"):
         row.error = str(spans["last_error"])
 
@@ -218,11 +227,12 @@ def _follow(
                 live.update(_progress_table(rows))
             else:
                 for i, r in enumerate(rows):
-                    state = (r.parse_status, r.stage, r.stage_status, r.note)
+                    state = (r.parse_status, r.stage, r.stage_status, r.note + r.progress)
                     if last.get(i) != state:
                         last[i] = state
                         stage = f" {r.stage}({r.stage_status})" if r.stage else ""
                         note = f" [{r.note}]" if r.note else ""
+                        note += f" {r.progress}" if r.progress else ""
                         console.print(
                             f"{r.file} {r.knowledge_id}: {r.parse_status}{stage}{note}",
                             markup=False,
@@ -297,6 +307,8 @@ def stage_tree(spans: dict[str, Any]) -> Tree:
         outputs = s.get("outputs") or {}
         if outputs:
             text += " " + escape(", ".join(f"{k}={v}" for k, v in list(outputs.items())[:4]))
+        if isinstance(s.get("progress"), dict):
+            text += " " + escape(bar(s["progress"]))
         return text
 
     def add(node: Tree, parent: str, depth: int) -> None:
@@ -316,7 +328,24 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
     client = ApiClient(args.api, args.key)
     spans = client.spans(args.knowledge_id)
     console.print(stage_tree(spans))
+    console.print(cost_table(client.cost(args.knowledge_id)))
     return 0
+
+
+def cost_table(report: dict[str, Any]) -> Table:
+    """What the document cost so far, priced with the server's dated price table."""
+    title = (
+        f"cost: ${report.get('aws_dollars', 0):.6f} AWS + ${report.get('model_dollars', 0):.6f} models "
+        f"(prices as of {report.get('prices_as_of', '?')})"
+    )
+    table = Table(title=title, expand=False)
+    for col in ("unit", "quantity", "dollars"):
+        table.add_column(col, justify="left" if col == "unit" else "right")
+    for line in list(report.get("lines") or []) + list(report.get("model_tokens") or []):
+        table.add_row(escape(str(line["unit"])), f"{line['quantity']:g}", f"{line['dollars']:.6f}")
+    if report.get("workflow_pending"):
+        table.caption = "the execution is still running: its state transitions are counted when it ends"
+    return table
 
 
 def cmd_search(args: argparse.Namespace, console: Console) -> int:

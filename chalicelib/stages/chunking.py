@@ -73,7 +73,12 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     deps.tracker.end_stage(
         knowledge,
         Stage.CHUNKING,
-        {"chunks_written": len(chunks), "total_text_chars": len(markdown), **extra},
+        {
+            "chunks_written": len(chunks),
+            "chunks_total": len(chunks),
+            "total_text_chars": len(markdown),
+            **extra,
+        },
     )
     enqueue(deps, Stage.EMBEDDING, message)
 

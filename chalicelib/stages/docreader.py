@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from .. import metering
 from ..dispatch import enqueue
 from ..domain.errors import BadRequest, PermanentStageError, SpanErrorCode, TransientStageError
 from ..domain.filetypes import is_importable
@@ -35,6 +36,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             extra={"knowledge_id": message.knowledge_id, "attempt": message.attempt},
         )
         return
+    metering.attribute(knowledge.kb_id, knowledge.tenant_id)
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
         raise PermanentStageError("the knowledge base no longer exists")
@@ -97,9 +99,18 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             "dropped_icons": resolved.dropped_icons,
             "title": title,
             "engine": result.metadata.get("engine", engine or "default"),
+            **_pages(result.metadata),
         },
     )
     enqueue(deps, Stage.CHUNKING, message)
+
+
+def _pages(metadata: dict[str, Any]) -> dict[str, int]:
+    """A paged document's page count, as its progress (the whole document is parsed by now)."""
+    pages = metadata.get("pages")
+    if isinstance(pages, int) and not isinstance(pages, bool) and pages > 0:
+        return {"pages_parsed": pages, "pages_total": pages}
+    return {}
 
 
 def _source(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, str]:

@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, ValidationError
 
+from .. import metering
 from ..dispatch import enqueue
 from ..domain.errors import ContinueLater, DeferredStageError, SpanErrorCode, StageError
 from ..domain.status import may_write
@@ -34,6 +35,7 @@ from ..domain.types import Knowledge, ParseStatus, Stage, StageMessage
 from ..observability import logger, stage_outcome
 from ..ports import Dependencies
 from .messages import StageMessageModel, TaskMessageModel
+from .usage import metered_invocation
 
 M = TypeVar("M", bound=BaseModel)
 StageWork = Callable[[Dependencies, StageMessage], None]
@@ -117,6 +119,7 @@ def live_knowledge(deps: Dependencies, message: StageMessage) -> Knowledge | Non
             extra={"knowledge_id": message.knowledge_id, "attempt": message.attempt},
         )
         return None
+    metering.attribute(knowledge.kb_id, knowledge.tenant_id)
     return knowledge
 
 
@@ -146,6 +149,12 @@ def run_stage(
             logger.error("parking an invalid message in the DLQ", extra={"queue": stage.value})
             deps.queue.dead_letter(stage.value, record.body, reason)
             return
+        with metered_invocation(
+            deps, stage.value, message.knowledge_id, message.attempt, record, event, context
+        ):
+            attempt_work(message, record)
+
+    def attempt_work(message: StageMessage, record: SQSRecord) -> None:
         last_try = receive_count(record) >= deps.settings.stage_max_receives
         token = stage_deadline.set(deadline_of(context))
         note = functools.partial(
@@ -224,6 +233,7 @@ def task_knowledge(deps: Dependencies, task: TaskMessageModel, *statuses: ParseS
     knowledge = deps.knowledge.get(task.knowledge_id)
     if knowledge is None or knowledge.attempt != task.attempt or knowledge.parse_status not in statuses:
         raise Skip("superseded, cancelled or deleted")
+    metering.attribute(knowledge.kb_id, knowledge.tenant_id)
     return knowledge
 
 
@@ -244,6 +254,13 @@ def run_task(
         except ValidationError as error:
             deps.queue.dead_letter(task, record.body, f"not a {task} task: {error.error_count()} error(s)")
             return
+        knowledge_id = str(getattr(body, "knowledge_id", ""))
+        with metered_invocation(
+            deps, task, knowledge_id, int(getattr(body, "attempt", 0)), record, event, context
+        ):
+            answer(body, record)
+
+    def answer(body: M, record: SQSRecord) -> None:
         token = str(getattr(body, "task_token", ""))  # empty: work outside the state machine's count
         try:
             output = work(deps, body)

@@ -29,6 +29,14 @@ from chalicelib.local import cli
 
 KEY = "k1"
 STAGES = ["docreader", "chunking", "embedding"]
+COST = {
+    "aws_dollars": 0.000123,
+    "model_dollars": 0.0,
+    "prices_as_of": "2026-11-01",
+    "lines": [{"unit": "sqs_requests", "quantity": 14.0, "unit_price": 4e-07, "dollars": 5.6e-06}],
+    "model_tokens": [],
+    "workflow_pending": 0,
+}
 
 
 @dataclass
@@ -77,7 +85,22 @@ class FakeApi:
             if row["parse_status"] == "failed" and stage == "chunking":
                 status = "failed"
             outputs = {"chunks": 3} if stage == "chunking" and status == "done" else {}
-            trace.append({"span_id": stage, "parent_id": "root", "status": status, "outputs": outputs})
+            node: dict[str, Any] = {
+                "span_id": stage,
+                "parent_id": "root",
+                "status": status,
+                "outputs": outputs,
+            }
+            if stage == "embedding" and status == "running":  # the spans API's progress for the stage
+                node["progress"] = {
+                    "unit": "chunks",
+                    "done": 720,
+                    "total": 3152,
+                    "percent": 22.8,
+                    "rate_per_second": 24.0,
+                    "eta_seconds": 101.3,
+                }
+            trace.append(node)
         trace.append(
             {"span_id": "embedding.batch[0]", "parent_id": "embedding", "status": "pending", "outputs": {}}
         )
@@ -127,11 +150,13 @@ def make_handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
                 return
             if self.path == "/api/v1/knowledge-bases":
                 return self._ok(api.kbs)
-            m = re.fullmatch(r"/api/v1/knowledge/(\w+)(/spans)?", self.path)
+            m = re.fullmatch(r"/api/v1/knowledge/(\w+)(/spans|/cost)?", self.path)
             if m and m.group(1) in api.knowledge:
                 kid = m.group(1)
-                if m.group(2):
+                if m.group(2) == "/spans":
                     return self._ok(api.spans(kid))
+                if m.group(2) == "/cost":
+                    return self._ok(COST)
                 api.advance(kid)
                 return self._ok(api.knowledge[kid])
             self._err(404, "not_found", self.path)
@@ -235,6 +260,7 @@ def test_ingest_creates_the_kb_uploads_and_follows_to_completion(api: FakeApi, t
     assert api.kbs == [{"id": "kb1", "name": "docs"}]
     assert "created" in out and "all 1 file(s) completed" in out
     assert api.knowledge["k1"]["parse_status"] == "completed"
+    assert "embedding(running) [####................] 720/3152 chunks" in out  # progress while it runs
 
 
 def test_ingest_on_a_terminal_draws_a_live_table(api: FakeApi, tmp_path: Path) -> None:
@@ -282,6 +308,8 @@ def test_status_prints_the_stage_tree(api: FakeApi) -> None:
     emb = next(i for i, ln in enumerate(lines) if "embedding running" in ln)
     batch = next(i for i, ln in enumerate(lines) if "embedding.batch[0]" in ln)
     assert batch > emb and lines[batch].index("embedding.batch") > lines[emb].index("embedding")  # nested
+    assert "720/3152 chunks 24.0/s ETA 1m41s" in lines[emb]  # the stage's progress bar
+    assert "cost: $0.000123 AWS" in out and "sqs_requests" in out and "2026-11-01" in out
 
 
 def test_search_prints_the_top_chunks(api: FakeApi) -> None:

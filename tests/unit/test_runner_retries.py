@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
+from chalicelib.adapters.memory import MemoryUsageRepo
 from chalicelib.domain.errors import PermanentStageError, TransientStageError
 from chalicelib.domain.types import Stage, StageMessage
 from chalicelib.settings import load_settings
@@ -42,7 +43,9 @@ class Rows:
 
 def _deps() -> Any:
     tracker = SimpleNamespace(fail_stage=lambda *a, **k: None)
-    return SimpleNamespace(settings=load_settings({}), queue=Queue(), knowledge=Rows(), tracker=tracker)
+    return SimpleNamespace(
+        settings=load_settings({}), queue=Queue(), knowledge=Rows(), tracker=tracker, usage=MemoryUsageRepo()
+    )
 
 
 def _event(receive_count: int) -> dict[str, Any]:

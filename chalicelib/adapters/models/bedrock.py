@@ -30,6 +30,7 @@ from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
 
+from ... import metering
 from ...ports import ModelAuthError, ModelEmptyResponse, ModelRequestError, ModelThrottled, ModelUnavailable
 from ._common import clip_texts, image_format, parse_retry_after, split_system, to_unit_vectors
 
@@ -165,6 +166,8 @@ class BedrockTitanEmbedding:
         if self.v2:
             body.update(dimensions=self.dimensions, normalize=True)
         payload = _invoke_json(self.client, self.bedrock_model, body)
+        if isinstance(payload, dict):
+            metering.record_tokens(self.model_id, payload.get("inputTextTokenCount"))
         embedding = payload.get("embedding") if isinstance(payload, dict) else None
         if not isinstance(embedding, list):
             raise ModelRequestError(f"bedrock {self.bedrock_model}: response has no 'embedding'")
@@ -252,7 +255,10 @@ def bedrock_embedding(
     raise ValueError(f"unsupported Bedrock embedding model {bedrock_model!r} (Titan text or Cohere embed)")
 
 
-def _converse_text(response: Mapping[str, Any], bedrock_model: str) -> str:
+def _converse_text(response: Mapping[str, Any], bedrock_model: str, model_id: str) -> str:
+    usage = response.get("usage")
+    if isinstance(usage, dict):
+        metering.record_tokens(model_id, usage.get("inputTokens"), usage.get("outputTokens"))
     content = response.get("output", {}).get("message", {}).get("content", [])
     text = "".join(block.get("text", "") for block in content if isinstance(block, dict))
     if not text.strip():
@@ -283,7 +289,7 @@ class BedrockChatModel:
         if system:
             request["system"] = [{"text": text} for text in system]
         response = _call(self.bedrock_model, lambda: self.client.converse(**request))
-        return _converse_text(response, self.bedrock_model)
+        return _converse_text(response, self.bedrock_model, self.model_id)
 
 
 class BedrockVisionModel:
@@ -310,7 +316,7 @@ class BedrockVisionModel:
             "inferenceConfig": {"maxTokens": max_tokens, "temperature": self.temperature},
         }
         response = _call(self.bedrock_model, lambda: self.client.converse(**request))
-        return _converse_text(response, self.bedrock_model)
+        return _converse_text(response, self.bedrock_model, self.model_id)
 
 
 if TYPE_CHECKING:  # static proof that the adapters satisfy the ports

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ... import metering
 from ...net.client import FetchError, SafeHttpClient
 from ...ports import ModelAuthError, ModelEmptyResponse, ModelRequestError, ModelThrottled, ModelUnavailable
 from ._common import clip_texts, image_format, parse_retry_after, to_unit_vectors
@@ -201,6 +202,7 @@ class OpenAIEmbedding:
         if self.request_dimensions:
             payload["dimensions"] = self.request_dimensions
         body = self._client.post("embeddings", payload)
+        _count_usage(body, self.model_id)
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list) or len(data) != len(batch):
             raise ModelRequestError(f"{self._client.name}: expected {len(batch)} embeddings in 'data'")
@@ -228,6 +230,12 @@ class OpenAIEmbedding:
         if self._dimensions is None:
             self._dimensions = int(parts[0].shape[1])
         return np.concatenate(parts, axis=0)
+
+
+def _count_usage(body: Any, model_id: str) -> None:
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if isinstance(usage, dict):
+        metering.record_tokens(model_id, usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
 
 def _completion_text(body: Any, model_id: str) -> str:
@@ -279,7 +287,9 @@ class OpenAIChatModel:
             "temperature": temperature,
             self.max_tokens_field: max_tokens,
         }
-        return _completion_text(self._client.post("chat/completions", payload), self._client.name)
+        body = self._client.post("chat/completions", payload)
+        _count_usage(body, self.model_id)
+        return _completion_text(body, self._client.name)
 
     def chat(
         self, messages: Sequence[Mapping[str, str]], *, temperature: float = 0.3, max_tokens: int = 2048
