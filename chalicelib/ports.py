@@ -635,7 +635,12 @@ class ReadResult:
 
 class DocReader(Protocol):
     def read(self, request: ReadRequest) -> ReadResult:
-        """Raises PermanentStageError for input that can never parse, TransientStageError otherwise."""
+        """Raises PermanentStageError for input that can never parse, TransientStageError otherwise.
+        `options["page_range"] = (start, end)` parses only those pages of a PDF (0-based, end excluded)."""
+        ...
+
+    def page_count(self, request: ReadRequest) -> int | None:
+        """The pages of a paged document (a PDF) without parsing it; None for other types."""
         ...
 
     def engines(self) -> list[dict[str, Any]]: ...

@@ -56,6 +56,12 @@ def exports_key(tenant_id: str, ext: str) -> str:
     return f"{tenant_id}/exports/{uuid.uuid4().hex}{ext}"
 
 
+def page_range_key(tenant_id: str, knowledge_id: str, attempt: int, part: str) -> str:
+    """A large PDF parsed in page ranges: the plan (`plan.json`) and each range's Markdown and images
+    (`pages-000100.md`, `pages-000100.images.json`), beside the attempt's Markdown (cleaned up with it)."""
+    return f"{tenant_id}/{knowledge_id}/parsed/attempt-{attempt}.ranges/{part}"
+
+
 def images_manifest_key(tenant_id: str, knowledge_id: str, attempt: int) -> str:
     """The stored images of one parse attempt (JSON), beside its Markdown."""
     return f"{tenant_id}/{knowledge_id}/parsed/attempt-{attempt}.images.json"

@@ -292,6 +292,15 @@ class StageMessage:
     deferrals: int = 0
     #: where a sliced stage resumes (embedding: the index of the next text to embed)
     offset: int = 0
+    #: docreader only: the pages [page_start, page_end) this message parses (0, 0: the whole document)
+    page_start: int = 0
+    page_end: int = 0
+    #: docreader only: put the parsed page ranges together (every range is stored)
+    assemble: bool = False
+
+    @property
+    def is_page_range(self) -> bool:
+        return self.page_end > self.page_start
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -303,6 +312,10 @@ class StageMessage:
             data["deferrals"] = self.deferrals
         if self.offset:
             data["offset"] = self.offset
+        if self.is_page_range:
+            data.update(page_start=self.page_start, page_end=self.page_end)
+        if self.assemble:
+            data["assemble"] = True
         return data
 
 

@@ -11,6 +11,7 @@ import itertools
 import re
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,6 +229,28 @@ def _figure_png(obj: object) -> bytes | None:
     return buf.getvalue()
 
 
+def page_range(options: Mapping[str, Any], n_pages: int) -> tuple[int, int]:
+    """`options["page_range"]` (0-based start, end excluded) clipped to the document; all pages without it.
+    Running headers, heading sizes and repeated figures are then learnt from the range's own pages."""
+    wanted = options.get("page_range")
+    if not wanted:
+        return 0, n_pages
+    start, end = (int(x) for x in wanted)
+    start, end = max(0, start), min(n_pages, end)
+    if start >= end:
+        raise parse_failed(f"The page range {start + 1}-{end} is outside the PDF's {n_pages} pages.")
+    return start, end
+
+
+def count_pages(data: bytes, password: str | None = None) -> int:
+    with PDFIUM_LOCK:
+        pdf = _open(data, password)
+        try:
+            return len(pdf)  # type: ignore[arg-type]
+        finally:
+            pdf.close()  # type: ignore[attr-defined]
+
+
 def parse_pdf(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     import pypdfium2.raw as pdfium_c
 
@@ -250,10 +273,11 @@ def _parse_open(
         raise parse_failed("The PDF has no pages.")
     if n_pages > ctx.limits.max_pages:
         raise parse_failed(f"The PDF has {n_pages} pages; the limit is {ctx.limits.max_pages}.")
+    first, last = page_range(ctx.options, n_pages)
     pages: list[_Page] = []
     page_lines: list[list[_Line]] = []
     figure_pages: dict[str, set[int]] = {}
-    for i in range(n_pages):
+    for i in range(first, last):
         info = _Page(i)
         lines: list[_Line] = []
         try:
@@ -296,7 +320,7 @@ def _parse_open(
     repeated_figures = {
         k
         for k, on in figure_pages.items()
-        if n_pages > 1 and len(on) >= max(2, n_pages * FIGURE_REPEAT_SHARE)
+        if last - first > 1 and len(on) >= max(2, (last - first) * FIGURE_REPEAT_SHARE)
     }
     parts: list[str] = []
     images: list[ParsedImage] = []
@@ -344,4 +368,6 @@ def _parse_open(
             parts.append(text)
     markdown = "\n\n".join(parts).strip()
     metadata = {"pages": n_pages, "scanned_pages": scanned_pages, "ocr_engine": ocr.name if ocr else ""}
+    if (first, last) != (0, n_pages):
+        metadata["page_range"] = [first, last]
     return ReadResult(markdown=markdown + "\n" if markdown else "", images=images, metadata=metadata)

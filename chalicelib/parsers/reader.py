@@ -85,6 +85,18 @@ class EngineDocReader:
             return engine, "; ".join(notes)
         raise unsupported(f"No parser engine can read .{file_type} files.")
 
+    def page_count(self, request: ReadRequest) -> int | None:
+        """A PDF's pages when the engine that would parse it can parse page ranges (builtin); else None."""
+        file_type = (request.file_type or file_type_of(request.file_name)).lower().lstrip(".")
+        if file_type != "pdf" or resolve_file_type(request.data, file_type) != "pdf":
+            return None
+        engine, _ = self.choose("pdf", request.engine, dict(request.options or {}))
+        if engine.name != "builtin":
+            return None
+        from .pdf import count_pages
+
+        return count_pages(request.data, (request.options or {}).get("pdf_password") or None)
+
     def read(self, request: ReadRequest) -> ReadResult:
         options = dict(request.options or {})
         limits = Limits.from_options(options) if "limits" in options else self.limits

@@ -8,7 +8,7 @@ redelivered message rewrites the same objects.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from .. import metering
@@ -21,6 +21,7 @@ from ..domain.types import Knowledge, KnowledgeType, Stage, StageMessage
 from ..domain.urls import redact_credentials
 from ..observability import logger
 from ..ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
+from . import page_ranges
 from .runner import kept_after_write, run_stage
 
 
@@ -29,6 +30,18 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
 
 
 def run(deps: Dependencies, message: StageMessage) -> None:
+    if message.assemble:
+        assembled = page_ranges.assemble(deps, message)
+        if assembled is not None:
+            row, assembled_markdown, assembled_images, outputs = assembled
+            _finish(deps, row, message, assembled_markdown, assembled_images, outputs)
+            page_ranges.clean_up(deps, row)
+        return
+    if message.is_page_range:
+        page_ranges.parse_range(
+            deps, message, lambda knowledge, result: _store_images(deps, knowledge, result)
+        )
+        return
     knowledge = deps.knowledge.begin_processing(message.knowledge_id, message.attempt)
     if knowledge is None:
         logger.info(
@@ -53,16 +66,19 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     tenant = deps.tenants.get(knowledge.tenant_id)
     rules = engine_rules(kb, tenant.parser_engine_rules if tenant else {}, knowledge.process_overrides)
     engine = rules.get(file_type, "")
-    result = deps.docreader().read(
-        ReadRequest(
-            data=data,
-            file_name=file_name or f"source.{file_type}",
-            file_type=file_type,
-            engine=engine,
-            options={"parser_engine_rules": rules},
-            url=knowledge.source,
-        )
+    request = ReadRequest(
+        data=data,
+        file_name=file_name or f"source.{file_type}",
+        file_type=file_type,
+        engine=engine,
+        options={"parser_engine_rules": rules},
+        url=knowledge.source,
     )
+    pages = deps.docreader().page_count(request) if file_type == "pdf" else None
+    if pages is not None and pages > deps.settings.parse_parallel_pages:
+        page_ranges.fan_out(deps, knowledge, message, request, title, pages)
+        return
+    result = deps.docreader().read(request)
     ocr_text = _ocr_uploaded_image(deps, result)
     resolved = _store_images(deps, knowledge, result)
     images = [asdict(image) for image in resolved.images]
@@ -72,6 +88,24 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         for image in images:
             if image["is_original"]:
                 image["ocr_in_markdown"] = True
+    outputs = {
+        "dropped_icons": resolved.dropped_icons,
+        "title": title,
+        "engine": result.metadata.get("engine", engine or "default"),
+        **_pages(result.metadata),
+    }
+    _finish(deps, knowledge, message, markdown, images, outputs)
+
+
+def _finish(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    message: StageMessage,
+    markdown: str,
+    images: list[dict[str, Any]],
+    outputs: dict[str, Any],
+) -> None:
+    """Stores the attempt's Markdown and image manifest, closes the stage and hands over to chunking."""
     if not markdown.strip() and not images:
         raise PermanentStageError(
             "the document has no extractable text", code=SpanErrorCode.DOCREADER_PARSE_FAILED
@@ -91,18 +125,9 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     if not kept_after_write(deps, knowledge, undo):
         return
     deps.tracker.end_stage(
-        knowledge,
-        Stage.DOCREADER,
-        {
-            "markdown_chars": len(markdown),
-            "images": len(images),
-            "dropped_icons": resolved.dropped_icons,
-            "title": title,
-            "engine": result.metadata.get("engine", engine or "default"),
-            **_pages(result.metadata),
-        },
+        knowledge, Stage.DOCREADER, {"markdown_chars": len(markdown), "images": len(images), **outputs}
     )
-    enqueue(deps, Stage.CHUNKING, message)
+    enqueue(deps, Stage.CHUNKING, replace(message, assemble=False))
 
 
 def _pages(metadata: dict[str, Any]) -> dict[str, int]:

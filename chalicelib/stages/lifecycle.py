@@ -27,6 +27,7 @@ from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
 from ..domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
 from ..observability import logger
 from ..ports import Dependencies, IndexSpace
+from . import page_ranges
 from .runner import come_back_soon, parse_body, process_batch
 
 QUEUE = "lifecycle"
@@ -193,6 +194,7 @@ def _stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:
             if key.endswith(".json") and deps.files.exists(url):
                 urls += [str(image["url"]) for image in json.loads(deps.files.read(url))]
             urls.append(url)
+        urls += page_ranges.range_objects(deps, knowledge, attempt)  # a large PDF deleted mid-parse
     for chunk in deps.chunks.list(knowledge.id):
         urls += [str(info["url"]) for info in chunk.image_info if info.get("url")]
     return list(dict.fromkeys(urls))

@@ -24,9 +24,22 @@ class StageMessageModel(BaseModel):
     deferrals: int = Field(default=0, ge=0)
     #: where a sliced stage resumes
     offset: int = Field(default=0, ge=0)
+    #: docreader: a page range of a large PDF, or the step that puts the ranges together
+    page_start: int = Field(default=0, ge=0)
+    page_end: int = Field(default=0, ge=0)
+    assemble: bool = False
 
     def to_domain(self) -> StageMessage:
-        return StageMessage(self.tenant_id, self.knowledge_id, self.attempt, self.deferrals, self.offset)
+        return StageMessage(
+            self.tenant_id,
+            self.knowledge_id,
+            self.attempt,
+            self.deferrals,
+            self.offset,
+            self.page_start,
+            self.page_end,
+            self.assemble,
+        )
 
 
 class TaskMessageModel(BaseModel):

@@ -172,6 +172,9 @@ class ScriptedReader:
             raise answer
         return answer
 
+    def page_count(self, request: ReadRequest) -> int | None:
+        return None
+
     def engines(self) -> list[dict[str, Any]]:
         return []
 
