@@ -38,6 +38,7 @@ from .ports import (
     RetrieveEngine,
     SaveImage,
     SpanRepo,
+    TagRepo,
     TaskQueue,
     TaskRepo,
     TenantRepo,
@@ -64,6 +65,7 @@ class Services:
     tasks: TaskRepo
     graph: GraphRepo
     wiki: WikiRepo
+    tags: TagRepo
     knowledge: KnowledgeRepo
     chunks: ChunkRepo
     spans: SpanRepo
@@ -299,6 +301,7 @@ def build_services(settings: Settings | None = None) -> Services:
         DynamoKnowledgeBaseRepo,
         DynamoKnowledgeRepo,
         DynamoSpanRepo,
+        DynamoTagRepo,
         DynamoTaskRepo,
         DynamoTenantRepo,
         DynamoWikiRepo,
@@ -330,6 +333,7 @@ def build_services(settings: Settings | None = None) -> Services:
         tasks=DynamoTaskRepo(models),
         graph=DynamoGraphRepo(models),
         wiki=DynamoWikiRepo(models),
+        tags=DynamoTagRepo(models, settings.region),
         knowledge=knowledge,
         chunks=DynamoChunkRepo(models),
         spans=spans,
@@ -373,6 +377,7 @@ def memory_deps(
         MemoryKnowledgeBaseRepo,
         MemoryKnowledgeRepo,
         MemorySpanRepo,
+        MemoryTagRepo,
         MemoryTaskQueue,
         MemoryTaskRepo,
         MemoryTenantRepo,
@@ -408,6 +413,7 @@ def memory_deps(
         tasks=MemoryTaskRepo(),
         graph=MemoryGraphRepo(),
         wiki=MemoryWikiRepo(),
+        tags=MemoryTagRepo(),
         knowledge=knowledge,
         chunks=MemoryChunkRepo(),
         spans=spans,

@@ -111,7 +111,11 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status == ParseStatus.DELETING:
         raise BadRequest("the knowledge is being deleted", code="invalid_state")
-    fields = request.model_dump(exclude_none=True, exclude={"enable_status", "content"})
+    fields = request.model_dump(exclude_none=True, exclude={"enable_status", "content", "tag_ids"})
+    if request.tag_ids is not None:
+        from .tags import check_tag_ids, set_tags
+
+        knowledge = set_tags(deps, knowledge, check_tag_ids(deps, knowledge.kb_id, request.tag_ids))
     if request.content is not None:
         fields.update(_new_manual_text(deps, knowledge, request.content))
     if request.enable_status is not None and request.enable_status != knowledge.enable_status.value:

@@ -26,6 +26,7 @@ TABLES = (
     "tasks",
     "graph",
     "wiki",
+    "tags",
 )
 QUEUES = (
     "uploads",

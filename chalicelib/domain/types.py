@@ -313,6 +313,7 @@ class TaskKind(StrEnum):
     DELETE_KB = "delete_kb"
     REPARSE = "reparse"
     RETRY_FAILED = "retry_failed"
+    DELETE_TAG = "delete_tag"
 
 
 class TaskStatus(StrEnum):

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from service.repo_contract import RepoContract, Repos
+from service.tag_contract import TagContract
 
 from chalicelib.bootstrap import get_deps, set_deps
 from chalicelib.local.runtime import LocalRuntime
@@ -18,11 +19,13 @@ def tables(_runtime: LocalRuntime) -> Iterator[Repos]:
     _runtime.reset(clear_state=True)
     set_deps(None)
     deps = get_deps()
-    yield Repos(deps.knowledge, deps.chunks, deps.spans, deps.tenants, deps.kbs, deps.embedding_cache())
+    yield Repos(
+        deps.knowledge, deps.chunks, deps.spans, deps.tenants, deps.kbs, deps.embedding_cache(), deps.tags
+    )
     set_deps(None)
 
 
-class TestDynamoRepos(RepoContract):
+class TestDynamoRepos(RepoContract, TagContract):
     @pytest.fixture
     def repos(self, tables: Repos) -> Repos:
         return tables
