@@ -68,7 +68,7 @@ def page(deps: Dependencies, kb_id: str, query: ListKnowledgeQuery) -> Listed:
     fingerprint = _fingerprint(kb_id, query)
     after = _decode(query.cursor, fingerprint) if query.cursor else None
     read = 0
-    for _ in range(1 if query.cursor else query.page - 1):
+    for _ in range(0 if query.cursor else query.page - 1):
         skipped = _one_page(deps, kb_id, query, after, fingerprint)
         read += skipped.read
         if skipped.next_cursor is None:
