@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 
 import pytest
 import requests
+from scripted_llm import CHAT, ScriptedLLM, use_models
 
 from chalicelib.bootstrap import Services
 from chalicelib.domain.clock import to_iso
@@ -345,3 +346,91 @@ def test_page_one_of_a_10000_document_knowledge_base_reads_about_one_page(
     failed = _list(api, kb["id"], parse_status="failed", page_size=20)
     assert failed["items"] == [] and failed["next_cursor"] is not None  # a bounded read, then "go on"
     assert 500 <= reads.count <= 505, reads.count  # MAX_READ rows, however large the knowledge base
+
+
+# ---------------------------------------------------------------- deletes
+
+
+def test_deletes_remove_tag_relations_and_a_tag_delete_untags_its_knowledge(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    kb = api.create_kb()
+    keep, drop = _tag(api, kb["id"], "keep"), _tag(api, kb["id"], "drop")
+    both = f"{keep['id']},{drop['id']}"
+    first = api.upload(kb["id"], "one.md", b"# One\n\nfirst", {"tag_ids": both}).json_body["data"]
+    second = api.upload(kb["id"], "two.md", b"# Two\n\nsecond", {"tag_ids": both}).json_body["data"]
+    runtime.drain(timeout=120)
+    assert len(services.tags.tagged(kb["id"], keep["id"])) == 2
+
+    # a knowledge's delete removes its relations
+    assert _delete(api, f"/knowledge/{first['id']}").status_code == 202
+    runtime.drain(timeout=120)
+    assert [k for _, k in services.tags.tagged(kb["id"], keep["id"])] == [second["id"]]
+    assert [k for _, k in services.tags.tagged(kb["id"], drop["id"])] == [second["id"]]
+    assert _all_pages(api, kb["id"], tag_id=keep["id"]) == [second["id"]]
+
+    # a tag's delete: gone at once, then off its knowledge, then the name is free
+    deleted = _delete(api, f"/knowledge-bases/{kb['id']}/tags/{drop['id']}")
+    assert deleted.status_code == 202
+    assert [t["name"] for t in api.get(f"/knowledge-bases/{kb['id']}/tags").json_body["data"]] == ["keep"]
+    late = _put(api, f"/knowledge/{second['id']}", {"tag_ids": [drop["id"]]})
+    assert late.status_code == 400 and late.json_body["error"]["code"] == "unknown_tag_id"
+    runtime.drain(timeout=120)
+    task = api.get(f"/tasks/{deleted.json_body['data']['task_id']}").json_body["data"]
+    assert task["status"] == "completed" and task["kind"] == "delete_tag" and task["succeeded"] == 1
+    assert api.knowledge(second["id"])["tag_ids"] == [keep["id"]]
+    assert (
+        services.tags.tagged(kb["id"], drop["id"]) == [] and services.tags.get(kb["id"], drop["id"]) is None
+    )
+    assert api.get(f"/knowledge-bases/{kb['id']}/tags/{drop['id']}").status_code == 404
+    _tag(api, kb["id"], "drop")
+
+    # a knowledge base's delete removes every tag and relation it had
+    assert _delete(api, f"/knowledge-bases/{kb['id']}").status_code == 202
+    runtime.drain(timeout=120)
+    assert services.tags.list_kb(kb["id"]) == [] and services.tags.tagged(kb["id"], keep["id"]) == []
+
+
+# ---------------------------------------------------------------- auto-tag
+
+
+@pytest.fixture
+def llm(services: Services) -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as scripted:
+        use_models(services, scripted)
+        yield scripted
+
+
+def test_auto_tag_adds_only_confident_new_tags_of_the_knowledge_base_outside_the_count(
+    api: Api, runtime: LocalRuntime, services: Services, llm: ScriptedLLM
+) -> None:
+    kb = api.create_kb(summary_model_id=CHAT, enrichment={"auto_tag_enabled": True, "max_tags": 2})
+    names = ["bakery", "ferries", "harbour", "pottery"]  # listed to the model in this order
+    tags = {name: _tag(api, kb["id"], name)["id"] for name in names}
+    text = b"# Notes\n\nThe harbour ferries leave at eight; the pottery studio opens at nine.\n"
+    created = api.upload(kb["id"], "notes.md", text, {"tag_ids": tags["pottery"]}).json_body["data"]
+    runtime.drain(timeout=180)
+
+    row = api.knowledge(created["id"])
+    assert row["parse_status"] == "completed" and row["pending_subtasks_count"] == 0
+    # the model was sure of ferries (0.95), harbour (0.90) and pottery (0.85), unsure of bakery (0.60), and
+    # named an index outside the list; max_tags 2 keeps the two best, pottery was already there
+    assert row["tag_ids"] == [tags["pottery"], tags["ferries"], tags["harbour"]]
+    assert llm.kinds().count("tags") == 1
+    assert not any(p.startswith("auto_tag") for p in row["enrichment"]["planned"])  # owns no slot
+    trace = api.get(f"/knowledge/{created['id']}/spans").json_body["data"]["trace"]
+    postprocess = next(s for s in trace if s["span_id"] == "postprocess")
+    [span] = [c for c in postprocess["children"] if c["span_id"] == "postprocess.auto_tag"]
+    assert span["status"] == "done" and span["outputs"]["tags"] == 2
+    assert set(_all_pages(api, kb["id"], tag_id=tags["harbour"])) == {created["id"]}
+    assert _all_pages(api, kb["id"], tag_id=tags["bakery"]) == []
+
+    # without auto-tagging, or without tags, the model is never asked
+    plain = api.create_kb(summary_model_id=CHAT)
+    _tag(api, plain["id"], "harbour")
+    other = api.upload(plain["id"], "notes.md", text).json_body["data"]
+    empty = api.create_kb(summary_model_id=CHAT, enrichment={"auto_tag_enabled": True})
+    untagged = api.upload(empty["id"], "notes.md", text).json_body["data"]
+    runtime.drain(timeout=180)
+    assert api.knowledge(other["id"])["tag_ids"] == [] and api.knowledge(untagged["id"])["tag_ids"] == []
+    assert llm.kinds().count("tags") == 1
