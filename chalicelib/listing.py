@@ -82,9 +82,8 @@ def page(deps: Dependencies, kb_id: str, query: ListKnowledgeQuery) -> Listed:
 def _one_page(
     deps: Dependencies, kb_id: str, query: ListKnowledgeQuery, after: Position | None, fingerprint: str
 ) -> Listed:
-    fetch, checks = _plan(deps, kb_id, query)
+    fetch, checks, filtering = _plan(deps, kb_id, query)
     size = query.page_size
-    filtering = bool(checks)
     matched: list[tuple[Position, Knowledge]] = []
     read = 0
     position = after
@@ -112,7 +111,9 @@ Fetch = Callable[[Position | None, int], list[tuple[Position, Knowledge | None]]
 Check = Callable[[Knowledge], bool]
 
 
-def _plan(deps: Dependencies, kb_id: str, query: ListKnowledgeQuery) -> tuple[Fetch, list[Check]]:
+def _plan(deps: Dependencies, kb_id: str, query: ListKnowledgeQuery) -> tuple[Fetch, list[Check], bool]:
+    """How the rows are read, what is checked on them, and whether that check filters (reads in larger
+    batches) or only drops the odd stale relation."""
     created_from = to_iso(query.created_from) if query.created_from else None
     created_to = to_iso(query.created_to) if query.created_to else None
     checks: list[Check] = []
@@ -125,11 +126,12 @@ def _plan(deps: Dependencies, kb_id: str, query: ListKnowledgeQuery) -> tuple[Fe
 
     if query.tag_id is not None:
         tag_id = query.tag_id
-        checks.append(lambda k: tag_id in k.tag_ids)  # a stale relation (tag since removed) is dropped
         if file_type is not None:
             checks.append(lambda k: k.file_type == file_type)
         if query.source is not None:
             checks.append(lambda k: listing_source(k.type) == query.source)
+        filtering = bool(checks)
+        checks.append(lambda k: tag_id in k.tag_ids)  # a stale relation (tag since removed) is dropped
 
         def by_tag(after: Position | None, limit: int) -> list[tuple[Position, Knowledge | None]]:
             keys = deps.tags.tagged(
@@ -138,7 +140,7 @@ def _plan(deps: Dependencies, kb_id: str, query: ListKnowledgeQuery) -> tuple[Fe
             rows = deps.knowledge.get_many([k for _, k in keys]) if keys else {}
             return [(key, rows.get(key[1])) for key in keys]
 
-        return by_tag, checks
+        return by_tag, checks, filtering
 
     index: tuple[str, str] | None = None
     if file_type is not None:
@@ -154,7 +156,7 @@ def _plan(deps: Dependencies, kb_id: str, query: ListKnowledgeQuery) -> tuple[Fe
         )
         return [((to_iso(k.created_at), k.id), k) for k in rows]
 
-    return by_index, checks
+    return by_index, checks, bool(checks)
 
 
 def _fingerprint(kb_id: str, query: ListKnowledgeQuery) -> str:
