@@ -633,6 +633,21 @@ class DynamoKnowledgeRepo:
         items = self.model.batch_get(list(dict.fromkeys(knowledge_ids)), consistent_read=True)
         return {item.id: self._from_item(item) for item in items}
 
+    def backfill_listing_keys(self) -> int:
+        """One-off migration (scripts/backfill_listing_keys.py): rows written before the listing GSIs get
+        `kb_source` and `kb_type`. A scan, run once at deploy;
+        safe to run again (rows that have the keys are left alone). Returns the rows updated."""
+        m = self.model
+        updated = 0
+        for item in m.scan(m.kb_source.does_not_exist()):
+            knowledge = self._from_item(item)
+            actions = [m.kb_source.set(f"{knowledge.kb_id}#{listing_source(knowledge.type)}")]
+            if knowledge.file_type:
+                actions.append(m.kb_type.set(f"{knowledge.kb_id}#{knowledge.file_type}"))
+            if self._update(knowledge.id, actions, m.kb_id == knowledge.kb_id) is not None:
+                updated += 1
+        return updated
+
     def in_flight_older_than(self, cutoff_iso: str) -> list[Knowledge]:
         query = self.model.inflight_index.query("1", self.model.updated_at < cutoff_iso)
         return [self._from_item(i) for i in query]
