@@ -22,6 +22,8 @@ from .ports import Dependencies
 from .tasks import new_task, start_task
 
 DELETING = "deleting"
+#: up to this many tag ids are checked one read each; more, against the knowledge base's list
+FEW = 5
 
 
 def _name_taken(error: TagNameTaken) -> Conflict:
@@ -89,7 +91,11 @@ def check_tag_ids(
     wanted = list(dict.fromkeys(tag_ids))
     if not wanted:
         return []
-    live = {t.id for t in deps.tags.list_kb(kb_id) if t.status != DELETING}
+    if len(wanted) <= FEW:  # the usual one to three: a read each, not the knowledge base's whole list
+        found = (deps.tags.get(kb_id, t) for t in wanted)
+        live = {t.id for t in found if t is not None and t.status != DELETING}
+    else:
+        live = {t.id for t in deps.tags.list_kb(kb_id) if t.status != DELETING}
     unknown = [t for t in wanted if t not in live]
     if unknown and strict:
         raise BadRequest(

@@ -240,3 +240,29 @@ def test_names_are_unique_and_unknown_tag_ids_are_refused(deps: Services, kb: Kn
         check_tag_ids(deps, kb.id, [tag.id, "nope"])
     assert refused.value.code == "unknown_tag_id"
     assert check_tag_ids(deps, kb.id, [tag.id, "nope"], strict=False) == [tag.id]
+
+
+def test_many_tag_ids_are_checked_against_the_list_and_a_refused_edit_changes_nothing(
+    deps: Services, kb: KnowledgeBase
+) -> None:
+    from chalicelib.commands import EditKnowledgeRequest
+    from chalicelib.lifecycle import edit
+    from chalicelib.tags import check_tag_ids, create_tag, delete_tag, set_tags
+
+    ids = [create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name=f"t{i}")).id for i in range(8)]
+    assert check_tag_ids(deps, kb.id, ids) == ids
+    delete_tag(deps, kb.tenant_id, kb.id, ids[7])  # marked deleting at once: no longer assignable
+    with pytest.raises(BadRequest):
+        check_tag_ids(deps, kb.id, ids)
+    with pytest.raises(BadRequest):
+        check_tag_ids(deps, kb.id, [ids[7]])
+
+    row = Knowledge(id=str(uuid.uuid4()), tenant_id=kb.tenant_id, kb_id=kb.id, type=KnowledgeType.FILE)
+    deps.knowledge.insert(row)
+    row = set_tags(deps, row, ids[:2])
+    with pytest.raises(BadRequest) as refused:  # a file's text is not editable: the tags stay as they were
+        edit(deps, kb.tenant_id, row.id, EditKnowledgeRequest(tag_ids=[ids[3]], content="new text"))
+    assert refused.value.code == "not_manual"
+    after = deps.knowledge.get(row.id)
+    assert after is not None and after.tag_ids == ids[:2]
+    assert [k for _, k in deps.tags.tagged(kb.id, ids[3])] == []
