@@ -194,6 +194,34 @@ def knowledge_base_wiki(kb_id: str) -> Response:
     return routes.knowledge_base_wiki(get_deps(), app.current_request, kb_id)
 
 
+# ---------------------------------------------------------------- tags
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/tags", methods=["POST"])
+def create_tag(kb_id: str) -> Response:
+    return routes.create_tag(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/tags", methods=["GET"])
+def list_tags(kb_id: str) -> Response:
+    return routes.list_tags(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/tags/{{tag_id}}", methods=["GET"])
+def get_tag(kb_id: str, tag_id: str) -> Response:
+    return routes.get_tag(get_deps(), app.current_request, kb_id, tag_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/tags/{{tag_id}}", methods=["PUT"])
+def update_tag(kb_id: str, tag_id: str) -> Response:
+    return routes.update_tag(get_deps(), app.current_request, kb_id, tag_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/tags/{{tag_id}}", methods=["DELETE"])
+def delete_tag(kb_id: str, tag_id: str) -> Response:
+    return routes.delete_tag(get_deps(), app.current_request, kb_id, tag_id)
+
+
 # ---------------------------------------------------------------- tenant
 
 

@@ -38,6 +38,7 @@ from .ports import (
     RetrieveEngine,
     SaveImage,
     SpanRepo,
+    TagRepo,
     TaskQueue,
     TaskRepo,
     TenantRepo,
@@ -65,6 +66,7 @@ class Services:
     tasks: TaskRepo
     graph: GraphRepo
     wiki: WikiRepo
+    tags: TagRepo
     knowledge: KnowledgeRepo
     chunks: ChunkRepo
     spans: SpanRepo
@@ -304,6 +306,7 @@ def build_services(settings: Settings | None = None) -> Services:
         DynamoKnowledgeBaseRepo,
         DynamoKnowledgeRepo,
         DynamoSpanRepo,
+        DynamoTagRepo,
         DynamoTaskRepo,
         DynamoTenantRepo,
         DynamoWikiRepo,
@@ -337,6 +340,7 @@ def build_services(settings: Settings | None = None) -> Services:
         tasks=DynamoTaskRepo(models),
         graph=DynamoGraphRepo(models),
         wiki=DynamoWikiRepo(models),
+        tags=DynamoTagRepo(models, settings.region),
         knowledge=knowledge,
         chunks=DynamoChunkRepo(models),
         spans=spans,
@@ -381,6 +385,7 @@ def memory_deps(
         MemoryKnowledgeBaseRepo,
         MemoryKnowledgeRepo,
         MemorySpanRepo,
+        MemoryTagRepo,
         MemoryTaskQueue,
         MemoryTaskRepo,
         MemoryTenantRepo,
@@ -417,6 +422,7 @@ def memory_deps(
         tasks=MemoryTaskRepo(),
         graph=MemoryGraphRepo(),
         wiki=MemoryWikiRepo(),
+        tags=MemoryTagRepo(),
         knowledge=knowledge,
         chunks=MemoryChunkRepo(),
         spans=spans,

@@ -9,6 +9,7 @@ cannot drift apart. A field that fails validation gives a 400 with the field's s
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
@@ -287,8 +288,24 @@ class Query(BaseModel):
 
 
 class ListKnowledgeQuery(Query):
-    page: int = code("invalid_query", default=1, ge=1, le=100_000)
+    """Filters combine (AND). A page is read through a GSI; `next_cursor` continues it (opaque, bound to
+    the filters). `page` > 1 without a cursor is kept for old clients."""
+
+    page: int = code("invalid_query", default=1, ge=1, le=100)
     page_size: int = code("invalid_query", default=20, ge=1, le=100)
+    cursor: str | None = code("invalid_cursor", default=None, max_length=2000)
+    tag_id: str | None = code("invalid_query", default=None, min_length=1, max_length=64)
+    parse_status: (
+        Literal[
+            "draft", "pending", "processing", "finalizing", "completed", "failed", "cancelled", "deleting"
+        ]
+        | None
+    ) = code("invalid_query", default=None)
+    file_type: str | None = code("invalid_query", default=None, min_length=1, max_length=16)
+    source: Literal["file", "url", "manual"] | None = code("invalid_query", default=None)
+    keyword: str | None = code("invalid_query", default=None, min_length=1, max_length=200)
+    created_from: datetime | None = code("invalid_query", default=None)
+    created_to: datetime | None = code("invalid_query", default=None)
 
 
 class SpansQuery(Query):
@@ -349,3 +366,34 @@ class CloneKnowledgeBaseRequest(Body):
         if value is not None and not value.strip():
             raise ValueError("name must not be blank")
         return value.strip() if value is not None else None
+
+
+TagName = Annotated[str, Field(min_length=1, max_length=100)]
+TagColor = Annotated[str, Field(max_length=32)]
+
+
+def _tag_name(value: str) -> str:
+    value = " ".join(value.split())
+    if not value:
+        raise ValueError("name must not be blank")
+    return value
+
+
+class CreateTagRequest(Body):
+    name: TagName = code("invalid_tag_name")
+    color: TagColor = code("invalid_tag_color", default="")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _tag_name(value)
+
+
+class UpdateTagRequest(Body):
+    name: TagName | None = code("invalid_tag_name", default=None)
+    color: TagColor | None = code("invalid_tag_color", default=None)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        return None if value is None else _tag_name(value)

@@ -111,6 +111,10 @@ def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: Fil
     file_type = _gate_file(deps, kb, upload.file_name, len(upload.data), overrides)
     if not upload.data:
         raise BadRequest("the file is empty", code="empty_file")
+    from .tags import check_tag_ids
+
+    # a presigned upload (its id pre-allocated) drops a tag deleted while the file travelled
+    tag_ids = check_tag_ids(deps, kb.id, upload.tag_ids, strict=upload.knowledge_id is None)
     md5 = file_md5(upload.data)
     dedupe_key = file_dedupe_key(tenant_id, kb.id, file_type, md5)
     existing = deps.knowledge.find_duplicate(dedupe_key)
@@ -134,7 +138,7 @@ def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: Fil
         enable_multimodel=bool(overrides.get("enable_multimodel", False)),
         metadata=upload.metadata,
         process_overrides=overrides,
-        tag_ids=upload.tag_ids,
+        tag_ids=tag_ids,
         channel=upload.channel,
         folder_path=folder_of(upload.file_name),
         dedupe_key=dedupe_key,
@@ -146,13 +150,18 @@ def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: Fil
 def _insert_or_remove_object(
     deps: Dependencies, knowledge: Knowledge, url: str | None, duplicate_code: str
 ) -> None:
+    from .tags import relate_new, unrelate_all
+
+    relate_new(deps, knowledge)  # the tag relations first: a crash leaves a stale one, never a missing one
     try:
         deps.knowledge.insert(knowledge)
     except DuplicateKnowledge as duplicate:  # lost a race with an identical upload
+        unrelate_all(deps, knowledge)
         if url:
             deps.files.delete(url)
         raise duplicate_error(duplicate.existing, duplicate_code) from None
     except Exception:
+        unrelate_all(deps, knowledge)
         if url:
             deps.files.delete(url)
         raise
@@ -168,6 +177,9 @@ def create_upload_url(
     file_name, size = request.file_name, request.file_size
     overrides = _overrides(deps, request.process_config, request.enable_multimodel)
     _gate_file(deps, kb, file_name, size, overrides)
+    from .tags import check_tag_ids
+
+    tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
     knowledge_id = str(uuid.uuid4())
     intent = {
         "tenant_id": tenant_id,
@@ -175,7 +187,7 @@ def create_upload_url(
         "knowledge_id": knowledge_id,
         "file_name": file_name,
         "metadata": request.metadata,
-        "tag_ids": request.tag_ids,
+        "tag_ids": tag_ids,
         "process_config": overrides,
         "declared_size": size,
     }
@@ -292,6 +304,9 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
     kb = require_kb(deps, tenant_id, kb_id)
     url = validate_url_shape(request.url)
     overrides = _overrides(deps, request.process_config, request.enable_multimodel)
+    from .tags import check_tag_ids
+
+    tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
     deps.urls.check(url)
     file_name = request.file_name
     file_type = request.file_type.lower().lstrip(".")
@@ -315,7 +330,7 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
         file_type=file_type if is_file else "html",
         enable_multimodel=bool(overrides.get("enable_multimodel", False)),
         process_overrides=overrides,
-        tag_ids=request.tag_ids,
+        tag_ids=tag_ids,
         channel=request.channel,
         dedupe_key=dedupe_key,
     )
@@ -340,6 +355,9 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
             f"content is over {deps.settings.manual_max_runes} characters", code="content_too_long"
         )
     overrides = _overrides(deps, request.process_config)
+    from .tags import check_tag_ids
+
+    tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
     knowledge_id = str(uuid.uuid4())
     data = content.encode()
     url = deps.files.save(source_object_key(tenant_id, knowledge_id, "md"), data, "text/markdown")
@@ -354,7 +372,7 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
         file_size=len(data),
         file_path=url,
         process_overrides=overrides,
-        tag_ids=request.tag_ids,
+        tag_ids=tag_ids,
         channel=request.channel,
         parse_status=ParseStatus.DRAFT if status == "draft" else ParseStatus.PENDING,
     )

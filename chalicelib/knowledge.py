@@ -6,8 +6,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from .commands import ListKnowledgeQuery
-from .create import missing_knowledge_error, require_kb
+from .create import missing_knowledge_error
 from .domain.errors import BadRequest, NotFound
 from .domain.types import Knowledge
 from .ports import Dependencies, UsageEntry
@@ -26,19 +25,6 @@ def get_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Know
     if knowledge is None or knowledge.tenant_id != tenant_id:
         raise missing_knowledge_error(deps, tenant_id, knowledge_id)
     return knowledge
-
-
-def list_knowledge(
-    deps: Dependencies, tenant_id: str, kb_id: str, query: ListKnowledgeQuery
-) -> dict[str, Any]:
-    require_kb(deps, tenant_id, kb_id)
-    page = deps.knowledge.list_by_kb(kb_id, query.page, query.page_size)
-    return {
-        "items": [k.to_dict() for k in page.items],
-        "total": page.total,
-        "page": page.page,
-        "page_size": page.page_size,
-    }
 
 
 def spans(deps: Dependencies, tenant_id: str, knowledge_id: str, attempt: int | None) -> dict[str, Any]:

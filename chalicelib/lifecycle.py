@@ -111,12 +111,17 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status == ParseStatus.DELETING:
         raise BadRequest("the knowledge is being deleted", code="invalid_state")
-    fields = request.model_dump(exclude_none=True, exclude={"enable_status", "content"})
+    fields = request.model_dump(exclude_none=True, exclude={"enable_status", "content", "tag_ids"})
+    from .tags import check_tag_ids, set_tags
+
+    tag_ids = None if request.tag_ids is None else check_tag_ids(deps, knowledge.kb_id, request.tag_ids)
     if request.content is not None:
         fields.update(_new_manual_text(deps, knowledge, request.content))
     if request.enable_status is not None and request.enable_status != knowledge.enable_status.value:
         _set_searchable(deps, knowledge, request.enable_status == EnableStatus.ENABLED.value)
         fields["enable_status"] = request.enable_status
+    if tag_ids is not None:  # after every check: a refused edit changes nothing
+        knowledge = set_tags(deps, knowledge, tag_ids)
     updated = deps.knowledge.update_fields(knowledge.id, fields) if fields else knowledge
     if updated is None:
         raise NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")

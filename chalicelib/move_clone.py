@@ -16,6 +16,7 @@ from .create import require_kb
 from .domain.errors import BadRequest, Conflict, NotFound
 from .domain.types import KnowledgeBase, Task, TaskKind, utcnow
 from .ports import Dependencies
+from .tag_names import tag_names
 from .tasks import new_task, start_task
 
 
@@ -50,6 +51,7 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
     target = require_kb(deps, tenant_id, request.target_kb_id)
     check_compatible(deps, source, target, same_engine=request.mode == "reuse_vectors")
     ids = list(dict.fromkeys(request.ids))
+    tags: dict[str, list[str]] = {}
     for knowledge_id in ids:  # every id must name a row of this tenant in the source: all or nothing
         row = deps.knowledge.get(knowledge_id)
         if row is None or row.tenant_id != tenant_id or row.kb_id != source.id:
@@ -57,7 +59,11 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
                 f"knowledge {knowledge_id} not found in knowledge base {source.id}",
                 code="knowledge_not_found",
             )
-    task = new_task(tenant_id, TaskKind.MOVE, target.id, ids, source_kb_id=source.id, mode=request.mode)
+        if row.tag_ids:  # tags belong to a knowledge base: the target gets them by name
+            tags[row.id] = tag_names(deps, row)
+    task = new_task(
+        tenant_id, TaskKind.MOVE, target.id, ids, source_kb_id=source.id, mode=request.mode, tags=tags
+    )
     return start_task(deps, task)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .domain.tags import Tag
 from .domain.types import (
     Chunk,
     Knowledge,
@@ -248,6 +249,85 @@ class KnowledgeRepo(Protocol):
         cleared (tags belong to a knowledge base); the old claim is released. Raises DuplicateKnowledge when
         a live row holds the target's claim; None when the row is missing, not completed or not in
         `from_kb_id`."""
+        ...
+
+    # -- listing (chalicelib/listing.py): a page reads only about that page, never the whole knowledge base
+    def page_by_kb(
+        self,
+        kb_id: str,
+        *,
+        index: tuple[str, str] | None = None,
+        created_from: str | None = None,
+        created_to: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 20,
+    ) -> list[Knowledge]:
+        """Up to `limit` rows of the knowledge base, newest first (created_at, then id, descending), strictly
+        after the position `after` = (created_at ISO, id). `index` narrows by a key fixed at creation:
+        ("source", "file"|"url"|"manual") or ("file_type", "pdf"); created_from/created_to bound created_at
+        (ISO, inclusive). Reads at most `limit` rows (a GSI query, never a scan)."""
+        ...
+
+    def get_many(self, knowledge_ids: Sequence[str]) -> dict[str, Knowledge]:
+        """Rows by id in batched reads; missing ids are absent."""
+        ...
+
+
+class TagRepo(Protocol):
+    """Tags per knowledge base and the knowledge ↔ tag relations. A relation is keyed by the tag and the
+    knowledge's created_at, so the knowledge of a tag come newest first from one query."""
+
+    def create(self, tag: Tag, cap: int) -> None:
+        """Raises TagNameTaken (same name_key in the KB) or TagCapReached (the KB holds `cap` tags)."""
+        ...
+
+    def get(self, kb_id: str, tag_id: str) -> Tag | None: ...
+
+    def list_kb(self, kb_id: str) -> list[Tag]:
+        """Every tag of the knowledge base, by name."""
+        ...
+
+    def update(
+        self,
+        kb_id: str,
+        tag_id: str,
+        *,
+        name: str | None = None,
+        color: str | None = None,
+        status: str | None = None,
+    ) -> Tag | None:
+        """Renames (raises TagNameTaken), recolours or marks the tag; None when it is missing."""
+        ...
+
+    def delete(self, kb_id: str, tag_id: str) -> bool:
+        """The tag and its name (relations are removed first, by the delete task)."""
+        ...
+
+    def relate(self, kb_id: str, knowledge_id: str, created_at: str, tag_ids: Sequence[str]) -> None:
+        """Idempotent."""
+        ...
+
+    def unrelate(self, kb_id: str, knowledge_id: str, created_at: str, tag_ids: Sequence[str]) -> None: ...
+
+    def remove_knowledge(self, knowledge_id: str) -> int:
+        """Every relation of the knowledge (whatever its tags are now)."""
+        ...
+
+    def tagged(
+        self,
+        kb_id: str,
+        tag_id: str,
+        *,
+        created_from: str | None = None,
+        created_to: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 20,
+    ) -> list[tuple[str, str]]:
+        """(created_at ISO, knowledge id) of the tag's knowledge, newest first, strictly after `after`."""
+        ...
+
+    def delete_kb(self, kb_id: str) -> int:
+        """Every tag and relation of the knowledge base."""
         ...
 
 
@@ -768,6 +848,7 @@ class Dependencies(Protocol):
     tasks: TaskRepo
     graph: GraphRepo
     wiki: WikiRepo
+    tags: TagRepo
     knowledge: KnowledgeRepo
     chunks: ChunkRepo
     spans: SpanRepo

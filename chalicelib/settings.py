@@ -27,6 +27,7 @@ TABLES = (
     "graph",
     "wiki",
     "usage",
+    "tags",
 )
 QUEUES = (
     "uploads",

@@ -140,7 +140,21 @@ class ScriptedLLM:
         return json.dumps([{"title": f"{title} wikipage", "content": f"A scripted wiki page about {title}."}])
 
     def _tags(self, system: str, user: str, body: dict[str, Any]) -> str:
-        return json.dumps({"matches": [{"index": 1, "confidence": 0.9}, {"index": 2, "confidence": 0.5}]})
+        """A listed tag whose name the document contains: confident (0.95, then 0.90, ...); the first one
+        it does not contain: 0.6 (below the bar); and an index outside the list."""
+        listed, _, document = user.partition("\n\nDocument:\n")
+        names = re.findall(r"^(\d+)\. (.+)$", listed, re.M)
+        matches: list[dict[str, Any]] = []
+        confident = 0.95
+        for index, name in names:
+            if name.casefold() in document.casefold():
+                matches.append({"index": int(index), "confidence": round(confident, 2)})
+                confident -= 0.05
+        absent = [int(i) for i, name in names if name.casefold() not in document.casefold()]
+        if absent:
+            matches.append({"index": absent[0], "confidence": 0.6})
+        matches.append({"index": len(names) + 7, "confidence": 0.99})
+        return json.dumps({"matches": matches})
 
     def _caption(self, system: str, user: str, body: dict[str, Any]) -> str:
         return "A scripted caption: an orange kiln glowing in a pottery studio."

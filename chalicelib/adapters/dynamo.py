@@ -30,6 +30,7 @@ from pynamodb.transactions import TransactWrite
 from ..domain.clock import from_iso, now_iso, to_iso
 from ..domain.graph import entity_key
 from ..domain.ids import api_key_hash
+from ..domain.listing import listing_source
 from ..domain.status import (
     BEGIN_PROCESSING_FROM,
     CANCEL_FROM,
@@ -40,6 +41,7 @@ from ..domain.status import (
     holds_dedupe_claim,
     is_in_flight,
 )
+from ..domain.tags import Tag, TagCapReached, TagNameTaken, name_key
 from ..domain.types import (
     IN_FLIGHT_STATUSES,
     Chunk,
@@ -114,6 +116,7 @@ class Models:
     task: type[Any]
     graph: type[Any]
     wiki: type[Any]
+    tag: type[Any] | None = None
 
 
 def build_models(settings: Settings) -> Models:
@@ -186,6 +189,26 @@ def build_models(settings: Settings) -> Models:
         summary_inflight = UnicodeAttribute(hash_key=True)
         updated_at = UnicodeAttribute(range_key=True)
 
+    class KbSourceIndex(GlobalSecondaryIndex[Any]):
+        """Listing by source: `kb_source` = kb_id#file|url|manual, fixed at creation."""
+
+        class Meta:
+            index_name = "kb-source-index"
+            projection = AllProjection()
+
+        kb_source = UnicodeAttribute(hash_key=True)
+        created_at = UnicodeAttribute(range_key=True)
+
+    class KbTypeIndex(GlobalSecondaryIndex[Any]):
+        """Listing by file type: `kb_type` = kb_id#pdf, fixed at creation (sparse: rows without a type)."""
+
+        class Meta:
+            index_name = "kb-type-index"
+            projection = AllProjection()
+
+        kb_type = UnicodeAttribute(hash_key=True)
+        created_at = UnicodeAttribute(range_key=True)
+
     class KnowledgeItem(Model):
         class Meta:
             table_name = settings.table("knowledge")
@@ -228,7 +251,11 @@ def build_models(settings: Settings) -> Models:
         queued_stage = UnicodeAttribute(default="")
         queued_at = UnicodeAttribute(default="")
         enrichment = JSONAttribute(default=dict)
+        kb_source = UnicodeAttribute(null=True)
+        kb_type = UnicodeAttribute(null=True)
         kb_index = KbIndex()
+        kb_source_index = KbSourceIndex()
+        kb_type_index = KbTypeIndex()
         inflight_index = InFlightIndex()
         summary_index = SummaryIndex()
 
@@ -310,6 +337,37 @@ def build_models(settings: Settings) -> Models:
         claimed_at = NumberAttribute(default=0)
         attempt = NumberAttribute(default=0)
 
+    class TagKnowledgeIndex(GlobalSecondaryIndex[Any]):
+        """Sparse: only relation items carry `knowledge_id`, so a knowledge's relations are one query."""
+
+        class Meta:
+            index_name = "knowledge-index"
+            projection = KeysOnlyProjection()
+
+        knowledge_id = UnicodeAttribute(hash_key=True)
+        key = UnicodeAttribute(range_key=True)
+
+    class TagItem(Model):
+        """A knowledge base's tags: `tag#id` (the tag), `name#key` (its name, unique), `meta` (the count, for
+        the cap) and `rel#tag#created_at#knowledge` (a relation: a tag's knowledge newest first by query)."""
+
+        class Meta:
+            table_name = settings.table("tags")
+            region = settings.region
+
+        kb_id = UnicodeAttribute(hash_key=True)
+        key = UnicodeAttribute(range_key=True)
+        tag_id = UnicodeAttribute(null=True)
+        tenant_id = UnicodeAttribute(null=True)
+        name = UnicodeAttribute(null=True)
+        color = UnicodeAttribute(null=True)
+        status = UnicodeAttribute(null=True)
+        created_at = UnicodeAttribute(null=True)
+        updated_at = UnicodeAttribute(null=True)
+        knowledge_id = UnicodeAttribute(null=True)
+        tag_count = NumberAttribute(null=True)
+        knowledge_index = TagKnowledgeIndex()
+
     del region
     return Models(
         TenantItem,
@@ -321,6 +379,7 @@ def build_models(settings: Settings) -> Models:
         TaskItem,
         GraphItem,
         WikiItem,
+        TagItem,
     )
 
 
@@ -460,6 +519,8 @@ class DynamoKnowledgeRepo:
             inflight="1"
             if is_in_flight(k.parse_status)
             else (DELETING_MARKER if k.parse_status == ParseStatus.DELETING else None),
+            kb_source=f"{k.kb_id}#{listing_source(k.type)}",
+            kb_type=f"{k.kb_id}#{k.file_type}" if k.file_type else None,
         )
 
     @staticmethod
@@ -524,6 +585,68 @@ class DynamoKnowledgeRepo:
         items = [self._from_item(i) for i in self.model.kb_index.query(kb_id, scan_index_forward=False)]
         start = (page - 1) * page_size
         return Page(items[start : start + page_size], len(items), page, page_size)
+
+    def page_by_kb(
+        self,
+        kb_id: str,
+        *,
+        index: tuple[str, str] | None = None,
+        created_from: str | None = None,
+        created_to: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 20,
+    ) -> list[Knowledge]:
+        m = self.model
+        if index is None:
+            gsi, hash_name, hash_value = m.kb_index, "kb_id", kb_id
+        elif index[0] == "source":
+            gsi, hash_name, hash_value = m.kb_source_index, "kb_source", f"{kb_id}#{index[1]}"
+        elif index[0] == "file_type":
+            gsi, hash_name, hash_value = m.kb_type_index, "kb_type", f"{kb_id}#{index[1]}"
+        else:
+            raise ValueError(f"no listing index {index[0]!r}")
+        condition = None
+        if created_from is not None and created_to is not None:
+            condition = m.created_at.between(created_from, created_to)
+        elif created_from is not None:
+            condition = m.created_at >= created_from
+        elif created_to is not None:
+            condition = m.created_at <= created_to
+        start = None
+        if after is not None:
+            start = {
+                "id": {"S": after[1]},
+                hash_name: {"S": hash_value},
+                "created_at": {"S": after[0]},
+            }
+        query = gsi.query(
+            hash_value,
+            condition,
+            scan_index_forward=False,
+            limit=limit,
+            page_size=limit,
+            last_evaluated_key=start,
+        )
+        return [self._from_item(i) for i in query]
+
+    def get_many(self, knowledge_ids: Sequence[str]) -> dict[str, Knowledge]:
+        items = self.model.batch_get(list(dict.fromkeys(knowledge_ids)), consistent_read=True)
+        return {item.id: self._from_item(item) for item in items}
+
+    def backfill_listing_keys(self) -> int:
+        """One-off migration (scripts/backfill_listing_keys.py): rows written before the listing GSIs get
+        `kb_source` and `kb_type`. A scan, run once at deploy;
+        safe to run again (rows that have the keys are left alone). Returns the rows updated."""
+        m = self.model
+        updated = 0
+        for item in m.scan(m.kb_source.does_not_exist()):
+            knowledge = self._from_item(item)
+            actions = [m.kb_source.set(f"{knowledge.kb_id}#{listing_source(knowledge.type)}")]
+            if knowledge.file_type:
+                actions.append(m.kb_type.set(f"{knowledge.kb_id}#{knowledge.file_type}"))
+            if self._update(knowledge.id, actions, m.kb_id == knowledge.kb_id) is not None:
+                updated += 1
+        return updated
 
     def in_flight_older_than(self, cutoff_iso: str) -> list[Knowledge]:
         query = self.model.inflight_index.query("1", self.model.updated_at < cutoff_iso)
@@ -823,6 +946,9 @@ class DynamoKnowledgeRepo:
                             m.dedupe_key.set(dedupe_key),
                             m.tag_ids.set([]),
                             m.updated_at.set(now_iso()),
+                            # the listing keys carry the knowledge base
+                            m.kb_source.set(f"{to_kb_id}#{listing_source(row.type)}"),
+                            *([m.kb_type.set(f"{to_kb_id}#{row.file_type}")] if row.file_type else []),
                         ],
                         condition=(m.kb_id == from_kb_id) & (m.parse_status == ParseStatus.COMPLETED.value),
                     )
@@ -1114,6 +1240,216 @@ class DynamoWikiRepo:
             return None
 
 
+# ---------------------------------------------------------------- tags
+
+TAG_META = "meta"
+#: a relation key's upper bound: ISO timestamps start with digits, so '~' sorts after every one
+_AFTER_ANY_TIME = "~"
+
+
+def _relation_prefix(tag_id: str) -> str:
+    return f"rel#{tag_id}#"
+
+
+class DynamoTagRepo:
+    def __init__(self, models: Models, region: str):
+        assert models.tag is not None
+        self.model = models.tag
+        self.connection = Connection(region=region)
+
+    @staticmethod
+    def _from_item(item: Any) -> Tag:
+        return Tag(
+            id=item.tag_id,
+            tenant_id=item.tenant_id or "",
+            kb_id=item.kb_id,
+            name=item.name or "",
+            color=item.color or "",
+            status=item.status or "active",
+            created_at=from_iso(item.created_at),
+            updated_at=from_iso(item.updated_at),
+        )
+
+    def _name_holder(self, kb_id: str, name: str) -> str | None:
+        try:
+            return str(self.model.get(kb_id, f"name#{name_key(name)}", consistent_read=True).tag_id)
+        except DoesNotExist:
+            return None
+
+    def _count(self, kb_id: str) -> int:
+        try:
+            return int(self.model.get(kb_id, TAG_META, consistent_read=True).tag_count or 0)
+        except DoesNotExist:
+            return 0
+
+    def create(self, tag: Tag, cap: int) -> None:
+        """One transaction: the count under the cap, the name unclaimed, the tag new."""
+        m = self.model
+        for _ in range(5):
+            try:
+                with TransactWrite(connection=self.connection) as tx:
+                    tx.update(
+                        m(tag.kb_id, TAG_META),
+                        actions=[m.tag_count.add(1)],
+                        condition=m.tag_count.does_not_exist() | (m.tag_count < cap),
+                    )
+                    tx.save(
+                        m(tag.kb_id, f"name#{name_key(tag.name)}", tag_id=tag.id),
+                        condition=m.key.does_not_exist(),
+                    )
+                    tx.save(
+                        m(
+                            tag.kb_id,
+                            f"tag#{tag.id}",
+                            tag_id=tag.id,
+                            tenant_id=tag.tenant_id,
+                            name=tag.name,
+                            color=tag.color,
+                            status=tag.status,
+                            created_at=to_iso(tag.created_at),
+                            updated_at=to_iso(tag.updated_at),
+                        ),
+                        condition=m.key.does_not_exist(),
+                    )
+                return
+            except TransactWriteError as error:
+                if _transaction_conflict(error):
+                    time.sleep(0.05)
+                    continue
+                if not _condition_failed(error):
+                    raise
+            holder = self._name_holder(tag.kb_id, tag.name)
+            if holder is not None:
+                raise TagNameTaken(holder)
+            if self._count(tag.kb_id) >= cap:
+                raise TagCapReached()
+        raise RuntimeError(f"could not create tag {tag.name!r} after 5 tries")
+
+    def get(self, kb_id: str, tag_id: str) -> Tag | None:
+        try:
+            return self._from_item(self.model.get(kb_id, f"tag#{tag_id}", consistent_read=True))
+        except DoesNotExist:
+            return None
+
+    def list_kb(self, kb_id: str) -> list[Tag]:
+        query = self.model.query(kb_id, self.model.key.startswith("tag#"), consistent_read=True)
+        return sorted((self._from_item(i) for i in query), key=lambda t: (name_key(t.name), t.id))
+
+    def update(
+        self,
+        kb_id: str,
+        tag_id: str,
+        *,
+        name: str | None = None,
+        color: str | None = None,
+        status: str | None = None,
+    ) -> Tag | None:
+        m = self.model
+        current = self.get(kb_id, tag_id)
+        if current is None:
+            return None
+        actions = [m.updated_at.set(now_iso())]
+        if name is not None:
+            actions.append(m.name.set(name))
+        if color is not None:
+            actions.append(m.color.set(color))
+        if status is not None:
+            actions.append(m.status.set(status))
+        renamed = name is not None and name_key(name) != name_key(current.name)
+        try:
+            with TransactWrite(connection=self.connection) as tx:
+                tx.update(m(kb_id, f"tag#{tag_id}"), actions=actions, condition=m.key.exists())
+                if renamed:
+                    assert name is not None
+                    tx.delete(m(kb_id, f"name#{name_key(current.name)}"), condition=m.tag_id == tag_id)
+                    tx.save(
+                        m(kb_id, f"name#{name_key(name)}", tag_id=tag_id), condition=m.key.does_not_exist()
+                    )
+        except TransactWriteError as error:
+            if not _condition_failed(error):
+                raise
+            if renamed:
+                assert name is not None
+                holder = self._name_holder(kb_id, name)
+                if holder is not None and holder != tag_id:
+                    raise TagNameTaken(holder) from None
+            return None
+        return self.get(kb_id, tag_id)
+
+    def delete(self, kb_id: str, tag_id: str) -> bool:
+        m = self.model
+        current = self.get(kb_id, tag_id)
+        if current is None:
+            return False
+        try:
+            with TransactWrite(connection=self.connection) as tx:
+                tx.delete(m(kb_id, f"tag#{tag_id}"), condition=m.key.exists())
+                if self._name_holder(kb_id, current.name) == tag_id:
+                    tx.delete(m(kb_id, f"name#{name_key(current.name)}"), condition=m.tag_id == tag_id)
+                tx.update(m(kb_id, TAG_META), actions=[m.tag_count.add(-1)], condition=m.tag_count > 0)
+        except TransactWriteError as error:
+            if not _condition_failed(error):
+                raise
+            return False
+        return True
+
+    def relate(self, kb_id: str, knowledge_id: str, created_at: str, tag_ids: Sequence[str]) -> None:
+        with self.model.batch_write() as batch:
+            for tag_id in dict.fromkeys(tag_ids):
+                key = f"{_relation_prefix(tag_id)}{created_at}#{knowledge_id}"
+                batch.save(self.model(kb_id, key, tag_id=tag_id, knowledge_id=knowledge_id))
+
+    def unrelate(self, kb_id: str, knowledge_id: str, created_at: str, tag_ids: Sequence[str]) -> None:
+        with self.model.batch_write() as batch:
+            for tag_id in dict.fromkeys(tag_ids):
+                batch.delete(self.model(kb_id, f"{_relation_prefix(tag_id)}{created_at}#{knowledge_id}"))
+
+    def remove_knowledge(self, knowledge_id: str) -> int:
+        items = list(self.model.knowledge_index.query(knowledge_id))
+        with self.model.batch_write() as batch:
+            for item in items:
+                batch.delete(self.model(item.kb_id, item.key))
+        return len(items)
+
+    def tagged(
+        self,
+        kb_id: str,
+        tag_id: str,
+        *,
+        created_from: str | None = None,
+        created_to: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 20,
+    ) -> list[tuple[str, str]]:
+        prefix = _relation_prefix(tag_id)
+        low = prefix + (created_from or "")
+        high = prefix + (f"{created_to}$" if created_to is not None else _AFTER_ANY_TIME)  # '$' > '#'
+        start = None
+        if after is not None:
+            start = {"kb_id": {"S": kb_id}, "key": {"S": f"{prefix}{after[0]}#{after[1]}"}}
+        query = self.model.query(
+            kb_id,
+            self.model.key.between(low, high),
+            scan_index_forward=False,
+            limit=limit,
+            page_size=limit,
+            last_evaluated_key=start,
+            consistent_read=True,
+        )
+        out = []
+        for item in query:
+            created_at, knowledge_id = item.key[len(prefix) :].split("#", 1)
+            out.append((created_at, knowledge_id))
+        return out
+
+    def delete_kb(self, kb_id: str) -> int:
+        items = list(self.model.query(kb_id, attributes_to_get=["kb_id", "key"]))
+        with self.model.batch_write() as batch:
+            for item in items:
+                batch.delete(item)
+        return len(items)
+
+
 # ---------------------------------------------------------------- spans
 
 
@@ -1189,6 +1525,7 @@ __all__ = [
     "DynamoKnowledgeBaseRepo",
     "DynamoKnowledgeRepo",
     "DynamoSpanRepo",
+    "DynamoTagRepo",
     "DynamoTaskRepo",
     "DynamoTenantRepo",
     "DynamoWikiRepo",

@@ -26,10 +26,12 @@ from .. import (
     knowledge,
     knowledge_bases,
     lifecycle,
+    listing,
     move_clone,
     offered,
     reparse,
     search,
+    tags,
     tasks,
     tenants,
 )
@@ -210,11 +212,16 @@ def create_manual(deps: Dependencies, request: Request | None, kb_id: str) -> Re
 # ---------------------------------------------------------------- reading and operating
 
 
-@operation("A knowledge base's knowledge, newest first", "knowledge", query=commands.ListKnowledgeQuery)
+@operation(
+    "A knowledge base's knowledge, newest first: filters by tag, status, file type, source, keyword and "
+    "time; paged by `next_cursor`",
+    "knowledge",
+    query=commands.ListKnowledgeQuery,
+)
 def list_knowledge(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = _tenant(deps, request)
     params = validate(commands.ListKnowledgeQuery, query(_present(request)))
-    return ok(knowledge.list_knowledge(deps, tenant.id, kb_id, params))
+    return ok(listing.list_knowledge(deps, tenant.id, kb_id, params))
 
 
 @operation("One knowledge row", "knowledge")
@@ -371,6 +378,44 @@ def knowledge_graph(deps: Dependencies, request: Request | None, kb_id: str) -> 
 def knowledge_base_wiki(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = _tenant(deps, request)
     return ok(enriched.wiki(deps, tenant.id, kb_id))
+
+
+# ---------------------------------------------------------------- tags
+
+
+@operation(
+    "Create a tag (names are unique per knowledge base)", "tags", body=commands.CreateTagRequest, status=201
+)
+def create_tag(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, commands.CreateTagRequest)
+    return ok(tags.create_tag(deps, tenant.id, kb_id, body).to_dict(), 201)
+
+
+@operation("The knowledge base's tags, by name", "tags")
+def list_tags(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok([t.to_dict() for t in tags.list_tags(deps, tenant.id, kb_id)])
+
+
+@operation("One tag", "tags")
+def get_tag(deps: Dependencies, request: Request | None, kb_id: str, tag_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(tags.get_tag(deps, tenant.id, kb_id, tag_id).to_dict())
+
+
+@operation("Rename or recolour a tag", "tags", body=commands.UpdateTagRequest)
+def update_tag(deps: Dependencies, request: Request | None, kb_id: str, tag_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, commands.UpdateTagRequest)
+    return ok(tags.update_tag(deps, tenant.id, kb_id, tag_id, body).to_dict())
+
+
+@operation("Delete a tag (durable: takes it off its knowledge, answers a task id)", "tags", status=202)
+def delete_tag(deps: Dependencies, request: Request | None, kb_id: str, tag_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    task = tags.delete_tag(deps, tenant.id, kb_id, tag_id)
+    return ok({"task_id": task.id}, 202, message="Delete task submitted")
 
 
 # ---------------------------------------------------------------- tenant

@@ -328,6 +328,7 @@ class TaskKind(StrEnum):
     RETRY_FAILED = "retry_failed"
     MOVE = "move"
     CLONE_KB = "clone_kb"
+    DELETE_TAG = "delete_tag"
 
 
 class TaskStatus(StrEnum):

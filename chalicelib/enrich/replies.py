@@ -16,10 +16,9 @@ def json_reply(text: str) -> Any | None:
     candidates = [m.group(1) for m in _FENCE.finditer(text)] or [text]
     for candidate in candidates:
         candidate = candidate.strip()
-        for opener in ("[", "{"):
-            start = candidate.find(opener)
-            if start < 0:
-                continue
+        # the outermost value: whichever bracket opens first (an object holding a list is the object)
+        starts = sorted(i for i in (candidate.find("["), candidate.find("{")) if i >= 0)
+        for start in starts:
             try:
                 value, _ = json.JSONDecoder().raw_decode(candidate[start:])
             except ValueError:

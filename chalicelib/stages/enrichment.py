@@ -46,6 +46,8 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
     counted = bool(task.task_token)
     # A counted subtask belongs to a finalizing attempt; a refresh or a tag also serves a completed one.
     states = (ParseStatus.FINALIZING,) if counted else (ParseStatus.FINALIZING, ParseStatus.COMPLETED)
+    if kind == "auto_tag":  # queued by postprocess just before the state machine sets finalizing
+        states = (ParseStatus.PROCESSING, *states)
     knowledge = task_knowledge(deps, task, *states)
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
@@ -58,6 +60,8 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
             outputs = questions(deps, knowledge, kb, int(task.subtask.params.get("window", 0)))
         elif kind == "graph":
             outputs = graph(deps, knowledge, kb, int(task.subtask.params.get("window", 0)))
+        elif kind == "auto_tag":
+            outputs = auto_tag(deps, knowledge, kb)
         elif kind == "wiki":
             from .wiki import enqueue_wiki
 
@@ -262,3 +266,59 @@ def graph(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: i
     if not kept_after_write(deps, knowledge, lambda: deps.graph.delete_knowledge(kb.id, knowledge.id)):
         raise Skip("the knowledge was deleted, cancelled or superseded")
     return {"entities": len(entities), "relations": len(relations), "chunks": len(selected)}
+
+
+# ---------------------------------------------------------------- auto-tag (outside the count)
+
+AUTO_TAG_INPUT_CHARS = 16_000
+
+
+def request_auto_tag(deps: Dependencies, knowledge: Knowledge) -> None:
+    """Queued when the plan is made; it owns no slot of the count (spec §1.14)."""
+    deps.queue.send_raw(
+        "enrichment",
+        {
+            "tenant_id": knowledge.tenant_id,
+            "knowledge_id": knowledge.id,
+            "attempt": knowledge.attempt,
+            "subtask": {"id": "auto_tag", "kind": "auto_tag"},
+        },
+    )
+
+
+def auto_tag(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict[str, Any]:
+    """Spec §1.14: up to `max_tags` of the knowledge base's own tags, chosen by the chat model with a
+    confidence of at least 0.75; only relations the document does not have yet are added."""
+    from ..enrich.auto_tag import choose
+    from ..tags import DELETING, add_tags
+
+    effective = resolve(kb, knowledge.process_overrides)
+    if not effective.auto_tag_enabled or kb.type != "document":
+        return {"tags": 0, "reason": "auto-tagging is off"}
+    chat = deps.chat_model(effective.chat_model_id)
+    if chat is None:
+        return {"tags": 0, "reason": "no chat model configured"}
+    tags = [t for t in deps.tags.list_kb(kb.id) if t.status != DELETING]
+    if not tags:
+        return {"tags": 0, "reason": "the knowledge base has no tags"}
+    chosen = choose(chat, [t.name for t in tags], _auto_tag_input(deps, knowledge), effective.max_tags)
+    current = deps.knowledge.get(knowledge.id)
+    if current is None or current.parse_status == ParseStatus.DELETING:
+        raise Skip("the knowledge was deleted")
+    added = add_tags(deps, current, [tags[i].id for i in chosen])
+    if not kept_after_write(deps, knowledge, lambda: deps.tags.remove_knowledge(knowledge.id)):
+        raise Skip("the knowledge was deleted, cancelled or superseded")
+    return {"tags": len(added), "chosen": [tags[i].name for i in chosen]}
+
+
+def _auto_tag_input(deps: Dependencies, knowledge: Knowledge) -> str:
+    """Name, summary, then text, OCR and caption chunks in document order, at most 16,000 characters."""
+    parts = [f"Name: {knowledge.title or knowledge.file_name}"]
+    current = deps.knowledge.get(knowledge.id)
+    if current is not None and current.description:
+        parts.append(f"Summary: {current.description}")
+    chunks = sorted(
+        (c for c in _chunks(deps, knowledge) if c.chunk_type in TEXT_LIKE), key=lambda c: (c.start_at, c.seq)
+    )
+    parts += [c.content for c in chunks]
+    return "\n\n".join(parts)[:AUTO_TAG_INPUT_CHARS]

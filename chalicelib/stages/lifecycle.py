@@ -81,7 +81,10 @@ def run(deps: Dependencies, task_id: str) -> None:
                 deps.queue.send_raw(QUEUE, {"task_id": task.id})  # the rest, behind other work
             return
     if task.kind == TaskKind.DELETE_KB:
+        deps.tags.delete_kb(task.kb_id)  # its knowledge is gone: every tag and relation left goes too
         deps.kbs.delete(task.kb_id)
+    if task.kind == TaskKind.DELETE_TAG and task.failed == 0:
+        deps.tags.delete(task.kb_id, str(task.params["tag_id"]))
     task.status = (
         TaskStatus.COMPLETED
         if task.failed == 0
@@ -114,6 +117,8 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
             for row in rows:
                 task.items.append(row.id)
                 yield row.id, lambda row=row: delete_one(deps, row.id)
+    elif task.kind == TaskKind.DELETE_TAG:
+        yield from _untag_all(deps, task)
     elif task.kind == TaskKind.RETRY_FAILED:
         seen: set[str] = set()
         while rows := _kb_rows(
@@ -131,6 +136,22 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         from .move_clone import clone_work
 
         yield from clone_work(deps, task)
+
+
+def _untag_all(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
+    """The tag's relations, page by page (each step removes the one it did, so the next page is the start)."""
+    from ..tags import untag
+
+    tag_id = str(task.params["tag_id"])
+    seen: set[tuple[str, str]] = set()
+    while keys := [k for k in deps.tags.tagged(task.kb_id, tag_id, limit=PAGE) if k not in seen]:
+        for created_at, knowledge_id in keys:
+            seen.add((created_at, knowledge_id))
+            task.items.append(knowledge_id)
+            yield (
+                knowledge_id,
+                lambda c=created_at, k=knowledge_id: untag(deps, task.kb_id, tag_id, k, c),
+            )
 
 
 def _kb_rows(deps: Dependencies, kb_id: str, wanted: Any) -> list[Knowledge]:
@@ -174,6 +195,7 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
         from .wiki import retract
 
         retract(deps, kb, knowledge.id)
+    deps.tags.remove_knowledge(knowledge.id)  # its tag relations (WeKnora: after the index, before the row)
     for url in objects:  # best effort: a leftover object is garbage, never a visible document
         try:
             deps.files.delete(url)

@@ -43,6 +43,7 @@ from ..domain.types import (
 )
 from ..observability import logger
 from ..ports import Dependencies, DuplicateKnowledge, IndexSpace
+from ..tag_names import tag_by_names, tag_names
 
 #: copies made concurrently (WeKnora clones 10 at a time)
 CLONE_BATCH = 10
@@ -57,8 +58,8 @@ class ItemFailed(PermanentStageError):
 
 
 def copy_tags(deps: Dependencies, source: Knowledge, copy: Knowledge) -> None:
-    """The copy's tags, matched by name in the target knowledge base. A no-op until tags exist."""
-    return None
+    """The copy's tags, matched by name in the target knowledge base (created there when missing)."""
+    tag_by_names(deps, copy, tag_names(deps, source))
 
 
 def rekey(dedupe_key: str, kb_id: str) -> str:
@@ -129,6 +130,10 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         raise ItemFailed("the knowledge is no longer in the source knowledge base")
     # The row is in the target: what follows is idempotent, and a redelivery lands here to finish it.
     source = deps.kbs.get(source_kb_id)
+    deps.tags.remove_knowledge(row.id)  # the source's relations (moving cleared the row's tag ids)
+    names = task.params.get("tags", {}).get(row.id, [])
+    if names:
+        tag_by_names(deps, row, [str(name) for name in names])
     if mode == "reuse_vectors":
         _repoint(deps, row, source_kb_id, target)
         _carry_wiki_pages(deps, source_kb_id, row.id, target, {})  # before the source's records go

@@ -64,6 +64,10 @@ def run(deps: Dependencies, task: TaskMessageModel) -> dict[str, Any]:
     deps.knowledge.update_fields(
         knowledge.id, {"enrichment": {"planned": planned, "not_planned": not_planned}}
     )
+    if effective.auto_tag_enabled and effective.has_chat_model and kb.type == "document":
+        from .enrichment import request_auto_tag
+
+        request_auto_tag(deps, knowledge)  # outside the count
     return {"skipped": False, "subtasks": subtasks, "count": len(subtasks), "count_n": str(len(subtasks))}
 
 

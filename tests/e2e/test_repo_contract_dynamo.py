@@ -4,9 +4,11 @@ tests/service, so a service test on the fakes says something true of the real ta
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from service.repo_contract import RepoContract, Repos
+from service.tag_contract import TagContract
 
 from chalicelib.bootstrap import get_deps, set_deps
 from chalicelib.local.runtime import LocalRuntime
@@ -18,11 +20,34 @@ def tables(_runtime: LocalRuntime) -> Iterator[Repos]:
     _runtime.reset(clear_state=True)
     set_deps(None)
     deps = get_deps()
-    yield Repos(deps.knowledge, deps.chunks, deps.spans, deps.tenants, deps.kbs, deps.embedding_cache())
+    yield Repos(
+        deps.knowledge, deps.chunks, deps.spans, deps.tenants, deps.kbs, deps.embedding_cache(), deps.tags
+    )
     set_deps(None)
 
 
-class TestDynamoRepos(RepoContract):
+class TestDynamoRepos(RepoContract, TagContract):
     @pytest.fixture
     def repos(self, tables: Repos) -> Repos:
         return tables
+
+
+def test_the_backfill_gives_old_rows_their_listing_keys(tables: Repos) -> None:
+    """Rows written before the listing GSIs (no kb_source / kb_type) are found by source and type after it."""
+    import uuid
+
+    from service.repo_contract import row
+
+    from chalicelib.domain.types import KnowledgeType
+
+    repo: Any = tables.knowledge
+    kb_id = f"kb-{uuid.uuid4().hex}"
+    old = row(kb_id=kb_id, type=KnowledgeType.URL, file_type="html")
+    repo.insert(old)
+    m = repo.model
+    m(old.id).update(actions=[m.kb_source.remove(), m.kb_type.remove()])
+    assert repo.page_by_kb(kb_id, index=("source", "url")) == []
+    assert repo.backfill_listing_keys() >= 1
+    assert [k.id for k in repo.page_by_kb(kb_id, index=("source", "url"))] == [old.id]
+    assert [k.id for k in repo.page_by_kb(kb_id, index=("file_type", "html"))] == [old.id]
+    assert repo.backfill_listing_keys() == 0  # nothing left to do

@@ -104,6 +104,7 @@ def test_tables_bucket_notification_state_machine_and_schedule(packaged: dict[st
         "GraphTable",
         "WikiTable",
         "UsageTable",
+        "TagsTable",
     }
     bucket = template["Resources"]["FilesBucket"]["Properties"]
     notification = bucket["NotificationConfiguration"]["QueueConfigurations"][0]

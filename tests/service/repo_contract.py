@@ -41,6 +41,7 @@ from chalicelib.ports import (
     KnowledgeBaseRepo,
     KnowledgeRepo,
     SpanRepo,
+    TagRepo,
     TenantRepo,
 )
 
@@ -55,6 +56,7 @@ class Repos:
     tenants: TenantRepo
     kbs: KnowledgeBaseRepo
     cache: EmbeddingCache
+    tags: TagRepo | None = None  # tests/service/tag_contract.py
 
 
 def new_id() -> str:

@@ -10,13 +10,15 @@ from chalicelib.adapters.memory import (
     MemoryKnowledgeBaseRepo,
     MemoryKnowledgeRepo,
     MemorySpanRepo,
+    MemoryTagRepo,
     MemoryTenantRepo,
 )
 
 from .repo_contract import RepoContract, Repos
+from .tag_contract import TagContract
 
 
-class TestMemoryRepos(RepoContract):
+class TestMemoryRepos(RepoContract, TagContract):
     @pytest.fixture
     def repos(self) -> Repos:
         return Repos(
@@ -26,4 +28,5 @@ class TestMemoryRepos(RepoContract):
             tenants=MemoryTenantRepo(),
             kbs=MemoryKnowledgeBaseRepo(),
             cache=MemoryEmbeddingCache(),
+            tags=MemoryTagRepo(),
         )
