@@ -26,6 +26,7 @@ TABLES = (
     "tasks",
     "graph",
     "wiki",
+    "faq",
 )
 QUEUES = (
     "uploads",
@@ -37,6 +38,7 @@ QUEUES = (
     "enrichment",
     "lifecycle",
     "wiki",
+    "faq-import",
 )
 DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8"
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"

@@ -59,6 +59,9 @@ class LocalFileStore:
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         raise NotImplementedError("local:// storage has no presigned URLs; uploads stage in the S3 bucket")
 
+    def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
+        raise NotImplementedError("local:// storage has no presigned URLs; downloads are served from S3")
+
 
 class S3FileStore:
     def __init__(self, client: Any, bucket: str):
@@ -108,3 +111,9 @@ class S3FileStore:
         if content_type:
             params["ContentType"] = content_type
         return str(self.client.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_seconds))
+
+    def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": self.key_of(url)}
+        if file_name:
+            params["ResponseContentDisposition"] = f'attachment; filename="{file_name}"'
+        return str(self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_seconds))

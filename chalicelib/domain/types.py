@@ -313,6 +313,7 @@ class TaskKind(StrEnum):
     DELETE_KB = "delete_kb"
     REPARSE = "reparse"
     RETRY_FAILED = "retry_failed"
+    FAQ_IMPORT = "faq_import"
 
 
 class TaskStatus(StrEnum):
@@ -342,6 +343,8 @@ class Task:
     params: dict[str, Any] = field(default_factory=dict)
     created_at: datetime = field(default_factory=utcnow)
     updated_at: datetime = field(default_factory=utcnow)
+    #: kind-specific progress shown as is (an FAQ import's counters, offset and failed-rows URL)
+    progress: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -360,4 +363,5 @@ class Task:
             "errors": self.errors,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
+            **({"progress": self.progress} if self.progress else {}),
         }

@@ -1,0 +1,39 @@
+"""faq-import queue: one message per import task (`{"task_id": ...}`), carried out by importing.run.
+
+A transient failure comes back soon (backoff) and resumes from the saved offset; the last try (the
+queue's maxReceiveCount) marks the task failed and frees the knowledge base before the message goes to the
+DLQ; a body that is not an import message is parked in the DLQ at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from pydantic import BaseModel, Field, ValidationError
+
+from ..ports import Dependencies
+from ..stages.runner import come_back_soon, parse_body, process_batch, receive_count
+from .importing import QUEUE, run
+
+
+class ImportMessage(BaseModel):
+    task_id: str = Field(min_length=1, max_length=100)
+
+
+def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def one(record: SQSRecord) -> None:
+        try:
+            message = parse_body(record.body, ImportMessage)
+        except ValidationError as error:
+            deps.queue.dead_letter(QUEUE, record.body, f"not an FAQ import: {error.error_count()} error(s)")
+            return
+        last_try = receive_count(record) >= deps.settings.stage_max_receives
+        try:
+            run(deps, message.task_id, last_try=last_try)
+        except Exception:
+            if not last_try:
+                come_back_soon(deps, QUEUE, record)
+            raise
+
+    return process_batch(event, context, one)
