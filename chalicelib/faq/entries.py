@@ -298,6 +298,26 @@ def list_entries(deps: Dependencies, tenant_id: str, kb_id: str, query: FaqListQ
     return {"items": [e.to_dict() for e in items], "next_cursor": next_cursor}
 
 
+def purge_kb(deps: Dependencies, kb_id: str) -> int:
+    """Deletes every entry of an FAQ knowledge base being deleted (index entries first), its tags and its
+    last import result; idempotent. Returns the entries deleted."""
+    kb = deps.kbs.get(kb_id)
+    if kb is None or kb.type != FAQ_KB_TYPE:
+        return 0
+    index = FaqIndex(deps, kb)
+    deleted = 0
+    while True:
+        page, _ = deps.faq.page_entries(kb.id, "", PAGE)
+        if not page:
+            break
+        ids = [e.id for e in page]
+        index.remove_entries(ids)
+        deps.faq.delete_entries(kb.id, ids)
+        deleted += len(ids)
+    deps.faq.remove_tags(kb.id, deps.faq.tags(kb.id))
+    return deleted
+
+
 def list_tags(deps: Dependencies, tenant_id: str, kb_id: str) -> list[str]:
     kb = require_faq_kb(deps, tenant_id, kb_id)
     return deps.faq.tags(kb.id)

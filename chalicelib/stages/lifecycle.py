@@ -80,6 +80,9 @@ def run(deps: Dependencies, task_id: str) -> None:
                 deps.queue.send_raw(QUEUE, {"task_id": task.id})  # the rest, behind other work
             return
     if task.kind == TaskKind.DELETE_KB:
+        from ..faq.entries import purge_kb
+
+        purge_kb(deps, task.kb_id)  # an FAQ knowledge base's entries and their index entries
         deps.kbs.delete(task.kb_id)
     task.status = (
         TaskStatus.COMPLETED

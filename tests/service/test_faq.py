@@ -532,3 +532,48 @@ def test_vectors_of_questions_are_those_of_the_model(deps: Services, faq_kb: Kno
     hits = deps.engine().hybrid_search(space, faq_kb.id, "Where do I park", query, 1, keyword=False)
     assert hits and np.isclose(hits[0].score, hits[0].score) and hits[0].content == "Where do I park"
     assert json.loads(json.dumps(hits[0].extra)) == hits[0].extra
+
+
+def test_deleting_an_faq_knowledge_base_removes_its_entries_and_vectors(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    from chalicelib.lifecycle import delete_kb
+    from chalicelib.stages import lifecycle
+
+    run_import(deps, faq_kb, [entry(f"question {i}", tags=["t"]) for i in range(12)])
+    assert index_count(deps, faq_kb) == 12
+    delete_kb(deps, faq_kb.tenant_id, faq_kb.id)
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    while queue.waiting("lifecycle"):
+        queue.deliver("lifecycle", lifecycle.handle, deps)
+    assert deps.kbs.get(faq_kb.id) is None
+    assert entries_of(deps, faq_kb) == {} and index_count(deps, faq_kb) == 0
+    assert deps.faq.tags(faq_kb.id) == []
+
+
+def test_a_resumed_replace_goes_on_as_append_from_its_stored_plan(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    """The replace's deletions ran and a batch was written when the worker died; the redelivery must not
+    diff the knowledge base again (it would delete what the import itself wrote): it executes the plan."""
+    from chalicelib.faq import worker
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+
+    run_import(deps, faq_kb, [entry("old entry")])
+    rows = [entry(f"new {i}") for i in range(80)]
+    model.texts.clear()
+    model.fail_after = 60  # batch 1 (50 texts) indexes, batch 2 dies after its rows were written
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=rows, mode="replace"))
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    queue.deliver(QUEUE, worker.handle, deps)
+    assert "old entry" not in entries_of(deps, faq_kb)  # the deletions happened once
+    model.fail_after = None
+    drain(deps)
+    view = task_view(deps, task.id)
+    assert view["status"] == "completed"
+    assert view["progress"]["effective_mode"] == "append" and view["progress"]["deleted"] == 1
+    assert view["progress"]["added"] == 80
+    assert len(entries_of(deps, faq_kb)) == 80 and index_count(deps, faq_kb) == 80
