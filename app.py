@@ -10,7 +10,6 @@ from chalicelib import stages
 from chalicelib.api import routes
 from chalicelib.bootstrap import get_deps
 from chalicelib.faq import routes as faq_routes
-from chalicelib.faq import worker as faq_worker
 from chalicelib.observability import traced
 from chalicelib.settings import get_settings
 
@@ -302,7 +301,7 @@ def wiki_task(event: Any) -> dict[str, Any]:
 @app.on_sqs_message(queue=settings.queue("faq-import"), batch_size=1)
 @traced
 def faq_import_task(event: Any) -> dict[str, Any]:
-    return faq_worker.handle(get_deps(), event.to_dict(), event.context)
+    return stages.faq_import.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.schedule(Rate(5, unit=Rate.MINUTES))

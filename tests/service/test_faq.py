@@ -75,7 +75,7 @@ def run_import(
 
 
 def drain(deps: Services, max_batches: int = 200) -> None:
-    from chalicelib.faq import worker
+    from chalicelib.stages import faq_import as worker
 
     queue = deps.queue
     assert isinstance(queue, MemoryTaskQueue)
@@ -446,7 +446,7 @@ def test_a_batch_redelivered_after_a_crash_resumes_without_duplicates(
     task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=rows))
     queue = deps.queue
     assert isinstance(queue, MemoryTaskQueue)
-    from chalicelib.faq import worker
+    from chalicelib.stages import faq_import as worker
 
     response = queue.deliver(QUEUE, worker.handle, deps)
     assert response["batchItemFailures"]  # the message comes back
@@ -469,7 +469,7 @@ def test_a_redelivered_message_after_progress_was_saved_repeats_nothing(
     deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
 ) -> None:
     """A duplicate delivery of the import message after it finished is a no-op."""
-    from chalicelib.faq import worker
+    from chalicelib.stages import faq_import as worker
 
     view = run_import(deps, faq_kb, [entry(f"q{i}") for i in range(10)])
     model.texts.clear()
@@ -557,9 +557,9 @@ def test_a_resumed_replace_goes_on_as_append_from_its_stored_plan(
 ) -> None:
     """The replace's deletions ran and a batch was written when the worker died; the redelivery must not
     diff the knowledge base again (it would delete what the import itself wrote): it executes the plan."""
-    from chalicelib.faq import worker
     from chalicelib.faq.commands import FaqImportRequest
     from chalicelib.faq.importing import start_import
+    from chalicelib.stages import faq_import as worker
 
     run_import(deps, faq_kb, [entry("old entry")])
     rows = [entry(f"new {i}") for i in range(80)]

@@ -1,4 +1,4 @@
-"""faq-import queue: one message per import task (`{"task_id": ...}`), carried out by importing.run.
+"""faq-import queue (the FAQ import worker, chalicelib/faq/importing.py): one message per import task (`{"task_id": ...}`), carried out by importing.run.
 
 A transient failure comes back soon (backoff) and resumes from the saved offset; the last try (the
 queue's maxReceiveCount) marks the task failed and frees the knowledge base before the message goes to the
@@ -12,9 +12,9 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, Field, ValidationError
 
+from ..faq.importing import QUEUE, run
 from ..ports import Dependencies
-from ..stages.runner import come_back_soon, parse_body, process_batch, receive_count
-from .importing import QUEUE, run
+from .runner import come_back_soon, parse_body, process_batch, receive_count
 
 
 class ImportMessage(BaseModel):
