@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge
+from ..domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, StageError
 from ..domain.types import KnowledgeBase, Task, TaskKind, TaskStatus, utcnow
 from ..observability import logger
 from ..ports import Dependencies
@@ -127,6 +127,9 @@ def last_result(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any
     result = deps.faq.get_last_import(kb.id)
     if result is None:
         raise NotFound("no import has finished in this knowledge base", code="faq_import_not_found")
+    stored = str(result.pop("failed_rows_url", ""))
+    if stored and deps.inbox.exists(stored):  # a fresh link each time: presigned URLs expire
+        result["failed_rows_download"] = failed_rows_download(deps, str(result["task_id"]), stored)
     return result
 
 
@@ -165,6 +168,11 @@ def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
         _execute(deps, task, kb, plan)
     except LeaseLost as error:
         _fail_without_lease(deps, task, str(error))
+    except StageError as error:
+        if error.permanent or last_try:
+            _finish(deps, task, kb, TaskStatus.FAILED, error=error.message)
+            return
+        raise  # transient or throttled: the message comes back (stages/faq_import.py)
     except Exception:
         if last_try:  # the message goes to the DLQ: the task says so, and the knowledge base is free again
             logger.exception("FAQ import failed for good", extra={"task_id": task.id})
@@ -185,9 +193,9 @@ def _save(deps: Dependencies, task: Task) -> bool:
 
 
 def _plan(deps: Dependencies, task: Task, kb: KnowledgeBase) -> Plan:
-    plan_url = str(task.progress.get("plan_url", ""))
+    plan_url = str(task.params.get("plan_url", ""))
     if plan_url and deps.inbox.exists(plan_url):
-        if task.done > 0 or task.progress.get("deleted_done"):
+        if task.done > 0 or task.params.get("deleted_done"):
             task.progress["resumed"] = True
             task.progress["effective_mode"] = "append"  # the plan is not diffed again
         return Plan.from_json(json.loads(deps.inbox.read(plan_url)))
@@ -212,9 +220,8 @@ def _plan(deps: Dependencies, task: Task, kb: KnowledgeBase) -> Plan:
         "application/json",
     )
     task.status = TaskStatus.RUNNING
-    task.progress.update(
-        status="running", plan_url=url, total=len(plan.rows), to_delete=len(plan.delete), processed=0
-    )
+    task.params["plan_url"] = url
+    task.progress.update(status="running", total=len(plan.rows), to_delete=len(plan.delete), processed=0)
     task.progress.update(counts([]))
     _save(deps, task)
     return plan
@@ -247,12 +254,13 @@ def _report_dry_run(deps: Dependencies, task: Task, plan: Plan) -> None:
 
 def _execute(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan) -> None:
     index = FaqIndex(deps, kb)
-    if plan.delete and not task.progress.get("deleted_done"):
+    if plan.delete and not task.params.get("deleted_done"):
         for start in range(0, len(plan.delete), BATCH):
             ids = plan.delete[start : start + BATCH]
             index.remove_entries(ids)  # vectors first: a crash leaves rows to delete again, never ghost hits
             deps.faq.delete_entries(kb.id, ids)
-        task.progress.update(deleted_done=True, deleted=len(plan.delete))
+        task.params["deleted_done"] = True
+        task.progress["deleted"] = len(plan.delete)
         if not _save(deps, task):
             return
     deadline = time.monotonic() + SLICE_SECONDS
@@ -363,16 +371,15 @@ def _finish(
                 failed_rows_csv(failed),
                 "text/csv; charset=utf-8",
             )
-            task.progress["failed_rows_url"] = url
-            task.progress["failed_rows_download"] = deps.inbox.presign_get(
-                url, FAILED_CSV_EXPIRES, file_name=f"faq-import-{task.id}-failed.csv"
-            )
+            task.params["failed_rows_url"] = url
+            task.progress["failed_rows_download"] = failed_rows_download(deps, task.id, url)
     if kb is not None and not task.params.get("dry_run"):
         deps.faq.put_last_import(
             kb.id,
             {
                 "task_id": task.id,
                 "status": status.value,
+                "failed_rows_url": task.params.get("failed_rows_url", ""),
                 "mode": task.params.get("mode"),
                 "finished_at": datetime.now(UTC).isoformat(),
                 **{
@@ -420,10 +427,16 @@ def _tidy_tags(deps: Dependencies, kb: KnowledgeBase, plan: Plan) -> None:
 
 
 def _cleanup_objects(deps: Dependencies, task: Task) -> None:
-    for key in ("source",):
-        url = str(task.params.get(key, ""))
-        if url:
-            deps.inbox.delete(url)
-    plan_url = str(task.progress.get("plan_url", ""))
+    """The stored source (and the plan) go at the end; a dry run keeps an uploaded file, so the real import
+    can follow without a second upload (the bucket's `faq-imports/` rule expires what is left)."""
+    source = str(task.params.get("source", ""))
+    uploaded = "/uploads/" in source
+    if source and not (uploaded and task.params.get("dry_run")):
+        deps.inbox.delete(source)
+    plan_url = str(task.params.get("plan_url", ""))
     if plan_url:
         deps.inbox.delete(plan_url)
+
+
+def failed_rows_download(deps: Dependencies, task_id: str, url: str) -> str:
+    return deps.inbox.presign_get(url, FAILED_CSV_EXPIRES, file_name=f"faq-import-{task_id}-failed.csv")

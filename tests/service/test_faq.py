@@ -4,6 +4,7 @@ import worker driven through the fake faq-import queue (the real handler, retrie
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase, SearchRequest
 from chalicelib.domain.errors import BadRequest, Conflict
 from chalicelib.domain.types import KnowledgeBase, Tenant
-from chalicelib.ports import IndexSpace, ModelUnavailable
+from chalicelib.ports import IndexSpace, ModelRequestError, ModelThrottled, ModelUnavailable
 
 QUEUE = "faq-import"
 
@@ -30,8 +31,11 @@ class CountingEmbedding(HashingEmbedding):
         super().__init__(64)
         self.texts: list[str] = []
         self.fail_after: int | None = None  # texts; then ModelUnavailable until reset
+        self.errors: list[Exception] = []  # raised one per call first
 
     def embed(self, texts: Sequence[str]) -> Any:
+        if self.errors:
+            raise self.errors.pop(0)
         if self.fail_after is not None and len(self.texts) + len(texts) > self.fail_after:
             raise ModelUnavailable("scripted outage")
         self.texts.extend(texts)
@@ -577,3 +581,64 @@ def test_a_resumed_replace_goes_on_as_append_from_its_stored_plan(
     assert view["progress"]["effective_mode"] == "append" and view["progress"]["deleted"] == 1
     assert view["progress"]["added"] == 80
     assert len(entries_of(deps, faq_kb)) == 80 and index_count(deps, faq_kb) == 80
+
+
+def test_a_throttled_provider_puts_the_import_back_without_spending_a_try(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+    from chalicelib.stages import faq_import as worker
+
+    deps.settings = dataclasses.replace(deps.settings, embed_max_attempts=1)  # no in-process retry
+    model.errors = [ModelThrottled("slow down", retry_after=30)]
+    task = start_import(
+        deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=[entry("q1"), entry("q2")])
+    )
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    response = queue.deliver(QUEUE, worker.handle, deps)
+    assert response["batchItemFailures"] == []  # not a failed try
+    assert queue.sent[-1].delay_seconds == 30 and json.loads(queue.sent[-1].body)["deferrals"] == 1
+    drain(deps)
+    assert task_view(deps, task.id)["status"] == "completed" and len(entries_of(deps, faq_kb)) == 2
+
+
+def test_a_rejected_embedding_fails_the_import_at_once_and_frees_the_knowledge_base(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    from chalicelib.faq.importing import last_result
+
+    model.errors = [ModelRequestError("input too long")]
+    view = run_import(deps, faq_kb, [entry("q1")])
+    assert view["status"] == "failed" and "rejected" in view["progress"]["error"]
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue) and queue.dead_letters(QUEUE) == []
+    assert deps.faq.get_lease(faq_kb.id) is None
+    assert last_result(deps, faq_kb.tenant_id, faq_kb.id)["status"] == "failed"
+
+
+def test_the_last_result_gives_a_fresh_download_link_and_a_dry_run_keeps_the_upload(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
+    from chalicelib.faq.importing import last_result, start_import, upload_url
+
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name="faq.json"))
+    inbox.put_presigned(grant["upload_url"], json.dumps({"entries": [entry("ok"), entry("")]}).encode())
+    start_import(
+        deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"], dry_run=True)
+    )
+    drain(deps)
+    assert inbox.exists(inbox.url_for(grant["object_key"]))  # still there for the real import
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
+    drain(deps)
+    assert not inbox.exists(inbox.url_for(grant["object_key"]))
+    view = task_view(deps, task.id)
+    assert "failed_rows_url" not in view["progress"] and "plan_url" not in view["progress"]  # internal
+    result = last_result(deps, faq_kb.tenant_id, faq_kb.id)
+    assert result["task_id"] == task.id and "failed_rows_url" not in result
+    csv_bytes = inbox.get_presigned(result["failed_rows_download"])
+    assert csv_bytes.startswith(b"\xef\xbb\xbfreason,") and b"the question is empty" in csv_bytes
