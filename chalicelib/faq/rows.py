@@ -133,6 +133,24 @@ def _from_table(table: Sequence[Sequence[Any]]) -> list[ImportRow]:
     return out
 
 
+def _xlsx_rows(data: bytes) -> list[list[Any]]:
+    """The first sheet's cell values (openpyxl, read-only: rows stream, formulas as cached values)."""
+    from zipfile import BadZipFile
+
+    from openpyxl import load_workbook
+    from openpyxl.utils.exceptions import InvalidFileException
+
+    try:
+        book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    except (BadZipFile, InvalidFileException, KeyError, ValueError, OSError) as error:
+        raise SourceError(f"the spreadsheet cannot be read: {type(error).__name__}") from error
+    try:
+        sheet = book.worksheets[0] if book.worksheets else None
+        return [list(row) for row in sheet.iter_rows(values_only=True)] if sheet is not None else []
+    finally:
+        book.close()
+
+
 def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
     """Rows of an uploaded object by its extension (json, csv, xlsx). Raises SourceError."""
     kind = file_name.rsplit(".", 1)[-1].lower() if "." in file_name else ""
@@ -152,15 +170,8 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
         except UnicodeDecodeError as error:
             raise SourceError("the CSV file is not UTF-8") from error
         return _from_table(list(csv.reader(io.StringIO(text))))
-    if kind in ("xlsx", "xls"):
-        from python_calamine import CalamineWorkbook
-
-        try:
-            book = CalamineWorkbook.from_filelike(io.BytesIO(data))
-            sheet = book.get_sheet_by_index(0).to_python(skip_empty_area=False)
-        except Exception as error:  # calamine raises its own error types for every malformed workbook
-            raise SourceError(f"the spreadsheet cannot be read: {type(error).__name__}") from error
-        return _from_table(sheet)
+    if kind == "xlsx":
+        return _from_table(_xlsx_rows(data))
     raise SourceError(f"unsupported import file type {kind!r}: use json, csv or xlsx")
 
 

@@ -642,3 +642,21 @@ def test_the_last_result_gives_a_fresh_download_link_and_a_dry_run_keeps_the_upl
     assert result["task_id"] == task.id and "failed_rows_url" not in result
     csv_bytes = inbox.get_presigned(result["failed_rows_download"])
     assert csv_bytes.startswith(b"\xef\xbb\xbfreason,") and b"the question is empty" in csv_bytes
+
+
+def test_an_unreadable_upload_fails_the_import_and_frees_the_knowledge_base(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
+    from chalicelib.faq.importing import start_import, upload_url
+
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name="faq.xlsx"))
+    inbox.put_presigned(grant["upload_url"], b"this is not a workbook")
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
+    drain(deps)
+    view = task_view(deps, task.id)
+    assert view["status"] == "failed" and "spreadsheet cannot be read" in view["progress"]["error"]
+    assert deps.faq.get_lease(faq_kb.id) is None
+    assert not inbox.exists(inbox.url_for(grant["object_key"]))
