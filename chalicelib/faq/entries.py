@@ -124,11 +124,12 @@ class FaqIndex:
             self.engine().set_enabled(self.space(), self.kb.id, list(ids), entry.is_enabled)
 
     def update(self, before: FaqEntry | None, after: FaqEntry) -> None:
-        """Index what changed: new questions embedded, dropped ones removed, the flag flipped in place."""
+        """Index what changed: new questions embedded, dropped ones removed, the flag flipped in place.
+        The new entries are written first: when embedding fails, nothing of the entry's index changed."""
         old = set(before.index_ids()) if before is not None else set()
         new = after.index_ids()
-        self.remove_ids(sorted(old - set(new)))
         self.write([(after, [i for i in new if i not in old])])
+        self.remove_ids(sorted(old - set(new)))
         if before is not None and before.is_enabled != after.is_enabled:
             self.set_enabled(after, [i for i in new if i in old])
 

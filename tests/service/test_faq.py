@@ -660,3 +660,30 @@ def test_an_unreadable_upload_fails_the_import_and_frees_the_knowledge_base(
     assert view["status"] == "failed" and "spreadsheet cannot be read" in view["progress"]["error"]
     assert deps.faq.get_lease(faq_kb.id) is None
     assert not inbox.exists(inbox.url_for(grant["object_key"]))
+
+
+def test_an_update_the_provider_cannot_embed_changes_nothing(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate
+    from chalicelib.faq.entries import IndexUnavailable, create_entry, get_entry, update_entry
+
+    created = create_entry(
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        FaqEntryRequest(standard_question="Opening hours", similar_questions=["when open"], answers=["9-5"]),
+    )
+    deps.settings = dataclasses.replace(deps.settings, embed_max_attempts=1)
+    model.errors = [ModelUnavailable("down")]
+    with pytest.raises(IndexUnavailable):
+        update_entry(
+            deps,
+            faq_kb.tenant_id,
+            faq_kb.id,
+            created.id,
+            FaqEntryUpdate(similar_questions=["what time open"]),
+        )
+    assert get_entry(deps, faq_kb.tenant_id, faq_kb.id, created.id).similar_questions == ["when open"]
+    assert index_count(deps, faq_kb, created.id) == 2
+    assert search(deps, faq_kb, "when open")[0]["entry_id"] == created.id
