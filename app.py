@@ -9,6 +9,7 @@ from chalice import Chalice, Rate, Response
 from chalicelib import stages
 from chalicelib.api import routes
 from chalicelib.bootstrap import get_deps
+from chalicelib.faq import routes as faq_routes
 from chalicelib.observability import traced
 from chalicelib.settings import get_settings
 
@@ -222,6 +223,54 @@ def delete_tag(kb_id: str, tag_id: str) -> Response:
     return routes.delete_tag(get_deps(), app.current_request, kb_id, tag_id)
 
 
+# ---------------------------------------------------------------- FAQ knowledge bases
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/faq/entries", methods=["POST"])
+def create_faq_entry(kb_id: str) -> Response:
+    return faq_routes.create_faq_entry(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/faq/entries", methods=["GET"])
+def list_faq_entries(kb_id: str) -> Response:
+    return faq_routes.list_faq_entries(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/faq/entries/{{entry_id}}", methods=["GET"])
+def get_faq_entry(kb_id: str, entry_id: str) -> Response:
+    return faq_routes.get_faq_entry(get_deps(), app.current_request, kb_id, entry_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/faq/entries/{{entry_id}}", methods=["PUT"])
+def update_faq_entry(kb_id: str, entry_id: str) -> Response:
+    return faq_routes.update_faq_entry(get_deps(), app.current_request, kb_id, entry_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/faq/entries/{{entry_id}}", methods=["DELETE"])
+def delete_faq_entry(kb_id: str, entry_id: str) -> Response:
+    return faq_routes.delete_faq_entry(get_deps(), app.current_request, kb_id, entry_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/faq/tags", methods=["GET"])
+def list_faq_tags(kb_id: str) -> Response:
+    return faq_routes.list_faq_tags(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/faq/import", methods=["POST"])
+def import_faq(kb_id: str) -> Response:
+    return faq_routes.import_faq(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/faq/import/upload-url", methods=["POST"])
+def faq_import_upload_url(kb_id: str) -> Response:
+    return faq_routes.faq_import_upload_url(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/faq/import/last-result", methods=["GET"])
+def faq_last_import(kb_id: str) -> Response:
+    return faq_routes.faq_last_import(get_deps(), app.current_request, kb_id)
+
+
 # ---------------------------------------------------------------- tenant
 
 
@@ -295,6 +344,12 @@ def lifecycle_task(event: Any) -> dict[str, Any]:
 @traced
 def wiki_task(event: Any) -> dict[str, Any]:
     return stages.wiki.handle(get_deps(), event.to_dict(), event.context)
+
+
+@app.on_sqs_message(queue=settings.queue("faq-import"), batch_size=1)
+@traced
+def faq_import_task(event: Any) -> dict[str, Any]:
+    return stages.faq_import.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.schedule(Rate(5, unit=Rate.MINUTES))

@@ -27,6 +27,7 @@ from .ports import (
     DocReader,
     EmbeddingCache,
     EmbeddingModel,
+    FaqRepo,
     FileStore,
     GraphRepo,
     HealthProbe,
@@ -78,6 +79,7 @@ class Services:
     tracker: ProgressTracker
     urls: UrlImporter
     health: HealthProbe
+    faq: FaqRepo
     #: how waits happen (backoff between retries); tests replace it to run without sleeping
     sleeper: Callable[[float], None] = time.sleep
     build_engine: Callable[[Settings, str], RetrieveEngine] | None = None
@@ -286,6 +288,12 @@ def _build_embedding_cache(settings: Settings) -> EmbeddingCache:
     return DynamoEmbeddingCache(build_cache_model(settings))
 
 
+def _build_faq_repo(settings: Settings) -> FaqRepo:
+    from .adapters.faq_dynamo import DynamoFaqRepo, build_faq_model
+
+    return DynamoFaqRepo(build_faq_model(settings))
+
+
 def _state_machine_arn(settings: Settings, sfn: Any) -> str:
     if settings.state_machine_arn:
         return settings.state_machine_arn
@@ -359,6 +367,7 @@ def build_services(settings: Settings | None = None) -> Services:
             queues=[q for q in QUEUES],
             bucket=lambda: s3.head_bucket(Bucket=settings.files_bucket),
         ),
+        faq=_build_faq_repo(settings),
         build_engine=_build_engine,
         build_embedding_cache=lambda: _build_embedding_cache(settings),
     )
@@ -379,6 +388,7 @@ def memory_deps(
         InstantSleep,
         MemoryChunkRepo,
         MemoryEmbeddingCache,
+        MemoryFaqRepo,
         MemoryFileStore,
         MemoryGraphRepo,
         MemoryHealthProbe,
@@ -434,6 +444,7 @@ def memory_deps(
         tracker=SpanTracker(spans, knowledge),
         urls=urls or ScriptedUrlImporter(),
         health=MemoryHealthProbe(),
+        faq=MemoryFaqRepo(),
         sleeper=InstantSleep(),
         build_engine=build_engine,
         build_embedding_cache=lambda: cache,

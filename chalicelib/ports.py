@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # numpy stays off the API function's cold-start path
 
     Vectors = npt.NDArray[np.float32]
 
+    from .faq.model import FaqEntry
+
 
 # ---------------------------------------------------------------- storage
 
@@ -64,6 +66,10 @@ class FileStore(Protocol):
     def copy(self, src_url: str, dst_key: str) -> str:
         """Copies an object of this store to `dst_key` (server side where the backend can) and returns the
         copy's URL; raises FileNotFoundError when the source is missing. Overwrites: a re-run is a no-op."""
+        ...
+
+    def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
+        """An HTTP URL a client can GET the object from (as an attachment named `file_name`, if given)."""
         ...
 
 
@@ -861,6 +867,8 @@ class Dependencies(Protocol):
     tracker: ProgressTracker
     urls: UrlImporter
     health: HealthProbe
+    #: FAQ entries, import leases, tags and import results (chalicelib/faq)
+    faq: FaqRepo
 
     def sleep(self, seconds: float) -> None:
         """How waits happen (backoff between retries); tests make it instant."""
@@ -888,3 +896,55 @@ class Dependencies(Protocol):
     def asr(self) -> AsrEngine | None: ...
 
     def image_resolver(self, save: SaveImage) -> ImageResolver: ...
+
+
+# ---------------------------------------------------------------- FAQ knowledge bases
+
+
+@dataclass(frozen=True)
+class FaqLease:
+    """Who holds a knowledge base's import lease (the import task's id) and until when (epoch seconds)."""
+
+    owner: str
+    expires_at: float
+
+
+class FaqRepo(Protocol):
+    """FAQ entries (`chalicelib.faq.model.FaqEntry`) per knowledge base, the knowledge base's import lease,
+    its tag names and its last import result."""
+
+    def put_entries(self, entries: Sequence[FaqEntry]) -> None: ...
+
+    def get_entry(self, kb_id: str, entry_id: str) -> FaqEntry | None: ...
+
+    def get_entries(self, kb_id: str, entry_ids: Sequence[str]) -> dict[str, FaqEntry]:
+        """Entries by id in batched reads; missing ids are absent."""
+        ...
+
+    def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> None: ...
+
+    def page_entries(self, kb_id: str, after: str, limit: int) -> tuple[list[FaqEntry], str]:
+        """Up to `limit` entries in id order after the id `after` ('' = from the start), and the id to go
+        on after ('' when there are no more)."""
+        ...
+
+    def acquire_lease(self, kb_id: str, owner: str, now: float, ttl_seconds: float) -> FaqLease | None:
+        """One conditional write: taken (or renewed) when free, expired or already `owner`'s; None then.
+        Otherwise the holder's lease, unchanged."""
+        ...
+
+    def release_lease(self, kb_id: str, owner: str) -> bool:
+        """Deletes the lease only if `owner` holds it."""
+        ...
+
+    def get_lease(self, kb_id: str) -> FaqLease | None: ...
+
+    def tags(self, kb_id: str) -> list[str]: ...
+
+    def add_tags(self, kb_id: str, names: Sequence[str]) -> None: ...
+
+    def remove_tags(self, kb_id: str, names: Sequence[str]) -> None: ...
+
+    def put_last_import(self, kb_id: str, result: Mapping[str, Any]) -> None: ...
+
+    def get_last_import(self, kb_id: str) -> dict[str, Any] | None: ...

@@ -14,6 +14,10 @@ def hybrid_search(
     deps: Dependencies, tenant_id: str, kb_id: str, request: SearchRequest
 ) -> list[dict[str, Any]]:
     kb = require_kb(deps, tenant_id, kb_id)
+    if kb.type == "faq":  # entries with their answers, negatives pushed down (chalicelib/faq)
+        from .faq.entries import search as faq_search
+
+        return faq_search(deps, kb, request)
     query, top_k = request.query_text, request.match_count
     model = deps.embedding_model(kb.embedding_model_id)
     strategy = kb.indexing_strategy

@@ -28,6 +28,7 @@ TABLES = (
     "wiki",
     "usage",
     "tags",
+    "faq",
 )
 QUEUES = (
     "uploads",
@@ -39,6 +40,7 @@ QUEUES = (
     "enrichment",
     "lifecycle",
     "wiki",
+    "faq-import",
 )
 DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8"
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"

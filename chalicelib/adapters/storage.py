@@ -72,6 +72,9 @@ class LocalFileStore:
         os.replace(tmp, path)
         return self.url_for(dst_key)
 
+    def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
+        raise NotImplementedError("local:// storage has no presigned URLs; downloads are served from S3")
+
 
 class S3FileStore:
     def __init__(self, client: Any, bucket: str):
@@ -133,3 +136,9 @@ class S3FileStore:
                 raise FileNotFoundError(src_url) from error
             raise
         return self.url_for(key)
+
+    def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": self.key_of(url)}
+        if file_name:
+            params["ResponseContentDisposition"] = f'attachment; filename="{file_name}"'
+        return str(self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_seconds))

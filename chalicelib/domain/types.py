@@ -329,6 +329,7 @@ class TaskKind(StrEnum):
     MOVE = "move"
     CLONE_KB = "clone_kb"
     DELETE_TAG = "delete_tag"
+    FAQ_IMPORT = "faq_import"
 
 
 class TaskStatus(StrEnum):
@@ -358,6 +359,8 @@ class Task:
     params: dict[str, Any] = field(default_factory=dict)
     created_at: datetime = field(default_factory=utcnow)
     updated_at: datetime = field(default_factory=utcnow)
+    #: kind-specific progress shown as is (an FAQ import's counters, offset and failed-rows URL)
+    progress: dict[str, Any] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -376,4 +379,5 @@ class Task:
             "errors": self.errors,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
+            **({"progress": self.progress} if self.progress else {}),
         }

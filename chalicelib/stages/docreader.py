@@ -21,7 +21,7 @@ from ..domain.types import Knowledge, KnowledgeType, Stage, StageMessage
 from ..domain.urls import redact_credentials
 from ..observability import logger
 from ..ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
-from . import page_ranges
+from . import page_range_store, page_ranges
 from .runner import kept_after_write, run_stage
 
 
@@ -35,7 +35,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         if assembled is not None:
             row, assembled_markdown, assembled_images, outputs = assembled
             _finish(deps, row, message, assembled_markdown, assembled_images, outputs)
-            page_ranges.clean_up(deps, row)
+            page_range_store.clean_up(deps, row)
         return
     if message.is_page_range:
         page_ranges.parse_range(

@@ -27,7 +27,7 @@ from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
 from ..domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
 from ..observability import logger
 from ..ports import Dependencies, IndexSpace
-from . import page_ranges
+from . import page_range_store
 from .runner import come_back_soon, parse_body, process_batch
 
 QUEUE = "lifecycle"
@@ -82,6 +82,9 @@ def run(deps: Dependencies, task_id: str) -> None:
             return
     if task.kind == TaskKind.DELETE_KB:
         deps.tags.delete_kb(task.kb_id)  # its knowledge is gone: every tag and relation left goes too
+        from ..faq.entries import purge_kb
+
+        purge_kb(deps, task.kb_id)  # an FAQ knowledge base's entries and their index entries
         deps.kbs.delete(task.kb_id)
     if task.kind == TaskKind.DELETE_TAG and task.failed == 0:
         deps.tags.delete(task.kb_id, str(task.params["tag_id"]))
@@ -216,7 +219,7 @@ def _stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:
             if key.endswith(".json") and deps.files.exists(url):
                 urls += [str(image["url"]) for image in json.loads(deps.files.read(url))]
             urls.append(url)
-        urls += page_ranges.range_objects(deps, knowledge, attempt)  # a large PDF deleted mid-parse
+        urls += page_range_store.range_objects(deps, knowledge, attempt)  # a large PDF deleted mid-parse
     for chunk in deps.chunks.list(knowledge.id):
         urls += [str(info["url"]) for info in chunk.image_info if info.get("url")]
     return list(dict.fromkeys(urls))

@@ -17,26 +17,17 @@ from dataclasses import replace
 from typing import Any
 
 from ..dispatch import enqueue
-from ..domain.storage_keys import page_range_key, parsed_markdown_key
+from ..domain.storage_keys import parsed_markdown_key
 from ..domain.types import Knowledge, SpanStatus, Stage, StageMessage
 from ..observability import logger
 from ..ports import Dependencies, ReadRequest, ResolvedImages
+from .page_range_store import PLAN, part_name, range_key, read_plan
 from .runner import kept_after_write, live_knowledge
-
-PLAN = "plan.json"
 
 
 def ranges_of(pages: int, size: int) -> list[tuple[int, int]]:
     size = max(1, size)
     return [(start, min(pages, start + size)) for start in range(0, pages, size)]
-
-
-def _key(knowledge: Knowledge, part: str) -> str:
-    return page_range_key(knowledge.tenant_id, knowledge.id, knowledge.attempt, part)
-
-
-def _part(start: int, suffix: str) -> str:
-    return f"pages-{start:06d}{suffix}"
 
 
 def fan_out(
@@ -48,7 +39,7 @@ def fan_out(
     pages: int,
 ) -> None:
     """Stores the plan and sends a message per range (the whole document is not parsed here)."""
-    source = knowledge.file_path or deps.files.save(_key(knowledge, "source.pdf"), request.data)
+    source = knowledge.file_path or deps.files.save(range_key(knowledge, "source.pdf"), request.data)
     ranges = ranges_of(pages, deps.settings.parse_range_pages)
     plan = {
         "source": source,
@@ -59,21 +50,12 @@ def fan_out(
         "pages": pages,
         "ranges": ranges,
     }
-    deps.files.save(_key(knowledge, PLAN), json.dumps(plan).encode(), "application/json")
+    deps.files.save(range_key(knowledge, PLAN), json.dumps(plan).encode(), "application/json")
     deps.tracker.progress(
         knowledge, Stage.DOCREADER, {"pages_parsed": 0, "pages_total": pages, "ranges": len(ranges)}
     )
     for start, end in ranges:
         enqueue(deps, Stage.DOCREADER, replace(message, page_start=start, page_end=end))
-
-
-def _plan(deps: Dependencies, knowledge: Knowledge) -> dict[str, Any] | None:
-    url = deps.files.url_for(_key(knowledge, PLAN))
-    try:
-        plan: dict[str, Any] = json.loads(deps.files.read(url))
-    except FileNotFoundError:
-        return None
-    return plan
 
 
 def parse_range(
@@ -84,12 +66,12 @@ def parse_range(
     knowledge = live_knowledge(deps, message)
     if knowledge is None:
         return
-    plan = _plan(deps, knowledge)
+    plan = read_plan(deps, knowledge)
     if plan is None:  # assembled already (the plan goes last), or a message from before the plan
         logger.info("page range without a plan: dropped", extra={"knowledge_id": knowledge.id})
         return
     start, end = message.page_start, message.page_end
-    markdown_url = deps.files.url_for(_key(knowledge, _part(start, ".md")))
+    markdown_url = deps.files.url_for(range_key(knowledge, part_name(start, ".md")))
     if not deps.files.exists(markdown_url):
         result = deps.docreader().read(
             ReadRequest(
@@ -103,9 +85,13 @@ def parse_range(
         resolved = store_images(knowledge, result)
         images = [image_record(image) for image in resolved.images]
         manifest_url = deps.files.save(
-            _key(knowledge, _part(start, ".images.json")), json.dumps(images).encode(), "application/json"
+            range_key(knowledge, part_name(start, ".images.json")),
+            json.dumps(images).encode(),
+            "application/json",
         )
-        deps.files.save(_key(knowledge, _part(start, ".md")), resolved.markdown.encode(), "text/markdown")
+        deps.files.save(
+            range_key(knowledge, part_name(start, ".md")), resolved.markdown.encode(), "text/markdown"
+        )
 
         def undo() -> None:
             for url in (markdown_url, manifest_url, *(str(image["url"]) for image in images)):
@@ -128,7 +114,7 @@ def parse_range(
     done = [
         (a, b)
         for a, b in plan["ranges"]
-        if deps.files.exists(deps.files.url_for(_key(knowledge, _part(a, ".md"))))
+        if deps.files.exists(deps.files.url_for(range_key(knowledge, part_name(a, ".md"))))
     ]
     pages_parsed = sum(b - a for a, b in done)
     deps.tracker.progress(
@@ -153,7 +139,7 @@ def assemble(
     knowledge = live_knowledge(deps, message)
     if knowledge is None:
         return None
-    plan = _plan(deps, knowledge)
+    plan = read_plan(deps, knowledge)
     if plan is None:
         parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
         if deps.files.exists(parsed):  # assembled and cleaned up: make sure chunking was asked for
@@ -163,9 +149,11 @@ def assemble(
     images: list[dict[str, Any]] = []
     for start, _end in plan["ranges"]:
         try:
-            parts.append(deps.files.read(deps.files.url_for(_key(knowledge, _part(start, ".md")))).decode())
+            parts.append(
+                deps.files.read(deps.files.url_for(range_key(knowledge, part_name(start, ".md")))).decode()
+            )
             images += json.loads(
-                deps.files.read(deps.files.url_for(_key(knowledge, _part(start, ".images.json"))))
+                deps.files.read(deps.files.url_for(range_key(knowledge, part_name(start, ".images.json"))))
             )
         except FileNotFoundError:
             logger.info(
@@ -181,35 +169,3 @@ def assemble(
         "engine": plan["engine"] or "default",
     }
     return knowledge, markdown + "\n" if markdown else "", images, outputs
-
-
-def clean_up(deps: Dependencies, knowledge: Knowledge, attempt: int | None = None) -> None:
-    """Deletes one attempt's range objects (the plan last, so a redelivered assembly can tell it is done).
-    The ranges' images stay: the assembled manifest lists them."""
-    own = replace(knowledge, attempt=attempt or knowledge.attempt)
-    plan = _plan(deps, own)
-    if plan is None:
-        return
-    for start, _end in plan["ranges"]:
-        for suffix in (".md", ".images.json"):
-            deps.files.delete(deps.files.url_for(_key(own, _part(start, suffix))))
-    if plan["source"] != own.file_path:
-        deps.files.delete(plan["source"])
-    deps.files.delete(deps.files.url_for(_key(own, PLAN)))
-
-
-def range_objects(deps: Dependencies, knowledge: Knowledge, attempt: int) -> list[str]:
-    """Everything an unfinished range parse of `attempt` stored (for a delete): plan, parts, images."""
-    own = replace(knowledge, attempt=attempt)
-    plan = _plan(deps, own)
-    if plan is None:
-        return []
-    urls: list[str] = []
-    for start, _end in plan["ranges"]:
-        manifest = deps.files.url_for(_key(own, _part(start, ".images.json")))
-        if deps.files.exists(manifest):
-            urls += [str(image["url"]) for image in json.loads(deps.files.read(manifest))]
-        urls += [manifest, deps.files.url_for(_key(own, _part(start, ".md")))]
-    if plan["source"] != own.file_path:
-        urls.append(str(plan["source"]))
-    return [*urls, deps.files.url_for(_key(own, PLAN))]

@@ -85,6 +85,7 @@ def test_every_zip_function_is_checked(built: dict[str, Any]) -> None:
         "EnrichmentTask",
         "LifecycleTask",
         "WikiTask",
+        "FaqImportTask",
         "Housekeeping",
     }
 
@@ -122,6 +123,7 @@ def test_the_check_reaches_what_each_function_runs(built: dict[str, Any]) -> Non
         "EnrichmentTask": "enrichment",
         "LifecycleTask": "lifecycle",
         "WikiTask": "wiki",
+        "FaqImportTask": "faq_import",
         "Housekeeping": "housekeeping",
     }
     for function, stage in stages.items():

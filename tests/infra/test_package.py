@@ -62,7 +62,7 @@ def test_every_sqs_trigger_reports_batch_item_failures(packaged: dict[str, Any])
         for event in fn["Properties"].get("Events", {}).values()
         if event["Type"] == "SQS"
     ]
-    assert len(sqs_events) == 9
+    assert len(sqs_events) == 10
     for name, event in sqs_events:
         assert event["Properties"].get("FunctionResponseTypes") == ["ReportBatchItemFailures"], name
 
@@ -81,6 +81,7 @@ def test_queues_have_dlqs_with_four_tries(packaged: dict[str, Any]) -> None:
         "Enrichment",
         "Lifecycle",
         "Wiki",
+        "FaqImport",
     }
     for name, queue in main.items():
         redrive = queue["Properties"]["RedrivePolicy"]
@@ -105,6 +106,7 @@ def test_tables_bucket_notification_state_machine_and_schedule(packaged: dict[st
         "WikiTable",
         "UsageTable",
         "TagsTable",
+        "FaqTable",
     }
     bucket = template["Resources"]["FilesBucket"]["Properties"]
     notification = bucket["NotificationConfiguration"]["QueueConfigurations"][0]
@@ -169,6 +171,7 @@ def test_the_chalice_app_keeps_the_api_and_the_light_stages(packaged: dict[str, 
         "EnrichmentTask",
         "LifecycleTask",
         "WikiTask",
+        "FaqImportTask",
         "Housekeeping",
     }
 

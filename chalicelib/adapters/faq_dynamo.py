@@ -1,0 +1,158 @@
+"""FaqRepo on DynamoDB (PynamoDB): one table `{prefix}-faq`, partition = knowledge base, sort key =
+`e#<entry id>` (entries), `lease` (the import lease), `tag#<name>`, `last-import`.
+
+The lease is one conditional put: it is taken only when no lease exists, it has expired, or the writer
+already holds it; it is deleted only under the condition that the deleter holds it. Timeline it protects:
+
+    import A: put(lease=A, exp) ok ──── batches ──── delete(if owner=A) ok
+    import B:        put(lease=B) ✗ (A holds it, not expired) → 409 with A's task id
+    A's worker dies: ...                      exp passes → put(lease=C) ok; A's late delete(if owner=A) ✗
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import DeleteError, PutError
+from pynamodb.models import Model
+
+from ..ports import FaqLease
+from ..settings import Settings
+
+if TYPE_CHECKING:
+    from ..faq.model import FaqEntry
+
+CONDITION_FAILED = "ConditionalCheckFailedException"
+ENTRY = "e#"
+#: above every character of an entry id (uuids: hex digits and '-'), below nothing we store under `e#`
+ENTRY_END = "e#~"
+LEASE = "lease"
+TAG = "tag#"
+LAST_IMPORT = "last-import"
+
+
+def build_faq_model(settings: Settings) -> type[Any]:
+    class FaqItem(Model):
+        class Meta:
+            table_name = settings.table("faq")
+            region = settings.region
+
+        kb_id = UnicodeAttribute(hash_key=True)
+        key = UnicodeAttribute(range_key=True)
+        body = JSONAttribute(null=True)
+        owner = UnicodeAttribute(null=True)
+        expires_at = NumberAttribute(null=True)
+
+    return FaqItem
+
+
+def _failed_condition(error: Exception) -> bool:
+    return getattr(error, "cause_response_code", None) == CONDITION_FAILED
+
+
+class DynamoFaqRepo:
+    def __init__(self, model: type[Any]):
+        self.model = model
+
+    # -- entries
+    def put_entries(self, entries: Sequence[FaqEntry]) -> None:
+        with self.model.batch_write() as batch:
+            for entry in entries:
+                batch.save(self.model(entry.kb_id, f"{ENTRY}{entry.id}", body=entry.to_body()))
+
+    def get_entry(self, kb_id: str, entry_id: str) -> FaqEntry | None:
+        from ..faq.model import FaqEntry
+
+        try:
+            item = self.model.get(kb_id, f"{ENTRY}{entry_id}", consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+        return FaqEntry.from_body(item.body)
+
+    def get_entries(self, kb_id: str, entry_ids: Sequence[str]) -> dict[str, FaqEntry]:
+        from ..faq.model import FaqEntry
+
+        keys = [(kb_id, f"{ENTRY}{i}") for i in dict.fromkeys(entry_ids)]
+        if not keys:
+            return {}
+        entries = [FaqEntry.from_body(item.body) for item in self.model.batch_get(keys, consistent_read=True)]
+        return {e.id: e for e in entries}
+
+    def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> None:
+        with self.model.batch_write() as batch:
+            for entry_id in dict.fromkeys(entry_ids):
+                batch.delete(self.model(kb_id, f"{ENTRY}{entry_id}"))
+
+    def page_entries(self, kb_id: str, after: str, limit: int) -> tuple[list[FaqEntry], str]:
+        from ..faq.model import FaqEntry
+
+        start = f"{ENTRY}{after}!" if after else ENTRY
+        items = list(
+            self.model.query(
+                kb_id,
+                range_key_condition=self.model.key.between(start, ENTRY_END),
+                limit=limit + 1,
+                consistent_read=True,
+            )
+        )
+        entries = [FaqEntry.from_body(item.body) for item in items[:limit]]
+        return entries, (entries[-1].id if len(items) > limit and entries else "")
+
+    # -- the import lease
+    def acquire_lease(self, kb_id: str, owner: str, now: float, ttl_seconds: float) -> FaqLease | None:
+        m = self.model
+        try:
+            m(kb_id, LEASE, owner=owner, expires_at=now + ttl_seconds).save(
+                condition=m.key.does_not_exist() | (m.expires_at < now) | (m.owner == owner)
+            )
+            return None
+        except PutError as error:
+            if not _failed_condition(error):
+                raise
+        held = self.get_lease(kb_id)
+        return held if held is not None else FaqLease(owner="", expires_at=now)
+
+    def release_lease(self, kb_id: str, owner: str) -> bool:
+        m = self.model
+        try:
+            m(kb_id, LEASE).delete(condition=m.owner == owner)
+            return True
+        except DeleteError as error:
+            if _failed_condition(error):
+                return False
+            raise
+
+    def get_lease(self, kb_id: str) -> FaqLease | None:
+        try:
+            item = self.model.get(kb_id, LEASE, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+        return FaqLease(str(item.owner), float(item.expires_at))
+
+    # -- tags and the last import
+    def tags(self, kb_id: str) -> list[str]:
+        items = self.model.query(
+            kb_id, range_key_condition=self.model.key.startswith(TAG), consistent_read=True
+        )
+        return sorted(item.key[len(TAG) :] for item in items)
+
+    def add_tags(self, kb_id: str, names: Sequence[str]) -> None:
+        with self.model.batch_write() as batch:
+            for name in dict.fromkeys(names):
+                batch.save(self.model(kb_id, f"{TAG}{name}"))
+
+    def remove_tags(self, kb_id: str, names: Sequence[str]) -> None:
+        with self.model.batch_write() as batch:
+            for name in dict.fromkeys(names):
+                batch.delete(self.model(kb_id, f"{TAG}{name}"))
+
+    def put_last_import(self, kb_id: str, result: Mapping[str, Any]) -> None:
+        self.model(kb_id, LAST_IMPORT, body=dict(result)).save()
+
+    def get_last_import(self, kb_id: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.model.get(kb_id, LAST_IMPORT, consistent_read=True).body)
+        except self.model.DoesNotExist:
+            return None

@@ -1,0 +1,73 @@
+"""The FAQ requests' typed bodies and queries (validated at the boundary; the OpenAPI document uses them)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from ..commands import Body, Query, code
+
+#: WeKnora's inline limits: more entries or more bytes go through a presigned upload
+INLINE_MAX_ENTRIES = 200
+INLINE_MAX_BYTES = 50 * 1024
+IMPORT_FILE_TYPES = ("json", "csv", "xlsx")
+
+Question = Annotated[str, Field(max_length=1000)]
+Answer = Annotated[str, Field(max_length=20_000)]
+TagName = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class FaqEntryRequest(Body):
+    standard_question: str = code("missing_question", min_length=1, max_length=1000)
+    answers: list[Answer] = code("missing_answer", min_length=1, max_length=50)
+    similar_questions: list[Question] = code(
+        "invalid_similar_questions", default_factory=list, max_length=200
+    )
+    negative_questions: list[Question] = code(
+        "invalid_negative_questions", default_factory=list, max_length=200
+    )
+    tags: list[TagName] = code("invalid_tags", default_factory=list, max_length=20)
+    answer_all: bool = False
+    is_enabled: bool = True
+
+
+class FaqEntryUpdate(Body):
+    """Only the fields given change."""
+
+    standard_question: str | None = code("missing_question", default=None, min_length=1, max_length=1000)
+    answers: list[Answer] | None = code("missing_answer", default=None, min_length=1, max_length=50)
+    similar_questions: list[Question] | None = code("invalid_similar_questions", default=None, max_length=200)
+    negative_questions: list[Question] | None = code(
+        "invalid_negative_questions", default=None, max_length=200
+    )
+    tags: list[TagName] | None = code("invalid_tags", default=None, max_length=20)
+    answer_all: bool | None = None
+    is_enabled: bool | None = None
+
+
+class FaqListQuery(Query):
+    tag: str | None = code("invalid_query", default=None, max_length=64)
+    keyword: str | None = code("invalid_query", default=None, max_length=200)
+    enabled: Literal["true", "false"] | None = code("invalid_query", default=None)
+    cursor: str = code("invalid_query", default="", max_length=100)
+    limit: int = code("invalid_query", default=20, ge=1, le=100)
+
+
+class FaqImportRequest(Body):
+    """`entries` inline (at most 200 and 50 KB), or `object_key` from `faq/import/upload-url`."""
+
+    mode: Literal["append", "replace"] = code("invalid_mode", default="append")
+    dry_run: bool = False
+    entries: list[dict[str, Any]] | None = code("invalid_entries", default=None)
+    object_key: str | None = code("invalid_object_key", default=None, min_length=1, max_length=500)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> FaqImportRequest:
+        if (self.entries is None) == (self.object_key is None):
+            raise ValueError("give either `entries` or `object_key`")
+        return self
+
+
+class FaqUploadUrlRequest(Body):
+    file_name: str = code("invalid_file_name", min_length=1, max_length=255)

@@ -1,0 +1,442 @@
+"""FAQ bulk import: the request (lease, task, queue) and the queued worker that carries it out.
+
+Request: entries inline (at most 200 and 50 KB) or an object uploaded through a presigned URL; the source
+is stored as an object (payloads between steps are pointers), a task is recorded, and one message goes to
+the `faq-import` queue (with a DLQ). A real import first takes the knowledge base's lease (one
+conditional write, owner = the task id, expiring after LEASE_SECONDS); a second import while it is held
+gets a 409 carrying the running task's id. A dry run validates and reports, and takes no lease.
+
+Worker, per delivery:
+1. the plan: made once (validation.py) from the source and the knowledge base as it is, stored as an
+   object; a later delivery reads it back (so a resumed `replace` goes on as append: nothing is
+   re-validated or re-diffed against entries the import itself wrote);
+2. a replace's deletions (index entries first, then rows), once;
+3. the rows in batches of 50 from the saved offset: rows of the batch written before but not indexed (a
+   crash between the two writes) are purged first, then each row is written `indexed=False`, its new
+   questions embedded and indexed, and the row marked indexed; new entries have ids derived from the task
+   and the row, so a redelivered batch rewrites the same entries and index entries, never new ones;
+4. progress (counters, offset) saved after each batch, only forward;
+5. at the end: tags (a replace drops tags no entry uses), the failed rows as a UTF-8 CSV with a BOM and a
+   presigned download URL, the knowledge base's last import result, the source and plan objects deleted,
+   the lease released by its owner.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ..domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, StageError
+from ..domain.types import KnowledgeBase, Task, TaskKind, TaskStatus, utcnow
+from ..observability import logger
+from ..ports import Dependencies
+from ..tasks import new_task
+from .commands import (
+    IMPORT_FILE_TYPES,
+    INLINE_MAX_BYTES,
+    INLINE_MAX_ENTRIES,
+    FaqImportRequest,
+    FaqUploadUrlRequest,
+)
+from .entries import FaqIndex, all_entries, require_faq_kb
+from .model import FaqEntry
+from .rows import SourceError, failed_rows_csv, read_rows
+from .validation import Plan, PlannedRow, counts, plan_append, plan_replace
+
+QUEUE = "faq-import"
+BATCH = 50
+#: WeKnora's guard lives 3 h; the worker renews the lease after every batch
+LEASE_SECONDS = 3 * 3600
+#: one delivery works this long, then queues itself again for the rest (behind other work)
+SLICE_SECONDS = 60.0
+FAILED_CSV_EXPIRES = 7 * 24 * 3600
+MAX_FAILURES_SHOWN = 50
+
+
+def _prefix(tenant_id: str, kb_id: str) -> str:
+    return f"faq-imports/{tenant_id}/{kb_id}/"
+
+
+# ---------------------------------------------------------------- the request
+
+
+def upload_url(
+    deps: Dependencies, tenant_id: str, kb_id: str, request: FaqUploadUrlRequest
+) -> dict[str, Any]:
+    kb = require_faq_kb(deps, tenant_id, kb_id)
+    kind = request.file_name.rsplit(".", 1)[-1].lower() if "." in request.file_name else ""
+    if kind not in IMPORT_FILE_TYPES:
+        raise BadRequest(
+            f"an FAQ import is a {', '.join(IMPORT_FILE_TYPES)} file, not {request.file_name!r}",
+            code="unsupported_file_type",
+        )
+    key = f"{_prefix(tenant_id, kb.id)}uploads/{uuid.uuid4().hex}.{kind}"
+    expires = deps.settings.presign_expires_seconds
+    return {"upload_url": deps.inbox.presign_put(key, expires), "object_key": key, "expires_in": expires}
+
+
+def start_import(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqImportRequest) -> Task:
+    kb = require_faq_kb(deps, tenant_id, kb_id)
+    task = new_task(tenant_id, TaskKind.FAQ_IMPORT, kb.id, [], mode=request.mode, dry_run=request.dry_run)
+    if request.entries is not None:
+        data = json.dumps(request.entries, ensure_ascii=False).encode("utf-8")
+        if len(request.entries) > INLINE_MAX_ENTRIES or len(data) > INLINE_MAX_BYTES:
+            raise PayloadTooLarge(
+                f"inline imports hold at most {INLINE_MAX_ENTRIES} entries and {INLINE_MAX_BYTES // 1024} KB; "
+                "upload the file through faq/import/upload-url",
+                code="use_presigned_upload",
+            )
+        source = deps.inbox.save(f"{_prefix(tenant_id, kb.id)}{task.id}.json", data, "application/json")
+        file_name = "entries.json"
+    else:
+        key = request.object_key or ""
+        if not key.startswith(f"{_prefix(tenant_id, kb.id)}uploads/") or ".." in key:
+            raise BadRequest("object_key is not an upload of this knowledge base", code="invalid_object_key")
+        source = deps.inbox.url_for(key)
+        if not deps.inbox.exists(source):
+            raise NotFound("nothing was uploaded under object_key", code="upload_not_found")
+        file_name = key.rsplit("/", 1)[-1]
+    task.params.update(source=source, file_name=file_name)
+    task.progress = {"status": "queued", "mode": request.mode, "dry_run": request.dry_run}
+    if not request.dry_run:
+        held = deps.faq.acquire_lease(kb.id, task.id, time.time(), LEASE_SECONDS)
+        if held is not None:
+            if request.entries is not None:
+                deps.inbox.delete(source)
+            raise Conflict(
+                f"an import into knowledge base {kb.id} is running (task {held.owner})",
+                code="faq_import_running",
+                data={"task_id": held.owner},
+            )
+    try:
+        deps.tasks.put(task)
+        deps.queue.send_raw(QUEUE, {"task_id": task.id})
+    except Exception:
+        if not request.dry_run:
+            deps.faq.release_lease(kb.id, task.id)
+        raise
+    return task
+
+
+def last_result(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
+    kb = require_faq_kb(deps, tenant_id, kb_id)
+    result = deps.faq.get_last_import(kb.id)
+    if result is None:
+        raise NotFound("no import has finished in this knowledge base", code="faq_import_not_found")
+    stored = str(result.pop("failed_rows_url", ""))
+    if stored and deps.inbox.exists(stored):  # a fresh link each time: presigned URLs expire
+        result["failed_rows_download"] = failed_rows_download(deps, str(result["task_id"]), stored)
+    return result
+
+
+# ---------------------------------------------------------------- the worker
+
+
+class LeaseLost(Exception):
+    """Another import holds the knowledge base (this one's lease expired and was taken)."""
+
+
+def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
+    task = deps.tasks.get(task_id)
+    if task is None or task.kind != TaskKind.FAQ_IMPORT:
+        return
+    if task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
+        return  # finished by an earlier delivery
+    kb = deps.kbs.get(task.kb_id)
+    if kb is None or kb.status == "deleting":
+        _finish(deps, task, None, TaskStatus.FAILED, error="the knowledge base no longer exists")
+        return
+    dry_run = bool(task.params.get("dry_run"))
+    try:
+        if not dry_run:
+            _renew(deps, task)
+        plan = _plan(deps, task, kb)
+    except SourceError as error:
+        _finish(deps, task, kb, TaskStatus.FAILED, error=str(error))
+        return
+    except LeaseLost as error:
+        _fail_without_lease(deps, task, str(error))
+        return
+    if dry_run:
+        _report_dry_run(deps, task, plan)
+        return
+    try:
+        _execute(deps, task, kb, plan)
+    except LeaseLost as error:
+        _fail_without_lease(deps, task, str(error))
+    except StageError as error:
+        if error.permanent or last_try:
+            _finish(deps, task, kb, TaskStatus.FAILED, error=error.message)
+            return
+        raise  # transient or throttled: the message comes back (stages/faq_import.py)
+    except Exception:
+        if last_try:  # the message goes to the DLQ: the task says so, and the knowledge base is free again
+            logger.exception("FAQ import failed for good", extra={"task_id": task.id})
+            _finish(deps, task, kb, TaskStatus.FAILED, error="the import failed after its last try")
+            return
+        raise
+
+
+def _renew(deps: Dependencies, task: Task) -> None:
+    held = deps.faq.acquire_lease(task.kb_id, task.id, time.time(), LEASE_SECONDS)
+    if held is not None:
+        raise LeaseLost(f"the knowledge base's import lease is held by task {held.owner}")
+
+
+def _save(deps: Dependencies, task: Task) -> bool:
+    task.updated_at = datetime.now(UTC)
+    return deps.tasks.save_progress(task)
+
+
+def _plan(deps: Dependencies, task: Task, kb: KnowledgeBase) -> Plan:
+    plan_url = str(task.params.get("plan_url", ""))
+    if plan_url and deps.inbox.exists(plan_url):
+        if task.done > 0 or task.params.get("deleted_done"):
+            task.progress["resumed"] = True
+            task.progress["effective_mode"] = "append"  # the plan is not diffed again
+        return Plan.from_json(json.loads(deps.inbox.read(plan_url)))
+    source = str(task.params["source"])
+    try:
+        data = deps.inbox.read(source)
+    except FileNotFoundError as error:
+        raise SourceError("the import's source object is gone") from error
+    rows = read_rows(data, str(task.params.get("file_name", "entries.json")))
+    existing = list(all_entries(deps, kb.id))
+
+    def new_id(row: int) -> str:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"faq-import:{task.id}:{row}"))
+
+    planner = plan_replace if task.params.get("mode") == "replace" else plan_append
+    plan = planner(rows, existing, new_id)
+    if task.params.get("dry_run"):
+        return plan
+    url = deps.inbox.save(
+        f"{_prefix(task.tenant_id, kb.id)}{task.id}.plan.json",
+        json.dumps(plan.to_json(), ensure_ascii=False).encode("utf-8"),
+        "application/json",
+    )
+    task.status = TaskStatus.RUNNING
+    task.params["plan_url"] = url
+    task.progress.update(status="running", total=len(plan.rows), to_delete=len(plan.delete), processed=0)
+    task.progress.update(counts([]))
+    _save(deps, task)
+    return plan
+
+
+def _failures(rows: Sequence[PlannedRow]) -> list[dict[str, Any]]:
+    return [
+        {"row": r.row, "question": r.source.question, "reason": r.reason, "category": r.category}
+        for r in rows
+        if r.action == "fail"
+    ][:MAX_FAILURES_SHOWN]
+
+
+def _report_dry_run(deps: Dependencies, task: Task, plan: Plan) -> None:
+    tally = counts(plan.rows)
+    task.done = len(plan.rows)
+    task.succeeded, task.failed = tally["success"], tally["failed"]
+    task.status = TaskStatus.COMPLETED
+    task.progress.update(
+        status="completed",
+        total=len(plan.rows),
+        processed=len(plan.rows),
+        deleted=len(plan.delete),
+        failures=_failures(plan.rows),
+        **tally,
+    )
+    _cleanup_objects(deps, task)
+    _save(deps, task)
+
+
+def _execute(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan) -> None:
+    index = FaqIndex(deps, kb)
+    if plan.delete and not task.params.get("deleted_done"):
+        for start in range(0, len(plan.delete), BATCH):
+            ids = plan.delete[start : start + BATCH]
+            index.remove_entries(ids)  # vectors first: a crash leaves rows to delete again, never ghost hits
+            deps.faq.delete_entries(kb.id, ids)
+        task.params["deleted_done"] = True
+        task.progress["deleted"] = len(plan.delete)
+        if not _save(deps, task):
+            return
+    deadline = time.monotonic() + SLICE_SECONDS
+    while task.done < len(plan.rows):
+        batch = plan.rows[task.done : task.done + BATCH]
+        _run_batch(deps, task, kb, index, batch)
+        task.done += len(batch)
+        tally = counts(plan.rows[: task.done])
+        task.succeeded, task.failed = tally["success"], tally["failed"]
+        task.progress.update(
+            processed=task.done,
+            texts_embedded=int(task.progress.get("texts_embedded", 0)) + index.texts_embedded,
+            **tally,
+        )
+        index.texts_embedded = 0
+        if not _save(deps, task):
+            return  # another delivery of this task is further along: it carries on
+        _renew(deps, task)
+        if task.done < len(plan.rows) and time.monotonic() >= deadline:
+            deps.queue.send_raw(QUEUE, {"task_id": task.id})  # the rest, behind other work
+            return
+    status = (
+        TaskStatus.COMPLETED
+        if task.failed == 0
+        else TaskStatus.FAILED
+        if task.succeeded == 0
+        else TaskStatus.PARTIAL
+    )
+    _finish(deps, task, kb, status, plan=plan)
+
+
+def _entry(task: Task, kb: KnowledgeBase, row: PlannedRow, base: FaqEntry | None) -> FaqEntry:
+    content = row.content
+    entry = FaqEntry(
+        id=row.entry_id,
+        kb_id=kb.id,
+        tenant_id=kb.tenant_id,
+        standard_question=content["standard_question"],
+        answers=list(content["answers"]),
+        similar_questions=list(content["similar_questions"]),
+        negative_questions=list(content["negative_questions"]),
+        tags=list(content["tags"]),
+        answer_all=bool(content["answer_all"]),
+        is_enabled=bool(content["is_enabled"]),
+        content_hash=content["content_hash"],
+        indexed=False,
+        import_task=task.id if base is None else base.import_task,
+    )
+    if base is not None:
+        entry.created_at = base.created_at
+    return entry
+
+
+def _run_batch(
+    deps: Dependencies, task: Task, kb: KnowledgeBase, index: FaqIndex, batch: Sequence[PlannedRow]
+) -> None:
+    adds = [r for r in batch if r.action == "add"]
+    merges = [r for r in batch if r.action == "merge"]
+    current = deps.faq.get_entries(kb.id, [r.entry_id for r in [*adds, *merges]])
+    # Written by an earlier delivery but never indexed (it died between the two writes): purge and redo.
+    stale = [r.entry_id for r in adds if r.entry_id in current and not current[r.entry_id].indexed]
+    if stale:
+        index.remove_entries(stale)
+        deps.faq.delete_entries(kb.id, stale)
+        task.progress["purged"] = int(task.progress.get("purged", 0)) + len(stale)
+    todo_adds = [r for r in adds if r.entry_id not in current or r.entry_id in stale]
+    new_entries = [_entry(task, kb, r, None) for r in todo_adds]
+    merged: list[tuple[FaqEntry, FaqEntry]] = []
+    for row in merges:
+        before = current.get(row.entry_id)
+        if before is None:
+            continue  # deleted meanwhile through the API: nothing to merge into
+        merged.append((before, _entry(task, kb, row, before)))
+    if new_entries:
+        deps.faq.put_entries(new_entries)
+    index.write([(e, list(e.index_ids())) for e in new_entries])
+    for before, after in merged:
+        index.update(before, after)
+    written = [*new_entries, *(after for _, after in merged)]
+    for entry in written:
+        entry.indexed = True
+        entry.updated_at = utcnow()
+    if written:
+        deps.faq.put_entries(written)
+
+
+def _finish(
+    deps: Dependencies,
+    task: Task,
+    kb: KnowledgeBase | None,
+    status: TaskStatus,
+    *,
+    plan: Plan | None = None,
+    error: str = "",
+) -> None:
+    task.status = status
+    task.progress["status"] = status.value
+    if error:
+        task.progress["error"] = error
+        task.errors["import"] = error
+    if kb is not None and plan is not None:
+        _tidy_tags(deps, kb, plan)
+        failed = [r for r in plan.rows if r.action == "fail"]
+        task.progress["failures"] = _failures(plan.rows)
+        if failed:
+            url = deps.inbox.save(
+                f"{_prefix(task.tenant_id, kb.id)}results/{task.id}-failed.csv",
+                failed_rows_csv(failed),
+                "text/csv; charset=utf-8",
+            )
+            task.params["failed_rows_url"] = url
+            task.progress["failed_rows_download"] = failed_rows_download(deps, task.id, url)
+    if kb is not None and not task.params.get("dry_run"):
+        deps.faq.put_last_import(
+            kb.id,
+            {
+                "task_id": task.id,
+                "status": status.value,
+                "failed_rows_url": task.params.get("failed_rows_url", ""),
+                "mode": task.params.get("mode"),
+                "finished_at": datetime.now(UTC).isoformat(),
+                **{
+                    k: task.progress[k]
+                    for k in (
+                        "total",
+                        "success",
+                        "failed",
+                        "partial",
+                        "skipped",
+                        "merged",
+                        "added",
+                        "deleted",
+                        "failed_rows_download",
+                        "error",
+                    )
+                    if k in task.progress
+                },
+            },
+        )
+    _cleanup_objects(deps, task)
+    _save(deps, task)
+    if not task.params.get("dry_run"):
+        deps.faq.release_lease(task.kb_id, task.id)
+
+
+def _fail_without_lease(deps: Dependencies, task: Task, error: str) -> None:
+    """The lease went to another import: record the failure, touch nothing of the knowledge base."""
+    task.status = TaskStatus.FAILED
+    task.progress.update(status="failed", error=error)
+    task.errors["import"] = error
+    _save(deps, task)
+
+
+def _tidy_tags(deps: Dependencies, kb: KnowledgeBase, plan: Plan) -> None:
+    used: set[str] = set()
+    for entry in all_entries(deps, kb.id):
+        used.update(entry.tags)
+    if used:
+        deps.faq.add_tags(kb.id, sorted(used))
+    if plan.mode == "replace":
+        unused = [t for t in deps.faq.tags(kb.id) if t not in used]
+        if unused:
+            deps.faq.remove_tags(kb.id, unused)
+
+
+def _cleanup_objects(deps: Dependencies, task: Task) -> None:
+    """The stored source (and the plan) go at the end; a dry run keeps an uploaded file, so the real import
+    can follow without a second upload (the bucket's `faq-imports/` rule expires what is left)."""
+    source = str(task.params.get("source", ""))
+    uploaded = "/uploads/" in source
+    if source and not (uploaded and task.params.get("dry_run")):
+        deps.inbox.delete(source)
+    plan_url = str(task.params.get("plan_url", ""))
+    if plan_url:
+        deps.inbox.delete(plan_url)
+
+
+def failed_rows_download(deps: Dependencies, task_id: str, url: str) -> str:
+    return deps.inbox.presign_get(url, FAILED_CSV_EXPIRES, file_name=f"faq-import-{task_id}-failed.csv")

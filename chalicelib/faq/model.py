@@ -1,0 +1,80 @@
+"""The FAQ entry record and the index entries it is searched by."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..domain.clock import from_iso, to_iso
+from ..domain.types import ChunkType, utcnow
+from .normalise import content_hash
+
+#: `source_type` of an FAQ entry's index entries
+FAQ_SOURCE = "faq"
+
+
+@dataclass
+class FaqEntry:
+    id: str
+    kb_id: str
+    tenant_id: str
+    standard_question: str
+    answers: list[str]
+    similar_questions: list[str] = field(default_factory=list)
+    negative_questions: list[str] = field(default_factory=list)
+    #: plain tag names (an import's `category` is one)
+    tags: list[str] = field(default_factory=list)
+    #: reply with every answer (True) or one of them (False): the import's `answer-all` column
+    answer_all: bool = False
+    is_enabled: bool = True
+    content_hash: str = ""
+    #: False between the row write and its index write: a retried import batch purges such rows
+    indexed: bool = False
+    #: the import task that wrote the entry ('' for one made through the API)
+    import_task: str = ""
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+
+    def rehash(self) -> FaqEntry:
+        self.content_hash = content_hash(
+            self.standard_question, self.similar_questions, self.negative_questions, self.answers
+        )
+        return self
+
+    def questions(self) -> list[str]:
+        """What is indexed: the standard question, then the similar questions."""
+        return [self.standard_question, *self.similar_questions]
+
+    def index_ids(self) -> dict[str, str]:
+        """index entry id -> question text (deterministic: a rewrite of the same entry upserts)."""
+        return {index_entry_id(self.id, q): q for q in self.questions()}
+
+    def to_body(self) -> dict[str, Any]:
+        body = asdict(self)
+        body["created_at"] = to_iso(self.created_at)
+        body["updated_at"] = to_iso(self.updated_at)
+        return body
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> FaqEntry:
+        data = dict(body)
+        data["created_at"] = from_iso(data["created_at"])
+        data["updated_at"] = from_iso(data["updated_at"])
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The tenant-visible shape."""
+        data = self.to_body()
+        for internal in ("import_task", "tenant_id"):
+            data.pop(internal)
+        return data
+
+
+def index_entry_id(entry_id: str, question: str) -> str:
+    digest = hashlib.sha256(question.encode("utf-8")).hexdigest()[:16]
+    return f"faq:{entry_id}:{digest}"
+
+
+FAQ_CHUNK_TYPE = ChunkType.FAQ.value

@@ -1,0 +1,73 @@
+"""Normalisation and the content hash of an FAQ entry (WeKnora's `T/faq.go`).
+
+Two spellings of one question hash equal when they differ only by surrounding blanks, URLs, case, edge
+punctuation, traditional vs simplified characters, full vs half width, or spaces between CJK characters.
+Traditional → simplified is OpenCC's `t2s` table (a maintained dictionary, not a hand-written one).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable
+from typing import Any
+
+URL = re.compile(r"(?:https?|ftp)://\S+|www\.[^\s/]+\.\S+", re.IGNORECASE)
+#: CJK ideographs, kana, hangul and CJK punctuation: spaces between two of these are dropped
+_CJK = (
+    "\u2e80-\u2eff\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+)
+CJK_SPACE = re.compile(rf"(?<=[{_CJK}])\s+(?=[{_CJK}])")
+SPACES = re.compile(r"\s+")
+
+
+@functools.lru_cache(maxsize=1)
+def _t2s() -> Any:
+    import opencc  # the OpenCC wheel; built once per process
+
+    return opencc.OpenCC("t2s")
+
+
+def to_simplified(text: str) -> str:
+    return str(_t2s().convert(text)) if text else text
+
+
+def _edge_punctuation(char: str) -> bool:
+    return char.isspace() or unicodedata.category(char)[0] in ("P", "S")
+
+
+def normalise(text: str) -> str:
+    """trim → full→half width (NFKC) → traditional→simplified → strip URLs → lowercase → strip edge
+    punctuation → drop spaces between CJK characters (other runs of blanks become one space)."""
+    value = unicodedata.normalize("NFKC", text or "").strip()
+    value = to_simplified(value)
+    value = URL.sub(" ", value)
+    value = value.lower()
+    start, end = 0, len(value)
+    while start < end and _edge_punctuation(value[start]):
+        start += 1
+    while end > start and _edge_punctuation(value[end - 1]):
+        end -= 1
+    value = value[start:end]
+    value = CJK_SPACE.sub("", value)
+    return SPACES.sub(" ", value).strip()
+
+
+def _sorted(values: Iterable[str]) -> list[str]:
+    return sorted(n for n in (normalise(v) for v in values) if n)
+
+
+def content_hash(
+    question: str, similar: Iterable[str], negatives: Iterable[str], answers: Iterable[str]
+) -> str:
+    """SHA-256 over the normalised question, sorted similar questions, sorted negatives, sorted answers."""
+    parts = [
+        normalise(question),
+        "\x1e".join(_sorted(similar)),
+        "\x1e".join(_sorted(negatives)),
+        "\x1e".join(_sorted(answers)),
+    ]
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()

@@ -1,0 +1,81 @@
+"""The FAQ HTTP operations (app.py routes to these; registered in the OpenAPI document like the others)."""
+
+from __future__ import annotations
+
+from chalice import Response
+from chalice.app import Request
+
+from ..api.http import ok, query
+from ..api.routes import _body, _present, _tenant, operation
+from ..commands import validate
+from ..ports import Dependencies
+from . import entries, importing
+from .commands import FaqEntryRequest, FaqEntryUpdate, FaqImportRequest, FaqListQuery, FaqUploadUrlRequest
+
+
+@operation("Create an FAQ entry (FAQ knowledge bases only)", "faq", body=FaqEntryRequest, status=201)
+def create_faq_entry(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, FaqEntryRequest)
+    return ok(entries.create_entry(deps, tenant.id, kb_id, body).to_dict(), 201)
+
+
+@operation("FAQ entries, filtered by tag, keyword and enabled, cursor-paged", "faq", query=FaqListQuery)
+def list_faq_entries(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    params = validate(FaqListQuery, query(_present(request)))
+    return ok(entries.list_entries(deps, tenant.id, kb_id, params))
+
+
+@operation("One FAQ entry", "faq")
+def get_faq_entry(deps: Dependencies, request: Request | None, kb_id: str, entry_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(entries.get_entry(deps, tenant.id, kb_id, entry_id).to_dict())
+
+
+@operation("Change an FAQ entry (only the questions it adds are embedded)", "faq", body=FaqEntryUpdate)
+def update_faq_entry(deps: Dependencies, request: Request | None, kb_id: str, entry_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, FaqEntryUpdate)
+    return ok(entries.update_entry(deps, tenant.id, kb_id, entry_id, body).to_dict())
+
+
+@operation("Delete an FAQ entry and its index entries", "faq")
+def delete_faq_entry(deps: Dependencies, request: Request | None, kb_id: str, entry_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    entries.delete_entry(deps, tenant.id, kb_id, entry_id)
+    return ok({"id": entry_id})
+
+
+@operation("The FAQ knowledge base's tag names", "faq")
+def list_faq_tags(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(entries.list_tags(deps, tenant.id, kb_id))
+
+
+@operation(
+    "Import FAQ entries (append or replace, dry_run): inline or an uploaded object; answers a task id",
+    "faq",
+    body=FaqImportRequest,
+    status=202,
+)
+def import_faq(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, FaqImportRequest)
+    task = importing.start_import(deps, tenant.id, kb_id, body)
+    return ok({"task_id": task.id}, 202, message="FAQ import task submitted")
+
+
+@operation(
+    "A presigned PUT for an FAQ import file (json, csv, xlsx)", "faq", body=FaqUploadUrlRequest, status=201
+)
+def faq_import_upload_url(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    body = _body(deps, request, FaqUploadUrlRequest)
+    return ok(importing.upload_url(deps, tenant.id, kb_id, body), 201)
+
+
+@operation("The knowledge base's last FAQ import result", "faq")
+def faq_last_import(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = _tenant(deps, request)
+    return ok(importing.last_result(deps, tenant.id, kb_id))

@@ -1,0 +1,197 @@
+"""Reading import rows (inline JSON, or an uploaded JSON / CSV / XLSX object) and writing failed rows.
+
+CSV and XLSX follow WeKnora's template: a header row, then one entry per row with the columns
+category, question, similar questions, negative questions, answers (lists `##`-joined), answer-all,
+disabled. Headers are matched by name (English or WeKnora's Chinese); a file without a known header is
+read by position in that order.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .validation import ImportRow, PlannedRow
+
+LIST_SEPARATOR = "##"
+FAILED_CSV_HEADER = (
+    "reason",
+    "category",
+    "question",
+    "similar_questions",
+    "negative_questions",
+    "answers",
+    "answer_all",
+    "disabled",
+)
+COLUMNS = ("category", "question", "similar", "negatives", "answers", "answer_all", "disabled")
+_ALIASES: dict[str, str] = {
+    "category": "category",
+    "tag": "category",
+    "tags": "category",
+    "分类": "category",
+    "question": "question",
+    "standard_question": "question",
+    "问题": "question",
+    "标准问题": "question",
+    "similar": "similar",
+    "similar_questions": "similar",
+    "相似问题": "similar",
+    "negatives": "negatives",
+    "negative_questions": "negatives",
+    "反例问题": "negatives",
+    "answers": "answers",
+    "answer": "answers",
+    "答案": "answers",
+    "机器人回答": "answers",
+    "answer_all": "answer_all",
+    "answer-all": "answer_all",
+    "是否全部回复": "answer_all",
+    "disabled": "disabled",
+    "是否停用": "disabled",
+}
+TRUE = {"true", "yes", "y", "1", "是", "t"}
+
+
+class SourceError(ValueError):
+    """The uploaded object cannot be read as an import (permanent: a retry reads the same bytes)."""
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def _list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [_text(v) for v in value if _text(v)]
+    return [part.strip() for part in _text(value).split(LIST_SEPARATOR) if part.strip()]
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return _text(value).lower() in TRUE
+
+
+def row_from_mapping(index: int, data: Mapping[str, Any]) -> ImportRow:
+    """An entry object (inline or JSON file): WeKnora's names or ours."""
+    tags = data.get("tags")
+    if tags is None and data.get("category") not in (None, ""):
+        tags = [data["category"]]
+    disabled = _bool(data["disabled"]) if "disabled" in data else not _bool(data.get("is_enabled", True))
+    return ImportRow(
+        row=index,
+        question=_text(data.get("standard_question", data.get("question"))),
+        answers=_list(data.get("answers", data.get("answer"))),
+        similar=_list(data.get("similar_questions", data.get("similar"))),
+        negatives=_list(data.get("negative_questions", data.get("negatives"))),
+        tags=_list(tags),
+        answer_all=_bool(data.get("answer_all", False)),
+        disabled=disabled,
+    )
+
+
+def _from_table(table: Sequence[Sequence[Any]]) -> list[ImportRow]:
+    rows = [list(r) for r in table if any(_text(c) for c in r)]
+    if not rows:
+        return []
+    header = [_ALIASES.get(_text(c).lower().split("(")[0].split("（")[0].strip()) for c in rows[0]]
+    if "question" in header:
+        positions = {name: i for i, name in reversed(list(enumerate(header))) if name}
+        body = rows[1:]
+    else:
+        positions = {name: i for i, name in enumerate(COLUMNS)}
+        body = rows
+    out = []
+    for number, cells in enumerate(body, start=1):
+
+        def cell(name: str, cells: list[Any] = cells) -> Any:
+            i = positions.get(name)
+            return cells[i] if i is not None and i < len(cells) else None
+
+        out.append(
+            ImportRow(
+                row=number,
+                question=_text(cell("question")),
+                answers=_list(cell("answers")),
+                similar=_list(cell("similar")),
+                negatives=_list(cell("negatives")),
+                tags=_list(cell("category")),
+                answer_all=_bool(cell("answer_all")),
+                disabled=_bool(cell("disabled")),
+            )
+        )
+    return out
+
+
+def _xlsx_rows(data: bytes) -> list[list[Any]]:
+    """The first sheet's cell values (openpyxl, read-only: rows stream, formulas as cached values)."""
+    from zipfile import BadZipFile
+
+    from openpyxl import load_workbook
+    from openpyxl.utils.exceptions import InvalidFileException
+
+    try:
+        book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    except (BadZipFile, InvalidFileException, KeyError, ValueError, OSError) as error:
+        raise SourceError(f"the spreadsheet cannot be read: {type(error).__name__}") from error
+    try:
+        sheet = book.worksheets[0] if book.worksheets else None
+        return [list(row) for row in sheet.iter_rows(values_only=True)] if sheet is not None else []
+    finally:
+        book.close()
+
+
+def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
+    """Rows of an uploaded object by its extension (json, csv, xlsx). Raises SourceError."""
+    kind = file_name.rsplit(".", 1)[-1].lower() if "." in file_name else ""
+    if kind == "json":
+        try:
+            parsed = json.loads(data.decode("utf-8-sig"))
+        except (UnicodeDecodeError, ValueError) as error:
+            raise SourceError(f"the JSON file cannot be read: {error}") from error
+        if isinstance(parsed, dict):
+            parsed = parsed.get("entries")
+        if not isinstance(parsed, list) or not all(isinstance(e, dict) for e in parsed):
+            raise SourceError('the JSON file must be a list of entry objects (or {"entries": [...]})')
+        return [row_from_mapping(i, e) for i, e in enumerate(parsed, start=1)]
+    if kind == "csv":
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            raise SourceError("the CSV file is not UTF-8") from error
+        return _from_table(list(csv.reader(io.StringIO(text))))
+    if kind == "xlsx":
+        return _from_table(_xlsx_rows(data))
+    raise SourceError(f"unsupported import file type {kind!r}: use json, csv or xlsx")
+
+
+def failed_rows_csv(rows: Iterable[PlannedRow]) -> bytes:
+    """UTF-8 with a BOM (spreadsheet programs open it as UTF-8); lists `##`-joined."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(FAILED_CSV_HEADER)
+    for row in rows:
+        source = row.source
+        writer.writerow(
+            [
+                row.reason,
+                LIST_SEPARATOR.join(source.tags),
+                source.question,
+                LIST_SEPARATOR.join(source.similar),
+                LIST_SEPARATOR.join(source.negatives),
+                LIST_SEPARATOR.join(source.answers),
+                "TRUE" if source.answer_all else "FALSE",
+                "TRUE" if source.disabled else "FALSE",
+            ]
+        )
+    return out.getvalue().encode("utf-8-sig")

@@ -1,0 +1,389 @@
+"""The import plan: what each row of an FAQ import does, decided once, before anything is written.
+
+Pure (no ports): the worker computes the plan on its first delivery, stores it, and every later delivery
+executes it from the saved offset, so a retry never validates again against a knowledge base the import
+itself has already changed (spec §1.24: validated indices are kept, a resumed `replace` goes on as append).
+
+Append, per row in file order:
+1. basic checks (a standard question, at least one non-blank answer) and duplicate standard questions in
+   the file; a standard question an entry already has makes the row a merge candidate; one that equals a
+   similar question of another entry (or of an earlier row) fails the row;
+2. similar questions that clash with another entry or an earlier row are removed one by one (`partial`);
+3. negative questions equal to one of the row's own questions are removed (`partial`);
+4. a merge candidate's merged result (similar and negative questions united, the new answers) is checked
+   again; a conflict reverts that entry (the row fails, the entry stays as it was); a merged result equal to
+   the entry (same content hash) is skipped.
+
+Replace: rows whose content hash equals an existing entry keep that entry (`skip`, nothing embedded); the
+other rows are checked against the kept entries and the earlier rows: a standard-question clash fails the
+row, other clashes are removed; entries no row kept are deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from .model import FaqEntry
+from .normalise import content_hash, normalise
+
+Mode = Literal["append", "replace"]
+Action = Literal["add", "merge", "skip", "fail"]
+
+#: failure categories in the failed-rows CSV
+INVALID = "invalid"
+DUPLICATE = "duplicate"
+CONFLICT = "conflict"
+
+
+@dataclass
+class ImportRow:
+    """One entry as read from the request or the uploaded file; `row` counts from 1."""
+
+    row: int
+    question: str
+    answers: list[str]
+    similar: list[str] = field(default_factory=list)
+    negatives: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    answer_all: bool = False
+    disabled: bool = False
+
+
+@dataclass
+class PlannedRow:
+    row: int
+    action: Action
+    source: ImportRow
+    entry_id: str = ""
+    #: the entry's content after the import (add, merge, skip)
+    content: dict[str, Any] = field(default_factory=dict)
+    partial: bool = False
+    reason: str = ""
+    category: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PlannedRow:
+        values = dict(data)
+        values["source"] = ImportRow(**values["source"])
+        return cls(**values)
+
+
+@dataclass
+class Plan:
+    mode: Mode
+    rows: list[PlannedRow]
+    #: entries a replace deletes (with their vectors)
+    delete: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "rows": [r.to_json() for r in self.rows], "delete": self.delete}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Plan:
+        return cls(data["mode"], [PlannedRow.from_json(r) for r in data["rows"]], list(data["delete"]))
+
+
+def counts(rows: Sequence[PlannedRow]) -> dict[str, int]:
+    """success = added + merged + skipped (every row that did not fail); partial counts rows that lost a
+    similar or negative question and still succeeded."""
+    tally = {"added": 0, "merged": 0, "skipped": 0, "failed": 0, "partial": 0}
+    for row in rows:
+        tally[{"add": "added", "merge": "merged", "skip": "skipped", "fail": "failed"}[row.action]] += 1
+        if row.partial and row.action != "fail":
+            tally["partial"] += 1
+    tally["success"] = tally["added"] + tally["merged"] + tally["skipped"]
+    return tally
+
+
+def _clean(values: Sequence[str]) -> list[str]:
+    return [v.strip() for v in values if v and v.strip()]
+
+
+def _content(
+    question: str,
+    similar: list[str],
+    negatives: list[str],
+    answers: list[str],
+    tags: list[str],
+    answer_all: bool,
+    enabled: bool,
+) -> dict[str, Any]:
+    return {
+        "standard_question": question,
+        "similar_questions": similar,
+        "negative_questions": negatives,
+        "answers": answers,
+        "tags": tags,
+        "answer_all": answer_all,
+        "is_enabled": enabled,
+        "content_hash": content_hash(question, similar, negatives, answers),
+    }
+
+
+def _union(first: Sequence[str], second: Sequence[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for value in [*first, *second]:
+        key = normalise(value)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(value)
+    return out
+
+
+class _Questions:
+    """Who owns each normalised question: an entry id (`e:<id>`) or an import row (`r:<n>`)."""
+
+    def __init__(self) -> None:
+        self.standard: dict[str, str] = {}
+        self.similar: dict[str, str] = {}
+
+    def add_entry(self, entry: FaqEntry) -> None:
+        self.standard.setdefault(normalise(entry.standard_question), f"e:{entry.id}")
+        for q in entry.similar_questions:
+            self.similar.setdefault(normalise(q), f"e:{entry.id}")
+
+    def owner(self, key: str) -> str | None:
+        return self.standard.get(key) or self.similar.get(key)
+
+    @staticmethod
+    def describe(owner: str) -> str:
+        kind, _, ident = owner.partition(":")
+        return f"entry {ident}" if kind == "e" else f"row {ident}"
+
+
+def _basic(row: ImportRow, seen: dict[str, int]) -> tuple[str, list[str], PlannedRow | None]:
+    question = (row.question or "").strip()
+    key = normalise(question)
+    answers = _clean(row.answers)
+    if not key:
+        return (
+            key,
+            answers,
+            PlannedRow(row.row, "fail", row, reason="the question is empty", category=INVALID),
+        )
+    if not answers:
+        return (
+            key,
+            answers,
+            PlannedRow(
+                row.row, "fail", row, reason="at least one non-blank answer is required", category=INVALID
+            ),
+        )
+    if key in seen:
+        return (
+            key,
+            answers,
+            PlannedRow(
+                row.row,
+                "fail",
+                row,
+                reason=f"duplicate standard question (row {seen[key]})",
+                category=DUPLICATE,
+            ),
+        )
+    seen[key] = row.row
+    return key, answers, None
+
+
+def _similar(
+    row: ImportRow, own: set[str], questions: _Questions, allowed_owner: str | None, notes: list[str]
+) -> list[str]:
+    kept = []
+    for value in _clean(row.similar):
+        key = normalise(value)
+        if not key or key in own:
+            continue  # blank, or a repeat of the row's own question: nothing lost
+        owner = questions.owner(key)
+        if owner is not None and owner != allowed_owner:
+            notes.append(
+                f"similar question {value!r} removed: it is already a question of {questions.describe(owner)}"
+            )
+            continue
+        kept.append(value)
+        own.add(key)
+    return kept
+
+
+def _negatives(values: Sequence[str], own: set[str], notes: list[str]) -> list[str]:
+    kept, seen = [], set()
+    for value in _clean(values):
+        key = normalise(value)
+        if not key or key in seen:
+            continue
+        if key in own:
+            notes.append(f"negative question {value!r} removed: it is one of the entry's own questions")
+            continue
+        seen.add(key)
+        kept.append(value)
+    return kept
+
+
+def plan_append(
+    rows: Sequence[ImportRow], existing: Sequence[FaqEntry], new_id: Callable[[int], str]
+) -> Plan:
+    by_id = {e.id: e for e in existing}
+    questions = _Questions()
+    for entry in existing:
+        questions.add_entry(entry)
+    seen: dict[str, int] = {}
+    planned: list[PlannedRow] = []
+    for row in rows:
+        key, answers, failed = _basic(row, seen)
+        if failed is not None:
+            planned.append(failed)
+            continue
+        standard_owner = questions.standard.get(key)
+        target = by_id.get(standard_owner[2:]) if standard_owner and standard_owner.startswith("e:") else None
+        similar_owner = questions.similar.get(key)
+        if similar_owner is not None and (target is None or similar_owner != f"e:{target.id}"):
+            planned.append(
+                PlannedRow(
+                    row.row,
+                    "fail",
+                    row,
+                    reason=f"the question is a similar question of {_Questions.describe(similar_owner)}",
+                    category=CONFLICT,
+                )
+            )
+            continue
+        notes: list[str] = []
+        own = {key} | ({normalise(q) for q in target.similar_questions} if target else set())
+        similar = _similar(row, own, questions, f"e:{target.id}" if target else None, notes)
+        question = row.question.strip()
+        tags = _clean(row.tags)
+        if target is None:
+            negatives = _negatives(row.negatives, own, notes)
+            content = _content(question, similar, negatives, answers, tags, row.answer_all, not row.disabled)
+            planned.append(
+                PlannedRow(row.row, "add", row, new_id(row.row), content, partial=bool(notes), notes=notes)
+            )
+        else:
+            merged_similar = _union(target.similar_questions, similar)
+            negatives = _negatives(row.negatives, own, notes)
+            merged_negatives = _union(target.negative_questions, negatives)
+            merged_own = {normalise(q) for q in [target.standard_question, *merged_similar]}
+            clash = [n for n in merged_negatives if normalise(n) in merged_own]
+            if clash:  # (4) the merged entry contradicts itself: keep the entry as it was
+                planned.append(
+                    PlannedRow(
+                        row.row,
+                        "fail",
+                        row,
+                        target.id,
+                        reason=f"merge reverted: negative question {clash[0]!r} of the merged entry is one of its questions",
+                        category=CONFLICT,
+                        notes=notes,
+                    )
+                )
+                continue
+            content = _content(
+                target.standard_question,
+                merged_similar,
+                merged_negatives,
+                answers,
+                _union(target.tags, tags),
+                row.answer_all,
+                not row.disabled,
+            )
+            unchanged = (
+                content["content_hash"] == target.content_hash
+                and content["tags"] == target.tags
+                and content["is_enabled"] == target.is_enabled
+                and content["answer_all"] == target.answer_all
+            )
+            planned.append(
+                PlannedRow(
+                    row.row,
+                    "skip" if unchanged else "merge",
+                    row,
+                    target.id,
+                    content,
+                    partial=bool(notes),
+                    notes=notes,
+                )
+            )
+        owner = f"e:{target.id}" if target else f"r:{row.row}"
+        questions.standard.setdefault(key, owner)
+        for q in similar:
+            questions.similar.setdefault(normalise(q), owner)
+    return Plan("append", planned)
+
+
+def plan_replace(
+    rows: Sequence[ImportRow], existing: Sequence[FaqEntry], new_id: Callable[[int], str]
+) -> Plan:
+    by_hash: dict[str, FaqEntry] = {}
+    for entry in existing:
+        by_hash.setdefault(entry.content_hash, entry)
+    seen: dict[str, int] = {}
+    questions = _Questions()
+    decided: dict[int, PlannedRow] = {}
+    kept: set[str] = set()
+    pending: list[tuple[ImportRow, str, list[str]]] = []
+    # pass 1: basic checks, and rows that keep an unchanged entry (their questions are taken first)
+    for row in rows:
+        key, answers, failed = _basic(row, seen)
+        if failed is not None:
+            decided[row.row] = failed
+            continue
+        digest = content_hash(row.question, _clean(row.similar), _clean(row.negatives), answers)
+        match = by_hash.get(digest)
+        if match is not None and match.id not in kept:
+            kept.add(match.id)
+            questions.add_entry(match)
+            decided[row.row] = PlannedRow(row.row, "skip", row, match.id, _entry_content(match))
+        else:
+            pending.append((row, key, answers))
+    # pass 2: the other rows, against the kept entries and the rows before them
+    for row, key, answers in pending:
+        owner = questions.owner(key)
+        if owner is not None:
+            decided[row.row] = PlannedRow(
+                row.row,
+                "fail",
+                row,
+                reason=f"the standard question is already a question of {_Questions.describe(owner)}",
+                category=CONFLICT,
+            )
+            continue
+        notes: list[str] = []
+        own = {key}
+        similar = _similar(row, own, questions, None, notes)
+        negatives = _negatives(row.negatives, own, notes)
+        content = _content(
+            row.question.strip(),
+            similar,
+            negatives,
+            answers,
+            _clean(row.tags),
+            row.answer_all,
+            not row.disabled,
+        )
+        decided[row.row] = PlannedRow(
+            row.row, "add", row, new_id(row.row), content, partial=bool(notes), notes=notes
+        )
+        questions.standard.setdefault(key, f"r:{row.row}")
+        for q in similar:
+            questions.similar.setdefault(normalise(q), f"r:{row.row}")
+    planned = [decided[row.row] for row in rows]
+    return Plan("replace", planned, [e.id for e in existing if e.id not in kept])
+
+
+def _entry_content(entry: FaqEntry) -> dict[str, Any]:
+    return {
+        "standard_question": entry.standard_question,
+        "similar_questions": entry.similar_questions,
+        "negative_questions": entry.negative_questions,
+        "answers": entry.answers,
+        "tags": entry.tags,
+        "answer_all": entry.answer_all,
+        "is_enabled": entry.is_enabled,
+        "content_hash": entry.content_hash,
+    }

@@ -1,0 +1,86 @@
+"""The FaqRepo contract, run on the in-memory fake (tests/service) and on DynamoDB through moto
+(tests/e2e), so the service tests' fake cannot drift from the faq table. Each test uses fresh ids."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from chalicelib.faq.model import FaqEntry
+from chalicelib.ports import FaqRepo
+
+
+def make_entry(kb_id: str, question: str, entry_id: str = "") -> FaqEntry:
+    return FaqEntry(
+        id=entry_id or str(uuid.uuid4()),
+        kb_id=kb_id,
+        tenant_id="t",
+        standard_question=question,
+        answers=[f"answer to {question}"],
+        similar_questions=[f"{question}?"],
+        tags=["x"],
+    ).rehash()
+
+
+class FaqRepoContract:
+    @pytest.fixture
+    def faq(self) -> FaqRepo:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def kb_id(self) -> str:
+        return f"kb-{uuid.uuid4()}"
+
+    def test_entries_round_trip_and_stay_in_their_knowledge_base(self, faq: FaqRepo, kb_id: str) -> None:
+        first, second = make_entry(kb_id, "one"), make_entry(kb_id, "two")
+        faq.put_entries([first, second])
+        got = faq.get_entry(kb_id, first.id)
+        assert got is not None and got.to_body() == first.to_body()
+        assert faq.get_entry(f"{kb_id}-other", first.id) is None
+        assert set(faq.get_entries(kb_id, [first.id, second.id, "missing"])) == {first.id, second.id}
+        first.indexed = True
+        faq.put_entries([first])
+        again = faq.get_entry(kb_id, first.id)
+        assert again is not None and again.indexed is True
+        faq.delete_entries(kb_id, [first.id, "missing"])
+        assert faq.get_entry(kb_id, first.id) is None and faq.get_entry(kb_id, second.id) is not None
+
+    def test_pages_go_in_id_order_and_end_with_an_empty_cursor(self, faq: FaqRepo, kb_id: str) -> None:
+        entries = [make_entry(kb_id, f"q{i}") for i in range(7)]
+        faq.put_entries(entries)
+        faq.add_tags(kb_id, ["not-an-entry"])
+        faq.put_last_import(kb_id, {"task_id": "t"})
+        assert faq.acquire_lease(kb_id, "owner", 1000.0, 60) is None
+        seen, after, pages = [], "", 0
+        while True:
+            page, after = faq.page_entries(kb_id, after, 3)
+            seen += [e.id for e in page]
+            pages += 1
+            if not after:
+                break
+        assert seen == sorted(e.id for e in entries) and pages == 3
+
+    def test_the_lease_is_conditional_expires_and_is_released_only_by_its_owner(
+        self, faq: FaqRepo, kb_id: str
+    ) -> None:
+        assert faq.get_lease(kb_id) is None
+        assert faq.acquire_lease(kb_id, "a", 1000.0, 60) is None
+        held = faq.acquire_lease(kb_id, "b", 1030.0, 60)
+        assert held is not None and held.owner == "a" and held.expires_at == 1060.0
+        assert faq.acquire_lease(kb_id, "a", 1030.0, 60) is None  # its owner renews it
+        assert faq.release_lease(kb_id, "b") is False
+        assert faq.acquire_lease(kb_id, "b", 1091.0, 60) is None  # a's lease expired at 1090
+        assert faq.release_lease(kb_id, "a") is False  # a late release by the old owner does nothing
+        lease = faq.get_lease(kb_id)
+        assert lease is not None and lease.owner == "b"
+        assert faq.release_lease(kb_id, "b") is True and faq.get_lease(kb_id) is None
+
+    def test_tags_and_the_last_import(self, faq: FaqRepo, kb_id: str) -> None:
+        faq.add_tags(kb_id, ["b", "a", "b"])
+        faq.remove_tags(kb_id, ["b", "never"])
+        assert faq.tags(kb_id) == ["a"]
+        assert faq.get_last_import(kb_id) is None
+        faq.put_last_import(kb_id, {"task_id": "t1", "failed": 2})
+        faq.put_last_import(kb_id, {"task_id": "t2", "failed": 0})
+        assert faq.get_last_import(kb_id) == {"task_id": "t2", "failed": 0}

@@ -1,0 +1,689 @@
+"""FAQ knowledge bases on the in-memory adapters: entries and their index entries, search, and the bulk
+import worker driven through the fake faq-import queue (the real handler, retries and redelivery)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from chalicelib.adapters.memory import MemoryEmbeddingCache, MemoryFileStore, MemoryTaskQueue
+from chalicelib.adapters.models.hashing import HashingEmbedding
+from chalicelib.bootstrap import Services
+from chalicelib.commands import CreateKnowledgeBase, SearchRequest
+from chalicelib.domain.errors import BadRequest, Conflict
+from chalicelib.domain.types import KnowledgeBase, Tenant
+from chalicelib.ports import IndexSpace, ModelRequestError, ModelThrottled, ModelUnavailable
+
+QUEUE = "faq-import"
+
+
+class CountingEmbedding(HashingEmbedding):
+    """HashingEmbedding that counts the texts it embeds and can be told to fail."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.texts: list[str] = []
+        self.fail_after: int | None = None  # texts; then ModelUnavailable until reset
+        self.errors: list[Exception] = []  # raised one per call first
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if self.errors:
+            raise self.errors.pop(0)
+        if self.fail_after is not None and len(self.texts) + len(texts) > self.fail_after:
+            raise ModelUnavailable("scripted outage")
+        self.texts.extend(texts)
+        return super().embed(texts)
+
+
+@pytest.fixture
+def model(deps: Services) -> CountingEmbedding:
+    counting = CountingEmbedding()
+    deps.replace_embedding_model(counting)
+    return counting
+
+
+@pytest.fixture
+def faq_kb(deps: Services, tenant: Tenant, model: CountingEmbedding) -> KnowledgeBase:
+    from chalicelib.knowledge_bases import create_kb
+
+    return create_kb(deps, tenant.id, CreateKnowledgeBase(name="faq", type="faq"))
+
+
+def fresh_cache(deps: Services) -> None:
+    """Forget every cached vector, so any text the import embeds reaches the model (and is counted)."""
+    cache = MemoryEmbeddingCache()
+    deps.build_embedding_cache = lambda: cache
+    deps._embedding_cache = None
+
+
+def entry(question: str, *answers: str, **extra: Any) -> dict[str, Any]:
+    return {"standard_question": question, "answers": list(answers) or [f"answer to {question}"], **extra}
+
+
+def run_import(
+    deps: Services, kb: KnowledgeBase, rows: list[dict[str, Any]], **options: Any
+) -> dict[str, Any]:
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+
+    task = start_import(deps, kb.tenant_id, kb.id, FaqImportRequest(entries=rows, **options))
+    drain(deps)
+    return task_view(deps, task.id)
+
+
+def drain(deps: Services, max_batches: int = 200) -> None:
+    from chalicelib.stages import faq_import as worker
+
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    for _ in range(max_batches):
+        if not queue.waiting(QUEUE):
+            return
+        queue.deliver(QUEUE, worker.handle, deps)
+    raise AssertionError("the import queue is still busy")
+
+
+def task_view(deps: Services, task_id: str) -> dict[str, Any]:
+    task = deps.tasks.get(task_id)
+    assert task is not None
+    return task.to_dict()
+
+
+def entries_of(deps: Services, kb: KnowledgeBase) -> dict[str, Any]:
+    from chalicelib.faq.entries import all_entries
+
+    return {e.standard_question: e for e in all_entries(deps, kb.id)}
+
+
+def index_count(deps: Services, kb: KnowledgeBase, entry_id: str | None = None) -> int:
+    space = IndexSpace.of(deps.embedding_model(kb.embedding_model_id))
+    return deps.engine().count(space, kb.id, entry_id)
+
+
+def search(deps: Services, kb: KnowledgeBase, text: str, count: int = 5) -> list[dict[str, Any]]:
+    from chalicelib.search import hybrid_search
+
+    return hybrid_search(deps, kb.tenant_id, kb.id, SearchRequest(query_text=text, match_count=count))
+
+
+# ---------------------------------------------------------------- entries
+
+
+def test_entries_are_only_for_faq_knowledge_bases(deps: Services, kb: KnowledgeBase) -> None:
+    from chalicelib.faq.commands import FaqEntryRequest
+    from chalicelib.faq.entries import create_entry
+
+    with pytest.raises(BadRequest) as raised:
+        create_entry(deps, kb.tenant_id, kb.id, FaqEntryRequest(standard_question="q", answers=["a"]))
+    assert raised.value.code == "not_faq_kb"
+
+
+def test_entry_crud_indexes_each_question_and_update_embeds_only_what_changed(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate
+    from chalicelib.faq.entries import create_entry, delete_entry, get_entry, update_entry
+
+    created = create_entry(
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        FaqEntryRequest(
+            standard_question="How do I reset my password?",
+            similar_questions=["forgot password", "password reset"],
+            answers=["Use the reset link on the sign-in page."],
+            tags=["account"],
+        ),
+    )
+    assert created.indexed and index_count(deps, faq_kb, created.id) == 3
+    assert sorted(model.texts) == sorted(["How do I reset my password?", "forgot password", "password reset"])
+    model.texts.clear()
+    fresh_cache(deps)
+    updated = update_entry(
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        created.id,
+        FaqEntryUpdate(similar_questions=["forgot password", "lost my password"], answers=["Click reset."]),
+    )
+    assert model.texts == ["lost my password"]  # the new question only; the answer is not embedded
+    assert index_count(deps, faq_kb, created.id) == 3
+    assert updated.content_hash != created.content_hash
+    assert get_entry(deps, faq_kb.tenant_id, faq_kb.id, created.id).answers == ["Click reset."]
+    model.texts.clear()
+    update_entry(deps, faq_kb.tenant_id, faq_kb.id, created.id, FaqEntryUpdate(is_enabled=False))
+    assert model.texts == []  # disabling flips the entries in place
+    assert search(deps, faq_kb, "lost my password") == []
+    delete_entry(deps, faq_kb.tenant_id, faq_kb.id, created.id)
+    assert index_count(deps, faq_kb, created.id) == 0
+    assert deps.faq.get_entry(faq_kb.id, created.id) is None
+
+
+def test_a_question_belongs_to_one_entry(deps: Services, faq_kb: KnowledgeBase) -> None:
+    from chalicelib.faq.commands import FaqEntryRequest
+    from chalicelib.faq.entries import create_entry
+
+    create_entry(
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        FaqEntryRequest(
+            standard_question="Opening hours", similar_questions=["when are you open"], answers=["9-5"]
+        ),
+    )
+    with pytest.raises(Conflict) as raised:
+        create_entry(
+            deps,
+            faq_kb.tenant_id,
+            faq_kb.id,
+            FaqEntryRequest(standard_question="When are you open?", answers=["x"]),
+        )
+    assert raised.value.code == "faq_question_conflict"
+    with pytest.raises(BadRequest) as bad:
+        create_entry(
+            deps,
+            faq_kb.tenant_id,
+            faq_kb.id,
+            FaqEntryRequest(standard_question="Parking", negative_questions=["parking!"], answers=["yes"]),
+        )
+    assert bad.value.code == "faq_negative_conflict"
+
+
+def test_list_filters_and_pages_with_a_cursor(deps: Services, faq_kb: KnowledgeBase) -> None:
+    from chalicelib.faq.commands import FaqEntryRequest, FaqListQuery
+    from chalicelib.faq.entries import create_entry, list_entries
+
+    for i in range(7):
+        create_entry(
+            deps,
+            faq_kb.tenant_id,
+            faq_kb.id,
+            FaqEntryRequest(
+                standard_question=f"question number {i}",
+                answers=[f"answer {i}"],
+                tags=["even" if i % 2 == 0 else "odd"],
+                is_enabled=i != 4,
+            ),
+        )
+    seen, cursor = [], ""
+    while True:
+        page = list_entries(
+            deps, faq_kb.tenant_id, faq_kb.id, FaqListQuery(tag="even", limit=2, cursor=cursor)
+        )
+        seen += [item["standard_question"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert sorted(seen) == [f"question number {i}" for i in (0, 2, 4, 6)]
+    disabled = list_entries(deps, faq_kb.tenant_id, faq_kb.id, FaqListQuery(enabled="false"))
+    assert [i["standard_question"] for i in disabled["items"]] == ["question number 4"]
+    keyword = list_entries(deps, faq_kb.tenant_id, faq_kb.id, FaqListQuery(keyword="ANSWER 3"))
+    assert [i["standard_question"] for i in keyword["items"]] == ["question number 3"]
+
+
+def test_search_returns_entries_with_answers_and_negatives_push_down(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    from chalicelib.faq.commands import FaqEntryRequest
+    from chalicelib.faq.entries import create_entry
+
+    refund = create_entry(
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        FaqEntryRequest(
+            standard_question="How do I get a refund for my order",
+            similar_questions=["refund my order"],
+            negative_questions=["refund my gift card"],
+            answers=["Open the order and press Refund.", "Refunds take 5 days."],
+        ),
+    )
+    gift = create_entry(
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        FaqEntryRequest(standard_question="Gift card balance", answers=["Gift cards are not refundable."]),
+    )
+    hits = search(deps, faq_kb, "refund my order")
+    assert hits[0]["entry_id"] == refund.id
+    assert hits[0]["answers"] == ["Open the order and press Refund.", "Refunds take 5 days."]
+    assert len({h["entry_id"] for h in hits}) == len(hits)  # one result per entry
+    pushed = search(deps, faq_kb, "refund my gift card")
+    ids = [h["entry_id"] for h in pushed]
+    assert refund.id in ids and gift.id in ids
+    assert ids.index(gift.id) < ids.index(refund.id)
+    assert next(h for h in pushed if h["entry_id"] == refund.id)["negative_match"] is True
+
+
+# ---------------------------------------------------------------- import
+
+
+def test_dry_run_reports_and_writes_nothing(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    rows = [entry("Where is the office"), entry("Where is the office"), entry("", "a"), entry("Parking")]
+    view = run_import(deps, faq_kb, rows, dry_run=True)
+    progress = view["progress"]
+    assert view["status"] == "completed"
+    assert (progress["added"], progress["failed"], progress["success"]) == (2, 2, 2)
+    assert {f["row"] for f in progress["failures"]} == {2, 3}
+    assert entries_of(deps, faq_kb) == {}
+    assert model.texts == [] and index_count(deps, faq_kb) == 0
+    assert deps.faq.get_lease(faq_kb.id) is None and deps.faq.get_last_import(faq_kb.id) is None
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore) and inbox.keys("faq-imports/") == []  # the source went too
+
+
+def test_append_merges_partials_and_failures_with_exact_counts_and_csv(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    from chalicelib.faq.commands import FaqEntryRequest
+    from chalicelib.faq.entries import create_entry
+
+    existing = create_entry(
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        FaqEntryRequest(
+            standard_question="Opening hours",
+            similar_questions=["when are you open"],
+            answers=["9 to 5"],
+        ),
+    )
+    create_entry(
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        FaqEntryRequest(standard_question="Returns", similar_questions=["send it back"], answers=["30 days"]),
+    )
+    rows = [
+        # 1: merge into the existing entry (new similar question, new answer)
+        entry("Opening hours", "8 to 6", similar_questions=["what time do you open"]),
+        # 2: add, partial: one similar question belongs to the existing entry
+        entry("Holiday hours", "closed", similar_questions=["when are you open", "christmas hours"]),
+        # 3: add, partial: a negative question equals its own similar question
+        entry(
+            "Parking", "free", similar_questions=["car park"], negative_questions=["car park", "bike parking"]
+        ),
+        # 4: fail: duplicate standard question in the file
+        entry("Parking", "paid"),
+        # 5: fail: equals a similar question of an existing entry
+        entry("When are you open?", "always"),
+        # 6: fail: no answer
+        {
+            "standard_question": "Empty answer",
+            "answers": ["  "],
+            "similar_questions": ["a", "b"],
+            "tags": ["misc"],
+        },
+        # 7: skip: merging into the existing "Returns" entry changes nothing
+        entry("returns!", "30 days", similar_questions=["send it back"]),
+        # 8: add, plain
+        entry("Wifi password", "guest123", tags=["office"], answer_all=True),
+    ]
+    view = run_import(deps, faq_kb, rows)
+    progress = view["progress"]
+    assert view["status"] == "partial"
+    counts = {k: progress[k] for k in ("success", "failed", "partial", "skipped", "merged", "added")}
+    assert counts == {"success": 5, "failed": 3, "partial": 2, "skipped": 1, "merged": 1, "added": 3}
+    assert progress["processed"] == 8 and progress["total"] == 8
+    stored = entries_of(deps, faq_kb)
+    assert set(stored) == {"Opening hours", "Holiday hours", "Parking", "Wifi password", "Returns"}
+    merged = stored["Opening hours"]
+    assert merged.id == existing.id and merged.answers == ["8 to 6"]
+    assert merged.similar_questions == ["when are you open", "what time do you open"]
+    assert stored["Holiday hours"].similar_questions == ["christmas hours"]
+    assert stored["Parking"].negative_questions == ["bike parking"]
+    assert index_count(deps, faq_kb, merged.id) == 3 and index_count(deps, faq_kb) == 3 + 2 + 2 + 2 + 1
+    assert deps.faq.tags(faq_kb.id) == ["office"]
+    # the failed rows, byte by byte: BOM, header, ## joins, booleans
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    data = inbox.get_presigned(progress["failed_rows_download"])
+    assert data.startswith(b"\xef\xbb\xbf")
+    assert data.split(b"\r\n")[0] == (
+        b"\xef\xbb\xbfreason,category,question,similar_questions,negative_questions,answers,answer_all,disabled"
+    )
+    lines = list(csv.reader(io.StringIO(data.decode("utf-8-sig"))))
+    assert [line[2] for line in lines[1:]] == ["Parking", "When are you open?", "Empty answer"]
+    assert lines[1][0] == "duplicate standard question (row 3)"
+    assert lines[3] == [
+        "at least one non-blank answer is required",
+        "misc",
+        "Empty answer",
+        "a##b",
+        "",
+        "",
+        "FALSE",
+        "FALSE",
+    ]
+    last = deps.faq.get_last_import(faq_kb.id)
+    assert last is not None and last["task_id"] == view["id"] and last["failed"] == 3
+    assert last["failed_rows_download"] == progress["failed_rows_download"]
+    assert deps.faq.get_lease(faq_kb.id) is None  # released by its owner
+
+
+def test_replace_of_an_unchanged_file_skips_every_entry_with_zero_embedding_calls(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    rows = [entry(f"question {i}", similar_questions=[f"variant {i}"]) for i in range(60)]
+    first = run_import(deps, faq_kb, rows, mode="replace")
+    assert first["progress"]["added"] == 60
+    before = {k: (v.id, v.updated_at) for k, v in entries_of(deps, faq_kb).items()}
+    model.texts.clear()
+    fresh_cache(deps)  # nothing cached: any embedding would reach the model
+    # the same content, spelled differently (case, punctuation, width) and in another order
+    again = [
+        entry(f"QUESTION {i}!", f"answer to question {i}", similar_questions=[f"variant {i}"])
+        for i in range(60)
+    ][::-1]
+    view = run_import(deps, faq_kb, again, mode="replace")
+    assert view["progress"]["skipped"] == 60 and view["progress"]["added"] == 0
+    assert view["progress"].get("deleted", 0) == 0
+    assert model.texts == []
+    assert {k: (v.id, v.updated_at) for k, v in entries_of(deps, faq_kb).items()} == before
+
+
+def test_replace_deletes_a_removed_entry_with_its_vectors_and_unused_tags(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    rows = [entry("Keep me", tags=["kept"]), entry("Remove me", similar_questions=["drop me"], tags=["gone"])]
+    run_import(deps, faq_kb, rows)
+    removed = entries_of(deps, faq_kb)["Remove me"]
+    assert index_count(deps, faq_kb, removed.id) == 2
+    assert deps.faq.tags(faq_kb.id) == ["gone", "kept"]
+    view = run_import(deps, faq_kb, [entry("Keep me", tags=["kept"]), entry("New one")], mode="replace")
+    assert (view["progress"]["skipped"], view["progress"]["added"], view["progress"]["deleted"]) == (1, 1, 1)
+    assert set(entries_of(deps, faq_kb)) == {"Keep me", "New one"}
+    assert index_count(deps, faq_kb, removed.id) == 0
+    assert deps.faq.tags(faq_kb.id) == ["kept"]
+    assert [h["standard_question"] for h in search(deps, faq_kb, "drop me remove me")] != ["Remove me"]
+
+
+def test_a_second_import_during_the_first_gets_409_with_the_running_task(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+
+    first = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=[entry("a")]))
+    with pytest.raises(Conflict) as raised:
+        start_import(
+            deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=[entry("b")], mode="replace")
+        )
+    assert raised.value.status == 409 and raised.value.data == {"task_id": first.id}
+    # a dry run takes no lease
+    start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=[entry("b")], dry_run=True))
+    drain(deps)
+    assert deps.faq.get_lease(faq_kb.id) is None
+    again = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=[entry("c")]))
+    drain(deps)
+    assert task_view(deps, again.id)["status"] == "completed"
+
+
+def test_the_lease_is_released_only_by_its_owner_and_expires(deps: Services, faq_kb: KnowledgeBase) -> None:
+    assert deps.faq.acquire_lease(faq_kb.id, "task-a", 1000.0, 60) is None
+    held = deps.faq.acquire_lease(faq_kb.id, "task-b", 1010.0, 60)
+    assert held is not None and held.owner == "task-a"
+    assert deps.faq.release_lease(faq_kb.id, "task-b") is False
+    assert deps.faq.acquire_lease(faq_kb.id, "task-b", 1061.0, 60) is None  # task-a's lease expired
+    assert deps.faq.release_lease(faq_kb.id, "task-a") is False
+    assert deps.faq.release_lease(faq_kb.id, "task-b") is True
+
+
+def test_a_batch_redelivered_after_a_crash_resumes_without_duplicates(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+
+    rows = [entry(f"question {i}", similar_questions=[f"variant {i}"]) for i in range(120)]
+    # batch 1 (50 rows, 100 texts) indexes; batch 2 writes its rows, then the model fails mid-batch
+    model.fail_after = 130
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=rows))
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    from chalicelib.stages import faq_import as worker
+
+    response = queue.deliver(QUEUE, worker.handle, deps)
+    assert response["batchItemFailures"]  # the message comes back
+    crashed = task_view(deps, task.id)["progress"]
+    assert crashed["processed"] == 50
+    unindexed = [e for e in entries_of(deps, faq_kb).values() if not e.indexed]
+    assert len(unindexed) == 50  # batch 2's rows were written, not indexed
+    model.fail_after = None
+    drain(deps)
+    view = task_view(deps, task.id)
+    assert view["status"] == "completed"
+    assert view["progress"]["added"] == 120 and view["progress"]["purged"] == 50
+    assert view["progress"]["resumed"] is True
+    stored = entries_of(deps, faq_kb)
+    assert len(stored) == 120 and all(e.indexed for e in stored.values())
+    assert index_count(deps, faq_kb) == 240  # two questions each, nothing twice
+
+
+def test_a_redelivered_message_after_progress_was_saved_repeats_nothing(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    """A duplicate delivery of the import message after it finished is a no-op."""
+    from chalicelib.stages import faq_import as worker
+
+    view = run_import(deps, faq_kb, [entry(f"q{i}") for i in range(10)])
+    model.texts.clear()
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    queue.send_raw(QUEUE, {"task_id": view["id"]})
+    queue.deliver(QUEUE, worker.handle, deps)
+    assert model.texts == [] and len(entries_of(deps, faq_kb)) == 10 and index_count(deps, faq_kb) == 10
+
+
+def test_inline_limits_point_to_the_presigned_upload(deps: Services, faq_kb: KnowledgeBase) -> None:
+    from chalicelib.domain.errors import PayloadTooLarge
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+
+    with pytest.raises(PayloadTooLarge) as many:
+        start_import(
+            deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=[entry(f"q{i}") for i in range(201)])
+        )
+    assert many.value.code == "use_presigned_upload"
+    with pytest.raises(PayloadTooLarge):
+        start_import(
+            deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=[entry("big", "x" * 60_000)])
+        )
+    assert deps.faq.get_lease(faq_kb.id) is None
+
+
+def test_uploaded_csv_is_read_and_deleted_at_the_end(deps: Services, faq_kb: KnowledgeBase) -> None:
+    from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
+    from chalicelib.faq.importing import start_import, upload_url
+
+    grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name="faq.csv"))
+    text = (
+        "分类,问题,相似问题,反例问题,机器人回答,是否全部回复,是否停用\n"
+        "account,How to log in,sign in##log on,,Use your email.##Or SSO.,TRUE,FALSE\n"
+        "billing,Invoice copy,,,Download it from Billing.,FALSE,TRUE\n"
+    )
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    inbox.put_presigned(grant["upload_url"], text.encode("utf-8-sig"))
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
+    drain(deps)
+    assert task_view(deps, task.id)["progress"]["added"] == 2
+    stored = entries_of(deps, faq_kb)
+    login = stored["How to log in"]
+    assert login.similar_questions == ["sign in", "log on"] and login.answers == [
+        "Use your email.",
+        "Or SSO.",
+    ]
+    assert login.answer_all is True and login.tags == ["account"]
+    assert stored["Invoice copy"].is_enabled is False
+    assert inbox.keys(f"faq-imports/{faq_kb.tenant_id}/{faq_kb.id}/uploads/") == []
+
+
+def test_vectors_of_questions_are_those_of_the_model(deps: Services, faq_kb: KnowledgeBase) -> None:
+    """The entry's questions are embedded with the knowledge base's model (not a stand-in)."""
+    run_import(deps, faq_kb, [entry("Where do I park")])
+    space = IndexSpace.of(deps.embedding_model(faq_kb.embedding_model_id))
+    query = deps.embedding_model().embed(["Where do I park"])[0]
+    hits = deps.engine().hybrid_search(space, faq_kb.id, "Where do I park", query, 1, keyword=False)
+    assert hits and np.isclose(hits[0].score, hits[0].score) and hits[0].content == "Where do I park"
+    assert json.loads(json.dumps(hits[0].extra)) == hits[0].extra
+
+
+def test_deleting_an_faq_knowledge_base_removes_its_entries_and_vectors(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    from chalicelib.lifecycle import delete_kb
+    from chalicelib.stages import lifecycle
+
+    run_import(deps, faq_kb, [entry(f"question {i}", tags=["t"]) for i in range(12)])
+    assert index_count(deps, faq_kb) == 12
+    delete_kb(deps, faq_kb.tenant_id, faq_kb.id)
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    while queue.waiting("lifecycle"):
+        queue.deliver("lifecycle", lifecycle.handle, deps)
+    assert deps.kbs.get(faq_kb.id) is None
+    assert entries_of(deps, faq_kb) == {} and index_count(deps, faq_kb) == 0
+    assert deps.faq.tags(faq_kb.id) == []
+
+
+def test_a_resumed_replace_goes_on_as_append_from_its_stored_plan(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    """The replace's deletions ran and a batch was written when the worker died; the redelivery must not
+    diff the knowledge base again (it would delete what the import itself wrote): it executes the plan."""
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+    from chalicelib.stages import faq_import as worker
+
+    run_import(deps, faq_kb, [entry("old entry")])
+    rows = [entry(f"new {i}") for i in range(80)]
+    model.texts.clear()
+    model.fail_after = 60  # batch 1 (50 texts) indexes, batch 2 dies after its rows were written
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=rows, mode="replace"))
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    queue.deliver(QUEUE, worker.handle, deps)
+    assert "old entry" not in entries_of(deps, faq_kb)  # the deletions happened once
+    model.fail_after = None
+    drain(deps)
+    view = task_view(deps, task.id)
+    assert view["status"] == "completed"
+    assert view["progress"]["effective_mode"] == "append" and view["progress"]["deleted"] == 1
+    assert view["progress"]["added"] == 80
+    assert len(entries_of(deps, faq_kb)) == 80 and index_count(deps, faq_kb) == 80
+
+
+def test_a_throttled_provider_puts_the_import_back_without_spending_a_try(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+    from chalicelib.stages import faq_import as worker
+
+    deps.settings = dataclasses.replace(deps.settings, embed_max_attempts=1)  # no in-process retry
+    model.errors = [ModelThrottled("slow down", retry_after=30)]
+    task = start_import(
+        deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=[entry("q1"), entry("q2")])
+    )
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    response = queue.deliver(QUEUE, worker.handle, deps)
+    assert response["batchItemFailures"] == []  # not a failed try
+    assert queue.sent[-1].delay_seconds == 30 and json.loads(queue.sent[-1].body)["deferrals"] == 1
+    drain(deps)
+    assert task_view(deps, task.id)["status"] == "completed" and len(entries_of(deps, faq_kb)) == 2
+
+
+def test_a_rejected_embedding_fails_the_import_at_once_and_frees_the_knowledge_base(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    from chalicelib.faq.importing import last_result
+
+    model.errors = [ModelRequestError("input too long")]
+    view = run_import(deps, faq_kb, [entry("q1")])
+    assert view["status"] == "failed" and "rejected" in view["progress"]["error"]
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue) and queue.dead_letters(QUEUE) == []
+    assert deps.faq.get_lease(faq_kb.id) is None
+    assert last_result(deps, faq_kb.tenant_id, faq_kb.id)["status"] == "failed"
+
+
+def test_the_last_result_gives_a_fresh_download_link_and_a_dry_run_keeps_the_upload(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
+    from chalicelib.faq.importing import last_result, start_import, upload_url
+
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name="faq.json"))
+    inbox.put_presigned(grant["upload_url"], json.dumps({"entries": [entry("ok"), entry("")]}).encode())
+    start_import(
+        deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"], dry_run=True)
+    )
+    drain(deps)
+    assert inbox.exists(inbox.url_for(grant["object_key"]))  # still there for the real import
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
+    drain(deps)
+    assert not inbox.exists(inbox.url_for(grant["object_key"]))
+    view = task_view(deps, task.id)
+    assert "failed_rows_url" not in view["progress"] and "plan_url" not in view["progress"]  # internal
+    result = last_result(deps, faq_kb.tenant_id, faq_kb.id)
+    assert result["task_id"] == task.id and "failed_rows_url" not in result
+    csv_bytes = inbox.get_presigned(result["failed_rows_download"])
+    assert csv_bytes.startswith(b"\xef\xbb\xbfreason,") and b"the question is empty" in csv_bytes
+
+
+def test_an_unreadable_upload_fails_the_import_and_frees_the_knowledge_base(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
+    from chalicelib.faq.importing import start_import, upload_url
+
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name="faq.xlsx"))
+    inbox.put_presigned(grant["upload_url"], b"this is not a workbook")
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
+    drain(deps)
+    view = task_view(deps, task.id)
+    assert view["status"] == "failed" and "spreadsheet cannot be read" in view["progress"]["error"]
+    assert deps.faq.get_lease(faq_kb.id) is None
+    assert not inbox.exists(inbox.url_for(grant["object_key"]))
+
+
+def test_an_update_the_provider_cannot_embed_changes_nothing(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate
+    from chalicelib.faq.entries import IndexUnavailable, create_entry, get_entry, update_entry
+
+    created = create_entry(
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        FaqEntryRequest(standard_question="Opening hours", similar_questions=["when open"], answers=["9-5"]),
+    )
+    deps.settings = dataclasses.replace(deps.settings, embed_max_attempts=1)
+    model.errors = [ModelUnavailable("down")]
+    with pytest.raises(IndexUnavailable):
+        update_entry(
+            deps,
+            faq_kb.tenant_id,
+            faq_kb.id,
+            created.id,
+            FaqEntryUpdate(similar_questions=["what time open"]),
+        )
+    assert get_entry(deps, faq_kb.tenant_id, faq_kb.id, created.id).similar_questions == ["when open"]
+    assert index_count(deps, faq_kb, created.id) == 2
+    assert search(deps, faq_kb, "when open")[0]["entry_id"] == created.id
