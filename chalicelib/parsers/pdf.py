@@ -254,6 +254,7 @@ def _parse_open(
     page_lines: list[list[_Line]] = []
     figure_pages: dict[str, set[int]] = {}
     for i in range(n_pages):
+        ctx.check_time("the PDF")
         info = _Page(i)
         lines: list[_Line] = []
         try:
@@ -304,6 +305,7 @@ def _parse_open(
     ocr = ctx.ocr if ctx.ocr is not None and ctx.ocr.available() else None
     figures_kept = 0
     for info, lines in zip(pages, page_lines, strict=True):
+        ctx.check_time("the PDF")
         number = info.index + 1
         if info.scanned:
             scanned_pages.append(number)
