@@ -148,7 +148,16 @@ CONTAINERS = [
 ]
 
 
-@pytest.mark.parametrize("engine", ["default", "builtin", "markitdown", "simple"])
+@pytest.mark.parametrize(
+    "engine",
+    [
+        "default",
+        "markitdown",
+        # the limits run before the engine is chosen: these two differ from the default only in name
+        pytest.param("builtin", marks=pytest.mark.slow),
+        pytest.param("simple", marks=pytest.mark.slow),
+    ],
+)
 def test_hostile_containers_are_refused_under_every_engine(
     api: Api, runtime: LocalRuntime, engine: str
 ) -> None:
