@@ -1,4 +1,4 @@
-"""Hostile files, generated in memory: zip containers with forged headers, bombs of every kind, malformed
+"""Hostile files, generated in memory (the costly ones once per session): zip containers with forged headers, bombs of every kind, malformed
 and oversized documents. Nothing here reads or writes the shared corpus."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import struct
 import zipfile
 import zlib
 from dataclasses import dataclass
+from functools import cache
 
 # ---------------------------------------------------------------- a zip writer that can lie
 
@@ -30,6 +31,7 @@ def deflate(data: bytes, level: int = 9) -> bytes:
     return compressor.compress(data) + compressor.flush()
 
 
+@cache
 def deflate_zeros(size: int, level: int = 9) -> bytes:
     """Raw deflate of `size` zero bytes without holding them all in memory."""
     compressor = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
@@ -43,6 +45,7 @@ def deflate_zeros(size: int, level: int = 9) -> bytes:
     return b"".join(out)
 
 
+@cache
 def crc_of_zeros(size: int) -> int:
     crc = 0
     block = b"\0" * (1 << 20)
@@ -234,6 +237,7 @@ def forged(member_name: str, real_size: int, claimed: int = 1000) -> Member:
     return Member(member_name, raw=deflate_zeros(real_size), declared_size=claimed, crc=crc_of_zeros(claimed))
 
 
+@cache
 def lying(kind: str, real_size: int = 200 * 1024 * 1024) -> bytes:
     """A valid-looking container of `kind` whose main part lies about its size."""
     if kind == "docx":
@@ -245,12 +249,14 @@ def lying(kind: str, real_size: int = 200 * 1024 * 1024) -> bytes:
     return build_zip(epub_members(forged("OEBPS/c1.xhtml", real_size)))
 
 
+@cache
 def honest_bomb(kind: str, size: int = 64 * 1024 * 1024) -> bytes:
     """Headers tell the truth, the ratio gives it away."""
     bomb = Member("word/media/bomb.bin", raw=deflate_zeros(size), declared_size=size, crc=crc_of_zeros(size))
     return build_zip(docx_members(extra=[bomb]))
 
 
+@cache
 def wide_bomb(members: int = 24, each: int = 16 * 1024 * 1024) -> bytes:
     """Many members, each under the per-part cap, together far over the total."""
     raw = deflate_zeros(each)
@@ -259,6 +265,7 @@ def wide_bomb(members: int = 24, each: int = 16 * 1024 * 1024) -> bytes:
     return build_zip(docx_members(extra=parts))
 
 
+@cache
 def many_members(count: int = 20_500) -> bytes:
     return build_zip(
         docx_members(extra=[Member(f"word/media/{i}.bin", b"x", method=0) for i in range(count)])
@@ -329,6 +336,7 @@ def bad_crc_docx() -> bytes:
     return build_zip(members)
 
 
+@cache
 def deep_epub(depth: int = 60_000) -> bytes:
     html = b"<html><body>" + b"<div>" * depth + b"x" + b"</div>" * depth + b"</body></html>"
     return build_zip(epub_members(Member("OEBPS/c1.xhtml", html)))
@@ -337,6 +345,7 @@ def deep_epub(depth: int = 60_000) -> bytes:
 # ---------------------------------------------------------------- PDF
 
 
+@cache
 def many_page_pdf(pages: int = 20_000) -> bytes:
     """A real PDF with `pages` empty pages (every reader walks them all)."""
     objects = [b"<< /Type /Catalog /Pages 2 0 R >>"]
@@ -411,6 +420,7 @@ def gif_bomb(width: int = 65_535, height: int = 65_535) -> bytes:
 # ---------------------------------------------------------------- text and markup
 
 
+@cache
 def nested_divs(depth: int = 400_000) -> bytes:
     return b"<html><body>" + b"<div>" * depth + b"deep text" + b"</div>" * depth + b"</body></html>"
 
@@ -443,3 +453,37 @@ SVG_LAUGHS = (
 INVALID_UTF8 = (
     b"Valve manual\n\nThe valve \xc3\x28 opens at \xff\xfe\xfd pressure; see \xed\xa0\x80 table.\n" * 20
 )
+
+
+@cache
+def pdf_with_image_bomb(width: int = 60_000, height: int = 60_000) -> bytes:
+    """One page of text and a small-looking figure whose image claims `width`×`height` grey pixels."""
+    row = b"\0" * width
+    compressor = zlib.compressobj(9)
+    pixels = compressor.compress(row * 16) + compressor.flush()
+    content = b"BT /F1 12 Tf 20 700 Td (A page with a figure that is far larger than it looks.) Tj ET q 200 0 0 200 100 300 cm /Im0 Do Q"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Count 1 /Kids [3 0 R] >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 6 0 R >> /XObject << /Im0 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+        b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray /BitsPerComponent 8 "
+        b"/Filter /FlateDecode /Length %d >>\nstream\n"
+        % (width, height, len(pixels))
+        + pixels
+        + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(f"{number} 0 obj\n".encode() + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode())
+    for offset in offsets:
+        out.write(f"{offset:010d} 00000 n \n".encode())
+    out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
+    return out.getvalue()

@@ -251,17 +251,21 @@ def test_types_that_cannot_be_imported_are_a_4xx_at_upload(api: Api) -> None:
 # ---------------------------------------------------------------- harmless after all
 
 
-def test_undeclared_entities_and_invalid_utf8_are_read_as_text(api: Api, runtime: LocalRuntime) -> None:
-    """An entity DTD in HTML is never expanded (HTML parsers do not read DTDs) and invalid UTF-8 is decoded
-    with a best guess: both complete, with no expansion and bounded memory."""
+def test_harmless_after_all_complete_with_bounded_memory(api: Api, runtime: LocalRuntime) -> None:
+    """An entity DTD in HTML is never expanded (HTML parsers do not read DTDs), invalid UTF-8 is decoded
+    with a best guess, and a PDF figure whose image claims 60,000 × 60,000 pixels is left out (its text is
+    kept): all complete, with no expansion and bounded memory."""
     kb = api.create_kb()
     with PeakRss() as peak:
         laughs = api.upload(kb["id"], "laughs.html", H.HTML_LAUGHS).json_body["data"]["id"]
         text = api.upload(kb["id"], "latin.txt", H.INVALID_UTF8).json_body["data"]["id"]
+        figure = api.upload(kb["id"], "figure.pdf", H.pdf_with_image_bomb()).json_body["data"]["id"]
         runtime.drain(timeout=120)
     assert peak.growth_mb < PEAK_RSS_GROWTH_MB
-    for knowledge_id in (laughs, text):
+    for knowledge_id in (laughs, text, figure):
         assert api.knowledge(knowledge_id)["parse_status"] == "completed"
+    hits = api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": "figure far larger"})
+    assert any(h["knowledge_id"] == figure for h in hits.json_body["data"])
     hits = api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": "ordinary words lol"})
     found = [h["content"] for h in hits.json_body["data"] if h["knowledge_id"] == laughs]
     assert found and "ordinary words" in found[0] and "lollol" not in found[0]
