@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..domain.filetypes import IMAGE_EXTENSIONS
-from .base import Limits, open_zip_checked, parse_failed, unsupported
+from .base import XML_SUFFIXES, Limits, open_zip_checked, parse_failed, unsupported
 
 ZIP_KINDS = {"docx": "Word", "xlsx": "Excel", "pptx": "PowerPoint", "epub": "EPUB"}
 HTML_TYPES = frozenset({"html", "htm", "mhtml"})
@@ -79,8 +79,9 @@ def check_zip(data: bytes, limits: Limits, what: str, *, sheets: bool = False) -
             continue
         produced = 0
         crc = 0
-        entities = EntityScan()
         name = info.filename.lower()
+        # XML parts only, as the engines parse them (an embedded SVG may declare entities; nothing parses it)
+        entities = EntityScan() if name.endswith(XML_SUFFIXES) else None
         depth = HtmlDepth(limits.max_html_depth) if name.endswith(_MARKUP_MEMBER) else None
         sheet = cells.sheet() if sheets and _WORKSHEET.match(info.filename) else None
         for piece in _inflate(view, info, what):
@@ -97,7 +98,8 @@ def check_zip(data: bytes, limits: Limits, what: str, *, sheets: bool = False) -
                     f"{limits.zip_max_total_uncompressed // (1024 * 1024)} MB; it looks like a zip bomb."
                 )
             crc = zlib.crc32(piece, crc)
-            entities.feed(piece, what)
+            if entities is not None:
+                entities.feed(piece, what)
             if depth is not None:
                 depth.feed(piece)
             if sheet is not None:
