@@ -32,17 +32,14 @@ def deflate(data: bytes, level: int = 9) -> bytes:
 
 
 @cache
-def deflate_zeros(size: int, level: int = 9) -> bytes:
-    """Raw deflate of `size` zero bytes without holding them all in memory."""
-    compressor = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
-    block = b"\0" * (1 << 20)
-    out = []
-    left = size
-    while left > 0:
-        out.append(compressor.compress(block[: min(left, len(block))]))
-        left -= len(block)
-    out.append(compressor.flush())
-    return b"".join(out)
+def deflate_zeros(size: int) -> bytes:
+    """Raw deflate of `size` zero bytes, made in milliseconds: a 1 MiB block compressed once and ended with a
+    full flush (which resets the window, so the block stands alone) is repeated, then one final block."""
+    mib = 1 << 20
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    block = compressor.compress(b"\0" * mib) + compressor.flush(zlib.Z_FULL_FLUSH)
+    tail = compressor.compress(b"\0" * (size % mib)) + compressor.flush(zlib.Z_FINISH)
+    return block * (size // mib) + tail
 
 
 @cache
@@ -238,7 +235,7 @@ def forged(member_name: str, real_size: int, claimed: int = 1000) -> Member:
 
 
 @cache
-def lying(kind: str, real_size: int = 200 * 1024 * 1024) -> bytes:
+def lying(kind: str, real_size: int = 1 << 30) -> bytes:
     """A valid-looking container of `kind` whose main part lies about its size."""
     if kind == "docx":
         return build_zip(docx_members(forged("word/document.xml", real_size)))

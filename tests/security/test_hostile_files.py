@@ -24,8 +24,9 @@ from chalicelib.local.runtime import LocalRuntime
 from . import hostile_files as H
 
 #: the most the test process's peak RSS may grow over its resident size while one group is processed.
-#: The forged containers alone claim 200 MB members (several GB before the fix); nothing refused here
-#: legitimately needs more than a few tens of MB.
+#: Each forged container is about 1 MB whose main part really inflates to 1 GiB: before the fix, one of them
+#: grew the worker by about 2 GB (under builtin and markitdown alike); nothing refused here legitimately
+#: needs more than a few tens of MB.
 PEAK_RSS_GROWTH_MB = 400
 
 
