@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from .domain.errors import BadRequest, Conflict, PermanentStageError, SpanErrorCode
 from .domain.types import KnowledgeBase
+from .observability import logger
 from .offered import check_engine
-from .ports import Dependencies, EmbeddingModel, UnknownModel
+from .ports import Dependencies, EmbeddingModel, IndexSpace, UnknownModel
 
 KNOWN_ENGINES = frozenset({"embedded", "opensearch"})
 UNUSABLE_CODE = "knowledge_base_unusable"
@@ -54,3 +55,13 @@ def require_usable_for_api(deps: Dependencies, kb: KnowledgeBase) -> EmbeddingMo
         return usable_model(deps, kb)
     except KnowledgeBaseUnusable as error:
         raise Conflict(error.message, code=UNUSABLE_CODE) from error
+
+
+def index_space_if_usable(deps: Dependencies, kb: KnowledgeBase) -> IndexSpace | None:
+    """The space a clean-up deletes index entries from; None when the knowledge base cannot be served (its
+    entries cannot be named any more, and a delete must not wait forever on a configuration problem)."""
+    try:
+        return IndexSpace.of(usable_model(deps, kb))
+    except KnowledgeBaseUnusable as error:
+        logger.warning("index entries left in place", extra={"kb_id": kb.id, "reason": error.message})
+        return None

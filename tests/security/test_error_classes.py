@@ -106,3 +106,30 @@ def test_a_usable_knowledge_base_is_unaffected(api: Api, runtime: LocalRuntime) 
     assert api.knowledge(created["id"])["parse_status"] == "completed"
     search = api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": "harbour lamp"})
     assert search.status_code == 200 and search.json_body["data"]
+
+
+def test_a_document_of_a_knowledge_base_whose_model_was_withdrawn_can_still_be_deleted(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    """The delete does not wait forever on a configuration problem: the row, its chunks and its files go
+    (the index entries of a model that is no longer offered cannot be named, and are left in place)."""
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "note.md", b"# Note\n\nThe harbour lamp is lit at dusk.\n").json_body[
+        "data"
+    ]
+    runtime.drain(timeout=120)
+    assert api.knowledge(created["id"])["parse_status"] == "completed"
+    _withdraw(services, kb["id"], embedding_model_id="openai/withdrawn-model")
+
+    toggled = api.client.http.put(
+        f"/api/v1/knowledge/{created['id']}",
+        headers={"X-API-Key": api.api_key, "Content-Type": "application/json"},
+        body='{"enable_status": "disabled"}',
+    )
+    assert 400 <= toggled.status_code < 500, toggled.json_body
+
+    deleted = api.client.http.delete(f"/api/v1/knowledge/{created['id']}", headers={"X-API-Key": api.api_key})
+    assert deleted.status_code == 202, deleted.json_body
+    runtime.drain(timeout=120)
+    assert api.get(f"/knowledge/{created['id']}").status_code == 404
+    assert services.chunks.list(created["id"]) == []
