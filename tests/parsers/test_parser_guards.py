@@ -90,3 +90,15 @@ def test_every_engine_is_bound_by_the_preflight(reader, engine: str) -> None:
 def test_preflight_measures_what_it_lets_through() -> None:
     assert preflight(H.png_bomb(64, 48), "png", Limits()) == {"width": 64, "height": 48}
     assert preflight(H.many_page_pdf(3), "pdf", Limits()) == {"pages": 3}
+
+
+def test_a_page_of_nested_divs_from_a_url_is_refused_before_any_tree_is_built() -> None:
+    from chalicelib.net.client import FetchError, FetchResponse
+    from chalicelib.net.urlimport import _page_document
+
+    page = FetchResponse(
+        "https://example.org/deep", 200, {"content-type": "text/html"}, H.nested_divs(50_000)
+    )
+    with pytest.raises(FetchError) as error:
+        _page_document(page)
+    assert error.value.permanent and "levels deep" in error.value.message
