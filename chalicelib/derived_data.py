@@ -4,13 +4,16 @@ embedding stage's rollback, and by delete. The source object is not derived data
 from __future__ import annotations
 
 from .domain.types import Knowledge
-from .ports import Dependencies, IndexSpace
+from .ports import Dependencies
+from .usable import index_space_if_usable
 
 
 def remove_derived_data(deps: Dependencies, knowledge: Knowledge) -> None:
     """Chunks and index entries of every attempt."""
     kb = deps.kbs.get(knowledge.kb_id)
-    if kb is not None and kb.indexing_strategy.needs_embedding:
-        model = deps.embedding_model(kb.embedding_model_id)
-        deps.engine(kb.retrieval_engine).delete_by_knowledge(IndexSpace.of(model), kb.id, [knowledge.id])
+    space = (
+        index_space_if_usable(deps, kb) if kb is not None and kb.indexing_strategy.needs_embedding else None
+    )
+    if kb is not None and space is not None:
+        deps.engine(kb.retrieval_engine).delete_by_knowledge(space, kb.id, [knowledge.id])
     deps.chunks.delete_all(knowledge.id)

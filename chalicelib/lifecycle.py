@@ -29,6 +29,7 @@ from .knowledge import owned_knowledge
 from .ports import Dependencies, IndexSpace
 from .reparse import reparse
 from .tasks import LIFECYCLE_QUEUE, new_task, start_task
+from .usable import require_usable_for_api
 
 CANCEL_MESSAGE = "cancelled by the user"
 
@@ -164,7 +165,7 @@ def _set_searchable(deps: Dependencies, knowledge: Knowledge, enabled: bool) -> 
     if not kb.indexing_strategy.needs_embedding:
         return
     chunk_ids = [c.id for c in deps.chunks.list(knowledge.id)]
-    model = deps.embedding_model(kb.embedding_model_id)
+    model = require_usable_for_api(deps, kb)
     deps.engine(kb.retrieval_engine).set_enabled(IndexSpace.of(model), kb.id, chunk_ids, enabled)
 
 

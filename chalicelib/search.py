@@ -8,6 +8,7 @@ from .commands import SearchRequest
 from .create import require_kb
 from .domain.types import ChunkType, ParseStatus
 from .ports import Dependencies, IndexSpace
+from .usable import require_usable_for_api
 
 
 def hybrid_search(
@@ -19,7 +20,7 @@ def hybrid_search(
 
         return faq_search(deps, kb, request)
     query, top_k = request.query_text, request.match_count
-    model = deps.embedding_model(kb.embedding_model_id)
+    model = require_usable_for_api(deps, kb)
     strategy = kb.indexing_strategy
     vector = model.embed([query[: model.max_input_chars]])[0] if strategy.vector_enabled else None
     hits = deps.engine(kb.retrieval_engine).hybrid_search(

@@ -81,8 +81,15 @@ def fetch_url_document(
 
 
 def _page_document(resp: FetchResponse) -> tuple[str, str, bytes, str]:
+    from ..domain.errors import PermanentStageError
+    from ..parsers.base import Limits
+    from ..parsers.guards import HtmlDepth
     from ..parsers.html import decode_html, html_to_markdown, page_title
 
+    try:  # before lxml (trafilatura) or lexbor build a tree: deep nesting costs minutes of CPU in both
+        HtmlDepth(Limits().max_html_depth).feed(resp.body)
+    except PermanentStageError as error:
+        raise FetchError(error.message, permanent=True) from error
     html = decode_html(resp.body, resp.charset)
     title = page_title(html)
     markdown = ""

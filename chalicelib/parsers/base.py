@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,9 @@ class Limits:
     max_images: int = 50
     max_markdown_chars: int = 50_000_000
     convert_timeout_s: float = 180.0
+    max_image_pixels: int = 40_000_000  # the OCR engines' own cap: a larger image could never be read
+    max_html_depth: int = 10_000  # element nesting; tree builders slow down per open element
+    parse_budget_s: float = 300.0  # wall time for one parse, checked between steps
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> Limits:
@@ -43,6 +47,15 @@ class ParseContext:
     asr: AsrEngine | None = None
     limits: Limits = field(default_factory=Limits)
     options: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+
+    def check_time(self, what: str = "the file") -> None:
+        """Between steps of a parse: refuses a file whose parse has used up `limits.parse_budget_s`."""
+        if time.monotonic() - self.started > self.limits.parse_budget_s:
+            raise parse_failed(
+                f"Parsing {what} took longer than {int(self.limits.parse_budget_s)} s, the limit for one "
+                "file; split it into smaller files."
+            )
 
 
 class ParserEngine(Protocol):

@@ -12,6 +12,7 @@ from typing import Any
 from ..domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
 from ..ports import ReadRequest, ReadResult
 from .base import ParseContext, ParserEngine, parse_failed, unsupported
+from .guards import preflight
 from .html import parse_epub, parse_html, parse_mhtml
 from .office import convert_with_libreoffice, parse_docx, parse_pptx, parse_spreadsheet, soffice_path
 from .pdf import parse_pdf
@@ -23,6 +24,7 @@ Handler = Callable[[ReadRequest, ParseContext], ReadResult]
 def _legacy(target_handler: Handler, target_type: str) -> Handler:
     def handler(request: ReadRequest, ctx: ParseContext) -> ReadResult:
         converted = convert_with_libreoffice(request.data, request.file_type, ctx.limits.convert_timeout_s)
+        preflight(converted, target_type, ctx.limits)
         inner = ReadRequest(
             data=converted,
             file_name=request.file_name,

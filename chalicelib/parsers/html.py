@@ -6,6 +6,7 @@ from __future__ import annotations
 import email
 import email.policy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any
@@ -14,7 +15,8 @@ from urllib.parse import unquote, urljoin
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from ..ports import ParsedImage, ReadRequest, ReadResult
-from .base import ParseContext, image_kind, open_zip_checked, parse_failed, read_member
+from .base import Limits, ParseContext, image_kind, open_zip_checked, parse_failed, read_member
+from .guards import HtmlDepth
 
 DROP_TAGS = frozenset(
     {
@@ -121,10 +123,14 @@ class HtmlMarkdown:
 
 
 class _Renderer:
-    def __init__(self, base_url: str, src_map: dict[str, str] | None) -> None:
+    def __init__(
+        self, base_url: str, src_map: dict[str, str] | None, check_time: Callable[[], None] | None = None
+    ) -> None:
         self.base_url = base_url
         self.src_map = src_map or {}
         self.image_srcs: list[str] = []
+        self.check_time = check_time
+        self.nodes = 0
 
     # Inline rendering returns text; blocks are separated by blank lines and normalised at the end.
     def render(self, node: LexborNode, depth: int = 0, pre: bool = False) -> str:
@@ -136,6 +142,9 @@ class _Renderer:
         return "".join(parts)
 
     def node(self, node: LexborNode, depth: int, pre: bool) -> str:
+        self.nodes += 1
+        if self.check_time is not None and self.nodes % 2048 == 0:
+            self.check_time()
         tag = node.tag or ""
         if tag == "-text":
             text = node.text_content or ""
@@ -282,13 +291,20 @@ def _tidy(markdown: str) -> str:
 
 
 def html_to_markdown(
-    html: str, *, base_url: str = "", src_map: dict[str, str] | None = None, main_only: bool = True
+    html: str,
+    *,
+    base_url: str = "",
+    src_map: dict[str, str] | None = None,
+    main_only: bool = True,
+    ctx: ParseContext | None = None,
 ) -> HtmlMarkdown:
+    limits = ctx.limits if ctx is not None else Limits()
+    HtmlDepth(limits.max_html_depth).feed(html.encode("utf-8", "replace"))  # before lexbor builds a tree
     tree = LexborHTMLParser(html)
     title_node = tree.css_first("title")
     title = _WS.sub(" ", title_node.text()).strip() if title_node is not None else ""
     root = _main_node(tree) if main_only else (tree.body or tree.root)
-    renderer = _Renderer(base_url, src_map)
+    renderer = _Renderer(base_url, src_map, ctx.check_time if ctx is not None else None)
     body = renderer.render(root) if root is not None else ""
     return HtmlMarkdown(_tidy(body), title, renderer.image_srcs)
 
@@ -298,7 +314,7 @@ def html_to_markdown(
 
 def parse_html(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     html = decode_html(request.data)
-    converted = html_to_markdown(html, base_url=request.url)
+    converted = html_to_markdown(html, base_url=request.url, ctx=ctx)
     return ReadResult(markdown=converted.markdown, title=converted.title)
 
 
@@ -336,14 +352,15 @@ def parse_mhtml(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     base = str(html_part.get("Content-Location", "") or msg.get("Snapshot-Content-Location", "") or "")
     # Relative srcs resolve against the page before lookup, as browsers stored them by absolute URL.
     resolved_map = dict(src_map)
-    converted = _convert_with_map(html, base, resolved_map)
+    converted = _convert_with_map(html, base, resolved_map, ctx)
     used = set(converted.image_srcs)
     return ReadResult(
         markdown=converted.markdown, title=converted.title, images=[img for img in images if img.ref in used]
     )
 
 
-def _convert_with_map(html: str, base: str, src_map: dict[str, str]) -> HtmlMarkdown:
+def _convert_with_map(html: str, base: str, src_map: dict[str, str], ctx: ParseContext) -> HtmlMarkdown:
+    HtmlDepth(ctx.limits.max_html_depth).feed(html.encode("utf-8", "replace"))
     tree = LexborHTMLParser(html)
     if base:
         for img in tree.css("img"):
@@ -351,7 +368,7 @@ def _convert_with_map(html: str, base: str, src_map: dict[str, str]) -> HtmlMark
             absolute = urljoin(base, src)
             if src and src not in src_map and absolute in src_map:
                 src_map[src] = src_map[absolute]
-    return html_to_markdown(tree.html or html, base_url=base, src_map=src_map)
+    return html_to_markdown(tree.html or html, base_url=base, src_map=src_map, ctx=ctx)
 
 
 _OPF_NS = {
@@ -395,6 +412,7 @@ def parse_epub(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     images: list[ParsedImage] = []
     stored: dict[str, str] = {}
     for idref in spine:
+        ctx.check_time("the EPUB file")
         item = manifest.get(idref)
         if item is None or "html" not in (item.get("media-type") or ""):
             continue
@@ -420,7 +438,7 @@ def parse_epub(request: ReadRequest, ctx: ParseContext) -> ReadResult:
             stored[img_path] = ref
             src_map[img_src] = ref
             images.append(ParsedImage(ref=ref, data=blob, mime_type=kind[1]))
-        converted = html_to_markdown(html, src_map=src_map, main_only=False)
+        converted = html_to_markdown(html, src_map=src_map, main_only=False, ctx=ctx)
         if converted.markdown.strip():
             sections.append(converted.markdown.strip())
     zf.close()

@@ -7,6 +7,7 @@ import io
 import shutil
 import subprocess
 import threading
+import warnings
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -28,22 +29,38 @@ def _normalise_image(image: bytes, *, upscale: bool = False) -> bytes:
         raise PermanentStageError(
             "The image could not be decoded for OCR.", code=SpanErrorCode.DOCREADER_PARSE_FAILED
         )
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
-    with Image.open(io.BytesIO(image)) as img:
-        if img.width * img.height > MAX_OCR_PIXELS:
-            raise PermanentStageError(
-                "The image is too large to OCR.", code=SpanErrorCode.DOCREADER_PARSE_FAILED
-            )
-        small = upscale and max(img.width, img.height) < UPSCALE_BELOW_PX
-        if kind[0] in ("png", "jpg") and not small:
-            return image
-        out = img.convert("RGB")
-        if small:
-            out = out.resize((img.width * 2, img.height * 2), Image.Resampling.LANCZOS)
-        buf = io.BytesIO()
-        out.save(buf, format="PNG")
-        return buf.getvalue()
+    # Everything Pillow raises on these bytes is a property of the bytes: a retry reads them the same way.
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(image)) as img:
+                if img.width * img.height > MAX_OCR_PIXELS:
+                    raise PermanentStageError(
+                        f"The image is too large to OCR ({img.width:,} × {img.height:,} pixels; the limit is "
+                        f"{MAX_OCR_PIXELS:,}).",
+                        code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+                    )
+                small = upscale and max(img.width, img.height) < UPSCALE_BELOW_PX
+                if kind[0] in ("png", "jpg") and not small:
+                    return image
+                out = img.convert("RGB")
+                if small:
+                    out = out.resize((img.width * 2, img.height * 2), Image.Resampling.LANCZOS)
+                buf = io.BytesIO()
+                out.save(buf, format="PNG")
+                return buf.getvalue()
+    except Image.DecompressionBombError as exc:
+        raise PermanentStageError(
+            "The image is too large to OCR (it looks like a decompression bomb).",
+            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+        ) from exc
+    except (UnidentifiedImageError, SyntaxError, ValueError, OSError) as exc:
+        raise PermanentStageError(
+            f"The image is damaged and could not be decoded for OCR ({type(exc).__name__}).",
+            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+        ) from exc
 
 
 def clean_ocr_text(text: str) -> str:

@@ -124,7 +124,9 @@ def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     blocks: list[str] = []
     body = document.element.body
     title = ""
-    for child in body.iterchildren():
+    for n, child in enumerate(body.iterchildren()):
+        if n % 256 == 0:
+            ctx.check_time("the Word file")
         tag = child.tag
         if tag == f"{_W}p":
             text = _docx_paragraph_text(child, images)
@@ -221,6 +223,7 @@ def parse_pptx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     seen_images: dict[str, str] = {}
     title = ""
     for number, slide in enumerate(prs.slides, start=1):
+        ctx.check_time("the PowerPoint file")
         lines = [f"<!-- Slide number: {number} -->"]
         shapes = _reading_order(list(_iter_shapes(slide.shapes)))
         for shape in shapes:
@@ -302,6 +305,7 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     sections: list[str] = []
     try:
         for name in workbook.sheet_names:
+            ctx.check_time("the spreadsheet")
             try:
                 sheet = workbook.get_sheet_by_name(name)
             except Exception:  # chart sheets and other non-grid sheets
@@ -324,7 +328,9 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
             else:
                 header = [f"col{i + 1}" for i in range(max(len(r) for r in rows))]
                 body = rows
-            for row in body:
+            for n, row in enumerate(body):
+                if n % 4096 == 0:
+                    ctx.check_time("the spreadsheet")
                 pairs = [
                     f"{header[i] if i < len(header) else f'col{i + 1}'}: {v}" for i, v in enumerate(row) if v
                 ]

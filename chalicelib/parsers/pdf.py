@@ -278,6 +278,7 @@ def _parse_open(
     page_lines: list[list[_Line]] = []
     figure_pages: dict[str, set[int]] = {}
     for i in range(first, last):
+        ctx.check_time("the PDF")
         info = _Page(i)
         lines: list[_Line] = []
         try:
@@ -302,8 +303,11 @@ def _parse_open(
                     w_px, h_px = obj.get_px_size()
                     left, bottom, right, top = obj.get_bounds()
                     share = (right - left) * (top - bottom) / max(width * height, 1.0)
+                    if w_px * h_px > ctx.limits.max_image_pixels:
+                        continue  # decoding it would need its full size in memory: not kept as a figure
                     if w_px >= FIGURE_MIN_PX and h_px >= FIGURE_MIN_PX and share >= FIGURE_MIN_AREA:
-                        key = hashlib.sha1(obj.get_data(decode_simple=False)[:65536]).hexdigest()
+                        raw = memoryview(obj.get_data(decode_simple=False))  # a ctypes array
+                        key = hashlib.sha1(raw[:65536]).hexdigest()
                         info.figures.append((k, key))
                         figure_pages.setdefault(key, set()).add(i)
             page.close()
@@ -328,6 +332,7 @@ def _parse_open(
     ocr = ctx.ocr if ctx.ocr is not None and ctx.ocr.available() else None
     figures_kept = 0
     for info, lines in zip(pages, page_lines, strict=True):
+        ctx.check_time("the PDF")
         number = info.index + 1
         if info.scanned:
             scanned_pages.append(number)

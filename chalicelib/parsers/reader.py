@@ -12,6 +12,7 @@ from ..observability import logger
 from ..ports import AsrEngine, OcrEngine, ReadRequest, ReadResult
 from .base import Limits, ParseContext, ParserEngine, parse_failed, resolve_file_type, sniff, unsupported
 from .engines import default_engine_for
+from .guards import preflight
 
 NO_SPEECH_TEXT = "[No speech was recognised in this audio file.]"
 FALLBACK_CHAIN = ("builtin", "simple")
@@ -114,8 +115,10 @@ class EngineDocReader:
             actual = file_type
         else:
             actual = resolve_file_type(request.data, file_type)
-        engine, note = self.choose(actual, request.engine, options)
         ctx = ParseContext(ocr=self.ocr, asr=self.asr, limits=limits, options=options)
+        # Before any engine is chosen: the limits bind every engine a rule or override may pick.
+        measured = preflight(request.data, actual, limits)
+        engine, note = self.choose(actual, request.engine, options)
         inner = ReadRequest(
             data=request.data,
             file_name=request.file_name,
@@ -142,7 +145,11 @@ class EngineDocReader:
                 f"The .{actual} file could not be parsed ({type(exc).__name__}: {str(exc)[:160]})."
             ) from exc
         if len(result.markdown) > limits.max_markdown_chars:
-            raise parse_failed("The document's text is larger than the allowed size.")
+            raise parse_failed(
+                f"The document's text is {len(result.markdown):,} characters; the limit for one file is "
+                f"{limits.max_markdown_chars:,}."
+            )
+        ctx.check_time()
         if result.is_audio:  # speech recognition happens here, and only here
             if self.asr is None:
                 raise PermanentStageError(
@@ -156,6 +163,8 @@ class EngineDocReader:
                 "No text could be extracted from the file (it may be empty or image-only).",
                 code=SpanErrorCode.DOCREADER_PARSE_FAILED,
             )
+        for key, value in measured.items():
+            result.metadata.setdefault(key, value)
         result.metadata.setdefault("engine", engine.name)
         result.metadata.setdefault("file_type", actual)
         if actual != file_type:

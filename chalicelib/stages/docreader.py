@@ -21,6 +21,7 @@ from ..domain.types import Knowledge, KnowledgeType, Stage, StageMessage
 from ..domain.urls import redact_credentials
 from ..observability import logger
 from ..ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
+from ..usable import require_usable_for_stage
 from . import page_range_store, page_ranges
 from .runner import kept_after_write, run_stage
 
@@ -53,6 +54,8 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
         raise PermanentStageError("the knowledge base no longer exists")
+    if kb.indexing_strategy.needs_embedding:
+        require_usable_for_stage(deps, kb)  # a knowledge base that cannot index fails its documents at once
     deps.tracker.begin_stage(
         knowledge,
         Stage.DOCREADER,

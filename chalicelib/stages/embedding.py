@@ -39,6 +39,7 @@ from ..ports import (
     ModelUnavailable,
     iter_batches,
 )
+from ..usable import require_usable_for_stage
 from .runner import kept_after_write, live_knowledge, out_of_time, run_stage
 
 if TYPE_CHECKING:
@@ -263,7 +264,7 @@ def index_knowledge(
         }
     from ..chunker import index_text
 
-    model = deps.embedding_model(kb.embedding_model_id)
+    model = require_usable_for_stage(deps, kb)
     space = IndexSpace.of(model)
     engine = deps.engine(kb.retrieval_engine)
     texts = [index_text(knowledge.title, c.context_header, c.content) for c in text_chunks]

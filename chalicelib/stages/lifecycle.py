@@ -26,7 +26,8 @@ from ..domain.ids import execution_name
 from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
 from ..domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
 from ..observability import logger
-from ..ports import Dependencies, IndexSpace
+from ..ports import Dependencies
+from ..usable import index_space_if_usable
 from . import page_range_store
 from .runner import come_back_soon, parse_body, process_batch
 
@@ -187,8 +188,12 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
             pool.submit(deps.chunks.delete_all, knowledge.id),
             pool.submit(deps.spans.delete_all, knowledge.id),
         ]
-        if kb is not None and kb.indexing_strategy.needs_embedding:
-            space = IndexSpace.of(deps.embedding_model(kb.embedding_model_id))
+        space = (
+            index_space_if_usable(deps, kb)
+            if kb is not None and kb.indexing_strategy.needs_embedding
+            else None
+        )
+        if kb is not None and space is not None:
             engine = deps.engine(kb.retrieval_engine)
             futures.append(pool.submit(engine.delete_by_knowledge, space, kb.id, [knowledge.id]))
         for future in futures:

@@ -1,0 +1,321 @@
+"""Limits the reader applies before any engine is chosen, so they bind every engine (builtin, simple,
+markitdown, whatever a `parser_engine_rules` override picks).
+
+Nothing here trusts what a file says about itself: zip members are inflated from their raw bytes in small
+steps with a hard cap on the bytes actually produced (a member whose header under-states its size is
+refused, as is one that expands past the caps), spreadsheet cells and their extent are counted in the
+worksheet XML as it streams, PDF pages are counted by pdfium, image pixels are read from the header
+before any decoding, and HTML nesting is measured by a tokenizer before a tree builder sees it.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import struct
+import warnings
+import zipfile
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..domain.filetypes import IMAGE_EXTENSIONS
+from .base import XML_SUFFIXES, Limits, open_zip_checked, parse_failed, unsupported
+
+ZIP_KINDS = {"docx": "Word", "xlsx": "Excel", "pptx": "PowerPoint", "epub": "EPUB"}
+HTML_TYPES = frozenset({"html", "htm", "mhtml"})
+PLAIN_TEXT_TYPES = frozenset({"txt", "md", "markdown", "csv", "json", "html", "htm"})
+STEP = 64 * 1024  # bytes of raw input per inflate step, and the most one step may produce
+
+_LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")
+_LOCAL_SIGNATURE = 0x04034B50
+_ENTITY = b"<!ENTITY"
+_WORKSHEET = re.compile(r"^xl/worksheets/[^/]+\.xml$", re.IGNORECASE)
+_MARKUP_MEMBER = (".html", ".htm", ".xhtml")
+
+
+def preflight(data: bytes, file_type: str, limits: Limits) -> dict[str, Any]:
+    """Refuses (PermanentStageError) a file over any limit; returns what it measured."""
+    if file_type in ZIP_KINDS:
+        return check_zip(data, limits, ZIP_KINDS[file_type], sheets=file_type == "xlsx")
+    if file_type == "pdf":
+        return {"pages": check_pdf_pages(data, limits)}
+    if file_type in IMAGE_EXTENSIONS:
+        width, height = check_image_pixels(data, limits)
+        return {"width": width, "height": height}
+    if file_type in PLAIN_TEXT_TYPES and b"\x00" in data and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise unsupported(
+            f"The .{file_type} file contains binary data (NUL bytes); it does not look like text."
+        )
+    if file_type in HTML_TYPES:
+        depth = HtmlDepth(limits.max_html_depth)
+        depth.feed(data)
+        return {"html_depth": depth.max_depth}
+    return {}
+
+
+# ---------------------------------------------------------------- zip
+
+
+def check_zip(data: bytes, limits: Limits, what: str, *, sheets: bool = False) -> dict[str, Any]:
+    """Declared sizes first (cheap), then every member inflated from its raw bytes with hard caps."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as listing:
+            encrypted = any(info.flag_bits & 0x1 for info in listing.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise parse_failed(f"The {what} file is damaged or truncated (not a readable ZIP).") from exc
+    if encrypted:
+        raise parse_failed(f"The {what} file is encrypted; remove the password and upload it again.")
+    zf = open_zip_checked(data, limits, what)
+    try:
+        infos = zf.infolist()
+    finally:
+        zf.close()
+    view = memoryview(data)
+    total = 0
+    cells = SheetCells()
+    for info in infos:
+        if info.is_dir():
+            continue
+        produced = 0
+        crc = 0
+        name = info.filename.lower()
+        # XML parts only, as the engines parse them (an embedded SVG may declare entities; nothing parses it)
+        entities = EntityScan() if name.endswith(XML_SUFFIXES) else None
+        depth = HtmlDepth(limits.max_html_depth) if name.endswith(_MARKUP_MEMBER) else None
+        sheet = cells.sheet() if sheets and _WORKSHEET.match(info.filename) else None
+        for piece in _inflate(view, info, what):
+            produced += len(piece)
+            total += len(piece)
+            if produced > info.file_size:
+                raise parse_failed(
+                    f"The {what} file is damaged or forged: its part {info.filename!r} expands beyond the "
+                    "size its header declares."
+                )
+            if produced > limits.zip_max_member_uncompressed or total > limits.zip_max_total_uncompressed:
+                raise parse_failed(
+                    f"The {what} file expands to more than "
+                    f"{limits.zip_max_total_uncompressed // (1024 * 1024)} MB; it looks like a zip bomb."
+                )
+            crc = zlib.crc32(piece, crc)
+            if entities is not None:
+                entities.feed(piece, what)
+            if depth is not None:
+                depth.feed(piece)
+            if sheet is not None:
+                sheet.feed(piece)
+                cells.check(limits.max_sheet_cells)
+        if produced != info.file_size or crc != info.CRC:
+            raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).")
+        if produced > 1024 * 1024 and produced > limits.zip_max_ratio * max(info.compress_size, 1):
+            raise parse_failed(
+                f"The {what} file is compressed at an implausible ratio; it looks like a zip bomb."
+            )
+    out: dict[str, Any] = {"uncompressed_bytes": total}
+    if sheets:
+        out["cells"] = cells.total_cells
+    return out
+
+
+def _inflate(view: memoryview, info: zipfile.ZipInfo, what: str) -> Iterator[bytes]:
+    """The member's bytes as its raw data really inflates, STEP bytes at most per piece."""
+    if info.flag_bits & 0x1:
+        raise parse_failed(f"The {what} file is encrypted; remove the password and upload it again.")
+    start = info.header_offset
+    header = bytes(view[start : start + _LOCAL_HEADER.size])
+    if len(header) < _LOCAL_HEADER.size:
+        raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).")
+    fields = _LOCAL_HEADER.unpack(header)
+    if fields[0] != _LOCAL_SIGNATURE:
+        raise parse_failed(f"The {what} file is damaged ({info.filename} has no local header).")
+    begin = start + _LOCAL_HEADER.size + fields[9] + fields[10]
+    raw = view[begin : begin + info.compress_size]
+    if len(raw) < info.compress_size:
+        raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).")
+    if info.compress_type == zipfile.ZIP_STORED:
+        for offset in range(0, len(raw), STEP):
+            yield bytes(raw[offset : offset + STEP])
+        return
+    if info.compress_type != zipfile.ZIP_DEFLATED:
+        raise parse_failed(
+            f"The {what} file uses a compression method (#{info.compress_type}) that is not accepted; "
+            "save it again from its application."
+        )
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+    try:
+        for offset in range(0, len(raw), STEP):
+            piece = inflater.decompress(raw[offset : offset + STEP], STEP)
+            yield piece
+            while inflater.unconsumed_tail:
+                yield inflater.decompress(inflater.unconsumed_tail, STEP)
+            if inflater.eof:
+                return
+        rest = inflater.flush()
+        if rest:
+            yield rest
+    except zlib.error as exc:
+        raise parse_failed(f"The {what} file is damaged ({info.filename} does not inflate).") from exc
+
+
+class EntityScan:
+    """Finds an XML entity declaration anywhere in a streamed part (billion laughs, XXE)."""
+
+    def __init__(self) -> None:
+        self.tail = b""
+
+    def feed(self, piece: bytes, what: str) -> None:
+        window = self.tail + piece
+        if _ENTITY in window:
+            raise parse_failed(f"The {what} file contains XML entity declarations, which are not allowed.")
+        self.tail = window[-(len(_ENTITY) - 1) :]
+
+
+_CELL = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?c(?=[\s/>])([^>]*)>")
+_CELL_REF = re.compile(rb"""\br\s*=\s*["']([A-Za-z]{1,3})([0-9]{1,7})["']""")
+_ROW = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?row(?=[\s/>])")
+
+
+class SheetCells:
+    """Cells counted in the worksheet XML as it streams: the number written and the extent they span
+    (engines build dense grids, so one cell at XFD1048576 costs as much as the whole grid)."""
+
+    def __init__(self) -> None:
+        self.sheets: list[_Sheet] = []
+
+    def sheet(self) -> _Sheet:
+        self.sheets.append(_Sheet())
+        return self.sheets[-1]
+
+    @property
+    def total_cells(self) -> int:
+        return sum(s.cells for s in self.sheets)
+
+    def check(self, limit: int) -> None:
+        written = self.total_cells
+        spanned = sum(s.rows * s.cols for s in self.sheets)
+        if written > limit or spanned > limit:
+            sheet = self.sheets[-1]
+            raise parse_failed(
+                f"The spreadsheet has more than {limit:,} cells (a sheet spans {sheet.rows:,} rows × "
+                f"{sheet.cols:,} columns, {written:,} cells written); split it into smaller files."
+            )
+
+
+class _Sheet:
+    def __init__(self) -> None:
+        self.cells = 0
+        self.rows = 0
+        self.cols = 0
+        self.row_tags = 0
+        self.tail = b""
+
+    def feed(self, piece: bytes) -> None:
+        window = self.tail + piece
+        cut = window.rfind(b">") + 1
+        body, self.tail = window[:cut], window[cut:][-4096:]
+        self.row_tags += len(_ROW.findall(body))
+        self.rows = max(self.rows, self.row_tags)
+        for match in _CELL.finditer(body):
+            self.cells += 1
+            ref = _CELL_REF.search(match.group(1))
+            if ref is None:
+                self.cols = max(self.cols, 1)
+                continue
+            col = 0
+            for ch in ref.group(1).upper():
+                col = col * 26 + (ch - 64)
+            self.cols = max(self.cols, col)
+            self.rows = max(self.rows, int(ref.group(2)))
+
+
+# ---------------------------------------------------------------- pdf
+
+
+def check_pdf_pages(data: bytes, limits: Limits) -> int:
+    """pdfium's page count; a PDF it cannot open is left to the engine (which says why)."""
+    import pypdfium2 as pdfium
+
+    from .pdf import PDFIUM_LOCK
+
+    with PDFIUM_LOCK:
+        try:
+            pdf = pdfium.PdfDocument(data)
+        except pdfium.PdfiumError:
+            return 0  # damaged or password-protected: the engine's own message is the clearer one
+        try:
+            pages = len(pdf)
+        finally:
+            pdf.close()
+    if pages > limits.max_pages:
+        raise parse_failed(f"The PDF has {pages:,} pages; the limit is {limits.max_pages:,}.")
+    return pages
+
+
+# ---------------------------------------------------------------- images
+
+
+def check_image_pixels(data: bytes, limits: Limits) -> tuple[int, int]:
+    """Width and height from the header, before any pixel is decoded."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as img:
+                width, height = int(img.width), int(img.height)
+    except Image.DecompressionBombError as exc:
+        raise parse_failed(
+            f"The image has more pixels than allowed ({limits.max_image_pixels:,}); it looks like a "
+            "decompression bomb."
+        ) from exc
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise parse_failed("The image is damaged or truncated and cannot be read.") from exc
+    if width * height > limits.max_image_pixels:
+        raise parse_failed(
+            f"The image is {width:,} × {height:,} pixels; the limit is {limits.max_image_pixels:,} pixels."
+        )
+    return width, height
+
+
+# ---------------------------------------------------------------- html
+
+#: elements that never nest (void) or whose end tag is implied by the next sibling
+_NON_NESTING = frozenset(
+    b"area base br col embed hr img input link meta param source track wbr "
+    b"p li dt dd tr td th thead tbody tfoot option optgroup rb rt rp colgroup caption".split()
+)
+_TAG = re.compile(rb"<(/?)([A-Za-z][A-Za-z0-9:-]{0,40})(?:[^<>]*?)(/?)>")
+
+
+class HtmlDepth:
+    """The deepest element nesting in HTML, measured on the bytes before a tree builder sees them: a
+    parser spends time per open element on every new tag, so 400,000 nested divs take minutes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.depth = 0
+        self.max_depth = 0
+        self.tail = b""
+
+    def feed(self, piece: bytes) -> None:
+        window = self.tail + piece
+        cut = window.rfind(b"<")
+        if cut < 0 or window.find(b">", cut) >= 0:
+            body, self.tail = window, b""
+        else:
+            body, self.tail = window[:cut], window[cut:][-256:]
+        for match in _TAG.finditer(body):
+            closing, name, self_closing = match.groups()
+            if name.lower() in _NON_NESTING or self_closing:
+                continue
+            if closing:
+                self.depth = max(0, self.depth - 1)
+                continue
+            self.depth += 1
+            if self.depth > self.max_depth:
+                self.max_depth = self.depth
+                if self.max_depth > self.limit:
+                    raise parse_failed(
+                        f"The HTML nests elements more than {self.limit:,} levels deep; it cannot be "
+                        "parsed in reasonable time."
+                    )

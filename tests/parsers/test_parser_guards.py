@@ -1,0 +1,104 @@
+"""The reader's preflight limits on streamed input: counts that span inflate steps, tags cut between
+pieces, and every engine bound by them."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from chalicelib.domain.errors import PermanentStageError
+from chalicelib.parsers.base import Limits
+from chalicelib.parsers.guards import STEP, HtmlDepth, check_zip, preflight
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "security"))
+import hostile_files as H
+
+
+def refused(words: str, call: Callable[..., object], *args: object, **kwargs: object) -> str:
+    with pytest.raises(PermanentStageError) as error:
+        call(*args, **kwargs)
+    assert words.lower() in error.value.message.lower(), error.value.message
+    return error.value.message
+
+
+def test_html_depth_is_measured_across_pieces_cut_inside_tags() -> None:
+    html = b"<html><body>" + b'<div class="a">' * 300 + b"x" + b"</div>" * 300 + b"</body></html>"
+    for size in (1, 7, 64, 4096):
+        depth = HtmlDepth(10_000)
+        for start in range(0, len(html), size):
+            depth.feed(html[start : start + size])
+        assert depth.max_depth == 302, size
+    refused("levels deep", HtmlDepth(299).feed, html)
+
+
+def test_unclosed_paragraphs_and_void_elements_do_not_count_as_nesting() -> None:
+    depth = HtmlDepth(50)
+    depth.feed(b"<body>" + b"<p>para<br><img src=x><li>item" * 5000 + b"</body>")
+    assert depth.max_depth == 1
+
+
+def test_a_far_cell_after_many_inflate_steps_is_still_counted() -> None:
+    near = "".join(f'<row r="{r}"><c r="A{r}"><v>{r}</v></c></row>' for r in range(1, 5000))
+    far = '<row r="900000"><c r="ZZ900000"><v>1</v></c></row>'
+    sheet = H.sheet_xml(near + far)
+    assert len(sheet) > 2 * STEP
+    data = H.build_zip(H.xlsx_members(H.Member("xl/worksheets/sheet1.xml", sheet)))
+    message = refused("cells", check_zip, data, Limits(), "Excel", sheets=True)
+    assert "900,000 rows" in message
+    assert check_zip(data, Limits(max_sheet_cells=10**9), "Excel", sheets=True)["cells"] == 5000
+
+
+def test_an_entity_declaration_cut_between_inflate_steps_is_found() -> None:
+    tail = b'--><!DOCTYPE d [<!ENTITY e "x">]><w:document/>'
+    start = b'<?xml version="1.0"?><!--'
+    cut = STEP - 4 - len(start) - tail.index(b"<!ENTITY")  # the pieces are STEP bytes of output each
+    doc = start + b"y" * cut + tail
+    assert doc.index(b"<!ENTITY") < STEP < doc.index(b"<!ENTITY") + 8
+    data = H.build_zip(H.docx_members(H.Member("word/document.xml", doc)))
+    refused("entity", check_zip, data, Limits(), "Word")
+
+
+def test_a_member_under_the_caps_that_tells_the_truth_passes() -> None:
+    data = H.build_zip(H.docx_members(H.Member("word/document.xml", H.docx_document("z" * 500_000))))
+    assert check_zip(data, Limits(), "Word")["uncompressed_bytes"] > 500_000
+
+
+def test_the_real_size_not_the_declared_one_meets_the_member_cap() -> None:
+    honest = H.Member("word/media/big.bin", raw=H.deflate_zeros(3 << 20), declared_size=3 << 20)
+    honest.crc = H.crc_of_zeros(3 << 20)
+    data = H.build_zip(H.docx_members(extra=[honest]))
+    refused("zip bomb", check_zip, data, Limits(zip_max_member_uncompressed=2 << 20), "Word")
+
+
+@pytest.mark.parametrize("engine", ["", "builtin", "markitdown", "simple"])
+def test_every_engine_is_bound_by_the_preflight(reader, engine: str) -> None:
+    from chalicelib.ports import ReadRequest
+
+    for name, data, words in (
+        ("forged.docx", H.lying("docx"), "header declares"),
+        ("pages.pdf", H.many_page_pdf(6000), "6,000 pages"),
+        ("divs.html", H.nested_divs(20_000), "levels deep"),
+        ("bomb.png", H.png_bomb(), "decompression bomb"),
+    ):
+        request = ReadRequest(data=data, file_name=name, file_type=name.rsplit(".", 1)[1], engine=engine)
+        refused(words, reader.read, request)
+
+
+def test_preflight_measures_what_it_lets_through() -> None:
+    assert preflight(H.png_bomb(64, 48), "png", Limits()) == {"width": 64, "height": 48}
+    assert preflight(H.many_page_pdf(3), "pdf", Limits()) == {"pages": 3}
+
+
+def test_a_page_of_nested_divs_from_a_url_is_refused_before_any_tree_is_built() -> None:
+    from chalicelib.net.client import FetchError, FetchResponse
+    from chalicelib.net.urlimport import _page_document
+
+    page = FetchResponse(
+        "https://example.org/deep", 200, {"content-type": "text/html"}, H.nested_divs(50_000)
+    )
+    with pytest.raises(FetchError) as error:
+        _page_document(page)
+    assert error.value.permanent and "levels deep" in error.value.message
