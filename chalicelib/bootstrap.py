@@ -21,6 +21,7 @@ from .domain.ids import api_key_hash
 from .domain.storage_keys import PARSER_ENGINES_REPORT_KEY
 from .domain.types import Tenant
 from .ports import (
+    ApiKeyRepo,
     AsrEngine,
     ChatModel,
     ChunkRepo,
@@ -60,6 +61,7 @@ class Services:
 
     settings: Settings
     tenants: TenantRepo
+    api_keys: ApiKeyRepo
     kbs: KnowledgeBaseRepo
     tasks: TaskRepo
     graph: GraphRepo
@@ -294,6 +296,7 @@ def _state_machine_arn(settings: Settings, sfn: Any) -> str:
 def build_services(settings: Settings | None = None) -> Services:
     """The AWS adapters (S3, DynamoDB, SQS, Step Functions; moto locally through AWS_ENDPOINT_URL)."""
     from .adapters.dynamo import (
+        DynamoApiKeyRepo,
         DynamoChunkRepo,
         DynamoGraphRepo,
         DynamoKnowledgeBaseRepo,
@@ -326,6 +329,7 @@ def build_services(settings: Settings | None = None) -> Services:
     return Services(
         settings=settings,
         tenants=DynamoTenantRepo(models),
+        api_keys=DynamoApiKeyRepo(models),
         kbs=DynamoKnowledgeBaseRepo(models),
         tasks=DynamoTaskRepo(models),
         graph=DynamoGraphRepo(models),
@@ -365,6 +369,7 @@ def memory_deps(
     made on first use and removed with the returned Services, when not given)."""
     from .adapters.memory import (
         InstantSleep,
+        MemoryApiKeyRepo,
         MemoryChunkRepo,
         MemoryEmbeddingCache,
         MemoryFileStore,
@@ -404,6 +409,7 @@ def memory_deps(
     services = Services(
         settings=settings,
         tenants=tenants,
+        api_keys=MemoryApiKeyRepo(),
         kbs=MemoryKnowledgeBaseRepo(),
         tasks=MemoryTaskRepo(),
         graph=MemoryGraphRepo(),

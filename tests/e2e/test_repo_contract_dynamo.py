@@ -18,7 +18,9 @@ def tables(_runtime: LocalRuntime) -> Iterator[Repos]:
     _runtime.reset(clear_state=True)
     set_deps(None)
     deps = get_deps()
-    yield Repos(deps.knowledge, deps.chunks, deps.spans, deps.tenants, deps.kbs, deps.embedding_cache())
+    yield Repos(
+        deps.knowledge, deps.chunks, deps.spans, deps.tenants, deps.kbs, deps.embedding_cache(), deps.api_keys
+    )
     set_deps(None)
 
 

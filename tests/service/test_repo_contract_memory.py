@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.adapters.memory import (
+    MemoryApiKeyRepo,
     MemoryChunkRepo,
     MemoryEmbeddingCache,
     MemoryKnowledgeBaseRepo,
@@ -26,4 +27,5 @@ class TestMemoryRepos(RepoContract):
             tenants=MemoryTenantRepo(),
             kbs=MemoryKnowledgeBaseRepo(),
             cache=MemoryEmbeddingCache(),
+            api_keys=MemoryApiKeyRepo(),
         )
