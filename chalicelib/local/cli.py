@@ -37,6 +37,9 @@ DIRECT_UPLOAD_MAX_BYTES = (
 )  # API Gateway/Lambda payload limits: bigger files go via presigned PUT
 TERMINAL = {"completed", "failed", "cancelled"}
 DEFAULT_KEY = "local-dev-key"
+DEFAULT_OPERATOR_KEY = "local-operator-key"
+#: where `up` keeps moto's state between runs, inside the state dir
+SNAPSHOT_DIR = "moto-snapshot"
 
 
 def default_api() -> str:
@@ -48,6 +51,10 @@ def default_api() -> str:
 
 def default_key() -> str:
     return os.environ.get("WEKNORA_API_KEY", DEFAULT_KEY)
+
+
+def default_operator_key() -> str:
+    return os.environ.get("WEKNORA_OPERATOR_KEY") or DEFAULT_OPERATOR_KEY
 
 
 def default_corpus(start: Path) -> Path:
@@ -464,18 +471,23 @@ def _load_project_app() -> Any:
 
 def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | None = None) -> int:
     from chalicelib.local.runtime import LocalRuntime
+    from chalicelib.local.snapshot import MotoSnapshot
 
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     state_dir = Path(os.environ.get("WEKNORA_STATE_DIR", ".weknora")).resolve()
     os.environ["WEKNORA_STATE_DIR"] = str(state_dir)  # before the app is imported
-    if state_dir.exists():
-        # moto keeps the tables, queues and buckets in memory only: files and index entries left from an
-        # earlier run would point at rows that no longer exist, so a new stack starts clean.
+    snapshot_dir = state_dir / SNAPSHOT_DIR
+    if state_dir.exists() and (args.fresh or not (snapshot_dir / "state.json").is_file()):
+        # Files and index entries without the tables that point at them (an old or --fresh state) would be
+        # orphans: a fresh stack starts from an empty state dir.
         shutil.rmtree(state_dir)
-        console.print(f"[dim]started a fresh local state in {state_dir} (moto's state lives in memory)[/]")
+        console.print(f"[dim]started a fresh local state in {state_dir}[/]")
     key = default_key()
     params = dict(p.split("=", 1) for p in args.param)
+    # The local stack's operator key (the admin routes, `weknora-ingest tenant|key|dlq`), given to the
+    # template as on a deploy; the template puts it in every function's WEKNORA_OPERATOR_KEY.
+    operator_key = params.setdefault("OperatorKey", default_operator_key())
     runtime = LocalRuntime(
         _load_project_app,
         args.template,
@@ -487,20 +499,41 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
         stage=args.stage,  # default "local": .chalice/config.json's stage for local:// storage
     )
     with console.status("starting moto, provisioning, loading app.py ..."):
-        runtime.start(background=True)
+        runtime.start(background=False)
+        # moto's backends are process-wide: start from an empty server (and the template), so what the
+        # stack holds is exactly the snapshot (a no-op in a fresh process; not so for a second `up` in one).
+        runtime.reset()
+    snapshot = MotoSnapshot(snapshot_dir, runtime.server.url, runtime.region)
     try:
         try:
             bootstrap = importlib.import_module("chalicelib.bootstrap")
         except ImportError:
             bootstrap = None
+        if bootstrap is not None and hasattr(bootstrap, "set_deps"):
+            bootstrap.set_deps(None)  # adapters built for an earlier server in this process point elsewhere
+        restored = ""
+        if snapshot.exists():
+            counts = snapshot.restore()
+            restored = f"restored {counts.line()} from {snapshot_dir}"
+            if bootstrap is not None and hasattr(bootstrap, "get_deps"):
+                from chalicelib.recovery import recover_after_restart
+
+                recovered = recover_after_restart(bootstrap.get_deps())
+                restored += (
+                    f"; {len(recovered.restarted)} in-flight document(s) started over, "
+                    f"{len(recovered.deletes_redriven)} delete(s) resumed"
+                )
+            console.print(restored, markup=False, highlight=False)
         if bootstrap is not None and hasattr(bootstrap, "ensure_local_tenant"):
             bootstrap.ensure_local_tenant(key)
+        runtime.start_workers()
         base = runtime.serve_http("127.0.0.1", args.port, access_log=args.access_log)
         info = Table.grid(padding=(0, 2))
         info.add_row("API", f"[bold]{base}/api/v1[/]")
         info.add_row("API key", f"[bold]{key}[/]  (header X-API-Key)")
+        info.add_row("operator key", f"{operator_key}  (header X-Operator-Key)")
         info.add_row("AWS (moto)", runtime.server.url)
-        info.add_row("state", str(state_dir))
+        info.add_row("state", f"{state_dir} (kept across restarts; `up --fresh` starts clean)")
         info.add_row("SQS handlers", ", ".join(p.function_name for p in runtime.pollers) or "-")
         info.add_row(
             "schedules", ", ".join(f"{r.name} {r.expression.text}" for r in runtime.scheduler.rules) or "-"
@@ -511,14 +544,20 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
             # Explicit SIGINT too: a shell that backgrounds the process sets SIGINT to "ignore".
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             signal.signal(signal.SIGINT, lambda *_: stop.set())
+        next_save = time.monotonic() + args.snapshot_interval
         try:
             while not stop.wait(0.5):
-                pass
+                if args.snapshot_interval > 0 and time.monotonic() >= next_save:
+                    snapshot.save()  # a crash (kill -9) loses at most one interval
+                    next_save = time.monotonic() + args.snapshot_interval
         except KeyboardInterrupt:
             pass
+        runtime.stop_workers()
+        counts = snapshot.save()
+        console.print(f"saved {counts.line()} to {snapshot_dir}", markup=False, highlight=False)
     finally:
         runtime.stop()
-    console.print("stopped (moto state is in memory and is gone; files under the state dir remain)")
+    console.print("stopped (the local state is kept; `weknora-ingest up --fresh` starts clean)")
     args.handlers_still_running = any(p.running for p in runtime.pollers)
     return 0
 
@@ -543,6 +582,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="template parameter")
     up.add_argument("--moto-port", type=int, default=0, help="moto server port (default: any free port)")
+    up.add_argument("--fresh", action="store_true", help="start from an empty state (deletes the state dir)")
+    up.add_argument(
+        "--snapshot-interval",
+        type=float,
+        default=60.0,
+        help="seconds between snapshots of the local state while running (0: only at stop)",
+    )
     up.add_argument(
         "--retry-delay",
         type=int,
