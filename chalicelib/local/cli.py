@@ -562,6 +562,84 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
     return 0
 
 
+# ---- operators: tenants, keys, dead letters ---------------------------------------------------------------
+
+
+def operator_client(args: argparse.Namespace) -> ApiClient:
+    client = ApiClient(args.api, "")
+    client.session.headers.pop("X-API-Key", None)
+    client.session.headers["X-Operator-Key"] = args.operator_key
+    return client
+
+
+def _print_rows(console: Console, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    table = Table(expand=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(str(row.get(c, "") if row.get(c) is not None else "")) for c in columns))
+    console.print(table)
+
+
+def cmd_tenant(args: argparse.Namespace, console: Console) -> int:
+    client = operator_client(args)
+    if args.action == "list":
+        _print_rows(
+            console, ("id", "name", "created_at", "storage_used"), client.call("GET", "/admin/tenants")
+        )
+        return 0
+    body = {"name": args.name, "key_name": args.key_name}
+    data = client.call("POST", "/admin/tenants", json=body)
+    console.print(f"tenant {data['tenant']['id']} ({data['tenant']['name']})", markup=False, highlight=False)
+    console.print(f"API key {data['key']['id']}: {data['api_key']}", markup=False, highlight=False)
+    console.print("the key is shown only now: keep it (only its hash is stored)")
+    return 0
+
+
+def cmd_key(args: argparse.Namespace, console: Console) -> int:
+    client = operator_client(args)
+    base = f"/admin/tenants/{args.tenant_id}/api-keys"
+    if args.action == "list":
+        _print_rows(console, ("id", "name", "status", "created_at", "revoked_at"), client.call("GET", base))
+    elif args.action == "issue":
+        data = client.call("POST", base, json={"name": args.name})
+        console.print(f"API key {data['key']['id']}: {data['api_key']}", markup=False, highlight=False)
+        console.print("the key is shown only now: keep it (only its hash is stored)")
+    else:
+        data = client.call("DELETE", f"{base}/{args.key_id}")
+        console.print(f"API key {data['id']} {data['status']}", markup=False, highlight=False)
+    return 0
+
+
+def cmd_dlq(args: argparse.Namespace, console: Console) -> int:
+    client = operator_client(args)
+    if args.action == "list":
+        params: dict[str, Any] = {"limit": args.limit}
+        if args.queue:
+            params["queue"] = args.queue
+        letters = client.call("GET", "/admin/dlq", params=params)
+        rows = [
+            {
+                **letter,
+                "status": (letter.get("row") or {}).get(
+                    "parse_status", "gone" if letter.get("knowledge_id") else ""
+                ),
+            }
+            for letter in letters
+        ]
+        _print_rows(console, ("queue", "knowledge_id", "attempt", "status", "reason", "message_id"), rows)
+        console.print(f"{len(letters)} dead letter(s)", highlight=False)
+        return 0
+    body: dict[str, Any] = {"limit": args.limit}
+    if args.queue:
+        body["queue"] = args.queue
+    report = client.call("POST", "/admin/dlq/redrive", json=body)
+    _print_rows(console, ("queue", "message_id", "outcome", "knowledge_id", "attempt"), report["messages"])
+    counts = ", ".join(f"{k}={v}" for k, v in sorted(report["counts"].items())) or "nothing to redrive"
+    console.print(counts, markup=False, highlight=False)
+    return 0
+
+
 # ---- entry point ------------------------------------------------------------------------------------------
 
 
@@ -613,6 +691,45 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("-n", type=int, default=5, help="number of chunks")
     api_opts(se)
 
+    def operator_opts(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--api", default=default_api(), help="API base URL (default %(default)s)")
+        sp.add_argument(
+            "--operator-key", default=default_operator_key(), help="operator key (env WEKNORA_OPERATOR_KEY)"
+        )
+
+    te = sub.add_parser("tenant", help="operators: create or list tenants")
+    te_sub = te.add_subparsers(dest="action", required=True)
+    te_new = te_sub.add_parser("create", help="a new tenant and its first API key (shown once)")
+    te_new.add_argument("name")
+    te_new.add_argument("--key-name", default="", help="a label for the first key")
+    operator_opts(te_new)
+    operator_opts(te_sub.add_parser("list", help="every tenant"))
+
+    ke = sub.add_parser("key", help="operators: a tenant's API keys")
+    ke_sub = ke.add_subparsers(dest="action", required=True)
+    ke_issue = ke_sub.add_parser("issue", help="another key for a tenant (shown once)")
+    ke_issue.add_argument("tenant_id")
+    ke_issue.add_argument("--name", default="", help="a label for the key")
+    operator_opts(ke_issue)
+    ke_list = ke_sub.add_parser("list", help="a tenant's keys (never the keys themselves)")
+    ke_list.add_argument("tenant_id")
+    operator_opts(ke_list)
+    ke_revoke = ke_sub.add_parser("revoke", help="revoke a key (refused at once)")
+    ke_revoke.add_argument("tenant_id")
+    ke_revoke.add_argument("key_id")
+    operator_opts(ke_revoke)
+
+    dl = sub.add_parser("dlq", help="operators: dead-letter queues")
+    dl_sub = dl.add_subparsers(dest="action", required=True)
+    for action, text in (
+        ("list", "what the DLQs hold, with each row's state"),
+        ("redrive", "failed rows start over at a new attempt; letters of deleted rows are dropped"),
+    ):
+        sp = dl_sub.add_parser(action, help=text)
+        sp.add_argument("--queue", help="one stage queue (default: every queue)")
+        sp.add_argument("--limit", type=int, default=100, help="at most this many messages")
+        operator_opts(sp)
+
     cc = sub.add_parser(
         "check-corpus",
         help="run every MANIFEST file of the dev corpus through the running stack, one line per file",
@@ -640,6 +757,9 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         "status": cmd_status,
         "search": cmd_search,
         "check-corpus": cmd_check_corpus,
+        "tenant": cmd_tenant,
+        "key": cmd_key,
+        "dlq": cmd_dlq,
     }
     try:
         code = int(commands[args.command](args, console))

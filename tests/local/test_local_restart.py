@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import sys
 import threading
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 import requests
 from project_paths import ROOT, corpus_bytes
@@ -96,6 +98,13 @@ class Stack:
         return self.out.getvalue()
 
 
+def run_cli(*argv: str, api: str) -> tuple[int, str]:
+    buf = io.StringIO()
+    console = Console(file=buf, width=250, force_terminal=False, color_system=None)
+    code = cli.main([*argv, "--api", api, "--operator-key", OPERATOR_KEY], console)
+    return code, buf.getvalue()
+
+
 class ReaderDown:
     """The parser service is down: the document stays `processing` while its message waits for a retry."""
 
@@ -135,14 +144,19 @@ def test_completed_documents_survive_a_restart_and_an_in_flight_one_completes(pr
     for knowledge_id in done:
         first.wait_for(knowledge_id, lambda row: row["parse_status"] == "completed")
     assert first.search(kb["id"], "keeper trims the wick") & done
-    created = requests.post(
-        f"{first.base}/admin/tenants",
-        json={"name": "acme"},
-        headers={"X-Operator-Key": OPERATOR_KEY},
-        timeout=30,
+    code, out = run_cli("tenant", "create", "acme", "--key-name", "first", api=first.base)
+    assert code == 0, out
+    acme_key = re.search(r"API key key_\w+: (wk-\S+)", out).group(1)  # type: ignore[union-attr]
+    tenant_id = re.search(r"tenant (\S+) \(acme\)", out).group(1)  # type: ignore[union-attr]
+    code, out = run_cli("key", "issue", tenant_id, "--name", "spare", api=first.base)
+    spare_id, spare_key = re.search(r"API key (key_\w+): (wk-\S+)", out).groups()  # type: ignore[union-attr]
+    assert first.call("GET", "/knowledge-bases", key=spare_key).status_code == 200
+    # A letter of a document that no longer exists, waiting in a DLQ when the stack stops.
+    sqs = boto3.client("sqs")
+    dlq_url = sqs.get_queue_url(QueueName="weknora-chunking-dlq")["QueueUrl"]
+    sqs.send_message(
+        QueueUrl=dlq_url, MessageBody='{"tenant_id": "local", "knowledge_id": "gone", "attempt": 1}'
     )
-    assert created.status_code == 201, created.text
-    acme_key = created.json()["data"]["api_key"]
 
     reader = ReaderDown()
     get_deps().replace_docreader(reader)
@@ -165,6 +179,17 @@ def test_completed_documents_survive_a_restart_and_an_in_flight_one_completes(pr
     assert (recovered["parse_status"], recovered["attempt"]) == ("completed", 2)
     assert in_flight in second.search(kb["id"], "boats bring oil wicks and bread")
     assert second.call("GET", "/knowledge-bases", key=acme_key).status_code == 200
+    code, out = run_cli("key", "revoke", tenant_id, spare_id, api=second.base)
+    assert code == 0 and "revoked" in out, out
+    assert second.call("GET", "/knowledge-bases", key=spare_key).status_code == 401
+    code, out = run_cli("key", "list", tenant_id, api=second.base)
+    assert "first" in out and "spare" in out and "revoked" in out and spare_key not in out
+    code, out = run_cli("dlq", "list", api=second.base)
+    assert code == 0 and "chunking" in out and "gone" in out and "1 dead letter(s)" in out, out
+    code, out = run_cli("dlq", "redrive", "--queue", "chunking", api=second.base)
+    assert code == 0 and "dropped_deleted=1" in out, out
+    code, out = run_cli("dlq", "list", api=second.base)
+    assert "0 dead letter(s)" in out
     second.stop()
 
     fresh = Stack("--fresh")
