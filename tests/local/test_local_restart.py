@@ -135,6 +135,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     os.environ.update(saved_env)
 
 
+@pytest.mark.timeout(900)  # three starts of the whole stack on a shared machine
 def test_completed_documents_survive_a_restart_and_an_in_flight_one_completes(project: Path) -> None:
     from chalicelib.bootstrap import get_deps
 

@@ -27,7 +27,7 @@ from chalicelib.domain.types import ParseStatus
 from chalicelib.local.runtime import LocalRuntime
 from chalicelib.ports import IndexSpace, WorkflowStart
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 DOCS = int(os.environ.get("WEKNORA_RELIABILITY_DOCS", "500"))
 #: concurrent invocations per queue (Lambda scales out; several at once also makes the races real)
