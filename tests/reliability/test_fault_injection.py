@@ -4,7 +4,8 @@ messages twice, task-token callbacks are lost on their way to Step Functions, an
 sent twice. Afterwards, and after a housekeeping sweep: no document lost, none stuck, none failed, no
 chunk or index entry duplicated, every enrichment subtask counted exactly once, and every DLQ empty.
 
-`WEKNORA_RELIABILITY_DOCS` sets the number of documents (default 500).
+`WEKNORA_RELIABILITY_DOCS` sets the number of documents (default 500: about 26 minutes on the shared
+2-core machine under load, hence `slow`; 20 documents take about a minute).
 """
 
 from __future__ import annotations
