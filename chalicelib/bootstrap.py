@@ -21,6 +21,7 @@ from .domain.ids import api_key_hash
 from .domain.storage_keys import PARSER_ENGINES_REPORT_KEY
 from .domain.types import Tenant
 from .ports import (
+    ApiKeyRepo,
     AsrEngine,
     ChatModel,
     ChunkRepo,
@@ -63,6 +64,7 @@ class Services:
 
     settings: Settings
     tenants: TenantRepo
+    api_keys: ApiKeyRepo
     kbs: KnowledgeBaseRepo
     tasks: TaskRepo
     graph: GraphRepo
@@ -309,6 +311,7 @@ def build_services(settings: Settings | None = None) -> Services:
     """The AWS adapters (S3, DynamoDB, SQS, Step Functions; moto locally through AWS_ENDPOINT_URL)."""
     from .adapters.aws_metering import meter_pynamodb
     from .adapters.dynamo import (
+        DynamoApiKeyRepo,
         DynamoChunkRepo,
         DynamoGraphRepo,
         DynamoKnowledgeBaseRepo,
@@ -344,6 +347,7 @@ def build_services(settings: Settings | None = None) -> Services:
     return Services(
         settings=settings,
         tenants=DynamoTenantRepo(models),
+        api_keys=DynamoApiKeyRepo(models),
         kbs=DynamoKnowledgeBaseRepo(models),
         tasks=DynamoTaskRepo(models),
         graph=DynamoGraphRepo(models),
@@ -386,6 +390,7 @@ def memory_deps(
     made on first use and removed with the returned Services, when not given)."""
     from .adapters.memory import (
         InstantSleep,
+        MemoryApiKeyRepo,
         MemoryChunkRepo,
         MemoryEmbeddingCache,
         MemoryFaqRepo,
@@ -428,6 +433,7 @@ def memory_deps(
     services = Services(
         settings=settings,
         tenants=tenants,
+        api_keys=MemoryApiKeyRepo(),
         kbs=MemoryKnowledgeBaseRepo(),
         tasks=MemoryTaskRepo(),
         graph=MemoryGraphRepo(),

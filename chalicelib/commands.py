@@ -397,3 +397,40 @@ class UpdateTagRequest(Body):
     @classmethod
     def _name(cls, value: str | None) -> str | None:
         return None if value is None else _tag_name(value)
+
+
+# ---------------------------------------------------------------- operators (/admin)
+
+MAX_NAME = 100
+
+
+def _known_queue(value: Any) -> Any:
+    from .settings import QUEUES
+
+    if value is not None and value not in QUEUES:
+        raise ValueError(f"queue must be one of {', '.join(QUEUES)}")
+    return value
+
+
+QueueName = Annotated[str, BeforeValidator(_known_queue)]
+
+
+class CreateTenantRequest(Body):
+    name: str = code("invalid_name", min_length=1, max_length=MAX_NAME)
+    #: a label for the tenant's first API key
+    key_name: str = code("invalid_name", default="", max_length=MAX_NAME)
+
+
+class IssueKeyRequest(Body):
+    name: str = code("invalid_name", default="", max_length=MAX_NAME)
+
+
+class DeadLetterQuery(Query):
+    queue: QueueName | None = code("invalid_queue", default=None)
+    limit: int = code("invalid_limit", default=100, ge=1, le=1000)
+
+
+class RedriveRequest(Body):
+    #: one queue's DLQ, or every stage queue's when unset
+    queue: QueueName | None = code("invalid_queue", default=None)
+    limit: int = code("invalid_limit", default=100, ge=1, le=1000)

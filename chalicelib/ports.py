@@ -10,11 +10,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .domain.api_keys import ApiKey
 from .domain.tags import Tag
 from .domain.types import (
     Chunk,
     Knowledge,
     KnowledgeBase,
+    ParseStatus,
     Span,
     SpanStatus,
     Stage,
@@ -95,6 +97,31 @@ class TaskQueue(Protocol):
         """Messages the queue holds (visible, in flight and delayed)."""
         ...
 
+    def receive_dead_letters(self, queue: str, max_messages: int, hold_seconds: int) -> list[DeadLetter]:
+        """Up to `max_messages` messages of the queue's DLQ, each once, kept out of other readers' sight
+        for `hold_seconds` (until deleted or released)."""
+        ...
+
+    def delete_dead_letter(self, letter: DeadLetter) -> None: ...
+
+    def release_dead_letter(self, letter: DeadLetter) -> None:
+        """Makes a received dead letter visible again at once (it stays in the DLQ)."""
+        ...
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message in a queue's dead-letter queue, as an operator sees it."""
+
+    queue: str  # the logical queue it died on ('docreader', 'embedding', ...)
+    message_id: str
+    receipt_handle: str
+    body: str
+    #: why it was parked (a message the stage could not read), or '' when SQS moved it after maxReceiveCount
+    reason: str = ""
+    sent_at_ms: int = 0
+    receive_count: int = 0
+
 
 @dataclass(frozen=True)
 class WorkflowStart:
@@ -136,6 +163,22 @@ class TenantRepo(Protocol):
     def by_api_key(self, api_key: str) -> Tenant | None: ...
 
     def put(self, tenant: Tenant) -> None: ...
+
+    def list_all(self) -> list[Tenant]:
+        """Every tenant, ordered by id (operators only: a full read of the table)."""
+        ...
+
+
+class ApiKeyRepo(Protocol):
+    """Issued API keys by hash. `get` is strongly consistent, so a revoked key is refused at once."""
+
+    def get(self, key_hash: str) -> ApiKey | None: ...
+
+    def put(self, key: ApiKey) -> None: ...
+
+    def list(self, tenant_id: str) -> list[ApiKey]:
+        """The tenant's issued (and revoked) keys, oldest first."""
+        ...
 
 
 class KnowledgeBaseRepo(Protocol):
@@ -210,6 +253,13 @@ class KnowledgeRepo(Protocol):
 
     def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:
         """attempt+1, status pending, error/description/processed_at/counter reset (one conditional write)."""
+        ...
+
+    def restart_attempt(
+        self, knowledge_id: str, attempt: int, from_statuses: frozenset[ParseStatus]
+    ) -> Knowledge | None:
+        """The reparse reset, only while the row is still at `attempt` in one of `from_statuses` (one
+        conditional write): a second redrive of the same dead attempt finds the row moved on. None then."""
         ...
 
     def touch(self, knowledge_id: str) -> None:
@@ -850,6 +900,7 @@ class Dependencies(Protocol):
 
     settings: Settings
     tenants: TenantRepo
+    api_keys: ApiKeyRepo
     kbs: KnowledgeBaseRepo
     tasks: TaskRepo
     graph: GraphRepo

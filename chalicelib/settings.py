@@ -187,6 +187,8 @@ class Settings:
     models: ModelSettings = field(default_factory=ModelSettings)
     table_names: Mapping[str, str] = field(default_factory=dict)
     queue_names: Mapping[str, str] = field(default_factory=dict)
+    #: the key operators send as X-Operator-Key to the /admin routes; empty: the admin routes are disabled
+    operator_key: str = ""
 
     def table(self, name: str) -> str:
         return self.table_names.get(name) or f"{self.prefix}-{name}"
@@ -314,6 +316,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             for name in QUEUES
             if e.text(f"WEKNORA_QUEUE_{name.upper()}")
         },
+        operator_key=e.text("WEKNORA_OPERATOR_KEY"),
     )
 
 

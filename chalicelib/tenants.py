@@ -6,6 +6,7 @@ from typing import Any
 
 from .commands import TenantSettingsRequest
 from .domain.errors import Unauthorized
+from .domain.ids import api_key_hash
 from .domain.process_config import normalise_engine_rules
 from .domain.types import Tenant
 from .ports import Dependencies
@@ -14,6 +15,16 @@ from .ports import Dependencies
 def authenticate(deps: Dependencies, api_key: str) -> Tenant:
     if not api_key:
         raise Unauthorized("missing X-API-Key header", code="missing_api_key")
+    # An issued key has a record (read strongly consistent, so a revoke holds at once); a tenant's primary
+    # key from before records existed is found through the tenant's own api_key_hash.
+    record = deps.api_keys.get(api_key_hash(api_key))
+    if record is not None:
+        if record.revoked:
+            raise Unauthorized("the API key was revoked", code="revoked_api_key")
+        tenant = deps.tenants.get(record.tenant_id)
+        if tenant is None:
+            raise Unauthorized("invalid API key", code="invalid_api_key")
+        return tenant
     tenant = deps.tenants.by_api_key(api_key)
     if tenant is None:
         raise Unauthorized("invalid API key", code="invalid_api_key")

@@ -27,6 +27,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjec
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
+from ..domain.api_keys import ApiKey
 from ..domain.clock import from_iso, now_iso, to_iso
 from ..domain.graph import entity_key
 from ..domain.ids import api_key_hash
@@ -116,6 +117,7 @@ class Models:
     task: type[Any]
     graph: type[Any]
     wiki: type[Any]
+    api_key: type[Any]
     tag: type[Any] | None = None
 
 
@@ -368,6 +370,21 @@ def build_models(settings: Settings) -> Models:
         tag_count = NumberAttribute(null=True)
         knowledge_index = TagKnowledgeIndex()
 
+    class ApiKeyItem(Model):
+        """An issued API key, in the tenants table under `apikey#<sha256>` (no `api_key_hash` attribute, so
+        it stays out of the api-key index and out of tenant listings)."""
+
+        class Meta:
+            table_name = settings.table("tenants")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        tenant_id = UnicodeAttribute()
+        key_hash = UnicodeAttribute()
+        name = UnicodeAttribute(default="")
+        created_at = UnicodeAttribute()
+        revoked_at = UnicodeAttribute(null=True)
+
     del region
     return Models(
         TenantItem,
@@ -379,6 +396,7 @@ def build_models(settings: Settings) -> Models:
         TaskItem,
         GraphItem,
         WikiItem,
+        ApiKeyItem,
         TagItem,
     )
 
@@ -424,6 +442,46 @@ class DynamoTenantRepo:
             parser_engine_rules=tenant.parser_engine_rules,
             storage_used=tenant.storage_used,
         ).save()
+
+    def list_all(self) -> list[Tenant]:
+        # Key records share the table but carry no api_key_hash: the filter leaves them out.
+        items = self.model.scan(filter_condition=self.model.api_key_hash.exists())
+        return sorted((self._from_item(item) for item in items), key=lambda t: t.id)
+
+
+API_KEY_ITEM_PREFIX = "apikey#"
+
+
+class DynamoApiKeyRepo:
+    def __init__(self, models: Models):
+        self.model = models.api_key
+
+    def get(self, key_hash: str) -> ApiKey | None:
+        try:
+            item = self.model.get(API_KEY_ITEM_PREFIX + key_hash, consistent_read=True)
+        except DoesNotExist:
+            return None
+        return self._from_item(item)
+
+    def put(self, key: ApiKey) -> None:
+        self.model(
+            API_KEY_ITEM_PREFIX + key.key_hash,
+            tenant_id=key.tenant_id,
+            key_hash=key.key_hash,
+            name=key.name,
+            created_at=to_iso(key.created_at),
+            revoked_at=_iso_or_none(key.revoked_at),
+        ).save()
+
+    def list(self, tenant_id: str) -> list[ApiKey]:
+        m = self.model
+        items = m.scan(filter_condition=m.id.startswith(API_KEY_ITEM_PREFIX) & (m.tenant_id == tenant_id))
+        return sorted((self._from_item(i) for i in items), key=lambda k: (k.created_at, k.key_hash))
+
+    @staticmethod
+    def _from_item(item: Any) -> ApiKey:
+        revoked = from_iso(item.revoked_at) if item.revoked_at else None
+        return ApiKey(item.tenant_id, item.key_hash, item.name or "", from_iso(item.created_at), revoked)
 
 
 def kb_to_body(kb: KnowledgeBase) -> dict[str, Any]:
@@ -811,9 +869,10 @@ class DynamoKnowledgeRepo:
         condition = (m.attempt == attempt) & m.parse_status.is_in(*_values(MARK_INDEXED_FROM))
         return self._update(knowledge_id, actions, condition) is not None
 
-    def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:
+    def _new_attempt_actions(self) -> list[Any]:
+        """attempt+1, pending and disabled, errors, description and counters cleared."""
         m = self.model
-        actions = [
+        return [
             m.attempt.add(1),
             m.parse_status.set(ParseStatus.PENDING.value),
             m.enable_status.set(EnableStatus.DISABLED.value),
@@ -827,6 +886,19 @@ class DynamoKnowledgeRepo:
             m.updated_at.set(now_iso()),
             m.inflight.set("1"),
         ]
+
+    def restart_attempt(
+        self, knowledge_id: str, attempt: int, from_statuses: frozenset[ParseStatus]
+    ) -> Knowledge | None:
+        m = self.model
+        # redrive A ─ row at attempt N, failed ─ attempt N+1 ─ commit
+        # redrive B ─ reads the same dead message (attempt N) ─ condition fails: the row moved on ─ None
+        condition = (m.attempt == attempt) & m.parse_status.is_in(*_values(from_statuses))
+        return self._update(knowledge_id, self._new_attempt_actions(), condition)
+
+    def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:
+        m = self.model
+        actions = self._new_attempt_actions()
         if process_overrides is not None:
             actions.append(m.process_overrides.set(dict(process_overrides)))
         condition = m.parse_status.is_in(*_values(REPARSE_FROM))
@@ -1520,6 +1592,7 @@ class DynamoSpanRepo:
 
 __all__ = [
     "DuplicateKnowledge",
+    "DynamoApiKeyRepo",
     "DynamoChunkRepo",
     "DynamoGraphRepo",
     "DynamoKnowledgeBaseRepo",

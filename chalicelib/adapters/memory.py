@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..domain.api_keys import ApiKey
 from ..domain.clock import from_iso, now_iso, to_iso
 from ..domain.errors import BadRequest
 from ..domain.graph import entity_key
@@ -57,6 +58,7 @@ from ..domain.types import (
     Tenant,
 )
 from ..ports import (
+    DeadLetter,
     DuplicateKnowledge,
     FaqLease,
     FetchedDocument,
@@ -115,6 +117,35 @@ class MemoryTenantRepo:
     def put(self, tenant: Tenant) -> None:
         with self._lock:
             self._rows[tenant.id] = replace(copy.deepcopy(tenant), created_at=_ms(tenant.created_at))
+
+    def list_all(self) -> list[Tenant]:
+        with self._lock:
+            return [copy.deepcopy(self._rows[k]) for k in sorted(self._rows)]
+
+
+class MemoryApiKeyRepo:
+    def __init__(self) -> None:
+        self._rows: dict[str, ApiKey] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key_hash: str) -> ApiKey | None:
+        with self._lock:
+            row = self._rows.get(key_hash)
+            return copy.deepcopy(row) if row else None
+
+    def put(self, key: ApiKey) -> None:
+        stored = replace(
+            copy.deepcopy(key),
+            created_at=_ms(key.created_at),
+            revoked_at=_ms(key.revoked_at) if key.revoked_at else None,
+        )
+        with self._lock:
+            self._rows[key.key_hash] = stored
+
+    def list(self, tenant_id: str) -> list[ApiKey]:
+        with self._lock:
+            rows = [copy.deepcopy(k) for k in self._rows.values() if k.tenant_id == tenant_id]
+        return sorted(rows, key=lambda k: (k.created_at, k.key_hash))
 
 
 class MemoryKnowledgeBaseRepo:
@@ -390,6 +421,22 @@ class MemoryKnowledgeRepo:
         if updated is None:
             raise LookupError(knowledge_id)
         return updated
+
+    def restart_attempt(
+        self, knowledge_id: str, attempt: int, from_statuses: frozenset[ParseStatus]
+    ) -> Knowledge | None:
+        def change(k: Knowledge) -> None:
+            k.attempt += 1
+            k.parse_status = ParseStatus.PENDING
+            k.enable_status = EnableStatus.DISABLED
+            k.error_message = k.error_code = k.description = ""
+            k.processed_at = None
+            k.pending_subtasks_count = k.chunk_count = 0
+            k.updated_at = _now()
+
+        return self._update(
+            knowledge_id, lambda k: k.attempt == attempt and k.parse_status in from_statuses, change
+        )
 
     def touch(self, knowledge_id: str) -> None:
         self._update(knowledge_id, lambda k: is_in_flight(k.parse_status), self._bump)
@@ -677,6 +724,7 @@ class MemoryTaskQueue:
         self._unavailable: set[str] = set()
         #: every retry_later call: (queue, receipt handle, delay seconds)
         self.retried: list[tuple[str, str, int]] = []
+        self._held: dict[str, float] = {}  # dead letter id -> monotonic time it is visible again
         self._lock = threading.Lock()
 
     # -- the port
@@ -690,7 +738,7 @@ class MemoryTaskQueue:
 
     def dead_letter(self, queue: str, body: str, reason: str) -> None:
         self._known(queue)
-        message = QueuedMessage(f"{queue}-dlq", body, attributes={"reason": reason[:1000]})
+        message = QueuedMessage(queue, body, attributes={"reason": reason[:1000], "parked": "1"})
         with self._lock:
             self._dead[queue].append(message)
 
@@ -703,6 +751,39 @@ class MemoryTaskQueue:
         """Recorded: the fake delivers failed messages again at once (delays are not waited for)."""
         with self._lock:
             self.retried.append((queue, receipt_handle, delay_seconds))
+
+    def receive_dead_letters(self, queue: str, max_messages: int, hold_seconds: int) -> list[DeadLetter]:
+        self._known(queue)
+        now = time.monotonic()
+        with self._lock:
+            free = [m for m in self._dead[queue] if self._held.get(m.message_id, 0.0) <= now]
+            batch = free[:max_messages]
+            for message in batch:
+                message.receive_count += 1
+                self._held[message.message_id] = now + hold_seconds
+        return [
+            DeadLetter(
+                queue,
+                m.message_id,
+                f"{m.message_id}#dlq{m.receive_count}",
+                m.body,
+                reason=m.attributes.get("reason", "") if m.attributes.get("parked") else "",
+                sent_at_ms=m.sent_ms,
+                receive_count=m.receive_count,
+            )
+            for m in batch
+        ]
+
+    def delete_dead_letter(self, letter: DeadLetter) -> None:
+        with self._lock:
+            self._dead[letter.queue] = [
+                m for m in self._dead[letter.queue] if m.message_id != letter.message_id
+            ]
+            self._held.pop(letter.message_id, None)
+
+    def release_dead_letter(self, letter: DeadLetter) -> None:
+        with self._lock:
+            self._held.pop(letter.message_id, None)
 
     def make_unavailable(self, queue: str, unavailable: bool = True) -> None:
         self._known(queue)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..domain.types import Stage, StageMessage
+from ..ports import DeadLetter
 
 
 class SqsTaskQueue:
@@ -64,3 +65,45 @@ class SqsTaskQueue:
             ],
         )["Attributes"]
         return sum(int(v) for v in attrs.values())
+
+    # -- dead-letter queues (operators: list and redrive)
+    def receive_dead_letters(self, queue: str, max_messages: int, hold_seconds: int) -> list[DeadLetter]:
+        """Receives in batches of 10 until `max_messages` or an empty answer; a received message stays
+        invisible for `hold_seconds`, so each comes back once."""
+        letters: list[DeadLetter] = []
+        url = self._dlq_url(queue)
+        while len(letters) < max_messages:
+            reply = self.client.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=min(10, max_messages - len(letters)),
+                VisibilityTimeout=hold_seconds,
+                WaitTimeSeconds=0,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
+            messages = reply.get("Messages", [])
+            if not messages:
+                break
+            for m in messages:
+                attrs = m.get("Attributes", {})
+                reason = m.get("MessageAttributes", {}).get("reason", {}).get("StringValue", "")
+                letters.append(
+                    DeadLetter(
+                        queue,
+                        m["MessageId"],
+                        m["ReceiptHandle"],
+                        m.get("Body", ""),
+                        reason=reason,
+                        sent_at_ms=int(attrs.get("SentTimestamp", 0) or 0),
+                        receive_count=int(attrs.get("ApproximateReceiveCount", 0) or 0),
+                    )
+                )
+        return letters
+
+    def delete_dead_letter(self, letter: DeadLetter) -> None:
+        self.client.delete_message(QueueUrl=self._dlq_url(letter.queue), ReceiptHandle=letter.receipt_handle)
+
+    def release_dead_letter(self, letter: DeadLetter) -> None:
+        self.client.change_message_visibility(
+            QueueUrl=self._dlq_url(letter.queue), ReceiptHandle=letter.receipt_handle, VisibilityTimeout=0
+        )

@@ -101,6 +101,15 @@ def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
             "description": "missing or invalid API key",
             "content": {"application/json": {"schema": _envelope("Error")}},
         }
+    if op.operator:
+        responses["401"] = {
+            "description": "missing operator key",
+            "content": {"application/json": {"schema": _envelope("Error")}},
+        }
+        responses["403"] = {
+            "description": "invalid operator key, or the admin API is disabled (no operator key configured)",
+            "content": {"application/json": {"schema": _envelope("Error")}},
+        }
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string", "maxLength": 200}}
         for name in _PARAM.findall(path)
@@ -117,7 +126,7 @@ def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
     body = _request_body(op)
     if body is not None:
         document["requestBody"] = body
-    document["security"] = [{"ApiKey": []}] if op.auth else []
+    document["security"] = [{"ApiKey": []}] if op.auth else [{"OperatorKey": []}] if op.operator else []
     return document
 
 
@@ -148,6 +157,9 @@ def build_document(app: Any) -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": {**_common_schemas(), **schemas.get("$defs", {})},
-            "securitySchemes": {"ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}},
+            "securitySchemes": {
+                "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                "OperatorKey": {"type": "apiKey", "in": "header", "name": "X-Operator-Key"},
+            },
         },
     }

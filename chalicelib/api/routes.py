@@ -18,10 +18,12 @@ from chalice.app import Request
 from pydantic import BaseModel
 
 from .. import (
+    admin,
     chunk_preview,
     commands,
     cost,
     create,
+    dlq,
     enriched,
     knowledge,
     knowledge_bases,
@@ -55,6 +57,8 @@ class Operation:
     status: int = 200
     auth: bool = True
     multipart: bool = False
+    #: behind the operator key (X-Operator-Key) instead of a tenant's API key
+    operator: bool = False
 
 
 #: view name (the app.py function and this module's function share it) -> what OpenAPI says about it
@@ -446,3 +450,83 @@ def knowledge_cost(deps: Dependencies, request: Request | None, knowledge_id: st
 def kb_cost(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = _tenant(deps, request)
     return ok(cost.kb_cost(deps, tenant.id, kb_id))
+
+
+# ---------------------------------------------------------------- operators (X-Operator-Key)
+
+
+def _operator(deps: Dependencies, request: Request | None) -> None:
+    headers: Any = _present(request).headers or {}
+    admin.authorize_operator(deps, str(headers.get("x-operator-key", "")))
+
+
+@operation("Every tenant", "admin", auth=False, operator=True)
+def admin_list_tenants(deps: Dependencies, request: Request | None) -> Response:
+    _operator(deps, request)
+    return ok([admin.tenant_view(t) for t in admin.list_tenants(deps)])
+
+
+@operation(
+    "Create a tenant and its first API key (the key is shown only in this reply)",
+    "admin",
+    body=commands.CreateTenantRequest,
+    status=201,
+    auth=False,
+    operator=True,
+)
+def admin_create_tenant(deps: Dependencies, request: Request | None) -> Response:
+    _operator(deps, request)
+    tenant, key, secret = admin.create_tenant(deps, _body(deps, request, commands.CreateTenantRequest))
+    return ok({"tenant": admin.tenant_view(tenant), "key": admin.key_view(key), "api_key": secret}, 201)
+
+
+@operation("A tenant's API keys (never the keys themselves)", "admin", auth=False, operator=True)
+def admin_list_keys(deps: Dependencies, request: Request | None, tenant_id: str) -> Response:
+    _operator(deps, request)
+    return ok([admin.key_view(k) for k in admin.list_keys(deps, tenant_id)])
+
+
+@operation(
+    "Issue another API key for a tenant (shown only in this reply)",
+    "admin",
+    body=commands.IssueKeyRequest,
+    status=201,
+    auth=False,
+    operator=True,
+)
+def admin_issue_key(deps: Dependencies, request: Request | None, tenant_id: str) -> Response:
+    _operator(deps, request)
+    key, secret = admin.issue_key(deps, tenant_id, _body(deps, request, commands.IssueKeyRequest))
+    return ok({"key": admin.key_view(key), "api_key": secret}, 201)
+
+
+@operation("Revoke an API key (refused at once)", "admin", auth=False, operator=True)
+def admin_revoke_key(deps: Dependencies, request: Request | None, tenant_id: str, key_id: str) -> Response:
+    _operator(deps, request)
+    return ok(admin.key_view(admin.revoke_key(deps, tenant_id, key_id)))
+
+
+@operation(
+    "Messages in the dead-letter queues, with their rows' state",
+    "admin",
+    query=commands.DeadLetterQuery,
+    auth=False,
+    operator=True,
+)
+def admin_list_dead_letters(deps: Dependencies, request: Request | None) -> Response:
+    _operator(deps, request)
+    params = validate(commands.DeadLetterQuery, query(_present(request)))
+    return ok(dlq.list_dead_letters(deps, params.queue, params.limit))
+
+
+@operation(
+    "Redrive dead letters: failed rows start over at a new attempt; letters of deleted rows are dropped",
+    "admin",
+    body=commands.RedriveRequest,
+    auth=False,
+    operator=True,
+)
+def admin_redrive_dead_letters(deps: Dependencies, request: Request | None) -> Response:
+    _operator(deps, request)
+    body = _body(deps, request, commands.RedriveRequest)
+    return ok(dlq.redrive(deps, body.queue, body.limit).as_dict())

@@ -50,6 +50,11 @@ class Unauthorized(AppError):
     code = "unauthorized"
 
 
+class Forbidden(AppError):
+    status = 403
+    code = "forbidden"
+
+
 class NotFound(AppError):
     status = 404
     code = "not_found"

@@ -39,6 +39,9 @@ DIRECT_UPLOAD_MAX_BYTES = (
 )  # API Gateway/Lambda payload limits: bigger files go via presigned PUT
 TERMINAL = {"completed", "failed", "cancelled"}
 DEFAULT_KEY = "local-dev-key"
+DEFAULT_OPERATOR_KEY = "local-operator-key"
+#: where `up` keeps moto's state between runs, inside the state dir
+SNAPSHOT_DIR = "moto-snapshot"
 
 
 def default_api() -> str:
@@ -50,6 +53,10 @@ def default_api() -> str:
 
 def default_key() -> str:
     return os.environ.get("WEKNORA_API_KEY", DEFAULT_KEY)
+
+
+def default_operator_key() -> str:
+    return os.environ.get("WEKNORA_OPERATOR_KEY") or DEFAULT_OPERATOR_KEY
 
 
 def default_corpus(start: Path) -> Path:
@@ -493,18 +500,23 @@ def _load_project_app() -> Any:
 
 def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | None = None) -> int:
     from chalicelib.local.runtime import LocalRuntime
+    from chalicelib.local.snapshot import MotoSnapshot
 
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     state_dir = Path(os.environ.get("WEKNORA_STATE_DIR", ".weknora")).resolve()
     os.environ["WEKNORA_STATE_DIR"] = str(state_dir)  # before the app is imported
-    if state_dir.exists():
-        # moto keeps the tables, queues and buckets in memory only: files and index entries left from an
-        # earlier run would point at rows that no longer exist, so a new stack starts clean.
+    snapshot_dir = state_dir / SNAPSHOT_DIR
+    if state_dir.exists() and (args.fresh or not (snapshot_dir / "state.json").is_file()):
+        # Files and index entries without the tables that point at them (an old or --fresh state) would be
+        # orphans: a fresh stack starts from an empty state dir.
         shutil.rmtree(state_dir)
-        console.print(f"[dim]started a fresh local state in {state_dir} (moto's state lives in memory)[/]")
+        console.print(f"[dim]started a fresh local state in {state_dir}[/]")
     key = default_key()
     params = dict(p.split("=", 1) for p in args.param)
+    # The local stack's operator key (the admin routes, `weknora-ingest tenant|key|dlq`), given to the
+    # template as on a deploy; the template puts it in every function's WEKNORA_OPERATOR_KEY.
+    operator_key = params.setdefault("OperatorKey", default_operator_key())
     runtime = LocalRuntime(
         _load_project_app,
         args.template,
@@ -516,20 +528,41 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
         stage=args.stage,  # default "local": .chalice/config.json's stage for local:// storage
     )
     with console.status("starting moto, provisioning, loading app.py ..."):
-        runtime.start(background=True)
+        runtime.start(background=False)
+        # moto's backends are process-wide: start from an empty server (and the template), so what the
+        # stack holds is exactly the snapshot (a no-op in a fresh process; not so for a second `up` in one).
+        runtime.reset()
+    snapshot = MotoSnapshot(snapshot_dir, runtime.server.url, runtime.region)
     try:
         try:
             bootstrap = importlib.import_module("chalicelib.bootstrap")
         except ImportError:
             bootstrap = None
+        if bootstrap is not None and hasattr(bootstrap, "set_deps"):
+            bootstrap.set_deps(None)  # adapters built for an earlier server in this process point elsewhere
+        restored = ""
+        if snapshot.exists():
+            counts = snapshot.restore()
+            restored = f"restored {counts.line()} from {snapshot_dir}"
+            if bootstrap is not None and hasattr(bootstrap, "get_deps"):
+                from chalicelib.recovery import recover_after_restart
+
+                recovered = recover_after_restart(bootstrap.get_deps())
+                restored += (
+                    f"; {len(recovered.restarted)} in-flight document(s) started over, "
+                    f"{len(recovered.deletes_redriven)} delete(s) resumed"
+                )
+            console.print(restored, markup=False, highlight=False)
         if bootstrap is not None and hasattr(bootstrap, "ensure_local_tenant"):
             bootstrap.ensure_local_tenant(key)
+        runtime.start_workers()
         base = runtime.serve_http("127.0.0.1", args.port, access_log=args.access_log)
         info = Table.grid(padding=(0, 2))
         info.add_row("API", f"[bold]{base}/api/v1[/]")
         info.add_row("API key", f"[bold]{key}[/]  (header X-API-Key)")
+        info.add_row("operator key", f"{operator_key}  (header X-Operator-Key)")
         info.add_row("AWS (moto)", runtime.server.url)
-        info.add_row("state", str(state_dir))
+        info.add_row("state", f"{state_dir} (kept across restarts; `up --fresh` starts clean)")
         info.add_row("SQS handlers", ", ".join(p.function_name for p in runtime.pollers) or "-")
         info.add_row(
             "schedules", ", ".join(f"{r.name} {r.expression.text}" for r in runtime.scheduler.rules) or "-"
@@ -540,15 +573,99 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
             # Explicit SIGINT too: a shell that backgrounds the process sets SIGINT to "ignore".
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             signal.signal(signal.SIGINT, lambda *_: stop.set())
+        next_save = time.monotonic() + args.snapshot_interval
         try:
             while not stop.wait(0.5):
-                pass
+                if args.snapshot_interval > 0 and time.monotonic() >= next_save:
+                    snapshot.save()  # a crash (kill -9) loses at most one interval
+                    next_save = time.monotonic() + args.snapshot_interval
         except KeyboardInterrupt:
             pass
+        runtime.stop_workers()
+        counts = snapshot.save()
+        console.print(f"saved {counts.line()} to {snapshot_dir}", markup=False, highlight=False)
     finally:
         runtime.stop()
-    console.print("stopped (moto state is in memory and is gone; files under the state dir remain)")
+    console.print("stopped (the local state is kept; `weknora-ingest up --fresh` starts clean)")
     args.handlers_still_running = any(p.running for p in runtime.pollers)
+    return 0
+
+
+# ---- operators: tenants, keys, dead letters ---------------------------------------------------------------
+
+
+def operator_client(args: argparse.Namespace) -> ApiClient:
+    client = ApiClient(args.api, "")
+    client.session.headers.pop("X-API-Key", None)
+    client.session.headers["X-Operator-Key"] = args.operator_key
+    return client
+
+
+def _print_rows(console: Console, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
+    table = Table(expand=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(str(row.get(c, "") if row.get(c) is not None else "")) for c in columns))
+    console.print(table)
+
+
+def cmd_tenant(args: argparse.Namespace, console: Console) -> int:
+    client = operator_client(args)
+    if args.action == "list":
+        _print_rows(
+            console, ("id", "name", "created_at", "storage_used"), client.call("GET", "/admin/tenants")
+        )
+        return 0
+    body = {"name": args.name, "key_name": args.key_name}
+    data = client.call("POST", "/admin/tenants", json=body)
+    console.print(f"tenant {data['tenant']['id']} ({data['tenant']['name']})", markup=False, highlight=False)
+    console.print(f"API key {data['key']['id']}: {data['api_key']}", markup=False, highlight=False)
+    console.print("the key is shown only now: keep it (only its hash is stored)")
+    return 0
+
+
+def cmd_key(args: argparse.Namespace, console: Console) -> int:
+    client = operator_client(args)
+    base = f"/admin/tenants/{args.tenant_id}/api-keys"
+    if args.action == "list":
+        _print_rows(console, ("id", "name", "status", "created_at", "revoked_at"), client.call("GET", base))
+    elif args.action == "issue":
+        data = client.call("POST", base, json={"name": args.name})
+        console.print(f"API key {data['key']['id']}: {data['api_key']}", markup=False, highlight=False)
+        console.print("the key is shown only now: keep it (only its hash is stored)")
+    else:
+        data = client.call("DELETE", f"{base}/{args.key_id}")
+        console.print(f"API key {data['id']} {data['status']}", markup=False, highlight=False)
+    return 0
+
+
+def cmd_dlq(args: argparse.Namespace, console: Console) -> int:
+    client = operator_client(args)
+    if args.action == "list":
+        params: dict[str, Any] = {"limit": args.limit}
+        if args.queue:
+            params["queue"] = args.queue
+        letters = client.call("GET", "/admin/dlq", params=params)
+        rows = [
+            {
+                **letter,
+                "status": (letter.get("row") or {}).get(
+                    "parse_status", "gone" if letter.get("knowledge_id") else ""
+                ),
+            }
+            for letter in letters
+        ]
+        _print_rows(console, ("queue", "knowledge_id", "attempt", "status", "reason", "message_id"), rows)
+        console.print(f"{len(letters)} dead letter(s)", highlight=False)
+        return 0
+    body: dict[str, Any] = {"limit": args.limit}
+    if args.queue:
+        body["queue"] = args.queue
+    report = client.call("POST", "/admin/dlq/redrive", json=body)
+    _print_rows(console, ("queue", "message_id", "outcome", "knowledge_id", "attempt"), report["messages"])
+    counts = ", ".join(f"{k}={v}" for k, v in sorted(report["counts"].items())) or "nothing to redrive"
+    console.print(counts, markup=False, highlight=False)
     return 0
 
 
@@ -572,6 +689,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="template parameter")
     up.add_argument("--moto-port", type=int, default=0, help="moto server port (default: any free port)")
+    up.add_argument("--fresh", action="store_true", help="start from an empty state (deletes the state dir)")
+    up.add_argument(
+        "--snapshot-interval",
+        type=float,
+        default=60.0,
+        help="seconds between snapshots of the local state while running (0: only at stop)",
+    )
     up.add_argument(
         "--retry-delay",
         type=int,
@@ -595,6 +719,45 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("query")
     se.add_argument("-n", type=int, default=5, help="number of chunks")
     api_opts(se)
+
+    def operator_opts(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--api", default=default_api(), help="API base URL (default %(default)s)")
+        sp.add_argument(
+            "--operator-key", default=default_operator_key(), help="operator key (env WEKNORA_OPERATOR_KEY)"
+        )
+
+    te = sub.add_parser("tenant", help="operators: create or list tenants")
+    te_sub = te.add_subparsers(dest="action", required=True)
+    te_new = te_sub.add_parser("create", help="a new tenant and its first API key (shown once)")
+    te_new.add_argument("name")
+    te_new.add_argument("--key-name", default="", help="a label for the first key")
+    operator_opts(te_new)
+    operator_opts(te_sub.add_parser("list", help="every tenant"))
+
+    ke = sub.add_parser("key", help="operators: a tenant's API keys")
+    ke_sub = ke.add_subparsers(dest="action", required=True)
+    ke_issue = ke_sub.add_parser("issue", help="another key for a tenant (shown once)")
+    ke_issue.add_argument("tenant_id")
+    ke_issue.add_argument("--name", default="", help="a label for the key")
+    operator_opts(ke_issue)
+    ke_list = ke_sub.add_parser("list", help="a tenant's keys (never the keys themselves)")
+    ke_list.add_argument("tenant_id")
+    operator_opts(ke_list)
+    ke_revoke = ke_sub.add_parser("revoke", help="revoke a key (refused at once)")
+    ke_revoke.add_argument("tenant_id")
+    ke_revoke.add_argument("key_id")
+    operator_opts(ke_revoke)
+
+    dl = sub.add_parser("dlq", help="operators: dead-letter queues")
+    dl_sub = dl.add_subparsers(dest="action", required=True)
+    for action, text in (
+        ("list", "what the DLQs hold, with each row's state"),
+        ("redrive", "failed rows start over at a new attempt; letters of deleted rows are dropped"),
+    ):
+        sp = dl_sub.add_parser(action, help=text)
+        sp.add_argument("--queue", help="one stage queue (default: every queue)")
+        sp.add_argument("--limit", type=int, default=100, help="at most this many messages")
+        operator_opts(sp)
 
     cc = sub.add_parser(
         "check-corpus",
@@ -623,6 +786,9 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         "status": cmd_status,
         "search": cmd_search,
         "check-corpus": cmd_check_corpus,
+        "tenant": cmd_tenant,
+        "key": cmd_key,
+        "dlq": cmd_dlq,
     }
     try:
         code = int(commands[args.command](args, console))

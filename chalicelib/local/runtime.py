@@ -235,6 +235,16 @@ class LocalRuntime:
             sqs_client=sqs,
         )
 
+    def start_workers(self) -> None:
+        """Start the pollers and the scheduler of a runtime started with ``background=False``."""
+        if not self.background:
+            self._start_background()
+
+    def stop_workers(self) -> None:
+        """Stop the pollers, the scheduler and the HTTP server; moto keeps running (to save its state)."""
+        self._stop_background()
+        self.stop_http()
+
     def _start_background(self) -> None:
         for p in self.pollers:
             p.start()
@@ -382,8 +392,9 @@ class LocalRuntime:
                     super().log_request(code, size)
 
         # What chalice.local.create_local_server does: a thread-local current_request for a threaded server.
-        CustomLocalChalice.__bases__ = (LocalChalice, self.app.__class__)
-        self.app.__class__ = CustomLocalChalice
+        if not isinstance(self.app, CustomLocalChalice):  # served before, by an earlier runtime: done
+            CustomLocalChalice.__bases__ = (LocalChalice, self.app.__class__)
+            self.app.__class__ = CustomLocalChalice
         server = LocalDevServer(self.app, self._chalice_config(), host, port, handler_cls=Handler)
         self._http = server
         self._http_thread = threading.Thread(

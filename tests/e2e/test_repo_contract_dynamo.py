@@ -21,7 +21,14 @@ def tables(_runtime: LocalRuntime) -> Iterator[Repos]:
     set_deps(None)
     deps = get_deps()
     yield Repos(
-        deps.knowledge, deps.chunks, deps.spans, deps.tenants, deps.kbs, deps.embedding_cache(), deps.tags
+        deps.knowledge,
+        deps.chunks,
+        deps.spans,
+        deps.tenants,
+        deps.kbs,
+        deps.embedding_cache(),
+        deps.api_keys,
+        deps.tags,
     )
     set_deps(None)
 

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
+from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.clock import iso_before, to_iso
 from chalicelib.domain.ids import api_key_hash, chunk_id
 from chalicelib.domain.types import (
@@ -34,6 +35,7 @@ from chalicelib.domain.types import (
     Tenant,
 )
 from chalicelib.ports import (
+    ApiKeyRepo,
     ChunkRepo,
     DuplicateKnowledge,
     EmbeddingCache,
@@ -56,6 +58,7 @@ class Repos:
     tenants: TenantRepo
     kbs: KnowledgeBaseRepo
     cache: EmbeddingCache
+    api_keys: ApiKeyRepo
     tags: TagRepo | None = None  # tests/service/tag_contract.py
 
 
@@ -277,6 +280,24 @@ class RepoContract:
         stored = repos.knowledge.get(k.id)
         assert stored is not None and stored.attempt == 3
 
+    def test_restart_attempt_moves_on_only_from_that_attempt_and_those_states(self, repos: Repos) -> None:
+        k = row()
+        repos.knowledge.insert(k)
+        repos.knowledge.begin_processing(k.id, 1)
+        failed = frozenset({ParseStatus.FAILED})
+        assert repos.knowledge.restart_attempt(k.id, 1, failed) is None  # processing, not failed
+        repos.knowledge.mark_failed(k.id, 1, "boom", "UNKNOWN")
+        assert repos.knowledge.restart_attempt(k.id, 2, failed) is None  # not that attempt
+        fresh = repos.knowledge.restart_attempt(k.id, 1, failed)
+        assert fresh is not None and fresh.attempt == 2 and fresh.parse_status == ParseStatus.PENDING
+        assert (fresh.error_message, fresh.error_code, fresh.chunk_count) == ("", "", 0)
+        assert repos.knowledge.restart_attempt(k.id, 1, failed) is None  # a second redrive: no-op
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.attempt == 2 and stored.parse_status == ParseStatus.PENDING
+        assert repos.knowledge.restart_attempt(new_id(), 1, failed) is None
+        in_flight = repos.knowledge.in_flight_older_than(IN_AN_HOUR)
+        assert k.id in {r.id for r in in_flight}
+
     @pytest.mark.parametrize("status", [ParseStatus.DRAFT, ParseStatus.DELETING])
     def test_drafts_and_rows_being_deleted_cannot_be_reparsed(
         self, repos: Repos, status: ParseStatus
@@ -465,6 +486,28 @@ class RepoContract:
         repos.tenants.put(replace(tenant, name="renamed"))
         stored = repos.tenants.get(tenant.id)
         assert stored is not None and stored.name == "renamed"
+
+    def test_api_keys_by_hash_listed_per_tenant_and_revoked(self, repos: Repos) -> None:
+        tenant = Tenant(new_id(), "acme", api_key_hash(f"wk-{new_id()}"))
+        repos.tenants.put(tenant)
+        first, secret = ApiKey.issue(tenant.id, "ci")
+        second, _ = ApiKey.issue(tenant.id)
+        other, _ = ApiKey.issue(new_id())
+        for k in (first, second, other):
+            repos.api_keys.put(k)
+        got = repos.api_keys.get(api_key_hash(secret))
+        assert got is not None and (got.tenant_id, got.name, got.revoked) == (tenant.id, "ci", False)
+        assert got.id == first.id and repos.api_keys.get(api_key_hash("wk-nope")) is None
+        assert {k.id for k in repos.api_keys.list(tenant.id)} == {first.id, second.id}
+        first.revoked_at = datetime.now(UTC)
+        repos.api_keys.put(first)
+        revoked = repos.api_keys.get(first.key_hash)
+        assert revoked is not None and revoked.revoked and revoked.revoked_at is not None
+        # Key records are not tenants: neither the tenant listing nor the primary-key lookup sees them.
+        assert repos.tenants.by_api_key(secret) is None
+        listed = {t.id: t for t in repos.tenants.list_all()}
+        assert tenant.id in listed and listed[tenant.id].name == "acme"
+        assert not any(t.id.startswith("apikey#") or t.id == first.key_hash for t in listed.values())
 
     def test_knowledge_bases_by_id_name_and_tenant(self, repos: Repos) -> None:
         tenant_id = new_id()

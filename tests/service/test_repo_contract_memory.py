@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chalicelib.adapters.memory import (
+    MemoryApiKeyRepo,
     MemoryChunkRepo,
     MemoryEmbeddingCache,
     MemoryKnowledgeBaseRepo,
@@ -29,4 +30,5 @@ class TestMemoryRepos(RepoContract, TagContract):
             kbs=MemoryKnowledgeBaseRepo(),
             cache=MemoryEmbeddingCache(),
             tags=MemoryTagRepo(),
+            api_keys=MemoryApiKeyRepo(),
         )

@@ -1,0 +1,49 @@
+"""API keys: a tenant may hold several; each is shown once when issued and stored only as its sha256.
+
+A key's public id is derived from that hash (`key_` + its first 16 hex digits), so the key a tenant row
+has always carried (`Tenant.api_key_hash`, the tenant's primary key) gets an id by the same rule and can
+be listed and revoked like any issued key.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .ids import api_key_hash
+from .types import utcnow
+
+KEY_PREFIX = "wk-"
+
+
+def new_secret() -> str:
+    """A fresh API key: 256 bits from the OS's CSPRNG."""
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def key_id_of(key_hash: str) -> str:
+    return f"key_{key_hash[:16]}"
+
+
+@dataclass
+class ApiKey:
+    tenant_id: str
+    key_hash: str
+    name: str = ""
+    created_at: datetime = field(default_factory=utcnow)
+    revoked_at: datetime | None = None
+
+    @property
+    def id(self) -> str:
+        return key_id_of(self.key_hash)
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    @classmethod
+    def issue(cls, tenant_id: str, name: str = "") -> tuple[ApiKey, str]:
+        """A new key record and the secret (the only time the secret exists outside the caller)."""
+        secret = new_secret()
+        return cls(tenant_id, api_key_hash(secret), name), secret
