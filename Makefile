@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: run test test-slow lint bench install install-dev system-deps package clean
+.PHONY: run test test-slow test-fuzz lint bench install install-dev system-deps package clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ test: install-dev
 
 test-slow: install-dev
 	$(VENV)/bin/pytest -m slow
+
+# Schemathesis against the served OpenAPI document (no 5xx); WEKNORA_FUZZ_EXAMPLES examples per operation.
+test-fuzz: install-dev
+	$(VENV)/bin/pytest -m schemathesis
 
 # The deployable artifact in out/: sam.json, the functions' code and layers (with bytecode), checked per
 # function (size, imports); `sam build -t out/sam.json` then builds the docreader image.

@@ -30,6 +30,7 @@ from .domain.storage_keys import (
 )
 from .domain.types import Knowledge, KnowledgeBase, KnowledgeType, ParseStatus, Stage, StageMessage
 from .domain.urls import redact_credentials
+from .markup import strip_active_content
 from .observability import logger
 from .offered import check_override_models
 from .ports import Dependencies, DuplicateKnowledge
@@ -339,8 +340,10 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
 
 
 def sanitize_manual(content: str) -> str:
+    """Hand-written Markdown: no control characters, and no active content (the same cleaning as the
+    Markdown parsed from files, `markup.strip_active_content`)."""
     content = _CONTROL.sub("", content.replace("\r\n", "\n"))
-    return re.sub(r"(?is)<script\b.*?</script>", "", content).strip()
+    return strip_active_content(content).strip()
 
 
 def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: ManualRequest) -> Knowledge:

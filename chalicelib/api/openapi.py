@@ -62,21 +62,21 @@ def _request_body(op: Operation) -> dict[str, Any] | None:
         return None
     ref = {"$ref": REF_TEMPLATE.format(model=op.body.__name__)}
     if op.multipart:
-        file_part = {"type": "string", "format": "binary", "description": "the document"}
-        return {
-            "required": True,
-            "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "allOf": [
-                            ref,
-                            {"type": "object", "properties": {"file": file_part}, "required": ["file"]},
-                        ]
-                    }
-                }
-            },
-        }
+        return {"required": True, "content": {"multipart/form-data": {"schema": _form_schema(op.body)}}}
     return {"required": False, "content": {"application/json": {"schema": ref}}}
+
+
+def _form_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The form's fields (the model, which forbids other fields) plus the `file` part, as one object: an
+    `allOf` of the model and `{file}` could never be satisfied, since each half forbids the other's fields."""
+    schema = model.model_json_schema(ref_template=REF_TEMPLATE, by_alias=True)
+    schema.pop("$defs", None)  # the referenced models are in components/schemas
+    schema["properties"] = {
+        **schema.get("properties", {}),
+        "file": {"type": "string", "format": "binary", "description": "the document"},
+    }
+    schema["required"] = [*schema.get("required", []), "file"]
+    return schema
 
 
 def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:

@@ -45,6 +45,8 @@ from chalicelib.local.scheduler import Clock, ScheduledInvocation, Scheduler, ut
 from chalicelib.settings import get_settings
 
 log = logging.getLogger(__name__)
+#: the local HTTP server's accept backlog (connections waiting to be accepted)
+HTTP_BACKLOG = 128
 
 AppLoader = Callable[[], Any]
 
@@ -384,12 +386,33 @@ class LocalRuntime:
         """Serve the app's routes with ``chalice local``'s server in a thread; returns the base URL.
 
         ``access_log=False`` logs only 4xx/5xx requests (a polling CLI otherwise floods the terminal)."""
-        from chalice.local import ChaliceRequestHandler, CustomLocalChalice, LocalChalice, LocalDevServer
+        from chalice.local import ChaliceRequestHandler, CustomLocalChalice, LocalChalice, ThreadedHTTPServer
+        from chalice.local import LocalDevServer as ChaliceDevServer
 
         class Handler(ChaliceRequestHandler):
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
                 if access_log or (str(code).isdigit() and int(code) >= 400):
                     super().log_request(code, size)
+
+            def _send_http_response_with_body(self, code: int, headers: Any, body: str | bytes) -> None:
+                if self.command != "HEAD":
+                    super()._send_http_response_with_body(code, headers, body)
+                    return
+                # A HEAD reply has the headers a GET would have, and never a body (RFC 9110 §9.3.2).
+                data = body if isinstance(body, bytes) else body.encode("utf-8")
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
+                self._send_headers(headers)
+
+        class Server(ThreadedHTTPServer):
+            # http.server's default backlog of 5 resets a burst of connections (a CLI uploading a folder).
+            request_queue_size = HTTP_BACKLOG
+            daemon_threads = True
+
+        class LocalDevServer(ChaliceDevServer):
+            def __init__(self, app: Any, config: Any, host: str, port: int, handler_cls: Any) -> None:
+                super().__init__(app, config, host, port, handler_cls=handler_cls, server_cls=Server)
 
         # What chalice.local.create_local_server does: a thread-local current_request for a threaded server.
         if not isinstance(self.app, CustomLocalChalice):  # served before, by an earlier runtime: done

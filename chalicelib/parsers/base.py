@@ -243,15 +243,36 @@ def open_zip_checked(data: bytes, limits: Limits, what: str) -> zipfile.ZipFile:
     for info in infos:
         if info.filename.lower().endswith(XML_SUFFIXES) and info.file_size:
             try:
-                with zf.open(info) as fh:
-                    head = fh.read(8192)
+                declares = _declares_entities(zf, info, limits.zip_max_member_uncompressed)
             except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError) as exc:
                 raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).") from exc
-            if b"<!ENTITY" in head or b"<!entity" in head:
+            if declares:
                 raise parse_failed(
                     f"The {what} file contains XML entity declarations, which are not allowed."
                 )
     return zf
+
+
+_ENTITY_DECLARATION = b"<!entity"
+
+
+def _declares_entities(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bool:
+    """Whether an XML part declares an entity anywhere (not only in its first bytes), read in pieces
+    with the end of each piece carried over, and never past `limit` bytes produced."""
+    carry = b""
+    produced = 0
+    with zf.open(info) as fh:
+        while piece := fh.read(1 << 16):
+            produced += len(piece)
+            if produced > limit:
+                raise parse_failed(
+                    "A part of the file expands beyond the allowed size; it looks like a zip bomb."
+                )
+            window = carry + piece.lower()
+            if _ENTITY_DECLARATION in window:
+                return True
+            carry = window[-(len(_ENTITY_DECLARATION) - 1) :]
+    return False
 
 
 def read_member(zf: zipfile.ZipFile, name: str, limit: int) -> bytes:

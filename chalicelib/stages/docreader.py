@@ -19,6 +19,7 @@ from ..domain.process_config import engine_rules
 from ..domain.storage_keys import exports_key, images_manifest_key, parsed_markdown_key
 from ..domain.types import Knowledge, KnowledgeType, Stage, StageMessage
 from ..domain.urls import redact_credentials
+from ..markup import strip_active_content
 from ..observability import logger
 from ..ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
 from ..usable import require_usable_for_stage
@@ -109,6 +110,7 @@ def _finish(
     outputs: dict[str, Any],
 ) -> None:
     """Stores the attempt's Markdown and image manifest, closes the stage and hands over to chunking."""
+    markdown = strip_active_content(markdown)  # no script of a file reaches a reader (as for manual text)
     if not markdown.strip() and not images:
         raise PermanentStageError(
             "the document has no extractable text", code=SpanErrorCode.DOCREADER_PARSE_FAILED

@@ -287,6 +287,53 @@ def test_http_routes_are_served(
     assert "/nope" in log and "/ping" not in log  # only errors are logged without access_log
 
 
+def _raw(base: str, request: bytes) -> bytes:
+    """The server's reply to a raw HTTP/1.0 request, read to the close."""
+    import socket
+
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_head_replies_have_headers_and_no_body(runtime: tuple[LocalRuntime, Seen]) -> None:
+    rt, _ = runtime
+    base = rt.serve_http("127.0.0.1", 0, access_log=False)
+    try:
+        get = _raw(base, b"GET /ping HTTP/1.0\r\nHost: x\r\n\r\n")
+        head = _raw(base, b"HEAD /ping HTTP/1.0\r\nHost: x\r\n\r\n")
+        missing = _raw(base, b"HEAD /nope HTTP/1.0\r\nHost: x\r\n\r\n")
+    finally:
+        rt.stop_http()
+    _, _, get_body = get.partition(b"\r\n\r\n")
+    assert get_body  # a GET has its body
+    for reply in (head, missing):
+        headers, _, body = reply.partition(b"\r\n\r\n")
+        assert headers.startswith(b"HTTP/1.") and body == b"", reply
+        assert b"Content-Length: " in headers
+
+
+def test_a_burst_of_connections_is_served(runtime: tuple[LocalRuntime, Seen]) -> None:
+    """http.server's default accept backlog of 5 reset connections of a burst (a CLI uploading a folder)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from chalicelib.local.runtime import HTTP_BACKLOG
+
+    rt, _ = runtime
+    base = rt.serve_http("127.0.0.1", 0, access_log=False)
+    try:
+        assert rt._http is not None and rt._http.server.request_queue_size == HTTP_BACKLOG >= 128
+        with ThreadPoolExecutor(max_workers=100) as pool:
+            codes = list(pool.map(lambda _: requests.get(f"{base}/ping", timeout=60).status_code, range(200)))
+    finally:
+        rt.stop_http()
+    assert codes == [200] * 200
+
+
 def test_background_pollers_process_without_driving(moto_server: MotoServer, tmp_path: Path) -> None:
     seen = Seen()
     rt = LocalRuntime(

@@ -1,0 +1,338 @@
+"""The authorisation matrix: every route of the app × no key, a wrong key, another tenant's key on our ids,
+and our key on another tenant's ids.
+
+Routes are taken from the Chalice app's route table, so a route added later is probed too (a route whose
+body model has no sample below fails the test and says so). A request another tenant makes with our ids is
+a 404 (never a 403 that confirms the id exists), and no answer to another tenant ever carries our ids or
+our text; afterwards everything of ours is still there, unchanged."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import pytest
+from e2e.conftest import V1, Api, load_app, multipart
+from pydantic import BaseModel
+
+from chalicelib.api.routes import OPERATIONS, Operation
+from chalicelib.bootstrap import Services
+
+#: minimal valid bodies per body model; "{name}" is replaced by the id of that name
+SAMPLE_BODIES: dict[str, dict[str, Any]] = {
+    "CreateKnowledgeBase": {"name": "probe-{n}"},
+    "SearchRequest": {"query_text": "{secret}"},
+    "UploadUrlRequest": {"file_name": "probe-{n}.md"},
+    "UrlImportRequest": {"url": "https://example.com/probe-{n}.html"},
+    "ManualRequest": {"content": "# probe\n\n{n}"},
+    "ReparseRequest": {},
+    "ChunkPreviewRequest": {"knowledge_id": "{knowledge_id}"},
+    "BatchDeleteRequest": {"kb_id": "{kb_id}", "ids": ["{knowledge_id}"]},
+    "BatchReparseRequest": {"kb_id": "{kb_id}", "ids": ["{knowledge_id}"]},
+    "EditKnowledgeRequest": {"title": "taken over"},
+    "TenantSettingsRequest": {"parser_engine_rules": {"docx": "markitdown"}},
+    "MoveKnowledgeRequest": {"source_kb_id": "{kb_id}", "target_kb_id": "{kb_id}", "ids": ["{knowledge_id}"]},
+    "CloneKnowledgeBaseRequest": {"target_kb_id": "{kb_id}"},
+    "CreateTagRequest": {"name": "probe-{n}"},
+    "UpdateTagRequest": {"color": "red"},
+    "FaqEntryRequest": {"standard_question": "probe {n}?", "answers": ["{secret}"]},
+    "FaqEntryUpdate": {"is_enabled": True},
+    "FaqImportRequest": {"dry_run": True, "entries": [{"standard_question": "q {n}?", "answers": ["a"]}]},
+    "FaqUploadUrlRequest": {"file_name": "probe-{n}.csv"},
+}
+#: query strings a route needs to get past validation
+SAMPLE_QUERIES: dict[str, str] = {"GraphQuery": "entity={secret}"}
+PUBLIC = {"health", "openapi_document"}
+#: 404 codes that say the (owned, found) parent holds nothing of that kind yet, not that access was refused
+NOTHING_YET = {"faq_import_not_found"}
+_ID = re.compile(r"\{(kb_id|knowledge_id|task_id|tenant_id|key_id|tag_id|entry_id)\}")
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    view: str
+    op: Operation
+
+    @property
+    def operator(self) -> bool:
+        return bool(getattr(self.op, "operator", False))
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+def _routes() -> list[Route]:
+    return sorted(
+        (
+            Route(method, path, entry.view_name, OPERATIONS[entry.view_name])
+            for path, methods in load_app().routes.items()
+            for method, entry in methods.items()
+        ),
+        key=str,
+    )
+
+
+ROUTES = _routes()
+
+
+def _fill(value: Any, ids: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for name, real in ids.items():
+            value = value.replace("{" + name + "}", real)
+        return value
+    if isinstance(value, list):
+        return [_fill(v, ids) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, ids) for k, v in value.items()}
+    return value
+
+
+def _body_sample(route: Route) -> dict[str, Any]:
+    """The route's sample body; operator routes refuse a tenant before reading any body."""
+    model: type[BaseModel] | None = route.op.body
+    if model is None or route.operator:
+        return {}
+    assert model.__name__ in SAMPLE_BODIES or model.__name__ == "FileUploadForm", (
+        f"add a sample body for {model.__name__} to SAMPLE_BODIES"
+    )
+    return SAMPLE_BODIES.get(model.__name__, {})
+
+
+def takes_ids(route: Route) -> bool:
+    """The route names objects: in its path, or in its sample body."""
+    return bool(_ID.search(route.path + json.dumps(_body_sample(route))))
+
+
+class Sent:
+    """A response and what the request itself carried (an id echoed back in a 404 is no leak)."""
+
+    def __init__(self, response: Any, request_text: str):
+        self.response = response
+        self.request_text = request_text
+        self.status_code = response.status_code
+        self.body = response.body
+        self.json_body = response.json_body
+
+
+def call(api: Api, route: Route, ids: dict[str, str], key: str | None) -> Sent:
+    ids = {**ids, "n": uuid.uuid4().hex[:8]}
+    if "/faq/" in route.path:  # FAQ routes act on the tenant's FAQ knowledge base
+        ids["kb_id"] = ids["faq_kb_id"]
+    path = _fill(route.path, ids)
+    if route.op.query is not None and route.op.query.__name__ in SAMPLE_QUERIES:
+        path += "?" + _fill(SAMPLE_QUERIES[route.op.query.__name__], ids)
+    headers = {} if key is None else {"X-API-Key": key}
+    if route.op.multipart:
+        body, content_type = multipart({"file": (f"probe-{ids['n']}.md", b"# probe\n\ntext")}, {})
+        headers["Content-Type"] = content_type
+        response = api.client.http.request(method=route.method, path=path, headers=headers, body=body)
+        return Sent(response, path)
+    data = b""
+    if route.method in ("POST", "PUT"):
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(_fill(_body_sample(route), ids)).encode()
+    response = api.client.http.request(method=route.method, path=path, headers=headers, body=data)
+    return Sent(response, path + data.decode())
+
+
+@dataclass
+class Tenant:
+    api: Api
+    ids: dict[str, str]
+
+
+def _seed(api: Api, secret: str) -> dict[str, str]:
+    """A knowledge base with a knowledge carrying `secret`, a finished task, and tenant settings."""
+    kb = api.create_kb(f"kb-{secret}")
+    manual = api.post(
+        f"/knowledge-bases/{kb['id']}/knowledge/manual",
+        {"title": secret, "content": f"# {secret}\n\n{secret} body", "status": "draft"},
+    )
+    assert manual.status_code == 200, manual.json_body
+    spare = api.post(f"/knowledge-bases/{kb['id']}/knowledge/manual", {"content": "spare", "status": "draft"})
+    task = api.client.http.delete(
+        f"{V1}/knowledge/{spare.json_body['data']['id']}", headers={"X-API-Key": api.api_key}
+    )
+    assert task.status_code == 202, task.json_body
+    settings = api.client.http.request(
+        method="PUT",
+        path=f"{V1}/tenant/settings",
+        headers={"X-API-Key": api.api_key, "Content-Type": "application/json"},
+        body=json.dumps({"parser_engine_rules": {"pdf": "builtin"}}).encode(),
+    )
+    assert settings.status_code == 200, settings.json_body
+    tag = api.post(f"/knowledge-bases/{kb['id']}/tags", {"name": f"tag-{secret}"})
+    assert tag.status_code == 201, tag.json_body
+    faq_kb = api.create_kb(f"faq-{secret}", type="faq")
+    entry = api.post(
+        f"/knowledge-bases/{faq_kb['id']}/faq/entries",
+        {"standard_question": f"{secret}?", "answers": [secret]},
+    )
+    assert entry.status_code in (200, 201), entry.json_body
+    return {
+        "kb_id": kb["id"],
+        "faq_kb_id": faq_kb["id"],
+        "tag_id": tag.json_body["data"]["id"],
+        "entry_id": entry.json_body["data"]["id"],
+        "knowledge_id": manual.json_body["data"]["id"],
+        "task_id": task.json_body["data"]["task_id"],
+        "secret": secret,
+        "tenant_id": kb["tenant_id"],
+        "key_id": uuid.uuid4().hex,
+    }
+
+
+OPERATOR_KEY = "matrix-operator-key"
+
+
+@pytest.fixture
+def tenants(api: Api, other_api: Api, services: Services) -> tuple[Tenant, Tenant]:
+    if "operator_key" in {f.name for f in fields(services.settings)}:  # the admin API is on, behind a key
+        services.settings = replace(services.settings, operator_key=OPERATOR_KEY)
+    return Tenant(api, _seed(api, f"alpha{uuid.uuid4().hex[:8]}")), Tenant(
+        other_api, _seed(other_api, f"bravo{uuid.uuid4().hex[:8]}")
+    )
+
+
+def _leaks(sent: Sent, ids: dict[str, str]) -> list[str]:
+    """Names of the victim's ids or text in the answer that the request itself did not carry."""
+    body = sent.body.decode("utf-8", "replace") if isinstance(sent.body, bytes) else str(sent.body)
+    return [
+        name
+        for name in ("kb_id", "knowledge_id", "task_id", "secret")
+        if ids[name] in body and ids[name] not in sent.request_text
+    ]
+
+
+def test_every_route_is_in_the_matrix() -> None:
+    views = {route.view for route in ROUTES}
+    assert views == set(OPERATIONS)  # every registered operation is routed, and probed here
+    assert len(ROUTES) >= 30
+    for route in ROUTES:
+        _body_sample(route)
+
+
+def test_no_key_and_a_wrong_key(tenants: tuple[Tenant, Tenant]) -> None:
+    a, _ = tenants
+    problems = []
+    for route in ROUTES:
+        for key, expected_code in (
+            (None, "missing_api_key"),
+            ("wk-not-a-key", "invalid_api_key"),
+            ("", None),
+        ):
+            response = call(a.api, route, a.ids, key)
+            if route.view in PUBLIC:
+                if response.status_code != 200:
+                    problems.append(f"{route} public route answered {response.status_code}")
+                continue
+            if response.status_code not in (401, 403):
+                problems.append(f"{route} key={key!r}: {response.status_code}")
+            elif (
+                expected_code and not route.operator and response.json_body["error"]["code"] != expected_code
+            ):
+                problems.append(f"{route} key={key!r}: code {response.json_body['error']['code']}")
+            if leaked := _leaks(response, a.ids):
+                problems.append(f"{route} key={key!r} leaked {leaked}")
+    assert not problems, "\n".join(problems)
+
+
+def test_another_tenants_key_on_our_ids(tenants: tuple[Tenant, Tenant]) -> None:
+    a, b = tenants
+    problems = []
+    for route in ROUTES:
+        if route.view in PUBLIC:
+            continue
+        response = call(a.api, route, a.ids, b.api.api_key)
+        if route.operator:
+            allowed: tuple[int, ...] = (401, 403)
+        elif takes_ids(route):
+            allowed = (404,)
+        else:  # the other tenant's own scope (its list, its settings): fine, as long as none of ours shows
+            allowed = (200, 201, 202, 400)
+        if response.status_code not in allowed:
+            problems.append(f"{route}: {response.status_code} (expected {allowed}) {response.body[:200]!r}")
+        if leaked := _leaks(response, a.ids):
+            problems.append(f"{route} leaked our {leaked} to another tenant")
+    assert not problems, "\n".join(problems)
+    _ours_unchanged(a)
+
+
+def test_our_key_on_another_tenants_ids(tenants: tuple[Tenant, Tenant]) -> None:
+    a, b = tenants
+    problems = []
+    for route in ROUTES:
+        if route.view in PUBLIC or route.operator:
+            continue
+        if not takes_ids(route):
+            continue
+        response = call(a.api, route, b.ids, a.api.api_key)
+        if response.status_code != 404:
+            problems.append(f"{route}: {response.status_code} {response.body[:200]!r}")
+        if leaked := _leaks(response, b.ids):
+            problems.append(f"{route} leaked the other tenant's {leaked}")
+    # Mixed: our knowledge base with the other tenant's knowledge ids in a batch.
+    for path in ("/knowledge/batch-delete", "/knowledge/batch-reparse"):
+        response = a.api.post(path, {"kb_id": a.ids["kb_id"], "ids": [b.ids["knowledge_id"]]})
+        assert response.status_code in (202, 404), response.json_body
+    assert not problems, "\n".join(problems)
+    _ours_unchanged(b)
+
+
+def test_a_tenants_key_is_no_operator_key(tenants: tuple[Tenant, Tenant]) -> None:
+    a, _ = tenants
+    problems = []
+    for route in ROUTES:
+        if not route.operator:
+            continue
+        for key in (a.api.api_key, "", "wk-not-a-key"):
+            response = a.api.client.http.request(
+                method=route.method,
+                path=_fill(route.path, a.ids),
+                headers={
+                    "X-API-Key": a.api.api_key,
+                    "X-Operator-Key": key,
+                    "Content-Type": "application/json",
+                },
+                body=b"{}",
+            )
+            if response.status_code not in (401, 403):
+                problems.append(f"{route} with X-Operator-Key={key!r}: {response.status_code}")
+            if leaked := _leaks(Sent(response, ""), a.ids):
+                problems.append(f"{route} leaked {leaked}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_owner_gets_through(tenants: tuple[Tenant, Tenant]) -> None:
+    """The probes are real requests: with the owner's key none of them is refused for its key or ids."""
+    a, _ = tenants
+    problems = []
+    for route in ROUTES:
+        if route.operator or route.method == "DELETE":
+            continue
+        response = call(a.api, route, a.ids, a.api.api_key)
+        refused = response.status_code in (401, 403) or (
+            response.status_code == 404
+            and response.json_body["error"]["code"].endswith("not_found")
+            and response.json_body["error"]["code"] not in NOTHING_YET
+        )
+        if refused:
+            problems.append(f"{route}: {response.status_code} {response.body[:200]!r}")
+    assert not problems, "\n".join(problems)
+
+
+def _ours_unchanged(tenant: Tenant) -> None:
+    api, ids = tenant.api, tenant.ids
+    assert api.get(f"/knowledge-bases/{ids['kb_id']}").status_code == 200
+    row = api.knowledge(ids["knowledge_id"])
+    assert row["title"] == ids["secret"] and row["parse_status"] == "draft"
+    listed = api.get(f"/knowledge-bases/{ids['kb_id']}/knowledge").json_body["data"]
+    assert ids["knowledge_id"] in json.dumps(listed)
+    settings = api.get("/tenant/settings").json_body["data"]
+    assert settings["parser_engine_rules"] == {"pdf": "builtin"}
+    assert api.get(f"/tasks/{ids['task_id']}").status_code == 200
