@@ -56,9 +56,8 @@ def fill_workflow_usage(
     return entries + added, pending
 
 
-def priced(entries: Iterable[UsageEntry], table: Mapping[str, float | str] | None = None) -> dict[str, Any]:
+def priced(entries: Iterable[UsageEntry], table: Mapping[str, float | str]) -> dict[str, Any]:
     """Sums the entries and prices them: AWS lines, model-token lines apart, by stage."""
-    table = table or price_table()
     total: Counter[str] = Counter()
     by_stage: dict[str, Counter[str]] = defaultdict(Counter)
     for entry in entries:
@@ -99,7 +98,7 @@ def priced(entries: Iterable[UsageEntry], table: Mapping[str, float | str] | Non
 def knowledge_cost(deps: Dependencies, tenant_id: str, knowledge_id: str) -> dict[str, Any]:
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     entries, pending = fill_workflow_usage(deps, knowledge.id, deps.usage.for_knowledge(knowledge.id))
-    report = priced(entries)
+    report = priced(entries, price_table(deps.settings.prices_file))
     report.update(
         knowledge_id=knowledge.id,
         attempts=sorted({e.attempt for e in entries}),
@@ -124,6 +123,6 @@ def kb_cost(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
         elif missing:
             pending += len(missing)
         entries.extend(own)
-    report = priced(entries)
+    report = priced(entries, price_table(deps.settings.prices_file))
     report.update(kb_id=kb_id, documents=len(by_knowledge), workflow_pending=pending)
     return report

@@ -8,7 +8,6 @@ replace entries of `PRICES` (same names and units, `as_of` included). Model toke
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +43,9 @@ class PriceTableError(ValueError):
     """The override file is not a JSON object of numbers (the operator must fix it)."""
 
 
-def price_table(override_file: str | None = None) -> dict[str, float | str]:
+def price_table(path: str = "") -> dict[str, float | str]:
+    """The built-in table, updated by the operator's file at `path` (settings.prices_file) if one is named."""
     table = dict(PRICES)
-    path = override_file if override_file is not None else os.environ.get("WEKNORA_PRICES_FILE", "")
     if path:
         try:
             override = json.loads(Path(path).read_text(encoding="utf-8"))

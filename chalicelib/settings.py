@@ -189,6 +189,8 @@ class Settings:
     queue_names: Mapping[str, str] = field(default_factory=dict)
     #: the key operators send as X-Operator-Key to the /admin routes; empty: the admin routes are disabled
     operator_key: str = ""
+    #: a JSON object of prices that overrides the built-in table (chalicelib/pricing.py)
+    prices_file: str = ""
 
     def table(self, name: str) -> str:
         return self.table_names.get(name) or f"{self.prefix}-{name}"
@@ -317,6 +319,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             if e.text(f"WEKNORA_QUEUE_{name.upper()}")
         },
         operator_key=e.text("WEKNORA_OPERATOR_KEY"),
+        prices_file=e.text("WEKNORA_PRICES_FILE"),
     )
 
 

@@ -4,6 +4,7 @@ events, Lambda time, the execution's transitions from its history) and the cost 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -106,14 +107,14 @@ def test_a_knowledge_base_costs_the_sum_of_its_documents(api: Api, runtime: Loca
 
 
 def test_an_operator_price_file_overrides_the_table(
-    api: Api, runtime: LocalRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    api: Api, runtime: LocalRuntime, services: Services, tmp_path: Path
 ) -> None:
     kb = api.create_kb()
     created = api.upload(kb["id"], "doc.md", TEXT).json_body["data"]
     runtime.drain(timeout=180)
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"as_of": "2030-01-01", metering.SQS_REQUESTS: 1.0}))
-    monkeypatch.setenv("WEKNORA_PRICES_FILE", str(prices))
+    services.settings = replace(services.settings, prices_file=str(prices))
     report = api.get(f"/knowledge/{created['id']}/cost").json_body["data"]
     assert report["prices_as_of"] == "2030-01-01"
     sqs = next(line for line in report["lines"] if line["unit"] == metering.SQS_REQUESTS)
