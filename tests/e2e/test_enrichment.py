@@ -19,7 +19,7 @@ from scripted_llm import CHAT, VISION, ScriptedLLM, use_models
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 
-from .conftest import Api
+from .conftest import Api, hold_in_finalizing
 
 
 @pytest.fixture
@@ -163,15 +163,7 @@ def test_a_superseded_attempts_late_callback_changes_nothing(
     created = api.upload(
         kb["id"], "ferry.md", b"# Ferry\n\n" + b"The North ferry leaves Harbourside. " * 40
     ).json_body["data"]
-    # Every stage but enrichment runs, so attempt 1 is held in `finalizing` with its work queued.
-    ingest = [p for p in runtime.pollers if not p.function_name.endswith("-enrichment_task")]
-    assert len(ingest) == len(runtime.pollers) - 1
-    for _ in range(80):
-        for poller in ingest:
-            poller.poll_once(wait_time_seconds=0)
-        if api.knowledge(created["id"])["parse_status"] == "finalizing":
-            break
-    assert api.knowledge(created["id"])["parse_status"] == "finalizing"
+    hold_in_finalizing(api, runtime, created["id"])  # attempt 1's enrichment work stays queued
     assert api.post(f"/knowledge/{created['id']}/reparse").status_code == 200  # attempt 2 supersedes
     runtime.drain(timeout=300)
     row = api.knowledge(created["id"])

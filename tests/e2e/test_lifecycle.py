@@ -13,7 +13,7 @@ from chalicelib.adapters.models.hashing import HashingEmbedding
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 
-from .conftest import Api
+from .conftest import Api, hold_in_finalizing
 
 DOC = b"# Sourdough\n\nA sourdough starter is flour and water fermented by wild yeast.\n\n![crumb](data:image/png;base64,{png})\n"
 TIDES = b"# Tides\n\nSpring tides happen at full and new moon, when the sun and moon pull together.\n"
@@ -185,11 +185,7 @@ def test_cancel_during_enrichment_zeroes_the_count_and_stops_the_execution(
 ) -> None:
     kb = api.create_kb(summary_model_id="local/extractive")
     created = api.upload(kb["id"], "tides.md", TIDES * 20).json_body["data"]
-    for _ in range(80):  # until the state machine set `finalizing`
-        runtime.poll_once()
-        if api.knowledge(created["id"])["parse_status"] == "finalizing":
-            break
-    assert api.knowledge(created["id"])["parse_status"] == "finalizing"
+    hold_in_finalizing(api, runtime, created["id"])
     cancelled = api.post(f"/knowledge/{created['id']}/cancel").json_body["data"]
     assert cancelled["parse_status"] == "cancelled" and cancelled["pending_subtasks_count"] == 0
     runtime.drain(timeout=120)
