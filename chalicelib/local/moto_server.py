@@ -14,6 +14,12 @@ from typing import Any
 
 import requests
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+from werkzeug.serving import make_server
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +31,34 @@ MOTO_CONFIG: dict[str, Any] = {
     # The "simple" Lambda backend never runs code but at least does not try to reach Docker.
     "lambda": {"use_docker": False},
 }
+
+
+class _DynamoDBSerialised:
+    """WSGI middleware: one DynamoDB request at a time. DynamoDB makes each conditional write and
+    transaction atomic; moto's in-memory backend checks a condition and writes in two steps with no lock,
+    so two racing requests on the server's threads could both pass a condition (two dedupe winners)."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+            return self._app(environ, start_response)
+        with self._lock:
+            return list(self._app(environ, start_response))
+
+
+class _AtomicMotoServer(ThreadedMotoServer):
+    """moto's threaded server with DynamoDB requests serialised (the rest stays concurrent)."""
+
+    def _server_entry(self) -> None:  # as moto's, with the middleware around the app
+        app = _DynamoDBSerialised(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(
+            self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+        )
+        self._server_ready_event.set()
+        self._server.serve_forever()
 
 
 class MotoServer:
@@ -49,7 +83,7 @@ class MotoServer:
             return self
         # werkzeug logs every request at INFO; that drowns the app's own logs.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=self._requested_port, verbose=False)
+        server = _AtomicMotoServer(ip_address="127.0.0.1", port=self._requested_port, verbose=False)
         server.start()
         self._server = server
         self.port = server.get_host_and_port()[1]
