@@ -125,3 +125,17 @@ def test_worker_processes_give_the_in_process_vectors_in_order() -> None:
             pool.embed("a string")  # type: ignore[arg-type]
     finally:
         pool.close()
+
+
+def test_local_runtime_runs_one_embedding_worker_per_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chalicelib.local import runtime
+
+    monkeypatch.delenv("WEKNORA_EMBED_WORKERS", raising=False)
+    monkeypatch.setattr(runtime.os, "cpu_count", lambda: 8)
+    assert runtime.default_embed_workers() == 2
+    monkeypatch.setattr(runtime.os, "cpu_count", lambda: 1)
+    assert runtime.default_embed_workers() == 1
+    monkeypatch.setenv("WEKNORA_EMBED_WORKERS", "3")
+    assert runtime.default_embed_workers() == 3
+    with pytest.raises(ValueError):
+        runtime.LocalRuntime(lambda: None, "infra/template.json", embed_workers=0)
