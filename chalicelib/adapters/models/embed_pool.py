@@ -7,7 +7,9 @@ length to the workers (each gets a similar mix of long and short texts), runs th
 puts the vectors back in order. A text's vector does not depend on its batch neighbours beyond float noise
 (see MiniLmEmbedding), so the result equals the in-process model's up to that noise.
 
-Workers start on first use (spawn, not fork: the parent runs threads), each loads the model once. The
+Workers start on first use (spawn, not fork: the parent runs threads; spawn imports the parent's main
+module in each worker, so an entry point keeps its work under `if __name__ == "__main__"`, as the CLI,
+pytest and the benches do), each loads the model once. The
 int8-arithmetic file is built in the parent before any worker starts, so workers never quantise. A worker
 that dies (killed, out of memory) breaks the pool: the call raises ModelUnavailable (a transient stage
 error) and the next call starts a fresh pool.
