@@ -11,12 +11,15 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
+# The local MiniLM with int8 arithmetic is quantised once here (a few seconds), not on the first embed.
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[local]'
+	$(VENV)/bin/python -m chalicelib.adapters.models.minilm_qint8
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[dev]'
+	$(VENV)/bin/python -m chalicelib.adapters.models.minilm_qint8
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

@@ -1,7 +1,15 @@
 """Issue 5 benchmark: pipeline embedding throughput as a fraction of the raw model's, and indexing
-throughput of both retrieval engines, measured in the same run.
+throughput of both retrieval engines, measured in the same run. Issue 12: the raw model before and
+after quantisation for int8 arithmetic, in one and in two worker processes, and the recall check.
 
-    .venv/bin/python bench/bench_embedding.py [--chunks 600]
+    .venv/bin/python bench/bench_embedding.py [--chunks 600] [--rounds 3] [--no-pipeline]
+
+Quantisation (interleaved rounds, same texts): the shipped file (`local/all-MiniLM-L6-v2-int8`: int8
+weights, fp32 arithmetic, batches of 16) against its int8-arithmetic build (`-qint8`, one text per run),
+and the latter in PooledMiniLm with 2 single-threaded worker processes. Recall: cosine of each chunk's
+new vector to its current one; top-5 neighbour agreement (each chunk's 5 nearest other chunks under both
+models); and retrieval recall@1/@5 of a self-supervised query set (12 words from the middle of each chunk
+must find their chunk among all chunks) under both models.
 
 Raw = MiniLM int8 ONNX `embed()` over the chunk texts in batches. Pipeline = the embedding stage's
 EmbeddingRun over the same texts: content hashing, the DynamoDB cache lookup (on moto), the model, and the
@@ -24,7 +32,7 @@ for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-CORPUS = ROOT.parent / "shared" / "corpus"
+CORPUS = Path(os.environ.get("WEKNORA_CORPUS") or ROOT.parent / "shared" / "corpus")
 
 
 def corpus_chunks(limit: int) -> list[str]:
@@ -52,6 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--chunks", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-pipeline", action="store_true", help="only the quantisation section")
     args = parser.parse_args()
     texts = corpus_chunks(args.chunks)
     chars = sum(len(t) for t in texts)
@@ -59,6 +68,9 @@ def main() -> None:
 
     from chalicelib.adapters.models.local_onnx import MiniLmEmbedding
 
+    quantisation(texts, args.rounds)
+    if args.no_pipeline:
+        return
     model = MiniLmEmbedding()
     model.embed(["warm up"])
 
@@ -103,6 +115,92 @@ def main() -> None:
         index_throughput(texts, vectors, space, state)
     finally:
         runtime.stop()
+
+
+def _embed_in_calls(model: object, texts: list[str], per_call: int = 64) -> object:
+    import numpy as np
+
+    # As the embedding stage calls it: windows of 64 texts.
+    parts = [model.embed(texts[i : i + per_call]) for i in range(0, len(texts), per_call)]  # type: ignore[attr-defined]
+    return np.vstack(parts)
+
+
+def _queries(texts: list[str]) -> list[str]:
+    """12 words from the middle of each chunk (deterministic): the query that should find that chunk."""
+    out = []
+    for text in texts:
+        words = text.split()
+        start = max(0, len(words) // 3)
+        out.append(" ".join(words[start : start + 12]) or text[:80])
+    return out
+
+
+def _top(vectors: object, queries: object, k: int, exclude_self: bool) -> object:
+    import numpy as np
+
+    sims = np.asarray(queries) @ np.asarray(vectors).T
+    if exclude_self:
+        np.fill_diagonal(sims, -np.inf)
+    return np.argsort(-sims, axis=1, kind="stable")[:, :k]
+
+
+def quantisation(texts: list[str], rounds: int) -> None:
+    import numpy as np
+
+    from chalicelib.adapters.models.embed_pool import PooledMiniLm
+    from chalicelib.adapters.models.local_onnx import MINILM_MODEL_ID, MINILM_QINT8_MODEL_ID, MiniLmEmbedding
+
+    shipped = MiniLmEmbedding(model_id=MINILM_MODEL_ID)
+    qint8 = MiniLmEmbedding(model_id=MINILM_QINT8_MODEL_ID)
+    start = time.perf_counter()
+    qint8.warm_up()  # builds the quantised file if this machine has none cached yet
+    print(f"int8-arithmetic model ready in {time.perf_counter() - start:.1f} s: {qint8.model_file()}")
+    pooled = PooledMiniLm(MINILM_QINT8_MODEL_ID, workers=2)
+    pooled.warm_up()
+    shipped.warm_up()
+    models = {"shipped int8 file (fp32 arithmetic)": shipped, "int8 arithmetic, 1 process": qint8}
+    models["int8 arithmetic, 2 worker processes"] = pooled
+    rates: dict[str, list[float]] = {name: [] for name in models}
+    vectors: dict[str, object] = {}
+    try:
+        for round_no in range(rounds):
+            names = list(models) if round_no % 2 == 0 else list(models)[::-1]
+            for name in names:
+                start = time.perf_counter()
+                vectors[name] = _embed_in_calls(models[name], texts)
+                rates[name].append(len(texts) / (time.perf_counter() - start))
+        queries = _queries(texts)
+        q_old = _embed_in_calls(shipped, queries)
+        q_new = _embed_in_calls(qint8, queries)
+    finally:
+        pooled.close()
+    base = next(iter(models))
+    base_rate = statistics.median(rates[base])
+    print(f"\nraw model, {len(texts)} chunks in calls of 64, median of {rounds} interleaved rounds:")
+    for name in models:
+        rate = statistics.median(rates[name])
+        print(
+            f"  {name:38} {rate:7.1f} chunks/s  {rate / base_rate:5.2f}x  {[round(r, 1) for r in rates[name]]}"
+        )
+    old = np.asarray(vectors[base])
+    new = np.asarray(vectors["int8 arithmetic, 1 process"])
+    pooled_new = np.asarray(vectors["int8 arithmetic, 2 worker processes"])
+    cos = (old * new).sum(axis=1)
+    print(
+        f"cosine new vs current vectors: median {np.median(cos):.4f}, p5 {np.percentile(cos, 5):.4f}, "
+        f"min {cos.min():.4f}; 2 workers vs 1 process: min {(pooled_new * new).sum(axis=1).min():.6f}"
+    )
+    top_old, top_new = _top(old, old, 5, True), _top(new, new, 5, True)
+    agree = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(top_old, top_new, strict=True)])  # type: ignore[call-overload]
+    print(f"top-5 neighbour agreement (each chunk's 5 nearest chunks): {agree:.1%}")
+    truth = np.arange(len(texts))[:, None]
+    for label, docs, qs in (("current", old, q_old), ("int8 arithmetic", new, q_new)):
+        top = np.asarray(_top(docs, qs, 5, False))
+        r1 = float(np.mean(top[:, :1] == truth))
+        r5 = float(np.mean((top == truth).any(axis=1)))
+        print(
+            f"retrieval, {len(texts)} self-supervised queries, {label:16}: recall@1 {r1:.3f}  recall@5 {r5:.3f}"
+        )
 
 
 def index_throughput(texts: list[str], vectors: object, space: object, state: Path) -> None:

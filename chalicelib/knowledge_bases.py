@@ -35,7 +35,8 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
             None, request.chunking_config.changes() if request.chunking_config else {}
         ),
         indexing_strategy=IndexingStrategy(**strategy.model_dump()) if strategy else IndexingStrategy(),
-        embedding_model_id=request.embedding_model_id,
+        # pinned at creation: a later change of the default never moves a knowledge base's vector space
+        embedding_model_id=request.embedding_model_id or deps.settings.default_embedding_model,
         summary_model_id=request.summary_model_id,
         vlm_model_id=request.vlm_model_id,
         asr_model_id=request.asr_model_id,

@@ -42,7 +42,10 @@ QUEUES = (
     "wiki",
     "faq-import",
 )
-DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-int8"
+DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-qint8"
+#: the shipped MiniLM file's own space (fp32 arithmetic): still offered, so knowledge bases that name it
+#: keep their vectors (an id, not a default: a model space never changes under a stored vector)
+SHIPPED_MINILM_MODEL = "local/all-MiniLM-L6-v2-int8"
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
@@ -83,7 +86,11 @@ class ModelCatalog:
 
 def _catalog(raw: str, default_embedding: str) -> ModelCatalog:
     entries: dict[str, dict[str, str]] = {
-        "embedding": {DEFAULT_EMBEDDING_MODEL: DEFAULT_EMBEDDING_MODEL, default_embedding: default_embedding},
+        "embedding": {
+            DEFAULT_EMBEDDING_MODEL: DEFAULT_EMBEDDING_MODEL,
+            SHIPPED_MINILM_MODEL: SHIPPED_MINILM_MODEL,
+            default_embedding: default_embedding,
+        },
         "chat": {EXTRACTIVE_SUMMARY: EXTRACTIVE_SUMMARY},
         "vision": {},
         "asr": {},
@@ -116,6 +123,8 @@ class ModelSettings:
     #: base URL -> API key for OpenAI-compatible endpoints (never stored in model ids)
     api_keys: Mapping[str, str] = field(default_factory=dict)
     onnx_threads: int = 1
+    #: local MiniLM worker processes (1 = in-process); the local runtime sets one per core
+    embed_workers: int = 1
     #: where assembled model files (Whisper's model.bin) are cached
     model_cache_dir: str = ""
     catalog: ModelCatalog = field(default_factory=lambda: _catalog("", DEFAULT_EMBEDDING_MODEL))
@@ -303,6 +312,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             openai_api_key=e.text("OPENAI_API_KEY"),
             api_keys=e.json_map("WEKNORA_MODEL_API_KEYS"),
             onnx_threads=e.int("WEKNORA_ONNX_THREADS", 1),
+            embed_workers=max(1, e.int("WEKNORA_EMBED_WORKERS", 1)),
             model_cache_dir=e.text("WEKNORA_MODEL_CACHE"),
             catalog=_catalog(
                 e.text("WEKNORA_MODELS"), e.text("WEKNORA_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL)

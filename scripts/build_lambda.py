@@ -48,7 +48,12 @@ UNZIPPED_LIMIT = 250 * 1024 * 1024
 #: what the Lambda python3.11 runtime puts on the path (the SDK and its dependencies); urllib3 is ours
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "six")
 #: never on AWS: the local runtime, the local ONNX embedding model (Bedrock serves embeddings there)
-LOCAL_ONLY = ("chalicelib.local", "chalicelib.adapters.models.local_onnx")
+LOCAL_ONLY = (
+    "chalicelib.local",
+    "chalicelib.adapters.models.local_onnx",
+    "chalicelib.adapters.models.minilm_qint8",
+    "chalicelib.adapters.models.embed_pool",
+)
 #: imports that happen below what the check reaches by itself, per function (logical id)
 DEEP_IMPORTS: dict[str, tuple[str, ...]] = {
     # every handler is @traced: on Lambda, Powertools' Tracer loads the X-Ray SDK on the first call

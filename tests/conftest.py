@@ -14,6 +14,8 @@ os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "weknora-ingest-tests")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# One in-process embedding model (the local runtime would start one worker process per core).
+os.environ.setdefault("WEKNORA_EMBED_WORKERS", "1")
 
 
 # Loopback HTTP servers for the network and parser tests (one definition for both folders).

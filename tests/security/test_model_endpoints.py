@@ -85,6 +85,7 @@ def test_the_offered_models_are_listed_by_name(api: Api) -> None:
     response = api.get("/models")
     assert response.status_code == 200
     offered = response.json_body["data"]
+    assert "local/all-MiniLM-L6-v2-qint8" in offered["embedding"]
     assert "local/all-MiniLM-L6-v2-int8" in offered["embedding"]
     assert offered["chat"] == ["local/extractive"]
     kb = api.create_kb(embedding_model_id=offered["embedding"][0], summary_model_id="local/extractive")

@@ -1,6 +1,7 @@
 """Model adapters behind the ports' EmbeddingModel / ChatModel / VisionModel.
 
-- local_onnx.MiniLmEmbedding: in-process all-MiniLM-L6-v2 int8 (the default embedding model).
+- local_onnx.MiniLmEmbedding: in-process all-MiniLM-L6-v2, int8 arithmetic (the default embedding model)
+  or the shipped int8 file as it is; embed_pool.PooledMiniLm: the same in N single-threaded processes.
 - hashing.HashingEmbedding: deterministic test double.
 - bedrock: Titan v2 / Cohere embeddings, Converse chat and vision (boto3 client injected).
 - openai_compat: OpenAI-compatible HTTP (vLLM, Ollama /v1, hosted APIs).
@@ -15,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .registry import MINILM_MODEL_ID, ModelRegistry, parse_model_id
+from .registry import MINILM_MODEL_ID, MINILM_QINT8_MODEL_ID, ModelRegistry, parse_model_id
 
 if TYPE_CHECKING:
     from .hashing import HashingEmbedding
@@ -32,6 +33,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "MINILM_MODEL_ID",
+    "MINILM_QINT8_MODEL_ID",
     "HashingEmbedding",
     "MiniLmEmbedding",
     "ModelRegistry",

