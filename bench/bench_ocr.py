@@ -86,7 +86,7 @@ def documents(corpus: Path) -> list[Path]:
 
 def engine_for(mode: str, language: str) -> TesseractOcr:
     if mode == "setting":
-        return TesseractOcr(("eng", language) if language != "eng" else ("eng",))
+        return TesseractOcr((language, "eng") if language != "eng" else ("eng",))
     if mode == "legacy":
         return TesseractOcr(("eng", "kor"), upscale=False, greyscale=False)
     return TesseractOcr()

@@ -156,12 +156,12 @@ class EngineDocReader:
             )
         ctx.check_time()
         if result.is_audio:  # speech recognition happens here, and only here
-            if self.asr is None:
+            if asr is None:
                 raise PermanentStageError(
                     "Audio needs a speech-recognition engine, and none is configured.",
                     code=SpanErrorCode.DOCREADER_UNAVAILABLE,
                 )
-            transcript = self.asr.transcribe(result.audio, request.file_name).strip()
+            transcript = asr.transcribe(result.audio, request.file_name).strip()
             result.markdown = transcript or NO_SPEECH_TEXT
         if not result.markdown.strip() and not result.images and not result.is_audio:
             raise PermanentStageError(
