@@ -4,9 +4,10 @@
     .venv/bin/python bench/bench_ocr.py [--corpus DIR] [--modes detect,setting,legacy] [--json OUT.json]
 
 Documents: the dev corpus's images and image-only PDFs with a `<file>.truth.txt` (English and Korean),
-plus the Japanese and Chinese pages in tests/fixtures/ocr (the corpus has none; see make_fixtures.py
-there: a Japanese text rendered at 150 dpi and the two paragraphs of the corpus's
-polyglossia-example-chinese.pdf rendered at 150 dpi). Image-only PDFs go through the docreader, as in
+plus the pages in tests/fixtures/ocr (the corpus has no Japanese or Chinese scan, and its Korean one is a
+table of contents; see make_fixtures.py there: a Japanese text rendered at 150 dpi, the two paragraphs of
+the corpus's polyglossia-example-chinese.pdf and page 14 of its kotex-utf-doc.ko.pdf, both rendered at
+150 dpi). Image-only PDFs go through the docreader, as in
 production; images through the engine.
 
 CER = Levenshtein distance / truth length, after whitespace is collapsed (Latin and Hangul) or removed
@@ -33,6 +34,15 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: ../shared/corpus from the main checkout, ../../shared/corpus from a worktree under /work/wt
+DEFAULT_CORPUS = next(
+    (
+        p / "shared" / "corpus"
+        for p in (ROOT.parent, ROOT.parent.parent)
+        if (p / "shared" / "corpus").is_dir()
+    ),
+    ROOT.parent / "shared" / "corpus",
+)
 sys.path.insert(0, str(ROOT))
 
 from rapidfuzz.distance import Levenshtein  # noqa: E402
@@ -48,6 +58,7 @@ CLEAN = {
     "debian-reference-p40.png",
     "debian-reference-p40.gif",
     "kotex-utf-doc-p3.ko.png",
+    "kotex-utf-doc-p14.ko.png",
     "udhr-art1-4.ja.png",
     "polyglossia-zh-hans.png",
     "polyglossia-zh-hant.png",
@@ -74,6 +85,24 @@ def cer(hypothesis: str, truth: str, language: str) -> float:
     return Levenshtein.distance(h, t) / max(len(t), 1)
 
 
+SCRIPT_CHARS = {
+    "kor": re.compile(r"[\uac00-\ud7a3]"),
+    "jpn": re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]"),
+    "chi_sim": re.compile(r"[\u4e00-\u9fff]"),
+    "chi_tra": re.compile(r"[\u4e00-\u9fff]"),
+}
+
+
+def script_cer(hypothesis: str, truth: str, language: str) -> float | None:
+    """CER over the characters of the language's own script only (Hangul, kana + Han, Han): how well the
+    script itself is read, apart from Latin words, punctuation, layout and reading order."""
+    chars = SCRIPT_CHARS.get(language)
+    if chars is None:
+        return None
+    h, t = "".join(chars.findall(hypothesis)), "".join(chars.findall(truth))
+    return Levenshtein.distance(h, t) / max(len(t), 1)
+
+
 def documents(corpus: Path) -> list[Path]:
     found = []
     for folder in (corpus, FIXTURES):
@@ -94,9 +123,7 @@ def engine_for(mode: str, language: str) -> TesseractOcr:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument(
-        "--corpus", type=Path, default=Path(os.environ.get("WEKNORA_CORPUS", ROOT.parent / "shared/corpus"))
-    )
+    ap.add_argument("--corpus", type=Path, default=Path(os.environ.get("WEKNORA_CORPUS") or DEFAULT_CORPUS))
     ap.add_argument("--modes", default="detect,setting,legacy")
     ap.add_argument("--only", default="", help="substring of the file names to read")
     ap.add_argument("--json", type=Path)
@@ -124,7 +151,9 @@ def main() -> None:
                 reading = engine.read(data)
                 text, script, langs = reading.text, reading.script, "+".join(reading.languages)
             dt = time.perf_counter() - t0
-            value = cer(text, doc.with_name(doc.name + ".truth.txt").read_text(encoding="utf-8"), language)
+            truth = doc.with_name(doc.name + ".truth.txt").read_text(encoding="utf-8")
+            value = cer(text, truth, language)
+            own = script_cer(text, truth, language)
             clean = doc.name in CLEAN
             rows.append(
                 {
@@ -134,13 +163,15 @@ def main() -> None:
                     "cer": value,
                     "s": dt,
                     "clean": clean,
+                    "script_cer": own,
                     "script": script,
                     "read_with": langs,
                 }
             )
             print(
                 f"  {language:8} {doc.name:36} CER {value * 100:5.1f}%  {dt:5.1f}s  "
-                f"{(script + ' -> ' + langs) if script or langs else '(docreader)':26}{'  clean' if clean else ''}"
+                f"{(script + ' -> ' + langs) if script or langs else '(docreader)':26}{'  clean' if clean else '':7}"
+                + (f"  script-only CER {own * 100:5.1f}%" if own is not None else "")
             )
         print(f"  -- {mode}: mean CER on clean scans per language (goal <= 5%)")
         for language in ("eng", "kor", "jpn", "chi_sim", "chi_tra"):

@@ -51,6 +51,9 @@ _CJK = (
     "\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 )
 _CJK_SPACE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
+#: one Hangul syllable three or more times in a row (spaces between allowed): what the Korean model makes
+#: of dot leaders and rules ("이이 이이이이"), never a Korean word
+_HANGUL_RUN = re.compile(r" ?([\uac00-\ud7a3])(?: ?\1){2,}")
 
 
 def _upscale_factor(width: int, height: int, dpi: float | None) -> float:
@@ -132,8 +135,12 @@ def _normalise_image(image: bytes, *, upscale: bool = False, greyscale: bool = F
 
 def clean_ocr_text(text: str) -> str:
     """Form feeds and trailing spaces out, runs of blank lines to one; the spaces tesseract puts between
-    Chinese/Japanese characters removed (those scripts do not separate words; Hangul does, so it keeps them)."""
-    lines = [_CJK_SPACE.sub("", line.rstrip()) for line in text.replace("\x0c", "\n").splitlines()]
+    Chinese/Japanese characters removed (those scripts do not separate words; Hangul does, so it keeps them);
+    runs of one repeated Hangul syllable (leader dots read as Korean) dropped."""
+    lines = [
+        _CJK_SPACE.sub("", _HANGUL_RUN.sub("", line)).rstrip()
+        for line in text.replace("\x0c", "\n").splitlines()
+    ]
     out: list[str] = []
     for line in lines:
         if line.strip() or (out and out[-1]):

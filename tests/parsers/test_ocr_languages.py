@@ -179,3 +179,8 @@ def test_the_setting_reads_a_japanese_page_with_the_given_languages() -> None:
     reading = engine.read((FIXTURES / "udhr-art1-4.ja.png").read_bytes())
     assert (reading.script, reading.languages) == ("", ("jpn",))
     assert "すべての人間は" in reading.text
+
+
+def test_leader_dots_read_as_a_repeated_hangul_syllable_are_dropped() -> None:
+    assert clean_ocr_text("1.2 첫번째 문서 . . . 2 이이 이이이이이이 3") == "1.2 첫번째 문서 . . . 2 3"
+    assert clean_ocr_text("이이 문서") == "이이 문서"  # two in a row can be a word
