@@ -306,7 +306,10 @@ class TesseractOcr:
         if not self.available():
             raise TransientStageError("tesseract is not installed", code=SpanErrorCode.DOCREADER_UNAVAILABLE)
         data = _normalise_image(image, upscale=self.upscale, greyscale=self.greyscale)
-        languages, script = self.choose_languages(data)
+        # OSD reads the image as it came (greyscale): enlarging it makes OSD slower, not surer
+        languages, script = self.choose_languages(
+            _normalise_image(image, greyscale=self.greyscale) if self.detects and self.upscale else data
+        )
         have = self.installed()
         alternative = tuple(lang for lang in SCRIPT_ALTERNATIVES.get(script, ()) if lang in have)
         if self.fixed or not alternative or alternative == languages:
