@@ -77,6 +77,8 @@ EngineRules = Annotated[
     ],
     Field(max_length=64),
 ]
+#: values are checked against the allow-list by domain.languages (a 400 `invalid_ocr_languages`)
+OcrLanguages = Annotated[list[Annotated[str, Field(max_length=16)]], Field(max_length=16)]
 
 
 class Body(BaseModel):
@@ -118,6 +120,9 @@ class ProcessConfig(Body):
     vlm_model_id: ModelId | None = None
     asr_model_id: ModelId | None = None
     ocr_engine: Literal["default", "vlm", "none"] | None = None
+    #: tesseract codes (chalicelib/domain/languages.py); checked in check_enrichment
+    ocr_languages: OcrLanguages | None = None
+    asr_language: str | None = Field(default=None, max_length=8)
     question_generation: QuestionGeneration | None = None
     graph_enabled: bool | None = None
     parser_engine_rules: EngineRules | None = None
@@ -173,6 +178,8 @@ class CreateKnowledgeBase(Body):
     summary_model_id: ModelId = code("invalid_model_id", default="")
     vlm_model_id: ModelId = code("invalid_model_id", default="")
     asr_model_id: ModelId = code("invalid_model_id", default="")
+    ocr_languages: OcrLanguages = code("invalid_ocr_languages", default_factory=list)
+    asr_language: str = code("invalid_asr_language", default="", max_length=8)
     retrieval_engine: Literal["", "embedded", "opensearch"] = code("invalid_engine", default="")
     enrichment: EnrichmentBody | None = code("invalid_enrichment", default=None)
 

@@ -40,6 +40,8 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
         summary_model_id=request.summary_model_id,
         vlm_model_id=request.vlm_model_id,
         asr_model_id=request.asr_model_id,
+        ocr_languages=list(request.ocr_languages),
+        asr_language=request.asr_language,
         retrieval_engine=request.retrieval_engine,
         enrichment=EnrichmentSettings(**request.enrichment.model_dump())
         if request.enrichment

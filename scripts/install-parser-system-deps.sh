@@ -2,6 +2,8 @@
 # Installs the Debian packages the docreader engines use (idempotent: skips what is already there).
 # The list is functions/docreader/system-packages.txt, which the docreader image installs too.
 # Measured on Debian 12: 86 packages, ~57 MB download, ~12 s to install after `apt-get update`.
+# The OCR language data for Japanese, Chinese (simplified, traditional) and OSD (issue 13) add 4 packages,
+# ~7.6 MB download (~18 MB installed).
 # Usage: sudo scripts/install-parser-system-deps.sh [--no-libreoffice] [--list]
 #   --list   print the packages this would install (one a line) and exit
 set -euo pipefail

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,13 +31,32 @@ def _modules_installed(*modules: str) -> Callable[[], bool]:
     return lambda: all(importlib.util.find_spec(m) is not None for m in modules)
 
 
+#: the tesseract language data the OCR tests read with (the `tesseract-ocr-*` packages of
+#: functions/docreader/system-packages.txt): a tesseract without one of them counts as missing, so CI
+#: fails on a half-installed OCR instead of testing Japanese pages against English data
+TESSERACT_LANGUAGES = ("eng", "kor", "jpn", "chi_sim", "chi_tra", "osd")
+
+
+def _tesseract_with_languages() -> bool:
+    binary = shutil.which("tesseract")
+    if binary is None:
+        return False
+    try:
+        out = subprocess.run(
+            [binary, "--list-langs"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return set(TESSERACT_LANGUAGES) <= {line.strip() for line in out.stdout.splitlines()}
+
+
 #: marker name → the tool it needs. Probed for each marked test (cheap) and never cached, so the probe
 #: follows the PATH and environment of the run.
 OPTIONAL_TOOLS: dict[str, OptionalTool] = {
     "requires_tesseract": OptionalTool(
-        "tesseract (Debian tesseract-ocr)",
+        f"tesseract (Debian tesseract-ocr) with the {', '.join(TESSERACT_LANGUAGES)} language data",
         "`make system-deps` installs it",
-        lambda: shutil.which("tesseract") is not None,
+        _tesseract_with_languages,
     ),
     "requires_libreoffice": OptionalTool(
         "LibreOffice (soffice)",

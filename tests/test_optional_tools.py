@@ -7,11 +7,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from optional_tools import OPTIONAL_TOOLS, REQUIRE_ENV
+from optional_tools import OPTIONAL_TOOLS, REQUIRE_ENV, TESSERACT_LANGUAGES
 from project_paths import ROOT
+
+from chalicelib.domain.languages import OCR_LANGUAGES
 
 #: the tools a PATH can hide or provide: marker → the executable the plugin looks for
 BINARIES = {"requires_tesseract": "tesseract", "requires_libreoffice": "soffice"}
+LIST_LANGS = "".join(f"echo {lang}\n" for lang in TESSERACT_LANGUAGES)
 
 
 @pytest.fixture
@@ -58,7 +61,7 @@ def test_a_missing_tool_fails_when_system_deps_are_required(
 def test_present_tools_let_the_tests_run(sandbox: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     for binary in BINARIES.values():
         tool = sandbox.path / "bin" / binary
-        tool.write_text("#!/bin/sh\nexit 0\n")
+        tool.write_text(f"#!/bin/sh\necho 'List of available languages (6):'\n{LIST_LANGS}exit 0\n")
         tool.chmod(0o755)
     monkeypatch.setenv(REQUIRE_ENV, "1")
     sandbox.runpytest().assert_outcomes(passed=len(BINARIES) + 1)
@@ -86,3 +89,25 @@ def test_ci_requires_the_system_deps_it_installs_and_runs_the_readme_command() -
     assert commands.index(f"export {REQUIRE_ENV}=1") < commands.index("make test")
     assert commands.index("make system-deps") < commands.index("make test")
     assert all(c.startswith("make test-") for c in commands[commands.index("make test") + 1 :])
+
+
+def test_a_tesseract_without_the_cjk_language_data_counts_as_missing(
+    sandbox: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tool = sandbox.path / "bin" / "tesseract"
+    tool.write_text("#!/bin/sh\necho 'List of available languages (2):'\necho eng\necho kor\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv(REQUIRE_ENV, "1")
+    result = sandbox.runpytest()
+    result.assert_outcomes(passed=1, errors=2)  # tesseract without jpn…, and no soffice at all
+    result.stdout.fnmatch_lines(["*tesseract*jpn*is not installed, but*"])
+
+
+def test_the_package_list_installs_the_language_data_the_setting_and_the_tests_use() -> None:
+    listed = ROOT / "functions" / "docreader" / "system-packages.txt"
+    packages = {line.split("#", 1)[0].strip() for line in listed.read_text().splitlines()}
+    data = {
+        p.removeprefix("tesseract-ocr-").replace("-", "_") for p in packages if p.startswith("tesseract-ocr-")
+    }
+    assert data == set(TESSERACT_LANGUAGES)
+    assert set(OCR_LANGUAGES) <= data  # every allowed `ocr_languages` value is installed

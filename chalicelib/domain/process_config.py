@@ -11,6 +11,7 @@ from typing import Any
 
 from .errors import BadRequest
 from .filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
+from .languages import check_asr_language, check_ocr_languages
 from .types import ChunkingConfig, KnowledgeBase
 
 CHUNKING_NUMBERS = ("chunk_size", "chunk_overlap", "parent_chunk_size", "child_chunk_size", "token_limit")
@@ -28,6 +29,10 @@ class EffectiveProcessConfig:
     asr_model_id: str = ""
     #: "" / "default": the deployment's OCR engine; "vlm": the vision model reads the text; "none": no OCR
     ocr_engine: str = ""
+    #: tesseract languages for every page (the upload's, else the KB's); empty: detected per page
+    ocr_languages: list[str] = field(default_factory=list)
+    #: the spoken language (the upload's, else the KB's); "" = detected
+    asr_language: str = ""
     questions_enabled: bool = False
     question_count: int = 3
     graph_enabled: bool = False
@@ -73,6 +78,8 @@ def resolve(kb: KnowledgeBase, overrides: dict[str, Any] | None) -> EffectivePro
         vlm_model_id=str(overrides.get("vlm_model_id") or kb.vlm_model_id),
         asr_model_id=str(overrides.get("asr_model_id") or kb.asr_model_id),
         ocr_engine=str(overrides.get("ocr_engine") or ""),
+        ocr_languages=list(overrides.get("ocr_languages") or kb.ocr_languages),
+        asr_language=str(overrides.get("asr_language") or kb.asr_language),
         questions_enabled=bool(questions.get("enabled", enrichment.questions_enabled)),
         question_count=int(questions.get("question_count", enrichment.question_count)),
         graph_enabled=bool(overrides.get("graph_enabled", kb.indexing_strategy.graph_enabled)),
@@ -91,6 +98,8 @@ def check_enrichment(effective: EffectiveProcessConfig, *, ocr_available: bool) 
         raise BadRequest(
             f"ocr_engine must be one of {', '.join(e for e in OCR_ENGINES if e)}", code="invalid_setting"
         )
+    check_ocr_languages(effective.ocr_languages)
+    check_asr_language(effective.asr_language)
     if effective.ocr_engine == "vlm" and not effective.vlm_model_id:
         raise BadRequest(
             "ocr_engine 'vlm' needs a vision model (vlm_model_id)", code="setting_cannot_be_honoured"

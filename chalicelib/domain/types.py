@@ -159,6 +159,10 @@ class KnowledgeBase:
     summary_model_id: str = ""
     vlm_model_id: str = ""
     asr_model_id: str = ""
+    #: tesseract languages every page is read with (`ocr_languages`); empty: detected per page
+    ocr_languages: list[str] = field(default_factory=list)
+    #: the spoken language of audio uploads (a Whisper code); "" = detected
+    asr_language: str = ""
     retrieval_engine: str = ""  # '' = the global default
     enrichment: EnrichmentSettings = field(default_factory=EnrichmentSettings)
     #: "active", or "deleting" once a delete of the whole knowledge base is under way

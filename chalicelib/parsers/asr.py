@@ -90,7 +90,18 @@ def assemble_whisper_model(cache_dir: Path | None = None) -> Path:
     return target
 
 
+#: Silero VAD (bundled with faster-whisper) settings: speech padded by 400 ms so word edges survive, and
+#: silences of 1 s or more cut out before decoding (Whisper hallucinates or stops on long silence)
+VAD_PARAMETERS: dict[str, Any] = {"min_silence_duration_ms": 1000, "speech_pad_ms": 400}
+#: windows of speech the spoken language is detected on (the first 30 s alone mislead on a long intro)
+LANGUAGE_DETECTION_SEGMENTS = 2
+
+
 class WhisperAsr:
+    """Whisper-base (multilingual) through faster-whisper: the spoken language is detected unless
+    `language` (a Whisper code: "en", "ko", …; the `asr_language` setting) fixes it, and voice-activity
+    detection drops silence before decoding."""
+
     name = "faster-whisper"
 
     def __init__(
@@ -101,15 +112,33 @@ class WhisperAsr:
         compute_type: str = "int8",
         beam_size: int = 5,
         language: str | None = None,
+        vad_filter: bool = True,
     ) -> None:
         self.model_dir = model_dir
         self.threads = threads
         self.compute_type = compute_type
         self.beam_size = beam_size
-        self.language = language
+        self.language = language or None
+        self.vad_filter = vad_filter
         self._model: Any = None
         self._lock = threading.Lock()
         self.last_language = ""
+        self._shared: WhisperAsr | None = None  # the engine whose loaded model a with_language copy uses
+
+    def with_language(self, language: str | None) -> WhisperAsr:
+        """This engine with the spoken language fixed (no detection); shares the loaded model."""
+        if not language or language == self.language:
+            return self
+        copy = WhisperAsr(
+            model_dir=self.model_dir,
+            threads=self.threads,
+            compute_type=self.compute_type,
+            beam_size=self.beam_size,
+            language=language,
+            vad_filter=self.vad_filter,
+        )
+        copy._shared = self._shared or self
+        return copy
 
     def available(self) -> bool:
         return importlib.util.find_spec("faster_whisper") is not None and all(
@@ -117,6 +146,8 @@ class WhisperAsr:
         )
 
     def _load(self) -> Any:
+        if self._shared is not None:
+            return self._shared._load()
         with self._lock:
             if self._model is None:
                 from faster_whisper import WhisperModel
@@ -146,7 +177,9 @@ class WhisperAsr:
                 io.BytesIO(audio),
                 beam_size=self.beam_size,
                 language=self.language,
-                vad_filter=False,
+                vad_filter=self.vad_filter,
+                vad_parameters=VAD_PARAMETERS if self.vad_filter else None,
+                language_detection_segments=LANGUAGE_DETECTION_SEGMENTS,
                 condition_on_previous_text=False,
             )
             text = " ".join(seg.text.strip() for seg in segments if seg.text.strip())
@@ -252,6 +285,14 @@ class TranscribeAsr:
                 code=SpanErrorCode.DOCREADER_UNAVAILABLE,
             ) from exc
         return " ".join(str(t.get("transcript", "")).strip() for t in items).strip()
+
+
+def with_language(engine: Any, language: str | None) -> Any:
+    """`engine` with the spoken language fixed when it can take one (Whisper); others as they are."""
+    if not language:
+        return engine
+    select = getattr(engine, "with_language", None)
+    return select(language) if callable(select) else engine
 
 
 def default_asr(model_cache_dir: str = "") -> WhisperAsr | None:

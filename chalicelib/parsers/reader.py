@@ -10,9 +10,11 @@ from ..domain.errors import PermanentStageError, SpanErrorCode, StageError, Tran
 from ..domain.filetypes import AUDIO_EXTENSIONS, IMPORTABLE_EXTENSIONS, file_type_of
 from ..observability import logger
 from ..ports import AsrEngine, OcrEngine, ReadRequest, ReadResult
+from .asr import with_language
 from .base import Limits, ParseContext, ParserEngine, parse_failed, resolve_file_type, sniff, unsupported
 from .engines import default_engine_for
 from .guards import preflight
+from .ocr import with_languages
 
 NO_SPEECH_TEXT = "[No speech was recognised in this audio file.]"
 FALLBACK_CHAIN = ("builtin", "simple")
@@ -115,7 +117,10 @@ class EngineDocReader:
             actual = file_type
         else:
             actual = resolve_file_type(request.data, file_type)
-        ctx = ParseContext(ocr=self.ocr, asr=self.asr, limits=limits, options=options)
+        # the `ocr_languages` / `asr_language` settings
+        ocr = with_languages(self.ocr, options.get("ocr_languages"))
+        asr = with_language(self.asr, options.get("asr_language"))
+        ctx = ParseContext(ocr=ocr, asr=asr, limits=limits, options=options)
         # Before any engine is chosen: the limits bind every engine a rule or override may pick.
         measured = preflight(request.data, actual, limits)
         engine, note = self.choose(actual, request.engine, options)
@@ -151,12 +156,12 @@ class EngineDocReader:
             )
         ctx.check_time()
         if result.is_audio:  # speech recognition happens here, and only here
-            if self.asr is None:
+            if asr is None:
                 raise PermanentStageError(
                     "Audio needs a speech-recognition engine, and none is configured.",
                     code=SpanErrorCode.DOCREADER_UNAVAILABLE,
                 )
-            transcript = self.asr.transcribe(result.audio, request.file_name).strip()
+            transcript = asr.transcribe(result.audio, request.file_name).strip()
             result.markdown = transcript or NO_SPEECH_TEXT
         if not result.markdown.strip() and not result.images and not result.is_audio:
             raise PermanentStageError(

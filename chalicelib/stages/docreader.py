@@ -15,7 +15,7 @@ from .. import metering
 from ..dispatch import enqueue
 from ..domain.errors import BadRequest, PermanentStageError, SpanErrorCode, TransientStageError
 from ..domain.filetypes import is_importable
-from ..domain.process_config import engine_rules
+from ..domain.process_config import engine_rules, resolve
 from ..domain.storage_keys import exports_key, images_manifest_key, parsed_markdown_key
 from ..domain.types import Knowledge, KnowledgeType, Stage, StageMessage
 from ..domain.urls import redact_credentials
@@ -70,12 +70,18 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     tenant = deps.tenants.get(knowledge.tenant_id)
     rules = engine_rules(kb, tenant.parser_engine_rules if tenant else {}, knowledge.process_overrides)
     engine = rules.get(file_type, "")
+    effective = resolve(kb, knowledge.process_overrides)
+    ocr_languages = effective.ocr_languages
     request = ReadRequest(
         data=data,
         file_name=file_name or f"source.{file_type}",
         file_type=file_type,
         engine=engine,
-        options={"parser_engine_rules": rules},
+        options={
+            "parser_engine_rules": rules,
+            "ocr_languages": ocr_languages,
+            "asr_language": effective.asr_language,
+        },
         url=knowledge.source,
     )
     pages = deps.docreader().page_count(request) if file_type == "pdf" else None
@@ -83,7 +89,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         page_ranges.fan_out(deps, knowledge, message, request, title, pages)
         return
     result = deps.docreader().read(request)
-    ocr_text = _ocr_uploaded_image(deps, result)
+    ocr_text = _ocr_uploaded_image(deps, result, ocr_languages)
     resolved = _store_images(deps, knowledge, result)
     images = [asdict(image) for image in resolved.images]
     markdown = resolved.markdown
@@ -186,11 +192,13 @@ def _store_images(deps: Dependencies, knowledge: Knowledge, result: ReadResult) 
     return deps.image_resolver(save).resolve(result.markdown, result.images)
 
 
-def _ocr_uploaded_image(deps: Dependencies, result: ReadResult) -> str:
+def _ocr_uploaded_image(deps: Dependencies, result: ReadResult, languages: list[str]) -> str:
     """An uploaded image's text goes into the Markdown, so it is chunked and searchable like any text.
     OCR engines raise permanent errors for input they can never read and transient ones otherwise."""
     original = next((image for image in result.images if image.is_original), None)
     ocr = deps.ocr()
     if original is None or ocr is None:
         return ""
-    return ocr.recognize(original.data).strip()
+    from ..parsers.ocr import with_languages
+
+    return with_languages(ocr, languages).recognize(original.data).strip()

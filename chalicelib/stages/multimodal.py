@@ -94,7 +94,9 @@ def _ocr(
     ocr = deps.ocr()
     if ocr is None:
         return "", "no OCR engine on this deployment"
-    return ocr.recognize(data).strip(), ""
+    from ..parsers.ocr import with_languages
+
+    return with_languages(ocr, effective.ocr_languages).recognize(data).strip(), ""
 
 
 def _caption(

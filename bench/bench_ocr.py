@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""OCR character error rate per language on every scan and image with a ground truth.
+
+    .venv/bin/python bench/bench_ocr.py [--corpus DIR] [--modes detect,setting,legacy] [--json OUT.json]
+
+Documents: the dev corpus's images and image-only PDFs with a `<file>.truth.txt` (English and Korean),
+plus the pages in tests/fixtures/ocr (the corpus has no Japanese or Chinese scan, and its Korean one is a
+table of contents; see make_fixtures.py there: a Japanese text rendered at 150 dpi, the two paragraphs of
+the corpus's polyglossia-example-chinese.pdf and page 14 of its kotex-utf-doc.ko.pdf, both rendered at
+150 dpi). Image-only PDFs go through the docreader, as in
+production; images through the engine.
+
+CER = Levenshtein distance / truth length, after whitespace is collapsed (Latin and Hangul) or removed
+(Chinese and Japanese, which do not separate words, so a space tesseract adds or drops is no error).
+
+Modes (each reads every document):
+  detect   the default engine: script detected per page (tesseract OSD), 300 dpi upscaling, greyscale
+  setting  the same with `ocr_languages` set to the document's language (what a KB setting gives)
+  legacy   eng+kor on every page (the languages before issue 13), colour, no upscaling
+
+"Clean scans" are the 150 dpi page renders: the goal is CER <= 5% on those in every language.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+#: ../shared/corpus from the main checkout, ../../shared/corpus from a worktree under /work/wt
+DEFAULT_CORPUS = next(
+    (
+        p / "shared" / "corpus"
+        for p in (ROOT.parent, ROOT.parent.parent)
+        if (p / "shared" / "corpus").is_dir()
+    ),
+    ROOT.parent / "shared" / "corpus",
+)
+sys.path.insert(0, str(ROOT))
+
+from rapidfuzz.distance import Levenshtein  # noqa: E402
+
+from chalicelib.parsers import build_docreader  # noqa: E402
+from chalicelib.parsers.ocr import TesseractOcr  # noqa: E402
+from chalicelib.ports import ReadRequest  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures" / "ocr"
+IMAGE_TYPES = ("png", "jpg", "jpeg", "gif", "pdf")
+CLEAN = {
+    "debian-reference-p24-31.scan.pdf",
+    "debian-reference-p40.png",
+    "debian-reference-p40.gif",
+    "kotex-utf-doc-p3.ko.png",
+    "kotex-utf-doc-p14.ko.png",
+    "udhr-art1-4.ja.png",
+    "polyglossia-zh-hans.png",
+    "polyglossia-zh-hant.png",
+}
+NO_SPACES = ("jpn", "chi_sim", "chi_tra")
+
+
+def language_of(name: str) -> str:
+    if ".ko." in name:
+        return "kor"
+    if ".ja." in name:
+        return "jpn"
+    if "zh-hans" in name:
+        return "chi_sim"
+    if "zh-hant" in name:
+        return "chi_tra"
+    return "eng"
+
+
+def cer(hypothesis: str, truth: str, language: str) -> float:
+    sep = "" if language in NO_SPACES else " "
+    h = re.sub(r"\s+", sep, hypothesis).strip()
+    t = re.sub(r"\s+", sep, truth).strip()
+    return Levenshtein.distance(h, t) / max(len(t), 1)
+
+
+SCRIPT_CHARS = {
+    "kor": re.compile(r"[\uac00-\ud7a3]"),
+    "jpn": re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]"),
+    "chi_sim": re.compile(r"[\u4e00-\u9fff]"),
+    "chi_tra": re.compile(r"[\u4e00-\u9fff]"),
+}
+
+
+def script_cer(hypothesis: str, truth: str, language: str) -> float | None:
+    """CER over the characters of the language's own script only (Hangul, kana + Han, Han): how well the
+    script itself is read, apart from Latin words, punctuation, layout and reading order."""
+    chars = SCRIPT_CHARS.get(language)
+    if chars is None:
+        return None
+    h, t = "".join(chars.findall(hypothesis)), "".join(chars.findall(truth))
+    return Levenshtein.distance(h, t) / max(len(t), 1)
+
+
+def documents(corpus: Path) -> list[Path]:
+    found = []
+    for folder in (corpus, FIXTURES):
+        for truth in sorted(folder.glob("*.truth.txt")):
+            doc = truth.with_name(truth.name[: -len(".truth.txt")])
+            if doc.suffix.lstrip(".").lower() in IMAGE_TYPES and doc.exists():
+                found.append(doc)
+    return found
+
+
+def engine_for(mode: str, language: str) -> TesseractOcr:
+    if mode == "setting":
+        return TesseractOcr((language, "eng") if language != "eng" else ("eng",))
+    if mode == "legacy":
+        return TesseractOcr(("eng", "kor"), upscale=False, greyscale=False)
+    return TesseractOcr()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpus", type=Path, default=Path(os.environ.get("WEKNORA_CORPUS") or DEFAULT_CORPUS))
+    ap.add_argument("--modes", default="detect,setting,legacy")
+    ap.add_argument("--only", default="", help="substring of the file names to read")
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    if not TesseractOcr().available():
+        sys.exit("tesseract is not installed (make system-deps)")
+    print(f"tesseract languages installed: {', '.join(TesseractOcr().installed())}")
+    rows: list[dict[str, Any]] = []
+    docs = [d for d in documents(a.corpus) if a.only in d.name]
+    for mode in a.modes.split(","):
+        print(f"\n== {mode}")
+        for doc in docs:
+            language = language_of(doc.name)
+            engine = engine_for(mode, language)
+            data = doc.read_bytes()
+            t0 = time.perf_counter()
+            script, langs = "", ""
+            if doc.suffix == ".pdf":
+                text = (
+                    build_docreader(ocr=engine)
+                    .read(ReadRequest(data=data, file_name=doc.name, file_type="pdf"))
+                    .markdown
+                )
+            else:
+                reading = engine.read(data)
+                text, script, langs = reading.text, reading.script, "+".join(reading.languages)
+            dt = time.perf_counter() - t0
+            truth = doc.with_name(doc.name + ".truth.txt").read_text(encoding="utf-8")
+            value = cer(text, truth, language)
+            own = script_cer(text, truth, language)
+            clean = doc.name in CLEAN
+            rows.append(
+                {
+                    "mode": mode,
+                    "file": doc.name,
+                    "language": language,
+                    "cer": value,
+                    "s": dt,
+                    "clean": clean,
+                    "script_cer": own,
+                    "script": script,
+                    "read_with": langs,
+                }
+            )
+            print(
+                f"  {language:8} {doc.name:36} CER {value * 100:5.1f}%  {dt:5.1f}s  "
+                f"{(script + ' -> ' + langs) if script or langs else '(docreader)':26}{'  clean' if clean else '':7}"
+                + (f"  script-only CER {own * 100:5.1f}%" if own is not None else "")
+            )
+        print(f"  -- {mode}: mean CER on clean scans per language (goal <= 5%)")
+        for language in ("eng", "kor", "jpn", "chi_sim", "chi_tra"):
+            clean = [r["cer"] for r in rows if r["mode"] == mode and r["language"] == language and r["clean"]]
+            other = [
+                r["cer"] for r in rows if r["mode"] == mode and r["language"] == language and not r["clean"]
+            ]
+            if clean or other:
+                print(
+                    f"     {language:8} clean {statistics.mean(clean) * 100 if clean else float('nan'):5.1f}% "
+                    f"({len(clean)})   other images {statistics.mean(other) * 100 if other else float('nan'):5.1f}% ({len(other)})"
+                )
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""OCR language selection (issue 13): the `ocr_languages` setting beats per-page script detection
+(tesseract OSD), detection picks the language data of the page's script, the setting is checked against
+an allow-list, and Japanese / Chinese pages read close to their truth."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.languages import check_asr_language, check_ocr_languages
+from chalicelib.domain.process_config import check_enrichment, resolve
+from chalicelib.domain.types import KnowledgeBase
+from chalicelib.parsers.ocr import (
+    TesseractOcr,
+    _normalise_image,
+    _upscale_factor,
+    clean_ocr_text,
+    parse_osd,
+    with_languages,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ocr"
+
+
+class ScriptedTesseract(TesseractOcr):
+    """TesseractOcr whose OSD answer and installed languages are given (no binary needed)."""
+
+    def __init__(self, script: str, confidence: float = 2.0, languages: Sequence[str] | None = None) -> None:
+        super().__init__(languages, binary="/usr/bin/tesseract")
+        self.script, self.confidence = script, confidence
+        self.osd_calls = 0
+
+    def with_languages(self, languages: Sequence[str]) -> TesseractOcr:
+        copy = ScriptedTesseract(self.script, self.confidence, languages)
+        return copy if languages else self
+
+    def installed(self) -> tuple[str, ...]:
+        return ("chi_sim", "chi_tra", "eng", "jpn", "kor", "osd")
+
+    def detect_script(self, data: bytes) -> tuple[str, float]:
+        self.osd_calls += 1
+        return self.script, self.confidence
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ("Japanese", ("jpn", "eng")),
+        ("Han", ("chi_sim", "eng")),
+        ("Korean", ("kor", "eng")),
+        ("Hangul", ("kor", "eng")),
+        ("Latin", ("eng",)),
+        ("Cyrillic", ("eng", "kor")),  # no data installed for it: the defaults
+        ("", ("eng", "kor")),  # OSD found too little text
+    ],
+)
+def test_detection_picks_the_language_data_of_the_script(script: str, expected: tuple[str, ...]) -> None:
+    engine = ScriptedTesseract(script)
+    assert engine.choose_languages(b"page") == (expected, script)
+
+
+def test_the_setting_beats_detection() -> None:
+    engine = ScriptedTesseract("Japanese")
+    chosen = with_languages(engine, ["kor"])
+    assert chosen.choose_languages(b"page") == (("kor",), "")
+    assert chosen.osd_calls == 0  # no OSD run at all when the languages are set
+    assert with_languages(engine, []) is engine and with_languages(engine, None) is engine
+
+
+def test_with_languages_leaves_engines_that_cannot_choose_alone() -> None:
+    class Other:
+        name = "textract"
+
+    other = Other()
+    assert with_languages(other, ["jpn"]) is other
+
+
+def test_parse_osd() -> None:
+    out = "Page number: 0\nOrientation in degrees: 0\nRotate: 0\nOrientation confidence: 21.12\nScript: Japanese\nScript confidence: 1.85\n"
+    assert parse_osd(out) == ("Japanese", 1.85)
+    assert parse_osd("Too few characters. Skipping this page\n") == ("", 0.0)
+
+
+def test_clean_ocr_text_joins_cjk_but_keeps_hangul_and_latin_spaces() -> None:
+    assert clean_ocr_text("人 人 生 而 自 由 、 在 尊 严\x0c") == "人人生而自由、在尊严"
+    assert clean_ocr_text("す べ て の 人 間 は") == "すべての人間は"
+    assert clean_ocr_text("유니코드 문서 작성하기") == "유니코드 문서 작성하기"
+    assert clean_ocr_text("2022 年 11 月") == "2022 年 11 月"  # a digit-ideograph space stays
+
+
+@pytest.mark.parametrize(
+    ("size", "dpi", "factor"),
+    [
+        ((1275, 1650), 150.0, 2.0),  # a 150 dpi scan with its tag: to 300 dpi
+        ((2550, 3300), 300.0, 1.0),  # already 300 dpi
+        ((1275, 1650), None, 2.0),  # page-sized, untagged: taken as 150 dpi
+        ((756, 567), None, 2.0),  # a slide or screenshot: doubled
+        ((1708, 2377), None, 1.0),  # a photo of a page, or a 200 dpi render: as it is
+        ((5000, 7000), None, 1.0),  # large: as it is
+        ((600, 800), 100.0, 3.0),  # 100 dpi: tripled, the most it is enlarged
+    ],
+)
+def test_upscale_factor(size: tuple[int, int], dpi: float | None, factor: float) -> None:
+    assert _upscale_factor(*size, dpi) == pytest.approx(factor)
+
+
+def test_upscale_never_exceeds_the_pixel_limit() -> None:
+    assert _upscale_factor(4000, 4000, 100.0) ** 2 * 16_000_000 <= 40_000_001
+
+
+def test_normalised_image_is_greyscale_and_upscaled() -> None:
+    buf = io.BytesIO()
+    Image.new("RGBA", (300, 200), (0, 0, 0, 0)).save(buf, format="PNG")
+    with Image.open(io.BytesIO(_normalise_image(buf.getvalue(), upscale=True, greyscale=True))) as out:
+        assert out.mode == "L" and out.size == (600, 400)
+        assert out.getpixel((10, 10)) == 255  # transparency flattened on white, not black
+
+
+def test_ocr_languages_are_checked_against_the_allow_list() -> None:
+    assert check_ocr_languages(["jpn", "eng", "jpn"]) == ["jpn", "eng"]
+    for bad in (["klingon"], ["eng", "ja"], ["eng+jpn"], ["eng", "kor", "jpn", "chi_sim", "chi_tra"]):
+        with pytest.raises(BadRequest) as caught:
+            check_ocr_languages(bad)
+        assert caught.value.code == "invalid_ocr_languages"
+    assert check_asr_language("") == "" and check_asr_language("ko") == "ko"
+    with pytest.raises(BadRequest) as caught:
+        check_asr_language("korean")
+    assert caught.value.code == "invalid_asr_language"
+
+
+def test_the_upload_setting_beats_the_knowledge_base_and_is_checked() -> None:
+    kb = KnowledgeBase(id="kb", tenant_id="t", name="n", ocr_languages=["kor"], asr_language="ko")
+    assert resolve(kb, {}).ocr_languages == ["kor"]
+    assert resolve(kb, {"ocr_languages": ["jpn", "eng"]}).ocr_languages == ["jpn", "eng"]
+    assert resolve(kb, {"asr_language": "ja"}).asr_language == "ja"
+    with pytest.raises(BadRequest) as caught:
+        check_enrichment(resolve(kb, {"ocr_languages": ["jp"]}), ocr_available=True)
+    assert caught.value.code == "invalid_ocr_languages"
+
+
+# ---------------------------------------------------------------- real tesseract on the fixtures
+
+
+def _cer(hypothesis: str, truth: str) -> float:
+    from rapidfuzz.distance import Levenshtein
+
+    h, t = re.sub(r"\s+", "", hypothesis), re.sub(r"\s+", "", truth)
+    return Levenshtein.distance(h, t) / max(len(t), 1)
+
+
+@pytest.mark.requires_tesseract
+@pytest.mark.parametrize(
+    ("name", "script", "languages", "max_cer"),
+    [
+        ("udhr-art1-4.ja.png", "Japanese", ("jpn", "eng"), 0.05),
+        # Chinese: two readings each (simplified and traditional data), ~6 s on a loaded box
+        pytest.param("polyglossia-zh-hans.png", "Han", ("chi_sim", "eng"), 0.05, marks=pytest.mark.slow),
+        pytest.param("polyglossia-zh-hant.png", "Han", ("chi_tra", "eng"), 0.05, marks=pytest.mark.slow),
+    ],
+)
+def test_a_cjk_page_is_detected_and_read_close_to_its_truth(
+    name: str, script: str, languages: tuple[str, ...], max_cer: float
+) -> None:
+    reading = TesseractOcr().read((FIXTURES / name).read_bytes())
+    truth = (FIXTURES / f"{name}.truth.txt").read_text(encoding="utf-8")
+    assert (reading.script, reading.languages) == (script, languages)
+    assert _cer(reading.text, truth) <= max_cer, reading.text
+
+
+@pytest.mark.requires_tesseract
+def test_the_setting_reads_a_japanese_page_with_the_given_languages() -> None:
+    engine = with_languages(TesseractOcr(), ["jpn"])
+    reading = engine.read((FIXTURES / "udhr-art1-4.ja.png").read_bytes())
+    assert (reading.script, reading.languages) == ("", ("jpn",))
+    assert "すべての人間は" in reading.text
+
+
+def test_leader_dots_read_as_a_repeated_hangul_syllable_are_dropped() -> None:
+    assert clean_ocr_text("1.2 첫번째 문서 . . . 2 이이 이이이이이이 3") == "1.2 첫번째 문서 . . . 2 3"
+    assert clean_ocr_text("이이 문서") == "이이 문서"  # two in a row can be a word
