@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .domain.errors import BadRequest
-from .settings import MODEL_KINDS, Settings
+from .settings import EXTRACTIVE_SUMMARY, MODEL_KINDS, Settings
 
 
 def offered_models(settings: Settings) -> dict[str, list[str]]:
@@ -41,3 +41,25 @@ def check_engine(settings: Settings, engine: str) -> None:
 def check_override_models(settings: Settings, overrides: dict[str, Any]) -> None:
     """An upload's process_config may name a vision or speech model: the same catalog applies."""
     check_models(settings, vision=overrides.get("vlm_model_id", ""), asr=overrides.get("asr_model_id", ""))
+
+
+def enrichment_overview(settings: Settings, *, ocr_available: bool, asr_available: bool) -> list[str]:
+    """What enrichment the offered models allow, one line per part, and how to turn on what is off
+    (printed by `weknora-ingest up`)."""
+    chat = [name for name in settings.models.catalog.names("chat") if name != EXTRACTIVE_SUMMARY]
+    vision = settings.models.catalog.names("vision")
+    how = 'WEKNORA_MODELS=\'{"%s": {"mine": "openai/<model>@http://127.0.0.1:11434/v1"}}\''
+    lines = [
+        f"summary: {', '.join(chat)} (chat) or {EXTRACTIVE_SUMMARY} (offline)"
+        if chat
+        else f"summary: {EXTRACTIVE_SUMMARY} (offline, extractive)",
+        f"questions, graph, wiki, auto-tag, table summaries: with a KB's summary_model_id of {', '.join(chat)}"
+        if chat
+        else "questions, graph, wiki, auto-tag, table summaries: off (no chat model; " + how % "chat" + ")",
+        f"image captions: with a KB's vlm_model_id of {', '.join(vision)}"
+        if vision
+        else "image captions: off (no vision model; " + how % "vision" + ")",
+        "image OCR: " + ("on" if ocr_available else "off (make system-deps installs tesseract)"),
+        "speech: " + ("on" if asr_available else "off (install the asr extra)"),
+    ]
+    return lines

@@ -32,6 +32,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from ..offered import enrichment_overview
 from ..progress import bar
 
 DIRECT_UPLOAD_MAX_BYTES = (
@@ -567,6 +568,12 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
         info.add_row(
             "schedules", ", ".join(f"{r.name} {r.expression.text}" for r in runtime.scheduler.rules) or "-"
         )
+        if bootstrap is not None and hasattr(bootstrap, "get_deps"):
+            deps = bootstrap.get_deps()
+            overview = enrichment_overview(
+                deps.settings, ocr_available=deps.ocr() is not None, asr_available=deps.asr() is not None
+            )
+            info.add_row("enrichment", "\n".join(overview))
         console.print(Panel(info, title="weknora-ingest up", subtitle="Ctrl-C to stop"))
         stop = stop or threading.Event()
         if threading.current_thread() is threading.main_thread():
