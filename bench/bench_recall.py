@@ -2,7 +2,7 @@
 """Issue 13 benchmark: known-item recall@5 of hybrid search on the dev corpus, through the local stack.
 
     .venv/bin/python bench/bench_recall.py [--corpus DIR] [--per-doc 3] [--seed 13] [--only GLOB]
-                                           [--keep DIR] [--reuse DIR] [--json OUT.json]
+                                           [--skip GLOB] [--keep DIR] [--reuse DIR] [--json OUT.json]
 
 Every corpus document (MANIFEST.tsv) is uploaded into one knowledge base of the local stack (the path of
 `make run`: moto in server mode, the real queues, handlers and state machine, the embedded index, the
@@ -236,7 +236,9 @@ def ingest_and_search(
             ).json_body["data"]
             ids: dict[str, str] = {}
             started = time.monotonic()
-            for path, _type in files:
+            # Smallest first: the order changes nothing measured, but an interrupted --keep run then has
+            # the most documents complete for --reuse.
+            for path, _type in sorted(files, key=lambda f: f[0].stat().st_size):
                 body, content_type = multipart({"file": (path.name, path.read_bytes())}, {})
                 response = client.http.post(
                     f"/api/v1/knowledge-bases/{kb['id']}/knowledge/file",
@@ -247,6 +249,8 @@ def ingest_and_search(
                     ids[response.json_body["data"]["id"]] = path.name
                 else:
                     statuses[path.name] = f"rejected {response.status_code}"
+            if keep is not None:
+                (keep / "recall-map.json").write_text(json.dumps({"kb": kb["id"], "files": ids}))
             runtime.drain(timeout=7200)
             print(f"ingested {len(ids)} files in {time.monotonic() - started:.0f} s", flush=True)
             for knowledge_id, name in ids.items():
@@ -296,6 +300,13 @@ def search_reused(queries: list[Query], keep: Path) -> dict[str, str]:
         )
         for r in rows
     ]  # fmt: skip
+    indexed = {e.knowledge_id for e in entries}
+    missing = sorted(name for kid, name in ids.items() if kid not in indexed)
+    if missing:  # an interrupted --keep run: measure the documents that reached the index
+        print(
+            f"--reuse: {len(missing)} documents never reached the index, their queries are left out: {missing}"
+        )
+        queries[:] = [q for q in queries if q.file not in missing]
     with tempfile.TemporaryDirectory(prefix="recall-reuse-") as tmp:
         engine = EmbeddedEngine(tmp)
         for start in range(0, len(entries), 2000):
@@ -353,6 +364,7 @@ def main() -> None:
     parser.add_argument("--per-doc", type=int, default=3)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--only", default="")
+    parser.add_argument("--skip", action="append", default=[], help="leave out files matching this glob")
     parser.add_argument("--keep", type=Path)
     parser.add_argument("--reuse", type=Path)
     parser.add_argument("--json", type=Path)
@@ -364,6 +376,7 @@ def main() -> None:
         manifest = [(row["file"], row["type"]) for row in csv.DictReader(fh, delimiter="\t")]
     if args.only:
         manifest = [(f, t) for f, t in manifest if fnmatch.fnmatch(f, args.only)]
+    manifest = [(f, t) for f, t in manifest if not any(fnmatch.fnmatch(f, g) for g in args.skip)]
     files = [(args.corpus / f, t) for f, t in manifest if (args.corpus / f).is_file()]
     queries: list[Query] = []
     for path, file_type in files:
