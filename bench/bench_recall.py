@@ -205,10 +205,12 @@ def ingest_and_search(
     files: list[tuple[Path, str]], queries: list[Query], state_dir: Path, keep: Path | None
 ) -> dict[str, str]:
     """Runs the local stack, ingests the files, asks every query; returns file → final status."""
+    import requests
     from chalice.test import Client
     from e2e.conftest import multipart
 
     from chalicelib.bootstrap import create_tenant, get_deps
+    from chalicelib.local.cli import DIRECT_UPLOAD_MAX_BYTES
     from chalicelib.local.moto_server import shared_moto_server
     from chalicelib.local.runtime import LocalRuntime
     from chalicelib.settings import get_settings
@@ -239,6 +241,25 @@ def ingest_and_search(
             # Smallest first: the order changes nothing measured, but an interrupted --keep run then has
             # the most documents complete for --reuse.
             for path, _type in sorted(files, key=lambda f: f[0].stat().st_size):
+                if path.stat().st_size > DIRECT_UPLOAD_MAX_BYTES:  # as `weknora-ingest`: a presigned PUT
+                    response = client.http.post(
+                        f"/api/v1/knowledge-bases/{kb['id']}/knowledge/upload-url",
+                        headers={**headers, "Content-Type": "application/json"},
+                        body=json.dumps({"file_name": path.name, "file_size": path.stat().st_size}),
+                    )
+                    if response.status_code == 201:
+                        grant = response.json_body["data"]
+                        put = requests.put(
+                            grant["upload_url"],
+                            data=path.read_bytes(),
+                            headers=grant.get("headers") or {},
+                            timeout=600,
+                        )
+                        if put.ok:
+                            ids[grant["knowledge_id"]] = path.name
+                            continue
+                    statuses[path.name] = f"rejected {response.status_code}"
+                    continue
                 body, content_type = multipart({"file": (path.name, path.read_bytes())}, {})
                 response = client.http.post(
                     f"/api/v1/knowledge-bases/{kb['id']}/knowledge/file",
