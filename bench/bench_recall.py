@@ -30,8 +30,9 @@ purpose (`CORPUS_EXPECTED_FAILURES`: a truncated PDF, an empty file) have no que
 
 Dev loop: `--keep DIR` keeps the run's state (the embedded index file and the file ↔ knowledge map);
 `--reuse DIR` skips ingestion and re-indexes the kept entries (their stored text and vectors) into a fresh
-embedded engine with the current analysis code, then queries it directly: index/query changes in seconds.
-Chunking or parsing changes need a full run.
+embedded engine with the current analysis code, then queries it directly: index/query changes in seconds
+(`--retrievers keyword|vector` asks one list alone, for diagnosis). Documents of an interrupted run that
+never reached the index are left out with their queries. Chunking or parsing changes need a full run.
 """
 
 from __future__ import annotations
@@ -292,13 +293,20 @@ def ingest_and_search(
     return statuses
 
 
-def search_reused(queries: list[Query], keep: Path) -> dict[str, str]:
+def search_reused(queries: list[Query], keep: Path, retrievers: str = "hybrid") -> dict[str, str]:
     """Re-indexes the kept entries with the current analysis code and queries the engine directly."""
     import sqlite3
 
     from chalicelib.adapters.index.embedded import EmbeddedEngine
     from chalicelib.adapters.models.local_onnx import MiniLmEmbedding
     from chalicelib.ports import IndexEntry, IndexSpace
+
+    try:
+        from chalicelib.search import query_vector
+    except ImportError:  # a tree from before the script gate (a baseline run)
+
+        def query_vector(model: Any, query: str) -> Any:
+            return model.embed([query[: model.max_input_chars]])[0]
 
     mapping = json.loads((keep / "recall-map.json").read_text())
     ids: dict[str, str] = mapping["files"]
@@ -333,8 +341,16 @@ def search_reused(queries: list[Query], keep: Path) -> dict[str, str]:
         for start in range(0, len(entries), 2000):
             engine.batch_index(space, entries[start : start + 2000])
         for query in queries:
-            vector = model.embed([query.text[: model.max_input_chars]])[0]
-            hits = engine.hybrid_search(space, kb_id, query.text, vector, TOP_K)
+            vector = query_vector(model, query.text)  # as the search route does
+            hits = engine.hybrid_search(
+                space,
+                kb_id,
+                query.text,
+                vector,
+                TOP_K,
+                keyword=retrievers != "vector",
+                vector=retrievers != "keyword",
+            )
             score(query, [ids.get(h.knowledge_id, "?") for h in hits])
         engine.close()
     return {name: "reused" for name in ids.values()}
@@ -389,6 +405,12 @@ def main() -> None:
     parser.add_argument("--keep", type=Path)
     parser.add_argument("--reuse", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--retrievers",
+        choices=("hybrid", "keyword", "vector"),
+        default="hybrid",
+        help="with --reuse: diagnostics",
+    )
     args = parser.parse_args()
 
     from chalicelib.local.cli import CORPUS_EXPECTED_FAILURES
@@ -410,7 +432,7 @@ def main() -> None:
     print(f"{len(files)} files, {len(queries)} queries", flush=True)
 
     if args.reuse:
-        statuses = search_reused(queries, args.reuse)
+        statuses = search_reused(queries, args.reuse, args.retrievers)
     else:
         state_dir = args.keep or Path(tempfile.mkdtemp(prefix="bench-recall-"))
         if args.keep and state_dir.exists():

@@ -20,6 +20,9 @@ import re
 import unicodedata
 from typing import Any
 
+# Basic Latin letters, Latin-1 and Latin Extended-A/B, Latin Extended Additional
+_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff]")
+
 # CJK unified ideographs (+ extension A) and compatibility ideographs: the only text t2s can change.
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
@@ -39,3 +42,9 @@ def to_simplified(text: str) -> str:
 def fold(text: str) -> str:
     """NFKC → traditional→simplified → lowercase (see the module docstring)."""
     return to_simplified(unicodedata.normalize("NFKC", text or "")).lower()
+
+
+def latin_share(text: str) -> float:
+    """The share of the text's letters that are Latin (1.0 for text without letters)."""
+    letters = sum(1 for c in text if c.isalpha())
+    return len(_LATIN.findall(text)) / letters if letters else 1.0
