@@ -365,6 +365,17 @@ def score(query: Query, top_files: list[str]) -> None:
 # ---------------------------------------------------------------- report
 
 
+def stem(name: str) -> str:
+    """A file's name without any extension or language tag (`python-howto-sorting.docx` -> `python-howto-sorting`)."""
+    return name.split(".", 1)[0]
+
+
+def twin_only(q: Query) -> bool:
+    """A miss whose top 5 holds another file of the same name stem: the corpus ships that text in several
+    formats (docx/epub/htm/pptx, csv/xls/xlsx), and the copies fill the top 5."""
+    return not q.hit and any(stem(f) == stem(q.file) for f in q.top or [])
+
+
 def rate(qs: list[Query]) -> str:
     return f"{sum(q.hit for q in qs) / len(qs):.3f} ({sum(q.hit for q in qs)}/{len(qs)})" if qs else "-"
 
@@ -384,6 +395,12 @@ def report(queries: list[Query], statuses: dict[str, str]) -> None:
     for q in queries:
         by_type[q.file_type].append(q)
     print("per type: " + ", ".join(f"{t} {rate(qs)}" for t, qs in sorted(by_type.items())))
+    twins = [q for q in queries if twin_only(q)]
+    print(
+        f"misses whose top {TOP_K} holds a same-name copy in another format: {len(twins)} "
+        f"(recall@{TOP_K} counting those copies as hits: "
+        f"{(sum(q.hit for q in queries) + len(twins)) / max(len(queries), 1):.3f})"
+    )
     for group, title in (
         ("text", "misses"),
         ("ocr", "OCR-dependent misses"),
@@ -392,7 +409,10 @@ def report(queries: list[Query], statuses: dict[str, str]) -> None:
         misses = [q for q in queries if q.group == group and not q.hit]
         print(f"\n{title} ({len(misses)}):")
         for q in misses:
-            print(f"  {q.file} [{statuses.get(q.file, '?')}]\n    query: {q.text[:160]}\n    top: {q.top}")
+            twin = "  (copy in another format in the top 5)" if twin_only(q) else ""
+            print(
+                f"  {q.file} [{statuses.get(q.file, '?')}]{twin}\n    query: {q.text[:160]}\n    top: {q.top}"
+            )
 
 
 def main() -> None:
