@@ -7,8 +7,24 @@ from typing import Any
 from .commands import SearchRequest
 from .create import require_kb
 from .domain.types import ChunkType, ParseStatus
-from .ports import Dependencies, IndexSpace
+from .ports import Dependencies, EmbeddingModel, IndexSpace
+from .settings import LATIN_ONLY_EMBEDDING_MODELS
+from .text_fold import latin_share
 from .usable import require_usable_for_api
+
+#: Embedding models trained on English text alone. Their vector of a query written mostly in another script
+#: (Chinese, Japanese, Korean, Cyrillic, Arabic ...) is noise, and fusing a noise list by RRF pushes the
+#: keyword list's hits out of the top k: such a query is answered by the keyword list alone.
+LATIN_ONLY_MODELS = LATIN_ONLY_EMBEDDING_MODELS
+#: a query is the model's when at least this share of its letters is Latin
+MIN_LATIN_SHARE = 0.7
+
+
+def query_vector(model: EmbeddingModel, query: str) -> Any:
+    """The query's vector, or None when the model cannot read the query's script."""
+    if model.model_id in LATIN_ONLY_MODELS and latin_share(query) < MIN_LATIN_SHARE:
+        return None
+    return model.embed([query[: model.max_input_chars]])[0]
 
 
 def hybrid_search(
@@ -22,7 +38,7 @@ def hybrid_search(
     query, top_k = request.query_text, request.match_count
     model = require_usable_for_api(deps, kb)
     strategy = kb.indexing_strategy
-    vector = model.embed([query[: model.max_input_chars]])[0] if strategy.vector_enabled else None
+    vector = query_vector(model, query) if strategy.vector_enabled else None
     hits = deps.engine(kb.retrieval_engine).hybrid_search(
         IndexSpace.of(model),
         kb.id,

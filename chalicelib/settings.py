@@ -46,6 +46,10 @@ DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-qint8"
 #: the shipped MiniLM file's own space (fp32 arithmetic): still offered, so knowledge bases that name it
 #: keep their vectors (an id, not a default: a model space never changes under a stored vector)
 SHIPPED_MINILM_MODEL = "local/all-MiniLM-L6-v2-int8"
+#: embedding models trained on English text alone (both local MiniLM spaces, Cohere's English model)
+LATIN_ONLY_EMBEDDING_MODELS = frozenset(
+    {DEFAULT_EMBEDDING_MODEL, SHIPPED_MINILM_MODEL, "bedrock/cohere.embed-english-v3"}
+)
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 

@@ -2,17 +2,18 @@
 
 Two spellings of one question hash equal when they differ only by surrounding blanks, URLs, case, edge
 punctuation, traditional vs simplified characters, full vs half width, or spaces between CJK characters.
-Traditional → simplified is OpenCC's `t2s` table (a maintained dictionary, not a hand-written one).
+Traditional → simplified is OpenCC's `t2s` table (a maintained dictionary, not a hand-written one), the
+one implementation in `chalicelib.text_fold` that the keyword index uses too.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable
-from typing import Any
+
+from ..text_fold import to_simplified
 
 URL = re.compile(r"(?:https?|ftp)://\S+|www\.[^\s/]+\.\S+", re.IGNORECASE)
 #: CJK ideographs, kana, hangul and CJK punctuation: spaces between two of these are dropped
@@ -22,17 +23,6 @@ _CJK = (
 )
 CJK_SPACE = re.compile(rf"(?<=[{_CJK}])\s+(?=[{_CJK}])")
 SPACES = re.compile(r"\s+")
-
-
-@functools.lru_cache(maxsize=1)
-def _t2s() -> Any:
-    import opencc  # the OpenCC wheel; built once per process
-
-    return opencc.OpenCC("t2s")
-
-
-def to_simplified(text: str) -> str:
-    return str(_t2s().convert(text)) if text else text
 
 
 def _edge_punctuation(char: str) -> bool:

@@ -195,6 +195,31 @@ class EngineContract:
         assert ids(self.keyword(engine, space, "人工智能")) == ["z2"]
         assert ids(self.keyword(engine, space, "社会主义国家"))[:1] == ["z1"]
 
+    def test_traditional_and_simplified_chinese_match_each_other(
+        self, engine: RetrieveEngine, space: IndexSpace
+    ) -> None:
+        engine.batch_index(
+            space,
+            [
+                entry("t1", "人人生而自由、在尊嚴和權利上一律平等。"),  # traditional
+                entry("s1", "机器学习是人工智能的一个分支"),  # simplified
+                entry("x1", "天气很好，我们去公园散步"),
+            ],
+        )
+        assert ids(self.keyword(engine, space, "尊严 权利 平等"))[:1] == ["t1"]  # simplified query
+        assert ids(self.keyword(engine, space, "機器學習 人工智慧"))[:1] == ["s1"]  # traditional query
+        assert self.keyword(engine, space, "尊嚴")[0].content == "人人生而自由、在尊嚴和權利上一律平等。"
+
+    def test_full_width_and_case_fold_in_queries_and_documents(
+        self, engine: RetrieveEngine, space: IndexSpace
+    ) -> None:
+        engine.batch_index(
+            space, [entry("w1", "ＤＥＢＩＡＮ パッケージ 管理"), entry("w2", "python sorting howto")]
+        )
+        assert ids(self.keyword(engine, space, "debian"))[:1] == ["w1"]
+        assert ids(self.keyword(engine, space, "ＰＹＴＨＯＮ Sorting"))[:1] == ["w2"]
+        assert ids(self.keyword(engine, space, "ﾊﾟｯｹｰｼﾞ"))[:1] == ["w1"]  # half-width katakana
+
     def test_korean_bm25_whole_words(self, engine: RetrieveEngine, space: IndexSpace) -> None:
         engine.batch_index(space, [entry(f"a{n}", text) for n, text in constitution_articles()])
         hits = self.keyword(engine, space, "민주공화국이다.")

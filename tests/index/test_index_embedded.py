@@ -56,6 +56,27 @@ def test_tokeniser_bigrams_cjk_and_keeps_words() -> None:
     assert match_expression("  ...  ") == ""
 
 
+def test_tokeniser_folds_traditional_chinese_like_the_query_side() -> None:
+    assert index_terms("尊嚴 ＡＢＣ") == index_terms("尊严 abc") == ["尊严", "abc"]
+
+
+def test_file_from_an_older_analysis_gets_its_terms_rebuilt(tmp_path: Path) -> None:
+    eng = EmbeddedEngine(tmp_path)
+    eng.batch_index(SPACE, [entry("t1", "在尊嚴和權利上一律平等")])
+    path = eng.path_for(SPACE, "kb1")
+    eng.close()
+    with sqlite3.connect(path) as conn:  # as an engine before traditional/simplified folding left it
+        conn.execute("UPDATE entries SET terms = '在尊 尊嚴 嚴和 和權 權利 利上 上一 一律 律平 平等'")
+        conn.execute("DELETE FROM meta WHERE key = 'analysis'")
+    eng = EmbeddedEngine(tmp_path)
+    try:
+        assert ids(eng.hybrid_search(SPACE, "kb1", "尊严 权利", None, 5, vector=False)) == ["t1"]
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone()[0] == "2"
+    finally:
+        eng.close()
+
+
 def test_one_file_per_kb_under_space_dir(tmp_path: Path) -> None:
     eng = EmbeddedEngine(tmp_path)
     eng.batch_index(SPACE, CORPUS)

@@ -68,6 +68,8 @@ def default_responder(method: str, url: str, params: dict[str, Any], body: Any) 
         return {"errors": False, "items": items}
     if url.endswith("/_delete_by_query"):
         return {"deleted": 4, "failures": []}
+    if method == "PUT" and url.endswith("/_mapping"):
+        return {"acknowledged": True}
     raise AssertionError(f"unexpected request {method} {url}")
 
 
@@ -92,7 +94,7 @@ def test_knn_request_body_is_pinned(recorded: tuple[OpenSearchEngine, RecordingT
             {},
             {
                 "size": 50,
-                "_source": {"excludes": ["embedding"]},
+                "_source": {"excludes": ["embedding", "search_text"]},
                 "query": {
                     "knn": {
                         "embedding": {
@@ -121,10 +123,19 @@ def test_hybrid_sends_bm25_then_knn_and_fuses_client_side(
     bm25 = transport.calls[0][3]
     assert bm25 == {
         "size": 50,
-        "_source": {"excludes": ["embedding"]},
+        "_source": {"excludes": ["embedding", "search_text"]},
         "query": {
             "bool": {
-                "must": [{"match": {"content": {"query": "대한민국 헌법"}}}],
+                "must": [
+                    {
+                        "dis_max": {
+                            "queries": [
+                                {"match": {"content": {"query": "대한민국 헌법"}}},
+                                {"match": {"search_text": {"query": "대한민국 헌법"}}},
+                            ]
+                        }
+                    }
+                ],
                 "filter": FILTER["bool"]["filter"],
             }
         },
@@ -153,12 +164,25 @@ def test_no_request_without_query(recorded: tuple[OpenSearchEngine, RecordingTra
 def test_bulk_lines_and_refresh(recorded: tuple[OpenSearchEngine, RecordingTransport]) -> None:
     engine, transport = recorded
     engine.batch_index(
-        SPACE, [entry("c1", "héllo 세계", vector=np.array([0, 2, 0, 0, 0, 0, 0, 0], np.float32))]
+        SPACE,
+        [
+            entry("c1", "héllo 세계", vector=np.array([0, 2, 0, 0, 0, 0, 0, 0], np.float32)),
+            entry("c2", "電腦 ＡＢＣ"),
+        ],
     )
     assert transport.calls[0][:2] == ("HEAD", "/weknora-baai-bge-m3-8")
-    method, url, params, body = transport.calls[1]
+    # An existing index gets the search_text field added (an index from before it existed).
+    assert transport.calls[1] == (
+        "PUT",
+        "/weknora-baai-bge-m3-8/_mapping",
+        {},
+        {"properties": {"search_text": {"type": "text", "analyzer": "weknora_text"}}},
+    )
+    method, url, params, body = transport.calls[2]
     assert (method, url, params) == ("POST", "/_bulk", {"refresh": "wait_for"})
-    action, doc = [json.loads(x) for x in body.decode().splitlines()]
+    action, doc, _action2, doc2 = [json.loads(x) for x in body.decode().splitlines()]
+    # Folded text (width, traditional -> simplified, case) only where folding changes something.
+    assert doc2["content"] == "電腦 ＡＢＣ" and doc2["search_text"] == "电脑 abc"
     assert action == {"index": {"_index": "weknora-baai-bge-m3-8", "_id": "c1"}}
     assert doc == {
         "id": "c1",
@@ -290,8 +314,8 @@ def test_server_ids_mode_deletes_old_copies_then_indexes_without_id(
 
     transport.responder = responder
     engine.batch_index(SPACE, [entry("c1", "new text"), entry("c2", "other")])
-    head, scan, delete, index = transport.calls
-    assert head[0] == "HEAD"
+    head, mapping, scan, delete, index = transport.calls
+    assert head[0] == "HEAD" and mapping[:2] == ("PUT", "/weknora-baai-bge-m3-8/_mapping")
     assert scan[3]["query"] == {"bool": {"filter": [{"terms": {"id": ["c1", "c2"]}}]}}
     assert [json.loads(x) for x in delete[3].decode().splitlines()] == [
         {"delete": {"_index": "weknora-baai-bge-m3-8", "_id": "srv-1"}}

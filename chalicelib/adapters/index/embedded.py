@@ -10,9 +10,11 @@ Tokenisation (why not the FTS5 trigram tokenizer): Korean words are mostly two o
 with particles glued on (`국민은`, `국회의`), and trigram cannot match a query term shorter than three
 characters (`국회`, `헌법`), and it ranks English by sub-word fragments. Instead each text is
 pre-tokenised here the way Lucene's `standard` tokenizer + `cjk_bigram` filter does on the
-OpenSearch side: NFKC, lowercase, Latin/digit words whole, runs of Hangul/Han/Kana as overlapping
-bigrams (a lone CJK character stays a unigram). The bigram string goes into a `unicode61` FTS5
-table, and queries are tokenised the same way and OR-ed, like an OpenSearch `match` query.
+OpenSearch side: `text_fold.fold` (NFKC width folding, traditional → simplified Chinese, lowercase),
+Latin/digit words whole, runs of Hangul/Han/Kana as overlapping bigrams (a lone CJK character stays a
+unigram). The bigram string goes into a `unicode61` FTS5 table, and queries are tokenised the same way
+and OR-ed, like an OpenSearch `match` query. A file whose stored terms came from an older analysis
+(`ANALYSIS_VERSION`) has them rebuilt from the stored content when it is first opened.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import os
 import re
 import sqlite3
 import threading
-import unicodedata
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,11 +34,14 @@ import numpy as np
 import numpy.typing as npt
 
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
+from chalicelib.text_fold import fold
 
 from .common import DEFAULT_CANDIDATES, remap_entry, unit_vector
 from .fusion import RRF_K, rrf_fuse
 
 SCHEMA_VERSION = "1"
+#: bumped whenever index_terms changes; files indexed under another version get their terms rebuilt
+ANALYSIS_VERSION = "2"
 _MAX_QUERY_TERMS = 128
 _SQL_BATCH = 500  # bound host parameters per statement
 
@@ -89,7 +93,7 @@ _COLUMNS = "rid, id, kb_id, knowledge_id, chunk_id, content, source_id, source_t
 def index_terms(text: str) -> list[str]:
     """Tokens as the BM25 index sees them: words whole, CJK runs as overlapping bigrams."""
     out: list[str] = []
-    for token in _TOKEN_RE.findall(unicodedata.normalize("NFKC", text).lower()):
+    for token in _TOKEN_RE.findall(fold(text)):
         if _CJK_RUN_RE.fullmatch(token):
             if len(token) == 1:
                 out.append(token)
@@ -223,6 +227,7 @@ class EmbeddedEngine:
                         ("dimensions", space.dimensions),
                         ("kb_id", kb_id),
                         ("generation", 0),
+                        ("analysis", ANALYSIS_VERSION),
                     ],
                 )
             elif int(meta.get("dimensions", -1)) != space.dimensions or meta.get("kb_id") != kb_id:
@@ -230,6 +235,8 @@ class EmbeddedEngine:
                     f"index file holds kb {meta.get('kb_id')!r} at {meta.get('dimensions')} dimensions, "
                     f"not kb {kb_id!r} at {space.dimensions}"
                 )
+            elif str(meta.get("analysis", "1")) != ANALYSIS_VERSION:
+                _reanalyse(conn)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -566,6 +573,24 @@ class EmbeddedEngine:
             return not self._closed
         except (OSError, sqlite3.Error):
             return False
+
+
+def _reanalyse(conn: sqlite3.Connection) -> None:
+    """Rebuilds every entry's terms from its stored content with the current index_terms (the update
+    trigger re-indexes FTS), inside the caller's transaction; bumps the generation."""
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT rid, content FROM entries WHERE rid > ? ORDER BY rid LIMIT ?", (last, _SQL_BATCH)
+        ).fetchall()
+        if not rows:
+            break
+        conn.executemany(
+            "UPDATE entries SET terms = ? WHERE rid = ?", [(" ".join(index_terms(c)), rid) for rid, c in rows]
+        )
+        last = rows[-1][0]
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('analysis', ?)", (ANALYSIS_VERSION,))
+    conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
 
 
 def _split_sql(script: str) -> list[str]:

@@ -5,6 +5,14 @@ dimension, a `content` text field analysed for BM25 with the standard tokenizer 
 `lowercase` and `cjk_bigram` (the same bigrams the embedded engine builds, so Korean, Chinese and
 Japanese words match without a morphological plugin), and keyword fields to filter on.
 
+Folding (`chalicelib.text_fold.fold`: NFKC width folding, traditional → simplified Chinese with OpenCC,
+lowercase) runs here in Python, because no stock OpenSearch analyzer has OpenCC's dictionary: a document
+whose folded text differs from its lowercased text also gets the folded text in `search_text` (same
+analyzer; `content` stays as written, for display), and a BM25 query is the folded query text matched
+against both fields (`dis_max`: a document scores by its better field). Queries and documents therefore
+see the same folding as in the embedded engine. An index created before `search_text` existed gets the
+field added to its mapping on first use; its older documents keep matching through `content`.
+
 Hybrid search sends a BM25 `match` query and a `knn` query as two requests and fuses them
 client-side with the same RRF as the embedded engine, so it needs no neural-search plugin or search
 pipeline.
@@ -30,12 +38,15 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import NotFoundError, RequestError
 
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
+from chalicelib.text_fold import fold
 
 from .common import DEFAULT_CANDIDATES, IndexWriteError, remap_entry, unit_vector
 from .fusion import RRF_K, rrf_fuse
 
 VECTOR_FIELD = "embedding"
+SEARCH_FIELD = "search_text"
 TEXT_ANALYZER = "weknora_text"
+_SEARCH_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER}
 _TERMS_BATCH = 1000  # values per `terms` filter / delete request
 Refresh = bool | Literal["wait_for"]
 
@@ -81,6 +92,7 @@ def index_body(
                 "chunk_type": {"type": "keyword"},
                 "is_enabled": {"type": "boolean"},
                 "content": {"type": "text", "analyzer": TEXT_ANALYZER},
+                SEARCH_FIELD: dict(_SEARCH_MAPPING),
                 VECTOR_FIELD: {
                     "type": "knn_vector",
                     "dimension": space.dimensions,
@@ -103,13 +115,30 @@ def _kb_filters(kb_id: str, *, enabled_only: bool = False) -> list[dict[str, Any
     return filters
 
 
+def search_text(content: str) -> str | None:
+    """The folded text a document carries in `search_text`, or None when folding changes nothing the
+    analyzer's own lowercasing would not."""
+    folded = fold(content)
+    return None if folded == content.lower() else folded
+
+
 def bm25_body(kb_id: str, query_text: str, size: int) -> dict[str, Any]:
+    query = fold(query_text)
     return {
         "size": size,
-        "_source": {"excludes": [VECTOR_FIELD]},
+        "_source": {"excludes": [VECTOR_FIELD, SEARCH_FIELD]},
         "query": {
             "bool": {
-                "must": [{"match": {"content": {"query": query_text}}}],
+                "must": [
+                    {
+                        "dis_max": {
+                            "queries": [
+                                {"match": {"content": {"query": query}}},
+                                {"match": {SEARCH_FIELD: {"query": query}}},
+                            ]
+                        }
+                    }
+                ],
                 "filter": _kb_filters(kb_id, enabled_only=True),
             }
         },
@@ -123,7 +152,7 @@ def knn_body(kb_id: str, vector: npt.NDArray[np.float32], size: int) -> dict[str
     # neighbours are found among this kb's enabled entries instead of being cut after the search.
     return {
         "size": size,
-        "_source": {"excludes": [VECTOR_FIELD]},
+        "_source": {"excludes": [VECTOR_FIELD, SEARCH_FIELD]},
         "query": {
             "knn": {
                 VECTOR_FIELD: {
@@ -196,6 +225,10 @@ class OpenSearchEngine:
             except RequestError as exc:
                 if exc.error != "resource_already_exists_exception":  # another worker won the race
                     raise
+        else:  # an index from before `search_text`: adding a field to a mapping is allowed, and idempotent
+            self.client.indices.put_mapping(
+                index=name, body={"properties": {SEARCH_FIELD: dict(_SEARCH_MAPPING)}}
+            )
         with self._lock:
             self._ready.add(name)
 
@@ -277,6 +310,9 @@ class OpenSearchEngine:
                 "is_enabled": entry.is_enabled,
                 "content": entry.content,
             }
+            folded = search_text(entry.content)
+            if folded is not None:
+                doc[SEARCH_FIELD] = folded
             if entry.vector is not None:
                 vec = unit_vector(entry.vector, space)
                 if vec is not None:
