@@ -102,6 +102,7 @@ def test_a_search_for_a_cell_value_returns_its_row_with_the_header(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3_600)
 def test_a_60000_row_csv_completes_and_its_cells_are_found(
     api: Api, runtime: LocalRuntime, hashing_offered: None
 ) -> None:
@@ -115,6 +116,7 @@ def test_a_60000_row_csv_completes_and_its_cells_are_found(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3_600)
 def test_a_200000_row_xlsx_completes_and_its_cells_are_found(
     api: Api, runtime: LocalRuntime, hashing_offered: None
 ) -> None:
