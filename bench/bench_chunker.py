@@ -84,6 +84,8 @@ def render_tables(corpus: Path) -> list[tuple[str, str]]:
     try:
         from chalicelib.parsers import build_docreader
         from chalicelib.ports import ReadRequest
+
+        reader = build_docreader()  # imports every engine's parser library
     except ImportError:
         venv_python = ROOT / ".venv" / "bin" / "python"
         out = subprocess.run(
@@ -93,7 +95,6 @@ def render_tables(corpus: Path) -> list[tuple[str, str]]:
             text=True,
         ).stdout
         return [(name, text) for name, text in json.loads(out)]
-    reader = build_docreader()
     docs = []
     for p in sorted(corpus.iterdir()):
         ext = p.suffix.lower().lstrip(".")
