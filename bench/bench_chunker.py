@@ -3,8 +3,9 @@
 
 Two document sets: "corpus", the .md/.markdown/.txt files of the dev corpus, and "tables", parser output
 with tables: the corpus's CSV, XLSX and JSON files rendered to Markdown by our own docreader (pipe tables,
-as the chunking stage receives them; the 50,000-row Debian package CSV among them). Both are normalised
-with our normalise_markdown; the peers get the same text. Two modes at equivalent settings:
+as the chunking stage receives them; the 50,000-row Debian package CSV among them). A third set, "bigcsv"
+(not in the default sets), is issue 12's case: a generated 3 MB, 60,000-row CSV as our CSV parser renders
+it. All are normalised with our normalise_markdown; the peers get the same text. Two modes at equivalent settings:
 
   char   512 runes / 80 overlap   ours (recursive, auto, heading, heuristic) vs LangChain RecursiveCharacterTextSplitter(len),
                                   chonkie RecursiveChunker/TokenChunker("character"), semchunk(len)
@@ -24,7 +25,7 @@ The peers are not project dependencies: run it with the peer venv, e.g.
 
     bash /work/shared/peer-bench/make_venv.sh /tmp/peers     # or pip install the chunking peers only
     /tmp/peers/bin/pip install markdown-it-py                # our chunker's one extra dependency
-    /tmp/peers/bin/python bench/bench_chunker.py [--rounds 3] [--modes char,token] [--sets corpus,tables]
+    /tmp/peers/bin/python bench/bench_chunker.py [--rounds 3] [--modes char,token] [--sets corpus,tables,bigcsv]
 
 Without the peers installed only our chunker and the str.split floor are measured. The tables set is
 rendered by the project's docreader; when the running interpreter lacks the parser dependencies (the peer
@@ -83,6 +84,8 @@ def render_tables(corpus: Path) -> list[tuple[str, str]]:
     try:
         from chalicelib.parsers import build_docreader
         from chalicelib.ports import ReadRequest
+
+        reader = build_docreader()  # imports every engine's parser library
     except ImportError:
         venv_python = ROOT / ".venv" / "bin" / "python"
         out = subprocess.run(
@@ -92,7 +95,6 @@ def render_tables(corpus: Path) -> list[tuple[str, str]]:
             text=True,
         ).stdout
         return [(name, text) for name, text in json.loads(out)]
-    reader = build_docreader()
     docs = []
     for p in sorted(corpus.iterdir()):
         ext = p.suffix.lower().lstrip(".")
@@ -102,6 +104,32 @@ def render_tables(corpus: Path) -> list[tuple[str, str]]:
         if md.strip():
             docs.append((p.name, normalise_markdown(md)))
     return docs
+
+
+def orders_csv(rows: int = 60_000) -> str:
+    """The issue-12 case: a generated order-export CSV, ten columns, ~53 bytes a row (60,000 rows ~3 MB);
+    the same generator as tests/chunker/test_chunker_tables.py."""
+    lines = ["order_id,customer,country,product_sku,quantity,unit_price,currency,status,created_at,warehouse"]
+    countries = ("DE", "FR", "US", "JP")
+    for i in range(rows):
+        lines.append(
+            f"{i},c{i * 7 % 9973},{countries[i % 4]},S{i * 31 % 99991},{i % 9 + 1},{i % 97}.{i % 100:02d},"
+            f"EUR,{'paid' if i % 3 else 'open'},2026-0{i % 9 + 1}-1{i % 10},W{i % 9 + 1}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def render_big_csv(corpus: Path) -> list[tuple[str, str]]:
+    """The 60,000-row CSV as our CSV parser renders it (one pipe table, a 159-rune header)."""
+    try:
+        from chalicelib.parsers.simple import csv_to_markdown
+    except ImportError:
+        venv_python = ROOT / ".venv" / "bin" / "python"
+        out = subprocess.run(
+            [str(venv_python), __file__, "--render-big-csv"], check=True, capture_output=True, text=True
+        ).stdout
+        return [(name, text) for name, text in json.loads(out)]
+    return [("orders-60000.csv", normalise_markdown(csv_to_markdown(orders_csv(), 10**9)))]
 
 
 def tiktoken_encoding() -> Any:
@@ -306,11 +334,15 @@ def main() -> None:
     ap.add_argument("--sets", default="corpus,tables")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--render-tables", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--render-big-csv", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.render_tables:  # subprocess of render_tables(): print the rendered set as JSON
         print(json.dumps(render_tables(a.corpus)))
         return
-    sets = {"corpus": load_docs, "tables": render_tables}
+    if a.render_big_csv:
+        print(json.dumps(render_big_csv(a.corpus)))
+        return
+    sets = {"corpus": load_docs, "tables": render_tables, "bigcsv": render_big_csv}
     docsets = {name: sets[name](a.corpus) for name in a.sets.split(",")}
     enc = None
     modes = a.modes.split(",")

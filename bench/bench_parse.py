@@ -2,7 +2,7 @@
 """Parse benchmark: our docreader vs Microsoft MarkItDown on the dev corpus, in the same process and loop.
 
     .venv/bin/python bench/bench_parse.py [--corpus DIR] [--rounds 3] [--types pdf,docx] [--no-ocr] [--asr]
-                                          [--json OUT.json]
+                                          [--json OUT.json] [--pdf-pages-only]
 
 Per type: files/s of each tool (sum of per-file median wall times) and a fidelity figure, the word-level
 F1 of the tool's output against a reference text:
@@ -11,6 +11,9 @@ F1 of the tool's output against a reference text:
     table cells; pptx → python-pptx shape text and notes; xlsx → openpyxl values; xls → xlrd values;
     html/htm → lxml text of <body>; mhtml → email + lxml; epub → lxml text of every XHTML file;
     csv/txt/md → the file itself; json → every key and scalar value. doc/ppt have no reference.
+PDF pages/s: on the text PDFs, ours against pypdfium2's raw text extraction (the floor: open, load each
+page and its text page, get_text_range) and MarkItDown, interleaved rounds in the same run
+(`--pdf-pages-only` runs just that section).
 Overall throughput ratio = markitdown time / our time, over the files both parse to non-empty text
 (images and audio excluded: those are OCR/ASR work, measured separately).
 OCR: character error rate of tesseract (through the docreader for the scanned PDFs) on every image/scan
@@ -238,7 +241,15 @@ def main() -> None:
     ap.add_argument("--no-ocr", action="store_true")
     ap.add_argument("--asr", action="store_true", help="also transcribe the audio files with faster-whisper")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--pdf-pages-only",
+        action="store_true",
+        help="only the PDF pages/s section (vs pypdfium2 and MarkItDown)",
+    )
     a = ap.parse_args()
+    if a.pdf_pages_only:
+        pdf_pages(a.corpus, a.rounds)
+        return
 
     from markitdown import MarkItDown
 
@@ -366,6 +377,8 @@ def main() -> None:
         f"markitdown {overall['markitdown_ok']}/{len(docs)}"
     )
 
+    pdf_summary = pdf_pages(a.corpus, a.rounds)
+
     ocr_rows: list[dict[str, Any]] = []
     if not a.no_ocr:
         print("\n== OCR character error rate (tesseract; whitespace-normalised Levenshtein / truth length)")
@@ -430,11 +443,93 @@ def main() -> None:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(
             json.dumps(
-                {"by_type": summary, "overall": overall, "ocr": ocr_rows, "asr": asr_rows, "files": records},
+                {
+                    "by_type": summary,
+                    "overall": overall,
+                    "pdf_pages": pdf_summary,
+                    "ocr": ocr_rows,
+                    "asr": asr_rows,
+                    "files": records,
+                },
                 indent=1,
                 default=str,
             )
         )
+
+
+def pdf_pages(corpus: Path, rounds: int) -> dict[str, Any]:
+    """PDF pages/s on the corpus's text PDFs (scans are OCR work): our docreader (structure: headings,
+    paragraphs, running headers removed, figures) against the floor, pypdfium2's raw text extraction
+    (open, per page load + text page + get_text_range, close), and MarkItDown, in interleaved rounds of the
+    same run. Per file the median over rounds; pages/s = pages / sum of medians."""
+    import pypdfium2 as pdfium
+    from markitdown import MarkItDown
+
+    from chalicelib.parsers import build_docreader
+    from chalicelib.ports import ReadRequest
+
+    reader = build_docreader()
+    md = MarkItDown()
+
+    def floor(data: bytes) -> int:
+        pdf = pdfium.PdfDocument(data)
+        try:
+            n = len(pdf)
+            for i in range(n):
+                page = pdf[i]
+                textpage = page.get_textpage()
+                textpage.get_text_range()
+                textpage.close()
+                page.close()
+            return n
+        finally:
+            pdf.close()
+
+    tools: dict[str, Callable[[Path, bytes], object]] = {
+        "pypdfium2": lambda p, d: floor(d),
+        "ours": lambda p, d: reader.read(ReadRequest(data=d, file_name=p.name, file_type="pdf")),
+        "markitdown": lambda p, d: md.convert(str(p)).markdown,
+    }
+    print("\n== PDF pages/s (text PDFs; median of interleaved rounds per file)")
+    totals = dict.fromkeys(tools, 0.0)
+    pages = 0
+    for path in sorted(corpus.glob("*.pdf")):
+        if ".scan." in path.name:
+            continue
+        data = path.read_bytes()
+        try:
+            n = floor(data)
+        except pdfium.PdfiumError:
+            print(f"  {path.name:40} skipped (pypdfium2 cannot open it)")
+            continue
+        for fn in tools.values():  # warm-up
+            fn(path, data)
+        walls: dict[str, list[float]] = {t: [] for t in tools}
+        for _ in range(rounds):
+            for tool, fn in tools.items():
+                t0 = time.perf_counter()
+                fn(path, data)
+                walls[tool].append(time.perf_counter() - t0)
+        med = {t: statistics.median(w) for t, w in walls.items()}
+        for t in tools:
+            totals[t] += med[t]
+        pages += n
+        print(
+            f"  {path.name:40} {n:4} p  pypdfium2 {n / med['pypdfium2']:7.0f} p/s  ours {n / med['ours']:7.0f} p/s "
+            f"({med['pypdfium2'] / med['ours']:.2f} of the floor)  markitdown {n / med['markitdown']:6.0f} p/s"
+        )
+    out = {
+        "pages": pages,
+        **{f"{t}_pages_per_s": pages / totals[t] for t in tools},
+        "ours_vs_floor": totals["pypdfium2"] / totals["ours"],
+        "ours_vs_markitdown": totals["markitdown"] / totals["ours"],
+    }
+    print(
+        f"  total {pages} pages: pypdfium2 {out['pypdfium2_pages_per_s']:.0f} p/s, ours "
+        f"{out['ours_pages_per_s']:.0f} p/s = {out['ours_vs_floor']:.2f} of the floor (goal >= 0.7), "
+        f"markitdown {out['markitdown_pages_per_s']:.0f} p/s (ours {out['ours_vs_markitdown']:.1f}x)"
+    )
+    return out
 
 
 def _fmt(v: float | None) -> str:

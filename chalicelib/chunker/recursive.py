@@ -278,6 +278,8 @@ def overlap_start(
     if w >= end:
         return end
     ws = max(p, w - 4)
+    if spans.starts and spans.covers(ws, end):
+        return end  # every candidate boundary is inside a protected span (a chunk ending in table rows)
     # A boundary needs non-blank text after it: find the last non-space rune of the window.
     k = end
     while k > ws and text[k - 1] in " \t\n\r\f\v":

@@ -58,6 +58,19 @@ class Spans:
         i = bisect_right(self.starts, pos) - 1
         return i >= 0 and pos < self.ends[i]
 
+    def covers(self, a: int, b: int) -> bool:
+        """True when [a, b) lies inside one span or a run of spans that touch (e.g. a table's rows)."""
+        starts, ends = self.starts, self.ends
+        i = bisect_right(starts, a) - 1
+        if i < 0 or a >= ends[i]:
+            return False
+        n = len(starts)
+        while ends[i] < b:
+            if i + 1 >= n or starts[i + 1] != ends[i]:
+                return False
+            i += 1
+        return True
+
     def strictly_inside(self, pos: int) -> bool:
         """True when a cut at pos would split a span (start < pos < end)."""
         i = bisect_right(self.starts, pos - 1) - 1

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..domain.errors import PermanentStageError
 from ..ports import ParsedImage, ReadRequest, ReadResult
 from .base import ParseContext, parse_failed
 
@@ -53,6 +52,34 @@ def _open(data: bytes, password: str | None) -> object:
         raise parse_failed("The PDF is damaged or truncated and cannot be opened.") from exc
 
 
+def _image_objects(page: Any, pdfium_c: Any, max_depth: int = 4) -> list[Any]:
+    """The page's image objects, in `page.get_objects(filter=(image,), max_depth=4)` order (depth-first,
+    Form XObjects descended to `max_depth` levels). Walks the raw handles and wraps only the images:
+    `get_objects` builds a Python object for every page object (tens of thousands on a text page)."""
+    import pypdfium2 as pdfium
+
+    image, form = pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM
+    get_type = pdfium_c.FPDFPageObj_GetType
+    out: list[Any] = []
+
+    def walk(count: Any, get: Any, parent: Any, level: int) -> None:
+        n = count(parent)
+        if n < 0:
+            raise pdfium.PdfiumError("Failed to get number of pageobjects.")
+        for i in range(n):
+            raw = get(parent, i)
+            if not raw:
+                raise pdfium.PdfiumError("Failed to get pageobject.")
+            kind = get_type(raw)
+            if kind == image:
+                out.append(pdfium.PdfObject(raw, page=page, pdf=page.pdf, level=level))
+            elif kind == form and level < max_depth - 1:
+                walk(pdfium_c.FPDFFormObj_CountObjects, pdfium_c.FPDFFormObj_GetObject, raw, level + 1)
+
+    walk(pdfium_c.FPDFPage_CountObjects, pdfium_c.FPDFPage_GetObject, page.raw, 0)
+    return out
+
+
 def _image_coverage(page: object, objs: list[object]) -> float:
     width, height = page.get_size()  # type: ignore[attr-defined]
     area = max(width * height, 1.0)
@@ -77,6 +104,14 @@ class _Line:
 
 _LINE = re.compile(r"[^\r\n]+")
 _TOC_LINE = re.compile(r"(\.\s?){3,}\s*[\divxlc]+$|\s\d{1,4}$")
+
+
+def _toc_line(text: str) -> bool:
+    """`_TOC_LINE.search(text)`, skipped for lines that cannot match (they must end in a digit or ivxlc)."""
+    end = text[-1:]
+    return (end.isdigit() or end in "ivxlc") and end != "" and _TOC_LINE.search(text) is not None
+
+
 _BULLET = re.compile(r"^[•◦▪‣∙·●○■□–]\s*")
 
 
@@ -86,21 +121,27 @@ def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
     structured = len(raw) == textpage.count_chars()  # char indexes line up with string offsets
     lines: list[_Line] = []
     x, y = ctypes.c_double(), ctypes.c_double()
-    for m in _LINE.finditer(raw):
-        text = _SPACES.sub(" ", m.group()).strip().replace("\x02", "-").replace("\ufffe", "-")
+    px, py = ctypes.byref(x), ctypes.byref(y)
+    tp = textpage.raw
+    font_size, char_origin = pdfium_c.FPDFText_GetFontSize, pdfium_c.FPDFText_GetCharOrigin
+    text_object, render_mode = pdfium_c.FPDFText_GetTextObject, pdfium_c.FPDFTextObj_GetTextRenderMode
+    invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
+    # One normalising pass over the page: spaces never become line breaks, so the page's lines and the
+    # normalised page's lines pair up one to one (offsets into `raw` come from the first).
+    clean = _SPACES.sub(" ", raw).replace("\x02", "-").replace("\ufffe", "-")
+    for m, n in zip(_LINE.finditer(raw), _LINE.finditer(clean), strict=True):
+        text = n.group().strip()
         if not text:
             continue
         line = _Line(text)
         if structured:
             idx = m.start() + len(m.group()) - len(m.group().lstrip())
-            line.size = round(float(pdfium_c.FPDFText_GetFontSize(textpage.raw, idx)), 1)
-            if pdfium_c.FPDFText_GetCharOrigin(textpage.raw, idx, ctypes.byref(x), ctypes.byref(y)):
+            line.size = round(float(font_size(tp, idx)), 1)
+            if char_origin(tp, idx, px, py):
                 line.base, line.x = y.value, x.value
-            obj = pdfium_c.FPDFText_GetTextObject(textpage.raw, idx)
+            obj = text_object(tp, idx)
             if obj:
-                line.hidden = (
-                    pdfium_c.FPDFTextObj_GetTextRenderMode(obj) == pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
-                )
+                line.hidden = render_mode(obj) == invisible
         lines.append(line)
     return lines
 
@@ -182,7 +223,7 @@ def _page_markdown(lines: list[_Line], levels: dict[float, int]) -> str:
         same = (
             prev is not None
             and blocks
-            and not _TOC_LINE.search(prev.text)
+            and not _toc_line(prev.text)
             and not bullet
             and abs(prev.size - line.size) < 0.3
             and pitch > 0
@@ -267,7 +308,8 @@ def parse_pdf(request: ReadRequest, ctx: ParseContext) -> ReadResult:
 def _parse_open(
     pdf: object, request: ReadRequest, ctx: ParseContext, force_scanned: bool, pdfium_c: Any
 ) -> ReadResult:
-    image_type = pdfium_c.FPDF_PAGEOBJ_IMAGE
+    import pypdfium2 as pdfium
+
     n_pages = len(pdf)  # type: ignore[arg-type]
     if n_pages == 0:
         raise parse_failed("The PDF has no pages.")
@@ -286,7 +328,7 @@ def _parse_open(
             textpage = page.get_textpage()
             lines = _page_lines(textpage, pdfium_c)
             textpage.close()
-            objs = list(page.get_objects(filter=(image_type,), max_depth=4))
+            objs = _image_objects(page, pdfium_c)
             coverage = _image_coverage(page, objs)
             chars = sum(len(ln.text) for ln in lines)
             info.scanned = (
@@ -311,9 +353,7 @@ def _parse_open(
                         info.figures.append((k, key))
                         figure_pages.setdefault(key, set()).add(i)
             page.close()
-        except PermanentStageError:
-            raise
-        except Exception:  # WeKnora: any page error → treat the page as an image
+        except pdfium.PdfiumError:  # WeKnora: a page pdfium cannot read → treat the page as an image
             info.scanned = True
         pages.append(info)
         page_lines.append(lines)
@@ -356,7 +396,7 @@ def _parse_open(
         if keep and figures_kept < ctx.limits.max_images:
             page = pdf[info.index]  # type: ignore[index]
             try:
-                objs = list(page.get_objects(filter=(image_type,), max_depth=4))
+                objs = _image_objects(page, pdfium_c)
                 for k, _key in keep:
                     if figures_kept >= ctx.limits.max_images or k >= len(objs):
                         break

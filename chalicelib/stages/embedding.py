@@ -25,7 +25,7 @@ from ..domain.errors import (
     SpanErrorCode,
     TransientStageError,
 )
-from ..domain.ids import content_hash, execution_name
+from ..domain.ids import execution_name
 from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
 from ..domain.types import ChunkType, Knowledge, KnowledgeBase, Stage, StageMessage
 from ..observability import logger
@@ -40,6 +40,7 @@ from ..ports import (
     iter_batches,
 )
 from ..usable import require_usable_for_stage
+from .embed_windows import pool, window_key, windows_of
 from .runner import kept_after_write, live_knowledge, out_of_time, run_stage
 
 if TYPE_CHECKING:
@@ -160,10 +161,13 @@ class EmbeddingRun:
         import numpy as np
 
         capped = [t[: self.model.max_input_chars] for t in texts]
-        hashes = [content_hash(t) for t in capped]
+        # A text over the model's window is embedded as windows, pooled to one vector (embed_windows).
+        parts = [windows_of(self.model, t) for t in capped]
+        hashes = [window_key(t, p) for t, p in zip(capped, parts, strict=True)]
         cache = self.deps.embedding_cache()
         known = cache.get_many(self.space, hashes)
         self.cache_hits += sum(1 for h in hashes if h in known)
+        windows = dict(zip(hashes, parts, strict=True))
         missing = {h: t for h, t in zip(hashes, capped, strict=True) if h not in known}
         # Checkpoint writes overlap the next batch's model call (I/O vs CPU); at most one batch is in
         # flight, and every write is confirmed before the stage goes on.
@@ -171,7 +175,8 @@ class EmbeddingRun:
             pending: Future[None] | None = None
             batches = list(iter_batches(list(missing.items()), self.deps.settings.embed_batch_size))
             for batch in batches:
-                vectors = self._embed_batch([text for _, text in batch])
+                pieces = [windows[h] for h, _ in batch]
+                vectors = pool(self._embed_batch([p for ps in pieces for p in ps]), pieces)
                 fresh = {h: vectors[i] for i, (h, _) in enumerate(batch)}
                 if pending is not None:
                     pending.result()

@@ -67,3 +67,42 @@ def test_token_mode_tables_fit_the_token_budget_with_the_header_once() -> None:
     assert all(word_tokens(c.content) <= 150 for c in chunks)
     assert all(c.content.count("| id | package | version |") == 1 for c in chunks)
     assert len(chunks) < 2000 / 5
+
+
+def csv_table(rows: int) -> str:
+    """A generated order-export CSV (ten columns, ~53 bytes a row: 60,000 rows are ~3 MB)."""
+    lines = ["order_id,customer,country,product_sku,quantity,unit_price,currency,status,created_at,warehouse"]
+    countries = ("DE", "FR", "US", "JP")
+    for i in range(rows):
+        lines.append(
+            f"{i},c{i * 7 % 9973},{countries[i % 4]},S{i * 31 % 99991},{i % 9 + 1},{i % 97}.{i % 100:02d},"
+            f"EUR,{'paid' if i % 3 else 'open'},2026-0{i % 9 + 1}-1{i % 10},W{i % 9 + 1}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def test_a_60000_row_csv_as_parsed_packs_full_chunks_with_the_header_once() -> None:
+    """Issue 12: the 3 MB, 60,000-row CSV made 50,383 one-row chunks (over the 50,000 cap); LangChain made
+    about 10,000 (it repeats no header). With the header once a chunk holds floor((size - header) / row)
+    rows, so the count is within the header's share of LangChain's."""
+    from chalicelib.chunker import normalise_markdown
+    from chalicelib.parsers.simple import csv_to_markdown
+    from chalicelib.stages.chunking import MAX_CHUNKS_PER_DOCUMENT
+
+    data = csv_table(60_000)
+    assert 2.9e6 < len(data) < 3.5e6
+    md = normalise_markdown(csv_to_markdown(data, 10**9))
+    chunks = split(md, ChunkingConfig(chunk_size=512, chunk_overlap=80))
+    header = md[: md.index("\n", md.index("\n") + 1) + 1]
+    body_rows = md[len(header) :].splitlines()
+    row = max(len(r) + 1 for r in body_rows)
+    per_chunk = (512 - len(header)) // row
+    assert per_chunk >= 4
+    assert len(chunks) <= 60_000 / per_chunk + 1, (len(chunks), per_chunk)
+    assert len(chunks) < MAX_CHUNKS_PER_DOCUMENT / 3  # the cap stays a safety net far away
+    # A header-less splitter (LangChain) fills size - overlap with new rows; here size - header, in whole rows.
+    assert len(chunks) <= 1.2 * len(md) / (512 - len(header))
+    assert all(len(c.content) <= 512 and c.content.startswith(header) for c in chunks)
+    assert all(c.content.count(header) == 1 for c in chunks)
+    seen = {line for c in chunks for line in c.content[len(header) :].splitlines()}
+    assert seen == set(body_rows)  # every row in some chunk, with the header

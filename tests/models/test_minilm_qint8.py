@@ -121,6 +121,9 @@ def test_worker_processes_give_the_in_process_vectors_in_order() -> None:
         assert pool.embed([]).shape == (0, 384)
         assert pool.embed(texts[:1]).shape == (1, 384)  # too few to split: one worker
         assert pool.token_count("Hello world") == 4
+        long_text = "the harbour ferry timetable " * 200
+        assert pool.windows(long_text) == MiniLmEmbedding().windows(long_text)  # the stage pools these
+        assert len(pool.windows(long_text)) > 1
         with pytest.raises(TypeError):
             pool.embed("a string")  # type: ignore[arg-type]
     finally:

@@ -101,6 +101,10 @@ class PooledMiniLm:
     def token_count(self, text: str) -> int:
         return self._local.token_count(text)
 
+    def windows(self, text: str) -> list[str]:
+        """As MiniLmEmbedding.windows: the workers run the same model, so they read the same windows."""
+        return self._local.windows(text)
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of strings, not a string")

@@ -217,6 +217,20 @@ class MiniLmEmbedding:
         """Tokens the model sees for `text` (after truncation), [CLS] and [SEP] included."""
         return len(self._loaded().tokenizer.encode(text[: self.max_input_chars]).ids)
 
+    def windows(self, text: str) -> list[str]:
+        """`text` cut on token boundaries into pieces the model reads whole ([CLS] + at most 254 tokens +
+        [SEP]): the truncating tokenizer's first encoding and its overflow. One piece when it fits."""
+        text = text[: self.max_input_chars]
+        encoding = self._loaded().tokenizer.encode(text)
+        if not encoding.overflowing:
+            return [text]
+        out = []
+        for part in [encoding, *encoding.overflowing]:
+            spans = [o for o in part.offsets if o[1] > o[0]]  # special tokens have empty offsets
+            if spans:
+                out.append(text[spans[0][0] : spans[-1][1]])
+        return out
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of strings, not a string")
