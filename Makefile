@@ -32,8 +32,9 @@ system-deps:
 run: install
 	$(VENV)/bin/weknora-ingest up
 
+# One worker per core, at most 4 (each runs its own moto server and local stack).
 test: install-dev
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n auto --maxprocesses 4
 
 test-slow: install-dev
 	$(VENV)/bin/pytest -m slow

@@ -4,7 +4,8 @@ spoken language as a Whisper code (else it is detected)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .errors import BadRequest
 
@@ -153,3 +154,12 @@ def check_asr_language(language: str) -> str:
             code=INVALID_ASR_LANGUAGE,
         )
     return language
+
+
+def with_languages(engine: Any, languages: Sequence[str] | None) -> Any:
+    """`engine` set to read `languages` (the `ocr_languages` setting) when it can choose languages
+    (tesseract); other engines (rapidocr, Textract) detect the language themselves and are returned as is."""
+    if not languages:
+        return engine
+    select = getattr(engine, "with_languages", None)
+    return select(languages) if callable(select) else engine

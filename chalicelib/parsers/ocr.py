@@ -421,15 +421,6 @@ class TextractOcr:
         return "\n".join(line for line in lines if line)
 
 
-def with_languages(engine: Any, languages: Sequence[str] | None) -> Any:
-    """`engine` set to read `languages` (the `ocr_languages` setting) when it can choose languages
-    (tesseract); other engines (rapidocr, Textract) detect the language themselves and are returned as is."""
-    if not languages:
-        return engine
-    select = getattr(engine, "with_languages", None)
-    return select(languages) if callable(select) else engine
-
-
 def default_ocr() -> TesseractOcr | RapidOcr | None:
     """tesseract (languages detected per page) when installed, else rapidocr when its wheel is, else None."""
     tesseract = TesseractOcr()

@@ -8,13 +8,13 @@ from typing import Any
 
 from ..domain.errors import PermanentStageError, SpanErrorCode, StageError, TransientStageError
 from ..domain.filetypes import AUDIO_EXTENSIONS, IMPORTABLE_EXTENSIONS, file_type_of
+from ..domain.languages import with_languages
 from ..observability import logger
 from ..ports import AsrEngine, OcrEngine, ReadRequest, ReadResult
 from .asr import with_language
 from .base import Limits, ParseContext, ParserEngine, parse_failed, resolve_file_type, sniff, unsupported
 from .engines import default_engine_for
 from .guards import preflight
-from .ocr import with_languages
 
 NO_SPEECH_TEXT = "[No speech was recognised in this audio file.]"
 FALLBACK_CHAIN = ("builtin", "simple")

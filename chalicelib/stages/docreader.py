@@ -15,6 +15,7 @@ from .. import metering
 from ..dispatch import enqueue
 from ..domain.errors import BadRequest, PermanentStageError, SpanErrorCode, TransientStageError
 from ..domain.filetypes import is_importable
+from ..domain.languages import with_languages
 from ..domain.process_config import engine_rules, resolve
 from ..domain.storage_keys import exports_key, images_manifest_key, parsed_markdown_key
 from ..domain.types import Knowledge, KnowledgeType, Stage, StageMessage
@@ -199,6 +200,4 @@ def _ocr_uploaded_image(deps: Dependencies, result: ReadResult, languages: list[
     ocr = deps.ocr()
     if original is None or ocr is None:
         return ""
-    from ..parsers.ocr import with_languages
-
     return with_languages(ocr, languages).recognize(original.data).strip()

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..domain.errors import SpanErrorCode, StageError
 from ..domain.ids import image_chunk_id
+from ..domain.languages import with_languages
 from ..domain.process_config import EffectiveProcessConfig, resolve
 from ..domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from ..enrich import images as prompts
@@ -94,8 +95,6 @@ def _ocr(
     ocr = deps.ocr()
     if ocr is None:
         return "", "no OCR engine on this deployment"
-    from ..parsers.ocr import with_languages
-
     return with_languages(ocr, effective.ocr_languages).recognize(data).strip(), ""
 
 

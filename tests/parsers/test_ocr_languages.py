@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from chalicelib.domain.errors import BadRequest
-from chalicelib.domain.languages import check_asr_language, check_ocr_languages
+from chalicelib.domain.languages import check_asr_language, check_ocr_languages, with_languages
 from chalicelib.domain.process_config import check_enrichment, resolve
 from chalicelib.domain.types import KnowledgeBase
 from chalicelib.parsers.ocr import (
@@ -22,7 +22,6 @@ from chalicelib.parsers.ocr import (
     _upscale_factor,
     clean_ocr_text,
     parse_osd,
-    with_languages,
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ocr"
