@@ -12,17 +12,15 @@ from .settings import LATIN_ONLY_EMBEDDING_MODELS
 from .text_fold import latin_share
 from .usable import require_usable_for_api
 
-#: Embedding models trained on English text alone. Their vector of a query written mostly in another script
-#: (Chinese, Japanese, Korean, Cyrillic, Arabic ...) is noise, and fusing a noise list by RRF pushes the
-#: keyword list's hits out of the top k: such a query is answered by the keyword list alone.
-LATIN_ONLY_MODELS = LATIN_ONLY_EMBEDDING_MODELS
 #: a query is the model's when at least this share of its letters is Latin
 MIN_LATIN_SHARE = 0.7
 
 
 def query_vector(model: EmbeddingModel, query: str) -> Any:
-    """The query's vector, or None when the model cannot read the query's script."""
-    if model.model_id in LATIN_ONLY_MODELS and latin_share(query) < MIN_LATIN_SHARE:
+    """The query's vector, or None when the model cannot read the query's script: an English-only model's
+    vector of a query mostly in another script is noise, and fused by RRF it pushes the keyword list's hits
+    out of the top k, so such a query is answered by the keyword list alone."""
+    if model.model_id in LATIN_ONLY_EMBEDDING_MODELS and latin_share(query) < MIN_LATIN_SHARE:
         return None
     return model.embed([query[: model.max_input_chars]])[0]
 

@@ -342,6 +342,12 @@ def get_settings() -> Settings:
     return load_settings()
 
 
+def pin_numeric_threads() -> None:
+    """One core for this process: no BLAS/OpenMP threads, no Rust tokenizer pool (a worker process calls it
+    before it loads a model; the variables are read when those libraries start)."""
+    os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+
+
 def subprocess_env(**changes: str) -> dict[str, str]:
     """The environment a child process (tesseract, LibreOffice) runs with: ours, with `changes`."""
     return {**os.environ, **changes}

@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...ports import ModelUnavailable
-from .local_onnx import MAX_INPUT_CHARS, MINILM_DIMENSIONS, MINILM_MAX_TOKENS, MiniLmEmbedding
+from ...settings import pin_numeric_threads
+from .local_onnx import (
+    MAX_INPUT_CHARS,
+    MINILM_DIMENSIONS,
+    MINILM_MAX_TOKENS,
+    MiniLmEmbedding,
+    empty_vectors,
+)
 
 if TYPE_CHECKING:
     from ...ports import Vectors
@@ -43,10 +50,7 @@ _WORKER_MODEL: MiniLmEmbedding | None = None
 
 def _init_worker(model_id: str, model_path: str) -> None:
     global _WORKER_MODEL
-    # One core per worker: no BLAS/OpenMP threads, no Rust tokenizer thread pool.
-    os.environ["OMP_NUM_THREADS"] = "1"
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    pin_numeric_threads()  # one core per worker
     _WORKER_MODEL = MiniLmEmbedding(model_id=model_id, intra_op_threads=1, model_path=Path(model_path))
     _WORKER_MODEL.warm_up()
 
@@ -106,9 +110,7 @@ class PooledMiniLm:
         return self._local.windows(text)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of strings, not a string")
-        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        out = empty_vectors(texts, self.dimensions)
         if not texts:
             return out
         clipped = [t[: self.max_input_chars] for t in texts]

@@ -133,6 +133,13 @@ def _load(model_path: Path, expected_sha256: str, intra_op_threads: int) -> _Loa
         return loaded
 
 
+def empty_vectors(texts: Sequence[str], dimensions: int) -> np.ndarray:
+    """The zero rows an `embed` fills, one per text; a bare string is refused (it would embed per character)."""
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of strings, not a string")
+    return np.zeros((len(texts), dimensions), dtype=np.float32)
+
+
 class MiniLmEmbedding:
     """EmbeddingModel: all-MiniLM-L6-v2 int8 on the CPU. Thread-safe; the session loads on first use.
 
@@ -232,9 +239,7 @@ class MiniLmEmbedding:
         return out
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of strings, not a string")
-        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        out = empty_vectors(texts, self.dimensions)
         if not texts:
             return out
         loaded = self._loaded()
