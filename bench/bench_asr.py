@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import re
 import statistics
 import sys
@@ -29,16 +28,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-#: ../shared/corpus from the main checkout, ../../shared/corpus from a worktree under /work/wt
-DEFAULT_CORPUS = next(
-    (
-        p / "shared" / "corpus"
-        for p in (ROOT.parent, ROOT.parent.parent)
-        if (p / "shared" / "corpus").is_dir()
-    ),
-    ROOT.parent / "shared" / "corpus",
-)
 sys.path.insert(0, str(ROOT))
+from chalicelib.local.cli import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
+
+DEFAULT_CORPUS = default_corpus(ROOT)
 
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
@@ -71,7 +64,7 @@ def with_silence(wav: bytes, seconds: float) -> bytes:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--corpus", type=Path, default=Path(os.environ.get("WEKNORA_CORPUS") or DEFAULT_CORPUS))
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     ap.add_argument("--modes", default="vad,novad")
     ap.add_argument("--silence", type=float, default=20.0)
     ap.add_argument("--json", type=Path)

@@ -29,7 +29,9 @@ for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-CORPUS = Path(os.environ.get("WEKNORA_CORPUS", ROOT.parent / "shared" / "corpus"))
+from chalicelib.local.cli import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
+
+CORPUS = default_corpus(ROOT)
 
 
 def prose() -> list[str]:

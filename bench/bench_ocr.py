@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
 import sys
@@ -34,16 +33,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-#: ../shared/corpus from the main checkout, ../../shared/corpus from a worktree under /work/wt
-DEFAULT_CORPUS = next(
-    (
-        p / "shared" / "corpus"
-        for p in (ROOT.parent, ROOT.parent.parent)
-        if (p / "shared" / "corpus").is_dir()
-    ),
-    ROOT.parent / "shared" / "corpus",
-)
 sys.path.insert(0, str(ROOT))
+from chalicelib.local.cli import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
+
+DEFAULT_CORPUS = default_corpus(ROOT)
 
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
@@ -123,7 +116,7 @@ def engine_for(mode: str, language: str) -> TesseractOcr:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--corpus", type=Path, default=Path(os.environ.get("WEKNORA_CORPUS") or DEFAULT_CORPUS))
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     ap.add_argument("--modes", default="detect,setting,legacy")
     ap.add_argument("--only", default="", help="substring of the file names to read")
     ap.add_argument("--json", type=Path)

@@ -50,7 +50,9 @@ import logging  # noqa: E402
 
 logging.disable(logging.CRITICAL)
 
-DEFAULT_CORPUS = Path(os.environ.get("WEKNORA_CORPUS", "/work/shared/corpus"))
+from chalicelib.local.cli import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
+
+DEFAULT_CORPUS = default_corpus(Path(__file__).resolve().parents[1])
 MEDIA_TYPES = {"png", "jpg", "jpeg", "gif", "mp3", "wav", "m4a", "flac", "ogg"}
 CLEAN_SCANS = {"debian-reference-p24-31.scan.pdf", "debian-reference-p40.png", "debian-reference-p40.gif"}
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -62,7 +62,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
-CORPUS = Path(os.environ.get("WEKNORA_CORPUS", ROOT.parent / "shared" / "corpus"))
+from chalicelib.local.cli import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
+
+CORPUS = default_corpus(ROOT)
 
 TOP_K = 5
 DROP = 0.3
