@@ -17,22 +17,23 @@ Goal: <= 10% on clean speech.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import re
 import statistics
 import sys
 import time
-import wave
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "parsers"))
 from chalicelib.local.cli import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
 
 DEFAULT_CORPUS = default_corpus(ROOT)
 
+from parser_helpers import with_silence  # noqa: E402
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
 from chalicelib.parsers.asr import WhisperAsr  # noqa: E402
@@ -45,21 +46,6 @@ def words(text: str) -> list[str]:
 def wer(hypothesis: str, truth: str) -> float:
     t = words(truth)
     return Levenshtein.distance(words(hypothesis), t) / max(len(t), 1)
-
-
-def with_silence(wav: bytes, seconds: float) -> bytes:
-    """The clip with `seconds` of silence before it, in its middle and after it."""
-    with wave.open(io.BytesIO(wav)) as src:
-        params = src.getparams()
-        frames = src.readframes(src.getnframes())
-    frame = params.sampwidth * params.nchannels
-    half = (len(frames) // frame // 2) * frame
-    gap = b"\x00" * (int(params.framerate * seconds) * frame)
-    out = io.BytesIO()
-    with wave.open(out, "wb") as dst:
-        dst.setparams(params)
-        dst.writeframes(gap + frames[:half] + gap + frames[half:] + gap)
-    return out.getvalue()
 
 
 def main() -> None:

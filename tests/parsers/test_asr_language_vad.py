@@ -3,15 +3,13 @@ voice-activity detection drops silence before decoding."""
 
 from __future__ import annotations
 
-import io
 import re
-import wave
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from parser_helpers import corpus_bytes
+from parser_helpers import corpus_bytes, with_silence
 
 from chalicelib.parsers import build_docreader
 from chalicelib.parsers.asr import WhisperAsr, with_language
@@ -84,27 +82,13 @@ def test_the_reader_hands_the_setting_to_the_engine() -> None:
     assert "a detected language" in detected.markdown
 
 
-def _with_silences(wav_bytes: bytes, seconds: float) -> bytes:
-    with wave.open(io.BytesIO(wav_bytes)) as src:
-        params = src.getparams()
-        frames = src.readframes(src.getnframes())
-    frame = params.sampwidth * params.nchannels
-    half = (len(frames) // frame // 2) * frame
-    gap = b"\x00" * (int(params.framerate * seconds) * frame)
-    out = io.BytesIO()
-    with wave.open(out, "wb") as dst:
-        dst.setparams(params)
-        dst.writeframes(gap + frames[:half] + gap + frames[half:] + gap)
-    return out.getvalue()
-
-
 @pytest.mark.slow
 @pytest.mark.requires_whisper
 def test_long_silences_do_not_derail_decoding(corpus: Path) -> None:
     from rapidfuzz.distance import Levenshtein
 
     name = "speech-python-appetite.wav"
-    text = WhisperAsr().transcribe(_with_silences(corpus_bytes(name), 20.0), name)
+    text = WhisperAsr().transcribe(with_silence(corpus_bytes(name), 20.0), name)
     words = re.findall(r"[a-z0-9']+", text.lower())
     truth = re.findall(r"[a-z0-9']+", (corpus / f"{name}.truth.txt").read_text().lower())
     assert Levenshtein.distance(words, truth) / len(truth) <= 0.10, text
