@@ -10,6 +10,7 @@ import atexit
 import logging
 import os
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
@@ -59,6 +60,33 @@ class _AtomicMotoServer(ThreadedMotoServer):
         )
         self._server_ready_event.set()
         self._server.serve_forever()
+
+
+@dataclass
+class Footprint:
+    """The moto objects behind a provisioned stack, by name: a reset that empties them in place is only
+    sound while these very objects are all there is (a test that deleted or recreated one changed more
+    than data)."""
+
+    tables: dict[str, object] = field(default_factory=dict)
+    queues: dict[str, object] = field(default_factory=dict)
+    buckets: dict[str, object] = field(default_factory=dict)
+    state_machines: dict[str, object] = field(default_factory=dict)
+
+
+def _backends(region: str) -> tuple[Any, Any, Any, Any]:
+    # moto's in-memory backends of this process (the server runs in a thread of it).
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.s3.models import s3_backends
+    from moto.sqs.models import sqs_backends
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    return (
+        dynamodb_backends[ACCOUNT_ID][region],
+        sqs_backends[ACCOUNT_ID][region],
+        s3_backends[ACCOUNT_ID]["aws"],
+        stepfunctions_parser_backends[ACCOUNT_ID][region],
+    )
 
 
 class MotoServer:
@@ -114,11 +142,67 @@ class MotoServer:
         resp.raise_for_status()
         self.configure()
 
+    def footprint(self) -> Footprint | None:
+        """What exists now, for :meth:`empty_in_place`; None when the server is not this process's."""
+        if self._server is None:
+            return None
+        dynamodb, sqs, s3, sfn = _backends(self.region)
+        return Footprint(
+            tables=dict(dynamodb.tables),
+            queues=dict(sqs.queues),
+            buckets=dict(s3.buckets),
+            state_machines={sm.arn: sm for sm in sfn.state_machines},
+        )
+
+    def empty_in_place(self, expected: Footprint) -> bool:
+        """Drop every item, message, object and execution but keep the resources themselves: the same end
+        state as :meth:`reset` followed by provisioning again, in microseconds instead of ~40 API calls.
+        Returns False (and changes nothing) when the resources are not exactly ``expected``."""
+        now = self.footprint()
+        if now is None or not _same_objects(now, expected):
+            return False
+        from moto.s3.models import FakeKey
+
+        dynamodb, sqs, s3, sfn = _backends(self.region)
+        for sm in sfn.state_machines:
+            for execution in list(sm.executions):
+                if execution.status == "RUNNING":
+                    sm.stop_execution(execution.execution_arn)
+            sm.executions.clear()
+        for table in dynamodb.tables.values():
+            table.items.clear()
+        for queue in sqs.queues.values():
+            with queue._messages_lock:
+                queue._messages = []
+                queue._pending_messages = set()
+            queue.last_purged_at = None
+        for bucket in s3.buckets.values():
+            for key in bucket.keys.values():
+                if isinstance(key, FakeKey):  # not a delete marker: it holds a temporary file
+                    key.dispose()
+            for part in bucket.multiparts.values():
+                part.dispose()
+            bucket.keys.clear()
+            bucket.multiparts.clear()
+        return True
+
     def stop(self) -> None:
         if self._server is None:
             return
         self._server.stop()
         self._server = None
+
+
+def _same_objects(now: Footprint, expected: Footprint) -> bool:
+    def same(a: dict[str, object], b: dict[str, object]) -> bool:
+        return a.keys() == b.keys() and all(a[k] is b[k] for k in a)
+
+    return (
+        same(now.tables, expected.tables)
+        and same(now.queues, expected.queues)
+        and same(now.buckets, expected.buckets)
+        and same(now.state_machines, expected.state_machines)
+    )
 
 
 _shared: MotoServer | None = None

@@ -218,6 +218,8 @@ def test_duplicate_injection_delivers_a_body_twice(runtime: tuple[LocalRuntime, 
 
 def test_s3_upload_flows_to_the_ingest_handler(runtime: tuple[LocalRuntime, Seen]) -> None:
     rt, seen = runtime
+    rt.server.reset()
+    rt.reset()  # provisioned anew (not emptied in place): configuring the notification sends S3's test event
     s3: Any = boto3.client("s3")
     s3.put_object(Bucket=rt.resources["Uploads"].name, Key="incoming/a b/c.pdf", Body=b"x")
     rt.drain(timeout=30)
@@ -416,3 +418,32 @@ def test_an_image_function_runs_its_handler_module_on_its_queue(
         assert sorted(map(json.dumps, bodies)) == sorted(map(json.dumps, [{"n": 1}, {"fail": True}]))
     finally:
         rt.stop()
+
+
+def test_reset_empties_every_resource_in_place_and_provisions_anew_after_a_resource_changed(
+    runtime: tuple[LocalRuntime, Seen],
+) -> None:
+    rt, _ = runtime
+    table = rt.resources["DocsTable"].name
+    bucket = rt.resources["Uploads"].name
+    work_url = rt.resources["WorkQueue"].url
+    dynamodb, s3 = boto3.client("dynamodb"), boto3.client("s3")
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": "doc-1"}, "sk": {"S": "v1"}})
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x")
+    _send(rt, "WorkQueue", {"n": 1})
+    before = rt.server.footprint()
+
+    rt.reset()
+    assert dynamodb.scan(TableName=table)["Count"] == 0
+    assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+    assert "Messages" not in _sqs().receive_message(QueueUrl=work_url, WaitTimeSeconds=0)
+    after = rt.server.footprint()
+    assert before is not None and after is not None
+    assert all(after.queues[name] is queue for name, queue in before.queues.items())  # emptied in place
+
+    # A queue deleted and created again without its attributes is not the stack's queue: full reprovision.
+    _sqs().delete_queue(QueueUrl=work_url)
+    _sqs().create_queue(QueueName=rt.resources["WorkQueue"].name)
+    rt.reset()
+    redrive = _sqs().get_queue_attributes(QueueUrl=rt.resources["WorkQueue"].url, AttributeNames=["All"])
+    assert "RedrivePolicy" in redrive["Attributes"]
