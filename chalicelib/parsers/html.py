@@ -28,7 +28,6 @@ DROP_TAGS = frozenset(
         "iframe",
         "nav",
         "footer",
-        "aside",
         "form",
         "button",
         "select",
@@ -60,6 +59,26 @@ DROP_MARKERS = frozenset(
         "headerlink",
         "cookie-banner",
         "mobile-nav",
+    }
+)
+#: an <aside> is a sidebar (dropped) unless its role or class says it is the page's own text: footnotes
+#: (Sphinx, DPUB-ARIA), notes and admonitions
+ASIDE_CONTENT_MARKERS = frozenset(
+    {
+        "note",
+        "footnote",
+        "footnote-list",
+        "footnotes",
+        "doc-footnote",
+        "doc-endnote",
+        "doc-endnotes",
+        "doc-notice",
+        "doc-tip",
+        "admonition",
+        "tip",
+        "warning",
+        "caution",
+        "important",
     }
 )
 BLOCK_TAGS = frozenset(
@@ -159,12 +178,14 @@ class _Renderer:
         )
         if marker and DROP_MARKERS.intersection(marker):
             return ""
+        if tag == "aside" and not ASIDE_CONTENT_MARKERS.intersection(marker):
+            return ""
         if attrs.get("hidden") is not None or "display:none" in (attrs.get("style") or "").replace(" ", ""):
             return ""
         if tag in HEADINGS:
             text = _WS.sub(" ", self.render(node, depth, pre)).strip()
             return f"\n\n{'#' * HEADINGS[tag]} {text}\n\n" if text else ""
-        if tag in BLOCK_TAGS:
+        if tag in BLOCK_TAGS or tag == "aside":
             return f"\n\n{self.render(node, depth, pre)}\n\n"
         if tag == "br":
             return "\n" if pre else "  \n"

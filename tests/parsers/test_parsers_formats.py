@@ -178,6 +178,25 @@ def test_html_main_content(read) -> None:
     assert "데비안" in ko
 
 
+def test_html_footnotes_and_notes_in_aside_are_kept_but_sidebars_are_not() -> None:
+    from chalicelib.parsers.html import html_to_markdown
+
+    page = (
+        "<html><body><main><p>Body text.</p>"
+        '<aside class="sidebar-promo">Subscribe to our newsletter</aside>'
+        "<aside>Related links elsewhere</aside>"
+        '<aside class="footnote-list brackets"><aside class="footnote brackets" id="id5" role="note">'
+        "<span>[1]</span><p>If, that is, we ignore the effects of Relativity</p></aside></aside>"
+        '<aside role="doc-endnotes"><p>An endnote.</p></aside>'
+        '<aside class="admonition warning"><p>Do not run as root.</p></aside>'
+        "</main></body></html>"
+    )
+    md = html_to_markdown(page).markdown
+    assert "we ignore the effects of Relativity" in md  # Sphinx footnotes
+    assert "An endnote." in md and "Do not run as root." in md
+    assert "newsletter" not in md and "Related links" not in md
+
+
 def test_mhtml(read) -> None:
     result = read("python-library-json.mhtml")
     assert "json.dumps" in result.markdown
