@@ -1,4 +1,4 @@
-"""Hybrid search over a knowledge base: BM25 and vector, fused by RRF in the engine."""
+"""Hybrid search over a knowledge base: BM25 and vector, fused in the engine (adapters/index/fusion.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ MIN_LATIN_SHARE = 0.7
 
 def query_vector(model: EmbeddingModel, query: str) -> Any:
     """The query's vector, or None when the model cannot read the query's script: an English-only model's
-    vector of a query mostly in another script is noise, and fused by RRF it pushes the keyword list's hits
+    vector of a query mostly in another script is noise, and fused with the keyword list it pushes that list's hits
     out of the top k, so such a query is answered by the keyword list alone."""
     if model.model_id in LATIN_ONLY_EMBEDDING_MODELS and latin_share(query) < MIN_LATIN_SHARE:
         return None

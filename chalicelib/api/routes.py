@@ -154,7 +154,7 @@ def get_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) 
     return ok(knowledge_bases.get_kb(deps, tenant.id, kb_id).to_dict())
 
 
-@operation("Hybrid (BM25 + vector, RRF) search", "knowledge-bases", body=commands.SearchRequest)
+@operation("Hybrid (BM25 + vector) search", "knowledge-bases", body=commands.SearchRequest)
 def hybrid_search(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = _tenant(deps, request)
     return ok(search.hybrid_search(deps, tenant.id, kb_id, _body(deps, request, commands.SearchRequest)))

@@ -1,17 +1,18 @@
-"""rrf_fuse, copy remapping, and tokeniser robustness of the embedded engine."""
+"""Hybrid fusion, copy remapping, and tokeniser robustness of the embedded engine."""
 
 from __future__ import annotations
 
 import tempfile
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_contract import DIM, entry
 
 from chalicelib.adapters.index.common import remap_entry, remap_id
 from chalicelib.adapters.index.embedded import EmbeddedEngine, index_terms
-from chalicelib.adapters.index.fusion import rrf_fuse
+from chalicelib.adapters.index.fusion import fuse
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
 
 
@@ -21,35 +22,51 @@ def hit(hid: str, score: float = 0.0, **extra: object) -> SearchHit:
     )
 
 
-def test_rrf_scores_and_ranks() -> None:
-    fused = rrf_fuse(
-        [hit("a", 9, bm25_score=9), hit("b", 5)], [hit("b", 0.9, vector_score=0.9), hit("c")], 10
+def test_fusion_weights_each_lists_min_max_normalised_scores() -> None:
+    fused = fuse(
+        [hit("a", 9, bm25_score=9), hit("b", 5), hit("d", 1)],
+        [hit("b", 0.9, vector_score=0.9), hit("c", 0.5)],
+        10,
+        keyword_weight=0.6,
     )
     assert [(h.id, h.bm25_rank, h.vector_rank) for h in fused] == [
         ("b", 2, 1),
         ("a", 1, None),
-        ("c", None, 2),
+        ("c", None, 2),  # a tie at 0: the better single rank first
+        ("d", 3, None),
     ]
-    assert fused[0].score == 1 / 62 + 1 / 61
-    assert fused[1].score == 1 / 61
+    assert fused[0].score == pytest.approx(0.6 * 0.5 + 0.4 * 1.0)  # b: BM25 (5-1)/(9-1), cosine the best
+    assert fused[1].score == pytest.approx(0.6)
+    assert fused[2].score == 0.0 and fused[3].score == 0.0  # each list's worst maps to 0
     assert fused[0].extra == {"vector_score": 0.9}
     assert fused[1].extra == {"bm25_score": 9}
 
 
-def test_rrf_ties_break_on_best_rank_then_id_and_inputs_are_untouched() -> None:
-    bm25 = [hit("z"), hit("y")]
-    vector = [hit("x"), hit("w")]
-    fused = rrf_fuse(bm25, vector, 10)
+def test_a_lists_clear_winner_is_not_outvoted_by_hits_both_lists_rank_low() -> None:
+    """RRF's failure on the dev corpus: an entry first in BM25 by far lost to entries both lists ranked
+    moderately. Normalised scores keep the margin."""
+    bm25 = [hit("win", 30.0)] + [hit(f"m{i}", 10.0 - i * 0.1) for i in range(6)]
+    vector = [hit(f"m{i}", 0.60 - i * 0.01) for i in range(6)] + [hit("win", 0.2)]
+    assert fuse(bm25, vector, 5)[0].id == "win"
+
+
+def test_ties_break_on_best_rank_then_id_and_inputs_are_untouched() -> None:
+    bm25 = [hit("z", 2.0), hit("y", 1.0)]
+    vector = [hit("x", 0.9), hit("w", 0.1)]
+    fused = fuse(bm25, vector, 10, keyword_weight=0.5)
     assert [h.id for h in fused] == ["x", "z", "w", "y"]
-    assert bm25[0].bm25_rank is None and bm25[0].score == 0.0  # copies, not the caller's objects
+    assert bm25[0].bm25_rank is None and bm25[0].score == 2.0  # copies, not the caller's objects
 
 
-def test_rrf_top_k_custom_k_and_duplicates() -> None:
-    fused = rrf_fuse([hit("a"), hit("a"), hit("b")], [], 1, k=1)
-    assert [(h.id, h.score) for h in fused] == [("a", 0.5)]
-    assert rrf_fuse([hit("b")], [], 3, k=1)[0].bm25_rank == 1
-    assert rrf_fuse([hit("a"), hit("a"), hit("b")], [], 5)[1].bm25_rank == 2  # a duplicate takes no rank
-    assert rrf_fuse([hit("a")], [hit("a")], 0) == []
+def test_top_k_one_list_flat_scores_and_duplicates() -> None:
+    fused = fuse([hit("a", 3.0), hit("a", 1.0), hit("b", 1.0)], [], 1)
+    assert [(h.id, h.score) for h in fused] == [("a", pytest.approx(0.6))]
+    assert fuse([hit("b", 4.0)], [], 3)[0].bm25_rank == 1  # a one-hit list: that hit is the best
+    assert fuse([hit("a", 3.0), hit("a", 2.0), hit("b", 1.0)], [], 5)[1].bm25_rank == 2  # no rank for a twin
+    assert fuse([hit("a")], [hit("a")], 0) == []
+    assert [h.id for h in fuse([], [hit("v", 0.3), hit("u", 0.3)], 5)] == ["v", "u"]  # flat: list order
+    with pytest.raises(ValueError):
+        fuse([hit("a")], [], 5, keyword_weight=1.5)
 
 
 def test_remap_ids() -> None:

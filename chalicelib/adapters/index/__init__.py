@@ -2,6 +2,6 @@
 
 from .common import IndexWriteError
 from .embedded import EmbeddedEngine
-from .fusion import RRF_K, rrf_fuse
+from .fusion import KEYWORD_WEIGHT, fuse
 
-__all__ = ["RRF_K", "EmbeddedEngine", "IndexWriteError", "rrf_fuse"]
+__all__ = ["KEYWORD_WEIGHT", "EmbeddedEngine", "IndexWriteError", "fuse"]

@@ -37,7 +37,7 @@ from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
 from chalicelib.text_fold import fold
 
 from .common import DEFAULT_CANDIDATES, remap_entry, unit_vector
-from .fusion import RRF_K, rrf_fuse
+from .fusion import KEYWORD_WEIGHT, fuse
 
 SCHEMA_VERSION = "1"
 #: bumped whenever index_terms changes; files indexed under another version get their terms rebuilt
@@ -149,12 +149,12 @@ class EmbeddedEngine:
         root_dir: str | os.PathLike[str],
         *,
         candidates: int = DEFAULT_CANDIDATES,
-        rrf_k: int = RRF_K,
+        keyword_weight: float = KEYWORD_WEIGHT,
         busy_timeout_ms: int = 30_000,
     ) -> None:
         self.root = Path(root_dir)
         self.candidates = candidates
-        self.rrf_k = rrf_k
+        self.keyword_weight = keyword_weight
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._guard = threading.Lock()
@@ -483,7 +483,7 @@ class EmbeddedEngine:
                 return []
             bm25 = self._bm25(conn, match, pool) if match else []
             vec = self._vector(conn, self.path_for(space, kb_id), qvec, pool) if qvec is not None else []
-        return rrf_fuse(bm25, vec, top_k, k=self.rrf_k)
+        return fuse(bm25, vec, top_k, keyword_weight=self.keyword_weight)
 
     def bm25_search(self, space: IndexSpace, kb_id: str, query_text: str, top_k: int) -> list[SearchHit]:
         """BM25 alone, best first, score = -bm25() (higher is better)."""

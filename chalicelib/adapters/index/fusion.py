@@ -1,8 +1,12 @@
-"""Reciprocal-rank fusion shared by every retrieval engine.
+"""Hybrid fusion shared by every retrieval engine.
 
-Both engines run BM25 and vector search as two separate ranked lists and fuse them here, so the
-local and the OpenSearch back-ends order hybrid results the same way (only ranks are used: BM25
-scores from SQLite and Lucene are not comparable, and cosine scores differ in scale).
+Both engines run BM25 and vector search as two separate best-first lists and fuse them here, so the local
+and the OpenSearch back-ends order hybrid results the same way. Fusion is a convex combination of the
+two lists' min-max normalised scores (Bruch, Gai and Ingber, "An Analysis of Fusion Functions for Hybrid
+Retrieval", ACM TOIS 2023): normalising per list makes SQLite's and Lucene's BM25 scales, and cosine,
+comparable, and unlike reciprocal-rank fusion it keeps how far ahead a list's best hit is. On the dev
+corpus's known-item queries RRF (k=60) lost 6 of BM25's hits to chunks that both lists ranked moderately
+(`bench/bench_recall.py`, bench/README.md).
 """
 
 from __future__ import annotations
@@ -12,33 +16,46 @@ from dataclasses import replace
 
 from chalicelib.ports import SearchHit
 
-RRF_K = 60
+#: the BM25 list's share of a fused score (the vector list has the rest)
+KEYWORD_WEIGHT = 0.6
 
 
-def rrf_fuse(
+def _normalised(hits: Sequence[SearchHit]) -> list[tuple[SearchHit, float]]:
+    """A list's distinct hits with their scores mapped onto [0, 1] (best 1, worst 0; a flat list is all 1)."""
+    seen: set[str] = set()
+    distinct = []
+    for hit in hits:
+        if hit.id not in seen:  # a list must not vote twice for one entry
+            seen.add(hit.id)
+            distinct.append(hit)
+    if not distinct:
+        return []
+    high = max(h.score for h in distinct)
+    low = min(h.score for h in distinct)
+    span = high - low
+    return [(h, (h.score - low) / span if span > 0 else 1.0) for h in distinct]
+
+
+def fuse(
     bm25_hits: Sequence[SearchHit],
     vector_hits: Sequence[SearchHit],
     top_k: int,
     *,
-    k: int = RRF_K,
+    keyword_weight: float = KEYWORD_WEIGHT,
 ) -> list[SearchHit]:
-    """Fuses two best-first lists by RRF: score = Σ 1 / (k + rank), rank starting at 1.
-
-    A hit found by both lists keeps the BM25 copy's fields and gains both ranks; the raw engine
-    scores stay in `extra` (`bm25_score`, `vector_score`). Ties break on the better single rank,
-    then on the id, so the order is deterministic.
+    """Fuses two best-first lists: score = w · bm25' + (1 − w) · cosine', each min-max normalised over its
+    list. Each hit keeps its rank in each list it is in (`bm25_rank`, `vector_rank`, from 1); a hit found
+    by both keeps the BM25 copy's fields, and the raw engine scores stay in `extra` (`bm25_score`,
+    `vector_score`). Ties break on the better single rank, then on the id, so the order is deterministic.
     """
     if top_k <= 0:
         return []
+    if not 0.0 <= keyword_weight <= 1.0:
+        raise ValueError(f"keyword_weight must be within [0, 1], not {keyword_weight}")
     fused: dict[str, SearchHit] = {}
-    for attr, hits in (("bm25_rank", bm25_hits), ("vector_rank", vector_hits)):
-        seen: set[str] = set()
-        rank = 0
-        for hit in hits:
-            if hit.id in seen:  # a list must not vote twice for one entry
-                continue
-            seen.add(hit.id)
-            rank += 1
+    lists = (("bm25_rank", keyword_weight, bm25_hits), ("vector_rank", 1.0 - keyword_weight, vector_hits))
+    for attr, weight, hits in lists:
+        for rank, (hit, share) in enumerate(_normalised(hits), start=1):
             current = fused.get(hit.id)
             if current is None:
                 current = replace(hit, score=0.0, bm25_rank=None, vector_rank=None, extra=dict(hit.extra))
@@ -47,7 +64,7 @@ def rrf_fuse(
                 for key, value in hit.extra.items():
                     current.extra.setdefault(key, value)
             setattr(current, attr, rank)
-            current.score += 1.0 / (k + rank)
+            current.score += weight * share
 
     def order(hit: SearchHit) -> tuple[float, int, str]:
         ranks = [r for r in (hit.bm25_rank, hit.vector_rank) if r is not None]

@@ -14,7 +14,7 @@ see the same folding as in the embedded engine. An index created before `search_
 field added to its mapping on first use; its older documents keep matching through `content`.
 
 Hybrid search sends a BM25 `match` query and a `knn` query as two requests and fuses them
-client-side with the same RRF as the embedded engine, so it needs no neural-search plugin or search
+client-side with the same fusion as the embedded engine, so it needs no neural-search plugin or search
 pipeline.
 
 Deletes: managed domains use `_delete_by_query`. `record_ids=True` is for engines without it
@@ -41,7 +41,7 @@ from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
 from chalicelib.text_fold import fold
 
 from .common import DEFAULT_CANDIDATES, IndexWriteError, remap_entry, unit_vector
-from .fusion import RRF_K, rrf_fuse
+from .fusion import KEYWORD_WEIGHT, fuse
 
 VECTOR_FIELD = "embedding"
 SEARCH_FIELD = "search_text"
@@ -179,7 +179,7 @@ class OpenSearchEngine:
         record_ids: bool = False,
         server_ids: bool | None = None,
         candidates: int = DEFAULT_CANDIDATES,
-        rrf_k: int = RRF_K,
+        keyword_weight: float = KEYWORD_WEIGHT,
         knn_engine: str = "lucene",
         shards: int | None = None,
         replicas: int | None = None,
@@ -195,7 +195,7 @@ class OpenSearchEngine:
         self.record_ids = record_ids
         self.server_ids = record_ids if server_ids is None else server_ids
         self.candidates = candidates
-        self.rrf_k = rrf_k
+        self.keyword_weight = keyword_weight
         self.knn_engine = knn_engine
         self.shards = shards
         self.replicas = replicas
@@ -501,7 +501,7 @@ class OpenSearchEngine:
             vec = self._search(space, knn_body(kb_id, qvec, pool), "vector_score") if qvec is not None else []
         except NotFoundError:
             return []
-        return rrf_fuse(bm25, vec, top_k, k=self.rrf_k)
+        return fuse(bm25, vec, top_k, keyword_weight=self.keyword_weight)
 
     def _search(self, space: IndexSpace, body: Mapping[str, Any], score_key: str) -> list[SearchHit]:
         resp = self.client.search(index=space.name, body=body)
