@@ -7,6 +7,7 @@ on first use, so the API function's cold start pays only for what a request touc
 
 from __future__ import annotations
 
+import functools
 import json
 import tempfile
 import threading
@@ -226,12 +227,19 @@ class _FixedModels:
 
 
 def _client(service: str, settings: Settings) -> Any:
+    return _shared_client(service, settings.region, settings.aws_endpoint_url)
+
+
+@functools.cache
+def _shared_client(service: str, region: str, endpoint_url: str) -> Any:
+    """One metered client per service and endpoint for the process: botocore clients are thread-safe, and
+    building one (service model, endpoint rules) is the slow part of a cold start."""
     import boto3
 
     from .adapters.aws_metering import meter_client
 
     factory: Any = boto3.client
-    return meter_client(factory(service, region_name=settings.region))  # AWS_ENDPOINT_URL: moto locally
+    return meter_client(factory(service, region_name=region, endpoint_url=endpoint_url or None))
 
 
 def _build_ocr(settings: Settings) -> OcrEngine | None:
@@ -284,16 +292,22 @@ def _build_engine(settings: Settings, name: str) -> RetrieveEngine:
     raise ValueError(f"unknown retrieval engine {name!r}")
 
 
-def _build_embedding_cache(settings: Settings) -> EmbeddingCache:
+def _build_embedding_cache(settings: Settings, dynamodb: Any) -> EmbeddingCache:
+    from .adapters.dynamo import share_one_connection
     from .adapters.embedding_cache import DynamoEmbeddingCache, build_cache_model  # numpy: workers only
 
-    return DynamoEmbeddingCache(build_cache_model(settings))
+    model = build_cache_model(settings)
+    share_one_connection(dynamodb, model)
+    return DynamoEmbeddingCache(model)
 
 
-def _build_faq_repo(settings: Settings) -> FaqRepo:
+def _build_faq_repo(settings: Settings, dynamodb: Any) -> FaqRepo:
+    from .adapters.dynamo import share_one_connection
     from .adapters.faq_dynamo import DynamoFaqRepo, build_faq_model
 
-    return DynamoFaqRepo(build_faq_model(settings))
+    model = build_faq_model(settings)
+    share_one_connection(dynamodb, model)
+    return DynamoFaqRepo(model)
 
 
 def _state_machine_arn(settings: Settings, sfn: Any) -> str:
@@ -322,6 +336,8 @@ def build_services(settings: Settings | None = None) -> Services:
         DynamoTenantRepo,
         DynamoWikiRepo,
         build_models,
+        share_one_connection,
+        shared_connection,
     )
     from .adapters.dynamo_usage import DynamoUsageRepo, build_usage_model
     from .adapters.health import AwsHealthProbe
@@ -335,6 +351,9 @@ def build_services(settings: Settings | None = None) -> Services:
     settings = settings or get_settings()
     meter_pynamodb()
     models = build_models(settings)
+    usage_model = build_usage_model(settings)
+    dynamodb = shared_connection(settings.region, settings.aws_endpoint_url)
+    share_one_connection(dynamodb, *models.all(), usage_model)
     knowledge = DynamoKnowledgeRepo(models, settings.region)
     spans = DynamoSpanRepo(models)
     s3 = _client("s3", settings)
@@ -356,7 +375,7 @@ def build_services(settings: Settings | None = None) -> Services:
         knowledge=knowledge,
         chunks=DynamoChunkRepo(models),
         spans=spans,
-        usage=DynamoUsageRepo(build_usage_model(settings)),
+        usage=DynamoUsageRepo(usage_model),
         files=files,
         inbox=inbox,
         queue=queue,
@@ -371,9 +390,9 @@ def build_services(settings: Settings | None = None) -> Services:
             queues=[q for q in QUEUES],
             bucket=lambda: s3.head_bucket(Bucket=settings.files_bucket),
         ),
-        faq=_build_faq_repo(settings),
+        faq=_build_faq_repo(settings, dynamodb),
         build_engine=_build_engine,
-        build_embedding_cache=lambda: _build_embedding_cache(settings),
+        build_embedding_cache=lambda: _build_embedding_cache(settings, dynamodb),
     )
 
 

@@ -138,6 +138,8 @@ class ModelSettings:
 class Settings:
     prefix: str = "weknora"
     region: str = "us-east-1"
+    #: AWS_ENDPOINT_URL: one endpoint for every AWS client (moto locally; empty on AWS)
+    aws_endpoint_url: str = ""
     account_id: str = "123456789012"
     #: True inside a Lambda function (AWS_LAMBDA_FUNCTION_NAME is set): EMF metrics, JSON logs, tracing
     on_lambda: bool = False
@@ -273,6 +275,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     return Settings(
         prefix=prefix,
         region=region,
+        aws_endpoint_url=e.text("AWS_ENDPOINT_URL"),
         account_id=e.text("AWS_ACCOUNT_ID", "123456789012"),
         on_lambda=on_lambda,
         storage=e.text("WEKNORA_STORAGE", "local"),

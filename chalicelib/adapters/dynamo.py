@@ -7,6 +7,7 @@ state machine's DynamoDB tasks (infra/statemachine/knowledge.asl.json): keep the
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -22,7 +23,22 @@ from pynamodb.attributes import (
     UnicodeSetAttribute,
 )
 from pynamodb.connection import Connection
-from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, TransactWriteError, UpdateError
+from pynamodb.connection.base import MetaTable
+from pynamodb.constants import (
+    ATTR_DEFINITIONS,
+    ATTR_NAME,
+    GLOBAL_SECONDARY_INDEXES,
+    INDEX_NAME,
+    LOCAL_SECONDARY_INDEXES,
+)
+from pynamodb.exceptions import (
+    DeleteError,
+    DoesNotExist,
+    PutError,
+    TableError,
+    TransactWriteError,
+    UpdateError,
+)
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
@@ -106,6 +122,52 @@ def _iso_or_none(value: datetime | None) -> str | None:
     return to_iso(value) if value else None
 
 
+@functools.cache
+def shared_connection(region: str, endpoint_url: str) -> Connection:
+    """The process's PynamoDB Connection for :func:`share_one_connection` (its client is built once)."""
+    return Connection(region=region, host=endpoint_url or None)
+
+
+def share_one_connection(connection: Connection, *models: type[Any]) -> None:
+    """Route every model through one PynamoDB Connection, so one botocore session and DynamoDB client.
+
+    PynamoDB gives each model class a Connection of its own, and each builds its own botocore session and
+    client on first use (pynamodb#876, #1245): a fresh load of DynamoDB's service model per table, ~15 of
+    them in a cold start. A Connection keys table schemas by name; models that share a table (tenants and
+    API keys) have their indexes merged into the one schema."""
+    by_table: dict[str, list[Any]] = {}
+    tables = []
+    for model in models:
+        table = model._get_connection()
+        if table.connection is connection:
+            continue
+        by_table.setdefault(table.table_name, []).append(table.get_meta_table())
+        tables.append(table)
+    for name, metas in by_table.items():
+        merged = _merged_schema(metas)
+        try:
+            known = connection.get_meta_table(name)
+        except TableError:  # the usual case: the first models on this table
+            connection.add_meta_table(merged)
+            continue
+        if known.data != merged.data:  # share a table's models in one call, so their indexes merge
+            raise ValueError(f"{name}: already shared with another schema")
+    for table in tables:
+        table.connection = connection
+
+
+def _merged_schema(metas: list[Any]) -> MetaTable:
+    data = dict(metas[0].data)
+    for key, name in (
+        (GLOBAL_SECONDARY_INDEXES, INDEX_NAME),
+        (LOCAL_SECONDARY_INDEXES, INDEX_NAME),
+        (ATTR_DEFINITIONS, ATTR_NAME),
+    ):
+        merged = {item[name]: item for meta in metas for item in meta.data.get(key) or []}
+        data[key] = list(merged.values())
+    return MetaTable(data)
+
+
 @dataclass
 class Models:
     tenant: type[Any]
@@ -119,6 +181,9 @@ class Models:
     wiki: type[Any]
     api_key: type[Any]
     tag: type[Any] | None = None
+
+    def all(self) -> list[type[Any]]:
+        return [m for m in vars(self).values() if m is not None]
 
 
 def build_models(settings: Settings) -> Models:
