@@ -280,8 +280,9 @@ class ItemsRead:
 
     def __init__(self, *models: Any) -> None:
         self.count = 0
-        for model in models:
-            model._get_connection().connection.client.meta.events.register("after-call.dynamodb", self._count)
+        clients = {id(c): c for c in (m._get_connection().connection.client for m in models)}
+        for client in clients.values():  # models may share one client: count each call once
+            client.meta.events.register("after-call.dynamodb", self._count)
 
     def _count(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
         if model.name == "Query":
