@@ -5,6 +5,7 @@ and large figures kept as images."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import io
 import itertools
@@ -26,7 +27,8 @@ FIGURE_MIN_PX = 80
 FIGURE_MIN_AREA = 0.01
 FIGURE_REPEAT_SHARE = 0.5
 _DIGITS = re.compile(r"\d+")
-_SPACES = re.compile(r"[ \t\u00a0]+")
+# Runs of spaces, tabs and no-break spaces that are not already one plain space (those stay as they are).
+_SPACES = re.compile(r" [ \t\u00a0]+|[\t\u00a0][ \t\u00a0]*")
 
 
 @dataclass
@@ -52,31 +54,76 @@ def _open(data: bytes, password: str | None) -> object:
         raise parse_failed("The PDF is damaged or truncated and cannot be opened.") from exc
 
 
+@dataclass(frozen=True)
+class _Natives:
+    """pdfium's per-line and per-object calls as foreign functions over plain addresses (ints). The
+    generated bindings (`pypdfium2.raw`) convert every handle to and from a typed pointer object, which
+    costs as much as the call itself when it runs once per text line or page object."""
+
+    count_objects: Any  # FPDFPage_CountObjects(page) -> int
+    get_object: Any  # FPDFPage_GetObject(page, i) -> object address or None
+    form_count_objects: Any
+    form_get_object: Any
+    object_type: Any  # FPDFPageObj_GetType(object) -> FPDF_PAGEOBJ_*, UNKNOWN for NULL
+    font_size: Any  # FPDFText_GetFontSize(textpage, char) -> float
+    char_origin: Any  # FPDFText_GetCharOrigin(textpage, char, &x, &y) -> bool
+    text_object: Any  # FPDFText_GetTextObject(textpage, char) -> object address or None
+    render_mode: Any  # FPDFTextObj_GetTextRenderMode(object) -> FPDF_TEXTRENDERMODE_*, UNKNOWN for NULL
+
+
+@functools.cache
+def _natives(pdfium_c: Any) -> _Natives:
+    vp, c_int, c_double = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+
+    def bind(function: Any, restype: Any, *argtypes: Any) -> Any:
+        return ctypes.CFUNCTYPE(restype, *argtypes)(_address(function))
+
+    p_double = ctypes.POINTER(c_double)
+    return _Natives(
+        count_objects=bind(pdfium_c.FPDFPage_CountObjects, c_int, vp),
+        get_object=bind(pdfium_c.FPDFPage_GetObject, vp, vp, c_int),
+        form_count_objects=bind(pdfium_c.FPDFFormObj_CountObjects, c_int, vp),
+        form_get_object=bind(pdfium_c.FPDFFormObj_GetObject, vp, vp, ctypes.c_ulong),
+        object_type=bind(pdfium_c.FPDFPageObj_GetType, c_int, vp),
+        font_size=bind(pdfium_c.FPDFText_GetFontSize, c_double, vp, c_int),
+        char_origin=bind(pdfium_c.FPDFText_GetCharOrigin, c_int, vp, c_int, p_double, p_double),
+        text_object=bind(pdfium_c.FPDFText_GetTextObject, vp, vp, c_int),
+        render_mode=bind(pdfium_c.FPDFTextObj_GetTextRenderMode, c_int, vp),
+    )
+
+
+def _address(handle: Any) -> int:
+    return ctypes.cast(handle, ctypes.c_void_p).value or 0
+
+
 def _image_objects(page: Any, pdfium_c: Any, max_depth: int = 4) -> list[Any]:
     """The page's image objects, in `page.get_objects(filter=(image,), max_depth=4)` order (depth-first,
     Form XObjects descended to `max_depth` levels). Walks the raw handles and wraps only the images:
     `get_objects` builds a Python object for every page object (tens of thousands on a text page)."""
     import pypdfium2 as pdfium
 
+    fn = _natives(pdfium_c)
     image, form = pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM
-    get_type = pdfium_c.FPDFPageObj_GetType
+    wanted = (image, form)
+    handle_type = pdfium_c.FPDF_PAGEOBJECT
     out: list[Any] = []
 
-    def walk(count: Any, get: Any, parent: Any, level: int) -> None:
+    def walk(count: Any, get: Any, parent: int, level: int) -> None:
         n = count(parent)
         if n < 0:
             raise pdfium.PdfiumError("Failed to get number of pageobjects.")
-        for i in range(n):
-            raw = get(parent, i)
-            if not raw:
-                raise pdfium.PdfiumError("Failed to get pageobject.")
-            kind = get_type(raw)
-            if kind == image:
+        handles = list(map(get, itertools.repeat(parent, n), range(n)))
+        kinds = list(map(fn.object_type, handles))  # NULL → FPDF_PAGEOBJ_UNKNOWN
+        if pdfium_c.FPDF_PAGEOBJ_UNKNOWN in kinds and None in handles:
+            raise pdfium.PdfiumError("Failed to get pageobject.")
+        for i in [i for i, kind in enumerate(kinds) if kind in wanted]:
+            if kinds[i] == image:
+                raw = ctypes.cast(handles[i], handle_type)
                 out.append(pdfium.PdfObject(raw, page=page, pdf=page.pdf, level=level))
-            elif kind == form and level < max_depth - 1:
-                walk(pdfium_c.FPDFFormObj_CountObjects, pdfium_c.FPDFFormObj_GetObject, raw, level + 1)
+            elif level < max_depth - 1:
+                walk(fn.form_count_objects, fn.form_get_object, handles[i], level + 1)
 
-    walk(pdfium_c.FPDFPage_CountObjects, pdfium_c.FPDFPage_GetObject, page.raw, 0)
+    walk(fn.count_objects, fn.get_object, _address(page.raw), 0)
     return out
 
 
@@ -93,16 +140,18 @@ def _image_coverage(page: object, objs: list[object]) -> float:
     return min(covered / area, 1.0)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Line:
     text: str
     size: float = 0.0  # font size of the line's first character (0 when unknown)
     base: float = 0.0  # baseline y of that character (PDF units, grows upwards)
-    x: float = 0.0
     hidden: bool = False  # drawn with the invisible text render mode
 
 
 _LINE = re.compile(r"[^\r\n]+")
+# The first non-blank character of each line that has one (`[^\S\r\n]` is whitespace that is not a line
+# break): its offset is where `_LINE` lines start once `str.lstrip` has taken their leading whitespace.
+_LINE_START = re.compile(r"[^\S\r\n]*(\S)[^\r\n]*")
 _TOC_LINE = re.compile(r"(\.\s?){3,}\s*[\divxlc]+$|\s\d{1,4}$")
 
 
@@ -116,33 +165,31 @@ _BULLET = re.compile(r"^[•◦▪‣∙·●○■□–]\s*")
 
 
 def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
-    """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph."""
+    """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph
+    (one pdfium call each per line, none per character) and whether it is drawn invisibly."""
     raw = textpage.get_text_range()
-    structured = len(raw) == textpage.count_chars()  # char indexes line up with string offsets
-    lines: list[_Line] = []
+    # One normalising pass over the page: spaces never become line breaks, so the page's non-blank lines
+    # and the normalised page's pair up one to one (offsets into `raw` come from the first).
+    clean = raw
+    if "  " in clean or "\t" in clean or "\xa0" in clean:  # most pages have nothing to collapse
+        clean = _SPACES.sub(" ", clean)
+    clean = clean.replace("\x02", "-").replace("\ufffe", "-")
+    texts = [text for text in map(str.strip, _LINE.findall(clean)) if text]
+    if len(raw) != textpage.count_chars():  # char indexes do not line up with string offsets
+        return [_Line(text) for text in texts]
+    starts = [m.start(1) for m in _LINE_START.finditer(raw)]
+    fn = _natives(pdfium_c)
+    tp = _address(textpage.raw)
+    sizes = [round(size, 1) for size in map(fn.font_size, itertools.repeat(tp), starts)]
     x, y = ctypes.c_double(), ctypes.c_double()
-    px, py = ctypes.byref(x), ctypes.byref(y)
-    tp = textpage.raw
-    font_size, char_origin = pdfium_c.FPDFText_GetFontSize, pdfium_c.FPDFText_GetCharOrigin
-    text_object, render_mode = pdfium_c.FPDFText_GetTextObject, pdfium_c.FPDFTextObj_GetTextRenderMode
+    px, py, origin = ctypes.byref(x), ctypes.byref(y), fn.char_origin
+    bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
+    lines = [_Line(*line) for line in zip(texts, sizes, bases, strict=True)]
     invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
-    # One normalising pass over the page: spaces never become line breaks, so the page's lines and the
-    # normalised page's lines pair up one to one (offsets into `raw` come from the first).
-    clean = _SPACES.sub(" ", raw).replace("\x02", "-").replace("\ufffe", "-")
-    for m, n in zip(_LINE.finditer(raw), _LINE.finditer(clean), strict=True):
-        text = n.group().strip()
-        if not text:
-            continue
-        line = _Line(text)
-        if structured:
-            idx = m.start() + len(m.group()) - len(m.group().lstrip())
-            line.size = round(float(font_size(tp, idx)), 1)
-            if char_origin(tp, idx, px, py):
-                line.base, line.x = y.value, x.value
-            obj = text_object(tp, idx)
-            if obj:
-                line.hidden = render_mode(obj) == invisible
-        lines.append(line)
+    modes = list(map(fn.render_mode, map(fn.text_object, itertools.repeat(tp), starts)))  # NULL: UNKNOWN
+    if invisible in modes:
+        for line, mode in zip(lines, modes, strict=True):
+            line.hidden = mode == invisible
     return lines
 
 
