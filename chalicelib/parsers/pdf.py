@@ -161,7 +161,8 @@ def _toc_line(text: str) -> bool:
     return (end.isdigit() or end in "ivxlc") and end != "" and _TOC_LINE.search(text) is not None
 
 
-_BULLET = re.compile(r"^[•◦▪‣∙·●○■□–]\s*")
+_BULLET_FIRST = "•◦▪‣∙·●○■□–"
+_BULLET = re.compile(rf"^[{_BULLET_FIRST}]\s*")
 
 
 def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
@@ -221,15 +222,16 @@ def _repeating_lines(pages: list[list[_Line]]) -> set[str]:
 
 
 def _strip_repeating(lines: list[_Line], repeating: set[str]) -> list[_Line]:
+    """The page without its first two and last two lines where they repeat (unless set larger than the
+    page's body text); only those four lines are looked at, and the body size only when one repeats."""
     if not repeating or not lines:
         return lines
-    edges = {0, 1, len(lines) - 1, len(lines) - 2}
-    body = _body_size([lines])
-    return [
-        ln
-        for i, ln in enumerate(lines)
-        if not (i in edges and _edge_key(ln) in repeating and not (body and ln.size > body * 1.15))
-    ]
+    n = len(lines)
+    drop = {i for i in (0, 1, n - 2, n - 1) if 0 <= i < n and _edge_key(lines[i]) in repeating}
+    if drop:
+        body = _body_size([lines])
+        drop = {i for i in drop if not (body and lines[i].size > body * 1.15)}
+    return [ln for i, ln in enumerate(lines) if i not in drop] if drop else lines
 
 
 def _heading_levels(pages: list[list[_Line]]) -> dict[float, int]:
@@ -264,24 +266,24 @@ def _page_markdown(lines: list[_Line], levels: dict[float, int]) -> str:
     blocks: list[tuple[int, str]] = []  # (heading level or 0, text)
     prev: _Line | None = None
     for line in lines:
+        text = line.text
         level = levels.get(line.size, 0)
-        bullet = _BULLET.match(line.text)
-        gap = prev.base - line.base if prev is not None else 0.0
+        bullet = _BULLET.match(text) if text[0] in _BULLET_FIRST else None
+        # cheapest tests first; the table-of-contents regex only when the line would join its predecessor
         same = (
             prev is not None
-            and blocks
-            and not _toc_line(prev.text)
-            and not bullet
-            and abs(prev.size - line.size) < 0.3
             and pitch > 0
-            and 0 < gap <= pitch * 1.35
+            and 0 < prev.base - line.base <= pitch * 1.35
+            and abs(prev.size - line.size) < 0.3
+            and not bullet
+            and blocks
             and (level == 0 or len(blocks[-1][1]) < 150)
+            and not _toc_line(prev.text)
         )
         if same:
-            blocks[-1] = (blocks[-1][0], _join(blocks[-1][1], line.text))
+            blocks[-1] = (blocks[-1][0], _join(blocks[-1][1], text))
         else:
-            text = "- " + line.text[bullet.end() :] if bullet else line.text
-            blocks.append((level, text))
+            blocks.append((level, "- " + text[bullet.end() :] if bullet else text))
         prev = line
     out: list[str] = []
     for level, text in blocks:
