@@ -128,6 +128,8 @@ def _image_objects(page: Any, pdfium_c: Any, max_depth: int = 4) -> list[Any]:
 
 
 def _image_coverage(page: object, objs: list[object]) -> float:
+    if not objs:
+        return 0.0
     width, height = page.get_size()  # type: ignore[attr-defined]
     area = max(width * height, 1.0)
     covered = 0.0
@@ -300,8 +302,11 @@ def _render_page(page: object) -> bytes:
     longest = max(width, height) * scale
     if longest > SCAN_MAX_PX:
         scale *= SCAN_MAX_PX / longest
-    bitmap = page.render(scale=scale)  # type: ignore[attr-defined]
-    image = bitmap.to_pil().convert("RGB")
+    # RGB byte order straight from pdfium (the default BGR costs PIL a channel swap and a copy)
+    bitmap = page.render(scale=scale, rev_byteorder=True)  # type: ignore[attr-defined]
+    image = bitmap.to_pil()
+    if image.mode != "RGB":
+        image = image.convert("RGB")
     buf = io.BytesIO()
     image.save(buf, format="JPEG", quality=SCAN_JPEG_QUALITY)
     return buf.getvalue()
@@ -379,16 +384,16 @@ def _parse_open(
             textpage.close()
             objs = _image_objects(page, pdfium_c)
             coverage = _image_coverage(page, objs)
-            chars = sum(len(ln.text) for ln in lines)
-            info.scanned = (
-                force_scanned or (coverage >= 0.5 and chars < 200) or (chars < 10 and coverage >= 0.1)
-            )
+            info.scanned = force_scanned
+            if not info.scanned and coverage >= 0.1:  # below that, no amount of text makes it a scan
+                chars = sum(len(ln.text) for ln in lines)
+                info.scanned = (coverage >= 0.5 and chars < 200) or chars < 10
             if info.scanned:
                 lines = []
             elif coverage < 0.5:
                 # Invisible text over a page image is its OCR layer (kept); anywhere else it is hidden text.
                 lines = [ln for ln in lines if not ln.hidden]
-            if not info.scanned:
+            if not info.scanned and objs:
                 width, height = page.get_size()
                 for k, obj in enumerate(objs):
                     w_px, h_px = obj.get_px_size()
