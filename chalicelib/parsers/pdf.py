@@ -151,9 +151,9 @@ class _Line:
 
 
 _LINE = re.compile(r"[^\r\n]+")
-# The first non-blank character of each line that has one (`[^\S\r\n]` is whitespace that is not a line
-# break): its offset is where `_LINE` lines start once `str.lstrip` has taken their leading whitespace.
-_LINE_START = re.compile(r"[^\S\r\n]*(\S)[^\r\n]*")
+# From the first non-blank character of a line to its end: one match per non-blank `_LINE` line, starting
+# where that line starts once `str.lstrip` has taken its leading whitespace (`\S` never matches a break).
+_LINE_START = re.compile(r"\S[^\r\n]*")
 _TOC_LINE = re.compile(r"(\.\s?){3,}\s*[\divxlc]+$|\s\d{1,4}$")
 
 
@@ -180,7 +180,7 @@ def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
     texts = [text for text in map(str.strip, _LINE.findall(clean)) if text]
     if len(raw) != textpage.count_chars():  # char indexes do not line up with string offsets
         return [_Line(text) for text in texts]
-    starts = [m.start(1) for m in _LINE_START.finditer(raw)]
+    starts = [m.start() for m in _LINE_START.finditer(raw)]
     fn = _natives(pdfium_c)
     tp = _address(textpage.raw)
     sizes = [round(size, 1) for size in map(fn.font_size, itertools.repeat(tp), starts)]
