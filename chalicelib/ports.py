@@ -271,6 +271,23 @@ class KnowledgeRepo(Protocol):
         A row already being deleted is returned as it is."""
         ...
 
+    def settle_plan(
+        self, knowledge_id: str, attempt: int, count: int, plan: Mapping[str, Any]
+    ) -> Knowledge | None:
+        """processing -> finalizing with `count` subtask slots (error cleared, no slot released yet), or
+        -> completed when `count` is 0; the plan stored on the row in the same conditional write. None when
+        the row is missing, superseded or no longer processing."""
+        ...
+
+    def release_slot(self, knowledge_id: str, attempt: int, subtask_id: str) -> int | None:
+        """One subtask's slot, once: the count minus one, only while finalizing at `attempt`, above 0 and
+        `subtask_id` not yet released. The remaining count; None when nothing was released."""
+        ...
+
+    def promote(self, knowledge_id: str, attempt: int) -> bool:
+        """finalizing -> completed, only at `attempt` with no slot left (one conditional write)."""
+        ...
+
     def cancel(self, knowledge_id: str, message: str) -> Knowledge | None:
         """pending|processing|finalizing -> cancelled with the message, subtask count 0; None when the row
         is missing or not in one of those states."""

@@ -1005,6 +1005,67 @@ class DynamoKnowledgeRepo:
             m.parse_status.is_in(*_values(CANCEL_FROM)),
         )
 
+    def settle_plan(
+        self, knowledge_id: str, attempt: int, count: int, plan: Mapping[str, Any]
+    ) -> Knowledge | None:
+        m = self.model
+        now = now_iso()
+        actions: list[Any] = [m.enrichment.set(dict(plan)), m.updated_at.set(now)]
+        if count > 0:
+            actions += [
+                m.parse_status.set(ParseStatus.FINALIZING.value),
+                m.pending_subtasks_count.set(count),
+                m.error_message.set(""),
+                m.done_subtasks.remove(),
+            ]
+        else:
+            actions += [
+                m.parse_status.set(ParseStatus.COMPLETED.value),
+                m.pending_subtasks_count.set(0),
+                m.inflight.remove(),
+            ]
+        # planner A ─ processing, attempt N ─ finalizing(count) ─ answers the plan
+        # planner A' (a second copy) ─ condition fails: it answers the plan now stored on the row
+        # cancel / reparse first ─ condition fails: the plan is answered "skipped", nothing runs
+        condition = (m.attempt == attempt) & (m.parse_status == ParseStatus.PROCESSING.value)
+        return self._update(knowledge_id, actions, condition)
+
+    def release_slot(self, knowledge_id: str, attempt: int, subtask_id: str) -> int | None:
+        m = self.model
+        # worker ─ work durable ─ release (count 2→1, subtask added) ─ SendTaskSuccess
+        # redelivered ─ subtask already in done_subtasks ─ condition fails: counted once
+        # timed out meanwhile ─ the machine's Catch released it first ─ condition fails: counted once
+        condition = (
+            (m.attempt == attempt)
+            & (m.parse_status == ParseStatus.FINALIZING.value)
+            & (m.pending_subtasks_count > 0)
+            & ~m.done_subtasks.contains(subtask_id)
+        )
+        updated = self._update(
+            knowledge_id,
+            [
+                m.pending_subtasks_count.set(m.pending_subtasks_count - 1),
+                m.done_subtasks.add({subtask_id}),
+                m.updated_at.set(now_iso()),
+            ],
+            condition,
+        )
+        return None if updated is None else updated.pending_subtasks_count
+
+    def promote(self, knowledge_id: str, attempt: int) -> bool:
+        m = self.model
+        condition = (
+            (m.attempt == attempt)
+            & (m.parse_status == ParseStatus.FINALIZING.value)
+            & (m.pending_subtasks_count == 0)
+        )
+        actions = [
+            m.parse_status.set(ParseStatus.COMPLETED.value),
+            m.updated_at.set(now_iso()),
+            m.inflight.remove(),
+        ]
+        return self._update(knowledge_id, actions, condition) is not None
+
     def update_fields(self, knowledge_id: str, fields: Mapping[str, Any]) -> Knowledge | None:
         m = self.model
         attributes = {

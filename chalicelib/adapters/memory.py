@@ -191,6 +191,8 @@ class MemoryKnowledgeRepo:
     def __init__(self, tenants: MemoryTenantRepo | None = None) -> None:
         self._rows: dict[str, Knowledge] = {}
         self._claims: dict[str, str] = {}  # dedupe key -> knowledge id
+        #: (knowledge id, attempt) -> the subtasks whose slot was released (the table's done_subtasks)
+        self._released: dict[tuple[str, int], set[str]] = {}
         self._lock = threading.RLock()
         self.tenants = tenants  # where a delete takes the row's bytes off
 
@@ -320,6 +322,57 @@ class MemoryKnowledgeRepo:
             k.updated_at = _now()
 
         return self._update(knowledge_id, lambda k: k.parse_status in CANCEL_FROM, change)
+
+    def settle_plan(
+        self, knowledge_id: str, attempt: int, count: int, plan: Mapping[str, Any]
+    ) -> Knowledge | None:
+        def change(k: Knowledge) -> None:
+            k.enrichment = copy.deepcopy(dict(plan))
+            k.pending_subtasks_count = max(0, count)
+            if count > 0:
+                k.parse_status = ParseStatus.FINALIZING
+                k.error_message = ""
+                self._released.pop((k.id, attempt), None)
+            else:
+                k.parse_status = ParseStatus.COMPLETED
+            k.updated_at = _now()
+
+        return self._update(
+            knowledge_id,
+            lambda k: k.attempt == attempt and k.parse_status == ParseStatus.PROCESSING,
+            change,
+        )
+
+    def release_slot(self, knowledge_id: str, attempt: int, subtask_id: str) -> int | None:
+        def releasable(k: Knowledge) -> bool:
+            return (
+                k.attempt == attempt
+                and k.parse_status == ParseStatus.FINALIZING
+                and k.pending_subtasks_count > 0
+                and subtask_id not in self._released.get((k.id, attempt), set())
+            )
+
+        def change(k: Knowledge) -> None:
+            k.pending_subtasks_count -= 1
+            self._released.setdefault((k.id, attempt), set()).add(subtask_id)
+            k.updated_at = _now()
+
+        updated = self._update(knowledge_id, releasable, change)
+        return None if updated is None else updated.pending_subtasks_count
+
+    def promote(self, knowledge_id: str, attempt: int) -> bool:
+        def change(k: Knowledge) -> None:
+            k.parse_status = ParseStatus.COMPLETED
+            k.updated_at = _now()
+
+        def last_slot_released(k: Knowledge) -> bool:
+            return (
+                k.attempt == attempt
+                and k.parse_status == ParseStatus.FINALIZING
+                and k.pending_subtasks_count == 0
+            )
+
+        return self._update(knowledge_id, last_slot_released, change) is not None
 
     def update_fields(self, knowledge_id: str, fields: Mapping[str, Any]) -> Knowledge | None:
         editable = {
@@ -487,8 +540,8 @@ class MemoryKnowledgeRepo:
 
     # -- not in the port
     def write_fields(self, knowledge_id: str, **changes: Any) -> Knowledge:
-        """An unconditional write of fields, for what the port does not do: the state machine's own
-        DynamoDB tasks (SetFinalizing, Promote) and a test arranging a state (an aged row)."""
+        """An unconditional write of fields, for what the port does not do: a test arranging a state (an
+        aged row, a row the planner left finalizing)."""
 
         def change(k: Knowledge) -> None:
             for name, value in changes.items():

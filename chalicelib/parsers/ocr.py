@@ -7,16 +7,22 @@ import io
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..domain.errors import PermanentStageError, SpanErrorCode, TransientStageError
 from ..settings import subprocess_env
 from .base import image_kind
+
+if TYPE_CHECKING:  # numpy is imported where it is used: Textract-only functions import this module
+    import numpy as np
+    import numpy.typing as npt
 
 MAX_OCR_PIXELS = 40_000_000
 
@@ -44,6 +50,14 @@ SCRIPT_LANGUAGES: dict[str, tuple[str, ...]] = {
 #: confident of is kept (OSD says "Han" for simplified and traditional Chinese alike, and one run with
 #: chi_sim+chi_tra mixes the two character sets in one line)
 SCRIPT_ALTERNATIVES: dict[str, tuple[str, ...]] = {"Han": ("chi_tra", "eng")}
+#: language data whose words a mixed reading (with eng) gives to the other data: tesseract's eng model reads
+#: whole Korean words as Latin ("양식을" → "SAS"). A page read with such data first and others after is
+#: read a second time with that data alone, and each Latin word of the mixed reading that the second
+#: reading has as Hangul only, with a confidence of at least OWN_SCRIPT_MIN_CONFIDENCE and more than the
+#: Latin word's, takes the Hangul (real Latin words come out of the Korean model as low-confidence
+#: digits and symbols, so they stay)
+OWN_SCRIPT_ALONE: dict[str, str] = {"kor": "\uac00-\ud7a3"}
+OWN_SCRIPT_MIN_CONFIDENCE = 60.0
 DEFAULT_LANGUAGES = ("eng", "kor")
 #: below this OSD script confidence the page is read with the default languages (too little text to tell)
 MIN_SCRIPT_CONFIDENCE = 0.0
@@ -54,6 +68,117 @@ _CJK_SPACE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
 #: one Hangul syllable three or more times in a row (spaces between allowed): what the Korean model makes
 #: of dot leaders and rules ("이이 이이이이"), never a Korean word
 _HANGUL_RUN = re.compile(r" ?([\uac00-\ud7a3])(?: ?\1){2,}")
+
+
+#: Ruling lines and frames (hyperlink boxes, underlines, table rules): a horizontal dark run at least this
+#: long (px at TARGET_DPI, 0.5 in: longer than any stroke of a glyph of body or heading text)…
+RULE_MIN_PX = 150
+#: …and at most this thick where it runs (a filled area or inverse text on a dark band is kept)…
+RULE_MAX_THICK_PX = 8
+#: …with paper just above and below it along at least this share of its length (glyphs touching it
+#: take the rest)…
+RULE_CLEAR_SHARE = 0.6
+#: …plus the vertical sides of frames: a thin vertical run at least this long whose both ends meet a rule
+FRAME_SIDE_MIN_PX = 12
+#: darker than this counts as ink when finding rules (a red frame is ~76 in greyscale, its antialiased
+#: edge lighter: the rule is found on ink, then erased with a one-pixel margin)
+RULE_INK = 200
+
+
+def _runs(mask: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.intp], ...]:
+    """(row, start, end) of every horizontal run of True in `mask`."""
+    import numpy as np
+
+    padded = np.zeros((mask.shape[0], mask.shape[1] + 2), dtype=np.int8)
+    padded[:, 1:-1] = mask
+    step = np.diff(padded, axis=1)
+    rows, starts = np.nonzero(step == 1)
+    _, ends = np.nonzero(step == -1)
+    return rows, starts, ends
+
+
+def _run_length(mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int32]:
+    """For every pixel, the length of the horizontal run of True it belongs to (0 outside)."""
+    import numpy as np
+
+    rows, starts, ends = _runs(mask)
+    lengths = ends - starts
+    offsets = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    out = np.zeros(mask.shape, dtype=np.int32)
+    out[np.repeat(rows, lengths), np.repeat(starts, lengths) + offsets] = np.repeat(lengths, lengths)
+    return out
+
+
+def _grow(mask: npt.NDArray[np.bool_], px: int = 1) -> npt.NDArray[np.bool_]:
+    out = mask.copy()
+    for _ in range(px):
+        grown = out.copy()
+        grown[1:] |= out[:-1]
+        grown[:-1] |= out[1:]
+        grown[:, 1:] |= out[:, :-1]
+        grown[:, :-1] |= out[:, 1:]
+        out = grown
+    return out
+
+
+def rule_mask(grey: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
+    """Pixels of thin ruling lines and of the frames they close, in a greyscale page at about TARGET_DPI.
+    A rule: rows of ink at least RULE_MIN_PX long, at most RULE_MAX_THICK_PX thick with paper above and
+    below along most of their length (a filled area, a dark band with light text in it, is kept whole). A frame side: a vertical run of ink at least
+    FRAME_SIDE_MIN_PX long and at most RULE_MAX_THICK_PX wide, both ends at an end of a rule (a glyph's
+    stroke inside a frame, or a table's inner rule, meets the rules away from their ends and is kept).
+    Glyphs lose only the pixels where they touch a rule."""
+    import numpy as np
+
+    ink = grey < RULE_INK
+    rows, starts, ends = _runs(ink)
+    long = ends - starts >= RULE_MIN_PX
+    rows, starts, ends = rows[long], starts[long], ends[long]
+    candidates = np.zeros(ink.shape, dtype=bool)
+    for row, start, end in zip(rows, starts, ends, strict=True):
+        candidates[row, start:end] = True
+    # a rule is thin and has paper just above and below it (in a dark band the long rows have band above
+    # or below them, or are too thick); where a glyph touches the rule the glyph's column is not rule
+    cols, tops, bottoms = _runs(candidates.T)
+    height = ink.shape[0]
+    clear = (
+        (bottoms - tops <= RULE_MAX_THICK_PX)
+        & ~ink[np.maximum(tops - 1, 0), cols]
+        & ~ink[np.minimum(bottoms, height - 1), cols]
+    )
+    thin = np.zeros(ink.shape, dtype=bool)
+    for col, top, bottom in zip(cols[clear], tops[clear], bottoms[clear], strict=True):
+        thin[top:bottom, col] = True
+    rules = np.zeros(ink.shape, dtype=bool)
+    corners = np.zeros(ink.shape, dtype=bool)  # where a frame's sides may meet its rules: their two ends
+    reach = RULE_MAX_THICK_PX + 2
+    for row, start, end in zip(rows, starts, ends, strict=True):
+        if thin[row, start:end].mean() >= RULE_CLEAR_SHARE:  # most of its length: a rule
+            rules[row, start:end] = thin[row, start:end]
+            top, bottom = max(row - 2, 0), row + 3
+            corners[top:bottom, max(start - 2, 0) : start + reach] = True
+            corners[top:bottom, max(end - reach, 0) : end + 2] = True
+    if not rules.any():
+        return rules
+    rest = ink & ~rules
+    narrow = rest & (_run_length(rest) <= RULE_MAX_THICK_PX)
+    cols, tops, bottoms = _runs(narrow.T)
+    side = (bottoms - tops >= FRAME_SIDE_MIN_PX) & corners[tops, cols] & corners[bottoms - 1, cols]
+    for col, top, bottom in zip(cols[side], tops[side], bottoms[side], strict=True):
+        rules[top:bottom, col] = True
+    return rules
+
+
+def remove_rules(grey: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    """The page with its ruling lines and frames painted white (one pixel of margin for their antialiased
+    edges): tesseract reads a framed word's frame as "|", "[" or Hangul syllables, and a frame touching
+    the text merges both into one blob it cannot read."""
+    mask = rule_mask(grey)
+    if not mask.any():
+        return grey
+    out = grey.copy()
+    out[_grow(mask, 1)] = 255
+    return out
 
 
 def _upscale_factor(width: int, height: int, dpi: float | None) -> float:
@@ -83,10 +208,13 @@ def _image_dpi(img: Any) -> float | None:
     return None
 
 
-def _normalise_image(image: bytes, *, upscale: bool = False, greyscale: bool = False) -> bytes:
+def _normalise_image(
+    image: bytes, *, upscale: bool = False, greyscale: bool = False, rules: bool = False
+) -> bytes:
     """PNG/JPEG pass through; GIF, BMP, WEBP and TIFF become PNG. Oversized images are refused.
     `upscale`: enlarged (Lanczos) towards TARGET_DPI; `greyscale`: one 8-bit channel, which tesseract
-    binarises (Otsu) without being led by colour."""
+    binarises (Otsu) without being led by colour; `rules` (with `greyscale`): ruling lines and frames
+    painted white (remove_rules)."""
     kind = image_kind(image)
     if kind is None:
         raise PermanentStageError(
@@ -118,6 +246,10 @@ def _normalise_image(image: bytes, *, upscale: bool = False, greyscale: bool = F
                 if factor != 1.0:
                     size = (round(out.width * factor), round(out.height * factor))
                     out = out.resize(size, Image.Resampling.LANCZOS)
+                if rules and greyscale:
+                    import numpy as np
+
+                    out = Image.fromarray(remove_rules(np.asarray(out, dtype=np.uint8)))
                 buf = io.BytesIO()
                 out.save(buf, format="PNG", dpi=(TARGET_DPI, TARGET_DPI) if factor != 1.0 else None)
                 return buf.getvalue()
@@ -203,6 +335,80 @@ def tsv_text(tsv: str) -> tuple[str, float]:
     return text, (sum(confidences) / len(confidences) if confidences else 0.0)
 
 
+@dataclass(frozen=True)
+class OcrWord:
+    """One word of tesseract's TSV output: its text, box (pixels) and confidence (0-100)."""
+
+    text: str
+    left: int
+    top: int
+    width: int
+    height: int
+    confidence: float
+
+    def covers(self, other: OcrWord) -> bool:
+        """`other`'s horizontal centre is inside this word and the two overlap by half the lower's height."""
+        centre = other.left + other.width / 2
+        overlap = min(self.top + self.height, other.top + other.height) - max(self.top, other.top)
+        return self.left <= centre <= self.left + self.width and overlap > 0.5 * min(
+            self.height, other.height
+        )
+
+
+def tsv_words(tsv: str) -> list[OcrWord]:
+    words = []
+    for row in tsv.splitlines()[1:]:
+        cols = row.split("\t")
+        if len(cols) < 12 or cols[0] != "5" or not cols[11].strip():
+            continue
+        try:
+            box = [int(c) for c in cols[6:10]]
+            confidence = float(cols[10])
+        except ValueError:
+            continue
+        words.append(OcrWord(cols[11], box[0], box[1], box[2], box[3], confidence))
+    return words
+
+
+def word_separators(words: Sequence[OcrWord], text: str) -> list[str] | None:
+    """What tesseract's text output puts before each of the TSV `words` of the same run ("", " ", "\n",
+    "\n\n": a Korean word is often several TSV words with no space between them); None when the two do
+    not line up."""
+    separators, i = [], 0
+    for word in words:
+        start = i
+        while i < len(text) and text[i].isspace():
+            i += 1
+        gap = text[start:i].replace("\x0c", "\n")
+        newlines = gap.count("\n")
+        separators.append("\n\n" if newlines > 1 else "\n" if newlines else " " if gap else "")
+        if text[i : i + len(word.text)] != word.text:
+            return None
+        i += len(word.text)
+    return separators
+
+
+def prefer_own_script(
+    mixed: Sequence[OcrWord], separators: Sequence[str], alone: Sequence[OcrWord], script: str
+) -> str:
+    """The mixed reading's text, each Latin word replaced by what the reading with the script's data alone
+    has in its place when that is the script only, surer than OWN_SCRIPT_MIN_CONFIDENCE and than the
+    Latin word (see OWN_SCRIPT_ALONE)."""
+    own = re.compile(f"[{script}]")
+    latin = re.compile(r"[A-Za-z0-9]")
+    out = []
+    for word, separator in zip(mixed, separators, strict=True):
+        text = word.text
+        if latin.search(text) and not own.search(text):
+            inside = [other for other in alone if word.covers(other)]
+            if inside and all(own.search(o.text) and not latin.search(o.text) for o in inside):
+                confidence = sum(o.confidence for o in inside) / len(inside)
+                if confidence >= OWN_SCRIPT_MIN_CONFIDENCE and confidence > word.confidence:
+                    text = "".join(o.text for o in inside)
+        out.append(separator + text)
+    return "".join(out)
+
+
 class TesseractOcr:
     """One tesseract process per image (0.5–2 s each on this box). `languages` fixes the languages;
     without it each page's script is detected first (OSD, `--psm 0`, one more short process) and read
@@ -220,6 +426,7 @@ class TesseractOcr:
         default_languages: Sequence[str] = DEFAULT_LANGUAGES,
         upscale: bool = True,
         greyscale: bool = True,
+        rules: bool = True,
     ) -> None:
         self.binary = binary or shutil.which("tesseract")
         self.fixed = tuple(languages) if languages else ()
@@ -228,6 +435,7 @@ class TesseractOcr:
         self.timeout = timeout
         self.upscale = upscale
         self.greyscale = greyscale
+        self.rules = rules
 
     @property
     def wanted(self) -> tuple[str, ...]:
@@ -250,6 +458,7 @@ class TesseractOcr:
             default_languages=self.default_languages,
             upscale=self.upscale,
             greyscale=self.greyscale,
+            rules=self.rules,
         )
 
     def available(self) -> bool:
@@ -302,10 +511,50 @@ class TesseractOcr:
             )
         return proc.stdout.decode("utf-8", "replace")
 
+    def _recognize_with_words(self, data: bytes, languages: Sequence[str]) -> tuple[str, list[OcrWord]]:
+        """Text and TSV words of one run (tesseract writes both only to files)."""
+        with tempfile.TemporaryDirectory(prefix="ocr-") as tmp:
+            base = Path(tmp) / "page"
+            cmd = [str(self.binary), "stdin", str(base), "-l", "+".join(languages), "--psm", str(self.psm)]
+            try:
+                proc = subprocess.run(
+                    [*cmd, "txt", "tsv"],
+                    input=data,
+                    capture_output=True,
+                    timeout=self.timeout,
+                    check=False,
+                    env=subprocess_env(OMP_THREAD_LIMIT="1"),
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise TransientStageError("OCR timed out", code=SpanErrorCode.DOCREADER_TIMEOUT) from exc
+            if proc.returncode != 0:
+                message = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [
+                    "unknown error"
+                ]
+                raise PermanentStageError(
+                    f"OCR failed: {message[0][:200]}", code=SpanErrorCode.DOCREADER_PARSE_FAILED
+                )
+            text = base.with_suffix(".txt").read_text(encoding="utf-8", errors="replace")
+            words = tsv_words(base.with_suffix(".tsv").read_text(encoding="utf-8", errors="replace"))
+        return text, words
+
+    def _read_own_script_twice(self, data: bytes, languages: tuple[str, ...]) -> str | None:
+        """The mixed reading corrected by a reading with the first language's data alone
+        (OWN_SCRIPT_ALONE); None when the page is not read with such data and others."""
+        script = OWN_SCRIPT_ALONE.get(languages[0]) if len(languages) > 1 else None
+        if script is None:
+            return None
+        text, mixed = self._recognize_with_words(data, languages)
+        separators = word_separators(mixed, text)
+        if separators is None:
+            return text  # the two outputs did not line up: the mixed reading as it is
+        alone = tsv_words(self._recognize(data, languages[:1], tsv=True))
+        return prefer_own_script(mixed, separators, alone, script)
+
     def read(self, image: bytes) -> OcrReading:
         if not self.available():
             raise TransientStageError("tesseract is not installed", code=SpanErrorCode.DOCREADER_UNAVAILABLE)
-        data = _normalise_image(image, upscale=self.upscale, greyscale=self.greyscale)
+        data = _normalise_image(image, upscale=self.upscale, greyscale=self.greyscale, rules=self.rules)
         # OSD reads the image as it came (greyscale): enlarging it makes OSD slower, not surer
         languages, script = self.choose_languages(
             _normalise_image(image, greyscale=self.greyscale) if self.detects and self.upscale else data
@@ -313,7 +562,10 @@ class TesseractOcr:
         have = self.installed()
         alternative = tuple(lang for lang in SCRIPT_ALTERNATIVES.get(script, ()) if lang in have)
         if self.fixed or not alternative or alternative == languages:
-            return OcrReading(clean_ocr_text(self._recognize(data, languages)), languages, script)
+            text = self._read_own_script_twice(data, languages)
+            if text is None:
+                text = self._recognize(data, languages)
+            return OcrReading(clean_ocr_text(text), languages, script)
         readings = []
         for candidate in (languages, alternative):
             text, confidence = tsv_text(self._recognize(data, candidate, tsv=True))

@@ -5,6 +5,7 @@ and large figures kept as images."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import io
 import itertools
@@ -26,7 +27,8 @@ FIGURE_MIN_PX = 80
 FIGURE_MIN_AREA = 0.01
 FIGURE_REPEAT_SHARE = 0.5
 _DIGITS = re.compile(r"\d+")
-_SPACES = re.compile(r"[ \t\u00a0]+")
+# Runs of spaces, tabs and no-break spaces that are not already one plain space (those stay as they are).
+_SPACES = re.compile(r" [ \t\u00a0]+|[\t\u00a0][ \t\u00a0]*")
 
 
 @dataclass
@@ -52,35 +54,82 @@ def _open(data: bytes, password: str | None) -> object:
         raise parse_failed("The PDF is damaged or truncated and cannot be opened.") from exc
 
 
+@dataclass(frozen=True)
+class _Natives:
+    """pdfium's per-line and per-object calls as foreign functions over plain addresses (ints). The
+    generated bindings (`pypdfium2.raw`) convert every handle to and from a typed pointer object, which
+    costs as much as the call itself when it runs once per text line or page object."""
+
+    count_objects: Any  # FPDFPage_CountObjects(page) -> int
+    get_object: Any  # FPDFPage_GetObject(page, i) -> object address or None
+    form_count_objects: Any
+    form_get_object: Any
+    object_type: Any  # FPDFPageObj_GetType(object) -> FPDF_PAGEOBJ_*, UNKNOWN for NULL
+    font_size: Any  # FPDFText_GetFontSize(textpage, char) -> float
+    char_origin: Any  # FPDFText_GetCharOrigin(textpage, char, &x, &y) -> bool
+    text_object: Any  # FPDFText_GetTextObject(textpage, char) -> object address or None
+    render_mode: Any  # FPDFTextObj_GetTextRenderMode(object) -> FPDF_TEXTRENDERMODE_*, UNKNOWN for NULL
+
+
+@functools.cache
+def _natives(pdfium_c: Any) -> _Natives:
+    vp, c_int, c_double = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+
+    def bind(function: Any, restype: Any, *argtypes: Any) -> Any:
+        return ctypes.CFUNCTYPE(restype, *argtypes)(_address(function))
+
+    p_double = ctypes.POINTER(c_double)
+    return _Natives(
+        count_objects=bind(pdfium_c.FPDFPage_CountObjects, c_int, vp),
+        get_object=bind(pdfium_c.FPDFPage_GetObject, vp, vp, c_int),
+        form_count_objects=bind(pdfium_c.FPDFFormObj_CountObjects, c_int, vp),
+        form_get_object=bind(pdfium_c.FPDFFormObj_GetObject, vp, vp, ctypes.c_ulong),
+        object_type=bind(pdfium_c.FPDFPageObj_GetType, c_int, vp),
+        font_size=bind(pdfium_c.FPDFText_GetFontSize, c_double, vp, c_int),
+        char_origin=bind(pdfium_c.FPDFText_GetCharOrigin, c_int, vp, c_int, p_double, p_double),
+        text_object=bind(pdfium_c.FPDFText_GetTextObject, vp, vp, c_int),
+        render_mode=bind(pdfium_c.FPDFTextObj_GetTextRenderMode, c_int, vp),
+    )
+
+
+def _address(handle: Any) -> int:
+    return ctypes.cast(handle, ctypes.c_void_p).value or 0
+
+
 def _image_objects(page: Any, pdfium_c: Any, max_depth: int = 4) -> list[Any]:
     """The page's image objects, in `page.get_objects(filter=(image,), max_depth=4)` order (depth-first,
     Form XObjects descended to `max_depth` levels). Walks the raw handles and wraps only the images:
     `get_objects` builds a Python object for every page object (tens of thousands on a text page)."""
     import pypdfium2 as pdfium
 
+    fn = _natives(pdfium_c)
     image, form = pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM
-    get_type = pdfium_c.FPDFPageObj_GetType
+    wanted = (image, form)
+    handle_type = pdfium_c.FPDF_PAGEOBJECT
     out: list[Any] = []
 
-    def walk(count: Any, get: Any, parent: Any, level: int) -> None:
+    def walk(count: Any, get: Any, parent: int, level: int) -> None:
         n = count(parent)
         if n < 0:
             raise pdfium.PdfiumError("Failed to get number of pageobjects.")
-        for i in range(n):
-            raw = get(parent, i)
-            if not raw:
-                raise pdfium.PdfiumError("Failed to get pageobject.")
-            kind = get_type(raw)
-            if kind == image:
+        handles = list(map(get, itertools.repeat(parent, n), range(n)))
+        kinds = list(map(fn.object_type, handles))  # NULL → FPDF_PAGEOBJ_UNKNOWN
+        if pdfium_c.FPDF_PAGEOBJ_UNKNOWN in kinds and None in handles:
+            raise pdfium.PdfiumError("Failed to get pageobject.")
+        for i in [i for i, kind in enumerate(kinds) if kind in wanted]:
+            if kinds[i] == image:
+                raw = ctypes.cast(handles[i], handle_type)
                 out.append(pdfium.PdfObject(raw, page=page, pdf=page.pdf, level=level))
-            elif kind == form and level < max_depth - 1:
-                walk(pdfium_c.FPDFFormObj_CountObjects, pdfium_c.FPDFFormObj_GetObject, raw, level + 1)
+            elif level < max_depth - 1:
+                walk(fn.form_count_objects, fn.form_get_object, handles[i], level + 1)
 
-    walk(pdfium_c.FPDFPage_CountObjects, pdfium_c.FPDFPage_GetObject, page.raw, 0)
+    walk(fn.count_objects, fn.get_object, _address(page.raw), 0)
     return out
 
 
 def _image_coverage(page: object, objs: list[object]) -> float:
+    if not objs:
+        return 0.0
     width, height = page.get_size()  # type: ignore[attr-defined]
     area = max(width * height, 1.0)
     covered = 0.0
@@ -93,16 +142,18 @@ def _image_coverage(page: object, objs: list[object]) -> float:
     return min(covered / area, 1.0)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Line:
     text: str
     size: float = 0.0  # font size of the line's first character (0 when unknown)
     base: float = 0.0  # baseline y of that character (PDF units, grows upwards)
-    x: float = 0.0
     hidden: bool = False  # drawn with the invisible text render mode
 
 
 _LINE = re.compile(r"[^\r\n]+")
+# From the first non-blank character of a line to its end: one match per non-blank `_LINE` line, starting
+# where that line starts once `str.lstrip` has taken its leading whitespace (`\S` never matches a break).
+_LINE_START = re.compile(r"\S[^\r\n]*")
 _TOC_LINE = re.compile(r"(\.\s?){3,}\s*[\divxlc]+$|\s\d{1,4}$")
 
 
@@ -112,37 +163,36 @@ def _toc_line(text: str) -> bool:
     return (end.isdigit() or end in "ivxlc") and end != "" and _TOC_LINE.search(text) is not None
 
 
-_BULLET = re.compile(r"^[•◦▪‣∙·●○■□–]\s*")
+_BULLET_FIRST = "•◦▪‣∙·●○■□–"
+_BULLET = re.compile(rf"^[{_BULLET_FIRST}]\s*")
 
 
 def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
-    """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph."""
+    """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph
+    (one pdfium call each per line, none per character) and whether it is drawn invisibly."""
     raw = textpage.get_text_range()
-    structured = len(raw) == textpage.count_chars()  # char indexes line up with string offsets
-    lines: list[_Line] = []
+    # One normalising pass over the page: spaces never become line breaks, so the page's non-blank lines
+    # and the normalised page's pair up one to one (offsets into `raw` come from the first).
+    clean = raw
+    if "  " in clean or "\t" in clean or "\xa0" in clean:  # most pages have nothing to collapse
+        clean = _SPACES.sub(" ", clean)
+    clean = clean.replace("\x02", "-").replace("\ufffe", "-")
+    texts = [text for text in map(str.strip, _LINE.findall(clean)) if text]
+    if len(raw) != textpage.count_chars():  # char indexes do not line up with string offsets
+        return [_Line(text) for text in texts]
+    starts = [m.start() for m in _LINE_START.finditer(raw)]
+    fn = _natives(pdfium_c)
+    tp = _address(textpage.raw)
+    sizes = [round(size, 1) for size in map(fn.font_size, itertools.repeat(tp), starts)]
     x, y = ctypes.c_double(), ctypes.c_double()
-    px, py = ctypes.byref(x), ctypes.byref(y)
-    tp = textpage.raw
-    font_size, char_origin = pdfium_c.FPDFText_GetFontSize, pdfium_c.FPDFText_GetCharOrigin
-    text_object, render_mode = pdfium_c.FPDFText_GetTextObject, pdfium_c.FPDFTextObj_GetTextRenderMode
+    px, py, origin = ctypes.byref(x), ctypes.byref(y), fn.char_origin
+    bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
+    lines = [_Line(*line) for line in zip(texts, sizes, bases, strict=True)]
     invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
-    # One normalising pass over the page: spaces never become line breaks, so the page's lines and the
-    # normalised page's lines pair up one to one (offsets into `raw` come from the first).
-    clean = _SPACES.sub(" ", raw).replace("\x02", "-").replace("\ufffe", "-")
-    for m, n in zip(_LINE.finditer(raw), _LINE.finditer(clean), strict=True):
-        text = n.group().strip()
-        if not text:
-            continue
-        line = _Line(text)
-        if structured:
-            idx = m.start() + len(m.group()) - len(m.group().lstrip())
-            line.size = round(float(font_size(tp, idx)), 1)
-            if char_origin(tp, idx, px, py):
-                line.base, line.x = y.value, x.value
-            obj = text_object(tp, idx)
-            if obj:
-                line.hidden = render_mode(obj) == invisible
-        lines.append(line)
+    modes = list(map(fn.render_mode, map(fn.text_object, itertools.repeat(tp), starts)))  # NULL: UNKNOWN
+    if invisible in modes:
+        for line, mode in zip(lines, modes, strict=True):
+            line.hidden = mode == invisible
     return lines
 
 
@@ -174,15 +224,16 @@ def _repeating_lines(pages: list[list[_Line]]) -> set[str]:
 
 
 def _strip_repeating(lines: list[_Line], repeating: set[str]) -> list[_Line]:
+    """The page without its first two and last two lines where they repeat (unless set larger than the
+    page's body text); only those four lines are looked at, and the body size only when one repeats."""
     if not repeating or not lines:
         return lines
-    edges = {0, 1, len(lines) - 1, len(lines) - 2}
-    body = _body_size([lines])
-    return [
-        ln
-        for i, ln in enumerate(lines)
-        if not (i in edges and _edge_key(ln) in repeating and not (body and ln.size > body * 1.15))
-    ]
+    n = len(lines)
+    drop = {i for i in (0, 1, n - 2, n - 1) if 0 <= i < n and _edge_key(lines[i]) in repeating}
+    if drop:
+        body = _body_size([lines])
+        drop = {i for i in drop if not (body and lines[i].size > body * 1.15)}
+    return [ln for i, ln in enumerate(lines) if i not in drop] if drop else lines
 
 
 def _heading_levels(pages: list[list[_Line]]) -> dict[float, int]:
@@ -217,24 +268,24 @@ def _page_markdown(lines: list[_Line], levels: dict[float, int]) -> str:
     blocks: list[tuple[int, str]] = []  # (heading level or 0, text)
     prev: _Line | None = None
     for line in lines:
+        text = line.text
         level = levels.get(line.size, 0)
-        bullet = _BULLET.match(line.text)
-        gap = prev.base - line.base if prev is not None else 0.0
+        bullet = _BULLET.match(text) if text[0] in _BULLET_FIRST else None
+        # cheapest tests first; the table-of-contents regex only when the line would join its predecessor
         same = (
             prev is not None
-            and blocks
-            and not _toc_line(prev.text)
-            and not bullet
-            and abs(prev.size - line.size) < 0.3
             and pitch > 0
-            and 0 < gap <= pitch * 1.35
+            and 0 < prev.base - line.base <= pitch * 1.35
+            and abs(prev.size - line.size) < 0.3
+            and not bullet
+            and blocks
             and (level == 0 or len(blocks[-1][1]) < 150)
+            and not _toc_line(prev.text)
         )
         if same:
-            blocks[-1] = (blocks[-1][0], _join(blocks[-1][1], line.text))
+            blocks[-1] = (blocks[-1][0], _join(blocks[-1][1], text))
         else:
-            text = "- " + line.text[bullet.end() :] if bullet else line.text
-            blocks.append((level, text))
+            blocks.append((level, "- " + text[bullet.end() :] if bullet else text))
         prev = line
     out: list[str] = []
     for level, text in blocks:
@@ -251,8 +302,11 @@ def _render_page(page: object) -> bytes:
     longest = max(width, height) * scale
     if longest > SCAN_MAX_PX:
         scale *= SCAN_MAX_PX / longest
-    bitmap = page.render(scale=scale)  # type: ignore[attr-defined]
-    image = bitmap.to_pil().convert("RGB")
+    # RGB byte order straight from pdfium (the default BGR costs PIL a channel swap and a copy)
+    bitmap = page.render(scale=scale, rev_byteorder=True)  # type: ignore[attr-defined]
+    image = bitmap.to_pil()
+    if image.mode != "RGB":
+        image = image.convert("RGB")
     buf = io.BytesIO()
     image.save(buf, format="JPEG", quality=SCAN_JPEG_QUALITY)
     return buf.getvalue()
@@ -330,16 +384,16 @@ def _parse_open(
             textpage.close()
             objs = _image_objects(page, pdfium_c)
             coverage = _image_coverage(page, objs)
-            chars = sum(len(ln.text) for ln in lines)
-            info.scanned = (
-                force_scanned or (coverage >= 0.5 and chars < 200) or (chars < 10 and coverage >= 0.1)
-            )
+            info.scanned = force_scanned
+            if not info.scanned and coverage >= 0.1:  # below that, no amount of text makes it a scan
+                chars = sum(len(ln.text) for ln in lines)
+                info.scanned = (coverage >= 0.5 and chars < 200) or chars < 10
             if info.scanned:
                 lines = []
             elif coverage < 0.5:
                 # Invisible text over a page image is its OCR layer (kept); anywhere else it is hidden text.
                 lines = [ln for ln in lines if not ln.hidden]
-            if not info.scanned:
+            if not info.scanned and objs:
                 width, height = page.get_size()
                 for k, obj in enumerate(objs):
                     w_px, h_px = obj.get_px_size()

@@ -1,10 +1,11 @@
 """enrichment queue: one state machine Map item per planned subtask — the summary, a window of 20 chunks'
 questions, a window of 20 chunks' graph — plus work outside the count (auto-tag, a summary refresh).
 
-The state machine releases a subtask's slot once, whatever the outcome, and promotes the row to
-`completed` when the last slot is released. A model that rejects a request fails only its subtask (the span
-says so); throttling and outages are retried by the queue. Every write is keyed deterministically, so a
-redelivered item rewrites what it wrote.
+A counted subtask's worker releases its slot once, whatever the outcome, right before it answers its token,
+and the worker that releases the last slot promotes the row to `completed` (`slots.settle_slot`); a subtask
+that fails or times out has its slot released by the state machine's Catch. A model that rejects a request
+fails only its subtask (the span says so); throttling and outages are retried by the queue. Every write is
+keyed deterministically, so a redelivered item rewrites what it wrote.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
 from .messages import SubtaskMessageModel
 from .postprocess import TEXT_LIKE, WINDOW, write_extra_chunks
 from .runner import Skip, kept_after_write, run_task, task_knowledge
+from .slots import settle_slot
 
 SUMMARY_SEQ = 200_000
 GRAPH_CHUNKS_PER_CALL = 5
@@ -38,7 +40,12 @@ class UnknownSubtask(ValueError):
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return run_task(deps, event, context, SubtaskMessageModel, run, "enrichment")
+    return run_task(deps, event, context, SubtaskMessageModel, run, "enrichment", settle=release)
+
+
+def release(deps: Dependencies, task: SubtaskMessageModel) -> None:
+    """Before a counted subtask's answer: its slot, once (a refresh or a tag owns none)."""
+    settle_slot(deps, task.knowledge_id, task.attempt, task.subtask.id)
 
 
 def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
@@ -46,7 +53,7 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
     counted = bool(task.task_token)
     # A counted subtask belongs to a finalizing attempt; a refresh or a tag also serves a completed one.
     states = (ParseStatus.FINALIZING,) if counted else (ParseStatus.FINALIZING, ParseStatus.COMPLETED)
-    if kind == "auto_tag":  # queued by postprocess just before the state machine sets finalizing
+    if kind == "auto_tag":  # queued by postprocess just before it sets finalizing
         states = (ParseStatus.PROCESSING, *states)
     knowledge = task_knowledge(deps, task, *states)
     kb = deps.kbs.get(knowledge.kb_id)

@@ -1,6 +1,9 @@
 """postprocess queue: the data-table summary (for csv/xlsx/xls, inside the plan, after parsing, so the parse
-cleanup can never wipe it) and the enrichment plan. The state machine then sets `finalizing` with the exact
-count (only from processing) and fans the subtasks out.
+cleanup can never wipe it) and the enrichment plan. Before it answers, the worker settles the row in one
+conditional write (only from processing, at this attempt): `finalizing` with the exact count, or `completed`
+when nothing is planned; the state machine then fans the subtasks out (an empty plan fans out nothing).
+A second copy of the task finds the row settled and answers the plan stored on it, so the count on the row
+and the subtasks the machine runs are always the same plan.
 
 The plan is WeKnora's (spec §1.13–§1.18): a summary if there is any text-like chunk; ⌈text chunks / 20⌉
 question items when questions are on and the document is indexed; ⌈text-like chunks / 20⌉ graph items when
@@ -13,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .. import metering
 from ..domain.filetypes import DATA_TABLE_EXTENSIONS
 from ..domain.process_config import EffectiveProcessConfig, resolve
 from ..domain.storage_keys import parsed_markdown_key
@@ -34,6 +38,8 @@ from .runner import Skip, kept_after_write, run_task, task_knowledge
 TEXT_LIKE = (ChunkType.TEXT, ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION)
 WINDOW = 20
 TABLE_SEQ_BASE = 300_000
+#: where the planner leaves the row (finalizing with a count, or completed with nothing planned)
+SETTLED = (ParseStatus.FINALIZING, ParseStatus.COMPLETED)
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -41,6 +47,33 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
 
 
 def run(deps: Dependencies, task: TaskMessageModel) -> dict[str, Any]:
+    """The plan the state machine fans out; always with `subtasks` (empty when skipped or nothing planned)."""
+    try:
+        return _plan_and_settle(deps, task)
+    except Skip as skipped:
+        return {"skipped": True, "reason": str(skipped), "subtasks": [], "count": 0}
+
+
+def _settled(deps: Dependencies, task: TaskMessageModel) -> dict[str, Any] | None:
+    """The answer of a plan already settled on the row for this attempt (a redelivered or duplicate task
+    whose first copy set the row before its answer was sent or seen); None when the row is not settled."""
+    row = deps.knowledge.get(task.knowledge_id)
+    if row is None or row.attempt != task.attempt or row.parse_status not in SETTLED:
+        return None
+    metering.attribute(row.kb_id, row.tenant_id)
+    if row.parse_status == ParseStatus.COMPLETED:
+        return answer([])  # nothing was planned, or the subtasks ran: the token is closed then
+    return answer([planned_subtask(i) for i in row.enrichment.get("planned", [])])
+
+
+def answer(subtasks: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"skipped": False, "subtasks": subtasks, "count": len(subtasks)}
+
+
+def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, Any]:
+    settled = _settled(deps, task)
+    if settled is not None:
+        return settled
     knowledge = task_knowledge(deps, task, ParseStatus.PROCESSING)
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
@@ -61,14 +94,18 @@ def run(deps: Dependencies, task: TaskMessageModel) -> dict[str, Any]:
     deps.tracker.end_stage(
         knowledge, Stage.POSTPROCESS, {"planned": planned, "not_planned": not_planned, **table}
     )
-    deps.knowledge.update_fields(
-        knowledge.id, {"enrichment": {"planned": planned, "not_planned": not_planned}}
-    )
     if effective.auto_tag_enabled and effective.has_chat_model and kb.type == "document":
         from .enrichment import request_auto_tag
 
         request_auto_tag(deps, knowledge)  # outside the count
-    return {"skipped": False, "subtasks": subtasks, "count": len(subtasks), "count_n": str(len(subtasks))}
+    plan_record = {"planned": planned, "not_planned": not_planned}
+    if deps.knowledge.settle_plan(knowledge.id, knowledge.attempt, len(subtasks), plan_record) is None:
+        # another copy of this task settled the row first (answer its plan), or the row moved on (skip)
+        settled = _settled(deps, task)
+        if settled is None:
+            raise Skip("superseded, cancelled or deleted")
+        return settled
+    return answer(subtasks)
 
 
 def plan(
@@ -106,9 +143,20 @@ def plan(
 
 
 def _with_ids(subtasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for subtask in subtasks:
-        subtask["id_set"] = [subtask["id"]]  # the state machine's ReleaseSlot adds it to done_subtasks
-    return subtasks
+    return [planned_subtask(s["id"]) for s in subtasks]
+
+
+def planned_subtask(subtask_id: str) -> dict[str, Any]:
+    """A subtask from its id (`summary`, `questions.<window>`, `graph.<window>`, `wiki`): the plan stored on
+    the row (its ids) gives back the very subtasks that were answered."""
+    kind, _, window = subtask_id.partition(".")
+    subtask: dict[str, Any] = {"id": subtask_id, "kind": kind}
+    if window:
+        subtask["window"] = int(window)
+    subtask["id_set"] = [
+        subtask_id
+    ]  # the state machine's ReleaseSlot (after a failure) adds it to done_subtasks
+    return subtask
 
 
 def _table_summary(

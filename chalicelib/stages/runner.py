@@ -244,9 +244,12 @@ def run_task(
     model: type[M],
     work: Callable[[Dependencies, M], dict[str, Any] | None],
     task: str,
+    settle: Callable[[Dependencies, M], None] | None = None,
 ) -> dict[str, Any]:
     """Runs `.waitForTaskToken` tasks: the worker answers its token once the work is durable (or, when
-    the work returns None, the work has handed the token on to whoever answers it)."""
+    the work returns None, the work has handed the token on to whoever answers it). `settle` runs right
+    before a success answer, skipped or not (an enrichment subtask releases its slot there); a failure
+    answer leaves the settling to the state machine's Catch."""
 
     def handle(record: SQSRecord) -> None:
         try:
@@ -266,6 +269,8 @@ def run_task(
             output = work(deps, body)
         except Skip as skipped:
             if token:
+                if settle is not None:
+                    settle(deps, body)
                 deps.workflow.task_success(token, {"skipped": True, "reason": str(skipped)})
             return
         except Exception as error:
@@ -277,6 +282,8 @@ def run_task(
             come_back_soon(deps, task, record)
             raise
         if token and output is not None:  # None: the work answers the token itself, later (the wiki)
+            if settle is not None:
+                settle(deps, body)
             deps.workflow.task_success(token, output)
 
     return process_batch(event, context, handle)

@@ -5,7 +5,8 @@ until its pages are in) and triggers an ingest about 30 s later. An ingest claim
 the knowledge base, writes each one's pages as `wiki_page` chunks (indexed), answers its token, and asks for
 more while ops are pending. A coalesced finalize, about 20 s after the last ingest, rebuilds the knowledge
 base's wiki index and the pages' cross-links. A delete retracts a document's pages (its chunks go with it)
-and triggers a finalize. A failed document releases its slot through the state machine's catch.
+and triggers a finalize. The ingest releases a document's slot (and promotes it when it was the last) before
+it answers the token; a failed document releases its slot through the state machine's catch.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..observability import logger
 from ..ports import Dependencies, ModelRequestError, WikiOp, WikiPageRecord
 from .postprocess import write_extra_chunks
 from .runner import Skip, come_back_soon, parse_body, process_batch
+from .slots import settle_slot
 
 QUEUE = "wiki"
 INGEST_DELAY_SECONDS = 30
@@ -30,6 +32,8 @@ FINALIZE_DELAY_SECONDS = 20
 BATCH = 5
 STALE_CLAIM_SECONDS = 90 * 60
 WIKI_SEQ_BASE = 400_000
+#: the document's counted subtask (postprocess.plan plans one, under this id)
+SUBTASK_ID = "wiki"
 
 
 class WikiMessage(BaseModel):
@@ -78,14 +82,12 @@ def ingest(deps: Dependencies, kb_id: str) -> None:
             or knowledge.attempt != op.attempt
             or knowledge.parse_status != ParseStatus.FINALIZING
         ):
-            deps.wiki.finish_op(kb_id, op.knowledge_id, op.attempt)
-            deps.workflow.task_success(op.token, {"skipped": True})
+            _answer(deps, op, {"skipped": True})
             continue
         try:
             count = _pages(deps, knowledge, kb)
         except Skip:  # deleted, cancelled or superseded while its pages were written (they were undone)
-            deps.wiki.finish_op(kb_id, op.knowledge_id, op.attempt)
-            deps.workflow.task_success(op.token, {"skipped": True})
+            _answer(deps, op, {"skipped": True})
             continue
         except ModelRequestError as error:  # this document gets no pages: its slot is released anyway
             deps.wiki.finish_op(kb_id, op.knowledge_id, op.attempt)
@@ -94,15 +96,22 @@ def ingest(deps: Dependencies, kb_id: str) -> None:
             )
             deps.workflow.task_failure(op.token, "wiki.failed", type(error).__name__)
             continue
-        deps.wiki.finish_op(kb_id, op.knowledge_id, op.attempt)
         deps.tracker.subspan(
             knowledge, Stage.POSTPROCESS, "postprocess.wiki", SpanStatus.DONE, {"pages": count}
         )
-        deps.workflow.task_success(op.token, {"pages": count})
+        _answer(deps, op, {"pages": count})
     if ops and deps.wiki.pending(kb_id):
         trigger(deps, kb_id, "ingest", FOLLOW_UP_DELAY_SECONDS)
     if ops:
         trigger(deps, kb_id, "finalize", FINALIZE_DELAY_SECONDS)
+
+
+def _answer(deps: Dependencies, op: WikiOp, output: dict[str, Any]) -> None:
+    """The document's slot (the last one promotes it), then the op, then the token: a retry of an ingest
+    that died in between still finds the op, and the slot is counted once."""
+    settle_slot(deps, op.knowledge_id, op.attempt, SUBTASK_ID)
+    deps.wiki.finish_op(op.kb_id, op.knowledge_id, op.attempt)
+    deps.workflow.task_success(op.token, output)
 
 
 def _pages(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> int:

@@ -264,3 +264,39 @@ def test_summary_refresh_and_the_refresh_after_an_edit(
     )
     runtime.drain(timeout=120)
     assert llm.kinds().count("summary") == before + 2
+
+
+def _entered(execution_arn: str) -> Counter[str]:
+    sfn = boto3.client("stepfunctions")
+    events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    return Counter(
+        e["stateEnteredEventDetails"]["name"] for e in events if e["type"].endswith("StateEntered")
+    )
+
+
+def test_a_subtask_that_answers_a_failure_has_its_slot_released_by_the_machine(
+    api: Api, runtime: LocalRuntime, services: Services, llm: ScriptedLLM
+) -> None:
+    """Workers release their own slots on success; a failure answer (here the wiki, whose model rejects the
+    request) leaves the slot to RunSubtask's Catch: ReleaseSlot, then PromoteIfLast. Whichever of the two
+    subtasks ends last, the row completes with every slot released once."""
+    llm.fail_kinds = {"wiki"}
+    kb = api.create_kb(summary_model_id=CHAT, indexing_strategy={"wiki_enabled": True})
+    created = api.upload(kb["id"], "f.md", b"# F\n\n" + b"Ferries cross the sound. " * 20).json_body["data"]
+    runtime.drain(timeout=300)
+    row = api.knowledge(created["id"])
+    assert row["parse_status"] == "completed" and row["pending_subtasks_count"] == 0
+    assert sorted(row["enrichment"]["planned"]) == ["summary", "wiki"]
+    done = services.knowledge.model.get(created["id"]).done_subtasks  # type: ignore[attr-defined]
+    assert set(done) == {"summary", "wiki"}
+    [execution] = _executions(services, created["id"])
+    assert execution["status"] == "SUCCEEDED"
+    entered = _entered(execution["executionArn"])
+    assert entered["RunSubtask"] == 2 and entered["ReleaseSlot"] == 1 and entered["PromoteIfLast"] == 1
+    for state in ("AnythingPlanned", "SetFinalizing", "Promote"):
+        assert state not in entered
+    postprocess = next(s for s in _spans(api, created["id"])["trace"] if s["span_id"] == "postprocess")
+    assert {c["span_id"]: c["status"] for c in postprocess["children"]} == {
+        "postprocess.summary": "done",
+        "postprocess.wiki": "failed",
+    }

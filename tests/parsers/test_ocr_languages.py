@@ -6,22 +6,28 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.languages import check_asr_language, check_ocr_languages, with_languages
 from chalicelib.domain.process_config import check_enrichment, resolve
 from chalicelib.domain.types import KnowledgeBase
 from chalicelib.parsers.ocr import (
+    OWN_SCRIPT_ALONE,
+    OcrWord,
     TesseractOcr,
     _normalise_image,
     _upscale_factor,
     clean_ocr_text,
     parse_osd,
+    prefer_own_script,
+    remove_rules,
+    word_separators,
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ocr"
@@ -183,3 +189,138 @@ def test_the_setting_reads_a_japanese_page_with_the_given_languages() -> None:
 def test_leader_dots_read_as_a_repeated_hangul_syllable_are_dropped() -> None:
     assert clean_ocr_text("1.2 첫번째 문서 . . . 2 이이 이이이이이이 3") == "1.2 첫번째 문서 . . . 2 3"
     assert clean_ocr_text("이이 문서") == "이이 문서"  # two in a row can be a word
+
+
+# ---------------------------------------------------------------- ruling lines and frames
+
+
+def _page_with(
+    draw_on: Callable[[ImageDraw.ImageDraw], None], size: tuple[int, int] = (900, 300)
+) -> np.ndarray:
+    img = Image.new("L", size, 255)
+    draw_on(ImageDraw.Draw(img))
+    return np.asarray(img, dtype=np.uint8)
+
+
+def _glyph(draw: ImageDraw.ImageDraw, x: int, y: int) -> None:
+    """A stand-in for a glyph: strokes shorter than any rule (an "H" 40 px tall)."""
+    draw.rectangle((x, y, x + 5, y + 40), fill=0)
+    draw.rectangle((x + 25, y, x + 30, y + 40), fill=0)
+    draw.rectangle((x, y + 18, x + 30, y + 23), fill=0)
+
+
+def test_a_frame_around_a_word_is_painted_white_and_the_word_kept() -> None:
+    def framed(draw: ImageDraw.ImageDraw) -> None:
+        draw.rectangle((100, 100, 400, 170), outline=76, width=3)  # a red hyperlink frame, in greyscale
+        for x in range(120, 380, 45):
+            _glyph(draw, x, 115)
+        draw.rectangle((385, 103, 388, 167), fill=0)  # a stroke as tall as the frame ("ㅣ"), touching it
+
+    page = _page_with(framed)
+    out = remove_rules(page)
+    assert (out[104:167, 385:389] == 0).all()  # it meets the rules away from their ends: not a side
+    for rule in (out[99:103], out[168:172]):  # top and bottom, but where the tall stroke touches them
+        assert (rule[:, 100:384] == 255).all() and (rule[:, 390:401] == 255).all()
+    assert (out[100:171, 99:104] == 255).all() and (out[100:171, 397:402] == 255).all()  # both sides
+    glyphs = page[104:167, 110:390] < 128
+    assert ((out[104:167, 110:390] < 128) == glyphs).all()  # not one glyph pixel lost
+
+
+def test_a_rule_touching_glyphs_is_removed_but_the_glyphs_are_not() -> None:
+    def underlined(draw: ImageDraw.ImageDraw) -> None:
+        for x in range(100, 600, 45):
+            _glyph(draw, x, 100)
+        draw.rectangle((90, 141, 650, 143), fill=0)  # an underline the glyphs stand on
+
+    page = _page_with(underlined)
+    out = remove_rules(page)
+    assert (out[141:144, 90:100] == 255).all() and (out[141:144, 627:651] == 255).all()  # before, after
+    assert (out[141:144, 106:125] == 255).all()  # and between the strokes standing on it
+    assert (out[100:139, 100:600] < 128).sum() == (page[100:139, 100:600] < 128).sum()  # glyphs whole
+
+
+def test_filled_areas_short_strokes_and_dot_leaders_are_kept() -> None:
+    def kept(draw: ImageDraw.ImageDraw) -> None:
+        draw.rectangle((50, 20, 850, 80), fill=0)  # a dark band (inverse text is in such bands)
+        draw.rectangle((50, 120, 180, 125), fill=0)  # a dash or a heading stroke, shorter than a rule
+        for x in range(50, 850, 20):
+            draw.rectangle((x, 200, x + 4, 204), fill=0)  # dot leaders: text the truth counts
+
+    page = _page_with(kept)
+    assert (remove_rules(page) == page).all()
+
+
+def test_an_image_without_rules_is_returned_as_it_is() -> None:
+    page = _page_with(lambda draw: _glyph(draw, 100, 100))
+    assert remove_rules(page) is page
+
+
+def test_the_engine_paints_rules_white_before_tesseract_reads_the_page() -> None:
+    def framed(draw: ImageDraw.ImageDraw) -> None:
+        draw.rectangle((40, 40, 300, 90), outline=(255, 0, 0), width=2)
+
+    img = Image.new("RGB", (400, 150), (255, 255, 255))
+    framed(ImageDraw.Draw(img))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    with Image.open(
+        io.BytesIO(_normalise_image(buf.getvalue(), upscale=True, greyscale=True, rules=True))
+    ) as out:
+        assert out.size == (800, 300) and int(np.asarray(out).min()) > 200  # no ink left: the frame is gone
+    with Image.open(io.BytesIO(_normalise_image(buf.getvalue(), upscale=True, greyscale=True))) as out:
+        assert int(np.asarray(out).min()) < 128  # without `rules` the frame stays
+    assert TesseractOcr().rules and not TesseractOcr(rules=False).with_languages(["kor"]).rules
+
+
+# ---------------------------------------------------------------- Korean words the eng model took
+
+
+def _word(text: str, left: int, confidence: float, top: int = 100, width: int = 90) -> OcrWord:
+    return OcrWord(text, left, top, width, 40, confidence)
+
+
+def test_word_separators_follow_the_text_output() -> None:
+    words = [_word("같은", 0, 90), _word("양", 100, 90), _word("식을", 150, 90), _word("가지고", 300, 90)]
+    assert word_separators(words, "같은 양식을\n\n가지고\n") == ["", " ", "", "\n\n"]
+    assert word_separators(words, "같은 양식이 가지고") is None  # not the same run: no separators
+
+
+def test_a_korean_word_read_as_latin_takes_the_korean_reading() -> None:
+    mixed = [_word("같은", 0, 92), _word("SAS", 100, 41), _word("section", 200, 90), _word("HES", 300, 30)]
+    alone = [
+        _word("같은", 0, 93),
+        _word("양", 100, 90, width=30),  # the Korean model splits a word into syllables…
+        _word("식을", 135, 88, width=55),
+        _word("560000", 200, 22),  # …and reads a Latin word as digits, unsure
+        _word("별", 300, 95, width=40),
+        _word("도로", 345, 40, width=45),  # mean 67.5: above the floor, above the Latin word's 30
+    ]
+    text = prefer_own_script(mixed, ["", " ", " ", " "], alone, OWN_SCRIPT_ALONE["kor"])
+    assert text == "같은 양식을 section 별도로"
+
+
+def test_an_unsure_korean_reading_or_a_mixed_one_leaves_the_latin_word() -> None:
+    mixed = [_word("TeX", 0, 50), _word("dhucs", 100, 45), _word("BAS", 200, 70)]
+    alone = [
+        _word("테스", 0, 40),  # below OWN_SCRIPT_MIN_CONFIDENCE
+        _word("dh", 100, 90, width=40),  # part Latin: not the script alone
+        _word("형식", 145, 90, width=45),
+        _word("형식을", 200, 65),  # surer than the floor, less sure than the Latin word
+    ]
+    text = prefer_own_script(mixed, ["", " ", " "], alone, OWN_SCRIPT_ALONE["kor"])
+    assert text == "TeX dhucs BAS"
+
+
+@pytest.mark.requires_tesseract
+@pytest.mark.slow  # two readings of a full page, ~15 s on a loaded box
+def test_a_korean_page_keeps_its_hangul_words() -> None:
+    name = "kotex-utf-doc-p14.ko.png"
+    reading = TesseractOcr().read((FIXTURES / name).read_bytes())
+    truth = (FIXTURES / f"{name}.truth.txt").read_text(encoding="utf-8")
+    assert reading.languages == ("kor", "eng")
+    assert "같은 양식을 가지고" in reading.text and "별도로 kotex-sections" in reading.text, reading.text
+
+    def hangul(text: str) -> str:
+        return "".join(re.findall("[\uac00-\ud7a3]", text))
+
+    assert _cer(hangul(reading.text), hangul(truth)) <= 0.08  # 10.4% with the mixed reading alone

@@ -244,6 +244,51 @@ class RepoContract:
         assert repos.knowledge.mark_failed(finalizing.id, None, "stuck", "TASK_TIMEOUT")
         assert not repos.knowledge.mark_failed(new_id(), None, "missing", "UNKNOWN")
 
+    def test_the_planner_settles_a_processing_row_once_with_the_exact_count(self, repos: Repos) -> None:
+        k = row(parse_status=ParseStatus.PROCESSING, error_message="an earlier try")
+        repos.knowledge.insert(k)
+        plan = {"planned": ["summary", "questions.0"], "not_planned": {}}
+        assert repos.knowledge.settle_plan(k.id, 2, 2, plan) is None  # another attempt
+        settled = repos.knowledge.settle_plan(k.id, 1, 2, plan)
+        assert settled is not None and settled.parse_status == ParseStatus.FINALIZING
+        assert (settled.pending_subtasks_count, settled.enrichment, settled.error_message) == (2, plan, "")
+        assert repos.knowledge.settle_plan(k.id, 1, 2, plan) is None  # a second copy: only from processing
+        nothing = row(parse_status=ParseStatus.PROCESSING)
+        repos.knowledge.insert(nothing)
+        done = repos.knowledge.settle_plan(nothing.id, 1, 0, {"planned": [], "not_planned": {}})
+        assert done is not None and done.parse_status == ParseStatus.COMPLETED
+        assert done.pending_subtasks_count == 0
+        assert k.id in {r.id for r in repos.knowledge.in_flight_older_than(IN_AN_HOUR)}
+        assert nothing.id not in {r.id for r in repos.knowledge.in_flight_older_than(IN_AN_HOUR)}
+        cancelled = row(parse_status=ParseStatus.CANCELLED)
+        repos.knowledge.insert(cancelled)
+        assert repos.knowledge.settle_plan(cancelled.id, 1, 1, plan) is None
+
+    def test_each_slot_is_released_once_and_only_the_last_promotes(self, repos: Repos) -> None:
+        k = row(parse_status=ParseStatus.PROCESSING)
+        repos.knowledge.insert(k)
+        repos.knowledge.settle_plan(k.id, 1, 2, {"planned": ["summary", "wiki"], "not_planned": {}})
+        assert repos.knowledge.release_slot(k.id, 2, "summary") is None  # another attempt
+        assert repos.knowledge.release_slot(k.id, 1, "summary") == 1
+        assert repos.knowledge.release_slot(k.id, 1, "summary") is None  # redelivered: counted once
+        assert not repos.knowledge.promote(k.id, 1)  # a slot is still held
+        assert repos.knowledge.release_slot(k.id, 1, "wiki") == 0
+        assert repos.knowledge.release_slot(k.id, 1, "other") is None  # floored at zero
+        assert not repos.knowledge.promote(k.id, 2)
+        assert repos.knowledge.promote(k.id, 1)
+        assert not repos.knowledge.promote(k.id, 1)  # already completed
+        completed = repos.knowledge.get(k.id)
+        assert completed is not None and completed.parse_status == ParseStatus.COMPLETED
+        assert completed.pending_subtasks_count == 0
+        assert k.id not in {r.id for r in repos.knowledge.in_flight_older_than(IN_AN_HOUR)}
+        # a new plan (after a reparse) starts with no slot released
+        again = row(parse_status=ParseStatus.PROCESSING)
+        repos.knowledge.insert(again)
+        repos.knowledge.settle_plan(again.id, 1, 1, {"planned": ["summary"], "not_planned": {}})
+        assert repos.knowledge.cancel(again.id, "stop") is not None
+        assert repos.knowledge.release_slot(again.id, 1, "summary") is None  # cancelled: nothing to release
+        assert not repos.knowledge.promote(again.id, 1)
+
     def test_mark_indexed_enables_a_processing_row_of_the_attempt(self, repos: Repos) -> None:
         k = row()
         repos.knowledge.insert(k)

@@ -237,7 +237,7 @@ def test_without_a_summary_model_the_extractive_summary_is_planned(
     run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
     summary = {"id": "summary", "kind": "summary", "id_set": ["summary"]}
     assert workflow.answers_to("plan") == [
-        TaskAnswer("plan", True, {"skipped": False, "subtasks": [summary], "count": 1, "count_n": "1"})
+        TaskAnswer("plan", True, {"skipped": False, "subtasks": [summary], "count": 1})
     ]
     statuses = {s.span_id: s.status for s in deps.spans.list(knowledge.id, 1)}
     assert statuses["postprocess"] == SpanStatus.DONE and statuses["multimodal"] == SpanStatus.DONE
@@ -254,9 +254,81 @@ def test_a_summary_model_plans_one_summary_subtask(
     run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
     (answer,) = workflow.answers_to("plan")
     assert answer.output["subtasks"] == [{"id": "summary", "kind": "summary", "id_set": ["summary"]}]
-    assert (answer.output["count"], answer.output["count_n"]) == (1, "1")
+    assert answer.output["count"] == 1
     current = rows.get(knowledge.id)
     assert current is not None and current.summary_status == SummaryStatus.PENDING
+
+
+def test_the_planner_sets_finalizing_with_the_exact_count_before_it_answers(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+) -> None:
+    """The state machine's SetFinalizing state is folded into the planning worker: the row is finalizing,
+    with the count of the subtasks answered, by the time the answer leaves."""
+    knowledge = indexed(deps, summarising_kb(deps, tenant))
+    seen: list[tuple[ParseStatus, int]] = []
+    answer_task = workflow.task_success
+
+    def observed(token: str, output: Any) -> bool:
+        row = rows.get(knowledge.id)
+        assert row is not None
+        seen.append((row.parse_status, row.pending_subtasks_count))
+        return answer_task(token, output)
+
+    workflow.task_success = observed  # type: ignore[method-assign]
+    run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
+    assert seen == [(ParseStatus.FINALIZING, 1)]
+    row = rows.get(knowledge.id)
+    assert row is not None and row.enrichment["planned"] == ["summary"]
+
+
+def test_a_second_copy_of_the_plan_answers_the_plan_on_the_row_and_redoes_nothing(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+) -> None:
+    """A plan whose answer was lost (or a duplicate delivery) finds the row finalizing: it answers the plan
+    stored on the row, or the machine would end without running the counted subtasks and leave the row
+    finalizing for ever; it does not plan again (the summary status and spans stay as they are)."""
+    knowledge = indexed(deps, summarising_kb(deps, tenant))
+    run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
+    rows.set_summary_status(knowledge.id, SummaryStatus.COMPLETED.value)
+    run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "again"))
+    (first,) = workflow.answers_to("plan")
+    (second,) = workflow.answers_to("again")
+    assert second.output == first.output and first.output["count"] >= 1
+    row = rows.get(knowledge.id)
+    assert row is not None and row.summary_status == SummaryStatus.COMPLETED
+    assert (row.parse_status, row.pending_subtasks_count) == (ParseStatus.FINALIZING, first.output["count"])
+
+
+def test_a_copy_that_loses_the_race_to_settle_answers_the_winners_plan(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+) -> None:
+    """Two copies plan at once; the second one's conditional write fails because the first settled the row:
+    it must answer that plan, not "skipped" (which could reach the machine first and end it)."""
+    knowledge = indexed(deps, summarising_kb(deps, tenant))
+    settle = rows.settle_plan
+    winner = {"planned": ["summary"], "not_planned": {}}
+
+    def raced(knowledge_id: str, attempt: int, count: int, plan: Any) -> Knowledge | None:
+        assert settle(knowledge_id, attempt, 1, winner) is not None  # the other copy, just before
+        return settle(knowledge_id, attempt, count, plan)
+
+    rows.settle_plan = raced  # type: ignore[method-assign]
+    run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
+    (answer,) = workflow.answers_to("plan")
+    assert answer.output["skipped"] is False
+    assert answer.output["subtasks"] == [{"id": "summary", "kind": "summary", "id_set": ["summary"]}]
 
 
 def test_an_upload_can_turn_the_summary_off(
@@ -268,7 +340,9 @@ def test_an_upload_can_turn_the_summary_off(
     )
     drain(deps)
     run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
-    assert workflow.answers_to("plan")[0].output["count"] == 0
+    assert workflow.answers_to("plan")[0].output["subtasks"] == []
+    row = deps.knowledge.get(knowledge.id)  # nothing planned: the planner completes the row itself
+    assert row is not None and (row.parse_status, row.pending_subtasks_count) == (ParseStatus.COMPLETED, 0)
 
 
 def test_postprocess_of_a_row_that_moved_on_is_skipped(
@@ -283,13 +357,16 @@ def test_postprocess_of_a_row_that_moved_on_is_skipped(
     run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
     (answer,) = workflow.answers_to("plan")
     assert answer.output["skipped"] is True and deps.spans.get(knowledge.id, 1, "postprocess") is None
+    assert answer.output["subtasks"] == []  # the machine's Map fans out nothing
+    row = rows.get(knowledge.id)
+    assert row is not None and row.parse_status == ParseStatus.FAILED
 
 
 # ---------------------------------------------------------------- enrichment
 
 
 def finalizing(deps: Services, rows: MemoryKnowledgeRepo, kb: KnowledgeBase) -> Knowledge:
-    """What the state machine's SetFinalizing does after a plan of one subtask."""
+    """What the planner leaves after a plan of one subtask."""
     knowledge = indexed(deps, kb)
     return rows.write_fields(knowledge.id, parse_status=ParseStatus.FINALIZING, pending_subtasks_count=1)
 
@@ -345,3 +422,57 @@ def test_an_unknown_subtask_kind_answers_a_failure_on_its_last_try(
     assert workflow.answers_to("x") == [
         TaskAnswer("x", False, error="enrichment.failed", cause="UnknownSubtask")
     ]
+    row = rows.get(knowledge.id)  # a failure answer leaves the slot to the machine's Catch
+    assert row is not None and (row.parse_status, row.pending_subtasks_count) == (ParseStatus.FINALIZING, 1)
+
+
+def test_each_subtask_releases_its_slot_once_before_it_answers_and_the_last_promotes(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+) -> None:
+    """The state machine's ReleaseSlot and Promote states are folded into the subtask worker: the count is
+    down by the time the answer leaves, a redelivered subtask is counted once, and the answer of the last
+    slot finds the row completed."""
+    knowledge = indexed(deps, summarising_kb(deps, tenant))
+    plan = {"planned": ["summary", "questions.0"], "not_planned": {}}
+    assert rows.settle_plan(knowledge.id, 1, 2, plan) is not None
+    seen: list[tuple[str, ParseStatus, int]] = []
+    answer_task = workflow.task_success
+
+    def observed(token: str, output: Any) -> bool:
+        row = rows.get(knowledge.id)
+        assert row is not None
+        seen.append((token, row.parse_status, row.pending_subtasks_count))
+        return answer_task(token, output)
+
+    workflow.task_success = observed  # type: ignore[method-assign]
+    summary = postprocess.planned_subtask("summary")
+    questions = postprocess.planned_subtask("questions.0")
+    for token, subtask in (("s", summary), ("s-redelivered", summary), ("q", questions)):
+        run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, token, subtask=subtask))
+    assert seen == [
+        ("s", ParseStatus.FINALIZING, 1),
+        ("s-redelivered", ParseStatus.FINALIZING, 1),
+        ("q", ParseStatus.COMPLETED, 0),
+    ]
+    # a copy of the last subtask after the promotion: skipped, and nothing changes
+    run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, "q2", subtask=questions))
+    assert seen[-1] == ("q2", ParseStatus.COMPLETED, 0)
+    assert workflow.answers_to("q2")[0].output["skipped"] is True
+
+
+def test_a_subtask_outside_the_count_releases_nothing(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+) -> None:
+    knowledge = finalizing(deps, rows, summarising_kb(deps, tenant))
+    refresh = {"id": "summary_refresh", "kind": "summary"}  # no token: a refresh owns no slot
+    run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, "", subtask=refresh))
+    row = rows.get(knowledge.id)
+    assert row is not None and (row.parse_status, row.pending_subtasks_count) == (ParseStatus.FINALIZING, 1)

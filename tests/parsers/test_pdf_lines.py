@@ -1,0 +1,118 @@
+"""`_page_lines` (whole-page regexes, one address-level pdfium call per line and attribute) reads for every
+non-blank line what pypdfium2's own bindings say about the line's first non-blank character: the same
+normalised text, font size, baseline and invisible render mode; on lines built here (leading blanks, runs
+of blanks, sizes, invisible text, a blank line) and on corpus PDFs (CJK, Arabic, TeX)."""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import re
+from pathlib import Path
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as c
+import pytest
+
+from chalicelib.parsers.pdf import _page_lines
+
+SPACES = re.compile(r"[ \t\u00a0]+")
+
+
+def reference_lines(textpage: pdfium.PdfTextPage) -> list[tuple[str, float, float, bool]]:
+    """Line by line through `pypdfium2.raw`: (text, size, baseline, hidden) of each non-blank line."""
+    raw = textpage.get_text_range()
+    structured = len(raw) == textpage.count_chars()
+    out = []
+    x, y = ctypes.c_double(), ctypes.c_double()
+    for m in re.finditer(r"[^\r\n]+", raw):
+        text = SPACES.sub(" ", m.group()).replace("\x02", "-").replace("\ufffe", "-").strip()
+        if not text:
+            continue
+        if not structured:
+            out.append((text, 0.0, 0.0, False))
+            continue
+        idx = m.start() + len(m.group()) - len(m.group().lstrip())
+        size = round(float(c.FPDFText_GetFontSize(textpage.raw, idx)), 1)
+        base = (
+            y.value if c.FPDFText_GetCharOrigin(textpage.raw, idx, ctypes.byref(x), ctypes.byref(y)) else 0.0
+        )
+        obj = c.FPDFText_GetTextObject(textpage.raw, idx)
+        hidden = bool(obj) and c.FPDFTextObj_GetTextRenderMode(obj) == c.FPDF_TEXTRENDERMODE_INVISIBLE
+        out.append((text, size, base, hidden))
+    return out
+
+
+def ours(textpage: pdfium.PdfTextPage) -> list[tuple[str, float, float, bool]]:
+    return [(ln.text, ln.size, ln.base, ln.hidden) for ln in _page_lines(textpage, c)]
+
+
+def _text(
+    pdf: pdfium.PdfDocument, page: pdfium.PdfPage, text: str, y: float, size: float, invisible: bool
+) -> None:
+    obj = c.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", ctypes.c_float(size))
+    encoded = ctypes.create_string_buffer((text + "\0").encode("utf-16-le"))
+    c.FPDFText_SetText(obj, ctypes.cast(encoded, ctypes.POINTER(c.FPDF_WCHAR)))
+    if invisible:
+        c.FPDFTextObj_SetTextRenderMode(obj, c.FPDF_TEXTRENDERMODE_INVISIBLE)
+    c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 72, y)
+    c.FPDFPage_InsertObject(page.raw, obj)
+
+
+LINES = [  # (text, size, invisible)
+    ("A heading set large", 20, False),
+    ("   three leading blanks then words", 11, False),
+    ("runs of  two   and three blanks inside", 11, False),
+    ("invisible layer text over the page", 11, True),
+    ("     ", 11, False),
+    ("a smaller footnote line 12", 7.5, False),
+    ("x", 11, False),
+]
+
+
+def build_pdf() -> bytes:
+    pdf = pdfium.PdfDocument.new()
+    page = pdf.new_page(612, 792)
+    y = 740.0
+    for text, size, invisible in LINES:
+        _text(pdf, page, text, y, size, invisible)
+        y -= 30
+    c.FPDFPage_GenerateContent(page.raw)
+    buf = io.BytesIO()
+    pdf.save(buf)
+    return buf.getvalue()
+
+
+def test_page_lines_match_the_per_line_bindings_on_built_lines() -> None:
+    pdf = pdfium.PdfDocument(build_pdf())
+    try:
+        page = pdf[0]
+        textpage = page.get_textpage()
+        expected = reference_lines(textpage)
+        assert ours(textpage) == expected
+        assert len(expected) == 6  # the blank line is skipped
+        assert {size for _, size, _, _ in expected} == {20.0, 11.0, 7.5}
+        assert [text for text, *_, hidden in expected if hidden] == ["invisible layer text over the page"]
+        assert "runs of two and three blanks inside" in [text for text, *_ in expected]
+        textpage.close()
+        page.close()
+    finally:
+        pdf.close()
+
+
+@pytest.mark.parametrize("name", ["kotex-utf-doc.ko.pdf", "polyglossia-example-arabic.pdf", "amsldoc.pdf"])
+def test_page_lines_match_the_per_line_bindings_on_corpus_pdfs(corpus: Path, name: str) -> None:
+    pdf = pdfium.PdfDocument((corpus / name).read_bytes())
+    try:
+        lines = 0
+        for i in range(min(len(pdf), 25)):
+            page = pdf[i]
+            textpage = page.get_textpage()
+            expected = reference_lines(textpage)
+            assert ours(textpage) == expected, f"page {i + 1}"
+            lines += len(expected)
+            textpage.close()
+            page.close()
+        assert lines > 20
+    finally:
+        pdf.close()
