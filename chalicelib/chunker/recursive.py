@@ -268,16 +268,26 @@ def build_units(
     big: list[int] = []
     headers: set[int] = set()
     pos = a
-    for s, e, is_header in spans.within(a, b):
+    starts, ends, header_starts = spans.starts, spans.ends, spans.headers
+    t, j, steps = spans.within(a, b, HARD_CAP)
+    steps.append(j)
+    for x in steps:
+        if x > t:  # spans t..x-1 touch the span before them and are plain: one unit each
+            bounds += ends[t:x]
+            pos = ends[x - 1]
+        if x == j:
+            break
+        s, e = starts[x], ends[x]
         if s > pos:
             _split_gap(text, pos, s, seps, 0, size, m, bounds, big)
         if e - s > HARD_CAP:
             _force_split(text, s, e, bounds)
         else:
-            if is_header:
+            if s in header_starts:
                 headers.add(len(bounds))
             bounds.append(e)
         pos = e
+        t = x + 1
     if pos < b:
         _split_gap(text, pos, b, seps, 0, size, m, bounds, big)
     return bounds, big, headers

@@ -15,7 +15,7 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import methodcaller, ne
+from operator import methodcaller, ne, sub
 
 from chalicelib.chunker.blocks import Fence, fenced_blocks
 
@@ -64,6 +64,7 @@ class Spans:
     headers: set[int]  # starts of table header+separator spans
     fences: list[Fence] = field(default_factory=list)  # CommonMark fenced code blocks (also in starts)
     _breaks: list[int] | None = field(default=None, repr=False, compare=False)  # see covers()
+    _header_list: list[int] | None = field(default=None, repr=False, compare=False)  # sorted headers
 
     def inside(self, pos: int) -> bool:
         """True when pos lies in [start, end) of a span."""
@@ -90,14 +91,29 @@ class Spans:
         i = bisect_right(self.starts, pos - 1) - 1
         return i >= 0 and pos < self.ends[i] and self.starts[i] < pos
 
-    def within(self, a: int, b: int) -> list[tuple[int, int, bool]]:
-        """Spans lying entirely inside [a, b), with a header flag."""
+    def within(self, a: int, b: int, cap: int) -> tuple[int, int, list[int]]:
+        """Spans i..j-1 lie entirely inside [a, b). Returns i, j and, in order, the indices among them that
+        need a step of their own: the first, any after a gap, any longer than `cap`, any table header.
+        Between two such indices the spans touch and are plain (a table's rows): taken in bulk, not one by
+        one, so the scans here are C-level maps over the index range."""
         starts, ends = self.starts, self.ends
         i = bisect_left(starts, a)
         # Spans are sorted and disjoint, so ends ascend too: those ending by b are a prefix.
         j = bisect_right(ends, b, i, bisect_left(starts, b, i))
-        s = starts[i:j]
-        return list(zip(s, ends[i:j], map(self.headers.__contains__, s), strict=True))
+        if i >= j:
+            return i, j, []
+        steps = set(compress(range(i + 1, j), map(ne, starts[i + 1 : j], ends[i : j - 1])))
+        steps.update(compress(range(i, j), map(cap.__lt__, map(sub, ends[i:j], starts[i:j]))))
+        if self.headers:
+            if self._header_list is None:
+                self._header_list = sorted(self.headers)
+            hl = self._header_list
+            for h in hl[bisect_left(hl, starts[i]) : bisect_left(hl, b)]:
+                x = bisect_left(starts, h, i, j)
+                if x < j:
+                    steps.add(x)
+        steps.add(i)
+        return i, j, sorted(steps)
 
 
 def _table_headers(text: str, a: int, b: int, out: list[tuple[int, int, int]]) -> None:
