@@ -78,6 +78,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         {
             "chunks_written": len(chunks),
             "chunks_total": len(chunks),
+            "texts_total": sum(1 for c in chunks if c.chunk_type == ChunkType.TEXT),
             "total_text_chars": len(markdown),
             **extra,
         },
