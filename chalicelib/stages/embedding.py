@@ -305,42 +305,51 @@ def index_knowledge(
     started = time.monotonic()
     prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
     after = cursor
-    while True:
-        page, after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=WINDOW)
-        window = [
-            c
-            for c in page
-            if c.chunk_type == ChunkType.TEXT and c.metadata.get("attempt") == knowledge.attempt
-        ]
-        texts = [index_text(knowledge.title, c.context_header, c.content) for c in window]
-        vectors = run.embed(texts) if strategy.vector_enabled and texts else None
-        entries = [
-            IndexEntry(
-                id=chunk.id,
-                kb_id=kb.id,
-                knowledge_id=knowledge.id,
-                chunk_id=chunk.id,
-                content=texts[n],
-                vector=None if vectors is None else vectors[n],
-                source_id=chunk.id,
-                chunk_type=chunk.chunk_type.value,
-                is_enabled=chunk.is_enabled,
-            )
-            for n, chunk in enumerate(window)
-        ]
-        if entries:
-            _write_entries(deps, engine, space, entries)
-        if not kept_after_write(
-            deps, knowledge, lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id])
-        ):
-            raise Stopped("the row was deleted, cancelled or superseded while indexing")
-        position += len(window)
-        if after is None:
-            break
-        sliced = position - offset >= settings.embed_slice_max_texts
-        if sliced or time.monotonic() - started >= settings.embed_slice_seconds or out_of_time():
-            deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
-            return {**report(run, position), "next_offset": position, "next_cursor": after}
+    more = True
+    while more:
+        # One read of what is left of the slice's count (a few Queries: DynamoDB pages at 1 MB), then
+        # windows of it. Only a hand-over on time, mid-page, leaves chunks read here to be read again.
+        left = max(WINDOW, settings.embed_slice_max_texts - (position - offset))
+        page, page_after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=left)
+        more = page_after is not None
+        for start in range(0, len(page), WINDOW):
+            part = page[start : start + WINDOW]
+            window = [
+                c
+                for c in part
+                if c.chunk_type == ChunkType.TEXT and c.metadata.get("attempt") == knowledge.attempt
+            ]
+            texts = [index_text(knowledge.title, c.context_header, c.content) for c in window]
+            vectors = run.embed(texts) if strategy.vector_enabled and texts else None
+            entries = [
+                IndexEntry(
+                    id=chunk.id,
+                    kb_id=kb.id,
+                    knowledge_id=knowledge.id,
+                    chunk_id=chunk.id,
+                    content=texts[n],
+                    vector=None if vectors is None else vectors[n],
+                    source_id=chunk.id,
+                    chunk_type=chunk.chunk_type.value,
+                    is_enabled=chunk.is_enabled,
+                )
+                for n, chunk in enumerate(window)
+            ]
+            if entries:
+                _write_entries(deps, engine, space, entries)
+            if not kept_after_write(
+                deps, knowledge, lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+            ):
+                raise Stopped("the row was deleted, cancelled or superseded while indexing")
+            position += len(window)
+            after = part[-1].id
+            more = page_after is not None or start + WINDOW < len(page)
+            sliced = position - offset >= settings.embed_slice_max_texts
+            if more and (
+                sliced or time.monotonic() - started >= settings.embed_slice_seconds or out_of_time()
+            ):
+                deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
+                return {**report(run, position), "next_offset": position, "next_cursor": after}
     return {
         **report(run, position),
         "model": model.model_id,

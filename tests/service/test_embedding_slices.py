@@ -21,12 +21,12 @@ from chalicelib.stages import embedding
 
 from .conftest import deliver, upload
 
-#: ~200 small chunks: at 64 texts a slice, four slices
+#: ~400 small chunks: at 128 texts a slice (two windows of 64), four slices
 DOC = "# Ledger\n\n" + "\n\n".join(
     f"## Entry {i}\n\nCargo {i} was weighed at dock {i % 7} and signed for by clerk {i % 13}."
-    for i in range(200)
+    for i in range(400)
 )
-SLICE = 64
+SLICE = 128
 
 
 @pytest.fixture
@@ -43,6 +43,7 @@ def chunk_repo(deps: Services) -> MemoryChunkRepo:
 
 def chunked(deps: Services, kb: KnowledgeBase) -> Knowledge:
     deps.replace_embedding_model(HashingEmbedding(64))
+    assert embedding.WINDOW < SLICE
     deps.settings = replace(deps.settings, embed_slice_max_texts=SLICE, embed_batch_size=16)
     created = upload(deps, kb, "ledger.md", DOC.encode())
     deliver(deps, "docreader")
@@ -151,3 +152,22 @@ def test_only_the_attempts_text_chunks_are_indexed(
     chunk_repo.put_many(stray)
     embed_all(deps, queue)
     assert index_count(deps, kb, created.id) == len(chunks)
+
+
+def test_a_hand_over_on_time_mid_page_carries_on_after_the_last_window_indexed(
+    deps: Services,
+    kb: KnowledgeBase,
+    queue: MemoryTaskQueue,
+    chunk_repo: MemoryChunkRepo,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    created = chunked(deps, kb)
+    texts = len(chunk_repo.list(created.id))
+    model = deps.embedding_model()
+    assert isinstance(model, HashingEmbedding)
+    monkeypatch.setattr(embedding, "out_of_time", lambda: True)  # every window is the slice's last
+    invocations = embed_all(deps, queue)
+    assert invocations == math.ceil(texts / embedding.WINDOW)
+    assert sum(model.calls) == texts  # no text embedded twice, none skipped
+    assert index_count(deps, kb, created.id) == texts
+    assert outputs(deps, created)["texts_embedded"] == texts
