@@ -252,7 +252,7 @@ def _write_entries(deps: Dependencies, engine: Any, space: IndexSpace, entries: 
             delay *= 2
 
 
-#: chunks read, embedded and indexed together: one Query, one cache read, one checkpoint write, one index write
+#: chunks embedded and indexed together: one cache read, one checkpoint write, one index write
 WINDOW = 64
 COUNTERS = ("texts_embedded", "cache_hits", "batches")
 
@@ -263,7 +263,7 @@ def index_knowledge(
     """Embeds and indexes the attempt's text chunks after the chunk id `cursor` (None: from the first),
     for at most one slice (time and count), and says where the next slice starts: `next_cursor` (the
     last chunk id read; None when done) and `next_offset` (texts indexed so far, `offset` before this
-    slice). A slice reads only its own chunks, a page at a time in chunk-id order, so a document of any
+    slice). A slice reads only its own chunks (one `list_page` in chunk-id order), so a document of any
     size is read once in all (issue 12). Entries are upserted by chunk id, so a redelivered slice
     (the same cursor) rereads the same chunks and rewrites the same entries."""
     chunks_total, texts_total = _totals(deps, knowledge)
