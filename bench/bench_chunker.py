@@ -27,6 +27,9 @@ The peers are not project dependencies: run it with the peer venv, e.g.
     /tmp/peers/bin/pip install markdown-it-py                # our chunker's one extra dependency
     /tmp/peers/bin/python bench/bench_chunker.py [--rounds 3] [--modes char,token] [--sets corpus,tables,bigcsv]
 
+`--baseline REF` adds "ours recursive @REF": the chunker of a git revision (exported with `git archive`
+and imported beside this tree's), interleaved with everything else, for before/after figures of one run.
+
 Without the peers installed only our chunker and the str.split floor are measured. The tables set is
 rendered by the project's docreader; when the running interpreter lacks the parser dependencies (the peer
 venv), the project venv (.venv) renders it in a subprocess.
@@ -164,6 +167,53 @@ def ours(mode: str, strategy: str, enc: Any, parent_child: bool = False, warm: b
     return factory
 
 
+def load_baseline(ref: str) -> Any:
+    """The `chalicelib.chunker` package of git revision `ref`, loaded beside this tree's: exported to a
+    temporary directory, imported under the same package name, then moved out of `sys.modules` (its
+    functions keep their own module globals), so both copies run in this process."""
+    import tarfile
+    import tempfile
+
+    target = Path(tempfile.mkdtemp(prefix="chunker-baseline-"))
+    archive = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(ROOT),
+            "archive",
+            ref,
+            "chalicelib/chunker",
+            "chalicelib/domain",
+            "chalicelib/__init__.py",
+        ],
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    ours_modules = {k: sys.modules.pop(k) for k in list(sys.modules) if k.split(".")[0] == "chalicelib"}
+    sys.path.insert(0, str(target))
+    try:
+        import chalicelib.chunker as baseline
+    finally:
+        sys.path.remove(str(target))
+        for k in [k for k in sys.modules if k.split(".")[0] == "chalicelib"]:
+            del sys.modules[k]
+        sys.modules.update(ours_modules)
+    return baseline
+
+
+def baseline_factory(chunker: Any, mode: str, enc: Any) -> Factory:
+    size, overlap = SETTINGS[mode]
+    cfg = chunker.ChunkingConfig(chunk_size=size, chunk_overlap=overlap, strategy="recursive")
+
+    def factory() -> Callable[[str], list[str]]:
+        counter = chunker.TokenCounter.from_encoding(enc) if mode == "token" else None
+        return lambda t: [c.content for c in chunker.split(t, cfg, length_function=counter)]
+
+    return factory
+
+
 def peers(mode: str, enc: Any) -> dict[str, Factory]:
     size, overlap = SETTINGS[mode]
     out: dict[str, Factory] = {}
@@ -246,7 +296,13 @@ def measure(tools: dict[str, Factory], docs: list[tuple[str, str]], rounds: int)
 
 
 def run_mode(
-    mode: str, docset: str, docs: list[tuple[str, str]], enc: Any, rounds: int, with_peers: bool
+    mode: str,
+    docset: str,
+    docs: list[tuple[str, str]],
+    enc: Any,
+    rounds: int,
+    with_peers: bool,
+    baseline: tuple[str, Any] | None = None,
 ) -> dict:
     size, overlap = SETTINGS[mode]
     mb = sum(len(t.encode()) for _, t in docs) / 1e6
@@ -261,6 +317,8 @@ def run_mode(
         # A long-lived worker keeps its TokenCounter: steady state, NOT like-for-like (the rule above is a
         # fresh instance per round), so it is printed but left out of the ratios.
         ours_tools["ours recursive, warm counter (steady state)"] = ours(mode, "recursive", enc, warm=True)
+    if baseline is not None:
+        ours_tools[f"ours recursive @{baseline[0]} (baseline)"] = baseline_factory(baseline[1], mode, enc)
     peer_tools = peers(mode, enc) if with_peers else {}
     tools = {**floors(enc if mode == "token" else None), **ours_tools, **peer_tools}
     print(
@@ -313,6 +371,14 @@ def run_mode(
             line += f"  {secs[fastest_peer] / secs[n]:5.2f}x the fastest peer  ({ratios})"
         rows[n]["x_str_split"] = split_s / secs[n]
         print(line)
+    base = next((n for n in ours_tools if n.endswith("(baseline)")), None)
+    if base:
+        same = outputs[base] == outputs["ours recursive"]
+        rows["ours recursive"]["x_baseline"] = secs[base] / secs["ours recursive"]
+        print(
+            f"ours recursive vs {base}: {secs[base] / secs['ours recursive']:.2f}x "
+            f"(chunks {'identical' if same else 'DIFFERENT'})"
+        )
     return {
         "set": docset,
         "mode": mode,
@@ -333,6 +399,7 @@ def main() -> None:
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--sets", default="corpus,tables")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--baseline", metavar="REF", help="also measure the chunker of this git revision")
     ap.add_argument("--render-tables", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--render-big-csv", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -352,8 +419,9 @@ def main() -> None:
         except ImportError:
             print("tiktoken not installed: token mode skipped", file=sys.stderr)
             modes.remove("token")
+    baseline = (a.baseline, load_baseline(a.baseline)) if a.baseline else None
     results = [
-        run_mode(m, name, docs, enc, a.rounds, not a.no_peers)
+        run_mode(m, name, docs, enc, a.rounds, not a.no_peers, baseline)
         for name, docs in docsets.items()
         for m in modes
     ]

@@ -413,6 +413,15 @@ class ChunkRepo(Protocol):
 
     def list(self, knowledge_id: str) -> list[Chunk]: ...
 
+    def list_page(
+        self, knowledge_id: str, *, prefix: str = "", after: str | None = None, limit: int
+    ) -> tuple[Sequence[Chunk], str | None]:
+        """At most `limit` (>= 1) of the knowledge's chunks whose id starts with `prefix`, in chunk-id order
+        (the DynamoDB range key's byte order), after the id `after` (exclusive); and the cursor of the next
+        page (the last id returned), None when no chunk is left. Reads only that page: a document read in
+        pages reads each chunk once, however large it is (issue 12)."""
+        ...
+
     def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Chunk]:
         """Chunks by (knowledge_id, chunk_id), across knowledge, in batched reads; missing keys are absent."""
         ...

@@ -7,6 +7,7 @@ state machine's DynamoDB tasks (infra/statemachine/knowledge.asl.json): keep the
 
 from __future__ import annotations
 
+import builtins
 import functools
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -1191,6 +1192,32 @@ class DynamoChunkRepo:
         chunks = [chunk_from_body(item.body) for item in self._items(knowledge_id)]
         chunks.sort(key=lambda c: (c.chunk_type != ChunkType.PARENT_TEXT, c.seq))
         return chunks
+
+    def list_page(
+        self, knowledge_id: str, *, prefix: str = "", after: str | None = None, limit: int
+    ) -> tuple[Sequence[Chunk], str | None]:
+        """One Query of at most limit + 1 items (the extra one only says whether a next page exists)."""
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        key = self.model.chunk_id
+        # One condition on the range key: past the cursor, or the prefix's range on the first page. Past
+        # the cursor the Query may run on beyond the prefix: the first id outside it ends the listing.
+        condition = key > after if after is not None else key.startswith(prefix) if prefix else None
+        items = self.model.query(
+            knowledge_id,
+            range_key_condition=condition,
+            consistent_read=True,
+            limit=limit + 1,
+            page_size=limit + 1,
+        )
+        chunks: builtins.list[Chunk] = []
+        for item in items:
+            if not item.chunk_id.startswith(prefix):
+                break
+            chunks.append(chunk_from_body(item.body))
+        more = len(chunks) > limit
+        chunks = chunks[:limit]
+        return chunks, (chunks[-1].id if more else None)
 
     def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Chunk]:
         items = self.model.batch_get(list(dict.fromkeys(keys)))

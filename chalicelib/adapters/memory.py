@@ -562,6 +562,8 @@ class MemoryChunkRepo:
     def __init__(self) -> None:
         self._rows: dict[str, dict[str, Chunk]] = {}  # knowledge id -> chunk id -> chunk
         self._lock = threading.Lock()
+        #: chunks handed out by list, list_page and get_many (tests pin how often a stage reads a chunk)
+        self.chunks_read = 0
 
     @staticmethod
     def _stored(chunk: Chunk) -> Chunk:
@@ -572,16 +574,31 @@ class MemoryChunkRepo:
         with self._lock:
             rows = self._rows.get(knowledge_id, {})
             chunks = [copy.deepcopy(rows[chunk_id]) for chunk_id in sorted(rows)]
+            self.chunks_read += len(chunks)
         chunks.sort(key=lambda c: (c.chunk_type != ChunkType.PARENT_TEXT, c.seq))
         return chunks
 
+    def list_page(
+        self, knowledge_id: str, *, prefix: str = "", after: str | None = None, limit: int
+    ) -> tuple[Sequence[Chunk], str | None]:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        with self._lock:
+            rows = self._rows.get(knowledge_id, {})
+            ids = sorted(i for i in rows if i.startswith(prefix) and (after is None or i > after))
+            chunks = [copy.deepcopy(rows[i]) for i in ids[:limit]]
+            self.chunks_read += len(chunks)
+        return chunks, (chunks[-1].id if len(ids) > limit else None)
+
     def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Chunk]:
         with self._lock:
-            return {
+            found = {
                 (k, c): copy.deepcopy(self._rows[k][c])
                 for k, c in dict.fromkeys(keys)
                 if c in self._rows.get(k, {})
             }
+            self.chunks_read += len(found)
+            return found
 
     def put_many(self, chunks: Sequence[Chunk]) -> None:
         stored = [self._stored(c) for c in chunks]

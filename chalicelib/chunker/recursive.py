@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from functools import lru_cache
+from itertools import repeat
+from operator import sub
 
 from chalicelib.chunker.config import HARD_CAP
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
@@ -84,13 +86,14 @@ def _header_col_row(header: str) -> str:
 @lru_cache(maxsize=64)
 def _row_pattern(cells: int) -> re.Pattern[str]:
     """One whole row unit with exactly `cells` cells, ending with a single line break."""
-    return re.compile(r"[ ]*\|(?:[^|\n]*\|){" + str(cells) + r"}\n")
+    return re.compile(r"[ ]*+\|(?:[^|\n]*+\|){" + str(cells) + r"}\n")
 
 
 @lru_cache(maxsize=64)
 def _row_run_pattern(cells: int) -> re.Pattern[str]:
     """A run of whole row lines with exactly `cells` cells each."""
-    return re.compile(r"(?:[ ]*\|(?:[^|\n]*\|){" + str(cells) + r"}\n)+")
+    # Possessive: nothing given back can make a row (or a longer run), and a whole table is matched at once.
+    return re.compile(r"(?:[ ]*+\|(?:[^|\n]*+\|){" + str(cells) + r"}\n)++")
 
 
 def _header_present(header: str, overlap: str, unit: str) -> bool:
@@ -118,10 +121,6 @@ class TableTracker:
         self.ended_this_unit = False
         self._row_header = ""  # the header `_row` was made for
         self._row: re.Pattern[str] | None = None
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.active) or self.pending
 
     def update(self, unit: str) -> None:
         self.ended_this_unit = False
@@ -172,6 +171,27 @@ def _row_run(text: str, bounds: list[int], k: int, u_s: int, limit: int, tracker
     if j >= k and text.count("\n", u_s, bounds[j]) != j - k + 1:
         return k - 1
     return j
+
+
+def _clean_run(
+    text: str, bounds: list[int], k: int, u_s: int, b: int, tracker: TableTracker
+) -> tuple[int, bool]:
+    """The whole run of plain rows of the active table from unit k (to b, not just one chunk's window):
+    its last unit J, and whether it is clean, i.e. units k..J are exactly its lines, one each. Then for
+    every k' in k..J, `_row_run(text, bounds, k', u_s', limit, tracker)` is the last unit of k'..J ending
+    by `limit` (a bisect), and each of those units is a row that `TableTracker.update` passes unchanged."""
+    cells = _header_cols(tracker.active)
+    m = _row_run_pattern(cells).match(text, u_s, b) if cells > 0 else None
+    if m is None:
+        return k, False
+    j = bisect_right(bounds, m.end(), k) - 1
+    if j < k:
+        return k, False
+    # Every unit ends a line (one C-level pass: the rune before each end is a line break) and they hold as
+    # many line breaks as there are units.
+    ends_line = all(map("\n".__eq__, map(text.__getitem__, map(sub, bounds[k : j + 1], repeat(1)))))
+    clean = ends_line and text.count("\n", u_s, bounds[j]) == j - k + 1
+    return j, clean
 
 
 # ---------------------------------------------------------------- units
@@ -248,16 +268,26 @@ def build_units(
     big: list[int] = []
     headers: set[int] = set()
     pos = a
-    for s, e, is_header in spans.within(a, b):
+    starts, ends, header_starts = spans.starts, spans.ends, spans.headers
+    t, j, steps = spans.within(a, b, HARD_CAP)
+    steps.append(j)
+    for x in steps:
+        if x > t:  # spans t..x-1 touch the span before them and are plain: one unit each
+            bounds += ends[t:x]
+            pos = ends[x - 1]
+        if x == j:
+            break
+        s, e = starts[x], ends[x]
         if s > pos:
             _split_gap(text, pos, s, seps, 0, size, m, bounds, big)
         if e - s > HARD_CAP:
             _force_split(text, s, e, bounds)
         else:
-            if is_header:
+            if s in header_starts:
                 headers.add(len(bounds))
             bounds.append(e)
         pos = e
+        t = x + 1
     if pos < b:
         _split_gap(text, pos, b, seps, 0, size, m, bounds, big)
     return bounds, big, headers
@@ -349,13 +379,16 @@ def split_range(
     last_fitting = m.last_fitting
     token_mode = m.token_mode
     full_at = -1  # unit index at which a run of table rows stopped because the chunk was full
+    # Units run_lo..run_hi: one run of plain rows of the table whose header is run_hdr, found once for the
+    # whole run (`_clean_run`); run_clean says whether its units are exactly its lines.
+    run_hdr, run_lo, run_hi, run_clean = "", -1, -1, False
     cur: int | None = None  # source start of the current chunk; None = empty
     hdr = ""  # synthetic table header at the head of the current chunk
     hdr_len = 0
     k = 0
     sp = 0
     while k < n:
-        if not tracker.busy:
+        if not (tracker.active or tracker.pending):  # no table in progress
             while sp < len(specials) and specials[sp] < k:
                 sp += 1
             stop = specials[sp] if sp < len(specials) else n
@@ -389,6 +422,12 @@ def split_range(
                 continue
         # Unit-by-unit WeKnora loop (tables, header units, units over the hard cap).
         u_s = bounds[k - 1] if k else a
+        in_run = False  # unit k is a plain row of the active table, in a clean run
+        if tracker.active and not tracker.pending:
+            if not (run_hdr is tracker.active and run_lo <= k <= run_hi):
+                run_hdr, run_lo = tracker.active, k
+                run_hi, run_clean = _clean_run(text, bounds, k, u_s, b, tracker)
+            in_run = run_clean
         if (
             cur is not None
             and tracker.active
@@ -398,7 +437,11 @@ def split_range(
             and m.fits(cur, bounds[k + 1], size - hdr_len)  # two more units fit: worth a run
         ):
             # Inside a table: every plain row that still fits the chunk joins it without a state change.
-            j = _row_run(text, bounds, k, u_s, min(b, cur + (HARD_CAP if token_mode else size) + 1), tracker)
+            limit = min(b, cur + (HARD_CAP if token_mode else size) + 1)
+            if in_run:
+                j = bisect_right(bounds, limit, k, run_hi + 1) - 1
+            else:
+                j = _row_run(text, bounds, k, u_s, limit, tracker)
             if j >= k:
                 j = last_fitting(cur, size - hdr_len, bounds, k, j + 1)
                 if token_mode or size > HARD_CAP:
@@ -421,7 +464,10 @@ def split_range(
                 x = y
             k += 1
             continue
-        tracker.update(unit)
+        if in_run:
+            tracker.ended_this_unit = False  # what update() does for a plain row of the active table
+        else:
+            tracker.update(unit)
         if tracker.ended_this_unit and cur is not None:
             out.append((cur, u_s, hdr))
             cur, hdr, hdr_len = None, "", 0
@@ -441,7 +487,10 @@ def split_range(
                 while ov < u_s and cur_len + u_len + h_len > size:
                     ov = min(bounds[bisect_right(bounds, ov)], u_s)
                     cur_len = length(ov, u_s)
-                if not _header_present(headers, text[ov:u_s], unit) and not _column_mismatch(headers, unit):
+                # A plain row of the active table has the header's cell count: no column mismatch.
+                if not _header_present(headers, text[ov:u_s], unit) and (
+                    in_run or not _column_mismatch(headers, unit)
+                ):
                     hdr, hdr_len = headers, h_len
             cur = ov if (ov < u_s or hdr) else None
         if cur is not None and (u_e - cur) + len(hdr) > HARD_CAP:

@@ -4,7 +4,9 @@ Fenced code blocks come from the CommonMark block parser (`blocks.fenced_blocks`
 misses fences with a space before the info string, tilde fences and longer closing fences, and then pairs
 every later fence wrongly. The other patterns are WeKnora's, each scanned on its own (C-speed `finditer`)
 in the stretches between fenced blocks (code is literal text: no math, link or table inside it), then the
-union is resolved like WeKnora: sorted by start, longer first on ties, greedily dropping overlaps.
+union is resolved like WeKnora: sorted by start, longer first on ties, greedily dropping overlaps. Table
+rows (one span per row: nearly all spans of a big table) never pass through Python one by one: they come
+from one regex scan, and the resolution copies runs of them between the other spans with list slices.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import methodcaller, ne, sub
 
 from chalicelib.chunker.blocks import Fence, fenced_blocks
 
@@ -20,28 +24,35 @@ _WS = r"[\t\n\f\r ]"
 MATH = re.compile(r"\$\$.*?\$\$", re.S)
 IMAGE = re.compile(r"!\[[^\]\n]{0,200}\]\([^)\n]{1,500}\)")
 LINK = re.compile(r"\[[^\]\n]{1,200}\]\([^)\n]{1,500}\)")
-# WeKnora's table patterns start with `[ ]*`, which defeats the literal-prefix search and backtracks per
-# pipe. These forms start at the pipe and never backtrack; `_lead_spaces` then re-attaches leading spaces,
-# giving exactly the same matches (checked against the original forms in the tests).
+# WeKnora's table patterns backtrack per pipe: `(?:\|[^|\n]*)+\|` tries every split of a row into cells.
+# The forms below give exactly the same matches (checked against the original forms in the tests).
 TABLE_HEADER_GO = (
     r"[ ]*(?:\|[^|\n]*)+\|[\r\n]+" + _WS + r"*(?:\|" + _WS + r"*:?-{3,}:?" + _WS + r"*)+\|[\r\n]+"
 )
 TABLE_ROW_GO = r"[ ]*(?:\|[^|\n]*)+\|[\r\n]+"
+# Starts at the pipe; `_table_headers` re-attaches leading spaces.
 TABLE_HEADER = re.compile(
     r"\|(?:[^|\n]*+\|)++[\r\n]++" + _WS + r"*(?:\|" + _WS + r"*:?-{3,}:?" + _WS + r"*)+\|[\r\n]+"
 )
-TABLE_ROW = re.compile(r"\|(?:[^|\n]*+\|)++[\r\n]+")
+# A row is its leading spaces, the first pipe, then up to the LAST pipe of the line (the atomic group takes
+# the line and gives back only to its last pipe, as the original's cell loop ends there), which a line break
+# must follow. No per-pipe backtracking, and leading spaces need no second pass.
+TABLE_ROW = re.compile(r"[ ]*+\|(?>[^\n]*\|)[\r\n]+")
 INLINE_CODE = re.compile(r"`[^`\r\n]+`")
 
 HEADER_KIND = 3
+TABLE_ROW_KIND = 4
 FENCE_KIND = 5
 _PATTERNS = (MATH, IMAGE, LINK, TABLE_HEADER, TABLE_ROW, None, INLINE_CODE)
 # Cheap pre-checks: a pattern cannot match when its mandatory literal is absent.
 _NEEDS = ("$$", "](", "](", "|", "|", "", "`")
-# The first cell of a separator row. A header match ends its header line with "|", one or more line
-# breaks and optional whitespace, then this cell: only lines right before one are tried.
-_SEP_CELL = re.compile(r"\|" + _WS + r"*:?---")
+# A separator row's first cell is a pipe, optional whitespace, an optional colon and three dashes. A header
+# match ends its header line with "|", one or more line breaks and optional whitespace, then such a cell:
+# only lines right before one are tried. Runs of dashes are rare outside separators, pipes are not (every
+# cell of every row): the scan finds the dashes (`str.find`) and steps back to the pipe.
 _BLANK = " \t\n\f\r"
+_START = methodcaller("start")
+_END = methodcaller("end")
 
 
 @dataclass
@@ -52,6 +63,8 @@ class Spans:
     ends: list[int]
     headers: set[int]  # starts of table header+separator spans
     fences: list[Fence] = field(default_factory=list)  # CommonMark fenced code blocks (also in starts)
+    _breaks: list[int] | None = field(default=None, repr=False, compare=False)  # see covers()
+    _header_list: list[int] | None = field(default=None, repr=False, compare=False)  # sorted headers
 
     def inside(self, pos: int) -> bool:
         """True when pos lies in [start, end) of a span."""
@@ -64,40 +77,43 @@ class Spans:
         i = bisect_right(starts, a) - 1
         if i < 0 or a >= ends[i]:
             return False
-        n = len(starts)
-        while ends[i] < b:
-            if i + 1 >= n or starts[i + 1] != ends[i]:
-                return False
-            i += 1
-        return True
+        if ends[i] >= b:
+            return True
+        breaks = self._breaks
+        if breaks is None:
+            # Indices i whose span does not touch span i + 1 (and the last span): found once, in C.
+            breaks = self._breaks = list(compress(range(len(starts)), map(ne, starts[1:], ends)))
+            breaks.append(len(starts) - 1)
+        return ends[breaks[bisect_left(breaks, i)]] >= b
 
     def strictly_inside(self, pos: int) -> bool:
         """True when a cut at pos would split a span (start < pos < end)."""
         i = bisect_right(self.starts, pos - 1) - 1
         return i >= 0 and pos < self.ends[i] and self.starts[i] < pos
 
-    def within(self, a: int, b: int) -> list[tuple[int, int, bool]]:
-        """Spans lying entirely inside [a, b), with a header flag."""
+    def within(self, a: int, b: int, cap: int) -> tuple[int, int, list[int]]:
+        """Spans i..j-1 lie entirely inside [a, b). Returns i, j and, in order, the indices among them that
+        need a step of their own: the first, any after a gap, any longer than `cap`, any table header.
+        Between two such indices the spans touch and are plain (a table's rows): taken in bulk, not one by
+        one, so the scans here are C-level maps over the index range."""
         starts, ends = self.starts, self.ends
         i = bisect_left(starts, a)
         # Spans are sorted and disjoint, so ends ascend too: those ending by b are a prefix.
         j = bisect_right(ends, b, i, bisect_left(starts, b, i))
-        s = starts[i:j]
-        return list(zip(s, ends[i:j], map(self.headers.__contains__, s), strict=True))
-
-
-def _lead_spaces(
-    pat: re.Pattern[str], text: str, a: int, b: int, kind: int, out: list[tuple[int, int, int]]
-) -> None:
-    found = list(map(re.Match.span, pat.finditer(text, a, b)))
-    # Re-attach leading spaces (indented rows are rare), never reaching back into the previous match.
-    for i in [i for i, (s, _) in enumerate(found) if s > a and text[s - 1] == " "]:
-        s, e = found[i]
-        last = found[i - 1][1] if i else a
-        while s > last and text[s - 1] == " ":
-            s -= 1
-        found[i] = (s, e)
-    out.extend([(s, -e, kind) for s, e in found])
+        if i >= j:
+            return i, j, []
+        steps = set(compress(range(i + 1, j), map(ne, starts[i + 1 : j], ends[i : j - 1])))
+        steps.update(compress(range(i, j), map(cap.__lt__, map(sub, ends[i:j], starts[i:j]))))
+        if self.headers:
+            if self._header_list is None:
+                self._header_list = sorted(self.headers)
+            hl = self._header_list
+            for h in hl[bisect_left(hl, starts[i]) : bisect_left(hl, b)]:
+                x = bisect_left(starts, h, i, j)
+                if x < j:
+                    steps.add(x)
+        steps.add(i)
+        return i, j, sorted(steps)
 
 
 def _table_headers(text: str, a: int, b: int, out: list[tuple[int, int, int]]) -> None:
@@ -108,11 +124,25 @@ def _table_headers(text: str, a: int, b: int, out: list[tuple[int, int, int]]) -
     and that line is the one right before a separator cell: find those lines, then match there in order.
     """
     lines: set[int] = set()
-    for m in _SEP_CELL.finditer(text, a, b):
-        q = m.start()
+    find = text.find
+    d = find("---", a, b)
+    while d >= 0:
+        e = d + 3
+        while e < b and text[e] == "-":
+            e += 1
+        # The pipe before the run of dashes, past one optional colon and any whitespace (inside [a, b)).
+        p = d
+        d = find("---", e, b)
+        if p > a and text[p - 1] == ":":
+            p -= 1
+        while p > a and text[p - 1] in _BLANK:
+            p -= 1
+        if p <= a or text[p - 1] != "|":
+            continue
+        sep = q = p - 1
         while q > a and text[q - 1] in _BLANK:
             q -= 1
-        if q > a and q < m.start() and text[q - 1] == "|" and text[q] in "\r\n":
+        if q > a and q < sep and text[q - 1] == "|" and text[q] in "\r\n":
             lines.add(max(a, text.rfind("\n", a, q - 1) + 1))
     last = a
     for line in sorted(lines):
@@ -145,6 +175,8 @@ def find_spans(text: str) -> Spans:
     fences = fenced_blocks(text)
     found: list[tuple[int, int, int]] = [(f.start, -f.end, FENCE_KIND) for f in fences if f.end > f.start]
     gaps = _gaps(fences, len(text)) if fences else [(0, len(text))]
+    row_starts: list[int] = []
+    row_ends: list[int] = []
     for kind, (pat, need) in enumerate(zip(_PATTERNS, _NEEDS, strict=True)):
         if pat is None or need not in text:
             continue
@@ -154,19 +186,45 @@ def find_spans(text: str) -> Spans:
             if pat is TABLE_HEADER:
                 _table_headers(text, a, b, found)
             elif pat is TABLE_ROW:
-                _lead_spaces(pat, text, a, b, kind, found)
+                rows = list(pat.finditer(text, a, b))
+                row_starts.extend(map(_START, rows))
+                row_ends.extend(map(_END, rows))
             else:
                 found.extend((m.start(), -m.end(), kind) for m in pat.finditer(text, a, b))
     found.sort()
+    return _resolve(found, row_starts, row_ends, fences)
+
+
+def _resolve(found: list[tuple[int, int, int]], rs: list[int], re_: list[int], fences: list[Fence]) -> Spans:
+    """WeKnora's resolution of the union of `found` (sorted (start, -end, kind)) and the table rows
+    (`rs`/`re_`, sorted and disjoint, kind TABLE_ROW_KIND): in that order, each span is kept when it starts
+    at or after the end of the last kept one. Rows between two other spans are disjoint, so once one of
+    them is kept all later ones are: each run of rows is one bisect and one slice."""
     starts: list[int] = []
     ends: list[int] = []
     headers: set[int] = set()
     last = 0
+    i = 0
+    n = len(rs)
     for s, neg_e, kind in found:
+        # Rows that sort before this span: those starting before it, and one starting with it that is
+        # longer (or as long, with the lower kind).
+        j = bisect_left(rs, s, i)
+        if j < n and rs[j] == s and (-re_[j], TABLE_ROW_KIND) < (neg_e, kind):
+            j += 1
+        f = bisect_left(rs, last, i, j)
+        if f < j:
+            starts += rs[f:j]
+            ends += re_[f:j]
+            last = re_[j - 1]
+        i = j
         if s >= last:
             starts.append(s)
             ends.append(-neg_e)
             last = -neg_e
             if kind == HEADER_KIND:
                 headers.add(s)
+    f = bisect_left(rs, last, i)
+    starts += rs[f:]
+    ends += re_[f:]
     return Spans(starts, ends, headers, fences)

@@ -103,9 +103,10 @@ class DeferredStageError(StageError):
 
 class ContinueLater(DeferredStageError):
     """The invocation used its slice (or is about to run out of time) and its progress is durable: a fresh
-    message continues at `offset`, behind the other documents' messages. Not a failed try, and not a
-    throttle deferral."""
+    message continues at `offset` (and, for embedding, after the chunk id `cursor`), behind the other
+    documents' messages. Not a failed try, and not a throttle deferral."""
 
-    def __init__(self, message: str, *, offset: int | None = None):
+    def __init__(self, message: str, *, offset: int | None = None, cursor: str | None = None):
         super().__init__(message, delay_seconds=0, code=SpanErrorCode.UNKNOWN)
         self.offset = offset
+        self.cursor = cursor

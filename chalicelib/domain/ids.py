@@ -19,6 +19,12 @@ def chunk_id(knowledge_id: str, attempt: int, seq: int, parent: bool = False) ->
     return f"{knowledge_id}-a{attempt}-{'p' if parent else ''}{seq:05d}"
 
 
+def attempt_chunk_prefix(knowledge_id: str, attempt: int) -> str:
+    """What every chunk id of one attempt starts with (a key range of the chunk table: attempt 1's
+    `-a1-` range does not hold attempt 10's `-a10-` ids)."""
+    return f"{knowledge_id}-a{attempt}-"
+
+
 def image_chunk_id(knowledge_id: str, attempt: int, image_index: int, kind: str = "ocr") -> str:
     return f"{knowledge_id}-a{attempt}-{kind}{image_index:04d}"
 

@@ -294,13 +294,15 @@ class StageMessage:
     attempt: int
     #: times this stage was put back on its queue because a provider throttled (not a failed try)
     deferrals: int = 0
-    #: where a sliced stage resumes (embedding: the index of the next text to embed)
+    #: where a sliced stage resumes (embedding: how many texts earlier slices indexed)
     offset: int = 0
     #: docreader only: the pages [page_start, page_end) this message parses (0, 0: the whole document)
     page_start: int = 0
     page_end: int = 0
     #: docreader only: put the parsed page ranges together (every range is stored)
     assemble: bool = False
+    #: embedding only: the last chunk id earlier slices read (the next slice reads the chunks after it)
+    cursor: str = ""
 
     @property
     def is_page_range(self) -> bool:
@@ -320,6 +322,8 @@ class StageMessage:
             data.update(page_start=self.page_start, page_end=self.page_end)
         if self.assemble:
             data["assemble"] = True
+        if self.cursor:
+            data["cursor"] = self.cursor
         return data
 
 

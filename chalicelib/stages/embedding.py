@@ -25,7 +25,7 @@ from ..domain.errors import (
     SpanErrorCode,
     TransientStageError,
 )
-from ..domain.ids import execution_name
+from ..domain.ids import attempt_chunk_prefix, execution_name
 from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
 from ..domain.types import ChunkType, Knowledge, KnowledgeBase, Stage, StageMessage
 from ..observability import logger
@@ -66,19 +66,26 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
         raise PermanentStageError("the knowledge base no longer exists")
-    if message.offset == 0:
+    offset, cursor = message.offset, message.cursor or None
+    if offset and cursor is None:
+        # A hand-over from before slices carried a cursor (an index into a full listing): start over.
+        # Safe: entries are upserted by chunk id and the texts' vectors come back from the cache.
+        logger.info("embedding: a slice without a cursor starts over", extra={"knowledge_id": knowledge.id})
+        offset = 0
+    if offset == 0:
         deps.tracker.begin_stage(knowledge, Stage.EMBEDDING, {"model": kb.embedding_model_id or "default"})
     try:
-        outputs = index_knowledge(deps, knowledge, kb, message.offset)
+        outputs = index_knowledge(deps, knowledge, kb, offset, cursor)
     except Stopped as stopped:
         logger.info(str(stopped), extra={"knowledge_id": knowledge.id})
         return
-    if outputs["next_offset"] is not None:
+    if outputs["next_cursor"] is not None:
         raise ContinueLater(
             f"indexed {outputs['next_offset']} of {outputs['texts_total']} texts",
             offset=outputs["next_offset"],
+            cursor=outputs["next_cursor"],
         )
-    del outputs["next_offset"]
+    del outputs["next_offset"], outputs["next_cursor"]
     manifest = deps.files.url_for(images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
     images = json.loads(deps.files.read(manifest))
     if not deps.knowledge.mark_indexed(
@@ -245,88 +252,149 @@ def _write_entries(deps: Dependencies, engine: Any, space: IndexSpace, entries: 
             delay *= 2
 
 
-#: texts embedded and indexed together: one cache read, one checkpoint write, one index write
+#: chunks embedded and indexed together: one cache read, one checkpoint write, one index write
 WINDOW = 64
 COUNTERS = ("texts_embedded", "cache_hits", "batches")
 
 
 def index_knowledge(
-    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, offset: int = 0
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, offset: int = 0, cursor: str | None = None
 ) -> dict[str, Any]:
-    """Embeds and indexes the attempt's text chunks from `offset`, for at most one slice (time and
-    count), and says where the next slice starts (`next_offset`, None when done). Entries are upserted
-    by chunk id, so a redelivered slice rewrites the same entries."""
-    chunks = [c for c in deps.chunks.list(knowledge.id) if c.metadata.get("attempt") == knowledge.attempt]
-    text_chunks = [c for c in chunks if c.chunk_type == ChunkType.TEXT]
+    """Embeds and indexes the attempt's text chunks after the chunk id `cursor` (None: from the first),
+    for at most one slice (time and count), and says where the next slice starts: `next_cursor` (the
+    last chunk id read; None when done) and `next_offset` (texts indexed so far, `offset` before this
+    slice). A slice reads only its own chunks (one `list_page` in chunk-id order), so a document of any
+    size is read once in all (issue 12). Entries are upserted by chunk id, so a redelivered slice
+    (the same cursor) rereads the same chunks and rewrites the same entries."""
+    chunks_total, texts_total = _totals(deps, knowledge)
     strategy = kb.indexing_strategy
     if not strategy.needs_embedding:
         return {
-            "chunks": len(chunks),
+            "chunks": chunks_total,
             "entries_indexed": 0,
             "texts_total": 0,
             "skipped": "vector and keyword indexing are off",
             "next_offset": None,
+            "next_cursor": None,
         }
     from ..chunker import index_text
 
     model = require_usable_for_stage(deps, kb)
     space = IndexSpace.of(model)
     engine = deps.engine(kb.retrieval_engine)
-    texts = [index_text(knowledge.title, c.context_header, c.content) for c in text_chunks]
-    if offset == 0:  # a fresh start: entries of an earlier run of this knowledge go first
+    if cursor is None:  # a fresh start: entries of an earlier run of this knowledge go first
         engine.delete_by_knowledge(space, kb.id, [knowledge.id])
-    earlier = _earlier_counts(deps, knowledge) if offset else dict.fromkeys(COUNTERS, 0)
+    earlier = _earlier_slices(deps, knowledge, cursor)
 
     def report(run: EmbeddingRun, done: int) -> dict[str, Any]:
-        counts = {k: earlier.get(k, 0) + v for k, v in run.outputs().items()}
-        return {**counts, "texts_total": len(texts), "entries_indexed": done}
+        # Counted per slice, keyed by the slice's cursor: a redelivered slice replaces its own counts
+        slices = {**earlier, cursor or "": run.outputs()}
+        counts = {k: sum(int(c.get(k, 0)) for c in slices.values()) for k in COUNTERS}
+        return {
+            **counts,
+            "chunks": chunks_total,
+            "texts_total": texts_total,
+            "entries_indexed": done,
+            "slices": slices,
+        }
 
     position = offset
     run = EmbeddingRun(deps, model)
     run.progress = lambda _out: deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
     settings = deps.settings
     started = time.monotonic()
-    while position < len(texts):
-        window = range(position, min(position + WINDOW, len(texts)))
-        vectors = run.embed([texts[i] for i in window]) if strategy.vector_enabled else None
-        entries = [
-            IndexEntry(
-                id=text_chunks[i].id,
-                kb_id=kb.id,
-                knowledge_id=knowledge.id,
-                chunk_id=text_chunks[i].id,
-                content=texts[i],
-                vector=None if vectors is None else vectors[n],
-                source_id=text_chunks[i].id,
-                chunk_type=text_chunks[i].chunk_type.value,
-                is_enabled=text_chunks[i].is_enabled,
-            )
-            for n, i in enumerate(window)
-        ]
-        _write_entries(deps, engine, space, entries)
-        if not kept_after_write(
-            deps, knowledge, lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id])
-        ):
-            raise Stopped("the row was deleted, cancelled or superseded while indexing")
-        position = window.stop
-        sliced = position - offset >= settings.embed_slice_max_texts
-        if position < len(texts) and (
-            sliced or time.monotonic() - started >= settings.embed_slice_seconds or out_of_time()
-        ):
-            deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
-            return {"chunks": len(chunks), **report(run, position), "next_offset": position}
+    prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
+    after = cursor
+    more = True
+    while more:
+        # One read of what is left of the slice's count (a few Queries: DynamoDB pages at 1 MB), then
+        # windows of it. Only a hand-over on time, mid-page, leaves chunks read here to be read again.
+        left = max(WINDOW, settings.embed_slice_max_texts - (position - offset))
+        page, page_after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=left)
+        more = page_after is not None
+        for start in range(0, len(page), WINDOW):
+            part = page[start : start + WINDOW]
+            window = [
+                c
+                for c in part
+                if c.chunk_type == ChunkType.TEXT and c.metadata.get("attempt") == knowledge.attempt
+            ]
+            texts = [index_text(knowledge.title, c.context_header, c.content) for c in window]
+            vectors = run.embed(texts) if strategy.vector_enabled and texts else None
+            entries = [
+                IndexEntry(
+                    id=chunk.id,
+                    kb_id=kb.id,
+                    knowledge_id=knowledge.id,
+                    chunk_id=chunk.id,
+                    content=texts[n],
+                    vector=None if vectors is None else vectors[n],
+                    source_id=chunk.id,
+                    chunk_type=chunk.chunk_type.value,
+                    is_enabled=chunk.is_enabled,
+                )
+                for n, chunk in enumerate(window)
+            ]
+            if entries:
+                _write_entries(deps, engine, space, entries)
+            if not kept_after_write(
+                deps, knowledge, lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+            ):
+                raise Stopped("the row was deleted, cancelled or superseded while indexing")
+            position += len(window)
+            after = part[-1].id
+            more = page_after is not None or start + WINDOW < len(page)
+            sliced = position - offset >= settings.embed_slice_max_texts
+            if more and (
+                sliced or time.monotonic() - started >= settings.embed_slice_seconds or out_of_time()
+            ):
+                deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
+                return {**report(run, position), "next_offset": position, "next_cursor": after}
     return {
-        "chunks": len(chunks),
-        **report(run, len(texts)),
+        **report(run, position),
         "model": model.model_id,
         "dimensions": model.dimensions,
         "engine": engine.engine_name,
         "next_offset": None,
+        "next_cursor": None,
     }
 
 
-def _earlier_counts(deps: Dependencies, knowledge: Knowledge) -> dict[str, int]:
-    """What earlier slices of this attempt counted (kept on the stage span)."""
+def _totals(deps: Dependencies, knowledge: Knowledge) -> tuple[int, int]:
+    """The attempt's chunks and text chunks, as chunking (or an earlier slice) recorded them on its span;
+    counted once, a page at a time, for an attempt chunked before chunking recorded them."""
+    for stage in (Stage.EMBEDDING, Stage.CHUNKING):
+        span = deps.spans.get(knowledge.id, knowledge.attempt, stage.value)
+        outputs = span.outputs if span is not None else {}
+        chunks, texts = outputs.get("chunks", outputs.get("chunks_total")), outputs.get("texts_total")
+        if isinstance(chunks, int) and isinstance(texts, int):
+            return chunks, texts
+    chunks = texts = 0
+    prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
+    after: str | None = None
+    while True:
+        page, after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=1000)
+        mine = [c for c in page if c.metadata.get("attempt") == knowledge.attempt]
+        chunks += len(mine)
+        texts += sum(1 for c in mine if c.chunk_type == ChunkType.TEXT)
+        if after is None:
+            return chunks, texts
+
+
+def _earlier_slices(
+    deps: Dependencies, knowledge: Knowledge, cursor: str | None
+) -> dict[str, dict[str, int]]:
+    """What the slices of this attempt counted, by slice cursor (kept on the stage span); none for a
+    fresh start."""
+    if cursor is None:
+        return {}
     span = deps.spans.get(knowledge.id, knowledge.attempt, Stage.EMBEDDING.value)
     outputs = span.outputs if span is not None else {}
-    return {k: int(outputs.get(k, 0)) for k in COUNTERS}
+    slices = outputs.get("slices")
+    if not isinstance(slices, dict):  # a span written before per-slice counts: its totals, as one slice
+        return {"": {k: int(outputs.get(k, 0)) for k in COUNTERS}}
+    return {
+        str(key): {k: int(counts.get(k, 0)) for k in COUNTERS}
+        for key, counts in slices.items()
+        if isinstance(counts, dict) and key != cursor
+    }

@@ -28,6 +28,8 @@ class StageMessageModel(BaseModel):
     page_start: int = Field(default=0, ge=0)
     page_end: int = Field(default=0, ge=0)
     assemble: bool = False
+    #: embedding: the last chunk id earlier slices read (absent in messages from before issue 12's cursor)
+    cursor: str = Field(default="", max_length=400)
 
     def to_domain(self) -> StageMessage:
         return StageMessage(
@@ -39,6 +41,7 @@ class StageMessageModel(BaseModel):
             self.page_start,
             self.page_end,
             self.assemble,
+            self.cursor,
         )
 
 

@@ -165,7 +165,10 @@ def run_stage(
             note("succeeded")
         except ContinueLater as more:
             # Progress is durable: a fresh message carries on, behind the other documents' messages.
-            enqueue(deps, stage, message if more.offset is None else replace(message, offset=more.offset))
+            continued = message if more.offset is None else replace(message, offset=more.offset)
+            if more.cursor is not None:
+                continued = replace(continued, cursor=more.cursor)
+            enqueue(deps, stage, continued)
             note("continued", offset=more.offset)
             return
         except DeferredStageError as error:

@@ -36,22 +36,31 @@ def orders_csv(rows: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def order_cells(i: int) -> list[str | int | float]:
+    """Row i of the order export as spreadsheet cells (the same ten columns as the CSV)."""
+    return [
+        i,
+        f"c{i * 7 % 9973}",
+        ("DE", "FR", "US", "JP")[i % 4],
+        "QX77731Z" if i == FOUND else f"S{i * 31 % 99991}",
+        i % 9 + 1,
+        i % 97 + (i % 100) / 100,
+        "EUR",
+        "paid" if i % 3 else "open",
+        f"2026-0{i % 9 + 1}-1{i % 10}",
+        f"W{i % 9 + 1}",
+    ]
+
+
 def orders_xlsx(rows: int) -> bytes:
+    """openpyxl's streaming writer, ten columns: 200,000 rows are 10.5 MB of XLSX, 33.4 MB as parsed."""
     from openpyxl import Workbook
 
     book = Workbook(write_only=True)
     sheet = book.create_sheet("orders")
-    sheet.append(["order_id", "customer", "country", "product_sku", "quantity"])
+    sheet.append(COLUMNS.split(","))
     for i in range(rows):
-        sheet.append(
-            [
-                i,
-                f"c{i * 7 % 9973}",
-                ("DE", "FR", "US", "JP")[i % 4],
-                "QX77731Z" if i == FOUND else f"S{i}",
-                i % 9,
-            ]
-        )
+        sheet.append(order_cells(i))
     buf = io.BytesIO()
     book.save(buf)
     return buf.getvalue()
@@ -130,9 +139,17 @@ def test_a_60000_row_csv_completes_and_its_cells_are_found(
 def test_a_200000_row_xlsx_completes_and_its_cells_are_found(
     api: Api, runtime: LocalRuntime, hashing_offered: None
 ) -> None:
+    """Issue 12: 200,000 rows of ten columns (10.5 MB of XLSX) parse to 33.4 MB of `header: value` lines,
+    66,667 chunks at 512/80 runes: over the old 50,000-chunk cap, which refused an ordinary table.
+
+    Not yet seen to complete: on the loaded 2-core machine the run was stopped after 46 minutes with 8,192
+    of the 66,667 chunks indexed (bench/README.md, issue 12)."""
+    from chalicelib.stages.chunking import MAX_CHUNKS_PER_DOCUMENT
+
     kb, knowledge = ingest(api, runtime, "orders.xlsx", orders_xlsx(200_000), 3_600)
-    assert knowledge["chunk_count"] < 50_000
+    assert 50_000 < knowledge["chunk_count"] < MAX_CHUNKS_PER_DOCUMENT
     top = search(api, kb, "QX77731Z")[0]
-    c = f"c{FOUND * 7 % 9973}"
-    country = ("DE", "FR", "US", "JP")[FOUND % 4]
-    assert f"order_id: {FOUND}, customer: {c}, country: {country}, product_sku: QX77731Z" in top["content"]
+    assert top["knowledge_id"] == knowledge["id"]
+    # The row, each cell under its column name (the spreadsheet reader writes `header: value` per row).
+    row = ", ".join(f"{h}: {v}" for h, v in zip(COLUMNS.split(","), order_cells(FOUND), strict=True))
+    assert row in top["content"].splitlines()

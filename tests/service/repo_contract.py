@@ -19,7 +19,7 @@ import pytest
 
 from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.clock import iso_before, to_iso
-from chalicelib.domain.ids import api_key_hash, chunk_id
+from chalicelib.domain.ids import api_key_hash, attempt_chunk_prefix, chunk_id
 from chalicelib.domain.types import (
     Chunk,
     ChunkType,
@@ -485,6 +485,36 @@ class RepoContract:
         assert [c.id for c in repos.chunks.list(kid)] == [c.id for c in second]  # stale chunks are gone
         assert repos.chunks.delete_all(kid) == 3
         assert repos.chunks.list(kid) == [] and repos.chunks.delete_all(kid) == 0
+
+    def test_list_page_reads_one_attempt_in_id_order_a_page_at_a_time(self, repos: Repos) -> None:
+        kid, other = new_id(), new_id()
+        first = self._chunks(kid, 1, 7)
+        parent = replace(
+            first[0], id=chunk_id(kid, 1, 0, parent=True), seq=0, chunk_type=ChunkType.PARENT_TEXT
+        )
+        tenth = self._chunks(kid, 10, 2)  # attempt 10's ids share attempt 1's "-a1" but not its "-a1-"
+        repos.chunks.put_many([*first, parent, *self._chunks(kid, 2, 3), *tenth, *self._chunks(other, 1, 4)])
+        prefix = attempt_chunk_prefix(kid, 1)
+        pages: list[list[str]] = []
+        after: str | None = None
+        while True:
+            page, after = repos.chunks.list_page(kid, prefix=prefix, after=after, limit=3)
+            pages.append([c.id for c in page])
+            if after is None:
+                break
+            assert after == page[-1].id
+        expected = sorted([c.id for c in first] + [parent.id])  # the range key's order: digits before "p"
+        assert pages == [expected[0:3], expected[3:6], expected[6:8]]
+        again, cursor = repos.chunks.list_page(kid, prefix=prefix, after=expected[2], limit=3)
+        assert [c.id for c in again] == expected[3:6] and cursor == expected[5]  # a cursor rereads its page
+        got = {c.id: c for c in again}[first[3].id]
+        assert got == replace(first[3], created_at=got.created_at)
+        exact, last = repos.chunks.list_page(kid, prefix=prefix, limit=8)  # exactly the rest: no cursor
+        assert [c.id for c in exact] == expected and last is None
+        everything, more = repos.chunks.list_page(kid, limit=100)  # no prefix: every attempt
+        assert len(everything) == 7 + 1 + 3 + 2 and more is None
+        assert repos.chunks.list_page(kid, prefix=attempt_chunk_prefix(kid, 3), limit=5) == ([], None)
+        assert repos.chunks.list_page(new_id(), limit=5) == ([], None)
 
     def test_get_many_reads_across_knowledge_and_skips_missing(self, repos: Repos) -> None:
         a, b = new_id(), new_id()
