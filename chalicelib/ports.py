@@ -837,7 +837,9 @@ class ResolvedImages:
 
 
 class ImageResolver(Protocol):
-    def resolve(self, markdown: str, images: Sequence[ParsedImage] = ()) -> ResolvedImages:
+    def resolve(
+        self, markdown: str, images: Sequence[ParsedImage] = (), *, remote: bool = True
+    ) -> ResolvedImages:
         """Stores every image the Markdown or the parser holds (data URIs, bare base64, parser refs,
         remote images through the SSRF-safe client), drops icons, and rewrites the links."""
         ...

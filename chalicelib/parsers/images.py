@@ -19,6 +19,9 @@ from .base import image_kind
 
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_IMAGES_PER_PASS = 30
+#: remote downloads a pass may try, successful or not: WeKnora caps saved images only, so a document of
+#: thousands of links to a host that never answers held a worker for 15 s each
+MAX_REMOTE_FETCHES_PER_PASS = 2 * MAX_IMAGES_PER_PASS
 ICON_MAX_SIDE = 64
 ICON_UNDECODABLE_BYTES = 512
 REMOTE_TIMEOUT_S = 15.0
@@ -179,8 +182,12 @@ class ImageResolver:
         self.keep_url_hosts = tuple(h.lower() for h in keep_url_hosts)
         self.saved_by_hash: dict[str, str] = {}  # content hash → URL, kept across passes
 
-    def resolve(self, markdown: str, images: Sequence[ParsedImage] = ()) -> ResolvedImages:
-        run = _Run(self, images)
+    def resolve(
+        self, markdown: str, images: Sequence[ParsedImage] = (), *, remote: bool = True
+    ) -> ResolvedImages:
+        """``remote=False``: http(s) image links stay as they are (the source's text, not its markup: a PDF
+        that shows ``<img src=...>`` as text keeps that text)."""
+        run = _Run(self, images, remote=remote and self.fetch_remote and self.http is not None)
         text = _LINKED_IMAGE.sub(lambda m: m.group(1), markdown)
         text = run.markdown_images(text, data_only=True)
         text = run.html_images(text, data_only=True)
@@ -197,8 +204,11 @@ class ImageResolver:
 class _Run:
     """State of one resolve pass: the save cache, the per-pass budget and the result."""
 
-    def __init__(self, resolver: ImageResolver, images: Sequence[ParsedImage]) -> None:
+    def __init__(self, resolver: ImageResolver, images: Sequence[ParsedImage], *, remote: bool) -> None:
         self.r = resolver
+        self.remote = remote
+        self.fetches = 0
+        self.failed_hosts: set[str] = set()  # a host that failed once is not asked again in this pass
         self.by_ref = {img.ref: img for img in images}
         self.by_hash = resolver.saved_by_hash
         self.saved = 0
@@ -260,11 +270,15 @@ class _Run:
         return self.replace_bytes(data, "", "base64")
 
     def fetch(self, url: str) -> bytes | None:
-        if not self.r.fetch_remote or self.r.http is None:
+        host = (urlsplit(url).hostname or "").lower()
+        if self.r.http is None or host in self.failed_hosts or self.fetches >= MAX_REMOTE_FETCHES_PER_PASS:
+            self.result.failed += 1
             return None
+        self.fetches += 1
         try:
             resp = self.r.http.get(url, headers={"Accept": "image/*"})
         except FetchError:
+            self.failed_hosts.add(host)
             self.result.failed += 1
             return None
         if not (resp.content_type.startswith("image/") or image_kind(resp.body[:16])):
@@ -287,7 +301,7 @@ class _Run:
             host = (urlsplit(dest).hostname or "").lower()
             if any(host == h or host.endswith("." + h) for h in self.r.keep_url_hosts):
                 return None
-            if self.r.http is None or not self.r.fetch_remote:
+            if not self.remote:
                 return None
             data = self.fetch(dest)
             if data is None:

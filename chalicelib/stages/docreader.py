@@ -42,7 +42,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         return
     if message.is_page_range:
         page_ranges.parse_range(
-            deps, message, lambda knowledge, result: _store_images(deps, knowledge, result)
+            deps, message, lambda knowledge, result: _store_images(deps, knowledge, result, "pdf")
         )
         return
     knowledge = deps.knowledge.begin_processing(message.knowledge_id, message.attempt)
@@ -91,7 +91,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         return
     result = deps.docreader().read(request)
     ocr_text = _ocr_uploaded_image(deps, result, ocr_languages)
-    resolved = _store_images(deps, knowledge, result)
+    resolved = _store_images(deps, knowledge, result, file_type)
     images = [asdict(image) for image in resolved.images]
     markdown = resolved.markdown
     if ocr_text:
@@ -184,13 +184,22 @@ def _fetch_url(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, st
     return document.data, document.file_name, document.file_type, document.title or knowledge.title
 
 
-def _store_images(deps: Dependencies, knowledge: Knowledge, result: ReadResult) -> ResolvedImages:
-    """Every image is stored through the KB's FileStore with dedupe, and the Markdown links rewritten."""
+#: the formats whose image links are markup (fetched and stored), not text
+REMOTE_IMAGE_SOURCES = frozenset({"md", "markdown", "html", "htm", "mhtml", "mht", "epub"})
+
+
+def _store_images(
+    deps: Dependencies, knowledge: Knowledge, result: ReadResult, file_type: str
+) -> ResolvedImages:
+    """Every image is stored through the KB's FileStore with dedupe, and the Markdown links rewritten.
+    Remote images are fetched only for markup sources (Markdown, HTML, web archives, EPUB): in a PDF or an
+    office file an image link is the document's text, and fetching it would rewrite that text."""
 
     def save(data: bytes, ext: str) -> str:
         return deps.files.save(exports_key(knowledge.tenant_id, ext), data)
 
-    return deps.image_resolver(save).resolve(result.markdown, result.images)
+    remote = file_type in REMOTE_IMAGE_SOURCES
+    return deps.image_resolver(save).resolve(result.markdown, result.images, remote=remote)
 
 
 def _ocr_uploaded_image(deps: Dependencies, result: ReadResult, languages: list[str]) -> str:

@@ -7,7 +7,13 @@ import pytest
 from PIL import Image
 
 from chalicelib.net import AllowList, SafeHttpClient
-from chalicelib.parsers.images import ImageResolver, decode_base64, iter_markdown_images
+from chalicelib.net.client import FetchError, FetchResponse
+from chalicelib.parsers.images import (
+    MAX_REMOTE_FETCHES_PER_PASS,
+    ImageResolver,
+    decode_base64,
+    iter_markdown_images,
+)
 from chalicelib.ports import ParsedImage
 
 
@@ -157,6 +163,39 @@ def test_remote_images_through_safe_client(store: Store, server_factory) -> None
     assert "https://cdn.keep.example/x.png" in result.markdown
     assert result.failed == 2
     assert len(store.saved) == 1
+
+
+class CountingClient:
+    """Answers every download with a FetchError (a host that does not resolve) or a non-image page."""
+
+    def __init__(self, fail: bool) -> None:
+        self.fail = fail
+        self.urls: list[str] = []
+
+    def get(self, url: str, headers: dict[str, str] | None = None) -> FetchResponse:
+        self.urls.append(url)
+        if self.fail:
+            raise FetchError("could not resolve host", permanent=False)
+        return FetchResponse(url=url, status=200, headers={}, body=b"<html>no</html>")
+
+
+def test_remote_links_stay_text_when_the_source_is_not_markup(store: Store) -> None:
+    client = CountingClient(fail=False)
+    md = '![a](https://example.com/a.png) <img src="https://example.com/b.png">'
+    result = ImageResolver(store, http=client).resolve(md, remote=False)  # type: ignore[arg-type]
+    assert result.markdown == md and client.urls == []
+
+
+def test_a_failed_host_is_asked_once_and_fetches_are_budgeted_per_pass(store: Store) -> None:
+    dead = CountingClient(fail=True)
+    md = " ".join(f"![x](https://dead.example/{n}.png)" for n in range(500))
+    result = ImageResolver(store, http=dead).resolve(md)  # type: ignore[arg-type]
+    assert dead.urls == ["https://dead.example/0.png"] and result.failed == 500
+
+    slow = CountingClient(fail=False)  # answers, but never an image: each host once, within the budget
+    md = " ".join(f"![x](https://h{n}.example/x.png)" for n in range(500))
+    ImageResolver(store, http=slow).resolve(md)  # type: ignore[arg-type]
+    assert len(slow.urls) == MAX_REMOTE_FETCHES_PER_PASS
 
 
 def test_mhtml_embedded_image_round_trip(read, store: Store) -> None:
