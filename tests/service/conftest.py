@@ -26,7 +26,7 @@ from chalicelib.adapters.memory import (
 from chalicelib.bootstrap import Services, create_tenant, memory_deps
 from chalicelib.commands import CreateKnowledgeBase
 from chalicelib.domain.types import Knowledge, KnowledgeBase, Tenant
-from chalicelib.ports import ReadRequest, ReadResult
+from chalicelib.ports import IndexSpace, ReadRequest, ReadResult
 
 # Use cases and stages are imported where they are used, not here: they import the Powertools logger, and
 # a logger built while pytest loads conftests (stdout not yet captured) is later taken over by Chalice's
@@ -146,6 +146,23 @@ def failed_ids(response: dict[str, Any]) -> list[str]:
 def span_status(deps: Services, knowledge: Knowledge) -> dict[str, str]:
     view = deps.tracker.view(knowledge)
     return {stage["span_id"]: stage["status"] for stage in view["trace"]}
+
+
+def chunked(deps: Services, kb: KnowledgeBase, name: str, text: str) -> Knowledge:
+    """A document through docreader and chunking, its embedding message waiting."""
+    created = upload(deps, kb, name, text.encode())
+    deliver(deps, "docreader")
+    deliver(deps, "chunking")
+    return created
+
+
+def embedding_outputs(deps: Services, knowledge: Knowledge) -> dict[str, Any]:
+    view = deps.tracker.view(knowledge)
+    return dict(next(s for s in view["trace"] if s["span_id"] == "embedding")["outputs"])
+
+
+def index_count(deps: Services, kb: KnowledgeBase, knowledge_id: str) -> int:
+    return deps.engine().count(IndexSpace.of(deps.embedding_model()), kb.id, knowledge_id)
 
 
 def message(knowledge: Knowledge, **extra: Any) -> dict[str, Any]:

@@ -32,7 +32,8 @@ from chalicelib.reparse import reparse
 from chalicelib.search import hybrid_search
 from chalicelib.stages import embedding
 
-from .conftest import deliver, drain, failed_ids, span_status, upload
+from . import conftest
+from .conftest import deliver, drain, embedding_outputs, failed_ids, index_count, span_status, upload
 
 DOC = "# Harbour log\n\n" + "\n\n".join(
     f"## Day {i}\n\nThe pilot boat {i} left at {i} bells with lamp oil, rope and a crate of bread."
@@ -72,20 +73,7 @@ class ThrottlingEmbedding:
 
 
 def chunked(deps: Services, kb: KnowledgeBase, text: str = DOC) -> Knowledge:
-    """A document through docreader and chunking, its embedding message waiting."""
-    created = upload(deps, kb, "log.md", text.encode())
-    deliver(deps, "docreader")
-    deliver(deps, "chunking")
-    return created
-
-
-def embedding_outputs(deps: Services, knowledge: Knowledge) -> dict[str, Any]:
-    view = deps.tracker.view(knowledge)
-    return dict(next(s for s in view["trace"] if s["span_id"] == "embedding")["outputs"])
-
-
-def index_count(deps: Services, kb: KnowledgeBase, knowledge_id: str) -> int:
-    return deps.engine().count(IndexSpace.of(deps.embedding_model()), kb.id, knowledge_id)
+    return conftest.chunked(deps, kb, "log.md", text)
 
 
 def test_the_attempt_is_indexed_enabled_and_every_batch_checkpointed(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
@@ -16,10 +15,10 @@ from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase
 from chalicelib.domain.types import ChunkType, EnableStatus, Knowledge, KnowledgeBase, Tenant
 from chalicelib.knowledge_bases import create_kb
-from chalicelib.ports import IndexSpace
 from chalicelib.stages import embedding
 
-from .conftest import deliver, upload
+from . import conftest
+from .conftest import deliver, embedding_outputs, index_count
 
 #: ~400 small chunks: at 128 texts a slice (two windows of 64), four slices
 DOC = "# Ledger\n\n" + "\n\n".join(
@@ -45,19 +44,7 @@ def chunked(deps: Services, kb: KnowledgeBase) -> Knowledge:
     deps.replace_embedding_model(HashingEmbedding(64))
     assert embedding.WINDOW < SLICE
     deps.settings = replace(deps.settings, embed_slice_max_texts=SLICE, embed_batch_size=16)
-    created = upload(deps, kb, "ledger.md", DOC.encode())
-    deliver(deps, "docreader")
-    deliver(deps, "chunking")
-    return created
-
-
-def outputs(deps: Services, knowledge: Knowledge) -> dict[str, Any]:
-    view = deps.tracker.view(knowledge)
-    return dict(next(s for s in view["trace"] if s["span_id"] == "embedding")["outputs"])
-
-
-def index_count(deps: Services, kb: KnowledgeBase, knowledge_id: str) -> int:
-    return deps.engine().count(IndexSpace.of(deps.embedding_model()), kb.id, knowledge_id)
+    return conftest.chunked(deps, kb, "ledger.md", DOC)
 
 
 def embed_all(deps: Services, queue: MemoryTaskQueue) -> int:
@@ -83,7 +70,7 @@ def test_a_document_sliced_k_times_reads_each_chunk_once(
     indexed = deps.knowledge.get(created.id)
     assert indexed is not None and indexed.enable_status == EnableStatus.ENABLED
     assert indexed.chunk_count == texts and index_count(deps, kb, created.id) == texts
-    done = outputs(deps, indexed)
+    done = embedding_outputs(deps, indexed)
     assert done["texts_total"] == done["entries_indexed"] == done["texts_embedded"] == texts
     assert len(done["slices"]) == invocations
 
@@ -97,7 +84,7 @@ def test_each_hand_over_carries_the_cursor_and_the_texts_done(
     [body] = queue.bodies("embedding")
     assert body["offset"] == SLICE and body["cursor"] == ids[SLICE - 1]
     assert index_count(deps, kb, created.id) == SLICE
-    progress = outputs(deps, created)
+    progress = embedding_outputs(deps, created)
     assert progress["entries_indexed"] == SLICE and progress["texts_total"] == len(ids)
 
 
@@ -112,12 +99,12 @@ def test_a_redelivered_slice_rewrites_the_same_entries_and_counts_nothing_twice(
     assert index_count(deps, kb, created.id) == 2 * SLICE
     embedding.handle(deps, event, None)  # at-least-once: the same slice again
     assert index_count(deps, kb, created.id) == 2 * SLICE  # the same entries, upserted
-    again = outputs(deps, created)
+    again = embedding_outputs(deps, created)
     assert again["entries_indexed"] == 2 * SLICE
     assert again["texts_embedded"] + again["cache_hits"] == 2 * SLICE  # the slice counted once
     embed_all(deps, queue)  # both handlings handed over: the rest of the chain runs twice
     assert index_count(deps, kb, created.id) == texts
-    done = outputs(deps, created)
+    done = embedding_outputs(deps, created)
     assert done["entries_indexed"] == texts and done["texts_embedded"] + done["cache_hits"] == texts
 
 
@@ -135,7 +122,7 @@ def test_a_hand_over_from_before_the_cursor_starts_over_without_duplicates(
     indexed = deps.knowledge.get(created.id)
     assert indexed is not None and indexed.enable_status == EnableStatus.ENABLED
     assert index_count(deps, kb, created.id) == texts
-    assert outputs(deps, indexed)["entries_indexed"] == texts
+    assert embedding_outputs(deps, indexed)["entries_indexed"] == texts
 
 
 def test_only_the_attempts_text_chunks_are_indexed(
@@ -170,4 +157,4 @@ def test_a_hand_over_on_time_mid_page_carries_on_after_the_last_window_indexed(
     assert invocations == math.ceil(texts / embedding.WINDOW)
     assert sum(model.calls) == texts  # no text embedded twice, none skipped
     assert index_count(deps, kb, created.id) == texts
-    assert outputs(deps, created)["texts_embedded"] == texts
+    assert embedding_outputs(deps, created)["texts_embedded"] == texts
