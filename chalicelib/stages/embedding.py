@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from ..domain.errors import (
 )
 from ..domain.ids import attempt_chunk_prefix, execution_name
 from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
-from ..domain.types import ChunkType, Knowledge, KnowledgeBase, Stage, StageMessage
+from ..domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, Stage, StageMessage
 from ..observability import logger
 from ..ports import (
     Dependencies,
@@ -235,6 +235,27 @@ def embed_texts(deps: Dependencies, model: EmbeddingModel, texts: list[str]) -> 
     return EmbeddingRun(deps, model).embed(texts)
 
 
+def chunk_entries(
+    kb_id: str, knowledge_id: str, chunks: Sequence[Chunk], contents: Sequence[str], vectors: Vectors | None
+) -> list[IndexEntry]:
+    """Each chunk's index entry: the chunk's id throughout, the given index text and vector (None when the
+    knowledge base keeps no vectors), the chunk's type and enabled state."""
+    return [
+        IndexEntry(
+            id=chunk.id,
+            kb_id=kb_id,
+            knowledge_id=knowledge_id,
+            chunk_id=chunk.id,
+            content=contents[n],
+            vector=None if vectors is None else vectors[n],
+            source_id=chunk.id,
+            chunk_type=chunk.chunk_type.value,
+            is_enabled=chunk.is_enabled,
+        )
+        for n, chunk in enumerate(chunks)
+    ]
+
+
 def _write_entries(deps: Dependencies, engine: Any, space: IndexSpace, entries: list[IndexEntry]) -> None:
     """Upserts by entry id with a few quick retries (200 ms doubling), as WeKnora's indexer does."""
     delay = 0.2
@@ -321,20 +342,7 @@ def index_knowledge(
             ]
             texts = [index_text(knowledge.title, c.context_header, c.content) for c in window]
             vectors = run.embed(texts) if strategy.vector_enabled and texts else None
-            entries = [
-                IndexEntry(
-                    id=chunk.id,
-                    kb_id=kb.id,
-                    knowledge_id=knowledge.id,
-                    chunk_id=chunk.id,
-                    content=texts[n],
-                    vector=None if vectors is None else vectors[n],
-                    source_id=chunk.id,
-                    chunk_type=chunk.chunk_type.value,
-                    is_enabled=chunk.is_enabled,
-                )
-                for n, chunk in enumerate(window)
-            ]
+            entries = chunk_entries(kb.id, knowledge.id, window, texts, vectors)
             if entries:
                 _write_entries(deps, engine, space, entries)
             if not kept_after_write(

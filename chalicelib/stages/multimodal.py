@@ -18,7 +18,7 @@ from ..domain.languages import with_languages
 from ..domain.process_config import EffectiveProcessConfig, resolve
 from ..domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from ..enrich import images as prompts
-from ..ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
+from ..ports import Dependencies, IndexSpace, ModelRequestError
 from .messages import ImageRef, ImageTaskModel
 from .runner import Skip, kept_after_write, run_task, task_knowledge
 
@@ -141,26 +141,14 @@ def _write_chunks(
         raise Skip("the knowledge was deleted, cancelled or superseded")
     if not kb.indexing_strategy.needs_embedding:
         return
-    from .embedding import embed_texts
+    from .embedding import chunk_entries, embed_texts
 
-    vectors = (
-        embed_texts(deps, model, [c.content for c in chunks]) if kb.indexing_strategy.vector_enabled else None
-    )
+    # No title prefix: the image's own words are what a query should meet (spec §1.11); a hit shows the
+    # image's text, and the chunk names its bound text chunk.
+    contents = [c.content for c in chunks]
+    vectors = embed_texts(deps, model, contents) if kb.indexing_strategy.vector_enabled else None
     deps.engine(kb.retrieval_engine).batch_index(
-        space,
-        [
-            IndexEntry(  # no title prefix: the image's own words are what a query should meet (spec §1.11)
-                id=chunk.id,
-                kb_id=kb.id,
-                knowledge_id=knowledge.id,
-                chunk_id=chunk.id,  # a hit shows the image's text; the chunk names its bound text chunk
-                content=chunk.content,
-                vector=None if vectors is None else vectors[n],
-                source_id=chunk.id,
-                chunk_type=chunk.chunk_type.value,
-            )
-            for n, chunk in enumerate(chunks)
-        ],
+        space, chunk_entries(kb.id, knowledge.id, chunks, contents, vectors)
     )
     if not kept_after_write(deps, knowledge, undo):
         raise Skip("the knowledge was deleted, cancelled or superseded")

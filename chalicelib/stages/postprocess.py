@@ -31,7 +31,7 @@ from ..domain.types import (
     SummaryStatus,
 )
 from ..observability import logger
-from ..ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
+from ..ports import Dependencies, IndexSpace, ModelRequestError
 from .messages import TaskMessageModel
 from .runner import Skip, kept_after_write, run_task, task_knowledge
 
@@ -218,7 +218,7 @@ def write_extra_chunks(
     """Chunks made by enrichment (table summaries, the summary): stored, embedded and indexed under their own
     ids with the title in front, and undone if the row was deleted meanwhile."""
     from ..chunker import index_text
-    from .embedding import embed_texts
+    from .embedding import chunk_entries, embed_texts
 
     deps.chunks.put_many(chunks)
     if not kb.indexing_strategy.needs_embedding:
@@ -228,22 +228,7 @@ def write_extra_chunks(
     texts = [index_text(knowledge.title, "", c.content) for c in chunks]
     vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
     engine = deps.engine(kb.retrieval_engine)
-    engine.batch_index(
-        space,
-        [
-            IndexEntry(
-                id=c.id,
-                kb_id=kb.id,
-                knowledge_id=knowledge.id,
-                chunk_id=c.id,
-                content=texts[n],
-                vector=None if vectors is None else vectors[n],
-                source_id=c.id,
-                chunk_type=c.chunk_type.value,
-            )
-            for n, c in enumerate(chunks)
-        ],
-    )
+    engine.batch_index(space, chunk_entries(kb.id, knowledge.id, chunks, texts, vectors))
 
     def undo() -> None:
         deps.chunks.delete_all(knowledge.id)
