@@ -224,8 +224,9 @@ def _split_gap(
     bounds: list[int],
     big: list[int],
 ) -> None:
-    """WeKnora splitBySeparators on [a, b): separators by priority, lower ones only on oversize pieces."""
-    if m.fits(a, b, size):
+    """WeKnora splitBySeparators on [a, b): separators by priority, lower ones only on oversize pieces.
+    A piece over the rune hard cap is oversize even when its tokens fit (token mode)."""
+    if b - a <= HARD_CAP and m.fits(a, b, size):
         bounds.append(b)
         return
     nseps = len(seps)
@@ -247,7 +248,7 @@ def _split_gap(
         deeper = idx + 1 < nseps
         x = a
         for y in cuts:
-            if deeper and not m.fits(x, y, size):
+            if deeper and (y - x > HARD_CAP or not m.fits(x, y, size)):
                 _split_gap(text, x, y, seps, idx + 1, size, m, bounds, big)
             else:
                 if y - x > HARD_CAP:
