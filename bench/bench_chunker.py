@@ -54,6 +54,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from order_export import orders_csv  # noqa: E402  (the generator the table tests use)
 
 from chalicelib.chunker import (  # noqa: E402
     ChunkingConfig,
@@ -61,8 +64,9 @@ from chalicelib.chunker import (  # noqa: E402
     normalise_markdown,
     split,
 )
+from chalicelib.settings import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
 
-CORPUS = Path("/work/shared/corpus")
+CORPUS = default_corpus(ROOT)
 PEER_BENCH = Path("/work/shared/peer-bench")
 EXTS = (".md", ".markdown", ".txt")
 TABLE_TYPES = ("csv", "xlsx", "json")
@@ -109,19 +113,6 @@ def render_tables(corpus: Path) -> list[tuple[str, str]]:
     return docs
 
 
-def orders_csv(rows: int = 60_000) -> str:
-    """The issue-12 case: a generated order-export CSV, ten columns, ~53 bytes a row (60,000 rows ~3 MB);
-    the same generator as tests/chunker/test_chunker_tables.py."""
-    lines = ["order_id,customer,country,product_sku,quantity,unit_price,currency,status,created_at,warehouse"]
-    countries = ("DE", "FR", "US", "JP")
-    for i in range(rows):
-        lines.append(
-            f"{i},c{i * 7 % 9973},{countries[i % 4]},S{i * 31 % 99991},{i % 9 + 1},{i % 97}.{i % 100:02d},"
-            f"EUR,{'paid' if i % 3 else 'open'},2026-0{i % 9 + 1}-1{i % 10},W{i % 9 + 1}"
-        )
-    return "\n".join(lines) + "\n"
-
-
 def render_big_csv(corpus: Path) -> list[tuple[str, str]]:
     """The 60,000-row CSV as our CSV parser renders it (one pipe table, a 159-rune header)."""
     try:
@@ -132,7 +123,7 @@ def render_big_csv(corpus: Path) -> list[tuple[str, str]]:
             [str(venv_python), __file__, "--render-big-csv"], check=True, capture_output=True, text=True
         ).stdout
         return [(name, text) for name, text in json.loads(out)]
-    return [("orders-60000.csv", normalise_markdown(csv_to_markdown(orders_csv(), 10**9)))]
+    return [("orders-60000.csv", normalise_markdown(csv_to_markdown(orders_csv(60_000), 10**9)))]
 
 
 def tiktoken_encoding() -> Any:

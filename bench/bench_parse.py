@@ -50,7 +50,7 @@ import logging  # noqa: E402
 
 logging.disable(logging.CRITICAL)
 
-from chalicelib.local.cli import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
+from chalicelib.settings import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
 
 DEFAULT_CORPUS = default_corpus(Path(__file__).resolve().parents[1])
 MEDIA_TYPES = {"png", "jpg", "jpeg", "gif", "mp3", "wav", "m4a", "flac", "ogg"}

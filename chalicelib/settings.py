@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 from .domain.process_config import EXTRACTIVE_SUMMARY
 
@@ -354,3 +355,14 @@ def pin_numeric_threads() -> None:
 def subprocess_env(**changes: str) -> dict[str, str]:
     """The environment a child process (tesseract, LibreOffice) runs with: ours, with `changes`."""
     return {**os.environ, **changes}
+
+
+def default_corpus(start: Path) -> Path:
+    """The dev corpus: WEKNORA_CORPUS, else the nearest `shared/corpus` above `start` (a checkout beside
+    `shared/`, or a worktree one level deeper), else `start/../shared/corpus`."""
+    override = os.environ.get("WEKNORA_CORPUS")
+    if override:
+        return Path(override)
+    start = start.resolve()
+    found = next((p / "shared" / "corpus" for p in start.parents if (p / "shared" / "corpus").is_dir()), None)
+    return found or start.parent / "shared" / "corpus"

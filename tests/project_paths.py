@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.local.cli import default_corpus
+from chalicelib.settings import default_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the dev corpus (read-only): WEKNORA_CORPUS, else the nearest `shared/corpus` above the project root

@@ -34,6 +34,7 @@ from rich.tree import Tree
 
 from ..offered import enrichment_overview
 from ..progress import bar
+from ..settings import default_corpus
 
 DIRECT_UPLOAD_MAX_BYTES = (
     4 * 1024 * 1024
@@ -58,17 +59,6 @@ def default_key() -> str:
 
 def default_operator_key() -> str:
     return os.environ.get("WEKNORA_OPERATOR_KEY") or DEFAULT_OPERATOR_KEY
-
-
-def default_corpus(start: Path) -> Path:
-    """The dev corpus: WEKNORA_CORPUS, else the nearest `shared/corpus` above `start` (a checkout beside
-    `shared/`, or a worktree one level deeper), else `start/../shared/corpus`."""
-    override = os.environ.get("WEKNORA_CORPUS")
-    if override:
-        return Path(override)
-    start = start.resolve()
-    found = next((p / "shared" / "corpus" for p in start.parents if (p / "shared" / "corpus").is_dir()), None)
-    return found or start.parent / "shared" / "corpus"
 
 
 # ---- API client -----------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from chunker_helpers import check_chunks
+from order_export import orders_csv
 from test_chunker_properties import word_tokens
 
 from chalicelib.chunker import ChunkingConfig, TokenCounter, split
@@ -69,18 +70,6 @@ def test_token_mode_tables_fit_the_token_budget_with_the_header_once() -> None:
     assert len(chunks) < 2000 / 5
 
 
-def csv_table(rows: int) -> str:
-    """A generated order-export CSV (ten columns, ~53 bytes a row: 60,000 rows are ~3 MB)."""
-    lines = ["order_id,customer,country,product_sku,quantity,unit_price,currency,status,created_at,warehouse"]
-    countries = ("DE", "FR", "US", "JP")
-    for i in range(rows):
-        lines.append(
-            f"{i},c{i * 7 % 9973},{countries[i % 4]},S{i * 31 % 99991},{i % 9 + 1},{i % 97}.{i % 100:02d},"
-            f"EUR,{'paid' if i % 3 else 'open'},2026-0{i % 9 + 1}-1{i % 10},W{i % 9 + 1}"
-        )
-    return "\n".join(lines) + "\n"
-
-
 def test_a_60000_row_csv_as_parsed_packs_full_chunks_with_the_header_once() -> None:
     """Issue 12: the 3 MB, 60,000-row CSV made 50,383 one-row chunks (over the 50,000 cap); LangChain made
     about 10,000 (it repeats no header). With the header once a chunk holds floor((size - header) / row)
@@ -89,7 +78,7 @@ def test_a_60000_row_csv_as_parsed_packs_full_chunks_with_the_header_once() -> N
     from chalicelib.parsers.simple import csv_to_markdown
     from chalicelib.stages.chunking import MAX_CHUNKS_PER_DOCUMENT
 
-    data = csv_table(60_000)
+    data = orders_csv(60_000)
     assert 2.9e6 < len(data) < 3.5e6
     md = normalise_markdown(csv_to_markdown(data, 10**9))
     chunks = split(md, ChunkingConfig(chunk_size=512, chunk_overlap=80))

@@ -6,15 +6,16 @@ from __future__ import annotations
 import io
 from dataclasses import replace
 
+import order_export
 import pytest
 import requests
+from order_export import COLUMNS
 
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 
 from .conftest import Api
 
-COLUMNS = "order_id,customer,country,product_sku,quantity,unit_price,currency,status,created_at,warehouse"
 HEADER_LINE = "| " + " | ".join(COLUMNS.split(",")) + " |"
 FOUND = 277  # the row whose SKU (QX77731Z, nowhere else) is searched for
 
@@ -24,32 +25,11 @@ def pipe_row(csv_line: str) -> str:
 
 
 def orders_csv(rows: int) -> bytes:
-    """~53 bytes a row: 60,000 rows are ~3 MB."""
-    countries = ("DE", "FR", "US", "JP")
-    lines = [COLUMNS]
-    for i in range(rows):
-        sku = "QX77731Z" if i == FOUND else f"S{i * 31 % 99991}"
-        lines.append(
-            f"{i},c{i * 7 % 9973},{countries[i % 4]},{sku},{i % 9 + 1},{i % 97}.{i % 100:02d},"
-            f"EUR,{'paid' if i % 3 else 'open'},2026-0{i % 9 + 1}-1{i % 10},W{i % 9 + 1}"
-        )
-    return ("\n".join(lines) + "\n").encode()
+    return order_export.orders_csv(rows, marked=FOUND).encode()
 
 
 def order_cells(i: int) -> list[str | int | float]:
-    """Row i of the order export as spreadsheet cells (the same ten columns as the CSV)."""
-    return [
-        i,
-        f"c{i * 7 % 9973}",
-        ("DE", "FR", "US", "JP")[i % 4],
-        "QX77731Z" if i == FOUND else f"S{i * 31 % 99991}",
-        i % 9 + 1,
-        i % 97 + (i % 100) / 100,
-        "EUR",
-        "paid" if i % 3 else "open",
-        f"2026-0{i % 9 + 1}-1{i % 10}",
-        f"W{i % 9 + 1}",
-    ]
+    return order_export.order_cells(i, marked=FOUND)
 
 
 def orders_xlsx(rows: int) -> bytes:

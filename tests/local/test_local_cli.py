@@ -26,6 +26,7 @@ import requests
 from rich.console import Console
 
 from chalicelib.local import cli
+from chalicelib.settings import default_corpus
 
 KEY = "k1"
 STAGES = ["docreader", "chunking", "embedding"]
@@ -417,11 +418,11 @@ def test_check_corpus_arguments_and_the_default_corpus(
     work = tmp_path / "work"
     checkout = work / "wt" / "project"  # a worktree, two levels below the team's shared/
     checkout.mkdir(parents=True)
-    assert cli.default_corpus(checkout) == work / "wt" / "shared" / "corpus"  # none found: beside it
+    assert default_corpus(checkout) == work / "wt" / "shared" / "corpus"  # none found: beside it
     (work / "shared" / "corpus").mkdir(parents=True)
-    assert cli.default_corpus(checkout) == work / "shared" / "corpus"
+    assert default_corpus(checkout) == work / "shared" / "corpus"
     (work / "wt" / "shared" / "corpus").mkdir(parents=True)
-    assert cli.default_corpus(checkout) == work / "wt" / "shared" / "corpus"  # the nearest wins
+    assert default_corpus(checkout) == work / "wt" / "shared" / "corpus"  # the nearest wins
 
 
 def test_check_corpus_prints_one_line_per_file(api: FakeApi, tmp_path: Path) -> None:
