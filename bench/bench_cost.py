@@ -21,7 +21,6 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(name, "1")
@@ -29,6 +28,8 @@ for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+from local_stack import start_local_stack  # noqa: E402
+
 from chalicelib.settings import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
 
 CORPUS = default_corpus(ROOT)
@@ -67,12 +68,6 @@ def ten_page_pdf(words: list[str], start: int, pages: int) -> bytes:
     return buffer.getvalue()
 
 
-def load_app() -> Any:
-    import app
-
-    return app.app
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, default=10)
@@ -85,21 +80,8 @@ def main() -> None:
     from e2e.conftest import multipart  # the same multipart body the end-to-end tests send
 
     from chalicelib.bootstrap import create_tenant, get_deps
-    from chalicelib.local.moto_server import shared_moto_server
-    from chalicelib.local.runtime import LocalRuntime
-    from chalicelib.settings import get_settings
 
-    runtime = LocalRuntime(
-        load_app,
-        ROOT / "infra" / "template.json",
-        retry_delay_seconds=0,
-        state_dir=Path(tempfile.mkdtemp(prefix="bench-cost-")),
-        server=shared_moto_server(),
-        stage="local",
-        project_dir=ROOT,
-    )
-    runtime.start(background=False)
-    get_settings.cache_clear()
+    runtime = start_local_stack(Path(tempfile.mkdtemp(prefix="bench-cost-")))
     try:
         _, key = create_tenant(f"bench-{uuid.uuid4().hex[:6]}", deps=get_deps())
         headers = {"X-API-Key": key}

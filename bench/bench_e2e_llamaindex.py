@@ -43,6 +43,8 @@ for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+from local_stack import start_local_stack  # noqa: E402
+
 from chalicelib.settings import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
 
 CORPUS = default_corpus(ROOT)
@@ -71,34 +73,14 @@ DOCS = [
 ]
 
 
-def load_app() -> Any:
-    import app
-
-    return app.app
-
-
 def ours(workers: int | None) -> dict[str, Any]:
     from chalice.test import Client
     from e2e.conftest import multipart  # the same multipart body the end-to-end tests send
 
     from chalicelib.bootstrap import create_tenant, get_deps
     from chalicelib.domain.types import EnableStatus, ParseStatus
-    from chalicelib.local.moto_server import shared_moto_server
-    from chalicelib.local.runtime import LocalRuntime
-    from chalicelib.settings import get_settings
 
-    runtime = LocalRuntime(
-        load_app,
-        ROOT / "infra" / "template.json",
-        retry_delay_seconds=0,
-        state_dir=Path(tempfile.mkdtemp(prefix="bench-e2e-")),
-        server=shared_moto_server(),
-        stage="local",
-        project_dir=ROOT,
-        embed_workers=workers,
-    )
-    runtime.start(background=False)
-    get_settings.cache_clear()
+    runtime = start_local_stack(Path(tempfile.mkdtemp(prefix="bench-e2e-")), embed_workers=workers)
     try:
         deps = get_deps()
         model = deps.embedding_model("")

@@ -62,6 +62,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
+from local_stack import start_local_stack  # noqa: E402
+
 from chalicelib.settings import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
 
 CORPUS = default_corpus(ROOT)
@@ -198,12 +200,6 @@ def make_queries(path: Path, file_type: str, per_doc: int, seed: int) -> tuple[l
 # ---------------------------------------------------------------- ingestion and search
 
 
-def load_app() -> Any:
-    import app
-
-    return app.app
-
-
 def ingest_and_search(
     files: list[tuple[Path, str]], queries: list[Query], state_dir: Path, keep: Path | None
 ) -> dict[str, str]:
@@ -214,21 +210,8 @@ def ingest_and_search(
 
     from chalicelib.bootstrap import create_tenant, get_deps
     from chalicelib.local.cli import DIRECT_UPLOAD_MAX_BYTES
-    from chalicelib.local.moto_server import shared_moto_server
-    from chalicelib.local.runtime import LocalRuntime
-    from chalicelib.settings import get_settings
 
-    runtime = LocalRuntime(
-        load_app,
-        ROOT / "infra" / "template.json",
-        retry_delay_seconds=0,
-        state_dir=state_dir,
-        server=shared_moto_server(),
-        stage="local",
-        project_dir=ROOT,
-    )
-    runtime.start(background=False)
-    get_settings.cache_clear()
+    runtime = start_local_stack(state_dir)
     statuses: dict[str, str] = {}
     try:
         _, key = create_tenant(f"recall-{uuid.uuid4().hex[:6]}", deps=get_deps())

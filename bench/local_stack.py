@@ -1,0 +1,37 @@
+"""The local stack as the benches that go through it start it: moto in server mode, the template
+provisioned, the app's handlers behind the local pollers (driven by the caller: `drain` or
+`start_workers`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_app() -> Any:
+    import app
+
+    return app.app
+
+
+def start_local_stack(state_dir: Path, **options: Any) -> Any:
+    """A started LocalRuntime on the shared moto server (no retry delay); `options` go to LocalRuntime."""
+    from chalicelib.local.moto_server import shared_moto_server
+    from chalicelib.local.runtime import LocalRuntime
+    from chalicelib.settings import get_settings
+
+    runtime = LocalRuntime(
+        load_app,
+        ROOT / "infra" / "template.json",
+        retry_delay_seconds=0,
+        state_dir=state_dir,
+        server=shared_moto_server(),
+        stage="local",
+        project_dir=ROOT,
+        **options,
+    )
+    runtime.start(background=False)
+    get_settings.cache_clear()  # the runtime set the stack's environment: read the settings again
+    return runtime
