@@ -38,6 +38,8 @@ IMPORTABLE_EXTENSIONS: frozenset[str] = frozenset(
 IMAGE_EXTENSIONS: frozenset[str] = frozenset({"png", "jpg", "jpeg", "gif"})
 AUDIO_EXTENSIONS: frozenset[str] = frozenset({"mp3", "wav", "m4a", "flac", "ogg"})
 DATA_TABLE_EXTENSIONS: frozenset[str] = frozenset({"csv", "xlsx", "xls"})
+#: formats whose image links are markup (their remote images are fetched), not the document's text
+MARKUP_EXTENSIONS: frozenset[str] = frozenset({"md", "markdown", "html", "htm", "mhtml", "epub"})
 VIDEO_EXTENSIONS: frozenset[str] = frozenset(
     {"mp4", "mov", "avi", "mkv", "webm", "flv", "wmv", "m4v", "mpeg", "mpg", "3gp", "ts"}
 )

@@ -14,7 +14,7 @@ from typing import Any
 from .. import metering
 from ..dispatch import enqueue
 from ..domain.errors import BadRequest, PermanentStageError, SpanErrorCode, TransientStageError
-from ..domain.filetypes import is_importable
+from ..domain.filetypes import MARKUP_EXTENSIONS, is_importable
 from ..domain.languages import with_languages
 from ..domain.process_config import engine_rules, resolve
 from ..domain.storage_keys import exports_key, images_manifest_key, parsed_markdown_key
@@ -184,10 +184,6 @@ def _fetch_url(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, st
     return document.data, document.file_name, document.file_type, document.title or knowledge.title
 
 
-#: the formats whose image links are markup (fetched and stored), not text
-REMOTE_IMAGE_SOURCES = frozenset({"md", "markdown", "html", "htm", "mhtml", "mht", "epub"})
-
-
 def _store_images(
     deps: Dependencies, knowledge: Knowledge, result: ReadResult, file_type: str
 ) -> ResolvedImages:
@@ -198,7 +194,7 @@ def _store_images(
     def save(data: bytes, ext: str) -> str:
         return deps.files.save(exports_key(knowledge.tenant_id, ext), data)
 
-    remote = file_type in REMOTE_IMAGE_SOURCES
+    remote = file_type in MARKUP_EXTENSIONS
     return deps.image_resolver(save).resolve(result.markdown, result.images, remote=remote)
 
 
