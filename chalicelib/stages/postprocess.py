@@ -153,9 +153,8 @@ def planned_subtask(subtask_id: str) -> dict[str, Any]:
     subtask: dict[str, Any] = {"id": subtask_id, "kind": kind}
     if window:
         subtask["window"] = int(window)
-    subtask["id_set"] = [
-        subtask_id
-    ]  # the state machine's ReleaseSlot (after a failure) adds it to done_subtasks
+    # the state machine's ReleaseSlot (after a failure) adds it to done_subtasks
+    subtask["id_set"] = [subtask_id]
     return subtask
 
 
