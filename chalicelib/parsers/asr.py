@@ -35,11 +35,8 @@ class ModelIntegrityError(RuntimeError):
 def _sha256_of(path: Path) -> str:
     import hashlib
 
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _package_data_dir(package: str) -> Path | None:

@@ -23,7 +23,6 @@ chalicelib.adapters.models.minilm_qint8`) or on first use, never per invocation.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 import threading
@@ -79,14 +78,6 @@ def ensure_quantized(source: Path, source_sha256: str, cache_dir: Path | None = 
         if not target.is_file():
             quantize(source, target)
     return target
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def main() -> None:
