@@ -1,12 +1,12 @@
 """Native-page structure on a PDF built here with pdfium: heading promotion by font size, paragraph
 joining, running header/footer removal and hidden (invisible render mode) text dropped."""
 
-import ctypes
 import io
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as c
 import pytest
+from parser_helpers import pdf_text
 
 from chalicelib.ports import ReadRequest
 
@@ -16,39 +16,21 @@ PARAGRAPH = [
 ]
 
 
-def _text(
-    pdf: pdfium.PdfDocument,
-    page: pdfium.PdfPage,
-    text: str,
-    x: float,
-    y: float,
-    size: float,
-    invisible: bool = False,
-) -> None:
-    obj = c.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", ctypes.c_float(size))
-    encoded = ctypes.create_string_buffer((text + "\0").encode("utf-16-le"))
-    c.FPDFText_SetText(obj, ctypes.cast(encoded, ctypes.POINTER(c.FPDF_WCHAR)))
-    if invisible:
-        c.FPDFTextObj_SetTextRenderMode(obj, c.FPDF_TEXTRENDERMODE_INVISIBLE)
-    c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, y)
-    c.FPDFPage_InsertObject(page.raw, obj)
-
-
 def build_pdf() -> bytes:
     pdf = pdfium.PdfDocument.new()
     for number in range(1, 5):
         page = pdf.new_page(612, 792)
-        _text(pdf, page, "ACME Handbook", 72, 760, 9)
-        _text(pdf, page, f"Chapter {number} Packages", 72, 700, 22)
+        pdf_text(pdf, page, "ACME Handbook", 72, 760, 9)
+        pdf_text(pdf, page, f"Chapter {number} Packages", 72, 700, 22)
         y = 660.0
         for line in PARAGRAPH:
-            _text(pdf, page, line, 72, y, 11)
+            pdf_text(pdf, page, line, 72, y, 11)
             y -= 14
         word = ["alpha", "beta", "gamma", "delta"][number - 1]
-        _text(pdf, page, f"Second paragraph about {word} after a gap.", 72, y - 20, 11)
+        pdf_text(pdf, page, f"Second paragraph about {word} after a gap.", 72, y - 20, 11)
         if number == 2:
-            _text(pdf, page, "SECRET-KEYWORD-STUFFING", 72, 300, 11, invisible=True)
-        _text(pdf, page, f"Page {number} of 4", 280, 40, 9)
+            pdf_text(pdf, page, "SECRET-KEYWORD-STUFFING", 72, 300, 11, invisible=True)
+        pdf_text(pdf, page, f"Page {number} of 4", 280, 40, 9)
         c.FPDFPage_GenerateContent(page.raw)
     buf = io.BytesIO()
     pdf.save(buf)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pypdfium2 as pdfium
 import pypdfium2.raw as c
 import pytest
+from parser_helpers import pdf_text
 
 from chalicelib.parsers.pdf import _page_lines
 
@@ -47,18 +48,6 @@ def ours(textpage: pdfium.PdfTextPage) -> list[tuple[str, float, float, bool]]:
     return [(ln.text, ln.size, ln.base, ln.hidden) for ln in _page_lines(textpage, c)]
 
 
-def _text(
-    pdf: pdfium.PdfDocument, page: pdfium.PdfPage, text: str, y: float, size: float, invisible: bool
-) -> None:
-    obj = c.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", ctypes.c_float(size))
-    encoded = ctypes.create_string_buffer((text + "\0").encode("utf-16-le"))
-    c.FPDFText_SetText(obj, ctypes.cast(encoded, ctypes.POINTER(c.FPDF_WCHAR)))
-    if invisible:
-        c.FPDFTextObj_SetTextRenderMode(obj, c.FPDF_TEXTRENDERMODE_INVISIBLE)
-    c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 72, y)
-    c.FPDFPage_InsertObject(page.raw, obj)
-
-
 LINES = [  # (text, size, invisible)
     ("A heading set large", 20, False),
     ("   three leading blanks then words", 11, False),
@@ -75,7 +64,7 @@ def build_pdf() -> bytes:
     page = pdf.new_page(612, 792)
     y = 740.0
     for text, size, invisible in LINES:
-        _text(pdf, page, text, y, size, invisible)
+        pdf_text(pdf, page, text, 72, y, size, invisible)
         y -= 30
     c.FPDFPage_GenerateContent(page.raw)
     buf = io.BytesIO()
