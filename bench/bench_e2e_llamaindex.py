@@ -1,6 +1,6 @@
 """Issue 12 benchmark: end to end, upload to searchable, our local stack against LlamaIndex.
 
-    .venv/bin/python bench/bench_e2e_llamaindex.py [--peer-venv DIR] [--workers N] [--skip-peer]
+    .venv/bin/python bench/bench_e2e_llamaindex.py [--peer-venv DIR] [--workers N] [--skip-peer] [--timeline]
 
 The peer venv is /work/shared/peer-bench's (`bash make_venv.sh DIR`; it carries onnxruntime and
 tokenizers through markitdown[all]); default DIR: $WEKNORA_PEER_VENV, else .peer-venv in the repository.
@@ -8,11 +8,12 @@ tokenizers through markitdown[all]); default DIR: $WEKNORA_PEER_VENV, else .peer
 Twenty documents of the dev corpus (the DOCS list: PDF, DOCX, HTML, Markdown, text, PPTX, CSV; the types
 MarkItDown reads), the same for both sides:
 
-- ours: the local stack (moto in server mode, the real queues, handlers and state machine, the embedded
-  index) with its pollers in the background and the embedding workers the local runtime runs (one
+- ours: the local stack as `make run` starts it (moto in server mode in a process of its own, the real
+  queues, handlers and state machine, the embedded index) with its pollers in the background and the embedding workers the local runtime runs (one
   single-threaded process per core, at most 2), the default knowledge base (WeKnora's default chunking,
   512/80 runes, and the int8-arithmetic MiniLM). The clock runs from the first upload until every document
-  is enabled (searchable: embedded and indexed); then one search through the API proves it.
+  is enabled (searchable: embedded and indexed; each row is read every 0.2 s); then one search through
+  the API proves it. `--timeline` prints each document's stage spans and each upload request's time.
 - LlamaIndex (bench/peer_llamaindex_e2e.py in the peer venv): MarkItDown, an IngestionPipeline with
   SentenceSplitter and the shipped MiniLM ONNX file (the one our stack quantises; same tokenizer and
   pooling), a VectorStoreIndex, one retrieval. Two granularities: *matched* (SentenceSplitter's chunk size
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +97,11 @@ def ours(workers: int | None) -> dict[str, Any]:
             ).json_body["data"]
             runtime.start_workers()
             started = time.monotonic()
+            started_at = datetime.now(UTC)
             ids = []
+            upload_seconds = []
             for name in DOCS:
+                upload_started = time.monotonic()
                 body, content_type = multipart({"file": (name, (CORPUS / name).read_bytes())}, {})
                 response = client.http.post(
                     f"/api/v1/knowledge-bases/{kb['id']}/knowledge/file",
@@ -104,6 +109,7 @@ def ours(workers: int | None) -> dict[str, Any]:
                     body=body,
                 )
                 ids.append(response.json_body["data"]["id"])
+                upload_seconds.append(time.monotonic() - upload_started)
             pending = set(ids)
             rows = {}
             while pending:
@@ -117,7 +123,7 @@ def ours(workers: int | None) -> dict[str, Any]:
                         pending.discard(knowledge_id)
                 if time.monotonic() - started > 3600:
                     raise TimeoutError(f"{len(pending)} documents not searchable after an hour")
-                time.sleep(0.05)
+                time.sleep(0.2)  # each look is a read per pending row through the emulator
             elapsed = time.monotonic() - started
             search = client.http.post(
                 f"/api/v1/knowledge-bases/{kb['id']}/hybrid-search",
@@ -126,7 +132,9 @@ def ours(workers: int | None) -> dict[str, Any]:
             )
         runtime.stop_workers()
         stage_seconds: dict[str, float] = {}
+        timeline: list[str] = []
         for row in rows.values():
+            marks = []
             for span in deps.spans.list(row.id, row.attempt):
                 if (
                     span.span_id in ("docreader", "chunking", "embedding")
@@ -135,6 +143,9 @@ def ours(workers: int | None) -> dict[str, Any]:
                 ):
                     took = (span.ended_at - span.started_at).total_seconds()
                     stage_seconds[span.span_id] = stage_seconds.get(span.span_id, 0.0) + took
+                    begin = (span.started_at - started_at).total_seconds()
+                    marks.append(f"{span.span_id} {begin:5.1f}-{begin + took:5.1f}")
+            timeline.append(f"  {row.file_name:36} " + "  ".join(marks))
         chunks = [c for i in ids for c in deps.chunks.list(i)]
         text_chunks = [c for c in chunks if c.chunk_type.value == "text"]
         failed = [r.file_name for r in rows.values() if r.enable_status != EnableStatus.ENABLED]
@@ -149,6 +160,8 @@ def ours(workers: int | None) -> dict[str, Any]:
             "search_status": search.status_code,
             "search_hits": len((search.json_body or {}).get("data") or []),
             "stage_seconds": {k: round(v, 1) for k, v in stage_seconds.items()},
+            "timeline": sorted(timeline),
+            "upload_seconds": [round(u, 2) for u in upload_seconds],
         }
     finally:
         runtime.stop()
@@ -182,6 +195,7 @@ def main() -> None:
         "--workers", type=int, default=None, help="embedding workers (default: the runtime's)"
     )
     parser.add_argument("--skip-peer", action="store_true")
+    parser.add_argument("--timeline", action="store_true", help="print each document's stage spans")
     parser.add_argument("--matched-chunk-size", type=int, default=0, help="tokens (default: from our chunks)")
     args = parser.parse_args()
 
@@ -199,6 +213,9 @@ def main() -> None:
         f"stage seconds summed over documents {us['stage_seconds']}",
         flush=True,
     )
+    if args.timeline:
+        print("seconds after the first upload, per document:", *us["timeline"], sep="\n")
+        print("upload request seconds:", us["upload_seconds"])
     if args.skip_peer:
         return
     # SentenceSplitter's size is in tokens, its nodes average ~2.35 characters per token of chunk size here

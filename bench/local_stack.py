@@ -4,6 +4,7 @@ provisioned, the app's handlers behind the local pollers (driven by the caller: 
 
 from __future__ import annotations
 
+import atexit
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,8 @@ def load_app() -> Any:
 
 
 def start_local_stack(state_dir: Path, **options: Any) -> Any:
-    """A started LocalRuntime on the shared moto server (no retry delay); `options` go to LocalRuntime."""
-    from chalicelib.local.moto_server import shared_moto_server
+    """A started LocalRuntime (no retry delay) on a moto server in a process of its own, as `make run`
+    has it (AWS's services do not share the pipeline's cores either); `options` go to LocalRuntime."""
     from chalicelib.local.runtime import LocalRuntime
     from chalicelib.settings import get_settings
 
@@ -27,11 +28,12 @@ def start_local_stack(state_dir: Path, **options: Any) -> Any:
         ROOT / "infra" / "template.json",
         retry_delay_seconds=0,
         state_dir=state_dir,
-        server=shared_moto_server(),
+        separate_moto_process=True,
         stage="local",
         project_dir=ROOT,
         **options,
     )
+    atexit.register(runtime.stop)
     runtime.start(background=False)
     get_settings.cache_clear()  # the runtime set the stack's environment: read the settings again
     return runtime

@@ -515,6 +515,7 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
         retry_delay_seconds=args.retry_delay,
         state_dir=state_dir,
         port=args.moto_port,
+        separate_moto_process=True,  # moto's request handling off the stages' GIL (see moto_server.py)
         project_dir=Path.cwd(),
         stage=args.stage,  # default "local": .chalice/config.json's stage for local:// storage
     )

@@ -1,14 +1,22 @@
-"""One in-process moto server (server mode) that every local component talks to.
+"""One moto server (server mode) that every local component talks to.
 
 Server mode, not ``mock_aws``: decorator-mode DynamoDB loses atomic ``ADD`` updates under threads, and moto's
 Step Functions interpreter runs executions in threads that call back into ``http://localhost:$MOTO_PORT``.
+
+The server runs in a thread of this process (tests: a reset can empty it in place) or, with
+``separate_process=True``, in a child process of its own (`make run` and the benches): moto's request
+handling is about half of what the local stack's one Python process does, and in a thread it holds that
+process's GIL while the stages wait; AWS's services do not run on the pipeline's cores either.
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import logging
 import os
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,12 +98,15 @@ def _backends(region: str) -> tuple[Any, Any, Any, Any]:
 
 
 class MotoServer:
-    """A ``ThreadedMotoServer`` on 127.0.0.1 plus the environment that points boto3/pynamodb at it."""
+    """A moto server on 127.0.0.1 (a thread here, or a child process) plus the environment that points
+    boto3/pynamodb at it."""
 
-    def __init__(self, port: int = 0, region: str = "us-east-1") -> None:
+    def __init__(self, port: int = 0, region: str = "us-east-1", *, separate_process: bool = False) -> None:
         self._requested_port = port
         self.region = region
+        self.separate_process = separate_process
         self._server: ThreadedMotoServer | None = None
+        self._process: subprocess.Popen[str] | None = None
         self.port = 0
 
     @property
@@ -104,17 +115,22 @@ class MotoServer:
 
     @property
     def running(self) -> bool:
+        if self._process is not None:
+            return self._process.poll() is None
         return self._server is not None
 
     def start(self) -> MotoServer:
-        if self._server is not None:
+        if self.running:
             return self
-        # werkzeug logs every request at INFO; that drowns the app's own logs.
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        server = _AtomicMotoServer(ip_address="127.0.0.1", port=self._requested_port, verbose=False)
-        server.start()
-        self._server = server
-        self.port = server.get_host_and_port()[1]
+        if self.separate_process:
+            self._process, self.port = _start_child(self._requested_port, self.region)
+        else:
+            # werkzeug logs every request at INFO; that drowns the app's own logs.
+            logging.getLogger("werkzeug").setLevel(logging.WARNING)
+            server = _AtomicMotoServer(ip_address="127.0.0.1", port=self._requested_port, verbose=False)
+            server.start()
+            self._server = server
+            self.port = server.get_host_and_port()[1]
         self.apply_env()
         self.configure()
         log.info("moto server listening on %s", self.url)
@@ -122,15 +138,7 @@ class MotoServer:
 
     def apply_env(self) -> None:
         """Point every AWS SDK client in this process at the server (set before the app is imported)."""
-        os.environ["MOTO_PORT"] = str(self.port)  # read by moto's Step Functions interpreter
-        os.environ["AWS_ENDPOINT_URL"] = self.url
-        os.environ["AWS_ACCESS_KEY_ID"] = "testing"
-        os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
-        os.environ["AWS_SESSION_TOKEN"] = "testing"
-        os.environ["AWS_DEFAULT_REGION"] = self.region
-        os.environ["AWS_REGION"] = self.region
-        # A developer's profile must not leak credentials or a different endpoint into local runs.
-        os.environ.pop("AWS_PROFILE", None)
+        _point_sdk_at(self.port, self.region)
 
     def configure(self) -> None:
         resp = requests.post(f"{self.url}/moto-api/config", json=MOTO_CONFIG, timeout=10)
@@ -144,7 +152,7 @@ class MotoServer:
 
     def footprint(self) -> Footprint | None:
         """What exists now, for :meth:`empty_in_place`; None when the server is not this process's."""
-        if self._server is None:
+        if self._server is None or self.separate_process:
             return None
         dynamodb, sqs, s3, sfn = _backends(self.region)
         return Footprint(
@@ -187,10 +195,66 @@ class MotoServer:
         return True
 
     def stop(self) -> None:
+        if self._process is not None:
+            process, self._process = self._process, None
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         if self._server is None:
             return
         self._server.stop()
         self._server = None
+
+
+def _point_sdk_at(port: int, region: str) -> None:
+    os.environ["MOTO_PORT"] = str(port)  # read by moto's Step Functions interpreter
+    os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
+    os.environ["AWS_ACCESS_KEY_ID"] = "testing"
+    os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
+    os.environ["AWS_SESSION_TOKEN"] = "testing"
+    os.environ["AWS_DEFAULT_REGION"] = region
+    os.environ["AWS_REGION"] = region
+    # A developer's profile must not leak credentials or a different endpoint into local runs.
+    os.environ.pop("AWS_PROFILE", None)
+
+
+_READY = "moto server port "
+
+
+def _start_child(port: int, region: str) -> tuple[subprocess.Popen[str], int]:
+    """`python -m chalicelib.local.moto_server` in a child process; returns it and the port it bound."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "chalicelib.local.moto_server", "--port", str(port), "--region", region],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()  # the child prints its port once it listens, then nothing more
+    if not line.startswith(_READY):
+        process.kill()
+        process.wait()
+        raise RuntimeError(f"the moto server process did not start (it printed {line[:200]!r})")
+    process.stdout.close()
+    return process, int(line[len(_READY) :])
+
+
+def serve(port: int, region: str) -> None:
+    """The child process's side: the same atomic server, in the foreground, until terminated."""
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = _AtomicMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    bound = server.get_host_and_port()[1]
+    _point_sdk_at(bound, region)  # moto's Step Functions interpreter calls the other services back
+    print(f"{_READY}{bound}", flush=True)
+    stopped = threading.Event()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    stopped.wait()
+    server.stop()
 
 
 def _same_objects(now: Footprint, expected: Footprint) -> bool:
@@ -219,3 +283,11 @@ def shared_moto_server(region: str = "us-east-1") -> MotoServer:
         else:
             _shared.apply_env()
         return _shared
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="the local stack's moto server, in the foreground")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--region", default="us-east-1")
+    arguments = parser.parse_args()
+    serve(arguments.port, arguments.region)

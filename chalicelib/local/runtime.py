@@ -74,6 +74,8 @@ class LocalRuntime:
     ``embed_workers``: processes the local MiniLM runs in, one single-threaded ONNX Runtime session each
     (default: WEKNORA_EMBED_WORKERS, else min(2, cores)); exported as ``WEKNORA_EMBED_WORKERS``, and the
     embedding queue's poller runs that many invocations at once. Tests that want one process pass 1.
+    ``separate_moto_process``: the server it starts itself runs in a child process (`make run`, benches),
+    not in a thread here (tests: resets empty it in place).
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class LocalRuntime:
         clock: Clock = utc_now,
         stack_name: str = "weknora-local",
         embed_workers: int | None = None,
+        separate_moto_process: bool = False,
     ) -> None:
         self.app_loader = app_loader
         self.template_path = Path(template_path)
@@ -112,7 +115,7 @@ class LocalRuntime:
         if self.embed_workers < 1:
             raise ValueError("embed_workers must be >= 1")
         self._own_server = server is None
-        self.server = server or MotoServer(port=port, region=region)
+        self.server = server or MotoServer(port=port, region=region, separate_process=separate_moto_process)
         self.app: Any = None
         self.resources = ProvisionedResources()
         self._footprint: Footprint | None = None
