@@ -44,6 +44,20 @@ def test_quantized_graph_does_integer_arithmetic(quantized: Path) -> None:
     assert ops["MatMulInteger"] == 36
     assert ops["DynamicQuantizeLinear"] > 0
     assert ops["MatMul"] == 12
+    assert ops["IsNaN"] == 0  # the softmax NaN guards are gone (minilm_qint8.drop_nan_guards)
+
+
+def test_dropping_the_nan_guards_keeps_every_bit(
+    quantized: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard only fires for a query row with every key masked; [CLS] is never masked, so the graph
+    without guards gives the very same vectors as the one with them, short text or 256 tokens."""
+    source, _ = local_onnx._default_model()
+    monkeypatch.setattr(minilm_qint8, "drop_nan_guards", lambda model: 0)
+    guarded = minilm_qint8.quantize(source, tmp_path / "guarded.onnx")
+    texts = ["a", "How do I reset my password?", "the harbour ferry timetable " * 80, "表格 数据 " * 30]
+    lean = MiniLmEmbedding(model_path=quantized).embed(texts)
+    assert np.array_equal(lean, MiniLmEmbedding(model_path=guarded).embed(texts))
 
 
 def test_quantisation_is_deterministic(quantized: Path, tmp_path: Path) -> None:
