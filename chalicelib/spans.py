@@ -69,8 +69,12 @@ class SpanTracker:
         outputs: Mapping[str, Any] | None = None,
         error_code: str = "",
         error_message: str = "",
+        listed: Mapping[str, Span] | None = None,
     ) -> Span:
-        span = self.spans.get(knowledge_id, attempt, span_id) or Span(
+        """Reads the span (unless the caller just read it among `listed`), applies the change and writes it."""
+        span = (
+            listed.get(span_id) if listed is not None else self.spans.get(knowledge_id, attempt, span_id)
+        ) or Span(
             knowledge_id=knowledge_id,
             attempt=attempt,
             span_id=span_id,
@@ -106,11 +110,19 @@ class SpanTracker:
         self._safely("begin", self._begin, k, stage, inputs)
 
     def _begin(self, k: Knowledge, stage: Stage, inputs: Mapping[str, Any] | None) -> None:
-        root = self.spans.get(k.id, k.attempt, ROOT)
-        if root is None or root.status in OPEN:
-            self._upsert(k.id, k.attempt, ROOT, kind=SpanKind.ROOT, status=SpanStatus.RUNNING)
+        # One read for the root and the stage; the root is written once, when the first stage begins.
+        spans = self.spans.get_many(k.id, k.attempt, (ROOT, stage.value))
+        root = spans.get(ROOT)
+        if root is None or root.status == SpanStatus.PENDING:
+            self._upsert(k.id, k.attempt, ROOT, kind=SpanKind.ROOT, status=SpanStatus.RUNNING, listed=spans)
         self._upsert(
-            k.id, k.attempt, stage.value, kind=SpanKind.STAGE, status=SpanStatus.RUNNING, inputs=inputs
+            k.id,
+            k.attempt,
+            stage.value,
+            kind=SpanKind.STAGE,
+            status=SpanStatus.RUNNING,
+            inputs=inputs,
+            listed=spans,
         )
         self.knowledge.touch(k.id)
 

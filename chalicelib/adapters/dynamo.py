@@ -1718,6 +1718,11 @@ class DynamoSpanRepo:
         except DoesNotExist:
             return None
 
+    def get_many(self, knowledge_id: str, attempt: int, span_ids: Sequence[str]) -> dict[str, Span]:
+        keys = [(knowledge_id, self._key(attempt, span_id)) for span_id in dict.fromkeys(span_ids)]
+        spans = (span_from_body(item.body) for item in self.model.batch_get(keys, consistent_read=True))
+        return {span.span_id: span for span in spans}
+
     def list(self, knowledge_id: str, attempt: int) -> list[Span]:
         prefix = f"{attempt:06d}#"
         query = self.model.query(knowledge_id, self.model.span_key.startswith(prefix), consistent_read=True)

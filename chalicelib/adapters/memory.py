@@ -634,6 +634,12 @@ class MemorySpanRepo:
             span = self._rows.get(knowledge_id, {}).get((attempt, span_id))
             return copy.deepcopy(span) if span else None
 
+    def get_many(self, knowledge_id: str, attempt: int, span_ids: Sequence[str]) -> dict[str, Span]:
+        with self._lock:
+            spans = self._rows.get(knowledge_id, {})
+            found = {span_id: spans.get((attempt, span_id)) for span_id in span_ids}
+            return {span_id: copy.deepcopy(span) for span_id, span in found.items() if span is not None}
+
     def list(self, knowledge_id: str, attempt: int) -> list[Span]:
         """Ordered by span id, as the `{attempt}#{span_id}` range key orders them."""
         with self._lock:

@@ -544,6 +544,9 @@ class RepoContract:
         stored = repos.spans.get(kid, 2, "chunking")
         assert stored is not None and stored.outputs == {"n": 1} and stored.kind == SpanKind.STAGE
         assert repos.spans.get(kid, 3, "root") is None
+        many = repos.spans.get_many(kid, 1, ["root", "docreader", "embedding", "root"])
+        assert sorted(many) == ["docreader", "root"] and many["docreader"].status == SpanStatus.DONE
+        assert repos.spans.get_many(kid, 3, ["root"]) == {}
         repos.spans.put(replace(spans[1], status=SpanStatus.FAILED, error_code="X"))
         updated = repos.spans.get(kid, 1, "docreader")
         assert updated is not None and updated.status == SpanStatus.FAILED and updated.error_code == "X"
