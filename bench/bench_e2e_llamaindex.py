@@ -12,7 +12,7 @@ MarkItDown reads), the same for both sides:
   queues, handlers and state machine, the embedded index) with its pollers in the background and the embedding workers the local runtime runs (one
   single-threaded process per core, at most 2), the default knowledge base (WeKnora's default chunking,
   512/80 runes, and the int8-arithmetic MiniLM). The clock runs from the first upload until every document
-  is enabled (searchable: embedded and indexed; each row is read every 0.2 s); then one search through
+  is enabled (searchable: embedded and indexed; each row is read every 0.5 s); then one search through
   the API proves it. `--timeline` prints each document's stage spans and each upload request's time.
 - LlamaIndex (bench/peer_llamaindex_e2e.py in the peer venv): MarkItDown, an IngestionPipeline with
   SentenceSplitter and the shipped MiniLM ONNX file (the one our stack quantises; same tokenizer and
@@ -123,7 +123,7 @@ def ours(workers: int | None) -> dict[str, Any]:
                         pending.discard(knowledge_id)
                 if time.monotonic() - started > 3600:
                     raise TimeoutError(f"{len(pending)} documents not searchable after an hour")
-                time.sleep(0.2)  # each look is a read per pending row through the emulator
+                time.sleep(0.5)  # each look is a read per pending row through the emulator
             elapsed = time.monotonic() - started
             search = client.http.post(
                 f"/api/v1/knowledge-bases/{kb['id']}/hybrid-search",

@@ -262,10 +262,6 @@ class KnowledgeRepo(Protocol):
         conditional write): a second redrive of the same dead attempt finds the row moved on. None then."""
         ...
 
-    def touch(self, knowledge_id: str) -> None:
-        """Heartbeat: bumps updated_at."""
-        ...
-
     def mark_deleting(self, knowledge_id: str) -> Knowledge | None:
         """Any state -> deleting (one conditional write); the row as it now is, None when it is missing.
         A row already being deleted is returned as it is."""

@@ -124,7 +124,6 @@ class SpanTracker:
             inputs=inputs,
             listed=spans,
         )
-        self.knowledge.touch(k.id)
 
     def end_stage(self, k: Knowledge, stage: Stage, outputs: Mapping[str, Any] | None = None) -> None:
         self._safely("end", self._end, k, stage, outputs)
@@ -133,7 +132,6 @@ class SpanTracker:
         self._upsert(
             k.id, k.attempt, stage.value, kind=SpanKind.STAGE, status=SpanStatus.DONE, outputs=outputs
         )
-        self.knowledge.touch(k.id)
 
     def progress(self, k: Knowledge, stage: Stage, outputs: Mapping[str, Any]) -> None:
         """A heartbeat inside a long stage."""

@@ -1092,10 +1092,6 @@ class DynamoKnowledgeRepo:
             (m.attempt == attempt) & m.parse_status.is_in(*IN_FLIGHT),
         )
 
-    def touch(self, knowledge_id: str) -> None:
-        m = self.model
-        self._update(knowledge_id, [m.updated_at.set(now_iso())], m.parse_status.is_in(*IN_FLIGHT))
-
     def set_summary_status(self, knowledge_id: str, status: str, *, only_if: str | None = None) -> bool:
         m = self.model
         actions = [m.summary_status.set(status), m.updated_at.set(now_iso())]

@@ -491,13 +491,6 @@ class MemoryKnowledgeRepo:
             knowledge_id, lambda k: k.attempt == attempt and k.parse_status in from_statuses, change
         )
 
-    def touch(self, knowledge_id: str) -> None:
-        self._update(knowledge_id, lambda k: is_in_flight(k.parse_status), self._bump)
-
-    @staticmethod
-    def _bump(k: Knowledge) -> None:
-        k.updated_at = _now()
-
     def set_summary_status(self, knowledge_id: str, status: str, *, only_if: str | None = None) -> bool:
         def change(k: Knowledge) -> None:
             k.summary_status = SummaryStatus(status)

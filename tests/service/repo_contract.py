@@ -356,20 +356,6 @@ class RepoContract:
         with pytest.raises(LookupError):
             repos.knowledge.reset_for_reparse(new_id(), None)
 
-    def test_touch_bumps_only_rows_in_flight(self, repos: Repos) -> None:
-        old = datetime.now(UTC) - timedelta(hours=3)
-        live, done = row(updated_at=old), row(updated_at=old, parse_status=ParseStatus.COMPLETED)
-        repos.knowledge.insert(live)
-        repos.knowledge.insert(done)
-        cutoff = iso_before(3600)
-        assert live.id in {k.id for k in repos.knowledge.in_flight_older_than(cutoff)}
-        repos.knowledge.touch(live.id)
-        repos.knowledge.touch(done.id)
-        repos.knowledge.touch(new_id())  # a missing row is not an error
-        assert live.id not in {k.id for k in repos.knowledge.in_flight_older_than(cutoff)}
-        stored = repos.knowledge.get(done.id)
-        assert stored is not None and to_iso(stored.updated_at) == to_iso(old)
-
     def test_in_flight_rows_are_found_by_age_and_state(self, repos: Repos) -> None:
         old = datetime.now(UTC) - timedelta(hours=3)
         made = {status: row(parse_status=status, updated_at=old) for status in ParseStatus}
