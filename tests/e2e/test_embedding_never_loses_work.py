@@ -176,3 +176,10 @@ def test_a_stage_near_its_lambda_timeout_hands_over_to_a_fresh_invocation(
     # one window per invocation, no text embedded twice; then the summary chunk
     assert len(model.calls) == batches + SUMMARY_TEXTS
     assert knowledge["error_message"] == ""
+
+
+def test_the_local_embedding_queue_runs_two_invocations_per_model_worker(runtime: LocalRuntime) -> None:
+    """Between model calls an invocation waits on the tables; a second one keeps the worker busy."""
+    from chalicelib.local.runtime import EMBEDDING_HANDLER
+
+    assert runtime.poller(EMBEDDING_HANDLER).concurrency == 2 * runtime.embed_workers
