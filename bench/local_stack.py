@@ -18,8 +18,10 @@ def load_app() -> Any:
 
 
 def start_local_stack(state_dir: Path, **options: Any) -> Any:
-    """A started LocalRuntime (no retry delay) on a moto server in a process of its own, as `make run`
-    has it (AWS's services do not share the pipeline's cores either); `options` go to LocalRuntime."""
+    """A started LocalRuntime (no retry delay) as `make run` has it: moto in a process of its own (AWS's
+    services do not share the pipeline's cores either) and LOCAL_CONCURRENCY invocations per stage queue;
+    `options` go to LocalRuntime."""
+    from chalicelib.local.cli import LOCAL_CONCURRENCY
     from chalicelib.local.runtime import LocalRuntime
     from chalicelib.settings import get_settings
 
@@ -31,7 +33,7 @@ def start_local_stack(state_dir: Path, **options: Any) -> Any:
         separate_moto_process=True,
         stage="local",
         project_dir=ROOT,
-        **options,
+        **{"concurrency": LOCAL_CONCURRENCY, **options},
     )
     atexit.register(runtime.stop)
     runtime.start(background=False)

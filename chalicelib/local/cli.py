@@ -44,6 +44,9 @@ DEFAULT_KEY = "local-dev-key"
 DEFAULT_OPERATOR_KEY = "local-operator-key"
 #: where `up` keeps moto's state between runs, inside the state dir
 SNAPSHOT_DIR = "moto-snapshot"
+#: invocations each stage queue runs at once under `up` (and the benches): on AWS a queue's Lambda runs
+#: several; here two let one document's stage work while another's waits on the tables
+LOCAL_CONCURRENCY = 2
 
 
 def default_api() -> str:
@@ -516,6 +519,7 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
         state_dir=state_dir,
         port=args.moto_port,
         separate_moto_process=True,  # moto's request handling off the stages' GIL (see moto_server.py)
+        concurrency=args.concurrency,
         project_dir=Path.cwd(),
         stage=args.stage,  # default "local": .chalice/config.json's stage for local:// storage
     )
@@ -687,6 +691,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="template parameter")
     up.add_argument("--moto-port", type=int, default=0, help="moto server port (default: any free port)")
+    up.add_argument(
+        "--concurrency",
+        type=int,
+        default=LOCAL_CONCURRENCY,
+        help="invocations each stage queue runs at once, as Lambda runs several (default %(default)s)",
+    )
     up.add_argument("--fresh", action="store_true", help="start from an empty state (deletes the state dir)")
     up.add_argument(
         "--snapshot-interval",
