@@ -1,6 +1,6 @@
 """Issue 12 benchmark: end to end, upload to searchable, our local stack against LlamaIndex.
 
-    .venv/bin/python bench/bench_e2e_llamaindex.py [--peer-venv DIR] [--workers N] [--skip-peer] [--timeline]
+    .venv/bin/python bench/bench_e2e_llamaindex.py [--peer-venv DIR] [--workers N] [--skip-peer] [--timeline] [--rounds N]
 
 The peer venv is /work/shared/peer-bench's (`bash make_venv.sh DIR`; it carries onnxruntime and
 tokenizers through markitdown[all]); default DIR: $WEKNORA_PEER_VENV, else .peer-venv in the repository.
@@ -21,8 +21,9 @@ MarkItDown reads), the same for both sides:
   peer-bench setting, against which our default chunking makes ~3x more chunks to embed). Also once with
   our int8-arithmetic file at matched granularity, to separate the model from the pipeline.
 
-Models are loaded before the clock on both sides (LlamaIndex's MarkItDown is warmed up too). One round per
-configuration: the figures move with the load of the shared 2-core machine.
+Models are loaded before the clock on both sides (LlamaIndex's MarkItDown is warmed up too). `--rounds N`
+interleaves N rounds (ours, then each LlamaIndex configuration) and reports medians: one round moves by
+±15% with the load of the shared 2-core machine.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -196,6 +198,7 @@ def main() -> None:
     )
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--timeline", action="store_true", help="print each document's stage spans")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (medians are reported)")
     parser.add_argument("--matched-chunk-size", type=int, default=0, help="tokens (default: from our chunks)")
     args = parser.parse_args()
 
@@ -205,47 +208,61 @@ def main() -> None:
     qint8_file = MiniLmEmbedding().model_file()  # built now (install step) if not cached: not timed
     print(f"{len(DOCS)} documents from {CORPUS}")
 
-    us = ours(args.workers)
-    print(
-        f"ours: {us['docs']} docs, {us['chunks']} chunks (mean {us['mean_chunk_chars']:.0f} chars), "
-        f"{us['total_s']:.1f} s upload to searchable; {us['embed_workers']} embedding workers, {us['model']}; "
-        f"failed {us['failed']}; search {us['search_status']} with {us['search_hits']} hits; "
-        f"stage seconds summed over documents {us['stage_seconds']}",
-        flush=True,
-    )
-    if args.timeline:
-        print("seconds after the first upload, per document:", *us["timeline"], sep="\n")
-        print("upload request seconds:", us["upload_seconds"])
-    if args.skip_peer:
-        return
-    # SentenceSplitter's size is in tokens, its nodes average ~2.35 characters per token of chunk size here
-    # (measured: 113 gave 266-character nodes, 512 gave 1,405): size it to make about our chunk count.
-    matched = args.matched_chunk_size or max(64, round(us["mean_chunk_chars"] / 2.35))
-    runs = {
-        f"LlamaIndex matched ({matched}/{max(10, matched // 10)} tokens), shipped file": (
-            shipped_file,
-            matched,
-            max(10, matched // 10),
-        ),
-        "LlamaIndex default (512/50 tokens), shipped file": (shipped_file, 512, 50),
-        f"LlamaIndex matched ({matched} tokens), our int8-arithmetic file": (
-            qint8_file,
-            matched,
-            max(10, matched // 10),
-        ),
-    }
-    results = {}
-    for label, (model_file, size, overlap) in runs.items():
-        results[label] = r = peer(args.peer_venv, model_file, size, overlap)
+    ours_s: list[float] = []
+    peers_s: dict[str, list[float]] = {}
+    for round_no in range(1, args.rounds + 1):
+        us = ours(args.workers)
+        ours_s.append(us["total_s"])
         print(
-            f"{label}: {r['docs']} docs, {r['nodes']} nodes (mean {r['mean_node_chars']:.0f} chars), "
-            f"{r['total_s']:.1f} s (parse {r['parse_s']:.1f}, pipeline {r['pipeline_s']:.1f}, "
-            f"index {r['index_s']:.1f}); failed {r['failed']}; ratio ours {r['total_s'] / us['total_s']:.2f}x",
+            f"round {round_no} ours: {us['docs']} docs, {us['chunks']} chunks "
+            f"(mean {us['mean_chunk_chars']:.0f} chars), {us['total_s']:.1f} s upload to searchable; "
+            f"{us['embed_workers']} embedding workers, {us['model']}; failed {us['failed']}; "
+            f"search {us['search_status']} with {us['search_hits']} hits; "
+            f"stage seconds summed over documents {us['stage_seconds']}",
             flush=True,
         )
-    print("\nsummary (LlamaIndex time / our time; goal >= 3x matched, >= 1.5x default):")
-    for label, r in results.items():
-        print(f"  {label:62} {r['total_s'] / us['total_s']:5.2f}x")
+        if args.timeline:
+            print("seconds after the first upload, per document:", *us["timeline"], sep="\n")
+            print("upload request seconds:", us["upload_seconds"])
+        if args.skip_peer:
+            continue
+        # SentenceSplitter's size is in tokens, its nodes average ~2.35 characters per token of chunk size
+        # here (measured: 113 gave 266-character nodes, 512 gave 1,405): size it to make our chunk count.
+        matched = args.matched_chunk_size or max(64, round(us["mean_chunk_chars"] / 2.35))
+        overlap = max(10, matched // 10)
+        runs = {
+            f"LlamaIndex matched ({matched}/{overlap} tokens), shipped file": (
+                shipped_file,
+                matched,
+                overlap,
+            ),
+            "LlamaIndex default (512/50 tokens), shipped file": (shipped_file, 512, 50),
+            f"LlamaIndex matched ({matched} tokens), our int8-arithmetic file": (
+                qint8_file,
+                matched,
+                overlap,
+            ),
+        }
+        for label, (model_file, size, peer_overlap) in runs.items():
+            r = peer(args.peer_venv, model_file, size, peer_overlap)
+            peers_s.setdefault(label, []).append(r["total_s"])
+            print(
+                f"round {round_no} {label}: {r['docs']} docs, {r['nodes']} nodes "
+                f"(mean {r['mean_node_chars']:.0f} chars), {r['total_s']:.1f} s (parse {r['parse_s']:.1f}, "
+                f"pipeline {r['pipeline_s']:.1f}, index {r['index_s']:.1f}); failed {r['failed']}; "
+                f"ratio ours {r['total_s'] / us['total_s']:.2f}x",
+                flush=True,
+            )
+    ours_median = statistics.median(ours_s)
+    print(f"\nours: median {ours_median:.1f} s of {[round(t, 1) for t in ours_s]}")
+    if not peers_s:
+        return
+    print("summary (median LlamaIndex time / median of ours; goal >= 3x matched, >= 1.5x default):")
+    for label, times in peers_s.items():
+        median = statistics.median(times)
+        print(
+            f"  {label:62} {median:6.1f} s  {median / ours_median:5.2f}x  rounds {[round(t, 1) for t in times]}"
+        )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ def start_local_stack(state_dir: Path, **options: Any) -> Any:
     """A started LocalRuntime (no retry delay) as `make run` has it: moto in a process of its own (AWS's
     services do not share the pipeline's cores either) and LOCAL_CONCURRENCY invocations per stage queue;
     `options` go to LocalRuntime."""
+    from chalicelib.bootstrap import set_deps
     from chalicelib.local.cli import LOCAL_CONCURRENCY
     from chalicelib.local.runtime import LocalRuntime
     from chalicelib.settings import get_settings
@@ -38,4 +39,5 @@ def start_local_stack(state_dir: Path, **options: Any) -> Any:
     atexit.register(runtime.stop)
     runtime.start(background=False)
     get_settings.cache_clear()  # the runtime set the stack's environment: read the settings again
+    set_deps(None)  # and build the adapters anew (another stack of this process had another endpoint)
     return runtime
