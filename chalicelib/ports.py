@@ -527,6 +527,13 @@ class GraphRepo(Protocol):
 
     def delete_knowledge(self, kb_id: str, knowledge_id: str) -> int: ...
 
+    def keep_only_attempt(self, kb_id: str, knowledge_id: str, chunk_prefix: str) -> int:
+        """Drops what the knowledge's other attempts contributed: chunk ids that do not start with
+        `chunk_prefix` leave every fact, and a fact left with none goes (unless a chunk id was added
+        meanwhile), so facts the current attempt writes concurrently are never lost. Returns the facts
+        removed."""
+        ...
+
 
 @dataclass
 class WikiOp:

@@ -1377,6 +1377,33 @@ class DynamoGraphRepo:
                 batch.delete(self.model(item.kb_id, item.key))
         return len(items)
 
+    def keep_only_attempt(self, kb_id: str, knowledge_id: str, chunk_prefix: str) -> int:
+        m = self.model
+        removed = 0
+        # The index holds keys only: the facts themselves are read (consistently) for their chunk ids.
+        keys = [(i.kb_id, i.key) for i in m.knowledge_index.query(knowledge_id) if i.kb_id == kb_id]
+        for item in m.batch_get(keys, consistent_read=True):
+            chunk_ids = set(item.chunk_ids or ())
+            stale = {c for c in chunk_ids if not c.startswith(chunk_prefix)}
+            if not stale:
+                continue
+            fact = m(item.kb_id, item.key)
+            try:  # a set DELETE is atomic: an id added meanwhile stays
+                fact.update(actions=[m.chunk_ids.delete(stale)], condition=m.knowledge_id.exists())
+            except UpdateError as error:
+                if not _condition_failed(error):
+                    raise
+                continue  # already gone
+            if chunk_ids - stale:
+                continue
+            try:  # only while no chunk id came in since: DynamoDB drops a set emptied by DELETE
+                fact.delete(condition=m.chunk_ids.does_not_exist())
+                removed += 1
+            except DeleteError as error:
+                if not _condition_failed(error):
+                    raise
+        return removed
+
 
 # ---------------------------------------------------------------- wiki
 

@@ -1125,6 +1125,7 @@ class MemoryGraphRepo:
     def __init__(self) -> None:
         self._nodes: dict[tuple[str, str, str], GraphNode] = {}  # (kb, entity key, knowledge)
         self._edges: dict[tuple[str, str, str, str, str], GraphEdge] = {}  # (kb, a, rel, b, knowledge)
+        self._edge_chunks: dict[tuple[str, str, str, str, str], set[str]] = {}
         self._lock = threading.Lock()
 
     def add(
@@ -1141,9 +1142,10 @@ class MemoryGraphRepo:
                 )
                 node.attributes = sorted(set(node.attributes) | set(attributes))
                 node.chunk_ids = sorted(set(node.chunk_ids) | {chunk_id})
-            for source, relation, target, _chunk_id in relations:
+            for source, relation, target, chunk_id in relations:
                 key = (kb_id, entity_key(source), relation.casefold(), entity_key(target), knowledge_id)
                 self._edges.setdefault(key, GraphEdge(source, relation, target, [knowledge_id]))
+                self._edge_chunks.setdefault(key, set()).add(chunk_id)
 
     def _node(self, kb_id: str, key: str) -> GraphNode | None:
         parts = [n for (kb, k, _), n in self._nodes.items() if kb == kb_id and k == key]
@@ -1178,7 +1180,26 @@ class MemoryGraphRepo:
                 del self._nodes[node]
             for edge in edges:
                 del self._edges[edge]
+                self._edge_chunks.pop(edge, None)
             return len(nodes) + 2 * len(edges)
+
+    def keep_only_attempt(self, kb_id: str, knowledge_id: str, chunk_prefix: str) -> int:
+        removed = 0
+        with self._lock:
+            for key, node in list(self._nodes.items()):
+                if key[0] == kb_id and key[2] == knowledge_id:
+                    node.chunk_ids = [c for c in node.chunk_ids if c.startswith(chunk_prefix)]
+                    if not node.chunk_ids:
+                        del self._nodes[key]
+                        removed += 1
+            for edge_key, chunk_ids in list(self._edge_chunks.items()):
+                if edge_key[0] == kb_id and edge_key[4] == knowledge_id:
+                    kept = {c for c in chunk_ids if c.startswith(chunk_prefix)}
+                    self._edge_chunks[edge_key] = kept
+                    if not kept:
+                        del self._edges[edge_key], self._edge_chunks[edge_key]
+                        removed += 2  # the edge and its reverse, as the DynamoDB items
+        return removed
 
 
 class MemoryWikiRepo:

@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import metering
 from ..domain.filetypes import DATA_TABLE_EXTENSIONS
+from ..domain.ids import attempt_chunk_prefix
 from ..domain.process_config import EffectiveProcessConfig, resolve
 from ..domain.storage_keys import parsed_markdown_key
 from ..domain.types import (
@@ -89,7 +90,11 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
     if any(s["kind"] == "summary" for s in subtasks):
         deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PENDING.value)
     if effective.graph_enabled and effective.has_chat_model:
-        deps.graph.delete_knowledge(kb.id, knowledge.id)  # a new attempt extracts afresh
+        # A new attempt extracts afresh: earlier attempts' facts go. Not this attempt's: a duplicate of this
+        # message may run after another copy settled and its graph subtasks began to write.
+        deps.graph.keep_only_attempt(
+            kb.id, knowledge.id, attempt_chunk_prefix(knowledge.id, knowledge.attempt)
+        )
     planned = [s["id"] for s in subtasks]
     deps.tracker.end_stage(
         knowledge, Stage.POSTPROCESS, {"planned": planned, "not_planned": not_planned, **table}

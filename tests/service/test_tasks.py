@@ -476,3 +476,33 @@ def test_a_subtask_outside_the_count_releases_nothing(
     run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, "", subtask=refresh))
     row = rows.get(knowledge.id)
     assert row is not None and (row.parse_status, row.pending_subtasks_count) == (ParseStatus.FINALIZING, 1)
+
+
+def test_a_late_copy_of_the_plan_keeps_the_graph_facts_its_attempt_already_wrote(
+    deps: Services, tenant: Tenant, queue: MemoryTaskQueue, workflow: MemoryWorkflow
+) -> None:
+    """At-least-once: a second copy of the plan message can run after the first settled the row and its
+    graph subtasks began to write. Its clean-up drops only earlier attempts' facts."""
+    from scripted_llm import CHAT, ScriptedLLM, use_models
+
+    from chalicelib.domain.ids import chunk_id
+
+    with ScriptedLLM() as llm:
+        use_models(deps, llm)
+        kb = create_kb(
+            deps,
+            tenant.id,
+            CreateKnowledgeBase(
+                name="graphs", summary_model_id=CHAT, indexing_strategy={"graph_enabled": True}
+            ),
+        )
+        knowledge = indexed(deps, kb)
+        earlier, own = chunk_id(knowledge.id, 0, 0), chunk_id(knowledge.id, knowledge.attempt, 0)
+        deps.graph.add(kb.id, knowledge.id, [("Crane", [], earlier)], [])  # a stale attempt's fact
+        deps.graph.add(kb.id, knowledge.id, [("Berth", [], own)], [])  # written by this attempt's subtask
+        run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
+    (answer,) = workflow.answers_to("plan")
+    assert any(s["kind"] == "graph" for s in answer.output["subtasks"])
+    berth = deps.graph.neighbourhood(kb.id, "Berth").entity
+    assert berth is not None and berth.chunk_ids == [own]
+    assert deps.graph.neighbourhood(kb.id, "Crane").entity is None
