@@ -371,8 +371,11 @@ def index_knowledge(
 def _totals(deps: Dependencies, knowledge: Knowledge) -> tuple[int, int]:
     """The attempt's chunks and text chunks, as chunking (or an earlier slice) recorded them on its span;
     counted once, a page at a time, for an attempt chunked before chunking recorded them."""
+    spans = deps.spans.get_many(
+        knowledge.id, knowledge.attempt, (Stage.EMBEDDING.value, Stage.CHUNKING.value)
+    )
     for stage in (Stage.EMBEDDING, Stage.CHUNKING):
-        span = deps.spans.get(knowledge.id, knowledge.attempt, stage.value)
+        span = spans.get(stage.value)
         outputs = span.outputs if span is not None else {}
         chunks, texts = outputs.get("chunks", outputs.get("chunks_total")), outputs.get("texts_total")
         if isinstance(chunks, int) and isinstance(texts, int):
