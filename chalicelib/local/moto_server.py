@@ -15,6 +15,7 @@ import argparse
 import atexit
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -228,6 +229,7 @@ def _start_child(port: int, region: str) -> tuple[subprocess.Popen[str], int]:
     """`python -m chalicelib.local.moto_server` in a child process; returns it and the port it bound."""
     process = subprocess.Popen(
         [sys.executable, "-m", "chalicelib.local.moto_server", "--port", str(port), "--region", region],
+        stdin=subprocess.PIPE,  # never written: the child stops when it closes, i.e. when this process ends
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -250,9 +252,14 @@ def serve(port: int, region: str) -> None:
     _point_sdk_at(bound, region)  # moto's Step Functions interpreter calls the other services back
     print(f"{_READY}{bound}", flush=True)
     stopped = threading.Event()
-    import signal
-
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+
+    # The parent holds our stdin open: end of file means it is gone (even killed), so no server outlives it.
+    def stop_when_orphaned() -> None:
+        sys.stdin.read()
+        stopped.set()
+
+    threading.Thread(target=stop_when_orphaned, daemon=True).start()
     stopped.wait()
     server.stop()
 

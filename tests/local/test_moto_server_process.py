@@ -67,3 +67,37 @@ def test_stop_ends_the_child_process(child: MotoServer) -> None:
     assert process is not None and process.poll() is None
     child.stop()
     assert process.poll() is not None and not child.running
+
+
+def test_the_child_stops_when_its_parent_is_gone() -> None:
+    """A parent killed outright never calls stop(): the child sees its stdin close and exits."""
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from chalicelib.local.moto_server import MotoServer; import time; "
+            "s = MotoServer(separate_process=True).start(); print(s._process.pid, flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdout is not None
+    child_pid = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while _alive(child_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child_pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"  # a zombie has exited (init reaps it)
+    except FileNotFoundError:
+        return False
