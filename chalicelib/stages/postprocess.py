@@ -34,7 +34,7 @@ from ..domain.types import (
 from ..observability import logger
 from ..ports import Dependencies, IndexSpace, ModelRequestError
 from .messages import TaskMessageModel
-from .runner import Skip, kept_after_write, run_task, task_knowledge
+from .runner import Skip, checked_task_row, kept_after_write, run_task
 
 TEXT_LIKE = (ChunkType.TEXT, ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION)
 WINDOW = 20
@@ -55,10 +55,9 @@ def run(deps: Dependencies, task: TaskMessageModel) -> dict[str, Any]:
         return {"skipped": True, "reason": str(skipped), "subtasks": [], "count": 0}
 
 
-def _settled(deps: Dependencies, task: TaskMessageModel) -> dict[str, Any] | None:
+def _settled(row: Knowledge | None, task: TaskMessageModel) -> dict[str, Any] | None:
     """The answer of a plan already settled on the row for this attempt (a redelivered or duplicate task
     whose first copy set the row before its answer was sent or seen); None when the row is not settled."""
-    row = deps.knowledge.get(task.knowledge_id)
     if row is None or row.attempt != task.attempt or row.parse_status not in SETTLED:
         return None
     metering.attribute(row.kb_id, row.tenant_id)
@@ -72,10 +71,11 @@ def answer(subtasks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, Any]:
-    settled = _settled(deps, task)
+    row = deps.knowledge.get(task.knowledge_id)
+    settled = _settled(row, task)
     if settled is not None:
         return settled
-    knowledge = task_knowledge(deps, task, ParseStatus.PROCESSING)
+    knowledge = checked_task_row(row, task, ParseStatus.PROCESSING)
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
         raise Skip("knowledge base deleted")
@@ -106,7 +106,7 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
     plan_record = {"planned": planned, "not_planned": not_planned}
     if deps.knowledge.settle_plan(knowledge.id, knowledge.attempt, len(subtasks), plan_record) is None:
         # another copy of this task settled the row first (answer its plan), or the row moved on (skip)
-        settled = _settled(deps, task)
+        settled = _settled(deps.knowledge.get(task.knowledge_id), task)
         if settled is None:
             raise Skip("superseded, cancelled or deleted")
         return settled

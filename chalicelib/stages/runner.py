@@ -233,7 +233,13 @@ class Skip(Exception):
 
 
 def task_knowledge(deps: Dependencies, task: TaskMessageModel, *statuses: ParseStatus) -> Knowledge:
-    knowledge = deps.knowledge.get(task.knowledge_id)
+    return checked_task_row(deps.knowledge.get(task.knowledge_id), task, *statuses)
+
+
+def checked_task_row(
+    knowledge: Knowledge | None, task: TaskMessageModel, *statuses: ParseStatus
+) -> Knowledge:
+    """The task's row as just read, if it is still the task's attempt in one of `statuses`; else Skip."""
     if knowledge is None or knowledge.attempt != task.attempt or knowledge.parse_status not in statuses:
         raise Skip("superseded, cancelled or deleted")
     metering.attribute(knowledge.kb_id, knowledge.tenant_id)
