@@ -115,48 +115,20 @@ class SpanTracker:
         root = spans.get(ROOT)
         if root is None or root.status == SpanStatus.PENDING:
             self._upsert(k.id, k.attempt, ROOT, kind=SpanKind.ROOT, status=SpanStatus.RUNNING, listed=spans)
-        self._upsert(
-            k.id,
-            k.attempt,
-            stage.value,
-            kind=SpanKind.STAGE,
-            status=SpanStatus.RUNNING,
-            inputs=inputs,
-            listed=spans,
-        )
+        self._stage(k, stage, SpanStatus.RUNNING, inputs=inputs, listed=spans)
 
     def end_stage(self, k: Knowledge, stage: Stage, outputs: Mapping[str, Any] | None = None) -> None:
-        self._safely("end", self._end, k, stage, outputs)
-
-    def _end(self, k: Knowledge, stage: Stage, outputs: Mapping[str, Any] | None) -> None:
-        self._upsert(
-            k.id, k.attempt, stage.value, kind=SpanKind.STAGE, status=SpanStatus.DONE, outputs=outputs
-        )
+        self._safely("end", self._stage, k, stage, SpanStatus.DONE, outputs=outputs)
 
     def progress(self, k: Knowledge, stage: Stage, outputs: Mapping[str, Any]) -> None:
         """A heartbeat inside a long stage."""
-        self._safely(
-            "progress",
-            self._upsert,
-            k.id,
-            k.attempt,
-            stage.value,
-            kind=SpanKind.STAGE,
-            status=SpanStatus.RUNNING,
-            outputs=outputs,
-        )
+        self._safely("progress", self._stage, k, stage, SpanStatus.RUNNING, outputs=outputs)
 
     def skip_stage(self, k: Knowledge, stage: Stage, reason: str) -> None:
-        self._safely(
-            "skip",
-            self._upsert,
-            k.id,
-            k.attempt,
-            stage.value,
-            kind=SpanKind.STAGE,
-            status=SpanStatus.SKIPPED,
-            outputs={"reason": reason},
-        )
+        self._safely("skip", self._stage, k, stage, SpanStatus.SKIPPED, outputs={"reason": reason})
+
+    def _stage(self, k: Knowledge, stage: Stage, status: SpanStatus, **change: Any) -> Span:
+        return self._upsert(k.id, k.attempt, stage.value, kind=SpanKind.STAGE, status=status, **change)
 
     def fail_stage(self, knowledge_id: str, attempt: int, stage: Stage, code: str, message: str) -> None:
         self._safely("fail", self._fail, knowledge_id, attempt, stage, code, message)
@@ -171,17 +143,19 @@ class SpanTracker:
             error_code=code,
             error_message=message,
         )
-        for dependent in DEPENDENTS[stage]:
-            existing = self.spans.get(knowledge_id, attempt, dependent.value)
-            if existing is None or existing.status in OPEN:
+        dependents = [d.value for d in DEPENDENTS[stage]]
+        existing = self.spans.get_many(knowledge_id, attempt, dependents) if dependents else {}
+        for dependent in dependents:
+            if dependent not in existing or existing[dependent].status in OPEN:
                 self._upsert(
                     knowledge_id,
                     attempt,
-                    dependent.value,
+                    dependent,
                     kind=SpanKind.STAGE,
                     status=SpanStatus.CANCELLED,
                     error_code=SpanErrorCode.UPSTREAM_FAILED,
                     error_message=f"{stage.value} failed",
+                    listed=existing,
                 )
         if stage in (Stage.DOCREADER, Stage.CHUNKING, Stage.EMBEDDING, Stage.POSTPROCESS):
             self._upsert(
@@ -200,7 +174,8 @@ class SpanTracker:
         """Closes the root and every open span (completion, cancel, housekeeping)."""
 
         def close() -> None:
-            for span in self.spans.list(knowledge_id, attempt):
+            listed = {span.span_id: span for span in self.spans.list(knowledge_id, attempt)}
+            for span in listed.values():
                 if span.span_id != ROOT and span.status in OPEN:
                     target = SpanStatus.CANCELLED if status != SpanStatus.DONE else SpanStatus.SKIPPED
                     self._upsert(
@@ -211,6 +186,7 @@ class SpanTracker:
                         status=target,
                         error_code=code,
                         error_message=message,
+                        listed=listed,
                     )
             self._upsert(
                 knowledge_id,
@@ -220,6 +196,7 @@ class SpanTracker:
                 status=status,
                 error_code=code,
                 error_message=message,
+                listed=listed,
             )
 
         self._safely("close", close)
