@@ -59,6 +59,15 @@ def services(runtime: LocalRuntime) -> Services:
     return get_deps()
 
 
+@pytest.fixture(scope="module")
+def module_services(_runtime: LocalRuntime) -> Iterator[Services]:
+    """One reset for a module whose tests work on fresh ids (the repository contracts share the tables)."""
+    _runtime.reset(clear_state=True)
+    set_deps(None)
+    yield get_deps()
+    set_deps(None)
+
+
 class Api:
     """The HTTP API through Chalice's test client, with one tenant's key."""
 

@@ -3,24 +3,19 @@ tests/service, so a service test on the fakes says something true of the real ta
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from service.repo_contract import RepoContract, Repos
 from service.tag_contract import TagContract
 
-from chalicelib.bootstrap import get_deps, set_deps
-from chalicelib.local.runtime import LocalRuntime
+from chalicelib.bootstrap import Services
 
 
 @pytest.fixture(scope="module")
-def tables(_runtime: LocalRuntime) -> Iterator[Repos]:
-    """One reset for the module: the contract works on fresh ids, so its tests can share the tables."""
-    _runtime.reset(clear_state=True)
-    set_deps(None)
-    deps = get_deps()
-    yield Repos(
+def tables(module_services: Services) -> Repos:
+    deps = module_services
+    return Repos(
         deps.knowledge,
         deps.chunks,
         deps.spans,
@@ -30,7 +25,6 @@ def tables(_runtime: LocalRuntime) -> Iterator[Repos]:
         deps.api_keys,
         deps.tags,
     )
-    set_deps(None)
 
 
 class TestDynamoRepos(RepoContract, TagContract):
