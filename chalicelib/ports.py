@@ -268,11 +268,18 @@ class KnowledgeRepo(Protocol):
         ...
 
     def settle_plan(
-        self, knowledge_id: str, attempt: int, count: int, plan: Mapping[str, Any]
+        self,
+        knowledge_id: str,
+        attempt: int,
+        count: int,
+        plan: Mapping[str, Any],
+        *,
+        summary_pending: bool = False,
     ) -> Knowledge | None:
         """processing -> finalizing with `count` subtask slots (error cleared, no slot released yet), or
-        -> completed when `count` is 0; the plan stored on the row in the same conditional write. None when
-        the row is missing, superseded or no longer processing."""
+        -> completed when `count` is 0; the plan stored on the row (and the summary marked pending when one
+        is planned) in the same conditional write. None when the row is missing, superseded or no longer
+        processing."""
         ...
 
     def release_slot(self, knowledge_id: str, attempt: int, subtask_id: str) -> int | None:
@@ -306,9 +313,12 @@ class KnowledgeRepo(Protocol):
 
     def summaries_processing_older_than(self, cutoff_iso: str) -> list[Knowledge]: ...
 
-    def set_summary_status(self, knowledge_id: str, status: str, *, only_if: str | None = None) -> bool: ...
-
-    def set_description(self, knowledge_id: str, description: str) -> None: ...
+    def set_summary_status(
+        self, knowledge_id: str, status: str, *, only_if: str | None = None, description: str | None = None
+    ) -> bool:
+        """The summary's status (and, when given, the description it produced) in one write; False when the
+        row is missing or its status is not `only_if`."""
+        ...
 
     def move_to_kb(
         self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str

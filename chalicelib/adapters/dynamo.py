@@ -1007,11 +1007,19 @@ class DynamoKnowledgeRepo:
         )
 
     def settle_plan(
-        self, knowledge_id: str, attempt: int, count: int, plan: Mapping[str, Any]
+        self,
+        knowledge_id: str,
+        attempt: int,
+        count: int,
+        plan: Mapping[str, Any],
+        *,
+        summary_pending: bool = False,
     ) -> Knowledge | None:
         m = self.model
         now = now_iso()
         actions: list[Any] = [m.enrichment.set(dict(plan)), m.updated_at.set(now)]
+        if summary_pending:
+            actions += [m.summary_status.set(SummaryStatus.PENDING.value), m.summary_inflight.remove()]
         if count > 0:
             actions += [
                 m.parse_status.set(ParseStatus.FINALIZING.value),
@@ -1092,7 +1100,9 @@ class DynamoKnowledgeRepo:
             (m.attempt == attempt) & m.parse_status.is_in(*IN_FLIGHT),
         )
 
-    def set_summary_status(self, knowledge_id: str, status: str, *, only_if: str | None = None) -> bool:
+    def set_summary_status(
+        self, knowledge_id: str, status: str, *, only_if: str | None = None, description: str | None = None
+    ) -> bool:
         m = self.model
         actions = [m.summary_status.set(status), m.updated_at.set(now_iso())]
         actions.append(
@@ -1100,12 +1110,10 @@ class DynamoKnowledgeRepo:
             if status == SummaryStatus.PROCESSING.value
             else m.summary_inflight.remove()
         )
+        if description is not None:
+            actions.append(m.description.set(description))
         condition = m.id.exists() if only_if is None else (m.summary_status == only_if)
         return self._update(knowledge_id, actions, condition) is not None
-
-    def set_description(self, knowledge_id: str, description: str) -> None:
-        m = self.model
-        self._update(knowledge_id, [m.description.set(description)], m.id.exists())
 
     def move_to_kb(
         self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str

@@ -324,10 +324,18 @@ class MemoryKnowledgeRepo:
         return self._update(knowledge_id, lambda k: k.parse_status in CANCEL_FROM, change)
 
     def settle_plan(
-        self, knowledge_id: str, attempt: int, count: int, plan: Mapping[str, Any]
+        self,
+        knowledge_id: str,
+        attempt: int,
+        count: int,
+        plan: Mapping[str, Any],
+        *,
+        summary_pending: bool = False,
     ) -> Knowledge | None:
         def change(k: Knowledge) -> None:
             k.enrichment = copy.deepcopy(dict(plan))
+            if summary_pending:
+                k.summary_status = SummaryStatus.PENDING
             k.pending_subtasks_count = max(0, count)
             if count > 0:
                 k.parse_status = ParseStatus.FINALIZING
@@ -491,21 +499,19 @@ class MemoryKnowledgeRepo:
             knowledge_id, lambda k: k.attempt == attempt and k.parse_status in from_statuses, change
         )
 
-    def set_summary_status(self, knowledge_id: str, status: str, *, only_if: str | None = None) -> bool:
+    def set_summary_status(
+        self, knowledge_id: str, status: str, *, only_if: str | None = None, description: str | None = None
+    ) -> bool:
         def change(k: Knowledge) -> None:
             k.summary_status = SummaryStatus(status)
             k.updated_at = _now()
+            if description is not None:
+                k.description = description
 
         def condition(k: Knowledge) -> bool:
             return only_if is None or k.summary_status.value == only_if
 
         return self._update(knowledge_id, condition, change) is not None
-
-    def set_description(self, knowledge_id: str, description: str) -> None:
-        def change(k: Knowledge) -> None:
-            k.description = description
-
-        self._update(knowledge_id, lambda k: True, change)
 
     def move_to_kb(
         self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str

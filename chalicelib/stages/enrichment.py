@@ -10,7 +10,6 @@ keyed deterministically, so a redelivered item rewrites what it wrote.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -96,24 +95,21 @@ def _chunks(deps: Dependencies, knowledge: Knowledge) -> list[Chunk]:
 # ---------------------------------------------------------------- summary
 
 
-def _fingerprint(knowledge: Knowledge, chunks: list[Chunk]) -> str:
-    """What a summary is made from: the chunks' content and the row's title and metadata."""
-    digest = hashlib.sha256()
-    for chunk in sorted(chunks, key=lambda c: c.id):
-        if chunk.chunk_type in TEXT_LIKE:
-            digest.update(chunk.content_hash.encode() or chunk.content.encode())
-    digest.update(json.dumps([knowledge.title, knowledge.metadata], sort_keys=True, default=str).encode())
-    return digest.hexdigest()
+def _summarised_from(knowledge: Knowledge) -> tuple[int, str, str]:
+    """What a summary is made from besides the attempt's chunks: the row's title and metadata. The text
+    chunks of an attempt never change once chunked (no route edits them; image text is written before the
+    plan), so the attempt stands for them."""
+    return knowledge.attempt, knowledge.title, json.dumps(knowledge.metadata, sort_keys=True, default=str)
 
 
 def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict[str, Any]:
-    """Spec §1.13: stored as the description and as an indexed `summary` chunk; dropped when the chunks or
-    the metadata changed while the model was writing it (a refresh then runs on the new content)."""
+    """Spec §1.13: stored as the description and as an indexed `summary` chunk; dropped when the title or
+    the metadata changed, or a new attempt began, while the model was writing it (a refresh then runs on
+    the new content)."""
     from ..enrich.summary import summarize, summary_input
 
     deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PROCESSING.value)
     chunks = _chunks(deps, knowledge)
-    before = _fingerprint(knowledge, chunks)
     by_kind = {
         kind: sorted((c for c in chunks if c.chunk_type == kind), key=lambda c: (c.start_at, c.seq))
         for kind in TEXT_LIKE
@@ -132,10 +128,9 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
         _summary_failed(deps, knowledge, str(error), fallback=(texts[0] if texts else "")[:500])
         return {"summary_chars": 0, "reason": str(error)}
     current = deps.knowledge.get(knowledge.id)
-    if current is None or _fingerprint(current, _chunks(deps, current)) != before:
+    if current is None or _summarised_from(current) != _summarised_from(knowledge):
         request_summary_refresh(deps, knowledge)
         return {"summary_chars": 0, "reason": "the document changed while it was summarised; refreshing"}
-    deps.knowledge.set_description(knowledge.id, text)
     chunk = Chunk(
         id=f"{knowledge.id}-a{knowledge.attempt}-summary",
         tenant_id=knowledge.tenant_id,
@@ -147,16 +142,14 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
         metadata={"attempt": knowledge.attempt, "model": model_id},
     )
     write_extra_chunks(deps, knowledge, kb, [chunk])
-    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.COMPLETED.value)
+    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.COMPLETED.value, description=text)
     return {"summary_chars": len(text), "model": model_id}
 
 
 def _summary_failed(
     deps: Dependencies, knowledge: Knowledge, reason: str, fallback: str | None = None
 ) -> None:
-    if fallback is not None:
-        deps.knowledge.set_description(knowledge.id, fallback)
-    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.FAILED.value)
+    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.FAILED.value, description=fallback)
 
 
 def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> None:

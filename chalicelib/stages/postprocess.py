@@ -29,7 +29,6 @@ from ..domain.types import (
     ParseStatus,
     SpanStatus,
     Stage,
-    SummaryStatus,
 )
 from ..observability import logger
 from ..ports import Dependencies, IndexSpace, ModelRequestError
@@ -87,8 +86,6 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
     table = _table_summary(deps, knowledge, kb, effective)
     chunks = [c for c in deps.chunks.list(knowledge.id) if c.metadata.get("attempt") == knowledge.attempt]
     subtasks, not_planned = plan(kb, effective, chunks)
-    if any(s["kind"] == "summary" for s in subtasks):
-        deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PENDING.value)
     if effective.graph_enabled and effective.has_chat_model:
         # A new attempt extracts afresh: earlier attempts' facts go. Not this attempt's: a duplicate of this
         # message may run after another copy settled and its graph subtasks began to write.
@@ -104,7 +101,13 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
 
         request_auto_tag(deps, knowledge)  # outside the count
     plan_record = {"planned": planned, "not_planned": not_planned}
-    if deps.knowledge.settle_plan(knowledge.id, knowledge.attempt, len(subtasks), plan_record) is None:
+    summary_pending = any(s["kind"] == "summary" for s in subtasks)
+    if (
+        deps.knowledge.settle_plan(
+            knowledge.id, knowledge.attempt, len(subtasks), plan_record, summary_pending=summary_pending
+        )
+        is None
+    ):
         # another copy of this task settled the row first (answer its plan), or the row moved on (skip)
         settled = _settled(deps.knowledge.get(task.knowledge_id), task)
         if settled is None:

@@ -249,14 +249,16 @@ class RepoContract:
         repos.knowledge.insert(k)
         plan = {"planned": ["summary", "questions.0"], "not_planned": {}}
         assert repos.knowledge.settle_plan(k.id, 2, 2, plan) is None  # another attempt
-        settled = repos.knowledge.settle_plan(k.id, 1, 2, plan)
+        settled = repos.knowledge.settle_plan(k.id, 1, 2, plan, summary_pending=True)
         assert settled is not None and settled.parse_status == ParseStatus.FINALIZING
         assert (settled.pending_subtasks_count, settled.enrichment, settled.error_message) == (2, plan, "")
+        assert settled.summary_status == SummaryStatus.PENDING  # in the same write
         assert repos.knowledge.settle_plan(k.id, 1, 2, plan) is None  # a second copy: only from processing
         nothing = row(parse_status=ParseStatus.PROCESSING)
         repos.knowledge.insert(nothing)
         done = repos.knowledge.settle_plan(nothing.id, 1, 0, {"planned": [], "not_planned": {}})
         assert done is not None and done.parse_status == ParseStatus.COMPLETED
+        assert done.summary_status == nothing.summary_status  # no summary planned: left as it was
         assert done.pending_subtasks_count == 0
         assert k.id in {r.id for r in repos.knowledge.in_flight_older_than(IN_AN_HOUR)}
         assert nothing.id not in {r.id for r in repos.knowledge.in_flight_older_than(IN_AN_HOUR)}
@@ -381,14 +383,19 @@ class RepoContract:
         assert k.id not in {r.id for r in repos.knowledge.summaries_processing_older_than(IN_AN_HOUR)}
         assert not repos.knowledge.set_summary_status(new_id(), "completed")
 
-    def test_set_description(self, repos: Repos) -> None:
-        k = row()
+    def test_the_summary_and_its_status_in_one_write(self, repos: Repos) -> None:
+        k = row(parse_status=ParseStatus.COMPLETED)
         repos.knowledge.insert(k)
-        repos.knowledge.set_description(k.id, "A summary.")
+        assert repos.knowledge.set_summary_status(k.id, SummaryStatus.PROCESSING.value)
+        done = SummaryStatus.COMPLETED.value
+        assert repos.knowledge.set_summary_status(k.id, done, description="A summary.")
         stored = repos.knowledge.get(k.id)
-        assert stored is not None and stored.description == "A summary."
-        repos.knowledge.set_description(new_id(), "nobody")  # a missing row is not created
-        assert repos.knowledge.get(k.id) is not None
+        assert stored is not None and (stored.summary_status, stored.description) == (done, "A summary.")
+        assert k.id not in {r.id for r in repos.knowledge.summaries_processing_older_than(IN_AN_HOUR)}
+        assert repos.knowledge.set_summary_status(k.id, SummaryStatus.PENDING.value)  # no description given
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.description == "A summary."  # kept
+        assert not repos.knowledge.set_summary_status(new_id(), done, description="nobody")  # none created
 
     def test_move_to_kb_moves_a_completed_row_with_its_claim_and_clears_its_tags(self, repos: Repos) -> None:
         old_key, new_key = key(), key()

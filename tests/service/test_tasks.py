@@ -5,6 +5,7 @@ The state machine itself is not run: each test sends the task message it would s
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -320,9 +321,9 @@ def test_a_copy_that_loses_the_race_to_settle_answers_the_winners_plan(
     settle = rows.settle_plan
     winner = {"planned": ["summary"], "not_planned": {}}
 
-    def raced(knowledge_id: str, attempt: int, count: int, plan: Any) -> Knowledge | None:
-        assert settle(knowledge_id, attempt, 1, winner) is not None  # the other copy, just before
-        return settle(knowledge_id, attempt, count, plan)
+    def raced(knowledge_id: str, attempt: int, count: int, plan: Any, **kw: Any) -> Knowledge | None:
+        assert settle(knowledge_id, attempt, 1, winner, **kw) is not None  # the other copy, just before
+        return settle(knowledge_id, attempt, count, plan, **kw)
 
     rows.settle_plan = raced  # type: ignore[method-assign]
     run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
@@ -389,6 +390,34 @@ def test_the_summary_subtask_writes_the_description_and_answers_once(
     ]
     subspan = deps.spans.get(knowledge.id, 1, "postprocess.summary")
     assert subspan is not None and subspan.status == SpanStatus.DONE
+
+
+def test_a_summary_written_while_the_title_changed_is_dropped_and_made_again(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chalicelib.enrich import summary as summary_module
+
+    knowledge = finalizing(deps, rows, summarising_kb(deps, tenant))
+    summarize = summary_module.summarize
+
+    def renamed_meanwhile(*args: Any, **kwargs: Any) -> str:
+        rows.write_fields(knowledge.id, title="A new title")  # an edit lands while the model writes
+        return summarize(*args, **kwargs)
+
+    monkeypatch.setattr(summary_module, "summarize", renamed_meanwhile)
+    subtask = {"id": "summary", "kind": "summary", "id_set": ["summary"]}
+    run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, "sum", subtask=subtask))
+    row = rows.get(knowledge.id)
+    assert row is not None and row.description == "" and row.summary_status == SummaryStatus.PENDING
+    assert not any(c.chunk_type == ChunkType.SUMMARY for c in deps.chunks.list(knowledge.id))
+    refresh = [json.loads(m.body) for m in queue.sent if m.queue == "enrichment"][-1]
+    assert refresh["subtask"]["id"] == "summary_refresh"
+    assert workflow.answers_to("sum")[0].output["summary_chars"] == 0
 
 
 def test_a_subtask_for_a_row_not_finalizing_is_skipped(
