@@ -169,6 +169,11 @@ class SqsPoller:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        # Background threads scale with demand (as the ESM adds pollers for a busy queue): while no
+        # invocation runs one thread polls, and each running invocation lets one more poll.
+        self._demand = threading.Condition()
+        self._receiving = 0
+        self._busy = 0
         self.invocations = 0
 
     # ---- one poll ---------------------------------------------------------------------------------------
@@ -200,7 +205,10 @@ class SqsPoller:
 
     def poll_once(self, wait_time_seconds: int = 0, use_batching_window: bool = False) -> BatchResult:
         """Receive one batch, invoke the handler, settle the messages. Returns what happened."""
-        messages = self._gather(wait_time_seconds, use_batching_window)
+        return self._handle(self._gather(wait_time_seconds, use_batching_window))
+
+    def _handle(self, messages: list[dict[str, Any]]) -> BatchResult:
+        """Invoke the handler on a received batch and settle its messages."""
         result = BatchResult(received=[m["MessageId"] for m in messages])
         if not messages:
             return result
@@ -338,21 +346,51 @@ class SqsPoller:
     def request_stop(self) -> None:
         """Ask the threads to finish after their current long poll (``stop`` also waits for them)."""
         self._stop.set()
+        with self._demand:
+            self._demand.notify_all()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
+        self.request_stop()
         for t in self._threads:
             t.join(timeout)
         # A thread still inside a long handler stays listed, so ``running`` tells the truth.
         self._threads = [t for t in self._threads if t.is_alive()]
 
+    def _may_receive(self) -> bool:
+        return self._stop.is_set() or self._receiving <= self._busy
+
     def _loop(self) -> None:
         while not self._stop.is_set():
+            with self._demand:
+                # One idle poll per queue, not one per thread: each idle long poll costs the emulator a
+                # request a second, and the ESM itself scales its pollers with the queue's traffic.
+                if not self._demand.wait_for(self._may_receive, timeout=1.0) or self._stop.is_set():
+                    continue
+                self._receiving += 1
             try:
-                self.poll_once(wait_time_seconds=self.wait_time_seconds, use_batching_window=True)
+                self._poll_in_turn()
             except Exception:
                 # A moto reset or a shutdown can remove the queue under us; back off, keep the thread alive.
                 if self._stop.is_set():
                     return
                 log.exception("%s: poll failed", self.function_name)
                 self._stop.wait(1.0)
+
+    def _poll_in_turn(self) -> None:
+        """One receive (this thread holds a receiving turn), then the batch's invocation, if any."""
+        messages: list[dict[str, Any]] = []
+        try:
+            messages = self._gather(self.wait_time_seconds, use_window=True)
+        finally:
+            with self._demand:
+                self._receiving -= 1
+                self._busy += 1 if messages else 0
+                self._demand.notify_all()
+        if not messages:
+            return
+        try:
+            self._handle(messages)
+        finally:
+            with self._demand:
+                self._busy -= 1
+                self._demand.notify_all()

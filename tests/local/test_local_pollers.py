@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 import uuid
 from typing import Any
@@ -121,5 +122,54 @@ def test_background_threads_follow_the_concurrency_setting(queue: tuple[str, str
             time.sleep(0.05)
         assert sorted(seen) == sorted(ids)
     finally:
+        poller.stop()
+    assert not poller.running
+
+
+class CountingSqs:
+    """The SQS client, counting the receives in flight at once (the most seen)."""
+
+    def __init__(self) -> None:
+        self.inner: Any = boto3.client("sqs")
+        self.in_flight = self.most = 0
+        self.lock = threading.Lock()
+
+    def receive_message(self, **kw: Any) -> Any:
+        with self.lock:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        try:
+            return self.inner.receive_message(**kw)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_idle_threads_leave_one_long_poll_and_busy_ones_bring_the_others_in(queue: tuple[str, str]) -> None:
+    """As the ESM scales its pollers with traffic: an idle queue has one receive in flight however many
+    threads there are; while invocations run, the other threads poll, so concurrency is not lost."""
+    sqs = CountingSqs()
+    release = threading.Event()
+    running: list[str] = []
+
+    def hold(ev: dict[str, Any], ctx: Any) -> None:
+        running.extend(r["messageId"] for r in ev["Records"])
+        release.wait(20)
+
+    poller = make(queue, hold, concurrency=3, sqs_client=sqs)
+    poller.start()
+    try:
+        time.sleep(2.5)  # two long polls of 1 s each, back to back, on an idle queue
+        assert sqs.most == 1
+        ids = send(queue, 3)
+        deadline = time.monotonic() + 20
+        while len(running) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sorted(running) == sorted(ids)  # three invocations at once: every thread came in
+    finally:
+        release.set()
         poller.stop()
     assert not poller.running
