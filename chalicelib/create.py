@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .commands import ManualRequest, ProcessConfig, UploadUrlRequest, UrlImportRequest
-from .dispatch import enqueue
+from .dispatch import enqueue, visible_at
 from .domain.errors import AppError, BadRequest, Conflict, NotFound, PayloadTooLarge, SpanErrorCode
 from .domain.filetypes import is_importable, validate_import_file_type
 from .domain.ids import file_dedupe_key, file_md5, url_dedupe_key
@@ -65,10 +65,13 @@ def duplicate_error(existing: Knowledge, code: str) -> Conflict:
 
 
 def enqueue_first_stage(
-    deps: Dependencies, knowledge: Knowledge, stage: Stage = Stage.DOCREADER
+    deps: Dependencies, knowledge: Knowledge, stage: Stage = Stage.DOCREADER, *, marked: bool = False
 ) -> Knowledge:
+    """`marked`: the row was inserted with its queue record (a new row), so it is not written again."""
     try:
-        enqueue(deps, stage, StageMessage(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+        enqueue(
+            deps, stage, StageMessage(knowledge.tenant_id, knowledge.id, knowledge.attempt), marked=marked
+        )
     except Exception as error:  # any failure to enqueue leaves a failed row that reparse recovers
         logger.exception("enqueue failed", extra={"knowledge_id": knowledge.id})
         message = f"could not enqueue processing ({type(error).__name__}); reparse to retry"
@@ -145,7 +148,7 @@ def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: Fil
         dedupe_key=dedupe_key,
     )
     _insert_or_remove_object(deps, knowledge, url, "duplicate_file")
-    return enqueue_first_stage(deps, knowledge)
+    return enqueue_first_stage(deps, knowledge, marked=True)
 
 
 def _insert_or_remove_object(
@@ -153,6 +156,8 @@ def _insert_or_remove_object(
 ) -> None:
     from .tags import relate_new, unrelate_all
 
+    if knowledge.parse_status == ParseStatus.PENDING:  # its docreader message follows: one write, not two
+        knowledge.queued_stage, knowledge.queued_at = Stage.DOCREADER.value, visible_at()
     relate_new(deps, knowledge)  # the tag relations first: a crash leaves a stale one, never a missing one
     try:
         deps.knowledge.insert(knowledge)
@@ -336,7 +341,7 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
         dedupe_key=dedupe_key,
     )
     _insert_or_remove_object(deps, knowledge, None, "duplicate_url")
-    return enqueue_first_stage(deps, knowledge)
+    return enqueue_first_stage(deps, knowledge, marked=True)
 
 
 def sanitize_manual(content: str) -> str:
@@ -382,4 +387,4 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
     _insert_or_remove_object(deps, knowledge, url, "duplicate_manual")
     if status == "draft":
         return knowledge
-    return enqueue_first_stage(deps, knowledge)
+    return enqueue_first_stage(deps, knowledge, marked=True)

@@ -12,7 +12,17 @@ from .domain.types import Stage, StageMessage
 from .ports import Dependencies
 
 
-def enqueue(deps: Dependencies, stage: Stage, message: StageMessage, *, delay_seconds: int = 0) -> None:
-    visible_at = to_iso(datetime.now(UTC) + timedelta(seconds=delay_seconds))
-    deps.knowledge.mark_queued(message.knowledge_id, message.attempt, stage.value, visible_at)
+def visible_at(delay_seconds: int = 0) -> str:
+    """When a message sent now with this delay can be received: the row's `queued_at`."""
+    return to_iso(datetime.now(UTC) + timedelta(seconds=delay_seconds))
+
+
+def enqueue(
+    deps: Dependencies, stage: Stage, message: StageMessage, *, delay_seconds: int = 0, marked: bool = False
+) -> None:
+    """`marked`: the caller already wrote the record on the row (a new row carries it in its insert)."""
+    if not marked:
+        deps.knowledge.mark_queued(
+            message.knowledge_id, message.attempt, stage.value, visible_at(delay_seconds)
+        )
     deps.queue.send(stage, message, delay_seconds=delay_seconds)

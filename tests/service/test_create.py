@@ -66,6 +66,27 @@ def test_a_file_is_stored_inserted_pending_and_its_first_stage_enqueued(
     assert holder is not None and holder.id == created.id
 
 
+def test_a_new_row_carries_its_queue_record_in_its_insert_and_a_reparse_writes_it_again(
+    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marked: list[tuple[object, ...]] = []
+    mark_queued = rows.mark_queued
+
+    def spy(*args: object) -> None:
+        marked.append(args)
+        mark_queued(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rows, "mark_queued", spy)
+    created = upload(deps, kb)
+    assert marked == []  # one write for a new row: the insert
+    drain(deps)
+    marked.clear()
+    again = reparse(deps, kb.tenant_id, created.id, ReparseRequest())
+    assert [(a[0], a[1], a[2]) for a in marked] == [(created.id, again.attempt, "docreader")]
+    stored = rows.get(created.id)
+    assert stored is not None and stored.queued_stage == "docreader" and stored.queued_at >= created.queued_at
+
+
 def test_a_duplicate_is_a_409_with_the_existing_row_and_stores_nothing(
     deps: Services, kb: KnowledgeBase, files: MemoryFileStore, queue: MemoryTaskQueue
 ) -> None:
