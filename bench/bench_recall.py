@@ -33,6 +33,9 @@ Dev loop: `--keep DIR` keeps the run's state (the embedded index file and the fi
 embedded engine with the current analysis code, then queries it directly: index/query changes in seconds
 (`--retrievers keyword|vector` asks one list alone, for diagnosis). Documents of an interrupted run that
 never reached the index are left out with their queries. Chunking or parsing changes need a full run.
+`--reuse` may be given more than once: the kept runs' entries go into one knowledge base, as if one run
+had ingested them all (e.g. the corpus without its 50,000-row CSV, kept by one run, and that CSV alone,
+kept by another with `--only`).
 """
 
 from __future__ import annotations
@@ -278,8 +281,9 @@ def ingest_and_search(
     return statuses
 
 
-def search_reused(queries: list[Query], keep: Path, retrievers: str = "hybrid") -> dict[str, str]:
-    """Re-indexes the kept entries with the current analysis code and queries the engine directly."""
+def search_reused(queries: list[Query], kept: list[Path], retrievers: str = "hybrid") -> dict[str, str]:
+    """Re-indexes the kept runs' entries (into the first run's knowledge base) with the current analysis
+    code and queries the engine directly."""
     import sqlite3
 
     from chalicelib.adapters.index.embedded import EmbeddedEngine
@@ -293,27 +297,33 @@ def search_reused(queries: list[Query], keep: Path, retrievers: str = "hybrid") 
         def query_vector(model: Any, query: str) -> Any:
             return model.embed([query[: model.max_input_chars]])[0]
 
-    mapping = json.loads((keep / "recall-map.json").read_text())
-    ids: dict[str, str] = mapping["files"]
-    kb_id = mapping["kb"]
-    [source] = list((keep / "index").glob(f"*/{kb_id}.sqlite"))
-    model = MiniLmEmbedding()
-    space = IndexSpace(source.parent.name, model.dimensions)
     import numpy as np
 
-    with sqlite3.connect(source) as conn:
-        rows = conn.execute(
-            "SELECT id, kb_id, knowledge_id, chunk_id, content, source_id, source_type, chunk_type, is_enabled, "
-            "vector FROM entries"
-        ).fetchall()
-    entries = [
-        IndexEntry(
-            id=r[0], kb_id=r[1], knowledge_id=r[2], chunk_id=r[3], content=r[4],
-            vector=np.frombuffer(r[9], dtype=np.float32) if r[9] else None,
-            source_id=r[5], source_type=r[6], chunk_type=r[7], is_enabled=bool(r[8]),
-        )
-        for r in rows
-    ]  # fmt: skip
+    ids: dict[str, str] = {}
+    entries: list[IndexEntry] = []
+    kb_id = space_name = ""
+    for keep in kept:
+        mapping = json.loads((keep / "recall-map.json").read_text())
+        ids.update(mapping["files"])
+        [source] = list((keep / "index").glob(f"*/{mapping['kb']}.sqlite"))
+        if space_name and source.parent.name != space_name:
+            raise SystemExit(f"--reuse {keep}: model space {source.parent.name}, not {space_name}")
+        kb_id, space_name = kb_id or mapping["kb"], source.parent.name
+        with sqlite3.connect(source) as conn:
+            rows = conn.execute(
+                "SELECT id, kb_id, knowledge_id, chunk_id, content, source_id, source_type, chunk_type, "
+                "is_enabled, vector FROM entries"
+            ).fetchall()
+        entries += [
+            IndexEntry(
+                id=r[0], kb_id=kb_id, knowledge_id=r[2], chunk_id=r[3], content=r[4],
+                vector=np.frombuffer(r[9], dtype=np.float32) if r[9] else None,
+                source_id=r[5], source_type=r[6], chunk_type=r[7], is_enabled=bool(r[8]),
+            )
+            for r in rows
+        ]  # fmt: skip
+    model = MiniLmEmbedding()
+    space = IndexSpace(space_name, model.dimensions)
     indexed = {e.knowledge_id for e in entries}
     missing = sorted(name for kid, name in ids.items() if kid not in indexed)
     if missing:  # an interrupted --keep run: measure the documents that reached the index
@@ -408,7 +418,7 @@ def main() -> None:
     parser.add_argument("--only", default="")
     parser.add_argument("--skip", action="append", default=[], help="leave out files matching this glob")
     parser.add_argument("--keep", type=Path)
-    parser.add_argument("--reuse", type=Path)
+    parser.add_argument("--reuse", type=Path, action="append", default=[], help="a --keep DIR (repeatable)")
     parser.add_argument("--json", type=Path)
     parser.add_argument(
         "--retrievers",
