@@ -240,9 +240,11 @@ _READY = "moto server port "
 
 
 def _start_child(port: int, region: str) -> tuple[subprocess.Popen[str], int]:
-    """`python -m chalicelib.local.moto_server` in a child process; returns it and the port it bound."""
+    """`main()` in a child process; returns it and the port it bound. Not `python -m`: the package imports
+    this module, so `-m` would run it a second time as `__main__` (runpy warns of exactly that)."""
+    entry = "from chalicelib.local.moto_server import main; main()"
     process = subprocess.Popen(
-        [sys.executable, "-m", "chalicelib.local.moto_server", "--port", str(port), "--region", region],
+        [sys.executable, "-c", entry, "--port", str(port), "--region", region],
         stdin=subprocess.PIPE,  # never written: the child stops when it closes, i.e. when this process ends
         stdout=subprocess.PIPE,
         text=True,
@@ -306,9 +308,14 @@ def shared_moto_server(region: str = "us-east-1") -> MotoServer:
         return _shared
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """The local stack's moto server in the foreground (the child process of `separate_process=True`)."""
     parser = argparse.ArgumentParser(description="the local stack's moto server, in the foreground")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--region", default="us-east-1")
     arguments = parser.parse_args()
     serve(arguments.port, arguments.region)
+
+
+if __name__ == "__main__":
+    main()
