@@ -166,6 +166,7 @@ class Tracked:
     spans: list[dict[str, Any]] = field(default_factory=list)
     #: the current stage's progress bar (done of total, rate, ETA)
     progress: str = ""
+    refreshed_at: float = 0.0
 
     @property
     def done(self) -> bool:
@@ -207,6 +208,11 @@ def _refresh(client: ApiClient, row: Tracked) -> None:
         row.error = str(spans["last_error"])
 
 
+#: rows refreshed per look (two requests each, and each request several table reads): the others wait their
+#: turn, so following a hundred files does not put hundreds of requests a second on the stack it watches
+REFRESH_PER_LOOK = 4
+
+
 def _follow(
     client: ApiClient, rows: list[Tracked], console: Console, timeout: float, interval: float
 ) -> None:
@@ -218,12 +224,13 @@ def _follow(
         live.start()
     try:
         while True:
-            for row in rows:
-                if row.knowledge_id and not row.done:
-                    try:
-                        _refresh(client, row)
-                    except ApiError as exc:
-                        row.error = exc.message
+            waiting = sorted((r for r in rows if r.knowledge_id and not r.done), key=lambda r: r.refreshed_at)
+            for row in waiting[:REFRESH_PER_LOOK]:  # the least recently refreshed first
+                row.refreshed_at = time.monotonic()
+                try:
+                    _refresh(client, row)
+                except ApiError as exc:
+                    row.error = exc.message
             if live is not None:
                 live.update(_progress_table(rows))
             else:

@@ -464,3 +464,31 @@ def test_check_corpus_refuses_to_check_nothing(api: FakeApi, tmp_path: Path) -> 
     code, out = run(["check-corpus", "--corpus", str(corpus), "--only", "*.pdf", *api_args(api)])
     assert code == 1 and "no MANIFEST.tsv file matches --only *.pdf" in out
     assert api.kbs == []
+
+
+def test_ingest_refreshes_a_few_rows_per_look_in_turn(
+    api: FakeApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Following many files must not flood the stack it watches: each look reads at most
+    REFRESH_PER_LOOK rows, the least recently read first, and every file still reaches its end."""
+    files = []
+    for i in range(10):
+        f = tmp_path / f"f{i}.txt"
+        f.write_text(f"text {i}")
+        files.append(str(f))
+    reads_per_look: list[int] = []
+    seen = 0
+    real_sleep = time.sleep
+
+    def look_ended(seconds: float) -> None:
+        nonlocal seen
+        reads = sum(api.polls.values())
+        reads_per_look.append(reads - seen)
+        seen = reads
+        real_sleep(seconds)
+
+    monkeypatch.setattr(cli.time, "sleep", look_ended)
+    code, out = run(["ingest", *files, "--kb", "docs", "--interval", "0.001", *api_args(api)])
+    assert code == 0, out
+    assert "all 10 file(s) completed" in out
+    assert reads_per_look and max(reads_per_look) == cli.REFRESH_PER_LOOK
