@@ -138,6 +138,18 @@ class ApiClient:
     def knowledge(self, knowledge_id: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/knowledge/{knowledge_id}"))
 
+    def list_knowledge(self, kb_id: str) -> list[dict[str, Any]]:
+        """Every row of a knowledge base, 100 to a request."""
+        rows: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            params: dict[str, Any] = {"page_size": 100, **({"cursor": cursor} if cursor else {})}
+            data = self.call("GET", f"/knowledge-bases/{kb_id}/knowledge", params=params)
+            rows += data["items"]
+            cursor = data.get("next_cursor")
+            if not cursor:
+                return rows
+
     def cost(self, knowledge_id: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/knowledge/{knowledge_id}/cost"))
 
@@ -423,13 +435,10 @@ def _upload_corpus_file(client: ApiClient, kb_id: str, path: Path, outcome: Corp
             outcome.status, outcome.detail = "rejected", exc.message
 
 
-def _refresh_outcome(client: ApiClient, outcome: CorpusOutcome) -> None:
-    try:
-        k = client.knowledge(outcome.knowledge_id)
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
-        outcome.status, outcome.detail = "missing", exc.message
+def _refresh_outcome(outcome: CorpusOutcome, k: dict[str, Any] | None) -> None:
+    """`k`: the file's row as the knowledge base's listing has it; None when the listing lacks it."""
+    if k is None:
+        outcome.status, outcome.detail = "missing", f"knowledge {outcome.knowledge_id} is not in the listing"
     else:
         outcome.status = str(k.get("parse_status") or outcome.status)
         outcome.detail = str(k.get("error_message") or "")
@@ -468,9 +477,11 @@ def cmd_check_corpus(args: argparse.Namespace, console: Console) -> int:
         status.start()
     try:
         while True:
+            # One listing of the knowledge base a look (a request per 100 rows), not a request per file
+            listed = {str(k["id"]): k for k in client.list_knowledge(str(kb["id"]))}
             for outcome in outcomes:
                 if not outcome.done:
-                    _refresh_outcome(client, outcome)
+                    _refresh_outcome(outcome, listed.get(outcome.knowledge_id))
             finished = sum(o.done for o in outcomes)
             if status is not None:
                 status.update(f"{finished}/{len(outcomes)} file(s) finished")

@@ -48,6 +48,7 @@ class FakeApi:
     stored: dict[str, bytes] = field(default_factory=dict)
     uploads: list[str] = field(default_factory=list)
     search_bodies: list[dict[str, Any]] = field(default_factory=list)
+    listings: int = 0
     base: str = ""
 
     def new_knowledge(self, kb_id: str, name: str) -> dict[str, Any]:
@@ -151,6 +152,13 @@ def make_handler(api: FakeApi) -> type[BaseHTTPRequestHandler]:
                 return
             if self.path == "/api/v1/knowledge-bases":
                 return self._ok(api.kbs)
+            listing = re.fullmatch(r"/api/v1/knowledge-bases/(\w+)/knowledge\?page_size=100", self.path)
+            if listing:  # one page holds every row here; each listing moves every row on, as a GET does
+                api.listings += 1
+                rows = [k for k in api.knowledge.values() if k["kb_id"] == listing.group(1)]
+                for row in rows:
+                    api.advance(row["id"])
+                return self._ok({"items": rows, "next_cursor": None})
             m = re.fullmatch(r"/api/v1/knowledge/(\w+)(/spans|/cost)?", self.path)
             if m and m.group(1) in api.knowledge:
                 kid = m.group(1)
@@ -451,6 +459,8 @@ def test_check_corpus_prints_one_line_per_file(api: FakeApi, tmp_path: Path) -> 
     assert re.search(r"^FAIL gone\.md +md +missing .* listed in MANIFEST\.tsv but not in ", lines["gone.md"])
     assert out.rstrip().endswith("4 passed, 2 failed")
     assert api.kbs == [{"id": "kb1", "name": "corpus"}]
+    # followed by listing the knowledge base once a look, not by a request per file
+    assert api.listings == max(api.polls.values()) and api.listings < sum(api.polls.values())
 
     code, out = run([*argv, "--only", "notes*"], terminal=True)  # the KB is found by name, not created again
     assert code == 0 and out.rstrip().endswith("1 passed, 0 failed"), out
