@@ -2,7 +2,8 @@
 """Issue 13 benchmark: known-item recall@5 of hybrid search on the dev corpus, through the local stack.
 
     .venv/bin/python bench/bench_recall.py [--corpus DIR] [--per-doc 3] [--seed 13] [--only GLOB]
-                                           [--skip GLOB] [--keep DIR] [--reuse DIR] [--json OUT.json]
+                                           [--skip GLOB] [--keep DIR] [--reuse DIR ...] [--json OUT.json]
+                                           [--paraphrases bench/paraphrase_queries.tsv]
 
 Every corpus document (MANIFEST.tsv) is uploaded into one knowledge base of the local stack (the path of
 `make run`: moto in server mode, the real queues, handlers and state machine, the embedded index, the
@@ -36,6 +37,9 @@ never reached the index are left out with their queries. Chunking or parsing cha
 `--reuse` may be given more than once: the kept runs' entries go into one knowledge base, as if one run
 had ingested them all (e.g. the corpus without its 50,000-row CSV, kept by one run, and that CSV alone,
 kept by another with `--only`).
+
+`--paraphrases FILE` asks hand-written questions instead (TSV: file, query; bench/paraphrase_queries.tsv):
+each states one fact of its document in other words, so they measure what the vector side adds to BM25.
 """
 
 from __future__ import annotations
@@ -351,6 +355,21 @@ def search_reused(queries: list[Query], kept: list[Path], retrievers: str = "hyb
     return {name: "reused" for name in ids.values()}
 
 
+def paraphrase_queries(path: Path, types: dict[str, str]) -> list[Query]:
+    """Hand-written questions whose answer one document states in other words (bench/paraphrase_queries.tsv):
+    few words in common with the text, so they measure what the vector side adds to BM25."""
+    with path.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    unknown = sorted({r["file"] for r in rows} - set(types))
+    if unknown:
+        raise SystemExit(f"{path}: not in the corpus manifest (or left out by --only/--skip): {unknown}")
+    group = {"wav": "asr", "mp3": "asr", "m4a": "asr", "flac": "asr", "ogg": "asr"}
+    return [
+        Query(r["file"], types[r["file"]], group.get(types[r["file"]], "text"), False, r["query"], r["query"])
+        for r in rows
+    ]
+
+
 def score(query: Query, top_files: list[str]) -> None:
     query.top = top_files
     if query.file in top_files:
@@ -421,6 +440,11 @@ def main() -> None:
     parser.add_argument("--reuse", type=Path, action="append", default=[], help="a --keep DIR (repeatable)")
     parser.add_argument("--json", type=Path)
     parser.add_argument(
+        "--paraphrases",
+        type=Path,
+        help="ask these hand-written queries (TSV: file, query) instead: bench/paraphrase_queries.tsv",
+    )
+    parser.add_argument(
         "--retrievers",
         choices=("hybrid", "keyword", "vector"),
         default="hybrid",
@@ -438,12 +462,14 @@ def main() -> None:
     files = [(args.corpus / f, t) for f, t in manifest if (args.corpus / f).is_file()]
     queries: list[Query] = []
     for path, file_type in files:
-        if path.name in CORPUS_EXPECTED_FAILURES:
+        if path.name in CORPUS_EXPECTED_FAILURES or args.paraphrases:
             continue
         qs, note = make_queries(path, file_type, args.per_doc, args.seed)
         queries += qs
         if len(qs) < args.per_doc:
             print(f"  {path.name}: {len(qs)} queries ({note})")
+    if args.paraphrases:
+        queries = paraphrase_queries(args.paraphrases, dict(manifest))
     print(f"{len(files)} files, {len(queries)} queries", flush=True)
 
     if args.reuse:
