@@ -184,6 +184,13 @@ def is_cjk(text: str) -> bool:
     return letters > 0 and len(_CJK_LETTER.findall(text)) / letters > 0.3
 
 
+def reference_group(path: Path, file_type: str) -> str:
+    """What a document's reference text depends on: "asr" or "ocr" when it is a `.truth.txt`, else "text"."""
+    if path.with_name(path.name + ".truth.txt").exists():
+        return "asr" if file_type in AUDIO_TYPES else "ocr"
+    return "text"
+
+
 def make_queries(path: Path, file_type: str, per_doc: int, seed: int) -> tuple[list[Query], str]:
     ref = reference(path, file_type)
     if ref is None:
@@ -192,10 +199,7 @@ def make_queries(path: Path, file_type: str, per_doc: int, seed: int) -> tuple[l
     pool = candidates(text, file_type in TABULAR)
     rng = random.Random(f"{seed}:{path.name}")
     chosen = rng.sample(pool, min(per_doc, len(pool)))
-    if path.with_name(path.name + ".truth.txt").exists():
-        group = "asr" if file_type in AUDIO_TYPES else "ocr"
-    else:
-        group = "text"
+    group = reference_group(path, file_type)
     queries = []
     for words in chosen:
         drop = set(rng.sample(range(len(words)), round(len(words) * DROP)))
@@ -355,7 +359,7 @@ def search_reused(queries: list[Query], kept: list[Path], retrievers: str = "hyb
     return {name: "reused" for name in ids.values()}
 
 
-def paraphrase_queries(path: Path, types: dict[str, str]) -> list[Query]:
+def paraphrase_queries(path: Path, corpus: Path, types: dict[str, str]) -> list[Query]:
     """Hand-written questions whose answer one document states in other words (bench/paraphrase_queries.tsv):
     few words in common with the text, so they measure what the vector side adds to BM25."""
     with path.open(encoding="utf-8", newline="") as fh:
@@ -363,11 +367,12 @@ def paraphrase_queries(path: Path, types: dict[str, str]) -> list[Query]:
     unknown = sorted({r["file"] for r in rows} - set(types))
     if unknown:
         raise SystemExit(f"{path}: not in the corpus manifest (or left out by --only/--skip): {unknown}")
-    group = {"wav": "asr", "mp3": "asr", "m4a": "asr", "flac": "asr", "ogg": "asr"}
-    return [
-        Query(r["file"], types[r["file"]], group.get(types[r["file"]], "text"), False, r["query"], r["query"])
-        for r in rows
-    ]
+    queries = []
+    for row in rows:
+        name, file_type = row["file"], types[row["file"]]
+        group = reference_group(corpus / name, file_type)
+        queries.append(Query(name, file_type, group, False, row["query"], row["query"]))
+    return queries
 
 
 def score(query: Query, top_files: list[str]) -> None:
@@ -461,15 +466,15 @@ def main() -> None:
     manifest = [(f, t) for f, t in manifest if not any(fnmatch.fnmatch(f, g) for g in args.skip)]
     files = [(args.corpus / f, t) for f, t in manifest if (args.corpus / f).is_file()]
     queries: list[Query] = []
-    for path, file_type in files:
-        if path.name in CORPUS_EXPECTED_FAILURES or args.paraphrases:
+    if args.paraphrases:
+        queries = paraphrase_queries(args.paraphrases, args.corpus, dict(manifest))
+    for path, file_type in [] if args.paraphrases else files:
+        if path.name in CORPUS_EXPECTED_FAILURES:
             continue
         qs, note = make_queries(path, file_type, args.per_doc, args.seed)
         queries += qs
         if len(qs) < args.per_doc:
             print(f"  {path.name}: {len(qs)} queries ({note})")
-    if args.paraphrases:
-        queries = paraphrase_queries(args.paraphrases, dict(manifest))
     print(f"{len(files)} files, {len(queries)} queries", flush=True)
 
     if args.reuse:
