@@ -126,7 +126,7 @@ class MotoServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return _url(self.port)
 
     @property
     def running(self) -> bool:
@@ -140,12 +140,7 @@ class MotoServer:
         if self.separate_process:
             self._process, self.port = _start_child(self._requested_port, self.region)
         else:
-            # werkzeug logs every request at INFO; that drowns the app's own logs.
-            logging.getLogger("werkzeug").setLevel(logging.WARNING)
-            server = _AtomicMotoServer(ip_address="127.0.0.1", port=self._requested_port, verbose=False)
-            server.start()
-            self._server = server
-            self.port = server.get_host_and_port()[1]
+            self._server, self.port = _start_in_thread(self._requested_port)
         self.apply_env()
         self.configure()
         log.info("moto server listening on %s", self.url)
@@ -224,9 +219,21 @@ class MotoServer:
         self._server = None
 
 
+def _url(port: int) -> str:
+    return f"http://127.0.0.1:{port}"
+
+
+def _start_in_thread(port: int) -> tuple[_AtomicMotoServer, int]:
+    """The atomic server in a thread of this process; returns it and the port it bound."""
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request drowns the app's own logs
+    server = _AtomicMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    return server, server.get_host_and_port()[1]
+
+
 def _point_sdk_at(port: int, region: str) -> None:
     os.environ["MOTO_PORT"] = str(port)  # read by moto's Step Functions interpreter
-    os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
+    os.environ["AWS_ENDPOINT_URL"] = _url(port)
     os.environ["AWS_ACCESS_KEY_ID"] = "testing"
     os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
     os.environ["AWS_SESSION_TOKEN"] = "testing"
@@ -261,10 +268,7 @@ def _start_child(port: int, region: str) -> tuple[subprocess.Popen[str], int]:
 
 def serve(port: int, region: str) -> None:
     """The child process's side: the same atomic server, in the foreground, until terminated."""
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = _AtomicMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    bound = server.get_host_and_port()[1]
+    server, bound = _start_in_thread(port)
     _point_sdk_at(bound, region)  # moto's Step Functions interpreter calls the other services back
     print(f"{_READY}{bound}", flush=True)
     stopped = threading.Event()
@@ -315,7 +319,3 @@ def main() -> None:
     parser.add_argument("--region", default="us-east-1")
     arguments = parser.parse_args()
     serve(arguments.port, arguments.region)
-
-
-if __name__ == "__main__":
-    main()
