@@ -102,12 +102,10 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
         request_auto_tag(deps, knowledge)  # outside the count
     plan_record = {"planned": planned, "not_planned": not_planned}
     summary_pending = any(s["kind"] == "summary" for s in subtasks)
-    if (
-        deps.knowledge.settle_plan(
-            knowledge.id, knowledge.attempt, len(subtasks), plan_record, summary_pending=summary_pending
-        )
-        is None
-    ):
+    settled_row = deps.knowledge.settle_plan(
+        knowledge.id, knowledge.attempt, len(subtasks), plan_record, summary_pending=summary_pending
+    )
+    if settled_row is None:
         # another copy of this task settled the row first (answer its plan), or the row moved on (skip)
         settled = _settled(deps.knowledge.get(task.knowledge_id), task)
         if settled is None:
