@@ -94,15 +94,14 @@ def _cpu_seconds() -> dict[str, float]:
         pid, ppid = int(stat.parent.name), int(fields[1])
         if pid != me and ppid != me:
             continue
-        role = (
-            "moto"
-            if "moto_server" in cmdline
-            else "this process (API, pollers, stages)"
-            if pid == me
-            else "embedding workers"
-            if "spawn_main" in cmdline
-            else "other children"
-        )
+        if pid == me:
+            role = "this process (API, pollers, stages)"
+        elif "moto_server" in cmdline:
+            role = "moto"
+        elif "spawn_main" in cmdline:
+            role = "embedding workers"
+        else:
+            role = "other children"
         found[role] = found.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return found
 
@@ -232,7 +231,11 @@ def main() -> None:
         "--workers", type=int, default=None, help="embedding workers (default: the runtime's)"
     )
     parser.add_argument("--skip-peer", action="store_true")
-    parser.add_argument("--timeline", action="store_true", help="print each document's stage spans")
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="print each document's stage spans, each upload's time and each process's CPU seconds",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (medians are reported)")
     parser.add_argument("--matched-chunk-size", type=int, default=0, help="tokens (default: from our chunks)")
     args = parser.parse_args()
