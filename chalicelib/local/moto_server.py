@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import base64
+import json
 import logging
 import os
 import signal
@@ -23,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import requests
+from moto.core.responses import TYPE_RESPONSE, ActionResult, BaseResponse
+from moto.dynamodb.responses import DynamoHandler
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -71,6 +75,47 @@ class _Dispatcher(DomainDispatcherApplication):
         if host not in self._backend_of:
             self._backend_of[host] = super().get_backend_for_host(host)
         return self._backend_of[host]
+
+
+#: DynamoDB operations whose results moto builds as plain dicts already in the wire's shape (items as
+#: AttributeValue maps): no timestamps, no model objects.
+_DATA_PLANE = frozenset(
+    {
+        "GetItem",
+        "BatchGetItem",
+        "Query",
+        "Scan",
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactGetItems",
+        "TransactWriteItems",
+    }
+)
+
+
+def _blob_as_base64(value: object) -> str:
+    if isinstance(value, bytes | bytearray):  # moto keeps B/BS values raw for its serializer
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not in DynamoDB's data-plane results")
+
+
+def _serialized_as_json(handler: BaseResponse, action_result: ActionResult) -> TYPE_RESPONSE:
+    """moto's DynamoDB results of the data plane written by `json.dumps`; everything else (errors, the
+    control plane) through moto's serializer. The serializer walks botocore's shape model value by value
+    and was half of moto's DynamoDB CPU under the local stack; for these results it writes the same JSON
+    (what botocore parses is equal, a test compares the two on every attribute type)."""
+    result = action_result.result
+    if isinstance(result, dict) and handler._get_action() in _DATA_PLANE:
+        headers = {"Content-Type": "application/x-amz-json-1.0", **handler.response_headers}
+        return 200, headers, json.dumps(result, default=_blob_as_base64)
+    return BaseResponse.serialized(handler, action_result)
+
+
+def _answer_data_plane_in_json() -> None:
+    if "serialized" not in vars(DynamoHandler):  # idempotent; leaves a wrapper installed first alone
+        DynamoHandler.serialized = _serialized_as_json  # type: ignore[method-assign,assignment]
 
 
 class _AtomicMotoServer(ThreadedMotoServer):
@@ -226,6 +271,7 @@ def _url(port: int) -> str:
 def _start_in_thread(port: int) -> tuple[_AtomicMotoServer, int]:
     """The atomic server in a thread of this process; returns it and the port it bound."""
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request drowns the app's own logs
+    _answer_data_plane_in_json()
     server = _AtomicMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     return server, server.get_host_and_port()[1]
