@@ -1,16 +1,19 @@
-"""The local moto server writes DynamoDB's data-plane results with `json.dumps` instead of moto's serializer:
-every operation the pipeline uses must answer exactly what moto's own serializer would."""
+"""What the local moto server does faster than moto: DynamoDB's data-plane results written with `json.dumps`
+(every operation the pipeline uses must answer exactly what moto's own serializer would), and a state
+machine's definition parsed once for all its executions."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from moto.core.responses import BaseResponse
 from moto.dynamodb.responses import DynamoHandler
+from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser, ASLParserException
 
 from chalicelib.local import moto_server as moto_module
 from chalicelib.local.moto_server import MotoServer
@@ -115,3 +118,15 @@ def test_data_plane_answers_equal_moto_serializer_on_every_attribute_type(
         # output shape, and botocore drops it as well.
         ours_body.pop("ConsumedCapacityUnits", None)
         assert ours_body == json.loads(theirs[2]), action
+
+
+def test_executions_share_the_syntax_tree_but_not_their_evaluation_state(moto_server: MotoServer) -> None:
+    definition = (Path(__file__).parents[2] / "infra" / "statemachine" / "knowledge.asl.json").read_text()
+    program, tree = AmazonStateLanguageParser.parse(definition)
+    again, same_tree = AmazonStateLanguageParser.parse(definition)
+    assert same_tree is tree
+    assert again is not program  # executions keep state in the components: each gets its own
+    assert type(again) is type(program)
+    for _ in range(2):  # a bad definition raises every time: no failure is cached
+        with pytest.raises(ASLParserException):
+            AmazonStateLanguageParser.parse('{"StartAt": "A", "States": {"A": {"Type": "Nope"}}}')
