@@ -43,13 +43,20 @@ QUEUES = (
     "wiki",
     "faq-import",
 )
-DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-qint8"
-#: the shipped MiniLM file's own space (fp32 arithmetic): still offered, so knowledge bases that name it
-#: keep their vectors (an id, not a default: a model space never changes under a stored vector)
+DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-qint8-v2"
+#: the earlier local MiniLM spaces (the int8-arithmetic file with every graph fusion; the shipped file,
+#: fp32 arithmetic): still offered, so knowledge bases that name them keep their vectors (ids, not
+#: defaults: a model space never changes under a stored vector)
+FUSED_QINT8_MINILM_MODEL = "local/all-MiniLM-L6-v2-qint8"
 SHIPPED_MINILM_MODEL = "local/all-MiniLM-L6-v2-int8"
-#: embedding models trained on English text alone (both local MiniLM spaces, Cohere's English model)
+#: embedding models trained on English text alone (the local MiniLM spaces, Cohere's English model)
 LATIN_ONLY_EMBEDDING_MODELS = frozenset(
-    {DEFAULT_EMBEDDING_MODEL, SHIPPED_MINILM_MODEL, "bedrock/cohere.embed-english-v3"}
+    {
+        DEFAULT_EMBEDDING_MODEL,
+        FUSED_QINT8_MINILM_MODEL,
+        SHIPPED_MINILM_MODEL,
+        "bedrock/cohere.embed-english-v3",
+    }
 )
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -93,6 +100,7 @@ def _catalog(raw: str, default_embedding: str) -> ModelCatalog:
     entries: dict[str, dict[str, str]] = {
         "embedding": {
             DEFAULT_EMBEDDING_MODEL: DEFAULT_EMBEDDING_MODEL,
+            FUSED_QINT8_MINILM_MODEL: FUSED_QINT8_MINILM_MODEL,
             SHIPPED_MINILM_MODEL: SHIPPED_MINILM_MODEL,
             default_embedding: default_embedding,
         },

