@@ -43,21 +43,17 @@ QUEUES = (
     "wiki",
     "faq-import",
 )
-DEFAULT_EMBEDDING_MODEL = "local/all-MiniLM-L6-v2-qint8-v2"
-#: the earlier local MiniLM spaces (the int8-arithmetic file with every graph fusion; the shipped file,
-#: fp32 arithmetic): still offered, so knowledge bases that name them keep their vectors (ids, not
-#: defaults: a model space never changes under a stored vector)
-FUSED_QINT8_MINILM_MODEL = "local/all-MiniLM-L6-v2-qint8"
-SHIPPED_MINILM_MODEL = "local/all-MiniLM-L6-v2-int8"
+#: the local MiniLM model spaces (adapters/models/local_onnx.py): the int8-arithmetic file without ONNX
+#: Runtime's SkipLayerNormalization fusion (the default), the same file with every fusion, the shipped
+#: file (fp32 arithmetic). The older two stay offered, so knowledge bases that name them keep their vectors
+#: (ids, not defaults: a model space never changes under a stored vector)
+MINILM_QINT8_V2_MODEL_ID = "local/all-MiniLM-L6-v2-qint8-v2"
+MINILM_QINT8_MODEL_ID = "local/all-MiniLM-L6-v2-qint8"
+MINILM_MODEL_ID = "local/all-MiniLM-L6-v2-int8"
+LOCAL_MINILM_MODEL_IDS = (MINILM_QINT8_V2_MODEL_ID, MINILM_QINT8_MODEL_ID, MINILM_MODEL_ID)
+DEFAULT_EMBEDDING_MODEL = MINILM_QINT8_V2_MODEL_ID
 #: embedding models trained on English text alone (the local MiniLM spaces, Cohere's English model)
-LATIN_ONLY_EMBEDDING_MODELS = frozenset(
-    {
-        DEFAULT_EMBEDDING_MODEL,
-        FUSED_QINT8_MINILM_MODEL,
-        SHIPPED_MINILM_MODEL,
-        "bedrock/cohere.embed-english-v3",
-    }
-)
+LATIN_ONLY_EMBEDDING_MODELS = frozenset({*LOCAL_MINILM_MODEL_IDS, "bedrock/cohere.embed-english-v3"})
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
@@ -99,9 +95,7 @@ class ModelCatalog:
 def _catalog(raw: str, default_embedding: str) -> ModelCatalog:
     entries: dict[str, dict[str, str]] = {
         "embedding": {
-            DEFAULT_EMBEDDING_MODEL: DEFAULT_EMBEDDING_MODEL,
-            FUSED_QINT8_MINILM_MODEL: FUSED_QINT8_MINILM_MODEL,
-            SHIPPED_MINILM_MODEL: SHIPPED_MINILM_MODEL,
+            **{model_id: model_id for model_id in LOCAL_MINILM_MODEL_IDS},
             default_embedding: default_embedding,
         },
         "chat": {EXTRACTIVE_SUMMARY: EXTRACTIVE_SUMMARY},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from chalicelib.search import query_vector
-from chalicelib.settings import DEFAULT_EMBEDDING_MODEL, SHIPPED_MINILM_MODEL
+from chalicelib.settings import DEFAULT_EMBEDDING_MODEL, MINILM_MODEL_ID
 from chalicelib.text_fold import latin_share
 
 
@@ -40,7 +40,7 @@ class FakeModel:
     ],
 )
 def test_latin_only_model_is_asked_only_about_latin_queries(query: str, asked: bool) -> None:
-    for model_id in (DEFAULT_EMBEDDING_MODEL, SHIPPED_MINILM_MODEL):  # both local MiniLM spaces
+    for model_id in (DEFAULT_EMBEDDING_MODEL, MINILM_MODEL_ID):  # both local MiniLM spaces
         model = FakeModel(model_id)
         vector = query_vector(model, query)
         assert (vector is not None) is asked

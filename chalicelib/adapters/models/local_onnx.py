@@ -34,6 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...settings import (
+    LOCAL_MINILM_MODEL_IDS,
+    MINILM_MODEL_ID,
+    MINILM_QINT8_MODEL_ID,
+    MINILM_QINT8_V2_MODEL_ID,
+)
 from .hashing import HashingEmbedding
 
 if TYPE_CHECKING:
@@ -48,15 +54,8 @@ __all__ = [
     "ModelIntegrityError",
 ]
 
-#: the shipped file: int8 storage, fp32 arithmetic
-MINILM_MODEL_ID = "local/all-MiniLM-L6-v2-int8"
-#: the same weights quantised for int8 arithmetic (minilm_qint8.py), every graph fusion on
-MINILM_QINT8_MODEL_ID = "local/all-MiniLM-L6-v2-qint8"
-#: the int8-arithmetic file without the SkipLayerNormalization fusion: the default local model
-MINILM_QINT8_V2_MODEL_ID = "local/all-MiniLM-L6-v2-qint8-v2"
-#: the spaces that run the int8-arithmetic file (one text per run)
+#: the spaces that run the int8-arithmetic file (one text per run); MINILM_MODEL_ID runs the shipped file
 QINT8_MODEL_IDS = (MINILM_QINT8_V2_MODEL_ID, MINILM_QINT8_MODEL_ID)
-MINILM_MODEL_IDS = (*QINT8_MODEL_IDS, MINILM_MODEL_ID)
 #: ONNX Runtime optimisers a space runs without (part of what defines its vectors)
 _DISABLED_OPTIMIZERS: dict[str, tuple[str, ...]] = {MINILM_QINT8_V2_MODEL_ID: ("SkipLayerNormFusion",)}
 MINILM_DIMENSIONS = 384
@@ -184,8 +183,10 @@ class MiniLmEmbedding:
         expected_sha256: str | None = None,
         cache_dir: str = "",
     ) -> None:
-        if model_id not in MINILM_MODEL_IDS:
-            raise ValueError(f"unknown MiniLM model id {model_id!r}; known: {', '.join(MINILM_MODEL_IDS)}")
+        if model_id not in LOCAL_MINILM_MODEL_IDS:
+            raise ValueError(
+                f"unknown MiniLM model id {model_id!r}; known: {', '.join(LOCAL_MINILM_MODEL_IDS)}"
+            )
         if batch_size is None:
             batch_size = 1 if model_id in QINT8_MODEL_IDS else 16
         if intra_op_threads < 1 or batch_size < 1 or max_batch_tokens < 1:

@@ -61,17 +61,21 @@ from urllib.parse import urlsplit
 
 from ...domain.process_config import EXTRACTIVE_SUMMARY
 from ...net.ssrf import AllowList
-from ...settings import DEFAULT_OPENAI_BASE_URL, ModelSettings
+from ...settings import (
+    DEFAULT_EMBEDDING_MODEL,
+    DEFAULT_OPENAI_BASE_URL,
+    LOCAL_MINILM_MODEL_IDS,
+    ModelSettings,
+)
+
+# The local model ids, defined once in settings; re-exported as this module's part of the id scheme.
+from ...settings import MINILM_MODEL_ID as MINILM_MODEL_ID
+from ...settings import MINILM_QINT8_MODEL_ID as MINILM_QINT8_MODEL_ID
+from ...settings import MINILM_QINT8_V2_MODEL_ID as MINILM_QINT8_V2_MODEL_ID
 
 if TYPE_CHECKING:
     from ...ports import ChatModel, EmbeddingModel, VisionModel
 
-# Same values as in local_onnx; repeated so this module imports without numpy. The default local model
-# is the unfused int8-arithmetic space; the fused one and the shipped file keep their own.
-MINILM_QINT8_V2_MODEL_ID = "local/all-MiniLM-L6-v2-qint8-v2"
-MINILM_QINT8_MODEL_ID = "local/all-MiniLM-L6-v2-qint8"
-MINILM_MODEL_ID = "local/all-MiniLM-L6-v2-int8"
-LOCAL_MODEL_IDS = (MINILM_QINT8_V2_MODEL_ID, MINILM_QINT8_MODEL_ID, MINILM_MODEL_ID)
 #: embeddings of a batch of 64 texts at 3,072 dimensions are ~4 MB of JSON
 MAX_MODEL_RESPONSE_BYTES = 32 * 1024 * 1024
 _URL_SPLIT = re.compile(r"^(?P<model>.+?)@(?P<url>https?://.+)$")
@@ -89,7 +93,7 @@ def parse_model_id(model_id: str) -> ModelSpec:
     """Splits an id into provider, model, base URL and `#` parameters. Raises ValueError if malformed."""
     text = model_id.strip()
     if not text:
-        return ModelSpec("local", MINILM_QINT8_V2_MODEL_ID.split("/", 1)[1])
+        return parse_model_id(DEFAULT_EMBEDDING_MODEL)
     params: dict[str, str] = {}
     if "#" in text:
         text, _, raw = text.partition("#")
@@ -217,9 +221,9 @@ def _build_embedding(model_id: str, settings: ModelSettings, transport: Any) -> 
     spec = parse_model_id(model_id)
     if spec.provider == "local":
         local_id = f"local/{spec.model}"
-        if local_id not in LOCAL_MODEL_IDS:
+        if local_id not in LOCAL_MINILM_MODEL_IDS:
             raise ValueError(
-                f"unknown local embedding model {model_id!r}; known: {', '.join(LOCAL_MODEL_IDS)}"
+                f"unknown local embedding model {model_id!r}; known: {', '.join(LOCAL_MINILM_MODEL_IDS)}"
             )
         if settings.embed_workers > 1:
             from .embed_pool import PooledMiniLm
