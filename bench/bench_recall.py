@@ -468,13 +468,14 @@ def main() -> None:
     queries: list[Query] = []
     if args.paraphrases:
         queries = paraphrase_queries(args.paraphrases, args.corpus, dict(manifest))
-    for path, file_type in [] if args.paraphrases else files:
-        if path.name in CORPUS_EXPECTED_FAILURES:
-            continue
-        qs, note = make_queries(path, file_type, args.per_doc, args.seed)
-        queries += qs
-        if len(qs) < args.per_doc:
-            print(f"  {path.name}: {len(qs)} queries ({note})")
+    else:
+        for path, file_type in files:
+            if path.name in CORPUS_EXPECTED_FAILURES:
+                continue
+            qs, note = make_queries(path, file_type, args.per_doc, args.seed)
+            queries += qs
+            if len(qs) < args.per_doc:
+                print(f"  {path.name}: {len(qs)} queries ({note})")
     print(f"{len(files)} files, {len(queries)} queries", flush=True)
 
     if args.reuse:
