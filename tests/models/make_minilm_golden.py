@@ -37,11 +37,14 @@ SENTENCES = [
     "",
 ]
 OUT = Path(__file__).parent / "data" / "minilm_golden.json"
-OUT_QINT8 = {
-    "qint8": Path(__file__).parent / "data" / "minilm_qint8_golden.json",
-    "qint8-v2": Path(__file__).parent / "data" / "minilm_qint8_v2_golden.json",
+#: each int8-arithmetic space's model id and golden file, by its `--space` name
+QINT8_SPACES = {
+    "qint8": (local_onnx.MINILM_QINT8_MODEL_ID, Path(__file__).parent / "data" / "minilm_qint8_golden.json"),
+    "qint8-v2": (
+        local_onnx.MINILM_QINT8_V2_MODEL_ID,
+        Path(__file__).parent / "data" / "minilm_qint8_v2_golden.json",
+    ),
 }
-SPACE_IDS = {"qint8": local_onnx.MINILM_QINT8_MODEL_ID, "qint8-v2": local_onnx.MINILM_QINT8_V2_MODEL_ID}
 
 
 def load_safetensors(path: Path) -> dict[str, np.ndarray]:
@@ -114,9 +117,10 @@ def main(weights: str) -> None:
 
 
 def main_qint8(space: str) -> None:
-    model = local_onnx.MiniLmEmbedding(model_id=SPACE_IDS[space])
+    model_id, out = QINT8_SPACES[space]
+    model = local_onnx.MiniLmEmbedding(model_id=model_id)
     rows = model.embed(SENTENCES).round(6).tolist()
-    OUT_QINT8[space].write_text(
+    out.write_text(
         json.dumps(
             {
                 "source": f"{model.model_id}: {model.model_file().name}",
@@ -126,11 +130,11 @@ def main_qint8(space: str) -> None:
             }
         )
     )
-    print(f"wrote {OUT_QINT8[space]}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--space"] and sys.argv[2:3] and sys.argv[2] in SPACE_IDS:
+    if sys.argv[1:2] == ["--space"] and sys.argv[2:3] and sys.argv[2] in QINT8_SPACES:
         main_qint8(sys.argv[2])
     else:
         main(sys.argv[1])
