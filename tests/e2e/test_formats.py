@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -58,15 +59,31 @@ def test_docx_images_are_stored_and_their_links_rewritten(
     assert any("local://" in c.content for c in chunks)  # Markdown points at the stored copies
 
 
+def _turned_png(data: bytes, degrees: int) -> bytes:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        buf = io.BytesIO()
+        img.rotate(degrees, expand=True).save(buf, format="PNG")
+        return buf.getvalue()
+
+
 @pytest.mark.requires_tesseract
-def test_an_image_upload_gets_ocr_text_in_the_markdown(api: Api, runtime: LocalRuntime) -> None:
+@pytest.mark.parametrize("turned", [0, 180])  # a scan fed upside down is read upright
+def test_an_image_upload_gets_ocr_text_in_the_markdown(
+    turned: int, api: Api, runtime: LocalRuntime, services: Services
+) -> None:
     kb = api.create_kb()
-    created = api.upload(kb["id"], "page.png", corpus_bytes("debian-reference-p40.png"))
+    page = corpus_bytes("debian-reference-p40.png")
+    created = api.upload(kb["id"], "page.png", _turned_png(page, turned) if turned else page)
     assert created.status_code == 200, created.json_body
     runtime.drain(timeout=180)
     knowledge = api.knowledge(created.json_body["data"]["id"])
     assert knowledge["parse_status"] == "completed"
     truth_words = corpus_bytes("debian-reference-p40.png.truth.txt").decode().split()
+    long_words = {w for w in truth_words if len(w) > 6 and w.isalpha()}
+    text = " ".join(c.content for c in services.chunks.list(knowledge["id"]))
+    assert sum(w in text for w in long_words) >= 0.9 * len(long_words)  # read, not guessed at
     query = " ".join(w for w in truth_words if len(w) > 6)[:60]
     hits = api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": query, "match_count": 1})
     assert hits.json_body["data"][0]["knowledge_id"] == knowledge["id"]

@@ -20,6 +20,7 @@ from chalicelib.domain.types import KnowledgeBase
 from chalicelib.parsers.ocr import (
     OWN_SCRIPT_ALONE,
     OcrWord,
+    PageOsd,
     TesseractOcr,
     _normalise_image,
     _upscale_factor,
@@ -34,23 +35,14 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ocr"
 
 
 class ScriptedTesseract(TesseractOcr):
-    """TesseractOcr whose OSD answer and installed languages are given (no binary needed)."""
-
-    def __init__(self, script: str, confidence: float = 2.0, languages: Sequence[str] | None = None) -> None:
-        super().__init__(languages, binary="/usr/bin/tesseract")
-        self.script, self.confidence = script, confidence
-        self.osd_calls = 0
-
-    def with_languages(self, languages: Sequence[str]) -> TesseractOcr:
-        copy = ScriptedTesseract(self.script, self.confidence, languages)
-        return copy if languages else self
+    """TesseractOcr whose installed languages are given (no binary needed)."""
 
     def installed(self) -> tuple[str, ...]:
         return ("chi_sim", "chi_tra", "eng", "jpn", "kor", "osd")
 
-    def detect_script(self, data: bytes) -> tuple[str, float]:
-        self.osd_calls += 1
-        return self.script, self.confidence
+
+def _scripted(languages: Sequence[str] | None = None) -> ScriptedTesseract:
+    return ScriptedTesseract(languages, binary="/usr/bin/tesseract")
 
 
 @pytest.mark.parametrize(
@@ -66,15 +58,15 @@ class ScriptedTesseract(TesseractOcr):
     ],
 )
 def test_detection_picks_the_language_data_of_the_script(script: str, expected: tuple[str, ...]) -> None:
-    engine = ScriptedTesseract(script)
-    assert engine.choose_languages(b"page") == (expected, script)
+    engine = _scripted()
+    assert engine.choose_languages(PageOsd(script, 2.0)) == (expected, script)
 
 
 def test_the_setting_beats_detection() -> None:
-    engine = ScriptedTesseract("Japanese")
+    engine = _scripted()
     chosen = with_languages(engine, ["kor"])
-    assert chosen.choose_languages(b"page") == (("kor",), "")
-    assert chosen.osd_calls == 0  # no OSD run at all when the languages are set
+    assert isinstance(chosen, TesseractOcr)
+    assert chosen.choose_languages(PageOsd("Japanese", 2.0)) == (("kor",), "")
     assert with_languages(engine, []) is engine and with_languages(engine, None) is engine
 
 
@@ -88,8 +80,72 @@ def test_with_languages_leaves_engines_that_cannot_choose_alone() -> None:
 
 def test_parse_osd() -> None:
     out = "Page number: 0\nOrientation in degrees: 0\nRotate: 0\nOrientation confidence: 21.12\nScript: Japanese\nScript confidence: 1.85\n"
-    assert parse_osd(out) == ("Japanese", 1.85)
-    assert parse_osd("Too few characters. Skipping this page\n") == ("", 0.0)
+    assert parse_osd(out) == PageOsd("Japanese", 1.85, 0)
+    turned = "Orientation in degrees: 270\nRotate: 90\nOrientation confidence: 0.99\nScript: Han\nScript confidence: x\n"
+    assert parse_osd(turned) == PageOsd("Han", 0.0, 90)
+    assert parse_osd("Rotate: 45\n").rotate == 0  # never anything but a right angle
+    assert parse_osd("Too few characters. Skipping this page\n") == PageOsd()
+
+
+class TurnedPageTesseract(ScriptedTesseract):
+    """OSD answers given in order; the images OSD was asked about are kept."""
+
+    def __init__(self, *answers: PageOsd) -> None:
+        super().__init__(binary="/usr/bin/tesseract")
+        self.answers = list(answers)
+        self.asked: list[tuple[int, int]] = []
+
+    def detect(self, data: bytes) -> PageOsd:
+        with Image.open(io.BytesIO(data)) as img:
+            self.asked.append(img.size)
+        return self.answers.pop(0)
+
+
+def _png(size: tuple[int, int], mark: tuple[int, int, int, int] | None = None) -> bytes:
+    img = Image.new("L", size, 255)
+    if mark:
+        ImageDraw.Draw(img).rectangle(mark, fill=0)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_a_page_osd_finds_turned_is_turned_when_osd_then_finds_it_upright() -> None:
+    engine = TurnedPageTesseract(PageOsd("Latin", 0.7, 90), PageOsd("Latin", 4.6, 0))
+    assert engine.upright(_png((300, 200))) == (90, PageOsd("Latin", 4.6, 0))
+    assert engine.asked == [(300, 200), (200, 300)]  # the second OSD saw the page turned
+
+
+def test_a_turn_osd_does_not_confirm_on_the_turned_page_is_not_taken() -> None:
+    first = PageOsd("Latin", 0.4, 180)
+    engine = TurnedPageTesseract(first, PageOsd("Latin", 0.3, 180))
+    assert engine.upright(_png((300, 200))) == (0, first)
+    upright = TurnedPageTesseract(PageOsd("Korean", 1.0, 0))
+    assert upright.upright(_png((300, 200))) == (0, PageOsd("Korean", 1.0, 0))
+    assert len(upright.asked) == 1  # an upright page costs one OSD run
+
+
+def test_normalise_turns_the_page_clockwise() -> None:
+    page = _png((300, 200), mark=(0, 0, 29, 19))  # ink in the top-left corner
+    for turn, corner in [(90, (190, 10)), (180, (290, 190)), (270, (10, 290)), (0, (10, 10))]:
+        with Image.open(io.BytesIO(_normalise_image(page, greyscale=True, turn=turn))) as out:
+            assert out.size == ((300, 200) if turn in (0, 180) else (200, 300))
+            assert out.getpixel(corner) == 0, turn
+
+
+@pytest.mark.requires_tesseract
+@pytest.mark.parametrize(("turned", "languages"), [(90, None), (180, ["jpn"])])
+def test_a_turned_page_is_read_upright_with_or_without_the_setting(
+    turned: int, languages: list[str] | None
+) -> None:
+    name = "udhr-art1-4.ja.png"
+    with Image.open(FIXTURES / name) as img:
+        buf = io.BytesIO()
+        img.rotate(turned, expand=True).save(buf, format="PNG")  # counter-clockwise
+    reading = with_languages(TesseractOcr(), languages).read(buf.getvalue())
+    truth = (FIXTURES / f"{name}.truth.txt").read_text(encoding="utf-8")
+    assert reading.turned == turned  # turned back clockwise by as much
+    assert _cer(reading.text, truth) <= 0.05, reading.text
 
 
 def test_clean_ocr_text_joins_cjk_but_keeps_hangul_and_latin_spaces() -> None:
