@@ -497,9 +497,7 @@ class TesseractOcr:
             raise TransientStageError("OCR timed out", code=SpanErrorCode.DOCREADER_TIMEOUT) from exc
 
     def detect(self, data: bytes) -> PageOsd:
-        """OSD of a prepared image; an empty PageOsd when OSD is not installed or finds too little text."""
-        if "osd" not in self.installed():
-            return PageOsd()
+        """OSD of a prepared image; an empty PageOsd when it finds too little text."""
         proc = self._run(data, ["--psm", "0", "-l", "osd"])
         if proc.returncode != 0:
             return PageOsd()  # "Too few characters": not an error of the page, just nothing to detect on
