@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(name, "1")
@@ -63,10 +64,14 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-pipeline", action="store_true", help="only the quantisation section")
+    parser.add_argument("--spaces", action="store_true", help="only the per-space comparison")
     args = parser.parse_args()
     texts = corpus_chunks(args.chunks)
     chars = sum(len(t) for t in texts)
     print(f"texts: {len(texts)} chunks, {chars / 1e6:.2f} M chars (dev corpus .md/.txt, 512/80 chunking)")
+    if args.spaces:
+        spaces(texts, args.rounds)
+        return
 
     from chalicelib.adapters.models.local_onnx import MiniLmEmbedding
 
@@ -202,6 +207,37 @@ def quantisation(texts: list[str], rounds: int) -> None:
         r5 = float(np.mean((top == truth).any(axis=1)))
         print(
             f"retrieval, {len(texts)} self-supervised queries, {label:16}: recall@1 {r1:.3f}  recall@5 {r5:.3f}"
+        )
+
+
+def spaces(texts: list[str], rounds: int) -> None:
+    """Every local model space on the same chunks, one process each: speed (median of interleaved
+    rounds, CPU time), cosine to the shipped file's vectors, recall@1/@5 of the self-supervised queries."""
+    import numpy as np
+
+    from chalicelib.adapters.models.local_onnx import MINILM_MODEL_ID, MiniLmEmbedding
+    from chalicelib.settings import LOCAL_MINILM_MODEL_IDS
+
+    models = {model_id: MiniLmEmbedding(model_id=model_id) for model_id in LOCAL_MINILM_MODEL_IDS}
+    for model in models.values():
+        model.warm_up()
+    cpu: dict[str, list[float]] = {model_id: [] for model_id in models}
+    vectors: dict[str, Any] = {}
+    for round_no in range(rounds):
+        for model_id in list(models) if round_no % 2 == 0 else list(models)[::-1]:
+            start = time.process_time()
+            vectors[model_id] = np.asarray(_embed_in_calls(models[model_id], texts))
+            cpu[model_id].append(time.process_time() - start)
+    queries = _queries(texts)
+    truth = np.arange(len(texts))[:, None]
+    print(f"\nlocal model spaces, {len(texts)} chunks, 1 process, median of {rounds} interleaved rounds:")
+    for model_id, model in models.items():
+        top = np.asarray(_top(vectors[model_id], _embed_in_calls(model, queries), 5, False))
+        cos = (vectors[model_id] * vectors[MINILM_MODEL_ID]).sum(axis=1)
+        print(
+            f"  {model_id:34} {len(texts) / statistics.median(cpu[model_id]):6.1f} chunks per CPU-s  "
+            f"cosine to the shipped file: median {np.median(cos):.4f}, min {cos.min():.4f}  "
+            f"recall@1 {np.mean(top[:, :1] == truth):.3f}  recall@5 {np.mean((top == truth).any(axis=1)):.3f}"
         )
 
 

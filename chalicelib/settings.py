@@ -43,15 +43,22 @@ QUEUES = (
     "wiki",
     "faq-import",
 )
-#: the local MiniLM model spaces (adapters/models/local_onnx.py): the int8-arithmetic file without ONNX
-#: Runtime's SkipLayerNormalization fusion (the default), the same file with every fusion, the shipped
-#: file (fp32 arithmetic). The older two stay offered, so knowledge bases that name them keep their vectors
-#: (ids, not defaults: a model space never changes under a stored vector)
+#: the local MiniLM model spaces (adapters/models/local_onnx.py): int8 arithmetic with 7-bit weights, the
+#: same vectors on every CPU (the default); int8 arithmetic with 8-bit weights, without ONNX Runtime's
+#: SkipLayerNormalization fusion and with it (both CPU-dependent); the shipped file (fp32 arithmetic). The
+#: older ones stay offered, so knowledge bases that name them keep their vectors (ids, not defaults: a
+#: model space never changes under a stored vector)
+MINILM_QINT8_V3_MODEL_ID = "local/all-MiniLM-L6-v2-qint8-v3"
 MINILM_QINT8_V2_MODEL_ID = "local/all-MiniLM-L6-v2-qint8-v2"
 MINILM_QINT8_MODEL_ID = "local/all-MiniLM-L6-v2-qint8"
 MINILM_MODEL_ID = "local/all-MiniLM-L6-v2-int8"
-LOCAL_MINILM_MODEL_IDS = (MINILM_QINT8_V2_MODEL_ID, MINILM_QINT8_MODEL_ID, MINILM_MODEL_ID)
-DEFAULT_EMBEDDING_MODEL = MINILM_QINT8_V2_MODEL_ID
+LOCAL_MINILM_MODEL_IDS = (
+    MINILM_QINT8_V3_MODEL_ID,
+    MINILM_QINT8_V2_MODEL_ID,
+    MINILM_QINT8_MODEL_ID,
+    MINILM_MODEL_ID,
+)
+DEFAULT_EMBEDDING_MODEL = MINILM_QINT8_V3_MODEL_ID
 #: embedding models trained on English text alone (the local MiniLM spaces, Cohere's English model)
 LATIN_ONLY_EMBEDDING_MODELS = frozenset({*LOCAL_MINILM_MODEL_IDS, "bedrock/cohere.embed-english-v3"})
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"

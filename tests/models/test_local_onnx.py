@@ -16,6 +16,7 @@ from chalicelib.adapters.models.local_onnx import (
     MINILM_MODEL_ID,
     MINILM_QINT8_MODEL_ID,
     MINILM_QINT8_V2_MODEL_ID,
+    MINILM_QINT8_V3_MODEL_ID,
     MiniLmEmbedding,
     ModelIntegrityError,
 )
@@ -38,7 +39,7 @@ def cos(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_attributes(model: MiniLmEmbedding, shipped: MiniLmEmbedding) -> None:
-    assert model.model_id == MINILM_QINT8_V2_MODEL_ID == "local/all-MiniLM-L6-v2-qint8-v2"
+    assert model.model_id == MINILM_QINT8_V3_MODEL_ID == "local/all-MiniLM-L6-v2-qint8-v3"
     assert shipped.model_id == MINILM_MODEL_ID == "local/all-MiniLM-L6-v2-int8"
     for m in (model, shipped):
         assert m.dimensions == 384
@@ -215,32 +216,123 @@ def test_invalid_arguments() -> None:
 def test_matches_fp32_reference_model(model: MiniLmEmbedding, shipped: MiniLmEmbedding) -> None:
     # Golden vectors from an independent numpy forward pass over the original fp32 weights
     # (tests/models/make_minilm_golden.py). The shipped int8 weights in fp32 arithmetic keep cosine above
-    # 0.995; int8 arithmetic (activations quantised per batch too) above 0.97 on these five sentences
-    # (0.976 on the empty text, 0.985-0.992 on the others; bench_embedding.py: median 0.994 on corpus chunks).
+    # 0.995; the default space's int8 arithmetic (7-bit weights, activations quantised per run) above 0.96
+    # on these five sentences (0.964 on the empty text, 0.983-0.993 on the others; 8-bit weights gave
+    # 0.976 and 0.985-0.992; `bench_embedding.py --spaces`: median 0.991 to the shipped file on corpus
+    # chunks, and the same retrieval recall).
     golden = json.loads((GOLDEN / "minilm_golden.json").read_text())
     reference = np.asarray(golden["vectors"], dtype=np.float32)
     assert (shipped.embed(golden["sentences"]) * reference).sum(axis=1).min() > 0.995
     sims = (model.embed(golden["sentences"]) * reference).sum(axis=1)
-    assert sims.min() > 0.97, sims
+    assert sims.min() > 0.96, sims
     assert float(np.median(sims)) > 0.985, sims
+
+
+def _saturates_u8s8() -> bool:
+    """Whether this CPU's ONNX Runtime sums uint8 x int8 product pairs in int16 (x86 without VNNI:
+    vpmaddubsw saturates at 32,767) instead of exactly (VNNI, ARM)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = numpy_helper.from_array(np.full((64, 16), 127, dtype=np.int8), "B")
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["A", "B"], ["Y"])],
+        "probe",
+        [helper.make_tensor_value_info("A", TensorProto.UINT8, [1, 64])],
+        [helper.make_tensor_value_info("Y", TensorProto.INT32, [1, 16])],
+        [weights],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    out = session.run(None, {"A": np.full((1, 64), 255, dtype=np.uint8)})[0]
+    return int(out[0, 0]) != 255 * 127 * 64
+
+
+_EIGHT_BIT_CPU_DEPENDENT = pytest.mark.skipif(
+    "_saturates_u8s8()",
+    reason="this CPU saturates uint8 x int8 product pairs (x86 without VNNI): the 8-bit spaces' vectors "
+    "differ here from the golden ones, made where the sums are exact; the default space (v3) is exact on "
+    "every CPU",
+)
 
 
 @pytest.mark.parametrize(
     ("model_id", "golden_file"),
     [
-        (MINILM_QINT8_V2_MODEL_ID, "minilm_qint8_v2_golden.json"),
-        (MINILM_QINT8_MODEL_ID, "minilm_qint8_golden.json"),
+        (MINILM_QINT8_V3_MODEL_ID, "minilm_qint8_v3_golden.json"),
+        pytest.param(MINILM_QINT8_V2_MODEL_ID, "minilm_qint8_v2_golden.json", marks=_EIGHT_BIT_CPU_DEPENDENT),
+        pytest.param(MINILM_QINT8_MODEL_ID, "minilm_qint8_golden.json", marks=_EIGHT_BIT_CPU_DEPENDENT),
     ],
 )
 def test_int8_arithmetic_matches_its_own_golden(model_id: str, golden_file: str) -> None:
-    """Each int8-arithmetic space's own vectors (make_minilm_golden.py --space qint8 / qint8-v2). If a new
-    ONNX Runtime or onnx quantised or fused differently, vectors would drift inside one model space: this
-    fails first, and the space needs a new id."""
+    """Each int8-arithmetic space's own vectors (make_minilm_golden.py --space qint8-v3 / qint8-v2 /
+    qint8). If a new ONNX Runtime or onnx quantised or fused differently, vectors would drift inside one
+    model space: this fails first, and the space needs a new id."""
     golden = json.loads((GOLDEN / golden_file).read_text())
     model = MiniLmEmbedding(model_id=model_id)
     assert golden["model_id"] == model.model_id
     sims = (model.embed(golden["sentences"]) * np.asarray(golden["vectors"], dtype=np.float32)).sum(axis=1)
     assert sims.min() > 0.9999, sims
+
+
+def _with_exact_integer_matmuls(source: Path, target: Path) -> None:
+    """`source` with every MatMulInteger replaced by the same product in fp32 (Cast, Sub the zero points,
+    MatMul, Cast back): exact for these sizes (every partial sum stays below 2**24), and computed by no
+    integer kernel, so it is the CPU-independent value the integer matmul must give."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(source))
+    nodes = []
+    for node in model.graph.node:
+        if node.op_type != "MatMulInteger":
+            nodes.append(node)
+            continue
+        a, b, a_zero, b_zero = [*node.input, "", ""][:4]
+        name = node.output[0]
+        centred = []
+        for operand, zero, tag in ((a, a_zero, "a"), (b, b_zero, "b")):
+            nodes.append(helper.make_node("Cast", [operand], [f"{name}/{tag}"], to=TensorProto.FLOAT))
+            value = f"{name}/{tag}"
+            if zero:
+                nodes.append(helper.make_node("Cast", [zero], [f"{name}/{tag}0"], to=TensorProto.FLOAT))
+                nodes.append(helper.make_node("Sub", [value, f"{name}/{tag}0"], [f"{name}/{tag}c"]))
+                value = f"{name}/{tag}c"
+            centred.append(value)
+        nodes.append(helper.make_node("MatMul", centred, [f"{name}/f"]))
+        nodes.append(helper.make_node("Cast", [f"{name}/f"], [name], to=TensorProto.INT32))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    onnx.save(model, str(target))
+
+
+def test_the_default_space_computes_its_integer_matmuls_exactly_on_this_cpu(tmp_path: Path) -> None:
+    """Why v3 has the same vectors on every CPU: as it runs (7-bit weights, basic optimisations), its
+    outputs are the exact emulation's, bit for bit. The 8-bit file run as v2 is not, where the CPU
+    saturates (x86 without VNNI)."""
+    import onnxruntime as ort
+
+    model = MiniLmEmbedding()
+    assert model.model_id == MINILM_QINT8_V3_MODEL_ID
+    exact_file = tmp_path / "exact.onnx"
+    _with_exact_integer_matmuls(model.model_file(), exact_file)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    exact = ort.InferenceSession(str(exact_file), options, providers=["CPUExecutionProvider"])
+    session = model._loaded().session
+    texts = ["The invoice is due on Friday.", "pip install the package, then run pytest -x " * 12]
+    for ids in (model._loaded().tokenizer.encode(text).ids for text in texts):
+        batch = np.asarray([ids], dtype=np.int64)
+        feeds = {
+            "input_ids": batch,
+            "attention_mask": np.ones_like(batch),
+            "token_type_ids": np.zeros_like(batch),
+        }
+        feeds = {k: v for k, v in feeds.items() if k in model._loaded().input_names}
+        assert np.array_equal(session.run(None, feeds)[0], exact.run(None, feeds)[0])
 
 
 def test_the_unfused_space_is_its_own_but_close_to_the_fused_one() -> None:

@@ -20,6 +20,7 @@ from .registry import (
     MINILM_MODEL_ID,
     MINILM_QINT8_MODEL_ID,
     MINILM_QINT8_V2_MODEL_ID,
+    MINILM_QINT8_V3_MODEL_ID,
     ModelRegistry,
     parse_model_id,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "MINILM_MODEL_ID",
     "MINILM_QINT8_MODEL_ID",
     "MINILM_QINT8_V2_MODEL_ID",
+    "MINILM_QINT8_V3_MODEL_ID",
     "HashingEmbedding",
     "MiniLmEmbedding",
     "ModelRegistry",

