@@ -37,7 +37,6 @@ upside down): the engine finds the orientation by OSD and turns it back; PDFs ar
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import re
 import statistics
@@ -49,10 +48,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 from chalicelib.settings import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
 
 DEFAULT_CORPUS = default_corpus(ROOT)
 
+from page_images import turned_png  # noqa: E402
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
 from chalicelib.parsers import build_docreader  # noqa: E402
@@ -166,16 +167,6 @@ def documents(corpus: Path) -> list[Path]:
     return found
 
 
-def turned(data: bytes, degrees: int) -> bytes:
-    """The image turned counter-clockwise (a page scanned sideways or upside down), as PNG."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as img:
-        buf = io.BytesIO()
-        img.rotate(degrees, expand=True).save(buf, format="PNG")
-        return buf.getvalue()
-
-
 def engine_for(mode: str, language: str) -> TesseractOcr:
     if mode == "setting":
         return TesseractOcr((language, "eng") if language != "eng" else ("eng",))
@@ -212,7 +203,7 @@ def main() -> None:
             engine = engine_for(mode, language)
             data = doc.read_bytes()
             if a.turn and doc.suffix != ".pdf":
-                data = turned(data, a.turn)
+                data = turned_png(data, a.turn)
             t0 = time.perf_counter()
             script, langs = "", ""
             if doc.suffix == ".pdf":

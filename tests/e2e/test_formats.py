@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import io
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from page_images import turned_png
 from project_paths import corpus_bytes
 
 from chalicelib.bootstrap import Services
@@ -59,15 +59,6 @@ def test_docx_images_are_stored_and_their_links_rewritten(
     assert any("local://" in c.content for c in chunks)  # Markdown points at the stored copies
 
 
-def _turned_png(data: bytes, degrees: int) -> bytes:
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as img:
-        buf = io.BytesIO()
-        img.rotate(degrees, expand=True).save(buf, format="PNG")
-        return buf.getvalue()
-
-
 @pytest.mark.requires_tesseract
 @pytest.mark.parametrize("turned", [0, 180])  # a scan fed upside down is read upright
 def test_an_image_upload_gets_ocr_text_in_the_markdown(
@@ -75,7 +66,7 @@ def test_an_image_upload_gets_ocr_text_in_the_markdown(
 ) -> None:
     kb = api.create_kb()
     page = corpus_bytes("debian-reference-p40.png")
-    created = api.upload(kb["id"], "page.png", _turned_png(page, turned) if turned else page)
+    created = api.upload(kb["id"], "page.png", turned_png(page, turned) if turned else page)
     assert created.status_code == 200, created.json_body
     runtime.drain(timeout=180)
     knowledge = api.knowledge(created.json_body["data"]["id"])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from page_images import turned_png
 from PIL import Image, ImageDraw
 
 from chalicelib.domain.errors import BadRequest
@@ -139,10 +140,8 @@ def test_a_turned_page_is_read_upright_with_or_without_the_setting(
     turned: int, languages: list[str] | None
 ) -> None:
     name = "udhr-art1-4.ja.png"
-    with Image.open(FIXTURES / name) as img:
-        buf = io.BytesIO()
-        img.rotate(turned, expand=True).save(buf, format="PNG")  # counter-clockwise
-    reading = with_languages(TesseractOcr(), languages).read(buf.getvalue())
+    page = turned_png((FIXTURES / name).read_bytes(), turned)  # counter-clockwise
+    reading = with_languages(TesseractOcr(), languages).read(page)
     truth = (FIXTURES / f"{name}.truth.txt").read_text(encoding="utf-8")
     assert reading.turned == turned  # turned back clockwise by as much
     assert _cer(reading.text, truth) <= 0.05, reading.text
