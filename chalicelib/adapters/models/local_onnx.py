@@ -79,7 +79,7 @@ INT8_SPACES: dict[str, Int8Space] = {
     MINILM_QINT8_V2_MODEL_ID: Int8Space(disabled_optimizers=("SkipLayerNormFusion",)),
     MINILM_QINT8_MODEL_ID: Int8Space(),
 }
-_SHIPPED = Int8Space()  # the shipped file's session: every optimisation
+_EVERY_OPTIMISATION = Int8Space()  # how the shipped file (fp32 arithmetic) is run
 MINILM_DIMENSIONS = 384
 MINILM_MAX_TOKENS = 256
 MAX_INPUT_CHARS = 20_000  # the spec's cap on embedding inputs (WeKnora: 20,000 chars)
@@ -128,7 +128,7 @@ def build_qint8_model(cache_dir: str = "", *, seven_bit: bool = False) -> Path:
 
 
 def _load(
-    model_path: Path, expected_sha256: str, intra_op_threads: int, space: Int8Space = _SHIPPED
+    model_path: Path, expected_sha256: str, intra_op_threads: int, space: Int8Space = _EVERY_OPTIMISATION
 ) -> _Loaded:
     key = (str(model_path), intra_op_threads, space)
     loaded = _CACHE.get(key)
@@ -258,7 +258,7 @@ class MiniLmEmbedding:
                 sha = self._expected_sha256
             self._resolved = (path, sha)
         path, sha = self._resolved
-        return _load(path, sha, self.intra_op_threads, INT8_SPACES.get(self.model_id, _SHIPPED))
+        return _load(path, sha, self.intra_op_threads, INT8_SPACES.get(self.model_id, _EVERY_OPTIMISATION))
 
     def warm_up(self) -> None:
         """Loads the model now (e.g. during a Lambda init phase) instead of on the first embed."""
