@@ -4,6 +4,7 @@ is, its own space."""
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from pathlib import Path
@@ -228,6 +229,7 @@ def test_matches_fp32_reference_model(model: MiniLmEmbedding, shipped: MiniLmEmb
     assert float(np.median(sims)) > 0.985, sims
 
 
+@functools.cache
 def _saturates_u8s8() -> bool:
     """Whether this CPU's ONNX Runtime sums uint8 x int8 product pairs in int16 (x86 without VNNI:
     vpmaddubsw saturates at 32,767) instead of exactly (VNNI, ARM)."""
