@@ -2,9 +2,11 @@
 
 On Lambda, logs are JSON lines and each stage outcome is a CloudWatch EMF metric (`StageSucceeded`,
 `StageRetried`, `StageFailed`, `StageDeferred`, `StageContinued`) with the stage as dimension, so an
-operator can alarm on failures. Locally (`make run`), logs are one readable line per event and metrics
-are a debug line, not raw EMF JSON. Tracing (X-Ray through Powertools' Tracer) is built on first use and
-only on Lambda: importing the X-Ray SDK costs ~0.4 s, which the API's cold start must not pay.
+operator can alarm on failures; each metered stage try also emits what it cost (`StageCostUSD`), so the
+dashboard can show the cost per document (`infra/monitoring.py`). Locally (`make run`), logs are one
+readable line per event and metrics are a debug line, not raw EMF JSON. Tracing (X-Ray through
+Powertools' Tracer) is built on first use and only on Lambda: importing the X-Ray SDK costs ~0.4 s, which
+the API's cold start must not pay.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from .settings import get_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 SERVICE = "weknora-ingest"
+#: the EMF metric of a stage try's cost (the dashboard divides its sum by the documents finished)
+STAGE_COST_METRIC = "StageCostUSD"
 _RESERVED = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 
 
@@ -78,14 +82,25 @@ def stage_outcome(
             **fields,
         },
     )
+    _stage_metric(f"Stage{outcome.capitalize()}", stage, 1, "Count")
+
+
+def stage_cost(stage: str, dollars: float) -> None:
+    """What one metered stage try cost, in US dollars (priced from its usage entry): on Lambda one EMF
+    metric, locally a debug line (the usage table keeps the detail either way)."""
+    logger.debug(f"{stage} cost", extra={"stage": stage, "dollars": dollars})
+    _stage_metric(STAGE_COST_METRIC, stage, dollars, "None")
+
+
+def _stage_metric(name: str, stage: str, value: float, unit: str) -> None:
+    """One EMF metric with the stage as dimension (Powertools adds `service`); only where metrics are on."""
     settings = get_settings()
     if not settings.emit_metrics:
         return
     from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-    name = f"Stage{outcome.capitalize()}"
     with single_metric(
-        name=name, unit=MetricUnit.Count, value=1, namespace=settings.metrics_namespace
+        name=name, unit=MetricUnit(unit), value=value, namespace=settings.metrics_namespace
     ) as metric:
         metric.add_dimension(name="stage", value=stage)
 

@@ -1,9 +1,10 @@
-"""Meters one record's work and stores what it spent as a usage entry (see `chalicelib.metering`)."""
+"""Meters one record's work, stores what it spent as a usage entry (see `chalicelib.metering`) and emits
+its price as a metric."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -11,7 +12,9 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from .. import metering
 from ..domain.clock import now_iso
+from ..observability import logger, stage_cost
 from ..ports import Dependencies, UsageEntry
+from ..pricing import cost_lines, price_table
 
 
 @contextmanager
@@ -39,13 +42,24 @@ def metered_invocation(
             meter.add(metering.LAMBDA_REQUESTS, share)
             meter.add(metering.SQS_REQUESTS, 2 * share)
             tries = record.attributes.approximate_receive_count or "1"
+            counts = meter.snapshot()
             deps.usage.put(
                 UsageEntry(
                     knowledge_id=knowledge_id,
                     entry=f"{attempt:06d}#{stage}#{record.message_id}-{tries}",
                     kb_id=meter.kb_id,
                     tenant_id=meter.tenant_id,
-                    counts=meter.snapshot(),
+                    counts=counts,
                     created_at=now_iso(),
                 )
             )
+            emit_cost(deps, stage, counts)
+
+
+def emit_cost(deps: Dependencies, stage: str, counts: Mapping[str, float]) -> None:
+    """The try's price (the cost API's price table, model tokens included when priced) as a metric."""
+    try:
+        dollars = sum(line.dollars for line in cost_lines(counts, price_table(deps.settings.prices_file)))
+        stage_cost(stage, dollars)
+    except Exception:  # a bad price file or a metric must never change the work's outcome
+        logger.exception("could not emit the stage's cost metric", extra={"stage": stage})
