@@ -164,11 +164,12 @@ def run_stage(
             work(deps, message)
             note("succeeded")
         except ContinueLater as more:
-            # Progress is durable: a fresh message carries on, behind the other documents' messages.
+            # Progress is durable: a fresh message carries on, behind the other documents' messages
+            # (after the continuation's delay, if it asks for one; SQS allows 900 s at most).
             continued = message if more.offset is None else replace(message, offset=more.offset)
             if more.cursor is not None:
                 continued = replace(continued, cursor=more.cursor)
-            enqueue(deps, stage, continued)
+            enqueue(deps, stage, continued, delay_seconds=int(min(900, max(0, more.delay_seconds))))
             note("continued", offset=more.offset)
             return
         except DeferredStageError as error:
