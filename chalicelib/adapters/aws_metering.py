@@ -7,9 +7,14 @@ every call that can return it), Textract's page count. Nothing is estimated from
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import metering
+
+#: (service endpoint prefix, operation, request parameters): told of every call a metered client makes
+CallObserver = Callable[[str, str, Mapping[str, Any]], None]
+_observers: list[CallObserver] = []
 
 #: DynamoDB operations that can return ConsumedCapacity, and which kind of unit they spend
 _DYNAMODB_READS = {"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"}
@@ -39,8 +44,26 @@ def meter_client(client: Any) -> Any:
     events.register("before-parameter-build.dynamodb", _ask_for_capacity)
     events.register("before-parameter-build.s3", _count_upload_bytes)
     events.register("after-call", _count_call)
+    events.register("before-parameter-build", _tell_observers)
     client._weknora_metered = True
     return client
+
+
+def observe_calls(observer: CallObserver) -> None:
+    """Tells `observer` of every call (and every presigned URL) a metered client makes from now on; the local
+    runtime records them to prove each function's IAM role (tests/infra). Nothing observes on Lambda."""
+    if observer not in _observers:
+        _observers.append(observer)
+
+
+def stop_observing(observer: CallObserver) -> None:
+    if observer in _observers:
+        _observers.remove(observer)
+
+
+def _tell_observers(params: dict[str, Any], model: Any, **_: Any) -> None:
+    for observer in _observers:
+        observer(model.service_model.endpoint_prefix, model.name, params)
 
 
 def _ask_for_capacity(params: dict[str, Any], model: Any, **_: Any) -> None:

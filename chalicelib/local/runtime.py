@@ -38,6 +38,7 @@ from typing import Any
 
 import boto3
 
+from chalicelib.local.aws_calls import API_FUNCTION, attributed, invoking, logical_id
 from chalicelib.local.moto_server import ACCOUNT_ID, Footprint, MotoServer
 from chalicelib.local.pollers import BatchResult, DuplicatePredicate, SqsPoller
 from chalicelib.local.provision import ImageFunction, ProvisionedResources, image_sqs_functions, provision
@@ -63,6 +64,19 @@ def default_embed_workers() -> int:
 
 
 _NOT_EMULATED = ("S3EventConfig", "SNSEventConfig", "KinesisEventConfig", "DynamoDBEventConfig")
+
+
+def _name_the_api_function(app: Any) -> None:
+    """Every HTTP request runs as the API function (its AWS calls are attributed to it: local/aws_calls.py)."""
+    if getattr(app, "_weknora_named", False):
+        return
+
+    def as_api_function(event: Any, get_response: Callable[[Any], Any]) -> Any:
+        with invoking(API_FUNCTION):
+            return get_response(event)
+
+    app.register_middleware(as_api_function, "http")
+    app._weknora_named = True
 
 
 class LocalRuntime:
@@ -136,6 +150,7 @@ class LocalRuntime:
         self._apply_local_env()
         self.resources = self._provision()
         self.app = self.app_loader()
+        _name_the_api_function(self.app)
         self.pollers = self._build_pollers()
         self.scheduler = Scheduler.from_app(
             self.app,
@@ -218,7 +233,7 @@ class LocalRuntime:
             pollers.append(
                 SqsPoller(
                     function_name=f"{self.app.app_name}-{self.stage}-{source.name}",
-                    handler=self.app.handler_map[source.name],
+                    handler=attributed(logical_id(source.name), self.app.handler_map[source.name]),
                     queue_url=url,
                     queue_arn=f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{queue_name}",
                     batch_size=source.batch_size,
@@ -252,7 +267,7 @@ class LocalRuntime:
         spec.loader.exec_module(module)
         return SqsPoller(
             function_name=f"{self.app.app_name}-{self.stage}-{function.logical_id}",
-            handler=getattr(module, function.handler_name),
+            handler=attributed(function.logical_id, getattr(module, function.handler_name)),
             queue_url=queue.url,
             queue_arn=queue.arn,
             batch_size=function.batch_size,

@@ -243,14 +243,15 @@ class Scheduler:
         """One rule per ``@app.schedule``; ``function_settings(name)`` gives (timeout s, memory MB)."""
         from chalice.app import ScheduledEventConfig
 
+        from chalicelib.local.aws_calls import attributed, logical_id
+
         sched = cls(region=region, clock=clock, **kw)
         for source in app.event_sources:
             if isinstance(source, ScheduledEventConfig):
                 expr = source.schedule_expression
                 text = expr if isinstance(expr, str) else expr.to_string()
-                sched.add(
-                    source.name, text, app.handler_map[source.name], f"{app.app_name}-{stage}-{source.name}"
-                )
+                handler = attributed(logical_id(source.name), app.handler_map[source.name])
+                sched.add(source.name, text, handler, f"{app.app_name}-{stage}-{source.name}")
                 if function_settings is not None:
                     sched.rules[-1].timeout_seconds, sched.rules[-1].memory_mb = function_settings(
                         source.name

@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import copy_context
 from typing import TYPE_CHECKING, Any
 
 from ..backoff import call_with_backoff
@@ -187,7 +188,8 @@ class EmbeddingRun:
                 fresh = {h: vectors[i] for i, (h, _) in enumerate(batch)}
                 if pending is not None:
                     pending.result()
-                pending = writer.submit(cache.put_many, self.space, fresh)
+                # a pool thread starts with an empty context: the meter (and the local function name) go along
+                pending = writer.submit(copy_context().run, cache.put_many, self.space, fresh)
                 known.update(fresh)
                 self.texts_embedded += len(batch)
                 self.batches += 1

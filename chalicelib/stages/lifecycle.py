@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from datetime import UTC, datetime
 from typing import Any
 
@@ -184,9 +185,10 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
     objects = _stored_objects(deps, knowledge)
     kb = deps.kbs.get(knowledge.kb_id)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="delete") as pool:
+        # a pool thread starts with an empty context: the meter (and the local function name) go along
         futures = [
-            pool.submit(deps.chunks.delete_all, knowledge.id),
-            pool.submit(deps.spans.delete_all, knowledge.id),
+            pool.submit(copy_context().run, deps.chunks.delete_all, knowledge.id),
+            pool.submit(copy_context().run, deps.spans.delete_all, knowledge.id),
         ]
         space = (
             index_space_if_usable(deps, kb)
@@ -195,7 +197,9 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
         )
         if kb is not None and space is not None:
             engine = deps.engine(kb.retrieval_engine)
-            futures.append(pool.submit(engine.delete_by_knowledge, space, kb.id, [knowledge.id]))
+            futures.append(
+                pool.submit(copy_context().run, engine.delete_by_knowledge, space, kb.id, [knowledge.id])
+            )
         for future in futures:
             future.result()  # the first error stops the delete: the row stays `deleting`, the task retries
     if kb is not None:  # the document's graph contribution and its wiki pages go with it

@@ -23,6 +23,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import copy_context
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -279,7 +280,11 @@ def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
         for start in range(0, len(plan.copies), CLONE_BATCH):
             batch = plan.copies[start : start + CLONE_BATCH]
             with ThreadPoolExecutor(max_workers=len(batch), thread_name_prefix="clone") as pool:
-                futures = [pool.submit(clone_one, deps, task, source, target, row) for row in batch]
+                # a pool thread starts with an empty context: the meter (and the local function name) go along
+                futures = [
+                    pool.submit(copy_context().run, clone_one, deps, task, source, target, row)
+                    for row in batch
+                ]
             for row, future in zip(batch, futures, strict=True):
                 task.items.append(f"copy:{row.id}")  # recorded as it is counted: see plan_clone
                 yield f"copy:{row.id}", partial(_outcome, future)
