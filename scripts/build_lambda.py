@@ -1,5 +1,6 @@
-"""Build the deployable artifact: `chalice package --merge-template infra/template.json`, then the Lambda layers
-the merged template declares, bytecode in every zip, and a check that each function's package imports.
+"""Build the deployable artifact: `chalice package` with the merge template infra/stack.py generates, then the
+Lambda layers the merged template declares, bytecode in every zip, and a check that each function's package
+imports.
 
     python scripts/build_lambda.py [--out out] [--stage dev]        (or `make package`)
 
@@ -101,14 +102,11 @@ def run(cmd: list[str], **kwargs: Any) -> None:
 
 
 def chalice_package(out: Path, stage: str) -> None:
-    env = {**os.environ, "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
-    env.pop("AWS_ENDPOINT_URL", None)
-    chalice = Path(sys.executable).parent / "chalice"
-    run(
-        [str(chalice), "package", "--stage", stage, "--merge-template", "infra/template.json", str(out)],
-        cwd=ROOT,
-        env=env,
-    )
+    """`chalice package` with the merge template infra/stack.py generates (roles, log groups, alarms, ...)."""
+    sys.path.insert(0, str(ROOT / "infra"))
+    import stack
+
+    stack.package(out, stage, project=ROOT)
 
 
 def layer_zips(template: dict[str, Any]) -> dict[str, str]:

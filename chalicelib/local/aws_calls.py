@@ -94,6 +94,9 @@ def _naming(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     # batch and transaction calls name their tables inside the request
     if isinstance(params.get("RequestItems"), Mapping):
         named += [("TableName", str(table)) for table in params["RequestItems"]]
+    delete = params.get("Delete")
+    if isinstance(delete, Mapping):  # S3 DeleteObjects names its keys inside the request
+        named += [("Key", str(entry.get("Key"))) for entry in delete.get("Objects") or []]
     for item in params.get("TransactItems") or []:
         for operation, request in item.items():
             named.append((f"Transact{operation}", str(request.get("TableName", ""))))

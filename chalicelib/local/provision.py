@@ -109,31 +109,25 @@ _USED_PROPS: dict[str, tuple[str, ...]] = {
 }
 
 
-class _Provisioner:
+class TemplateResolver:
+    """CloudFormation's parameters, conditions and intrinsic functions over the resources `created` so far
+    (what `Ref` and `Fn::GetAtt` of each resolve to)."""
+
     def __init__(
         self,
         template: dict[str, Any],
         parameters: Mapping[str, str],
-        base_dir: Path,
         region: str,
         stack_name: str,
-        endpoint_url: str | None,
+        created: Mapping[str, ProvisionedResource] | None = None,
     ) -> None:
         self.template = template
         self.resources_def: dict[str, Any] = template.get("Resources", {})
-        self.base_dir = base_dir
         self.region = region
         self.stack_name = stack_name
         self.params = self._parameter_values(parameters)
-        self.created: dict[str, ProvisionedResource] = {}
+        self.created: dict[str, ProvisionedResource] = dict(created or {})
         self._conditions: dict[str, bool] = {}
-        kw: dict[str, Any] = {"region_name": region}
-        if endpoint_url:
-            kw["endpoint_url"] = endpoint_url
-        self.ddb: Any = boto3.client("dynamodb", **kw)
-        self.sqs: Any = boto3.client("sqs", **kw)
-        self.s3: Any = boto3.client("s3", **kw)
-        self.sfn: Any = boto3.client("stepfunctions", **kw)
 
     # ---- parameters and intrinsic functions -------------------------------------------------------------
 
@@ -260,6 +254,27 @@ class _Provisioner:
         if logical in self.resources_def:
             raise TemplateError(f"{logical} is referenced but its type is not provisioned locally")
         raise TemplateError(f"unknown reference {logical!r}")
+
+
+class _Provisioner(TemplateResolver):
+    def __init__(
+        self,
+        template: dict[str, Any],
+        parameters: Mapping[str, str],
+        base_dir: Path,
+        region: str,
+        stack_name: str,
+        endpoint_url: str | None,
+    ) -> None:
+        super().__init__(template, parameters, region, stack_name)
+        self.base_dir = base_dir
+        kw: dict[str, Any] = {"region_name": region}
+        if endpoint_url:
+            kw["endpoint_url"] = endpoint_url
+        self.ddb: Any = boto3.client("dynamodb", **kw)
+        self.sqs: Any = boto3.client("sqs", **kw)
+        self.s3: Any = boto3.client("s3", **kw)
+        self.sfn: Any = boto3.client("stepfunctions", **kw)
 
     # ---- ordering -------------------------------------------------------------------------------------
 

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 from chalice.test import Client
+from infra.iam_policy import RoleBook, package_stack
 from project_paths import ROOT
 
 from chalicelib.bootstrap import Services, create_tenant, ensure_local_tenant, get_deps, set_deps
+from chalicelib.local.aws_calls import CallLog
 from chalicelib.local.moto_server import shared_moto_server
 from chalicelib.local.runtime import LocalRuntime
 from chalicelib.settings import get_settings
@@ -46,12 +48,30 @@ def _runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]
     runtime.stop()
 
 
+@pytest.fixture(scope="session")
+def _aws_calls() -> Iterator[CallLog]:
+    calls = CallLog().start()
+    yield calls
+    calls.stop()
+
+
+@pytest.fixture(scope="session")
+def _roles(_runtime: LocalRuntime, tmp_path_factory: pytest.TempPathFactory) -> RoleBook:
+    """Each function's role as `make package` deploys it, resolved against this runtime's resources."""
+    packaged = package_stack(tmp_path_factory.mktemp("package"))
+    return RoleBook(packaged, _runtime.resources, _runtime.parameters, _runtime.region)
+
+
 @pytest.fixture
-def runtime(_runtime: LocalRuntime) -> Iterator[LocalRuntime]:
+def runtime(_runtime: LocalRuntime, _aws_calls: CallLog, _roles: RoleBook) -> Iterator[LocalRuntime]:
     _runtime.reset(clear_state=True)
     set_deps(None)  # adapters hold state-dir handles: rebuild them for this test
+    _aws_calls.take()
     yield _runtime
     set_deps(None)
+    # every AWS call a function made in this test is one its own role in the packaged template allows
+    denied = _roles.denied(_aws_calls.take())
+    assert not denied, "calls the functions' IAM roles do not allow:\n" + "\n".join(denied)
 
 
 @pytest.fixture

@@ -1,0 +1,325 @@
+"""What each Lambda function may do on AWS: one table, from which `infra/stack.py` writes one IAM role per
+function into the merge template.
+
+The table follows what the code calls. `tests/infra/test_iam_roles.py` proves it: the end-to-end suite runs
+on moto with every AWS call recorded per function (`chalicelib/local/aws_calls.py`), and each recorded call
+is evaluated against that function's role in the packaged template, so a missing permission fails
+`make test`. Calls that moto cannot serve (Bedrock, Textract, OpenSearch, SSM) are granted from the adapter
+that makes them, named in `why`.
+
+Resources are CloudFormation expressions of the merged template's logical ids. `*` stands only where the
+service has no resource-level permission for the action; `why` says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: the tables (logical ids in infra/template.json) by the name the code's settings give them
+TABLES = {
+    "tenants": "TenantsTable",
+    "knowledge-bases": "KnowledgeBasesTable",
+    "knowledge": "KnowledgeTable",
+    "dedupe": "DedupeTable",
+    "chunks": "ChunksTable",
+    "spans": "SpansTable",
+    "embedding-cache": "EmbeddingCacheTable",
+    "tasks": "TasksTable",
+    "usage": "UsageTable",
+    "graph": "GraphTable",
+    "wiki": "WikiTable",
+    "tags": "TagsTable",
+    "faq": "FaqTable",
+}
+#: the stage queues (logical ids) by the name the code sends to; each has `<Name>DeadLetterQueue`
+QUEUES = {
+    "uploads": "UploadsQueue",
+    "docreader": "DocreaderQueue",
+    "chunking": "ChunkingQueue",
+    "embedding": "EmbeddingQueue",
+    "multimodal": "MultimodalQueue",
+    "postprocess": "PostprocessQueue",
+    "enrichment": "EnrichmentQueue",
+    "lifecycle": "LifecycleQueue",
+    "wiki": "WikiQueue",
+    "faq-import": "FaqImportQueue",
+}
+
+READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem")
+WRITE = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
+
+
+@dataclass(frozen=True)
+class Grant:
+    actions: tuple[str, ...]
+    resources: tuple[Any, ...]
+    #: required where the resource is "*" or the call is not made on moto
+    why: str = ""
+
+
+def dead_letter_queue(queue: str) -> str:
+    return QUEUES[queue].replace("Queue", "DeadLetterQueue")
+
+
+def _arn(logical: str) -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical, "Arn"]}
+
+
+def tables(*names: str) -> tuple[Any, ...]:
+    """The tables and their indexes (a Query on a GSI is authorised on `<table>/index/<name>`)."""
+    found: list[Any] = []
+    for name in names:
+        found += [_arn(TABLES[name]), {"Fn::Sub": f"${{{TABLES[name]}.Arn}}/index/*"}]
+    return tuple(found)
+
+
+def queues(*names: str) -> tuple[Any, ...]:
+    return tuple(_arn(QUEUES[name]) for name in names)
+
+
+def dead_letter_queues(*names: str) -> tuple[Any, ...]:
+    return tuple(_arn(dead_letter_queue(name)) for name in names)
+
+
+def objects(prefix: str = "") -> dict[str, Any]:
+    """Objects of the files bucket under `prefix`: tenants' files sit at the top level (`{tenant}/…`), so
+    only the service prefixes (uploads/, intents/, faq-imports/, transcribe/) can narrow a grant."""
+    return {"Fn::Sub": f"${{FilesBucket.Arn}}/{prefix}*"}
+
+
+BUCKET = _arn("FilesBucket")
+ALL_TABLES = tuple(TABLES)
+ALL_QUEUES = tuple(QUEUES)
+EXECUTIONS = {
+    "Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:${Prefix}-knowledge:*"
+}
+
+
+def read_tables(*names: str) -> Grant:
+    return Grant(READ, tables(*names))
+
+
+def write_tables(*names: str) -> Grant:
+    return Grant(WRITE, tables(*names))
+
+
+def send_to(*names: str) -> Grant:
+    return Grant(("sqs:SendMessage", "sqs:GetQueueUrl"), queues(*names))
+
+
+def own_queue(name: str) -> list[Grant]:
+    """What a function triggered by `name` does on it: the event source mapping receives and deletes (with
+    the function's role), the runner delays a retry (ChangeMessageVisibility), re-sends a continuation, and
+    finds the dead-letter queue through the RedrivePolicy to park a poison message there."""
+    return [
+        Grant(
+            (
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:GetQueueAttributes",
+                "sqs:ChangeMessageVisibility",
+                "sqs:SendMessage",
+                "sqs:GetQueueUrl",
+            ),
+            queues(name),
+        ),
+        Grant(("sqs:SendMessage", "sqs:GetQueueUrl"), dead_letter_queues(name)),
+    ]
+
+
+READ_OBJECTS = Grant(
+    ("s3:GetObject",),
+    (objects(),),
+)
+#: a HeadObject/GetObject of a missing key answers 404 only to a caller that may list the bucket (else 403)
+LIST_BUCKET = Grant(("s3:ListBucket",), (BUCKET,))
+SEARCH_INDEX = Grant(
+    ("es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"),
+    # by name, not GetAtt: the domain's access policy names the roles, and a GetAtt both ways is a cycle
+    ({"Fn::Sub": "arn:${AWS::Partition}:es:${AWS::Region}:${AWS::AccountId}:domain/${Prefix}-index/*"},),
+    why="adapters/index/opensearch.py signs its requests (SigV4); not a botocore call, so not recorded",
+)
+BEDROCK = Grant(
+    ("bedrock:InvokeModel",),
+    (
+        "arn:aws:bedrock:*::foundation-model/*",
+        {"Fn::Sub": "arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:inference-profile/*"},
+    ),
+    why="adapters/models/bedrock.py (embeddings, chat, vision); a cross-region inference profile "
+    "(us.amazon.nova-lite-v1:0) invokes the foundation model in each of its regions, hence the * region",
+)
+TASK_CALLBACKS = Grant(
+    ("states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"),
+    ("*",),
+    why="task-token callbacks have no resource-level permission: the token names the task",
+)
+OCR = Grant(
+    ("textract:DetectDocumentText",),
+    ("*",),
+    why="parsers/ocr.py TextractOcr; Textract has no resource-level permission (synchronous calls on bytes)",
+)
+
+
+# ---------------------------------------------------------------- the table
+
+FUNCTIONS: dict[str, list[Grant]] = {
+    # The HTTP API: every read, the writes of create/edit/tags/FAQ/tenants, presigned uploads, the
+    # operators' DLQ listing and redrive (back to any stage queue), the execution history of a document.
+    "APIHandler": [
+        read_tables(*ALL_TABLES),
+        write_tables(
+            "tenants",
+            "knowledge-bases",
+            "knowledge",
+            "dedupe",
+            "chunks",
+            "spans",
+            "embedding-cache",
+            "tasks",
+            "usage",
+            "tags",
+            "faq",
+        ),
+        Grant(("dynamodb:Scan",), tables("tenants")),
+        Grant(("dynamodb:DescribeTable",), tables("knowledge")),
+        Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects(),)),
+        LIST_BUCKET,
+        send_to(*ALL_QUEUES),
+        Grant(("sqs:GetQueueAttributes",), queues(*ALL_QUEUES) + dead_letter_queues(*ALL_QUEUES)),
+        Grant(
+            ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl"),
+            dead_letter_queues(*ALL_QUEUES),
+        ),
+        Grant(
+            ("states:DescribeExecution", "states:GetExecutionHistory", "states:StopExecution"), (EXECUTIONS,)
+        ),
+        SEARCH_INDEX,
+        BEDROCK,
+    ],
+    # S3 ObjectCreated on uploads/ -> the same create path as the API
+    "OnUploadEvent": [
+        *own_queue("uploads"),
+        read_tables("tenants", "knowledge-bases", "knowledge", "dedupe", "tags"),
+        write_tables("knowledge", "dedupe", "tags"),
+        Grant(("s3:GetObject", "s3:DeleteObject"), (objects("uploads/"),)),
+        Grant(("s3:GetObject", "s3:PutObject"), (objects("intents/"),)),
+        Grant(("s3:PutObject",), (objects(),)),
+        LIST_BUCKET,
+        send_to("docreader"),
+    ],
+    "DocreaderStage": [
+        *own_queue("docreader"),
+        read_tables("tenants", "knowledge-bases", "knowledge", "spans"),
+        write_tables("knowledge", "spans", "usage"),
+        Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects(),)),
+        LIST_BUCKET,
+        send_to("chunking"),
+        OCR,
+        Grant(
+            (
+                "transcribe:StartTranscriptionJob",
+                "transcribe:GetTranscriptionJob",
+                "transcribe:DeleteTranscriptionJob",
+            ),
+            (
+                {
+                    "Fn::Sub": "arn:${AWS::Partition}:transcribe:${AWS::Region}:${AWS::AccountId}"
+                    ":transcription-job/${Prefix}-*"
+                },
+            ),
+        ),
+    ],
+    "ChunkingStage": [
+        *own_queue("chunking"),
+        read_tables("knowledge-bases", "knowledge", "chunks", "spans"),
+        write_tables("knowledge", "chunks", "spans", "usage"),
+        READ_OBJECTS,
+        LIST_BUCKET,
+        send_to("embedding"),
+    ],
+    "EmbeddingStage": [
+        *own_queue("embedding"),
+        read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache"),
+        write_tables("tenants", "knowledge", "chunks", "spans", "embedding-cache", "usage"),
+        Grant(("s3:GetObject", "s3:DeleteObject"), (objects(),)),
+        LIST_BUCKET,
+        Grant(("states:StartExecution",), ({"Ref": "KnowledgeStateMachine"},)),
+        SEARCH_INDEX,
+        BEDROCK,
+    ],
+    "MultimodalTask": [
+        *own_queue("multimodal"),
+        read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache"),
+        write_tables("chunks", "spans", "embedding-cache", "usage"),
+        READ_OBJECTS,
+        TASK_CALLBACKS,
+        OCR,
+        SEARCH_INDEX,
+        BEDROCK,
+    ],
+    "PostprocessTask": [
+        *own_queue("postprocess"),
+        read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "graph"),
+        write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage"),
+        READ_OBJECTS,
+        send_to("enrichment"),
+        TASK_CALLBACKS,
+        SEARCH_INDEX,
+        BEDROCK,
+    ],
+    "EnrichmentTask": [
+        *own_queue("enrichment"),
+        read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "tags"),
+        write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage", "tags", "graph", "wiki"),
+        send_to("wiki"),
+        TASK_CALLBACKS,
+        SEARCH_INDEX,
+        BEDROCK,
+    ],
+    "WikiTask": [
+        *own_queue("wiki"),
+        read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "wiki"),
+        write_tables("knowledge", "chunks", "spans", "embedding-cache", "wiki"),
+        READ_OBJECTS,
+        TASK_CALLBACKS,
+        SEARCH_INDEX,
+        BEDROCK,
+    ],
+    # Durable lifecycle work: delete, reparse, move and clone touch every aggregate of a knowledge base.
+    "LifecycleTask": [
+        *own_queue("lifecycle"),
+        read_tables(*ALL_TABLES),
+        write_tables(*ALL_TABLES),
+        Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects(),)),
+        LIST_BUCKET,
+        send_to("docreader", "enrichment", "wiki"),
+        Grant(("states:DescribeExecution", "states:StopExecution"), (EXECUTIONS,)),
+        SEARCH_INDEX,
+        BEDROCK,
+    ],
+    "FaqImportTask": [
+        *own_queue("faq-import"),
+        read_tables("knowledge-bases", "tasks", "faq", "embedding-cache"),
+        write_tables("tasks", "faq", "embedding-cache"),
+        Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects("faq-imports/"),)),
+        LIST_BUCKET,
+        SEARCH_INDEX,
+        BEDROCK,
+    ],
+    # rate(5 minutes): stale rows are failed or restarted (from the first stage), lost deletes redriven
+    "Housekeeping": [
+        read_tables("knowledge-bases", "knowledge", "spans", "tasks"),
+        write_tables("knowledge", "spans", "tasks"),
+        send_to("docreader", "lifecycle"),
+        Grant(("sqs:GetQueueAttributes",), queues("docreader")),
+        Grant(("states:DescribeExecution",), (EXECUTIONS,)),
+    ],
+}
+
+#: every function writes its own log group (infra/stack.py adds it) and sends X-Ray segments
+TRACING = Grant(
+    ("xray:PutTraceSegments", "xray:PutTelemetryRecords"),
+    ("*",),
+    why="X-Ray has no resource-level permission; Powertools' Tracer sends the handlers' segments",
+)

@@ -1,0 +1,327 @@
+"""The merge template `chalice package --merge-template` takes: `infra/template.json` (what is written by hand:
+tables, queues, the bucket, the state machine, OpenSearch, layers) plus what is generated from tables in
+code, so that each rule is written once:
+
+- one IAM role per function from `infra/permissions.py`, with its own log group (retention a parameter),
+  X-Ray, and, for a queue-triggered function, the event source mapping's rights on exactly its queue;
+- each SQS trigger bound to its queue resource (`Fn::GetAtt`, so the `Prefix` parameter holds) with a
+  maximum concurrency per stage;
+- the state machine's role from the tasks its ASL runs;
+- data that outlives the stack (DeletionPolicy/UpdateReplacePolicy Retain, table deletion protection,
+  point-in-time recovery), API Gateway throttling;
+- the alarms, topic and dashboard of `infra/monitoring.py`.
+
+    python infra/stack.py [OUT]    (`chalice package` into OUT; scripts/build_lambda.py does it for `make package`)
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+INFRA = Path(__file__).resolve().parent
+if str(INFRA) not in sys.path:  # run as a script or imported from scripts/ and tests/
+    sys.path.insert(0, str(INFRA))
+
+from monitoring import monitoring_fragment  # noqa: E402
+from permissions import FUNCTIONS, QUEUES, SEARCH_INDEX, TRACING, Grant  # noqa: E402
+
+BASE_TEMPLATE = INFRA / "template.json"
+ASL = INFRA / "statemachine" / "knowledge.asl.json"
+
+#: the queue that triggers each function (None: the API, the schedule)
+TRIGGERS: dict[str, str | None] = {
+    "APIHandler": None,
+    "Housekeeping": None,
+    "OnUploadEvent": "uploads",
+    "DocreaderStage": "docreader",
+    "ChunkingStage": "chunking",
+    "EmbeddingStage": "embedding",
+    "MultimodalTask": "multimodal",
+    "PostprocessTask": "postprocess",
+    "EnrichmentTask": "enrichment",
+    "LifecycleTask": "lifecycle",
+    "WikiTask": "wiki",
+    "FaqImportTask": "faq-import",
+}
+#: how many invocations each trigger may run at once (SQS ScalingConfig, 2..1000), after WeKnora's worker
+#: pools (docreader 4 workers per instance, enrichment 12, postprocess 2, maintenance 4, wiki 8): a big
+#: import fills its own stage, never every Lambda slot of the account
+MAXIMUM_CONCURRENCY = {
+    "uploads": 5,
+    "docreader": 10,
+    "chunking": 10,
+    "embedding": 10,
+    "multimodal": 5,
+    "postprocess": 5,
+    "enrichment": 12,
+    "lifecycle": 4,
+    "wiki": 8,
+    "faq-import": 2,
+}
+RETAINED_TYPES = ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::SQS::Queue")
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557)
+
+PARAMETERS: dict[str, Any] = {
+    "LogRetentionDays": {
+        "Type": "Number",
+        "Default": 30,
+        "AllowedValues": list(LOG_RETENTION_DAYS),
+        "Description": "Days the functions' CloudWatch logs are kept.",
+    },
+    "TableDeletionProtection": {
+        "Type": "String",
+        "Default": "true",
+        "AllowedValues": ["true", "false"],
+        "Description": "DynamoDB deletion protection on every table. The tables are retained when the stack "
+        "is deleted either way; set false only to delete them by hand afterwards.",
+    },
+    "ApiThrottleRate": {
+        "Type": "Number",
+        "Default": 50,
+        "MinValue": 1,
+        "Description": "API Gateway steady-state requests per second, for the whole API.",
+    },
+    "ApiThrottleBurst": {
+        "Type": "Number",
+        "Default": 100,
+        "MinValue": 1,
+        "Description": "API Gateway burst: requests above the rate served at once before 429s.",
+    },
+    "Tracing": {
+        "Type": "String",
+        "Default": "PassThrough",
+        "AllowedValues": ["Active", "PassThrough"],
+        "Description": "X-Ray tracing of the functions: Active samples every function's invocations (X-Ray "
+        "charges per trace); PassThrough traces only what arrives sampled.",
+    },
+}
+
+
+def statement(grant: Grant) -> dict[str, Any]:
+    return {"Effect": "Allow", "Action": list(grant.actions), "Resource": list(grant.resources)}
+
+
+def function_role(function: str, grants: list[Grant]) -> dict[str, Any]:
+    logs = Grant(
+        ("logs:CreateLogStream", "logs:PutLogEvents"), ({"Fn::GetAtt": [f"{function}LogGroup", "Arn"]},)
+    )
+    return {
+        "Type": "AWS::IAM::Role",
+        "Properties": {
+            "Description": {"Fn::Sub": f"${{Prefix}} {function}: what infra/permissions.py grants it"},
+            "AssumeRolePolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "lambda.amazonaws.com"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            },
+            "Policies": [
+                {
+                    "PolicyName": "least-privilege",
+                    "PolicyDocument": {
+                        "Version": "2012-10-17",
+                        "Statement": [statement(g) for g in [*grants, logs, TRACING]],
+                    },
+                }
+            ],
+        },
+    }
+
+
+def log_group(function: str) -> dict[str, Any]:
+    return {
+        "Type": "AWS::Logs::LogGroup",
+        "Properties": {
+            "LogGroupName": {"Fn::Sub": f"/aws/lambda/${{Prefix}}/{function}"},
+            "RetentionInDays": {"Ref": "LogRetentionDays"},
+        },
+    }
+
+
+def function_fragment(function: str) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "Role": {"Fn::GetAtt": [f"{function}Role", "Arn"]},
+        "LoggingConfig": {"LogGroup": {"Ref": f"{function}LogGroup"}},
+        "Tracing": {"Ref": "Tracing"},
+    }
+    queue = TRIGGERS[function]
+    if queue is not None:  # the queue itself is bound after packaging: see bind_triggers
+        properties["Events"] = {
+            trigger_event(function): {
+                "Properties": {
+                    "ScalingConfig": {"MaximumConcurrency": MAXIMUM_CONCURRENCY[queue]},
+                    "FunctionResponseTypes": ["ReportBatchItemFailures"],
+                }
+            }
+        }
+    return {"Properties": properties}
+
+
+def trigger_event(function: str) -> str:
+    return f"{function}SqsEventSource"
+
+
+def bind_triggers(packaged: dict[str, Any]) -> None:
+    """Points every SQS trigger at its queue resource. Chalice writes the queue's ARN as a literal
+    (`…:weknora-chunking`), which another `Prefix` would leave pointing at a queue that does not exist or at
+    another stack's; a merge cannot replace it (it merges the two intrinsics into one object)."""
+    for function, queue in TRIGGERS.items():
+        if queue is None:
+            continue
+        event = packaged["Resources"][function]["Properties"]["Events"][trigger_event(function)]
+        event["Properties"]["Queue"] = {"Fn::GetAtt": [QUEUES[queue], "Arn"]}
+
+
+def state_machine_statements(asl: dict[str, Any], substitutions: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rights each Task state of the ASL needs (`arn:aws:states:::sqs:sendMessage.waitForTaskToken` ->
+    sqs:SendMessage on the queue its QueueUrl names), on the resources its substitutions point at."""
+    needed: dict[str, list[Any]] = {}
+    for state in _task_states(asl):
+        match = re.fullmatch(r"arn:aws:states:::(\w+):(\w+)(\.\w+)?", state["Resource"])
+        if match is None:
+            raise ValueError(f"unsupported task resource {state['Resource']!r}")
+        service, action = match.group(1), match.group(2)
+        parameters = state.get("Parameters", {})
+        if service == "sqs":
+            target = substitutions[_variable(parameters["QueueUrl"])]["Ref"]
+        elif service == "dynamodb":
+            target = substitutions[_variable(parameters["TableName"])]["Ref"]
+        else:
+            raise ValueError(f"no rule for a {service} task")
+        resources = needed.setdefault(f"{service}:{action[0].upper()}{action[1:]}", [])
+        arn = {"Fn::GetAtt": [target, "Arn"]}
+        if arn not in resources:
+            resources.append(arn)
+    return [{"Effect": "Allow", "Action": [a], "Resource": r} for a, r in sorted(needed.items())]
+
+
+def _variable(text: str) -> str:
+    match = re.fullmatch(r"\$\{(\w+)\}", text)
+    if match is None:
+        raise ValueError(f"expected a ${{Substitution}}, got {text!r}")
+    return match.group(1)
+
+
+def _task_states(node: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    if isinstance(node, dict):
+        if node.get("Type") == "Task":
+            found.append(node)
+        for value in node.values():
+            found += _task_states(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += _task_states(value)
+    return found
+
+
+def _merge(into: dict[str, Any], fragment: dict[str, Any]) -> None:
+    for key, value in fragment.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def merge_template(base: dict[str, Any] | None = None) -> dict[str, Any]:
+    template = copy.deepcopy(base if base is not None else json.loads(BASE_TEMPLATE.read_text()))
+    resources = template["Resources"]
+    if set(FUNCTIONS) != set(TRIGGERS):
+        raise ValueError(
+            f"permissions and triggers name different functions: {set(FUNCTIONS) ^ set(TRIGGERS)}"
+        )
+    _merge(template.setdefault("Parameters", {}), PARAMETERS)
+    template.setdefault("Conditions", {})["ProtectTables"] = {
+        "Fn::Equals": [{"Ref": "TableDeletionProtection"}, "true"]
+    }
+    for function, grants in FUNCTIONS.items():
+        resources[f"{function}Role"] = function_role(function, grants)
+        resources[f"{function}LogGroup"] = log_group(function)
+        _merge(resources.setdefault(function, {}), function_fragment(function))
+
+    domain = resources.get("OpenSearchDomain")
+    if domain is not None:  # only the functions that search or index may sign requests to it
+        (access,) = domain["Properties"]["AccessPolicies"]["Statement"]
+        access["Principal"] = {
+            "AWS": [
+                {"Fn::GetAtt": [f"{f}Role", "Arn"]}
+                for f, grants in FUNCTIONS.items()
+                if SEARCH_INDEX in grants
+            ]
+        }
+
+    machine = resources["KnowledgeStateMachine"]["Properties"]
+    machine["Policies"] = [
+        {
+            "Version": "2012-10-17",
+            "Statement": state_machine_statements(
+                json.loads(ASL.read_text()), machine["DefinitionSubstitutions"]
+            ),
+        }
+    ]
+
+    for spec in resources.values():
+        if spec.get("Type") in RETAINED_TYPES:
+            spec["DeletionPolicy"] = spec["UpdateReplacePolicy"] = "Retain"
+        if spec.get("Type") == "AWS::DynamoDB::Table":
+            properties = spec["Properties"]
+            properties["PointInTimeRecoverySpecification"] = {"PointInTimeRecoveryEnabled": True}
+            properties["DeletionProtectionEnabled"] = {"Fn::If": ["ProtectTables", True, False]}
+
+    _merge(
+        resources.setdefault("RestAPI", {}),
+        {
+            "Properties": {
+                "MethodSettings": [
+                    {
+                        "ResourcePath": "/*",
+                        "HttpMethod": "*",
+                        "ThrottlingRateLimit": {"Ref": "ApiThrottleRate"},
+                        "ThrottlingBurstLimit": {"Ref": "ApiThrottleBurst"},
+                    }
+                ]
+            }
+        },
+    )
+
+    monitoring = monitoring_fragment({f: (QUEUES[q] if q else None) for f, q in TRIGGERS.items()})
+    for section, entries in monitoring.items():
+        clashes = set(entries) & set(template.get(section, {}))
+        if clashes:
+            raise ValueError(f"monitoring redefines {section}: {sorted(clashes)}")
+        template.setdefault(section, {}).update(entries)
+    return template
+
+
+def package(out: Path, stage: str = "dev", *, project: Path = INFRA.parent) -> dict[str, Any]:
+    """`chalice package` of the project with the generated merge template, triggers bound: `out/sam.json`."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="weknora-merge-") as scratch:
+        merge = Path(scratch) / "merge-template.json"
+        merge.write_text(json.dumps(merge_template(), indent=1) + "\n")
+        env = {**os.environ, "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
+        env.pop("AWS_ENDPOINT_URL", None)
+        chalice = Path(sys.executable).parent / "chalice"
+        command = [str(chalice), "package", "--stage", stage, "--merge-template", str(merge), str(out)]
+        print("+", " ".join(command), flush=True)
+        subprocess.run(command, cwd=project, env=env, check=True)
+    packaged: dict[str, Any] = json.loads((out / "sam.json").read_text())
+    bind_triggers(packaged)
+    (out / "sam.json").write_text(json.dumps(packaged, indent=2) + "\n")
+    return packaged
+
+
+if __name__ == "__main__":
+    package(Path(sys.argv[1]) if len(sys.argv) > 1 else INFRA.parent / "out")
