@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +18,8 @@ import pytest
 from chalicelib import observability
 from chalicelib.domain.types import Stage
 from chalicelib.settings import load_settings
+
+from .iam_policy import package_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -310,57 +310,21 @@ def test_the_dashboard_shows_the_cost_per_finished_document(fragment: dict[str, 
     ]
 
 
-@pytest.mark.skipif(
-    not (BIN / "chalice").exists() or not (BIN / "cfn-lint").exists(), reason="chalice and cfn-lint needed"
-)
-def test_the_template_with_the_fragment_packages_and_lints_clean(
-    fragment: dict[str, Any], template: dict[str, Any], tmp_path: Path
+def test_the_packaged_stack_carries_the_fragment_for_its_own_functions(
+    fragment: dict[str, Any], tmp_path: Path
 ) -> None:
-    merged = json.loads(json.dumps(template))
+    """infra/stack.py merges the fragment; the mapping it is given is the packaged template's triggers (lint
+    of the whole packaged template: tests/infra/test_package.py)."""
+    packaged = package_stack(tmp_path)
     for section, body in fragment.items():
-        merged.setdefault(section, {}).update(body)
-    (tmp_path / "template.json").write_text(json.dumps(merged))
-    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
-    env.pop("AWS_ENDPOINT_URL", None)
-    out = tmp_path / "out"
-    subprocess.run(
-        [
-            str(BIN / "chalice"),
-            "package",
-            "--stage",
-            "dev",
-            "--merge-template",
-            str(tmp_path / "template.json"),
-            str(out),
-        ],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    lint = subprocess.run(
-        [str(BIN / "cfn-lint"), str(out / "sam.json")], capture_output=True, text=True, timeout=300
-    )
-    assert lint.returncode == 0, lint.stdout + lint.stderr
-    packaged = json.loads((out / "sam.json").read_text())["Resources"]
-    by_name = {  # a queue's name with the default Prefix -> its logical id
-        r["Properties"]["QueueName"]["Fn::Sub"].replace("${Prefix}", "weknora"): queue
-        for queue, r in template["Resources"].items()
-        if r.get("Type") == "AWS::SQS::Queue"
-    }
+        assert {k: packaged[section][k] for k in body} == body, section
 
     def trigger(function: dict[str, Any]) -> str | None:
         for event in function["Properties"].get("Events", {}).values():
             if event["Type"] == "SQS":
-                arn = event["Properties"]["Queue"]
-                return (
-                    str(arn["Fn::GetAtt"][0])
-                    if "Fn::GetAtt" in arn
-                    else by_name[arn["Fn::Sub"].split(":")[-1]]
-                )
+                return str(event["Properties"]["Queue"]["Fn::GetAtt"][0])
         return None
 
-    # the mapping the fragment was given is the packaged template's
-    functions = {name: trigger(r) for name, r in packaged.items() if r["Type"] == "AWS::Serverless::Function"}
+    resources = packaged["Resources"]
+    functions = {n: trigger(r) for n, r in resources.items() if r["Type"] == "AWS::Serverless::Function"}
     assert functions == FUNCTIONS
