@@ -186,6 +186,7 @@ def test_an_image_upload_with_only_a_vision_model_is_searchable_by_its_caption(
     assert hits and hits[0]["knowledge_id"] == knowledge_id
 
 
+@pytest.mark.requires_tesseract  # enable_multimodel is refused without an OCR engine or a vision model
 def test_without_a_vision_model_captions_are_skipped_and_the_span_says_why(
     api: Api, runtime: LocalRuntime, services: Services
 ) -> None:
