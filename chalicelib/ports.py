@@ -45,7 +45,9 @@ class FileStore(Protocol):
         """Stores bytes under `key` and returns the object's URL."""
         ...
 
-    def read(self, url: str) -> bytes: ...
+    def read(self, url: str) -> bytes:
+        """The object's bytes; raises FileNotFoundError when it is missing (callers treat that as permanent)."""
+        ...
 
     def delete(self, url: str) -> None:
         """Deletes the object; a missing object is not an error."""

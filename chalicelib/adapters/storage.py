@@ -76,7 +76,18 @@ class LocalFileStore:
         raise NotImplementedError("local:// storage has no presigned URLs; downloads are served from S3")
 
 
+#: the error codes S3 answers a missing key with (GetObject: NoSuchKey; HeadObject: a bare 404)
+_MISSING = ("404", "NoSuchKey", "NotFound")
+
+
+def _missing(error: Any) -> bool:
+    return error.response.get("Error", {}).get("Code") in _MISSING
+
+
 class S3FileStore:
+    """Objects of one bucket. A missing object raises FileNotFoundError, as `local://` does (callers tell a
+    gone source, a permanent error, from S3 throttling or 5xx, which stay ClientErrors: transient)."""
+
     def __init__(self, client: Any, bucket: str):
         self.client = client
         self.bucket = bucket
@@ -96,7 +107,12 @@ class S3FileStore:
         return self.url_for(key)
 
     def read(self, url: str) -> bytes:
-        body = self.client.get_object(Bucket=self.bucket, Key=self.key_of(url))["Body"]
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=self.key_of(url))["Body"]
+        except self.client.exceptions.ClientError as error:
+            if _missing(error):
+                raise FileNotFoundError(url) from error
+            raise
         return bytes(body.read())
 
     def delete(self, url: str) -> None:
@@ -115,7 +131,7 @@ class S3FileStore:
         try:
             return dict(self.client.head_object(Bucket=self.bucket, Key=self.key_of(url)))
         except self.client.exceptions.ClientError as error:
-            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            if _missing(error):
                 return None
             raise
 
@@ -132,7 +148,7 @@ class S3FileStore:
         try:
             self.client.copy_object(Bucket=self.bucket, Key=key, CopySource=source)
         except self.client.exceptions.ClientError as error:
-            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            if _missing(error):
                 raise FileNotFoundError(src_url) from error
             raise
         return self.url_for(key)
