@@ -90,6 +90,8 @@ class LocalRuntime:
     embedding queue's poller runs twice that many invocations at once. Tests that want one process pass 1.
     ``separate_moto_process``: the server it starts itself runs in a child process (`make run`, benches),
     not in a thread here (tests: resets empty it in place).
+    ``env``: function environment variables for this run, over the stage's (e.g. the e2e suite's
+    ``WEKNORA_STORAGE=s3``, as deployed, where `make run` keeps the stage's on-disk files).
     """
 
     def __init__(
@@ -111,6 +113,7 @@ class LocalRuntime:
         stack_name: str = "weknora-local",
         embed_workers: int | None = None,
         separate_moto_process: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.app_loader = app_loader
         self.template_path = Path(template_path)
@@ -126,6 +129,7 @@ class LocalRuntime:
         self.clock = clock
         self.stack_name = stack_name
         self.embed_workers = embed_workers if embed_workers is not None else default_embed_workers()
+        self.env = dict(env or {})
         if self.embed_workers < 1:
             raise ValueError("embed_workers must be >= 1")
         self._own_server = server is None
@@ -167,6 +171,7 @@ class LocalRuntime:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         # The environment Chalice would give every function (.chalice/config.json, this stage) ...
         os.environ.update({k: str(v) for k, v in self._chalice_config().environment_variables.items()})
+        os.environ.update(self.env)  # this run's overrides win over the stage's
         # ... except the state dir: the one this runtime was given wins.
         os.environ["WEKNORA_STATE_DIR"] = str(self.state_dir)
         # The local MiniLM runs in this many single-threaded worker processes (adapters/models/embed_pool.py).

@@ -39,6 +39,8 @@ def _runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]
         server=shared_moto_server(),
         stage="local",
         project_dir=ROOT,
+        # documents in the bucket, as on AWS (infra/template.json), so their S3 calls are tested and logged
+        env={"WEKNORA_STORAGE": "s3"},
     )
     runtime.start(background=False)
     # Settings read before the runtime set the stack's environment (a module imported at collection,

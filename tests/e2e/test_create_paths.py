@@ -14,6 +14,7 @@ from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 
 from .conftest import API_KEY, Api, multipart
+from .stored import stored_keys
 
 TEXT = b"# Notes\n\nThe lighthouse keeper logs the weather at dawn and at dusk.\n"
 
@@ -88,8 +89,10 @@ def test_two_racing_uploads_of_one_file_create_one_knowledge(
     listing = api.get(f"/knowledge-bases/{kb['id']}/knowledge").json_body["data"]
     assert listing["total"] == 1
     # the losers' objects were removed: only the winner's source file is stored
-    stored = list((runtime.state_dir / "files").rglob("*.md"))
-    assert len(stored) == 1
+    winner = services.knowledge.get(listing["items"][0]["id"])
+    assert winner is not None
+    stored = [key for key in stored_keys(services.files, "") if key.endswith(".md")]
+    assert stored == [services.files.key_of(winner.file_path)]
 
 
 def proxy_event(

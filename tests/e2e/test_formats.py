@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -56,7 +57,10 @@ def test_docx_images_are_stored_and_their_links_rewritten(
     )
     assert docreader["outputs"]["images"] >= 1
     chunks = services.chunks.list(knowledge_id)
-    assert any("local://" in c.content for c in chunks)  # Markdown points at the stored copies
+    links = [link for c in chunks for link in re.findall(r"!\[[^\]]*\]\(([^)\s]+)", c.content)]
+    exports = services.files.url_for(f"{created.json_body['data']['tenant_id']}/exports/")
+    stored = [link for link in links if link.startswith(exports)]
+    assert stored and all(services.files.exists(link) for link in stored)  # links point at the stored copies
 
 
 @pytest.mark.requires_tesseract

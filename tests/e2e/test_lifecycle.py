@@ -3,8 +3,6 @@ publish, batch reparse and retry-failed, each a durable task where it is long, s
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -14,6 +12,7 @@ from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 
 from .conftest import Api, hold_in_finalizing
+from .stored import stored_keys
 
 DOC = b"# Sourdough\n\nA sourdough starter is flour and water fermented by wild yeast.\n\n![crumb](data:image/png;base64,{png})\n"
 TIDES = b"# Tides\n\nSpring tides happen at full and new moon, when the sun and moon pull together.\n"
@@ -28,11 +27,6 @@ def _png() -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", (96, 96), (200, 120, 40)).save(buffer, "PNG")
     return base64.b64encode(buffer.getvalue())
-
-
-def _stored_files(runtime: LocalRuntime, knowledge_id: str, tenant_id: str) -> list[str]:
-    root = Path(os.environ["WEKNORA_STATE_DIR"]) / "files" / tenant_id
-    return [str(p) for p in root.rglob("*") if p.is_file() and knowledge_id in str(p)]
 
 
 def _search(api: Api, kb_id: str, query: str) -> list[dict[str, Any]]:
@@ -59,6 +53,11 @@ def test_upload_delete_search_has_nothing_storage_is_empty_and_the_file_uploads_
     assert stored is not None and stored.storage_size > 0
     used_before = services.tenants.get(created["tenant_id"]).storage_used  # type: ignore[union-attr]
     assert used_before >= stored.storage_size
+    tenant_prefix = f"{created['tenant_id']}/"
+    before = stored_keys(services.files, tenant_prefix)
+    assert services.files.key_of(stored.file_path) in before  # the listing sees what the delete must remove
+    assert f"{created['tenant_id']}/{created['id']}/parsed/attempt-1.md" in before
+    assert any(key.startswith(f"{tenant_prefix}exports/") for key in before)  # the extracted image
 
     deleted = api.client.http.delete(f"/api/v1/knowledge/{created['id']}", headers={"X-API-Key": api.api_key})
     assert deleted.status_code == 202 and deleted.json_body["message"] == "Delete task submitted"
@@ -70,9 +69,7 @@ def test_upload_delete_search_has_nothing_storage_is_empty_and_the_file_uploads_
     assert api.get(f"/knowledge/{created['id']}").status_code == 404
     assert _search(api, kb["id"], "sourdough starter yeast") == []
     assert services.chunks.list(created["id"]) == [] and services.spans.list(created["id"], 1) == []
-    assert _stored_files(runtime, created["id"], created["tenant_id"]) == []
-    images = Path(os.environ["WEKNORA_STATE_DIR"]) / "files" / created["tenant_id"] / "exports"
-    assert not images.exists() or not any(images.iterdir())
+    assert stored_keys(services.files, tenant_prefix) == []  # source, Markdown, manifest and images
     tenant = services.tenants.get(created["tenant_id"])
     assert tenant is not None and tenant.storage_used == used_before - stored.storage_size
     again = api.upload(kb["id"], "bread.md", body)
@@ -310,15 +307,17 @@ def test_batch_reparse_of_three_failed_rows_and_retry_failed(
     assert all(api.knowledge(i)["parse_status"] == "completed" for i in ids)
 
 
-def test_a_reparse_removes_the_previous_attempts_parsed_markdown(api: Api, runtime: LocalRuntime) -> None:
+def test_a_reparse_removes_the_previous_attempts_parsed_markdown(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
     kb = api.create_kb()
     created = api.upload(kb["id"], "tides.md", TIDES).json_body["data"]
     runtime.drain(timeout=120)
-    root = Path(os.environ["WEKNORA_STATE_DIR"]) / "files" / created["tenant_id"] / created["id"] / "parsed"
-    assert sorted(p.name for p in root.iterdir()) == ["attempt-1.images.json", "attempt-1.md"]
+    parsed = f"{created['tenant_id']}/{created['id']}/parsed/"
+    assert stored_keys(services.files, parsed) == [f"{parsed}attempt-1.images.json", f"{parsed}attempt-1.md"]
     api.post(f"/knowledge/{created['id']}/reparse")
     runtime.drain(timeout=120)
-    assert sorted(p.name for p in root.iterdir()) == ["attempt-2.images.json", "attempt-2.md"]
+    assert stored_keys(services.files, parsed) == [f"{parsed}attempt-2.images.json", f"{parsed}attempt-2.md"]
 
 
 def test_housekeeping_drives_again_a_delete_whose_task_was_lost(

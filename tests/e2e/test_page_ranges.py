@@ -18,6 +18,7 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.local.runtime import LocalRuntime
 
 from .conftest import Api
+from .stored import stored_keys
 
 WORDS = [
     "anchor",
@@ -142,9 +143,6 @@ def parse_in_ranges(
     )
     assert any(probe in hit["content"] for hit in hits.json_body["data"][:5])
     # the ranges' objects are cleaned up once the document is put together
-    assert not [key for key in stored_keys(services) if ".ranges/" in key]
-
-
-def stored_keys(services: Services) -> list[str]:
-    base = services.files.base  # type: ignore[attr-defined]  # the local stack stores files on disk
-    return [str(path.relative_to(base)) for path in base.rglob("*") if path.is_file()]
+    document = f"{knowledge['tenant_id']}/{knowledge_id}/"
+    assert f"{document}parsed/attempt-1.md" in stored_keys(services.files, document)  # the listing sees it
+    assert not [key for key in stored_keys(services.files, document) if ".ranges/" in key]

@@ -10,6 +10,7 @@ import boto3
 import pytest
 from project_paths import corpus_bytes
 
+from chalicelib.adapters.storage import LocalFileStore
 from chalicelib.bootstrap import Services
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.types import Span, SpanKind, SpanStatus
@@ -17,6 +18,7 @@ from chalicelib.local.runtime import LocalRuntime
 from chalicelib.ports import IndexSpace, ReadRequest, ReadResult
 
 from .conftest import Api
+from .stored import stored_keys
 
 TEXT = corpus_bytes("debian-faq-getting-debian.md")
 
@@ -230,8 +232,8 @@ def test_housekeeping_fails_a_summary_stuck_in_processing(
 def test_the_s3_file_store_carries_a_document_end_to_end(
     api: Api, runtime: LocalRuntime, services: Services
 ) -> None:
-    """The same pipeline with `s3://` storage (WEKNORA_STORAGE=s3, as deployed) instead of `local://`."""
-    services.files = services.inbox
+    """The suite stores documents on S3 (WEKNORA_STORAGE=s3, as deployed; tests/e2e/conftest.py)."""
+    assert services.files is services.inbox
     kb = api.create_kb()
     created = api.upload(kb["id"], "doc.md", TEXT).json_body["data"]
     assert "file_path" not in created  # the internal storage path is never shown to a tenant
@@ -244,6 +246,23 @@ def test_the_s3_file_store_carries_a_document_end_to_end(
     assert s3.head_object(Bucket=bucket, Key=key)["ContentLength"] == len(TEXT)
     parsed = f"{created['tenant_id']}/{created['id']}/parsed/attempt-1.md"
     assert s3.head_object(Bucket=bucket, Key=parsed)["ContentLength"] > 0
+
+
+def test_the_local_file_store_carries_a_document_end_to_end(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    """The same pipeline with `local://` storage (the local stage's, which `make run` keeps) instead."""
+    services.files = LocalFileStore(runtime.state_dir / "files")
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "doc.md", TEXT).json_body["data"]
+    stored = services.knowledge.get(created["id"])
+    assert stored is not None and stored.file_path.startswith("local://")
+    runtime.drain(timeout=180)
+    assert api.knowledge(created["id"])["parse_status"] == "completed"
+    assert services.files.read(stored.file_path) == TEXT
+    parsed = f"{created['tenant_id']}/{created['id']}/parsed/attempt-1.md"
+    assert (runtime.state_dir / "files" / parsed).stat().st_size > 0
+    assert stored_keys(services.inbox, f"{created['tenant_id']}/") == []  # nothing went to the bucket
 
 
 def test_housekeeping_recovers_a_dead_row_while_other_documents_keep_the_queues_busy(
