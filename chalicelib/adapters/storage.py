@@ -7,7 +7,6 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from ..domain.storage_keys import safe_object_key
 
@@ -96,10 +95,11 @@ class S3FileStore:
         return f"s3://{self.bucket}/{safe_object_key(key)}"
 
     def key_of(self, url: str) -> str:
-        parsed = urlparse(url)
-        if parsed.scheme != "s3" or parsed.netloc != self.bucket:
+        # Not urlparse: a key is not a URL path, and `#` or `?` in one (a file name) would be cut off.
+        prefix = f"s3://{self.bucket}/"
+        if not url.startswith(prefix):
             raise ValueError(f"not an object of bucket {self.bucket}: {url!r}")
-        return parsed.path.lstrip("/")
+        return url[len(prefix) :]
 
     def save(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
         key = safe_object_key(key)

@@ -40,6 +40,19 @@ def test_presigned_upload_and_s3_event_complete_the_same_way(api: Api, runtime: 
     assert hits.json_body["data"][0]["knowledge_id"] == data["knowledge_id"]
 
 
+def test_a_presigned_upload_whose_name_has_a_hash_completes(api: Api, runtime: LocalRuntime) -> None:
+    """Regression: the object's key keeps the file name, and `s3://bucket/notes #1.md` parsed as a URL lost
+    everything after the `#`: the object looked gone and the upload was dropped, `upload_pending` forever."""
+    kb = api.create_kb()
+    grant = api.post(f"/knowledge-bases/{kb['id']}/knowledge/upload-url", {"file_name": "notes #1.md"})
+    data = grant.json_body["data"]
+    assert data["key"].endswith("/notes #1.md")
+    assert requests.put(data["upload_url"], data=TEXT, headers=data["headers"], timeout=30).status_code == 200
+    runtime.drain(timeout=120)
+    knowledge = api.knowledge(data["knowledge_id"])
+    assert knowledge["parse_status"] == "completed" and knowledge["file_name"] == "notes #1.md"
+
+
 def test_presigned_duplicate_is_reported_on_the_knowledge_id(api: Api, runtime: LocalRuntime) -> None:
     kb = api.create_kb()
     first = api.upload(kb["id"], "a.md", TEXT).json_body["data"]
