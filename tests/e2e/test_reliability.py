@@ -248,6 +248,25 @@ def test_the_s3_file_store_carries_a_document_end_to_end(
     assert s3.head_object(Bucket=bucket, Key=parsed)["ContentLength"] > 0
 
 
+def test_a_source_gone_from_the_bucket_fails_its_reparse_at_once(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    """Regression: S3 answered the missing source with NoSuchKey, not FileNotFoundError, so the docreader
+    retried a permanent failure until its last try and recorded it as an unknown error."""
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "doc.md", TEXT).json_body["data"]
+    runtime.drain(timeout=180)
+    stored = services.knowledge.get(created["id"])
+    assert stored is not None and stored.file_path.startswith("s3://")
+    services.files.delete(stored.file_path)
+    assert api.post(f"/knowledge/{created['id']}/reparse").status_code == 200
+    runtime.drain(timeout=180)
+    knowledge = api.knowledge(created["id"])
+    assert knowledge["parse_status"] == "failed"
+    assert knowledge["error_code"] == "DOCREADER_PARSE_FAILED"
+    assert "source file is missing" in knowledge["error_message"]
+
+
 def test_the_local_file_store_carries_a_document_end_to_end(
     api: Api, runtime: LocalRuntime, services: Services
 ) -> None:
