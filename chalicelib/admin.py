@@ -1,7 +1,9 @@
 """Operators' tenant and API-key administration: create a tenant, issue (shown once) and revoke keys, list.
 
-Every operation here is behind the operator key (`WEKNORA_OPERATOR_KEY`, sent as `X-Operator-Key`); with
-no operator key configured the admin routes are disabled (403). Keys are stored as their sha256 only.
+Every operation here is behind the operator key, sent as `X-Operator-Key`: locally the plain
+`WEKNORA_OPERATOR_KEY`; on AWS the SSM SecureString `WEKNORA_OPERATOR_KEY_PARAMETER` names (`make deploy`
+creates it). With neither configured the admin routes are disabled (403 admin_disabled); while the
+parameter does not exist they answer 403 operator_key_missing. Keys are stored as their sha256 only.
 """
 
 from __future__ import annotations
@@ -16,15 +18,24 @@ from .domain.api_keys import ApiKey, key_id_of
 from .domain.clock import to_iso
 from .domain.errors import Forbidden, NotFound, Unauthorized
 from .domain.types import Tenant
+from .observability import logger
 from .ports import Dependencies
 
 
 def authorize_operator(deps: Dependencies, presented: str) -> None:
-    expected = deps.settings.operator_key
-    if not expected:
+    settings = deps.settings
+    if not settings.operator_key and not settings.operator_key_parameter:
         raise Forbidden("the admin API is disabled: no operator key is configured", code="admin_disabled")
-    if not presented:
+    if not presented:  # before the key is read: a request without one never reaches the parameter store
         raise Unauthorized("missing X-Operator-Key header", code="missing_operator_key")
+    expected = deps.operator_key()
+    if not expected:
+        # the name stays in the log: callers are not yet known to be operators
+        logger.warning("operator key parameter missing", extra={"parameter": settings.operator_key_parameter})
+        raise Forbidden(
+            "the admin API is disabled: the operator key has not been created yet (`make deploy` creates it)",
+            code="operator_key_missing",
+        )
     if not hmac.compare_digest(presented.encode(), expected.encode()):
         raise Forbidden("invalid operator key", code="invalid_operator_key")
 

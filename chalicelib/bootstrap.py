@@ -40,6 +40,7 @@ from .ports import (
     ProgressTracker,
     RetrieveEngine,
     SaveImage,
+    SecretSource,
     SpanRepo,
     TagRepo,
     TaskQueue,
@@ -88,6 +89,8 @@ class Services:
     build_engine: Callable[[Settings, str], RetrieveEngine] | None = None
     build_embedding_cache: Callable[[], EmbeddingCache] | None = None
     models: Any = None  # adapters.models.registry.ModelRegistry
+    #: where the operator key comes from on AWS (SSM), built on the first admin request
+    build_operator_key: Callable[[Settings], SecretSource] | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _engines: dict[str, RetrieveEngine] = field(default_factory=dict)
     _embedders: dict[str, EmbeddingModel] = field(default_factory=dict)
@@ -96,6 +99,7 @@ class Services:
     _engines_reported: bool = False
     _ocr: Any = NOT_PROBED
     _asr: Any = NOT_PROBED
+    _operator_key: SecretSource | None = None
 
     def sleep(self, seconds: float) -> None:
         self.sleeper(seconds)
@@ -190,6 +194,17 @@ class Services:
 
         return MarkdownImageResolver(save, http=SafeHttpClient(AllowList.parse(self.settings.ssrf_allow)))
 
+    # -- operators
+    def operator_key(self) -> str | None:
+        if self.settings.operator_key or not self.settings.operator_key_parameter:
+            return self.settings.operator_key  # the local stack's plain value, or "" (admin API off)
+        with self._lock:
+            if self._operator_key is None:
+                assert self.build_operator_key is not None
+                self._operator_key = self.build_operator_key(self.settings)
+            source = self._operator_key
+        return source.read()
+
     # -- test seams: swap an adapter for a fake (the next use gets it)
     def replace_engine(self, engine: RetrieveEngine) -> None:
         with self._lock:
@@ -208,6 +223,10 @@ class Services:
     def replace_ocr_asr(self, ocr: OcrEngine | None, asr: AsrEngine | None) -> None:
         with self._lock:
             self._ocr, self._asr, self._docreader = ocr, asr, None
+
+    def replace_operator_key(self, source: SecretSource) -> None:
+        with self._lock:
+            self._operator_key = source
 
 
 class _FixedModels:
@@ -274,6 +293,13 @@ def _build_asr(settings: Settings, inbox: FileStore) -> AsrEngine | None:
     except ImportError:  # faster-whisper is an optional extra
         return None
     return default_asr(settings.models.model_cache_dir)
+
+
+def _build_operator_key(settings: Settings) -> SecretSource:
+    """The SecureString `make deploy` creates, cached (one GetParameter per cold start, then per TTL)."""
+    from .adapters.secrets import CachedSecret, SsmParameter
+
+    return CachedSecret(SsmParameter(_client("ssm", settings), settings.operator_key_parameter))
 
 
 def _build_engine(settings: Settings, name: str) -> RetrieveEngine:
@@ -394,6 +420,7 @@ def build_services(settings: Settings | None = None) -> Services:
         faq=_build_faq_repo(settings, dynamodb),
         build_engine=_build_engine,
         build_embedding_cache=lambda: _build_embedding_cache(settings, dynamodb),
+        build_operator_key=_build_operator_key,
     )
 
 
@@ -474,10 +501,18 @@ def memory_deps(
         sleeper=InstantSleep(),
         build_engine=build_engine,
         build_embedding_cache=lambda: cache,
+        build_operator_key=_no_operator_key,
     )
     services.replace_embedding_model(embedding or HashingEmbedding(64))
     services.replace_ocr_asr(None, None)
     return services
+
+
+def _no_operator_key(settings: Settings) -> SecretSource:
+    """The in-memory set has no parameter store: a named parameter is missing (`replace_operator_key`)."""
+    from .adapters.secrets import StaticSecret
+
+    return StaticSecret(None)
 
 
 _deps: Services | None = None

@@ -907,6 +907,14 @@ class HealthProbe(Protocol):
         ...
 
 
+class SecretSource(Protocol):
+    """A secret kept outside the environment (on AWS the operator key, an SSM SecureString)."""
+
+    def read(self) -> str | None:
+        """The current value; None while it does not exist (it is created after the stack)."""
+        ...
+
+
 # ---------------------------------------------------------------- what use cases receive
 
 
@@ -994,6 +1002,11 @@ class Dependencies(Protocol):
     def asr(self) -> AsrEngine | None: ...
 
     def image_resolver(self, save: SaveImage) -> ImageResolver: ...
+
+    def operator_key(self) -> str | None:
+        """The key the /admin routes expect: settings' plain value, else the parameter's (read on first
+        use, cached); "" when neither is configured, None when the parameter does not exist."""
+        ...
 
 
 # ---------------------------------------------------------------- FAQ knowledge bases

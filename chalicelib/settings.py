@@ -212,8 +212,11 @@ class Settings:
     models: ModelSettings = field(default_factory=ModelSettings)
     table_names: Mapping[str, str] = field(default_factory=dict)
     queue_names: Mapping[str, str] = field(default_factory=dict)
-    #: the key operators send as X-Operator-Key to the /admin routes; empty: the admin routes are disabled
+    #: the key operators send as X-Operator-Key to the /admin routes, as a plain value (the local stack)
     operator_key: str = ""
+    #: on AWS: the SSM SecureString parameter that holds it (read on the first admin request, cached); with
+    #: neither set the admin routes are disabled
+    operator_key_parameter: str = ""
     #: a JSON object of prices that overrides the built-in table (chalicelib/pricing.py)
     prices_file: str = ""
 
@@ -346,6 +349,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             if e.text(f"WEKNORA_QUEUE_{name.upper()}")
         },
         operator_key=e.text("WEKNORA_OPERATOR_KEY"),
+        operator_key_parameter=e.text("WEKNORA_OPERATOR_KEY_PARAMETER"),
         prices_file=e.text("WEKNORA_PRICES_FILE"),
     )
 

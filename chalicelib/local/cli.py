@@ -526,9 +526,10 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
         console.print(f"[dim]started a fresh local state in {state_dir}[/]")
     key = default_key()
     params = dict(p.split("=", 1) for p in args.param)
-    # The local stack's operator key (the admin routes, `weknora-ingest tenant|key|dlq`), given to the
-    # template as on a deploy; the template puts it in every function's WEKNORA_OPERATOR_KEY.
-    operator_key = params.setdefault("OperatorKey", default_operator_key())
+    # The local stack's operator key (the admin routes, `weknora-ingest tenant|key|dlq`): a plain
+    # environment variable here, where on AWS the API function reads an SSM SecureString. `--param
+    # OperatorKey=...` (the template parameter it used to be) still sets it.
+    operator_key = params.pop("OperatorKey", "") or default_operator_key()
     runtime = LocalRuntime(
         _load_project_app,
         args.template,
@@ -540,6 +541,7 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
         concurrency=args.concurrency,
         project_dir=Path.cwd(),
         stage=args.stage,  # default "local": .chalice/config.json's stage for local:// storage
+        env={"WEKNORA_OPERATOR_KEY": operator_key},
     )
     with console.status("starting moto, provisioning, loading app.py ..."):
         runtime.start(background=False)
