@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: run test test-slow test-fuzz lint bench install install-dev system-deps package clean
+.PHONY: run test test-slow test-fuzz lint bench install install-dev system-deps package deploy clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ test-fuzz: install-dev
 # function (size, imports); `sam build -t out/sam.json` then builds the docreader image.
 package: install-dev
 	$(VENV)/bin/python scripts/build_lambda.py --out out
+
+# Build and deploy to AWS with SAM (guided the first time), create the operator key if missing, print the API
+# URL and the first tenant's curl (README, Deploy to AWS). DEPLOY_ARGS: e.g. --dry-run, --guided.
+deploy:
+	$(PYTHON) scripts/deploy.py $(DEPLOY_ARGS)
 
 lint: install-dev
 	$(VENV)/bin/ruff check .

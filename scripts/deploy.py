@@ -1,0 +1,265 @@
+"""`make deploy`: build, deploy the stack with SAM, create the operator key if it is missing, and print the API
+URL and how to create the first tenant.
+
+    python3.11 scripts/deploy.py [--dry-run] [--guided] [--stack-name NAME] [-- SAM-DEPLOY-ARGS...]
+
+1. checks that `sam`, `aws` and `docker` are installed and that the AWS CLI has credentials (before any build);
+2. `make package` (out/sam.json and the functions' zips), then `sam build -t out/sam.json` (the docreader
+   image, with Docker);
+3. `sam deploy`: `--guided` the first time (no samconfig.toml yet, or `--guided`), which asks for the stack
+   name, the region and every template parameter and saves the answers in samconfig.toml; later runs reuse
+   them;
+4. creates the operator key, an SSM Parameter Store SecureString `/<Prefix>/<OperatorKeyName>`, if it does not
+   exist (CloudFormation cannot create SecureStrings) and prints it once;
+5. prints the API URL (the stack's EndpointURL output) and a curl that creates the first tenant.
+
+`--dry-run` prints the commands instead of running them (nothing is needed for it). Arguments after `--` go to
+`sam deploy` (e.g. `-- --parameter-overrides OpenSearchInstanceType=r7g.large.search`). Standard library only:
+it runs before the virtualenv exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_STACK = "weknora"
+#: what each tool is needed for, and where to get it
+TOOLS = {
+    "sam": "AWS SAM CLI, builds and deploys the stack: "
+    "https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/install-sam-cli.html",
+    "aws": "AWS CLI v2, creates the operator key and reads the stack's outputs: "
+    "https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html",
+    "docker": "Docker, `sam build` builds the docreader container image with it: https://docs.docker.com/get-docker/",
+}
+#: the template's defaults (infra/template.json), for a stack that does not report its parameters
+TEMPLATE_DEFAULTS = {"Prefix": "weknora", "OperatorKeyName": "operator-key"}
+SAM_DEPLOY_FLAGS = (
+    "--capabilities",
+    "CAPABILITY_IAM",
+    "CAPABILITY_AUTO_EXPAND",
+    # a re-run with nothing to change still checks the key and prints the URL
+    "--no-fail-on-empty-changeset",
+)
+#: what samconfig.toml may hold that this script reads
+SAVED_KEYS = ("stack_name", "region", "s3_bucket", "image_repositories", "image_repository")
+
+
+class DeployError(Exception):
+    """A step failed; the message says what to do."""
+
+
+class Shell:
+    """Runs commands from the project root, printing each; in a dry run it only prints them."""
+
+    def __init__(self, dry_run: bool) -> None:
+        self.dry_run = dry_run
+        # the AWS CLI v2 pipes output through a pager by default
+        self.env = {**os.environ, "AWS_PAGER": ""}
+
+    def run(self, cmd: Sequence[str]) -> None:
+        print("+ " + shlex.join(cmd), flush=True)
+        if self.dry_run:
+            return
+        if subprocess.run(list(cmd), cwd=ROOT, env=self.env).returncode != 0:
+            raise DeployError(f"`{shlex.join(cmd[:2])}` failed (its output is above)")
+
+    def output(self, cmd: Sequence[str], failure: str = "") -> str:
+        """The command's stdout (an AWS CLI query); its stderr goes to the terminal."""
+        print("+ " + shlex.join(cmd), flush=True)
+        if self.dry_run:
+            return ""
+        done = subprocess.run(list(cmd), cwd=ROOT, env=self.env, stdout=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            raise DeployError(failure or f"`{shlex.join(cmd[:3])}` failed (its error is above)")
+        return done.stdout.strip()
+
+
+def missing_tools() -> list[str]:
+    return [tool for tool in TOOLS if shutil.which(tool) is None]
+
+
+def saved_config(path: Path) -> dict[str, str]:
+    """What `sam deploy --guided` saved in samconfig.toml: the stack, its region, the artifact bucket and
+    image repositories."""
+    if not path.is_file():
+        return {}
+    with path.open("rb") as file:
+        config: dict[str, Any] = tomllib.load(file).get("default", {})
+    found: dict[str, str] = {}
+    for section in ("global", "deploy"):  # the deploy command's values win
+        parameters = config.get(section, {}).get("parameters", {})
+        found.update({k: str(parameters[k]) for k in SAVED_KEYS if parameters.get(k)})
+    return found
+
+
+def region_args(region: str) -> list[str]:
+    return ["--region", region] if region else []
+
+
+def describe_stack(shell: Shell, stack: str, region: str) -> dict[str, Any]:
+    raw = shell.output(
+        [
+            "aws",
+            "cloudformation",
+            "describe-stacks",
+            "--stack-name",
+            stack,
+            *region_args(region),
+            "--query",
+            "Stacks[0]",
+            "--output",
+            "json",
+        ]
+    )
+    return dict(json.loads(raw)) if raw else {}
+
+
+def stack_values(stack: dict[str, Any], key: str, name: str, value: str) -> dict[str, str]:
+    return {str(entry[name]): str(entry.get(value, "")) for entry in stack.get(key) or []}
+
+
+def parameter_exists(shell: Shell, name: str, region: str) -> bool:
+    found = shell.output(
+        [
+            "aws",
+            "ssm",
+            "describe-parameters",
+            *region_args(region),
+            "--parameter-filters",
+            f"Key=Name,Values={name}",
+            "--query",
+            "Parameters[0].Name",
+            "--output",
+            "text",
+        ]
+    )
+    return found == name
+
+
+def create_operator_key(shell: Shell, name: str, region: str) -> str:
+    """A new random key, stored as a SecureString under the AWS-managed key (aws/ssm). The value goes in a
+    private file, not on the command line, where other users' `ps` could read it."""
+    key = "wko_" + secrets.token_urlsafe(32)
+    request = {
+        "Name": name,
+        "Value": key,
+        "Type": "SecureString",
+        "Description": "weknora-ingest operator key (X-Operator-Key for /api/v1/admin)",
+    }
+    with tempfile.TemporaryDirectory(prefix="weknora-deploy-") as private:
+        path = Path(private) / "put-parameter.json"
+        path.touch(mode=0o600)
+        path.write_text(json.dumps(request))
+        # no --overwrite: a key created meanwhile is kept (the call fails with ParameterAlreadyExists)
+        shell.run(["aws", "ssm", "put-parameter", *region_args(region), "--cli-input-json", f"file://{path}"])
+    return key
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument(
+        "--guided", action="store_true", help="sam deploy --guided even with a samconfig.toml"
+    )
+    parser.add_argument(
+        "--stack-name",
+        default=os.environ.get("STACK_NAME", DEFAULT_STACK),
+        help="the first deploy's suggested stack name (env STACK_NAME; later: samconfig.toml's)",
+    )
+    parser.add_argument("--config", type=Path, default=ROOT / "samconfig.toml", help=argparse.SUPPRESS)
+    parser.add_argument("sam_args", nargs="*", help="passed to sam deploy (after --)")
+    return parser.parse_args(argv)
+
+
+def deploy(args: argparse.Namespace) -> int:
+    shell = Shell(args.dry_run)
+    missing = missing_tools()
+    if missing and not args.dry_run:
+        print("make deploy needs tools that are not installed:", file=sys.stderr)
+        for tool in missing:
+            print(f"  {tool}: {TOOLS[tool]}", file=sys.stderr)
+        return 2
+    config = args.config.resolve()
+    guided = args.guided or not config.is_file()
+    saved = saved_config(config)
+    # credentials before a build of several minutes
+    region = saved.get("region", "")
+    account = shell.output(
+        ["aws", "sts", "get-caller-identity", *region_args(region), "--query", "Account", "--output", "text"],
+        failure="the AWS CLI has no usable credentials: run `aws configure` (or `aws sso login`, or set "
+        "AWS_PROFILE) and try again",
+    )
+    if account:
+        print(f"AWS account {account}", flush=True)
+
+    shell.run(["make", "package"])
+    shell.run(["sam", "build", "-t", "out/sam.json"])
+    # a relative --config-file would be read beside the built template: an absolute one stays here
+    deploy_cmd = ["sam", "deploy", "--config-file", str(config), *SAM_DEPLOY_FLAGS]
+    if guided:
+        deploy_cmd[2:2] = ["--guided", "--stack-name", saved.get("stack_name", args.stack_name)]
+    # the guided run saves the bucket and repositories it made; sam refuses --resolve-s3 beside a saved bucket
+    if not saved.get("s3_bucket"):
+        deploy_cmd.append("--resolve-s3")
+    if not (saved.get("image_repositories") or saved.get("image_repository")):
+        deploy_cmd.append("--resolve-image-repos")
+    shell.run([*deploy_cmd, *args.sam_args])
+
+    saved = saved_config(config)  # the guided run has just written them
+    stack_name = saved.get("stack_name", args.stack_name)
+    region = saved.get("region", region)
+    stack = describe_stack(shell, stack_name, region)
+    parameters = {**TEMPLATE_DEFAULTS, **stack_values(stack, "Parameters", "ParameterKey", "ParameterValue")}
+    outputs = stack_values(stack, "Outputs", "OutputKey", "OutputValue")
+    name = f"/{parameters['Prefix']}/{parameters['OperatorKeyName']}"
+
+    if parameter_exists(shell, name, region):
+        print(f"\nThe operator key is kept in the SSM parameter {name}.")
+        read_key = ["aws", "ssm", "get-parameter", "--name", name, *region_args(region), "--with-decryption"]
+        key_expression = f"$({shlex.join(read_key)} --query Parameter.Value --output text)"
+    else:
+        key = create_operator_key(shell, name, region)
+        if args.dry_run:
+            key = "<a new random key, printed once>"
+        print(f"\nOperator key (shown once; stored as the SecureString {name}):\n\n    {key}\n")
+        key_expression = key
+
+    endpoint = outputs.get("EndpointURL", "https://<api-id>.execute-api.<region>.amazonaws.com/api/")
+    api = endpoint.rstrip("/") + "/api/v1"
+    print(f"API: {api}")
+    print("Create the first tenant (its API key is shown once in the answer):\n")
+    print(
+        f'    curl -sS -X POST "{api}/admin/tenants" -H "X-Operator-Key: {key_expression}" '
+        '-H "Content-Type: application/json" -d \'{"name": "my-first-tenant"}\''
+    )
+    print(
+        "\nBedrock: enable access to the models of the EmbeddingModel and ModelCatalog parameters in the "
+        "stack's region (Bedrock console, Model access) before the first upload."
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return deploy(args)
+    except DeployError as error:
+        print(f"make deploy: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""`make deploy` (scripts/deploy.py) offline: the commands it runs, in order, with stand-ins for `sam`, `aws`,
+`docker` and `make` on the PATH; it stops before anything when a tool is missing; the operator key is created
+once, as a SecureString, shown once and never on a command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "deploy.py"
+ENDPOINT = "https://abc123.execute-api.eu-west-1.amazonaws.com/api/"
+STACK = {
+    "StackName": "acme-ingest",
+    "Parameters": [
+        {"ParameterKey": "Prefix", "ParameterValue": "acme"},
+        {"ParameterKey": "OperatorKeyName", "ParameterValue": "operator-key"},
+    ],
+    "Outputs": [{"OutputKey": "EndpointURL", "OutputValue": ENDPOINT}],
+}
+#: `sam deploy --guided` saves the answers (here: where --config-file points)
+SAVED = """version = 0.1
+[default.deploy.parameters]
+stack_name = "acme-ingest"
+region = "eu-west-1"
+s3_bucket = "aws-sam-cli-managed-default-samclisourcebucket-x"
+image_repositories = ["DocreaderFunction=123456789012.dkr.ecr.eu-west-1.amazonaws.com/x"]
+capabilities = "CAPABILITY_IAM CAPABILITY_AUTO_EXPAND"
+"""
+FAKE_AWS = """#!/bin/bash
+echo "aws $*" >> "$FAKE_LOG"
+case "$1 $2" in
+  "sts get-caller-identity") echo 123456789012 ;;
+  "cloudformation describe-stacks") cat "$FAKE_DIR/stack.json" ;;
+  "ssm describe-parameters")
+    if [ -f "$FAKE_DIR/parameter.json" ]; then echo /acme/operator-key; else echo None; fi ;;
+  "ssm put-parameter")
+    for arg in "$@"; do
+      case "$arg" in file://*) cp "${arg#file://}" "$FAKE_DIR/parameter.json" ;; esac
+    done ;;
+esac
+"""
+FAKE_SAM = """#!/bin/bash
+echo "sam $*" >> "$FAKE_LOG"
+if [ "$1" = deploy ] && [[ " $* " == *" --guided "* ]]; then
+  while [ $# -gt 0 ]; do
+    if [ "$1" = --config-file ]; then cp "$FAKE_DIR/saved.toml" "$2"; fi
+    shift
+  done
+fi
+"""
+FAKE_TOOL = """#!/bin/bash
+echo "$(basename "$0") $*" >> "$FAKE_LOG"
+"""
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in {"aws": FAKE_AWS, "sam": FAKE_SAM, "docker": FAKE_TOOL, "make": FAKE_TOOL}.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "stack.json").write_text(json.dumps(STACK))
+    (tmp_path / "saved.toml").write_text(SAVED)
+    return tmp_path
+
+
+def deploy(fake: Path, *args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PATH": path if path is not None else f"{fake / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        "FAKE_DIR": str(fake),
+        "FAKE_LOG": str(fake / "calls.log"),
+    }
+    env.pop("STACK_NAME", None)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--config", str(fake / "samconfig.toml"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def calls(fake: Path) -> list[str]:
+    log = fake / "calls.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    log.unlink(missing_ok=True)
+    return lines
+
+
+def test_missing_tools_stop_it_before_anything_runs(fake: Path) -> None:
+    empty = fake / "empty"
+    empty.mkdir()
+    done = deploy(fake, path=str(empty))
+    assert done.returncode == 2
+    for tool in ("sam", "aws", "docker"):
+        assert f"  {tool}: " in done.stderr
+    assert "+ " not in done.stdout and calls(fake) == []
+
+
+def test_the_first_deploy_is_guided_creates_the_key_once_and_prints_the_first_tenants_curl(
+    fake: Path,
+) -> None:
+    done = deploy(fake)
+    assert done.returncode == 0, done.stderr
+    ran = calls(fake)
+    assert [line.split()[:2] for line in ran] == [
+        ["aws", "sts"],
+        ["make", "package"],
+        ["sam", "build"],
+        ["sam", "deploy"],
+        ["aws", "cloudformation"],
+        ["aws", "ssm"],
+        ["aws", "ssm"],
+    ]
+    assert ran[2] == "sam build -t out/sam.json"
+    guided = ran[3].split()
+    assert guided[:3] == ["sam", "deploy", "--guided"]
+    for flag in ("CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND", "--resolve-s3", "--resolve-image-repos"):
+        assert flag in guided
+    assert "--region eu-west-1" in ran[4]  # the region the guided run saved
+    assert "Values=/acme/operator-key" in ran[5] and ran[6].startswith("aws ssm put-parameter")
+
+    stored = json.loads((fake / "parameter.json").read_text())
+    assert stored["Name"] == "/acme/operator-key" and stored["Type"] == "SecureString"
+    key = stored["Value"]
+    assert len(key) > 40 and key not in " ".join(ran)  # never on a command line
+    assert done.stdout.count(key) == 2  # shown once, and in the curl
+    api = "https://abc123.execute-api.eu-west-1.amazonaws.com/api/api/v1"
+    assert f"API: {api}" in done.stdout
+    assert f'curl -sS -X POST "{api}/admin/tenants" -H "X-Operator-Key: {key}"' in done.stdout
+    assert not list(Path("/tmp").glob("weknora-deploy-*/put-parameter.json"))
+
+
+def test_an_update_reuses_the_saved_answers_and_keeps_the_key(fake: Path) -> None:
+    (fake / "samconfig.toml").write_text(SAVED)
+    (fake / "parameter.json").write_text(json.dumps({"Value": "kept"}))
+    done = deploy(fake, "--", "--parameter-overrides", "OpenSearchInstanceCount=2")
+    assert done.returncode == 0, done.stderr
+    ran = calls(fake)
+    (deploy_call,) = [line for line in ran if line.startswith("sam deploy")]
+    assert "--guided" not in deploy_call
+    # sam refuses --resolve-s3 beside the bucket the guided run saved
+    assert "--resolve-s3" not in deploy_call and "--resolve-image-repos" not in deploy_call
+    assert deploy_call.endswith("--parameter-overrides OpenSearchInstanceCount=2")
+    assert not any("put-parameter" in line for line in ran)
+    assert "kept in the SSM parameter /acme/operator-key" in done.stdout
+    assert (
+        '-H "X-Operator-Key: $(aws ssm get-parameter --name /acme/operator-key --region eu-west-1 '
+        '--with-decryption --query Parameter.Value --output text)"' in done.stdout
+    )
+
+
+def test_a_failed_step_stops_it_with_the_reason(fake: Path) -> None:
+    (fake / "bin" / "sam").write_text('#!/bin/bash\necho "sam $*" >> "$FAKE_LOG"\nexit 1\n')
+    done = deploy(fake)
+    assert done.returncode == 1 and "`sam build` failed" in done.stderr
+    assert not any(line.startswith("aws ssm") for line in calls(fake))
+
+
+def test_no_credentials_stop_it_before_the_build(fake: Path) -> None:
+    (fake / "bin" / "aws").write_text('#!/bin/bash\necho "aws $*" >> "$FAKE_LOG"\nexit 255\n')
+    done = deploy(fake)
+    assert done.returncode == 1 and "aws configure" in done.stderr
+    assert [line.split()[0] for line in calls(fake)] == ["aws"]
+
+
+def test_a_dry_run_prints_the_commands_and_needs_no_tool(fake: Path) -> None:
+    empty = fake / "empty"
+    empty.mkdir()
+    done = deploy(fake, "--dry-run", path=str(empty))
+    assert done.returncode == 0, done.stderr
+    commands = [line[2:] for line in done.stdout.splitlines() if line.startswith("+ ")]
+    assert [c.split()[:2] for c in commands] == [
+        ["aws", "sts"],
+        ["make", "package"],
+        ["sam", "build"],
+        ["sam", "deploy"],
+        ["aws", "cloudformation"],
+        ["aws", "ssm"],
+        ["aws", "ssm"],
+    ]
+    assert "X-Operator-Key: <a new random key, printed once>" in done.stdout
+    assert not (fake / "samconfig.toml").exists()
