@@ -8,19 +8,23 @@ URL and how to create the first tenant.
    image, with Docker);
 3. `sam deploy`: `--guided` the first time (no samconfig.toml yet, or `--guided`), which asks for the stack
    name, the region and every template parameter and saves the answers in samconfig.toml; later runs reuse
-   them;
+   them. DynamoDB adds one global secondary index per table per update, so an upgrade that brings several
+   new indexes to a table is deployed in as many updates, one new index each (a build of out/sam-step.json
+   that holds the others back), then once more with the whole template;
 4. creates the operator key, an SSM Parameter Store SecureString `/<Prefix>/<OperatorKeyName>`, if it does not
    exist (CloudFormation cannot create SecureStrings) and prints it once;
 5. prints the API URL (the stack's EndpointURL output) and a curl that creates the first tenant.
 
 `--dry-run` prints the commands instead of running them (nothing is needed for it). Arguments after `--` go to
-`sam deploy` (e.g. `-- --parameter-overrides OpenSearchInstanceType=r7g.large.search`). Standard library only:
-it runs before the virtualenv exists.
+`sam deploy` (e.g. `-- --confirm-changeset`; not `--parameter-overrides`, which replaces every saved value:
+change parameters with `--guided` or in samconfig.toml). Standard library only: it runs before the
+virtualenv exists.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import secrets
@@ -54,7 +58,14 @@ SAM_DEPLOY_FLAGS = (
     "--no-fail-on-empty-changeset",
 )
 #: what samconfig.toml may hold that this script reads
-SAVED_KEYS = ("stack_name", "region", "s3_bucket", "image_repositories", "image_repository")
+SAVED_KEYS = (
+    "stack_name",
+    "region",
+    "s3_bucket",
+    "image_repositories",
+    "image_repository",
+    "parameter_overrides",
+)
 
 
 class DeployError(Exception):
@@ -103,6 +114,12 @@ def saved_config(path: Path) -> dict[str, str]:
         parameters = config.get(section, {}).get("parameters", {})
         found.update({k: str(parameters[k]) for k in SAVED_KEYS if parameters.get(k)})
     return found
+
+
+def saved_parameters(saved: dict[str, str]) -> dict[str, str]:
+    """The template parameters the guided run saved (`Prefix="acme" ModelCatalog="{\\"chat\\": ...}"`)."""
+    pairs = (item.partition("=") for item in shlex.split(saved.get("parameter_overrides", "")))
+    return {key: value for key, _, value in pairs}
 
 
 def region_args(region: str) -> list[str]:
@@ -168,6 +185,54 @@ def create_operator_key(shell: Shell, name: str, region: str) -> str:
     return key
 
 
+def new_indexes(shell: Shell, template: dict[str, Any], prefix: str, region: str) -> dict[str, list[str]]:
+    """Per table of the template that exists already: the global secondary indexes it does not have yet."""
+    listed = shell.output(
+        ["aws", "dynamodb", "list-tables", *region_args(region), "--query", "TableNames", "--output", "json"]
+    )
+    tables = set(json.loads(listed or "[]"))
+    new: dict[str, list[str]] = {}
+    for logical, resource in template.get("Resources", {}).items():
+        properties = resource.get("Properties", {})
+        wanted = [index["IndexName"] for index in properties.get("GlobalSecondaryIndexes", [])]
+        pattern = properties.get("TableName", {})
+        if resource.get("Type") != "AWS::DynamoDB::Table" or not wanted or not isinstance(pattern, dict):
+            continue
+        name = str(pattern.get("Fn::Sub", "")).replace("${Prefix}", prefix)
+        if name not in tables:
+            continue  # created with all its indexes at once
+        query = ["--query", "Table.GlobalSecondaryIndexes[].IndexName", "--output", "json"]
+        described = shell.output(
+            ["aws", "dynamodb", "describe-table", "--table-name", name, *region_args(region), *query]
+        )
+        present = set(json.loads(described or "null") or [])
+        if missing := [index for index in wanted if index not in present]:
+            new[logical] = missing
+    return new
+
+
+def hold_back(template: dict[str, Any], new: dict[str, list[str]]) -> tuple[dict[str, Any], list[str]]:
+    """The template with at most one new index per table (the first in its order), and what it holds back;
+    attribute definitions only the held-back indexes use go too (CloudFormation refuses unused ones)."""
+    step = copy.deepcopy(template)
+    held: list[str] = []
+    for logical, names in new.items():
+        later = set(names[1:])
+        if not later:
+            continue
+        properties = step["Resources"][logical]["Properties"]
+        indexes = [i for i in properties["GlobalSecondaryIndexes"] if i["IndexName"] not in later]
+        properties["GlobalSecondaryIndexes"] = indexes
+        keys = [properties["KeySchema"]]
+        keys += [index["KeySchema"] for index in indexes + properties.get("LocalSecondaryIndexes", [])]
+        used = {key["AttributeName"] for schema in keys for key in schema}
+        properties["AttributeDefinitions"] = [
+            a for a in properties["AttributeDefinitions"] if a["AttributeName"] in used
+        ]
+        held += [f"{logical} {name}" for name in names[1:]]
+    return step, held
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
@@ -180,6 +245,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="the first deploy's suggested stack name (env STACK_NAME; later: samconfig.toml's)",
     )
     parser.add_argument("--config", type=Path, default=ROOT / "samconfig.toml", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=ROOT / "out", help=argparse.SUPPRESS)
     parser.add_argument("sam_args", nargs="*", help="passed to sam deploy (after --)")
     return parser.parse_args(argv)
 
@@ -206,21 +272,38 @@ def deploy(args: argparse.Namespace) -> int:
         print(f"AWS account {account}", flush=True)
 
     shell.run(["make", "package"])
-    shell.run(["sam", "build", "-t", "out/sam.json"])
-    # a relative --config-file would be read beside the built template: an absolute one stays here
-    deploy_cmd = ["sam", "deploy", "--config-file", str(config), *SAM_DEPLOY_FLAGS]
-    if guided:
-        deploy_cmd[2:2] = ["--guided", "--stack-name", saved.get("stack_name", args.stack_name)]
-    # the guided run saves the bucket and repositories it made; sam refuses --resolve-s3 beside a saved bucket
-    if not saved.get("s3_bucket"):
-        deploy_cmd.append("--resolve-s3")
-    if not (saved.get("image_repositories") or saved.get("image_repository")):
-        deploy_cmd.append("--resolve-image-repos")
-    shell.run([*deploy_cmd, *args.sam_args])
+    packaged = args.out / "sam.json"
+    template = json.loads(packaged.read_text()) if packaged.is_file() else {}
+    previous: list[str] = []
+    while True:
+        built, held = packaged, list[str]()
+        if saved and template:  # an update: tables exist
+            prefix = saved_parameters(saved).get("Prefix", TEMPLATE_DEFAULTS["Prefix"])
+            step, held = hold_back(template, new_indexes(shell, template, prefix, region))
+            if held and held == previous:
+                raise DeployError("the last update added none of the new indexes: " + ", ".join(held))
+            previous = held
+            if held:
+                built = args.out / "sam-step.json"
+                built.write_text(json.dumps(step, indent=1))
+                print("One new index per table per update: this update holds back " + ", ".join(held))
+        shell.run(["sam", "build", "-t", os.path.relpath(built, ROOT)])
+        # a relative --config-file would be read beside the built template: an absolute one stays here
+        deploy_cmd = ["sam", "deploy", "--config-file", str(config), *SAM_DEPLOY_FLAGS]
+        if guided:
+            deploy_cmd[2:2] = ["--guided", "--stack-name", saved.get("stack_name", args.stack_name)]
+        # guided runs save the bucket and repositories they made; sam refuses --resolve-s3 beside a bucket
+        if not saved.get("s3_bucket"):
+            deploy_cmd.append("--resolve-s3")
+        if not (saved.get("image_repositories") or saved.get("image_repository")):
+            deploy_cmd.append("--resolve-image-repos")
+        shell.run([*deploy_cmd, *args.sam_args])
+        saved, guided = saved_config(config), False  # a guided run has just written them
+        region = saved.get("region", region)
+        if not held:
+            break
 
-    saved = saved_config(config)  # the guided run has just written them
     stack_name = saved.get("stack_name", args.stack_name)
-    region = saved.get("region", region)
     stack = describe_stack(shell, stack_name, region)
     parameters = {**TEMPLATE_DEFAULTS, **stack_values(stack, "Parameters", "ParameterKey", "ParameterValue")}
     outputs = stack_values(stack, "Outputs", "OutputKey", "OutputValue")

@@ -1,6 +1,7 @@
 """`make deploy` (scripts/deploy.py) offline: the commands it runs, in order, with stand-ins for `sam`, `aws`,
 `docker` and `make` on the PATH; it stops before anything when a tool is missing; the operator key is created
-once, as a SecureString, shown once and never on a command line."""
+once, as a SecureString, shown once and never on a command line; an upgrade that brings a table several new
+indexes deploys them one per update."""
 
 from __future__ import annotations
 
@@ -43,16 +44,27 @@ case "$1 $2" in
     for arg in "$@"; do
       case "$arg" in file://*) cp "${arg#file://}" "$FAKE_DIR/parameter.json" ;; esac
     done ;;
+  "dynamodb list-tables") cat "$FAKE_DIR/tables.json" 2>/dev/null || echo "[]" ;;
+  "dynamodb describe-table") cat "$FAKE_DIR/indexes.json" ;;
 esac
 """
-FAKE_SAM = """#!/bin/bash
-echo "sam $*" >> "$FAKE_LOG"
-if [ "$1" = deploy ] && [[ " $* " == *" --guided "* ]]; then
-  while [ $# -gt 0 ]; do
-    if [ "$1" = --config-file ]; then cp "$FAKE_DIR/saved.toml" "$2"; fi
-    shift
-  done
-fi
+#: sam: a guided deploy saves its answers; a deploy gives the knowledge table the indexes of the last build
+FAKE_SAM = f"""#!{sys.executable}
+import json, os, shutil, sys
+from pathlib import Path
+fake, args = Path(os.environ["FAKE_DIR"]), sys.argv[1:]
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write("sam " + " ".join(args) + "\\n")
+if args[0] == "build":
+    (fake / "built").write_text(str(Path(args[args.index("-t") + 1]).resolve()))
+if args[0] == "deploy":
+    if "--guided" in args:
+        shutil.copy(fake / "saved.toml", args[args.index("--config-file") + 1])
+    template = json.loads(Path((fake / "built").read_text()).read_text())
+    table = template.get("Resources", {{}}).get("KnowledgeTable")
+    if table and not os.environ.get("FAKE_STUCK"):
+        names = [index["IndexName"] for index in table["Properties"]["GlobalSecondaryIndexes"]]
+        (fake / "indexes.json").write_text(json.dumps(names))
 """
 FAKE_TOOL = """#!/bin/bash
 echo "$(basename "$0") $*" >> "$FAKE_LOG"
@@ -68,6 +80,8 @@ def fake(tmp_path: Path) -> Path:
         (bin_dir / name).chmod(0o755)
     (tmp_path / "stack.json").write_text(json.dumps(STACK))
     (tmp_path / "saved.toml").write_text(SAVED)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "sam.json").write_text("{}")
     return tmp_path
 
 
@@ -80,7 +94,15 @@ def deploy(fake: Path, *args: str, path: str | None = None) -> subprocess.Comple
     }
     env.pop("STACK_NAME", None)
     return subprocess.run(
-        [sys.executable, str(SCRIPT), "--config", str(fake / "samconfig.toml"), *args],
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--config",
+            str(fake / "samconfig.toml"),
+            "--out",
+            str(fake / "out"),
+            *args,
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -120,7 +142,7 @@ def test_the_first_deploy_is_guided_creates_the_key_once_and_prints_the_first_te
         ["aws", "ssm"],
         ["aws", "ssm"],
     ]
-    assert ran[2] == "sam build -t out/sam.json"
+    assert ran[2].startswith("sam build -t ") and ran[2].endswith("/out/sam.json")
     guided = ran[3].split()
     assert guided[:3] == ["sam", "deploy", "--guided"]
     for flag in ("CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND", "--resolve-s3", "--resolve-image-repos"):
@@ -189,3 +211,68 @@ def test_a_dry_run_prints_the_commands_and_needs_no_tool(fake: Path) -> None:
     ]
     assert "X-Operator-Key: <a new random key, printed once>" in done.stdout
     assert not (fake / "samconfig.toml").exists()
+
+
+def knowledge_table(*indexes: str) -> dict[str, object]:
+    """The knowledge table as packaged, with these of its global secondary indexes."""
+    keys = {"kb-index": "kb_id", "kb-source-index": "kb_source", "kb-type-index": "kb_type"}
+    return {
+        "Type": "AWS::DynamoDB::Table",
+        "Properties": {
+            "TableName": {"Fn::Sub": "${Prefix}-knowledge"},
+            "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+            "AttributeDefinitions": [
+                {"AttributeName": name, "AttributeType": "S"} for name in ("id", *(keys[i] for i in indexes))
+            ],
+            "GlobalSecondaryIndexes": [
+                {"IndexName": index, "KeySchema": [{"AttributeName": keys[index], "KeyType": "HASH"}]}
+                for index in indexes
+            ],
+        },
+    }
+
+
+def test_an_upgrade_adds_one_new_index_per_update(fake: Path) -> None:
+    (fake / "samconfig.toml").write_text(
+        SAVED + 'parameter_overrides = "Prefix=\\"acme\\" StageMaxReceives=\\"4\\""\n'
+    )
+    (fake / "parameter.json").write_text("{}")
+    everything = ("kb-index", "kb-source-index", "kb-type-index")
+    (fake / "out" / "sam.json").write_text(
+        json.dumps({"Resources": {"KnowledgeTable": knowledge_table(*everything)}})
+    )
+    (fake / "tables.json").write_text(json.dumps(["acme-knowledge", "acme-tenants"]))
+    (fake / "indexes.json").write_text(json.dumps(["kb-index"]))  # a stack from before the listing indexes
+    done = deploy(fake)
+    assert done.returncode == 0, done.stderr
+    ran = [line for line in calls(fake) if line.startswith(("sam", "aws dynamodb describe-table"))]
+    assert [" ".join(line.split()[:2]) for line in ran] == [
+        "aws dynamodb",
+        "sam build",
+        "sam deploy",
+        "aws dynamodb",
+        "sam build",
+        "sam deploy",
+    ]
+    assert "--table-name acme-knowledge" in ran[0]  # the saved Prefix names the table
+    assert ran[1].endswith("/out/sam-step.json") and ran[4].endswith("/out/sam.json")
+    assert "holds back KnowledgeTable kb-type-index" in done.stdout
+    step = json.loads((fake / "out" / "sam-step.json").read_text())
+    assert step["Resources"]["KnowledgeTable"] == knowledge_table("kb-index", "kb-source-index")
+    assert json.loads((fake / "indexes.json").read_text()) == list(everything)
+
+
+def test_an_update_that_adds_no_index_stops_with_the_reason(
+    fake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (fake / "samconfig.toml").write_text(SAVED)
+    (fake / "parameter.json").write_text("{}")
+    template = {
+        "Resources": {"KnowledgeTable": knowledge_table("kb-index", "kb-source-index", "kb-type-index")}
+    }
+    (fake / "out" / "sam.json").write_text(json.dumps(template))
+    (fake / "tables.json").write_text(json.dumps(["weknora-knowledge"]))
+    (fake / "indexes.json").write_text(json.dumps([]))
+    monkeypatch.setenv("FAKE_STUCK", "1")
+    done = deploy(fake)
+    assert done.returncode == 1 and "added none of the new indexes" in done.stderr
