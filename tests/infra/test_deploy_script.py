@@ -164,14 +164,14 @@ def test_the_first_deploy_is_guided_creates_the_key_once_and_prints_the_first_te
 def test_an_update_reuses_the_saved_answers_and_keeps_the_key(fake: Path) -> None:
     (fake / "samconfig.toml").write_text(SAVED)
     (fake / "parameter.json").write_text(json.dumps({"Value": "kept"}))
-    done = deploy(fake, "--", "--parameter-overrides", "OpenSearchInstanceCount=2")
+    done = deploy(fake, "--", "--confirm-changeset")
     assert done.returncode == 0, done.stderr
     ran = calls(fake)
     (deploy_call,) = [line for line in ran if line.startswith("sam deploy")]
     assert "--guided" not in deploy_call
     # sam refuses --resolve-s3 beside the bucket the guided run saved
     assert "--resolve-s3" not in deploy_call and "--resolve-image-repos" not in deploy_call
-    assert deploy_call.endswith("--parameter-overrides OpenSearchInstanceCount=2")
+    assert deploy_call.endswith("--confirm-changeset")
     assert not any("put-parameter" in line for line in ran)
     assert "kept in the SSM parameter /acme/operator-key" in done.stdout
     assert (
