@@ -329,8 +329,8 @@ def deploy(args: argparse.Namespace) -> int:
         '-H "Content-Type: application/json" -d \'{"name": "my-first-tenant"}\''
     )
     print(
-        "\nBedrock: enable access to the models of the EmbeddingModel and ModelCatalog parameters in the "
-        "stack's region (Bedrock console, Model access) before the first upload."
+        "\nBedrock: the stack's region must offer the models of the EmbeddingModel and ModelCatalog "
+        "parameters, and your account may use them (README, Deploy to AWS, Bedrock models)."
     )
     return 0
 
