@@ -196,6 +196,17 @@ FUNCTIONS: dict[str, list[Grant]] = {
         ),
         SEARCH_INDEX,
         BEDROCK,
+        Grant(
+            ("ssm:GetParameter",),
+            (
+                {
+                    "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}"
+                    ":parameter/${Prefix}/${OperatorKeyName}"
+                },
+            ),
+            why="adapters/secrets.py: the operator key, a SecureString under the AWS-managed aws/ssm key "
+            "(no kms grant needed); read on the first admin request",
+        ),
     ],
     # S3 ObjectCreated on uploads/ -> the same create path as the API
     "OnUploadEvent": [
@@ -253,6 +264,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache"),
         write_tables("chunks", "spans", "embedding-cache", "usage"),
         READ_OBJECTS,
+        LIST_BUCKET,
         TASK_CALLBACKS,
         OCR,
         SEARCH_INDEX,
@@ -263,6 +275,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "graph"),
         write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage"),
         READ_OBJECTS,
+        LIST_BUCKET,
         send_to("enrichment"),
         TASK_CALLBACKS,
         SEARCH_INDEX,
@@ -282,6 +295,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "wiki"),
         write_tables("knowledge", "chunks", "spans", "embedding-cache", "wiki"),
         READ_OBJECTS,
+        LIST_BUCKET,
         TASK_CALLBACKS,
         SEARCH_INDEX,
         BEDROCK,

@@ -100,11 +100,6 @@ def operator_key_arn(runtime: LocalRuntime) -> str:
     return f"arn:aws:ssm:{runtime.region}:{ACCOUNT_ID}:parameter{name}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="infra/permissions.py grants APIHandler no ssm:GetParameter on the operator key yet: a deployed "
-    "admin API answers 500 (AccessDenied) until it does; remove this marker with the grant",
-)
 def test_only_the_api_function_may_read_the_operator_key(_runtime: LocalRuntime, _roles: RoleBook) -> None:
     request = Request("ssm:GetParameter", operator_key_arn(_runtime))
     may_read = {function for function in _roles.policies if _roles.allows(function, request)}

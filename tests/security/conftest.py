@@ -2,6 +2,8 @@
 
 from e2e.conftest import (  # noqa: F401
     Api,
+    _aws_calls,
+    _roles,
     _runtime,
     api,
     client,
