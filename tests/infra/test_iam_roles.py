@@ -15,19 +15,10 @@ from typing import Any
 import pytest
 
 from .iam_policy import package_stack, stack_module
+from .test_monitoring import FUNCTIONS
 
-STAGE_QUEUES = {
-    "OnUploadEvent": "UploadsQueue",
-    "DocreaderStage": "DocreaderQueue",
-    "ChunkingStage": "ChunkingQueue",
-    "EmbeddingStage": "EmbeddingQueue",
-    "MultimodalTask": "MultimodalQueue",
-    "PostprocessTask": "PostprocessQueue",
-    "EnrichmentTask": "EnrichmentQueue",
-    "LifecycleTask": "LifecycleQueue",
-    "WikiTask": "WikiQueue",
-    "FaqImportTask": "FaqImportQueue",
-}
+#: the queue that triggers each stage function (the same expectation the monitoring tests hold)
+STAGE_QUEUES = {function: queue for function, queue in FUNCTIONS.items() if queue}
 EVENT_SOURCE_ACTIONS = {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
 
 
