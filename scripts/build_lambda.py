@@ -175,6 +175,9 @@ def write_zip(tree: Path, path: Path) -> None:
         quiet=1,
         workers=0,
         invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        # the bytecode names its source relative to the zip's root, not this build's temporary directory:
+        # two builds of one commit give the same bytes, so a deploy updates only what changed
+        stripdir=str(tree),
     ):
         raise SystemExit(f"compileall failed in {tree}")
     path.unlink(missing_ok=True)
