@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: run test test-slow test-fuzz lint bench install install-dev system-deps package deploy clean
+.PHONY: run test test-slow test-fuzz test-package lint bench install install-dev system-deps package deploy clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ test-slow: install-dev
 # Schemathesis against the served OpenAPI document (no 5xx); WEKNORA_FUZZ_EXAMPLES examples per operation.
 test-fuzz: install-dev
 	$(VENV)/bin/pytest -m schemathesis
+
+# The artifact's own checks (slow): two builds give the same bytes; the docreader image's packages install
+# clean and the stage imports and parses from them (scripts/check_docreader_image.py, no Docker needed).
+test-package: install-dev
+	$(VENV)/bin/pytest -m slow tests/infra/test_build_reproducible.py tests/infra/test_docreader_image.py
 
 # The deployable artifact in out/: sam.json, the functions' code and layers (with bytecode), checked per
 # function (size, imports); `sam build -t out/sam.json` then builds the docreader image.

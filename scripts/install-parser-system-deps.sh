@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the docreader engines use (idempotent: skips what is already there).
-# The list is functions/docreader/system-packages.txt, which the docreader image installs too.
+# The lists: functions/docreader/system-packages.txt (what the docreader image installs too) and
+# scripts/local-system-packages.txt (tesseract and poppler, local and CI only: Textract does OCR on AWS).
 # Measured on Debian 12: 86 packages, ~57 MB download, ~12 s to install after `apt-get update`.
 # The OCR language data for Japanese, Chinese (simplified, traditional) and OSD (issue 13) add 4 packages,
 # ~7.6 MB download (~18 MB installed).
@@ -8,7 +9,8 @@
 #   --list   print the packages this would install (one a line) and exit
 set -euo pipefail
 
-list_file="$(dirname "$0")/../functions/docreader/system-packages.txt"
+here="$(dirname "$0")"
+list_files=("$here/../functions/docreader/system-packages.txt" "$here/local-system-packages.txt")
 no_libreoffice=false
 list_only=false
 for arg in "$@"; do
@@ -26,7 +28,7 @@ while read -r line; do
   [[ -z "$p" ]] && continue
   if $no_libreoffice && [[ "$p" == libreoffice-* ]]; then continue; fi
   packages+=("$p")
-done < "$list_file"
+done < <(cat "${list_files[@]}")
 
 if $list_only; then
   printf '%s\n' "${packages[@]}"

@@ -32,7 +32,7 @@ def _modules_installed(*modules: str) -> Callable[[], bool]:
 
 
 #: the tesseract language data the OCR tests read with (the `tesseract-ocr-*` packages of
-#: functions/docreader/system-packages.txt): a tesseract without one of them counts as missing, so CI
+#: scripts/local-system-packages.txt): a tesseract without one of them counts as missing, so CI
 #: fails on a half-installed OCR instead of testing Japanese pages against English data
 TESSERACT_LANGUAGES = ("eng", "kor", "jpn", "chi_sim", "chi_tra", "osd")
 

@@ -104,7 +104,7 @@ def test_a_tesseract_without_the_cjk_language_data_counts_as_missing(
 
 
 def test_the_package_list_installs_the_language_data_the_setting_and_the_tests_use() -> None:
-    listed = ROOT / "functions" / "docreader" / "system-packages.txt"
+    listed = ROOT / "scripts" / "local-system-packages.txt"
     packages = {line.split("#", 1)[0].strip() for line in listed.read_text().splitlines()}
     data = {
         p.removeprefix("tesseract-ocr-").replace("-", "_") for p in packages if p.startswith("tesseract-ocr-")
