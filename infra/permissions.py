@@ -337,3 +337,17 @@ TRACING = Grant(
     ("*",),
     why="X-Ray has no resource-level permission; Powertools' Tracer sends the handlers' segments",
 )
+#: only where OpenSearchSubnetIds puts the functions that search or index in the domain's VPC
+VPC_NETWORK_INTERFACES = Grant(
+    (
+        "ec2:CreateNetworkInterface",
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:DescribeSubnets",
+        "ec2:DeleteNetworkInterface",
+        "ec2:AssignPrivateIpAddresses",
+        "ec2:UnassignPrivateIpAddresses",
+    ),
+    ("*",),
+    why="Lambda attaches a function to its VPC through network interfaces it creates in the role's name; "
+    "AWS gives these actions no resource-level permission (AWSLambdaVPCAccessExecutionRole's list)",
+)

@@ -31,7 +31,7 @@ if str(INFRA) not in sys.path:  # run as a script or imported from scripts/ and 
     sys.path.insert(0, str(INFRA))
 
 from monitoring import monitoring_fragment  # noqa: E402
-from permissions import FUNCTIONS, QUEUES, SEARCH_INDEX, TRACING, Grant  # noqa: E402
+from permissions import FUNCTIONS, QUEUES, SEARCH_INDEX, TRACING, VPC_NETWORK_INTERFACES, Grant  # noqa: E402
 
 BASE_TEMPLATE = INFRA / "template.json"
 ASL = INFRA / "statemachine" / "knowledge.asl.json"
@@ -113,6 +113,7 @@ def function_role(function: str, grants: list[Grant]) -> dict[str, Any]:
     logs = Grant(
         ("logs:CreateLogStream", "logs:PutLogEvents"), ({"Fn::GetAtt": [f"{function}LogGroup", "Arn"]},)
     )
+    reaches_index = SEARCH_INDEX in grants
     return {
         "Type": "AWS::IAM::Role",
         "Properties": {
@@ -132,12 +133,24 @@ def function_role(function: str, grants: list[Grant]) -> dict[str, Any]:
                     "PolicyName": "least-privilege",
                     "PolicyDocument": {
                         "Version": "2012-10-17",
-                        "Statement": [statement(g) for g in [*grants, logs, TRACING]],
+                        "Statement": [
+                            *(statement(g) for g in [*grants, logs, TRACING]),
+                            *(
+                                [in_opensearch_vpc(statement(VPC_NETWORK_INTERFACES))]
+                                if reaches_index
+                                else []
+                            ),
+                        ],
                     },
                 }
             ],
         },
     }
+
+
+def in_opensearch_vpc(value: dict[str, Any]) -> dict[str, Any]:
+    """`value` where the stack puts OpenSearch in a VPC (OpenSearchSubnetIds), else nothing."""
+    return {"Fn::If": ["HasOpenSearchVpc", value, {"Ref": "AWS::NoValue"}]}
 
 
 def log_group(function: str) -> dict[str, Any]:
@@ -156,6 +169,13 @@ def function_fragment(function: str) -> dict[str, Any]:
         "LoggingConfig": {"LogGroup": {"Ref": f"{function}LogGroup"}},
         "Tracing": {"Ref": "Tracing"},
     }
+    if SEARCH_INDEX in FUNCTIONS[function]:  # with OpenSearchSubnetIds, next to the domain in its VPC
+        properties["VpcConfig"] = in_opensearch_vpc(
+            {
+                "SubnetIds": {"Ref": "OpenSearchSubnetIds"},
+                "SecurityGroupIds": {"Ref": "OpenSearchSecurityGroupIds"},
+            }
+        )
     queue = TRIGGERS[function]
     if queue is not None:  # the queue itself is bound after packaging: see bind_triggers
         properties["Events"] = {

@@ -154,7 +154,10 @@ class TemplateResolver:
             pattern = spec.get("AllowedPattern")
             if pattern is not None and not re.fullmatch(pattern, value):
                 raise TemplateError(f"parameter {name}={value!r} does not match {pattern}")
-            values[name] = value
+            # a CommaDelimitedList is a list to the intrinsics (Fn::Join, Fn::Select), as CloudFormation has it
+            values[name] = (
+                (value.split(",") if value else []) if spec.get("Type") == "CommaDelimitedList" else value
+            )
         unknown = set(given) - set(self.template.get("Parameters", {}))
         if unknown:
             log.warning("ignoring parameters not declared by the template: %s", sorted(unknown))

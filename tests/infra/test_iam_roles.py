@@ -32,8 +32,10 @@ def of_type(template: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def statements(template: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    """The role's statements, a conditional one (`Fn::If`) as if its condition held: the most it may do."""
     policies = template["Resources"][role]["Properties"]["Policies"]
-    return [s for p in policies for s in p["PolicyDocument"]["Statement"]]
+    listed = [s for p in policies for s in p["PolicyDocument"]["Statement"]]
+    return [s["Fn::If"][1] if "Fn::If" in s else s for s in listed]
 
 
 def role_of(function: dict[str, Any]) -> str:
@@ -199,3 +201,35 @@ def test_another_prefix_leaves_no_name_or_arn_outside_it(template: dict[str, Any
 
     walk(template["Resources"], "Resources")
     assert not found, "\n".join(found)
+
+
+def test_opensearch_in_a_vpc_takes_the_functions_that_reach_it_along(template: dict[str, Any]) -> None:
+    """With OpenSearchSubnetIds, the domain and exactly the functions that sign requests to it are in the
+    VPC, and only their roles may manage the network interfaces Lambda attaches them with."""
+    conditions = template["Conditions"]
+    assert {"Condition": "HasOpenSearch"} in conditions["HasOpenSearchVpc"]["Fn::And"]
+    vpc = {
+        "SubnetIds": {"Ref": "OpenSearchSubnetIds"},
+        "SecurityGroupIds": {"Ref": "OpenSearchSecurityGroupIds"},
+    }
+    no_value = {"Ref": "AWS::NoValue"}
+    domain = template["Resources"]["OpenSearchDomain"]["Properties"]
+    assert domain["VPCOptions"] == {"Fn::If": ["HasOpenSearchVpc", vpc, no_value]}
+    (access,) = domain["AccessPolicies"]["Statement"]
+    signers = {p["Fn::GetAtt"][0] for p in access["Principal"]["AWS"]}
+    for name, function in of_type(template, "AWS::Serverless::Function").items():
+        role = role_of(function)
+        conditional = [
+            s["Fn::If"]
+            for s in template["Resources"][role]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            if "Fn::If" in s
+        ]
+        if role in signers:
+            assert function["Properties"]["VpcConfig"] == {"Fn::If": ["HasOpenSearchVpc", vpc, no_value]}, (
+                name
+            )
+            ((condition, grant, otherwise),) = conditional
+            assert condition == "HasOpenSearchVpc" and otherwise == no_value
+            assert "ec2:CreateNetworkInterface" in grant["Action"] and grant["Resource"] == ["*"]
+        else:
+            assert "VpcConfig" not in function["Properties"] and not conditional, name
