@@ -14,12 +14,12 @@ $(VENV)/bin/python:
 # The local MiniLM with int8 arithmetic is quantised once here (a few seconds), not on the first embed.
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[local]'
-	$(VENV)/bin/python -m chalicelib.adapters.models.minilm_qint8
+	$(VENV)/bin/python -m chalicelib.adapters.models.local_onnx
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --quiet -e '.[dev]'
-	$(VENV)/bin/python -m chalicelib.adapters.models.minilm_qint8
+	$(VENV)/bin/python -m chalicelib.adapters.models.local_onnx
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

@@ -7,9 +7,8 @@ from typing import Any
 from chalice import Chalice, Rate, Response
 
 from chalicelib import stages
-from chalicelib.api import routes
+from chalicelib.api import faq_routes, routes
 from chalicelib.bootstrap import get_deps
-from chalicelib.faq import routes as faq_routes
 from chalicelib.observability import traced
 from chalicelib.settings import get_settings
 

@@ -91,7 +91,7 @@ def main() -> None:
     try:
         from chalicelib.bootstrap import build_services
         from chalicelib.ports import IndexSpace
-        from chalicelib.stages.embedding import EmbeddingRun
+        from chalicelib.services.indexing import EmbeddingRun
 
         svc = build_services()
         svc.replace_embedding_model(model)

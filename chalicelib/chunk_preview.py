@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from .commands import ChunkPreviewRequest
-from .create import require_kb
 from .domain.errors import BadRequest, NotFound
 from .domain.process_config import apply_chunking, resolve
 from .domain.storage_keys import parsed_markdown_key
 from .domain.types import ChunkingConfig
-from .knowledge import owned_knowledge
 from .ports import Dependencies
+from .services.ownership import owned_knowledge, require_kb
 
 
 def preview_chunks(deps: Dependencies, tenant_id: str, request: ChunkPreviewRequest) -> dict[str, Any]:

@@ -12,12 +12,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import metering
-from .create import require_kb
 from .domain.clock import now_iso
 from .domain.ids import execution_name
-from .knowledge import owned_knowledge
 from .ports import Dependencies, UsageEntry
 from .pricing import cost_lines, is_model_tokens, price_table
+from .services.ownership import owned_knowledge, require_kb
 
 WORKFLOW_STAGE = "workflow"
 #: a knowledge base's report fills in at most this many documents' workflow transitions per request

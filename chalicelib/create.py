@@ -15,8 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .commands import ManualRequest, ProcessConfig, UploadUrlRequest, UrlImportRequest
-from .dispatch import enqueue, visible_at
-from .domain.errors import AppError, BadRequest, Conflict, NotFound, PayloadTooLarge, SpanErrorCode
+from .domain.errors import AppError, BadRequest, Conflict, NotFound, PayloadTooLarge
 from .domain.filetypes import is_importable, validate_import_file_type
 from .domain.ids import file_dedupe_key, file_md5, url_dedupe_key
 from .domain.process_config import check_enrichment, check_media_gates, resolve
@@ -28,12 +27,14 @@ from .domain.storage_keys import (
     upload_intent_key,
     upload_result_key,
 )
-from .domain.types import Knowledge, KnowledgeBase, KnowledgeType, ParseStatus, Stage, StageMessage
+from .domain.types import Knowledge, KnowledgeBase, KnowledgeType, ParseStatus, Stage
 from .domain.urls import redact_credentials
 from .markup import strip_active_content
 from .observability import logger
 from .offered import check_override_models
 from .ports import Dependencies, DuplicateKnowledge
+from .services.dispatch import enqueue_first_stage, visible_at
+from .services.ownership import require_kb
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -51,35 +52,8 @@ class FileUpload:
     knowledge_id: str | None = None  # pre-allocated by the presigned path
 
 
-def require_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
-    kb = deps.kbs.get(kb_id)
-    if kb is None or kb.tenant_id != tenant_id:
-        raise NotFound(f"knowledge base {kb_id} not found", code="kb_not_found")
-    if kb.status == "deleting":
-        raise Conflict(f"knowledge base {kb_id} is being deleted", code="kb_deleting")
-    return kb
-
-
 def duplicate_error(existing: Knowledge, code: str) -> Conflict:
     return Conflict(f"already exists as knowledge {existing.id}", code=code, data=existing.to_dict())
-
-
-def enqueue_first_stage(
-    deps: Dependencies, knowledge: Knowledge, stage: Stage = Stage.DOCREADER, *, marked: bool = False
-) -> Knowledge:
-    """`marked`: the row was inserted with its queue record (a new row), so it is not written again."""
-    try:
-        enqueue(
-            deps, stage, StageMessage(knowledge.tenant_id, knowledge.id, knowledge.attempt), marked=marked
-        )
-    except Exception as error:  # any failure to enqueue leaves a failed row that reparse recovers
-        logger.exception("enqueue failed", extra={"knowledge_id": knowledge.id})
-        message = f"could not enqueue processing ({type(error).__name__}); reparse to retry"
-        deps.knowledge.mark_failed(knowledge.id, knowledge.attempt, message, SpanErrorCode.ENQUEUE_FAILED)
-        knowledge.parse_status = ParseStatus.FAILED
-        knowledge.error_message = message
-        knowledge.error_code = SpanErrorCode.ENQUEUE_FAILED
-    return knowledge
 
 
 def _overrides(
@@ -115,7 +89,7 @@ def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: Fil
     file_type = _gate_file(deps, kb, upload.file_name, len(upload.data), overrides)
     if not upload.data:
         raise BadRequest("the file is empty", code="empty_file")
-    from .tags import check_tag_ids
+    from .services.tagging import check_tag_ids
 
     # a presigned upload (its id pre-allocated) drops a tag deleted while the file travelled
     tag_ids = check_tag_ids(deps, kb.id, upload.tag_ids, strict=upload.knowledge_id is None)
@@ -154,7 +128,7 @@ def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: Fil
 def _insert_or_remove_object(
     deps: Dependencies, knowledge: Knowledge, url: str | None, duplicate_code: str
 ) -> None:
-    from .tags import relate_new, unrelate_all
+    from .services.tagging import relate_new, unrelate_all
 
     if knowledge.parse_status == ParseStatus.PENDING:  # its docreader message follows: one write, not two
         knowledge.queued_stage, knowledge.queued_at = Stage.DOCREADER.value, visible_at()
@@ -183,7 +157,7 @@ def create_upload_url(
     file_name, size = request.file_name, request.file_size
     overrides = _overrides(deps, request.process_config, request.enable_multimodel)
     _gate_file(deps, kb, file_name, size, overrides)
-    from .tags import check_tag_ids
+    from .services.tagging import check_tag_ids
 
     tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
     knowledge_id = str(uuid.uuid4())
@@ -272,23 +246,6 @@ def _record_rejection(deps: Dependencies, knowledge_id: str, object_url: str, re
     deps.inbox.delete(object_url)
 
 
-def missing_knowledge_error(deps: Dependencies, tenant_id: str, knowledge_id: str) -> NotFound:
-    """The 404 for a knowledge id without a row of this tenant. A presigned upload of this tenant that
-    has no row yet says whether it is still awaited or why it was rejected; nothing about another
-    tenant's upload is ever revealed (the intent names its tenant)."""
-    not_found = NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
-    intent_url = deps.inbox.url_for(upload_intent_key(knowledge_id))
-    if deps.knowledge.get(knowledge_id) is not None or not deps.inbox.exists(intent_url):
-        return not_found
-    if json.loads(deps.inbox.read(intent_url)).get("tenant_id") != tenant_id:
-        return not_found
-    result_url = deps.inbox.url_for(upload_result_key(knowledge_id))
-    if not deps.inbox.exists(result_url):
-        return NotFound("the presigned upload has not arrived yet", code="upload_pending")
-    rejected = json.loads(deps.inbox.read(result_url))
-    return NotFound(rejected["message"], code=rejected["code"], data=rejected.get("data"))
-
-
 # ---------------------------------------------------------------- URL and manual
 
 
@@ -310,7 +267,7 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
     kb = require_kb(deps, tenant_id, kb_id)
     url = validate_url_shape(request.url)
     overrides = _overrides(deps, request.process_config, request.enable_multimodel)
-    from .tags import check_tag_ids
+    from .services.tagging import check_tag_ids
 
     tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
     deps.urls.check(url)
@@ -363,7 +320,7 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
             f"content is over {deps.settings.manual_max_runes} characters", code="content_too_long"
         )
     overrides = _overrides(deps, request.process_config)
-    from .tags import check_tag_ids
+    from .services.tagging import check_tag_ids
 
     tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
     knowledge_id = str(uuid.uuid4())

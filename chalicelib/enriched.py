@@ -6,15 +6,14 @@ from dataclasses import asdict
 from typing import Any
 
 from .commands import GraphQuery
-from .create import require_kb
 from .domain.errors import BadRequest
 from .domain.types import Knowledge, ParseStatus
-from .knowledge import owned_knowledge
 from .ports import Dependencies
+from .services.ownership import owned_knowledge, require_kb
 
 
 def refresh_summary(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
-    from .stages.enrichment import request_summary_refresh
+    from .services.dispatch import request_summary_refresh
 
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status != ParseStatus.COMPLETED:

@@ -6,18 +6,10 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from .create import missing_knowledge_error
-from .domain.errors import BadRequest, NotFound
+from .domain.errors import BadRequest
 from .domain.types import Knowledge
 from .ports import Dependencies, UsageEntry
-
-
-def owned_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
-    """The row if it belongs to the tenant; another tenant's ids answer 404, as missing ones do."""
-    knowledge = deps.knowledge.get(knowledge_id)
-    if knowledge is None or knowledge.tenant_id != tenant_id:
-        raise NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
-    return knowledge
+from .services.ownership import missing_knowledge_error, owned_knowledge
 
 
 def get_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 
 from .commands import CreateKnowledgeBase
-from .create import require_kb
 from .domain.errors import Conflict
 from .domain.process_config import apply_chunking, check_enrichment, resolve
 from .domain.types import EnrichmentSettings, IndexingStrategy, KnowledgeBase
 from .offered import check_engine, check_models
 from .ports import Dependencies
+from .services.ownership import require_kb
 
 
 def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) -> KnowledgeBase:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .commands import BatchDeleteRequest, BatchReparseRequest, EditKnowledgeRequest, ReparseRequest
-from .create import enqueue_first_stage, require_kb, sanitize_manual
+from .create import sanitize_manual
 from .domain.errors import BadRequest, NotFound, PayloadTooLarge
 from .domain.ids import execution_name, file_md5
 from .domain.status import CANCEL_FROM
@@ -25,9 +25,10 @@ from .domain.types import (
     Task,
     TaskKind,
 )
-from .knowledge import owned_knowledge
 from .ports import Dependencies, IndexSpace
 from .reparse import reparse
+from .services.dispatch import enqueue_first_stage
+from .services.ownership import owned_knowledge, require_kb
 from .tasks import LIFECYCLE_QUEUE, new_task, start_task
 from .usable import require_usable_for_api
 
@@ -113,7 +114,7 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     if knowledge.parse_status == ParseStatus.DELETING:
         raise BadRequest("the knowledge is being deleted", code="invalid_state")
     fields = request.model_dump(exclude_none=True, exclude={"enable_status", "content", "tag_ids"})
-    from .tags import check_tag_ids, set_tags
+    from .services.tagging import check_tag_ids, set_tags
 
     tag_ids = None if request.tag_ids is None else check_tag_ids(deps, knowledge.kb_id, request.tag_ids)
     if request.content is not None:
@@ -131,7 +132,7 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     if (
         request.title is not None or request.metadata is not None
     ) and updated.parse_status == ParseStatus.COMPLETED:
-        from .stages.enrichment import request_summary_refresh
+        from .services.dispatch import request_summary_refresh
 
         request_summary_refresh(deps, updated)  # the summary is made from the title and metadata too
     return updated

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .commands import ListKnowledgeQuery
-from .create import require_kb
 from .domain.clock import to_iso
 from .domain.errors import BadRequest
 from .domain.listing import listing_source
 from .domain.types import Knowledge
 from .ports import Dependencies
+from .services.ownership import require_kb
 
 #: rows one request may read when filters are checked on the rows (status, keyword)
 MAX_READ = 500

@@ -1,7 +1,7 @@
 """Move knowledge between knowledge bases, and clone a knowledge base (spec §1.25): the request side.
 
 A request checks what it can up front (tenant, knowledge bases, compatibility: 400 before any work), records
-a durable task and queues it; the lifecycle worker (`stages/move_clone.py`) does the work item by item.
+a durable task and queues it; the lifecycle worker (`tasks/move_clone.py`) does the work item by item.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import replace
 from typing import Any
 
 from .commands import CloneKnowledgeBaseRequest, MoveKnowledgeRequest
-from .create import require_kb
 from .domain.errors import BadRequest, Conflict, NotFound
 from .domain.types import KnowledgeBase, Task, TaskKind, utcnow
 from .ports import Dependencies
+from .services.ownership import require_kb
 from .tag_names import tag_names
 from .tasks import new_task, start_task
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from .create import enqueue_first_stage
 from .derived_data import remove_derived_data
 from .domain.clock import to_iso
 from .domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus
 from .observability import logger
 from .ports import Dependencies
+from .services.dispatch import enqueue_first_stage
 from .tasks import redrive_delete
 
 

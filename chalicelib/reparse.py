@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from .commands import ReparseRequest
-from .create import enqueue_first_stage
 from .derived_data import remove_derived_data
 from .domain.errors import BadRequest
 from .domain.types import Knowledge, ParseStatus
-from .knowledge import owned_knowledge
 from .offered import check_override_models
 from .ports import Dependencies
+from .services.dispatch import enqueue_first_stage
+from .services.ownership import owned_knowledge
 
 
 def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: ReparseRequest) -> Knowledge:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from .commands import SearchRequest
-from .create import require_kb
 from .domain.types import ChunkType, ParseStatus
 from .ports import Dependencies, EmbeddingModel, IndexSpace
+from .services.ownership import require_kb
 from .settings import LATIN_ONLY_EMBEDDING_MODELS
 from .text_fold import latin_share
 from .usable import require_usable_for_api

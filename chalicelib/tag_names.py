@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from .domain.tags import MAX_TAGS_PER_KB, Tag, TagCapReached, TagNameTaken, name_key
 from .domain.types import Knowledge
 from .ports import Dependencies
-from .tags import DELETING, add_tags
+from .services.tagging import DELETING, add_tags
 
 
 def tag_names(deps: Dependencies, knowledge: Knowledge) -> list[str]:

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from ..settings import app_version
-from .routes import OPERATIONS, Operation
+from .registry import OPERATIONS, Operation
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 _PARAM = re.compile(r"{([^}]+)}")

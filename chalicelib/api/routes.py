@@ -1,21 +1,14 @@
 """The HTTP operations app.py routes to: authenticate, validate the body into its command model, call one
-operation, shape the reply. Each is registered with its body and query models, from which
-`openapi.build_document` generates the OpenAPI document.
-
-Every failure becomes WeKnora's envelope: an AppError with its status and stable code; anything else is our
-fault and a 500 without internals (the traceback goes to the log).
+operation, shape the reply. Each is registered (`registry.operation`) with its body and query models, from
+which `openapi.build_document` generates the OpenAPI document.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from chalice import Response
 from chalice.app import Request
-from pydantic import BaseModel
 
 from .. import (
     admin,
@@ -38,65 +31,12 @@ from .. import (
     tenants,
 )
 from ..commands import validate
-from ..domain.errors import AppError, BadRequest
-from ..domain.types import Tenant
-from ..observability import logger
+from ..domain.errors import BadRequest
 from ..ports import Dependencies
 from ..settings import app_version
-from .http import api_key, error_response, json_body, ok, parse_multipart, query, raw_body
-
-R = TypeVar("R", bound=Callable[..., Response])
-
-
-@dataclass(frozen=True)
-class Operation:
-    summary: str
-    tag: str
-    body: type[BaseModel] | None = None
-    query: type[BaseModel] | None = None
-    status: int = 200
-    auth: bool = True
-    multipart: bool = False
-    #: behind the operator key (X-Operator-Key) instead of a tenant's API key
-    operator: bool = False
-
-
-#: view name (the app.py function and this module's function share it) -> what OpenAPI says about it
-OPERATIONS: dict[str, Operation] = {}
-
-
-def operation(summary: str, tag: str, **kwargs: Any) -> Callable[[R], R]:
-    def register(fn: R) -> R:
-        OPERATIONS[fn.__name__] = Operation(summary, tag, **kwargs)
-
-        @functools.wraps(fn)
-        def call(*args: Any, **kw: Any) -> Response:
-            try:
-                return fn(*args, **kw)
-            except AppError as error:
-                return error_response(error)
-            except Exception:
-                logger.exception("unhandled error", extra={"route": fn.__name__})
-                return error_response(AppError("internal error", code="internal_error"))
-
-        return call  # type: ignore[return-value]
-
-    return register
-
-
-def _tenant(deps: Dependencies, request: Request | None) -> Tenant:
-    return tenants.authenticate(deps, api_key(_present(request)))
-
-
-def _present(request: Request | None) -> Request:
-    if request is None:  # Chalice sets current_request for every HTTP invocation
-        raise AppError("no current request", code="internal_error")
-    return request
-
-
-def _body(deps: Dependencies, request: Request | None, model: type[commands.B]) -> commands.B:
-    return validate(model, json_body(_present(request), deps.settings.api_max_body))
-
+from .http import ok, parse_multipart, query, raw_body
+from .openapi import build_document
+from .registry import caller_tenant, operation, present_request, validated_body
 
 # ---------------------------------------------------------------- service
 
@@ -115,20 +55,18 @@ def health(deps: Dependencies, request: Request | None) -> Response:
 
 @operation("This OpenAPI document", "service", auth=False)
 def openapi_document(app: Any) -> Response:
-    from .openapi import build_document
-
     return Response(body=build_document(app), status_code=200, headers={"Content-Type": "application/json"})
 
 
 @operation("The parser engines and whether each is available here", "service")
 def parser_engines(deps: Dependencies, request: Request | None) -> Response:
-    _tenant(deps, request)
+    caller_tenant(deps, request)
     return ok(deps.parser_engines())
 
 
 @operation("The models this deployment offers, by kind: pick one by name", "service")
 def list_models(deps: Dependencies, request: Request | None) -> Response:
-    _tenant(deps, request)
+    caller_tenant(deps, request)
     return ok(offered.offered_models(deps.settings))
 
 
@@ -137,27 +75,31 @@ def list_models(deps: Dependencies, request: Request | None) -> Response:
 
 @operation("Create a knowledge base", "knowledge-bases", body=commands.CreateKnowledgeBase, status=201)
 def create_knowledge_base(deps: Dependencies, request: Request | None) -> Response:
-    tenant = _tenant(deps, request)
-    kb = knowledge_bases.create_kb(deps, tenant.id, _body(deps, request, commands.CreateKnowledgeBase))
+    tenant = caller_tenant(deps, request)
+    kb = knowledge_bases.create_kb(
+        deps, tenant.id, validated_body(deps, request, commands.CreateKnowledgeBase)
+    )
     return ok(kb.to_dict(), 201)
 
 
 @operation("List the tenant's knowledge bases", "knowledge-bases")
 def list_knowledge_bases(deps: Dependencies, request: Request | None) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok([kb.to_dict() for kb in knowledge_bases.list_kbs(deps, tenant.id)])
 
 
 @operation("One knowledge base", "knowledge-bases")
 def get_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(knowledge_bases.get_kb(deps, tenant.id, kb_id).to_dict())
 
 
 @operation("Hybrid (BM25 + vector) search", "knowledge-bases", body=commands.SearchRequest)
 def hybrid_search(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    return ok(search.hybrid_search(deps, tenant.id, kb_id, _body(deps, request, commands.SearchRequest)))
+    tenant = caller_tenant(deps, request)
+    return ok(
+        search.hybrid_search(deps, tenant.id, kb_id, validated_body(deps, request, commands.SearchRequest))
+    )
 
 
 # ---------------------------------------------------------------- creating knowledge
@@ -170,8 +112,8 @@ def hybrid_search(deps: Dependencies, request: Request | None, kb_id: str) -> Re
     multipart=True,
 )
 def upload_file(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    http = _present(request)
+    tenant = caller_tenant(deps, request)
+    http = present_request(request)
     body = raw_body(http, deps.settings.api_max_body)
     headers: Any = http.headers or {}
     form = parse_multipart(str(headers.get("content-type", "")), body)
@@ -192,8 +134,8 @@ def upload_file(deps: Dependencies, request: Request | None, kb_id: str) -> Resp
 
 @operation("A presigned S3 PUT for a large file", "knowledge", body=commands.UploadUrlRequest, status=201)
 def presigned_upload(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, commands.UploadUrlRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.UploadUrlRequest)
     return ok(create.create_upload_url(deps, tenant.id, kb_id, body), 201)
 
 
@@ -201,15 +143,15 @@ def presigned_upload(deps: Dependencies, request: Request | None, kb_id: str) ->
     "Import a URL (a file link or a web page)", "knowledge", body=commands.UrlImportRequest, status=201
 )
 def import_url(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, commands.UrlImportRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.UrlImportRequest)
     return ok(create.create_from_url(deps, tenant.id, kb_id, body).to_dict(), 201)
 
 
 @operation("Hand-written Markdown (draft or publish)", "knowledge", body=commands.ManualRequest)
 def create_manual(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, commands.ManualRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.ManualRequest)
     return ok(create.create_manual(deps, tenant.id, kb_id, body).to_dict())
 
 
@@ -223,28 +165,28 @@ def create_manual(deps: Dependencies, request: Request | None, kb_id: str) -> Re
     query=commands.ListKnowledgeQuery,
 )
 def list_knowledge(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    params = validate(commands.ListKnowledgeQuery, query(_present(request)))
+    tenant = caller_tenant(deps, request)
+    params = validate(commands.ListKnowledgeQuery, query(present_request(request)))
     return ok(listing.list_knowledge(deps, tenant.id, kb_id, params))
 
 
 @operation("One knowledge row", "knowledge")
 def get_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(knowledge.get_knowledge(deps, tenant.id, knowledge_id).to_dict())
 
 
 @operation("The stage tree of an attempt (alias /stages)", "knowledge", query=commands.SpansQuery)
 def knowledge_spans(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    params = validate(commands.SpansQuery, query(_present(request)))
+    tenant = caller_tenant(deps, request)
+    params = validate(commands.SpansQuery, query(present_request(request)))
     return ok(knowledge.spans(deps, tenant.id, knowledge_id, params.attempt))
 
 
 @operation("Parse again as a new attempt", "knowledge", body=commands.ReparseRequest)
 def reparse_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, commands.ReparseRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.ReparseRequest)
     return ok(reparse.reparse(deps, tenant.id, knowledge_id, body).to_dict())
 
 
@@ -254,8 +196,8 @@ def reparse_knowledge(deps: Dependencies, request: Request | None, knowledge_id:
     body=commands.ChunkPreviewRequest,
 )
 def chunker_preview(deps: Dependencies, request: Request | None) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, commands.ChunkPreviewRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.ChunkPreviewRequest)
     return ok(chunk_preview.preview_chunks(deps, tenant.id, body))
 
 
@@ -264,7 +206,7 @@ def chunker_preview(deps: Dependencies, request: Request | None) -> Response:
 
 @operation("Delete a knowledge (durable: answers a task id)", "lifecycle", status=202)
 def delete_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     task = lifecycle.delete_knowledge(deps, tenant.id, knowledge_id)
     return ok({"task_id": task.id}, 202, message="Delete task submitted")
 
@@ -276,14 +218,14 @@ def delete_knowledge(deps: Dependencies, request: Request | None, knowledge_id: 
     status=202,
 )
 def batch_delete_knowledge(deps: Dependencies, request: Request | None) -> Response:
-    tenant = _tenant(deps, request)
-    task = lifecycle.batch_delete(deps, tenant.id, _body(deps, request, commands.BatchDeleteRequest))
+    tenant = caller_tenant(deps, request)
+    task = lifecycle.batch_delete(deps, tenant.id, validated_body(deps, request, commands.BatchDeleteRequest))
     return ok({"task_id": task.id}, 202, message="Delete task submitted")
 
 
 @operation("Delete a knowledge base: its knowledge, index, files, then itself", "lifecycle", status=202)
 def delete_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     task = lifecycle.delete_kb(deps, tenant.id, kb_id)
     return ok({"task_id": task.id}, 202, message="Delete task submitted")
 
@@ -292,7 +234,7 @@ def delete_knowledge_base(deps: Dependencies, request: Request | None, kb_id: st
     "Stop a knowledge on its way (pending, processing or finalizing); what was written stays", "lifecycle"
 )
 def cancel_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(lifecycle.cancel(deps, tenant.id, knowledge_id).to_dict())
 
 
@@ -302,14 +244,14 @@ def cancel_knowledge(deps: Dependencies, request: Request | None, knowledge_id: 
     body=commands.EditKnowledgeRequest,
 )
 def edit_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, commands.EditKnowledgeRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.EditKnowledgeRequest)
     return ok(lifecycle.edit(deps, tenant.id, knowledge_id, body).to_dict())
 
 
 @operation("Publish a draft: it is ingested", "lifecycle")
 def publish_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(lifecycle.publish(deps, tenant.id, knowledge_id).to_dict())
 
 
@@ -320,21 +262,23 @@ def publish_knowledge(deps: Dependencies, request: Request | None, knowledge_id:
     status=202,
 )
 def batch_reparse_knowledge(deps: Dependencies, request: Request | None) -> Response:
-    tenant = _tenant(deps, request)
-    task = lifecycle.batch_reparse(deps, tenant.id, _body(deps, request, commands.BatchReparseRequest))
+    tenant = caller_tenant(deps, request)
+    task = lifecycle.batch_reparse(
+        deps, tenant.id, validated_body(deps, request, commands.BatchReparseRequest)
+    )
     return ok({"task_id": task.id}, 202, message="Reparse task submitted")
 
 
 @operation("Reparse every failed knowledge of a knowledge base", "lifecycle", status=202)
 def retry_failed_knowledge(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     task = lifecycle.retry_failed(deps, tenant.id, kb_id)
     return ok({"task_id": task.id}, 202, message="Retry task submitted")
 
 
 @operation("Progress of a durable task", "lifecycle")
 def get_task(deps: Dependencies, request: Request | None, task_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(tasks.get_task(deps, tenant.id, task_id).to_dict())
 
 
@@ -345,8 +289,8 @@ def get_task(deps: Dependencies, request: Request | None, task_id: str) -> Respo
     status=202,
 )
 def move_knowledge(deps: Dependencies, request: Request | None) -> Response:
-    tenant = _tenant(deps, request)
-    task = move_clone.move(deps, tenant.id, _body(deps, request, commands.MoveKnowledgeRequest))
+    tenant = caller_tenant(deps, request)
+    task = move_clone.move(deps, tenant.id, validated_body(deps, request, commands.MoveKnowledgeRequest))
     return ok({"task_id": task.id}, 202, message="Move task submitted")
 
 
@@ -357,8 +301,8 @@ def move_knowledge(deps: Dependencies, request: Request | None) -> Response:
     status=202,
 )
 def clone_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, commands.CloneKnowledgeBaseRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.CloneKnowledgeBaseRequest)
     return ok(move_clone.clone_kb(deps, tenant.id, kb_id, body), 202, message="Clone task submitted")
 
 
@@ -367,20 +311,20 @@ def clone_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str
 
 @operation("Summarise the knowledge again (outside its processing)", "enrichment", status=202)
 def refresh_summary(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(enriched.refresh_summary(deps, tenant.id, knowledge_id).to_dict(), 202)
 
 
 @operation("An entity of the knowledge graph and its neighbourhood", "enrichment", query=commands.GraphQuery)
 def knowledge_graph(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    params = validate(commands.GraphQuery, query(_present(request)))
+    tenant = caller_tenant(deps, request)
+    params = validate(commands.GraphQuery, query(present_request(request)))
     return ok(enriched.graph(deps, tenant.id, kb_id, params))
 
 
 @operation("The knowledge base's wiki: its index page and pages", "enrichment")
 def knowledge_base_wiki(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(enriched.wiki(deps, tenant.id, kb_id))
 
 
@@ -391,33 +335,33 @@ def knowledge_base_wiki(deps: Dependencies, request: Request | None, kb_id: str)
     "Create a tag (names are unique per knowledge base)", "tags", body=commands.CreateTagRequest, status=201
 )
 def create_tag(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, commands.CreateTagRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.CreateTagRequest)
     return ok(tags.create_tag(deps, tenant.id, kb_id, body).to_dict(), 201)
 
 
 @operation("The knowledge base's tags, by name", "tags")
 def list_tags(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok([t.to_dict() for t in tags.list_tags(deps, tenant.id, kb_id)])
 
 
 @operation("One tag", "tags")
 def get_tag(deps: Dependencies, request: Request | None, kb_id: str, tag_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(tags.get_tag(deps, tenant.id, kb_id, tag_id).to_dict())
 
 
 @operation("Rename or recolour a tag", "tags", body=commands.UpdateTagRequest)
 def update_tag(deps: Dependencies, request: Request | None, kb_id: str, tag_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, commands.UpdateTagRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.UpdateTagRequest)
     return ok(tags.update_tag(deps, tenant.id, kb_id, tag_id, body).to_dict())
 
 
 @operation("Delete a tag (durable: takes it off its knowledge, answers a task id)", "tags", status=202)
 def delete_tag(deps: Dependencies, request: Request | None, kb_id: str, tag_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     task = tags.delete_tag(deps, tenant.id, kb_id, tag_id)
     return ok({"task_id": task.id}, 202, message="Delete task submitted")
 
@@ -427,13 +371,13 @@ def delete_tag(deps: Dependencies, request: Request | None, kb_id: str, tag_id: 
 
 @operation("The tenant's settings", "tenant")
 def get_tenant_settings(deps: Dependencies, request: Request | None) -> Response:
-    return ok(tenants.settings_of(_tenant(deps, request)))
+    return ok(tenants.settings_of(caller_tenant(deps, request)))
 
 
 @operation("Replace the tenant's settings", "tenant", body=commands.TenantSettingsRequest)
 def put_tenant_settings(deps: Dependencies, request: Request | None) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, commands.TenantSettingsRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.TenantSettingsRequest)
     return ok(tenants.put_settings(deps, tenant, body))
 
 
@@ -442,13 +386,13 @@ def put_tenant_settings(deps: Dependencies, request: Request | None) -> Response
 
 @operation("What a knowledge cost: metered usage priced with the dated price table", "cost")
 def knowledge_cost(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(cost.knowledge_cost(deps, tenant.id, knowledge_id))
 
 
 @operation("What a knowledge base's documents cost (deleted ones included)", "cost")
 def kb_cost(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(cost.kb_cost(deps, tenant.id, kb_id))
 
 
@@ -456,7 +400,7 @@ def kb_cost(deps: Dependencies, request: Request | None, kb_id: str) -> Response
 
 
 def _operator(deps: Dependencies, request: Request | None) -> None:
-    headers: Any = _present(request).headers or {}
+    headers: Any = present_request(request).headers or {}
     admin.authorize_operator(deps, str(headers.get("x-operator-key", "")))
 
 
@@ -476,7 +420,9 @@ def admin_list_tenants(deps: Dependencies, request: Request | None) -> Response:
 )
 def admin_create_tenant(deps: Dependencies, request: Request | None) -> Response:
     _operator(deps, request)
-    tenant, key, secret = admin.create_tenant(deps, _body(deps, request, commands.CreateTenantRequest))
+    tenant, key, secret = admin.create_tenant(
+        deps, validated_body(deps, request, commands.CreateTenantRequest)
+    )
     return ok({"tenant": admin.tenant_view(tenant), "key": admin.key_view(key), "api_key": secret}, 201)
 
 
@@ -496,7 +442,7 @@ def admin_list_keys(deps: Dependencies, request: Request | None, tenant_id: str)
 )
 def admin_issue_key(deps: Dependencies, request: Request | None, tenant_id: str) -> Response:
     _operator(deps, request)
-    key, secret = admin.issue_key(deps, tenant_id, _body(deps, request, commands.IssueKeyRequest))
+    key, secret = admin.issue_key(deps, tenant_id, validated_body(deps, request, commands.IssueKeyRequest))
     return ok({"key": admin.key_view(key), "api_key": secret}, 201)
 
 
@@ -515,7 +461,7 @@ def admin_revoke_key(deps: Dependencies, request: Request | None, tenant_id: str
 )
 def admin_list_dead_letters(deps: Dependencies, request: Request | None) -> Response:
     _operator(deps, request)
-    params = validate(commands.DeadLetterQuery, query(_present(request)))
+    params = validate(commands.DeadLetterQuery, query(present_request(request)))
     return ok(dlq.list_dead_letters(deps, params.queue, params.limit))
 
 
@@ -528,5 +474,5 @@ def admin_list_dead_letters(deps: Dependencies, request: Request | None) -> Resp
 )
 def admin_redrive_dead_letters(deps: Dependencies, request: Request | None) -> Response:
     _operator(deps, request)
-    body = _body(deps, request, commands.RedriveRequest)
+    body = validated_body(deps, request, commands.RedriveRequest)
     return ok(dlq.redrive(deps, body.queue, body.limit).as_dict())

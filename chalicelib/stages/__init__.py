@@ -21,7 +21,6 @@ if TYPE_CHECKING:
         lifecycle,
         multimodal,
         postprocess,
-        runner,
         uploads,
         wiki,
     )
@@ -36,7 +35,6 @@ STAGES = (
     "lifecycle",
     "multimodal",
     "postprocess",
-    "runner",
     "uploads",
     "wiki",
 )

@@ -10,14 +10,15 @@ import itertools
 import math
 from typing import Any
 
-from ..dispatch import enqueue
 from ..domain.errors import PermanentStageError, SpanErrorCode
 from ..domain.ids import chunk_id, content_hash
 from ..domain.process_config import resolve
 from ..domain.storage_keys import parsed_markdown_key
 from ..domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
 from ..ports import Dependencies
-from .runner import kept_after_write, live_knowledge, run_stage
+from ..services.dispatch import enqueue
+from ..services.indexing import kept_after_write
+from .runner import live_knowledge, run_stage
 
 #: an ordinary document never reaches this: the docreader's cap of 50 million characters of Markdown is about
 #: 116,000 chunks at the default 512/80 runes (50,000 refused a 200,000-row, ten-column spreadsheet, issue 12)

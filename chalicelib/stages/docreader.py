@@ -16,7 +16,6 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from .. import metering
-from ..dispatch import enqueue
 from ..domain.errors import BadRequest, PermanentStageError, SpanErrorCode, TransientStageError
 from ..domain.filetypes import MARKUP_EXTENSIONS, is_importable
 from ..domain.languages import with_languages
@@ -33,9 +32,11 @@ from ..parsers.asr import (
     transcription_scope,
 )
 from ..ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
+from ..services.dispatch import enqueue
+from ..services.indexing import kept_after_write
 from ..usable import require_usable_for_stage
 from . import page_range_store, page_ranges
-from .runner import kept_after_write, run_stage, stage_deadline
+from .runner import run_stage, stage_deadline
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:

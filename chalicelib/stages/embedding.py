@@ -12,48 +12,34 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextvars import copy_context
 from typing import TYPE_CHECKING, Any
 
-from ..backoff import call_with_backoff
 from ..derived_data import remove_derived_data
 from ..domain.errors import (
     ContinueLater,
-    DeferredStageError,
     PermanentStageError,
     SpanErrorCode,
     TransientStageError,
 )
 from ..domain.ids import attempt_chunk_prefix, execution_name
 from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
-from ..domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, Stage, StageMessage
+from ..domain.types import ChunkType, Knowledge, KnowledgeBase, Stage, StageMessage
 from ..observability import logger
 from ..ports import (
     Dependencies,
-    EmbeddingModel,
     IndexEntry,
     IndexSpace,
-    ModelRequestError,
-    ModelThrottled,
-    ModelUnavailable,
-    iter_batches,
 )
+from ..services.indexing import EmbeddingRun, chunk_entries, kept_after_write
 from ..usable import require_usable_for_stage
-from .embed_windows import pool, window_key, windows_of
-from .runner import kept_after_write, live_knowledge, out_of_time, run_stage
+from .runner import live_knowledge, out_of_time, run_stage
 
 if TYPE_CHECKING:
-    from ..ports import Vectors
+    pass
 
 
 class Stopped(Exception):
     """The row moved on while this slice indexed (what a deleted row got was undone)."""
-
-
-#: how often a long embedding run reports progress on its span (a DynamoDB write each time)
-PROGRESS_EVERY_SECONDS = 10.0
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -144,118 +130,6 @@ def rollback(deps: Dependencies, message: StageMessage) -> None:
     knowledge = deps.knowledge.get(message.knowledge_id)
     if knowledge is not None and knowledge.attempt == message.attempt:
         remove_derived_data(deps, knowledge)
-
-
-class EmbeddingRun:
-    """Embeds texts through the cache; counts what went to the model and what came from the cache."""
-
-    def __init__(
-        self,
-        deps: Dependencies,
-        model: EmbeddingModel,
-        progress: Callable[[dict[str, Any]], None] | None = None,
-        space: IndexSpace | None = None,
-    ):
-        self.deps = deps
-        self.model = model
-        self.space = space or IndexSpace.of(model)
-        self.progress = progress
-        self.texts_embedded = 0
-        self.cache_hits = 0
-        self.batches = 0
-        self._last_progress = time.monotonic()
-
-    def embed(self, texts: list[str]) -> Vectors:
-        import numpy as np
-
-        capped = [t[: self.model.max_input_chars] for t in texts]
-        # A text over the model's window is embedded as windows, pooled to one vector (embed_windows).
-        parts = [windows_of(self.model, t) for t in capped]
-        hashes = [window_key(t, p) for t, p in zip(capped, parts, strict=True)]
-        cache = self.deps.embedding_cache()
-        known = cache.get_many(self.space, hashes)
-        self.cache_hits += sum(1 for h in hashes if h in known)
-        windows = dict(zip(hashes, parts, strict=True))
-        missing = {h: t for h, t in zip(hashes, capped, strict=True) if h not in known}
-        # Checkpoint writes overlap the next batch's model call (I/O vs CPU); at most one batch is in
-        # flight, and every write is confirmed before the stage goes on.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint") as writer:
-            pending: Future[None] | None = None
-            batches = list(iter_batches(list(missing.items()), self.deps.settings.embed_batch_size))
-            for batch in batches:
-                pieces = [windows[h] for h, _ in batch]
-                vectors = pool(self._embed_batch([p for ps in pieces for p in ps]), pieces)
-                fresh = {h: vectors[i] for i, (h, _) in enumerate(batch)}
-                if pending is not None:
-                    pending.result()
-                # a pool thread starts with an empty context: the meter (and the local function name) go along
-                pending = writer.submit(copy_context().run, cache.put_many, self.space, fresh)
-                known.update(fresh)
-                self.texts_embedded += len(batch)
-                self.batches += 1
-                if (
-                    self.progress is not None
-                    and time.monotonic() - self._last_progress >= PROGRESS_EVERY_SECONDS
-                ):
-                    self._last_progress = time.monotonic()
-                    self.progress(self.outputs())  # the heartbeat housekeeping reads, not one write per batch
-            if pending is not None:
-                pending.result()
-        if not hashes:
-            return np.zeros((0, self.model.dimensions), dtype=np.float32)
-        return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
-
-    def _embed_batch(self, texts: list[str]) -> Vectors:
-        settings = self.deps.settings
-        try:
-            return call_with_backoff(
-                lambda: self.model.embed(texts),
-                max_attempts=settings.embed_max_attempts,
-                base_delay=settings.embed_backoff_base,
-                max_delay=settings.embed_backoff_max,
-                sleep=self.deps.sleep,
-            )
-        except ModelThrottled as error:
-            delay = error.retry_after if error.retry_after is not None else settings.embed_backoff_max
-            raise DeferredStageError(f"embedding provider throttled: {error}", delay_seconds=delay) from error
-        except ModelUnavailable as error:
-            raise TransientStageError(
-                f"embedding provider failed: {error}", code=SpanErrorCode.EMBEDDING_PROVIDER_FAIL
-            ) from error
-        except ModelRequestError as error:
-            raise PermanentStageError(
-                f"embedding provider rejected the request: {error}",
-                code=SpanErrorCode.EMBEDDING_PROVIDER_FAIL,
-            ) from error
-
-    def outputs(self) -> dict[str, Any]:
-        return {"texts_embedded": self.texts_embedded, "cache_hits": self.cache_hits, "batches": self.batches}
-
-
-def embed_texts(deps: Dependencies, model: EmbeddingModel, texts: list[str]) -> Vectors:
-    """Embeds a few texts (OCR chunks, queries) through the same cache and backoff."""
-    return EmbeddingRun(deps, model).embed(texts)
-
-
-def chunk_entries(
-    kb_id: str, knowledge_id: str, chunks: Sequence[Chunk], contents: Sequence[str], vectors: Vectors | None
-) -> list[IndexEntry]:
-    """Each chunk's index entry: the chunk's id throughout, the given index text and vector (None when the
-    knowledge base keeps no vectors), the chunk's type and enabled state."""
-    return [
-        IndexEntry(
-            id=chunk.id,
-            kb_id=kb_id,
-            knowledge_id=knowledge_id,
-            chunk_id=chunk.id,
-            content=contents[n],
-            vector=None if vectors is None else vectors[n],
-            source_id=chunk.id,
-            chunk_type=chunk.chunk_type.value,
-            is_enabled=chunk.is_enabled,
-        )
-        for n, chunk in enumerate(chunks)
-    ]
 
 
 def _write_entries(deps: Dependencies, engine: Any, space: IndexSpace, entries: list[IndexEntry]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..domain.plan import TEXT_LIKE, WINDOW
 from ..domain.process_config import EXTRACTIVE_SUMMARY, resolve
 from ..domain.types import (
     Chunk,
@@ -25,9 +26,10 @@ from ..domain.types import (
     SummaryStatus,
 )
 from ..ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
+from ..services.dispatch import request_summary_refresh
+from ..services.indexing import kept_after_write, write_extra_chunks
 from .messages import SubtaskMessageModel
-from .postprocess import TEXT_LIKE, WINDOW, write_extra_chunks
-from .runner import Skip, kept_after_write, run_task, task_knowledge
+from .runner import Skip, run_task, task_knowledge
 from .slots import settle_slot
 
 SUMMARY_SEQ = 200_000
@@ -69,7 +71,7 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
         elif kind == "auto_tag":
             outputs = auto_tag(deps, knowledge, kb)
         elif kind == "wiki":
-            from .wiki import enqueue_wiki
+            from ..services.dispatch import enqueue_wiki
 
             enqueue_wiki(deps, knowledge, kb, task.task_token)
             return None  # the document's slot is released when its pages are in
@@ -141,7 +143,8 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
         chunk_type=ChunkType.SUMMARY,
         metadata={"attempt": knowledge.attempt, "model": model_id},
     )
-    write_extra_chunks(deps, knowledge, kb, [chunk])
+    if not write_extra_chunks(deps, knowledge, kb, [chunk]):
+        raise Skip("the knowledge was deleted, cancelled or superseded")
     deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.COMPLETED.value, description=text)
     return {"summary_chars": len(text), "model": model_id}
 
@@ -152,20 +155,6 @@ def _summary_failed(
     deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.FAILED.value, description=fallback)
 
 
-def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> None:
-    """A summary outside the count (POST /knowledge/{id}/summary/refresh, an edit, stale content)."""
-    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PENDING.value)
-    deps.queue.send_raw(
-        "enrichment",
-        {
-            "tenant_id": knowledge.tenant_id,
-            "knowledge_id": knowledge.id,
-            "attempt": knowledge.attempt,
-            "subtask": {"id": "summary_refresh", "kind": "summary"},
-        },
-    )
-
-
 # ---------------------------------------------------------------- questions
 
 
@@ -174,7 +163,7 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
     metadata and indexed as extra entries that point at it; a chunk that changed meanwhile keeps none."""
     from ..chunker import index_text
     from ..enrich.questions import generate
-    from .embedding import embed_texts
+    from ..services.indexing import embed_texts
 
     effective = resolve(kb, knowledge.process_overrides)
     chat = deps.chat_model(effective.chat_model_id)
@@ -273,24 +262,11 @@ def graph(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: i
 AUTO_TAG_INPUT_CHARS = 16_000
 
 
-def request_auto_tag(deps: Dependencies, knowledge: Knowledge) -> None:
-    """Queued when the plan is made; it owns no slot of the count (spec §1.14)."""
-    deps.queue.send_raw(
-        "enrichment",
-        {
-            "tenant_id": knowledge.tenant_id,
-            "knowledge_id": knowledge.id,
-            "attempt": knowledge.attempt,
-            "subtask": {"id": "auto_tag", "kind": "auto_tag"},
-        },
-    )
-
-
 def auto_tag(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict[str, Any]:
     """Spec §1.14: up to `max_tags` of the knowledge base's own tags, chosen by the chat model with a
     confidence of at least 0.75; only relations the document does not have yet are added."""
     from ..enrich.auto_tag import choose
-    from ..tags import DELETING, add_tags
+    from ..services.tagging import DELETING, add_tags
 
     effective = resolve(kb, knowledge.process_overrides)
     if not effective.auto_tag_enabled or kb.type != "document":

@@ -9,11 +9,8 @@ a permanent one is recorded against the item and the task goes on.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextvars import copy_context
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,13 +20,9 @@ from pydantic import BaseModel, Field, ValidationError
 from ..commands import ProcessConfig as ProcessConfigModel
 from ..commands import ReparseRequest, validate
 from ..domain.errors import AppError, StageError
-from ..domain.ids import execution_name
-from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
 from ..domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
-from ..observability import logger
 from ..ports import Dependencies
-from ..usable import index_space_if_usable
-from . import page_range_store
+from ..tasks.delete import delete_one
 from .runner import come_back_soon, parse_body, process_batch
 
 QUEUE = "lifecycle"
@@ -134,18 +127,18 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
                 task.items.append(row.id)
                 yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, ReparseRequest())
     elif task.kind == TaskKind.MOVE:
-        from .move_clone import move_work
+        from ..tasks.move_clone import move_work
 
         yield from move_work(deps, task)
     elif task.kind == TaskKind.CLONE_KB:
-        from .move_clone import clone_work
+        from ..tasks.move_clone import clone_work
 
         yield from clone_work(deps, task)
 
 
 def _untag_all(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
     """The tag's relations, page by page (each step removes the one it did, so the next page is the start)."""
-    from ..tags import untag
+    from ..services.tagging import untag
 
     tag_id = str(task.params["tag_id"])
     seen: set[tuple[str, str]] = set()
@@ -168,67 +161,3 @@ def _reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Rep
     from ..reparse import reparse
 
     reparse(deps, tenant_id, knowledge_id, request)
-
-
-# ---------------------------------------------------------------- delete one knowledge
-
-
-def delete_one(deps: Dependencies, knowledge_id: str) -> None:
-    """WeKnora's order (spec §1.22), idempotent: mark deleting → stop the execution (queued stage messages
-    drop themselves) → collect the images → delete index entries, chunks and spans in parallel (an error
-    stops here and the task retries) → the stored objects → the row, its dedupe claim and its bytes of the
-    tenant's usage, last and in one transaction (so a retry after a crash finds the row and redoes it all)."""
-    knowledge = deps.knowledge.mark_deleting(knowledge_id)
-    if knowledge is None:
-        return  # already gone
-    deps.workflow.stop(execution_name(knowledge.id, knowledge.attempt), "the knowledge is being deleted")
-    objects = _stored_objects(deps, knowledge)
-    kb = deps.kbs.get(knowledge.kb_id)
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="delete") as pool:
-        # a pool thread starts with an empty context: the meter (and the local function name) go along
-        futures = [
-            pool.submit(copy_context().run, deps.chunks.delete_all, knowledge.id),
-            pool.submit(copy_context().run, deps.spans.delete_all, knowledge.id),
-        ]
-        space = (
-            index_space_if_usable(deps, kb)
-            if kb is not None and kb.indexing_strategy.needs_embedding
-            else None
-        )
-        if kb is not None and space is not None:
-            engine = deps.engine(kb.retrieval_engine)
-            futures.append(
-                pool.submit(copy_context().run, engine.delete_by_knowledge, space, kb.id, [knowledge.id])
-            )
-        for future in futures:
-            future.result()  # the first error stops the delete: the row stays `deleting`, the task retries
-    if kb is not None:  # the document's graph contribution and its wiki pages go with it
-        deps.graph.delete_knowledge(kb.id, knowledge.id)
-        from .wiki import retract
-
-        retract(deps, kb, knowledge.id)
-    deps.tags.remove_knowledge(knowledge.id)  # its tag relations (WeKnora: after the index, before the row)
-    for url in objects:  # best effort: a leftover object is garbage, never a visible document
-        try:
-            deps.files.delete(url)
-        except Exception:
-            logger.exception("could not delete a stored object", extra={"knowledge_id": knowledge.id})
-    deps.knowledge.delete(knowledge.id)
-
-
-def _stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:
-    """The source, the parsed Markdown and image manifest of every attempt, and every stored image."""
-    urls = [knowledge.file_path] if knowledge.file_path else []
-    for attempt in range(1, knowledge.attempt + 1):
-        for key in (
-            parsed_markdown_key(knowledge.tenant_id, knowledge.id, attempt),
-            images_manifest_key(knowledge.tenant_id, knowledge.id, attempt),
-        ):
-            url = deps.files.url_for(key)
-            if key.endswith(".json") and deps.files.exists(url):
-                urls += [str(image["url"]) for image in json.loads(deps.files.read(url))]
-            urls.append(url)
-        urls += page_range_store.range_objects(deps, knowledge, attempt)  # a large PDF deleted mid-parse
-    for chunk in deps.chunks.list(knowledge.id):
-        urls += [str(info["url"]) for info in chunk.image_info if info.get("url")]
-    return list(dict.fromkeys(urls))

@@ -19,8 +19,9 @@ from ..domain.process_config import EffectiveProcessConfig, resolve
 from ..domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from ..enrich import images as prompts
 from ..ports import Dependencies, IndexSpace, ModelRequestError
+from ..services.indexing import kept_after_write
 from .messages import ImageRef, ImageTaskModel
-from .runner import Skip, kept_after_write, run_task, task_knowledge
+from .runner import Skip, run_task, task_knowledge
 
 #: image chunks sort after every text chunk of the document
 IMAGE_SEQ_BASE = 100_000
@@ -141,7 +142,7 @@ def _write_chunks(
         raise Skip("the knowledge was deleted, cancelled or superseded")
     if not kb.indexing_strategy.needs_embedding:
         return
-    from .embedding import chunk_entries, embed_texts
+    from ..services.indexing import chunk_entries, embed_texts
 
     # No title prefix: the image's own words are what a query should meet (spec §1.11); a hit shows the
     # image's text, and the chunk names its bound text chunk.

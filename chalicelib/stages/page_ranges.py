@@ -16,13 +16,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..dispatch import enqueue
 from ..domain.storage_keys import parsed_markdown_key
 from ..domain.types import Knowledge, SpanStatus, Stage, StageMessage
 from ..observability import logger
 from ..ports import Dependencies, ReadRequest, ResolvedImages
+from ..services.dispatch import enqueue
+from ..services.indexing import kept_after_write
 from .page_range_store import PLAN, part_name, range_key, read_plan
-from .runner import kept_after_write, live_knowledge
+from .runner import live_knowledge
 
 
 def ranges_of(pages: int, size: int) -> list[tuple[int, int]]:

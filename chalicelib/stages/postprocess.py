@@ -13,12 +13,12 @@ planned, and why, is recorded on the span and the row. Auto-tagging runs outside
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from .. import metering
 from ..domain.filetypes import DATA_TABLE_EXTENSIONS
 from ..domain.ids import attempt_chunk_prefix
+from ..domain.plan import plan, planned_subtask
 from ..domain.process_config import EffectiveProcessConfig, resolve
 from ..domain.storage_keys import parsed_markdown_key
 from ..domain.types import (
@@ -31,12 +31,11 @@ from ..domain.types import (
     Stage,
 )
 from ..observability import logger
-from ..ports import Dependencies, IndexSpace, ModelRequestError
+from ..ports import Dependencies, ModelRequestError
+from ..services.indexing import write_extra_chunks
 from .messages import TaskMessageModel
-from .runner import Skip, checked_task_row, kept_after_write, run_task
+from .runner import Skip, checked_task_row, run_task
 
-TEXT_LIKE = (ChunkType.TEXT, ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION)
-WINDOW = 20
 TABLE_SEQ_BASE = 300_000
 #: where the planner leaves the row (finalizing with a count, or completed with nothing planned)
 SETTLED = (ParseStatus.FINALIZING, ParseStatus.COMPLETED)
@@ -97,7 +96,7 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
         knowledge, Stage.POSTPROCESS, {"planned": planned, "not_planned": not_planned, **table}
     )
     if effective.auto_tag_enabled and effective.has_chat_model and kb.type == "document":
-        from .enrichment import request_auto_tag
+        from ..services.dispatch import request_auto_tag
 
         request_auto_tag(deps, knowledge)  # outside the count
     plan_record = {"planned": planned, "not_planned": not_planned}
@@ -112,56 +111,6 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
             raise Skip("superseded, cancelled or deleted")
         return settled
     return answer(subtasks)
-
-
-def plan(
-    kb: KnowledgeBase, effective: EffectiveProcessConfig, chunks: list[Chunk]
-) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """(the counted subtasks, what was not planned and why)."""
-    text = [c for c in chunks if c.chunk_type == ChunkType.TEXT]
-    text_like = [c for c in chunks if c.chunk_type in TEXT_LIKE]
-    subtasks: list[dict[str, Any]] = []
-    not_planned: dict[str, str] = {}
-    if text_like and effective.summary_enabled:
-        subtasks.append({"id": "summary", "kind": "summary"})
-    wanted = {
-        "questions": effective.questions_enabled,
-        "graph": effective.graph_enabled,
-        "wiki": effective.wiki_enabled,
-        "auto_tag": effective.auto_tag_enabled,
-    }
-    if not effective.has_chat_model:
-        for name, on in wanted.items():
-            if on:
-                not_planned[name] = "no chat model configured (the knowledge base's summary_model_id)"
-        return _with_ids(subtasks), not_planned
-    if effective.questions_enabled and not kb.indexing_strategy.needs_embedding:
-        not_planned["questions"] = "the knowledge base indexes nothing"
-    elif effective.questions_enabled:
-        for window in range(math.ceil(len(text) / WINDOW)):
-            subtasks.append({"id": f"questions.{window}", "kind": "questions", "window": window})
-    if effective.graph_enabled:
-        for window in range(math.ceil(len(text_like) / WINDOW)):
-            subtasks.append({"id": f"graph.{window}", "kind": "graph", "window": window})
-    if effective.wiki_enabled and text_like:
-        subtasks.append({"id": "wiki", "kind": "wiki"})
-    return _with_ids(subtasks), not_planned
-
-
-def _with_ids(subtasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [planned_subtask(s["id"]) for s in subtasks]
-
-
-def planned_subtask(subtask_id: str) -> dict[str, Any]:
-    """A subtask from its id (`summary`, `questions.<window>`, `graph.<window>`, `wiki`): the plan stored on
-    the row (its ids) gives back the very subtasks that were answered."""
-    kind, _, window = subtask_id.partition(".")
-    subtask: dict[str, Any] = {"id": subtask_id, "kind": kind}
-    if window:
-        subtask["window"] = int(window)
-    # the state machine's ReleaseSlot (after a failure) adds it to done_subtasks
-    subtask["id_set"] = [subtask_id]
-    return subtask
 
 
 def _table_summary(
@@ -213,31 +162,6 @@ def _table_summary(
         )
         for n, (kind, content) in enumerate(contents)
     ]
-    write_extra_chunks(deps, knowledge, kb, chunks)
-    return {"table_summary": "done", "table_columns": len(chunks) - 1}
-
-
-def write_extra_chunks(
-    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, chunks: list[Chunk]
-) -> None:
-    """Chunks made by enrichment (table summaries, the summary): stored, embedded and indexed under their own
-    ids with the title in front, and undone if the row was deleted meanwhile."""
-    from ..chunker import index_text
-    from .embedding import chunk_entries, embed_texts
-
-    deps.chunks.put_many(chunks)
-    if not kb.indexing_strategy.needs_embedding:
-        return
-    model = deps.embedding_model(kb.embedding_model_id)
-    space = IndexSpace.of(model)
-    texts = [index_text(knowledge.title, "", c.content) for c in chunks]
-    vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
-    engine = deps.engine(kb.retrieval_engine)
-    engine.batch_index(space, chunk_entries(kb.id, knowledge.id, chunks, texts, vectors))
-
-    def undo() -> None:
-        deps.chunks.delete_all(knowledge.id)
-        engine.delete_by_knowledge(space, kb.id, [knowledge.id])
-
-    if not kept_after_write(deps, knowledge, undo):
+    if not write_extra_chunks(deps, knowledge, kb, chunks):
         raise Skip("the knowledge was deleted, cancelled or superseded")
+    return {"table_summary": "done", "table_columns": len(chunks) - 1}

@@ -28,12 +28,11 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, ValidationError
 
 from .. import metering
-from ..dispatch import enqueue
 from ..domain.errors import ContinueLater, DeferredStageError, SpanErrorCode, StageError
-from ..domain.status import may_write
 from ..domain.types import Knowledge, ParseStatus, Stage, StageMessage
 from ..observability import logger, stage_outcome
 from ..ports import Dependencies
+from ..services.dispatch import enqueue
 from .messages import StageMessageModel, TaskMessageModel
 from .usage import metered_invocation
 
@@ -215,18 +214,6 @@ def run_stage(
             stage_deadline.reset(token)
 
     return process_batch(event, context, handle)
-
-
-def kept_after_write(deps: Dependencies, knowledge: Knowledge, undo: Callable[[], Any]) -> bool:
-    """Re-reads the row right after a stage wrote for it. A row being deleted (or gone) gets `undo`, so a
-    late write never resurrects a deleted document in search; a cancelled or superseded attempt keeps what
-    it wrote but goes no further (False)."""
-    row = deps.knowledge.get(knowledge.id)
-    if row is None or row.parse_status == ParseStatus.DELETING:
-        undo()
-        logger.info("undid a write for a deleted knowledge", extra={"knowledge_id": knowledge.id})
-        return False
-    return row.attempt == knowledge.attempt and may_write(row.parse_status)
 
 
 class Skip(Exception):

@@ -21,14 +21,13 @@ from ..domain.storage_keys import parsed_markdown_key
 from ..domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from ..observability import logger
 from ..ports import Dependencies, ModelRequestError, WikiOp, WikiPageRecord
-from .postprocess import write_extra_chunks
+from ..services.dispatch import FINALIZE_DELAY_SECONDS, trigger_wiki
+from ..services.dispatch import WIKI_QUEUE as QUEUE
+from ..services.indexing import write_extra_chunks
 from .runner import Skip, come_back_soon, parse_body, process_batch
 from .slots import settle_slot
 
-QUEUE = "wiki"
-INGEST_DELAY_SECONDS = 30
 FOLLOW_UP_DELAY_SECONDS = 5
-FINALIZE_DELAY_SECONDS = 20
 BATCH = 5
 STALE_CLAIM_SECONDS = 90 * 60
 WIKI_SEQ_BASE = 400_000
@@ -39,17 +38,6 @@ SUBTASK_ID = "wiki"
 class WikiMessage(BaseModel):
     kb_id: str = Field(min_length=1, max_length=100)
     action: str = Field(pattern="^(ingest|finalize)$")
-
-
-def enqueue_wiki(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, token: str) -> None:
-    """The enrichment worker's part: the op and a delayed ingest trigger. The token is answered when the
-    document's pages are in, by the ingest (None: the runner must not answer it now)."""
-    deps.wiki.put_op(WikiOp(kb.id, knowledge.id, knowledge.attempt, token))
-    trigger(deps, kb.id, "ingest", INGEST_DELAY_SECONDS)
-
-
-def trigger(deps: Dependencies, kb_id: str, action: str, delay_seconds: int) -> None:
-    deps.queue.send_raw(QUEUE, {"kb_id": kb_id, "action": action}, delay_seconds=delay_seconds)
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -101,9 +89,9 @@ def ingest(deps: Dependencies, kb_id: str) -> None:
         )
         _answer(deps, op, {"pages": count})
     if ops and deps.wiki.pending(kb_id):
-        trigger(deps, kb_id, "ingest", FOLLOW_UP_DELAY_SECONDS)
+        trigger_wiki(deps, kb_id, "ingest", FOLLOW_UP_DELAY_SECONDS)
     if ops:
-        trigger(deps, kb_id, "finalize", FINALIZE_DELAY_SECONDS)
+        trigger_wiki(deps, kb_id, "finalize", FINALIZE_DELAY_SECONDS)
 
 
 def _answer(deps: Dependencies, op: WikiOp, output: dict[str, Any]) -> None:
@@ -135,8 +123,8 @@ def _pages(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> int:
         )
         for n, page in enumerate(pages)
     ]
-    if chunks:
-        write_extra_chunks(deps, knowledge, kb, chunks)
+    if chunks and not write_extra_chunks(deps, knowledge, kb, chunks):
+        raise Skip("the knowledge was deleted, cancelled or superseded")
     deps.wiki.put_pages(
         kb.id,
         knowledge.id,
@@ -173,10 +161,3 @@ def finalize(deps: Dependencies, kb_id: str) -> None:
 def _live(deps: Dependencies, knowledge_id: str) -> bool:
     row = deps.knowledge.get(knowledge_id)
     return row is not None and row.parse_status not in (ParseStatus.DELETING,)
-
-
-def retract(deps: Dependencies, kb: KnowledgeBase, knowledge_id: str) -> None:
-    """On delete: the document's page records go (its chunks go with the document) and the index follows."""
-    deps.wiki.delete_pages(kb.id, knowledge_id)
-    if kb.indexing_strategy.wiki_enabled:
-        trigger(deps, kb.id, "finalize", FINALIZE_DELAY_SECONDS)

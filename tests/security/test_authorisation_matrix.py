@@ -18,7 +18,7 @@ import pytest
 from e2e.conftest import V1, Api, load_app, multipart
 from pydantic import BaseModel
 
-from chalicelib.api.routes import OPERATIONS, Operation
+from chalicelib.api.registry import OPERATIONS, Operation
 from chalicelib.bootstrap import Services
 
 #: minimal valid bodies per body model; "{name}" is replaced by the id of that name

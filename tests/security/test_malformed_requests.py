@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from e2e.conftest import V1, Api, load_app
 
-from chalicelib.api.routes import OPERATIONS
+from chalicelib.api.registry import OPERATIONS
 from chalicelib.bootstrap import Services
 
 NESTED = "[" * 100_000 + "]" * 100_000

@@ -21,7 +21,6 @@ from chalicelib.create import (
     create_from_url,
     create_manual,
     create_upload_url,
-    missing_knowledge_error,
 )
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, SpanErrorCode
 from chalicelib.domain.ids import file_dedupe_key, file_md5
@@ -30,6 +29,7 @@ from chalicelib.domain.types import EnableStatus, KnowledgeBase, KnowledgeType, 
 from chalicelib.knowledge import get_knowledge
 from chalicelib.ports import FetchedDocument, FetchFailed
 from chalicelib.reparse import reparse
+from chalicelib.services.ownership import missing_knowledge_error
 from chalicelib.stages import uploads
 
 from .conftest import TEXT, deliver, drain, upload

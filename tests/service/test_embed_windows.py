@@ -15,8 +15,7 @@ from chalicelib.domain.types import Tenant
 from chalicelib.knowledge_bases import create_kb
 from chalicelib.ports import IndexSpace
 from chalicelib.search import hybrid_search
-from chalicelib.stages.embed_windows import window_key, windows_of
-from chalicelib.stages.embedding import EmbeddingRun
+from chalicelib.services.indexing import EmbeddingRun, window_key, windows_of
 
 from .conftest import drain, upload
 

@@ -284,7 +284,7 @@ def test_a_failed_copy_removes_what_it_wrote(
     task = deps.tasks.get(started["task_id"])
     assert task is not None and task.status == TaskStatus.PARTIAL
     assert "missing" in task.errors[f"copy:{broken.id}"]
-    from chalicelib.stages.move_clone import copy_id
+    from chalicelib.tasks.move_clone import copy_id
 
     failed_copy = copy_id(task.id, broken.id)
     assert deps.knowledge.get(failed_copy) is None

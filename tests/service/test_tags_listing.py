@@ -43,7 +43,7 @@ class CountingRepo:
 
 
 def _seed(deps: Services, kb: KnowledgeBase, n: int, tag_id: str) -> list[Knowledge]:
-    from chalicelib.tags import relate_new
+    from chalicelib.services.tagging import relate_new
 
     rows = []
     for i in range(n):
@@ -202,8 +202,9 @@ def test_a_cursor_is_bound_to_its_filters_and_legacy_pages_still_work(
 
 def test_tags_by_name_carry_across_knowledge_bases(deps: Services, kb: KnowledgeBase) -> None:
     from chalicelib.knowledge_bases import create_kb
+    from chalicelib.services.tagging import set_tags
     from chalicelib.tag_names import tag_by_names, tag_names
-    from chalicelib.tags import create_tag, set_tags
+    from chalicelib.tags import create_tag
 
     red = create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name="Red"))
     blue = create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name="blue"))
@@ -229,7 +230,8 @@ def test_tags_by_name_carry_across_knowledge_bases(deps: Services, kb: Knowledge
 
 
 def test_names_are_unique_and_unknown_tag_ids_are_refused(deps: Services, kb: KnowledgeBase) -> None:
-    from chalicelib.tags import check_tag_ids, create_tag
+    from chalicelib.services.tagging import check_tag_ids
+    from chalicelib.tags import create_tag
 
     tag = create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name="Red"))
     with pytest.raises(Conflict) as conflict:
@@ -247,7 +249,8 @@ def test_many_tag_ids_are_checked_against_the_list_and_a_refused_edit_changes_no
 ) -> None:
     from chalicelib.commands import EditKnowledgeRequest
     from chalicelib.lifecycle import edit
-    from chalicelib.tags import check_tag_ids, create_tag, delete_tag, set_tags
+    from chalicelib.services.tagging import check_tag_ids, set_tags
+    from chalicelib.tags import create_tag, delete_tag
 
     ids = [create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name=f"t{i}")).id for i in range(8)]
     assert check_tag_ids(deps, kb.id, ids) == ids

@@ -24,6 +24,7 @@ from chalicelib.commands import CreateKnowledgeBase, ReparseRequest
 from chalicelib.create import FileUpload, create_from_file
 from chalicelib.domain.errors import PermanentStageError
 from chalicelib.domain.ids import image_chunk_id
+from chalicelib.domain.plan import planned_subtask
 from chalicelib.domain.types import (
     ChunkType,
     Knowledge,
@@ -478,8 +479,8 @@ def test_each_subtask_releases_its_slot_once_before_it_answers_and_the_last_prom
         return answer_task(token, output)
 
     workflow.task_success = observed  # type: ignore[method-assign]
-    summary = postprocess.planned_subtask("summary")
-    questions = postprocess.planned_subtask("questions.0")
+    summary = planned_subtask("summary")
+    questions = planned_subtask("questions.0")
     for token, subtask in (("s", summary), ("s-redelivered", summary), ("q", questions)):
         run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, token, subtask=subtask))
     assert seen == [

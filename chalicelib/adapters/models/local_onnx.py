@@ -330,3 +330,15 @@ if TYPE_CHECKING:  # static proof that the adapters satisfy the port
 
     _minilm: type[EmbeddingModel] = MiniLmEmbedding
     _hashing: type[EmbeddingModel] = HashingEmbedding
+
+
+def main() -> None:
+    """`python -m chalicelib.adapters.models.local_onnx`: build the cached int8 models now (install step)."""
+    from ...settings import get_settings
+
+    for seven_bit in (True, False):
+        print(build_qint8_model(get_settings().models.model_cache_dir, seven_bit=seven_bit))
+
+
+if __name__ == "__main__":
+    main()

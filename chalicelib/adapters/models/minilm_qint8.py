@@ -24,7 +24,7 @@ MINILM_QINT8_V2_MODEL_ID and MINILM_QINT8_MODEL_ID.
 
 Local only (scripts/build_lambda.py keeps it out of Lambda packages, as local_onnx): on AWS embeddings
 come from Bedrock. Quantising takes some seconds; callers do it at install (`python -m
-chalicelib.adapters.models.minilm_qint8`) or on first use, never per invocation.
+chalicelib.adapters.models.local_onnx`) or on first use, never per invocation.
 """
 
 from __future__ import annotations
@@ -122,16 +122,3 @@ def ensure_quantized(
         if not target.is_file():
             quantize(source, target, seven_bit=seven_bit)
     return target
-
-
-def main() -> None:
-    """`python -m chalicelib.adapters.models.minilm_qint8`: build the cached models now (install step)."""
-    from ...settings import get_settings
-    from .local_onnx import build_qint8_model
-
-    for seven_bit in (True, False):
-        print(build_qint8_model(get_settings().models.model_cache_dir, seven_bit=seven_bit))
-
-
-if __name__ == "__main__":
-    main()

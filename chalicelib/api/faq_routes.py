@@ -5,51 +5,57 @@ from __future__ import annotations
 from chalice import Response
 from chalice.app import Request
 
-from ..api.http import ok, query
-from ..api.routes import _body, _present, _tenant, operation
 from ..commands import validate
+from ..faq import entries, importing
+from ..faq.commands import (
+    FaqEntryRequest,
+    FaqEntryUpdate,
+    FaqImportRequest,
+    FaqListQuery,
+    FaqUploadUrlRequest,
+)
 from ..ports import Dependencies
-from . import entries, importing
-from .commands import FaqEntryRequest, FaqEntryUpdate, FaqImportRequest, FaqListQuery, FaqUploadUrlRequest
+from .http import ok, query
+from .registry import caller_tenant, operation, present_request, validated_body
 
 
 @operation("Create an FAQ entry (FAQ knowledge bases only)", "faq", body=FaqEntryRequest, status=201)
 def create_faq_entry(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, FaqEntryRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, FaqEntryRequest)
     return ok(entries.create_entry(deps, tenant.id, kb_id, body).to_dict(), 201)
 
 
 @operation("FAQ entries, filtered by tag, keyword and enabled, cursor-paged", "faq", query=FaqListQuery)
 def list_faq_entries(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    params = validate(FaqListQuery, query(_present(request)))
+    tenant = caller_tenant(deps, request)
+    params = validate(FaqListQuery, query(present_request(request)))
     return ok(entries.list_entries(deps, tenant.id, kb_id, params))
 
 
 @operation("One FAQ entry", "faq")
 def get_faq_entry(deps: Dependencies, request: Request | None, kb_id: str, entry_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(entries.get_entry(deps, tenant.id, kb_id, entry_id).to_dict())
 
 
 @operation("Change an FAQ entry (only the questions it adds are embedded)", "faq", body=FaqEntryUpdate)
 def update_faq_entry(deps: Dependencies, request: Request | None, kb_id: str, entry_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, FaqEntryUpdate)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, FaqEntryUpdate)
     return ok(entries.update_entry(deps, tenant.id, kb_id, entry_id, body).to_dict())
 
 
 @operation("Delete an FAQ entry and its index entries", "faq")
 def delete_faq_entry(deps: Dependencies, request: Request | None, kb_id: str, entry_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     entries.delete_entry(deps, tenant.id, kb_id, entry_id)
     return ok({"id": entry_id})
 
 
 @operation("The FAQ knowledge base's tag names", "faq")
 def list_faq_tags(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(entries.list_tags(deps, tenant.id, kb_id))
 
 
@@ -60,8 +66,8 @@ def list_faq_tags(deps: Dependencies, request: Request | None, kb_id: str) -> Re
     status=202,
 )
 def import_faq(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, FaqImportRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, FaqImportRequest)
     task = importing.start_import(deps, tenant.id, kb_id, body)
     return ok({"task_id": task.id}, 202, message="FAQ import task submitted")
 
@@ -70,12 +76,12 @@ def import_faq(deps: Dependencies, request: Request | None, kb_id: str) -> Respo
     "A presigned PUT for an FAQ import file (json, csv, xlsx)", "faq", body=FaqUploadUrlRequest, status=201
 )
 def faq_import_upload_url(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
-    body = _body(deps, request, FaqUploadUrlRequest)
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, FaqUploadUrlRequest)
     return ok(importing.upload_url(deps, tenant.id, kb_id, body), 201)
 
 
 @operation("The knowledge base's last FAQ import result", "faq")
 def faq_last_import(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
-    tenant = _tenant(deps, request)
+    tenant = caller_tenant(deps, request)
     return ok(importing.last_result(deps, tenant.id, kb_id))

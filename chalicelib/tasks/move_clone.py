@@ -92,9 +92,9 @@ def _retract(deps: Dependencies, kb: KnowledgeBase | None, knowledge_id: str) ->
     if kb is None:
         return
     deps.graph.delete_knowledge(kb.id, knowledge_id)
-    from .wiki import retract
+    from ..services.dispatch import retract_wiki
 
-    retract(deps, kb, knowledge_id)
+    retract_wiki(deps, kb, knowledge_id)
 
 
 # ---------------------------------------------------------------- move
@@ -168,7 +168,7 @@ def _carry_wiki_pages(
     """The document's wiki page records (its `wiki_page` chunks travel with its chunks) join the target's
     wiki, whose index is rebuilt when the target keeps a wiki."""
     from ..ports import WikiPageRecord
-    from .wiki import FINALIZE_DELAY_SECONDS, trigger
+    from ..services.dispatch import FINALIZE_DELAY_SECONDS, trigger_wiki
 
     records = [r for r in deps.wiki.pages(source_kb_id) if r.knowledge_id == knowledge_id]
     if not records:
@@ -180,7 +180,7 @@ def _carry_wiki_pages(
         [WikiPageRecord(owner, r.document, r.title, id_map.get(r.chunk_id, r.chunk_id)) for r in records],
     )
     if target.indexing_strategy.wiki_enabled:
-        trigger(deps, target.id, "finalize", FINALIZE_DELAY_SECONDS)
+        trigger_wiki(deps, target.id, "finalize", FINALIZE_DELAY_SECONDS)
 
 
 def _reparse_in_target(
@@ -256,7 +256,7 @@ def plan_clone(deps: Dependencies, task: Task, source: KnowledgeBase, target: Kn
 
 
 def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
-    from .lifecycle import delete_one
+    from .delete import delete_one
 
     source = deps.kbs.get(str(task.params["source_kb_id"]))
     target = deps.kbs.get(task.kb_id)

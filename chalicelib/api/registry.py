@@ -1,0 +1,75 @@
+"""The API's operation registry and the helpers every operation uses: each operation is registered with its
+body and query models (from which `openapi.build_document` generates the OpenAPI document) and turns every
+failure into WeKnora's envelope: an AppError with its status and stable code; anything else is our fault
+and a 500 without internals (the traceback goes to the log)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from chalice import Response
+from chalice.app import Request
+from pydantic import BaseModel
+
+from .. import commands, tenants
+from ..commands import validate
+from ..domain.errors import AppError
+from ..domain.types import Tenant
+from ..observability import logger
+from ..ports import Dependencies
+from .http import api_key, error_response, json_body
+
+R = TypeVar("R", bound=Callable[..., Response])
+
+
+@dataclass(frozen=True)
+class Operation:
+    summary: str
+    tag: str
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    status: int = 200
+    auth: bool = True
+    multipart: bool = False
+    #: behind the operator key (X-Operator-Key) instead of a tenant's API key
+    operator: bool = False
+
+
+#: view name (the app.py function and this module's function share it) -> what OpenAPI says about it
+OPERATIONS: dict[str, Operation] = {}
+
+
+def operation(summary: str, tag: str, **kwargs: Any) -> Callable[[R], R]:
+    def register(fn: R) -> R:
+        OPERATIONS[fn.__name__] = Operation(summary, tag, **kwargs)
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kw: Any) -> Response:
+            try:
+                return fn(*args, **kw)
+            except AppError as error:
+                return error_response(error)
+            except Exception:
+                logger.exception("unhandled error", extra={"route": fn.__name__})
+                return error_response(AppError("internal error", code="internal_error"))
+
+        return call  # type: ignore[return-value]
+
+    return register
+
+
+def caller_tenant(deps: Dependencies, request: Request | None) -> Tenant:
+    return tenants.authenticate(deps, api_key(present_request(request)))
+
+
+def present_request(request: Request | None) -> Request:
+    if request is None:  # Chalice sets current_request for every HTTP invocation
+        raise AppError("no current request", code="internal_error")
+    return request
+
+
+def validated_body(deps: Dependencies, request: Request | None, model: type[commands.B]) -> commands.B:
+    return validate(model, json_body(present_request(request), deps.settings.api_max_body))

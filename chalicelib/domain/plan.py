@@ -1,0 +1,65 @@
+"""A document's enrichment plan: the subtasks the state machine counts (the summary, windows of questions and
+graph, the wiki), decided from the knowledge base's settings and the chunks, and rebuilt from their ids."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .process_config import EffectiveProcessConfig
+from .types import Chunk, ChunkType, KnowledgeBase
+
+#: the chunk kinds enrichment reads as text
+TEXT_LIKE = (ChunkType.TEXT, ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION)
+#: chunks per questions or graph subtask
+WINDOW = 20
+
+
+def plan(
+    kb: KnowledgeBase, effective: EffectiveProcessConfig, chunks: list[Chunk]
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """(the counted subtasks, what was not planned and why)."""
+    text = [c for c in chunks if c.chunk_type == ChunkType.TEXT]
+    text_like = [c for c in chunks if c.chunk_type in TEXT_LIKE]
+    subtasks: list[dict[str, Any]] = []
+    not_planned: dict[str, str] = {}
+    if text_like and effective.summary_enabled:
+        subtasks.append({"id": "summary", "kind": "summary"})
+    wanted = {
+        "questions": effective.questions_enabled,
+        "graph": effective.graph_enabled,
+        "wiki": effective.wiki_enabled,
+        "auto_tag": effective.auto_tag_enabled,
+    }
+    if not effective.has_chat_model:
+        for name, on in wanted.items():
+            if on:
+                not_planned[name] = "no chat model configured (the knowledge base's summary_model_id)"
+        return _with_ids(subtasks), not_planned
+    if effective.questions_enabled and not kb.indexing_strategy.needs_embedding:
+        not_planned["questions"] = "the knowledge base indexes nothing"
+    elif effective.questions_enabled:
+        for window in range(math.ceil(len(text) / WINDOW)):
+            subtasks.append({"id": f"questions.{window}", "kind": "questions", "window": window})
+    if effective.graph_enabled:
+        for window in range(math.ceil(len(text_like) / WINDOW)):
+            subtasks.append({"id": f"graph.{window}", "kind": "graph", "window": window})
+    if effective.wiki_enabled and text_like:
+        subtasks.append({"id": "wiki", "kind": "wiki"})
+    return _with_ids(subtasks), not_planned
+
+
+def _with_ids(subtasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [planned_subtask(s["id"]) for s in subtasks]
+
+
+def planned_subtask(subtask_id: str) -> dict[str, Any]:
+    """A subtask from its id (`summary`, `questions.<window>`, `graph.<window>`, `wiki`): the plan stored on
+    the row (its ids) gives back the very subtasks that were answered."""
+    kind, _, window = subtask_id.partition(".")
+    subtask: dict[str, Any] = {"id": subtask_id, "kind": kind}
+    if window:
+        subtask["window"] = int(window)
+    # the state machine's ReleaseSlot (after a failure) adds it to done_subtasks
+    subtask["id_set"] = [subtask_id]
+    return subtask

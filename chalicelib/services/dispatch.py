@@ -1,0 +1,104 @@
+"""Putting work on its queue: a document's next stage (recorded on the row), and the enrichment work outside
+the count (a summary refresh, auto-tag) and the wiki's triggers.
+
+The record is what housekeeping reads to tell a row whose message is still waiting in a busy queue from a
+row whose message is gone (its worker died on the last try, or the message went to the DLQ)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from ..domain.clock import to_iso
+from ..domain.errors import SpanErrorCode
+from ..domain.types import Knowledge, KnowledgeBase, ParseStatus, Stage, StageMessage, SummaryStatus
+from ..observability import logger
+from ..ports import Dependencies, WikiOp
+
+
+def visible_at(delay_seconds: int = 0) -> str:
+    """When a message sent now with this delay can be received: the row's `queued_at`."""
+    return to_iso(datetime.now(UTC) + timedelta(seconds=delay_seconds))
+
+
+def enqueue(
+    deps: Dependencies, stage: Stage, message: StageMessage, *, delay_seconds: int = 0, marked: bool = False
+) -> None:
+    """`marked`: the caller already wrote the record on the row (a new row carries it in its insert)."""
+    if not marked:
+        deps.knowledge.mark_queued(
+            message.knowledge_id, message.attempt, stage.value, visible_at(delay_seconds)
+        )
+    deps.queue.send(stage, message, delay_seconds=delay_seconds)
+
+
+def enqueue_first_stage(
+    deps: Dependencies, knowledge: Knowledge, stage: Stage = Stage.DOCREADER, *, marked: bool = False
+) -> Knowledge:
+    """`marked`: the row was inserted with its queue record (a new row), so it is not written again."""
+    try:
+        enqueue(
+            deps, stage, StageMessage(knowledge.tenant_id, knowledge.id, knowledge.attempt), marked=marked
+        )
+    except Exception as error:  # any failure to enqueue leaves a failed row that reparse recovers
+        logger.exception("enqueue failed", extra={"knowledge_id": knowledge.id})
+        message = f"could not enqueue processing ({type(error).__name__}); reparse to retry"
+        deps.knowledge.mark_failed(knowledge.id, knowledge.attempt, message, SpanErrorCode.ENQUEUE_FAILED)
+        knowledge.parse_status = ParseStatus.FAILED
+        knowledge.error_message = message
+        knowledge.error_code = SpanErrorCode.ENQUEUE_FAILED
+    return knowledge
+
+
+# ---------------------------------------------------------------- enrichment outside the count
+
+
+def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> None:
+    """A summary outside the count (POST /knowledge/{id}/summary/refresh, an edit, stale content)."""
+    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PENDING.value)
+    deps.queue.send_raw(
+        "enrichment",
+        {
+            "tenant_id": knowledge.tenant_id,
+            "knowledge_id": knowledge.id,
+            "attempt": knowledge.attempt,
+            "subtask": {"id": "summary_refresh", "kind": "summary"},
+        },
+    )
+
+
+def request_auto_tag(deps: Dependencies, knowledge: Knowledge) -> None:
+    """Queued when the plan is made; it owns no slot of the count (spec §1.14)."""
+    deps.queue.send_raw(
+        "enrichment",
+        {
+            "tenant_id": knowledge.tenant_id,
+            "knowledge_id": knowledge.id,
+            "attempt": knowledge.attempt,
+            "subtask": {"id": "auto_tag", "kind": "auto_tag"},
+        },
+    )
+
+
+# ---------------------------------------------------------------- the wiki queue (per knowledge base, debounced)
+
+WIKI_QUEUE = "wiki"
+INGEST_DELAY_SECONDS = 30
+FINALIZE_DELAY_SECONDS = 20
+
+
+def enqueue_wiki(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, token: str) -> None:
+    """The enrichment worker's part: the op and a delayed ingest trigger. The token is answered when the
+    document's pages are in, by the ingest (None: the runner must not answer it now)."""
+    deps.wiki.put_op(WikiOp(kb.id, knowledge.id, knowledge.attempt, token))
+    trigger_wiki(deps, kb.id, "ingest", INGEST_DELAY_SECONDS)
+
+
+def trigger_wiki(deps: Dependencies, kb_id: str, action: str, delay_seconds: int) -> None:
+    deps.queue.send_raw(WIKI_QUEUE, {"kb_id": kb_id, "action": action}, delay_seconds=delay_seconds)
+
+
+def retract_wiki(deps: Dependencies, kb: KnowledgeBase, knowledge_id: str) -> None:
+    """On delete: the document's page records go (its chunks go with the document) and the index follows."""
+    deps.wiki.delete_pages(kb.id, knowledge_id)
+    if kb.indexing_strategy.wiki_enabled:
+        trigger_wiki(deps, kb.id, "finalize", FINALIZE_DELAY_SECONDS)

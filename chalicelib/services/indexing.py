@@ -1,0 +1,231 @@
+"""Embedding and indexing work that stages and the FAQ share: embedding texts through the cache with backoff
+(`EmbeddingRun`), the windows of texts longer than the model reads, index entries of chunks, the extra
+chunks enrichment writes, and the re-read after a write that undoes it for a deleted row.
+
+Windows: Texts longer than the embedding model's window (issue 12): a model that reads only its first N tokens
+(MiniLM: 256) would embed such a chunk truncated, its tail invisible to vector search. A model that says
+how it cuts a text into windows it reads whole (`windows(text) -> list[str]`, on token boundaries) gets
+every window embedded; the text's vector is the mean of the window vectors weighted by their length, L2-normalised.
+
+One vector per text, so search stays one result per chunk and a redelivered slice upserts the same entry.
+The cache key of a windowed text differs from a plain text's (`windowed_key`): a vector cached before this
+change (the truncated one) is never taken for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextvars import copy_context
+from typing import TYPE_CHECKING, Any
+
+from ..backoff import call_with_backoff
+from ..domain.errors import DeferredStageError, PermanentStageError, SpanErrorCode, TransientStageError
+from ..domain.ids import content_hash
+from ..domain.status import may_write
+from ..domain.types import Chunk, Knowledge, KnowledgeBase, ParseStatus
+from ..observability import logger
+from ..ports import (
+    Dependencies,
+    EmbeddingModel,
+    IndexEntry,
+    IndexSpace,
+    ModelRequestError,
+    ModelThrottled,
+    ModelUnavailable,
+    iter_batches,
+)
+
+if TYPE_CHECKING:
+    from ..ports import Vectors
+
+#: cache-key prefix of texts embedded as several windows (bump when the pooling changes)
+WINDOWED = "\x00windows-v1\x00"
+
+
+def windows_of(model: Any, text: str) -> list[str]:
+    """The pieces `model` reads whole, in order; `[text]` when it fits or the model has no window."""
+    split = getattr(model, "windows", None)
+    limit = getattr(model, "max_tokens", 0)
+    # Every token but [CLS]/[SEP] covers at least one character: a shorter text cannot overflow.
+    if split is None or not limit or len(text) <= limit - 2:
+        return [text]
+    parts: list[str] = split(text)
+    return parts or [text]
+
+
+def window_key(text: str, parts: Sequence[str]) -> str:
+    """Embedding-cache key: the plain content hash, or a distinct one for a windowed text."""
+    return content_hash(text) if len(parts) == 1 else content_hash(WINDOWED + text)
+
+
+def pool(vectors: Vectors, parts: Sequence[Sequence[str]]) -> Vectors:
+    """One row per text from the rows of its windows (flattened in order): length-weighted mean, unit norm."""
+    import numpy as np
+
+    out = np.zeros((len(parts), vectors.shape[1]), dtype=np.float32)
+    row = 0
+    for i, pieces in enumerate(parts):
+        n = len(pieces)
+        if n == 1:
+            out[i] = vectors[row]
+        else:
+            weights = np.array([max(len(p), 1) for p in pieces], dtype=np.float32)
+            mean = (vectors[row : row + n] * weights[:, None]).sum(axis=0)
+            out[i] = mean / max(float(np.linalg.norm(mean)), 1e-12)
+        row += n
+    return out
+
+
+#: how often a long embedding run reports progress on its span (a DynamoDB write each time)
+PROGRESS_EVERY_SECONDS = 10.0
+
+
+class EmbeddingRun:
+    """Embeds texts through the cache; counts what went to the model and what came from the cache."""
+
+    def __init__(
+        self,
+        deps: Dependencies,
+        model: EmbeddingModel,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+        space: IndexSpace | None = None,
+    ):
+        self.deps = deps
+        self.model = model
+        self.space = space or IndexSpace.of(model)
+        self.progress = progress
+        self.texts_embedded = 0
+        self.cache_hits = 0
+        self.batches = 0
+        self._last_progress = time.monotonic()
+
+    def embed(self, texts: list[str]) -> Vectors:
+        import numpy as np
+
+        capped = [t[: self.model.max_input_chars] for t in texts]
+        # A text over the model's window is embedded as windows, pooled to one vector (windows_of, pool).
+        parts = [windows_of(self.model, t) for t in capped]
+        hashes = [window_key(t, p) for t, p in zip(capped, parts, strict=True)]
+        cache = self.deps.embedding_cache()
+        known = cache.get_many(self.space, hashes)
+        self.cache_hits += sum(1 for h in hashes if h in known)
+        windows = dict(zip(hashes, parts, strict=True))
+        missing = {h: t for h, t in zip(hashes, capped, strict=True) if h not in known}
+        # Checkpoint writes overlap the next batch's model call (I/O vs CPU); at most one batch is in
+        # flight, and every write is confirmed before the stage goes on.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint") as writer:
+            pending: Future[None] | None = None
+            batches = list(iter_batches(list(missing.items()), self.deps.settings.embed_batch_size))
+            for batch in batches:
+                pieces = [windows[h] for h, _ in batch]
+                vectors = pool(self._embed_batch([p for ps in pieces for p in ps]), pieces)
+                fresh = {h: vectors[i] for i, (h, _) in enumerate(batch)}
+                if pending is not None:
+                    pending.result()
+                # a pool thread starts with an empty context: the meter (and the local function name) go along
+                pending = writer.submit(copy_context().run, cache.put_many, self.space, fresh)
+                known.update(fresh)
+                self.texts_embedded += len(batch)
+                self.batches += 1
+                if (
+                    self.progress is not None
+                    and time.monotonic() - self._last_progress >= PROGRESS_EVERY_SECONDS
+                ):
+                    self._last_progress = time.monotonic()
+                    self.progress(self.outputs())  # the heartbeat housekeeping reads, not one write per batch
+            if pending is not None:
+                pending.result()
+        if not hashes:
+            return np.zeros((0, self.model.dimensions), dtype=np.float32)
+        return np.vstack([known[h] for h in hashes]).astype(np.float32, copy=False)
+
+    def _embed_batch(self, texts: list[str]) -> Vectors:
+        settings = self.deps.settings
+        try:
+            return call_with_backoff(
+                lambda: self.model.embed(texts),
+                max_attempts=settings.embed_max_attempts,
+                base_delay=settings.embed_backoff_base,
+                max_delay=settings.embed_backoff_max,
+                sleep=self.deps.sleep,
+            )
+        except ModelThrottled as error:
+            delay = error.retry_after if error.retry_after is not None else settings.embed_backoff_max
+            raise DeferredStageError(f"embedding provider throttled: {error}", delay_seconds=delay) from error
+        except ModelUnavailable as error:
+            raise TransientStageError(
+                f"embedding provider failed: {error}", code=SpanErrorCode.EMBEDDING_PROVIDER_FAIL
+            ) from error
+        except ModelRequestError as error:
+            raise PermanentStageError(
+                f"embedding provider rejected the request: {error}",
+                code=SpanErrorCode.EMBEDDING_PROVIDER_FAIL,
+            ) from error
+
+    def outputs(self) -> dict[str, Any]:
+        return {"texts_embedded": self.texts_embedded, "cache_hits": self.cache_hits, "batches": self.batches}
+
+
+def embed_texts(deps: Dependencies, model: EmbeddingModel, texts: list[str]) -> Vectors:
+    """Embeds a few texts (OCR chunks, queries) through the same cache and backoff."""
+    return EmbeddingRun(deps, model).embed(texts)
+
+
+def chunk_entries(
+    kb_id: str, knowledge_id: str, chunks: Sequence[Chunk], contents: Sequence[str], vectors: Vectors | None
+) -> list[IndexEntry]:
+    """Each chunk's index entry: the chunk's id throughout, the given index text and vector (None when the
+    knowledge base keeps no vectors), the chunk's type and enabled state."""
+    return [
+        IndexEntry(
+            id=chunk.id,
+            kb_id=kb_id,
+            knowledge_id=knowledge_id,
+            chunk_id=chunk.id,
+            content=contents[n],
+            vector=None if vectors is None else vectors[n],
+            source_id=chunk.id,
+            chunk_type=chunk.chunk_type.value,
+            is_enabled=chunk.is_enabled,
+        )
+        for n, chunk in enumerate(chunks)
+    ]
+
+
+def kept_after_write(deps: Dependencies, knowledge: Knowledge, undo: Callable[[], Any]) -> bool:
+    """Re-reads the row right after a stage wrote for it. A row being deleted (or gone) gets `undo`, so a
+    late write never resurrects a deleted document in search; a cancelled or superseded attempt keeps what
+    it wrote but goes no further (False)."""
+    row = deps.knowledge.get(knowledge.id)
+    if row is None or row.parse_status == ParseStatus.DELETING:
+        undo()
+        logger.info("undid a write for a deleted knowledge", extra={"knowledge_id": knowledge.id})
+        return False
+    return row.attempt == knowledge.attempt and may_write(row.parse_status)
+
+
+def write_extra_chunks(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, chunks: list[Chunk]
+) -> bool:
+    """Chunks made by enrichment (table summaries, the summary): stored, embedded and indexed under their own
+    ids with the title in front, and undone if the row was deleted meanwhile. False: the row moved on
+    (deleted, cancelled, superseded), so the caller goes no further."""
+    from ..chunker import index_text
+
+    deps.chunks.put_many(chunks)
+    if not kb.indexing_strategy.needs_embedding:
+        return True
+    model = deps.embedding_model(kb.embedding_model_id)
+    space = IndexSpace.of(model)
+    texts = [index_text(knowledge.title, "", c.content) for c in chunks]
+    vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
+    engine = deps.engine(kb.retrieval_engine)
+    engine.batch_index(space, chunk_entries(kb.id, knowledge.id, chunks, texts, vectors))
+
+    def undo() -> None:
+        deps.chunks.delete_all(knowledge.id)
+        engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+
+    return kept_after_write(deps, knowledge, undo)
