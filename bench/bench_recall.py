@@ -299,7 +299,7 @@ def search_reused(queries: list[Query], kept: list[Path], retrievers: str = "hyb
     from chalicelib.ports import IndexEntry, IndexSpace
 
     try:
-        from chalicelib.search import query_vector
+        from chalicelib.operations.search import query_vector
     except ImportError:  # a tree from before the script gate (a baseline run)
 
         def query_vector(model: Any, query: str) -> Any:

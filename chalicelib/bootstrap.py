@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .domain.ids import api_key_hash
-from .domain.storage_keys import PARSER_ENGINES_REPORT_KEY
-from .domain.types import Tenant
-from .ports import (
+from chalicelib.domain.ids import api_key_hash
+from chalicelib.domain.storage_keys import PARSER_ENGINES_REPORT_KEY
+from chalicelib.domain.types import Tenant
+from chalicelib.ports import (
     ApiKeyRepo,
     AsrEngine,
     ChatModel,
@@ -53,7 +53,7 @@ from .ports import (
     WikiRepo,
     Workflow,
 )
-from .settings import QUEUES, Settings, get_settings
+from chalicelib.settings import QUEUES, Settings, get_settings
 
 LOCAL_TENANT_ID = "local"
 NOT_PROBED: Any = object()
@@ -124,7 +124,7 @@ class Services:
     def _registry(self) -> Any:
         with self._lock:
             if self.models is None:
-                from .adapters.models.registry import ModelRegistry
+                from chalicelib.adapters.models.registry import ModelRegistry
 
                 self.models = ModelRegistry(self.settings.models)
             return self.models
@@ -155,7 +155,7 @@ class Services:
     def docreader(self) -> DocReader:
         with self._lock:
             if self._docreader is None:
-                from .parsers import build_docreader
+                from chalicelib.parsers import build_docreader
 
                 self._docreader = build_docreader(ocr=self.ocr(), asr=self.asr())
             return self._docreader
@@ -188,9 +188,9 @@ class Services:
             return self._asr
 
     def image_resolver(self, save: SaveImage) -> ImageResolver:
-        from .net.client import SafeHttpClient
-        from .net.ssrf import AllowList
-        from .parsers.images import ImageResolver as MarkdownImageResolver
+        from chalicelib.net.client import SafeHttpClient
+        from chalicelib.net.ssrf import AllowList
+        from chalicelib.parsers.images import ImageResolver as MarkdownImageResolver
 
         return MarkdownImageResolver(save, http=SafeHttpClient(AllowList.parse(self.settings.ssrf_allow)))
 
@@ -255,7 +255,7 @@ def _shared_client(service: str, region: str, endpoint_url: str) -> Any:
     building one (service model, endpoint rules) is the slow part of a cold start."""
     import boto3
 
-    from .adapters.aws_metering import meter_client
+    from chalicelib.adapters.aws_metering import meter_client
 
     factory: Any = boto3.client
     return meter_client(factory(service, region_name=region, endpoint_url=endpoint_url or None))
@@ -266,10 +266,10 @@ def _build_ocr(settings: Settings) -> OcrEngine | None:
     if settings.ocr_provider == "none":
         return None
     if settings.ocr_provider == "textract":
-        from .parsers.ocr import TextractOcr
+        from chalicelib.parsers.ocr import TextractOcr
 
         return TextractOcr(_client("textract", settings))
-    from .parsers.ocr import default_ocr
+    from chalicelib.parsers.ocr import default_ocr
 
     return default_ocr()
 
@@ -279,7 +279,7 @@ def _build_asr(settings: Settings, inbox: FileStore) -> AsrEngine | None:
     if settings.asr_provider == "none":
         return None
     if settings.asr_provider == "transcribe":
-        from .parsers.asr import TranscribeAsr
+        from chalicelib.parsers.asr import TranscribeAsr
 
         # The media copy and the transcript live under transcribe/ in the files bucket (the inbox's)
         return TranscribeAsr(
@@ -289,7 +289,7 @@ def _build_asr(settings: Settings, inbox: FileStore) -> AsrEngine | None:
             job_prefix=f"{settings.prefix}-",
         )
     try:
-        from .parsers.asr import default_asr
+        from chalicelib.parsers.asr import default_asr
     except ImportError:  # faster-whisper is an optional extra
         return None
     return default_asr(settings.models.model_cache_dir)
@@ -297,18 +297,18 @@ def _build_asr(settings: Settings, inbox: FileStore) -> AsrEngine | None:
 
 def _build_operator_key(settings: Settings) -> SecretSource:
     """The SecureString `make deploy` creates, cached (one GetParameter per cold start, then per TTL)."""
-    from .adapters.secrets import CachedSecret, SsmParameter
+    from chalicelib.adapters.secrets import CachedSecret, SsmParameter
 
     return CachedSecret(SsmParameter(_client("ssm", settings), settings.operator_key_parameter))
 
 
 def _build_engine(settings: Settings, name: str) -> RetrieveEngine:
     if name == "embedded":
-        from .adapters.index.embedded import EmbeddedEngine
+        from chalicelib.adapters.index.embedded import EmbeddedEngine
 
         return EmbeddedEngine(Path(settings.state_dir) / "index")
     if name == "opensearch":
-        from .adapters.index.opensearch import OpenSearchEngine, build_opensearch_client
+        from chalicelib.adapters.index.opensearch import OpenSearchEngine, build_opensearch_client
 
         client = build_opensearch_client(
             settings.opensearch_url,
@@ -320,8 +320,11 @@ def _build_engine(settings: Settings, name: str) -> RetrieveEngine:
 
 
 def _build_embedding_cache(settings: Settings, dynamodb: Any) -> EmbeddingCache:
-    from .adapters.dynamo import share_one_connection
-    from .adapters.embedding_cache import DynamoEmbeddingCache, build_cache_model  # numpy: workers only
+    from chalicelib.adapters.dynamo import share_one_connection
+    from chalicelib.adapters.embedding_cache import (  # numpy: workers only
+        DynamoEmbeddingCache,
+        build_cache_model,
+    )
 
     model = build_cache_model(settings)
     share_one_connection(dynamodb, model)
@@ -329,8 +332,8 @@ def _build_embedding_cache(settings: Settings, dynamodb: Any) -> EmbeddingCache:
 
 
 def _build_faq_repo(settings: Settings, dynamodb: Any) -> FaqRepo:
-    from .adapters.dynamo import share_one_connection
-    from .adapters.faq_dynamo import DynamoFaqRepo, build_faq_model
+    from chalicelib.adapters.dynamo import share_one_connection
+    from chalicelib.adapters.faq_dynamo import DynamoFaqRepo, build_faq_model
 
     model = build_faq_model(settings)
     share_one_connection(dynamodb, model)
@@ -350,8 +353,8 @@ def _state_machine_arn(settings: Settings, sfn: Any) -> str:
 
 def build_services(settings: Settings | None = None) -> Services:
     """The AWS adapters (S3, DynamoDB, SQS, Step Functions; moto locally through AWS_ENDPOINT_URL)."""
-    from .adapters.aws_metering import meter_pynamodb
-    from .adapters.dynamo import (
+    from chalicelib.adapters.aws_metering import meter_pynamodb
+    from chalicelib.adapters.dynamo import (
         DynamoApiKeyRepo,
         DynamoChunkRepo,
         DynamoGraphRepo,
@@ -366,14 +369,14 @@ def build_services(settings: Settings | None = None) -> Services:
         share_one_connection,
         shared_connection,
     )
-    from .adapters.dynamo_usage import DynamoUsageRepo, build_usage_model
-    from .adapters.health import AwsHealthProbe
-    from .adapters.queues import SqsTaskQueue
-    from .adapters.storage import LocalFileStore, S3FileStore
-    from .adapters.workflow import LazyStepFunctionsWorkflow
-    from .net.ssrf import AllowList
-    from .net.urlimport import SafeUrlImporter
-    from .spans import SpanTracker
+    from chalicelib.adapters.dynamo_usage import DynamoUsageRepo, build_usage_model
+    from chalicelib.adapters.health import AwsHealthProbe
+    from chalicelib.adapters.queues import SqsTaskQueue
+    from chalicelib.adapters.storage import LocalFileStore, S3FileStore
+    from chalicelib.adapters.workflow import LazyStepFunctionsWorkflow
+    from chalicelib.net.ssrf import AllowList
+    from chalicelib.net.urlimport import SafeUrlImporter
+    from chalicelib.services.stage_spans import SpanTracker
 
     settings = settings or get_settings()
     meter_pynamodb()
@@ -435,7 +438,7 @@ def memory_deps(
     span tracker is the real one; the model is the HashingEmbedding test double; waits are recorded by an
     InstantSleep; the retrieval engine is the real embedded one under `index_dir` (a temporary directory,
     made on first use and removed with the returned Services, when not given)."""
-    from .adapters.memory import (
+    from chalicelib.adapters.memory import (
         InstantSleep,
         MemoryApiKeyRepo,
         MemoryChunkRepo,
@@ -457,8 +460,8 @@ def memory_deps(
         ScriptedUrlImporter,
         memory_settings,
     )
-    from .adapters.models.hashing import HashingEmbedding
-    from .spans import SpanTracker
+    from chalicelib.adapters.models.hashing import HashingEmbedding
+    from chalicelib.services.stage_spans import SpanTracker
 
     settings = settings or memory_settings()
     tenants = MemoryTenantRepo()
@@ -468,7 +471,7 @@ def memory_deps(
     scratch: list[tempfile.TemporaryDirectory[str]] = []  # held by build_engine, so as long as the services
 
     def build_engine(settings: Settings, name: str) -> RetrieveEngine:
-        from .adapters.index.embedded import EmbeddedEngine
+        from chalicelib.adapters.index.embedded import EmbeddedEngine
 
         if name != "embedded":
             raise ValueError(f"the in-memory set has only the embedded engine, not {name!r}")
@@ -510,7 +513,7 @@ def memory_deps(
 
 def _no_operator_key(settings: Settings) -> SecretSource:
     """The in-memory set has no parameter store: a named parameter is missing (`replace_operator_key`)."""
-    from .adapters.secrets import StaticSecret
+    from chalicelib.adapters.secrets import StaticSecret
 
     return StaticSecret(None)
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-from .domain.errors import BadRequest
+from chalicelib.domain.errors import BadRequest
 
 B = TypeVar("B", bound=BaseModel)
 
@@ -412,7 +412,7 @@ MAX_NAME = 100
 
 
 def _known_queue(value: Any) -> Any:
-    from .settings import QUEUES
+    from chalicelib.settings import QUEUES
 
     if value is not None and value not in QUEUES:
         raise ValueError(f"queue must be one of {', '.join(QUEUES)}")

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.formatter import BasePowertoolsFormatter
 
-from .settings import get_settings
+from chalicelib.settings import get_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 SERVICE = "weknora-ingest"

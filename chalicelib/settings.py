@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .domain.process_config import EXTRACTIVE_SUMMARY
+from chalicelib.domain.process_config import EXTRACTIVE_SUMMARY
 
 TABLES = (
     "tenants",
@@ -217,7 +217,7 @@ class Settings:
     #: on AWS: the SSM SecureString parameter that holds it (read on the first admin request, cached); with
     #: neither set the admin routes are disabled
     operator_key_parameter: str = ""
-    #: a JSON object of prices that overrides the built-in table (chalicelib/pricing.py)
+    #: a JSON object of prices that overrides the built-in table (chalicelib/domain/pricing.py)
     prices_file: str = ""
 
     def table(self, name: str) -> str:

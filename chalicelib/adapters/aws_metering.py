@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .. import metering
+from chalicelib.domain import metering
 
 #: (service endpoint prefix, operation, request parameters): told of every call a metered client makes
 CallObserver = Callable[[str, str, Mapping[str, Any]], None]

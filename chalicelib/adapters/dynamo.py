@@ -44,12 +44,12 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjec
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from ..domain.api_keys import ApiKey
-from ..domain.clock import from_iso, now_iso, to_iso
-from ..domain.graph import entity_key
-from ..domain.ids import api_key_hash
-from ..domain.listing import listing_source
-from ..domain.status import (
+from chalicelib.domain.api_keys import ApiKey
+from chalicelib.domain.clock import from_iso, now_iso, to_iso
+from chalicelib.domain.graph import entity_key
+from chalicelib.domain.ids import api_key_hash
+from chalicelib.domain.listing import listing_source
+from chalicelib.domain.status import (
     BEGIN_PROCESSING_FROM,
     CANCEL_FROM,
     DELETE_FROM,
@@ -59,8 +59,8 @@ from ..domain.status import (
     holds_dedupe_claim,
     is_in_flight,
 )
-from ..domain.tags import Tag, TagCapReached, TagNameTaken, name_key
-from ..domain.types import (
+from chalicelib.domain.tags import Tag, TagCapReached, TagNameTaken, name_key
+from chalicelib.domain.types import (
     IN_FLIGHT_STATUSES,
     Chunk,
     ChunkingConfig,
@@ -81,7 +81,7 @@ from ..domain.types import (
     TaskStatus,
     Tenant,
 )
-from ..ports import (
+from chalicelib.ports import (
     DuplicateKnowledge,
     GraphEdge,
     GraphNeighbourhood,
@@ -90,7 +90,7 @@ from ..ports import (
     WikiOp,
     WikiPageRecord,
 )
-from ..settings import Settings
+from chalicelib.settings import Settings
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
 #: the sparse in-flight index also holds rows being deleted, under this key

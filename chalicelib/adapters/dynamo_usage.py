@@ -13,9 +13,9 @@ from pynamodb.exceptions import PutError
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
-from ..observability import logger
-from ..ports import UsageEntry
-from ..settings import Settings
+from chalicelib.observability import logger
+from chalicelib.ports import UsageEntry
+from chalicelib.settings import Settings
 
 
 def build_usage_model(settings: Settings) -> type[Any]:

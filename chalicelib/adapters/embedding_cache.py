@@ -13,8 +13,8 @@ import numpy as np
 from pynamodb.attributes import BinaryAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from ..ports import IndexSpace
-from ..settings import Settings
+from chalicelib.ports import IndexSpace
+from chalicelib.settings import Settings
 
 TTL_SECONDS = 90 * 24 * 3600
 BATCH_GET = 100  # DynamoDB's BatchGetItem limit

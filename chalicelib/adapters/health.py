@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..observability import logger
+from chalicelib.observability import logger
 
 
 class AwsHealthProbe:

@@ -25,13 +25,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..domain.api_keys import ApiKey
-from ..domain.clock import from_iso, now_iso, to_iso
-from ..domain.errors import BadRequest
-from ..domain.graph import entity_key
-from ..domain.ids import api_key_hash
-from ..domain.listing import listing_source
-from ..domain.status import (
+from chalicelib.domain.api_keys import ApiKey
+from chalicelib.domain.clock import from_iso, now_iso, to_iso
+from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.graph import entity_key
+from chalicelib.domain.ids import api_key_hash
+from chalicelib.domain.listing import listing_source
+from chalicelib.domain.status import (
     BEGIN_PROCESSING_FROM,
     CANCEL_FROM,
     DELETE_FROM,
@@ -41,9 +41,9 @@ from ..domain.status import (
     holds_dedupe_claim,
     is_in_flight,
 )
-from ..domain.storage_keys import safe_object_key
-from ..domain.tags import Tag, TagCapReached, TagNameTaken, name_key
-from ..domain.types import (
+from chalicelib.domain.storage_keys import safe_object_key
+from chalicelib.domain.tags import Tag, TagCapReached, TagNameTaken, name_key
+from chalicelib.domain.types import (
     Chunk,
     ChunkType,
     EnableStatus,
@@ -57,7 +57,7 @@ from ..domain.types import (
     Task,
     Tenant,
 )
-from ..ports import (
+from chalicelib.ports import (
     DeadLetter,
     DuplicateKnowledge,
     FaqLease,
@@ -73,11 +73,11 @@ from ..ports import (
     WikiPageRecord,
     WorkflowStart,
 )
-from ..settings import QUEUES, Settings
+from chalicelib.settings import QUEUES, Settings
 
 if TYPE_CHECKING:
-    from ..faq.model import FaqEntry
-    from ..ports import Vectors
+    from chalicelib.faq.model import FaqEntry
+    from chalicelib.ports import Vectors
 
 
 def _ms(moment: datetime) -> datetime:
@@ -1527,7 +1527,7 @@ class MemoryFaqRepo:
                 self._entries.setdefault(entry.kb_id, {})[entry.id] = entry.to_body()
 
     def get_entry(self, kb_id: str, entry_id: str) -> FaqEntry | None:
-        from ..faq.model import FaqEntry
+        from chalicelib.faq.model import FaqEntry
 
         with self._lock:
             body = self._entries.get(kb_id, {}).get(entry_id)
@@ -1548,7 +1548,7 @@ class MemoryFaqRepo:
                 rows.pop(entry_id, None)
 
     def page_entries(self, kb_id: str, after: str, limit: int) -> tuple[list[FaqEntry], str]:
-        from ..faq.model import FaqEntry
+        from chalicelib.faq.model import FaqEntry
 
         with self._lock:
             ids = sorted(i for i in self._entries.get(kb_id, {}) if i > after)

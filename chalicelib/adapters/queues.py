@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..domain.types import Stage, StageMessage
-from ..ports import DeadLetter
+from chalicelib.domain.types import Stage, StageMessage
+from chalicelib.ports import DeadLetter
 
 
 class SqsTaskQueue:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..ports import SecretSource
+from chalicelib.ports import SecretSource
 
 
 class SsmParameter:

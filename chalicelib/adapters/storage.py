@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..domain.storage_keys import safe_object_key
+from chalicelib.domain.storage_keys import safe_object_key
 
 
 class LocalFileStore:

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..ports import WorkflowStart
+from chalicelib.ports import WorkflowStart
 
 # A callback for a task that is already closed is not an error for our workers: the work was done.
 CLOSED_TASK_ERRORS = ("TaskTimedOut", "TaskDoesNotExist", "InvalidToken")

@@ -5,18 +5,18 @@ from __future__ import annotations
 from chalice import Response
 from chalice.app import Request
 
-from ..commands import validate
-from ..faq import entries, importing
-from ..faq.commands import (
+from chalicelib.api.http import ok, query
+from chalicelib.api.registry import caller_tenant, operation, present_request, validated_body
+from chalicelib.commands import validate
+from chalicelib.faq import entries, importing
+from chalicelib.faq.commands import (
     FaqEntryRequest,
     FaqEntryUpdate,
     FaqImportRequest,
     FaqListQuery,
     FaqUploadUrlRequest,
 )
-from ..ports import Dependencies
-from .http import ok, query
-from .registry import caller_tenant, operation, present_request, validated_body
+from chalicelib.ports import Dependencies
 
 
 @operation("Create an FAQ entry (FAQ knowledge bases only)", "faq", body=FaqEntryRequest, status=201)

@@ -8,7 +8,7 @@ from typing import Any
 from chalice import Response
 from chalice.app import Request
 
-from ..domain.errors import AppError, BadRequest, PayloadTooLarge
+from chalicelib.domain.errors import AppError, BadRequest, PayloadTooLarge
 
 JSON_HEADERS: dict[str, str | list[str]] = {"Content-Type": "application/json"}
 #: deeper JSON than this is never a legitimate body here; the parser itself would hit its recursion limit

@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from ..settings import app_version
-from .registry import OPERATIONS, Operation
+from chalicelib.api.registry import OPERATIONS, Operation
+from chalicelib.settings import app_version
 
 REF_TEMPLATE = "#/components/schemas/{model}"
 _PARAM = re.compile(r"{([^}]+)}")

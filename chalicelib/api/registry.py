@@ -14,13 +14,14 @@ from chalice import Response
 from chalice.app import Request
 from pydantic import BaseModel
 
-from .. import commands, tenants
-from ..commands import validate
-from ..domain.errors import AppError
-from ..domain.types import Tenant
-from ..observability import logger
-from ..ports import Dependencies
-from .http import api_key, error_response, json_body
+from chalicelib import commands
+from chalicelib.api.http import api_key, error_response, json_body
+from chalicelib.commands import validate
+from chalicelib.domain.errors import AppError
+from chalicelib.domain.types import Tenant
+from chalicelib.observability import logger
+from chalicelib.operations import tenants
+from chalicelib.ports import Dependencies
 
 R = TypeVar("R", bound=Callable[..., Response])
 

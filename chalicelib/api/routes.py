@@ -10,33 +10,32 @@ from typing import Any
 from chalice import Response
 from chalice.app import Request
 
-from .. import (
+from chalicelib import commands, tasks
+from chalicelib.api.http import ok, parse_multipart, query, raw_body
+from chalicelib.api.openapi import build_document
+from chalicelib.api.registry import caller_tenant, operation, present_request, validated_body
+from chalicelib.commands import validate
+from chalicelib.domain.errors import BadRequest
+from chalicelib.operations import (
     admin,
     chunk_preview,
-    commands,
     cost,
     create,
     dlq,
-    enriched,
+    enrichment_outputs,
     knowledge,
     knowledge_bases,
-    lifecycle,
+    knowledge_changes,
     listing,
-    move_clone,
-    offered,
-    reparse,
+    move_and_clone,
     search,
     tags,
-    tasks,
     tenants,
 )
-from ..commands import validate
-from ..domain.errors import BadRequest
-from ..ports import Dependencies
-from ..settings import app_version
-from .http import ok, parse_multipart, query, raw_body
-from .openapi import build_document
-from .registry import caller_tenant, operation, present_request, validated_body
+from chalicelib.ports import Dependencies
+from chalicelib.services import offered
+from chalicelib.settings import app_version
+from chalicelib.tasks import reparse
 
 # ---------------------------------------------------------------- service
 
@@ -207,7 +206,7 @@ def chunker_preview(deps: Dependencies, request: Request | None) -> Response:
 @operation("Delete a knowledge (durable: answers a task id)", "lifecycle", status=202)
 def delete_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    task = lifecycle.delete_knowledge(deps, tenant.id, knowledge_id)
+    task = knowledge_changes.delete_knowledge(deps, tenant.id, knowledge_id)
     return ok({"task_id": task.id}, 202, message="Delete task submitted")
 
 
@@ -219,14 +218,16 @@ def delete_knowledge(deps: Dependencies, request: Request | None, knowledge_id: 
 )
 def batch_delete_knowledge(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
-    task = lifecycle.batch_delete(deps, tenant.id, validated_body(deps, request, commands.BatchDeleteRequest))
+    task = knowledge_changes.batch_delete(
+        deps, tenant.id, validated_body(deps, request, commands.BatchDeleteRequest)
+    )
     return ok({"task_id": task.id}, 202, message="Delete task submitted")
 
 
 @operation("Delete a knowledge base: its knowledge, index, files, then itself", "lifecycle", status=202)
 def delete_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    task = lifecycle.delete_kb(deps, tenant.id, kb_id)
+    task = knowledge_changes.delete_kb(deps, tenant.id, kb_id)
     return ok({"task_id": task.id}, 202, message="Delete task submitted")
 
 
@@ -235,7 +236,7 @@ def delete_knowledge_base(deps: Dependencies, request: Request | None, kb_id: st
 )
 def cancel_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok(lifecycle.cancel(deps, tenant.id, knowledge_id).to_dict())
+    return ok(knowledge_changes.cancel(deps, tenant.id, knowledge_id).to_dict())
 
 
 @operation(
@@ -246,13 +247,13 @@ def cancel_knowledge(deps: Dependencies, request: Request | None, knowledge_id: 
 def edit_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
     tenant = caller_tenant(deps, request)
     body = validated_body(deps, request, commands.EditKnowledgeRequest)
-    return ok(lifecycle.edit(deps, tenant.id, knowledge_id, body).to_dict())
+    return ok(knowledge_changes.edit(deps, tenant.id, knowledge_id, body).to_dict())
 
 
 @operation("Publish a draft: it is ingested", "lifecycle")
 def publish_knowledge(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok(lifecycle.publish(deps, tenant.id, knowledge_id).to_dict())
+    return ok(knowledge_changes.publish(deps, tenant.id, knowledge_id).to_dict())
 
 
 @operation(
@@ -263,7 +264,7 @@ def publish_knowledge(deps: Dependencies, request: Request | None, knowledge_id:
 )
 def batch_reparse_knowledge(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
-    task = lifecycle.batch_reparse(
+    task = knowledge_changes.batch_reparse(
         deps, tenant.id, validated_body(deps, request, commands.BatchReparseRequest)
     )
     return ok({"task_id": task.id}, 202, message="Reparse task submitted")
@@ -272,7 +273,7 @@ def batch_reparse_knowledge(deps: Dependencies, request: Request | None) -> Resp
 @operation("Reparse every failed knowledge of a knowledge base", "lifecycle", status=202)
 def retry_failed_knowledge(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    task = lifecycle.retry_failed(deps, tenant.id, kb_id)
+    task = knowledge_changes.retry_failed(deps, tenant.id, kb_id)
     return ok({"task_id": task.id}, 202, message="Retry task submitted")
 
 
@@ -290,7 +291,7 @@ def get_task(deps: Dependencies, request: Request | None, task_id: str) -> Respo
 )
 def move_knowledge(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
-    task = move_clone.move(deps, tenant.id, validated_body(deps, request, commands.MoveKnowledgeRequest))
+    task = move_and_clone.move(deps, tenant.id, validated_body(deps, request, commands.MoveKnowledgeRequest))
     return ok({"task_id": task.id}, 202, message="Move task submitted")
 
 
@@ -303,7 +304,7 @@ def move_knowledge(deps: Dependencies, request: Request | None) -> Response:
 def clone_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
     body = validated_body(deps, request, commands.CloneKnowledgeBaseRequest)
-    return ok(move_clone.clone_kb(deps, tenant.id, kb_id, body), 202, message="Clone task submitted")
+    return ok(move_and_clone.clone_kb(deps, tenant.id, kb_id, body), 202, message="Clone task submitted")
 
 
 # ---------------------------------------------------------------- enrichment
@@ -312,20 +313,20 @@ def clone_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str
 @operation("Summarise the knowledge again (outside its processing)", "enrichment", status=202)
 def refresh_summary(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok(enriched.refresh_summary(deps, tenant.id, knowledge_id).to_dict(), 202)
+    return ok(enrichment_outputs.refresh_summary(deps, tenant.id, knowledge_id).to_dict(), 202)
 
 
 @operation("An entity of the knowledge graph and its neighbourhood", "enrichment", query=commands.GraphQuery)
 def knowledge_graph(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
     params = validate(commands.GraphQuery, query(present_request(request)))
-    return ok(enriched.graph(deps, tenant.id, kb_id, params))
+    return ok(enrichment_outputs.graph(deps, tenant.id, kb_id, params))
 
 
 @operation("The knowledge base's wiki: its index page and pages", "enrichment")
 def knowledge_base_wiki(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok(enriched.wiki(deps, tenant.id, kb_id))
+    return ok(enrichment_outputs.wiki(deps, tenant.id, kb_id))
 
 
 # ---------------------------------------------------------------- tags

@@ -11,8 +11,8 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .ids import api_key_hash
-from .types import utcnow
+from chalicelib.domain.ids import api_key_hash
+from chalicelib.domain.types import utcnow
 
 KEY_PREFIX = "wk-"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
-from .errors import BadRequest
+from chalicelib.domain.errors import BadRequest
 
 IMPORTABLE_EXTENSIONS: frozenset[str] = frozenset(
     [

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .errors import BadRequest
+from chalicelib.domain.errors import BadRequest
 
 #: tesseract code → what it reads; the allow-list of the `ocr_languages` setting
 OCR_LANGUAGES: dict[str, str] = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .types import KnowledgeType
+from chalicelib.domain.types import KnowledgeType
 
 SOURCES = ("file", "url", "manual")
 

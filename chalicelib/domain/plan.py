@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .process_config import EffectiveProcessConfig
-from .types import Chunk, ChunkType, KnowledgeBase
+from chalicelib.domain.process_config import EffectiveProcessConfig
+from chalicelib.domain.types import Chunk, ChunkType, KnowledgeBase
 
 #: the chunk kinds enrichment reads as text
 TEXT_LIKE = (ChunkType.TEXT, ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION)

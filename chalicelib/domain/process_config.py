@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import BadRequest
-from .filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
-from .languages import check_asr_language, check_ocr_languages
-from .types import ChunkingConfig, KnowledgeBase
+from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
+from chalicelib.domain.languages import check_asr_language, check_ocr_languages
+from chalicelib.domain.types import ChunkingConfig, KnowledgeBase
 
 CHUNKING_NUMBERS = ("chunk_size", "chunk_overlap", "parent_chunk_size", "child_chunk_size", "token_limit")
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .types import IN_FLIGHT_STATUSES, ParseStatus
+from chalicelib.domain.types import IN_FLIGHT_STATUSES, ParseStatus
 
 #: a worker may (re)start a stage of this attempt
 BEGIN_PROCESSING_FROM = frozenset({ParseStatus.PENDING, ParseStatus.PROCESSING})

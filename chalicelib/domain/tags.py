@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .types import utcnow
+from chalicelib.domain.types import utcnow
 
 #: tags one knowledge base may hold (the auto-tagger lists the first 500 to the model)
 MAX_TAGS_PER_KB = 500

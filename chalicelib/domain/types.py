@@ -219,7 +219,7 @@ class Knowledge:
 
     def to_dict(self) -> dict[str, Any]:
         """The tenant-visible shape: no internal storage path or dedupe key, no credentials in URLs."""
-        from .urls import redact_credentials
+        from chalicelib.domain.urls import redact_credentials
 
         data = asdict(self)
         for key in ("created_at", "updated_at", "processed_at"):

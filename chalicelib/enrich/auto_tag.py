@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ports import ChatModel
-from .replies import json_reply
+from chalicelib.enrich.replies import json_reply
+from chalicelib.ports import ChatModel
 
 MIN_CONFIDENCE = 0.75
 MAX_TAGS = 10

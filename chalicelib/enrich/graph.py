@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..domain.graph import entity_key
-from ..ports import ChatModel
-from .replies import json_reply
+from chalicelib.domain.graph import entity_key
+from chalicelib.enrich.replies import json_reply
+from chalicelib.ports import ChatModel
 
 CHUNKS_PER_CALL = 5
 SYSTEM = (

@@ -3,8 +3,8 @@ search phrased as a question finds the chunk."""
 
 from __future__ import annotations
 
-from ..ports import ChatModel
-from .replies import lines
+from chalicelib.enrich.replies import lines
+from chalicelib.ports import ChatModel
 
 DEFAULT_COUNT = 3
 MAX_COUNT = 10

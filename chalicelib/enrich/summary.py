@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ports import ChatModel
-from .extractive import summarize as extractive_summary
+from chalicelib.enrich.extractive import summarize as extractive_summary
+from chalicelib.ports import ChatModel
 
 EXTRACTIVE = "local/extractive"
 SUMMARY_INPUT_CHARS = 24_576

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..ports import ChatModel
-from .replies import json_reply
+from chalicelib.enrich.replies import json_reply
+from chalicelib.ports import ChatModel
 
 SAMPLE_ROWS = 10
 _ROW = re.compile(r"^\s*\|(.*)\|\s*$")

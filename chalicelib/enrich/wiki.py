@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..ports import ChatModel
-from .replies import json_reply
+from chalicelib.enrich.replies import json_reply
+from chalicelib.ports import ChatModel
 
 MAX_INPUT_CHARS = 32_768
 MAX_PAGES = 5

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..commands import Body, Query, code
+from chalicelib.commands import Body, Query, code
 
 #: WeKnora's inline limits: more entries or more bytes go through a presigned upload
 INLINE_MAX_ENTRIES = 200

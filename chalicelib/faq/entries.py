@@ -15,14 +15,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..commands import SearchRequest
-from ..domain.errors import AppError, BadRequest, Conflict, NotFound, StageError
-from ..domain.types import KnowledgeBase, utcnow
-from ..ports import Dependencies, IndexEntry, IndexSpace, RetrieveEngine, iter_batches
-from ..services.ownership import require_kb
-from .commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
-from .model import FAQ_CHUNK_TYPE, FAQ_SOURCE, FaqEntry
-from .normalise import normalise
+from chalicelib.commands import SearchRequest
+from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, StageError
+from chalicelib.domain.types import KnowledgeBase, utcnow
+from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
+from chalicelib.faq.model import FAQ_CHUNK_TYPE, FAQ_SOURCE, FaqEntry
+from chalicelib.faq.normalise import normalise
+from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, RetrieveEngine, iter_batches
+from chalicelib.services.ownership import require_kb
 
 FAQ_KB_TYPE = "faq"
 PAGE = 500
@@ -85,7 +85,7 @@ class FaqIndex:
             return
         vectors: Any = None
         if self.kb.indexing_strategy.vector_enabled:
-            from ..services.indexing import EmbeddingRun
+            from chalicelib.services.indexing import EmbeddingRun
 
             model = self.deps.embedding_model(self.kb.embedding_model_id)
             run = EmbeddingRun(self.deps, model, space=self.space())
@@ -342,7 +342,7 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
     strategy = kb.indexing_strategy
     vector = None
     if strategy.vector_enabled:
-        from ..services.indexing import embed_texts
+        from chalicelib.services.indexing import embed_texts
 
         vector = embed_texts(deps, model, [query[: model.max_input_chars]])[0]
     hits = deps.engine(kb.retrieval_engine).hybrid_search(

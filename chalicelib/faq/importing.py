@@ -30,22 +30,22 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, StageError
-from ..domain.types import KnowledgeBase, Task, TaskKind, TaskStatus, utcnow
-from ..observability import logger
-from ..ports import Dependencies
-from ..tasks import new_task
-from .commands import (
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, StageError
+from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, TaskStatus, utcnow
+from chalicelib.faq.commands import (
     IMPORT_FILE_TYPES,
     INLINE_MAX_BYTES,
     INLINE_MAX_ENTRIES,
     FaqImportRequest,
     FaqUploadUrlRequest,
 )
-from .entries import FaqIndex, all_entries, require_faq_kb
-from .model import FaqEntry
-from .rows import SourceError, failed_rows_csv, read_rows
-from .validation import Plan, PlannedRow, counts, plan_append, plan_replace
+from chalicelib.faq.entries import FaqIndex, all_entries, require_faq_kb
+from chalicelib.faq.model import FaqEntry
+from chalicelib.faq.rows import SourceError, failed_rows_csv, read_rows
+from chalicelib.faq.validation import Plan, PlannedRow, counts, plan_append, plan_replace
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies
+from chalicelib.tasks import new_task
 
 QUEUE = "faq-import"
 BATCH = 50

@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..domain.clock import from_iso, to_iso
-from ..domain.types import ChunkType, utcnow
-from .normalise import content_hash
+from chalicelib.domain.clock import from_iso, to_iso
+from chalicelib.domain.types import ChunkType, utcnow
+from chalicelib.faq.normalise import content_hash
 
 #: `source_type` of an FAQ entry's index entries
 FAQ_SOURCE = "faq"

@@ -3,7 +3,7 @@
 Two spellings of one question hash equal when they differ only by surrounding blanks, URLs, case, edge
 punctuation, traditional vs simplified characters, full vs half width, or spaces between CJK characters.
 Traditional → simplified is OpenCC's `t2s` table (a maintained dictionary, not a hand-written one), the
-one implementation in `chalicelib.text_fold` that the keyword index uses too.
+one implementation in `chalicelib.domain.text_fold` that the keyword index uses too.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from ..text_fold import to_simplified
+from chalicelib.domain.text_fold import to_simplified
 
 URL = re.compile(r"(?:https?|ftp)://\S+|www\.[^\s/]+\.\S+", re.IGNORECASE)
 #: CJK ideographs, kana, hangul and CJK punctuation: spaces between two of these are dropped

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .validation import ImportRow, PlannedRow
+from chalicelib.faq.validation import ImportRow, PlannedRow
 
 LIST_SEPARATOR = "##"
 FAILED_CSV_HEADER = (

@@ -32,9 +32,9 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from ..offered import enrichment_overview
-from ..progress import bar
-from ..settings import default_corpus
+from chalicelib.domain.progress import bar
+from chalicelib.services.offered import enrichment_overview
+from chalicelib.settings import default_corpus
 
 DIRECT_UPLOAD_MAX_BYTES = (
     4 * 1024 * 1024
@@ -561,7 +561,7 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
             counts = snapshot.restore()
             restored = f"restored {counts.line()} from {snapshot_dir}"
             if bootstrap is not None and hasattr(bootstrap, "get_deps"):
-                from chalicelib.recovery import recover_after_restart
+                from chalicelib.operations.recovery import recover_after_restart
 
                 recovered = recover_after_restart(bootstrap.get_deps())
                 restored += (

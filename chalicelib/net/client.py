@@ -12,8 +12,8 @@ from urllib.parse import urljoin, urlsplit
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
-from ..ports import FetchFailed
-from .ssrf import AllowList, Resolver, URLBlocked, ValidatedURL, check_addresses, validate_url
+from chalicelib.net.ssrf import AllowList, Resolver, URLBlocked, ValidatedURL, check_addresses, validate_url
+from chalicelib.ports import FetchFailed
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_TIMEOUT = 60.0

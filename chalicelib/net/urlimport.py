@@ -7,11 +7,17 @@ import posixpath
 import re
 from urllib.parse import unquote, urlsplit
 
-from ..domain.errors import BadRequest
-from ..domain.filetypes import IMPORTABLE_EXTENSIONS
-from ..ports import FetchedDocument
-from .client import DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT, FetchError, FetchResponse, SafeHttpClient
-from .ssrf import AllowList, Resolver, URLBlocked, validate_url
+from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.filetypes import IMPORTABLE_EXTENSIONS
+from chalicelib.net.client import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_TIMEOUT,
+    FetchError,
+    FetchResponse,
+    SafeHttpClient,
+)
+from chalicelib.net.ssrf import AllowList, Resolver, URLBlocked, validate_url
+from chalicelib.ports import FetchedDocument
 
 PAGE_TYPES = frozenset({"html", "htm", "mhtml"})
 CONTENT_TYPE_TO_EXT = {
@@ -81,10 +87,10 @@ def fetch_url_document(
 
 
 def _page_document(resp: FetchResponse) -> tuple[str, str, bytes, str]:
-    from ..domain.errors import PermanentStageError
-    from ..parsers.base import Limits
-    from ..parsers.guards import HtmlDepth
-    from ..parsers.html import decode_html, html_to_markdown, page_title
+    from chalicelib.domain.errors import PermanentStageError
+    from chalicelib.parsers.base import Limits
+    from chalicelib.parsers.guards import HtmlDepth
+    from chalicelib.parsers.html import decode_html, html_to_markdown, page_title
 
     try:  # before lxml (trafilatura) or lexbor build a tree: deep nesting costs minutes of CPU in both
         HtmlDepth(Limits().max_html_depth).feed(resp.body)

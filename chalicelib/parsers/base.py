@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..domain.errors import PermanentStageError, SpanErrorCode
-from ..ports import AsrEngine, OcrEngine, ParsedImage, ReadRequest, ReadResult
+from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
+from chalicelib.ports import AsrEngine, OcrEngine, ParsedImage, ReadRequest, ReadResult
 
 
 @dataclass(frozen=True)

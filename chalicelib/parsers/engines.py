@@ -9,14 +9,20 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
-from ..ports import ReadRequest, ReadResult
-from .base import ParseContext, ParserEngine, parse_failed, unsupported
-from .guards import preflight
-from .html import parse_epub, parse_html, parse_mhtml
-from .office import convert_with_libreoffice, parse_docx, parse_pptx, parse_spreadsheet, soffice_path
-from .pdf import parse_pdf
-from .simple import SimpleEngine
+from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
+from chalicelib.parsers.base import ParseContext, ParserEngine, parse_failed, unsupported
+from chalicelib.parsers.guards import preflight
+from chalicelib.parsers.html import parse_epub, parse_html, parse_mhtml
+from chalicelib.parsers.office import (
+    convert_with_libreoffice,
+    parse_docx,
+    parse_pptx,
+    parse_spreadsheet,
+    soffice_path,
+)
+from chalicelib.parsers.pdf import parse_pdf
+from chalicelib.parsers.simple import SimpleEngine
+from chalicelib.ports import ReadRequest, ReadResult
 
 Handler = Callable[[ReadRequest, ParseContext], ReadResult]
 

@@ -19,8 +19,8 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-from ..domain.filetypes import IMAGE_EXTENSIONS
-from .base import XML_SUFFIXES, Limits, open_zip_checked, parse_failed, unsupported
+from chalicelib.domain.filetypes import IMAGE_EXTENSIONS
+from chalicelib.parsers.base import XML_SUFFIXES, Limits, open_zip_checked, parse_failed, unsupported
 
 ZIP_KINDS = {"docx": "Word", "xlsx": "Excel", "pptx": "PowerPoint", "epub": "EPUB"}
 HTML_TYPES = frozenset({"html", "htm", "mhtml"})
@@ -235,7 +235,7 @@ def check_pdf_pages(data: bytes, limits: Limits) -> int:
     """pdfium's page count; a PDF it cannot open is left to the engine (which says why)."""
     import pypdfium2 as pdfium
 
-    from .pdf import PDFIUM_LOCK
+    from chalicelib.parsers.pdf import PDFIUM_LOCK
 
     with PDFIUM_LOCK:
         try:

@@ -14,9 +14,16 @@ from urllib.parse import unquote, urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from ..ports import ParsedImage, ReadRequest, ReadResult
-from .base import Limits, ParseContext, image_kind, open_zip_checked, parse_failed, read_member
-from .guards import HtmlDepth
+from chalicelib.parsers.base import (
+    Limits,
+    ParseContext,
+    image_kind,
+    open_zip_checked,
+    parse_failed,
+    read_member,
+)
+from chalicelib.parsers.guards import HtmlDepth
+from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
 DROP_TAGS = frozenset(
     {
@@ -110,7 +117,7 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w-]+)""", re.IGN
 
 
 def decode_html(data: bytes, charset: str | None = None) -> str:
-    from .simple import decode_text
+    from chalicelib.parsers.simple import decode_text
 
     candidates = [charset] if charset else []
     match = _META_CHARSET.search(data[:4096])

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..net.client import FetchError, SafeHttpClient
-from ..ports import ParsedImage, ResolvedImages, StoredImage
-from .base import image_kind
+from chalicelib.net.client import FetchError, SafeHttpClient
+from chalicelib.parsers.base import image_kind
+from chalicelib.ports import ParsedImage, ResolvedImages, StoredImage
 
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_IMAGES_PER_PASS = 30

@@ -16,9 +16,9 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..domain.errors import PermanentStageError, SpanErrorCode, TransientStageError
-from ..settings import subprocess_env
-from .base import image_kind
+from chalicelib.domain.errors import PermanentStageError, SpanErrorCode, TransientStageError
+from chalicelib.parsers.base import image_kind
+from chalicelib.settings import subprocess_env
 
 if TYPE_CHECKING:  # numpy is imported where it is used: Textract-only functions import this module
     import numpy as np

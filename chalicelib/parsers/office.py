@@ -13,9 +13,16 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ..ports import ParsedImage, ReadRequest, ReadResult
-from ..settings import subprocess_env
-from .base import ParseContext, image_kind, markdown_table, open_zip_checked, parse_failed, unsupported
+from chalicelib.parsers.base import (
+    ParseContext,
+    image_kind,
+    markdown_table,
+    open_zip_checked,
+    parse_failed,
+    unsupported,
+)
+from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
+from chalicelib.settings import subprocess_env
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"

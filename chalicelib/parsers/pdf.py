@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ports import ParsedImage, ReadRequest, ReadResult
-from .base import ParseContext, parse_failed
+from chalicelib.parsers.base import ParseContext, parse_failed
+from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
 PDFIUM_LOCK = threading.Lock()  # pdfium is not thread-safe
 SCAN_DPI = 200

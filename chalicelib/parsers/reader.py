@@ -6,15 +6,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..domain.errors import PermanentStageError, SpanErrorCode, StageError, TransientStageError
-from ..domain.filetypes import AUDIO_EXTENSIONS, IMPORTABLE_EXTENSIONS, file_type_of
-from ..domain.languages import with_languages
-from ..observability import logger
-from ..ports import AsrEngine, OcrEngine, ReadRequest, ReadResult
-from .asr import with_language
-from .base import Limits, ParseContext, ParserEngine, parse_failed, resolve_file_type, sniff, unsupported
-from .engines import default_engine_for
-from .guards import preflight
+from chalicelib.domain.errors import PermanentStageError, SpanErrorCode, StageError, TransientStageError
+from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMPORTABLE_EXTENSIONS, file_type_of
+from chalicelib.domain.languages import with_languages
+from chalicelib.observability import logger
+from chalicelib.parsers.asr import with_language
+from chalicelib.parsers.base import (
+    Limits,
+    ParseContext,
+    ParserEngine,
+    parse_failed,
+    resolve_file_type,
+    sniff,
+    unsupported,
+)
+from chalicelib.parsers.engines import default_engine_for
+from chalicelib.parsers.guards import preflight
+from chalicelib.ports import AsrEngine, OcrEngine, ReadRequest, ReadResult
 
 NO_SPEECH_TEXT = "[No speech was recognised in this audio file.]"
 FALLBACK_CHAIN = ("builtin", "simple")
@@ -96,7 +104,7 @@ class EngineDocReader:
         engine, _ = self.choose("pdf", request.engine, dict(request.options or {}))
         if engine.name != "builtin":
             return None
-        from .pdf import count_pages
+        from chalicelib.parsers.pdf import count_pages
 
         return count_pages(request.data, (request.options or {}).get("pdf_password") or None)
 

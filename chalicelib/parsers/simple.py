@@ -8,9 +8,16 @@ import io
 import json
 from typing import Any
 
-from ..domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
-from ..ports import ParsedImage, ReadRequest, ReadResult
-from .base import ParseContext, image_kind, markdown_table, md_escape_cell, parse_failed, unsupported
+from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
+from chalicelib.parsers.base import (
+    ParseContext,
+    image_kind,
+    markdown_table,
+    md_escape_cell,
+    parse_failed,
+    unsupported,
+)
+from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
 TEXT_TYPES = frozenset({"txt", "md", "markdown"})
 SIMPLE_TYPES = TEXT_TYPES | {"csv", "json"} | IMAGE_EXTENSIONS | AUDIO_EXTENSIONS

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from ..domain.clock import to_iso
-from ..domain.errors import SpanErrorCode
-from ..domain.types import Knowledge, KnowledgeBase, ParseStatus, Stage, StageMessage, SummaryStatus
-from ..observability import logger
-from ..ports import Dependencies, WikiOp
+from chalicelib.domain.clock import to_iso
+from chalicelib.domain.errors import SpanErrorCode
+from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, Stage, StageMessage, SummaryStatus
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies, WikiOp
 
 
 def visible_at(delay_seconds: int = 0) -> str:

@@ -1,6 +1,6 @@
 """Embedding and indexing work that stages and the FAQ share: embedding texts through the cache with backoff
 (`EmbeddingRun`), the windows of texts longer than the model reads, index entries of chunks, the extra
-chunks enrichment writes, and the re-read after a write that undoes it for a deleted row.
+chunks enrichment writes.
 
 Windows: Texts longer than the embedding model's window (issue 12): a model that reads only its first N tokens
 (MiniLM: 256) would embed such a chunk truncated, its tail invisible to vector search. A model that says
@@ -20,13 +20,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import copy_context
 from typing import TYPE_CHECKING, Any
 
-from ..backoff import call_with_backoff
-from ..domain.errors import DeferredStageError, PermanentStageError, SpanErrorCode, TransientStageError
-from ..domain.ids import content_hash
-from ..domain.status import may_write
-from ..domain.types import Chunk, Knowledge, KnowledgeBase, ParseStatus
-from ..observability import logger
-from ..ports import (
+from chalicelib.domain.errors import (
+    DeferredStageError,
+    PermanentStageError,
+    SpanErrorCode,
+    TransientStageError,
+)
+from chalicelib.domain.ids import content_hash
+from chalicelib.domain.types import Chunk, Knowledge, KnowledgeBase
+from chalicelib.ports import (
     Dependencies,
     EmbeddingModel,
     IndexEntry,
@@ -36,9 +38,11 @@ from ..ports import (
     ModelUnavailable,
     iter_batches,
 )
+from chalicelib.services.backoff import call_with_backoff
+from chalicelib.services.rows import kept_after_write
 
 if TYPE_CHECKING:
-    from ..ports import Vectors
+    from chalicelib.ports import Vectors
 
 #: cache-key prefix of texts embedded as several windows (bump when the pooling changes)
 WINDOWED = "\x00windows-v1\x00"
@@ -194,25 +198,13 @@ def chunk_entries(
     ]
 
 
-def kept_after_write(deps: Dependencies, knowledge: Knowledge, undo: Callable[[], Any]) -> bool:
-    """Re-reads the row right after a stage wrote for it. A row being deleted (or gone) gets `undo`, so a
-    late write never resurrects a deleted document in search; a cancelled or superseded attempt keeps what
-    it wrote but goes no further (False)."""
-    row = deps.knowledge.get(knowledge.id)
-    if row is None or row.parse_status == ParseStatus.DELETING:
-        undo()
-        logger.info("undid a write for a deleted knowledge", extra={"knowledge_id": knowledge.id})
-        return False
-    return row.attempt == knowledge.attempt and may_write(row.parse_status)
-
-
 def write_extra_chunks(
     deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, chunks: list[Chunk]
 ) -> bool:
     """Chunks made by enrichment (table summaries, the summary): stored, embedded and indexed under their own
     ids with the title in front, and undone if the row was deleted meanwhile. False: the row moved on
     (deleted, cancelled, superseded), so the caller goes no further."""
-    from ..chunker import index_text
+    from chalicelib.chunker import index_text
 
     deps.chunks.put_many(chunks)
     if not kb.indexing_strategy.needs_embedding:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from ..domain.errors import Conflict, NotFound
-from ..domain.storage_keys import upload_intent_key, upload_result_key
-from ..domain.types import Knowledge, KnowledgeBase
-from ..ports import Dependencies
+from chalicelib.domain.errors import Conflict, NotFound
+from chalicelib.domain.storage_keys import upload_intent_key, upload_result_key
+from chalicelib.domain.types import Knowledge, KnowledgeBase
+from chalicelib.ports import Dependencies
 
 
 def require_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:

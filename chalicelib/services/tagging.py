@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..domain.clock import to_iso
-from ..domain.errors import BadRequest, NotFound
-from ..domain.types import Knowledge
-from ..ports import Dependencies
+from chalicelib.domain.clock import to_iso
+from chalicelib.domain.errors import BadRequest, NotFound
+from chalicelib.domain.types import Knowledge
+from chalicelib.ports import Dependencies
 
 #: a tag being deleted: no new document may get it
 DELETING = "deleting"

@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from . import (  # noqa: F401
+    from chalicelib.stages import (  # noqa: F401
         chunking,
         docreader,
         embedding,

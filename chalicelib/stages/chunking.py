@@ -10,15 +10,15 @@ import itertools
 import math
 from typing import Any
 
-from ..domain.errors import PermanentStageError, SpanErrorCode
-from ..domain.ids import chunk_id, content_hash
-from ..domain.process_config import resolve
-from ..domain.storage_keys import parsed_markdown_key
-from ..domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
-from ..ports import Dependencies
-from ..services.dispatch import enqueue
-from ..services.indexing import kept_after_write
-from .runner import live_knowledge, run_stage
+from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
+from chalicelib.domain.ids import chunk_id, content_hash
+from chalicelib.domain.process_config import resolve
+from chalicelib.domain.storage_keys import parsed_markdown_key
+from chalicelib.domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
+from chalicelib.ports import Dependencies
+from chalicelib.services.dispatch import enqueue
+from chalicelib.services.rows import kept_after_write, live_knowledge
+from chalicelib.stages.runner import run_stage
 
 #: an ordinary document never reaches this: the docreader's cap of 50 million characters of Markdown is about
 #: 116,000 chunks at the default 512/80 runes (50,000 refused a 200,000-row, ten-column spreadsheet, issue 12)
@@ -56,7 +56,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             "parent_child": config.enable_parent_child,
         },
     )
-    from ..chunker import normalise_markdown
+    from chalicelib.chunker import normalise_markdown
 
     parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
     markdown = normalise_markdown(deps.files.read(parsed).decode("utf-8"))
@@ -90,7 +90,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
 def build_chunks(
     knowledge: Knowledge, markdown: str, config: ChunkingConfig
 ) -> tuple[list[Chunk], dict[str, Any]]:
-    from ..chunker import split, split_parent_child
+    from chalicelib.chunker import split, split_parent_child
 
     def make(seq: int, piece: Any, chunk_type: ChunkType, parent: bool = False) -> Chunk:
         return Chunk(

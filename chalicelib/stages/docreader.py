@@ -15,28 +15,28 @@ import json
 from dataclasses import asdict, replace
 from typing import Any
 
-from .. import metering
-from ..domain.errors import BadRequest, PermanentStageError, SpanErrorCode, TransientStageError
-from ..domain.filetypes import MARKUP_EXTENSIONS, is_importable
-from ..domain.languages import with_languages
-from ..domain.process_config import engine_rules, resolve
-from ..domain.storage_keys import exports_key, images_manifest_key, parsed_markdown_key
-from ..domain.types import Knowledge, KnowledgeType, Stage, StageMessage
-from ..domain.urls import redact_credentials
-from ..markup import strip_active_content
-from ..observability import logger
-from ..parsers.asr import (
+from chalicelib.domain import metering
+from chalicelib.domain.errors import BadRequest, PermanentStageError, SpanErrorCode, TransientStageError
+from chalicelib.domain.filetypes import MARKUP_EXTENSIONS, is_importable
+from chalicelib.domain.languages import with_languages
+from chalicelib.domain.markup import strip_active_content
+from chalicelib.domain.process_config import engine_rules, resolve
+from chalicelib.domain.storage_keys import exports_key, images_manifest_key, parsed_markdown_key
+from chalicelib.domain.types import Knowledge, KnowledgeType, Stage, StageMessage
+from chalicelib.domain.urls import redact_credentials
+from chalicelib.observability import logger
+from chalicelib.parsers.asr import (
     TRANSCRIPTION_CURSOR,
     TranscriptionPending,
     transcription_key,
     transcription_scope,
 )
-from ..ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
-from ..services.dispatch import enqueue
-from ..services.indexing import kept_after_write
-from ..usable import require_usable_for_stage
-from . import page_range_store, page_ranges
-from .runner import run_stage, stage_deadline
+from chalicelib.ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
+from chalicelib.services import page_range_store, page_ranges
+from chalicelib.services.dispatch import enqueue
+from chalicelib.services.rows import kept_after_write
+from chalicelib.services.usable import require_usable_for_stage
+from chalicelib.stages.runner import run_stage, stage_deadline
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -14,25 +14,17 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..derived_data import remove_derived_data
-from ..domain.errors import (
-    ContinueLater,
-    PermanentStageError,
-    SpanErrorCode,
-    TransientStageError,
-)
-from ..domain.ids import attempt_chunk_prefix, execution_name
-from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
-from ..domain.types import ChunkType, Knowledge, KnowledgeBase, Stage, StageMessage
-from ..observability import logger
-from ..ports import (
-    Dependencies,
-    IndexEntry,
-    IndexSpace,
-)
-from ..services.indexing import EmbeddingRun, chunk_entries, kept_after_write
-from ..usable import require_usable_for_stage
-from .runner import live_knowledge, out_of_time, run_stage
+from chalicelib.domain.errors import ContinueLater, PermanentStageError, SpanErrorCode, TransientStageError
+from chalicelib.domain.ids import attempt_chunk_prefix, execution_name
+from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
+from chalicelib.domain.types import ChunkType, Knowledge, KnowledgeBase, Stage, StageMessage
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies, IndexEntry, IndexSpace
+from chalicelib.services.derived_data import remove_derived_data
+from chalicelib.services.indexing import EmbeddingRun, chunk_entries
+from chalicelib.services.rows import kept_after_write, live_knowledge
+from chalicelib.services.usable import require_usable_for_stage
+from chalicelib.stages.runner import out_of_time, run_stage
 
 if TYPE_CHECKING:
     pass
@@ -174,7 +166,7 @@ def index_knowledge(
             "next_offset": None,
             "next_cursor": None,
         }
-    from ..chunker import index_text
+    from chalicelib.chunker import index_text
 
     model = require_usable_for_stage(deps, kb)
     space = IndexSpace.of(model)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..domain.plan import TEXT_LIKE, WINDOW
-from ..domain.process_config import EXTRACTIVE_SUMMARY, resolve
-from ..domain.types import (
+from chalicelib.domain.plan import TEXT_LIKE, WINDOW
+from chalicelib.domain.process_config import EXTRACTIVE_SUMMARY, resolve
+from chalicelib.domain.types import (
     Chunk,
     ChunkType,
     Knowledge,
@@ -25,12 +25,13 @@ from ..domain.types import (
     Stage,
     SummaryStatus,
 )
-from ..ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
-from ..services.dispatch import request_summary_refresh
-from ..services.indexing import kept_after_write, write_extra_chunks
-from .messages import SubtaskMessageModel
-from .runner import Skip, run_task, task_knowledge
-from .slots import settle_slot
+from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
+from chalicelib.services.dispatch import request_summary_refresh
+from chalicelib.services.indexing import write_extra_chunks
+from chalicelib.services.rows import kept_after_write
+from chalicelib.services.slots import settle_slot
+from chalicelib.stages.messages import SubtaskMessageModel
+from chalicelib.stages.runner import Skip, run_task, task_knowledge
 
 SUMMARY_SEQ = 200_000
 GRAPH_CHUNKS_PER_CALL = 5
@@ -71,7 +72,7 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
         elif kind == "auto_tag":
             outputs = auto_tag(deps, knowledge, kb)
         elif kind == "wiki":
-            from ..services.dispatch import enqueue_wiki
+            from chalicelib.services.dispatch import enqueue_wiki
 
             enqueue_wiki(deps, knowledge, kb, task.task_token)
             return None  # the document's slot is released when its pages are in
@@ -108,7 +109,7 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     """Spec §1.13: stored as the description and as an indexed `summary` chunk; dropped when the title or
     the metadata changed, or a new attempt began, while the model was writing it (a refresh then runs on
     the new content)."""
-    from ..enrich.summary import summarize, summary_input
+    from chalicelib.enrich.summary import summarize, summary_input
 
     deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PROCESSING.value)
     chunks = _chunks(deps, knowledge)
@@ -161,9 +162,9 @@ def _summary_failed(
 def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: int) -> dict[str, Any]:
     """Spec §1.15: each text chunk of the window gets N questions (its neighbours as context), kept in its
     metadata and indexed as extra entries that point at it; a chunk that changed meanwhile keeps none."""
-    from ..chunker import index_text
-    from ..enrich.questions import generate
-    from ..services.indexing import embed_texts
+    from chalicelib.chunker import index_text
+    from chalicelib.enrich.questions import generate
+    from chalicelib.services.indexing import embed_texts
 
     effective = resolve(kb, knowledge.process_overrides)
     chat = deps.chat_model(effective.chat_model_id)
@@ -231,7 +232,7 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
 
 def graph(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: int) -> dict[str, Any]:
     """Spec §1.16: entities and relations of a window of text-like chunks, several chunks per model call."""
-    from ..enrich.graph import extract
+    from chalicelib.enrich.graph import extract
 
     effective = resolve(kb, knowledge.process_overrides)
     chat = deps.chat_model(effective.chat_model_id)
@@ -265,8 +266,8 @@ AUTO_TAG_INPUT_CHARS = 16_000
 def auto_tag(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict[str, Any]:
     """Spec §1.14: up to `max_tags` of the knowledge base's own tags, chosen by the chat model with a
     confidence of at least 0.75; only relations the document does not have yet are added."""
-    from ..enrich.auto_tag import choose
-    from ..services.tagging import DELETING, add_tags
+    from chalicelib.enrich.auto_tag import choose
+    from chalicelib.services.tagging import DELETING, add_tags
 
     effective = resolve(kb, knowledge.process_overrides)
     if not effective.auto_tag_enabled or kb.type != "document":

@@ -14,10 +14,10 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, Field, ValidationError
 
-from ..domain.errors import DeferredStageError
-from ..faq.importing import QUEUE, run
-from ..ports import Dependencies
-from .runner import come_back_soon, parse_body, process_batch, receive_count
+from chalicelib.domain.errors import DeferredStageError
+from chalicelib.faq.importing import QUEUE, run
+from chalicelib.ports import Dependencies
+from chalicelib.stages.runner import come_back_soon, parse_body, process_batch, receive_count
 
 
 class ImportMessage(BaseModel):

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..domain.clock import iso_before
-from ..domain.errors import SpanErrorCode
-from ..domain.ids import execution_name
-from ..domain.types import Knowledge, ParseStatus, SpanStatus, SummaryStatus
-from ..observability import logger
-from ..ports import Dependencies
-from ..tasks import redrive_delete
+from chalicelib.domain.clock import iso_before
+from chalicelib.domain.errors import SpanErrorCode
+from chalicelib.domain.ids import execution_name
+from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, SummaryStatus
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies
+from chalicelib.tasks import redrive_delete
 
 
 @dataclass

@@ -17,13 +17,13 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, Field, ValidationError
 
-from ..commands import ProcessConfig as ProcessConfigModel
-from ..commands import ReparseRequest, validate
-from ..domain.errors import AppError, StageError
-from ..domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
-from ..ports import Dependencies
-from ..tasks.delete import delete_one
-from .runner import come_back_soon, parse_body, process_batch
+from chalicelib.commands import ProcessConfig as ProcessConfigModel
+from chalicelib.commands import ReparseRequest, validate
+from chalicelib.domain.errors import AppError, StageError
+from chalicelib.domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
+from chalicelib.ports import Dependencies
+from chalicelib.stages.runner import come_back_soon, parse_body, process_batch
+from chalicelib.tasks.delete import delete_one
 
 QUEUE = "lifecycle"
 SLICE_SECONDS = 30.0
@@ -77,7 +77,7 @@ def run(deps: Dependencies, task_id: str) -> None:
             return
     if task.kind == TaskKind.DELETE_KB:
         deps.tags.delete_kb(task.kb_id)  # its knowledge is gone: every tag and relation left goes too
-        from ..faq.entries import purge_kb
+        from chalicelib.faq.entries import purge_kb
 
         purge_kb(deps, task.kb_id)  # an FAQ knowledge base's entries and their index entries
         deps.kbs.delete(task.kb_id)
@@ -127,18 +127,18 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
                 task.items.append(row.id)
                 yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, ReparseRequest())
     elif task.kind == TaskKind.MOVE:
-        from ..tasks.move_clone import move_work
+        from chalicelib.tasks.move_clone import move_work
 
         yield from move_work(deps, task)
     elif task.kind == TaskKind.CLONE_KB:
-        from ..tasks.move_clone import clone_work
+        from chalicelib.tasks.move_clone import clone_work
 
         yield from clone_work(deps, task)
 
 
 def _untag_all(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
     """The tag's relations, page by page (each step removes the one it did, so the next page is the start)."""
-    from ..services.tagging import untag
+    from chalicelib.services.tagging import untag
 
     tag_id = str(task.params["tag_id"])
     seen: set[tuple[str, str]] = set()
@@ -158,6 +158,6 @@ def _kb_rows(deps: Dependencies, kb_id: str, wanted: Any) -> list[Knowledge]:
 
 
 def _reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: ReparseRequest) -> None:
-    from ..reparse import reparse
+    from chalicelib.tasks.reparse import reparse
 
     reparse(deps, tenant_id, knowledge_id, request)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..domain.types import StageMessage
+from chalicelib.domain.types import StageMessage
 
 
 class StageMessageModel(BaseModel):

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..domain.errors import SpanErrorCode, StageError
-from ..domain.ids import image_chunk_id
-from ..domain.languages import with_languages
-from ..domain.process_config import EffectiveProcessConfig, resolve
-from ..domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
-from ..enrich import images as prompts
-from ..ports import Dependencies, IndexSpace, ModelRequestError
-from ..services.indexing import kept_after_write
-from .messages import ImageRef, ImageTaskModel
-from .runner import Skip, run_task, task_knowledge
+from chalicelib.domain.errors import SpanErrorCode, StageError
+from chalicelib.domain.ids import image_chunk_id
+from chalicelib.domain.languages import with_languages
+from chalicelib.domain.process_config import EffectiveProcessConfig, resolve
+from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
+from chalicelib.enrich import images as prompts
+from chalicelib.ports import Dependencies, IndexSpace, ModelRequestError
+from chalicelib.services.rows import kept_after_write
+from chalicelib.stages.messages import ImageRef, ImageTaskModel
+from chalicelib.stages.runner import Skip, run_task, task_knowledge
 
 #: image chunks sort after every text chunk of the document
 IMAGE_SEQ_BASE = 100_000
@@ -142,7 +142,7 @@ def _write_chunks(
         raise Skip("the knowledge was deleted, cancelled or superseded")
     if not kb.indexing_strategy.needs_embedding:
         return
-    from ..services.indexing import chunk_entries, embed_texts
+    from chalicelib.services.indexing import chunk_entries, embed_texts
 
     # No title prefix: the image's own words are what a query should meet (spec §1.11); a hit shows the
     # image's text, and the chunk names its bound text chunk.

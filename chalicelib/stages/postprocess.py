@@ -15,26 +15,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import metering
-from ..domain.filetypes import DATA_TABLE_EXTENSIONS
-from ..domain.ids import attempt_chunk_prefix
-from ..domain.plan import plan, planned_subtask
-from ..domain.process_config import EffectiveProcessConfig, resolve
-from ..domain.storage_keys import parsed_markdown_key
-from ..domain.types import (
-    Chunk,
-    ChunkType,
-    Knowledge,
-    KnowledgeBase,
-    ParseStatus,
-    SpanStatus,
-    Stage,
-)
-from ..observability import logger
-from ..ports import Dependencies, ModelRequestError
-from ..services.indexing import write_extra_chunks
-from .messages import TaskMessageModel
-from .runner import Skip, checked_task_row, run_task
+from chalicelib.domain import metering
+from chalicelib.domain.filetypes import DATA_TABLE_EXTENSIONS
+from chalicelib.domain.ids import attempt_chunk_prefix
+from chalicelib.domain.plan import plan, planned_subtask
+from chalicelib.domain.process_config import EffectiveProcessConfig, resolve
+from chalicelib.domain.storage_keys import parsed_markdown_key
+from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies, ModelRequestError
+from chalicelib.services.indexing import write_extra_chunks
+from chalicelib.stages.messages import TaskMessageModel
+from chalicelib.stages.runner import Skip, checked_task_row, run_task
 
 TABLE_SEQ_BASE = 300_000
 #: where the planner leaves the row (finalizing with a count, or completed with nothing planned)
@@ -96,7 +88,7 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
         knowledge, Stage.POSTPROCESS, {"planned": planned, "not_planned": not_planned, **table}
     )
     if effective.auto_tag_enabled and effective.has_chat_model and kb.type == "document":
-        from ..services.dispatch import request_auto_tag
+        from chalicelib.services.dispatch import request_auto_tag
 
         request_auto_tag(deps, knowledge)  # outside the count
     plan_record = {"planned": planned, "not_planned": not_planned}
@@ -121,7 +113,7 @@ def _table_summary(
         return {}
     if not effective.has_chat_model:
         return {"table_summary": "skipped: no chat model configured"}
-    from ..enrich.tables import schema_of, summarise
+    from chalicelib.enrich.tables import schema_of, summarise
 
     parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
     schema = schema_of(deps.files.read(parsed).decode("utf-8"))

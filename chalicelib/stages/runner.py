@@ -27,14 +27,14 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, ValidationError
 
-from .. import metering
-from ..domain.errors import ContinueLater, DeferredStageError, SpanErrorCode, StageError
-from ..domain.types import Knowledge, ParseStatus, Stage, StageMessage
-from ..observability import logger, stage_outcome
-from ..ports import Dependencies
-from ..services.dispatch import enqueue
-from .messages import StageMessageModel, TaskMessageModel
-from .usage import metered_invocation
+from chalicelib.domain import metering
+from chalicelib.domain.errors import ContinueLater, DeferredStageError, SpanErrorCode, StageError
+from chalicelib.domain.types import Knowledge, ParseStatus, Stage, StageMessage
+from chalicelib.observability import logger, stage_outcome
+from chalicelib.ports import Dependencies
+from chalicelib.services.dispatch import enqueue
+from chalicelib.services.usage import metered_invocation
+from chalicelib.stages.messages import StageMessageModel, TaskMessageModel
 
 M = TypeVar("M", bound=BaseModel)
 StageWork = Callable[[Dependencies, StageMessage], None]
@@ -103,23 +103,6 @@ def receive_count(record: SQSRecord) -> int:
 def fail_knowledge(deps: Dependencies, message: StageMessage, stage: Stage, code: str, reason: str) -> None:
     deps.knowledge.mark_failed(message.knowledge_id, message.attempt, reason, code)
     deps.tracker.fail_stage(message.knowledge_id, message.attempt, stage, code, reason)
-
-
-def live_knowledge(deps: Dependencies, message: StageMessage) -> Knowledge | None:
-    """The row when this attempt may still write (processing, same attempt); None to drop the message."""
-    knowledge = deps.knowledge.get(message.knowledge_id)
-    if (
-        knowledge is None
-        or knowledge.attempt != message.attempt
-        or knowledge.parse_status != ParseStatus.PROCESSING
-    ):
-        logger.info(
-            "dropping a message: row missing, superseded or not processing",
-            extra={"knowledge_id": message.knowledge_id, "attempt": message.attempt},
-        )
-        return None
-    metering.attribute(knowledge.kb_id, knowledge.tenant_id)
-    return knowledge
 
 
 def run_stage(

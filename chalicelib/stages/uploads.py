@@ -9,9 +9,9 @@ from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from ..create import accept_uploaded_object
-from ..ports import Dependencies
-from .runner import process_batch
+from chalicelib.operations.create import accept_uploaded_object
+from chalicelib.ports import Dependencies
+from chalicelib.stages.runner import process_batch
 
 
 def object_keys(body: str) -> list[str]:

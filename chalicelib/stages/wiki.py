@@ -16,16 +16,16 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, Field, ValidationError
 
-from ..domain.process_config import resolve
-from ..domain.storage_keys import parsed_markdown_key
-from ..domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
-from ..observability import logger
-from ..ports import Dependencies, ModelRequestError, WikiOp, WikiPageRecord
-from ..services.dispatch import FINALIZE_DELAY_SECONDS, trigger_wiki
-from ..services.dispatch import WIKI_QUEUE as QUEUE
-from ..services.indexing import write_extra_chunks
-from .runner import Skip, come_back_soon, parse_body, process_batch
-from .slots import settle_slot
+from chalicelib.domain.process_config import resolve
+from chalicelib.domain.storage_keys import parsed_markdown_key
+from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies, ModelRequestError, WikiOp, WikiPageRecord
+from chalicelib.services.dispatch import FINALIZE_DELAY_SECONDS, trigger_wiki
+from chalicelib.services.dispatch import WIKI_QUEUE as QUEUE
+from chalicelib.services.indexing import write_extra_chunks
+from chalicelib.services.slots import settle_slot
+from chalicelib.stages.runner import Skip, come_back_soon, parse_body, process_batch
 
 FOLLOW_UP_DELAY_SECONDS = 5
 BATCH = 5
@@ -103,7 +103,7 @@ def _answer(deps: Dependencies, op: WikiOp, output: dict[str, Any]) -> None:
 
 
 def _pages(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> int:
-    from ..enrich.wiki import pages_for
+    from chalicelib.enrich.wiki import pages_for
 
     chat = deps.chat_model(resolve(kb, knowledge.process_overrides).chat_model_id)
     if chat is None:
@@ -138,7 +138,7 @@ def _pages(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> int:
 
 def finalize(deps: Dependencies, kb_id: str) -> None:
     """Coalesced per knowledge base: the index page and the cross-links, from the page records."""
-    from ..enrich.wiki import cross_links, index_page
+    from chalicelib.enrich.wiki import cross_links, index_page
 
     records = [r for r in deps.wiki.pages(kb_id) if _live(deps, r.knowledge_id)]
     deps.wiki.put_index(kb_id, index_page([(r.document, r.title) for r in records]))

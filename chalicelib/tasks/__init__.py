@@ -8,9 +8,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..domain.errors import NotFound
-from ..domain.types import Knowledge, Task, TaskKind
-from ..ports import Dependencies
+from chalicelib.domain.errors import NotFound
+from chalicelib.domain.types import Knowledge, Task, TaskKind
+from chalicelib.ports import Dependencies
 
 LIFECYCLE_QUEUE = "lifecycle"
 

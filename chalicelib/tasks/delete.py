@@ -7,13 +7,13 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 
-from ..domain.ids import execution_name
-from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
-from ..domain.types import Knowledge
-from ..observability import logger
-from ..ports import Dependencies
-from ..stages import page_range_store
-from ..usable import index_space_if_usable
+from chalicelib.domain.ids import execution_name
+from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
+from chalicelib.domain.types import Knowledge
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies
+from chalicelib.services import page_range_store
+from chalicelib.services.usable import index_space_if_usable
 
 
 def delete_one(deps: Dependencies, knowledge_id: str) -> None:
@@ -47,7 +47,7 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
             future.result()  # the first error stops the delete: the row stays `deleting`, the task retries
     if kb is not None:  # the document's graph contribution and its wiki pages go with it
         deps.graph.delete_knowledge(kb.id, knowledge.id)
-        from ..services.dispatch import retract_wiki
+        from chalicelib.services.dispatch import retract_wiki
 
         retract_wiki(deps, kb, knowledge.id)
     deps.tags.remove_knowledge(knowledge.id)  # its tag relations (WeKnora: after the index, before the row)

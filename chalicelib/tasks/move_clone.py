@@ -28,10 +28,10 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from ..domain.errors import PermanentStageError
-from ..domain.status import is_in_flight
-from ..domain.storage_keys import images_manifest_key, parsed_markdown_key
-from ..domain.types import (
+from chalicelib.domain.errors import PermanentStageError
+from chalicelib.domain.status import is_in_flight
+from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
+from chalicelib.domain.types import (
     Chunk,
     EnableStatus,
     Knowledge,
@@ -42,9 +42,9 @@ from ..domain.types import (
     SummaryStatus,
     Task,
 )
-from ..observability import logger
-from ..ports import Dependencies, DuplicateKnowledge, IndexSpace
-from ..tag_names import tag_by_names, tag_names
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies, DuplicateKnowledge, IndexSpace
+from chalicelib.services.tag_names import tag_by_names, tag_names
 
 #: copies made concurrently (WeKnora clones 10 at a time)
 CLONE_BATCH = 10
@@ -92,7 +92,7 @@ def _retract(deps: Dependencies, kb: KnowledgeBase | None, knowledge_id: str) ->
     if kb is None:
         return
     deps.graph.delete_knowledge(kb.id, knowledge_id)
-    from ..services.dispatch import retract_wiki
+    from chalicelib.services.dispatch import retract_wiki
 
     retract_wiki(deps, kb, knowledge_id)
 
@@ -167,8 +167,8 @@ def _carry_wiki_pages(
 ) -> None:
     """The document's wiki page records (its `wiki_page` chunks travel with its chunks) join the target's
     wiki, whose index is rebuilt when the target keeps a wiki."""
-    from ..ports import WikiPageRecord
-    from ..services.dispatch import FINALIZE_DELAY_SECONDS, trigger_wiki
+    from chalicelib.ports import WikiPageRecord
+    from chalicelib.services.dispatch import FINALIZE_DELAY_SECONDS, trigger_wiki
 
     records = [r for r in deps.wiki.pages(source_kb_id) if r.knowledge_id == knowledge_id]
     if not records:
@@ -191,8 +191,8 @@ def _reparse_in_target(
         deps.engine(source.retrieval_engine).delete_by_knowledge(_space(deps, source), source.id, [row.id])
     if row.parse_status != ParseStatus.COMPLETED:
         return  # an earlier delivery already started the new attempt
-    from ..commands import ReparseRequest
-    from ..reparse import reparse
+    from chalicelib.commands import ReparseRequest
+    from chalicelib.tasks.reparse import reparse
 
     reparse(deps, row.tenant_id, row.id, ReparseRequest())
 
@@ -256,7 +256,7 @@ def plan_clone(deps: Dependencies, task: Task, source: KnowledgeBase, target: Kn
 
 
 def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
-    from .delete import delete_one
+    from chalicelib.tasks.delete import delete_one
 
     source = deps.kbs.get(str(task.params["source_kb_id"]))
     target = deps.kbs.get(task.kb_id)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from chalicelib import metering
 from chalicelib.bootstrap import Services
+from chalicelib.domain import metering
 from chalicelib.local.runtime import LocalRuntime
 
 from .conftest import Api

@@ -126,9 +126,9 @@ def test_tags_are_created_renamed_listed_and_scoped(api: Api, other_api: Api, ru
 
 
 def test_the_tag_cap_is_a_400(api: Api, runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
-    import chalicelib.tags
+    import chalicelib.operations.tags
 
-    monkeypatch.setattr(chalicelib.tags, "MAX_TAGS_PER_KB", 2)
+    monkeypatch.setattr(chalicelib.operations.tags, "MAX_TAGS_PER_KB", 2)
     kb = api.create_kb()
     _tag(api, kb["id"], "one")
     _tag(api, kb["id"], "two")

@@ -112,7 +112,12 @@ def test_the_check_reaches_what_each_function_runs(built: dict[str, Any]) -> Non
     checked = {name: set(report.checked) for name, report in built["reports"].items()}
     api = checked["APIHandler"]
     assert {"app.app", "chalicelib.api.routes", "chalicelib.api.openapi", "build_services()"} <= api
-    assert {"chalicelib.search", "chalicelib.chunker", "deps.embedding_model()", "deps.ocr()"} <= api
+    assert {
+        "chalicelib.operations.search",
+        "chalicelib.chunker",
+        "deps.embedding_model()",
+        "deps.ocr()",
+    } <= api
     assert any(call.startswith("deps.engine(") and "opensearch" in call for call in api)
     stages = {
         "OnUploadEvent": "uploads",

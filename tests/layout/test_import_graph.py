@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .import_graph import PACKAGE, cycles, graph, modules
+from .import_graph import PACKAGE, ROOT, cycles, graph, modules
 
 
 def test_no_import_loop_inside_the_package() -> None:
@@ -26,3 +26,38 @@ def test_the_graph_sees_imports_inside_functions_and_skips_type_checking_ones(tm
     (package / "d.py").write_text("from .c import anything\n")
     assert set(modules(tmp_path)) == {PACKAGE, *(f"{PACKAGE}.{m}" for m in "abcd")}
     assert cycles(graph(tmp_path)) == [[f"{PACKAGE}.a", f"{PACKAGE}.b"]]
+
+
+#: the floors, top to bottom: a module may import its own floor and those below, never one above
+#: (`app` → `api`/`stages` → `operations`/`tasks` → `services` → `ports` → `domain`; ARCHITECTURE.md)
+NEVER_IMPORTS = {
+    "domain": {"api", "stages", "operations", "tasks", "services", "ports", "adapters", "local", "bootstrap"},
+    "ports": {"api", "stages", "operations", "tasks", "services", "adapters", "local", "bootstrap"},
+    "services": {"api", "stages", "operations", "tasks", "adapters", "local", "bootstrap"},
+    "tasks": {"api", "stages", "operations", "adapters", "local", "bootstrap"},
+    "operations": {"api", "stages", "adapters", "local", "bootstrap"},
+    "stages": {"api", "local", "bootstrap"},
+    "api": {"stages", "adapters", "local", "bootstrap"},
+    "adapters": {"api", "stages", "operations", "tasks", "services", "local", "bootstrap"},
+}
+
+
+def floor(module: str) -> str:
+    """`chalicelib.services.dispatch` -> `services`; a top-level module is its own floor."""
+    return module.split(".")[1] if "." in module else module
+
+
+def test_no_module_imports_a_floor_above_its_own() -> None:
+    climbs = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph().items()
+        for target in targets
+        if floor(target) in NEVER_IMPORTS.get(floor(module), set())
+    )
+    assert climbs == []
+
+
+def test_the_top_level_holds_only_the_shared_modules() -> None:
+    top = {m for m in modules() if m.count(".") == 1 and not (ROOT / m.replace(".", "/")).is_dir()}
+    # the ports are a package of their own (one module per kind of port), re-exported by `chalicelib.ports`
+    assert top == {f"{PACKAGE}.{m}" for m in ("bootstrap", "commands", "observability", "settings")}

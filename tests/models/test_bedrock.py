@@ -23,7 +23,6 @@ from chalicelib.adapters.models.bedrock import (
     BedrockVisionModel,
     map_bedrock_error,
 )
-from chalicelib.backoff import call_with_backoff
 from chalicelib.ports import (
     ModelAuthError,
     ModelEmptyResponse,
@@ -31,6 +30,7 @@ from chalicelib.ports import (
     ModelThrottled,
     ModelUnavailable,
 )
+from chalicelib.services.backoff import call_with_backoff
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 

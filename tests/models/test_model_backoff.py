@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.backoff import backoff_delay, call_with_backoff
 from chalicelib.ports import ModelRequestError, ModelThrottled, ModelUnavailable
+from chalicelib.services.backoff import backoff_delay, call_with_backoff
 
 
 class Flaky:

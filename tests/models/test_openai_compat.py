@@ -22,7 +22,6 @@ from chalicelib.adapters.models.openai_compat import (
     OpenAIVisionModel,
     SafeTransport,
 )
-from chalicelib.backoff import call_with_backoff
 from chalicelib.net.client import SafeHttpClient
 from chalicelib.net.ssrf import AllowList
 from chalicelib.ports import (
@@ -32,6 +31,7 @@ from chalicelib.ports import (
     ModelThrottled,
     ModelUnavailable,
 )
+from chalicelib.services.backoff import call_with_backoff
 
 JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 16
 #: the SSRF-safe transport every model call uses, allowed to reach the loopback test server

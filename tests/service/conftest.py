@@ -109,13 +109,13 @@ def tenant(deps: Services) -> Tenant:
 
 @pytest.fixture
 def kb(deps: Services, tenant: Tenant) -> KnowledgeBase:
-    from chalicelib.knowledge_bases import create_kb
+    from chalicelib.operations.knowledge_bases import create_kb
 
     return create_kb(deps, tenant.id, CreateKnowledgeBase(name="handbook"))
 
 
 def upload(deps: Services, kb: KnowledgeBase, name: str = "notes.md", data: bytes = TEXT) -> Knowledge:
-    from chalicelib.create import FileUpload, create_from_file
+    from chalicelib.operations.create import FileUpload, create_from_file
 
     return create_from_file(deps, kb.tenant_id, kb.id, FileUpload(data=data, file_name=name))
 

@@ -1,4 +1,4 @@
-"""Tenant and API-key administration (chalicelib/admin.py) and what authentication makes of it: several
+"""Tenant and API-key administration (chalicelib/operations/admin.py) and what authentication makes of it: several
 keys per tenant, stored hashed, a revoked key refused at once, the primary key of an existing tenant
 listed and revocable like an issued one, and the operator key guarding it all."""
 
@@ -21,7 +21,7 @@ def code_of(call: object, *args: object) -> tuple[int, str]:
 
 
 def test_a_created_tenant_authenticates_with_its_key_which_is_stored_only_hashed(deps: Services) -> None:
-    from chalicelib import admin, tenants
+    from chalicelib.operations import admin, tenants
 
     tenant, key, secret = admin.create_tenant(deps, CreateTenantRequest(name="acme"))
     assert tenants.authenticate(deps, secret).id == tenant.id
@@ -32,7 +32,7 @@ def test_a_created_tenant_authenticates_with_its_key_which_is_stored_only_hashed
 
 
 def test_several_keys_and_a_revoked_one_answers_401_at_once(deps: Services) -> None:
-    from chalicelib import admin, tenants
+    from chalicelib.operations import admin, tenants
 
     tenant, first, first_secret = admin.create_tenant(deps, CreateTenantRequest(name="acme"))
     second, second_secret = admin.issue_key(deps, tenant.id, IssueKeyRequest(name="ci"))
@@ -47,7 +47,7 @@ def test_several_keys_and_a_revoked_one_answers_401_at_once(deps: Services) -> N
 
 
 def test_the_local_tenants_primary_key_is_listed_and_revocable(deps: Services) -> None:
-    from chalicelib import admin, tenants
+    from chalicelib.operations import admin, tenants
 
     local = ensure_local_tenant("local-dev-key", deps)
     (primary,) = admin.list_keys(deps, local.id)
@@ -60,7 +60,7 @@ def test_the_local_tenants_primary_key_is_listed_and_revocable(deps: Services) -
 
 
 def test_unknown_tenants_and_keys_are_404(deps: Services) -> None:
-    from chalicelib import admin
+    from chalicelib.operations import admin
 
     tenant, _, _ = admin.create_tenant(deps, CreateTenantRequest(name="acme"))
     assert code_of(admin.list_keys, deps, "nope") == (404, "tenant_not_found")
@@ -69,7 +69,7 @@ def test_unknown_tenants_and_keys_are_404(deps: Services) -> None:
 
 
 def test_the_operator_key_guards_the_admin_operations(deps: Services) -> None:
-    from chalicelib import admin
+    from chalicelib.operations import admin
 
     assert code_of(admin.authorize_operator, deps, "anything") == (403, "admin_disabled")
     deps.settings = replace(deps.settings, operator_key="op-secret")

@@ -9,9 +9,9 @@ from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.ids import chunk_id, content_hash
 from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import ChunkType, KnowledgeBase, ParseStatus, Tenant
-from chalicelib.knowledge_bases import create_kb
-from chalicelib.reparse import reparse
+from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.stages import chunking
+from chalicelib.tasks.reparse import reparse
 
 from .conftest import deliver, message, upload
 

@@ -16,21 +16,21 @@ from chalicelib.adapters.memory import (
 )
 from chalicelib.bootstrap import Services
 from chalicelib.commands import ManualRequest, ReparseRequest, UploadUrlRequest, UrlImportRequest
-from chalicelib.create import (
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, SpanErrorCode
+from chalicelib.domain.ids import file_dedupe_key, file_md5
+from chalicelib.domain.storage_keys import upload_intent_key
+from chalicelib.domain.types import EnableStatus, KnowledgeBase, KnowledgeType, ParseStatus
+from chalicelib.operations.create import (
     accept_uploaded_object,
     create_from_url,
     create_manual,
     create_upload_url,
 )
-from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, SpanErrorCode
-from chalicelib.domain.ids import file_dedupe_key, file_md5
-from chalicelib.domain.storage_keys import upload_intent_key
-from chalicelib.domain.types import EnableStatus, KnowledgeBase, KnowledgeType, ParseStatus
-from chalicelib.knowledge import get_knowledge
+from chalicelib.operations.knowledge import get_knowledge
 from chalicelib.ports import FetchedDocument, FetchFailed
-from chalicelib.reparse import reparse
 from chalicelib.services.ownership import missing_knowledge_error
 from chalicelib.stages import uploads
+from chalicelib.tasks.reparse import reparse
 
 from .conftest import TEXT, deliver, drain, upload
 

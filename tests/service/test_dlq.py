@@ -1,4 +1,4 @@
-"""Operators' DLQ recovery (chalicelib/dlq.py) on the in-memory queue: a redriven failed row starts over
+"""Operators' DLQ recovery (chalicelib/operations/dlq.py) on the in-memory queue: a redriven failed row starts over
 at a new attempt and completes; a second redrive of the same dead attempt changes nothing; letters of
 deleted rows are dropped; rows still in flight and unreadable letters stay in the DLQ."""
 
@@ -34,7 +34,7 @@ def dead_in_docreader(deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue)
 def test_listing_shows_each_dead_letter_with_its_row_and_changes_nothing(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
 ) -> None:
-    from chalicelib import dlq
+    from chalicelib.operations import dlq
 
     row = dead_in_docreader(deps, kb, queue)
     for _ in range(2):  # a listing hides nothing from the next one
@@ -53,7 +53,7 @@ def test_a_redriven_failed_row_starts_a_new_attempt_and_is_indexed(
     rows: MemoryKnowledgeRepo,
     workflow: MemoryWorkflow,
 ) -> None:
-    from chalicelib import dlq
+    from chalicelib.operations import dlq
 
     row = dead_in_docreader(deps, kb, queue)
     report = dlq.redrive(deps, "docreader", 100).as_dict()
@@ -76,7 +76,7 @@ def test_a_redriven_failed_row_starts_a_new_attempt_and_is_indexed(
 def test_a_double_redrive_of_the_same_dead_attempt_starts_one_new_attempt(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
 ) -> None:
-    from chalicelib import dlq
+    from chalicelib.operations import dlq
 
     row = dead_in_docreader(deps, kb, queue)
     # The same dead message twice (an at-least-once duplicate, or a redrive that crashed before deleting).
@@ -92,7 +92,7 @@ def test_a_double_redrive_of_the_same_dead_attempt_starts_one_new_attempt(
 def test_letters_of_deleted_rows_are_dropped_and_in_flight_or_unreadable_ones_kept(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
 ) -> None:
-    from chalicelib import dlq
+    from chalicelib.operations import dlq
 
     gone = dead_in_docreader(deps, kb, queue)
     assert rows.delete(gone.id)
@@ -111,7 +111,7 @@ def test_letters_of_deleted_rows_are_dropped_and_in_flight_or_unreadable_ones_ke
 
 
 def test_upload_notifications_are_sent_back_unchanged(deps: Services, queue: MemoryTaskQueue) -> None:
-    from chalicelib import dlq
+    from chalicelib.operations import dlq
 
     notification = {"Records": [{"s3": {"object": {"key": "uploads%2Fx.md"}}}]}
     queue.send_raw("uploads", notification)

@@ -18,8 +18,8 @@ from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_
 from chalicelib.domain.types import KnowledgeBase, ParseStatus
 from chalicelib.parsers.asr import TranscribeAsr
 from chalicelib.ports import ParsedImage, ReadResult
-from chalicelib.reparse import reparse
 from chalicelib.stages import docreader
+from chalicelib.tasks.reparse import reparse
 
 from .conftest import ScriptedReader, deliver, drain, failed_ids, message, span_status, upload
 

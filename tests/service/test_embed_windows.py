@@ -12,9 +12,9 @@ from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase, SearchRequest
 from chalicelib.domain.ids import content_hash
 from chalicelib.domain.types import Tenant
-from chalicelib.knowledge_bases import create_kb
+from chalicelib.operations.knowledge_bases import create_kb
+from chalicelib.operations.search import hybrid_search
 from chalicelib.ports import IndexSpace
-from chalicelib.search import hybrid_search
 from chalicelib.services.indexing import EmbeddingRun, window_key, windows_of
 
 from .conftest import drain, upload

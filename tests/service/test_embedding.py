@@ -26,11 +26,11 @@ from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.storage_keys import images_manifest_key
 from chalicelib.domain.types import EnableStatus, Knowledge, KnowledgeBase, ParseStatus, Tenant
-from chalicelib.knowledge_bases import create_kb
+from chalicelib.operations.knowledge_bases import create_kb
+from chalicelib.operations.search import hybrid_search
 from chalicelib.ports import IndexSpace, ModelRequestError, ModelThrottled
-from chalicelib.reparse import reparse
-from chalicelib.search import hybrid_search
 from chalicelib.stages import embedding
+from chalicelib.tasks.reparse import reparse
 
 from . import conftest
 from .conftest import deliver, drain, embedding_outputs, failed_ids, index_count, span_status, upload

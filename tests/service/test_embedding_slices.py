@@ -14,7 +14,7 @@ from chalicelib.adapters.models.hashing import HashingEmbedding
 from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase
 from chalicelib.domain.types import ChunkType, EnableStatus, Knowledge, KnowledgeBase, Tenant
-from chalicelib.knowledge_bases import create_kb
+from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.stages import embedding
 
 from . import conftest

@@ -51,7 +51,7 @@ def model(deps: Services) -> CountingEmbedding:
 
 @pytest.fixture
 def faq_kb(deps: Services, tenant: Tenant, model: CountingEmbedding) -> KnowledgeBase:
-    from chalicelib.knowledge_bases import create_kb
+    from chalicelib.operations.knowledge_bases import create_kb
 
     return create_kb(deps, tenant.id, CreateKnowledgeBase(name="faq", type="faq"))
 
@@ -108,7 +108,7 @@ def index_count(deps: Services, kb: KnowledgeBase, entry_id: str | None = None) 
 
 
 def search(deps: Services, kb: KnowledgeBase, text: str, count: int = 5) -> list[dict[str, Any]]:
-    from chalicelib.search import hybrid_search
+    from chalicelib.operations.search import hybrid_search
 
     return hybrid_search(deps, kb.tenant_id, kb.id, SearchRequest(query_text=text, match_count=count))
 
@@ -541,7 +541,7 @@ def test_vectors_of_questions_are_those_of_the_model(deps: Services, faq_kb: Kno
 def test_deleting_an_faq_knowledge_base_removes_its_entries_and_vectors(
     deps: Services, faq_kb: KnowledgeBase
 ) -> None:
-    from chalicelib.lifecycle import delete_kb
+    from chalicelib.operations.knowledge_changes import delete_kb
     from chalicelib.stages import lifecycle
 
     run_import(deps, faq_kb, [entry(f"question {i}", tags=["t"]) for i in range(12)])

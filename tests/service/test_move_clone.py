@@ -33,7 +33,7 @@ def png_markdown(title: str, text: str) -> bytes:
 
 
 def new_kb(deps: Services, tenant: Tenant, name: str, **settings: Any) -> KnowledgeBase:
-    from chalicelib.knowledge_bases import create_kb
+    from chalicelib.operations.knowledge_bases import create_kb
 
     return create_kb(deps, tenant.id, CreateKnowledgeBase(name=name, **settings))
 
@@ -59,20 +59,20 @@ def run_lifecycle(deps: Services, max_batches: int = 200) -> None:
 
 def search(deps: Services, kb: KnowledgeBase, text: str) -> list[dict[str, Any]]:
     from chalicelib.commands import SearchRequest
-    from chalicelib.search import hybrid_search
+    from chalicelib.operations.search import hybrid_search
 
     return hybrid_search(deps, kb.tenant_id, kb.id, SearchRequest(query_text=text, match_count=20))
 
 
 def move(deps: Services, source: KnowledgeBase, target: KnowledgeBase, ids: list[str], mode: str) -> Any:
-    from chalicelib.move_clone import move as start
+    from chalicelib.operations.move_and_clone import move as start
 
     request = MoveKnowledgeRequest(source_kb_id=source.id, target_kb_id=target.id, ids=ids, mode=mode)  # type: ignore[arg-type]
     return start(deps, source.tenant_id, request)
 
 
 def clone(deps: Services, source: KnowledgeBase, **fields: Any) -> dict[str, Any]:
-    from chalicelib.move_clone import clone_kb
+    from chalicelib.operations.move_and_clone import clone_kb
 
     return clone_kb(deps, source.tenant_id, source.id, CloneKnowledgeBaseRequest(**fields))
 
@@ -218,7 +218,7 @@ def test_clone_copies_files_images_chunks_and_vectors_and_survives_the_source(
     spans = {s["span_id"]: s for s in deps.tracker.view(bread)["trace"]}
     assert spans["embedding"]["outputs"]["texts_embedded"] == 0
     # Delete the whole source knowledge base: the clone keeps working.
-    from chalicelib.lifecycle import delete_kb
+    from chalicelib.operations.knowledge_changes import delete_kb
 
     delete_kb(deps, tenant.id, kb.id)
     run_lifecycle(deps)

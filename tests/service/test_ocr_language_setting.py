@@ -12,10 +12,10 @@ from PIL import Image
 
 from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase, ProcessConfig
-from chalicelib.create import FileUpload, create_from_file
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.types import ParseStatus, Tenant
-from chalicelib.knowledge_bases import create_kb
+from chalicelib.operations.create import FileUpload, create_from_file
+from chalicelib.operations.knowledge_bases import create_kb
 
 from .conftest import drain
 

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from chalicelib import admin
 from chalicelib.adapters.secrets import CachedSecret, StaticSecret
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import AppError
+from chalicelib.operations import admin
 
 PARAMETER = "/weknora/operator-key"
 

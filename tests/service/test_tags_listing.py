@@ -65,7 +65,7 @@ def _seed(deps: Services, kb: KnowledgeBase, n: int, tag_id: str) -> list[Knowle
 
 
 def _walk(deps: Services, kb: KnowledgeBase, **filters: Any) -> list[str]:
-    from chalicelib.listing import list_knowledge
+    from chalicelib.operations.listing import list_knowledge
 
     ids: list[str] = []
     cursor = None
@@ -83,7 +83,7 @@ def _walk(deps: Services, kb: KnowledgeBase, **filters: Any) -> list[str]:
 def tagged_kb(
     deps: Services, kb: KnowledgeBase, request: pytest.FixtureRequest
 ) -> tuple[KnowledgeBase, str, list[Knowledge]]:
-    from chalicelib.tags import create_tag
+    from chalicelib.operations.tags import create_tag
 
     tag = create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name="harbour"))
     return kb, tag.id, _seed(deps, kb, getattr(request, "param", 300), tag.id)
@@ -144,7 +144,7 @@ def test_the_cursor_walks_exactly_the_matching_rows_newest_first(
 def test_a_page_reads_a_bounded_number_of_rows(
     deps: Services, tagged_kb: tuple[KnowledgeBase, str, list[Knowledge]]
 ) -> None:
-    from chalicelib.listing import MAX_READ, page
+    from chalicelib.operations.listing import MAX_READ, page
 
     kb, tag_id, rows = tagged_kb
     counting = CountingRepo(deps.knowledge)
@@ -179,7 +179,7 @@ def test_a_stale_relation_is_dropped_and_a_deleted_row_is_skipped(
 def test_a_cursor_is_bound_to_its_filters_and_legacy_pages_still_work(
     deps: Services, tagged_kb: tuple[KnowledgeBase, str, list[Knowledge]]
 ) -> None:
-    from chalicelib.listing import list_knowledge
+    from chalicelib.operations.listing import list_knowledge
 
     kb, _, rows = tagged_kb
     first = list_knowledge(deps, kb.tenant_id, kb.id, ListKnowledgeQuery(page_size=10))
@@ -201,10 +201,10 @@ def test_a_cursor_is_bound_to_its_filters_and_legacy_pages_still_work(
 
 
 def test_tags_by_name_carry_across_knowledge_bases(deps: Services, kb: KnowledgeBase) -> None:
-    from chalicelib.knowledge_bases import create_kb
+    from chalicelib.operations.knowledge_bases import create_kb
+    from chalicelib.operations.tags import create_tag
+    from chalicelib.services.tag_names import tag_by_names, tag_names
     from chalicelib.services.tagging import set_tags
-    from chalicelib.tag_names import tag_by_names, tag_names
-    from chalicelib.tags import create_tag
 
     red = create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name="Red"))
     blue = create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name="blue"))
@@ -230,8 +230,8 @@ def test_tags_by_name_carry_across_knowledge_bases(deps: Services, kb: Knowledge
 
 
 def test_names_are_unique_and_unknown_tag_ids_are_refused(deps: Services, kb: KnowledgeBase) -> None:
+    from chalicelib.operations.tags import create_tag
     from chalicelib.services.tagging import check_tag_ids
-    from chalicelib.tags import create_tag
 
     tag = create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name="Red"))
     with pytest.raises(Conflict) as conflict:
@@ -248,9 +248,9 @@ def test_many_tag_ids_are_checked_against_the_list_and_a_refused_edit_changes_no
     deps: Services, kb: KnowledgeBase
 ) -> None:
     from chalicelib.commands import EditKnowledgeRequest
-    from chalicelib.lifecycle import edit
+    from chalicelib.operations.knowledge_changes import edit
+    from chalicelib.operations.tags import create_tag, delete_tag
     from chalicelib.services.tagging import check_tag_ids, set_tags
-    from chalicelib.tags import create_tag, delete_tag
 
     ids = [create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name=f"t{i}")).id for i in range(8)]
     assert check_tag_ids(deps, kb.id, ids) == ids

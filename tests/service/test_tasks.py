@@ -21,7 +21,6 @@ from chalicelib.adapters.memory import (
 )
 from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase, ReparseRequest
-from chalicelib.create import FileUpload, create_from_file
 from chalicelib.domain.errors import PermanentStageError
 from chalicelib.domain.ids import image_chunk_id
 from chalicelib.domain.plan import planned_subtask
@@ -35,10 +34,11 @@ from chalicelib.domain.types import (
     SummaryStatus,
     Tenant,
 )
-from chalicelib.knowledge_bases import create_kb
+from chalicelib.operations.create import FileUpload, create_from_file
+from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.ports import IndexSpace
-from chalicelib.reparse import reparse
 from chalicelib.stages import enrichment, multimodal, postprocess
+from chalicelib.tasks.reparse import reparse
 
 from .conftest import TEXT, drain, failed_ids, task_body, upload
 

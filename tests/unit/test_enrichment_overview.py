@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from chalicelib.offered import enrichment_overview
+from chalicelib.services.offered import enrichment_overview
 from chalicelib.settings import load_settings
 
 

@@ -1,10 +1,10 @@
-"""Active content out of the Markdown's HTML (chalicelib/markup.py): what is removed, what stays as written."""
+"""Active content out of the Markdown's HTML (chalicelib/domain/markup.py): what is removed, what stays as written."""
 
 from __future__ import annotations
 
 import pytest
 
-from chalicelib.markup import strip_active_content
+from chalicelib.domain.markup import strip_active_content
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from chalicelib.progress import bar, stage_progress
+from chalicelib.domain.progress import bar, stage_progress
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

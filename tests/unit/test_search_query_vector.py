@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from chalicelib.search import query_vector
+from chalicelib.domain.text_fold import latin_share
+from chalicelib.operations.search import query_vector
 from chalicelib.settings import DEFAULT_EMBEDDING_MODEL, MINILM_MODEL_ID
-from chalicelib.text_fold import latin_share
 
 
 class FakeModel:

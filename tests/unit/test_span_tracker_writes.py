@@ -8,7 +8,7 @@ from typing import Any
 
 from chalicelib.adapters.memory import MemoryKnowledgeRepo, MemorySpanRepo
 from chalicelib.domain.types import Knowledge, KnowledgeType, SpanStatus, Stage
-from chalicelib.spans import ROOT, SpanTracker
+from chalicelib.services.stage_spans import ROOT, SpanTracker
 
 
 class CountingSpans(MemorySpanRepo):

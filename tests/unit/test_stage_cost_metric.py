@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from chalicelib import metering, observability
+from chalicelib import observability
 from chalicelib.adapters.memory import MemoryUsageRepo
-from chalicelib.pricing import PRICES, cost_lines
+from chalicelib.domain import metering
+from chalicelib.domain.pricing import PRICES, cost_lines
+from chalicelib.services.usage import metered_invocation
 from chalicelib.settings import Settings, load_settings
-from chalicelib.stages.usage import metered_invocation
 
 ON_LAMBDA = {"AWS_LAMBDA_FUNCTION_NAME": "weknora-chunking", "POWERTOOLS_METRICS_NAMESPACE": "WeknoraIngest"}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from chalicelib.domain.text_fold import fold, to_simplified
 from chalicelib.faq import normalise as faq_normalise
-from chalicelib.text_fold import fold, to_simplified
 
 
 @pytest.mark.parametrize(

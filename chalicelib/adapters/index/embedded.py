@@ -33,11 +33,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from chalicelib.adapters.index.common import DEFAULT_CANDIDATES, remap_entry, unit_vector
+from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, fuse
+from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
-from chalicelib.text_fold import fold
-
-from .common import DEFAULT_CANDIDATES, remap_entry, unit_vector
-from .fusion import KEYWORD_WEIGHT, fuse
 
 SCHEMA_VERSION = "1"
 #: bumped whenever index_terms changes; files indexed under another version get their terms rebuilt

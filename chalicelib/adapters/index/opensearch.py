@@ -5,7 +5,7 @@ dimension, a `content` text field analysed for BM25 with the standard tokenizer 
 `lowercase` and `cjk_bigram` (the same bigrams the embedded engine builds, so Korean, Chinese and
 Japanese words match without a morphological plugin), and keyword fields to filter on.
 
-Folding (`chalicelib.text_fold.fold`: NFKC width folding, traditional → simplified Chinese with OpenCC,
+Folding (`chalicelib.domain.text_fold.fold`: NFKC width folding, traditional → simplified Chinese with OpenCC,
 lowercase) runs here in Python, because no stock OpenSearch analyzer has OpenCC's dictionary: a document
 whose folded text differs from its lowercased text also gets the folded text in `search_text` (same
 analyzer; `content` stays as written, for display), and a BM25 query is the folded query text matched
@@ -37,11 +37,10 @@ import numpy.typing as npt
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import NotFoundError, RequestError
 
+from chalicelib.adapters.index.common import DEFAULT_CANDIDATES, IndexWriteError, remap_entry, unit_vector
+from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, fuse
+from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
-from chalicelib.text_fold import fold
-
-from .common import DEFAULT_CANDIDATES, IndexWriteError, remap_entry, unit_vector
-from .fusion import KEYWORD_WEIGHT, fuse
 
 VECTOR_FIELD = "embedding"
 SEARCH_FIELD = "search_text"

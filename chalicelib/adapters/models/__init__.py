@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .registry import (
+from chalicelib.adapters.models.registry import (
     MINILM_MODEL_ID,
     MINILM_QINT8_MODEL_ID,
     MINILM_QINT8_V2_MODEL_ID,
@@ -26,8 +26,8 @@ from .registry import (
 )
 
 if TYPE_CHECKING:
-    from .hashing import HashingEmbedding
-    from .local_onnx import MiniLmEmbedding
+    from chalicelib.adapters.models.hashing import HashingEmbedding
+    from chalicelib.adapters.models.local_onnx import MiniLmEmbedding
 
 _LAZY = {"HashingEmbedding": ".hashing", "MiniLmEmbedding": ".local_onnx"}
 

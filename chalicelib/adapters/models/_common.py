@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...ports import ModelRequestError
+from chalicelib.ports import ModelRequestError
 
 if TYPE_CHECKING:
-    from ...ports import Vectors
+    from chalicelib.ports import Vectors
 
 _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "png"),

@@ -30,12 +30,24 @@ from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
 
-from ... import metering
-from ...ports import ModelAuthError, ModelEmptyResponse, ModelRequestError, ModelThrottled, ModelUnavailable
-from ._common import clip_texts, image_format, parse_retry_after, split_system, to_unit_vectors
+from chalicelib.adapters.models._common import (
+    clip_texts,
+    image_format,
+    parse_retry_after,
+    split_system,
+    to_unit_vectors,
+)
+from chalicelib.domain import metering
+from chalicelib.ports import (
+    ModelAuthError,
+    ModelEmptyResponse,
+    ModelRequestError,
+    ModelThrottled,
+    ModelUnavailable,
+)
 
 if TYPE_CHECKING:
-    from ...ports import Vectors
+    from chalicelib.ports import Vectors
 
 T = TypeVar("T")
 
@@ -320,7 +332,7 @@ class BedrockVisionModel:
 
 
 if TYPE_CHECKING:  # static proof that the adapters satisfy the ports
-    from ...ports import ChatModel, EmbeddingModel, VisionModel
+    from chalicelib.ports import ChatModel, EmbeddingModel, VisionModel
 
     _titan: type[EmbeddingModel] = BedrockTitanEmbedding
     _cohere: type[EmbeddingModel] = BedrockCohereEmbedding

@@ -29,18 +29,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...ports import ModelUnavailable
-from ...settings import pin_numeric_threads
-from .local_onnx import (
+from chalicelib.adapters.models.local_onnx import (
     MAX_INPUT_CHARS,
     MINILM_DIMENSIONS,
     MINILM_MAX_TOKENS,
     MiniLmEmbedding,
     empty_vectors,
 )
+from chalicelib.ports import ModelUnavailable
+from chalicelib.settings import pin_numeric_threads
 
 if TYPE_CHECKING:
-    from ...ports import Vectors
+    from chalicelib.ports import Vectors
 
 #: below this many texts per worker a call is not split (the hand-off would cost more than it saves)
 MIN_TEXTS_PER_WORKER = 4
@@ -144,6 +144,6 @@ class PooledMiniLm:
 
 
 if TYPE_CHECKING:  # static proof that the adapter satisfies the port
-    from ...ports import EmbeddingModel
+    from chalicelib.ports import EmbeddingModel
 
     _pooled: type[EmbeddingModel] = PooledMiniLm

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from ...ports import Vectors
+    from chalicelib.ports import Vectors
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)

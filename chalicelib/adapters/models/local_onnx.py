@@ -39,17 +39,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...settings import (
+from chalicelib.adapters.models.hashing import HashingEmbedding
+from chalicelib.settings import (
     LOCAL_MINILM_MODEL_IDS,
     MINILM_MODEL_ID,
     MINILM_QINT8_MODEL_ID,
     MINILM_QINT8_V2_MODEL_ID,
     MINILM_QINT8_V3_MODEL_ID,
 )
-from .hashing import HashingEmbedding
 
 if TYPE_CHECKING:
-    from ...ports import Vectors
+    from chalicelib.ports import Vectors
 
 __all__ = [
     "MINILM_MODEL_ID",
@@ -115,7 +115,7 @@ def _default_model() -> tuple[Path, str]:
 
 def build_qint8_model(cache_dir: str = "", *, seven_bit: bool = False) -> Path:
     """An int8-arithmetic file, quantised from the verified shipped file on first use (cached on disk)."""
-    from . import minilm_qint8
+    from chalicelib.adapters.models import minilm_qint8
 
     source, expected = _default_model()
     name = minilm_qint8.quantized_file_name(expected, seven_bit=seven_bit)
@@ -326,7 +326,7 @@ class MiniLmEmbedding:
 
 
 if TYPE_CHECKING:  # static proof that the adapters satisfy the port
-    from ...ports import EmbeddingModel
+    from chalicelib.ports import EmbeddingModel
 
     _minilm: type[EmbeddingModel] = MiniLmEmbedding
     _hashing: type[EmbeddingModel] = HashingEmbedding
@@ -334,7 +334,7 @@ if TYPE_CHECKING:  # static proof that the adapters satisfy the port
 
 def main() -> None:
     """`python -m chalicelib.adapters.models.local_onnx`: build the cached int8 models now (install step)."""
-    from ...settings import get_settings
+    from chalicelib.settings import get_settings
 
     for seven_bit in (True, False):
         print(build_qint8_model(get_settings().models.model_cache_dir, seven_bit=seven_bit))

@@ -23,13 +23,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ... import metering
-from ...net.client import FetchError, SafeHttpClient
-from ...ports import ModelAuthError, ModelEmptyResponse, ModelRequestError, ModelThrottled, ModelUnavailable
-from ._common import clip_texts, image_format, parse_retry_after, to_unit_vectors
+from chalicelib.adapters.models._common import clip_texts, image_format, parse_retry_after, to_unit_vectors
+from chalicelib.domain import metering
+from chalicelib.net.client import FetchError, SafeHttpClient
+from chalicelib.ports import (
+    ModelAuthError,
+    ModelEmptyResponse,
+    ModelRequestError,
+    ModelThrottled,
+    ModelUnavailable,
+)
 
 if TYPE_CHECKING:
-    from ...ports import Vectors
+    from chalicelib.ports import Vectors
 
 MAX_INPUT_CHARS = 20_000  # the spec's cap on embedding inputs
 
@@ -318,7 +324,7 @@ class OpenAIVisionModel(OpenAIChatModel):
 
 
 if TYPE_CHECKING:  # static proof that the adapters satisfy the ports
-    from ...ports import ChatModel, EmbeddingModel, VisionModel
+    from chalicelib.ports import ChatModel, EmbeddingModel, VisionModel
 
     _embedding: type[EmbeddingModel] = OpenAIEmbedding
     _chat: type[ChatModel] = OpenAIChatModel

@@ -61,9 +61,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ...domain.process_config import EXTRACTIVE_SUMMARY
-from ...net.ssrf import AllowList
-from ...settings import (
+from chalicelib.domain.process_config import EXTRACTIVE_SUMMARY
+from chalicelib.net.ssrf import AllowList
+from chalicelib.settings import (
     DEFAULT_EMBEDDING_MODEL,
     DEFAULT_OPENAI_BASE_URL,
     LOCAL_MINILM_MODEL_IDS,
@@ -71,13 +71,13 @@ from ...settings import (
 )
 
 # The local model ids, defined once in settings; re-exported as this module's part of the id scheme.
-from ...settings import MINILM_MODEL_ID as MINILM_MODEL_ID
-from ...settings import MINILM_QINT8_MODEL_ID as MINILM_QINT8_MODEL_ID
-from ...settings import MINILM_QINT8_V2_MODEL_ID as MINILM_QINT8_V2_MODEL_ID
-from ...settings import MINILM_QINT8_V3_MODEL_ID as MINILM_QINT8_V3_MODEL_ID
+from chalicelib.settings import MINILM_MODEL_ID as MINILM_MODEL_ID
+from chalicelib.settings import MINILM_QINT8_MODEL_ID as MINILM_QINT8_MODEL_ID
+from chalicelib.settings import MINILM_QINT8_V2_MODEL_ID as MINILM_QINT8_V2_MODEL_ID
+from chalicelib.settings import MINILM_QINT8_V3_MODEL_ID as MINILM_QINT8_V3_MODEL_ID
 
 if TYPE_CHECKING:
-    from ...ports import ChatModel, EmbeddingModel, VisionModel
+    from chalicelib.ports import ChatModel, EmbeddingModel, VisionModel
 
 #: embeddings of a batch of 64 texts at 3,072 dimensions are ~4 MB of JSON
 MAX_MODEL_RESPONSE_BYTES = 32 * 1024 * 1024
@@ -179,8 +179,8 @@ class ModelRegistry:
     def __init__(self, settings: ModelSettings | None = None, transport: Any = None) -> None:
         self.settings = settings or ModelSettings()
         if transport is None:
-            from ...net.client import SafeHttpClient
-            from .openai_compat import SafeTransport
+            from chalicelib.adapters.models.openai_compat import SafeTransport
+            from chalicelib.net.client import SafeHttpClient
 
             transport = SafeTransport(
                 SafeHttpClient(model_hosts_allow_list(self.settings), max_bytes=MAX_MODEL_RESPONSE_BYTES)
@@ -229,16 +229,16 @@ def _build_embedding(model_id: str, settings: ModelSettings, transport: Any) -> 
                 f"unknown local embedding model {model_id!r}; known: {', '.join(LOCAL_MINILM_MODEL_IDS)}"
             )
         if settings.embed_workers > 1:
-            from .embed_pool import PooledMiniLm
+            from chalicelib.adapters.models.embed_pool import PooledMiniLm
 
             return PooledMiniLm(local_id, workers=settings.embed_workers, cache_dir=settings.model_cache_dir)
-        from .local_onnx import MiniLmEmbedding
+        from chalicelib.adapters.models.local_onnx import MiniLmEmbedding
 
         return MiniLmEmbedding(
             model_id=local_id, intra_op_threads=settings.onnx_threads, cache_dir=settings.model_cache_dir
         )
     if spec.provider == "hashing":
-        from .hashing import HashingEmbedding
+        from chalicelib.adapters.models.hashing import HashingEmbedding
 
         try:
             dims = int(spec.model)
@@ -246,7 +246,7 @@ def _build_embedding(model_id: str, settings: ModelSettings, transport: Any) -> 
             raise ValueError(f"hashing embedding id must be 'hashing/<dim>', got {model_id!r}") from exc
         return HashingEmbedding(dims)
     if spec.provider == "bedrock":
-        from .bedrock import bedrock_embedding
+        from chalicelib.adapters.models.bedrock import bedrock_embedding
 
         client = _bedrock_client(spec, settings, read_timeout=60)
         return bedrock_embedding(
@@ -257,7 +257,7 @@ def _build_embedding(model_id: str, settings: ModelSettings, transport: Any) -> 
             batch_size=_int_param(spec, "batch"),
         )
     if spec.provider == "openai":
-        from .openai_compat import OpenAIEmbedding
+        from chalicelib.adapters.models.openai_compat import OpenAIEmbedding
 
         base_url, api_key = _openai_endpoint(spec, settings)
         return OpenAIEmbedding(
@@ -277,13 +277,13 @@ def _build_embedding(model_id: str, settings: ModelSettings, transport: Any) -> 
 def _build_generative(model_id: str, settings: ModelSettings, transport: Any, *, vision: bool) -> Any:
     spec = parse_model_id(model_id)
     if spec.provider == "bedrock":
-        from .bedrock import BedrockChatModel, BedrockVisionModel
+        from chalicelib.adapters.models.bedrock import BedrockChatModel, BedrockVisionModel
 
         client = _bedrock_client(spec, settings, read_timeout=180)
         cls: Any = BedrockVisionModel if vision else BedrockChatModel
         return cls(client, spec.model, model_id=model_id)
     if spec.provider == "openai":
-        from .openai_compat import OpenAIChatModel, OpenAIVisionModel
+        from chalicelib.adapters.models.openai_compat import OpenAIChatModel, OpenAIVisionModel
 
         base_url, api_key = _openai_endpoint(spec, settings)
         ocls: Any = OpenAIVisionModel if vision else OpenAIChatModel

@@ -1,0 +1,124 @@
+"""Operators' tenant and API-key administration: create a tenant, issue (shown once) and revoke keys, list.
+
+Every operation here is behind the operator key, sent as `X-Operator-Key`: locally the plain
+`WEKNORA_OPERATOR_KEY`; on AWS the SSM SecureString `WEKNORA_OPERATOR_KEY_PARAMETER` names (`make deploy`
+creates it). With neither configured the admin routes are disabled (403 admin_disabled); while the
+parameter does not exist they answer 403 operator_key_missing. Keys are stored as their sha256 only.
+"""
+
+from __future__ import annotations
+
+import hmac
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from chalicelib.commands import CreateTenantRequest, IssueKeyRequest
+from chalicelib.domain.api_keys import ApiKey, key_id_of
+from chalicelib.domain.clock import to_iso
+from chalicelib.domain.errors import Forbidden, NotFound, Unauthorized
+from chalicelib.domain.types import Tenant
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies
+
+
+def authorize_operator(deps: Dependencies, presented: str) -> None:
+    settings = deps.settings
+    if not settings.operator_key and not settings.operator_key_parameter:
+        raise Forbidden("the admin API is disabled: no operator key is configured", code="admin_disabled")
+    if not presented:  # before the key is read: a request without one never reaches the parameter store
+        raise Unauthorized("missing X-Operator-Key header", code="missing_operator_key")
+    expected = deps.operator_key()
+    if not expected:
+        # the name stays in the log: callers are not yet known to be operators
+        logger.warning("operator key parameter missing", extra={"parameter": settings.operator_key_parameter})
+        raise Forbidden(
+            "the admin API is disabled: the operator key has not been created yet (`make deploy` creates it)",
+            code="operator_key_missing",
+        )
+    if not hmac.compare_digest(presented.encode(), expected.encode()):
+        raise Forbidden("invalid operator key", code="invalid_operator_key")
+
+
+def tenant_view(tenant: Tenant) -> dict[str, Any]:
+    return {
+        "id": tenant.id,
+        "name": tenant.name,
+        "created_at": to_iso(tenant.created_at),
+        "storage_used": tenant.storage_used,
+    }
+
+
+def key_view(key: ApiKey) -> dict[str, Any]:
+    return {
+        "id": key.id,
+        "tenant_id": key.tenant_id,
+        "name": key.name,
+        "created_at": to_iso(key.created_at),
+        "revoked_at": to_iso(key.revoked_at) if key.revoked_at else None,
+        "status": "revoked" if key.revoked else "active",
+    }
+
+
+def _tenant(deps: Dependencies, tenant_id: str) -> Tenant:
+    tenant = deps.tenants.get(tenant_id)
+    if tenant is None:
+        raise NotFound("tenant not found", code="tenant_not_found")
+    return tenant
+
+
+def create_tenant(deps: Dependencies, request: CreateTenantRequest) -> tuple[Tenant, ApiKey, str]:
+    """A new tenant and its first key; the secret is returned here and never again."""
+    tenant_id = str(uuid.uuid4())
+    key, secret = ApiKey.issue(tenant_id, request.key_name or "primary")
+    # The key record first: a tenant row never exists without a record of its key.
+    deps.api_keys.put(key)
+    tenant = Tenant(tenant_id, request.name, key.key_hash)
+    deps.tenants.put(tenant)
+    return tenant, key, secret
+
+
+def list_tenants(deps: Dependencies) -> list[Tenant]:
+    return deps.tenants.list_all()
+
+
+def list_keys(deps: Dependencies, tenant_id: str) -> list[ApiKey]:
+    """Issued keys, and the tenant's primary key when it was never issued through here (the local tenant,
+    tenants written before keys had records); it gets an id by the same rule, so it can be revoked."""
+    tenant = _tenant(deps, tenant_id)
+    keys = deps.api_keys.list(tenant_id)
+    if all(k.key_hash != tenant.api_key_hash for k in keys):
+        keys.insert(0, ApiKey(tenant.id, tenant.api_key_hash, "primary", tenant.created_at))
+    return keys
+
+
+def issue_key(deps: Dependencies, tenant_id: str, request: IssueKeyRequest) -> tuple[ApiKey, str]:
+    _tenant(deps, tenant_id)
+    key, secret = ApiKey.issue(tenant_id, request.name)
+    deps.api_keys.put(key)
+    return key, secret
+
+
+def revoke_key(deps: Dependencies, tenant_id: str, key_id: str) -> ApiKey:
+    """Revoked at once: authentication reads the key record with a strongly consistent read. Revoking a
+    revoked key is a no-op that returns it as it is."""
+    key = next((k for k in list_keys(deps, tenant_id) if k.id == key_id), None)
+    if key is None:
+        raise NotFound("API key not found", code="api_key_not_found")
+    if not key.revoked:
+        key.revoked_at = datetime.now(UTC)
+        deps.api_keys.put(key)
+    return key
+
+
+__all__ = [
+    "authorize_operator",
+    "create_tenant",
+    "issue_key",
+    "key_id_of",
+    "key_view",
+    "list_keys",
+    "list_tenants",
+    "revoke_key",
+    "tenant_view",
+]

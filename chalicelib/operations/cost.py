@@ -1,0 +1,127 @@
+"""What a document, or a knowledge base, cost: the metered usage entries priced with the price table.
+
+Step Functions bills per state transition, which no worker sees; an execution's transitions are read from
+its history once it has finished and stored as one more usage entry (`workflow`), the first time a cost is
+asked for.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from chalicelib.domain import metering
+from chalicelib.domain.clock import now_iso
+from chalicelib.domain.ids import execution_name
+from chalicelib.domain.pricing import cost_lines, is_model_tokens, price_table
+from chalicelib.ports import Dependencies, UsageEntry
+from chalicelib.services.ownership import owned_knowledge, require_kb
+
+WORKFLOW_STAGE = "workflow"
+#: a knowledge base's report fills in at most this many documents' workflow transitions per request
+KB_WORKFLOW_FILLS = 25
+
+
+def _workflow_entry(entry_key: str) -> bool:
+    return entry_key.split("#")[1] == WORKFLOW_STAGE
+
+
+def fill_workflow_usage(
+    deps: Dependencies, knowledge_id: str, entries: list[UsageEntry]
+) -> tuple[list[UsageEntry], int]:
+    """Adds the transitions of every attempt whose execution has finished and is not yet counted.
+    Returns the entries and how many attempts are still running (their transitions come later)."""
+    attempts = {e.attempt for e in entries}
+    counted = {e.attempt for e in entries if _workflow_entry(e.entry)}
+    pending = 0
+    added = []
+    for attempt in sorted(attempts - counted):
+        transitions = deps.workflow.transitions(execution_name(knowledge_id, attempt))
+        if transitions is None:
+            pending += 1
+            continue
+        sample = next(e for e in entries if e.attempt == attempt)
+        entry = UsageEntry(
+            knowledge_id,
+            f"{attempt:06d}#{WORKFLOW_STAGE}#execution",
+            sample.kb_id,
+            sample.tenant_id,
+            {metering.SFN_TRANSITIONS: float(transitions)},
+            now_iso(),
+        )
+        deps.usage.put(entry)  # same key every time: a second report rewrites the same entry
+        added.append(entry)
+    return entries + added, pending
+
+
+def priced(entries: Iterable[UsageEntry], table: Mapping[str, float | str]) -> dict[str, Any]:
+    """Sums the entries and prices them: AWS lines, model-token lines apart, by stage."""
+    total: Counter[str] = Counter()
+    by_stage: dict[str, Counter[str]] = defaultdict(Counter)
+    for entry in entries:
+        total.update(entry.counts)
+        by_stage[entry.stage].update(entry.counts)
+    aws = [line for line in cost_lines(total, table) if not is_model_tokens(line.counter)]
+    tokens = [line for line in cost_lines(total, table) if is_model_tokens(line.counter)]
+    return {
+        "currency": "USD",
+        "prices_as_of": str(table.get("as_of", "")),
+        "aws_dollars": round(sum(line.dollars for line in aws), 10),
+        "model_dollars": round(sum(line.dollars for line in tokens), 10),
+        "lines": [
+            {
+                "unit": line.counter,
+                "quantity": line.quantity,
+                "unit_price": line.unit_price,
+                "dollars": line.dollars,
+            }
+            for line in aws
+        ],
+        "model_tokens": [
+            {
+                "unit": line.counter,
+                "quantity": line.quantity,
+                "unit_price": line.unit_price,
+                "dollars": line.dollars,
+            }
+            for line in tokens
+        ],
+        "by_stage": {
+            stage: round(sum(line.dollars for line in cost_lines(counts, table)), 10)
+            for stage, counts in sorted(by_stage.items())
+        },
+    }
+
+
+def knowledge_cost(deps: Dependencies, tenant_id: str, knowledge_id: str) -> dict[str, Any]:
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    entries, pending = fill_workflow_usage(deps, knowledge.id, deps.usage.for_knowledge(knowledge.id))
+    report = priced(entries, price_table(deps.settings.prices_file))
+    report.update(
+        knowledge_id=knowledge.id,
+        attempts=sorted({e.attempt for e in entries}),
+        workflow_pending=pending,
+    )
+    return report
+
+
+def kb_cost(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
+    require_kb(deps, tenant_id, kb_id)
+    by_knowledge: dict[str, list[UsageEntry]] = defaultdict(list)
+    for entry in deps.usage.for_kb(kb_id):
+        by_knowledge[entry.knowledge_id].append(entry)
+    entries: list[UsageEntry] = []
+    pending = fills = 0
+    for knowledge_id, own in by_knowledge.items():
+        missing = {e.attempt for e in own} - {e.attempt for e in own if _workflow_entry(e.entry)}
+        if missing and fills < KB_WORKFLOW_FILLS:
+            fills += 1
+            own, running = fill_workflow_usage(deps, knowledge_id, own)
+            pending += running
+        elif missing:
+            pending += len(missing)
+        entries.extend(own)
+    report = priced(entries, price_table(deps.settings.prices_file))
+    report.update(kb_id=kb_id, documents=len(by_knowledge), workflow_pending=pending)
+    return report

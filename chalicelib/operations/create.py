@@ -1,0 +1,347 @@
+"""The create path shared by every entry: multipart upload, presigned upload, URL import and manual text.
+
+Order, as the specification has it: gate the extension → dedupe → save the object → insert the row
+(pending/disabled) → enqueue the first stage. The row is never inserted when the save failed, the object
+is removed when the insert failed, and an enqueue failure leaves a `failed` row that reparse recovers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+from chalicelib.commands import ManualRequest, ProcessConfig, UploadUrlRequest, UrlImportRequest
+from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, PayloadTooLarge
+from chalicelib.domain.filetypes import is_importable, validate_import_file_type
+from chalicelib.domain.ids import file_dedupe_key, file_md5, url_dedupe_key
+from chalicelib.domain.markup import strip_active_content
+from chalicelib.domain.process_config import check_enrichment, check_media_gates, resolve
+from chalicelib.domain.storage_keys import (
+    folder_of,
+    presigned_upload_key,
+    safe_file_name,
+    source_object_key,
+    upload_intent_key,
+    upload_result_key,
+)
+from chalicelib.domain.types import Knowledge, KnowledgeBase, KnowledgeType, ParseStatus, Stage
+from chalicelib.domain.urls import redact_credentials
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies, DuplicateKnowledge
+from chalicelib.services.dispatch import enqueue_first_stage, visible_at
+from chalicelib.services.offered import check_override_models
+from chalicelib.services.ownership import require_kb
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+@dataclass
+class FileUpload:
+    """An uploaded file with its validated fields (from the multipart form or a presigned intent)."""
+
+    data: bytes
+    file_name: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    tag_ids: list[str] = field(default_factory=list)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    channel: str = "api"
+    knowledge_id: str | None = None  # pre-allocated by the presigned path
+
+
+def duplicate_error(existing: Knowledge, code: str) -> Conflict:
+    return Conflict(f"already exists as knowledge {existing.id}", code=code, data=existing.to_dict())
+
+
+def _overrides(
+    deps: Dependencies, config: ProcessConfig | None, enable_multimodel: bool | None = None
+) -> dict[str, Any]:
+    overrides = (config or ProcessConfig()).overrides(enable_multimodel)
+    check_override_models(deps.settings, overrides)
+    return overrides
+
+
+def _gate_file(
+    deps: Dependencies, kb: KnowledgeBase, file_name: str, size: int | None, overrides: dict[str, Any]
+) -> str:
+    file_type = validate_import_file_type(file_name)
+    if kb.type == "faq":
+        raise BadRequest("files cannot be uploaded into an FAQ knowledge base", code="faq_kb_no_files")
+    if size is not None and size > deps.settings.max_file_size:
+        raise BadRequest(
+            f"file is {size} bytes; the limit is {deps.settings.max_file_size} bytes", code="file_too_large"
+        )
+    effective = resolve(kb, overrides)
+    check_media_gates(
+        file_type, effective, ocr_available=deps.ocr() is not None, asr_available=deps.asr() is not None
+    )
+    check_enrichment(effective, ocr_available=deps.ocr() is not None)
+    return file_type
+
+
+def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: FileUpload) -> Knowledge:
+    kb = require_kb(deps, tenant_id, kb_id)
+    overrides = upload.overrides
+    check_override_models(deps.settings, overrides)
+    file_type = _gate_file(deps, kb, upload.file_name, len(upload.data), overrides)
+    if not upload.data:
+        raise BadRequest("the file is empty", code="empty_file")
+    from chalicelib.services.tagging import check_tag_ids
+
+    # a presigned upload (its id pre-allocated) drops a tag deleted while the file travelled
+    tag_ids = check_tag_ids(deps, kb.id, upload.tag_ids, strict=upload.knowledge_id is None)
+    md5 = file_md5(upload.data)
+    dedupe_key = file_dedupe_key(tenant_id, kb.id, file_type, md5)
+    existing = deps.knowledge.find_duplicate(dedupe_key)
+    if existing is not None:
+        raise duplicate_error(existing, "duplicate_file")
+
+    knowledge_id = upload.knowledge_id or str(uuid.uuid4())
+    url = deps.files.save(source_object_key(tenant_id, knowledge_id, file_type), upload.data)
+    name = safe_file_name(upload.file_name)
+    knowledge = Knowledge(
+        id=knowledge_id,
+        tenant_id=tenant_id,
+        kb_id=kb.id,
+        type=KnowledgeType.FILE,
+        title=name,
+        file_name=name,
+        file_type=file_type,
+        file_size=len(upload.data),
+        file_hash=md5,
+        file_path=url,
+        enable_multimodel=bool(overrides.get("enable_multimodel", False)),
+        metadata=upload.metadata,
+        process_overrides=overrides,
+        tag_ids=tag_ids,
+        channel=upload.channel,
+        folder_path=folder_of(upload.file_name),
+        dedupe_key=dedupe_key,
+    )
+    _insert_or_remove_object(deps, knowledge, url, "duplicate_file")
+    return enqueue_first_stage(deps, knowledge, marked=True)
+
+
+def _insert_or_remove_object(
+    deps: Dependencies, knowledge: Knowledge, url: str | None, duplicate_code: str
+) -> None:
+    from chalicelib.services.tagging import relate_new, unrelate_all
+
+    if knowledge.parse_status == ParseStatus.PENDING:  # its docreader message follows: one write, not two
+        knowledge.queued_stage, knowledge.queued_at = Stage.DOCREADER.value, visible_at()
+    relate_new(deps, knowledge)  # the tag relations first: a crash leaves a stale one, never a missing one
+    try:
+        deps.knowledge.insert(knowledge)
+    except DuplicateKnowledge as duplicate:  # lost a race with an identical upload
+        unrelate_all(deps, knowledge)
+        if url:
+            deps.files.delete(url)
+        raise duplicate_error(duplicate.existing, duplicate_code) from None
+    except Exception:
+        unrelate_all(deps, knowledge)
+        if url:
+            deps.files.delete(url)
+        raise
+
+
+# ---------------------------------------------------------------- presigned uploads
+
+
+def create_upload_url(
+    deps: Dependencies, tenant_id: str, kb_id: str, request: UploadUrlRequest
+) -> dict[str, Any]:
+    kb = require_kb(deps, tenant_id, kb_id)
+    file_name, size = request.file_name, request.file_size
+    overrides = _overrides(deps, request.process_config, request.enable_multimodel)
+    _gate_file(deps, kb, file_name, size, overrides)
+    from chalicelib.services.tagging import check_tag_ids
+
+    tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
+    knowledge_id = str(uuid.uuid4())
+    intent = {
+        "tenant_id": tenant_id,
+        "kb_id": kb.id,
+        "knowledge_id": knowledge_id,
+        "file_name": file_name,
+        "metadata": request.metadata,
+        "tag_ids": tag_ids,
+        "process_config": overrides,
+        "declared_size": size,
+    }
+    deps.inbox.save(upload_intent_key(knowledge_id), json.dumps(intent).encode(), "application/json")
+    key = presigned_upload_key(deps.settings.upload_prefix, tenant_id, kb.id, knowledge_id, file_name)
+    content_type = request.content_type
+    url = deps.inbox.presign_put(key, deps.settings.presign_expires_seconds, content_type)
+    return {
+        "upload_url": url,
+        "method": "PUT",
+        "key": key,
+        "knowledge_id": knowledge_id,
+        "headers": {"Content-Type": content_type} if content_type else {},
+        "expires_in": deps.settings.presign_expires_seconds,
+        "max_size": deps.settings.max_file_size,
+    }
+
+
+def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
+    """S3 ObjectCreated → the same create path as multipart. Returns None for keys that are not ours."""
+    prefix = deps.settings.upload_prefix
+    parts = key[len(prefix) :].split("/") if key.startswith(prefix) else []
+    if len(parts) != 4:
+        logger.warning("ignoring an object outside the upload layout", extra={"key": key})
+        return None
+    tenant_id, kb_id, knowledge_id, _ = parts
+    object_url = deps.inbox.url_for(key)
+    intent_url = deps.inbox.url_for(upload_intent_key(knowledge_id))
+    if not deps.inbox.exists(intent_url):
+        logger.warning("no upload intent; the object is left for inspection", extra={"key": key})
+        return None
+    intent = json.loads(deps.inbox.read(intent_url))
+    if intent["tenant_id"] != tenant_id or intent["kb_id"] != kb_id:
+        logger.warning("upload key does not match its intent", extra={"key": key})
+        return None
+    if deps.knowledge.get(knowledge_id) is not None:  # redelivered event: already created
+        deps.inbox.delete(object_url)
+        return None
+    if not deps.inbox.exists(object_url):  # a redelivered event for an object already handled
+        return None
+    size = deps.inbox.size(object_url)
+    if size > deps.settings.max_file_size:  # a presigned PUT is not size-bound: never read it into memory
+        _record_rejection(
+            deps,
+            knowledge_id,
+            object_url,
+            BadRequest(
+                f"file is {size} bytes; the limit is {deps.settings.max_file_size} bytes",
+                code="file_too_large",
+            ),
+        )
+        return None
+    data = deps.inbox.read(object_url)
+    upload = FileUpload(
+        data=data,
+        file_name=intent["file_name"],
+        metadata=intent.get("metadata") or {},
+        tag_ids=intent.get("tag_ids") or [],
+        overrides=intent.get("process_config") or {},
+        channel="presigned",
+        knowledge_id=knowledge_id,
+    )
+    try:
+        knowledge = create_from_file(deps, tenant_id, kb_id, upload)
+    except (BadRequest, Conflict, NotFound) as rejected:
+        _record_rejection(deps, knowledge_id, object_url, rejected)
+        return None
+    deps.inbox.delete(object_url)
+    return knowledge
+
+
+def _record_rejection(deps: Dependencies, knowledge_id: str, object_url: str, rejected: AppError) -> None:
+    """The client was told "accepted": record why it was not, so GET /knowledge/{id} can say."""
+    outcome = {"code": rejected.code, "message": rejected.message, "data": rejected.data}
+    deps.inbox.save(upload_result_key(knowledge_id), json.dumps(outcome).encode(), "application/json")
+    deps.inbox.delete(object_url)
+
+
+# ---------------------------------------------------------------- URL and manual
+
+
+def validate_url_shape(url: str) -> str:
+    url = url.strip()
+    try:
+        parsed = urlparse(url)
+        hostname = parsed.hostname
+    except ValueError as error:  # e.g. an unbalanced IPv6 bracket
+        raise BadRequest("url is not a valid URL", code="invalid_url") from error
+    if not url or not hostname:
+        raise BadRequest("url must be an absolute http(s) URL", code="invalid_url")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise BadRequest("url must be an absolute http(s) URL", code="invalid_url")
+    return url
+
+
+def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: UrlImportRequest) -> Knowledge:
+    kb = require_kb(deps, tenant_id, kb_id)
+    url = validate_url_shape(request.url)
+    overrides = _overrides(deps, request.process_config, request.enable_multimodel)
+    from chalicelib.services.tagging import check_tag_ids
+
+    tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
+    deps.urls.check(url)
+    file_name = request.file_name
+    file_type = request.file_type.lower().lstrip(".")
+    path_type = urlparse(url).path.rsplit(".", 1)[-1].lower() if "." in urlparse(url).path else ""
+    is_file = bool(file_name or file_type or is_importable(path_type))
+    if is_file:
+        file_type = file_type or (validate_import_file_type(file_name) if file_name else path_type)
+        validate_import_file_type(f"x.{file_type}")
+    dedupe_key = url_dedupe_key(tenant_id, kb.id, url)
+    existing = deps.knowledge.find_duplicate(dedupe_key)
+    if existing is not None:
+        raise duplicate_error(existing, "duplicate_url")
+    knowledge = Knowledge(
+        id=str(uuid.uuid4()),
+        tenant_id=tenant_id,
+        kb_id=kb.id,
+        type=KnowledgeType.FILE_URL if is_file else KnowledgeType.URL,
+        title=(request.title or file_name or redact_credentials(url))[:500],
+        source=url,
+        file_name=safe_file_name(file_name) if file_name else "",
+        file_type=file_type if is_file else "html",
+        enable_multimodel=bool(overrides.get("enable_multimodel", False)),
+        process_overrides=overrides,
+        tag_ids=tag_ids,
+        channel=request.channel,
+        dedupe_key=dedupe_key,
+    )
+    _insert_or_remove_object(deps, knowledge, None, "duplicate_url")
+    return enqueue_first_stage(deps, knowledge, marked=True)
+
+
+def sanitize_manual(content: str) -> str:
+    """Hand-written Markdown: no control characters, and no active content (the same cleaning as the
+    Markdown parsed from files, `markup.strip_active_content`)."""
+    content = _CONTROL.sub("", content.replace("\r\n", "\n"))
+    return strip_active_content(content).strip()
+
+
+def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: ManualRequest) -> Knowledge:
+    kb = require_kb(deps, tenant_id, kb_id)
+    title = request.title.strip()
+    content = sanitize_manual(request.content)
+    status = request.status
+    if not content:
+        raise BadRequest("content must not be empty", code="empty_content")
+    if len(content) > deps.settings.manual_max_runes:
+        raise PayloadTooLarge(
+            f"content is over {deps.settings.manual_max_runes} characters", code="content_too_long"
+        )
+    overrides = _overrides(deps, request.process_config)
+    from chalicelib.services.tagging import check_tag_ids
+
+    tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
+    knowledge_id = str(uuid.uuid4())
+    data = content.encode()
+    url = deps.files.save(source_object_key(tenant_id, knowledge_id, "md"), data, "text/markdown")
+    knowledge = Knowledge(
+        id=knowledge_id,
+        tenant_id=tenant_id,
+        kb_id=kb.id,
+        type=KnowledgeType.MANUAL,
+        title=(title or content.splitlines()[0])[:500],
+        file_name=f"{safe_file_name(title or 'manual')}.md",
+        file_type="md",
+        file_size=len(data),
+        file_path=url,
+        process_overrides=overrides,
+        tag_ids=tag_ids,
+        channel=request.channel,
+        parse_status=ParseStatus.DRAFT if status == "draft" else ParseStatus.PENDING,
+    )
+    _insert_or_remove_object(deps, knowledge, url, "duplicate_manual")
+    if status == "draft":
+        return knowledge
+    return enqueue_first_stage(deps, knowledge, marked=True)

@@ -1,0 +1,173 @@
+"""Operators' recovery path for dead-letter queues: list what died, and redrive it.
+
+Redriving a stage message does not put it back as it is (its row is `failed`, and only pending or
+processing rows may begin a stage, so it would be dropped): the row starts over at a new attempt
+(`recovery.restart`), and the dead message is deleted once the new attempt's first message is queued.
+
+One dead letter, by what its row says:
+- failed at the message's attempt     -> restarted at a new attempt (`redriven`);
+- gone or being deleted               -> dropped (`dropped_deleted`);
+- at a newer attempt                  -> dropped (`superseded`: a redrive or reparse already moved it on,
+                                         which makes a second redrive of the same message a no-op);
+- completed or cancelled              -> dropped (`nothing_to_do`);
+- still in flight at that attempt     -> kept (`in_flight`): housekeeping fails it if it is stuck, and a
+                                         later redrive restarts it;
+- not a message of ours (unreadable)  -> kept (`unreadable`) for a person to look at.
+Upload notifications and lifecycle tasks carry no attempt: they are sent back to their queue unchanged
+(`resent`), as an SQS redrive would, since both handlers are idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.domain.types import ParseStatus
+from chalicelib.observability import logger
+from chalicelib.operations.recovery import restart
+from chalicelib.ports import DeadLetter, Dependencies
+from chalicelib.settings import QUEUES
+
+#: queues whose messages are re-sent unchanged (they carry no knowledge attempt)
+RESEND_AS_IS = frozenset({"uploads", "lifecycle"})
+#: how long a redrive keeps the letters it is working on out of other readers' sight
+HOLD_SECONDS = 120
+#: a listing hides each letter only for the moment it takes to read the queue
+LIST_HOLD_SECONDS = 20
+
+
+def _queues(queue: str | None) -> tuple[str, ...]:
+    return (queue,) if queue else QUEUES
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _pointer(letter: DeadLetter) -> tuple[str, int] | None:
+    """(knowledge_id, attempt) of a stage or task message; None when the body carries none."""
+    body = _json_object(letter.body)
+    if body is None:
+        return None
+    knowledge_id, attempt = body.get("knowledge_id"), body.get("attempt")
+    if isinstance(knowledge_id, str) and knowledge_id and isinstance(attempt, int) and attempt >= 1:
+        return knowledge_id, attempt
+    return None
+
+
+def letter_view(deps: Dependencies, letter: DeadLetter) -> dict[str, Any]:
+    pointer = _pointer(letter)
+    view: dict[str, Any] = {
+        "queue": letter.queue,
+        "message_id": letter.message_id,
+        "reason": letter.reason or "maxReceiveCount exceeded",
+        "sent_at_ms": letter.sent_at_ms,
+        "body": letter.body[:2000],
+        "knowledge_id": None,
+        "attempt": None,
+        "row": None,
+    }
+    if pointer is not None:
+        view["knowledge_id"], view["attempt"] = pointer
+        row = deps.knowledge.get(pointer[0])
+        if row is not None:
+            view["row"] = {
+                "tenant_id": row.tenant_id,
+                "parse_status": row.parse_status.value,
+                "attempt": row.attempt,
+                "error_code": row.error_code,
+                "error_message": row.error_message,
+            }
+    return view
+
+
+def list_dead_letters(deps: Dependencies, queue: str | None, limit: int) -> list[dict[str, Any]]:
+    """What the DLQs hold (up to `limit` in all), each with its row's state; nothing is changed."""
+    views: list[dict[str, Any]] = []
+    for name in _queues(queue):
+        letters = deps.queue.receive_dead_letters(name, limit - len(views), LIST_HOLD_SECONDS)
+        try:
+            views.extend(letter_view(deps, letter) for letter in letters)
+        finally:
+            for letter in letters:
+                deps.queue.release_dead_letter(letter)
+        if len(views) >= limit:
+            break
+    return views
+
+
+@dataclass
+class RedriveReport:
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, letter: DeadLetter, outcome: str, **extra: Any) -> None:
+        self.outcomes.append(
+            {"queue": letter.queue, "message_id": letter.message_id, "outcome": outcome, **extra}
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"counts": dict(Counter(o["outcome"] for o in self.outcomes)), "messages": self.outcomes}
+
+
+def _redrive_one(deps: Dependencies, letter: DeadLetter, report: RedriveReport) -> bool:
+    """Handles one letter; True when it is done with (delete it), False to keep it in the DLQ."""
+    if letter.queue in RESEND_AS_IS:
+        body = _json_object(letter.body)
+        if body is None or letter.reason:  # parked because its handler could not read it
+            report.add(letter, "unreadable")
+            return False
+        deps.queue.send_raw(letter.queue, body)
+        report.add(letter, "resent")
+        return True
+    pointer = _pointer(letter)
+    if pointer is None:
+        report.add(letter, "unreadable")
+        return False
+    knowledge_id, attempt = pointer
+    row = deps.knowledge.get(knowledge_id)
+    if row is None or row.parse_status == ParseStatus.DELETING:
+        report.add(letter, "dropped_deleted", knowledge_id=knowledge_id)
+        return True
+    if row.attempt != attempt:
+        report.add(letter, "superseded", knowledge_id=knowledge_id, attempt=row.attempt)
+        return True
+    if row.parse_status in (ParseStatus.COMPLETED, ParseStatus.CANCELLED, ParseStatus.DRAFT):
+        report.add(letter, "nothing_to_do", knowledge_id=knowledge_id, parse_status=row.parse_status.value)
+        return True
+    if row.parse_status != ParseStatus.FAILED:
+        report.add(letter, "in_flight", knowledge_id=knowledge_id, parse_status=row.parse_status.value)
+        return False
+    fresh = restart(deps, row, frozenset({ParseStatus.FAILED}))
+    if fresh is None:  # another redrive (or a reparse) moved it on between the read and the write
+        report.add(letter, "superseded", knowledge_id=knowledge_id)
+        return True
+    report.add(letter, "redriven", knowledge_id=knowledge_id, attempt=fresh.attempt)
+    return True
+
+
+def redrive(deps: Dependencies, queue: str | None, limit: int) -> RedriveReport:
+    report = RedriveReport()
+    for name in _queues(queue):
+        if len(report.outcomes) >= limit:
+            break
+        letters = deps.queue.receive_dead_letters(name, limit - len(report.outcomes), HOLD_SECONDS)
+        for letter in letters:
+            try:
+                done = _redrive_one(deps, letter, report)
+            except Exception:
+                # One letter's trouble (a store that does not answer) must not strand the batch: it stays
+                # in the DLQ, visible again, for the next redrive.
+                logger.exception("redrive of a dead letter failed", extra={"queue": name})
+                report.add(letter, "error")
+                done = False
+            if done:
+                deps.queue.delete_dead_letter(letter)
+            else:
+                deps.queue.release_dead_letter(letter)
+    return report

@@ -1,0 +1,199 @@
+"""Knowledge lifecycle: delete (one, a batch, a whole knowledge base), cancel, edit, publish, batch reparse,
+retry of a knowledge base's failed rows, and the durable tasks that carry the long ones.
+
+A request never loops over documents: it makes one conditional write per row it names (to `deleting`, so
+the row disappears from use at once), records a task and queues it. The lifecycle worker
+(`stages/lifecycle.py`) does the work item by item, resumable and idempotent, and GET /tasks/{id} shows it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.commands import BatchDeleteRequest, BatchReparseRequest, EditKnowledgeRequest, ReparseRequest
+from chalicelib.domain.errors import BadRequest, NotFound, PayloadTooLarge
+from chalicelib.domain.ids import execution_name, file_md5
+from chalicelib.domain.status import CANCEL_FROM
+from chalicelib.domain.storage_keys import source_object_key
+from chalicelib.domain.types import (
+    EnableStatus,
+    Knowledge,
+    KnowledgeType,
+    ParseStatus,
+    SpanStatus,
+    Task,
+    TaskKind,
+)
+from chalicelib.operations.create import sanitize_manual
+from chalicelib.ports import Dependencies, IndexSpace
+from chalicelib.services.dispatch import enqueue_first_stage
+from chalicelib.services.ownership import owned_knowledge, require_kb
+from chalicelib.services.usable import require_usable_for_api
+from chalicelib.tasks import LIFECYCLE_QUEUE, new_task, start_task
+from chalicelib.tasks.reparse import reparse
+
+CANCEL_MESSAGE = "cancelled by the user"
+
+
+# ---------------------------------------------------------------- delete
+
+
+def delete_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Task:
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    return _delete(deps, tenant_id, knowledge.kb_id, [knowledge])
+
+
+def batch_delete(deps: Dependencies, tenant_id: str, request: BatchDeleteRequest) -> Task:
+    require_kb(deps, tenant_id, request.kb_id)
+    rows = _rows_of_kb(deps, tenant_id, request.kb_id, request.ids)
+    return _delete(deps, tenant_id, request.kb_id, rows)
+
+
+def _rows_of_kb(deps: Dependencies, tenant_id: str, kb_id: str, ids: list[str]) -> list[Knowledge]:
+    """Every id must name a row of this tenant in this knowledge base (WeKnora's rule): all or nothing."""
+    rows = []
+    for knowledge_id in dict.fromkeys(ids):
+        row = deps.knowledge.get(knowledge_id)
+        if row is None or row.tenant_id != tenant_id or row.kb_id != kb_id:
+            raise NotFound(
+                f"knowledge {knowledge_id} not found in knowledge base {kb_id}", code="knowledge_not_found"
+            )
+        rows.append(row)
+    return rows
+
+
+def _delete(deps: Dependencies, tenant_id: str, kb_id: str, rows: list[Knowledge]) -> Task:
+    task = new_task(tenant_id, TaskKind.DELETE_KNOWLEDGE, kb_id, [row.id for row in rows])
+    deps.tasks.put(task)
+    for row in rows:  # at once: stages drop the row's queued work and search stops returning it
+        deps.knowledge.mark_deleting(row.id)
+    deps.queue.send_raw(LIFECYCLE_QUEUE, {"task_id": task.id})
+    return task
+
+
+def delete_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> Task:
+    kb = require_kb(deps, tenant_id, kb_id)
+    kb.status = "deleting"
+    deps.kbs.put(kb)
+    return start_task(deps, new_task(tenant_id, TaskKind.DELETE_KB, kb.id, []))
+
+
+# ---------------------------------------------------------------- cancel
+
+
+def cancel(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
+    """pending|processing|finalizing → cancelled: the execution stops, queued work drops itself when it
+    arrives, open spans close as cancelled, and what was written stays (spec §1.23)."""
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    if knowledge.parse_status == ParseStatus.CANCELLED:
+        return knowledge  # idempotent
+    if knowledge.parse_status not in CANCEL_FROM:
+        raise BadRequest(
+            f"a knowledge that is {knowledge.parse_status.value} cannot be cancelled", code="invalid_state"
+        )
+    cancelled = deps.knowledge.cancel(knowledge.id, CANCEL_MESSAGE)
+    if cancelled is None:  # it moved on meanwhile (completed, failed, deleted)
+        current = owned_knowledge(deps, tenant_id, knowledge_id)
+        if current.parse_status == ParseStatus.CANCELLED:
+            return current
+        raise BadRequest(
+            f"a knowledge that is {current.parse_status.value} cannot be cancelled", code="invalid_state"
+        )
+    deps.workflow.stop(execution_name(cancelled.id, cancelled.attempt), CANCEL_MESSAGE)
+    deps.tracker.close_root(
+        cancelled.id, cancelled.attempt, SpanStatus.CANCELLED, "CANCELLED", CANCEL_MESSAGE
+    )
+    return cancelled
+
+
+# ---------------------------------------------------------------- edit and publish
+
+
+def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKnowledgeRequest) -> Knowledge:
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    if knowledge.parse_status == ParseStatus.DELETING:
+        raise BadRequest("the knowledge is being deleted", code="invalid_state")
+    fields = request.model_dump(exclude_none=True, exclude={"enable_status", "content", "tag_ids"})
+    from chalicelib.services.tagging import check_tag_ids, set_tags
+
+    tag_ids = None if request.tag_ids is None else check_tag_ids(deps, knowledge.kb_id, request.tag_ids)
+    if request.content is not None:
+        fields.update(_new_manual_text(deps, knowledge, request.content))
+    if request.enable_status is not None and request.enable_status != knowledge.enable_status.value:
+        _set_searchable(deps, knowledge, request.enable_status == EnableStatus.ENABLED.value)
+        fields["enable_status"] = request.enable_status
+    if tag_ids is not None:  # after every check: a refused edit changes nothing
+        knowledge = set_tags(deps, knowledge, tag_ids)
+    updated = deps.knowledge.update_fields(knowledge.id, fields) if fields else knowledge
+    if updated is None:
+        raise NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
+    if request.content is not None and knowledge.parse_status != ParseStatus.DRAFT:
+        return reparse(deps, tenant_id, knowledge.id, ReparseRequest())  # a published text is ingested again
+    if (
+        request.title is not None or request.metadata is not None
+    ) and updated.parse_status == ParseStatus.COMPLETED:
+        from chalicelib.services.dispatch import request_summary_refresh
+
+        request_summary_refresh(deps, updated)  # the summary is made from the title and metadata too
+    return updated
+
+
+def _new_manual_text(deps: Dependencies, knowledge: Knowledge, raw: str) -> dict[str, Any]:
+    if knowledge.type != KnowledgeType.MANUAL:
+        raise BadRequest("only hand-written (manual) knowledge has editable text", code="not_manual")
+    content = sanitize_manual(raw)
+    if not content:
+        raise BadRequest("content must not be empty", code="empty_content")
+    if len(content) > deps.settings.manual_max_runes:
+        raise PayloadTooLarge(
+            f"content is over {deps.settings.manual_max_runes} characters", code="content_too_long"
+        )
+    data = content.encode()
+    url = deps.files.save(source_object_key(knowledge.tenant_id, knowledge.id, "md"), data, "text/markdown")
+    if knowledge.file_path and knowledge.file_path != url:
+        deps.files.delete(knowledge.file_path)
+    return {"file_path": url, "file_size": len(data), "file_hash": file_md5(data)}
+
+
+def _set_searchable(deps: Dependencies, knowledge: Knowledge, enabled: bool) -> None:
+    """Flips the index entries of every chunk: no re-embedding, the vectors stay where they are."""
+    if knowledge.parse_status not in (ParseStatus.COMPLETED, ParseStatus.FINALIZING):
+        raise BadRequest(
+            "only an indexed knowledge (finalizing or completed) can be enabled or disabled",
+            code="not_indexed",
+        )
+    kb = require_kb(deps, knowledge.tenant_id, knowledge.kb_id)
+    if not kb.indexing_strategy.needs_embedding:
+        return
+    chunk_ids = [c.id for c in deps.chunks.list(knowledge.id)]
+    model = require_usable_for_api(deps, kb)
+    deps.engine(kb.retrieval_engine).set_enabled(IndexSpace.of(model), kb.id, chunk_ids, enabled)
+
+
+def publish(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    if knowledge.parse_status != ParseStatus.DRAFT:
+        raise BadRequest("only a draft can be published", code="invalid_state")
+    published = deps.knowledge.publish(knowledge.id)
+    if published is None:
+        raise BadRequest("the draft changed state; try again", code="invalid_state")
+    return enqueue_first_stage(deps, published)
+
+
+# ---------------------------------------------------------------- batch reparse and retry
+
+
+def batch_reparse(deps: Dependencies, tenant_id: str, request: BatchReparseRequest) -> Task:
+    require_kb(deps, tenant_id, request.kb_id)
+    rows = _rows_of_kb(deps, tenant_id, request.kb_id, request.ids)
+    overrides = request.process_config.model_dump(exclude_none=True) if request.process_config else None
+    task = new_task(
+        tenant_id, TaskKind.REPARSE, request.kb_id, [r.id for r in rows], process_config=overrides
+    )
+    return start_task(deps, task)
+
+
+def retry_failed(deps: Dependencies, tenant_id: str, kb_id: str) -> Task:
+    """Every failed row of the knowledge base, however many (the worker pages through them)."""
+    kb = require_kb(deps, tenant_id, kb_id)
+    return start_task(deps, new_task(tenant_id, TaskKind.RETRY_FAILED, kb.id, []))

@@ -1,0 +1,94 @@
+"""Move knowledge between knowledge bases, and clone a knowledge base (spec §1.25): the request side.
+
+A request checks what it can up front (tenant, knowledge bases, compatibility: 400 before any work), records
+a durable task and queues it; the lifecycle worker (`tasks/move_clone.py`) does the work item by item.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from chalicelib.commands import CloneKnowledgeBaseRequest, MoveKnowledgeRequest
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound
+from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, utcnow
+from chalicelib.ports import Dependencies
+from chalicelib.services.ownership import require_kb
+from chalicelib.services.tag_names import tag_names
+from chalicelib.tasks import new_task, start_task
+
+
+def check_compatible(
+    deps: Dependencies, source: KnowledgeBase, target: KnowledgeBase, *, same_engine: bool
+) -> None:
+    """Same KB type and embedding model (vectors of one space), and for moved or copied index entries the
+    same retrieval engine; else a 400 with a stable code."""
+    if source.id == target.id:
+        raise BadRequest("the source and the target are the same knowledge base", code="same_knowledge_base")
+    if source.type != target.type:
+        raise BadRequest(
+            f"a {source.type} knowledge base cannot move into a {target.type} one", code="kb_type_mismatch"
+        )
+    default_model = deps.settings.default_embedding_model
+    if (source.embedding_model_id or default_model) != (target.embedding_model_id or default_model):
+        raise BadRequest(
+            "the knowledge bases use different embedding models", code="embedding_model_mismatch"
+        )
+    default_engine = deps.settings.retrieval_engine
+    if same_engine and (source.retrieval_engine or default_engine) != (
+        target.retrieval_engine or default_engine
+    ):
+        raise BadRequest(
+            "the knowledge bases use different retrieval engines: index entries cannot be reused",
+            code="retrieval_engine_mismatch",
+        )
+
+
+def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> Task:
+    source = require_kb(deps, tenant_id, request.source_kb_id)
+    target = require_kb(deps, tenant_id, request.target_kb_id)
+    check_compatible(deps, source, target, same_engine=request.mode == "reuse_vectors")
+    ids = list(dict.fromkeys(request.ids))
+    tags: dict[str, list[str]] = {}
+    for knowledge_id in ids:  # every id must name a row of this tenant in the source: all or nothing
+        row = deps.knowledge.get(knowledge_id)
+        if row is None or row.tenant_id != tenant_id or row.kb_id != source.id:
+            raise NotFound(
+                f"knowledge {knowledge_id} not found in knowledge base {source.id}",
+                code="knowledge_not_found",
+            )
+        if row.tag_ids:  # tags belong to a knowledge base: the target gets them by name
+            tags[row.id] = tag_names(deps, row)
+    task = new_task(
+        tenant_id, TaskKind.MOVE, target.id, ids, source_kb_id=source.id, mode=request.mode, tags=tags
+    )
+    return start_task(deps, task)
+
+
+def clone_kb(
+    deps: Dependencies, tenant_id: str, kb_id: str, request: CloneKnowledgeBaseRequest
+) -> dict[str, Any]:
+    source = require_kb(deps, tenant_id, kb_id)
+    if request.target_kb_id is not None:
+        if request.name is not None:
+            raise BadRequest("give either target_kb_id or name, not both", code="invalid_body")
+        target = require_kb(deps, tenant_id, request.target_kb_id)
+        check_compatible(deps, source, target, same_engine=True)
+    else:
+        name = request.name or f"{source.name} (copy)"
+        if deps.kbs.by_name(tenant_id, name) is not None:
+            raise Conflict(f"a knowledge base named {name!r} exists", code="duplicate_kb_name")
+        now = utcnow()
+        target = replace(
+            copy.deepcopy(source),
+            id=str(uuid.uuid4()),
+            name=name,
+            status="active",
+            created_at=now,
+            updated_at=now,
+        )
+        deps.kbs.put(target)
+    task = start_task(deps, new_task(tenant_id, TaskKind.CLONE_KB, target.id, [], source_kb_id=source.id))
+    return {"task_id": task.id, "target_kb_id": target.id}

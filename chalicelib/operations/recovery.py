@@ -1,0 +1,59 @@
+"""Starting a document over at a new attempt when the one it was on can no longer finish by itself: its
+stage message died in a DLQ (operator redrive), or the local stack restarted and lost every queued message
+and running execution (housekeeping on start).
+
+The reset is one conditional write on (attempt, status), so two recoveries of the same dead attempt start
+one new attempt, never two. A new attempt begins at the first stage: parsed Markdown, chunks and chunk ids
+are per attempt, so no later stage could start without them (the embedding cache keeps re-embedding cheap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from chalicelib.domain.clock import to_iso
+from chalicelib.domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies
+from chalicelib.services.derived_data import remove_derived_data
+from chalicelib.services.dispatch import enqueue_first_stage
+from chalicelib.tasks import redrive_delete
+
+
+def restart(
+    deps: Dependencies, knowledge: Knowledge, from_statuses: frozenset[ParseStatus]
+) -> Knowledge | None:
+    """`knowledge` at a new attempt with its first stage queued; None when the row is no longer at
+    `knowledge.attempt` in one of `from_statuses` (someone else restarted it, or it moved on)."""
+    fresh = deps.knowledge.restart_attempt(knowledge.id, knowledge.attempt, from_statuses)
+    if fresh is None:
+        return None
+    remove_derived_data(deps, fresh)  # what the dead attempt left (chunks, index entries)
+    logger.info(
+        "restarted a knowledge at a new attempt",
+        extra={"knowledge_id": fresh.id, "from_attempt": knowledge.attempt, "attempt": fresh.attempt},
+    )
+    return enqueue_first_stage(deps, fresh)
+
+
+@dataclass
+class StartupRecovery:
+    restarted: list[str] = field(default_factory=list)
+    deletes_redriven: list[str] = field(default_factory=list)
+
+
+def recover_after_restart(deps: Dependencies, now: datetime | None = None) -> StartupRecovery:
+    """After the local stack restarted from its snapshot, every row that was in flight has lost its queued
+    message and its execution: each starts over at a new attempt, and every delete under way is driven
+    again. Only the local runtime calls this, once, before its pollers start."""
+    # Nothing runs yet: every in-flight row is interrupted, however recently it was touched.
+    cutoff = to_iso((now or datetime.now(UTC)) + timedelta(minutes=1))
+    report = StartupRecovery()
+    for knowledge in deps.knowledge.in_flight_older_than(cutoff):
+        if restart(deps, knowledge, frozenset(IN_FLIGHT_STATUSES)) is not None:
+            report.restarted.append(knowledge.id)
+    for knowledge in deps.knowledge.deleting_older_than(cutoff):
+        redrive_delete(deps, knowledge)
+        report.deletes_redriven.append(knowledge.id)
+    return report

@@ -1,0 +1,73 @@
+"""Tags of a knowledge base: create, rename, delete (a durable task that removes the tag from its knowledge
+first), list. A document's tags and their relations: services/tagging.py.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from chalicelib.commands import CreateTagRequest, UpdateTagRequest
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound
+from chalicelib.domain.tags import MAX_TAGS_PER_KB, Tag, TagCapReached, TagNameTaken
+from chalicelib.domain.types import Task, TaskKind
+from chalicelib.ports import Dependencies
+from chalicelib.services.ownership import require_kb
+from chalicelib.services.tagging import DELETING
+from chalicelib.tasks import new_task, start_task
+
+
+def _name_taken(error: TagNameTaken) -> Conflict:
+    return Conflict(
+        f"a tag of that name already exists ({error.existing_id})",
+        code="duplicate_tag_name",
+        data={"id": error.existing_id},
+    )
+
+
+def create_tag(deps: Dependencies, tenant_id: str, kb_id: str, request: CreateTagRequest) -> Tag:
+    kb = require_kb(deps, tenant_id, kb_id)
+    tag = Tag(id=str(uuid.uuid4()), tenant_id=tenant_id, kb_id=kb.id, name=request.name, color=request.color)
+    try:
+        deps.tags.create(tag, MAX_TAGS_PER_KB)
+    except TagNameTaken as error:
+        raise _name_taken(error) from None
+    except TagCapReached:
+        raise BadRequest(
+            f"a knowledge base holds at most {MAX_TAGS_PER_KB} tags", code="too_many_tags"
+        ) from None
+    return tag
+
+
+def list_tags(deps: Dependencies, tenant_id: str, kb_id: str) -> list[Tag]:
+    kb = require_kb(deps, tenant_id, kb_id)
+    return [t for t in deps.tags.list_kb(kb.id) if t.status != DELETING]
+
+
+def get_tag(deps: Dependencies, tenant_id: str, kb_id: str, tag_id: str) -> Tag:
+    kb = require_kb(deps, tenant_id, kb_id)
+    tag = deps.tags.get(kb.id, tag_id)
+    if tag is None or tag.tenant_id != tenant_id or tag.status == DELETING:
+        raise NotFound(f"tag {tag_id} not found", code="tag_not_found")
+    return tag
+
+
+def update_tag(deps: Dependencies, tenant_id: str, kb_id: str, tag_id: str, request: UpdateTagRequest) -> Tag:
+    get_tag(deps, tenant_id, kb_id, tag_id)
+    try:
+        updated = deps.tags.update(kb_id, tag_id, name=request.name, color=request.color)
+    except TagNameTaken as error:
+        raise _name_taken(error) from None
+    if updated is None:
+        raise NotFound(f"tag {tag_id} not found", code="tag_not_found")
+    return updated
+
+
+def delete_tag(deps: Dependencies, tenant_id: str, kb_id: str, tag_id: str) -> Task:
+    """The tag disappears at once (lists, new assignments); the task takes it off its knowledge, then
+    deletes it."""
+    get_tag(deps, tenant_id, kb_id, tag_id)
+    deps.tags.update(kb_id, tag_id, status=DELETING)
+    return start_task(deps, new_task(tenant_id, TaskKind.DELETE_TAG, kb_id, [], tag_id=tag_id))
+
+
+# ---------------------------------------------------------------- a document's tags

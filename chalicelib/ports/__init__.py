@@ -1,0 +1,126 @@
+"""The interfaces between use cases and adapters. Use cases depend on these; adapters implement them.
+
+Nothing here imports boto3 or a model runtime. Embeddings travel as float32 numpy arrays of
+shape (n, dimensions), L2-normalised, because every engine and model adapter speaks numpy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from chalicelib.ports.dependencies import Dependencies, ProgressTracker
+from chalicelib.ports.faq import FaqLease, FaqRepo
+from chalicelib.ports.index import IndexEntry, IndexSpace, RetrieveEngine, SearchHit
+from chalicelib.ports.models import (
+    AsrEngine,
+    ChatModel,
+    EmbeddingCache,
+    EmbeddingModel,
+    ModelAuthError,
+    ModelEmptyResponse,
+    ModelRequestError,
+    ModelThrottled,
+    ModelUnavailable,
+    OcrEngine,
+    UnknownModel,
+    VisionModel,
+)
+from chalicelib.ports.network import FetchedDocument, FetchFailed, HealthProbe, SecretSource, UrlImporter
+from chalicelib.ports.parsing import (
+    DocReader,
+    ImageResolver,
+    ParsedImage,
+    ReadRequest,
+    ReadResult,
+    ResolvedImages,
+    SaveImage,
+    StoredImage,
+    iter_batches,
+)
+from chalicelib.ports.queues import DeadLetter, TaskQueue, Workflow, WorkflowStart
+from chalicelib.ports.state import (
+    ApiKeyRepo,
+    ChunkRepo,
+    DuplicateKnowledge,
+    GraphEdge,
+    GraphNeighbourhood,
+    GraphNode,
+    GraphRepo,
+    KnowledgeBaseRepo,
+    KnowledgeRepo,
+    Page,
+    SpanRepo,
+    TagRepo,
+    TaskRepo,
+    TenantRepo,
+    UsageEntry,
+    UsageRepo,
+    WikiOp,
+    WikiPageRecord,
+    WikiRepo,
+)
+from chalicelib.ports.storage import FileStore
+
+if TYPE_CHECKING:  # numpy stays off the API function's cold-start path
+    from chalicelib.ports.models import Vectors as Vectors
+
+__all__ = [
+    "ApiKeyRepo",
+    "AsrEngine",
+    "ChatModel",
+    "ChunkRepo",
+    "DeadLetter",
+    "Dependencies",
+    "DocReader",
+    "DuplicateKnowledge",
+    "EmbeddingCache",
+    "EmbeddingModel",
+    "FaqLease",
+    "FaqRepo",
+    "FetchFailed",
+    "FetchedDocument",
+    "FileStore",
+    "GraphEdge",
+    "GraphNeighbourhood",
+    "GraphNode",
+    "GraphRepo",
+    "HealthProbe",
+    "ImageResolver",
+    "IndexEntry",
+    "IndexSpace",
+    "KnowledgeBaseRepo",
+    "KnowledgeRepo",
+    "ModelAuthError",
+    "ModelEmptyResponse",
+    "ModelRequestError",
+    "ModelThrottled",
+    "ModelUnavailable",
+    "OcrEngine",
+    "Page",
+    "ParsedImage",
+    "ProgressTracker",
+    "ReadRequest",
+    "ReadResult",
+    "ResolvedImages",
+    "RetrieveEngine",
+    "SaveImage",
+    "SearchHit",
+    "SecretSource",
+    "SpanRepo",
+    "StoredImage",
+    "TagRepo",
+    "TaskQueue",
+    "TaskRepo",
+    "TenantRepo",
+    "UnknownModel",
+    "UrlImporter",
+    "UsageEntry",
+    "UsageRepo",
+    "VisionModel",
+    "WikiOp",
+    "WikiPageRecord",
+    "WikiRepo",
+    "Workflow",
+    "WorkflowStart",
+    "iter_batches",
+]

@@ -1,0 +1,106 @@
+"""The retrieval index: entries, hits, index spaces and the engine port."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # numpy stays off the API function's cold-start path
+    import numpy as np
+    import numpy.typing as npt
+
+    from chalicelib.ports.models import EmbeddingModel
+
+
+@dataclass
+class IndexEntry:
+    """One searchable entry. `id` is unique per engine space; chunks use the chunk id."""
+
+    id: str
+    kb_id: str
+    knowledge_id: str
+    chunk_id: str
+    content: str  # the index text: title + breadcrumb + trimmed content
+    vector: npt.NDArray[np.float32] | None = None
+    source_id: str = ""
+    source_type: str = "chunk"
+    chunk_type: str = "text"
+    is_enabled: bool = True
+
+
+@dataclass
+class SearchHit:
+    id: str
+    chunk_id: str
+    knowledge_id: str
+    kb_id: str
+    content: str
+    score: float
+    bm25_rank: int | None = None
+    vector_rank: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IndexSpace:
+    """Entries embedded by one model at one dimension live in one space (one OpenSearch index)."""
+
+    model_id: str
+    dimensions: int
+
+    @classmethod
+    def of(cls, model: EmbeddingModel) -> IndexSpace:
+        return cls(model.model_id, model.dimensions)
+
+    @property
+    def name(self) -> str:
+        safe = "".join(ch if ch.isalnum() else "-" for ch in self.model_id.lower()).strip("-")
+        return f"weknora-{safe}-{self.dimensions}"
+
+
+class RetrieveEngine(Protocol):
+    engine_name: str
+
+    def batch_index(self, space: IndexSpace, entries: Sequence[IndexEntry]) -> None: ...
+
+    def delete_by_knowledge(self, space: IndexSpace, kb_id: str, knowledge_ids: Sequence[str]) -> int: ...
+
+    def delete_by_ids(self, space: IndexSpace, kb_id: str, entry_ids: Sequence[str]) -> int: ...
+
+    def copy(
+        self,
+        space: IndexSpace,
+        src_kb_id: str,
+        src_knowledge_id: str,
+        dst_kb_id: str,
+        dst_knowledge_id: str,
+        id_map: Mapping[str, str],
+    ) -> int:
+        """Copies entries (vectors included, nothing re-embedded), renaming chunk ids by `id_map`."""
+        ...
+
+    def set_enabled(self, space: IndexSpace, kb_id: str, chunk_ids: Sequence[str], enabled: bool) -> int: ...
+
+    def hybrid_search(
+        self,
+        space: IndexSpace,
+        kb_id: str,
+        query_text: str,
+        query_vector: npt.NDArray[np.float32] | None,
+        top_k: int,
+        *,
+        keyword: bool = True,
+        vector: bool = True,
+    ) -> list[SearchHit]: ...
+
+    def count(self, space: IndexSpace, kb_id: str, knowledge_id: str | None = None) -> int: ...
+
+    def move_knowledge(
+        self, space: IndexSpace, src_kb_id: str, dst_kb_id: str, knowledge_ids: Sequence[str]
+    ) -> int:
+        """Moves these knowledge's entries (vectors included, nothing re-embedded) from one knowledge base
+        to another of the same space; the source keeps none. Idempotent: a re-run moves what is left."""
+        ...
+
+    def health(self) -> bool: ...

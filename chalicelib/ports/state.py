@@ -1,0 +1,456 @@
+"""The state: one repository port per aggregate (tenants and keys, knowledge bases, knowledge, tags, chunks,
+spans, usage, tasks, graph, wiki)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from chalicelib.domain.api_keys import ApiKey
+from chalicelib.domain.tags import Tag
+from chalicelib.domain.types import (
+    Chunk,
+    Knowledge,
+    KnowledgeBase,
+    ParseStatus,
+    Span,
+    Task,
+    Tenant,
+)
+
+
+class TenantRepo(Protocol):
+    def get(self, tenant_id: str) -> Tenant | None: ...
+
+    def add_usage(self, tenant_id: str, delta_bytes: int) -> None:
+        """Atomically adjusts the bytes the tenant stores (indexing adds, delete subtracts)."""
+        ...
+
+    def by_api_key(self, api_key: str) -> Tenant | None: ...
+
+    def put(self, tenant: Tenant) -> None: ...
+
+    def list_all(self) -> list[Tenant]:
+        """Every tenant, ordered by id (operators only: a full read of the table)."""
+        ...
+
+
+class ApiKeyRepo(Protocol):
+    """Issued API keys by hash. `get` is strongly consistent, so a revoked key is refused at once."""
+
+    def get(self, key_hash: str) -> ApiKey | None: ...
+
+    def put(self, key: ApiKey) -> None: ...
+
+    def list(self, tenant_id: str) -> list[ApiKey]:
+        """The tenant's issued (and revoked) keys, oldest first."""
+        ...
+
+
+class KnowledgeBaseRepo(Protocol):
+    def get(self, kb_id: str) -> KnowledgeBase | None: ...
+
+    def put(self, kb: KnowledgeBase) -> None: ...
+
+    def by_name(self, tenant_id: str, name: str) -> KnowledgeBase | None: ...
+
+    def list(self, tenant_id: str) -> list[KnowledgeBase]: ...
+
+    def delete(self, kb_id: str) -> None: ...
+
+
+class DuplicateKnowledge(Exception):
+    def __init__(self, existing: Knowledge):
+        super().__init__(f"duplicate of {existing.id}")
+        self.existing = existing
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Knowledge]
+    total: int
+    page: int
+    page_size: int
+
+
+class KnowledgeRepo(Protocol):
+    def get(self, knowledge_id: str) -> Knowledge | None: ...
+
+    def find_duplicate(self, dedupe_key: str) -> Knowledge | None:
+        """The live (not failed, not deleted) knowledge holding this dedupe key, if any."""
+        ...
+
+    def insert(self, knowledge: Knowledge) -> None:
+        """Atomically claims `knowledge.dedupe_key` (if set) and inserts the row.
+
+        Raises DuplicateKnowledge with the holder when a live row holds the key; a key held by a
+        failed or deleted row is taken over."""
+        ...
+
+    def delete(self, knowledge_id: str) -> bool:
+        """Deletes the row, releases its dedupe claim and takes its stored bytes off the tenant's usage,
+        atomically. False when the row was already gone."""
+        ...
+
+    def deleting_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+        """Rows marked deleting whose delete has not finished since the cutoff."""
+        ...
+
+    def publish(self, knowledge_id: str) -> Knowledge | None:
+        """draft -> pending (one conditional write); None when the row is not a draft."""
+        ...
+
+    def list_by_kb(self, kb_id: str, page: int, page_size: int) -> Page: ...
+
+    def begin_processing(self, knowledge_id: str, attempt: int) -> Knowledge | None:
+        """pending|processing -> processing for this attempt, error cleared. None when the row is
+        missing, superseded by a newer attempt, or in a state that must not be processed."""
+        ...
+
+    def mark_failed(self, knowledge_id: str, attempt: int | None, message: str, code: str) -> bool:
+        """Fails the row unless it is terminal, being deleted, or (with `attempt`) superseded."""
+        ...
+
+    def mark_indexed(
+        self, knowledge_id: str, attempt: int, *, chunk_count: int, storage_size: int, completed: bool
+    ) -> bool:
+        """enable_status=enabled; parse_status stays processing, or completed when nothing follows."""
+        ...
+
+    def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:
+        """attempt+1, status pending, error/description/processed_at/counter reset (one conditional write)."""
+        ...
+
+    def restart_attempt(
+        self, knowledge_id: str, attempt: int, from_statuses: frozenset[ParseStatus]
+    ) -> Knowledge | None:
+        """The reparse reset, only while the row is still at `attempt` in one of `from_statuses` (one
+        conditional write): a second redrive of the same dead attempt finds the row moved on. None then."""
+        ...
+
+    def mark_deleting(self, knowledge_id: str) -> Knowledge | None:
+        """Any state -> deleting (one conditional write); the row as it now is, None when it is missing.
+        A row already being deleted is returned as it is."""
+        ...
+
+    def settle_plan(
+        self,
+        knowledge_id: str,
+        attempt: int,
+        count: int,
+        plan: Mapping[str, Any],
+        *,
+        summary_pending: bool = False,
+    ) -> Knowledge | None:
+        """processing -> finalizing with `count` subtask slots (error cleared, no slot released yet), or
+        -> completed when `count` is 0; the plan stored on the row (and the summary marked pending when one
+        is planned) in the same conditional write. None when the row is missing, superseded or no longer
+        processing."""
+        ...
+
+    def release_slot(self, knowledge_id: str, attempt: int, subtask_id: str) -> int | None:
+        """One subtask's slot, once: the count minus one, only while finalizing at `attempt`, above 0 and
+        `subtask_id` not yet released. The remaining count; None when nothing was released."""
+        ...
+
+    def promote(self, knowledge_id: str, attempt: int) -> bool:
+        """finalizing -> completed, only at `attempt` with no slot left (one conditional write)."""
+        ...
+
+    def cancel(self, knowledge_id: str, message: str) -> Knowledge | None:
+        """pending|processing|finalizing -> cancelled with the message, subtask count 0; None when the row
+        is missing or not in one of those states."""
+        ...
+
+    def update_fields(self, knowledge_id: str, fields: Mapping[str, Any]) -> Knowledge | None:
+        """Sets editable fields (title, description, metadata, tag_ids, enable_status; file_path, file_size
+        and file_hash of a manual document's new text) unless the row is being deleted; None when it is
+        missing or being deleted."""
+        ...
+
+    def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:
+        """Records that this attempt's `stage` message was queued and becomes visible at `visible_at`
+        (only while the row is in flight for that attempt)."""
+        ...
+
+    def in_flight_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+        """pending/processing/finalizing rows whose updated_at is before the cutoff."""
+        ...
+
+    def summaries_processing_older_than(self, cutoff_iso: str) -> list[Knowledge]: ...
+
+    def set_summary_status(
+        self, knowledge_id: str, status: str, *, only_if: str | None = None, description: str | None = None
+    ) -> bool:
+        """The summary's status (and, when given, the description it produced) in one write; False when the
+        row is missing or its status is not `only_if`."""
+        ...
+
+    def move_to_kb(
+        self, knowledge_id: str, from_kb_id: str, to_kb_id: str, dedupe_key: str
+    ) -> Knowledge | None:
+        """A completed row of `from_kb_id` moves to `to_kb_id` with its dedupe claim, in one step: the row
+        takes `dedupe_key` (the target's claim, taken over from a failed or missing holder) and its tags are
+        cleared (tags belong to a knowledge base); the old claim is released. Raises DuplicateKnowledge when
+        a live row holds the target's claim; None when the row is missing, not completed or not in
+        `from_kb_id`."""
+        ...
+
+    # -- listing (chalicelib/operations/listing.py): a page reads only about that page, never the whole knowledge base
+    def page_by_kb(
+        self,
+        kb_id: str,
+        *,
+        index: tuple[str, str] | None = None,
+        created_from: str | None = None,
+        created_to: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 20,
+    ) -> list[Knowledge]:
+        """Up to `limit` rows of the knowledge base, newest first (created_at, then id, descending), strictly
+        after the position `after` = (created_at ISO, id). `index` narrows by a key fixed at creation:
+        ("source", "file"|"url"|"manual") or ("file_type", "pdf"); created_from/created_to bound created_at
+        (ISO, inclusive). Reads at most `limit` rows (a GSI query, never a scan)."""
+        ...
+
+    def get_many(self, knowledge_ids: Sequence[str]) -> dict[str, Knowledge]:
+        """Rows by id in batched reads; missing ids are absent."""
+        ...
+
+
+class TagRepo(Protocol):
+    """Tags per knowledge base and the knowledge ↔ tag relations. A relation is keyed by the tag and the
+    knowledge's created_at, so the knowledge of a tag come newest first from one query."""
+
+    def create(self, tag: Tag, cap: int) -> None:
+        """Raises TagNameTaken (same name_key in the KB) or TagCapReached (the KB holds `cap` tags)."""
+        ...
+
+    def get(self, kb_id: str, tag_id: str) -> Tag | None: ...
+
+    def list_kb(self, kb_id: str) -> list[Tag]:
+        """Every tag of the knowledge base, by name."""
+        ...
+
+    def update(
+        self,
+        kb_id: str,
+        tag_id: str,
+        *,
+        name: str | None = None,
+        color: str | None = None,
+        status: str | None = None,
+    ) -> Tag | None:
+        """Renames (raises TagNameTaken), recolours or marks the tag; None when it is missing."""
+        ...
+
+    def delete(self, kb_id: str, tag_id: str) -> bool:
+        """The tag and its name (relations are removed first, by the delete task)."""
+        ...
+
+    def relate(self, kb_id: str, knowledge_id: str, created_at: str, tag_ids: Sequence[str]) -> None:
+        """Idempotent."""
+        ...
+
+    def unrelate(self, kb_id: str, knowledge_id: str, created_at: str, tag_ids: Sequence[str]) -> None: ...
+
+    def remove_knowledge(self, knowledge_id: str) -> int:
+        """Every relation of the knowledge (whatever its tags are now)."""
+        ...
+
+    def tagged(
+        self,
+        kb_id: str,
+        tag_id: str,
+        *,
+        created_from: str | None = None,
+        created_to: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 20,
+    ) -> list[tuple[str, str]]:
+        """(created_at ISO, knowledge id) of the tag's knowledge, newest first, strictly after `after`."""
+        ...
+
+    def delete_kb(self, kb_id: str) -> int:
+        """Every tag and relation of the knowledge base."""
+        ...
+
+
+class ChunkRepo(Protocol):
+    def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk]) -> None:
+        """Deletes every chunk of the knowledge, then writes these (idempotent re-runs)."""
+        ...
+
+    def put_many(self, chunks: Sequence[Chunk]) -> None: ...
+
+    def list(self, knowledge_id: str) -> list[Chunk]: ...
+
+    def list_page(
+        self, knowledge_id: str, *, prefix: str = "", after: str | None = None, limit: int
+    ) -> tuple[Sequence[Chunk], str | None]:
+        """At most `limit` (>= 1) of the knowledge's chunks whose id starts with `prefix`, in chunk-id order
+        (the DynamoDB range key's byte order), after the id `after` (exclusive); and the cursor of the next
+        page (the last id returned), None when no chunk is left. Reads only that page: a document read in
+        pages reads each chunk once, however large it is (issue 12)."""
+        ...
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Chunk]:
+        """Chunks by (knowledge_id, chunk_id), across knowledge, in batched reads; missing keys are absent."""
+        ...
+
+    def delete_all(self, knowledge_id: str) -> int: ...
+
+
+class SpanRepo(Protocol):
+    def put(self, span: Span) -> None: ...
+
+    def get(self, knowledge_id: str, attempt: int, span_id: str) -> Span | None: ...
+
+    def get_many(self, knowledge_id: str, attempt: int, span_ids: Sequence[str]) -> dict[str, Span]:
+        """The named spans that exist, by span id, in one read (strongly consistent)."""
+        ...
+
+    def list(self, knowledge_id: str, attempt: int) -> list[Span]: ...
+
+    def latest_attempt(self, knowledge_id: str) -> int: ...
+
+    def delete_all(self, knowledge_id: str) -> int: ...
+
+    def last_activity_iso(self, knowledge_id: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class UsageEntry:
+    """What one invocation spent for one knowledge (see `metering`); `entry` is unique per invocation, so
+    writing the same entry twice keeps one."""
+
+    knowledge_id: str
+    entry: str  # f"{attempt:06d}#{stage}#{invocation}"
+    kb_id: str
+    tenant_id: str
+    counts: Mapping[str, float]
+    created_at: str
+
+    @property
+    def attempt(self) -> int:
+        return int(self.entry.split("#", 1)[0])
+
+    @property
+    def stage(self) -> str:
+        return self.entry.split("#")[1]
+
+
+class UsageRepo(Protocol):
+    def put(self, entry: UsageEntry) -> None: ...
+
+    def for_knowledge(self, knowledge_id: str) -> list[UsageEntry]: ...
+
+    def for_kb(self, kb_id: str) -> Iterator[UsageEntry]: ...
+
+
+class TaskRepo(Protocol):
+    """Durable operations (delete, batch reparse, ...) and their progress."""
+
+    def put(self, task: Task) -> None: ...
+
+    def get(self, task_id: str) -> Task | None: ...
+
+    def save_progress(self, task: Task) -> bool:
+        """Writes the task's counters and status, only forward: False when a redelivered worker is behind
+        what another run already recorded (its work was idempotent, its counts are not)."""
+        ...
+
+
+@dataclass
+class GraphNode:
+    name: str
+    attributes: list[str]
+    chunk_ids: list[str]
+    knowledge_ids: list[str]
+
+
+@dataclass
+class GraphEdge:
+    source: str
+    relation: str
+    target: str
+    knowledge_ids: list[str]
+
+
+@dataclass
+class GraphNeighbourhood:
+    entity: GraphNode | None
+    edges: list[GraphEdge]
+    neighbours: list[GraphNode]
+
+
+class GraphRepo(Protocol):
+    """Entities and relations per knowledge base; each knowledge's contribution is kept apart, so deleting
+    (or re-extracting) a knowledge removes exactly what it added."""
+
+    def add(
+        self,
+        kb_id: str,
+        knowledge_id: str,
+        entities: Sequence[tuple[str, list[str], str]],
+        relations: Sequence[tuple[str, str, str, str]],
+    ) -> None:
+        """entities: (name, attributes, chunk_id); relations: (source, relation, target, chunk_id).
+        Idempotent: adding the same facts again changes nothing."""
+        ...
+
+    def neighbourhood(self, kb_id: str, entity: str, limit: int = 50) -> GraphNeighbourhood: ...
+
+    def delete_knowledge(self, kb_id: str, knowledge_id: str) -> int: ...
+
+    def keep_only_attempt(self, kb_id: str, knowledge_id: str, chunk_prefix: str) -> int:
+        """Drops what the knowledge's other attempts contributed: chunk ids that do not start with
+        `chunk_prefix` leave every fact, and a fact left with none goes (unless a chunk id was added
+        meanwhile), so facts the current attempt writes concurrently are never lost. Returns the facts
+        removed."""
+        ...
+
+
+@dataclass
+class WikiOp:
+    """A document waiting for its wiki pages; its task token holds the document's finalizing slot."""
+
+    kb_id: str
+    knowledge_id: str
+    attempt: int
+    token: str
+
+
+@dataclass
+class WikiPageRecord:
+    knowledge_id: str
+    document: str
+    title: str
+    chunk_id: str
+
+
+class WikiRepo(Protocol):
+    def put_op(self, op: WikiOp) -> None:
+        """Queues (or requeues, for a newer attempt) the document's wiki work."""
+        ...
+
+    def claim_ops(self, kb_id: str, limit: int, stale_after_seconds: int) -> list[WikiOp]:
+        """Up to `limit` pending ops (or ones claimed longer ago than `stale_after_seconds`), now claimed."""
+        ...
+
+    def pending(self, kb_id: str) -> int: ...
+
+    def finish_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None: ...
+
+    def put_pages(self, kb_id: str, knowledge_id: str, pages: Sequence[WikiPageRecord]) -> None:
+        """Replaces the document's page records."""
+        ...
+
+    def delete_pages(self, kb_id: str, knowledge_id: str) -> None: ...
+
+    def pages(self, kb_id: str) -> list[WikiPageRecord]: ...
+
+    def put_index(self, kb_id: str, markdown: str) -> None: ...
+
+    def get_index(self, kb_id: str) -> str | None: ...

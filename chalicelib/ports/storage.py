@@ -1,0 +1,44 @@
+"""Where files live: the stored objects' port."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class FileStore(Protocol):
+    """Object storage addressed by URLs (`s3://bucket/key`, `local://key`)."""
+
+    def save(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        """Stores bytes under `key` and returns the object's URL."""
+        ...
+
+    def read(self, url: str) -> bytes:
+        """The object's bytes; raises FileNotFoundError when it is missing (callers treat that as permanent)."""
+        ...
+
+    def delete(self, url: str) -> None:
+        """Deletes the object; a missing object is not an error."""
+        ...
+
+    def exists(self, url: str) -> bool: ...
+
+    def size(self, url: str) -> int: ...
+
+    def url_for(self, key: str) -> str:
+        """The URL an object under `key` would have, without touching storage."""
+        ...
+
+    def key_of(self, url: str) -> str: ...
+
+    def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
+        """An HTTP URL a client can PUT the object's bytes to."""
+        ...
+
+    def copy(self, src_url: str, dst_key: str) -> str:
+        """Copies an object of this store to `dst_key` (server side where the backend can) and returns the
+        copy's URL; raises FileNotFoundError when the source is missing. Overwrites: a re-run is a no-op."""
+        ...
+
+    def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
+        """An HTTP URL a client can GET the object from (as an attachment named `file_name`, if given)."""
+        ...

@@ -1,0 +1,274 @@
+"""Per-attempt progress tree: a root span and the five stages, with cascades and heartbeats.
+
+Stage dependencies follow the specification: docreader → chunking → {embedding, multimodal} → postprocess.
+A failure cancels the stages that depend on it (UPSTREAM_FAILED) and closes the root as failed.
+Span writes are best effort for callers: progress reporting must never fail a document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from chalicelib.domain.errors import SpanErrorCode
+from chalicelib.domain.progress import stage_progress
+from chalicelib.domain.types import ALL_STAGES, Knowledge, Span, SpanKind, SpanStatus, Stage
+from chalicelib.observability import logger
+from chalicelib.ports import KnowledgeRepo, SpanRepo
+
+ROOT = "root"
+ROOT_NAME = "knowledge_processing"
+DEPENDENTS: dict[Stage, tuple[Stage, ...]] = {
+    Stage.DOCREADER: (Stage.CHUNKING, Stage.EMBEDDING, Stage.MULTIMODAL, Stage.POSTPROCESS),
+    Stage.CHUNKING: (Stage.EMBEDDING, Stage.MULTIMODAL, Stage.POSTPROCESS),
+    Stage.EMBEDDING: (Stage.POSTPROCESS,),
+    Stage.MULTIMODAL: (),
+    Stage.POSTPROCESS: (),
+}
+OPEN = (SpanStatus.PENDING, SpanStatus.RUNNING)
+MAX_SPAN_NAME = 255
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _progress(stage: Stage, span: Span, children: list[Span]) -> dict[str, Any] | None:
+    """The enrichment's progress is its planned subtasks closed so far (the stage span itself closes as
+    soon as the plan is made); the other stages report done and total in their outputs."""
+    outputs: Mapping[str, Any] = span.outputs
+    finished = span.status in (SpanStatus.DONE, SpanStatus.SKIPPED)
+    if stage == Stage.POSTPROCESS:
+        planned = outputs.get("planned")
+        if not isinstance(planned, list):
+            return None
+        closed = sum(1 for c in children if c.status not in OPEN)
+        outputs = {"subtasks_total": len(planned), "subtasks_done": min(closed, len(planned))}
+        finished = False
+        updated = max((c.updated_at for c in children), default=span.updated_at)
+        return stage_progress(stage.value, outputs, span.started_at, updated, finished)
+    return stage_progress(stage.value, outputs, span.started_at, span.updated_at, finished)
+
+
+class SpanTracker:
+    def __init__(self, spans: SpanRepo, knowledge: KnowledgeRepo):
+        self.spans = spans
+        self.knowledge = knowledge
+
+    def _upsert(
+        self,
+        knowledge_id: str,
+        attempt: int,
+        span_id: str,
+        *,
+        kind: SpanKind,
+        status: SpanStatus,
+        parent_id: str = ROOT,
+        inputs: Mapping[str, Any] | None = None,
+        outputs: Mapping[str, Any] | None = None,
+        error_code: str = "",
+        error_message: str = "",
+        listed: Mapping[str, Span] | None = None,
+    ) -> Span:
+        """Reads the span (unless the caller just read it among `listed`), applies the change and writes it."""
+        span = (
+            listed.get(span_id) if listed is not None else self.spans.get(knowledge_id, attempt, span_id)
+        ) or Span(
+            knowledge_id=knowledge_id,
+            attempt=attempt,
+            span_id=span_id,
+            name=span_id[:MAX_SPAN_NAME],
+            kind=kind,
+            parent_id="" if span_id == ROOT else parent_id,
+        )
+        now = _now()
+        if status == SpanStatus.RUNNING and span.started_at is None:
+            span.started_at = now
+        if status not in OPEN:
+            span.ended_at = now
+            span.started_at = span.started_at or now
+        span.status = status
+        span.updated_at = now
+        if inputs:
+            span.inputs.update(inputs)
+        if outputs:
+            span.outputs.update(outputs)
+        if error_code:
+            span.error_code, span.error_message = error_code, error_message[:2000]
+        self.spans.put(span)
+        return span
+
+    def _safely(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception:  # progress must never fail the document
+            logger.exception("span write failed", extra={"action": action})
+            return None
+
+    def begin_stage(self, k: Knowledge, stage: Stage, inputs: Mapping[str, Any] | None = None) -> None:
+        self._safely("begin", self._begin, k, stage, inputs)
+
+    def _begin(self, k: Knowledge, stage: Stage, inputs: Mapping[str, Any] | None) -> None:
+        # One read for the root and the stage; the root is written once, when the first stage begins.
+        spans = self.spans.get_many(k.id, k.attempt, (ROOT, stage.value))
+        root = spans.get(ROOT)
+        if root is None or root.status == SpanStatus.PENDING:
+            self._upsert(k.id, k.attempt, ROOT, kind=SpanKind.ROOT, status=SpanStatus.RUNNING, listed=spans)
+        self._stage(k, stage, SpanStatus.RUNNING, inputs=inputs, listed=spans)
+
+    def end_stage(self, k: Knowledge, stage: Stage, outputs: Mapping[str, Any] | None = None) -> None:
+        self._safely("end", self._stage, k, stage, SpanStatus.DONE, outputs=outputs)
+
+    def progress(self, k: Knowledge, stage: Stage, outputs: Mapping[str, Any]) -> None:
+        """A heartbeat inside a long stage."""
+        self._safely("progress", self._stage, k, stage, SpanStatus.RUNNING, outputs=outputs)
+
+    def skip_stage(self, k: Knowledge, stage: Stage, reason: str) -> None:
+        self._safely("skip", self._stage, k, stage, SpanStatus.SKIPPED, outputs={"reason": reason})
+
+    def _stage(self, k: Knowledge, stage: Stage, status: SpanStatus, **change: Any) -> Span:
+        return self._upsert(k.id, k.attempt, stage.value, kind=SpanKind.STAGE, status=status, **change)
+
+    def fail_stage(self, knowledge_id: str, attempt: int, stage: Stage, code: str, message: str) -> None:
+        self._safely("fail", self._fail, knowledge_id, attempt, stage, code, message)
+
+    def _fail(self, knowledge_id: str, attempt: int, stage: Stage, code: str, message: str) -> None:
+        self._upsert(
+            knowledge_id,
+            attempt,
+            stage.value,
+            kind=SpanKind.STAGE,
+            status=SpanStatus.FAILED,
+            error_code=code,
+            error_message=message,
+        )
+        dependents = [d.value for d in DEPENDENTS[stage]]
+        existing = self.spans.get_many(knowledge_id, attempt, dependents) if dependents else {}
+        for dependent in dependents:
+            if dependent not in existing or existing[dependent].status in OPEN:
+                self._upsert(
+                    knowledge_id,
+                    attempt,
+                    dependent,
+                    kind=SpanKind.STAGE,
+                    status=SpanStatus.CANCELLED,
+                    error_code=SpanErrorCode.UPSTREAM_FAILED,
+                    error_message=f"{stage.value} failed",
+                    listed=existing,
+                )
+        if stage in (Stage.DOCREADER, Stage.CHUNKING, Stage.EMBEDDING, Stage.POSTPROCESS):
+            self._upsert(
+                knowledge_id,
+                attempt,
+                ROOT,
+                kind=SpanKind.ROOT,
+                status=SpanStatus.FAILED,
+                error_code=code,
+                error_message=message,
+            )
+
+    def close_root(
+        self, knowledge_id: str, attempt: int, status: SpanStatus, code: str = "", message: str = ""
+    ) -> None:
+        """Closes the root and every open span (completion, cancel, housekeeping)."""
+
+        def close() -> None:
+            listed = {span.span_id: span for span in self.spans.list(knowledge_id, attempt)}
+            for span in listed.values():
+                if span.span_id != ROOT and span.status in OPEN:
+                    target = SpanStatus.CANCELLED if status != SpanStatus.DONE else SpanStatus.SKIPPED
+                    self._upsert(
+                        knowledge_id,
+                        attempt,
+                        span.span_id,
+                        kind=span.kind,
+                        status=target,
+                        error_code=code,
+                        error_message=message,
+                        listed=listed,
+                    )
+            self._upsert(
+                knowledge_id,
+                attempt,
+                ROOT,
+                kind=SpanKind.ROOT,
+                status=status,
+                error_code=code,
+                error_message=message,
+                listed=listed,
+            )
+
+        self._safely("close", close)
+
+    def subspan(
+        self,
+        k: Knowledge,
+        parent: Stage,
+        span_id: str,
+        status: SpanStatus,
+        outputs: Mapping[str, Any] | None = None,
+        error_code: str = "",
+        error_message: str = "",
+    ) -> None:
+        self._safely(
+            "subspan",
+            self._upsert,
+            k.id,
+            k.attempt,
+            span_id,
+            kind=SpanKind.SUBSPAN,
+            status=status,
+            parent_id=parent.value,
+            outputs=outputs,
+            error_code=error_code,
+            error_message=error_message,
+        )
+
+    def view(self, k: Knowledge, attempt: int | None = None) -> dict[str, Any]:
+        """The stage tree of one attempt, shaped as WeKnora's GET /knowledge/:id/spans returns it."""
+        wanted = attempt or k.attempt
+        spans = {s.span_id: s for s in self.spans.list(k.id, wanted)}
+        stages = []
+        for stage in ALL_STAGES:
+            span = spans.get(stage.value) or Span(k.id, wanted, stage.value, stage.value, SpanKind.STAGE)
+            node = span.to_dict()
+            children = [s for s in spans.values() if s.parent_id == stage.value]
+            node["children"] = [s.to_dict() for s in children]
+            node["progress"] = _progress(stage, span, children)
+            stages.append(node)
+        current = next((s["span_id"] for s in stages if s["status"] == SpanStatus.RUNNING), None)
+        if current is None:
+            current = next(
+                (s["span_id"] for s in reversed(stages) if s["status"] != SpanStatus.PENDING), None
+            )
+        root = spans.get(ROOT)
+        if (
+            root is not None
+            and root.status in OPEN
+            and wanted == k.attempt
+            and k.parse_status.value == "completed"
+        ):
+            # The state machine promotes the row to completed; the root's state follows from that fact.
+            root.status = SpanStatus.DONE
+            root.ended_at = k.updated_at
+        last_error = next(
+            (
+                {"stage": s["span_id"], "code": s["error_code"], "message": s["error_message"]}
+                for s in stages
+                if s["status"] == SpanStatus.FAILED
+            ),
+            None,
+        )
+        return {
+            "knowledge_id": k.id,
+            "attempt": wanted,
+            "latest_attempt": k.attempt,
+            "current_attempt": k.attempt,
+            "parse_status": k.parse_status.value,
+            "current_stage": current,
+            "root": root.to_dict() if root else None,
+            "trace": stages,
+            "last_error": last_error
+            or ({"code": k.error_code, "message": k.error_message} if k.error_message else None),
+        }

@@ -1,0 +1,29 @@
+"""Reparse: a new attempt that cleans the previous chunks and index entries and re-enqueues."""
+
+from __future__ import annotations
+
+from chalicelib.commands import ReparseRequest
+from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.types import Knowledge, ParseStatus
+from chalicelib.ports import Dependencies
+from chalicelib.services.derived_data import remove_derived_data
+from chalicelib.services.dispatch import enqueue_first_stage
+from chalicelib.services.offered import check_override_models
+from chalicelib.services.ownership import owned_knowledge
+
+
+def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: ReparseRequest) -> Knowledge:
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    if knowledge.parse_status in (ParseStatus.DELETING, ParseStatus.DRAFT):
+        raise BadRequest(
+            f"cannot reparse a knowledge that is {knowledge.parse_status.value}", code="invalid_state"
+        )
+    overrides = request.process_config.overrides() if request.process_config is not None else None
+    if overrides is not None:
+        check_override_models(deps.settings, overrides)
+    remove_derived_data(deps, knowledge)
+    try:
+        knowledge = deps.knowledge.reset_for_reparse(knowledge.id, overrides)
+    except LookupError as error:
+        raise BadRequest("the knowledge changed state; try again", code="invalid_state") from error
+    return enqueue_first_stage(deps, knowledge)
