@@ -79,11 +79,12 @@ def main() -> None:
     from chalice.test import Client
     from e2e.conftest import multipart  # the same multipart body the end-to-end tests send
 
-    from chalicelib.bootstrap import create_tenant, get_deps
+    from chalicelib.bootstrap import get_deps
+    from chalicelib.operations.tenants import create_tenant_with_key
 
     runtime = start_local_stack(Path(tempfile.mkdtemp(prefix="bench-cost-")))
     try:
-        _, key = create_tenant(f"bench-{uuid.uuid4().hex[:6]}", deps=get_deps())
+        _, key = create_tenant_with_key(get_deps(), f"bench-{uuid.uuid4().hex[:6]}")
         headers = {"X-API-Key": key}
         with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
             kb = client.http.post(

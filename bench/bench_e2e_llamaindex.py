@@ -110,7 +110,8 @@ def ours(workers: int | None) -> dict[str, Any]:
     from chalice.test import Client
     from e2e.conftest import multipart  # the same multipart body the end-to-end tests send
 
-    from chalicelib.bootstrap import create_tenant, get_deps
+    from chalicelib.bootstrap import get_deps
+    from chalicelib.operations.tenants import create_tenant_with_key
     from chalicelib.domain.types import EnableStatus, ParseStatus
 
     runtime = start_local_stack(Path(tempfile.mkdtemp(prefix="bench-e2e-")), embed_workers=workers)
@@ -118,7 +119,7 @@ def ours(workers: int | None) -> dict[str, Any]:
         deps = get_deps()
         model = deps.embedding_model("")
         model.warm_up()  # type: ignore[attr-defined]  # worker processes start and load the model
-        _, key = create_tenant(f"bench-{uuid.uuid4().hex[:6]}", deps=deps)
+        _, key = create_tenant_with_key(deps, f"bench-{uuid.uuid4().hex[:6]}")
         headers = {"X-API-Key": key}
         with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
             kb = client.http.post(

@@ -219,13 +219,14 @@ def ingest_and_search(
     from chalice.test import Client
     from e2e.conftest import multipart
 
-    from chalicelib.bootstrap import create_tenant, get_deps
+    from chalicelib.bootstrap import get_deps
+    from chalicelib.operations.tenants import create_tenant_with_key
     from chalicelib.local.cli import DIRECT_UPLOAD_MAX_BYTES
 
     runtime = start_local_stack(state_dir)
     statuses: dict[str, str] = {}
     try:
-        _, key = create_tenant(f"recall-{uuid.uuid4().hex[:6]}", deps=get_deps())
+        _, key = create_tenant_with_key(get_deps(), f"recall-{uuid.uuid4().hex[:6]}")
         headers = {"X-API-Key": key}
         with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
             kb = client.http.post(

@@ -12,15 +12,12 @@ import json
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chalicelib.domain.ids import api_key_hash
 from chalicelib.domain.storage_keys import PARSER_ENGINES_REPORT_KEY
-from chalicelib.domain.types import Tenant
 from chalicelib.ports import (
     ApiKeyRepo,
     AsrEngine,
@@ -55,7 +52,6 @@ from chalicelib.ports import (
 )
 from chalicelib.settings import QUEUES, Settings, get_settings
 
-LOCAL_TENANT_ID = "local"
 NOT_PROBED: Any = object()
 
 
@@ -535,24 +531,3 @@ def set_deps(services: Services | None) -> None:
     global _deps
     with _deps_lock:
         _deps = services
-
-
-def ensure_local_tenant(api_key: str, deps: Services | None = None) -> Tenant:
-    """The default local tenant whose key `make run` prints."""
-    deps = deps or get_deps()
-    tenant = deps.tenants.get(LOCAL_TENANT_ID)
-    if tenant is None:
-        tenant = Tenant(LOCAL_TENANT_ID, "local", api_key_hash(api_key))
-        deps.tenants.put(tenant)
-    elif tenant.api_key_hash != api_key_hash(api_key):
-        tenant.api_key_hash = api_key_hash(api_key)  # a new key; the tenant's settings stay
-        deps.tenants.put(tenant)
-    return tenant
-
-
-def create_tenant(name: str, api_key: str | None = None, deps: Services | None = None) -> tuple[Tenant, str]:
-    deps = deps or get_deps()
-    key = api_key or f"wk-{uuid.uuid4().hex}"
-    tenant = Tenant(str(uuid.uuid4()), name, api_key_hash(key))
-    deps.tenants.put(tenant)
-    return tenant, key

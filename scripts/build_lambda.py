@@ -51,6 +51,7 @@ RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "
 #: never on AWS: the local runtime, the local ONNX embedding model (Bedrock serves embeddings there)
 LOCAL_ONLY = (
     "chalicelib.local",
+    "chalicelib.adapters.memory",
     "chalicelib.adapters.models.local_onnx",
     "chalicelib.adapters.models.minilm_qint8",
     "chalicelib.adapters.models.embed_pool",
@@ -78,7 +79,7 @@ SERVICE_CALLS = {
     "image_resolver": "deps.image_resolver(lambda data, ext: '')",
 }
 #: bytecode-free, build-machine-specific or local-only files that never go into a zip
-EXCLUDED_DIRS = {"__pycache__", "tests", "local"}
+EXCLUDED_DIRS = {"__pycache__", "tests", "local", "memory"}
 EXCLUDED_SUFFIXES = (".pyc", ".so", ".c", ".o")
 EXCLUDED_DIST_INFO = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
 
@@ -154,16 +155,19 @@ def prune(tree: Path) -> None:
             continue
         in_dist_info = file.parent.name.endswith(".dist-info")
         compiled_dependency = file.suffix == ".so" and not file.is_relative_to(tree / "chalicelib")
-        if (file.name.endswith(EXCLUDED_SUFFIXES) and not compiled_dependency) or (
-            in_dist_info and file.name in EXCLUDED_DIST_INFO
+        fake = file.relative_to(tree).parts == ("chalicelib", "adapters", "memory.py")  # before the split
+        if (
+            fake
+            or (file.name.endswith(EXCLUDED_SUFFIXES) and not compiled_dependency)
+            or (in_dist_info and file.name in EXCLUDED_DIST_INFO)
         ):
             file.unlink()
 
 
 def _is_excluded_dir(tree: Path, directory: Path) -> bool:
     relative = directory.relative_to(tree).parts
-    if directory.name == "local":  # only chalicelib/local, the local runtime
-        return relative == ("chalicelib", "local")
+    if directory.name in ("local", "memory"):  # only the local runtime and the in-memory fakes of the ports
+        return relative in (("chalicelib", "local"), ("chalicelib", "adapters", "memory"))
     return True
 
 

@@ -111,11 +111,23 @@ def install(env_dir: Path) -> Path:
     return python
 
 
+def ignored_paths() -> list[str]:
+    """What .dockerignore keeps out of the build context under the copied folders (`chalicelib/local/`, …)."""
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    return [line.rstrip("/") for line in lines if line.startswith("chalicelib/")]
+
+
 def lay_out(task_root: Path) -> None:
+    left_out = ignored_paths()
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        relative = Path(directory).relative_to(ROOT)
+        return {n for n in names if n == "__pycache__" or str(relative / n) in left_out}
+
     for source, target in task_root_copies((IMAGE / "Dockerfile").read_text()):
         origin, destination = ROOT / source.rstrip("/"), task_root / target.rstrip("/")
         if origin.is_dir():
-            shutil.copytree(origin, destination, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(origin, destination, ignore=ignore)
         else:
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(origin, destination)
@@ -197,6 +209,9 @@ def check(work: Path) -> bool:
             f"  not parsed here ({', '.join(sorted(NEEDS_OFFICE))}): LibreOffice is not installed on this machine"
         )
 
+    for left_out in ignored_paths():  # the local runtime and the fakes stay out of the image
+        if (task_root / left_out).exists():
+            failures[f"absent {left_out}"] = "the image carries what .dockerignore leaves out"
     present = run_json(python, ABSENT_PROGRAM, list(LOCAL_ENGINES), task_root, env)
     for module in present:
         failures[f"absent {module}"] = "the image carries a local-only engine"

@@ -569,8 +569,10 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
                     f"{len(recovered.deletes_redriven)} delete(s) resumed"
                 )
             console.print(restored, markup=False, highlight=False)
-        if bootstrap is not None and hasattr(bootstrap, "ensure_local_tenant"):
-            bootstrap.ensure_local_tenant(key)
+        if bootstrap is not None and hasattr(bootstrap, "get_deps"):
+            from chalicelib.operations.tenants import ensure_local_tenant
+
+            ensure_local_tenant(bootstrap.get_deps(), key)
         runtime.start_workers()
         base = runtime.serve_http("127.0.0.1", args.port, access_log=args.access_log)
         info = Table.grid(padding=(0, 2))

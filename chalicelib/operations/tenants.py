@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from chalicelib.commands import TenantSettingsRequest
@@ -39,3 +40,27 @@ def put_settings(deps: Dependencies, tenant: Tenant, request: TenantSettingsRequ
     tenant.parser_engine_rules = normalise_engine_rules(request.parser_engine_rules)
     deps.tenants.put(tenant)
     return settings_of(tenant)
+
+
+#: the tenant `make run` creates, whose key it prints
+LOCAL_TENANT_ID = "local"
+
+
+def ensure_local_tenant(deps: Dependencies, api_key: str) -> Tenant:
+    """The default local tenant whose key `make run` prints."""
+    tenant = deps.tenants.get(LOCAL_TENANT_ID)
+    if tenant is None:
+        tenant = Tenant(LOCAL_TENANT_ID, "local", api_key_hash(api_key))
+        deps.tenants.put(tenant)
+    elif tenant.api_key_hash != api_key_hash(api_key):
+        tenant.api_key_hash = api_key_hash(api_key)  # a new key; the tenant's settings stay
+        deps.tenants.put(tenant)
+    return tenant
+
+
+def create_tenant_with_key(deps: Dependencies, name: str, api_key: str | None = None) -> tuple[Tenant, str]:
+    """A tenant whose key the caller may choose (local runs, tests); the API's way is `admin.create_tenant`."""
+    key = api_key or f"wk-{uuid.uuid4().hex}"
+    tenant = Tenant(str(uuid.uuid4()), name, api_key_hash(key))
+    deps.tenants.put(tenant)
+    return tenant, key

@@ -13,10 +13,11 @@ from chalice.test import Client
 from infra.iam_policy import RoleBook, package_stack
 from project_paths import ROOT
 
-from chalicelib.bootstrap import Services, create_tenant, ensure_local_tenant, get_deps, set_deps
+from chalicelib.bootstrap import Services, get_deps, set_deps
 from chalicelib.local.aws_calls import CallLog
 from chalicelib.local.moto_server import shared_moto_server
 from chalicelib.local.runtime import LocalRuntime
+from chalicelib.operations.tenants import create_tenant_with_key, ensure_local_tenant
 from chalicelib.settings import get_settings
 
 API_KEY = "test-key-tenant-a"
@@ -166,11 +167,11 @@ def client(runtime: LocalRuntime) -> Iterator[Client]:
 
 @pytest.fixture
 def api(client: Client, services: Services) -> Api:
-    ensure_local_tenant(API_KEY, services)
+    ensure_local_tenant(services, API_KEY)
     return Api(client, API_KEY)
 
 
 @pytest.fixture
 def other_api(client: Client, services: Services) -> Api:
-    _, key = create_tenant("tenant-b", deps=services)
+    _, key = create_tenant_with_key(services, "tenant-b")
     return Api(client, key)

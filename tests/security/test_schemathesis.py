@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from chalicelib.bootstrap import Services, ensure_local_tenant
+from chalicelib.bootstrap import Services
+from chalicelib.operations.tenants import ensure_local_tenant
 from chalicelib.local.runtime import LocalRuntime
 
 pytestmark = pytest.mark.schemathesis
@@ -62,7 +63,7 @@ OPERATOR_KEY = "fuzz-operator-key"
 
 @pytest.fixture
 def served(runtime: LocalRuntime, services: Services) -> Iterator[Served]:
-    ensure_local_tenant(API_KEY, services)
+    ensure_local_tenant(services, API_KEY)
     if "operator_key" in {f.name for f in fields(services.settings)}:  # the admin routes are fuzzed too
         services.settings = replace(services.settings, operator_key=OPERATOR_KEY)
     base = runtime.serve_http("127.0.0.1", 0, access_log=False)

@@ -23,9 +23,10 @@ from chalicelib.adapters.memory import (
     MemoryWorkflow,
     ScriptedUrlImporter,
 )
-from chalicelib.bootstrap import Services, create_tenant, memory_deps
+from chalicelib.bootstrap import Services, memory_deps
 from chalicelib.commands import CreateKnowledgeBase
 from chalicelib.domain.types import Knowledge, KnowledgeBase, Tenant
+from chalicelib.operations.tenants import create_tenant_with_key
 from chalicelib.ports import IndexSpace, ReadRequest, ReadResult
 
 # Use cases and stages are imported where they are used, not here: they import the Powertools logger, and
@@ -103,7 +104,7 @@ def urls(deps: Services) -> ScriptedUrlImporter:
 
 @pytest.fixture
 def tenant(deps: Services) -> Tenant:
-    created, _ = create_tenant("acme", deps=deps)
+    created, _ = create_tenant_with_key(deps, "acme")
     return created
 
 

@@ -8,10 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from chalicelib.bootstrap import Services, ensure_local_tenant
+from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateTenantRequest, IssueKeyRequest
 from chalicelib.domain.errors import AppError
 from chalicelib.domain.ids import api_key_hash
+from chalicelib.operations.tenants import ensure_local_tenant
 
 
 def code_of(call: object, *args: object) -> tuple[int, str]:
@@ -49,13 +50,13 @@ def test_several_keys_and_a_revoked_one_answers_401_at_once(deps: Services) -> N
 def test_the_local_tenants_primary_key_is_listed_and_revocable(deps: Services) -> None:
     from chalicelib.operations import admin, tenants
 
-    local = ensure_local_tenant("local-dev-key", deps)
+    local = ensure_local_tenant(deps, "local-dev-key")
     (primary,) = admin.list_keys(deps, local.id)
     assert primary.key_hash == api_key_hash("local-dev-key") and primary.name == "primary"
     assert tenants.authenticate(deps, "local-dev-key").id == local.id
     admin.revoke_key(deps, local.id, primary.id)
     assert code_of(tenants.authenticate, deps, "local-dev-key") == (401, "revoked_api_key")
-    ensure_local_tenant("local-dev-key", deps)  # a restart of `make run` does not un-revoke it
+    ensure_local_tenant(deps, "local-dev-key")  # a restart of `make run` does not un-revoke it
     assert code_of(tenants.authenticate, deps, "local-dev-key") == (401, "revoked_api_key")
 
 
