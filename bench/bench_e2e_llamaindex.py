@@ -111,8 +111,8 @@ def ours(workers: int | None) -> dict[str, Any]:
     from e2e.conftest import multipart  # the same multipart body the end-to-end tests send
 
     from chalicelib.bootstrap import get_deps
-    from chalicelib.operations.tenants import create_tenant_with_key
     from chalicelib.domain.types import EnableStatus, ParseStatus
+    from chalicelib.operations.tenants import create_tenant_with_key
 
     runtime = start_local_stack(Path(tempfile.mkdtemp(prefix="bench-e2e-")), embed_workers=workers)
     try:

@@ -220,8 +220,8 @@ def ingest_and_search(
     from e2e.conftest import multipart
 
     from chalicelib.bootstrap import get_deps
-    from chalicelib.operations.tenants import create_tenant_with_key
     from chalicelib.local.cli import DIRECT_UPLOAD_MAX_BYTES
+    from chalicelib.operations.tenants import create_tenant_with_key
 
     runtime = start_local_stack(state_dir)
     statuses: dict[str, str] = {}

@@ -22,7 +22,7 @@ from chalicelib.ports import FaqLease
 from chalicelib.settings import Settings
 
 if TYPE_CHECKING:
-    from chalicelib.faq.model import FaqEntry
+    from chalicelib.domain.faq import FaqEntry
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
 ENTRY = "e#"
@@ -63,7 +63,7 @@ class DynamoFaqRepo:
                 batch.save(self.model(entry.kb_id, f"{ENTRY}{entry.id}", body=entry.to_body()))
 
     def get_entry(self, kb_id: str, entry_id: str) -> FaqEntry | None:
-        from chalicelib.faq.model import FaqEntry
+        from chalicelib.domain.faq import FaqEntry
 
         try:
             item = self.model.get(kb_id, f"{ENTRY}{entry_id}", consistent_read=True)
@@ -72,7 +72,7 @@ class DynamoFaqRepo:
         return FaqEntry.from_body(item.body)
 
     def get_entries(self, kb_id: str, entry_ids: Sequence[str]) -> dict[str, FaqEntry]:
-        from chalicelib.faq.model import FaqEntry
+        from chalicelib.domain.faq import FaqEntry
 
         keys = [(kb_id, f"{ENTRY}{i}") for i in dict.fromkeys(entry_ids)]
         if not keys:
@@ -86,7 +86,7 @@ class DynamoFaqRepo:
                 batch.delete(self.model(kb_id, f"{ENTRY}{entry_id}"))
 
     def page_entries(self, kb_id: str, after: str, limit: int) -> tuple[list[FaqEntry], str]:
-        from chalicelib.faq.model import FaqEntry
+        from chalicelib.domain.faq import FaqEntry
 
         start = f"{ENTRY}{after}!" if after else ENTRY
         items = list(

@@ -76,7 +76,7 @@ from chalicelib.ports import (
 from chalicelib.settings import QUEUES, Settings
 
 if TYPE_CHECKING:
-    from chalicelib.faq.model import FaqEntry
+    from chalicelib.domain.faq import FaqEntry
     from chalicelib.ports import Vectors
 
 
@@ -1527,7 +1527,7 @@ class MemoryFaqRepo:
                 self._entries.setdefault(entry.kb_id, {})[entry.id] = entry.to_body()
 
     def get_entry(self, kb_id: str, entry_id: str) -> FaqEntry | None:
-        from chalicelib.faq.model import FaqEntry
+        from chalicelib.domain.faq import FaqEntry
 
         with self._lock:
             body = self._entries.get(kb_id, {}).get(entry_id)
@@ -1548,7 +1548,7 @@ class MemoryFaqRepo:
                 rows.pop(entry_id, None)
 
     def page_entries(self, kb_id: str, after: str, limit: int) -> tuple[list[FaqEntry], str]:
-        from chalicelib.faq.model import FaqEntry
+        from chalicelib.domain.faq import FaqEntry
 
         with self._lock:
             ids = sorted(i for i in self._entries.get(kb_id, {}) if i > after)

@@ -17,10 +17,10 @@ from typing import Any
 
 from chalicelib.commands import SearchRequest
 from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, StageError
+from chalicelib.domain.faq import FAQ_CHUNK_TYPE, FAQ_SOURCE, FaqEntry
+from chalicelib.domain.faq_normalise import normalise
 from chalicelib.domain.types import KnowledgeBase, utcnow
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
-from chalicelib.faq.model import FAQ_CHUNK_TYPE, FAQ_SOURCE, FaqEntry
-from chalicelib.faq.normalise import normalise
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, RetrieveEngine, iter_batches
 from chalicelib.services.ownership import require_kb
 

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, StageError
+from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, TaskStatus, utcnow
 from chalicelib.faq.commands import (
     IMPORT_FILE_TYPES,
@@ -40,7 +41,6 @@ from chalicelib.faq.commands import (
     FaqUploadUrlRequest,
 )
 from chalicelib.faq.entries import FaqIndex, all_entries, require_faq_kb
-from chalicelib.faq.model import FaqEntry
 from chalicelib.faq.rows import SourceError, failed_rows_csv, read_rows
 from chalicelib.faq.validation import Plan, PlannedRow, counts, plan_append, plan_replace
 from chalicelib.observability import logger

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from chalicelib.faq.model import FaqEntry
-from chalicelib.faq.normalise import content_hash, normalise
+from chalicelib.domain.faq import FaqEntry
+from chalicelib.domain.faq_normalise import content_hash, normalise
 
 Mode = Literal["append", "replace"]
 Action = Literal["add", "merge", "skip", "fail"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from chalicelib.faq.model import FaqEntry
+    from chalicelib.domain.faq import FaqEntry
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class FaqLease:
 
 
 class FaqRepo(Protocol):
-    """FAQ entries (`chalicelib.faq.model.FaqEntry`) per knowledge base, the knowledge base's import lease,
+    """FAQ entries (`chalicelib.domain.faq.FaqEntry`) per knowledge base, the knowledge base's import lease,
     its tag names and its last import result."""
 
     def put_entries(self, entries: Sequence[FaqEntry]) -> None: ...

@@ -361,7 +361,9 @@ def test_up_serves_the_project_app_and_bootstraps_the_tenant(
     )
     tenants: list[str] = []
     monkeypatch.setitem(sys.modules, "chalicelib.bootstrap", types.SimpleNamespace(get_deps=lambda: None))
-    monkeypatch.setattr("chalicelib.operations.tenants.ensure_local_tenant", lambda deps, key: tenants.append(key))
+    monkeypatch.setattr(
+        "chalicelib.operations.tenants.ensure_local_tenant", lambda deps, key: tenants.append(key)
+    )
     monkeypatch.delitem(sys.modules, "app", raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))  # `up` puts the cwd (this fake app) on sys.path
     monkeypatch.chdir(tmp_path)

@@ -25,8 +25,8 @@ from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 
 from chalicelib.bootstrap import Services
-from chalicelib.operations.tenants import ensure_local_tenant
 from chalicelib.local.runtime import LocalRuntime
+from chalicelib.operations.tenants import ensure_local_tenant
 
 pytestmark = pytest.mark.schemathesis
 

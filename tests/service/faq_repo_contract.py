@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from chalicelib.faq.model import FaqEntry
+from chalicelib.domain.faq import FaqEntry
 from chalicelib.ports import FaqRepo
 
 

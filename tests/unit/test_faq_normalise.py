@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.faq.normalise import content_hash, normalise
+from chalicelib.domain.faq_normalise import content_hash, normalise
 
 
 @pytest.mark.parametrize(

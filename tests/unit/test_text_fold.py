@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from chalicelib.domain import faq_normalise
 from chalicelib.domain.text_fold import fold, to_simplified
-from chalicelib.faq import normalise as faq_normalise
 
 
 @pytest.mark.parametrize(

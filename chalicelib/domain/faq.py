@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from chalicelib.domain.clock import from_iso, to_iso
+from chalicelib.domain.faq_normalise import content_hash
 from chalicelib.domain.types import ChunkType, utcnow
-from chalicelib.faq.normalise import content_hash
 
 #: `source_type` of an FAQ entry's index entries
 FAQ_SOURCE = "faq"
