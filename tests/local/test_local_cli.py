@@ -25,7 +25,10 @@ import pytest
 import requests
 from rich.console import Console
 
+from chalicelib.bootstrap import memory_deps
+from chalicelib.domain.ids import api_key_hash
 from chalicelib.local import cli
+from chalicelib.operations.tenants import LOCAL_TENANT_ID
 from chalicelib.settings import default_corpus
 
 KEY = "k1"
@@ -359,11 +362,9 @@ def test_up_serves_the_project_app_and_bootstraps_the_tenant(
         "def ping():\n"
         "    return {'success': True, 'data': {'state': STATE, 'table': os.environ['DOCS_TABLE']}}\n"
     )
-    tenants: list[str] = []
-    monkeypatch.setitem(sys.modules, "chalicelib.bootstrap", types.SimpleNamespace(get_deps=lambda: None))
-    monkeypatch.setattr(
-        "chalicelib.operations.tenants.ensure_local_tenant", lambda deps, key: tenants.append(key)
-    )
+    # the app's composition root: the in-memory set, whose tenants the test reads back
+    deps = memory_deps()
+    monkeypatch.setitem(sys.modules, "chalicelib.bootstrap", types.SimpleNamespace(get_deps=lambda: deps))
     monkeypatch.delitem(sys.modules, "app", raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))  # `up` puts the cwd (this fake app) on sys.path
     monkeypatch.chdir(tmp_path)
@@ -388,7 +389,8 @@ def test_up_serves_the_project_app_and_bootstraps_the_tenant(
         assert f"http://127.0.0.1:{port}/api/v1" in out and "secret-key" in out
         resp = requests.get(f"http://127.0.0.1:{port}/api/v1/ping", timeout=10)
         assert resp.json()["data"] == {"state": str(tmp_path / ".weknora"), "table": "lt-docs"}
-        assert tenants == ["secret-key"]
+        local = deps.tenants.get(LOCAL_TENANT_ID)
+        assert local is not None and local.api_key_hash == api_key_hash("secret-key")
     finally:
         stop.set()
         thread.join(20)

@@ -38,8 +38,7 @@ def served_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *argv: str) -> t
     for name in ("template.json", "flow.asl.json"):
         (tmp_path / "infra" / name).write_text((fixtures / name).read_text())
     (tmp_path / "app.py").write_text(APP)
-    monkeypatch.setitem(sys.modules, "chalicelib.bootstrap", types.SimpleNamespace(get_deps=lambda: None))
-    monkeypatch.setattr("chalicelib.operations.tenants.ensure_local_tenant", lambda deps, key: None)
+    monkeypatch.setitem(sys.modules, "chalicelib.bootstrap", types.SimpleNamespace())
     monkeypatch.delitem(sys.modules, "app", raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.chdir(tmp_path)
