@@ -317,7 +317,7 @@ def _build_engine(settings: Settings, name: str) -> RetrieveEngine:
 
 def _build_embedding_cache(settings: Settings, dynamodb: Any) -> EmbeddingCache:
     from chalicelib.adapters.dynamo import share_one_connection
-    from chalicelib.adapters.embedding_cache import (  # numpy: workers only
+    from chalicelib.adapters.dynamo.embedding_cache import (  # numpy: workers only
         DynamoEmbeddingCache,
         build_cache_model,
     )
@@ -329,7 +329,7 @@ def _build_embedding_cache(settings: Settings, dynamodb: Any) -> EmbeddingCache:
 
 def _build_faq_repo(settings: Settings, dynamodb: Any) -> FaqRepo:
     from chalicelib.adapters.dynamo import share_one_connection
-    from chalicelib.adapters.faq_dynamo import DynamoFaqRepo, build_faq_model
+    from chalicelib.adapters.dynamo.faq import DynamoFaqRepo, build_faq_model
 
     model = build_faq_model(settings)
     share_one_connection(dynamodb, model)
@@ -365,7 +365,7 @@ def build_services(settings: Settings | None = None) -> Services:
         share_one_connection,
         shared_connection,
     )
-    from chalicelib.adapters.dynamo_usage import DynamoUsageRepo, build_usage_model
+    from chalicelib.adapters.dynamo.usage import DynamoUsageRepo, build_usage_model
     from chalicelib.adapters.health import AwsHealthProbe
     from chalicelib.adapters.queues import SqsTaskQueue
     from chalicelib.adapters.storage import LocalFileStore, S3FileStore
@@ -430,7 +430,7 @@ def memory_deps(
     embedding: EmbeddingModel | None = None,
     urls: UrlImporter | None = None,
 ) -> Services:
-    """The in-memory adapters (adapters/memory.py) for fast service-level tests: no AWS, no network. The
+    """The in-memory adapters (adapters/memory/, never shipped) for fast service-level tests: no AWS, no network. The
     span tracker is the real one; the model is the HashingEmbedding test double; waits are recorded by an
     InstantSleep; the retrieval engine is the real embedded one under `index_dir` (a temporary directory,
     made on first use and removed with the returned Services, when not given)."""

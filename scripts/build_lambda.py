@@ -155,11 +155,8 @@ def prune(tree: Path) -> None:
             continue
         in_dist_info = file.parent.name.endswith(".dist-info")
         compiled_dependency = file.suffix == ".so" and not file.is_relative_to(tree / "chalicelib")
-        fake = file.relative_to(tree).parts == ("chalicelib", "adapters", "memory.py")  # before the split
-        if (
-            fake
-            or (file.name.endswith(EXCLUDED_SUFFIXES) and not compiled_dependency)
-            or (in_dist_info and file.name in EXCLUDED_DIST_INFO)
+        if (file.name.endswith(EXCLUDED_SUFFIXES) and not compiled_dependency) or (
+            in_dist_info and file.name in EXCLUDED_DIST_INFO
         ):
             file.unlink()
 

@@ -1,5 +1,9 @@
 """OCR engines behind `OcrEngine`: Debian tesseract (CLI), rapidocr-onnxruntime (pip-only fallback) and
-Amazon Textract (client injected, so this module never imports boto3)."""
+Amazon Textract (client injected, so this module never imports boto3).
+
+Over 600 lines: three engines behind one port share the image preparation (greyscale, upscaling, page
+orientation) and the language choice; each engine alone is small.
+"""
 
 from __future__ import annotations
 

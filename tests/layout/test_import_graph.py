@@ -3,6 +3,7 @@ only a type checker reads do not)."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from .import_graph import PACKAGE, ROOT, cycles, graph, modules
@@ -61,3 +62,20 @@ def test_the_top_level_holds_only_the_shared_modules() -> None:
     top = {m for m in modules() if m.count(".") == 1 and not (ROOT / m.replace(".", "/")).is_dir()}
     # the ports are a package of their own (one module per kind of port), re-exported by `chalicelib.ports`
     assert top == {f"{PACKAGE}.{m}" for m in ("bootstrap", "commands", "observability", "settings")}
+
+
+#: a module over this many lines says at the top of its docstring why it is not split
+LONG = 600
+LIMIT = 900
+
+
+def test_modules_stay_small_or_say_why() -> None:
+    sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in modules().items()}
+    assert {m: n for m, n in sizes.items() if n > LIMIT} == {}
+    unexplained = []
+    for module, lines in sizes.items():
+        if lines > LONG:
+            doc = ast.get_docstring(ast.parse(modules()[module].read_text(encoding="utf-8"))) or ""
+            if "600 lines" not in doc:
+                unexplained.append(f"{module} ({lines} lines)")
+    assert unexplained == []

@@ -1,5 +1,8 @@
 """Embedded retrieval engine: SQLite FTS5 for BM25 plus numpy brute-force cosine for vectors.
 
+Just over 600 lines: one engine whose text index and vectors live in one file and change in one
+transaction; the tokeniser and fusion it shares with OpenSearch live beside it.
+
 One SQLite file per knowledge base (`<root>/<space.name>/<kb>.sqlite`) holds the text index and the
 vectors together, so a delete by knowledge is one transaction across both and a crash cannot leave
 them out of step. Files run in WAL mode: readers never block the single writer, and several threads

@@ -1,0 +1,95 @@
+"""Chunks in DynamoDB."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from chalicelib.adapters.dynamo.tables import Models
+from chalicelib.domain.clock import from_iso, to_iso
+from chalicelib.domain.types import (
+    Chunk,
+    ChunkType,
+)
+
+
+def chunk_to_body(chunk: Chunk) -> dict[str, Any]:
+    body = asdict(chunk)
+    body["created_at"] = to_iso(chunk.created_at)
+    return body
+
+
+def chunk_from_body(body: Mapping[str, Any]) -> Chunk:
+    data = dict(body)
+    data["chunk_type"] = ChunkType(data.get("chunk_type", "text"))
+    data["created_at"] = from_iso(data["created_at"])
+    return Chunk(**data)
+
+
+class DynamoChunkRepo:
+    def __init__(self, models: Models):
+        self.model = models.chunk
+
+    def _items(self, knowledge_id: str) -> list[Any]:
+        return list(self.model.query(knowledge_id, consistent_read=True))
+
+    def list(self, knowledge_id: str) -> list[Chunk]:
+        chunks = [chunk_from_body(item.body) for item in self._items(knowledge_id)]
+        chunks.sort(key=lambda c: (c.chunk_type != ChunkType.PARENT_TEXT, c.seq))
+        return chunks
+
+    def list_page(
+        self, knowledge_id: str, *, prefix: str = "", after: str | None = None, limit: int
+    ) -> tuple[Sequence[Chunk], str | None]:
+        """One Query of at most limit + 1 items (the extra one only says whether a next page exists)."""
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        key = self.model.chunk_id
+        # One condition on the range key: past the cursor, or the prefix's range on the first page. Past
+        # the cursor the Query may run on beyond the prefix: the first id outside it ends the listing.
+        condition = key > after if after is not None else key.startswith(prefix) if prefix else None
+        items = self.model.query(
+            knowledge_id,
+            range_key_condition=condition,
+            consistent_read=True,
+            limit=limit + 1,
+            page_size=limit + 1,
+        )
+        chunks: builtins.list[Chunk] = []
+        for item in items:
+            if not item.chunk_id.startswith(prefix):
+                break
+            chunks.append(chunk_from_body(item.body))
+        more = len(chunks) > limit
+        chunks = chunks[:limit]
+        return chunks, (chunks[-1].id if more else None)
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Chunk]:
+        items = self.model.batch_get(list(dict.fromkeys(keys)))
+        return {(item.knowledge_id, item.chunk_id): chunk_from_body(item.body) for item in items}
+
+    def put_many(self, chunks: Sequence[Chunk]) -> None:
+        with self.model.batch_write() as batch:
+            for chunk in chunks:
+                batch.save(self.model(chunk.knowledge_id, chunk.id, body=chunk_to_body(chunk)))
+
+    def delete_all(self, knowledge_id: str) -> int:
+        items = self._items(knowledge_id)
+        with self.model.batch_write() as batch:
+            for item in items:
+                batch.delete(item)
+        return len(items)
+
+    def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk]) -> None:
+        keep = {c.id for c in chunks}
+        stale = [item for item in self._items(knowledge_id) if item.chunk_id not in keep]
+        with self.model.batch_write() as batch:
+            for item in stale:
+                batch.delete(item)
+            for chunk in chunks:
+                batch.save(self.model(chunk.knowledge_id, chunk.id, body=chunk_to_body(chunk)))
+
+
+# ---------------------------------------------------------------- tasks

@@ -1,0 +1,422 @@
+"""The tables as PynamoDB models (built per settings, one shared connection) and the condition and
+transaction helpers every repository uses."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pynamodb.attributes import (
+    BooleanAttribute,
+    JSONAttribute,
+    ListAttribute,
+    NumberAttribute,
+    UnicodeAttribute,
+    UnicodeSetAttribute,
+)
+from pynamodb.connection import Connection
+from pynamodb.connection.base import MetaTable
+from pynamodb.constants import (
+    ATTR_DEFINITIONS,
+    ATTR_NAME,
+    GLOBAL_SECONDARY_INDEXES,
+    INDEX_NAME,
+    LOCAL_SECONDARY_INDEXES,
+)
+from pynamodb.exceptions import (
+    TableError,
+    TransactWriteError,
+)
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.models import Model
+
+from chalicelib.domain.clock import to_iso
+from chalicelib.domain.types import (
+    IN_FLIGHT_STATUSES,
+    ParseStatus,
+)
+from chalicelib.settings import Settings
+
+CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+#: the sparse in-flight index also holds rows being deleted, under this key
+DELETING_MARKER = "deleting"
+
+
+IN_FLIGHT = [s.value for s in IN_FLIGHT_STATUSES]
+
+
+def _reason_codes(error: TransactWriteError) -> set[str]:
+    return {str(getattr(reason, "code", "") or "") for reason in (error.cancellation_reasons or []) if reason}
+
+
+def _condition_failed(error: Exception) -> bool:
+    if isinstance(error, TransactWriteError):
+        return (
+            "ConditionalCheckFailed" in _reason_codes(error) or error.cause_response_code == CONDITION_FAILED
+        )
+    return getattr(error, "cause_response_code", None) == CONDITION_FAILED
+
+
+def _transaction_conflict(error: TransactWriteError) -> bool:
+    """Another transaction touched the same items at the same moment: safe to try again."""
+    return "TransactionConflict" in _reason_codes(error)
+
+
+def _values(statuses: Iterable[ParseStatus]) -> list[str]:
+    return sorted(s.value for s in statuses)
+
+
+def _iso_or_none(value: datetime | None) -> str | None:
+    return to_iso(value) if value else None
+
+
+@functools.cache
+def shared_connection(region: str, endpoint_url: str) -> Connection:
+    """The process's PynamoDB Connection for :func:`share_one_connection` (its client is built once)."""
+    return Connection(region=region, host=endpoint_url or None)
+
+
+def share_one_connection(connection: Connection, *models: type[Any]) -> None:
+    """Route every model through one PynamoDB Connection, so one botocore session and DynamoDB client.
+
+    PynamoDB gives each model class a Connection of its own, and each builds its own botocore session and
+    client on first use (pynamodb#876, #1245): a fresh load of DynamoDB's service model per table, ~15 of
+    them in a cold start. A Connection keys table schemas by name; models that share a table (tenants and
+    API keys) have their indexes merged into the one schema."""
+    by_table: dict[str, list[Any]] = {}
+    tables = []
+    for model in models:
+        table = model._get_connection()
+        if table.connection is connection:
+            continue
+        by_table.setdefault(table.table_name, []).append(table.get_meta_table())
+        tables.append(table)
+    for name, metas in by_table.items():
+        merged = _merged_schema(metas)
+        try:
+            known = connection.get_meta_table(name)
+        except TableError:  # the usual case: the first models on this table
+            connection.add_meta_table(merged)
+            continue
+        if known.data != merged.data:  # share a table's models in one call, so their indexes merge
+            raise ValueError(f"{name}: already shared with another schema")
+    for table in tables:
+        table.connection = connection
+
+
+def _merged_schema(metas: list[Any]) -> MetaTable:
+    data = dict(metas[0].data)
+    for key, name in (
+        (GLOBAL_SECONDARY_INDEXES, INDEX_NAME),
+        (LOCAL_SECONDARY_INDEXES, INDEX_NAME),
+        (ATTR_DEFINITIONS, ATTR_NAME),
+    ):
+        merged = {item[name]: item for meta in metas for item in meta.data.get(key) or []}
+        data[key] = list(merged.values())
+    return MetaTable(data)
+
+
+@dataclass
+class Models:
+    tenant: type[Any]
+    kb: type[Any]
+    knowledge: type[Any]
+    dedupe: type[Any]
+    chunk: type[Any]
+    span: type[Any]
+    task: type[Any]
+    graph: type[Any]
+    wiki: type[Any]
+    api_key: type[Any]
+    tag: type[Any] | None = None
+
+    def all(self) -> list[type[Any]]:
+        return [m for m in vars(self).values() if m is not None]
+
+
+def build_models(settings: Settings) -> Models:
+    """PynamoDB needs table names at class creation; these come from settings."""
+    region = settings.region
+
+    class ApiKeyIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "api-key-index"
+            projection = AllProjection()
+
+        api_key_hash = UnicodeAttribute(hash_key=True)
+
+    class TenantItem(Model):
+        class Meta:
+            table_name = settings.table("tenants")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        name = UnicodeAttribute()
+        api_key_hash = UnicodeAttribute()
+        created_at = UnicodeAttribute()
+        parser_engine_rules = JSONAttribute(default=dict)
+        storage_used = NumberAttribute(default=0)
+        api_key_index = ApiKeyIndex()
+
+    class TenantNameIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "tenant-index"
+            projection = AllProjection()
+
+        tenant_id = UnicodeAttribute(hash_key=True)
+        name = UnicodeAttribute(range_key=True)
+
+    class KnowledgeBaseItem(Model):
+        class Meta:
+            table_name = settings.table("knowledge-bases")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        tenant_id = UnicodeAttribute()
+        name = UnicodeAttribute()
+        body = JSONAttribute()
+        tenant_index = TenantNameIndex()
+
+    class KbIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "kb-index"
+            projection = AllProjection()
+
+        kb_id = UnicodeAttribute(hash_key=True)
+        created_at = UnicodeAttribute(range_key=True)
+
+    class InFlightIndex(GlobalSecondaryIndex[Any]):
+        """Sparse: only rows in pending/processing/finalizing carry `inflight`, so housekeeping reads
+        exactly the candidates instead of scanning the table."""
+
+        class Meta:
+            index_name = "inflight-index"
+            projection = AllProjection()
+
+        inflight = UnicodeAttribute(hash_key=True)
+        updated_at = UnicodeAttribute(range_key=True)
+
+    class SummaryIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "summary-inflight-index"
+            projection = AllProjection()
+
+        summary_inflight = UnicodeAttribute(hash_key=True)
+        updated_at = UnicodeAttribute(range_key=True)
+
+    class KbSourceIndex(GlobalSecondaryIndex[Any]):
+        """Listing by source: `kb_source` = kb_id#file|url|manual, fixed at creation."""
+
+        class Meta:
+            index_name = "kb-source-index"
+            projection = AllProjection()
+
+        kb_source = UnicodeAttribute(hash_key=True)
+        created_at = UnicodeAttribute(range_key=True)
+
+    class KbTypeIndex(GlobalSecondaryIndex[Any]):
+        """Listing by file type: `kb_type` = kb_id#pdf, fixed at creation (sparse: rows without a type)."""
+
+        class Meta:
+            index_name = "kb-type-index"
+            projection = AllProjection()
+
+        kb_type = UnicodeAttribute(hash_key=True)
+        created_at = UnicodeAttribute(range_key=True)
+
+    class KnowledgeItem(Model):
+        class Meta:
+            table_name = settings.table("knowledge")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        tenant_id = UnicodeAttribute()
+        kb_id = UnicodeAttribute()
+        type = UnicodeAttribute()
+        title = UnicodeAttribute(default="")
+        description = UnicodeAttribute(default="")
+        source = UnicodeAttribute(default="")
+        file_name = UnicodeAttribute(default="")
+        file_type = UnicodeAttribute(default="")
+        file_size = NumberAttribute(default=0)
+        file_hash = UnicodeAttribute(default="")
+        file_path = UnicodeAttribute(default="")
+        parse_status = UnicodeAttribute()
+        enable_status = UnicodeAttribute()
+        summary_status = UnicodeAttribute(default="none")
+        error_message = UnicodeAttribute(default="")
+        error_code = UnicodeAttribute(default="")
+        attempt = NumberAttribute(default=1)
+        pending_subtasks_count = NumberAttribute(default=0)
+        done_subtasks = UnicodeSetAttribute(null=True)
+        enable_multimodel = BooleanAttribute(default=False)
+        meta = JSONAttribute(default=dict)
+        process_overrides = JSONAttribute(default=dict)
+        tag_ids = ListAttribute(of=UnicodeAttribute, default=list)
+        channel = UnicodeAttribute(default="api")
+        folder_path = UnicodeAttribute(default="")
+        storage_size = NumberAttribute(default=0)
+        chunk_count = NumberAttribute(default=0)
+        dedupe_key = UnicodeAttribute(default="")
+        created_at = UnicodeAttribute()
+        updated_at = UnicodeAttribute()
+        processed_at = UnicodeAttribute(null=True)
+        inflight = UnicodeAttribute(null=True)
+        summary_inflight = UnicodeAttribute(null=True)
+        queued_stage = UnicodeAttribute(default="")
+        queued_at = UnicodeAttribute(default="")
+        enrichment = JSONAttribute(default=dict)
+        kb_source = UnicodeAttribute(null=True)
+        kb_type = UnicodeAttribute(null=True)
+        kb_index = KbIndex()
+        kb_source_index = KbSourceIndex()
+        kb_type_index = KbTypeIndex()
+        inflight_index = InFlightIndex()
+        summary_index = SummaryIndex()
+
+    class DedupeItem(Model):
+        class Meta:
+            table_name = settings.table("dedupe")
+            region = settings.region
+
+        dedupe_key = UnicodeAttribute(hash_key=True)
+        knowledge_id = UnicodeAttribute()
+
+    class ChunkItem(Model):
+        class Meta:
+            table_name = settings.table("chunks")
+            region = settings.region
+
+        knowledge_id = UnicodeAttribute(hash_key=True)
+        chunk_id = UnicodeAttribute(range_key=True)
+        body = JSONAttribute()
+
+    class SpanItem(Model):
+        class Meta:
+            table_name = settings.table("spans")
+            region = settings.region
+
+        knowledge_id = UnicodeAttribute(hash_key=True)
+        span_key = UnicodeAttribute(range_key=True)  # f"{attempt:06d}#{span_id}"
+        body = JSONAttribute()
+        updated_at = UnicodeAttribute()
+
+    class TaskItem(Model):
+        class Meta:
+            table_name = settings.table("tasks")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        tenant_id = UnicodeAttribute()
+        done = NumberAttribute(default=0)
+        body = JSONAttribute()
+        expires_at = NumberAttribute(null=True)  # TTL: finished tasks are kept for 30 days
+
+    class GraphKnowledgeIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "knowledge-index"
+            projection = KeysOnlyProjection()
+
+        knowledge_id = UnicodeAttribute(hash_key=True)
+        key = UnicodeAttribute(range_key=True)
+
+    class GraphItem(Model):
+        """One knowledge's contribution to a node (`n#entity#knowledge`), an edge (`e#a#rel#b#knowledge`)
+        or the edge read backwards (`r#b#rel#a#knowledge`), so neighbourhoods are prefix queries."""
+
+        class Meta:
+            table_name = settings.table("graph")
+            region = settings.region
+
+        kb_id = UnicodeAttribute(hash_key=True)
+        key = UnicodeAttribute(range_key=True)
+        knowledge_id = UnicodeAttribute()
+        name = UnicodeAttribute(default="")
+        relation = UnicodeAttribute(default="")
+        other = UnicodeAttribute(default="")
+        attributes = UnicodeSetAttribute(null=True)
+        chunk_ids = UnicodeSetAttribute(null=True)
+        knowledge_index = GraphKnowledgeIndex()
+
+    class WikiItem(Model):
+        """A knowledge base's wiki: ops (`op#knowledge`), page records (`page#knowledge#n`), the index."""
+
+        class Meta:
+            table_name = settings.table("wiki")
+            region = settings.region
+
+        kb_id = UnicodeAttribute(hash_key=True)
+        key = UnicodeAttribute(range_key=True)
+        body = JSONAttribute(default=dict)
+        status = UnicodeAttribute(default="")
+        claimed_at = NumberAttribute(default=0)
+        attempt = NumberAttribute(default=0)
+
+    class TagKnowledgeIndex(GlobalSecondaryIndex[Any]):
+        """Sparse: only relation items carry `knowledge_id`, so a knowledge's relations are one query."""
+
+        class Meta:
+            index_name = "knowledge-index"
+            projection = KeysOnlyProjection()
+
+        knowledge_id = UnicodeAttribute(hash_key=True)
+        key = UnicodeAttribute(range_key=True)
+
+    class TagItem(Model):
+        """A knowledge base's tags: `tag#id` (the tag), `name#key` (its name, unique), `meta` (the count, for
+        the cap) and `rel#tag#created_at#knowledge` (a relation: a tag's knowledge newest first by query)."""
+
+        class Meta:
+            table_name = settings.table("tags")
+            region = settings.region
+
+        kb_id = UnicodeAttribute(hash_key=True)
+        key = UnicodeAttribute(range_key=True)
+        tag_id = UnicodeAttribute(null=True)
+        tenant_id = UnicodeAttribute(null=True)
+        name = UnicodeAttribute(null=True)
+        color = UnicodeAttribute(null=True)
+        status = UnicodeAttribute(null=True)
+        created_at = UnicodeAttribute(null=True)
+        updated_at = UnicodeAttribute(null=True)
+        knowledge_id = UnicodeAttribute(null=True)
+        tag_count = NumberAttribute(null=True)
+        knowledge_index = TagKnowledgeIndex()
+
+    class ApiKeyItem(Model):
+        """An issued API key, in the tenants table under `apikey#<sha256>` (no `api_key_hash` attribute, so
+        it stays out of the api-key index and out of tenant listings)."""
+
+        class Meta:
+            table_name = settings.table("tenants")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        tenant_id = UnicodeAttribute()
+        key_hash = UnicodeAttribute()
+        name = UnicodeAttribute(default="")
+        created_at = UnicodeAttribute()
+        revoked_at = UnicodeAttribute(null=True)
+
+    del region
+    return Models(
+        TenantItem,
+        KnowledgeBaseItem,
+        KnowledgeItem,
+        DedupeItem,
+        ChunkItem,
+        SpanItem,
+        TaskItem,
+        GraphItem,
+        WikiItem,
+        ApiKeyItem,
+        TagItem,
+    )
+
+
+# ---------------------------------------------------------------- tenants and knowledge bases

@@ -1,0 +1,76 @@
+"""Chunks, in memory."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from chalicelib.adapters.memory.clock import _ms
+from chalicelib.domain.types import (
+    Chunk,
+    ChunkType,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+class MemoryChunkRepo:
+    def __init__(self) -> None:
+        self._rows: dict[str, dict[str, Chunk]] = {}  # knowledge id -> chunk id -> chunk
+        self._lock = threading.Lock()
+        #: chunks handed out by list, list_page and get_many (tests pin how often a stage reads a chunk)
+        self.chunks_read = 0
+
+    @staticmethod
+    def _stored(chunk: Chunk) -> Chunk:
+        return replace(copy.deepcopy(chunk), created_at=_ms(chunk.created_at))
+
+    def list(self, knowledge_id: str) -> list[Chunk]:
+        """Parents first, then by sequence (the DynamoDB adapter's order over its chunk-id range key)."""
+        with self._lock:
+            rows = self._rows.get(knowledge_id, {})
+            chunks = [copy.deepcopy(rows[chunk_id]) for chunk_id in sorted(rows)]
+            self.chunks_read += len(chunks)
+        chunks.sort(key=lambda c: (c.chunk_type != ChunkType.PARENT_TEXT, c.seq))
+        return chunks
+
+    def list_page(
+        self, knowledge_id: str, *, prefix: str = "", after: str | None = None, limit: int
+    ) -> tuple[Sequence[Chunk], str | None]:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        with self._lock:
+            rows = self._rows.get(knowledge_id, {})
+            ids = sorted(i for i in rows if i.startswith(prefix) and (after is None or i > after))
+            chunks = [copy.deepcopy(rows[i]) for i in ids[:limit]]
+            self.chunks_read += len(chunks)
+        return chunks, (chunks[-1].id if len(ids) > limit else None)
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Chunk]:
+        with self._lock:
+            found = {
+                (k, c): copy.deepcopy(self._rows[k][c])
+                for k, c in dict.fromkeys(keys)
+                if c in self._rows.get(k, {})
+            }
+            self.chunks_read += len(found)
+            return found
+
+    def put_many(self, chunks: Sequence[Chunk]) -> None:
+        stored = [self._stored(c) for c in chunks]
+        with self._lock:
+            for chunk in stored:
+                self._rows.setdefault(chunk.knowledge_id, {})[chunk.id] = chunk
+
+    def delete_all(self, knowledge_id: str) -> int:
+        with self._lock:
+            return len(self._rows.pop(knowledge_id, {}))
+
+    def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk]) -> None:
+        stored = {c.id: self._stored(c) for c in chunks}
+        with self._lock:
+            self._rows[knowledge_id] = stored

@@ -1,0 +1,104 @@
+"""FAQ entries, leases and import results, in memory."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from chalicelib.ports import (
+    FaqLease,
+)
+
+if TYPE_CHECKING:
+    from chalicelib.domain.faq import FaqEntry
+
+
+class MemoryFaqRepo:
+    """FaqRepo in dicts: entries per knowledge base (copied in and out, as a table would), the lease with
+    DynamoDB's conditional-write semantics, tags and the last import result."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, dict[str, dict[str, Any]]] = {}
+        self._leases: dict[str, FaqLease] = {}
+        self._tags: dict[str, set[str]] = {}
+        self._results: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def put_entries(self, entries: Sequence[FaqEntry]) -> None:
+        with self._lock:
+            for entry in entries:
+                self._entries.setdefault(entry.kb_id, {})[entry.id] = entry.to_body()
+
+    def get_entry(self, kb_id: str, entry_id: str) -> FaqEntry | None:
+        from chalicelib.domain.faq import FaqEntry
+
+        with self._lock:
+            body = self._entries.get(kb_id, {}).get(entry_id)
+            return FaqEntry.from_body(copy.deepcopy(body)) if body is not None else None
+
+    def get_entries(self, kb_id: str, entry_ids: Sequence[str]) -> dict[str, FaqEntry]:
+        found = {}
+        for entry_id in dict.fromkeys(entry_ids):
+            entry = self.get_entry(kb_id, entry_id)
+            if entry is not None:
+                found[entry_id] = entry
+        return found
+
+    def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> None:
+        with self._lock:
+            rows = self._entries.get(kb_id, {})
+            for entry_id in entry_ids:
+                rows.pop(entry_id, None)
+
+    def page_entries(self, kb_id: str, after: str, limit: int) -> tuple[list[FaqEntry], str]:
+        from chalicelib.domain.faq import FaqEntry
+
+        with self._lock:
+            ids = sorted(i for i in self._entries.get(kb_id, {}) if i > after)
+            page = ids[:limit]
+            bodies = [copy.deepcopy(self._entries[kb_id][i]) for i in page]
+        more = len(ids) > limit
+        return [FaqEntry.from_body(b) for b in bodies], (page[-1] if more and page else "")
+
+    def acquire_lease(self, kb_id: str, owner: str, now: float, ttl_seconds: float) -> FaqLease | None:
+        with self._lock:
+            held = self._leases.get(kb_id)
+            if held is not None and held.owner != owner and held.expires_at > now:
+                return held
+            self._leases[kb_id] = FaqLease(owner, now + ttl_seconds)
+            return None
+
+    def release_lease(self, kb_id: str, owner: str) -> bool:
+        with self._lock:
+            held = self._leases.get(kb_id)
+            if held is None or held.owner != owner:
+                return False
+            del self._leases[kb_id]
+            return True
+
+    def get_lease(self, kb_id: str) -> FaqLease | None:
+        with self._lock:
+            return self._leases.get(kb_id)
+
+    def tags(self, kb_id: str) -> list[str]:
+        with self._lock:
+            return sorted(self._tags.get(kb_id, set()))
+
+    def add_tags(self, kb_id: str, names: Sequence[str]) -> None:
+        with self._lock:
+            self._tags.setdefault(kb_id, set()).update(names)
+
+    def remove_tags(self, kb_id: str, names: Sequence[str]) -> None:
+        with self._lock:
+            self._tags.setdefault(kb_id, set()).difference_update(names)
+
+    def put_last_import(self, kb_id: str, result: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._results[kb_id] = copy.deepcopy(dict(result))
+
+    def get_last_import(self, kb_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            result = self._results.get(kb_id)
+            return copy.deepcopy(result) if result is not None else None

@@ -1,0 +1,100 @@
+"""The knowledge graph, in memory."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from chalicelib.domain.graph import entity_key
+from chalicelib.ports import (
+    GraphEdge,
+    GraphNeighbourhood,
+    GraphNode,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+class MemoryGraphRepo:
+    """Each knowledge's contribution kept apart, as the DynamoDB items are (node, edge, reversed edge)."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[tuple[str, str, str], GraphNode] = {}  # (kb, entity key, knowledge)
+        self._edges: dict[tuple[str, str, str, str, str], GraphEdge] = {}  # (kb, a, rel, b, knowledge)
+        self._edge_chunks: dict[tuple[str, str, str, str, str], set[str]] = {}
+        self._lock = threading.Lock()
+
+    def add(
+        self,
+        kb_id: str,
+        knowledge_id: str,
+        entities: Sequence[tuple[str, list[str], str]],
+        relations: Sequence[tuple[str, str, str, str]],
+    ) -> None:
+        with self._lock:
+            for name, attributes, chunk_id in entities:
+                node = self._nodes.setdefault(
+                    (kb_id, entity_key(name), knowledge_id), GraphNode(name, [], [], [knowledge_id])
+                )
+                node.attributes = sorted(set(node.attributes) | set(attributes))
+                node.chunk_ids = sorted(set(node.chunk_ids) | {chunk_id})
+            for source, relation, target, chunk_id in relations:
+                key = (kb_id, entity_key(source), relation.casefold(), entity_key(target), knowledge_id)
+                self._edges.setdefault(key, GraphEdge(source, relation, target, [knowledge_id]))
+                self._edge_chunks.setdefault(key, set()).add(chunk_id)
+
+    def _node(self, kb_id: str, key: str) -> GraphNode | None:
+        parts = [n for (kb, k, _), n in self._nodes.items() if kb == kb_id and k == key]
+        if not parts:
+            return None
+        return GraphNode(
+            parts[0].name,
+            sorted({a for n in parts for a in n.attributes}),
+            sorted({c for n in parts for c in n.chunk_ids}),
+            sorted({k for n in parts for k in n.knowledge_ids}),
+        )
+
+    def neighbourhood(self, kb_id: str, entity: str, limit: int = 50) -> GraphNeighbourhood:
+        key = entity_key(entity)
+        with self._lock:
+            merged: dict[tuple[str, str, str], set[str]] = {}
+            for (kb, a, _rel, b, knowledge), edge in self._edges.items():
+                if kb == kb_id and key in (a, b):
+                    merged.setdefault((edge.source, edge.relation, edge.target), set()).add(knowledge)
+            edges = [GraphEdge(s, r, t, sorted(ks)) for (s, r, t), ks in list(merged.items())[:limit]]
+            others = sorted(
+                {entity_key(e.target if entity_key(e.source) == key else e.source) for e in edges}
+            )
+            neighbours = [n for n in (self._node(kb_id, o) for o in others[:limit]) if n is not None]
+            return GraphNeighbourhood(self._node(kb_id, key), edges, neighbours)
+
+    def delete_knowledge(self, kb_id: str, knowledge_id: str) -> int:
+        with self._lock:
+            nodes = [k for k in self._nodes if k[0] == kb_id and k[2] == knowledge_id]
+            edges = [k for k in self._edges if k[0] == kb_id and k[4] == knowledge_id]
+            for node in nodes:
+                del self._nodes[node]
+            for edge in edges:
+                del self._edges[edge]
+                self._edge_chunks.pop(edge, None)
+            return len(nodes) + 2 * len(edges)
+
+    def keep_only_attempt(self, kb_id: str, knowledge_id: str, chunk_prefix: str) -> int:
+        removed = 0
+        with self._lock:
+            for key, node in list(self._nodes.items()):
+                if key[0] == kb_id and key[2] == knowledge_id:
+                    node.chunk_ids = [c for c in node.chunk_ids if c.startswith(chunk_prefix)]
+                    if not node.chunk_ids:
+                        del self._nodes[key]
+                        removed += 1
+            for edge_key, chunk_ids in list(self._edge_chunks.items()):
+                if edge_key[0] == kb_id and edge_key[4] == knowledge_id:
+                    kept = {c for c in chunk_ids if c.startswith(chunk_prefix)}
+                    self._edge_chunks[edge_key] = kept
+                    if not kept:
+                        del self._edges[edge_key], self._edge_chunks[edge_key]
+                        removed += 2  # the edge and its reverse, as the DynamoDB items
+        return removed

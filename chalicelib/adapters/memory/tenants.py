@@ -1,0 +1,74 @@
+"""Tenants and their API keys, in memory."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from chalicelib.adapters.memory.clock import _ms
+from chalicelib.domain.api_keys import ApiKey
+from chalicelib.domain.ids import api_key_hash
+from chalicelib.domain.types import (
+    Tenant,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+class MemoryTenantRepo:
+    def __init__(self) -> None:
+        self._rows: dict[str, Tenant] = {}
+        self._lock = threading.Lock()
+
+    def get(self, tenant_id: str) -> Tenant | None:
+        with self._lock:
+            row = self._rows.get(tenant_id)
+            return copy.deepcopy(row) if row else None
+
+    def by_api_key(self, api_key: str) -> Tenant | None:
+        wanted = api_key_hash(api_key)
+        with self._lock:
+            row = next((t for t in self._rows.values() if t.api_key_hash == wanted), None)
+            return copy.deepcopy(row) if row else None
+
+    def add_usage(self, tenant_id: str, delta_bytes: int) -> None:
+        with self._lock:
+            tenant = self._rows.get(tenant_id)
+            if tenant is not None:
+                tenant.storage_used += delta_bytes
+
+    def put(self, tenant: Tenant) -> None:
+        with self._lock:
+            self._rows[tenant.id] = replace(copy.deepcopy(tenant), created_at=_ms(tenant.created_at))
+
+    def list_all(self) -> list[Tenant]:
+        with self._lock:
+            return [copy.deepcopy(self._rows[k]) for k in sorted(self._rows)]
+
+
+class MemoryApiKeyRepo:
+    def __init__(self) -> None:
+        self._rows: dict[str, ApiKey] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key_hash: str) -> ApiKey | None:
+        with self._lock:
+            row = self._rows.get(key_hash)
+            return copy.deepcopy(row) if row else None
+
+    def put(self, key: ApiKey) -> None:
+        stored = replace(
+            copy.deepcopy(key),
+            created_at=_ms(key.created_at),
+            revoked_at=_ms(key.revoked_at) if key.revoked_at else None,
+        )
+        with self._lock:
+            self._rows[key.key_hash] = stored
+
+    def list(self, tenant_id: str) -> list[ApiKey]:
+        with self._lock:
+            rows = [copy.deepcopy(k) for k in self._rows.values() if k.tenant_id == tenant_id]
+        return sorted(rows, key=lambda k: (k.created_at, k.key_hash))

@@ -1,0 +1,34 @@
+"""Usage entries, in memory."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from chalicelib.ports import (
+    UsageEntry,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+class MemoryUsageRepo:
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str], UsageEntry] = {}
+        self._lock = threading.Lock()
+
+    def put(self, entry: UsageEntry) -> None:
+        with self._lock:
+            self._rows[(entry.knowledge_id, entry.entry)] = copy.deepcopy(entry)
+
+    def for_knowledge(self, knowledge_id: str) -> list[UsageEntry]:
+        with self._lock:
+            return [e for (k, _), e in sorted(self._rows.items()) if k == knowledge_id]
+
+    def for_kb(self, kb_id: str) -> Iterator[UsageEntry]:
+        with self._lock:
+            entries = [e for _, e in sorted(self._rows.items()) if e.kb_id == kb_id]
+        yield from entries

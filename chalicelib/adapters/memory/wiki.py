@@ -1,0 +1,81 @@
+"""Wiki ops and pages, in memory."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from chalicelib.ports import (
+    WikiOp,
+    WikiPageRecord,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+class MemoryWikiRepo:
+    def __init__(self) -> None:
+        self._ops: dict[
+            tuple[str, str], tuple[WikiOp, str, float]
+        ] = {}  # (kb, knowledge) -> (op, status, at)
+        self._pages: dict[tuple[str, str], list[WikiPageRecord]] = {}
+        self._index: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def put_op(self, op: WikiOp) -> None:
+        with self._lock:
+            current = self._ops.get((op.kb_id, op.knowledge_id))
+            if current is None or current[0].attempt <= op.attempt:
+                self._ops[(op.kb_id, op.knowledge_id)] = (copy.deepcopy(op), "pending", 0.0)
+
+    def claim_ops(self, kb_id: str, limit: int, stale_after_seconds: int) -> list[WikiOp]:
+        now = time.time()
+        claimed: list[WikiOp] = []
+        with self._lock:
+            for key, (op, status, at) in self._ops.items():
+                if len(claimed) >= limit:
+                    break
+                if key[0] != kb_id or (status == "running" and at > now - stale_after_seconds):
+                    continue
+                self._ops[key] = (op, "running", now)
+                claimed.append(copy.deepcopy(op))
+        return claimed
+
+    def pending(self, kb_id: str) -> int:
+        with self._lock:
+            return sum(
+                1 for (kb, _), (_, status, _) in self._ops.items() if kb == kb_id and status == "pending"
+            )
+
+    def finish_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None:
+        with self._lock:
+            current = self._ops.get((kb_id, knowledge_id))
+            if current is not None and current[0].attempt == attempt:
+                del self._ops[(kb_id, knowledge_id)]
+
+    def put_pages(self, kb_id: str, knowledge_id: str, pages: Sequence[WikiPageRecord]) -> None:
+        with self._lock:
+            self._pages[(kb_id, knowledge_id)] = [copy.deepcopy(p) for p in pages]
+
+    def delete_pages(self, kb_id: str, knowledge_id: str) -> None:
+        with self._lock:
+            self._pages.pop((kb_id, knowledge_id), None)
+
+    def pages(self, kb_id: str) -> list[WikiPageRecord]:
+        with self._lock:
+            return [copy.deepcopy(p) for (kb, _), pages in self._pages.items() if kb == kb_id for p in pages]
+
+    def put_index(self, kb_id: str, markdown: str) -> None:
+        with self._lock:
+            self._index[kb_id] = markdown
+
+    def get_index(self, kb_id: str) -> str | None:
+        with self._lock:
+            return self._index.get(kb_id)
+
+
+# ---------------------------------------------------------------- embedding cache, health, URLs, sleep
