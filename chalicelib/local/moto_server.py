@@ -8,37 +8,29 @@ The server runs in a thread of this process (tests: a reset can empty it in plac
 handling is about half of what the local stack's one Python process does, and in a thread it holds that
 process's GIL while the stages wait; AWS's services do not run on the pipeline's cores either.
 
-Two of moto's hot paths are replaced when a server starts (`_speed_up_moto`), each with a test that it
-answers as moto does: DynamoDB's data-plane answers are written by `json.dumps`, and a state machine's
-definition is parsed once for all its executions.
+What reaches into moto's private internals (two hot paths replaced, the backend lookup remembered, a
+stack emptied in place) lives in `moto_patches`, which applies it only on the moto version it was written
+for; here only public interfaces are used.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
-import base64
-import functools
-import json
 import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 import requests
-from moto.core.responses import TYPE_RESPONSE, ActionResult, BaseResponse
-from moto.dynamodb.responses import DynamoHandler
-from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication,
-    MotoRequestHandler,
-    create_backend_app,
-)
-from werkzeug.serving import make_server
+from moto.moto_server.werkzeug_app import MotoRequestHandler
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from chalicelib.local import moto_patches
+from chalicelib.local.moto_patches import Footprint
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +45,8 @@ MOTO_CONFIG: dict[str, Any] = {
 
 
 class _DynamoDBSerialised:
-    """WSGI middleware: one DynamoDB request at a time. DynamoDB makes each conditional write and
+    """WSGI middleware: one DynamoDB request at a time (on every moto version: it wraps moto's app from
+    outside and fixes correctness, not speed). DynamoDB makes each conditional write and
     transaction atomic; moto's in-memory backend checks a condition and writes in two steps with no lock,
     so two racing requests on the server's threads could both pass a condition (two dedupe winners)."""
 
@@ -68,124 +61,28 @@ class _DynamoDBSerialised:
             return list(self._app(environ, start_response))
 
 
-class _Dispatcher(DomainDispatcherApplication):
-    """moto's dispatcher, remembering which backend serves a host: moto finds it on every request by
-    listing its service packages on disk, which was 8% of the server's CPU under the local stack."""
+class _AtomicMotoServer:
+    """moto's WSGI app with DynamoDB requests serialised (the rest stays concurrent), served by werkzeug in
+    a thread, as moto's ThreadedMotoServer serves it without the middleware."""
 
-    def __init__(self) -> None:
-        super().__init__(create_backend_app)
-        self._backend_of: dict[str | None, Any] = {}
-
-    def get_backend_for_host(self, host: str | None) -> Any:  # called under moto's lock
-        if host not in self._backend_of:
-            self._backend_of[host] = super().get_backend_for_host(host)
-        return self._backend_of[host]
-
-
-#: DynamoDB operations whose results moto builds as plain dicts already in the wire's shape (items as
-#: AttributeValue maps): no timestamps, no model objects.
-_DATA_PLANE = frozenset(
-    {
-        "GetItem",
-        "BatchGetItem",
-        "Query",
-        "Scan",
-        "PutItem",
-        "UpdateItem",
-        "DeleteItem",
-        "BatchWriteItem",
-        "TransactGetItems",
-        "TransactWriteItems",
-    }
-)
-
-
-def _blob_as_base64(value: object) -> str:
-    if isinstance(value, bytes | bytearray):  # moto keeps B/BS values raw for its serializer
-        return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"{type(value).__name__} is not in DynamoDB's data-plane results")
-
-
-def _serialized_as_json(handler: BaseResponse, action_result: ActionResult) -> TYPE_RESPONSE:
-    """moto's DynamoDB results of the data plane written by `json.dumps`; everything else (errors, the
-    control plane) through moto's serializer. The serializer walks botocore's shape model value by value
-    and was half of moto's DynamoDB CPU under the local stack; for these results it writes the same JSON
-    (what botocore parses is equal, a test compares the two on every attribute type)."""
-    result = action_result.result
-    if isinstance(result, dict) and handler._get_action() in _DATA_PLANE:
-        headers = {"Content-Type": "application/x-amz-json-1.0", **handler.response_headers}
-        return 200, headers, json.dumps(result, default=_blob_as_base64)
-    return BaseResponse.serialized(handler, action_result)
-
-
-def _parse_once(parse: Any) -> Any:
-    """moto parses a state machine's ASL with ANTLR again for every execution (about 50 ms for ours, per
-    document); the syntax tree depends on the definition alone and is only read, so it is parsed once. The
-    evaluation components are built fresh each time: executions keep state in them."""
-    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
-
-    syntax_tree = functools.lru_cache(maxsize=16)(lambda definition: parse(definition)[1])
-
-    def parse_with_cached_tree(definition: str) -> tuple[Any, Any]:
-        tree = syntax_tree(definition)  # a bad definition raises, and nothing is cached
-        return Preprocessor().visit(tree), tree
-
-    return parse_with_cached_tree
-
-
-_sped_up = False
-
-
-def _speed_up_moto() -> None:
-    """Once per process, before the first server starts. The Step Functions parser is imported here, not
-    at the top: it takes 1.5 s, and the CLI's client commands import this module."""
-    global _sped_up
-    if _sped_up:
-        return
-    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
-
-    DynamoHandler.serialized = _serialized_as_json  # type: ignore[method-assign,assignment]
-    AmazonStateLanguageParser.parse = staticmethod(_parse_once(AmazonStateLanguageParser.parse))  # type: ignore[method-assign]
-    _sped_up = True
-
-
-class _AtomicMotoServer(ThreadedMotoServer):
-    """moto's threaded server with DynamoDB requests serialised (the rest stays concurrent)."""
-
-    def _server_entry(self) -> None:  # as moto's, with the middleware around the app
-        app = _DynamoDBSerialised(_Dispatcher())
-        self._server = make_server(
-            self._ip_address, self._port, app, True, request_handler=MotoRequestHandler
+    def __init__(self, port: int) -> None:
+        app = _DynamoDBSerialised(moto_patches.wsgi_dispatcher())
+        self._server: BaseWSGIServer = make_server(
+            "127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler
         )
-        self._server_ready_event.set()
-        self._server.serve_forever()
+        self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
 
+    @property
+    def port(self) -> int:
+        return int(self._server.server_port)
 
-@dataclass
-class Footprint:
-    """The moto objects behind a provisioned stack, by name: a reset that empties them in place is only
-    sound while these very objects are all there is (a test that deleted or recreated one changed more
-    than data)."""
+    def start(self) -> None:
+        self._thread.start()
 
-    tables: dict[str, object] = field(default_factory=dict)
-    queues: dict[str, object] = field(default_factory=dict)
-    buckets: dict[str, object] = field(default_factory=dict)
-    state_machines: dict[str, object] = field(default_factory=dict)
-
-
-def _backends(region: str) -> tuple[Any, Any, Any, Any]:
-    # moto's in-memory backends of this process (the server runs in a thread of it).
-    from moto.dynamodb.models import dynamodb_backends
-    from moto.s3.models import s3_backends
-    from moto.sqs.models import sqs_backends
-    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
-
-    return (
-        dynamodb_backends[ACCOUNT_ID][region],
-        sqs_backends[ACCOUNT_ID][region],
-        s3_backends[ACCOUNT_ID]["aws"],
-        stepfunctions_parser_backends[ACCOUNT_ID][region],
-    )
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=10)
+        self._server.server_close()
 
 
 class MotoServer:
@@ -196,7 +93,7 @@ class MotoServer:
         self._requested_port = port
         self.region = region
         self.separate_process = separate_process
-        self._server: ThreadedMotoServer | None = None
+        self._server: _AtomicMotoServer | None = None
         self._process: subprocess.Popen[str] | None = None
         self.port = 0
 
@@ -240,45 +137,16 @@ class MotoServer:
         """What exists now, for :meth:`empty_in_place`; None when the server is not this process's."""
         if self._server is None or self.separate_process:
             return None
-        dynamodb, sqs, s3, sfn = _backends(self.region)
-        return Footprint(
-            tables=dict(dynamodb.tables),
-            queues=dict(sqs.queues),
-            buckets=dict(s3.buckets),
-            state_machines={sm.arn: sm for sm in sfn.state_machines},
-        )
+        return moto_patches.footprint(ACCOUNT_ID, self.region)
 
     def empty_in_place(self, expected: Footprint) -> bool:
         """Drop every item, message, object and execution but keep the resources themselves: the same end
         state as :meth:`reset` followed by provisioning again, in microseconds instead of ~40 API calls.
-        Returns False (and changes nothing) when the resources are not exactly ``expected``."""
-        now = self.footprint()
-        if now is None or not _same_objects(now, expected):
+        Returns False (and changes nothing) when the resources are not exactly ``expected``, the server is
+        another process's, or moto is not the version the in-place emptying was written for."""
+        if self._server is None or self.separate_process:
             return False
-        from moto.s3.models import FakeKey
-
-        dynamodb, sqs, s3, sfn = _backends(self.region)
-        for sm in sfn.state_machines:
-            for execution in list(sm.executions):
-                if execution.status == "RUNNING":
-                    sm.stop_execution(execution.execution_arn)
-            sm.executions.clear()
-        for table in dynamodb.tables.values():
-            table.items.clear()
-        for queue in sqs.queues.values():
-            with queue._messages_lock:
-                queue._messages = []
-                queue._pending_messages = set()
-            queue.last_purged_at = None
-        for bucket in s3.buckets.values():
-            for key in bucket.keys.values():
-                if isinstance(key, FakeKey):  # not a delete marker: it holds a temporary file
-                    key.dispose()
-            for part in bucket.multiparts.values():
-                part.dispose()
-            bucket.keys.clear()
-            bucket.multiparts.clear()
-        return True
+        return moto_patches.empty_in_place(ACCOUNT_ID, self.region, expected)
 
     def stop(self) -> None:
         if self._process is not None:
@@ -302,10 +170,10 @@ def _url(port: int) -> str:
 def _start_in_thread(port: int) -> tuple[_AtomicMotoServer, int]:
     """The atomic server in a thread of this process; returns it and the port it bound."""
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request drowns the app's own logs
-    _speed_up_moto()
-    server = _AtomicMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    moto_patches.speed_up_moto()
+    server = _AtomicMotoServer(port)
     server.start()
-    return server, server.get_host_and_port()[1]
+    return server, server.port
 
 
 def _point_sdk_at(port: int, region: str) -> None:
@@ -359,18 +227,6 @@ def serve(port: int, region: str) -> None:
     threading.Thread(target=stop_when_orphaned, daemon=True).start()
     stopped.wait()
     server.stop()
-
-
-def _same_objects(now: Footprint, expected: Footprint) -> bool:
-    def same(a: dict[str, object], b: dict[str, object]) -> bool:
-        return a.keys() == b.keys() and all(a[k] is b[k] for k in a)
-
-    return (
-        same(now.tables, expected.tables)
-        and same(now.queues, expected.queues)
-        and same(now.buckets, expected.buckets)
-        and same(now.state_machines, expected.state_machines)
-    )
 
 
 _shared: MotoServer | None = None

@@ -15,7 +15,7 @@ from moto.core.responses import BaseResponse
 from moto.dynamodb.responses import DynamoHandler
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser, ASLParserException
 
-from chalicelib.local import moto_server as moto_module
+from chalicelib.local import moto_patches
 from chalicelib.local.moto_server import MotoServer
 
 ITEM: dict[str, Any] = {
@@ -43,7 +43,7 @@ def compared(
     seen: list[tuple[str, Any, Any]] = []
 
     def both(handler: Any, action_result: Any) -> Any:
-        ours = moto_module._serialized_as_json(handler, action_result)
+        ours = moto_patches.serialized_as_json(handler, action_result)
         theirs = BaseResponse.serialized(handler, action_result)
         seen.append((handler._get_action(), ours, theirs))
         return ours
@@ -109,7 +109,7 @@ def test_data_plane_answers_equal_moto_serializer_on_every_attribute_type(
         client.delete_table(TableName="json-results")
 
     actions = {action for action, _, _ in compared}
-    assert actions >= moto_module._DATA_PLANE
+    assert actions >= moto_patches.DATA_PLANE
     for action, ours, theirs in compared:
         assert ours[0] == theirs[0], action
         assert ours[1]["Content-Type"] == theirs[1]["Content-Type"], action
