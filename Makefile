@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: run test test-slow test-fuzz test-package lint bench install install-dev system-deps package deploy clean
+.PHONY: run test test-without-tools test-slow test-fuzz test-package lint bench install install-dev system-deps package deploy clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ run: install
 # One worker per core, at most 4 (each runs its own moto server and local stack).
 test: install-dev
 	$(VENV)/bin/pytest -n auto --maxprocesses 4
+
+# The default suite as on a fresh machine: the optional system tools hidden from PATH, so every test that
+# needs one must skip with its reason (CI runs this, then `make test` with the tools installed and required).
+test-without-tools: install-dev
+	$(VENV)/bin/python scripts/without_system_tools.py $(VENV)/bin/pytest -n auto --maxprocesses 4
 
 test-slow: install-dev
 	$(VENV)/bin/pytest -m slow
