@@ -1,6 +1,6 @@
 """Embedding and indexing work that stages and the FAQ share: embedding texts through the cache with backoff
 (`EmbeddingRun`), the windows of texts longer than the model reads, index entries of chunks, the extra
-chunks enrichment writes.
+chunks enrichment writes, and indexing a document's chunks in slices (`index_knowledge`).
 
 Windows: Texts longer than the embedding model's window (issue 12): a model that reads only its first N tokens
 (MiniLM: 256) would embed such a chunk truncated, its tail invisible to vector search. A model that says
@@ -26,8 +26,9 @@ from chalicelib.domain.errors import (
     SpanErrorCode,
     TransientStageError,
 )
-from chalicelib.domain.ids import content_hash
-from chalicelib.domain.types import Chunk, Knowledge, KnowledgeBase
+from chalicelib.domain.ids import attempt_chunk_prefix, content_hash
+from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, Stage
+from chalicelib.observability import logger
 from chalicelib.ports import (
     Dependencies,
     EmbeddingModel,
@@ -39,7 +40,9 @@ from chalicelib.ports import (
     iter_batches,
 )
 from chalicelib.services.backoff import call_with_backoff
-from chalicelib.services.rows import kept_after_write
+from chalicelib.services.deadline import out_of_time
+from chalicelib.services.liveness import kept_after_write
+from chalicelib.services.usable import require_usable_for_stage
 
 if TYPE_CHECKING:
     from chalicelib.ports import Vectors
@@ -221,3 +224,162 @@ def write_extra_chunks(
         engine.delete_by_knowledge(space, kb.id, [knowledge.id])
 
     return kept_after_write(deps, knowledge, undo)
+
+
+class Stopped(Exception):
+    """The row moved on while this slice indexed (what a deleted row got was undone)."""
+
+
+def _write_entries(deps: Dependencies, engine: Any, space: IndexSpace, entries: list[IndexEntry]) -> None:
+    """Upserts by entry id with a few quick retries (200 ms doubling), as WeKnora's indexer does."""
+    delay = 0.2
+    for attempt in range(deps.settings.index_write_attempts):
+        try:
+            engine.batch_index(space, entries)
+            return
+        except Exception as error:  # the engine's client errors vary by backend; all are retried here
+            if attempt + 1 >= deps.settings.index_write_attempts:
+                raise TransientStageError(
+                    f"index write failed: {type(error).__name__}", code=SpanErrorCode.VECTORSTORE_WRITE_FAILED
+                ) from error
+            logger.warning("index write failed", extra={"try": attempt + 1, "error": type(error).__name__})
+            deps.sleep(delay)
+            delay *= 2
+
+
+#: chunks embedded and indexed together: one cache read, one checkpoint write, one index write
+WINDOW = 64
+COUNTERS = ("texts_embedded", "cache_hits", "batches")
+
+
+def index_knowledge(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, offset: int = 0, cursor: str | None = None
+) -> dict[str, Any]:
+    """Embeds and indexes the attempt's text chunks after the chunk id `cursor` (None: from the first),
+    for at most one slice (time and count), and says where the next slice starts: `next_cursor` (the
+    last chunk id read; None when done) and `next_offset` (texts indexed so far, `offset` before this
+    slice). A slice reads only its own chunks (one `list_page` in chunk-id order), so a document of any
+    size is read once in all (issue 12). Entries are upserted by chunk id, so a redelivered slice
+    (the same cursor) rereads the same chunks and rewrites the same entries."""
+    chunks_total, texts_total = _totals(deps, knowledge)
+    strategy = kb.indexing_strategy
+    if not strategy.needs_embedding:
+        return {
+            "chunks": chunks_total,
+            "entries_indexed": 0,
+            "texts_total": 0,
+            "skipped": "vector and keyword indexing are off",
+            "next_offset": None,
+            "next_cursor": None,
+        }
+    from chalicelib.chunker import index_text
+
+    model = require_usable_for_stage(deps, kb)
+    space = IndexSpace.of(model)
+    engine = deps.engine(kb.retrieval_engine)
+    if cursor is None:  # a fresh start: entries of an earlier run of this knowledge go first
+        engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+    earlier = _earlier_slices(deps, knowledge, cursor)
+
+    def report(run: EmbeddingRun, done: int) -> dict[str, Any]:
+        # Counted per slice, keyed by the slice's cursor: a redelivered slice replaces its own counts
+        slices = {**earlier, cursor or "": run.outputs()}
+        counts = {k: sum(int(c.get(k, 0)) for c in slices.values()) for k in COUNTERS}
+        return {
+            **counts,
+            "chunks": chunks_total,
+            "texts_total": texts_total,
+            "entries_indexed": done,
+            "slices": slices,
+        }
+
+    position = offset
+    run = EmbeddingRun(deps, model)
+    run.progress = lambda _out: deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
+    settings = deps.settings
+    started = time.monotonic()
+    prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
+    after = cursor
+    more = True
+    while more:
+        # One read of what is left of the slice's count (a few Queries: DynamoDB pages at 1 MB), then
+        # windows of it. Only a hand-over on time, mid-page, leaves chunks read here to be read again.
+        left = max(WINDOW, settings.embed_slice_max_texts - (position - offset))
+        page, page_after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=left)
+        more = page_after is not None
+        for start in range(0, len(page), WINDOW):
+            part = page[start : start + WINDOW]
+            window = [
+                c
+                for c in part
+                if c.chunk_type == ChunkType.TEXT and c.metadata.get("attempt") == knowledge.attempt
+            ]
+            texts = [index_text(knowledge.title, c.context_header, c.content) for c in window]
+            vectors = run.embed(texts) if strategy.vector_enabled and texts else None
+            entries = chunk_entries(kb.id, knowledge.id, window, texts, vectors)
+            if entries:
+                _write_entries(deps, engine, space, entries)
+            if not kept_after_write(
+                deps, knowledge, lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+            ):
+                raise Stopped("the row was deleted, cancelled or superseded while indexing")
+            position += len(window)
+            after = part[-1].id
+            more = page_after is not None or start + WINDOW < len(page)
+            sliced = position - offset >= settings.embed_slice_max_texts
+            if more and (
+                sliced or time.monotonic() - started >= settings.embed_slice_seconds or out_of_time()
+            ):
+                deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
+                return {**report(run, position), "next_offset": position, "next_cursor": after}
+    return {
+        **report(run, position),
+        "model": model.model_id,
+        "dimensions": model.dimensions,
+        "engine": engine.engine_name,
+        "next_offset": None,
+        "next_cursor": None,
+    }
+
+
+def _totals(deps: Dependencies, knowledge: Knowledge) -> tuple[int, int]:
+    """The attempt's chunks and text chunks, as chunking (or an earlier slice) recorded them on its span;
+    counted once, a page at a time, for an attempt chunked before chunking recorded them."""
+    spans = deps.spans.get_many(
+        knowledge.id, knowledge.attempt, (Stage.EMBEDDING.value, Stage.CHUNKING.value)
+    )
+    for stage in (Stage.EMBEDDING, Stage.CHUNKING):
+        span = spans.get(stage.value)
+        outputs = span.outputs if span is not None else {}
+        chunks, texts = outputs.get("chunks", outputs.get("chunks_total")), outputs.get("texts_total")
+        if isinstance(chunks, int) and isinstance(texts, int):
+            return chunks, texts
+    chunks = texts = 0
+    prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
+    after: str | None = None
+    while True:
+        page, after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=1000)
+        mine = [c for c in page if c.metadata.get("attempt") == knowledge.attempt]
+        chunks += len(mine)
+        texts += sum(1 for c in mine if c.chunk_type == ChunkType.TEXT)
+        if after is None:
+            return chunks, texts
+
+
+def _earlier_slices(
+    deps: Dependencies, knowledge: Knowledge, cursor: str | None
+) -> dict[str, dict[str, int]]:
+    """What the slices of this attempt counted, by slice cursor (kept on the stage span); none for a
+    fresh start."""
+    if cursor is None:
+        return {}
+    span = deps.spans.get(knowledge.id, knowledge.attempt, Stage.EMBEDDING.value)
+    outputs = span.outputs if span is not None else {}
+    slices = outputs.get("slices")
+    if not isinstance(slices, dict):  # a span written before per-slice counts: its totals, as one slice
+        return {"": {k: int(outputs.get(k, 0)) for k in COUNTERS}}
+    return {
+        str(key): {k: int(counts.get(k, 0)) for k in COUNTERS}
+        for key, counts in slices.items()
+        if isinstance(counts, dict) and key != cursor
+    }

@@ -21,8 +21,8 @@ from chalicelib.domain.types import Knowledge, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ReadRequest, ResolvedImages
 from chalicelib.services.dispatch import enqueue
+from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.page_range_store import PLAN, part_name, range_key, read_plan
-from chalicelib.services.rows import kept_after_write, live_knowledge
 
 
 def ranges_of(pages: int, size: int) -> list[tuple[int, int]]:

@@ -17,7 +17,7 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
 from chalicelib.ports import Dependencies
 from chalicelib.services.dispatch import enqueue
-from chalicelib.services.rows import kept_after_write, live_knowledge
+from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.stages.runner import run_stage
 
 #: an ordinary document never reaches this: the docreader's cap of 50 million characters of Markdown is about

@@ -33,10 +33,11 @@ from chalicelib.parsers.asr import (
 )
 from chalicelib.ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
 from chalicelib.services import page_range_store, page_ranges
+from chalicelib.services.deadline import stage_deadline
 from chalicelib.services.dispatch import enqueue
-from chalicelib.services.rows import kept_after_write
+from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.usable import require_usable_for_stage
-from chalicelib.stages.runner import run_stage, stage_deadline
+from chalicelib.stages.runner import run_stage
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:

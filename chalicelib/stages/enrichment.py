@@ -28,7 +28,7 @@ from chalicelib.domain.types import (
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
 from chalicelib.services.dispatch import request_summary_refresh
 from chalicelib.services.indexing import write_extra_chunks
-from chalicelib.services.rows import kept_after_write
+from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.slots import settle_slot
 from chalicelib.stages.messages import SubtaskMessageModel
 from chalicelib.stages.runner import Skip, run_task, task_knowledge

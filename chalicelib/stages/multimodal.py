@@ -19,7 +19,7 @@ from chalicelib.domain.process_config import EffectiveProcessConfig, resolve
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from chalicelib.enrich import images as prompts
 from chalicelib.ports import Dependencies, IndexSpace, ModelRequestError
-from chalicelib.services.rows import kept_after_write
+from chalicelib.services.liveness import kept_after_write
 from chalicelib.stages.messages import ImageRef, ImageTaskModel
 from chalicelib.stages.runner import Skip, run_task, task_knowledge
 

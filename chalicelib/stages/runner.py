@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import functools
 import random
-import time
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -32,6 +30,7 @@ from chalicelib.domain.errors import ContinueLater, DeferredStageError, SpanErro
 from chalicelib.domain.types import Knowledge, ParseStatus, Stage, StageMessage
 from chalicelib.observability import logger, stage_outcome
 from chalicelib.ports import Dependencies
+from chalicelib.services.deadline import deadline_of, stage_deadline
 from chalicelib.services.dispatch import enqueue
 from chalicelib.services.usage import metered_invocation
 from chalicelib.stages.messages import StageMessageModel, TaskMessageModel
@@ -39,23 +38,6 @@ from chalicelib.stages.messages import StageMessageModel, TaskMessageModel
 M = TypeVar("M", bound=BaseModel)
 StageWork = Callable[[Dependencies, StageMessage], None]
 TaskWork = Callable[[Dependencies, Any], dict[str, Any]]
-
-#: monotonic time by which a long stage should hand over to a fresh invocation (None: no limit known)
-stage_deadline: ContextVar[float | None] = ContextVar("stage_deadline", default=None)
-#: time kept back for the hand-over itself (the checkpoint write and the SQS send)
-DEADLINE_MARGIN_SECONDS = 30.0
-
-
-def deadline_of(context: Any) -> float | None:
-    remaining = getattr(context, "get_remaining_time_in_millis", None)
-    if remaining is None:
-        return None
-    return time.monotonic() + remaining() / 1000 - DEADLINE_MARGIN_SECONDS
-
-
-def out_of_time() -> bool:
-    deadline = stage_deadline.get()
-    return deadline is not None and time.monotonic() >= deadline
 
 
 def process_batch(event: dict[str, Any], context: Any, handle: Callable[[SQSRecord], None]) -> dict[str, Any]:

@@ -161,11 +161,11 @@ def test_a_stage_near_its_lambda_timeout_hands_over_to_a_fresh_invocation(
 ) -> None:
     """A document too big for one invocation: every invocation embeds one window and then finds itself out
     of time; it checkpoints, re-enqueues itself and the next one carries on — no try is spent."""
-    from chalicelib.stages import embedding
+    from chalicelib.services import indexing
 
     model = HashingEmbedding(64)
     use(services, model)
-    monkeypatch.setattr(embedding, "out_of_time", lambda: True)
+    monkeypatch.setattr(indexing, "out_of_time", lambda: True)
     kb = api.create_kb()
     created = api.upload(kb["id"], "faq.md", TEXT).json_body["data"]
     runtime.drain(timeout=180)

@@ -15,6 +15,7 @@ from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase
 from chalicelib.domain.types import ChunkType, EnableStatus, Knowledge, KnowledgeBase, Tenant
 from chalicelib.operations.knowledge_bases import create_kb
+from chalicelib.services import indexing
 from chalicelib.stages import embedding
 
 from . import conftest
@@ -42,7 +43,7 @@ def chunk_repo(deps: Services) -> MemoryChunkRepo:
 
 def chunked(deps: Services, kb: KnowledgeBase) -> Knowledge:
     deps.replace_embedding_model(HashingEmbedding(64))
-    assert embedding.WINDOW < SLICE
+    assert indexing.WINDOW < SLICE
     deps.settings = replace(deps.settings, embed_slice_max_texts=SLICE, embed_batch_size=16)
     return conftest.chunked(deps, kb, "ledger.md", DOC)
 
@@ -152,9 +153,9 @@ def test_a_hand_over_on_time_mid_page_carries_on_after_the_last_window_indexed(
     texts = len(chunk_repo.list(created.id))
     model = deps.embedding_model()
     assert isinstance(model, HashingEmbedding)
-    monkeypatch.setattr(embedding, "out_of_time", lambda: True)  # every window is the slice's last
+    monkeypatch.setattr(indexing, "out_of_time", lambda: True)  # every window is the slice's last
     invocations = embed_all(deps, queue)
-    assert invocations == math.ceil(texts / embedding.WINDOW)
+    assert invocations == math.ceil(texts / indexing.WINDOW)
     assert sum(model.calls) == texts  # no text embedded twice, none skipped
     assert index_count(deps, kb, created.id) == texts
     assert embedding_outputs(deps, created)["texts_embedded"] == texts
