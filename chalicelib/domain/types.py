@@ -185,6 +185,8 @@ class Knowledge:
     type: KnowledgeType
     title: str = ""
     description: str = ""
+    #: the description was written by a person (PUT): a summary never overwrites it
+    description_by_user: bool = False
     source: str = ""  # the URL for url/file_url imports
     file_name: str = ""
     file_type: str = ""

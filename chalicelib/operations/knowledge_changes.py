@@ -114,6 +114,8 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     if knowledge.parse_status == ParseStatus.DELETING:
         raise BadRequest("the knowledge is being deleted", code="invalid_state")
     fields = request.model_dump(exclude_none=True, exclude={"enable_status", "content", "tag_ids"})
+    if request.description is not None:  # a person's description outlives summary refreshes; "" hands it back
+        fields["description_by_user"] = bool(request.description.strip())
     from chalicelib.services.tagging import check_tag_ids, set_tags
 
     tag_ids = None if request.tag_ids is None else check_tag_ids(deps, knowledge.kb_id, request.tag_ids)
@@ -128,7 +130,14 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     if updated is None:
         raise NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
     if request.content is not None and knowledge.parse_status != ParseStatus.DRAFT:
-        return reparse(deps, tenant_id, knowledge.id, ReparseRequest())  # a published text is ingested again
+        reparsed = reparse(
+            deps, tenant_id, knowledge.id, ReparseRequest()
+        )  # a published text is ingested again
+        if request.description is None:
+            return reparsed
+        # a new attempt clears the description; the one written in this same request stays
+        kept = {k: fields[k] for k in ("description", "description_by_user")}
+        return deps.knowledge.update_fields(knowledge.id, kept) or reparsed
     if (
         request.title is not None or request.metadata is not None
     ) and updated.parse_status == ParseStatus.COMPLETED:

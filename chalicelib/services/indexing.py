@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import copy_context
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain.errors import (
@@ -27,7 +28,7 @@ from chalicelib.domain.errors import (
     TransientStageError,
 )
 from chalicelib.domain.ids import attempt_chunk_prefix, content_hash
-from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, Stage
+from chalicelib.domain.types import Chunk, ChunkType, EnableStatus, Knowledge, KnowledgeBase, Stage
 from chalicelib.observability import logger
 from chalicelib.ports import (
     Dependencies,
@@ -209,6 +210,9 @@ def write_extra_chunks(
     (deleted, cancelled, superseded), so the caller goes no further."""
     from chalicelib.chunker import index_text
 
+    # a disabled document's new chunks are written disabled too: a summary refresh never brings it back
+    enabled = _searchable(deps, knowledge)
+    chunks = [replace(c, is_enabled=enabled) for c in chunks]
     deps.chunks.put_many(chunks)
     if not kb.indexing_strategy.needs_embedding:
         return True
@@ -218,12 +222,19 @@ def write_extra_chunks(
     vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
     engine = deps.engine(kb.retrieval_engine)
     engine.batch_index(space, chunk_entries(kb.id, knowledge.id, chunks, texts, vectors))
+    if _searchable(deps, knowledge) != enabled:  # enabled or disabled while these were written
+        engine.set_enabled(space, kb.id, [c.id for c in chunks], not enabled)
 
     def undo() -> None:
         deps.chunks.delete_all(knowledge.id)
         engine.delete_by_knowledge(space, kb.id, [knowledge.id])
 
     return kept_after_write(deps, knowledge, undo)
+
+
+def _searchable(deps: Dependencies, knowledge: Knowledge) -> bool:
+    row = deps.knowledge.get(knowledge.id)
+    return (row or knowledge).enable_status == EnableStatus.ENABLED
 
 
 class Stopped(Exception):

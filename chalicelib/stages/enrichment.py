@@ -128,7 +128,8 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     try:
         text = summarize(inputs, model_id, chat, knowledge.title)
     except ValueError as error:  # not enough text: the first 500 runes stand in (spec §1.13)
-        _summary_failed(deps, knowledge, str(error), fallback=(texts[0] if texts else "")[:500])
+        fallback = None if _described_by_user(deps, knowledge) else (texts[0] if texts else "")[:500]
+        _summary_failed(deps, knowledge, str(error), fallback=fallback)
         return {"summary_chars": 0, "reason": str(error)}
     current = deps.knowledge.get(knowledge.id)
     if current is None or _summarised_from(current) != _summarised_from(knowledge):
@@ -146,8 +147,15 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     )
     if not write_extra_chunks(deps, knowledge, kb, [chunk]):
         raise Skip("the knowledge was deleted, cancelled or superseded")
-    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.COMPLETED.value, description=text)
+    description = None if _described_by_user(deps, knowledge) else text
+    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.COMPLETED.value, description=description)
     return {"summary_chars": len(text), "model": model_id}
+
+
+def _described_by_user(deps: Dependencies, knowledge: Knowledge) -> bool:
+    """A description a person wrote (read now: it may have come while the model wrote) is never replaced."""
+    current = deps.knowledge.get(knowledge.id)
+    return current is not None and current.description_by_user
 
 
 def _summary_failed(

@@ -240,6 +240,7 @@ def build_models(settings: Settings) -> Models:
         type = UnicodeAttribute()
         title = UnicodeAttribute(default="")
         description = UnicodeAttribute(default="")
+        description_by_user = BooleanAttribute(default=False)
         source = UnicodeAttribute(default="")
         file_name = UnicodeAttribute(default="")
         file_type = UnicodeAttribute(default="")

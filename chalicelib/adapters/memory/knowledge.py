@@ -243,6 +243,7 @@ class MemoryKnowledgeRepo:
         editable = {
             "title",
             "description",
+            "description_by_user",
             "metadata",
             "tag_ids",
             "file_path",
@@ -329,6 +330,7 @@ class MemoryKnowledgeRepo:
             k.parse_status = ParseStatus.PENDING
             k.enable_status = EnableStatus.DISABLED
             k.error_message = k.error_code = k.description = ""
+            k.description_by_user = False
             k.processed_at = None
             k.pending_subtasks_count = k.chunk_count = 0
             k.updated_at = _now()
@@ -348,6 +350,7 @@ class MemoryKnowledgeRepo:
             k.parse_status = ParseStatus.PENDING
             k.enable_status = EnableStatus.DISABLED
             k.error_message = k.error_code = k.description = ""
+            k.description_by_user = False
             k.processed_at = None
             k.pending_subtasks_count = k.chunk_count = 0
             k.updated_at = _now()
