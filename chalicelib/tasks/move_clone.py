@@ -42,6 +42,8 @@ from chalicelib.domain.types import (
     SummaryStatus,
     Task,
 )
+from chalicelib.faq.clone import faq_clone_work
+from chalicelib.faq.entries import FAQ_KB_TYPE
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge, IndexSpace
 from chalicelib.services.tag_names import tag_by_names, tag_names
@@ -269,6 +271,9 @@ def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
                 raise ItemFailed("the source or the target knowledge base is gone or being deleted")
 
             yield item, gone
+        return
+    if source.type == FAQ_KB_TYPE:  # an FAQ knowledge base holds entries, not documents
+        yield from faq_clone_work(deps, task, source, target)
         return
     while True:
         plan = plan_clone(deps, task, source, target)

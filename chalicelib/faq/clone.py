@@ -1,0 +1,150 @@
+"""Cloning an FAQ knowledge base (spec §1.25 for FAQ): a diff by content hash between the source's entries and
+the target's. A target entry whose content matches a source entry is kept and only takes the source's state
+(enabled, tags, answer-all); a source entry with no match is copied under a deterministic id (task, source
+entry), so a redelivered slice rewrites the same copy; a target entry with no match goes.
+
+Copies are embedded through the embedding cache: the same texts under the same model are cache hits, so a
+clone costs no model calls unless the target embeds with another model.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+
+from chalicelib.domain.faq import FaqEntry
+from chalicelib.domain.types import KnowledgeBase, Task, utcnow
+from chalicelib.faq.entries import FaqIndex, all_entries
+from chalicelib.ports import Dependencies
+
+#: entries per task item: one row write, one index write
+BATCH = 50
+#: the item that closes the FAQ pass of a clone task (a later slice does not plan it again)
+DONE_ITEM = "faq:synced"
+_COPY_NAMESPACE = uuid.UUID("3c9e51a2-7d40-4b8e-a6f1-0e2d9b7c5a13")
+
+Work = tuple[str, Callable[[], None]]
+
+
+def faq_copy_id(task_id: str, entry_id: str) -> str:
+    return str(uuid.uuid5(_COPY_NAMESPACE, f"{task_id}/{entry_id}"))
+
+
+def _state(entry: FaqEntry) -> tuple[bool, tuple[str, ...], bool]:
+    return entry.is_enabled, tuple(entry.tags), entry.answer_all
+
+
+@dataclass
+class FaqClonePlan:
+    copies: list[FaqEntry] = field(default_factory=list)
+    #: (target entry, source entry) pairs of the same content whose state differs
+    syncs: list[tuple[FaqEntry, FaqEntry]] = field(default_factory=list)
+    deletes: list[FaqEntry] = field(default_factory=list)
+
+
+def plan_faq_clone(
+    deps: Dependencies, task: Task, source: KnowledgeBase, target: KnowledgeBase
+) -> FaqClonePlan:
+    """The multiset diff by content hash. Source entries an import is still writing (not indexed) are not
+    the source's content yet; a target entry left unindexed by a crashed copy of this task is copied again."""
+    wanted: dict[str, list[FaqEntry]] = {}
+    for entry in sorted(all_entries(deps, source.id), key=lambda e: (e.created_at, e.id)):
+        if entry.indexed:
+            wanted.setdefault(entry.content_hash, []).append(entry)
+    plan = FaqClonePlan()
+    have: dict[str, list[FaqEntry]] = {}
+    for entry in sorted(all_entries(deps, target.id), key=lambda e: (e.created_at, e.id)):
+        if entry.indexed:
+            have.setdefault(entry.content_hash, []).append(entry)
+        else:
+            plan.deletes.append(entry)
+    for content_hash, targets in have.items():
+        sources = wanted.get(content_hash, [])
+        for kept, src in zip(targets, sources, strict=False):
+            if _state(kept) != _state(src):
+                plan.syncs.append((kept, src))
+        plan.deletes += targets[len(sources) :]
+    for content_hash, sources in wanted.items():
+        plan.copies += sources[len(have.get(content_hash, [])) :]
+    return plan
+
+
+def faq_clone_work(
+    deps: Dependencies, task: Task, source: KnowledgeBase, target: KnowledgeBase
+) -> Iterator[Work]:
+    """One pass over the diff, a batch per item; a slice that ends midway plans again from what is left."""
+    if DONE_ITEM in task.items:
+        return
+    plan = plan_faq_clone(deps, task, source, target)
+    index = FaqIndex(deps, target)
+    for start in range(0, len(plan.deletes), BATCH):
+        batch = plan.deletes[start : start + BATCH]
+        item = f"faq-delete:{batch[0].id}"
+        task.items.append(item)
+        yield item, partial(_delete, deps, index, target, [e.id for e in batch])
+    for start in range(0, len(plan.syncs), BATCH):
+        pairs = plan.syncs[start : start + BATCH]
+        item = f"faq-sync:{pairs[0][0].id}"
+        task.items.append(item)
+        yield item, partial(_sync, deps, index, target, pairs)
+    for start in range(0, len(plan.copies), BATCH):
+        batch = plan.copies[start : start + BATCH]
+        item = f"faq-copy:{batch[0].id}"
+        task.items.append(item)
+        yield item, partial(_copy, deps, index, task, target, batch)
+    task.items.append(DONE_ITEM)
+    yield DONE_ITEM, _nothing
+
+
+def _nothing() -> None:
+    """The pass is complete: recorded so a later slice of the task does not plan it again."""
+
+
+def _delete(deps: Dependencies, index: FaqIndex, target: KnowledgeBase, ids: Sequence[str]) -> None:
+    index.remove_entries(ids)  # index entries first: a crash leaves rows to delete again, never ghost hits
+    deps.faq.delete_entries(target.id, ids)
+
+
+def _sync(
+    deps: Dependencies, index: FaqIndex, target: KnowledgeBase, pairs: Sequence[tuple[FaqEntry, FaqEntry]]
+) -> None:
+    synced = [
+        replace(
+            kept,
+            is_enabled=src.is_enabled,
+            tags=list(src.tags),
+            answer_all=src.answer_all,
+            updated_at=utcnow(),
+        )
+        for kept, src in pairs
+    ]
+    deps.faq.add_tags(target.id, sorted({t for e in synced for t in e.tags}))
+    deps.faq.put_entries(synced)
+    for (kept, _), entry in zip(pairs, synced, strict=True):
+        if kept.is_enabled != entry.is_enabled:
+            index.set_enabled(entry, list(entry.index_ids()))
+
+
+def _copy(
+    deps: Dependencies, index: FaqIndex, task: Task, target: KnowledgeBase, batch: Sequence[FaqEntry]
+) -> None:
+    now = utcnow()
+    copies = [
+        replace(
+            src,
+            id=faq_copy_id(task.id, src.id),
+            kb_id=target.id,
+            tenant_id=target.tenant_id,
+            indexed=False,
+            import_task="",
+            created_at=now,
+            updated_at=now,
+        )
+        for src in batch
+    ]
+    deps.faq.add_tags(target.id, sorted({t for e in copies for t in e.tags}))
+    deps.faq.put_entries(copies)  # unindexed until its index entries are written: see plan_faq_clone
+    index.write([(entry, list(entry.index_ids())) for entry in copies])
+    deps.faq.put_entries([replace(entry, indexed=True) for entry in copies])
