@@ -15,6 +15,8 @@ from chalicelib.domain import metering
 from chalicelib.domain.clock import now_iso
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.pricing import cost_lines, is_model_tokens, price_table
+from chalicelib.domain.status import is_in_flight
+from chalicelib.domain.types import Knowledge
 from chalicelib.ports import Dependencies, UsageEntry
 from chalicelib.services.ownership import owned_knowledge, require_kb
 
@@ -27,6 +29,12 @@ def _workflow_entry(entry_key: str) -> bool:
     return entry_key.split("#")[1] == WORKFLOW_STAGE
 
 
+def _attempt_over(row: Knowledge | None, attempt: int) -> bool:
+    """No execution can start for this attempt any more: the row is gone, has a later attempt, or this
+    attempt ended. (An execution starts once indexing is done, so a live attempt may still start one.)"""
+    return row is None or row.attempt > attempt or not is_in_flight(row.parse_status)
+
+
 def fill_workflow_usage(
     deps: Dependencies, knowledge_id: str, entries: list[UsageEntry]
 ) -> tuple[list[UsageEntry], int]:
@@ -36,11 +44,15 @@ def fill_workflow_usage(
     counted = {e.attempt for e in entries if _workflow_entry(e.entry)}
     pending = 0
     added = []
+    row = deps.knowledge.get(knowledge_id) if attempts - counted else None
     for attempt in sorted(attempts - counted):
-        transitions = deps.workflow.transitions(execution_name(knowledge_id, attempt))
+        name = execution_name(knowledge_id, attempt)
+        transitions = deps.workflow.transitions(name)
         if transitions is None:
-            pending += 1
-            continue
+            if not _attempt_over(row, attempt) or deps.workflow.is_running(name):
+                pending += 1
+                continue
+            transitions = 0  # the attempt ended (failed, cancelled, superseded) before it started one
         sample = next(e for e in entries if e.attempt == attempt)
         entry = UsageEntry(
             knowledge_id,

@@ -131,3 +131,19 @@ def test_another_tenants_document_has_no_cost_to_show(
     runtime.drain(timeout=180)
     assert other_api.get(f"/knowledge/{created['id']}/cost").status_code == 404
     assert other_api.get(f"/knowledge-bases/{kb['id']}/cost").status_code == 404
+
+
+def test_an_attempt_that_ended_before_its_execution_is_not_pending_forever(
+    api: Api, runtime: LocalRuntime
+) -> None:
+    """Issue 24, defect 4: a document that failed in the docreader never starts an execution; its cost and
+    its knowledge base's total say no execution is pending, and the zero transitions are stored once."""
+    kb = api.create_kb()
+    broken = api.upload(kb["id"], "broken.pdf", b"%PDF-1.7\n this is not a pdf body").json_body["data"]
+    runtime.drain(timeout=120)
+    assert api.knowledge(broken["id"])["parse_status"] == "failed"
+    for _ in range(2):
+        report = api.get(f"/knowledge/{broken['id']}/cost").json_body["data"]
+        assert report["workflow_pending"] == 0
+        assert quantities(report).get(metering.SFN_TRANSITIONS, 0) == 0
+    assert api.get(f"/knowledge-bases/{kb['id']}/cost").json_body["data"]["workflow_pending"] == 0
