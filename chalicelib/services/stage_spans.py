@@ -8,6 +8,7 @@ Span writes are best effort for callers: progress reporting must never fail a do
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -229,20 +230,22 @@ class SpanTracker:
         """The stage tree of one attempt, shaped as WeKnora's GET /knowledge/:id/spans returns it."""
         wanted = attempt or k.attempt
         spans = {s.span_id: s for s in self.spans.list(k.id, wanted)}
+        ended = _ended(k, wanted, spans.get(ROOT))
         stages = []
         for stage in ALL_STAGES:
             span = spans.get(stage.value) or Span(k.id, wanted, stage.value, stage.value, SpanKind.STAGE)
-            node = span.to_dict()
             children = [s for s in spans.values() if s.parent_id == stage.value]
+            if ended is not None:
+                span = _closed(span, *ended)
+                children = [_closed(c, *ended) for c in children]
+            node = span.to_dict()
             node["children"] = [s.to_dict() for s in children]
             node["progress"] = _progress(stage, span, children)
             stages.append(node)
-        current = next((s["span_id"] for s in stages if s["status"] == SpanStatus.RUNNING), None)
-        if current is None:
-            current = next(
-                (s["span_id"] for s in reversed(stages) if s["status"] != SpanStatus.PENDING), None
-            )
+        current = _current_stage(stages)
         root = spans.get(ROOT)
+        if root is not None and ended is not None and wanted < k.attempt:
+            root = _closed(root, *ended)
         if (
             root is not None
             and root.status in OPEN
@@ -272,3 +275,41 @@ class SpanTracker:
             "last_error": last_error
             or ({"code": k.error_code, "message": k.error_message} if k.error_message else None),
         }
+
+
+def _ended(k: Knowledge, attempt: int, root: Span | None) -> tuple[SpanStatus, str, str] | None:
+    """How an attempt that can make no more progress ended, for the spans it left open: superseded by a
+    later attempt, or closed (its root done, failed or cancelled). None while it is still going."""
+    if attempt < k.attempt:
+        return SpanStatus.CANCELLED, SpanErrorCode.SUPERSEDED.value, f"superseded by attempt {attempt + 1}"
+    if root is None or root.status in OPEN:
+        return None
+    if root.status == SpanStatus.DONE:
+        return SpanStatus.SKIPPED, "", ""
+    if root.status == SpanStatus.FAILED:
+        return SpanStatus.CANCELLED, SpanErrorCode.UPSTREAM_FAILED.value, "an earlier stage failed"
+    return SpanStatus.CANCELLED, root.error_code, root.error_message
+
+
+def _closed(span: Span, status: SpanStatus, code: str, message: str) -> Span:
+    """An open span of an attempt that ended, shown as it ended (what was stored is not rewritten)."""
+    if span.status not in OPEN:
+        return span
+    return replace(
+        span, status=status, error_code=span.error_code or code, error_message=span.error_message or message
+    )
+
+
+def _current_stage(stages: list[dict[str, Any]]) -> str | None:
+    """The stage running now; else the one that failed or was stopped; else the last one that ran."""
+    for wanted in (SpanStatus.RUNNING, SpanStatus.FAILED):
+        found = next((s["span_id"] for s in stages if s["status"] == wanted), None)
+        if found is not None:
+            return found
+    stopped = next(
+        (s["span_id"] for s in stages if s["status"] == SpanStatus.CANCELLED and s["started_at"] is not None),
+        None,
+    )
+    if stopped is not None:
+        return stopped
+    return next((s["span_id"] for s in reversed(stages) if s["status"] == SpanStatus.DONE), None)
