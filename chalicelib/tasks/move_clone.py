@@ -356,6 +356,7 @@ def _copy_row(
         type=src.type,
         title=src.title,
         description=src.description,
+        description_by_user=src.description_by_user,
         source=src.source,
         file_name=src.file_name,
         file_type=src.file_type,
@@ -439,6 +440,10 @@ def _copy_content(
             keys.markdown, _rewrite(files.read(markdown_url).decode(), links).encode(), "text/markdown"
         )
     files.save(keys.manifest, json.dumps(_rewrite(images, links)).encode(), "application/json")
+    # the row's own text (a summary names the images too) points at the copy's images, as its chunks do
+    relinked = {"description": _rewrite(src.description, links), "metadata": _rewrite(src.metadata, links)}
+    if relinked != {"description": row.description, "metadata": row.metadata}:
+        deps.knowledge.update_fields(row.id, relinked)
 
     def remap(chunk_id: str) -> str:
         if not chunk_id:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -189,3 +190,24 @@ def test_clone_into_an_existing_kb_deletes_extras_and_a_redelivered_message_chan
     space = IndexSpace.of(services.embedding_model(""))
     copy = next(r for r in rows if r["file_name"] == "cranes.md")
     assert services.engine().count(space, target["id"], copy["id"]) > 0
+
+
+def test_a_clones_description_points_at_its_own_images(api: Api, runtime: LocalRuntime) -> None:
+    """Issue 24, defect 6: the copy's chunks were rewritten to its own images, and so is its description."""
+    source = api.create_kb()
+    bread = _upload(api, source["id"], "bread.md", _bread())
+    runtime.drain(timeout=180)
+    hit = _search(api, source["id"], "sourdough starter wild yeast")[0]
+    image = hit["content"].split("](")[1].split(")")[0]
+    edited = api.client.http.put(
+        f"/api/v1/knowledge/{bread['id']}",
+        headers={"X-API-Key": api.api_key, "Content-Type": "application/json"},
+        body=json.dumps({"description": f"A loaf: ![crumb]({image})"}),
+    )
+    assert edited.status_code == 200, edited.json_body
+    response = api.post(f"/knowledge-bases/{source['id']}/clone", {"name": "bread mirror"})
+    assert response.status_code == 202, response.json_body
+    runtime.drain(timeout=180)
+    copy = _rows(api, response.json_body["data"]["target_kb_id"])[0]
+    assert image not in copy["description"]
+    assert f"/{copy['id']}/images/" in copy["description"]
