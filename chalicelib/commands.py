@@ -12,9 +12,18 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.parser_engines import engine_rule_problems
 
 B = TypeVar("B", bound=BaseModel)
 
@@ -59,7 +68,12 @@ def _metadata(value: Any) -> Any:
 def _tag_ids(value: Any) -> Any:
     if value in (None, ""):
         return []
-    if isinstance(value, str):  # WeKnora's form field: a comma-separated list
+    if isinstance(value, str) and value.lstrip().startswith("["):  # a form field holding a JSON array
+        try:
+            value = json.loads(value)
+        except ValueError as error:
+            raise ValueError("tag_ids is not a valid JSON array") from error
+    elif isinstance(value, str):  # WeKnora's form field: a comma-separated list
         value = value.split(",")
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
         raise ValueError("tag_ids must be a list of strings or a comma-separated string")
@@ -71,11 +85,21 @@ TagIds = Annotated[
     list[Annotated[str, Field(max_length=64)]], BeforeValidator(_tag_ids), Field(max_length=MAX_TAGS)
 ]
 ModelId = Annotated[str, Field(max_length=MAX_MODEL_ID)]
+
+
+def _honourable_engine_rules(rules: dict[str, str]) -> dict[str, str]:
+    problems = engine_rule_problems(rules)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return rules
+
+
 EngineRules = Annotated[
     dict[
         Annotated[str, Field(min_length=1, max_length=16)], Annotated[str, Field(min_length=1, max_length=32)]
     ],
     Field(max_length=64),
+    AfterValidator(_honourable_engine_rules),
 ]
 #: values are checked against the allow-list by domain.languages (a 400 `invalid_ocr_languages`)
 OcrLanguages = Annotated[list[Annotated[str, Field(max_length=16)]], Field(max_length=16)]
@@ -262,6 +286,28 @@ class ChunkPreviewRequest(Body):
 
 class TenantSettingsRequest(Body):
     parser_engine_rules: EngineRules = code("invalid_engine_rules", default_factory=dict)
+
+
+#: every body field that names a model, by the kind of model it names (checked against the catalog at the
+#: API boundary for every route: see `named_models`)
+MODEL_FIELDS = {
+    "embedding_model_id": "embedding",
+    "summary_model_id": "chat",
+    "vlm_model_id": "vision",
+    "asr_model_id": "asr",
+}
+
+
+def named_models(body: BaseModel) -> list[tuple[str, str]]:
+    """(kind, name) of every model a body names, nested settings included."""
+    found: list[tuple[str, str]] = []
+    for name in type(body).model_fields:
+        value = getattr(body, name)
+        if name in MODEL_FIELDS and isinstance(value, str) and value:
+            found.append((MODEL_FIELDS[name], value))
+        elif isinstance(value, BaseModel):
+            found += named_models(value)
+    return found
 
 
 def validate(model: type[B], data: Any) -> B:

@@ -22,6 +22,7 @@ from chalicelib.domain.types import Tenant
 from chalicelib.observability import logger
 from chalicelib.operations import tenants
 from chalicelib.ports import Dependencies
+from chalicelib.services.offered import check_models
 
 R = TypeVar("R", bound=Callable[..., Response])
 
@@ -73,4 +74,14 @@ def present_request(request: Request | None) -> Request:
 
 
 def validated_body(deps: Dependencies, request: Request | None, model: type[commands.B]) -> commands.B:
-    return validate(model, json_body(present_request(request), deps.settings.api_max_body))
+    return offered_models_only(
+        deps, validate(model, json_body(present_request(request), deps.settings.api_max_body))
+    )
+
+
+def offered_models_only(deps: Dependencies, body: commands.B) -> commands.B:
+    """Every model a body names (a knowledge base's, an upload's or a reparse's process_config) must be one
+    the operator offers: one catalog check for every route, before any operation runs."""
+    for kind, name in commands.named_models(body):
+        check_models(deps.settings, **{kind: name})
+    return body

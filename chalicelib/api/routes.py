@@ -13,7 +13,13 @@ from chalice.app import Request
 from chalicelib import commands, tasks
 from chalicelib.api.http import ok, parse_multipart, query, raw_body
 from chalicelib.api.openapi import build_document
-from chalicelib.api.registry import caller_tenant, operation, present_request, validated_body
+from chalicelib.api.registry import (
+    caller_tenant,
+    offered_models_only,
+    operation,
+    present_request,
+    validated_body,
+)
 from chalicelib.commands import validate
 from chalicelib.domain.errors import BadRequest
 from chalicelib.operations import (
@@ -119,7 +125,9 @@ def upload_file(deps: Dependencies, request: Request | None, kb_id: str) -> Resp
     if "file" not in form.files:
         raise BadRequest("the form has no `file` part", code="missing_file")
     file_name, data = form.files["file"]
-    fields = validate(commands.FileUploadForm, {k: v for k, v in form.fields.items() if v != ""})
+    fields = offered_models_only(
+        deps, validate(commands.FileUploadForm, {k: v for k, v in form.fields.items() if v != ""})
+    )
     upload = create.FileUpload(
         data=data,
         file_name=fields.file_name or file_name,

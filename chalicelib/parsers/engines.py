@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
+from chalicelib.domain.parser_engines import PARSER_ENGINE_TYPES
 from chalicelib.parsers.base import ParseContext, ParserEngine, parse_failed, unsupported
 from chalicelib.parsers.guards import preflight
 from chalicelib.parsers.html import parse_epub, parse_html, parse_mhtml
@@ -68,7 +69,7 @@ class BuiltinEngine:
             "ppt": _legacy(parse_pptx, "pptx"),
         }
         self._simple = SimpleEngine()
-        self.file_types = frozenset(self.handlers) | self._simple.file_types
+        self.file_types = PARSER_ENGINE_TYPES[self.name]
 
     def availability(self) -> tuple[bool, str]:
         return True, "" if soffice_path() else "doc/ppt need LibreOffice (not installed)"
@@ -80,15 +81,10 @@ class BuiltinEngine:
         return handler(request, ctx)
 
 
-MARKITDOWN_TYPES = frozenset(
-    {"pdf", "docx", "pptx", "xlsx", "xls", "html", "htm", "csv", "json", "txt", "md", "markdown", "epub"}
-)
-
-
 class MarkItDownEngine:
     name = "markitdown"
     description = "Microsoft MarkItDown (pdfminer, mammoth, python-pptx, pandas, BeautifulSoup)"
-    file_types = MARKITDOWN_TYPES
+    file_types = PARSER_ENGINE_TYPES["markitdown"]
 
     def __init__(self) -> None:
         self._md: Any = None

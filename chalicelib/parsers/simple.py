@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
+from chalicelib.domain.parser_engines import SIMPLE_TYPES, TEXT_TYPES
 from chalicelib.parsers.base import (
     ParseContext,
     image_kind,
@@ -19,8 +20,6 @@ from chalicelib.parsers.base import (
 )
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
-TEXT_TYPES = frozenset({"txt", "md", "markdown"})
-SIMPLE_TYPES = TEXT_TYPES | {"csv", "json"} | IMAGE_EXTENSIONS | AUDIO_EXTENSIONS
 AUDIO_PLACEHOLDER = "[audio: {name}]"
 MAX_JSON_DEPTH = 40
 

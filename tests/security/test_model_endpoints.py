@@ -81,6 +81,55 @@ def test_an_upload_cannot_name_a_model_endpoint(
     assert received == []
 
 
+@pytest.mark.parametrize("setting", ("vlm_model_id", "asr_model_id"))
+def test_a_reparse_or_an_upload_url_cannot_name_a_model_endpoint(
+    api: Api, listener: tuple[str, list[str]], setting: str
+) -> None:
+    """Issue 24, defect 14: batch reparse answered 202 to a process_config naming a model endpoint."""
+    url, received = listener
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "a.md", b"# A\n\ntext").json_body["data"]
+    for value in (f"openai/x@{url}/v1", "openai/x@http://169.254.169.254/latest"):
+        bad = {setting: value}
+        for path, body in (
+            ("/knowledge/batch-reparse", {"kb_id": kb["id"], "ids": [created["id"]], "process_config": bad}),
+            (f"/knowledge/{created['id']}/reparse", {"process_config": bad}),
+            (
+                f"/knowledge-bases/{kb['id']}/knowledge/upload-url",
+                {"file_name": "b.md", "process_config": bad},
+            ),
+        ):
+            response = api.post(path, body)
+            assert response.status_code == 400, (path, response.json_body)
+            assert response.json_body["error"]["code"] == "unknown_model"
+    assert received == []
+
+
+def test_every_body_field_that_names_a_model_is_checked_against_the_catalog() -> None:
+    """The boundary check finds model names by field name: a new `*_model_id` field anywhere in a request
+    body must be in the table, or it would skip the catalog."""
+    from pydantic import BaseModel
+
+    from chalicelib import commands
+    from chalicelib.faq import commands as faq_commands
+
+    def model_id_fields(model: type[BaseModel]) -> set[str]:
+        return {name for name in model.model_fields if name.endswith("_model_id")}
+
+    bodies = [
+        value
+        for module in (commands, faq_commands)
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == module.__name__
+    ]
+    named = set().union(*(model_id_fields(b) for b in bodies))
+    assert named and named <= set(commands.MODEL_FIELDS)
+    body = commands.BatchReparseRequest.model_validate(
+        {"kb_id": "k", "ids": ["a"], "process_config": {"vlm_model_id": "x", "asr_model_id": "y"}}
+    )
+    assert sorted(commands.named_models(body)) == [("asr", "y"), ("vision", "x")]
+
+
 def test_the_offered_models_are_listed_by_name(api: Api) -> None:
     response = api.get("/models")
     assert response.status_code == 200
