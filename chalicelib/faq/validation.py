@@ -10,7 +10,8 @@ Append, per row in file order:
    similar question of another entry (or of an earlier row) fails the row;
 2. similar questions that clash with another entry or an earlier row are removed one by one (`partial`);
 3. negative questions equal to one of the row's own questions are removed (`partial`);
-4. a merge candidate's merged result (similar and negative questions united, the new answers) is checked
+4. a merge candidate's merged result (similar and negative questions, answers and tags united: spec §1.24,
+   not WeKnora's replace of the answers) is checked
    again; a conflict reverts that entry (the row fails, the entry stays as it was); a merged result equal to
    the entry (same content hash) is skipped.
 
@@ -287,7 +288,7 @@ def plan_append(
                 target.standard_question,
                 merged_similar,
                 merged_negatives,
-                answers,
+                _union(target.answers, answers),
                 _union(target.tags, tags),
                 row.answer_all,
                 not row.disabled,

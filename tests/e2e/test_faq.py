@@ -227,3 +227,23 @@ def test_a_5000_entry_xlsx_import_through_the_presigned_path_completes(
     api: Api, runtime: LocalRuntime, services: Services
 ) -> None:
     _xlsx_import(api, runtime, services, 5000)
+
+
+def test_an_append_that_merges_unites_the_answers(api: Api, runtime: LocalRuntime) -> None:
+    """Issue 24, defect 10: merging into an existing entry replaced its answers; the specification unites
+    them (as it does the similar and negative questions and the tags)."""
+    kb = faq_kb(api)
+    created = api.post(
+        f"/knowledge-bases/{kb['id']}/faq/entries", entry("Opening hours", "9 to 5", tags=["office"])
+    ).json_body["data"]
+    task_id = start(
+        api,
+        kb["id"],
+        {"entries": [entry("Opening hours", "8 to 6 on Saturdays", "9 to 5", tags=["weekend"])]},
+    )
+    runtime.drain(timeout=120)
+    assert task(api, task_id)["progress"]["merged"] == 1
+    merged = api.get(f"/knowledge-bases/{kb['id']}/faq/entries/{created['id']}").json_body["data"]
+    assert merged["answers"] == ["9 to 5", "8 to 6 on Saturdays"]
+    assert merged["tags"] == ["office", "weekend"]
+    assert search(api, kb["id"], "opening hours")[0]["answers"] == ["9 to 5", "8 to 6 on Saturdays"]

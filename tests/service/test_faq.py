@@ -337,7 +337,7 @@ def test_append_merges_partials_and_failures_with_exact_counts_and_csv(
     stored = entries_of(deps, faq_kb)
     assert set(stored) == {"Opening hours", "Holiday hours", "Parking", "Wifi password", "Returns"}
     merged = stored["Opening hours"]
-    assert merged.id == existing.id and merged.answers == ["8 to 6"]
+    assert merged.id == existing.id and merged.answers == ["9 to 5", "8 to 6"]  # united (issue 24, defect 10)
     assert merged.similar_questions == ["when are you open", "what time do you open"]
     assert stored["Holiday hours"].similar_questions == ["christmas hours"]
     assert stored["Parking"].negative_questions == ["bike parking"]
