@@ -12,7 +12,15 @@ from urllib.parse import urljoin, urlsplit
 import urllib3
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
-from chalicelib.net.ssrf import AllowList, Resolver, URLBlocked, ValidatedURL, check_addresses, validate_url
+from chalicelib.net.ssrf import (
+    AllowList,
+    HostUnresolved,
+    Resolver,
+    URLBlocked,
+    ValidatedURL,
+    check_addresses,
+    validate_url,
+)
 from chalicelib.ports import FetchFailed
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
@@ -94,6 +102,9 @@ class SafeHttpClient:
         for _hop in range(self.max_redirects + 1):
             try:
                 target = validate_url(current, self.allow_list, resolver=self.resolver)
+            except HostUnresolved as exc:
+                where = "redirect target" if redirects else "URL"
+                raise FetchError(f"{where}: {exc.reason}", permanent=not exc.transient) from exc
             except URLBlocked as exc:
                 where = "redirect target" if redirects else "URL"
                 raise FetchError(f"{where} blocked: {exc.reason}", permanent=True) from exc

@@ -151,6 +151,15 @@ class URLBlocked(ValueError):
         self.reason = reason
 
 
+class HostUnresolved(URLBlocked):
+    """The host has no address: a DNS failure, not a forbidden target. `transient` when the resolver only
+    could not answer now (EAI_AGAIN), so a later try may succeed."""
+
+    def __init__(self, url: str, host: str, *, transient: bool = False):
+        super().__init__(url, f"host '{host}' does not resolve")
+        self.transient = transient
+
+
 #: a trusted entry without a port is trusted on the web's ports only, never on every port
 DEFAULT_TRUSTED_PORTS: frozenset[int] = frozenset({80, 443})
 AnyPort = None
@@ -374,9 +383,10 @@ def validate_url(
     try:
         addresses = (resolver or default_resolver)(host, port)
     except (OSError, UnicodeError) as exc:
-        raise URLBlocked(url, f"host '{host}' does not resolve") from exc
+        again = isinstance(exc, socket.gaierror) and exc.errno == socket.EAI_AGAIN
+        raise HostUnresolved(url, host, transient=again) from exc
     if not addresses:
-        raise URLBlocked(url, f"host '{host}' does not resolve")
+        raise HostUnresolved(url, host)
     checked: list[str] = []
     for addr in addresses:
         try:

@@ -16,7 +16,7 @@ from chalicelib.net.client import (
     FetchResponse,
     SafeHttpClient,
 )
-from chalicelib.net.ssrf import AllowList, Resolver, URLBlocked, validate_url
+from chalicelib.net.ssrf import AllowList, HostUnresolved, Resolver, URLBlocked, validate_url
 from chalicelib.ports import FetchedDocument
 
 PAGE_TYPES = frozenset({"html", "htm", "mhtml"})
@@ -137,6 +137,8 @@ class SafeUrlImporter:
     def check(self, url: str) -> None:
         try:
             validate_url(url, self.allow_list, resolver=self.resolver)
+        except HostUnresolved as error:  # a DNS failure (a typo, a private zone), not a forbidden target
+            raise BadRequest(f"URL rejected: {error.reason}", code="host_unresolved") from error
         except URLBlocked as error:
             raise BadRequest(f"URL rejected: {error.reason}", code="ssrf_blocked") from error
 

@@ -272,3 +272,24 @@ def test_model_endpoints_are_names_from_the_catalogue(
     runtime.drain(timeout=180)
     assert api.knowledge(upload.json_body["data"]["id"])["parse_status"] == "completed"
     assert net.received == []
+
+
+def test_a_host_that_does_not_resolve_is_a_dns_error_not_an_ssrf_block(
+    api: Api, runtime: LocalRuntime, net: Net
+) -> None:
+    """Issue 24, defect 11: a host without an address was reported as `ssrf_blocked`."""
+    kb = api.create_kb()
+    url_route = f"/knowledge-bases/{kb['id']}/knowledge/url"
+    response = api.post(url_route, {"url": "http://nowhere.example.test/page"})
+    assert response.status_code == 400, response.json_body
+    assert response.json_body["error"]["code"] == "host_unresolved"
+    assert "does not resolve" in response.json_body["error"]["message"]
+    blocked = api.post(url_route, {"url": "http://internal.example.test/"})
+    assert blocked.json_body["error"]["code"] == "ssrf_blocked"
+    # a redirect to such a host fails the document with the DNS reason, not a block
+    created = api.post(url_route, {"url": f"{net.site}/r?to=http://nowhere.example.test/"})
+    assert created.status_code == 201, created.json_body
+    runtime.drain(timeout=120)
+    row = api.knowledge(created.json_body["data"]["id"])
+    assert row["parse_status"] == "failed"
+    assert "does not resolve" in row["error_message"] and "blocked" not in row["error_message"]
