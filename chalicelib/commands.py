@@ -183,6 +183,7 @@ class EnrichmentBody(Body):
     )
     auto_tag_enabled: bool = False
     max_tags: int = Field(default=3, ge=1, le=10)
+    auto_tag_skip_if_tagged: bool = True
 
 
 class IndexingStrategySettings(Body):

@@ -41,6 +41,7 @@ class EffectiveProcessConfig:
     summary_enabled: bool = True
     auto_tag_enabled: bool = False
     max_tags: int = 3
+    auto_tag_skip_if_tagged: bool = True
     #: the chat model every LLM enrichment uses (the KB's summary model); "" = none configured
     chat_model_id: str = ""
 
@@ -88,6 +89,7 @@ def resolve(kb: KnowledgeBase, overrides: dict[str, Any] | None) -> EffectivePro
         summary_enabled=bool(overrides.get("summary_enabled", True)),
         auto_tag_enabled=enrichment.auto_tag_enabled,
         max_tags=enrichment.max_tags,
+        auto_tag_skip_if_tagged=enrichment.auto_tag_skip_if_tagged,
         chat_model_id=kb.summary_model_id,
     )
 

@@ -132,6 +132,8 @@ class EnrichmentSettings:
     graph_relation_types: list[str] = field(default_factory=list)
     auto_tag_enabled: bool = False
     max_tags: int = 3
+    #: a document that already has tags (given at upload or by hand) is not auto-tagged (spec §1.14)
+    auto_tag_skip_if_tagged: bool = True
 
 
 @dataclass

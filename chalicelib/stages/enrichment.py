@@ -280,6 +280,8 @@ def auto_tag(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dic
     effective = resolve(kb, knowledge.process_overrides)
     if not effective.auto_tag_enabled or kb.type != "document":
         return {"tags": 0, "reason": "auto-tagging is off"}
+    if effective.auto_tag_skip_if_tagged and knowledge.tag_ids:
+        return {"tags": 0, "reason": "the document already has tags"}
     chat = deps.chat_model(effective.chat_model_id)
     if chat is None:
         return {"tags": 0, "reason": "no chat model configured"}

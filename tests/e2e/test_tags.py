@@ -405,7 +405,10 @@ def llm(services: Services) -> Iterator[ScriptedLLM]:
 def test_auto_tag_adds_only_confident_new_tags_of_the_knowledge_base_outside_the_count(
     api: Api, runtime: LocalRuntime, services: Services, llm: ScriptedLLM
 ) -> None:
-    kb = api.create_kb(summary_model_id=CHAT, enrichment={"auto_tag_enabled": True, "max_tags": 2})
+    kb = api.create_kb(
+        summary_model_id=CHAT,
+        enrichment={"auto_tag_enabled": True, "max_tags": 2, "auto_tag_skip_if_tagged": False},
+    )
     names = ["bakery", "ferries", "harbour", "pottery"]  # listed to the model in this order
     tags = {name: _tag(api, kb["id"], name)["id"] for name in names}
     text = b"# Notes\n\nThe harbour ferries leave at eight; the pottery studio opens at nine.\n"
@@ -435,3 +438,25 @@ def test_auto_tag_adds_only_confident_new_tags_of_the_knowledge_base_outside_the
     runtime.drain(timeout=180)
     assert api.knowledge(other["id"])["tag_ids"] == [] and api.knowledge(untagged["id"])["tag_ids"] == []
     assert llm.kinds().count("tags") == 1
+
+
+def test_auto_tag_skips_a_document_that_already_has_tags_by_default(
+    api: Api, runtime: LocalRuntime, llm: ScriptedLLM
+) -> None:
+    """Issue 24, defect 12: the specification skips documents that already have tags (skip_if_tagged)."""
+    kb = api.create_kb(summary_model_id=CHAT, enrichment={"auto_tag_enabled": True, "max_tags": 2})
+    assert kb["enrichment"]["auto_tag_skip_if_tagged"] is True
+    tags = {name: _tag(api, kb["id"], name)["id"] for name in ["bakery", "ferries", "harbour", "pottery"]}
+    text = b"# Notes\n\nThe harbour ferries leave at eight; the pottery studio opens at nine.\n"
+    tagged = api.upload(kb["id"], "notes.md", text, {"tag_ids": tags["pottery"]}).json_body["data"]
+    runtime.drain(timeout=180)
+    row = api.knowledge(tagged["id"])
+    assert row["parse_status"] == "completed" and row["tag_ids"] == [tags["pottery"]]
+    assert llm.kinds().count("tags") == 0
+    trace = api.get(f"/knowledge/{tagged['id']}/spans").json_body["data"]["trace"]
+    postprocess = next(s for s in trace if s["span_id"] == "postprocess")
+    [span] = [c for c in postprocess["children"] if c["span_id"] == "postprocess.auto_tag"]
+    assert span["outputs"]["reason"] == "the document already has tags"
+    untagged = api.upload(kb["id"], "more.md", text + b"\nMore notes.\n").json_body["data"]
+    runtime.drain(timeout=180)
+    assert api.knowledge(untagged["id"])["tag_ids"] == [tags["ferries"], tags["harbour"]]
