@@ -604,7 +604,7 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
         try:
             while not stop.wait(0.5):
                 if args.snapshot_interval > 0 and time.monotonic() >= next_save:
-                    snapshot.save()  # a crash (kill -9) loses at most one interval
+                    snapshot.save_while_running()  # a crash (kill -9) loses at most one interval
                     next_save = time.monotonic() + args.snapshot_interval
         except KeyboardInterrupt:
             pass

@@ -21,6 +21,7 @@ receipts, task tokens and executions would be re-run against a different server,
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +99,19 @@ class MotoSnapshot:
 
     # ---- save --------------------------------------------------------------------------------------------
 
+    def save_while_running(self) -> SnapshotCounts | None:
+        """A periodic save: one that fails (the server busy or gone, the disk full) is reported and the
+        stack goes on; the next interval tries again, and the last good snapshot stays in place."""
+        try:
+            return self.save()
+        except (BotoCoreError, ClientError, OSError) as error:
+            log.warning(
+                "the periodic snapshot failed (%s: %s); retrying at the next interval",
+                type(error).__name__,
+                error,
+            )
+            return None
+
     def save(self) -> SnapshotCounts:
         counts = SnapshotCounts()
         state = {
@@ -118,11 +133,14 @@ class MotoSnapshot:
         names.sort(key=lambda n: (not n.endswith(READ_FIRST), n))
         tables: dict[str, list[Any]] = {}
         for name in names:
-            items = [
-                _encode(item)
-                for page in ddb.get_paginator("scan").paginate(TableName=name, ConsistentRead=True)
-                for item in page["Items"]
-            ]
+            try:
+                items = [
+                    _encode(item)
+                    for page in ddb.get_paginator("scan").paginate(TableName=name, ConsistentRead=True)
+                    for item in page["Items"]
+                ]
+            except ddb.exceptions.ResourceNotFoundException:
+                continue  # deleted between the listing and the scan
             tables[name] = items
             counts.items += len(items)
             counts.tables[name] = len(items)
@@ -142,7 +160,10 @@ class MotoSnapshot:
                     if known is not None and (self.blobs / known["blob"]).is_file():
                         objects.append(known)  # unchanged since the last snapshot: not read again
                         continue
-                    got = s3.get_object(Bucket=name, Key=entry["Key"])
+                    try:
+                        got = s3.get_object(Bucket=name, Key=entry["Key"])
+                    except s3.exceptions.NoSuchKey:
+                        continue  # deleted between the listing and the read: not part of the state any more
                     data = got["Body"].read()
                     digest = hashlib.sha256(data).hexdigest()
                     blob = self.blobs / digest
@@ -200,7 +221,8 @@ class MotoSnapshot:
                     handles.append(m["ReceiptHandle"])
                     messages.append({"body": m["Body"], "attributes": m.get("MessageAttributes", {})})
             for handle in handles:  # back in sight at once: a snapshot changes nothing
-                sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
+                with contextlib.suppress(sqs.exceptions.ReceiptHandleIsInvalid):  # redriven meanwhile
+                    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
             if messages:
                 saved[name] = messages
                 counts.dead_letters += len(messages)
