@@ -71,6 +71,9 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
 
 
 def handle(deps: Dependencies, event: Any = None) -> dict[str, Any]:
+    if not deps.settings.housekeeping_enabled:
+        logger.info("housekeeping is switched off (WEKNORA_HOUSEKEEPING_ENABLED=false): nothing swept")
+        return {"skipped": "housekeeping is disabled"}
     report = sweep(deps)
     return {
         "recovered": report.recovered,

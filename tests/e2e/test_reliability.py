@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import boto3
@@ -153,6 +154,24 @@ def test_housekeeping_recovers_a_stuck_row_but_spares_a_live_one(
     assert "recovered by housekeeping" in recovered["error_message"]
     assert recovered["error_code"] == "TASK_TIMEOUT" and recovered["pending_subtasks_count"] == 0
     assert api.knowledge(live["id"])["parse_status"] == "processing"
+
+
+def test_housekeeping_switched_off_leaves_a_stuck_row_alone(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    """The specification's housekeeping switch (issue 24): off, the schedule fires and sweeps nothing."""
+    kb = api.create_kb()
+    stuck = api.upload(kb["id"], "stuck.md", b"# a\n\nstuck while switched off").json_body["data"]
+    sqs = boto3.client("sqs")
+    sqs.purge_queue(QueueUrl=sqs.get_queue_url(QueueName="weknora-docreader")["QueueUrl"])
+    age_row(services, stuck["id"], "pending", hours=3)
+    services.settings = replace(services.settings, housekeeping_enabled=False)
+    fired = runtime.tick(datetime.now(UTC) + timedelta(minutes=6))
+    assert [f.name for f in fired] == ["housekeeping"] and fired[0].error is None
+    assert api.knowledge(stuck["id"])["parse_status"] == "pending"
+    services.settings = replace(services.settings, housekeeping_enabled=True)
+    runtime.tick(datetime.now(UTC) + timedelta(minutes=12))
+    assert api.knowledge(stuck["id"])["parse_status"] == "failed"
 
 
 def test_housekeeping_leaves_fresh_rows_alone(api: Api, runtime: LocalRuntime) -> None:
