@@ -131,6 +131,11 @@ class ChunkingSettings(Body):
         return self.model_dump(exclude_none=True)
 
 
+#: a language name or tag the caption is written in ("English", "zh-CN"); the prompt names it as given
+CaptionLanguage = Annotated[str, Field(max_length=32, pattern=r"^[A-Za-z][A-Za-z -]{0,31}$|^$")]
+CaptionInstructions = Annotated[str, Field(max_length=1000)]
+
+
 class QuestionGeneration(Body):
     enabled: bool = False
     question_count: int = Field(default=3, ge=1, le=10)
@@ -147,6 +152,9 @@ class ProcessConfig(Body):
     #: tesseract codes (chalicelib/domain/languages.py); checked in check_enrichment
     ocr_languages: OcrLanguages | None = None
     asr_language: str | None = Field(default=None, max_length=8)
+    #: the upload's caption language and instructions; blank ones inherit the knowledge base's
+    caption_language: CaptionLanguage | None = None
+    caption_instructions: CaptionInstructions | None = None
     question_generation: QuestionGeneration | None = None
     graph_enabled: bool | None = None
     parser_engine_rules: EngineRules | None = None
@@ -184,6 +192,8 @@ class EnrichmentBody(Body):
     auto_tag_enabled: bool = False
     max_tags: int = Field(default=3, ge=1, le=10)
     auto_tag_skip_if_tagged: bool = True
+    caption_language: CaptionLanguage = ""
+    caption_instructions: CaptionInstructions = ""
 
 
 class IndexingStrategySettings(Body):

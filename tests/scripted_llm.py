@@ -76,7 +76,7 @@ class ScriptedLLM:
             kind = self._kind(system)
         with self._lock:
             self.requests.append(
-                {"kind": kind, "model": body.get("model"), "user": user if isinstance(user, str) else ""}
+                {"kind": kind, "model": body.get("model"), "user": user if isinstance(user, str) else prompt}
             )
         if kind in self.fail_kinds:
             return 400, {"error": {"message": "scripted failure", "code": "invalid_request"}}

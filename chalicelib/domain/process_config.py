@@ -42,6 +42,8 @@ class EffectiveProcessConfig:
     auto_tag_enabled: bool = False
     max_tags: int = 3
     auto_tag_skip_if_tagged: bool = True
+    caption_language: str = ""
+    caption_instructions: str = ""
     #: the chat model every LLM enrichment uses (the KB's summary model); "" = none configured
     chat_model_id: str = ""
 
@@ -90,6 +92,9 @@ def resolve(kb: KnowledgeBase, overrides: dict[str, Any] | None) -> EffectivePro
         auto_tag_enabled=enrichment.auto_tag_enabled,
         max_tags=enrichment.max_tags,
         auto_tag_skip_if_tagged=enrichment.auto_tag_skip_if_tagged,
+        # blank upload values inherit the knowledge base's (spec §1.5)
+        caption_language=str(overrides.get("caption_language") or enrichment.caption_language),
+        caption_instructions=str(overrides.get("caption_instructions") or enrichment.caption_instructions),
         chat_model_id=kb.summary_model_id,
     )
 
@@ -102,6 +107,11 @@ def check_enrichment(effective: EffectiveProcessConfig, *, ocr_available: bool) 
         )
     check_ocr_languages(effective.ocr_languages)
     check_asr_language(effective.asr_language)
+    if (effective.caption_language or effective.caption_instructions) and not effective.vlm_model_id:
+        raise BadRequest(
+            "caption_language and caption_instructions need a vision model (vlm_model_id)",
+            code="setting_cannot_be_honoured",
+        )
     if effective.ocr_engine == "vlm" and not effective.vlm_model_id:
         raise BadRequest(
             "ocr_engine 'vlm' needs a vision model (vlm_model_id)", code="setting_cannot_be_honoured"

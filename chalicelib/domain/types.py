@@ -134,6 +134,10 @@ class EnrichmentSettings:
     max_tags: int = 3
     #: a document that already has tags (given at upload or by hand) is not auto-tagged (spec §1.14)
     auto_tag_skip_if_tagged: bool = True
+    #: the language image captions are written in (the spec's DescriptionLanguage); "" = the model's choice
+    caption_language: str = ""
+    #: extra instructions for the caption prompt (the spec's CustomInstructions)
+    caption_instructions: str = ""
 
 
 @dataclass

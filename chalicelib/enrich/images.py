@@ -9,6 +9,18 @@ CAPTION_PROMPT = (
     "Describe this image in one or two sentences for a search index: what it shows, any visible title or "
     "labels. Reply with the description only."
 )
+
+
+def caption_prompt(language: str = "", instructions: str = "") -> str:
+    """The caption prompt in the configured language, with the knowledge base's own instructions after it."""
+    prompt = CAPTION_PROMPT
+    if language:
+        prompt += f" Write the description in {language}."
+    if instructions.strip():
+        prompt += f"\n\nAdditional instructions: {instructions.strip()}"
+    return prompt
+
+
 OCR_PROMPT = (
     "Transcribe the body text of this image as Markdown, in reading order: keep headings, lists and tables "
     "(as Markdown tables) and formulas (as LaTeX); leave out page headers, footers and page numbers. If the "

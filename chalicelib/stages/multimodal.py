@@ -105,7 +105,8 @@ def _caption(
     vision = deps.vision_model(effective.vlm_model_id) if effective.vlm_model_id else None
     if vision is None:
         return "", "no vision model configured (vlm_model_id)"
-    return prompts.clean(vision.describe(data, prompts.CAPTION_PROMPT, max_tokens=512)), ""
+    prompt = prompts.caption_prompt(effective.caption_language, effective.caption_instructions)
+    return prompts.clean(vision.describe(data, prompt, max_tokens=512)), ""
 
 
 def _write_chunks(

@@ -301,3 +301,33 @@ def test_a_subtask_that_answers_a_failure_has_its_slot_released_by_the_machine(
         "postprocess.summary": "done",
         "postprocess.wiki": "failed",
     }
+
+
+def test_captions_follow_the_description_language_and_custom_instructions(
+    api: Api, runtime: LocalRuntime, services: Services, llm: ScriptedLLM
+) -> None:
+    """The specification's DescriptionLanguage and CustomInstructions (issue 24): the knowledge base's, and an
+    upload's that override them (blank ones inherit)."""
+    services.replace_ocr_asr(None, None)
+    kb = api.create_kb(
+        vlm_model_id=VISION,
+        enrichment={"caption_language": "French", "caption_instructions": "Name every colour you see."},
+    )
+    assert kb["enrichment"]["caption_language"] == "French"
+    assert api.upload(kb["id"], "kiln.png", _png((240, 120, 30))).status_code == 200
+    override = {"process_config": json.dumps({"caption_language": "German"})}
+    assert api.upload(kb["id"], "vase.png", _png((20, 60, 200)), override).status_code == 200
+    runtime.drain(timeout=180)
+    prompts = sorted(r["user"] for r in llm.requests if r["kind"] == "caption")
+    assert len(prompts) == 2
+    assert any("in French." in p and "Name every colour you see." in p for p in prompts)
+    assert any("in German." in p and "Name every colour you see." in p for p in prompts)
+    refused = api.post(
+        "/knowledge-bases", {"name": "no-vision", "enrichment": {"caption_language": "French"}}
+    )
+    assert refused.status_code == 400 and refused.json_body["error"]["code"] == "setting_cannot_be_honoured"
+    too_long = api.post(
+        "/knowledge-bases",
+        {"name": "long", "vlm_model_id": VISION, "enrichment": {"caption_instructions": "x" * 1001}},
+    )
+    assert too_long.status_code == 400 and too_long.json_body["error"]["code"] == "invalid_enrichment"
