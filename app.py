@@ -316,6 +316,11 @@ def admin_issue_key(tenant_id: str) -> Response:
     return routes.admin_issue_key(get_deps(), app.current_request, tenant_id)
 
 
+@app.route(f"{V1}/admin/tenants/{{tenant_id}}/quotas", methods=["PUT"])
+def admin_set_quotas(tenant_id: str) -> Response:
+    return routes.admin_set_quotas(get_deps(), app.current_request, tenant_id)
+
+
 @app.route(f"{V1}/admin/tenants/{{tenant_id}}/api-keys/{{key_id}}", methods=["DELETE"])
 def admin_revoke_key(tenant_id: str, key_id: str) -> Response:
     return routes.admin_revoke_key(get_deps(), app.current_request, tenant_id, key_id)

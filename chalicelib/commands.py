@@ -483,6 +483,16 @@ class CreateTenantRequest(Body):
     name: str = code("invalid_name", min_length=1, max_length=MAX_NAME)
     #: a label for the tenant's first API key
     key_name: str = code("invalid_name", default="", max_length=MAX_NAME)
+    #: limits in bytes and documents; 0 = none
+    storage_quota: int = code("invalid_quota", default=0, ge=0, le=2**50)
+    document_quota: int = code("invalid_quota", default=0, ge=0, le=10**9)
+
+
+class TenantQuotas(Body):
+    """The operator's per-tenant limits; 0 = none."""
+
+    storage_quota: int = code("invalid_quota", default=0, ge=0, le=2**50)
+    document_quota: int = code("invalid_quota", default=0, ge=0, le=10**9)
 
 
 class IssueKeyRequest(Body):

@@ -212,7 +212,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
     "OnUploadEvent": [
         *own_queue("uploads"),
         read_tables("tenants", "knowledge-bases", "knowledge", "dedupe", "tags"),
-        write_tables("knowledge", "dedupe", "tags"),
+        write_tables("tenants", "knowledge", "dedupe", "tags"),
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects("uploads/"),)),
         Grant(("s3:GetObject", "s3:PutObject"), (objects("intents/"),)),
         Grant(("s3:PutObject",), (objects(),)),
@@ -251,7 +251,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
     ],
     "EmbeddingStage": [
         *own_queue("embedding"),
-        read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache"),
+        read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache"),
         write_tables("tenants", "knowledge", "chunks", "spans", "embedding-cache", "usage"),
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,

@@ -455,6 +455,19 @@ def admin_issue_key(deps: Dependencies, request: Request | None, tenant_id: str)
     return ok({"key": admin.key_view(key), "api_key": secret}, 201)
 
 
+@operation(
+    "Set a tenant's storage (bytes) and document quotas; 0 = none",
+    "admin",
+    body=commands.TenantQuotas,
+    auth=False,
+    operator=True,
+)
+def admin_set_quotas(deps: Dependencies, request: Request | None, tenant_id: str) -> Response:
+    _operator(deps, request)
+    body = validated_body(deps, request, commands.TenantQuotas)
+    return ok(admin.tenant_view(admin.set_quotas(deps, tenant_id, body)))
+
+
 @operation("Revoke an API key (refused at once)", "admin", auth=False, operator=True)
 def admin_revoke_key(deps: Dependencies, request: Request | None, tenant_id: str, key_id: str) -> Response:
     _operator(deps, request)

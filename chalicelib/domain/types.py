@@ -150,6 +150,11 @@ class Tenant:
     parser_engine_rules: dict[str, str] = field(default_factory=dict)
     #: bytes of the tenant's indexed documents (indexing adds, delete subtracts)
     storage_used: int = 0
+    #: knowledge rows the tenant holds (create adds, delete subtracts), checked against `document_quota`
+    document_count: int = 0
+    #: the operator's limits; 0 = none
+    storage_quota: int = 0
+    document_quota: int = 0
 
 
 @dataclass

@@ -13,7 +13,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.commands import CreateTenantRequest, IssueKeyRequest
+from chalicelib.commands import CreateTenantRequest, IssueKeyRequest, TenantQuotas
 from chalicelib.domain.api_keys import ApiKey, key_id_of
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import Forbidden, NotFound, Unauthorized
@@ -46,6 +46,9 @@ def tenant_view(tenant: Tenant) -> dict[str, Any]:
         "name": tenant.name,
         "created_at": to_iso(tenant.created_at),
         "storage_used": tenant.storage_used,
+        "storage_quota": tenant.storage_quota,
+        "document_count": tenant.document_count,
+        "document_quota": tenant.document_quota,
     }
 
 
@@ -74,6 +77,7 @@ def create_tenant(deps: Dependencies, request: CreateTenantRequest) -> tuple[Ten
     # The key record first: a tenant row never exists without a record of its key.
     deps.api_keys.put(key)
     tenant = Tenant(tenant_id, request.name, key.key_hash)
+    tenant.storage_quota, tenant.document_quota = request.storage_quota, request.document_quota
     deps.tenants.put(tenant)
     return tenant, key, secret
 
@@ -99,6 +103,13 @@ def issue_key(deps: Dependencies, tenant_id: str, request: IssueKeyRequest) -> t
     return key, secret
 
 
+def set_quotas(deps: Dependencies, tenant_id: str, request: TenantQuotas) -> Tenant:
+    tenant = deps.tenants.set_quotas(tenant_id, request.storage_quota, request.document_quota)
+    if tenant is None:
+        raise NotFound("tenant not found", code="tenant_not_found")
+    return tenant
+
+
 def revoke_key(deps: Dependencies, tenant_id: str, key_id: str) -> ApiKey:
     """Revoked at once: authentication reads the key record with a strongly consistent read. Revoking a
     revoked key is a no-op that returns it as it is."""
@@ -120,5 +131,6 @@ __all__ = [
     "list_keys",
     "list_tenants",
     "revoke_key",
+    "set_quotas",
     "tenant_view",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from chalicelib.commands import ManualRequest, ProcessConfig, UploadUrlRequest, UrlImportRequest
-from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, PayloadTooLarge
+from chalicelib.domain.errors import AppError, BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge
 from chalicelib.domain.filetypes import is_importable, validate_import_file_type
 from chalicelib.domain.ids import file_dedupe_key, file_md5, url_dedupe_key
 from chalicelib.domain.markup import strip_active_content
@@ -35,6 +35,7 @@ from chalicelib.ports import Dependencies, DuplicateKnowledge
 from chalicelib.services.dispatch import enqueue_first_stage, visible_at
 from chalicelib.services.offered import check_override_models
 from chalicelib.services.ownership import require_kb
+from chalicelib.services.quotas import check_storage_for_upload, reserve_document
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -74,6 +75,7 @@ def _gate_file(
         raise BadRequest(
             f"file is {size} bytes; the limit is {deps.settings.max_file_size} bytes", code="file_too_large"
         )
+    check_storage_for_upload(deps, kb.tenant_id, size)
     effective = resolve(kb, overrides)
     check_media_gates(
         file_type, effective, ocr_available=deps.ocr() is not None, asr_available=deps.asr() is not None
@@ -132,18 +134,23 @@ def _insert_or_remove_object(
 
     if knowledge.parse_status == ParseStatus.PENDING:  # its docreader message follows: one write, not two
         knowledge.queued_stage, knowledge.queued_at = Stage.DOCREADER.value, visible_at()
+    try:
+        reserved = reserve_document(deps, knowledge.tenant_id)
+    except Forbidden:
+        if url:
+            deps.files.delete(url)
+        raise
     relate_new(deps, knowledge)  # the tag relations first: a crash leaves a stale one, never a missing one
     try:
         deps.knowledge.insert(knowledge)
-    except DuplicateKnowledge as duplicate:  # lost a race with an identical upload
+    except BaseException as error:
         unrelate_all(deps, knowledge)
         if url:
             deps.files.delete(url)
-        raise duplicate_error(duplicate.existing, duplicate_code) from None
-    except Exception:
-        unrelate_all(deps, knowledge)
-        if url:
-            deps.files.delete(url)
+        if reserved:
+            deps.tenants.release_document(knowledge.tenant_id)
+        if isinstance(error, DuplicateKnowledge):  # lost a race with an identical upload
+            raise duplicate_error(error.existing, duplicate_code) from None
         raise
 
 
@@ -232,7 +239,7 @@ def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
     )
     try:
         knowledge = create_from_file(deps, tenant_id, kb_id, upload)
-    except (BadRequest, Conflict, NotFound) as rejected:
+    except (BadRequest, Conflict, Forbidden, NotFound) as rejected:  # a quota reached meanwhile too
         _record_rejection(deps, knowledge_id, object_url, rejected)
         return None
     deps.inbox.delete(object_url)

@@ -38,7 +38,7 @@ def settings_of(tenant: Tenant) -> dict[str, Any]:
 
 def put_settings(deps: Dependencies, tenant: Tenant, request: TenantSettingsRequest) -> dict[str, Any]:
     tenant.parser_engine_rules = normalise_engine_rules(request.parser_engine_rules)
-    deps.tenants.put(tenant)
+    deps.tenants.set_parser_engine_rules(tenant.id, tenant.parser_engine_rules)
     return settings_of(tenant)
 
 

@@ -22,6 +22,7 @@ from chalicelib.ports import Dependencies
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.indexing import Stopped, index_knowledge
 from chalicelib.services.liveness import live_knowledge
+from chalicelib.services.quotas import require_storage_within_quota
 from chalicelib.stages.runner import run_stage
 
 
@@ -58,6 +59,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     del outputs["next_offset"], outputs["next_cursor"]
     manifest = deps.files.url_for(images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
     images = json.loads(deps.files.read(manifest))
+    require_storage_within_quota(deps, knowledge.tenant_id, knowledge.file_size - knowledge.storage_size)
     if not deps.knowledge.mark_indexed(
         knowledge.id,
         knowledge.attempt,

@@ -56,7 +56,8 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
             deps.files.delete(url)
         except Exception:
             logger.exception("could not delete a stored object", extra={"knowledge_id": knowledge.id})
-    deps.knowledge.delete(knowledge.id)
+    if deps.knowledge.delete(knowledge.id):  # True once: a retried delete finds the row gone
+        deps.tenants.release_document(knowledge.tenant_id)
 
 
 def _stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from chalicelib.domain.errors import PermanentStageError
+from chalicelib.domain.errors import Forbidden, PermanentStageError
 from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import (
@@ -46,6 +46,7 @@ from chalicelib.faq.clone import faq_clone_work
 from chalicelib.faq.entries import FAQ_KB_TYPE
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge, IndexSpace
+from chalicelib.services.quotas import reserve_document
 from chalicelib.services.tag_names import tag_by_names, tag_names
 
 #: copies made concurrently (WeKnora clones 10 at a time)
@@ -316,8 +317,14 @@ def clone_one(
     row = _copy_row(deps, src, new_id, target, keys)
     if existing is None:
         try:
+            reserved = reserve_document(deps, row.tenant_id)
+        except Forbidden as quota:
+            raise ItemFailed(quota.message) from quota
+        try:
             deps.knowledge.insert(row)
         except DuplicateKnowledge as duplicate:
+            if reserved:  # either another row holds the content, or an earlier delivery counted this copy
+                deps.tenants.release_document(row.tenant_id)
             if duplicate.existing.id != new_id:
                 raise ItemFailed(
                     f"the target knowledge base already holds this content as knowledge {duplicate.existing.id}"
@@ -515,4 +522,5 @@ def _remove_copy(
     for key in owned:
         if key:
             deps.files.delete(deps.files.url_for(key))
-    deps.knowledge.delete(row.id)
+    if deps.knowledge.delete(row.id):
+        deps.tenants.release_document(row.tenant_id)

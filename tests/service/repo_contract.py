@@ -558,6 +558,31 @@ class RepoContract:
         stored = repos.tenants.get(tenant.id)
         assert stored is not None and stored.name == "renamed"
 
+    def test_tenant_quotas_and_their_counters(self, repos: Repos) -> None:
+        tenant = Tenant(new_id(), "acme", api_key_hash(f"wk-{new_id()}"))
+        repos.tenants.put(tenant)
+        assert repos.tenants.reserve_document(tenant.id, 0)  # no limit
+        limited = repos.tenants.set_quotas(tenant.id, 100, 2)
+        assert limited is not None and (limited.storage_quota, limited.document_quota) == (100, 2)
+        assert limited.document_count == 1  # the limits leave the counters alone
+        assert repos.tenants.reserve_document(tenant.id, 2)
+        assert not repos.tenants.reserve_document(tenant.id, 2)
+        repos.tenants.release_document(tenant.id)
+        assert repos.tenants.reserve_document(tenant.id, 2)
+        repos.tenants.add_usage(tenant.id, 75)
+        stored = repos.tenants.get(tenant.id)
+        assert stored is not None and (stored.storage_used, stored.document_count) == (75, 2)
+        for _ in range(3):
+            repos.tenants.release_document(tenant.id)  # never below zero
+        stored = repos.tenants.get(tenant.id)
+        assert stored is not None and stored.document_count == 0
+        repos.tenants.set_parser_engine_rules(tenant.id, {"pdf": "markitdown"})
+        stored = repos.tenants.get(tenant.id)
+        assert stored is not None and stored.parser_engine_rules == {"pdf": "markitdown"}
+        assert (stored.storage_used, stored.storage_quota) == (75, 100)  # the rules alone were written
+        assert repos.tenants.set_quotas(new_id(), 1, 1) is None
+        assert not repos.tenants.reserve_document(new_id(), 0)
+
     def test_api_keys_by_hash_listed_per_tenant_and_revoked(self, repos: Repos) -> None:
         tenant = Tenant(new_id(), "acme", api_key_hash(f"wk-{new_id()}"))
         repos.tenants.put(tenant)

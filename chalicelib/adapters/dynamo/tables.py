@@ -161,6 +161,9 @@ def build_models(settings: Settings) -> Models:
         created_at = UnicodeAttribute()
         parser_engine_rules = JSONAttribute(default=dict)
         storage_used = NumberAttribute(default=0)
+        document_count = NumberAttribute(default=0)
+        storage_quota = NumberAttribute(default=0)
+        document_quota = NumberAttribute(default=0)
         api_key_index = ApiKeyIndex()
 
     class TenantNameIndex(GlobalSecondaryIndex[Any]):

@@ -6,6 +6,7 @@ from typing import Any
 
 from pynamodb.exceptions import (
     DoesNotExist,
+    UpdateError,
 )
 
 from chalicelib.adapters.dynamo.tables import Models, _iso_or_none
@@ -15,6 +16,9 @@ from chalicelib.domain.ids import api_key_hash
 from chalicelib.domain.types import (
     Tenant,
 )
+
+#: a bound no counter reaches: the condition of an unlimited conditional add
+NO_LIMIT = 2**62
 
 
 class DynamoTenantRepo:
@@ -38,6 +42,9 @@ class DynamoTenantRepo:
         rules = dict(item.parser_engine_rules or {})
         tenant = Tenant(item.id, item.name, item.api_key_hash, from_iso(item.created_at), rules)
         tenant.storage_used = int(item.storage_used or 0)
+        tenant.document_count = int(item.document_count or 0)
+        tenant.storage_quota = int(item.storage_quota or 0)
+        tenant.document_quota = int(item.document_quota or 0)
         return tenant
 
     def add_usage(self, tenant_id: str, delta_bytes: int) -> None:
@@ -45,6 +52,51 @@ class DynamoTenantRepo:
             self.model(tenant_id).update(
                 actions=[self.model.storage_used.add(delta_bytes)], condition=self.model.id.exists()
             )
+
+    def _conditional_add(self, tenant_id: str, attribute: Any, delta: int, at_most: int) -> bool:
+        """attribute += delta while attribute <= at_most (a missing attribute counts as 0)."""
+        m = self.model
+        try:
+            m(tenant_id).update(
+                actions=[attribute.add(delta)],
+                condition=m.id.exists() & (attribute.does_not_exist() | (attribute <= at_most)),
+            )
+        except UpdateError as error:
+            if error.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def reserve_document(self, tenant_id: str, quota: int) -> bool:
+        return self._conditional_add(
+            tenant_id, self.model.document_count, 1, quota - 1 if quota > 0 else NO_LIMIT
+        )
+
+    def release_document(self, tenant_id: str) -> None:
+        m = self.model
+        try:  # never below zero: a count from before quotas existed starts at zero
+            m(tenant_id).update(actions=[m.document_count.add(-1)], condition=m.document_count > 0)
+        except UpdateError as error:
+            if error.cause_response_code != "ConditionalCheckFailedException":
+                raise
+
+    def set_parser_engine_rules(self, tenant_id: str, rules: dict[str, str]) -> None:
+        self.model(tenant_id).update(
+            actions=[self.model.parser_engine_rules.set(rules)], condition=self.model.id.exists()
+        )
+
+    def set_quotas(self, tenant_id: str, storage_quota: int, document_quota: int) -> Tenant | None:
+        m = self.model
+        try:
+            m(tenant_id).update(
+                actions=[m.storage_quota.set(storage_quota), m.document_quota.set(document_quota)],
+                condition=m.id.exists() & m.api_key_hash.exists(),
+            )
+        except UpdateError as error:
+            if error.cause_response_code == "ConditionalCheckFailedException":
+                return None
+            raise
+        return self.get(tenant_id)
 
     def put(self, tenant: Tenant) -> None:
         self.model(
@@ -54,6 +106,9 @@ class DynamoTenantRepo:
             created_at=to_iso(tenant.created_at),
             parser_engine_rules=tenant.parser_engine_rules,
             storage_used=tenant.storage_used,
+            document_count=tenant.document_count,
+            storage_quota=tenant.storage_quota,
+            document_quota=tenant.document_quota,
         ).save()
 
     def list_all(self) -> list[Tenant]:

@@ -40,6 +40,34 @@ class MemoryTenantRepo:
             if tenant is not None:
                 tenant.storage_used += delta_bytes
 
+    def reserve_document(self, tenant_id: str, quota: int) -> bool:
+        with self._lock:
+            tenant = self._rows.get(tenant_id)
+            if tenant is None or (quota > 0 and tenant.document_count >= quota):
+                return False
+            tenant.document_count += 1
+            return True
+
+    def release_document(self, tenant_id: str) -> None:
+        with self._lock:
+            tenant = self._rows.get(tenant_id)
+            if tenant is not None and tenant.document_count > 0:
+                tenant.document_count -= 1
+
+    def set_parser_engine_rules(self, tenant_id: str, rules: dict[str, str]) -> None:
+        with self._lock:
+            tenant = self._rows.get(tenant_id)
+            if tenant is not None:
+                tenant.parser_engine_rules = dict(rules)
+
+    def set_quotas(self, tenant_id: str, storage_quota: int, document_quota: int) -> Tenant | None:
+        with self._lock:
+            tenant = self._rows.get(tenant_id)
+            if tenant is None:
+                return None
+            tenant.storage_quota, tenant.document_quota = storage_quota, document_quota
+            return copy.deepcopy(tenant)
+
     def put(self, tenant: Tenant) -> None:
         with self._lock:
             self._rows[tenant.id] = replace(copy.deepcopy(tenant), created_at=_ms(tenant.created_at))

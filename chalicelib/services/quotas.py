@@ -1,0 +1,50 @@
+"""The operator's per-tenant limits (0: none): documents are counted when a row is created and released when
+it is deleted (one conditional write each, so two uploads cannot both take the last place); stored bytes
+are counted when a document is indexed, checked at the upload when its size is known and again at indexing
+(a URL import's size is known only then), where going over fails the document with the reason."""
+
+from __future__ import annotations
+
+from chalicelib.domain.errors import Forbidden, PermanentStageError, SpanErrorCode
+from chalicelib.ports import Dependencies
+
+
+def reserve_document(deps: Dependencies, tenant_id: str) -> bool:
+    """Counts one more document of the tenant, or a 403 when it holds its quota. False when no tenant row
+    exists to count on (nothing was reserved, nothing to release)."""
+    tenant = deps.tenants.get(tenant_id)
+    if tenant is None:
+        return False
+    if not deps.tenants.reserve_document(tenant_id, tenant.document_quota):
+        raise Forbidden(
+            f"the tenant holds its quota of {tenant.document_quota} documents: delete some, or ask the "
+            "operator for a larger quota",
+            code="document_quota_exceeded",
+        )
+    return True
+
+
+def check_storage_for_upload(deps: Dependencies, tenant_id: str, size: int | None) -> None:
+    """A 403 when a file of `size` bytes cannot fit in what is left of the tenant's storage quota."""
+    tenant = deps.tenants.get(tenant_id)
+    if tenant is None or not tenant.storage_quota or size is None:
+        return
+    if tenant.storage_used + size > tenant.storage_quota:
+        raise Forbidden(
+            f"the file ({size} bytes) does not fit in the tenant's storage quota: "
+            f"{tenant.storage_used} of {tenant.storage_quota} bytes are used",
+            code="storage_quota_exceeded",
+        )
+
+
+def require_storage_within_quota(deps: Dependencies, tenant_id: str, added_bytes: int) -> None:
+    """At indexing: a document that would take the tenant over its storage quota fails (rolled back)."""
+    tenant = deps.tenants.get(tenant_id)
+    if tenant is None or not tenant.storage_quota or added_bytes <= 0:
+        return
+    if tenant.storage_used + added_bytes > tenant.storage_quota:
+        raise PermanentStageError(
+            f"the tenant's storage quota is used up ({tenant.storage_used} of {tenant.storage_quota} bytes; "
+            f"this document needs {added_bytes})",
+            code=SpanErrorCode.QUOTA_EXCEEDED,
+        )
