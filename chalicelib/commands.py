@@ -203,6 +203,11 @@ class IndexingStrategySettings(Body):
     graph_enabled: bool = False
 
 
+class FaqIndexBody(Body):
+    index_mode: Literal["question_only", "question_answer"] = "question_only"
+    question_index_mode: Literal["separate", "combined"] = "separate"
+
+
 class CreateKnowledgeBase(Body):
     name: str = code("invalid_name", min_length=1, max_length=200)
     description: str = code("invalid_description", default="", max_length=10_000)
@@ -217,6 +222,8 @@ class CreateKnowledgeBase(Body):
     asr_language: str = code("invalid_asr_language", default="", max_length=8)
     retrieval_engine: Literal["", "embedded", "opensearch"] = code("invalid_engine", default="")
     enrichment: EnrichmentBody | None = code("invalid_enrichment", default=None)
+    #: FAQ knowledge bases: how entries are indexed (fixed at creation)
+    faq_index: FaqIndexBody | None = code("invalid_faq_index", default=None)
 
     @field_validator("name")
     @classmethod

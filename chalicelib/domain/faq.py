@@ -9,7 +9,7 @@ from typing import Any
 
 from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.faq_normalise import content_hash
-from chalicelib.domain.types import ChunkType, utcnow
+from chalicelib.domain.types import ChunkType, FaqIndexSettings, utcnow
 
 #: `source_type` of an FAQ entry's index entries
 FAQ_SOURCE = "faq"
@@ -47,9 +47,22 @@ class FaqEntry:
         """What is indexed: the standard question, then the similar questions."""
         return [self.standard_question, *self.similar_questions]
 
-    def index_ids(self) -> dict[str, str]:
-        """index entry id -> question text (deterministic: a rewrite of the same entry upserts)."""
-        return {index_entry_id(self.id, q): q for q in self.questions()}
+    def index_ids(self, mode: FaqIndexSettings | None = None) -> dict[str, str]:
+        """index entry id -> the text indexed (deterministic: a rewrite of the same entry upserts; the id
+        follows the text, so a changed answer in `question_answer` mode is indexed again)."""
+        return {iid: text for iid, (text, _) in self.index_texts(mode or FaqIndexSettings()).items()}
+
+    def index_texts(self, mode: FaqIndexSettings) -> dict[str, tuple[str, str]]:
+        """index entry id -> (the text indexed, the question it stands for)."""
+        answers = "\n".join(self.answers)
+
+        def text(questions: str) -> str:
+            return f"{questions}\n\n{answers}" if mode.index_mode == "question_answer" else questions
+
+        if mode.question_index_mode == "combined":
+            together = text("\n".join(self.questions()))
+            return {index_entry_id(self.id, together): (together, self.standard_question)}
+        return {index_entry_id(self.id, text(q)): (text(q), q) for q in self.questions()}
 
     def to_body(self) -> dict[str, Any]:
         body = asdict(self)

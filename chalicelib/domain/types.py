@@ -141,6 +141,16 @@ class EnrichmentSettings:
 
 
 @dataclass
+class FaqIndexSettings:
+    """How an FAQ knowledge base's entries are indexed (the specification's FAQIndexMode and
+    FAQQuestionIndexMode): the questions alone or each with the answers, and one vector per question
+    (`separate`) or one for the standard and similar questions together (`combined`)."""
+
+    index_mode: str = "question_only"  # | "question_answer"
+    question_index_mode: str = "separate"  # | "combined"
+
+
+@dataclass
 class Tenant:
     id: str
     name: str
@@ -176,6 +186,8 @@ class KnowledgeBase:
     asr_language: str = ""
     retrieval_engine: str = ""  # '' = the global default
     enrichment: EnrichmentSettings = field(default_factory=EnrichmentSettings)
+    #: FAQ knowledge bases only: how entries are indexed (fixed at creation: the index is built from it)
+    faq_index: FaqIndexSettings = field(default_factory=FaqIndexSettings)
     #: "active", or "deleting" once a delete of the whole knowledge base is under way
     status: str = "active"
     created_at: datetime = field(default_factory=utcnow)

@@ -124,7 +124,7 @@ def _sync(
     deps.faq.put_entries(synced)
     for (kept, _), entry in zip(pairs, synced, strict=True):
         if kept.is_enabled != entry.is_enabled:
-            index.set_enabled(entry, list(entry.index_ids()))
+            index.set_enabled(entry, list(index.ids(entry)))
 
 
 def _copy(
@@ -146,5 +146,5 @@ def _copy(
     ]
     deps.faq.add_tags(target.id, sorted({t for e in copies for t in e.tags}))
     deps.faq.put_entries(copies)  # unindexed until its index entries are written: see plan_faq_clone
-    index.write([(entry, list(entry.index_ids())) for entry in copies])
+    index.write_all(copies)
     deps.faq.put_entries([replace(entry, indexed=True) for entry in copies])

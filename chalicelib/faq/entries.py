@@ -76,11 +76,18 @@ class FaqIndex:
             self._space = IndexSpace.of(self.deps.embedding_model(self.kb.embedding_model_id))
         return self._space
 
+    def ids(self, entry: FaqEntry) -> dict[str, str]:
+        """The entry's index entries (id -> text) under this knowledge base's index mode."""
+        return entry.index_ids(self.kb.faq_index)
+
+    def write_all(self, entries: Sequence[FaqEntry]) -> None:
+        self.write([(entry, list(self.ids(entry))) for entry in entries])
+
     def write(self, items: Sequence[tuple[FaqEntry, Sequence[str]]]) -> None:
-        """Indexes, for each entry, the index ids given (a subset of `entry.index_ids()`)."""
+        """Indexes, for each entry, the index ids given (a subset of `self.ids(entry)`)."""
         if not self.active:
             return
-        wanted = [(entry, iid, entry.index_ids()[iid]) for entry, ids in items for iid in ids]
+        wanted = [(entry, iid, self.ids(entry)[iid]) for entry, ids in items for iid in ids]
         if not wanted:
             return
         vectors: Any = None
@@ -126,8 +133,8 @@ class FaqIndex:
     def update(self, before: FaqEntry | None, after: FaqEntry) -> None:
         """Index what changed: new questions embedded, dropped ones removed, the flag flipped in place.
         The new entries are written first: when embedding fails, nothing of the entry's index changed."""
-        old = set(before.index_ids()) if before is not None else set()
-        new = after.index_ids()
+        old = set(self.ids(before)) if before is not None else set()
+        new = self.ids(after)
         self.write([(after, [i for i in new if i not in old])])
         self.remove_ids(sorted(old - set(new)))
         if before is not None and before.is_enabled != after.is_enabled:
@@ -365,6 +372,7 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
         if entry is None or not entry.is_enabled:
             continue  # deleted meanwhile, or disabled
         pushed = negative_match(entry, normalised_query)
+        matched = entry.index_texts(kb.faq_index).get(hit.id, (hit.content, hit.content))[1]
         ranked.append(
             (
                 pushed,
@@ -372,7 +380,7 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
                     "id": entry.id,
                     "entry_id": entry.id,
                     "standard_question": entry.standard_question,
-                    "matched_question": hit.content,
+                    "matched_question": matched,
                     "similar_questions": entry.similar_questions,
                     "answers": entry.answers,
                     "answer_all": entry.answer_all,

@@ -336,7 +336,7 @@ def _run_batch(
         merged.append((before, _entry(task, kb, row, before)))
     if new_entries:
         deps.faq.put_entries(new_entries)
-    index.write([(e, list(e.index_ids())) for e in new_entries])
+    index.write_all(new_entries)
     for before, after in merged:
         index.update(before, after)
     written = [*new_entries, *(after for _, after in merged)]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 
 from chalicelib.commands import CreateKnowledgeBase
-from chalicelib.domain.errors import Conflict
+from chalicelib.domain.errors import BadRequest, Conflict
 from chalicelib.domain.process_config import apply_chunking, check_enrichment, resolve
-from chalicelib.domain.types import EnrichmentSettings, IndexingStrategy, KnowledgeBase
+from chalicelib.domain.types import EnrichmentSettings, FaqIndexSettings, IndexingStrategy, KnowledgeBase
 from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models
 from chalicelib.services.ownership import require_kb
@@ -22,6 +22,8 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
         asr=request.asr_model_id,
     )
     check_engine(deps.settings, request.retrieval_engine)
+    if request.faq_index is not None and request.type != "faq":
+        raise BadRequest("faq_index applies to FAQ knowledge bases only", code="setting_cannot_be_honoured")
     if deps.kbs.by_name(tenant_id, request.name) is not None:
         raise Conflict(f"a knowledge base named {request.name!r} exists", code="duplicate_kb_name")
     strategy = request.indexing_strategy
@@ -46,6 +48,9 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
         enrichment=EnrichmentSettings(**request.enrichment.model_dump())
         if request.enrichment
         else EnrichmentSettings(),
+        faq_index=FaqIndexSettings(**request.faq_index.model_dump())
+        if request.faq_index
+        else FaqIndexSettings(),
     )
     check_enrichment(resolve(kb, {}), ocr_available=deps.ocr() is not None)
     deps.kbs.put(kb)

@@ -247,3 +247,62 @@ def test_an_append_that_merges_unites_the_answers(api: Api, runtime: LocalRuntim
     assert merged["answers"] == ["9 to 5", "8 to 6 on Saturdays"]
     assert merged["tags"] == ["office", "weekend"]
     assert search(api, kb["id"], "opening hours")[0]["answers"] == ["9 to 5", "8 to 6 on Saturdays"]
+
+
+@pytest.mark.parametrize(
+    ("faq_index", "entries_per_faq"),
+    [
+        ({"index_mode": "question_only", "question_index_mode": "separate"}, 2),
+        ({"index_mode": "question_answer", "question_index_mode": "separate"}, 2),
+        ({"index_mode": "question_only", "question_index_mode": "combined"}, 1),
+        ({"index_mode": "question_answer", "question_index_mode": "combined"}, 1),
+    ],
+)
+def test_the_faq_index_modes(
+    api: Api, runtime: LocalRuntime, services: Services, faq_index: dict[str, str], entries_per_faq: int
+) -> None:
+    """The specification's FAQIndexMode (questions alone, or with the answers) and FAQQuestionIndexMode (a
+    vector per question, or one for all of an entry's questions)."""
+    from chalicelib.ports import IndexSpace
+
+    kb = api.create_kb(type="faq", faq_index=faq_index)
+    assert kb["faq_index"] == faq_index
+    created = api.post(
+        f"/knowledge-bases/{kb['id']}/faq/entries",
+        entry(
+            "How do I reset my password?", "Use the lighthouse portal.", similar_questions=["forgot password"]
+        ),
+    ).json_body["data"]
+    space = IndexSpace.of(services.embedding_model(""))
+    assert services.engine().count(space, kb["id"], created["id"]) == entries_per_faq
+    by_answer = search(api, kb["id"], "lighthouse portal")
+    answer_indexed = faq_index["index_mode"] == "question_answer"
+    assert (
+        any(h["entry_id"] == created["id"] and h["match_type"] != "vector" for h in by_answer)
+        == answer_indexed
+    )
+    hit = search(api, kb["id"], "forgot password")[0]
+    assert hit["entry_id"] == created["id"]
+    expected = (
+        "forgot password" if faq_index["question_index_mode"] == "separate" else "How do I reset my password?"
+    )
+    assert hit["matched_question"] == expected
+    changed = api.client.http.put(
+        f"/api/v1/knowledge-bases/{kb['id']}/faq/entries/{created['id']}",
+        headers={"X-API-Key": api.api_key, "Content-Type": "application/json"},
+        body='{"answers": ["Ask the harbour master."]}',
+    )
+    assert changed.status_code == 200, changed.json_body
+    assert services.engine().count(space, kb["id"], created["id"]) == entries_per_faq
+    moved = any(
+        h["entry_id"] == created["id"] and h["match_type"] != "vector"
+        for h in search(api, kb["id"], "harbour master")
+    )
+    assert moved == answer_indexed  # a changed answer is indexed again where answers are indexed
+
+
+def test_faq_index_settings_are_for_faq_knowledge_bases(api: Api) -> None:
+    refused = api.post("/knowledge-bases", {"name": "docs", "faq_index": {"index_mode": "question_answer"}})
+    assert refused.status_code == 400 and refused.json_body["error"]["code"] == "setting_cannot_be_honoured"
+    bad = api.post("/knowledge-bases", {"name": "faq", "type": "faq", "faq_index": {"index_mode": "answers"}})
+    assert bad.status_code == 400 and bad.json_body["error"]["code"] == "invalid_faq_index"

@@ -15,6 +15,7 @@ from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.types import (
     ChunkingConfig,
     EnrichmentSettings,
+    FaqIndexSettings,
     IndexingStrategy,
     KnowledgeBase,
 )
@@ -32,6 +33,7 @@ def kb_from_body(body: Mapping[str, Any]) -> KnowledgeBase:
     data["chunking_config"] = ChunkingConfig(**data.get("chunking_config") or {})
     data["indexing_strategy"] = IndexingStrategy(**data.get("indexing_strategy") or {})
     data["enrichment"] = EnrichmentSettings(**data.get("enrichment") or {})
+    data["faq_index"] = FaqIndexSettings(**data.get("faq_index") or {})
     data["created_at"] = from_iso(data["created_at"])
     data["updated_at"] = from_iso(data["updated_at"])
     known = KnowledgeBase.__dataclass_fields__
