@@ -39,6 +39,12 @@ def file_dedupe_key(tenant_id: str, kb_id: str, file_type: str, md5: str) -> str
     return f"{tenant_id}|{kb_id}|file|{file_type.lower()}|{md5}"
 
 
+def same_file_key(kb_id: str, file_type: str, file_name: str, size: int) -> str:
+    """The specification's second dedupe branch, for a file whose bytes are not known yet (a presigned
+    upload being asked for): the same type, file name and size in one knowledge base."""
+    return f"{kb_id}#{file_type.lower()}#{size}#{file_name}"
+
+
 def url_dedupe_key(tenant_id: str, kb_id: str, url: str) -> str:
     return f"{tenant_id}|{kb_id}|url|{hashlib.md5(url.encode()).hexdigest()}"
 

@@ -163,10 +163,14 @@ def create_upload_url(
     kb = require_kb(deps, tenant_id, kb_id)
     file_name, size = request.file_name, request.file_size
     overrides = _overrides(deps, request.process_config, request.enable_multimodel)
-    _gate_file(deps, kb, file_name, size, overrides)
+    file_type = _gate_file(deps, kb, file_name, size, overrides)
     from chalicelib.services.tagging import check_tag_ids
 
     tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
+    if size is not None:  # the bytes are not here yet: the second dedupe branch (type, name, size)
+        same = deps.knowledge.find_same_file(kb.id, file_type, safe_file_name(file_name), size)
+        if same is not None:
+            raise duplicate_error(same, "duplicate_file")
     knowledge_id = str(uuid.uuid4())
     intent = {
         "tenant_id": tenant_id,

@@ -97,6 +97,11 @@ class KnowledgeRepo(Protocol):
         """The live (not failed, not deleted) knowledge holding this dedupe key, if any."""
         ...
 
+    def find_same_file(self, kb_id: str, file_type: str, file_name: str, size: int) -> Knowledge | None:
+        """A live (not failed) file row of the knowledge base with this type, name and size (the second
+        dedupe branch, for a file whose bytes are not known yet)."""
+        ...
+
     def insert(self, knowledge: Knowledge) -> None:
         """Atomically claims `knowledge.dedupe_key` (if set) and inserts the row.
 

@@ -67,6 +67,42 @@ def test_presigned_duplicate_is_reported_on_the_knowledge_id(api: Api, runtime: 
     assert response.json_body["data"]["id"] == first["id"]
 
 
+def test_a_presigned_upload_of_the_same_type_name_and_size_is_a_409_before_any_byte_moves(
+    api: Api, runtime: LocalRuntime
+) -> None:
+    """The specification's second dedupe branch (issue 24): before the bytes exist, the same file type, name
+    and size in the knowledge base is the duplicate; a failed row does not block, another size does not."""
+    kb = api.create_kb()
+    first = api.upload(kb["id"], "report.md", TEXT).json_body["data"]
+    same = api.post(
+        f"/knowledge-bases/{kb['id']}/knowledge/upload-url",
+        {"file_name": "report.md", "file_size": len(TEXT)},
+    )
+    assert same.status_code == 409 and same.json_body["error"]["code"] == "duplicate_file"
+    assert same.json_body["data"]["id"] == first["id"]
+    for body in (
+        {"file_name": "report.md", "file_size": len(TEXT) + 1},
+        {"file_name": "other.md", "file_size": len(TEXT)},
+        {"file_name": "report.txt", "file_size": len(TEXT)},
+        {"file_name": "report.md"},  # no size given: checked by content when the bytes arrive
+    ):
+        response = api.post(f"/knowledge-bases/{kb['id']}/knowledge/upload-url", body)
+        assert response.status_code == 201, (body, response.json_body)
+    other_kb = api.create_kb()
+    elsewhere = api.post(
+        f"/knowledge-bases/{other_kb['id']}/knowledge/upload-url",
+        {"file_name": "report.md", "file_size": len(TEXT)},
+    )
+    assert elsewhere.status_code == 201
+    broken = api.upload(kb["id"], "broken.pdf", b"%PDF-1.7 not a pdf").json_body["data"]
+    runtime.drain(timeout=120)
+    assert api.knowledge(broken["id"])["parse_status"] == "failed"
+    again = api.post(
+        f"/knowledge-bases/{kb['id']}/knowledge/upload-url", {"file_name": "broken.pdf", "file_size": 18}
+    )
+    assert again.status_code == 201, again.json_body
+
+
 def test_duplicate_upload_returns_409_with_the_existing_row(api: Api, runtime: LocalRuntime) -> None:
     kb = api.create_kb()
     first = api.upload(kb["id"], "notes.md", TEXT).json_body["data"]

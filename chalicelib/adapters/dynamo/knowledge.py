@@ -27,6 +27,7 @@ from chalicelib.adapters.dynamo.tables import (
     _values,
 )
 from chalicelib.domain.clock import from_iso, now_iso, to_iso
+from chalicelib.domain.ids import same_file_key
 from chalicelib.domain.listing import listing_source
 from chalicelib.domain.status import (
     BEGIN_PROCESSING_FROM,
@@ -49,6 +50,12 @@ from chalicelib.ports import (
     DuplicateKnowledge,
     Page,
 )
+
+
+def _same_file(k: Knowledge, kb_id: str) -> str | None:
+    if k.type != KnowledgeType.FILE or not k.file_type:
+        return None
+    return same_file_key(kb_id, k.file_type, k.file_name, k.file_size)
 
 
 class DynamoKnowledgeRepo:
@@ -101,6 +108,7 @@ class DynamoKnowledgeRepo:
             else (DELETING_MARKER if k.parse_status == ParseStatus.DELETING else None),
             kb_source=f"{k.kb_id}#{listing_source(k.type)}",
             kb_type=f"{k.kb_id}#{k.file_type}" if k.file_type else None,
+            kb_same_file=_same_file(k, k.kb_id),
         )
 
     @staticmethod
@@ -149,6 +157,14 @@ class DynamoKnowledgeRepo:
             return self._from_item(self.model.get(knowledge_id, consistent_read=True))
         except DoesNotExist:
             return None
+
+    def find_same_file(self, kb_id: str, file_type: str, file_name: str, size: int) -> Knowledge | None:
+        key = same_file_key(kb_id, file_type, file_name, size)
+        for item in self.model.kb_same_file_index.query(key):
+            holder = self.get(item.id)
+            if holder is not None and holder.kb_id == kb_id and self._holds_claim(holder):
+                return holder
+        return None
 
     def find_duplicate(self, dedupe_key: str) -> Knowledge | None:
         try:
@@ -216,15 +232,21 @@ class DynamoKnowledgeRepo:
 
     def backfill_listing_keys(self) -> int:
         """One-off migration (scripts/backfill_listing_keys.py): rows written before the listing GSIs get
-        `kb_source` and `kb_type`. A scan, run once at deploy;
-        safe to run again (rows that have the keys are left alone). Returns the rows updated."""
+        `kb_source` and `kb_type`, and file rows written before the same-file index `kb_same_file`. A scan,
+        run once at deploy; safe to run again (rows that have the keys are left alone). Returns the rows
+        updated."""
         m = self.model
         updated = 0
-        for item in m.scan(m.kb_source.does_not_exist()):
+        missing = m.kb_source.does_not_exist() | (
+            (m.type == KnowledgeType.FILE.value) & m.kb_same_file.does_not_exist()
+        )
+        for item in m.scan(missing):
             knowledge = self._from_item(item)
             actions = [m.kb_source.set(f"{knowledge.kb_id}#{listing_source(knowledge.type)}")]
             if knowledge.file_type:
                 actions.append(m.kb_type.set(f"{knowledge.kb_id}#{knowledge.file_type}"))
+            if same := _same_file(knowledge, knowledge.kb_id):
+                actions.append(m.kb_same_file.set(same))
             if self._update(knowledge.id, actions, m.kb_id == knowledge.kb_id) is not None:
                 updated += 1
         return updated
@@ -611,6 +633,7 @@ class DynamoKnowledgeRepo:
                             # the listing keys carry the knowledge base
                             m.kb_source.set(f"{to_kb_id}#{listing_source(row.type)}"),
                             *([m.kb_type.set(f"{to_kb_id}#{row.file_type}")] if row.file_type else []),
+                            *([m.kb_same_file.set(key)] if (key := _same_file(row, to_kb_id)) else []),
                         ],
                         condition=(m.kb_id == from_kb_id) & (m.parse_status == ParseStatus.COMPLETED.value),
                     )

@@ -232,6 +232,16 @@ def build_models(settings: Settings) -> Models:
         kb_type = UnicodeAttribute(hash_key=True)
         created_at = UnicodeAttribute(range_key=True)
 
+    class KbSameFileIndex(GlobalSecondaryIndex[Any]):
+        """Files by (kb, type, size, name): `kb_same_file`, set on file rows (sparse), for the second dedupe
+        branch of a presigned upload (spec §1.2)."""
+
+        class Meta:
+            index_name = "kb-same-file-index"
+            projection = KeysOnlyProjection()
+
+        kb_same_file = UnicodeAttribute(hash_key=True)
+
     class KnowledgeItem(Model):
         class Meta:
             table_name = settings.table("knowledge")
@@ -279,6 +289,8 @@ def build_models(settings: Settings) -> Models:
         kb_type = UnicodeAttribute(null=True)
         kb_index = KbIndex()
         kb_source_index = KbSourceIndex()
+        kb_same_file = UnicodeAttribute(null=True)
+        kb_same_file_index = KbSameFileIndex()
         kb_type_index = KbTypeIndex()
         inflight_index = InFlightIndex()
         summary_index = SummaryIndex()

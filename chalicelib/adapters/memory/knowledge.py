@@ -25,6 +25,7 @@ from chalicelib.domain.status import (
 from chalicelib.domain.types import (
     EnableStatus,
     Knowledge,
+    KnowledgeType,
     ParseStatus,
     SummaryStatus,
 )
@@ -58,6 +59,19 @@ class MemoryKnowledgeRepo:
         with self._lock:
             row = self._rows.get(knowledge_id)
             return copy.deepcopy(row) if row else None
+
+    def find_same_file(self, kb_id: str, file_type: str, file_name: str, size: int) -> Knowledge | None:
+        with self._lock:
+            for row in sorted(self._rows.values(), key=lambda k: k.created_at):
+                if (
+                    row.kb_id == kb_id
+                    and row.type == KnowledgeType.FILE
+                    and row.file_type.lower() == file_type.lower()
+                    and (row.file_name, row.file_size) == (file_name, size)
+                    and holds_dedupe_claim(row.parse_status)
+                ):
+                    return copy.deepcopy(row)
+        return None
 
     def find_duplicate(self, dedupe_key: str) -> Knowledge | None:
         with self._lock:
