@@ -59,6 +59,11 @@ def get_knowledge_base(kb_id: str) -> Response:
     return routes.get_knowledge_base(get_deps(), app.current_request, kb_id)
 
 
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}", methods=["PUT"])
+def update_knowledge_base(kb_id: str) -> Response:
+    return routes.update_knowledge_base(get_deps(), app.current_request, kb_id)
+
+
 @app.route(f"{V1}/knowledge-bases/{{kb_id}}/hybrid-search", methods=["POST"])
 def hybrid_search(kb_id: str) -> Response:
     return routes.hybrid_search(get_deps(), app.current_request, kb_id)

@@ -202,6 +202,9 @@ class IndexingStrategySettings(Body):
     wiki_enabled: bool = False
     graph_enabled: bool = False
 
+    def nothing_indexed(self) -> bool:
+        return not (self.vector_enabled or self.keyword_enabled or self.wiki_enabled or self.graph_enabled)
+
 
 class FaqIndexBody(Body):
     index_mode: Literal["question_only", "question_answer"] = "question_only"
@@ -231,6 +234,34 @@ class CreateKnowledgeBase(Body):
         if not value.strip():
             raise ValueError("name must not be blank")
         return value.strip()
+
+
+class UpdateKnowledgeBase(Body):
+    """PUT /knowledge-bases/{id}: only the given fields change (nested settings merge over the current ones).
+    `apply_to` is the specification's scope: `new` documents only, or `reparse` every document now."""
+
+    name: str | None = code("invalid_name", default=None, min_length=1, max_length=200)
+    description: str | None = code("invalid_description", default=None, max_length=10_000)
+    chunking_config: ChunkingSettings | None = code("invalid_chunking_config", default=None)
+    indexing_strategy: IndexingStrategySettings | None = code("invalid_indexing_strategy", default=None)
+    embedding_model_id: ModelId | None = code("invalid_model_id", default=None)
+    summary_model_id: ModelId | None = code("invalid_model_id", default=None)
+    vlm_model_id: ModelId | None = code("invalid_model_id", default=None)
+    asr_model_id: ModelId | None = code("invalid_model_id", default=None)
+    ocr_languages: OcrLanguages | None = code("invalid_ocr_languages", default=None)
+    asr_language: str | None = code("invalid_asr_language", default=None, max_length=8)
+    retrieval_engine: Literal["", "embedded", "opensearch"] | None = code("invalid_engine", default=None)
+    enrichment: EnrichmentBody | None = code("invalid_enrichment", default=None)
+    apply_to: Literal["new", "reparse"] = code("invalid_apply_to", default="new")
+    #: a new embedding model or engine builds the new index beside the old one first (a durable task)
+    reembed: bool = code("invalid_body", default=False)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("name must not be blank")
+        return value.strip() if value is not None else None
 
 
 class FileUploadForm(Body):

@@ -99,6 +99,21 @@ def get_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) 
     return ok(knowledge_bases.get_kb(deps, tenant.id, kb_id).to_dict())
 
 
+@operation(
+    "Change a knowledge base's settings: for new documents only, or `apply_to: reparse` (202, a task); a new "
+    "embedding model or engine needs `reembed: true` (202, a task that builds the new index, then switches)",
+    "knowledge-bases",
+    body=commands.UpdateKnowledgeBase,
+)
+def update_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.UpdateKnowledgeBase)
+    kb, task = knowledge_bases.update_kb(deps, tenant.id, kb_id, body)
+    if task is None:
+        return ok(kb.to_dict())
+    return ok({**kb.to_dict(), "task_id": task.id}, 202, message=f"{task.kind.value} task submitted")
+
+
 @operation("Hybrid (BM25 + vector) search", "knowledge-bases", body=commands.SearchRequest)
 def hybrid_search(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)

@@ -188,6 +188,10 @@ class KnowledgeBase:
     enrichment: EnrichmentSettings = field(default_factory=EnrichmentSettings)
     #: FAQ knowledge bases only: how entries are indexed (fixed at creation: the index is built from it)
     faq_index: FaqIndexSettings = field(default_factory=FaqIndexSettings)
+    #: while a re-embed runs: {"task_id", "embedding_model_id", "retrieval_engine"} it switches to when done
+    reembed_to: dict[str, str] = field(default_factory=dict)
+    #: bumped by every conditional update (PUT, the re-embed's switch): a concurrent change is never lost
+    version: int = 0
     #: "active", or "deleting" once a delete of the whole knowledge base is under way
     status: str = "active"
     created_at: datetime = field(default_factory=utcnow)
@@ -363,6 +367,8 @@ class TaskKind(StrEnum):
     CLONE_KB = "clone_kb"
     DELETE_TAG = "delete_tag"
     FAQ_IMPORT = "faq_import"
+    REEMBED = "reembed"
+    REPARSE_KB = "reparse_kb"
 
 
 class TaskStatus(StrEnum):

@@ -1,16 +1,30 @@
-"""Knowledge bases: create and read."""
+"""Knowledge bases: create, read and change."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict, replace
 
-from chalicelib.commands import CreateKnowledgeBase
+from chalicelib.commands import CreateKnowledgeBase, IndexingStrategySettings, UpdateKnowledgeBase
 from chalicelib.domain.errors import BadRequest, Conflict
 from chalicelib.domain.process_config import apply_chunking, check_enrichment, resolve
-from chalicelib.domain.types import EnrichmentSettings, FaqIndexSettings, IndexingStrategy, KnowledgeBase
+from chalicelib.domain.types import (
+    EnrichmentSettings,
+    FaqIndexSettings,
+    IndexingStrategy,
+    KnowledgeBase,
+    Task,
+    TaskKind,
+)
 from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models
 from chalicelib.services.ownership import require_kb
+from chalicelib.tasks import new_task, start_task
+
+NOTHING_INDEXED = (
+    "the indexing strategy turns every index off (vector, keyword, wiki, graph): nothing could be found; "
+    "keep at least one on"
+)
 
 
 def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) -> KnowledgeBase:
@@ -22,6 +36,8 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
         asr=request.asr_model_id,
     )
     check_engine(deps.settings, request.retrieval_engine)
+    if request.indexing_strategy is not None and request.indexing_strategy.nothing_indexed():
+        raise BadRequest(NOTHING_INDEXED, code="no_index_enabled")
     if request.faq_index is not None and request.type != "faq":
         raise BadRequest("faq_index applies to FAQ knowledge bases only", code="setting_cannot_be_honoured")
     if deps.kbs.by_name(tenant_id, request.name) is not None:
@@ -63,3 +79,87 @@ def get_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
 
 def list_kbs(deps: Dependencies, tenant_id: str) -> list[KnowledgeBase]:
     return deps.kbs.list(tenant_id)
+
+
+def update_kb(
+    deps: Dependencies, tenant_id: str, kb_id: str, request: UpdateKnowledgeBase
+) -> tuple[KnowledgeBase, Task | None]:
+    """PUT /knowledge-bases/{id}: the given fields, checked as at creation. The scope (`apply_to`): `new`
+    documents only, or `reparse` every document now (a durable task). A new embedding model or engine is
+    refused unless `reembed` asks for the durable re-embed, which builds the new index beside the old one
+    and switches when done. Returns the knowledge base and the task started, if any."""
+    for _ in range(5):
+        kb = require_kb(deps, tenant_id, kb_id)
+        if kb.status != "active":
+            raise Conflict("the knowledge base is being deleted", code="kb_deleting")
+        changed, reembed_to = _changed(deps, kb, request)
+        task = None
+        if reembed_to:
+            task = new_task(tenant_id, TaskKind.REEMBED, kb.id, [], **reembed_to)
+            changed = replace(changed, reembed_to={"task_id": task.id, **reembed_to})
+        elif request.apply_to == "reparse":
+            task = new_task(tenant_id, TaskKind.REPARSE_KB, kb.id, [])
+        updated = deps.kbs.update(changed)
+        if updated is None:
+            continue  # changed meanwhile: read again and apply the request to what is there now
+        if task is not None:
+            start_task(deps, task)
+        return updated, task
+    raise Conflict("the knowledge base kept changing; try again", code="kb_changed")
+
+
+def _changed(
+    deps: Dependencies, kb: KnowledgeBase, request: UpdateKnowledgeBase
+) -> tuple[KnowledgeBase, dict[str, str]]:
+    given = request.model_dump(exclude_unset=True, exclude={"apply_to", "reembed"})
+    if request.name is not None and request.name != kb.name:
+        other = deps.kbs.by_name(kb.tenant_id, request.name)
+        if other is not None and other.id != kb.id:
+            raise Conflict(f"a knowledge base named {request.name!r} exists", code="duplicate_kb_name")
+    if request.retrieval_engine:
+        check_engine(deps.settings, request.retrieval_engine)
+    strategy = kb.indexing_strategy
+    if request.indexing_strategy is not None:
+        merged = IndexingStrategySettings.model_validate(
+            {**asdict(strategy), **request.indexing_strategy.model_dump(exclude_unset=True)}
+        )
+        if merged.nothing_indexed():
+            raise BadRequest(NOTHING_INDEXED, code="no_index_enabled")
+        strategy = IndexingStrategy(**merged.model_dump())
+    enrichment = kb.enrichment
+    if request.enrichment is not None:
+        enrichment = replace(enrichment, **request.enrichment.model_dump(exclude_unset=True))
+    changed = replace(
+        kb,
+        name=request.name if request.name is not None else kb.name,
+        description=request.description if request.description is not None else kb.description,
+        chunking_config=apply_chunking(kb.chunking_config, request.chunking_config.changes())
+        if request.chunking_config is not None
+        else kb.chunking_config,
+        indexing_strategy=strategy,
+        summary_model_id=given.get("summary_model_id", kb.summary_model_id),
+        vlm_model_id=given.get("vlm_model_id", kb.vlm_model_id),
+        asr_model_id=given.get("asr_model_id", kb.asr_model_id),
+        ocr_languages=list(given.get("ocr_languages", kb.ocr_languages)),
+        asr_language=given.get("asr_language", kb.asr_language),
+        enrichment=enrichment,
+    )
+    check_enrichment(resolve(changed, {}), ocr_available=deps.ocr() is not None)
+    model = request.embedding_model_id if request.embedding_model_id else kb.embedding_model_id
+    engine = request.retrieval_engine if request.retrieval_engine is not None else kb.retrieval_engine
+    default_engine = deps.settings.retrieval_engine
+    if model == kb.embedding_model_id and (engine or default_engine) == (
+        kb.retrieval_engine or default_engine
+    ):
+        return changed, {}
+    if kb.reembed_to:
+        raise Conflict(
+            "a re-embed of this knowledge base is under way", code="reembed_running", data=dict(kb.reembed_to)
+        )
+    if not request.reembed:
+        raise Conflict(
+            "a new embedding model or retrieval engine needs every document embedded again: send "
+            '"reembed": true to build the new index beside the old one and switch when it is done',
+            code="reembed_required",
+        )
+    return changed, {"embedding_model_id": model, "retrieval_engine": engine}

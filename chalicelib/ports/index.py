@@ -80,6 +80,11 @@ class RetrieveEngine(Protocol):
         """Copies entries (vectors included, nothing re-embedded), renaming chunk ids by `id_map`."""
         ...
 
+    def entries_of(self, space: IndexSpace, kb_id: str, knowledge_id: str) -> list[IndexEntry]:
+        """The knowledge's entries as indexed (text, ids, flags; no vectors): what a re-embed into another
+        space embeds again."""
+        ...
+
     def set_enabled(self, space: IndexSpace, kb_id: str, chunk_ids: Sequence[str], enabled: bool) -> int: ...
 
     def hybrid_search(

@@ -57,6 +57,15 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             cursor=outputs["next_cursor"],
         )
     del outputs["next_offset"], outputs["next_cursor"]
+    now = deps.kbs.get(kb.id)
+    if now is not None and (now.embedding_model_id, now.retrieval_engine) != (
+        kb.embedding_model_id,
+        kb.retrieval_engine,
+    ):
+        # a re-embed switched the knowledge base while this document indexed into the old space
+        raise ContinueLater(
+            "the knowledge base switched its embedding model: indexing again", offset=0, cursor=""
+        )
     manifest = deps.files.url_for(images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
     images = json.loads(deps.files.read(manifest))
     require_storage_within_quota(deps, knowledge.tenant_id, knowledge.file_size - knowledge.storage_size)

@@ -20,10 +20,13 @@ from pydantic import BaseModel, Field, ValidationError
 from chalicelib.commands import ProcessConfig as ProcessConfigModel
 from chalicelib.commands import ReparseRequest, validate
 from chalicelib.domain.errors import AppError, StageError
+from chalicelib.domain.status import REPARSE_FROM
 from chalicelib.domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
 from chalicelib.ports import Dependencies
 from chalicelib.stages.runner import come_back_soon, parse_body, process_batch
 from chalicelib.tasks.delete import delete_one
+from chalicelib.tasks.reembed import WAIT_SECONDS as REEMBED_WAIT_SECONDS
+from chalicelib.tasks.reembed import WaitForDocuments, reembed_work
 
 QUEUE = "lifecycle"
 SLICE_SECONDS = 30.0
@@ -60,21 +63,26 @@ def run(deps: Dependencies, task_id: str) -> None:
         return  # unknown, or finished by an earlier delivery
     task.status = TaskStatus.RUNNING
     deadline = time.monotonic() + SLICE_SECONDS
-    for count, (item, work) in enumerate(_work(deps, task), start=1):
-        try:
-            work()
-            task.succeeded += 1
-        except (AppError, StageError) as error:  # this item cannot be done: record why, go on
-            task.failed += 1
-            if len(task.errors) < MAX_ERRORS_KEPT:
-                task.errors[item] = error.message
-        task.done += 1
-        if count % SAVE_EVERY == 0 and not _save(deps, task):
-            return  # another delivery of this task is further along: it carries on
-        if time.monotonic() >= deadline:
-            if _save(deps, task):
-                deps.queue.send_raw(QUEUE, {"task_id": task.id})  # the rest, behind other work
-            return
+    try:
+        for count, (item, work) in enumerate(_work(deps, task), start=1):
+            try:
+                work()
+                task.succeeded += 1
+            except (AppError, StageError) as error:  # this item cannot be done: record why, go on
+                task.failed += 1
+                if len(task.errors) < MAX_ERRORS_KEPT:
+                    task.errors[item] = error.message
+            task.done += 1
+            if count % SAVE_EVERY == 0 and not _save(deps, task):
+                return  # another delivery of this task is further along: it carries on
+            if time.monotonic() >= deadline:
+                if _save(deps, task):
+                    deps.queue.send_raw(QUEUE, {"task_id": task.id})  # the rest, behind other work
+                return
+    except WaitForDocuments:  # the work needs documents still on their way: look again in a while
+        if _save(deps, task):
+            deps.queue.send_raw(QUEUE, {"task_id": task.id}, delay_seconds=REEMBED_WAIT_SECONDS)
+        return
     if task.kind == TaskKind.DELETE_KB:
         deps.tags.delete_kb(task.kb_id)  # its knowledge is gone: every tag and relation left goes too
         from chalicelib.faq.entries import purge_kb
@@ -134,6 +142,21 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         from chalicelib.tasks.move_clone import clone_work
 
         yield from clone_work(deps, task)
+    elif task.kind == TaskKind.REEMBED:
+        yield from reembed_work(deps, task)
+    elif task.kind == TaskKind.REPARSE_KB:
+        config = task.params.get("process_config")
+        whole = ReparseRequest(
+            process_config=validate(ProcessConfigModel, config) if config is not None else None
+        )
+        seen_ids: set[str] = set(task.items)
+        while rows := _kb_rows(
+            deps, task.kb_id, lambda row: row.parse_status in REPARSE_FROM and row.id not in seen_ids
+        ):
+            for row in rows:
+                seen_ids.add(row.id)
+                task.items.append(row.id)
+                yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, whole)
 
 
 def _untag_all(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:

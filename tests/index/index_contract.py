@@ -307,6 +307,22 @@ class EngineContract:
         hits = engine.hybrid_search(space, "kb1", "", vec(0, 0, 1), 10)
         assert "c4" not in ids(hits) and "c5" not in ids(hits)
 
+    def test_entries_of_a_knowledge_as_indexed(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        engine.set_enabled(space, "kb1", ["c2"], False)
+        got = {e.id: e for e in engine.entries_of(space, "kb1", "k1")}
+        want = {e.id: e for e in CORPUS if e.kb_id == "kb1" and e.knowledge_id == "k1"}
+        assert set(got) == set(want)
+        for eid, e in got.items():
+            assert (e.content, e.chunk_id, e.chunk_type) == (
+                want[eid].content,
+                want[eid].chunk_id,
+                want[eid].chunk_type,
+            )
+            assert e.is_enabled == (eid != "c2") and e.vector is None
+        assert engine.entries_of(space, "kb1", "k-missing") == []
+        assert engine.entries_of(space, "kb-missing", "k1") == []
+
     # ---------------------------------------------------------------- copy
 
     def test_copy_remaps_ids_and_keeps_vectors(self, engine: RetrieveEngine, space: IndexSpace) -> None:

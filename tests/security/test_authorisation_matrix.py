@@ -33,6 +33,8 @@ SAMPLE_BODIES: dict[str, dict[str, Any]] = {
     "BatchDeleteRequest": {"kb_id": "{kb_id}", "ids": ["{knowledge_id}"]},
     "BatchReparseRequest": {"kb_id": "{kb_id}", "ids": ["{knowledge_id}"]},
     "EditKnowledgeRequest": {"title": "taken over"},
+    "UpdateKnowledgeBase": {"description": "taken over"},
+    "TenantQuotas": {"document_quota": 1},
     "TenantSettingsRequest": {"parser_engine_rules": {"docx": "markitdown"}},
     "MoveKnowledgeRequest": {"source_kb_id": "{kb_id}", "target_kb_id": "{kb_id}", "ids": ["{knowledge_id}"]},
     "CloneKnowledgeBaseRequest": {"target_kb_id": "{kb_id}"},

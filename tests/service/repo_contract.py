@@ -618,6 +618,22 @@ class RepoContract:
         assert [kb.name for kb in repos.kbs.list(tenant_id)] == ["alpha", "zeta"]
         assert repos.kbs.get(new_id()) is None
 
+    def test_a_knowledge_base_update_is_conditional_on_its_version(self, repos: Repos) -> None:
+        kb = KnowledgeBase(new_id(), new_id(), "versioned")
+        repos.kbs.put(kb)
+        read = repos.kbs.get(kb.id)
+        assert read is not None and read.version == 0
+        first = repos.kbs.update(replace(read, description="one"))
+        assert first is not None and first.version == 1
+        assert repos.kbs.update(replace(read, description="stale")) is None  # a change came first
+        stored = repos.kbs.get(kb.id)
+        assert stored is not None and (stored.description, stored.version) == ("one", 1)
+        second = repos.kbs.update(replace(stored, reembed_to={"task_id": "t"}))
+        assert second is not None and second.version == 2
+        again = repos.kbs.get(kb.id)
+        assert again is not None and again.reembed_to == {"task_id": "t"}
+        assert repos.kbs.update(KnowledgeBase(new_id(), new_id(), "missing")) is None
+
     def test_the_embedding_cache_keys_by_space_and_ignores_other_sizes(self, repos: Repos) -> None:
         space = IndexSpace(f"test/{uuid.uuid4().hex[:8]}", 4)
         other = IndexSpace(space.model_id, 8)

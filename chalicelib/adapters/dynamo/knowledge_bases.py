@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from pynamodb.exceptions import (
     DoesNotExist,
+    PutError,
 )
 
 from chalicelib.adapters.dynamo.tables import Models
@@ -18,6 +19,7 @@ from chalicelib.domain.types import (
     FaqIndexSettings,
     IndexingStrategy,
     KnowledgeBase,
+    utcnow,
 )
 
 
@@ -51,7 +53,23 @@ class DynamoKnowledgeBaseRepo:
             return None
 
     def put(self, kb: KnowledgeBase) -> None:
-        self.model(kb.id, tenant_id=kb.tenant_id, name=kb.name, body=kb_to_body(kb)).save()
+        self.model(
+            kb.id, tenant_id=kb.tenant_id, name=kb.name, body=kb_to_body(kb), version=kb.version
+        ).save()
+
+    def update(self, kb: KnowledgeBase) -> KnowledgeBase | None:
+        m = self.model
+        bumped = replace(kb, version=kb.version + 1, updated_at=utcnow())
+        expected = m.version == kb.version if kb.version else (m.version.does_not_exist() | (m.version == 0))
+        try:
+            m(
+                kb.id, tenant_id=kb.tenant_id, name=kb.name, body=kb_to_body(bumped), version=bumped.version
+            ).save(condition=m.id.exists() & expected)
+        except PutError as error:
+            if error.cause_response_code == "ConditionalCheckFailedException":
+                return None
+            raise
+        return bumped
 
     def by_name(self, tenant_id: str, name: str) -> KnowledgeBase | None:
         for item in self.model.tenant_index.query(tenant_id, self.model.name == name, limit=1):

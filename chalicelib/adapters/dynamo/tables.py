@@ -183,6 +183,7 @@ def build_models(settings: Settings) -> Models:
         tenant_id = UnicodeAttribute()
         name = UnicodeAttribute()
         body = JSONAttribute()
+        version = NumberAttribute(default=0)
         tenant_index = TenantNameIndex()
 
     class KbIndex(GlobalSecondaryIndex[Any]):

@@ -346,6 +346,30 @@ class EmbeddedEngine:
                 deleted += cur.rowcount
         return deleted
 
+    def entries_of(self, space: IndexSpace, kb_id: str, knowledge_id: str) -> list[IndexEntry]:
+        select = (
+            "SELECT id, chunk_id, content, source_id, source_type, chunk_type, is_enabled "
+            "FROM entries WHERE knowledge_id = ? ORDER BY rid"
+        )
+        with self._read(space, kb_id) as conn:
+            if conn is None:
+                return []
+            rows = conn.execute(select, (knowledge_id,)).fetchall()
+        return [
+            IndexEntry(
+                id=str(eid),
+                kb_id=kb_id,
+                knowledge_id=knowledge_id,
+                chunk_id=str(chunk_id),
+                content=str(content),
+                source_id=str(source_id),
+                source_type=str(source_type),
+                chunk_type=str(chunk_type),
+                is_enabled=bool(enabled),
+            )
+            for eid, chunk_id, content, source_id, source_type, chunk_type, enabled in rows
+        ]
+
     def copy(
         self,
         space: IndexSpace,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from chalicelib.adapters.memory.clock import _ms
 from chalicelib.domain.types import (
     KnowledgeBase,
+    utcnow,
 )
 
 if TYPE_CHECKING:
@@ -25,6 +26,15 @@ class MemoryKnowledgeBaseRepo:
         with self._lock:
             row = self._rows.get(kb_id)
             return copy.deepcopy(row) if row else None
+
+    def update(self, kb: KnowledgeBase) -> KnowledgeBase | None:
+        bumped = replace(copy.deepcopy(kb), version=kb.version + 1, updated_at=_ms(utcnow()))
+        with self._lock:
+            current = self._rows.get(kb.id)
+            if current is None or current.version != kb.version:
+                return None
+            self._rows[kb.id] = bumped
+            return copy.deepcopy(bumped)
 
     def put(self, kb: KnowledgeBase) -> None:
         stored = replace(copy.deepcopy(kb), created_at=_ms(kb.created_at), updated_at=_ms(kb.updated_at))
