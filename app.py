@@ -118,6 +118,26 @@ def reparse_knowledge(knowledge_id: str) -> Response:
     return routes.reparse_knowledge(get_deps(), app.current_request, knowledge_id)
 
 
+@app.route(f"{V1}/knowledge/{{knowledge_id}}/chunks", methods=["GET"])
+def list_chunks(knowledge_id: str) -> Response:
+    return routes.list_chunks(get_deps(), app.current_request, knowledge_id)
+
+
+@app.route(f"{V1}/knowledge/{{knowledge_id}}/chunks/{{chunk_id}}", methods=["GET"])
+def get_chunk(knowledge_id: str, chunk_id: str) -> Response:
+    return routes.get_chunk(get_deps(), app.current_request, knowledge_id, chunk_id)
+
+
+@app.route(f"{V1}/knowledge/{{knowledge_id}}/chunks/{{chunk_id}}", methods=["PUT"])
+def edit_chunk(knowledge_id: str, chunk_id: str) -> Response:
+    return routes.edit_chunk(get_deps(), app.current_request, knowledge_id, chunk_id)
+
+
+@app.route(f"{V1}/knowledge/{{knowledge_id}}/file-url", methods=["GET"])
+def knowledge_file_url(knowledge_id: str) -> Response:
+    return routes.knowledge_file_url(get_deps(), app.current_request, knowledge_id)
+
+
 @app.route(f"{V1}/chunker/preview", methods=["POST"])
 def chunker_preview() -> Response:
     return routes.chunker_preview(get_deps(), app.current_request)

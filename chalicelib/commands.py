@@ -414,6 +414,22 @@ class SpansQuery(Query):
     attempt: int | None = code("invalid_query", default=None, ge=1)
 
 
+class ChunkListQuery(Query):
+    cursor: str = code("invalid_cursor", default="", max_length=300)
+    limit: int = code("invalid_query", default=50, ge=1, le=200)
+
+
+class EditChunkRequest(Body):
+    """A chunk's text (re-embedded, re-indexed; the summary is made again) and/or its switch."""
+
+    content: str | None = code("empty_content", default=None, min_length=1, max_length=100_000)
+    is_enabled: bool | None = code("invalid_body", default=None)
+
+
+class FileUrlQuery(Query):
+    kind: Literal["original", "parsed"] = code("invalid_query", default="original")
+
+
 KnowledgeIds = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=100)]], Field(min_length=1, max_length=200)
 ]

@@ -170,6 +170,8 @@ class Settings:
     #: Lambda's 6 MB sync payload, less base64's third and the multipart framing
     api_max_body: int = 4_500_000
     presign_expires_seconds: int = 3600
+    #: how long a download link (GET /knowledge/{id}/file-url) works
+    download_url_seconds: int = 900
     manual_max_runes: int = 200_000
     #: the specification's switch for the housekeeping sweeps (the schedule still fires; a sweep then does nothing)
     housekeeping_enabled: bool = True
@@ -304,6 +306,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_file_size=e.int("WEKNORA_MAX_FILE_SIZE", 50 * 1024 * 1024),
         api_max_body=e.int("WEKNORA_API_MAX_BODY", 4_500_000),
         housekeeping_enabled=e.bool("WEKNORA_HOUSEKEEPING_ENABLED", True),
+        download_url_seconds=e.int("WEKNORA_DOWNLOAD_URL_SECONDS", 900),
         stale_after_seconds=e.int("WEKNORA_STALE_AFTER_SECONDS", 2 * 3600 + 600),
         summary_stale_after_seconds=e.int("WEKNORA_SUMMARY_STALE_AFTER_SECONDS", 3600),
         queue_wait_limit_seconds=e.int("WEKNORA_QUEUE_WAIT_LIMIT_SECONDS", 24 * 3600),

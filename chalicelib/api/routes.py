@@ -25,6 +25,7 @@ from chalicelib.domain.errors import BadRequest
 from chalicelib.operations import (
     admin,
     chunk_preview,
+    chunks,
     cost,
     create,
     dlq,
@@ -221,6 +222,45 @@ def chunker_preview(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
     body = validated_body(deps, request, commands.ChunkPreviewRequest)
     return ok(chunk_preview.preview_chunks(deps, tenant.id, body))
+
+
+@operation(
+    "A document's chunks in order (current attempt), paged by `next_cursor`",
+    "knowledge",
+    query=commands.ChunkListQuery,
+)
+def list_chunks(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
+    tenant = caller_tenant(deps, request)
+    params = validate(commands.ChunkListQuery, query(present_request(request)))
+    return ok(chunks.list_chunks(deps, tenant.id, knowledge_id, params))
+
+
+@operation("One chunk", "knowledge")
+def get_chunk(deps: Dependencies, request: Request | None, knowledge_id: str, chunk_id: str) -> Response:
+    tenant = caller_tenant(deps, request)
+    return ok(chunks.get_chunk(deps, tenant.id, knowledge_id, chunk_id))
+
+
+@operation(
+    "Edit a chunk's text (re-embedded and re-indexed; the summary is made again) or switch it on or off",
+    "knowledge",
+    body=commands.EditChunkRequest,
+)
+def edit_chunk(deps: Dependencies, request: Request | None, knowledge_id: str, chunk_id: str) -> Response:
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.EditChunkRequest)
+    return ok(chunks.edit_chunk(deps, tenant.id, knowledge_id, chunk_id, body))
+
+
+@operation(
+    "A short-lived link to the stored original file or the parsed Markdown",
+    "knowledge",
+    query=commands.FileUrlQuery,
+)
+def knowledge_file_url(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
+    tenant = caller_tenant(deps, request)
+    params = validate(commands.FileUrlQuery, query(present_request(request)))
+    return ok(chunks.file_url(deps, tenant.id, knowledge_id, params))
 
 
 # ---------------------------------------------------------------- lifecycle

@@ -174,7 +174,8 @@ def _set_searchable(deps: Dependencies, knowledge: Knowledge, enabled: bool) -> 
     kb = require_kb(deps, knowledge.tenant_id, knowledge.kb_id)
     if not kb.indexing_strategy.needs_embedding:
         return
-    chunk_ids = [c.id for c in deps.chunks.list(knowledge.id)]
+    # a chunk switched off on its own stays off when its document comes back
+    chunk_ids = [c.id for c in deps.chunks.list(knowledge.id) if c.is_enabled or not enabled]
     model = require_usable_for_api(deps, kb)
     deps.engine(kb.retrieval_engine).set_enabled(IndexSpace.of(model), kb.id, chunk_ids, enabled)
 

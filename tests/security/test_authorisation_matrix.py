@@ -34,6 +34,7 @@ SAMPLE_BODIES: dict[str, dict[str, Any]] = {
     "BatchReparseRequest": {"kb_id": "{kb_id}", "ids": ["{knowledge_id}"]},
     "EditKnowledgeRequest": {"title": "taken over"},
     "UpdateKnowledgeBase": {"description": "taken over"},
+    "EditChunkRequest": {"content": "taken over"},
     "TenantQuotas": {"document_quota": 1},
     "TenantSettingsRequest": {"parser_engine_rules": {"docx": "markitdown"}},
     "MoveKnowledgeRequest": {"source_kb_id": "{kb_id}", "target_kb_id": "{kb_id}", "ids": ["{knowledge_id}"]},
@@ -49,8 +50,8 @@ SAMPLE_BODIES: dict[str, dict[str, Any]] = {
 SAMPLE_QUERIES: dict[str, str] = {"GraphQuery": "entity={secret}"}
 PUBLIC = {"health", "openapi_document"}
 #: 404 codes that say the (owned, found) parent holds nothing of that kind yet, not that access was refused
-NOTHING_YET = {"faq_import_not_found"}
-_ID = re.compile(r"\{(kb_id|knowledge_id|task_id|tenant_id|key_id|tag_id|entry_id)\}")
+NOTHING_YET = {"faq_import_not_found", "chunk_not_found"}
+_ID = re.compile(r"\{(kb_id|knowledge_id|task_id|tenant_id|key_id|tag_id|entry_id|chunk_id)\}")
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ def _seed(api: Api, secret: str) -> dict[str, str]:
         "tag_id": tag.json_body["data"]["id"],
         "entry_id": entry.json_body["data"]["id"],
         "knowledge_id": manual.json_body["data"]["id"],
+        "chunk_id": f"{manual.json_body['data']['id']}-a1-00000",
         "task_id": task.json_body["data"]["task_id"],
         "secret": secret,
         "tenant_id": kb["tenant_id"],

@@ -1,0 +1,143 @@
+"""A document's chunks through the API (the specification's chunk routes): list (cursor), read one, edit its
+text (re-embedded and re-indexed under the same id; the summary is made again), enable or disable one; and
+short-lived links to the stored original and parsed Markdown (the specification's GetFileURL)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from chalicelib.commands import ChunkListQuery, EditChunkRequest, FileUrlQuery
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound
+from chalicelib.domain.ids import attempt_chunk_prefix, content_hash
+from chalicelib.domain.markup import strip_active_content
+from chalicelib.domain.storage_keys import parsed_markdown_key
+from chalicelib.domain.types import (
+    Chunk,
+    ChunkType,
+    EnableStatus,
+    Knowledge,
+    KnowledgeType,
+    ParseStatus,
+    SummaryStatus,
+)
+from chalicelib.ports import Dependencies, IndexSpace
+from chalicelib.services.dispatch import request_summary_refresh
+from chalicelib.services.indexing import chunk_entries, embed_texts
+from chalicelib.services.ownership import owned_knowledge, require_kb
+from chalicelib.services.usable import require_usable_for_api
+
+#: chunk types whose text a person may edit (the rest are made from others: summaries, questions, tables)
+EDITABLE = frozenset({ChunkType.TEXT, ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION})
+
+
+def _view(chunk: Chunk) -> dict[str, Any]:
+    data = chunk.to_dict()
+    data["chunk_index"] = chunk.seq
+    return data
+
+
+def list_chunks(
+    deps: Dependencies, tenant_id: str, knowledge_id: str, query: ChunkListQuery
+) -> dict[str, Any]:
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
+    if query.cursor and not query.cursor.startswith(prefix):
+        raise BadRequest("the cursor is not one of this document's pages", code="invalid_cursor")
+    page, after = deps.chunks.list_page(
+        knowledge.id, prefix=prefix, after=query.cursor or None, limit=query.limit
+    )
+    return {"items": [_view(c) for c in page], "next_cursor": after or ""}
+
+
+def _chunk(deps: Dependencies, knowledge: Knowledge, chunk_id: str) -> Chunk:
+    if not chunk_id.startswith(attempt_chunk_prefix(knowledge.id, knowledge.attempt)):
+        raise NotFound(f"chunk {chunk_id} not found", code="chunk_not_found")
+    found = deps.chunks.get_many([(knowledge.id, chunk_id)]).get((knowledge.id, chunk_id))
+    if found is None:
+        raise NotFound(f"chunk {chunk_id} not found", code="chunk_not_found")
+    return found
+
+
+def get_chunk(deps: Dependencies, tenant_id: str, knowledge_id: str, chunk_id: str) -> dict[str, Any]:
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    return _view(_chunk(deps, knowledge, chunk_id))
+
+
+def edit_chunk(
+    deps: Dependencies, tenant_id: str, knowledge_id: str, chunk_id: str, request: EditChunkRequest
+) -> dict[str, Any]:
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    if knowledge.parse_status != ParseStatus.COMPLETED:
+        raise Conflict(
+            f"only a completed document's chunks can change; this one is {knowledge.parse_status.value}",
+            code="not_completed",
+        )
+    chunk = _chunk(deps, knowledge, chunk_id)
+    kb = require_kb(deps, tenant_id, knowledge.kb_id)
+    changed = chunk
+    if request.content is not None:
+        if chunk.chunk_type not in EDITABLE:
+            raise BadRequest(
+                f"a {chunk.chunk_type.value} chunk is made from others: edit those", code="not_editable"
+            )
+        text = strip_active_content(request.content).strip()
+        if not text:
+            raise BadRequest("content must not be empty", code="empty_content")
+        changed = replace(
+            changed,
+            content=text,
+            content_hash=content_hash(text),
+            metadata={**changed.metadata, "edited": True},
+        )
+    if request.is_enabled is not None:
+        changed = replace(changed, is_enabled=request.is_enabled)
+    if changed == chunk:
+        return _view(chunk)
+    deps.chunks.put_many([changed])
+    if kb.indexing_strategy.needs_embedding:
+        model = require_usable_for_api(deps, kb)
+        space, engine = IndexSpace.of(model), deps.engine(kb.retrieval_engine)
+        searchable = changed.is_enabled and knowledge.enable_status == EnableStatus.ENABLED
+        if changed.content != chunk.content:
+            from chalicelib.chunker import index_text
+
+            title = "" if changed.chunk_type != ChunkType.TEXT else knowledge.title
+            texts = [index_text(title, changed.context_header, changed.content)]
+            vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
+            entries = chunk_entries(
+                kb.id, knowledge.id, [replace(changed, is_enabled=searchable)], texts, vectors
+            )
+            engine.batch_index(space, entries)
+        # the chunk's entries (its generated questions too) follow its switch, within the document's
+        engine.set_enabled(space, kb.id, [changed.id], searchable)
+    if changed.content != chunk.content and knowledge.summary_status != SummaryStatus.NONE:
+        request_summary_refresh(deps, knowledge)  # the summary was made from the old text
+    return _view(changed)
+
+
+def file_url(deps: Dependencies, tenant_id: str, knowledge_id: str, query: FileUrlQuery) -> dict[str, Any]:
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    if query.kind == "original":
+        if knowledge.type == KnowledgeType.URL or not knowledge.file_path:
+            raise NotFound("this knowledge has no stored original file", code="file_not_found")
+        url, name = knowledge.file_path, knowledge.file_name or f"{knowledge.id}.{knowledge.file_type}"
+    else:
+        url = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+        name = f"{(knowledge.file_name or knowledge.id).rsplit('.', 1)[0]}.md"
+    if deps.settings.storage != "s3":
+        raise Conflict("downloads need the S3 store (WEKNORA_STORAGE=s3)", code="downloads_unavailable")
+    if not deps.files.exists(url):
+        raise NotFound(f"the {query.kind} file of this knowledge is not stored (yet)", code="file_not_found")
+    expires = deps.settings.download_url_seconds
+    return {
+        "url": deps.files.presign_get(url, expires, file_name=_header_safe(name)),
+        "kind": query.kind,
+        "file_name": name,
+        "expires_in": expires,
+    }
+
+
+def _header_safe(name: str) -> str:
+    """A file name that cannot break out of the Content-Disposition header it is put in."""
+    return "".join(ch for ch in name if ch.isprintable() and ch not in '"\\\r\n')[:200] or "download"

@@ -1,0 +1,163 @@
+"""Issue 24: the chunk routes (list by cursor, read, edit with re-embedding and a summary refresh, switch on or
+off) and the download links to the stored original and parsed Markdown, through the public path."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import requests
+
+from chalicelib.local.runtime import LocalRuntime
+
+from .conftest import Api
+
+PARAGRAPHS = "\n\n".join(
+    f"Paragraph {i}: the ferry to island {i} leaves the quay at dawn and returns with the mail."
+    for i in range(24)
+)
+DOC = f"# Ferries\n\n{PARAGRAPHS}\n".encode()
+
+
+def _put(api: Api, path: str, body: dict[str, Any]) -> Any:
+    return api.client.http.put(
+        f"/api/v1{path}",
+        headers={"X-API-Key": api.api_key, "Content-Type": "application/json"},
+        body=json.dumps(body),
+    )
+
+
+def _search(api: Api, kb_id: str, query: str) -> list[dict[str, Any]]:
+    response = api.post(f"/knowledge-bases/{kb_id}/hybrid-search", {"query_text": query, "match_count": 10})
+    assert response.status_code == 200, response.json_body
+    return list(response.json_body["data"])
+
+
+def _document(api: Api, runtime: LocalRuntime, **kb: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    base = api.create_kb(chunking_config={"chunk_size": 120, "chunk_overlap": 0}, **kb)
+    created = api.upload(base["id"], "ferries.md", DOC).json_body["data"]
+    runtime.drain(timeout=120)
+    return base, api.knowledge(created["id"])
+
+
+def test_chunks_are_listed_by_cursor_and_read_one_by_one(
+    api: Api, runtime: LocalRuntime, other_api: Api
+) -> None:
+    _, row = _document(api, runtime)
+    seen: list[dict[str, Any]] = []
+    cursor = ""
+    for _ in range(50):
+        page = api.get(f"/knowledge/{row['id']}/chunks?limit=4&cursor={cursor}").json_body["data"]
+        assert len(page["items"]) <= 4
+        seen += page["items"]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    everything = api.get(f"/knowledge/{row['id']}/chunks?limit=200").json_body["data"]
+    assert everything["next_cursor"] == "" and len(everything["items"]) > 4
+    assert [c["id"] for c in seen] == [c["id"] for c in everything["items"]]
+    assert len({c["id"] for c in seen}) == len(seen)
+    assert [c["chunk_index"] for c in seen] == sorted(c["chunk_index"] for c in seen)
+    one = api.get(f"/knowledge/{row['id']}/chunks/{seen[1]['id']}")
+    assert one.status_code == 200 and one.json_body["data"]["content"] == seen[1]["content"]
+    assert "context_header" not in one.json_body["data"]
+    missing = api.get(f"/knowledge/{row['id']}/chunks/{row['id']}-a1-99999")
+    assert missing.status_code == 404 and missing.json_body["error"]["code"] == "chunk_not_found"
+    assert other_api.get(f"/knowledge/{row['id']}/chunks").status_code == 404
+    assert other_api.get(f"/knowledge/{row['id']}/chunks/{seen[1]['id']}").status_code == 404
+    bad = api.get(f"/knowledge/{row['id']}/chunks?cursor=someone-else")
+    assert bad.status_code == 400 and bad.json_body["error"]["code"] == "invalid_cursor"
+
+
+def test_an_edited_chunk_is_searched_by_its_new_text_and_the_summary_is_made_again(
+    api: Api, runtime: LocalRuntime, other_api: Api
+) -> None:
+    kb, row = _document(api, runtime, summary_model_id="local/extractive")
+    assert row["summary_status"] == "completed"
+    chunk = api.get(f"/knowledge/{row['id']}/chunks?limit=3").json_body["data"]["items"][1]
+    new = "The lighthouse keeper polishes the brass lens every Tuesday before the storm season."
+    assert (
+        other_api.client.http.put(
+            f"/api/v1/knowledge/{row['id']}/chunks/{chunk['id']}",
+            headers={"X-API-Key": other_api.api_key, "Content-Type": "application/json"},
+            body=json.dumps({"content": new}),
+        ).status_code
+        == 404
+    )
+    edited = _put(api, f"/knowledge/{row['id']}/chunks/{chunk['id']}", {"content": new})
+    assert edited.status_code == 200, edited.json_body
+    assert edited.json_body["data"]["content"] == new and edited.json_body["data"]["id"] == chunk["id"]
+    hits = _search(api, kb["id"], "brass lens polished every Tuesday")
+    assert hits and chunk["id"] in (hits[0].get("chunk_id"), hits[0].get("id"))
+    old_words = chunk["content"].strip()[-60:]
+    assert all(h.get("chunk_id", h["id"]) != chunk["id"] for h in _search(api, kb["id"], old_words)[:1])
+    assert api.knowledge(row["id"])["summary_status"] == "pending"  # the summary is made again
+    runtime.drain(timeout=120)
+    assert api.knowledge(row["id"])["summary_status"] == "completed"
+    empty = _put(api, f"/knowledge/{row['id']}/chunks/{chunk['id']}", {"content": ""})
+    assert empty.status_code == 400 and empty.json_body["error"]["code"] == "empty_content"
+
+
+def test_a_chunk_switched_off_leaves_search_and_stays_off_when_its_document_comes_back(
+    api: Api, runtime: LocalRuntime
+) -> None:
+    kb, row = _document(api, runtime)
+    chunk = api.get(f"/knowledge/{row['id']}/chunks?limit=6").json_body["data"]["items"][5]
+    query = chunk["content"].split(":", 1)[-1][:80]
+
+    def found() -> bool:
+        return any(h.get("chunk_id", h["id"]) == chunk["id"] for h in _search(api, kb["id"], query))
+
+    assert found()
+    off = _put(api, f"/knowledge/{row['id']}/chunks/{chunk['id']}", {"is_enabled": False})
+    assert off.status_code == 200 and off.json_body["data"]["is_enabled"] is False
+    assert not found()
+    assert _put(api, f"/knowledge/{row['id']}", {"enable_status": "disabled"}).status_code == 200
+    assert _put(api, f"/knowledge/{row['id']}", {"enable_status": "enabled"}).status_code == 200
+    assert not found()  # its document came back; the chunk switched off on its own did not
+    assert _put(api, f"/knowledge/{row['id']}/chunks/{chunk['id']}", {"is_enabled": True}).status_code == 200
+    assert found()
+
+
+def test_only_a_completed_documents_chunks_change(api: Api, runtime: LocalRuntime) -> None:
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "ferries.md", DOC).json_body["data"]
+    runtime.poll_once()  # parsed and chunked, not indexed yet
+    page = api.get(f"/knowledge/{created['id']}/chunks").json_body["data"]["items"]
+    if page:
+        refused = _put(api, f"/knowledge/{created['id']}/chunks/{page[0]['id']}", {"content": "x y z"})
+        assert refused.status_code == 409 and refused.json_body["error"]["code"] == "not_completed"
+    runtime.drain(timeout=120)
+
+
+def test_download_links_to_the_original_and_the_parsed_markdown(
+    api: Api, runtime: LocalRuntime, other_api: Api
+) -> None:
+    _, row = _document(api, runtime)
+    original = api.get(f"/knowledge/{row['id']}/file-url?kind=original")
+    assert original.status_code == 200, original.json_body
+    link = original.json_body["data"]
+    assert link["expires_in"] == 900 and link["file_name"] == "ferries.md"
+    signed = parse_qs(urlsplit(link["url"]).query)
+    if "X-Amz-Expires" in signed:  # SigV4
+        assert signed["X-Amz-Expires"] == ["900"]
+    else:  # SigV2: an absolute expiry
+        assert abs(int(signed["Expires"][0]) - time.time() - 900) < 120
+    got = requests.get(link["url"], timeout=30)
+    assert got.status_code == 200 and got.content == DOC
+    assert "ferries.md" in got.headers.get("Content-Disposition", "")
+    parsed = api.get(f"/knowledge/{row['id']}/file-url?kind=parsed").json_body["data"]
+    markdown = requests.get(parsed["url"], timeout=30)
+    assert markdown.status_code == 200 and b"ferry to island 3" in markdown.content
+    assert other_api.get(f"/knowledge/{row['id']}/file-url").status_code == 404
+    bad = api.get(f"/knowledge/{row['id']}/file-url?kind=secrets")
+    assert bad.status_code == 400
+    kb = api.create_kb()
+    page = api.post(
+        f"/knowledge-bases/{kb['id']}/knowledge/manual",
+        {"content": "# Notes\n\nhand written", "status": "draft"},
+    ).json_body["data"]
+    draft = api.get(f"/knowledge/{page['id']}/file-url?kind=parsed")
+    assert draft.status_code == 404 and draft.json_body["error"]["code"] == "file_not_found"
