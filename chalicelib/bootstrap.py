@@ -43,6 +43,7 @@ from chalicelib.ports import (
     TaskQueue,
     TaskRepo,
     TenantRepo,
+    TurnBook,
     UnknownModel,
     UrlImporter,
     UsageRepo,
@@ -80,6 +81,7 @@ class Services:
     urls: UrlImporter
     health: HealthProbe
     faq: FaqRepo
+    turns: TurnBook
     #: how waits happen (backoff between retries); tests replace it to run without sleeping
     sleeper: Callable[[float], None] = time.sleep
     build_engine: Callable[[Settings, str], RetrieveEngine] | None = None
@@ -365,6 +367,7 @@ def build_services(settings: Settings | None = None) -> Services:
         share_one_connection,
         shared_connection,
     )
+    from chalicelib.adapters.dynamo.turns import DynamoTurnBook
     from chalicelib.adapters.dynamo.usage import DynamoUsageRepo, build_usage_model
     from chalicelib.adapters.health import AwsHealthProbe
     from chalicelib.adapters.queues import SqsTaskQueue
@@ -417,6 +420,7 @@ def build_services(settings: Settings | None = None) -> Services:
             bucket=lambda: s3.head_bucket(Bucket=settings.files_bucket),
         ),
         faq=_build_faq_repo(settings, dynamodb),
+        turns=DynamoTurnBook(models),
         build_engine=_build_engine,
         build_embedding_cache=lambda: _build_embedding_cache(settings, dynamodb),
         build_operator_key=_build_operator_key,
@@ -450,6 +454,7 @@ def memory_deps(
         MemoryTaskQueue,
         MemoryTaskRepo,
         MemoryTenantRepo,
+        MemoryTurnBook,
         MemoryUsageRepo,
         MemoryWikiRepo,
         MemoryWorkflow,
@@ -497,6 +502,7 @@ def memory_deps(
         urls=urls or ScriptedUrlImporter(),
         health=MemoryHealthProbe(),
         faq=MemoryFaqRepo(),
+        turns=MemoryTurnBook(),
         sleeper=InstantSleep(),
         build_engine=build_engine,
         build_embedding_cache=lambda: cache,

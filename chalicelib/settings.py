@@ -30,6 +30,7 @@ TABLES = (
     "usage",
     "tags",
     "faq",
+    "turns",
 )
 QUEUES = (
     "uploads",
@@ -170,6 +171,15 @@ class Settings:
     #: Lambda's 6 MB sync payload, less base64's third and the multipart framing
     api_max_body: int = 4_500_000
     presign_expires_seconds: int = 3600
+    #: fairness between tenants: documents of one tenant in the ingest pipeline (docreader to indexing) at
+    #: once; the rest wait their turn behind other tenants' documents (0: no limit)
+    tenant_pipeline_cap: int = 8
+    #: a place never given back (a crashed worker) frees itself after this long
+    pipeline_lease_seconds: int = 1800
+    #: how long a document waiting for its tenant's turn stays out of sight before it is looked at again
+    turn_wait_seconds: int = 2
+    #: a tenant counts as waiting at the door this long after its last document knocked or was queued
+    turn_ttl_seconds: int = 120
     #: how long a download link (GET /knowledge/{id}/file-url) works
     download_url_seconds: int = 900
     manual_max_runes: int = 200_000
@@ -307,6 +317,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         api_max_body=e.int("WEKNORA_API_MAX_BODY", 4_500_000),
         housekeeping_enabled=e.bool("WEKNORA_HOUSEKEEPING_ENABLED", True),
         download_url_seconds=e.int("WEKNORA_DOWNLOAD_URL_SECONDS", 900),
+        tenant_pipeline_cap=e.int("WEKNORA_TENANT_PIPELINE_CAP", 8),
+        pipeline_lease_seconds=e.int("WEKNORA_PIPELINE_LEASE_SECONDS", 1800),
+        turn_wait_seconds=e.int("WEKNORA_TURN_WAIT_SECONDS", 2),
+        turn_ttl_seconds=e.int("WEKNORA_TURN_TTL_SECONDS", 120),
         stale_after_seconds=e.int("WEKNORA_STALE_AFTER_SECONDS", 2 * 3600 + 600),
         summary_stale_after_seconds=e.int("WEKNORA_SUMMARY_STALE_AFTER_SECONDS", 3600),
         queue_wait_limit_seconds=e.int("WEKNORA_QUEUE_WAIT_LIMIT_SECONDS", 24 * 3600),

@@ -27,6 +27,7 @@ TABLES = {
     "embedding-cache": "EmbeddingCacheTable",
     "tasks": "TasksTable",
     "usage": "UsageTable",
+    "turns": "TurnsTable",
     "graph": "GraphTable",
     "wiki": "WikiTable",
     "tags": "TagsTable",
@@ -180,6 +181,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
             "usage",
             "tags",
             "faq",
+            "turns",
         ),
         Grant(("dynamodb:Scan",), tables("tenants")),
         Grant(("dynamodb:DescribeTable",), tables("knowledge")),
@@ -211,8 +213,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
     # S3 ObjectCreated on uploads/ -> the same create path as the API
     "OnUploadEvent": [
         *own_queue("uploads"),
-        read_tables("tenants", "knowledge-bases", "knowledge", "dedupe", "tags"),
-        write_tables("tenants", "knowledge", "dedupe", "tags"),
+        read_tables("tenants", "knowledge-bases", "knowledge", "dedupe", "tags", "turns"),
+        write_tables("tenants", "knowledge", "dedupe", "tags", "turns"),
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects("uploads/"),)),
         Grant(("s3:GetObject", "s3:PutObject"), (objects("intents/"),)),
         Grant(("s3:PutObject",), (objects(),)),
@@ -221,8 +223,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
     ],
     "DocreaderStage": [
         *own_queue("docreader"),
-        read_tables("tenants", "knowledge-bases", "knowledge", "spans"),
-        write_tables("knowledge", "spans", "usage"),
+        read_tables("tenants", "knowledge-bases", "knowledge", "spans", "turns"),
+        write_tables("tenants", "knowledge", "spans", "usage", "turns"),
         Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,
         send_to("chunking"),
@@ -243,8 +245,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
     ],
     "ChunkingStage": [
         *own_queue("chunking"),
-        read_tables("knowledge-bases", "knowledge", "chunks", "spans"),
-        write_tables("knowledge", "chunks", "spans", "usage"),
+        read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans"),
+        write_tables("tenants", "knowledge", "chunks", "spans", "usage"),
         READ_OBJECTS,
         LIST_BUCKET,
         send_to("embedding"),
@@ -323,8 +325,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
     ],
     # rate(5 minutes): stale rows are failed or restarted (from the first stage), lost deletes redriven
     "Housekeeping": [
-        read_tables("knowledge-bases", "knowledge", "spans", "tasks"),
-        write_tables("knowledge", "spans", "tasks"),
+        read_tables("knowledge-bases", "knowledge", "spans", "tasks", "turns"),
+        write_tables("knowledge", "spans", "tasks", "turns"),
         send_to("docreader", "lifecycle"),
         Grant(("sqs:GetQueueAttributes",), queues("docreader")),
         Grant(("states:DescribeExecution",), (EXECUTIONS,)),

@@ -103,6 +103,14 @@ class DeferredStageError(StageError):
         self.delay_seconds = delay_seconds
 
 
+class AwaitingTurn(DeferredStageError):
+    """The tenant holds all its places in the pipeline (fairness between tenants): the document waits its
+    turn behind the queue's other messages. Never a try, never a throttle deferral."""
+
+    def __init__(self, message: str, *, delay_seconds: float):
+        super().__init__(message, delay_seconds=delay_seconds, code=SpanErrorCode.UNKNOWN)
+
+
 class ContinueLater(DeferredStageError):
     """The invocation used its slice (or is about to run out of time) and its progress is durable: a fresh
     message continues at `offset` (and, for embedding, after the chunk id `cursor`), behind the other

@@ -27,6 +27,7 @@ from chalicelib.domain.types import (
 from chalicelib.operations.create import sanitize_manual
 from chalicelib.ports import Dependencies, IndexSpace
 from chalicelib.services.dispatch import enqueue_first_stage
+from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.usable import require_usable_for_api
 from chalicelib.tasks import LIFECYCLE_QUEUE, new_task, start_task
@@ -100,6 +101,7 @@ def cancel(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
             f"a knowledge that is {current.parse_status.value} cannot be cancelled", code="invalid_state"
         )
     deps.workflow.stop(execution_name(cancelled.id, cancelled.attempt), CANCEL_MESSAGE)
+    leave_pipeline(deps, cancelled.tenant_id, cancelled.id)
     deps.tracker.close_root(
         cancelled.id, cancelled.attempt, SpanStatus.CANCELLED, "CANCELLED", CANCEL_MESSAGE
     )

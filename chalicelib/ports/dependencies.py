@@ -33,6 +33,7 @@ from chalicelib.ports.state import (
     TagRepo,
     TaskRepo,
     TenantRepo,
+    TurnBook,
     UsageRepo,
     WikiRepo,
 )
@@ -97,6 +98,8 @@ class Dependencies(Protocol):
     health: HealthProbe
     #: FAQ entries, import leases, tags and import results (chalicelib/faq)
     faq: FaqRepo
+    #: whose turn it is at each stage's door (fairness between tenants)
+    turns: TurnBook
 
     def sleep(self, seconds: float) -> None:
         """How waits happen (backoff between retries); tests make it instant."""

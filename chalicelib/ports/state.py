@@ -3,9 +3,9 @@ spans, usage, tasks, graph, wiki)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.tags import Tag
@@ -33,6 +33,18 @@ class TenantRepo(Protocol):
 
     def release_document(self, tenant_id: str) -> None:
         """Counts one document fewer (a delete, or a reservation whose row was never written)."""
+        ...
+
+    def acquire_pipeline_slot(
+        self, tenant_id: str, knowledge_id: str, cap: int, now: float, lease_seconds: float
+    ) -> bool:
+        """One of the tenant's `cap` places in the ingest pipeline for this document (fairness between
+        tenants): True if it holds one (already, or now); False while the others are taken. A place is a
+        lease: one never released (a crashed worker) frees itself after `lease_seconds`."""
+        ...
+
+    def release_pipeline_slot(self, tenant_id: str, knowledge_id: str) -> None:
+        """Gives the document's place back (idempotent)."""
         ...
 
     def set_parser_engine_rules(self, tenant_id: str, rules: dict[str, str]) -> None:
@@ -79,6 +91,18 @@ class KnowledgeBaseRepo(Protocol):
     def list(self, tenant_id: str) -> list[KnowledgeBase]: ...
 
     def delete(self, kb_id: str) -> None: ...
+
+
+R = TypeVar("R")
+
+
+class TurnBook(Protocol):
+    """Whose turn it is at each stage's door (chalicelib/domain/turns.py decides; this keeps the book)."""
+
+    def change(self, stage: str, change: Callable[[dict[str, Any]], tuple[R, dict[str, Any]]]) -> R:
+        """Applies `change` to the stage's book atomically (a conditional write, retried on a conflict) and
+        returns what it returned."""
+        ...
 
 
 class DuplicateKnowledge(Exception):

@@ -13,6 +13,7 @@ from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, Stage, StageMessage, SummaryStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, WikiOp
+from chalicelib.services.fairness import queued_at_door
 
 
 def visible_at(delay_seconds: int = 0) -> str:
@@ -36,6 +37,8 @@ def enqueue_first_stage(
 ) -> Knowledge:
     """`marked`: the row was inserted with its queue record (a new row), so it is not written again."""
     try:
+        if stage == Stage.DOCREADER:
+            queued_at_door(deps, knowledge.tenant_id)
         enqueue(
             deps, stage, StageMessage(knowledge.tenant_id, knowledge.id, knowledge.attempt), marked=marked
         )

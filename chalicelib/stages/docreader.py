@@ -35,6 +35,7 @@ from chalicelib.ports import Dependencies, FetchFailed, ReadRequest, ReadResult,
 from chalicelib.services import page_range_store, page_ranges
 from chalicelib.services.deadline import stage_deadline
 from chalicelib.services.dispatch import enqueue
+from chalicelib.services.fairness import enter_pipeline
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.usable import require_usable_for_stage
 from chalicelib.stages.runner import run_stage
@@ -58,6 +59,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         )
         return
     resuming = message.cursor == TRANSCRIPTION_CURSOR  # a speech-recognition job was left running
+    enter_pipeline(deps, message.tenant_id, message.knowledge_id)  # or wait behind other tenants
     knowledge = deps.knowledge.begin_processing(message.knowledge_id, message.attempt)
     if knowledge is None:
         logger.info(

@@ -20,6 +20,7 @@ from chalicelib.domain.types import Knowledge, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.derived_data import remove_derived_data
+from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.indexing import Stopped, index_knowledge
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.quotas import require_storage_within_quota
@@ -49,6 +50,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         outputs = index_knowledge(deps, knowledge, kb, offset, cursor)
     except Stopped as stopped:
         logger.info(str(stopped), extra={"knowledge_id": knowledge.id})
+        leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
         return
     if outputs["next_cursor"] is not None:
         raise ContinueLater(
@@ -79,6 +81,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         logger.info("embedding: superseded or cancelled while indexing", extra={"knowledge_id": knowledge.id})
         return
     deps.tenants.add_usage(knowledge.tenant_id, knowledge.file_size - knowledge.storage_size)
+    leave_pipeline(deps, knowledge.tenant_id, knowledge.id)  # indexed: the next document may come in
     deps.tracker.end_stage(knowledge, Stage.EMBEDDING, outputs)
     if knowledge.attempt > 1:
         remove_earlier_attempts(deps, knowledge, images)

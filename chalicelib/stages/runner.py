@@ -26,12 +26,19 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, ValidationError
 
 from chalicelib.domain import metering
-from chalicelib.domain.errors import ContinueLater, DeferredStageError, SpanErrorCode, StageError
+from chalicelib.domain.errors import (
+    AwaitingTurn,
+    ContinueLater,
+    DeferredStageError,
+    SpanErrorCode,
+    StageError,
+)
 from chalicelib.domain.types import Knowledge, ParseStatus, Stage, StageMessage
 from chalicelib.observability import logger, stage_outcome
 from chalicelib.ports import Dependencies
 from chalicelib.services.deadline import deadline_of, stage_deadline
 from chalicelib.services.dispatch import enqueue
+from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.usage import metered_invocation
 from chalicelib.stages.messages import StageMessageModel, TaskMessageModel
 
@@ -85,6 +92,7 @@ def receive_count(record: SQSRecord) -> int:
 def fail_knowledge(deps: Dependencies, message: StageMessage, stage: Stage, code: str, reason: str) -> None:
     deps.knowledge.mark_failed(message.knowledge_id, message.attempt, reason, code)
     deps.tracker.fail_stage(message.knowledge_id, message.attempt, stage, code, reason)
+    leave_pipeline(deps, message.tenant_id, message.knowledge_id)
 
 
 def run_stage(
@@ -127,6 +135,10 @@ def run_stage(
         try:
             work(deps, message)
             note("succeeded")
+        except AwaitingTurn as waiting:  # the tenant's places are taken: back of the queue, nothing spent
+            enqueue(deps, stage, message, delay_seconds=int(min(900, max(1, waiting.delay_seconds))))
+            note("awaiting_turn")
+            return
         except ContinueLater as more:
             # Progress is durable: a fresh message carries on, behind the other documents' messages
             # (after the continuation's delay, if it asks for one; SQS allows 900 s at most).

@@ -13,6 +13,7 @@ from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services import page_range_store
+from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.usable import index_space_if_usable
 
 
@@ -58,6 +59,7 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
             logger.exception("could not delete a stored object", extra={"knowledge_id": knowledge.id})
     if deps.knowledge.delete(knowledge.id):  # True once: a retried delete finds the row gone
         deps.tenants.release_document(knowledge.tenant_id)
+    leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
 
 
 def _stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:

@@ -88,6 +88,7 @@ def test_tables_bucket_notification_state_machine_and_schedule(packaged: dict[st
         "GraphTable",
         "WikiTable",
         "UsageTable",
+        "TurnsTable",
         "TagsTable",
         "FaqTable",
     }

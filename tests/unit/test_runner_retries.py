@@ -14,6 +14,7 @@ import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
 from chalicelib.adapters.memory import MemoryUsageRepo
+from chalicelib.adapters.memory.tenants import MemoryTenantRepo
 from chalicelib.domain.errors import PermanentStageError, TransientStageError
 from chalicelib.domain.types import Stage, StageMessage
 from chalicelib.settings import load_settings
@@ -44,7 +45,12 @@ class Rows:
 def _deps() -> Any:
     tracker = SimpleNamespace(fail_stage=lambda *a, **k: None)
     return SimpleNamespace(
-        settings=load_settings({}), queue=Queue(), knowledge=Rows(), tracker=tracker, usage=MemoryUsageRepo()
+        settings=load_settings({}),
+        queue=Queue(),
+        knowledge=Rows(),
+        tracker=tracker,
+        usage=MemoryUsageRepo(),
+        tenants=MemoryTenantRepo(),
     )
 
 

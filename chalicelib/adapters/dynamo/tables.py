@@ -134,6 +134,7 @@ class Models:
     wiki: type[Any]
     api_key: type[Any]
     tag: type[Any] | None = None
+    turns: type[Any] | None = None
 
     def all(self) -> list[type[Any]]:
         return [m for m in vars(self).values() if m is not None]
@@ -164,6 +165,8 @@ def build_models(settings: Settings) -> Models:
         document_count = NumberAttribute(default=0)
         storage_quota = NumberAttribute(default=0)
         document_quota = NumberAttribute(default=0)
+        #: the documents holding a place in the ingest pipeline: "knowledge_id|lease expiry (epoch s)"
+        pipeline_slots = UnicodeSetAttribute(null=True)
         api_key_index = ApiKeyIndex()
 
     class TenantNameIndex(GlobalSecondaryIndex[Any]):
@@ -421,6 +424,18 @@ def build_models(settings: Settings) -> Models:
         revoked_at = UnicodeAttribute(null=True)
 
     del region
+
+    class TurnsItem(Model):
+        """Whose turn it is at a stage's door (services/fairness.py): one item per stage."""
+
+        class Meta:
+            table_name = settings.table("turns")
+            region = settings.region
+
+        stage = UnicodeAttribute(hash_key=True)
+        tenants = JSONAttribute(default=dict)
+        version = NumberAttribute(default=0)
+
     return Models(
         TenantItem,
         KnowledgeBaseItem,
@@ -433,6 +448,7 @@ def build_models(settings: Settings) -> Models:
         WikiItem,
         ApiKeyItem,
         TagItem,
+        TurnsItem,
     )
 
 

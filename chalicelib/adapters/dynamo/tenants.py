@@ -8,6 +8,7 @@ from pynamodb.exceptions import (
     DoesNotExist,
     UpdateError,
 )
+from pynamodb.expressions.condition import size
 
 from chalicelib.adapters.dynamo.tables import Models, _iso_or_none
 from chalicelib.domain.api_keys import ApiKey
@@ -79,6 +80,40 @@ class DynamoTenantRepo:
         except UpdateError as error:
             if error.cause_response_code != "ConditionalCheckFailedException":
                 raise
+
+    def _slots(self, tenant_id: str) -> set[str]:
+        try:
+            item = self.model.get(tenant_id, consistent_read=True, attributes_to_get=["pipeline_slots"])
+        except DoesNotExist:
+            return set()
+        return set(item.pipeline_slots or ())
+
+    def acquire_pipeline_slot(
+        self, tenant_id: str, knowledge_id: str, cap: int, now: float, lease_seconds: float
+    ) -> bool:
+        m = self.model
+        slots = self._slots(tenant_id)
+        if any(s.partition("|")[0] == knowledge_id for s in slots):
+            return True  # a redelivery, or a reparse of a document that holds one
+        expired = {s for s in slots if float(s.partition("|")[2] or 0) < now}
+        if expired:  # leases nobody released (a crashed worker): free again
+            m(tenant_id).update(actions=[m.pipeline_slots.delete(expired)])
+        member = f"{knowledge_id}|{int(now + lease_seconds)}"
+        try:
+            m(tenant_id).update(
+                actions=[m.pipeline_slots.add({member})],
+                condition=m.pipeline_slots.does_not_exist() | (size(m.pipeline_slots) < cap),
+            )
+        except UpdateError as error:
+            if error.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def release_pipeline_slot(self, tenant_id: str, knowledge_id: str) -> None:
+        mine = {s for s in self._slots(tenant_id) if s.partition("|")[0] == knowledge_id}
+        if mine:
+            self.model(tenant_id).update(actions=[self.model.pipeline_slots.delete(mine)])
 
     def set_parser_engine_rules(self, tenant_id: str, rules: dict[str, str]) -> None:
         self.model(tenant_id).update(

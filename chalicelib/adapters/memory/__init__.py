@@ -29,6 +29,7 @@ from chalicelib.adapters.memory.spans import MemorySpanRepo
 from chalicelib.adapters.memory.tags import MemoryTagRepo
 from chalicelib.adapters.memory.tasks import MemoryTaskRepo
 from chalicelib.adapters.memory.tenants import MemoryApiKeyRepo, MemoryTenantRepo
+from chalicelib.adapters.memory.turns import MemoryTurnBook
 from chalicelib.adapters.memory.usage import MemoryUsageRepo
 from chalicelib.adapters.memory.wiki import MemoryWikiRepo
 from chalicelib.adapters.memory.workflow import Execution, MemoryWorkflow, TaskAnswer
@@ -51,6 +52,7 @@ __all__ = [
     "MemoryTaskQueue",
     "MemoryTaskRepo",
     "MemoryTenantRepo",
+    "MemoryTurnBook",
     "MemoryUsageRepo",
     "MemoryWikiRepo",
     "MemoryWorkflow",

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 class MemoryTenantRepo:
     def __init__(self) -> None:
         self._rows: dict[str, Tenant] = {}
+        self._slots: dict[str, dict[str, float]] = {}
         self._lock = threading.Lock()
 
     def get(self, tenant_id: str) -> Tenant | None:
@@ -53,6 +54,25 @@ class MemoryTenantRepo:
             tenant = self._rows.get(tenant_id)
             if tenant is not None and tenant.document_count > 0:
                 tenant.document_count -= 1
+
+    def acquire_pipeline_slot(
+        self, tenant_id: str, knowledge_id: str, cap: int, now: float, lease_seconds: float
+    ) -> bool:
+        with self._lock:
+            slots = self._slots.setdefault(tenant_id, {})
+            if knowledge_id in slots:
+                return True
+            for held, expires in list(slots.items()):
+                if expires < now:
+                    del slots[held]
+            if len(slots) >= cap:
+                return False
+            slots[knowledge_id] = now + lease_seconds
+            return True
+
+    def release_pipeline_slot(self, tenant_id: str, knowledge_id: str) -> None:
+        with self._lock:
+            self._slots.get(tenant_id, {}).pop(knowledge_id, None)
 
     def set_parser_engine_rules(self, tenant_id: str, rules: dict[str, str]) -> None:
         with self._lock:
