@@ -72,6 +72,13 @@ class PayloadTooLarge(AppError):
     code = "payload_too_large"
 
 
+class ServiceUnavailable(AppError):
+    """A provider the request needs (an embedding model) failed or throttled: try again later."""
+
+    status = 503
+    code = "service_unavailable"
+
+
 class StageError(Exception):
     """A stage failure. `permanent` ones fail the knowledge at once; others are retried by the queue."""
 

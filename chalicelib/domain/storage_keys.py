@@ -51,6 +51,12 @@ def parsed_markdown_key(tenant_id: str, knowledge_id: str, attempt: int) -> str:
     return f"{tenant_id}/{knowledge_id}/parsed/attempt-{attempt}.md"
 
 
+def download_copy_key(tenant_id: str, knowledge_id: str, kind: str, attempt: int) -> str:
+    """Where a download link's copy lives when the documents' store cannot sign links (`local://`): in the
+    files bucket, one key per file, so a second link rewrites the same copy."""
+    return f"downloads/{tenant_id}/{knowledge_id}/{kind}-{attempt}"
+
+
 def exports_key(tenant_id: str, ext: str) -> str:
     ext = ext if ext.startswith(".") or not ext else f".{ext}"
     return f"{tenant_id}/exports/{uuid.uuid4().hex}{ext}"

@@ -1,17 +1,24 @@
 """A document's chunks through the API (the specification's chunk routes): list (cursor), read one, edit its
 text (re-embedded and re-indexed under the same id; the summary is made again), enable or disable one; and
-short-lived links to the stored original and parsed Markdown (the specification's GetFileURL)."""
+short-lived links to the stored original and parsed Markdown (the specification's GetFileURL).
+
+An edit embeds the new text before anything is written (a model that fails changes nothing: 503), and the
+questions generated from the old text leave the chunk and the index. A chunk row's `is_enabled` is the
+chunk's own switch; its entries are on while the chunk and its document both are. Either change makes the
+summary stale (it is made from the enabled chunks' text). A store that cannot sign links (`local://`) is
+served through a signed copy in the files bucket, deleted with the knowledge."""
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import replace
 from typing import Any
 
 from chalicelib.commands import ChunkListQuery, EditChunkRequest, FileUrlQuery
-from chalicelib.domain.errors import BadRequest, Conflict, NotFound
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound, ServiceUnavailable, StageError
 from chalicelib.domain.ids import attempt_chunk_prefix, content_hash
 from chalicelib.domain.markup import strip_active_content
-from chalicelib.domain.storage_keys import parsed_markdown_key
+from chalicelib.domain.storage_keys import download_copy_key, parsed_markdown_key
 from chalicelib.domain.types import (
     Chunk,
     ChunkType,
@@ -27,6 +34,8 @@ from chalicelib.services.indexing import chunk_entries, embed_texts
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.usable import require_usable_for_api
 
+#: longer than any chunk id this service makes (and than a key DynamoDB takes)
+MAX_CHUNK_ID = 300
 #: chunk types whose text a person may edit (the rest are made from others: summaries, questions, tables)
 EDITABLE = frozenset({ChunkType.TEXT, ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION})
 
@@ -51,7 +60,8 @@ def list_chunks(
 
 
 def _chunk(deps: Dependencies, knowledge: Knowledge, chunk_id: str) -> Chunk:
-    if not chunk_id.startswith(attempt_chunk_prefix(knowledge.id, knowledge.attempt)):
+    prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
+    if len(chunk_id) > MAX_CHUNK_ID or not chunk_id.startswith(prefix):
         raise NotFound(f"chunk {chunk_id} not found", code="chunk_not_found")
     found = deps.chunks.get_many([(knowledge.id, chunk_id)]).get((knowledge.id, chunk_id))
     if found is None:
@@ -84,60 +94,73 @@ def edit_chunk(
         text = strip_active_content(request.content).strip()
         if not text:
             raise BadRequest("content must not be empty", code="empty_content")
-        changed = replace(
-            changed,
-            content=text,
-            content_hash=content_hash(text),
-            metadata={**changed.metadata, "edited": True},
-        )
+        if text != chunk.content:  # the questions asked about the old text go with it
+            metadata = {k: v for k, v in changed.metadata.items() if k != "questions"}
+            changed = replace(
+                changed, content=text, content_hash=content_hash(text), metadata={**metadata, "edited": True}
+            )
     if request.is_enabled is not None:
         changed = replace(changed, is_enabled=request.is_enabled)
     if changed == chunk:
         return _view(chunk)
-    deps.chunks.put_many([changed])
-    if kb.indexing_strategy.needs_embedding:
+    if not kb.indexing_strategy.needs_embedding:
+        deps.chunks.put_many([changed])
+    else:
         model = require_usable_for_api(deps, kb)
         space, engine = IndexSpace.of(model), deps.engine(kb.retrieval_engine)
-        searchable = changed.is_enabled and knowledge.enable_status == EnableStatus.ENABLED
+        current = deps.knowledge.get(knowledge.id) or knowledge
+        searchable = changed.is_enabled and current.enable_status == EnableStatus.ENABLED
+        entries = None
         if changed.content != chunk.content:
             from chalicelib.chunker import index_text
 
             title = "" if changed.chunk_type != ChunkType.TEXT else knowledge.title
             texts = [index_text(title, changed.context_header, changed.content)]
-            vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
+            try:  # before any write: a model that fails changes nothing
+                vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
+            except StageError as error:  # throttled, down or refusing
+                raise ServiceUnavailable(
+                    f"the embedding model could not embed the new text: {error}", code="embedding_unavailable"
+                ) from error
             entries = chunk_entries(
                 kb.id, knowledge.id, [replace(changed, is_enabled=searchable)], texts, vectors
             )
+        deps.chunks.put_many([changed])
+        if entries is not None:
             engine.batch_index(space, entries)
+            asked = chunk.metadata.get("questions")
+            if isinstance(asked, list) and asked:
+                engine.delete_by_ids(space, kb.id, [f"{chunk.id}-q{n}" for n in range(len(asked))])
         # the chunk's entries (its generated questions too) follow its switch, within the document's
         engine.set_enabled(space, kb.id, [changed.id], searchable)
-    if changed.content != chunk.content and knowledge.summary_status != SummaryStatus.NONE:
-        request_summary_refresh(deps, knowledge)  # the summary was made from the old text
+    if knowledge.summary_status != SummaryStatus.NONE:
+        request_summary_refresh(deps, knowledge)  # made from the enabled chunks' text: stale now
     return _view(changed)
 
 
 def file_url(deps: Dependencies, tenant_id: str, knowledge_id: str, query: FileUrlQuery) -> dict[str, Any]:
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if query.kind == "original":
-        if knowledge.type == KnowledgeType.URL or not knowledge.file_path:
+        if knowledge.type in (KnowledgeType.URL, KnowledgeType.MANUAL) or not knowledge.file_path:
             raise NotFound("this knowledge has no stored original file", code="file_not_found")
         url, name = knowledge.file_path, knowledge.file_name or f"{knowledge.id}.{knowledge.file_type}"
     else:
         url = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
         name = f"{(knowledge.file_name or knowledge.id).rsplit('.', 1)[0]}.md"
-    if deps.settings.storage != "s3":
-        raise Conflict("downloads need the S3 store (WEKNORA_STORAGE=s3)", code="downloads_unavailable")
     if not deps.files.exists(url):
         raise NotFound(f"the {query.kind} file of this knowledge is not stored (yet)", code="file_not_found")
     expires = deps.settings.download_url_seconds
-    return {
-        "url": deps.files.presign_get(url, expires, file_name=_header_safe(name)),
-        "kind": query.kind,
-        "file_name": name,
-        "expires_in": expires,
-    }
+    try:
+        link = deps.files.presign_get(url, expires, file_name=_header_safe(name))
+    except NotImplementedError:  # a local:// store: sign a copy in the files bucket (one key per file)
+        key = download_copy_key(knowledge.tenant_id, knowledge.id, query.kind, knowledge.attempt)
+        copy = deps.inbox.save(key, deps.files.read(url))
+        link = deps.inbox.presign_get(copy, expires, file_name=_header_safe(name))
+    return {"url": link, "kind": query.kind, "file_name": name, "expires_in": expires}
 
 
 def _header_safe(name: str) -> str:
-    """A file name that cannot break out of the Content-Disposition header it is put in."""
-    return "".join(ch for ch in name if ch.isprintable() and ch not in '"\\\r\n')[:200] or "download"
+    """A file name that cannot break out of the Content-Disposition header it is put in (ASCII only: a
+    header is Latin-1, so a signed name keeps to ASCII)."""
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    return "".join(ch for ch in folded if ch.isprintable() and ch not in '"\\\r\n')[:200] or "download"

@@ -210,9 +210,9 @@ def write_extra_chunks(
     (deleted, cancelled, superseded), so the caller goes no further."""
     from chalicelib.chunker import index_text
 
-    # a disabled document's new chunks are written disabled too: a summary refresh never brings it back
+    # a disabled document's new entries are written disabled too: a summary refresh never brings it back.
+    # The rows keep their own switch (a chunk's `is_enabled` is the chunk's, not the document's).
     enabled = _searchable(deps, knowledge)
-    chunks = [replace(c, is_enabled=enabled) for c in chunks]
     deps.chunks.put_many(chunks)
     if not kb.indexing_strategy.needs_embedding:
         return True
@@ -221,9 +221,14 @@ def write_extra_chunks(
     texts = [index_text(knowledge.title, "", c.content) for c in chunks]
     vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
     engine = deps.engine(kb.retrieval_engine)
-    engine.batch_index(space, chunk_entries(kb.id, knowledge.id, chunks, texts, vectors))
+    entries = [
+        replace(e, is_enabled=e.is_enabled and enabled)
+        for e in chunk_entries(kb.id, knowledge.id, chunks, texts, vectors)
+    ]
+    engine.batch_index(space, entries)
     if _searchable(deps, knowledge) != enabled:  # enabled or disabled while these were written
-        engine.set_enabled(space, kb.id, [c.id for c in chunks], not enabled)
+        switched = [c.id for c in chunks if c.is_enabled or enabled]
+        engine.set_enabled(space, kb.id, switched, not enabled)
 
     def undo() -> None:
         deps.chunks.delete_all(knowledge.id)

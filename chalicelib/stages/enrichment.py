@@ -99,10 +99,16 @@ def _chunks(deps: Dependencies, knowledge: Knowledge) -> list[Chunk]:
 
 
 def _summarised_from(knowledge: Knowledge) -> tuple[int, str, str]:
-    """What a summary is made from besides the attempt's chunks: the row's title and metadata. The text
-    chunks of an attempt never change once chunked (no route edits them; image text is written before the
-    plan), so the attempt stands for them."""
+    """What a summary is made from besides the attempt's chunks: the row's title and metadata."""
     return knowledge.attempt, knowledge.title, json.dumps(knowledge.metadata, sort_keys=True, default=str)
+
+
+def _sources(chunks: list[Chunk]) -> list[tuple[str, str, bool]]:
+    """The revision and switch of every text-like chunk: a chunk edited, enabled or disabled while the model
+    wrote (PUT /knowledge/{id}/chunks/{chunk_id}) makes the summary stale (spec §1.13)."""
+    return sorted(
+        (c.id, c.content_hash or c.content, c.is_enabled) for c in chunks if c.chunk_type in TEXT_LIKE
+    )
 
 
 def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict[str, Any]:
@@ -113,8 +119,11 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
 
     deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PROCESSING.value)
     chunks = _chunks(deps, knowledge)
-    by_kind = {
-        kind: sorted((c for c in chunks if c.chunk_type == kind), key=lambda c: (c.start_at, c.seq))
+    sources = _sources(chunks)
+    by_kind = {  # a chunk disabled on its own is left out
+        kind: sorted(
+            (c for c in chunks if c.chunk_type == kind and c.is_enabled), key=lambda c: (c.start_at, c.seq)
+        )
         for kind in TEXT_LIKE
     }
     texts = [c.content for c in by_kind[ChunkType.TEXT]]
@@ -132,7 +141,11 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
         _summary_failed(deps, knowledge, str(error), fallback=fallback)
         return {"summary_chars": 0, "reason": str(error)}
     current = deps.knowledge.get(knowledge.id)
-    if current is None or _summarised_from(current) != _summarised_from(knowledge):
+    if (
+        current is None
+        or _summarised_from(current) != _summarised_from(knowledge)
+        or _sources(_chunks(deps, knowledge)) != sources
+    ):
         request_summary_refresh(deps, knowledge)
         return {"summary_chars": 0, "reason": "the document changed while it was summarised; refreshing"}
     chunk = Chunk(

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 
 from chalicelib.domain.ids import execution_name
-from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
+from chalicelib.domain.storage_keys import download_copy_key, images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
@@ -57,6 +57,12 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
             deps.files.delete(url)
         except Exception:
             logger.exception("could not delete a stored object", extra={"knowledge_id": knowledge.id})
+    if deps.files is not deps.inbox:  # a local:// store: the signed copies of its download links
+        for attempt in range(knowledge.attempt + 1):  # a link asked for before the first parse: 0
+            for kind in ("original", "parsed"):
+                deps.inbox.delete(
+                    deps.inbox.url_for(download_copy_key(knowledge.tenant_id, knowledge.id, kind, attempt))
+                )
     if deps.knowledge.delete(knowledge.id):  # True once: a retried delete finds the row gone
         deps.tenants.release_document(knowledge.tenant_id)
     leave_pipeline(deps, knowledge.tenant_id, knowledge.id)

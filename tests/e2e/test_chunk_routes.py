@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from unittest.mock import patch
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import requests
 
+from chalicelib.bootstrap import Services
+from chalicelib.chunker import index_text
 from chalicelib.local.runtime import LocalRuntime
+from chalicelib.ports import IndexSpace
 
 from .conftest import Api
 
@@ -161,3 +166,85 @@ def test_download_links_to_the_original_and_the_parsed_markdown(
     ).json_body["data"]
     draft = api.get(f"/knowledge/{page['id']}/file-url?kind=parsed")
     assert draft.status_code == 404 and draft.json_body["error"]["code"] == "file_not_found"
+
+
+# ---------------------------------------------------------------- what the edit and the links promise besides
+
+
+def _keyword_hits(api: Api, kb_id: str, query: str) -> set[str]:
+    """Chunks BM25 matched (a vector search answers every query with something)."""
+    return {h["chunk_id"] for h in _search(api, kb_id, query) if h["match_type"] in ("keyword", "hybrid")}
+
+
+def test_an_edit_replaces_the_keywords_and_the_vector_and_a_switch_refreshes_the_summary(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    kb, row = _document(api, runtime, summary_model_id="local/extractive")
+    chunk = api.get(f"/knowledge/{row['id']}/chunks?limit=3").json_body["data"]["items"][2]
+    assert chunk["id"] in _keyword_hits(api, kb["id"], "island 1")
+    new = "The zeppelin moored above the quarry while the xylophone band played for the miners."
+    assert _put(api, f"/knowledge/{row['id']}/chunks/{chunk['id']}", {"content": new}).status_code == 200
+    assert chunk["id"] in _keyword_hits(api, kb["id"], "zeppelin xylophone")
+    assert chunk["id"] not in _keyword_hits(api, kb["id"], chunk["content"].split(":", 1)[-1][:60])
+    # the entry's vector is the new text's: a vector-only search for it puts the chunk first
+    stored = services.kbs.get(kb["id"])
+    assert stored is not None
+    model = services.embedding_model(stored.embedding_model_id)
+    vector = model.embed([index_text(row["title"], "", new)])[0]
+    nearest = services.engine(stored.retrieval_engine).hybrid_search(
+        IndexSpace.of(model), kb["id"], "zeppelin", vector, 3, keyword=False
+    )
+    assert nearest[0].chunk_id == chunk["id"]
+    runtime.drain(timeout=120)
+    assert api.knowledge(row["id"])["summary_status"] == "completed"
+    spans = json.dumps(api.get(f"/knowledge/{row['id']}/spans").json_body["data"])
+    assert "postprocess.summary_refresh" in spans  # the summary was made again, from the new text
+    # switching a chunk off makes the summary stale too (it is made from the enabled chunks)
+    off = _put(api, f"/knowledge/{row['id']}/chunks/{chunk['id']}", {"is_enabled": False})
+    assert off.status_code == 200 and api.knowledge(row["id"])["summary_status"] == "pending"
+    runtime.drain(timeout=120)
+    assert api.knowledge(row["id"])["summary_status"] == "completed"
+    huge = api.get(f"/knowledge/{row['id']}/chunks/{row['id']}-a{row['attempt']}-{'9' * 2000}")
+    assert huge.status_code == 404 and huge.json_body["error"]["code"] == "chunk_not_found"
+
+
+def _signature(url: str) -> str:
+    return parse_qs(urlsplit(url).query)["Signature"][0]
+
+
+def _signed_again(services: Services, url: str, now: float) -> str:
+    """The same GET signed by the same client for one second from `now`."""
+    parts = urlsplit(url)
+    bucket, key = unquote(parts.path).lstrip("/").split("/", 1)
+    disposition = parse_qs(parts.query)["response-content-disposition"][0]
+    client = services.files.client  # type: ignore[attr-defined]
+    params = {"Bucket": bucket, "Key": key, "ResponseContentDisposition": disposition}
+    with patch("botocore.auth.time.time", return_value=now):
+        return str(client.generate_presigned_url("get_object", Params=params, ExpiresIn=1))
+
+
+def test_a_link_is_signed_for_the_configured_time_and_hand_written_text_has_no_original(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    _, row = _document(api, runtime)
+    # the signature covers the expiry (S3 refuses the link after it; moto does not check signatures, so
+    # the signature is computed again here): one second from now, not a second later
+    services.settings = replace(services.settings, download_url_seconds=1)
+    link = api.get(f"/knowledge/{row['id']}/file-url?kind=original").json_body["data"]
+    assert link["expires_in"] == 1
+    expires = int(parse_qs(urlsplit(link["url"]).query)["Expires"][0])
+    assert expires - time.time() <= 2
+    assert _signature(link["url"]) == _signature(_signed_again(services, link["url"], expires - 1))
+    assert _signature(link["url"]) != _signature(_signed_again(services, link["url"], expires + 899))
+    kb = api.create_kb()
+    manual = api.post(
+        f"/knowledge-bases/{kb['id']}/knowledge/manual", {"content": "# Notes\n\nhand written"}
+    ).json_body["data"]
+    runtime.drain(timeout=120)
+    none = api.get(f"/knowledge/{manual['id']}/file-url?kind=original")
+    assert none.status_code == 404 and none.json_body["error"]["code"] == "file_not_found"
+    parsed = api.get(f"/knowledge/{manual['id']}/file-url?kind=parsed")
+    assert (
+        parsed.status_code == 200
+        and b"hand written" in requests.get(parsed.json_body["data"]["url"], timeout=30).content
+    )

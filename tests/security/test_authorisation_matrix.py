@@ -50,7 +50,7 @@ SAMPLE_BODIES: dict[str, dict[str, Any]] = {
 SAMPLE_QUERIES: dict[str, str] = {"GraphQuery": "entity={secret}"}
 PUBLIC = {"health", "openapi_document"}
 #: 404 codes that say the (owned, found) parent holds nothing of that kind yet, not that access was refused
-NOTHING_YET = {"faq_import_not_found", "chunk_not_found"}
+NOTHING_YET = {"faq_import_not_found", "chunk_not_found", "file_not_found"}
 _ID = re.compile(r"\{(kb_id|knowledge_id|task_id|tenant_id|key_id|tag_id|entry_id|chunk_id)\}")
 
 
