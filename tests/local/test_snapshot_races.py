@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import EndpointConnectionError
+from botocore.exceptions import BotoCoreError
 
 from chalicelib.local.moto_server import MotoServer
 from chalicelib.local.snapshot import MotoSnapshot
@@ -66,6 +66,6 @@ def test_an_object_deleted_between_the_listing_and_the_read_is_skipped(
 
 def test_a_periodic_snapshot_that_fails_is_reported_and_the_stack_goes_on(tmp_path: Path) -> None:
     gone = MotoSnapshot(tmp_path, "http://127.0.0.1:9")  # nothing listens: every call fails to connect
-    with pytest.raises(EndpointConnectionError):
+    with pytest.raises(BotoCoreError):  # no endpoint (or, in a bare environment, no credentials)
         gone.save()
     assert gone.save_while_running() is None
