@@ -20,6 +20,7 @@ from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models
 from chalicelib.services.ownership import require_kb
 from chalicelib.tasks import new_task, start_task
+from chalicelib.tasks.reembed import FROM_ENGINE, FROM_MODEL
 
 NOTHING_INDEXED = (
     "the indexing strategy turns every index off (vector, keyword, wiki, graph): nothing could be found; "
@@ -95,7 +96,8 @@ def update_kb(
         changed, reembed_to = _changed(deps, kb, request)
         task = None
         if reembed_to:
-            task = new_task(tenant_id, TaskKind.REEMBED, kb.id, [], **reembed_to)
+            was = {FROM_MODEL: kb.embedding_model_id, FROM_ENGINE: kb.retrieval_engine}
+            task = new_task(tenant_id, TaskKind.REEMBED, kb.id, [], **reembed_to, **was)
             changed = replace(changed, reembed_to={"task_id": task.id, **reembed_to})
         elif request.apply_to == "reparse":
             task = new_task(tenant_id, TaskKind.REPARSE_KB, kb.id, [])

@@ -7,16 +7,28 @@ space under the same id (an upsert: a redelivered slice rewrites the same entrie
 way is taken once it has settled, so nothing it writes later is missed; when every document is done the
 knowledge base switches to the new model in one conditional write, and the old space's entries go.
 A document whose indexing straddles the switch indexes itself again into the new space (see
-`stages/embedding.py`).
+`stages/embedding.py`); one that finished into the old space just before the switch is taken by the
+clean-up after it.
+
+Nothing is lost on the way: a provider that fails for a while (throttled, unavailable) retries the task
+message later, and a document the new model refuses aborts the re-embed before the switch (the knowledge
+base stays on its old model, the new entries go). A delivery that finds the switch written but its own
+progress not saved finishes the clean-up instead of failing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 
-from chalicelib.domain.errors import PermanentStageError
+from chalicelib.domain.errors import (
+    AppError,
+    DeferredStageError,
+    PermanentStageError,
+    StageError,
+    TransientStageError,
+)
 from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import KnowledgeBase, ParseStatus, Task
 from chalicelib.faq.entries import FAQ_KB_TYPE, all_entries
@@ -28,21 +40,42 @@ Work = tuple[str, Callable[[], None]]
 SWITCH_ITEM = "switch"
 #: how long the task waits for documents still on their way before it looks again
 WAIT_SECONDS = 60
+#: how long it waits after the embedding provider failed for a while (unavailable, not throttled)
+PROVIDER_RETRY_SECONDS = 30
+#: deliveries in a row that may meet a failing provider before the re-embed gives up (and stays on the old)
+MAX_PROVIDER_RETRIES = 20
+#: task.params keys of the model and engine the knowledge base had when the re-embed started
+FROM_MODEL, FROM_ENGINE = "from_embedding_model_id", "from_retrieval_engine"
 
 
-class WaitForDocuments(Exception):
+class RetryTaskLater(Exception):
+    """The task cannot go on now: save its progress and deliver its message again after `delay_seconds`."""
+
+    def __init__(self, message: str, delay_seconds: float) -> None:
+        super().__init__(message)
+        self.delay_seconds = delay_seconds
+
+
+class WaitForDocuments(RetryTaskLater):
     """Documents of the knowledge base are still being ingested: look again after `WAIT_SECONDS`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, WAIT_SECONDS)
 
 
 class Target:
     """The old space (read) and the new one (written)."""
 
-    def __init__(self, deps: Dependencies, kb: KnowledgeBase) -> None:
-        old_model = deps.embedding_model(kb.embedding_model_id)
-        self.new_model = deps.embedding_model(kb.reembed_to["embedding_model_id"])
+    def __init__(self, deps: Dependencies, old: tuple[str, str], new: tuple[str, str]) -> None:
+        old_model = deps.embedding_model(old[0])
+        self.new_model = deps.embedding_model(new[0])
         self.old_space, self.new_space = IndexSpace.of(old_model), IndexSpace.of(self.new_model)
-        self.old_engine: RetrieveEngine = deps.engine(kb.retrieval_engine)
-        self.new_engine: RetrieveEngine = deps.engine(kb.reembed_to.get("retrieval_engine", ""))
+        self.old_engine: RetrieveEngine = deps.engine(old[1])
+        self.new_engine: RetrieveEngine = deps.engine(new[1])
+
+    def moves(self) -> bool:
+        """Whether the old entries live somewhere else than the new ones (else they were overwritten)."""
+        return self.old_space != self.new_space or self.old_engine.engine_name != self.new_engine.engine_name
 
 
 def _owners(deps: Dependencies, kb: KnowledgeBase) -> tuple[list[str], bool]:
@@ -58,33 +91,76 @@ def _owners(deps: Dependencies, kb: KnowledgeBase) -> tuple[list[str], bool]:
 def reembed_work(deps: Dependencies, task: Task) -> Iterator[Work]:
     kb = deps.kbs.get(task.kb_id)
     if kb is None or kb.reembed_to.get("task_id") != task.id:
-        if SWITCH_ITEM not in task.items:  # the knowledge base is gone, or another change replaced this one
+        if SWITCH_ITEM not in task.items:
             task.items.append(SWITCH_ITEM)
-            yield SWITCH_ITEM, partial(_gone, task)
+            if kb is not None and _switched(kb, task):  # the switch was written, this progress was not
+                target = Target(deps, _from(task), _to(task))
+                yield SWITCH_ITEM, partial(_clean_up, deps, task, target, task.items)
+            else:  # the knowledge base is gone, or another change replaced this one
+                yield SWITCH_ITEM, partial(_gone, task)
         return
-    target = Target(deps, kb)
-    done = set(task.items)
+    target = Target(deps, _from(task, kb), _to(task))
     owners, waiting = _owners(deps, kb)
     for owner in owners:
-        if owner not in done:
-            task.items.append(owner)
-            yield owner, partial(_reembed_owner, deps, kb, target, owner)
+        if owner not in task.items:
+            # recorded once embedded: an owner a provider failure interrupts is taken again next time
+            yield owner, partial(_reembed_recorded, deps, kb, target, task, owner)
     if waiting:
         raise WaitForDocuments(f"documents of knowledge base {kb.id} are still being ingested")
     task.items.append(SWITCH_ITEM)
-    yield SWITCH_ITEM, partial(_switch, deps, task, target, owners)
+    yield SWITCH_ITEM, partial(_switch, deps, task, target)
+
+
+def _from(task: Task, kb: KnowledgeBase | None = None) -> tuple[str, str]:
+    if FROM_MODEL in task.params:
+        return str(task.params[FROM_MODEL]), str(task.params.get(FROM_ENGINE, ""))
+    assert kb is not None  # a task started before the params named the old model: the row still does
+    return kb.embedding_model_id, kb.retrieval_engine
+
+
+def _to(task: Task) -> tuple[str, str]:
+    return str(task.params["embedding_model_id"]), str(task.params.get("retrieval_engine", ""))
+
+
+def _switched(kb: KnowledgeBase, task: Task) -> bool:
+    """This re-embed's switch is written and nothing newer is under way (its clean-up is still due)."""
+    return (
+        FROM_MODEL in task.params
+        and not kb.reembed_to
+        and (kb.embedding_model_id, kb.retrieval_engine) == _to(task)
+    )
 
 
 def _gone(task: Task) -> None:
     raise PermanentStageError("the knowledge base is gone, or its re-embed was replaced by another change")
 
 
+def _reembed_recorded(deps: Dependencies, kb: KnowledgeBase, target: Target, task: Task, owner: str) -> None:
+    try:
+        _reembed_owner(deps, kb, target, owner)
+    except (DeferredStageError, TransientStageError) as error:
+        retries = int(task.params.get("provider_retries", 0)) + 1
+        if retries > MAX_PROVIDER_RETRIES:
+            task.items.append(owner)
+            raise PermanentStageError(f"the embedding provider kept failing: {error.message}") from error
+        task.params["provider_retries"] = retries
+        delay = getattr(error, "delay_seconds", 0) or PROVIDER_RETRY_SECONDS
+        raise RetryTaskLater(f"embedding provider unavailable: {error.message}", delay) from error
+    except (AppError, StageError):
+        task.items.append(owner)  # the task records it as failed: not taken again, and no switch
+        raise
+    task.params["provider_retries"] = 0
+    task.items.append(owner)
+
+
 def _reembed_owner(deps: Dependencies, kb: KnowledgeBase, target: Target, owner: str) -> None:
+    """The owner's entries, as the old space holds them, embedded with the new model into the new space
+    under the same ids (an upsert: doing it twice writes the same entries)."""
     entries = target.old_engine.entries_of(target.old_space, kb.id, owner)
+    run = EmbeddingRun(deps, target.new_model)
     for batch in iter_batches(entries, 64):
-        texts = [entry.content for entry in batch]
         vectors = (
-            EmbeddingRun(deps, target.new_model).embed(texts) if kb.indexing_strategy.vector_enabled else None
+            run.embed([entry.content for entry in batch]) if kb.indexing_strategy.vector_enabled else None
         )
         target.new_engine.batch_index(
             target.new_space,
@@ -92,7 +168,9 @@ def _reembed_owner(deps: Dependencies, kb: KnowledgeBase, target: Target, owner:
         )
 
 
-def _switch(deps: Dependencies, task: Task, target: Target, owners: list[str]) -> None:
+def _switch(deps: Dependencies, task: Task, target: Target) -> None:
+    if task.failed:
+        _abort(deps, task, target)
     for _ in range(5):
         kb = deps.kbs.get(task.kb_id)
         if kb is None or kb.reembed_to.get("task_id") != task.id:
@@ -107,7 +185,40 @@ def _switch(deps: Dependencies, task: Task, target: Target, owners: list[str]) -
             break
     else:
         raise PermanentStageError("the knowledge base kept changing: the switch did not happen")
-    if target.old_space != target.new_space or target.old_engine.engine_name != target.new_engine.engine_name:
-        for batch in iter_batches(owners, 100):
+    _clean_up(deps, task, target, task.items)
+
+
+def _clean_up(deps: Dependencies, task: Task, target: Target, known: Sequence[str]) -> None:
+    """After the switch: a document that finished into the old space after the re-embed listed the
+    knowledge base (and has nothing in the new one) is re-embedded too, then the old entries go."""
+    kb = deps.kbs.get(task.kb_id)
+    if kb is None:
+        return
+    owners, _ = _owners(deps, kb)
+    taken = set(known)
+    for owner in owners:
+        if owner not in taken and not target.new_engine.count(target.new_space, kb.id, owner):
+            _reembed_owner(deps, kb, target, owner)
+    if target.moves():
+        for batch in iter_batches(sorted(taken.union(owners) - {SWITCH_ITEM}), 100):
             target.old_engine.delete_by_knowledge(target.old_space, task.kb_id, list(batch))
     logger.info("re-embedded a knowledge base", extra={"kb_id": task.kb_id, "documents": len(owners)})
+
+
+def _abort(deps: Dependencies, task: Task, target: Target) -> None:
+    """Some documents could not be embedded with the new model: the knowledge base stays on the old one (a
+    switch now would leave them unsearchable) and the new entries written so far go."""
+    for _ in range(5):
+        kb = deps.kbs.get(task.kb_id)
+        if kb is None or kb.reembed_to.get("task_id") != task.id:
+            break
+        if deps.kbs.update(replace(kb, reembed_to={})) is not None:
+            break
+    if target.moves():
+        done = [item for item in task.items if item != SWITCH_ITEM]
+        for batch in iter_batches(done, 100):
+            target.new_engine.delete_by_knowledge(target.new_space, task.kb_id, list(batch))
+    raise PermanentStageError(
+        f"{task.failed} document(s) could not be embedded with the new model: the knowledge base stays on "
+        "its old model (see the other errors); fix them or delete them and re-embed again"
+    )
