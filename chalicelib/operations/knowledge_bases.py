@@ -15,6 +15,7 @@ from chalicelib.domain.types import (
     KnowledgeBase,
     Task,
     TaskKind,
+    TaskStatus,
 )
 from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models
@@ -154,7 +155,12 @@ def _changed(
         kb.retrieval_engine or default_engine
     ):
         return changed, {}
-    if kb.reembed_to:
+    if request.apply_to == "reparse":
+        raise BadRequest(
+            "a new embedding model or engine re-embeds every document; reparse before or after it, not with it",
+            code="reembed_with_reparse",
+        )
+    if _reembed_running(deps, kb):
         raise Conflict(
             "a re-embed of this knowledge base is under way", code="reembed_running", data=dict(kb.reembed_to)
         )
@@ -165,3 +171,11 @@ def _changed(
             code="reembed_required",
         )
     return changed, {"embedding_model_id": model, "retrieval_engine": engine}
+
+
+def _reembed_running(deps: Dependencies, kb: KnowledgeBase) -> bool:
+    """A re-embed is under way; one whose task ended without clearing it (dead-lettered) no longer counts."""
+    if not kb.reembed_to:
+        return False
+    task = deps.tasks.get(kb.reembed_to.get("task_id", ""))
+    return task is not None and task.status in (TaskStatus.QUEUED, TaskStatus.RUNNING)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
+from typing import NoReturn
 
 from chalicelib.domain.errors import (
     AppError,
@@ -107,8 +108,7 @@ def reembed_work(deps: Dependencies, task: Task) -> Iterator[Work]:
             yield owner, partial(_reembed_recorded, deps, kb, target, task, owner)
     if waiting:
         raise WaitForDocuments(f"documents of knowledge base {kb.id} are still being ingested")
-    task.items.append(SWITCH_ITEM)
-    yield SWITCH_ITEM, partial(_switch, deps, task, target)
+    yield SWITCH_ITEM, partial(_switch, deps, task, target)  # recorded once written
 
 
 def _from(task: Task, kb: KnowledgeBase | None = None) -> tuple[str, str]:
@@ -137,20 +137,26 @@ def _gone(task: Task) -> None:
 
 def _reembed_recorded(deps: Dependencies, kb: KnowledgeBase, target: Target, task: Task, owner: str) -> None:
     try:
-        _reembed_owner(deps, kb, target, owner)
+        _provider_retried(task, partial(_reembed_owner, deps, kb, target, owner))
+    except (AppError, StageError):
+        task.items.append(owner)  # the task records it as failed: not taken again, and no switch
+        raise
+    task.items.append(owner)
+
+
+def _provider_retried(task: Task, work: Callable[[], None]) -> None:
+    """Runs `work`; a provider failing for a while (throttled, unavailable) is not the document's fault:
+    the task message comes back later (RetryTaskLater), up to MAX_PROVIDER_RETRIES deliveries in a row."""
+    try:
+        work()
     except (DeferredStageError, TransientStageError) as error:
         retries = int(task.params.get("provider_retries", 0)) + 1
         if retries > MAX_PROVIDER_RETRIES:
-            task.items.append(owner)
             raise PermanentStageError(f"the embedding provider kept failing: {error.message}") from error
         task.params["provider_retries"] = retries
         delay = getattr(error, "delay_seconds", 0) or PROVIDER_RETRY_SECONDS
         raise RetryTaskLater(f"embedding provider unavailable: {error.message}", delay) from error
-    except (AppError, StageError):
-        task.items.append(owner)  # the task records it as failed: not taken again, and no switch
-        raise
     task.params["provider_retries"] = 0
-    task.items.append(owner)
 
 
 def _reembed_owner(deps: Dependencies, kb: KnowledgeBase, target: Target, owner: str) -> None:
@@ -170,7 +176,13 @@ def _reembed_owner(deps: Dependencies, kb: KnowledgeBase, target: Target, owner:
 
 def _switch(deps: Dependencies, task: Task, target: Target) -> None:
     if task.failed:
-        _abort(deps, task, target)
+        _abort(deps, task, target, f"{task.failed} document(s) could not be embedded with the new model")
+    try:
+        owners = _reconciled(deps, task, target)
+    except RetryTaskLater:
+        raise
+    except (AppError, StageError) as error:  # the new index cannot be made whole: stay on the old one
+        _abort(deps, task, target, f"the new index could not be made whole: {error}")
     for _ in range(5):
         kb = deps.kbs.get(task.kb_id)
         if kb is None or kb.reembed_to.get("task_id") != task.id:
@@ -185,7 +197,39 @@ def _switch(deps: Dependencies, task: Task, target: Target) -> None:
             break
     else:
         raise PermanentStageError("the knowledge base kept changing: the switch did not happen")
-    _clean_up(deps, task, target, task.items)
+    _clean_up(deps, task, target, [*task.items, *owners])
+    task.items.append(SWITCH_ITEM)
+
+
+def _signature(engine: RetrieveEngine, space: IndexSpace, kb_id: str, owner: str) -> list[tuple[str, ...]]:
+    return sorted(
+        (e.id, e.chunk_id, e.content, str(e.is_enabled), e.chunk_type)
+        for e in engine.entries_of(space, kb_id, owner)
+    )
+
+
+def _reconciled(deps: Dependencies, task: Task, target: Target) -> list[str]:
+    """Right before the switch: the new index made equal to the old one, which stayed the truth while the
+    re-embed ran (a document deleted, reparsed, edited or switched off meanwhile changed the old only).
+    A document gone goes from the new index too; one whose entries differ is embedded again."""
+    kb = deps.kbs.get(task.kb_id)
+    if kb is None:
+        raise PermanentStageError("the knowledge base is gone")
+    owners, waiting = _owners(deps, kb)
+    if waiting:
+        raise WaitForDocuments(f"documents of knowledge base {kb.id} are still being ingested")
+    if not target.moves():
+        return owners
+    current = set(owners)
+    gone = [item for item in task.items if item not in current and item != SWITCH_ITEM]
+    for batch in iter_batches(gone, 100):
+        target.new_engine.delete_by_knowledge(target.new_space, kb.id, list(batch))
+    for owner in owners:
+        old = _signature(target.old_engine, target.old_space, kb.id, owner)
+        if old != _signature(target.new_engine, target.new_space, kb.id, owner):
+            target.new_engine.delete_by_knowledge(target.new_space, kb.id, [owner])
+            _provider_retried(task, partial(_reembed_owner, deps, kb, target, owner))
+    return owners
 
 
 def _clean_up(deps: Dependencies, task: Task, target: Target, known: Sequence[str]) -> None:
@@ -205,9 +249,9 @@ def _clean_up(deps: Dependencies, task: Task, target: Target, known: Sequence[st
     logger.info("re-embedded a knowledge base", extra={"kb_id": task.kb_id, "documents": len(owners)})
 
 
-def _abort(deps: Dependencies, task: Task, target: Target) -> None:
-    """Some documents could not be embedded with the new model: the knowledge base stays on the old one (a
-    switch now would leave them unsearchable) and the new entries written so far go."""
+def _abort(deps: Dependencies, task: Task, target: Target, reason: str) -> NoReturn:
+    """The new index cannot replace the old one: the knowledge base stays on its old model (a switch now
+    would leave documents unsearchable) and the new entries written so far go."""
     for _ in range(5):
         kb = deps.kbs.get(task.kb_id)
         if kb is None or kb.reembed_to.get("task_id") != task.id:
@@ -215,10 +259,11 @@ def _abort(deps: Dependencies, task: Task, target: Target) -> None:
         if deps.kbs.update(replace(kb, reembed_to={})) is not None:
             break
     if target.moves():
-        done = [item for item in task.items if item != SWITCH_ITEM]
-        for batch in iter_batches(done, 100):
+        kb = deps.kbs.get(task.kb_id)
+        written = set(task.items) | (set(_owners(deps, kb)[0]) if kb is not None else set())
+        for batch in iter_batches(sorted(written - {SWITCH_ITEM}), 100):
             target.new_engine.delete_by_knowledge(target.new_space, task.kb_id, list(batch))
     raise PermanentStageError(
-        f"{task.failed} document(s) could not be embedded with the new model: the knowledge base stays on "
-        "its old model (see the other errors); fix them or delete them and re-embed again"
+        f"{reason}: the knowledge base stays on its old model (see the other errors); fix or delete what "
+        "failed and re-embed again"
     )

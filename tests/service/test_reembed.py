@@ -155,3 +155,44 @@ def test_a_delivery_after_a_crash_past_the_switch_finishes_the_clean_up(
     assert done.status == TaskStatus.COMPLETED and done.failed == 0, done.errors
     assert deps.kbs.get(kb.id).embedding_model_id == NEW  # type: ignore[union-attr]
     assert counts(deps, kb, NEW, ids) == old and counts(deps, kb, kb.embedding_model_id, ids) == [0, 0]
+
+
+def test_what_changed_in_the_old_index_meanwhile_is_in_the_new_one_at_the_switch(
+    deps: Services, tenant: Tenant, flaky: Flaky, monkeypatch: Any
+) -> None:
+    """The old index stays the truth until the switch: a document deleted, or switched off, after the
+    re-embed built its new entries is neither back nor searchable once the knowledge base switches."""
+    from chalicelib.commands import EditKnowledgeRequest
+    from chalicelib.operations.knowledge_changes import delete_knowledge, edit
+    from chalicelib.stages import lifecycle
+
+    kb = new_kb(deps, tenant, "harbour")
+    tides, cranes = (
+        completed(deps, kb, f"{n}.md", data) for n, data in (("tides", TIDES), ("cranes", CRANES))
+    )
+    ids = [tides.id, cranes.id]
+    task = reembed(deps, kb)
+    monkeypatch.setattr(lifecycle, "SLICE_SECONDS", 0.0)  # one item per delivery
+    deliver_once(deps)
+    deliver_once(deps)
+    assert all(counts(deps, kb, NEW, ids))  # both built in the new index, the switch not yet
+    delete_knowledge(deps, kb.tenant_id, tides.id)
+    edit(deps, kb.tenant_id, cranes.id, EditKnowledgeRequest(enable_status="disabled"))
+    run_lifecycle(deps)
+    assert task_of(deps, task).status == TaskStatus.COMPLETED
+    assert deps.kbs.get(kb.id).embedding_model_id == NEW  # type: ignore[union-attr]
+    assert counts(deps, kb, NEW, [tides.id]) == [0]  # the deleted document did not come back
+    assert not search(deps, kb, "spring tides full moon")
+    assert cranes.id not in {hit["knowledge_id"] for hit in search(deps, kb, "harbour cranes load limit jib")}
+
+
+def test_a_reembed_with_a_reparse_is_refused(deps: Services, docs: tuple[KnowledgeBase, list[str]]) -> None:
+    from chalicelib.domain.errors import BadRequest
+    from chalicelib.operations.knowledge_bases import update_kb
+
+    kb, _ = docs
+    body = UpdateKnowledgeBase(embedding_model_id=NEW, reembed=True, apply_to="reparse")
+    with pytest.raises(BadRequest) as refused:
+        update_kb(deps, kb.tenant_id, kb.id, body)
+    assert refused.value.code == "reembed_with_reparse"
+    assert deps.kbs.get(kb.id).reembed_to == {}  # type: ignore[union-attr]
