@@ -196,3 +196,39 @@ def test_a_reembed_with_a_reparse_is_refused(deps: Services, docs: tuple[Knowled
         update_kb(deps, kb.tenant_id, kb.id, body)
     assert refused.value.code == "reembed_with_reparse"
     assert deps.kbs.get(kb.id).reembed_to == {}  # type: ignore[union-attr]
+
+
+def test_an_faq_knowledge_base_re_embeds_its_entries(deps: Services, tenant: Tenant, flaky: Flaky) -> None:
+    from chalicelib.faq.commands import FaqEntryRequest
+    from chalicelib.faq.entries import create_entry, delete_entry
+    from chalicelib.faq.entries import search as faq_search
+
+    kb = new_kb(deps, tenant, "help", type="faq")
+    kept, dropped = (
+        create_entry(
+            deps,
+            kb.tenant_id,
+            kb.id,
+            FaqEntryRequest(standard_question=q, similar_questions=[s], answers=[a]),
+        )
+        for q, s, a in (
+            ("How do I reset my password?", "forgot password", "Use the reset link."),
+            ("Where is the harbour office?", "office address", "On the quay."),
+        )
+    )
+    ids = [kept.id, dropped.id]
+    old = counts(deps, kb, kb.embedding_model_id, ids)
+    task = reembed(deps, kb)
+    delete_entry(deps, kb.tenant_id, kb.id, dropped.id)  # while the task is queued: it is not re-embedded
+    run_lifecycle(deps)
+    assert task_of(deps, task).status == TaskStatus.COMPLETED
+    now = deps.kbs.get(kb.id)
+    assert now is not None and now.embedding_model_id == NEW
+    assert counts(deps, kb, NEW, ids) == [old[0], 0] and counts(deps, kb, kb.embedding_model_id, ids) == [
+        0,
+        0,
+    ]
+    from chalicelib.commands import SearchRequest
+
+    hits = faq_search(deps, now, SearchRequest(query_text="forgot password", match_count=3))
+    assert [hit["entry_id"] for hit in hits] == [kept.id] and hits[0]["match_type"] == "hybrid"
