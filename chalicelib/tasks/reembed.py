@@ -91,14 +91,14 @@ def _owners(deps: Dependencies, kb: KnowledgeBase) -> tuple[list[str], bool]:
 
 def reembed_work(deps: Dependencies, task: Task) -> Iterator[Work]:
     kb = deps.kbs.get(task.kb_id)
-    if kb is None or kb.reembed_to.get("task_id") != task.id:
+    if kb is None or kb.status != "active" or kb.reembed_to.get("task_id") != task.id:
         if SWITCH_ITEM not in task.items:
             task.items.append(SWITCH_ITEM)
             if kb is not None and _switched(kb, task):  # the switch was written, this progress was not
                 target = Target(deps, _from(task), _to(task))
                 yield SWITCH_ITEM, partial(_clean_up, deps, task, target, task.items)
-            else:  # the knowledge base is gone, or another change replaced this one
-                yield SWITCH_ITEM, partial(_gone, task)
+            else:  # the knowledge base is gone or going, or another change replaced this one
+                yield SWITCH_ITEM, partial(_gone, deps, task, kb)
         return
     target = Target(deps, _from(task, kb), _to(task))
     owners, waiting = _owners(deps, kb)
@@ -131,7 +131,13 @@ def _switched(kb: KnowledgeBase, task: Task) -> bool:
     )
 
 
-def _gone(task: Task) -> None:
+def _gone(deps: Dependencies, task: Task, kb: KnowledgeBase | None) -> None:
+    if (kb is None or kb.status != "active") and FROM_MODEL in task.params:
+        target = Target(deps, _from(task), _to(task))
+        if target.moves():  # the knowledge base is deleted: the delete never sees the new index
+            owners = [item for item in task.items if item != SWITCH_ITEM]
+            for batch in iter_batches(owners, 100):
+                target.new_engine.delete_by_knowledge(target.new_space, task.kb_id, list(batch))
     raise PermanentStageError("the knowledge base is gone, or its re-embed was replaced by another change")
 
 
@@ -185,6 +191,8 @@ def _switch(deps: Dependencies, task: Task, target: Target) -> None:
         _abort(deps, task, target, f"the new index could not be made whole: {error}")
     for _ in range(5):
         kb = deps.kbs.get(task.kb_id)
+        if kb is not None and _switched(kb, task):
+            break  # another delivery of this task switched: the clean-up below is idempotent
         if kb is None or kb.reembed_to.get("task_id") != task.id:
             raise PermanentStageError("the knowledge base is gone, or its re-embed was replaced")
         switched = replace(

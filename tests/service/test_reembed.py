@@ -232,3 +232,20 @@ def test_an_faq_knowledge_base_re_embeds_its_entries(deps: Services, tenant: Ten
 
     hits = faq_search(deps, now, SearchRequest(query_text="forgot password", match_count=3))
     assert [hit["entry_id"] for hit in hits] == [kept.id] and hits[0]["match_type"] == "hybrid"
+
+
+def test_a_knowledge_base_deleted_during_its_re_embed_leaves_nothing_in_the_new_index(
+    deps: Services, docs: tuple[KnowledgeBase, list[str]], flaky: Flaky, monkeypatch: Any
+) -> None:
+    from chalicelib.operations.knowledge_changes import delete_kb
+    from chalicelib.stages import lifecycle
+
+    kb, ids = docs
+    task = reembed(deps, kb)
+    monkeypatch.setattr(lifecycle, "SLICE_SECONDS", 0.0)  # one item per delivery
+    deliver_once(deps)
+    assert any(counts(deps, kb, NEW, ids))
+    delete_kb(deps, kb.tenant_id, kb.id)
+    run_lifecycle(deps)
+    assert deps.kbs.get(kb.id) is None and task_of(deps, task).status != TaskStatus.COMPLETED
+    assert counts(deps, kb, NEW, ids) == [0, 0] and counts(deps, kb, kb.embedding_model_id, ids) == [0, 0]
