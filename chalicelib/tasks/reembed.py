@@ -5,7 +5,9 @@ The new index is built beside the old one while search keeps answering from the 
 document (or FAQ entry) is read back from the old space as it was indexed and embedded again into the new
 space under the same id (an upsert: a redelivered slice rewrites the same entries). A document still on its
 way is taken once it has settled, so nothing it writes later is missed; when every document is done the
-knowledge base switches to the new model in one conditional write, and the old space's entries go.
+knowledge base switches to the new model in one conditional write, and the old space's entries go. The
+old index stays the truth until then: right before the switch the new one is made equal to it (a document
+deleted, reparsed, edited or switched off meanwhile changed only the old one).
 A document whose indexing straddles the switch indexes itself again into the new space (see
 `stages/embedding.py`); one that finished into the old space just before the switch is taken by the
 clean-up after it.
@@ -102,8 +104,9 @@ def reembed_work(deps: Dependencies, task: Task) -> Iterator[Work]:
         return
     target = Target(deps, _from(task, kb), _to(task))
     owners, waiting = _owners(deps, kb)
+    done = set(task.items)
     for owner in owners:
-        if owner not in task.items:
+        if owner not in done:
             # recorded once embedded: an owner a provider failure interrupts is taken again next time
             yield owner, partial(_reembed_recorded, deps, kb, target, task, owner)
     if waiting:
