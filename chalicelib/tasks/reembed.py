@@ -33,7 +33,7 @@ from chalicelib.domain.errors import (
     TransientStageError,
 )
 from chalicelib.domain.status import is_in_flight
-from chalicelib.domain.types import KnowledgeBase, ParseStatus, Task
+from chalicelib.domain.types import TERMINAL_STATUSES, KnowledgeBase, Task
 from chalicelib.faq.entries import FAQ_KB_TYPE, all_entries
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, RetrieveEngine, iter_batches
@@ -87,7 +87,8 @@ def _owners(deps: Dependencies, kb: KnowledgeBase) -> tuple[list[str], bool]:
     if kb.type == FAQ_KB_TYPE:
         return [entry.id for entry in all_entries(deps, kb.id) if entry.indexed], False
     rows = deps.knowledge.list_by_kb(kb.id, 1, 1_000_000).items
-    settled = [r.id for r in rows if r.parse_status == ParseStatus.COMPLETED]
+    # a failed or cancelled document may keep entries (a cancel keeps what was indexed): theirs move too
+    settled = [r.id for r in rows if r.parse_status in TERMINAL_STATUSES]
     return settled, any(is_in_flight(r.parse_status) for r in rows)
 
 

@@ -249,3 +249,21 @@ def test_a_knowledge_base_deleted_during_its_re_embed_leaves_nothing_in_the_new_
     run_lifecycle(deps)
     assert deps.kbs.get(kb.id) is None and task_of(deps, task).status != TaskStatus.COMPLETED
     assert counts(deps, kb, NEW, ids) == [0, 0] and counts(deps, kb, kb.embedding_model_id, ids) == [0, 0]
+
+
+def test_a_cancelled_document_keeps_its_entries_through_the_switch(
+    deps: Services, docs: tuple[KnowledgeBase, list[str]], flaky: Flaky
+) -> None:
+    """A cancel keeps what was indexed (spec §1.23): those entries move to the new index too."""
+    from chalicelib.adapters.memory import MemoryKnowledgeRepo
+    from chalicelib.domain.types import ParseStatus
+
+    kb, ids = docs
+    rows = deps.knowledge
+    assert isinstance(rows, MemoryKnowledgeRepo)
+    rows.write_fields(ids[1], parse_status=ParseStatus.CANCELLED)
+    old = counts(deps, kb, kb.embedding_model_id, ids)
+    task = reembed(deps, kb)
+    run_lifecycle(deps)
+    assert task_of(deps, task).status == TaskStatus.COMPLETED
+    assert counts(deps, kb, NEW, ids) == old and counts(deps, kb, kb.embedding_model_id, ids) == [0, 0]
