@@ -185,3 +185,37 @@ def test_a_reembed_cannot_come_with_a_reparse(api: Api, two_models: Services) ->
     both = _put(api, kb["id"], {"embedding_model_id": "big", "reembed": True, "apply_to": "reparse"})
     assert both.status_code == 400 and both.json_body["error"]["code"] == "reembed_with_reparse"
     assert api.get(f"/knowledge-bases/{kb['id']}").json_body["data"]["reembed_to"] == {}
+
+
+def test_search_stays_on_the_old_model_until_the_new_index_is_whole(
+    api: Api, runtime: LocalRuntime, two_models: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chalicelib.stages import lifecycle
+
+    services = two_models
+    kb = api.create_kb(embedding_model_id="small")
+    docs = [
+        api.upload(kb["id"], f"{n}.md", DOC + f"\nCopy {n}.\n".encode()).json_body["data"] for n in range(3)
+    ]
+    runtime.drain(timeout=120)
+    engine = services.engine()
+    old_space = IndexSpace.of(services.embedding_model("small"))
+    new_space = IndexSpace.of(services.embedding_model("big"))
+    entries = [engine.count(old_space, kb["id"], d["id"]) for d in docs]
+    monkeypatch.setattr(lifecycle, "SLICE_SECONDS", 0.0)  # one document per delivery
+    started = _put(api, kb["id"], {"embedding_model_id": "big", "reembed": True})
+    assert started.status_code == 202, started.json_body
+    runtime.poller("lifecycle_task").poll_once(wait_time_seconds=0)
+    built = [engine.count(new_space, kb["id"], d["id"]) for d in docs]
+    assert sorted(built)[:2] == [0, 0] and max(built) > 0  # one document in the new index so far
+    assert api.get(f"/knowledge-bases/{kb['id']}").json_body["data"]["embedding_model_id"] == "small"
+    assert [engine.count(old_space, kb["id"], d["id"]) for d in docs] == entries
+    assert len({h["knowledge_id"] for h in _search(api, kb["id"], "harbour pilot breakwater")}) == 3
+    runtime.inject_duplicates(True)  # every message from here on is delivered twice
+    runtime.drain(timeout=180)
+    runtime.inject_duplicates(None)
+    task = api.get(f"/tasks/{started.json_body['data']['task_id']}").json_body["data"]
+    assert task["status"] == "completed", task
+    assert [engine.count(new_space, kb["id"], d["id"]) for d in docs] == entries  # no duplicates
+    assert [engine.count(old_space, kb["id"], d["id"]) for d in docs] == [0, 0, 0]
+    assert len({h["knowledge_id"] for h in _search(api, kb["id"], "harbour pilot breakwater")}) == 3
