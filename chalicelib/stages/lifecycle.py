@@ -149,8 +149,16 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
             process_config=validate(ProcessConfigModel, config) if config is not None else None
         )
         seen_ids: set[str] = set(task.items)
+        started = task.created_at.timestamp()
         while rows := _kb_rows(
-            deps, task.kb_id, lambda row: row.parse_status in REPARSE_FROM and row.id not in seen_ids
+            deps,
+            task.kb_id,
+            # a document uploaded after the change already has the new settings: not parsed twice
+            lambda row: (
+                row.parse_status in REPARSE_FROM
+                and row.id not in seen_ids
+                and row.created_at.timestamp() <= started
+            ),
         ):
             for row in rows:
                 seen_ids.add(row.id)
