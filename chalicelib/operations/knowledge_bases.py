@@ -15,11 +15,13 @@ from chalicelib.domain.types import (
     KnowledgeBase,
     Task,
     TaskKind,
+    TaskStatus,
 )
 from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models
 from chalicelib.services.ownership import require_kb
 from chalicelib.tasks import new_task, start_task
+from chalicelib.tasks.reembed import FROM_ENGINE, FROM_MODEL
 
 NOTHING_INDEXED = (
     "the indexing strategy turns every index off (vector, keyword, wiki, graph): nothing could be found; "
@@ -95,7 +97,8 @@ def update_kb(
         changed, reembed_to = _changed(deps, kb, request)
         task = None
         if reembed_to:
-            task = new_task(tenant_id, TaskKind.REEMBED, kb.id, [], **reembed_to)
+            was = {FROM_MODEL: kb.embedding_model_id, FROM_ENGINE: kb.retrieval_engine}
+            task = new_task(tenant_id, TaskKind.REEMBED, kb.id, [], **reembed_to, **was)
             changed = replace(changed, reembed_to={"task_id": task.id, **reembed_to})
         elif request.apply_to == "reparse":
             task = new_task(tenant_id, TaskKind.REPARSE_KB, kb.id, [])
@@ -152,7 +155,12 @@ def _changed(
         kb.retrieval_engine or default_engine
     ):
         return changed, {}
-    if kb.reembed_to:
+    if request.apply_to == "reparse":
+        raise BadRequest(
+            "a new embedding model or engine re-embeds every document; reparse before or after it, not with it",
+            code="reembed_with_reparse",
+        )
+    if _reembed_running(deps, kb):
         raise Conflict(
             "a re-embed of this knowledge base is under way", code="reembed_running", data=dict(kb.reembed_to)
         )
@@ -163,3 +171,11 @@ def _changed(
             code="reembed_required",
         )
     return changed, {"embedding_model_id": model, "retrieval_engine": engine}
+
+
+def _reembed_running(deps: Dependencies, kb: KnowledgeBase) -> bool:
+    """A re-embed is under way; one whose task ended without clearing it (dead-lettered) no longer counts."""
+    if not kb.reembed_to:
+        return False
+    task = deps.tasks.get(kb.reembed_to.get("task_id", ""))
+    return task is not None and task.status in (TaskStatus.QUEUED, TaskStatus.RUNNING)

@@ -25,8 +25,7 @@ from chalicelib.domain.types import Knowledge, ParseStatus, Task, TaskKind, Task
 from chalicelib.ports import Dependencies
 from chalicelib.stages.runner import come_back_soon, parse_body, process_batch
 from chalicelib.tasks.delete import delete_one
-from chalicelib.tasks.reembed import WAIT_SECONDS as REEMBED_WAIT_SECONDS
-from chalicelib.tasks.reembed import WaitForDocuments, reembed_work
+from chalicelib.tasks.reembed import RetryTaskLater, reembed_work
 
 QUEUE = "lifecycle"
 SLICE_SECONDS = 30.0
@@ -79,9 +78,9 @@ def run(deps: Dependencies, task_id: str) -> None:
                 if _save(deps, task):
                     deps.queue.send_raw(QUEUE, {"task_id": task.id})  # the rest, behind other work
                 return
-    except WaitForDocuments:  # the work needs documents still on their way: look again in a while
+    except RetryTaskLater as later:  # documents still on their way, a provider down: look again in a while
         if _save(deps, task):
-            deps.queue.send_raw(QUEUE, {"task_id": task.id}, delay_seconds=REEMBED_WAIT_SECONDS)
+            deps.queue.send_raw(QUEUE, {"task_id": task.id}, delay_seconds=min(900, int(later.delay_seconds)))
         return
     if task.kind == TaskKind.DELETE_KB:
         deps.tags.delete_kb(task.kb_id)  # its knowledge is gone: every tag and relation left goes too
@@ -150,8 +149,16 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
             process_config=validate(ProcessConfigModel, config) if config is not None else None
         )
         seen_ids: set[str] = set(task.items)
+        started = task.created_at.timestamp()
         while rows := _kb_rows(
-            deps, task.kb_id, lambda row: row.parse_status in REPARSE_FROM and row.id not in seen_ids
+            deps,
+            task.kb_id,
+            # a document uploaded after the change already has the new settings: not parsed twice
+            lambda row: (
+                row.parse_status in REPARSE_FROM
+                and row.id not in seen_ids
+                and row.created_at.timestamp() <= started
+            ),
         ):
             for row in rows:
                 seen_ids.add(row.id)

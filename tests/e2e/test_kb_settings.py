@@ -137,3 +137,85 @@ def test_every_index_off_is_refused(api: Api) -> None:
     keyword_only = _put(api, kb["id"], {"indexing_strategy": {"vector_enabled": False}})
     assert keyword_only.status_code == 200
     assert keyword_only.json_body["data"]["indexing_strategy"]["keyword_enabled"] is True
+
+
+def test_a_change_is_checked_as_at_creation_and_a_refused_one_changes_nothing(api: Api) -> None:
+    kb = api.create_kb()
+    cases: list[tuple[dict[str, Any], int, str]] = [
+        ({"enrichment": {"auto_tag_enabled": True}}, 400, "setting_cannot_be_honoured"),  # no chat model
+        ({"enrichment": {"caption_language": "English"}}, 400, "setting_cannot_be_honoured"),  # no vision
+        ({"indexing_strategy": {"graph_enabled": True}}, 400, "setting_cannot_be_honoured"),
+        ({"asr_model_id": "openai/x@http://127.0.0.1:9/v1"}, 400, "unknown_model"),
+        ({"apply_to": "everything"}, 400, "invalid_apply_to"),
+        ({"chunking_config": {"chunk_size": -5}}, 400, "invalid_chunking_config"),
+        ({"embedding_model_id": "no-such-model", "reembed": True}, 400, "unknown_model"),
+        (
+            {"embedding_model_id": "no-such-model", "reembed": True, "apply_to": "reparse"},
+            400,
+            "unknown_model",
+        ),
+    ]
+    for body, status, code in cases:
+        response = _put(api, kb["id"], body)
+        assert (response.status_code, response.json_body["error"]["code"]) == (status, code), body
+    unchanged = api.get(f"/knowledge-bases/{kb['id']}").json_body["data"]
+    assert (
+        unchanged["enrichment"] == kb["enrichment"]
+        and unchanged["indexing_strategy"] == kb["indexing_strategy"]
+    )
+    missing = _put(api, "00000000-0000-0000-0000-000000000000", {"description": "x"})
+    assert missing.status_code == 404
+    tagged = _put(
+        api,
+        kb["id"],
+        {"summary_model_id": "local/extractive", "enrichment": {"max_tags": 5, "question_count": 4}},
+    )
+    assert tagged.status_code == 200, tagged.json_body
+    data = tagged.json_body["data"]
+    assert (
+        data["enrichment"]["max_tags"] == 5
+        and data["enrichment"]["question_count"] == 4
+        and data["summary_model_id"] == "local/extractive"
+    )
+    assert data["enrichment"]["auto_tag_skip_if_tagged"] is True  # merged over what was there
+
+
+def test_a_reembed_cannot_come_with_a_reparse(api: Api, two_models: Services) -> None:
+    kb = api.create_kb(embedding_model_id="small")
+    both = _put(api, kb["id"], {"embedding_model_id": "big", "reembed": True, "apply_to": "reparse"})
+    assert both.status_code == 400 and both.json_body["error"]["code"] == "reembed_with_reparse"
+    assert api.get(f"/knowledge-bases/{kb['id']}").json_body["data"]["reembed_to"] == {}
+
+
+def test_search_stays_on_the_old_model_until_the_new_index_is_whole(
+    api: Api, runtime: LocalRuntime, two_models: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chalicelib.stages import lifecycle
+
+    services = two_models
+    kb = api.create_kb(embedding_model_id="small")
+    docs = [
+        api.upload(kb["id"], f"{n}.md", DOC + f"\nCopy {n}.\n".encode()).json_body["data"] for n in range(3)
+    ]
+    runtime.drain(timeout=120)
+    engine = services.engine()
+    old_space = IndexSpace.of(services.embedding_model("small"))
+    new_space = IndexSpace.of(services.embedding_model("big"))
+    entries = [engine.count(old_space, kb["id"], d["id"]) for d in docs]
+    monkeypatch.setattr(lifecycle, "SLICE_SECONDS", 0.0)  # one document per delivery
+    started = _put(api, kb["id"], {"embedding_model_id": "big", "reembed": True})
+    assert started.status_code == 202, started.json_body
+    runtime.poller("lifecycle_task").poll_once(wait_time_seconds=0)
+    built = [engine.count(new_space, kb["id"], d["id"]) for d in docs]
+    assert sorted(built)[:2] == [0, 0] and max(built) > 0  # one document in the new index so far
+    assert api.get(f"/knowledge-bases/{kb['id']}").json_body["data"]["embedding_model_id"] == "small"
+    assert [engine.count(old_space, kb["id"], d["id"]) for d in docs] == entries
+    assert len({h["knowledge_id"] for h in _search(api, kb["id"], "harbour pilot breakwater")}) == 3
+    runtime.inject_duplicates(True)  # every message from here on is delivered twice
+    runtime.drain(timeout=180)
+    runtime.inject_duplicates(None)
+    task = api.get(f"/tasks/{started.json_body['data']['task_id']}").json_body["data"]
+    assert task["status"] == "completed", task
+    assert [engine.count(new_space, kb["id"], d["id"]) for d in docs] == entries  # no duplicates
+    assert [engine.count(old_space, kb["id"], d["id"]) for d in docs] == [0, 0, 0]
+    assert len({h["knowledge_id"] for h in _search(api, kb["id"], "harbour pilot breakwater")}) == 3
