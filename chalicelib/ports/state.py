@@ -88,6 +88,10 @@ class ShareRepo(Protocol):
 
     def tenants_of(self, kb_id: str) -> list[str]: ...
 
+    def drop(self, kb_id: str) -> None:
+        """Every share of a deleted knowledge base (a no-op when it had none)."""
+        ...
+
 
 class KnowledgeBaseRepo(Protocol):
     def get(self, kb_id: str) -> KnowledgeBase | None: ...

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from chalicelib.api.registry import OPERATIONS, Operation
 from chalicelib.bootstrap import Services
 from chalicelib.domain.api_keys import ApiKey, Scope
+from chalicelib.local.runtime import LocalRuntime
 
 #: minimal valid bodies per body model; "{name}" is replaced by the id of that name
 SAMPLE_BODIES: dict[str, dict[str, Any]] = {
@@ -545,7 +546,7 @@ def test_another_tenant_on_a_shared_knowledge_base(
     assert gone.status_code == 404
 
 
-def test_sharing_refusals(tenants: tuple[Tenant, Tenant], services: Services) -> None:
+def test_sharing_refusals(tenants: tuple[Tenant, Tenant], services: Services, runtime: LocalRuntime) -> None:
     a, b = tenants
     kb = a.ids["kb_id"]
     assert (
@@ -568,3 +569,8 @@ def test_sharing_refusals(tenants: tuple[Tenant, Tenant], services: Services) ->
     # b cannot share a's knowledge base, even once a shared it with b
     _share(a, b)
     assert b.api.post(f"/knowledge-bases/{kb}/shares", {"tenant_id": b.ids["tenant_id"]}).status_code == 404
+    # a deleted knowledge base leaves no share behind
+    deleted = a.api.client.http.delete(f"{V1}/knowledge-bases/{kb}", headers={"X-API-Key": a.api.api_key})
+    assert deleted.status_code == 202, deleted.json_body
+    runtime.drain(timeout=120)
+    assert services.shares.tenants_of(kb) == []

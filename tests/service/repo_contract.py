@@ -639,6 +639,10 @@ class RepoContract:
         assert repos.shares.tenants_of(kb_id) == ["t-b"]
         assert repos.shares.remove(kb_id, "t-b") is True
         assert repos.shares.tenants_of(kb_id) == []
+        repos.shares.add(owner, kb_id, "t-c")
+        repos.shares.drop(kb_id)
+        repos.shares.drop(kb_id)  # twice, or with no shares: a no-op
+        assert repos.shares.tenants_of(kb_id) == []
         # Share records are not tenants.
         assert not any(t.id.startswith("share#") for t in repos.tenants.list_all())
 

@@ -226,6 +226,9 @@ class DynamoShareRepo:
             raise
         return True
 
+    def drop(self, kb_id: str) -> None:
+        self.model(SHARE_ITEM_PREFIX + kb_id).delete()
+
     def tenants_of(self, kb_id: str) -> list[str]:
         try:
             item = self.model.get(SHARE_ITEM_PREFIX + kb_id, consistent_read=True)

@@ -140,6 +140,10 @@ class MemoryShareRepo:
             self._rows[kb_id] = (row[0], row[1] - {tenant_id})
             return True
 
+    def drop(self, kb_id: str) -> None:
+        with self._lock:
+            self._rows.pop(kb_id, None)
+
     def tenants_of(self, kb_id: str) -> list[str]:
         with self._lock:
             row = self._rows.get(kb_id)
