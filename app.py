@@ -295,6 +295,21 @@ def faq_last_import(kb_id: str) -> Response:
     return faq_routes.faq_last_import(get_deps(), app.current_request, kb_id)
 
 
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/shares", methods=["POST"])
+def share_knowledge_base(kb_id: str) -> Response:
+    return routes.share_knowledge_base(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/shares", methods=["GET"])
+def list_knowledge_base_shares(kb_id: str) -> Response:
+    return routes.list_knowledge_base_shares(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/shares/{{tenant_id}}", methods=["DELETE"])
+def unshare_knowledge_base(kb_id: str, tenant_id: str) -> Response:
+    return routes.unshare_knowledge_base(get_deps(), app.current_request, kb_id, tenant_id)
+
+
 # ---------------------------------------------------------------- tenant
 
 

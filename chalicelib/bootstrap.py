@@ -38,6 +38,7 @@ from chalicelib.ports import (
     RetrieveEngine,
     SaveImage,
     SecretSource,
+    ShareRepo,
     SpanRepo,
     TagRepo,
     TaskQueue,
@@ -64,6 +65,7 @@ class Services:
     settings: Settings
     tenants: TenantRepo
     api_keys: ApiKeyRepo
+    shares: ShareRepo
     kbs: KnowledgeBaseRepo
     tasks: TaskRepo
     graph: GraphRepo
@@ -358,6 +360,7 @@ def build_services(settings: Settings | None = None) -> Services:
         DynamoGraphRepo,
         DynamoKnowledgeBaseRepo,
         DynamoKnowledgeRepo,
+        DynamoShareRepo,
         DynamoSpanRepo,
         DynamoTagRepo,
         DynamoTaskRepo,
@@ -396,6 +399,7 @@ def build_services(settings: Settings | None = None) -> Services:
         settings=settings,
         tenants=DynamoTenantRepo(models),
         api_keys=DynamoApiKeyRepo(models),
+        shares=DynamoShareRepo(models),
         kbs=DynamoKnowledgeBaseRepo(models),
         tasks=DynamoTaskRepo(models),
         graph=DynamoGraphRepo(models),
@@ -449,6 +453,7 @@ def memory_deps(
         MemoryHealthProbe,
         MemoryKnowledgeBaseRepo,
         MemoryKnowledgeRepo,
+        MemoryShareRepo,
         MemorySpanRepo,
         MemoryTagRepo,
         MemoryTaskQueue,
@@ -485,6 +490,7 @@ def memory_deps(
         settings=settings,
         tenants=tenants,
         api_keys=MemoryApiKeyRepo(),
+        shares=MemoryShareRepo(),
         kbs=MemoryKnowledgeBaseRepo(),
         tasks=MemoryTaskRepo(),
         graph=MemoryGraphRepo(),

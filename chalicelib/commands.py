@@ -533,7 +533,21 @@ def _known_queue(value: Any) -> Any:
 QueueName = Annotated[str, BeforeValidator(_known_queue)]
 
 
-class CreateTenantRequest(Body):
+#: at most this many knowledge bases named on one key
+MAX_KEY_KBS = 100
+KeyScope = Literal["read", "write", "admin"]
+KbIdList = list[Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")]]
+
+
+class KeyAccess(Body):
+    """A key's access: its scope (`read` < `write` < `admin`, default `admin` as keys had before scopes) and,
+    optionally, the only knowledge bases it may touch (others answer 404 as if they did not exist)."""
+
+    scope: KeyScope = code("invalid_scope", default="admin")
+    kb_ids: KbIdList | None = code("invalid_kb_ids", default=None, max_length=MAX_KEY_KBS)
+
+
+class CreateTenantRequest(KeyAccess):
     name: str = code("invalid_name", min_length=1, max_length=MAX_NAME)
     #: a label for the tenant's first API key
     key_name: str = code("invalid_name", default="", max_length=MAX_NAME)
@@ -549,8 +563,14 @@ class TenantQuotas(Body):
     document_quota: int = code("invalid_quota", default=0, ge=0, le=10**9)
 
 
-class IssueKeyRequest(Body):
+class IssueKeyRequest(KeyAccess):
     name: str = code("invalid_name", default="", max_length=MAX_NAME)
+
+
+class ShareRequest(Body):
+    """Share a knowledge base, read-only, with another tenant."""
+
+    tenant_id: str = code("invalid_tenant_id", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
 
 
 class DeadLetterQuery(Query):

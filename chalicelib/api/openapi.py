@@ -101,6 +101,11 @@ def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
             "description": "missing or invalid API key",
             "content": {"application/json": {"schema": _envelope("Error")}},
         }
+        responses["403"] = {
+            "description": "the API key's scope is below the route's (insufficient_scope), or a key limited to "
+            "some knowledge bases acts on the whole tenant (kb_limited_key)",
+            "content": {"application/json": {"schema": _envelope("Error")}},
+        }
     if op.operator:
         responses["401"] = {
             "description": "missing operator key",
@@ -127,6 +132,8 @@ def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
     if body is not None:
         document["requestBody"] = body
     document["security"] = [{"ApiKey": []}] if op.auth else [{"OperatorKey": []}] if op.operator else []
+    if op.auth:  # the API key scope the route needs (read < write < admin)
+        document["x-scope"] = op.required_scope(method).value
     return document
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -17,11 +18,13 @@ from pydantic import BaseModel
 from chalicelib import commands
 from chalicelib.api.http import api_key, error_response, json_body
 from chalicelib.commands import validate
-from chalicelib.domain.errors import AppError
+from chalicelib.domain.api_keys import Scope
+from chalicelib.domain.errors import AppError, Forbidden
 from chalicelib.domain.types import Tenant
 from chalicelib.observability import logger
 from chalicelib.operations import tenants
 from chalicelib.ports import Dependencies
+from chalicelib.services import ownership
 from chalicelib.services.offered import check_models
 
 R = TypeVar("R", bound=Callable[..., Response])
@@ -38,18 +41,30 @@ class Operation:
     multipart: bool = False
     #: behind the operator key (X-Operator-Key) instead of a tenant's API key
     operator: bool = False
+    #: the key scope the route needs, when not the one its HTTP method implies (see `required_scope`)
+    scope: Scope | None = None
+
+    def required_scope(self, method: str) -> Scope:
+        """The one rule: a GET reads, any other method writes, unless the registration says otherwise (a
+        search is a POST that reads; the tenant's settings and shares need `admin`)."""
+        if self.scope is not None:
+            return self.scope
+        return Scope.READ if method.upper() in ("GET", "HEAD") else Scope.WRITE
 
 
 #: view name (the app.py function and this module's function share it) -> what OpenAPI says about it
 OPERATIONS: dict[str, Operation] = {}
+#: the operation the current request runs (set by the registry's wrapper)
+_CURRENT: ContextVar[Operation | None] = ContextVar("weknora_operation", default=None)
 
 
 def operation(summary: str, tag: str, **kwargs: Any) -> Callable[[R], R]:
     def register(fn: R) -> R:
-        OPERATIONS[fn.__name__] = Operation(summary, tag, **kwargs)
+        op = OPERATIONS[fn.__name__] = Operation(summary, tag, **kwargs)
 
         @functools.wraps(fn)
         def call(*args: Any, **kw: Any) -> Response:
+            current, access = _CURRENT.set(op), ownership.begin_request()
             try:
                 return fn(*args, **kw)
             except AppError as error:
@@ -57,6 +72,9 @@ def operation(summary: str, tag: str, **kwargs: Any) -> Callable[[R], R]:
             except Exception:
                 logger.exception("unhandled error", extra={"route": fn.__name__})
                 return error_response(AppError("internal error", code="internal_error"))
+            finally:
+                ownership.end_request(access)
+                _CURRENT.reset(current)
 
         return call  # type: ignore[return-value]
 
@@ -64,7 +82,23 @@ def operation(summary: str, tag: str, **kwargs: Any) -> Callable[[R], R]:
 
 
 def caller_tenant(deps: Dependencies, request: Request | None) -> Tenant:
-    return tenants.authenticate(deps, api_key(present_request(request)))
+    """The key's tenant, once the key's scope covers the route's (else 403 insufficient_scope); the key's
+    knowledge-base limits and the route's scope then bound every ownership check of the request."""
+    http = present_request(request)
+    tenant, key = tenants.authenticate_key(deps, api_key(http))
+    op = _CURRENT.get()
+    required = op.required_scope(http.method) if op is not None else Scope.ADMIN
+    scope = key.scope if key is not None else Scope.ADMIN
+    if not scope.covers(required):
+        raise Forbidden(
+            f"this API key's scope is {scope.value}; the route needs {required.value}",
+            code="insufficient_scope",
+        )
+    kb_ids = frozenset(key.kb_ids) if key is not None and key.kb_ids is not None else None
+    ownership.grant(ownership.Access(tenant.id, required, kb_ids))
+    if required is Scope.ADMIN and "kb_id" not in (http.uri_params or {}):
+        ownership.require_whole_tenant()  # the tenant itself changes: not for a key limited to some KBs
+    return tenant
 
 
 def present_request(request: Request | None) -> Request:

@@ -21,6 +21,7 @@ from chalicelib.api.registry import (
     validated_body,
 )
 from chalicelib.commands import validate
+from chalicelib.domain.api_keys import Scope
 from chalicelib.domain.errors import BadRequest
 from chalicelib.operations import (
     admin,
@@ -36,6 +37,7 @@ from chalicelib.operations import (
     listing,
     move_and_clone,
     search,
+    shares,
     tags,
     tenants,
 )
@@ -115,7 +117,7 @@ def update_knowledge_base(deps: Dependencies, request: Request | None, kb_id: st
     return ok({**kb.to_dict(), "task_id": task.id}, 202, message=f"{task.kind.value} task submitted")
 
 
-@operation("Hybrid (BM25 + vector) search", "knowledge-bases", body=commands.SearchRequest)
+@operation("Hybrid (BM25 + vector) search", "knowledge-bases", body=commands.SearchRequest, scope=Scope.READ)
 def hybrid_search(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
     return ok(
@@ -217,6 +219,7 @@ def reparse_knowledge(deps: Dependencies, request: Request | None, knowledge_id:
     "Chunks of a text or a parsed knowledge, with tier diagnostics",
     "knowledge",
     body=commands.ChunkPreviewRequest,
+    scope=Scope.READ,
 )
 def chunker_preview(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
@@ -430,6 +433,36 @@ def delete_tag(deps: Dependencies, request: Request | None, kb_id: str, tag_id: 
     return ok({"task_id": task.id}, 202, message="Delete task submitted")
 
 
+# ---------------------------------------------------------------- shares
+
+
+@operation(
+    "Share the knowledge base, read-only, with another tenant (its keys may read and search it)",
+    "knowledge-bases",
+    body=commands.ShareRequest,
+    status=201,
+    scope=Scope.ADMIN,
+)
+def share_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, commands.ShareRequest)
+    return ok(shares.share(deps, tenant.id, kb_id, body), 201)
+
+
+@operation("The tenants the knowledge base is shared with", "knowledge-bases", scope=Scope.ADMIN)
+def list_knowledge_base_shares(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = caller_tenant(deps, request)
+    return ok(shares.list_shares(deps, tenant.id, kb_id))
+
+
+@operation("Stop sharing the knowledge base with a tenant", "knowledge-bases", scope=Scope.ADMIN)
+def unshare_knowledge_base(
+    deps: Dependencies, request: Request | None, kb_id: str, tenant_id: str
+) -> Response:
+    tenant = caller_tenant(deps, request)
+    return ok(shares.unshare(deps, tenant.id, kb_id, tenant_id))
+
+
 # ---------------------------------------------------------------- tenant
 
 
@@ -438,7 +471,7 @@ def get_tenant_settings(deps: Dependencies, request: Request | None) -> Response
     return ok(tenants.settings_of(caller_tenant(deps, request)))
 
 
-@operation("Replace the tenant's settings", "tenant", body=commands.TenantSettingsRequest)
+@operation("Replace the tenant's settings", "tenant", body=commands.TenantSettingsRequest, scope=Scope.ADMIN)
 def put_tenant_settings(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
     body = validated_body(deps, request, commands.TenantSettingsRequest)

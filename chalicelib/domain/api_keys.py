@@ -10,11 +10,29 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 
 from chalicelib.domain.ids import api_key_hash
 from chalicelib.domain.types import utcnow
 
 KEY_PREFIX = "wk-"
+
+
+class Scope(StrEnum):
+    """What a key may do, each scope including the ones before it: `read` (GET routes and searches),
+    `write` (create, edit, delete knowledge, tags, FAQ, tasks), `admin` (the tenant's settings, shares, and
+    anything that changes the tenant itself). A key issued before scopes existed is `admin`."""
+
+    READ = "read"
+    WRITE = "write"
+    ADMIN = "admin"
+
+    @property
+    def rank(self) -> int:
+        return list(Scope).index(self)
+
+    def covers(self, required: Scope) -> bool:
+        return self.rank >= required.rank
 
 
 def new_secret() -> str:
@@ -33,6 +51,9 @@ class ApiKey:
     name: str = ""
     created_at: datetime = field(default_factory=utcnow)
     revoked_at: datetime | None = None
+    scope: Scope = Scope.ADMIN
+    #: the knowledge bases this key may touch; None = every one of its tenant's (and those shared with it)
+    kb_ids: tuple[str, ...] | None = None
 
     @property
     def id(self) -> str:
@@ -43,7 +64,13 @@ class ApiKey:
         return self.revoked_at is not None
 
     @classmethod
-    def issue(cls, tenant_id: str, name: str = "") -> tuple[ApiKey, str]:
+    def issue(
+        cls,
+        tenant_id: str,
+        name: str = "",
+        scope: Scope = Scope.ADMIN,
+        kb_ids: tuple[str, ...] | None = None,
+    ) -> tuple[ApiKey, str]:
         """A new key record and the secret (the only time the secret exists outside the caller)."""
         secret = new_secret()
-        return cls(tenant_id, api_key_hash(secret), name), secret
+        return cls(tenant_id, api_key_hash(secret), name, scope=scope, kb_ids=kb_ids), secret

@@ -644,7 +644,7 @@ def cmd_tenant(args: argparse.Namespace, console: Console) -> int:
             console, ("id", "name", "created_at", "storage_used"), client.call("GET", "/admin/tenants")
         )
         return 0
-    body = {"name": args.name, "key_name": args.key_name}
+    body = {"name": args.name, "key_name": args.key_name, **_key_access(args)}
     data = client.call("POST", "/admin/tenants", json=body)
     console.print(f"tenant {data['tenant']['id']} ({data['tenant']['name']})", markup=False, highlight=False)
     console.print(f"API key {data['key']['id']}: {data['api_key']}", markup=False, highlight=False)
@@ -652,13 +652,19 @@ def cmd_tenant(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _key_access(args: argparse.Namespace) -> dict[str, Any]:
+    """A key's scope and, when given, the only knowledge bases it may touch."""
+    return {"scope": args.scope, **({"kb_ids": args.kb} if args.kb else {})}
+
+
 def cmd_key(args: argparse.Namespace, console: Console) -> int:
     client = operator_client(args)
     base = f"/admin/tenants/{args.tenant_id}/api-keys"
     if args.action == "list":
-        _print_rows(console, ("id", "name", "status", "created_at", "revoked_at"), client.call("GET", base))
+        rows = client.call("GET", base)
+        _print_rows(console, ("id", "name", "scope", "kb_ids", "status", "created_at", "revoked_at"), rows)
     elif args.action == "issue":
-        data = client.call("POST", base, json={"name": args.name})
+        data = client.call("POST", base, json={"name": args.name, **_key_access(args)})
         console.print(f"API key {data['key']['id']}: {data['api_key']}", markup=False, highlight=False)
         console.print("the key is shown only now: keep it (only its hash is stored)")
     else:
@@ -759,11 +765,20 @@ def build_parser() -> argparse.ArgumentParser:
             "--operator-key", default=default_operator_key(), help="operator key (env WEKNORA_OPERATOR_KEY)"
         )
 
+    def access_opts(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--scope", choices=("read", "write", "admin"), default="admin", help="the key's scope"
+        )
+        sp.add_argument(
+            "--kb", action="append", default=[], help="limit the key to this knowledge base (repeat)"
+        )
+
     te = sub.add_parser("tenant", help="operators: create or list tenants")
     te_sub = te.add_subparsers(dest="action", required=True)
     te_new = te_sub.add_parser("create", help="a new tenant and its first API key (shown once)")
     te_new.add_argument("name")
     te_new.add_argument("--key-name", default="", help="a label for the first key")
+    access_opts(te_new)
     operator_opts(te_new)
     operator_opts(te_sub.add_parser("list", help="every tenant"))
 
@@ -772,6 +787,7 @@ def build_parser() -> argparse.ArgumentParser:
     ke_issue = ke_sub.add_parser("issue", help="another key for a tenant (shown once)")
     ke_issue.add_argument("tenant_id")
     ke_issue.add_argument("--name", default="", help="a label for the key")
+    access_opts(ke_issue)
     operator_opts(ke_issue)
     ke_list = ke_sub.add_parser("list", help="a tenant's keys (never the keys themselves)")
     ke_list.add_argument("tenant_id")

@@ -13,8 +13,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.commands import CreateTenantRequest, IssueKeyRequest, TenantQuotas
-from chalicelib.domain.api_keys import ApiKey, key_id_of
+from chalicelib.commands import CreateTenantRequest, IssueKeyRequest, KeyAccess, TenantQuotas
+from chalicelib.domain.api_keys import ApiKey, Scope, key_id_of
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import Forbidden, NotFound, Unauthorized
 from chalicelib.domain.types import Tenant
@@ -60,7 +60,14 @@ def key_view(key: ApiKey) -> dict[str, Any]:
         "created_at": to_iso(key.created_at),
         "revoked_at": to_iso(key.revoked_at) if key.revoked_at else None,
         "status": "revoked" if key.revoked else "active",
+        "scope": key.scope.value,
+        "kb_ids": list(key.kb_ids) if key.kb_ids is not None else None,
     }
+
+
+def _issue(tenant_id: str, name: str, access: KeyAccess) -> tuple[ApiKey, str]:
+    kb_ids = tuple(dict.fromkeys(access.kb_ids)) if access.kb_ids is not None else None
+    return ApiKey.issue(tenant_id, name, Scope(access.scope), kb_ids)
 
 
 def _tenant(deps: Dependencies, tenant_id: str) -> Tenant:
@@ -73,7 +80,7 @@ def _tenant(deps: Dependencies, tenant_id: str) -> Tenant:
 def create_tenant(deps: Dependencies, request: CreateTenantRequest) -> tuple[Tenant, ApiKey, str]:
     """A new tenant and its first key; the secret is returned here and never again."""
     tenant_id = str(uuid.uuid4())
-    key, secret = ApiKey.issue(tenant_id, request.key_name or "primary")
+    key, secret = _issue(tenant_id, request.key_name or "primary", request)
     # The key record first: a tenant row never exists without a record of its key.
     deps.api_keys.put(key)
     tenant = Tenant(tenant_id, request.name, key.key_hash)
@@ -98,7 +105,7 @@ def list_keys(deps: Dependencies, tenant_id: str) -> list[ApiKey]:
 
 def issue_key(deps: Dependencies, tenant_id: str, request: IssueKeyRequest) -> tuple[ApiKey, str]:
     _tenant(deps, tenant_id)
-    key, secret = ApiKey.issue(tenant_id, request.name)
+    key, secret = _issue(tenant_id, request.name, request)
     deps.api_keys.put(key)
     return key, secret
 

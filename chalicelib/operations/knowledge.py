@@ -9,12 +9,12 @@ from typing import Any
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.types import Knowledge
 from chalicelib.ports import Dependencies, UsageEntry
-from chalicelib.services.ownership import missing_knowledge_error, owned_knowledge
+from chalicelib.services.ownership import knowledge_visible, missing_knowledge_error, owned_knowledge
 
 
 def get_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
     knowledge = deps.knowledge.get(knowledge_id)
-    if knowledge is None or knowledge.tenant_id != tenant_id:
+    if knowledge is None or not knowledge_visible(deps, tenant_id, knowledge):
         raise missing_knowledge_error(deps, tenant_id, knowledge_id)
     return knowledge
 

@@ -19,7 +19,7 @@ from chalicelib.domain.types import (
 )
 from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models
-from chalicelib.services.ownership import require_kb
+from chalicelib.services.ownership import kb_allowed, require_kb, require_whole_tenant
 from chalicelib.tasks import new_task, start_task
 from chalicelib.tasks.reembed import FROM_ENGINE, FROM_MODEL
 
@@ -30,6 +30,7 @@ NOTHING_INDEXED = (
 
 
 def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) -> KnowledgeBase:
+    require_whole_tenant()
     check_models(
         deps.settings,
         embedding=request.embedding_model_id,
@@ -80,7 +81,7 @@ def get_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
 
 
 def list_kbs(deps: Dependencies, tenant_id: str) -> list[KnowledgeBase]:
-    return deps.kbs.list(tenant_id)
+    return [kb for kb in deps.kbs.list(tenant_id) if kb_allowed(kb.id)]
 
 
 def update_kb(

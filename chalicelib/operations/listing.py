@@ -44,10 +44,10 @@ class Listed:
 def list_knowledge(
     deps: Dependencies, tenant_id: str, kb_id: str, query: ListKnowledgeQuery
 ) -> dict[str, Any]:
-    require_kb(deps, tenant_id, kb_id)
+    kb = require_kb(deps, tenant_id, kb_id)
     if query.tag_id is not None:
-        tag = deps.tags.get(kb_id, query.tag_id)
-        if tag is None or tag.tenant_id != tenant_id:
+        tag = deps.tags.get(kb.id, query.tag_id)
+        if tag is None or tag.tenant_id != kb.tenant_id:
             raise BadRequest(f"unknown tag id {query.tag_id}", code="unknown_tag_id")
     listed = page(deps, kb_id, query)
     return {

@@ -46,7 +46,7 @@ def list_tags(deps: Dependencies, tenant_id: str, kb_id: str) -> list[Tag]:
 def get_tag(deps: Dependencies, tenant_id: str, kb_id: str, tag_id: str) -> Tag:
     kb = require_kb(deps, tenant_id, kb_id)
     tag = deps.tags.get(kb.id, tag_id)
-    if tag is None or tag.tenant_id != tenant_id or tag.status == DELETING:
+    if tag is None or tag.tenant_id != kb.tenant_id or tag.status == DELETING:
         raise NotFound(f"tag {tag_id} not found", code="tag_not_found")
     return tag
 

@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from chalicelib.commands import TenantSettingsRequest
+from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.errors import Unauthorized
 from chalicelib.domain.ids import api_key_hash
 from chalicelib.domain.process_config import normalise_engine_rules
@@ -14,6 +15,12 @@ from chalicelib.ports import Dependencies
 
 
 def authenticate(deps: Dependencies, api_key: str) -> Tenant:
+    return authenticate_key(deps, api_key)[0]
+
+
+def authenticate_key(deps: Dependencies, api_key: str) -> tuple[Tenant, ApiKey | None]:
+    """The key's tenant and its record (None for a tenant's primary key from before records: an admin key
+    limited to no knowledge base)."""
     if not api_key:
         raise Unauthorized("missing X-API-Key header", code="missing_api_key")
     # An issued key has a record (read strongly consistent, so a revoke holds at once); a tenant's primary
@@ -25,11 +32,11 @@ def authenticate(deps: Dependencies, api_key: str) -> Tenant:
         tenant = deps.tenants.get(record.tenant_id)
         if tenant is None:
             raise Unauthorized("invalid API key", code="invalid_api_key")
-        return tenant
+        return tenant, record
     tenant = deps.tenants.by_api_key(api_key)
     if tenant is None:
         raise Unauthorized("invalid API key", code="invalid_api_key")
-    return tenant
+    return tenant, None
 
 
 def settings_of(tenant: Tenant) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from chalicelib.ports.state import (
     GraphRepo,
     KnowledgeBaseRepo,
     KnowledgeRepo,
+    ShareRepo,
     SpanRepo,
     TagRepo,
     TaskRepo,
@@ -79,6 +80,7 @@ class Dependencies(Protocol):
     settings: Settings
     tenants: TenantRepo
     api_keys: ApiKeyRepo
+    shares: ShareRepo
     kbs: KnowledgeBaseRepo
     tasks: TaskRepo
     graph: GraphRepo

@@ -76,6 +76,23 @@ class ApiKeyRepo(Protocol):
         ...
 
 
+class ShareRepo(Protocol):
+    """Read-only shares of a knowledge base with other tenants. `tenants_of` is strongly consistent, so a
+    revoked share is refused at once."""
+
+    def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str) -> None: ...
+
+    def remove(self, kb_id: str, tenant_id: str) -> bool:
+        """False when the knowledge base was not shared with the tenant."""
+        ...
+
+    def tenants_of(self, kb_id: str) -> list[str]: ...
+
+    def drop(self, kb_id: str) -> None:
+        """Every share of a deleted knowledge base (a no-op when it had none)."""
+        ...
+
+
 class KnowledgeBaseRepo(Protocol):
     def get(self, kb_id: str) -> KnowledgeBase | None: ...
 

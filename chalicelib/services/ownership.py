@@ -1,19 +1,82 @@
 """Whose is it: a knowledge base or a knowledge row of the calling tenant, else the same 404 a missing one
-gets (another tenant's ids are never told apart from missing ones)."""
+gets (another tenant's ids are never told apart from missing ones).
+
+Access rules, decided here and nowhere else: a request's key (set by the API's `caller_tenant` as the
+request's `Access`) may be limited to some knowledge bases, and every other one answers 404 as if it did not
+exist; a knowledge base another tenant shared with the caller's tenant is visible to a route that only reads
+(its required scope is `read`), and answers 404 to everything else. Without a request's access (queue
+stages, tasks) a tenant sees exactly its own objects, as before."""
 
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
 
-from chalicelib.domain.errors import Conflict, NotFound
+from chalicelib.domain.api_keys import Scope
+from chalicelib.domain.errors import Conflict, Forbidden, NotFound
 from chalicelib.domain.storage_keys import upload_intent_key, upload_result_key
 from chalicelib.domain.types import Knowledge, KnowledgeBase
 from chalicelib.ports import Dependencies
 
 
+@dataclass(frozen=True)
+class Access:
+    """What the request's key may reach: its tenant, the scope the route needs (already checked against the
+    key's), and the knowledge bases the key is limited to (None: every one)."""
+
+    tenant_id: str
+    required: Scope
+    kb_ids: frozenset[str] | None = None
+
+
+_ACCESS: ContextVar[Access | None] = ContextVar("weknora_access", default=None)
+
+
+def begin_request() -> Token[Access | None]:
+    """A request starts with no access (nothing leaks from a previous request on a warm Lambda)."""
+    return _ACCESS.set(None)
+
+
+def end_request(token: Token[Access | None]) -> None:
+    _ACCESS.reset(token)
+
+
+def grant(access: Access) -> None:
+    _ACCESS.set(access)
+
+
+def require_whole_tenant() -> None:
+    """For what acts on the tenant as a whole (its settings, a new knowledge base, which would lie outside
+    the key's own list): a key limited to some knowledge bases is refused (403 kb_limited_key)."""
+    access = _ACCESS.get()
+    if access is not None and access.kb_ids is not None:
+        raise Forbidden("this API key is limited to some knowledge bases", code="kb_limited_key")
+
+
+def kb_allowed(kb_id: str) -> bool:
+    """Whether the request's key may name this knowledge base at all (a key limited to others: no)."""
+    access = _ACCESS.get()
+    return access is None or access.kb_ids is None or kb_id in access.kb_ids
+
+
+def _visible(deps: Dependencies, tenant_id: str, kb_id: str, owner_tenant_id: str) -> bool:
+    if not kb_allowed(kb_id):
+        return False
+    if owner_tenant_id == tenant_id:
+        return True
+    access = _ACCESS.get()
+    return (
+        access is not None
+        and access.tenant_id == tenant_id
+        and access.required is Scope.READ
+        and tenant_id in deps.shares.tenants_of(kb_id)
+    )
+
+
 def require_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
     kb = deps.kbs.get(kb_id)
-    if kb is None or kb.tenant_id != tenant_id:
+    if kb is None or not _visible(deps, tenant_id, kb.id, kb.tenant_id):
         raise NotFound(f"knowledge base {kb_id} not found", code="kb_not_found")
     if kb.status == "deleting":
         raise Conflict(f"knowledge base {kb_id} is being deleted", code="kb_deleting")
@@ -23,9 +86,13 @@ def require_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
 def owned_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
     """The row if it belongs to the tenant; another tenant's ids answer 404, as missing ones do."""
     knowledge = deps.knowledge.get(knowledge_id)
-    if knowledge is None or knowledge.tenant_id != tenant_id:
+    if knowledge is None or not knowledge_visible(deps, tenant_id, knowledge):
         raise NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
     return knowledge
+
+
+def knowledge_visible(deps: Dependencies, tenant_id: str, knowledge: Knowledge) -> bool:
+    return _visible(deps, tenant_id, knowledge.kb_id, knowledge.tenant_id)
 
 
 def missing_knowledge_error(deps: Dependencies, tenant_id: str, knowledge_id: str) -> NotFound:

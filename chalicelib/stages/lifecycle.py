@@ -87,6 +87,7 @@ def run(deps: Dependencies, task_id: str) -> None:
         from chalicelib.faq.entries import purge_kb
 
         purge_kb(deps, task.kb_id)  # an FAQ knowledge base's entries and their index entries
+        deps.shares.drop(task.kb_id)  # shared with nobody any more
         deps.kbs.delete(task.kb_id)
     if task.kind == TaskKind.DELETE_TAG and task.failed == 0:
         deps.tags.delete(task.kb_id, str(task.params["tag_id"]))

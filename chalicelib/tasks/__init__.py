@@ -11,6 +11,7 @@ from typing import Any
 from chalicelib.domain.errors import NotFound
 from chalicelib.domain.types import Knowledge, Task, TaskKind
 from chalicelib.ports import Dependencies
+from chalicelib.services.ownership import kb_allowed
 
 LIFECYCLE_QUEUE = "lifecycle"
 
@@ -27,7 +28,7 @@ def start_task(deps: Dependencies, task: Task) -> Task:
 
 def get_task(deps: Dependencies, tenant_id: str, task_id: str) -> Task:
     task = deps.tasks.get(task_id)
-    if task is None or task.tenant_id != tenant_id:
+    if task is None or task.tenant_id != tenant_id or not kb_allowed(task.kb_id):
         raise NotFound(f"task {task_id} not found", code="task_not_found")
     return task
 

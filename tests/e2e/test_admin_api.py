@@ -103,6 +103,62 @@ def test_tenants_get_several_keys_and_a_revoked_key_answers_401_at_once(
     assert operator.call("get", "/dlq?queue=nope").status_code == 400
 
 
+def test_keys_are_issued_with_a_scope_and_knowledge_bases(client: Client, operator: Operator) -> None:
+    """A key's scope and knowledge bases are set when the operator issues it, listed (never the key), and
+    bind at once; a key issued without them is an admin key over the whole tenant, as keys were before."""
+    created = operator.call("post", "/tenants", {"name": "scoped", "scope": "read"})
+    assert created.status_code == 201, created.json_body
+    data = created.json_body["data"]
+    tenant_id, reader = data["tenant"]["id"], Api(client, data["api_key"])
+    assert (data["key"]["scope"], data["key"]["kb_ids"]) == ("read", None)
+    refused = reader.post("/knowledge-bases", {"name": "nope"})
+    assert (refused.status_code, refused.json_body["error"]["code"]) == (403, "insufficient_scope")
+
+    admin = operator.call("post", f"/tenants/{tenant_id}/api-keys", {"name": "ops"}).json_body["data"]
+    assert (admin["key"]["scope"], admin["key"]["kb_ids"]) == ("admin", None)
+    owner = Api(client, admin["api_key"])
+    kept, other = owner.create_kb("kept"), owner.create_kb("other")
+    assert {kb["id"] for kb in reader.get("/knowledge-bases").json_body["data"]} == {kept["id"], other["id"]}
+
+    issued = operator.call(
+        "post", f"/tenants/{tenant_id}/api-keys", {"name": "w", "scope": "write", "kb_ids": [kept["id"]]}
+    )
+    assert issued.status_code == 201, issued.json_body
+    assert (issued.json_body["data"]["key"]["scope"], issued.json_body["data"]["key"]["kb_ids"]) == (
+        "write",
+        [kept["id"]],
+    )
+    writer = Api(client, issued.json_body["data"]["api_key"])
+    assert [kb["id"] for kb in writer.get("/knowledge-bases").json_body["data"]] == [kept["id"]]
+    made = writer.post(
+        f"/knowledge-bases/{kept['id']}/knowledge/manual", {"content": "# w", "status": "draft"}
+    )
+    assert made.status_code == 200, made.json_body
+    hidden = writer.post(f"/knowledge-bases/{other['id']}/knowledge/manual", {"content": "# w"})
+    assert (hidden.status_code, hidden.json_body["error"]["code"]) == (404, "kb_not_found")
+    settings = writer.client.http.put(
+        f"{V1}/tenant/settings",
+        headers={"X-API-Key": writer.api_key, "Content-Type": "application/json"},
+        body=json.dumps({"parser_engine_rules": {}}),
+    )
+    assert (settings.status_code, settings.json_body["error"]["code"]) == (403, "insufficient_scope")
+
+    listed = operator.call("get", f"/tenants/{tenant_id}/api-keys").json_body["data"]
+    assert {(k["name"], k["scope"]) for k in listed} == {
+        ("primary", "read"),
+        ("ops", "admin"),
+        ("w", "write"),
+    }
+    for body, code in (
+        ({"scope": "owner"}, "invalid_scope"),
+        ({"kb_ids": "kb-1"}, "invalid_kb_ids"),
+        ({"kb_ids": ["a b"]}, "invalid_kb_ids"),
+        ({"kb_ids": [f"kb-{i}" for i in range(101)]}, "invalid_kb_ids"),
+    ):
+        bad = operator.call("post", f"/tenants/{tenant_id}/api-keys", body)
+        assert (bad.status_code, bad.json_body["error"]["code"]) == (400, code), body
+
+
 class DownThenUp:
     """A parser that is down for the first `failures` calls (every try of the first document), then works."""
 

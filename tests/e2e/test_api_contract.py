@@ -49,6 +49,21 @@ def test_every_route_is_in_the_openapi_document(client: Client, runtime: Any) ->
             assert method.lower() in document["paths"][path], f"{method} {path} is not documented"
     ids = [op["operationId"] for item in document["paths"].values() for op in item.values()]
     assert len(ids) == len(set(ids))
+    # every tenant route says the key scope it needs
+    search = document["paths"][f"{V1}/knowledge-bases/{{kb_id}}/hybrid-search"]["post"]
+    shares = document["paths"][f"{V1}/knowledge-bases/{{kb_id}}/shares"]
+    assert (search["x-scope"], shares["post"]["x-scope"], shares["get"]["x-scope"]) == (
+        "read",
+        "admin",
+        "admin",
+    )
+    assert document["paths"][f"{V1}/knowledge-bases"]["post"]["x-scope"] == "write"
+    assert all(
+        "x-scope" in op
+        for item in document["paths"].values()
+        for op in item.values()
+        if op["security"] == [{"ApiKey": []}]
+    )
 
 
 def test_request_bodies_are_the_validating_models_with_their_error_codes(client: Client, api: Api) -> None:

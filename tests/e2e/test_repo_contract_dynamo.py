@@ -24,6 +24,7 @@ def tables(module_services: Services) -> Repos:
         deps.embedding_cache(),
         deps.api_keys,
         deps.tags,
+        deps.shares,
     )
 
 

@@ -505,3 +505,12 @@ def test_ingest_refreshes_a_few_rows_per_look_in_turn(
     assert code == 0, out
     assert "all 10 file(s) completed" in out
     assert reads_per_look and max(reads_per_look) == cli.REFRESH_PER_LOOK
+
+
+def test_key_issue_and_tenant_create_take_a_scope_and_knowledge_bases() -> None:
+    args = cli.build_parser().parse_args(
+        ["key", "issue", "t1", "--scope", "read", "--kb", "kb-a", "--kb", "kb-b"]
+    )
+    assert cli._key_access(args) == {"scope": "read", "kb_ids": ["kb-a", "kb-b"]}
+    args = cli.build_parser().parse_args(["tenant", "create", "acme"])
+    assert cli._key_access(args) == {"scope": "admin"}  # as keys were before scopes: the whole tenant

@@ -1,5 +1,6 @@
 """The authorisation matrix: every route of the app × no key, a wrong key, another tenant's key on our ids,
-and our key on another tenant's ids.
+our key on another tenant's ids, and every key scope (read, write, admin), a key limited to another
+knowledge base, and another tenant's keys on a knowledge base shared with it and after the share is revoked.
 
 Routes are taken from the Chalice app's route table, so a route added later is probed too (a route whose
 body model has no sample below fails the test and says so). A request another tenant makes with our ids is
@@ -20,6 +21,8 @@ from pydantic import BaseModel
 
 from chalicelib.api.registry import OPERATIONS, Operation
 from chalicelib.bootstrap import Services
+from chalicelib.domain.api_keys import ApiKey, Scope
+from chalicelib.local.runtime import LocalRuntime
 
 #: minimal valid bodies per body model; "{name}" is replaced by the id of that name
 SAMPLE_BODIES: dict[str, dict[str, Any]] = {
@@ -45,6 +48,7 @@ SAMPLE_BODIES: dict[str, dict[str, Any]] = {
     "FaqEntryUpdate": {"is_enabled": True},
     "FaqImportRequest": {"dry_run": True, "entries": [{"standard_question": "q {n}?", "answers": ["a"]}]},
     "FaqUploadUrlRequest": {"file_name": "probe-{n}.csv"},
+    "ShareRequest": {"tenant_id": "{peer_tenant_id}"},
 }
 #: query strings a route needs to get past validation
 SAMPLE_QUERIES: dict[str, str] = {"GraphQuery": "entity={secret}"}
@@ -64,6 +68,10 @@ class Route:
     @property
     def operator(self) -> bool:
         return bool(getattr(self.op, "operator", False))
+
+    @property
+    def scope(self) -> Scope:
+        return self.op.required_scope(self.method)
 
     def __str__(self) -> str:
         return f"{self.method} {self.path}"
@@ -198,9 +206,10 @@ OPERATOR_KEY = "matrix-operator-key"
 def tenants(api: Api, other_api: Api, services: Services) -> tuple[Tenant, Tenant]:
     if "operator_key" in {f.name for f in fields(services.settings)}:  # the admin API is on, behind a key
         services.settings = replace(services.settings, operator_key=OPERATOR_KEY)
-    return Tenant(api, _seed(api, f"alpha{uuid.uuid4().hex[:8]}")), Tenant(
-        other_api, _seed(other_api, f"bravo{uuid.uuid4().hex[:8]}")
-    )
+    a = Tenant(api, _seed(api, f"alpha{uuid.uuid4().hex[:8]}"))
+    b = Tenant(other_api, _seed(other_api, f"bravo{uuid.uuid4().hex[:8]}"))
+    a.ids["peer_tenant_id"], b.ids["peer_tenant_id"] = b.ids["tenant_id"], a.ids["tenant_id"]
+    return a, b
 
 
 def _leaks(sent: Sent, ids: dict[str, str]) -> list[str]:
@@ -340,3 +349,228 @@ def _ours_unchanged(tenant: Tenant) -> None:
     settings = api.get("/tenant/settings").json_body["data"]
     assert settings["parser_engine_rules"] == {"pdf": "builtin"}
     assert api.get(f"/tasks/{ids['task_id']}").status_code == 200
+
+
+# ---------------------------------------------------------------- scopes, knowledge-base limits, shares
+
+#: the routes whose scope is not the one their method implies: a decision made on their registration
+READ_BY_DECISION = {"hybrid_search", "chunker_preview"}
+ADMIN_BY_DECISION = {
+    "put_tenant_settings",
+    "share_knowledge_base",
+    "list_knowledge_base_shares",
+    "unshare_knowledge_base",
+}
+#: what acts on the tenant as a whole: refused to a key limited to some knowledge bases
+WHOLE_TENANT = {"create_knowledge_base", "put_tenant_settings"}
+#: reads of what is not the knowledge base's own: the owner's tasks stay the owner's
+NOT_SHARED = {"get_task"}
+#: what another tenant reads of a knowledge base shared with it (each answers 200)
+SHARED_READS = {
+    "get_knowledge_base",
+    "list_knowledge",
+    "get_knowledge",
+    "knowledge_spans",
+    "list_chunks",
+    "hybrid_search",
+}
+
+
+def _key(services: Services, tenant: Tenant, scope: Scope, kb_ids: tuple[str, ...] | None = None) -> str:
+    record, secret = ApiKey.issue(tenant.ids["tenant_id"], f"matrix-{scope.value}", scope, kb_ids)
+    services.api_keys.put(record)
+    return secret
+
+
+def _scope_refusal(sent: Sent) -> bool:
+    return sent.status_code == 403 and sent.json_body["error"]["code"] == "insufficient_scope"
+
+
+def _refused(sent: Sent) -> bool:
+    """Refused for its key or its ids (not for what the found object holds, nor for a bad body)."""
+    return sent.status_code in (401, 403) or (
+        sent.status_code == 404
+        and sent.json_body["error"]["code"].endswith("not_found")
+        and sent.json_body["error"]["code"] not in NOTHING_YET
+    )
+
+
+def _tenant_routes() -> list[Route]:
+    return [r for r in ROUTES if r.view not in PUBLIC and not r.operator]
+
+
+def test_every_route_has_its_scope() -> None:
+    """Each route's scope comes from its method, or from a decision on its registration; a route whose
+    decision is not the one listed here (or one that makes none while it should) fails."""
+    decided = {r.view: r.op.scope for r in _tenant_routes() if r.op.scope is not None}
+    assert {v for v, s in decided.items() if s is Scope.READ} == READ_BY_DECISION
+    assert {v for v, s in decided.items() if s is Scope.ADMIN} == ADMIN_BY_DECISION
+    assert not {v for v, s in decided.items() if s is Scope.WRITE}  # write is what a non-GET is anyway
+    for route in _tenant_routes():
+        if route.view in READ_BY_DECISION | ADMIN_BY_DECISION:
+            continue
+        assert route.scope is (Scope.READ if route.method == "GET" else Scope.WRITE), route
+        # anything under /tenant/ that is not a read changes the tenant itself: admin
+        assert not (route.path.startswith(f"{V1}/tenant/") and route.method != "GET"), route
+    assert not set(SHARED_READS) - {r.view for r in _tenant_routes() if r.scope is Scope.READ}
+
+
+def test_every_route_under_every_scope(tenants: tuple[Tenant, Tenant], services: Services) -> None:
+    """A key below the route's scope is refused (403 insufficient_scope) before anything is read or written;
+    a key at or above it gets through. Read first (nothing may change), then write, then admin."""
+    a, _ = tenants
+    problems = []
+    for scope in Scope:
+        key = _key(services, a, scope)
+        for route in _tenant_routes():
+            if scope is not Scope.READ and route.method == "DELETE":
+                continue  # the owner's deletes run last, below
+            sent = call(a.api, route, a.ids, key)
+            if not scope.covers(route.scope):
+                if not _scope_refusal(sent):
+                    problems.append(
+                        f"{scope} key on {route} ({route.scope}): {sent.status_code} {sent.body[:160]!r}"
+                    )
+            elif _refused(sent):
+                problems.append(
+                    f"{scope} key on {route} ({route.scope}) refused: {sent.status_code} {sent.body[:160]!r}"
+                )
+        if scope is Scope.READ:
+            _ours_unchanged(a)
+    write = _key(services, a, Scope.WRITE)
+    for route in _tenant_routes():
+        if route.method == "DELETE":
+            sent = call(a.api, route, a.ids, write)
+            if route.scope is Scope.WRITE and _scope_refusal(sent):
+                problems.append(f"write key on {route}: refused its scope")
+            if route.scope is Scope.ADMIN and not _scope_refusal(sent):
+                problems.append(f"write key on {route}: {sent.status_code}, not insufficient_scope")
+    assert not problems, "\n".join(problems)
+
+
+def test_a_key_limited_to_another_knowledge_base(tenants: tuple[Tenant, Tenant], services: Services) -> None:
+    """Every route that names a knowledge base outside the key's list (or something in one) answers 404 as
+    if it did not exist; the listing shows only the listed ones; the listed one works."""
+    a, _ = tenants
+    own = a.api.create_kb(f"limited-{uuid.uuid4().hex[:6]}")
+    assert not WHOLE_TENANT - {r.view for r in _tenant_routes()}
+    key = _key(services, a, Scope.ADMIN, (own["id"],))
+    problems = []
+    for route in _tenant_routes():
+        sent = call(a.api, route, a.ids, key)
+        if takes_ids(route):
+            if sent.status_code != 404:
+                problems.append(f"{route}: {sent.status_code} (expected 404) {sent.body[:160]!r}")
+        elif route.view in WHOLE_TENANT:
+            if (sent.status_code, sent.json_body["error"]["code"]) != (403, "kb_limited_key"):
+                problems.append(f"{route}: {sent.status_code} (expected 403 kb_limited_key)")
+        elif sent.status_code not in (200, 201, 202, 400):
+            problems.append(f"{route}: {sent.status_code} {sent.body[:160]!r}")
+        if leaked := _leaks(sent, a.ids):
+            problems.append(f"{route} leaked {leaked} to a key limited to another knowledge base")
+    assert not problems, "\n".join(problems)
+    limited = Api(a.api.client, key)
+    listed = {kb["id"] for kb in limited.get("/knowledge-bases").json_body["data"]}
+    assert own["id"] in listed and a.ids["kb_id"] not in listed and a.ids["faq_kb_id"] not in listed
+    assert limited.get(f"/knowledge-bases/{own['id']}").status_code == 200
+    made = limited.post(
+        f"/knowledge-bases/{own['id']}/knowledge/manual", {"content": "# mine", "status": "draft"}
+    )
+    assert made.status_code == 200, made.json_body
+    assert limited.get(f"/knowledge/{made.json_body['data']['id']}").status_code == 200
+    _ours_unchanged(a)
+
+
+def _share(a: Tenant, b: Tenant) -> None:
+    shared = a.api.post(f"/knowledge-bases/{a.ids['kb_id']}/shares", {"tenant_id": b.ids["tenant_id"]})
+    assert shared.status_code == 201, shared.json_body
+    assert shared.json_body["data"]["tenant_ids"] == [b.ids["tenant_id"]]
+
+
+def test_another_tenant_on_a_shared_knowledge_base(
+    tenants: tuple[Tenant, Tenant], services: Services
+) -> None:
+    """Shared read-only: the other tenant's keys (read scope or more) read the knowledge base, its knowledge,
+    stage trees and chunks and search it; every other route on it (writes, shares, the FAQ knowledge base not
+    shared) answers 404, or 403 insufficient_scope to a key below the route's scope; nothing of ours
+    changes. Revoked, the reads are 404 again."""
+    a, b = tenants
+    _share(a, b)
+    problems = []
+    for scope in Scope:
+        key = _key(services, b, scope)
+        for route in _tenant_routes():
+            sent = call(a.api, route, a.ids, key)
+            on_shared_kb = "/faq/" not in route.path
+            if route.view in SHARED_READS and on_shared_kb:
+                if sent.status_code != 200:
+                    problems.append(
+                        f"{scope} key, shared read {route}: {sent.status_code} {sent.body[:160]!r}"
+                    )
+                continue
+            if not scope.covers(route.scope):
+                if not _scope_refusal(sent):
+                    problems.append(
+                        f"{scope} key on {route}: {sent.status_code} (expected insufficient_scope)"
+                    )
+            elif takes_ids(route) and route.scope is not Scope.READ and sent.status_code != 404:
+                problems.append(
+                    f"{scope} key wrote through a share: {route} {sent.status_code} {sent.body[:160]!r}"
+                )
+            elif not takes_ids(route) and sent.status_code not in (200, 201, 202, 400):
+                problems.append(f"{scope} key on {route}: {sent.status_code} {sent.body[:160]!r}")
+            elif takes_ids(route) and route.scope is Scope.READ:
+                if "/faq/" in route.path or route.view in NOT_SHARED:  # not on the shared knowledge base
+                    if sent.status_code != 404:
+                        problems.append(f"{scope} key, read {route}: {sent.status_code} (expected 404)")
+                elif _refused(sent):  # a read on the shared knowledge base gets through
+                    problems.append(f"{scope} key, shared read {route} refused: {sent.body[:160]!r}")
+    assert not problems, "\n".join(problems)
+    reader = Api(b.api.client, _key(services, b, Scope.READ))
+    hits = reader.post(f"/knowledge-bases/{a.ids['kb_id']}/hybrid-search", {"query_text": "anything"})
+    assert hits.status_code == 200, hits.json_body
+    listed = reader.get(f"/knowledge-bases/{a.ids['kb_id']}/knowledge").json_body["data"]
+    assert a.ids["knowledge_id"] in json.dumps(listed)
+    assert reader.get(f"/knowledge/{a.ids['knowledge_id']}").json_body["data"]["title"] == a.ids["secret"]
+    # the owner's share list is the owner's: 404 to the tenant it is shared with
+    assert b.api.get(f"/knowledge-bases/{a.ids['kb_id']}/shares").status_code == 404
+    _ours_unchanged(a)
+    revoked = a.api.client.http.delete(
+        f"{V1}/knowledge-bases/{a.ids['kb_id']}/shares/{b.ids['tenant_id']}",
+        headers={"X-API-Key": a.api.api_key},
+    )
+    assert revoked.status_code == 200 and revoked.json_body["data"]["tenant_ids"] == []
+    for path in (f"/knowledge-bases/{a.ids['kb_id']}", f"/knowledge/{a.ids['knowledge_id']}"):
+        assert reader.get(path).status_code == 404, path
+    gone = reader.post(f"/knowledge-bases/{a.ids['kb_id']}/hybrid-search", {"query_text": "anything"})
+    assert gone.status_code == 404
+
+
+def test_sharing_refusals(tenants: tuple[Tenant, Tenant], services: Services, runtime: LocalRuntime) -> None:
+    a, b = tenants
+    kb = a.ids["kb_id"]
+    assert (
+        a.api.post(f"/knowledge-bases/{kb}/shares", {"tenant_id": a.ids["tenant_id"]}).json_body["error"][
+            "code"
+        ]
+        == "share_with_self"
+    )
+    unknown = a.api.post(f"/knowledge-bases/{kb}/shares", {"tenant_id": "no-such-tenant"})
+    assert (unknown.status_code, unknown.json_body["error"]["code"]) == (404, "tenant_not_found")
+    bad = a.api.post(f"/knowledge-bases/{kb}/shares", {"tenant_id": "a b"})
+    assert (bad.status_code, bad.json_body["error"]["code"]) == (400, "invalid_tenant_id")
+    writer = Api(a.api.client, _key(services, a, Scope.WRITE))
+    refused = writer.post(f"/knowledge-bases/{kb}/shares", {"tenant_id": b.ids["tenant_id"]})
+    assert (refused.status_code, refused.json_body["error"]["code"]) == (403, "insufficient_scope")
+    not_shared = a.api.client.http.delete(
+        f"{V1}/knowledge-bases/{kb}/shares/{b.ids['tenant_id']}", headers={"X-API-Key": a.api.api_key}
+    )
+    assert (not_shared.status_code, not_shared.json_body["error"]["code"]) == (404, "share_not_found")
+    # b cannot share a's knowledge base, even once a shared it with b
+    _share(a, b)
+    assert b.api.post(f"/knowledge-bases/{kb}/shares", {"tenant_id": b.ids["tenant_id"]}).status_code == 404
+    # a deleted knowledge base leaves no share behind
+    deleted = a.api.client.http.delete(f"{V1}/knowledge-bases/{kb}", headers={"X-API-Key": a.api.api_key})
+    assert deleted.status_code == 202, deleted.json_body
+    runtime.drain(timeout=120)
+    assert services.shares.tenants_of(kb) == []

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from chalicelib.domain.api_keys import ApiKey
+from chalicelib.domain.api_keys import ApiKey, Scope
 from chalicelib.domain.clock import iso_before, to_iso
 from chalicelib.domain.ids import api_key_hash, attempt_chunk_prefix, chunk_id
 from chalicelib.domain.types import (
@@ -42,6 +42,7 @@ from chalicelib.ports import (
     IndexSpace,
     KnowledgeBaseRepo,
     KnowledgeRepo,
+    ShareRepo,
     SpanRepo,
     TagRepo,
     TenantRepo,
@@ -60,6 +61,7 @@ class Repos:
     cache: EmbeddingCache
     api_keys: ApiKeyRepo
     tags: TagRepo | None = None  # tests/service/tag_contract.py
+    shares: ShareRepo | None = None
 
 
 def new_id() -> str:
@@ -604,6 +606,45 @@ class RepoContract:
         listed = {t.id: t for t in repos.tenants.list_all()}
         assert tenant.id in listed and listed[tenant.id].name == "acme"
         assert not any(t.id.startswith("apikey#") or t.id == first.key_hash for t in listed.values())
+
+    def test_an_api_keys_scope_and_knowledge_bases_read_back(self, repos: Repos) -> None:
+        tenant_id = new_id()
+        limited, secret = ApiKey.issue(tenant_id, "reader", Scope.READ, ("kb-1", "kb-2"))
+        writer, _ = ApiKey.issue(tenant_id, "writer", Scope.WRITE)
+        nothing, _ = ApiKey.issue(tenant_id, "none", Scope.READ, ())
+        for k in (limited, writer, nothing):
+            repos.api_keys.put(k)
+        got = repos.api_keys.get(api_key_hash(secret))
+        assert got is not None and (got.scope, got.kb_ids) == (Scope.READ, ("kb-1", "kb-2"))
+        got = repos.api_keys.get(writer.key_hash)
+        assert got is not None and (got.scope, got.kb_ids) == (Scope.WRITE, None)
+        got = repos.api_keys.get(nothing.key_hash)
+        assert got is not None and got.kb_ids == ()  # limited to none is not "every one"
+        plain, _ = ApiKey.issue(tenant_id)  # a key issued without a scope is an admin key, as before
+        repos.api_keys.put(plain)
+        got = repos.api_keys.get(plain.key_hash)
+        assert got is not None and (got.scope, got.kb_ids) == (Scope.ADMIN, None)
+
+    def test_shares_of_a_knowledge_base(self, repos: Repos) -> None:
+        assert repos.shares is not None
+        kb_id, owner = new_id(), new_id()
+        assert repos.shares.tenants_of(kb_id) == []
+        repos.shares.add(owner, kb_id, "t-b")
+        repos.shares.add(owner, kb_id, "t-a")
+        repos.shares.add(owner, kb_id, "t-a")  # twice is once
+        assert repos.shares.tenants_of(kb_id) == ["t-a", "t-b"]
+        assert repos.shares.remove(kb_id, "t-a") is True
+        assert repos.shares.remove(kb_id, "t-a") is False
+        assert repos.shares.remove(new_id(), "t-a") is False
+        assert repos.shares.tenants_of(kb_id) == ["t-b"]
+        assert repos.shares.remove(kb_id, "t-b") is True
+        assert repos.shares.tenants_of(kb_id) == []
+        repos.shares.add(owner, kb_id, "t-c")
+        repos.shares.drop(kb_id)
+        repos.shares.drop(kb_id)  # twice, or with no shares: a no-op
+        assert repos.shares.tenants_of(kb_id) == []
+        # Share records are not tenants.
+        assert not any(t.id.startswith("share#") for t in repos.tenants.list_all())
 
     def test_knowledge_bases_by_id_name_and_tenant(self, repos: Repos) -> None:
         tenant_id = new_id()

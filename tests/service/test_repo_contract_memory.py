@@ -10,6 +10,7 @@ from chalicelib.adapters.memory import (
     MemoryEmbeddingCache,
     MemoryKnowledgeBaseRepo,
     MemoryKnowledgeRepo,
+    MemoryShareRepo,
     MemorySpanRepo,
     MemoryTagRepo,
     MemoryTenantRepo,
@@ -31,4 +32,5 @@ class TestMemoryRepos(RepoContract, TagContract):
             cache=MemoryEmbeddingCache(),
             tags=MemoryTagRepo(),
             api_keys=MemoryApiKeyRepo(),
+            shares=MemoryShareRepo(),
         )

@@ -17,7 +17,7 @@ from chalicelib.adapters.dynamo.spans import DynamoSpanRepo
 from chalicelib.adapters.dynamo.tables import Models, build_models, share_one_connection, shared_connection
 from chalicelib.adapters.dynamo.tags import DynamoTagRepo
 from chalicelib.adapters.dynamo.tasks import DynamoTaskRepo
-from chalicelib.adapters.dynamo.tenants import DynamoApiKeyRepo, DynamoTenantRepo
+from chalicelib.adapters.dynamo.tenants import DynamoApiKeyRepo, DynamoShareRepo, DynamoTenantRepo
 from chalicelib.adapters.dynamo.wiki import DynamoWikiRepo
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "DynamoGraphRepo",
     "DynamoKnowledgeBaseRepo",
     "DynamoKnowledgeRepo",
+    "DynamoShareRepo",
     "DynamoSpanRepo",
     "DynamoTagRepo",
     "DynamoTaskRepo",

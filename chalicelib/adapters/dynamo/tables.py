@@ -135,6 +135,7 @@ class Models:
     api_key: type[Any]
     tag: type[Any] | None = None
     turns: type[Any] | None = None
+    share: type[Any] | None = None
 
     def all(self) -> list[type[Any]]:
         return [m for m in vars(self).values() if m is not None]
@@ -422,6 +423,21 @@ def build_models(settings: Settings) -> Models:
         name = UnicodeAttribute(default="")
         created_at = UnicodeAttribute()
         revoked_at = UnicodeAttribute(null=True)
+        #: absent on keys issued before scopes: they are admin keys, limited to no knowledge base
+        scope = UnicodeAttribute(null=True)
+        kb_ids = ListAttribute(of=UnicodeAttribute, null=True)
+
+    class ShareItem(Model):
+        """The tenants a knowledge base is shared with (read-only), in the tenants table under
+        `share#<kb_id>` (no `api_key_hash`, so it stays out of the api-key index and tenant listings)."""
+
+        class Meta:
+            table_name = settings.table("tenants")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        owner_tenant_id = UnicodeAttribute()
+        tenants = UnicodeSetAttribute(null=True)
 
     del region
 
@@ -449,6 +465,7 @@ def build_models(settings: Settings) -> Models:
         ApiKeyItem,
         TagItem,
         TurnsItem,
+        ShareItem,
     )
 
 

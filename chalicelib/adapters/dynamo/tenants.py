@@ -11,7 +11,7 @@ from pynamodb.exceptions import (
 from pynamodb.expressions.condition import size
 
 from chalicelib.adapters.dynamo.tables import Models, _iso_or_none
-from chalicelib.domain.api_keys import ApiKey
+from chalicelib.domain.api_keys import ApiKey, Scope
 from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.ids import api_key_hash
 from chalicelib.domain.types import (
@@ -174,6 +174,8 @@ class DynamoApiKeyRepo:
             name=key.name,
             created_at=to_iso(key.created_at),
             revoked_at=_iso_or_none(key.revoked_at),
+            scope=key.scope.value,
+            kb_ids=list(key.kb_ids) if key.kb_ids is not None else None,
         ).save()
 
     def list(self, tenant_id: str) -> list[ApiKey]:
@@ -184,4 +186,52 @@ class DynamoApiKeyRepo:
     @staticmethod
     def _from_item(item: Any) -> ApiKey:
         revoked = from_iso(item.revoked_at) if item.revoked_at else None
-        return ApiKey(item.tenant_id, item.key_hash, item.name or "", from_iso(item.created_at), revoked)
+        return ApiKey(
+            item.tenant_id,
+            item.key_hash,
+            item.name or "",
+            from_iso(item.created_at),
+            revoked,
+            scope=Scope(item.scope) if item.scope else Scope.ADMIN,
+            kb_ids=tuple(item.kb_ids) if item.kb_ids is not None else None,
+        )
+
+
+SHARE_ITEM_PREFIX = "share#"
+
+
+class DynamoShareRepo:
+    """Read-only shares of a knowledge base with other tenants: one item per shared knowledge base, whose
+    set of tenants is changed with ADD / DELETE updates (no read-modify-write race)."""
+
+    def __init__(self, models: Models):
+        assert models.share is not None
+        self.model = models.share
+
+    def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str) -> None:
+        m = self.model
+        m(SHARE_ITEM_PREFIX + kb_id).update(
+            actions=[m.owner_tenant_id.set(owner_tenant_id), m.tenants.add({tenant_id})]
+        )
+
+    def remove(self, kb_id: str, tenant_id: str) -> bool:
+        m = self.model
+        try:
+            m(SHARE_ITEM_PREFIX + kb_id).update(
+                actions=[m.tenants.delete({tenant_id})], condition=m.tenants.contains(tenant_id)
+            )
+        except UpdateError as error:
+            if error.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def drop(self, kb_id: str) -> None:
+        self.model(SHARE_ITEM_PREFIX + kb_id).delete()
+
+    def tenants_of(self, kb_id: str) -> list[str]:
+        try:
+            item = self.model.get(SHARE_ITEM_PREFIX + kb_id, consistent_read=True)
+        except DoesNotExist:
+            return []
+        return sorted(item.tenants or ())

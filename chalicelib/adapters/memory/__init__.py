@@ -28,7 +28,7 @@ from chalicelib.adapters.memory.settings import memory_settings
 from chalicelib.adapters.memory.spans import MemorySpanRepo
 from chalicelib.adapters.memory.tags import MemoryTagRepo
 from chalicelib.adapters.memory.tasks import MemoryTaskRepo
-from chalicelib.adapters.memory.tenants import MemoryApiKeyRepo, MemoryTenantRepo
+from chalicelib.adapters.memory.tenants import MemoryApiKeyRepo, MemoryShareRepo, MemoryTenantRepo
 from chalicelib.adapters.memory.turns import MemoryTurnBook
 from chalicelib.adapters.memory.usage import MemoryUsageRepo
 from chalicelib.adapters.memory.wiki import MemoryWikiRepo
@@ -47,6 +47,7 @@ __all__ = [
     "MemoryHealthProbe",
     "MemoryKnowledgeBaseRepo",
     "MemoryKnowledgeRepo",
+    "MemoryShareRepo",
     "MemorySpanRepo",
     "MemoryTagRepo",
     "MemoryTaskQueue",

@@ -120,3 +120,31 @@ class MemoryApiKeyRepo:
         with self._lock:
             rows = [copy.deepcopy(k) for k in self._rows.values() if k.tenant_id == tenant_id]
         return sorted(rows, key=lambda k: (k.created_at, k.key_hash))
+
+
+class MemoryShareRepo:
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[str, set[str]]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str) -> None:
+        with self._lock:
+            _, tenants = self._rows.get(kb_id, (owner_tenant_id, set()))
+            self._rows[kb_id] = (owner_tenant_id, tenants | {tenant_id})
+
+    def remove(self, kb_id: str, tenant_id: str) -> bool:
+        with self._lock:
+            row = self._rows.get(kb_id)
+            if row is None or tenant_id not in row[1]:
+                return False
+            self._rows[kb_id] = (row[0], row[1] - {tenant_id})
+            return True
+
+    def drop(self, kb_id: str) -> None:
+        with self._lock:
+            self._rows.pop(kb_id, None)
+
+    def tenants_of(self, kb_id: str) -> list[str]:
+        with self._lock:
+            row = self._rows.get(kb_id)
+            return sorted(row[1]) if row else []
