@@ -9,6 +9,7 @@ a permanent one is recorded against the item and the task goes on.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -150,15 +151,17 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
             process_config=validate(ProcessConfigModel, config) if config is not None else None
         )
         seen_ids: set[str] = set(task.items)
-        started = task.created_at.timestamp()
+        # rows keep their times to the millisecond: the change's own millisecond counts as after it
+        started = math.floor(task.created_at.timestamp() * 1000) / 1000
         while rows := _kb_rows(
             deps,
             task.kb_id,
-            # a document uploaded after the change already has the new settings: not parsed twice
+            # a document uploaded after the change (or in its very millisecond) already has the new
+            # settings: not parsed twice
             lambda row: (
                 row.parse_status in REPARSE_FROM
                 and row.id not in seen_ids
-                and row.created_at.timestamp() <= started
+                and row.created_at.timestamp() < started
             ),
         ):
             for row in rows:
