@@ -19,7 +19,7 @@ from chalicelib.domain.types import (
 )
 from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models
-from chalicelib.services.ownership import kb_allowed, require_kb, require_whole_tenant
+from chalicelib.services.ownership import kb_allowed, require_kb, require_whole_tenant, shared_kbs
 from chalicelib.tasks import new_task, start_task
 from chalicelib.tasks.reembed import FROM_ENGINE, FROM_MODEL
 
@@ -81,7 +81,9 @@ def get_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
 
 
 def list_kbs(deps: Dependencies, tenant_id: str) -> list[KnowledgeBase]:
-    return [kb for kb in deps.kbs.list(tenant_id) if kb_allowed(kb.id)]
+    """The tenant's own knowledge bases, then those other tenants shared with it (read-only; each names
+    its owner in `tenant_id`)."""
+    return [kb for kb in deps.kbs.list(tenant_id) if kb_allowed(kb.id)] + shared_kbs(deps, tenant_id)
 
 
 def update_kb(

@@ -88,6 +88,10 @@ class ShareRepo(Protocol):
 
     def tenants_of(self, kb_id: str) -> list[str]: ...
 
+    def shared_with(self, tenant_id: str) -> list[str]:
+        """The ids of the knowledge bases other tenants shared with this one."""
+        ...
+
     def drop(self, kb_id: str) -> None:
         """Every share of a deleted knowledge base (a no-op when it had none)."""
         ...

@@ -74,6 +74,18 @@ def _visible(deps: Dependencies, tenant_id: str, kb_id: str, owner_tenant_id: st
     )
 
 
+def shared_kbs(deps: Dependencies, tenant_id: str) -> list[KnowledgeBase]:
+    """The knowledge bases other tenants shared with this one that the request may read (none outside a
+    reading request), oldest first."""
+    found = (deps.kbs.get(kb_id) for kb_id in deps.shares.shared_with(tenant_id))
+    visible = [
+        kb
+        for kb in found
+        if kb is not None and kb.status == "active" and _visible(deps, tenant_id, kb.id, kb.tenant_id)
+    ]
+    return sorted(visible, key=lambda kb: (kb.created_at, kb.id))
+
+
 def require_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
     kb = deps.kbs.get(kb_id)
     if kb is None or not _visible(deps, tenant_id, kb.id, kb.tenant_id):

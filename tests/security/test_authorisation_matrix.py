@@ -532,6 +532,10 @@ def test_another_tenant_on_a_shared_knowledge_base(
     listed = reader.get(f"/knowledge-bases/{a.ids['kb_id']}/knowledge").json_body["data"]
     assert a.ids["knowledge_id"] in json.dumps(listed)
     assert reader.get(f"/knowledge/{a.ids['knowledge_id']}").json_body["data"]["title"] == a.ids["secret"]
+    # the shared knowledge base is in the other tenant's list, after its own, naming its owner
+    kbs = reader.get("/knowledge-bases").json_body["data"]
+    assert kbs[-1]["id"] == a.ids["kb_id"] and kbs[-1]["tenant_id"] == a.ids["tenant_id"]
+    assert b.ids["kb_id"] in [kb["id"] for kb in kbs]
     # the owner's share list is the owner's: 404 to the tenant it is shared with
     assert b.api.get(f"/knowledge-bases/{a.ids['kb_id']}/shares").status_code == 404
     _ours_unchanged(a)
@@ -542,6 +546,7 @@ def test_another_tenant_on_a_shared_knowledge_base(
     assert revoked.status_code == 200 and revoked.json_body["data"]["tenant_ids"] == []
     for path in (f"/knowledge-bases/{a.ids['kb_id']}", f"/knowledge/{a.ids['knowledge_id']}"):
         assert reader.get(path).status_code == 404, path
+    assert a.ids["kb_id"] not in [kb["id"] for kb in reader.get("/knowledge-bases").json_body["data"]]
     gone = reader.post(f"/knowledge-bases/{a.ids['kb_id']}/hybrid-search", {"query_text": "anything"})
     assert gone.status_code == 404
 

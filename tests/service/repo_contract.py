@@ -633,6 +633,14 @@ class RepoContract:
         repos.shares.add(owner, kb_id, "t-a")
         repos.shares.add(owner, kb_id, "t-a")  # twice is once
         assert repos.shares.tenants_of(kb_id) == ["t-a", "t-b"]
+        reader, other_kb = new_id(), new_id()
+        repos.shares.add(owner, kb_id, reader)
+        repos.shares.add(owner, other_kb, reader)
+        assert repos.shares.shared_with(reader) == sorted([kb_id, other_kb])
+        assert repos.shares.remove(kb_id, reader) is True
+        assert repos.shares.shared_with(reader) == [other_kb]
+        repos.shares.drop(other_kb)
+        assert repos.shares.shared_with(reader) == []
         assert repos.shares.remove(kb_id, "t-a") is True
         assert repos.shares.remove(kb_id, "t-a") is False
         assert repos.shares.remove(new_id(), "t-a") is False
@@ -644,7 +652,7 @@ class RepoContract:
         repos.shares.drop(kb_id)  # twice, or with no shares: a no-op
         assert repos.shares.tenants_of(kb_id) == []
         # Share records are not tenants.
-        assert not any(t.id.startswith("share#") for t in repos.tenants.list_all())
+        assert not any(t.id.startswith(("share#", "shared-with#")) for t in repos.tenants.list_all())
 
     def test_knowledge_bases_by_id_name_and_tenant(self, repos: Repos) -> None:
         tenant_id = new_id()

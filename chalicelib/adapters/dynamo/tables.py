@@ -429,15 +429,17 @@ def build_models(settings: Settings) -> Models:
 
     class ShareItem(Model):
         """The tenants a knowledge base is shared with (read-only), in the tenants table under
-        `share#<kb_id>` (no `api_key_hash`, so it stays out of the api-key index and tenant listings)."""
+        `share#<kb_id>` (no `api_key_hash`, so it stays out of the api-key index and tenant listings), and
+        its reverse, the knowledge bases shared with a tenant, under `shared-with#<tenant_id>` (`kbs`)."""
 
         class Meta:
             table_name = settings.table("tenants")
             region = settings.region
 
         id = UnicodeAttribute(hash_key=True)
-        owner_tenant_id = UnicodeAttribute()
+        owner_tenant_id = UnicodeAttribute(null=True)
         tenants = UnicodeSetAttribute(null=True)
+        kbs = UnicodeSetAttribute(null=True)
 
     del region
 

@@ -198,11 +198,14 @@ class DynamoApiKeyRepo:
 
 
 SHARE_ITEM_PREFIX = "share#"
+SHARED_WITH_PREFIX = "shared-with#"
 
 
 class DynamoShareRepo:
     """Read-only shares of a knowledge base with other tenants: one item per shared knowledge base, whose
-    set of tenants is changed with ADD / DELETE updates (no read-modify-write race)."""
+    set of tenants is changed with ADD / DELETE updates (no read-modify-write race). A reverse item per
+    tenant lists the knowledge bases shared with it; it only serves listings, which check each against the
+    share item, so a reverse entry left by a crash between the two updates shows nothing."""
 
     def __init__(self, models: Models):
         assert models.share is not None
@@ -210,6 +213,7 @@ class DynamoShareRepo:
 
     def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str) -> None:
         m = self.model
+        m(SHARED_WITH_PREFIX + tenant_id).update(actions=[m.kbs.add({kb_id})])
         m(SHARE_ITEM_PREFIX + kb_id).update(
             actions=[m.owner_tenant_id.set(owner_tenant_id), m.tenants.add({tenant_id})]
         )
@@ -224,10 +228,21 @@ class DynamoShareRepo:
             if error.cause_response_code == "ConditionalCheckFailedException":
                 return False
             raise
+        m(SHARED_WITH_PREFIX + tenant_id).update(actions=[m.kbs.delete({kb_id})])
         return True
 
     def drop(self, kb_id: str) -> None:
-        self.model(SHARE_ITEM_PREFIX + kb_id).delete()
+        m = self.model
+        for tenant_id in self.tenants_of(kb_id):
+            m(SHARED_WITH_PREFIX + tenant_id).update(actions=[m.kbs.delete({kb_id})])
+        m(SHARE_ITEM_PREFIX + kb_id).delete()
+
+    def shared_with(self, tenant_id: str) -> list[str]:
+        try:
+            item = self.model.get(SHARED_WITH_PREFIX + tenant_id, consistent_read=True)
+        except DoesNotExist:
+            return []
+        return sorted(kb_id for kb_id in item.kbs or () if tenant_id in self.tenants_of(kb_id))
 
     def tenants_of(self, kb_id: str) -> list[str]:
         try:

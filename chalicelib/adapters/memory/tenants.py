@@ -148,3 +148,7 @@ class MemoryShareRepo:
         with self._lock:
             row = self._rows.get(kb_id)
             return sorted(row[1]) if row else []
+
+    def shared_with(self, tenant_id: str) -> list[str]:
+        with self._lock:
+            return sorted(kb_id for kb_id, (_, tenants) in self._rows.items() if tenant_id in tenants)
