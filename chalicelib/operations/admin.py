@@ -16,7 +16,7 @@ from typing import Any
 from chalicelib.commands import CreateTenantRequest, IssueKeyRequest, KeyAccess, TenantQuotas
 from chalicelib.domain.api_keys import ApiKey, Scope, key_id_of
 from chalicelib.domain.clock import to_iso
-from chalicelib.domain.errors import Forbidden, NotFound, Unauthorized
+from chalicelib.domain.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from chalicelib.domain.types import Tenant
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
@@ -65,8 +65,21 @@ def key_view(key: ApiKey) -> dict[str, Any]:
     }
 
 
-def _issue(tenant_id: str, name: str, access: KeyAccess) -> tuple[ApiKey, str]:
+def _issue(deps: Dependencies, tenant_id: str, name: str, access: KeyAccess) -> tuple[ApiKey, str]:
+    """A key limited to knowledge bases names existing ones of its tenant (a typo would give a key that
+    reaches nothing; another tenant's id would never be reachable)."""
     kb_ids = tuple(dict.fromkeys(access.kb_ids)) if access.kb_ids is not None else None
+    unknown = [
+        kb_id
+        for kb_id in kb_ids or ()
+        if (kb := deps.kbs.get(kb_id)) is None or kb.tenant_id != tenant_id or kb.status != "active"
+    ]
+    if unknown:
+        raise BadRequest(
+            "the key names knowledge bases the tenant does not have",
+            code="unknown_kb_id",
+            data={"kb_ids": unknown},
+        )
     return ApiKey.issue(tenant_id, name, Scope(access.scope), kb_ids)
 
 
@@ -80,7 +93,7 @@ def _tenant(deps: Dependencies, tenant_id: str) -> Tenant:
 def create_tenant(deps: Dependencies, request: CreateTenantRequest) -> tuple[Tenant, ApiKey, str]:
     """A new tenant and its first key; the secret is returned here and never again."""
     tenant_id = str(uuid.uuid4())
-    key, secret = _issue(tenant_id, request.key_name or "primary", request)
+    key, secret = _issue(deps, tenant_id, request.key_name or "primary", request)
     # The key record first: a tenant row never exists without a record of its key.
     deps.api_keys.put(key)
     tenant = Tenant(tenant_id, request.name, key.key_hash)
@@ -105,7 +118,7 @@ def list_keys(deps: Dependencies, tenant_id: str) -> list[ApiKey]:
 
 def issue_key(deps: Dependencies, tenant_id: str, request: IssueKeyRequest) -> tuple[ApiKey, str]:
     _tenant(deps, tenant_id)
-    key, secret = _issue(tenant_id, request.name, request)
+    key, secret = _issue(deps, tenant_id, request.name, request)
     deps.api_keys.put(key)
     return key, secret
 

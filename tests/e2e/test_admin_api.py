@@ -154,9 +154,18 @@ def test_keys_are_issued_with_a_scope_and_knowledge_bases(client: Client, operat
         ({"kb_ids": "kb-1"}, "invalid_kb_ids"),
         ({"kb_ids": ["a b"]}, "invalid_kb_ids"),
         ({"kb_ids": [f"kb-{i}" for i in range(101)]}, "invalid_kb_ids"),
+        ({"kb_ids": [kept["id"], "no-such-kb"]}, "unknown_kb_id"),
     ):
         bad = operator.call("post", f"/tenants/{tenant_id}/api-keys", body)
         assert (bad.status_code, bad.json_body["error"]["code"]) == (400, code), body
+    # another tenant's knowledge base is as unknown as a missing one, and is not named back as found
+    stranger = operator.call("post", "/tenants", {"name": "stranger"}).json_body["data"]
+    theirs = Api(client, stranger["api_key"]).create_kb("theirs")
+    foreign = operator.call("post", f"/tenants/{tenant_id}/api-keys", {"kb_ids": [theirs["id"]]})
+    assert (foreign.status_code, foreign.json_body["error"]["code"]) == (400, "unknown_kb_id")
+    assert foreign.json_body["data"]["kb_ids"] == [theirs["id"]]
+    first = operator.call("post", "/tenants", {"name": "fresh", "kb_ids": [kept["id"]]})
+    assert (first.status_code, first.json_body["error"]["code"]) == (400, "unknown_kb_id")
 
 
 class DownThenUp:
