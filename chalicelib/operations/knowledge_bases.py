@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, replace
+from datetime import UTC, datetime, timedelta
 
 from chalicelib.commands import CreateKnowledgeBase, IndexingStrategySettings, UpdateKnowledgeBase
 from chalicelib.domain.errors import BadRequest, Conflict
@@ -20,7 +21,7 @@ from chalicelib.domain.types import (
 from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models
 from chalicelib.services.ownership import kb_allowed, require_kb, require_whole_tenant, shared_kbs
-from chalicelib.tasks import new_task, start_task
+from chalicelib.tasks import deliver_again, new_task, start_task
 from chalicelib.tasks.reembed import FROM_ENGINE, FROM_MODEL
 
 NOTHING_INDEXED = (
@@ -99,6 +100,13 @@ def update_kb(
             raise Conflict("the knowledge base is being deleted", code="kb_deleting")
         changed, reembed_to = _changed(deps, kb, request)
         task = None
+        # a re-embed whose task died (its message dead-lettered) no longer holds the knowledge base: this
+        # change replaces it, and its task runs once more to take its half-built index away
+        dead_reembed = (
+            kb.reembed_to.get("task_id") if kb.reembed_to and not _reembed_running(deps, kb) else None
+        )
+        if dead_reembed:
+            changed = replace(changed, reembed_to={})
         if reembed_to:
             was = {FROM_MODEL: kb.embedding_model_id, FROM_ENGINE: kb.retrieval_engine}
             task = new_task(tenant_id, TaskKind.REEMBED, kb.id, [], **reembed_to, **was)
@@ -108,6 +116,8 @@ def update_kb(
         updated = deps.kbs.update(changed)
         if updated is None:
             continue  # changed meanwhile: read again and apply the request to what is there now
+        if dead_reembed:
+            deliver_again(deps, dead_reembed)
         if task is not None:
             start_task(deps, task)
         return updated, task
@@ -177,8 +187,12 @@ def _changed(
 
 
 def _reembed_running(deps: Dependencies, kb: KnowledgeBase) -> bool:
-    """A re-embed is under way; one whose task ended without clearing it (dead-lettered) no longer counts."""
+    """A re-embed is under way: its task is queued or running and saved progress within the stale limit
+    (a running task saves at least every slice, and a waiting one every retry). One that ended without
+    clearing it, or whose message was dead-lettered and saves nothing any more, no longer counts."""
     if not kb.reembed_to:
         return False
     task = deps.tasks.get(kb.reembed_to.get("task_id", ""))
-    return task is not None and task.status in (TaskStatus.QUEUED, TaskStatus.RUNNING)
+    if task is None or task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
+        return False
+    return task.updated_at >= datetime.now(UTC) - timedelta(seconds=deps.settings.stale_after_seconds)

@@ -26,6 +26,11 @@ def start_task(deps: Dependencies, task: Task) -> Task:
     return task
 
 
+def deliver_again(deps: Dependencies, task_id: str) -> None:
+    """One more delivery of a task whose message was lost or dead-lettered (it resumes where it stopped)."""
+    deps.queue.send_raw(LIFECYCLE_QUEUE, {"task_id": task_id})
+
+
 def get_task(deps: Dependencies, tenant_id: str, task_id: str) -> Task:
     task = deps.tasks.get(task_id)
     if task is None or task.tenant_id != tenant_id or not kb_allowed(task.kb_id):

@@ -136,13 +136,26 @@ def _switched(kb: KnowledgeBase, task: Task) -> bool:
 
 
 def _gone(deps: Dependencies, task: Task, kb: KnowledgeBase | None) -> None:
-    if (kb is None or kb.status != "active") and FROM_MODEL in task.params:
+    if FROM_MODEL in task.params and _half_built_index_is_orphaned(kb, task):
         target = Target(deps, _from(task), _to(task))
-        if target.moves():  # the knowledge base is deleted: the delete never sees the new index
+        if target.moves():  # nobody else will ever look at what this task wrote into the new space
             owners = [item for item in task.items if item != SWITCH_ITEM]
             for batch in iter_batches(owners, 100):
                 target.new_engine.delete_by_knowledge(target.new_space, task.kb_id, list(batch))
     raise PermanentStageError("the knowledge base is gone, or its re-embed was replaced by another change")
+
+
+def _half_built_index_is_orphaned(kb: KnowledgeBase | None, task: Task) -> bool:
+    """The knowledge base is deleted (its delete never sees the new index), or this task's re-embed was
+    replaced (it had died) by a change whose knowledge base neither uses nor builds the same target."""
+    if kb is None or kb.status != "active":
+        return True
+    current = (kb.embedding_model_id, kb.retrieval_engine)
+    building = (
+        str(kb.reembed_to.get("embedding_model_id", "")),
+        str(kb.reembed_to.get("retrieval_engine", "")),
+    )
+    return _to(task) not in (current, building)
 
 
 def _reembed_recorded(deps: Dependencies, kb: KnowledgeBase, target: Target, task: Task, owner: str) -> None:

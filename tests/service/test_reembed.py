@@ -13,6 +13,7 @@ import pytest
 from chalicelib.adapters.models.hashing import HashingEmbedding
 from chalicelib.bootstrap import Services
 from chalicelib.commands import UpdateKnowledgeBase
+from chalicelib.domain.errors import Conflict
 from chalicelib.domain.types import KnowledgeBase, Task, TaskStatus, Tenant
 from chalicelib.ports import IndexSpace
 from chalicelib.ports.models import ModelRequestError, ModelUnavailable
@@ -267,3 +268,70 @@ def test_a_cancelled_document_keeps_its_entries_through_the_switch(
     run_lifecycle(deps)
     assert task_of(deps, task).status == TaskStatus.COMPLETED
     assert counts(deps, kb, NEW, ids) == old and counts(deps, kb, kb.embedding_model_id, ids) == [0, 0]
+
+
+def _died_half_way(deps: Services, kb: KnowledgeBase, monkeypatch: Any) -> Task:
+    """A re-embed that built one document, then lost its message (dead-lettered), long ago."""
+    from datetime import timedelta
+
+    from chalicelib.stages import lifecycle
+
+    task = reembed(deps, kb)
+    monkeypatch.setattr(lifecycle, "SLICE_SECONDS", 0.0)  # one item per delivery
+    deliver_once(deps)
+    monkeypatch.setattr(lifecycle, "SLICE_SECONDS", 60.0)
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]
+    stored = task_of(deps, task)
+    stored.updated_at -= timedelta(seconds=deps.settings.stale_after_seconds + 60)
+    deps.tasks._rows[stored.id] = stored  # type: ignore[attr-defined]  # no port writes a time backwards
+    return stored
+
+
+def test_a_re_embed_that_died_holds_the_knowledge_base_only_until_the_stale_limit(
+    deps: Services, docs: tuple[KnowledgeBase, list[str]], flaky: Flaky, monkeypatch: Any
+) -> None:
+    """Its task saved nothing for longer than the stale limit: a new re-embed replaces it (no 409
+    reembed_running), the dead task runs once more and fails, and the new one switches."""
+    from chalicelib.operations.knowledge_bases import update_kb
+
+    kb, ids = docs
+    old = counts(deps, kb, kb.embedding_model_id, ids)
+    fresh = reembed(deps, kb)
+    with pytest.raises(Conflict) as running:
+        update_kb(deps, kb.tenant_id, kb.id, UpdateKnowledgeBase(embedding_model_id=NEW, reembed=True))
+    assert running.value.code == "reembed_running"
+    run_lifecycle(deps)
+    assert task_of(deps, fresh).status == TaskStatus.COMPLETED
+    update_kb(
+        deps, kb.tenant_id, kb.id, UpdateKnowledgeBase(embedding_model_id=kb.embedding_model_id, reembed=True)
+    )
+    run_lifecycle(deps)  # back on the first model
+    dead = _died_half_way(deps, kb, monkeypatch)
+    assert any(counts(deps, kb, NEW, ids))
+    replacing = reembed(deps, kb)
+    assert deps.kbs.get(kb.id).reembed_to["task_id"] == replacing.id  # type: ignore[union-attr]
+    run_lifecycle(deps)
+    ended = task_of(deps, dead)  # one document done, then replaced: partial, and the switch says why
+    assert ended.status == TaskStatus.PARTIAL and "replaced" in ended.errors["switch"]
+    assert task_of(deps, replacing).status == TaskStatus.COMPLETED
+    now = deps.kbs.get(kb.id)
+    assert now is not None and now.embedding_model_id == NEW and now.reembed_to == {}
+    assert counts(deps, kb, NEW, ids) == old
+
+
+def test_any_change_clears_a_dead_re_embed_and_its_half_built_index(
+    deps: Services, docs: tuple[KnowledgeBase, list[str]], flaky: Flaky, monkeypatch: Any
+) -> None:
+    from chalicelib.operations.knowledge_bases import update_kb
+
+    kb, ids = docs
+    old = counts(deps, kb, kb.embedding_model_id, ids)
+    dead = _died_half_way(deps, kb, monkeypatch)
+    assert any(counts(deps, kb, NEW, ids))
+    update_kb(deps, kb.tenant_id, kb.id, UpdateKnowledgeBase(description="renamed"))
+    assert deps.kbs.get(kb.id).reembed_to == {}  # type: ignore[union-attr]
+    run_lifecycle(deps)
+    ended = task_of(deps, dead)  # one document done, then replaced: partial, and the switch says why
+    assert ended.status == TaskStatus.PARTIAL and "replaced" in ended.errors["switch"]
+    assert counts(deps, kb, NEW, ids) == [0, 0]  # nobody would have looked at it again
+    assert counts(deps, kb, kb.embedding_model_id, ids) == old
