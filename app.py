@@ -333,6 +333,11 @@ def kb_cost(kb_id: str) -> Response:
     return routes.kb_cost(get_deps(), app.current_request, kb_id)
 
 
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/stats", methods=["GET"])
+def kb_stats(kb_id: str) -> Response:
+    return routes.kb_stats(get_deps(), app.current_request, kb_id)
+
+
 # ---------------------------------------------------------------- operators (X-Operator-Key)
 
 

@@ -38,6 +38,7 @@ from chalicelib.operations import (
     move_and_clone,
     search,
     shares,
+    stats,
     tags,
     tenants,
 )
@@ -491,6 +492,16 @@ def knowledge_cost(deps: Dependencies, request: Request | None, knowledge_id: st
 def kb_cost(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
     return ok(cost.kb_cost(deps, tenant.id, kb_id))
+
+
+@operation(
+    "A knowledge base at a glance: documents by parse, enable and summary status, chunks, bytes, cost, and "
+    "the document waiting longest for a queue",
+    "knowledge-bases",
+)
+def kb_stats(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = caller_tenant(deps, request)
+    return ok(stats.kb_stats(deps, tenant.id, kb_id))
 
 
 # ---------------------------------------------------------------- operators (X-Operator-Key)

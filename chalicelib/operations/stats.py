@@ -1,0 +1,76 @@
+"""A knowledge base at a glance (GET /knowledge-bases/{id}/stats): its documents counted by state, their
+chunks and bytes, what they cost, and the document that has waited longest for a queue."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from chalicelib.domain.clock import to_iso
+from chalicelib.domain.status import is_in_flight
+from chalicelib.domain.types import Knowledge, utcnow
+from chalicelib.operations.cost import kb_cost
+from chalicelib.ports import Dependencies
+from chalicelib.services.ownership import require_kb
+
+#: rows read per query while counting (a GSI query each, newest first)
+PAGE = 500
+
+
+def kb_stats(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
+    kb = require_kb(deps, tenant_id, kb_id)
+    parse: Counter[str] = Counter()
+    enable: Counter[str] = Counter()
+    summary: Counter[str] = Counter()
+    chunks = stored_bytes = 0
+    oldest: Knowledge | None = None
+    for row in _rows(deps, kb.id):
+        parse[row.parse_status.value] += 1
+        enable[row.enable_status.value] += 1
+        summary[row.summary_status.value] += 1
+        chunks += row.chunk_count
+        stored_bytes += row.file_size
+        waits = is_in_flight(row.parse_status) and row.queued_stage and row.queued_at
+        if waits and (oldest is None or row.queued_at < oldest.queued_at):
+            oldest = row
+    cost = kb_cost(deps, tenant_id, kb.id)
+    return {
+        "kb_id": kb.id,
+        "documents": sum(parse.values()),
+        "parse_status": dict(sorted(parse.items())),
+        "enable_status": dict(sorted(enable.items())),
+        "summary_status": dict(sorted(summary.items())),
+        "chunks": chunks,
+        "bytes": stored_bytes,
+        "cost": {
+            "currency": cost["currency"],
+            "aws_dollars": cost["aws_dollars"],
+            "model_dollars": cost["model_dollars"],
+            "workflow_pending": cost["workflow_pending"],
+        },
+        "oldest_waiting": _waiting(oldest) if oldest is not None else None,
+    }
+
+
+def _rows(deps: Dependencies, kb_id: str) -> Iterator[Knowledge]:
+    after: tuple[str, str] | None = None
+    while page := deps.knowledge.page_by_kb(kb_id, after=after, limit=PAGE):
+        yield from page
+        if len(page) < PAGE:
+            return
+        last = page[-1]
+        after = (to_iso(last.created_at), last.id)
+
+
+def _waiting(row: Knowledge) -> dict[str, Any]:
+    since = datetime.fromisoformat(row.queued_at.replace("Z", "+00:00"))
+    return {
+        "knowledge_id": row.id,
+        "file_name": row.file_name or row.title,
+        "parse_status": row.parse_status.value,
+        "queue": row.queued_stage,
+        "since": row.queued_at,
+        "waited_seconds": max(0, round((utcnow() - since).total_seconds())),
+    }
