@@ -10,13 +10,18 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-#: per stage: (output holding the work done, output holding the total, unit shown)
-MEASURES: dict[str, tuple[str, str, str]] = {
-    "docreader": ("pages_parsed", "pages_total", "pages"),
-    "chunking": ("chunks_written", "chunks_total", "chunks"),
-    "embedding": ("entries_indexed", "texts_total", "chunks"),
-    "multimodal": ("images_done", "images_total", "images"),
-    "postprocess": ("subtasks_done", "subtasks_total", "subtasks"),
+Measure = tuple[str, str, str]
+#: per stage: (output holding the work done, output holding the total, unit shown); the first one whose
+#: total the stage reports counts (the docreader reads pages, or transcribes seconds of audio)
+MEASURES: dict[str, tuple[Measure, ...]] = {
+    "docreader": (
+        ("pages_parsed", "pages_total", "pages"),
+        ("audio_seconds_done", "audio_seconds_total", "seconds of audio"),
+    ),
+    "chunking": (("chunks_written", "chunks_total", "chunks"),),
+    "embedding": (("entries_indexed", "texts_total", "chunks"),),
+    "multimodal": (("images_done", "images_total", "images"),),
+    "postprocess": (("subtasks_done", "subtasks_total", "subtasks"),),
 }
 
 
@@ -28,14 +33,12 @@ def stage_progress(
     finished: bool,
 ) -> dict[str, Any] | None:
     """None when the stage reports no measurable total."""
-    measure = MEASURES.get(stage)
-    if measure is None:
+    reported = [m for m in MEASURES.get(stage, ()) if (_number(outputs.get(m[1])) or 0) > 0]
+    if not reported:
         return None
-    done_key, total_key, unit = measure
-    total = _number(outputs.get(total_key))
+    done_key, total_key, unit = reported[0]
+    total = _number(outputs.get(total_key)) or 0.0
     done = _number(outputs.get(done_key))
-    if total is None or total <= 0:
-        return None
     done = total if finished and done is None else min(done or 0, total)
     progress: dict[str, Any] = {
         "unit": unit,

@@ -32,6 +32,7 @@ from chalicelib.domain.errors import (
     TransientStageError,
 )
 from chalicelib.observability import logger
+from chalicelib.parsers.progress import report
 
 if TYPE_CHECKING:
     from chalicelib.ports import FileStore
@@ -193,7 +194,14 @@ class WhisperAsr:
                 language_detection_segments=LANGUAGE_DETECTION_SEGMENTS,
                 condition_on_previous_text=False,
             )
-            text = " ".join(seg.text.strip() for seg in segments if seg.text.strip())
+            total = round(float(getattr(info, "duration", 0) or 0), 1)
+            texts = []
+            for seg in segments:  # a generator: each segment is decoded as it is taken
+                if seg.text.strip():
+                    texts.append(seg.text.strip())
+                done = min(round(seg.end, 1), total) if total > 0 else round(seg.end, 1)
+                report({"audio_seconds_done": done, "audio_seconds_total": total})
+            text = " ".join(texts)
         except Exception as exc:  # av raises InvalidDataError and friends on damaged audio
             raise PermanentStageError(
                 f"The audio file {file_name} could not be decoded: {str(exc)[:160]}",

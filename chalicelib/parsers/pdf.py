@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.parsers.base import ParseContext, parse_failed
+from chalicelib.parsers.progress import report
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
 PDFIUM_LOCK = threading.Lock()  # pdfium is not thread-safe
@@ -324,6 +325,11 @@ def _figure_png(obj: object) -> bytes | None:
     return buf.getvalue()
 
 
+def _pages_done(number: int, first: int, last: int, ocr_pages: int) -> dict[str, int]:
+    """Pages of this parse done up to page `number` (1-based), for the live progress."""
+    return {"pages_parsed": number - first, "pages_total": last - first, "pages_ocr": ocr_pages}
+
+
 def page_range(options: Mapping[str, Any], n_pages: int) -> tuple[int, int]:
     """`options["page_range"]` (0-based start, end excluded) clipped to the document; all pages without it.
     Running headers, heading sizes and repeated figures are then learnt from the range's own pages."""
@@ -444,6 +450,7 @@ def _parse_open(
                 images.append(
                     ParsedImage(ref=ref, data=jpeg, mime_type="image/jpeg", page=number, tag="scanned_pdf")
                 )
+            report(_pages_done(number, first, last, len(scanned_pages)), force=ocr is not None)
             continue
         text = _page_markdown(lines, levels)
         keep = [(k, key) for k, key in info.figures if key not in repeated_figures]
@@ -465,6 +472,7 @@ def _parse_open(
                 page.close()
         if text:
             parts.append(text)
+        report(_pages_done(number, first, last, len(scanned_pages)))
     markdown = "\n\n".join(parts).strip()
     metadata = {"pages": n_pages, "scanned_pages": scanned_pages, "ocr_engine": ocr.name if ocr else ""}
     if (first, last) != (0, n_pages):

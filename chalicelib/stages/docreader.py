@@ -31,6 +31,7 @@ from chalicelib.parsers.asr import (
     transcription_key,
     transcription_scope,
 )
+from chalicelib.parsers.progress import progress_listener
 from chalicelib.ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
 from chalicelib.services import page_range_store, page_ranges
 from chalicelib.services.deadline import stage_deadline
@@ -109,7 +110,10 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         return
     # Audio: the Transcribe job is named after this attempt, so a later delivery resumes it.
     try:
-        with transcription_scope(transcription_key(knowledge.id, knowledge.attempt), stage_deadline.get()):
+        with (
+            transcription_scope(transcription_key(knowledge.id, knowledge.attempt), stage_deadline.get()),
+            progress_listener(lambda done: deps.tracker.progress(knowledge, Stage.DOCREADER, done)),
+        ):
             result = deps.docreader().read(request)
     except TranscriptionPending:
         deps.tracker.progress(knowledge, Stage.DOCREADER, {"transcription": "running"})
