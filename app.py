@@ -7,13 +7,20 @@ from typing import Any
 from chalice import Chalice, Rate, Response
 
 from chalicelib import stages
-from chalicelib.api import faq_routes, routes
+from chalicelib.api import faq_routes, http, routes
 from chalicelib.bootstrap import get_deps
 from chalicelib.observability import traced
 from chalicelib.settings import get_settings
 
 app = Chalice(app_name="weknora-ingest")
 app.api.binary_types.append("multipart/form-data")
+
+
+@app.middleware("http")
+def one_envelope(event: Any, get_response: Any) -> Response:
+    return http.envelope_middleware(event, get_response)
+
+
 settings = get_settings()
 V1 = "/api/v1"
 

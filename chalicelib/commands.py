@@ -367,20 +367,33 @@ def validate(model: type[B], data: Any) -> B:
         raise bad_request(model, error) from None
 
 
+#: what pydantic puts before the message a validator raised: the reader needs only the message
+_PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def _for_people(message: str) -> str:
+    for prefix in _PYDANTIC_PREFIXES:
+        message = message.removeprefix(prefix)
+    return message
+
+
 def bad_request(model: type[BaseModel], error: ValidationError) -> BadRequest:
-    first = error.errors(include_url=False, include_input=False)[0]
-    location = [str(part) for part in first["loc"]]
+    # a field reported by its alias (WeKnora's `fileName`) is named as the README spells it
+    names = {f.alias: n for n, f in model.model_fields.items() if f.alias}
+
+    def path(loc: tuple[int | str, ...]) -> list[str]:
+        parts = [str(part) for part in loc]
+        return [names.get(parts[0], parts[0]), *parts[1:]] if parts else parts
+
+    errors = error.errors(include_url=False, include_input=False)
+    first = errors[0]
+    location = path(first["loc"])
     field = model.model_fields.get(location[0]) if location else None
-    if field is None and location:  # the field was given by its alias
-        field = next((f for f in model.model_fields.values() if f.alias == location[0]), None)
     extra = field.json_schema_extra if field is not None else None
     error_code = str(extra.get("x-error-code", "invalid_body")) if isinstance(extra, dict) else "invalid_body"
     where = ".".join(location) or "body"
-    details = [
-        {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
-        for e in error.errors(include_url=False, include_input=False)[:20]
-    ]
-    return BadRequest(f"{where}: {first['msg']}", code=error_code, details=details)
+    details = [{"field": ".".join(path(e["loc"])), "message": _for_people(e["msg"])} for e in errors[:20]]
+    return BadRequest(f"{where}: {_for_people(first['msg'])}", code=error_code, details=details)
 
 
 class Query(BaseModel):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from typing import Any
 
 from chalice import Response
-from chalice.app import Request
+from chalice.app import Request, handle_extra_types
 
 from chalicelib.domain.errors import AppError, BadRequest, PayloadTooLarge
 
@@ -28,9 +30,48 @@ def error_response(error: AppError) -> Response:
         detail["details"] = error.details
     body: dict[str, Any] = {"success": False, "error": detail}
     if error.data is not None:
-        # WeKnora's 409 carries the existing row as `data`, with `code` and `message` beside it.
-        body.update({"data": error.data, "code": error.code, "message": error.message})
+        body["data"] = error.data  # WeKnora's 409 carries the existing row
     return Response(body=body, status_code=error.status, headers=JSON_HEADERS)
+
+
+#: Chalice's own answers (a wrong method, an unsupported media type, ...) and what they are in the envelope
+_CHALICE_CODES = {
+    "MethodNotAllowedError": ("method_not_allowed", "this route does not take the {method} method"),
+    "UnsupportedMediaType": ("unsupported_media_type", "this route does not take a {content_type} body"),
+    "BadRequest": ("bad_request", "send an Accept header that matches the answer's binary type"),
+    "InternalServerError": ("internal_error", "internal error"),
+}
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def in_envelope(request: Request | None, response: Response) -> Response:
+    """Every answer in one shape: Chalice's own errors (`{"Code", "Message"}`) become the API's envelope
+    with a lower-case code, and JSON goes out as UTF-8 (CJK text unescaped), compact."""
+    body = response.body
+    if isinstance(body, dict) and set(body) == {"Code", "Message"} and response.status_code >= 400:
+        headers: Any = request.headers if request is not None and request.headers else {}
+        known = _CHALICE_CODES.get(str(body["Code"]))
+        code = known[0] if known else _CAMEL.sub("_", str(body["Code"])).lower()
+        message = (
+            known[1].format(
+                method=request.method if request is not None else "",
+                content_type=headers.get("content-type", "application/json"),
+            )
+            if known
+            else str(body["Message"])
+        )
+        body = {"success": False, "error": {"code": code, "message": message}}
+        response.headers = {**response.headers, **JSON_HEADERS}
+    content_type = str(response.headers.get("Content-Type", response.headers.get("content-type", "")))
+    if isinstance(body, dict | list) and content_type.startswith("application/json"):
+        response.body = json.dumps(
+            body, ensure_ascii=False, separators=(",", ":"), default=handle_extra_types
+        )
+    return response
+
+
+def envelope_middleware(request: Request | None, get_response: Callable[[Any], Response]) -> Response:
+    return in_envelope(request, get_response(request))
 
 
 def api_key(request: Request) -> str:

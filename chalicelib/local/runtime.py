@@ -38,6 +38,7 @@ from typing import Any
 
 import boto3
 
+from chalicelib.local import gateway_responses
 from chalicelib.local.aws_calls import API_FUNCTION, attributed, invoking, logical_id
 from chalicelib.local.moto_server import ACCOUNT_ID, Footprint, MotoServer
 from chalicelib.local.pollers import BatchResult, DuplicatePredicate, SqsPoller
@@ -117,6 +118,7 @@ class LocalRuntime:
     ) -> None:
         self.app_loader = app_loader
         self.template_path = Path(template_path)
+        gateway_responses.install(self.template_path)  # unmatched requests answer as API Gateway's
         # No OpenSearch domain can run here: the embedded engine stands in unless a caller says otherwise.
         self.parameters = {"EnableOpenSearch": "false", **(parameters or {})}
         self.retry_delay_seconds = retry_delay_seconds

@@ -22,7 +22,9 @@ class FakeModel:
 
     def transcribe(self, audio: Any, **kwargs: Any) -> tuple[list[Any], Any]:
         self.calls.append(kwargs)
-        return [SimpleNamespace(text=" 안녕하세요 ", end=1.5)], SimpleNamespace(language=kwargs["language"] or "ko")
+        return [SimpleNamespace(text=" 안녕하세요 ", end=1.5)], SimpleNamespace(
+            language=kwargs["language"] or "ko"
+        )
 
 
 def _whisper_on(model: FakeModel, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> WhisperAsr:
