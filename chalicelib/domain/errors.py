@@ -7,22 +7,29 @@ from typing import Any
 
 
 class SpanErrorCode(StrEnum):
-    DOCREADER_TIMEOUT = "DOCREADER_TIMEOUT"
-    DOCREADER_UNAVAILABLE = "DOCREADER_UNAVAILABLE"
-    DOCREADER_PARSE_FAILED = "DOCREADER_PARSE_FAILED"
-    UNSUPPORTED_TYPE = "UNSUPPORTED_TYPE"
-    CHUNKING_FAILED = "CHUNKING_FAILED"
-    EMBEDDING_RATE_LIMIT = "EMBEDDING_RATE_LIMIT"
-    EMBEDDING_PROVIDER_FAIL = "EMBEDDING_PROVIDER_FAIL"
-    VECTORSTORE_WRITE_FAILED = "VECTORSTORE_WRITE_FAILED"
-    MULTIMODAL_VLM_FAILED = "MULTIMODAL_VLM_FAILED"
-    MULTIMODAL_ALL_FAILED = "MULTIMODAL_ALL_FAILED"
-    UPSTREAM_FAILED = "UPSTREAM_FAILED"
-    TASK_TIMEOUT = "TASK_TIMEOUT"
-    ENQUEUE_FAILED = "ENQUEUE_FAILED"
-    SUPERSEDED = "SUPERSEDED"
-    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
-    UNKNOWN = "UNKNOWN"
+    """Why a stage failed: lower case, as every code the API answers (WeKnora writes them in upper case;
+    a row or span stored in upper case reads back as the same code)."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> SpanErrorCode | None:
+        return cls.__members__.get(value.upper()) if isinstance(value, str) else None
+
+    DOCREADER_TIMEOUT = "docreader_timeout"
+    DOCREADER_UNAVAILABLE = "docreader_unavailable"
+    DOCREADER_PARSE_FAILED = "docreader_parse_failed"
+    UNSUPPORTED_TYPE = "unsupported_type"
+    CHUNKING_FAILED = "chunking_failed"
+    EMBEDDING_RATE_LIMIT = "embedding_rate_limit"
+    EMBEDDING_PROVIDER_FAIL = "embedding_provider_fail"
+    VECTORSTORE_WRITE_FAILED = "vectorstore_write_failed"
+    MULTIMODAL_VLM_FAILED = "multimodal_vlm_failed"
+    MULTIMODAL_ALL_FAILED = "multimodal_all_failed"
+    UPSTREAM_FAILED = "upstream_failed"
+    TASK_TIMEOUT = "task_timeout"
+    ENQUEUE_FAILED = "enqueue_failed"
+    SUPERSEDED = "superseded"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    UNKNOWN = "unknown"
 
 
 class AppError(Exception):

@@ -86,7 +86,7 @@ def priced(entries: Iterable[UsageEntry], table: Mapping[str, float | str]) -> d
                 "unit": line.counter,
                 "quantity": line.quantity,
                 "unit_price": line.unit_price,
-                "dollars": line.dollars,
+                "dollars": round(line.dollars, 10),  # no float noise in money
             }
             for line in aws
         ],
@@ -95,7 +95,7 @@ def priced(entries: Iterable[UsageEntry], table: Mapping[str, float | str]) -> d
                 "unit": line.counter,
                 "quantity": line.quantity,
                 "unit_price": line.unit_price,
-                "dollars": line.dollars,
+                "dollars": round(line.dollars, 10),  # no float noise in money
             }
             for line in tokens
         ],

@@ -235,7 +235,7 @@ def test_enqueue_failure_leaves_a_failed_row_that_reparse_recovers(api: Api, run
     response = api.upload(kb["id"], "notes.md", TEXT)
     assert response.status_code == 200
     created = response.json_body["data"]
-    assert created["parse_status"] == "failed" and created["error_code"] == "ENQUEUE_FAILED"
+    assert created["parse_status"] == "failed" and created["error_code"] == "enqueue_failed"
     assert api.knowledge(created["id"])["parse_status"] == "failed"
 
     sqs.create_queue(QueueName="weknora-docreader")  # the queue is back

@@ -143,12 +143,12 @@ def test_an_index_that_fails_for_good_rolls_back_and_fails_with_the_code(
 
     knowledge = api.knowledge(created["id"])
     assert knowledge["parse_status"] == "failed"
-    assert knowledge["error_code"] == "VECTORSTORE_WRITE_FAILED"
+    assert knowledge["error_code"] == "vectorstore_write_failed"
     assert broken.writes == 4 * services.settings.index_write_attempts  # 4 tries, each with quick retries
     assert services.chunks.list(created["id"]) == []  # no orphan chunks
     space = IndexSpace.of(services.embedding_model(""))
     assert broken.inner.count(space, kb["id"], created["id"]) == 0  # no orphan vectors
-    assert stage(api, created["id"], "embedding")["error_code"] == "VECTORSTORE_WRITE_FAILED"
+    assert stage(api, created["id"], "embedding")["error_code"] == "vectorstore_write_failed"
 
 
 def stage(api: Api, knowledge_id: str, name: str) -> dict[str, Any]:

@@ -76,5 +76,5 @@ def test_one_upload_cannot_make_unbounded_work(api: Api, runtime: LocalRuntime) 
     created = api.upload(kb["id"], "tides.txt", text, {"process_config": config}).json_body["data"]
     runtime.drain(timeout=120)
     row = api.knowledge(created["id"])
-    assert row["parse_status"] == "failed" and row["error_code"] == "CHUNKING_FAILED"
+    assert row["parse_status"] == "failed" and row["error_code"] == "chunking_failed"
     assert "use a larger chunk_size" in row["error_message"]

@@ -121,7 +121,7 @@ def test_broken_files_fail_with_a_clear_reason_and_no_retries(
     runtime.drain(timeout=120)
     knowledge = api.knowledge(created["id"])
     assert knowledge["parse_status"] == "failed"
-    assert knowledge["error_code"] in ("DOCREADER_PARSE_FAILED", "UNSUPPORTED_TYPE")
+    assert knowledge["error_code"] in ("docreader_parse_failed", "unsupported_type")
     assert len(knowledge["error_message"]) > 10 and "Traceback" not in knowledge["error_message"]
 
 

@@ -73,7 +73,7 @@ def test_a_storage_quota_refuses_a_file_that_does_not_fit(
     operator.call("put", f"/tenants/{tenant_id}/quotas", {"storage_quota": len(DOC) + 5})
     runtime.drain(timeout=120)
     row = api.knowledge(fits["id"])
-    assert row["parse_status"] == "failed" and row["error_code"] == "QUOTA_EXCEEDED"
+    assert row["parse_status"] == "failed" and row["error_code"] == "quota_exceeded"
     assert "storage quota" in row["error_message"]
     assert _view(operator, tenant_id)["storage_used"] == len(DOC)
 

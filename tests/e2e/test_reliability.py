@@ -118,7 +118,7 @@ def test_unsupported_content_fails_at_once_without_retries(api: Api, runtime: Lo
     runtime.drain(timeout=60)
     knowledge = api.knowledge(created["id"])
     assert knowledge["parse_status"] == "failed"
-    assert knowledge["error_code"] == "DOCREADER_PARSE_FAILED"
+    assert knowledge["error_code"] == "docreader_parse_failed"
     assert "text" in knowledge["error_message"] and "extract" in knowledge["error_message"]
     assert dlq_bodies("weknora-docreader-dlq") == []
 
@@ -152,7 +152,7 @@ def test_housekeeping_recovers_a_stuck_row_but_spares_a_live_one(
     recovered = api.knowledge(stuck["id"])
     assert recovered["parse_status"] == "failed"
     assert "recovered by housekeeping" in recovered["error_message"]
-    assert recovered["error_code"] == "TASK_TIMEOUT" and recovered["pending_subtasks_count"] == 0
+    assert recovered["error_code"] == "task_timeout" and recovered["pending_subtasks_count"] == 0
     assert api.knowledge(live["id"])["parse_status"] == "processing"
 
 
@@ -282,7 +282,7 @@ def test_a_source_gone_from_the_bucket_fails_its_reparse_at_once(
     runtime.drain(timeout=180)
     knowledge = api.knowledge(created["id"])
     assert knowledge["parse_status"] == "failed"
-    assert knowledge["error_code"] == "DOCREADER_PARSE_FAILED"
+    assert knowledge["error_code"] == "docreader_parse_failed"
     assert "source file is missing" in knowledge["error_message"]
 
 
@@ -345,5 +345,5 @@ def test_housekeeping_recovers_a_dead_row_while_other_documents_keep_the_queues_
     fired = runtime.tick(datetime.now(UTC) + timedelta(minutes=6))
     assert fired[0].error is None
     assert api.knowledge(dead["id"])["parse_status"] == "failed"
-    assert api.knowledge(dead["id"])["error_code"] == "TASK_TIMEOUT"
+    assert api.knowledge(dead["id"])["error_code"] == "task_timeout"
     assert api.knowledge(waiting["id"])["parse_status"] == "pending"  # still waiting its turn

@@ -45,7 +45,7 @@ def test_an_attempt_superseded_by_a_reparse_shows_nothing_running(api: Api, runt
     assert [s["span_id"] for s in first["trace"] if s["status"] in OPEN] == []
     assert first["root"] is None or first["root"]["status"] not in OPEN
     closed = [s for s in first["trace"] if s["status"] == "cancelled"]
-    assert closed and all(s["error_code"] == "SUPERSEDED" for s in closed)
+    assert closed and all(s["error_code"] == "superseded" for s in closed)
     assert _spans(api, created["id"])["root"]["status"] == "done"
 
 

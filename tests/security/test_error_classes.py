@@ -87,7 +87,7 @@ def test_an_unusable_knowledge_base_fails_documents_at_once_and_search_is_a_4xx(
     assert row["parse_status"] == "failed", row
     assert words in row["error_message"], row["error_message"]
     # Failed as a permanent error in the first stage (an unclassified one reads "failed after 4 tries").
-    assert row["error_code"] == "EMBEDDING_PROVIDER_FAIL" and "tries" not in row["error_message"]
+    assert row["error_code"] == "embedding_provider_fail" and "tries" not in row["error_message"]
     tries = _docreader_tries(api, knowledge_id)
     assert tries and tries[-1]["status"] == "failed"
 

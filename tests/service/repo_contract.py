@@ -147,7 +147,7 @@ class RepoContract:
         dedupe = key()
         failed = row(dedupe_key=dedupe)
         repos.knowledge.insert(failed)
-        assert repos.knowledge.mark_failed(failed.id, 1, "broken", "DOCREADER_PARSE_FAILED")
+        assert repos.knowledge.mark_failed(failed.id, 1, "broken", "docreader_parse_failed")
         assert repos.knowledge.find_duplicate(dedupe) is None  # a failed row blocks nothing
         successor = row(dedupe_key=dedupe)
         repos.knowledge.insert(successor)
@@ -166,7 +166,7 @@ class RepoContract:
         assert repos.knowledge.get(first.id) is None
         second = row(dedupe_key=dedupe)
         repos.knowledge.insert(second)  # the key is free again
-        repos.knowledge.mark_failed(second.id, None, "x", "UNKNOWN")
+        repos.knowledge.mark_failed(second.id, None, "x", "unknown")
         third = row(dedupe_key=dedupe)
         repos.knowledge.insert(third)
         repos.knowledge.delete(second.id)  # the old holder's delete leaves the new claim alone
@@ -230,21 +230,21 @@ class RepoContract:
     def test_mark_failed_only_in_flight_and_of_the_attempt_when_given(self, repos: Repos) -> None:
         k = row(pending_subtasks_count=2)
         repos.knowledge.insert(k)
-        assert not repos.knowledge.mark_failed(k.id, 2, "late", "UNKNOWN")  # superseded
-        assert repos.knowledge.mark_failed(k.id, 1, "x" * 3000, "TASK_TIMEOUT")
+        assert not repos.knowledge.mark_failed(k.id, 2, "late", "unknown")  # superseded
+        assert repos.knowledge.mark_failed(k.id, 1, "x" * 3000, "task_timeout")
         failed = repos.knowledge.get(k.id)
         assert failed is not None and failed.parse_status == ParseStatus.FAILED
-        assert failed.error_message == "x" * 2000 and failed.error_code == "TASK_TIMEOUT"
+        assert failed.error_message == "x" * 2000 and failed.error_code == "task_timeout"
         assert failed.pending_subtasks_count == 0
-        assert not repos.knowledge.mark_failed(k.id, None, "again", "UNKNOWN")  # terminal
+        assert not repos.knowledge.mark_failed(k.id, None, "again", "unknown")  # terminal
         for status in (ParseStatus.DRAFT, ParseStatus.COMPLETED, ParseStatus.DELETING):
             other = row(parse_status=status)
             repos.knowledge.insert(other)
-            assert not repos.knowledge.mark_failed(other.id, None, "no", "UNKNOWN"), status
+            assert not repos.knowledge.mark_failed(other.id, None, "no", "unknown"), status
         finalizing = row(parse_status=ParseStatus.FINALIZING)
         repos.knowledge.insert(finalizing)
-        assert repos.knowledge.mark_failed(finalizing.id, None, "stuck", "TASK_TIMEOUT")
-        assert not repos.knowledge.mark_failed(new_id(), None, "missing", "UNKNOWN")
+        assert repos.knowledge.mark_failed(finalizing.id, None, "stuck", "task_timeout")
+        assert not repos.knowledge.mark_failed(new_id(), None, "missing", "unknown")
 
     def test_the_planner_settles_a_processing_row_once_with_the_exact_count(self, repos: Repos) -> None:
         k = row(parse_status=ParseStatus.PROCESSING, error_message="an earlier try")
@@ -335,7 +335,7 @@ class RepoContract:
         repos.knowledge.begin_processing(k.id, 1)
         failed = frozenset({ParseStatus.FAILED})
         assert repos.knowledge.restart_attempt(k.id, 1, failed) is None  # processing, not failed
-        repos.knowledge.mark_failed(k.id, 1, "boom", "UNKNOWN")
+        repos.knowledge.mark_failed(k.id, 1, "boom", "unknown")
         assert repos.knowledge.restart_attempt(k.id, 2, failed) is None  # not that attempt
         fresh = repos.knowledge.restart_attempt(k.id, 1, failed)
         assert fresh is not None and fresh.attempt == 2 and fresh.parse_status == ParseStatus.PENDING
@@ -430,7 +430,7 @@ class RepoContract:
         stored = repos.knowledge.get(k.id)
         assert stored is not None and stored.kb_id == k.kb_id and stored.tag_ids == ["a", "b"]
         assert repos.knowledge.find_duplicate(k.dedupe_key) is not None  # its own claim is kept
-        assert repos.knowledge.mark_failed(holder.id, None, "broken", "UNKNOWN") is False  # completed
+        assert repos.knowledge.mark_failed(holder.id, None, "broken", "unknown") is False  # completed
         pending = row(dedupe_key=key())
         repos.knowledge.insert(pending)
         assert repos.knowledge.move_to_kb(pending.id, pending.kb_id, "kb-target", key()) is None
@@ -440,7 +440,7 @@ class RepoContract:
         target_key = key()
         failed = row(dedupe_key=target_key)
         repos.knowledge.insert(failed)
-        repos.knowledge.mark_failed(failed.id, None, "broken", "UNKNOWN")
+        repos.knowledge.mark_failed(failed.id, None, "broken", "unknown")
         k = row(dedupe_key=key(), parse_status=ParseStatus.COMPLETED)
         repos.knowledge.insert(k)
         moved = repos.knowledge.move_to_kb(k.id, k.kb_id, "kb-target", target_key)

@@ -238,7 +238,7 @@ def test_clone_into_an_existing_kb_deletes_extras_and_copies_only_what_is_missin
     same = completed(deps, target, "tides.md", TIDES)  # already there: kept, not copied
     extra = completed(deps, target, "extra.md", b"# Extra\n\nnot in the source")
     broken = upload(deps, target, "cranes.md", CRANES)  # the same content, but failed: it does not count
-    assert deps.knowledge.mark_failed(broken.id, None, "broken", "UNKNOWN")
+    assert deps.knowledge.mark_failed(broken.id, None, "broken", "unknown")
     started = clone(deps, kb, target_kb_id=target.id)
     assert started["target_kb_id"] == target.id
     run_lifecycle(deps)

@@ -355,7 +355,7 @@ def test_postprocess_of_a_row_that_moved_on_is_skipped(
     rows: MemoryKnowledgeRepo,
 ) -> None:
     knowledge = indexed(deps, kb)
-    rows.mark_failed(knowledge.id, 1, "housekeeping", "TASK_TIMEOUT")
+    rows.mark_failed(knowledge.id, 1, "housekeeping", "task_timeout")
     run_task(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
     (answer,) = workflow.answers_to("plan")
     assert answer.output["skipped"] is True and deps.spans.get(knowledge.id, 1, "postprocess") is None

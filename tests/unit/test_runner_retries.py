@@ -96,7 +96,7 @@ def test_the_last_try_fails_the_row_and_leaves_the_message_for_the_dlq() -> None
     with pytest.raises(BatchProcessingError):
         runner.run_stage(deps, Stage.DOCREADER, _event(4), None, work)
     assert deps.queue.retried == []
-    assert deps.knowledge.failed == [("k1", "UNKNOWN")]
+    assert deps.knowledge.failed == [("k1", "unknown")]
 
 
 def test_a_permanent_failure_fails_at_once_and_is_acknowledged() -> None:
@@ -106,7 +106,7 @@ def test_a_permanent_failure_fails_at_once_and_is_acknowledged() -> None:
         raise PermanentStageError("not a document")
 
     assert runner.run_stage(deps, Stage.DOCREADER, _event(1), None, work) == {"batchItemFailures": []}
-    assert deps.knowledge.failed == [("k1", "UNKNOWN")] and deps.queue.retried == []
+    assert deps.knowledge.failed == [("k1", "unknown")] and deps.queue.retried == []
 
 
 def test_the_backoff_grows_by_try_and_is_capped() -> None:
