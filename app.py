@@ -38,6 +38,16 @@ def openapi_document() -> Response:
     return routes.openapi_document(app)
 
 
+@app.route(f"{V1}/docs", methods=["GET"])
+def api_docs() -> Response:
+    return routes.api_docs(app.current_request)
+
+
+@app.route(f"{V1}/docs/{{asset}}", methods=["GET"])
+def api_docs_asset(asset: str) -> Response:
+    return routes.api_docs_asset(app.current_request, asset)
+
+
 @app.route(f"{V1}/parser-engines", methods=["GET"])
 def parser_engines() -> Response:
     return routes.parser_engines(get_deps(), app.current_request)

@@ -11,6 +11,7 @@ from chalice import Response
 from chalice.app import Request
 
 from chalicelib import commands, tasks
+from chalicelib.api import docs
 from chalicelib.api.http import ok, parse_multipart, query, raw_body
 from chalicelib.api.openapi import build_document
 from chalicelib.api.registry import (
@@ -65,6 +66,16 @@ def health(deps: Dependencies, request: Request | None) -> Response:
 @operation("This OpenAPI document", "service", auth=False)
 def openapi_document(app: Any) -> Response:
     return Response(body=build_document(app), status_code=200, headers={"Content-Type": "application/json"})
+
+
+@operation("Interactive API docs (Swagger UI on this OpenAPI document)", "service", auth=False)
+def api_docs(request: Request | None) -> Response:
+    return docs.docs_page(present_request(request).context)
+
+
+@operation("A file of the interactive API docs", "service", auth=False)
+def api_docs_asset(request: Request | None, asset: str) -> Response:
+    return docs.docs_asset(asset)
 
 
 @operation("The parser engines and whether each is available here", "service")

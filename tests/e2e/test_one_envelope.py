@@ -56,3 +56,33 @@ def test_json_is_utf8_and_names_fields_as_documented(client: Client, api: Api) -
     assert missing.json_body["error"]["message"].startswith("file_name: ")
     blank = api.post("/knowledge-bases", {"name": "   "})
     assert "Value error" not in json.dumps(blank.json_body)
+
+
+def test_the_api_docs_are_served_by_the_api_with_a_strict_policy(client: Client) -> None:
+    page = client.http.get(f"{V1}/docs")
+    assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
+    policy = page.headers["Content-Security-Policy"]
+    assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy
+    text = page.body.decode()
+    assert 'data-openapi="/api/v1/openapi.json"' in text and "<script>" not in text
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "init.js", "LICENSE"):
+        served = client.http.get(f"{V1}/docs/{asset}")
+        assert served.status_code == 200 and len(served.body) > 100, asset
+        assert f"/api/v1/docs/{asset}".encode() in page.body or asset in ("LICENSE",)
+    assert b"SwaggerUIBundle" in client.http.get(f"{V1}/docs/swagger-ui-bundle.js").body
+    missing = client.http.get(f"{V1}/docs/..%2Fhttp.py")
+    assert (missing.status_code, missing.json_body["error"]["code"]) == (404, "asset_not_found")
+
+
+def test_the_vendored_swagger_ui_is_the_pinned_package_s() -> None:
+    """scripts/vendor_swagger_ui.py copied it; a new pin without a new copy fails here."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("swagger_ui")
+    if spec is None or spec.origin is None:
+        pytest.skip("swagger-ui-py (a dev dependency) is not installed")
+    package = Path(spec.origin).parent / "static"
+    vendored = Path(__file__).resolve().parents[2] / "chalicelib" / "api" / "static" / "swagger-ui"
+    for name in ("swagger-ui-bundle.js", "swagger-ui.css", "LICENSE"):
+        assert (vendored / name).read_bytes() == (package / name).read_bytes(), name
