@@ -18,7 +18,7 @@ app.api.binary_types.append("multipart/form-data")
 
 @app.middleware("http")
 def one_envelope(event: Any, get_response: Any) -> Response:
-    return http.envelope_middleware(event, get_response)
+    return http.envelope_middleware(event, get_response, get_deps().settings.cors_origins)
 
 
 settings = get_settings()
@@ -460,3 +460,12 @@ def faq_import_task(event: Any) -> dict[str, Any]:
 @traced
 def housekeeping(event: Any) -> dict[str, Any]:
     return stages.housekeeping.handle(get_deps(), event)
+
+
+def cors_preflight(**path_params: str) -> Response:
+    return routes.cors_preflight(get_deps(), app)
+
+
+# Every path answers a browser's CORS preflight, from the settings at run time (off unless configured).
+for _path in list(app.routes):
+    app.route(_path, methods=["OPTIONS"], name="cors_preflight")(cors_preflight)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -182,6 +183,8 @@ class Settings:
     turn_ttl_seconds: int = 120
     #: how long a download link (GET /knowledge/{id}/file-url) works
     download_url_seconds: int = 900
+    #: origins whose browser pages may call the API (CORS); none: CORS is off
+    cors_origins: tuple[str, ...] = ()
     manual_max_runes: int = 200_000
     #: the specification's switch for the housekeeping sweeps (the schedule still fires; a sweep then does nothing)
     housekeeping_enabled: bool = True
@@ -241,6 +244,9 @@ class Settings:
         return self.queue_names.get(name) or f"{self.prefix}-{name}"
 
 
+_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?")
+
+
 class _Env:
     """Typed reads of one environment mapping; an empty value counts as unset."""
 
@@ -268,6 +274,14 @@ class _Env:
     def bool(self, name: str, default: bool) -> bool:
         raw = self.text(name, "").lower()
         return default if not raw else raw in ("1", "true", "yes", "on")
+
+    def origins(self, name: str) -> tuple[str, ...]:
+        """Comma-separated web origins (`https://app.example.com`, a port if not the default), exactly."""
+        found = tuple(o.strip().rstrip("/") for o in self.text(name, "").split(",") if o.strip())
+        for origin in found:
+            if not _ORIGIN.fullmatch(origin):
+                raise ValueError(f"{name}: {origin!r} is not an origin like https://app.example.com")
+        return found
 
     def json_map(self, name: str) -> dict[str, str]:
         raw = self.text(name, "")
@@ -317,6 +331,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         api_max_body=e.int("WEKNORA_API_MAX_BODY", 4_500_000),
         housekeeping_enabled=e.bool("WEKNORA_HOUSEKEEPING_ENABLED", True),
         download_url_seconds=e.int("WEKNORA_DOWNLOAD_URL_SECONDS", 900),
+        cors_origins=e.origins("WEKNORA_CORS_ORIGINS"),
         tenant_pipeline_cap=e.int("WEKNORA_TENANT_PIPELINE_CAP", 8),
         pipeline_lease_seconds=e.int("WEKNORA_PIPELINE_LEASE_SECONDS", 1800),
         turn_wait_seconds=e.int("WEKNORA_TURN_WAIT_SECONDS", 2),

@@ -70,8 +70,44 @@ def in_envelope(request: Request | None, response: Response) -> Response:
     return response
 
 
-def envelope_middleware(request: Request | None, get_response: Callable[[Any], Response]) -> Response:
-    return in_envelope(request, get_response(request))
+#: what a browser page of an allowed origin may send and read (CORS)
+CORS_ALLOW_HEADERS = "Content-Type, X-API-Key, X-Operator-Key"
+CORS_EXPOSE_HEADERS = "Content-Length, Content-Type"
+CORS_MAX_AGE_SECONDS = 600
+
+
+def with_cors(request: Request | None, response: Response, origins: tuple[str, ...]) -> Response:
+    """Lets the request's origin read the answer when it is one of the configured origins (and says that
+    the answer varies by origin); any other origin gets no CORS header, so its browser refuses."""
+    headers: Any = request.headers if request is not None and request.headers else {}
+    origin = str(headers.get("origin", ""))
+    if origins and origin in origins:
+        response.headers = {
+            **response.headers,
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Expose-Headers": CORS_EXPOSE_HEADERS,
+            "Vary": "Origin",
+        }
+    return response
+
+
+def preflight(request: Request | None, methods: list[str], origins: tuple[str, ...]) -> Response:
+    """A browser's CORS preflight (OPTIONS): the path's methods and the headers the API takes, to an allowed
+    origin; to any other, nothing it can use."""
+    headers: dict[str, str | list[str]] = {}
+    if origins:
+        headers = {
+            "Access-Control-Allow-Methods": ", ".join(sorted(m for m in methods if m != "OPTIONS")),
+            "Access-Control-Allow-Headers": CORS_ALLOW_HEADERS,
+            "Access-Control-Max-Age": str(CORS_MAX_AGE_SECONDS),
+        }
+    return Response(body="", status_code=204, headers=headers)
+
+
+def envelope_middleware(
+    request: Request | None, get_response: Callable[[Any], Response], cors_origins: tuple[str, ...] = ()
+) -> Response:
+    return with_cors(request, in_envelope(request, get_response(request)), cors_origins)
 
 
 def api_key(request: Request) -> str:

@@ -143,6 +143,8 @@ def build_document(app: Any) -> dict[str, Any]:
     seen_ids: dict[str, int] = {}
     for path, methods in sorted(app.routes.items()):
         for method, entry in sorted(methods.items()):
+            if method == "OPTIONS":  # CORS preflights: the browser's, not the API's (README, CORS)
+                continue
             item = _operation(entry.view_name, path, method.lower())
             count = seen_ids.get(item["operationId"], 0)
             seen_ids[item["operationId"]] = count + 1

@@ -11,7 +11,7 @@ from chalice import Response
 from chalice.app import Request
 
 from chalicelib import commands, tasks
-from chalicelib.api import docs
+from chalicelib.api import docs, http
 from chalicelib.api.http import ok, parse_multipart, query, raw_body
 from chalicelib.api.openapi import build_document
 from chalicelib.api.registry import (
@@ -66,6 +66,15 @@ def health(deps: Dependencies, request: Request | None) -> Response:
 @operation("This OpenAPI document", "service", auth=False)
 def openapi_document(app: Any) -> Response:
     return Response(body=build_document(app), status_code=200, headers={"Content-Type": "application/json"})
+
+
+def cors_preflight(deps: Dependencies, app: Any) -> Response:
+    """OPTIONS on any path (not in the OpenAPI document: it is the browser's, not the API's)."""
+    request = app.current_request
+    methods = list(app.routes.get(request.context.get("resourcePath", ""), {}))
+    return http.with_cors(
+        request, http.preflight(request, methods, deps.settings.cors_origins), deps.settings.cors_origins
+    )
 
 
 @operation("Interactive API docs (Swagger UI on this OpenAPI document)", "service", auth=False)

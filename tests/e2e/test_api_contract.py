@@ -46,6 +46,8 @@ def test_every_route_is_in_the_openapi_document(client: Client, runtime: Any) ->
     assert document["openapi"].startswith("3.1")
     for path, methods in runtime.app.routes.items():
         for method in methods:
+            if method == "OPTIONS":  # every path's CORS preflight (tests/e2e/test_one_envelope.py)
+                continue
             assert method.lower() in document["paths"][path], f"{method} {path} is not documented"
     ids = [op["operationId"] for item in document["paths"].values() for op in item.values()]
     assert len(ids) == len(set(ids))

@@ -6,6 +6,7 @@ type (Chalice's own answers, rewritten by the app's middleware) all answer `{"su
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from chalice.test import Client
@@ -86,3 +87,45 @@ def test_the_vendored_swagger_ui_is_the_pinned_package_s() -> None:
     vendored = Path(__file__).resolve().parents[2] / "chalicelib" / "api" / "static" / "swagger-ui"
     for name in ("swagger-ui-bundle.js", "swagger-ui.css", "LICENSE"):
         assert (vendored / name).read_bytes() == (package / name).read_bytes(), name
+
+
+def test_cors_is_off_until_origins_are_configured_then_only_for_them(
+    client: Client, api: Api, services: Any
+) -> None:
+    from dataclasses import replace
+
+    origin = "https://kb.example.com"
+    path = f"{V1}/knowledge-bases"
+    asked = {"Origin": origin, "Access-Control-Request-Method": "POST"}
+    off = client.http.request("OPTIONS", path, headers=asked)
+    assert off.status_code == 204 and "Access-Control-Allow-Origin" not in off.headers
+    read = client.http.get(path, headers={"X-API-Key": api.api_key, "Origin": origin})
+    assert "Access-Control-Allow-Origin" not in read.headers
+
+    services.settings = replace(services.settings, cors_origins=(origin, "http://localhost:3000"))
+    preflight = client.http.request("OPTIONS", path, headers=asked)
+    assert preflight.status_code == 204
+    assert preflight.headers["Access-Control-Allow-Origin"] == origin
+    assert preflight.headers["Access-Control-Allow-Methods"] == "GET, POST"
+    assert "X-API-Key" in preflight.headers["Access-Control-Allow-Headers"]
+    read = client.http.get(path, headers={"X-API-Key": api.api_key, "Origin": origin})
+    assert read.status_code == 200 and read.headers["Access-Control-Allow-Origin"] == origin
+    assert read.headers["Vary"] == "Origin"
+    other = client.http.get(path, headers={"X-API-Key": api.api_key, "Origin": "https://evil.example"})
+    assert "Access-Control-Allow-Origin" not in other.headers
+    refused = client.http.get(f"{V1}/no-such-route", headers={"Origin": origin})
+    assert refused.status_code == 404  # API Gateway's answer: the app never sees it
+
+
+def test_cors_origins_must_be_origins() -> None:
+    from chalicelib.settings import load_settings
+
+    assert load_settings(
+        {"WEKNORA_CORS_ORIGINS": "https://a.example, http://b.example:8080/"}
+    ).cors_origins == (
+        "https://a.example",
+        "http://b.example:8080",
+    )
+    for bad in ("*", "https://a.example/path", "ftp://a.example", "a.example"):
+        with pytest.raises(ValueError, match="WEKNORA_CORS_ORIGINS"):
+            load_settings({"WEKNORA_CORS_ORIGINS": bad})
