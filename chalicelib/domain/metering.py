@@ -8,6 +8,7 @@ the counter names are the units the price table (`pricing.py`) knows.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -44,6 +45,9 @@ class Meter:
     #: what the work was for, set once the work has read its row (the runner writes it with the counts)
     kb_id: str = ""
     tenant_id: str = ""
+    #: seconds of work done for this invocation outside its own thread: CPU time of the embedding worker
+    #: processes, run time of child processes (LibreOffice, tesseract); part of the local duration estimate
+    offloaded_seconds: float = 0.0
 
     def add(self, counter: str, amount: float) -> None:
         if amount:
@@ -76,6 +80,24 @@ def record(counter: str, amount: float) -> None:
     meter = _current.get()
     if meter is not None:
         meter.add(counter, amount)
+
+
+def record_offloaded(seconds: float) -> None:
+    """Work done for the current invocation in another process (see `Meter.offloaded_seconds`)."""
+    meter = _current.get()
+    if meter is not None and seconds > 0:
+        meter.offloaded_seconds += seconds
+
+
+@contextmanager
+def child_process() -> Iterator[None]:
+    """Around a child process the invocation waits for: its run time is work done for it (a child's own
+    CPU time is not attributable while other threads run children too)."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        record_offloaded(time.monotonic() - started)
 
 
 def record_all(counts: Mapping[str, float]) -> None:

@@ -106,6 +106,16 @@ def priced(entries: Iterable[UsageEntry], table: Mapping[str, float | str]) -> d
     }
 
 
+def lambda_duration_basis(deps: Dependencies) -> str:
+    """What the Lambda GB-seconds were counted from (services/usage.py `metered_invocation`)."""
+    if deps.settings.on_lambda:
+        return "duration: each invocation's run time, as Lambda bills it"
+    return (
+        "work: each local invocation's CPU time plus the run time of the worker and child processes it "
+        "waited for (a loaded machine does not raise it); Lambda would bill the duration"
+    )
+
+
 def knowledge_cost(deps: Dependencies, tenant_id: str, knowledge_id: str) -> dict[str, Any]:
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     entries, pending = fill_workflow_usage(deps, knowledge.id, deps.usage.for_knowledge(knowledge.id))
@@ -114,6 +124,7 @@ def knowledge_cost(deps: Dependencies, tenant_id: str, knowledge_id: str) -> dic
         knowledge_id=knowledge.id,
         attempts=sorted({e.attempt for e in entries}),
         workflow_pending=pending,
+        lambda_seconds_counted=lambda_duration_basis(deps),
     )
     return report
 
@@ -135,5 +146,10 @@ def kb_cost(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
             pending += len(missing)
         entries.extend(own)
     report = priced(entries, price_table(deps.settings.prices_file))
-    report.update(kb_id=kb_id, documents=len(by_knowledge), workflow_pending=pending)
+    report.update(
+        kb_id=kb_id,
+        documents=len(by_knowledge),
+        workflow_pending=pending,
+        lambda_seconds_counted=lambda_duration_basis(deps),
+    )
     return report

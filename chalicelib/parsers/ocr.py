@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from chalicelib.domain import metering
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode, TransientStageError
 from chalicelib.parsers.base import image_kind
 from chalicelib.settings import subprocess_env
@@ -494,9 +495,10 @@ class TesseractOcr:
         cmd = [str(self.binary), "stdin", "stdout", *args]
         env = subprocess_env(OMP_THREAD_LIMIT="1")
         try:
-            return subprocess.run(
-                cmd, input=data, capture_output=True, timeout=self.timeout, check=False, env=env
-            )
+            with metering.child_process():
+                return subprocess.run(
+                    cmd, input=data, capture_output=True, timeout=self.timeout, check=False, env=env
+                )
         except subprocess.TimeoutExpired as exc:
             raise TransientStageError("OCR timed out", code=SpanErrorCode.DOCREADER_TIMEOUT) from exc
 
@@ -548,14 +550,15 @@ class TesseractOcr:
             base = Path(tmp) / "page"
             cmd = [str(self.binary), "stdin", str(base), "-l", "+".join(languages), "--psm", str(self.psm)]
             try:
-                proc = subprocess.run(
-                    [*cmd, "txt", "tsv"],
-                    input=data,
-                    capture_output=True,
-                    timeout=self.timeout,
-                    check=False,
-                    env=subprocess_env(OMP_THREAD_LIMIT="1"),
-                )
+                with metering.child_process():
+                    proc = subprocess.run(
+                        [*cmd, "txt", "tsv"],
+                        input=data,
+                        capture_output=True,
+                        timeout=self.timeout,
+                        check=False,
+                        env=subprocess_env(OMP_THREAD_LIMIT="1"),
+                    )
             except subprocess.TimeoutExpired as exc:
                 raise TransientStageError("OCR timed out", code=SpanErrorCode.DOCREADER_TIMEOUT) from exc
             if proc.returncode != 0:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from chalicelib.domain import metering
 from chalicelib.parsers.base import (
     ParseContext,
     image_kind,
@@ -386,9 +387,10 @@ def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> b
             src,
         ]
         try:
-            proc = subprocess.run(
-                cmd, capture_output=True, timeout=timeout, check=False, env=subprocess_env(HOME=tmp)
-            )
+            with metering.child_process():
+                proc = subprocess.run(
+                    cmd, capture_output=True, timeout=timeout, check=False, env=subprocess_env(HOME=tmp)
+                )
         except subprocess.TimeoutExpired as exc:
             raise parse_failed(
                 f"Converting the .{source_type} file took longer than {int(timeout)} s."

@@ -28,17 +28,22 @@ def metered_invocation(
     context: Any,
 ) -> Iterator[metering.Meter]:
     """Counts the calls the enclosed work makes, then adds the invocation's share: Lambda GB-seconds of
-    the record's own run time, and its share of the batch's invocation and of the event source's SQS
+    the record's own run time (on AWS its duration; locally, where a loaded machine would stretch that, the
+    CPU time of its thread plus the work it handed to worker and child processes), and its share of the batch's invocation and of the event source's SQS
     receive and delete (one each per batch). Stored whether the work succeeded or not: a failed try is
     paid for too. Each try is its own entry (message id and receive count), so a redelivery adds one."""
-    started = time.monotonic()
+    started, started_cpu = time.monotonic(), time.thread_time()
     with metering.metering() as meter:
         try:
             yield meter
         finally:
             share = 1 / max(1, len(event.get("Records") or ()))
             memory_gb = float(getattr(context, "memory_limit_in_mb", 0) or 0) / 1024
-            meter.add(metering.LAMBDA_GB_SECONDS, (time.monotonic() - started) * memory_gb)
+            if deps.settings.on_lambda:  # Lambda bills the invocation's duration
+                seconds = time.monotonic() - started
+            else:  # the work, not the waiting of a loaded machine (README, Cost)
+                seconds = time.thread_time() - started_cpu + meter.offloaded_seconds
+            meter.add(metering.LAMBDA_GB_SECONDS, seconds * memory_gb)
             meter.add(metering.LAMBDA_REQUESTS, share)
             meter.add(metering.SQS_REQUESTS, 2 * share)
             tries = record.attributes.approximate_receive_count or "1"

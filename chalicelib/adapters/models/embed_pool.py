@@ -21,6 +21,7 @@ import atexit
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -36,6 +37,7 @@ from chalicelib.adapters.models.local_onnx import (
     MiniLmEmbedding,
     empty_vectors,
 )
+from chalicelib.domain import metering
 from chalicelib.ports import ModelUnavailable
 from chalicelib.settings import pin_numeric_threads
 
@@ -55,9 +57,12 @@ def _init_worker(model_id: str, model_path: str) -> None:
     _WORKER_MODEL.warm_up()
 
 
-def _embed_in_worker(texts: list[str]) -> np.ndarray:
+def _embed_in_worker(texts: list[str]) -> tuple[np.ndarray, float]:
+    """The vectors, and the CPU seconds they took (metered as the calling invocation's work)."""
     assert _WORKER_MODEL is not None, "worker not initialised"
-    return np.asarray(_WORKER_MODEL.embed(texts), dtype=np.float32)
+    started = time.process_time()
+    vectors = np.asarray(_WORKER_MODEL.embed(texts), dtype=np.float32)
+    return vectors, time.process_time() - started
 
 
 def _ready(_: int) -> int:
@@ -119,11 +124,12 @@ class PooledMiniLm:
         parts = [order[k::shares] for k in range(shares)]
         pool = self._executor()
         try:
-            futures: list[Future[np.ndarray]] = [
+            futures: list[Future[tuple[np.ndarray, float]]] = [
                 pool.submit(_embed_in_worker, [clipped[i] for i in part]) for part in parts
             ]
             for part, future in zip(parts, futures, strict=True):
-                out[part] = future.result()
+                out[part], cpu_seconds = future.result()
+                metering.record_offloaded(cpu_seconds)
         except BrokenProcessPool as error:
             self._discard(pool)
             raise ModelUnavailable(f"an embedding worker process died: {error}") from error
