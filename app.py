@@ -7,7 +7,7 @@ from typing import Any
 from chalice import Chalice, Rate, Response
 
 from chalicelib import stages
-from chalicelib.api import faq_routes, http, routes
+from chalicelib.api import faq_routes, http, routes, service_routes
 from chalicelib.bootstrap import get_deps
 from chalicelib.observability import traced
 from chalicelib.settings import get_settings
@@ -30,22 +30,22 @@ V1 = "/api/v1"
 
 @app.route(f"{V1}/health", methods=["GET"])
 def health() -> Response:
-    return routes.health(get_deps(), app.current_request)
+    return service_routes.health(get_deps(), app.current_request)
 
 
 @app.route(f"{V1}/openapi.json", methods=["GET"])
 def openapi_document() -> Response:
-    return routes.openapi_document(app)
+    return service_routes.openapi_document(app)
 
 
 @app.route(f"{V1}/docs", methods=["GET"])
 def api_docs() -> Response:
-    return routes.api_docs(app.current_request)
+    return service_routes.api_docs(app.current_request)
 
 
 @app.route(f"{V1}/docs/{{asset}}", methods=["GET"])
 def api_docs_asset(asset: str) -> Response:
-    return routes.api_docs_asset(app.current_request, asset)
+    return service_routes.api_docs_asset(app.current_request, asset)
 
 
 @app.route(f"{V1}/parser-engines", methods=["GET"])
@@ -463,7 +463,7 @@ def housekeeping(event: Any) -> dict[str, Any]:
 
 
 def cors_preflight(**path_params: str) -> Response:
-    return routes.cors_preflight(get_deps(), app)
+    return service_routes.cors_preflight(get_deps(), app)
 
 
 # Every path answers a browser's CORS preflight, from the settings at run time (off unless configured).

@@ -11,9 +11,7 @@ from chalice import Response
 from chalice.app import Request
 
 from chalicelib import commands, tasks
-from chalicelib.api import docs, http
 from chalicelib.api.http import ok, parse_multipart, query, raw_body
-from chalicelib.api.openapi import build_document
 from chalicelib.api.registry import (
     caller_tenant,
     offered_models_only,
@@ -45,46 +43,9 @@ from chalicelib.operations import (
 )
 from chalicelib.ports import Dependencies
 from chalicelib.services import offered
-from chalicelib.settings import app_version
 from chalicelib.tasks import reparse
 
 # ---------------------------------------------------------------- service
-
-
-@operation(
-    "Liveness and readiness: version and whether the table, queues and bucket answer", "service", auth=False
-)
-def health(deps: Dependencies, request: Request | None) -> Response:
-    checks = deps.health.probe()
-    healthy = all(checks.values())
-    return ok(
-        {"status": "ok" if healthy else "degraded", "version": app_version(), "checks": checks},
-        200 if healthy else 503,
-    )
-
-
-@operation("This OpenAPI document", "service", auth=False)
-def openapi_document(app: Any) -> Response:
-    return Response(body=build_document(app), status_code=200, headers={"Content-Type": "application/json"})
-
-
-def cors_preflight(deps: Dependencies, app: Any) -> Response:
-    """OPTIONS on any path (not in the OpenAPI document: it is the browser's, not the API's)."""
-    request = app.current_request
-    methods = list(app.routes.get(request.context.get("resourcePath", ""), {}))
-    return http.with_cors(
-        request, http.preflight(request, methods, deps.settings.cors_origins), deps.settings.cors_origins
-    )
-
-
-@operation("Interactive API docs (Swagger UI on this OpenAPI document)", "service", auth=False)
-def api_docs(request: Request | None) -> Response:
-    return docs.docs_page(present_request(request).context)
-
-
-@operation("A file of the interactive API docs", "service", auth=False)
-def api_docs_asset(request: Request | None, asset: str) -> Response:
-    return docs.docs_asset(asset)
 
 
 @operation("The parser engines and whether each is available here", "service")

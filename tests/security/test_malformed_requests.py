@@ -25,6 +25,8 @@ def _json_routes() -> list[tuple[str, str]]:
     found = []
     for path, methods in load_app().routes.items():
         for method, entry in methods.items():
+            if method == "OPTIONS":  # CORS preflights take no body
+                continue
             op = OPERATIONS[entry.view_name]
             if op.body is not None and not op.multipart:
                 found.append((method, path))

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from project_paths import corpus_bytes
+
 from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase
 from chalicelib.domain.progress import stage_progress
 from chalicelib.domain.types import ParseStatus, Tenant
 from chalicelib.operations.create import FileUpload, create_from_file
 from chalicelib.operations.knowledge_bases import create_kb
-from tests.project_paths import corpus_bytes
 
 from .conftest import drain
 
