@@ -22,6 +22,8 @@ class SpanErrorCode(StrEnum):
     ENQUEUE_FAILED = "ENQUEUE_FAILED"
     SUPERSEDED = "SUPERSEDED"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    #: the document's storage backend keeps nothing (the `dummy` test backend): there is no file to read
+    STORAGE_NOT_RETAINED = "STORAGE_NOT_RETAINED"
     UNKNOWN = "UNKNOWN"
 
 

@@ -14,6 +14,7 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services import page_range_store
 from chalicelib.services.fairness import leave_pipeline
+from chalicelib.services.storage import files_of
 from chalicelib.services.usable import index_space_if_usable
 
 
@@ -57,7 +58,9 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
             deps.files.delete(url)
         except Exception:
             logger.exception("could not delete a stored object", extra={"knowledge_id": knowledge.id})
-    if deps.files is not deps.inbox:  # a local:// store: the signed copies of its download links
+    if (
+        files_of(deps, knowledge) is not deps.inbox
+    ):  # a local:// store: the signed copies of its download links
         for attempt in range(knowledge.attempt + 1):  # a link asked for before the first parse: 0
             for kind in ("original", "parsed"):
                 deps.inbox.delete(
@@ -76,7 +79,7 @@ def _stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:
             parsed_markdown_key(knowledge.tenant_id, knowledge.id, attempt),
             images_manifest_key(knowledge.tenant_id, knowledge.id, attempt),
         ):
-            url = deps.files.url_for(key)
+            url = files_of(deps, knowledge).url_for(key)
             if key.endswith(".json") and deps.files.exists(url):
                 urls += [str(image["url"]) for image in json.loads(deps.files.read(url))]
             urls.append(url)
