@@ -296,7 +296,7 @@ def _build_asr(settings: Settings, inbox: FileStore) -> AsrEngine | None:
     return default_asr(settings.models.model_cache_dir)
 
 
-def _build_storage(settings: Settings, default: FileStore) -> Storage:
+def build_storage(settings: Settings, default: FileStore) -> Storage:
     """The default backend plus every named one (WEKNORA_STORAGE_BACKENDS), each with a client of its
     own built on first use, its credentials read then from Secrets Manager or SSM."""
     from chalicelib.adapters.storage import RoutingFileStore
@@ -414,7 +414,7 @@ def build_services(settings: Settings | None = None) -> Services:
     default_files: FileStore = (
         inbox if settings.storage == "s3" else LocalFileStore(Path(settings.state_dir) / "files")
     )
-    files = _build_storage(settings, default_files)
+    files = build_storage(settings, default_files)
     queue = SqsTaskQueue(sqs, {q: settings.queue(q) for q in QUEUES})
     return Services(
         settings=settings,
