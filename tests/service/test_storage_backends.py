@@ -173,3 +173,22 @@ def test_a_clone_copies_objects_across_backends_and_a_move_across_is_refused(
     run_lifecycle(deps)
     moved = rows.get(doc.id)
     assert moved is not None and moved.kb_id == also_tc.id and moved.file_path == doc.file_path
+
+
+def test_a_document_whose_backend_was_removed_is_still_deleted(
+    deps: Services, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator took a backend out of the configuration: deleting its documents still removes the
+    rows (their objects are left where they are, for the operator), never a delete stuck retrying."""
+    kb = new_kb(deps, tenant, "handbook", "tc")
+    doc = completed(deps, kb, "tides.md", b"# Tides\n\nSpring tides come at full and new moon.\n")
+    routing = deps.files
+    assert isinstance(routing, RoutingFileStore)
+    monkeypatch.setattr(deps, "files", RoutingFileStore(routing.default))  # no "tc" any more
+    from chalicelib.operations.knowledge_changes import delete_knowledge
+
+    delete_knowledge(deps, tenant.id, doc.id)
+    run_lifecycle(deps)
+    assert deps.knowledge.get(doc.id) is None
+    assert store(deps, "").keys() == []
+    assert any(f"/{doc.id}/" in key for key in routing.backend("tc").inner.keys(f"{tenant.id}/"))  # type: ignore[attr-defined]
