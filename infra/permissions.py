@@ -343,7 +343,9 @@ STORAGE_CREDENTIALS = Grant(
             "Fn::Sub": "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}"
             ":secret:${Prefix}/storage/*"
         },
-        {"Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${Prefix}/storage/*"},
+        {
+            "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${Prefix}/storage/*"
+        },
     ),
 )
 
