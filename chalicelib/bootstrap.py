@@ -40,6 +40,7 @@ from chalicelib.ports import (
     SecretSource,
     ShareRepo,
     SpanRepo,
+    Storage,
     TagRepo,
     TaskQueue,
     TaskRepo,
@@ -75,7 +76,7 @@ class Services:
     chunks: ChunkRepo
     spans: SpanRepo
     usage: UsageRepo
-    files: FileStore
+    files: Storage
     inbox: FileStore
     queue: TaskQueue
     workflow: Workflow
@@ -295,6 +296,25 @@ def _build_asr(settings: Settings, inbox: FileStore) -> AsrEngine | None:
     return default_asr(settings.models.model_cache_dir)
 
 
+def build_storage(settings: Settings, default: FileStore) -> Storage:
+    """The default backend plus every named one (WEKNORA_STORAGE_BACKENDS), each with a client of its
+    own built on first use, its credentials read then from Secrets Manager or SSM."""
+    from chalicelib.adapters.storage import RoutingFileStore
+
+    if not settings.storage_backends:
+        return RoutingFileStore(default)
+    from chalicelib.adapters.secrets import SsmParameter
+    from chalicelib.adapters.storage_backends import SecretsManagerSecret, backend_store
+
+    def secret_source(kind: str, name: str) -> SecretSource:
+        if kind == "ssm":
+            return SsmParameter(_client("ssm", settings), name)
+        return SecretsManagerSecret(_client("secretsmanager", settings), name)
+
+    named = {b.id: backend_store(b, settings.region, secret_source) for b in settings.storage_backends}
+    return RoutingFileStore(default, named)
+
+
 def _build_operator_key(settings: Settings) -> SecretSource:
     """The SecureString `make deploy` creates, cached (one GetParameter per cold start, then per TTL)."""
     from chalicelib.adapters.secrets import CachedSecret, SsmParameter
@@ -391,9 +411,10 @@ def build_services(settings: Settings | None = None) -> Services:
     s3 = _client("s3", settings)
     sqs = _client("sqs", settings)
     inbox = S3FileStore(s3, settings.files_bucket)
-    files: FileStore = (
+    default_files: FileStore = (
         inbox if settings.storage == "s3" else LocalFileStore(Path(settings.state_dir) / "files")
     )
+    files = build_storage(settings, default_files)
     queue = SqsTaskQueue(sqs, {q: settings.queue(q) for q in QUEUES})
     return Services(
         settings=settings,
@@ -500,7 +521,7 @@ def memory_deps(
         chunks=MemoryChunkRepo(),
         spans=spans,
         usage=MemoryUsageRepo(),
-        files=MemoryFileStore("files"),
+        files=_memory_storage(settings, MemoryFileStore),
         inbox=MemoryFileStore(settings.files_bucket),
         queue=MemoryTaskQueue(max_receives=settings.stage_max_receives),
         workflow=MemoryWorkflow(),
@@ -517,6 +538,18 @@ def memory_deps(
     services.replace_embedding_model(embedding or HashingEmbedding(64))
     services.replace_ocr_asr(None, None)
     return services
+
+
+def _memory_storage(settings: Settings, store: Callable[[str], FileStore]) -> Storage:
+    """The in-memory set's storage: the default store `files` and one in-memory store per configured
+    backend (a `dummy` one keeps nothing, as on AWS), addressed as on AWS (`storage://<id>/<key>`)."""
+    from chalicelib.adapters.storage import BackendFileStore, DummyFileStore, RoutingFileStore
+
+    def inner(backend_id: str, keeps_nothing: bool) -> Callable[[], FileStore]:
+        return lambda: DummyFileStore(backend_id) if keeps_nothing else store(f"backend-{backend_id}")
+
+    named = {b.id: BackendFileStore(b.id, inner(b.id, b.keeps_nothing)) for b in settings.storage_backends}
+    return RoutingFileStore(store("files"), named)
 
 
 def _no_operator_key(settings: Settings) -> SecretSource:

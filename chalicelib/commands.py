@@ -224,6 +224,9 @@ class CreateKnowledgeBase(Body):
     ocr_languages: OcrLanguages = code("invalid_ocr_languages", default_factory=list)
     asr_language: str = code("invalid_asr_language", default="", max_length=8)
     retrieval_engine: Literal["", "embedded", "opensearch"] = code("invalid_engine", default="")
+    #: a storage backend the operator configured (its id), where the documents' objects are kept; "" = the
+    #: default backend (400 unknown_storage_backend for an id not configured here)
+    storage_backend: str = code("invalid_storage_backend", default="", max_length=63)
     enrichment: EnrichmentBody | None = code("invalid_enrichment", default=None)
     #: FAQ knowledge bases: how entries are indexed (fixed at creation)
     faq_index: FaqIndexBody | None = code("invalid_faq_index", default=None)
@@ -251,6 +254,8 @@ class UpdateKnowledgeBase(Body):
     ocr_languages: OcrLanguages | None = code("invalid_ocr_languages", default=None)
     asr_language: str | None = code("invalid_asr_language", default=None, max_length=8)
     retrieval_engine: Literal["", "embedded", "opensearch"] | None = code("invalid_engine", default=None)
+    #: new documents only: the existing ones keep their objects where they are ("" = the default backend)
+    storage_backend: str | None = code("invalid_storage_backend", default=None, max_length=63)
     enrichment: EnrichmentBody | None = code("invalid_enrichment", default=None)
     apply_to: Literal["new", "reparse"] = code("invalid_apply_to", default="new")
     #: a new embedding model or engine builds the new index beside the old one first (a durable task)

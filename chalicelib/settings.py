@@ -14,8 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from chalicelib.domain.process_config import EXTRACTIVE_SUMMARY
+from chalicelib.domain.storage_backends import BACKEND_ID, PRESETS, REGION, default_endpoint
 
 TABLES = (
     "tenants",
@@ -146,6 +150,101 @@ class ModelSettings:
     catalog: ModelCatalog = field(default_factory=lambda: _catalog("", DEFAULT_EMBEDDING_MODEL))
 
 
+StorageProvider = Literal["cos", "oss", "tos", "obs", "ks3", "minio", "s3", "dummy"]
+CREDENTIAL_SOURCES = ("secretsmanager:", "ssm:")
+
+
+class StorageBackendConfig(BaseModel):
+    """One named storage backend of WEKNORA_STORAGE_BACKENDS, checked at startup. The endpoint and the
+    addressing style default to the provider's preset (chalicelib/domain/storage_backends.py). Keys are
+    never part of it: `credentials` names where they are kept, a Secrets Manager secret
+    (`secretsmanager:<name or ARN>`) or an SSM SecureString (`ssm:<parameter name>`), holding the JSON
+    `{"access_key_id": …, "secret_access_key": …}`. Only `s3` may go without (the function's own role)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    id: str
+    provider: StorageProvider
+    bucket: str = ""
+    region: str = ""
+    endpoint: str = ""
+    path_style: bool | None = None
+    credentials: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> StorageBackendConfig:
+        preset = PRESETS[self.provider]
+        if not BACKEND_ID.match(self.id):
+            raise ValueError("a backend id is 1-63 of a-z, 0-9, '-' and '_', starting with a letter or digit")
+        if preset.keeps_nothing:
+            if self.bucket or self.endpoint or self.credentials:
+                raise ValueError(
+                    "the dummy backend keeps nothing: it takes no bucket, endpoint or credentials"
+                )
+            return self
+        if not self.bucket:
+            raise ValueError(f"a {self.provider} backend needs a bucket")
+        if self.region and not REGION.match(self.region):
+            raise ValueError(f"region {self.region!r} is not a region name")
+        if preset.endpoint_pattern and not self.region and not self.endpoint:
+            raise ValueError(
+                f"a {self.provider} backend needs a region (its endpoint is made from it) or an endpoint"
+            )
+        if preset.needs_endpoint and not self.endpoint:
+            raise ValueError(f"a {self.provider} backend needs an endpoint (http(s)://host:port)")
+        if self.endpoint and not re.match(r"^https?://[^/?#@\s]+/?$", self.endpoint):
+            raise ValueError(
+                f"endpoint {self.endpoint!r} must be http(s)://host[:port], with no path or user"
+            )
+        if not self.credentials and self.provider != "s3":
+            raise ValueError(
+                f"a {self.provider} backend needs credentials: 'secretsmanager:<secret>' or 'ssm:<parameter>'"
+            )
+        if self.credentials and (
+            not self.credentials.startswith(CREDENTIAL_SOURCES) or not self.credentials.partition(":")[2]
+        ):
+            raise ValueError(
+                "credentials must be 'secretsmanager:<secret name or ARN>' or 'ssm:<parameter name>'"
+            )
+        return self
+
+    @property
+    def keeps_nothing(self) -> bool:
+        return PRESETS[self.provider].keeps_nothing
+
+    def region_or(self, default: str) -> str:
+        return self.region or default
+
+    def resolved_endpoint(self) -> str:
+        """The endpoint the backend's client talks to ("" = the SDK's AWS resolution)."""
+        return self.endpoint.rstrip("/") or default_endpoint(self.provider, self.region)
+
+    def resolved_path_style(self) -> bool:
+        return PRESETS[self.provider].path_style if self.path_style is None else self.path_style
+
+
+def _storage_backends(raw: str) -> tuple[StorageBackendConfig, ...]:
+    """WEKNORA_STORAGE_BACKENDS: `{"<backend id>": {"provider": "cos", "bucket": …, "region": …}}`."""
+    if not raw:
+        return ()
+    try:
+        configured = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ValueError("WEKNORA_STORAGE_BACKENDS is not valid JSON") from error
+    if not isinstance(configured, dict) or not all(isinstance(v, dict) for v in configured.values()):
+        raise ValueError('WEKNORA_STORAGE_BACKENDS must be an object: {"<backend id>": {"provider": …}}')
+    backends = []
+    for backend_id, fields in configured.items():
+        try:
+            backends.append(StorageBackendConfig.model_validate({**fields, "id": backend_id}))
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'backend'}: {e['msg']}" for e in error.errors()
+            )
+            raise ValueError(f"WEKNORA_STORAGE_BACKENDS[{backend_id!r}]: {problems}") from None
+    return tuple(backends)
+
+
 @dataclass(frozen=True)
 class Settings:
     prefix: str = "weknora"
@@ -155,8 +254,10 @@ class Settings:
     account_id: str = "123456789012"
     #: True inside a Lambda function (AWS_LAMBDA_FUNCTION_NAME is set): EMF metrics, JSON logs, tracing
     on_lambda: bool = False
-    #: "local" (a directory, the local default) or "s3"
+    #: "local" (a directory, the local default) or "s3": the default backend's
     storage: str = "local"
+    #: named storage backends a knowledge base may be bound to (WEKNORA_STORAGE_BACKENDS)
+    storage_backends: tuple[StorageBackendConfig, ...] = ()
     state_dir: str = ".weknora"
     files_bucket: str = "weknora-files"
     #: where presigned uploads land; the bucket notification sends these keys to the uploads queue
@@ -236,6 +337,9 @@ class Settings:
     operator_key_parameter: str = ""
     #: a JSON object of prices that overrides the built-in table (chalicelib/domain/pricing.py)
     prices_file: str = ""
+
+    def storage_backend(self, backend_id: str) -> StorageBackendConfig | None:
+        return next((b for b in self.storage_backends if b.id == backend_id), None)
 
     def table(self, name: str) -> str:
         return self.table_names.get(name) or f"{self.prefix}-{name}"
@@ -320,6 +424,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         account_id=e.text("AWS_ACCOUNT_ID", "123456789012"),
         on_lambda=on_lambda,
         storage=e.text("WEKNORA_STORAGE", "local"),
+        storage_backends=_storage_backends(e.text("WEKNORA_STORAGE_BACKENDS")),
         state_dir=e.text("WEKNORA_STATE_DIR", ".weknora"),
         files_bucket=e.text("WEKNORA_FILES_BUCKET", f"{prefix}-files"),
         state_machine_arn=e.text("WEKNORA_STATE_MACHINE_ARN"),

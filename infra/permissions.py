@@ -333,6 +333,32 @@ FUNCTIONS: dict[str, list[Grant]] = {
     ],
 }
 
+#: the named storage backends' keys (StorageBackends, WEKNORA_STORAGE_BACKENDS): a secret of Secrets Manager or
+#: an SSM SecureString under `<Prefix>/storage/` (adapters/storage_backends.py reads one when a document first
+#: touches its backend). Every function that reads or writes documents' objects may read them, no other.
+STORAGE_CREDENTIALS = Grant(
+    ("secretsmanager:GetSecretValue", "ssm:GetParameter"),
+    (
+        {
+            "Fn::Sub": "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}"
+            ":secret:${Prefix}/storage/*"
+        },
+        {
+            "Fn::Sub": "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${Prefix}/storage/*"
+        },
+    ),
+)
+
+
+def _touches_documents(grants: list[Grant]) -> bool:
+    """Reads or writes the documents' objects: an S3 grant on the whole bucket, not only a service prefix."""
+    return any(objects() in g.resources for g in grants)
+
+
+for _grants in FUNCTIONS.values():
+    if _touches_documents(_grants):
+        _grants.append(STORAGE_CREDENTIALS)
+
 #: every function writes its own log group (infra/stack.py adds it) and sends X-Ray segments
 TRACING = Grant(
     ("xray:PutTraceSegments", "xray:PutTelemetryRecords"),

@@ -59,7 +59,12 @@ LOCAL_ONLY = (
 #: imports that happen below what the check reaches by itself, per function (logical id)
 DEEP_IMPORTS: dict[str, tuple[str, ...]] = {
     # every handler is @traced: on Lambda, Powertools' Tracer loads the X-Ray SDK on the first call
-    "*": ("aws_xray_sdk.core",),
+    "*": (
+        "aws_xray_sdk.core",
+        # the named storage backends' clients (built only when WEKNORA_STORAGE_BACKENDS names one)
+        "chalicelib.adapters.storage_backends",
+        "botocore.config",
+    ),
     # TextractOcr.recognize normalises GIF/BMP/WEBP/TIFF images with Pillow before sending them
     "MultimodalTask": ("PIL.Image",),
 }

@@ -1,14 +1,20 @@
-"""FileStore providers: `local://` (a directory; the local default) and `s3://` (S3, or moto locally)."""
+"""FileStore providers: `local://` (a directory; the local default), `s3://` (S3, or moto locally, and any
+S3-compatible bucket), the `dummy` test backend, a named backend's `storage://<id>/…` objects and the
+store that routes every URL to its backend."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from chalicelib.domain.storage_backends import backend_of, key_in_backend, storage_url
 from chalicelib.domain.storage_keys import safe_object_key
+from chalicelib.ports import CrossBackendOperation, FileStore, ObjectNotRetained, UnknownStorageBackend
 
 
 class LocalFileStore:
@@ -158,3 +164,161 @@ class S3FileStore:
         if file_name:
             params["ResponseContentDisposition"] = f'attachment; filename="{file_name}"'
         return str(self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_seconds))
+
+
+class DummyFileStore:
+    """The specification's `dummy` backend (a test backend): writes are accepted and kept nowhere, so a
+    read raises ObjectNotRetained (a FileNotFoundError: permanent) and a document stored on it fails at
+    the docreader with a clear reason instead of hanging. `exists` is always False."""
+
+    def __init__(self, name: str = "dummy") -> None:
+        self.name = name
+
+    def url_for(self, key: str) -> str:
+        return f"dummy://{self.name}/{safe_object_key(key)}"
+
+    def key_of(self, url: str) -> str:
+        prefix = f"dummy://{self.name}/"
+        if not url.startswith(prefix):
+            raise ValueError(f"not an object of dummy store {self.name}: {url!r}")
+        return url[len(prefix) :]
+
+    def save(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        return self.url_for(key)
+
+    def read(self, url: str) -> bytes:
+        raise ObjectNotRetained(f"{url}: the dummy storage backend keeps no objects")
+
+    def delete(self, url: str) -> None:
+        self.key_of(url)
+
+    def exists(self, url: str) -> bool:
+        self.key_of(url)
+        return False
+
+    def size(self, url: str) -> int:
+        raise ObjectNotRetained(f"{url}: the dummy storage backend keeps no objects")
+
+    def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
+        raise NotImplementedError("the dummy storage backend has no presigned URLs")
+
+    def copy(self, src_url: str, dst_key: str) -> str:
+        raise ObjectNotRetained(f"{src_url}: the dummy storage backend keeps no objects")
+
+    def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
+        raise ObjectNotRetained(f"{url}: the dummy storage backend keeps no objects")
+
+
+class BackendFileStore:
+    """One named backend, its objects addressed `storage://<backend id>/<key>` (the specification's
+    backend-scoped path) over an inner store (an S3-compatible bucket, or the dummy one) that is built on
+    first use: a backend's client and credentials are fetched only when a document touches it."""
+
+    def __init__(self, backend_id: str, build: Callable[[], FileStore]) -> None:
+        self.backend_id = backend_id
+        self._build = build
+        self._inner: FileStore | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def inner(self) -> FileStore:
+        with self._lock:
+            if self._inner is None:
+                self._inner = self._build()
+            return self._inner
+
+    def _inner_url(self, url: str) -> str:
+        if backend_of(url) != self.backend_id:
+            raise CrossBackendOperation(f"{url!r} is not an object of storage backend {self.backend_id!r}")
+        return self.inner.url_for(key_in_backend(url, self.backend_id))
+
+    def url_for(self, key: str) -> str:
+        return storage_url(self.backend_id, safe_object_key(key))
+
+    def key_of(self, url: str) -> str:
+        if backend_of(url) != self.backend_id:
+            raise CrossBackendOperation(f"{url!r} is not an object of storage backend {self.backend_id!r}")
+        return key_in_backend(url, self.backend_id)
+
+    def save(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        self.inner.save(key, data, content_type)
+        return self.url_for(key)
+
+    def read(self, url: str) -> bytes:
+        return self.inner.read(self._inner_url(url))
+
+    def delete(self, url: str) -> None:
+        self.inner.delete(self._inner_url(url))
+
+    def exists(self, url: str) -> bool:
+        return self.inner.exists(self._inner_url(url))
+
+    def size(self, url: str) -> int:
+        return self.inner.size(self._inner_url(url))
+
+    def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
+        return self.inner.presign_put(key, expires_seconds, content_type)
+
+    def copy(self, src_url: str, dst_key: str) -> str:
+        """Within the backend only (a server-side copy where it can): another backend's URL is refused."""
+        self.inner.copy(self._inner_url(src_url), dst_key)
+        return self.url_for(dst_key)
+
+    def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
+        return self.inner.presign_get(self._inner_url(url), expires_seconds, file_name)
+
+
+class RoutingFileStore:
+    """Every backend behind one FileStore (the Storage port): a URL goes to the backend it names
+    (`storage://<id>/…`), any other URL to the default backend (`local://`, `s3://`: unchanged). Writes
+    by key go to the default backend; `backend(id)` is a named backend's store. An unknown backend id is
+    an UnknownStorageBackend, a copy from one backend to another a CrossBackendOperation."""
+
+    def __init__(self, default: FileStore, backends: Mapping[str, FileStore] | None = None) -> None:
+        self.default = default
+        self.backends = dict(backends or {})
+
+    def backend(self, backend_id: str) -> FileStore:
+        if not backend_id:
+            return self.default
+        store = self.backends.get(backend_id)
+        if store is None:
+            raise UnknownStorageBackend(f"storage backend {backend_id!r} is not configured here")
+        return store
+
+    def backend_ids(self) -> list[str]:
+        return sorted(self.backends)
+
+    def _for(self, url: str) -> FileStore:
+        return self.backend(backend_of(url))
+
+    def url_for(self, key: str) -> str:
+        return self.default.url_for(key)
+
+    def key_of(self, url: str) -> str:
+        return self._for(url).key_of(url)
+
+    def save(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
+        return self.default.save(key, data, content_type)
+
+    def read(self, url: str) -> bytes:
+        return self._for(url).read(url)
+
+    def delete(self, url: str) -> None:
+        self._for(url).delete(url)
+
+    def exists(self, url: str) -> bool:
+        return self._for(url).exists(url)
+
+    def size(self, url: str) -> int:
+        return self._for(url).size(url)
+
+    def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
+        return self.default.presign_put(key, expires_seconds, content_type)
+
+    def copy(self, src_url: str, dst_key: str) -> str:
+        """A copy within the source's backend, to `dst_key` there."""
+        return self._for(src_url).copy(src_url, dst_key)
+
+    def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
+        return self._for(url).presign_get(url, expires_seconds, file_name)

@@ -29,6 +29,8 @@ class SpanErrorCode(StrEnum):
     ENQUEUE_FAILED = "enqueue_failed"
     SUPERSEDED = "superseded"
     QUOTA_EXCEEDED = "quota_exceeded"
+    #: the document's storage backend keeps nothing (the `dummy` test backend): there is no file to read
+    STORAGE_NOT_RETAINED = "storage_not_retained"
     UNKNOWN = "unknown"
 
 

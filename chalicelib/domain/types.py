@@ -185,6 +185,8 @@ class KnowledgeBase:
     #: the spoken language of audio uploads (a Whisper code); "" = detected
     asr_language: str = ""
     retrieval_engine: str = ""  # '' = the global default
+    #: the named storage backend new documents' objects are written to ('' = the default backend)
+    storage_backend: str = ""
     enrichment: EnrichmentSettings = field(default_factory=EnrichmentSettings)
     #: FAQ knowledge bases only: how entries are indexed (fixed at creation: the index is built from it)
     faq_index: FaqIndexSettings = field(default_factory=FaqIndexSettings)
@@ -219,7 +221,10 @@ class Knowledge:
     file_type: str = ""
     file_size: int = 0
     file_hash: str = ""
-    file_path: str = ""  # storage URL: s3://bucket/key or local://key
+    file_path: str = ""  # storage URL: s3://bucket/key, local://key or storage://<backend>/key
+    #: the storage backend the document's objects are written to, its knowledge base's at creation
+    #: ('' = the default backend); a later change of the knowledge base's backend leaves it as it is
+    storage_backend: str = ""
     parse_status: ParseStatus = ParseStatus.PENDING
     enable_status: EnableStatus = EnableStatus.DISABLED
     summary_status: SummaryStatus = SummaryStatus.NONE

@@ -107,14 +107,17 @@ class MotoServer:
             return self._process.poll() is None
         return self._server is not None
 
-    def start(self) -> MotoServer:
+    def start(self, *, point_sdk: bool = True) -> MotoServer:
+        """Starts the server; `point_sdk=False` leaves this process's AWS environment alone (a second
+        server of its own, e.g. one S3-compatible endpoint per storage backend in the tests)."""
         if self.running:
             return self
         if self.separate_process:
             self._process, self.port = _start_child(self._requested_port, self.region)
         else:
             self._server, self.port = _start_in_thread(self._requested_port)
-        self.apply_env()
+        if point_sdk:
+            self.apply_env()
         self.configure()
         log.info("moto server listening on %s", self.url)
         return self

@@ -12,6 +12,7 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import ChunkingConfig
 from chalicelib.ports import Dependencies
 from chalicelib.services.ownership import owned_knowledge, require_kb
+from chalicelib.services.storage import files_of
 
 
 def preview_chunks(deps: Dependencies, tenant_id: str, request: ChunkPreviewRequest) -> dict[str, Any]:
@@ -21,7 +22,9 @@ def preview_chunks(deps: Dependencies, tenant_id: str, request: ChunkPreviewRequ
         knowledge = owned_knowledge(deps, tenant_id, request.knowledge_id)
         kb = require_kb(deps, tenant_id, knowledge.kb_id)
         base = resolve(kb, knowledge.process_overrides).chunking
-        url = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+        url = files_of(deps, knowledge).url_for(
+            parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
+        )
         if not deps.files.exists(url):
             raise NotFound("this knowledge has not been parsed yet", code="not_parsed")
         text = deps.files.read(url).decode("utf-8")

@@ -32,6 +32,7 @@ from chalicelib.ports import Dependencies, IndexSpace
 from chalicelib.services.dispatch import request_summary_refresh
 from chalicelib.services.indexing import chunk_entries, embed_texts
 from chalicelib.services.ownership import owned_knowledge, require_kb
+from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_api
 
 #: longer than any chunk id this service makes (and than a key DynamoDB takes)
@@ -145,7 +146,9 @@ def file_url(deps: Dependencies, tenant_id: str, knowledge_id: str, query: FileU
             raise NotFound("this knowledge has no stored original file", code="file_not_found")
         url, name = knowledge.file_path, knowledge.file_name or f"{knowledge.id}.{knowledge.file_type}"
     else:
-        url = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+        url = files_of(deps, knowledge).url_for(
+            parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
+        )
         name = f"{(knowledge.file_name or knowledge.id).rsplit('.', 1)[0]}.md"
     if not deps.files.exists(url):
         raise NotFound(f"the {query.kind} file of this knowledge is not stored (yet)", code="file_not_found")

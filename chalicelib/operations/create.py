@@ -102,12 +102,15 @@ def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: Fil
         raise duplicate_error(existing, "duplicate_file")
 
     knowledge_id = upload.knowledge_id or str(uuid.uuid4())
-    url = deps.files.save(source_object_key(tenant_id, knowledge_id, file_type), upload.data)
+    url = deps.files.backend(kb.storage_backend).save(
+        source_object_key(tenant_id, knowledge_id, file_type), upload.data
+    )
     name = safe_file_name(upload.file_name)
     knowledge = Knowledge(
         id=knowledge_id,
         tenant_id=tenant_id,
         kb_id=kb.id,
+        storage_backend=kb.storage_backend,
         type=KnowledgeType.FILE,
         title=name,
         file_name=name,
@@ -297,6 +300,7 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
         id=str(uuid.uuid4()),
         tenant_id=tenant_id,
         kb_id=kb.id,
+        storage_backend=kb.storage_backend,
         type=KnowledgeType.FILE_URL if is_file else KnowledgeType.URL,
         title=(request.title or file_name or redact_credentials(url))[:500],
         source=url,
@@ -336,11 +340,14 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
     tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
     knowledge_id = str(uuid.uuid4())
     data = content.encode()
-    url = deps.files.save(source_object_key(tenant_id, knowledge_id, "md"), data, "text/markdown")
+    url = deps.files.backend(kb.storage_backend).save(
+        source_object_key(tenant_id, knowledge_id, "md"), data, "text/markdown"
+    )
     knowledge = Knowledge(
         id=knowledge_id,
         tenant_id=tenant_id,
         kb_id=kb.id,
+        storage_backend=kb.storage_backend,
         type=KnowledgeType.MANUAL,
         title=(title or content.splitlines()[0])[:500],
         file_name=f"{safe_file_name(title or 'manual')}.md",

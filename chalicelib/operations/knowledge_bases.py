@@ -19,7 +19,7 @@ from chalicelib.domain.types import (
     TaskStatus,
 )
 from chalicelib.ports import Dependencies
-from chalicelib.services.offered import check_engine, check_models
+from chalicelib.services.offered import check_engine, check_models, check_storage_backend
 from chalicelib.services.ownership import kb_allowed, require_kb, require_whole_tenant, shared_kbs
 from chalicelib.tasks import deliver_again, new_task, start_task
 from chalicelib.tasks.reembed import FROM_ENGINE, FROM_MODEL
@@ -40,6 +40,7 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
         asr=request.asr_model_id,
     )
     check_engine(deps.settings, request.retrieval_engine)
+    check_storage_backend(deps.settings, request.storage_backend)
     if request.indexing_strategy is not None and request.indexing_strategy.nothing_indexed():
         raise BadRequest(NOTHING_INDEXED, code="no_index_enabled")
     if request.faq_index is not None and request.type != "faq":
@@ -65,6 +66,7 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
         ocr_languages=list(request.ocr_languages),
         asr_language=request.asr_language,
         retrieval_engine=request.retrieval_engine,
+        storage_backend=request.storage_backend,
         enrichment=EnrichmentSettings(**request.enrichment.model_dump())
         if request.enrichment
         else EnrichmentSettings(),
@@ -134,6 +136,8 @@ def _changed(
             raise Conflict(f"a knowledge base named {request.name!r} exists", code="duplicate_kb_name")
     if request.retrieval_engine:
         check_engine(deps.settings, request.retrieval_engine)
+    if request.storage_backend is not None:
+        check_storage_backend(deps.settings, request.storage_backend)
     strategy = kb.indexing_strategy
     if request.indexing_strategy is not None:
         merged = IndexingStrategySettings.model_validate(
@@ -158,6 +162,8 @@ def _changed(
         asr_model_id=given.get("asr_model_id", kb.asr_model_id),
         ocr_languages=list(given.get("ocr_languages", kb.ocr_languages)),
         asr_language=given.get("asr_language", kb.asr_language),
+        # new documents only: a document keeps the backend it was created on (Knowledge.storage_backend)
+        storage_backend=given.get("storage_backend", kb.storage_backend),
         enrichment=enrichment,
     )
     check_enrichment(resolve(changed, {}), ocr_available=deps.ocr() is not None)

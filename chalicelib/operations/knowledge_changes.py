@@ -29,6 +29,7 @@ from chalicelib.ports import Dependencies, IndexSpace
 from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.ownership import owned_knowledge, require_kb
+from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_api
 from chalicelib.tasks import LIFECYCLE_QUEUE, new_task, start_task
 from chalicelib.tasks.reparse import reparse
@@ -160,7 +161,9 @@ def _new_manual_text(deps: Dependencies, knowledge: Knowledge, raw: str) -> dict
             f"content is over {deps.settings.manual_max_runes} characters", code="content_too_long"
         )
     data = content.encode()
-    url = deps.files.save(source_object_key(knowledge.tenant_id, knowledge.id, "md"), data, "text/markdown")
+    url = files_of(deps, knowledge).save(
+        source_object_key(knowledge.tenant_id, knowledge.id, "md"), data, "text/markdown"
+    )
     if knowledge.file_path and knowledge.file_path != url:
         deps.files.delete(knowledge.file_path)
     return {"file_path": url, "file_size": len(data), "file_hash": file_md5(data)}

@@ -59,6 +59,14 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
                 f"knowledge {knowledge_id} not found in knowledge base {source.id}",
                 code="knowledge_not_found",
             )
+        if row.storage_backend != target.storage_backend:
+            # a moved row keeps its objects: they must already be on the target's backend (a clone copies
+            # them across; a move does not)
+            raise BadRequest(
+                f"knowledge {row.id} is stored on backend {row.storage_backend or 'default'!r} and the target "
+                f"knowledge base on {target.storage_backend or 'default'!r}: clone it instead of moving it",
+                code="storage_backend_mismatch",
+            )
         if row.tag_ids:  # tags belong to a knowledge base: the target gets them by name
             tags[row.id] = tag_names(deps, row)
     task = new_task(

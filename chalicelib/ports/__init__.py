@@ -61,7 +61,13 @@ from chalicelib.ports.state import (
     WikiPageRecord,
     WikiRepo,
 )
-from chalicelib.ports.storage import FileStore
+from chalicelib.ports.storage import (
+    CrossBackendOperation,
+    FileStore,
+    ObjectNotRetained,
+    Storage,
+    UnknownStorageBackend,
+)
 
 if TYPE_CHECKING:  # numpy stays off the API function's cold-start path
     from chalicelib.ports.models import Vectors as Vectors
@@ -71,6 +77,7 @@ __all__ = [
     "AsrEngine",
     "ChatModel",
     "ChunkRepo",
+    "CrossBackendOperation",
     "DeadLetter",
     "Dependencies",
     "DocReader",
@@ -97,6 +104,7 @@ __all__ = [
     "ModelRequestError",
     "ModelThrottled",
     "ModelUnavailable",
+    "ObjectNotRetained",
     "OcrEngine",
     "Page",
     "ParsedImage",
@@ -110,6 +118,7 @@ __all__ = [
     "SecretSource",
     "ShareRepo",
     "SpanRepo",
+    "Storage",
     "StoredImage",
     "TagRepo",
     "TaskQueue",
@@ -117,6 +126,7 @@ __all__ = [
     "TenantRepo",
     "TurnBook",
     "UnknownModel",
+    "UnknownStorageBackend",
     "UrlImporter",
     "UsageEntry",
     "UsageRepo",

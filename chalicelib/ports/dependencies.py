@@ -38,7 +38,7 @@ from chalicelib.ports.state import (
     UsageRepo,
     WikiRepo,
 )
-from chalicelib.ports.storage import FileStore
+from chalicelib.ports.storage import FileStore, Storage
 from chalicelib.settings import Settings
 
 
@@ -90,7 +90,8 @@ class Dependencies(Protocol):
     chunks: ChunkRepo
     spans: SpanRepo
     usage: UsageRepo
-    files: FileStore
+    #: the documents' objects, on every configured backend (`files.backend(kb.storage_backend)` writes)
+    files: Storage
     #: the S3 bucket presigned uploads land in (and intents live in), whatever `files` is
     inbox: FileStore
     queue: TaskQueue

@@ -42,3 +42,31 @@ class FileStore(Protocol):
     def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
         """An HTTP URL a client can GET the object from (as an attachment named `file_name`, if given)."""
         ...
+
+
+class ObjectNotRetained(FileNotFoundError):
+    """A read from a backend that keeps nothing (the `dummy` test backend): the object was accepted and
+    dropped. Permanent, like any missing object, but with its own reason for the document's error."""
+
+
+class UnknownStorageBackend(ValueError):
+    """A URL or a knowledge base names a backend id this deployment does not configure."""
+
+
+class CrossBackendOperation(ValueError):
+    """An operation that would span two backends (a copy from one to another) where one is expected."""
+
+
+class Storage(FileStore, Protocol):
+    """The documents' storage: every configured backend behind one FileStore. URL operations (read,
+    delete, exists, size, copy, presign_get) go to the backend the URL names; `save`, `url_for` and
+    `presign_put` are the default backend's. `backend(id)` is one backend's own store: a document's
+    objects are written through the store of its knowledge base's backend."""
+
+    def backend(self, backend_id: str) -> FileStore:
+        """The store of a named backend ("" = the default one); UnknownStorageBackend otherwise."""
+        ...
+
+    def backend_ids(self) -> list[str]:
+        """The named backends configured (the default one has no id)."""
+        ...

@@ -1,5 +1,5 @@
 """What the operator offers a tenant: models by name (the catalog) and retrieval engines. A setting that
-names something not offered is a 400 when it is given, not a knowledge base that fails every document."""
+names something not offered (a model, an engine, a storage backend) is a 400 when it is given, not a knowledge base that fails every document."""
 
 from __future__ import annotations
 
@@ -35,6 +35,16 @@ def check_engine(settings: Settings, engine: str) -> None:
     if engine == "opensearch" and not settings.opensearch_url:
         raise BadRequest(
             "retrieval_engine 'opensearch' is not configured on this deployment", code="engine_not_configured"
+        )
+
+
+def check_storage_backend(settings: Settings, backend_id: str) -> None:
+    """A knowledge base may name only a storage backend the operator configured ("" = the default)."""
+    if backend_id and settings.storage_backend(backend_id) is None:
+        offered = ", ".join(b.id for b in settings.storage_backends) or "none"
+        raise BadRequest(
+            f"storage backend {backend_id!r} is not configured here (configured: {offered})",
+            code="unknown_storage_backend",
         )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from chalicelib.domain.storage_keys import page_range_key
 from chalicelib.domain.types import Knowledge
 from chalicelib.ports import Dependencies
+from chalicelib.services.storage import files_of
 
 PLAN = "plan.json"
 
@@ -23,7 +24,7 @@ def part_name(start: int, suffix: str) -> str:
 
 
 def read_plan(deps: Dependencies, knowledge: Knowledge) -> dict[str, Any] | None:
-    url = deps.files.url_for(range_key(knowledge, PLAN))
+    url = files_of(deps, knowledge).url_for(range_key(knowledge, PLAN))
     try:
         plan: dict[str, Any] = json.loads(deps.files.read(url))
     except FileNotFoundError:
@@ -40,10 +41,10 @@ def clean_up(deps: Dependencies, knowledge: Knowledge, attempt: int | None = Non
         return
     for start, _end in plan["ranges"]:
         for suffix in (".md", ".images.json"):
-            deps.files.delete(deps.files.url_for(range_key(own, part_name(start, suffix))))
+            deps.files.delete(files_of(deps, own).url_for(range_key(own, part_name(start, suffix))))
     if plan["source"] != own.file_path:
         deps.files.delete(plan["source"])
-    deps.files.delete(deps.files.url_for(range_key(own, PLAN)))
+    deps.files.delete(files_of(deps, own).url_for(range_key(own, PLAN)))
 
 
 def range_objects(deps: Dependencies, knowledge: Knowledge, attempt: int) -> list[str]:
@@ -54,10 +55,10 @@ def range_objects(deps: Dependencies, knowledge: Knowledge, attempt: int) -> lis
         return []
     urls: list[str] = []
     for start, _end in plan["ranges"]:
-        manifest = deps.files.url_for(range_key(own, part_name(start, ".images.json")))
+        manifest = files_of(deps, own).url_for(range_key(own, part_name(start, ".images.json")))
         if deps.files.exists(manifest):
             urls += [str(image["url"]) for image in json.loads(deps.files.read(manifest))]
-        urls += [manifest, deps.files.url_for(range_key(own, part_name(start, ".md")))]
+        urls += [manifest, files_of(deps, own).url_for(range_key(own, part_name(start, ".md")))]
     if plan["source"] != own.file_path:
         urls.append(str(plan["source"]))
-    return [*urls, deps.files.url_for(range_key(own, PLAN))]
+    return [*urls, files_of(deps, own).url_for(range_key(own, PLAN))]

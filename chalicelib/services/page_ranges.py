@@ -23,6 +23,7 @@ from chalicelib.ports import Dependencies, ReadRequest, ResolvedImages
 from chalicelib.services.dispatch import enqueue
 from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.page_range_store import PLAN, part_name, range_key, read_plan
+from chalicelib.services.storage import files_of
 
 
 def ranges_of(pages: int, size: int) -> list[tuple[int, int]]:
@@ -39,7 +40,9 @@ def fan_out(
     pages: int,
 ) -> None:
     """Stores the plan and sends a message per range (the whole document is not parsed here)."""
-    source = knowledge.file_path or deps.files.save(range_key(knowledge, "source.pdf"), request.data)
+    source = knowledge.file_path or files_of(deps, knowledge).save(
+        range_key(knowledge, "source.pdf"), request.data
+    )
     ranges = ranges_of(pages, deps.settings.parse_range_pages)
     plan = {
         "source": source,
@@ -50,7 +53,7 @@ def fan_out(
         "pages": pages,
         "ranges": ranges,
     }
-    deps.files.save(range_key(knowledge, PLAN), json.dumps(plan).encode(), "application/json")
+    files_of(deps, knowledge).save(range_key(knowledge, PLAN), json.dumps(plan).encode(), "application/json")
     deps.tracker.progress(
         knowledge, Stage.DOCREADER, {"pages_parsed": 0, "pages_total": pages, "ranges": len(ranges)}
     )
@@ -71,7 +74,7 @@ def parse_range(
         logger.info("page range without a plan: dropped", extra={"knowledge_id": knowledge.id})
         return
     start, end = message.page_start, message.page_end
-    markdown_url = deps.files.url_for(range_key(knowledge, part_name(start, ".md")))
+    markdown_url = files_of(deps, knowledge).url_for(range_key(knowledge, part_name(start, ".md")))
     if not deps.files.exists(markdown_url):
         result = deps.docreader().read(
             ReadRequest(
@@ -84,12 +87,12 @@ def parse_range(
         )
         resolved = store_images(knowledge, result)
         images = [image_record(image) for image in resolved.images]
-        manifest_url = deps.files.save(
+        manifest_url = files_of(deps, knowledge).save(
             range_key(knowledge, part_name(start, ".images.json")),
             json.dumps(images).encode(),
             "application/json",
         )
-        deps.files.save(
+        files_of(deps, knowledge).save(
             range_key(knowledge, part_name(start, ".md")), resolved.markdown.encode(), "text/markdown"
         )
 
@@ -114,7 +117,7 @@ def parse_range(
     done = [
         (a, b)
         for a, b in plan["ranges"]
-        if deps.files.exists(deps.files.url_for(range_key(knowledge, part_name(a, ".md"))))
+        if deps.files.exists(files_of(deps, knowledge).url_for(range_key(knowledge, part_name(a, ".md"))))
     ]
     pages_parsed = sum(b - a for a, b in done)
     deps.tracker.progress(
@@ -141,7 +144,9 @@ def assemble(
         return None
     plan = read_plan(deps, knowledge)
     if plan is None:
-        parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+        parsed = files_of(deps, knowledge).url_for(
+            parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
+        )
         if deps.files.exists(parsed):  # assembled and cleaned up: make sure chunking was asked for
             enqueue(deps, Stage.CHUNKING, replace(message, assemble=False))
         return None
@@ -150,10 +155,14 @@ def assemble(
     for start, _end in plan["ranges"]:
         try:
             parts.append(
-                deps.files.read(deps.files.url_for(range_key(knowledge, part_name(start, ".md")))).decode()
+                deps.files.read(
+                    files_of(deps, knowledge).url_for(range_key(knowledge, part_name(start, ".md")))
+                ).decode()
             )
             images += json.loads(
-                deps.files.read(deps.files.url_for(range_key(knowledge, part_name(start, ".images.json"))))
+                deps.files.read(
+                    files_of(deps, knowledge).url_for(range_key(knowledge, part_name(start, ".images.json")))
+                )
             )
         except FileNotFoundError:
             logger.info(

@@ -18,6 +18,7 @@ from chalicelib.domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge,
 from chalicelib.ports import Dependencies
 from chalicelib.services.dispatch import enqueue
 from chalicelib.services.liveness import kept_after_write, live_knowledge
+from chalicelib.services.storage import files_of
 from chalicelib.stages.runner import run_stage
 
 #: an ordinary document never reaches this: the docreader's cap of 50 million characters of Markdown is about
@@ -58,7 +59,9 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     )
     from chalicelib.chunker import normalise_markdown
 
-    parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+    parsed = files_of(deps, knowledge).url_for(
+        parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    )
     markdown = normalise_markdown(deps.files.read(parsed).decode("utf-8"))
     chunks, extra = build_chunks(knowledge, markdown, config)
     if not chunks:

@@ -32,12 +32,20 @@ from chalicelib.parsers.asr import (
     transcription_scope,
 )
 from chalicelib.parsers.progress import progress_listener
-from chalicelib.ports import Dependencies, FetchFailed, ReadRequest, ReadResult, ResolvedImages
+from chalicelib.ports import (
+    Dependencies,
+    FetchFailed,
+    ObjectNotRetained,
+    ReadRequest,
+    ReadResult,
+    ResolvedImages,
+)
 from chalicelib.services import page_range_store, page_ranges
 from chalicelib.services.deadline import stage_deadline
 from chalicelib.services.dispatch import enqueue
 from chalicelib.services.fairness import enter_pipeline
 from chalicelib.services.liveness import kept_after_write
+from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_stage
 from chalicelib.stages.runner import run_stage
 
@@ -151,10 +159,10 @@ def _finish(
             "the document has no extractable text", code=SpanErrorCode.DOCREADER_PARSE_FAILED
         )
     attempt_key = (knowledge.tenant_id, knowledge.id, knowledge.attempt)
-    parsed = deps.files.save(
+    parsed = files_of(deps, knowledge).save(
         parsed_markdown_key(*attempt_key), markdown.encode(), "text/markdown; charset=utf-8"
     )
-    manifest = deps.files.save(
+    manifest = files_of(deps, knowledge).save(
         images_manifest_key(*attempt_key), json.dumps(images).encode(), "application/json"
     )
 
@@ -192,6 +200,12 @@ def _source(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, 
         return _fetch_url(deps, knowledge)
     try:
         data = deps.files.read(knowledge.file_path)
+    except ObjectNotRetained as error:  # the `dummy` backend: the file was accepted and kept nowhere
+        raise PermanentStageError(
+            f"the document's storage backend {knowledge.storage_backend!r} keeps no files (a test backend): "
+            "there is nothing to parse",
+            code=SpanErrorCode.STORAGE_NOT_RETAINED,
+        ) from error
     except FileNotFoundError as error:
         raise PermanentStageError(
             "the stored source file is missing", code=SpanErrorCode.DOCREADER_PARSE_FAILED
@@ -228,7 +242,7 @@ def _store_images(
     office file an image link is the document's text, and fetching it would rewrite that text."""
 
     def save(data: bytes, ext: str) -> str:
-        return deps.files.save(exports_key(knowledge.tenant_id, ext), data)
+        return files_of(deps, knowledge).save(exports_key(knowledge.tenant_id, ext), data)
 
     remote = file_type in MARKUP_EXTENSIONS
     return deps.image_resolver(save).resolve(result.markdown, result.images, remote=remote)

@@ -24,6 +24,7 @@ from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.indexing import Stopped, index_knowledge
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.quotas import require_storage_within_quota
+from chalicelib.services.storage import files_of
 from chalicelib.stages.runner import run_stage
 
 
@@ -68,7 +69,9 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         raise ContinueLater(
             "the knowledge base switched its embedding model: indexing again", offset=0, cursor=""
         )
-    manifest = deps.files.url_for(images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+    manifest = files_of(deps, knowledge).url_for(
+        images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    )
     images = json.loads(deps.files.read(manifest))
     require_storage_within_quota(deps, knowledge.tenant_id, knowledge.file_size - knowledge.storage_size)
     if not deps.knowledge.mark_indexed(
@@ -112,8 +115,12 @@ def remove_earlier_attempts(deps: Dependencies, knowledge: Knowledge, images: li
     images only they referenced are garbage: removed, so nothing is left behind (idempotent)."""
     keep = {str(image["url"]) for image in images}
     for attempt in range(1, knowledge.attempt):
-        parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, attempt))
-        manifest = deps.files.url_for(images_manifest_key(knowledge.tenant_id, knowledge.id, attempt))
+        parsed = files_of(deps, knowledge).url_for(
+            parsed_markdown_key(knowledge.tenant_id, knowledge.id, attempt)
+        )
+        manifest = files_of(deps, knowledge).url_for(
+            images_manifest_key(knowledge.tenant_id, knowledge.id, attempt)
+        )
         if deps.files.exists(manifest):
             for image in json.loads(deps.files.read(manifest)):
                 if str(image["url"]) not in keep:

@@ -25,6 +25,7 @@ from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, 
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ModelRequestError
 from chalicelib.services.indexing import write_extra_chunks
+from chalicelib.services.storage import files_of
 from chalicelib.stages.messages import TaskMessageModel
 from chalicelib.stages.runner import Skip, checked_task_row, run_task
 
@@ -115,7 +116,9 @@ def _table_summary(
         return {"table_summary": "skipped: no chat model configured"}
     from chalicelib.enrich.tables import schema_of, summarise
 
-    parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+    parsed = files_of(deps, knowledge).url_for(
+        parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    )
     schema = schema_of(deps.files.read(parsed).decode("utf-8"))
     chat = deps.chat_model(effective.chat_model_id)
     if schema is None or chat is None:

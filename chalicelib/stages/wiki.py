@@ -25,6 +25,7 @@ from chalicelib.services.dispatch import FINALIZE_DELAY_SECONDS, trigger_wiki
 from chalicelib.services.dispatch import WIKI_QUEUE as QUEUE
 from chalicelib.services.indexing import write_extra_chunks
 from chalicelib.services.slots import settle_slot
+from chalicelib.services.storage import files_of
 from chalicelib.stages.runner import Skip, come_back_soon, parse_body, process_batch
 
 FOLLOW_UP_DELAY_SECONDS = 5
@@ -108,7 +109,9 @@ def _pages(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> int:
     chat = deps.chat_model(resolve(kb, knowledge.process_overrides).chat_model_id)
     if chat is None:
         return 0
-    parsed = deps.files.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt))
+    parsed = files_of(deps, knowledge).url_for(
+        parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    )
     pages = pages_for(chat, knowledge.title, deps.files.read(parsed).decode("utf-8"))
     chunks = [
         Chunk(

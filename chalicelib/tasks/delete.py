@@ -11,9 +11,10 @@ from chalicelib.domain.ids import execution_name
 from chalicelib.domain.storage_keys import download_copy_key, images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies
+from chalicelib.ports import Dependencies, UnknownStorageBackend
 from chalicelib.services import page_range_store
 from chalicelib.services.fairness import leave_pipeline
+from chalicelib.services.storage import files_of
 from chalicelib.services.usable import index_space_if_usable
 
 
@@ -26,7 +27,14 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
     if knowledge is None:
         return  # already gone
     deps.workflow.stop(execution_name(knowledge.id, knowledge.attempt), "the knowledge is being deleted")
-    objects = _stored_objects(deps, knowledge)
+    try:
+        objects = _stored_objects(deps, knowledge)
+    except UnknownStorageBackend:  # the operator removed its backend: the row goes, the objects are theirs
+        logger.warning(
+            "the knowledge's storage backend is no longer configured: its objects are left where they are",
+            extra={"knowledge_id": knowledge.id, "storage_backend": knowledge.storage_backend},
+        )
+        objects = []
     kb = deps.kbs.get(knowledge.kb_id)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="delete") as pool:
         # a pool thread starts with an empty context: the meter (and the local function name) go along
@@ -57,7 +65,8 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
             deps.files.delete(url)
         except Exception:
             logger.exception("could not delete a stored object", extra={"knowledge_id": knowledge.id})
-    if deps.files is not deps.inbox:  # a local:// store: the signed copies of its download links
+    # a local:// default store: the signed copies of its download links (a named backend signs its own)
+    if not knowledge.storage_backend and deps.files.backend("") is not deps.inbox:
         for attempt in range(knowledge.attempt + 1):  # a link asked for before the first parse: 0
             for kind in ("original", "parsed"):
                 deps.inbox.delete(
@@ -76,7 +85,7 @@ def _stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:
             parsed_markdown_key(knowledge.tenant_id, knowledge.id, attempt),
             images_manifest_key(knowledge.tenant_id, knowledge.id, attempt),
         ):
-            url = deps.files.url_for(key)
+            url = files_of(deps, knowledge).url_for(key)
             if key.endswith(".json") and deps.files.exists(url):
                 urls += [str(image["url"]) for image in json.loads(deps.files.read(url))]
             urls.append(url)

@@ -30,6 +30,7 @@ from typing import Any
 
 from chalicelib.domain.errors import Forbidden, PermanentStageError
 from chalicelib.domain.status import is_in_flight
+from chalicelib.domain.storage_backends import backend_of
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import (
     Chunk,
@@ -45,8 +46,9 @@ from chalicelib.domain.types import (
 from chalicelib.faq.clone import faq_clone_work
 from chalicelib.faq.entries import FAQ_KB_TYPE
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, DuplicateKnowledge, IndexSpace
+from chalicelib.ports import Dependencies, DuplicateKnowledge, FileStore, IndexSpace
 from chalicelib.services.quotas import reserve_document
+from chalicelib.services.storage import files_of
 from chalicelib.services.tag_names import tag_by_names, tag_names
 
 #: copies made concurrently (WeKnora clones 10 at a time)
@@ -369,7 +371,9 @@ def _copy_row(
         file_type=src.file_type,
         file_size=src.file_size,
         file_hash=src.file_hash,
-        file_path=deps.files.url_for(keys.file) if keys.file else "",
+        file_path=deps.files.backend(target.storage_backend).url_for(keys.file) if keys.file else "",
+        # the copy's objects are written to the target's backend (copied across when it is another one)
+        storage_backend=target.storage_backend,
         parse_status=ParseStatus.PROCESSING,
         enable_status=EnableStatus.DISABLED,
         # a summary still on its way in the source is not on its way for the copy
@@ -401,7 +405,7 @@ def _rewrite(value: Any, links: dict[str, str]) -> Any:
 
 def _source_images(deps: Dependencies, src: Knowledge) -> tuple[list[dict[str, Any]], list[Chunk], list[str]]:
     """The source's image manifest (of its latest attempt), its chunks, and every stored image they name."""
-    manifest_url = deps.files.url_for(images_manifest_key(src.tenant_id, src.id, src.attempt))
+    manifest_url = files_of(deps, src).url_for(images_manifest_key(src.tenant_id, src.id, src.attempt))
     images: list[dict[str, Any]] = (
         json.loads(deps.files.read(manifest_url)) if deps.files.exists(manifest_url) else []
     )
@@ -420,6 +424,14 @@ def _stored_here(deps: Dependencies, url: str) -> bool:
     return True
 
 
+def _copy_object(deps: Dependencies, files: FileStore, row: Knowledge, url: str, key: str) -> str:
+    """A source object copied to the copy's `key`: server side within one backend; through the function
+    (read, then write) from another backend, which no store does on its own (they refuse it)."""
+    if backend_of(url) == row.storage_backend:
+        return files.copy(url, key)
+    return files.save(key, deps.files.read(url))
+
+
 def _copy_content(
     deps: Dependencies,
     src: Knowledge,
@@ -428,23 +440,23 @@ def _copy_content(
     target: KnowledgeBase,
     keys: _CopyKeys,
 ) -> None:
-    files = deps.files
+    files = files_of(deps, row)  # the copy's backend: the target knowledge base's
     if keys.file:
         try:
-            files.copy(src.file_path, keys.file)
+            _copy_object(deps, files, row, src.file_path, keys.file)
         except FileNotFoundError as error:
             raise ItemFailed("the source's stored file is missing") from error
     images, chunks, urls = _source_images(deps, src)
     links: dict[str, str] = {}
     for url in urls:
         try:
-            links[url] = files.copy(url, keys.image(url))
+            links[url] = _copy_object(deps, files, row, url, keys.image(url))
         except FileNotFoundError:
             logger.warning("a source image is missing; its link stays", extra={"knowledge_id": src.id})
-    markdown_url = files.url_for(parsed_markdown_key(src.tenant_id, src.id, src.attempt))
-    if files.exists(markdown_url):
+    markdown_url = files_of(deps, src).url_for(parsed_markdown_key(src.tenant_id, src.id, src.attempt))
+    if deps.files.exists(markdown_url):
         files.save(
-            keys.markdown, _rewrite(files.read(markdown_url).decode(), links).encode(), "text/markdown"
+            keys.markdown, _rewrite(deps.files.read(markdown_url).decode(), links).encode(), "text/markdown"
         )
     files.save(keys.manifest, json.dumps(_rewrite(images, links)).encode(), "application/json")
     # the row's own text (a summary names the images too) points at the copy's images, as its chunks do
@@ -521,6 +533,6 @@ def _remove_copy(
     ]
     for key in owned:
         if key:
-            deps.files.delete(deps.files.url_for(key))
+            deps.files.delete(files_of(deps, row).url_for(key))
     if deps.knowledge.delete(row.id):
         deps.tenants.release_document(row.tenant_id)

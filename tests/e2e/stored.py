@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from chalicelib.adapters.storage import LocalFileStore, S3FileStore
+from chalicelib.adapters.storage import BackendFileStore, LocalFileStore, RoutingFileStore, S3FileStore
 from chalicelib.ports import FileStore
 
 
 def stored_keys(files: FileStore, prefix: str) -> list[str]:
-    """Every object key starting with `prefix` (e.g. `tenant/knowledge/`), sorted. A missing bucket fails."""
+    """Every object key starting with `prefix` (e.g. `tenant/knowledge/`), sorted. A missing bucket fails.
+    The routing store lists its default backend; a named backend's store lists its bucket."""
+    if isinstance(files, RoutingFileStore):
+        files = files.default
+    if isinstance(files, BackendFileStore):
+        files = files.inner
     if isinstance(files, S3FileStore):
         keys: list[str] = []
         pages = files.client.get_paginator("list_objects_v2").paginate(Bucket=files.bucket, Prefix=prefix)

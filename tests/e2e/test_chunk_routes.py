@@ -217,7 +217,7 @@ def _signed_again(services: Services, url: str, now: float) -> str:
     parts = urlsplit(url)
     bucket, key = unquote(parts.path).lstrip("/").split("/", 1)
     disposition = parse_qs(parts.query)["response-content-disposition"][0]
-    client = services.files.client  # type: ignore[attr-defined]
+    client = services.files.default.client  # type: ignore[attr-defined]
     params = {"Bucket": bucket, "Key": key, "ResponseContentDisposition": disposition}
     with patch("botocore.auth.time.time", return_value=now):
         return str(client.generate_presigned_url("get_object", Params=params, ExpiresIn=1))

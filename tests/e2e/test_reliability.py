@@ -11,7 +11,7 @@ import boto3
 import pytest
 from project_paths import corpus_bytes
 
-from chalicelib.adapters.storage import LocalFileStore
+from chalicelib.adapters.storage import LocalFileStore, RoutingFileStore
 from chalicelib.bootstrap import Services
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.types import Span, SpanKind, SpanStatus
@@ -252,7 +252,7 @@ def test_the_s3_file_store_carries_a_document_end_to_end(
     api: Api, runtime: LocalRuntime, services: Services
 ) -> None:
     """The suite stores documents on S3 (WEKNORA_STORAGE=s3, as deployed; tests/e2e/conftest.py)."""
-    assert services.files is services.inbox
+    assert services.files.default is services.inbox  # type: ignore[attr-defined]
     kb = api.create_kb()
     created = api.upload(kb["id"], "doc.md", TEXT).json_body["data"]
     assert "file_path" not in created  # the internal storage path is never shown to a tenant
@@ -290,7 +290,7 @@ def test_the_local_file_store_carries_a_document_end_to_end(
     api: Api, runtime: LocalRuntime, services: Services
 ) -> None:
     """The same pipeline with `local://` storage (the local stage's, which `make run` keeps) instead."""
-    services.files = LocalFileStore(runtime.state_dir / "files")
+    services.files = RoutingFileStore(LocalFileStore(runtime.state_dir / "files"))
     kb = api.create_kb()
     created = api.upload(kb["id"], "doc.md", TEXT).json_body["data"]
     stored = services.knowledge.get(created["id"])

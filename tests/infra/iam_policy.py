@@ -133,6 +133,11 @@ def requests_of(call: AwsCall, region: str, account: str = ACCOUNT_ID) -> list[R
                 f"ssm:{call.operation}", f"arn:aws:ssm:{region}:{account}:parameter{named.get('Name', '')}"
             )
         ]
+    if call.service == "secretsmanager":
+        secret = named.get("SecretId", "")
+        if not secret.startswith("arn:"):  # by name: IAM sees the ARN (its random suffix aside)
+            secret = f"arn:aws:secretsmanager:{region}:{account}:secret:{secret}"
+        return [Request(f"secretsmanager:{call.operation}", secret)]
     if call.service == "textract":
         return [Request(f"textract:{call.operation}", "*")]
     return [Request(f"{call.service}:{_UNMAPPED}:{call.operation}", "*")]

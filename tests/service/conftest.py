@@ -23,6 +23,7 @@ from chalicelib.adapters.memory import (
     MemoryWorkflow,
     ScriptedUrlImporter,
 )
+from chalicelib.adapters.storage import RoutingFileStore
 from chalicelib.bootstrap import Services, memory_deps
 from chalicelib.commands import CreateKnowledgeBase
 from chalicelib.domain.types import Knowledge, KnowledgeBase, Tenant
@@ -74,7 +75,7 @@ def workflow(deps: Services) -> MemoryWorkflow:
 
 @pytest.fixture
 def files(deps: Services) -> MemoryFileStore:
-    return _fake(deps.files, MemoryFileStore)  # type: ignore[no-any-return]
+    return _fake(_fake(deps.files, RoutingFileStore).default, MemoryFileStore)  # type: ignore[no-any-return]
 
 
 @pytest.fixture

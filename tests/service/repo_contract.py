@@ -113,6 +113,26 @@ class RepoContract:
         assert again.parse_status == ParseStatus.PENDING
         assert repos.knowledge.get(new_id()) is None
 
+    def test_a_rows_storage_backend_reads_back_and_stays_through_its_changes(self, repos: Repos) -> None:
+        """A document knows its storage backend from its row (workers need no knowledge base read); a
+        reparse, a field edit or a move never changes where its objects are."""
+        k = row(dedupe_key=key(), storage_backend="tc-cos", file_path="storage://tc-cos/t1/k/source.md")
+        repos.knowledge.insert(k)
+        read = repos.knowledge.get(k.id)
+        assert read is not None and (read.storage_backend, read.file_path) == (
+            "tc-cos",
+            "storage://tc-cos/t1/k/source.md",
+        )
+        assert read.to_dict()["storage_backend"] == "tc-cos" and "file_path" not in read.to_dict()
+        repos.knowledge.update_fields(k.id, {"title": "renamed"})
+        repos.knowledge.reset_for_reparse(k.id, None)
+        again = repos.knowledge.get(k.id)
+        assert again is not None and again.storage_backend == "tc-cos"
+        plain = row(dedupe_key=key())
+        repos.knowledge.insert(plain)
+        stored = repos.knowledge.get(plain.id)
+        assert stored is not None and stored.storage_backend == ""  # the default backend
+
     def test_inserting_an_existing_id_fails_and_keeps_the_row(self, repos: Repos) -> None:
         first = row()
         repos.knowledge.insert(first)
@@ -666,6 +686,17 @@ class RepoContract:
         assert repos.kbs.by_name(tenant_id, "beta") is None
         assert [kb.name for kb in repos.kbs.list(tenant_id)] == ["alpha", "zeta"]
         assert repos.kbs.get(new_id()) is None
+
+    def test_a_knowledge_bases_storage_backend_reads_back_and_changes(self, repos: Repos) -> None:
+        kb = KnowledgeBase(new_id(), new_id(), "bound", storage_backend="tc-cos")
+        repos.kbs.put(kb)
+        read = repos.kbs.get(kb.id)
+        assert read is not None and read.storage_backend == "tc-cos"
+        updated = repos.kbs.update(replace(read, storage_backend=""))
+        assert updated is not None
+        again = repos.kbs.get(kb.id)
+        assert again is not None and again.storage_backend == ""
+        assert KnowledgeBase(new_id(), new_id(), "plain").to_dict()["storage_backend"] == ""
 
     def test_a_knowledge_base_update_is_conditional_on_its_version(self, repos: Repos) -> None:
         kb = KnowledgeBase(new_id(), new_id(), "versioned")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chalicelib.adapters.memory import MemoryFileStore
-from chalicelib.adapters.storage import LocalFileStore
+from chalicelib.adapters.storage import LocalFileStore, RoutingFileStore
 from chalicelib.bootstrap import Services
 from chalicelib.commands import ManualRequest
 from chalicelib.domain.errors import NotFound
@@ -26,7 +26,7 @@ def _link(deps: Services, tenant_id: str, knowledge_id: str, kind: str) -> dict[
 
 
 def test_links_to_the_original_and_the_parsed_markdown(deps: Services, kb: KnowledgeBase) -> None:
-    files = deps.files
+    files = deps.files.default  # type: ignore[attr-defined]
     assert isinstance(files, MemoryFileStore)
     created = upload(deps, kb, "notes.md", TEXT)
     with pytest.raises(NotFound) as early:  # not parsed yet
@@ -55,7 +55,7 @@ def test_hand_written_text_has_no_original(deps: Services, kb: KnowledgeBase) ->
 def test_a_local_store_is_served_through_a_signed_copy_in_the_bucket(
     deps: Services, kb: KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(deps, "files", LocalFileStore(tmp_path / "files"))
+    monkeypatch.setattr(deps, "files", RoutingFileStore(LocalFileStore(tmp_path / "files")))
     created = upload(deps, kb, "notes.md", TEXT)
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)

@@ -191,7 +191,7 @@ def test_move_is_refused_up_front_across_models_types_or_tenants(
 def test_clone_copies_files_images_chunks_and_vectors_and_survives_the_source(
     deps: Services, tenant: Tenant, kb: KnowledgeBase, model: HashingEmbedding
 ) -> None:
-    files = deps.files
+    files = deps.files.default  # type: ignore[attr-defined]
     assert isinstance(files, MemoryFileStore)
     doc = completed(
         deps, kb, "bread.md", png_markdown("Sourdough", "A starter is flour and water and wild yeast.")
@@ -274,7 +274,7 @@ def _source_ids(deps: Services, kb: KnowledgeBase, name: str) -> list[str]:
 def test_a_failed_copy_removes_what_it_wrote(
     deps: Services, tenant: Tenant, kb: KnowledgeBase, model: HashingEmbedding
 ) -> None:
-    files = deps.files
+    files = deps.files.default  # type: ignore[attr-defined]
     assert isinstance(files, MemoryFileStore)
     good = completed(deps, kb, "tides.md", TIDES)
     broken = completed(deps, kb, "bread.md", png_markdown("Bread", "crumb and crust"))

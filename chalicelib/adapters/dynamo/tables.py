@@ -265,6 +265,7 @@ def build_models(settings: Settings) -> Models:
         file_size = NumberAttribute(default=0)
         file_hash = UnicodeAttribute(default="")
         file_path = UnicodeAttribute(default="")
+        storage_backend = UnicodeAttribute(default="")
         parse_status = UnicodeAttribute()
         enable_status = UnicodeAttribute()
         summary_status = UnicodeAttribute(default="none")
