@@ -329,7 +329,7 @@ def entry_modules(handler: str) -> list[str]:
     module, _, function = handler.rpartition(".")
     tree = ast.parse((ROOT / f"{module}.py").read_text(encoding="utf-8"))
     if function == "app":
-        return ["chalicelib.api.routes"]
+        return ["chalicelib.api.routes", "chalicelib.api.service_routes"]
     (definition,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
     return sorted(
         f"chalicelib.stages.{node.attr}"
