@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from chalicelib.local.aws_calls import API_FUNCTION, attributed, invoking, logical_id
 from chalicelib.local.moto_server import ACCOUNT_ID, Footprint, MotoServer
@@ -46,6 +47,8 @@ from chalicelib.local.scheduler import Clock, ScheduledInvocation, Scheduler, ut
 from chalicelib.settings import get_settings
 
 log = logging.getLogger(__name__)
+#: connections each of the runtime's shared AWS clients keeps open (see _client)
+CLIENT_POOL_CONNECTIONS = 64
 #: the local HTTP server's accept backlog (connections waiting to be accepted)
 HTTP_BACKLOG = 128
 
@@ -398,7 +401,15 @@ class LocalRuntime:
         # Cached: drain() asks every 50 ms, and building a boto3 client costs more than the call.
         if service not in self._clients:
             make: Any = boto3.client  # the stubs only accept literal service names
-            self._clients[service] = make(service, region_name=self.region, endpoint_url=self.server.url)
+            self._clients[service] = make(
+                service,
+                region_name=self.region,
+                endpoint_url=self.server.url,
+                # one SQS client serves every poller's threads at once (each queue's long polls and its
+                # concurrent invocations' deletes): botocore's 10 connections made urllib3 discard the
+                # rest with "Connection pool is full" warnings on the console
+                config=Config(max_pool_connections=CLIENT_POOL_CONNECTIONS),
+            )
         return self._clients[service]
 
     def _state_machine_arns(self) -> list[str]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from rich.console import Console
 
 from chalicelib.faq.commands import INLINE_MAX_BYTES, INLINE_MAX_ENTRIES
 from chalicelib.local.cli.client import ApiError
-from chalicelib.local.cli.kb import task_line, wait_task
+from chalicelib.local.cli.kb import wait_task
 from chalicelib.local.cli.output import client, command, emit, plain, print_fields, print_json, print_rows
 
 
@@ -90,7 +92,7 @@ def _import(args: argparse.Namespace, console: Console, base: str) -> int:
     if args.no_wait:
         return emit(args, console, started, lambda: plain(console, f"FAQ import task {task_id}"))
     task = wait_task(api, task_id, console, quiet=args.json)
-    emit(args, console, task, lambda: plain(console, task_line(task)))
+    emit(args, console, task, lambda: None)  # wait_task printed its last state
     failures = (task.get("progress") or {}).get("failed", 0)
     if failures and not args.json:
         plain(console, f"{failures} row(s) failed: `weknora-ingest faq failed {args.kb}` shows them")
@@ -105,14 +107,19 @@ def _failed_rows(console: Console, result: dict[str, Any], output: str | None) -
         print_rows(console, sorted({k for f in failures for k in f}), failures)
     link = result.get("failed_rows_download")
     url = link.get("url") if isinstance(link, dict) else link
-    if url and output:
-        response = requests.get(str(url), timeout=600)
-        if not response.ok:
-            raise ApiError(response.status_code, "download_failed", response.text[:200])
+    if not url:
+        return
+    response = requests.get(str(url), timeout=600)  # a signed link: no API key sent to storage
+    if not response.ok:
+        raise ApiError(response.status_code, "download_failed", response.text[:200])
+    if output:
         Path(output).write_bytes(response.content)
         plain(console, f"failed rows saved to {output}")
-    elif url:
-        plain(console, f"failed rows (CSV): {url}")
+        return
+    rows = list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
+    if rows:
+        print_rows(console, list(rows[0]), rows)
+    plain(console, f"{len(rows)} failed row(s); -o FILE saves the CSV")
 
 
 def register(sub: Any) -> None:

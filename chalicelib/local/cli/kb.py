@@ -98,8 +98,8 @@ def _task_started(args: argparse.Namespace, console: Console, api: ApiClient, da
     """A 202 with a task: its id, and with --wait its end."""
     task_id = str((data or {}).get("task_id") or (data or {}).get("id") or "")
     if getattr(args, "wait", False) and task_id:
-        data = wait_task(api, task_id, console, quiet=args.json)
-        emit(args, console, data, lambda: plain(console, task_line(data)))
+        data = wait_task(api, task_id, console, quiet=args.json)  # its last line is the end
+        emit(args, console, data, lambda: None)
         return 0 if data.get("status") == "completed" else 1
     return emit(
         args, console, data, lambda: plain(console, f"{what}: task {task_id} (weknora-ingest task {task_id})")
@@ -107,13 +107,18 @@ def _task_started(args: argparse.Namespace, console: Console, api: ApiClient, da
 
 
 def task_line(task: dict[str, Any]) -> str:
-    total = task.get("total")
-    counts = f"{task.get('done', 0)}/{total if total is not None else '?'}"
+    progress = task.get("progress") or {}
+    total = task.get("total") if task.get("total") is not None else progress.get("total")
+    done = (
+        task.get("done", 0)
+        if task.get("total") is not None or "processed" not in progress
+        else progress["processed"]
+    )
+    counts = f"{done}/{total if total is not None else '?'}"
     line = (
         f"task {task.get('id')} {task.get('kind')} {task.get('status')}: {counts} done, "
         f"{task.get('succeeded', 0)} succeeded, {task.get('failed', 0)} failed"
     )
-    progress = task.get("progress") or {}
     if progress:
         shown = {
             k: v
