@@ -454,13 +454,15 @@ class LocalRuntime:
     def serve_http(self, host: str = "127.0.0.1", port: int = 8000, access_log: bool = True) -> str:
         """Serve the app's routes with ``chalice local``'s server in a thread; returns the base URL.
 
-        ``access_log=False`` logs only 4xx/5xx requests (a polling CLI otherwise floods the terminal)."""
+        ``access_log=False`` (`up` without ``--verbose``) logs only 5xx replies, which are server faults: a
+        polling CLI and a browser console would otherwise flood the terminal with 200s, and a 4xx is the
+        caller's business (it has the error's code and message)."""
         from chalice.local import ChaliceRequestHandler, CustomLocalChalice, LocalChalice, ThreadedHTTPServer
         from chalice.local import LocalDevServer as ChaliceDevServer
 
         class Handler(ChaliceRequestHandler):
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-                if access_log or (str(code).isdigit() and int(code) >= 400):
+                if access_log or (str(code).isdigit() and int(code) >= 500):
                     super().log_request(code, size)
 
             def _send_http_response_with_body(self, code: int, headers: Any, body: str | bytes) -> None:

@@ -271,7 +271,9 @@ def test_service_and_operator_commands(stack: Stack) -> None:
     assert isinstance(tenants, list) and tenants
 
 
-def test_api_errors_print_the_stable_code_and_exit_1(stack: Stack) -> None:
+def test_api_errors_print_the_stable_code_and_exit_1(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out = stack.run("show", "no-such-knowledge")
     assert code == 1 and re.search(r"API error 404 \w+: ", out), out
     code, out = stack.run("show", "no-such-knowledge", "--json")
@@ -281,6 +283,8 @@ def test_api_errors_print_the_stable_code_and_exit_1(stack: Stack) -> None:
     console = Console(file=buf, width=250, force_terminal=False, color_system=None)
     code = cli.main(["kb", "list", "--api", stack.api, "--key", "wrong-key"], console)
     assert code == 1 and re.search(r"API error 401 \w+: ", buf.getvalue()), buf.getvalue()
+    # `up` without --verbose: no access line for a 200, a 404 or a 401 (the server thread writes to stderr)
+    assert '"GET /api/v1/' not in capsys.readouterr().err
 
 
 def test_console_opens_the_browser_on_the_kb(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
