@@ -295,6 +295,71 @@ def test_console_opens_the_browser_on_the_kb(stack: Stack, monkeypatch: pytest.M
     assert opened == [data["url"]] == [f"http://127.0.0.1:{stack.port}/console/#key={KEY}&kb={kb_id}"]
 
 
+def test_the_rest_of_the_commands(stack: Stack, tmp_path: Path) -> None:
+    clone = stack.data("kb", "clone", "cli-docs", "--name", "cli-clone", "--wait")
+    assert (clone["kind"], clone["status"], clone["succeeded"]) == (
+        "clone_kb",
+        "completed",
+        1,
+    )  # lighthouse.md: the others moved or deleted
+    assert [r["file_name"] for r in stack.data("ls", "cli-clone")] == ["lighthouse.md"]
+    assert stack.data("kb", "delete", "cli-clone", "--wait")["status"] == "completed"
+    assert "cli-clone" not in {k["name"] for k in stack.data("kb", "list")}
+    assert stack.data("kb", "graph", "cli-docs", "keeper")["relations"] == []
+    assert stack.data("kb", "wiki", "cli-docs")["pages"] == []
+
+    acme = stack.data("tenant", "create", "acme", "--scope", "read", operator=True)
+    tenant_id = acme["tenant"]["id"]
+    assert acme["key"]["scope"] == "read" and acme["api_key"]
+    assert [k["id"] for k in stack.data("key", "list", tenant_id, operator=True)] == [acme["key"]["id"]]
+    stack.data("tenant", "quotas", tenant_id, "--documents", "10", operator=True)
+    stack.data("share", "add", "cli-docs", tenant_id)
+    assert tenant_id in json.dumps(stack.data("share", "list", "cli-docs"))
+    stack.data("share", "remove", "cli-docs", tenant_id)
+    assert tenant_id not in json.dumps(stack.data("share", "list", "cli-docs"))
+
+    tag = stack.data("tags", "create", "cli-docs", "later")
+    assert stack.data("tags", "update", "cli-docs", tag["id"], "--name", "someday")["name"] == "someday"
+    stack.data("tags", "delete", "cli-docs", tag["id"])
+    assert "someday" not in json.dumps(stack.data("tags", "list", "cli-docs"))
+
+    draft = stack.data(
+        "add-text", "cli-docs", "Draft", "--content", "# Draft\n\nThe bell rings twice.\n", "--draft"
+    )
+    assert draft["parse_status"] == "draft"
+    assert stack.data("publish", draft["id"])["parse_status"] in ("pending", "processing", "completed")
+    code, out = stack.run("status", draft["id"], "--follow", "--interval", "0.2")
+    assert code == 0 and "parse_status=completed" in out, out
+    chunk = stack.data("chunks", "list", draft["id"])[0]
+    assert stack.data("chunks", "edit", draft["id"], chunk["id"], "--disable")["is_enabled"] is False
+    again = stack.data("reparse", draft["id"])
+    assert again["attempt"] == 2
+    cancelled = stack.data("cancel", draft["id"])
+    assert cancelled["parse_status"] in ("cancelled", "completed"), cancelled  # it may finish first
+
+    text = tmp_path / "notes.md"
+    text.write_text("# One\n\nfirst part\n\n# Two\n\nsecond part\n")
+    preview = stack.data("preview", str(text))
+    assert preview and "first part" in json.dumps(preview)
+    assert stack.data("settings", "set", "--engine-rules", '{"docx": "markitdown"}') == {
+        "parser_engine_rules": {"docx": "markitdown"}
+    }
+
+    entry = stack.data(
+        "faq", "add", "cli-faq", "Who has the spare key?", "--answer", "The keeper.", "--tag", "keys"
+    )
+    changed = stack.data("faq", "update", "cli-faq", entry["id"], "--answer", "The harbour master.")
+    assert changed["answers"] == ["The harbour master."]
+    assert "keys" in json.dumps(stack.data("faq", "tags", "cli-faq"))
+    stack.data("faq", "rm", "cli-faq", entry["id"])
+    assert entry["id"] not in {e["id"] for e in stack.data("faq", "list", "cli-faq")}
+
+    code, out = stack.run("add-url", "cli-docs", "http://127.0.0.1:1/x")
+    assert code == 1 and "API error 400 ssrf_blocked" in out, out
+    code, out = stack.run("ingest", "http://127.0.0.1:1/page", "--kb", "cli-docs", "--interval", "0.1")
+    assert code == 1 and "upload failed: ssrf_blocked: URL rejected" in out, out
+
+
 def test_the_stack_stops_cleanly(stack: Stack) -> None:
     out = stack.stop()
     assert "saved" in out
