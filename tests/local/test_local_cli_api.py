@@ -1,8 +1,8 @@
 """The CLI against the real API: `weknora-ingest up` (the project app on the real template, in a thread)
 driven by `cli.main(argv)` as a person would, every command's `--json` read back (issue 25, items 4-6).
 
-One stack for the module (a start costs tens of seconds on a shared machine); the tests run in file order
-and build on each other's knowledge bases, as a session at a terminal does.
+One stack for the module's tests in a worker (a start costs seconds to tens of seconds on a shared machine);
+each test makes its own knowledge bases, so `pytest -n` may spread them over workers.
 """
 
 from __future__ import annotations
@@ -100,8 +100,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     try:
         yield running
     finally:
-        if running.thread.is_alive():
-            running.stop()
+        out = running.stop()
+        assert "saved" in out
         logging.getLogger("urllib3.connectionpool").removeHandler(pool)
         from chalicelib.bootstrap import set_deps
 
@@ -145,7 +145,7 @@ def test_every_route_of_the_app_has_a_cli_command(stack: Stack) -> None:
     assert not sorted(set(ROUTE_COMMANDS.values()) - commands)
 
 
-def test_ingest_a_directory_and_a_glob_then_read_everything_back(stack: Stack, tmp_path: Path) -> None:
+def ingest_a_directory_and_a_glob_then_read_everything_back(stack: Stack, tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     (docs / "deep" / ".hidden").mkdir(parents=True)
     (docs / "lighthouse.md").write_text("# Lighthouses\n\nThe keeper trims the wick at noon.\n")
@@ -205,7 +205,7 @@ def test_ingest_a_directory_and_a_glob_then_read_everything_back(stack: Stack, t
     assert stack.data("cost", "--kb", "cli-docs")["documents"] == 3
 
 
-def test_kb_tags_edit_move_rm_and_tasks(stack: Stack) -> None:
+def kb_tags_edit_move_rm_and_tasks(stack: Stack) -> None:
     made = stack.data("kb", "create", "cli-other", "--description", "the second one")
     assert made["name"] == "cli-other"
     names = {k["name"] for k in stack.data("kb", "list")}
@@ -290,12 +290,12 @@ def test_api_errors_print_the_stable_code_and_exit_1(
 def test_console_opens_the_browser_on_the_kb(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     opened: list[str] = []
     monkeypatch.setattr(kb_module.webbrowser, "open", lambda url: opened.append(url) or True)
-    kb_id = next(k["id"] for k in stack.data("kb", "list") if k["name"] == "cli-docs")
-    data = stack.data("console", "--kb", "cli-docs")
+    kb_id = stack.data("kb", "create", "cli-console")["id"]
+    data = stack.data("console", "--kb", "cli-console")
     assert opened == [data["url"]] == [f"http://127.0.0.1:{stack.port}/console/#key={KEY}&kb={kb_id}"]
 
 
-def test_the_rest_of_the_commands(stack: Stack, tmp_path: Path) -> None:
+def the_rest_of_the_commands(stack: Stack, tmp_path: Path) -> None:
     clone = stack.data("kb", "clone", "cli-docs", "--name", "cli-clone", "--wait")
     assert (clone["kind"], clone["status"], clone["succeeded"]) == (
         "clone_kb",
@@ -345,14 +345,15 @@ def test_the_rest_of_the_commands(stack: Stack, tmp_path: Path) -> None:
         "parser_engine_rules": {"docx": "markitdown"}
     }
 
+    stack.data("kb", "create", "cli-faq-2", "--type", "faq")
     entry = stack.data(
-        "faq", "add", "cli-faq", "Who has the spare key?", "--answer", "The keeper.", "--tag", "keys"
+        "faq", "add", "cli-faq-2", "Who has the spare key?", "--answer", "The keeper.", "--tag", "keys"
     )
-    changed = stack.data("faq", "update", "cli-faq", entry["id"], "--answer", "The harbour master.")
+    changed = stack.data("faq", "update", "cli-faq-2", entry["id"], "--answer", "The harbour master.")
     assert changed["answers"] == ["The harbour master."]
-    assert "keys" in json.dumps(stack.data("faq", "tags", "cli-faq"))
-    stack.data("faq", "rm", "cli-faq", entry["id"])
-    assert entry["id"] not in {e["id"] for e in stack.data("faq", "list", "cli-faq")}
+    assert "keys" in json.dumps(stack.data("faq", "tags", "cli-faq-2"))
+    stack.data("faq", "rm", "cli-faq-2", entry["id"])
+    assert entry["id"] not in {e["id"] for e in stack.data("faq", "list", "cli-faq-2")}
 
     code, out = stack.run("add-url", "cli-docs", "http://127.0.0.1:1/x")
     assert code == 1 and "API error 400 ssrf_blocked" in out, out
@@ -360,7 +361,10 @@ def test_the_rest_of_the_commands(stack: Stack, tmp_path: Path) -> None:
     assert code == 1 and "upload failed: ssrf_blocked: URL rejected" in out, out
 
 
-def test_the_stack_stops_cleanly(stack: Stack) -> None:
-    out = stack.stop()
-    assert "saved" in out
-    assert not stack.pool.messages, stack.pool.messages[0]
+def test_a_session_at_the_terminal(stack: Stack, tmp_path: Path) -> None:
+    """One story, in order (each step works on what the one before made): ingest and read back, then
+    organise and change, then every other command."""
+    ingest_a_directory_and_a_glob_then_read_everything_back(stack, tmp_path)
+    kb_tags_edit_move_rm_and_tasks(stack)
+    the_rest_of_the_commands(stack, tmp_path)
+    assert not stack.pool.messages, stack.pool.messages[:1]  # type: ignore[attr-defined]
