@@ -172,6 +172,9 @@ def ingest_a_directory_and_a_glob_then_read_everything_back(stack: Stack, tmp_pa
     assert stats["chunks"] >= 3 and stats["oldest_waiting"] is None
     code, out = stack.run("watch", "cli-docs", "--interval", "0.1")
     assert code == 0 and "settled: 3 documents: completed 3" in out, out
+    code, out = stack.run("watch", "cli-docs", "--json", "--interval", "0.1")
+    looks = [json.loads(line) for line in out.splitlines()]  # JSON Lines: one stats document a look
+    assert code == 0 and looks[-1]["parse_status"] == {"completed": 3}
 
     # item 6: the stack's console has one line per finished document, with its time and chunks
     log = stack.out.getvalue()

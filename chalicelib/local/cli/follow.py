@@ -34,7 +34,7 @@ REFRESH_PER_LOOK = 4
 #: seconds between two listings of the KB's in-flight rows (for the number ahead of a waiting row)
 AHEAD_EVERY = 2.0
 #: stable column widths of the live table
-WIDTHS = {"file": 28, "knowledge": 22, "stage": 24, "status": 11}
+WIDTHS = {"file": 28, "knowledge": 36, "stage": 22, "status": 11}
 _STYLE = {"completed": "green", "failed": "red", "upload failed": "red", "cancelled": "yellow"}
 
 

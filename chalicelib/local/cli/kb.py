@@ -218,7 +218,7 @@ def cmd_watch(args: argparse.Namespace, console: Console) -> int:
         while True:
             stats = api.stats(kb_id)
             if args.json:
-                print_json(console, stats)
+                print_json(console, stats, lines=True)  # one document a look: JSON Lines
             elif live is not None:
                 live.update(Group(stats_view(stats), f"elapsed {seconds(time.monotonic() - started)}"))
             else:

@@ -21,7 +21,6 @@ from chalicelib.local.cli.client import (
 )
 
 Handler = Callable[[argparse.Namespace, Console], int]
-Sub = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def add_common(sp: argparse.ArgumentParser, operator: bool = False) -> argparse.ArgumentParser:
@@ -64,8 +63,10 @@ def emit(args: argparse.Namespace, console: Console, data: Any, render: Callable
     return 0
 
 
-def print_json(console: Console, data: Any) -> None:
-    console.out(json.dumps(data, indent=2, ensure_ascii=False, default=str), highlight=False)
+def print_json(console: Console, data: Any, lines: bool = False) -> None:
+    """Indented JSON, or with `lines` one compact document a line (JSON Lines, for a stream of looks)."""
+    indent = None if lines else 2
+    console.out(json.dumps(data, indent=indent, ensure_ascii=False, default=str), highlight=False)
 
 
 def plain(console: Console, text: str) -> None:
