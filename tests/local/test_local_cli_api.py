@@ -181,7 +181,7 @@ def ingest_a_directory_and_a_glob_then_read_everything_back(stack: Stack, tmp_pa
     for name in ("lighthouse.md", "harbour.md", "loose.txt"):
         lines = [ln for ln in log.splitlines() if f" {name} " in ln]
         assert len(lines) == 1, log
-        assert re.search(rf"completed +{re.escape(name)}  \d+\.\ds  \d+ chunks  \(", lines[0]), lines
+        assert re.search(rf"completed +{re.escape(name)}  \d+\.\ds  \d+ chunks?  \(", lines[0]), lines
     assert " 200 " not in log and '"GET /api' not in log  # no access lines without --verbose
     assert not [m for m in stack.pool.messages if "pool is full" in m]  # type: ignore[attr-defined]
 
@@ -239,6 +239,18 @@ def kb_tags_edit_move_rm_and_tasks(stack: Stack) -> None:
     stack.data("share", "list", "cli-docs")
     code, out = stack.run("task", started["task_id"])
     assert code == 0 and f"task {started['task_id']} retry_failed completed" in out, out
+
+
+def test_a_failed_document_gets_one_line_in_the_stack_s_console(stack: Stack, tmp_path: Path) -> None:
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4\n1 0 obj\n<<")  # truncated: the docreader fails it at once
+    code, out = stack.run("ingest", str(broken), "--kb", "cli-broken", "--interval", "0.1")
+    assert code == 1 and "broken.pdf failed" in out, out
+    deadline = time.monotonic() + 10  # the watcher looks twice a second
+    while " broken.pdf " not in stack.out.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = [ln for ln in stack.out.getvalue().splitlines() if " broken.pdf " in ln]
+    assert len(lines) == 1 and re.search(r"failed +broken\.pdf  \d+\.\ds  [A-Z_]+: ", lines[0]), lines
 
 
 def test_faq_import_with_progress_and_failed_rows(stack: Stack, tmp_path: Path) -> None:

@@ -138,6 +138,28 @@ def test_up_prints_one_line_per_finished_document() -> None:
     assert lines == got
 
 
+def test_a_document_that_fails_between_two_looks_is_reported_once() -> None:
+    """A truncated PDF fails in the docreader within a few hundred milliseconds of its upload: the row is
+    never in flight at a look, so the watcher hears of it as it is created (`observe`)."""
+    deps = memory_deps()
+    lines: list[str] = []
+    events = DocumentEvents(lambda: deps.knowledge, lines.append)
+    events.observe(deps)
+    events.observe(deps)  # once is enough: no double wrapping
+    events.poll_once()
+    row = Knowledge(
+        id="k9", tenant_id="t", kb_id="kb", type=KnowledgeType.FILE, file_name="broken.pdf", file_hash="h9"
+    )
+    deps.knowledge.insert(row)
+    assert deps.knowledge.mark_failed("k9", 1, "The PDF is damaged", "DOCREADER_FAILED")
+    got = events.poll_once()
+    assert len(got) == 1 and re.fullmatch(
+        r"failed    broken\.pdf  \d+\.\ds  DOCREADER_FAILED: The PDF is damaged  \(k9\)", got[0]
+    ), got
+    assert events.poll_once() == []
+    assert deps.knowledge.get("k9") is not None  # every other call passes through
+
+
 def test_verbose_prints_access_lines_and_access_log_is_its_alias() -> None:
     parse = cli.build_parser().parse_args
     assert parse(["up"]).verbose is False

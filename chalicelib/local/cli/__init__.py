@@ -96,7 +96,3 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -131,7 +131,7 @@ def progress_table(rows: list[Tracked], started: float) -> Group:
 def overall(rows: list[Tracked], started: float) -> str:
     done = sum(r.parse_status == "completed" for r in rows)
     failed = sum(r.parse_status in ("failed", "upload failed", "cancelled") for r in rows)
-    waiting = sum(r.waiting for r in rows)
+    waiting = sum(r.waiting or r.parse_status == "pending" for r in rows)  # pending: not started yet
     running = len(rows) - done - failed - waiting
     return (
         f"{len(rows)} file(s): {done} done, {failed} failed, {waiting} waiting, {running} running; "
@@ -200,11 +200,19 @@ def follow(
                 live.update(progress_table(rows, started))
             elif not quiet:
                 for i, r in enumerate(rows):
-                    state = (r.parse_status, r.stage, r.stage_status, r.note, r.progress, str(r.waiting))
+                    state = (
+                        r.parse_status,
+                        r.stage,
+                        r.stage_status,
+                        r.note,
+                        r.progress,
+                        r.error,
+                        str(r.waiting),
+                    )
                     if last.get(i) != state:
                         last[i] = state
                         stage = f" {r.stage}({r.stage_status})" if r.stage else ""
-                        extra = " ".join(p for p in (r.wait_text(), r.progress) if p)
+                        extra = " ".join(p for p in (r.wait_text(), r.progress, r.error) if p)
                         note = f" [{r.note}]" if r.note else ""
                         plain(
                             console,

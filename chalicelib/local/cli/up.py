@@ -109,7 +109,7 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
             events = DocumentEvents(
                 lambda: get_deps().knowledge,
                 lambda line: console.print(
-                    f"{time.strftime('%H:%M:%S')} {line}", markup=False, highlight=False
+                    f"{time.strftime('%H:%M:%S')} {line}", markup=False, highlight=False, soft_wrap=True
                 ),
             )
         info = Table.grid(padding=(0, 2))
@@ -130,6 +130,7 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
             info.add_row("enrichment", "\n".join(overview))
         console.print(Panel(info, title="weknora-ingest up", subtitle="Ctrl-C to stop"))
         if events is not None:
+            events.observe(get_deps())  # rows created here are followed from their first moment
             events.start()
         stop = stop or threading.Event()
         if threading.current_thread() is threading.main_thread():
