@@ -65,6 +65,23 @@ def test_a_waiting_document_shows_its_queue_its_wait_and_how_many_are_ahead() ->
     assert [p["parse_status"] for p in client.listed] == ["pending", "processing"]
 
 
+def test_one_listing_of_the_kb_updates_every_followed_row() -> None:
+    """Following many files, the KB's in-flight listing (a request or two) tells each row's state between
+    its own turns to be read; a row missing from it has moved on and is read first at the next look."""
+    queued = {"queued_stage": "docreader"}
+    listing = [
+        {"id": "a", "parse_status": "pending", "queued_at": iso(50), **queued},
+        {"id": "b", "parse_status": "pending", "queued_at": iso(40), **queued},
+        {"id": "c", "parse_status": "processing", "queued_stage": "embedding", "queued_at": iso(30)},
+    ]
+    b, c, gone = (follow.Tracked(file=n, knowledge_id=n, parse_status="pending") for n in ("b", "c", "gone"))
+    gone.refreshed_at = 99.0
+    follow.from_listing([b, c, gone], listing)
+    assert (b.waiting, b.ahead) == (True, 1) and b.wait_text().startswith("waiting in docreader 4")
+    assert (c.parse_status, c.waiting) == ("processing", False)  # its spans never read: maybe running
+    assert (gone.waiting, gone.refreshed_at) == (False, 0.0)
+
+
 def test_a_started_stage_is_not_waiting() -> None:
     row = {"parse_status": "processing", "queued_stage": "chunking", "queued_at": iso(3)}
     assert follow.is_waiting(row, [{"span_id": "chunking", "status": "pending"}])

@@ -123,6 +123,11 @@ class ApiClient:
 
     def upload(self, kb_id: str, path: Path) -> str:
         """Upload one file; returns its knowledge id. A duplicate raises ApiError(409) carrying the row."""
+        return str(self.upload_row(kb_id, path)["id"])
+
+    def upload_row(self, kb_id: str, path: Path) -> dict[str, Any]:
+        """Upload one file: its new row (only `id` after a presigned PUT, whose row the storage event
+        makes)."""
         size = path.stat().st_size
         if size <= DIRECT_UPLOAD_MAX_BYTES:
             mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
@@ -130,14 +135,14 @@ class ApiClient:
                 data = self.call(
                     "POST", f"/knowledge-bases/{kb_id}/knowledge/file", files={"file": (path.name, fh, mime)}
                 )
-            return str(data["id"])
+            return dict(data)
         grant = self.call(
             "POST",
             f"/knowledge-bases/{kb_id}/knowledge/upload-url",
             json={"file_name": path.name, "file_size": size},
         )
         self.put_presigned(grant, path)
-        return str(grant["knowledge_id"])
+        return {"id": str(grant["knowledge_id"])}
 
     @staticmethod
     def put_presigned(grant: dict[str, Any], path: Path) -> None:

@@ -114,6 +114,25 @@ def kb_in_flight(client: ApiClient, kb_id: str, limit: int = 500) -> list[dict[s
     return rows
 
 
+def from_listing(rows: list[Tracked], in_flight: list[dict[str, Any]]) -> None:
+    """What the KB's in-flight listing (one or two requests, whatever the number of files) tells of every
+    followed row: its state and queue, how many are ahead of a waiting one; a row missing from it has
+    moved on (finalizing or done) and is read first at the next look."""
+    listed = {str(k.get("id")): k for k in in_flight}
+    for r in rows:
+        k = listed.get(r.knowledge_id)
+        if k is None:
+            r.waiting, r.ahead = False, None
+            r.refreshed_at = 0.0
+            continue
+        r.parse_status = str(k.get("parse_status") or r.parse_status)
+        r.queued_stage, r.queued_at = str(k.get("queued_stage") or ""), str(k.get("queued_at") or "")
+        # a processing row whose spans were never read may be running its queued stage: not claimed
+        known = bool(r.spans) or k.get("parse_status") == "pending"
+        r.waiting = known and is_waiting(k, r.spans)
+        r.ahead = count_ahead(r, in_flight) if r.waiting else None
+
+
 def progress_table(rows: list[Tracked], started: float) -> Group:
     table = Table(expand=False)
     for col in ("file", "knowledge", "stage", "status", "detail"):
@@ -188,14 +207,15 @@ def follow(
                     refresh(client, row)
                 except ApiError as exc:
                     row.error = exc.message
-            if kb_id and any(r.waiting for r in rows) and time.monotonic() - ahead_at >= AHEAD_EVERY:
+            unfinished = [r for r in rows if r.knowledge_id and not r.done]
+            if kb_id and unfinished and time.monotonic() - ahead_at >= AHEAD_EVERY:
                 ahead_at = time.monotonic()
                 try:
-                    in_flight = kb_in_flight(client, kb_id)
+                    in_flight: list[dict[str, Any]] | None = kb_in_flight(client, kb_id)
                 except ApiError:
                     in_flight = None
-                for r in rows:
-                    r.ahead = count_ahead(r, in_flight) if in_flight is not None and r.waiting else None
+                if in_flight is not None:
+                    from_listing(unfinished, in_flight)
             if live is not None:
                 live.update(progress_table(rows, started))
             elif not quiet:
@@ -291,14 +311,12 @@ def cmd_ingest(args: argparse.Namespace, console: Console) -> int:
     rows = [Tracked(file=f.name) for f in files] + [Tracked(file=u) for u in urls]
     for path, row in zip(files, rows, strict=False):
         try:
-            row.knowledge_id = client.upload(kb_id, path)
-            row.parse_status = "pending"
+            _created(row, client.upload_row(kb_id, path))
         except ApiError as exc:
             _rejected(row, exc)
     for url, row in zip(urls, rows[len(files) :], strict=True):
         try:
-            data = client.call("POST", f"/knowledge-bases/{kb_id}/knowledge/url", json={"url": url})
-            row.knowledge_id, row.parse_status = str(data["id"]), "pending"
+            _created(row, client.call("POST", f"/knowledge-bases/{kb_id}/knowledge/url", json={"url": url}))
         except ApiError as exc:
             _rejected(row, exc)
     follow(client, rows, console, args.timeout, args.interval, kb_id=kb_id, quiet=args.json)
@@ -311,6 +329,16 @@ def cmd_ingest(args: argparse.Namespace, console: Console) -> int:
     if not bad:
         console.print(f"[green]✓ all {len(rows)} file(s) completed[/]")
     return 1 if bad else 0
+
+
+def _created(row: Tracked, created: dict[str, Any]) -> None:
+    """The row the upload answered: waiting in its first queue until the first look says more."""
+    row.knowledge_id, row.parse_status = str(created["id"]), "pending"
+    row.queued_stage, row.queued_at = (
+        str(created.get("queued_stage") or ""),
+        str(created.get("queued_at") or ""),
+    )
+    row.waiting = is_waiting({**created, "parse_status": "pending"}, [])
 
 
 def _rejected(row: Tracked, exc: ApiError) -> None:
