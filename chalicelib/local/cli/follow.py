@@ -137,7 +137,7 @@ def progress_table(rows: list[Tracked], started: float) -> Group:
     table = Table(expand=False)
     for col in ("file", "knowledge", "stage", "status", "detail"):
         width = WIDTHS.get(col)
-        table.add_column(col, width=width, no_wrap=width is not None, overflow="ellipsis")
+        table.add_column(col, width=width, no_wrap=True, overflow="ellipsis")  # one line a row
     for r in rows:
         style = _STYLE.get(r.parse_status, "cyan")
         stage = f"{r.stage} ({r.stage_status})" if r.stage and r.stage_status else r.stage
