@@ -246,6 +246,12 @@ class _FixedModels:
         return self.inner.vision(model_id)
 
 
+#: connections each shared AWS client keeps open: one client serves every thread of the process (the API's
+#: request threads, each queue's concurrent invocations and their thread pools locally), and botocore's
+#: default of 10 made urllib3 drop the extra ones with "Connection pool is full, discarding connection"
+AWS_MAX_POOL_CONNECTIONS = 64
+
+
 def _client(service: str, settings: Settings) -> Any:
     return _shared_client(service, settings.region, settings.aws_endpoint_url)
 
@@ -255,11 +261,15 @@ def _shared_client(service: str, region: str, endpoint_url: str) -> Any:
     """One metered client per service and endpoint for the process: botocore clients are thread-safe, and
     building one (service model, endpoint rules) is the slow part of a cold start."""
     import boto3
+    from botocore.config import Config
 
     from chalicelib.adapters.aws_metering import meter_client
 
     factory: Any = boto3.client
-    return meter_client(factory(service, region_name=region, endpoint_url=endpoint_url or None))
+    config = Config(max_pool_connections=AWS_MAX_POOL_CONNECTIONS)
+    return meter_client(
+        factory(service, region_name=region, endpoint_url=endpoint_url or None, config=config)
+    )
 
 
 def _build_ocr(settings: Settings) -> OcrEngine | None:

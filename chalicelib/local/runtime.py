@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from chalicelib.local import gateway_responses
 from chalicelib.local.aws_calls import API_FUNCTION, attributed, invoking, logical_id
@@ -47,6 +48,8 @@ from chalicelib.local.scheduler import Clock, ScheduledInvocation, Scheduler, ut
 from chalicelib.settings import get_settings
 
 log = logging.getLogger(__name__)
+#: connections each of the runtime's shared AWS clients keeps open (see _client)
+CLIENT_POOL_CONNECTIONS = 64
 #: the local HTTP server's accept backlog (connections waiting to be accepted)
 HTTP_BACKLOG = 128
 
@@ -400,7 +403,15 @@ class LocalRuntime:
         # Cached: drain() asks every 50 ms, and building a boto3 client costs more than the call.
         if service not in self._clients:
             make: Any = boto3.client  # the stubs only accept literal service names
-            self._clients[service] = make(service, region_name=self.region, endpoint_url=self.server.url)
+            self._clients[service] = make(
+                service,
+                region_name=self.region,
+                endpoint_url=self.server.url,
+                # one SQS client serves every poller's threads at once (each queue's long polls and its
+                # concurrent invocations' deletes): botocore's 10 connections made urllib3 discard the
+                # rest with "Connection pool is full" warnings on the console
+                config=Config(max_pool_connections=CLIENT_POOL_CONNECTIONS),
+            )
         return self._clients[service]
 
     def _state_machine_arns(self) -> list[str]:
@@ -445,13 +456,15 @@ class LocalRuntime:
     def serve_http(self, host: str = "127.0.0.1", port: int = 8000, access_log: bool = True) -> str:
         """Serve the app's routes with ``chalice local``'s server in a thread; returns the base URL.
 
-        ``access_log=False`` logs only 4xx/5xx requests (a polling CLI otherwise floods the terminal)."""
+        ``access_log=False`` (`up` without ``--verbose``) logs only 5xx replies, which are server faults: a
+        polling CLI and a browser console would otherwise flood the terminal with 200s, and a 4xx is the
+        caller's business (it has the error's code and message)."""
         from chalice.local import ChaliceRequestHandler, CustomLocalChalice, LocalChalice, ThreadedHTTPServer
         from chalice.local import LocalDevServer as ChaliceDevServer
 
         class Handler(ChaliceRequestHandler):
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-                if access_log or (str(code).isdigit() and int(code) >= 400):
+                if access_log or (str(code).isdigit() and int(code) >= 500):
                     super().log_request(code, size)
 
             def _send_http_response_with_body(self, code: int, headers: Any, body: str | bytes) -> None:

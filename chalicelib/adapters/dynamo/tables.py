@@ -75,10 +75,16 @@ def _iso_or_none(value: datetime | None) -> str | None:
     return to_iso(value) if value else None
 
 
+#: connections the process's one DynamoDB client keeps open
+MAX_POOL_CONNECTIONS = 64
+
+
 @functools.cache
 def shared_connection(region: str, endpoint_url: str) -> Connection:
     """The process's PynamoDB Connection for :func:`share_one_connection` (its client is built once)."""
-    return Connection(region=region, host=endpoint_url or None)
+    # every thread of the process shares it (see bootstrap.AWS_MAX_POOL_CONNECTIONS): size its pool so
+    # urllib3 does not discard connections ("Connection pool is full") under the API's and stages' threads
+    return Connection(region=region, host=endpoint_url or None, max_pool_connections=MAX_POOL_CONNECTIONS)
 
 
 def share_one_connection(connection: Connection, *models: type[Any]) -> None:

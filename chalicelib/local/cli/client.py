@@ -1,0 +1,182 @@
+"""The API client every command shares, and the settings it reads from the environment.
+
+Every API reply uses the envelope ``{success, data}`` / ``{success: false, error: {code, message}}``.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import requests
+
+DIRECT_UPLOAD_MAX_BYTES = 4 * 1024 * 1024  # API Gateway/Lambda payload limits: bigger files via presigned PUT
+DEFAULT_KEY = "local-dev-key"
+DEFAULT_OPERATOR_KEY = "local-operator-key"
+
+#: every setting the CLI reads from the environment, named in `--help`
+ENVIRONMENT = {
+    "WEKNORA_API": "the API base URL, e.g. https://…/api/v1 (WEKNORA_API_URL is read too)",
+    "WEKNORA_API_KEY": f"a tenant's API key (default {DEFAULT_KEY}, the local stack's)",
+    "WEKNORA_OPERATOR_KEY": f"the operator key for tenant, key and dlq (default {DEFAULT_OPERATOR_KEY})",
+    "WEKNORA_PORT": "the local API's port, for `up` and the default API URL (default 8000)",
+    "WEKNORA_STATE_DIR": "where `up` keeps its local state (default .weknora)",
+    "WEKNORA_CORPUS": "the dev corpus for check-corpus",
+}
+
+
+def default_api() -> str:
+    return (
+        os.environ.get("WEKNORA_API")
+        or os.environ.get("WEKNORA_API_URL")
+        or f"http://127.0.0.1:{os.environ.get('WEKNORA_PORT', '8000')}/api/v1"
+    )
+
+
+def default_key() -> str:
+    return os.environ.get("WEKNORA_API_KEY", DEFAULT_KEY)
+
+
+def default_operator_key() -> str:
+    return os.environ.get("WEKNORA_OPERATOR_KEY") or DEFAULT_OPERATOR_KEY
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, data: Any = None) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class ApiClient:
+    def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
+        self.base = base_url.rstrip("/")
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.headers["X-API-Key"] = api_key
+
+    def call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            resp = self.session.request(method, f"{self.base}{path}", timeout=self.timeout, **kw)
+        except requests.ConnectionError as exc:
+            raise ApiError(
+                0, "unreachable", f"cannot reach {self.base} (is `weknora-ingest up` running?)"
+            ) from exc
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and body.get("success") is True and resp.ok:
+            return body.get("data")
+        if resp.ok and body is not None and not isinstance(body, dict | list):
+            return body
+        if resp.ok and isinstance(body, dict) and "success" not in body:
+            return body  # a document that is not an envelope (the OpenAPI document)
+        err = body.get("error") if isinstance(body, dict) else None
+        err = err if isinstance(err, dict) else {}
+        top = body if isinstance(body, dict) else {}
+        code = str(err.get("code") or top.get("code") or resp.status_code)
+        message = str(err.get("message") or top.get("message") or resp.text[:200] or resp.reason)
+        raise ApiError(resp.status_code, code, message, top.get("data"))
+
+    def pages(
+        self, path: str, params: dict[str, Any] | None = None, limit: int | None = None, size_key: str = ""
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of a cursor-paged listing (`items`, `next_cursor`), at most `limit`."""
+        params = dict(params or {})
+        cursor: str | None = None
+        seen = 0
+        while True:
+            page = self.call("GET", path, params={**params, **({"cursor": cursor} if cursor else {})})
+            for item in page.get("items") or []:
+                yield item
+                seen += 1
+                if limit is not None and seen >= limit:
+                    return
+            cursor = page.get("next_cursor") or None
+            if not cursor:
+                return
+
+    def kb_id(self, ref: str) -> str:
+        """A knowledge base named or given by id: its id (an unknown one is passed on for the API's 404)."""
+        kbs = self.call("GET", "/knowledge-bases") or []
+        for kb in kbs:
+            if kb.get("id") == ref:
+                return ref
+        named = [kb for kb in kbs if kb.get("name") == ref]
+        return str(named[0]["id"]) if named else ref
+
+    def find_kb(self, name: str) -> dict[str, Any] | None:
+        kbs = self.call("GET", "/knowledge-bases") or []
+        return next((kb for kb in kbs if kb.get("name") == name), None)
+
+    def ensure_kb(self, name: str) -> tuple[dict[str, Any], bool]:
+        kb = self.find_kb(name)
+        if kb is not None:
+            return kb, False
+        return self.call("POST", "/knowledge-bases", json={"name": name}), True
+
+    def upload(self, kb_id: str, path: Path) -> str:
+        """Upload one file; returns its knowledge id. A duplicate raises ApiError(409) carrying the row."""
+        return str(self.upload_row(kb_id, path)["id"])
+
+    def upload_row(self, kb_id: str, path: Path) -> dict[str, Any]:
+        """Upload one file: its new row (only `id` after a presigned PUT, whose row the storage event
+        makes)."""
+        size = path.stat().st_size
+        if size <= DIRECT_UPLOAD_MAX_BYTES:
+            mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+            with path.open("rb") as fh:
+                data = self.call(
+                    "POST", f"/knowledge-bases/{kb_id}/knowledge/file", files={"file": (path.name, fh, mime)}
+                )
+            return dict(data)
+        grant = self.call(
+            "POST",
+            f"/knowledge-bases/{kb_id}/knowledge/upload-url",
+            json={"file_name": path.name, "file_size": size},
+        )
+        self.put_presigned(grant, path)
+        return {"id": str(grant["knowledge_id"])}
+
+    @staticmethod
+    def put_presigned(grant: dict[str, Any], path: Path) -> None:
+        with path.open("rb") as fh:
+            # A presigned URL: plain requests, not the API session (no API key sent to storage).
+            put = requests.put(grant["upload_url"], data=fh, headers=grant.get("headers") or {}, timeout=600)
+        if not put.ok:
+            raise ApiError(put.status_code, "upload_failed", f"PUT to storage failed: {put.text[:200]}")
+
+    def knowledge(self, knowledge_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/knowledge/{knowledge_id}"))
+
+    def list_knowledge(self, kb_id: str, **filters: Any) -> list[dict[str, Any]]:
+        """Every row of a knowledge base (with the listing's filters), 100 to a request."""
+        return list(self.pages(f"/knowledge-bases/{kb_id}/knowledge", {"page_size": 100, **filters}))
+
+    def cost(self, knowledge_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/knowledge/{knowledge_id}/cost"))
+
+    def spans(self, knowledge_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/knowledge/{knowledge_id}/spans"))
+
+    def stats(self, kb_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/knowledge-bases/{kb_id}/stats"))
+
+    def search(self, kb_id: str, query: str, n: int) -> list[dict[str, Any]]:
+        data = self.call(
+            "POST", f"/knowledge-bases/{kb_id}/hybrid-search", json={"query_text": query, "match_count": n}
+        )
+        return list(data or [])
+
+
+def operator_client(api: str, operator_key: str) -> ApiClient:
+    client = ApiClient(api, "")
+    client.session.headers.pop("X-API-Key", None)
+    client.session.headers["X-Operator-Key"] = operator_key
+    return client

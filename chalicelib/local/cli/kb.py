@@ -1,0 +1,460 @@
+"""Knowledge bases: `kb` (list, create, show, update, delete, stats, clone, graph, wiki), `share`, `tags`,
+`search`, `cost`, `watch` (a KB's live counts) and `console` (the browser console on a KB)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+import webbrowser
+from typing import Any
+from urllib.parse import quote
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from chalicelib.local.cli.client import ApiClient
+from chalicelib.local.cli.output import (
+    client,
+    command,
+    emit,
+    json_arg,
+    plain,
+    print_fields,
+    print_json,
+    print_rows,
+    seconds,
+)
+
+KB_COLUMNS = ("id", "name", "type", "description", "owner_tenant_id", "created_at")
+IN_FLIGHT = ("pending", "processing", "finalizing", "deleting")
+
+
+# ---- kb -----------------------------------------------------------------------------------------------------
+
+
+def _kb_body(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = dict(args.set or {})
+    for name in ("name", "description", "embedding_model_id", "summary_model_id", "retrieval_engine"):
+        value = getattr(args, name, None)
+        if value is not None:
+            body[name] = value
+    if getattr(args, "type", None):
+        body["type"] = args.type
+    if getattr(args, "chunk_size", None) is not None:
+        body.setdefault("chunking_config", {})["chunk_size"] = args.chunk_size
+    if getattr(args, "apply_to", None):
+        body["apply_to"] = args.apply_to
+    if getattr(args, "reembed", False):
+        body["reembed"] = True
+    return body
+
+
+def cmd_kb(args: argparse.Namespace, console: Console) -> int:
+    api = client(args)
+    action = args.action
+    if action == "list":
+        kbs = api.call("GET", "/knowledge-bases")
+        return emit(args, console, kbs, lambda: print_rows(console, KB_COLUMNS, kbs))
+    if action == "create":
+        kb = api.call("POST", "/knowledge-bases", json=_kb_body(args))
+        return emit(
+            args, console, kb, lambda: plain(console, f"knowledge base {kb['id']} ({kb['name']}) created")
+        )
+    kb_id = api.kb_id(args.kb)
+    if action == "show":
+        kb = api.call("GET", f"/knowledge-bases/{kb_id}")
+        return emit(args, console, kb, lambda: print_fields(console, kb, title=f"knowledge base {kb_id}"))
+    if action == "update":
+        kb = api.call("PUT", f"/knowledge-bases/{kb_id}", json=_kb_body(args))
+        return emit(args, console, kb, lambda: print_fields(console, kb, title=f"knowledge base {kb_id}"))
+    if action == "delete":
+        data = api.call("DELETE", f"/knowledge-bases/{kb_id}")
+        return _task_started(args, console, api, data, f"deleting knowledge base {kb_id}")
+    if action == "stats":
+        stats = api.stats(kb_id)
+        return emit(args, console, stats, lambda: console.print(stats_view(stats)))
+    if action == "clone":
+        body: dict[str, Any] = {}
+        if args.to:
+            body["target_kb_id"] = api.kb_id(args.to)
+        if args.name:
+            body["name"] = args.name
+        data = api.call("POST", f"/knowledge-bases/{kb_id}/clone", json=body)
+        return _task_started(args, console, api, data, f"cloning {kb_id}")
+    if action == "graph":
+        graph = api.call(
+            "GET", f"/knowledge-bases/{kb_id}/graph", params={"entity": args.entity, "limit": args.limit}
+        )
+        return emit(args, console, graph, lambda: print_json(console, graph))
+    wiki = api.call("GET", f"/knowledge-bases/{kb_id}/wiki")
+    return emit(args, console, wiki, lambda: print_json(console, wiki))
+
+
+def _task_started(args: argparse.Namespace, console: Console, api: ApiClient, data: Any, what: str) -> int:
+    """A 202 with a task: its id, and with --wait its end."""
+    task_id = str((data or {}).get("task_id") or (data or {}).get("id") or "")
+    if getattr(args, "wait", False) and task_id:
+        data = wait_task(api, task_id, console, quiet=args.json)  # its last line is the end
+        emit(args, console, data, lambda: None)
+        return 0 if data.get("status") == "completed" else 1
+    return emit(
+        args, console, data, lambda: plain(console, f"{what}: task {task_id} (weknora-ingest task {task_id})")
+    )
+
+
+def task_line(task: dict[str, Any]) -> str:
+    progress = task.get("progress") or {}
+    total = task.get("total") if task.get("total") is not None else progress.get("total")
+    done = (
+        task.get("done", 0)
+        if task.get("total") is not None or "processed" not in progress
+        else progress["processed"]
+    )
+    counts = f"{done}/{total if total is not None else '?'}"
+    line = (
+        f"task {task.get('id')} {task.get('kind')} {task.get('status')}: {counts} done, "
+        f"{task.get('succeeded', 0)} succeeded, {task.get('failed', 0)} failed"
+    )
+    if progress:
+        shown = {
+            k: v
+            for k, v in progress.items()
+            if isinstance(v, int | float | str) and k != "failed_rows_download"
+        }
+        line += " (" + ", ".join(f"{k}={v}" for k, v in shown.items()) + ")"
+    return line
+
+
+def wait_task(
+    api: ApiClient,
+    task_id: str,
+    console: Console,
+    interval: float = 0.5,
+    timeout: float = 3600,
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Poll a task until it ends, a line per change (the progress of an FAQ import, a move, a delete)."""
+    deadline = time.monotonic() + timeout
+    shown = ""
+    while True:
+        task = dict(api.call("GET", f"/tasks/{task_id}"))
+        line = task_line(task)
+        if line != shown and not quiet:
+            shown = line
+            plain(console, line)
+        if task.get("status") not in ("queued", "running") or time.monotonic() > deadline:
+            return task
+        time.sleep(interval)
+
+
+# ---- stats and watch ------------------------------------------------------------------------------------------
+
+
+def stats_view(stats: dict[str, Any]) -> Table:
+    table = Table(title=f"knowledge base {stats.get('kb_id')}", expand=False, show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("count", overflow="fold")
+
+    def counts(values: dict[str, Any]) -> str:
+        return ", ".join(f"{k}={v}" for k, v in values.items()) or "-"
+
+    table.add_row("documents", str(stats.get("documents", 0)))
+    table.add_row("parse_status", escape(counts(stats.get("parse_status") or {})))
+    table.add_row("enable_status", escape(counts(stats.get("enable_status") or {})))
+    table.add_row("summary_status", escape(counts(stats.get("summary_status") or {})))
+    table.add_row("chunks", str(stats.get("chunks", 0)))
+    table.add_row("bytes", f"{stats.get('bytes', 0):,}")
+    cost = stats.get("cost") or {}
+    table.add_row(
+        "cost",
+        f"${float(cost.get('aws_dollars') or 0):.6f} AWS + ${float(cost.get('model_dollars') or 0):.6f} models",
+    )
+    oldest = stats.get("oldest_waiting")
+    if oldest:
+        table.add_row(
+            "oldest waiting",
+            escape(
+                f"{oldest.get('file_name')} ({oldest.get('knowledge_id')}) {oldest.get('parse_status')} "
+                f"in {oldest.get('queue')} for {seconds(float(oldest.get('waited_seconds') or 0))}"
+            ),
+        )
+    return table
+
+
+def settled(stats: dict[str, Any]) -> bool:
+    return not any((stats.get("parse_status") or {}).get(state) for state in IN_FLIGHT)
+
+
+def watch_line(stats: dict[str, Any]) -> str:
+    parse = stats.get("parse_status") or {}
+    line = f"{stats.get('documents', 0)} documents: " + (
+        ", ".join(f"{k} {v}" for k, v in parse.items()) or "none"
+    )
+    line += f"; {stats.get('chunks', 0)} chunks"
+    oldest = stats.get("oldest_waiting")
+    if oldest:
+        line += (
+            f"; oldest waiting {oldest.get('file_name')} in {oldest.get('queue')} "
+            f"{seconds(float(oldest.get('waited_seconds') or 0))}"
+        )
+    return line
+
+
+def cmd_watch(args: argparse.Namespace, console: Console) -> int:
+    """A knowledge base's counts by state, refreshed until Ctrl-C or until nothing is in flight."""
+    api = client(args)
+    kb_id = api.kb_id(args.kb)
+    started = time.monotonic()
+    live = Live(console=console, refresh_per_second=4) if console.is_terminal and not args.json else None
+    shown = ""
+    stats: dict[str, Any] = {}
+    if live is not None:
+        live.start()
+    try:
+        while True:
+            stats = api.stats(kb_id)
+            if args.json:
+                print_json(console, stats, lines=True)  # one document a look: JSON Lines
+            elif live is not None:
+                live.update(Group(stats_view(stats), f"elapsed {seconds(time.monotonic() - started)}"))
+            else:
+                line = watch_line(stats)
+                if line != shown:
+                    shown = line
+                    plain(console, line)
+            if settled(stats) and not args.forever:
+                break
+            if args.timeout and time.monotonic() - started > args.timeout:
+                break
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if live is not None:
+            live.stop()
+    if not args.json:
+        plain(console, ("settled: " if settled(stats) else "stopped: ") + watch_line(stats))
+    return 0
+
+
+# ---- console, cost, search ------------------------------------------------------------------------------------
+
+
+def console_url(api_base: str, key: str, kb_id: str = "", knowledge_id: str = "") -> str:
+    """`<api>/console/#key=…&kb=…`: the console served by the API itself (a stage prefix kept)."""
+    root = api_base.rstrip("/")
+    if root.endswith("/api/v1"):
+        root = root[: -len("/api/v1")]
+    fragment = f"key={quote(key, safe='')}"
+    if kb_id:
+        fragment += f"&kb={quote(kb_id, safe='')}"
+    if knowledge_id:
+        fragment += f"&knowledge={quote(knowledge_id, safe='')}"
+    return f"{root}/console/#{fragment}"
+
+
+def cmd_console(args: argparse.Namespace, console: Console) -> int:
+    api = client(args)
+    kb_id = api.kb_id(args.kb) if args.kb else ""
+    url = console_url(args.api, args.key, kb_id, args.knowledge or "")
+    opened = False if args.no_browser else webbrowser.open(url)
+    data = {"url": url, "opened": opened}
+    return emit(args, console, data, lambda: plain(console, f"{'opened' if opened else 'open'} {url}"))
+
+
+def cost_table(report: dict[str, Any]) -> Table:
+    """What the document (or knowledge base) cost so far, priced with the server's dated price table."""
+    title = (
+        f"cost: ${report.get('aws_dollars', 0):.6f} AWS + ${report.get('model_dollars', 0):.6f} models "
+        f"(prices as of {report.get('prices_as_of', '?')})"
+    )
+    table = Table(title=title, expand=False)
+    for col in ("unit", "quantity", "dollars"):
+        table.add_column(col, justify="left" if col == "unit" else "right")
+    for line in list(report.get("lines") or []) + list(report.get("model_tokens") or []):
+        table.add_row(escape(str(line["unit"])), f"{line['quantity']:g}", f"{line['dollars']:.6f}")
+    if report.get("workflow_pending"):
+        table.caption = "the execution is still running: its state transitions are counted when it ends"
+    return table
+
+
+def cmd_cost(args: argparse.Namespace, console: Console) -> int:
+    api = client(args)
+    if args.kb:
+        report = api.call("GET", f"/knowledge-bases/{api.kb_id(args.kb)}/cost")
+    elif args.knowledge_id:
+        report = api.cost(args.knowledge_id)
+    else:
+        console.print("[red]give a knowledge id or --kb[/]")
+        return 2
+    return emit(args, console, report, lambda: console.print(cost_table(report)))
+
+
+def cmd_search(args: argparse.Namespace, console: Console) -> int:
+    api = client(args)
+    kb = api.find_kb(args.kb)
+    if kb is None and not any(k.get("id") == args.kb for k in api.call("GET", "/knowledge-bases") or []):
+        console.print(f"[red]no knowledge base named {escape(repr(args.kb))}[/]")
+        return 1
+    hits = api.search(str(kb["id"]) if kb else args.kb, args.query, args.n)
+
+    def render() -> None:
+        if not hits:
+            console.print("no results")
+        for i, h in enumerate(hits[: args.n], 1):
+            head = (
+                f"#{i} score={float(h.get('score', 0)):.4f} {h.get('knowledge_title', '')} "
+                f"chunk={h.get('chunk_id', '')}"
+            )
+            console.print(Panel(Text(str(h.get("content", ""))), title=escape(head), title_align="left"))
+
+    return emit(args, console, hits, render)
+
+
+# ---- shares and tags ------------------------------------------------------------------------------------------
+
+
+def cmd_share(args: argparse.Namespace, console: Console) -> int:
+    api = client(args)
+    kb_id = api.kb_id(args.kb)
+    base = f"/knowledge-bases/{kb_id}/shares"
+    if args.action == "list":
+        shares = api.call("GET", base)
+        return emit(args, console, shares, lambda: print_json(console, shares))
+    if args.action == "add":
+        data = api.call("POST", base, json={"tenant_id": args.tenant_id})
+        return emit(args, console, data, lambda: plain(console, f"{kb_id} shared with {args.tenant_id}"))
+    data = api.call("DELETE", f"{base}/{args.tenant_id}")
+    return emit(
+        args, console, data, lambda: plain(console, f"{kb_id} no longer shared with {args.tenant_id}")
+    )
+
+
+def cmd_tags(args: argparse.Namespace, console: Console) -> int:
+    api = client(args)
+    kb_id = api.kb_id(args.kb)
+    base = f"/knowledge-bases/{kb_id}/tags"
+    if args.action == "list":
+        tags = api.call("GET", base)
+        items = tags.get("items", tags) if isinstance(tags, dict) else tags
+        return emit(
+            args,
+            console,
+            tags,
+            lambda: print_rows(console, ("id", "name", "color", "knowledge_count"), items),
+        )
+    if args.action == "create":
+        tag = api.call(
+            "POST", base, json={"name": args.name, **({"color": args.color} if args.color else {})}
+        )
+    elif args.action == "show":
+        tag = api.call("GET", f"{base}/{args.tag_id}")
+    elif args.action == "update":
+        body = {k: v for k, v in (("name", args.name), ("color", args.color)) if v is not None}
+        tag = api.call("PUT", f"{base}/{args.tag_id}", json=body)
+    else:
+        tag = api.call("DELETE", f"{base}/{args.tag_id}")
+    return emit(
+        args, console, tag, lambda: print_fields(console, tag if isinstance(tag, dict) else {"result": tag})
+    )
+
+
+# ---- parsers ----------------------------------------------------------------------------------------------------
+
+
+def register(sub: Any) -> None:
+    kb = sub.add_parser(
+        "kb", help="knowledge bases: list, create, show, update, delete, stats, clone, graph, wiki"
+    )
+    kb_sub = kb.add_subparsers(dest="action", required=True)
+    command(kb_sub, "list", "every knowledge base of the tenant (shared ones after its own)", cmd_kb)
+    for action, text in (
+        ("create", "a new knowledge base"),
+        ("update", "change a knowledge base's settings"),
+    ):
+        sp = command(kb_sub, action, text, cmd_kb)
+        if action == "update":
+            sp.add_argument("kb", help="knowledge base id or name")
+            sp.add_argument("--name")
+            sp.add_argument(
+                "--apply-to", choices=("new", "reparse"), help="reparse: apply to existing documents"
+            )
+            sp.add_argument("--reembed", action="store_true", help="re-embed with a new embedding model")
+        else:
+            sp.add_argument("name")
+            sp.add_argument("--type", choices=("document", "faq"), default=None)
+        sp.add_argument("--description")
+        sp.add_argument("--embedding-model-id")
+        sp.add_argument("--summary-model-id")
+        sp.add_argument("--retrieval-engine", choices=("embedded", "opensearch"))
+        sp.add_argument("--chunk-size", type=int)
+        sp.add_argument(
+            "--set", type=json_arg, metavar="JSON", help="more fields of the body, as a JSON object"
+        )
+    for action, text in (
+        ("show", "one knowledge base's settings"),
+        ("delete", "delete a knowledge base and everything in it (a task)"),
+        ("stats", "documents by parse, enable and summary status, chunks, bytes, cost, oldest waiting"),
+        ("clone", "clone into a new or an existing knowledge base (a task)"),
+        ("graph", "an entity of the knowledge graph and its neighbours"),
+        ("wiki", "the knowledge base's wiki"),
+    ):
+        sp = command(kb_sub, action, text, cmd_kb)
+        sp.add_argument("kb", help="knowledge base id or name")
+        if action in ("delete", "clone"):
+            sp.add_argument("--wait", action="store_true", help="follow the task to its end")
+        if action == "clone":
+            sp.add_argument("--to", help="an existing target knowledge base")
+            sp.add_argument("--name", help="the new knowledge base's name")
+        if action == "graph":
+            sp.add_argument("entity")
+            sp.add_argument("--limit", type=int, default=50)
+
+    wa = command(
+        sub, "watch", "a knowledge base's live counts by state, until all settle or Ctrl-C", cmd_watch
+    )
+    wa.add_argument("kb", help="knowledge base id or name")
+    wa.add_argument("--interval", type=float, default=2.0, help="seconds between looks")
+    wa.add_argument("--forever", action="store_true", help="keep watching after everything settled")
+    wa.add_argument("--timeout", type=float, default=0, help="stop after this many seconds (0: never)")
+
+    co = command(sub, "console", "open the browser console (<api>/console/#key=…&kb=…)", cmd_console)
+    co.add_argument("--kb", help="open on this knowledge base (id or name)")
+    co.add_argument("--knowledge", help="open on this document")
+    co.add_argument("--no-browser", action="store_true", help="print the link only")
+
+    cs = command(sub, "cost", "what a document or a knowledge base cost so far", cmd_cost)
+    cs.add_argument("knowledge_id", nargs="?")
+    cs.add_argument("--kb", help="the whole knowledge base (id or name)")
+
+    se = command(sub, "search", "hybrid search (BM25 + vector) in a knowledge base", cmd_search)
+    se.add_argument("--kb", required=True, help="knowledge base id or name")
+    se.add_argument("query")
+    se.add_argument("-n", type=int, default=5, help="number of chunks")
+
+    sh = sub.add_parser("share", help="share a knowledge base read-only with another tenant")
+    sh_sub = sh.add_subparsers(dest="action", required=True)
+    command(sh_sub, "list", "the tenants a knowledge base is shared with", cmd_share).add_argument("kb")
+    for action, text in (("add", "share with a tenant"), ("remove", "stop sharing with a tenant")):
+        sp = command(sh_sub, action, text, cmd_share)
+        sp.add_argument("kb")
+        sp.add_argument("tenant_id")
+
+    tg = sub.add_parser("tags", help="a knowledge base's tags: list, create, show, update, delete")
+    tg_sub = tg.add_subparsers(dest="action", required=True)
+    command(tg_sub, "list", "the tags with their document counts", cmd_tags).add_argument("kb")
+    sp = command(tg_sub, "create", "a new tag", cmd_tags)
+    sp.add_argument("kb")
+    sp.add_argument("name")
+    sp.add_argument("--color")
+    for action in ("show", "update", "delete"):
+        sp = command(tg_sub, action, f"{action} a tag", cmd_tags)
+        sp.add_argument("kb")
+        sp.add_argument("tag_id")
+        if action == "update":
+            sp.add_argument("--name")
+            sp.add_argument("--color")
