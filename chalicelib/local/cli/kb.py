@@ -266,6 +266,19 @@ def cmd_console(args: argparse.Namespace, console: Console) -> int:
     return emit(args, console, data, lambda: plain(console, f"{'opened' if opened else 'open'} {url}"))
 
 
+def cmd_docs(args: argparse.Namespace, console: Console) -> int:
+    """Opens the interactive API docs (Swagger UI, served by the API at /api/v1/docs)."""
+    root = args.api.rstrip("/")
+    url = f"{root if root.endswith('/api/v1') else root + '/api/v1'}/docs"
+    opened = False if args.no_browser else webbrowser.open(url)
+    return emit(
+        args,
+        console,
+        {"url": url, "opened": opened},
+        lambda: plain(console, f"{'opened' if opened else 'open'} {url}"),
+    )
+
+
 def cost_table(report: dict[str, Any]) -> Table:
     """What the document (or knowledge base) cost so far, priced with the server's dated price table."""
     title = (
@@ -426,6 +439,9 @@ def register(sub: Any) -> None:
     co.add_argument("--kb", help="open on this knowledge base (id or name)")
     co.add_argument("--knowledge", help="open on this document")
     co.add_argument("--no-browser", action="store_true", help="print the link only")
+
+    do = command(sub, "docs", "open the interactive API docs (<api>/api/v1/docs)", cmd_docs)
+    do.add_argument("--no-browser", action="store_true", help="print the link only")
 
     cs = command(sub, "cost", "what a document or a knowledge base cost so far", cmd_cost)
     cs.add_argument("knowledge_id", nargs="?")

@@ -6,6 +6,8 @@ from __future__ import annotations
 ROUTE_COMMANDS: dict[str, str] = {
     "health": "health",
     "openapi_document": "openapi",
+    "api_docs": "docs",
+    "api_docs_asset": "docs",  # the page's own files
     "parser_engines": "engines",
     "list_models": "models",
     "create_knowledge_base": "kb create",
