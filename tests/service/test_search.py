@@ -250,3 +250,38 @@ def test_image_links_in_hits_are_signed_never_internal(deps: Services, kb: Knowl
     assert [(i["url"].startswith("https://files.mem.invalid/"), i["caption"]) for i in top["images"]] == [
         (True, "a kiln")
     ]
+
+
+def test_a_store_that_cannot_sign_serves_images_from_one_copy_deleted_with_the_document(
+    deps: Services, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `local://` store cannot sign links: the image is copied into the files bucket once (a second search
+    signs the same copy) and the delete task removes the copy with the document."""
+    from dataclasses import replace
+
+    from chalicelib.adapters.memory import MemoryFileStore
+    from chalicelib.tasks.delete import delete_one
+
+    def cannot_sign(*_: Any, **__: Any) -> str:
+        raise NotImplementedError("no presigned URLs here")
+
+    monkeypatch.setattr(deps.files, "presign_get", cannot_sign)
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    created = _upload(deps, kb, "kiln.md", b"# Kiln\n\nThe kiln glows orange at the pottery studio.\n")
+    drain(deps)
+    stored = deps.files.save(f"{kb.tenant_id}/{created.id}/images/kiln.png", _png())
+    chunk = deps.chunks.list(created.id)[0]
+    with_image = replace(chunk, content=f"{chunk.content}\n\n![kiln]({stored})", image_info=[{"url": stored}])
+    deps.chunks.put_many([with_image])
+    saves: list[str] = []
+    real_save = inbox.save
+    monkeypatch.setattr(inbox, "save", lambda key, *a, **k: (saves.append(key), real_save(key, *a, **k))[1])
+    first = _search(deps, kb, query_text="kiln pottery studio")[0]
+    second = _search(deps, kb, query_text="kiln pottery studio")[0]
+    copies = inbox.keys(f"downloads/{kb.tenant_id}/{created.id}/image-")
+    assert len(copies) == 1 and saves == copies  # copied once, signed twice
+    assert copies[0] in first["images"][0]["url"] and copies[0] in second["content"]
+    assert inbox.read(inbox.url_for(copies[0])) == _png()
+    delete_one(deps, created.id)
+    assert inbox.keys(f"downloads/{kb.tenant_id}/{created.id}/") == []
