@@ -12,8 +12,9 @@ Resolving reads at most MAX_FILTER_DOCUMENTS rows; a filter that would read more
 `filter_too_broad` (narrow it with `knowledge_ids`, `tag_ids` or `file_types`).
 
 Near duplicates. A short document's summary chunk repeats its body, and two child chunks of one parent
-return the same parent text: hits of one document whose texts are nearly the same (word-set Jaccard at
-least NEAR_DUPLICATE) are collapsed into the better one.
+return the same parent text: hits of one document where one's words, in order, hold the other's and the
+shorter is at least NEAR_DUPLICATE of the longer are collapsed into the better one. Texts that differ in a
+word are kept apart (a template's rows, `island 1` and `island 2`, are different facts).
 
 Links. A hit's content and its images never show an internal `local://` or `s3://` URL: each is replaced
 by a signed download link (a `local://` store's object is copied into the files bucket first, as
@@ -42,7 +43,7 @@ MIN_LATIN_SHARE = 0.7
 #: knowledge rows a filter may read to resolve to knowledge ids
 MAX_FILTER_DOCUMENTS = 5_000
 _PAGE = 500
-#: two hits of one document whose word sets overlap at least this much (Jaccard) are one hit
+#: two hits of one document are one when one's words (in order) hold the other's, which is at least this long
 NEAR_DUPLICATE = 0.8
 #: hits asked of the engine beyond `match_count`, so collapsed duplicates do not shorten the answer
 _SPARE = 10
@@ -50,7 +51,6 @@ _SPARE = 10
 _INTERNAL_URL = re.compile(r"(?:local|s3|mem)://[^\s()<>\[\]\"'`]+")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.MULTILINE)
 _WORD = re.compile(r"\w+")
-_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 def query_vector(model: EmbeddingModel, query: str) -> Any:
@@ -181,21 +181,19 @@ def resolve_knowledge_ids(deps: Dependencies, kb: KnowledgeBase, request: Search
 # ---------------------------------------------------------------- near duplicates and links
 
 
-def _terms(text: str) -> frozenset[str]:
-    """Words, and CJK runs as character bigrams; headings (a summary's `# Summary`) left out."""
-    out: set[str] = set()
-    for word in _WORD.findall(_HEADING.sub(" ", text).casefold()):
-        if _CJK.search(word) and len(word) > 1:
-            out.update(word[i : i + 2] for i in range(len(word) - 1))
-        else:
-            out.add(word)
-    return frozenset(out)
+def _normalised(text: str) -> str:
+    """The words of a text in order, case folded, headings (a summary's `# Summary`) and markup left out."""
+    return " ".join(_WORD.findall(_HEADING.sub(" ", text).casefold()))
 
 
-def near_duplicates(a: frozenset[str], b: frozenset[str]) -> bool:
-    if not a or not b:
-        return a == b
-    return len(a & b) / len(a | b) >= NEAR_DUPLICATE
+def near_duplicates(a: str, b: str) -> bool:
+    """One normalised text holds the other, and the shorter is at least NEAR_DUPLICATE of the longer: a
+    summary that repeats its short body, or two children returning one parent. Texts that differ in a word
+    (`island 1`, `island 2`: a template's rows are different facts) are never duplicates."""
+    short, long = sorted((a, b), key=len)
+    if not long:
+        return True
+    return len(short) >= NEAR_DUPLICATE * len(long) and short in long
 
 
 class _Links:
@@ -246,11 +244,11 @@ class _Links:
 
 def _lists(kb: KnowledgeBase, retriever: str) -> tuple[bool, bool]:
     """(keyword, vector): the lists the retriever asks for, or a 400 when the knowledge base has not
-    indexed for it."""
+    indexed for the one named (`hybrid` takes what there is)."""
     strategy = kb.indexing_strategy
     keyword = strategy.keyword_enabled and retriever != "vector"
     vector = strategy.vector_enabled and retriever != "keyword"
-    if not keyword and not vector:
+    if not keyword and not vector and retriever != "hybrid":
         raise BadRequest(
             f"this knowledge base is not indexed for {retriever} search (its indexing strategy)",
             code="retriever_unavailable",
@@ -274,7 +272,7 @@ def hybrid_search(
     query, top_k = request.query_text, request.match_count
     keyword, vector = _lists(kb, request.retriever)
     only = resolve_knowledge_ids(deps, kb, request)
-    if only is not None and not only:
+    if (only is not None and not only) or not (keyword or vector):
         return []
     model = require_usable_for_api(deps, kb)
     qvec = None
@@ -305,7 +303,7 @@ def hybrid_search(
     rows = deps.knowledge.get_many(list(dict.fromkeys(hit.knowledge_id for hit in hits))) if hits else {}
     documents = {k: row for k, row in rows.items() if row.parse_status != ParseStatus.DELETING}
     links = _Links(deps)
-    kept: dict[str, list[frozenset[str]]] = {}
+    kept: dict[str, list[str]] = {}
     results: list[dict[str, Any]] = []
     for hit in hits:
         knowledge = documents.get(hit.knowledge_id)
@@ -320,7 +318,7 @@ def hybrid_search(
         )
         if parent is not None and chunk is not None and chunk.chunk_type == ChunkType.TEXT:
             content = parent.content  # a child hit returns its parent's content (parent-child retrieval)
-        terms = _terms(content)
+        terms = _normalised(content)
         same_document = kept.setdefault(hit.knowledge_id, [])
         if any(near_duplicates(terms, other) for other in same_document):
             continue  # the better hit of this text is already in (hits come best first)

@@ -218,10 +218,15 @@ def test_a_summary_that_repeats_a_short_body_is_one_hit(deps: Services, kb: Know
 
 
 def test_near_duplicates_are_judged_on_words() -> None:
-    terms = search_module._terms
-    assert search_module.near_duplicates(terms("# Summary\n\nThe tide is high."), terms("the TIDE is high"))
-    assert not search_module.near_duplicates(terms("The tide is high."), terms("The tide is low at noon."))
-    assert search_module.near_duplicates(terms("北门港的潮汐表"), terms("# 摘要\n\n北门港的潮汐表。"))
+    def same(a: str, b: str) -> bool:
+        return search_module.near_duplicates(search_module._normalised(a), search_module._normalised(b))
+
+    assert same("# Summary\n\nThe tide is **high**.", "the TIDE is high")
+    assert same("北门港的潮汐表", "# 摘要\n\n北门港的潮汐表。")
+    assert not same("The tide is high.", "The tide is low at noon.")
+    row = "Paragraph {0}: the ferry to island {0} leaves the quay at dawn and returns with the mail."
+    assert not same(row.format(1), row.format(2))  # a template's rows are different facts
+    assert not same("The tide is high.", "The tide is high. " + "Boats wait for the evening ebb. " * 3)
 
 
 def _png() -> bytes:
@@ -285,3 +290,18 @@ def test_a_store_that_cannot_sign_serves_images_from_one_copy_deleted_with_the_d
     assert inbox.read(inbox.url_for(copies[0])) == _png()
     delete_one(deps, created.id)
     assert inbox.keys(f"downloads/{kb.tenant_id}/{created.id}/") == []
+
+
+def test_a_retriever_the_knowledge_base_has_no_index_for_is_a_400(deps: Services, kb: KnowledgeBase) -> None:
+    from chalicelib.commands import CreateKnowledgeBase
+    from chalicelib.operations.knowledge_bases import create_kb
+
+    keyword_only = create_kb(
+        deps,
+        kb.tenant_id,
+        CreateKnowledgeBase.model_validate({"name": "words", "indexing_strategy": {"vector_enabled": False}}),
+    )
+    with pytest.raises(BadRequest) as raised:
+        _search(deps, keyword_only, retriever="vector")
+    assert raised.value.code == "retriever_unavailable"
+    assert _search(deps, keyword_only) == [] and _search(deps, keyword_only, retriever="keyword") == []
