@@ -193,7 +193,7 @@ def near_duplicates(a: str, b: str) -> bool:
     short, long = sorted((a, b), key=len)
     if not long:
         return True
-    return len(short) >= NEAR_DUPLICATE * len(long) and short in long
+    return len(short) >= NEAR_DUPLICATE * len(long) and f" {short} " in f" {long} "  # whole words
 
 
 class _Links:

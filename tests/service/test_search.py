@@ -226,6 +226,7 @@ def test_near_duplicates_are_judged_on_words() -> None:
     assert not same("The tide is high.", "The tide is low at noon.")
     row = "Paragraph {0}: the ferry to island {0} leaves the quay at dawn and returns with the mail."
     assert not same(row.format(1), row.format(2))  # a template's rows are different facts
+    assert not same("the tide is high", "the tide is higher")  # whole words
     assert not same("The tide is high.", "The tide is high. " + "Boats wait for the evening ebb. " * 3)
 
 
