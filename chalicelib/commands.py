@@ -4,6 +4,9 @@ The API parses every body into one of these models before an operation runs, and
 (`GET /api/v1/openapi.json`) is generated from the same models, so the documentation and the validation
 cannot drift apart. A field that fails validation gives a 400 with the field's stable code
 (`x-error-code` in the schema), or `invalid_body`.
+
+Over 600 lines: every body of the API in one module, so the field types and codes are shared and the OpenAPI
+document is made from one place (the search filters alone are some 80 lines).
 """
 
 from __future__ import annotations
@@ -318,9 +321,104 @@ class ReparseRequest(Body):
     process_config: ProcessConfigField = code("invalid_process_config", default=None)
 
 
+#: a metadata value a search filter compares with (JSON scalars; no coercion: "2024" is not 2024)
+MetadataScalar = Annotated[str, Field(max_length=1000)] | int | float | bool
+MAX_FILTER_VALUES = 100
+MAX_METADATA_FILTER_KEYS = 20
+
+
+class MetadataIn(Body):
+    """`{"in": [...]}`: the field equals one of the values."""
+
+    in_: list[MetadataScalar] = Field(alias="in", min_length=1, max_length=MAX_FILTER_VALUES)
+
+
+#: a metadata field name; dots walk into nested objects (`author.name`)
+MetadataKey = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^.\s][^\s]*$")]
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float) and not (isinstance(value, float) and value != value)
+
+
+def _metadata_filter(value: Any) -> Any:
+    """Readable messages for the shapes people get wrong; the typed schema below checks the rest."""
+    if not isinstance(value, dict):
+        return value
+    for key, condition in value.items():
+        if isinstance(condition, dict):
+            if set(condition) != {"in"} or not isinstance(condition["in"], list) or not condition["in"]:
+                raise ValueError(f'{key}: a condition is {{"in": [values]}} with at least one value')
+            if not all(_scalar(v) for v in condition["in"]):
+                raise ValueError(f"{key}: each `in` value is a string, a number or a boolean")
+        elif not _scalar(condition):
+            raise ValueError(f'{key}: a value is a string, a number, a boolean or {{"in": [values]}}')
+    return value
+
+
+MetadataFilter = Annotated[
+    dict[MetadataKey, MetadataScalar | MetadataIn],
+    BeforeValidator(_metadata_filter),
+    Field(max_length=MAX_METADATA_FILTER_KEYS),
+]
+FilterIds = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=200)]],
+    Field(min_length=1, max_length=MAX_FILTER_VALUES),
+]
+FileType = Annotated[str, Field(min_length=1, max_length=16, pattern=r"^\.?[A-Za-z0-9]+$")]
+
+
 class SearchRequest(Body):
+    """A search of one knowledge base. Filters combine with AND; the values of one filter with OR (any of
+    the knowledge ids, any of the tags, any of the file types); every metadata key must match. `retriever`
+    picks the lists: `hybrid` (BM25 and vector, fused; `vector_weight` is the vector list's share, default
+    the engine's 0.4), `keyword` (BM25 alone: each score over the best hit's) or `vector` (the cosine).
+    Hits scoring 0 or below `min_score` are left out."""
+
     query_text: str = code("missing_query", min_length=1, max_length=10_000)
     match_count: int = code("invalid_match_count", default=10, ge=1, le=100)
+    knowledge_ids: FilterIds | None = code(
+        "invalid_knowledge_ids", default=None, description="only these documents (any of them)"
+    )
+    tag_ids: FilterIds | None = code(
+        "invalid_tag_ids", default=None, description="only documents with any of these tags"
+    )
+    file_types: list[FileType] | None = code(
+        "invalid_file_types",
+        default=None,
+        min_length=1,
+        max_length=MAX_FILTER_VALUES,
+        description='only documents of these types ("pdf", ".docx"; case does not matter)',
+    )
+    metadata: MetadataFilter | None = code(
+        "invalid_metadata_filter",
+        default=None,
+        min_length=1,
+        description=(
+            'document metadata: `{"dept": "ops", "year": {"in": [2024, 2025]}}`; a value equals the field '
+            "(or an element of a list field); dots walk nested objects (`author.name`)"
+        ),
+    )
+    min_score: float = code("invalid_min_score", default=0.0, ge=0.0, le=1.0)
+    retriever: Literal["hybrid", "vector", "keyword"] = code("invalid_retriever", default="hybrid")
+    vector_weight: float | None = code("invalid_vector_weight", default=None, ge=0.0, le=1.0)
+
+    @field_validator("min_score", "vector_weight", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):  # 0 and 1 are numbers too (strict mode)
+            return float(value)
+        return value
+
+    @field_validator("file_types")
+    @classmethod
+    def _file_types(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else list(dict.fromkeys(t.lstrip(".").lower() for t in value))
+
+    @property
+    def has_knowledge_filter(self) -> bool:
+        """A filter the knowledge rows answer (tags, file types, metadata), beside the ids."""
+        return bool(self.tag_ids or self.file_types or self.metadata)
 
     @field_validator("query_text")
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 import unicodedata
@@ -55,6 +56,16 @@ def download_copy_key(tenant_id: str, knowledge_id: str, kind: str, attempt: int
     """Where a download link's copy lives when the documents' store cannot sign links (`local://`): in the
     files bucket, one key per file, so a second link rewrites the same copy."""
     return f"downloads/{tenant_id}/{knowledge_id}/{kind}-{attempt}"
+
+
+def image_copy_key(tenant_id: str, knowledge_id: str, url: str) -> str:
+    """Where a search hit's image link is served from when the documents' store cannot sign links
+    (`local://`): in the files bucket beside the download copies, one key per stored image."""
+    digest = hashlib.sha256(url.encode()).hexdigest()[:32]
+    ext = posixpath.splitext(url)[1].lower()
+    if not re.fullmatch(r"\.[a-z0-9]{1,8}", ext):
+        ext = ""
+    return f"downloads/{tenant_id}/{knowledge_id}/image-{digest}{ext}"
 
 
 def exports_key(tenant_id: str, ext: str) -> str:

@@ -347,8 +347,10 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
     query, top_k = request.query_text, request.match_count
     model = deps.embedding_model(kb.embedding_model_id)
     strategy = kb.indexing_strategy
+    keyword = strategy.keyword_enabled and request.retriever != "vector"
+    use_vector = strategy.vector_enabled and request.retriever != "keyword"
     vector = None
-    if strategy.vector_enabled:
+    if use_vector:
         from chalicelib.services.indexing import embed_texts
 
         vector = embed_texts(deps, model, [query[: model.max_input_chars]])[0]
@@ -358,8 +360,10 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
         query,
         vector,
         min(200, top_k * CANDIDATES_PER_RESULT),
-        keyword=strategy.keyword_enabled,
-        vector=strategy.vector_enabled,
+        keyword=keyword,
+        vector=use_vector,
+        keyword_weight=None if request.vector_weight is None else 1.0 - request.vector_weight,
+        min_score=request.min_score,
     )
     best: dict[str, Any] = {}
     for hit in hits:  # best question per entry (hits come best first)

@@ -1,12 +1,38 @@
-"""Hybrid search over a knowledge base: BM25 and vector, fused in the engine (adapters/index/fusion.py)."""
+"""Search over a knowledge base: BM25 and vector, fused in the engine (adapters/index/fusion.py), with filters.
+
+Filters. The index entries carry the knowledge id but not a document's tags, type or metadata, and those
+change after indexing (a tag added, metadata edited). Copying them onto every entry would make each such
+edit a rewrite of all the document's entries, in both engines, with a window in which the index disagrees
+with the row. Instead `tag_ids`, `file_types` and `metadata` are resolved on the knowledge rows to a set of
+knowledge ids (from the narrowest source there is: the given `knowledge_ids`, the tag relations' GSI, the
+file-type GSI, or the knowledge base's rows), every candidate row is checked against every filter, and the
+set goes into the engine query as a pre-filter (a `terms` filter inside the BM25 and the knn query; a row
+mask before the brute-force top k), so a filter never returns fewer than `match_count` where more match.
+Resolving reads at most MAX_FILTER_DOCUMENTS rows; a filter that would read more is a 400
+`filter_too_broad` (narrow it with `knowledge_ids`, `tag_ids` or `file_types`).
+
+Near duplicates. A short document's summary chunk repeats its body, and two child chunks of one parent
+return the same parent text: hits of one document where one's words, in order, hold the other's and the
+shorter is at least NEAR_DUPLICATE of the longer are collapsed into the better one. Texts that differ in a
+word are kept apart (a template's rows, `island 1` and `island 2`, are different facts).
+
+Links. A hit's content and its images never show an internal `local://` or `s3://` URL: each is replaced
+by a signed download link (a `local://` store's object is copied into the files bucket first, as
+`operations/chunks.file_url` does), or dropped when the object is gone.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from chalicelib.commands import SearchRequest
+from chalicelib.commands import MetadataIn, SearchRequest
+from chalicelib.domain.clock import to_iso
+from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.storage_keys import image_copy_key
 from chalicelib.domain.text_fold import latin_share
-from chalicelib.domain.types import ChunkType, ParseStatus
+from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus
 from chalicelib.ports import Dependencies, EmbeddingModel, IndexSpace
 from chalicelib.services.ownership import require_kb
 from chalicelib.services.usable import require_usable_for_api
@@ -14,6 +40,17 @@ from chalicelib.settings import LATIN_ONLY_EMBEDDING_MODELS
 
 #: a query is the model's when at least this share of its letters is Latin
 MIN_LATIN_SHARE = 0.7
+#: knowledge rows a filter may read to resolve to knowledge ids
+MAX_FILTER_DOCUMENTS = 5_000
+_PAGE = 500
+#: two hits of one document are one when one's words (in order) hold the other's, which is at least this long
+NEAR_DUPLICATE = 0.8
+#: hits asked of the engine beyond `match_count`, so collapsed duplicates do not shorten the answer
+_SPARE = 10
+
+_INTERNAL_URL = re.compile(r"(?:local|s3|mem)://[^\s()<>\[\]\"'`]+")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.MULTILINE)
+_WORD = re.compile(r"\w+")
 
 
 def query_vector(model: EmbeddingModel, query: str) -> Any:
@@ -25,28 +62,237 @@ def query_vector(model: EmbeddingModel, query: str) -> Any:
     return model.embed([query[: model.max_input_chars]])[0]
 
 
+# ---------------------------------------------------------------- filters
+
+
+def _values(value: Any) -> list[Any]:
+    return list(value.in_) if isinstance(value, MetadataIn) else [value]
+
+
+def _same(stored: Any, wanted: Any) -> bool:
+    """JSON equality without coercion: true is not 1, "2024" is not 2024 (2024 is 2024.0)."""
+    if isinstance(stored, bool) or isinstance(wanted, bool):
+        return isinstance(stored, bool) and isinstance(wanted, bool) and stored is wanted
+    if isinstance(stored, int | float) and isinstance(wanted, int | float):
+        return stored == wanted
+    return type(stored) is type(wanted) and stored == wanted
+
+
+def _field(metadata: dict[str, Any], key: str) -> tuple[bool, Any]:
+    value: Any = metadata
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+def metadata_matches(metadata: dict[str, Any], conditions: dict[str, Any]) -> bool:
+    """Every key's field equals one of its values; a list field matches when any element does."""
+    for key, condition in conditions.items():
+        found, stored = _field(metadata, key)
+        if not found:
+            return False
+        candidates = stored if isinstance(stored, list) else [stored]
+        if not any(_same(s, w) for s in candidates for w in _values(condition)):
+            return False
+    return True
+
+
+def _row_check(kb: KnowledgeBase, request: SearchRequest) -> Callable[[Knowledge], bool]:
+    tags = set(request.tag_ids or ())
+    types = set(request.file_types or ())
+    conditions = request.metadata or {}
+
+    def check(row: Knowledge) -> bool:
+        return (
+            row.kb_id == kb.id
+            and row.parse_status != ParseStatus.DELETING
+            and (not tags or not tags.isdisjoint(row.tag_ids))
+            and (not types or row.file_type.lower() in types)
+            and (not conditions or metadata_matches(row.metadata, conditions))
+        )
+
+    return check
+
+
+def _too_broad() -> BadRequest:
+    return BadRequest(
+        f"the filter covers more than {MAX_FILTER_DOCUMENTS} documents; narrow it with knowledge_ids, "
+        "tag_ids or file_types",
+        code="filter_too_broad",
+    )
+
+
+def _bounded(ids: Iterable[str], seen: dict[str, None]) -> None:
+    for knowledge_id in ids:
+        seen[knowledge_id] = None
+        if len(seen) > MAX_FILTER_DOCUMENTS:
+            raise _too_broad()
+
+
+def _tagged(deps: Dependencies, kb_id: str, tag_ids: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for tag_id in tag_ids:
+        after: tuple[str, str] | None = None
+        while True:
+            keys = deps.tags.tagged(kb_id, tag_id, after=after, limit=_PAGE)
+            _bounded((k for _, k in keys), seen)
+            if len(keys) < _PAGE:
+                break
+            after = keys[-1]
+    return list(seen)
+
+
+def _rows_of_kb(deps: Dependencies, kb_id: str, index: tuple[str, str] | None) -> list[Knowledge]:
+    rows: list[Knowledge] = []
+    after: tuple[str, str] | None = None
+    while True:
+        page = deps.knowledge.page_by_kb(kb_id, index=index, after=after, limit=_PAGE)
+        rows += page
+        if len(rows) > MAX_FILTER_DOCUMENTS:
+            raise _too_broad()
+        if len(page) < _PAGE:
+            return rows
+        after = (to_iso(page[-1].created_at), page[-1].id)
+
+
+def resolve_knowledge_ids(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> list[str] | None:
+    """The knowledge ids the search is limited to, None when nothing limits it. Candidates come from the
+    narrowest source given, then every candidate row is checked against every filter (a stale tag relation,
+    a row of another knowledge base or one being deleted falls out)."""
+    if request.knowledge_ids is None and not request.has_knowledge_filter:
+        return None
+    check = _row_check(kb, request)
+    if request.knowledge_ids is not None:
+        rows = list(deps.knowledge.get_many(request.knowledge_ids).values())
+    elif request.tag_ids:
+        candidates = _tagged(deps, kb.id, request.tag_ids)
+        rows = list(deps.knowledge.get_many(candidates).values()) if candidates else []
+    elif request.file_types:
+        rows = [row for t in request.file_types for row in _rows_of_kb(deps, kb.id, ("file_type", t))]
+        if len(rows) > MAX_FILTER_DOCUMENTS:
+            raise _too_broad()
+    else:
+        rows = _rows_of_kb(deps, kb.id, None)
+    return list(dict.fromkeys(row.id for row in rows if check(row)))
+
+
+# ---------------------------------------------------------------- near duplicates and links
+
+
+def _normalised(text: str) -> str:
+    """The words of a text in order, case folded, headings (a summary's `# Summary`) and markup left out."""
+    return " ".join(_WORD.findall(_HEADING.sub(" ", text).casefold()))
+
+
+def near_duplicates(a: str, b: str) -> bool:
+    """One normalised text holds the other, and the shorter is at least NEAR_DUPLICATE of the longer: a
+    summary that repeats its short body, or two children returning one parent. Texts that differ in a word
+    (`island 1`, `island 2`: a template's rows are different facts) are never duplicates."""
+    short, long = sorted((a, b), key=len)
+    if not long:
+        return True
+    return len(short) >= NEAR_DUPLICATE * len(long) and f" {short} " in f" {long} "  # whole words
+
+
+class _Links:
+    """Signed links for internal URLs, one per URL per request (None: the object is gone)."""
+
+    def __init__(self, deps: Dependencies) -> None:
+        self.deps = deps
+        self.expires = deps.settings.download_url_seconds
+        self.made: dict[str, str | None] = {}
+
+    def link(self, knowledge: Knowledge, url: str) -> str | None:
+        if url not in self.made:
+            self.made[url] = self._sign(knowledge, url)
+        return self.made[url]
+
+    def _sign(self, knowledge: Knowledge, url: str) -> str | None:
+        deps = self.deps
+        name = url.rsplit("/", 1)[-1]
+        try:
+            try:
+                return deps.files.presign_get(url, self.expires, file_name=name)
+            except NotImplementedError:  # a local:// store: a copy in the files bucket, made once
+                key = image_copy_key(knowledge.tenant_id, knowledge.id, url)
+                copy = deps.inbox.url_for(key)
+                if not deps.inbox.exists(copy):
+                    copy = deps.inbox.save(key, deps.files.read(url))
+                return deps.inbox.presign_get(copy, self.expires, file_name=name)
+        except (FileNotFoundError, ValueError):  # gone, or not an object of this store: no link
+            return None
+
+    def rewrite(self, knowledge: Knowledge, text: str) -> str:
+        return _INTERNAL_URL.sub(lambda m: self.link(knowledge, m.group(0)) or "", text)
+
+    def images(self, knowledge: Knowledge, chunk: Chunk | None) -> list[dict[str, Any]]:
+        out = []
+        for info in chunk.image_info if chunk else []:
+            url = str(info.get("url") or "")
+            link = self.link(knowledge, url) if url else None
+            if link is None:
+                continue
+            shown = {k: v for k, v in info.items() if k != "url" and isinstance(v, str | int | float)}
+            out.append({"url": link, **shown})
+        return out
+
+
+# ---------------------------------------------------------------- search
+
+
+def _lists(kb: KnowledgeBase, retriever: str) -> tuple[bool, bool]:
+    """(keyword, vector): the lists the retriever asks for, or a 400 when the knowledge base has not
+    indexed for the one named (`hybrid` takes what there is)."""
+    strategy = kb.indexing_strategy
+    keyword = strategy.keyword_enabled and retriever != "vector"
+    vector = strategy.vector_enabled and retriever != "keyword"
+    if not keyword and not vector and retriever != "hybrid":
+        raise BadRequest(
+            f"this knowledge base is not indexed for {retriever} search (its indexing strategy)",
+            code="retriever_unavailable",
+        )
+    return keyword, vector
+
+
 def hybrid_search(
     deps: Dependencies, tenant_id: str, kb_id: str, request: SearchRequest
 ) -> list[dict[str, Any]]:
     kb = require_kb(deps, tenant_id, kb_id)
     if kb.type == "faq":  # entries with their answers, negatives pushed down (chalicelib/faq)
+        if request.knowledge_ids is not None or request.has_knowledge_filter:
+            raise BadRequest(
+                "an FAQ knowledge base is searched without knowledge, tag, file type or metadata filters",
+                code="filter_not_supported",
+            )
         from chalicelib.faq.entries import search as faq_search
 
         return faq_search(deps, kb, request)
     query, top_k = request.query_text, request.match_count
+    keyword, vector = _lists(kb, request.retriever)
+    only = resolve_knowledge_ids(deps, kb, request)
+    if (only is not None and not only) or not (keyword or vector):
+        return []
     model = require_usable_for_api(deps, kb)
-    strategy = kb.indexing_strategy
-    vector = query_vector(model, query) if strategy.vector_enabled else None
+    qvec = None
+    if vector and request.retriever == "vector":  # asked for by name: whatever the query's script
+        qvec = model.embed([query[: model.max_input_chars]])[0]
+    elif vector:
+        qvec = query_vector(model, query)
     hits = deps.engine(kb.retrieval_engine).hybrid_search(
         IndexSpace.of(model),
         kb.id,
         query,
-        vector,
-        top_k,
-        keyword=strategy.keyword_enabled,
-        vector=strategy.vector_enabled,
+        qvec,
+        top_k + min(top_k, _SPARE),
+        keyword=keyword,
+        vector=vector,
+        knowledge_ids=only,
+        keyword_weight=None if request.vector_weight is None else 1.0 - request.vector_weight,
+        min_score=request.min_score,
     )
-    # Two batched reads for every hit's chunk and parent, one read per distinct document for its title.
+    # Two batched reads for every hit's chunk and parent, one batched read for the documents.
     chunks = deps.chunks.get_many([(hit.knowledge_id, hit.chunk_id) for hit in hits])
     parent_keys = [
         (key[0], chunk.parent_chunk_id)
@@ -54,14 +300,14 @@ def hybrid_search(
         if chunk.parent_chunk_id and chunk.chunk_type == ChunkType.TEXT
     ]
     parents = deps.chunks.get_many(parent_keys) if parent_keys else {}
-    titles = {}
-    for knowledge_id in dict.fromkeys(hit.knowledge_id for hit in hits):
-        knowledge = deps.knowledge.get(knowledge_id)
-        if knowledge is not None and knowledge.parse_status != ParseStatus.DELETING:
-            titles[knowledge_id] = knowledge.title
-    results = []
+    rows = deps.knowledge.get_many(list(dict.fromkeys(hit.knowledge_id for hit in hits))) if hits else {}
+    documents = {k: row for k, row in rows.items() if row.parse_status != ParseStatus.DELETING}
+    links = _Links(deps)
+    kept: dict[str, list[str]] = {}
+    results: list[dict[str, Any]] = []
     for hit in hits:
-        if hit.knowledge_id not in titles:  # deleted, or being deleted: its entries are on their way out
+        knowledge = documents.get(hit.knowledge_id)
+        if knowledge is None:  # deleted, or being deleted: its entries are on their way out
             continue
         chunk = chunks.get((hit.knowledge_id, hit.chunk_id))
         content = chunk.content if chunk else hit.content
@@ -72,19 +318,28 @@ def hybrid_search(
         )
         if parent is not None and chunk is not None and chunk.chunk_type == ChunkType.TEXT:
             content = parent.content  # a child hit returns its parent's content (parent-child retrieval)
+        terms = _normalised(content)
+        same_document = kept.setdefault(hit.knowledge_id, [])
+        if any(near_duplicates(terms, other) for other in same_document):
+            continue  # the better hit of this text is already in (hits come best first)
+        same_document.append(terms)
         results.append(
             {
                 "id": hit.id,
                 "chunk_id": hit.chunk_id,
                 "knowledge_id": hit.knowledge_id,
-                "knowledge_title": titles[hit.knowledge_id],
-                "content": content,
+                "knowledge_title": knowledge.title,
+                "content": links.rewrite(knowledge, content),
                 "score": hit.score,
                 "match_type": "hybrid"
                 if hit.bm25_rank is not None and hit.vector_rank is not None
                 else ("keyword" if hit.bm25_rank is not None else "vector"),
+                "chunk_type": chunk.chunk_type.value if chunk else hit.extra.get("chunk_type", "text"),
+                "images": links.images(knowledge, chunk),
                 "start_at": chunk.start_at if chunk else None,
                 "end_at": chunk.end_at if chunk else None,
             }
         )
+        if len(results) == top_k:
+            break
     return results

@@ -97,7 +97,16 @@ class RetrieveEngine(Protocol):
         *,
         keyword: bool = True,
         vector: bool = True,
-    ) -> list[SearchHit]: ...
+        knowledge_ids: Sequence[str] | None = None,
+        keyword_weight: float | None = None,
+        min_score: float = 0.0,
+    ) -> list[SearchHit]:
+        """The best `top_k` enabled entries of the knowledge base (`adapters/index/fusion.py` `rank`: fused
+        when both lists run, else one list on its own scale; nothing scoring 0 or below `min_score`).
+        `knowledge_ids`, when given, is a pre-filter inside both queries (an empty list finds nothing), so a
+        filter never leaves fewer than `top_k` hits where more match. `keyword_weight` overrides the
+        engine's share of the BM25 list in a fused score."""
+        ...
 
     def count(self, space: IndexSpace, kb_id: str, knowledge_id: str | None = None) -> int: ...
 

@@ -8,7 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 
 from chalicelib.domain.ids import execution_name
-from chalicelib.domain.storage_keys import download_copy_key, images_manifest_key, parsed_markdown_key
+from chalicelib.domain.storage_keys import (
+    download_copy_key,
+    image_copy_key,
+    images_manifest_key,
+    parsed_markdown_key,
+)
 from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, UnknownStorageBackend
@@ -72,6 +77,8 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
                 deps.inbox.delete(
                     deps.inbox.url_for(download_copy_key(knowledge.tenant_id, knowledge.id, kind, attempt))
                 )
+        for url in objects:  # and those of the images search hits linked to (operations/search.py)
+            deps.inbox.delete(deps.inbox.url_for(image_copy_key(knowledge.tenant_id, knowledge.id, url)))
     if deps.knowledge.delete(knowledge.id):  # True once: a retried delete finds the row gone
         deps.tenants.release_document(knowledge.tenant_id)
     leave_pipeline(deps, knowledge.tenant_id, knowledge.id)

@@ -270,7 +270,74 @@ class EngineContract:
         engine.batch_index(space, CORPUS)
         hits = engine.hybrid_search(space, "kb1", "kubernetes", vec(0, 0, 1), 5, vector=False)
         assert ids(hits) == ["c3"]
-        assert hits[0].score == pytest.approx(KEYWORD_WEIGHT)  # the one list's best, weighted
+        assert hits[0].score == pytest.approx(1.0)  # one list alone: its own scale, the best is 1
+
+    # ---------------------------------------------------------------- filters, scores, retrievers
+
+    def test_knowledge_filter_is_a_pre_filter_in_bm25(
+        self, engine: RetrieveEngine, space: IndexSpace
+    ) -> None:
+        """Filtered inside the query: k2's fox is found although k1's entries rank above it unfiltered, and a
+        top_k of 1 still returns one hit (a post-filter of the unfiltered top 1 would return none)."""
+        engine.batch_index(space, CORPUS)
+        assert ids(self.keyword(engine, space, "brown fox", top_k=1)) == ["c1"]
+        hits = engine.hybrid_search(space, "kb1", "brown fox", None, 1, vector=False, knowledge_ids=["k2"])
+        assert ids(hits) == ["c5"]
+        assert hits[0].score == pytest.approx(1.0)  # the best of the filtered list
+        both = engine.hybrid_search(space, "kb1", "fox", None, 10, vector=False, knowledge_ids=["k1", "k2"])
+        assert set(ids(both)) == {"c1", "c5"}
+        assert engine.hybrid_search(space, "kb1", "fox", None, 10, knowledge_ids=[]) == []
+        assert engine.hybrid_search(space, "kb1", "fox", None, 10, knowledge_ids=["k9"]) == []  # kb2's
+
+    def test_knowledge_filter_is_a_pre_filter_in_knn(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        self.needs_knn()
+        engine.batch_index(space, CORPUS)
+        hits = engine.hybrid_search(space, "kb1", "x", vec(1, 0, 0), 1, keyword=False, knowledge_ids=["k2"])
+        assert ids(hits) == ["c5"]  # c1 is nearer, but not in k2
+        hybrid = engine.hybrid_search(space, "kb1", "containers", vec(0, 1, 0), 5, knowledge_ids=["k2"])
+        assert {h.knowledge_id for h in hybrid} == {"k2"}
+
+    def test_keyword_retriever_keeps_every_match_above_zero(
+        self, engine: RetrieveEngine, space: IndexSpace
+    ) -> None:
+        """Min-max would map the last of two keyword matches to 0; alone, a list scores over its best."""
+        engine.batch_index(space, CORPUS)
+        hits = self.keyword(engine, space, "fox")
+        assert set(ids(hits)) == {"c1", "c5"}
+        assert hits[0].score == pytest.approx(1.0) and 0 < hits[1].score <= 1.0
+
+    def test_no_hit_scores_zero_and_min_score_cuts(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        self.needs_knn()
+        engine.batch_index(space, CORPUS)
+        hybrid = engine.hybrid_search(space, "kb1", "kubernetes containers", vec(0, 0.5, 1), 10)
+        assert hybrid and all(h.score > 0 for h in hybrid)
+        assert len(hybrid) < 5  # the entry last in the vector list and absent from BM25 scores 0: left out
+        vector = engine.hybrid_search(space, "kb1", "x", vec(1, 0, 0), 10, keyword=False)
+        assert all(h.score > 0 for h in vector)  # cosines; c3 and c4 are orthogonal to the query (0)
+        assert ids(vector) == ["c1", "c5", "c2"]
+        strict = engine.hybrid_search(space, "kb1", "x", vec(1, 0, 0), 10, keyword=False, min_score=0.9)
+        assert ids(strict) == ["c1", "c5"]  # cosines 1.0 and 0.99; c2's is 0.8
+
+    def test_min_score_on_keyword_scores(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        engine.batch_index(space, CORPUS)
+        everything = self.keyword(engine, space, "brown fox")
+        cut = engine.hybrid_search(space, "kb1", "brown fox", None, 10, vector=False, min_score=0.999)
+        assert ids(cut) == ids(everything)[:1]
+        assert engine.hybrid_search(space, "kb1", "brown fox", None, 10, vector=False, min_score=1.0) == cut
+
+    def test_keyword_weight_moves_the_fusion(self, engine: RetrieveEngine, space: IndexSpace) -> None:
+        self.needs_knn()
+        engine.batch_index(space, CORPUS)
+        # BM25 favours c3 (Kubernetes); the vector favours c4 (apt).
+        by_words = engine.hybrid_search(
+            space, "kb1", "kubernetes containers", vec(0, 0, 1), 2, keyword_weight=1.0
+        )
+        assert ids(by_words)[0] == "c3"
+        by_vector = engine.hybrid_search(
+            space, "kb1", "kubernetes containers", vec(0, 0, 1), 2, keyword_weight=0.0
+        )
+        assert ids(by_vector)[0] == "c4"
+        assert by_vector[0].score == pytest.approx(1.0)
 
     # ---------------------------------------------------------------- deletes
 

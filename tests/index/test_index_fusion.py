@@ -12,7 +12,7 @@ from index_contract import DIM, entry
 
 from chalicelib.adapters.index.common import remap_entry, remap_id
 from chalicelib.adapters.index.embedded import EmbeddedEngine, index_terms
-from chalicelib.adapters.index.fusion import fuse
+from chalicelib.adapters.index.fusion import fuse, rank
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
 
 
@@ -48,6 +48,29 @@ def test_a_lists_clear_winner_is_not_outvoted_by_hits_both_lists_rank_low() -> N
     bm25 = [hit("win", 30.0)] + [hit(f"m{i}", 10.0 - i * 0.1) for i in range(6)]
     vector = [hit(f"m{i}", 0.60 - i * 0.01) for i in range(6)] + [hit("win", 0.2)]
     assert fuse(bm25, vector, 5)[0].id == "win"
+
+
+def test_rank_fuses_two_lists_and_leaves_out_what_scores_zero() -> None:
+    ranked = rank(
+        [hit("a", 9), hit("b", 5), hit("d", 1)], [hit("b", 0.9), hit("c", 0.5)], 10, keyword_weight=0.6
+    )
+    assert [h.id for h in ranked] == ["b", "a"]  # c and d are each list's worst and in no other: 0
+    flat = rank([hit("a", 9)], [hit("b", 0.9)], 10, keyword_weight=0.6, min_score=0.5)
+    assert [(h.id, h.score) for h in flat] == [("a", pytest.approx(0.6))]  # b's 0.4 is under the minimum
+
+
+def test_rank_scores_a_list_that_ran_alone_on_its_own_scale() -> None:
+    """Min-max would map the last of two keyword matches to 0 and drop a real match."""
+    keyword = rank([hit("a", 8), hit("b", 2), hit("a", 1)], None, 10)
+    assert [(h.id, h.score, h.bm25_rank, h.vector_rank) for h in keyword] == [
+        ("a", 1.0, 1, None),
+        ("b", 0.25, 2, None),
+    ]
+    vector = rank(None, [hit("v", 0.7), hit("w", 0.0), hit("x", -0.2)], 10)
+    assert [(h.id, h.score, h.vector_rank) for h in vector] == [("v", 0.7, 1)]  # a cosine of 0 or less is out
+    assert rank(None, [hit("v", 0.7), hit("u", 0.4)], 10, min_score=0.5)[0].id == "v"
+    assert len(rank(None, [hit("v", 0.7), hit("u", 0.4)], 10, min_score=0.5)) == 1
+    assert rank(None, None, 10) == [] and rank([hit("a", 1)], None, 0) == []
 
 
 def test_ties_break_on_best_rank_then_id_and_inputs_are_untouched() -> None:

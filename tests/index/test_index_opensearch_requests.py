@@ -145,12 +145,8 @@ def test_hybrid_sends_bm25_then_knn_and_fuses_client_side(
     }
     knn = transport.calls[1][3]["query"]["knn"]["embedding"]
     assert knn["k"] == 50 and knn["filter"] == FILTER and knn["vector"] == pytest.approx(vec(1).tolist())
-    # b1: bm25 #1 + knn #2; v1: knn #1; b2: bm25 #2.
-    assert [(h.id, h.bm25_rank, h.vector_rank) for h in hits] == [
-        ("b1", 1, 2),
-        ("v1", None, 1),
-        ("b2", 2, None),
-    ]
+    # b1: bm25 #1 + knn #2; v1: knn #1; b2 (bm25 #2, the list's worst, not in knn) scores 0: left out.
+    assert [(h.id, h.bm25_rank, h.vector_rank) for h in hits] == [("b1", 1, 2), ("v1", None, 1)]
     assert hits[0].score == pytest.approx(KEYWORD_WEIGHT)  # BM25's best; the knn list's worst adds nothing
     assert hits[0].extra["bm25_score"] == 7.5
 
@@ -363,3 +359,34 @@ def test_move_knowledge_scans_the_source_then_updates_kb_id_in_one_bulk(
     ]  # no vector is sent again
     transport.calls.clear()
     assert engine.move_knowledge(SPACE, "kb1", "kb1", ["k1"]) == 0 and transport.calls == []
+
+
+def test_knowledge_filter_rides_inside_both_queries(
+    recorded: tuple[OpenSearchEngine, RecordingTransport],
+) -> None:
+    """A pre-filter: the `terms` clause is in the BM25 query's filter and inside the knn clause (efficient
+    filtering), so k neighbours are found among the named knowledge, never cut after the search."""
+    engine, transport = recorded
+    engine.hybrid_search(
+        SPACE, "kb1", "헌법", vec(1), 3, knowledge_ids=["k1", "k2", "k1"], keyword_weight=0.3
+    )
+    terms = {"terms": {"knowledge_id": ["k1", "k2"]}}
+    bm25 = transport.calls[0][3]["query"]["bool"]["filter"]
+    knn = transport.calls[1][3]["query"]["knn"]["embedding"]["filter"]["bool"]["filter"]
+    assert bm25 == knn == [*FILTER["bool"]["filter"], terms]
+
+
+def test_an_empty_knowledge_filter_sends_nothing(
+    recorded: tuple[OpenSearchEngine, RecordingTransport],
+) -> None:
+    engine, transport = recorded
+    assert engine.hybrid_search(SPACE, "kb1", "헌법", vec(1), 3, knowledge_ids=[]) == []
+    assert transport.calls == []
+
+
+def test_vector_retriever_reports_cosines_and_min_score_cuts(
+    recorded: tuple[OpenSearchEngine, RecordingTransport],
+) -> None:
+    engine, _ = recorded
+    hits = engine.hybrid_search(SPACE, "kb1", "x", vec(1), 5, keyword=False, min_score=0.9)
+    assert [(h.id, round(h.score, 2)) for h in hits] == [("v1", 0.98)]  # b1's cosine is 0.8

@@ -325,5 +325,7 @@ def test_search_reads_hits_and_parents_in_two_batched_reads_not_two_per_hit(
     hits = hybrid_search(
         deps, kb.tenant_id, kb.id, SearchRequest(query_text="pilot boat bread", match_count=5)
     )
-    assert len(hits) == 5 and len(reads) == 2 and reads[0] == 5
+    # 5 hits asked, 10 read (spares for collapsed duplicates); children of one parent are one hit (its text)
+    assert len(reads) == 2 and reads[0] == 10
+    assert 2 <= len(hits) <= 5 and len({hit["content"] for hit in hits}) == len(hits)
     assert all(len(hit["content"]) > 110 for hit in hits)  # each child hit came back as its parent

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import sqlite3
@@ -37,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from chalicelib.adapters.index.common import DEFAULT_CANDIDATES, remap_entry, unit_vector
-from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, fuse
+from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
 from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
 
@@ -496,26 +497,36 @@ class EmbeddedEngine:
         *,
         keyword: bool = True,
         vector: bool = True,
+        knowledge_ids: Sequence[str] | None = None,
+        keyword_weight: float | None = None,
+        min_score: float = 0.0,
     ) -> list[SearchHit]:
-        if top_k <= 0:
+        if top_k <= 0 or (knowledge_ids is not None and not knowledge_ids):
             return []
         qvec = unit_vector(query_vector, space) if (vector and query_vector is not None) else None
         match = match_expression(query_text) if keyword else ""
         if not match and qvec is None:
             return []
         pool = max(top_k, self.candidates)
+        only = json.dumps(list(dict.fromkeys(knowledge_ids))) if knowledge_ids is not None else None
         with self._read(space, kb_id) as conn:
             if conn is None:
                 return []
-            bm25 = self._bm25(conn, match, pool) if match else []
-            vec = self._vector(conn, self.path_for(space, kb_id), qvec, pool) if qvec is not None else []
-        return fuse(bm25, vec, top_k, keyword_weight=self.keyword_weight)
+            bm25 = (
+                self._bm25(conn, match, pool, only)
+                if match
+                else ([] if keyword and query_text.strip() else None)
+            )
+            path = self.path_for(space, kb_id)
+            vec = self._vector(conn, path, qvec, pool, only) if qvec is not None else None
+        weight = self.keyword_weight if keyword_weight is None else keyword_weight
+        return rank(bm25, vec, top_k, keyword_weight=weight, min_score=min_score)
 
     def bm25_search(self, space: IndexSpace, kb_id: str, query_text: str, top_k: int) -> list[SearchHit]:
         """BM25 alone, best first, score = -bm25() (higher is better)."""
         match = match_expression(query_text)
         with self._read(space, kb_id) as conn:
-            return self._bm25(conn, match, top_k) if conn is not None and match and top_k > 0 else []
+            return self._bm25(conn, match, top_k, None) if conn is not None and match and top_k > 0 else []
 
     @staticmethod
     def _hit(row: Sequence[object], score: float, score_key: str) -> SearchHit:
@@ -535,13 +546,16 @@ class EmbeddedEngine:
             },
         )
 
-    def _bm25(self, conn: sqlite3.Connection, match: str, limit: int) -> list[SearchHit]:
+    def _bm25(self, conn: sqlite3.Connection, match: str, limit: int, only: str | None) -> list[SearchHit]:
+        """Best first; `only` (a JSON list of knowledge ids) filters inside the query."""
+        within = "AND e.knowledge_id IN (SELECT value FROM json_each(?))" if only is not None else ""
+        params: tuple[object, ...] = (match, only, limit) if only is not None else (match, limit)
         rows = conn.execute(
             f"""SELECT {", ".join("e." + c.strip() for c in _COLUMNS.split(","))}, bm25(entries_fts) AS s
                 FROM entries_fts JOIN entries e ON e.rid = entries_fts.rowid
-                WHERE entries_fts MATCH ? AND e.is_enabled = 1
+                WHERE entries_fts MATCH ? AND e.is_enabled = 1 {within}
                 ORDER BY s, e.rid LIMIT ?""",
-            (match, limit),
+            params,
         ).fetchall()
         return [self._hit(row, -float(row[10]), "bm25_score") for row in rows]
 
@@ -568,9 +582,29 @@ class EmbeddedEngine:
         return matrix
 
     def _vector(
-        self, conn: sqlite3.Connection, path: Path, qvec: npt.NDArray[np.float32], limit: int
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        qvec: npt.NDArray[np.float32],
+        limit: int,
+        only: str | None,
     ) -> list[SearchHit]:
+        """Best first; `only` (a JSON list of knowledge ids) keeps those rows of the matrix before the top k
+        is taken (brute force: a filter costs one indexed lookup of the rows, never a recall loss)."""
         matrix = self._matrix(conn, path)
+        if only is not None and matrix.rids.shape[0]:
+            kept = np.fromiter(
+                (
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT rid FROM entries WHERE knowledge_id IN (SELECT value FROM json_each(?))",
+                        (only,),
+                    )
+                ),
+                dtype=np.int64,
+            )
+            mask = np.isin(matrix.rids, kept)
+            matrix = _Matrix(matrix.generation, matrix.rids[mask], matrix.vectors[mask])
         n = matrix.rids.shape[0]
         if n == 0:
             return []

@@ -7,6 +7,12 @@ Retrieval", ACM TOIS 2023): normalising per list makes SQLite's and Lucene's BM2
 comparable, and unlike reciprocal-rank fusion it keeps how far ahead a list's best hit is. On the dev
 corpus's known-item queries RRF (k=60) lost 6 of BM25's hits to chunks that both lists ranked moderately
 (`bench/bench_recall.py`, bench/README.md).
+
+`rank` is what the engines call: it fuses when both lists ran, and when one list ran alone (the `keyword` or
+`vector` retriever, a keyword-only or vector-only knowledge base, a query the model cannot read) it scores
+that list on its own scale instead, because min-max maps a list's worst hit to 0 and would throw away a real
+match: a keyword hit scores its BM25 over the list's best (best 1, every match above 0), a vector hit its
+cosine. Hits scoring 0 or less, or below `min_score`, are dropped before the top k is cut.
 """
 
 from __future__ import annotations
@@ -71,3 +77,43 @@ def fuse(
         return (-hit.score, min(ranks), hit.id)
 
     return sorted(fused.values(), key=order)[:top_k]
+
+
+def _alone(hits: Sequence[SearchHit], attr: str, relative: bool) -> list[SearchHit]:
+    """One list's distinct hits in its order, ranked from 1; scores over the best when `relative`."""
+    seen: set[str] = set()
+    out: list[SearchHit] = []
+    best = max((h.score for h in hits), default=0.0)
+    for hit in hits:
+        if hit.id in seen:
+            continue
+        seen.add(hit.id)
+        score = hit.score / best if relative and best > 0 else hit.score
+        copy = replace(hit, score=score, bm25_rank=None, vector_rank=None, extra=dict(hit.extra))
+        setattr(copy, attr, len(out) + 1)
+        out.append(copy)
+    return out
+
+
+def rank(
+    bm25_hits: Sequence[SearchHit] | None,
+    vector_hits: Sequence[SearchHit] | None,
+    top_k: int,
+    *,
+    keyword_weight: float = KEYWORD_WEIGHT,
+    min_score: float = 0.0,
+) -> list[SearchHit]:
+    """The best `top_k` hits of the lists that ran (None: the list did not run). Both: `fuse`d, scores in
+    [0, 1]. BM25 alone: each score over the list's best (the best is 1). Vector alone: the cosine. A hit
+    scoring 0 or less, or below `min_score`, is left out."""
+    if top_k <= 0:
+        return []
+    if bm25_hits is not None and vector_hits is not None:
+        hits = fuse(bm25_hits, vector_hits, len(bm25_hits) + len(vector_hits), keyword_weight=keyword_weight)
+    elif bm25_hits is not None:
+        hits = _alone(bm25_hits, "bm25_rank", relative=True)
+    elif vector_hits is not None:
+        hits = _alone(vector_hits, "vector_rank", relative=False)
+    else:
+        return []
+    return [h for h in hits if h.score > 0 and h.score >= min_score][:top_k]

@@ -41,7 +41,7 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import NotFoundError, RequestError
 
 from chalicelib.adapters.index.common import DEFAULT_CANDIDATES, IndexWriteError, remap_entry, unit_vector
-from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, fuse
+from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
 from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
 
@@ -110,10 +110,14 @@ def index_body(
     }
 
 
-def _kb_filters(kb_id: str, *, enabled_only: bool = False) -> list[dict[str, Any]]:
+def _kb_filters(
+    kb_id: str, *, enabled_only: bool = False, knowledge_ids: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
     filters: list[dict[str, Any]] = [{"term": {"kb_id": kb_id}}]
     if enabled_only:
         filters.append({"term": {"is_enabled": True}})
+    if knowledge_ids is not None:  # a `terms` filter takes up to index.max_terms_count (65,536) values
+        filters.append({"terms": {"knowledge_id": list(dict.fromkeys(knowledge_ids))}})
     return filters
 
 
@@ -124,7 +128,9 @@ def search_text(content: str) -> str | None:
     return None if folded == content.lower() else folded
 
 
-def bm25_body(kb_id: str, query_text: str, size: int) -> dict[str, Any]:
+def bm25_body(
+    kb_id: str, query_text: str, size: int, knowledge_ids: Sequence[str] | None = None
+) -> dict[str, Any]:
     query = fold(query_text)
     return {
         "size": size,
@@ -141,7 +147,7 @@ def bm25_body(kb_id: str, query_text: str, size: int) -> dict[str, Any]:
                         }
                     }
                 ],
-                "filter": _kb_filters(kb_id, enabled_only=True),
+                "filter": _kb_filters(kb_id, enabled_only=True, knowledge_ids=knowledge_ids),
             }
         },
         "sort": [{"_score": "desc"}, {"id": "asc"}],  # deterministic ties
@@ -149,7 +155,9 @@ def bm25_body(kb_id: str, query_text: str, size: int) -> dict[str, Any]:
     }
 
 
-def knn_body(kb_id: str, vector: npt.NDArray[np.float32], size: int) -> dict[str, Any]:
+def knn_body(
+    kb_id: str, vector: npt.NDArray[np.float32], size: int, knowledge_ids: Sequence[str] | None = None
+) -> dict[str, Any]:
     # The filter sits inside the knn clause (efficient filtering: Lucene ≥2.4, Faiss ≥2.9), so k
     # neighbours are found among this kb's enabled entries instead of being cut after the search.
     return {
@@ -160,7 +168,9 @@ def knn_body(kb_id: str, vector: npt.NDArray[np.float32], size: int) -> dict[str
                 VECTOR_FIELD: {
                     "vector": [float(x) for x in vector],
                     "k": size,
-                    "filter": {"bool": {"filter": _kb_filters(kb_id, enabled_only=True)}},
+                    "filter": {
+                        "bool": {"filter": _kb_filters(kb_id, enabled_only=True, knowledge_ids=knowledge_ids)}
+                    },
                 }
             }
         },
@@ -508,20 +518,29 @@ class OpenSearchEngine:
         *,
         keyword: bool = True,
         vector: bool = True,
+        knowledge_ids: Sequence[str] | None = None,
+        keyword_weight: float | None = None,
+        min_score: float = 0.0,
     ) -> list[SearchHit]:
-        if top_k <= 0:
+        if top_k <= 0 or (knowledge_ids is not None and not knowledge_ids):
             return []
         qvec = unit_vector(query_vector, space) if (vector and query_vector is not None) else None
         text = query_text.strip() if keyword else ""
         if not text and qvec is None:
             return []
         pool = max(top_k, self.candidates)
+        only = knowledge_ids
         try:
-            bm25 = self._search(space, bm25_body(kb_id, text, pool), "bm25_score") if text else []
-            vec = self._search(space, knn_body(kb_id, qvec, pool), "vector_score") if qvec is not None else []
+            bm25 = self._search(space, bm25_body(kb_id, text, pool, only), "bm25_score") if text else None
+            vec = (
+                self._search(space, knn_body(kb_id, qvec, pool, only), "vector_score")
+                if qvec is not None
+                else None
+            )
         except NotFoundError:
             return []
-        return fuse(bm25, vec, top_k, keyword_weight=self.keyword_weight)
+        weight = self.keyword_weight if keyword_weight is None else keyword_weight
+        return rank(bm25, vec, top_k, keyword_weight=weight, min_score=min_score)
 
     def _search(self, space: IndexSpace, body: Mapping[str, Any], score_key: str) -> list[SearchHit]:
         resp = self.client.search(index=space.name, body=body)
