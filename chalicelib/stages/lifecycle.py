@@ -24,6 +24,7 @@ from chalicelib.domain.errors import AppError, StageError
 from chalicelib.domain.status import REPARSE_FROM
 from chalicelib.domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
 from chalicelib.ports import Dependencies
+from chalicelib.services.events import task_finished
 from chalicelib.stages.runner import come_back_soon, parse_body, process_batch
 from chalicelib.tasks.delete import delete_one
 from chalicelib.tasks.reembed import RetryTaskLater, reembed_work
@@ -99,7 +100,8 @@ def run(deps: Dependencies, task_id: str) -> None:
         if task.succeeded == 0
         else TaskStatus.PARTIAL
     )
-    _save(deps, task)
+    if _save(deps, task):  # a later delivery finds the task finished and returns: announced once
+        task_finished(deps, task)
 
 
 def _save(deps: Dependencies, task: Task) -> bool:

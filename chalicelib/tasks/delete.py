@@ -7,12 +7,14 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 
+from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.storage_keys import download_copy_key, images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services import page_range_store
+from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.usable import index_space_if_usable
 
@@ -65,6 +67,7 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
                 )
     if deps.knowledge.delete(knowledge.id):  # True once: a retried delete finds the row gone
         deps.tenants.release_document(knowledge.tenant_id)
+        knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_DELETED, status="deleted")
     leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
 
 

@@ -133,6 +133,12 @@ def requests_of(call: AwsCall, region: str, account: str = ACCOUNT_ID) -> list[R
                 f"ssm:{call.operation}", f"arn:aws:ssm:{region}:{account}:parameter{named.get('Name', '')}"
             )
         ]
+    if call.service == "events":
+        buses = [value for name, value in params if name == "EventBusName"] or ["default"]
+        return [
+            Request(f"events:{call.operation}", f"arn:aws:events:{region}:{account}:event-bus/{bus}")
+            for bus in buses
+        ]
     if call.service == "textract":
         return [Request(f"textract:{call.operation}", "*")]
     return [Request(f"{call.service}:{_UNMAPPED}:{call.operation}", "*")]
