@@ -351,11 +351,12 @@ FUNCTIONS: dict[str, list[Grant]] = {
         Grant(("states:DescribeExecution",), (EXECUTIONS,)),
     ],
     # the webhooks queue: signs and posts one delivery, logs the try, retries it later (a new message with a
-    # delay) or parks it in the DLQ after the last try
+    # delay) or parks it in the DLQ after the last try; it also announces what the state machine decided
     "WebhookDelivery": [
         *own_queue("webhooks"),
-        read_tables("webhooks"),
+        read_tables("webhooks", "knowledge"),
         write_tables("webhooks"),
+        PUBLISH,  # the state machine's announcements (stages/webhooks.py `announced`)
     ],
 }
 

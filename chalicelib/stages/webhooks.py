@@ -9,6 +9,11 @@ address) is parked at once. Every try is logged on the webhook (time, event type
 status-code class, duration); nothing the receiver answered is kept or logged beyond that.
 
 A webhook deleted or switched off after the event was fanned out drops its pending deliveries.
+
+The queue also carries the state machine's announcements (`{"announce": "Knowledge Completed", ...}`): the
+machine decides two changes itself (the promotion after a failed subtask, the failure of a plan that never
+came back) and, only when its conditional write held, sends one message here, which is announced like any
+other change (services/events.py).
 """
 
 from __future__ import annotations
@@ -16,12 +21,13 @@ from __future__ import annotations
 import json
 import random
 import time
-from typing import Any
+from typing import Any, Literal
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, Field, ValidationError
 
 from chalicelib.domain.clock import now_iso
+from chalicelib.domain.events import EventType
 from chalicelib.domain.webhooks import (
     DELIVERY_HEADER,
     EVENT_HEADER,
@@ -32,7 +38,7 @@ from chalicelib.domain.webhooks import (
 )
 from chalicelib.observability import logger
 from chalicelib.ports import DeliveryRecord, Dependencies, FetchFailed
-from chalicelib.services.events import WEBHOOK_QUEUE
+from chalicelib.services.events import WEBHOOK_QUEUE, knowledge_changed_by_id
 from chalicelib.stages.runner import parse_body, process_batch
 
 QUEUE = WEBHOOK_QUEUE
@@ -46,9 +52,22 @@ class DeliveryMessage(BaseModel):
     event: dict[str, Any]
 
 
+class AnnounceMessage(BaseModel):
+    """A change the state machine decided (infra/statemachine/knowledge.asl.json)."""
+
+    announce: Literal["Knowledge Completed", "Knowledge Failed"]
+    knowledge_id: str = Field(min_length=1, max_length=100)
+    attempt: int = Field(ge=1)
+    error_code: str = Field(default="", max_length=64)
+    error_message: str = Field(default="", max_length=500)
+
+
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
     def one(record: SQSRecord) -> None:
         try:
+            if '"announce"' in record.body:
+                announced(deps, parse_body(record.body, AnnounceMessage))
+                return
             message = parse_body(record.body, DeliveryMessage)
         except ValidationError as error:
             deps.queue.dead_letter(
@@ -58,6 +77,19 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
         deliver(deps, message)
 
     return process_batch(event, context, one)
+
+
+def announced(deps: Dependencies, message: AnnounceMessage) -> None:
+    event_type = EventType(message.announce)
+    knowledge_changed_by_id(
+        deps,
+        message.knowledge_id,
+        event_type,
+        status="completed" if event_type == EventType.KNOWLEDGE_COMPLETED else "failed",
+        attempt=message.attempt,
+        error_code=message.error_code,
+        error_message=message.error_message,
+    )
 
 
 def deliver(deps: Dependencies, message: DeliveryMessage) -> str:

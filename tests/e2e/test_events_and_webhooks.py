@@ -15,6 +15,7 @@ from typing import Any
 
 import boto3
 import pytest
+from scripted_llm import CHAT, ScriptedLLM, use_models
 
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
@@ -115,6 +116,37 @@ def test_a_failed_document_announces_its_code_and_message(
         "code": SpanErrorCode.UNSUPPORTED_TYPE,
         "message": "encrypted PDF",
     }
+
+
+def test_whichever_side_promotes_the_document_completed_is_announced_once(
+    api: Api, runtime: LocalRuntime, services: Services, tap: EventTap
+) -> None:
+    """A subtask that answers a failure (the wiki's model rejects the request) leaves its slot to the
+    machine (RunSubtask's Catch: ReleaseSlot, PromoteIfLast); when the machine's promotion is the one whose
+    condition held, it sends AnnounceCompleted to the webhooks queue, whose handler announces it. Either
+    way the document's completion is announced exactly once."""
+    with ScriptedLLM() as llm:
+        use_models(services, llm)
+        llm.fail_kinds = {"wiki"}
+        kb = api.create_kb(summary_model_id=CHAT, indexing_strategy={"wiki_enabled": True})
+        created = api.upload(kb["id"], "f.md", b"# F\n\n" + b"Ferries cross the sound. " * 20).json_body[
+            "data"
+        ]
+        runtime.drain(timeout=300)
+    events = tap.read(created["id"], until="Knowledge Completed")
+    time.sleep(0.5)
+    events = tap.read(created["id"], until="Knowledge Completed")
+    assert [e["detail-type"] for e in events].count("Knowledge Completed") == 1
+    sfn = boto3.client("stepfunctions")
+    (execution,) = [
+        e
+        for e in sfn.list_executions(stateMachineArn=services.workflow.state_machine_arn)["executions"]  # type: ignore[attr-defined]
+        if e["name"].startswith(created["id"])
+    ]
+    history = sfn.get_execution_history(executionArn=execution["executionArn"], maxResults=1000)["events"]
+    entered = [e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered")]
+    assert entered.count("PromoteIfLast") == 1
+    assert entered.count("AnnounceCompleted") <= 1
 
 
 # ---------------------------------------------------------------- webhooks

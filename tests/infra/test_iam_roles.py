@@ -117,6 +117,7 @@ def test_the_state_machine_may_do_what_its_tasks_do_and_nothing_more(template: d
                 {"Fn::GetAtt": ["MultimodalQueue", "Arn"]},
                 {"Fn::GetAtt": ["PostprocessQueue", "Arn"]},
                 {"Fn::GetAtt": ["EnrichmentQueue", "Arn"]},
+                {"Fn::GetAtt": ["WebhooksQueue", "Arn"]},  # the machine's announcements
             ],
         },
     ]

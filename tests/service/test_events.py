@@ -83,3 +83,24 @@ def test_cancel_and_delete_are_announced_and_the_delete_task_finishing_too(
     assert published(deps).types_of(task.id) == ["Task Completed"]
     done = published(deps).published[-1]
     assert (done.detail["task_kind"], done.detail["status"]) == ("delete_knowledge", "completed")
+
+
+def test_the_state_machines_announcement_is_published_like_any_change(
+    deps: Services, kb: KnowledgeBase
+) -> None:
+    """The machine fails a row whose plan never came back (PostProcessFailed) and, only when that write held,
+    sends AnnounceFailed to the webhooks queue; its handler announces it with the row's tenant and KB."""
+    from chalicelib.stages import webhooks
+
+    knowledge = upload(deps, kb)
+    body = {
+        "announce": "Knowledge Failed",
+        "knowledge_id": knowledge.id,
+        "attempt": 1,
+        "error_code": "TASK_TIMEOUT",
+        "error_message": "post-processing could not be planned; reparse to retry",
+    }
+    run(deps, "webhooks", webhooks.handle, body)
+    failed = published(deps).published[-1]
+    assert failed.type.value == "Knowledge Failed" and failed.tenant_id == kb.tenant_id
+    assert failed.detail["error"] == {"code": "TASK_TIMEOUT", "message": body["error_message"]}
