@@ -90,6 +90,8 @@ def run(deps: Dependencies, task_id: str) -> None:
 
         purge_kb(deps, task.kb_id)  # an FAQ knowledge base's entries and their index entries
         deps.shares.drop(task.kb_id)  # shared with nobody any more
+        for hook in deps.webhooks.list_kb(task.kb_id):  # its webhooks and their logs
+            deps.webhooks.delete(task.kb_id, hook.id)
         deps.kbs.delete(task.kb_id)
     if task.kind == TaskKind.DELETE_TAG and task.failed == 0:
         deps.tags.delete(task.kb_id, str(task.params["tag_id"]))

@@ -165,3 +165,16 @@ def test_the_backoff_doubles_with_jitter_up_to_the_sqs_limit() -> None:
     assert retry_delay(2, 10, 0.5) == 10
     assert retry_delay(20, 10, 1.0) == 900
     assert retry_delay(1, 0, 1.0) == 1
+
+
+def test_deleting_the_knowledge_base_deletes_its_webhooks(deps: Services, kb: KnowledgeBase) -> None:
+    from chalicelib.operations.knowledge_changes import delete_kb
+    from chalicelib.stages import lifecycle
+
+    hook = hook_on(deps, kb)
+    delete_kb(deps, kb.tenant_id, kb.id)
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    while queue.waiting("lifecycle"):
+        queue.deliver("lifecycle", lifecycle.handle, deps)
+    assert deps.webhooks.get(kb.id, str(hook["id"])) is None
