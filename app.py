@@ -7,7 +7,7 @@ from typing import Any
 from chalice import Chalice, Rate, Response
 
 from chalicelib import stages
-from chalicelib.api import faq_routes, http, routes, service_routes
+from chalicelib.api import faq_routes, http, routes, service_routes, webhook_routes
 from chalicelib.bootstrap import get_deps
 from chalicelib.observability import traced
 from chalicelib.settings import get_settings
@@ -236,6 +236,39 @@ def knowledge_base_wiki(kb_id: str) -> Response:
     return routes.knowledge_base_wiki(get_deps(), app.current_request, kb_id)
 
 
+# ---------------------------------------------------------------- webhooks
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/webhooks", methods=["POST"])
+def create_webhook(kb_id: str) -> Response:
+    return webhook_routes.create_webhook(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/webhooks", methods=["GET"])
+def list_webhooks(kb_id: str) -> Response:
+    return webhook_routes.list_webhooks(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/webhooks/{{webhook_id}}", methods=["GET"])
+def get_webhook(kb_id: str, webhook_id: str) -> Response:
+    return webhook_routes.get_webhook(get_deps(), app.current_request, kb_id, webhook_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/webhooks/{{webhook_id}}", methods=["PUT"])
+def update_webhook(kb_id: str, webhook_id: str) -> Response:
+    return webhook_routes.update_webhook(get_deps(), app.current_request, kb_id, webhook_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/webhooks/{{webhook_id}}", methods=["DELETE"])
+def delete_webhook(kb_id: str, webhook_id: str) -> Response:
+    return webhook_routes.delete_webhook(get_deps(), app.current_request, kb_id, webhook_id)
+
+
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/webhooks/{{webhook_id}}/deliveries", methods=["GET"])
+def list_webhook_deliveries(kb_id: str, webhook_id: str) -> Response:
+    return webhook_routes.list_webhook_deliveries(get_deps(), app.current_request, kb_id, webhook_id)
+
+
 # ---------------------------------------------------------------- tags
 
 
@@ -454,6 +487,12 @@ def wiki_task(event: Any) -> dict[str, Any]:
 @traced
 def faq_import_task(event: Any) -> dict[str, Any]:
     return stages.faq_import.handle(get_deps(), event.to_dict(), event.context)
+
+
+@app.on_sqs_message(queue=settings.queue("webhooks"), batch_size=5)
+@traced
+def webhook_delivery(event: Any) -> dict[str, Any]:
+    return stages.webhooks.handle(get_deps(), event.to_dict(), event.context)
 
 
 @app.schedule(Rate(5, unit=Rate.MINUTES))

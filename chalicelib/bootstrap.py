@@ -26,6 +26,7 @@ from chalicelib.ports import (
     DocReader,
     EmbeddingCache,
     EmbeddingModel,
+    EventPublisher,
     FaqRepo,
     FileStore,
     GraphRepo,
@@ -50,6 +51,8 @@ from chalicelib.ports import (
     UrlImporter,
     UsageRepo,
     VisionModel,
+    WebhookRepo,
+    WebhookSender,
     WikiRepo,
     Workflow,
 )
@@ -85,6 +88,9 @@ class Services:
     health: HealthProbe
     faq: FaqRepo
     turns: TurnBook
+    events: EventPublisher
+    webhooks: WebhookRepo
+    webhook_sender: WebhookSender
     #: how waits happen (backoff between retries); tests replace it to run without sleeping
     sleeper: Callable[[float], None] = time.sleep
     build_engine: Callable[[Settings, str], RetrieveEngine] | None = None
@@ -370,6 +376,22 @@ def _build_faq_repo(settings: Settings, dynamodb: Any) -> FaqRepo:
     return DynamoFaqRepo(model)
 
 
+def _build_webhook_repo(settings: Settings, dynamodb: Any) -> WebhookRepo:
+    from chalicelib.adapters.dynamo import share_one_connection
+    from chalicelib.adapters.dynamo.webhooks import DynamoWebhookRepo, build_webhook_model
+
+    model = build_webhook_model(settings)
+    share_one_connection(dynamodb, model)
+    return DynamoWebhookRepo(model)
+
+
+def _webhook_sender(settings: Settings) -> WebhookSender:
+    from chalicelib.net.ssrf import AllowList
+    from chalicelib.net.webhooks import SafeWebhookSender
+
+    return SafeWebhookSender(AllowList.parse(settings.ssrf_allow), timeout=settings.webhook_timeout_seconds)
+
+
 def _state_machine_arn(settings: Settings, sfn: Any) -> str:
     if settings.state_machine_arn:
         return settings.state_machine_arn
@@ -402,6 +424,7 @@ def build_services(settings: Settings | None = None) -> Services:
     )
     from chalicelib.adapters.dynamo.turns import DynamoTurnBook
     from chalicelib.adapters.dynamo.usage import DynamoUsageRepo, build_usage_model
+    from chalicelib.adapters.events import EventBridgePublisher
     from chalicelib.adapters.health import AwsHealthProbe
     from chalicelib.adapters.queues import SqsTaskQueue
     from chalicelib.adapters.storage import LocalFileStore, S3FileStore
@@ -456,6 +479,9 @@ def build_services(settings: Settings | None = None) -> Services:
         ),
         faq=_build_faq_repo(settings, dynamodb),
         turns=DynamoTurnBook(models),
+        events=EventBridgePublisher(_client("events", settings), settings.event_bus_name),
+        webhooks=_build_webhook_repo(settings, dynamodb),
+        webhook_sender=_webhook_sender(settings),
         build_engine=_build_engine,
         build_embedding_cache=lambda: _build_embedding_cache(settings, dynamodb),
         build_operator_key=_build_operator_key,
@@ -478,6 +504,7 @@ def memory_deps(
         MemoryApiKeyRepo,
         MemoryChunkRepo,
         MemoryEmbeddingCache,
+        MemoryEventPublisher,
         MemoryFaqRepo,
         MemoryFileStore,
         MemoryGraphRepo,
@@ -492,6 +519,7 @@ def memory_deps(
         MemoryTenantRepo,
         MemoryTurnBook,
         MemoryUsageRepo,
+        MemoryWebhookRepo,
         MemoryWikiRepo,
         MemoryWorkflow,
         ScriptedUrlImporter,
@@ -540,6 +568,9 @@ def memory_deps(
         health=MemoryHealthProbe(),
         faq=MemoryFaqRepo(),
         turns=MemoryTurnBook(),
+        events=MemoryEventPublisher(),
+        webhooks=MemoryWebhookRepo(),
+        webhook_sender=_webhook_sender(settings),
         sleeper=InstantSleep(),
         build_engine=build_engine,
         build_embedding_cache=lambda: cache,

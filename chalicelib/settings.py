@@ -36,6 +36,7 @@ TABLES = (
     "tags",
     "faq",
     "turns",
+    "webhooks",
 )
 QUEUES = (
     "uploads",
@@ -48,6 +49,7 @@ QUEUES = (
     "lifecycle",
     "wiki",
     "faq-import",
+    "webhooks",
 )
 #: the local MiniLM model spaces (adapters/models/local_onnx.py): int8 arithmetic with 7-bit weights, the
 #: same vectors on every CPU (the default); int8 arithmetic with 8-bit weights, without ONNX Runtime's
@@ -337,6 +339,13 @@ class Settings:
     operator_key_parameter: str = ""
     #: a JSON object of prices that overrides the built-in table (chalicelib/domain/pricing.py)
     prices_file: str = ""
+    #: the EventBridge bus changes are announced on ("" = `{prefix}-events`)
+    event_bus: str = ""
+    #: webhook deliveries: tries before a delivery is parked in the webhooks DLQ, the first retry's delay
+    #: (doubled each try, with jitter, at most 900 s) and how long one request may take
+    webhook_max_attempts: int = 5
+    webhook_backoff_seconds: int = 10
+    webhook_timeout_seconds: float = 5.0
 
     def storage_backend(self, backend_id: str) -> StorageBackendConfig | None:
         return next((b for b in self.storage_backends if b.id == backend_id), None)
@@ -346,6 +355,10 @@ class Settings:
 
     def queue(self, name: str) -> str:
         return self.queue_names.get(name) or f"{self.prefix}-{name}"
+
+    @property
+    def event_bus_name(self) -> str:
+        return self.event_bus or f"{self.prefix}-events"
 
 
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?")
@@ -491,6 +504,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         operator_key=e.text("WEKNORA_OPERATOR_KEY"),
         operator_key_parameter=e.text("WEKNORA_OPERATOR_KEY_PARAMETER"),
         prices_file=e.text("WEKNORA_PRICES_FILE"),
+        event_bus=e.text("WEKNORA_EVENT_BUS"),
+        webhook_max_attempts=max(1, e.int("WEKNORA_WEBHOOK_MAX_ATTEMPTS", 5)),
+        webhook_backoff_seconds=e.int("WEKNORA_WEBHOOK_BACKOFF_SECONDS", 10),
+        webhook_timeout_seconds=e.float("WEKNORA_WEBHOOK_TIMEOUT_SECONDS", 5.0),
     )
 
 

@@ -32,6 +32,7 @@ TABLES = {
     "wiki": "WikiTable",
     "tags": "TagsTable",
     "faq": "FaqTable",
+    "webhooks": "WebhooksTable",
 }
 #: the stage queues (logical ids) by the name the code sends to; each has `<Name>DeadLetterQueue`
 QUEUES = {
@@ -45,6 +46,7 @@ QUEUES = {
     "lifecycle": "LifecycleQueue",
     "wiki": "WikiQueue",
     "faq-import": "FaqImportQueue",
+    "webhooks": "WebhooksQueue",
 }
 
 READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem")
@@ -155,6 +157,10 @@ TASK_CALLBACKS = Grant(
     ("*",),
     why="task-token callbacks have no resource-level permission: the token names the task",
 )
+#: what a function that decides a change does to announce it (services/events.py): the event on the bus, and
+#: one message per interested webhook of the knowledge base on the webhooks queue
+PUBLISH = Grant(("events:PutEvents",), (_arn("EventBus"),))
+ANNOUNCE = [PUBLISH, Grant(READ, tables("webhooks")), send_to("webhooks")]
 OCR = Grant(
     ("textract:DetectDocumentText",),
     ("*",),
@@ -182,7 +188,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
             "tags",
             "faq",
             "turns",
+            "webhooks",
         ),
+        PUBLISH,
         Grant(("dynamodb:Scan",), tables("tenants")),
         Grant(("dynamodb:DescribeTable",), tables("knowledge")),
         Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects(),)),
@@ -212,6 +220,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
     ],
     # S3 ObjectCreated on uploads/ -> the same create path as the API
     "OnUploadEvent": [
+        *ANNOUNCE,
         *own_queue("uploads"),
         read_tables("tenants", "knowledge-bases", "knowledge", "dedupe", "tags", "turns"),
         write_tables("tenants", "knowledge", "dedupe", "tags", "turns"),
@@ -222,6 +231,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         send_to("docreader"),
     ],
     "DocreaderStage": [
+        *ANNOUNCE,
         *own_queue("docreader"),
         read_tables("tenants", "knowledge-bases", "knowledge", "spans", "turns"),
         write_tables("tenants", "knowledge", "spans", "usage", "turns"),
@@ -244,6 +254,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         ),
     ],
     "ChunkingStage": [
+        *ANNOUNCE,
         *own_queue("chunking"),
         read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans"),
         write_tables("tenants", "knowledge", "chunks", "spans", "usage"),
@@ -252,6 +263,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         send_to("embedding"),
     ],
     "EmbeddingStage": [
+        *ANNOUNCE,
         *own_queue("embedding"),
         read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache"),
         write_tables("tenants", "knowledge", "chunks", "spans", "embedding-cache", "usage"),
@@ -273,6 +285,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         BEDROCK,
     ],
     "PostprocessTask": [
+        *ANNOUNCE,
         *own_queue("postprocess"),
         read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "graph"),
         write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage"),
@@ -284,6 +297,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         BEDROCK,
     ],
     "EnrichmentTask": [
+        *ANNOUNCE,
         *own_queue("enrichment"),
         read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "tags"),
         write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage", "tags", "graph", "wiki"),
@@ -293,6 +307,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         BEDROCK,
     ],
     "WikiTask": [
+        *ANNOUNCE,
         *own_queue("wiki"),
         read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "wiki"),
         write_tables("knowledge", "chunks", "spans", "embedding-cache", "wiki"),
@@ -304,6 +319,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
     ],
     # Durable lifecycle work: delete, reparse, move and clone touch every aggregate of a knowledge base.
     "LifecycleTask": [
+        PUBLISH,
+        send_to("webhooks"),
         *own_queue("lifecycle"),
         read_tables(*ALL_TABLES),
         write_tables(*ALL_TABLES),
@@ -315,6 +332,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         BEDROCK,
     ],
     "FaqImportTask": [
+        *ANNOUNCE,
         *own_queue("faq-import"),
         read_tables("knowledge-bases", "tasks", "faq", "embedding-cache"),
         write_tables("tasks", "faq", "embedding-cache"),
@@ -325,11 +343,20 @@ FUNCTIONS: dict[str, list[Grant]] = {
     ],
     # rate(5 minutes): stale rows are failed or restarted (from the first stage), lost deletes redriven
     "Housekeeping": [
+        *ANNOUNCE,
         read_tables("knowledge-bases", "knowledge", "spans", "tasks", "turns"),
         write_tables("knowledge", "spans", "tasks", "turns"),
         send_to("docreader", "lifecycle"),
         Grant(("sqs:GetQueueAttributes",), queues("docreader")),
         Grant(("states:DescribeExecution",), (EXECUTIONS,)),
+    ],
+    # the webhooks queue: signs and posts one delivery, logs the try, retries it later (a new message with a
+    # delay) or parks it in the DLQ after the last try; it also announces what the state machine decided
+    "WebhookDelivery": [
+        *own_queue("webhooks"),
+        read_tables("webhooks", "knowledge"),
+        write_tables("webhooks"),
+        PUBLISH,  # the state machine's announcements (stages/webhooks.py `announced`)
     ],
 }
 

@@ -50,6 +50,7 @@ TRIGGERS: dict[str, str | None] = {
     "LifecycleTask": "lifecycle",
     "WikiTask": "wiki",
     "FaqImportTask": "faq-import",
+    "WebhookDelivery": "webhooks",
 }
 #: how many invocations each trigger may run at once (SQS ScalingConfig, 2..1000), after WeKnora's worker
 #: pools (docreader 4 workers per instance, enrichment 12, postprocess 2, maintenance 4, wiki 8): a big
@@ -65,6 +66,7 @@ MAXIMUM_CONCURRENCY = {
     "lifecycle": 4,
     "wiki": 8,
     "faq-import": 2,
+    "webhooks": 5,
 }
 RETAINED_TYPES = ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::SQS::Queue")
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557)

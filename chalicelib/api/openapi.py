@@ -11,9 +11,18 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from chalicelib.api.registry import OPERATIONS, Operation
+from chalicelib.domain.events import EVENT_DETAIL_SCHEMA, EVENT_SOURCE
 from chalicelib.settings import app_version
 
 REF_TEMPLATE = "#/components/schemas/{model}"
+#: what a webhook receives: the event's detail as the JSON body, signed (README, "Events and webhooks")
+WEBHOOK_DELIVERY_SCHEMA: dict[str, Any] = {
+    "description": f"A webhook delivery: POST of an EventDetail (the detail of the `{EVENT_SOURCE}` event "
+    "on the bus) with the headers X-Weknora-Signature (`t=<unix seconds>,v1=<hex HMAC-SHA256 of "
+    "'<t>.<body>' with the webhook's secret>`), X-Weknora-Event (the detail-type) and X-Weknora-Delivery "
+    "(the same on every retry of one delivery). Answer 2xx; anything else is retried with backoff.",
+    "$ref": "#/components/schemas/EventDetail",
+}
 _PARAM = re.compile(r"{([^}]+)}")
 
 
@@ -165,7 +174,12 @@ def build_document(app: Any) -> dict[str, Any]:
         },
         "paths": paths,
         "components": {
-            "schemas": {**_common_schemas(), **schemas.get("$defs", {})},
+            "schemas": {
+                **_common_schemas(),
+                "EventDetail": EVENT_DETAIL_SCHEMA,
+                "WebhookDelivery": WEBHOOK_DELIVERY_SCHEMA,
+                **schemas.get("$defs", {}),
+            },
             "securitySchemes": {
                 "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
                 "OperatorKey": {"type": "apiKey", "in": "header", "name": "X-Operator-Key"},

@@ -45,6 +45,7 @@ from chalicelib.faq.rows import SourceError, failed_rows_csv, read_rows
 from chalicelib.faq.validation import Plan, PlannedRow, counts, plan_append, plan_replace
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
+from chalicelib.services.events import task_finished
 from chalicelib.tasks import new_task
 
 QUEUE = "faq-import"
@@ -249,7 +250,8 @@ def _report_dry_run(deps: Dependencies, task: Task, plan: Plan) -> None:
         **tally,
     )
     _cleanup_objects(deps, task)
-    _save(deps, task)
+    if _save(deps, task):
+        task_finished(deps, task)
 
 
 def _execute(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan) -> None:
@@ -401,7 +403,8 @@ def _finish(
             },
         )
     _cleanup_objects(deps, task)
-    _save(deps, task)
+    if _save(deps, task):
+        task_finished(deps, task)
     if not task.params.get("dry_run"):
         deps.faq.release_lease(task.kb_id, task.id)
 
@@ -411,7 +414,8 @@ def _fail_without_lease(deps: Dependencies, task: Task, error: str) -> None:
     task.status = TaskStatus.FAILED
     task.progress.update(status="failed", error=error)
     task.errors["import"] = error
-    _save(deps, task)
+    if _save(deps, task):
+        task_finished(deps, task)
 
 
 def _tidy_tags(deps: Dependencies, kb: KnowledgeBase, plan: Plan) -> None:

@@ -97,6 +97,9 @@ def _naming(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     delete = params.get("Delete")
     if isinstance(delete, Mapping):  # S3 DeleteObjects names its keys inside the request
         named += [("Key", str(entry.get("Key"))) for entry in delete.get("Objects") or []]
+    for entry in params.get("Entries") or []:  # EventBridge PutEvents names its bus in each entry
+        if isinstance(entry, Mapping) and entry.get("EventBusName"):
+            named.append(("EventBusName", str(entry["EventBusName"])))
     for item in params.get("TransactItems") or []:
         for operation, request in item.items():
             named.append((f"Transact{operation}", str(request.get("TableName", ""))))

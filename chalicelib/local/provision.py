@@ -109,6 +109,7 @@ _USED_PROPS: dict[str, tuple[str, ...]] = {
     "AWS::S3::Bucket": ("BucketName", "NotificationConfiguration"),
     "AWS::Serverless::StateMachine": _SM_PROPS,
     "AWS::StepFunctions::StateMachine": _SM_PROPS,
+    "AWS::Events::EventBus": ("Name",),
 }
 
 
@@ -281,6 +282,7 @@ class _Provisioner(TemplateResolver):
         self.sqs: Any = boto3.client("sqs", **kw)
         self.s3: Any = boto3.client("s3", **kw)
         self.sfn: Any = boto3.client("stepfunctions", **kw)
+        self.events: Any = boto3.client("events", **kw)
 
     # ---- ordering -------------------------------------------------------------------------------------
 
@@ -338,6 +340,7 @@ class _Provisioner(TemplateResolver):
             "AWS::S3::Bucket": self._bucket,
             "AWS::Serverless::StateMachine": self._state_machine,
             "AWS::StepFunctions::StateMachine": self._state_machine,
+            "AWS::Events::EventBus": self._event_bus,
         }
         for logical in self.order():
             spec = self.resources_def[logical]
@@ -521,6 +524,17 @@ class _Provisioner(TemplateResolver):
             self.sfn.update_state_machine(stateMachineArn=arn, definition=definition, roleArn=str(role))
         sm_cfn_type = "AWS::StepFunctions::StateMachine"
         return ProvisionedResource(logical, sm_cfn_type, name, arn, None, {"Name": name})
+
+    def _event_bus(self, logical: str, props: dict[str, Any]) -> ProvisionedResource:
+        """A custom bus on moto's EventBridge: `put_events` to it reaches its pattern rules' SQS targets."""
+        name = self._physical_name(logical, props, "Name")
+        try:
+            arn = self.events.create_event_bus(Name=name)["EventBusArn"]
+        except ClientError as exc:
+            if _code(exc) != "ResourceAlreadyExistsException":
+                raise
+            arn = self.events.describe_event_bus(Name=name)["Arn"]
+        return ProvisionedResource(logical, "AWS::Events::EventBus", name, str(arn), None, {"Name": name})
 
     def _definition_text(self, logical: str, props: dict[str, Any]) -> str:
         if "DefinitionString" in props:

@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 from chalicelib.commands import ManualRequest, ProcessConfig, UploadUrlRequest, UrlImportRequest
 from chalicelib.domain.errors import AppError, BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge
+from chalicelib.domain.events import EventType
 from chalicelib.domain.filetypes import is_importable, validate_import_file_type
 from chalicelib.domain.ids import file_dedupe_key, file_md5, url_dedupe_key
 from chalicelib.domain.markup import strip_active_content
@@ -33,6 +34,7 @@ from chalicelib.domain.urls import redact_credentials
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge
 from chalicelib.services.dispatch import enqueue_first_stage, visible_at
+from chalicelib.services.events import knowledge_changed
 from chalicelib.services.offered import check_override_models
 from chalicelib.services.ownership import require_kb
 from chalicelib.services.quotas import check_storage_for_upload, reserve_document
@@ -155,6 +157,7 @@ def _insert_or_remove_object(
         if isinstance(error, DuplicateKnowledge):  # lost a race with an identical upload
             raise duplicate_error(error.existing, duplicate_code) from None
         raise
+    knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_CREATED)  # the insert happened once: announce it
 
 
 # ---------------------------------------------------------------- presigned uploads

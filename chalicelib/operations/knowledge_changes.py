@@ -12,6 +12,7 @@ from typing import Any
 
 from chalicelib.commands import BatchDeleteRequest, BatchReparseRequest, EditKnowledgeRequest, ReparseRequest
 from chalicelib.domain.errors import BadRequest, NotFound, PayloadTooLarge
+from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name, file_md5
 from chalicelib.domain.status import CANCEL_FROM
 from chalicelib.domain.storage_keys import source_object_key
@@ -27,6 +28,7 @@ from chalicelib.domain.types import (
 from chalicelib.operations.create import sanitize_manual
 from chalicelib.ports import Dependencies, IndexSpace
 from chalicelib.services.dispatch import enqueue_first_stage
+from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.storage import files_of
@@ -106,6 +108,7 @@ def cancel(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
     deps.tracker.close_root(
         cancelled.id, cancelled.attempt, SpanStatus.CANCELLED, "CANCELLED", CANCEL_MESSAGE
     )
+    knowledge_changed(deps, cancelled, EventType.KNOWLEDGE_CANCELLED, status=ParseStatus.CANCELLED.value)
     return cancelled
 
 

@@ -9,6 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from chalicelib.ports.dependencies import Dependencies, ProgressTracker
+from chalicelib.ports.events import (
+    DeliveryRecord,
+    EventPublisher,
+    Webhook,
+    WebhookAnswer,
+    WebhookRepo,
+    WebhookSender,
+)
 from chalicelib.ports.faq import FaqLease, FaqRepo
 from chalicelib.ports.index import IndexEntry, IndexSpace, RetrieveEngine, SearchHit
 from chalicelib.ports.models import (
@@ -79,11 +87,13 @@ __all__ = [
     "ChunkRepo",
     "CrossBackendOperation",
     "DeadLetter",
+    "DeliveryRecord",
     "Dependencies",
     "DocReader",
     "DuplicateKnowledge",
     "EmbeddingCache",
     "EmbeddingModel",
+    "EventPublisher",
     "FaqLease",
     "FaqRepo",
     "FetchFailed",
@@ -131,6 +141,10 @@ __all__ = [
     "UsageEntry",
     "UsageRepo",
     "VisionModel",
+    "Webhook",
+    "WebhookAnswer",
+    "WebhookRepo",
+    "WebhookSender",
     "WikiOp",
     "WikiPageRecord",
     "WikiRepo",

@@ -10,6 +10,7 @@ from chalicelib.domain.types import (
     SpanStatus,
     Stage,
 )
+from chalicelib.ports.events import EventPublisher, WebhookRepo, WebhookSender
 from chalicelib.ports.faq import FaqRepo
 from chalicelib.ports.index import RetrieveEngine
 from chalicelib.ports.models import (
@@ -103,6 +104,12 @@ class Dependencies(Protocol):
     faq: FaqRepo
     #: whose turn it is at each stage's door (fairness between tenants)
     turns: TurnBook
+    #: where changes are announced (the stack's EventBridge bus)
+    events: EventPublisher
+    #: the knowledge bases' webhooks and their delivery logs
+    webhooks: WebhookRepo
+    #: posts webhook deliveries through the SSRF-safe client
+    webhook_sender: WebhookSender
 
     def sleep(self, seconds: float) -> None:
         """How waits happen (backoff between retries); tests make it instant."""

@@ -10,9 +10,11 @@ from datetime import UTC, datetime, timedelta
 
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import SpanErrorCode
+from chalicelib.domain.events import EventType
 from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, Stage, StageMessage, SummaryStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, WikiOp
+from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import queued_at_door
 
 
@@ -45,10 +47,20 @@ def enqueue_first_stage(
     except Exception as error:  # any failure to enqueue leaves a failed row that reparse recovers
         logger.exception("enqueue failed", extra={"knowledge_id": knowledge.id})
         message = f"could not enqueue processing ({type(error).__name__}); reparse to retry"
-        deps.knowledge.mark_failed(knowledge.id, knowledge.attempt, message, SpanErrorCode.ENQUEUE_FAILED)
+        failed = deps.knowledge.mark_failed(
+            knowledge.id, knowledge.attempt, message, SpanErrorCode.ENQUEUE_FAILED
+        )
         knowledge.parse_status = ParseStatus.FAILED
         knowledge.error_message = message
         knowledge.error_code = SpanErrorCode.ENQUEUE_FAILED
+        if failed:
+            knowledge_changed(
+                deps,
+                knowledge,
+                EventType.KNOWLEDGE_FAILED,
+                error_code=SpanErrorCode.ENQUEUE_FAILED,
+                error_message=message,
+            )
     return knowledge
 
 

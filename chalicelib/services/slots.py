@@ -15,12 +15,21 @@ keyed by the subtask id, so the count stays exact whoever gets there first:
 
 from __future__ import annotations
 
+from chalicelib.domain.events import EventType
+from chalicelib.domain.types import ParseStatus
 from chalicelib.ports import Dependencies
+from chalicelib.services.events import knowledge_changed_by_id
 
 
 def settle_slot(deps: Dependencies, knowledge_id: str, attempt: int, subtask_id: str) -> None:
     remaining = deps.knowledge.release_slot(knowledge_id, attempt, subtask_id)
     # None: released before (a redelivery whose first run may have died before it promoted) or the row
     # moved on; the promotion's own condition decides.
-    if remaining is None or remaining == 0:
-        deps.knowledge.promote(knowledge_id, attempt)
+    if (remaining is None or remaining == 0) and deps.knowledge.promote(knowledge_id, attempt):
+        knowledge_changed_by_id(
+            deps,
+            knowledge_id,
+            EventType.KNOWLEDGE_COMPLETED,
+            status=ParseStatus.COMPLETED.value,
+            attempt=attempt,
+        )

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         multimodal,
         postprocess,
         uploads,
+        webhooks,
         wiki,
     )
 
@@ -36,6 +37,7 @@ STAGES = (
     "multimodal",
     "postprocess",
     "uploads",
+    "webhooks",
     "wiki",
 )
 

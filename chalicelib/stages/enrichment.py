@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from chalicelib.domain.events import EventType
 from chalicelib.domain.plan import TEXT_LIKE, WINDOW
 from chalicelib.domain.process_config import EXTRACTIVE_SUMMARY, resolve
 from chalicelib.domain.types import (
@@ -27,6 +28,7 @@ from chalicelib.domain.types import (
 )
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
 from chalicelib.services.dispatch import request_summary_refresh
+from chalicelib.services.events import summary_changed
 from chalicelib.services.indexing import write_extra_chunks
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.slots import settle_slot
@@ -161,7 +163,10 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     if not write_extra_chunks(deps, knowledge, kb, [chunk]):
         raise Skip("the knowledge was deleted, cancelled or superseded")
     description = None if _described_by_user(deps, knowledge) else text
-    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.COMPLETED.value, description=description)
+    if deps.knowledge.set_summary_status(
+        knowledge.id, SummaryStatus.COMPLETED.value, description=description
+    ):
+        summary_changed(deps, knowledge, EventType.SUMMARY_COMPLETED, SummaryStatus.COMPLETED.value)
     return {"summary_chars": len(text), "model": model_id}
 
 
@@ -174,7 +179,8 @@ def _described_by_user(deps: Dependencies, knowledge: Knowledge) -> bool:
 def _summary_failed(
     deps: Dependencies, knowledge: Knowledge, reason: str, fallback: str | None = None
 ) -> None:
-    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.FAILED.value, description=fallback)
+    if deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.FAILED.value, description=fallback):
+        summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)
 
 
 # ---------------------------------------------------------------- questions

@@ -14,10 +14,12 @@ from typing import Any
 
 from chalicelib.domain.clock import iso_before
 from chalicelib.domain.errors import SpanErrorCode
+from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, SummaryStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
+from chalicelib.services.events import knowledge_changed, summary_changed
 from chalicelib.tasks import redrive_delete
 
 
@@ -52,6 +54,14 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
                 knowledge.id, knowledge.attempt, SpanStatus.FAILED, SpanErrorCode.TASK_TIMEOUT, message
             )
             report.recovered.append(knowledge.id)
+            knowledge_changed(
+                deps,
+                knowledge,
+                EventType.KNOWLEDGE_FAILED,
+                status=ParseStatus.FAILED.value,
+                error_code=SpanErrorCode.TASK_TIMEOUT,
+                error_message=message,
+            )
     for knowledge in deps.knowledge.deleting_older_than(cutoff):
         # A delete whose task was lost (or ended in the DLQ): accepted work is never lost, so drive it again.
         redrive_delete(deps, knowledge)
@@ -62,6 +72,7 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
             knowledge.id, SummaryStatus.FAILED.value, only_if=SummaryStatus.PROCESSING.value
         ):
             report.summaries_failed.append(knowledge.id)
+            summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)
     if report.recovered or report.summaries_failed:
         logger.warning(
             "housekeeping recovered stuck rows",

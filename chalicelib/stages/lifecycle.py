@@ -24,6 +24,7 @@ from chalicelib.domain.errors import AppError, StageError
 from chalicelib.domain.status import REPARSE_FROM
 from chalicelib.domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
 from chalicelib.ports import Dependencies
+from chalicelib.services.events import task_finished
 from chalicelib.stages.runner import come_back_soon, parse_body, process_batch
 from chalicelib.tasks.delete import delete_one
 from chalicelib.tasks.reembed import RetryTaskLater, reembed_work
@@ -89,6 +90,8 @@ def run(deps: Dependencies, task_id: str) -> None:
 
         purge_kb(deps, task.kb_id)  # an FAQ knowledge base's entries and their index entries
         deps.shares.drop(task.kb_id)  # shared with nobody any more
+        for hook in deps.webhooks.list_kb(task.kb_id):  # its webhooks and their logs
+            deps.webhooks.delete(task.kb_id, hook.id)
         deps.kbs.delete(task.kb_id)
     if task.kind == TaskKind.DELETE_TAG and task.failed == 0:
         deps.tags.delete(task.kb_id, str(task.params["tag_id"]))
@@ -99,7 +102,8 @@ def run(deps: Dependencies, task_id: str) -> None:
         if task.succeeded == 0
         else TaskStatus.PARTIAL
     )
-    _save(deps, task)
+    if _save(deps, task):  # a later delivery finds the task finished and returns: announced once
+        task_finished(deps, task)
 
 
 def _save(deps: Dependencies, task: Task) -> bool:

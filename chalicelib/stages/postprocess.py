@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalicelib.domain import metering
+from chalicelib.domain.events import EventType
 from chalicelib.domain.filetypes import DATA_TABLE_EXTENSIONS
 from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.plan import plan, planned_subtask
@@ -24,6 +25,7 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ModelRequestError
+from chalicelib.services.events import knowledge_changed
 from chalicelib.services.indexing import write_extra_chunks
 from chalicelib.services.storage import files_of
 from chalicelib.stages.messages import TaskMessageModel
@@ -103,6 +105,8 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
         if settled is None:
             raise Skip("superseded, cancelled or deleted")
         return settled
+    if settled_row.parse_status == ParseStatus.COMPLETED:  # nothing planned: this write completed it
+        knowledge_changed(deps, settled_row, EventType.KNOWLEDGE_COMPLETED)
     return answer(subtasks)
 
 

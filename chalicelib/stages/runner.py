@@ -33,11 +33,13 @@ from chalicelib.domain.errors import (
     SpanErrorCode,
     StageError,
 )
+from chalicelib.domain.events import EventType as Announced
 from chalicelib.domain.types import Knowledge, ParseStatus, Stage, StageMessage
 from chalicelib.observability import logger, stage_outcome
 from chalicelib.ports import Dependencies
 from chalicelib.services.deadline import deadline_of, stage_deadline
 from chalicelib.services.dispatch import enqueue
+from chalicelib.services.events import knowledge_changed_by_id
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.usage import metered_invocation
 from chalicelib.stages.messages import StageMessageModel, TaskMessageModel
@@ -90,7 +92,16 @@ def receive_count(record: SQSRecord) -> int:
 
 
 def fail_knowledge(deps: Dependencies, message: StageMessage, stage: Stage, code: str, reason: str) -> None:
-    deps.knowledge.mark_failed(message.knowledge_id, message.attempt, reason, code)
+    if deps.knowledge.mark_failed(message.knowledge_id, message.attempt, reason, code):
+        knowledge_changed_by_id(
+            deps,
+            message.knowledge_id,
+            Announced.KNOWLEDGE_FAILED,
+            status=ParseStatus.FAILED.value,
+            attempt=message.attempt,
+            error_code=code,
+            error_message=reason,
+        )
     deps.tracker.fail_stage(message.knowledge_id, message.attempt, stage, code, reason)
     leave_pipeline(deps, message.tenant_id, message.knowledge_id)
 

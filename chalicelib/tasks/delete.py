@@ -7,6 +7,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 
+from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.storage_keys import (
     download_copy_key,
@@ -18,6 +19,7 @@ from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, UnknownStorageBackend
 from chalicelib.services import page_range_store
+from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import index_space_if_usable
@@ -81,6 +83,7 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
             deps.inbox.delete(deps.inbox.url_for(image_copy_key(knowledge.tenant_id, knowledge.id, url)))
     if deps.knowledge.delete(knowledge.id):  # True once: a retried delete finds the row gone
         deps.tenants.release_document(knowledge.tenant_id)
+        knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_DELETED, status="deleted")
     leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
 
 

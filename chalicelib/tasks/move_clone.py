@@ -29,6 +29,7 @@ from functools import partial
 from typing import Any
 
 from chalicelib.domain.errors import Forbidden, PermanentStageError
+from chalicelib.domain.events import EventType
 from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.storage_backends import backend_of
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
@@ -47,6 +48,7 @@ from chalicelib.faq.clone import faq_clone_work
 from chalicelib.faq.entries import FAQ_KB_TYPE
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge, FileStore, IndexSpace
+from chalicelib.services.events import knowledge_changed
 from chalicelib.services.quotas import reserve_document
 from chalicelib.services.storage import files_of
 from chalicelib.services.tag_names import tag_by_names, tag_names
@@ -331,6 +333,8 @@ def clone_one(
                 raise ItemFailed(
                     f"the target knowledge base already holds this content as knowledge {duplicate.existing.id}"
                 ) from duplicate
+        else:
+            knowledge_changed(deps, row, EventType.KNOWLEDGE_CREATED)
     try:
         _copy_content(deps, src, row, source_kb, target, keys)
     except BaseException:
@@ -509,6 +513,7 @@ def _copy_content(
         row.id, row.attempt, chunk_count=src.chunk_count, storage_size=src.file_size, completed=True
     ):
         deps.tenants.add_usage(row.tenant_id, src.file_size)
+        knowledge_changed(deps, row, EventType.KNOWLEDGE_COMPLETED, status=ParseStatus.COMPLETED.value)
     if src.enable_status == EnableStatus.DISABLED:  # its entries were copied disabled too
         deps.knowledge.update_fields(row.id, {"enable_status": EnableStatus.DISABLED.value})
     tracker.close_root(row.id, row.attempt, SpanStatus.DONE)
@@ -536,3 +541,4 @@ def _remove_copy(
             deps.files.delete(files_of(deps, row).url_for(key))
     if deps.knowledge.delete(row.id):
         deps.tenants.release_document(row.tenant_id)
+        knowledge_changed(deps, row, EventType.KNOWLEDGE_DELETED, status="deleted")

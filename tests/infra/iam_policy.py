@@ -138,6 +138,12 @@ def requests_of(call: AwsCall, region: str, account: str = ACCOUNT_ID) -> list[R
         if not secret.startswith("arn:"):  # by name: IAM sees the ARN (its random suffix aside)
             secret = f"arn:aws:secretsmanager:{region}:{account}:secret:{secret}"
         return [Request(f"secretsmanager:{call.operation}", secret)]
+    if call.service == "events":
+        buses = [value for name, value in params if name == "EventBusName"] or ["default"]
+        return [
+            Request(f"events:{call.operation}", f"arn:aws:events:{region}:{account}:event-bus/{bus}")
+            for bus in buses
+        ]
     if call.service == "textract":
         return [Request(f"textract:{call.operation}", "*")]
     return [Request(f"{call.service}:{_UNMAPPED}:{call.operation}", "*")]

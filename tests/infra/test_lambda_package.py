@@ -86,6 +86,7 @@ def test_every_zip_function_is_checked(built: dict[str, Any]) -> None:
         "LifecycleTask",
         "WikiTask",
         "FaqImportTask",
+        "WebhookDelivery",
         "Housekeeping",
     }
 
@@ -129,6 +130,7 @@ def test_the_check_reaches_what_each_function_runs(built: dict[str, Any]) -> Non
         "LifecycleTask": "lifecycle",
         "WikiTask": "wiki",
         "FaqImportTask": "faq_import",
+        "WebhookDelivery": "webhooks",
         "Housekeeping": "housekeeping",
     }
     for function, stage in stages.items():

@@ -36,6 +36,7 @@ FUNCTIONS: dict[str, str | None] = {
     "LifecycleTask": "LifecycleQueue",
     "WikiTask": "WikiQueue",
     "FaqImportTask": "FaqImportQueue",
+    "WebhookDelivery": "WebhooksQueue",
 }
 QUEUES = sorted({q for q in FUNCTIONS.values() if q})
 TOPIC = {"Ref": "AlarmTopic"}

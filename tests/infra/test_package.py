@@ -45,7 +45,7 @@ def test_every_sqs_trigger_reports_batch_item_failures(packaged: dict[str, Any])
         for event in fn["Properties"].get("Events", {}).values()
         if event["Type"] == "SQS"
     ]
-    assert len(sqs_events) == 10
+    assert len(sqs_events) == 11
     for name, event in sqs_events:
         assert event["Properties"].get("FunctionResponseTypes") == ["ReportBatchItemFailures"], name
 
@@ -65,6 +65,7 @@ def test_queues_have_dlqs_with_four_tries(packaged: dict[str, Any]) -> None:
         "Lifecycle",
         "Wiki",
         "FaqImport",
+        "Webhooks",
     }
     for name, queue in main.items():
         redrive = queue["Properties"]["RedrivePolicy"]
@@ -91,6 +92,7 @@ def test_tables_bucket_notification_state_machine_and_schedule(packaged: dict[st
         "TurnsTable",
         "TagsTable",
         "FaqTable",
+        "WebhooksTable",
     }
     bucket = template["Resources"]["FilesBucket"]["Properties"]
     notification = bucket["NotificationConfiguration"]["QueueConfigurations"][0]
@@ -155,6 +157,7 @@ def test_the_chalice_app_keeps_the_api_and_the_light_stages(packaged: dict[str, 
         "LifecycleTask",
         "WikiTask",
         "FaqImportTask",
+        "WebhookDelivery",
         "Housekeeping",
     }
 

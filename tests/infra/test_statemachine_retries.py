@@ -29,6 +29,8 @@ def test_every_integration_task_retries_throttling_with_jittered_backoff() -> No
         "ReleaseSlot",
         "PromoteIfLast",
         "PostProcessFailed",
+        "AnnounceCompleted",
+        "AnnounceFailed",
     }
     for name, state in tasks:
         service = "DynamoDB" if ":dynamodb:" in state["Resource"] else "SQS"
@@ -70,7 +72,12 @@ def test_the_success_path_enters_four_states_for_a_document_with_one_subtask() -
     run = enrich["States"]["RunSubtask"]
     [catch] = run["Catch"]
     assert catch["ErrorEquals"] == ["States.ALL"] and catch["Next"] == "ReleaseSlot"
-    assert _path(enrich["States"], "ReleaseSlot") == ["ReleaseSlot", "PromoteIfLast"]
+    # a promotion the machine decided is announced (the webhooks queue's handler publishes it)
+    assert _path(enrich["States"], "ReleaseSlot") == ["ReleaseSlot", "PromoteIfLast", "AnnounceCompleted"]
+    assert _path(states, "PostProcessFailed") == ["PostProcessFailed", "AnnounceFailed", "Superseded"]
+    for announce in (enrich["States"]["AnnounceCompleted"], states["AnnounceFailed"]):
+        [lost] = announce["Catch"]  # a lost announcement never fails the document's execution
+        assert lost["ErrorEquals"] == ["States.ALL"]
     for name in ("ReleaseSlot", "PromoteIfLast"):  # a failed condition still ends the iteration well
         [conditional] = enrich["States"][name]["Catch"]
         assert conditional["ErrorEquals"] == ["DynamoDB.ConditionalCheckFailedException"]

@@ -49,13 +49,19 @@ SAMPLE_BODIES: dict[str, dict[str, Any]] = {
     "FaqImportRequest": {"dry_run": True, "entries": [{"standard_question": "q {n}?", "answers": ["a"]}]},
     "FaqUploadUrlRequest": {"file_name": "probe-{n}.csv"},
     "ShareRequest": {"tenant_id": "{peer_tenant_id}"},
+    # a public address literal: the SSRF check passes without DNS
+    "CreateWebhookRequest": {
+        "url": "https://93.184.216.34/probe-{n}",
+        "event_types": ["Knowledge Completed"],
+    },
+    "UpdateWebhookRequest": {"description": "taken over"},
 }
 #: query strings a route needs to get past validation
 SAMPLE_QUERIES: dict[str, str] = {"GraphQuery": "entity={secret}"}
 PUBLIC = {"health", "openapi_document", "api_docs", "api_docs_asset"}
 #: 404 codes that say the (owned, found) parent holds nothing of that kind yet, not that access was refused
 NOTHING_YET = {"faq_import_not_found", "chunk_not_found", "file_not_found"}
-_ID = re.compile(r"\{(kb_id|knowledge_id|task_id|tenant_id|key_id|tag_id|entry_id|chunk_id)\}")
+_ID = re.compile(r"\{(kb_id|knowledge_id|task_id|tenant_id|key_id|tag_id|entry_id|chunk_id|webhook_id)\}")
 
 
 @dataclass(frozen=True)
@@ -186,7 +192,13 @@ def _seed(api: Api, secret: str) -> dict[str, str]:
         {"standard_question": f"{secret}?", "answers": [secret]},
     )
     assert entry.status_code in (200, 201), entry.json_body
+    hook = api.post(
+        f"/knowledge-bases/{kb['id']}/webhooks",
+        {"url": f"https://93.184.216.34/{secret}", "event_types": ["Knowledge Completed"]},
+    )
+    assert hook.status_code == 201, hook.json_body
     return {
+        "webhook_id": hook.json_body["data"]["id"],
         "kb_id": kb["id"],
         "faq_kb_id": faq_kb["id"],
         "tag_id": tag.json_body["data"]["id"],
@@ -362,6 +374,9 @@ ADMIN_BY_DECISION = {
     "list_knowledge_base_shares",
     "unshare_knowledge_base",
 }
+#: reads that need a write key: a webhook's URL may carry its receiver's credentials (managing webhooks is
+#: a write)
+WRITE_BY_DECISION = {"list_webhooks", "get_webhook", "list_webhook_deliveries"}
 #: what acts on the tenant as a whole: refused to a key limited to some knowledge bases
 WHOLE_TENANT = {"create_knowledge_base", "put_tenant_settings"}
 #: reads of what is not the knowledge base's own: the owner's tasks stay the owner's
@@ -406,9 +421,9 @@ def test_every_route_has_its_scope() -> None:
     decided = {r.view: r.op.scope for r in _tenant_routes() if r.op.scope is not None}
     assert {v for v, s in decided.items() if s is Scope.READ} == READ_BY_DECISION
     assert {v for v, s in decided.items() if s is Scope.ADMIN} == ADMIN_BY_DECISION
-    assert not {v for v, s in decided.items() if s is Scope.WRITE}  # write is what a non-GET is anyway
+    assert {v for v, s in decided.items() if s is Scope.WRITE} == WRITE_BY_DECISION
     for route in _tenant_routes():
-        if route.view in READ_BY_DECISION | ADMIN_BY_DECISION:
+        if route.view in READ_BY_DECISION | ADMIN_BY_DECISION | WRITE_BY_DECISION:
             continue
         assert route.scope is (Scope.READ if route.method == "GET" else Scope.WRITE), route
         # anything under /tenant/ that is not a read changes the tenant itself: admin

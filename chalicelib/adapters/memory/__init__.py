@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from chalicelib.adapters.memory.chunks import MemoryChunkRepo
 from chalicelib.adapters.memory.embedding_cache import MemoryEmbeddingCache
+from chalicelib.adapters.memory.events import MemoryEventPublisher, MemoryWebhookRepo
 from chalicelib.adapters.memory.faq import MemoryFaqRepo
 from chalicelib.adapters.memory.files import MemoryFileStore
 from chalicelib.adapters.memory.graph import MemoryGraphRepo
@@ -41,6 +42,7 @@ __all__ = [
     "MemoryApiKeyRepo",
     "MemoryChunkRepo",
     "MemoryEmbeddingCache",
+    "MemoryEventPublisher",
     "MemoryFaqRepo",
     "MemoryFileStore",
     "MemoryGraphRepo",
@@ -55,6 +57,7 @@ __all__ = [
     "MemoryTenantRepo",
     "MemoryTurnBook",
     "MemoryUsageRepo",
+    "MemoryWebhookRepo",
     "MemoryWikiRepo",
     "MemoryWorkflow",
     "QueueUnavailable",

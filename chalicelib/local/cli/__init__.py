@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.markup import escape
 
-from chalicelib.local.cli import corpus, faq, follow, kb, knowledge, operator, service, up
+from chalicelib.local.cli import corpus, faq, follow, kb, knowledge, operator, service, up, webhooks
 from chalicelib.local.cli.client import (
     DEFAULT_KEY,
     DEFAULT_OPERATOR_KEY,
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (up, follow, kb, knowledge, faq, service, operator, corpus):
+    for group in (up, follow, kb, knowledge, faq, service, operator, corpus, webhooks):
         group.register(sub)
     return p
 

@@ -6,6 +6,12 @@ from __future__ import annotations
 ROUTE_COMMANDS: dict[str, str] = {
     "health": "health",
     "openapi_document": "openapi",
+    "create_webhook": "webhook create",
+    "list_webhooks": "webhook list",
+    "get_webhook": "webhook show",
+    "update_webhook": "webhook update",
+    "delete_webhook": "webhook delete",
+    "list_webhook_deliveries": "webhook deliveries",
     "api_docs": "docs",
     "api_docs_asset": "docs",  # the page's own files
     "parser_engines": "engines",

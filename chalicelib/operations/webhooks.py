@@ -1,0 +1,162 @@
+"""A knowledge base's webhooks: create (the secret is shown once), list, read, change, delete, and the log
+of their deliveries. Only the knowledge base's owner manages them (a tenant it is shared with gets 404),
+and every URL passes the same SSRF check as a URL import, at creation and on every change (400
+`ssrf_blocked` / `host_unresolved`); the delivery checks it again (stages/webhooks.py)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+
+from chalicelib.commands import Body, code
+from chalicelib.domain.clock import now_iso
+from chalicelib.domain.errors import BadRequest, NotFound
+from chalicelib.domain.events import EVENT_TYPES
+from chalicelib.domain.types import KnowledgeBase
+from chalicelib.domain.webhooks import new_secret
+from chalicelib.ports import DeliveryRecord, Dependencies, Webhook
+from chalicelib.services.ownership import require_kb
+
+MAX_WEBHOOKS_PER_KB = 20
+
+
+# ---------------------------------------------------------------- the request bodies
+
+
+def _event_types(value: list[str]) -> list[str]:
+    unknown = [t for t in value if t not in EVENT_TYPES]
+    if unknown:
+        raise ValueError(f"unknown event types {unknown}; one of {', '.join(EVENT_TYPES)}")
+    return list(dict.fromkeys(value))
+
+
+EventTypes = Annotated[
+    list[Annotated[str, Field(max_length=64)]],
+    Field(min_length=1, max_length=16),
+    AfterValidator(_event_types),
+]
+
+
+class CreateWebhookRequest(Body):
+    url: str = code("invalid_url", min_length=1, max_length=2048)
+    event_types: EventTypes = code("invalid_event_types")
+    description: str = code("invalid_description", default="", max_length=500)
+    enabled: bool = code("invalid_body", default=True)
+
+
+class UpdateWebhookRequest(Body):
+    url: str | None = code("invalid_url", default=None, min_length=1, max_length=2048)
+    event_types: EventTypes | None = code("invalid_event_types", default=None)
+    description: str | None = code("invalid_description", default=None, max_length=500)
+    enabled: bool | None = code("invalid_body", default=None)
+
+
+def _own_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
+    kb = require_kb(deps, tenant_id, kb_id)
+    if kb.tenant_id != tenant_id:  # shared with this tenant: its webhooks are the owner's business
+        raise NotFound(f"knowledge base {kb_id} not found", code="kb_not_found")
+    return kb
+
+
+def _require(deps: Dependencies, tenant_id: str, kb_id: str, webhook_id: str) -> Webhook:
+    kb = _own_kb(deps, tenant_id, kb_id)
+    hook = deps.webhooks.get(kb.id, webhook_id)
+    if hook is None or hook.tenant_id != tenant_id:
+        raise NotFound(f"webhook {webhook_id} not found", code="webhook_not_found")
+    return hook
+
+
+def present(hook: Webhook, *, with_secret: bool = False) -> dict[str, Any]:
+    shown: dict[str, Any] = {
+        "id": hook.id,
+        "kb_id": hook.kb_id,
+        "url": hook.url,
+        "event_types": list(hook.event_types),
+        "enabled": hook.enabled,
+        "description": hook.description,
+        "created_at": hook.created_at,
+        "updated_at": hook.updated_at,
+    }
+    if with_secret:
+        shown["secret"] = hook.secret
+    return shown
+
+
+def create_webhook(
+    deps: Dependencies, tenant_id: str, kb_id: str, request: CreateWebhookRequest
+) -> dict[str, Any]:
+    kb = _own_kb(deps, tenant_id, kb_id)
+    deps.urls.check(request.url)
+    if len(deps.webhooks.list_kb(kb.id)) >= MAX_WEBHOOKS_PER_KB:
+        raise BadRequest(
+            f"a knowledge base has at most {MAX_WEBHOOKS_PER_KB} webhooks", code="too_many_webhooks"
+        )
+    now = now_iso()
+    hook = Webhook(
+        id=str(uuid.uuid4()),
+        tenant_id=tenant_id,
+        kb_id=kb.id,
+        url=request.url,
+        event_types=list(request.event_types),
+        secret=new_secret(),
+        enabled=request.enabled,
+        description=request.description,
+        created_at=now,
+        updated_at=now,
+    )
+    deps.webhooks.put(hook)
+    return present(hook, with_secret=True)
+
+
+def list_webhooks(deps: Dependencies, tenant_id: str, kb_id: str) -> list[dict[str, Any]]:
+    kb = _own_kb(deps, tenant_id, kb_id)
+    return [present(h) for h in deps.webhooks.list_kb(kb.id) if h.tenant_id == tenant_id]
+
+
+def get_webhook(deps: Dependencies, tenant_id: str, kb_id: str, webhook_id: str) -> dict[str, Any]:
+    return present(_require(deps, tenant_id, kb_id, webhook_id))
+
+
+def update_webhook(
+    deps: Dependencies, tenant_id: str, kb_id: str, webhook_id: str, request: UpdateWebhookRequest
+) -> dict[str, Any]:
+    hook = _require(deps, tenant_id, kb_id, webhook_id)
+    if request.url is not None:
+        deps.urls.check(request.url)
+        hook.url = request.url
+    if request.event_types is not None:
+        hook.event_types = list(request.event_types)
+    if request.description is not None:
+        hook.description = request.description
+    if request.enabled is not None:
+        hook.enabled = request.enabled
+    hook.updated_at = now_iso()
+    deps.webhooks.put(hook)
+    return present(hook)
+
+
+def delete_webhook(deps: Dependencies, tenant_id: str, kb_id: str, webhook_id: str) -> None:
+    hook = _require(deps, tenant_id, kb_id, webhook_id)
+    deps.webhooks.delete(hook.kb_id, hook.id)
+
+
+def _present_delivery(record: DeliveryRecord) -> dict[str, Any]:
+    return {
+        "delivery_id": record.delivery_id,
+        "event_id": record.event_id,
+        "event_type": record.event_type,
+        "attempt": record.attempt,
+        "outcome": record.outcome,
+        "status_class": record.status_class,
+        "duration_ms": record.duration_ms,
+        "at": record.at,
+    }
+
+
+def list_deliveries(
+    deps: Dependencies, tenant_id: str, kb_id: str, webhook_id: str, limit: int = 50
+) -> list[dict[str, Any]]:
+    hook = _require(deps, tenant_id, kb_id, webhook_id)
+    return [_present_delivery(r) for r in deps.webhooks.deliveries(hook.kb_id, hook.id, limit)]

@@ -1,0 +1,84 @@
+"""Events and webhooks: where announced changes go, and the knowledge bases' webhooks with their delivery logs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from chalicelib.domain.events import Event
+
+
+class EventPublisher(Protocol):
+    def publish(self, events: Sequence[Event]) -> None:
+        """Puts the events on the stack's bus (batched). Best effort: a change is already decided and
+        stored when it is announced, so a failed put is logged and counted, never raised into the stage."""
+        ...
+
+
+@dataclass
+class Webhook:
+    id: str
+    tenant_id: str
+    kb_id: str
+    url: str
+    event_types: list[str]
+    #: the HMAC key; shown once, in the answer to the creation
+    secret: str
+    enabled: bool = True
+    description: str = ""
+    created_at: str = ""
+    updated_at: str = ""
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """One try of one delivery, as the webhook's log shows it: nothing of what the receiver answered but
+    the class of its status code (`2xx`, `5xx`, or `none` when nothing answered) and the time it took."""
+
+    webhook_id: str
+    delivery_id: str
+    event_id: str
+    event_type: str
+    attempt: int
+    #: delivered | retrying | dead_lettered | refused
+    outcome: str
+    status_class: str
+    duration_ms: int
+    at: str
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class WebhookRepo(Protocol):
+    def put(self, webhook: Webhook) -> None: ...
+
+    def get(self, kb_id: str, webhook_id: str) -> Webhook | None: ...
+
+    def list_kb(self, kb_id: str) -> list[Webhook]: ...
+
+    def delete(self, kb_id: str, webhook_id: str) -> bool:
+        """False when it was already gone."""
+        ...
+
+    def log_delivery(self, kb_id: str, record: DeliveryRecord) -> None:
+        """Adds one try to the webhook's delivery log (a repeat of the same try overwrites it)."""
+        ...
+
+    def deliveries(self, kb_id: str, webhook_id: str, limit: int = 50) -> list[DeliveryRecord]:
+        """The webhook's latest tries, newest first."""
+        ...
+
+
+@dataclass(frozen=True)
+class WebhookAnswer:
+    """What the delivery keeps of a receiver's answer: its status code and how long it took, nothing else."""
+
+    status: int
+    duration_ms: int
+
+
+class WebhookSender(Protocol):
+    def post(self, url: str, body: bytes, headers: dict[str, str]) -> WebhookAnswer:
+        """POSTs through the SSRF-safe client (no redirects followed). Raises FetchFailed when the URL is
+        blocked (`permanent`) or nothing answered in time."""
+        ...

@@ -1,0 +1,154 @@
+"""webhooks queue: one message per (event, webhook), put there by services/events.announce; the handler
+signs the event's detail and posts it to the webhook's URL through the SSRF-safe client.
+
+A 2xx is delivered. Anything else is retried with a new message delayed by exponential backoff with
+jitter (settings.webhook_backoff_seconds, doubled per try, at most 900 s), and after
+settings.webhook_max_attempts tries the message is parked in the queue's DLQ (kept for redrive from
+/admin/dlq). A URL the SSRF check refuses at delivery time (a name that now resolves to an internal
+address) is parked at once. Every try is logged on the webhook (time, event type, attempt, outcome,
+status-code class, duration); nothing the receiver answered is kept or logged beyond that.
+
+A webhook deleted or switched off after the event was fanned out drops its pending deliveries.
+
+The queue also carries the state machine's announcements (`{"announce": "Knowledge Completed", ...}`): the
+machine decides two changes itself (the promotion after a failed subtask, the failure of a plan that never
+came back) and, only when its conditional write held, sends one message here, which is announced like any
+other change (services/events.py).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any, Literal
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from pydantic import BaseModel, Field, ValidationError
+
+from chalicelib.domain.clock import now_iso
+from chalicelib.domain.events import EventType
+from chalicelib.domain.webhooks import (
+    DELIVERY_HEADER,
+    EVENT_HEADER,
+    SIGNATURE_HEADER,
+    retry_delay,
+    signature_header,
+    status_class,
+)
+from chalicelib.observability import logger
+from chalicelib.ports import DeliveryRecord, Dependencies, FetchFailed
+from chalicelib.services.events import WEBHOOK_QUEUE, knowledge_changed_by_id
+from chalicelib.stages.runner import parse_body, process_batch
+
+QUEUE = WEBHOOK_QUEUE
+
+
+class DeliveryMessage(BaseModel):
+    kb_id: str = Field(min_length=1, max_length=100)
+    webhook_id: str = Field(min_length=1, max_length=100)
+    delivery_id: str = Field(min_length=1, max_length=100)
+    attempt: int = Field(ge=1, le=100)
+    event: dict[str, Any]
+
+
+class AnnounceMessage(BaseModel):
+    """A change the state machine decided (infra/statemachine/knowledge.asl.json)."""
+
+    announce: Literal["Knowledge Completed", "Knowledge Failed"]
+    knowledge_id: str = Field(min_length=1, max_length=100)
+    attempt: int = Field(ge=1)
+    error_code: str = Field(default="", max_length=64)
+    error_message: str = Field(default="", max_length=500)
+
+
+def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def one(record: SQSRecord) -> None:
+        try:
+            if '"announce"' in record.body:
+                announced(deps, parse_body(record.body, AnnounceMessage))
+                return
+            message = parse_body(record.body, DeliveryMessage)
+        except ValidationError as error:
+            deps.queue.dead_letter(
+                QUEUE, record.body, f"not a webhook delivery: {error.error_count()} error(s)"
+            )
+            return
+        deliver(deps, message)
+
+    return process_batch(event, context, one)
+
+
+def announced(deps: Dependencies, message: AnnounceMessage) -> None:
+    event_type = EventType(message.announce)
+    knowledge_changed_by_id(
+        deps,
+        message.knowledge_id,
+        event_type,
+        status="completed" if event_type == EventType.KNOWLEDGE_COMPLETED else "failed",
+        attempt=message.attempt,
+        error_code=message.error_code,
+        error_message=message.error_message,
+    )
+
+
+def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
+    """One try; the outcome it logged ('' when the webhook is gone or switched off)."""
+    hook = deps.webhooks.get(message.kb_id, message.webhook_id)
+    if hook is None or not hook.enabled:
+        return ""
+    body = json.dumps(message.event, ensure_ascii=False, separators=(",", ":")).encode()
+    event_type = str(message.event.get("type", ""))
+    headers = {
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: signature_header(hook.secret, int(time.time()), body),
+        EVENT_HEADER: event_type,
+        DELIVERY_HEADER: message.delivery_id,
+    }
+    started = time.monotonic()
+    status: int | None = None
+    refused = False
+    try:
+        status = deps.webhook_sender.post(hook.url, body, headers).status
+    except FetchFailed as error:  # nothing answered (timeout, refused connection) or the URL is blocked now
+        refused = error.permanent
+    duration_ms = int((time.monotonic() - started) * 1000)
+    last_try = message.attempt >= deps.settings.webhook_max_attempts
+    if status is not None and 200 <= status < 300:
+        outcome = "delivered"
+    elif refused:
+        outcome = "refused"
+    elif last_try:
+        outcome = "dead_lettered"
+    else:
+        outcome = "retrying"
+    deps.webhooks.log_delivery(
+        hook.kb_id,
+        DeliveryRecord(
+            webhook_id=hook.id,
+            delivery_id=message.delivery_id,
+            event_id=str(message.event.get("event_id", "")),
+            event_type=event_type,
+            attempt=message.attempt,
+            outcome=outcome,
+            status_class=status_class(status),
+            duration_ms=duration_ms,
+            at=now_iso(),
+        ),
+    )
+    if outcome == "retrying":
+        delay = retry_delay(message.attempt, deps.settings.webhook_backoff_seconds, 0.5 + random.random() / 2)
+        retry = message.model_copy(update={"attempt": message.attempt + 1})
+        deps.queue.send_raw(QUEUE, retry.model_dump(), delay_seconds=delay)
+    elif outcome in ("dead_lettered", "refused"):
+        reason = (
+            "the webhook URL is refused by the SSRF check"
+            if refused
+            else f"not delivered after {message.attempt} tries (last answer: {status_class(status)})"
+        )
+        deps.queue.dead_letter(QUEUE, message.model_dump_json(), reason)
+        logger.warning(
+            "webhook delivery parked",
+            extra={"webhook_id": hook.id, "delivery_id": message.delivery_id, "outcome": outcome},
+        )
+    return outcome

@@ -1,0 +1,180 @@
+"""Webhooks on the fakes: the SSRF check at creation, fan-out to the webhooks that asked for an event type,
+signed deliveries, retries with backoff, the DLQ after the last try, and a log that keeps nothing of what
+the receiver answered but its status-code class."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+
+import pytest
+
+from chalicelib.adapters.memory import MemoryTaskQueue, ScriptedUrlImporter
+from chalicelib.bootstrap import Services
+from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.types import KnowledgeBase
+from chalicelib.domain.webhooks import retry_delay, verify
+from chalicelib.operations import webhooks
+from chalicelib.operations.webhooks import CreateWebhookRequest, UpdateWebhookRequest
+from chalicelib.ports import FetchFailed, WebhookAnswer
+from chalicelib.stages import webhooks as delivery
+
+from .conftest import upload
+
+URL = "https://hooks.example.com/weknora"
+
+
+class Receiver:
+    """A WebhookSender that records each post and answers from a script (a status or an exception)."""
+
+    def __init__(self, *answers: int | Exception) -> None:
+        self.answers = list(answers) or [204]
+        self.posts: list[tuple[str, bytes, dict[str, str]]] = []
+
+    def post(self, url: str, body: bytes, headers: dict[str, str]) -> WebhookAnswer:
+        self.posts.append((url, body, headers))
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return WebhookAnswer(answer, 3)
+
+
+def drain_webhooks(deps: Services) -> None:
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    while queue.waiting("webhooks"):
+        queue.deliver("webhooks", delivery.handle, deps)
+
+
+def hook_on(deps: Services, kb: KnowledgeBase, *types: str) -> dict[str, object]:
+    body = CreateWebhookRequest(url=URL, event_types=list(types or ["Knowledge Created"]))
+    return webhooks.create_webhook(deps, kb.tenant_id, kb.id, body)
+
+
+def test_a_blocked_url_is_refused_at_creation_and_on_change_with_the_url_imports_code(
+    deps: Services, kb: KnowledgeBase, urls: ScriptedUrlImporter
+) -> None:
+    urls.blocked.add("http://127.0.0.1:9000/x")
+    with pytest.raises(BadRequest) as refused:
+        webhooks.create_webhook(
+            deps,
+            kb.tenant_id,
+            kb.id,
+            CreateWebhookRequest(url="http://127.0.0.1:9000/x", event_types=["Task Failed"]),
+        )
+    assert refused.value.code == "ssrf_blocked"
+    hook = hook_on(deps, kb)
+    with pytest.raises(BadRequest):
+        webhooks.update_webhook(
+            deps, kb.tenant_id, kb.id, str(hook["id"]), UpdateWebhookRequest(url="http://127.0.0.1:9000/x")
+        )
+    assert webhooks.get_webhook(deps, kb.tenant_id, kb.id, str(hook["id"]))["url"] == URL
+
+
+def test_unknown_event_types_are_a_validation_error() -> None:
+    with pytest.raises(ValueError, match="unknown event types"):
+        CreateWebhookRequest(url=URL, event_types=["Knowledge Exploded"])
+
+
+def test_the_secret_is_shown_once_and_deliveries_are_signed_with_it(
+    deps: Services, kb: KnowledgeBase
+) -> None:
+    receiver = Receiver(204)
+    deps.webhook_sender = receiver
+    hook = hook_on(deps, kb, "Knowledge Created")
+    secret = str(hook["secret"])
+    assert "secret" not in webhooks.get_webhook(deps, kb.tenant_id, kb.id, str(hook["id"]))
+    assert all("secret" not in h for h in webhooks.list_webhooks(deps, kb.tenant_id, kb.id))
+
+    knowledge = upload(deps, kb)
+    drain_webhooks(deps)
+
+    ((url, body, headers),) = receiver.posts
+    assert url == URL and headers["Content-Type"] == "application/json"
+    assert verify(secret, headers["X-Weknora-Signature"], body, now=int(time.time()))
+    assert not verify(secret, headers["X-Weknora-Signature"], body + b" ", now=int(time.time()))
+    assert not verify(secret, headers["X-Weknora-Signature"], body, now=int(time.time()) + 3600)  # a replay
+    assert json.loads(body)["knowledge_id"] == knowledge.id
+    (logged,) = webhooks.list_deliveries(deps, kb.tenant_id, kb.id, str(hook["id"]))
+    assert (logged["outcome"], logged["status_class"], logged["attempt"]) == ("delivered", "2xx", 1)
+
+
+def test_only_enabled_webhooks_that_asked_for_the_type_are_sent_it(deps: Services, kb: KnowledgeBase) -> None:
+    receiver = Receiver(200)
+    deps.webhook_sender = receiver
+    hook_on(deps, kb, "Knowledge Completed")  # not this event
+    paused = hook_on(deps, kb, "Knowledge Created")
+    webhooks.update_webhook(deps, kb.tenant_id, kb.id, str(paused["id"]), UpdateWebhookRequest(enabled=False))
+    upload(deps, kb)
+    drain_webhooks(deps)
+    assert receiver.posts == []
+
+
+def test_a_failing_receiver_is_retried_with_backoff_then_parked_in_the_dlq(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    deps.settings = replace(deps.settings, webhook_max_attempts=3)
+    receiver = Receiver(500, FetchFailed("download timed out", permanent=False), 503)
+    deps.webhook_sender = receiver
+    hook = hook_on(deps, kb)
+    upload(deps, kb)
+    drain_webhooks(deps)
+
+    assert len(receiver.posts) == 3
+    assert len({headers["X-Weknora-Delivery"] for _, _, headers in receiver.posts}) == 1
+    log = webhooks.list_deliveries(deps, kb.tenant_id, kb.id, str(hook["id"]))
+    assert sorted((d["attempt"], d["outcome"], d["status_class"]) for d in log) == [
+        (1, "retrying", "5xx"),
+        (2, "retrying", "none"),
+        (3, "dead_lettered", "5xx"),
+    ]
+    (parked,) = queue.dead_letters("webhooks")
+    assert json.loads(parked.body)["attempt"] == 3
+    assert parked.attributes["reason"] == "not delivered after 3 tries (last answer: 5xx)"
+
+
+def test_a_url_refused_at_delivery_is_parked_at_once(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    receiver = Receiver(FetchFailed("URL blocked: the address is not allowed", permanent=True))
+    deps.webhook_sender = receiver
+    hook = hook_on(deps, kb)
+    upload(deps, kb)
+    drain_webhooks(deps)
+    assert len(receiver.posts) == 1
+    (logged,) = webhooks.list_deliveries(deps, kb.tenant_id, kb.id, str(hook["id"]))
+    assert (logged["outcome"], logged["status_class"]) == ("refused", "none")
+    assert len(queue.dead_letters("webhooks")) == 1
+
+
+def test_a_deleted_webhooks_pending_deliveries_are_dropped(deps: Services, kb: KnowledgeBase) -> None:
+    receiver = Receiver(204)
+    deps.webhook_sender = receiver
+    hook = hook_on(deps, kb)
+    upload(deps, kb)
+    webhooks.delete_webhook(deps, kb.tenant_id, kb.id, str(hook["id"]))
+    drain_webhooks(deps)
+    assert receiver.posts == []
+    with pytest.raises(Exception, match="not found"):
+        webhooks.get_webhook(deps, kb.tenant_id, kb.id, str(hook["id"]))
+
+
+def test_the_backoff_doubles_with_jitter_up_to_the_sqs_limit() -> None:
+    assert [retry_delay(n, 10, 1.0) for n in (1, 2, 3, 4)] == [10, 20, 40, 80]
+    assert retry_delay(2, 10, 0.5) == 10
+    assert retry_delay(20, 10, 1.0) == 900
+    assert retry_delay(1, 0, 1.0) == 1
+
+
+def test_deleting_the_knowledge_base_deletes_its_webhooks(deps: Services, kb: KnowledgeBase) -> None:
+    from chalicelib.operations.knowledge_changes import delete_kb
+    from chalicelib.stages import lifecycle
+
+    hook = hook_on(deps, kb)
+    delete_kb(deps, kb.tenant_id, kb.id)
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    while queue.waiting("lifecycle"):
+        queue.deliver("lifecycle", lifecycle.handle, deps)
+    assert deps.webhooks.get(kb.id, str(hook["id"])) is None

@@ -1,0 +1,80 @@
+"""The WebhookRepo contract, run on the in-memory fake (tests/service) and on DynamoDB through moto
+(tests/e2e), so the fake cannot drift from the webhooks table. Each test uses fresh ids."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from chalicelib.ports import DeliveryRecord, Webhook, WebhookRepo
+
+
+def make_hook(kb_id: str, created_at: str = "2026-01-01T00:00:00.000Z") -> Webhook:
+    return Webhook(
+        id=str(uuid.uuid4()),
+        tenant_id="t",
+        kb_id=kb_id,
+        url="https://93.184.216.34/hook",
+        event_types=["Knowledge Completed"],
+        secret="whsec_x",
+        description="d",
+        created_at=created_at,
+        updated_at=created_at,
+    )
+
+
+def record(hook: Webhook, attempt: int, at: str, outcome: str = "retrying") -> DeliveryRecord:
+    return DeliveryRecord(
+        webhook_id=hook.id,
+        delivery_id="d1",
+        event_id="e1",
+        event_type="Knowledge Completed",
+        attempt=attempt,
+        outcome=outcome,
+        status_class="5xx",
+        duration_ms=12,
+        at=at,
+    )
+
+
+class WebhookRepoContract:
+    @pytest.fixture
+    def hooks(self) -> WebhookRepo:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def kb_id(self) -> str:
+        return f"kb-{uuid.uuid4()}"
+
+    def test_webhooks_round_trip_in_their_knowledge_base_oldest_first(
+        self, hooks: WebhookRepo, kb_id: str
+    ) -> None:
+        second = make_hook(kb_id, "2026-01-02T00:00:00.000Z")
+        first = make_hook(kb_id)
+        hooks.put(second)
+        hooks.put(first)
+        assert hooks.get(kb_id, first.id) == first
+        assert hooks.get(f"{kb_id}-other", first.id) is None
+        assert [h.id for h in hooks.list_kb(kb_id)] == [first.id, second.id]
+        first.enabled, first.event_types = False, ["Knowledge Failed", "Task Completed"]
+        hooks.put(first)
+        assert hooks.get(kb_id, first.id) == first
+
+    def test_the_log_is_newest_first_and_goes_with_its_webhook(self, hooks: WebhookRepo, kb_id: str) -> None:
+        hook, other = make_hook(kb_id), make_hook(kb_id)
+        hooks.put(hook)
+        hooks.put(other)
+        for attempt, at in ((1, "2026-01-01T00:00:01.000Z"), (2, "2026-01-01T00:00:03.000Z")):
+            hooks.log_delivery(kb_id, record(hook, attempt, at))
+        hooks.log_delivery(kb_id, record(other, 1, "2026-01-01T00:00:02.000Z", "delivered"))
+        assert [(r.attempt, r.outcome) for r in hooks.deliveries(kb_id, hook.id)] == [
+            (2, "retrying"),
+            (1, "retrying"),
+        ]
+        assert hooks.deliveries(kb_id, hook.id, limit=1)[0] == record(hook, 2, "2026-01-01T00:00:03.000Z")
+        assert hooks.delete(kb_id, hook.id) is True
+        assert hooks.delete(kb_id, hook.id) is False
+        assert hooks.get(kb_id, hook.id) is None and hooks.deliveries(kb_id, hook.id) == []
+        assert [h.id for h in hooks.list_kb(kb_id)] == [other.id]
+        assert len(hooks.deliveries(kb_id, other.id)) == 1
