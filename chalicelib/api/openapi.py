@@ -143,6 +143,8 @@ def build_document(app: Any) -> dict[str, Any]:
     seen_ids: dict[str, int] = {}
     for path, methods in sorted(app.routes.items()):
         for method, entry in sorted(methods.items()):
+            if not OPERATIONS[entry.view_name].api:  # the console's static files: a page, not the API
+                continue
             item = _operation(entry.view_name, path, method.lower())
             count = seen_ids.get(item["operationId"], 0)
             seen_ids[item["operationId"]] = count + 1
