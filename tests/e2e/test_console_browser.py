@@ -3,25 +3,30 @@ against the local HTTP server `make run` serves, on the e2e runtime (moto, the r
 
 Sign in through the `#key=` fragment (the key leaves the address bar), see the knowledge bases, upload a file
 through the file input, watch its row reach `completed` while the queues drain, open it (its stage timeline
-and chunks), search it, and delete it; every console response carries the strict CSP."""
+and chunks), search it, delete it, and open the operators' page; every console response carries the strict
+CSP."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
+from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 
 from .conftest import API_KEY, Api
 
 pytestmark = pytest.mark.requires_chromium
 
+OPERATOR_KEY = "console-operator-key"
 WORD = "zebrafishmigration"
 TEXT = f"# Rivers\n\nThe {WORD} of the northern rivers starts in spring.\n\nSalmon wait below the weirs.\n"
 
@@ -53,6 +58,23 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
+#: a drop event on the upload zone carrying one file (a DataTransfer built in the page)
+DROP = """
+const [name, text] = arguments;
+const data = new DataTransfer();
+data.items.add(new File([text], name, {type: "text/plain"}));
+document.getElementById("drop-zone").dispatchEvent(new DragEvent("drop", {dataTransfer: data, bubbles: true}));
+"""
+
+
+def shot(driver: Any, name: str) -> None:
+    """A screenshot into WEKNORA_CONSOLE_SCREENSHOTS, when set (to look at the pages the test walks)."""
+    folder = os.environ.get("WEKNORA_CONSOLE_SCREENSHOTS")
+    if folder:
+        driver.set_window_size(1280, 900)
+        driver.save_screenshot(str(Path(folder) / f"{name}.png"))
+
+
 def wait(driver: Any, check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -67,7 +89,7 @@ def wait(driver: Any, check: Callable[[], Any], what: str, timeout: float = 20.0
 
 
 def test_the_console_walks_a_document_from_upload_to_delete(
-    served: str, runtime: LocalRuntime, api: Api, browser: Any
+    served: str, runtime: LocalRuntime, services: Services, api: Api, browser: Any
 ) -> None:
     from selenium.webdriver.common.by import By
 
@@ -88,6 +110,7 @@ def test_the_console_walks_a_document_from_upload_to_delete(
         lambda: browser.find_element(By.CSS_SELECTOR, f"tr[data-kb-id='{kb['id']}'] td.num").text == "0",
         "the knowledge base's stats",
     )
+    shot(browser, "0-knowledge-bases")
 
     # a shared link opens on the knowledge base; the file input uploads
     browser.get(f"{served}/console/#kb={kb['id']}")
@@ -98,13 +121,24 @@ def test_the_console_walks_a_document_from_upload_to_delete(
         picker.send_keys(str(path))
         row = "#documents tr[data-knowledge-id]"
         wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, row), "the uploaded document's row")
-    knowledge_id = browser.find_element(By.CSS_SELECTOR, row).get_attribute("data-knowledge-id")
+    # and one dropped on the zone (the drop handler, as a drag from the desktop delivers it)
+    browser.execute_script(DROP, "tides.txt", "Tides turn twice a day.")
+    wait(browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, row)) == 2, "the dropped document's row")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#uploads progress")) == 2
+    shot(browser, "1-uploaded")
+    knowledge_id = browser.find_element(
+        By.XPATH, "//tbody[@id='documents']/tr[.//a[text()='rivers.md']]"
+    ).get_attribute("data-knowledge-id")
     runtime.drain(timeout=60)
     wait(
         browser,
-        lambda: browser.find_element(By.CSS_SELECTOR, row).get_attribute("data-state") == "completed",
-        "the row turn completed (live)",
+        lambda: (
+            [e.get_attribute("data-state") for e in browser.find_elements(By.CSS_SELECTOR, row)]
+            == ["completed", "completed"]
+        ),
+        "the rows turn completed (live)",
     )
+    shot(browser, "2-completed")
 
     # the document: its stages, its chunks, its parsed Markdown
     browser.find_element(By.LINK_TEXT, "rivers.md").click()
@@ -118,6 +152,7 @@ def test_the_console_walks_a_document_from_upload_to_delete(
     chunk = wait(browser, lambda: browser.find_element(By.CSS_SELECTOR, "#chunks .chunk"), "a chunk")
     assert WORD in chunk.text
     wait(browser, lambda: WORD in browser.find_element(By.ID, "markdown").text, "the parsed Markdown")
+    shot(browser, "3-document")
 
     # search: the hit, its match type and its highlighted term
     browser.get(f"{served}/console/#kb={kb['id']}&tab=search")
@@ -130,6 +165,7 @@ def test_the_console_walks_a_document_from_upload_to_delete(
     )
     assert hit.find_element(By.CSS_SELECTOR, "mark").text.lower() == WORD
     assert hit.find_element(By.CSS_SELECTOR, ".badge").text in ("hybrid", "keyword", "vector")
+    shot(browser, "4-search")
 
     # delete it from its page: the list drops it once the delete task has run
     browser.get(f"{served}/console/#knowledge={knowledge_id}")
@@ -146,3 +182,11 @@ def test_the_console_walks_a_document_from_upload_to_delete(
         ),
         "the deleted row gone",
     )
+
+    # operators: tenants and the dead-letter queues, with the operator key from the fragment
+    services.settings = replace(services.settings, operator_key=OPERATOR_KEY)
+    browser.get(f"{served}/console/#view=admin&operator_key={OPERATOR_KEY}")
+    wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#dlq"), "the dead-letter queues")
+    assert "operator_key" not in browser.current_url
+    assert browser.find_elements(By.XPATH, "//h2[text()='Tenants']/following-sibling::table//tbody/tr")
+    shot(browser, "5-operators")

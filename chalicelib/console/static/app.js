@@ -74,7 +74,7 @@ async function knowledgeBases() {
   replace(main, h("h1", {}, "Knowledge bases"),
     h("div", { class: "toolbar" }, name, h("button", { type: "button", onclick: create }, "Create")),
     kbs.length ? h("table", { id: "kb-table" },
-      h("thead", {}, h("tr", {}, ["name", "type", "documents", "by state", "chunks", "bytes", "cost", "oldest waiting"].map((c) => h("th", {}, c)))),
+      h("thead", {}, h("tr", {}, [["name"], ["type"], ["documents", "num"], ["by state"], ["chunks", "num"], ["bytes", "num"], ["cost", "num"], ["oldest waiting"]].map(([c, cls]) => h("th", { class: cls }, c)))),
       body) : h("p", { class: "muted" }, "No knowledge base yet: create one."));
   for (const kb of kbs) {
     const row = h("tr", { dataset: { kbId: kb.id } },
@@ -328,7 +328,8 @@ async function knowledge(knowledgeId) {
   const params = fragment();
   const k = await get(`/knowledge/${enc(knowledgeId)}`);
   const attempt = Number(params.get("attempt")) || k.attempt || 1;
-  crumb(link({ kb: k.knowledge_base_id || k.kb_id }, "knowledge base"), h("span", {}, k.file_name || k.title || k.id));
+  const kbName = await get(`/knowledge-bases/${enc(k.kb_id)}`).then((kb) => kb.name).catch(() => "knowledge base");
+  crumb(link({ kb: k.kb_id }, kbName || k.kb_id), h("span", {}, k.file_name || k.title || k.id));
   const [spans, cost] = await Promise.all([
     get(`/knowledge/${enc(knowledgeId)}/spans`, { attempt }),
     get(`/knowledge/${enc(knowledgeId)}/cost`).catch(() => null),
@@ -343,7 +344,7 @@ async function knowledge(knowledgeId) {
     IN_FLIGHT.has(k.parse_status) ? h("button", { type: "button", class: "secondary", onclick: async () => { try { await post(`/knowledge/${enc(knowledgeId)}/cancel`, {}); route(); } catch (e) { failed(e); } } }, "Cancel") : null,
     h("button", { type: "button", class: "danger", id: "delete-knowledge", onclick: async () => {
       if (!confirm("Delete this document?")) return;
-      try { await del(`/knowledge/${enc(knowledgeId)}`); toast("deleted"); location.hash = new URLSearchParams({ kb: k.knowledge_base_id || k.kb_id }).toString(); } catch (e) { failed(e); }
+      try { await del(`/knowledge/${enc(knowledgeId)}`); toast("deleted"); location.hash = new URLSearchParams({ kb: k.kb_id }).toString(); } catch (e) { failed(e); }
     } }, "Delete"));
   const error = spans.last_error ? h("p", { class: "error", id: "last-error" }, `${spans.last_error.stage ? `${spans.last_error.stage}: ` : ""}${spans.last_error.code || ""} ${spans.last_error.message || ""}`) : null;
   const chunks = h("div", { id: "chunks" }, h("p", { class: "muted" }, "Loading chunks…"));
@@ -379,18 +380,29 @@ function gantt(spans, cost) {
       bar.style.left = `${((Date.parse(s.started_at) - start) / span) * 100}%`;
       bar.style.width = `${(((s.ended_at ? Date.parse(s.ended_at) : now) - Date.parse(s.started_at)) / span) * 100}%`;
     }
-    const p = s.progress;
-    const progress = p ? Object.entries(p).filter(([, v]) => typeof v === "number").map(([k, v]) => `${k} ${v}`).join(" · ") : "";
-    const usage = Object.entries(s.usage || {}).map(([k, v]) => `${k} ${v}`).join(" · ");
     const c = stageCost(s.span_id);
+    const usage = Object.entries(s.usage || {});
     return h("div", { class: `row${child ? " child" : ""}`, dataset: { span: s.span_id, status: s.status } },
       h("div", { class: "label" }, s.name || s.span_id, " ", child ? null : badge(s.status)),
       h("div", { class: "track", title: `${s.started_at || ""} → ${s.ended_at || ""}` }, bar),
-      h("div", { class: "meta" }, seconds(spanSeconds(s, now)), progress ? ` · ${progress}` : "", usage ? ` · ${usage}` : "",
-        c !== undefined ? ` · ${typeof c === "number" ? dollars(c) : JSON.stringify(c)}` : "",
+      h("div", { class: "meta" }, [seconds(spanSeconds(s, now)), progressText(s.progress),
+        c !== undefined ? (typeof c === "number" ? dollars(c) : JSON.stringify(c)) : ""].filter(Boolean).join(" · "),
+        usage.length ? h("details", {}, h("summary", {}, "usage"), usage.map(([k, v]) => h("div", {}, `${k}: ${v}`))) : null,
         s.error_message ? h("div", { class: "error" }, `${s.error_code}: ${s.error_message}`) : null));
   };
   return h("div", { class: "gantt card", id: "timeline" }, spans.trace.flatMap((s) => [row(s, false), ...(s.children || []).slice(0, 50).map((c) => row(c, true))]));
+}
+
+/** A stage's progress as a person reads it: "3/10 pages (30%), 12 s left". */
+function progressText(p) {
+  if (!p) return "";
+  const done = p.done ?? p.subtasks_done ?? p.pages_done;
+  const total = p.total ?? p.subtasks_total ?? p.pages_total;
+  const parts = [];
+  if (done !== undefined && total !== undefined) parts.push(`${done}/${total}${p.unit ? ` ${p.unit}` : ""}`);
+  if (typeof p.percent === "number" && p.percent < 100) parts.push(`${Math.round(p.percent)}%`);
+  if (typeof p.eta_seconds === "number" && p.eta_seconds > 0) parts.push(`${seconds(p.eta_seconds)} left`);
+  return parts.join(", ");
 }
 
 function costLine(cost) {
@@ -421,7 +433,7 @@ async function loadChunks(knowledgeId, box, cursor = null) {
 
 // ------------------------------------------------------------------ operators
 
-async function admin() {
+async function admin(notice = null) {
   crumb(h("span", {}, "operators"));
   if (!keys.operator()) {
     const key = h("input", { type: "password", id: "operator-key", autocomplete: "off" });
@@ -436,26 +448,59 @@ async function admin() {
   const showKeys = async (tenantId) => {
     const listed = await get(`/admin/tenants/${enc(tenantId)}/api-keys`, null, true);
     const items = Array.isArray(listed) ? listed : listed.items || [];
+    const name = h("input", { type: "text", placeholder: "key name" });
+    const scope = h("select", {}, ["admin", "write", "read"].map((v) => h("option", { value: v }, v)));
+    const shown = h("div");
+    const issue = async () => {
+      try {
+        const made = await post(`/admin/tenants/${enc(tenantId)}/api-keys`, { name: name.value.trim(), scope: scope.value }, true);
+        await showKeys(tenantId);
+        replace(keysBox.querySelector(".issued"), h("p", {}, "The new key, shown only now: ", h("code", { id: "issued-key" }, made.api_key)));
+      } catch (e) { failed(e); }
+    };
     replace(keysBox, h("h2", {}, `Keys of ${tenantId}`),
-      h("button", { type: "button", onclick: async () => {
-        try { const made = await post(`/admin/tenants/${enc(tenantId)}/api-keys`, {}, true); toast(`new key: ${made.api_key || made.key || JSON.stringify(made)}`); showKeys(tenantId); } catch (e) { failed(e); }
-      } }, "New key"),
-      table(items, [["id", (k) => k.id || k.key_id], ["scope", (k) => k.scope || ""], ["created", (k) => when(k.created_at)],
-        ["", (k) => h("button", { type: "button", class: "link", onclick: async () => {
-          try { await del(`/admin/tenants/${enc(tenantId)}/api-keys/${enc(k.id || k.key_id)}`, true); showKeys(tenantId); } catch (e) { failed(e); }
-        } }, "revoke")]]));
+      h("div", { class: "toolbar" }, name, scope, h("button", { type: "button", onclick: issue }, "Issue a key")), h("div", { class: "issued" }, shown),
+      table(items, [["name", (k) => k.name || "—"], ["id", (k) => k.id], ["scope", (k) => k.scope],
+        ["knowledge bases", (k) => (k.kb_ids ? k.kb_ids.join(", ") : "all")], ["status", (k) => badge(k.status)],
+        ["created", (k) => when(k.created_at)],
+        ["", (k) => (k.status === "revoked" ? "" : h("button", { type: "button", class: "link", onclick: async () => {
+          if (!confirm(`Revoke key ${k.name || k.id}?`)) return;
+          try { await del(`/admin/tenants/${enc(tenantId)}/api-keys/${enc(k.id)}`, true); showKeys(tenantId); } catch (e) { failed(e); }
+        } }, "revoke"))]]));
   };
-  const queues = dlq.error ? [] : Array.isArray(dlq) ? dlq : dlq.queues || dlq.items || [];
-  replace(main, h("h1", {}, "Operators"),
+  const tenantName = h("input", { type: "text", placeholder: "new tenant" });
+  const createTenant = async () => {
+    try {
+      const made = await post("/admin/tenants", { name: tenantName.value.trim() }, true);
+      await admin(h("p", { class: "card" }, `Tenant ${made.tenant?.name || ""} created. Its first key, shown only now: `,
+        h("code", { id: "issued-key" }, made.api_key || "")));
+    } catch (e) { failed(e); }
+  };
+  const letters = dlq.error ? [] : Array.isArray(dlq) ? dlq : dlq.items || [];
+  const byQueue = new Map();
+  for (const letter of letters) byQueue.set(letter.queue, (byQueue.get(letter.queue) || 0) + 1);
+  const redrive = (queue) => h("button", { type: "button", class: "secondary", onclick: async () => {
+    try {
+      const r = await post("/admin/dlq/redrive", queue ? { queue } : {}, true);
+      toast(`redriven: ${Object.entries(r.counts || {}).map(([k, n]) => `${k} ${n}`).join(", ") || "nothing"}`);
+      route();
+    } catch (e) { failed(e); }
+  } }, queue ? `Redrive ${queue}` : "Redrive all");
+  replace(main, h("h1", {}, "Operators"), notice,
     h("h2", {}, "Tenants"),
+    h("div", { class: "toolbar" }, tenantName, h("button", { type: "button", onclick: createTenant }, "Create tenant")),
     table(tenantItems, [["tenant", (t) => h("button", { type: "button", class: "link", onclick: () => showKeys(t.id).catch(failed) }, t.name || t.id)],
-      ["id", (t) => t.id], ["created", (t) => when(t.created_at)]]),
+      ["id", (t) => t.id], ["documents", (t) => `${t.document_count ?? ""}${t.document_quota ? ` / ${t.document_quota}` : ""}`, "num"],
+      ["storage", (t) => `${bytes(t.storage_used)}${t.storage_quota ? ` / ${bytes(t.storage_quota)}` : ""}`, "num"],
+      ["created", (t) => when(t.created_at)]]),
     keysBox,
     h("h2", {}, "Dead-letter queues"),
-    dlq.error ? h("p", { class: "error" }, dlq.error) : table(queues, [["queue", (q) => q.queue || q.name], ["messages", (q) => q.count ?? (q.messages || []).length, "num"],
-      ["", (q) => h("button", { type: "button", class: "secondary", onclick: async () => {
-        try { const r = await post("/admin/dlq/redrive", { queue: q.queue || q.name }, true); toast(`redriven: ${JSON.stringify(r)}`); route(); } catch (e) { failed(e); }
-      } }, "Redrive")]], "No dead letters."),
+    dlq.error ? h("p", { class: "error" }, dlq.error) : h("div", { id: "dlq" },
+      h("div", { class: "toolbar" }, [...byQueue].map(([queue, n]) => [h("span", {}, `${queue}: ${n}`), redrive(queue)]), letters.length ? redrive(null) : null),
+      table(letters, [["queue", (l) => l.queue], ["document", (l) => l.knowledge_id || "—"], ["attempt", (l) => l.attempt ?? "—", "num"],
+        ["state", (l) => (l.row ? badge(l.row.parse_status) : "—")], ["reason", (l) => l.reason],
+        ["error", (l) => (l.row && l.row.error_message ? `${l.row.error_code}: ${l.row.error_message}` : "")],
+        ["sent", (l) => (l.sent_at_ms ? when(new Date(l.sent_at_ms).toISOString()) : "—")]], "No dead letters.")),
     h("p", {}, h("button", { type: "button", class: "secondary", onclick: () => { keys.setOperator(null); route(); } }, "Forget the operator key")));
 }
 
