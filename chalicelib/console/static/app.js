@@ -407,7 +407,7 @@ function progressText(p) {
 
 function costLine(cost) {
   if (!cost) return null;
-  const parts = Object.entries(cost).filter(([, v]) => typeof v === "number" || typeof v === "string").map(([k, v]) => `${k}: ${typeof v === "number" && k.includes("dollar") ? dollars(v) : v}`);
+  const parts = Object.entries(cost).filter(([k, v]) => k !== "knowledge_id" && (typeof v === "number" || typeof v === "string")).map(([k, v]) => `${k}: ${typeof v === "number" && k.includes("dollar") ? dollars(v) : v}`);
   return h("p", { class: "muted", id: "cost" }, parts.join(" · "));
 }
 
