@@ -153,7 +153,7 @@ async function documents(kb, content) {
       })),
     h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, h("input", { type: "checkbox", "aria-label": "select all", onchange: (e) => {
       for (const box of rowsBody.querySelectorAll("input[type=checkbox]")) { box.checked = e.target.checked; box.dispatchEvent(new Event("change")); }
-    } })), ["name", "type", "state", "enabled", "size", "created", "progress / error"].map((c) => h("th", {}, c)))), rowsBody),
+    } })), [["name"], ["type"], ["state"], ["enabled"], ["chunks", "num"], ["size", "num"], ["created"], ["stage / error"]].map(([c, cls]) => h("th", { class: cls }, c)))), rowsBody),
     h("div", { class: "toolbar" }, more, status)]);
 
   function render() {
@@ -161,20 +161,22 @@ async function documents(kb, content) {
       const box = h("input", { type: "checkbox", checked: selected.has(k.id), "aria-label": `select ${k.file_name || k.title || k.id}` });
       box.addEventListener("change", () => (box.checked ? selected.add(k.id) : selected.delete(k.id)));
       const note = k.error_message ? h("span", { class: "error" }, `${k.error_code || "error"}: ${k.error_message}`)
-        : k.waiting ? `waiting in ${k.waiting.queue} for ${seconds(k.waiting.waited_seconds)}` : k.progress ? JSON.stringify(k.progress) : "";
+        : IN_FLIGHT.has(k.parse_status) && k.queued_stage ? `at ${k.queued_stage}${k.queued_at && !Number.isNaN(Date.parse(k.queued_at))
+          ? `, queued ${seconds(Math.max(0, (Date.now() - Date.parse(k.queued_at)) / 1000))} ago` : ""}` : "";
       return h("tr", { dataset: { knowledgeId: k.id, state: k.parse_status } }, h("td", {}, box),
         h("td", {}, link({ knowledge: k.id }, k.file_name || k.title || k.id)), h("td", {}, k.file_type || k.source || ""),
-        h("td", {}, badge(k.parse_status)), h("td", {}, badge(k.enable_status)), h("td", { class: "num" }, bytes(k.file_size)),
+        h("td", {}, badge(k.parse_status)), h("td", {}, badge(k.enable_status)), h("td", { class: "num" }, k.chunk_count ?? ""),
+        h("td", { class: "num" }, bytes(k.file_size)),
         h("td", {}, when(k.created_at)), h("td", {}, note));
     }));
-    if (!rows.length) rowsBody.append(h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No documents: drop files above.")));
+    if (!rows.length) rowsBody.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No documents: drop files above.")));
   }
 
   async function load(fresh) {
     const mine = generation;
     const query = { ...filters, page_size: 50 };
     if (!fresh && cursor) query.cursor = cursor;
-    const page = await get(`/knowledge-bases/${enc(kb.id)}/knowledge`, fresh ? { ...filters, page_size: Math.max(50, rows.length) } : query);
+    const page = await get(`/knowledge-bases/${enc(kb.id)}/knowledge`, fresh ? { ...filters, page_size: Math.min(100, Math.max(50, rows.length)) } : query);
     if (mine !== generation) return;
     rows = fresh ? page.items : rows.concat(page.items);
     cursor = page.next_cursor;
@@ -337,7 +339,11 @@ async function knowledge(knowledgeId) {
   const attempts = h("select", { id: "attempt", onchange: (e) => { const next = fragment(); next.set("attempt", e.target.value); location.hash = next.toString(); } },
     Array.from({ length: spans.latest_attempt || 1 }, (_, i) => h("option", { value: i + 1, selected: i + 1 === attempt }, `attempt ${i + 1}`)));
   const download = (kind) => h("button", { type: "button", class: "secondary", id: `download-${kind}`, onclick: async () => {
-    try { const f = await get(`/knowledge/${enc(knowledgeId)}/file-url`, { kind }); const a = h("a", { href: f.url, download: f.file_name, rel: "noreferrer" }); document.body.append(a); a.click(); a.remove(); } catch (e) { failed(e); }
+    try {
+      const f = await get(`/knowledge/${enc(knowledgeId)}/file-url`, { kind });
+      const a = h("a", { href: safeUrl(f.url), download: f.file_name, rel: "noreferrer" });
+      document.body.append(a); a.click(); a.remove();
+    } catch (e) { failed(e); }
   } }, kind === "original" ? "Download original" : "Download Markdown");
   const actions = h("div", { class: "toolbar" }, badge(k.parse_status), badge(k.enable_status), attempts, download("original"), download("parsed"),
     h("button", { type: "button", class: "secondary", onclick: async () => { try { await post(`/knowledge/${enc(knowledgeId)}/reparse`, {}); route(); } catch (e) { failed(e); } } }, "Reparse"),
@@ -354,11 +360,18 @@ async function knowledge(knowledgeId) {
     h("h2", {}, "Chunks"), chunks, h("h2", {}, "Parsed Markdown"), markdown);
   loadChunks(knowledgeId, chunks);
   get(`/knowledge/${enc(knowledgeId)}/file-url`, { kind: "parsed" })
-    .then((f) => fetch(f.url, { credentials: "omit", referrerPolicy: "no-referrer" }))
+    .then((f) => fetch(safeUrl(f.url), { credentials: "omit", referrerPolicy: "no-referrer" }))
     .then((r) => (r.ok ? r.text() : Promise.reject(new Error(`HTTP ${r.status}`))))
     .then((text) => replace(markdown, text))
     .catch((e) => replace(markdown, e.code === "file_not_found" ? "No parsed Markdown (yet)." : `Not available: ${e.message}`));
   if (IN_FLIGHT.has(k.parse_status) && attempt === k.attempt) poll(() => route(), 2500);
+}
+
+/** A link the API gave (presigned, or this origin's /r/{token}): http(s) only, never javascript: or data:. */
+function safeUrl(url) {
+  const parsed = new URL(url, location.href);
+  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") throw new Error(`refused a ${parsed.protocol} link`);
+  return parsed.href;
 }
 
 function spanSeconds(s, now) {
