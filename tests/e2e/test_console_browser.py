@@ -195,6 +195,20 @@ def test_the_console_walks_a_document_from_upload_to_delete(
         "the deleted row gone",
     )
 
+    # an FAQ knowledge base: its entries, its import (inline entries here) with the result
+    faq = api.create_kb("answers", type="faq")
+    started = api.post(
+        f"/knowledge-bases/{faq['id']}/faq/import",
+        {"entries": [{"standard_question": "When do tides turn?", "answers": ["Twice a day."]}]},
+    )
+    assert started.status_code == 202, started.json_body
+    runtime.drain(timeout=60)
+    browser.get(f"{served}/console/#kb={faq['id']}&tab=faq")
+    wait(browser, lambda: "When do tides turn?" in browser.find_element(By.ID, "main").text, "the FAQ entry")
+    wait(
+        browser, lambda: "Last import" in browser.find_element(By.ID, "faq-import").text, "the import result"
+    )
+
     # operators: tenants and the dead-letter queues, with the operator key from the fragment
     services.settings = replace(services.settings, operator_key=OPERATOR_KEY)
     browser.get(f"{served}/console/#view=admin&operator_key={OPERATOR_KEY}")

@@ -294,21 +294,37 @@ async function faq(kb, content) {
       const target = await post(`/knowledge-bases/${enc(kb.id)}/faq/import/upload-url`, { file_name: chosen.name });
       const put = await fetch(target.upload_url, { method: target.method || "PUT", body: chosen, headers: target.headers || {} });
       if (!put.ok) throw new Error(`storage answered ${put.status}`);
-      await post(`/knowledge-bases/${enc(kb.id)}/faq/import`, { object_key: target.object_key });
+      const started = await post(`/knowledge-bases/${enc(kb.id)}/faq/import`, { object_key: target.object_key, mode: mode.value });
       toast("import started");
-      showImport();
+      followImport(started.task_id);
     } catch (e) { failed(e); }
   });
+  const mode = h("select", {}, h("option", { value: "append" }, "append"), h("option", { value: "replace" }, "replace"));
+  const counts = (p) => ["success", "failed", "partial", "skipped", "merged", "added", "deleted"]
+    .filter((k) => p[k]).map((k) => `${k} ${p[k]}`).join(" · ");
+  const failedRows = (p) => {
+    const url = typeof p.failed_rows_download === "string" ? p.failed_rows_download : p.failed_rows_download?.url;
+    return url ? h("a", { href: safeUrl(url), rel: "noreferrer" }, "failed rows (CSV)") : null;
+  };
+  /** A running import: the task's progress, every 2 s, until it ends; then the last result. */
+  async function followImport(taskId) {
+    const task = await get(`/tasks/${enc(taskId)}`).catch(failed);
+    if (!task) return;
+    const p = task.progress || {};
+    const total = p.total ?? 0;
+    const done = p.processed ?? 0;
+    replace(result, h("div", {}, badge(p.status || task.status), " ", total ? `${done} / ${total} rows ` : "", total ? h("progress", { max: total, value: done }) : null,
+      " ", counts(p), p.error ? h("div", { class: "error" }, p.error) : null));
+    if (["queued", "running"].includes(task.status)) poll(() => followImport(taskId), 2000);
+    else showImport();
+  }
   async function showImport() {
     const last = await get(`/knowledge-bases/${enc(kb.id)}/faq/import/last-result`).catch(() => null);
-    if (!last) { replace(result, h("p", { class: "muted" }, "No import yet.")); return; }
-    const total = last.total ?? last.total_rows ?? 0;
-    const done = last.processed ?? last.imported ?? last.success_count ?? 0;
-    replace(result, h("div", {}, badge(last.status), " ", `${done} / ${total}`, total ? h("progress", { max: total, value: done }) : null,
-      (last.failed_rows || last.failures || []).length ? h("pre", { class: "text" }, JSON.stringify(last.failed_rows || last.failures, null, 2)) : null));
-    if (["pending", "running", "processing"].includes(last.status)) poll(showImport, 2000);
+    if (!last) { replace(result, h("p", { class: "muted" }, "No import has finished yet.")); return; }
+    replace(result, h("div", {}, "Last import: ", badge(last.status), ` ${last.mode || ""} · ${last.total ?? 0} rows · ${counts(last)} · ${when(last.finished_at)} `,
+      failedRows(last), last.error ? h("div", { class: "error" }, last.error) : null));
   }
-  append(content, [h("h2", {}, "Import"), h("div", { class: "toolbar" }, file), result,
+  append(content, [h("h2", {}, "Import"), h("div", { class: "toolbar" }, mode, file), result,
     h("h2", {}, "Entries"), h("div", { class: "toolbar" }, question, answer, h("button", { type: "button", onclick: add }, "Add")),
     table(items, [["question", (e) => e.standard_question], ["answers", (e) => (e.answers || []).join(" · ")],
       ["enabled", (e) => badge(e.is_enabled ? "enabled" : "disabled")]])]);
