@@ -269,8 +269,8 @@ async function tags(kb, content) {
   const name = h("input", { type: "text", placeholder: "new tag" });
   const add = async () => { try { await post(`/knowledge-bases/${enc(kb.id)}/tags`, { name: name.value.trim() }); route(); } catch (e) { failed(e); } };
   append(content, [h("div", { class: "toolbar" }, name, h("button", { type: "button", onclick: add }, "Add tag")),
-    table(items, [["name", (t) => link({ kb: kb.id, state: "", tag: t.id }, t.name)], ["color", (t) => t.color || ""],
-      ["documents", (t) => t.knowledge_count ?? t.count ?? "", "num"],
+    table(items, [["name (its documents)", (t) => link({ kb: kb.id, tag: t.id }, t.name)], ["color", (t) => t.color || ""],
+      ["created", (t) => when(t.created_at)],
       ["", (t) => h("button", { type: "button", class: "link", onclick: async () => {
         try { await del(`/knowledge-bases/${enc(kb.id)}/tags/${enc(t.id)}`); route(); } catch (e) { failed(e); }
       } }, "delete")]])]);
