@@ -7,7 +7,7 @@ from typing import Any
 from chalice import Chalice, Rate, Response
 
 from chalicelib import stages
-from chalicelib.api import faq_routes, http, routes, service_routes, webhook_routes
+from chalicelib.api import console_routes, faq_routes, http, routes, service_routes, webhook_routes
 from chalicelib.bootstrap import get_deps
 from chalicelib.observability import traced
 from chalicelib.settings import get_settings
@@ -56,6 +56,19 @@ def parser_engines() -> Response:
 @app.route(f"{V1}/models", methods=["GET"])
 def list_models() -> Response:
     return routes.list_models(get_deps(), app.current_request)
+
+
+# ---------------------------------------------------------------- the console (static files, no key)
+
+
+@app.route("/console", methods=["GET"])
+def console_page() -> Response:
+    return console_routes.console_page(get_settings(), app.current_request)
+
+
+@app.route("/console/{asset}", methods=["GET"])
+def console_asset(asset: str) -> Response:
+    return console_routes.console_asset(get_settings(), app.current_request, asset)
 
 
 # ---------------------------------------------------------------- knowledge bases

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the docreader engines use (idempotent: skips what is already there).
 # The lists: functions/docreader/system-packages.txt (what the docreader image installs too) and
-# scripts/local-system-packages.txt (tesseract and poppler, local and CI only: Textract does OCR on AWS).
+# scripts/local-system-packages.txt (tesseract and poppler, local and CI only: Textract does OCR on AWS;
+# chromium and chromium-driver for the console's browser test).
 # Measured on Debian 12: 86 packages, ~57 MB download, ~12 s to install after `apt-get update`.
 # The OCR language data for Japanese, Chinese (simplified, traditional) and OSD (issue 13) add 4 packages,
 # ~7.6 MB download (~18 MB installed).

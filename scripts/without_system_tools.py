@@ -34,6 +34,8 @@ ALWAYS_HIDDEN = {
     "pdfinfo",
     "ffmpeg",
     "ffprobe",
+    "chromium",
+    "chromedriver",
 }
 BIN_DIRS = ("/usr/bin/", "/bin/", "/usr/local/bin/", "/usr/sbin/", "/sbin/")
 

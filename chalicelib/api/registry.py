@@ -43,6 +43,8 @@ class Operation:
     operator: bool = False
     #: the key scope the route needs, when not the one its HTTP method implies (see `required_scope`)
     scope: Scope | None = None
+    #: part of the API (in the OpenAPI document); False for the console's static files under /console/
+    api: bool = True
 
     def required_scope(self, method: str) -> Scope:
         """The one rule: a GET reads, any other method writes, unless the registration says otherwise (a

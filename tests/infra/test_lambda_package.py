@@ -209,6 +209,15 @@ def test_every_zip_ships_bytecode_that_never_checks_timestamps(built: dict[str, 
         assert "chalicelib/adapters/__init__.py" in names
 
 
+def test_the_api_function_ships_the_console_files(built: dict[str, Any]) -> None:
+    """GET /console/ on AWS serves these files from the API function's own package (chalicelib/console)."""
+    static = ROOT / "chalicelib" / "console" / "static"
+    with zipfile.ZipFile(built["out"] / "deployment.zip") as archive:
+        for path in sorted(static.iterdir()):
+            assert archive.read(f"chalicelib/console/static/{path.name}") == path.read_bytes(), path.name
+        assert "chalicelib/console/static/index.html" in archive.namelist()
+
+
 def test_the_packaged_template_points_at_what_the_build_made(built: dict[str, Any]) -> None:
     out, template = built["out"], built["template"]
     for zip_name in builder.layer_zips(template).values():

@@ -1,0 +1,93 @@
+// The public API, from the console's own origin and stage: /<stage>/console/ -> /<stage>/api/v1.
+
+const KEY = "weknora.key";
+const OPERATOR_KEY = "weknora.operatorKey";
+
+export const prefix = location.pathname.replace(/\/console(\/.*)?$/, "");
+export const API = `${prefix}/api/v1`;
+
+export const keys = {
+  get: () => sessionStorage.getItem(KEY),
+  set: (value) => (value ? sessionStorage.setItem(KEY, value) : sessionStorage.removeItem(KEY)),
+  operator: () => sessionStorage.getItem(OPERATOR_KEY),
+  setOperator: (value) => (value ? sessionStorage.setItem(OPERATOR_KEY, value) : sessionStorage.removeItem(OPERATOR_KEY)),
+  clear: () => { sessionStorage.removeItem(KEY); sessionStorage.removeItem(OPERATOR_KEY); },
+};
+
+export class ApiError extends Error {
+  constructor(status, code, message, details) {
+    super(message || code || `HTTP ${status}`);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+}
+
+function headers(operator, extra = {}) {
+  const out = { ...extra };
+  if (operator) out["X-Operator-Key"] = keys.operator() || "";
+  else out["X-API-Key"] = keys.get() || "";
+  return out;
+}
+
+async function unwrap(response) {
+  const text = await response.text();
+  let body = null;
+  try { body = text ? JSON.parse(text) : null; } catch { body = null; }
+  if (!response.ok || (body && body.success === false)) {
+    const error = (body && body.error) || {};
+    throw new ApiError(response.status, error.code || body?.code, error.message || body?.message || text, error.details);
+  }
+  return body && "data" in body ? body.data : body;
+}
+
+export async function call(method, path, { body, query, operator = false } = {}) {
+  let url = `${API}${path}`;
+  if (query) {
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== "") params.set(k, v);
+    if ([...params].length) url += `?${params}`;
+  }
+  const init = { method, headers: headers(operator), credentials: "omit", cache: "no-store" };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers["Content-Type"] = "application/json";
+  }
+  return unwrap(await fetch(url, init));
+}
+
+export const get = (path, query, operator = false) => call("GET", path, { query, operator });
+export const post = (path, body, operator = false) => call("POST", path, { body: body ?? {}, operator });
+export const put = (path, body) => call("PUT", path, { body });
+export const del = (path, operator = false) => call("DELETE", path, { operator });
+
+function xhr(method, url, { body, headers: extra = {}, onProgress }) {
+  return new Promise((resolve, reject) => {
+    const request = new XMLHttpRequest();
+    request.open(method, url);
+    for (const [k, v] of Object.entries(extra)) request.setRequestHeader(k, v);
+    request.upload.onprogress = (e) => e.lengthComputable && onProgress && onProgress(e.loaded / e.total);
+    request.onload = () => resolve(request);
+    request.onerror = () => reject(new ApiError(0, "network_error", `${method} failed: network error`));
+    request.send(body);
+  });
+}
+
+/** One file into a knowledge base: multipart through the API when it fits the payload limit, else the
+ * presigned PUT (the object's arrival creates the knowledge). Resolves to {knowledge_id, presigned}. */
+export async function uploadFile(kbId, file, name, onProgress, limit = 4_000_000) {
+  if (file.size <= limit) {
+    const form = new FormData();
+    form.append("file", file, name);
+    form.append("fileName", name);
+    const request = await xhr("POST", `${API}/knowledge-bases/${encodeURIComponent(kbId)}/knowledge/file`, {
+      body: form, headers: headers(false), onProgress,
+    });
+    const data = await unwrap(new Response(request.responseText, { status: request.status }));
+    return { knowledge_id: data.id, presigned: false };
+  }
+  const target = await post(`/knowledge-bases/${encodeURIComponent(kbId)}/knowledge/upload-url`, { file_name: name, file_size: file.size });
+  const request = await xhr(target.method || "PUT", target.upload_url, { body: file, headers: target.headers || {}, onProgress });
+  if (request.status >= 300) throw new ApiError(request.status, "upload_failed", `storage answered ${request.status}`);
+  return { knowledge_id: target.knowledge_id, presigned: true };
+}

@@ -1,0 +1,218 @@
+"""The console in a real browser: headless Chromium (Debian chromium + chromium-driver, driven by selenium)
+against the local HTTP server `make run` serves, on the e2e runtime (moto, the real pollers, drained here).
+
+Sign in through the `#key=` fragment (the key leaves the address bar), see the knowledge bases, upload a file
+through the file input, one dropped on the zone and one on the presigned path, watch the rows reach
+`completed` while the queues drain, open it (its stage timeline
+and chunks), search it, delete it, and open the operators' page; every console response carries the strict
+CSP."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from chalicelib.bootstrap import Services
+from chalicelib.local.runtime import LocalRuntime
+
+from .conftest import API_KEY, Api
+
+pytestmark = pytest.mark.requires_chromium
+
+OPERATOR_KEY = "console-operator-key"
+WORD = "zebrafishmigration"
+TEXT = f"# Rivers\n\nThe {WORD} of the northern rivers starts in spring.\n\nSalmon wait below the weirs.\n"
+
+
+@pytest.fixture
+def served(runtime: LocalRuntime, api: Api) -> Iterator[str]:
+    base = runtime.serve_http("127.0.0.1", 0, access_log=False)
+    try:
+        yield base
+    finally:
+        runtime.stop_http()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+#: a drop event on the upload zone carrying one file (a DataTransfer built in the page)
+DROP = """
+const [name, text] = arguments;
+const data = new DataTransfer();
+data.items.add(new File([text], name, {type: "text/plain"}));
+document.getElementById("drop-zone").dispatchEvent(new DragEvent("drop", {dataTransfer: data, bubbles: true}));
+"""
+
+#: the console's own upload function on the presigned path (its size limit set to 0): the PUT to storage
+#: passes the page's CSP (connect-src) and the bucket's CORS
+PRESIGNED = """
+const [kbId, text, done] = arguments;
+import(new URL("api.js", location.href).href)
+  .then((api) => api.uploadFile(kbId, new File([text], "estuary.txt", {type: "text/plain"}), "estuary.txt", null, 0))
+  .then((result) => done(result), (error) => done({error: String((error && error.message) || error)}));
+"""
+
+
+def shot(driver: Any, name: str) -> None:
+    """A screenshot into WEKNORA_CONSOLE_SCREENSHOTS, when set (to look at the pages the test walks)."""
+    folder = os.environ.get("WEKNORA_CONSOLE_SCREENSHOTS")
+    if folder:
+        driver.set_window_size(1280, 900)
+        driver.save_screenshot(str(Path(folder) / f"{name}.png"))
+
+
+def wait(driver: Any, check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if found := check():
+                return found
+        except Exception:  # the page re-renders under us: look again
+            pass
+        time.sleep(0.2)
+    logs = "\n".join(str(entry) for entry in driver.get_log("browser"))
+    raise AssertionError(f"never saw {what}\npage: {driver.find_element('tag name', 'main').text}\n{logs}")
+
+
+def test_the_console_walks_a_document_from_upload_to_delete(
+    served: str, runtime: LocalRuntime, services: Services, api: Api, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    page = requests.get(f"{served}/console/", timeout=10)
+    assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
+    csp = page.headers["Content-Security-Policy"]
+    assert "script-src 'self';" in csp and "frame-ancestors 'none'" in csp and "unsafe" not in csp
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
+    kb = api.create_kb("rivers")
+
+    # signed in by the fragment: the key moves to session storage and out of the address bar
+    browser.get(f"{served}/console/#key={API_KEY}")
+    wait(browser, lambda: browser.find_element(By.LINK_TEXT, "rivers"), "the knowledge base listed")
+    assert "key=" not in browser.current_url
+    assert browser.execute_script("return sessionStorage.getItem('weknora.key')") == API_KEY
+    wait(
+        browser,
+        lambda: browser.find_element(By.CSS_SELECTOR, f"tr[data-kb-id='{kb['id']}'] td.num").text == "0",
+        "the knowledge base's stats",
+    )
+    shot(browser, "0-knowledge-bases")
+
+    # a shared link opens on the knowledge base; the file input uploads
+    browser.get(f"{served}/console/#kb={kb['id']}")
+    picker = wait(browser, lambda: browser.find_element(By.ID, "file-input"), "the upload zone")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "rivers.md"
+        path.write_text(TEXT, encoding="utf-8")
+        picker.send_keys(str(path))
+        row = "#documents tr[data-knowledge-id]"
+        wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, row), "the uploaded document's row")
+    # and one dropped on the zone (the drop handler, as a drag from the desktop delivers it)
+    browser.execute_script(DROP, "tides.txt", "Tides turn twice a day.")
+    wait(browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, row)) == 2, "the dropped document's row")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#uploads progress")) == 2
+    shot(browser, "1-uploaded")
+    presigned = browser.execute_async_script(PRESIGNED, kb["id"], "Estuaries mix salt and fresh water.")
+    assert presigned.get("presigned") is True, presigned
+    knowledge_id = browser.find_element(
+        By.XPATH, "//tbody[@id='documents']/tr[.//a[text()='rivers.md']]"
+    ).get_attribute("data-knowledge-id")
+    runtime.drain(timeout=60)
+    states = "return [...document.querySelectorAll('#documents tr[data-knowledge-id]')].map((r) => r.dataset.state)"
+    wait(
+        browser,
+        # the two uploads at least (the presigned one shows up too once its object arrived)
+        lambda: len(found := browser.execute_script(states)) >= 2 and set(found) == {"completed"},
+        "the rows turn completed (live)",
+    )
+    shot(browser, "2-completed")
+    assert api.knowledge(presigned["knowledge_id"])["parse_status"] == "completed"
+
+    # the document: its stages, its chunks, its parsed Markdown
+    browser.find_element(By.LINK_TEXT, "rivers.md").click()
+    wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#timeline [data-span]"), "the timeline")
+    spans = {
+        e.get_attribute("data-span"): e.get_attribute("data-status")
+        for e in browser.find_elements(By.CSS_SELECTOR, "#timeline [data-span]")
+    }
+    assert {"docreader", "chunking", "embedding"} <= set(spans), spans
+    assert spans["docreader"] == spans["chunking"] == spans["embedding"] == "done", spans
+    chunk = wait(browser, lambda: browser.find_element(By.CSS_SELECTOR, "#chunks .chunk"), "a chunk")
+    assert WORD in chunk.text
+    wait(browser, lambda: WORD in browser.find_element(By.ID, "markdown").text, "the parsed Markdown")
+    shot(browser, "3-document")
+
+    # search: the hit, its match type and its highlighted term
+    browser.get(f"{served}/console/#kb={kb['id']}&tab=search")
+    wait(browser, lambda: browser.find_element(By.ID, "search-query"), "the search box").send_keys(WORD)
+    browser.find_element(By.ID, "search-run").click()
+    hit = wait(
+        browser,
+        lambda: browser.find_element(By.CSS_SELECTOR, f"#hits .hit[data-knowledge-id='{knowledge_id}']"),
+        "the hit",
+    )
+    assert hit.find_element(By.CSS_SELECTOR, "mark").text.lower() == WORD
+    assert hit.find_element(By.CSS_SELECTOR, ".badge").text in ("hybrid", "keyword", "vector")
+    shot(browser, "4-search")
+
+    # delete it from its page: the list drops it once the delete task has run
+    browser.get(f"{served}/console/#knowledge={knowledge_id}")
+    wait(browser, lambda: browser.find_element(By.ID, "delete-knowledge"), "the delete button").click()
+    browser.switch_to.alert.accept()
+    wait(browser, lambda: f"kb={kb['id']}" in browser.current_url, "the way back to the knowledge base")
+    runtime.drain(timeout=60)
+    assert api.get(f"/knowledge/{knowledge_id}").status_code == 404
+    wait(
+        browser,
+        lambda: (
+            not browser.find_elements(By.CSS_SELECTOR, f"tr[data-knowledge-id='{knowledge_id}']")
+            and browser.find_elements(By.CSS_SELECTOR, "#documents tr")
+        ),
+        "the deleted row gone",
+    )
+
+    # an FAQ knowledge base: its entries, its import (inline entries here) with the result
+    faq = api.create_kb("answers", type="faq")
+    started = api.post(
+        f"/knowledge-bases/{faq['id']}/faq/import",
+        {"entries": [{"standard_question": "When do tides turn?", "answers": ["Twice a day."]}]},
+    )
+    assert started.status_code == 202, started.json_body
+    runtime.drain(timeout=60)
+    browser.get(f"{served}/console/#kb={faq['id']}&tab=faq")
+    wait(browser, lambda: "When do tides turn?" in browser.find_element(By.ID, "main").text, "the FAQ entry")
+    wait(
+        browser, lambda: "Last import" in browser.find_element(By.ID, "faq-import").text, "the import result"
+    )
+
+    # operators: tenants and the dead-letter queues, with the operator key from the fragment
+    services.settings = replace(services.settings, operator_key=OPERATOR_KEY)
+    browser.get(f"{served}/console/#view=admin&operator_key={OPERATOR_KEY}")
+    wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#dlq"), "the dead-letter queues")
+    assert "operator_key" not in browser.current_url
+    assert browser.find_elements(By.XPATH, "//h2[text()='Tenants']/following-sibling::table//tbody/tr")
+    shot(browser, "5-operators")
