@@ -31,6 +31,7 @@ TABLES = (
     "tags",
     "faq",
     "turns",
+    "resources",
 )
 QUEUES = (
     "uploads",
@@ -182,6 +183,9 @@ class Settings:
     turn_ttl_seconds: int = 120
     #: how long a download link (GET /knowledge/{id}/file-url) works
     download_url_seconds: int = 900
+    #: the API's public base URL a download link (`<base>/r/{token}`) starts with; empty: taken from the
+    #: request (its Host, X-Forwarded-Proto, and on API Gateway's own domain the stage)
+    public_base_url: str = ""
     manual_max_runes: int = 200_000
     #: the specification's switch for the housekeeping sweeps (the schedule still fires; a sweep then does nothing)
     housekeeping_enabled: bool = True
@@ -317,6 +321,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         api_max_body=e.int("WEKNORA_API_MAX_BODY", 4_500_000),
         housekeeping_enabled=e.bool("WEKNORA_HOUSEKEEPING_ENABLED", True),
         download_url_seconds=e.int("WEKNORA_DOWNLOAD_URL_SECONDS", 900),
+        public_base_url=e.text("WEKNORA_PUBLIC_BASE_URL", "").rstrip("/"),
         tenant_pipeline_cap=e.int("WEKNORA_TENANT_PIPELINE_CAP", 8),
         pipeline_lease_seconds=e.int("WEKNORA_PIPELINE_LEASE_SECONDS", 1800),
         turn_wait_seconds=e.int("WEKNORA_TURN_WAIT_SECONDS", 2),

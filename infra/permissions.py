@@ -32,6 +32,7 @@ TABLES = {
     "wiki": "WikiTable",
     "tags": "TagsTable",
     "faq": "FaqTable",
+    "resources": "ResourcesTable",
 }
 #: the stage queues (logical ids) by the name the code sends to; each has `<Name>DeadLetterQueue`
 QUEUES = {
@@ -182,6 +183,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
             "tags",
             "faq",
             "turns",
+            "resources",
         ),
         Grant(("dynamodb:Scan",), tables("tenants")),
         Grant(("dynamodb:DescribeTable",), tables("knowledge")),

@@ -38,6 +38,7 @@ from chalicelib.ports.parsing import (
     iter_batches,
 )
 from chalicelib.ports.queues import DeadLetter, TaskQueue, Workflow, WorkflowStart
+from chalicelib.ports.resources import ResourceCatalog
 from chalicelib.ports.state import (
     ApiKeyRepo,
     ChunkRepo,
@@ -104,6 +105,7 @@ __all__ = [
     "ReadRequest",
     "ReadResult",
     "ResolvedImages",
+    "ResourceCatalog",
     "RetrieveEngine",
     "SaveImage",
     "SearchHit",
