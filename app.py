@@ -138,6 +138,11 @@ def knowledge_file_url(knowledge_id: str) -> Response:
     return routes.knowledge_file_url(get_deps(), app.current_request, knowledge_id)
 
 
+@app.route("/r/{token}", methods=["GET"])
+def redeem_download(token: str) -> Response:
+    return routes.redeem_download(get_deps(), app.current_request, token)
+
+
 @app.route(f"{V1}/chunker/preview", methods=["POST"])
 def chunker_preview() -> Response:
     return routes.chunker_preview(get_deps(), app.current_request)

@@ -43,6 +43,10 @@ class Operation:
     operator: bool = False
     #: the key scope the route needs, when not the one its HTTP method implies (see `required_scope`)
     scope: Scope | None = None
+    #: the success answer's `data` (a model in components/schemas), where the document describes it
+    response: type[BaseModel] | None = None
+    #: further answers (status -> description), each in the error envelope
+    errors: tuple[tuple[int, str], ...] = ()
 
     def required_scope(self, method: str) -> Scope:
         """The one rule: a GET reads, any other method writes, unless the registration says otherwise (a

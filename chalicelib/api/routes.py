@@ -11,7 +11,7 @@ from chalice import Response
 from chalice.app import Request
 
 from chalicelib import commands, tasks
-from chalicelib.api.http import ok, parse_multipart, query, raw_body
+from chalicelib.api.http import ok, parse_multipart, public_base_url, query, raw_body
 from chalicelib.api.openapi import build_document
 from chalicelib.api.registry import (
     caller_tenant,
@@ -42,7 +42,7 @@ from chalicelib.operations import (
     tenants,
 )
 from chalicelib.ports import Dependencies
-from chalicelib.services import offered
+from chalicelib.services import offered, resources
 from chalicelib.settings import app_version
 from chalicelib.tasks import reparse
 
@@ -256,14 +256,35 @@ def edit_chunk(deps: Dependencies, request: Request | None, knowledge_id: str, c
 
 
 @operation(
-    "A short-lived link to the stored original file or the parsed Markdown",
+    "A short-lived download link (`/r/{token}`) to the stored original file or the parsed Markdown",
     "knowledge",
     query=commands.FileUrlQuery,
+    response=commands.DownloadGrant,
 )
 def knowledge_file_url(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    params = validate(commands.FileUrlQuery, query(present_request(request)))
-    return ok(chunks.file_url(deps, tenant.id, knowledge_id, params))
+    http = present_request(request)
+    params = validate(commands.FileUrlQuery, query(http))
+    return ok(
+        chunks.file_url(
+            deps, tenant.id, knowledge_id, params, public_base_url(deps.settings.public_base_url, http)
+        )
+    )
+
+
+@operation(
+    "Follow a download link: a redirect to a short-lived signed GET of the file (the token is the credential)",
+    "knowledge",
+    status=302,
+    auth=False,
+    errors=((410, "the link has expired (grant_expired) or its file was deleted (resource_deleted)"),),
+)
+def redeem_download(deps: Dependencies, request: Request | None, token: str) -> Response:
+    present_request(request)
+    target = resources.redeem(deps, token)
+    return Response(
+        body="", status_code=302, headers={"Location": target.location, "Cache-Control": "no-store"}
+    )
 
 
 # ---------------------------------------------------------------- lifecycle

@@ -12,7 +12,7 @@ from chalicelib.domain.storage_keys import download_copy_key, images_manifest_ke
 from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
-from chalicelib.services import page_range_store
+from chalicelib.services import page_range_store, resources
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.usable import index_space_if_usable
 
@@ -26,6 +26,7 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
     if knowledge is None:
         return  # already gone
     deps.workflow.stop(execution_name(knowledge.id, knowledge.attempt), "the knowledge is being deleted")
+    resources.release_owner(deps, knowledge.id)  # its download links stop working, before its files go
     objects = _stored_objects(deps, knowledge)
     kb = deps.kbs.get(knowledge.kb_id)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="delete") as pool:
