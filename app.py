@@ -7,7 +7,7 @@ from typing import Any
 from chalice import Chalice, Rate, Response
 
 from chalicelib import stages
-from chalicelib.api import faq_routes, routes
+from chalicelib.api import download_routes, faq_routes, routes
 from chalicelib.bootstrap import get_deps
 from chalicelib.observability import traced
 from chalicelib.settings import get_settings
@@ -140,7 +140,7 @@ def knowledge_file_url(knowledge_id: str) -> Response:
 
 @app.route("/r/{token}", methods=["GET"])
 def redeem_download(token: str) -> Response:
-    return routes.redeem_download(get_deps(), app.current_request, token)
+    return download_routes.redeem_download(get_deps(), app.current_request, token)
 
 
 @app.route(f"{V1}/chunker/preview", methods=["POST"])

@@ -42,7 +42,7 @@ from chalicelib.operations import (
     tenants,
 )
 from chalicelib.ports import Dependencies
-from chalicelib.services import offered, resources
+from chalicelib.services import offered
 from chalicelib.settings import app_version
 from chalicelib.tasks import reparse
 
@@ -269,21 +269,6 @@ def knowledge_file_url(deps: Dependencies, request: Request | None, knowledge_id
         chunks.file_url(
             deps, tenant.id, knowledge_id, params, public_base_url(deps.settings.public_base_url, http)
         )
-    )
-
-
-@operation(
-    "Follow a download link: a redirect to a short-lived signed GET of the file (the token is the credential)",
-    "knowledge",
-    status=302,
-    auth=False,
-    errors=((410, "the link has expired (grant_expired) or its file was deleted (resource_deleted)"),),
-)
-def redeem_download(deps: Dependencies, request: Request | None, token: str) -> Response:
-    present_request(request)
-    target = resources.redeem(deps, token)
-    return Response(
-        body="", status_code=302, headers={"Location": target.location, "Cache-Control": "no-store"}
     )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from chalicelib.domain.clock import from_iso, to_iso
-from chalicelib.domain.errors import AppError, NotFound
+from chalicelib.domain.errors import Gone, NotFound
 from chalicelib.domain.resources import AccessGrant, Resource, header_safe, resource_id_for, token_hash
 from chalicelib.domain.storage_keys import download_copy_key
 from chalicelib.domain.types import Knowledge
@@ -20,11 +20,6 @@ from chalicelib.ports import Dependencies
 
 OWNER_KNOWLEDGE = "knowledge"
 PURPOSE_DOWNLOAD = "download"
-
-
-class Gone(AppError):
-    status = 410
-    code = "gone"
 
 
 def _now() -> datetime:
