@@ -7,7 +7,15 @@ from typing import Any
 from chalice import Chalice, Rate, Response
 
 from chalicelib import stages
-from chalicelib.api import console_routes, faq_routes, http, routes, service_routes, webhook_routes
+from chalicelib.api import (
+    console_routes,
+    download_routes,
+    faq_routes,
+    http,
+    routes,
+    service_routes,
+    webhook_routes,
+)
 from chalicelib.bootstrap import get_deps
 from chalicelib.observability import traced
 from chalicelib.settings import get_settings
@@ -166,6 +174,11 @@ def edit_chunk(knowledge_id: str, chunk_id: str) -> Response:
 @app.route(f"{V1}/knowledge/{{knowledge_id}}/file-url", methods=["GET"])
 def knowledge_file_url(knowledge_id: str) -> Response:
     return routes.knowledge_file_url(get_deps(), app.current_request, knowledge_id)
+
+
+@app.route("/r/{token}", methods=["GET"])
+def redeem_download(token: str) -> Response:
+    return download_routes.redeem_download(get_deps(), app.current_request, token)
 
 
 @app.route(f"{V1}/chunker/preview", methods=["POST"])

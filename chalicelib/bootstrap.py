@@ -36,6 +36,7 @@ from chalicelib.ports import (
     KnowledgeRepo,
     OcrEngine,
     ProgressTracker,
+    ResourceCatalog,
     RetrieveEngine,
     SaveImage,
     SecretSource,
@@ -70,6 +71,7 @@ class Services:
     tenants: TenantRepo
     api_keys: ApiKeyRepo
     shares: ShareRepo
+    resources: ResourceCatalog
     kbs: KnowledgeBaseRepo
     tasks: TaskRepo
     graph: GraphRepo
@@ -422,6 +424,7 @@ def build_services(settings: Settings | None = None) -> Services:
         share_one_connection,
         shared_connection,
     )
+    from chalicelib.adapters.dynamo.resources import DynamoResourceCatalog
     from chalicelib.adapters.dynamo.turns import DynamoTurnBook
     from chalicelib.adapters.dynamo.usage import DynamoUsageRepo, build_usage_model
     from chalicelib.adapters.events import EventBridgePublisher
@@ -454,6 +457,7 @@ def build_services(settings: Settings | None = None) -> Services:
         tenants=DynamoTenantRepo(models),
         api_keys=DynamoApiKeyRepo(models),
         shares=DynamoShareRepo(models),
+        resources=DynamoResourceCatalog(models),
         kbs=DynamoKnowledgeBaseRepo(models),
         tasks=DynamoTaskRepo(models),
         graph=DynamoGraphRepo(models),
@@ -511,6 +515,7 @@ def memory_deps(
         MemoryHealthProbe,
         MemoryKnowledgeBaseRepo,
         MemoryKnowledgeRepo,
+        MemoryResourceCatalog,
         MemoryShareRepo,
         MemorySpanRepo,
         MemoryTagRepo,
@@ -550,6 +555,7 @@ def memory_deps(
         tenants=tenants,
         api_keys=MemoryApiKeyRepo(),
         shares=MemoryShareRepo(),
+        resources=MemoryResourceCatalog(),
         kbs=MemoryKnowledgeBaseRepo(),
         tasks=MemoryTaskRepo(),
         graph=MemoryGraphRepo(),

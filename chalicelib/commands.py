@@ -546,6 +546,17 @@ class FileUrlQuery(Query):
     kind: Literal["original", "parsed"] = code("invalid_query", default="original")
 
 
+class DownloadGrant(BaseModel):
+    """The answer of `GET /knowledge/{id}/file-url` (a response model: documented, never validated)."""
+
+    url: str = Field(description="`<API base>/r/{token}`: no API key needed, it redirects to the file")
+    kind: Literal["original", "parsed"]
+    file_name: str
+    expires_in: int = Field(description="seconds the link works")
+    expires_at: str = Field(description="when the link stops working (ISO-8601 UTC)")
+    resource: str = Field(description="the file's stable `resource://` id")
+
+
 KnowledgeIds = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=100)]], Field(min_length=1, max_length=200)
 ]

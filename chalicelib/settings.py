@@ -37,6 +37,7 @@ TABLES = (
     "faq",
     "turns",
     "webhooks",
+    "resources",
 )
 QUEUES = (
     "uploads",
@@ -288,6 +289,9 @@ class Settings:
     download_url_seconds: int = 900
     #: origins whose browser pages may call the API (CORS); none: CORS is off
     cors_origins: tuple[str, ...] = ()
+    #: the API's public base URL a download link (`<base>/r/{token}`) starts with; empty: taken from the
+    #: request (its Host, X-Forwarded-Proto, and on API Gateway's own domain the stage)
+    public_base_url: str = ""
     manual_max_runes: int = 200_000
     #: the specification's switch for the housekeeping sweeps (the schedule still fires; a sweep then does nothing)
     housekeeping_enabled: bool = True
@@ -450,6 +454,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         housekeeping_enabled=e.bool("WEKNORA_HOUSEKEEPING_ENABLED", True),
         download_url_seconds=e.int("WEKNORA_DOWNLOAD_URL_SECONDS", 900),
         cors_origins=e.origins("WEKNORA_CORS_ORIGINS"),
+        public_base_url=e.text("WEKNORA_PUBLIC_BASE_URL", "").rstrip("/"),
         tenant_pipeline_cap=e.int("WEKNORA_TENANT_PIPELINE_CAP", 8),
         pipeline_lease_seconds=e.int("WEKNORA_PIPELINE_LEASE_SECONDS", 1800),
         turn_wait_seconds=e.int("WEKNORA_TURN_WAIT_SECONDS", 2),

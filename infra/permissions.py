@@ -33,6 +33,7 @@ TABLES = {
     "tags": "TagsTable",
     "faq": "FaqTable",
     "webhooks": "WebhooksTable",
+    "resources": "ResourcesTable",
 }
 #: the stage queues (logical ids) by the name the code sends to; each has `<Name>DeadLetterQueue`
 QUEUES = {
@@ -189,6 +190,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
             "faq",
             "turns",
             "webhooks",
+            "resources",
         ),
         PUBLISH,
         Grant(("dynamodb:Scan",), tables("tenants")),

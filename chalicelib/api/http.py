@@ -258,3 +258,25 @@ def parse_multipart(content_type: str, body: bytes) -> MultipartForm:
 def query(request: Request) -> dict[str, str]:
     params: Any = request.query_params or {}
     return {str(k): str(v) for k, v in params.items()}
+
+
+#: the base of `make run` (chalice local), for a request that names no Host
+LOCAL_BASE_URL = "http://127.0.0.1:8000"
+
+
+def public_base_url(configured: str, request: Request) -> str:
+    """The API's public base URL, which download links start with: the configured one
+    (WEKNORA_PUBLIC_BASE_URL: a custom domain, a proxy) or else the request's own, from its Host and
+    X-Forwarded-Proto; on API Gateway's own domain (`*.execute-api.*.amazonaws.com`) with the stage
+    after it, as its URLs have."""
+    if configured:
+        return configured.rstrip("/")
+    headers: Any = request.headers or {}
+    host = str(headers.get("host", "")).strip()
+    if not host or any(ch in host for ch in "/\\@ \t\r\n?#"):
+        return LOCAL_BASE_URL
+    on_gateway = ".execute-api." in host and host.endswith(".amazonaws.com")
+    proto = str(headers.get("x-forwarded-proto", "")).split(",")[0].strip().lower()
+    scheme = proto if proto in ("http", "https") else ("https" if on_gateway else "http")
+    stage = str((request.context or {}).get("stage", "")) if on_gateway else ""
+    return f"{scheme}://{host}" + (f"/{stage}" if stage and stage.isidentifier() else "")

@@ -90,10 +90,14 @@ def _form_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
     op = OPERATIONS[view_name]
+    success: dict[str, Any] = _envelope("Success")
+    if op.response is not None:
+        data = {"$ref": REF_TEMPLATE.format(model=op.response.__name__)}
+        success = {"allOf": [success, {"type": "object", "properties": {"data": data}}]}
     responses: dict[str, Any] = {
         str(op.status): {
             "description": "success",
-            "content": {"application/json": {"schema": _envelope("Success")}},
+            "content": {"application/json": {"schema": success}},
         },
         "400": {
             "description": "invalid input",
@@ -122,6 +126,16 @@ def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
         }
         responses["403"] = {
             "description": "invalid operator key, or the admin API is disabled (no operator key configured)",
+            "content": {"application/json": {"schema": _envelope("Error")}},
+        }
+    if 300 <= op.status < 400:  # a redirect: no body, a Location
+        responses[str(op.status)] = {
+            "description": "a redirect",
+            "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}},
+        }
+    for status, description in op.errors:
+        responses[str(status)] = {
+            "description": description,
             "content": {"application/json": {"schema": _envelope("Error")}},
         }
     parameters = [
@@ -164,7 +178,14 @@ def build_document(app: Any) -> dict[str, Any]:
     models = sorted(
         {op.body for op in OPERATIONS.values() if op.body is not None}, key=lambda model: model.__name__
     )
-    _, schemas = models_json_schema([(model, "validation") for model in models], ref_template=REF_TEMPLATE)
+    answers = sorted(
+        {op.response for op in OPERATIONS.values() if op.response is not None},
+        key=lambda model: model.__name__,
+    )
+    _, schemas = models_json_schema(
+        [(model, "validation") for model in models] + [(model, "serialization") for model in answers],
+        ref_template=REF_TEMPLATE,
+    )
     return {
         "openapi": "3.1.0",
         "info": {

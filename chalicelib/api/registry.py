@@ -45,6 +45,10 @@ class Operation:
     scope: Scope | None = None
     #: part of the API (in the OpenAPI document); False for the console's static files under /console/
     api: bool = True
+    #: the success answer's `data` (a model in components/schemas), where the document describes it
+    response: type[BaseModel] | None = None
+    #: further answers (status -> description), each in the error envelope
+    errors: tuple[tuple[int, str], ...] = ()
 
     def required_scope(self, method: str) -> Scope:
         """The one rule: a GET reads, any other method writes, unless the registration says otherwise (a

@@ -11,7 +11,7 @@ from chalice import Response
 from chalice.app import Request
 
 from chalicelib import commands, tasks
-from chalicelib.api.http import ok, parse_multipart, query, raw_body
+from chalicelib.api.http import ok, parse_multipart, public_base_url, query, raw_body
 from chalicelib.api.registry import (
     caller_tenant,
     offered_models_only,
@@ -238,14 +238,20 @@ def edit_chunk(deps: Dependencies, request: Request | None, knowledge_id: str, c
 
 
 @operation(
-    "A short-lived link to the stored original file or the parsed Markdown",
+    "A short-lived download link (`/r/{token}`) to the stored original file or the parsed Markdown",
     "knowledge",
     query=commands.FileUrlQuery,
+    response=commands.DownloadGrant,
 )
 def knowledge_file_url(deps: Dependencies, request: Request | None, knowledge_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    params = validate(commands.FileUrlQuery, query(present_request(request)))
-    return ok(chunks.file_url(deps, tenant.id, knowledge_id, params))
+    http = present_request(request)
+    params = validate(commands.FileUrlQuery, query(http))
+    return ok(
+        chunks.file_url(
+            deps, tenant.id, knowledge_id, params, public_base_url(deps.settings.public_base_url, http)
+        )
+    )
 
 
 # ---------------------------------------------------------------- lifecycle

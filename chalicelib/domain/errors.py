@@ -76,6 +76,13 @@ class Conflict(AppError):
     code = "conflict"
 
 
+class Gone(AppError):
+    """It was there and is no more (an expired download link, a deleted file)."""
+
+    status = 410
+    code = "gone"
+
+
 class PayloadTooLarge(AppError):
     status = 413
     code = "payload_too_large"

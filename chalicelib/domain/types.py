@@ -259,6 +259,11 @@ class Knowledge:
         for key in ("created_at", "updated_at", "processed_at"):
             value = data[key]
             data[key] = value.isoformat() if value else None
+        from chalicelib.domain.resources import resource_id_for
+
+        # the stored original's stable reference (the catalog entry is made by its first download link)
+        has_original = self.file_path and self.type not in (KnowledgeType.URL, KnowledgeType.MANUAL)
+        data["file_resource"] = resource_id_for(self.file_path) if has_original else None
         for internal in ("dedupe_key", "file_path"):
             data.pop(internal, None)
         data["source"] = redact_credentials(self.source)

@@ -5,20 +5,21 @@ short-lived links to the stored original and parsed Markdown (the specification'
 An edit embeds the new text before anything is written (a model that fails changes nothing: 503), and the
 questions generated from the old text leave the chunk and the index. A chunk row's `is_enabled` is the
 chunk's own switch; its entries are on while the chunk and its document both are. Either change makes the
-summary stale (it is made from the enabled chunks' text). A store that cannot sign links (`local://`) is
-served through a signed copy in the files bucket, deleted with the knowledge."""
+summary stale (it is made from the enabled chunks' text). A download link is a grant on the file's entry in
+the resource catalog (services/resources.py), answered by `GET /r/{token}`."""
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import replace
 from typing import Any
 
 from chalicelib.commands import ChunkListQuery, EditChunkRequest, FileUrlQuery
+from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound, ServiceUnavailable, StageError
 from chalicelib.domain.ids import attempt_chunk_prefix, content_hash
 from chalicelib.domain.markup import strip_active_content
-from chalicelib.domain.storage_keys import download_copy_key, parsed_markdown_key
+from chalicelib.domain.resources import header_safe
+from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import (
     Chunk,
     ChunkType,
@@ -29,6 +30,7 @@ from chalicelib.domain.types import (
     SummaryStatus,
 )
 from chalicelib.ports import Dependencies, IndexSpace
+from chalicelib.services import resources
 from chalicelib.services.dispatch import request_summary_refresh
 from chalicelib.services.indexing import chunk_entries, embed_texts
 from chalicelib.services.ownership import owned_knowledge, require_kb
@@ -139,31 +141,33 @@ def edit_chunk(
     return _view(changed)
 
 
-def file_url(deps: Dependencies, tenant_id: str, knowledge_id: str, query: FileUrlQuery) -> dict[str, Any]:
+def file_url(
+    deps: Dependencies, tenant_id: str, knowledge_id: str, query: FileUrlQuery, base_url: str
+) -> dict[str, Any]:
+    """A download link to the stored original or parsed Markdown: the file is registered in the resource
+    catalog (once) and the link is a single-purpose, expiring grant on it, `<base_url>/r/{token}`."""
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if query.kind == "original":
         if knowledge.type in (KnowledgeType.URL, KnowledgeType.MANUAL) or not knowledge.file_path:
             raise NotFound("this knowledge has no stored original file", code="file_not_found")
         url, name = knowledge.file_path, knowledge.file_name or f"{knowledge.id}.{knowledge.file_type}"
+        attempt = 0
     else:
         url = files_of(deps, knowledge).url_for(
             parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
         )
         name = f"{(knowledge.file_name or knowledge.id).rsplit('.', 1)[0]}.md"
+        attempt = knowledge.attempt
     if not deps.files.exists(url):
         raise NotFound(f"the {query.kind} file of this knowledge is not stored (yet)", code="file_not_found")
     expires = deps.settings.download_url_seconds
-    try:
-        link = deps.files.presign_get(url, expires, file_name=_header_safe(name))
-    except NotImplementedError:  # a local:// store: sign a copy in the files bucket (one key per file)
-        key = download_copy_key(knowledge.tenant_id, knowledge.id, query.kind, knowledge.attempt)
-        copy = deps.inbox.save(key, deps.files.read(url))
-        link = deps.inbox.presign_get(copy, expires, file_name=_header_safe(name))
-    return {"url": link, "kind": query.kind, "file_name": name, "expires_in": expires}
-
-
-def _header_safe(name: str) -> str:
-    """A file name that cannot break out of the Content-Disposition header it is put in (ASCII only: a
-    header is Latin-1, so a signed name keeps to ASCII)."""
-    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
-    return "".join(ch for ch in folded if ch.isprintable() and ch not in '"\\\r\n')[:200] or "download"
+    resource = resources.register_file(deps, knowledge, query.kind, url, attempt, header_safe(name))
+    token, expires_at = resources.create_grant(deps, resource, expires)
+    return {
+        "url": f"{base_url}/r/{token}",
+        "kind": query.kind,
+        "file_name": name,
+        "expires_in": expires,
+        "expires_at": to_iso(expires_at),
+        "resource": resource.id,
+    }

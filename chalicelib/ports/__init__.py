@@ -46,6 +46,7 @@ from chalicelib.ports.parsing import (
     iter_batches,
 )
 from chalicelib.ports.queues import DeadLetter, TaskQueue, Workflow, WorkflowStart
+from chalicelib.ports.resources import ResourceCatalog
 from chalicelib.ports.state import (
     ApiKeyRepo,
     ChunkRepo,
@@ -122,6 +123,7 @@ __all__ = [
     "ReadRequest",
     "ReadResult",
     "ResolvedImages",
+    "ResourceCatalog",
     "RetrieveEngine",
     "SaveImage",
     "SearchHit",

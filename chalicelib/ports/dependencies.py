@@ -24,6 +24,7 @@ from chalicelib.ports.models import (
 from chalicelib.ports.network import HealthProbe, UrlImporter
 from chalicelib.ports.parsing import DocReader, ImageResolver, SaveImage
 from chalicelib.ports.queues import TaskQueue, Workflow
+from chalicelib.ports.resources import ResourceCatalog
 from chalicelib.ports.state import (
     ApiKeyRepo,
     ChunkRepo,
@@ -82,6 +83,8 @@ class Dependencies(Protocol):
     tenants: TenantRepo
     api_keys: ApiKeyRepo
     shares: ShareRepo
+    #: stored objects under stable resource:// ids, and their download grants
+    resources: ResourceCatalog
     kbs: KnowledgeBaseRepo
     tasks: TaskRepo
     graph: GraphRepo

@@ -18,7 +18,7 @@ from chalicelib.domain.storage_keys import (
 from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, UnknownStorageBackend
-from chalicelib.services import page_range_store
+from chalicelib.services import page_range_store, resources
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.storage import files_of
@@ -34,6 +34,7 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
     if knowledge is None:
         return  # already gone
     deps.workflow.stop(execution_name(knowledge.id, knowledge.attempt), "the knowledge is being deleted")
+    resources.release_owner(deps, knowledge.id)  # its download links stop working, before its files go
     try:
         objects = _stored_objects(deps, knowledge)
     except UnknownStorageBackend:  # the operator removed its backend: the row goes, the objects are theirs

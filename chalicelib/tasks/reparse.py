@@ -6,6 +6,7 @@ from chalicelib.commands import ReparseRequest
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.types import Knowledge, ParseStatus
 from chalicelib.ports import Dependencies
+from chalicelib.services import resources
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.offered import check_override_models
@@ -22,6 +23,7 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
     if overrides is not None:
         check_override_models(deps.settings, overrides)
     remove_derived_data(deps, knowledge)
+    resources.release_owner(deps, knowledge.id, role="parsed")  # the old Markdown's links stop working
     try:
         knowledge = deps.knowledge.reset_for_reparse(knowledge.id, overrides)
     except LookupError as error:

@@ -137,24 +137,41 @@ def test_only_a_completed_documents_chunks_change(api: Api, runtime: LocalRuntim
     runtime.drain(timeout=120)
 
 
+def _redirect(api: Api, link: str) -> str:
+    """Follows a download link (`<base>/r/{token}`, no API key): the presigned GET it redirects to."""
+    assert link.startswith("http://127.0.0.1:8000/r/"), link  # the test client names no Host: `make run`'s
+    answer = api.client.http.get(urlsplit(link).path)
+    assert answer.status_code == 302, answer.json_body
+    assert answer.headers.get("Cache-Control") == "no-store"
+    return str(answer.headers["Location"])
+
+
+def _refusal(api: Api, link: str) -> tuple[int, str]:
+    answer = api.client.http.get(urlsplit(link).path)
+    return answer.status_code, answer.json_body["error"]["code"]
+
+
 def test_download_links_to_the_original_and_the_parsed_markdown(
     api: Api, runtime: LocalRuntime, other_api: Api
 ) -> None:
     _, row = _document(api, runtime)
+    assert row["file_resource"].startswith("resource://")
     original = api.get(f"/knowledge/{row['id']}/file-url?kind=original")
     assert original.status_code == 200, original.json_body
     link = original.json_body["data"]
     assert link["expires_in"] == 900 and link["file_name"] == "ferries.md"
-    signed = parse_qs(urlsplit(link["url"]).query)
-    if "X-Amz-Expires" in signed:  # SigV4
-        assert signed["X-Amz-Expires"] == ["900"]
+    assert link["resource"] == row["file_resource"]
+    signed_url = _redirect(api, link["url"])
+    signed = parse_qs(urlsplit(signed_url).query)
+    if "X-Amz-Expires" in signed:  # SigV4: the redirect's own signature is short-lived
+        assert int(signed["X-Amz-Expires"][0]) <= 60
     else:  # SigV2: an absolute expiry
-        assert abs(int(signed["Expires"][0]) - time.time() - 900) < 120
-    got = requests.get(link["url"], timeout=30)
+        assert int(signed["Expires"][0]) - time.time() <= 61
+    got = requests.get(signed_url, timeout=30)
     assert got.status_code == 200 and got.content == DOC
     assert "ferries.md" in got.headers.get("Content-Disposition", "")
     parsed = api.get(f"/knowledge/{row['id']}/file-url?kind=parsed").json_body["data"]
-    markdown = requests.get(parsed["url"], timeout=30)
+    markdown = requests.get(_redirect(api, parsed["url"]), timeout=30)
     assert markdown.status_code == 200 and b"ferry to island 3" in markdown.content
     assert other_api.get(f"/knowledge/{row['id']}/file-url").status_code == 404
     bad = api.get(f"/knowledge/{row['id']}/file-url?kind=secrets")
@@ -166,6 +183,28 @@ def test_download_links_to_the_original_and_the_parsed_markdown(
     ).json_body["data"]
     draft = api.get(f"/knowledge/{page['id']}/file-url?kind=parsed")
     assert draft.status_code == 404 and draft.json_body["error"]["code"] == "file_not_found"
+
+
+def test_a_link_stops_working_when_it_expires_or_its_document_is_deleted(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    _, row = _document(api, runtime)
+    live = api.get(f"/knowledge/{row['id']}/file-url?kind=original").json_body["data"]["url"]
+    assert _refusal(api, live[:-4] + "AAAA") == (404, "grant_not_found")
+    assert _refusal(api, "/r/" + "x" * 500) == (404, "grant_not_found")
+    services.settings = replace(services.settings, download_url_seconds=1)
+    short = api.get(f"/knowledge/{row['id']}/file-url?kind=original").json_body["data"]["url"]
+    time.sleep(1.2)
+    assert _refusal(api, short) == (410, "grant_expired")
+    assert requests.get(_redirect(api, live), timeout=30).content == DOC  # the other link still works
+    assert (
+        api.client.http.delete(
+            f"/api/v1/knowledge/{row['id']}", headers={"X-API-Key": api.api_key}
+        ).status_code
+        == 202
+    )
+    runtime.drain(timeout=120)
+    assert _refusal(api, live) == (410, "resource_deleted")
 
 
 # ---------------------------------------------------------------- what the edit and the links promise besides
@@ -229,13 +268,14 @@ def test_a_link_is_signed_for_the_configured_time_and_hand_written_text_has_no_o
     _, row = _document(api, runtime)
     # the signature covers the expiry (S3 refuses the link after it; moto does not check signatures, so
     # the signature is computed again here): one second from now, not a second later
-    services.settings = replace(services.settings, download_url_seconds=1)
+    services.settings = replace(services.settings, download_url_seconds=2)
     link = api.get(f"/knowledge/{row['id']}/file-url?kind=original").json_body["data"]
-    assert link["expires_in"] == 1
-    expires = int(parse_qs(urlsplit(link["url"]).query)["Expires"][0])
-    assert expires - time.time() <= 2
-    assert _signature(link["url"]) == _signature(_signed_again(services, link["url"], expires - 1))
-    assert _signature(link["url"]) != _signature(_signed_again(services, link["url"], expires + 899))
+    assert link["expires_in"] == 2
+    signed = _redirect(api, link["url"])  # the redirect is signed for no longer than the grant lives
+    expires = int(parse_qs(urlsplit(signed).query)["Expires"][0])
+    assert expires - time.time() <= 3
+    assert _signature(signed) == _signature(_signed_again(services, signed, expires - 1))
+    assert _signature(signed) != _signature(_signed_again(services, signed, expires + 899))
     kb = api.create_kb()
     manual = api.post(
         f"/knowledge-bases/{kb['id']}/knowledge/manual", {"content": "# Notes\n\nhand written"}
@@ -246,5 +286,6 @@ def test_a_link_is_signed_for_the_configured_time_and_hand_written_text_has_no_o
     parsed = api.get(f"/knowledge/{manual['id']}/file-url?kind=parsed")
     assert (
         parsed.status_code == 200
-        and b"hand written" in requests.get(parsed.json_body["data"]["url"], timeout=30).content
+        and b"hand written"
+        in requests.get(_redirect(api, parsed.json_body["data"]["url"]), timeout=30).content
     )

@@ -135,7 +135,7 @@ def test_tables_the_bucket_and_the_queues_outlive_the_stack(template: dict[str, 
         **of_type(template, "AWS::S3::Bucket"),
         **of_type(template, "AWS::SQS::Queue"),
     }
-    assert len(kept) == 15 + 1 + 22
+    assert len(kept) == 16 + 1 + 22
     for name, resource in kept.items():
         assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain", name
     for name, table in of_type(template, "AWS::DynamoDB::Table").items():

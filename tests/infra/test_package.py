@@ -93,6 +93,7 @@ def test_tables_bucket_notification_state_machine_and_schedule(packaged: dict[st
         "TagsTable",
         "FaqTable",
         "WebhooksTable",
+        "ResourcesTable",
     }
     bucket = template["Resources"]["FilesBucket"]["Properties"]
     notification = bucket["NotificationConfiguration"]["QueueConfigurations"][0]

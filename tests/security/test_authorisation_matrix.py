@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -64,6 +65,8 @@ PUBLIC = {"health", "openapi_document", "api_docs", "api_docs_asset", "console_p
 #: a public route's answer when it is not 200: `/console` sends the browser on to `/console/` (its assets
 #: are relative to it)
 PUBLIC_STATUS = {"console_page": 308}
+#: public by design: the token in the path is the credential (tested on its own below)
+BY_TOKEN = {"redeem_download"}
 #: 404 codes that say the (owned, found) parent holds nothing of that kind yet, not that access was refused
 NOTHING_YET = {"faq_import_not_found", "chunk_not_found", "file_not_found"}
 _ID = re.compile(r"\{(kb_id|knowledge_id|task_id|tenant_id|key_id|tag_id|entry_id|chunk_id|webhook_id)\}")
@@ -101,6 +104,8 @@ def _routes() -> list[Route]:
 
 
 ROUTES = _routes()
+#: the routes an API key opens
+KEYED = [route for route in ROUTES if route.view not in BY_TOKEN]
 
 
 def _fill(value: Any, ids: dict[str, str]) -> Any:
@@ -252,7 +257,7 @@ def test_every_route_is_in_the_matrix() -> None:
 def test_no_key_and_a_wrong_key(tenants: tuple[Tenant, Tenant]) -> None:
     a, _ = tenants
     problems = []
-    for route in ROUTES:
+    for route in KEYED:
         for key, expected_code in (
             (None, "missing_api_key"),
             ("wk-not-a-key", "invalid_api_key"),
@@ -277,7 +282,7 @@ def test_no_key_and_a_wrong_key(tenants: tuple[Tenant, Tenant]) -> None:
 def test_another_tenants_key_on_our_ids(tenants: tuple[Tenant, Tenant]) -> None:
     a, b = tenants
     problems = []
-    for route in ROUTES:
+    for route in KEYED:
         if route.view in PUBLIC:
             continue
         response = call(a.api, route, a.ids, b.api.api_key)
@@ -298,7 +303,7 @@ def test_another_tenants_key_on_our_ids(tenants: tuple[Tenant, Tenant]) -> None:
 def test_our_key_on_another_tenants_ids(tenants: tuple[Tenant, Tenant]) -> None:
     a, b = tenants
     problems = []
-    for route in ROUTES:
+    for route in KEYED:
         if route.view in PUBLIC or route.operator:
             continue
         if not takes_ids(route):
@@ -319,7 +324,7 @@ def test_our_key_on_another_tenants_ids(tenants: tuple[Tenant, Tenant]) -> None:
 def test_a_tenants_key_is_no_operator_key(tenants: tuple[Tenant, Tenant]) -> None:
     a, _ = tenants
     problems = []
-    for route in ROUTES:
+    for route in KEYED:
         if not route.operator:
             continue
         for key in (a.api.api_key, "", "wk-not-a-key"):
@@ -344,7 +349,7 @@ def test_the_owner_gets_through(tenants: tuple[Tenant, Tenant]) -> None:
     """The probes are real requests: with the owner's key none of them is refused for its key or ids."""
     a, _ = tenants
     problems = []
-    for route in ROUTES:
+    for route in KEYED:
         if route.operator or route.method == "DELETE":
             continue
         response = call(a.api, route, a.ids, a.api.api_key)
@@ -418,7 +423,7 @@ def _refused(sent: Sent) -> bool:
 
 
 def _tenant_routes() -> list[Route]:
-    return [r for r in ROUTES if r.view not in PUBLIC and not r.operator]
+    return [r for r in KEYED if r.view not in PUBLIC and not r.operator]
 
 
 def test_every_route_has_its_scope() -> None:
@@ -601,3 +606,59 @@ def test_sharing_refusals(tenants: tuple[Tenant, Tenant], services: Services, ru
     assert deleted.status_code == 202, deleted.json_body
     runtime.drain(timeout=120)
     assert services.shares.tenants_of(kb) == []
+
+
+# ---------------------------------------------------------------- download links: the token is the credential
+
+
+def _grant(api: Api, knowledge_id: str, kind: str = "original") -> str:
+    answer = api.get(f"/knowledge/{knowledge_id}/file-url?kind={kind}")
+    assert answer.status_code == 200, answer.json_body
+    return str(answer.json_body["data"]["url"]).split("/r/", 1)[1]
+
+
+def _redeem(api: Api, path: str, key: str | None = None) -> Any:
+    return api.client.http.get(path, headers={} if key is None else {"X-API-Key": key})
+
+
+def test_a_download_token_opens_its_one_file_only(
+    tenants: tuple[Tenant, Tenant], services: Services, runtime: LocalRuntime
+) -> None:
+    a, b = tenants
+    mine = a.api.upload(a.ids["kb_id"], "alpha.md", f"# {a.ids['secret']}\n\nalpha".encode())
+    theirs = b.api.upload(b.ids["kb_id"], "bravo.md", f"# {b.ids['secret']}\n\nbravo".encode())
+    mine_id, theirs_id = mine.json_body["data"]["id"], theirs.json_body["data"]["id"]
+    token, other = _grant(a.api, mine_id), _grant(b.api, theirs_id)
+    # no key, a wrong key, another tenant's key: the token alone decides, and leads to its own file only
+    for key in (None, "wk-not-a-key", b.api.api_key, a.api.api_key):
+        for suffix in ("", "?kind=parsed", f"?resource={other}", f"?knowledge_id={theirs_id}"):
+            answer = _redeem(a.api, f"/r/{token}{suffix}", key)
+            assert answer.status_code == 302, (key, suffix, answer.body)
+            location = answer.headers["Location"]
+            assert mine_id in location and theirs_id not in location and b.ids["tenant_id"] not in location
+    # no key opens anything without a token, and a token changed by one character is no token
+    for path in (f"/r/{token[:-1]}", f"/r/{token}x", f"/r/{other[:-1]}", "/r/{token}", f"/r/{'A' * 43}"):
+        refused = _redeem(a.api, path)
+        assert refused.status_code == 404 and refused.json_body["error"]["code"] == "grant_not_found", path
+        assert not _leaks(Sent(refused, path), a.ids) and not _leaks(Sent(refused, path), b.ids)
+    # a token works for download only: no other method is routed on it
+    assert a.api.client.http.request(
+        method="DELETE", path=f"/r/{token}", headers={}, body=b""
+    ).status_code in (
+        403,
+        404,
+        405,
+    )
+    # expired
+    services.settings = replace(services.settings, download_url_seconds=1)
+    short = _grant(a.api, mine_id)
+    time.sleep(1.2)
+    expired = _redeem(a.api, f"/r/{short}")
+    assert expired.status_code == 410 and expired.json_body["error"]["code"] == "grant_expired"
+    # deleted: the token stops working with its document; the other tenant's token still works
+    deleted = a.api.client.http.delete(f"{V1}/knowledge/{mine_id}", headers={"X-API-Key": a.api.api_key})
+    assert deleted.status_code == 202, deleted.json_body
+    runtime.drain(timeout=120)
+    gone = _redeem(a.api, f"/r/{token}")
+    assert gone.status_code == 410 and gone.json_body["error"]["code"] == "resource_deleted"
+    assert _redeem(b.api, f"/r/{other}").status_code == 302

@@ -1,9 +1,13 @@
-"""GET /knowledge/{id}/file-url (issue 24) on the in-memory adapters: links to the original and to the
-current attempt's parsed Markdown, a 404 `file_not_found` where there is no such file, and a `local://`
-store (which cannot sign) served through a signed copy in the bucket."""
+"""GET /knowledge/{id}/file-url and GET /r/{token} (issue 24) on the in-memory adapters: a link is a grant
+on the file's entry in the resource catalog; redeeming it redirects to a signed GET of the original or the
+current attempt's parsed Markdown. 404 `file_not_found` where there is no such file, 404 `grant_not_found`
+for a token never issued, 410 `grant_expired` / `resource_deleted`; a `local://` store (which cannot sign)
+is served through a signed copy in the bucket."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,35 +16,118 @@ from chalicelib.adapters.memory import MemoryFileStore
 from chalicelib.adapters.storage import LocalFileStore, RoutingFileStore
 from chalicelib.bootstrap import Services
 from chalicelib.commands import ManualRequest
-from chalicelib.domain.errors import NotFound
+from chalicelib.domain.errors import AppError, NotFound
+from chalicelib.domain.resources import resource_id_for, token_hash
 from chalicelib.domain.types import KnowledgeBase
+from chalicelib.services import resources
 
 from .conftest import MAIN_STAGES, TEXT, drain, upload
+
+BASE = "https://api.example.test/v1"
 
 
 def _link(deps: Services, tenant_id: str, knowledge_id: str, kind: str) -> dict[str, object]:
     from chalicelib.commands import FileUrlQuery
     from chalicelib.operations.chunks import file_url
 
-    return file_url(deps, tenant_id, knowledge_id, FileUrlQuery.model_validate({"kind": kind}))
+    return file_url(deps, tenant_id, knowledge_id, FileUrlQuery.model_validate({"kind": kind}), BASE)
+
+
+def _token(link: dict[str, object]) -> str:
+    url = str(link["url"])
+    assert url.startswith(f"{BASE}/r/")
+    return url.removeprefix(f"{BASE}/r/")
+
+
+def _follow(deps: Services, link: dict[str, object], store: MemoryFileStore | None = None) -> bytes:
+    files = store or deps.files.default  # type: ignore[attr-defined]  # the routing store's default
+    assert isinstance(files, MemoryFileStore)
+    return files.get_presigned(resources.redeem(deps, _token(link)).location)
+
+
+def _refused(deps: Services, token: str) -> AppError:
+    with pytest.raises(AppError) as refused:
+        resources.redeem(deps, token)
+    return refused.value
 
 
 def test_links_to_the_original_and_the_parsed_markdown(deps: Services, kb: KnowledgeBase) -> None:
-    files = deps.files.default  # type: ignore[attr-defined]
-    assert isinstance(files, MemoryFileStore)
     created = upload(deps, kb, "notes.md", TEXT)
     with pytest.raises(NotFound) as early:  # not parsed yet
         _link(deps, kb.tenant_id, created.id, "parsed")
     assert early.value.code == "file_not_found"
     original = _link(deps, kb.tenant_id, created.id, "original")
-    assert files.get_presigned(str(original["url"])) == TEXT
+    assert _follow(deps, original) == TEXT
     assert original["file_name"] == "notes.md" and original["expires_in"] == 900
+    row = deps.knowledge.get(created.id)
+    assert row is not None and original["resource"] == row.to_dict()["file_resource"]
+    assert str(original["resource"]).startswith("resource://") and len(str(original["resource"])) == 33
     drain(deps, MAIN_STAGES)
     parsed = _link(deps, kb.tenant_id, created.id, "parsed")
-    assert files.get_presigned(str(parsed["url"])).decode().startswith("# Lighthouses")
+    assert _follow(deps, parsed).decode().startswith("# Lighthouses")
     with pytest.raises(NotFound) as foreign:
         _link(deps, "another-tenant", created.id, "original")
     assert foreign.value.code == "knowledge_not_found"
+
+
+def test_registration_is_idempotent_and_tokens_are_stored_hashed(deps: Services, kb: KnowledgeBase) -> None:
+    created = upload(deps, kb, "notes.md", TEXT)
+    first = _link(deps, kb.tenant_id, created.id, "original")
+    second = _link(deps, kb.tenant_id, created.id, "original")
+    assert first["resource"] == second["resource"] and first["url"] != second["url"]
+    assert [r.id for r in deps.resources.owned_by(created.id)] == [first["resource"]]
+    token = _token(first)
+    grant = deps.resources.get_grant(token_hash(token))
+    assert grant is not None and token not in repr(grant)
+    assert deps.resources.get_grant(token) is None  # the plain token is no key
+
+
+def test_unknown_expired_and_deleted_grants_are_refused(deps: Services, kb: KnowledgeBase) -> None:
+    unknown = _refused(deps, "no-such-token")
+    assert (unknown.status, unknown.code) == (404, "grant_not_found")
+    assert _refused(deps, "").code == "grant_not_found"
+    created = upload(deps, kb, "notes.md", TEXT)
+    link = _link(deps, kb.tenant_id, created.id, "original")
+    token = _token(link)
+    grant = deps.resources.get_grant(token_hash(token))
+    assert grant is not None
+    deps.resources.put_grant(replace(grant, expires_at=datetime.now(UTC) - timedelta(seconds=1)))
+    expired = _refused(deps, token)
+    assert (expired.status, expired.code) == (410, "grant_expired")
+    live = _link(deps, kb.tenant_id, created.id, "original")
+    from chalicelib.operations.knowledge_changes import delete_knowledge
+
+    delete_knowledge(deps, kb.tenant_id, created.id)
+    drain(deps, ("lifecycle",))
+    assert deps.knowledge.get(created.id) is None
+    gone = _refused(deps, _token(live))
+    assert (gone.status, gone.code) == (410, "resource_deleted")
+    resource = deps.resources.get(str(live["resource"]))
+    assert resource is not None and resource.deleted
+
+
+def test_a_reparse_retires_the_old_markdown_links(deps: Services, kb: KnowledgeBase) -> None:
+    from chalicelib.commands import ReparseRequest
+    from chalicelib.tasks.reparse import reparse
+
+    created = upload(deps, kb, "notes.md", TEXT)
+    drain(deps, MAIN_STAGES)
+    old = _link(deps, kb.tenant_id, created.id, "parsed")
+    original = _link(deps, kb.tenant_id, created.id, "original")
+    reparse(deps, kb.tenant_id, created.id, ReparseRequest())
+    assert _refused(deps, _token(old)).code == "resource_deleted"
+    assert _follow(deps, original) == TEXT  # the original is not replaced by a reparse
+    drain(deps, MAIN_STAGES)
+    new = _link(deps, kb.tenant_id, created.id, "parsed")
+    assert new["resource"] != old["resource"]
+    assert _follow(deps, new).decode().startswith("# Lighthouses")
+
+
+def test_the_resource_id_is_stable_and_url_safe() -> None:
+    one = resource_id_for("s3://bucket/t/k/1.pdf")
+    assert one == resource_id_for("s3://bucket/t/k/1.pdf") != resource_id_for("s3://bucket/t/k/2.pdf")
+    tail = one.removeprefix("resource://")
+    assert len(tail) == 22 and all(ch.isalnum() or ch in "-_" for ch in tail)
 
 
 def test_hand_written_text_has_no_original(deps: Services, kb: KnowledgeBase) -> None:
@@ -50,6 +137,7 @@ def test_hand_written_text_has_no_original(deps: Services, kb: KnowledgeBase) ->
     with pytest.raises(NotFound) as none:
         _link(deps, kb.tenant_id, manual.id, "original")
     assert none.value.code == "file_not_found"
+    assert manual.to_dict()["file_resource"] is None
 
 
 def test_a_local_store_is_served_through_a_signed_copy_in_the_bucket(
@@ -60,14 +148,14 @@ def test_a_local_store_is_served_through_a_signed_copy_in_the_bucket(
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
     first = _link(deps, kb.tenant_id, created.id, "original")
-    assert inbox.get_presigned(str(first["url"])) == TEXT
-    _link(deps, kb.tenant_id, created.id, "original")  # a second link rewrites the same copy
+    assert _follow(deps, first, inbox) == TEXT
+    assert _follow(deps, _link(deps, kb.tenant_id, created.id, "original"), inbox) == TEXT
     assert inbox.keys(f"downloads/{kb.tenant_id}/{created.id}/") == [
-        f"downloads/{kb.tenant_id}/{created.id}/original-{created.attempt}"
+        f"downloads/{kb.tenant_id}/{created.id}/original-0"  # a second link rewrites the same copy
     ]
     drain(deps, MAIN_STAGES)
     parsed = _link(deps, kb.tenant_id, created.id, "parsed")
-    assert inbox.get_presigned(str(parsed["url"])).decode().startswith("# Lighthouses")
+    assert _follow(deps, parsed, inbox).decode().startswith("# Lighthouses")
     # deleting the knowledge deletes the copies too
     from chalicelib.operations.knowledge_changes import delete_knowledge
 

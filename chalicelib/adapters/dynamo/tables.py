@@ -142,6 +142,7 @@ class Models:
     tag: type[Any] | None = None
     turns: type[Any] | None = None
     share: type[Any] | None = None
+    resource: type[Any] | None = None
 
     def all(self) -> list[type[Any]]:
         return [m for m in vars(self).values() if m is not None]
@@ -461,6 +462,42 @@ def build_models(settings: Settings) -> Models:
         tenants = JSONAttribute(default=dict)
         version = NumberAttribute(default=0)
 
+    class ResourceOwnerIndex(GlobalSecondaryIndex[Any]):
+        class Meta:
+            index_name = "owner-index"
+            projection = AllProjection()
+
+        owner_id = UnicodeAttribute(hash_key=True)
+        id = UnicodeAttribute(range_key=True)
+
+    class ResourceItem(Model):
+        """The resource catalog: a resource under its `resource://` id (in the owner index), and an access
+        grant under `grant#<sha256 of its token>` (no owner_id, so out of the owner index)."""
+
+        class Meta:
+            table_name = settings.table("resources")
+            region = settings.region
+
+        id = UnicodeAttribute(hash_key=True)
+        kind = UnicodeAttribute()  # "resource" | "grant"
+        tenant_id = UnicodeAttribute()
+        created_at = UnicodeAttribute()
+        # a resource
+        url = UnicodeAttribute(null=True)
+        owner_kind = UnicodeAttribute(null=True)
+        owner_id = UnicodeAttribute(null=True)
+        role = UnicodeAttribute(null=True)
+        attempt = NumberAttribute(null=True)
+        file_name = UnicodeAttribute(null=True)
+        content_type = UnicodeAttribute(null=True)
+        size = NumberAttribute(null=True)
+        deleted_at = UnicodeAttribute(null=True)
+        # a grant
+        resource_id = UnicodeAttribute(null=True)
+        purpose = UnicodeAttribute(null=True)
+        expires_at = UnicodeAttribute(null=True)
+        owner_index = ResourceOwnerIndex()
+
     return Models(
         TenantItem,
         KnowledgeBaseItem,
@@ -475,6 +512,7 @@ def build_models(settings: Settings) -> Models:
         TagItem,
         TurnsItem,
         ShareItem,
+        ResourceItem,
     )
 
 

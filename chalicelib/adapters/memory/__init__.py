@@ -24,6 +24,7 @@ from chalicelib.adapters.memory.health import MemoryHealthProbe
 from chalicelib.adapters.memory.knowledge import KnowledgeExists, MemoryKnowledgeRepo
 from chalicelib.adapters.memory.knowledge_bases import MemoryKnowledgeBaseRepo
 from chalicelib.adapters.memory.queues import MemoryTaskQueue, QueuedMessage, QueueUnavailable
+from chalicelib.adapters.memory.resources import MemoryResourceCatalog
 from chalicelib.adapters.memory.scripted import InstantSleep, Scripted, ScriptedUrlImporter
 from chalicelib.adapters.memory.settings import memory_settings
 from chalicelib.adapters.memory.spans import MemorySpanRepo
@@ -49,6 +50,7 @@ __all__ = [
     "MemoryHealthProbe",
     "MemoryKnowledgeBaseRepo",
     "MemoryKnowledgeRepo",
+    "MemoryResourceCatalog",
     "MemoryShareRepo",
     "MemorySpanRepo",
     "MemoryTagRepo",

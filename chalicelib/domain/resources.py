@@ -1,0 +1,63 @@
+"""Stable `resource://` references to stored objects and the single-purpose download grants on them
+(WeKnora's resource_catalog.go: Register, Bind, MarkDeleted, CreateAccessGrant)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import unicodedata
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+RESOURCE_SCHEME = "resource://"
+
+
+def resource_id_for(physical_url: str) -> str:
+    """The id of the resource over a stored object: derived from its physical URL (a uuid5, base64url, 22
+    characters), so registering the same object again (a retried stage, a second download) finds the
+    resource it already has instead of making a second one."""
+    raw = uuid.uuid5(uuid.NAMESPACE_URL, physical_url).bytes
+    return RESOURCE_SCHEME + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def token_hash(token: str) -> str:
+    """What is stored of a grant's token: its SHA-256 (the token itself is shown once, never kept)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Resource:
+    id: str
+    url: str  # the physical object (s3://bucket/key, local://key)
+    tenant_id: str
+    owner_kind: str  # "knowledge"
+    owner_id: str
+    role: str  # "original" | "parsed"
+    attempt: int  # the parse attempt of a parsed Markdown (0 for an original)
+    file_name: str
+    content_type: str
+    size: int
+    created_at: datetime
+    deleted_at: datetime | None = None
+
+    @property
+    def deleted(self) -> bool:
+        return self.deleted_at is not None
+
+
+@dataclass(frozen=True)
+class AccessGrant:
+    token_hash: str
+    resource_id: str
+    tenant_id: str
+    purpose: str  # "download": the only one
+    created_at: datetime
+    expires_at: datetime
+
+
+def header_safe(name: str) -> str:
+    """A file name that cannot break out of the Content-Disposition header it is put in (ASCII only: a
+    header is Latin-1, so a signed name keeps to ASCII)."""
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    return "".join(ch for ch in folded if ch.isprintable() and ch not in '"\\\r\n')[:200] or "download"
