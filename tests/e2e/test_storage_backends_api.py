@@ -94,7 +94,10 @@ def test_a_document_of_a_kb_bound_to_a_backend_is_stored_and_completed_there(
     assert row.file_path.removeprefix("storage://lab/") in on_lab  # the source, on the backend's bucket
     assert f"{document}parsed/attempt-1.md" in on_lab and f"{document}parsed/attempt-1.images.json" in on_lab
     assert stored_keys(backends.inbox, document) == []  # nothing of it in the stack's files bucket
-    link = api.get(f"/knowledge/{created['id']}/file-url?kind=original").json_body["data"]["url"]
+    grant = api.get(f"/knowledge/{created['id']}/file-url?kind=original").json_body["data"]["url"]
+    redeemed = api.client.http.get(urlsplit(grant).path)  # the download grant: its presigned GET
+    assert redeemed.status_code == 302, redeemed.json_body
+    link = str(redeemed.headers["Location"])
     assert urlsplit(link).netloc == f"127.0.0.1:{lab_endpoint.port}"  # signed by the backend's own client
     hits = api.post(
         f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": "neap tides", "match_count": 3}

@@ -251,7 +251,7 @@ def test_a_failed_document_gets_one_line_in_the_stack_s_console(stack: Stack, tm
     while " broken.pdf " not in stack.out.getvalue() and time.monotonic() < deadline:
         time.sleep(0.1)
     lines = [ln for ln in stack.out.getvalue().splitlines() if " broken.pdf " in ln]
-    assert len(lines) == 1 and re.search(r"failed +broken\.pdf  \d+\.\ds  [A-Z_]+: ", lines[0]), lines
+    assert len(lines) == 1 and re.search(r"failed +broken\.pdf  \d+\.\ds  [a-z_]+: ", lines[0]), lines
 
 
 def test_faq_import_with_progress_and_failed_rows(stack: Stack, tmp_path: Path) -> None:
