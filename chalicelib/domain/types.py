@@ -228,7 +228,7 @@ class Knowledge:
     attempt: int = 1
     pending_subtasks_count: int = 0
     #: embedding fan-out (issue 27): the plan's key (attempt * 1000 + generation; 0: none) and its slices
-    #: not yet released
+    #: not yet released (-1: all released and the stage handed over)
     embed_plan: int = 0
     embed_slices_pending: int = 0
     #: the stage whose message was last put on a queue for this attempt, and when it becomes visible:

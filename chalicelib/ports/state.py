@@ -237,6 +237,11 @@ class KnowledgeRepo(Protocol):
         released (a duplicate delivery, or the row moved on)."""
         ...
 
+    def finish_embedding(self, knowledge_id: str, attempt: int, plan: int) -> bool:
+        """Records that the fan-out `plan` handed over (its pending count 0 -> -1, one conditional write):
+        a later duplicate of a slice then does nothing. False when the row is not there at 0."""
+        ...
+
     def promote(self, knowledge_id: str, attempt: int) -> bool:
         """finalizing -> completed, only at `attempt` with no slot left (one conditional write)."""
         ...

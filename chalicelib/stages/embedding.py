@@ -19,13 +19,13 @@ from chalicelib.domain.errors import ContinueLater, PermanentStageError
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.progress import SPAN_COUNTERS
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
-from chalicelib.domain.types import EnableStatus, Knowledge, KnowledgeBase, Stage, StageMessage
+from chalicelib.domain.types import Knowledge, KnowledgeBase, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.dispatch import enqueue
 from chalicelib.services.fairness import leave_pipeline
-from chalicelib.services.indexing import Stopped, chunk_totals, index_knowledge, index_slice
+from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, index_knowledge, index_slice
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.quotas import require_storage_within_quota
 from chalicelib.services.usable import require_usable_for_stage
@@ -93,7 +93,8 @@ def run(deps: Dependencies, message: StageMessage) -> None:
 #     planner   plan(key, N) ─ delete old entries ─ send slices 0..P-1
 #     slice 3   index seqs [3S, 4S) ─ send slice 3+P ─ release (N-k → N-k-1) ─ counters += its figures
 #     slice 3'  (redelivered) index again (same entries) ─ release: marker present ─ nothing counted
-#     slice 7   … ─ release (1 → 0) ─ mark indexed ─ end the span ─ start the state machine, once
+#     slice 7   … ─ release (1 → 0) ─ mark indexed ─ end the span ─ start the state machine ─ finish (0 → -1)
+#     slice 7'  (redelivered) finds -1: nothing; finds 0 (slice 7 died mid hand-over): hands over itself
 #     reparse   attempt moves on ─ a slice of the old attempt finds no live row, or its release fails
 
 
@@ -154,8 +155,8 @@ def fan_out(
         if row is None or row.attempt != knowledge.attempt or row.embed_plan != key:
             logger.info("embedding: the plan moved on", extra={"knowledge_id": knowledge.id})
             return
-        if row.embed_slices_pending == 0:
-            return  # every slice is released: the stage was handed over
+        if row.embed_slices_pending <= 0:
+            return  # every slice is released: the last one hands (or handed) over
     for index in range(min(slices, deps.settings.embed_fanout_parallel)):
         enqueue(deps, Stage.EMBEDDING, slice_message(message, slices, index, size))
     logger.info(
@@ -169,6 +170,12 @@ def run_slice(deps: Dependencies, message: StageMessage, knowledge: Knowledge, k
         logger.info("embedding: a slice of a superseded plan", extra={"knowledge_id": knowledge.id})
         return
     totals = chunk_totals(deps, knowledge)
+    if knowledge.embed_slices_pending <= 0:
+        # every slice is released: a late duplicate, which does nothing again (it would rewrite entries a
+        # person may have switched off since), unless the last one died before it finished the hand-over
+        if knowledge.embed_slices_pending == 0:
+            settle_fan_out(deps, message, knowledge, kb, totals)
+        return
     size = message.slice_size
     first = message.slice_index * size
     end = first + size if totals.seq_end is None else min(first + size, totals.seq_end)
@@ -199,7 +206,6 @@ def run_slice(deps: Dependencies, message: StageMessage, knowledge: Knowledge, k
             or row.attempt != knowledge.attempt
             or row.embed_plan != key
             or row.embed_slices_pending != 0
-            or row.enable_status == EnableStatus.ENABLED
         ):
             return
         knowledge = row
@@ -207,12 +213,19 @@ def run_slice(deps: Dependencies, message: StageMessage, knowledge: Knowledge, k
         deps.tracker.counters(knowledge, Stage.EMBEDDING, {**counts, "slices_done": 1})
         if remaining > 0:
             return
+    settle_fan_out(deps, message, knowledge, kb, totals)
+
+
+def settle_fan_out(
+    deps: Dependencies, message: StageMessage, knowledge: Knowledge, kb: KnowledgeBase, totals: ChunkTotals
+) -> None:
+    """Every slice is released: the document is indexed (or, after a model switch, indexed again)."""
     if switched_model(deps, kb):
         # indexed into the old space: a new plan (the next generation) indexes every slice again
-        enqueue(
-            deps, Stage.EMBEDDING, replace(slice_message(message, 0, 0, 0), plan=max(1, message.plan) + 1)
-        )
+        again = replace(slice_message(message, 0, 0, 0), plan=max(1, message.plan) + 1)
+        enqueue(deps, Stage.EMBEDDING, again)
         return
+    model = require_usable_for_stage(deps, kb)
     span = deps.spans.get(knowledge.id, knowledge.attempt, Stage.EMBEDDING.value)
     figures = span.outputs if span is not None else {}
     hand_over(
@@ -227,11 +240,12 @@ def run_slice(deps: Dependencies, message: StageMessage, knowledge: Knowledge, k
             "entries_indexed": totals.texts,
             "slices_total": message.slices,
             "slices_done": message.slices,
-            "model": outputs["model"],
-            "dimensions": outputs["dimensions"],
-            "engine": outputs["engine"],
+            "model": model.model_id,
+            "dimensions": model.dimensions,
+            "engine": deps.engine(kb.retrieval_engine).engine_name,
         },
     )
+    deps.knowledge.finish_embedding(knowledge.id, knowledge.attempt, plan_key(message))
 
 
 # ---------------------------------------------------------------- the hand-over to the state machine

@@ -310,6 +310,11 @@ class RepoContract:
         assert repos.knowledge.release_embed_slice(k.id, 1, 1001, 2) == 1
         assert repos.knowledge.release_embed_slice(k.id, 1, 1001, 1) == 0
         assert repos.knowledge.release_embed_slice(k.id, 1, 1001, 3) is None  # floored at zero
+        assert not repos.knowledge.finish_embedding(k.id, 1, 1002)  # another plan
+        assert repos.knowledge.finish_embedding(k.id, 1, 1001)  # handed over
+        assert not repos.knowledge.finish_embedding(k.id, 1, 1001)  # once
+        finished = repos.knowledge.get(k.id)
+        assert finished is not None and finished.embed_slices_pending == -1
         # the next generation (a model switch) starts with no slice released
         assert repos.knowledge.plan_embedding(k.id, 1, 1002, 2)
         assert not repos.knowledge.plan_embedding(k.id, 1, 1001, 3)  # an older plan comes too late

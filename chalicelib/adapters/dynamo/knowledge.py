@@ -587,6 +587,13 @@ class DynamoKnowledgeRepo:
         )
         return None if updated is None else updated.embed_slices_pending
 
+    def finish_embedding(self, knowledge_id: str, attempt: int, plan: int) -> bool:
+        m = self.model
+        # last slice ─ release (1→0) ─ mark indexed ─ start the state machine ─ finish (0→-1)
+        # a late duplicate ─ finds -1: nothing to do; finds 0 (the last one died mid hand-over): hands over
+        condition = (m.attempt == attempt) & (m.embed_plan == plan) & (m.embed_slices_pending == 0)
+        return self._update(knowledge_id, [m.embed_slices_pending.set(-1)], condition) is not None
+
     def promote(self, knowledge_id: str, attempt: int) -> bool:
         m = self.model
         condition = (

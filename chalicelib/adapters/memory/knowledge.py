@@ -270,6 +270,15 @@ class MemoryKnowledgeRepo:
         updated = self._update(knowledge_id, releasable, change)
         return None if updated is None else updated.embed_slices_pending
 
+    def finish_embedding(self, knowledge_id: str, attempt: int, plan: int) -> bool:
+        def settled(k: Knowledge) -> bool:
+            return k.attempt == attempt and k.embed_plan == plan and k.embed_slices_pending == 0
+
+        def change(k: Knowledge) -> None:
+            k.embed_slices_pending = -1
+
+        return self._update(knowledge_id, settled, change) is not None
+
     def promote(self, knowledge_id: str, attempt: int) -> bool:
         def change(k: Knowledge) -> None:
             k.parse_status = ParseStatus.COMPLETED
