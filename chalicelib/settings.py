@@ -310,6 +310,12 @@ class Settings:
     #: rest to a fresh message at the back of the queue: a big document never holds the stage for everyone
     embed_slice_seconds: float = 20.0
     embed_slice_max_texts: int = 2048
+    #: a document of more text chunks than this is embedded as independent slices of this many chunk
+    #: sequence numbers, run in parallel (issue 27); one of at most this many keeps the single chain
+    embed_fanout_texts: int = 1024
+    #: at most this many of one document's slices are queued at once (each finished slice queues the next):
+    #: a big document never fills the embedding stage's concurrency (10 on AWS) ahead of other tenants
+    embed_fanout_parallel: int = 5
     #: in-Lambda tries of one embedding batch (backoff with full jitter, honouring Retry-After)
     embed_max_attempts: int = 6
     embed_backoff_base: float = 0.5
@@ -467,6 +473,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         parse_range_pages=e.int("WEKNORA_PARSE_RANGE_PAGES", 100),
         embed_slice_seconds=e.float("WEKNORA_EMBED_SLICE_SECONDS", 20.0),
         embed_slice_max_texts=e.int("WEKNORA_EMBED_SLICE_MAX_TEXTS", 2048),
+        embed_fanout_texts=max(1, e.int("WEKNORA_EMBED_FANOUT_TEXTS", 1024)),
+        embed_fanout_parallel=max(1, e.int("WEKNORA_EMBED_FANOUT_PARALLEL", 5)),
         embed_max_attempts=e.int("WEKNORA_EMBED_MAX_ATTEMPTS", 6),
         embed_backoff_base=e.float("WEKNORA_EMBED_BACKOFF_BASE", 0.5),
         embed_backoff_max=e.float("WEKNORA_EMBED_BACKOFF_MAX", 20.0),

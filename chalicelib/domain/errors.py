@@ -139,7 +139,16 @@ class ContinueLater(DeferredStageError):
     message continues at `offset` (and, for embedding, after the chunk id `cursor`), behind the other
     documents' messages. Not a failed try, and not a throttle deferral."""
 
-    def __init__(self, message: str, *, offset: int | None = None, cursor: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        offset: int | None = None,
+        cursor: str | None = None,
+        counts: dict[str, int] | None = None,
+    ):
         super().__init__(message, delay_seconds=0, code=SpanErrorCode.UNKNOWN)
         self.offset = offset
         self.cursor = cursor
+        #: what the slice counted so far (carried in the next message)
+        self.counts = counts

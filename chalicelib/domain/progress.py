@@ -10,6 +10,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+#: a stage span's counters that concurrent workers add to atomically (the embedding fan-out's slices),
+#: kept beside the span's outputs and read as part of them: a span update stays O(1) in the work's size
+SPAN_COUNTERS = ("entries_indexed", "texts_embedded", "cache_hits", "batches", "slices_done")
+
 Measure = tuple[str, str, str]
 #: per stage: (output holding the work done, output holding the total, unit shown); the first one whose
 #: total the stage reports counts (the docreader reads pages, or transcribes seconds of audio)

@@ -232,6 +232,10 @@ class Knowledge:
     error_code: str = ""
     attempt: int = 1
     pending_subtasks_count: int = 0
+    #: embedding fan-out (issue 27): the plan's key (attempt * 1000 + generation; 0: none) and its slices
+    #: not yet released (-1: all released and the stage handed over)
+    embed_plan: int = 0
+    embed_slices_pending: int = 0
     #: the stage whose message was last put on a queue for this attempt, and when it becomes visible:
     #: housekeeping spares a row whose message is still waiting (and only such a row) while queues are busy
     queued_stage: str = ""
@@ -342,6 +346,20 @@ class StageMessage:
     assemble: bool = False
     #: embedding only: the last chunk id earlier slices read (the next slice reads the chunks after it)
     cursor: str = ""
+    #: embedding fan-out (issue 27): the plan's generation (0: not planned yet), its number of slices, this
+    #: slice's index and the chunk sequence numbers a slice covers ([index * size, (index + 1) * size));
+    #: a slice message's `offset` is the sequence number it resumes at
+    plan: int = 0
+    slices: int = 0
+    slice_index: int = 0
+    slice_size: int = 0
+    #: what earlier hand-overs of this slice (or chain) counted: texts embedded, cache hits, batches,
+    #: entries indexed (a few integers, so a redelivered hand-over counts nothing twice)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def is_slice(self) -> bool:
+        return self.slices > 0
 
     @property
     def is_page_range(self) -> bool:
@@ -363,6 +381,12 @@ class StageMessage:
             data["assemble"] = True
         if self.cursor:
             data["cursor"] = self.cursor
+        if self.plan:
+            data["plan"] = self.plan
+        if self.is_slice:
+            data.update(slices=self.slices, slice_index=self.slice_index, slice_size=self.slice_size)
+        if self.counts:
+            data["counts"] = dict(self.counts)
         return data
 
 

@@ -225,6 +225,23 @@ class KnowledgeRepo(Protocol):
         `subtask_id` not yet released. The remaining count; None when nothing was released."""
         ...
 
+    def plan_embedding(self, knowledge_id: str, attempt: int, plan: int, slices: int) -> bool:
+        """Records an embedding fan-out of `slices` slices under the key `plan` (attempt * 1000 +
+        generation), none released, only while processing at `attempt` and no plan of this key or a later
+        one is recorded. False when the row is missing, moved on, or already holds this plan."""
+        ...
+
+    def release_embed_slice(self, knowledge_id: str, attempt: int, plan: int, slice_index: int) -> int | None:
+        """One embedding slice, once: the pending count minus one, only while processing at `attempt` under
+        `plan`, above 0 and the slice not yet released. The remaining count; None when nothing was
+        released (a duplicate delivery, or the row moved on)."""
+        ...
+
+    def finish_embedding(self, knowledge_id: str, attempt: int, plan: int) -> bool:
+        """Records that the fan-out `plan` handed over (its pending count 0 -> -1, one conditional write):
+        a later duplicate of a slice then does nothing. False when the row is not there at 0."""
+        ...
+
     def promote(self, knowledge_id: str, attempt: int) -> bool:
         """finalizing -> completed, only at `attempt` with no slot left (one conditional write)."""
         ...
@@ -383,6 +400,13 @@ class SpanRepo(Protocol):
         ...
 
     def list(self, knowledge_id: str, attempt: int) -> list[Span]: ...
+
+    def add_counters(
+        self, knowledge_id: str, attempt: int, span_id: str, counts: Mapping[str, int], *, reset: bool = False
+    ) -> None:
+        """Adds `counts` (names of SPAN_COUNTERS) to the span's counters atomically (`reset`: sets them),
+        whatever else writes the span meanwhile; the counters read back as the span's outputs."""
+        ...
 
     def latest_attempt(self, knowledge_id: str) -> int: ...
 

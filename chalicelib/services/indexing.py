@@ -1,6 +1,7 @@
 """Embedding and indexing work that stages and the FAQ share: embedding texts through the cache with backoff
 (`EmbeddingRun`), the windows of texts longer than the model reads, index entries of chunks, the extra
-chunks enrichment writes, and indexing a document's chunks in slices (`index_knowledge`).
+chunks enrichment writes, and indexing a document's chunks in slices (`index_knowledge`, a chain; `index_slice`, one of a fan-out's
+parallel slices).
 
 Windows: Texts longer than the embedding model's window (issue 12): a model that reads only its first N tokens
 (MiniLM: 256) would embed such a chunk truncated, its tail invisible to vector search. A model that says
@@ -15,10 +16,10 @@ change (the truncated one) is never taken for it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import copy_context
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain.errors import (
@@ -27,7 +28,7 @@ from chalicelib.domain.errors import (
     SpanErrorCode,
     TransientStageError,
 )
-from chalicelib.domain.ids import attempt_chunk_prefix, content_hash
+from chalicelib.domain.ids import attempt_chunk_prefix, chunk_id, content_hash
 from chalicelib.domain.types import Chunk, ChunkType, EnableStatus, Knowledge, KnowledgeBase, Stage
 from chalicelib.observability import logger
 from chalicelib.ports import (
@@ -268,16 +269,30 @@ WINDOW = 64
 COUNTERS = ("texts_embedded", "cache_hits", "batches")
 
 
+def _added(carried: Mapping[str, int] | None, run: EmbeddingRun) -> dict[str, int]:
+    """What a slice's earlier hand-overs counted (carried in its message) plus this run's counts."""
+    mine = run.outputs()
+    return {k: int((carried or {}).get(k, 0)) + int(mine.get(k, 0)) for k in COUNTERS}
+
+
 def index_knowledge(
-    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, offset: int = 0, cursor: str | None = None
+    deps: Dependencies,
+    knowledge: Knowledge,
+    kb: KnowledgeBase,
+    offset: int = 0,
+    cursor: str | None = None,
+    carried: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Embeds and indexes the attempt's text chunks after the chunk id `cursor` (None: from the first),
     for at most one slice (time and count), and says where the next slice starts: `next_cursor` (the
     last chunk id read; None when done) and `next_offset` (texts indexed so far, `offset` before this
     slice). A slice reads only its own chunks (one `list_page` in chunk-id order), so a document of any
     size is read once in all (issue 12). Entries are upserted by chunk id, so a redelivered slice
-    (the same cursor) rereads the same chunks and rewrites the same entries."""
-    chunks_total, texts_total = _totals(deps, knowledge)
+    (the same cursor) rereads the same chunks and rewrites the same entries; what earlier slices counted
+    comes in `carried` (their message's counts) and goes out in `counts`, so the span holds a few totals,
+    whatever the number of slices, and a redelivered slice counts nothing twice."""
+    totals = chunk_totals(deps, knowledge)
+    chunks_total, texts_total = totals.chunks, totals.texts
     strategy = kb.indexing_strategy
     if not strategy.needs_embedding:
         return {
@@ -295,18 +310,13 @@ def index_knowledge(
     engine = deps.engine(kb.retrieval_engine)
     if cursor is None:  # a fresh start: entries of an earlier run of this knowledge go first
         engine.delete_by_knowledge(space, kb.id, [knowledge.id])
-    earlier = _earlier_slices(deps, knowledge, cursor)
 
     def report(run: EmbeddingRun, done: int) -> dict[str, Any]:
-        # Counted per slice, keyed by the slice's cursor: a redelivered slice replaces its own counts
-        slices = {**earlier, cursor or "": run.outputs()}
-        counts = {k: sum(int(c.get(k, 0)) for c in slices.values()) for k in COUNTERS}
         return {
-            **counts,
+            **_added(carried, run),
             "chunks": chunks_total,
             "texts_total": texts_total,
             "entries_indexed": done,
-            "slices": slices,
         }
 
     position = offset
@@ -330,15 +340,7 @@ def index_knowledge(
                 for c in part
                 if c.chunk_type == ChunkType.TEXT and c.metadata.get("attempt") == knowledge.attempt
             ]
-            texts = [index_text(knowledge.title, c.context_header, c.content) for c in window]
-            vectors = run.embed(texts) if strategy.vector_enabled and texts else None
-            entries = chunk_entries(kb.id, knowledge.id, window, texts, vectors)
-            if entries:
-                _write_entries(deps, engine, space, entries)
-            if not kept_after_write(
-                deps, knowledge, lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id])
-            ):
-                raise Stopped("the row was deleted, cancelled or superseded while indexing")
+            _index_window(deps, knowledge, kb, run, engine, space, window, index_text)
             position += len(window)
             after = part[-1].id
             more = page_after is not None or start + WINDOW < len(page)
@@ -347,9 +349,15 @@ def index_knowledge(
                 sliced or time.monotonic() - started >= settings.embed_slice_seconds or out_of_time()
             ):
                 deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
-                return {**report(run, position), "next_offset": position, "next_cursor": after}
+                return {
+                    **report(run, position),
+                    "counts": _added(carried, run),
+                    "next_offset": position,
+                    "next_cursor": after,
+                }
     return {
         **report(run, position),
+        "counts": _added(carried, run),
         "model": model.model_id,
         "dimensions": model.dimensions,
         "engine": engine.engine_name,
@@ -358,18 +366,110 @@ def index_knowledge(
     }
 
 
-def _totals(deps: Dependencies, knowledge: Knowledge) -> tuple[int, int]:
+def _index_window(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    kb: KnowledgeBase,
+    run: EmbeddingRun,
+    engine: Any,
+    space: IndexSpace,
+    window: Sequence[Chunk],
+    index_text: Callable[[str, str, str], str],
+) -> None:
+    """Embeds and indexes one window of text chunks; Stopped when the row moved on meanwhile (what a
+    deleted row got is undone)."""
+    texts = [index_text(knowledge.title, c.context_header, c.content) for c in window]
+    vectors = run.embed(texts) if kb.indexing_strategy.vector_enabled and texts else None
+    entries = chunk_entries(kb.id, knowledge.id, window, texts, vectors)
+    if entries:
+        _write_entries(deps, engine, space, entries)
+    if not kept_after_write(
+        deps, knowledge, lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+    ):
+        raise Stopped("the row was deleted, cancelled or superseded while indexing")
+
+
+def index_slice(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    kb: KnowledgeBase,
+    start: int,
+    end: int,
+    carried: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """One slice of a fanned-out document (issue 27): embeds and indexes the attempt's text chunks of
+    sequence numbers [start, end), read by key (BatchGetItem, a window at a time: a slice reads only its
+    own chunks, and slices run in parallel without listing anything). Stops early on time or count and
+    says where to resume (`next_offset`, a sequence number; None when the slice is done). `counts` is
+    what the slice counted, `carried` included: entries indexed, texts embedded, cache hits, batches.
+    Entries are upserted by chunk id: a redelivered slice rewrites the same entries."""
+    from chalicelib.chunker import index_text
+
+    model = require_usable_for_stage(deps, kb)
+    space = IndexSpace.of(model)
+    engine = deps.engine(kb.retrieval_engine)
+    run = EmbeddingRun(deps, model)
+    settings = deps.settings
+    started = time.monotonic()
+    indexed = int((carried or {}).get("entries_indexed", 0))
+    done_here = 0
+    position = start
+    while position < end:
+        seqs = range(position, min(position + WINDOW, end))
+        keys = [(knowledge.id, chunk_id(knowledge.id, knowledge.attempt, seq)) for seq in seqs]
+        found = deps.chunks.get_many(keys)
+        window = [
+            chunk
+            for key in keys
+            if (chunk := found.get(key)) is not None
+            and chunk.chunk_type == ChunkType.TEXT
+            and chunk.metadata.get("attempt") == knowledge.attempt
+        ]
+        _index_window(deps, knowledge, kb, run, engine, space, window, index_text)
+        position = seqs.stop
+        indexed += len(window)
+        done_here += len(window)
+        counts = {**_added(carried, run), "entries_indexed": indexed}
+        if position < end and (
+            done_here >= settings.embed_slice_max_texts
+            or time.monotonic() - started >= settings.embed_slice_seconds
+            or out_of_time()
+        ):
+            return {"counts": counts, "next_offset": position}
+    return {
+        "counts": {**_added(carried, run), "entries_indexed": indexed},
+        "model": model.model_id,
+        "dimensions": model.dimensions,
+        "engine": engine.engine_name,
+        "next_offset": None,
+    }
+
+
+@dataclass(frozen=True)
+class ChunkTotals:
+    """The attempt's chunks, its text chunks, and one past its highest text chunk's sequence number
+    (None when chunking did not record it: a document chunked before issue 27 is never fanned out)."""
+
+    chunks: int
+    texts: int
+    seq_end: int | None = None
+
+
+def chunk_totals(deps: Dependencies, knowledge: Knowledge) -> ChunkTotals:
     """The attempt's chunks and text chunks, as chunking (or an earlier slice) recorded them on its span;
     counted once, a page at a time, for an attempt chunked before chunking recorded them."""
     spans = deps.spans.get_many(
         knowledge.id, knowledge.attempt, (Stage.EMBEDDING.value, Stage.CHUNKING.value)
     )
+    chunking = spans.get(Stage.CHUNKING.value)
+    seq_end = chunking.outputs.get("seq_end") if chunking is not None else None
+    seq_end = seq_end if isinstance(seq_end, int) and not isinstance(seq_end, bool) else None
     for stage in (Stage.EMBEDDING, Stage.CHUNKING):
         span = spans.get(stage.value)
         outputs = span.outputs if span is not None else {}
         chunks, texts = outputs.get("chunks", outputs.get("chunks_total")), outputs.get("texts_total")
         if isinstance(chunks, int) and isinstance(texts, int):
-            return chunks, texts
+            return ChunkTotals(chunks, texts, seq_end)
     chunks = texts = 0
     prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
     after: str | None = None
@@ -379,23 +479,4 @@ def _totals(deps: Dependencies, knowledge: Knowledge) -> tuple[int, int]:
         chunks += len(mine)
         texts += sum(1 for c in mine if c.chunk_type == ChunkType.TEXT)
         if after is None:
-            return chunks, texts
-
-
-def _earlier_slices(
-    deps: Dependencies, knowledge: Knowledge, cursor: str | None
-) -> dict[str, dict[str, int]]:
-    """What the slices of this attempt counted, by slice cursor (kept on the stage span); none for a
-    fresh start."""
-    if cursor is None:
-        return {}
-    span = deps.spans.get(knowledge.id, knowledge.attempt, Stage.EMBEDDING.value)
-    outputs = span.outputs if span is not None else {}
-    slices = outputs.get("slices")
-    if not isinstance(slices, dict):  # a span written before per-slice counts: its totals, as one slice
-        return {"": {k: int(outputs.get(k, 0)) for k in COUNTERS}}
-    return {
-        str(key): {k: int(counts.get(k, 0)) for k in COUNTERS}
-        for key, counts in slices.items()
-        if isinstance(counts, dict) and key != cursor
-    }
+            return ChunkTotals(chunks, texts, None)

@@ -125,6 +125,10 @@ class SpanTracker:
         """A heartbeat inside a long stage."""
         self._safely("progress", self._stage, k, stage, SpanStatus.RUNNING, outputs=outputs)
 
+    def counters(self, k: Knowledge, stage: Stage, counts: Mapping[str, int], *, reset: bool = False) -> None:
+        """Adds to the stage's counters in one atomic write (concurrent slices; `reset`: sets them)."""
+        self._safely("counters", self.spans.add_counters, k.id, k.attempt, stage.value, counts, reset=reset)
+
     def skip_stage(self, k: Knowledge, stage: Stage, reason: str) -> None:
         self._safely("skip", self._stage, k, stage, SpanStatus.SKIPPED, outputs={"reason": reason})
 

@@ -83,6 +83,8 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             "chunks_written": len(chunks),
             "chunks_total": len(chunks),
             "texts_total": sum(1 for c in chunks if c.chunk_type == ChunkType.TEXT),
+            # the text chunks' sequence numbers run below this: embedding plans its slices from it
+            "seq_end": 1 + max((c.seq for c in chunks if c.chunk_type == ChunkType.TEXT), default=-1),
             "total_text_chars": len(markdown),
             **extra,
         },

@@ -11,20 +11,25 @@ chunks and index entries are rolled back (spec §1.10).
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 from typing import Any
 
 from chalicelib.domain.errors import ContinueLater, PermanentStageError
 from chalicelib.domain.ids import execution_name
+from chalicelib.domain.progress import SPAN_COUNTERS
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
-from chalicelib.domain.types import Knowledge, Stage, StageMessage
+from chalicelib.domain.types import Knowledge, KnowledgeBase, Stage, StageMessage
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies
+from chalicelib.ports import Dependencies, IndexSpace
 from chalicelib.services.derived_data import remove_derived_data
+from chalicelib.services.dispatch import enqueue
 from chalicelib.services.fairness import leave_pipeline
-from chalicelib.services.indexing import Stopped, index_knowledge
+from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, index_knowledge, index_slice
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.quotas import require_storage_within_quota
 from chalicelib.services.storage import files_of
+from chalicelib.services.usable import require_usable_for_stage
 from chalicelib.stages.runner import run_stage
 
 
@@ -39,16 +44,23 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
         raise PermanentStageError("the knowledge base no longer exists")
+    if message.is_slice:
+        run_slice(deps, message, knowledge, kb)
+        return
     offset, cursor = message.offset, message.cursor or None
     if offset and cursor is None:
         # A hand-over from before slices carried a cursor (an index into a full listing): start over.
         # Safe: entries are upserted by chunk id and the texts' vectors come back from the cache.
         logger.info("embedding: a slice without a cursor starts over", extra={"knowledge_id": knowledge.id})
         offset = 0
-    if offset == 0:
+    if offset == 0 and cursor is None:
+        slices = planned_slices(deps, knowledge, kb)
+        if slices > 1:
+            fan_out(deps, message, knowledge, kb, slices)
+            return
         deps.tracker.begin_stage(knowledge, Stage.EMBEDDING, {"model": kb.embedding_model_id or "default"})
     try:
-        outputs = index_knowledge(deps, knowledge, kb, offset, cursor)
+        outputs = index_knowledge(deps, knowledge, kb, offset, cursor, message.counts)
     except Stopped as stopped:
         logger.info(str(stopped), extra={"knowledge_id": knowledge.id})
         leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
@@ -58,17 +70,199 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             f"indexed {outputs['next_offset']} of {outputs['texts_total']} texts",
             offset=outputs["next_offset"],
             cursor=outputs["next_cursor"],
+            counts=outputs["counts"],
         )
-    del outputs["next_offset"], outputs["next_cursor"]
-    now = deps.kbs.get(kb.id)
-    if now is not None and (now.embedding_model_id, now.retrieval_engine) != (
-        kb.embedding_model_id,
-        kb.retrieval_engine,
-    ):
+    del outputs["next_offset"], outputs["next_cursor"], outputs["counts"]
+    if switched_model(deps, kb):
         # a re-embed switched the knowledge base while this document indexed into the old space
         raise ContinueLater(
-            "the knowledge base switched its embedding model: indexing again", offset=0, cursor=""
+            "the knowledge base switched its embedding model: indexing again", offset=0, cursor="", counts={}
         )
+    hand_over(deps, knowledge, outputs)
+
+
+# ---------------------------------------------------------------- the fan-out (issue 27)
+#
+# A document of more text chunks than `embed_fanout_texts` is embedded as independent slices of that many
+# chunk sequence numbers. The first delivery plans: one conditional write puts the slice count on the row
+# (the plan's key: attempt * 1000 + generation), the earlier entries go, and the first slices are queued
+# (at most `embed_fanout_parallel`; each finished slice queues the one `parallel` places after it). Each
+# slice embeds and indexes its own chunks (read by key, entries upserted by chunk id), adds its figures to
+# the span's counters and releases itself on the row: a conditional decrement with a per-slice marker, so a
+# duplicate never counts twice. The slice that brings the count to 0 hands over to the state machine:
+#
+#     planner   plan(key, N) ─ delete old entries ─ send slices 0..P-1
+#     slice 3   index seqs [3S, 4S) ─ send slice 3+P ─ release (N-k → N-k-1) ─ counters += its figures
+#     slice 3'  (redelivered) index again (same entries) ─ release: marker present ─ nothing counted
+#     slice 7   … ─ release (1 → 0) ─ mark indexed ─ end the span ─ start the state machine ─ finish (0 → -1)
+#     slice 7'  (redelivered) finds -1: nothing; finds 0 (slice 7 died mid hand-over): hands over itself
+#     reparse   attempt moves on ─ a slice of the old attempt finds no live row, or its release fails
+
+
+def planned_slices(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> int:
+    """How many slices this document's embedding is split into (1: the single chain of today)."""
+    if not kb.indexing_strategy.needs_embedding:
+        return 1
+    seq_end = chunk_totals(deps, knowledge).seq_end
+    if seq_end is None:  # chunked before chunking recorded its sequence numbers
+        return 1
+    return max(1, math.ceil(seq_end / deps.settings.embed_fanout_texts))
+
+
+def plan_key(message: StageMessage) -> int:
+    return message.attempt * 1000 + max(1, message.plan)
+
+
+def slice_message(message: StageMessage, slices: int, index: int, size: int) -> StageMessage:
+    return replace(
+        message,
+        plan=max(1, message.plan),
+        slices=slices,
+        slice_index=index,
+        slice_size=size,
+        offset=0,
+        cursor="",
+        counts={},
+        deferrals=0,
+    )
+
+
+def fan_out(
+    deps: Dependencies, message: StageMessage, knowledge: Knowledge, kb: KnowledgeBase, slices: int
+) -> None:
+    """Plans the slices (once per plan key) and queues the first ones; a second delivery of the planning
+    message queues them again (each slice counts once) unless every slice is already released."""
+    size = deps.settings.embed_fanout_texts
+    key = plan_key(message)
+    model = require_usable_for_stage(deps, kb)
+    if deps.knowledge.plan_embedding(knowledge.id, knowledge.attempt, key, slices):
+        deps.tracker.begin_stage(
+            knowledge,
+            Stage.EMBEDDING,
+            {"model": kb.embedding_model_id or "default", "slices": slices, "slice_size": size},
+        )
+        # the winner of the plan alone clears what an earlier run indexed, before any slice is queued
+        deps.engine(kb.retrieval_engine).delete_by_knowledge(IndexSpace.of(model), kb.id, [knowledge.id])
+        totals = chunk_totals(deps, knowledge)
+        zero = dict.fromkeys(SPAN_COUNTERS, 0)
+        deps.tracker.counters(knowledge, Stage.EMBEDDING, zero, reset=True)
+        deps.tracker.progress(
+            knowledge,
+            Stage.EMBEDDING,
+            {"chunks": totals.chunks, "texts_total": totals.texts, "slices_total": slices, **zero},
+        )
+    else:
+        row = deps.knowledge.get(knowledge.id)
+        if row is None or row.attempt != knowledge.attempt or row.embed_plan != key:
+            logger.info("embedding: the plan moved on", extra={"knowledge_id": knowledge.id})
+            return
+        if row.embed_slices_pending <= 0:
+            return  # every slice is released: the last one hands (or handed) over
+    for index in range(min(slices, deps.settings.embed_fanout_parallel)):
+        enqueue(deps, Stage.EMBEDDING, slice_message(message, slices, index, size))
+    logger.info(
+        "embedding: fanned out", extra={"knowledge_id": knowledge.id, "slices": slices, "slice_size": size}
+    )
+
+
+def run_slice(deps: Dependencies, message: StageMessage, knowledge: Knowledge, kb: KnowledgeBase) -> None:
+    key = plan_key(message)
+    if knowledge.embed_plan != key:
+        logger.info("embedding: a slice of a superseded plan", extra={"knowledge_id": knowledge.id})
+        return
+    totals = chunk_totals(deps, knowledge)
+    if knowledge.embed_slices_pending <= 0:
+        # every slice is released: a late duplicate, which does nothing again (it would rewrite entries a
+        # person may have switched off since), unless the last one died before it finished the hand-over
+        if knowledge.embed_slices_pending == 0:
+            settle_fan_out(deps, message, knowledge, kb, totals)
+        return
+    size = message.slice_size
+    first = message.slice_index * size
+    end = first + size if totals.seq_end is None else min(first + size, totals.seq_end)
+    try:
+        outputs = index_slice(deps, knowledge, kb, max(first, message.offset), end, message.counts)
+    except Stopped as stopped:
+        logger.info(str(stopped), extra={"knowledge_id": knowledge.id})
+        leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
+        return
+    counts: dict[str, int] = outputs["counts"]
+    if outputs["next_offset"] is not None:
+        raise ContinueLater(
+            f"slice {message.slice_index} of {message.slices}: indexed up to sequence number "
+            f"{outputs['next_offset']} of [{first}, {end})",
+            offset=outputs["next_offset"],
+            counts=counts,
+        )
+    following = message.slice_index + deps.settings.embed_fanout_parallel
+    if following < message.slices:  # queued before the release: a crash can only queue it twice
+        enqueue(deps, Stage.EMBEDDING, slice_message(message, message.slices, following, size))
+    remaining = deps.knowledge.release_embed_slice(knowledge.id, knowledge.attempt, key, message.slice_index)
+    if remaining is None:
+        # A duplicate (counted before), or the row moved on; or the run that released the last slice died
+        # before it handed over: then this one does (every step of the hand-over repeats safely).
+        row = deps.knowledge.get(knowledge.id)
+        if (
+            row is None
+            or row.attempt != knowledge.attempt
+            or row.embed_plan != key
+            or row.embed_slices_pending != 0
+        ):
+            return
+        knowledge = row
+    else:
+        deps.tracker.counters(knowledge, Stage.EMBEDDING, {**counts, "slices_done": 1})
+        if remaining > 0:
+            return
+    settle_fan_out(deps, message, knowledge, kb, totals)
+
+
+def settle_fan_out(
+    deps: Dependencies, message: StageMessage, knowledge: Knowledge, kb: KnowledgeBase, totals: ChunkTotals
+) -> None:
+    """Every slice is released: the document is indexed (or, after a model switch, indexed again)."""
+    if switched_model(deps, kb):
+        # indexed into the old space: a new plan (the next generation) indexes every slice again
+        again = replace(slice_message(message, 0, 0, 0), plan=max(1, message.plan) + 1)
+        enqueue(deps, Stage.EMBEDDING, again)
+        return
+    model = require_usable_for_stage(deps, kb)
+    span = deps.spans.get(knowledge.id, knowledge.attempt, Stage.EMBEDDING.value)
+    figures = span.outputs if span is not None else {}
+    hand_over(
+        deps,
+        knowledge,
+        {
+            **{name: int(figures.get(name, 0)) for name in ("texts_embedded", "cache_hits", "batches")},
+            "chunks": totals.chunks,
+            "texts_total": totals.texts,
+            # every slice is released, so every text is indexed (a crash between a release and its counters
+            # may have lost that slice's figures, never its entries)
+            "entries_indexed": totals.texts,
+            "slices_total": message.slices,
+            "slices_done": message.slices,
+            "model": model.model_id,
+            "dimensions": model.dimensions,
+            "engine": deps.engine(kb.retrieval_engine).engine_name,
+        },
+    )
+    deps.knowledge.finish_embedding(knowledge.id, knowledge.attempt, plan_key(message))
+
+
+# ---------------------------------------------------------------- the hand-over to the state machine
+
+
+def switched_model(deps: Dependencies, kb: KnowledgeBase) -> bool:
+    now = deps.kbs.get(kb.id)
+    return now is not None and (now.embedding_model_id, now.retrieval_engine) != (
+        kb.embedding_model_id,
+        kb.retrieval_engine,
+    )
+
+
+def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any]) -> None:
+    """The document is indexed: enable it, end the span and start its state machine (once per attempt:
+    the execution's name is the attempt's)."""
     manifest = files_of(deps, knowledge).url_for(
         images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
     )

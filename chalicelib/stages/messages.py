@@ -30,6 +30,13 @@ class StageMessageModel(BaseModel):
     assemble: bool = False
     #: embedding: the last chunk id earlier slices read (absent in messages from before issue 12's cursor)
     cursor: str = Field(default="", max_length=400)
+    #: embedding fan-out: the plan's generation, its slices, this slice and the slice size (sequence numbers)
+    plan: int = Field(default=0, ge=0)
+    slices: int = Field(default=0, ge=0)
+    slice_index: int = Field(default=0, ge=0)
+    slice_size: int = Field(default=0, ge=0)
+    #: what earlier hand-overs of this slice counted (a few named integers)
+    counts: dict[str, int] = Field(default_factory=dict, max_length=16)
 
     def to_domain(self) -> StageMessage:
         return StageMessage(
@@ -42,6 +49,11 @@ class StageMessageModel(BaseModel):
             self.page_end,
             self.assemble,
             self.cursor,
+            self.plan,
+            self.slices,
+            self.slice_index,
+            self.slice_size,
+            dict(self.counts),
         )
 
 

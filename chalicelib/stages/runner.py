@@ -156,6 +156,8 @@ def run_stage(
             continued = message if more.offset is None else replace(message, offset=more.offset)
             if more.cursor is not None:
                 continued = replace(continued, cursor=more.cursor)
+            if more.counts is not None:
+                continued = replace(continued, counts=dict(more.counts))
             enqueue(deps, stage, continued, delay_seconds=int(min(900, max(0, more.delay_seconds))))
             note("continued", offset=more.offset)
             return

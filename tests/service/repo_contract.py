@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -313,6 +314,36 @@ class RepoContract:
         assert repos.knowledge.release_slot(again.id, 1, "summary") is None  # cancelled: nothing to release
         assert not repos.knowledge.promote(again.id, 1)
 
+    def test_an_embedding_fan_out_is_planned_once_and_each_slice_released_once(self, repos: Repos) -> None:
+        """Issue 27: the slice counter settles the embedding stage exactly once under duplicates."""
+        k = row(parse_status=ParseStatus.PROCESSING)
+        repos.knowledge.insert(k)
+        assert not repos.knowledge.plan_embedding(k.id, 2, 2001, 3)  # another attempt
+        assert repos.knowledge.plan_embedding(k.id, 1, 1001, 3)
+        assert not repos.knowledge.plan_embedding(k.id, 1, 1001, 3)  # a second copy of the plan
+        planned = repos.knowledge.get(k.id)
+        assert planned is not None and (planned.embed_plan, planned.embed_slices_pending) == (1001, 3)
+        assert repos.knowledge.release_embed_slice(k.id, 1, 1002, 0) is None  # another plan
+        assert repos.knowledge.release_embed_slice(k.id, 2, 1001, 0) is None  # another attempt
+        assert repos.knowledge.release_embed_slice(k.id, 1, 1001, 0) == 2
+        assert repos.knowledge.release_embed_slice(k.id, 1, 1001, 0) is None  # redelivered: counted once
+        assert repos.knowledge.release_embed_slice(k.id, 1, 1001, 2) == 1
+        assert repos.knowledge.release_embed_slice(k.id, 1, 1001, 1) == 0
+        assert repos.knowledge.release_embed_slice(k.id, 1, 1001, 3) is None  # floored at zero
+        assert not repos.knowledge.finish_embedding(k.id, 1, 1002)  # another plan
+        assert repos.knowledge.finish_embedding(k.id, 1, 1001)  # handed over
+        assert not repos.knowledge.finish_embedding(k.id, 1, 1001)  # once
+        finished = repos.knowledge.get(k.id)
+        assert finished is not None and finished.embed_slices_pending == -1
+        # the next generation (a model switch) starts with no slice released
+        assert repos.knowledge.plan_embedding(k.id, 1, 1002, 2)
+        assert not repos.knowledge.plan_embedding(k.id, 1, 1001, 3)  # an older plan comes too late
+        assert repos.knowledge.release_embed_slice(k.id, 1, 1002, 0) == 1
+        assert repos.knowledge.cancel(k.id, "stop") is not None
+        assert repos.knowledge.release_embed_slice(k.id, 1, 1002, 1) is None  # cancelled: nothing released
+        again = repos.knowledge.get(k.id)
+        assert again is not None and again.embed_slices_pending == 1
+
     def test_mark_indexed_enables_a_processing_row_of_the_attempt(self, repos: Repos) -> None:
         k = row()
         repos.knowledge.insert(k)
@@ -565,6 +596,45 @@ class RepoContract:
         repos.spans.put(replace(spans[1], status=SpanStatus.FAILED, error_code="X"))
         updated = repos.spans.get(kid, 1, "docreader")
         assert updated is not None and updated.status == SpanStatus.FAILED and updated.error_code == "X"
+
+    def test_span_counters_add_up_under_concurrent_writers_and_survive_span_writes(
+        self, repos: Repos
+    ) -> None:
+        kid = new_id()
+        span = Span(kid, 1, "embedding", "embedding", SpanKind.STAGE, SpanStatus.RUNNING, outputs={"x": 1})
+        repos.spans.put(span)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for future in [
+                pool.submit(
+                    repos.spans.add_counters, kid, 1, "embedding", {"entries_indexed": 5, "slices_done": 1}
+                )
+                for _ in range(16)
+            ]:
+                future.result()
+        repos.spans.put(replace(span, outputs={"x": 2, "entries_indexed": 0}))  # a stage write meanwhile
+        stored = repos.spans.get(kid, 1, "embedding")
+        assert stored is not None
+        assert stored.outputs == {"x": 2, "entries_indexed": 80, "slices_done": 16}
+        assert repos.spans.get_many(kid, 1, ["embedding"])["embedding"].outputs["slices_done"] == 16
+        assert repos.spans.list(kid, 1)[0].outputs["entries_indexed"] == 80
+        repos.spans.add_counters(kid, 1, "embedding", {"entries_indexed": 0, "slices_done": 0}, reset=True)
+        reset = repos.spans.get(kid, 1, "embedding")
+        assert reset is not None and (reset.outputs["entries_indexed"], reset.outputs["slices_done"]) == (
+            0,
+            0,
+        )
+        with pytest.raises(ValueError):
+            repos.spans.add_counters(kid, 1, "embedding", {"anything": 1})
+
+    def test_many_chunks_are_written_and_replaced_in_parallel_batches(self, repos: Repos) -> None:
+        kid = new_id()
+        repos.chunks.replace_all(kid, self._chunks(kid, 1, 260))  # eleven batches of 25 or fewer
+        assert len(repos.chunks.list(kid)) == 260
+        repos.chunks.replace_all(kid, self._chunks(kid, 2, 90))
+        assert [c.id for c in repos.chunks.list(kid)] == [c.id for c in self._chunks(kid, 2, 90)]
+        repos.chunks.put_many(self._chunks(kid, 2, 120))  # an upsert of the same ninety and thirty more
+        assert len(repos.chunks.list(kid)) == 120
+        assert repos.chunks.delete_all(kid) == 120 and repos.chunks.list(kid) == []
 
     # ------------------------------------------------------------ tenants, knowledge bases, cache
 

@@ -73,7 +73,7 @@ def test_a_document_sliced_k_times_reads_each_chunk_once(
     assert indexed.chunk_count == texts and index_count(deps, kb, created.id) == texts
     done = embedding_outputs(deps, indexed)
     assert done["texts_total"] == done["entries_indexed"] == done["texts_embedded"] == texts
-    assert len(done["slices"]) == invocations
+    assert "slices" not in done  # a few totals carried in the messages, not a map of every slice (issue 27)
 
 
 def test_each_hand_over_carries_the_cursor_and_the_texts_done(

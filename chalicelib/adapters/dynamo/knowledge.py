@@ -89,6 +89,8 @@ class DynamoKnowledgeRepo:
             error_code=k.error_code,
             attempt=k.attempt,
             pending_subtasks_count=k.pending_subtasks_count,
+            embed_plan=k.embed_plan or None,
+            embed_slices_pending=k.embed_slices_pending,
             queued_stage=k.queued_stage,
             queued_at=k.queued_at,
             enrichment=k.enrichment,
@@ -136,6 +138,8 @@ class DynamoKnowledgeRepo:
             error_code=item.error_code or "",
             attempt=int(item.attempt or 1),
             pending_subtasks_count=int(item.pending_subtasks_count or 0),
+            embed_plan=int(item.embed_plan or 0),
+            embed_slices_pending=int(item.embed_slices_pending or 0),
             queued_stage=item.queued_stage or "",
             queued_at=item.queued_at or "",
             enrichment=dict(item.enrichment or {}),
@@ -542,6 +546,55 @@ class DynamoKnowledgeRepo:
             condition,
         )
         return None if updated is None else updated.pending_subtasks_count
+
+    def plan_embedding(self, knowledge_id: str, attempt: int, plan: int, slices: int) -> bool:
+        m = self.model
+        # planner A ─ processing, no plan ─ plan(key, N) ─ deletes old entries ─ sends the slices
+        # planner A' (a second copy) ─ condition fails: it only sends the slices again (each counts once)
+        # reparse first ─ attempt moved on ─ condition fails: nothing is planned
+        condition = (
+            (m.attempt == attempt)
+            & (m.parse_status == ParseStatus.PROCESSING.value)
+            & (m.embed_plan.does_not_exist() | (m.embed_plan < plan))
+        )
+        actions = [
+            m.embed_plan.set(plan),
+            m.embed_slices_pending.set(max(0, slices)),
+            m.embed_slices_done.remove(),
+            m.updated_at.set(now_iso()),
+        ]
+        return self._update(knowledge_id, actions, condition) is not None
+
+    def release_embed_slice(self, knowledge_id: str, attempt: int, plan: int, slice_index: int) -> int | None:
+        m = self.model
+        marker = str(slice_index)
+        # slice A ─ work durable ─ release (3→2, marker added)
+        # slice A again (redelivered) ─ marker present ─ condition fails: counted once
+        # slice C ─ release (1→0) ─ hands over to the next stage, alone
+        condition = (
+            (m.attempt == attempt)
+            & (m.parse_status == ParseStatus.PROCESSING.value)
+            & (m.embed_plan == plan)
+            & (m.embed_slices_pending > 0)
+            & ~m.embed_slices_done.contains(marker)
+        )
+        updated = self._update(
+            knowledge_id,
+            [
+                m.embed_slices_pending.add(-1),
+                m.embed_slices_done.add({marker}),
+                m.updated_at.set(now_iso()),
+            ],
+            condition,
+        )
+        return None if updated is None else updated.embed_slices_pending
+
+    def finish_embedding(self, knowledge_id: str, attempt: int, plan: int) -> bool:
+        m = self.model
+        # last slice ─ release (1→0) ─ mark indexed ─ start the state machine ─ finish (0→-1)
+        # a late duplicate ─ finds -1: nothing to do; finds 0 (the last one died mid hand-over): hands over
+        condition = (m.attempt == attempt) & (m.embed_plan == plan) & (m.embed_slices_pending == 0)
+        return self._update(knowledge_id, [m.embed_slices_pending.set(-1)], condition) is not None
 
     def promote(self, knowledge_id: str, attempt: int) -> bool:
         m = self.model

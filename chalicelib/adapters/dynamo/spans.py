@@ -11,7 +11,8 @@ from pynamodb.exceptions import (
 )
 
 from chalicelib.adapters.dynamo.tables import Models, _iso_or_none
-from chalicelib.domain.clock import from_iso, to_iso
+from chalicelib.domain.clock import from_iso, now_iso, to_iso
+from chalicelib.domain.progress import SPAN_COUNTERS
 from chalicelib.domain.types import (
     Span,
     SpanKind,
@@ -35,6 +36,20 @@ def span_from_body(body: Mapping[str, Any]) -> Span:
     return Span(**data)
 
 
+def span_from_item(item: Any) -> Span | None:
+    """The span with its counters read into its outputs; None for counters without a span yet."""
+    if item.body is None:
+        return None
+    span = span_from_body(item.body)
+    if item.updated_at:  # a counter's ADD is a heartbeat too
+        span.updated_at = max(span.updated_at, from_iso(item.updated_at))
+    for name in SPAN_COUNTERS:
+        value = getattr(item, f"n_{name}", None)
+        if value is not None:
+            span.outputs[name] = int(value)
+    return span
+
+
 class DynamoSpanRepo:
     def __init__(self, models: Models):
         self.model = models.span
@@ -44,30 +59,43 @@ class DynamoSpanRepo:
         return f"{attempt:06d}#{span_id}"
 
     def put(self, span: Span) -> None:
-        self.model(
-            span.knowledge_id,
-            self._key(span.attempt, span.span_id),
-            body=span_to_body(span),
-            updated_at=to_iso(span.updated_at),
-        ).save()
+        # An update, not a replacing put: the counters that slices ADD meanwhile are kept.
+        m = self.model
+        m(span.knowledge_id, self._key(span.attempt, span.span_id)).update(
+            actions=[m.body.set(span_to_body(span)), m.updated_at.set(to_iso(span.updated_at))]
+        )
+
+    def add_counters(
+        self, knowledge_id: str, attempt: int, span_id: str, counts: Mapping[str, int], *, reset: bool = False
+    ) -> None:
+        unknown = set(counts) - set(SPAN_COUNTERS)
+        if unknown:
+            raise ValueError(f"not span counters: {sorted(unknown)}")
+        m = self.model
+        actions: list[Any] = [m.updated_at.set(now_iso())]
+        for name, value in counts.items():
+            attribute = getattr(m, f"n_{name}")
+            actions.append(attribute.set(int(value)) if reset else attribute.add(int(value)))
+        # One UpdateItem: concurrent slices each add theirs, none reads and rewrites another's figure.
+        m(knowledge_id, self._key(attempt, span_id)).update(actions=actions)
 
     def get(self, knowledge_id: str, attempt: int, span_id: str) -> Span | None:
         try:
-            return span_from_body(
-                self.model.get(knowledge_id, self._key(attempt, span_id), consistent_read=True).body
+            return span_from_item(
+                self.model.get(knowledge_id, self._key(attempt, span_id), consistent_read=True)
             )
         except DoesNotExist:
             return None
 
     def get_many(self, knowledge_id: str, attempt: int, span_ids: Sequence[str]) -> dict[str, Span]:
         keys = [(knowledge_id, self._key(attempt, span_id)) for span_id in dict.fromkeys(span_ids)]
-        spans = (span_from_body(item.body) for item in self.model.batch_get(keys, consistent_read=True))
-        return {span.span_id: span for span in spans}
+        spans = (span_from_item(item) for item in self.model.batch_get(keys, consistent_read=True))
+        return {span.span_id: span for span in spans if span is not None}
 
     def list(self, knowledge_id: str, attempt: int) -> list[Span]:
         prefix = f"{attempt:06d}#"
         query = self.model.query(knowledge_id, self.model.span_key.startswith(prefix), consistent_read=True)
-        return [span_from_body(item.body) for item in query]
+        return [span for item in query if (span := span_from_item(item)) is not None]
 
     def delete_all(self, knowledge_id: str) -> int:
         items = list(self.model.query(knowledge_id, attributes_to_get=["knowledge_id", "span_key"]))

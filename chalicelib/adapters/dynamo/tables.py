@@ -281,6 +281,10 @@ def build_models(settings: Settings) -> Models:
         attempt = NumberAttribute(default=1)
         pending_subtasks_count = NumberAttribute(default=0)
         done_subtasks = UnicodeSetAttribute(null=True)
+        #: embedding fan-out (issue 27): the plan's key, its slices not yet released, the released ones
+        embed_plan = NumberAttribute(null=True)
+        embed_slices_pending = NumberAttribute(default=0)
+        embed_slices_done = UnicodeSetAttribute(null=True)
         enable_multimodel = BooleanAttribute(default=False)
         meta = JSONAttribute(default=dict)
         process_overrides = JSONAttribute(default=dict)
@@ -332,8 +336,14 @@ def build_models(settings: Settings) -> Models:
 
         knowledge_id = UnicodeAttribute(hash_key=True)
         span_key = UnicodeAttribute(range_key=True)  # f"{attempt:06d}#{span_id}"
-        body = JSONAttribute()
+        body = JSONAttribute(null=True)  # absent only while counters came first (an ADD before the put)
         updated_at = UnicodeAttribute()
+        #: counters concurrent workers ADD to (domain/progress.py SPAN_COUNTERS), read into the outputs
+        n_entries_indexed = NumberAttribute(null=True)
+        n_texts_embedded = NumberAttribute(null=True)
+        n_cache_hits = NumberAttribute(null=True)
+        n_batches = NumberAttribute(null=True)
+        n_slices_done = NumberAttribute(null=True)
 
     class TaskItem(Model):
         class Meta:

@@ -239,6 +239,46 @@ class MemoryKnowledgeRepo:
         updated = self._update(knowledge_id, releasable, change)
         return None if updated is None else updated.pending_subtasks_count
 
+    def plan_embedding(self, knowledge_id: str, attempt: int, plan: int, slices: int) -> bool:
+        def plannable(k: Knowledge) -> bool:
+            return k.attempt == attempt and k.parse_status == ParseStatus.PROCESSING and k.embed_plan < plan
+
+        def change(k: Knowledge) -> None:
+            k.embed_plan, k.embed_slices_pending = plan, max(0, slices)
+            self._released.pop((k.id, -plan), None)
+            k.updated_at = _now()
+
+        return self._update(knowledge_id, plannable, change) is not None
+
+    def release_embed_slice(self, knowledge_id: str, attempt: int, plan: int, slice_index: int) -> int | None:
+        marker = str(slice_index)
+
+        def releasable(k: Knowledge) -> bool:
+            return (
+                k.attempt == attempt
+                and k.parse_status == ParseStatus.PROCESSING
+                and k.embed_plan == plan
+                and k.embed_slices_pending > 0
+                and marker not in self._released.get((k.id, -plan), set())
+            )
+
+        def change(k: Knowledge) -> None:
+            k.embed_slices_pending -= 1
+            self._released.setdefault((k.id, -plan), set()).add(marker)
+            k.updated_at = _now()
+
+        updated = self._update(knowledge_id, releasable, change)
+        return None if updated is None else updated.embed_slices_pending
+
+    def finish_embedding(self, knowledge_id: str, attempt: int, plan: int) -> bool:
+        def settled(k: Knowledge) -> bool:
+            return k.attempt == attempt and k.embed_plan == plan and k.embed_slices_pending == 0
+
+        def change(k: Knowledge) -> None:
+            k.embed_slices_pending = -1
+
+        return self._update(knowledge_id, settled, change) is not None
+
     def promote(self, knowledge_id: str, attempt: int) -> bool:
         def change(k: Knowledge) -> None:
             k.parse_status = ParseStatus.COMPLETED
