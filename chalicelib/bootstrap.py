@@ -3,6 +3,9 @@ ports (`ports.Dependencies`), to the handlers. Only app.py, functions/, local/ a
 
 Nothing heavy happens at import: boto3, PynamoDB, the parsers, the ONNX model and the index engine are built
 on first use, so the API function's cold start pays only for what a request touches.
+
+It is over 600 lines on purpose: every port's real and local adapters are wired here and nowhere else (one
+composition root), and splitting the wiring would spread that one decision over several files.
 """
 
 from __future__ import annotations
