@@ -35,6 +35,7 @@ from chalicelib.domain.text_fold import latin_share
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus
 from chalicelib.ports import Dependencies, EmbeddingModel, IndexSpace
 from chalicelib.services.ownership import require_kb
+from chalicelib.services.storage import signed_get
 from chalicelib.services.usable import require_usable_for_api
 from chalicelib.settings import LATIN_ONLY_EMBEDDING_MODELS
 
@@ -212,15 +213,9 @@ class _Links:
     def _sign(self, knowledge: Knowledge, url: str) -> str | None:
         deps = self.deps
         name = url.rsplit("/", 1)[-1]
+        key = image_copy_key(knowledge.tenant_id, knowledge.id, url)
         try:
-            try:
-                return deps.files.presign_get(url, self.expires, file_name=name)
-            except NotImplementedError:  # a local:// store: a copy in the files bucket, made once
-                key = image_copy_key(knowledge.tenant_id, knowledge.id, url)
-                copy = deps.inbox.url_for(key)
-                if not deps.inbox.exists(copy):
-                    copy = deps.inbox.save(key, deps.files.read(url))
-                return deps.inbox.presign_get(copy, self.expires, file_name=name)
+            return signed_get(deps, url, key, self.expires, file_name=name)
         except (FileNotFoundError, ValueError):  # gone, or not an object of this store: no link
             return None
 

@@ -17,6 +17,7 @@ from chalicelib.domain.resources import AccessGrant, Resource, header_safe, reso
 from chalicelib.domain.storage_keys import download_copy_key
 from chalicelib.domain.types import Knowledge
 from chalicelib.ports import Dependencies
+from chalicelib.services.storage import signed_get
 
 OWNER_KNOWLEDGE = "knowledge"
 PURPOSE_DOWNLOAD = "download"
@@ -105,10 +106,5 @@ def redeem(deps: Dependencies, token: str) -> Redirect:
         raise Gone("the file of this download link is no longer stored", code="resource_deleted")
     seconds = max(1, min(60, int((grant.expires_at - _now()).total_seconds())))
     name = header_safe(resource.file_name)
-    try:
-        link = deps.files.presign_get(resource.url, seconds, file_name=name)
-    except NotImplementedError:  # a local:// store: sign a copy in the files bucket (one key per file)
-        key = download_copy_key(resource.tenant_id, resource.owner_id, resource.role, resource.attempt)
-        copy = deps.inbox.save(key, deps.files.read(resource.url))
-        link = deps.inbox.presign_get(copy, seconds, file_name=name)
-    return Redirect(link)
+    key = download_copy_key(resource.tenant_id, resource.owner_id, resource.role, resource.attempt)
+    return Redirect(signed_get(deps, resource.url, key, seconds, file_name=name))

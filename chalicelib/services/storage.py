@@ -12,3 +12,16 @@ def files_of(deps: Dependencies, knowledge: Knowledge) -> FileStore:
     """The document's backend's store: where its source, Markdown, manifest, ranges and images go, and
     where a key of its (`parsed_markdown_key`, …) is looked up."""
     return deps.files.backend(knowledge.storage_backend)
+
+
+def signed_get(deps: Dependencies, url: str, copy_key: str, seconds: int, file_name: str = "") -> str:
+    """A short-lived GET link to a stored object. A store that cannot sign links (`local://`) gets a copy
+    in the files bucket under `copy_key` (one key per file, so the copy is made once) and that is signed.
+    Raises FileNotFoundError when the object is gone."""
+    try:
+        return deps.files.presign_get(url, seconds, file_name=file_name)
+    except NotImplementedError:
+        copy = deps.inbox.url_for(copy_key)
+        if not deps.inbox.exists(copy):
+            copy = deps.inbox.save(copy_key, deps.files.read(url))
+        return deps.inbox.presign_get(copy, seconds, file_name=file_name)
