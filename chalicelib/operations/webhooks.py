@@ -6,6 +6,7 @@ and every URL passes the same SSRF check as a URL import, at creation and on eve
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
@@ -143,16 +144,8 @@ def delete_webhook(deps: Dependencies, tenant_id: str, kb_id: str, webhook_id: s
 
 
 def _present_delivery(record: DeliveryRecord) -> dict[str, Any]:
-    return {
-        "delivery_id": record.delivery_id,
-        "event_id": record.event_id,
-        "event_type": record.event_type,
-        "attempt": record.attempt,
-        "outcome": record.outcome,
-        "status_class": record.status_class,
-        "duration_ms": record.duration_ms,
-        "at": record.at,
-    }
+    """The log entry as the API shows it: every field but the webhook's id (in the path) and `extra`."""
+    return {name: value for name, value in asdict(record).items() if name not in ("webhook_id", "extra")}
 
 
 def list_deliveries(

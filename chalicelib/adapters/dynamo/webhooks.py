@@ -6,6 +6,7 @@ delivery, kept DELIVERY_LOG_DAYS by TTL). A webhook's log is one Query on its pr
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
@@ -109,17 +110,7 @@ class DynamoWebhookRepo:
 
     def log_delivery(self, kb_id: str, record: DeliveryRecord) -> None:
         key = f"{LOG}{record.webhook_id}#{record.at}#{record.delivery_id}#{record.attempt:03d}"
-        body = {
-            "webhook_id": record.webhook_id,
-            "delivery_id": record.delivery_id,
-            "event_id": record.event_id,
-            "event_type": record.event_type,
-            "attempt": record.attempt,
-            "outcome": record.outcome,
-            "status_class": record.status_class,
-            "duration_ms": record.duration_ms,
-            "at": record.at,
-        }
+        body = {name: value for name, value in asdict(record).items() if name != "extra"}
         expires = int(time.time()) + DELIVERY_LOG_DAYS * 86400
         self.model(kb_id, key, body=body, expires_at=expires).save()
 
