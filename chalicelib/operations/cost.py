@@ -85,7 +85,7 @@ def priced(entries: Iterable[UsageEntry], table: Mapping[str, float | str]) -> d
             {
                 "unit": line.counter,
                 "quantity": line.quantity,
-                "unit_price": line.unit_price,
+                "unit_price": float(f"{line.unit_price:.12g}"),  # 2e-07, not 2.0000000000000002e-07
                 "dollars": round(line.dollars, 10),  # no float noise in money
             }
             for line in aws
@@ -94,7 +94,7 @@ def priced(entries: Iterable[UsageEntry], table: Mapping[str, float | str]) -> d
             {
                 "unit": line.counter,
                 "quantity": line.quantity,
-                "unit_price": line.unit_price,
+                "unit_price": float(f"{line.unit_price:.12g}"),  # 2e-07, not 2.0000000000000002e-07
                 "dollars": round(line.dollars, 10),  # no float noise in money
             }
             for line in tokens

@@ -298,7 +298,8 @@ def hybrid_search(
     rows = deps.knowledge.get_many(list(dict.fromkeys(hit.knowledge_id for hit in hits))) if hits else {}
     documents = {k: row for k, row in rows.items() if row.parse_status != ParseStatus.DELETING}
     links = _Links(deps)
-    kept: dict[str, list[str]] = {}
+    # per document: each kept hit's words and its place in the results
+    kept: dict[str, list[tuple[str, int]]] = {}
     results: list[dict[str, Any]] = []
     for hit in hits:
         knowledge = documents.get(hit.knowledge_id)
@@ -315,26 +316,35 @@ def hybrid_search(
             content = parent.content  # a child hit returns its parent's content (parent-child retrieval)
         terms = _normalised(content)
         same_document = kept.setdefault(hit.knowledge_id, [])
-        if any(near_duplicates(terms, other) for other in same_document):
+        twin = next((place for other, place in same_document if near_duplicates(terms, other)), None)
+        chunk_type = chunk.chunk_type.value if chunk else hit.extra.get("chunk_type", "text")
+        if twin is not None and not (
+            results[twin]["chunk_type"] == ChunkType.SUMMARY.value and chunk_type == ChunkType.TEXT.value
+        ):
             continue  # the better hit of this text is already in (hits come best first)
-        same_document.append(terms)
-        results.append(
-            {
-                "id": hit.id,
-                "chunk_id": hit.chunk_id,
-                "knowledge_id": hit.knowledge_id,
-                "knowledge_title": knowledge.title,
-                "content": links.rewrite(knowledge, content),
-                "score": hit.score,
-                "match_type": "hybrid"
-                if hit.bm25_rank is not None and hit.vector_rank is not None
-                else ("keyword" if hit.bm25_rank is not None else "vector"),
-                "chunk_type": chunk.chunk_type.value if chunk else hit.extra.get("chunk_type", "text"),
-                "images": links.images(knowledge, chunk),
-                "start_at": chunk.start_at if chunk else None,
-                "end_at": chunk.end_at if chunk else None,
-            }
-        )
+        result = {
+            "id": hit.id,
+            "chunk_id": hit.chunk_id,
+            "knowledge_id": hit.knowledge_id,
+            "knowledge_title": knowledge.title,
+            "content": links.rewrite(knowledge, content),
+            "score": hit.score,
+            "match_type": "hybrid"
+            if hit.bm25_rank is not None and hit.vector_rank is not None
+            else ("keyword" if hit.bm25_rank is not None else "vector"),
+            "chunk_type": chunk_type,
+            "images": links.images(knowledge, chunk),
+            "start_at": chunk.start_at if chunk else None,
+            "end_at": chunk.end_at if chunk else None,
+        }
+        if twin is not None:
+            # a summary that only repeats its short body ranked first: the body's chunk (with its place in the
+            # document) stands for both, at the summary's score
+            result["score"] = results[twin]["score"]
+            results[twin] = result
+            continue
+        same_document.append((terms, len(results)))
+        results.append(result)
         if len(results) == top_k:
             break
     return results

@@ -54,6 +54,8 @@ def test_a_document_reports_what_each_stage_spent_and_its_price(
     assert report["prices_as_of"]
     assert report["aws_dollars"] == pytest.approx(sum(line["dollars"] for line in report["lines"]), rel=1e-6)
     assert report["aws_dollars"] > 0
+    # money without float noise: a unit price reads as the table writes it (2e-07, not 2.0000000000000002e-07)
+    assert all(len(repr(line["unit_price"])) <= 14 for line in report["lines"]), report["lines"]
     assert {"docreader", "chunking", "embedding", "workflow"} <= set(report["by_stage"])
 
     # the same counts appear in the stage tree
