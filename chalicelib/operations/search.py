@@ -11,10 +11,9 @@ mask before the brute-force top k), so a filter never returns fewer than `match_
 Resolving reads at most MAX_FILTER_DOCUMENTS rows; a filter that would read more is a 400
 `filter_too_broad` (narrow it with `knowledge_ids`, `tag_ids` or `file_types`).
 
-Near duplicates. A short document's summary chunk repeats its body, and two child chunks of one parent
-return the same parent text: hits of one document where one's words, in order, hold the other's and the
-shorter is at least NEAR_DUPLICATE of the longer are collapsed into the better one. Texts that differ in a
-word are kept apart (a template's rows, `island 1` and `island 2`, are different facts).
+Near duplicates. Two child chunks of one parent return the same parent text, and a summary may repeat its
+short body: hits of one document that repeat each other (`domain/repetition.py`) are collapsed into the
+better one, and a text chunk stands in for a summary it repeats (it has a place in the document).
 
 Links. A hit's content and its images never show an internal `local://` or `s3://` URL: each is replaced
 by a signed download link (a `local://` store's object is copied into the files bucket first, as
@@ -30,6 +29,7 @@ from typing import Any
 from chalicelib.commands import MetadataIn, SearchRequest
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.repetition import near_duplicates, words_of
 from chalicelib.domain.storage_keys import image_copy_key
 from chalicelib.domain.text_fold import latin_share
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus
@@ -44,14 +44,10 @@ MIN_LATIN_SHARE = 0.7
 #: knowledge rows a filter may read to resolve to knowledge ids
 MAX_FILTER_DOCUMENTS = 5_000
 _PAGE = 500
-#: two hits of one document are one when one's words (in order) hold the other's, which is at least this long
-NEAR_DUPLICATE = 0.8
 #: hits asked of the engine beyond `match_count`, so collapsed duplicates do not shorten the answer
 _SPARE = 10
 
 _INTERNAL_URL = re.compile(r"(?:local|s3|mem)://[^\s()<>\[\]\"'`]+")
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.MULTILINE)
-_WORD = re.compile(r"\w+")
 
 
 def query_vector(model: EmbeddingModel, query: str) -> Any:
@@ -182,21 +178,6 @@ def resolve_knowledge_ids(deps: Dependencies, kb: KnowledgeBase, request: Search
 # ---------------------------------------------------------------- near duplicates and links
 
 
-def _normalised(text: str) -> str:
-    """The words of a text in order, case folded, headings (a summary's `# Summary`) and markup left out."""
-    return " ".join(_WORD.findall(_HEADING.sub(" ", text).casefold()))
-
-
-def near_duplicates(a: str, b: str) -> bool:
-    """One normalised text holds the other, and the shorter is at least NEAR_DUPLICATE of the longer: a
-    summary that repeats its short body, or two children returning one parent. Texts that differ in a word
-    (`island 1`, `island 2`: a template's rows are different facts) are never duplicates."""
-    short, long = sorted((a, b), key=len)
-    if not long:
-        return True
-    return len(short) >= NEAR_DUPLICATE * len(long) and f" {short} " in f" {long} "  # whole words
-
-
 class _Links:
     """Signed links for internal URLs, one per URL per request (None: the object is gone)."""
 
@@ -314,7 +295,7 @@ def hybrid_search(
         )
         if parent is not None and chunk is not None and chunk.chunk_type == ChunkType.TEXT:
             content = parent.content  # a child hit returns its parent's content (parent-child retrieval)
-        terms = _normalised(content)
+        terms = words_of(content)
         same_document = kept.setdefault(hit.knowledge_id, [])
         twin = next((place for other, place in same_document if near_duplicates(terms, other)), None)
         chunk_type = chunk.chunk_type.value if chunk else hit.extra.get("chunk_type", "text")

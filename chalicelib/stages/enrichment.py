@@ -11,11 +11,13 @@ keyed deterministically, so a redelivered item rewrites what it wrote.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from chalicelib.domain.events import EventType
 from chalicelib.domain.plan import TEXT_LIKE, WINDOW
 from chalicelib.domain.process_config import EXTRACTIVE_SUMMARY, resolve
+from chalicelib.domain.repetition import near_duplicates, words_of
 from chalicelib.domain.types import (
     Chunk,
     ChunkType,
@@ -160,6 +162,10 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
         chunk_type=ChunkType.SUMMARY,
         metadata={"attempt": knowledge.attempt, "model": model_id},
     )
+    if near_duplicates(words_of(text), words_of("\n\n".join(texts))):
+        # a short document's summary that only repeats its body: kept (the chunk, the description) but out of
+        # search, where it would be the same hit twice
+        chunk = replace(chunk, is_enabled=False, metadata={**chunk.metadata, "repeats_body": True})
     if not write_extra_chunks(deps, knowledge, kb, [chunk]):
         raise Skip("the knowledge was deleted, cancelled or superseded")
     description = None if _described_by_user(deps, knowledge) else text

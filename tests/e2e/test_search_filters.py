@@ -145,3 +145,22 @@ def test_an_image_in_a_hit_is_a_signed_link_that_serves_it(api: Api, corpus: dic
     assert links and all(link.startswith("http") for link in links)
     with urllib.request.urlopen(links[0], timeout=10) as response:
         assert response.read()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_short_documents_summary_that_repeats_it_stays_out_of_search(
+    api: Api, runtime: LocalRuntime
+) -> None:
+    """Found in the README's curl walkthrough: a one-paragraph document's summary repeated its body, fused
+    search ranked the summary first and gave the body, last in both lists of two, a score of 0, so the only
+    hit was `# Summary` with no place in the document. The summary is now stored switched off."""
+    kb = api.create_kb()
+    body = b"# Pilots\n\nPilots guide ships past the breakwater at dawn. The pilot boards from the starboard side.\n"
+    knowledge_id = api.upload(kb["id"], "pilots.md", body).json_body["data"]["id"]
+    runtime.drain(timeout=120)
+    row = api.knowledge(knowledge_id)
+    assert row["summary_status"] == "completed" and "starboard" in row["description"]
+    chunks = api.get(f"/knowledge/{knowledge_id}/chunks").json_body["data"]
+    summary = next(c for c in chunks["items"] if c["chunk_type"] == "summary")
+    assert summary["is_enabled"] is False and summary["metadata"]["repeats_body"] is True
+    hits = _search(api, kb["id"], query_text="who boards the ship")
+    assert [(h["chunk_type"], h["start_at"]) for h in hits] == [("text", 0)] and hits[0]["score"] > 0

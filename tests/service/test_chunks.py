@@ -28,8 +28,10 @@ def kb(deps: Services, tenant: Tenant) -> KnowledgeBase:
     return create_kb(deps, tenant.id, CreateKnowledgeBase(name="log", chunking_config=config))
 
 
-def _completed(deps: Services, kb: KnowledgeBase, summary: str = "completed") -> Knowledge:
-    created = upload(deps, kb)
+def _completed(
+    deps: Services, kb: KnowledgeBase, summary: str = "completed", data: bytes | None = None
+) -> Knowledge:
+    created = upload(deps, kb) if data is None else upload(deps, kb, data=data)
     drain(deps, MAIN_STAGES)
     row = deps.knowledge.settle_plan(created.id, created.attempt, 0, {"planned": [], "not_planned": {}})
     assert row is not None and row.parse_status == ParseStatus.COMPLETED
@@ -222,7 +224,11 @@ def test_a_summary_written_while_the_document_was_disabled_comes_back_with_it(
     from chalicelib.operations.knowledge_changes import edit
     from chalicelib.stages.enrichment import summary
 
-    knowledge = _completed(deps, kb)
+    # long enough that its summary does not just repeat it (such a summary is stored switched off)
+    paragraphs = [
+        f"Section {n}: the harbour log records the tide, the wind and {n} ships." for n in range(30)
+    ]
+    knowledge = _completed(deps, kb, data="\n\n".join(paragraphs).encode())
     edit(deps, knowledge.tenant_id, knowledge.id, EditKnowledgeRequest(enable_status="disabled"))
     row = deps.knowledge.get(knowledge.id)
     assert row is not None

@@ -12,6 +12,7 @@ import pytest
 from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateTagRequest, SearchRequest, validate
 from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.repetition import near_duplicates, words_of
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase
 from chalicelib.operations import search as search_module
 
@@ -223,7 +224,7 @@ def test_a_summary_that_repeats_a_short_body_is_one_hit(deps: Services, kb: Know
 
 def test_near_duplicates_are_judged_on_words() -> None:
     def same(a: str, b: str) -> bool:
-        return search_module.near_duplicates(search_module._normalised(a), search_module._normalised(b))
+        return near_duplicates(words_of(a), words_of(b))
 
     assert same("# Summary\n\nThe tide is **high**.", "the TIDE is high")
     assert same("北门港的潮汐表", "# 摘要\n\n北门港的潮汐表。")
