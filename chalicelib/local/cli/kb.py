@@ -279,20 +279,20 @@ def cmd_docs(args: argparse.Namespace, console: Console) -> int:
     )
 
 
-def cost_table(report: dict[str, Any]) -> Table:
+def cost_table(report: dict[str, Any]) -> Group:
     """What the document (or knowledge base) cost so far, priced with the server's dated price table."""
     title = (
         f"cost: ${report.get('aws_dollars', 0):.6f} AWS + ${report.get('model_dollars', 0):.6f} models "
         f"(prices as of {report.get('prices_as_of', '?')})"
     )
-    table = Table(title=title, expand=False)
+    table = Table(expand=False)
     for col in ("unit", "quantity", "dollars"):
         table.add_column(col, justify="left" if col == "unit" else "right")
     for line in list(report.get("lines") or []) + list(report.get("model_tokens") or []):
         table.add_row(escape(str(line["unit"])), f"{line['quantity']:g}", f"{line['dollars']:.6f}")
     if report.get("workflow_pending"):
         table.caption = "the execution is still running: its state transitions are counted when it ends"
-    return table
+    return Group(Text(title), table)  # the line above the table: a title would wrap to the table's width
 
 
 def cmd_cost(args: argparse.Namespace, console: Console) -> int:
