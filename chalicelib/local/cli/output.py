@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -81,13 +82,37 @@ def cell(value: Any) -> str:
     return str(value)
 
 
+#: column headers narrower than their field names, so a listing fits a terminal (`--json` keeps the names)
+SHORT_HEADERS = {
+    "file_name": "file",
+    "file_type": "type",
+    "parse_status": "status",
+    "enable_status": "search",
+    "chunk_count": "chunks",
+}
+
+
 def rows_table(columns: Sequence[str], rows: Sequence[dict[str, Any]], title: str | None = None) -> Table:
+    """Rows as a table; ids are never broken over lines (they are copied), times are shown to the second."""
     table = Table(expand=False, title=title)
     for column in columns:
-        table.add_column(column, overflow="fold")
+        header = SHORT_HEADERS.get(column, column)
+        table.add_column(header, overflow="fold", no_wrap=column == "id" or column.endswith("_at"))
     for row in rows:
-        table.add_row(*(escape(cell(row.get(c))) for c in columns))
+        table.add_row(
+            *(
+                escape(_time(v) if c.endswith("_at") else cell(v))
+                for c, v in ((c, row.get(c)) for c in columns)
+            )
+        )
     return table
+
+
+def _time(value: Any) -> str:
+    """`2026-12-04T07:23:43.526000+00:00` as `2026-12-04 07:23:43Z` (the API's times are UTC)."""
+    text = cell(value)
+    match = re.match(r"^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?(?:Z|\+00:00)$", text)
+    return f"{match[1]} {match[2]}Z" if match else text
 
 
 def print_rows(console: Console, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
