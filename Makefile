@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: run test test-without-tools test-slow test-fuzz test-package lint bench install install-dev system-deps package deploy clean
+.PHONY: run test test-without-tools test-slow test-fuzz test-readme test-package lint bench install install-dev system-deps package deploy clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ test-slow: install-dev
 # Schemathesis against the served OpenAPI document (no 5xx); WEKNORA_FUZZ_EXAMPLES examples per operation.
 test-fuzz: install-dev
 	$(VENV)/bin/pytest -m schemathesis
+
+# The README's quickstart as written: `make run` (on a free port, with its own state) and every command after it.
+test-readme: install-dev
+	$(VENV)/bin/pytest -m readme tests/local/test_readme_quickstart.py
 
 # The artifact's own checks (slow): two builds give the same bytes; the docreader image's packages install
 # clean and the stage imports and parses from them (scripts/check_docreader_image.py, no Docker needed).

@@ -15,8 +15,9 @@ from chalicelib.domain.webhooks import signature_header, verify
 
 def readme_verifier() -> Callable[..., bool]:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Events and webhooks") :]
-    (snippet,) = re.findall(r"```python\n(.*?)```", section[: section.index("## How a document flows")], re.S)
+    section = readme[readme.index("### Events and webhooks\n") + 1 :]
+    section = section[: section.index("\n### ")]  # up to the next section
+    (snippet,) = re.findall(r"```python\n(.*?)```", section, re.S)
     scope: dict[str, Any] = {}
     exec(snippet, scope)
     verified: Callable[..., bool] = scope["verified"]
