@@ -242,24 +242,70 @@ async function walk(entry, path = "") {
   return (await Promise.all(children.map((c) => walk(c, `${path}${entry.name}/`)))).flat();
 }
 
+/** One metadata value as the CLI reads it: a JSON number, boolean or "quoted string", else the text. */
+function metaValue(text) {
+  try {
+    const value = JSON.parse(text);
+    if (["string", "number", "boolean"].includes(typeof value)) return value;
+  } catch { /* not JSON: the text itself */ }
+  return text;
+}
+
+/** "dept=ops; year=2024,2025" → {dept: "ops", year: {in: [2024, 2025]}}; throws on a part without "=". */
+function metadataFilter(text) {
+  const filter = {};
+  for (const part of text.split(";").map((p) => p.trim()).filter(Boolean)) {
+    const at = part.indexOf("=");
+    if (at < 1 || at === part.length - 1) throw new Error(`metadata: expected key=value or key=v1,v2, got "${part}"`);
+    const key = part.slice(0, at).trim();
+    const raw = part.slice(at + 1).trim();
+    const values = raw.startsWith('"') && raw.endsWith('"') ? [metaValue(raw)] : raw.split(",").map((v) => metaValue(v.trim()));
+    filter[key] = values.length === 1 ? values[0] : { in: values };
+  }
+  return filter;
+}
+
 async function search(kb, content) {
   const query = h("input", { type: "search", id: "search-query", placeholder: "ask something", size: 50 });
   const count = h("input", { type: "number", min: 1, max: 100, value: 10, id: "search-count" });
   const hits = h("div", { id: "hits" });
+  // the filters (hybrid-search's fields): empty ones are left out, so the API's defaults apply
+  const retriever = h("select", { id: "search-retriever", "aria-label": "retriever" },
+    [["hybrid", "hybrid (BM25 + vector)"], ["keyword", "keyword (BM25)"], ["vector", "vector"]].map(([v, label]) => h("option", { value: v }, label)));
+  const minScore = h("input", { type: "number", id: "search-min-score", min: 0, max: 1, step: 0.05, placeholder: "0–1", size: 5 });
+  const types = h("input", { type: "text", id: "search-types", placeholder: "types: pdf, md…", size: 14 });
+  const meta = h("input", { type: "text", id: "search-meta", placeholder: "metadata: dept=ops; year=2024,2025", size: 30 });
+  const tagList = await get(`/knowledge-bases/${enc(kb.id)}/tags`).catch(() => []);
+  const tagItems = Array.isArray(tagList) ? tagList : tagList.items || [];
+  const tagBoxes = tagItems.map((t) => h("input", { type: "checkbox", value: t.id, dataset: { tagId: t.id }, "aria-label": `tag ${t.name}` }));
+  const tagChoices = h("span", { id: "search-tags" }, tagItems.length ? "tags: " : "",
+    tagItems.map((t, i) => h("label", { class: "choice" }, tagBoxes[i], ` ${t.name}`)));
+  const body = () => {
+    const request = { query_text: query.value, match_count: Number(count.value) || 10, retriever: retriever.value };
+    if (minScore.value !== "") request.min_score = Number(minScore.value);
+    const fileTypes = types.value.split(/[\s,]+/).filter(Boolean);
+    if (fileTypes.length) request.file_types = fileTypes;
+    const tagIds = tagBoxes.filter((box) => box.checked).map((box) => box.value);
+    if (tagIds.length) request.tag_ids = tagIds;
+    const metadata = metadataFilter(meta.value);
+    if (Object.keys(metadata).length) request.metadata = metadata;
+    return request;
+  };
   const run = async () => {
     if (!query.value.trim()) return;
     replace(hits, h("p", { class: "muted" }, "Searching…"));
     try {
-      const found = await post(`/knowledge-bases/${enc(kb.id)}/hybrid-search`, { query_text: query.value, match_count: Number(count.value) || 10 });
+      const found = await post(`/knowledge-bases/${enc(kb.id)}/hybrid-search`, body());
       const items = Array.isArray(found) ? found : found.items || found.results || [];
       replace(hits, items.length ? items.map((hit) => h("div", { class: "hit", dataset: { knowledgeId: hit.knowledge_id } },
         h("div", {}, link({ knowledge: hit.knowledge_id }, hit.knowledge_title || hit.knowledge_id), " ",
           badge(hit.match_type), h("span", { class: "muted" }, ` score ${Number(hit.score).toFixed(4)}`)),
-        h("div", { class: "body" }, highlighted(hit.content || "", query.value)))) : h("p", { class: "muted" }, "No hits."));
+        h("div", { class: "body" }, highlighted(hit.content || "", query.value)))) : h("p", { class: "muted", id: "no-hits" }, "No hits."));
     } catch (error) { replace(hits); failed(error); }
   };
   query.addEventListener("keydown", (e) => e.key === "Enter" && run());
-  append(content, [h("div", { class: "toolbar" }, query, h("label", {}, "hits ", count), h("button", { type: "button", id: "search-run", onclick: run }, "Search")), hits]);
+  append(content, [h("div", { class: "toolbar" }, query, h("label", {}, "hits ", count), h("button", { type: "button", id: "search-run", onclick: run }, "Search")),
+    h("div", { class: "toolbar", id: "search-filters" }, retriever, h("label", {}, "min score ", minScore), types, meta, tagChoices), hits]);
   query.focus();
 }
 
