@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.errors import Gone, NotFound
 from chalicelib.domain.resources import AccessGrant, Resource, header_safe, resource_id_for, token_hash
+from chalicelib.domain.storage_backends import backend_of
 from chalicelib.domain.storage_keys import download_copy_key
 from chalicelib.domain.types import Knowledge
 from chalicelib.ports import Dependencies
@@ -60,6 +61,14 @@ def release_owner(deps: Dependencies, owner_id: str, role: str = "") -> None:
     Idempotent (a retried delete or reparse finds them marked)."""
     for resource in deps.resources.owned_by(owner_id):
         if not resource.deleted and role in ("", resource.role):
+            deps.resources.mark_deleted(resource.id, _now())
+
+
+def release_stored_on(deps: Dependencies, owner_id: str, backend_id: str) -> None:
+    """Marks deleted the owner's resources over objects of one backend ("" = the default one): a document
+    that moved to another backend left those objects behind. Idempotent."""
+    for resource in deps.resources.owned_by(owner_id):
+        if not resource.deleted and backend_of(resource.url) == backend_id:
             deps.resources.mark_deleted(resource.id, _now())
 
 
