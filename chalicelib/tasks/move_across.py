@@ -7,8 +7,9 @@ without a table, and each step repeats safely under a redelivered task:
            written to the target's backend; the Markdown and manifests with their links rewritten
     link   the chunks' links are rewritten, then the row takes the new file_path, storage_backend and
            links in one write: the commit (a redelivery that finds the row on the new backend copies nothing)
-    clean  the resources over the old objects are marked deleted (their download links stop working), and
-           the old objects are deleted from the old backend, with the default store's signed copies
+    clean  the new objects are registered in the resource catalog, the resources over the old ones marked
+           deleted (their download links stop working), and the old objects deleted from the old backend,
+           with the default store's signed copies
 
 Until the commit every link still names an old object, which stays until after it.
 """
@@ -108,6 +109,7 @@ def carry_objects(deps: Dependencies, row: Knowledge, old: str, new: str) -> Kno
                 "objects": len(links),
             },
         )
+    resources.register_stored(deps, row)  # before the old ones go: a download link always has a file
     resources.release_stored_on(deps, row.id, old)
     for url in links:
         deps.files.delete(url)

@@ -50,6 +50,7 @@ from chalicelib.faq.clone import faq_clone_work
 from chalicelib.faq.entries import FAQ_KB_TYPE
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge, FileStore, IndexSpace
+from chalicelib.services import resources
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.quotas import reserve_document
 from chalicelib.services.storage import files_of
@@ -465,6 +466,7 @@ def _copy_content(
     }
     if relinked != {"description": row.description, "metadata": row.metadata}:
         deps.knowledge.update_fields(row.id, relinked)
+    resources.register_stored(deps, row)  # the copy's files, as the pipeline registers what it writes
 
     def remap(chunk_id: str) -> str:
         if not chunk_id:
@@ -528,6 +530,7 @@ def _remove_copy(
     deps.chunks.delete_all(row.id)
     deps.spans.delete_all(row.id)
     deps.wiki.delete_pages(target.id, row.id)
+    resources.release_owner(deps, row.id)
     owned = [
         keys.file,
         keys.markdown,

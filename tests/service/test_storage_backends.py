@@ -220,6 +220,16 @@ def test_a_move_across_backends_takes_the_objects_along(deps: Services, tenant: 
     back = deps.knowledge.get(doc.id)
     assert back is not None and back.storage_backend == "tc" and deps.files.read(back.file_path) == original
     assert objects_of(deps, "ali", tenant, doc.id, images) == []
+    # its files are registered where they are now, those it left are deleted, the ones it came back to live
+    live = {r.url for r in deps.resources.owned_by(doc.id) if not r.deleted}
+    assert back.file_path in live and all(url.startswith("storage://tc/") for url in live)
+    assert {r.role for r in deps.resources.owned_by(doc.id) if not r.deleted} == {
+        "original",
+        "parsed",
+        "image",
+    }
+    again = file_url(deps, tenant.id, doc.id, FileUrlQuery.model_validate({"kind": "original"}), "http://x")
+    assert again["resource"] == link["resource"] and redeem(deps, again["url"].rsplit("/", 1)[-1]).location
 
     # within one backend a move is as before: the row moves, its objects stay
     also_tc = new_kb(deps, tenant, "handbook (tc)", "tc")
