@@ -90,6 +90,7 @@ class DynamoResourceCatalog:
             resource_id=grant.resource_id,
             purpose=grant.purpose,
             expires_at=to_iso(grant.expires_at),
+            purge_at=grant.purge_at,  # the table's TTL: an expired grant goes a day later
         ).save()
 
     def get_grant(self, token_hash: str) -> AccessGrant | None:
