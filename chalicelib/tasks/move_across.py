@@ -17,6 +17,8 @@ Until the commit every link still names an old object, which stays until after i
 from __future__ import annotations
 
 import mimetypes
+import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 from dataclasses import replace
@@ -33,17 +35,23 @@ from chalicelib.tasks.delete import drop_signed_copies, stored_objects
 COPY_THREADS = 8
 
 
-def rewrite_links(value: Any, links: dict[str, str]) -> Any:
-    """Every stored-object link in a string or a JSON value replaced by its counterpart in `links`."""
-    if isinstance(value, str):
-        for old, new in links.items():
-            value = value.replace(old, new)
+def relinker(links: dict[str, str]) -> Callable[[Any], Any]:
+    """A function that replaces every stored-object link of `links` in a string or a JSON value by its
+    counterpart, in one pass (the longest link first, so one that begins another is not replaced in it)."""
+    if not links:
+        return lambda value: value
+    pattern = re.compile("|".join(re.escape(url) for url in sorted(links, key=len, reverse=True)))
+
+    def rewrite(value: Any) -> Any:
+        if isinstance(value, str):
+            return pattern.sub(lambda found: links[found.group(0)], value)
+        if isinstance(value, dict):
+            return {k: rewrite(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [rewrite(v) for v in value]
         return value
-    if isinstance(value, dict):
-        return {k: rewrite_links(v, links) for k, v in value.items()}
-    if isinstance(value, list):
-        return [rewrite_links(v, links) for v in value]
-    return value
+
+    return rewrite
 
 
 def counterpart(deps: Dependencies, url: str, from_backend: str, to_backend: str) -> str | None:
@@ -86,15 +94,16 @@ def carry_objects(deps: Dependencies, row: Knowledge, old: str, new: str) -> Kno
         )
         return row
     if row.storage_backend == old:
-        _copy(deps, row, links)
-        _relink_chunks(deps, row, links)
+        relink = relinker(links)
+        _copy(deps, row, links, relink)
+        _relink_chunks(deps, row, relink)
         committed = deps.knowledge.update_fields(
             row.id,
             {
                 "file_path": links.get(row.file_path, row.file_path),
                 "storage_backend": new,
-                "description": rewrite_links(row.description, links),
-                "metadata": rewrite_links(row.metadata, links),
+                "description": relink(row.description),
+                "metadata": relink(row.metadata),
             },
         )
         if committed is None:  # deleted meanwhile: the delete task removes what is left
@@ -117,7 +126,7 @@ def carry_objects(deps: Dependencies, row: Knowledge, old: str, new: str) -> Kno
     return row
 
 
-def _copy(deps: Dependencies, row: Knowledge, links: dict[str, str]) -> None:
+def _copy(deps: Dependencies, row: Knowledge, links: dict[str, str], relink: Callable[[Any], Any]) -> None:
     """Each object read from the old backend and written to the new one (no store copies across backends);
     a derived text (Markdown, a manifest, a range plan) with its links rewritten. A missing object is left
     out: its link was already broken, and stays so."""
@@ -131,9 +140,7 @@ def _copy(deps: Dependencies, row: Knowledge, links: dict[str, str]) -> None:
         store = deps.files.backend(backend_of(moved))
         key = store.key_of(moved)
         if url != row.file_path and key.endswith((".md", ".json")):  # never the user's own file
-            data = rewrite_links(data.decode("utf-8", "surrogateescape"), links).encode(
-                "utf-8", "surrogateescape"
-            )
+            data = relink(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
         store.save(key, data, mimetypes.guess_type(key)[0] or "application/octet-stream")
 
     with ThreadPoolExecutor(max_workers=COPY_THREADS, thread_name_prefix="carry") as pool:
@@ -143,14 +150,14 @@ def _copy(deps: Dependencies, row: Knowledge, links: dict[str, str]) -> None:
             future.result()
 
 
-def _relink_chunks(deps: Dependencies, row: Knowledge, links: dict[str, str]) -> None:
+def _relink_chunks(deps: Dependencies, row: Knowledge, relink: Callable[[Any], Any]) -> None:
     changed = []
     for chunk in deps.chunks.list(row.id):
         relinked = replace(
             chunk,
-            content=rewrite_links(chunk.content, links),
-            metadata=rewrite_links(chunk.metadata, links),
-            image_info=rewrite_links(chunk.image_info, links),
+            content=relink(chunk.content),
+            metadata=relink(chunk.metadata),
+            image_info=relink(chunk.image_info),
         )
         if relinked != chunk:
             changed.append(relinked)

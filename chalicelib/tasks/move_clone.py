@@ -55,7 +55,7 @@ from chalicelib.services.events import knowledge_changed
 from chalicelib.services.quotas import reserve_document
 from chalicelib.services.storage import files_of
 from chalicelib.services.tag_names import tag_by_names, tag_names
-from chalicelib.tasks.move_across import carry_objects, rewrite_links
+from chalicelib.tasks.move_across import carry_objects, relinker
 
 #: copies made concurrently (WeKnora clones 10 at a time)
 CLONE_BATCH = 10
@@ -451,18 +451,19 @@ def _copy_content(
             links[url] = _copy_object(deps, files, row, url, keys.image(url))
         except FileNotFoundError:
             logger.warning("a source image is missing; its link stays", extra={"knowledge_id": src.id})
+    relink = relinker(links)
     markdown_url = files_of(deps, src).url_for(parsed_markdown_key(src.tenant_id, src.id, src.attempt))
     if deps.files.exists(markdown_url):
         files.save(
             keys.markdown,
-            rewrite_links(deps.files.read(markdown_url).decode(), links).encode(),
+            relink(deps.files.read(markdown_url).decode()).encode(),
             "text/markdown",
         )
-    files.save(keys.manifest, json.dumps(rewrite_links(images, links)).encode(), "application/json")
+    files.save(keys.manifest, json.dumps(relink(images)).encode(), "application/json")
     # the row's own text (a summary names the images too) points at the copy's images, as its chunks do
     relinked = {
-        "description": rewrite_links(src.description, links),
-        "metadata": rewrite_links(src.metadata, links),
+        "description": relink(src.description),
+        "metadata": relink(src.metadata),
     }
     if relinked != {"description": row.description, "metadata": row.metadata}:
         deps.knowledge.update_fields(row.id, relinked)
@@ -481,12 +482,12 @@ def _copy_content(
             tenant_id=row.tenant_id,
             kb_id=target.id,
             knowledge_id=row.id,
-            content=rewrite_links(chunk.content, links),
+            content=relink(chunk.content),
             pre_chunk_id=id_map.get(chunk.pre_chunk_id, chunk.pre_chunk_id),
             next_chunk_id=id_map.get(chunk.next_chunk_id, chunk.next_chunk_id),
             parent_chunk_id=id_map.get(chunk.parent_chunk_id, chunk.parent_chunk_id),
-            metadata=rewrite_links(chunk.metadata, links),
-            image_info=rewrite_links(chunk.image_info, links),
+            metadata=relink(chunk.metadata),
+            image_info=relink(chunk.image_info),
         )
         for chunk in chunks
     ]
