@@ -23,7 +23,7 @@ from chalicelib.domain.errors import Gone, NotFound
 from chalicelib.domain.resources import AccessGrant, Resource, header_safe, resource_id_for, token_hash
 from chalicelib.domain.storage_backends import backend_of
 from chalicelib.domain.storage_keys import download_copy_key, images_manifest_key, parsed_markdown_key
-from chalicelib.domain.types import Knowledge, KnowledgeType
+from chalicelib.domain.types import Knowledge, KnowledgeType, ParseStatus
 from chalicelib.ports import Dependencies
 from chalicelib.services.storage import files_of, signed_get
 
@@ -72,7 +72,7 @@ def register_file(
     """The resource over one of the knowledge's stored files (stored now), bound to it; `size` when the
     caller knows it (else the store is asked). Registering is idempotent (the id derives from the URL); a
     resource of this knowledge marked deleted is live again, since its URL holds an object again (a
-    document moved back to a backend it had left)."""
+    document moved back to a backend it had left), unless the knowledge is being deleted."""
     resource = deps.resources.register(
         Resource(
             id=resource_id_for(url),
@@ -88,7 +88,11 @@ def register_file(
             created_at=_now(),
         )
     )
-    if resource.deleted and resource.owner_id == knowledge.id:
+    if (
+        resource.deleted
+        and resource.owner_id == knowledge.id
+        and knowledge.parse_status != ParseStatus.DELETING
+    ):
         deps.resources.restore(resource.id)
         resource = replace(resource, deleted_at=None)
     if role == ROLE_PARSED:  # a reparse replaced the older attempts' Markdown: their links stop working

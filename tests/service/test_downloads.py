@@ -98,6 +98,10 @@ def test_unknown_expired_and_deleted_grants_are_refused(deps: Services, kb: Know
     from chalicelib.operations.knowledge_changes import delete_knowledge
 
     delete_knowledge(deps, kb.tenant_id, created.id)
+    deps.knowledge.mark_deleting(created.id)  # as the delete task begins: its links are released first
+    resources.release_owner(deps, created.id)
+    late = _link(deps, kb.tenant_id, created.id, "original")  # asked for while the delete runs
+    assert _refused(deps, _token(late)).code == "resource_deleted"  # the file is not brought back
     drain(deps, ("lifecycle",))
     assert deps.knowledge.get(created.id) is None
     gone = _refused(deps, _token(live))
