@@ -78,6 +78,15 @@ import(new URL("api.js", location.href).href)
 """
 
 
+#: the console's metadata filter parser (api.js), on one text: its filter, or its error
+META = """
+const [text, done] = arguments;
+import(new URL("api.js", location.href).href)
+  .then((api) => done(api.metadataFilter(text)), (error) => done({error: String(error)}))
+  .catch((error) => done({error: error.message}));
+"""
+
+
 def shot(driver: Any, name: str) -> None:
     """A screenshot into WEKNORA_CONSOLE_SCREENSHOTS, when set (to look at the pages the test walks)."""
     folder = os.environ.get("WEKNORA_CONSOLE_SCREENSHOTS")
@@ -229,6 +238,12 @@ def test_the_console_walks_a_document_from_upload_to_delete(
     assert list(filtered) == [tides_id], filtered
     assert filtered[tides_id] == "keyword"
     shot(browser, "4b-filtered-search")
+    # the metadata box's syntax (the CLI's --meta): numbers and booleans as JSON, "quoted" text as text
+    parsed = browser.execute_async_script(META, 'dept=ops; year=2024,2025; code="007"; draft=false')
+    assert parsed == {"dept": "ops", "year": {"in": [2024, 2025]}, "code": "007", "draft": False}
+    assert browser.execute_async_script(META, "no-equals-sign") == {
+        "error": 'metadata: expected key=value or key=v1,v2, got "no-equals-sign"'
+    }
 
     # delete it from its page: the list drops it once the delete task has run
     browser.get(f"{served}/console/#knowledge={knowledge_id}")

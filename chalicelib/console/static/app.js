@@ -1,5 +1,5 @@
 // The console: a page per fragment state (#kb=ID, #knowledge=ID, #view=...), on the public API only.
-import { API, ApiError, del, get, keys, post, uploadFile } from "./api.js";
+import { API, ApiError, del, get, keys, metadataFilter, post, uploadFile } from "./api.js";
 import { append, badge, bytes, dollars, h, highlighted, replace, seconds, table, toast, when } from "./dom.js";
 
 const main = document.getElementById("main");
@@ -240,29 +240,6 @@ async function walk(entry, path = "") {
     children.push(...batch);
   }
   return (await Promise.all(children.map((c) => walk(c, `${path}${entry.name}/`)))).flat();
-}
-
-/** One metadata value as the CLI reads it: a JSON number, boolean or "quoted string", else the text. */
-function metaValue(text) {
-  try {
-    const value = JSON.parse(text);
-    if (["string", "number", "boolean"].includes(typeof value)) return value;
-  } catch { /* not JSON: the text itself */ }
-  return text;
-}
-
-/** "dept=ops; year=2024,2025" → {dept: "ops", year: {in: [2024, 2025]}}; throws on a part without "=". */
-function metadataFilter(text) {
-  const filter = {};
-  for (const part of text.split(";").map((p) => p.trim()).filter(Boolean)) {
-    const at = part.indexOf("=");
-    if (at < 1 || at === part.length - 1) throw new Error(`metadata: expected key=value or key=v1,v2, got "${part}"`);
-    const key = part.slice(0, at).trim();
-    const raw = part.slice(at + 1).trim();
-    const values = raw.startsWith('"') && raw.endsWith('"') ? [metaValue(raw)] : raw.split(",").map((v) => metaValue(v.trim()));
-    filter[key] = values.length === 1 ? values[0] : { in: values };
-  }
-  return filter;
 }
 
 async function search(kb, content) {
