@@ -224,8 +224,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
     "OnUploadEvent": [
         *ANNOUNCE,
         *own_queue("uploads"),
-        read_tables("tenants", "knowledge-bases", "knowledge", "dedupe", "tags", "turns"),
-        write_tables("tenants", "knowledge", "dedupe", "tags", "turns"),
+        # resources: the uploaded original is registered in the resource catalog (services/resources.py)
+        read_tables("tenants", "knowledge-bases", "knowledge", "dedupe", "tags", "turns", "resources"),
+        write_tables("tenants", "knowledge", "dedupe", "tags", "turns", "resources"),
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects("uploads/"),)),
         Grant(("s3:GetObject", "s3:PutObject"), (objects("intents/"),)),
         Grant(("s3:PutObject",), (objects(),)),
@@ -235,8 +236,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
     "DocreaderStage": [
         *ANNOUNCE,
         *own_queue("docreader"),
-        read_tables("tenants", "knowledge-bases", "knowledge", "spans", "turns"),
-        write_tables("tenants", "knowledge", "spans", "usage", "turns"),
+        # resources: the parsed Markdown and the extracted images are registered as they are written
+        read_tables("tenants", "knowledge-bases", "knowledge", "spans", "turns", "resources"),
+        write_tables("tenants", "knowledge", "spans", "usage", "turns", "resources"),
         Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,
         send_to("chunking"),

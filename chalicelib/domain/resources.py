@@ -8,7 +8,7 @@ import hashlib
 import unicodedata
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 RESOURCE_SCHEME = "resource://"
 
@@ -46,6 +46,11 @@ class Resource:
         return self.deleted_at is not None
 
 
+#: how long an expired grant is kept (answering 410 grant_expired) before the table's TTL removes it (then a
+#: 404 grant_not_found); DynamoDB deletes within about two days of the time, never before it
+GRANT_KEPT_AFTER_EXPIRY = timedelta(days=1)
+
+
 @dataclass(frozen=True)
 class AccessGrant:
     token_hash: str
@@ -54,6 +59,11 @@ class AccessGrant:
     purpose: str  # "download": the only one
     created_at: datetime
     expires_at: datetime
+
+    @property
+    def purge_at(self) -> int:
+        """When the grant may go (epoch seconds, the table's TTL attribute): its expiry plus a margin."""
+        return int((self.expires_at + GRANT_KEPT_AFTER_EXPIRY).timestamp())
 
 
 def header_safe(name: str) -> str:

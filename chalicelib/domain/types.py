@@ -353,6 +353,9 @@ class StageMessage:
     slices: int = 0
     slice_index: int = 0
     slice_size: int = 0
+    #: how many slices run at once: a finished slice queues the one this many places after it (carried, so a
+    #: change of the setting while a document is fanned out neither skips nor strands a slice; 0: the setting)
+    slice_stride: int = 0
     #: what earlier hand-overs of this slice (or chain) counted: texts embedded, cache hits, batches,
     #: entries indexed (a few integers, so a redelivered hand-over counts nothing twice)
     counts: dict[str, int] = field(default_factory=dict)
@@ -385,6 +388,8 @@ class StageMessage:
             data["plan"] = self.plan
         if self.is_slice:
             data.update(slices=self.slices, slice_index=self.slice_index, slice_size=self.slice_size)
+            if self.slice_stride:
+                data["slice_stride"] = self.slice_stride
         if self.counts:
             data["counts"] = dict(self.counts)
         return data

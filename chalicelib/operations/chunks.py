@@ -150,17 +150,16 @@ def file_url(
     if query.kind == "original":
         if knowledge.type in (KnowledgeType.URL, KnowledgeType.MANUAL) or not knowledge.file_path:
             raise NotFound("this knowledge has no stored original file", code="file_not_found")
-        url, name = knowledge.file_path, knowledge.file_name or f"{knowledge.id}.{knowledge.file_type}"
-        attempt = 0
+        url, attempt = knowledge.file_path, 0
     else:
         url = files_of(deps, knowledge).url_for(
             parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
         )
-        name = f"{(knowledge.file_name or knowledge.id).rsplit('.', 1)[0]}.md"
         attempt = knowledge.attempt
     if not deps.files.exists(url):
         raise NotFound(f"the {query.kind} file of this knowledge is not stored (yet)", code="file_not_found")
     expires = deps.settings.download_url_seconds
+    name = resources.download_name(knowledge, query.kind)
     resource = resources.register_file(deps, knowledge, query.kind, url, attempt, header_safe(name))
     token, expires_at = resources.create_grant(deps, resource, expires)
     return {

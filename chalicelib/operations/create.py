@@ -33,6 +33,7 @@ from chalicelib.domain.types import Knowledge, KnowledgeBase, KnowledgeType, Par
 from chalicelib.domain.urls import redact_credentials
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge
+from chalicelib.services import resources
 from chalicelib.services.dispatch import enqueue_first_stage, visible_at
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.offered import check_override_models
@@ -129,6 +130,7 @@ def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: Fil
         dedupe_key=dedupe_key,
     )
     _insert_or_remove_object(deps, knowledge, url, "duplicate_file")
+    resources.register_written(deps, knowledge, resources.ROLE_ORIGINAL, url, len(upload.data))
     return enqueue_first_stage(deps, knowledge, marked=True)
 
 

@@ -52,6 +52,7 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
     check_compatible(deps, source, target, same_engine=request.mode == "reuse_vectors")
     ids = list(dict.fromkeys(request.ids))
     tags: dict[str, list[str]] = {}
+    from_backends: dict[str, str] = {}
     for knowledge_id in ids:  # every id must name a row of this tenant in the source: all or nothing
         row = deps.knowledge.get(knowledge_id)
         if row is None or row.tenant_id != tenant_id or row.kb_id != source.id:
@@ -59,18 +60,19 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
                 f"knowledge {knowledge_id} not found in knowledge base {source.id}",
                 code="knowledge_not_found",
             )
-        if row.storage_backend != target.storage_backend:
-            # a moved row keeps its objects: they must already be on the target's backend (a clone copies
-            # them across; a move does not)
-            raise BadRequest(
-                f"knowledge {row.id} is stored on backend {row.storage_backend or 'default'!r} and the target "
-                f"knowledge base on {target.storage_backend or 'default'!r}: clone it instead of moving it",
-                code="storage_backend_mismatch",
-            )
+        if row.storage_backend != target.storage_backend:  # its objects follow it (tasks/move_across.py)
+            from_backends[row.id] = row.storage_backend
         if row.tag_ids:  # tags belong to a knowledge base: the target gets them by name
             tags[row.id] = tag_names(deps, row)
     task = new_task(
-        tenant_id, TaskKind.MOVE, target.id, ids, source_kb_id=source.id, mode=request.mode, tags=tags
+        tenant_id,
+        TaskKind.MOVE,
+        target.id,
+        ids,
+        source_kb_id=source.id,
+        mode=request.mode,
+        tags=tags,
+        from_backends=from_backends,
     )
     return start_task(deps, task)
 

@@ -253,8 +253,9 @@ class KnowledgeRepo(Protocol):
 
     def update_fields(self, knowledge_id: str, fields: Mapping[str, Any]) -> Knowledge | None:
         """Sets editable fields (title, description, metadata, tag_ids, enable_status; file_path, file_size
-        and file_hash of a manual document's new text) unless the row is being deleted; None when it is
-        missing or being deleted."""
+        and file_hash of a manual document's new text; file_path and storage_backend of a document whose
+        objects moved to another backend) unless the row is being deleted; None when it is missing or
+        being deleted."""
         ...
 
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:

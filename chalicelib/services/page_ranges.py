@@ -20,6 +20,7 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Knowledge, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ReadRequest, ResolvedImages
+from chalicelib.services import resources
 from chalicelib.services.dispatch import enqueue
 from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.page_range_store import PLAN, part_name, range_key, read_plan
@@ -97,7 +98,9 @@ def parse_range(
         )
 
         def undo() -> None:
-            for url in (markdown_url, manifest_url, *(str(image["url"]) for image in images)):
+            written = (markdown_url, manifest_url, *(str(image["url"]) for image in images))
+            resources.release_urls(deps, written)  # the images registered as they were stored
+            for url in written:
                 deps.files.delete(url)
 
         if not kept_after_write(deps, knowledge, undo):

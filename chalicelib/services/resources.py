@@ -1,26 +1,38 @@
 """The resource catalog's use cases: a knowledge's stored files registered under stable `resource://` ids
 (bound to the knowledge), single-purpose download grants on them, and their resolution for `GET /r/{token}`.
 
-A file is registered when a download link is first asked for (idempotent: the id derives from the physical
-URL, and a put never replaces a resource); a knowledge's resources are marked deleted by the delete task,
-and an older attempt's parsed Markdown when a newer one is registered (a reparse replaced it)."""
+A file is registered when it is written: an upload's original, an attempt's parsed Markdown and extracted
+images by the pipeline, a clone's or a moved document's files after their copy (and at its first download
+link, for a file stored before this was done). Registering is idempotent: the id derives from the physical
+URL, and a put never replaces a resource. A knowledge's resources are marked deleted by the delete task, an
+older attempt's parsed Markdown when a newer one is registered (a reparse replaced it), and the objects a
+move to another backend left behind."""
 
 from __future__ import annotations
 
+import json
+import mimetypes
+import posixpath
 import secrets
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.errors import Gone, NotFound
 from chalicelib.domain.resources import AccessGrant, Resource, header_safe, resource_id_for, token_hash
-from chalicelib.domain.storage_keys import download_copy_key
-from chalicelib.domain.types import Knowledge
+from chalicelib.domain.storage_backends import backend_of
+from chalicelib.domain.storage_keys import download_copy_key, images_manifest_key, parsed_markdown_key
+from chalicelib.domain.types import Knowledge, KnowledgeType, ParseStatus
 from chalicelib.ports import Dependencies
-from chalicelib.services.storage import signed_get
+from chalicelib.services.storage import files_of, signed_get
 
 OWNER_KNOWLEDGE = "knowledge"
 PURPOSE_DOWNLOAD = "download"
+#: what a knowledge's file is: its uploaded original, an attempt's parsed Markdown, an extracted image
+ROLE_ORIGINAL = "original"
+ROLE_PARSED = "parsed"
+ROLE_IMAGE = "image"
 
 
 def _now() -> datetime:
@@ -28,11 +40,39 @@ def _now() -> datetime:
     return from_iso(to_iso(datetime.now(UTC)))
 
 
+def download_name(knowledge: Knowledge, role: str, url: str = "") -> str:
+    """The file's name as people see it: the uploaded file's, its Markdown's, an image's stored one (a
+    resource keeps it `header_safe`, for the download's Content-Disposition)."""
+    if role == ROLE_ORIGINAL:
+        name = knowledge.file_name or f"{knowledge.id}.{knowledge.file_type}"
+    elif role == ROLE_PARSED:
+        name = f"{(knowledge.file_name or knowledge.id).rsplit('.', 1)[0]}.md"
+    else:
+        name = posixpath.basename(url)
+    return name
+
+
+def _content_type(role: str, url: str) -> str:
+    if role == ROLE_PARSED:
+        return "text/markdown"
+    if role == ROLE_IMAGE:
+        return mimetypes.guess_type(url)[0] or "application/octet-stream"
+    return "application/octet-stream"
+
+
 def register_file(
-    deps: Dependencies, knowledge: Knowledge, role: str, url: str, attempt: int, file_name: str
+    deps: Dependencies,
+    knowledge: Knowledge,
+    role: str,
+    url: str,
+    attempt: int,
+    file_name: str,
+    size: int | None = None,
 ) -> Resource:
-    """The resource over one of the knowledge's stored files, bound to it (registered on first call)."""
-    content_type = "text/markdown" if role == "parsed" else "application/octet-stream"
+    """The resource over one of the knowledge's stored files (stored now), bound to it; `size` when the
+    caller knows it (else the store is asked). Registering is idempotent (the id derives from the URL); a
+    resource of this knowledge marked deleted is live again, since its URL holds an object again (a
+    document moved back to a backend it had left), unless the knowledge is being deleted."""
     resource = deps.resources.register(
         Resource(
             id=resource_id_for(url),
@@ -43,16 +83,59 @@ def register_file(
             role=role,
             attempt=attempt,
             file_name=file_name,
-            content_type=content_type,
-            size=deps.files.size(url),
+            content_type=_content_type(role, url),
+            size=deps.files.size(url) if size is None else size,
             created_at=_now(),
         )
     )
-    if role == "parsed":  # a reparse replaced the older attempts' Markdown: their links stop working
+    if (
+        resource.deleted
+        and resource.owner_id == knowledge.id
+        and knowledge.parse_status != ParseStatus.DELETING
+    ):
+        deps.resources.restore(resource.id)
+        resource = replace(resource, deleted_at=None)
+    if role == ROLE_PARSED:  # a reparse replaced the older attempts' Markdown: their links stop working
         for older in deps.resources.owned_by(knowledge.id):
-            if older.role == "parsed" and older.id != resource.id and not older.deleted:
+            if older.role == ROLE_PARSED and older.id != resource.id and not older.deleted:
                 deps.resources.mark_deleted(older.id, _now())
     return resource
+
+
+def register_written(
+    deps: Dependencies, knowledge: Knowledge, role: str, url: str, size: int | None, attempt: int = 0
+) -> Resource:
+    """A file just written (an upload's original, an attempt's Markdown, an extracted image), registered
+    at once, so every stored file has its `resource://` id before anyone asks for a link."""
+    name = header_safe(download_name(knowledge, role, url))
+    return register_file(deps, knowledge, role, url, attempt, name, size)
+
+
+def register_stored(deps: Dependencies, knowledge: Knowledge) -> None:
+    """Registers what the document has stored now (its original, its current Markdown and images): for a
+    clone's copy and a moved document, whose files were written by a copy rather than the pipeline."""
+    if (
+        knowledge.type == KnowledgeType.FILE
+        and knowledge.file_path
+        and deps.files.exists(knowledge.file_path)
+    ):
+        register_written(deps, knowledge, ROLE_ORIGINAL, knowledge.file_path, None)
+    at = (knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    parsed = files_of(deps, knowledge).url_for(parsed_markdown_key(*at))
+    if deps.files.exists(parsed):
+        register_written(deps, knowledge, ROLE_PARSED, parsed, None, knowledge.attempt)
+    manifest = files_of(deps, knowledge).url_for(images_manifest_key(*at))
+    if deps.files.exists(manifest):
+        for image in json.loads(deps.files.read(manifest)):
+            url = str(image.get("url") or "")
+            if url and deps.files.exists(url):
+                register_written(deps, knowledge, ROLE_IMAGE, url, None, knowledge.attempt)
+
+
+def release_urls(deps: Dependencies, urls: Iterable[str]) -> None:
+    """Marks deleted the resources over these objects (a write undone: the objects are deleted)."""
+    for url in urls:
+        deps.resources.mark_deleted(resource_id_for(url), _now())
 
 
 def release_owner(deps: Dependencies, owner_id: str, role: str = "") -> None:
@@ -60,6 +143,14 @@ def release_owner(deps: Dependencies, owner_id: str, role: str = "") -> None:
     Idempotent (a retried delete or reparse finds them marked)."""
     for resource in deps.resources.owned_by(owner_id):
         if not resource.deleted and role in ("", resource.role):
+            deps.resources.mark_deleted(resource.id, _now())
+
+
+def release_stored_on(deps: Dependencies, owner_id: str, backend_id: str) -> None:
+    """Marks deleted the owner's resources over objects of one backend ("" = the default one): a document
+    that moved to another backend left those objects behind. Idempotent."""
+    for resource in deps.resources.owned_by(owner_id):
+        if not resource.deleted and backend_of(resource.url) == backend_id:
             deps.resources.mark_deleted(resource.id, _now())
 
 

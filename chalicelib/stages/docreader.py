@@ -40,7 +40,7 @@ from chalicelib.ports import (
     ReadResult,
     ResolvedImages,
 )
-from chalicelib.services import page_range_store, page_ranges
+from chalicelib.services import page_range_store, page_ranges, resources
 from chalicelib.services.deadline import stage_deadline
 from chalicelib.services.dispatch import enqueue
 from chalicelib.services.fairness import enter_pipeline
@@ -159,19 +159,23 @@ def _finish(
             "the document has no extractable text", code=SpanErrorCode.DOCREADER_PARSE_FAILED
         )
     attempt_key = (knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    data = markdown.encode()
     parsed = files_of(deps, knowledge).save(
-        parsed_markdown_key(*attempt_key), markdown.encode(), "text/markdown; charset=utf-8"
+        parsed_markdown_key(*attempt_key), data, "text/markdown; charset=utf-8"
     )
     manifest = files_of(deps, knowledge).save(
         images_manifest_key(*attempt_key), json.dumps(images).encode(), "application/json"
     )
 
     def undo() -> None:
-        for url in (parsed, manifest, *(str(image["url"]) for image in images)):
+        written = (parsed, manifest, *(str(image["url"]) for image in images))
+        resources.release_urls(deps, written)  # the images registered as they were stored
+        for url in written:
             deps.files.delete(url)
 
     if not kept_after_write(deps, knowledge, undo):
         return
+    resources.register_written(deps, knowledge, resources.ROLE_PARSED, parsed, len(data), knowledge.attempt)
     deps.tracker.end_stage(
         knowledge, Stage.DOCREADER, {"markdown_chars": len(markdown), "images": len(images), **outputs}
     )
@@ -242,7 +246,9 @@ def _store_images(
     office file an image link is the document's text, and fetching it would rewrite that text."""
 
     def save(data: bytes, ext: str) -> str:
-        return files_of(deps, knowledge).save(exports_key(knowledge.tenant_id, ext), data)
+        url = files_of(deps, knowledge).save(exports_key(knowledge.tenant_id, ext), data)
+        resources.register_written(deps, knowledge, resources.ROLE_IMAGE, url, len(data), knowledge.attempt)
+        return url
 
     remote = file_type in MARKUP_EXTENSIONS
     return deps.image_resolver(save).resolve(result.markdown, result.images, remote=remote)

@@ -86,10 +86,10 @@ def run(deps: Dependencies, message: StageMessage) -> None:
 # A document of more text chunks than `embed_fanout_texts` is embedded as independent slices of that many
 # chunk sequence numbers. The first delivery plans: one conditional write puts the slice count on the row
 # (the plan's key: attempt * 1000 + generation), the earlier entries go, and the first slices are queued
-# (at most `embed_fanout_parallel`; each finished slice queues the one `parallel` places after it). Each
-# slice embeds and indexes its own chunks (read by key, entries upserted by chunk id), adds its figures to
-# the span's counters and releases itself on the row: a conditional decrement with a per-slice marker, so a
-# duplicate never counts twice. The slice that brings the count to 0 hands over to the state machine:
+# (at most `embed_fanout_parallel`, P; each finished slice queues the one P places after it, P carried in
+# the message). Each slice embeds and indexes its own chunks (read by key, entries upserted by chunk id),
+# adds its figures to the span's counters and releases itself on the row: a conditional decrement with a
+# per-slice marker, so a duplicate never counts twice. The slice that brings the count to 0 hands over to the state machine:
 #
 #     planner   plan(key, N) ─ delete old entries ─ send slices 0..P-1
 #     slice 3   index seqs [3S, 4S) ─ send slice 3+P ─ release (N-k → N-k-1) ─ counters += its figures
@@ -113,13 +113,14 @@ def plan_key(message: StageMessage) -> int:
     return message.attempt * 1000 + max(1, message.plan)
 
 
-def slice_message(message: StageMessage, slices: int, index: int, size: int) -> StageMessage:
+def slice_message(message: StageMessage, slices: int, index: int, size: int, stride: int = 0) -> StageMessage:
     return replace(
         message,
         plan=max(1, message.plan),
         slices=slices,
         slice_index=index,
         slice_size=size,
+        slice_stride=stride,
         offset=0,
         cursor="",
         counts={},
@@ -158,8 +159,9 @@ def fan_out(
             return
         if row.embed_slices_pending <= 0:
             return  # every slice is released: the last one hands (or handed) over
-    for index in range(min(slices, deps.settings.embed_fanout_parallel)):
-        enqueue(deps, Stage.EMBEDDING, slice_message(message, slices, index, size))
+    stride = deps.settings.embed_fanout_parallel
+    for index in range(min(slices, stride)):
+        enqueue(deps, Stage.EMBEDDING, slice_message(message, slices, index, size, stride))
     logger.info(
         "embedding: fanned out", extra={"knowledge_id": knowledge.id, "slices": slices, "slice_size": size}
     )
@@ -194,9 +196,11 @@ def run_slice(deps: Dependencies, message: StageMessage, knowledge: Knowledge, k
             offset=outputs["next_offset"],
             counts=counts,
         )
-    following = message.slice_index + deps.settings.embed_fanout_parallel
+    # the stride the planner queued with (a message from before the stride travelled: the setting)
+    stride = message.slice_stride or deps.settings.embed_fanout_parallel
+    following = message.slice_index + stride
     if following < message.slices:  # queued before the release: a crash can only queue it twice
-        enqueue(deps, Stage.EMBEDDING, slice_message(message, message.slices, following, size))
+        enqueue(deps, Stage.EMBEDDING, slice_message(message, message.slices, following, size, stride))
     remaining = deps.knowledge.release_embed_slice(knowledge.id, knowledge.attempt, key, message.slice_index)
     if remaining is None:
         # A duplicate (counted before), or the row moved on; or the run that released the last slice died

@@ -35,6 +35,7 @@ class StageMessageModel(BaseModel):
     slices: int = Field(default=0, ge=0)
     slice_index: int = Field(default=0, ge=0)
     slice_size: int = Field(default=0, ge=0)
+    slice_stride: int = Field(default=0, ge=0)
     #: what earlier hand-overs of this slice counted (a few named integers)
     counts: dict[str, int] = Field(default_factory=dict, max_length=16)
 
@@ -53,7 +54,8 @@ class StageMessageModel(BaseModel):
             self.slices,
             self.slice_index,
             self.slice_size,
-            dict(self.counts),
+            counts=dict(self.counts),
+            slice_stride=self.slice_stride,
         )
 
 

@@ -36,7 +36,7 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
     deps.workflow.stop(execution_name(knowledge.id, knowledge.attempt), "the knowledge is being deleted")
     resources.release_owner(deps, knowledge.id)  # its download links stop working, before its files go
     try:
-        objects = _stored_objects(deps, knowledge)
+        objects = stored_objects(deps, knowledge)
     except UnknownStorageBackend:  # the operator removed its backend: the row goes, the objects are theirs
         logger.warning(
             "the knowledge's storage backend is no longer configured: its objects are left where they are",
@@ -73,22 +73,29 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
             deps.files.delete(url)
         except Exception:
             logger.exception("could not delete a stored object", extra={"knowledge_id": knowledge.id})
-    # a local:// default store: the signed copies of its download links (a named backend signs its own)
-    if not knowledge.storage_backend and deps.files.backend("") is not deps.inbox:
-        for attempt in range(knowledge.attempt + 1):  # a link asked for before the first parse: 0
-            for kind in ("original", "parsed"):
-                deps.inbox.delete(
-                    deps.inbox.url_for(download_copy_key(knowledge.tenant_id, knowledge.id, kind, attempt))
-                )
-        for url in objects:  # and those of the images search hits linked to (operations/search.py)
-            deps.inbox.delete(deps.inbox.url_for(image_copy_key(knowledge.tenant_id, knowledge.id, url)))
+    drop_signed_copies(deps, knowledge, objects)
     if deps.knowledge.delete(knowledge.id):  # True once: a retried delete finds the row gone
         deps.tenants.release_document(knowledge.tenant_id)
         knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_DELETED, status="deleted")
     leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
 
 
-def _stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:
+def drop_signed_copies(deps: Dependencies, knowledge: Knowledge, objects: list[str]) -> None:
+    """A `local://` default store's signed copies of the knowledge's download links and of the images
+    search hits linked to (`objects`: its stored objects), kept in the files bucket; a named backend signs
+    its own links and has none."""
+    if knowledge.storage_backend or deps.files.backend("") is deps.inbox:
+        return
+    for attempt in range(knowledge.attempt + 1):  # a link asked for before the first parse: 0
+        for kind in ("original", "parsed"):
+            deps.inbox.delete(
+                deps.inbox.url_for(download_copy_key(knowledge.tenant_id, knowledge.id, kind, attempt))
+            )
+    for url in objects:  # operations/search.py
+        deps.inbox.delete(deps.inbox.url_for(image_copy_key(knowledge.tenant_id, knowledge.id, url)))
+
+
+def stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:
     """The source, the parsed Markdown and image manifest of every attempt, and every stored image."""
     urls = [knowledge.file_path] if knowledge.file_path else []
     for attempt in range(1, knowledge.attempt + 1):

@@ -3,6 +3,8 @@ POST /knowledge-bases/{id}/clone, driven by the lifecycle worker's slices (`stag
 
 Move, per knowledge (idempotent; a redelivery finishes what an earlier one began):
     row → target with the target's dedupe claim (one transaction; a live duplicate there fails the item)
+    → a target on another storage backend: the objects are copied there and the old ones deleted
+      (`tasks/move_across.py`)
     → reuse_vectors: index entries move to the target, chunks are repointed (no embedding call)
       reparse: the source's entries and chunks go, and a new attempt runs under the target's config
     → the source's graph contribution and wiki pages are retracted.
@@ -48,10 +50,12 @@ from chalicelib.faq.clone import faq_clone_work
 from chalicelib.faq.entries import FAQ_KB_TYPE
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge, FileStore, IndexSpace
+from chalicelib.services import resources
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.quotas import reserve_document
 from chalicelib.services.storage import files_of
 from chalicelib.services.tag_names import tag_by_names, tag_names
+from chalicelib.tasks.move_across import carry_objects, relinker
 
 #: copies made concurrently (WeKnora clones 10 at a time)
 CLONE_BATCH = 10
@@ -137,6 +141,9 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
     elif row.kb_id != target.id:
         raise ItemFailed("the knowledge is no longer in the source knowledge base")
     # The row is in the target: what follows is idempotent, and a redelivery lands here to finish it.
+    old_backend = task.params.get("from_backends", {}).get(row.id)
+    if old_backend is not None:  # the target is bound to another backend: the objects come along
+        row = carry_objects(deps, row, str(old_backend), target.storage_backend)
     source = deps.kbs.get(source_kb_id)
     deps.tags.remove_knowledge(row.id)  # the source's relations (moving cleared the row's tag ids)
     names = task.params.get("tags", {}).get(row.id, [])
@@ -394,19 +401,6 @@ def _copy_row(
     )
 
 
-def _rewrite(value: Any, links: dict[str, str]) -> Any:
-    """Every stored-image link in a string or JSON value, pointed at the copy's image."""
-    if isinstance(value, str):
-        for old, new in links.items():
-            value = value.replace(old, new)
-        return value
-    if isinstance(value, dict):
-        return {k: _rewrite(v, links) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rewrite(v, links) for v in value]
-    return value
-
-
 def _source_images(deps: Dependencies, src: Knowledge) -> tuple[list[dict[str, Any]], list[Chunk], list[str]]:
     """The source's image manifest (of its latest attempt), its chunks, and every stored image they name."""
     manifest_url = files_of(deps, src).url_for(images_manifest_key(src.tenant_id, src.id, src.attempt))
@@ -457,16 +451,23 @@ def _copy_content(
             links[url] = _copy_object(deps, files, row, url, keys.image(url))
         except FileNotFoundError:
             logger.warning("a source image is missing; its link stays", extra={"knowledge_id": src.id})
+    relink = relinker(links)
     markdown_url = files_of(deps, src).url_for(parsed_markdown_key(src.tenant_id, src.id, src.attempt))
     if deps.files.exists(markdown_url):
         files.save(
-            keys.markdown, _rewrite(deps.files.read(markdown_url).decode(), links).encode(), "text/markdown"
+            keys.markdown,
+            relink(deps.files.read(markdown_url).decode()).encode(),
+            "text/markdown",
         )
-    files.save(keys.manifest, json.dumps(_rewrite(images, links)).encode(), "application/json")
+    files.save(keys.manifest, json.dumps(relink(images)).encode(), "application/json")
     # the row's own text (a summary names the images too) points at the copy's images, as its chunks do
-    relinked = {"description": _rewrite(src.description, links), "metadata": _rewrite(src.metadata, links)}
+    relinked = {
+        "description": relink(src.description),
+        "metadata": relink(src.metadata),
+    }
     if relinked != {"description": row.description, "metadata": row.metadata}:
         deps.knowledge.update_fields(row.id, relinked)
+    resources.register_stored(deps, row)  # the copy's files, as the pipeline registers what it writes
 
     def remap(chunk_id: str) -> str:
         if not chunk_id:
@@ -481,12 +482,12 @@ def _copy_content(
             tenant_id=row.tenant_id,
             kb_id=target.id,
             knowledge_id=row.id,
-            content=_rewrite(chunk.content, links),
+            content=relink(chunk.content),
             pre_chunk_id=id_map.get(chunk.pre_chunk_id, chunk.pre_chunk_id),
             next_chunk_id=id_map.get(chunk.next_chunk_id, chunk.next_chunk_id),
             parent_chunk_id=id_map.get(chunk.parent_chunk_id, chunk.parent_chunk_id),
-            metadata=_rewrite(chunk.metadata, links),
-            image_info=_rewrite(chunk.image_info, links),
+            metadata=relink(chunk.metadata),
+            image_info=relink(chunk.image_info),
         )
         for chunk in chunks
     ]
@@ -530,6 +531,7 @@ def _remove_copy(
     deps.chunks.delete_all(row.id)
     deps.spans.delete_all(row.id)
     deps.wiki.delete_pages(target.id, row.id)
+    resources.release_owner(deps, row.id)
     owned = [
         keys.file,
         keys.markdown,

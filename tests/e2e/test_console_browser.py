@@ -9,6 +9,7 @@ CSP."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import time
@@ -77,6 +78,15 @@ import(new URL("api.js", location.href).href)
 """
 
 
+#: the console's metadata filter parser (api.js), on one text: its filter, or its error
+META = """
+const [text, done] = arguments;
+import(new URL("api.js", location.href).href)
+  .then((api) => done(api.metadataFilter(text)), (error) => done({error: String(error)}))
+  .catch((error) => done({error: error.message}));
+"""
+
+
 def shot(driver: Any, name: str) -> None:
     """A screenshot into WEKNORA_CONSOLE_SCREENSHOTS, when set (to look at the pages the test walks)."""
     folder = os.environ.get("WEKNORA_CONSOLE_SCREENSHOTS")
@@ -98,10 +108,30 @@ def wait(driver: Any, check: Callable[[], Any], what: str, timeout: float = 20.0
     raise AssertionError(f"never saw {what}\npage: {driver.find_element('tag name', 'main').text}\n{logs}")
 
 
+def listed(api: Api, kb_id: str) -> list[dict[str, Any]]:
+    response = api.get(f"/knowledge-bases/{kb_id}/knowledge")
+    assert response.status_code == 200, response.json_body
+    return list(response.json_body["data"]["items"])
+
+
+def run_search(driver: Any) -> dict[str, str]:
+    """Clicks Search and waits for the answer: each hit's knowledge id and match type."""
+    from selenium.webdriver.common.by import By
+
+    driver.execute_script("document.getElementById('hits').replaceChildren()")
+    driver.find_element(By.ID, "search-run").click()
+    wait(driver, lambda: driver.find_elements(By.CSS_SELECTOR, "#hits .hit, #no-hits"), "the search's answer")
+    return {
+        hit.get_attribute("data-knowledge-id"): hit.find_element(By.CSS_SELECTOR, ".badge").text
+        for hit in driver.find_elements(By.CSS_SELECTOR, "#hits .hit")
+    }
+
+
 def test_the_console_walks_a_document_from_upload_to_delete(
     served: str, runtime: LocalRuntime, services: Services, api: Api, browser: Any
 ) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
 
     page = requests.get(f"{served}/console/", timeout=10)
     assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/html")
@@ -178,6 +208,42 @@ def test_the_console_walks_a_document_from_upload_to_delete(
     assert hit.find_element(By.CSS_SELECTOR, "mark").text.lower() == WORD
     assert hit.find_element(By.CSS_SELECTOR, ".badge").text in ("hybrid", "keyword", "vector")
     shot(browser, "4-search")
+
+    # a filtered search: keyword only, a tag, a file type and a minimum score; each of the three documents
+    # matches the query, the tag holds rivers.md and tides.txt, the type tides.txt and estuary.txt
+    tag = api.post(f"/knowledge-bases/{kb['id']}/tags", {"name": "water"}).json_body["data"]
+    tides_id = next(r["id"] for r in listed(api, kb["id"]) if r["file_name"] == "tides.txt")
+    for tagged in (knowledge_id, tides_id):
+        edited = api.client.http.put(
+            f"/api/v1/knowledge/{tagged}",
+            headers={"X-API-Key": API_KEY, "Content-Type": "application/json"},
+            body=json.dumps({"tag_ids": [tag["id"]]}),
+        )
+        assert edited.status_code == 200, edited.json_body
+    browser.refresh()  # the same address: a reload reads the new tag
+    wait(browser, lambda: browser.find_element(By.ID, "search-query"), "the search box").send_keys(
+        f"{WORD} tides estuaries"
+    )
+    everything = run_search(browser)
+    assert set(everything) == {knowledge_id, tides_id, presigned["knowledge_id"]}, everything
+    Select(browser.find_element(By.ID, "search-retriever")).select_by_value("keyword")
+    browser.find_element(By.ID, "search-min-score").send_keys("0.01")
+    browser.find_element(By.ID, "search-types").send_keys("txt")
+    wait(
+        browser,
+        lambda: browser.find_element(By.CSS_SELECTOR, f"#search-tags input[data-tag-id='{tag['id']}']"),
+        "the tag's checkbox",
+    ).click()
+    filtered = run_search(browser)
+    assert list(filtered) == [tides_id], filtered
+    assert filtered[tides_id] == "keyword"
+    shot(browser, "4b-filtered-search")
+    # the metadata box's syntax (the CLI's --meta): numbers and booleans as JSON, "quoted" text as text
+    parsed = browser.execute_async_script(META, 'dept=ops; year=2024,2025; code="007"; draft=false')
+    assert parsed == {"dept": "ops", "year": {"in": [2024, 2025]}, "code": "007", "draft": False}
+    assert browser.execute_async_script(META, "no-equals-sign") == {
+        "error": 'metadata: expected key=value or key=v1,v2, got "no-equals-sign"'
+    }
 
     # delete it from its page: the list drops it once the delete task has run
     browser.get(f"{served}/console/#knowledge={knowledge_id}")

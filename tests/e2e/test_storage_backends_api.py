@@ -1,7 +1,8 @@
 """A knowledge base bound to a named storage backend, through the public API: its documents' objects are
 written to that backend (a MinIO-style endpoint of its own, keys from SSM), the `dummy` backend fails a
-document with a clear permanent reason, an unknown backend is a 400, and a change of the knowledge base's
-backend applies to new documents only."""
+document with a clear permanent reason, an unknown backend is a 400, a change of the knowledge base's
+backend applies to new documents only, and a move into a knowledge base on another backend takes the
+document's objects along."""
 
 from __future__ import annotations
 
@@ -120,6 +121,51 @@ def test_a_document_of_a_kb_bound_to_a_backend_is_stored_and_completed_there(
     ).status_code in (200, 202)
     runtime.drain(timeout=180)
     assert _lab_keys(lab_endpoint, document) == []
+
+
+def test_a_move_into_a_kb_on_another_backend_takes_the_document_s_objects_along(
+    api: Api, runtime: LocalRuntime, backends: Services, lab_endpoint: MotoServer
+) -> None:
+    """POST /knowledge/move from a knowledge base on `lab` into one on the default backend: the objects are
+    copied to the stack's files bucket under the same keys and deleted from lab; the row, its downloads and
+    its search hits follow; a download link made before the move stops working (410)."""
+    lab_kb = api.create_kb(storage_backend="lab")
+    plain_kb = api.create_kb()
+    created = api.upload(lab_kb["id"], "tides.md", TEXT).json_body["data"]
+    runtime.drain(timeout=180)
+    assert api.knowledge(created["id"])["parse_status"] == "completed"
+    document = f"{created['tenant_id']}/{created['id']}/"
+    on_lab = _lab_keys(lab_endpoint, document)
+    assert f"{document}parsed/attempt-1.md" in on_lab
+    old_grant = api.get(f"/knowledge/{created['id']}/file-url?kind=original").json_body["data"]["url"]
+
+    started = api.post(
+        "/knowledge/move",
+        {"source_kb_id": lab_kb["id"], "target_kb_id": plain_kb["id"], "ids": [created["id"]]},
+    )
+    assert started.status_code == 202, started.json_body
+    runtime.drain(timeout=180)
+    task = api.get(f"/tasks/{started.json_body['data']['task_id']}").json_body["data"]
+    assert task["status"] == "completed" and task["succeeded"] == 1, task
+    moved = api.knowledge(created["id"])
+    assert moved["kb_id"] == plain_kb["id"] and moved["storage_backend"] == ""
+    assert _lab_keys(lab_endpoint, document) == []  # gone from lab
+    assert stored_keys(backends.inbox, document) == on_lab  # the same keys, in the stack's bucket
+    row = backends.knowledge.get(created["id"])
+    assert (
+        row is not None and row.file_path.startswith("s3://") and backends.files.read(row.file_path) == TEXT
+    )
+
+    stale = api.client.http.get(urlsplit(old_grant).path)
+    assert stale.status_code == 410 and stale.json_body["error"]["code"] == "resource_deleted"
+    grant = api.get(f"/knowledge/{created['id']}/file-url?kind=original").json_body["data"]["url"]
+    redeemed = api.client.http.get(urlsplit(grant).path)
+    assert redeemed.status_code == 302, redeemed.json_body
+    assert urlsplit(str(redeemed.headers["Location"])).netloc != f"127.0.0.1:{lab_endpoint.port}"
+    hits = api.post(
+        f"/knowledge-bases/{plain_kb['id']}/hybrid-search", {"query_text": "neap tides", "match_count": 3}
+    )
+    assert hits.status_code == 200 and hits.json_body["data"][0]["knowledge_id"] == created["id"]
 
 
 def test_the_dummy_backend_fails_a_document_with_a_clear_permanent_reason(

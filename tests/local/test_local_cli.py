@@ -336,6 +336,50 @@ def test_search_prints_the_top_chunks(api: FakeApi) -> None:
     assert code == 1 and "no knowledge base named 'nope'" in out
 
 
+def test_search_flags_become_the_request_s_filters(api: FakeApi) -> None:
+    api.kbs.append({"id": "kb3", "name": "docs"})
+    argv = ["search", "--kb", "docs", "q", "-n", "3", "--knowledge", "k1", "--knowledge", "k2"]
+    argv += [
+        "--tag",
+        "t1",
+        "--type",
+        "pdf",
+        "--type",
+        ".MD",
+        "--meta",
+        "dept=ops",
+        "--meta",
+        "year=2024,2025",
+    ]
+    argv += ["--meta", 'code="007"', "--meta", "year=2026", "--meta", 'note="a,b"', "--meta", "draft=false"]
+    argv += ["--min-score", "0.25", "--retriever", "keyword", "--vector-weight", "0.7"]
+    code, out = run([*argv, *api_args(api)])
+    assert code == 0, out
+    assert api.search_bodies == [
+        {
+            "query_text": "q",
+            "match_count": 3,
+            "knowledge_ids": ["k1", "k2"],
+            "tag_ids": ["t1"],
+            "file_types": ["pdf", ".MD"],  # the API normalises the case and the dot
+            "metadata": {
+                "dept": "ops",
+                "year": {"in": [2024, 2025, 2026]},  # numbers as JSON numbers; a repeated key widens its `in`
+                "code": "007",  # a quoted value stays a string
+                "note": "a,b",
+                "draft": False,
+            },
+            "min_score": 0.25,
+            "retriever": "keyword",
+            "vector_weight": 0.7,
+        }
+    ]
+    for bad in (["--meta", "novalue"], ["--meta", "=x"], ["--retriever", "bm25"], ["--min-score", "high"]):
+        with pytest.raises(SystemExit):  # argparse refuses before any request
+            run(["search", "--kb", "docs", "q", *bad, *api_args(api)])
+    assert len(api.search_bodies) == 1
+
+
 def test_api_errors_become_exit_code_1(api: FakeApi, tmp_path: Path) -> None:
     code, out = run(["status", "k1", "--api", f"{api.base}/api/v1", "--key", "wrong"])
     assert code == 1 and "401 unauthorized: bad API key" in out

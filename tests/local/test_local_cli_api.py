@@ -377,6 +377,50 @@ def the_rest_of_the_commands(stack: Stack, tmp_path: Path) -> None:
     assert code == 1 and "upload failed: ssrf_blocked: URL rejected" in out, out
 
 
+def test_search_filters_from_the_command_line(stack: Stack, tmp_path: Path) -> None:
+    """`search` flags narrow the hits as the API's filters do (every file is about harbours)."""
+    docs = tmp_path / "harbour"
+    docs.mkdir()
+    (docs / "pilots.md").write_text("# Pilots\n\nHarbour pilots guide ships past the breakwater.\n")
+    (docs / "cranes.md").write_text("# Cranes\n\nHarbour cranes lift containers off the ships.\n")
+    (docs / "fees.txt").write_text("Harbour fees are paid before ships leave the harbour.\n")
+    code, out = stack.run("ingest", str(docs), "--kb", "cli-filters", "--interval", "0.2")
+    assert code == 0, out
+    ids = {r["file_name"]: r["id"] for r in stack.data("ls", "cli-filters")}
+    names = {v: k for k, v in ids.items()}
+    tag = stack.data("tags", "create", "cli-filters", "cargo")["id"]
+    stack.data(
+        "edit", ids["cranes.md"], "--tag", tag, "--set", '{"metadata": {"dept": "cargo", "year": 2024}}'
+    )
+    stack.data("edit", ids["pilots.md"], "--set", '{"metadata": {"dept": "ops", "year": 2025}}')
+    stack.data("edit", ids["fees.txt"], "--set", '{"metadata": {"dept": "ops", "year": "2024"}}')
+
+    def found(*flags: str) -> set[str]:
+        hits = stack.data("search", "--kb", "cli-filters", "harbour ships", "-n", "10", *flags)
+        return {names[h["knowledge_id"]] for h in hits}
+
+    assert found("--retriever", "keyword") == {"pilots.md", "cranes.md", "fees.txt"}
+    assert found("--knowledge", ids["pilots.md"], "--knowledge", ids["fees.txt"]) == {"pilots.md", "fees.txt"}
+    assert found("--tag", tag) == {"cranes.md"}
+    assert found("--type", "txt") == {"fees.txt"}
+    assert found("--meta", "dept=ops") == {"pilots.md", "fees.txt"}
+    assert found("--meta", "year=2024,2025") == {"pilots.md", "cranes.md"}  # numbers, not the string
+    assert found("--meta", 'year="2024"') == {"fees.txt"}
+    assert found("--meta", "dept=ops", "--type", "md") == {"pilots.md"}
+    keyword = stack.data("search", "--kb", "cli-filters", "harbour ships", "--retriever", "keyword")
+    assert {h["match_type"] for h in keyword} == {"keyword"}
+    best = stack.data(
+        "search", "--kb", "cli-filters", "harbour ships", "--retriever", "keyword", "--min-score", "1"
+    )
+    assert [h["knowledge_id"] for h in best] == [keyword[0]["knowledge_id"]]
+    vector = stack.data(
+        "search", "--kb", "cli-filters", "harbour", "--retriever", "vector", "--vector-weight", "1"
+    )
+    assert vector and {h["match_type"] for h in vector} == {"vector"}
+    code, out = stack.run("search", "--kb", "cli-filters", "harbour", "--min-score", "2")
+    assert code == 1 and "API error 400 invalid_min_score" in out, out
+
+
 def test_a_session_at_the_terminal(stack: Stack, tmp_path: Path) -> None:
     """One story, in order (each step works on what the one before made): ingest and read back, then
     organise and change, then every other command."""

@@ -133,6 +133,12 @@ class RepoContract:
         repos.knowledge.insert(plain)
         stored = repos.knowledge.get(plain.id)
         assert stored is not None and stored.storage_backend == ""  # the default backend
+        # a move to another backend switches the backend and the links in one write
+        switched = repos.knowledge.update_fields(
+            k.id, {"storage_backend": "", "file_path": "s3://files/t1/k/source.md"}
+        )
+        assert switched is not None and switched.storage_backend == ""
+        assert switched.file_path == "s3://files/t1/k/source.md" and switched.title == "renamed"
 
     def test_inserting_an_existing_id_fails_and_keeps_the_row(self, repos: Repos) -> None:
         first = row()

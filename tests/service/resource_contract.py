@@ -56,8 +56,12 @@ class ResourceContract:
         assert stored is not None and stored.deleted and stored.deleted_at == at
         assert catalog.get(missing := resource_id_for("s3://bucket/missing")) is None, missing
         assert {r.id: r.deleted for r in catalog.owned_by(owner)} == {one.id: True, other.id: False}
-        # registering a deleted resource again does not bring it back
+        # registering a deleted resource again does not bring it back; restoring it does, once
         assert catalog.register(replace(one, deleted_at=None)).deleted
+        catalog.restore(one.id)
+        catalog.restore(one.id)
+        catalog.restore(resource_id_for("s3://bucket/missing"))  # a missing one: no error, not made
+        assert catalog.get(one.id) == one and catalog.get(resource_id_for("s3://bucket/missing")) is None
 
     def test_grants_are_found_by_their_hash_only(self, catalog: ResourceCatalog) -> None:
         owner = str(uuid.uuid4())

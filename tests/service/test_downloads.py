@@ -98,6 +98,10 @@ def test_unknown_expired_and_deleted_grants_are_refused(deps: Services, kb: Know
     from chalicelib.operations.knowledge_changes import delete_knowledge
 
     delete_knowledge(deps, kb.tenant_id, created.id)
+    deps.knowledge.mark_deleting(created.id)  # as the delete task begins: its links are released first
+    resources.release_owner(deps, created.id)
+    late = _link(deps, kb.tenant_id, created.id, "original")  # asked for while the delete runs
+    assert _refused(deps, _token(late)).code == "resource_deleted"  # the file is not brought back
     drain(deps, ("lifecycle",))
     assert deps.knowledge.get(created.id) is None
     gone = _refused(deps, _token(live))
@@ -121,6 +125,57 @@ def test_a_reparse_retires_the_old_markdown_links(deps: Services, kb: KnowledgeB
     new = _link(deps, kb.tenant_id, created.id, "parsed")
     assert new["resource"] != old["resource"]
     assert _follow(deps, new).decode().startswith("# Lighthouses")
+
+
+def test_the_pipeline_registers_each_file_as_it_writes_it(deps: Services, kb: KnowledgeBase) -> None:
+    """The original at upload, the parsed Markdown and each extracted image when the docreader stores them,
+    before any link is asked for; a redelivered docreader message finds the same resources for the same
+    files (the ids derive from the URLs)."""
+    from .test_move_clone import png_markdown
+
+    created = upload(deps, kb, "bread.md", png_markdown("Sourdough", "A starter is flour and wild yeast."))
+    (original,) = deps.resources.owned_by(created.id)
+    assert (original.id, original.url, original.role) == (
+        resource_id_for(created.file_path),
+        created.file_path,
+        "original",
+    )
+    assert original.size == created.file_size and original.file_name == "bread.md" and not original.deleted
+    queue = deps.queue
+    [docreader] = queue.bodies("docreader")  # type: ignore[attr-defined]
+    drain(deps, MAIN_STAGES)
+    queue.send_raw("docreader", docreader)  # a redelivery of the stage that wrote the files
+    drain(deps, ("docreader",))
+    registered = deps.resources.owned_by(created.id)
+    by_role = {role: [r for r in registered if r.role == role] for role in ("original", "parsed", "image")}
+    assert len(by_role["original"]) == len(by_role["parsed"]) == 1, registered
+    (parsed,) = by_role["parsed"]
+    assert parsed.attempt == 1 and parsed.file_name == "bread.md" and parsed.content_type == "text/markdown"
+    assert parsed.size == len(deps.files.read(parsed.url)) and "/parsed/attempt-1.md" in parsed.url
+    # every image object written (each docreader run stores its figure under a new key) has one resource
+    store = deps.files.default  # type: ignore[attr-defined]
+    stored = {store.url_for(key) for key in store.keys(f"{kb.tenant_id}/exports/")}
+    assert len(stored) == 2 and {r.url for r in by_role["image"]} == stored
+    for image in by_role["image"]:
+        assert image.content_type == "image/png" and image.size == len(deps.files.read(image.url))
+    assert any(image.url in deps.files.read(parsed.url).decode() for image in by_role["image"])
+    # a link asked for now finds the file's resource, not a new one
+    link = _link(deps, kb.tenant_id, created.id, "parsed")
+    assert link["resource"] == parsed.id and deps.resources.owned_by(created.id) == registered
+    assert _follow(deps, link).decode().startswith("# Sourdough")
+
+
+def test_a_clone_registers_its_copies_files(deps: Services, kb: KnowledgeBase) -> None:
+    from .test_move_clone import clone, completed, png_markdown, run_lifecycle
+
+    source = completed(deps, kb, "bread.md", png_markdown("Sourdough", "A starter is flour and wild yeast."))
+    started = clone(deps, kb, name="copy of handbook")
+    run_lifecycle(deps)
+    (copy,) = deps.knowledge.list_by_kb(started["target_kb_id"], 1, 10).items
+    assert copy.id != source.id
+    roles = sorted(r.role for r in deps.resources.owned_by(copy.id) if not r.deleted)
+    assert roles == ["image", "original", "parsed"]
+    assert resource_id_for(copy.file_path) in {r.id for r in deps.resources.owned_by(copy.id)}
 
 
 def test_the_resource_id_is_stable_and_url_safe() -> None:

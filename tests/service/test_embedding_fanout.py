@@ -44,6 +44,7 @@ MESSAGE_KEYS = {
     "slices",
     "slice_index",
     "slice_size",
+    "slice_stride",
     "counts",
 }
 
@@ -197,6 +198,32 @@ def test_a_big_document_never_has_more_than_its_parallel_slices_queued(
     assert seen == list(range(len(seen))) and len(seen) >= 6
     assert workflow.start_calls == [execution_name(created.id, created.attempt)]
     assert tenants._slots.get(created.tenant_id, {}) == {}  # given back when the document was indexed
+
+
+@pytest.mark.parametrize(("before", "after"), [(2, 5), (5, 2)])
+def test_a_change_of_the_parallel_setting_mid_fan_out_neither_skips_nor_strands_a_slice(
+    deps: Services,
+    kb: KnowledgeBase,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    chunk_repo: MemoryChunkRepo,
+    before: int,
+    after: int,
+) -> None:
+    """A stack update (the `EmbedFanoutParallel` parameter) lands while a document is fanned out: each slice
+    queues the next by the stride its planner used, so every slice runs and the document settles once."""
+    created = chunked(deps, kb, parallel=before)
+    deliver(deps, "embedding")  # planned with `before` slices in flight
+    assert [b["slice_stride"] for b in queue.bodies("embedding")] == [before] * before
+    deps.settings = replace(deps.settings, embed_fanout_parallel=after)
+    ran = []
+    while queue.waiting("embedding"):
+        ran.append(queue.bodies("embedding")[0]["slice_index"])
+        assert embedding.handle(deps, queue.receive("embedding", 1), None)["batchItemFailures"] == []
+    slices = math.ceil(texts_of(chunk_repo, created) / SLICE)
+    assert sorted(ran) == list(range(slices))
+    assert index_count(deps, kb, created.id) == texts_of(chunk_repo, created)
+    assert workflow.start_calls == [execution_name(created.id, created.attempt)]
 
 
 def test_a_slice_that_hands_over_on_time_counts_its_texts_once(

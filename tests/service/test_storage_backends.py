@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.adapters.memory import MemoryFileStore, MemoryKnowledgeRepo, memory_settings
+from chalicelib.adapters.memory import MemoryFileStore, memory_settings
 from chalicelib.adapters.storage import BackendFileStore, RoutingFileStore
 from chalicelib.bootstrap import Services, memory_deps
 from chalicelib.commands import CreateKnowledgeBase, MoveKnowledgeRequest, UpdateKnowledgeBase
-from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.errors import BadRequest, Gone
 from chalicelib.domain.types import KnowledgeBase, ParseStatus, Tenant
 from chalicelib.operations.knowledge_bases import create_kb, update_kb
 from chalicelib.operations.tenants import create_tenant_with_key
@@ -130,9 +130,7 @@ def test_the_dummy_backend_fails_a_document_permanently_with_its_own_code(
     assert row.error_code == "storage_not_retained" and "keeps no files" in row.error_message
 
 
-def test_a_clone_copies_objects_across_backends_and_a_move_across_is_refused(
-    deps: Services, tenant: Tenant
-) -> None:
+def test_a_clone_copies_objects_across_backends(deps: Services, tenant: Tenant) -> None:
     source = new_kb(deps, tenant, "handbook", "tc")
     doc = completed(deps, source, "bread.md", png_markdown("Sourdough", "A starter is flour and wild yeast."))
     on_default = new_kb(deps, tenant, "plain")
@@ -159,20 +157,146 @@ def test_a_clone_copies_objects_across_backends_and_a_move_across_is_refused(
     (twin,) = deps.knowledge.list_by_kb(twin_kb.id, 1, 10).items
     assert twin.storage_backend == "tc" and twin.file_path.startswith("storage://tc/")
 
+
+def objects_of(deps: Services, backend_id: str, tenant: Tenant, doc_id: str, images: list[str]) -> list[str]:
+    """A document's keys on one backend: under its own prefix, and its extracted images."""
+    return [k for k in store(deps, backend_id).keys(f"{tenant.id}/") if f"/{doc_id}/" in k or k in images]
+
+
+def move_across(deps: Services, source: KnowledgeBase, target: KnowledgeBase, doc_id: str) -> None:
     from chalicelib.operations.move_and_clone import move
 
-    request = MoveKnowledgeRequest(source_kb_id=source.id, target_kb_id=on_default.id, ids=[doc.id])
-    with pytest.raises(BadRequest) as raised:
-        move(deps, tenant.id, request)
-    assert raised.value.code == "storage_backend_mismatch"
-    # within one backend a move is as before: the row moves, its objects stay
-    rows = deps.knowledge
-    assert isinstance(rows, MemoryKnowledgeRepo)
-    also_tc = new_kb(deps, tenant, "handbook (tc)", "tc")
-    move(deps, tenant.id, MoveKnowledgeRequest(source_kb_id=source.id, target_kb_id=also_tc.id, ids=[doc.id]))
+    request = MoveKnowledgeRequest(source_kb_id=source.id, target_kb_id=target.id, ids=[doc_id])
+    started = move(deps, source.tenant_id, request)
     run_lifecycle(deps)
-    moved = rows.get(doc.id)
-    assert moved is not None and moved.kb_id == also_tc.id and moved.file_path == doc.file_path
+    task = deps.tasks.get(started.id)
+    assert task is not None and task.succeeded == 1, task
+
+
+def test_a_move_across_backends_takes_the_objects_along(deps: Services, tenant: Tenant) -> None:
+    """The objects are copied to the target's backend under the same keys, every link follows them, the
+    old ones are deleted, and so are the links (resources) over them."""
+    source = new_kb(deps, tenant, "handbook", "tc")
+    doc = completed(deps, source, "bread.md", png_markdown("Sourdough", "A starter is flour and wild yeast."))
+    original = deps.files.read(doc.file_path)
+    images = [k for k in store(deps, "tc").keys(f"{tenant.id}/exports/")]
+    before = objects_of(deps, "tc", tenant, doc.id, images)
+    assert len(images) == 1 and f"{tenant.id}/{doc.id}/parsed/attempt-1.md" in before
+    from chalicelib.commands import FileUrlQuery
+    from chalicelib.operations.chunks import file_url
+    from chalicelib.services.resources import redeem
+
+    link = file_url(deps, tenant.id, doc.id, FileUrlQuery.model_validate({"kind": "original"}), "http://x")
+    token = link["url"].rsplit("/", 1)[-1]
+    assert redeem(deps, token).location
+
+    on_default = new_kb(deps, tenant, "plain")
+    move_across(deps, source, on_default, doc.id)
+    moved = deps.knowledge.get(doc.id)
+    assert moved is not None and moved.kb_id == on_default.id and moved.storage_backend == ""
+    assert not moved.file_path.startswith("storage://") and deps.files.read(moved.file_path) == original
+    assert sorted(objects_of(deps, "", tenant, doc.id, images)) == sorted(before)  # the same keys, here
+    assert objects_of(deps, "tc", tenant, doc.id, images) == []  # and gone from there
+    markdown = deps.files.read(deps.files.url_for(f"{tenant.id}/{doc.id}/parsed/attempt-1.md")).decode()
+    manifest = deps.files.read(deps.files.url_for(f"{tenant.id}/{doc.id}/parsed/attempt-1.images.json"))
+    assert "storage://tc/" not in markdown + manifest.decode() + moved.description
+    figure = deps.files.url_for(images[0])  # the chunks link to the figure where it is now
+    assert deps.files.exists(figure) and any(figure in c.content for c in deps.chunks.list(doc.id))
+    assert not any("storage://tc/" in c.content for c in deps.chunks.list(doc.id))
+    hits = search(deps, on_default, "sourdough starter wild yeast")
+    assert hits and hits[0]["knowledge_id"] == doc.id and "storage://tc/" not in hits[0]["content"]
+    with pytest.raises(Gone) as gone:  # the old object's link stops working; a new one works
+        redeem(deps, token)
+    assert gone.value.code == "resource_deleted"
+    fresh = file_url(deps, tenant.id, doc.id, FileUrlQuery.model_validate({"kind": "original"}), "http://x")
+    assert redeem(deps, fresh["url"].rsplit("/", 1)[-1]).location
+
+    # and on to a third backend, then back to the first: each hop leaves nothing behind
+    ali = new_kb(deps, tenant, "handbook (ali)", "ali")
+    move_across(deps, on_default, ali, doc.id)
+    assert sorted(objects_of(deps, "ali", tenant, doc.id, images)) == sorted(before)
+    assert objects_of(deps, "", tenant, doc.id, images) == []
+    move_across(deps, ali, source, doc.id)
+    back = deps.knowledge.get(doc.id)
+    assert back is not None and back.storage_backend == "tc" and deps.files.read(back.file_path) == original
+    assert objects_of(deps, "ali", tenant, doc.id, images) == []
+    # its files are registered where they are now, those it left are deleted, the ones it came back to live
+    live = {r.url for r in deps.resources.owned_by(doc.id) if not r.deleted}
+    assert back.file_path in live and all(url.startswith("storage://tc/") for url in live)
+    assert {r.role for r in deps.resources.owned_by(doc.id) if not r.deleted} == {
+        "original",
+        "parsed",
+        "image",
+    }
+    again = file_url(deps, tenant.id, doc.id, FileUrlQuery.model_validate({"kind": "original"}), "http://x")
+    assert again["resource"] == link["resource"] and redeem(deps, again["url"].rsplit("/", 1)[-1]).location
+
+    # within one backend a move is as before: the row moves, its objects stay
+    also_tc = new_kb(deps, tenant, "handbook (tc)", "tc")
+    move_across(deps, source, also_tc, doc.id)
+    still = deps.knowledge.get(doc.id)
+    assert still is not None and still.kb_id == also_tc.id and still.file_path == back.file_path
+
+
+@pytest.mark.parametrize("crash_at", ["commit", "cleanup"])
+def test_a_move_across_backends_redelivered_after_a_crash_finishes_once(
+    deps: Services, tenant: Tenant, monkeypatch: pytest.MonkeyPatch, crash_at: str
+) -> None:
+    """The worker dies before the row's commit (the objects copied, the chunks relinked) or after it (the
+    old objects half deleted); the task's next delivery finishes the move, and one more changes nothing."""
+    source = new_kb(deps, tenant, "handbook", "tc")
+    doc = completed(deps, source, "bread.md", png_markdown("Sourdough", "A starter is flour and wild yeast."))
+    original = deps.files.read(doc.file_path)
+    images = [k for k in store(deps, "tc").keys(f"{tenant.id}/exports/")]
+    before = objects_of(deps, "tc", tenant, doc.id, images)
+    target = new_kb(deps, tenant, "plain")
+    from chalicelib.operations.move_and_clone import move
+    from chalicelib.tasks.move_clone import move_one
+
+    task = move(
+        deps, tenant.id, MoveKnowledgeRequest(source_kb_id=source.id, target_kb_id=target.id, ids=[doc.id])
+    )
+
+    class Crash(Exception):
+        pass
+
+    if crash_at == "commit":
+        real = deps.knowledge.update_fields
+
+        def crashing(knowledge_id: str, fields: dict[str, object]) -> object:
+            if "storage_backend" in fields:
+                raise Crash
+            return real(knowledge_id, fields)
+
+        monkeypatch.setattr(deps.knowledge, "update_fields", crashing)
+    else:
+        tc = store(deps, "tc")
+        deleted: list[str] = []
+        real_delete = tc.delete
+
+        def crashing_delete(url: str) -> None:
+            if deleted:
+                raise Crash
+            deleted.append(url)
+            real_delete(url)
+
+        monkeypatch.setattr(tc, "delete", crashing_delete)
+    with pytest.raises(Crash):
+        move_one(deps, task, doc.id)
+    half = deps.knowledge.get(doc.id)
+    assert half is not None and half.kb_id == target.id
+    assert half.storage_backend == ("tc" if crash_at == "commit" else "")
+    assert deps.files.read(half.file_path) == original  # readable wherever it points meanwhile
+    monkeypatch.undo()
+    for _ in range(2):  # the redelivery, and one more
+        move_one(deps, task, doc.id)
+        done = deps.knowledge.get(doc.id)
+        assert done is not None and done.storage_backend == "" and deps.files.read(done.file_path) == original
+        assert sorted(objects_of(deps, "", tenant, doc.id, images)) == sorted(before)
+        assert objects_of(deps, "tc", tenant, doc.id, images) == []
+    figure = deps.files.url_for(images[0])
+    assert any(figure in c.content for c in deps.chunks.list(doc.id))
+    assert not any("storage://tc/" in c.content for c in deps.chunks.list(doc.id))
 
 
 def test_a_document_whose_backend_was_removed_is_still_deleted(

@@ -623,6 +623,7 @@ class DynamoKnowledgeRepo:
             "file_size": m.file_size,
             "file_hash": m.file_hash,
             "enrichment": m.enrichment,
+            "storage_backend": m.storage_backend,
         }
         actions = [attributes[name].set(value) for name, value in fields.items()]
         actions.append(m.updated_at.set(now_iso()))

@@ -70,6 +70,17 @@ class DynamoResourceCatalog:
             if error.cause_response_code != CONDITION_FAILED:
                 raise
 
+    def restore(self, resource_id: str) -> None:
+        m = self.model
+        try:
+            m(resource_id).update(
+                actions=[m.deleted_at.remove()],
+                condition=(m.kind == "resource") & m.deleted_at.exists(),
+            )
+        except UpdateError as error:
+            if error.cause_response_code != CONDITION_FAILED:
+                raise
+
     def put_grant(self, grant: AccessGrant) -> None:
         self.model(
             GRANT_PREFIX + grant.token_hash,
@@ -79,6 +90,7 @@ class DynamoResourceCatalog:
             resource_id=grant.resource_id,
             purpose=grant.purpose,
             expires_at=to_iso(grant.expires_at),
+            purge_at=grant.purge_at,  # the table's TTL: an expired grant goes a day later
         ).save()
 
     def get_grant(self, token_hash: str) -> AccessGrant | None:

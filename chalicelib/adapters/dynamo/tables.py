@@ -506,6 +506,9 @@ def build_models(settings: Settings) -> Models:
         resource_id = UnicodeAttribute(null=True)
         purpose = UnicodeAttribute(null=True)
         expires_at = UnicodeAttribute(null=True)
+        purge_at = NumberAttribute(
+            null=True
+        )  # TTL (epoch seconds): only grants have it, a while after expiry
         owner_index = ResourceOwnerIndex()
 
     return Models(

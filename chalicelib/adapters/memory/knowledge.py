@@ -304,6 +304,7 @@ class MemoryKnowledgeRepo:
             "file_size",
             "file_hash",
             "enrichment",
+            "storage_backend",
         }
 
         def change(k: Knowledge) -> None:

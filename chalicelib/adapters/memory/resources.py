@@ -34,6 +34,12 @@ class MemoryResourceCatalog:
             if row is not None and row.deleted_at is None:
                 self._resources[resource_id] = replace(row, deleted_at=at)
 
+    def restore(self, resource_id: str) -> None:
+        with self._lock:
+            row = self._resources.get(resource_id)
+            if row is not None and row.deleted_at is not None:
+                self._resources[resource_id] = replace(row, deleted_at=None)
+
     def put_grant(self, grant: AccessGrant) -> None:
         with self._lock:
             self._grants[grant.token_hash] = grant

@@ -91,3 +91,26 @@ export async function uploadFile(kbId, file, name, onProgress, limit = 4_000_000
   if (request.status >= 300) throw new ApiError(request.status, "upload_failed", `storage answered ${request.status}`);
   return { knowledge_id: target.knowledge_id, presigned: true };
 }
+
+/** One metadata value as the CLI reads it: a JSON number, boolean or "quoted string", else the text. */
+function metaValue(text) {
+  try {
+    const value = JSON.parse(text);
+    if (["string", "number", "boolean"].includes(typeof value)) return value;
+  } catch { /* not JSON: the text itself */ }
+  return text;
+}
+
+/** "dept=ops; year=2024,2025" → {dept: "ops", year: {in: [2024, 2025]}}; throws on a part without "=". */
+export function metadataFilter(text) {
+  const filter = {};
+  for (const part of text.split(";").map((p) => p.trim()).filter(Boolean)) {
+    const at = part.indexOf("=");
+    if (at < 1 || at === part.length - 1) throw new Error(`metadata: expected key=value or key=v1,v2, got "${part}"`);
+    const key = part.slice(0, at).trim();
+    const raw = part.slice(at + 1).trim();
+    const values = raw.startsWith('"') && raw.endsWith('"') ? [metaValue(raw)] : raw.split(",").map((v) => metaValue(v.trim()));
+    filter[key] = values.length === 1 ? values[0] : { in: values };
+  }
+  return filter;
+}

@@ -1,5 +1,5 @@
 // The console: a page per fragment state (#kb=ID, #knowledge=ID, #view=...), on the public API only.
-import { API, ApiError, del, get, keys, post, uploadFile } from "./api.js";
+import { API, ApiError, del, get, keys, metadataFilter, post, uploadFile } from "./api.js";
 import { append, badge, bytes, dollars, h, highlighted, replace, seconds, table, toast, when } from "./dom.js";
 
 const main = document.getElementById("main");
@@ -246,20 +246,43 @@ async function search(kb, content) {
   const query = h("input", { type: "search", id: "search-query", placeholder: "ask something", size: 50 });
   const count = h("input", { type: "number", min: 1, max: 100, value: 10, id: "search-count" });
   const hits = h("div", { id: "hits" });
+  // the filters (hybrid-search's fields): empty ones are left out, so the API's defaults apply
+  const retriever = h("select", { id: "search-retriever", "aria-label": "retriever" },
+    [["hybrid", "hybrid (BM25 + vector)"], ["keyword", "keyword (BM25)"], ["vector", "vector"]].map(([v, label]) => h("option", { value: v }, label)));
+  const minScore = h("input", { type: "number", id: "search-min-score", min: 0, max: 1, step: 0.05, placeholder: "0–1", size: 5 });
+  const types = h("input", { type: "text", id: "search-types", placeholder: "types: pdf, md…", size: 14 });
+  const meta = h("input", { type: "text", id: "search-meta", placeholder: "metadata: dept=ops; year=2024,2025", size: 30 });
+  const tagList = await get(`/knowledge-bases/${enc(kb.id)}/tags`).catch(() => []);
+  const tagItems = Array.isArray(tagList) ? tagList : tagList.items || [];
+  const tagBoxes = tagItems.map((t) => h("input", { type: "checkbox", value: t.id, dataset: { tagId: t.id }, "aria-label": `tag ${t.name}` }));
+  const tagChoices = h("span", { id: "search-tags" }, tagItems.length ? "tags: " : "",
+    tagItems.map((t, i) => h("label", { class: "choice" }, tagBoxes[i], ` ${t.name}`)));
+  const body = () => {
+    const request = { query_text: query.value, match_count: Number(count.value) || 10, retriever: retriever.value };
+    if (minScore.value !== "") request.min_score = Number(minScore.value);
+    const fileTypes = types.value.split(/[\s,]+/).filter(Boolean);
+    if (fileTypes.length) request.file_types = fileTypes;
+    const tagIds = tagBoxes.filter((box) => box.checked).map((box) => box.value);
+    if (tagIds.length) request.tag_ids = tagIds;
+    const metadata = metadataFilter(meta.value);
+    if (Object.keys(metadata).length) request.metadata = metadata;
+    return request;
+  };
   const run = async () => {
     if (!query.value.trim()) return;
     replace(hits, h("p", { class: "muted" }, "Searching…"));
     try {
-      const found = await post(`/knowledge-bases/${enc(kb.id)}/hybrid-search`, { query_text: query.value, match_count: Number(count.value) || 10 });
+      const found = await post(`/knowledge-bases/${enc(kb.id)}/hybrid-search`, body());
       const items = Array.isArray(found) ? found : found.items || found.results || [];
       replace(hits, items.length ? items.map((hit) => h("div", { class: "hit", dataset: { knowledgeId: hit.knowledge_id } },
         h("div", {}, link({ knowledge: hit.knowledge_id }, hit.knowledge_title || hit.knowledge_id), " ",
           badge(hit.match_type), h("span", { class: "muted" }, ` score ${Number(hit.score).toFixed(4)}`)),
-        h("div", { class: "body" }, highlighted(hit.content || "", query.value)))) : h("p", { class: "muted" }, "No hits."));
+        h("div", { class: "body" }, highlighted(hit.content || "", query.value)))) : h("p", { class: "muted", id: "no-hits" }, "No hits."));
     } catch (error) { replace(hits); failed(error); }
   };
   query.addEventListener("keydown", (e) => e.key === "Enter" && run());
-  append(content, [h("div", { class: "toolbar" }, query, h("label", {}, "hits ", count), h("button", { type: "button", id: "search-run", onclick: run }, "Search")), hits]);
+  append(content, [h("div", { class: "toolbar" }, query, h("label", {}, "hits ", count), h("button", { type: "button", id: "search-run", onclick: run }, "Search")),
+    h("div", { class: "toolbar", id: "search-filters" }, retriever, h("label", {}, "min score ", minScore), types, meta, tagChoices), hits]);
   query.focus();
 }
 

@@ -168,11 +168,10 @@ class ApiClient:
     def stats(self, kb_id: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/knowledge-bases/{kb_id}/stats"))
 
-    def search(self, kb_id: str, query: str, n: int) -> list[dict[str, Any]]:
-        data = self.call(
-            "POST", f"/knowledge-bases/{kb_id}/hybrid-search", json={"query_text": query, "match_count": n}
-        )
-        return list(data or [])
+    def search(self, kb_id: str, query: str, n: int, **filters: Any) -> list[dict[str, Any]]:
+        """`filters`: the request's other fields (`tag_ids`, `min_score`, `retriever`, …) as the API names them."""
+        body = {"query_text": query, "match_count": n, **filters}
+        return list(self.call("POST", f"/knowledge-bases/{kb_id}/hybrid-search", json=body) or [])
 
 
 def operator_client(api: str, operator_key: str) -> ApiClient:

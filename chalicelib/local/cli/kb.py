@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import webbrowser
 from typing import Any
@@ -307,13 +308,52 @@ def cmd_cost(args: argparse.Namespace, console: Console) -> int:
     return emit(args, console, report, lambda: console.print(cost_table(report)))
 
 
+def meta_value(text: str) -> Any:
+    """One `--meta` value: a JSON number, boolean or "quoted string" as JSON, anything else as text (the
+    API compares without coercion, so `year=2024` must send the number and `year='"2024"'` the string)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, str | int | float | bool) else text
+
+
+def meta_arg(text: str) -> tuple[str, list[Any]]:
+    """`--meta key=value` or `--meta key=v1,v2` (argparse type): the key and its values."""
+    key, sep, values = text.partition("=")
+    if not sep or not key.strip() or not values:
+        raise argparse.ArgumentTypeError(f"expected key=value or key=v1,v2, got {text!r}")
+    if values.startswith('"') and values.endswith('"') and len(values) > 1:
+        return key.strip(), [meta_value(values)]  # one quoted string, commas and all
+    return key.strip(), [meta_value(v) for v in values.split(",")]
+
+
+def search_filters(args: argparse.Namespace) -> dict[str, Any]:
+    """The hybrid-search fields the flags set; a flag left out is left to the API's default. Repeating
+    `--meta` with one key widens its `in`."""
+    merged: dict[str, list[Any]] = {}
+    for key, values in args.meta or []:
+        known = merged.setdefault(key, [])
+        known.extend(v for v in values if v not in known)
+    body: dict[str, Any] = {
+        "knowledge_ids": args.knowledge,
+        "tag_ids": args.tag,
+        "file_types": args.type,
+        "metadata": {k: v[0] if len(v) == 1 else {"in": v} for k, v in merged.items()} or None,
+        "min_score": args.min_score,
+        "retriever": args.retriever,
+        "vector_weight": args.vector_weight,
+    }
+    return {name: value for name, value in body.items() if value is not None}
+
+
 def cmd_search(args: argparse.Namespace, console: Console) -> int:
     api = client(args)
     kb = api.find_kb(args.kb)
     if kb is None and not any(k.get("id") == args.kb for k in api.call("GET", "/knowledge-bases") or []):
         console.print(f"[red]no knowledge base named {escape(repr(args.kb))}[/]")
         return 1
-    hits = api.search(str(kb["id"]) if kb else args.kb, args.query, args.n)
+    hits = api.search(str(kb["id"]) if kb else args.kb, args.query, args.n, **search_filters(args))
 
     def render() -> None:
         if not hits:
@@ -447,10 +487,36 @@ def register(sub: Any) -> None:
     cs.add_argument("knowledge_id", nargs="?")
     cs.add_argument("--kb", help="the whole knowledge base (id or name)")
 
-    se = command(sub, "search", "hybrid search (BM25 + vector) in a knowledge base", cmd_search)
+    se = command(
+        sub,
+        "search",
+        "search a knowledge base (hybrid BM25 + vector by default); filters combine with AND, "
+        "a repeated flag's values with OR",
+        cmd_search,
+    )
     se.add_argument("--kb", required=True, help="knowledge base id or name")
     se.add_argument("query")
     se.add_argument("-n", type=int, default=5, help="number of chunks")
+    se.add_argument("--knowledge", action="append", metavar="ID", help="only this document (repeat)")
+    se.add_argument("--tag", action="append", metavar="ID", help="only documents with this tag id (repeat)")
+    se.add_argument(
+        "--type", action="append", metavar="TYPE", help="only this file type: pdf, md, … (repeat)"
+    )
+    se.add_argument(
+        "--meta",
+        action="append",
+        type=meta_arg,
+        metavar="KEY=VALUE",
+        help="document metadata equals VALUE, or one of v1,v2 (KEY=v1,v2); numbers and true/false are sent "
+        'as JSON, "quoted" values as strings; dots walk nested fields (repeat: every key must match)',
+    )
+    se.add_argument("--min-score", type=float, metavar="0..1", help="leave out hits scoring below this")
+    se.add_argument(
+        "--retriever", choices=("hybrid", "vector", "keyword"), help="which lists to search (default hybrid)"
+    )
+    se.add_argument(
+        "--vector-weight", type=float, metavar="0..1", help="the vector list's share in hybrid fusion"
+    )
 
     sh = sub.add_parser("share", help="share a knowledge base read-only with another tenant")
     sh_sub = sh.add_subparsers(dest="action", required=True)

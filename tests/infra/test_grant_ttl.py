@@ -1,0 +1,28 @@
+"""Expired download grants do not pile up: the resources table's DynamoDB TTL is on the attribute the
+adapter writes on every grant (`purge_at`, epoch seconds: the grant's expiry plus a margin)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from chalicelib.adapters.dynamo.tables import build_models
+from chalicelib.adapters.memory import memory_settings
+from chalicelib.domain.resources import GRANT_KEPT_AFTER_EXPIRY, AccessGrant
+
+from .iam_policy import ROOT
+
+
+def test_the_resources_table_expires_grants_on_the_attribute_the_adapter_writes() -> None:
+    template = json.loads((ROOT / "infra" / "template.json").read_text(encoding="utf-8"))
+    ttl = template["Resources"]["ResourcesTable"]["Properties"]["TimeToLiveSpecification"]
+    assert ttl == {"AttributeName": "purge_at", "Enabled": True}
+    model = build_models(memory_settings()).resource
+    assert model is not None and model.purge_at.attr_name == ttl["AttributeName"]
+
+
+def test_a_grant_is_purged_a_margin_after_it_expires() -> None:
+    expires = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
+    grant = AccessGrant("h", "resource://x", "t", "download", expires - timedelta(minutes=15), expires)
+    assert timedelta(hours=1) <= GRANT_KEPT_AFTER_EXPIRY  # an expired link answers 410, not 404, a while
+    assert grant.purge_at == int(expires.timestamp()) + int(GRANT_KEPT_AFTER_EXPIRY.total_seconds())
