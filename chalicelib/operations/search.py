@@ -47,7 +47,7 @@ _PAGE = 500
 #: hits asked of the engine beyond `match_count`, so collapsed duplicates do not shorten the answer
 _SPARE = 10
 
-_INTERNAL_URL = re.compile(r"(?:local|s3|mem)://[^\s()<>\[\]\"'`]+")
+_INTERNAL_URL = re.compile(r"(?:local|s3|mem|storage)://[^\s()<>\[\]\"'`]+")
 
 
 def query_vector(model: EmbeddingModel, query: str) -> Any:
