@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.parsers.base import ParseContext, parse_failed
+from chalicelib.parsers.pdf_figures import figure_image
 from chalicelib.parsers.progress import report
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
@@ -313,18 +314,6 @@ def _render_page(page: object) -> bytes:
     return buf.getvalue()
 
 
-def _figure_png(obj: object) -> bytes | None:
-    try:
-        image = obj.get_bitmap(render=False).to_pil()  # type: ignore[attr-defined]
-    except Exception:  # undecodable image streams are skipped, not fatal
-        return None
-    if image.mode not in ("RGB", "RGBA", "L"):
-        image = image.convert("RGB")
-    buf = io.BytesIO()
-    image.save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
-
-
 def _pages_done(number: int, first: int, last: int, ocr_pages: int) -> dict[str, int]:
     """Pages of this parse done up to page `number` (1-based), for the live progress."""
     return {"pages_parsed": number - first, "pages_total": last - first, "pages_ocr": ocr_pages}
@@ -461,12 +450,13 @@ def _parse_open(
                 for k, _key in keep:
                     if figures_kept >= ctx.limits.max_images or k >= len(objs):
                         break
-                    png = _figure_png(objs[k])
-                    if png is None:
+                    figure = figure_image(objs[k], pdfium_c)
+                    if figure is None:
                         continue
+                    data, mime = figure
                     figures_kept += 1
-                    ref = f"pdf-image-p{number}-{figures_kept}.png"
-                    images.append(ParsedImage(ref=ref, data=png, mime_type="image/png", page=number))
+                    ref = f"pdf-image-p{number}-{figures_kept}.{'jpg' if mime == 'image/jpeg' else 'png'}"
+                    images.append(ParsedImage(ref=ref, data=data, mime_type=mime, page=number))
                     text += f"\n\n![]({ref})"
             finally:
                 page.close()
