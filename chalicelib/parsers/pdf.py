@@ -28,6 +28,9 @@ SCAN_JPEG_QUALITY = 85
 FIGURE_MIN_PX = 80
 FIGURE_MIN_AREA = 0.01
 FIGURE_REPEAT_SHARE = 0.5
+# Figures made into image files while their page is loaded anyway (the rest wait for the second pass):
+# the most a parse keeps, plus room for the repeated ones (logos) that are dropped later.
+FIGURE_EARLY_EXTRA = 10
 _DIGITS = re.compile(r"\d+")
 # Runs of spaces, tabs and no-break spaces that are not already one plain space (those stay as they are).
 _SPACES = re.compile(r" [ \t\u00a0]+|[\t\u00a0][ \t\u00a0]*")
@@ -368,6 +371,8 @@ def _parse_open(
     pages: list[_Page] = []
     page_lines: list[list[_Line]] = []
     figure_pages: dict[str, set[int]] = {}
+    figure_files: dict[str, tuple[bytes, str] | None] = {}  # content key → image file (None: undecodable)
+    early_budget = ctx.limits.max_images + FIGURE_EARLY_EXTRA
     for i in range(first, last):
         ctx.check_time("the PDF")
         info = _Page(i)
@@ -398,9 +403,11 @@ def _parse_open(
                         continue  # decoding it would need its full size in memory: not kept as a figure
                     if w_px >= FIGURE_MIN_PX and h_px >= FIGURE_MIN_PX and share >= FIGURE_MIN_AREA:
                         raw = memoryview(obj.get_data(decode_simple=False))  # a ctypes array
-                        key = hashlib.sha1(raw[:65536]).hexdigest()
+                        key = f"{hashlib.sha1(raw[:65536]).hexdigest()}:{len(raw)}"
                         info.figures.append((k, key))
                         figure_pages.setdefault(key, set()).add(i)
+                        if key not in figure_files and len(figure_files) < early_budget:
+                            figure_files[key] = figure_image(obj, pdfium_c)
             page.close()
         except pdfium.PdfiumError:  # WeKnora: a page pdfium cannot read → treat the page as an image
             info.scanned = True
@@ -444,13 +451,20 @@ def _parse_open(
         text = _page_markdown(lines, levels)
         keep = [(k, key) for k, key in info.figures if key not in repeated_figures]
         if keep and figures_kept < ctx.limits.max_images:
-            page = pdf[info.index]  # type: ignore[index]
+            page = None  # loaded again only for figures the first pass left (over its budget)
             try:
-                objs = _image_objects(page, pdfium_c)
-                for k, _key in keep:
-                    if figures_kept >= ctx.limits.max_images or k >= len(objs):
+                for k, key in keep:
+                    if figures_kept >= ctx.limits.max_images:
                         break
-                    figure = figure_image(objs[k], pdfium_c)
+                    if key in figure_files:
+                        figure = figure_files[key]
+                    else:
+                        if page is None:
+                            page = pdf[info.index]  # type: ignore[index]
+                            objs = _image_objects(page, pdfium_c)
+                        if k >= len(objs):
+                            break
+                        figure = figure_image(objs[k], pdfium_c)
                     if figure is None:
                         continue
                     data, mime = figure
@@ -459,7 +473,8 @@ def _parse_open(
                     images.append(ParsedImage(ref=ref, data=data, mime_type=mime, page=number))
                     text += f"\n\n![]({ref})"
             finally:
-                page.close()
+                if page is not None:
+                    page.close()
         if text:
             parts.append(text)
         report(_pages_done(number, first, last, len(scanned_pages)))

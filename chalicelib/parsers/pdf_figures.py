@@ -21,21 +21,31 @@ PNG_FILTER_UP = 2
 
 def figure_image(obj: Any, pdfium_c: Any) -> tuple[bytes, str] | None:
     """(image file, MIME type) of an image object, or None when pdfium cannot decode it."""
-    filters = obj.get_filters()
-    if filters in (["DCTDecode"], ["FlateDecode"]):
-        meta = obj.get_metadata()
-        channels = {8: 1, 24: 3}.get(meta.bits_per_pixel, 0)
-        if channels and meta.colorspace in _plain_colour_spaces(pdfium_c, channels):
-            width, height = obj.get_px_size()
-            if filters == ["DCTDecode"]:
-                stored = bytes(obj.get_data(decode_simple=False))
-                if _plain_jpeg(stored, width, height, channels):
-                    return stored, "image/jpeg"
-            else:
-                png = _flate_png(obj, width, height, channels)
-                if png is not None:
-                    return png, "image/png"
+    import pypdfium2 as pdfium
+
+    try:
+        stored = _stored_file(obj, pdfium_c)
+    except pdfium.PdfiumError:  # no metadata or data: pdfium's bitmap decides
+        stored = None
+    if stored is not None:
+        return stored
     png = _bitmap_png(obj)
+    return (png, "image/png") if png is not None else None
+
+
+def _stored_file(obj: Any, pdfium_c: Any) -> tuple[bytes, str] | None:
+    filters = obj.get_filters()
+    if filters not in (["DCTDecode"], ["FlateDecode"]):
+        return None
+    meta = obj.get_metadata()
+    channels = {8: 1, 24: 3}.get(meta.bits_per_pixel, 0)
+    if not channels or meta.colorspace not in _plain_colour_spaces(pdfium_c, channels):
+        return None
+    width, height = obj.get_px_size()
+    if filters == ["DCTDecode"]:
+        stored = bytes(obj.get_data(decode_simple=False))
+        return (stored, "image/jpeg") if _plain_jpeg(stored, width, height, channels) else None
+    png = _flate_png(obj, width, height, channels)
     return (png, "image/png") if png is not None else None
 
 

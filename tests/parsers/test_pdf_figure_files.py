@@ -175,3 +175,59 @@ def test_the_reader_keeps_a_stored_jpeg_figure_as_a_jpg(reader) -> None:
     assert (figure.ref, figure.mime_type, figure.page) == ("pdf-image-p1-1.jpg", "image/jpeg", 1)
     assert figure.data == stream
     assert "A figure follows." in result.markdown and "![](pdf-image-p1-1.jpg)" in result.markdown
+
+
+def _deck(pages: int) -> bytes:
+    """Pages of text, each with the same logo (a repeated figure, dropped) and a figure of its own."""
+    pdf = pdfium.PdfDocument.new()
+    logo = _jpeg(_picture("RGB"))
+    for n in range(pages):
+        page = pdf.new_page(612, 792)
+        obj = c.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", 12.0)
+        text = f"Slide {n} is about topic {'abcdefgh'[n]} and its figure.\0".encode("utf-16-le")
+        buf = (c.FPDF_WCHAR * (len(text) // 2)).from_buffer_copy(text)
+        c.FPDFText_SetText(obj, buf)
+        c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 72, 720)
+        c.FPDFPage_InsertObject(page.raw, obj)
+        for jpeg, (x, y) in ((logo, (500, 700)), (_jpeg(_picture("RGB").rotate(30 * (n + 1))), (150, 300))):
+            image = pdfium.PdfImage.new(pdf)
+            image.load_jpeg(io.BytesIO(jpeg), inline=True)
+            image.set_matrix(pdfium.PdfMatrix().scale(100, 90).translate(x, y))
+            page.insert_obj(image)
+        page.gen_content()
+    out = io.BytesIO()
+    pdf.save(out)
+    return out.getvalue()
+
+
+def test_figures_left_for_the_second_pass_come_out_as_those_made_early(reader, monkeypatch) -> None:
+    """The first pass makes image files while each page is loaded, up to the most a parse keeps plus a few
+    (repeated logos take room too); the figures past that budget are made on the second pass, the same."""
+    from chalicelib.parsers import pdf as pdf_parser
+
+    data = _deck(5)
+    request = ReadRequest(
+        data=data, file_name="deck.pdf", file_type="pdf", options={"limits": {"max_images": 3}}
+    )
+    early = reader.read(request)
+    calls: list[int] = []
+    load = pdf_parser._image_objects
+
+    def counted(page, pdfium_c):
+        calls.append(1)
+        return load(page, pdfium_c)
+
+    monkeypatch.setattr(pdf_parser, "FIGURE_EARLY_EXTRA", -1)  # budget 2: the logo and page 1's figure
+    monkeypatch.setattr(pdf_parser, "_image_objects", counted)
+    late = reader.read(request)
+    assert len(calls) == 5 + 2  # every page once, then pages 2 and 3 again for their figures
+    assert [(i.ref, i.page) for i in early.images] == [
+        ("pdf-image-p1-1.jpg", 1),
+        ("pdf-image-p2-2.jpg", 2),
+        ("pdf-image-p3-3.jpg", 3),
+    ]
+    assert late.markdown == early.markdown
+    assert [(i.ref, i.mime_type, i.data) for i in late.images] == [
+        (i.ref, i.mime_type, i.data) for i in early.images
+    ]
+    assert len({i.data for i in early.images}) == 3  # the pages' own figures, not the logo
