@@ -236,8 +236,11 @@ def _strip_repeating(lines: list[_Line], repeating: set[str]) -> list[_Line]:
     n = len(lines)
     drop = {i for i in (0, 1, n - 2, n - 1) if 0 <= i < n and _edge_key(lines[i]) in repeating}
     if drop:
-        body = _body_size([lines])
-        drop = {i for i in drop if not (body and lines[i].size > body * 1.15)}
+        # the body size is at least the page's smallest: a line not over 1.15x that is never too large
+        smallest = min((ln.size for ln in lines if ln.size > 0), default=0.0)
+        if any(lines[i].size > smallest * 1.15 for i in drop):
+            body = _body_size([lines])
+            drop = {i for i in drop if not (body and lines[i].size > body * 1.15)}
     return [ln for i, ln in enumerate(lines) if i not in drop] if drop else lines
 
 
