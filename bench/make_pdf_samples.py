@@ -2,7 +2,8 @@
 """Generates the PDF kinds the corpus lacks, for `bench_parse.py --pdf-pages-only --files DIR` (issue 27):
 
   * `slides-figures.pdf`: a 16:9 lecture deck (python-pptx → LibreOffice), each slide a title, bullets,
-    a photo (JPEG), a diagram (PNG) and the same logo in a corner;
+    a photo (JPEG), on every other slide a diagram (PNG, which LibreOffice stores as Flate without a
+    predictor), and the same logo in a corner (a repeated figure, dropped);
   * `manual-ja.pdf`, `manual-zh.pdf`: long Japanese / Simplified Chinese manuals (python-docx →
     LibreOffice, Noto CJK through fontconfig: `apt-get install fonts-noto-cjk`), with numbered headings,
     running header and page-number footer, a table every few sections and a screenshot now and then;
@@ -10,7 +11,8 @@
 
     .venv/bin/python bench/make_pdf_samples.py [--out bench/results/pdf-samples] [--ja-pages 272]
 
-Deterministic (fixed seeds); the text is shuffled sentences, the images drawn with PIL. Needs `soffice`.
+Text and layout come from fixed seeds (shuffled sentences); the images are drawn with PIL, the photo grain by
+PIL's unseeded noise. Page counts land near the targets (272 → 282 for Japanese). Needs `soffice`.
 """
 
 from __future__ import annotations
