@@ -71,7 +71,7 @@ class _Natives:
     form_get_object: Any
     object_type: Any  # FPDFPageObj_GetType(object) -> FPDF_PAGEOBJ_*, UNKNOWN for NULL
     font_size: Any  # FPDFText_GetFontSize(textpage, char) -> float
-    char_origin: Any  # FPDFText_GetCharOrigin(textpage, char, &x, &y) -> bool
+    char_origin: Any  # FPDFText_GetCharOrigin(textpage, char, &x, &y) -> bool; x, y as plain addresses
     text_object: Any  # FPDFText_GetTextObject(textpage, char) -> object address or None
     render_mode: Any  # FPDFTextObj_GetTextRenderMode(object) -> FPDF_TEXTRENDERMODE_*, UNKNOWN for NULL
 
@@ -83,7 +83,6 @@ def _natives(pdfium_c: Any) -> _Natives:
     def bind(function: Any, restype: Any, *argtypes: Any) -> Any:
         return ctypes.CFUNCTYPE(restype, *argtypes)(_address(function))
 
-    p_double = ctypes.POINTER(c_double)
     return _Natives(
         count_objects=bind(pdfium_c.FPDFPage_CountObjects, c_int, vp),
         get_object=bind(pdfium_c.FPDFPage_GetObject, vp, vp, c_int),
@@ -91,7 +90,7 @@ def _natives(pdfium_c: Any) -> _Natives:
         form_get_object=bind(pdfium_c.FPDFFormObj_GetObject, vp, vp, ctypes.c_ulong),
         object_type=bind(pdfium_c.FPDFPageObj_GetType, c_int, vp),
         font_size=bind(pdfium_c.FPDFText_GetFontSize, c_double, vp, c_int),
-        char_origin=bind(pdfium_c.FPDFText_GetCharOrigin, c_int, vp, c_int, p_double, p_double),
+        char_origin=bind(pdfium_c.FPDFText_GetCharOrigin, c_int, vp, c_int, vp, vp),
         text_object=bind(pdfium_c.FPDFText_GetTextObject, vp, vp, c_int),
         render_mode=bind(pdfium_c.FPDFTextObj_GetTextRenderMode, c_int, vp),
     )
@@ -190,7 +189,8 @@ def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
     tp = _address(textpage.raw)
     sizes = [round(size, 1) for size in map(fn.font_size, itertools.repeat(tp), starts)]
     x, y = ctypes.c_double(), ctypes.c_double()
-    px, py, origin = ctypes.byref(x), ctypes.byref(y), fn.char_origin
+    # the out-parameters' addresses as ints: a byref() argument is type-checked on every call (~30% of it)
+    px, py, origin = ctypes.addressof(x), ctypes.addressof(y), fn.char_origin
     bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
     lines = [_Line(*line) for line in zip(texts, sizes, bases, strict=True)]
     invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
