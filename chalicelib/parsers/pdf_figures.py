@@ -1,7 +1,9 @@
 """A PDF figure (an image object pdfium found on a text page) as an image file for the Markdown.
 
-Kept as stored where the stored stream already is an image file or the body of one: a baseline JPEG
+Kept as stored where the stored stream already is an image file or the body of one: a grey or RGB JPEG
 (DCTDecode) is a JPEG file, and a PNG-predicted Flate stream (how pdfTeX embeds PNGs) is a PNG's IDAT.
+(An image dictionary's /Decode array, which pdfium does not expose, is not applied on these two paths; it
+is rare outside 1-bit masks and CMYK, which take the bitmap path.)
 Other 8-bit grey/RGB Flate images are written as PNG from pdfium's decoded samples with the "Up" row filter
 and zlib level 1; anything else (other colour spaces, filters, bit depths) goes through pdfium's bitmap and
 Pillow. Soft masks are left out on every path, as pdfium's own image bitmap leaves them. Issue 27: on a
