@@ -2,7 +2,7 @@
 
 Kept as stored where the stored stream already is an image file or the body of one: a grey or RGB JPEG
 (DCTDecode) is a JPEG file, and a PNG-predicted Flate stream (how pdfTeX embeds PNGs) is a PNG's IDAT.
-(An image dictionary's /Decode array, which pdfium does not expose, is not applied on these two paths; it
+(An image dictionary's /Decode array, which pdfium does not expose, is applied only on the bitmap path; it
 is rare outside 1-bit masks and CMYK, which take the bitmap path.)
 Other 8-bit grey/RGB Flate images are written as PNG from pdfium's decoded samples with the "Up" row filter
 and zlib level 1; anything else (other colour spaces, filters, bit depths) goes through pdfium's bitmap and
