@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.parsers.base import ParseContext, parse_failed
+from chalicelib.parsers.pdf_figures import figure_image
 from chalicelib.parsers.progress import report
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
@@ -27,6 +28,9 @@ SCAN_JPEG_QUALITY = 85
 FIGURE_MIN_PX = 80
 FIGURE_MIN_AREA = 0.01
 FIGURE_REPEAT_SHARE = 0.5
+# Figures made into image files while their page is loaded anyway (the rest wait for the second pass):
+# the most a parse keeps, plus room for the repeated ones (logos) that are dropped later.
+FIGURE_EARLY_EXTRA = 10
 _DIGITS = re.compile(r"\d+")
 # Runs of spaces, tabs and no-break spaces that are not already one plain space (those stay as they are).
 _SPACES = re.compile(r" [ \t\u00a0]+|[\t\u00a0][ \t\u00a0]*")
@@ -67,7 +71,7 @@ class _Natives:
     form_get_object: Any
     object_type: Any  # FPDFPageObj_GetType(object) -> FPDF_PAGEOBJ_*, UNKNOWN for NULL
     font_size: Any  # FPDFText_GetFontSize(textpage, char) -> float
-    char_origin: Any  # FPDFText_GetCharOrigin(textpage, char, &x, &y) -> bool
+    char_origin: Any  # FPDFText_GetCharOrigin(textpage, char, &x, &y) -> bool; x, y as plain addresses
     text_object: Any  # FPDFText_GetTextObject(textpage, char) -> object address or None
     render_mode: Any  # FPDFTextObj_GetTextRenderMode(object) -> FPDF_TEXTRENDERMODE_*, UNKNOWN for NULL
 
@@ -79,7 +83,6 @@ def _natives(pdfium_c: Any) -> _Natives:
     def bind(function: Any, restype: Any, *argtypes: Any) -> Any:
         return ctypes.CFUNCTYPE(restype, *argtypes)(_address(function))
 
-    p_double = ctypes.POINTER(c_double)
     return _Natives(
         count_objects=bind(pdfium_c.FPDFPage_CountObjects, c_int, vp),
         get_object=bind(pdfium_c.FPDFPage_GetObject, vp, vp, c_int),
@@ -87,7 +90,7 @@ def _natives(pdfium_c: Any) -> _Natives:
         form_get_object=bind(pdfium_c.FPDFFormObj_GetObject, vp, vp, ctypes.c_ulong),
         object_type=bind(pdfium_c.FPDFPageObj_GetType, c_int, vp),
         font_size=bind(pdfium_c.FPDFText_GetFontSize, c_double, vp, c_int),
-        char_origin=bind(pdfium_c.FPDFText_GetCharOrigin, c_int, vp, c_int, p_double, p_double),
+        char_origin=bind(pdfium_c.FPDFText_GetCharOrigin, c_int, vp, c_int, vp, vp),
         text_object=bind(pdfium_c.FPDFText_GetTextObject, vp, vp, c_int),
         render_mode=bind(pdfium_c.FPDFTextObj_GetTextRenderMode, c_int, vp),
     )
@@ -186,7 +189,8 @@ def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
     tp = _address(textpage.raw)
     sizes = [round(size, 1) for size in map(fn.font_size, itertools.repeat(tp), starts)]
     x, y = ctypes.c_double(), ctypes.c_double()
-    px, py, origin = ctypes.byref(x), ctypes.byref(y), fn.char_origin
+    # the out-parameters' addresses as ints: a byref() argument is type-checked on every call (~30% of it)
+    px, py, origin = ctypes.addressof(x), ctypes.addressof(y), fn.char_origin
     bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
     lines = [_Line(*line) for line in zip(texts, sizes, bases, strict=True)]
     invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
@@ -232,8 +236,11 @@ def _strip_repeating(lines: list[_Line], repeating: set[str]) -> list[_Line]:
     n = len(lines)
     drop = {i for i in (0, 1, n - 2, n - 1) if 0 <= i < n and _edge_key(lines[i]) in repeating}
     if drop:
-        body = _body_size([lines])
-        drop = {i for i in drop if not (body and lines[i].size > body * 1.15)}
+        # the body size is at least the page's smallest: a line not over 1.15x that is never too large
+        smallest = min((ln.size for ln in lines if ln.size > 0), default=0.0)
+        if any(lines[i].size > smallest * 1.15 for i in drop):
+            body = _body_size([lines])
+            drop = {i for i in drop if not (body and lines[i].size > body * 1.15)}
     return [ln for i, ln in enumerate(lines) if i not in drop] if drop else lines
 
 
@@ -313,18 +320,6 @@ def _render_page(page: object) -> bytes:
     return buf.getvalue()
 
 
-def _figure_png(obj: object) -> bytes | None:
-    try:
-        image = obj.get_bitmap(render=False).to_pil()  # type: ignore[attr-defined]
-    except Exception:  # undecodable image streams are skipped, not fatal
-        return None
-    if image.mode not in ("RGB", "RGBA", "L"):
-        image = image.convert("RGB")
-    buf = io.BytesIO()
-    image.save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
-
-
 def _pages_done(number: int, first: int, last: int, ocr_pages: int) -> dict[str, int]:
     """Pages of this parse done up to page `number` (1-based), for the live progress."""
     return {"pages_parsed": number - first, "pages_total": last - first, "pages_ocr": ocr_pages}
@@ -379,6 +374,8 @@ def _parse_open(
     pages: list[_Page] = []
     page_lines: list[list[_Line]] = []
     figure_pages: dict[str, set[int]] = {}
+    figure_files: dict[str, tuple[bytes, str] | None] = {}  # content key → image file (None: undecodable)
+    early_budget = ctx.limits.max_images + FIGURE_EARLY_EXTRA
     for i in range(first, last):
         ctx.check_time("the PDF")
         info = _Page(i)
@@ -409,9 +406,11 @@ def _parse_open(
                         continue  # decoding it would need its full size in memory: not kept as a figure
                     if w_px >= FIGURE_MIN_PX and h_px >= FIGURE_MIN_PX and share >= FIGURE_MIN_AREA:
                         raw = memoryview(obj.get_data(decode_simple=False))  # a ctypes array
-                        key = hashlib.sha1(raw[:65536]).hexdigest()
+                        key = f"{hashlib.sha1(raw[:65536]).hexdigest()}:{len(raw)}"
                         info.figures.append((k, key))
                         figure_pages.setdefault(key, set()).add(i)
+                        if key not in figure_files and len(figure_files) < early_budget:
+                            figure_files[key] = figure_image(obj, pdfium_c)
             page.close()
         except pdfium.PdfiumError:  # WeKnora: a page pdfium cannot read → treat the page as an image
             info.scanned = True
@@ -455,21 +454,30 @@ def _parse_open(
         text = _page_markdown(lines, levels)
         keep = [(k, key) for k, key in info.figures if key not in repeated_figures]
         if keep and figures_kept < ctx.limits.max_images:
-            page = pdf[info.index]  # type: ignore[index]
+            page = None  # loaded again only for figures the first pass left (over its budget)
             try:
-                objs = _image_objects(page, pdfium_c)
-                for k, _key in keep:
-                    if figures_kept >= ctx.limits.max_images or k >= len(objs):
+                for k, key in keep:
+                    if figures_kept >= ctx.limits.max_images:
                         break
-                    png = _figure_png(objs[k])
-                    if png is None:
+                    if key in figure_files:
+                        figure = figure_files[key]
+                    else:
+                        if page is None:
+                            page = pdf[info.index]  # type: ignore[index]
+                            objs = _image_objects(page, pdfium_c)
+                        if k >= len(objs):
+                            break
+                        figure = figure_image(objs[k], pdfium_c)
+                    if figure is None:
                         continue
+                    data, mime = figure
                     figures_kept += 1
-                    ref = f"pdf-image-p{number}-{figures_kept}.png"
-                    images.append(ParsedImage(ref=ref, data=png, mime_type="image/png", page=number))
+                    ref = f"pdf-image-p{number}-{figures_kept}.{'jpg' if mime == 'image/jpeg' else 'png'}"
+                    images.append(ParsedImage(ref=ref, data=data, mime_type=mime, page=number))
                     text += f"\n\n![]({ref})"
             finally:
-                page.close()
+                if page is not None:
+                    page.close()
         if text:
             parts.append(text)
         report(_pages_done(number, first, last, len(scanned_pages)))

@@ -15,7 +15,7 @@ import pypdfium2.raw as c
 import pytest
 from parser_helpers import pdf_text
 
-from chalicelib.parsers.pdf import _page_lines
+from chalicelib.parsers.pdf import _Line, _page_lines, _strip_repeating
 
 SPACES = re.compile(r"[ \t\u00a0]+")
 
@@ -105,3 +105,28 @@ def test_page_lines_match_the_per_line_bindings_on_corpus_pdfs(corpus: Path, nam
         assert lines > 20
     finally:
         pdf.close()
+
+
+def _page(*lines: tuple[str, float]) -> list[_Line]:
+    return [_Line(text, size) for text, size in lines]
+
+
+@pytest.mark.parametrize(
+    ("header_size", "kept"),
+    [(9.0, False), (10.0, False), (11.4, False), (11.6, True), (14.0, True)],
+    ids=["smaller", "body", "just-under-1.15x", "just-over-1.15x", "heading"],
+)
+def test_a_repeating_edge_line_goes_unless_set_larger_than_the_page_body(
+    header_size: float, kept: bool
+) -> None:
+    """Issue 27 skips the page's body size when no repeating edge line is over 1.15x the page's smallest
+    size; the rule itself is unchanged: a repeating line set over 1.15x the body size is a heading."""
+    page = _page(
+        ("Manual 3", header_size),
+        ("Body text that is long enough to weigh the most on this page.", 10.0),
+        ("A footnote in small type.", 8.0),
+        ("More body text, as long again as the line before it was.", 10.0),
+        ("Page 3", 9.0),
+    )
+    out = _strip_repeating(page, {"Manual #", "Page #"})
+    assert [ln.text for ln in out] == (["Manual 3"] if kept else []) + [ln.text for ln in page[1:4]]
