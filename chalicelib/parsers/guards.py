@@ -170,9 +170,12 @@ class EntityScan:
         self.tail = window[-(len(_ENTITY) - 1) :]
 
 
-_CELL = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?c(?=[\s/>])([^>]*)>")
-_CELL_REF = re.compile(rb"""\br\s*=\s*["']([A-Za-z]{1,3})([0-9]{1,7})["']""")
-_ROW = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?row(?=[\s/>])")
+_FIRST_REF = rb"""(?=[\s/>])(?:[^>]*?\br\s*=\s*["']([A-Za-z]{1,3})([0-9]{1,7})["'])?[^>]*>"""
+_PLAIN_CELL_REF = re.compile(rb"<c" + _FIRST_REF)
+_PREFIXED_CELL_REF = re.compile(rb"<[A-Za-z_][\w.-]*:c" + _FIRST_REF)
+_PREFIXED_ELEMENT = re.compile(rb":(?:c|row)[\s/>]")  # also in text now and then: then the slow pass runs
+_PLAIN_ROW = re.compile(rb"<row(?=[\s/>])")
+_PREFIXED_ROW = re.compile(rb"<[A-Za-z_][\w.-]*:row(?=[\s/>])")
 
 
 class SheetCells:
@@ -213,19 +216,27 @@ class _Sheet:
         window = self.tail + piece
         cut = window.rfind(b">") + 1
         body, self.tail = window[:cut], window[cut:][-4096:]
-        self.row_tags += len(_ROW.findall(body))
+        # C-level passes per piece (a Python step per cell cost more than reading the workbook), a literal
+        # start where possible (the regex engine skips ahead fast); prefixed elements (x:c) are rare.
+        prefixed = _PREFIXED_ELEMENT.search(body) is not None
+        self.row_tags += len(_PLAIN_ROW.findall(body))
+        if prefixed:
+            self.row_tags += len(_PREFIXED_ROW.findall(body))
         self.rows = max(self.rows, self.row_tags)
-        for match in _CELL.finditer(body):
-            self.cells += 1
-            ref = _CELL_REF.search(match.group(1))
-            if ref is None:
-                self.cols = max(self.cols, 1)
-                continue
+        # each cell's first reference, ("", "") for a cell without one
+        refs = _PLAIN_CELL_REF.findall(body)
+        if prefixed:
+            refs += _PREFIXED_CELL_REF.findall(body)
+        if not refs:
+            return
+        self.cells += len(refs)
+        letters, rows = zip(*refs, strict=True)
+        for col_letters in set(letters):
             col = 0
-            for ch in ref.group(1).upper():
+            for ch in col_letters.upper():
                 col = col * 26 + (ch - 64)
-            self.cols = max(self.cols, col)
-            self.rows = max(self.rows, int(ref.group(2)))
+            self.cols = max(self.cols, col or 1)
+        self.rows = max(self.rows, max(map(int, filter(None, rows)), default=0))
 
 
 # ---------------------------------------------------------------- pdf

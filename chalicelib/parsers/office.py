@@ -298,6 +298,26 @@ def _cell(value: Any) -> str:
     return str(value).strip()
 
 
+def _cell_texts(rows: list[list[Any]]) -> Iterator[list[str]]:
+    """Each row's cells as text; a float's text is computed once per distinct value (numeric sheets
+    repeat values, and one Python call per cell was most of a big sheet's time)."""
+    float_texts: dict[float, str] = {}
+    for row in rows:
+        texts: list[str] = []
+        for value in row:
+            kind = type(value)
+            if kind is str:
+                texts.append(value.strip())
+            elif kind is float:
+                text = float_texts.get(value)
+                if text is None:
+                    text = float_texts[value] = _cell(value)
+                texts.append(text)
+            else:
+                texts.append(_cell(value))
+        yield texts
+
+
 def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     """Every sheet; each row becomes `header: value, …` (WeKnora's builtin Excel reader)."""
     from python_calamine import CalamineWorkbook
@@ -325,8 +345,7 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
                     f"The spreadsheet has more than {ctx.limits.max_sheet_cells:,} cells (sheet '{name}' has "
                     f"{sheet.height:,} rows × {sheet.width:,} columns); split it into smaller files."
                 )
-            rows = [[_cell(v) for v in row] for row in sheet.to_python(skip_empty_area=True)]
-            rows = [r for r in rows if any(r)]
+            rows = [row for row in _cell_texts(sheet.to_python(skip_empty_area=True)) if any(row)]
             if not rows:
                 continue
             lines = [f"## {name}"]
@@ -334,15 +353,14 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
                 header = [h or f"col{i + 1}" for i, h in enumerate(rows[0])]
                 body = rows[1:]
             else:
-                header = [f"col{i + 1}" for i in range(max(len(r) for r in rows))]
+                header = []
                 body = rows
+            width = max(len(r) for r in body)
+            labels = [f"{h}: " for h in header] + [f"col{i + 1}: " for i in range(len(header), width)]
             for n, row in enumerate(body):
                 if n % 4096 == 0:
                     ctx.check_time("the spreadsheet")
-                pairs = [
-                    f"{header[i] if i < len(header) else f'col{i + 1}'}: {v}" for i, v in enumerate(row) if v
-                ]
-                lines.append(", ".join(pairs))
+                lines.append(", ".join([label + v for label, v in zip(labels, row, strict=False) if v]))
             sections.append("\n".join(lines))
     finally:
         workbook.close()
