@@ -53,8 +53,9 @@ LOCAL_ENGINES = (
 )
 #: read by Textract or Transcribe on AWS, not by the image's parsers
 NOT_PARSED_HERE = {"jpg", "jpeg", "png", "gif", "bmp", "tiff", "webp", "flac", "m4a", "mp3", "ogg", "wav"}
-#: converted by LibreOffice first (the image installs it; this machine may not)
-NEEDS_OFFICE = {"doc", "ppt", "xls"}
+#: converted by LibreOffice first (the image installs it; this machine may not); .doc is read by unword, .xls by
+#: calamine
+NEEDS_OFFICE = {"ppt"}
 
 PARSE_PROGRAM = """
 import json, sys

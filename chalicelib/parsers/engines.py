@@ -19,6 +19,7 @@ from chalicelib.parsers.office import (
     parse_docx,
     parse_pptx,
     parse_spreadsheet,
+    read_doc_natively,
     soffice_path,
 )
 from chalicelib.parsers.pdf import parse_pdf
@@ -47,11 +48,17 @@ def _legacy(target_handler: Handler, target_type: str) -> Handler:
     return handler
 
 
+def _doc(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+    """unword first (milliseconds); LibreOffice for what it cannot read."""
+    return read_doc_natively(request) or _legacy(parse_docx, "docx")(request, ctx)
+
+
 class BuiltinEngine:
     name = "builtin"
     description = (
         "Fast in-process parsers: pypdfium2 PDF with scanned-page detection, python-docx, "
-        "python-pptx with notes, calamine spreadsheets, lexbor HTML, MHTML, EPUB; doc/ppt via LibreOffice"
+        "python-pptx with notes, calamine spreadsheets, lexbor HTML, MHTML, EPUB; doc with unword, else "
+        "LibreOffice; ppt via LibreOffice"
     )
 
     def __init__(self) -> None:
@@ -65,7 +72,7 @@ class BuiltinEngine:
             "htm": parse_html,
             "mhtml": parse_mhtml,
             "epub": parse_epub,
-            "doc": _legacy(parse_docx, "docx"),
+            "doc": _doc,
             "ppt": _legacy(parse_pptx, "pptx"),
         }
         self._simple = SimpleEngine()
