@@ -17,7 +17,6 @@ from chalicelib.parsers.html import parse_epub, parse_html, parse_mhtml
 from chalicelib.parsers.office import (
     convert_with_libreoffice,
     parse_docx,
-    parse_pptx,
     parse_spreadsheet,
     read_doc_natively,
     soffice_path,
@@ -25,6 +24,7 @@ from chalicelib.parsers.office import (
 from chalicelib.parsers.pdf import parse_pdf
 from chalicelib.parsers.ppt import read_ppt_natively
 from chalicelib.parsers.simple import SimpleEngine
+from chalicelib.parsers.slides import parse_pptx
 from chalicelib.ports import ReadRequest, ReadResult
 
 Handler = Callable[[ReadRequest, ParseContext], ReadResult]

@@ -1,5 +1,6 @@
 """doc/ppt through a headless LibreOffice (3-5 s per file), as for the files that unword or the .ppt record
-reader cannot read. In the default suite, not `slow`: CI installs LibreOffice and must exercise the conversion (about 12 s for the three); without it they skip."""
+reader cannot read. In the default suite, not `slow`: CI installs LibreOffice and must exercise the conversion
+(about 12 s for the three); without it they skip."""
 
 import sys
 
