@@ -23,6 +23,7 @@ from chalicelib.parsers.base import (
     parse_failed,
     unsupported,
 )
+from chalicelib.parsers.ooxml import Package
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 from chalicelib.settings import subprocess_env
 
@@ -39,14 +40,17 @@ _DOCX_TEXT_TAGS = {
     f"{_V}imagedata",
     f"{_W}noBreakHyphen",
 }
+_DOCX_NON_TEXT_TAGS = tuple(_DOCX_TEXT_TAGS - {f"{_W}t"})
+_STYLES_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/styles"
 
 
 # ---------------------------------------------------------------- docx
 
 
 class _DocxImages:
-    def __init__(self, part: Any, limit: int) -> None:
-        self.part = part
+    def __init__(self, package: Package, rels: dict[str, tuple[str, str]], limit: int) -> None:
+        self.package = package
+        self.rels = rels
         self.limit = limit
         self.images: list[ParsedImage] = []
         self.by_rid: dict[str, str] = {}
@@ -56,9 +60,9 @@ class _DocxImages:
             return self.by_rid[rid]
         if len(self.images) >= self.limit:
             return None
-        try:
-            blob = self.part.related_parts[rid].blob
-        except (KeyError, AttributeError):
+        target = self.rels.get(rid)
+        blob = self.package.blob(target[1]) if target else None
+        if blob is None:
             return None
         kind = image_kind(blob)
         if kind is None:  # EMF/WMF and other vector formats cannot be shown or OCR'd
@@ -70,6 +74,8 @@ class _DocxImages:
 
 
 def _docx_paragraph_text(p: Any, images: _DocxImages) -> str:
+    if next(p.iter(*_DOCX_NON_TEXT_TAGS), None) is None:  # most paragraphs: only w:t, gathered in C
+        return "".join(p.itertext(f"{_W}t", with_tail=False)).strip()
     out: list[str] = []
     for el in p.iter(*_DOCX_TEXT_TAGS):
         tag = el.tag
@@ -89,11 +95,15 @@ def _docx_paragraph_text(p: Any, images: _DocxImages) -> str:
     return "".join(out).strip()
 
 
-def _docx_heading_levels(document: Any) -> dict[str, int]:
+def _docx_heading_levels(styles: Any) -> dict[str, int]:
+    """styleId → heading level for the Title and "heading N" styles (names compared in lower case)."""
     levels: dict[str, int] = {}
-    for style in document.styles:
-        name = (getattr(style, "name", "") or "").lower()
-        sid = getattr(style, "style_id", None)
+    if styles is None:
+        return levels
+    for style in styles.iterchildren(f"{_W}style"):
+        sid = style.get(f"{_W}styleId")
+        name_el = style.find(f"{_W}name")
+        name = (name_el.get(f"{_W}val") or "").lower() if name_el is not None else ""
         if not sid:
             continue
         if name == "title":
@@ -103,66 +113,86 @@ def _docx_heading_levels(document: Any) -> dict[str, int]:
     return levels
 
 
-def _docx_table(tbl: Any, parent: Any, images: _DocxImages) -> str:
-    from docx.table import Table
+def _w_val(el: Any, path: str) -> str | None:
+    found = el.find(path)
+    return None if found is None else found.get(f"{_W}val")
 
-    table = Table(tbl, parent)
+
+def _docx_table(tbl: Any, images: _DocxImages) -> str:
+    """python-docx's row.cells: a cell spanning columns repeats per grid column, a vertically merged
+    continuation repeats the cell above it (WeKnora fills merged cells)."""
     rows: list[list[str]] = []
-    for row in table.rows:
+    above: dict[int, tuple[str, int]] = {}  # grid offset → (text, span) of the cell that owns it
+    for tr in tbl.iterchildren(f"{_W}tr"):
+        offset = int(_w_val(tr, f"{_W}trPr/{_W}gridBefore") or 0)
         cells: list[str] = []
-        for cell in row.cells:  # merged cells repeat the same cell: WeKnora fills merged cells
-            text = "\n".join(_docx_paragraph_text(p, images) for p in cell._tc.iter(f"{_W}p"))
-            cells.append(text.strip())
+        owners: dict[int, tuple[str, int]] = {}
+        for tc in tr.iterchildren(f"{_W}tc"):
+            span = int(_w_val(tc, f"{_W}tcPr/{_W}gridSpan") or 1)
+            merge = tc.find(f"{_W}tcPr/{_W}vMerge")
+            continued = merge is not None and (merge.get(f"{_W}val") or "continue") == "continue"
+            if continued and offset in above:
+                owner = above[offset]
+            else:
+                text = "\n".join(_docx_paragraph_text(p, images) for p in tc.iter(f"{_W}p")).strip()
+                owner = (text, span)
+            cells.extend([owner[0]] * owner[1])
+            owners[offset] = owner
+            offset += span
+        above = owners
         rows.append(cells)
     return markdown_table(rows)
 
 
 def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
-    import docx
-    from docx.opc.exceptions import PackageNotFoundError
-
-    open_zip_checked(request.data, ctx.limits, "Word").close()
+    """The main document part read with lxml (ooxml.Package): paragraphs with heading styles and list
+    levels, tables, content controls, images put back in place. python-docx is not used: it loads every
+    part up front and builds an object per element."""
+    package = Package(request.data, "Word", ctx.limits.zip_max_member_uncompressed)
     try:
-        document = docx.Document(io.BytesIO(request.data))
-    except (PackageNotFoundError, KeyError, ValueError, SyntaxError) as exc:
-        raise parse_failed("The Word file is damaged or not a .docx document.") from exc
-    except Exception as exc:  # lxml and zip raise many types on damaged parts
-        raise parse_failed(f"The Word file could not be read ({type(exc).__name__}).") from exc
-    levels = _docx_heading_levels(document)
-    images = _DocxImages(document.part, ctx.limits.max_images)
-    blocks: list[str] = []
-    body = document.element.body
-    title = ""
-    for n, child in enumerate(body.iterchildren()):
-        if n % 256 == 0:
-            ctx.check_time("the Word file")
-        tag = child.tag
-        if tag == f"{_W}p":
-            text = _docx_paragraph_text(child, images)
-            if not text:
-                continue
-            ppr = child.find(f"{_W}pPr")
-            style_el = ppr.find(f"{_W}pStyle") if ppr is not None else None
-            style_id = style_el.get(f"{_W}val") if style_el is not None else None
-            level = levels.get(style_id or "")
-            if level:
-                blocks.append(f"{'#' * level} {' '.join(text.split())}")
-                title = title or text
-            elif ppr is not None and ppr.find(f"{_W}numPr") is not None:
-                ilvl_el = ppr.find(f"{_W}numPr/{_W}ilvl")
-                depth = int(ilvl_el.get(f"{_W}val") or 0) if ilvl_el is not None else 0
-                blocks.append(f"{'  ' * min(depth, 8)}- {text}")
-            else:
-                blocks.append(text)
-        elif tag == f"{_W}tbl":
-            table = _docx_table(child, document._body, images)
-            if table:
-                blocks.append(table)
-        elif tag == f"{_W}sdt":  # content controls (tables of contents, cover pages)
-            for p in child.iter(f"{_W}p"):
-                text = _docx_paragraph_text(p, images)
-                if text:
+        main = package.main_part()
+        root = package.xml(main)
+        body = root.find(f"{_W}body") if root is not None else None
+        if body is None:
+            raise parse_failed("The Word file is damaged or not a .docx document.")
+        rels = package.rels(main)
+        styles_part = next((t for kind, t in rels.values() if kind == _STYLES_REL), None)
+        levels = _docx_heading_levels(package.xml(styles_part) if styles_part else None)
+        images = _DocxImages(package, rels, ctx.limits.max_images)
+        blocks: list[str] = []
+        title = ""
+        for n, child in enumerate(body.iterchildren()):
+            if n % 256 == 0:
+                ctx.check_time("the Word file")
+            tag = child.tag
+            if tag == f"{_W}p":
+                text = _docx_paragraph_text(child, images)
+                if not text:
+                    continue
+                ppr = child.find(f"{_W}pPr")
+                style_el = ppr.find(f"{_W}pStyle") if ppr is not None else None
+                style_id = style_el.get(f"{_W}val") if style_el is not None else None
+                level = levels.get(style_id or "")
+                if level:
+                    blocks.append(f"{'#' * level} {' '.join(text.split())}")
+                    title = title or text
+                elif ppr is not None and ppr.find(f"{_W}numPr") is not None:
+                    ilvl_el = ppr.find(f"{_W}numPr/{_W}ilvl")
+                    depth = int(ilvl_el.get(f"{_W}val") or 0) if ilvl_el is not None else 0
+                    blocks.append(f"{'  ' * min(depth, 8)}- {text}")
+                else:
                     blocks.append(text)
+            elif tag == f"{_W}tbl":
+                table = _docx_table(child, images)
+                if table:
+                    blocks.append(table)
+            elif tag == f"{_W}sdt":  # content controls (tables of contents, cover pages)
+                for p in child.iter(f"{_W}p"):
+                    text = _docx_paragraph_text(p, images)
+                    if text:
+                        blocks.append(text)
+    finally:
+        package.close()
     markdown = _join_blocks(blocks)
     return ReadResult(markdown=markdown, images=images.images, title=title.strip()[:300])
 
