@@ -226,9 +226,10 @@ def _cell(value: Any) -> str:
 
 
 def _cell_texts(rows: list[list[Any]]) -> Iterator[list[str]]:
-    """Each row's cells as text; a float's text is computed once per distinct value (numeric sheets
+    """Each row's cells as text; a number's text is computed once per distinct value (numeric sheets
     repeat values, and one Python call per cell was most of a big sheet's time)."""
     float_texts: dict[float, str] = {}
+    int_texts: dict[int, str] = {}  # apart: 10**16 and 1e16 are equal keys with different texts
     for row in rows:
         texts: list[str] = []
         for value in row:
@@ -239,6 +240,11 @@ def _cell_texts(rows: list[list[Any]]) -> Iterator[list[str]]:
                 text = float_texts.get(value)
                 if text is None:
                     text = float_texts[value] = _cell(value)
+                texts.append(text)
+            elif kind is int:  # not bool (a subclass)
+                text = int_texts.get(value)
+                if text is None:
+                    text = int_texts[value] = str(value)
                 texts.append(text)
             else:
                 texts.append(_cell(value))
