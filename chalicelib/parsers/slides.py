@@ -18,8 +18,8 @@ _R = "{" + R_NS + "}"
 _SLIDE_REL = f"{R_NS}/slide"
 _NOTES_REL = f"{R_NS}/notesSlide"
 _SHAPE_TAGS = {f"{_P}sp", f"{_P}grpSp", f"{_P}graphicFrame", f"{_P}cxnSp", f"{_P}pic", f"{_P}contentPart"}
-_PARAGRAPH_CONTENT = (f"{_A}r", f"{_A}br", f"{_A}fld")
 _T, _BR, _FLD = f"{_A}t", f"{_A}br", f"{_A}fld"
+_OWN_OFFSET = f"./{_P}spPr/{_A}xfrm/{_A}off"
 
 
 def _iter_shapes(tree: Any) -> Any:
@@ -33,7 +33,7 @@ def _iter_shapes(tree: Any) -> Any:
 
 def _own_offset(el: Any) -> tuple[int, int] | None:
     """The shape's own position; None for placeholders that inherit it (resolving that is slow)."""
-    off = el.find(f".//{_A}xfrm/{_A}off")
+    off = el.find(_OWN_OFFSET)  # its spPr's, not a search of the whole shape (text runs included)
     if off is None:
         return None
     return int(off.get("y") or 0), int(off.get("x") or 0)
@@ -50,33 +50,30 @@ def _reading_order(shapes: list[Any]) -> list[Any]:
     return [shape for _key, _i, shape in keyed]
 
 
+def _mark_breaks(tree: Any) -> Any:
+    """Gives each line break a newline as its text, so that a paragraph's text is one C-level walk over its
+    a:t and a:br elements (python-pptx reads a break as a vertical tab, which XML cannot hold; a newline
+    reads better in Markdown too)."""
+    for br in tree.iter(_BR):
+        br.text = "\n"
+    return tree
+
+
 def _paragraph_text(p: Any) -> str:
-    """python-pptx's paragraph text: runs and fields, a vertical tab for each line break."""
-    if p.find(_BR) is None:  # most paragraphs: the a:t texts in order, gathered in C
-        return "".join(p.itertext(_T, with_tail=False))
-    parts: list[str] = []
-    for child in p.iterchildren(*_PARAGRAPH_CONTENT):
-        if child.tag == _BR:
-            parts.append("\v")
-        else:
-            t = child.find(_T)
-            parts.append((t.text or "") if t is not None else "")
-    return "".join(parts)
+    """python-pptx's paragraph text (runs and fields), a newline for each line break (_mark_breaks)."""
+    return "".join(p.itertext(_T, _BR, with_tail=False))
 
 
 def _runs_text(p: Any) -> str:
     """The text of the paragraph's runs, a line break as a newline; no fields (slide numbers, dates).
     (python-pptx's runs lose the line breaks: "before" and "after" ran together.)"""
-    if p.find(_FLD) is None and p.find(_BR) is None:
-        return "".join(p.itertext(_T, with_tail=False))
-    parts: list[str] = []
-    for child in p.iterchildren(f"{_A}r", _BR):
-        if child.tag == _BR:
-            parts.append("\n")
-        else:
-            t = child.find(_T)
+    if p.find(_FLD) is not None:
+        parts: list[str] = []
+        for child in p.iterchildren(f"{_A}r", _BR):
+            t = child if child.tag == _BR else child.find(_T)
             parts.append((t.text or "") if t is not None else "")
-    return "".join(parts)
+        return "".join(parts)
+    return "".join(p.itertext(_T, _BR, with_tail=False))
 
 
 def _frame_text(body: Any) -> str:
@@ -94,6 +91,7 @@ def _notes_text(package: Package, notes_part: str) -> str:
     tree = root.find(f"./{_P}cSld/{_P}spTree") if root is not None else None
     if tree is None:
         return ""
+    _mark_breaks(tree)
     for el in tree.iterchildren(f"{_P}sp"):  # python-pptx looks at the top level only
         ph = el.find(f"./{_P}nvSpPr/{_P}nvPr/{_P}ph")
         if ph is not None and ph.get("type") == "body":
@@ -194,6 +192,7 @@ def parse_pptx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
             rels = package.rels(part)
             lines = [f"<!-- Slide number: {number} -->"]
             if tree is not None:
+                _mark_breaks(tree)
                 shape_lines, slide_title = _slide_lines(tree, rels, pictures, number)
                 lines.extend(shape_lines)
                 title = title or slide_title
