@@ -40,7 +40,8 @@ _DOCX_TEXT_TAGS = {
     f"{_V}imagedata",
     f"{_W}noBreakHyphen",
 }
-_DOCX_NON_TEXT_TAGS = tuple(_DOCX_TEXT_TAGS - {f"{_W}t"})
+_DOCX_MARKS = {f"{_W}tab": "\t", f"{_W}br": "\n", f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-"}
+_DOCX_IMAGE_TAGS = (f"{_A}blip", f"{_V}imagedata")
 _STYLES_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/styles"
 
 
@@ -73,9 +74,16 @@ class _DocxImages:
         return ref
 
 
+def _mark_docx_marks(body: Any) -> None:
+    """Gives tabs, breaks and non-breaking hyphens their text, so that a paragraph without images is one
+    C-level walk over its text elements."""
+    for el in body.iter(*_DOCX_MARKS):
+        el.text = _DOCX_MARKS[el.tag]
+
+
 def _docx_paragraph_text(p: Any, images: _DocxImages) -> str:
-    if next(p.iter(*_DOCX_NON_TEXT_TAGS), None) is None:  # most paragraphs: only w:t, gathered in C
-        return "".join(p.itertext(f"{_W}t", with_tail=False)).strip()
+    if next(p.iter(*_DOCX_IMAGE_TAGS), None) is None:  # most paragraphs (marks given text first)
+        return "".join(p.itertext(*_DOCX_TEXT_TAGS, with_tail=False)).strip()
     out: list[str] = []
     for el in p.iter(*_DOCX_TEXT_TAGS):
         tag = el.tag
@@ -155,6 +163,7 @@ def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
         body = root.find(f"{_W}body") if root is not None else None
         if body is None:
             raise parse_failed("The Word file is damaged or not a .docx document.")
+        _mark_docx_marks(body)
         rels = package.rels(main)
         styles_part = next((t for kind, t in rels.values() if kind == _STYLES_REL), None)
         levels = _docx_heading_levels(package.xml(styles_part) if styles_part else None)
