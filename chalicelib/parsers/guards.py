@@ -17,6 +17,7 @@ import warnings
 import zipfile
 import zlib
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Any
 
 from chalicelib.domain.filetypes import IMAGE_EXTENSIONS
@@ -174,6 +175,7 @@ _FIRST_REF = rb"""(?=[\s/>])(?:[^>]*?\br\s*=\s*["']([A-Za-z]{1,3})([0-9]{1,7})["
 _PLAIN_CELL_REF = re.compile(rb"<c" + _FIRST_REF)
 _PREFIXED_CELL_REF = re.compile(rb"<[A-Za-z_][\w.-]*:c" + _FIRST_REF)
 _PREFIXED_ELEMENT = re.compile(rb":(?:c|row)[\s/>]")  # also in text now and then: then the slow pass runs
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 _PLAIN_ROW = re.compile(rb"<row(?=[\s/>])")
 _PREFIXED_ROW = re.compile(rb"<[A-Za-z_][\w.-]*:row(?=[\s/>])")
 
@@ -230,13 +232,14 @@ class _Sheet:
         if not refs:
             return
         self.cells += len(refs)
-        letters, rows = zip(*refs, strict=True)
-        for col_letters in set(letters):
+        for col_letters in set(map(_FIRST, refs)):  # map + itemgetter: no Python step per cell
             col = 0
             for ch in col_letters.upper():
                 col = col * 26 + (ch - 64)
             self.cols = max(self.cols, col or 1)
-        self.rows = max(self.rows, max(map(int, filter(None, rows)), default=0))
+        rows = set(map(_SECOND, refs))
+        rows.discard(b"")
+        self.rows = max(self.rows, max(map(int, rows), default=0))
 
 
 # ---------------------------------------------------------------- pdf
