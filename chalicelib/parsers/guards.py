@@ -60,18 +60,15 @@ def preflight(data: bytes, file_type: str, limits: Limits) -> dict[str, Any]:
 
 def check_zip(data: bytes, limits: Limits, what: str, *, sheets: bool = False) -> dict[str, Any]:
     """Declared sizes first (cheap), then every member inflated from its raw bytes with hard caps."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as listing:
-            encrypted = any(info.flag_bits & 0x1 for info in listing.infolist())
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise parse_failed(f"The {what} file is damaged or truncated (not a readable ZIP).") from exc
-    if encrypted:
-        raise parse_failed(f"The {what} file is encrypted; remove the password and upload it again.")
-    zf = open_zip_checked(data, limits, what, scan_entities=False)  # EntityScan below, in the same pass
+    # one listing (a damaged zip is refused there); entity declarations are looked for below, in the same
+    # inflating pass as the sizes
+    zf = open_zip_checked(data, limits, what, scan_entities=False)
     try:
         infos = zf.infolist()
     finally:
         zf.close()
+    if any(info.flag_bits & 0x1 for info in infos):
+        raise parse_failed(f"The {what} file is encrypted; remove the password and upload it again.")
     view = memoryview(data)
     total = 0
     cells = SheetCells()
