@@ -56,7 +56,8 @@ def _doc(request: ReadRequest, ctx: ParseContext) -> ReadResult:
 
 def _ppt(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     """The slides' records read directly first (milliseconds); LibreOffice for what that cannot read."""
-    return read_ppt_natively(request.data) or _legacy(parse_pptx, "pptx")(request, ctx)
+    native = read_ppt_natively(request.data, lambda: ctx.check_time("the PowerPoint file"))
+    return native or _legacy(parse_pptx, "pptx")(request, ctx)
 
 
 class BuiltinEngine:

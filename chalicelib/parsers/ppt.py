@@ -10,7 +10,7 @@ with LibreOffice instead."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from chalicelib.ports import ReadResult
@@ -206,7 +206,7 @@ def _slide_lines(texts: list[_Text]) -> tuple[list[str], str]:
     return lines, title
 
 
-def _read(data: bytes, current_user: bytes) -> ReadResult:
+def _read(data: bytes, current_user: bytes, check_time: Callable[[], None]) -> ReadResult:
     persist, document_ref = _persist_directory(data, current_user)
     if document_ref not in persist:
         raise _Damaged("no document record")
@@ -224,6 +224,8 @@ def _read(data: bytes, current_user: bytes) -> ReadResult:
     parts: list[str] = []
     title = ""
     for number, (atom, listed) in enumerate(lists.get(0, []), start=1):
+        if number % 64 == 0:
+            check_time()  # a forged slide list can point every entry at one big slide
         if len(atom) < 4 or _U32.unpack_from(atom, 0)[0] not in persist:
             raise _Damaged("a slide without its record")
         start, end = _record_at(data, persist[_U32.unpack_from(atom, 0)[0]], _SLIDE)
@@ -247,7 +249,7 @@ def _read(data: bytes, current_user: bytes) -> ReadResult:
     )
 
 
-def read_ppt_natively(data: bytes) -> ReadResult | None:
+def read_ppt_natively(data: bytes, check_time: Callable[[], None] = lambda: None) -> ReadResult | None:
     """The presentation's text, or None when olefile is not installed or the file is not a PowerPoint
     97-2003 file this reader understands (encrypted, older, damaged): LibreOffice's turn then."""
     try:
@@ -262,8 +264,15 @@ def read_ppt_natively(data: bytes) -> ReadResult | None:
             current_user = ole.openstream("Current User").read()
     except (OSError, ValueError, struct.error):  # olefile's errors for a damaged container
         return None
+    return read_ppt_streams(stream, current_user, check_time)
+
+
+def read_ppt_streams(
+    stream: bytes, current_user: bytes, check_time: Callable[[], None] = lambda: None
+) -> ReadResult | None:
+    """The "PowerPoint Document" and "Current User" streams' text, or None where the records do not add up."""
     try:
-        result = _read(stream, current_user)
-    except (_Damaged, struct.error):
+        result = _read(stream, current_user, check_time)
+    except (_Damaged, struct.error, RecursionError):  # RecursionError: containers nested past Python's stack
         return None
     return result if result.metadata["slides"] else None

@@ -132,3 +132,26 @@ def test_a_ppt_the_records_do_not_explain_goes_to_libreoffice(read, monkeypatch)
     with pytest.raises(PermanentStageError):
         read("locked.ppt", data=bytes(stream_cut))
     assert calls == [len(data)]
+
+
+def test_damaged_ppt_streams_give_a_result_or_none_never_an_error() -> None:
+    """Bytes flipped and the record stream cut anywhere: the reader returns text or None (then LibreOffice's
+    turn), it does not raise."""
+    import random
+
+    from chalicelib.parsers.ppt import read_ppt_streams
+
+    with olefile.OleFileIO(corpus_bytes("commander-readme.ppt")) as ole:
+        stream = ole.openstream("PowerPoint Document").read()
+        current_user = ole.openstream("Current User").read()
+    assert read_ppt_streams(stream, current_user) is not None
+    rng = random.Random(27)
+    outcomes = {"text": 0, "none": 0}
+    for _ in range(300):
+        damaged = bytearray(stream)
+        for _flip in range(rng.randint(1, 20)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        cut = len(damaged) if rng.random() < 0.7 else rng.randrange(len(damaged))
+        result = read_ppt_streams(bytes(damaged[:cut]), current_user)
+        outcomes["none" if result is None else "text"] += 1
+    assert outcomes["text"] > 0 and outcomes["none"] > 0, outcomes

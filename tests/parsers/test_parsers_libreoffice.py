@@ -18,7 +18,7 @@ def test_doc_converted_and_parsed(read, monkeypatch) -> None:
 
 
 def test_korean_ppt(read, monkeypatch) -> None:
-    monkeypatch.setattr("chalicelib.parsers.engines.read_ppt_natively", lambda data: None)
+    monkeypatch.setattr("chalicelib.parsers.engines.read_ppt_natively", lambda data, check: None)
     result = read("debian-faq-choosing.ko.ppt")
     assert "<!-- Slide number: 7 -->" in result.markdown
     assert "데비안" in result.markdown
