@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_parse.py [--corpus DIR] [--rounds 3] [--types pdf,docx] [--no-ocr] [--asr]
                                           [--json OUT.json] [--pdf-pages-only] [--files PATH ...]
                                           [--pdf-baseline GIT_REF] [--no-markitdown]
+                                          [--kreuzberg | --kreuzberg-only] [--kreuzberg-venv DIR]
 
 Per type: files/s of each tool (sum of per-file median wall times) and a fidelity figure, the word-level
 F1 of the tool's output against a reference text:
@@ -19,6 +20,9 @@ holds per text-layer PDF, not only for the total). `--files A.pdf DIR ...` adds 
 (`make_pdf_samples.py` generates slides with figures and long CJK/English manuals); `--pdf-baseline REF`
 also times `chalicelib/parsers/pdf.py` as of git REF through the same reader, interleaved, for a
 before/after on the same machine load; `--no-markitdown` leaves MarkItDown out of that section.
+Kreuzberg (`--kreuzberg`, or `--kreuzberg-only` for just that section): ours against kreuzberg 4.10 (Rust
+core, run in its own venv by bench/peer_kreuzberg_parse.py) per document type, interleaved rounds, per-type
+time ratios and word F1 (see kreuzberg_side).
 Overall throughput ratio = markitdown time / our time, over the files both parse to non-empty text
 (images and audio excluded: those are OCR/ASR work, measured separately).
 OCR: character error rate of tesseract (through the docreader for the scanned PDFs) on every image/scan
@@ -268,6 +272,18 @@ def main() -> None:
         help="also time chalicelib/parsers/pdf.py as of this git ref, interleaved (before/after)",
     )
     ap.add_argument("--no-markitdown", action="store_true", help="leave MarkItDown out of the PDF section")
+    ap.add_argument(
+        "--kreuzberg",
+        action="store_true",
+        help="also the per-type section against kreuzberg (peer venv: --kreuzberg-venv)",
+    )
+    ap.add_argument("--kreuzberg-only", action="store_true", help="only the kreuzberg section")
+    ap.add_argument(
+        "--kreuzberg-venv",
+        type=Path,
+        default=Path(os.environ.get("WEKNORA_KREUZBERG_VENV") or "/tmp/kreuzberg-venv"),
+        help="a venv with kreuzberg 4.10 (default $WEKNORA_KREUZBERG_VENV, else /tmp/kreuzberg-venv)",
+    )
     a = ap.parse_args()
     if a.pdf_pages_only:
         result = pdf_pages(
@@ -276,6 +292,9 @@ def main() -> None:
         if a.json:
             a.json.parent.mkdir(parents=True, exist_ok=True)
             a.json.write_text(json.dumps({"pdf_pages": result}, indent=1, default=str))
+        return
+    if a.kreuzberg_only:
+        kreuzberg_side(a.corpus, a.rounds, a.types, a.kreuzberg_venv, a.timeout, a.json)
         return
 
     from markitdown import MarkItDown
@@ -407,6 +426,8 @@ def main() -> None:
     pdf_summary = pdf_pages(
         a.corpus, a.rounds, a.files, baseline=a.pdf_baseline, markitdown=not a.no_markitdown
     )
+    if a.kreuzberg:
+        kreuzberg_side(a.corpus, a.rounds, a.types, a.kreuzberg_venv, a.timeout, None)
 
     ocr_rows: list[dict[str, Any]] = []
     if not a.no_ocr:
@@ -670,6 +691,191 @@ def pdf_pages(
         f"{', '.join(out['files_below_goal']) or 'none'}"
     )
     return out
+
+
+class KreuzbergPeer:
+    """bench/peer_kreuzberg_parse.py in the kreuzberg venv, one long-lived process, one file per call."""
+
+    def __init__(self, venv: Path) -> None:
+        python = venv / "bin" / "python"
+        if not python.exists():
+            raise SystemExit(
+                f"no kreuzberg venv at {venv}: python3 -m venv {venv} && {venv}/bin/pip install "
+                "'kreuzberg>=4.10,<4.11' (or pass --kreuzberg-venv)"
+            )
+        env = {**os.environ, "RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+        script = Path(__file__).resolve().with_name("peer_kreuzberg_parse.py")
+        self.proc = subprocess.Popen(
+            [str(python), str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        self.version = str(self._reply().get("version"))
+
+    def _reply(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the kreuzberg peer exited")
+        return dict(json.loads(line))
+
+    def extract(self, path: Path, file_type: str) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"path": str(path), "type": file_type}) + "\n")
+        self.proc.stdin.flush()
+        return self._reply()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+LIBREOFFICE_TWIN = {"doc": "docx", "ppt": "pptx"}
+
+
+def libreoffice_reference(path: Path, file_type: str) -> tuple[str, str] | None:
+    """doc/ppt: what LibreOffice gives, the converted OOXML twin read by that twin's independent extractor
+    (the reference the legacy readers are held to)."""
+    import tempfile
+
+    from chalicelib.parsers.office import convert_with_libreoffice, soffice_path
+
+    twin = LIBREOFFICE_TWIN[file_type]
+    if soffice_path() is None:
+        return None
+    converted = convert_with_libreoffice(path.read_bytes(), file_type, 180)
+    with tempfile.TemporaryDirectory() as tmp:
+        twin_path = Path(tmp) / f"{path.stem}.{twin}"
+        twin_path.write_bytes(converted)
+        ref = reference_text(twin_path, twin)
+    return (ref[0], f"LibreOffice→{twin}→{ref[1]}") if ref else None
+
+
+def kreuzberg_side(
+    corpus: Path, rounds: int, types: str, venv: Path, timeout: int, json_out: Path | None
+) -> dict[str, Any]:
+    """Ours against kreuzberg (Rust core, in its own venv through bench/peer_kreuzberg_parse.py) on every
+    document type both read (images and audio are OCR/ASR work: kreuzberg reads none of them). Per file:
+    one warm-up each, then `rounds` interleaved rounds (ours, kreuzberg), the median wall time of each; the
+    file is read before the clock on both sides. Per type: the sum of per-file medians and the ratio
+    kreuzberg time / our time (≥ 1: we are at least as fast), the median of the per-file ratios, and word
+    F1 against the same reference as the main table (doc/ppt: LibreOffice's conversion read by the twin's
+    extractor). CPU time beside wall: ours counts this process only (a LibreOffice child's is not in it),
+    kreuzberg's runs with RAYON_NUM_THREADS=1."""
+    from chalicelib.parsers import build_docreader
+    from chalicelib.ports import ReadRequest
+
+    with open(corpus / "MANIFEST.tsv", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh, delimiter="\t") if r["type"] not in MEDIA_TYPES]
+    rows = [r for r in rows if ".scan." not in r["file"]]
+    if types:
+        rows = [r for r in rows if r["type"] in types.split(",")]
+    reader = build_docreader()
+    peer = KreuzbergPeer(venv)
+    print(
+        f"\n== ours vs kreuzberg {peer.version} (interleaved rounds, per-file median wall; load: {_load()})"
+    )
+    records: list[dict[str, Any]] = []
+    try:
+        for r in sorted(rows, key=lambda r: (r["type"], r["file"])):
+            path, ft = corpus / r["file"], r["type"]
+            data = path.read_bytes()
+
+            def ours(data: bytes = data, path: Path = path, ft: str = ft) -> str:
+                return reader.read(ReadRequest(data=data, file_name=path.name, file_type=ft)).markdown
+
+            guarded(ours, timeout)
+            peer.extract(path, ft)
+            walls: dict[str, list[float]] = {"ours": [], "kreuzberg": []}
+            cpus: dict[str, list[float]] = {"ours": [], "kreuzberg": []}
+            out: dict[str, tuple[str, str]] = {}
+            for _ in range(rounds):
+                t0, c0 = time.perf_counter(), time.process_time()
+                out["ours"] = guarded(ours, timeout)
+                walls["ours"].append(time.perf_counter() - t0)
+                cpus["ours"].append(time.process_time() - c0)
+                reply = peer.extract(path, ft)
+                out["kreuzberg"] = (reply["status"], reply["text"])
+                walls["kreuzberg"].append(reply["wall_s"])
+                cpus["kreuzberg"].append(reply["cpu_s"])
+            ref = libreoffice_reference(path, ft) if ft in LIBREOFFICE_TWIN else reference_text(path, ft)
+            rec: dict[str, Any] = {"file": r["file"], "type": ft, "reference": ref[1] if ref else None}
+            for tool in walls:
+                status, text = out[tool]
+                ok = status == "ok" and bool(text.strip())
+                fr = f1_recall(text, ref[0]) if ok and ref else None
+                rec[tool] = {
+                    "wall_s": statistics.median(walls[tool]),
+                    "cpu_s": statistics.median(cpus[tool]),
+                    "status": status if ok or status != "ok" else "empty",
+                    "f1": fr[0] if fr else None,
+                }
+            records.append(rec)
+            o, k = rec["ours"], rec["kreuzberg"]
+            print(
+                f"  {ft:6} {r['file'][:42]:42} ours {o['status']:6} {o['wall_s']:7.3f}s F1={_fmt(o['f1'])}  "
+                f"kreuzberg {k['status']:6} {k['wall_s']:7.3f}s F1={_fmt(k['f1'])}  "
+                f"ratio {k['wall_s'] / max(o['wall_s'], 1e-6):6.2f}",
+                flush=True,
+            )
+    finally:
+        peer.close()
+    print(
+        f"\n  {'type':6} {'files':>5} {'ours s':>8} {'kz s':>8} {'kz/ours':>8} {'med ratio':>9} {'CPU kz/o':>8} "
+        f"{'ours F1':>8} {'kz F1':>8}  (kz/ours ≥ 1: we are at least as fast; goal on every type)"
+    )
+    summary: dict[str, Any] = {}
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        by_type.setdefault(rec["type"], []).append(rec)
+    for ft, recs in sorted(by_type.items()):
+        both = [x for x in recs if x["ours"]["status"] == "ok" and x["kreuzberg"]["status"] == "ok"]
+        if not both:
+            print(f"  {ft:6} {len(recs):5d}  (no file both read)")
+            continue
+        to = sum(x["ours"]["wall_s"] for x in both)
+        tk = sum(x["kreuzberg"]["wall_s"] for x in both)
+        co = sum(x["ours"]["cpu_s"] for x in both)
+        ck = sum(x["kreuzberg"]["cpu_s"] for x in both)
+        per_file = [x["kreuzberg"]["wall_s"] / max(x["ours"]["wall_s"], 1e-6) for x in both]
+        fo = [x["ours"]["f1"] for x in both if x["ours"]["f1"] is not None]
+        fk = [x["kreuzberg"]["f1"] for x in both if x["kreuzberg"]["f1"] is not None]
+        summary[ft] = {
+            "files": len(recs),
+            "files_both_ok": len(both),
+            "ours_s": to,
+            "kreuzberg_s": tk,
+            "ratio": tk / to,
+            "median_file_ratio": statistics.median(per_file),
+            "cpu_ratio": ck / co if co else None,
+            "ours_f1": statistics.mean(fo) if fo else None,
+            "kreuzberg_f1": statistics.mean(fk) if fk else None,
+        }
+        s = summary[ft]
+        print(
+            f"  {ft:6} {len(both):5d} {to:8.3f} {tk:8.3f} {s['ratio']:7.2f}x {s['median_file_ratio']:8.2f}x "
+            f"{_fmt(s['cpu_ratio']):>8} {_fmt(s['ours_f1']):>8} {_fmt(s['kreuzberg_f1']):>8}"
+        )
+    every = [x for x in records if x["ours"]["status"] == "ok" and x["kreuzberg"]["status"] == "ok"]
+    to = sum(x["ours"]["wall_s"] for x in every)
+    tk = sum(x["kreuzberg"]["wall_s"] for x in every)
+    slowest = min(summary.values(), key=lambda s: s["ratio"]) if summary else None
+    print(
+        f"  all    {len(every):5d} {to:8.3f} {tk:8.3f} {tk / max(to, 1e-9):7.2f}x"
+        + (f"   lowest type ratio {slowest['ratio']:.2f}x" if slowest else "")
+    )
+    result = {"kreuzberg_version": peer.version, "load": _load(), "by_type": summary, "files": records}
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=1, default=str))
+    return result
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _fmt(v: float | None) -> str:

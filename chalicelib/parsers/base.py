@@ -216,9 +216,12 @@ def _zip_reroute(data: bytes, file_type: str) -> str:
 XML_SUFFIXES = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".vml")
 
 
-def open_zip_checked(data: bytes, limits: Limits, what: str) -> zipfile.ZipFile:
+def open_zip_checked(
+    data: bytes, limits: Limits, what: str, *, scan_entities: bool = True
+) -> zipfile.ZipFile:
     """Opens a zip after checking declared sizes and ratios (zip bombs) and entity declarations in
-    its XML parts (billion laughs / XXE). Raises PermanentStageError."""
+    its XML parts (billion laughs / XXE; `scan_entities=False` for a caller that inflates every part itself
+    and looks for them there, as guards.check_zip). Raises PermanentStageError."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = zf.infolist()
@@ -240,7 +243,7 @@ def open_zip_checked(data: bytes, limits: Limits, what: str) -> zipfile.ZipFile:
             raise parse_failed(
                 f"The {what} file is compressed at an implausible ratio; it looks like a zip bomb."
             )
-    for info in infos:
+    for info in infos if scan_entities else ():
         if info.filename.lower().endswith(XML_SUFFIXES) and info.file_size:
             try:
                 declares = _declares_entities(zf, info, limits.zip_max_member_uncompressed)

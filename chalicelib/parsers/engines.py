@@ -17,12 +17,14 @@ from chalicelib.parsers.html import parse_epub, parse_html, parse_mhtml
 from chalicelib.parsers.office import (
     convert_with_libreoffice,
     parse_docx,
-    parse_pptx,
     parse_spreadsheet,
+    read_doc_natively,
     soffice_path,
 )
 from chalicelib.parsers.pdf import parse_pdf
+from chalicelib.parsers.ppt import read_ppt_natively
 from chalicelib.parsers.simple import SimpleEngine
+from chalicelib.parsers.slides import parse_pptx
 from chalicelib.ports import ReadRequest, ReadResult
 
 Handler = Callable[[ReadRequest, ParseContext], ReadResult]
@@ -47,11 +49,23 @@ def _legacy(target_handler: Handler, target_type: str) -> Handler:
     return handler
 
 
+def _doc(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+    """unword first (milliseconds); LibreOffice for what it cannot read."""
+    return read_doc_natively(request) or _legacy(parse_docx, "docx")(request, ctx)
+
+
+def _ppt(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+    """The slides' records read directly first (milliseconds); LibreOffice for what that cannot read."""
+    native = read_ppt_natively(request.data, lambda: ctx.check_time("the PowerPoint file"))
+    return native or _legacy(parse_pptx, "pptx")(request, ctx)
+
+
 class BuiltinEngine:
     name = "builtin"
     description = (
         "Fast in-process parsers: pypdfium2 PDF with scanned-page detection, python-docx, "
-        "python-pptx with notes, calamine spreadsheets, lexbor HTML, MHTML, EPUB; doc/ppt via LibreOffice"
+        "python-pptx with notes, calamine spreadsheets, lexbor HTML, MHTML, EPUB; doc with unword and ppt "
+        "from its records, else through LibreOffice"
     )
 
     def __init__(self) -> None:
@@ -65,8 +79,8 @@ class BuiltinEngine:
             "htm": parse_html,
             "mhtml": parse_mhtml,
             "epub": parse_epub,
-            "doc": _legacy(parse_docx, "docx"),
-            "ppt": _legacy(parse_pptx, "pptx"),
+            "doc": _doc,
+            "ppt": _ppt,
         }
         self._simple = SimpleEngine()
         self.file_types = PARSER_ENGINE_TYPES[self.name]

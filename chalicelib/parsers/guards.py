@@ -17,6 +17,7 @@ import warnings
 import zipfile
 import zlib
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Any
 
 from chalicelib.domain.filetypes import IMAGE_EXTENSIONS
@@ -59,18 +60,15 @@ def preflight(data: bytes, file_type: str, limits: Limits) -> dict[str, Any]:
 
 def check_zip(data: bytes, limits: Limits, what: str, *, sheets: bool = False) -> dict[str, Any]:
     """Declared sizes first (cheap), then every member inflated from its raw bytes with hard caps."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as listing:
-            encrypted = any(info.flag_bits & 0x1 for info in listing.infolist())
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise parse_failed(f"The {what} file is damaged or truncated (not a readable ZIP).") from exc
-    if encrypted:
-        raise parse_failed(f"The {what} file is encrypted; remove the password and upload it again.")
-    zf = open_zip_checked(data, limits, what)
+    # one listing (a damaged zip is refused there); entity declarations are looked for below, in the same
+    # inflating pass as the sizes
+    zf = open_zip_checked(data, limits, what, scan_entities=False)
     try:
         infos = zf.infolist()
     finally:
         zf.close()
+    if any(info.flag_bits & 0x1 for info in infos):
+        raise parse_failed(f"The {what} file is encrypted; remove the password and upload it again.")
     view = memoryview(data)
     total = 0
     cells = SheetCells()
@@ -158,21 +156,25 @@ def _inflate(view: memoryview, info: zipfile.ZipInfo, what: str) -> Iterator[byt
 
 
 class EntityScan:
-    """Finds an XML entity declaration anywhere in a streamed part (billion laughs, XXE)."""
+    """Finds an XML entity declaration anywhere in a streamed part (billion laughs, XXE), in any case."""
 
     def __init__(self) -> None:
         self.tail = b""
 
     def feed(self, piece: bytes, what: str) -> None:
-        window = self.tail + piece
+        window = self.tail + piece.upper()
         if _ENTITY in window:
             raise parse_failed(f"The {what} file contains XML entity declarations, which are not allowed.")
         self.tail = window[-(len(_ENTITY) - 1) :]
 
 
-_CELL = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?c(?=[\s/>])([^>]*)>")
-_CELL_REF = re.compile(rb"""\br\s*=\s*["']([A-Za-z]{1,3})([0-9]{1,7})["']""")
-_ROW = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?row(?=[\s/>])")
+_FIRST_REF = rb"""(?=[\s/>])(?:[^>]*?\br\s*=\s*["']([A-Za-z]{1,3})([0-9]{1,7})["'])?[^>]*>"""
+_PLAIN_CELL_REF = re.compile(rb"<c" + _FIRST_REF)
+_PREFIXED_CELL_REF = re.compile(rb"<[A-Za-z_][\w.-]*:c" + _FIRST_REF)
+_PREFIXED_ELEMENT = re.compile(rb":(?:c|row)[\s/>]")  # also in text now and then: then the slow pass runs
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_PLAIN_ROW = re.compile(rb"<row(?=[\s/>])")
+_PREFIXED_ROW = re.compile(rb"<[A-Za-z_][\w.-]*:row(?=[\s/>])")
 
 
 class SheetCells:
@@ -213,19 +215,28 @@ class _Sheet:
         window = self.tail + piece
         cut = window.rfind(b">") + 1
         body, self.tail = window[:cut], window[cut:][-4096:]
-        self.row_tags += len(_ROW.findall(body))
+        # C-level passes per piece (a Python step per cell cost more than reading the workbook), a literal
+        # start where possible (the regex engine skips ahead fast); prefixed elements (x:c) are rare.
+        prefixed = _PREFIXED_ELEMENT.search(body) is not None
+        self.row_tags += len(_PLAIN_ROW.findall(body))
+        if prefixed:
+            self.row_tags += len(_PREFIXED_ROW.findall(body))
         self.rows = max(self.rows, self.row_tags)
-        for match in _CELL.finditer(body):
-            self.cells += 1
-            ref = _CELL_REF.search(match.group(1))
-            if ref is None:
-                self.cols = max(self.cols, 1)
-                continue
+        # each cell's first reference, ("", "") for a cell without one
+        refs = _PLAIN_CELL_REF.findall(body)
+        if prefixed:
+            refs += _PREFIXED_CELL_REF.findall(body)
+        if not refs:
+            return
+        self.cells += len(refs)
+        for col_letters in set(map(_FIRST, refs)):  # map + itemgetter: no Python step per cell
             col = 0
-            for ch in ref.group(1).upper():
+            for ch in col_letters.upper():
                 col = col * 26 + (ch - 64)
-            self.cols = max(self.cols, col)
-            self.rows = max(self.rows, int(ref.group(2)))
+            self.cols = max(self.cols, col or 1)
+        rows = set(map(_SECOND, refs))
+        rows.discard(b"")
+        self.rows = max(self.rows, max(map(int, rows), default=0))
 
 
 # ---------------------------------------------------------------- pdf

@@ -1,5 +1,6 @@
 """Office formats: docx (python-docx, images put back in place), pptx with speaker notes (python-pptx),
-xlsx/xls with every sheet (python-calamine), and doc/ppt through LibreOffice when it is installed."""
+xlsx/xls with every sheet (python-calamine), doc with unword (a Rust reader of Word 97-2003 files) and
+doc/ppt through LibreOffice when it is installed (doc when unword cannot read the file)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from chalicelib.parsers.base import (
     parse_failed,
     unsupported,
 )
+from chalicelib.parsers.ooxml import Package
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 from chalicelib.settings import subprocess_env
 
@@ -38,14 +40,18 @@ _DOCX_TEXT_TAGS = {
     f"{_V}imagedata",
     f"{_W}noBreakHyphen",
 }
+_DOCX_MARKS = {f"{_W}tab": "\t", f"{_W}br": "\n", f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-"}
+_DOCX_IMAGE_TAGS = (f"{_A}blip", f"{_V}imagedata")
+_STYLES_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/styles"
 
 
 # ---------------------------------------------------------------- docx
 
 
 class _DocxImages:
-    def __init__(self, part: Any, limit: int) -> None:
-        self.part = part
+    def __init__(self, package: Package, rels: dict[str, tuple[str, str]], limit: int) -> None:
+        self.package = package
+        self.rels = rels
         self.limit = limit
         self.images: list[ParsedImage] = []
         self.by_rid: dict[str, str] = {}
@@ -55,9 +61,9 @@ class _DocxImages:
             return self.by_rid[rid]
         if len(self.images) >= self.limit:
             return None
-        try:
-            blob = self.part.related_parts[rid].blob
-        except (KeyError, AttributeError):
+        target = self.rels.get(rid)
+        blob = self.package.blob(target[1]) if target else None
+        if blob is None:
             return None
         kind = image_kind(blob)
         if kind is None:  # EMF/WMF and other vector formats cannot be shown or OCR'd
@@ -68,7 +74,16 @@ class _DocxImages:
         return ref
 
 
+def _mark_docx_marks(body: Any) -> None:
+    """Gives tabs, breaks and non-breaking hyphens their text, so that a paragraph without images is one
+    C-level walk over its text elements."""
+    for el in body.iter(*_DOCX_MARKS):
+        el.text = _DOCX_MARKS[el.tag]
+
+
 def _docx_paragraph_text(p: Any, images: _DocxImages) -> str:
+    if next(p.iter(*_DOCX_IMAGE_TAGS), None) is None:  # most paragraphs (marks given text first)
+        return "".join(p.itertext(*_DOCX_TEXT_TAGS, with_tail=False)).strip()
     out: list[str] = []
     for el in p.iter(*_DOCX_TEXT_TAGS):
         tag = el.tag
@@ -88,11 +103,15 @@ def _docx_paragraph_text(p: Any, images: _DocxImages) -> str:
     return "".join(out).strip()
 
 
-def _docx_heading_levels(document: Any) -> dict[str, int]:
+def _docx_heading_levels(styles: Any) -> dict[str, int]:
+    """styleId → heading level for the Title and "heading N" styles (names compared in lower case)."""
     levels: dict[str, int] = {}
-    for style in document.styles:
-        name = (getattr(style, "name", "") or "").lower()
-        sid = getattr(style, "style_id", None)
+    if styles is None:
+        return levels
+    for style in styles.iterchildren(f"{_W}style"):
+        sid = style.get(f"{_W}styleId")
+        name_el = style.find(f"{_W}name")
+        name = (name_el.get(f"{_W}val") or "").lower() if name_el is not None else ""
         if not sid:
             continue
         if name == "title":
@@ -102,66 +121,87 @@ def _docx_heading_levels(document: Any) -> dict[str, int]:
     return levels
 
 
-def _docx_table(tbl: Any, parent: Any, images: _DocxImages) -> str:
-    from docx.table import Table
+def _w_val(el: Any, path: str) -> str | None:
+    found = el.find(path)
+    return None if found is None else found.get(f"{_W}val")
 
-    table = Table(tbl, parent)
+
+def _docx_table(tbl: Any, images: _DocxImages) -> str:
+    """python-docx's row.cells: a cell spanning columns repeats per grid column, a vertically merged
+    continuation repeats the cell above it (WeKnora fills merged cells)."""
     rows: list[list[str]] = []
-    for row in table.rows:
+    above: dict[int, tuple[str, int]] = {}  # grid offset → (text, span) of the cell that owns it
+    for tr in tbl.iterchildren(f"{_W}tr"):
+        offset = int(_w_val(tr, f"{_W}trPr/{_W}gridBefore") or 0)
         cells: list[str] = []
-        for cell in row.cells:  # merged cells repeat the same cell: WeKnora fills merged cells
-            text = "\n".join(_docx_paragraph_text(p, images) for p in cell._tc.iter(f"{_W}p"))
-            cells.append(text.strip())
+        owners: dict[int, tuple[str, int]] = {}
+        for tc in tr.iterchildren(f"{_W}tc"):
+            span = int(_w_val(tc, f"{_W}tcPr/{_W}gridSpan") or 1)
+            merge = tc.find(f"{_W}tcPr/{_W}vMerge")
+            continued = merge is not None and (merge.get(f"{_W}val") or "continue") == "continue"
+            if continued and offset in above:
+                owner = above[offset]
+            else:
+                text = "\n".join(_docx_paragraph_text(p, images) for p in tc.iter(f"{_W}p")).strip()
+                owner = (text, span)
+            cells.extend([owner[0]] * owner[1])
+            owners[offset] = owner
+            offset += span
+        above = owners
         rows.append(cells)
     return markdown_table(rows)
 
 
 def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
-    import docx
-    from docx.opc.exceptions import PackageNotFoundError
-
-    open_zip_checked(request.data, ctx.limits, "Word").close()
+    """The main document part read with lxml (ooxml.Package): paragraphs with heading styles and list
+    levels, tables, content controls, images put back in place. python-docx is not used: it loads every
+    part up front and builds an object per element."""
+    package = Package(request.data, "Word", ctx.limits.zip_max_member_uncompressed)
     try:
-        document = docx.Document(io.BytesIO(request.data))
-    except (PackageNotFoundError, KeyError, ValueError, SyntaxError) as exc:
-        raise parse_failed("The Word file is damaged or not a .docx document.") from exc
-    except Exception as exc:  # lxml and zip raise many types on damaged parts
-        raise parse_failed(f"The Word file could not be read ({type(exc).__name__}).") from exc
-    levels = _docx_heading_levels(document)
-    images = _DocxImages(document.part, ctx.limits.max_images)
-    blocks: list[str] = []
-    body = document.element.body
-    title = ""
-    for n, child in enumerate(body.iterchildren()):
-        if n % 256 == 0:
-            ctx.check_time("the Word file")
-        tag = child.tag
-        if tag == f"{_W}p":
-            text = _docx_paragraph_text(child, images)
-            if not text:
-                continue
-            ppr = child.find(f"{_W}pPr")
-            style_el = ppr.find(f"{_W}pStyle") if ppr is not None else None
-            style_id = style_el.get(f"{_W}val") if style_el is not None else None
-            level = levels.get(style_id or "")
-            if level:
-                blocks.append(f"{'#' * level} {' '.join(text.split())}")
-                title = title or text
-            elif ppr is not None and ppr.find(f"{_W}numPr") is not None:
-                ilvl_el = ppr.find(f"{_W}numPr/{_W}ilvl")
-                depth = int(ilvl_el.get(f"{_W}val") or 0) if ilvl_el is not None else 0
-                blocks.append(f"{'  ' * min(depth, 8)}- {text}")
-            else:
-                blocks.append(text)
-        elif tag == f"{_W}tbl":
-            table = _docx_table(child, document._body, images)
-            if table:
-                blocks.append(table)
-        elif tag == f"{_W}sdt":  # content controls (tables of contents, cover pages)
-            for p in child.iter(f"{_W}p"):
-                text = _docx_paragraph_text(p, images)
-                if text:
+        main = package.main_part()
+        root = package.xml(main)
+        body = root.find(f"{_W}body") if root is not None else None
+        if body is None:
+            raise parse_failed("The Word file is damaged or not a .docx document.")
+        _mark_docx_marks(body)
+        rels = package.rels(main)
+        styles_part = next((t for kind, t in rels.values() if kind == _STYLES_REL), None)
+        levels = _docx_heading_levels(package.xml(styles_part) if styles_part else None)
+        images = _DocxImages(package, rels, ctx.limits.max_images)
+        blocks: list[str] = []
+        title = ""
+        for n, child in enumerate(body.iterchildren()):
+            if n % 256 == 0:
+                ctx.check_time("the Word file")
+            tag = child.tag
+            if tag == f"{_W}p":
+                text = _docx_paragraph_text(child, images)
+                if not text:
+                    continue
+                ppr = child.find(f"{_W}pPr")
+                style_el = ppr.find(f"{_W}pStyle") if ppr is not None else None
+                style_id = style_el.get(f"{_W}val") if style_el is not None else None
+                level = levels.get(style_id or "")
+                if level:
+                    blocks.append(f"{'#' * level} {' '.join(text.split())}")
+                    title = title or text
+                elif ppr is not None and ppr.find(f"{_W}numPr") is not None:
+                    ilvl_el = ppr.find(f"{_W}numPr/{_W}ilvl")
+                    depth = int(ilvl_el.get(f"{_W}val") or 0) if ilvl_el is not None else 0
+                    blocks.append(f"{'  ' * min(depth, 8)}- {text}")
+                else:
                     blocks.append(text)
+            elif tag == f"{_W}tbl":
+                table = _docx_table(child, images)
+                if table:
+                    blocks.append(table)
+            elif tag == f"{_W}sdt":  # content controls (tables of contents, cover pages)
+                for p in child.iter(f"{_W}p"):
+                    text = _docx_paragraph_text(p, images)
+                    if text:
+                        blocks.append(text)
+    finally:
+        package.close()
     markdown = _join_blocks(blocks)
     return ReadResult(markdown=markdown, images=images.images, title=title.strip()[:300])
 
@@ -175,110 +215,6 @@ def _join_blocks(blocks: list[str]) -> str:
         else:
             out.append(block)
     return "\n\n".join(out).strip() + "\n" if out else ""
-
-
-# ---------------------------------------------------------------- pptx
-
-
-def _iter_shapes(shapes: Any) -> Iterator[Any]:
-    for shape in shapes:
-        if getattr(shape, "shape_type", None) == 6 and hasattr(shape, "shapes"):  # group
-            yield from _iter_shapes(shape.shapes)
-        else:
-            yield shape
-
-
-def _own_offset(shape: Any) -> tuple[int, int] | None:
-    """The shape's own position; None for placeholders that inherit it (resolving that is slow)."""
-    off = shape._element.find(f".//{_A}xfrm/{_A}off")
-    if off is None:
-        return None
-    return int(off.get("y") or 0), int(off.get("x") or 0)
-
-
-_P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
-
-
-def _is_title(shape: Any) -> bool:
-    ph = shape._element.find(f"./{_P}nvSpPr/{_P}nvPr/{_P}ph")
-    return ph is not None and ph.get("type") in ("title", "ctrTitle")
-
-
-def _reading_order(shapes: list[Any]) -> list[Any]:
-    """Top-to-bottom, left-to-right; a shape without its own position stays after the one before it."""
-    keyed: list[tuple[tuple[int, int], int, Any]] = []
-    last = (-1, -1)
-    for i, shape in enumerate(shapes):
-        last = _own_offset(shape) or last
-        keyed.append((last, i, shape))
-    keyed.sort(key=lambda t: (t[0], t[1]))
-    return [shape for _key, _i, shape in keyed]
-
-
-def parse_pptx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
-    from pptx import Presentation
-    from pptx.exc import PackageNotFoundError
-
-    open_zip_checked(request.data, ctx.limits, "PowerPoint").close()
-    try:
-        prs = Presentation(io.BytesIO(request.data))
-    except (PackageNotFoundError, KeyError, ValueError, SyntaxError) as exc:
-        raise parse_failed("The PowerPoint file is damaged or not a .pptx presentation.") from exc
-    except Exception as exc:
-        raise parse_failed(f"The PowerPoint file could not be read ({type(exc).__name__}).") from exc
-    parts: list[str] = []
-    images: list[ParsedImage] = []
-    seen_images: dict[str, str] = {}
-    title = ""
-    for number, slide in enumerate(prs.slides, start=1):
-        ctx.check_time("the PowerPoint file")
-        lines = [f"<!-- Slide number: {number} -->"]
-        shapes = _reading_order(list(_iter_shapes(slide.shapes)))
-        for shape in shapes:
-            if _is_title(shape):
-                text = " ".join((shape.text_frame.text or "").split()) if shape.has_text_frame else ""
-                if text:
-                    lines.append(f"# {text}")
-                    title = title or text
-                continue
-            if getattr(shape, "has_table", False) and shape.has_table:
-                rows = [[cell.text for cell in row.cells] for row in shape.table.rows]
-                lines.append(markdown_table(rows))
-                continue
-            if getattr(shape, "shape_type", None) == 13 and len(images) < ctx.limits.max_images:  # picture
-                try:
-                    blob = shape.image.blob
-                except (AttributeError, KeyError, ValueError):
-                    continue
-                kind = image_kind(blob)
-                if kind is None:
-                    continue
-                key = shape.image.sha1
-                if key not in seen_images:
-                    ref = f"pptx-image-{len(images) + 1}.{kind[0]}"
-                    seen_images[key] = ref
-                    images.append(ParsedImage(ref=ref, data=blob, mime_type=kind[1], page=number))
-                alt = (shape.name or "").replace("]", "")
-                lines.append(f"![{alt}]({seen_images[key]})")
-                continue
-            if shape.has_text_frame:
-                for para in shape.text_frame.paragraphs:
-                    text = "".join(run.text for run in para.runs) or para.text
-                    text = text.strip()
-                    if text:
-                        lines.append(f"{'  ' * min(para.level - 1, 6)}- {text}" if para.level else text)
-        if slide.has_notes_slide:
-            notes = slide.notes_slide.notes_text_frame
-            if notes is not None and notes.text.strip():
-                lines.append("### Notes:\n" + notes.text.strip())
-        parts.append("\n\n".join(lines))
-    markdown = "\n\n".join(parts).strip()
-    return ReadResult(
-        markdown=markdown + "\n" if markdown else "",
-        images=images,
-        title=title[:300],
-        metadata={"slides": len(parts)},
-    )
 
 
 # ---------------------------------------------------------------- xlsx / xls
@@ -296,6 +232,32 @@ def _cell(value: Any) -> str:
     if isinstance(value, dt.timedelta):
         return str(value)
     return str(value).strip()
+
+
+def _cell_texts(rows: list[list[Any]]) -> Iterator[list[str]]:
+    """Each row's cells as text; a number's text is computed once per distinct value (numeric sheets
+    repeat values, and one Python call per cell was most of a big sheet's time)."""
+    float_texts: dict[float, str] = {}
+    int_texts: dict[int, str] = {}  # apart: 10**16 and 1e16 are equal keys with different texts
+    for row in rows:
+        texts: list[str] = []
+        for value in row:
+            kind = type(value)
+            if kind is str:
+                texts.append(value.strip())
+            elif kind is float:
+                text = float_texts.get(value)
+                if text is None:
+                    text = float_texts[value] = _cell(value)
+                texts.append(text)
+            elif kind is int:  # not bool (a subclass)
+                text = int_texts.get(value)
+                if text is None:
+                    text = int_texts[value] = str(value)
+                texts.append(text)
+            else:
+                texts.append(_cell(value))
+        yield texts
 
 
 def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
@@ -325,8 +287,7 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
                     f"The spreadsheet has more than {ctx.limits.max_sheet_cells:,} cells (sheet '{name}' has "
                     f"{sheet.height:,} rows × {sheet.width:,} columns); split it into smaller files."
                 )
-            rows = [[_cell(v) for v in row] for row in sheet.to_python(skip_empty_area=True)]
-            rows = [r for r in rows if any(r)]
+            rows = [row for row in _cell_texts(sheet.to_python(skip_empty_area=True)) if any(row)]
             if not rows:
                 continue
             lines = [f"## {name}"]
@@ -334,20 +295,45 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
                 header = [h or f"col{i + 1}" for i, h in enumerate(rows[0])]
                 body = rows[1:]
             else:
-                header = [f"col{i + 1}" for i in range(max(len(r) for r in rows))]
+                header = []
                 body = rows
+            width = max(len(r) for r in body)
+            labels = [f"{h}: " for h in header] + [f"col{i + 1}: " for i in range(len(header), width)]
             for n, row in enumerate(body):
                 if n % 4096 == 0:
                     ctx.check_time("the spreadsheet")
-                pairs = [
-                    f"{header[i] if i < len(header) else f'col{i + 1}'}: {v}" for i, v in enumerate(row) if v
-                ]
-                lines.append(", ".join(pairs))
+                lines.append(", ".join([label + v for label, v in zip(labels, row, strict=False) if v]))
             sections.append("\n".join(lines))
     finally:
         workbook.close()
     markdown = "\n\n".join(sections)
     return ReadResult(markdown=markdown + "\n" if markdown else "", metadata={"sheets": len(sections)})
+
+
+# ---------------------------------------------------------------- doc (unword)
+
+
+def read_doc_natively(request: ReadRequest) -> ReadResult | None:
+    """A Word 97-2003 file read by unword (headings as Markdown, text boxes after the body) in about a
+    millisecond, where LibreOffice takes seconds to start; None when unword is not installed or cannot read
+    the file, or finds no text in it (the caller converts it with LibreOffice). Embedded images are not
+    extracted, and table cells run together (unword drops the cell marks)."""
+    try:
+        import unword
+    except ImportError:
+        return None
+    try:
+        document = unword.parse_doc(request.data)
+    except (
+        ValueError
+    ):  # unword's error for a container or stream it cannot read (Word 95, encrypted, damaged)
+        return None
+    parts = [document.body_text.strip(), *(box.strip() for box in document.textboxes)]
+    markdown = "\n\n".join(part for part in parts if part)
+    if not markdown:
+        return None
+    title = next((line[2:].strip() for line in markdown.splitlines() if line.startswith("# ")), "")
+    return ReadResult(markdown=markdown + "\n", title=title[:300], metadata={"read_by": "unword"})
 
 
 # ---------------------------------------------------------------- LibreOffice (doc, ppt)

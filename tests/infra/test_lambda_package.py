@@ -28,6 +28,7 @@ LOCAL_OR_IMAGE_ONLY = {
     "docx",
     "pptx",
     "python_calamine",
+    "unword",
     "selectolax",
     "lxml",
     "trafilatura",

@@ -51,6 +51,22 @@ def test_a_far_cell_after_many_inflate_steps_is_still_counted() -> None:
     assert check_zip(data, Limits(max_sheet_cells=10**9), "Excel", sheets=True)["cells"] == 5000
 
 
+@pytest.mark.parametrize("prefix", ["", "x:"])
+def test_cell_extent_counts_each_cells_first_reference_prefixed_or_not(prefix: str) -> None:
+    """The counting passes are per element form: plain <c>, namespace-prefixed <x:c>, single quotes,
+    spaces around '=', a cell without a reference (column 1)."""
+    rows = "".join(
+        f'<{prefix}row r="{r}"><{prefix}c s="1" r = \'C{r}\'><{prefix}v>1</{prefix}v></{prefix}c>'
+        f"<{prefix}c><{prefix}v>2</{prefix}v></{prefix}c></{prefix}row>"
+        for r in range(1, 101)
+    )
+    far = f'<{prefix}row r="101"><{prefix}c r="AB4000" t="n"/></{prefix}row>'
+    data = H.build_zip(H.xlsx_members(H.Member("xl/worksheets/sheet1.xml", H.sheet_xml(rows + far))))
+    assert check_zip(data, Limits(max_sheet_cells=28 * 4000), "Excel", sheets=True)["cells"] == 201
+    message = refused("cells", check_zip, data, Limits(max_sheet_cells=28 * 4000 - 1), "Excel", sheets=True)
+    assert "4,000 rows × 28 columns" in message
+
+
 def test_an_entity_declaration_cut_between_inflate_steps_is_found() -> None:
     tail = b'--><!DOCTYPE d [<!ENTITY e "x">]><w:document/>'
     start = b'<?xml version="1.0"?><!--'

@@ -242,6 +242,7 @@ def test_legacy_office_without_libreoffice(read, monkeypatch: pytest.MonkeyPatch
     import chalicelib.parsers.office as office
 
     monkeypatch.setattr(office, "soffice_path", lambda: None)
+    monkeypatch.setitem(sys.modules, "unword", None)  # without unword too: nothing reads a .doc
     msg = fails(read, "python-howto-logging.doc", corpus_bytes("python-howto-logging.doc"), UNSUPPORTED)
     assert "LibreOffice" in msg and ".docx" in msg
 

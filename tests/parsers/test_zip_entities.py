@@ -9,6 +9,7 @@ import pytest
 
 from chalicelib.domain.errors import PermanentStageError
 from chalicelib.parsers.base import Limits, open_zip_checked
+from chalicelib.parsers.guards import check_zip
 
 
 def _zip(parts: dict[str, bytes]) -> bytes:
@@ -36,6 +37,9 @@ def test_an_entity_declaration_anywhere_in_a_part_is_refused(xml: bytes) -> None
     data = _zip({"[Content_Types].xml": b"<Types/>", "word/document.xml": xml})
     with pytest.raises(PermanentStageError, match="entity declarations"):
         open_zip_checked(data, Limits(), "docx")
+    # the reader's preflight finds it in its single inflating pass (it skips open_zip_checked's own scan)
+    with pytest.raises(PermanentStageError, match="entity declarations"):
+        check_zip(data, Limits(), "Word")
 
 
 def test_a_long_part_without_declarations_opens() -> None:

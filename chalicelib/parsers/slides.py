@@ -1,0 +1,212 @@
+""".pptx with speaker notes, read from the package's XML (ooxml.Package): each slide's shapes in reading
+order, titles as headings, bulleted paragraphs by level, tables, pictures put in place, then the notes. The
+text is what python-pptx gives for each shape and paragraph (runs, fields, line breaks); python-pptx itself
+is not used, as it loads every part of the package and builds an object per element."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from chalicelib.parsers.base import ParseContext, image_kind, markdown_table, parse_failed
+from chalicelib.parsers.ooxml import R_NS, Package
+from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
+
+_P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+_A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+_R = "{" + R_NS + "}"
+_SLIDE_REL = f"{R_NS}/slide"
+_NOTES_REL = f"{R_NS}/notesSlide"
+_SHAPE_TAGS = {f"{_P}sp", f"{_P}grpSp", f"{_P}graphicFrame", f"{_P}cxnSp", f"{_P}pic", f"{_P}contentPart"}
+_T, _BR, _FLD = f"{_A}t", f"{_A}br", f"{_A}fld"
+_OWN_OFFSET = f"./{_P}spPr/{_A}xfrm/{_A}off"
+
+
+def _iter_shapes(tree: Any) -> Any:
+    """The shape elements of a shape tree, groups opened, in document order."""
+    for el in tree.iterchildren(*_SHAPE_TAGS):
+        if el.tag == f"{_P}grpSp":
+            yield from _iter_shapes(el)
+        else:
+            yield el
+
+
+def _own_offset(el: Any) -> tuple[int, int] | None:
+    """The shape's own position; None for placeholders that inherit it (resolving that is slow)."""
+    off = el.find(_OWN_OFFSET)  # its spPr's, not a search of the whole shape (text runs included)
+    if off is None:
+        return None
+    return int(off.get("y") or 0), int(off.get("x") or 0)
+
+
+def _reading_order(shapes: list[Any]) -> list[Any]:
+    """Top-to-bottom, left-to-right; a shape without its own position stays after the one before it."""
+    keyed: list[tuple[tuple[int, int], int, Any]] = []
+    last = (-1, -1)
+    for i, shape in enumerate(shapes):
+        last = _own_offset(shape) or last
+        keyed.append((last, i, shape))
+    keyed.sort(key=lambda t: (t[0], t[1]))
+    return [shape for _key, _i, shape in keyed]
+
+
+def _mark_breaks(tree: Any) -> Any:
+    """Gives each line break a newline as its text, so that a paragraph's text is one C-level walk over its
+    a:t and a:br elements (python-pptx reads a break as a vertical tab, which XML cannot hold; a newline
+    reads better in Markdown too)."""
+    for br in tree.iter(_BR):
+        br.text = "\n"
+    return tree
+
+
+def _paragraph_text(p: Any) -> str:
+    """python-pptx's paragraph text (runs and fields), a newline for each line break (_mark_breaks)."""
+    return "".join(p.itertext(_T, _BR, with_tail=False))
+
+
+def _runs_text(p: Any) -> str:
+    """The text of the paragraph's runs, a line break as a newline; no fields (slide numbers, dates).
+    (python-pptx's runs lose the line breaks: "before" and "after" ran together.)"""
+    if p.find(_FLD) is not None:
+        parts: list[str] = []
+        for child in p.iterchildren(f"{_A}r", _BR):
+            t = child if child.tag == _BR else child.find(_T)
+            parts.append((t.text or "") if t is not None else "")
+        return "".join(parts)
+    return "".join(p.itertext(_T, _BR, with_tail=False))
+
+
+def _frame_text(body: Any) -> str:
+    return "\n".join(_paragraph_text(p) for p in body.iterchildren(f"{_A}p")) if body is not None else ""
+
+
+def _is_title(el: Any) -> bool:
+    ph = el.find(f"./{_P}nvSpPr/{_P}nvPr/{_P}ph")
+    return ph is not None and ph.get("type") in ("title", "ctrTitle")
+
+
+def _notes_text(package: Package, notes_part: str) -> str:
+    """The text of the notes page's body placeholder (python-pptx's notes_text_frame)."""
+    root = package.xml(notes_part)
+    tree = root.find(f"./{_P}cSld/{_P}spTree") if root is not None else None
+    if tree is None:
+        return ""
+    _mark_breaks(tree)
+    for el in tree.iterchildren(f"{_P}sp"):  # python-pptx looks at the top level only
+        ph = el.find(f"./{_P}nvSpPr/{_P}nvPr/{_P}ph")
+        if ph is not None and ph.get("type") == "body":
+            return _frame_text(el.find(f"./{_P}txBody"))
+    return ""
+
+
+class _Pictures:
+    def __init__(self, package: Package, limit: int) -> None:
+        self.package = package
+        self.limit = limit
+        self.images: list[ParsedImage] = []
+        self.by_digest: dict[str, str] = {}
+
+    def ref(self, pic: Any, rels: dict[str, tuple[str, str]], page: int) -> str | None:
+        blip = pic.find(f"./{_P}blipFill/{_A}blip")
+        rid = blip.get(f"{_R}embed") if blip is not None else None
+        target = rels.get(rid or "")
+        blob = self.package.blob(target[1]) if target else None
+        if blob is None:
+            return None
+        kind = image_kind(blob)
+        if kind is None:
+            return None
+        digest = hashlib.sha1(blob).hexdigest()
+        if digest not in self.by_digest:
+            ref = f"pptx-image-{len(self.images) + 1}.{kind[0]}"
+            self.by_digest[digest] = ref
+            self.images.append(ParsedImage(ref=ref, data=blob, mime_type=kind[1], page=page))
+        return self.by_digest[digest]
+
+
+def _slide_lines(
+    el_tree: Any, rels: dict[str, tuple[str, str]], pictures: _Pictures, number: int
+) -> tuple[list[str], str]:
+    lines: list[str] = []
+    title = ""
+    for el in _reading_order(list(_iter_shapes(el_tree))):
+        tag = el.tag
+        if tag == f"{_P}sp":
+            body = el.find(f"./{_P}txBody")
+            if _is_title(el):
+                text = " ".join(_frame_text(body).split())
+                if text:
+                    lines.append(f"# {text}")
+                    title = title or text
+                continue
+            if body is None:
+                continue
+            for p in body.iterchildren(f"{_A}p"):
+                text = (_runs_text(p) or _paragraph_text(p)).strip()
+                if not text:
+                    continue
+                ppr = p.find(f"./{_A}pPr")
+                level = int(ppr.get("lvl") or 0) if ppr is not None else 0
+                lines.append(f"{'  ' * min(level - 1, 6)}- {text}" if level else text)
+        elif tag == f"{_P}graphicFrame":
+            table = el.find(f"./{_A}graphic/{_A}graphicData/{_A}tbl")
+            if table is not None:
+                rows = [
+                    [_frame_text(tc.find(f"./{_A}txBody")) for tc in tr.iterchildren(f"{_A}tc")]
+                    for tr in table.iterchildren(f"{_A}tr")
+                ]
+                lines.append(markdown_table(rows))
+        elif (
+            tag == f"{_P}pic"
+            and len(pictures.images) < pictures.limit
+            and el.find(f"./{_P}nvPicPr/{_P}nvPr/{_P}ph") is None  # a picture placeholder, as python-pptx
+        ):
+            ref = pictures.ref(el, rels, number)
+            if ref is not None:
+                name_el = el.find(f"./{_P}nvPicPr/{_P}cNvPr")
+                alt = (name_el.get("name") or "" if name_el is not None else "").replace("]", "")
+                lines.append(f"![{alt}]({ref})")
+    return lines, title
+
+
+def parse_pptx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
+    package = Package(request.data, "PowerPoint", ctx.limits.zip_max_member_uncompressed)
+    try:
+        main = package.main_part()
+        presentation = package.xml(main)
+        if presentation is None:
+            raise parse_failed("The PowerPoint file is damaged or not a .pptx presentation.")
+        main_rels = package.rels(main)
+        slide_parts = []
+        for sld in presentation.iterfind(f"./{_P}sldIdLst/{_P}sldId"):
+            rel = main_rels.get(sld.get(f"{_R}id") or "")
+            if rel and rel[0] == _SLIDE_REL:
+                slide_parts.append(rel[1])
+        pictures = _Pictures(package, ctx.limits.max_images)
+        parts: list[str] = []
+        title = ""
+        for number, part in enumerate(slide_parts, start=1):
+            ctx.check_time("the PowerPoint file")
+            root = package.xml(part)
+            tree = root.find(f"./{_P}cSld/{_P}spTree") if root is not None else None
+            rels = package.rels(part)
+            lines = [f"<!-- Slide number: {number} -->"]
+            if tree is not None:
+                _mark_breaks(tree)
+                shape_lines, slide_title = _slide_lines(tree, rels, pictures, number)
+                lines.extend(shape_lines)
+                title = title or slide_title
+            notes_part = next((target for kind, target in rels.values() if kind == _NOTES_REL), None)
+            notes = _notes_text(package, notes_part).strip() if notes_part else ""
+            if notes:
+                lines.append("### Notes:\n" + notes)
+            parts.append("\n\n".join(lines))
+    finally:
+        package.close()
+    markdown = "\n\n".join(parts).strip()
+    return ReadResult(
+        markdown=markdown + "\n" if markdown else "",
+        images=pictures.images,
+        title=title[:300],
+        metadata={"slides": len(parts)},
+    )
