@@ -1,6 +1,10 @@
 """Issue 12 benchmark: AWS cost per 1,000 ten-page documents, from the metered calls of a real run.
 
-    .venv/bin/python bench/bench_cost.py [--docs 10] [--pages 10]
+    .venv/bin/python bench/bench_cost.py [--docs 10] [--pages 10] [--load N]
+
+`--load N` runs N busy processes (a pure-Python loop each) for the whole run: the priced figure must not
+follow the machine's load, since locally a stage's Lambda time is its work (CPU time), not its wall time
+(issue 27). Run it once without and once with `--load 2` and compare the two figures.
 
 Generates text PDFs of `--pages` pages (corpus prose, ~350 words a page), sends them through the local stack
 (moto in server mode, the real queues, handlers and state machine, the embedded index and the local MiniLM),
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import io
+import multiprocessing
 import os
 import sys
 import time
@@ -68,11 +73,27 @@ def ten_page_pdf(words: list[str], start: int, pages: int) -> bytes:
     return buffer.getvalue()
 
 
+def spin() -> None:
+    """A CPU load generator: busy until terminated."""
+    while True:
+        pass
+
+
+def start_load(processes: int) -> list[multiprocessing.Process]:
+    spinners = [multiprocessing.Process(target=spin, daemon=True) for _ in range(processes)]
+    for spinner in spinners:
+        spinner.start()
+    return spinners
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, default=10)
     parser.add_argument("--pages", type=int, default=10)
+    parser.add_argument("--load", type=int, default=0, help="busy processes running during the run")
     args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()}; {args.load} busy processes during the run")
+    spinners = start_load(args.load)
 
     import tempfile
 
@@ -118,8 +139,12 @@ def main() -> None:
         _ = [usage_entries(i) for i in ids]  # read before the stack stops
         entries = {i: usage_entries(i) for i in ids}
         usage_entries = entries.__getitem__  # type: ignore[assignment]
+        load_during = os.getloadavg()
     finally:
         runtime.stop()
+        for spinner in spinners:
+            spinner.terminate()
+            spinner.join()
 
     quantities: Counter[str] = Counter()
     dollars: Counter[str] = Counter()
@@ -130,6 +155,7 @@ def main() -> None:
     total = sum(r["aws_dollars"] for r in reports)
     per_thousand = total / len(reports) * 1000
     print(f"{len(reports)} documents x {args.pages} pages in {elapsed:.1f} s; status {dict(statuses)}")
+    print(f"load average at the end of the run: {load_during}; {reports[0]['lambda_seconds_counted']}")
     print(f"prices as of {reports[0]['prices_as_of']}; {sum(r['workflow_pending'] for r in reports)} pending")
     print(f"{'unit':28} {'per document':>14} {'$ per 1,000 docs':>18}")
     for unit in sorted(quantities, key=lambda u: -dollars[u]):

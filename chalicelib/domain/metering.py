@@ -8,12 +8,18 @@ the counter names are the units the price table (`pricing.py`) knows.
 
 from __future__ import annotations
 
+import resource
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, copy_context
 from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 #: counter names (units) used across the adapters and the price table
 SQS_REQUESTS = "sqs_requests"
@@ -46,7 +52,8 @@ class Meter:
     kb_id: str = ""
     tenant_id: str = ""
     #: seconds of work done for this invocation outside its own thread: CPU time of the embedding worker
-    #: processes, run time of child processes (LibreOffice, tesseract); part of the local duration estimate
+    #: processes, of its pool threads and of child processes (LibreOffice, tesseract); part of the local
+    #: duration estimate
     offloaded_seconds: float = 0.0
 
     def add(self, counter: str, amount: float) -> None:
@@ -82,22 +89,79 @@ def record(counter: str, amount: float) -> None:
         meter.add(counter, amount)
 
 
+_offloaded_lock = threading.Lock()  # pool threads of one invocation add to its meter at once
+
+
 def record_offloaded(seconds: float) -> None:
-    """Work done for the current invocation in another process (see `Meter.offloaded_seconds`)."""
+    """Work done for the current invocation in another process or thread (see `Meter.offloaded_seconds`)."""
     meter = _current.get()
     if meter is not None and seconds > 0:
-        meter.offloaded_seconds += seconds
+        with _offloaded_lock:
+            meter.offloaded_seconds += seconds
+
+
+def thread_work(fn: Callable[P, T]) -> Callable[P, T]:
+    """`fn` for a pool thread working for the current invocation: it runs in a copy of the caller's context
+    (the meter goes along; a pool thread starts with an empty one) and its thread's CPU time is counted as
+    the invocation's work. Wrap at each submission (in the caller's thread): one context per call."""
+    context = copy_context()
+
+    def counted(*args: P.args, **kwargs: P.kwargs) -> T:
+        started = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            record_offloaded(time.thread_time() - started)
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        return context.run(counted, *args, **kwargs)
+
+    return run
+
+
+def _children_cpu_seconds() -> float:
+    """CPU time of every child process this process has waited for (user + system)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class _ChildrenLedger:
+    """Hands out the CPU time of waited-for children to the `child_process` scopes open when they ended.
+    The kernel only gives the sum over all children, so each scope takes what no scope has taken yet: the
+    total handed out never exceeds the children's CPU time, even with scopes open on several threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open_scopes = 0
+        self.handed_out = 0.0
+
+    def enter(self) -> None:
+        with self.lock:
+            if self.open_scopes == 0:  # children that ended outside every scope are nobody's work
+                self.handed_out = _children_cpu_seconds()
+            self.open_scopes += 1
+
+    def leave(self) -> float:
+        with self.lock:
+            self.open_scopes -= 1
+            share = max(0.0, _children_cpu_seconds() - self.handed_out)
+            self.handed_out += share
+            return share
+
+
+_children = _ChildrenLedger()
 
 
 @contextmanager
 def child_process() -> Iterator[None]:
-    """Around a child process the invocation waits for: its run time is work done for it (a child's own
-    CPU time is not attributable while other threads run children too)."""
-    started = time.monotonic()
+    """Around a child process the invocation runs and waits for (subprocess.run): the child's CPU time
+    (and its own children's) is work done for it; its wall time is not, since a loaded machine stretches
+    that (issue 27)."""
+    _children.enter()
     try:
         yield
     finally:
-        record_offloaded(time.monotonic() - started)
+        record_offloaded(_children.leave())
 
 
 def record_all(counts: Mapping[str, float]) -> None:

@@ -111,8 +111,8 @@ def lambda_duration_basis(deps: Dependencies) -> str:
     if deps.settings.on_lambda:
         return "duration: each invocation's run time, as Lambda bills it"
     return (
-        "work: each local invocation's CPU time plus the run time of the worker and child processes it "
-        "waited for (a loaded machine does not raise it); Lambda would bill the duration"
+        "work: each local invocation's CPU time, with that of its pool threads, embedding worker processes and "
+        "child processes (a loaded machine does not raise it); Lambda would bill the duration"
     )
 
 

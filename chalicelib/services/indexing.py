@@ -18,10 +18,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextvars import copy_context
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from chalicelib.domain import metering
 from chalicelib.domain.errors import (
     DeferredStageError,
     PermanentStageError,
@@ -133,8 +133,8 @@ class EmbeddingRun:
                 fresh = {h: vectors[i] for i, (h, _) in enumerate(batch)}
                 if pending is not None:
                     pending.result()
-                # a pool thread starts with an empty context: the meter (and the local function name) go along
-                pending = writer.submit(copy_context().run, cache.put_many, self.space, fresh)
+                # in the invocation's context (its meter, the local function name), its CPU time counted
+                pending = writer.submit(metering.thread_work(cache.put_many), self.space, fresh)
                 known.update(fresh)
                 self.texts_embedded += len(batch)
                 self.batches += 1

@@ -3,7 +3,10 @@ handed to worker and child processes), not the waiting a loaded machine adds; on
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,15 +29,57 @@ def _gb_seconds(env: dict[str, str], work: Any) -> float:
     return float(entry.counts.get(metering.LAMBDA_GB_SECONDS, 0.0))
 
 
+#: a child that works (CPU-bound for ~0.3 s) and one that only waits (0.5 s asleep)
+BUSY_CHILD = [
+    sys.executable,
+    "-c",
+    "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass",
+]
+IDLE_CHILD = [sys.executable, "-c", "import time; time.sleep(0.5)"]
+
+
+def _child_seconds(command: list[str]) -> float:
+    with metering.metering() as meter, metering.child_process():
+        subprocess.run(command, check=True)
+    return meter.offloaded_seconds
+
+
 def test_locally_waiting_is_not_metered_but_handed_off_work_is() -> None:
     def wait_then_hand_off() -> None:
         time.sleep(0.4)  # a loaded machine, a slow emulator: waiting
         metering.record_offloaded(0.25)  # an embedding worker's CPU time for this invocation
-        with metering.child_process():
-            time.sleep(0.1)  # a LibreOffice conversion the invocation waits for
 
     seconds = _gb_seconds({}, wait_then_hand_off)
-    assert 0.35 <= seconds < 0.45  # 0.25 + 0.1 + the thread's own (tiny) CPU time, not the 0.4 s sleep
+    assert 0.25 <= seconds < 0.3  # 0.25 + the thread's own (tiny) CPU time, not the 0.4 s sleep
+
+
+def test_a_child_process_is_metered_by_its_cpu_time_not_its_run_time() -> None:
+    busy, idle = _child_seconds(BUSY_CHILD), _child_seconds(IDLE_CHILD)
+    assert busy >= 0.3  # its 0.3 s of work (and the interpreter's start)
+    assert idle < 0.3  # the interpreter's start, not the 0.5 s it slept
+
+
+def test_children_on_several_threads_are_counted_once_in_all() -> None:
+    def one() -> float:
+        return _child_seconds(BUSY_CHILD)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        shares = list(pool.map(lambda _: one(), range(3)))
+    alone = one()
+    # each child's CPU time goes to one scope: the sum is three children's, not each scope seeing them all
+    assert sum(shares) < 3 * alone * 1.6
+
+
+def test_a_pool_threads_cpu_time_counts_for_the_invocation_that_submitted_it() -> None:
+    def burn() -> None:
+        end = time.thread_time() + 0.2
+        while time.thread_time() < end:
+            pass
+
+    with metering.metering() as meter, ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(metering.thread_work(burn)).result()
+        pool.submit(time.sleep, 0.2).result()  # not wrapped: not this invocation's work
+    assert 0.2 <= meter.offloaded_seconds < 0.3
 
 
 def test_on_lambda_the_duration_is_metered() -> None:

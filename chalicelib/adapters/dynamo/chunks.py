@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextvars import copy_context
 from dataclasses import asdict
 from typing import Any
 
+from pynamodb.exceptions import PutError
+
 from chalicelib.adapters.dynamo.tables import Models
+from chalicelib.domain import metering
 from chalicelib.domain.clock import from_iso, to_iso
+from chalicelib.domain.errors import TransientStageError
 from chalicelib.domain.types import (
     Chunk,
     ChunkType,
@@ -34,38 +39,70 @@ def chunk_from_body(body: Mapping[str, Any]) -> Chunk:
 #: 640 requests, written eight at a time instead of one after another (issue 27)
 BATCH_ITEMS = 25
 WRITERS = 8
+#: sends of one batch whose items DynamoDB leaves unprocessed (throttling, a hot partition), with full-jitter
+#: backoff between them, before the stage's own retry takes over
+BATCH_SENDS = 6
+BACKOFF_BASE_SECONDS = 0.05
+BACKOFF_MAX_SECONDS = 2.0
+#: errors a resend cures; anything else (a validation error, a missing table) is raised at once
+THROTTLING_CODES = frozenset(
+    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
+)
 
 
 class DynamoChunkRepo:
-    def __init__(self, models: Models, writers: int = WRITERS):
+    def __init__(
+        self,
+        models: Models,
+        writers: int = WRITERS,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: Callable[[], float] = random.random,
+    ):
         self.model = models.chunk
         self.writers = max(1, writers)
+        self.sleep = sleep
+        self.rng = rng
+
+    def _commit(self, group: Sequence[tuple[bool, Any]]) -> None:
+        """One BatchWriteItem of at most 25 puts/deletes. PynamoDB resends the items DynamoDB leaves
+        unprocessed straight away (no wait, three sends); when some are still left, or the request is
+        throttled, the batch is sent again after a jittered, growing wait (a put or delete of the same key
+        twice is harmless), and after BATCH_SENDS the stage's retry takes over."""
+        for send in range(BATCH_SENDS):
+            try:
+                with self.model.batch_write() as batch:
+                    for save, value in group:
+                        if save:
+                            batch.save(self.model(value.knowledge_id, value.id, body=chunk_to_body(value)))
+                        else:
+                            batch.delete(value)
+                return
+            except PutError as error:
+                left = getattr(batch, "failed_operations", None)
+                if not left and error.cause_response_code not in THROTTLING_CODES:
+                    raise
+                if send + 1 == BATCH_SENDS:
+                    raise TransientStageError(
+                        f"DynamoDB left chunk writes unprocessed after {BATCH_SENDS} sends: {error}"
+                    ) from error
+                ceiling = min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 2**send)
+                self.sleep(self.rng() * ceiling)
 
     def _write(self, saves: Sequence[Chunk], deletes: Sequence[Any] = ()) -> None:
-        """BatchWriteItem requests of 25 items, up to `writers` at once. PynamoDB's batch_write resends a
-        request's unprocessed items with backoff (and raises once its retries are spent); a put or delete
-        of the same key twice is harmless, so a retried stage rewrites the same rows."""
+        """BatchWriteItem requests of 25 items, up to `writers` at once, unprocessed items sent again
+        (`_commit`); a retried stage rewrites the same rows."""
         ops: builtins.list[tuple[bool, Any]] = [(False, item) for item in deletes]
         ops += [(True, chunk) for chunk in saves]
         groups = [ops[i : i + BATCH_ITEMS] for i in range(0, len(ops), BATCH_ITEMS)]
-
-        def commit(group: builtins.list[tuple[bool, Any]]) -> None:
-            with self.model.batch_write() as batch:
-                for save, value in group:
-                    if save:
-                        batch.save(self.model(value.knowledge_id, value.id, body=chunk_to_body(value)))
-                    else:
-                        batch.delete(value)
-
         if len(groups) <= 1 or self.writers == 1:
             for group in groups:
-                commit(group)
+                self._commit(group)
             return
         with ThreadPoolExecutor(
             max_workers=min(self.writers, len(groups)), thread_name_prefix="chunks"
         ) as pool:
-            # a pool thread starts with an empty context: the meter goes along (as the checkpoint writer's)
-            for future in [pool.submit(copy_context().run, commit, group) for group in groups]:
+            # each batch in the invocation's context (its meter), its thread's CPU time counted as its work
+            for future in [pool.submit(metering.thread_work(self._commit), group) for group in groups]:
                 future.result()
 
     def _items(self, knowledge_id: str) -> list[Any]:
