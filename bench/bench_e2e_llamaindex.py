@@ -41,6 +41,7 @@ import argparse
 import collections
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -118,15 +119,7 @@ def readable_files(venv: Path, files: list[Path], texts_file: Path) -> tuple[lis
             kept.append(f)
         else:
             left_out[str(f)] = f"our API does not import .{file_type_of(f.name) or '(no extension)'}"
-    command = [str(venv / "bin" / "python"), str(ROOT / "bench" / "peer_llamaindex_e2e.py")]
-    out = subprocess.run(
-        [*command, "--probe", str(texts_file), *map(str, kept)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
-    )
-    unreadable = json.loads(out.stdout.strip().splitlines()[-1])["unreadable"]
+    unreadable = run_peer(venv, "--probe", str(texts_file), *map(str, kept))["unreadable"]
     left_out.update({name: f"MarkItDown: {why}" for name, why in unreadable.items()})
     return [f for f in kept if str(f) not in left_out], left_out
 
@@ -164,6 +157,35 @@ def _cpu_seconds() -> dict[str, float]:
     return found
 
 
+class RequestCounter:
+    """Counts this process's AWS requests by service and operation, and by the function that made them
+    (outside an invocation: the pollers' receives and the bench's observer, one Query a look): each is a
+    request moto answers."""
+
+    def __init__(self) -> None:
+        import botocore.client
+
+        from chalicelib.local.aws_calls import _function
+
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.by_function: collections.Counter[str] = collections.Counter()
+        self._client = botocore.client.BaseClient
+        self._original = self._client._make_api_call
+        counts, by_function, original = self.counts, self.by_function, self._original
+
+        def counted(client: Any, operation: str, params: Any) -> Any:
+            call = f"{client.meta.service_model.service_name}.{operation}"
+            counts[call] += 1
+            table = params.get("TableName", "") if isinstance(params, dict) else ""
+            by_function[f"{_function.get() or '(no function)'} {call} {table}".strip()] += 1
+            return original(client, operation, params)
+
+        self._client._make_api_call = counted  # type: ignore[method-assign]
+
+    def close(self) -> None:
+        self._client._make_api_call = self._original  # type: ignore[method-assign]
+
+
 def ours(files: list[Path], workers: int | None) -> dict[str, Any]:
     from chalice.test import Client
     from e2e.conftest import multipart  # the same multipart body the end-to-end tests send
@@ -186,6 +208,7 @@ def ours(files: list[Path], workers: int | None) -> dict[str, Any]:
                 body='{"name": "bench-e2e"}',
             ).json_body["data"]
             runtime.start_workers()
+            requests = RequestCounter()
             cpu_before = _cpu_seconds()
             started = time.monotonic()
             started_at = datetime.now(UTC)
@@ -223,6 +246,7 @@ def ours(files: list[Path], workers: int | None) -> dict[str, Any]:
                 time.sleep(0.5)
             elapsed = time.monotonic() - started
             cpu_after = _cpu_seconds()
+            requests.close()
             search = client.http.post(
                 f"/api/v1/knowledge-bases/{kb['id']}/hybrid-search",
                 headers={**headers, "Content-Type": "application/json"},
@@ -273,39 +297,40 @@ def ours(files: list[Path], workers: int | None) -> dict[str, Any]:
             "timeline": sorted(timeline),
             "upload_seconds": [round(u, 2) for u in upload_seconds],
             "cpu_seconds": {k: round(v - cpu_before.get(k, 0.0), 1) for k, v in cpu_after.items()},
+            "requests": dict(requests.counts.most_common()),
+            "requests_by_function": dict(requests.by_function.most_common(30)),
+            "invocations": {p.function_name: p.invocations for p in runtime.pollers},
         }
     finally:
         runtime.stop()
 
 
-def _peer_env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+def run_peer(venv: Path, *arguments: str) -> dict[str, Any]:
+    """bench/peer_llamaindex_e2e.py in the peer venv: its last line of output, parsed (its error shown)."""
+    command = [str(venv / "bin" / "python"), str(ROOT / "bench" / "peer_llamaindex_e2e.py"), *arguments]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(command, capture_output=True, text=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode != 0:
+        raise SystemExit(f"the LlamaIndex side failed ({venv}):\n{out.stderr[-3000:]}")
+    # the whole process's CPU seconds (model loading and MarkItDown's warm-up included, so an upper bound)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "process_cpu_s": cpu}
 
 
 def peer(venv: Path, files: list[Path], model: Path, chunk_size: int, overlap: int) -> dict[str, Any]:
-    command = [
-        str(venv / "bin" / "python"),
-        str(ROOT / "bench" / "peer_llamaindex_e2e.py"),
-        "--model",
-        str(model),
-        "--tokenizer",
-        str(TOKENIZER),
-        "--chunk-size",
-        str(chunk_size),
-        "--chunk-overlap",
-        str(overlap),
+    return run_peer(
+        venv,
+        *("--model", str(model), "--tokenizer", str(TOKENIZER)),
+        *("--chunk-size", str(chunk_size), "--chunk-overlap", str(overlap)),
         *map(str, files),
-    ]
-    out = subprocess.run(command, check=True, capture_output=True, text=True, env=_peer_env())
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    )
 
 
 def matched_size(venv: Path, texts_file: Path, chunks: int) -> tuple[int, int, int]:
     """SentenceSplitter's (chunk size, overlap, nodes) closest to our chunk count on MarkItDown's texts."""
-    command = [str(venv / "bin" / "python"), str(ROOT / "bench" / "peer_llamaindex_e2e.py")]
-    command += ["--texts", str(texts_file), "--match-nodes", str(chunks)]
-    out = subprocess.run(command, check=True, capture_output=True, text=True, env=_peer_env())
-    found = json.loads(out.stdout.strip().splitlines()[-1])
+    found = run_peer(venv, "--texts", str(texts_file), "--match-nodes", str(chunks))
     return int(found["chunk_size"]), int(found["chunk_overlap"]), int(found["nodes"])
 
 
@@ -364,13 +389,17 @@ def main() -> None:
             f"(mean {us['mean_chunk_chars']:.0f} chars), {us['total_s']:.1f} s upload to searchable; "
             f"{us['embed_workers']} embedding workers, {us['model']}; failed {us['failed']}; "
             f"search {us['search_status']} with {us['search_hits']} hits; "
-            f"stage seconds summed over documents {us['stage_seconds']}; waits {us['wait_seconds']}",
+            f"stage seconds summed over documents {us['stage_seconds']}; waits {us['wait_seconds']}; "
+            f"CPU-s {sum(us['cpu_seconds'].values()):.1f}; load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
         if args.timeline:
             print("seconds after the first upload, per document:", *us["timeline"], sep="\n")
             print("upload request seconds:", us["upload_seconds"])
             print(f"CPU seconds while the clock ran ({os.cpu_count()} cores):", us["cpu_seconds"])
+            print(f"AWS requests while the clock ran ({sum(us['requests'].values())}):", us["requests"])
+            print("the most frequent, by function:", *us["requests_by_function"].items(), sep="\n  ")
+            print("invocations per function (this round's stack):", us["invocations"])
         if args.skip_peer:
             continue
         if matched is None:
@@ -397,7 +426,8 @@ def main() -> None:
                 f"round {round_no} {label}: {r['docs']} docs, {r['nodes']} nodes "
                 f"(mean {r['mean_node_chars']:.0f} chars), {r['total_s']:.1f} s (parse {r['parse_s']:.1f}, "
                 f"pipeline {r['pipeline_s']:.1f}, index {r['index_s']:.1f}); failed {r['failed']}; "
-                f"ratio ours {r['total_s'] / us['total_s']:.2f}x; load {os.getloadavg()[0]:.1f}",
+                f"ratio ours {r['total_s'] / us['total_s']:.2f}x; its process {r['process_cpu_s']:.1f} CPU-s "
+                f"(ours {sum(us['cpu_seconds'].values()):.1f}); load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
     ours_median = statistics.median(ours_s)

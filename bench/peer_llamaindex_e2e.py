@@ -137,6 +137,9 @@ def main() -> None:
     ap.add_argument("files", nargs="*")
     a = ap.parse_args()
     if a.probe:
+        import onnxruntime  # noqa: F401  (the timed runs need both: say so before any clock)
+        import tokenizers  # noqa: F401
+
         probe(a.probe, a.files)
         return
     if a.match_nodes:
