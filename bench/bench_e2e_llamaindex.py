@@ -215,6 +215,7 @@ def ours(files: list[Path], workers: int | None) -> dict[str, Any]:
             ids = []
             upload_seconds = []
             uploaded_at: dict[str, float] = {}
+            refused: dict[str, str] = {}
             for path in files:
                 upload_started = time.monotonic()
                 body, content_type = multipart({"file": (path.name, path.read_bytes())}, {})
@@ -223,8 +224,11 @@ def ours(files: list[Path], workers: int | None) -> dict[str, Any]:
                     headers={**headers, "Content-Type": content_type},
                     body=body,
                 )
-                ids.append(response.json_body["data"]["id"])
                 upload_seconds.append(time.monotonic() - upload_started)
+                if response.status_code >= 400:  # e.g. a second file of the same content (deduplicated)
+                    refused[path.name] = f"{response.status_code} {response.body[:200]!r}"
+                    continue
+                ids.append(response.json_body["data"]["id"])
                 uploaded_at[ids[-1]] = time.monotonic() - started
             pending = set(ids)
             rows = {}
@@ -284,7 +288,7 @@ def ours(files: list[Path], workers: int | None) -> dict[str, Any]:
         failed = [r.file_name for r in rows.values() if r.enable_status != EnableStatus.ENABLED]
         return {
             "docs": len(ids),
-            "failed": failed,
+            "failed": failed + [f"{name} (upload refused: {why})" for name, why in refused.items()],
             "chunks": len(text_chunks),
             "mean_chunk_chars": sum(len(c.content) for c in text_chunks) / max(1, len(text_chunks)),
             "total_s": elapsed,
