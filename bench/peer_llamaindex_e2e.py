@@ -3,6 +3,13 @@ imports chalicelib.
 
     PEER_VENV/bin/python bench/peer_llamaindex_e2e.py --model FILE --tokenizer FILE --chunk-size N \
         --chunk-overlap M FILE...
+    PEER_VENV/bin/python bench/peer_llamaindex_e2e.py --probe TEXTS.json FILE...
+    PEER_VENV/bin/python bench/peer_llamaindex_e2e.py --texts TEXTS.json --match-nodes N
+
+`--probe` (untimed, before the bench) converts every file with MarkItDown and writes what it read to
+TEXTS.json: the files it cannot read (an exception, or no text) are named there with the reason, and the
+bench leaves them out of both sides. `--match-nodes` finds the SentenceSplitter chunk size (overlap a tenth)
+whose node count on those texts is closest to N (our chunk count): matched granularity on any folder.
 
 MarkItDown converts each file, an IngestionPipeline(SentenceSplitter(N, M), MiniLM) embeds the nodes, and a
 VectorStoreIndex (in-memory) takes them; one retrieval proves the index answers. The embedding is the same
@@ -73,14 +80,73 @@ def make_embedding(model_path: str, tokenizer_path: str) -> Any:
     return MiniLmOnnx(model_name="all-MiniLM-L6-v2-onnx", embed_batch_size=16)
 
 
+def probe(out: Path, files: list[str]) -> None:
+    """MarkItDown on every file: the texts it reads, and the files it cannot read with the reason."""
+    from markitdown import MarkItDown
+
+    md = MarkItDown()
+    texts: dict[str, str] = {}
+    unreadable: dict[str, str] = {}
+    for name in files:
+        try:
+            text = md.convert(name).markdown
+        except Exception as error:  # any failure of the peer's reader excludes the file from both sides
+            unreadable[name] = f"{type(error).__name__}: {str(error)[:160]}"
+            continue
+        if text and text.strip():
+            texts[name] = text
+        else:
+            unreadable[name] = "no text"
+    out.write_text(json.dumps({"texts": texts, "unreadable": unreadable}))
+    print(json.dumps({"readable": sorted(texts), "unreadable": unreadable}))
+
+
+def match_nodes(texts_file: Path, target: int) -> None:
+    """The chunk size (tokens; overlap a tenth) whose SentenceSplitter node count is closest to `target`."""
+    from llama_index.core import Document
+    from llama_index.core.node_parser import SentenceSplitter
+
+    docs = [Document(text=t) for t in json.loads(texts_file.read_text())["texts"].values()]
+
+    def nodes(size: int) -> int:
+        splitter = SentenceSplitter(chunk_size=size, chunk_overlap=max(10, size // 10))
+        return len(splitter.get_nodes_from_documents(docs))
+
+    low, high = 64, 2048  # node count falls as the size grows: bisect for the last size >= target
+    counts = {low: nodes(low), high: nodes(high)}
+    while high - low > 1:
+        mid = (low + high) // 2
+        counts[mid] = nodes(mid)
+        if counts[mid] >= target:
+            low = mid
+        else:
+            high = mid
+    best = min(counts, key=lambda size: (abs(counts[size] - target), size))
+    print(json.dumps({"chunk_size": best, "chunk_overlap": max(10, best // 10), "nodes": counts[best]}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--chunk-size", type=int, required=True)
-    ap.add_argument("--chunk-overlap", type=int, required=True)
-    ap.add_argument("files", nargs="+")
+    ap.add_argument("--model")
+    ap.add_argument("--tokenizer")
+    ap.add_argument("--chunk-size", type=int)
+    ap.add_argument("--chunk-overlap", type=int)
+    ap.add_argument("--probe", type=Path, help="write MarkItDown's texts of FILE... here and stop")
+    ap.add_argument("--texts", type=Path, help="a --probe output, for --match-nodes")
+    ap.add_argument("--match-nodes", type=int, help="print the chunk size that makes about this many nodes")
+    ap.add_argument("files", nargs="*")
     a = ap.parse_args()
+    if a.probe:
+        import onnxruntime  # noqa: F401  (the timed runs need both: say so before any clock)
+        import tokenizers  # noqa: F401
+
+        probe(a.probe, a.files)
+        return
+    if a.match_nodes:
+        match_nodes(a.texts, a.match_nodes)
+        return
+    if not (a.model and a.tokenizer and a.chunk_size and a.chunk_overlap is not None and a.files):
+        ap.error("--model, --tokenizer, --chunk-size, --chunk-overlap and FILE... are required")
 
     from llama_index.core import Document, Settings, VectorStoreIndex
     from llama_index.core.embeddings import MockEmbedding

@@ -57,6 +57,10 @@ AppLoader = Callable[[], Any]
 
 #: the app's embedding-queue handler: its poller runs as many invocations as there are embedding workers
 EMBEDDING_HANDLER = "embedding_stage"
+#: an idle poller's long poll (SQS's WaitTimeSeconds). A message that arrives ends it at once (moto wakes the
+#: waiting receive), so it adds no hand-off latency; it bounds how long stopping the pollers takes. At 1 s
+#: the idle queues' receives were a quarter of the stack's requests to moto (bench_e2e_llamaindex --timeline)
+IDLE_POLL_SECONDS = 5
 
 
 def default_embed_workers() -> int:
@@ -112,7 +116,7 @@ class LocalRuntime:
         stage: str = "dev",
         project_dir: str | os.PathLike[str] | None = None,
         concurrency: int = 1,
-        wait_time_seconds: int = 1,
+        wait_time_seconds: int = IDLE_POLL_SECONDS,
         clock: Clock = utc_now,
         stack_name: str = "weknora-local",
         embed_workers: int | None = None,
