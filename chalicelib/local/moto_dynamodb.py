@@ -17,6 +17,7 @@ stack's CPU, and it grows with everything ever stored. Here:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 from collections.abc import Callable, Iterable
@@ -100,6 +101,16 @@ def reindex(table: Any, pk: PrimaryKey) -> None:
             index_map.place(pk, item)
 
 
+#: called with (table, primary key) after every write of an item (the snapshot's change log listens)
+WRITE_LISTENERS: list[Callable[[Any, PrimaryKey], None]] = []
+
+
+def written(table: Any, pk: PrimaryKey) -> None:
+    reindex(table, pk)
+    for listener in WRITE_LISTENERS:
+        listener(table, pk)
+
+
 def forget_index_maps(table: Any) -> None:
     """After a change not made item by item (a table emptied, a rollback): rebuilt on the next Query."""
     table.__dict__.pop(_MAPS, None)
@@ -171,7 +182,7 @@ def narrowed_all_items(all_items: Callable[[Any], list[Any]]) -> Callable[[Any],
 def indexed_put(put_item: Callable[..., Any]) -> Callable[..., Any]:
     def put_and_index(self: Any, *args: Any, **kwargs: Any) -> Any:
         item = put_item(self, *args, **kwargs)
-        reindex(self, (item.hash_key, item.range_key))
+        written(self, (item.hash_key, item.range_key))
         return item
 
     return put_and_index
@@ -180,7 +191,7 @@ def indexed_put(put_item: Callable[..., Any]) -> Callable[..., Any]:
 def indexed_delete(delete_item: Callable[..., Any]) -> Callable[..., Any]:
     def delete_and_index(self: Any, hash_key: Any, range_key: Any) -> Any:
         item = delete_item(self, hash_key, range_key)
-        reindex(self, (hash_key, range_key))
+        written(self, (hash_key, range_key))
         return item
 
     return delete_and_index
@@ -189,15 +200,19 @@ def indexed_delete(delete_item: Callable[..., Any]) -> Callable[..., Any]:
 def indexed_update(update_item: Callable[..., Any]) -> Callable[..., Any]:
     """moto's UpdateItem changes the stored item in place (the table's `put_item` is not called again)."""
 
-    def update_and_index(self: Any, table_name: str, *args: Any, **kwargs: Any) -> Any:
+    def update_and_index(self: Any, table_name: str, key: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            item = update_item(self, table_name, *args, **kwargs)
+            item = update_item(self, table_name, key, *args, **kwargs)
         except Exception:
             # moto may have created or half-changed the item before it raised (a size check runs last)
-            if table_name in self.tables:
-                forget_index_maps(self.tables[table_name])
+            table = self.tables.get(table_name)
+            if table is not None and isinstance(key, dict):
+                from moto.dynamodb.exceptions import MockValidationException
+
+                with contextlib.suppress(MockValidationException):  # a key moto refuses: nothing written
+                    written(table, self.get_keys_value(table, key))
             raise
-        reindex(self.get_table(table_name), (item.hash_key, item.range_key))
+        written(self.get_table(table_name), (item.hash_key, item.range_key))
         return item
 
     return update_and_index
@@ -232,7 +247,7 @@ class _UndoLog:
                 table.items.pop(hash_value, None)
             else:
                 table.items[hash_value] = before
-            forget_index_maps(table)
+            written(table, (hash_value, range_value))
 
 
 def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:

@@ -123,11 +123,12 @@ def speed_up_moto() -> bool:
         from moto.dynamodb.responses import DynamoHandler
         from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
-        from chalicelib.local import moto_bounds, moto_dynamodb
+        from chalicelib.local import moto_bounds, moto_changes, moto_dynamodb
 
         DynamoHandler.serialized = serialized_as_json  # type: ignore[method-assign,assignment]
         AmazonStateLanguageParser.parse = staticmethod(parse_once(AmazonStateLanguageParser.parse))  # type: ignore[method-assign,assignment]
         moto_dynamodb.install()  # a Query reads its partition, a transaction saves only what it touches
+        moto_changes.install()  # which items changed since the last snapshot
         moto_bounds.install()  # deleted receipts and finished executions kept within bounds
         _sped_up = True
     return True
@@ -227,11 +228,13 @@ def empty_in_place(account: str, region: str, expected: Footprint) -> bool:
             if execution.status == "RUNNING":
                 sm.stop_execution(execution.execution_arn)
         sm.executions.clear()
+    from chalicelib.local.moto_changes import change_log
     from chalicelib.local.moto_dynamodb import forget_index_maps
 
     for table in dynamodb.tables.values():
         table.items.clear()
         forget_index_maps(table)
+        change_log.cleared(table)
     for queue in sqs.queues.values():
         with queue._messages_lock:
             queue._messages = []
