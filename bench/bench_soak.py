@@ -46,7 +46,7 @@ KINDS = {
 }  # fmt: skip
 MAX_BYTES = 1_000_000
 TERMINAL = {"completed", "failed", "cancelled"}
-PAGE = 100  # documents per reported group
+PAGE = 100  # documents per reported group (`--group`)
 
 
 def pick_files(corpus: Path) -> list[Path]:
@@ -237,7 +237,10 @@ def leftovers(moto_url: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- the soak
 
 
-def run(docs: int, in_flight: int, interval: float, per_doc_timeout: float, corpus: Path) -> dict[str, Any]:
+def run(
+    docs: int, in_flight: int, interval: float, per_doc_timeout: float, corpus: Path, until: float | None
+) -> dict[str, Any]:
+    """`until` (epoch seconds): no upload after it; the run ends with the documents already uploaded."""
     files = pick_files(corpus)
     contents = {f.name: f.read_bytes() for f in files}
     work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
@@ -258,6 +261,11 @@ def run(docs: int, in_flight: int, interval: float, per_doc_timeout: float, corp
         uploaded = 0
         moto_cpu_at: list[float] = []
         while len(finished) < docs:
+            if until is not None and time.time() > until and uploaded < docs:
+                print(f"time is up: {uploaded} uploaded, the run ends with them", flush=True)
+                docs = uploaded
+                if len(finished) >= docs:
+                    break
             while uploaded < docs and len(pending) < in_flight:
                 round_no, index = divmod(uploaded, len(files))
                 if round_no not in kbs:
@@ -276,7 +284,7 @@ def run(docs: int, in_flight: int, interval: float, per_doc_timeout: float, corp
                     "uploaded": time.monotonic() - started,
                 }
                 uploaded += 1
-            time.sleep(0.5)
+            time.sleep(1.0)
             for knowledge_id in list(pending):
                 row = api.data("GET", f"/knowledge/{knowledge_id}")
                 now = time.monotonic() - started
@@ -412,8 +420,21 @@ def main() -> None:
     )
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--out", type=Path, default=None, help="also write the report here (JSON)")
+    parser.add_argument("--group", type=int, default=PAGE, help="documents per reported group")
+    parser.add_argument(
+        "--until", default=None, help="UTC HH:MM after which nothing more is uploaded (a run that must end)"
+    )
     args = parser.parse_args()
-    result = run(args.docs, args.in_flight, args.snapshot_interval, args.doc_timeout, args.corpus)
+    globals()["PAGE"] = args.group
+    until = None
+    if args.until:
+        import datetime as dt
+
+        now = dt.datetime.now(dt.UTC)
+        hour, minute = map(int, args.until.split(":"))
+        end = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+        until = (end if end > now else end + dt.timedelta(days=1)).timestamp()
+    result = run(args.docs, args.in_flight, args.snapshot_interval, args.doc_timeout, args.corpus, until)
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
