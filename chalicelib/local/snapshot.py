@@ -54,10 +54,11 @@ READ_FIRST = ("-knowledge",)
 #: a DLQ message is held out of sight this long while the snapshot reads the queue
 DLQ_HOLD_SECONDS = 30
 
+#: items are a kilobyte or two (chunks, cached vectors): a rowid table keeps them out of the key's B-tree
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS items (tbl TEXT NOT NULL, k TEXT NOT NULL, item TEXT NOT NULL,
-    PRIMARY KEY (tbl, k)) WITHOUT ROWID;
+    PRIMARY KEY (tbl, k));
 CREATE TABLE IF NOT EXISTS objects (bucket TEXT NOT NULL, key TEXT NOT NULL, etag TEXT NOT NULL,
     blob TEXT NOT NULL, content_type TEXT NOT NULL, metadata TEXT NOT NULL,
     PRIMARY KEY (bucket, key)) WITHOUT ROWID;
