@@ -8,7 +8,8 @@ moto 5.2.5 keeps, for ever:
   event history). Here a finished execution keeps its full environment only while it is among the
   `FULL_FINISHED` most recently finished; after that it keeps what the API still answers about it: its
   status, dates, input, output, error, and its event history (what `get_execution_history` returns, which
-  the pipeline reads to count state transitions); the rest of the interpreter is dropped.
+  the pipeline reads to count state transitions); the rest of the interpreter is dropped, and its copy of
+  the state machine is shared with the other executions of the same revision.
 """
 
 from __future__ import annotations
@@ -110,6 +111,10 @@ class FinishedExecutions:
                 slim(self._recent.popleft())
 
 
+#: one copy of each state machine revision for every slimmed execution that ran it
+_revisions: dict[tuple[Any, ...], Any] = {}
+
+
 def slim(execution: Any) -> None:
     worker = execution.exec_worker
     if worker is None or isinstance(worker, FinishedWorker) or execution.status == "RUNNING":
@@ -117,6 +122,17 @@ def slim(execution: Any) -> None:
     env = worker.env
     events = env.event_manager.get_event_history() if env is not None else []
     execution.exec_worker = FinishedWorker(events)
+    # moto gives every execution a deep copy of its state machine (definition and all); the copies of one
+    # revision are equal and only read once the execution is over: they can be one object
+    machine = execution.state_machine
+    revision = (
+        machine.arn,
+        machine.definition,
+        getattr(machine, "revision_id", None),
+        getattr(machine, "roleArn", None),
+        str(getattr(machine, "create_date", "")),
+    )
+    execution.state_machine = _revisions.setdefault(revision, machine)
 
 
 finished_executions = FinishedExecutions()

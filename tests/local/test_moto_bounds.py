@@ -77,6 +77,8 @@ def test_an_older_finished_execution_keeps_what_the_api_answers(
     first = sfn.start_execution(stateMachineArn=machine, name="doc-1", input="{}")["executionArn"]
     first_described = _finished(sfn, first)
     history = sfn.get_execution_history(executionArn=first)["events"]
+    machine_then = sfn.describe_state_machine_for_execution(executionArn=first)
+    machine_then.pop("ResponseMetadata")
     assert sum(e["type"].endswith("StateEntered") for e in history) == 2
     for n in range(2, 6):
         _finished(
@@ -89,6 +91,10 @@ def test_an_older_finished_execution_keeps_what_the_api_answers(
     assert not isinstance(executions["doc-5"].exec_worker, FinishedWorker)  # among the most recent
     assert _finished(sfn, first) == first_described
     assert sfn.get_execution_history(executionArn=first)["events"] == history
+    machine_now = sfn.describe_state_machine_for_execution(executionArn=first)
+    machine_now.pop("ResponseMetadata")
+    assert machine_now == machine_then
+    assert executions["doc-1"].state_machine is executions["doc-2"].state_machine  # one copy per revision
     with pytest.raises(sfn.exceptions.ExecutionAlreadyExists):  # its name is still taken
         sfn.start_execution(stateMachineArn=machine, name="doc-1", input='{"other": 1}')
     sfn.delete_state_machine(stateMachineArn=machine)
