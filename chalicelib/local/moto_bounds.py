@@ -2,6 +2,10 @@
 `moto_patches.speed_up_moto` on the moto version it pins.
 
 moto 5.2.5 keeps, for ever:
+- every model object it ever created (`BaseModel.instances_tracked`, for its dashboard): every DynamoDB
+  item, and every copy of one a GetItem, Query or UpdateItem answered with, every SQS message, every
+  Step Functions object. Here only S3's keys and multipart uploads are tracked (moto's reset disposes of
+  their temporary files through that list); the rest is freed when moto lets go of it;
 - every receipt handle of every message an SQS queue ever deleted (`Queue.deleted_messages`, so that a
   second delete of the same message succeeds); here a queue remembers the most recent `RECENT_RECEIPTS`;
 - every Step Functions execution with its whole interpreter environment (frames, states, callback pools,
@@ -137,6 +141,18 @@ def slim(execution: Any) -> None:
 
 finished_executions = FinishedExecutions()
 
+#: the model classes whose instances moto still tracks (module, class name)
+STILL_TRACKED = {("moto.s3.models", "FakeKey"), ("moto.s3.models", "FakeMultipart")}
+
+
+def untracked_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """`BaseModel.__new__` without the list of every instance ever made (but for `STILL_TRACKED`)."""
+    instance: Any = object.__new__(cls)
+    if (cls.__module__, cls.__name__) in STILL_TRACKED:
+        cls.instances_tracked.append(instance)  # type: ignore[attr-defined]
+    return instance
+
+
 _installed = False
 
 
@@ -145,6 +161,7 @@ def install() -> None:
     global _installed
     if _installed:
         return
+    from moto.core.common_models import BaseModel
     from moto.sqs.models import Queue
     from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
 
@@ -160,6 +177,7 @@ def install() -> None:
         terminated(self)
         finished_executions.finished(self.execution)
 
+    BaseModel.__new__ = staticmethod(untracked_new)  # type: ignore[method-assign]
     Queue.__init__ = init_with_recent_receipts  # type: ignore[method-assign]
     BaseExecutionWorkerCommunication.terminated = terminated_then_kept_small  # type: ignore[method-assign]
     _installed = True

@@ -98,3 +98,34 @@ def test_an_older_finished_execution_keeps_what_the_api_answers(
     with pytest.raises(sfn.exceptions.ExecutionAlreadyExists):  # its name is still taken
         sfn.start_execution(stateMachineArn=machine, name="doc-1", input='{"other": 1}')
     sfn.delete_state_machine(stateMachineArn=machine)
+
+
+def test_moto_does_not_keep_every_item_it_ever_made(moto_server: MotoServer) -> None:
+    """moto tracks every model instance for its dashboard: every item copy a GetItem answered with stayed."""
+    from moto.dynamodb.models.dynamo_type import Item
+    from moto.s3.models import FakeKey
+
+    ddb = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=moto_server.url)
+    name = f"bounds-{uuid.uuid4().hex[:8]}"
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ddb.put_item(TableName=name, Item={"pk": {"S": "a"}, "n": {"N": "0"}})
+    tracked = len(Item.instances_tracked)  # type: ignore[attr-defined]
+    for _ in range(20):
+        assert ddb.get_item(TableName=name, Key={"pk": {"S": "a"}})["Item"]["pk"] == {"S": "a"}
+        ddb.update_item(TableName=name, Key={"pk": {"S": "a"}}, UpdateExpression="SET n = n + :one",
+                        ExpressionAttributeValues={":one": {"N": "1"}})  # fmt: skip
+    assert ddb.get_item(TableName=name, Key={"pk": {"S": "a"}})["Item"]["n"] == {"N": "20"}
+    assert len(Item.instances_tracked) == tracked  # type: ignore[attr-defined]
+    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_server.url)
+    s3.create_bucket(Bucket=name)
+    before = len(FakeKey.instances_tracked)  # type: ignore[attr-defined]
+    s3.put_object(Bucket=name, Key="k", Body=b"x")  # S3 keys stay tracked: moto's reset disposes of them
+    assert len(FakeKey.instances_tracked) == before + 1  # type: ignore[attr-defined]
+    s3.delete_object(Bucket=name, Key="k")
+    s3.delete_bucket(Bucket=name)
+    ddb.delete_table(TableName=name)
