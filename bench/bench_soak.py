@@ -50,7 +50,7 @@ TERMINAL = {"completed", "failed", "cancelled"}
 PAGE = 100  # documents per reported group (`--group`)
 
 
-def pick_files(corpus: Path) -> list[Path]:
+def pick_files(corpus: Path, max_bytes: int = MAX_BYTES) -> list[Path]:
     files = []
     for path in sorted(corpus.iterdir()):
         name = path.name
@@ -60,7 +60,7 @@ def pick_files(corpus: Path) -> list[Path]:
             ".scan." in name
             or ".photo." in name
             or ".truncated." in name  # damaged on purpose: it fails, as it should
-            or path.stat().st_size > MAX_BYTES
+            or path.stat().st_size > max_bytes
             or path.stat().st_size == 0
         ):
             continue
@@ -240,10 +240,16 @@ def leftovers(moto_url: str) -> dict[str, Any]:
 
 
 def run(
-    docs: int, in_flight: int, interval: float, per_doc_timeout: float, corpus: Path, until: float | None
+    docs: int,
+    in_flight: int,
+    interval: float,
+    per_doc_timeout: float,
+    corpus: Path,
+    until: float | None,
+    max_bytes: int = MAX_BYTES,
 ) -> dict[str, Any]:
     """`until` (epoch seconds): no upload after it; the run ends with the documents already uploaded."""
-    files = pick_files(corpus)
+    files = pick_files(corpus, max_bytes)
     contents = {f.name: f.read_bytes() for f in files}
     work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
     port, moto_port = free_port(), free_port()
@@ -423,6 +429,7 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--out", type=Path, default=None, help="also write the report here (JSON)")
     parser.add_argument("--group", type=int, default=PAGE, help="documents per reported group")
+    parser.add_argument("--max-bytes", type=int, default=MAX_BYTES, help="leave out larger corpus files")
     parser.add_argument(
         "--until", default=None, help="UTC HH:MM after which nothing more is uploaded (a run that must end)"
     )
@@ -436,7 +443,15 @@ def main() -> None:
         hour, minute = map(int, args.until.split(":"))
         end = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
         until = (end if end > now else end + dt.timedelta(days=1)).timestamp()
-    result = run(args.docs, args.in_flight, args.snapshot_interval, args.doc_timeout, args.corpus, until)
+    result = run(
+        args.docs,
+        args.in_flight,
+        args.snapshot_interval,
+        args.doc_timeout,
+        args.corpus,
+        until,
+        args.max_bytes,
+    )
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
