@@ -1,7 +1,9 @@
 """Every use of moto's private internals, fenced to the moto version it was written for.
 
-The local stack replaces two of moto's hot paths (DynamoDB's data-plane answers written by `json.dumps`, a
-state machine's definition parsed once for all its executions), remembers which backend serves a host,
+The local stack replaces moto's hot paths (DynamoDB's data-plane answers written by `json.dumps`, a
+state machine's definition parsed once for all its executions, and in `moto_dynamodb` a Query that reads
+only its partition and transactions that copy only what they touch), bounds what moto keeps for ever
+(`moto_bounds`), remembers which backend serves a host,
 and empties the stack's tables, queues and buckets in place between tests. All of it reaches into moto's
 private classes, so it applies only on `PATCHED_FOR` (the version pyproject.toml pins, where a test checks
 each patch answers as moto does). On any other version none of it applies and one warning says so: moto
@@ -121,8 +123,13 @@ def speed_up_moto() -> bool:
         from moto.dynamodb.responses import DynamoHandler
         from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
+        from chalicelib.local import moto_bounds, moto_changes, moto_dynamodb
+
         DynamoHandler.serialized = serialized_as_json  # type: ignore[method-assign,assignment]
         AmazonStateLanguageParser.parse = staticmethod(parse_once(AmazonStateLanguageParser.parse))  # type: ignore[method-assign,assignment]
+        moto_dynamodb.install()  # a Query reads its partition, a transaction saves only what it touches
+        moto_changes.install()  # which items changed since the last snapshot
+        moto_bounds.install()  # deleted receipts and finished executions kept within bounds
         _sped_up = True
     return True
 
@@ -221,8 +228,13 @@ def empty_in_place(account: str, region: str, expected: Footprint) -> bool:
             if execution.status == "RUNNING":
                 sm.stop_execution(execution.execution_arn)
         sm.executions.clear()
+    from chalicelib.local.moto_changes import change_log
+    from chalicelib.local.moto_dynamodb import forget_index_maps
+
     for table in dynamodb.tables.values():
         table.items.clear()
+        forget_index_maps(table)
+        change_log.cleared(table)
     for queue in sqs.queues.values():
         with queue._messages_lock:
             queue._messages = []

@@ -29,7 +29,7 @@ import requests
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from chalicelib.local import moto_patches
+from chalicelib.local import moto_changes, moto_patches
 from chalicelib.local.moto_patches import Footprint
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,14 @@ class _DynamoDBSerialised:
         self._lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("PATH_INFO") == moto_changes.CHANGES_PATH and moto_patches.patches_apply():
+            # the snapshot's change log: under the lock, so it is one cut between whole requests
+            with self._lock:
+                body = moto_changes.answer(environ.get("QUERY_STRING", ""), ACCOUNT_ID)
+            start_response(
+                "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+            )
+            return [body]
         if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
             return self._app(environ, start_response)
         with self._lock:

@@ -3,19 +3,27 @@
 moto keeps tables, buckets and queues in memory only. This module saves what the stack owns there into the
 state directory and puts it back into a fresh moto server on the next start:
 
-- every DynamoDB table's items (read first: the knowledge table, so a row never claims chunks or index
-  entries the snapshot lacks; the embedded index and local files live on disk in the state dir anyway);
-- every S3 object (content-addressed blobs, so a periodic snapshot writes only new objects), restored with
-  the bucket's notifications paused, so a restored upload is not announced to the uploads queue again;
+- every DynamoDB table's items;
+- every S3 object (content-addressed blobs, written once), restored with the bucket's notifications paused,
+  so a restored upload is not announced to the uploads queue again;
 - the messages waiting in the dead-letter queues (the operator's record of what failed).
 
 Queued stage messages and running Step Functions executions are not saved: on start, housekeeping
 (`recovery.recover_after_restart`) starts every row that was in flight over at a new attempt.
 
+**Incremental** (issue 27): the snapshot is a SQLite database (`state.sqlite`, one row per item, object
+and dead letter). Each periodic save writes only the items written since the last one: the moto server
+keeps a change log of the keys written (`moto_changes`) and hands over those items, one consistent cut
+across all tables, so a save's cost follows what changed in the interval, not everything ever stored, and
+a crash (kill -9) loses at most one interval whatever the size. Each save is one SQLite transaction: a
+crash mid-save keeps the previous snapshot. The first save of a process, and every save on a moto the
+change log is not patched into, reads every table instead (a full save).
+
 Why not moto's recorder: it logs every request (the pollers' long polls included) and replays them, so
 receipts, task tokens and executions would be re-run against a different server, and the log only grows.
 
-`state.json` is written to a temporary file and renamed, so a crash mid-save keeps the previous snapshot.
+A `state.json` from before (format 1, the whole state in one file) is still restored; the first save after
+it writes the database and removes the file.
 """
 
 from __future__ import annotations
@@ -26,41 +34,87 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import boto3
+import requests
 from botocore.exceptions import BotoCoreError, ClientError
+
+from chalicelib.local.moto_changes import CHANGES_PATH
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
-#: tables read first (see the module docstring), by name suffix
+FORMAT = 2
+#: tables read first in a full save (see `_full_tables`), by name suffix
 READ_FIRST = ("-knowledge",)
 #: a DLQ message is held out of sight this long while the snapshot reads the queue
 DLQ_HOLD_SECONDS = 30
 
+#: items are a kilobyte or two (chunks, cached vectors): a rowid table keeps them out of the key's B-tree
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS items (tbl TEXT NOT NULL, k TEXT NOT NULL, item TEXT NOT NULL,
+    PRIMARY KEY (tbl, k));
+CREATE TABLE IF NOT EXISTS objects (bucket TEXT NOT NULL, key TEXT NOT NULL, etag TEXT NOT NULL,
+    blob TEXT NOT NULL, content_type TEXT NOT NULL, metadata TEXT NOT NULL,
+    PRIMARY KEY (bucket, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dead_letters (queue TEXT NOT NULL, body TEXT NOT NULL, attributes TEXT NOT NULL);
+"""
 
-def _encode(value: Any) -> Any:
-    """DynamoDB's typed JSON with bytes (B, BS) as {"__b64__": ...}."""
-    if isinstance(value, bytes | bytearray):
-        return {"__b64__": base64.b64encode(bytes(value)).decode()}
-    if isinstance(value, dict):
-        return {k: _encode(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_encode(v) for v in value]
-    return value
+
+def snapshot_exists(directory: str | os.PathLike[str]) -> bool:
+    """A saved state (this format or the one before) is in `directory`."""
+    path = Path(directory)
+    return (path / "state.sqlite").is_file() or (path / "state.json").is_file()
 
 
-def _decode(value: Any) -> Any:
+# ---------------------------------------------------------------- DynamoDB JSON <-> boto3's values
+
+
+def _to_wire(value: dict[str, Any]) -> dict[str, Any]:
+    """A boto3 AttributeValue (bytes for B/BS) in DynamoDB's JSON (base64 strings)."""
+    (kind, inner), = value.items()  # fmt: skip
+    if kind == "B":
+        return {"B": base64.b64encode(bytes(inner)).decode("ascii")}
+    if kind == "BS":
+        return {"BS": [base64.b64encode(bytes(b)).decode("ascii") for b in inner]}
+    if kind == "M":
+        return {"M": {k: _to_wire(v) for k, v in inner.items()}}
+    if kind == "L":
+        return {"L": [_to_wire(v) for v in inner]}
+    return {kind: inner}
+
+
+def _from_wire(value: dict[str, Any]) -> dict[str, Any]:
+    (kind, inner), = value.items()  # fmt: skip
+    if kind == "B":
+        return {"B": base64.b64decode(inner)}
+    if kind == "BS":
+        return {"BS": [base64.b64decode(b) for b in inner]}
+    if kind == "M":
+        return {"M": {k: _from_wire(v) for k, v in inner.items()}}
+    if kind == "L":
+        return {"L": [_from_wire(v) for v in inner]}
+    return {kind: inner}
+
+
+def _legacy_decode(value: Any) -> Any:
+    """Format 1 kept bytes as {"__b64__": ...} inside boto3's values."""
     if isinstance(value, dict):
         if set(value) == {"__b64__"}:
             return base64.b64decode(value["__b64__"])
-        return {k: _decode(v) for k, v in value.items()}
+        return {k: _legacy_decode(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_decode(v) for v in value]
+        return [_legacy_decode(v) for v in value]
     return value
+
+
+def _row_key(key: dict[str, Any]) -> str:
+    return json.dumps(key, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass
@@ -69,6 +123,7 @@ class SnapshotCounts:
     objects: int = 0
     dead_letters: int = 0
     tables: dict[str, int] = field(default_factory=dict)
+    full: bool = False
 
     def line(self) -> str:
         return f"{self.items} item(s), {self.objects} object(s), {self.dead_letters} dead letter(s)"
@@ -81,9 +136,18 @@ class MotoSnapshot:
         self.dir = Path(directory)
         self.endpoint_url = endpoint_url
         self.region = region
+        #: the database holds exactly what the server held at the last save (or restore)
+        self._in_step = False
+        #: the server's last batch of changes was written (else it owes the same keys again)
+        self._last_batch_saved = True
+
+    @property
+    def database(self) -> Path:
+        return self.dir / "state.sqlite"
 
     @property
     def state_file(self) -> Path:
+        """Format 1's single file (restored if there is no database yet)."""
         return self.dir / "state.json"
 
     @property
@@ -91,11 +155,22 @@ class MotoSnapshot:
         return self.dir / "blobs"
 
     def exists(self) -> bool:
-        return self.state_file.is_file()
+        return snapshot_exists(self.dir)
 
     def _client(self, service: str) -> Any:
         make: Any = boto3.client  # the stubs only accept literal service names
         return make(service, region_name=self.region, endpoint_url=self.endpoint_url)
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self.database, timeout=30)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")  # a reader never waits; a kill -9 keeps commits
+            connection.executescript(_SCHEMA)
+            yield connection
+        finally:
+            connection.close()
 
     # ---- save --------------------------------------------------------------------------------------------
 
@@ -104,7 +179,7 @@ class MotoSnapshot:
         stack goes on; the next interval tries again, and the last good snapshot stays in place."""
         try:
             return self.save()
-        except (BotoCoreError, ClientError, OSError) as error:
+        except (BotoCoreError, ClientError, OSError, sqlite3.Error, requests.RequestException) as error:
             log.warning(
                 "the periodic snapshot failed (%s: %s); retrying at the next interval",
                 type(error).__name__,
@@ -113,57 +188,136 @@ class MotoSnapshot:
             return None
 
     def save(self) -> SnapshotCounts:
+        """Writes what changed since the last save (all of it on the first save of this snapshot object)."""
         counts = SnapshotCounts()
-        state = {
-            "format": FORMAT,
-            "tables": self._save_tables(counts),
-            "buckets": self._save_buckets(counts),
-            "dead_letters": self._save_dead_letters(counts),
-        }
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state), encoding="utf-8")
-        os.replace(tmp, self.state_file)
-        self._prune_blobs(state)
+        changes = self._take_changes()  # before any read: what is written from now on is in the next batch
+        with self._db() as db:
+            try:
+                if changes is None or not self._in_step:
+                    counts.full = True
+                    self._full_tables(db, counts)
+                else:
+                    self._changed_tables(db, changes, counts)
+                self._save_buckets(db, counts)
+                self._save_dead_letters(db, counts)
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (str(FORMAT),))
+                db.commit()
+            except BaseException:
+                db.rollback()
+                self._last_batch_saved = False
+                raise
+        self._last_batch_saved = True
+        self._in_step = changes is not None
+        self.state_file.unlink(missing_ok=True)  # format 1's file: the database has all of it now
         return counts
 
-    def _save_tables(self, counts: SnapshotCounts) -> dict[str, list[Any]]:
+    def _take_changes(self) -> dict[str, Any] | None:
+        """The server's batch of changed items; None when the server keeps no change log (another moto)."""
+        saved = "1" if self._last_batch_saved else "0"
+        reply = requests.post(
+            f"{self.endpoint_url}{CHANGES_PATH}?saved={saved}&region={self.region}", timeout=120
+        )
+        if reply.status_code != 200 or not reply.headers.get("Content-Type", "").startswith(
+            "application/json"
+        ):
+            return None  # moto as it ships answers this path with an error page: a full save is right
+        return dict(reply.json())
+
+    def _changed_tables(
+        self, db: sqlite3.Connection, changes: dict[str, Any], counts: SnapshotCounts
+    ) -> None:
+        names = self._table_names()
+        self._drop_tables_not_in(db, names)
+        for name, change in changes["tables"].items():
+            if change["cleared"]:
+                db.execute("DELETE FROM items WHERE tbl = ?", (name,))
+            key_names = self._key_names(name) if change["put"] else []
+            db.executemany(
+                "INSERT OR REPLACE INTO items VALUES (?, ?, ?)",
+                [
+                    (name, _row_key({k: item[k] for k in key_names}), json.dumps(item, separators=(",", ":")))
+                    for item in change["put"]
+                ],
+            )
+            db.executemany(
+                "DELETE FROM items WHERE tbl = ? AND k = ?",
+                [(name, _row_key(key)) for key in change["delete"]],
+            )
+            counts.items += len(change["put"]) + len(change["delete"])
+            counts.tables[name] = len(change["put"]) + len(change["delete"])
+
+    def _table_names(self) -> list[str]:
         ddb = self._client("dynamodb")
-        names = [n for page in ddb.get_paginator("list_tables").paginate() for n in page["TableNames"]]
-        names.sort(key=lambda n: (not n.endswith(READ_FIRST), n))
-        tables: dict[str, list[Any]] = {}
+        return [n for page in ddb.get_paginator("list_tables").paginate() for n in page["TableNames"]]
+
+    def _key_names(self, table: str) -> list[str]:
+        cached: dict[str, list[str]] = self.__dict__.setdefault("_key_names_of", {})
+        if table not in cached:
+            schema = self._client("dynamodb").describe_table(TableName=table)["Table"]["KeySchema"]
+            cached[table] = [k["AttributeName"] for k in schema]
+        return cached[table]
+
+    @staticmethod
+    def _drop_tables_not_in(db: sqlite3.Connection, names: list[str]) -> None:
+        saved = {row[0] for row in db.execute("SELECT DISTINCT tbl FROM items")}
+        for gone in saved - set(names):
+            db.execute("DELETE FROM items WHERE tbl = ?", (gone,))
+
+    def _full_tables(self, db: sqlite3.Connection, counts: SnapshotCounts) -> None:
+        """Every table read through the API. The knowledge table first: a row never claims chunks or index
+        entries the snapshot lacks (this path has no single cut across tables)."""
+        ddb = self._client("dynamodb")
+        names = sorted(self._table_names(), key=lambda n: (not n.endswith(READ_FIRST), n))
+        self._drop_tables_not_in(db, names)
         for name in names:
             try:
+                key_names = self._key_names(name)
                 items = [
-                    _encode(item)
+                    {k: _to_wire(v) for k, v in item.items()}
                     for page in ddb.get_paginator("scan").paginate(TableName=name, ConsistentRead=True)
                     for item in page["Items"]
                 ]
             except ddb.exceptions.ResourceNotFoundException:
                 continue  # deleted between the listing and the scan
-            tables[name] = items
+            db.execute("DELETE FROM items WHERE tbl = ?", (name,))
+            db.executemany(
+                "INSERT OR REPLACE INTO items VALUES (?, ?, ?)",
+                [
+                    (name, _row_key({k: i[k] for k in key_names}), json.dumps(i, separators=(",", ":")))
+                    for i in items
+                ],
+            )
             counts.items += len(items)
             counts.tables[name] = len(items)
-        return tables
 
-    def _save_buckets(self, counts: SnapshotCounts) -> dict[str, list[dict[str, Any]]]:
+    def _save_buckets(self, db: sqlite3.Connection, counts: SnapshotCounts) -> None:
+        """Objects are listed (cheap) and read only when new or changed (by ETag)."""
         s3 = self._client("s3")
         self.blobs.mkdir(parents=True, exist_ok=True)
-        previous = self._previous_objects()
-        buckets: dict[str, list[dict[str, Any]]] = {}
-        for bucket in s3.list_buckets().get("Buckets", []):
-            name = bucket["Name"]
-            objects = []
+        names = [b["Name"] for b in s3.list_buckets().get("Buckets", [])]
+        for gone in {r[0] for r in db.execute("SELECT DISTINCT bucket FROM objects")} - set(names):
+            db.execute("DELETE FROM objects WHERE bucket = ?", (gone,))
+        dropped = False
+        for name in names:
+            known = {
+                key: (etag, blob)
+                for key, etag, blob in db.execute(
+                    "SELECT key, etag, blob FROM objects WHERE bucket = ?", (name,)
+                )
+            }
+            listed: set[str] = set()
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
                 for entry in page.get("Contents", []):
-                    known = previous.get((name, entry["Key"], entry.get("ETag", "")))
-                    if known is not None and (self.blobs / known["blob"]).is_file():
-                        objects.append(known)  # unchanged since the last snapshot: not read again
-                        continue
+                    key, etag = entry["Key"], entry.get("ETag", "")
+                    listed.add(key)
+                    before = known.get(key)
+                    if before is not None and before[0] == etag and (self.blobs / before[1]).is_file():
+                        continue  # unchanged since the last snapshot: not read again
                     try:
-                        got = s3.get_object(Bucket=name, Key=entry["Key"])
+                        got = s3.get_object(Bucket=name, Key=key)
                     except s3.exceptions.NoSuchKey:
-                        continue  # deleted between the listing and the read: not part of the state any more
+                        listed.discard(key)  # deleted between the listing and the read
+                        continue
                     data = got["Body"].read()
                     digest = hashlib.sha256(data).hexdigest()
                     blob = self.blobs / digest
@@ -171,40 +325,38 @@ class MotoSnapshot:
                         tmp = blob.with_suffix(".tmp")
                         tmp.write_bytes(data)
                         os.replace(tmp, blob)
-                    objects.append(
-                        {
-                            "key": entry["Key"],
-                            "etag": entry.get("ETag", ""),
-                            "blob": digest,
-                            "content_type": got.get("ContentType", "binary/octet-stream"),
-                            "metadata": got.get("Metadata", {}),
-                        }
+                    db.execute(
+                        "INSERT OR REPLACE INTO objects VALUES (?, ?, ?, ?, ?, ?)",
+                        (
+                            name,
+                            key,
+                            etag,
+                            digest,
+                            got.get("ContentType", "binary/octet-stream"),
+                            json.dumps(got.get("Metadata", {})),
+                        ),
                     )
-            buckets[name] = objects
-            counts.objects += len(objects)
-        return buckets
+                    dropped = dropped or before is not None
+            gone = [(name, key) for key in known.keys() - listed]
+            db.executemany("DELETE FROM objects WHERE bucket = ? AND key = ?", gone)
+            dropped = dropped or bool(gone)
+            counts.objects += len(listed)
+        if dropped:
+            self._prune_blobs(db)
 
-    def _previous_objects(self) -> dict[tuple[str, str, str], dict[str, Any]]:
-        if not self.exists():
-            return {}
-        try:
-            state = json.loads(self.state_file.read_text(encoding="utf-8"))
-        except ValueError:
-            return {}
-        return {
-            (bucket, o["key"], o.get("etag", "")): o
-            for bucket, objects in state.get("buckets", {}).items()
-            for o in objects
-        }
+    def _prune_blobs(self, db: sqlite3.Connection) -> None:
+        wanted = {row[0] for row in db.execute("SELECT DISTINCT blob FROM objects")}
+        for blob in self.blobs.iterdir():
+            if blob.name not in wanted:
+                blob.unlink(missing_ok=True)
 
-    def _save_dead_letters(self, counts: SnapshotCounts) -> dict[str, list[dict[str, Any]]]:
+    def _save_dead_letters(self, db: sqlite3.Connection, counts: SnapshotCounts) -> None:
         sqs = self._client("sqs")
-        saved: dict[str, list[dict[str, Any]]] = {}
+        saved: list[tuple[str, str, str]] = []
         for url in sqs.list_queues().get("QueueUrls", []):
             name = url.rsplit("/", 1)[-1]
             if not name.endswith("-dlq"):
                 continue
-            messages: list[dict[str, Any]] = []
             handles: list[str] = []
             while True:
                 reply = sqs.receive_message(
@@ -219,45 +371,74 @@ class MotoSnapshot:
                     break
                 for m in batch:
                     handles.append(m["ReceiptHandle"])
-                    messages.append({"body": m["Body"], "attributes": m.get("MessageAttributes", {})})
+                    saved.append((name, m["Body"], json.dumps(m.get("MessageAttributes", {}))))
             for handle in handles:  # back in sight at once: a snapshot changes nothing
                 with contextlib.suppress(sqs.exceptions.ReceiptHandleIsInvalid):  # redriven meanwhile
                     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
-            if messages:
-                saved[name] = messages
-                counts.dead_letters += len(messages)
-        return saved
-
-    def _prune_blobs(self, state: dict[str, Any]) -> None:
-        wanted = {o["blob"] for objects in state["buckets"].values() for o in objects}
-        for blob in self.blobs.iterdir():
-            if blob.name not in wanted:
-                blob.unlink(missing_ok=True)
+        db.execute("DELETE FROM dead_letters")
+        db.executemany("INSERT INTO dead_letters VALUES (?, ?, ?)", saved)
+        counts.dead_letters += len(saved)
 
     # ---- restore -----------------------------------------------------------------------------------------
 
     def restore(self) -> SnapshotCounts:
         """Puts the snapshot into the (freshly provisioned, empty) server. Tables, buckets and queues must
         exist already: the template creates them; ones the template no longer has are skipped."""
-        state = json.loads(self.state_file.read_text(encoding="utf-8"))
-        if state.get("format") != FORMAT:
-            raise ValueError(f"{self.state_file} has snapshot format {state.get('format')}, not {FORMAT}")
         counts = SnapshotCounts()
-        self._restore_tables(state["tables"], counts)
-        self._restore_buckets(state["buckets"], counts)
-        self._restore_dead_letters(state["dead_letters"], counts)
+        if self.database.is_file():
+            with self._db() as db:
+                version = db.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
+                if version is not None and version[0] != str(FORMAT):
+                    raise ValueError(f"{self.database} has snapshot format {version[0]}, not {FORMAT}")
+                tables: dict[str, list[dict[str, Any]]] = {}
+                for tbl, item in db.execute("SELECT tbl, item FROM items ORDER BY tbl, k"):
+                    wire = json.loads(item)
+                    tables.setdefault(tbl, []).append({k: _from_wire(v) for k, v in wire.items()})
+                buckets: dict[str, list[dict[str, Any]]] = {}
+                for bucket, key, etag, blob, content_type, metadata in db.execute(
+                    "SELECT bucket, key, etag, blob, content_type, metadata FROM objects ORDER BY bucket, key"
+                ):
+                    buckets.setdefault(bucket, []).append(
+                        {
+                            "key": key,
+                            "etag": etag,
+                            "blob": blob,
+                            "content_type": content_type,
+                            "metadata": json.loads(metadata),
+                        }
+                    )
+                dead: dict[str, list[dict[str, Any]]] = {}
+                for queue, body, attributes in db.execute("SELECT queue, body, attributes FROM dead_letters"):
+                    dead.setdefault(queue, []).append({"body": body, "attributes": json.loads(attributes)})
+            in_step = True
+        else:
+            state = json.loads(self.state_file.read_text(encoding="utf-8"))
+            if state.get("format") != 1:
+                raise ValueError(f"{self.state_file} has snapshot format {state.get('format')}, not 1")
+            tables = {name: [_legacy_decode(i) for i in items] for name, items in state["tables"].items()}
+            buckets, dead = state["buckets"], state["dead_letters"]
+            in_step = False  # the first save writes everything into the database
+        self._restore_tables(tables, counts)
+        self._restore_buckets(buckets, counts)
+        self._restore_dead_letters(dead, counts)
+        self._in_step = in_step and self._forget_changes()
         return counts
+
+    def _forget_changes(self) -> bool:
+        """The restore's own writes are the snapshot already: the server's change log starts empty."""
+        reply = requests.post(f"{self.endpoint_url}{CHANGES_PATH}?forget=1", timeout=60)
+        return reply.status_code != 404 and reply.ok
 
     def _restore_tables(self, tables: dict[str, list[Any]], counts: SnapshotCounts) -> None:
         ddb = self._client("dynamodb")
-        existing = {n for page in ddb.get_paginator("list_tables").paginate() for n in page["TableNames"]}
+        existing = set(self._table_names())
         for name, items in tables.items():
             if name not in existing:
                 log.warning("snapshot table %s is not in the template any more; skipped", name)
                 continue
             for start in range(0, len(items), 25):
-                requests = [{"PutRequest": {"Item": _decode(i)}} for i in items[start : start + 25]]
-                pending: dict[str, Any] = {name: requests}
+                batch = [{"PutRequest": {"Item": i}} for i in items[start : start + 25]]
+                pending: dict[str, Any] = {name: batch}
                 while pending:
                     pending = ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
             counts.items += len(items)

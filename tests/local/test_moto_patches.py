@@ -35,7 +35,12 @@ url = sqs.create_queue(QueueName="q")["QueueUrl"]
 sqs.send_message(QueueUrl=url, MessageBody="hello")
 body = sqs.receive_message(QueueUrl=url)["Messages"][0]["Body"]
 footprint = server.footprint()
+import tempfile
+from chalicelib.local.snapshot import MotoSnapshot
+snapshot = MotoSnapshot(tempfile.mkdtemp(), server.url)
+saves = [snapshot.save(), snapshot.save()]  # no change log on this moto: every save reads every table
 print(json.dumps({
+    "snapshots": [(c.full, c.tables.get("t")) for c in saves],
     "applies": moto_patches.patches_apply(),
     "serializer_is_moto": DynamoHandler.serialized is BaseResponse.serialized,
     "parser_is_moto": AmazonStateLanguageParser.parse is parse_before,
@@ -67,6 +72,7 @@ def test_on_another_moto_nothing_is_patched_and_the_stack_still_works() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {
+        "snapshots": [[True, 1], [True, 1]],
         "applies": False,
         "serializer_is_moto": True,
         "parser_is_moto": True,

@@ -38,14 +38,14 @@ def _load_project_app() -> Any:
 
 def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | None = None) -> int:
     from chalicelib.local.runtime import LocalRuntime
-    from chalicelib.local.snapshot import MotoSnapshot
+    from chalicelib.local.snapshot import MotoSnapshot, snapshot_exists
 
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     state_dir = Path(os.environ.get("WEKNORA_STATE_DIR", ".weknora")).resolve()
     os.environ["WEKNORA_STATE_DIR"] = str(state_dir)  # before the app is imported
     snapshot_dir = state_dir / SNAPSHOT_DIR
-    if state_dir.exists() and (args.fresh or not (snapshot_dir / "state.json").is_file()):
+    if state_dir.exists() and (args.fresh or not snapshot_exists(snapshot_dir)):
         # Files and index entries without the tables that point at them (an old or --fresh state) would be
         # orphans: a fresh stack starts from an empty state dir.
         shutil.rmtree(state_dir)

@@ -1,0 +1,183 @@
+"""moto's memory bounded under a long local run (issue 27): private internals of moto, applied only through
+`moto_patches.speed_up_moto` on the moto version it pins.
+
+moto 5.2.5 keeps, for ever:
+- every model object it ever created (`BaseModel.instances_tracked`, for its dashboard): every DynamoDB
+  item, and every copy of one a GetItem, Query or UpdateItem answered with, every SQS message, every
+  Step Functions object. Here only S3's keys and multipart uploads are tracked (moto's reset disposes of
+  their temporary files through that list); the rest is freed when moto lets go of it;
+- every receipt handle of every message an SQS queue ever deleted (`Queue.deleted_messages`, so that a
+  second delete of the same message succeeds); here a queue remembers the most recent `RECENT_RECEIPTS`;
+- every Step Functions execution with its whole interpreter environment (frames, states, callback pools,
+  event history). Here a finished execution keeps its full environment only while it is among the
+  `FULL_FINISHED` most recently finished; after that it keeps what the API still answers about it: its
+  status, dates, input, output, error, and its event history (what `get_execution_history` returns, which
+  the pipeline reads to count state transitions); the rest of the interpreter is dropped, and its copy of
+  the state machine is shared with the other executions of the same revision.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+from typing import Any
+
+#: receipt handles of deleted messages each queue remembers (a delete repeated later than that fails)
+RECENT_RECEIPTS = 20_000
+#: finished executions (per process) that keep their whole interpreter environment
+FULL_FINISHED = 64
+
+
+class RecentReceipts:
+    """A set of receipt handles that forgets the oldest beyond `limit` (what moto's set is used as)."""
+
+    def __init__(self, limit: int = RECENT_RECEIPTS) -> None:
+        self.limit = limit
+        self._handles: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, handle: object) -> bool:
+        return handle in self._handles
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+    def __iter__(self) -> Any:
+        return iter(self._handles)
+
+    def add(self, handle: str) -> None:
+        self._handles[handle] = None
+        self._handles.move_to_end(handle)
+        while len(self._handles) > self.limit:
+            self._handles.popitem(last=False)
+
+    def update(self, handles: Iterable[str]) -> None:
+        for handle in handles:
+            self.add(handle)
+
+    def clear(self) -> None:
+        self._handles.clear()
+
+
+class _NoCallbacks:
+    """A finished execution waits for no task token and runs no map."""
+
+    def notify(self, callback_id: Any, outcome: Any) -> bool:
+        return False
+
+    def heartbeat(self, callback_id: Any) -> bool:
+        return False
+
+    def get(self, arn: Any) -> None:
+        return None
+
+    def get_all(self) -> list[Any]:
+        return []
+
+
+class _KeptHistory:
+    def __init__(self, events: list[Any]) -> None:
+        self._events = events
+
+    def get_event_history(self) -> list[Any]:
+        return list(self._events)
+
+
+class _FinishedEnvironment:
+    def __init__(self, events: list[Any]) -> None:
+        self.event_manager = _KeptHistory(events)
+        self.callback_pool_manager = _NoCallbacks()
+        self.map_run_record_pool_manager = _NoCallbacks()
+
+
+class FinishedWorker:
+    """What stays of a finished execution's interpreter: its history."""
+
+    def __init__(self, events: list[Any]) -> None:
+        self.env = _FinishedEnvironment(events)
+
+    def stop(self, stop_date: Any, error: Any, cause: Any) -> None:
+        return None  # it has stopped already
+
+
+class FinishedExecutions:
+    """The most recently finished executions, oldest first; older ones are slimmed down."""
+
+    def __init__(self, keep_full: int = FULL_FINISHED) -> None:
+        self.keep_full = keep_full
+        self._recent: deque[Any] = deque()
+        self._lock = threading.Lock()
+
+    def finished(self, execution: Any) -> None:
+        with self._lock:
+            self._recent.append(execution)
+            while len(self._recent) > self.keep_full:
+                slim(self._recent.popleft())
+
+
+#: one copy of each state machine revision for every slimmed execution that ran it
+_revisions: dict[tuple[Any, ...], Any] = {}
+
+
+def slim(execution: Any) -> None:
+    worker = execution.exec_worker
+    if worker is None or isinstance(worker, FinishedWorker) or execution.status == "RUNNING":
+        return
+    env = worker.env
+    events = env.event_manager.get_event_history() if env is not None else []
+    execution.exec_worker = FinishedWorker(events)
+    # moto gives every execution a deep copy of its state machine (definition and all); the copies of one
+    # revision are equal and only read once the execution is over: they can be one object
+    machine = execution.state_machine
+    revision = (
+        machine.arn,
+        machine.definition,
+        getattr(machine, "revision_id", None),
+        getattr(machine, "roleArn", None),
+        str(getattr(machine, "create_date", "")),
+    )
+    execution.state_machine = _revisions.setdefault(revision, machine)
+
+
+finished_executions = FinishedExecutions()
+
+#: the model classes whose instances moto still tracks (module, class name)
+STILL_TRACKED = {("moto.s3.models", "FakeKey"), ("moto.s3.models", "FakeMultipart")}
+
+
+def untracked_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+    """`BaseModel.__new__` without the list of every instance ever made (but for `STILL_TRACKED`)."""
+    instance: Any = object.__new__(cls)
+    if (cls.__module__, cls.__name__) in STILL_TRACKED:
+        cls.instances_tracked.append(instance)  # type: ignore[attr-defined]
+    return instance
+
+
+_installed = False
+
+
+def install() -> None:
+    """Once per process (the caller has checked the moto version)."""
+    global _installed
+    if _installed:
+        return
+    from moto.core.common_models import BaseModel
+    from moto.sqs.models import Queue
+    from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
+
+    queue_init = Queue.__init__
+
+    def init_with_recent_receipts(self: Any, *args: Any, **kwargs: Any) -> None:
+        queue_init(self, *args, **kwargs)
+        self.deleted_messages = RecentReceipts()
+
+    terminated = BaseExecutionWorkerCommunication.terminated
+
+    def terminated_then_kept_small(self: Any) -> None:
+        terminated(self)
+        finished_executions.finished(self.execution)
+
+    BaseModel.__new__ = staticmethod(untracked_new)  # type: ignore[method-assign]
+    Queue.__init__ = init_with_recent_receipts  # type: ignore[method-assign]
+    BaseExecutionWorkerCommunication.terminated = terminated_then_kept_small  # type: ignore[method-assign]
+    _installed = True

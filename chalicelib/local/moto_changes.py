@@ -1,0 +1,119 @@
+"""Which DynamoDB items changed since the last snapshot, kept inside the moto server's process (issue 27).
+
+`moto_dynamodb` calls `ChangeLog.touched` after every write of an item (put, update, delete, a transaction's
+rollback); the snapshot asks the server for the items behind those keys (`moto_server` answers
+`POST /_weknora/dynamodb-changes` under the same lock as every DynamoDB request, so the answer is one
+consistent cut across all tables) and writes only them. A batch handed out stays owed until the next call
+says it was saved (`saved=1`): a snapshot that failed to write gets the same keys again, with their values
+of then.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from chalicelib.local.moto_dynamodb import PrimaryKey
+
+#: the moto server's path for the change log (not an AWS API)
+CHANGES_PATH = "/_weknora/dynamodb-changes"
+
+
+def _wire(value: object) -> str:
+    import base64
+
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not in a DynamoDB item")
+
+
+class ChangeLog:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dirty: dict[str, set[PrimaryKey]] = {}
+        self._cleared: set[str] = set()
+        self._handed_out: dict[str, set[PrimaryKey]] = {}
+        self._handed_out_cleared: set[str] = set()
+
+    def touched(self, table: Any, pk: PrimaryKey) -> None:
+        with self._lock:
+            self._dirty.setdefault(table.name, set()).add(pk)
+
+    def cleared(self, table: Any) -> None:
+        with self._lock:
+            self._dirty.pop(table.name, None)
+            self._cleared.add(table.name)
+
+    def take(self, backend: Any, *, previous_saved: bool) -> dict[str, Any]:
+        """{"tables": {name: {"cleared": bool, "put": [item], "delete": [key]}}} for every key written since
+        the last batch that was saved; keys are the items' key attributes, both in DynamoDB's JSON."""
+        with self._lock:
+            if not previous_saved:  # the last batch was not written: owe it again
+                for name, keys in self._handed_out.items():
+                    self._dirty.setdefault(name, set()).update(keys)
+                self._cleared |= self._handed_out_cleared
+            self._handed_out, self._dirty = self._dirty, {}
+            self._handed_out_cleared, self._cleared = self._cleared, set()
+            batch, cleared = self._handed_out, self._handed_out_cleared
+        tables: dict[str, Any] = {}
+        for name in set(batch) | cleared:
+            table = backend.tables.get(name)
+            if table is None:
+                continue  # deleted since: the snapshot drops tables that are gone
+            put, delete = [], []
+            for hash_value, range_value in batch.get(name, ()):
+                key = {table.hash_key_attr: hash_value.to_json()}
+                if table.range_key_attr and range_value is not None:
+                    key[table.range_key_attr] = range_value.to_json()
+                item = _current(table, (hash_value, range_value))
+                if item is None:
+                    delete.append(key)
+                else:
+                    put.append(item.to_json()["Attributes"])
+            tables[name] = {"cleared": name in cleared, "put": put, "delete": delete}
+        return {"tables": tables}
+
+    def forget(self) -> None:
+        """Everything written so far is in the snapshot already (it was just restored from it)."""
+        with self._lock:
+            self._dirty, self._cleared = {}, set()
+            self._handed_out, self._handed_out_cleared = {}, set()
+
+
+def _current(table: Any, pk: PrimaryKey) -> Any:
+    from chalicelib.local.moto_dynamodb import _current as current_item
+
+    return current_item(table, pk)
+
+
+change_log = ChangeLog()
+
+
+def answer(query: str, account: str) -> bytes:
+    """The body of the server's reply to CHANGES_PATH?<query> (`region=...`; `saved=1`; `forget=1`)."""
+    from urllib.parse import parse_qs
+
+    from moto.dynamodb.models import dynamodb_backends
+
+    params = parse_qs(query)
+    if params.get("forget") == ["1"]:
+        change_log.forget()
+        return b"{}"
+    backend = dynamodb_backends[account][params.get("region", ["us-east-1"])[0]]
+    batch = change_log.take(backend, previous_saved=params.get("saved") == ["1"])
+    return json.dumps(batch, default=_wire).encode()
+
+
+_installed = False
+
+
+def install() -> None:
+    """Once per process, with `moto_dynamodb` (the caller has checked the moto version)."""
+    global _installed
+    if _installed:
+        return
+    from chalicelib.local import moto_dynamodb
+
+    moto_dynamodb.WRITE_LISTENERS.append(change_log.touched)
+    _installed = True
