@@ -442,7 +442,9 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
                 if live is not None:
                     live.update(view)
                 else:
+                    # the row's status too: it may settle (completed) after the spans' last change
                     fingerprint = str(data["spans"].get("trace")) + str(data["waiting"])
+                    fingerprint += str(data["knowledge"].get("parse_status"))
                     if fingerprint != shown:
                         shown = fingerprint
                         console.print(view)
