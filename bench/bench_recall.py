@@ -334,7 +334,8 @@ def search_reused(queries: list[Query], kept: list[Path], retrievers: str = "hyb
     model = MiniLmEmbedding()
     space = IndexSpace(space_name, model.dimensions)
     indexed = {e.knowledge_id for e in entries}
-    missing = sorted(name for kid, name in ids.items() if kid not in indexed)
+    reached = {name for kid, name in ids.items() if kid in indexed}  # a file may be in several kept runs
+    missing = sorted({name for name in ids.values() if name not in reached})
     if missing:  # an interrupted --keep run: measure the documents that reached the index
         print(
             f"--reuse: {len(missing)} documents never reached the index, their queries are left out: {missing}"
