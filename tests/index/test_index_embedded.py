@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 from index_contract import CORPUS, DIM, EngineContract, constitution_articles, entry, ids, vec
 
-from chalicelib.adapters.index.embedded import EmbeddedEngine, index_terms, match_expression
+from chalicelib.adapters.index.embedded import (
+    ANALYSIS_VERSION,
+    EmbeddedEngine,
+    document_terms,
+    index_terms,
+    match_expression,
+)
 from chalicelib.ports import IndexSpace, RetrieveEngine
 
 
@@ -56,6 +62,11 @@ def test_tokeniser_bigrams_cjk_and_keeps_words() -> None:
     assert match_expression("  ...  ") == ""
 
 
+def test_a_document_indexes_each_cjk_character_beside_the_bigrams() -> None:
+    assert document_terms("大韩 法 ok") == ["大韩", "大", "韩", "法", "ok"]
+    assert index_terms("大韩 法 ok") == ["大韩", "法", "ok"]  # a query: bigrams alone
+
+
 def test_tokeniser_folds_traditional_chinese_like_the_query_side() -> None:
     assert index_terms("尊嚴 ＡＢＣ") == index_terms("尊严 abc") == ["尊严", "abc"]
 
@@ -72,7 +83,13 @@ def test_file_from_an_older_analysis_gets_its_terms_rebuilt(tmp_path: Path) -> N
     try:
         assert ids(eng.hybrid_search(SPACE, "kb1", "尊严 权利", None, 5, vector=False)) == ["t1"]
         with sqlite3.connect(path) as conn:
-            assert conn.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone()[0] == "2"
+            assert (
+                conn.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone()[0]
+                == ANALYSIS_VERSION
+            )
+        assert ids(eng.hybrid_search(SPACE, "kb1", "权", None, 5, vector=False)) == [
+            "t1"
+        ]  # and its characters
     finally:
         eng.close()
 

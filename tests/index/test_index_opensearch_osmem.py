@@ -22,6 +22,9 @@ opensearchpy = pytest.importorskip("opensearchpy")
 
 OSMEM_KNN = "osmem-server 0.1.6 rejects `knn` queries (HTTP 400: not supported by osmem)"
 OSMEM_HANGUL = "osmem-server 0.1.6 indexes Hangul words whole (no cjk_bigram at index time)"
+OSMEM_UNIGRAMS = (
+    "osmem-server 0.1.6 indexes no CJK unigrams (its _analyze shows `output_unigrams`, its index does not)"
+)
 
 
 def _stored_vector(engine: RetrieveEngine, space: IndexSpace, entry_id: str) -> np.ndarray:
@@ -36,6 +39,7 @@ def _stored_vector(engine: RetrieveEngine, space: IndexSpace, entry_id: str) -> 
 class TestOpenSearchOnOsmem(EngineContract):
     KNN_SKIP = OSMEM_KNN
     HANGUL_BIGRAM_SKIP = OSMEM_HANGUL
+    UNIGRAM_SKIP = OSMEM_UNIGRAMS
 
     @pytest.fixture
     def engine(self, osmem_url: str) -> Iterator[OpenSearchEngine]:
@@ -76,13 +80,21 @@ def test_index_mapping_is_created_once(client: object) -> None:
     assert props["embedding"]["dimension"] == DIM
     assert props["embedding"]["method"]["space_type"] == "cosinesimil"
     assert props["embedding"]["method"]["name"] == "hnsw"
-    assert props["content"] == {"type": "text", "analyzer": "weknora_text"}
+    assert props["content"] == {
+        "type": "text",
+        "analyzer": "weknora_text",
+        "search_analyzer": "weknora_query",
+    }
     assert {props[f]["type"] for f in ("kb_id", "knowledge_id", "chunk_id", "id")} == {"keyword"}
     assert props["is_enabled"]["type"] == "boolean"
     tokens = client.indices.analyze(  # type: ignore[attr-defined]
         index=SPACE.name, body={"field": "content", "text": "국회의원 Foxes"}
     )["tokens"]
-    assert [t["token"] for t in tokens] == ["국회", "회의", "의원", "foxes"]
+    assert [t["token"] for t in tokens] == ["국", "국회", "회", "회의", "의", "의원", "원", "foxes"]
+    query_tokens = client.indices.analyze(  # type: ignore[attr-defined]
+        index=SPACE.name, body={"analyzer": "weknora_query", "text": "국회의원 Foxes"}
+    )["tokens"]
+    assert [t["token"] for t in query_tokens] == ["국회", "회의", "의원", "foxes"]
 
 
 def test_second_engine_finds_existing_index(client: object) -> None:

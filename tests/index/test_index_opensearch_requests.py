@@ -173,7 +173,15 @@ def test_bulk_lines_and_refresh(recorded: tuple[OpenSearchEngine, RecordingTrans
         "PUT",
         "/weknora-baai-bge-m3-8/_mapping",
         {},
-        {"properties": {"search_text": {"type": "text", "analyzer": "weknora_text"}}},
+        {
+            "properties": {
+                "search_text": {
+                    "type": "text",
+                    "analyzer": "weknora_text",
+                    "search_analyzer": "weknora_query",
+                }
+            }
+        },
     )
     method, url, params, body = transport.calls[2]
     assert (method, url, params) == ("POST", "/_bulk", {"refresh": "wait_for"})

@@ -97,10 +97,15 @@ class _ScriptedWhisper:
 
 
 def test_a_transcription_reports_the_seconds_of_audio_as_it_decodes_them(monkeypatch: Any) -> None:
+    import numpy as np
+
+    from chalicelib.parsers import asr
     from chalicelib.parsers.asr import WhisperAsr
     from chalicelib.parsers.progress import progress_listener
 
-    engine = WhisperAsr()
+    engine = WhisperAsr(language="en")
+    monkeypatch.setattr(asr, "_decode_audio", lambda data, name: np.zeros(16_000 * 42, dtype=np.float32))
+    monkeypatch.setattr(asr, "_speech_only", lambda samples: samples)
     monkeypatch.setattr(engine, "available", lambda: True)
     monkeypatch.setattr(engine, "_load", lambda: _ScriptedWhisper([]))
     reports: list[dict[str, Any]] = []

@@ -15,8 +15,11 @@ characters (`국회`, `헌법`), and it ranks English by sub-word fragments. Ins
 pre-tokenised here the way Lucene's `standard` tokenizer + `cjk_bigram` filter does on the
 OpenSearch side: `text_fold.fold` (NFKC width folding, traditional → simplified Chinese, lowercase),
 Latin/digit words whole, runs of Hangul/Han/Kana as overlapping bigrams (a lone CJK character stays a
-unigram). The bigram string goes into a `unicode61` FTS5 table, and queries are tokenised the same way
-and OR-ed, like an OpenSearch `match` query. A file whose stored terms came from an older analysis
+unigram). A document's CJK runs also give their single characters (`document_terms`, like `cjk_bigram`
+with `output_unigrams` on the index side of OpenSearch), so a one-character word of a query (Chinese 心,
+弟, 人) finds the runs it sits in; a query keeps bigrams alone, so it stays as precise as before. The
+term string goes into a `unicode61` FTS5 table, and the query's terms are OR-ed, like an OpenSearch
+`match` query. A file whose stored terms came from an older analysis
 (`ANALYSIS_VERSION`) has them rebuilt from the stored content when it is first opened.
 """
 
@@ -43,8 +46,8 @@ from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
 
 SCHEMA_VERSION = "1"
-#: bumped whenever index_terms changes; files indexed under another version get their terms rebuilt
-ANALYSIS_VERSION = "2"
+#: bumped whenever document_terms changes; files indexed under another version get their terms rebuilt
+ANALYSIS_VERSION = "3"
 _MAX_QUERY_TERMS = 128
 _SQL_BATCH = 500  # bound host parameters per statement
 
@@ -93,8 +96,9 @@ END;
 _COLUMNS = "rid, id, kb_id, knowledge_id, chunk_id, content, source_id, source_type, chunk_type, is_enabled"
 
 
-def index_terms(text: str) -> list[str]:
-    """Tokens as the BM25 index sees them: words whole, CJK runs as overlapping bigrams."""
+def index_terms(text: str, *, unigrams: bool = False) -> list[str]:
+    """Tokens as a BM25 query sees them: words whole, CJK runs as overlapping bigrams (a lone CJK
+    character as itself). `unigrams`: each character of a longer CJK run too (what a document indexes)."""
     out: list[str] = []
     for token in _TOKEN_RE.findall(fold(text)):
         if _CJK_RUN_RE.fullmatch(token):
@@ -102,9 +106,16 @@ def index_terms(text: str) -> list[str]:
                 out.append(token)
             else:
                 out.extend(token[i : i + 2] for i in range(len(token) - 1))
+                if unigrams:
+                    out.extend(token)
         else:
             out.append(token)
     return out
+
+
+def document_terms(text: str) -> list[str]:
+    """Tokens as the BM25 index stores a document: the query's tokens plus every CJK character."""
+    return index_terms(text, unigrams=True)
 
 
 def match_expression(query: str) -> str:
@@ -300,7 +311,7 @@ class EmbeddedEngine:
                 entry.knowledge_id,
                 entry.chunk_id,
                 entry.content,
-                " ".join(index_terms(entry.content)),
+                " ".join(document_terms(entry.content)),
                 entry.source_id,
                 entry.source_type,
                 entry.chunk_type,
@@ -646,7 +657,8 @@ def _reanalyse(conn: sqlite3.Connection) -> None:
         if not rows:
             break
         conn.executemany(
-            "UPDATE entries SET terms = ? WHERE rid = ?", [(" ".join(index_terms(c)), rid) for rid, c in rows]
+            "UPDATE entries SET terms = ? WHERE rid = ?",
+            [(" ".join(document_terms(c)), rid) for rid, c in rows],
         )
         last = rows[-1][0]
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('analysis', ?)", (ANALYSIS_VERSION,))

@@ -6,7 +6,11 @@ mapping, the bulk writer and the queries apart would spread one index's format o
 One index per IndexSpace (`space.name`): a `knn_vector` field (HNSW, cosinesimil) at the space's
 dimension, a `content` text field analysed for BM25 with the standard tokenizer + `cjk_width`,
 `lowercase` and `cjk_bigram` (the same bigrams the embedded engine builds, so Korean, Chinese and
-Japanese words match without a morphological plugin), and keyword fields to filter on.
+Japanese words match without a morphological plugin), and keyword fields to filter on. At index time
+the bigram filter also outputs unigrams (a query's one-character Chinese word finds the runs it sits
+in); the search analyzer keeps bigrams alone (`weknora_query`), as the embedded engine does. An index
+created before that split keeps the analyzer it was created with (an index's analyzers cannot change
+while it is open): its documents match as before.
 
 Folding (`chalicelib.domain.text_fold.fold`: NFKC width folding, traditional → simplified Chinese with OpenCC,
 lowercase) runs here in Python, because no stock OpenSearch analyzer has OpenCC's dictionary: a document
@@ -48,7 +52,10 @@ from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
 VECTOR_FIELD = "embedding"
 SEARCH_FIELD = "search_text"
 TEXT_ANALYZER = "weknora_text"
-_SEARCH_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER}
+QUERY_ANALYZER = "weknora_query"
+_TEXT_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER, "search_analyzer": QUERY_ANALYZER}
+_SEARCH_MAPPING = dict(_TEXT_MAPPING)
+_LEGACY_SEARCH_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER}  # indices created before weknora_query
 _TERMS_BATCH = 1000  # values per `terms` filter / delete request
 Refresh = bool | Literal["wait_for"]
 
@@ -73,13 +80,19 @@ def index_body(
         "settings": {
             "index": index_settings,
             "analysis": {
+                "filter": {"cjk_bigram_unigrams": {"type": "cjk_bigram", "output_unigrams": True}},
                 "analyzer": {
                     TEXT_ANALYZER: {
                         "type": "custom",
                         "tokenizer": "standard",
+                        "filter": ["cjk_width", "lowercase", "cjk_bigram_unigrams"],
+                    },
+                    QUERY_ANALYZER: {
+                        "type": "custom",
+                        "tokenizer": "standard",
                         "filter": ["cjk_width", "lowercase", "cjk_bigram"],
-                    }
-                }
+                    },
+                },
             },
         },
         "mappings": {
@@ -93,7 +106,7 @@ def index_body(
                 "source_type": {"type": "keyword"},
                 "chunk_type": {"type": "keyword"},
                 "is_enabled": {"type": "boolean"},
-                "content": {"type": "text", "analyzer": TEXT_ANALYZER},
+                "content": dict(_TEXT_MAPPING),
                 SEARCH_FIELD: dict(_SEARCH_MAPPING),
                 VECTOR_FIELD: {
                     "type": "knn_vector",
@@ -238,9 +251,14 @@ class OpenSearchEngine:
                 if exc.error != "resource_already_exists_exception":  # another worker won the race
                     raise
         else:  # an index from before `search_text`: adding a field to a mapping is allowed, and idempotent
-            self.client.indices.put_mapping(
-                index=name, body={"properties": {SEARCH_FIELD: dict(_SEARCH_MAPPING)}}
-            )
+            try:
+                self.client.indices.put_mapping(
+                    index=name, body={"properties": {SEARCH_FIELD: dict(_SEARCH_MAPPING)}}
+                )
+            except RequestError:  # an index from before the query analyzer: the field as its analysis has it
+                self.client.indices.put_mapping(
+                    index=name, body={"properties": {SEARCH_FIELD: dict(_LEGACY_SEARCH_MAPPING)}}
+                )
         with self._lock:
             self._ready.add(name)
 
