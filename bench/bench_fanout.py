@@ -17,8 +17,6 @@ hand-over); its texts/s counts every text chunk.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import os
 import sys
@@ -35,45 +33,10 @@ for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+from bench_scale import make_csv  # noqa: E402  # the same generated product sheet as the scale bench
 from local_stack import start_local_stack  # noqa: E402
 
 STAGES = ("docreader", "chunking", "embedding")
-
-
-def make_csv(rows: int) -> bytes:
-    """A product sheet: ids, names, categories, prices, dates and a short free-text note per row."""
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["id", "name", "category", "price", "stock", "warehouse", "updated", "note"])
-    words = [
-        "red",
-        "blue",
-        "sturdy",
-        "light",
-        "compact",
-        "spare",
-        "steel",
-        "oak",
-        "linen",
-        "quiet",
-        "fast",
-        "bright",
-    ]
-    for r in range(rows):
-        note = " ".join(words[(r * k) % len(words)] for k in (1, 3, 5, 7))
-        writer.writerow(
-            [
-                r,
-                f"item {r}",
-                f"cat {r % 37}",
-                f"{r % 997}.50",
-                r % 53,
-                f"W{r % 9}",
-                f"2026-11-{1 + r % 28:02d}",
-                note,
-            ]
-        )
-    return out.getvalue().encode()
 
 
 def run(rows: int, workers: int | None, raw_sample: int) -> dict[str, Any]:
