@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chalicelib.domain.clock import from_iso
 from chalicelib.local.cli.client import (
     ApiClient,
     default_api,
@@ -100,19 +100,24 @@ def rows_table(columns: Sequence[str], rows: Sequence[dict[str, Any]], title: st
         table.add_column(header, overflow="fold", no_wrap=column == "id" or column.endswith("_at"))
     for row in rows:
         table.add_row(
-            *(
-                escape(_time(v) if c.endswith("_at") else cell(v))
-                for c, v in ((c, row.get(c)) for c in columns)
-            )
+            *(escape(_time(row.get(c)) if c.endswith("_at") else cell(row.get(c))) for c in columns)
         )
     return table
 
 
 def _time(value: Any) -> str:
-    """`2026-12-04T07:23:43.526000+00:00` as `2026-12-04 07:23:43Z` (the API's times are UTC)."""
-    text = cell(value)
-    match = re.match(r"^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?(?:Z|\+00:00)$", text)
-    return f"{match[1]} {match[2]}Z" if match else text
+    """`2026-12-04T07:23:43.526000+00:00` as `2026-12-04 07:23:43Z`; anything else as it is."""
+    moment = _parsed(cell(value))
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if moment else cell(value)
+
+
+def _parsed(iso: str) -> datetime | None:
+    """An API time (UTC when it names no zone), or None for what is not one."""
+    try:
+        moment = from_iso(iso)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def print_rows(console: Console, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
@@ -140,13 +145,8 @@ def seconds(value: float) -> str:
 
 def since(iso: str, now: datetime | None = None) -> float:
     """Seconds from an ISO time to now (negative when it is still ahead)."""
-    try:
-        then = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return 0.0
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=UTC)
-    return ((now or datetime.now(UTC)) - then).total_seconds()
+    then = _parsed(iso)
+    return ((now or datetime.now(UTC)) - then).total_seconds() if then else 0.0
 
 
 def json_arg(text: str) -> Any:
