@@ -6,13 +6,21 @@ of the stage tree (the spans API, the CLI's live table) shows the same figures.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 #: a stage span's counters that concurrent workers add to atomically (the embedding fan-out's slices),
 #: kept beside the span's outputs and read as part of them: a span update stays O(1) in the work's size
 SPAN_COUNTERS = ("entries_indexed", "texts_embedded", "cache_hits", "batches", "slices_done")
+
+
+def require_span_counters(names: Iterable[str]) -> None:
+    """A span's counters are only SPAN_COUNTERS (each has its own attribute in the spans table)."""
+    unknown = set(names) - set(SPAN_COUNTERS)
+    if unknown:
+        raise ValueError(f"not span counters: {sorted(unknown)}")
+
 
 Measure = tuple[str, str, str]
 #: per stage: (output holding the work done, output holding the total, unit shown); the first one whose

@@ -12,7 +12,7 @@ from pynamodb.exceptions import (
 
 from chalicelib.adapters.dynamo.tables import Models, _iso_or_none
 from chalicelib.domain.clock import from_iso, now_iso, to_iso
-from chalicelib.domain.progress import SPAN_COUNTERS
+from chalicelib.domain.progress import SPAN_COUNTERS, require_span_counters
 from chalicelib.domain.types import (
     Span,
     SpanKind,
@@ -68,9 +68,7 @@ class DynamoSpanRepo:
     def add_counters(
         self, knowledge_id: str, attempt: int, span_id: str, counts: Mapping[str, int], *, reset: bool = False
     ) -> None:
-        unknown = set(counts) - set(SPAN_COUNTERS)
-        if unknown:
-            raise ValueError(f"not span counters: {sorted(unknown)}")
+        require_span_counters(counts)
         m = self.model
         actions: list[Any] = [m.updated_at.set(now_iso())]
         for name, value in counts.items():

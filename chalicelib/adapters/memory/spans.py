@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from chalicelib.adapters.memory.clock import _ms, _now
 from chalicelib.domain.clock import to_iso
-from chalicelib.domain.progress import SPAN_COUNTERS
+from chalicelib.domain.progress import require_span_counters
 from chalicelib.domain.types import (
     Span,
 )
@@ -35,9 +35,7 @@ class MemorySpanRepo:
     def add_counters(
         self, knowledge_id: str, attempt: int, span_id: str, counts: Mapping[str, int], *, reset: bool = False
     ) -> None:
-        unknown = set(counts) - set(SPAN_COUNTERS)
-        if unknown:
-            raise ValueError(f"not span counters: {sorted(unknown)}")
+        require_span_counters(counts)
         with self._lock:
             counters = self._counters.setdefault((knowledge_id, attempt, span_id), {})
             for name, value in counts.items():
