@@ -23,7 +23,6 @@ import multiprocessing
 import os
 import sys
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -33,7 +32,7 @@ for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-from local_stack import start_local_stack  # noqa: E402
+from local_stack import new_tenant_kb, start_local_stack  # noqa: E402
 
 from chalicelib.settings import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
 
@@ -101,18 +100,11 @@ def main() -> None:
     from e2e.conftest import multipart  # the same multipart body the end-to-end tests send
 
     from chalicelib.bootstrap import get_deps
-    from chalicelib.operations.tenants import create_tenant_with_key
 
     runtime = start_local_stack(Path(tempfile.mkdtemp(prefix="bench-cost-")))
     try:
-        _, key = create_tenant_with_key(get_deps(), f"bench-{uuid.uuid4().hex[:6]}")
-        headers = {"X-API-Key": key}
         with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
-            kb = client.http.post(
-                "/api/v1/knowledge-bases",
-                headers={**headers, "Content-Type": "application/json"},
-                body='{"name": "bench-cost"}',
-            ).json_body["data"]
+            headers, kb = new_tenant_kb(client, "bench-cost")
             words = prose()
             ids = []
             started = time.monotonic()

@@ -47,7 +47,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -58,7 +57,7 @@ for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-from local_stack import start_local_stack  # noqa: E402
+from local_stack import new_tenant_kb, start_local_stack  # noqa: E402
 
 from chalicelib.domain.filetypes import file_type_of, is_importable  # noqa: E402
 from chalicelib.settings import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
@@ -192,21 +191,14 @@ def ours(files: list[Path], workers: int | None) -> dict[str, Any]:
 
     from chalicelib.bootstrap import get_deps
     from chalicelib.domain.types import EnableStatus, ParseStatus
-    from chalicelib.operations.tenants import create_tenant_with_key
 
     runtime = start_local_stack(Path(tempfile.mkdtemp(prefix="bench-e2e-")), embed_workers=workers)
     try:
         deps = get_deps()
         model = deps.embedding_model("")
         model.warm_up()  # type: ignore[attr-defined]  # worker processes start and load the model
-        _, key = create_tenant_with_key(deps, f"bench-{uuid.uuid4().hex[:6]}")
-        headers = {"X-API-Key": key}
         with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
-            kb = client.http.post(
-                "/api/v1/knowledge-bases",
-                headers={**headers, "Content-Type": "application/json"},
-                body='{"name": "bench-e2e"}',
-            ).json_body["data"]
+            headers, kb = new_tenant_kb(client, "bench-e2e")
             runtime.start_workers()
             requests = RequestCounter()
             cpu_before = _cpu_seconds()

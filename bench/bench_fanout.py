@@ -22,7 +22,6 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 from bench_scale import make_csv  # noqa: E402  # the same generated product sheet as the scale bench
-from local_stack import start_local_stack  # noqa: E402
+from local_stack import new_tenant_kb, start_local_stack  # noqa: E402
 
 STAGES = ("docreader", "chunking", "embedding")
 
@@ -47,22 +46,15 @@ def run(rows: int, workers: int | None, raw_sample: int) -> dict[str, Any]:
     from chalicelib.chunker import index_text
     from chalicelib.domain.metering import LAMBDA_GB_SECONDS
     from chalicelib.domain.types import ChunkType, EnableStatus, ParseStatus
-    from chalicelib.operations.tenants import create_tenant_with_key
 
     runtime = start_local_stack(Path(tempfile.mkdtemp(prefix="bench-fanout-")), embed_workers=workers)
     try:
         deps = get_deps()
         model = deps.embedding_model("")
         model.warm_up()  # type: ignore[attr-defined]  # the worker processes start and load the model
-        _, key = create_tenant_with_key(deps, f"bench-{uuid.uuid4().hex[:6]}")
-        headers = {"X-API-Key": key}
         data = make_csv(rows)
         with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
-            kb = client.http.post(
-                "/api/v1/knowledge-bases",
-                headers={**headers, "Content-Type": "application/json"},
-                body='{"name": "bench-fanout"}',
-            ).json_body["data"]
+            headers, kb = new_tenant_kb(client, "bench-fanout")
             runtime.start_workers()
             started = time.monotonic()
             body, content_type = multipart({"file": ("sheet.csv", data)}, {})

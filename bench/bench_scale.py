@@ -35,7 +35,6 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-from local_stack import start_local_stack  # noqa: E402
+from local_stack import new_tenant_kb, start_local_stack  # noqa: E402
 
 STAGES = ("docreader", "chunking", "embedding")
 #: the Lambda functions behind the stages (memory from .chalice/config.json; the docreader is the image)
@@ -333,7 +332,6 @@ def main() -> None:
     from chalice.test import Client
 
     from chalicelib.bootstrap import get_deps
-    from chalicelib.operations.tenants import create_tenant_with_key
 
     docs = []
     if args.csv_rows:
@@ -349,14 +347,8 @@ def main() -> None:
     try:
         deps = get_deps()
         deps.embedding_model("").warm_up()  # the worker processes start and load the model
-        _, key = create_tenant_with_key(deps, f"bench-{uuid.uuid4().hex[:6]}")
-        headers = {"X-API-Key": key}
         with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
-            kb = client.http.post(
-                "/api/v1/knowledge-bases",
-                headers={**headers, "Content-Type": "application/json"},
-                body='{"name": "bench-scale"}',
-            ).json_body["data"]
+            headers, kb = new_tenant_kb(client, "bench-scale")
             runtime.start_workers()
             for doc in docs:
                 doc["raw_sample"] = args.raw_sample

@@ -5,6 +5,7 @@ provisioned, the app's handlers behind the local pollers (driven by the caller: 
 from __future__ import annotations
 
 import atexit
+import json
 from pathlib import Path
 from typing import Any
 
@@ -41,3 +42,21 @@ def start_local_stack(state_dir: Path, **options: Any) -> Any:
     get_settings.cache_clear()  # the runtime set the stack's environment: read the settings again
     set_deps(None)  # and build the adapters anew (another stack of this process had another endpoint)
     return runtime
+
+
+def new_tenant_kb(client: Any, name: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """A fresh tenant's key headers and a knowledge base named `name`, made through the API (the Chalice
+    test client of the started stack): each run's documents stand apart from earlier runs'."""
+    import uuid
+
+    from chalicelib.bootstrap import get_deps
+    from chalicelib.operations.tenants import create_tenant_with_key
+
+    _, key = create_tenant_with_key(get_deps(), f"bench-{uuid.uuid4().hex[:6]}")
+    headers = {"X-API-Key": key}
+    kb = client.http.post(
+        "/api/v1/knowledge-bases",
+        headers={**headers, "Content-Type": "application/json"},
+        body=json.dumps({"name": name}),
+    ).json_body["data"]
+    return headers, kb
