@@ -6,7 +6,8 @@ for the few units inside tables. The greedy merge jumps from chunk end to chunk 
 the unit boundaries instead of visiting every unit, and falls back to the unit-by-unit WeKnora loop only
 inside Markdown tables (where the repeated-header state machine decides). There too, a run of plain rows
 of the active table joins the chunk in one step (`_row_run`): the loop runs per chunk, not per row. The
-repeated header is counted once against the size, as part of the chunk that carries it.
+repeated header is counted once against the size, as part of the chunk that carries it. Unlike WeKnora,
+an inline span's unit takes the rest of its word (`(`, `),`), so no chunk starts or ends with a stray half.
 """
 
 from __future__ import annotations
@@ -261,6 +262,26 @@ def _split_gap(
     bounds.append(b)
 
 
+#: How far an inline span's unit reaches for the rest of its word (`(`, `),`, a plural's `s`).
+_ADJOINING_WORD = 32
+
+
+def _with_adjoining_word(text: str, s: int, e: int, lo: int, hi: int, b: int) -> tuple[int, int]:
+    """The inline span [s, e) (code, link, image, math) with the word it is part of: the runes between it
+    and the whitespace on either side, within [lo, min(hi, b)) and `_ADJOINING_WORD` runes. Otherwise a
+    chunk can end at `(` before a code span, or the next one start with the `,` after it. Line-based spans
+    (table rows, fences) start or end at line breaks: they are left as they are."""
+    if text[e - 1].isspace() or text[s].isspace():
+        return s, e
+    end = min(hi, b, e + _ADJOINING_WORD)
+    while e < end and not text[e].isspace():
+        e += 1
+    start = max(lo, s - _ADJOINING_WORD)
+    while s > start and not text[s - 1].isspace():
+        s -= 1
+    return s, e
+
+
 def build_units(
     text: str, a: int, b: int, spans: Spans, seps: tuple[str, ...], size: int, m: CharMeasure | TokenMeasure
 ) -> tuple[list[int], list[int], set[int]]:
@@ -279,6 +300,8 @@ def build_units(
         if x == j:
             break
         s, e = starts[x], ends[x]
+        if e - s <= HARD_CAP:
+            s, e = _with_adjoining_word(text, s, e, pos, starts[x + 1] if x + 1 < len(starts) else b, b)
         if s > pos:
             _split_gap(text, pos, s, seps, 0, size, m, bounds, big)
         if e - s > HARD_CAP:

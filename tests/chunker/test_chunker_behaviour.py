@@ -485,3 +485,26 @@ def test_config_object_is_not_mutated() -> None:
     split_parent_child("x " * 500, c)
     split("x " * 500, c)
     assert dataclasses.asdict(c) == before
+
+
+# ---------------------------------------------------------------- words around inline spans (beyond WeKnora)
+
+
+@pytest.mark.parametrize("size", [48, 64, 80, 120])
+@pytest.mark.parametrize("overlap", [0, 20])
+def test_an_inline_span_keeps_the_punctuation_and_word_around_it(size: int, overlap: int) -> None:
+    """WeKnora makes a protected span its own unit, so a chunk could end at the `(` before a code span or
+    the next one start with the `),` after it. The span's unit now reaches to the whitespace on each side (two
+    spans joined without a space, `a`/`b`, are still two units)."""
+    sentences = [
+        "The worker reads (`queue_name`), then writes `row_id`, and stops.",
+        "See [the guide](https://example.com/guide); it names `deps.settings`.",
+        "Images like ![a chart](img/chart.png), or (`x`), stay whole words.",
+    ]
+    md = normalise_markdown("\n".join(sentences * 6))
+    chunks = split(md, cfg(chunk_size=size, chunk_overlap=overlap))
+    check_chunks(md, chunks)
+    for chunk in chunks:
+        text = chunk.content.strip()
+        assert text[:1] not in ",.;:)]", f"a chunk starts with the rest of a word: {text[:30]!r}"
+        assert text[-1:] not in "([", f"a chunk ends with the start of a word: {text[-30:]!r}"
