@@ -205,7 +205,11 @@ def one_document(
     loads = []
     while True:
         row = deps.knowledge.get(knowledge_id)
-        assert row is not None
+        if row is None:  # a presigned upload's row is made when S3's event reaches the uploads queue
+            if time.monotonic() - started > 300:
+                raise TimeoutError("the presigned upload never became a document")
+            time.sleep(1.0)
+            continue
         if row.enable_status == EnableStatus.ENABLED or row.parse_status in (
             ParseStatus.FAILED,
             ParseStatus.CANCELLED,
