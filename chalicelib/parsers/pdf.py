@@ -1,6 +1,8 @@
 """PDF with pypdfium2 (WeKnora `DR/parser/pdf`): per-page scanned detection, scanned pages rendered to
 JPEG (and OCR'd when an engine is given), native pages as text with repeating headers/footers removed,
-and large figures kept as images."""
+and large figures kept as images. WeKnora's rule for a page with an image over 10% of it and under 10
+characters (a scan) holds in a PDF without a text layer; in one whose pages are mostly text, such a page is
+a figure page whose figures are kept instead of a render of it (`_Page.sparse`)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,10 @@ class _Page:
     index: int
     text: str = ""
     scanned: bool = False
+    # WeKnora's other scan rule: an image over 10-50% of the page and under 10 characters. A scan in a
+    # document without a text layer; in one with a text layer a figure page (a screenshot under the running
+    # header), whose figures carry its content: rendered only when none of them is kept.
+    sparse: bool = False
     figures: list[tuple[int, str]] = field(default_factory=list)  # (object index, content key)
 
 
@@ -320,6 +326,47 @@ def _render_page(page: object) -> bytes:
     return buf.getvalue()
 
 
+def _has_text_layer(pages: list[_Page]) -> bool:
+    """Whether most pages of the parse are text pages (neither scans nor sparse figure pages)."""
+    text_pages = sum(1 for info in pages if not (info.scanned or info.sparse))
+    return text_pages * 2 > len(pages)
+
+
+def _page_figures(
+    pdf: Any,
+    index: int,
+    keep: list[tuple[int, str]],
+    figure_files: dict[str, tuple[bytes, str] | None],
+    room: int,
+    pdfium_c: Any,
+) -> list[tuple[bytes, str]]:
+    """Up to `room` image files of a page's figures (object index, content key), in order, from the
+    first pass's files, or made now (the page loaded again) for those the first pass left over its budget.
+    Figures pdfium cannot decode are left out."""
+    out: list[tuple[bytes, str]] = []
+    page = None
+    objs: list[Any] = []
+    try:
+        for k, key in keep:
+            if len(out) >= room:
+                break
+            if key in figure_files:
+                figure = figure_files[key]
+            else:
+                if page is None:
+                    page = pdf[index]
+                    objs = _image_objects(page, pdfium_c)
+                if k >= len(objs):
+                    break
+                figure = figure_image(objs[k], pdfium_c)
+            if figure is not None:
+                out.append(figure)
+    finally:
+        if page is not None:
+            page.close()
+    return out
+
+
 def _pages_done(number: int, first: int, last: int, ocr_pages: int) -> dict[str, int]:
     """Pages of this parse done up to page `number` (1-based), for the live progress."""
     return {"pages_parsed": number - first, "pages_total": last - first, "pages_ocr": ocr_pages}
@@ -390,7 +437,8 @@ def _parse_open(
             info.scanned = force_scanned
             if not info.scanned and coverage >= 0.1:  # below that, no amount of text makes it a scan
                 chars = sum(len(ln.text) for ln in lines)
-                info.scanned = (coverage >= 0.5 and chars < 200) or chars < 10
+                info.scanned = coverage >= 0.5 and chars < 200
+                info.sparse = not info.scanned and chars < 10
             if info.scanned:
                 lines = []
             elif coverage < 0.5:
@@ -417,6 +465,14 @@ def _parse_open(
         pages.append(info)
         page_lines.append(lines)
 
+    if not _has_text_layer(pages):
+        for info in pages:
+            if info.sparse:  # a scan by WeKnora's rule, as before its figures were looked at
+                info.sparse, info.scanned = False, True
+                for _, key in info.figures:
+                    figure_pages[key].discard(info.index)
+                info.figures = []
+        page_lines = [[] if info.scanned else lines for info, lines in zip(pages, page_lines, strict=True)]
     repeating = _repeating_lines([ln for p, ln in zip(pages, page_lines, strict=True) if not p.scanned])
     page_lines = [_strip_repeating(lines, repeating) for lines in page_lines]
     levels = _heading_levels(page_lines)
@@ -429,11 +485,21 @@ def _parse_open(
     images: list[ParsedImage] = []
     scanned_pages: list[int] = []
     ocr = ctx.ocr if ctx.ocr is not None and ctx.ocr.available() else None
-    figures_kept = 0
+    figures_kept = 0  # against max_images; a sparse page's figures stand in for its render, as uncapped
+    figure_number = 0
     for info, lines in zip(pages, page_lines, strict=True):
         ctx.check_time("the PDF")
         number = info.index + 1
-        if info.scanned:
+        kept: list[tuple[bytes, str]] = []
+        if not info.scanned:
+            keep = [(k, key) for k, key in info.figures if key not in repeated_figures]
+            room = len(keep) if info.sparse else ctx.limits.max_images - figures_kept
+            kept = (
+                _page_figures(pdf, info.index, keep, figure_files, room, pdfium_c)
+                if keep and room > 0
+                else []
+            )
+        if info.scanned or (info.sparse and not kept):
             scanned_pages.append(number)
             page = pdf[info.index]  # type: ignore[index]
             try:
@@ -452,32 +518,13 @@ def _parse_open(
             report(_pages_done(number, first, last, len(scanned_pages)), force=ocr is not None)
             continue
         text = _page_markdown(lines, levels)
-        keep = [(k, key) for k, key in info.figures if key not in repeated_figures]
-        if keep and figures_kept < ctx.limits.max_images:
-            page = None  # loaded again only for figures the first pass left (over its budget)
-            try:
-                for k, key in keep:
-                    if figures_kept >= ctx.limits.max_images:
-                        break
-                    if key in figure_files:
-                        figure = figure_files[key]
-                    else:
-                        if page is None:
-                            page = pdf[info.index]  # type: ignore[index]
-                            objs = _image_objects(page, pdfium_c)
-                        if k >= len(objs):
-                            break
-                        figure = figure_image(objs[k], pdfium_c)
-                    if figure is None:
-                        continue
-                    data, mime = figure
-                    figures_kept += 1
-                    ref = f"pdf-image-p{number}-{figures_kept}.{'jpg' if mime == 'image/jpeg' else 'png'}"
-                    images.append(ParsedImage(ref=ref, data=data, mime_type=mime, page=number))
-                    text += f"\n\n![]({ref})"
-            finally:
-                if page is not None:
-                    page.close()
+        for data, mime in kept:
+            if not info.sparse:
+                figures_kept += 1
+            figure_number += 1
+            ref = f"pdf-image-p{number}-{figure_number}.{'jpg' if mime == 'image/jpeg' else 'png'}"
+            images.append(ParsedImage(ref=ref, data=data, mime_type=mime, page=number))
+            text = f"{text}\n\n![]({ref})" if text else f"![]({ref})"
         if text:
             parts.append(text)
         report(_pages_done(number, first, last, len(scanned_pages)))
