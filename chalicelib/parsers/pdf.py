@@ -67,10 +67,18 @@ def _open(data: bytes, password: str | None) -> object:
 
 @dataclass(frozen=True)
 class _Natives:
-    """pdfium's per-line and per-object calls as foreign functions over plain addresses (ints). The
-    generated bindings (`pypdfium2.raw`) convert every handle to and from a typed pointer object, which
-    costs as much as the call itself when it runs once per text line or page object."""
+    """pdfium's per-page, per-line and per-object calls as foreign functions over plain addresses (ints).
+    The generated bindings (`pypdfium2.raw`) convert every handle to and from a typed pointer object, which
+    costs as much as the call itself when it runs once per text line or page object; pypdfium2's page and
+    text page helpers add finalizer bookkeeping to every page (~30 us: 10% of a CJK page's reading)."""
 
+    load_page: Any  # FPDF_LoadPage(document, i) -> page address or None
+    close_page: Any
+    load_textpage: Any  # FPDFText_LoadPage(page) -> text page address or None
+    close_textpage: Any
+    count_chars: Any  # FPDFText_CountChars(textpage) -> int, -1 on failure
+    text_index: Any  # FPDFText_GetTextIndexFromCharIndex(textpage, char) -> int, -1 for excluded chars
+    get_text: Any  # FPDFText_GetText(textpage, start, count, buffer) -> UTF-16 units written, NUL included
     count_objects: Any  # FPDFPage_CountObjects(page) -> int
     get_object: Any  # FPDFPage_GetObject(page, i) -> object address or None
     form_count_objects: Any
@@ -90,6 +98,13 @@ def _natives(pdfium_c: Any) -> _Natives:
         return ctypes.CFUNCTYPE(restype, *argtypes)(_address(function))
 
     return _Natives(
+        load_page=bind(pdfium_c.FPDF_LoadPage, vp, vp, c_int),
+        close_page=bind(pdfium_c.FPDF_ClosePage, None, vp),
+        load_textpage=bind(pdfium_c.FPDFText_LoadPage, vp, vp),
+        close_textpage=bind(pdfium_c.FPDFText_ClosePage, None, vp),
+        count_chars=bind(pdfium_c.FPDFText_CountChars, c_int, vp),
+        text_index=bind(pdfium_c.FPDFText_GetTextIndexFromCharIndex, c_int, vp, c_int),
+        get_text=bind(pdfium_c.FPDFText_GetText, c_int, vp, c_int, c_int, vp),
         count_objects=bind(pdfium_c.FPDFPage_CountObjects, c_int, vp),
         get_object=bind(pdfium_c.FPDFPage_GetObject, vp, vp, c_int),
         form_count_objects=bind(pdfium_c.FPDFFormObj_CountObjects, c_int, vp),
@@ -106,17 +121,31 @@ def _address(handle: Any) -> int:
     return ctypes.cast(handle, ctypes.c_void_p).value or 0
 
 
-def _image_objects(page: Any, pdfium_c: Any, max_depth: int = 4) -> list[Any]:
-    """The page's image objects, in `page.get_objects(filter=(image,), max_depth=4)` order (depth-first,
-    Form XObjects descended to `max_depth` levels). Walks the raw handles and wraps only the images:
+def _image_objects(page: Any, pdfium_c: Any) -> list[Any]:
+    """The page's image objects as pypdfium2 objects (see `_image_handles`)."""
+    return _wrap_images(page, _image_handles(_address(page.raw), pdfium_c), pdfium_c)
+
+
+def _wrap_images(page: Any, handles: list[tuple[int, int]], pdfium_c: Any) -> list[Any]:
+    import pypdfium2 as pdfium
+
+    handle_type = pdfium_c.FPDF_PAGEOBJECT
+    return [
+        pdfium.PdfObject(ctypes.cast(handle, handle_type), page=page, pdf=page.pdf, level=level)
+        for handle, level in handles
+    ]
+
+
+def _image_handles(page: int, pdfium_c: Any, max_depth: int = 4) -> list[tuple[int, int]]:
+    """The page's image objects (address, nesting level), in `page.get_objects(filter=(image,),
+    max_depth=4)` order (depth-first, Form XObjects descended to `max_depth` levels). Walks the raw handles:
     `get_objects` builds a Python object for every page object (tens of thousands on a text page)."""
     import pypdfium2 as pdfium
 
     fn = _natives(pdfium_c)
     image, form = pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM
     wanted = (image, form)
-    handle_type = pdfium_c.FPDF_PAGEOBJECT
-    out: list[Any] = []
+    out: list[tuple[int, int]] = []
 
     def walk(count: Any, get: Any, parent: int, level: int) -> None:
         n = count(parent)
@@ -128,12 +157,11 @@ def _image_objects(page: Any, pdfium_c: Any, max_depth: int = 4) -> list[Any]:
             raise pdfium.PdfiumError("Failed to get pageobject.")
         for i in [i for i, kind in enumerate(kinds) if kind in wanted]:
             if kinds[i] == image:
-                raw = ctypes.cast(handles[i], handle_type)
-                out.append(pdfium.PdfObject(raw, page=page, pdf=page.pdf, level=level))
+                out.append((handles[i], level))
             elif level < max_depth - 1:
                 walk(fn.form_count_objects, fn.form_get_object, handles[i], level + 1)
 
-    walk(fn.count_objects, fn.get_object, _address(page.raw), 0)
+    walk(fn.count_objects, fn.get_object, page, 0)
     return out
 
 
@@ -177,10 +205,50 @@ _BULLET_FIRST = "•◦▪‣∙·●○■□–"
 _BULLET = re.compile(rf"^[{_BULLET_FIRST}]\s*")
 
 
-def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
+def _page_text(textpage: int, fn: _Natives) -> str:
+    """The text page's text, as `PdfTextPage.get_text_range()` gives it (excluded characters at either end
+    left out of the range: pdfium would read past it, crbug.com/pdfium/2079), over plain addresses."""
+    import pypdfium2 as pdfium
+
+    count = fn.count_chars(textpage)
+    if count < 0:
+        raise pdfium.PdfiumError("Failed to get character count.")
+    first, last = 0, count - 1
+    while first <= last and fn.text_index(textpage, first) == -1:
+        first += 1
+    while first <= last and fn.text_index(textpage, last) == -1:
+        last -= 1
+    if first > last:
+        return ""
+    units = fn.text_index(textpage, last) + 2 - fn.text_index(textpage, first)  # NUL included
+    buffer = ctypes.create_string_buffer(2 * units)
+    written = fn.get_text(textpage, first, last - first + 1, ctypes.addressof(buffer))
+    if written > units:
+        raise pdfium.PdfiumError(f"pdfium wrote {written} characters into a buffer of {units}.")
+    return ctypes.string_at(buffer, 2 * max(written - 1, 0)).decode("utf-16-le", errors="ignore")
+
+
+def _read_lines(page: int, pdfium_c: Any) -> list[_Line]:
+    """`_page_lines` of a page (address), its text page loaded and closed here."""
+    import pypdfium2 as pdfium
+
+    fn = _natives(pdfium_c)
+    textpage = fn.load_textpage(page)
+    if not textpage:
+        raise pdfium.PdfiumError("Failed to load text page.")
+    try:
+        return _page_lines(textpage, pdfium_c)
+    finally:
+        fn.close_textpage(textpage)
+
+
+def _page_lines(textpage: int, pdfium_c: Any) -> list[_Line]:
     """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph
-    (one pdfium call each per line, none per character) and whether it is drawn invisibly."""
-    raw = textpage.get_text_range()
+    (one pdfium call each per line, none per character) and whether it is drawn invisibly. `textpage`:
+    the text page's address."""
+    fn = _natives(pdfium_c)
+    tp = textpage
+    raw = _page_text(tp, fn)
     # One normalising pass over the page: spaces never become line breaks, so the page's non-blank lines
     # and the normalised page's pair up one to one (offsets into `raw` come from the first).
     clean = raw
@@ -188,11 +256,9 @@ def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
         clean = _SPACES.sub(" ", clean)
     clean = clean.replace("\x02", "-").replace("\ufffe", "-")
     texts = [text for text in map(str.strip, _LINE.findall(clean)) if text]
-    if len(raw) != textpage.count_chars():  # char indexes do not line up with string offsets
+    if len(raw) != fn.count_chars(tp):  # char indexes do not line up with string offsets
         return [_Line(text) for text in texts]
     starts = [m.start() for m in _LINE_START.finditer(raw)]
-    fn = _natives(pdfium_c)
-    tp = _address(textpage.raw)
     sizes = [round(size, 1) for size in map(fn.font_size, itertools.repeat(tp), starts)]
     x, y = ctypes.c_double(), ctypes.c_double()
     # the out-parameters' addresses as ints: a byref() argument is type-checked on every call (~30% of it)
@@ -423,16 +489,24 @@ def _parse_open(
     figure_pages: dict[str, set[int]] = {}
     figure_files: dict[str, tuple[bytes, str] | None] = {}  # content key → image file (None: undecodable)
     early_budget = ctx.limits.max_images + FIGURE_EARLY_EXTRA
+    fn = _natives(pdfium_c)
+    document = _address(pdf.raw)  # type: ignore[attr-defined]
     for i in range(first, last):
         ctx.check_time("the PDF")
         info = _Page(i)
         lines: list[_Line] = []
+        raw_page = page = None  # the page's address; its pypdfium2 helper only where it has images
         try:
-            page = pdf[i]  # type: ignore[index]
-            textpage = page.get_textpage()
-            lines = _page_lines(textpage, pdfium_c)
-            textpage.close()
-            objs = _image_objects(page, pdfium_c)
+            raw_page = fn.load_page(document, i)
+            if not raw_page:
+                raise pdfium.PdfiumError("Failed to load page.")
+            lines = _read_lines(raw_page, pdfium_c)
+            handles = _image_handles(raw_page, pdfium_c)
+            objs: list[Any] = []
+            if handles:  # the helper owns (and closes) the page from here
+                page = pdfium.PdfPage(ctypes.cast(raw_page, pdfium_c.FPDF_PAGE), pdf, None)
+                pdf._add_kid(page)  # type: ignore[attr-defined]  # as `PdfDocument.get_page` does
+                objs = _wrap_images(page, handles, pdfium_c)
             coverage = _image_coverage(page, objs)
             info.scanned = force_scanned
             if not info.scanned and coverage >= 0.1:  # below that, no amount of text makes it a scan
@@ -445,7 +519,7 @@ def _parse_open(
                 # Invisible text over a page image is its OCR layer (kept); anywhere else it is hidden text.
                 lines = [ln for ln in lines if not ln.hidden]
             if not info.scanned and objs:
-                width, height = page.get_size()
+                width, height = page.get_size()  # type: ignore[union-attr]
                 for k, obj in enumerate(objs):
                     w_px, h_px = obj.get_px_size()
                     left, bottom, right, top = obj.get_bounds()
@@ -459,9 +533,13 @@ def _parse_open(
                         figure_pages.setdefault(key, set()).add(i)
                         if key not in figure_files and len(figure_files) < early_budget:
                             figure_files[key] = figure_image(obj, pdfium_c)
-            page.close()
         except pdfium.PdfiumError:  # WeKnora: a page pdfium cannot read → treat the page as an image
             info.scanned = True
+        finally:
+            if page is not None:
+                page.close()
+            elif raw_page:
+                fn.close_page(raw_page)
         pages.append(info)
         page_lines.append(lines)
 

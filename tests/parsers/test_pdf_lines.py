@@ -15,7 +15,7 @@ import pypdfium2.raw as c
 import pytest
 from parser_helpers import pdf_text
 
-from chalicelib.parsers.pdf import _Line, _page_lines, _strip_repeating
+from chalicelib.parsers.pdf import _address, _Line, _natives, _page_lines, _page_text, _strip_repeating
 
 SPACES = re.compile(r"[ \t\u00a0]+")
 
@@ -45,7 +45,7 @@ def reference_lines(textpage: pdfium.PdfTextPage) -> list[tuple[str, float, floa
 
 
 def ours(textpage: pdfium.PdfTextPage) -> list[tuple[str, float, float, bool]]:
-    return [(ln.text, ln.size, ln.base, ln.hidden) for ln in _page_lines(textpage, c)]
+    return [(ln.text, ln.size, ln.base, ln.hidden) for ln in _page_lines(_address(textpage.raw), c)]
 
 
 LINES = [  # (text, size, invisible)
@@ -103,6 +103,28 @@ def test_page_lines_match_the_per_line_bindings_on_corpus_pdfs(corpus: Path, nam
             textpage.close()
             page.close()
         assert lines > 20
+    finally:
+        pdf.close()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["kotex-utf-doc.ko.pdf", "polyglossia-example-arabic.pdf", "polyglossia-example-chinese.pdf", "lppl.pdf"],
+)
+def test_page_text_over_addresses_is_pypdfium2s_text_range(corpus: Path, name: str) -> None:
+    """`_page_text` (issue 27: no helper objects per page) gives `PdfTextPage.get_text_range()`."""
+    pdf = pdfium.PdfDocument((corpus / name).read_bytes())
+    try:
+        chars = 0
+        for i in range(len(pdf)):
+            page = pdf[i]
+            textpage = page.get_textpage()
+            expected = textpage.get_text_range()
+            assert _page_text(_address(textpage.raw), _natives(c)) == expected, f"page {i + 1}"
+            chars += len(expected)
+            textpage.close()
+            page.close()
+        assert chars > 500
     finally:
         pdf.close()
 
