@@ -264,7 +264,7 @@ def _page_lines(textpage: int, pdfium_c: Any) -> list[_Line]:
     # the out-parameters' addresses as ints: a byref() argument is type-checked on every call (~30% of it)
     px, py, origin = ctypes.addressof(x), ctypes.addressof(y), fn.char_origin
     bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
-    lines = [_Line(*line) for line in zip(texts, sizes, bases, strict=True)]
+    lines = list(itertools.starmap(_Line, zip(texts, sizes, bases, strict=True)))
     invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
     modes = list(map(fn.render_mode, map(fn.text_object, itertools.repeat(tp), starts)))  # NULL: UNKNOWN
     if invisible in modes:
@@ -345,30 +345,33 @@ def _page_markdown(lines: list[_Line], levels: dict[float, int]) -> str:
         if a.size and abs(a.size - b.size) < 0.3 and 0 < a.base - b.base < 3 * a.size
     )
     pitch = pitches[(len(pitches) - 1) // 2] if pitches else 0.0  # lower median: few lines, gaps skew up
-    blocks: list[tuple[int, str]] = []  # (heading level or 0, text)
+    # the paragraphs' heading levels (0: body text) and texts, in two lists (no tuple rebuilt per join)
+    block_levels: list[int] = []
+    blocks: list[str] = []
     prev: _Line | None = None
+    gap = pitch * 1.35
+    get_level = levels.get
     for line in lines:
         text = line.text
-        level = levels.get(line.size, 0)
+        level = get_level(line.size, 0)
         bullet = _BULLET.match(text) if text[0] in _BULLET_FIRST else None
         # cheapest tests first; the table-of-contents regex only when the line would join its predecessor
-        same = (
+        if (
             prev is not None
             and pitch > 0
-            and 0 < prev.base - line.base <= pitch * 1.35
+            and 0 < prev.base - line.base <= gap
             and abs(prev.size - line.size) < 0.3
             and not bullet
-            and blocks
-            and (level == 0 or len(blocks[-1][1]) < 150)
+            and (level == 0 or len(blocks[-1]) < 150)
             and not _toc_line(prev.text)
-        )
-        if same:
-            blocks[-1] = (blocks[-1][0], _join(blocks[-1][1], text))
+        ):
+            blocks[-1] = _join(blocks[-1], text)
         else:
-            blocks.append((level, "- " + text[bullet.end() :] if bullet else text))
+            block_levels.append(level)
+            blocks.append("- " + text[bullet.end() :] if bullet else text)
         prev = line
     out: list[str] = []
-    for level, text in blocks:
+    for level, text in zip(block_levels, blocks, strict=True):
         if level and len(text) <= 150 and any(ch.isalpha() for ch in text):
             out.append(f"{'#' * level} {text}")
         else:
