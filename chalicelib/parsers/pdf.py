@@ -205,6 +205,13 @@ _BULLET_FIRST = "•◦▪‣∙·●○■□–"
 _BULLET = re.compile(rf"^[{_BULLET_FIRST}]\s*")
 
 
+@functools.cache
+def _byte_array(size: int) -> Any:
+    """`ctypes.c_char * size`, made once per size: making an array type costs ~20 us, more than reading a
+    CJK page's text (callers round sizes up to a power of two)."""
+    return ctypes.c_char * size
+
+
 def _page_text(textpage: int, fn: _Natives) -> str:
     """The text page's text, as `PdfTextPage.get_text_range()` gives it (excluded characters at either end
     left out of the range: pdfium would read past it, crbug.com/pdfium/2079), over plain addresses."""
@@ -221,7 +228,7 @@ def _page_text(textpage: int, fn: _Natives) -> str:
     if first > last:
         return ""
     units = fn.text_index(textpage, last) + 2 - fn.text_index(textpage, first)  # NUL included
-    buffer = ctypes.create_string_buffer(2 * units)
+    buffer = _byte_array(1 << (2 * units - 1).bit_length())()
     written = fn.get_text(textpage, first, last - first + 1, ctypes.addressof(buffer))
     if written > units:
         raise pdfium.PdfiumError(f"pdfium wrote {written} characters into a buffer of {units}.")
