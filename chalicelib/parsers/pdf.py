@@ -136,18 +136,28 @@ def _wrap_images(page: Any, handles: list[tuple[int, int]], pdfium_c: Any) -> li
     ]
 
 
-def _image_handles(page: int, pdfium_c: Any, max_depth: int = 4) -> list[tuple[int, int]]:
+def _image_handles(page: int, pdfium_c: Any) -> list[tuple[int, int]]:
+    """The page's image objects (address, nesting level): see `_walk_objects`."""
+    return _walk_objects(page, pdfium_c)[0]
+
+
+def _walk_objects(
+    page: int, pdfium_c: Any, max_depth: int = 4
+) -> tuple[list[tuple[int, int]], list[int] | None]:
     """The page's image objects (address, nesting level), in `page.get_objects(filter=(image,),
-    max_depth=4)` order (depth-first, Form XObjects descended to `max_depth` levels). Walks the raw handles:
-    `get_objects` builds a Python object for every page object (tens of thousands on a text page)."""
+    max_depth=4)` order (depth-first, Form XObjects descended to `max_depth` levels), and its top-level
+    objects when it has no Form XObject (then every text object of the page is among them). Walks the raw
+    handles: `get_objects` builds a Python object for every page object (tens of thousands on a text page)."""
     import pypdfium2 as pdfium
 
     fn = _natives(pdfium_c)
     image, form = pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM
     wanted = (image, form)
     out: list[tuple[int, int]] = []
+    top: list[int] | None = None
 
     def walk(count: Any, get: Any, parent: int, level: int) -> None:
+        nonlocal top
         n = count(parent)
         if n < 0:
             raise pdfium.PdfiumError("Failed to get number of pageobjects.")
@@ -155,6 +165,8 @@ def _image_handles(page: int, pdfium_c: Any, max_depth: int = 4) -> list[tuple[i
         kinds = list(map(fn.object_type, handles))  # NULL → FPDF_PAGEOBJ_UNKNOWN
         if pdfium_c.FPDF_PAGEOBJ_UNKNOWN in kinds and None in handles:
             raise pdfium.PdfiumError("Failed to get pageobject.")
+        if level == 0 and form not in kinds:
+            top = handles
         for i in [i for i, kind in enumerate(kinds) if kind in wanted]:
             if kinds[i] == image:
                 out.append((handles[i], level))
@@ -162,7 +174,7 @@ def _image_handles(page: int, pdfium_c: Any, max_depth: int = 4) -> list[tuple[i
                 walk(fn.form_count_objects, fn.form_get_object, handles[i], level + 1)
 
     walk(fn.count_objects, fn.get_object, page, 0)
-    return out
+    return out, top
 
 
 def _image_coverage(page: object, objs: list[object]) -> float:
@@ -193,6 +205,20 @@ _LINE = re.compile(r"[^\r\n]+")
 # where that line starts once `str.lstrip` has taken its leading whitespace (`\S` never matches a break).
 _LINE_START = re.compile(r"\S[^\r\n]*")
 _TOC_LINE = re.compile(r"(\.\s?){3,}\s*[\divxlc]+$|\s\d{1,4}$")
+
+
+_MATCH_START = re.Match.start
+
+
+class _Rounded(dict[float, float]):
+    """`round(size, 1)` of pdfium's font sizes, remembered: a page has many lines and few sizes."""
+
+    def __missing__(self, size: float) -> float:
+        self[size] = rounded = round(size, 1)
+        return rounded
+
+
+_ROUNDED = _Rounded()
 
 
 def _toc_line(text: str) -> bool:
@@ -235,7 +261,7 @@ def _page_text(textpage: int, fn: _Natives) -> str:
     return ctypes.string_at(buffer, 2 * max(written - 1, 0)).decode("utf-16-le", errors="ignore")
 
 
-def _read_lines(page: int, pdfium_c: Any) -> list[_Line]:
+def _read_lines(page: int, pdfium_c: Any, objects: list[int] | None = None) -> list[_Line]:
     """`_page_lines` of a page (address), its text page loaded and closed here."""
     import pypdfium2 as pdfium
 
@@ -244,15 +270,17 @@ def _read_lines(page: int, pdfium_c: Any) -> list[_Line]:
     if not textpage:
         raise pdfium.PdfiumError("Failed to load text page.")
     try:
-        return _page_lines(textpage, pdfium_c)
+        return _page_lines(textpage, pdfium_c, objects)
     finally:
         fn.close_textpage(textpage)
 
 
-def _page_lines(textpage: int, pdfium_c: Any) -> list[_Line]:
+def _page_lines(textpage: int, pdfium_c: Any, objects: list[int] | None = None) -> list[_Line]:
     """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph
     (one pdfium call each per line, none per character) and whether it is drawn invisibly. `textpage`:
-    the text page's address."""
+    the text page's address; `objects`: all the page's text objects (its top-level objects, from
+    `_walk_objects`), when known: where they are fewer than twice the lines, one render-mode call an object
+    tells whether any text is invisible, instead of two calls a line (CJK pages: an object a line)."""
     fn = _natives(pdfium_c)
     tp = textpage
     raw = _page_text(tp, fn)
@@ -265,14 +293,23 @@ def _page_lines(textpage: int, pdfium_c: Any) -> list[_Line]:
     texts = [text for text in map(str.strip, _LINE.findall(clean)) if text]
     if len(raw) != fn.count_chars(tp):  # char indexes do not line up with string offsets
         return [_Line(text) for text in texts]
-    starts = [m.start() for m in _LINE_START.finditer(raw)]
-    sizes = [round(size, 1) for size in map(fn.font_size, itertools.repeat(tp), starts)]
+    starts = list(map(_MATCH_START, _LINE_START.finditer(raw)))
+    if len(_ROUNDED) > 4096:  # sizes are few in a document; many documents would grow it without end
+        _ROUNDED.clear()
+    sizes = list(map(_ROUNDED.__getitem__, map(fn.font_size, itertools.repeat(tp), starts)))
     x, y = ctypes.c_double(), ctypes.c_double()
     # the out-parameters' addresses as ints: a byref() argument is type-checked on every call (~30% of it)
     px, py, origin = ctypes.addressof(x), ctypes.addressof(y), fn.char_origin
     bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
     lines = list(itertools.starmap(_Line, zip(texts, sizes, bases, strict=True)))
     invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
+    # a non-text object's render mode is UNKNOWN
+    if (
+        objects is not None
+        and len(objects) < 2 * len(starts)
+        and invisible not in map(fn.render_mode, objects)
+    ):
+        return lines
     modes = list(map(fn.render_mode, map(fn.text_object, itertools.repeat(tp), starts)))  # NULL: UNKNOWN
     if invisible in modes:
         for line, mode in zip(lines, modes, strict=True):
@@ -510,8 +547,8 @@ def _parse_open(
             raw_page = fn.load_page(document, i)
             if not raw_page:
                 raise pdfium.PdfiumError("Failed to load page.")
-            lines = _read_lines(raw_page, pdfium_c)
-            handles = _image_handles(raw_page, pdfium_c)
+            handles, top_objects = _walk_objects(raw_page, pdfium_c)
+            lines = _read_lines(raw_page, pdfium_c, top_objects)
             objs: list[Any] = []
             if handles:  # the helper owns (and closes) the page from here
                 page = pdfium.PdfPage(ctypes.cast(raw_page, pdfium_c.FPDF_PAGE), pdf, None)

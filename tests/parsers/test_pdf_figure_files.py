@@ -211,14 +211,14 @@ def test_figures_left_for_the_second_pass_come_out_as_those_made_early(reader, m
     )
     early = reader.read(request)
     calls: list[int] = []
-    load = pdf_parser._image_handles
+    load = pdf_parser._walk_objects
 
     def counted(page, pdfium_c):
         calls.append(1)
         return load(page, pdfium_c)
 
     monkeypatch.setattr(pdf_parser, "FIGURE_EARLY_EXTRA", -1)  # budget 2: the logo and page 1's figure
-    monkeypatch.setattr(pdf_parser, "_image_handles", counted)
+    monkeypatch.setattr(pdf_parser, "_walk_objects", counted)
     late = reader.read(request)
     assert len(calls) == 5 + 2  # every page once, then pages 2 and 3 again for their figures
     assert [(i.ref, i.page) for i in early.images] == [
