@@ -7,7 +7,6 @@ a figure page whose figures are kept instead of a render of it (`_Page.sparse`).
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 import io
 import itertools
@@ -20,6 +19,14 @@ from typing import Any
 
 from chalicelib.parsers.base import ParseContext, parse_failed
 from chalicelib.parsers.pdf_figures import figure_image
+from chalicelib.parsers.pdf_pdfium import (
+    address,
+    image_objects,
+    natives,
+    page_text,
+    walk_objects,
+    wrap_images,
+)
 from chalicelib.parsers.progress import report
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
@@ -63,118 +70,6 @@ def _open(data: bytes, password: str | None) -> object:
                 "it again."
             ) from exc
         raise parse_failed("The PDF is damaged or truncated and cannot be opened.") from exc
-
-
-@dataclass(frozen=True)
-class _Natives:
-    """pdfium's per-page, per-line and per-object calls as foreign functions over plain addresses (ints).
-    The generated bindings (`pypdfium2.raw`) convert every handle to and from a typed pointer object, which
-    costs as much as the call itself when it runs once per text line or page object; pypdfium2's page and
-    text page helpers add finalizer bookkeeping to every page (~30 us: 10% of a CJK page's reading)."""
-
-    load_page: Any  # FPDF_LoadPage(document, i) -> page address or None
-    close_page: Any
-    load_textpage: Any  # FPDFText_LoadPage(page) -> text page address or None
-    close_textpage: Any
-    count_chars: Any  # FPDFText_CountChars(textpage) -> int, -1 on failure
-    text_index: Any  # FPDFText_GetTextIndexFromCharIndex(textpage, char) -> int, -1 for excluded chars
-    get_text: Any  # FPDFText_GetText(textpage, start, count, buffer) -> UTF-16 units written, NUL included
-    count_objects: Any  # FPDFPage_CountObjects(page) -> int
-    get_object: Any  # FPDFPage_GetObject(page, i) -> object address or None
-    form_count_objects: Any
-    form_get_object: Any
-    object_type: Any  # FPDFPageObj_GetType(object) -> FPDF_PAGEOBJ_*, UNKNOWN for NULL
-    font_size: Any  # FPDFText_GetFontSize(textpage, char) -> float
-    char_origin: Any  # FPDFText_GetCharOrigin(textpage, char, &x, &y) -> bool; x, y as plain addresses
-    text_object: Any  # FPDFText_GetTextObject(textpage, char) -> object address or None
-    render_mode: Any  # FPDFTextObj_GetTextRenderMode(object) -> FPDF_TEXTRENDERMODE_*, UNKNOWN for NULL
-
-
-@functools.cache
-def _natives(pdfium_c: Any) -> _Natives:
-    vp, c_int, c_double = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
-
-    def bind(function: Any, restype: Any, *argtypes: Any) -> Any:
-        return ctypes.CFUNCTYPE(restype, *argtypes)(_address(function))
-
-    return _Natives(
-        load_page=bind(pdfium_c.FPDF_LoadPage, vp, vp, c_int),
-        close_page=bind(pdfium_c.FPDF_ClosePage, None, vp),
-        load_textpage=bind(pdfium_c.FPDFText_LoadPage, vp, vp),
-        close_textpage=bind(pdfium_c.FPDFText_ClosePage, None, vp),
-        count_chars=bind(pdfium_c.FPDFText_CountChars, c_int, vp),
-        text_index=bind(pdfium_c.FPDFText_GetTextIndexFromCharIndex, c_int, vp, c_int),
-        get_text=bind(pdfium_c.FPDFText_GetText, c_int, vp, c_int, c_int, vp),
-        count_objects=bind(pdfium_c.FPDFPage_CountObjects, c_int, vp),
-        get_object=bind(pdfium_c.FPDFPage_GetObject, vp, vp, c_int),
-        form_count_objects=bind(pdfium_c.FPDFFormObj_CountObjects, c_int, vp),
-        form_get_object=bind(pdfium_c.FPDFFormObj_GetObject, vp, vp, ctypes.c_ulong),
-        object_type=bind(pdfium_c.FPDFPageObj_GetType, c_int, vp),
-        font_size=bind(pdfium_c.FPDFText_GetFontSize, c_double, vp, c_int),
-        char_origin=bind(pdfium_c.FPDFText_GetCharOrigin, c_int, vp, c_int, vp, vp),
-        text_object=bind(pdfium_c.FPDFText_GetTextObject, vp, vp, c_int),
-        render_mode=bind(pdfium_c.FPDFTextObj_GetTextRenderMode, c_int, vp),
-    )
-
-
-def _address(handle: Any) -> int:
-    return ctypes.cast(handle, ctypes.c_void_p).value or 0
-
-
-def _image_objects(page: Any, pdfium_c: Any) -> list[Any]:
-    """The page's image objects as pypdfium2 objects (see `_image_handles`)."""
-    return _wrap_images(page, _image_handles(_address(page.raw), pdfium_c), pdfium_c)
-
-
-def _wrap_images(page: Any, handles: list[tuple[int, int]], pdfium_c: Any) -> list[Any]:
-    import pypdfium2 as pdfium
-
-    handle_type = pdfium_c.FPDF_PAGEOBJECT
-    return [
-        pdfium.PdfObject(ctypes.cast(handle, handle_type), page=page, pdf=page.pdf, level=level)
-        for handle, level in handles
-    ]
-
-
-def _image_handles(page: int, pdfium_c: Any) -> list[tuple[int, int]]:
-    """The page's image objects (address, nesting level): see `_walk_objects`."""
-    return _walk_objects(page, pdfium_c)[0]
-
-
-def _walk_objects(
-    page: int, pdfium_c: Any, max_depth: int = 4
-) -> tuple[list[tuple[int, int]], list[int] | None]:
-    """The page's image objects (address, nesting level), in `page.get_objects(filter=(image,),
-    max_depth=4)` order (depth-first, Form XObjects descended to `max_depth` levels), and its top-level
-    objects when it has no Form XObject (then every text object of the page is among them). Walks the raw
-    handles: `get_objects` builds a Python object for every page object (tens of thousands on a text page)."""
-    import pypdfium2 as pdfium
-
-    fn = _natives(pdfium_c)
-    image, form = pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM
-    wanted = (image, form)
-    out: list[tuple[int, int]] = []
-    top: list[int] | None = None
-
-    def walk(count: Any, get: Any, parent: int, level: int) -> None:
-        nonlocal top
-        n = count(parent)
-        if n < 0:
-            raise pdfium.PdfiumError("Failed to get number of pageobjects.")
-        handles = list(map(get, itertools.repeat(parent, n), range(n)))
-        kinds = list(map(fn.object_type, handles))  # NULL → FPDF_PAGEOBJ_UNKNOWN
-        if pdfium_c.FPDF_PAGEOBJ_UNKNOWN in kinds and None in handles:
-            raise pdfium.PdfiumError("Failed to get pageobject.")
-        if level == 0 and form not in kinds:
-            top = handles
-        for i in [i for i, kind in enumerate(kinds) if kind in wanted]:
-            if kinds[i] == image:
-                out.append((handles[i], level))
-            elif level < max_depth - 1:
-                walk(fn.form_count_objects, fn.form_get_object, handles[i], level + 1)
-
-    walk(fn.count_objects, fn.get_object, page, 0)
-    return out, top
 
 
 def _image_coverage(page: object, objs: list[object]) -> float:
@@ -231,41 +126,11 @@ _BULLET_FIRST = "•◦▪‣∙·●○■□–"
 _BULLET = re.compile(rf"^[{_BULLET_FIRST}]\s*")
 
 
-@functools.cache
-def _byte_array(size: int) -> Any:
-    """`ctypes.c_char * size`, made once per size: making an array type costs ~20 us, more than reading a
-    CJK page's text (callers round sizes up to a power of two)."""
-    return ctypes.c_char * size
-
-
-def _page_text(textpage: int, fn: _Natives) -> str:
-    """The text page's text, as `PdfTextPage.get_text_range()` gives it (excluded characters at either end
-    left out of the range: pdfium would read past it, crbug.com/pdfium/2079), over plain addresses."""
-    import pypdfium2 as pdfium
-
-    count = fn.count_chars(textpage)
-    if count < 0:
-        raise pdfium.PdfiumError("Failed to get character count.")
-    first, last = 0, count - 1
-    while first <= last and fn.text_index(textpage, first) == -1:
-        first += 1
-    while first <= last and fn.text_index(textpage, last) == -1:
-        last -= 1
-    if first > last:
-        return ""
-    units = fn.text_index(textpage, last) + 2 - fn.text_index(textpage, first)  # NUL included
-    buffer = _byte_array(1 << (2 * units - 1).bit_length())()
-    written = fn.get_text(textpage, first, last - first + 1, ctypes.addressof(buffer))
-    if written > units:
-        raise pdfium.PdfiumError(f"pdfium wrote {written} characters into a buffer of {units}.")
-    return ctypes.string_at(buffer, 2 * max(written - 1, 0)).decode("utf-16-le", errors="ignore")
-
-
 def _read_lines(page: int, pdfium_c: Any, objects: list[int] | None = None) -> list[_Line]:
     """`_page_lines` of a page (address), its text page loaded and closed here."""
     import pypdfium2 as pdfium
 
-    fn = _natives(pdfium_c)
+    fn = natives(pdfium_c)
     textpage = fn.load_textpage(page)
     if not textpage:
         raise pdfium.PdfiumError("Failed to load text page.")
@@ -279,11 +144,11 @@ def _page_lines(textpage: int, pdfium_c: Any, objects: list[int] | None = None) 
     """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph
     (one pdfium call each per line, none per character) and whether it is drawn invisibly. `textpage`:
     the text page's address; `objects`: all the page's text objects (its top-level objects, from
-    `_walk_objects`), when known: where they are fewer than twice the lines, one render-mode call an object
+    `walk_objects`), when known: where they are fewer than twice the lines, one render-mode call an object
     tells whether any text is invisible, instead of two calls a line (CJK pages: an object a line)."""
-    fn = _natives(pdfium_c)
+    fn = natives(pdfium_c)
     tp = textpage
-    raw = _page_text(tp, fn)
+    raw = page_text(tp, fn)
     # One normalising pass over the page: spaces never become line breaks, so the page's non-blank lines
     # and the normalised page's pair up one to one (offsets into `raw` come from the first).
     clean = raw
@@ -468,7 +333,7 @@ def _page_figures(
             else:
                 if page is None:
                     page = pdf[index]
-                    objs = _image_objects(page, pdfium_c)
+                    objs = image_objects(page, pdfium_c)
                 if k >= len(objs):
                     break
                 figure = figure_image(objs[k], pdfium_c)
@@ -536,8 +401,8 @@ def _parse_open(
     figure_pages: dict[str, set[int]] = {}
     figure_files: dict[str, tuple[bytes, str] | None] = {}  # content key → image file (None: undecodable)
     early_budget = ctx.limits.max_images + FIGURE_EARLY_EXTRA
-    fn = _natives(pdfium_c)
-    document = _address(pdf.raw)  # type: ignore[attr-defined]
+    fn = natives(pdfium_c)
+    document = address(pdf.raw)  # type: ignore[attr-defined]
     for i in range(first, last):
         ctx.check_time("the PDF")
         info = _Page(i)
@@ -547,13 +412,13 @@ def _parse_open(
             raw_page = fn.load_page(document, i)
             if not raw_page:
                 raise pdfium.PdfiumError("Failed to load page.")
-            handles, top_objects = _walk_objects(raw_page, pdfium_c)
+            handles, top_objects = walk_objects(raw_page, pdfium_c)
             lines = _read_lines(raw_page, pdfium_c, top_objects)
             objs: list[Any] = []
             if handles:  # the helper owns (and closes) the page from here
                 page = pdfium.PdfPage(ctypes.cast(raw_page, pdfium_c.FPDF_PAGE), pdf, None)
                 pdf._add_kid(page)  # type: ignore[attr-defined]  # as `PdfDocument.get_page` does
-                objs = _wrap_images(page, handles, pdfium_c)
+                objs = wrap_images(page, handles, pdfium_c)
             coverage = _image_coverage(page, objs)
             info.scanned = force_scanned
             if not info.scanned and coverage >= 0.1:  # below that, no amount of text makes it a scan

@@ -16,15 +16,8 @@ import pypdfium2.raw as c
 import pytest
 from parser_helpers import pdf_text
 
-from chalicelib.parsers.pdf import (
-    _address,
-    _Line,
-    _natives,
-    _page_lines,
-    _page_text,
-    _strip_repeating,
-    _walk_objects,
-)
+from chalicelib.parsers.pdf import _Line, _page_lines, _strip_repeating
+from chalicelib.parsers.pdf_pdfium import address, natives, page_text, walk_objects
 
 SPACES = re.compile(r"[ \t\u00a0]+")
 
@@ -57,8 +50,8 @@ def ours(
     textpage: pdfium.PdfTextPage, page: pdfium.PdfPage | None = None
 ) -> list[tuple[str, float, float, bool]]:
     """With `page`: the invisible-text check over the page's objects (issue 27), where it applies."""
-    objects = _walk_objects(_address(page.raw), c)[1] if page is not None else None
-    return [(ln.text, ln.size, ln.base, ln.hidden) for ln in _page_lines(_address(textpage.raw), c, objects)]
+    objects = walk_objects(address(page.raw), c)[1] if page is not None else None
+    return [(ln.text, ln.size, ln.base, ln.hidden) for ln in _page_lines(address(textpage.raw), c, objects)]
 
 
 LINES = [  # (text, size, invisible)
@@ -140,7 +133,7 @@ def test_the_page_level_invisible_text_check_reads_as_the_per_line_one(
     try:
         page = pdf[0]
         textpage = page.get_textpage()
-        assert (_walk_objects(_address(page.raw), c)[1] is not None) is top_level
+        assert (walk_objects(address(page.raw), c)[1] is not None) is top_level
         expected = reference_lines(textpage)
         assert ours(textpage, page) == expected
         assert [text for text, *_, is_hidden in expected if is_hidden] == hidden
@@ -174,7 +167,7 @@ def test_page_lines_match_the_per_line_bindings_on_corpus_pdfs(corpus: Path, nam
     ["kotex-utf-doc.ko.pdf", "polyglossia-example-arabic.pdf", "polyglossia-example-chinese.pdf", "lppl.pdf"],
 )
 def test_page_text_over_addresses_is_pypdfium2s_text_range(corpus: Path, name: str) -> None:
-    """`_page_text` (issue 27: no helper objects per page) gives `PdfTextPage.get_text_range()`."""
+    """`page_text` (issue 27: no helper objects per page) gives `PdfTextPage.get_text_range()`."""
     pdf = pdfium.PdfDocument((corpus / name).read_bytes())
     try:
         chars = 0
@@ -182,7 +175,7 @@ def test_page_text_over_addresses_is_pypdfium2s_text_range(corpus: Path, name: s
             page = pdf[i]
             textpage = page.get_textpage()
             expected = textpage.get_text_range()
-            assert _page_text(_address(textpage.raw), _natives(c)) == expected, f"page {i + 1}"
+            assert page_text(address(textpage.raw), natives(c)) == expected, f"page {i + 1}"
             chars += len(expected)
             textpage.close()
             page.close()
