@@ -114,6 +114,8 @@ def walk_objects(
             raise pdfium.PdfiumError("Failed to get pageobject.")
         if level == 0 and form not in kinds:
             top = handles
+        if image not in kinds and form not in kinds:  # most pages: no list of indexes to build
+            return
         for i in [i for i, kind in enumerate(kinds) if kind in wanted]:
             if kinds[i] == image:
                 out.append((handles[i], level))
