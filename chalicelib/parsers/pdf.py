@@ -1,11 +1,12 @@
 """PDF with pypdfium2 (WeKnora `DR/parser/pdf`): per-page scanned detection, scanned pages rendered to
 JPEG (and OCR'd when an engine is given), native pages as text with repeating headers/footers removed,
-and large figures kept as images."""
+and large figures kept as images. WeKnora's rule for a page with an image over 10% of it and under 10
+characters (a scan) holds in a PDF without a text layer; in one whose pages are mostly text, such a page is
+a figure page whose figures are kept instead of a render of it (`_Page.sparse`)."""
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 import io
 import itertools
@@ -18,6 +19,14 @@ from typing import Any
 
 from chalicelib.parsers.base import ParseContext, parse_failed
 from chalicelib.parsers.pdf_figures import figure_image
+from chalicelib.parsers.pdf_pdfium import (
+    address,
+    image_objects,
+    natives,
+    page_text,
+    walk_objects,
+    wrap_images,
+)
 from chalicelib.parsers.progress import report
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
@@ -41,6 +50,10 @@ class _Page:
     index: int
     text: str = ""
     scanned: bool = False
+    # WeKnora's other scan rule: an image over 10-50% of the page and under 10 characters. A scan in a
+    # document without a text layer; in one with a text layer a figure page (a screenshot under the running
+    # header), whose figures carry its content: rendered only when none of them is kept.
+    sparse: bool = False
     figures: list[tuple[int, str]] = field(default_factory=list)  # (object index, content key)
 
 
@@ -57,78 +70,6 @@ def _open(data: bytes, password: str | None) -> object:
                 "it again."
             ) from exc
         raise parse_failed("The PDF is damaged or truncated and cannot be opened.") from exc
-
-
-@dataclass(frozen=True)
-class _Natives:
-    """pdfium's per-line and per-object calls as foreign functions over plain addresses (ints). The
-    generated bindings (`pypdfium2.raw`) convert every handle to and from a typed pointer object, which
-    costs as much as the call itself when it runs once per text line or page object."""
-
-    count_objects: Any  # FPDFPage_CountObjects(page) -> int
-    get_object: Any  # FPDFPage_GetObject(page, i) -> object address or None
-    form_count_objects: Any
-    form_get_object: Any
-    object_type: Any  # FPDFPageObj_GetType(object) -> FPDF_PAGEOBJ_*, UNKNOWN for NULL
-    font_size: Any  # FPDFText_GetFontSize(textpage, char) -> float
-    char_origin: Any  # FPDFText_GetCharOrigin(textpage, char, &x, &y) -> bool; x, y as plain addresses
-    text_object: Any  # FPDFText_GetTextObject(textpage, char) -> object address or None
-    render_mode: Any  # FPDFTextObj_GetTextRenderMode(object) -> FPDF_TEXTRENDERMODE_*, UNKNOWN for NULL
-
-
-@functools.cache
-def _natives(pdfium_c: Any) -> _Natives:
-    vp, c_int, c_double = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
-
-    def bind(function: Any, restype: Any, *argtypes: Any) -> Any:
-        return ctypes.CFUNCTYPE(restype, *argtypes)(_address(function))
-
-    return _Natives(
-        count_objects=bind(pdfium_c.FPDFPage_CountObjects, c_int, vp),
-        get_object=bind(pdfium_c.FPDFPage_GetObject, vp, vp, c_int),
-        form_count_objects=bind(pdfium_c.FPDFFormObj_CountObjects, c_int, vp),
-        form_get_object=bind(pdfium_c.FPDFFormObj_GetObject, vp, vp, ctypes.c_ulong),
-        object_type=bind(pdfium_c.FPDFPageObj_GetType, c_int, vp),
-        font_size=bind(pdfium_c.FPDFText_GetFontSize, c_double, vp, c_int),
-        char_origin=bind(pdfium_c.FPDFText_GetCharOrigin, c_int, vp, c_int, vp, vp),
-        text_object=bind(pdfium_c.FPDFText_GetTextObject, vp, vp, c_int),
-        render_mode=bind(pdfium_c.FPDFTextObj_GetTextRenderMode, c_int, vp),
-    )
-
-
-def _address(handle: Any) -> int:
-    return ctypes.cast(handle, ctypes.c_void_p).value or 0
-
-
-def _image_objects(page: Any, pdfium_c: Any, max_depth: int = 4) -> list[Any]:
-    """The page's image objects, in `page.get_objects(filter=(image,), max_depth=4)` order (depth-first,
-    Form XObjects descended to `max_depth` levels). Walks the raw handles and wraps only the images:
-    `get_objects` builds a Python object for every page object (tens of thousands on a text page)."""
-    import pypdfium2 as pdfium
-
-    fn = _natives(pdfium_c)
-    image, form = pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM
-    wanted = (image, form)
-    handle_type = pdfium_c.FPDF_PAGEOBJECT
-    out: list[Any] = []
-
-    def walk(count: Any, get: Any, parent: int, level: int) -> None:
-        n = count(parent)
-        if n < 0:
-            raise pdfium.PdfiumError("Failed to get number of pageobjects.")
-        handles = list(map(get, itertools.repeat(parent, n), range(n)))
-        kinds = list(map(fn.object_type, handles))  # NULL → FPDF_PAGEOBJ_UNKNOWN
-        if pdfium_c.FPDF_PAGEOBJ_UNKNOWN in kinds and None in handles:
-            raise pdfium.PdfiumError("Failed to get pageobject.")
-        for i in [i for i, kind in enumerate(kinds) if kind in wanted]:
-            if kinds[i] == image:
-                raw = ctypes.cast(handles[i], handle_type)
-                out.append(pdfium.PdfObject(raw, page=page, pdf=page.pdf, level=level))
-            elif level < max_depth - 1:
-                walk(fn.form_count_objects, fn.form_get_object, handles[i], level + 1)
-
-    walk(fn.count_objects, fn.get_object, _address(page.raw), 0)
-    return out
 
 
 def _image_coverage(page: object, objs: list[object]) -> float:
@@ -161,6 +102,20 @@ _LINE_START = re.compile(r"\S[^\r\n]*")
 _TOC_LINE = re.compile(r"(\.\s?){3,}\s*[\divxlc]+$|\s\d{1,4}$")
 
 
+_MATCH_START = re.Match.start
+
+
+class _Rounded(dict[float, float]):
+    """`round(size, 1)` of pdfium's font sizes, remembered: a page has many lines and few sizes."""
+
+    def __missing__(self, size: float) -> float:
+        self[size] = rounded = round(size, 1)
+        return rounded
+
+
+_ROUNDED = _Rounded()
+
+
 def _toc_line(text: str) -> bool:
     """`_TOC_LINE.search(text)`, skipped for lines that cannot match (they must end in a digit or ivxlc)."""
     end = text[-1:]
@@ -171,10 +126,29 @@ _BULLET_FIRST = "•◦▪‣∙·●○■□–"
 _BULLET = re.compile(rf"^[{_BULLET_FIRST}]\s*")
 
 
-def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
+def _read_lines(page: int, pdfium_c: Any, objects: list[int] | None = None) -> list[_Line]:
+    """`_page_lines` of a page (address), its text page loaded and closed here."""
+    import pypdfium2 as pdfium
+
+    fn = natives(pdfium_c)
+    textpage = fn.load_textpage(page)
+    if not textpage:
+        raise pdfium.PdfiumError("Failed to load text page.")
+    try:
+        return _page_lines(textpage, pdfium_c, objects)
+    finally:
+        fn.close_textpage(textpage)
+
+
+def _page_lines(textpage: int, pdfium_c: Any, objects: list[int] | None = None) -> list[_Line]:
     """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph
-    (one pdfium call each per line, none per character) and whether it is drawn invisibly."""
-    raw = textpage.get_text_range()
+    (one pdfium call each per line, none per character) and whether it is drawn invisibly. `textpage`:
+    the text page's address; `objects`: all the page's text objects (its top-level objects, from
+    `walk_objects`), when known: where they are fewer than twice the lines, one render-mode call an object
+    tells whether any text is invisible, instead of two calls a line (CJK pages: an object a line)."""
+    fn = natives(pdfium_c)
+    tp = textpage
+    raw = page_text(tp, fn)
     # One normalising pass over the page: spaces never become line breaks, so the page's non-blank lines
     # and the normalised page's pair up one to one (offsets into `raw` come from the first).
     clean = raw
@@ -182,18 +156,25 @@ def _page_lines(textpage: Any, pdfium_c: Any) -> list[_Line]:
         clean = _SPACES.sub(" ", clean)
     clean = clean.replace("\x02", "-").replace("\ufffe", "-")
     texts = [text for text in map(str.strip, _LINE.findall(clean)) if text]
-    if len(raw) != textpage.count_chars():  # char indexes do not line up with string offsets
+    if len(raw) != fn.count_chars(tp):  # char indexes do not line up with string offsets
         return [_Line(text) for text in texts]
-    starts = [m.start() for m in _LINE_START.finditer(raw)]
-    fn = _natives(pdfium_c)
-    tp = _address(textpage.raw)
-    sizes = [round(size, 1) for size in map(fn.font_size, itertools.repeat(tp), starts)]
+    starts = list(map(_MATCH_START, _LINE_START.finditer(raw)))
+    if len(_ROUNDED) > 4096:  # sizes are few in a document; many documents would grow it without end
+        _ROUNDED.clear()
+    sizes = list(map(_ROUNDED.__getitem__, map(fn.font_size, itertools.repeat(tp), starts)))
     x, y = ctypes.c_double(), ctypes.c_double()
     # the out-parameters' addresses as ints: a byref() argument is type-checked on every call (~30% of it)
     px, py, origin = ctypes.addressof(x), ctypes.addressof(y), fn.char_origin
     bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
-    lines = [_Line(*line) for line in zip(texts, sizes, bases, strict=True)]
+    lines = list(itertools.starmap(_Line, zip(texts, sizes, bases, strict=True)))
     invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
+    # a non-text object's render mode is UNKNOWN
+    if (
+        objects is not None
+        and len(objects) < 2 * len(starts)
+        and invisible not in map(fn.render_mode, objects)
+    ):
+        return lines
     modes = list(map(fn.render_mode, map(fn.text_object, itertools.repeat(tp), starts)))  # NULL: UNKNOWN
     if invisible in modes:
         for line, mode in zip(lines, modes, strict=True):
@@ -273,30 +254,33 @@ def _page_markdown(lines: list[_Line], levels: dict[float, int]) -> str:
         if a.size and abs(a.size - b.size) < 0.3 and 0 < a.base - b.base < 3 * a.size
     )
     pitch = pitches[(len(pitches) - 1) // 2] if pitches else 0.0  # lower median: few lines, gaps skew up
-    blocks: list[tuple[int, str]] = []  # (heading level or 0, text)
+    # the paragraphs' heading levels (0: body text) and texts, in two lists (no tuple rebuilt per join)
+    block_levels: list[int] = []
+    blocks: list[str] = []
     prev: _Line | None = None
+    gap = pitch * 1.35
+    get_level = levels.get
     for line in lines:
         text = line.text
-        level = levels.get(line.size, 0)
+        level = get_level(line.size, 0)
         bullet = _BULLET.match(text) if text[0] in _BULLET_FIRST else None
         # cheapest tests first; the table-of-contents regex only when the line would join its predecessor
-        same = (
+        if (
             prev is not None
             and pitch > 0
-            and 0 < prev.base - line.base <= pitch * 1.35
+            and 0 < prev.base - line.base <= gap
             and abs(prev.size - line.size) < 0.3
             and not bullet
-            and blocks
-            and (level == 0 or len(blocks[-1][1]) < 150)
+            and (level == 0 or len(blocks[-1]) < 150)
             and not _toc_line(prev.text)
-        )
-        if same:
-            blocks[-1] = (blocks[-1][0], _join(blocks[-1][1], text))
+        ):
+            blocks[-1] = _join(blocks[-1], text)
         else:
-            blocks.append((level, "- " + text[bullet.end() :] if bullet else text))
+            block_levels.append(level)
+            blocks.append("- " + text[bullet.end() :] if bullet else text)
         prev = line
     out: list[str] = []
-    for level, text in blocks:
+    for level, text in zip(block_levels, blocks, strict=True):
         if level and len(text) <= 150 and any(ch.isalpha() for ch in text):
             out.append(f"{'#' * level} {text}")
         else:
@@ -318,6 +302,47 @@ def _render_page(page: object) -> bytes:
     buf = io.BytesIO()
     image.save(buf, format="JPEG", quality=SCAN_JPEG_QUALITY)
     return buf.getvalue()
+
+
+def _has_text_layer(pages: list[_Page]) -> bool:
+    """Whether most pages of the parse are text pages (neither scans nor sparse figure pages)."""
+    text_pages = sum(1 for info in pages if not (info.scanned or info.sparse))
+    return text_pages * 2 > len(pages)
+
+
+def _page_figures(
+    pdf: Any,
+    index: int,
+    keep: list[tuple[int, str]],
+    figure_files: dict[str, tuple[bytes, str] | None],
+    room: int,
+    pdfium_c: Any,
+) -> list[tuple[bytes, str]]:
+    """Up to `room` image files of a page's figures (object index, content key), in order, from the
+    first pass's files, or made now (the page loaded again) for those the first pass left over its budget.
+    Figures pdfium cannot decode are left out."""
+    out: list[tuple[bytes, str]] = []
+    page = None
+    objs: list[Any] = []
+    try:
+        for k, key in keep:
+            if len(out) >= room:
+                break
+            if key in figure_files:
+                figure = figure_files[key]
+            else:
+                if page is None:
+                    page = pdf[index]
+                    objs = image_objects(page, pdfium_c)
+                if k >= len(objs):
+                    break
+                figure = figure_image(objs[k], pdfium_c)
+            if figure is not None:
+                out.append(figure)
+    finally:
+        if page is not None:
+            page.close()
+    return out
 
 
 def _pages_done(number: int, first: int, last: int, ocr_pages: int) -> dict[str, int]:
@@ -376,28 +401,37 @@ def _parse_open(
     figure_pages: dict[str, set[int]] = {}
     figure_files: dict[str, tuple[bytes, str] | None] = {}  # content key → image file (None: undecodable)
     early_budget = ctx.limits.max_images + FIGURE_EARLY_EXTRA
+    fn = natives(pdfium_c)
+    document = address(pdf.raw)  # type: ignore[attr-defined]
     for i in range(first, last):
         ctx.check_time("the PDF")
         info = _Page(i)
         lines: list[_Line] = []
+        raw_page = page = None  # the page's address; its pypdfium2 helper only where it has images
         try:
-            page = pdf[i]  # type: ignore[index]
-            textpage = page.get_textpage()
-            lines = _page_lines(textpage, pdfium_c)
-            textpage.close()
-            objs = _image_objects(page, pdfium_c)
+            raw_page = fn.load_page(document, i)
+            if not raw_page:
+                raise pdfium.PdfiumError("Failed to load page.")
+            handles, top_objects = walk_objects(raw_page, pdfium_c)
+            lines = _read_lines(raw_page, pdfium_c, top_objects)
+            objs: list[Any] = []
+            if handles:  # the helper owns (and closes) the page from here
+                page = pdfium.PdfPage(ctypes.cast(raw_page, pdfium_c.FPDF_PAGE), pdf, None)
+                pdf._add_kid(page)  # type: ignore[attr-defined]  # as `PdfDocument.get_page` does
+                objs = wrap_images(page, handles, pdfium_c)
             coverage = _image_coverage(page, objs)
             info.scanned = force_scanned
             if not info.scanned and coverage >= 0.1:  # below that, no amount of text makes it a scan
                 chars = sum(len(ln.text) for ln in lines)
-                info.scanned = (coverage >= 0.5 and chars < 200) or chars < 10
+                info.scanned = coverage >= 0.5 and chars < 200
+                info.sparse = not info.scanned and chars < 10
             if info.scanned:
                 lines = []
             elif coverage < 0.5:
                 # Invisible text over a page image is its OCR layer (kept); anywhere else it is hidden text.
                 lines = [ln for ln in lines if not ln.hidden]
             if not info.scanned and objs:
-                width, height = page.get_size()
+                width, height = page.get_size()  # type: ignore[union-attr]
                 for k, obj in enumerate(objs):
                     w_px, h_px = obj.get_px_size()
                     left, bottom, right, top = obj.get_bounds()
@@ -411,12 +445,24 @@ def _parse_open(
                         figure_pages.setdefault(key, set()).add(i)
                         if key not in figure_files and len(figure_files) < early_budget:
                             figure_files[key] = figure_image(obj, pdfium_c)
-            page.close()
         except pdfium.PdfiumError:  # WeKnora: a page pdfium cannot read → treat the page as an image
             info.scanned = True
+        finally:
+            if page is not None:
+                page.close()
+            elif raw_page:
+                fn.close_page(raw_page)
         pages.append(info)
         page_lines.append(lines)
 
+    if not _has_text_layer(pages):
+        for info in pages:
+            if info.sparse:  # a scan by WeKnora's rule, as before its figures were looked at
+                info.sparse, info.scanned = False, True
+                for _, key in info.figures:
+                    figure_pages[key].discard(info.index)
+                info.figures = []
+        page_lines = [[] if info.scanned else lines for info, lines in zip(pages, page_lines, strict=True)]
     repeating = _repeating_lines([ln for p, ln in zip(pages, page_lines, strict=True) if not p.scanned])
     page_lines = [_strip_repeating(lines, repeating) for lines in page_lines]
     levels = _heading_levels(page_lines)
@@ -429,11 +475,21 @@ def _parse_open(
     images: list[ParsedImage] = []
     scanned_pages: list[int] = []
     ocr = ctx.ocr if ctx.ocr is not None and ctx.ocr.available() else None
-    figures_kept = 0
+    figures_kept = 0  # against max_images; a sparse page's figures stand in for its render, as uncapped
+    figure_number = 0
     for info, lines in zip(pages, page_lines, strict=True):
         ctx.check_time("the PDF")
         number = info.index + 1
-        if info.scanned:
+        kept: list[tuple[bytes, str]] = []
+        if not info.scanned:
+            keep = [(k, key) for k, key in info.figures if key not in repeated_figures]
+            room = len(keep) if info.sparse else ctx.limits.max_images - figures_kept
+            kept = (
+                _page_figures(pdf, info.index, keep, figure_files, room, pdfium_c)
+                if keep and room > 0
+                else []
+            )
+        if info.scanned or (info.sparse and not kept):
             scanned_pages.append(number)
             page = pdf[info.index]  # type: ignore[index]
             try:
@@ -452,32 +508,13 @@ def _parse_open(
             report(_pages_done(number, first, last, len(scanned_pages)), force=ocr is not None)
             continue
         text = _page_markdown(lines, levels)
-        keep = [(k, key) for k, key in info.figures if key not in repeated_figures]
-        if keep and figures_kept < ctx.limits.max_images:
-            page = None  # loaded again only for figures the first pass left (over its budget)
-            try:
-                for k, key in keep:
-                    if figures_kept >= ctx.limits.max_images:
-                        break
-                    if key in figure_files:
-                        figure = figure_files[key]
-                    else:
-                        if page is None:
-                            page = pdf[info.index]  # type: ignore[index]
-                            objs = _image_objects(page, pdfium_c)
-                        if k >= len(objs):
-                            break
-                        figure = figure_image(objs[k], pdfium_c)
-                    if figure is None:
-                        continue
-                    data, mime = figure
-                    figures_kept += 1
-                    ref = f"pdf-image-p{number}-{figures_kept}.{'jpg' if mime == 'image/jpeg' else 'png'}"
-                    images.append(ParsedImage(ref=ref, data=data, mime_type=mime, page=number))
-                    text += f"\n\n![]({ref})"
-            finally:
-                if page is not None:
-                    page.close()
+        for data, mime in kept:
+            if not info.sparse:
+                figures_kept += 1
+            figure_number += 1
+            ref = f"pdf-image-p{number}-{figure_number}.{'jpg' if mime == 'image/jpeg' else 'png'}"
+            images.append(ParsedImage(ref=ref, data=data, mime_type=mime, page=number))
+            text = f"{text}\n\n![]({ref})" if text else f"![]({ref})"
         if text:
             parts.append(text)
         report(_pages_done(number, first, last, len(scanned_pages)))

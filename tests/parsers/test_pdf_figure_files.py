@@ -204,6 +204,7 @@ def test_figures_left_for_the_second_pass_come_out_as_those_made_early(reader, m
     """The first pass makes image files while each page is loaded, up to the most a parse keeps plus a few
     (repeated logos take room too); the figures past that budget are made on the second pass, the same."""
     from chalicelib.parsers import pdf as pdf_parser
+    from chalicelib.parsers import pdf_pdfium
 
     data = _deck(5)
     request = ReadRequest(
@@ -211,14 +212,15 @@ def test_figures_left_for_the_second_pass_come_out_as_those_made_early(reader, m
     )
     early = reader.read(request)
     calls: list[int] = []
-    load = pdf_parser._image_objects
+    load = pdf_pdfium.walk_objects
 
     def counted(page, pdfium_c):
         calls.append(1)
         return load(page, pdfium_c)
 
     monkeypatch.setattr(pdf_parser, "FIGURE_EARLY_EXTRA", -1)  # budget 2: the logo and page 1's figure
-    monkeypatch.setattr(pdf_parser, "_image_objects", counted)
+    monkeypatch.setattr(pdf_parser, "walk_objects", counted)  # the first pass
+    monkeypatch.setattr(pdf_pdfium, "walk_objects", counted)  # the second, through image_objects
     late = reader.read(request)
     assert len(calls) == 5 + 2  # every page once, then pages 2 and 3 again for their figures
     assert [(i.ref, i.page) for i in early.images] == [

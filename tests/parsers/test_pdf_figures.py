@@ -13,7 +13,7 @@ import pypdfium2.raw as c
 import pytest
 from PIL import Image
 
-from chalicelib.parsers.pdf import _image_objects
+from chalicelib.parsers.pdf_pdfium import image_objects
 from chalicelib.ports import ReadRequest
 
 LINES = [
@@ -101,7 +101,7 @@ def test_the_raw_image_walk_matches_get_objects(make: Callable[[], bytes]) -> No
         for i in range(len(pdf)):
             page = pdf[i]
             expected = list(page.get_objects(filter=(c.FPDF_PAGEOBJ_IMAGE,), max_depth=4))
-            ours = _image_objects(page, c)
+            ours = image_objects(page, c)
             assert [(o.get_bounds(), o.level) for o in ours] == [(o.get_bounds(), o.level) for o in expected]
             found += len(ours)
             page.close()

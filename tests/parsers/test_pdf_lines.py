@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import io
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pypdfium2 as pdfium
@@ -16,6 +17,7 @@ import pytest
 from parser_helpers import pdf_text
 
 from chalicelib.parsers.pdf import _Line, _page_lines, _strip_repeating
+from chalicelib.parsers.pdf_pdfium import address, natives, page_text, walk_objects
 
 SPACES = re.compile(r"[ \t\u00a0]+")
 
@@ -44,8 +46,12 @@ def reference_lines(textpage: pdfium.PdfTextPage) -> list[tuple[str, float, floa
     return out
 
 
-def ours(textpage: pdfium.PdfTextPage) -> list[tuple[str, float, float, bool]]:
-    return [(ln.text, ln.size, ln.base, ln.hidden) for ln in _page_lines(textpage, c)]
+def ours(
+    textpage: pdfium.PdfTextPage, page: pdfium.PdfPage | None = None
+) -> list[tuple[str, float, float, bool]]:
+    """With `page`: the invisible-text check over the page's objects (issue 27), where it applies."""
+    objects = walk_objects(address(page.raw), c)[1] if page is not None else None
+    return [(ln.text, ln.size, ln.base, ln.hidden) for ln in _page_lines(address(textpage.raw), c, objects)]
 
 
 LINES = [  # (text, size, invisible)
@@ -79,10 +85,58 @@ def test_page_lines_match_the_per_line_bindings_on_built_lines() -> None:
         textpage = page.get_textpage()
         expected = reference_lines(textpage)
         assert ours(textpage) == expected
+        assert ours(textpage, page) == expected  # one object a line: the page-level check, then per line
         assert len(expected) == 6  # the blank line is skipped
         assert {size for _, size, _, _ in expected} == {20.0, 11.0, 7.5}
         assert [text for text, *_, hidden in expected if hidden] == ["invisible layer text over the page"]
         assert "runs of two and three blanks inside" in [text for text, *_ in expected]
+        textpage.close()
+        page.close()
+    finally:
+        pdf.close()
+
+
+def _visible_only_pdf() -> bytes:
+    pdf = pdfium.PdfDocument.new()
+    page = pdf.new_page(612, 792)
+    for k, (text, size, _) in enumerate(LINES):
+        pdf_text(pdf, page, text, 72, 740.0 - 30 * k, size, False)
+    c.FPDFPage_GenerateContent(page.raw)
+    buf = io.BytesIO()
+    pdf.save(buf)
+    return buf.getvalue()
+
+
+def _form_pdf() -> bytes:
+    """The built page (with its invisible line) imported into another page as a Form XObject."""
+    source = pdfium.PdfDocument(build_pdf())
+    pdf = pdfium.PdfDocument.new()
+    page = pdf.new_page(612, 792)
+    page.insert_obj(source.page_as_xobject(0, pdf).as_pageobject())
+    page.gen_content()
+    buf = io.BytesIO()
+    pdf.save(buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("make", "hidden", "top_level"),
+    [(_visible_only_pdf, [], True), (_form_pdf, ["invisible layer text over the page"], False)],
+    ids=["no-invisible-text", "invisible-text-in-a-form"],
+)
+def test_the_page_level_invisible_text_check_reads_as_the_per_line_one(
+    make: Callable[[], bytes], hidden: list[str], top_level: bool
+) -> None:
+    """Issue 27: a page whose objects show no invisible text skips the per-line check; text inside a Form
+    XObject is not among the page's objects, so such a page is checked line by line."""
+    pdf = pdfium.PdfDocument(make())
+    try:
+        page = pdf[0]
+        textpage = page.get_textpage()
+        assert (walk_objects(address(page.raw), c)[1] is not None) is top_level
+        expected = reference_lines(textpage)
+        assert ours(textpage, page) == expected
+        assert [text for text, *_, is_hidden in expected if is_hidden] == hidden
         textpage.close()
         page.close()
     finally:
@@ -99,10 +153,33 @@ def test_page_lines_match_the_per_line_bindings_on_corpus_pdfs(corpus: Path, nam
             textpage = page.get_textpage()
             expected = reference_lines(textpage)
             assert ours(textpage) == expected, f"page {i + 1}"
+            assert ours(textpage, page) == expected, f"page {i + 1}"
             lines += len(expected)
             textpage.close()
             page.close()
         assert lines > 20
+    finally:
+        pdf.close()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["kotex-utf-doc.ko.pdf", "polyglossia-example-arabic.pdf", "polyglossia-example-chinese.pdf", "lppl.pdf"],
+)
+def test_page_text_over_addresses_is_pypdfium2s_text_range(corpus: Path, name: str) -> None:
+    """`page_text` (issue 27: no helper objects per page) gives `PdfTextPage.get_text_range()`."""
+    pdf = pdfium.PdfDocument((corpus / name).read_bytes())
+    try:
+        chars = 0
+        for i in range(len(pdf)):
+            page = pdf[i]
+            textpage = page.get_textpage()
+            expected = textpage.get_text_range()
+            assert page_text(address(textpage.raw), natives(c)) == expected, f"page {i + 1}"
+            chars += len(expected)
+            textpage.close()
+            page.close()
+        assert chars > 500
     finally:
         pdf.close()
 
