@@ -23,11 +23,20 @@ _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=Fals
 
 
 class Package:
-    """An opened OOXML zip: parts by name, relationships by source part."""
+    """An OOXML package: parts by name, relationships by source part. Given the parts the reader's preflight
+    already inflated and checked (XML parts and images), it reads those and never opens the zip; else it
+    opens the zip and inflates each part it is asked for."""
 
-    def __init__(self, data: bytes, what: str, member_limit: int) -> None:
+    def __init__(
+        self, data: bytes, what: str, member_limit: int, parts: dict[str, bytes] | None = None
+    ) -> None:
         self.what = what
         self.member_limit = member_limit
+        self.parts = parts
+        self.zip: zipfile.ZipFile | None = None
+        if parts is not None:
+            self.names = set(parts)
+            return
         try:
             self.zip = zipfile.ZipFile(io.BytesIO(data))
             self.names = set(self.zip.namelist())
@@ -35,10 +44,13 @@ class Package:
             raise parse_failed(f"The {what} file is damaged or not a valid package.") from exc
 
     def close(self) -> None:
-        self.zip.close()
+        if self.zip is not None:
+            self.zip.close()
 
     def blob(self, name: str) -> bytes | None:
-        if name not in self.names:
+        if self.parts is not None:
+            return self.parts.get(name)
+        if name not in self.names or self.zip is None:
             return None
         try:
             return read_member(self.zip, name, self.member_limit)

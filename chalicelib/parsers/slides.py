@@ -170,7 +170,7 @@ def _slide_lines(
 
 
 def parse_pptx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
-    package = Package(request.data, "PowerPoint", ctx.limits.zip_max_member_uncompressed)
+    package = Package(request.data, "PowerPoint", ctx.limits.zip_max_member_uncompressed, ctx.package_parts)
     try:
         main = package.main_part()
         presentation = package.xml(main)
