@@ -203,6 +203,9 @@ class EntityScan:
 
 _FIRST_REF = rb"""(?=[\s/>])(?:[^>]*?\br\s*=\s*["']([A-Za-z]{1,3})([0-9]{1,7})["'])?[^>]*>"""
 _PLAIN_CELL_REF = re.compile(rb"<c" + _FIRST_REF)
+# a cell whose first attribute is its reference in capitals and double quotes, else ("", "") for any other
+# cell start tag (then _PLAIN_CELL_REF reads the piece again)
+_CANONICAL_CELL_REF = re.compile(rb'<c(?: r="([A-Z]{1,3})([0-9]{1,7})"|(?=[\s/>]))')
 _PREFIXED_CELL_REF = re.compile(rb"<[A-Za-z_][\w.-]*:c" + _FIRST_REF)
 _PREFIXED_ELEMENT = re.compile(rb":(?:c|row)[\s/>]")  # also in text now and then: then the slow pass runs
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
@@ -255,14 +258,20 @@ class _Sheet:
         if prefixed:
             self.row_tags += len(_PREFIXED_ROW.findall(body))
         self.rows = max(self.rows, self.row_tags)
-        # each cell's first reference, ("", "") for a cell without one
-        refs = _PLAIN_CELL_REF.findall(body)
+        # each cell's first reference, ("", "") for a cell without one: first the way writers put it
+        # (`<c r="B7"`, a third cheaper), the general pattern only when a cell here is written otherwise
+        refs = _CANONICAL_CELL_REF.findall(body)
+        letters = set(map(_FIRST, refs))  # map + itemgetter: no Python step per cell
+        if b"" in letters:
+            refs = _PLAIN_CELL_REF.findall(body)
+            letters = set(map(_FIRST, refs))
         if prefixed:
             refs += _PREFIXED_CELL_REF.findall(body)
+            letters = set(map(_FIRST, refs))
         if not refs:
             return
         self.cells += len(refs)
-        for col_letters in set(map(_FIRST, refs)):  # map + itemgetter: no Python step per cell
+        for col_letters in letters:
             col = 0
             for ch in col_letters.upper():
                 col = col * 26 + (ch - 64)
