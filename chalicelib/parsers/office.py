@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 from chalicelib.domain import metering
@@ -250,30 +249,58 @@ def _cell(value: Any) -> str:
     return str(value).strip()
 
 
-def _cell_texts(rows: list[list[Any]]) -> Iterator[list[str]]:
-    """Each row's cells as text; a number's text is computed once per distinct value (numeric sheets
-    repeat values, and one Python call per cell was most of a big sheet's time)."""
-    float_texts: dict[float, str] = {}
-    int_texts: dict[int, str] = {}  # apart: 10**16 and 1e16 are equal keys with different texts
-    for row in rows:
-        texts: list[str] = []
-        for value in row:
-            kind = type(value)
-            if kind is str:
-                texts.append(value.strip())
-            elif kind is float:
-                text = float_texts.get(value)
-                if text is None:
-                    text = float_texts[value] = _cell(value)
-                texts.append(text)
-            elif kind is int:  # not bool (a subclass)
-                text = int_texts.get(value)
-                if text is None:
-                    text = int_texts[value] = str(value)
-                texts.append(text)
-            else:
-                texts.append(_cell(value))
-        yield texts
+class _Labelled(dict[Any, str]):
+    """A column's cell value → "label: text", "" for a cell without text (left out of the row's line); each
+    computed once, on first sight (numeric sheets repeat values)."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        self.label = label
+
+    def __missing__(self, value: Any) -> str:
+        text = _cell(value)
+        out = self[value] = self.label + text if text else ""
+        return out
+
+
+_NUMBER_TYPES = frozenset({bool, int, float})
+
+
+def _labelled_column(column: tuple[Any, ...], label: str) -> list[str]:
+    """One column's "label: text" cells as C-level passes (map over a self-filling dict), not a Python step
+    per cell, which was most of a big sheet's time. Equal numbers of different types (1, 1.0, True; 10**16,
+    1e16) have their own texts, so a column mixing number types is read cell by cell."""
+    kinds = set(map(type, column))
+    if len(kinds & _NUMBER_TYPES) <= 1:
+        return list(map(_Labelled(label).__getitem__, column))
+    return [label + text if (text := _cell(value)) else "" for value in column]
+
+
+def _sheet_lines(grid: list[list[Any]], header_mode: bool) -> list[str]:
+    """Each row with text as `header: value, …` without its empty cells (WeKnora's builtin Excel reader):
+    the first row with text is the header when another row with text follows, else columns are colN."""
+    width = max(map(len, grid), default=0)
+    if any(len(row) != width for row in grid):  # calamine's grid is dense; pad anything else
+        grid = [list(row) + [None] * (width - len(row)) for row in grid]
+    first = next((n for n, row in enumerate(grid) if any(map(_cell, row))), None)
+    if first is None:
+        return []
+    numbered = [f"col{i + 1}: " for i in range(width)]
+    if header_mode:
+        header = [f"{text or f'col{i + 1}'}: " for i, text in enumerate(map(_cell, grid[first]))]
+        lines = _labelled_lines(grid[first + 1 :], header)
+        if lines:
+            return lines
+        return _labelled_lines(grid[first : first + 1], numbered)
+    return _labelled_lines(grid[first:], numbered)
+
+
+def _labelled_lines(rows: list[list[Any]], labels: list[str]) -> list[str]:
+    columns = [
+        _labelled_column(column, label)
+        for label, column in zip(labels, zip(*rows, strict=True), strict=False)
+    ]
+    return [", ".join(filter(None, row)) for row in zip(*columns, strict=True) if any(row)]
 
 
 def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
@@ -303,23 +330,11 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
                     f"The spreadsheet has more than {ctx.limits.max_sheet_cells:,} cells (sheet '{name}' has "
                     f"{sheet.height:,} rows × {sheet.width:,} columns); split it into smaller files."
                 )
-            rows = [row for row in _cell_texts(sheet.to_python(skip_empty_area=True)) if any(row)]
-            if not rows:
+            lines = _sheet_lines(sheet.to_python(skip_empty_area=True), header_mode)
+            if not lines:
                 continue
-            lines = [f"## {name}"]
-            if header_mode and len(rows) > 1:
-                header = [h or f"col{i + 1}" for i, h in enumerate(rows[0])]
-                body = rows[1:]
-            else:
-                header = []
-                body = rows
-            width = max(len(r) for r in body)
-            labels = [f"{h}: " for h in header] + [f"col{i + 1}: " for i in range(len(header), width)]
-            for n, row in enumerate(body):
-                if n % 4096 == 0:
-                    ctx.check_time("the spreadsheet")
-                lines.append(", ".join([label + v for label, v in zip(labels, row, strict=False) if v]))
-            sections.append("\n".join(lines))
+            ctx.check_time("the spreadsheet")
+            sections.append("\n".join([f"## {name}", *lines]))
     finally:
         workbook.close()
     markdown = "\n\n".join(sections)
