@@ -79,17 +79,13 @@ class _DocxImages:
         return ref
 
 
-def _mark_docx_marks(body: Any) -> None:
-    """Gives tabs, breaks and non-breaking hyphens their text, so that a paragraph without images is one
-    C-level walk over its text elements."""
-    for el in body.iter(*_DOCX_MARKS):
-        el.text = _DOCX_MARKS[el.tag]
-
-
 def _docx_paragraph_text(p: Any, images: _DocxImages) -> str:
     if not images.any or next(p.iter(*_DOCX_IMAGE_TAGS), None) is None:  # most paragraphs
-        # a list of .text (marks given text first): cheaper than itertext with a tag filter
-        return "".join([el.text or "" for el in p.iter(*_DOCX_RUN_TEXT_TAGS)]).strip()
+        # a list over the text elements, marks (tabs, breaks: no text) by their tag: cheaper than itertext
+        # with a tag filter, and than giving every mark of the body its text first
+        return "".join(
+            [el.text or _DOCX_MARKS.get(el.tag, "") for el in p.iter(*_DOCX_RUN_TEXT_TAGS)]
+        ).strip()
     out: list[str] = []
     for el in p.iter(*_DOCX_TEXT_TAGS):
         tag = el.tag
@@ -178,7 +174,6 @@ def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
         body = root.find(f"{_W}body") if root is not None else None
         if body is None:
             raise parse_failed("The Word file is damaged or not a .docx document.")
-        _mark_docx_marks(body)
         rels = package.rels(main)
         styles_part = next((t for kind, t in rels.values() if kind == _STYLES_REL), None)
         levels = _docx_heading_levels(package.xml(styles_part) if styles_part else None)
