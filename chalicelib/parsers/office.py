@@ -274,8 +274,9 @@ def _labelled_column(column: tuple[Any, ...], label: str) -> list[str]:
 def _sheet_lines(grid: list[list[Any]], header_mode: bool) -> list[str]:
     """Each row with text as `header: value, …` without its empty cells (WeKnora's builtin Excel reader):
     the first row with text is the header when another row with text follows, else columns are colN."""
-    width = max(map(len, grid), default=0)
-    if any(len(row) != width for row in grid):  # calamine's grid is dense; pad anything else
+    widths = set(map(len, grid))
+    width = max(widths, default=0)
+    if len(widths) > 1:  # calamine's grid is dense; pad anything else
         grid = [list(row) + [None] * (width - len(row)) for row in grid]
     first = next((n for n, row in enumerate(grid) if any(map(_cell, row))), None)
     if first is None:
