@@ -3,7 +3,8 @@ resolved as OPC says (targets relative to the source part's folder), each part p
 resolves no entity and loads no DTD. python-pptx and python-docx build a proxy object per element and load
 every part of the package up front, which was most of a .pptx's parse time; reading the XML directly gives
 the same text. The reader's preflight (guards.check_zip) has already bounded every part's size and refused
-entity declarations before any engine runs."""
+entity declarations before any engine runs, and hands over the parts it inflated (ParseContext.package_parts)
+so that they are not inflated twice."""
 
 from __future__ import annotations
 
