@@ -48,11 +48,11 @@ KEEP_PARTS_TYPES = frozenset({"docx", "pptx"})
 
 
 def preflight(
-    data: bytes, file_type: str, limits: Limits, parts: dict[str, bytes] | None = None
+    data: bytes, file_type: str, limits: Limits, parts: dict[str, bytes | None] | None = None
 ) -> dict[str, Any]:
     """Refuses (PermanentStageError) a file over any limit; returns what it measured. For a docx/pptx,
     `parts` (when given) receives the package's XML parts and images as the preflight inflated them, so
-    that the reader does not inflate them again."""
+    that the reader does not inflate them again (check_zip)."""
     if file_type in ZIP_KINDS:
         keep = parts if file_type in KEEP_PARTS_TYPES else None
         return check_zip(data, limits, ZIP_KINDS[file_type], sheets=file_type == "xlsx", parts=keep)
@@ -76,11 +76,17 @@ def preflight(
 
 
 def check_zip(
-    data: bytes, limits: Limits, what: str, *, sheets: bool = False, parts: dict[str, bytes] | None = None
+    data: bytes,
+    limits: Limits,
+    what: str,
+    *,
+    sheets: bool = False,
+    parts: dict[str, bytes | None] | None = None,
 ) -> dict[str, Any]:
     """Declared sizes first (cheap), then every member inflated from its raw bytes with hard caps. `parts`
-    receives each XML part and each image (by its leading bytes) as checked here, name → bytes; other
-    members (fonts, media, embedded files) are dropped as they stream, as nothing reads them."""
+    receives each member's name → its bytes as checked here for XML parts and images (told by their leading
+    bytes), None for the others (fonts, media, embedded files: dropped as they stream, as the readers do not
+    look at them; one that does reads it from the zip)."""
     # one listing (a damaged zip is refused there); entity declarations are looked for below, in the same
     # inflating pass as the sizes
     zf = open_zip_checked(data, limits, what, scan_entities=False)
@@ -134,10 +140,10 @@ def check_zip(
                         kept = None  # not XML, not an image: nothing reads it
         if produced != info.file_size or crc != info.CRC:
             raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).")
-        if parts is not None and kept is not None:
-            whole = b"".join(kept)
-            if judged or entities is not None or image_kind(whole) is not None:
-                parts[info.filename] = whole
+        if parts is not None:
+            whole = b"".join(kept) if kept is not None else None
+            keep = whole is not None and (judged or entities is not None or image_kind(whole) is not None)
+            parts[info.filename] = whole if keep else None
         if produced > 1024 * 1024 and produced > limits.zip_max_ratio * max(info.compress_size, 1):
             raise parse_failed(
                 f"The {what} file is compressed at an implausible ratio; it looks like a zip bomb."

@@ -129,7 +129,7 @@ class EngineDocReader:
         ocr = with_languages(self.ocr, options.get("ocr_languages"))
         asr = with_language(self.asr, options.get("asr_language"))
         # Before any engine is chosen: the limits bind every engine a rule or override may pick.
-        parts: dict[str, bytes] = {}
+        parts: dict[str, bytes | None] = {}
         measured = preflight(request.data, actual, limits, parts)
         ctx = ParseContext(
             ocr=ocr, asr=asr, limits=limits, options=options, package_parts=parts if parts else None
