@@ -202,7 +202,7 @@ class EntityScan:
 
     def feed(self, piece: bytes, what: str) -> None:
         window = self.tail + piece
-        if b"<!" in window and _ENTITY in window.upper():
+        if b"!" in window and _ENTITY in window.upper():  # memchr first: "!" is rare in XML
             raise parse_failed(f"The {what} file contains XML entity declarations, which are not allowed.")
         self.tail = window[-(len(_ENTITY) - 1) :]
 
@@ -259,7 +259,7 @@ class _Sheet:
         body, self.tail = window[:cut], window[cut:][-4096:]
         # C-level passes per piece (a Python step per cell cost more than reading the workbook), a literal
         # start where possible (the regex engine skips ahead fast); prefixed elements (x:c) are rare.
-        prefixed = _PREFIXED_ELEMENT.search(body) is not None
+        prefixed = b":" in body and _PREFIXED_ELEMENT.search(body) is not None  # memchr first
         self.row_tags += len(_PLAIN_ROW.findall(body))
         if prefixed:
             self.row_tags += len(_PREFIXED_ROW.findall(body))
