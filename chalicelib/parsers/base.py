@@ -48,6 +48,9 @@ class ParseContext:
     limits: Limits = field(default_factory=Limits)
     options: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    # a docx/pptx's members as the reader's preflight inflated and checked them: name → bytes for XML parts
+    # and images, None for a member it did not keep; so that the engine does not inflate them again
+    package_parts: dict[str, bytes | None] | None = None
 
     def check_time(self, what: str = "the file") -> None:
         """Between steps of a parse: refuses a file whose parse has used up `limits.parse_budget_s`."""

@@ -63,8 +63,8 @@ def _ppt(request: ReadRequest, ctx: ParseContext) -> ReadResult:
 class BuiltinEngine:
     name = "builtin"
     description = (
-        "Fast in-process parsers: pypdfium2 PDF with scanned-page detection, python-docx, "
-        "python-pptx with notes, calamine spreadsheets, lexbor HTML, MHTML, EPUB; doc with unword and ppt "
+        "Fast in-process parsers: pypdfium2 PDF with scanned-page detection, docx and pptx (with notes) "
+        "read from their XML with lxml, calamine spreadsheets, lexbor HTML, MHTML, EPUB; doc with unword and ppt "
         "from its records, else through LibreOffice"
     )
 

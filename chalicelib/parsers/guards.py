@@ -21,7 +21,14 @@ from operator import itemgetter
 from typing import Any
 
 from chalicelib.domain.filetypes import IMAGE_EXTENSIONS
-from chalicelib.parsers.base import XML_SUFFIXES, Limits, open_zip_checked, parse_failed, unsupported
+from chalicelib.parsers.base import (
+    XML_SUFFIXES,
+    Limits,
+    image_kind,
+    open_zip_checked,
+    parse_failed,
+    unsupported,
+)
 
 ZIP_KINDS = {"docx": "Word", "xlsx": "Excel", "pptx": "PowerPoint", "epub": "EPUB"}
 HTML_TYPES = frozenset({"html", "htm", "mhtml"})
@@ -33,12 +40,22 @@ _LOCAL_SIGNATURE = 0x04034B50
 _ENTITY = b"<!ENTITY"
 _WORKSHEET = re.compile(r"^xl/worksheets/[^/]+\.xml$", re.IGNORECASE)
 _MARKUP_MEMBER = (".html", ".htm", ".xhtml")
+_IMAGE_HEAD = 16  # leading bytes that tell an image (base.image_kind)
 
 
-def preflight(data: bytes, file_type: str, limits: Limits) -> dict[str, Any]:
-    """Refuses (PermanentStageError) a file over any limit; returns what it measured."""
+#: the package types whose readers take their parts from the preflight (ParseContext.package_parts)
+KEEP_PARTS_TYPES = frozenset({"docx", "pptx"})
+
+
+def preflight(
+    data: bytes, file_type: str, limits: Limits, parts: dict[str, bytes | None] | None = None
+) -> dict[str, Any]:
+    """Refuses (PermanentStageError) a file over any limit; returns what it measured. For a docx/pptx,
+    `parts` (when given) receives the package's XML parts and images as the preflight inflated them, so
+    that the reader does not inflate them again (check_zip)."""
     if file_type in ZIP_KINDS:
-        return check_zip(data, limits, ZIP_KINDS[file_type], sheets=file_type == "xlsx")
+        keep = parts if file_type in KEEP_PARTS_TYPES else None
+        return check_zip(data, limits, ZIP_KINDS[file_type], sheets=file_type == "xlsx", parts=keep)
     if file_type == "pdf":
         return {"pages": check_pdf_pages(data, limits)}
     if file_type in IMAGE_EXTENSIONS:
@@ -58,8 +75,18 @@ def preflight(data: bytes, file_type: str, limits: Limits) -> dict[str, Any]:
 # ---------------------------------------------------------------- zip
 
 
-def check_zip(data: bytes, limits: Limits, what: str, *, sheets: bool = False) -> dict[str, Any]:
-    """Declared sizes first (cheap), then every member inflated from its raw bytes with hard caps."""
+def check_zip(
+    data: bytes,
+    limits: Limits,
+    what: str,
+    *,
+    sheets: bool = False,
+    parts: dict[str, bytes | None] | None = None,
+) -> dict[str, Any]:
+    """Declared sizes first (cheap), then every member inflated from its raw bytes with hard caps. `parts`
+    receives each member's name → its bytes as checked here for XML parts and images (told by their leading
+    bytes), None for the others (fonts, media, embedded files: dropped as they stream, as the readers do not
+    look at them; one that does reads it from the zip)."""
     # one listing (a damaged zip is refused there); entity declarations are looked for below, in the same
     # inflating pass as the sizes
     zf = open_zip_checked(data, limits, what, scan_entities=False)
@@ -82,6 +109,8 @@ def check_zip(data: bytes, limits: Limits, what: str, *, sheets: bool = False) -
         entities = EntityScan() if name.endswith(XML_SUFFIXES) else None
         depth = HtmlDepth(limits.max_html_depth) if name.endswith(_MARKUP_MEMBER) else None
         sheet = cells.sheet() if sheets and _WORKSHEET.match(info.filename) else None
+        kept: list[bytes] | None = [] if parts is not None else None
+        judged = False  # whether a non-XML member's leading bytes were looked at
         for piece in _inflate(view, info, what):
             produced += len(piece)
             total += len(piece)
@@ -103,8 +132,18 @@ def check_zip(data: bytes, limits: Limits, what: str, *, sheets: bool = False) -
             if sheet is not None:
                 sheet.feed(piece)
                 cells.check(limits.max_sheet_cells)
+            if kept is not None:
+                kept.append(piece)
+                if not judged and entities is None and produced >= _IMAGE_HEAD:
+                    judged = True
+                    if image_kind(b"".join(kept)[:_IMAGE_HEAD]) is None:
+                        kept = None  # not XML, not an image: nothing reads it
         if produced != info.file_size or crc != info.CRC:
             raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).")
+        if parts is not None:
+            whole = b"".join(kept) if kept is not None else None
+            keep = whole is not None and (judged or entities is not None or image_kind(whole) is not None)
+            parts[info.filename] = whole if keep else None
         if produced > 1024 * 1024 and produced > limits.zip_max_ratio * max(info.compress_size, 1):
             raise parse_failed(
                 f"The {what} file is compressed at an implausible ratio; it looks like a zip bomb."
@@ -162,14 +201,17 @@ class EntityScan:
         self.tail = b""
 
     def feed(self, piece: bytes, what: str) -> None:
-        window = self.tail + piece.upper()
-        if _ENTITY in window:
+        window = self.tail + piece
+        if b"!" in window and _ENTITY in window.upper():  # memchr first: "!" is rare in XML
             raise parse_failed(f"The {what} file contains XML entity declarations, which are not allowed.")
         self.tail = window[-(len(_ENTITY) - 1) :]
 
 
 _FIRST_REF = rb"""(?=[\s/>])(?:[^>]*?\br\s*=\s*["']([A-Za-z]{1,3})([0-9]{1,7})["'])?[^>]*>"""
 _PLAIN_CELL_REF = re.compile(rb"<c" + _FIRST_REF)
+# a cell whose first attribute is its reference in capitals and double quotes, else ("", "") for any other
+# cell start tag (then _PLAIN_CELL_REF reads the piece again)
+_CANONICAL_CELL_REF = re.compile(rb'<c(?: r="([A-Z]{1,3})([0-9]{1,7})"|(?=[\s/>]))')
 _PREFIXED_CELL_REF = re.compile(rb"<[A-Za-z_][\w.-]*:c" + _FIRST_REF)
 _PREFIXED_ELEMENT = re.compile(rb":(?:c|row)[\s/>]")  # also in text now and then: then the slow pass runs
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
@@ -217,19 +259,25 @@ class _Sheet:
         body, self.tail = window[:cut], window[cut:][-4096:]
         # C-level passes per piece (a Python step per cell cost more than reading the workbook), a literal
         # start where possible (the regex engine skips ahead fast); prefixed elements (x:c) are rare.
-        prefixed = _PREFIXED_ELEMENT.search(body) is not None
+        prefixed = b":" in body and _PREFIXED_ELEMENT.search(body) is not None  # memchr first
         self.row_tags += len(_PLAIN_ROW.findall(body))
         if prefixed:
             self.row_tags += len(_PREFIXED_ROW.findall(body))
         self.rows = max(self.rows, self.row_tags)
-        # each cell's first reference, ("", "") for a cell without one
-        refs = _PLAIN_CELL_REF.findall(body)
+        # each cell's first reference, ("", "") for a cell without one: first the way writers put it
+        # (`<c r="B7"`, a third cheaper), the general pattern only when a cell here is written otherwise
+        refs = _CANONICAL_CELL_REF.findall(body)
+        letters = set(map(_FIRST, refs))  # map + itemgetter: no Python step per cell
+        if b"" in letters:
+            refs = _PLAIN_CELL_REF.findall(body)
+            letters = set(map(_FIRST, refs))
         if prefixed:
             refs += _PREFIXED_CELL_REF.findall(body)
+            letters = set(map(_FIRST, refs))
         if not refs:
             return
         self.cells += len(refs)
-        for col_letters in set(map(_FIRST, refs)):  # map + itemgetter: no Python step per cell
+        for col_letters in letters:
             col = 0
             for ch in col_letters.upper():
                 col = col * 26 + (ch - 64)

@@ -1,6 +1,6 @@
-"""Office formats: docx (python-docx, images put back in place), pptx with speaker notes (python-pptx),
-xlsx/xls with every sheet (python-calamine), doc with unword (a Rust reader of Word 97-2003 files) and
-doc/ppt through LibreOffice when it is installed (doc when unword cannot read the file)."""
+"""Office formats: docx read from its XML with lxml (ooxml.Package; images put back in place; the pptx reader
+is slides.py), xlsx/xls with every sheet (python-calamine), doc with unword (a Rust reader of Word 97-2003
+files) and doc/ppt through LibreOffice when it is installed (doc when unword cannot read the file)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 from chalicelib.domain import metering
@@ -19,7 +18,6 @@ from chalicelib.parsers.base import (
     ParseContext,
     image_kind,
     markdown_table,
-    open_zip_checked,
     parse_failed,
     unsupported,
 )
@@ -42,6 +40,11 @@ _DOCX_TEXT_TAGS = {
 }
 _DOCX_MARKS = {f"{_W}tab": "\t", f"{_W}br": "\n", f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-"}
 _DOCX_IMAGE_TAGS = (f"{_A}blip", f"{_V}imagedata")
+_DOCX_RUN_TEXT_TAGS = (f"{_W}t", *_DOCX_MARKS)
+_VAL = f"{_W}val"
+_P, _TR, _TC = f"{_W}p", f"{_W}tr", f"{_W}tc"
+_TRPR, _GRID_BEFORE = f"{_W}trPr", f"{_W}gridBefore"
+_TCPR, _GRID_SPAN, _VMERGE = f"{_W}tcPr", f"{_W}gridSpan", f"{_W}vMerge"
 _STYLES_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/styles"
 
 
@@ -49,12 +52,14 @@ _STYLES_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationshi
 
 
 class _DocxImages:
-    def __init__(self, package: Package, rels: dict[str, tuple[str, str]], limit: int) -> None:
+    def __init__(self, package: Package, rels: dict[str, tuple[str, str]], limit: int, body: Any) -> None:
         self.package = package
         self.rels = rels
         self.limit = limit
         self.images: list[ParsedImage] = []
         self.by_rid: dict[str, str] = {}
+        # most documents have no picture at all: then no paragraph is searched for one
+        self.any = next(body.iter(*_DOCX_IMAGE_TAGS), None) is not None
 
     def ref(self, rid: str) -> str | None:
         if rid in self.by_rid:
@@ -74,16 +79,13 @@ class _DocxImages:
         return ref
 
 
-def _mark_docx_marks(body: Any) -> None:
-    """Gives tabs, breaks and non-breaking hyphens their text, so that a paragraph without images is one
-    C-level walk over its text elements."""
-    for el in body.iter(*_DOCX_MARKS):
-        el.text = _DOCX_MARKS[el.tag]
-
-
 def _docx_paragraph_text(p: Any, images: _DocxImages) -> str:
-    if next(p.iter(*_DOCX_IMAGE_TAGS), None) is None:  # most paragraphs (marks given text first)
-        return "".join(p.itertext(*_DOCX_TEXT_TAGS, with_tail=False)).strip()
+    if not images.any or next(p.iter(*_DOCX_IMAGE_TAGS), None) is None:  # most paragraphs
+        # a list over the text elements, marks (tabs, breaks: no text) by their tag: cheaper than itertext
+        # with a tag filter, and than giving every mark of the body its text first
+        return "".join(
+            [el.text or _DOCX_MARKS.get(el.tag, "") for el in p.iter(*_DOCX_RUN_TEXT_TAGS)]
+        ).strip()
     out: list[str] = []
     for el in p.iter(*_DOCX_TEXT_TAGS):
         tag = el.tag
@@ -121,9 +123,13 @@ def _docx_heading_levels(styles: Any) -> dict[str, int]:
     return levels
 
 
-def _w_val(el: Any, path: str) -> str | None:
-    found = el.find(path)
-    return None if found is None else found.get(f"{_W}val")
+def _child_val(el: Any, props: str, prop: str) -> str | None:
+    """w:val of el's props/prop child, found child by child (a path find costs several times more)."""
+    holder = el.find(props)
+    if holder is None:
+        return None
+    found = holder.find(prop)
+    return None if found is None else found.get(_VAL)
 
 
 def _docx_table(tbl: Any, images: _DocxImages) -> str:
@@ -131,18 +137,23 @@ def _docx_table(tbl: Any, images: _DocxImages) -> str:
     continuation repeats the cell above it (WeKnora fills merged cells)."""
     rows: list[list[str]] = []
     above: dict[int, tuple[str, int]] = {}  # grid offset → (text, span) of the cell that owns it
-    for tr in tbl.iterchildren(f"{_W}tr"):
-        offset = int(_w_val(tr, f"{_W}trPr/{_W}gridBefore") or 0)
+    for tr in tbl.iterchildren(_TR):
+        offset = int(_child_val(tr, _TRPR, _GRID_BEFORE) or 0)
         cells: list[str] = []
         owners: dict[int, tuple[str, int]] = {}
-        for tc in tr.iterchildren(f"{_W}tc"):
-            span = int(_w_val(tc, f"{_W}tcPr/{_W}gridSpan") or 1)
-            merge = tc.find(f"{_W}tcPr/{_W}vMerge")
-            continued = merge is not None and (merge.get(f"{_W}val") or "continue") == "continue"
+        for tc in tr.iterchildren(_TC):
+            tcpr = tc.find(_TCPR)
+            span, continued = 1, False
+            if tcpr is not None:
+                grid_span = tcpr.find(_GRID_SPAN)
+                if grid_span is not None:
+                    span = int(grid_span.get(_VAL) or 1)
+                merge = tcpr.find(_VMERGE)
+                continued = merge is not None and (merge.get(_VAL) or "continue") == "continue"
             if continued and offset in above:
                 owner = above[offset]
             else:
-                text = "\n".join(_docx_paragraph_text(p, images) for p in tc.iter(f"{_W}p")).strip()
+                text = "\n".join([_docx_paragraph_text(p, images) for p in tc.iter(_P)]).strip()
                 owner = (text, span)
             cells.extend([owner[0]] * owner[1])
             owners[offset] = owner
@@ -156,18 +167,17 @@ def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     """The main document part read with lxml (ooxml.Package): paragraphs with heading styles and list
     levels, tables, content controls, images put back in place. python-docx is not used: it loads every
     part up front and builds an object per element."""
-    package = Package(request.data, "Word", ctx.limits.zip_max_member_uncompressed)
+    package = Package(request.data, "Word", ctx.limits.zip_max_member_uncompressed, ctx.package_parts)
     try:
         main = package.main_part()
         root = package.xml(main)
         body = root.find(f"{_W}body") if root is not None else None
         if body is None:
             raise parse_failed("The Word file is damaged or not a .docx document.")
-        _mark_docx_marks(body)
         rels = package.rels(main)
         styles_part = next((t for kind, t in rels.values() if kind == _STYLES_REL), None)
         levels = _docx_heading_levels(package.xml(styles_part) if styles_part else None)
-        images = _DocxImages(package, rels, ctx.limits.max_images)
+        images = _DocxImages(package, rels, ctx.limits.max_images, body)
         blocks: list[str] = []
         title = ""
         for n, child in enumerate(body.iterchildren()):
@@ -234,38 +244,67 @@ def _cell(value: Any) -> str:
     return str(value).strip()
 
 
-def _cell_texts(rows: list[list[Any]]) -> Iterator[list[str]]:
-    """Each row's cells as text; a number's text is computed once per distinct value (numeric sheets
-    repeat values, and one Python call per cell was most of a big sheet's time)."""
-    float_texts: dict[float, str] = {}
-    int_texts: dict[int, str] = {}  # apart: 10**16 and 1e16 are equal keys with different texts
-    for row in rows:
-        texts: list[str] = []
-        for value in row:
-            kind = type(value)
-            if kind is str:
-                texts.append(value.strip())
-            elif kind is float:
-                text = float_texts.get(value)
-                if text is None:
-                    text = float_texts[value] = _cell(value)
-                texts.append(text)
-            elif kind is int:  # not bool (a subclass)
-                text = int_texts.get(value)
-                if text is None:
-                    text = int_texts[value] = str(value)
-                texts.append(text)
-            else:
-                texts.append(_cell(value))
-        yield texts
+class _Labelled(dict[Any, str]):
+    """A column's cell value → "label: text", "" for a cell without text (left out of the row's line); each
+    computed once, on first sight (numeric sheets repeat values)."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        self.label = label
+
+    def __missing__(self, value: Any) -> str:
+        text = _cell(value)
+        out = self[value] = self.label + text if text else ""
+        return out
+
+
+_NUMBER_TYPES = frozenset({bool, int, float})
+
+
+def _labelled_column(column: tuple[Any, ...], label: str) -> list[str]:
+    """One column's "label: text" cells as C-level passes (map over a self-filling dict), not a Python step
+    per cell, which was most of a big sheet's time. Equal numbers of different types (1, 1.0, True; 10**16,
+    1e16) have their own texts, so a column mixing number types is read cell by cell."""
+    kinds = set(map(type, column))
+    if len(kinds & _NUMBER_TYPES) <= 1:
+        return list(map(_Labelled(label).__getitem__, column))
+    return [label + text if (text := _cell(value)) else "" for value in column]
+
+
+def _sheet_lines(grid: list[list[Any]], header_mode: bool) -> list[str]:
+    """Each row with text as `header: value, …` without its empty cells (WeKnora's builtin Excel reader):
+    the first row with text is the header when another row with text follows, else columns are colN."""
+    widths = set(map(len, grid))
+    width = max(widths, default=0)
+    if len(widths) > 1:  # calamine's grid is dense; pad anything else
+        grid = [list(row) + [None] * (width - len(row)) for row in grid]
+    first = next((n for n, row in enumerate(grid) if any(map(_cell, row))), None)
+    if first is None:
+        return []
+    numbered = [f"col{i + 1}: " for i in range(width)]
+    if header_mode:
+        header = [f"{text or f'col{i + 1}'}: " for i, text in enumerate(map(_cell, grid[first]))]
+        lines = _labelled_lines(grid[first + 1 :], header)
+        if lines:
+            return lines
+        return _labelled_lines(grid[first : first + 1], numbered)
+    return _labelled_lines(grid[first:], numbered)
+
+
+def _labelled_lines(rows: list[list[Any]], labels: list[str]) -> list[str]:
+    columns = [
+        _labelled_column(column, label)
+        for label, column in zip(labels, zip(*rows, strict=True), strict=False)
+    ]
+    return [", ".join(filter(None, row)) for row in zip(*columns, strict=True) if any(row)]
 
 
 def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     """Every sheet; each row becomes `header: value, …` (WeKnora's builtin Excel reader)."""
     from python_calamine import CalamineWorkbook
 
-    if request.file_type == "xlsx":
-        open_zip_checked(request.data, ctx.limits, "Excel").close()
+    # an xlsx's package was inflated, bounded and searched for entity declarations by the reader's preflight
+    # (guards.check_zip, which also measured every sheet's extent) before any engine ran
     header_mode = ctx.options.get("xlsx_first_row_as_header", True) is not False
     try:
         workbook = CalamineWorkbook.from_filelike(io.BytesIO(request.data))
@@ -287,23 +326,11 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
                     f"The spreadsheet has more than {ctx.limits.max_sheet_cells:,} cells (sheet '{name}' has "
                     f"{sheet.height:,} rows × {sheet.width:,} columns); split it into smaller files."
                 )
-            rows = [row for row in _cell_texts(sheet.to_python(skip_empty_area=True)) if any(row)]
-            if not rows:
+            lines = _sheet_lines(sheet.to_python(skip_empty_area=True), header_mode)
+            if not lines:
                 continue
-            lines = [f"## {name}"]
-            if header_mode and len(rows) > 1:
-                header = [h or f"col{i + 1}" for i, h in enumerate(rows[0])]
-                body = rows[1:]
-            else:
-                header = []
-                body = rows
-            width = max(len(r) for r in body)
-            labels = [f"{h}: " for h in header] + [f"col{i + 1}: " for i in range(len(header), width)]
-            for n, row in enumerate(body):
-                if n % 4096 == 0:
-                    ctx.check_time("the spreadsheet")
-                lines.append(", ".join([label + v for label, v in zip(labels, row, strict=False) if v]))
-            sections.append("\n".join(lines))
+            ctx.check_time("the spreadsheet")
+            sections.append("\n".join([f"## {name}", *lines]))
     finally:
         workbook.close()
     markdown = "\n\n".join(sections)

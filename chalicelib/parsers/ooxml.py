@@ -3,7 +3,8 @@ resolved as OPC says (targets relative to the source part's folder), each part p
 resolves no entity and loads no DTD. python-pptx and python-docx build a proxy object per element and load
 every part of the package up front, which was most of a .pptx's parse time; reading the XML directly gives
 the same text. The reader's preflight (guards.check_zip) has already bounded every part's size and refused
-entity declarations before any engine runs."""
+entity declarations before any engine runs, and hands over the parts it inflated (ParseContext.package_parts)
+so that they are not inflated twice."""
 
 from __future__ import annotations
 
@@ -23,25 +24,40 @@ _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=Fals
 
 
 class Package:
-    """An opened OOXML zip: parts by name, relationships by source part."""
+    """An OOXML package: parts by name, relationships by source part. Given the members the reader's
+    preflight already inflated and checked (ParseContext.package_parts), it reads the XML parts and images
+    from those, and opens the zip only for a member the preflight did not keep; else it opens the zip and
+    inflates each part it is asked for."""
 
-    def __init__(self, data: bytes, what: str, member_limit: int) -> None:
+    def __init__(
+        self, data: bytes, what: str, member_limit: int, parts: dict[str, bytes | None] | None = None
+    ) -> None:
+        self.data = data
         self.what = what
         self.member_limit = member_limit
-        try:
-            self.zip = zipfile.ZipFile(io.BytesIO(data))
-            self.names = set(self.zip.namelist())
-        except (zipfile.BadZipFile, OSError, ValueError) as exc:
-            raise parse_failed(f"The {what} file is damaged or not a valid package.") from exc
+        self.parts = parts
+        self.zip: zipfile.ZipFile | None = None
+        self.names = set(parts) if parts is not None else set(self._zip().namelist())
+
+    def _zip(self) -> zipfile.ZipFile:
+        if self.zip is None:
+            try:
+                self.zip = zipfile.ZipFile(io.BytesIO(self.data))
+            except (zipfile.BadZipFile, OSError, ValueError) as exc:
+                raise parse_failed(f"The {self.what} file is damaged or not a valid package.") from exc
+        return self.zip
 
     def close(self) -> None:
-        self.zip.close()
+        if self.zip is not None:
+            self.zip.close()
 
     def blob(self, name: str) -> bytes | None:
         if name not in self.names:
             return None
+        if self.parts is not None and (kept := self.parts[name]) is not None:
+            return kept
         try:
-            return read_member(self.zip, name, self.member_limit)
+            return read_member(self._zip(), name, self.member_limit)
         except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
             raise parse_failed(f"The {self.what} file is damaged ({name} cannot be read).") from exc
 

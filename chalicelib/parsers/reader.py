@@ -128,9 +128,12 @@ class EngineDocReader:
         # the `ocr_languages` / `asr_language` settings
         ocr = with_languages(self.ocr, options.get("ocr_languages"))
         asr = with_language(self.asr, options.get("asr_language"))
-        ctx = ParseContext(ocr=ocr, asr=asr, limits=limits, options=options)
         # Before any engine is chosen: the limits bind every engine a rule or override may pick.
-        measured = preflight(request.data, actual, limits)
+        parts: dict[str, bytes | None] = {}
+        measured = preflight(request.data, actual, limits, parts)
+        ctx = ParseContext(
+            ocr=ocr, asr=asr, limits=limits, options=options, package_parts=parts if parts else None
+        )
         engine, note = self.choose(actual, request.engine, options)
         inner = ReadRequest(
             data=request.data,

@@ -67,6 +67,18 @@ def test_cell_extent_counts_each_cells_first_reference_prefixed_or_not(prefix: s
     assert "4,000 rows × 28 columns" in message
 
 
+@pytest.mark.parametrize("far_cell", ['<c t="n" r="AB4000"/>', "<c r='AB4000'/>", '<c r="ab4000"/>'])
+def test_one_cell_written_otherwise_among_canonical_ones_is_still_measured(far_cell: str) -> None:
+    """The fast pass reads `<c r="B7"` only; any other cell start tag in a piece sends the piece through
+    the general pattern, so a far cell cannot hide behind its attribute order, quotes or case."""
+    rows = "".join(f'<row r="{r}"><c r="C{r}"><v>1</v></c></row>' for r in range(1, 101))
+    sheet = H.sheet_xml(rows + f'<row r="101">{far_cell}</row>')
+    data = H.build_zip(H.xlsx_members(H.Member("xl/worksheets/sheet1.xml", sheet)))
+    assert check_zip(data, Limits(max_sheet_cells=28 * 4000), "Excel", sheets=True)["cells"] == 101
+    message = refused("cells", check_zip, data, Limits(max_sheet_cells=28 * 4000 - 1), "Excel", sheets=True)
+    assert "4,000 rows × 28 columns" in message
+
+
 def test_an_entity_declaration_cut_between_inflate_steps_is_found() -> None:
     tail = b'--><!DOCTYPE d [<!ENTITY e "x">]><w:document/>'
     start = b'<?xml version="1.0"?><!--'

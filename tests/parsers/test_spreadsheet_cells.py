@@ -1,11 +1,11 @@
-"""Cell texts are computed once per distinct value; values that compare equal across types keep their own
-text (True == 1 == 1.0, 10**16 == 1e16)."""
+"""Cell texts are computed once per distinct value, a column at a time; values that compare equal across
+types keep their own text (True == 1 == 1.0, 10**16 == 1e16)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from chalicelib.parsers.office import _cell, _cell_texts
+from chalicelib.parsers.office import _cell, _labelled_column, _sheet_lines
 
 
 def test_equal_values_of_different_types_keep_their_own_text() -> None:
@@ -25,4 +25,25 @@ def test_equal_values_of_different_types_keep_their_own_text() -> None:
         "",
     ]
     assert [_cell(v) for v in row] == expected
-    assert list(_cell_texts([row, list(reversed(row))])) == [expected, list(reversed(expected))]
+    assert _labelled_column(tuple(row), "") == expected  # one column holding them all
+    assert _labelled_column((1, True, 1, 1.0, False, 0), "") == ["1", "True", "1", "1", "False", "0"]
+    assert _labelled_column((10**16, 1e16, 10**16), "n: ") == [
+        "n: 10000000000000000",
+        "n: 1e+16",
+        "n: 10000000000000000",
+    ]
+    assert _labelled_column((2.5, 2.5, None, 3.0, " "), "x: ") == ["x: 2.5", "x: 2.5", "", "x: 3", ""]
+    header = ", ".join(
+        f"{text or f'col{i + 1}'}: {back}"
+        for i, (text, back) in enumerate(zip(expected, reversed(expected), strict=True))
+        if back
+    )
+    assert _sheet_lines([row, list(reversed(row))], header_mode=True) == [header]
+
+
+def test_the_first_row_with_text_heads_the_rows_after_it() -> None:
+    grid: list[list[object]] = [[None, " "], ["name", None], [], ["b", 2.0], [None, None], ["c"]]
+    assert _sheet_lines(grid, header_mode=True) == ["name: b, col2: 2", "name: c"]
+    assert _sheet_lines(grid, header_mode=False) == ["col1: name", "col1: b, col2: 2", "col1: c"]
+    assert _sheet_lines([["only", 1.0]], header_mode=True) == ["col1: only, col2: 1"]
+    assert _sheet_lines([[None], []], header_mode=True) == []
