@@ -13,8 +13,9 @@ an entry last in both lists (in a knowledge base of two or three documents, a re
 also the less similar of the two) keeps a small score instead of 0 and is not dropped. The vector list keeps
 [0, 1]: it ranks every entry that has a vector, related or not (in a small knowledge base, all of them), so
 its last carries no evidence. The theoretical minimum (BM25 0, cosine 0 or -1: "TM2C2" in the paper) would
-keep the match too, but on the dev corpus it lost 12-14 of the 277 known items that min-max finds; a floor
-of 0.02-0.1 found the same 266 as min-max, 0.2 lost 4 (bench/README.md, 2026-12-04).
+keep the match too, but on the dev corpus it lost 12-14 of the 266 known items (of 277) that min-max finds;
+a floor on both lists of 0.02-0.1 found the same 266 (0.2 lost 4), and so does this floor on BM25 alone
+(bench/README.md, 2026-12-04).
 
 `rank` is what the engines call: it fuses when both lists ran, and when one list ran alone (the `keyword` or
 `vector` retriever, a keyword-only or vector-only knowledge base, a query the model cannot read) it scores
