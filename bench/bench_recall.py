@@ -38,6 +38,16 @@ never reached the index are left out with their queries. Chunking or parsing cha
 had ingested them all (e.g. the corpus without its 50,000-row CSV, kept by one run, and that CSV alone,
 kept by another with `--only`).
 
+Scoring. A query is a *strict* hit when a top-5 chunk belongs to its document. It is a hit *by copy* when
+instead a top-5 chunk of another file holds the query's whole source sentence (both texts cut to their
+letters and digits, casefolded: markup, spacing and punctuation aside, the same passage; for a table row,
+its cells in order, as one format renders a row `| a | b |` and another `a: 1, b: 2`). The corpus
+ships several texts in several formats (python-howto-sorting as docx, doc, epub, htm, pptx, ppt; the
+statsmodels tables as csv, xls, xlsx; a Debian chapter also inside the whole book), and for a known-item
+query the other copy holding the identical passage is an equally correct answer: TREC judges duplicate
+documents alike. Both figures are printed, the strict one first; the goal is read on the copy-aware
+one, with the strict one beside it.
+
 `--paraphrases FILE` asks hand-written questions instead (TSV: file, query; bench/paraphrase_queries.tsv):
 each states one fact of its document in other words, so they measure what the vector side adds to BM25.
 """
@@ -101,6 +111,11 @@ class Query:
     hit: bool = False
     rank: int | None = None
     top: list[str] | None = None
+    copy_in: str | None = None  # a strict miss: the other file whose top-5 chunk holds the same passage
+
+    @property
+    def hit_or_copy(self) -> bool:
+        return self.hit or self.copy_in is not None
 
 
 # ---------------------------------------------------------------- reference texts and queries
@@ -284,7 +299,7 @@ def ingest_and_search(
                     body=json.dumps({"query_text": query.text, "match_count": TOP_K}),
                 )
                 hits = response.json_body["data"] if response.status_code == 200 else []
-                score(query, [ids.get(h["knowledge_id"], "?") for h in hits])
+                score(query, [(ids.get(h["knowledge_id"], "?"), h.get("content") or "") for h in hits])
     finally:
         runtime.stop()
     return statuses
@@ -356,7 +371,7 @@ def search_reused(queries: list[Query], kept: list[Path], retrievers: str = "hyb
                 keyword=retrievers != "vector",
                 vector=retrievers != "keyword",
             )
-            score(query, [ids.get(h.knowledge_id, "?") for h in hits])
+            score(query, [(ids.get(h.knowledge_id, "?"), h.content) for h in hits])
         engine.close()
     return {name: "reused" for name in ids.values()}
 
@@ -377,10 +392,36 @@ def paraphrase_queries(path: Path, corpus: Path, types: dict[str, str]) -> list[
     return queries
 
 
-def score(query: Query, top_files: list[str]) -> None:
-    query.top = top_files
-    if query.file in top_files:
-        query.hit, query.rank = True, top_files.index(query.file) + 1
+def passage_key(text: str) -> str:
+    """A text cut to its letters and digits, casefolded: what two copies of a passage share across formats
+    (Markdown marks, table pipes, line breaks and spacing aside)."""
+    return "".join(c for c in text.casefold() if c.isalnum())
+
+
+def holds_passage(query: Query, content: str) -> bool:
+    """Whether a chunk holds the query's source sentence. A table row's cells may be rendered apart (a
+    Markdown row `| a | b |` in one format, `a: 1, b: 2` in another), so for tables the row's cells must
+    appear in order; for text, the sentence whole."""
+    text = passage_key(content)
+    if query.file_type not in TABULAR:
+        return passage_key(query.sentence) in text
+    at = 0
+    for cell in filter(None, map(passage_key, query.sentence.split())):
+        at = text.find(cell, at)
+        if at < 0:
+            return False
+        at += len(cell)
+    return True
+
+
+def score(query: Query, top: list[tuple[str, str]]) -> None:
+    """`top`: (file, chunk content) best first. Strict hit: the query's file is there. Else a hit by copy
+    when another file's chunk holds the query's source sentence (`holds_passage`)."""
+    query.top = [name for name, _ in top]
+    if query.file in query.top:
+        query.hit, query.rank = True, query.top.index(query.file) + 1
+        return
+    query.copy_in = next((name for name, content in top if holds_passage(query, content)), None)
 
 
 # ---------------------------------------------------------------- report
@@ -397,30 +438,40 @@ def twin_only(q: Query) -> bool:
     return not q.hit and any(stem(f) == stem(q.file) for f in q.top or [])
 
 
-def rate(qs: list[Query]) -> str:
-    return f"{sum(q.hit for q in qs) / len(qs):.3f} ({sum(q.hit for q in qs)}/{len(qs)})" if qs else "-"
+def rate(qs: list[Query], copies: bool = False) -> str:
+    hits = sum(q.hit_or_copy if copies else q.hit for q in qs)
+    return f"{hits / len(qs):.3f} ({hits}/{len(qs)})" if qs else "-"
+
+
+def both(qs: list[Query]) -> str:
+    """The strict rate, then the rate counting same-passage copies."""
+    return f"{rate(qs)}, with copies {rate(qs, copies=True)}" if qs else "-"
 
 
 def report(queries: list[Query], statuses: dict[str, str]) -> None:
-    print(f"\nrecall@{TOP_K} overall          {rate(queries)}")
-    print(f"recall@{TOP_K} CJK docs         {rate([q for q in queries if q.cjk])}")
-    print(f"recall@{TOP_K} non-CJK docs     {rate([q for q in queries if not q.cjk])}")
+    print(f"\nrecall@{TOP_K} strict, then counting a copy of the same passage in another file as a hit")
+    print(f"recall@{TOP_K} overall          {both(queries)}")
+    print(f"recall@{TOP_K} CJK docs         {both([q for q in queries if q.cjk])}")
+    print(f"recall@{TOP_K} non-CJK docs     {both([q for q in queries if not q.cjk])}")
     for group in ("text", "ocr", "asr"):
         qs = [q for q in queries if q.group == group]
         label = {"text": "text-layer refs", "ocr": "OCR-dependent", "asr": "ASR-dependent"}[group]
         print(
-            f"recall@{TOP_K} {label:17} {rate(qs)}  CJK {rate([q for q in qs if q.cjk])}  "
+            f"recall@{TOP_K} {label:17} {both(qs)}  CJK {rate([q for q in qs if q.cjk])}  "
             f"non-CJK {rate([q for q in qs if not q.cjk])}"
         )
     by_type: dict[str, list[Query]] = defaultdict(list)
     for q in queries:
         by_type[q.file_type].append(q)
-    print("per type: " + ", ".join(f"{t} {rate(qs)}" for t, qs in sorted(by_type.items())))
+    print("per type, strict: " + ", ".join(f"{t} {rate(qs)}" for t, qs in sorted(by_type.items())))
+    print(
+        "per type, with copies: "
+        + ", ".join(f"{t} {rate(qs, copies=True)}" for t, qs in sorted(by_type.items()))
+    )
     twins = [q for q in queries if twin_only(q)]
     print(
-        f"misses whose top {TOP_K} holds a same-name copy in another format: {len(twins)} "
-        f"(recall@{TOP_K} counting those copies as hits: "
-        f"{(sum(q.hit for q in queries) + len(twins)) / max(len(queries), 1):.3f})"
+        f"misses whose top {TOP_K} holds a same-name file in another format: {len(twins)}, "
+        f"of them holding the query's passage: {sum(q.copy_in is not None for q in twins)}"
     )
     for group, title in (
         ("text", "misses"),
@@ -430,7 +481,13 @@ def report(queries: list[Query], statuses: dict[str, str]) -> None:
         misses = [q for q in queries if q.group == group and not q.hit]
         print(f"\n{title} ({len(misses)}):")
         for q in misses:
-            twin = "  (copy in another format in the top 5)" if twin_only(q) else ""
+            twin = (
+                f"  (the same passage in {q.copy_in})"
+                if q.copy_in
+                else "  (a same-name file in the top 5, not the passage)"
+                if twin_only(q)
+                else ""
+            )
             print(
                 f"  {q.file} [{statuses.get(q.file, '?')}]{twin}\n    query: {q.text[:160]}\n    top: {q.top}"
             )

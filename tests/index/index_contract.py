@@ -327,6 +327,32 @@ class EngineContract:
         assert set(ids(hits)) == {"c1", "c5"}
         assert hits[0].score == pytest.approx(1.0) and 0 < hits[1].score <= 1.0
 
+    def test_a_tiny_knowledge_bases_weaker_keyword_match_is_found(
+        self, engine: RetrieveEngine, space: IndexSpace
+    ) -> None:
+        """Two documents hold the query's word; the second matches it less (one mention in a longer text)
+        and is the less similar by cosine. Min-max fusion mapped it to 0 in both lists, and the search
+        returned one of the two documents that contain the word."""
+        engine.batch_index(
+            space,
+            [
+                entry("manual", "Rotate the backup tapes weekly; backup tapes age.", vector=vec(1, 0, 0)),
+                entry(
+                    "memo",
+                    "Lunch menu for Friday, the parking rules, and where the backup tapes live now.",
+                    knowledge="k2",
+                    vector=vec(0.3, 1, 0),
+                ),
+            ],
+        )
+        keyword = self.keyword(engine, space, "backup tapes")
+        assert ids(keyword) == ["manual", "memo"]  # both match; the memo less
+        if self.KNN_SKIP:
+            return
+        hybrid = engine.hybrid_search(space, "kb1", "backup tapes", vec(1, 0.05, 0), 5)
+        assert ids(hybrid) == ["manual", "memo"]
+        assert hybrid[1].bm25_rank == 2 and hybrid[1].vector_rank == 2 and hybrid[1].score > 0
+
     def test_no_hit_scores_zero_and_min_score_cuts(self, engine: RetrieveEngine, space: IndexSpace) -> None:
         self.needs_knn()
         engine.batch_index(space, CORPUS)

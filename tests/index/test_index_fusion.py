@@ -12,7 +12,7 @@ from index_contract import DIM, entry
 
 from chalicelib.adapters.index.common import remap_entry, remap_id
 from chalicelib.adapters.index.embedded import EmbeddedEngine, index_terms
-from chalicelib.adapters.index.fusion import fuse, rank
+from chalicelib.adapters.index.fusion import KEYWORD_FLOOR, fuse, rank
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
 
 
@@ -32,12 +32,14 @@ def test_fusion_weights_each_lists_min_max_normalised_scores() -> None:
     assert [(h.id, h.bm25_rank, h.vector_rank) for h in fused] == [
         ("b", 2, 1),
         ("a", 1, None),
-        ("c", None, 2),  # a tie at 0: the better single rank first
         ("d", 3, None),
+        ("c", None, 2),
     ]
-    assert fused[0].score == pytest.approx(0.6 * 0.5 + 0.4 * 1.0)  # b: BM25 (5-1)/(9-1), cosine the best
+    f = KEYWORD_FLOOR  # BM25 maps onto [f, 1], cosine onto [0, 1]
+    assert fused[0].score == pytest.approx(0.6 * (f + (1 - f) * 0.5) + 0.4 * 1.0)  # b: BM25 (5-1)/(9-1)
     assert fused[1].score == pytest.approx(0.6)
-    assert fused[2].score == 0.0 and fused[3].score == 0.0  # each list's worst maps to 0
+    assert fused[2].score == pytest.approx(0.6 * f)  # BM25's worst is still a keyword match
+    assert fused[3].score == 0.0  # the vector list's worst: every entry has a cosine, it is no evidence
     assert fused[0].extra == {"vector_score": 0.9}
     assert fused[1].extra == {"bm25_score": 9}
 
@@ -54,9 +56,21 @@ def test_rank_fuses_two_lists_and_leaves_out_what_scores_zero() -> None:
     ranked = rank(
         [hit("a", 9), hit("b", 5), hit("d", 1)], [hit("b", 0.9), hit("c", 0.5)], 10, keyword_weight=0.6
     )
-    assert [h.id for h in ranked] == ["b", "a"]  # c and d are each list's worst and in no other: 0
+    assert [h.id for h in ranked] == ["b", "a", "d"]  # c is the vector list's worst and in no other: 0
     flat = rank([hit("a", 9)], [hit("b", 0.9)], 10, keyword_weight=0.6, min_score=0.5)
     assert [(h.id, h.score) for h in flat] == [("a", pytest.approx(0.6))]  # b's 0.4 is under the minimum
+
+
+def test_a_keyword_match_last_in_both_lists_of_a_tiny_knowledge_base_is_kept() -> None:
+    """Two documents both hold the query's word; the second is the weaker match in BM25 and the less similar
+    in cosine. Min-max mapped it to 0 in both lists and `rank` dropped a real match."""
+    bm25 = [hit("strong", 4.2), hit("weak", 1.3)]
+    vector = [hit("strong", 0.61), hit("weak", 0.18)]
+    ranked = rank(bm25, vector, 5)
+    assert [(h.id, h.bm25_rank, h.vector_rank) for h in ranked] == [("strong", 1, 1), ("weak", 2, 2)]
+    assert 0 < ranked[1].score < ranked[0].score == pytest.approx(1.0)
+    # a third document no query term matches, last by cosine, is still left out
+    assert [h.id for h in rank(bm25, [*vector, hit("other", 0.02)], 5)] == ["strong", "weak"]
 
 
 def test_rank_scores_a_list_that_ran_alone_on_its_own_scale() -> None:
@@ -77,7 +91,8 @@ def test_ties_break_on_best_rank_then_id_and_inputs_are_untouched() -> None:
     bm25 = [hit("z", 2.0), hit("y", 1.0)]
     vector = [hit("x", 0.9), hit("w", 0.1)]
     fused = fuse(bm25, vector, 10, keyword_weight=0.5)
-    assert [h.id for h in fused] == ["x", "z", "w", "y"]
+    assert [h.id for h in fused] == ["x", "z", "y", "w"]  # x, z: a tie at 0.5, both first in a list
+    assert fused[2].score > fused[3].score == 0.0  # y is still a keyword match; w, the last cosine, is not
     assert bm25[0].bm25_rank is None and bm25[0].score == 2.0  # copies, not the caller's objects
 
 

@@ -15,7 +15,7 @@ import pytest
 from index_contract import DIM, entry, vec
 from opensearchpy import OpenSearch, Transport
 
-from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT
+from chalicelib.adapters.index.fusion import KEYWORD_FLOOR, KEYWORD_WEIGHT
 from chalicelib.adapters.index.opensearch import OpenSearchEngine, build_opensearch_client, index_body
 from chalicelib.ports import IndexSpace
 
@@ -145,9 +145,15 @@ def test_hybrid_sends_bm25_then_knn_and_fuses_client_side(
     }
     knn = transport.calls[1][3]["query"]["knn"]["embedding"]
     assert knn["k"] == 50 and knn["filter"] == FILTER and knn["vector"] == pytest.approx(vec(1).tolist())
-    # b1: bm25 #1 + knn #2; v1: knn #1; b2 (bm25 #2, the list's worst, not in knn) scores 0: left out.
-    assert [(h.id, h.bm25_rank, h.vector_rank) for h in hits] == [("b1", 1, 2), ("v1", None, 1)]
+    # b1: bm25 #1 + knn #2; v1: knn #1; b2: bm25 #2, the list's worst and not in knn, is still a keyword
+    # match: it keeps the BM25 floor instead of 0.
+    assert [(h.id, h.bm25_rank, h.vector_rank) for h in hits] == [
+        ("b1", 1, 2),
+        ("v1", None, 1),
+        ("b2", 2, None),
+    ]
     assert hits[0].score == pytest.approx(KEYWORD_WEIGHT)  # BM25's best; the knn list's worst adds nothing
+    assert hits[2].score == pytest.approx(KEYWORD_WEIGHT * KEYWORD_FLOOR)
     assert hits[0].extra["bm25_score"] == 7.5
 
 

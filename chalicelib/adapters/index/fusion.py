@@ -8,6 +8,15 @@ comparable, and unlike reciprocal-rank fusion it keeps how far ahead a list's be
 corpus's known-item queries RRF (k=60) lost 6 of BM25's hits to chunks that both lists ranked moderately
 (`bench/bench_recall.py`, bench/README.md).
 
+A keyword match is still a match: the BM25 list's scores map onto [`KEYWORD_FLOOR`, 1], not [0, 1], so
+an entry last in both lists (in a knowledge base of two or three documents, a real keyword match that is
+also the less similar of the two) keeps a small score instead of 0 and is not dropped. The vector list keeps
+[0, 1]: it ranks every entry that has a vector, related or not (in a small knowledge base, all of them), so
+its last carries no evidence. The theoretical minimum (BM25 0, cosine 0 or -1: "TM2C2" in the paper) would
+keep the match too, but on the dev corpus it lost 12-14 of the 266 known items (of 277) that min-max finds;
+a floor on both lists of 0.02-0.1 found the same 266 (0.2 lost 4), and so does this floor on BM25 alone
+(bench/README.md, 2026-12-04).
+
 `rank` is what the engines call: it fuses when both lists ran, and when one list ran alone (the `keyword` or
 `vector` retriever, a keyword-only or vector-only knowledge base, a query the model cannot read) it scores
 that list on its own scale instead, because min-max maps a list's worst hit to 0 and would throw away a real
@@ -24,10 +33,13 @@ from chalicelib.ports import SearchHit
 
 #: the BM25 list's share of a fused score (the vector list has the rest)
 KEYWORD_WEIGHT = 0.6
+#: the normalised BM25 score of the list's worst match: above the 0 of an entry no query term matched
+KEYWORD_FLOOR = 0.05
 
 
-def _normalised(hits: Sequence[SearchHit]) -> list[tuple[SearchHit, float]]:
-    """A list's distinct hits with their scores mapped onto [0, 1] (best 1, worst 0; a flat list is all 1)."""
+def _normalised(hits: Sequence[SearchHit], floor: float = 0.0) -> list[tuple[SearchHit, float]]:
+    """A list's distinct hits with their scores mapped onto [floor, 1] (best 1, worst `floor`; a flat list
+    is all 1)."""
     seen: set[str] = set()
     distinct = []
     for hit in hits:
@@ -39,7 +51,7 @@ def _normalised(hits: Sequence[SearchHit]) -> list[tuple[SearchHit, float]]:
     high = max(h.score for h in distinct)
     low = min(h.score for h in distinct)
     span = high - low
-    return [(h, (h.score - low) / span if span > 0 else 1.0) for h in distinct]
+    return [(h, floor + (1 - floor) * (h.score - low) / span if span > 0 else 1.0) for h in distinct]
 
 
 def fuse(
@@ -50,7 +62,7 @@ def fuse(
     keyword_weight: float = KEYWORD_WEIGHT,
 ) -> list[SearchHit]:
     """Fuses two best-first lists: score = w · bm25' + (1 − w) · cosine', each min-max normalised over its
-    list. Each hit keeps its rank in each list it is in (`bm25_rank`, `vector_rank`, from 1); a hit found
+    list (BM25 onto [KEYWORD_FLOOR, 1], cosine onto [0, 1]; 0 from a list the entry is not in). Each hit keeps its rank in each list it is in (`bm25_rank`, `vector_rank`, from 1); a hit found
     by both keeps the BM25 copy's fields, and the raw engine scores stay in `extra` (`bm25_score`,
     `vector_score`). Ties break on the better single rank, then on the id, so the order is deterministic.
     """
@@ -59,9 +71,12 @@ def fuse(
     if not 0.0 <= keyword_weight <= 1.0:
         raise ValueError(f"keyword_weight must be within [0, 1], not {keyword_weight}")
     fused: dict[str, SearchHit] = {}
-    lists = (("bm25_rank", keyword_weight, bm25_hits), ("vector_rank", 1.0 - keyword_weight, vector_hits))
-    for attr, weight, hits in lists:
-        for rank, (hit, share) in enumerate(_normalised(hits), start=1):
+    lists = (
+        ("bm25_rank", keyword_weight, _normalised(bm25_hits, KEYWORD_FLOOR)),
+        ("vector_rank", 1.0 - keyword_weight, _normalised(vector_hits)),
+    )
+    for attr, weight, normalised in lists:
+        for rank, (hit, share) in enumerate(normalised, start=1):
             current = fused.get(hit.id)
             if current is None:
                 current = replace(hit, score=0.0, bm25_rank=None, vector_rank=None, extra=dict(hit.extra))

@@ -1,0 +1,42 @@
+"""The recall bench's scoring: a strict hit is the query's own file; a hit by copy needs the query's whole
+passage in another file's chunk (issue 27: the corpus ships texts in several formats)."""
+
+from __future__ import annotations
+
+import sys
+
+from project_paths import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_recall import Query, score
+
+
+def query(file: str, file_type: str, sentence: str) -> Query:
+    return Query(file, file_type, "text", False, sentence, sentence)
+
+
+def test_the_own_file_is_a_strict_hit_and_no_copy_is_looked_for() -> None:
+    q = query("a.docx", "docx", "Second, the decorated list is sorted.")
+    score(q, [("a.epub", "Second, the decorated list is sorted."), ("a.docx", "other text")])
+    assert (q.hit, q.rank, q.copy_in, q.hit_or_copy) == (True, 2, None, True)
+
+
+def test_another_file_with_the_whole_passage_is_a_copy_whatever_its_markup() -> None:
+    q = query("a.docx", "docx", "Second, the decorated list is sorted.")
+    score(q, [("b.md", "the decorated list"), ("a.epub", "**Second**, the decorated\nlist is *sorted*:")])
+    assert (q.hit, q.copy_in, q.hit_or_copy) == (False, "a.epub", True)
+
+
+def test_part_of_the_passage_or_its_words_out_of_order_are_no_copy() -> None:
+    q = query("a.docx", "docx", "Second, the decorated list is sorted.")
+    score(q, [("b.txt", "the decorated list is sorted"), ("c.txt", "Second, the list is decorated sorted.")])
+    assert (q.hit, q.copy_in, q.hit_or_copy) == (False, None, False)
+
+
+def test_a_table_row_is_found_cell_by_cell_in_order_in_another_layout() -> None:
+    row = query("t.csv", "csv", "state violent murder hs_grad")
+    score(row, [("t.xlsx", "state: Alabama, violent: 459.9, murder: 7.1, hs_grad: 82.1")])
+    assert row.copy_in == "t.xlsx"
+    shuffled = query("t.csv", "csv", "state violent murder hs_grad")
+    score(shuffled, [("u.xlsx", "violent: 459.9, state: Alabama, murder: 7.1, hs_grad: 82.1")])
+    assert shuffled.copy_in is None
