@@ -29,7 +29,7 @@ import requests
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from chalicelib.local import moto_changes, moto_patches
+from chalicelib.local import moto_changes, moto_items, moto_patches
 from chalicelib.local.moto_patches import Footprint
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,7 @@ class _DynamoDBSerialised:
             # the snapshot's change log: under the lock, so it is one cut between whole requests
             with self._lock:
                 body = moto_changes.answer(environ.get("QUERY_STRING", ""), ACCOUNT_ID)
+                moto_items.end_of_request()
             start_response(
                 "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
             )
@@ -66,7 +67,10 @@ class _DynamoDBSerialised:
         if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
             return self._app(environ, start_response)
         with self._lock:
-            return list(self._app(environ, start_response))
+            try:
+                return list(self._app(environ, start_response))
+            finally:
+                moto_items.end_of_request()  # between requests: what changed is written, memory bounded
 
 
 class _AtomicMotoServer:
