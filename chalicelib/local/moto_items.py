@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS items (t INTEGER, h BLOB, r BLOB, body BLOB, PRIMARY 
 CREATE TABLE IF NOT EXISTS index_keys (t INTEGER, ix TEXT, k BLOB, h BLOB, r BLOB,
     PRIMARY KEY (t, ix, k, h, r)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS index_keys_of_item ON index_keys (t, ix, h, r);
+CREATE TABLE IF NOT EXISTS kept (k INTEGER PRIMARY KEY, body BLOB);
 """
 
 
@@ -126,6 +127,24 @@ class ItemFile:
             except BaseException:
                 self.db.execute("ROLLBACK")
                 raise
+
+    def keep(self, value: Any) -> int:
+        """Any picklable value (a finished execution's history) put in the file; its key to read it back."""
+        body = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        with self.lock:
+            cursor = self.db.execute("INSERT INTO kept (body) VALUES (?)", (body,))
+            return int(cursor.lastrowid or 0)
+
+    def kept(self, key: int) -> Any:
+        with self.lock:
+            row = self.db.execute("SELECT body FROM kept WHERE k = ?", (key,)).fetchone()
+        if row is None:
+            raise KeyError(key)
+        return pickle.loads(row[0])
+
+    def let_go(self, key: int) -> None:
+        with self.lock:
+            self.db.execute("DELETE FROM kept WHERE k = ?", (key,))
 
     def drop(self, table_id: int) -> None:
         with self.lock:
