@@ -90,8 +90,10 @@ class ItemFile:
         self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self.db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; " + _SCHEMA)
         self.lock = threading.RLock()
-        #: (table id, hash, range) -> [the table's mapping, the item, dirty]
-        self.live: OrderedDict[LiveKey, list[Any]] = OrderedDict()
+        #: (table id, hash, range) -> (the table's mapping, the item), least recently used first
+        self.live: OrderedDict[LiveKey, tuple[SpilledItems, Any]] = OrderedDict()
+        #: the live items changed since they were last written (an ordered set)
+        self.dirty: dict[LiveKey, None] = {}
         self._ids = itertools.count(1)
 
     def new_table_id(self) -> int:
@@ -107,11 +109,9 @@ class ItemFile:
 
     def flush(self, table_id: int | None = None) -> None:
         with self.lock:
-            dirty = [
-                (key, entry)
-                for key, entry in self.live.items()
-                if entry[2] and (table_id is None or key[0] == table_id)
-            ]
+            if not self.dirty:
+                return
+            dirty = [(key, self.live[key]) for key in self.dirty if table_id is None or key[0] == table_id]
             if not dirty:
                 return
             self.db.execute("BEGIN")
@@ -120,9 +120,9 @@ class ItemFile:
                     "INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?)",
                     [(t, h, r, _encode(entry[1])) for (t, h, r), entry in dirty],
                 )
-                for (_t, h, r), entry in dirty:
-                    entry[0].index_rows(h, r, entry[1])
-                    entry[2] = False
+                for key, entry in dirty:
+                    entry[0].index_rows(key[1], key[2], entry[1])
+                    del self.dirty[key]
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
@@ -150,6 +150,7 @@ class ItemFile:
         with self.lock:
             for key in [k for k in self.live if k[0] == table_id]:
                 del self.live[key]
+                self.dirty.pop(key, None)
             self.db.execute("DELETE FROM items WHERE t = ?", (table_id,))
             self.db.execute("DELETE FROM index_keys WHERE t = ?", (table_id,))
 
@@ -202,19 +203,21 @@ class SpilledItems(MutableMapping[Any, Any]):
             if row is None:
                 return None
             item = _decode(row[0])
-            file.live[(self.id, h, r)] = [self, item, False]
+            file.live[(self.id, h, r)] = (self, item)
             return item
 
     def put_item(self, item: Any) -> None:
         key = (self.id, key_bytes(item.hash_key), key_bytes(item.range_key) if self.ranged else b"")
         with self.file.lock:
-            self.file.live[key] = [self, item, True]
+            self.file.live[key] = (self, item)
             self.file.live.move_to_end(key)
+            self.file.dirty[key] = None
 
     def delete_item(self, h: bytes, r: bytes) -> Any | None:
         with self.file.lock:
             item = self.get_item(h, r)
             self.file.live.pop((self.id, h, r), None)
+            self.file.dirty.pop((self.id, h, r), None)
             self.file.db.execute("DELETE FROM items WHERE t = ? AND h = ? AND r = ?", (self.id, h, r))
             self.file.db.execute("DELETE FROM index_keys WHERE t = ? AND h = ? AND r = ?", (self.id, h, r))
             return item
@@ -223,9 +226,8 @@ class SpilledItems(MutableMapping[Any, Any]):
         """After moto changed an item in place (UpdateItem): write it with the next flush."""
         key = (self.id, key_bytes(hash_value), key_bytes(range_value) if self.ranged else b"")
         with self.file.lock:
-            entry = self.file.live.get(key)
-            if entry is not None:
-                entry[2] = True
+            if key in self.file.live:
+                self.file.dirty[key] = None
 
     # ---------------------------------------------------------------- several items
 
@@ -238,9 +240,10 @@ class SpilledItems(MutableMapping[Any, Any]):
                 entry = file.live.get((self.id, h, r))
                 if entry is None:
                     item = _decode(body)
-                    file.live[(self.id, h, r)] = [self, item, False]
+                    file.live[(self.id, h, r)] = (self, item)
                 else:
                     item = entry[1]
+                    file.live.move_to_end((self.id, h, r))
                 found.append(item)
             return found
 
