@@ -38,8 +38,8 @@ LIVE_ITEMS = 10_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (t INTEGER, h BLOB, r BLOB, body BLOB, PRIMARY KEY (t, h, r)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS index_keys (t INTEGER, ix TEXT, k BLOB, h BLOB, r BLOB,
-    PRIMARY KEY (t, ix, k, h, r)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS index_keys (t INTEGER, ix TEXT, k BLOB, rk BLOB, h BLOB, r BLOB,
+    PRIMARY KEY (t, ix, k, rk, h, r)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS index_keys_of_item ON index_keys (t, ix, h, r);
 CREATE TABLE IF NOT EXISTS kept (k INTEGER PRIMARY KEY, body BLOB);
 """
@@ -76,6 +76,9 @@ def _decode(body: bytes) -> Any:
 
 
 LiveKey = tuple[int, bytes, bytes]
+IndexShape = tuple[tuple[str, ...], str | None]
+#: an index row's sort value when the item lacks the attribute (every real one starts with its type letter)
+NO_SORT_VALUE = b""
 
 
 class ItemFile:
@@ -184,8 +187,9 @@ class SpilledItems(MutableMapping[Any, Any]):
         self.file = file or item_file()
         self.ranged = ranged
         self.id = self.file.new_table_id()
-        #: index name -> its hash key attributes, for the indexes whose rows are kept
-        self.indexed: dict[str, tuple[str, ...]] = {}
+        #: index name -> (its hash key attributes, the attribute its items sort by first), for the indexes
+        #: whose rows are kept
+        self.indexed: dict[str, IndexShape] = {}
         weakref.finalize(self, _drop_quietly, self.file, self.id)
 
     # ---------------------------------------------------------------- one item
@@ -287,38 +291,86 @@ class SpilledItems(MutableMapping[Any, Any]):
             return None
         return b"\0".join(key_bytes(v) for v in values)
 
+    def _index_row(self, name: str, shape: IndexShape, item: Any) -> tuple[Any, ...] | None:
+        hash_attrs, sort_attr = shape
+        key = self._index_key(item, hash_attrs)
+        if key is None:
+            return None
+        sort_value = item.attrs.get(sort_attr) if sort_attr else None
+        h = key_bytes(item.hash_key)
+        r = key_bytes(item.range_key) if self.ranged else b""
+        return (self.id, name, key, NO_SORT_VALUE if sort_value is None else key_bytes(sort_value), h, r)
+
     def index_rows(self, h: bytes, r: bytes, item: Any) -> None:
         """An item's rows under every kept index (called by the flush, inside its transaction)."""
-        for name, hash_attrs in self.indexed.items():
+        for name, shape in self.indexed.items():
             self.file.db.execute(
                 "DELETE FROM index_keys WHERE t = ? AND ix = ? AND h = ? AND r = ?", (self.id, name, h, r)
             )
-            key = self._index_key(item, hash_attrs)
-            if key is not None:
-                self.file.db.execute(
-                    "INSERT INTO index_keys VALUES (?, ?, ?, ?, ?)", (self.id, name, key, h, r)
-                )
+            row = self._index_row(name, shape, item)
+            if row is not None:
+                self.file.db.execute("INSERT INTO index_keys VALUES (?, ?, ?, ?, ?, ?)", row)
 
-    def index_matches(self, name: str, hash_attrs: tuple[str, ...], values: tuple[Any, ...]) -> list[Any]:
-        """The items whose index hash key attributes hold `values` (the index's rows built on first use)."""
+    def _kept_index(self, name: str, shape: IndexShape) -> None:
+        """The index's rows, built on first use (and again if its shape changed)."""
+        if self.indexed.get(name) == shape:
+            return
+        self.forget_index(name)
+        self.file.flush(self.id)
+        rows = [row for item in self.every_item() if (row := self._index_row(name, shape, item)) is not None]
+        self.file.db.executemany("INSERT INTO index_keys VALUES (?, ?, ?, ?, ?, ?)", rows)
+        self.indexed[name] = shape
+
+    def index_matches(self, name: str, shape: IndexShape, values: tuple[Any, ...]) -> list[Any]:
+        """The items whose index hash key attributes hold `values`."""
         with self.file.lock:
-            if self.indexed.get(name) != hash_attrs:
-                self.forget_index(name)
-                self.file.flush(self.id)
-                rows = []
-                for item in self.every_item():
-                    key = self._index_key(item, hash_attrs)
-                    if key is not None:
-                        h = key_bytes(item.hash_key)
-                        r = key_bytes(item.range_key) if self.ranged else b""
-                        rows.append((self.id, name, key, h, r))
-                self.file.db.executemany("INSERT INTO index_keys VALUES (?, ?, ?, ?, ?)", rows)
-                self.indexed[name] = hash_attrs
+            self._kept_index(name, shape)
             key = b"\0".join(key_bytes(v) for v in values)
             return self._rows(
                 "SELECT i.h, i.r, i.body FROM index_keys k JOIN items i ON i.t = k.t AND i.h = k.h AND i.r = k.r"
                 " WHERE k.t = ? AND k.ix = ? AND k.k = ?",
                 (self.id, name, key),
+            )
+
+    def index_ordered(
+        self,
+        name: str,
+        shape: IndexShape,
+        values: tuple[Any, ...],
+        after: tuple[bytes, bytes, bytes] | None,
+        forward: bool,
+        batch: int = 100,
+    ) -> Iterator[Any]:
+        """The items under one index hash key in (sort attribute, hash, range) byte order, or the reverse,
+        from just after `after` on, read a batch at a time; items without the sort attribute are left out."""
+        with self.file.lock:
+            self._kept_index(name, shape)
+        sort_attr = shape[1]
+        assert sort_attr is not None
+        key = b"\0".join(key_bytes(v) for v in values)
+        order, beyond = ("ASC", ">") if forward else ("DESC", "<")
+        select = (
+            "SELECT i.h, i.r, i.body FROM index_keys k JOIN items i ON i.t = k.t AND i.h = k.h AND i.r = k.r"
+            " WHERE k.t = ? AND k.ix = ? AND k.k = ? AND k.rk != X''{where}"
+            f" ORDER BY k.rk {order}, k.h {order}, k.r {order} LIMIT ?"
+        )
+        position = after
+        while True:
+            if position is None:
+                rows = self._rows(select.format(where=""), (self.id, name, key, batch))
+            else:
+                rows = self._rows(
+                    select.format(where=f" AND (k.rk, k.h, k.r) {beyond} (?, ?, ?)"),
+                    (self.id, name, key, *position, batch),
+                )
+            yield from rows
+            if len(rows) < batch:
+                return
+            last = rows[-1]
+            position = (
+                key_bytes(last.attrs[sort_attr]),
+                key_bytes(last.hash_key),
+                key_bytes(last.range_key) if self.ranged else b"",
             )
 
     def forget_index(self, name: str | None = None) -> None:

@@ -137,3 +137,31 @@ def test_scans_page_as_moto_does(table: Any, monkeypatch: pytest.MonkeyPatch) ->
         shipped = [_scan_pages(ddb, **scan) for scan in scans]
     assert ours == shipped
     assert all(len(pages) > 1 for pages in ours[1:])
+
+
+def test_an_index_query_reads_its_page_not_every_item_under_the_key(
+    table: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ddb, name = table
+    read: list[int] = []
+    ordered = moto_items.SpilledItems.index_ordered
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for item in ordered(self, *args, **kwargs):
+            read.append(1)
+            yield item
+
+    monkeypatch.setattr(moto_items.SpilledItems, "index_ordered", counted)
+    query = {
+        "TableName": name,
+        "IndexName": "by_owner",
+        "KeyConditionExpression": "#o = :o",
+        "ExpressionAttributeNames": {"#o": "owner"},
+        "ExpressionAttributeValues": {":o": {"S": "owner-1"}},
+    }
+    under_the_key = ddb.query(**query, Select="COUNT")["Count"]
+    read.clear()
+    page = ddb.query(**query, Limit=3)
+    assert len(page["Items"]) == 3 and "LastEvaluatedKey" in page
+    assert len(read) <= 4 < under_the_key
