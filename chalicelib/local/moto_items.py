@@ -260,8 +260,9 @@ class SpilledItems(MutableMapping[Any, Any]):
     def ordered_from(self, h: bytes, r: bytes, batch: int = 100) -> Iterator[Any]:
         """Every item from key (h, r) on, in key order, read a batch at a time (a Scan's page stops early)."""
         rows = self._rows(
-            "SELECT h, r, body FROM items WHERE t = ? AND (h > ? OR (h = ? AND r >= ?)) ORDER BY h, r LIMIT ?",
-            (self.id, h, h, r, batch),
+            # a row value, so SQLite seeks in the primary key (an OR of the two columns reads the table)
+            "SELECT h, r, body FROM items WHERE t = ? AND (h, r) >= (?, ?) ORDER BY h, r LIMIT ?",
+            (self.id, h, r, batch),
         )
         while rows:
             yield from rows
@@ -271,8 +272,8 @@ class SpilledItems(MutableMapping[Any, Any]):
             h = key_bytes(last.hash_key)
             r = key_bytes(last.range_key) if self.ranged else b""
             rows = self._rows(
-                "SELECT h, r, body FROM items WHERE t = ? AND (h > ? OR (h = ? AND r > ?)) ORDER BY h, r LIMIT ?",
-                (self.id, h, h, r, batch),
+                "SELECT h, r, body FROM items WHERE t = ? AND (h, r) > (?, ?) ORDER BY h, r LIMIT ?",
+                (self.id, h, r, batch),
             )
 
     def count(self) -> int:
