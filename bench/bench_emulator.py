@@ -142,6 +142,7 @@ def memory_per_item(ddb: Any, backend: Any, items: int) -> dict[str, Any]:
     from collections import defaultdict
 
     from chalicelib.local import moto_items
+    from chalicelib.local.moto_changes import change_log
 
     result: dict[str, Any] = {"items": items}
     for kind in ("ours", "moto"):
@@ -165,6 +166,7 @@ def memory_per_item(ddb: Any, backend: Any, items: int) -> dict[str, Any]:
         before = tracemalloc.get_traced_memory()[0]
         _fill(backend, 0, items, table=name)
         moto_items.end_of_request()  # what the server does after every request
+        change_log.forget()  # what the next snapshot takes (`up` saves every interval)
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
         tracemalloc.stop()
