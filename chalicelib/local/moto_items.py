@@ -33,8 +33,9 @@ from collections.abc import Iterator, MutableMapping
 from decimal import Decimal
 from typing import Any
 
-#: items kept as moto's objects between requests (the rest are read from the file when asked for)
-LIVE_ITEMS = 10_000
+#: items kept as moto's objects between requests (the rest are read from the file when asked for): ~4 KB
+#: each; the pipeline's working set (six documents in flight, ~55 items each) is a few hundred
+LIVE_ITEMS = 2_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (t INTEGER, h BLOB, r BLOB, body BLOB, PRIMARY KEY (t, h, r)) WITHOUT ROWID;
