@@ -226,7 +226,7 @@ def run(sizes: list[int], calls: int, memory_items: int = 50_000) -> dict[str, A
             row: dict[str, Any] = {
                 "items": size,
                 "rss_mb": _rss_mb(),
-                "item_file_mb": round(os.path.getsize(moto_items.item_file().path) / 2**20, 1),
+                "item_file_mb": round(moto_items.item_file().size_bytes() / 2**20, 1),
                 "live_items": len(moto_items.item_file().live),
             }
             for name, call in _calls(ddb, documents).items():

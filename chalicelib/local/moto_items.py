@@ -89,16 +89,26 @@ class ItemFile:
         if path is None:
             handle, path = tempfile.mkstemp(prefix="weknora-moto-items-", suffix=".sqlite")
             os.close(handle)
-            self._remove_at_exit = path
-        self.path = path
+            temporary = True
+        else:
+            temporary = False
         self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self.db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; " + _SCHEMA)
+        if temporary and os.name == "posix":
+            # the open connection keeps the file (one connection, no journal): nothing is left behind when
+            # the process ends, however it ends
+            os.unlink(path)
         self.lock = threading.RLock()
         #: (table id, hash, range) -> (the table's mapping, the item), least recently used first
         self.live: OrderedDict[LiveKey, tuple[SpilledItems, Any]] = OrderedDict()
         #: the live items changed since they were last written (an ordered set)
         self.dirty: dict[LiveKey, None] = {}
         self._ids = itertools.count(1)
+
+    def size_bytes(self) -> int:
+        with self.lock:
+            pages = self.db.execute("PRAGMA page_count").fetchone()[0]
+            return int(pages) * int(self.db.execute("PRAGMA page_size").fetchone()[0])
 
     def new_table_id(self) -> int:
         return next(self._ids)
