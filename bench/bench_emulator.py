@@ -7,12 +7,18 @@ boto3, as the stack calls it) is taken with the local stack's patches (`moto_dyn
 own methods put back, in the same process and run:
 
 - Query of one document's chunks (a partition of ~100 items), Query on the GSI (one KB's documents),
+- a Scan page (Limit 100) from an ExclusiveStartKey in the table's middle,
 - GetItem, UpdateItem, a TransactWriteItems of two items;
 
 then the snapshot: one save after 200 changed items (incremental, what `up` does every interval) against a
-full save (every table read, what it did before), at the same size.
+full save (every table read, what it did before), at the same size; and the process's resident memory and
+the size of moto's item file (`moto_items`) at each size.
 
-    .venv/bin/python bench/bench_emulator.py [--sizes 2000,10000,40000] [--calls 15]
+Last, memory per item (`--memory-items`, 0: skipped): the same items put into a table as the stack keeps it
+(a file, at most `LIVE_ITEMS` as objects) and into one as moto ships it (every item a Python object), in
+this process, each measured as the growth of the interpreter's allocations (tracemalloc) after the fill.
+
+    .venv/bin/python bench/bench_emulator.py [--sizes 2000,10000,40000] [--calls 15] [--memory-items 50000]
 """
 
 from __future__ import annotations
@@ -46,12 +52,16 @@ def _median_ms(call: Callable[[int], Any], calls: int) -> float:
     return round(statistics.median(times) * 1000, 2)
 
 
-def _fill(backend: Any, start: int, end: int) -> None:
+def _fill(backend: Any, start: int, end: int, table: str = TABLE) -> None:
     """Items straight into moto's backend (the same objects the server answers from): fast to load."""
+    from chalicelib.local import moto_items
+
     for n in range(start, end):
+        if n % 1000 == 0:
+            moto_items.end_of_request()  # as the server does after every request
         document, chunk = divmod(n, PER_DOCUMENT)
         backend.put_item(
-            TABLE,
+            table,
             {
                 "knowledge_id": {"S": f"doc-{document:06d}"},
                 "chunk_id": {"S": f"chunk-{chunk:04d}"},
@@ -88,6 +98,11 @@ def _calls(ddb: Any, documents: int) -> dict[str, Callable[[int], Any]]:
             UpdateExpression="SET seq = seq + :one",
             ExpressionAttributeValues={":one": {"N": "1"}},
         ),
+        "scan_page": lambda i: ddb.scan(
+            TableName=TABLE,
+            Limit=100,
+            ExclusiveStartKey={"knowledge_id": {"S": doc(i)}, "chunk_id": {"S": "chunk-0050"}},
+        ),
         "transact_write": lambda i: ddb.transact_write_items(
             TransactItems=[
                 {
@@ -113,12 +128,61 @@ def _calls(ddb: Any, documents: int) -> dict[str, Callable[[int], Any]]:
     }
 
 
-def run(sizes: list[int], calls: int) -> dict[str, Any]:
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def memory_per_item(ddb: Any, backend: Any, items: int) -> dict[str, Any]:
+    """Bytes of Python allocations a stored item holds: the stack's table against moto's plain dict."""
+    import gc
+    import tracemalloc
+    from collections import defaultdict
+
+    from chalicelib.local import moto_items
+    from chalicelib.local.moto_changes import change_log
+
+    result: dict[str, Any] = {"items": items}
+    for kind in ("ours", "moto"):
+        name = f"bench-memory-{kind}"
+        ddb.create_table(
+            TableName=name,
+            KeySchema=[
+                {"AttributeName": "knowledge_id", "KeyType": "HASH"},
+                {"AttributeName": "chunk_id", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "knowledge_id", "AttributeType": "S"},
+                {"AttributeName": "chunk_id", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        if kind == "moto":
+            backend.tables[name].items = defaultdict(dict)  # as moto ships it
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        _fill(backend, 0, items, table=name)
+        moto_items.end_of_request()  # what the server does after every request
+        change_log.forget()  # what the next snapshot takes (`up` saves every interval)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        result[f"{kind}_held_mb"] = round(held / 2**20, 1)
+        result[f"{kind}_bytes_per_item"] = round(held / items)
+        ddb.delete_table(TableName=name)
+    result["ratio"] = round(result["moto_bytes_per_item"] / max(1, result["ours_bytes_per_item"]), 1)
+    return result
+
+
+def run(sizes: list[int], calls: int, memory_items: int = 50_000) -> dict[str, Any]:
     import boto3
     import pytest
     from moto.dynamodb.models import dynamodb_backends
 
-    from chalicelib.local import moto_dynamodb
+    from chalicelib.local import moto_dynamodb, moto_items
     from chalicelib.local.moto_server import ACCOUNT_ID, MotoServer
     from chalicelib.local.snapshot import MotoSnapshot
 
@@ -156,16 +220,21 @@ def run(sizes: list[int], calls: int) -> dict[str, Any]:
     try:
         for size in sizes:
             _fill(backend, loaded, size)
+            moto_items.end_of_request()
             loaded = size
             documents = size // PER_DOCUMENT
-            row: dict[str, Any] = {"items": size}
+            row: dict[str, Any] = {
+                "items": size,
+                "rss_mb": _rss_mb(),
+                "item_file_mb": round(moto_items.item_file().size_bytes() / 2**20, 1),
+                "live_items": len(moto_items.item_file().live),
+            }
             for name, call in _calls(ddb, documents).items():
                 ours = _median_ms(call, calls)
                 with pytest.MonkeyPatch.context() as m:
                     for (cls, attr), original in moto_dynamodb.ORIGINALS.items():
                         m.setattr(cls, attr, original)
                     shipped = _median_ms(call, max(3, calls // 3))
-                moto_dynamodb.forget_index_maps(backend.tables[TABLE])  # writes meanwhile went around them
                 row[name] = {"ours_cpu_ms": ours, "moto_cpu_ms": shipped, "speedup": round(shipped / ours, 1)}
             for i in range(200):  # an interval's worth of changes
                 ddb.update_item(
@@ -201,17 +270,25 @@ def run(sizes: list[int], calls: int) -> dict[str, Any]:
             row["snapshot_full_cpu_s"] = round(time.process_time() - started, 3)
             print(json.dumps(row), flush=True)
             rows.append(row)
+        memory = memory_per_item(ddb, backend, memory_items) if memory_items else None
+        print(json.dumps({"memory": memory}), flush=True)
     finally:
         server.stop()
-    return {"load": [round(x, 1) for x in os.getloadavg()], "calls": calls, "rows": rows}
+    return {"load": [round(x, 1) for x in os.getloadavg()], "calls": calls, "rows": rows, "memory": memory}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="2000,10000,40000")
     parser.add_argument("--calls", type=int, default=15)
+    parser.add_argument(
+        "--memory-items",
+        type=int,
+        default=50_000,
+        help="0: no memory figure (more than LIVE_ITEMS to mean much)",
+    )
     args = parser.parse_args()
-    result = run([int(s) for s in args.sizes.split(",")], args.calls)
+    result = run([int(s) for s in args.sizes.split(",")], args.calls, args.memory_items)
     print(json.dumps(result, indent=2))
 
 

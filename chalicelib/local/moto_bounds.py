@@ -12,16 +12,22 @@ moto 5.2.5 keeps, for ever:
   event history). Here a finished execution keeps its full environment only while it is among the
   `FULL_FINISHED` most recently finished; after that it keeps what the API still answers about it: its
   status, dates, input, output, error, and its event history (what `get_execution_history` returns, which
-  the pipeline reads to count state transitions); the rest of the interpreter is dropped, and its copy of
-  the state machine is shared with the other executions of the same revision.
+  the pipeline reads to count state transitions), the history in the process's item file on disk
+  (`moto_items`), not in memory; the rest of the interpreter is dropped, and its copy of the state machine
+  is shared with the other executions of the same revision.
 """
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import Any
+
+from chalicelib.local.moto_items import ItemFile, item_file
 
 #: receipt handles of deleted messages each queue remembers (a delete repeated later than that fails)
 RECENT_RECEIPTS = 20_000
@@ -76,11 +82,20 @@ class _NoCallbacks:
 
 
 class _KeptHistory:
+    """A finished execution's event history, kept in the moto process's item file, not in memory."""
+
     def __init__(self, events: list[Any]) -> None:
-        self._events = events
+        file = item_file()
+        self._key = file.keep(events)
+        weakref.finalize(self, _let_go_quietly, file, self._key)
 
     def get_event_history(self) -> list[Any]:
-        return list(self._events)
+        return list(item_file().kept(self._key))
+
+
+def _let_go_quietly(file: ItemFile, key: int) -> None:
+    with contextlib.suppress(sqlite3.Error):  # the process is ending and the file already closed
+        file.let_go(key)
 
 
 class _FinishedEnvironment:

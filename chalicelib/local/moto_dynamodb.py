@@ -6,11 +6,16 @@ partition's items (or, on an index, the items whose index keys match), and copie
 `TransactWriteItems` names before it starts, to roll back. With 70,000 items that is most of the local
 stack's CPU, and it grows with everything ever stored. Here:
 
-- a Query on the table reads only its partition (`Table.items[hash]`), and a Query on a secondary index only
-  the items whose index hash key matches, from a map per index kept up to date on every write
-  (`put_item`, `delete_item`, `update_item`; built on the index's first Query). moto's own query then runs
-  on exactly the items its filter would have kept, in the order its sort gives them, so ordering,
-  pagination, filters, projections and counts are moto's (tests compare the two);
+- a table's items live in a file with a bounded number in memory (`moto_items`);
+- a Query on the table reads only its partition, and a Query on a secondary index only the items whose
+  index hash key matches (the file keeps those keys per index, built on the index's first Query). moto's
+  own query then runs on exactly the items its filter would have kept, in the order its sort gives them,
+  so ordering, pagination, filters, projections and counts are moto's (tests compare the two);
+- a Query on a secondary index whose keys are strings reads the index's rows in moto's order from its
+  ExclusiveStartKey and stops after the page (`paged_index_query`: moto's loop over a lazy, ordered
+  sequence), so it costs the page, not the items under the key;
+- a Scan of a table whose keys are strings reads the file in moto's order from its ExclusiveStartKey and
+  stops where moto's page stops, instead of sorting the whole table for every page;
 - a transaction saves, before each of its writes, the one item the write touches, and a rollback puts back
   those items instead of whole-table copies.
 """
@@ -23,8 +28,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-#: attribute a Table carries its index maps in (absent: none built yet)
-_MAPS = "_weknora_index_maps"
+from chalicelib.local.moto_items import IndexShape, SpilledItems, key_bytes
 
 PrimaryKey = tuple[Any, Any]  # (hash DynamoType, range DynamoType | None)
 
@@ -36,42 +40,6 @@ def _table_order(item: Any) -> Any:
     return (item.hash_key, item.range_key) if item.range_key else item.hash_key
 
 
-class IndexMap:
-    """The items of one table by the values of one secondary index's hash key attributes."""
-
-    def __init__(self, hash_attrs: tuple[str, ...]) -> None:
-        self.hash_attrs = hash_attrs
-        self.buckets: dict[tuple[Any, ...], dict[PrimaryKey, Any]] = {}
-        self.bucket_of: dict[PrimaryKey, tuple[Any, ...]] = {}
-
-    def _key(self, item: Any) -> tuple[Any, ...] | None:
-        values = tuple(item.attrs.get(name) for name in self.hash_attrs)
-        return None if any(v is None for v in values) else values
-
-    def place(self, pk: PrimaryKey, item: Any | None) -> None:
-        old = self.bucket_of.pop(pk, None)
-        if old is not None:
-            bucket = self.buckets[old]
-            bucket.pop(pk, None)
-            if not bucket:
-                del self.buckets[old]
-        new = self._key(item) if item is not None else None
-        if new is not None:
-            self.buckets.setdefault(new, {})[pk] = item
-            self.bucket_of[pk] = new
-
-    def matching(self, values: tuple[Any, ...]) -> list[Any]:
-        return sorted(self.buckets.get(values, {}).values(), key=_table_order)
-
-
-def _every_item(table: Any) -> Iterable[Any]:
-    for partition in list(table.items.values()):
-        if table.range_key_attr:
-            yield from list(partition.values())
-        else:
-            yield partition
-
-
 def _current(table: Any, pk: PrimaryKey) -> Any | None:
     hash_value, range_value = pk
     if table.range_key_attr:
@@ -80,40 +48,22 @@ def _current(table: Any, pk: PrimaryKey) -> Any | None:
     return table.items.get(hash_value)
 
 
-def _index_map(table: Any, index: Any) -> IndexMap:
-    hash_attrs = tuple(k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH")
-    maps: dict[str, IndexMap] = table.__dict__.setdefault(_MAPS, {})
-    found = maps.get(index.name)
-    if found is None or found.hash_attrs != hash_attrs:
-        found = IndexMap(hash_attrs)
-        for item in _every_item(table):
-            found.place((item.hash_key, item.range_key), item)
-        maps[index.name] = found
-    return found
-
-
-def reindex(table: Any, pk: PrimaryKey) -> None:
-    """After a write of one item: its place in every index map built so far."""
-    maps: dict[str, IndexMap] | None = table.__dict__.get(_MAPS)
-    if maps:
-        item = _current(table, pk)
-        for index_map in maps.values():
-            index_map.place(pk, item)
-
-
 #: called with (table, primary key) after every write of an item (the snapshot's change log listens)
 WRITE_LISTENERS: list[Callable[[Any, PrimaryKey], None]] = []
 
 
 def written(table: Any, pk: PrimaryKey) -> None:
-    reindex(table, pk)
+    if isinstance(table.items, SpilledItems):
+        table.items.mark_written(*pk)
     for listener in WRITE_LISTENERS:
         listener(table, pk)
 
 
 def forget_index_maps(table: Any) -> None:
-    """After a change not made item by item (a table emptied, a rollback): rebuilt on the next Query."""
-    table.__dict__.pop(_MAPS, None)
+    """After a change not made item by item (a table emptied): the index keys are built again on the next
+    Query."""
+    if isinstance(table.items, SpilledItems):
+        table.items.forget_index()
 
 
 def _candidates(table: Any, hash_key: Any, index_name: str | None, hash_conditions: Any) -> list[Any] | None:
@@ -127,10 +77,115 @@ def _candidates(table: Any, hash_key: Any, index_name: str | None, hash_conditio
     if index is None:
         return None  # moto says which indexes there are
     conditions = dict(hash_conditions or [])
-    index_map = _index_map(table, index)
-    if not index_map.hash_attrs or any(name not in conditions for name in index_map.hash_attrs):
+    shape = _index_shape(table, index)
+    hash_attrs = shape[0]
+    if not hash_attrs or any(name not in conditions for name in hash_attrs):
         return None
-    return index_map.matching(tuple(conditions[name] for name in index_map.hash_attrs))
+    if not isinstance(table.items, SpilledItems):
+        return None
+    found = table.items.index_matches(index.name, shape, tuple(conditions[name] for name in hash_attrs))
+    return sorted(found, key=_table_order)
+
+
+def _index_shape(table: Any, index: Any) -> IndexShape:
+    """An index's hash key attributes and the attribute moto sorts its items by first (its range key; without
+    one, the table's range key on a GSI, else the table's hash key: moto's `_generate_attr_to_sort_by`)."""
+    hash_attrs = tuple(k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH")
+    ranges = [k["AttributeName"] for k in index.schema if k["KeyType"] == "RANGE"]
+    if len(ranges) > 1:
+        return hash_attrs, None
+    if ranges:
+        return hash_attrs, ranges[0]
+    if index in (table.global_indexes or []) and table.range_key_attr:
+        return hash_attrs, table.range_key_attr
+    return hash_attrs, table.hash_key_attr
+
+
+def _attribute_type(table: Any, name: str | None) -> str | None:
+    return next((a["AttributeType"] for a in table.attr if a["AttributeName"] == name), None)
+
+
+def paged_index_query(
+    table: Any,
+    index_name: str,
+    range_comparison: Any,
+    range_objs: Any,
+    limit: Any,
+    exclusive_start_key: dict[str, Any] | None,
+    scan_index_forward: Any,
+    projection_expressions: Any,
+    consistent_read: Any = False,
+    filter_expression: Any = None,
+    hash_key_conditions: Any = None,
+    range_key_conditions: Any = None,
+    **filter_kwargs: Any,
+) -> tuple[list[Any], int, dict[str, Any] | None] | None:
+    """moto's Query on a secondary index with its cost following the page, not the items under the key: the
+    index's rows in the file come in moto's sort order from the ExclusiveStartKey on, and the loop below is
+    moto's (limit, 1 MB, range condition, then the index's projection, the filter, the projection).
+    None: a case this does not cover (keys that are not strings, several range attributes, the old
+    KeyConditions filters, anything moto refuses): moto's own query answers it."""
+    import copy as copying
+
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import RESULT_SIZE_LIMIT
+
+    items = table.items
+    index = next((i for i in table.all_indexes() if i.name == index_name), None)
+    if not isinstance(items, SpilledItems) or index is None or filter_kwargs:
+        return None
+    if consistent_read and index in (table.global_indexes or []):
+        return None  # moto refuses it
+    hash_attrs, sort_attr = _index_shape(table, index)
+    conditions = dict(hash_key_conditions or [])
+    has_range_key = any(k["KeyType"] == "RANGE" for k in index.schema)
+    if (
+        sort_attr is None
+        or not hash_attrs
+        or any(name not in conditions for name in hash_attrs)
+        or len(range_key_conditions or []) > 1
+        or (range_comparison and not has_range_key)
+        or table.hash_key_type != "S"
+        or (table.range_key_attr and table.range_key_type != "S")
+        or _attribute_type(table, sort_attr) != "S"
+    ):
+        return None
+    after = None
+    if exclusive_start_key:
+        names = [sort_attr, table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+        if any(name not in exclusive_start_key for name in names):
+            return None
+        after = (
+            key_bytes(DynamoType(exclusive_start_key[sort_attr])),
+            key_bytes(DynamoType(exclusive_start_key[table.hash_key_attr])),
+            key_bytes(DynamoType(exclusive_start_key[table.range_key_attr])) if table.range_key_attr else b"",
+        )
+    compared = range_key_conditions[-1][0] if range_key_conditions else sort_attr
+    values = tuple(conditions[name] for name in hash_attrs)
+    results: list[Any] = []
+    result_size = scanned_count = 0
+    last_evaluated_key = None
+    batch = min(100, limit + 1) if limit else 100  # a page and the item that says there is more
+    ordered = items.index_ordered(
+        index_name, (hash_attrs, sort_attr), values, after, scan_index_forward, batch
+    )
+    for item in ordered:
+        if len(results) == limit or result_size + item.size() > RESULT_SIZE_LIMIT:
+            last_evaluated_key = table._get_last_evaluated_key(results[-1], index_name)
+            break
+        if range_comparison:
+            value = item.attrs.get(compared)
+            if not (value and value.compare(range_comparison, range_objs)):
+                continue
+        results.append(item)
+        result_size += item.size()
+        scanned_count += 1
+    results = [index.project(r) for r in copying.deepcopy(results)]
+    if filter_expression is not None:
+        results = [r for r in results if filter_expression.expr(r)]
+    if projection_expressions:
+        results = [r.project(projection_expressions) for r in results]
+    return results, scanned_count, last_evaluated_key
 
 
 def narrowed_query(query: Callable[..., Any]) -> Callable[..., Any]:
@@ -147,6 +202,21 @@ def narrowed_query(query: Callable[..., Any]) -> Callable[..., Any]:
         *args: Any,
         **kwargs: Any,
     ) -> Any:
+        if index_name:
+            answer = paged_index_query(
+                self,
+                index_name,
+                range_comparison,
+                range_objs,
+                limit,
+                exclusive_start_key,
+                scan_index_forward,
+                projection_expressions,
+                *args,
+                **kwargs,
+            )
+            if answer is not None:
+                return answer
         found = _candidates(self, hash_key, index_name, kwargs.get("hash_key_conditions"))
         if found is not None:
             _narrowed.table, _narrowed.items = self, found
@@ -170,13 +240,104 @@ def narrowed_query(query: Callable[..., Any]) -> Callable[..., Any]:
     return query_one_partition
 
 
-def narrowed_all_items(all_items: Callable[[Any], list[Any]]) -> Callable[[Any], list[Any]]:
-    def all_or_narrowed(self: Any) -> list[Any]:
+def narrowed_all_items(all_items: Callable[[Any], list[Any]]) -> Callable[[Any], Iterable[Any]]:
+    def all_or_narrowed(self: Any) -> Iterable[Any]:
         if getattr(_narrowed, "table", None) is self:
             return list(_narrowed.items)
+        spilled = self.items
+        if getattr(_scanned, "table", None) is self and isinstance(spilled, SpilledItems):
+            return spilled.ordered_from(*_scanned.start)
         return all_items(self)
 
     return all_or_narrowed
+
+
+_scanned = threading.local()
+
+
+def _start_key(table: Any, exclusive_start_key: dict[str, Any] | None) -> tuple[bytes, bytes] | None:
+    """Where moto's Scan would start, as the file's keys; None: the table's keys are not strings."""
+    if table.hash_key_type != "S" or (table.range_key_attr and table.range_key_type != "S"):
+        return None
+    if not exclusive_start_key:
+        return b"", b""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    hash_value = exclusive_start_key.get(table.hash_key_attr)
+    range_value = exclusive_start_key.get(table.range_key_attr) if table.range_key_attr else None
+    if hash_value is None or (table.range_key_attr and range_value is None):
+        return None  # moto says what is wrong with it
+    return (
+        key_bytes(DynamoType(hash_value)),
+        key_bytes(DynamoType(range_value)) if range_value is not None else b"",
+    )
+
+
+def paged_scan(scan: Callable[..., Any]) -> Callable[..., Any]:
+    """moto's Scan walks the table in its sorted order and stops after a page: given the items lazily in that
+    order from the ExclusiveStartKey on, a page costs its own size. Strings only: the file's byte order is
+    moto's order for them (an index or a table keyed by numbers goes moto's way)."""
+
+    def scan_a_page(
+        self: Any,
+        filters: Any,
+        limit: Any,
+        exclusive_start_key: Any,
+        filter_expression: Any = None,
+        index_name: str | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        start = None
+        if not index_name and isinstance(self.items, SpilledItems):
+            start = _start_key(self, exclusive_start_key)
+        if start is not None:
+            _scanned.table, _scanned.start = self, start
+        try:
+            return scan(
+                self, filters, limit, exclusive_start_key, filter_expression, index_name, *args, **kwargs
+            )
+        finally:
+            _scanned.table, _scanned.start = None, None
+
+    return scan_a_page
+
+
+def spilled_items(init: Callable[..., None]) -> Callable[..., None]:
+    def init_then_spill(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.items = SpilledItems(ranged=self.range_key_attr is not None)
+
+    return init_then_spill
+
+
+def counted_len(length: Callable[[Any], int]) -> Callable[[Any], int]:
+    """DescribeTable's ItemCount: a count in the file, not every item read."""
+
+    def item_count(self: Any) -> int:
+        if isinstance(self.items, SpilledItems):
+            return self.items.count()
+        return length(self)
+
+    return item_count
+
+
+def marks_updated(update_item: Callable[..., Any]) -> Callable[..., Any]:
+    """moto's UpdateItem changes the stored object in place: the file must write it again. Kept under moto's
+    own method too (the tests put moto's methods back around this)."""
+
+    def update_and_mark(self: Any, table_name: str, key: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return update_item(self, table_name, key, *args, **kwargs)
+        finally:
+            table = self.tables.get(table_name)
+            if table is not None and isinstance(table.items, SpilledItems) and isinstance(key, dict):
+                from moto.dynamodb.exceptions import MockValidationException
+
+                with contextlib.suppress(MockValidationException):  # a key moto refused: nothing written
+                    table.items.mark_written(*self.get_keys_value(table, key))
+
+    return update_and_mark
 
 
 def indexed_put(put_item: Callable[..., Any]) -> Callable[..., Any]:
@@ -360,8 +521,13 @@ def install() -> None:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
 
+    # the items' home first, below what the tests put back as "moto's own methods"
+    Table.__init__ = spilled_items(Table.__init__)  # type: ignore[method-assign]
+    Table.__len__ = counted_len(Table.__len__)  # type: ignore[method-assign]
+    DynamoDBBackend.update_item = marks_updated(DynamoDBBackend.update_item)  # type: ignore[method-assign]
     for cls, name in (
         (Table, "query"),
+        (Table, "scan"),
         (Table, "all_items"),
         (Table, "put_item"),
         (Table, "delete_item"),
@@ -371,6 +537,7 @@ def install() -> None:
         ORIGINALS[(cls, name)] = getattr(cls, name)
 
     Table.query = narrowed_query(Table.query)  # type: ignore[method-assign]
+    Table.scan = paged_scan(Table.scan)  # type: ignore[method-assign]
     Table.all_items = narrowed_all_items(Table.all_items)  # type: ignore[method-assign,assignment]
     Table.put_item = indexed_put(Table.put_item)  # type: ignore[method-assign]
     Table.delete_item = indexed_delete(Table.delete_item)  # type: ignore[method-assign]
