@@ -281,8 +281,11 @@ class Settings:
     tenant_pipeline_cap: int = 8
     #: a place never given back (a crashed worker) frees itself after this long
     pipeline_lease_seconds: int = 1800
-    #: how long a document waiting for its tenant's turn stays out of sight before it is looked at again
+    #: how long a document waiting behind another tenant's stays out of sight before it is looked at again
     turn_wait_seconds: int = 2
+    #: a document waiting for one of its tenant's places is woken when one is given back; this long at most
+    #: if that wake is missed (the backstop; SQS delays 900 s at most)
+    turn_backstop_seconds: int = 600
     #: a tenant counts as waiting at the door this long after its last document knocked or was queued
     turn_ttl_seconds: int = 120
     #: how long a download link (GET /knowledge/{id}/file-url) works
@@ -464,6 +467,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         tenant_pipeline_cap=e.int("WEKNORA_TENANT_PIPELINE_CAP", 8),
         pipeline_lease_seconds=e.int("WEKNORA_PIPELINE_LEASE_SECONDS", 1800),
         turn_wait_seconds=e.int("WEKNORA_TURN_WAIT_SECONDS", 2),
+        turn_backstop_seconds=e.int("WEKNORA_TURN_BACKSTOP_SECONDS", 600),
         turn_ttl_seconds=e.int("WEKNORA_TURN_TTL_SECONDS", 120),
         stale_after_seconds=e.int("WEKNORA_STALE_AFTER_SECONDS", 2 * 3600 + 600),
         summary_stale_after_seconds=e.int("WEKNORA_SUMMARY_STALE_AFTER_SECONDS", 3600),

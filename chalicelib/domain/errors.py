@@ -127,11 +127,13 @@ class DeferredStageError(StageError):
 
 
 class AwaitingTurn(DeferredStageError):
-    """The tenant holds all its places in the pipeline (fairness between tenants): the document waits its
-    turn behind the queue's other messages. Never a try, never a throttle deferral."""
+    """The document may not enter the pipeline yet (fairness between tenants): its message comes back after
+    `delay_seconds` carrying `ticket`, its turn at the door (or sooner, woken when a place is given back).
+    Never a try, never a throttle deferral."""
 
-    def __init__(self, message: str, *, delay_seconds: float):
+    def __init__(self, message: str, *, delay_seconds: float, ticket: str = ""):
         super().__init__(message, delay_seconds=delay_seconds, code=SpanErrorCode.UNKNOWN)
+        self.ticket = ticket
 
 
 class ContinueLater(DeferredStageError):

@@ -359,6 +359,9 @@ class StageMessage:
     #: what earlier hand-overs of this slice (or chain) counted: texts embedded, cache hits, batches,
     #: entries indexed (a few integers, so a redelivered hand-over counts nothing twice)
     counts: dict[str, int] = field(default_factory=dict)
+    #: docreader only: the turn at the pipeline's door this message carries (domain/door.py; "": a first
+    #: delivery, which never waited)
+    door_ticket: str = ""
 
     @property
     def is_slice(self) -> bool:
@@ -392,6 +395,8 @@ class StageMessage:
                 data["slice_stride"] = self.slice_stride
         if self.counts:
             data["counts"] = dict(self.counts)
+        if self.door_ticket:
+            data["door_ticket"] = self.door_ticket
         return data
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from chalicelib.domain.api_keys import ApiKey
+from chalicelib.domain.door import Door
 from chalicelib.domain.tags import Tag
 from chalicelib.domain.types import (
     Chunk,
@@ -35,16 +36,27 @@ class TenantRepo(Protocol):
         """Counts one document fewer (a delete, or a reservation whose row was never written)."""
         ...
 
-    def acquire_pipeline_slot(
-        self, tenant_id: str, knowledge_id: str, cap: int, now: float, lease_seconds: float
-    ) -> bool:
-        """One of the tenant's `cap` places in the ingest pipeline for this document (fairness between
-        tenants): True if it holds one (already, or now); False while the others are taken. A place is a
-        lease: one never released (a crashed worker) frees itself after `lease_seconds`."""
+    def pipeline_door(self, tenant_id: str) -> Door:
+        """The tenant's places in the ingest pipeline and the documents waiting for one (domain/door.py),
+        read strongly consistent."""
         ...
 
-    def release_pipeline_slot(self, tenant_id: str, knowledge_id: str) -> None:
-        """Gives the document's place back (idempotent)."""
+    def take_pipeline_place(
+        self, tenant_id: str, place: str, cap: int, strike: frozenset[str], ticket_entry: str
+    ) -> bool:
+        """In one conditional write: adds the `place` member and strikes the waiter entries `strike`, only
+        while fewer than `cap` places are held and, if `ticket_entry` is given, while the row lists that
+        waiter entry (the message's turn is still its own). False: the condition did not hold."""
+        ...
+
+    def add_pipeline_waiter(self, tenant_id: str, entry: str, listed: str) -> bool:
+        """Adds a waiter entry; if `listed` is given, only while the row lists that entry. False: it did not."""
+        ...
+
+    def strike_pipeline_entries(
+        self, tenant_id: str, places: frozenset[str], waiters: frozenset[str]
+    ) -> None:
+        """Removes these place and waiter members (idempotent)."""
         ...
 
     def set_parser_engine_rules(self, tenant_id: str, rules: dict[str, str]) -> None:

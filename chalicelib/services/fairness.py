@@ -3,24 +3,41 @@ first out. Two rules at the pipeline's door (the docreader), both kept in Dynamo
 
 - whose turn it is (`domain/turns.py`): a document is let in unless another waiting tenant has been served
   less, so a tenant's one document goes ahead of another's backlog of hundreds, while a tenant alone is
-  never held back;
-- how many at once: every tenant has at most `tenant_pipeline_cap` documents between the docreader and the
-  index. The places are leases in the tenant's row (one conditional write takes one), given back when the
-  document is indexed, fails, is cancelled or deleted; a lease nobody gave back frees itself.
-
-A document that may not come in yet is put back at the end of the docreader queue (`AwaitingTurn`: no try
-spent, no throttle deferral counted).
+  never held back; a document held back by another tenant comes back after `turn_wait_seconds`;
+- how many at once (`domain/door.py`): every tenant has at most `tenant_pipeline_cap` documents between the
+  docreader and the index. The places are leases in the tenant's row, given back when the document is
+  indexed, fails, is cancelled or deleted; a lease nobody gave back frees itself. A document that finds
+  them all taken is written down as a waiter in the same row and its message comes back only after
+  `turn_backstop_seconds`: the place given back wakes the oldest waiter at once (a message with a new
+  ticket), so a backlog is not looked at again and again while it waits (issue 27: it was 161-238
+  docreader runs for 20 documents of one tenant, every waiting one every 2 s).
 """
 
 from __future__ import annotations
 
+import secrets
 import time
+from enum import Enum
 
+from chalicelib.domain import door as doors
 from chalicelib.domain import turns
 from chalicelib.domain.errors import AwaitingTurn
+from chalicelib.domain.types import Stage, StageMessage
+from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 
 DOOR = "docreader"
+#: writes that lose a race with another worker's on the same row are read again this many times
+ATTEMPTS = 8
+
+
+class Entry(Enum):
+    #: the document took one of its tenant's places now
+    ENTERED = "entered"
+    #: it held one already (a redelivery, a reparse, a resumed transcription)
+    HELD = "held"
+    #: another message carries the document's turn (a backstop whose wake came first, a duplicate): drop it
+    STALE = "stale"
 
 
 def queued_at_door(deps: Dependencies, tenant_id: str) -> None:
@@ -29,24 +46,130 @@ def queued_at_door(deps: Dependencies, tenant_id: str) -> None:
     deps.turns.change(DOOR, lambda book: (None, turns.queued(book, tenant_id, time.time(), ttl)))
 
 
-def enter_pipeline(deps: Dependencies, tenant_id: str, knowledge_id: str) -> None:
-    """Lets the document in, or raises AwaitingTurn."""
+def enter_pipeline(deps: Dependencies, message: StageMessage) -> Entry:
+    """Lets the document in, tells a stale message apart, or raises AwaitingTurn."""
     cap = deps.settings.tenant_pipeline_cap
-    wait = deps.settings.turn_wait_seconds
-    if cap > 0 and not deps.tenants.acquire_pipeline_slot(
-        tenant_id, knowledge_id, cap, time.time(), deps.settings.pipeline_lease_seconds
-    ):
-        raise AwaitingTurn(
-            f"the tenant has {cap} documents in the pipeline: this one waits", delay_seconds=wait
-        )
+    entry = _take_place(deps, message, cap) if cap > 0 else Entry.ENTERED
+    if entry is Entry.STALE:
+        return entry
     ttl = deps.settings.turn_ttl_seconds
-    if not deps.turns.change(DOOR, lambda book: turns.knock(book, tenant_id, time.time(), ttl)):
-        leave_pipeline(deps, tenant_id, knowledge_id)
-        raise AwaitingTurn(
-            "another tenant's document goes first: this one waits its turn", delay_seconds=wait
+    if not deps.turns.change(DOOR, lambda book: turns.knock(book, message.tenant_id, time.time(), ttl)):
+        # another tenant's document goes first: keep this one's place in line, give its place back
+        ticket = (
+            _wait(deps, message, deps.tenants.pipeline_door(message.tenant_id), own_turn=True)
+            if cap > 0
+            else ""
         )
+        _give_back(deps, message.tenant_id, message.knowledge_id, wake=False)
+        raise AwaitingTurn(
+            "another tenant's document goes first: this one waits its turn",
+            delay_seconds=deps.settings.turn_wait_seconds,
+            ticket=ticket or "",
+        )
+    return entry
+
+
+def _take_place(deps: Dependencies, message: StageMessage, cap: int) -> Entry:
+    tenant_id, knowledge_id, ticket = message.tenant_id, message.knowledge_id, message.door_ticket
+    for _ in range(ATTEMPTS):
+        now = time.time()
+        door = deps.tenants.pipeline_door(tenant_id)
+        expired = door.expired(now)
+        if expired:  # leases nobody gave back (a crashed worker): free again
+            deps.tenants.strike_pipeline_entries(tenant_id, expired, frozenset())
+        verdict = doors.verdict(door, knowledge_id, ticket, now)
+        if verdict is doors.Verdict.HOLDS:
+            return Entry.HELD
+        if verdict is doors.Verdict.STALE:
+            _drop_stale(deps, door, message)
+            return Entry.STALE
+        if doors.is_full(door, cap, now):
+            waiting = _wait(deps, message, door)
+            if waiting is None:
+                continue  # its ticket was struck meanwhile: read again (it may hold a place now)
+            wake_waiters(deps, tenant_id)  # a place given back since the read must not be missed
+            raise AwaitingTurn(
+                f"the tenant has {cap} documents in the pipeline: this one waits for a place",
+                delay_seconds=deps.settings.turn_backstop_seconds,
+                ticket=waiting,
+            )
+        listed = door.listed(knowledge_id, ticket) if ticket else None
+        place = doors.Place(knowledge_id, now + deps.settings.pipeline_lease_seconds, ticket)
+        strike = doors.members(door.entries_of(knowledge_id))
+        if deps.tenants.take_pipeline_place(
+            tenant_id, place.member, cap, strike, listed.member if listed else ""
+        ):
+            return Entry.ENTERED
+    raise RuntimeError(f"the pipeline door of tenant {tenant_id} kept changing under {ATTEMPTS} reads")
+
+
+def _wait(
+    deps: Dependencies, message: StageMessage, door: doors.Door, *, own_turn: bool = False
+) -> str | None:
+    """Writes the document down as a waiter with a new ticket; returns the ticket, or None if the message's
+    turn was taken by another of its messages meanwhile. Unless `own_turn` (the message took a place and
+    gives it back), its ticket, if any, must still be listed."""
+    tenant_id, knowledge_id = message.tenant_id, message.knowledge_id
+    ticket = secrets.token_hex(8)
+    now = time.time()
+    waiter = doors.Waiter(knowledge_id, message.attempt, doors.waiting_since(door, knowledge_id, now), ticket)
+    listed = door.listed(knowledge_id, message.door_ticket) if message.door_ticket and not own_turn else None
+    if message.door_ticket and not own_turn and listed is None:
+        return None
+    if not deps.tenants.add_pipeline_waiter(tenant_id, waiter.member, listed.member if listed else ""):
+        return None
+    # the entries read before are spent: their messages (this one, a backstop) find their ticket gone
+    deps.tenants.strike_pipeline_entries(tenant_id, frozenset(), doors.members(door.entries_of(knowledge_id)))
+    return ticket
+
+
+def _drop_stale(deps: Dependencies, door: doors.Door, message: StageMessage) -> None:
+    logger.info(
+        "docreader: another message carries this document's turn at the door",
+        extra={"knowledge_id": message.knowledge_id, "ticket": message.door_ticket},
+    )
+    if door.place_of(message.knowledge_id) is not None:  # entries a woken holder left behind
+        left = doors.members(door.entries_of(message.knowledge_id))
+        if left:
+            deps.tenants.strike_pipeline_entries(message.tenant_id, frozenset(), left)
+
+
+def wake_waiters(deps: Dependencies, tenant_id: str, door: doors.Door | None = None) -> int:
+    """Wakes the tenant's oldest waiters, as many as there are free places: a message with a new ticket
+    each, on the docreader queue at once. Returns how many were woken."""
+    from chalicelib.services.dispatch import enqueue  # dispatch imports this module
+
+    cap = deps.settings.tenant_pipeline_cap
+    if cap <= 0:
+        return 0
+    now = time.time()
+    door = door if door is not None else deps.tenants.pipeline_door(tenant_id)
+    woken = 0
+    for waiter in doors.to_wake(door, cap, now):
+        wake = doors.Waiter(waiter.knowledge_id, waiter.attempt, waiter.since, secrets.token_hex(8), now)
+        # written before the message is sent: a wake lost between the two costs the backstop's delay
+        if deps.tenants.add_pipeline_waiter(tenant_id, wake.member, waiter.member):
+            message = StageMessage(tenant_id, waiter.knowledge_id, waiter.attempt, door_ticket=wake.ticket)
+            enqueue(deps, Stage.DOCREADER, message)
+            woken += 1
+    return woken
 
 
 def leave_pipeline(deps: Dependencies, tenant_id: str, knowledge_id: str) -> None:
-    if deps.settings.tenant_pipeline_cap > 0:
-        deps.tenants.release_pipeline_slot(tenant_id, knowledge_id)
+    """The document gives its place back (indexed, failed, cancelled, deleted) and stops waiting for one;
+    the freed place wakes the next waiter."""
+    _give_back(deps, tenant_id, knowledge_id, wake=True)
+
+
+def _give_back(deps: Dependencies, tenant_id: str, knowledge_id: str, *, wake: bool) -> None:
+    if deps.settings.tenant_pipeline_cap <= 0:
+        return
+    door = deps.tenants.pipeline_door(tenant_id)
+    rest = door.without(knowledge_id)
+    places = door.places - rest.places
+    # waiting entries go too when it leaves for good; a document held back by another tenant keeps its own
+    entries = door.waiters - rest.waiters if wake else frozenset()
+    if places or entries:
+        deps.tenants.strike_pipeline_entries(tenant_id, places, entries)
+    if wake and rest.waiters:
+        wake_waiters(deps, tenant_id, rest)

@@ -282,6 +282,7 @@ def index_knowledge(
     offset: int = 0,
     cursor: str | None = None,
     carried: Mapping[str, int] | None = None,
+    totals: ChunkTotals | None = None,
 ) -> dict[str, Any]:
     """Embeds and indexes the attempt's text chunks after the chunk id `cursor` (None: from the first),
     for at most one slice (time and count), and says where the next slice starts: `next_cursor` (the
@@ -290,8 +291,9 @@ def index_knowledge(
     size is read once in all (issue 12). Entries are upserted by chunk id, so a redelivered slice
     (the same cursor) rereads the same chunks and rewrites the same entries; what earlier slices counted
     comes in `carried` (their message's counts) and goes out in `counts`, so the span holds a few totals,
-    whatever the number of slices, and a redelivered slice counts nothing twice."""
-    totals = chunk_totals(deps, knowledge)
+    whatever the number of slices, and a redelivered slice counts nothing twice. `totals`: the attempt's
+    chunk totals, if the caller read them already (one read of the spans, not two)."""
+    totals = totals or chunk_totals(deps, knowledge)
     chunks_total, texts_total = totals.chunks, totals.texts
     strategy = kb.indexing_strategy
     if not strategy.needs_embedding:

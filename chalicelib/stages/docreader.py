@@ -43,7 +43,7 @@ from chalicelib.ports import (
 from chalicelib.services import page_range_store, page_ranges, resources
 from chalicelib.services.deadline import stage_deadline
 from chalicelib.services.dispatch import enqueue
-from chalicelib.services.fairness import enter_pipeline
+from chalicelib.services.fairness import Entry, enter_pipeline, leave_pipeline
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_stage
@@ -68,9 +68,13 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         )
         return
     resuming = message.cursor == TRANSCRIPTION_CURSOR  # a speech-recognition job was left running
-    enter_pipeline(deps, message.tenant_id, message.knowledge_id)  # or wait behind other tenants
+    entry = enter_pipeline(deps, message)  # or wait behind other tenants (AwaitingTurn)
+    if entry is Entry.STALE:
+        return
     knowledge = deps.knowledge.begin_processing(message.knowledge_id, message.attempt)
     if knowledge is None:
+        if entry is Entry.ENTERED:  # the place it just took is not needed
+            leave_pipeline(deps, message.tenant_id, message.knowledge_id)
         logger.info(
             "docreader: not processable (superseded, cancelled, deleted or done)",
             extra={"knowledge_id": message.knowledge_id, "attempt": message.attempt},

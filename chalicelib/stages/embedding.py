@@ -48,19 +48,21 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         run_slice(deps, message, knowledge, kb)
         return
     offset, cursor = message.offset, message.cursor or None
+    totals: ChunkTotals | None = None  # read once per invocation: the planner's read serves the indexing
     if offset and cursor is None:
         # A hand-over from before slices carried a cursor (an index into a full listing): start over.
         # Safe: entries are upserted by chunk id and the texts' vectors come back from the cache.
         logger.info("embedding: a slice without a cursor starts over", extra={"knowledge_id": knowledge.id})
         offset = 0
     if offset == 0 and cursor is None:
-        slices = planned_slices(deps, knowledge, kb)
+        totals = chunk_totals(deps, knowledge) if kb.indexing_strategy.needs_embedding else None
+        slices = planned_slices(deps, knowledge, kb, totals)
         if slices > 1:
             fan_out(deps, message, knowledge, kb, slices)
             return
         deps.tracker.begin_stage(knowledge, Stage.EMBEDDING, {"model": kb.embedding_model_id or "default"})
     try:
-        outputs = index_knowledge(deps, knowledge, kb, offset, cursor, message.counts)
+        outputs = index_knowledge(deps, knowledge, kb, offset, cursor, message.counts, totals)
     except Stopped as stopped:
         logger.info(str(stopped), extra={"knowledge_id": knowledge.id})
         leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
@@ -99,11 +101,14 @@ def run(deps: Dependencies, message: StageMessage) -> None:
 #     reparse   attempt moves on ─ a slice of the old attempt finds no live row, or its release fails
 
 
-def planned_slices(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> int:
-    """How many slices this document's embedding is split into (1: the single chain of today)."""
+def planned_slices(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, totals: ChunkTotals | None = None
+) -> int:
+    """How many slices this document's embedding is split into (1: the single chain of today); `totals`:
+    the attempt's chunk totals, if the caller read them already."""
     if not kb.indexing_strategy.needs_embedding:
         return 1
-    seq_end = chunk_totals(deps, knowledge).seq_end
+    seq_end = (totals or chunk_totals(deps, knowledge)).seq_end
     if seq_end is None:  # chunked before chunking recorded its sequence numbers
         return 1
     return max(1, math.ceil(seq_end / deps.settings.embed_fanout_texts))

@@ -38,6 +38,8 @@ class StageMessageModel(BaseModel):
     slice_stride: int = Field(default=0, ge=0)
     #: what earlier hand-overs of this slice counted (a few named integers)
     counts: dict[str, int] = Field(default_factory=dict, max_length=16)
+    #: docreader: the turn at the pipeline's door a waiting document's message carries
+    door_ticket: str = Field(default="", max_length=64)
 
     def to_domain(self) -> StageMessage:
         return StageMessage(
@@ -56,6 +58,7 @@ class StageMessageModel(BaseModel):
             self.slice_size,
             counts=dict(self.counts),
             slice_stride=self.slice_stride,
+            door_ticket=self.door_ticket,
         )
 
 

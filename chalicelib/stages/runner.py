@@ -146,8 +146,9 @@ def run_stage(
         try:
             work(deps, message)
             note("succeeded")
-        except AwaitingTurn as waiting:  # the tenant's places are taken: back of the queue, nothing spent
-            enqueue(deps, stage, message, delay_seconds=int(min(900, max(1, waiting.delay_seconds))))
+        except AwaitingTurn as waiting:  # not its turn yet: back on the queue with its ticket, nothing spent
+            waits = replace(message, door_ticket=waiting.ticket)
+            enqueue(deps, stage, waits, delay_seconds=int(min(900, max(1, waiting.delay_seconds))))
             note("awaiting_turn")
             return
         except ContinueLater as more:

@@ -329,3 +329,22 @@ def test_search_reads_hits_and_parents_in_two_batched_reads_not_two_per_hit(
     assert len(reads) == 2 and reads[0] == 10
     assert 2 <= len(hits) <= 5 and len({hit["content"] for hit in hits}) == len(hits)
     assert all(len(hit["content"]) > 110 for hit in hits)  # each child hit came back as its parent
+
+
+def test_the_chunk_totals_are_read_once_per_invocation(deps: Services, kb: KnowledgeBase) -> None:
+    """Issue 27 (the e2e bench's request count): the fan-out planner and the indexing both need the attempt's
+    chunk totals from the spans; the planner's read serves both."""
+    created = upload(deps, kb, "log.md", DOC.encode())
+    deliver(deps, "docreader")
+    deliver(deps, "chunking")
+    reads: list[tuple[str, ...]] = []
+    original = deps.spans.get_many
+
+    def counted(knowledge_id: str, attempt: int, span_ids: Sequence[str]) -> Any:
+        reads.append(tuple(span_ids))
+        return original(knowledge_id, attempt, span_ids)
+
+    deps.spans.get_many = counted  # type: ignore[method-assign]
+    assert failed_ids(deliver(deps, "embedding")) == []
+    assert deps.knowledge.get(created.id).enable_status == EnableStatus.ENABLED  # type: ignore[union-attr]
+    assert reads.count(("embedding", "chunking")) == 1

@@ -16,7 +16,6 @@ import pytest
 from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
 from chalicelib.adapters.memory import MemoryChunkRepo, MemoryTaskQueue, MemoryWorkflow
-from chalicelib.adapters.memory.tenants import MemoryTenantRepo
 from chalicelib.adapters.models.hashing import HashingEmbedding
 from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase
@@ -182,9 +181,11 @@ def test_a_big_document_never_has_more_than_its_parallel_slices_queued(
     queueing the next, so other documents' messages get in between; and the document holds one pipeline
     lease, however many slices run."""
     created = chunked(deps, kb, parallel=2)
-    tenants = deps.tenants
-    assert isinstance(tenants, MemoryTenantRepo)
-    assert set(tenants._slots[created.tenant_id]) == {created.id}  # one lease, from the docreader's door
+
+    def leased() -> set[str]:
+        return {place.knowledge_id for place in deps.tenants.pipeline_door(created.tenant_id).live(0)}
+
+    assert leased() == {created.id}  # one lease, from the docreader's door
     deliver(deps, "embedding")
     assert [b["slice_index"] for b in queue.bodies("embedding")] == [0, 1]
     seen = []
@@ -193,11 +194,10 @@ def test_a_big_document_never_has_more_than_its_parallel_slices_queued(
         assert len(waiting) <= 2
         seen.append(waiting[0]["slice_index"])
         assert embedding.handle(deps, queue.receive("embedding", 1), None)["batchItemFailures"] == []
-        leased = set(tenants._slots.get(created.tenant_id, {}))
-        assert leased <= {created.id}  # the slices hold the document's one lease, no more
+        assert leased() <= {created.id}  # the slices hold the document's one lease, no more
     assert seen == list(range(len(seen))) and len(seen) >= 6
     assert workflow.start_calls == [execution_name(created.id, created.attempt)]
-    assert tenants._slots.get(created.tenant_id, {}) == {}  # given back when the document was indexed
+    assert leased() == set()  # given back when the document was indexed
 
 
 @pytest.mark.parametrize(("before", "after"), [(2, 5), (5, 2)])

@@ -173,8 +173,10 @@ def build_models(settings: Settings) -> Models:
         document_count = NumberAttribute(default=0)
         storage_quota = NumberAttribute(default=0)
         document_quota = NumberAttribute(default=0)
-        #: the documents holding a place in the ingest pipeline: "knowledge_id|lease expiry (epoch s)"
+        #: the documents holding a place in the ingest pipeline: "knowledge_id|lease expiry (epoch s)|ticket"
         pipeline_slots = UnicodeSetAttribute(null=True)
+        #: the documents waiting for a place: "knowledge_id|attempt|since|ticket|woken_at" (domain/door.py)
+        pipeline_waiters = UnicodeSetAttribute(null=True)
         api_key_index = ApiKeyIndex()
 
     class TenantNameIndex(GlobalSecondaryIndex[Any]):

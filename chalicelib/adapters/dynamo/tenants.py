@@ -13,6 +13,7 @@ from pynamodb.expressions.condition import size
 from chalicelib.adapters.dynamo.tables import Models, _iso_or_none
 from chalicelib.domain.api_keys import ApiKey, Scope
 from chalicelib.domain.clock import from_iso, to_iso
+from chalicelib.domain.door import Door
 from chalicelib.domain.ids import api_key_hash
 from chalicelib.domain.types import (
     Tenant,
@@ -81,39 +82,52 @@ class DynamoTenantRepo:
             if error.cause_response_code != "ConditionalCheckFailedException":
                 raise
 
-    def _slots(self, tenant_id: str) -> set[str]:
+    def pipeline_door(self, tenant_id: str) -> Door:
         try:
-            item = self.model.get(tenant_id, consistent_read=True, attributes_to_get=["pipeline_slots"])
+            item = self.model.get(
+                tenant_id, consistent_read=True, attributes_to_get=["pipeline_slots", "pipeline_waiters"]
+            )
         except DoesNotExist:
-            return set()
-        return set(item.pipeline_slots or ())
+            return Door()
+        return Door(frozenset(item.pipeline_slots or ()), frozenset(item.pipeline_waiters or ()))
 
-    def acquire_pipeline_slot(
-        self, tenant_id: str, knowledge_id: str, cap: int, now: float, lease_seconds: float
+    def take_pipeline_place(
+        self, tenant_id: str, place: str, cap: int, strike: frozenset[str], ticket_entry: str
     ) -> bool:
         m = self.model
-        slots = self._slots(tenant_id)
-        if any(s.partition("|")[0] == knowledge_id for s in slots):
-            return True  # a redelivery, or a reparse of a document that holds one
-        expired = {s for s in slots if float(s.partition("|")[2] or 0) < now}
-        if expired:  # leases nobody released (a crashed worker): free again
-            m(tenant_id).update(actions=[m.pipeline_slots.delete(expired)])
-        member = f"{knowledge_id}|{int(now + lease_seconds)}"
+        actions: list[Any] = [m.pipeline_slots.add({place})]
+        if strike:
+            actions.append(m.pipeline_waiters.delete(set(strike)))
+        condition = m.pipeline_slots.does_not_exist() | (size(m.pipeline_slots) < cap)
+        if ticket_entry:  # the first message of this turn to land takes the place; the others find it gone
+            condition &= m.pipeline_waiters.contains(ticket_entry)
+        return self._conditional_update(tenant_id, actions, condition)
+
+    def add_pipeline_waiter(self, tenant_id: str, entry: str, listed: str) -> bool:
+        m = self.model
+        condition = m.pipeline_waiters.contains(listed) if listed else m.id.exists()
+        return self._conditional_update(tenant_id, [m.pipeline_waiters.add({entry})], condition)
+
+    def strike_pipeline_entries(
+        self, tenant_id: str, places: frozenset[str], waiters: frozenset[str]
+    ) -> None:
+        m = self.model
+        actions: list[Any] = []
+        if places:
+            actions.append(m.pipeline_slots.delete(set(places)))
+        if waiters:
+            actions.append(m.pipeline_waiters.delete(set(waiters)))
+        if actions:
+            m(tenant_id).update(actions=actions)
+
+    def _conditional_update(self, tenant_id: str, actions: list[Any], condition: Any) -> bool:
         try:
-            m(tenant_id).update(
-                actions=[m.pipeline_slots.add({member})],
-                condition=m.pipeline_slots.does_not_exist() | (size(m.pipeline_slots) < cap),
-            )
+            self.model(tenant_id).update(actions=actions, condition=condition)
         except UpdateError as error:
             if error.cause_response_code == "ConditionalCheckFailedException":
                 return False
             raise
         return True
-
-    def release_pipeline_slot(self, tenant_id: str, knowledge_id: str) -> None:
-        mine = {s for s in self._slots(tenant_id) if s.partition("|")[0] == knowledge_id}
-        if mine:
-            self.model(tenant_id).update(actions=[self.model.pipeline_slots.delete(mine)])
 
     def set_parser_engine_rules(self, tenant_id: str, rules: dict[str, str]) -> None:
         self.model(tenant_id).update(

@@ -157,13 +157,16 @@ class MemoryTaskQueue:
             self._waiting[queue].clear()
 
     # -- delivery, as the Lambda event source mapping does it
-    def receive(self, queue: str, max_messages: int = 10) -> dict[str, Any]:
-        """Takes up to `max_messages` waiting messages into flight and returns them as an SQS event."""
+    def receive(self, queue: str, max_messages: int = 10, *, due_only: bool = False) -> dict[str, Any]:
+        """Takes up to `max_messages` waiting messages into flight and returns them as an SQS event
+        (`due_only`: only those sent without a delay, as if the delayed ones' time had not come)."""
         self._known(queue)
         now = int(time.time() * 1000)
         with self._lock:
-            batch = self._waiting[queue][:max_messages]
-            del self._waiting[queue][: len(batch)]
+            due = [m for m in self._waiting[queue] if not (due_only and m.delay_seconds)]
+            batch = due[:max_messages]
+            taken = {m.message_id for m in batch}
+            self._waiting[queue] = [m for m in self._waiting[queue] if m.message_id not in taken]
             for message in batch:
                 message.receive_count += 1
                 message.first_receive_ms = message.first_receive_ms or now
@@ -191,12 +194,14 @@ class MemoryTaskQueue:
         handler: Callable[[Any, dict[str, Any], Any], dict[str, Any]],
         deps: Any,
         context: Any = None,
+        *,
+        due_only: bool = False,
     ) -> dict[str, Any]:
         """One batch: receive, invoke the handler, settle. Returns the handler's response; when every record
         failed, Powertools raises and Lambda then fails the whole batch, which this reports as one response."""
         from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
-        event = self.receive(queue)
+        event = self.receive(queue, due_only=due_only)
         if not event["Records"]:
             return {"batchItemFailures": []}
         try:

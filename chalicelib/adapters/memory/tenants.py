@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from chalicelib.adapters.memory.clock import _ms
 from chalicelib.domain.api_keys import ApiKey
+from chalicelib.domain.door import Door
 from chalicelib.domain.ids import api_key_hash
 from chalicelib.domain.types import (
     Tenant,
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 class MemoryTenantRepo:
     def __init__(self) -> None:
         self._rows: dict[str, Tenant] = {}
-        self._slots: dict[str, dict[str, float]] = {}
+        self._places: dict[str, set[str]] = {}
+        self._waiters: dict[str, set[str]] = {}
         self._lock = threading.Lock()
 
     def get(self, tenant_id: str) -> Tenant | None:
@@ -55,24 +57,38 @@ class MemoryTenantRepo:
             if tenant is not None and tenant.document_count > 0:
                 tenant.document_count -= 1
 
-    def acquire_pipeline_slot(
-        self, tenant_id: str, knowledge_id: str, cap: int, now: float, lease_seconds: float
+    def pipeline_door(self, tenant_id: str) -> Door:
+        with self._lock:
+            return Door(
+                frozenset(self._places.get(tenant_id, ())), frozenset(self._waiters.get(tenant_id, ()))
+            )
+
+    def take_pipeline_place(
+        self, tenant_id: str, place: str, cap: int, strike: frozenset[str], ticket_entry: str
     ) -> bool:
         with self._lock:
-            slots = self._slots.setdefault(tenant_id, {})
-            if knowledge_id in slots:
-                return True
-            for held, expires in list(slots.items()):
-                if expires < now:
-                    del slots[held]
-            if len(slots) >= cap:
+            places = self._places.setdefault(tenant_id, set())
+            waiters = self._waiters.setdefault(tenant_id, set())
+            if len(places) >= cap or (ticket_entry and ticket_entry not in waiters):
                 return False
-            slots[knowledge_id] = now + lease_seconds
+            places.add(place)
+            waiters.difference_update(strike)
             return True
 
-    def release_pipeline_slot(self, tenant_id: str, knowledge_id: str) -> None:
+    def add_pipeline_waiter(self, tenant_id: str, entry: str, listed: str) -> bool:
         with self._lock:
-            self._slots.get(tenant_id, {}).pop(knowledge_id, None)
+            waiters = self._waiters.setdefault(tenant_id, set())
+            if listed and listed not in waiters:
+                return False
+            waiters.add(entry)
+            return True
+
+    def strike_pipeline_entries(
+        self, tenant_id: str, places: frozenset[str], waiters: frozenset[str]
+    ) -> None:
+        with self._lock:
+            self._places.get(tenant_id, set()).difference_update(places)
+            self._waiters.get(tenant_id, set()).difference_update(waiters)
 
     def set_parser_engine_rules(self, tenant_id: str, rules: dict[str, str]) -> None:
         with self._lock:
