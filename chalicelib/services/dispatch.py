@@ -24,12 +24,23 @@ def visible_at(delay_seconds: int = 0) -> str:
 
 
 def enqueue(
-    deps: Dependencies, stage: Stage, message: StageMessage, *, delay_seconds: int = 0, marked: bool = False
+    deps: Dependencies,
+    stage: Stage,
+    message: StageMessage,
+    *,
+    delay_seconds: int = 0,
+    marked: bool = False,
+    waiting_now: bool = False,
 ) -> None:
-    """`marked`: the caller already wrote the record on the row (a new row carries it in its insert)."""
+    """`marked`: the caller already wrote the record on the row (a new row carries it in its insert).
+    `waiting_now`: the delay is a backstop, not a retry (a document waiting at the fairness door is woken
+    before it): the row says it waits from now, not that it comes back after the delay."""
     if not marked:
         deps.knowledge.mark_queued(
-            message.knowledge_id, message.attempt, stage.value, visible_at(delay_seconds)
+            message.knowledge_id,
+            message.attempt,
+            stage.value,
+            visible_at(0 if waiting_now else delay_seconds),
         )
     deps.queue.send(stage, message, delay_seconds=delay_seconds)
 

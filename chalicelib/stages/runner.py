@@ -148,7 +148,8 @@ def run_stage(
             note("succeeded")
         except AwaitingTurn as waiting:  # not its turn yet: back on the queue with its ticket, nothing spent
             waits = replace(message, door_ticket=waiting.ticket)
-            enqueue(deps, stage, waits, delay_seconds=int(min(900, max(1, waiting.delay_seconds))))
+            delay = int(min(900, max(1, waiting.delay_seconds)))
+            enqueue(deps, stage, waits, delay_seconds=delay, waiting_now=True)
             note("awaiting_turn")
             return
         except ContinueLater as more:

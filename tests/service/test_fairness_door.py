@@ -128,3 +128,23 @@ def test_the_backstop_after_a_wake_is_dropped_and_a_redelivered_wake_goes_on(
     assert [m.json()["knowledge_id"] for m in queue.waiting("chunking")] == [second.id, second.id]  # not 3
     door = deps.tenants.pipeline_door(kb.tenant_id)
     assert [p.knowledge_id for p in door.live(0)] == [second.id] and door.waiters == frozenset()
+
+
+def test_a_waiter_s_row_says_it_waits_from_now_not_that_it_retries_after_the_backstop(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    """The backstop's delay is not a retry time: `follow` and the queue statistics read `queued_at` as when
+    the message can be received, and a waiter showed 'docreader retry in 10m' for a wake due any moment."""
+    from datetime import UTC, datetime
+
+    from chalicelib.domain.clock import from_iso
+
+    deps.settings = replace(deps.settings, tenant_pipeline_cap=1)
+    upload(deps, kb, "first.md", b"# First\n\nThe harbour.\n")
+    second = upload(deps, kb, "second.md", b"# Second\n\nThe lighthouse.\n")
+    event = queue.receive("docreader", max_messages=2, due_only=True)
+    queue.settle(event, stage_handler("docreader")(deps, event, None))  # first in, second turned away
+    row = deps.knowledge.get(second.id)
+    assert row is not None and row.queued_stage == "docreader"
+    assert (from_iso(row.queued_at) - datetime.now(UTC)).total_seconds() <= 1
+    assert [m.delay_seconds for m in queue.waiting("docreader")] == [600]  # the backstop is still there
