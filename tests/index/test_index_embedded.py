@@ -104,6 +104,41 @@ def test_one_file_per_kb_under_space_dir(tmp_path: Path) -> None:
     eng.close()
 
 
+def test_a_thread_keeps_a_bounded_number_of_files_open_and_still_answers_for_every_one(
+    tmp_path: Path,
+) -> None:
+    """A long-running process meets ever more knowledge bases: a connection per file per thread, each with
+    its page cache, grew `up`'s memory by a file's worth with every new knowledge base (issue 27's soak)."""
+    import chalicelib.adapters.index.embedded as embedded
+
+    eng = EmbeddedEngine(tmp_path)
+    kbs = [f"kb{n}" for n in range(embedded.OPEN_FILES_PER_THREAD * 2 + 3)]
+    for n, kb in enumerate(kbs):
+        eng.batch_index(SPACE, [entry(f"e{n}", f"lighthouse keeper number {n}", kb=kb, vector=vec(1, 0, 0))])
+    assert len(eng._local.conns) == embedded.OPEN_FILES_PER_THREAD
+    assert len(eng._all_conns) <= embedded.OPEN_FILES_PER_THREAD  # the closed ones are let go
+    for n, kb in enumerate(kbs):  # a closed file is opened again when asked for
+        assert ids(eng.hybrid_search(SPACE, kb, "lighthouse", vec(1, 0, 0), 1)) == [f"e{n}"]
+    eng.close()
+
+
+def test_decoded_vectors_are_kept_within_their_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import chalicelib.adapters.index.embedded as embedded
+
+    eng = EmbeddedEngine(tmp_path)
+    for kb in ("kb1", "kb2", "kb3"):
+        eng.batch_index(SPACE, [entry(f"{kb}-e", "harbour", kb=kb, vector=vec(1, 0, 0))])
+    eng.hybrid_search(SPACE, "kb1", "harbour", vec(1, 0, 0), 1)
+    one_file = sum(m.vectors.nbytes + m.rids.nbytes for m in eng._matrices.values())
+    monkeypatch.setattr(embedded, "MATRIX_CACHE_BYTES", 2 * one_file)
+    for kb in ("kb2", "kb3", "kb1"):
+        assert eng.hybrid_search(SPACE, kb, "harbour", vec(1, 0, 0), 1)[0].id == f"{kb}-e"
+    assert [p.stem for p in eng._matrices] == ["kb3", "kb1"]  # the least recently searched went first
+    eng.close()
+
+
 def test_persists_across_reopen(tmp_path: Path) -> None:
     eng = EmbeddedEngine(tmp_path)
     eng.batch_index(SPACE, CORPUS)

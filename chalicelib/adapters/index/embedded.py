@@ -33,6 +33,7 @@ import re
 import sqlite3
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +142,13 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
+#: files each thread keeps open: a long-running process (`up`, a warm Lambda) meets ever more knowledge
+#: bases, and a connection per file per thread (each with its page cache) grew its memory without end
+OPEN_FILES_PER_THREAD = 8
+#: vectors kept decoded across files (the least recently searched file's are dropped first)
+MATRIX_CACHE_BYTES = 256 * 1024 * 1024
+
+
 class _Connection(sqlite3.Connection):
     """A subclass only so connections can sit in a WeakSet: a dead thread's connection is closed
     when its thread-local dict goes, instead of leaking until close()."""
@@ -174,7 +182,7 @@ class EmbeddedEngine:
         self._guard = threading.Lock()
         self._write_locks: dict[Path, threading.Lock] = {}
         self._all_conns: weakref.WeakSet[_Connection] = weakref.WeakSet()
-        self._matrices: dict[Path, _Matrix] = {}
+        self._matrices: OrderedDict[Path, _Matrix] = OrderedDict()
         self._closed = False
 
     # ------------------------------------------------------------ files and connections
@@ -193,11 +201,12 @@ class EmbeddedEngine:
         """This thread's connection to the file; None when the file does not exist and create=False."""
         if self._closed:
             raise RuntimeError("engine is closed")
-        conns: dict[Path, sqlite3.Connection] | None = getattr(self._local, "conns", None)
+        conns: OrderedDict[Path, sqlite3.Connection] | None = getattr(self._local, "conns", None)
         if conns is None:
-            conns = self._local.conns = {}
+            conns = self._local.conns = OrderedDict()
         conn = conns.get(path)
         if conn is not None:
+            conns.move_to_end(path)
             return conn
         if not path.exists():
             if not create:
@@ -223,6 +232,11 @@ class EmbeddedEngine:
         conns[path] = conn
         with self._guard:
             self._all_conns.add(conn)
+        while len(conns) > OPEN_FILES_PER_THREAD:  # this thread's least recently used file is closed
+            _, stale = conns.popitem(last=False)
+            with self._guard:
+                self._all_conns.discard(stale)  # type: ignore[arg-type]
+            stale.close()
         return conn
 
     @staticmethod
@@ -575,6 +589,8 @@ class EmbeddedEngine:
         generation = int(conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
         with self._guard:
             cached = self._matrices.get(path)
+            if cached is not None:
+                self._matrices.move_to_end(path)
         if cached is not None and cached.generation == generation:
             return cached
         rows = conn.execute(
@@ -590,6 +606,11 @@ class EmbeddedEngine:
             current = self._matrices.get(path)
             if current is None or current.generation <= generation:
                 self._matrices[path] = matrix
+                self._matrices.move_to_end(path)
+                held = sum(m.vectors.nbytes + m.rids.nbytes for m in self._matrices.values())
+                while held > MATRIX_CACHE_BYTES and len(self._matrices) > 1:
+                    _, dropped = self._matrices.popitem(last=False)
+                    held -= dropped.vectors.nbytes + dropped.rids.nbytes
         return matrix
 
     def _vector(
