@@ -34,11 +34,12 @@ from chalicelib.domain.urls import redact_credentials
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge
 from chalicelib.services import resources
-from chalicelib.services.dispatch import enqueue_first_stage, visible_at
+from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.offered import check_override_models
 from chalicelib.services.ownership import require_kb
 from chalicelib.services.quotas import check_storage_for_upload, reserve_document
+from chalicelib.services.stage_queue import visible_at
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 

@@ -6,9 +6,6 @@ row whose message is gone (its worker died on the last try, or the message went 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
-from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, Stage, StageMessage, SummaryStatus
@@ -16,33 +13,7 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, WikiOp
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import queued_at_door
-
-
-def visible_at(delay_seconds: int = 0) -> str:
-    """When a message sent now with this delay can be received: the row's `queued_at`."""
-    return to_iso(datetime.now(UTC) + timedelta(seconds=delay_seconds))
-
-
-def enqueue(
-    deps: Dependencies,
-    stage: Stage,
-    message: StageMessage,
-    *,
-    delay_seconds: int = 0,
-    marked: bool = False,
-    waiting_now: bool = False,
-) -> None:
-    """`marked`: the caller already wrote the record on the row (a new row carries it in its insert).
-    `waiting_now`: the delay is a backstop, not a retry (a document waiting at the fairness door is woken
-    before it): the row says it waits from now, not that it comes back after the delay."""
-    if not marked:
-        deps.knowledge.mark_queued(
-            message.knowledge_id,
-            message.attempt,
-            stage.value,
-            visible_at(0 if waiting_now else delay_seconds),
-        )
-    deps.queue.send(stage, message, delay_seconds=delay_seconds)
+from chalicelib.services.stage_queue import enqueue
 
 
 def enqueue_first_stage(

@@ -25,6 +25,7 @@ from chalicelib.domain.errors import AwaitingTurn
 from chalicelib.domain.types import Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
+from chalicelib.services.stage_queue import enqueue
 
 DOOR = "docreader"
 #: writes that lose a race with another worker's on the same row are read again this many times
@@ -137,8 +138,6 @@ def _drop_stale(deps: Dependencies, door: doors.Door, message: StageMessage) -> 
 def wake_waiters(deps: Dependencies, tenant_id: str, door: doors.Door | None = None) -> int:
     """Wakes the tenant's oldest waiters, as many as there are free places: a message with a new ticket
     each, on the docreader queue at once. Returns how many were woken."""
-    from chalicelib.services.dispatch import enqueue  # dispatch imports this module
-
     cap = deps.settings.tenant_pipeline_cap
     if cap <= 0:
         return 0

@@ -21,9 +21,9 @@ from chalicelib.domain.types import Knowledge, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ReadRequest, ResolvedImages
 from chalicelib.services import resources
-from chalicelib.services.dispatch import enqueue
 from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.page_range_store import PLAN, part_name, range_key, read_plan
+from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
 
 

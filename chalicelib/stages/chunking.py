@@ -16,8 +16,8 @@ from chalicelib.domain.process_config import resolve
 from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
 from chalicelib.ports import Dependencies
-from chalicelib.services.dispatch import enqueue
 from chalicelib.services.liveness import kept_after_write, live_knowledge
+from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
 from chalicelib.stages.runner import run_stage
 

@@ -42,9 +42,9 @@ from chalicelib.ports import (
 )
 from chalicelib.services import page_range_store, page_ranges, resources
 from chalicelib.services.deadline import stage_deadline
-from chalicelib.services.dispatch import enqueue
 from chalicelib.services.fairness import Entry, enter_pipeline, leave_pipeline
 from chalicelib.services.liveness import kept_after_write
+from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_stage
 from chalicelib.stages.runner import run_stage

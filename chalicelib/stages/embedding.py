@@ -23,11 +23,11 @@ from chalicelib.domain.types import Knowledge, KnowledgeBase, Stage, StageMessag
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace
 from chalicelib.services.derived_data import remove_derived_data
-from chalicelib.services.dispatch import enqueue
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, index_knowledge, index_slice
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.quotas import require_storage_within_quota
+from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_stage
 from chalicelib.stages.runner import run_stage

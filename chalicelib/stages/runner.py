@@ -38,9 +38,9 @@ from chalicelib.domain.types import Knowledge, ParseStatus, Stage, StageMessage
 from chalicelib.observability import logger, stage_outcome
 from chalicelib.ports import Dependencies
 from chalicelib.services.deadline import deadline_of, stage_deadline
-from chalicelib.services.dispatch import enqueue
 from chalicelib.services.events import knowledge_changed_by_id
 from chalicelib.services.fairness import leave_pipeline
+from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.usage import metered_invocation
 from chalicelib.stages.messages import StageMessageModel, TaskMessageModel
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from test_moto_dynamodb_scaling import _as_moto_ships, _compare, table  # noqa: F401
 
 from chalicelib.local import moto_items
-from tests.local.test_moto_dynamodb_scaling import _as_moto_ships, _compare, table  # noqa: F401
 
 LIVE = 5
 

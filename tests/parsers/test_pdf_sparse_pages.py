@@ -8,9 +8,9 @@ from __future__ import annotations
 import io
 
 import pypdfium2 as pdfium
+from test_pdf_figures import LINES, _image, _text
 
 from chalicelib.ports import ReadRequest
-from tests.parsers.test_pdf_figures import LINES, _image, _text
 
 TOPICS = ["alpha", "beta", "gamma", "delta"]  # a word per text page: no line repeats across pages
 

@@ -404,8 +404,10 @@ def stage_tree(spans: dict[str, Any]) -> Tree:
 
 
 def _status_view(client: ApiClient, knowledge_id: str) -> tuple[dict[str, Any], Any]:
-    spans = client.spans(knowledge_id)
+    # the row first: the spans' header says the status as of their read, so read after the row it is never
+    # older than the row that ends the follow (a view saying 'finalizing' was printed as the last one)
     row = client.knowledge(knowledge_id)
+    spans = client.spans(knowledge_id)
     tracked = Tracked(file=str(row.get("file_name") or row.get("title") or ""), knowledge_id=knowledge_id)
     tracked.parse_status = str(row.get("parse_status") or "")
     tracked.queued_stage, tracked.queued_at = (
