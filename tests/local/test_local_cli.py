@@ -311,7 +311,7 @@ def test_ingest_gives_up_after_the_timeout(api: FakeApi, tmp_path: Path) -> None
 
 def test_status_prints_the_stage_tree(api: FakeApi) -> None:
     row = api.new_knowledge("kb1", "x.pdf")
-    api.polls[row["id"]] = 3
+    api.polls[row["id"]] = 2  # status reads the row (a poll: step 3, embedding), then the spans
     code, out = run(["status", row["id"], *api_args(api)])
     assert code == 0
     lines = out.splitlines()
