@@ -80,10 +80,11 @@ def table(moto_server: MotoServer) -> Iterator[tuple[Any, str]]:
     ddb.delete_table(TableName=name)
 
 
-def _pages(ddb: Any, **query: Any) -> list[dict[str, Any]]:
+def _pages(ddb: Any, operation: str = "query", **query: Any) -> list[dict[str, Any]]:
+    """Every page of a Query (or a Scan: `operation="scan"`), following LastEvaluatedKey."""
     pages = []
     while True:
-        reply = ddb.query(**query)
+        reply = getattr(ddb, operation)(**query)
         reply.pop("ResponseMetadata", None)
         pages.append(reply)
         if "LastEvaluatedKey" not in reply:

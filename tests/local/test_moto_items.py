@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from test_moto_dynamodb_scaling import _as_moto_ships, _compare, table  # noqa: F401
+from test_moto_dynamodb_scaling import _as_moto_ships, _compare, _pages, table  # noqa: F401
 
 from chalicelib.local import moto_items
 
@@ -23,17 +23,6 @@ def few_live_items(monkeypatch: pytest.MonkeyPatch) -> None:
 def _live() -> int:
     file = moto_items.item_file()
     return len(file.live)
-
-
-def _scan_pages(ddb: Any, **scan: Any) -> list[dict[str, Any]]:
-    pages = []
-    while True:
-        reply = ddb.scan(**scan)
-        reply.pop("ResponseMetadata", None)
-        pages.append(reply)
-        if "LastEvaluatedKey" not in reply:
-            return pages
-        scan["ExclusiveStartKey"] = reply["LastEvaluatedKey"]
 
 
 def test_memory_holds_a_bounded_number_of_items_and_the_rest_reads_back(table: Any) -> None:  # noqa: F811
@@ -131,10 +120,10 @@ def test_scans_page_as_moto_does(table: Any, monkeypatch: pytest.MonkeyPatch) ->
         {"TableName": name, "Limit": 11, "Segment": 1, "TotalSegments": 3},
         {"TableName": name, "IndexName": "by_owner", "Limit": 13},
     ]
-    ours = [_scan_pages(ddb, **scan) for scan in scans]
+    ours = [_pages(ddb, "scan", **scan) for scan in scans]
     with monkeypatch.context() as m:
         _as_moto_ships(m)
-        shipped = [_scan_pages(ddb, **scan) for scan in scans]
+        shipped = [_pages(ddb, "scan", **scan) for scan in scans]
     assert ours == shipped
     assert all(len(pages) > 1 for pages in ours[1:])
 
