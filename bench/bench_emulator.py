@@ -135,6 +135,37 @@ def _rss_mb() -> float:
     return 0.0
 
 
+def _chunk_table(ddb: Any, name: str, *, by_kb: bool) -> None:
+    """A chunks-shaped table (knowledge_id, chunk_id), with the `by_kb` index (kb_id, chunk_id) if asked."""
+    attributes = [
+        {"AttributeName": "knowledge_id", "AttributeType": "S"},
+        {"AttributeName": "chunk_id", "AttributeType": "S"},
+    ]
+    extra: dict[str, Any] = {}
+    if by_kb:
+        attributes.append({"AttributeName": "kb_id", "AttributeType": "S"})
+        extra["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": "by_kb",
+                "KeySchema": [
+                    {"AttributeName": "kb_id", "KeyType": "HASH"},
+                    {"AttributeName": "chunk_id", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ]
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[
+            {"AttributeName": "knowledge_id", "KeyType": "HASH"},
+            {"AttributeName": "chunk_id", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=attributes,
+        BillingMode="PAY_PER_REQUEST",
+        **extra,
+    )
+
+
 def memory_per_item(ddb: Any, backend: Any, items: int) -> dict[str, Any]:
     """Bytes of Python allocations a stored item holds: the stack's table against moto's plain dict."""
     import gc
@@ -147,18 +178,7 @@ def memory_per_item(ddb: Any, backend: Any, items: int) -> dict[str, Any]:
     result: dict[str, Any] = {"items": items}
     for kind in ("ours", "moto"):
         name = f"bench-memory-{kind}"
-        ddb.create_table(
-            TableName=name,
-            KeySchema=[
-                {"AttributeName": "knowledge_id", "KeyType": "HASH"},
-                {"AttributeName": "chunk_id", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "knowledge_id", "AttributeType": "S"},
-                {"AttributeName": "chunk_id", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        _chunk_table(ddb, name, by_kb=False)
         if kind == "moto":
             backend.tables[name].items = defaultdict(dict)  # as moto ships it
         gc.collect()
@@ -188,29 +208,7 @@ def run(sizes: list[int], calls: int, memory_items: int = 50_000) -> dict[str, A
 
     server = MotoServer(port=0).start()
     ddb = boto3.client("dynamodb", region_name="us-east-1", endpoint_url=server.url)
-    ddb.create_table(
-        TableName=TABLE,
-        KeySchema=[
-            {"AttributeName": "knowledge_id", "KeyType": "HASH"},
-            {"AttributeName": "chunk_id", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "knowledge_id", "AttributeType": "S"},
-            {"AttributeName": "chunk_id", "AttributeType": "S"},
-            {"AttributeName": "kb_id", "AttributeType": "S"},
-        ],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "by_kb",
-                "KeySchema": [
-                    {"AttributeName": "kb_id", "KeyType": "HASH"},
-                    {"AttributeName": "chunk_id", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
-            }
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    _chunk_table(ddb, TABLE, by_kb=True)
     backend = dynamodb_backends[ACCOUNT_ID]["us-east-1"]
     rows = []
     loaded = 0
