@@ -227,7 +227,11 @@ def make_queries(path: Path, file_type: str, per_doc: int, seed: int) -> tuple[l
 
 
 def ingest_and_search(
-    files: list[tuple[Path, str]], queries: list[Query], state_dir: Path, keep: Path | None
+    files: list[tuple[Path, str]],
+    queries: list[Query],
+    state_dir: Path,
+    keep: Path | None,
+    per_document: int | None = None,
 ) -> dict[str, str]:
     """Runs the local stack, ingests the files, asks every query; returns file → final status."""
     import requests
@@ -296,7 +300,10 @@ def ingest_and_search(
                 response = client.http.post(
                     f"/api/v1/knowledge-bases/{kb['id']}/hybrid-search",
                     headers={**headers, "Content-Type": "application/json"},
-                    body=json.dumps({"query_text": query.text, "match_count": TOP_K}),
+                    body=json.dumps(
+                        {"query_text": query.text, "match_count": TOP_K}
+                        | ({"max_chunks_per_document": per_document} if per_document else {})
+                    ),
                 )
                 hits = response.json_body["data"] if response.status_code == 200 else []
                 score(query, [(ids.get(h["knowledge_id"], "?"), h.get("content") or "") for h in hits])
@@ -305,15 +312,19 @@ def ingest_and_search(
     return statuses
 
 
-def search_reused(queries: list[Query], kept: list[Path], retrievers: str = "hybrid") -> dict[str, str]:
+def search_reused(
+    queries: list[Query], kept: list[Path], retrievers: str = "hybrid", per_document: int | None = None
+) -> dict[str, str]:
     """Re-indexes the kept runs' entries (into the first run's knowledge base) with the current analysis
-    code and queries the engine directly."""
+    code and queries the engine directly; `per_document` caps one document's hits as the search route does."""
     import sqlite3
 
     from chalicelib.adapters.index.embedded import EmbeddedEngine
     from chalicelib.adapters.models.local_onnx import MiniLmEmbedding
     from chalicelib.ports import IndexEntry, IndexSpace
 
+    if per_document:
+        from chalicelib.operations.search import engine_depth, per_document_capped
     try:
         from chalicelib.operations.search import query_vector
     except ImportError:  # a tree from before the script gate (a baseline run)
@@ -367,10 +378,12 @@ def search_reused(queries: list[Query], kept: list[Path], retrievers: str = "hyb
                 kb_id,
                 query.text,
                 vector,
-                TOP_K,
+                engine_depth(TOP_K, per_document is not None) if per_document else TOP_K,
                 keyword=retrievers != "vector",
                 vector=retrievers != "keyword",
             )
+            if per_document:
+                hits = per_document_capped(hits, lambda h: h.knowledge_id, TOP_K, per_document)
             score(query, [(ids.get(h.knowledge_id, "?"), h.content) for h in hits])
         engine.close()
     return {name: "reused" for name in ids.values()}
@@ -506,6 +519,11 @@ def main() -> None:
     parser.add_argument("--reuse", type=Path, action="append", default=[], help="a --keep DIR (repeatable)")
     parser.add_argument("--json", type=Path)
     parser.add_argument(
+        "--max-chunks-per-document",
+        type=int,
+        help="ask with this per-document cap (the search request's max_chunks_per_document; default none)",
+    )
+    parser.add_argument(
         "--paraphrases",
         type=Path,
         help="ask these hand-written queries (TSV: file, query) instead: bench/paraphrase_queries.tsv",
@@ -540,13 +558,13 @@ def main() -> None:
     print(f"{len(files)} files, {len(queries)} queries", flush=True)
 
     if args.reuse:
-        statuses = search_reused(queries, args.reuse, args.retrievers)
+        statuses = search_reused(queries, args.reuse, args.retrievers, args.max_chunks_per_document)
     else:
         state_dir = args.keep or Path(tempfile.mkdtemp(prefix="bench-recall-"))
         if args.keep and state_dir.exists():
             shutil.rmtree(state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
-        statuses = ingest_and_search(files, queries, state_dir, args.keep)
+        statuses = ingest_and_search(files, queries, state_dir, args.keep, args.max_chunks_per_document)
         not_completed = {f: s for f, s in statuses.items() if not s.startswith("completed")}
         if not_completed:
             print("not completed:", not_completed)

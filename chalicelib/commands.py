@@ -373,7 +373,8 @@ class SearchRequest(Body):
     the knowledge ids, any of the tags, any of the file types); every metadata key must match. `retriever`
     picks the lists: `hybrid` (BM25 and vector, fused; `vector_weight` is the vector list's share, default
     the engine's 0.4), `keyword` (BM25 alone: each score over the best hit's) or `vector` (the cosine).
-    Hits scoring 0 or below `min_score` are left out."""
+    Hits scoring 0 or below `min_score` are left out. `max_chunks_per_document` keeps one document's many
+    similar chunks (a sheet's rows) from filling the answer."""
 
     query_text: str = code("missing_query", min_length=1, max_length=10_000)
     match_count: int = code("invalid_match_count", default=10, ge=1, le=100)
@@ -402,6 +403,16 @@ class SearchRequest(Body):
     min_score: float = code("invalid_min_score", default=0.0, ge=0.0, le=1.0)
     retriever: Literal["hybrid", "vector", "keyword"] = code("invalid_retriever", default="hybrid")
     vector_weight: float | None = code("invalid_vector_weight", default=None, ge=0.0, le=1.0)
+    max_chunks_per_document: int | None = code(
+        "invalid_max_chunks_per_document",
+        default=None,
+        ge=1,
+        le=100,
+        description=(
+            "at most this many hits of one document while other documents have hits to offer (a document's "
+            "further hits fill the answer only when too few others match); default: no cap"
+        ),
+    )
 
     @field_validator("min_score", "vector_weight", mode="before")
     @classmethod

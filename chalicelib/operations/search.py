@@ -15,6 +15,11 @@ Near duplicates. Two child chunks of one parent return the same parent text, and
 short body: hits of one document that repeat each other (`domain/repetition.py`) are collapsed into the
 better one, and a text chunk stands in for a summary it repeats (it has a place in the document).
 
+One document's many hits. `max_chunks_per_document` (off by default) lets at most that many hits of one
+document in while other documents have hits to offer: a sheet whose every row repeats the column names, or
+a long book holding a chapter that is also a document of its own, can otherwise fill the whole answer
+(`per_document_capped`; bench/README.md, recall 2026-12-04).
+
 Links. A hit's content and its images never show an internal `local://` or `s3://` URL: each is replaced
 by a signed download link (a `local://` store's object is copied into the files bucket first, as
 `operations/chunks.file_url` does), or dropped when the object is gone.
@@ -23,8 +28,8 @@ by a signed download link (a `local://` store's object is copied into the files 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from chalicelib.commands import MetadataIn, SearchRequest
 from chalicelib.domain.clock import to_iso
@@ -46,6 +51,11 @@ MAX_FILTER_DOCUMENTS = 5_000
 _PAGE = 500
 #: hits asked of the engine beyond `match_count`, so collapsed duplicates do not shorten the answer
 _SPARE = 10
+#: with `max_chunks_per_document`, the most hits asked beyond `match_count`: room for other documents' hits
+#: behind one document's run (on the dev corpus a CSV's own chunk came 15th behind its XLSX copy's rows)
+_SPARE_CAPPED = 40
+
+_Hit = TypeVar("_Hit")
 
 _INTERNAL_URL = re.compile(r"(?:local|s3|mem|storage)://[^\s()<>\[\]\"'`]+")
 
@@ -218,6 +228,39 @@ class _Links:
 # ---------------------------------------------------------------- search
 
 
+def engine_depth(top_k: int, capped: bool) -> int:
+    """Hits to ask of the engine for `top_k` answers: spares for collapsed duplicates, and with a per-document
+    cap room for other documents' hits behind one document's run."""
+    return top_k + (min(2 * top_k + _SPARE, _SPARE_CAPPED) if capped else min(top_k, _SPARE))
+
+
+def per_document_capped(
+    hits: Sequence[_Hit], document_of: Callable[[_Hit], str], top_k: int, cap: int | None
+) -> list[_Hit]:
+    """The best `top_k` of best-first `hits` with at most `cap` of one document while another document has a
+    hit to offer: a document's further hits wait, in order, and fill the places left when too few other
+    documents match (a knowledge base of one document still answers `top_k` hits). No cap: the first `top_k`.
+    """
+    if cap is None:
+        return list(hits[:top_k])
+    taken: dict[str, int] = {}
+    chosen: list[_Hit] = []
+    waiting: list[_Hit] = []
+    for hit in hits:
+        if len(chosen) == top_k:
+            break
+        document = document_of(hit)
+        if taken.get(document, 0) < cap:
+            taken[document] = taken.get(document, 0) + 1
+            chosen.append(hit)
+        else:
+            waiting.append(hit)
+    if len(chosen) < top_k:  # too few other documents: the waiting hits, best first, by score order
+        order = {id(hit): place for place, hit in enumerate(hits)}
+        chosen = sorted(chosen + waiting[: top_k - len(chosen)], key=lambda hit: order[id(hit)])
+    return chosen
+
+
 def _lists(kb: KnowledgeBase, retriever: str) -> tuple[bool, bool]:
     """(keyword, vector): the lists the retriever asks for, or a 400 when the knowledge base has not
     indexed for the one named (`hybrid` takes what there is)."""
@@ -242,10 +285,16 @@ def hybrid_search(
                 "an FAQ knowledge base is searched without knowledge, tag, file type or metadata filters",
                 code="filter_not_supported",
             )
+        if request.max_chunks_per_document is not None:
+            raise BadRequest(
+                "an FAQ knowledge base has entries, not documents: max_chunks_per_document does not apply",
+                code="option_not_supported",
+            )
         from chalicelib.faq.entries import search as faq_search
 
         return faq_search(deps, kb, request)
     query, top_k = request.query_text, request.match_count
+    capped = request.max_chunks_per_document is not None
     keyword, vector = _lists(kb, request.retriever)
     only = resolve_knowledge_ids(deps, kb, request)
     if (only is not None and not only) or not (keyword or vector):
@@ -261,7 +310,7 @@ def hybrid_search(
         kb.id,
         query,
         qvec,
-        top_k + min(top_k, _SPARE),
+        engine_depth(top_k, capped),
         keyword=keyword,
         vector=vector,
         knowledge_ids=only,
@@ -278,10 +327,11 @@ def hybrid_search(
     parents = deps.chunks.get_many(parent_keys) if parent_keys else {}
     rows = deps.knowledge.get_many(list(dict.fromkeys(hit.knowledge_id for hit in hits))) if hits else {}
     documents = {k: row for k, row in rows.items() if row.parse_status != ParseStatus.DELETING}
-    links = _Links(deps)
     # per document: each kept hit's words and its place in the results
     kept: dict[str, list[tuple[str, int]]] = {}
     results: list[dict[str, Any]] = []
+    # each result's document and chunk, for its links once the answer is chosen
+    sources: dict[str, tuple[Knowledge, Chunk | None]] = {}
     for hit in hits:
         knowledge = documents.get(hit.knowledge_id)
         if knowledge is None:  # deleted, or being deleted: its entries are on their way out
@@ -303,21 +353,22 @@ def hybrid_search(
             results[twin]["chunk_type"] == ChunkType.SUMMARY.value and chunk_type == ChunkType.TEXT.value
         ):
             continue  # the better hit of this text is already in (hits come best first)
-        result = {
+        result: dict[str, Any] = {
             "id": hit.id,
             "chunk_id": hit.chunk_id,
             "knowledge_id": hit.knowledge_id,
             "knowledge_title": knowledge.title,
-            "content": links.rewrite(knowledge, content),
+            "content": content,
             "score": hit.score,
             "match_type": "hybrid"
             if hit.bm25_rank is not None and hit.vector_rank is not None
             else ("keyword" if hit.bm25_rank is not None else "vector"),
             "chunk_type": chunk_type,
-            "images": links.images(knowledge, chunk),
+            "images": [],
             "start_at": chunk.start_at if chunk else None,
             "end_at": chunk.end_at if chunk else None,
         }
+        sources[hit.id] = (knowledge, chunk)
         if twin is not None:
             # a summary that only repeats its short body ranked first: the body's chunk (with its place in the
             # document) stands for both, at the summary's score
@@ -326,6 +377,12 @@ def hybrid_search(
             continue
         same_document.append((terms, len(results)))
         results.append(result)
-        if len(results) == top_k:
+        if len(results) == top_k and not capped:
             break
-    return results
+    answer = per_document_capped(results, lambda r: r["knowledge_id"], top_k, request.max_chunks_per_document)
+    links = _Links(deps)  # signed only for the hits answered (a local store's image is copied to sign it)
+    for result in answer:
+        knowledge, chunk = sources[result["id"]]
+        result["content"] = links.rewrite(knowledge, result["content"])
+        result["images"] = links.images(knowledge, chunk)
+    return answer
