@@ -311,3 +311,39 @@ def test_a_retriever_the_knowledge_base_has_no_index_for_is_a_400(deps: Services
         _search(deps, keyword_only, retriever="vector")
     assert raised.value.code == "retriever_unavailable"
     assert _search(deps, keyword_only) == [] and _search(deps, keyword_only, retriever="keyword") == []
+
+
+def test_max_chunks_per_document_lets_other_documents_in(deps: Services, kb: KnowledgeBase) -> None:
+    """A sheet whose every row names the query's columns fills the answer; with the cap, the short document
+    that has the words once is in, and a search of the sheet alone still answers `match_count` hits."""
+    rows = "\n\n".join(
+        f"Berth {n}: harbour ships, harbour ships and harbour cranes at quay {n} of the eastern dock."
+        for n in range(60)
+    )
+    sheet = _upload(deps, kb, "berths.md", rows.encode())
+    note = _upload(deps, kb, "note.md", b"The office keeps a list of harbour ships and their agents.")
+    drain(deps)
+    plain = _search(deps, kb, retriever="keyword", match_count=3)
+    assert [h["knowledge_id"] for h in plain] == [sheet.id] * 3
+    for cap, count in ((1, 2), (2, 3)):
+        capped = _search(deps, kb, retriever="keyword", match_count=count, max_chunks_per_document=cap)
+        assert [h["knowledge_id"] for h in capped] == [sheet.id] * cap + [note.id], cap
+    # two documents, three places: the sheet's second hit waits, then fills the place left
+    filled = _search(deps, kb, retriever="keyword", match_count=3, max_chunks_per_document=1)
+    assert [h["knowledge_id"] for h in filled] == [sheet.id, sheet.id, note.id]
+    alone = _search(deps, kb, knowledge_ids=[sheet.id], match_count=3, max_chunks_per_document=1)
+    assert [h["knowledge_id"] for h in alone] == [sheet.id] * 3  # no other document: the sheet's next hits
+
+
+def test_max_chunks_per_document_is_validated_and_not_for_faq(deps: Services, tenant: Any) -> None:
+    from chalicelib.commands import CreateKnowledgeBase
+    from chalicelib.operations.knowledge_bases import create_kb
+
+    for bad in (0, 101, "2"):
+        with pytest.raises(BadRequest) as raised:
+            validate(SearchRequest, {"query_text": "x", "max_chunks_per_document": bad})
+        assert raised.value.code == "invalid_max_chunks_per_document"
+    faq = create_kb(deps, tenant.id, CreateKnowledgeBase(name="faq", type="faq"))
+    with pytest.raises(BadRequest) as raised:
+        _search(deps, faq, max_chunks_per_document=1)
+    assert raised.value.code == "option_not_supported"

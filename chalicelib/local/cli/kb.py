@@ -343,6 +343,7 @@ def search_filters(args: argparse.Namespace) -> dict[str, Any]:
         "min_score": args.min_score,
         "retriever": args.retriever,
         "vector_weight": args.vector_weight,
+        "max_chunks_per_document": args.per_document,
     }
     return {name: value for name, value in body.items() if value is not None}
 
@@ -516,6 +517,12 @@ def register(sub: Any) -> None:
     )
     se.add_argument(
         "--vector-weight", type=float, metavar="0..1", help="the vector list's share in hybrid fusion"
+    )
+    se.add_argument(
+        "--per-document",
+        type=int,
+        metavar="N",
+        help="at most N hits of one document while other documents have hits (max_chunks_per_document)",
     )
 
     sh = sub.add_parser("share", help="share a knowledge base read-only with another tenant")
