@@ -403,6 +403,14 @@ class SearchRequest(Body):
     min_score: float = code("invalid_min_score", default=0.0, ge=0.0, le=1.0)
     retriever: Literal["hybrid", "vector", "keyword"] = code("invalid_retriever", default="hybrid")
     vector_weight: float | None = code("invalid_vector_weight", default=None, ge=0.0, le=1.0)
+    collapse_copies: bool = code(
+        "invalid_collapse_copies",
+        default=False,
+        description=(
+            "a hit whose text repeats a better hit of another document is listed in that hit's `copies` "
+            "instead of taking a place of its own"
+        ),
+    )
     max_chunks_per_document: int | None = code(
         "invalid_max_chunks_per_document",
         default=None,

@@ -15,6 +15,11 @@ Near duplicates. Two child chunks of one parent return the same parent text, and
 short body: hits of one document that repeat each other (`domain/repetition.py`) are collapsed into the
 better one, and a text chunk stands in for a summary it repeats (it has a place in the document).
 
+Copies across documents. With `collapse_copies`, a hit whose text repeats a better hit of another document (the
+same passage in a docx and its PDF, a licence in every repository) is listed in that hit's `copies` (`CopyRef`:
+document, title, chunk, score) instead of taking a place of its own (`fold_copies`). Off by default: the
+known-item bench loses strict hits with it, since the copy that ranks first stands for the others.
+
 One document's many hits. `max_chunks_per_document` (off by default) lets at most that many hits of one
 document in while other documents have hits to offer: a sheet whose every row repeats the column names, or
 a long book holding a chapter that is also a document of its own, can otherwise fill the whole answer
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from chalicelib.commands import MetadataIn, SearchRequest
 from chalicelib.domain.clock import to_iso
@@ -56,6 +61,16 @@ _SPARE = 10
 _SPARE_CAPPED = 40
 
 _Hit = TypeVar("_Hit")
+
+
+class CopyRef(TypedDict):
+    """Another document's hit whose text repeats the hit it is listed under (`collapse_copies`)."""
+
+    knowledge_id: str
+    knowledge_title: str
+    chunk_id: str
+    score: float
+
 
 _INTERNAL_URL = re.compile(r"(?:local|s3|mem|storage)://[^\s()<>\[\]\"'`]+")
 
@@ -234,6 +249,25 @@ def engine_depth(top_k: int, capped: bool) -> int:
     return top_k + (min(2 * top_k + _SPARE, _SPARE_CAPPED) if capped else min(top_k, _SPARE))
 
 
+def fold_copies(
+    hits: Sequence[_Hit], document_of: Callable[[_Hit], str], words: Callable[[_Hit], str]
+) -> list[tuple[_Hit, list[_Hit]]]:
+    """Best-first `hits` as (hit, its copies): a hit whose words repeat a better hit of another document
+    (`near_duplicates`: the same passage, markup aside) is listed under that hit instead of taking a place."""
+    groups: list[tuple[_Hit, str, list[_Hit]]] = []
+    for hit in hits:
+        terms = words(hit)
+        home = next(
+            (g for g in groups if document_of(g[0]) != document_of(hit) and near_duplicates(terms, g[1])),
+            None,
+        )
+        if home is None:
+            groups.append((hit, terms, []))
+        else:
+            home[2].append(hit)
+    return [(hit, copies) for hit, _, copies in groups]
+
+
 def per_document_capped(
     hits: Sequence[_Hit], document_of: Callable[[_Hit], str], top_k: int, cap: int | None
 ) -> list[_Hit]:
@@ -295,6 +329,8 @@ def hybrid_search(
         return faq_search(deps, kb, request)
     query, top_k = request.query_text, request.match_count
     capped = request.max_chunks_per_document is not None
+    # a cap or folded copies may pass over many hits: ask the engine for room and keep every candidate
+    deep = capped or request.collapse_copies
     keyword, vector = _lists(kb, request.retriever)
     only = resolve_knowledge_ids(deps, kb, request)
     if (only is not None and not only) or not (keyword or vector):
@@ -310,7 +346,7 @@ def hybrid_search(
         kb.id,
         query,
         qvec,
-        engine_depth(top_k, capped),
+        engine_depth(top_k, deep),
         keyword=keyword,
         vector=vector,
         knowledge_ids=only,
@@ -330,8 +366,9 @@ def hybrid_search(
     # per document: each kept hit's words and its place in the results
     kept: dict[str, list[tuple[str, int]]] = {}
     results: list[dict[str, Any]] = []
-    # each result's document and chunk, for its links once the answer is chosen
+    # each result's document and chunk, for its links once the answer is chosen, and its words
     sources: dict[str, tuple[Knowledge, Chunk | None]] = {}
+    words: dict[str, str] = {}
     for hit in hits:
         knowledge = documents.get(hit.knowledge_id)
         if knowledge is None:  # deleted, or being deleted: its entries are on their way out
@@ -367,8 +404,10 @@ def hybrid_search(
             "images": [],
             "start_at": chunk.start_at if chunk else None,
             "end_at": chunk.end_at if chunk else None,
+            "copies": [],
         }
         sources[hit.id] = (knowledge, chunk)
+        words[hit.id] = terms
         if twin is not None:
             # a summary that only repeats its short body ranked first: the body's chunk (with its place in the
             # document) stands for both, at the summary's score
@@ -377,8 +416,21 @@ def hybrid_search(
             continue
         same_document.append((terms, len(results)))
         results.append(result)
-        if len(results) == top_k and not capped:
+        if len(results) == top_k and not deep:
             break
+    if request.collapse_copies:
+        folded = fold_copies(results, lambda r: r["knowledge_id"], lambda r: words[r["id"]])
+        for result, copies in folded:
+            result["copies"] = [
+                CopyRef(
+                    knowledge_id=c["knowledge_id"],
+                    knowledge_title=c["knowledge_title"],
+                    chunk_id=c["chunk_id"],
+                    score=c["score"],
+                )
+                for c in copies
+            ]
+        results = [result for result, _ in folded]
     answer = per_document_capped(results, lambda r: r["knowledge_id"], top_k, request.max_chunks_per_document)
     links = _Links(deps)  # signed only for the hits answered (a local store's image is copied to sign it)
     for result in answer:

@@ -183,6 +183,7 @@ def test_a_filter_too_broad_is_a_400(
         ({"min_score": 1.5}, "invalid_min_score"),
         ({"retriever": "bm25"}, "invalid_retriever"),
         ({"vector_weight": -0.1}, "invalid_vector_weight"),
+        ({"collapse_copies": "yes"}, "invalid_collapse_copies"),
     ],
 )
 def test_bad_filters_have_stable_codes(body: dict[str, Any], code: str) -> None:
@@ -347,3 +348,25 @@ def test_max_chunks_per_document_is_validated_and_not_for_faq(deps: Services, te
     with pytest.raises(BadRequest) as raised:
         _search(deps, faq, max_chunks_per_document=1)
     assert raised.value.code == "option_not_supported"
+
+
+def test_collapse_copies_lists_another_documents_same_passage_under_the_better_hit(
+    deps: Services, kb: KnowledgeBase
+) -> None:
+    passage = "The night ferry to Northgate leaves the harbour at ten and carries the mail."
+    first = _upload(deps, kb, "ferry.md", f"# Ferries\n\n{passage}\n".encode())
+    second = _upload(deps, kb, "ferry-copy.txt", passage.encode())
+    other = _upload(deps, kb, "buses.txt", b"The night bus to Northgate leaves the square at ten.")
+    drain(deps)
+    plain = _search(deps, kb, query_text="night ferry Northgate harbour mail", retriever="keyword")
+    assert {h["knowledge_id"] for h in plain} >= {first.id, second.id}
+    assert all(h["copies"] == [] for h in plain)
+    folded = _search(
+        deps, kb, query_text="night ferry Northgate harbour mail", retriever="keyword", collapse_copies=True
+    )
+    [best] = [h for h in folded if h["knowledge_id"] in (first.id, second.id)]  # one place for the passage
+    [copy] = best["copies"]
+    assert {best["knowledge_id"], copy["knowledge_id"]} == {first.id, second.id}
+    assert copy["knowledge_title"] in ("ferry.md", "ferry-copy.txt") and copy["chunk_id"]
+    assert 0 < copy["score"] <= best["score"]
+    assert other.id in {h["knowledge_id"] for h in folded}  # a similar text of its own is not a copy

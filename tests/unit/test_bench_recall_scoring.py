@@ -40,3 +40,12 @@ def test_a_table_row_is_found_cell_by_cell_in_order_in_another_layout() -> None:
     shuffled = query("t.csv", "csv", "state violent murder hs_grad")
     score(shuffled, [("u.xlsx", "violent: 459.9, state: Alabama, murder: 7.1, hs_grad: 82.1")])
     assert shuffled.copy_in is None
+
+
+def test_a_file_listed_in_a_hits_copies_is_not_strict_and_counted_apart() -> None:
+    q = query("a.docx", "docx", "Second, the decorated list is sorted.")
+    score(q, [("a.epub", "Second, the decorated list is sorted.")], [["a.htm", "a.docx"]])
+    assert (q.hit, q.listed, q.copy_in) == (False, True, "a.epub")
+    own = query("a.docx", "docx", "Second, the decorated list is sorted.")
+    score(own, [("a.docx", "x")], [["a.docx"]])
+    assert (own.hit, own.listed) == (True, False)  # a strict hit is only that

@@ -33,3 +33,20 @@ def test_the_cap_asks_the_engine_for_room_behind_a_run() -> None:
     assert engine_depth(5, capped=False) == 10
     assert engine_depth(5, capped=True) == 25  # a CSV's own chunk came 15th behind its XLSX copy's rows
     assert engine_depth(100, capped=True) == 140
+
+
+def test_a_hit_repeating_a_better_hit_of_another_document_is_listed_under_it() -> None:
+    from chalicelib.domain.repetition import words_of
+    from chalicelib.operations.search import fold_copies
+
+    text = {
+        "a1": "Second, the decorated list is sorted.",
+        "b1": "**Second**, the decorated list is sorted.",  # the same passage in another format
+        "c1": "Second, the decorated list is sorted. Finally, the decorations are removed.",  # more than it
+        "a2": "Second, the decorated list is sorted.",  # one document's own repeat: the route's rule, not this
+        "d1": "First, the initial list is decorated.",
+    }
+    folded = fold_copies(list(text), _doc, lambda hit: words_of(text[hit]))
+    assert folded == [("a1", ["b1"]), ("c1", []), ("a2", []), ("d1", [])]
+    # then capped by document, the copies travel with their hit
+    assert per_document_capped(folded, lambda g: _doc(g[0]), 3, 1) == [("a1", ["b1"]), ("c1", []), ("d1", [])]
