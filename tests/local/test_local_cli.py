@@ -353,6 +353,7 @@ def test_search_flags_become_the_request_s_filters(api: FakeApi) -> None:
     ]
     argv += ["--meta", 'code="007"', "--meta", "year=2026", "--meta", 'note="a,b"', "--meta", "draft=false"]
     argv += ["--min-score", "0.25", "--retriever", "keyword", "--vector-weight", "0.7", "--per-document", "2"]
+    argv += ["--collapse-copies"]
     code, out = run([*argv, *api_args(api)])
     assert code == 0, out
     assert api.search_bodies == [
@@ -373,6 +374,7 @@ def test_search_flags_become_the_request_s_filters(api: FakeApi) -> None:
             "retriever": "keyword",
             "vector_weight": 0.7,
             "max_chunks_per_document": 2,
+            "collapse_copies": True,
         }
     ]
     for bad in (["--meta", "novalue"], ["--meta", "=x"], ["--retriever", "bm25"], ["--min-score", "high"]):

@@ -344,6 +344,7 @@ def search_filters(args: argparse.Namespace) -> dict[str, Any]:
         "retriever": args.retriever,
         "vector_weight": args.vector_weight,
         "max_chunks_per_document": args.per_document,
+        "collapse_copies": args.collapse_copies or None,
     }
     return {name: value for name, value in body.items() if value is not None}
 
@@ -364,6 +365,9 @@ def cmd_search(args: argparse.Namespace, console: Console) -> int:
                 f"#{i} score={float(h.get('score', 0)):.4f} {h.get('knowledge_title', '')} "
                 f"chunk={h.get('chunk_id', '')}"
             )
+            copies = [str(c.get("knowledge_title", "")) for c in h.get("copies") or []]
+            if copies:
+                head += f" (also in {', '.join(copies)})"
             console.print(Panel(Text(str(h.get("content", ""))), title=escape(head), title_align="left"))
 
     return emit(args, console, hits, render)
@@ -523,6 +527,11 @@ def register(sub: Any) -> None:
         type=int,
         metavar="N",
         help="at most N hits of one document while other documents have hits (max_chunks_per_document)",
+    )
+    se.add_argument(
+        "--collapse-copies",
+        action="store_true",
+        help="list another document's hit that repeats a better one under it (collapse_copies)",
     )
 
     sh = sub.add_parser("share", help="share a knowledge base read-only with another tenant")
