@@ -102,6 +102,7 @@ def test_filters_min_score_and_retrievers(api: Api, corpus: dict[str, Any]) -> N
     assert hybrid and all(h["score"] > 0 for h in hybrid + keyword + vector)  # no score-0 hit
     best = _search(api, kb_id, retriever="keyword", min_score=1.0)
     assert [h["knowledge_id"] for h in best] == [keyword[0]["knowledge_id"]]
+    assert all(h["copies"] == [] for h in hybrid)  # the field is always there; filled with collapse_copies
 
 
 @pytest.mark.parametrize(
@@ -114,6 +115,8 @@ def test_filters_min_score_and_retrievers(api: Api, corpus: dict[str, Any]) -> N
         ({"min_score": -1}, "invalid_min_score"),
         ({"retriever": "semantic"}, "invalid_retriever"),
         ({"vector_weight": 2}, "invalid_vector_weight"),
+        ({"max_chunks_per_document": 0}, "invalid_max_chunks_per_document"),
+        ({"collapse_copies": "no"}, "invalid_collapse_copies"),
     ],
 )
 def test_a_bad_filter_is_a_400_with_a_stable_code(api: Api, body: dict[str, Any], code: str) -> None:
@@ -131,6 +134,8 @@ def test_the_search_body_is_documented_with_its_codes(api: Api, client: Any) -> 
     codes = {name: prop.get("x-error-code") for name, prop in schema["properties"].items()}
     assert codes["metadata"] == "invalid_metadata_filter" and codes["retriever"] == "invalid_retriever"
     assert {"knowledge_ids", "tag_ids", "file_types", "min_score", "vector_weight"} <= set(codes)
+    assert codes["max_chunks_per_document"] == "invalid_max_chunks_per_document"
+    assert codes["collapse_copies"] == "invalid_collapse_copies"
 
 
 def test_an_image_in_a_hit_is_a_signed_link_that_serves_it(api: Api, corpus: dict[str, Any]) -> None:
