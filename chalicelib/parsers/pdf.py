@@ -126,7 +126,7 @@ _BULLET_FIRST = "•◦▪‣∙·●○■□–"
 _BULLET = re.compile(rf"^[{_BULLET_FIRST}]\s*")
 
 
-def _read_lines(page: int, pdfium_c: Any, objects: list[int] | None = None) -> list[_Line]:
+def _read_lines(page: int, pdfium_c: Any, invisible_objects: bool | None = None) -> list[_Line]:
     """`_page_lines` of a page (address), its text page loaded and closed here."""
     import pypdfium2 as pdfium
 
@@ -135,17 +135,17 @@ def _read_lines(page: int, pdfium_c: Any, objects: list[int] | None = None) -> l
     if not textpage:
         raise pdfium.PdfiumError("Failed to load text page.")
     try:
-        return _page_lines(textpage, pdfium_c, objects)
+        return _page_lines(textpage, pdfium_c, invisible_objects)
     finally:
         fn.close_textpage(textpage)
 
 
-def _page_lines(textpage: int, pdfium_c: Any, objects: list[int] | None = None) -> list[_Line]:
+def _page_lines(textpage: int, pdfium_c: Any, invisible_objects: bool | None = None) -> list[_Line]:
     """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph
     (one pdfium call each per line, none per character) and whether it is drawn invisibly. `textpage`:
-    the text page's address; `objects`: all the page's text objects (its top-level objects, from
-    `walk_objects`), when known: where they are fewer than twice the lines, one render-mode call an object
-    tells whether any text is invisible, instead of two calls a line (CJK pages: an object a line)."""
+    the text page's address; `invisible_objects`: whether any of the page's text objects is drawn
+    invisibly, when known (`walk_objects`, which asks every object's render mode anyway): when none is,
+    the two calls a line that find each line's object and its render mode are left out."""
     fn = natives(pdfium_c)
     tp = textpage
     raw = page_text(tp, fn)
@@ -167,14 +167,9 @@ def _page_lines(textpage: int, pdfium_c: Any, objects: list[int] | None = None) 
     px, py, origin = ctypes.addressof(x), ctypes.addressof(y), fn.char_origin
     bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
     lines = list(itertools.starmap(_Line, zip(texts, sizes, bases, strict=True)))
-    invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
-    # a non-text object's render mode is UNKNOWN
-    if (
-        objects is not None
-        and len(objects) < 2 * len(starts)
-        and invisible not in map(fn.render_mode, objects)
-    ):
+    if invisible_objects is False:
         return lines
+    invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
     modes = list(map(fn.render_mode, map(fn.text_object, itertools.repeat(tp), starts)))  # NULL: UNKNOWN
     if invisible in modes:
         for line, mode in zip(lines, modes, strict=True):
@@ -412,8 +407,8 @@ def _parse_open(
             raw_page = fn.load_page(document, i)
             if not raw_page:
                 raise pdfium.PdfiumError("Failed to load page.")
-            handles, top_objects = walk_objects(raw_page, pdfium_c)
-            lines = _read_lines(raw_page, pdfium_c, top_objects)
+            handles, invisible_objects = walk_objects(raw_page, pdfium_c)
+            lines = _read_lines(raw_page, pdfium_c, invisible_objects)
             objs: list[Any] = []
             if handles:  # the helper owns (and closes) the page from here
                 page = pdfium.PdfPage(ctypes.cast(raw_page, pdfium_c.FPDF_PAGE), pdf, None)
