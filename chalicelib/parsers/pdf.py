@@ -439,7 +439,7 @@ def _parse_open(
                         info.figures.append((k, key))
                         figure_pages.setdefault(key, set()).add(i)
                         if key not in figure_files and len(figure_files) < early_budget:
-                            figure_files[key] = figure_image(obj, pdfium_c)
+                            figure_files[key] = figure_image(obj, pdfium_c, raw)
         except pdfium.PdfiumError:  # WeKnora: a page pdfium cannot read → treat the page as an image
             info.scanned = True
         finally:
