@@ -20,6 +20,7 @@ from typing import Any
 from chalicelib.parsers.base import ParseContext, parse_failed
 from chalicelib.parsers.pdf_figures import figure_image
 from chalicelib.parsers.pdf_pdfium import (
+    Handle,
     address,
     image_objects,
     natives,
@@ -147,8 +148,8 @@ def _page_lines(textpage: int, pdfium_c: Any, invisible_objects: bool | None = N
     invisibly, when known (`walk_objects`, which asks every object's render mode anyway): when none is,
     the two calls a line that find each line's object and its render mode are left out."""
     fn = natives(pdfium_c)
-    tp = textpage
-    raw = page_text(tp, fn)
+    raw = page_text(textpage, fn)
+    tp = Handle(textpage)  # the per-line calls are unchecked: a handle, not an int (`Natives`)
     # One normalising pass over the page: spaces never become line breaks, so the page's non-blank lines
     # and the normalised page's pair up one to one (offsets into `raw` come from the first).
     clean = raw
@@ -163,8 +164,7 @@ def _page_lines(textpage: int, pdfium_c: Any, invisible_objects: bool | None = N
         _ROUNDED.clear()
     sizes = list(map(_ROUNDED.__getitem__, map(fn.font_size, itertools.repeat(tp), starts)))
     x, y = ctypes.c_double(), ctypes.c_double()
-    # the out-parameters' addresses as ints: a byref() argument is type-checked on every call (~30% of it)
-    px, py, origin = ctypes.addressof(x), ctypes.addressof(y), fn.char_origin
+    px, py, origin = ctypes.byref(x), ctypes.byref(y), fn.char_origin
     bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
     lines = list(itertools.starmap(_Line, zip(texts, sizes, bases, strict=True)))
     if invisible_objects is False:
