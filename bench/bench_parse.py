@@ -520,19 +520,34 @@ def pdf_inputs(corpus: Path, files: list[Path]) -> list[Path]:
 
 
 def baseline_pdf_parser(ref: str) -> Callable[..., Any]:
-    """`parse_pdf` of `chalicelib/parsers/pdf.py` as of git `ref`, loaded as a module of its own."""
+    """`parse_pdf` of `chalicelib/parsers/pdf.py` as of git `ref`, loaded as a module of its own, with the
+    ref's own `pdf_pdfium.py` and `pdf_figures.py` where it has them (the parser's calls into pdfium must
+    match the ref's bindings: today's unchecked calls given the ref's int addresses would crash)."""
     root = Path(__file__).resolve().parents[1]
-    source = subprocess.run(
-        ["git", "-C", str(root), "show", f"{ref}:chalicelib/parsers/pdf.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    module = types.ModuleType("pdf_baseline")
-    module.__file__ = f"{ref}:chalicelib/parsers/pdf.py"
-    sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(source, module.__file__, "exec"), module.__dict__)
-    return module.parse_pdf  # type: ignore[no-any-return]
+
+    def source_of(path: str) -> str | None:
+        shown = subprocess.run(
+            ["git", "-C", str(root), "show", f"{ref}:{path}"], capture_output=True, text=True, check=False
+        )
+        return shown.stdout if shown.returncode == 0 else None
+
+    def load(name: str, path: str, source: str) -> types.ModuleType:
+        module = types.ModuleType(name)
+        module.__file__ = f"{ref}:{path}"
+        sys.modules[name] = module  # dataclasses look their module up
+        exec(compile(source, module.__file__, "exec"), module.__dict__)
+        return module
+
+    parser_source = source_of("chalicelib/parsers/pdf.py")
+    if parser_source is None:
+        raise SystemExit(f"{ref} has no chalicelib/parsers/pdf.py")
+    for sibling in ("pdf_pdfium", "pdf_figures"):
+        path = f"chalicelib/parsers/{sibling}.py"
+        sibling_source = source_of(path)
+        if sibling_source is not None:
+            load(f"pdf_baseline_{sibling}", path, sibling_source)
+            parser_source = parser_source.replace(f"chalicelib.parsers.{sibling}", f"pdf_baseline_{sibling}")
+    return load("pdf_baseline", "chalicelib/parsers/pdf.py", parser_source).parse_pdf  # type: ignore[no-any-return]
 
 
 def pdf_pages(

@@ -7,19 +7,22 @@ a figure page whose figures are kept instead of a render of it (`_Page.sparse`).
 from __future__ import annotations
 
 import ctypes
+import gc
 import hashlib
 import io
 import itertools
 import re
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.parsers.base import ParseContext, parse_failed
 from chalicelib.parsers.pdf_figures import figure_image
 from chalicelib.parsers.pdf_pdfium import (
+    Handle,
     address,
     image_objects,
     natives,
@@ -126,7 +129,7 @@ _BULLET_FIRST = "•◦▪‣∙·●○■□–"
 _BULLET = re.compile(rf"^[{_BULLET_FIRST}]\s*")
 
 
-def _read_lines(page: int, pdfium_c: Any, objects: list[int] | None = None) -> list[_Line]:
+def _read_lines(page: int, pdfium_c: Any, invisible_objects: bool | None = None) -> list[_Line]:
     """`_page_lines` of a page (address), its text page loaded and closed here."""
     import pypdfium2 as pdfium
 
@@ -135,20 +138,20 @@ def _read_lines(page: int, pdfium_c: Any, objects: list[int] | None = None) -> l
     if not textpage:
         raise pdfium.PdfiumError("Failed to load text page.")
     try:
-        return _page_lines(textpage, pdfium_c, objects)
+        return _page_lines(textpage, pdfium_c, invisible_objects)
     finally:
         fn.close_textpage(textpage)
 
 
-def _page_lines(textpage: int, pdfium_c: Any, objects: list[int] | None = None) -> list[_Line]:
+def _page_lines(textpage: int, pdfium_c: Any, invisible_objects: bool | None = None) -> list[_Line]:
     """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph
     (one pdfium call each per line, none per character) and whether it is drawn invisibly. `textpage`:
-    the text page's address; `objects`: all the page's text objects (its top-level objects, from
-    `walk_objects`), when known: where they are fewer than twice the lines, one render-mode call an object
-    tells whether any text is invisible, instead of two calls a line (CJK pages: an object a line)."""
+    the text page's address; `invisible_objects`: whether any of the page's text objects is drawn
+    invisibly, when known (`walk_objects`, which asks every object's render mode anyway): when none is,
+    the two calls a line that find each line's object and its render mode are left out."""
     fn = natives(pdfium_c)
-    tp = textpage
-    raw = page_text(tp, fn)
+    raw = page_text(textpage, fn)
+    tp = Handle(textpage)  # the per-line calls are unchecked: a handle, not an int (`Natives`)
     # One normalising pass over the page: spaces never become line breaks, so the page's non-blank lines
     # and the normalised page's pair up one to one (offsets into `raw` come from the first).
     clean = raw
@@ -163,18 +166,12 @@ def _page_lines(textpage: int, pdfium_c: Any, objects: list[int] | None = None) 
         _ROUNDED.clear()
     sizes = list(map(_ROUNDED.__getitem__, map(fn.font_size, itertools.repeat(tp), starts)))
     x, y = ctypes.c_double(), ctypes.c_double()
-    # the out-parameters' addresses as ints: a byref() argument is type-checked on every call (~30% of it)
-    px, py, origin = ctypes.addressof(x), ctypes.addressof(y), fn.char_origin
+    px, py, origin = ctypes.byref(x), ctypes.byref(y), fn.char_origin
     bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
     lines = list(itertools.starmap(_Line, zip(texts, sizes, bases, strict=True)))
-    invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
-    # a non-text object's render mode is UNKNOWN
-    if (
-        objects is not None
-        and len(objects) < 2 * len(starts)
-        and invisible not in map(fn.render_mode, objects)
-    ):
+    if invisible_objects is False:
         return lines
+    invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
     modes = list(map(fn.render_mode, map(fn.text_object, itertools.repeat(tp), starts)))  # NULL: UNKNOWN
     if invisible in modes:
         for line, mode in zip(lines, modes, strict=True):
@@ -377,12 +374,26 @@ def parse_pdf(request: ReadRequest, ctx: ParseContext) -> ReadResult:
 
     force_scanned = bool(ctx.options.get("pdf_force_scanned"))
     password = ctx.options.get("pdf_password") or None
-    with PDFIUM_LOCK:
+    with PDFIUM_LOCK, _without_cycle_collection():
         pdf = _open(request.data, password)
         try:
             return _parse_open(pdf, request, ctx, force_scanned, pdfium_c)
         finally:
             pdf.close()  # type: ignore[attr-defined]
+
+
+@contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused for a parse: a PDF's parse makes tens of thousands of lines and
+    lists, none in a cycle (freed by reference counting), and the collections they set off find nothing:
+    3% of a CJK manual's parse (issue 27). Whatever a cycle holds meanwhile is collected once it resumes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _parse_open(
@@ -412,8 +423,8 @@ def _parse_open(
             raw_page = fn.load_page(document, i)
             if not raw_page:
                 raise pdfium.PdfiumError("Failed to load page.")
-            handles, top_objects = walk_objects(raw_page, pdfium_c)
-            lines = _read_lines(raw_page, pdfium_c, top_objects)
+            handles, invisible_objects = walk_objects(raw_page, pdfium_c)
+            lines = _read_lines(raw_page, pdfium_c, invisible_objects)
             objs: list[Any] = []
             if handles:  # the helper owns (and closes) the page from here
                 page = pdfium.PdfPage(ctypes.cast(raw_page, pdfium_c.FPDF_PAGE), pdf, None)
@@ -444,7 +455,7 @@ def _parse_open(
                         info.figures.append((k, key))
                         figure_pages.setdefault(key, set()).add(i)
                         if key not in figure_files and len(figure_files) < early_budget:
-                            figure_files[key] = figure_image(obj, pdfium_c)
+                            figure_files[key] = figure_image(obj, pdfium_c, raw)
         except pdfium.PdfiumError:  # WeKnora: a page pdfium cannot read → treat the page as an image
             info.scanned = True
         finally:

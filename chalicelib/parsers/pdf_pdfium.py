@@ -12,28 +12,40 @@ from dataclasses import dataclass
 from typing import Any
 
 
+class Handle(ctypes.c_void_p):
+    """A pdfium handle for the unchecked calls (`Natives`): passed as it is, and returned as it is (ctypes
+    turns a plain `c_void_p` result into an int, which an unchecked call would pass as a C int)."""
+
+
 @dataclass(frozen=True)
 class Natives:
     """pdfium's per-page, per-line and per-object calls as foreign functions over plain addresses (ints).
     The generated bindings (`pypdfium2.raw`) convert every handle to and from a typed pointer object, which
     costs as much as the call itself when it runs once per text line or page object; pypdfium2's page and
-    text page helpers add finalizer bookkeeping to every page (~30 us: 10% of a CJK page's reading)."""
+    text page helpers add finalizer bookkeeping to every page (~30 us: 10% of a CJK page's reading).
 
-    load_page: Any  # FPDF_LoadPage(document, i) -> page address or None
-    close_page: Any
-    load_textpage: Any  # FPDFText_LoadPage(page) -> text page address or None
-    close_textpage: Any
+    The calls made once per line or object are unchecked: declared without argument types, so ctypes
+    converts nothing (40% less a call than with `c_void_p, c_int` argument types, issue 27). Their
+    arguments must therefore be given as C passes them: a handle as a `Handle` (or `c_void_p`), an `int`
+    parameter as a Python int, an out-parameter as `ctypes.byref`, a buffer as a ctypes array. A Python int
+    in a pointer's place would be cut to 32 bits: only the functions of this module and `pdf._page_lines`
+    call them, each making its handles from the addresses it is given."""
+
+    load_page: Any  # FPDF_LoadPage(document, i) -> page address or None (checked)
+    close_page: Any  # (checked)
+    load_textpage: Any  # FPDFText_LoadPage(page) -> text page address or None (checked)
+    close_textpage: Any  # (checked)
     count_chars: Any  # FPDFText_CountChars(textpage) -> int, -1 on failure
     text_index: Any  # FPDFText_GetTextIndexFromCharIndex(textpage, char) -> int, -1 for excluded chars
     get_text: Any  # FPDFText_GetText(textpage, start, count, buffer) -> UTF-16 units written, NUL included
     count_objects: Any  # FPDFPage_CountObjects(page) -> int
-    get_object: Any  # FPDFPage_GetObject(page, i) -> object address or None
-    form_count_objects: Any
-    form_get_object: Any
+    get_object: Any  # FPDFPage_GetObject(page, i) -> Handle (NULL: false)
+    form_count_objects: Any  # FPDFFormObj_CountObjects(form) -> int
+    form_get_object: Any  # FPDFFormObj_GetObject(form, i) -> Handle (checked: i is an unsigned long)
     object_type: Any  # FPDFPageObj_GetType(object) -> FPDF_PAGEOBJ_*, UNKNOWN for NULL
     font_size: Any  # FPDFText_GetFontSize(textpage, char) -> float
-    char_origin: Any  # FPDFText_GetCharOrigin(textpage, char, &x, &y) -> bool; x, y as plain addresses
-    text_object: Any  # FPDFText_GetTextObject(textpage, char) -> object address or None
+    char_origin: Any  # FPDFText_GetCharOrigin(textpage, char, byref(x), byref(y)) -> bool
+    text_object: Any  # FPDFText_GetTextObject(textpage, char) -> Handle (NULL: false)
     render_mode: Any  # FPDFTextObj_GetTextRenderMode(object) -> FPDF_TEXTRENDERMODE_*, UNKNOWN for NULL
 
 
@@ -41,26 +53,36 @@ class Natives:
 def natives(pdfium_c: Any) -> Natives:
     vp, c_int, c_double = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
 
-    def bind(function: Any, restype: Any, *argtypes: Any) -> Any:
+    def unchecked(function: Any, restype: Any) -> Any:
+        """For the calls made once per line or object: no argument types (see `Natives`), and PYFUNCTYPE
+        keeps the GIL over the call (pdfium never calls back into Python and runs under
+        `pdf.PDFIUM_LOCK` anyway; 13% less a call than CFUNCTYPE's letting it go and taking it again)."""
+        return ctypes.PYFUNCTYPE(restype)(address(function))
+
+    def bind_long(function: Any, restype: Any, *argtypes: Any) -> Any:
+        """For the calls that do a page's work (parse its content, build its text page): argument types
+        checked, and the GIL let go, so other threads (heartbeats, progress) run meanwhile."""
         return ctypes.CFUNCTYPE(restype, *argtypes)(address(function))
 
     return Natives(
-        load_page=bind(pdfium_c.FPDF_LoadPage, vp, vp, c_int),
-        close_page=bind(pdfium_c.FPDF_ClosePage, None, vp),
-        load_textpage=bind(pdfium_c.FPDFText_LoadPage, vp, vp),
-        close_textpage=bind(pdfium_c.FPDFText_ClosePage, None, vp),
-        count_chars=bind(pdfium_c.FPDFText_CountChars, c_int, vp),
-        text_index=bind(pdfium_c.FPDFText_GetTextIndexFromCharIndex, c_int, vp, c_int),
-        get_text=bind(pdfium_c.FPDFText_GetText, c_int, vp, c_int, c_int, vp),
-        count_objects=bind(pdfium_c.FPDFPage_CountObjects, c_int, vp),
-        get_object=bind(pdfium_c.FPDFPage_GetObject, vp, vp, c_int),
-        form_count_objects=bind(pdfium_c.FPDFFormObj_CountObjects, c_int, vp),
-        form_get_object=bind(pdfium_c.FPDFFormObj_GetObject, vp, vp, ctypes.c_ulong),
-        object_type=bind(pdfium_c.FPDFPageObj_GetType, c_int, vp),
-        font_size=bind(pdfium_c.FPDFText_GetFontSize, c_double, vp, c_int),
-        char_origin=bind(pdfium_c.FPDFText_GetCharOrigin, c_int, vp, c_int, vp, vp),
-        text_object=bind(pdfium_c.FPDFText_GetTextObject, vp, vp, c_int),
-        render_mode=bind(pdfium_c.FPDFTextObj_GetTextRenderMode, c_int, vp),
+        load_page=bind_long(pdfium_c.FPDF_LoadPage, vp, vp, c_int),
+        close_page=bind_long(pdfium_c.FPDF_ClosePage, None, vp),
+        load_textpage=bind_long(pdfium_c.FPDFText_LoadPage, vp, vp),
+        close_textpage=bind_long(pdfium_c.FPDFText_ClosePage, None, vp),
+        count_chars=unchecked(pdfium_c.FPDFText_CountChars, c_int),
+        text_index=unchecked(pdfium_c.FPDFText_GetTextIndexFromCharIndex, c_int),
+        get_text=unchecked(pdfium_c.FPDFText_GetText, c_int),
+        count_objects=unchecked(pdfium_c.FPDFPage_CountObjects, c_int),
+        get_object=unchecked(pdfium_c.FPDFPage_GetObject, Handle),
+        form_count_objects=unchecked(pdfium_c.FPDFFormObj_CountObjects, c_int),
+        form_get_object=ctypes.PYFUNCTYPE(Handle, vp, ctypes.c_ulong)(
+            address(pdfium_c.FPDFFormObj_GetObject)
+        ),
+        object_type=unchecked(pdfium_c.FPDFPageObj_GetType, c_int),
+        font_size=unchecked(pdfium_c.FPDFText_GetFontSize, c_double),
+        char_origin=unchecked(pdfium_c.FPDFText_GetCharOrigin, c_int),
+        text_object=unchecked(pdfium_c.FPDFText_GetTextObject, Handle),
+        render_mode=unchecked(pdfium_c.FPDFTextObj_GetTextRenderMode, c_int),
     )
 
 
@@ -88,42 +110,50 @@ def image_handles(page: int, pdfium_c: Any) -> list[tuple[int, int]]:
     return walk_objects(page, pdfium_c)[0]
 
 
-def walk_objects(
-    page: int, pdfium_c: Any, max_depth: int = 4
-) -> tuple[list[tuple[int, int]], list[int] | None]:
+def walk_objects(page: int, pdfium_c: Any, max_depth: int = 4) -> tuple[list[tuple[int, int]], bool | None]:
     """The page's image objects (address, nesting level), in `page.get_objects(filter=(image,),
-    max_depth=4)` order (depth-first, Form XObjects descended to `max_depth` levels), and its top-level
-    objects when it has no Form XObject (then every text object of the page is among them). Walks the raw
-    handles: `get_objects` builds a Python object for every page object (tens of thousands on a text page)."""
+    max_depth=4)` order (depth-first, Form XObjects descended to `max_depth` levels), and whether any of
+    its top-level text objects is drawn invisibly: None when the page has a Form XObject (text inside one
+    is not among the top-level objects). Walks the raw handles: `get_objects` builds a Python object for
+    every page object (tens of thousands on a text page). Each object's text render mode is asked first:
+    it is UNKNOWN for every object but text, so only those are asked their type (CJK pages: about one text
+    object a line, and two pdfium calls an object instead of three)."""
     import pypdfium2 as pdfium
 
     fn = natives(pdfium_c)
     image, form = pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM
-    wanted = (image, form)
+    not_text, invisible_mode = pdfium_c.FPDF_TEXTRENDERMODE_UNKNOWN, pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
     out: list[tuple[int, int]] = []
-    top: list[int] | None = None
+    invisible: bool | None = None
 
-    def walk(count: Any, get: Any, parent: int, level: int) -> None:
-        nonlocal top
+    def walk(count: Any, get: Any, parent: Handle, level: int) -> None:
+        nonlocal invisible
         n = count(parent)
         if n < 0:
             raise pdfium.PdfiumError("Failed to get number of pageobjects.")
-        handles = list(map(get, itertools.repeat(parent, n), range(n)))
-        kinds = list(map(fn.object_type, handles))  # NULL → FPDF_PAGEOBJ_UNKNOWN
-        if pdfium_c.FPDF_PAGEOBJ_UNKNOWN in kinds and None in handles:
-            raise pdfium.PdfiumError("Failed to get pageobject.")
-        if level == 0 and form not in kinds:
-            top = handles
-        if image not in kinds and form not in kinds:  # most pages: no list of indexes to build
+        handles = list(map(get, itertools.repeat(parent, n), range(n)))  # Handles
+        modes = list(map(fn.render_mode, handles))  # NULL → UNKNOWN
+        if not_text not in modes:  # text objects only
+            if level == 0:
+                invisible = invisible_mode in modes
             return
-        for i in [i for i, kind in enumerate(kinds) if kind in wanted]:
-            if kinds[i] == image:
-                out.append((handles[i], level))
-            elif level < max_depth - 1:
+        others = [i for i, mode in enumerate(modes) if mode == not_text]
+        other_handles = [handles[i] for i in others]
+        if not all(other_handles):  # a NULL handle
+            raise pdfium.PdfiumError("Failed to get pageobject.")
+        kinds = list(map(fn.object_type, other_handles))
+        if level == 0 and form not in kinds:
+            invisible = invisible_mode in modes
+        if image not in kinds and form not in kinds:  # most pages: nothing to collect
+            return
+        for i, kind in zip(others, kinds, strict=True):
+            if kind == image:
+                out.append((handles[i].value, level))
+            elif kind == form and level < max_depth - 1:
                 walk(fn.form_count_objects, fn.form_get_object, handles[i], level + 1)
 
-    walk(fn.count_objects, fn.get_object, page, 0)
-    return out, top
+    walk(fn.count_objects, fn.get_object, Handle(page), 0)
+    return out, invisible
 
 
 @functools.cache
@@ -138,19 +168,21 @@ def page_text(textpage: int, fn: Natives) -> str:
     left out of the range: pdfium would read past it, crbug.com/pdfium/2079), over plain addresses."""
     import pypdfium2 as pdfium
 
-    count = fn.count_chars(textpage)
+    textpage_handle = Handle(textpage)
+    count = fn.count_chars(textpage_handle)
     if count < 0:
         raise pdfium.PdfiumError("Failed to get character count.")
     first, last = 0, count - 1
-    while first <= last and fn.text_index(textpage, first) == -1:
+    index = functools.partial(fn.text_index, textpage_handle)
+    while first <= last and index(first) == -1:
         first += 1
-    while first <= last and fn.text_index(textpage, last) == -1:
+    while first <= last and index(last) == -1:
         last -= 1
     if first > last:
         return ""
-    units = fn.text_index(textpage, last) + 2 - fn.text_index(textpage, first)  # NUL included
+    units = index(last) + 2 - index(first)  # NUL included
     buffer = _byte_array(1 << (2 * units - 1).bit_length())()
-    written = fn.get_text(textpage, first, last - first + 1, ctypes.addressof(buffer))
+    written = fn.get_text(textpage_handle, first, last - first + 1, buffer)
     if written > units:
         raise pdfium.PdfiumError(f"pdfium wrote {written} characters into a buffer of {units}.")
     return ctypes.string_at(buffer, 2 * max(written - 1, 0)).decode("utf-16-le", errors="ignore")

@@ -59,3 +59,38 @@ def test_running_header_and_footer_removed(markdown: str) -> None:
 
 def test_hidden_text_dropped(markdown: str) -> None:
     assert "SECRET-KEYWORD-STUFFING" not in markdown
+
+
+@pytest.mark.parametrize("enabled_before", [True, False], ids=["gc-on", "gc-off"])
+def test_the_cycle_collector_is_paused_for_a_parse_and_left_as_it_was(
+    reader, monkeypatch: pytest.MonkeyPatch, enabled_before: bool
+) -> None:
+    """Issue 27: a PDF's parse runs with the cyclic garbage collector paused (its collections over the
+    parse's lines found nothing); afterwards it is as it was, after a parse that fails too."""
+    import gc
+
+    from chalicelib.domain.errors import StageError
+    from chalicelib.parsers import pdf as pdf_parser
+
+    seen: list[bool] = []
+    parse_open = pdf_parser._parse_open
+
+    def watched(*args, **kwargs):
+        seen.append(gc.isenabled())
+        if len(seen) > 1:
+            raise pdf_parser.parse_failed("a parse that fails half way")
+        return parse_open(*args, **kwargs)
+
+    monkeypatch.setattr(pdf_parser, "_parse_open", watched)
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled_before else gc.disable()
+        reader.read(ReadRequest(data=build_pdf(), file_name="a.pdf", file_type="pdf"))
+        assert seen == [False]
+        assert gc.isenabled() is enabled_before
+        with pytest.raises(StageError):
+            reader.read(ReadRequest(data=build_pdf(), file_name="b.pdf", file_type="pdf"))
+        assert seen == [False, False]
+        assert gc.isenabled() is enabled_before
+    finally:
+        gc.enable() if was else gc.disable()

@@ -7,13 +7,14 @@ from __future__ import annotations
 import ctypes
 import io
 from collections.abc import Callable
+from pathlib import Path
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as c
 import pytest
 from PIL import Image
 
-from chalicelib.parsers.pdf_pdfium import image_objects
+from chalicelib.parsers.pdf_pdfium import address, image_objects, walk_objects
 from chalicelib.ports import ReadRequest
 
 LINES = [
@@ -106,5 +107,50 @@ def test_the_raw_image_walk_matches_get_objects(make: Callable[[], bytes]) -> No
             found += len(ours)
             page.close()
         assert found >= 1
+    finally:
+        pdf.close()
+
+
+def _reference_invisible(page: pdfium.PdfPage) -> bool | None:
+    """Through pypdfium2's own objects: None when the page has a Form XObject at its top level, else
+    whether any top-level text object is drawn invisibly."""
+    objects = list(page.get_objects(max_depth=1))
+    if any(o.type == c.FPDF_PAGEOBJ_FORM for o in objects):
+        return None
+    return any(
+        o.type == c.FPDF_PAGEOBJ_TEXT
+        and c.FPDFTextObj_GetTextRenderMode(o.raw) == c.FPDF_TEXTRENDERMODE_INVISIBLE
+        for o in objects
+    )
+
+
+@pytest.mark.parametrize("make", [build_pdf, _nested_pdf], ids=["flat", "form-xobject"])
+def test_the_walks_invisible_text_answer_matches_the_objects_types_and_render_modes(
+    make: Callable[[], bytes],
+) -> None:
+    """Issue 27: the walk asks each object its text render mode first (UNKNOWN for every object that is
+    not text) and only the others their type; images, forms and the invisible-text answer come out as
+    asking every object its type would give them."""
+    pdf = pdfium.PdfDocument(make())
+    try:
+        answers = []
+        for i in range(len(pdf)):
+            page = pdf[i]
+            answers.append(walk_objects(address(page.raw), c)[1])
+            assert answers[-1] == _reference_invisible(page)
+            page.close()
+        assert None in answers or False in answers
+    finally:
+        pdf.close()
+
+
+@pytest.mark.parametrize("name", ["beamer-conference-talk.pdf", "debian-reference.en.pdf", "amsldoc.pdf"])
+def test_the_walks_invisible_text_answer_matches_on_corpus_pdfs(corpus: Path, name: str) -> None:
+    pdf = pdfium.PdfDocument((corpus / name).read_bytes())
+    try:
+        for i in range(min(len(pdf), 30)):
+            page = pdf[i]
+            assert walk_objects(address(page.raw), c)[1] == _reference_invisible(page), f"page {i + 1}"
+            page.close()
     finally:
         pdf.close()

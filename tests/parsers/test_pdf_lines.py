@@ -50,8 +50,8 @@ def ours(
     textpage: pdfium.PdfTextPage, page: pdfium.PdfPage | None = None
 ) -> list[tuple[str, float, float, bool]]:
     """With `page`: the invisible-text check over the page's objects (issue 27), where it applies."""
-    objects = walk_objects(address(page.raw), c)[1] if page is not None else None
-    return [(ln.text, ln.size, ln.base, ln.hidden) for ln in _page_lines(address(textpage.raw), c, objects)]
+    invisible = walk_objects(address(page.raw), c)[1] if page is not None else None
+    return [(ln.text, ln.size, ln.base, ln.hidden) for ln in _page_lines(address(textpage.raw), c, invisible)]
 
 
 LINES = [  # (text, size, invisible)
