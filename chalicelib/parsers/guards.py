@@ -225,17 +225,18 @@ _CLAIMED_CELL = b'<c r="'
 
 def _not_above(top: str, first: str, low: str, high: str) -> str:
     """A pattern for the numerals over [low-high] (first digit from [first-high]) that are at most `top`:
-    every shorter one, or one as long that is not above it character by character. Column letters (A..Z,
-    AA..) and row numbers (1..) both order so."""
+    one as long that is not above it character by character, or any shorter one. Column letters (A..Z,
+    AA..) and row numbers (1..) both order so. The shorter ones come last and match possessively: most
+    cells are as long as the sheet's last, and a greedy shorter match would backtrack on every one."""
     n = len(top)
     alternatives = [re.escape(top)]
-    if n > 1:
-        alternatives.append(f"[{first}-{high}][{low}-{high}]{{0,{n - 2}}}")
     for i, ch in enumerate(top):
         start = first if i == 0 else low
         if ch > start:
             below = f"[{start}-{chr(ord(ch) - 1)}]"
             alternatives.append(f"{re.escape(top[:i])}{below}[{low}-{high}]{{{n - i - 1}}}")
+    if n > 1:
+        alternatives.append(f"[{first}-{high}][{low}-{high}]{{0,{n - 2}}}+")
     return "(?:" + "|".join(alternatives) + ")"
 
 

@@ -189,3 +189,28 @@ def test_a_page_of_nested_divs_from_a_url_is_refused_before_any_tree_is_built() 
     with pytest.raises(FetchError) as error:
         _page_document(page)
     assert error.value.permanent and "levels deep" in error.value.message
+
+
+@pytest.mark.parametrize("top", ["1", "9", "10", "100", "999", "2019", "20191"])
+def test_the_claimed_row_pattern_takes_exactly_the_rows_up_to_the_claim(top: str) -> None:
+    import re
+
+    from chalicelib.parsers.guards import _not_above
+
+    pattern = re.compile(_not_above(top, "1", "0", "9") + '"')
+    assert [n for n in range(0, 30_000) if pattern.fullmatch(f'{n}"')] == list(range(1, int(top) + 1))
+    assert not pattern.fullmatch('01"')
+
+
+@pytest.mark.parametrize("top", ["A", "J", "Z", "AA", "AZ", "BA", "ZZ", "AAA", "XFD"])
+def test_the_claimed_column_pattern_takes_exactly_the_columns_up_to_the_claim(top: str) -> None:
+    import itertools
+    import re
+    import string
+
+    from chalicelib.parsers.guards import _column_number, _not_above
+
+    pattern = re.compile(_not_above(top, "A", "A", "Z") + "1")
+    letters = ["".join(t) for n in (1, 2, 3) for t in itertools.product(string.ascii_uppercase, repeat=n)]
+    taken = [col for col in letters if pattern.fullmatch(col + "1")]
+    assert taken == [col for col in letters if _column_number(col) <= _column_number(top)]
