@@ -5,6 +5,7 @@
                                           [--json OUT.json] [--pdf-pages-only] [--files PATH ...]
                                           [--pdf-baseline GIT_REF] [--no-markitdown]
                                           [--kreuzberg | --kreuzberg-only] [--kreuzberg-venv DIR]
+                                          [--kreuzberg-like-ours]
 
 Per type: files/s of each tool (sum of per-file median wall times) and a fidelity figure, the word-level
 F1 of the tool's output against a reference text:
@@ -22,7 +23,8 @@ also times `chalicelib/parsers/pdf.py` as of git REF through the same reader, in
 before/after on the same machine load; `--no-markitdown` leaves MarkItDown out of that section.
 Kreuzberg (`--kreuzberg`, or `--kreuzberg-only` for just that section): ours against kreuzberg 4.10 (Rust
 core, run in its own venv by bench/peer_kreuzberg_parse.py) per document type, interleaved rounds, per-type
-time ratios and word F1 (see kreuzberg_side).
+time ratios and word F1 (see kreuzberg_side). `--kreuzberg-like-ours` asks kreuzberg for what our reader
+gives, Markdown with the documents' images (its defaults are plain text and, but for docx, no images).
 Overall throughput ratio = markitdown time / our time, over the files both parse to non-empty text
 (images and audio excluded: those are OCR/ASR work, measured separately).
 OCR: character error rate of tesseract (through the docreader for the scanned PDFs) on every image/scan
@@ -279,6 +281,11 @@ def main() -> None:
     )
     ap.add_argument("--kreuzberg-only", action="store_true", help="only the kreuzberg section")
     ap.add_argument(
+        "--kreuzberg-like-ours",
+        action="store_true",
+        help="kreuzberg gives Markdown and extracts images, as ours does (default: its defaults)",
+    )
+    ap.add_argument(
         "--kreuzberg-venv",
         type=Path,
         default=Path(os.environ.get("WEKNORA_KREUZBERG_VENV") or "/tmp/kreuzberg-venv"),
@@ -294,7 +301,9 @@ def main() -> None:
             a.json.write_text(json.dumps({"pdf_pages": result}, indent=1, default=str))
         return
     if a.kreuzberg_only:
-        kreuzberg_side(a.corpus, a.rounds, a.types, a.kreuzberg_venv, a.timeout, a.json)
+        kreuzberg_side(
+            a.corpus, a.rounds, a.types, a.kreuzberg_venv, a.timeout, a.json, a.kreuzberg_like_ours
+        )
         return
 
     from markitdown import MarkItDown
@@ -427,7 +436,7 @@ def main() -> None:
         a.corpus, a.rounds, a.files, baseline=a.pdf_baseline, markitdown=not a.no_markitdown
     )
     if a.kreuzberg:
-        kreuzberg_side(a.corpus, a.rounds, a.types, a.kreuzberg_venv, a.timeout, None)
+        kreuzberg_side(a.corpus, a.rounds, a.types, a.kreuzberg_venv, a.timeout, None, a.kreuzberg_like_ours)
 
     ocr_rows: list[dict[str, Any]] = []
     if not a.no_ocr:
@@ -711,7 +720,7 @@ def pdf_pages(
 class KreuzbergPeer:
     """bench/peer_kreuzberg_parse.py in the kreuzberg venv, one long-lived process, one file per call."""
 
-    def __init__(self, venv: Path) -> None:
+    def __init__(self, venv: Path, like_ours: bool = False) -> None:
         python = venv / "bin" / "python"
         if not python.exists():
             raise SystemExit(
@@ -721,7 +730,7 @@ class KreuzbergPeer:
         env = {**os.environ, "RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
         script = Path(__file__).resolve().with_name("peer_kreuzberg_parse.py")
         self.proc = subprocess.Popen(
-            [str(python), str(script)],
+            [str(python), str(script), *(["--like-ours"] if like_ours else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -770,7 +779,13 @@ def libreoffice_reference(path: Path, file_type: str) -> tuple[str, str] | None:
 
 
 def kreuzberg_side(
-    corpus: Path, rounds: int, types: str, venv: Path, timeout: int, json_out: Path | None
+    corpus: Path,
+    rounds: int,
+    types: str,
+    venv: Path,
+    timeout: int,
+    json_out: Path | None,
+    like_ours: bool = False,
 ) -> dict[str, Any]:
     """Ours against kreuzberg (Rust core, in its own venv through bench/peer_kreuzberg_parse.py) on every
     document type both read (images and audio are OCR/ASR work: kreuzberg reads none of them). Per file:
@@ -779,7 +794,7 @@ def kreuzberg_side(
     kreuzberg time / our time (≥ 1: we are at least as fast), the median of the per-file ratios, and word
     F1 against the same reference as the main table (doc/ppt: LibreOffice's conversion read by the twin's
     extractor). CPU time beside wall: ours counts this process only (a LibreOffice child's is not in it),
-    kreuzberg's runs with RAYON_NUM_THREADS=1."""
+    kreuzberg's runs with RAYON_NUM_THREADS=1. like_ours: kreuzberg gives Markdown and extracts images."""
     from chalicelib.parsers import build_docreader
     from chalicelib.ports import ReadRequest
 
@@ -789,9 +804,11 @@ def kreuzberg_side(
     if types:
         rows = [r for r in rows if r["type"] in types.split(",")]
     reader = build_docreader()
-    peer = KreuzbergPeer(venv)
+    peer = KreuzbergPeer(venv, like_ours)
+    setting = "Markdown + images, like ours" if like_ours else "its defaults"
     print(
-        f"\n== ours vs kreuzberg {peer.version} (interleaved rounds, per-file median wall; load: {_load()})"
+        f"\n== ours vs kreuzberg {peer.version}, {setting} (interleaved rounds, per-file median wall; "
+        f"load: {_load()})"
     )
     records: list[dict[str, Any]] = []
     try:
@@ -882,7 +899,13 @@ def kreuzberg_side(
         f"  all    {len(every):5d} {to:8.3f} {tk:8.3f} {tk / max(to, 1e-9):7.2f}x"
         + (f"   lowest type ratio {slowest['ratio']:.2f}x" if slowest else "")
     )
-    result = {"kreuzberg_version": peer.version, "load": _load(), "by_type": summary, "files": records}
+    result = {
+        "kreuzberg_version": peer.version,
+        "kreuzberg_setting": setting,
+        "load": _load(),
+        "by_type": summary,
+        "files": records,
+    }
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result, indent=1, default=str))

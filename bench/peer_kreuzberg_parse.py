@@ -2,12 +2,16 @@
 never imports chalicelib.
 
     python3 -m venv /tmp/kreuzberg-venv && /tmp/kreuzberg-venv/bin/pip install 'kreuzberg>=4.10,<4.11'
-    KREUZBERG_VENV/bin/python bench/peer_kreuzberg_parse.py      # then JSON lines on stdin
+    KREUZBERG_VENV/bin/python bench/peer_kreuzberg_parse.py [--like-ours]   # then JSON lines on stdin
 
 A long-lived worker so that bench_parse.py can interleave its rounds with ours on a loaded machine: each
 stdin line is {"path": FILE, "type": EXT}; the file is read before the clock, `extract_bytes_sync` runs
 with the cache off, and one JSON line comes back: {"wall_s", "cpu_s", "status", "text"}. The first line
 out is {"ready": true, "version": ...} once kreuzberg is imported.
+
+`--like-ours` asks kreuzberg for what our reader gives: Markdown (`output_format="markdown"`: headings,
+tables, lists) and the document's images (`ImageExtractionConfig(extract_images=True)`); without it,
+kreuzberg's defaults (plain text; images only where a format's extractor takes them anyway, as docx's).
 """
 
 from __future__ import annotations
@@ -39,9 +43,16 @@ MIME = {
 
 def main() -> None:
     import kreuzberg
-    from kreuzberg import ExtractionConfig, extract_bytes_sync
+    from kreuzberg import ExtractionConfig, ImageExtractionConfig, extract_bytes_sync
 
-    config = ExtractionConfig(use_cache=False)
+    if "--like-ours" in sys.argv[1:]:
+        config = ExtractionConfig(
+            use_cache=False,
+            output_format="markdown",
+            images=ImageExtractionConfig(extract_images=True),
+        )
+    else:
+        config = ExtractionConfig(use_cache=False)
     print(json.dumps({"ready": True, "version": getattr(kreuzberg, "__version__", "?")}), flush=True)
     for line in sys.stdin:
         if not line.strip():
@@ -55,7 +66,7 @@ def main() -> None:
             result = extract_bytes_sync(
                 data, MIME.get(job["type"], "application/octet-stream"), config=config
             )
-            reply = {"status": "ok", "text": result.content or ""}
+            reply = {"status": "ok", "text": result.content or "", "images": len(result.images or [])}
         except Exception as exc:  # the bench records any failure of the peer as its status
             reply = {"status": "error", "text": f"{type(exc).__name__}: {str(exc)[:160]}"}
         reply["wall_s"] = time.perf_counter() - t0

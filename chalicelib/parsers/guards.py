@@ -17,6 +17,7 @@ import warnings
 import zipfile
 import zlib
 from collections.abc import Iterator
+from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
@@ -217,6 +218,41 @@ _PREFIXED_ELEMENT = re.compile(rb":(?:c|row)[\s/>]")  # also in text now and the
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 _PLAIN_ROW = re.compile(rb"<row(?=[\s/>])")
 _PREFIXED_ROW = re.compile(rb"<[A-Za-z_][\w.-]*:row(?=[\s/>])")
+# the extent a sheet says it has (`<dimension ref="A1:J20191"/>`, before its cells): only a claim to check
+_DIMENSION = re.compile(rb'<dimension ref="(?:[A-Z]{1,3}[0-9]{1,7}:)?([A-Z]{1,3})([0-9]{1,7})"')
+_CLAIMED_CELL = b'<c r="'
+
+
+def _not_above(top: str, first: str, low: str, high: str) -> str:
+    """A pattern for the numerals over [low-high] (first digit from [first-high]) that are at most `top`:
+    one as long that is not above it character by character, or any shorter one. Column letters (A..Z,
+    AA..) and row numbers (1..) both order so. The shorter ones come last and match possessively: most
+    cells are as long as the sheet's last, and a greedy shorter match would backtrack on every one."""
+    n = len(top)
+    alternatives = [re.escape(top)]
+    for i, ch in enumerate(top):
+        start = first if i == 0 else low
+        if ch > start:
+            below = f"[{start}-{chr(ord(ch) - 1)}]"
+            alternatives.append(f"{re.escape(top[:i])}{below}[{low}-{high}]{{{n - i - 1}}}")
+    if n > 1:
+        alternatives.append(f"[{first}-{high}][{low}-{high}]{{0,{n - 2}}}+")
+    return "(?:" + "|".join(alternatives) + ")"
+
+
+@lru_cache(maxsize=64)
+def _outside_claim(col_letters: str, row_digits: str) -> re.Pattern[bytes]:
+    """Finds a cell start tag that is not `<c r="REF"` with REF inside the claimed extent: the claim holds
+    for a piece where this finds nothing."""
+    inside = _not_above(col_letters, "A", "A", "Z") + _not_above(row_digits, "1", "0", "9")
+    return re.compile(rb'<c(?! r="' + inside.encode() + rb'")(?=[\s/>])')
+
+
+def _column_number(letters: bytes | str) -> int:
+    col = 0
+    for ch in letters.upper() if isinstance(letters, str) else letters.upper().decode():
+        col = col * 26 + (ord(ch) - 64)
+    return col
 
 
 class SheetCells:
@@ -252,11 +288,20 @@ class _Sheet:
         self.cols = 0
         self.row_tags = 0
         self.tail = b""
+        self.looked_for_claim = False
+        # the sheet's own <dimension>: (columns, rows, the pattern that finds a cell outside it)
+        self.claim: tuple[int, int, re.Pattern[bytes]] | None = None
 
     def feed(self, piece: bytes) -> None:
         window = self.tail + piece
         cut = window.rfind(b">") + 1
         body, self.tail = window[:cut], window[cut:][-4096:]
+        if not self.looked_for_claim:  # in the sheet's first piece, before its cells, when written
+            self.looked_for_claim = True
+            if found := _DIMENSION.search(body):
+                letters, digits = found.group(1).decode(), found.group(2).decode()
+                if digits[0] != "0":
+                    self.claim = (_column_number(letters), int(digits), _outside_claim(letters, digits))
         # C-level passes per piece (a Python step per cell cost more than reading the workbook), a literal
         # start where possible (the regex engine skips ahead fast); prefixed elements (x:c) are rare.
         prefixed = b":" in body and _PREFIXED_ELEMENT.search(body) is not None  # memchr first
@@ -264,6 +309,16 @@ class _Sheet:
         if prefixed:
             self.row_tags += len(_PREFIXED_ROW.findall(body))
         self.rows = max(self.rows, self.row_tags)
+        # the sheet's claimed extent, checked: when every cell here is `<c r="REF"` inside it, the cells are
+        # counted by their start tags and the extent is the claim's (one search and one count, where reading
+        # each cell's reference was most of a big sheet's preflight); else each cell is read
+        if self.claim is not None and not prefixed and self.claim[2].search(body) is None:
+            written = body.count(_CLAIMED_CELL)
+            if written:
+                self.cells += written
+                self.cols = max(self.cols, self.claim[0])
+                self.rows = max(self.rows, self.claim[1])
+            return
         # each cell's first reference, ("", "") for a cell without one: first the way writers put it
         # (`<c r="B7"`, a third cheaper), the general pattern only when a cell here is written otherwise
         refs = _CANONICAL_CELL_REF.findall(body)
@@ -278,10 +333,7 @@ class _Sheet:
             return
         self.cells += len(refs)
         for col_letters in letters:
-            col = 0
-            for ch in col_letters.upper():
-                col = col * 26 + (ch - 64)
-            self.cols = max(self.cols, col or 1)
+            self.cols = max(self.cols, _column_number(col_letters) or 1)
         rows = set(map(_SECOND, refs))
         rows.discard(b"")
         self.rows = max(self.rows, max(map(int, rows), default=0))

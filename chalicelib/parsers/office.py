@@ -245,30 +245,31 @@ def _cell(value: Any) -> str:
 
 
 class _Labelled(dict[Any, str]):
-    """A column's cell value → "label: text", "" for a cell without text (left out of the row's line); each
-    computed once, on first sight (numeric sheets repeat values)."""
+    """A column's cell value → "label: text" + end, "" for a cell without text (left out of the row's
+    line); each computed once, on first sight (numeric sheets repeat values)."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, end: str) -> None:
         super().__init__()
         self.label = label
+        self.end = end
 
     def __missing__(self, value: Any) -> str:
         text = _cell(value)
-        out = self[value] = self.label + text if text else ""
+        out = self[value] = self.label + text + self.end if text else ""
         return out
 
 
 _NUMBER_TYPES = frozenset({bool, int, float})
 
 
-def _labelled_column(column: tuple[Any, ...], label: str) -> list[str]:
-    """One column's "label: text" cells as C-level passes (map over a self-filling dict), not a Python step
-    per cell, which was most of a big sheet's time. Equal numbers of different types (1, 1.0, True; 10**16,
-    1e16) have their own texts, so a column mixing number types is read cell by cell."""
+def _labelled_column(column: tuple[Any, ...], label: str, end: str = "") -> list[str]:
+    """One column's "label: text" + end cells as C-level passes (map over a self-filling dict), not a Python
+    step per cell, which was most of a big sheet's time. Equal numbers of different types (1, 1.0, True;
+    10**16, 1e16) have their own texts, so a column mixing number types is read cell by cell."""
     kinds = set(map(type, column))
     if len(kinds & _NUMBER_TYPES) <= 1:
-        return list(map(_Labelled(label).__getitem__, column))
-    return [label + text if (text := _cell(value)) else "" for value in column]
+        return list(map(_Labelled(label, end).__getitem__, column))
+    return [label + text + end if (text := _cell(value)) else "" for value in column]
 
 
 def _sheet_lines(grid: list[list[Any]], header_mode: bool) -> list[str]:
@@ -291,12 +292,18 @@ def _sheet_lines(grid: list[list[Any]], header_mode: bool) -> list[str]:
     return _labelled_lines(grid[first:], numbered)
 
 
+_CELL_SEPARATOR = ", "
+
+
 def _labelled_lines(rows: list[list[Any]], labels: list[str]) -> list[str]:
+    """Each cell with text already ends with the separator, an empty one is "": a row's line is its cells
+    joined (map in C) less the last separator, and a row without text joins to "" (left out)."""
     columns = [
-        _labelled_column(column, label)
+        _labelled_column(column, label, _CELL_SEPARATOR)
         for label, column in zip(labels, zip(*rows, strict=True), strict=False)
     ]
-    return [", ".join(filter(None, row)) for row in zip(*columns, strict=True) if any(row)]
+    cut = -len(_CELL_SEPARATOR)
+    return [line[:cut] for line in map("".join, zip(*columns, strict=True)) if line]
 
 
 def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:

@@ -79,6 +79,65 @@ def test_one_cell_written_otherwise_among_canonical_ones_is_still_measured(far_c
     assert "4,000 rows × 28 columns" in message
 
 
+def _sheet_with_dimension(ref: str, rows: str) -> bytes:
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="{H.SHEET_NS}"><dimension ref="{ref}"/>'
+        f"<sheetData>{rows}</sheetData></worksheet>"
+    ).encode()
+
+
+def _measured(sheet: bytes, limit: int = 10**9) -> tuple[int, int, int]:
+    from chalicelib.parsers import guards
+
+    data = H.build_zip(H.xlsx_members(H.Member("xl/worksheets/sheet1.xml", sheet)))
+    cells = guards.SheetCells()
+    original = guards.SheetCells
+    guards.SheetCells = lambda: cells  # type: ignore[assignment,misc]
+    try:
+        check_zip(data, Limits(max_sheet_cells=limit), "Excel", sheets=True)
+    finally:
+        guards.SheetCells = original  # type: ignore[misc]
+    (sheet_cells,) = cells.sheets
+    return sheet_cells.cells, sheet_cells.rows, sheet_cells.cols
+
+
+_MANY_ROWS = "".join(
+    f'<row r="{r}"><c r="A{r}"><v>{r}</v></c><c r="J{r}" t="n"><v>1</v></c></row>' for r in range(1, 6001)
+)
+
+
+def test_a_sheet_whose_cells_stay_inside_its_dimension_is_measured_as_the_cell_by_cell_pass_does() -> None:
+    """The claimed extent (`<dimension ref>`) is taken only where every cell of a piece is `<c r="REF"`
+    inside it; then the figures are those of reading each cell."""
+    sheet = _sheet_with_dimension("A1:J6000", _MANY_ROWS)
+    assert len(sheet) > 2 * STEP
+    assert _measured(sheet) == (12_000, 6000, 10)
+    assert _measured(sheet.replace(b'<dimension ref="A1:J6000"/>', b"")) == (12_000, 6000, 10)
+
+
+@pytest.mark.parametrize(
+    "far_cell", ['<c r="K6001"/>', '<c r="A6001"/>', '<c r="XFD1048576"/>', '<c t="n" r="A2"/>', "<c/>"]
+)
+def test_a_cell_outside_the_claimed_dimension_is_read_and_measured(far_cell: str) -> None:
+    """A dimension that under-states the sheet is only a claim: a cell past it (a column, a row further,
+    the sheet's last cell) or written otherwise sends the piece through the cell-by-cell pass."""
+    sheet = _sheet_with_dimension("A1:J6000", _MANY_ROWS + f'<row r="6001">{far_cell}</row>')
+    if "XFD" in far_cell:
+        message = refused("cells", _measured, sheet, 5_000_000)
+        assert "1,048,576 rows × 16,384 columns" in message
+        return
+    exact = _measured(sheet.replace(b'<dimension ref="A1:J6000"/>', b""))
+    assert _measured(sheet) == exact
+    assert exact[0] == 12_001
+
+
+def test_a_lying_dimension_does_not_hide_a_far_cell_many_inflate_steps_later() -> None:
+    near = "".join(f'<row r="{r}"><c r="A{r}"><v>{r}</v></c></row>' for r in range(1, 5000))
+    sheet = _sheet_with_dimension("A1:A4999", near + '<row r="900000"><c r="ZZ900000"><v>1</v></c></row>')
+    data = H.build_zip(H.xlsx_members(H.Member("xl/worksheets/sheet1.xml", sheet)))
+    assert "900,000 rows" in refused("cells", check_zip, data, Limits(), "Excel", sheets=True)
+
+
 def test_an_entity_declaration_cut_between_inflate_steps_is_found() -> None:
     tail = b'--><!DOCTYPE d [<!ENTITY e "x">]><w:document/>'
     start = b'<?xml version="1.0"?><!--'
@@ -130,3 +189,28 @@ def test_a_page_of_nested_divs_from_a_url_is_refused_before_any_tree_is_built() 
     with pytest.raises(FetchError) as error:
         _page_document(page)
     assert error.value.permanent and "levels deep" in error.value.message
+
+
+@pytest.mark.parametrize("top", ["1", "9", "10", "100", "999", "2019", "20191"])
+def test_the_claimed_row_pattern_takes_exactly_the_rows_up_to_the_claim(top: str) -> None:
+    import re
+
+    from chalicelib.parsers.guards import _not_above
+
+    pattern = re.compile(_not_above(top, "1", "0", "9") + '"')
+    assert [n for n in range(0, 30_000) if pattern.fullmatch(f'{n}"')] == list(range(1, int(top) + 1))
+    assert not pattern.fullmatch('01"')
+
+
+@pytest.mark.parametrize("top", ["A", "J", "Z", "AA", "AZ", "BA", "ZZ", "AAA", "XFD"])
+def test_the_claimed_column_pattern_takes_exactly_the_columns_up_to_the_claim(top: str) -> None:
+    import itertools
+    import re
+    import string
+
+    from chalicelib.parsers.guards import _column_number, _not_above
+
+    pattern = re.compile(_not_above(top, "A", "A", "Z") + "1")
+    letters = ["".join(t) for n in (1, 2, 3) for t in itertools.product(string.ascii_uppercase, repeat=n)]
+    taken = [col for col in letters if pattern.fullmatch(col + "1")]
+    assert taken == [col for col in letters if _column_number(col) <= _column_number(top)]

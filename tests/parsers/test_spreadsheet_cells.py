@@ -47,3 +47,8 @@ def test_the_first_row_with_text_heads_the_rows_after_it() -> None:
     assert _sheet_lines(grid, header_mode=False) == ["col1: name", "col1: b, col2: 2", "col1: c"]
     assert _sheet_lines([["only", 1.0]], header_mode=True) == ["col1: only, col2: 1"]
     assert _sheet_lines([[None], []], header_mode=True) == []
+
+
+def test_a_line_leaves_out_empty_cells_wherever_they_are_and_keeps_commas_in_the_text() -> None:
+    grid: list[list[object]] = [["a", "b", "c"], [None, "x,", None], ["1, 2", None, 3.0], [None, " ", None]]
+    assert _sheet_lines(grid, header_mode=True) == ["b: x,", "a: 1, 2, c: 3"]
