@@ -221,6 +221,11 @@ _PREFIXED_ROW = re.compile(rb"<[A-Za-z_][\w.-]*:row(?=[\s/>])")
 # the extent a sheet says it has (`<dimension ref="A1:J20191"/>`, before its cells): only a claim to check
 _DIMENSION = re.compile(rb'<dimension ref="(?:[A-Z]{1,3}[0-9]{1,7}:)?([A-Z]{1,3})([0-9]{1,7})"')
 _CLAIMED_CELL = b'<c r="'
+# rows and cells in order with their references (a row's is digits only), for sheets with unreferenced cells
+_ROW_OR_CELL = re.compile(
+    rb"<(?:[A-Za-z_][\w.-]*:)?(row|c)(?=[\s/>])"
+    rb"""(?:[^>]*?\br\s*=\s*["']([A-Za-z]{0,3})([0-9]{1,7})["'])?[^>]*>"""
+)
 
 
 def _not_above(top: str, first: str, low: str, high: str) -> str:
@@ -291,6 +296,8 @@ class _Sheet:
         self.looked_for_claim = False
         # the sheet's own <dimension>: (columns, rows, the pattern that finds a cell outside it)
         self.claim: tuple[int, int, re.Pattern[bytes]] | None = None
+        # set once a cell without a reference is met: (row, column) of the last row and cell placed
+        self.placed: tuple[int, int] | None = None
 
     def feed(self, piece: bytes) -> None:
         window = self.tail + piece
@@ -319,6 +326,9 @@ class _Sheet:
                 self.cols = max(self.cols, self.claim[0])
                 self.rows = max(self.rows, self.claim[1])
             return
+        if self.placed is not None:
+            self._place(body)
+            return
         # each cell's first reference, ("", "") for a cell without one: first the way writers put it
         # (`<c r="B7"`, a third cheaper), the general pattern only when a cell here is written otherwise
         refs = _CANONICAL_CELL_REF.findall(body)
@@ -331,12 +341,35 @@ class _Sheet:
             letters = set(map(_FIRST, refs))
         if not refs:
             return
+        if b"" in set(map(_FIRST, refs)):
+            # engines place a cell without a reference after the cell before it, in its row's row (which
+            # may say r="900000"): each is placed as they do, from here on. This piece may start inside a
+            # row, so the row and column so far are taken at their largest.
+            self.placed = (self.rows, self.cols)
+            self._place(body)
+            return
         self.cells += len(refs)
         for col_letters in letters:
             self.cols = max(self.cols, _column_number(col_letters) or 1)
         rows = set(map(_SECOND, refs))
         rows.discard(b"")
         self.rows = max(self.rows, max(map(int, rows), default=0))
+
+    def _place(self, body: bytes) -> None:
+        """Rows and cells placed one by one as calamine does: a row without a reference follows the row
+        before, a cell without one the cell before it in its row (a Python step per cell: rare sheets)."""
+        assert self.placed is not None
+        row, col = self.placed
+        for kind, letters, digits in _ROW_OR_CELL.findall(body):
+            if kind == b"row":
+                row, col = (int(digits) if digits else row + 1), 0
+                self.rows = max(self.rows, row)
+                continue
+            col = _column_number(letters) if letters else col + 1
+            self.cells += 1
+            self.cols = max(self.cols, col)
+            self.rows = max(self.rows, int(digits) if digits else row)
+        self.placed = (row, col)
 
 
 # ---------------------------------------------------------------- pdf

@@ -214,3 +214,47 @@ def test_the_claimed_column_pattern_takes_exactly_the_columns_up_to_the_claim(to
     letters = ["".join(t) for n in (1, 2, 3) for t in itertools.product(string.ascii_uppercase, repeat=n)]
     taken = [col for col in letters if pattern.fullmatch(col + "1")]
     assert taken == [col for col in letters if _column_number(col) <= _column_number(top)]
+
+
+_INLINE = '<c t="inlineStr"><is><t>v</t></is></c>'
+
+
+@pytest.mark.parametrize(
+    ("rows", "extent"),
+    [
+        # calamine places a cell without a reference after the cell before it, in its row's row
+        (
+            f'<row r="1">{_INLINE * 3000}</row><row r="1000000"><c r="A1000000"><v>1</v></c></row>',
+            (10**6, 3000),
+        ),
+        (f'<row r="1"><c r="C1"><v>1</v></c>{_INLINE * 2}</row>', (1, 5)),
+        (f'<row r="1">{_INLINE}</row><row r="900000">{_INLINE * 2}</row>', (900_000, 2)),
+        (f'<row r="7"><c r="XFA7"><v>1</v></c></row><row>{_INLINE * 2}</row>', (8, 16_381)),
+        (f'<x:row r="4">{_INLINE.replace("<c", "<x:c").replace("</c>", "</x:c>") * 4}</x:row>', (4, 4)),
+    ],
+)
+def test_cells_without_references_are_placed_as_the_engine_places_them(
+    rows: str, extent: tuple[int, int]
+) -> None:
+    """A row of unreferenced cells is as wide as its cells (it was counted as one column, and a sheet of
+    3,000 such cells over 1,000,000 rows made calamine ask for 96 GB and abort the process)."""
+    data = H.build_zip(H.xlsx_members(H.Member("xl/worksheets/sheet1.xml", H.sheet_xml(rows))))
+    rows_n, cols_n = extent
+    check_zip(data, Limits(max_sheet_cells=rows_n * cols_n), "Excel", sheets=True)
+    message = refused(
+        "cells", check_zip, data, Limits(max_sheet_cells=rows_n * cols_n - 1), "Excel", sheets=True
+    )
+    assert f"{rows_n:,} rows × {cols_n:,} columns" in message
+
+
+def test_unreferenced_cells_are_placed_across_inflate_pieces() -> None:
+    """Once placing, every later piece is placed too: a wide unreferenced row far down is still measured."""
+    near = "".join(f'<row r="{r}"><c r="A{r}"><v>{r}</v></c><c><v>0</v></c></row>' for r in range(1, 5000))
+    far = f'<row r="800000">{_INLINE * 40}</row>'
+    sheet = H.sheet_xml(near + far)
+    assert len(sheet) > 2 * STEP
+    data = H.build_zip(H.xlsx_members(H.Member("xl/worksheets/sheet1.xml", sheet)))
+    message = refused(
+        "cells", check_zip, data, Limits(max_sheet_cells=800_000 * 40 - 1), "Excel", sheets=True
+    )
+    assert "800,000 rows × 40 columns" in message
