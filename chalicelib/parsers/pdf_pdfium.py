@@ -185,21 +185,6 @@ def page_size(page: int, fn: Natives) -> tuple[float, float]:
     return fn.page_width(handle), fn.page_height(handle)
 
 
-def image_objects(page: Any, pdfium_c: Any) -> list[Any]:
-    """The page's image objects as pypdfium2 objects (see `image_handles`)."""
-    return wrap_images(page, image_handles(address(page.raw), pdfium_c), pdfium_c)
-
-
-def wrap_images(page: Any, handles: list[tuple[int, int]], pdfium_c: Any) -> list[Any]:
-    import pypdfium2 as pdfium
-
-    handle_type = pdfium_c.FPDF_PAGEOBJECT
-    return [
-        pdfium.PdfObject(ctypes.cast(handle, handle_type), page=page, pdf=page.pdf, level=level)
-        for handle, level in handles
-    ]
-
-
 def image_handles(page: int, pdfium_c: Any) -> list[tuple[int, int]]:
     """The page's image objects (address, nesting level): see `walk_objects`."""
     return walk_objects(page, pdfium_c)[0]
