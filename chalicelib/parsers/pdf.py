@@ -23,12 +23,13 @@ from chalicelib.parsers.base import ParseContext, parse_failed
 from chalicelib.parsers.pdf_figures import figure_image
 from chalicelib.parsers.pdf_pdfium import (
     Handle,
+    RawImage,
     address,
-    image_objects,
+    image_handles,
     natives,
+    page_size,
     page_text,
     walk_objects,
-    wrap_images,
 )
 from chalicelib.parsers.progress import report
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
@@ -75,14 +76,14 @@ def _open(data: bytes, password: str | None) -> object:
         raise parse_failed("The PDF is damaged or truncated and cannot be opened.") from exc
 
 
-def _image_coverage(page: object, objs: list[object]) -> float:
+def _image_coverage(size: tuple[float, float], objs: list[Any]) -> float:
     if not objs:
         return 0.0
-    width, height = page.get_size()  # type: ignore[attr-defined]
+    width, height = size
     area = max(width * height, 1.0)
     covered = 0.0
     for obj in objs:
-        left, bottom, right, top = obj.get_bounds()  # type: ignore[attr-defined]
+        left, bottom, right, top = obj.get_bounds()
         left, right = max(0.0, left), min(width, right)
         bottom, top = max(0.0, bottom), min(height, top)
         if right > left and top > bottom:
@@ -318,9 +319,12 @@ def _page_figures(
     """Up to `room` image files of a page's figures (object index, content key), in order, from the
     first pass's files, or made now (the page loaded again) for those the first pass left over its budget.
     Figures pdfium cannot decode are left out."""
+    import pypdfium2 as pdfium
+
+    fn = natives(pdfium_c)
     out: list[tuple[bytes, str]] = []
-    page = None
-    objs: list[Any] = []
+    page = None  # the page's address, loaded for the first figure not made yet
+    objs: list[RawImage] = []
     try:
         for k, key in keep:
             if len(out) >= room:
@@ -329,16 +333,20 @@ def _page_figures(
                 figure = figure_files[key]
             else:
                 if page is None:
-                    page = pdf[index]
-                    objs = image_objects(page, pdfium_c)
+                    page = fn.load_page(address(pdf.raw), index)
+                    if not page:
+                        raise pdfium.PdfiumError("Failed to load page.")
+                    objs = [
+                        RawImage(h, page, level, fn, pdfium_c) for h, level in image_handles(page, pdfium_c)
+                    ]
                 if k >= len(objs):
                     break
                 figure = figure_image(objs[k], pdfium_c)
             if figure is not None:
                 out.append(figure)
     finally:
-        if page is not None:
-            page.close()
+        if page:
+            fn.close_page(page)
     return out
 
 
@@ -418,19 +426,16 @@ def _parse_open(
         ctx.check_time("the PDF")
         info = _Page(i)
         lines: list[_Line] = []
-        raw_page = page = None  # the page's address; its pypdfium2 helper only where it has images
+        raw_page = None  # the page's address (no pypdfium2 helpers: `RawImage`)
         try:
             raw_page = fn.load_page(document, i)
             if not raw_page:
                 raise pdfium.PdfiumError("Failed to load page.")
             handles, invisible_objects = walk_objects(raw_page, pdfium_c)
             lines = _read_lines(raw_page, pdfium_c, invisible_objects)
-            objs: list[Any] = []
-            if handles:  # the helper owns (and closes) the page from here
-                page = pdfium.PdfPage(ctypes.cast(raw_page, pdfium_c.FPDF_PAGE), pdf, None)
-                pdf._add_kid(page)  # type: ignore[attr-defined]  # as `PdfDocument.get_page` does
-                objs = wrap_images(page, handles, pdfium_c)
-            coverage = _image_coverage(page, objs)
+            objs = [RawImage(handle, raw_page, level, fn, pdfium_c) for handle, level in handles]
+            size = page_size(raw_page, fn) if objs else (0.0, 0.0)
+            coverage = _image_coverage(size, objs)
             info.scanned = force_scanned
             if not info.scanned and coverage >= 0.1:  # below that, no amount of text makes it a scan
                 chars = sum(len(ln.text) for ln in lines)
@@ -442,7 +447,7 @@ def _parse_open(
                 # Invisible text over a page image is its OCR layer (kept); anywhere else it is hidden text.
                 lines = [ln for ln in lines if not ln.hidden]
             if not info.scanned and objs:
-                width, height = page.get_size()  # type: ignore[union-attr]
+                width, height = size
                 for k, obj in enumerate(objs):
                     w_px, h_px = obj.get_px_size()
                     left, bottom, right, top = obj.get_bounds()
@@ -459,9 +464,7 @@ def _parse_open(
         except pdfium.PdfiumError:  # WeKnora: a page pdfium cannot read → treat the page as an image
             info.scanned = True
         finally:
-            if page is not None:
-                page.close()
-            elif raw_page:
+            if raw_page:
                 fn.close_page(raw_page)
         pages.append(info)
         page_lines.append(lines)

@@ -155,7 +155,7 @@ def _chunk(kind: bytes, body: bytes) -> bytes:
 
 def _bitmap_png(obj: Any) -> bytes | None:
     try:
-        image = obj.get_bitmap(render=False).to_pil()
+        image = obj.get_bitmap().to_pil()  # the image as stored (not rendered)
     except Exception:  # undecodable image streams are skipped, not fatal
         return None
     if image.mode not in ("RGB", "RGBA", "L"):

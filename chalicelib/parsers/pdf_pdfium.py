@@ -47,6 +47,15 @@ class Natives:
     char_origin: Any  # FPDFText_GetCharOrigin(textpage, char, byref(x), byref(y)) -> bool
     text_object: Any  # FPDFText_GetTextObject(textpage, char) -> Handle (NULL: false)
     render_mode: Any  # FPDFTextObj_GetTextRenderMode(object) -> FPDF_TEXTRENDERMODE_*, UNKNOWN for NULL
+    page_width: Any  # FPDF_GetPageWidthF(page) -> float
+    page_height: Any  # FPDF_GetPageHeightF(page) -> float
+    object_bounds: Any  # FPDFPageObj_GetBounds(object, byref(left), byref(bottom), ...) -> bool
+    image_px_size: Any  # FPDFImageObj_GetImagePixelSize(image, byref(width), byref(height)) -> bool
+    image_metadata: Any  # FPDFImageObj_GetImageMetadata(image, page, byref(metadata)) -> bool
+    image_data_raw: Any  # FPDFImageObj_GetImageDataRaw(image, buffer, size) -> size (checked: unsigned long)
+    image_data_decoded: Any  # FPDFImageObj_GetImageDataDecoded(image, buffer, size) -> size (checked)
+    image_filter_count: Any  # FPDFImageObj_GetImageFilterCount(image) -> int
+    image_filter: Any  # FPDFImageObj_GetImageFilter(image, i, buffer, size) -> size (checked)
 
 
 @functools.cache
@@ -83,6 +92,21 @@ def natives(pdfium_c: Any) -> Natives:
         char_origin=unchecked(pdfium_c.FPDFText_GetCharOrigin, c_int),
         text_object=unchecked(pdfium_c.FPDFText_GetTextObject, Handle),
         render_mode=unchecked(pdfium_c.FPDFTextObj_GetTextRenderMode, c_int),
+        page_width=unchecked(pdfium_c.FPDF_GetPageWidthF, ctypes.c_float),
+        page_height=unchecked(pdfium_c.FPDF_GetPageHeightF, ctypes.c_float),
+        object_bounds=unchecked(pdfium_c.FPDFPageObj_GetBounds, c_int),
+        image_px_size=unchecked(pdfium_c.FPDFImageObj_GetImagePixelSize, c_int),
+        image_metadata=unchecked(pdfium_c.FPDFImageObj_GetImageMetadata, c_int),
+        image_data_raw=ctypes.PYFUNCTYPE(ctypes.c_ulong, vp, vp, ctypes.c_ulong)(
+            address(pdfium_c.FPDFImageObj_GetImageDataRaw)
+        ),
+        image_data_decoded=ctypes.PYFUNCTYPE(ctypes.c_ulong, vp, vp, ctypes.c_ulong)(
+            address(pdfium_c.FPDFImageObj_GetImageDataDecoded)
+        ),
+        image_filter_count=unchecked(pdfium_c.FPDFImageObj_GetImageFilterCount, c_int),
+        image_filter=ctypes.PYFUNCTYPE(ctypes.c_ulong, vp, c_int, vp, ctypes.c_ulong)(
+            address(pdfium_c.FPDFImageObj_GetImageFilter)
+        ),
     )
 
 
@@ -90,19 +114,75 @@ def address(handle: Any) -> int:
     return ctypes.cast(handle, ctypes.c_void_p).value or 0
 
 
-def image_objects(page: Any, pdfium_c: Any) -> list[Any]:
-    """The page's image objects as pypdfium2 objects (see `image_handles`)."""
-    return wrap_images(page, image_handles(address(page.raw), pdfium_c), pdfium_c)
+class RawImage:
+    """An image object of a loaded page, over plain addresses: the calls `pypdfium2.PdfImage` makes for
+    `pdf._parse_open` and `pdf_figures.figure_image`, with its results and errors, without the page and
+    object helpers (their creation and finalizer bookkeeping: about a third of a figure's cost on a CJK
+    manual, issue 27). A `PdfImage` of it would not do: with no page helper it counts as a loose object and
+    destroys it when collected."""
+
+    __slots__ = ("fn", "handle", "level", "page", "pdfium_c")
+
+    def __init__(self, image: int, page: int, level: int, fn: Natives, pdfium_c: Any) -> None:
+        self.handle, self.page, self.level, self.fn, self.pdfium_c = Handle(image), page, level, fn, pdfium_c
+
+    def get_bounds(self) -> tuple[float, float, float, float]:
+        import pypdfium2 as pdfium
+
+        left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+        refs = map(ctypes.byref, (left, bottom, right, top))
+        if not self.fn.object_bounds(self.handle, *refs):
+            raise pdfium.PdfiumError("Failed to locate pageobject.")
+        return left.value, bottom.value, right.value, top.value
+
+    def get_px_size(self) -> tuple[int, int]:
+        import pypdfium2 as pdfium
+
+        width, height = ctypes.c_uint(), ctypes.c_uint()
+        if not self.fn.image_px_size(self.handle, ctypes.byref(width), ctypes.byref(height)):
+            raise pdfium.PdfiumError("Failed to get image size.")
+        return width.value, height.value
+
+    def get_metadata(self) -> Any:
+        import pypdfium2 as pdfium
+
+        metadata = self.pdfium_c.FPDF_IMAGEOBJ_METADATA()
+        if not self.fn.image_metadata(self.handle, Handle(self.page), ctypes.byref(metadata)):
+            raise pdfium.PdfiumError("Failed to get image metadata.")
+        return metadata
+
+    def get_filters(self) -> list[str]:
+        filters = []
+        for i in range(self.fn.image_filter_count(self.handle)):
+            length = self.fn.image_filter(self.handle, i, None, 0)
+            buffer = ctypes.create_string_buffer(length)
+            self.fn.image_filter(self.handle, i, buffer, length)
+            filters.append(bytes(memoryview(buffer)[: length - 1]).decode("utf-8"))
+        return filters
+
+    def get_data(self, decode_simple: bool = False) -> Any:
+        read = self.fn.image_data_decoded if decode_simple else self.fn.image_data_raw
+        size = read(self.handle, None, 0)
+        buffer = (ctypes.c_ubyte * size)()
+        read(self.handle, buffer, size)
+        return buffer
+
+    def get_bitmap(self) -> Any:
+        """`PdfImage.get_bitmap(render=False)`: the image's bitmap, as pdfium decodes it (few figures)."""
+        import pypdfium2 as pdfium
+
+        raw_bitmap = self.pdfium_c.FPDFImageObj_GetBitmap(
+            ctypes.cast(self.handle, self.pdfium_c.FPDF_PAGEOBJECT)
+        )
+        if not raw_bitmap:
+            raise pdfium.PdfiumError("Failed to get bitmap of image.")
+        return pdfium.PdfBitmap.from_raw(raw_bitmap)
 
 
-def wrap_images(page: Any, handles: list[tuple[int, int]], pdfium_c: Any) -> list[Any]:
-    import pypdfium2 as pdfium
-
-    handle_type = pdfium_c.FPDF_PAGEOBJECT
-    return [
-        pdfium.PdfObject(ctypes.cast(handle, handle_type), page=page, pdf=page.pdf, level=level)
-        for handle, level in handles
-    ]
+def page_size(page: int, fn: Natives) -> tuple[float, float]:
+    """`PdfPage.get_size()` of a page (address)."""
+    handle = Handle(page)
+    return fn.page_width(handle), fn.page_height(handle)
 
 
 def image_handles(page: int, pdfium_c: Any) -> list[tuple[int, int]]:

@@ -220,7 +220,7 @@ def test_figures_left_for_the_second_pass_come_out_as_those_made_early(reader, m
 
     monkeypatch.setattr(pdf_parser, "FIGURE_EARLY_EXTRA", -1)  # budget 2: the logo and page 1's figure
     monkeypatch.setattr(pdf_parser, "walk_objects", counted)  # the first pass
-    monkeypatch.setattr(pdf_pdfium, "walk_objects", counted)  # the second, through image_objects
+    monkeypatch.setattr(pdf_pdfium, "walk_objects", counted)  # the second, through image_handles
     late = reader.read(request)
     assert len(calls) == 5 + 2  # every page once, then pages 2 and 3 again for their figures
     assert [(i.ref, i.page) for i in early.images] == [

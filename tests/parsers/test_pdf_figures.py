@@ -14,7 +14,7 @@ import pypdfium2.raw as c
 import pytest
 from PIL import Image
 
-from chalicelib.parsers.pdf_pdfium import address, image_objects, walk_objects
+from chalicelib.parsers.pdf_pdfium import RawImage, address, image_handles, natives, walk_objects
 from chalicelib.ports import ReadRequest
 
 LINES = [
@@ -102,7 +102,8 @@ def test_the_raw_image_walk_matches_get_objects(make: Callable[[], bytes]) -> No
         for i in range(len(pdf)):
             page = pdf[i]
             expected = list(page.get_objects(filter=(c.FPDF_PAGEOBJ_IMAGE,), max_depth=4))
-            ours = image_objects(page, c)
+            handles = image_handles(address(page.raw), c)
+            ours = [RawImage(h, address(page.raw), level, natives(c), c) for h, level in handles]
             assert [(o.get_bounds(), o.level) for o in ours] == [(o.get_bounds(), o.level) for o in expected]
             found += len(ours)
             page.close()
