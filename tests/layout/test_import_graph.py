@@ -79,3 +79,18 @@ def test_modules_stay_small_or_say_why() -> None:
             if "600 lines" not in doc:
                 unexplained.append(f"{module} ({lines} lines)")
     assert unexplained == []
+
+
+def test_test_modules_import_their_siblings_by_module_name() -> None:
+    """`from tests.x import …` works only when the project root is importable as a package root, which
+    CI's first pass (scripts/without_system_tools.py) does not give: siblings are imported as `test_x`."""
+    through_package = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            through_package += [
+                f"{path.relative_to(ROOT)}: {name}" for name in names if name.split(".")[0] == "tests"
+            ]
+    assert through_package == []

@@ -9,11 +9,11 @@ import ctypes
 import pypdfium2 as pdfium
 import pypdfium2.raw as c
 import pytest
+from test_pdf_figure_files import CASES, _pdf_with_image
+from test_pdf_figures import _nested_pdf, build_pdf
 
 from chalicelib.parsers.pdf_figures import figure_image
 from chalicelib.parsers.pdf_pdfium import RawImage, address, image_handles, natives, page_size
-from tests.parsers.test_pdf_figure_files import CASES, _pdf_with_image
-from tests.parsers.test_pdf_figures import _nested_pdf, build_pdf
 
 
 def _documents() -> dict[str, bytes]:
