@@ -60,13 +60,18 @@ class Natives:
 
 @functools.cache
 def natives(pdfium_c: Any) -> Natives:
-    vp, c_int, c_double = ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+    vp, c_int, c_double, ulong = ctypes.c_void_p, ctypes.c_int, ctypes.c_double, ctypes.c_ulong
 
     def unchecked(function: Any, restype: Any) -> Any:
         """For the calls made once per line or object: no argument types (see `Natives`), and PYFUNCTYPE
         keeps the GIL over the call (pdfium never calls back into Python and runs under
         `pdf.PDFIUM_LOCK` anyway; 13% less a call than CFUNCTYPE's letting it go and taking it again)."""
         return ctypes.PYFUNCTYPE(restype)(address(function))
+
+    def checked(function: Any, restype: Any, *argtypes: Any) -> Any:
+        """Unchecked's GIL-keeping call with argument types, for the few whose unsigned long arguments a
+        Python int would not pass as C does."""
+        return ctypes.PYFUNCTYPE(restype, *argtypes)(address(function))
 
     def bind_long(function: Any, restype: Any, *argtypes: Any) -> Any:
         """For the calls that do a page's work (parse its content, build its text page): argument types
@@ -84,9 +89,7 @@ def natives(pdfium_c: Any) -> Natives:
         count_objects=unchecked(pdfium_c.FPDFPage_CountObjects, c_int),
         get_object=unchecked(pdfium_c.FPDFPage_GetObject, Handle),
         form_count_objects=unchecked(pdfium_c.FPDFFormObj_CountObjects, c_int),
-        form_get_object=ctypes.PYFUNCTYPE(Handle, vp, ctypes.c_ulong)(
-            address(pdfium_c.FPDFFormObj_GetObject)
-        ),
+        form_get_object=checked(pdfium_c.FPDFFormObj_GetObject, Handle, vp, ulong),
         object_type=unchecked(pdfium_c.FPDFPageObj_GetType, c_int),
         font_size=unchecked(pdfium_c.FPDFText_GetFontSize, c_double),
         char_origin=unchecked(pdfium_c.FPDFText_GetCharOrigin, c_int),
@@ -97,16 +100,10 @@ def natives(pdfium_c: Any) -> Natives:
         object_bounds=unchecked(pdfium_c.FPDFPageObj_GetBounds, c_int),
         image_px_size=unchecked(pdfium_c.FPDFImageObj_GetImagePixelSize, c_int),
         image_metadata=unchecked(pdfium_c.FPDFImageObj_GetImageMetadata, c_int),
-        image_data_raw=ctypes.PYFUNCTYPE(ctypes.c_ulong, vp, vp, ctypes.c_ulong)(
-            address(pdfium_c.FPDFImageObj_GetImageDataRaw)
-        ),
-        image_data_decoded=ctypes.PYFUNCTYPE(ctypes.c_ulong, vp, vp, ctypes.c_ulong)(
-            address(pdfium_c.FPDFImageObj_GetImageDataDecoded)
-        ),
+        image_data_raw=checked(pdfium_c.FPDFImageObj_GetImageDataRaw, ulong, vp, vp, ulong),
+        image_data_decoded=checked(pdfium_c.FPDFImageObj_GetImageDataDecoded, ulong, vp, vp, ulong),
         image_filter_count=unchecked(pdfium_c.FPDFImageObj_GetImageFilterCount, c_int),
-        image_filter=ctypes.PYFUNCTYPE(ctypes.c_ulong, vp, c_int, vp, ctypes.c_ulong)(
-            address(pdfium_c.FPDFImageObj_GetImageFilter)
-        ),
+        image_filter=checked(pdfium_c.FPDFImageObj_GetImageFilter, ulong, vp, c_int, vp, ulong),
     )
 
 
