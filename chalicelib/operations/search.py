@@ -33,7 +33,9 @@ by a signed download link (a `local://` store's object is copied into the files 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from typing import Any, TypedDict, TypeVar
 
 from chalicelib.commands import MetadataIn, SearchRequest
@@ -277,22 +279,21 @@ def per_document_capped(
     """
     if cap is None:
         return list(hits[:top_k])
-    taken: dict[str, int] = {}
-    chosen: list[_Hit] = []
-    waiting: list[_Hit] = []
-    for hit in hits:
+    taken: Counter[str] = Counter()
+    chosen: list[tuple[int, _Hit]] = []
+    waiting: list[tuple[int, _Hit]] = []
+    for place, hit in enumerate(hits):
         if len(chosen) == top_k:
             break
         document = document_of(hit)
-        if taken.get(document, 0) < cap:
-            taken[document] = taken.get(document, 0) + 1
-            chosen.append(hit)
+        if taken[document] < cap:
+            taken[document] += 1
+            chosen.append((place, hit))
         else:
-            waiting.append(hit)
-    if len(chosen) < top_k:  # too few other documents: the waiting hits, best first, by score order
-        order = {id(hit): place for place, hit in enumerate(hits)}
-        chosen = sorted(chosen + waiting[: top_k - len(chosen)], key=lambda hit: order[id(hit)])
-    return chosen
+            waiting.append((place, hit))
+    # too few other documents: the waiting hits fill the places left, all in score order
+    chosen += waiting[: top_k - len(chosen)]
+    return [hit for _, hit in sorted(chosen, key=itemgetter(0))]
 
 
 def _lists(kb: KnowledgeBase, retriever: str) -> tuple[bool, bool]:
