@@ -315,6 +315,7 @@ def _page_figures(
     figure_files: dict[str, tuple[bytes, str] | None],
     room: int,
     pdfium_c: Any,
+    document: bytes,
 ) -> list[tuple[bytes, str]]:
     """Up to `room` image files of a page's figures (object index, content key), in order, from the
     first pass's files, or made now (the page loaded again) for those the first pass left over its budget.
@@ -341,7 +342,7 @@ def _page_figures(
                     ]
                 if k >= len(objs):
                     break
-                figure = figure_image(objs[k], pdfium_c)
+                figure = figure_image(objs[k], pdfium_c, document=document)
             if figure is not None:
                 out.append(figure)
     finally:
@@ -460,7 +461,7 @@ def _parse_open(
                         info.figures.append((k, key))
                         figure_pages.setdefault(key, set()).add(i)
                         if key not in figure_files and len(figure_files) < early_budget:
-                            figure_files[key] = figure_image(obj, pdfium_c, raw)
+                            figure_files[key] = figure_image(obj, pdfium_c, raw, request.data)
         except pdfium.PdfiumError:  # WeKnora: a page pdfium cannot read → treat the page as an image
             info.scanned = True
         finally:
@@ -499,7 +500,7 @@ def _parse_open(
             keep = [(k, key) for k, key in info.figures if key not in repeated_figures]
             room = len(keep) if info.sparse else ctx.limits.max_images - figures_kept
             kept = (
-                _page_figures(pdf, info.index, keep, figure_files, room, pdfium_c)
+                _page_figures(pdf, info.index, keep, figure_files, room, pdfium_c, request.data)
                 if keep and room > 0
                 else []
             )
