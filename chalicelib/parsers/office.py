@@ -1,5 +1,5 @@
-"""Office formats: docx read from its XML with lxml (ooxml.Package; images put back in place; the pptx reader
-is slides.py), xlsx/xls with every sheet (python-calamine), doc with unword (a Rust reader of Word 97-2003
+"""Office formats: docx read from its XML with lxml (ooxml.Package) and its body by one XSLT pass (libxslt, in
+C; images put back in place; the pptx reader is slides.py), xlsx/xls with every sheet (python-calamine), doc with unword (a Rust reader of Word 97-2003
 files) and doc/ppt through LibreOffice when it is installed (doc when unword cannot read the file)."""
 
 from __future__ import annotations
