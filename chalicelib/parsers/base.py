@@ -177,23 +177,24 @@ FAMILY_WORDS = {
 }
 
 
-def resolve_file_type(data: bytes, file_type: str) -> str:
+def resolve_file_type(data: bytes, file_type: str, listing: list[zipfile.ZipInfo] | None = None) -> str:
     """The type to parse as: reroutes misnamed Office files (WeKnora: OLE bytes named .docx → doc) and
-    rejects an extension that lies about the content with a message naming both."""
+    rejects an extension that lies about the content with a message naming both. For a zip, `listing` (when
+    given) receives its central directory as read here, so that the preflight does not read it again."""
     family = sniff(data)
     expected = FAMILY_OF_TYPE.get(file_type)
     if family == "empty":
         raise parse_failed("The file is empty.")
     if expected is None or expected == family:
         if family == "zip" and file_type in ("docx", "xlsx", "pptx", "epub"):
-            return _zip_reroute(data, file_type)
+            return _zip_reroute(data, file_type, listing)
         if expected is None and family in ("pdf", "zip", "ole") and file_type in TEXT_TYPES:
             raise unsupported(f"The file is named .{file_type} but its content is {FAMILY_WORDS[family]}.")
         return file_type
     if family == "ole" and file_type in OLE_TWIN:
         return OLE_TWIN[file_type]
     if family == "zip" and file_type in ("docx", "xlsx", "pptx", "epub", "doc", "xls", "ppt"):
-        return _zip_reroute(data, file_type)
+        return _zip_reroute(data, file_type, listing)
     raise unsupported(
         f"The file is named .{file_type} but its content is {FAMILY_WORDS.get(family, family)}; "
         "rename it with the right extension or re-export it."
@@ -203,10 +204,12 @@ def resolve_file_type(data: bytes, file_type: str) -> str:
 TEXT_TYPES = frozenset({"txt", "md", "markdown", "csv", "json", "html", "htm", "mhtml"})
 
 
-def _zip_reroute(data: bytes, file_type: str) -> str:
+def _zip_reroute(data: bytes, file_type: str, listing: list[zipfile.ZipInfo] | None) -> str:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             kind = zip_office_kind(zf)
+            if listing is not None:
+                listing.extend(zf.infolist())
     except zipfile.BadZipFile as exc:
         raise parse_failed(f"The .{file_type} file is damaged or truncated (not a readable ZIP).") from exc
     if not kind:
@@ -230,6 +233,23 @@ def open_zip_checked(
         infos = zf.infolist()
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise parse_failed(f"The {what} file is damaged or truncated (not a readable ZIP).") from exc
+    check_declared_sizes(infos, limits, what)
+    for info in infos if scan_entities else ():
+        if info.filename.lower().endswith(XML_SUFFIXES) and info.file_size:
+            try:
+                declares = _declares_entities(zf, info, limits.zip_max_member_uncompressed)
+            except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError) as exc:
+                raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).") from exc
+            if declares:
+                raise parse_failed(
+                    f"The {what} file contains XML entity declarations, which are not allowed."
+                )
+    return zf
+
+
+def check_declared_sizes(infos: list[zipfile.ZipInfo], limits: Limits, what: str) -> None:
+    """What a zip's central directory says, checked before anything is inflated: the number of parts, each
+    part's and the total's declared size, and the declared ratio (zip bombs). Raises PermanentStageError."""
     if len(infos) > limits.zip_max_members:
         raise parse_failed(f"The {what} file has too many parts ({len(infos)}); it looks like a zip bomb.")
     total = 0
@@ -246,17 +266,6 @@ def open_zip_checked(
             raise parse_failed(
                 f"The {what} file is compressed at an implausible ratio; it looks like a zip bomb."
             )
-    for info in infos if scan_entities else ():
-        if info.filename.lower().endswith(XML_SUFFIXES) and info.file_size:
-            try:
-                declares = _declares_entities(zf, info, limits.zip_max_member_uncompressed)
-            except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError) as exc:
-                raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).") from exc
-            if declares:
-                raise parse_failed(
-                    f"The {what} file contains XML entity declarations, which are not allowed."
-                )
-    return zf
 
 
 _ENTITY_DECLARATION = b"<!entity"

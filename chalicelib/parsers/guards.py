@@ -25,6 +25,7 @@ from chalicelib.domain.filetypes import IMAGE_EXTENSIONS
 from chalicelib.parsers.base import (
     XML_SUFFIXES,
     Limits,
+    check_declared_sizes,
     image_kind,
     open_zip_checked,
     parse_failed,
@@ -49,14 +50,20 @@ KEEP_PARTS_TYPES = frozenset({"docx", "pptx"})
 
 
 def preflight(
-    data: bytes, file_type: str, limits: Limits, parts: dict[str, bytes | None] | None = None
+    data: bytes,
+    file_type: str,
+    limits: Limits,
+    parts: dict[str, bytes | None] | None = None,
+    listing: list[zipfile.ZipInfo] | None = None,
 ) -> dict[str, Any]:
     """Refuses (PermanentStageError) a file over any limit; returns what it measured. For a docx/pptx,
     `parts` (when given) receives the package's XML parts and images as the preflight inflated them, so
-    that the reader does not inflate them again (check_zip)."""
+    that the reader does not inflate them again (check_zip). `listing`: a zip's central directory as
+    base.resolve_file_type read it from these bytes (else it is read here)."""
     if file_type in ZIP_KINDS:
         keep = parts if file_type in KEEP_PARTS_TYPES else None
-        return check_zip(data, limits, ZIP_KINDS[file_type], sheets=file_type == "xlsx", parts=keep)
+        kind = ZIP_KINDS[file_type]
+        return check_zip(data, limits, kind, sheets=file_type == "xlsx", parts=keep, listing=listing)
     if file_type == "pdf":
         return {"pages": check_pdf_pages(data, limits)}
     if file_type in IMAGE_EXTENSIONS:
@@ -83,18 +90,24 @@ def check_zip(
     *,
     sheets: bool = False,
     parts: dict[str, bytes | None] | None = None,
+    listing: list[zipfile.ZipInfo] | None = None,
 ) -> dict[str, Any]:
     """Declared sizes first (cheap), then every member inflated from its raw bytes with hard caps. `parts`
     receives each member's name → its bytes as checked here for XML parts and images (told by their leading
     bytes), None for the others (fonts, media, embedded files: dropped as they stream, as the readers do not
-    look at them; one that does reads it from the zip)."""
+    look at them; one that does reads it from the zip). `listing`: the central directory already read from
+    `data` (base.resolve_file_type), so that it is read once."""
     # one listing (a damaged zip is refused there); entity declarations are looked for below, in the same
     # inflating pass as the sizes
-    zf = open_zip_checked(data, limits, what, scan_entities=False)
-    try:
-        infos = zf.infolist()
-    finally:
-        zf.close()
+    if listing:
+        infos = listing
+        check_declared_sizes(infos, limits, what)
+    else:
+        zf = open_zip_checked(data, limits, what, scan_entities=False)
+        try:
+            infos = zf.infolist()
+        finally:
+            zf.close()
     if any(info.flag_bits & 0x1 for info in infos):
         raise parse_failed(f"The {what} file is encrypted; remove the password and upload it again.")
     view = memoryview(data)

@@ -1,5 +1,5 @@
-"""Office formats: docx read from its XML with lxml (ooxml.Package; images put back in place; the pptx reader
-is slides.py), xlsx/xls with every sheet (python-calamine), doc with unword (a Rust reader of Word 97-2003
+"""Office formats: docx read from its XML with lxml (ooxml.Package) and its body by one XSLT pass (libxslt, in
+C; images put back in place; the pptx reader is slides.py), xlsx/xls with every sheet (python-calamine), doc with unword (a Rust reader of Word 97-2003
 files) and doc/ppt through LibreOffice when it is installed (doc when unword cannot read the file)."""
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import subprocess
 import tempfile
 import threading
 from typing import Any
+
+from lxml import etree
 
 from chalicelib.domain import metering
 from chalicelib.parsers.base import (
@@ -26,40 +28,76 @@ from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 from chalicelib.settings import subprocess_env
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-_A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
-_R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
-_V = "{urn:schemas-microsoft-com:vml}"
-_DOCX_TEXT_TAGS = {
-    f"{_W}t",
-    f"{_W}tab",
-    f"{_W}br",
-    f"{_W}cr",
-    f"{_A}blip",
-    f"{_V}imagedata",
-    f"{_W}noBreakHyphen",
-}
-_DOCX_MARKS = {f"{_W}tab": "\t", f"{_W}br": "\n", f"{_W}cr": "\n", f"{_W}noBreakHyphen": "-"}
-_DOCX_IMAGE_TAGS = (f"{_A}blip", f"{_V}imagedata")
-_DOCX_RUN_TEXT_TAGS = (f"{_W}t", *_DOCX_MARKS)
-_VAL = f"{_W}val"
-_P, _TR, _TC = f"{_W}p", f"{_W}tr", f"{_W}tc"
-_TRPR, _GRID_BEFORE = f"{_W}trPr", f"{_W}gridBefore"
-_TCPR, _GRID_SPAN, _VMERGE = f"{_W}tcPr", f"{_W}gridSpan", f"{_W}vMerge"
 _STYLES_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/styles"
 
 
 # ---------------------------------------------------------------- docx
 
+# The body in one libxslt pass (C): each paragraph's text joined (tabs, breaks and no-break hyphens as their
+# characters, a picture as an <i> with its relationship ids), its style id and list level, tables as rows of
+# cells with their spans and merges, content controls' paragraphs. Python then only assembles the Markdown.
+# A paragraph's text follows python-docx: every w:t below it (text boxes' too), an element's leading text
+# (lxml's .text) or, for a mark without one, the mark's character; in a paragraph with a picture the marks
+# always give their character.
+_DOCX_BODY_XSLT = etree.XSLT(
+    etree.XML(
+        b"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform"
+ xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+ xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"
+ xmlns:v="urn:schemas-microsoft-com:vml"
+ xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+ exclude-result-prefixes="w a v r">
+<xsl:template match="/"><d><xsl:apply-templates select="/*/w:body[1]/*"/></d></xsl:template>
+<xsl:template match="*"/>
+<xsl:template match="w:p">
+ <p s="{w:pPr[1]/w:pStyle[1]/@w:val}">
+  <xsl:if test="w:pPr[1]/w:numPr"><xsl:attribute name="l"><xsl:value-of
+   select="(w:pPr[1]/w:numPr/w:ilvl)[1]/@w:val"/></xsl:attribute></xsl:if>
+  <xsl:call-template name="text"/>
+ </p>
+</xsl:template>
+<xsl:template match="w:tbl">
+ <t><xsl:for-each select="w:tr"><r g="{w:trPr[1]/w:gridBefore[1]/@w:val}"><xsl:for-each select="w:tc">
+  <c s="{w:tcPr[1]/w:gridSpan[1]/@w:val}">
+   <xsl:if test="w:tcPr[1]/w:vMerge"><xsl:attribute name="m"><xsl:value-of
+    select="w:tcPr[1]/w:vMerge[1]/@w:val"/></xsl:attribute></xsl:if>
+   <xsl:for-each select=".//w:p"><p><xsl:call-template name="text"/></p></xsl:for-each>
+  </c>
+ </xsl:for-each></r></xsl:for-each></t>
+</xsl:template>
+<xsl:template match="w:sdt"><x><xsl:for-each select=".//w:p"><p><xsl:call-template name="text"/></p></xsl:for-each></x></xsl:template>
+<xsl:template name="text">
+ <xsl:choose>
+  <xsl:when test=".//a:blip or .//v:imagedata"><xsl:apply-templates select=".//*" mode="pictured"/></xsl:when>
+  <xsl:otherwise><xsl:apply-templates select=".//*" mode="text"/></xsl:otherwise>
+ </xsl:choose>
+</xsl:template>
+<xsl:template match="*" mode="text"/>
+<xsl:template match="*" mode="pictured"/>
+<xsl:template match="w:t" mode="text"><xsl:value-of select="node()[1][self::text()]"/></xsl:template>
+<xsl:template match="w:t" mode="pictured"><xsl:value-of select="node()[1][self::text()]"/></xsl:template>
+<xsl:template match="w:tab|w:br|w:cr|w:noBreakHyphen" mode="text">
+ <xsl:choose>
+  <xsl:when test="node()[1][self::text()]"><xsl:value-of select="node()[1]"/></xsl:when>
+  <xsl:otherwise><xsl:apply-templates select="." mode="pictured"/></xsl:otherwise>
+ </xsl:choose>
+</xsl:template>
+<xsl:template match="w:tab" mode="pictured"><xsl:text>&#9;</xsl:text></xsl:template>
+<xsl:template match="w:br|w:cr" mode="pictured"><xsl:text>&#10;</xsl:text></xsl:template>
+<xsl:template match="w:noBreakHyphen" mode="pictured">-</xsl:template>
+<xsl:template match="a:blip|v:imagedata" mode="pictured"><i e="{@r:embed}" d="{@r:id}"/></xsl:template>
+</xsl:stylesheet>"""
+    )
+)
+
 
 class _DocxImages:
-    def __init__(self, package: Package, rels: dict[str, tuple[str, str]], limit: int, body: Any) -> None:
+    def __init__(self, package: Package, rels: dict[str, tuple[str, str]], limit: int) -> None:
         self.package = package
         self.rels = rels
         self.limit = limit
         self.images: list[ParsedImage] = []
         self.by_rid: dict[str, str] = {}
-        # most documents have no picture at all: then no paragraph is searched for one
-        self.any = next(body.iter(*_DOCX_IMAGE_TAGS), None) is not None
 
     def ref(self, rid: str) -> str | None:
         if rid in self.by_rid:
@@ -80,28 +118,16 @@ class _DocxImages:
 
 
 def _docx_paragraph_text(p: Any, images: _DocxImages) -> str:
-    if not images.any or next(p.iter(*_DOCX_IMAGE_TAGS), None) is None:  # most paragraphs
-        # a list over the text elements, marks (tabs, breaks: no text) by their tag: cheaper than itertext
-        # with a tag filter, and than giving every mark of the body its text first
-        return "".join(
-            [el.text or _DOCX_MARKS.get(el.tag, "") for el in p.iter(*_DOCX_RUN_TEXT_TAGS)]
-        ).strip()
-    out: list[str] = []
-    for el in p.iter(*_DOCX_TEXT_TAGS):
-        tag = el.tag
-        if tag == f"{_W}t":
-            out.append(el.text or "")
-        elif tag == f"{_W}tab":
-            out.append("\t")
-        elif tag in (f"{_W}br", f"{_W}cr"):
-            out.append("\n")
-        elif tag == f"{_W}noBreakHyphen":
-            out.append("-")
-        else:
-            rid = el.get(f"{_R}embed") or el.get(f"{_R}id")
-            ref = images.ref(rid) if rid else None
-            if ref:
-                out.append(f" ![]({ref}) ")
+    """A paragraph of the transform's output: its text, with its pictures (<i>) put in place."""
+    if not len(p):  # most paragraphs: no picture
+        return (p.text or "").strip()
+    out = [p.text or ""]
+    for picture in p:
+        rid = picture.get("e") or picture.get("d")
+        ref = images.ref(rid) if rid else None
+        if ref:
+            out.append(f" ![]({ref}) ")
+        out.append(picture.tail or "")
     return "".join(out).strip()
 
 
@@ -123,37 +149,22 @@ def _docx_heading_levels(styles: Any) -> dict[str, int]:
     return levels
 
 
-def _child_val(el: Any, props: str, prop: str) -> str | None:
-    """w:val of el's props/prop child, found child by child (a path find costs several times more)."""
-    holder = el.find(props)
-    if holder is None:
-        return None
-    found = holder.find(prop)
-    return None if found is None else found.get(_VAL)
-
-
-def _docx_table(tbl: Any, images: _DocxImages) -> str:
+def _docx_table(table: Any, images: _DocxImages) -> str:
     """python-docx's row.cells: a cell spanning columns repeats per grid column, a vertically merged
     continuation repeats the cell above it (WeKnora fills merged cells)."""
     rows: list[list[str]] = []
     above: dict[int, tuple[str, int]] = {}  # grid offset → (text, span) of the cell that owns it
-    for tr in tbl.iterchildren(_TR):
-        offset = int(_child_val(tr, _TRPR, _GRID_BEFORE) or 0)
+    for tr in table:
+        offset = int(tr.get("g") or 0)
         cells: list[str] = []
         owners: dict[int, tuple[str, int]] = {}
-        for tc in tr.iterchildren(_TC):
-            tcpr = tc.find(_TCPR)
-            span, continued = 1, False
-            if tcpr is not None:
-                grid_span = tcpr.find(_GRID_SPAN)
-                if grid_span is not None:
-                    span = int(grid_span.get(_VAL) or 1)
-                merge = tcpr.find(_VMERGE)
-                continued = merge is not None and (merge.get(_VAL) or "continue") == "continue"
-            if continued and offset in above:
+        for tc in tr:
+            span = int(tc.get("s") or 1)
+            merge = tc.get("m")
+            if merge is not None and (merge or "continue") == "continue" and offset in above:
                 owner = above[offset]
             else:
-                text = "\n".join([_docx_paragraph_text(p, images) for p in tc.iter(_P)]).strip()
+                text = "\n".join([_docx_paragraph_text(p, images) for p in tc]).strip()
                 owner = (text, span)
             cells.extend([owner[0]] * owner[1])
             owners[offset] = owner
@@ -164,49 +175,43 @@ def _docx_table(tbl: Any, images: _DocxImages) -> str:
 
 
 def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
-    """The main document part read with lxml (ooxml.Package): paragraphs with heading styles and list
-    levels, tables, content controls, images put back in place. python-docx is not used: it loads every
-    part up front and builds an object per element."""
+    """The main document part read with lxml (ooxml.Package) and its body by one XSLT pass
+    (_DOCX_BODY_XSLT): paragraphs with heading styles and list levels, tables, content controls, images put
+    back in place. python-docx is not used: it loads every part up front and builds an object per element."""
     package = Package(request.data, "Word", ctx.limits.zip_max_member_uncompressed, ctx.package_parts)
     try:
         main = package.main_part()
         root = package.xml(main)
-        body = root.find(f"{_W}body") if root is not None else None
-        if body is None:
+        if root is None or root.find(f"{_W}body") is None:
             raise parse_failed("The Word file is damaged or not a .docx document.")
         rels = package.rels(main)
         styles_part = next((t for kind, t in rels.values() if kind == _STYLES_REL), None)
         levels = _docx_heading_levels(package.xml(styles_part) if styles_part else None)
-        images = _DocxImages(package, rels, ctx.limits.max_images, body)
+        images = _DocxImages(package, rels, ctx.limits.max_images)
         blocks: list[str] = []
         title = ""
-        for n, child in enumerate(body.iterchildren()):
+        for n, child in enumerate(_DOCX_BODY_XSLT(root).getroot()):
             if n % 256 == 0:
                 ctx.check_time("the Word file")
             tag = child.tag
-            if tag == f"{_W}p":
+            if tag == "p":
                 text = _docx_paragraph_text(child, images)
                 if not text:
                     continue
-                ppr = child.find(f"{_W}pPr")
-                style_el = ppr.find(f"{_W}pStyle") if ppr is not None else None
-                style_id = style_el.get(f"{_W}val") if style_el is not None else None
-                level = levels.get(style_id or "")
+                level = levels.get(child.get("s"))
                 if level:
                     blocks.append(f"{'#' * level} {' '.join(text.split())}")
                     title = title or text
-                elif ppr is not None and ppr.find(f"{_W}numPr") is not None:
-                    ilvl_el = ppr.find(f"{_W}numPr/{_W}ilvl")
-                    depth = int(ilvl_el.get(f"{_W}val") or 0) if ilvl_el is not None else 0
-                    blocks.append(f"{'  ' * min(depth, 8)}- {text}")
+                elif (ilvl := child.get("l")) is not None:  # a list item
+                    blocks.append(f"{'  ' * min(int(ilvl or 0), 8)}- {text}")
                 else:
                     blocks.append(text)
-            elif tag == f"{_W}tbl":
+            elif tag == "t":
                 table = _docx_table(child, images)
                 if table:
                     blocks.append(table)
-            elif tag == f"{_W}sdt":  # content controls (tables of contents, cover pages)
-                for p in child.iter(f"{_W}p"):
+            else:  # "x": a content control's paragraphs (tables of contents, cover pages)
+                for p in child:
                     text = _docx_paragraph_text(p, images)
                     if text:
                         blocks.append(text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import posixpath
 import zipfile
+from functools import lru_cache
 from typing import Any
 
 from lxml import etree
@@ -21,6 +22,14 @@ R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _PKG_REL = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
 OFFICE_DOCUMENT = f"{R_NS}/officeDocument"
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
+
+
+@lru_cache(maxsize=4096)
+def _part_name(folder: str, target: str) -> str:
+    """A relationship's target as a part name (OPC: relative to the source part's folder). Cached: every
+    slide names the same layouts, masters and notes folders."""
+    name = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
+    return posixpath.normpath(name)
 
 
 class Package:
@@ -81,9 +90,7 @@ class Package:
         for rel in root.iter(_PKG_REL):
             if rel.get("TargetMode") == "External":
                 continue
-            target = rel.get("Target") or ""
-            name = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
-            out[rel.get("Id") or ""] = (rel.get("Type") or "", posixpath.normpath(name))
+            out[rel.get("Id") or ""] = (rel.get("Type") or "", _part_name(folder, rel.get("Target") or ""))
         return out
 
     def main_part(self) -> str:

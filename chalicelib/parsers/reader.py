@@ -3,6 +3,7 @@ builtin → simple, and turns every failure into a stage error a user can read."
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -116,6 +117,7 @@ class EngineDocReader:
             raise unsupported(f"Files of type .{file_type or '(none)'} cannot be imported.")
         if len(request.data) > limits.max_input_bytes:
             raise parse_failed(f"The file is larger than {limits.max_input_bytes // (1024 * 1024)} MB.")
+        listing: list[zipfile.ZipInfo] = []  # a zip's central directory, read once (type check, preflight)
         if file_type in AUDIO_EXTENSIONS:
             family = sniff(request.data)
             if family == "empty":
@@ -124,13 +126,13 @@ class EngineDocReader:
                 raise unsupported(f"The file is named .{file_type} but does not contain audio.")
             actual = file_type
         else:
-            actual = resolve_file_type(request.data, file_type)
+            actual = resolve_file_type(request.data, file_type, listing)
         # the `ocr_languages` / `asr_language` settings
         ocr = with_languages(self.ocr, options.get("ocr_languages"))
         asr = with_language(self.asr, options.get("asr_language"))
         # Before any engine is chosen: the limits bind every engine a rule or override may pick.
         parts: dict[str, bytes | None] = {}
-        measured = preflight(request.data, actual, limits, parts)
+        measured = preflight(request.data, actual, limits, parts, listing)
         ctx = ParseContext(
             ocr=ocr, asr=asr, limits=limits, options=options, package_parts=parts if parts else None
         )

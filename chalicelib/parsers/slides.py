@@ -18,7 +18,7 @@ _R = "{" + R_NS + "}"
 _SLIDE_REL = f"{R_NS}/slide"
 _NOTES_REL = f"{R_NS}/notesSlide"
 _SHAPE_TAGS = {f"{_P}sp", f"{_P}grpSp", f"{_P}graphicFrame", f"{_P}cxnSp", f"{_P}pic", f"{_P}contentPart"}
-_T, _BR, _FLD = f"{_A}t", f"{_A}br", f"{_A}fld"
+_T, _BR, _FLD, _PPR = f"{_A}t", f"{_A}br", f"{_A}fld", f"{_A}pPr"
 _OWN_OFFSET = f"./{_P}spPr/{_A}xfrm/{_A}off"
 
 
@@ -66,15 +66,29 @@ def _paragraph_text(p: Any) -> str:
 
 
 def _runs_text(p: Any) -> str:
-    """The text of the paragraph's runs, a line break as a newline; no fields (slide numbers, dates).
-    (python-pptx's runs lose the line breaks: "before" and "after" ran together.)"""
-    if p.find(_FLD) is not None:
-        parts: list[str] = []
-        for child in p.iterchildren(f"{_A}r", _BR):
-            t = child if child.tag == _BR else child.find(_T)
-            parts.append((t.text or "") if t is not None else "")
-        return "".join(parts)
-    return _paragraph_text(p)
+    """The text of the paragraph's runs, a line break as a newline, without its fields (slide numbers,
+    dates). (python-pptx's runs lose the line breaks: "before" and "after" ran together.)"""
+    parts: list[str] = []
+    for child in p.iterchildren(f"{_A}r", _BR):
+        t = child if child.tag == _BR else child.find(_T)
+        parts.append((t.text or "") if t is not None else "")
+    return "".join(parts)
+
+
+def _item(p: Any) -> tuple[str, int]:
+    """A body paragraph's text (its runs' when it has fields, unless they give nothing) and its bullet
+    level, its properties and fields found in one pass over its children."""
+    props = None
+    fields = False
+    for child in p.iterchildren(_PPR, _FLD):
+        if child.tag == _FLD:
+            fields = True
+        elif props is None:
+            props = child
+    text = ((_runs_text(p) if fields else "") or _paragraph_text(p)).strip()
+    if not text or props is None:
+        return text, 0
+    return text, int(props.get("lvl") or 0)
 
 
 def _frame_text(body: Any) -> str:
@@ -143,11 +157,9 @@ def _slide_lines(
             if body is None:
                 continue
             for p in body.iterchildren(f"{_A}p"):
-                text = (_runs_text(p) or _paragraph_text(p)).strip()
+                text, level = _item(p)
                 if not text:
                     continue
-                ppr = p.find(f"./{_A}pPr")
-                level = int(ppr.get("lvl") or 0) if ppr is not None else 0
                 lines.append(f"{'  ' * min(level - 1, 6)}- {text}" if level else text)
         elif tag == f"{_P}graphicFrame":
             table = el.find(f"./{_A}graphic/{_A}graphicData/{_A}tbl")

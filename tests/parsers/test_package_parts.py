@@ -89,3 +89,37 @@ def test_a_part_not_named_as_xml_is_read_from_the_zip() -> None:
     assert parts["word/styles.part"] is None
     request = ReadRequest(data=renamed.getvalue(), file_name="r.docx", file_type="docx")
     assert build_docreader().read(request).markdown == "# Renamed part\n\nbody text\n"
+
+
+def test_a_read_lists_the_zip_once_and_the_listing_it_hands_over_is_still_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The type check reads the central directory and hands it to the preflight, which checks the declared
+    sizes on it as on its own reading (a listing handed over is no way around the caps)."""
+    from chalicelib.parsers import build_docreader
+    from chalicelib.parsers.base import resolve_file_type
+    from chalicelib.parsers.guards import check_zip
+
+    data = corpus_bytes("python-howto-logging.docx")
+    readings = 0
+    real = zipfile.ZipFile._RealGetContents
+
+    def counted(self: zipfile.ZipFile) -> None:
+        nonlocal readings
+        readings += 1
+        real(self)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(zipfile.ZipFile, "_RealGetContents", counted)
+    result = build_docreader().read(ReadRequest(data=data, file_name="l.docx", file_type="docx"))
+    assert readings == 1 and result.markdown
+    monkeypatch.undo()
+
+    listing: list[zipfile.ZipInfo] = []
+    assert resolve_file_type(data, "docx", listing) == "docx"
+    assert [i.filename for i in listing] == zipfile.ZipFile(io.BytesIO(data)).namelist()
+    few = Limits(zip_max_members=len(listing) - 1)
+    with pytest.raises(Exception, match="too many parts"):
+        preflight(data, "docx", few, {}, listing)
+    small = Limits(zip_max_total_uncompressed=sum(i.file_size for i in listing) - 1)
+    with pytest.raises(Exception, match="zip bomb"):
+        check_zip(data, small, "Word", listing=listing)

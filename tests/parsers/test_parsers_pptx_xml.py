@@ -64,3 +64,32 @@ def test_a_deck_reads_back_with_python_pptx_text_rules() -> None:
     assert result.title == "Deck title"
     assert result.metadata["slides"] == 2
     assert [(i.ref, i.page, i.mime_type) for i in result.images] == [("pptx-image-1.png", 1, "image/png")]
+
+
+def test_a_paragraph_with_fields_gives_its_runs_text_or_else_the_fields() -> None:
+    """python-pptx's runs leave fields (slide numbers, dates) out; a paragraph of fields alone gives their
+    text rather than nothing, and a field paragraph keeps its bullet level."""
+    from lxml import etree
+
+    a = "http://schemas.openxmlformats.org/drawingml/2006/main"
+    prs = Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[6])
+    frame = slide.shapes.add_textbox(Inches(1), Inches(1), Inches(4), Inches(2)).text_frame
+    frame.text = "Page "
+
+    def field(p: object, text: str) -> None:
+        fld = etree.SubElement(
+            p._p, f"{{{a}}}fld", id="{B6F15528-21DE-4FAA-801E-634DDDAF4B2B}", type="slidenum"
+        )
+        etree.SubElement(fld, f"{{{a}}}t").text = text
+
+    field(frame.paragraphs[0], "7")
+    only = frame.add_paragraph()
+    only.level = 2
+    field(only, "12 May")
+    out = io.BytesIO()
+    prs.save(out)
+    result = parse_pptx(
+        ReadRequest(data=out.getvalue(), file_name="f.pptx", file_type="pptx"), ParseContext()
+    )
+    assert result.markdown == "<!-- Slide number: 1 -->\n\nPage\n\n  - 12 May\n"
