@@ -78,6 +78,7 @@ SOAK_FILES = [
 MAX_BYTES = 1_000_000
 TERMINAL = {"completed", "failed", "cancelled"}
 PAGE = 100  # documents per reported group (`--group`)
+MOTO_TRACEMALLOC = "WEKNORA_MOTO_TRACEMALLOC"  # chalicelib.local.moto_tracing.ENV
 
 
 def pick_files(corpus: Path, names: list[str], max_bytes: int = MAX_BYTES) -> list[Path]:
@@ -304,6 +305,7 @@ def run(
         group_ends: list[dict[str, Any]] = []
         started = time.monotonic()
         next_sample = started
+        heap_dumps = 0
         uploaded = 0
         total = warmup + docs
         while len(finished) < total:
@@ -349,6 +351,11 @@ def run(
                     measured = len(finished) - warmup
                     if measured >= 0 and (measured % PAGE == 0 or measured == docs):
                         snap = sample(process.pid)
+                        if os.environ.get(MOTO_TRACEMALLOC):  # moto dumps its heap (moto_tracing)
+                            heap_dumps += 1
+                            for pid, seen in snap.items():
+                                if seen["role"] == "moto":
+                                    os.kill(int(pid), signal.SIGUSR1)
                         group_ends.append({"finished": measured, "t": now, "cpu": cpu_by_role(snap)})
                         samples.append({"finished": measured, "t": round(now, 1), "processes": snap})
                         print(f"{measured} finished at {now:.0f} s; {_rss_line(snap)}; "
@@ -367,6 +374,10 @@ def run(
                 )
                 next_sample = time.monotonic() + 30
         elapsed = time.monotonic() - started
+        if heap_dumps:  # moto writes them one after the other: the last one before the stack stops
+            folder = Path(os.environ[MOTO_TRACEMALLOC])
+            while len(list(folder.glob("moto-heap-*.snapshot"))) < heap_dumps:
+                time.sleep(2)
         # Nothing stuck: the queues drain, no dead letters, no execution left RUNNING.
         deadline = time.monotonic() + 120
         left = leftovers(f"http://127.0.0.1:{moto_port}")
@@ -535,8 +546,16 @@ def main() -> None:
     parser.add_argument(
         "--until", default=None, help="UTC HH:MM after which nothing more is uploaded (a run that must end)"
     )
+    parser.add_argument(
+        "--moto-tracemalloc",
+        type=Path,
+        default=None,
+        help="debugging: moto traces its heap and dumps it into this folder at each group's end (slow)",
+    )
     args = parser.parse_args()
     globals()["PAGE"] = args.group
+    if args.moto_tracemalloc:
+        os.environ[MOTO_TRACEMALLOC] = str(args.moto_tracemalloc.resolve())  # `up` passes it to moto
     until = None
     if args.until:
         import datetime as dt

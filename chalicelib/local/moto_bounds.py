@@ -14,7 +14,11 @@ moto 5.2.5 keeps, for ever:
   status, dates, input, output, error, and its event history (what `get_execution_history` returns, which
   the pipeline reads to count state transitions), the history in the process's item file on disk
   (`moto_items`), not in memory; the rest of the interpreter is dropped, and its copy of the state machine
-  is shared with the other executions of the same revision.
+  is shared with the other executions of the same revision;
+- every thread any execution ever started (`moto.stepfunctions.parser.utils.TMP_THREADS`: the program, each
+  task's timeout thread, each Map worker, each callback waiter; ~16 a document here), finished or not: a
+  list moto appends to and never reads. Here it holds only the threads still running, pruned each time an
+  execution ends (a finished thread is ~1.3 KB: its events, locks and excepthook closure).
 """
 
 from __future__ import annotations
@@ -156,6 +160,14 @@ def slim(execution: Any) -> None:
 
 finished_executions = FinishedExecutions()
 
+
+def forget_finished_threads(threads: list[threading.Thread]) -> None:
+    """Drops the finished threads from moto's list of every thread (in place: moto's modules share it). A
+    thread appended while this runs may be left out: harmless, nothing reads the list, and a running
+    thread is held by `threading` itself."""
+    threads[:] = [thread for thread in threads if thread.is_alive()]
+
+
 #: the model classes whose instances moto still tracks (module, class name)
 STILL_TRACKED = {("moto.s3.models", "FakeKey"), ("moto.s3.models", "FakeMultipart")}
 
@@ -178,6 +190,7 @@ def install() -> None:
         return
     from moto.core.common_models import BaseModel
     from moto.sqs.models import Queue
+    from moto.stepfunctions.parser import utils as stepfunctions_utils
     from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
 
     queue_init = Queue.__init__
@@ -191,6 +204,7 @@ def install() -> None:
     def terminated_then_kept_small(self: Any) -> None:
         terminated(self)
         finished_executions.finished(self.execution)
+        forget_finished_threads(stepfunctions_utils.TMP_THREADS)
 
     BaseModel.__new__ = staticmethod(untracked_new)  # type: ignore[method-assign]
     Queue.__init__ = init_with_recent_receipts  # type: ignore[method-assign]

@@ -29,7 +29,7 @@ import requests
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from chalicelib.local import moto_changes, moto_items, moto_patches
+from chalicelib.local import moto_changes, moto_items, moto_patches, moto_tracing
 from chalicelib.local.moto_patches import Footprint
 
 log = logging.getLogger(__name__)
@@ -253,6 +253,7 @@ def _start_child(port: int, region: str) -> tuple[subprocess.Popen[str], int]:
 
 def serve(port: int, region: str) -> None:
     """The child process's side: the same atomic server, in the foreground, until terminated."""
+    moto_tracing.start_if_asked()  # off unless the environment asks for heap diffs
     server, bound = _start_in_thread(port)
     _point_sdk_at(bound, region)  # moto's Step Functions interpreter calls the other services back
     print(f"{_READY}{bound}", flush=True)

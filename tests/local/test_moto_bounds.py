@@ -5,6 +5,7 @@ transitions from it) and its name stays taken; a queue remembers recent deleted 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from typing import Any
@@ -13,7 +14,7 @@ import boto3
 import pytest
 
 from chalicelib.local import moto_bounds
-from chalicelib.local.moto_bounds import FinishedWorker, RecentReceipts
+from chalicelib.local.moto_bounds import FinishedWorker, RecentReceipts, forget_finished_threads
 from chalicelib.local.moto_server import MotoServer
 
 DEFINITION = json.dumps(
@@ -129,3 +130,71 @@ def test_moto_does_not_keep_every_item_it_ever_made(moto_server: MotoServer) -> 
     s3.delete_object(Bucket=name, Key="k")
     s3.delete_bucket(Bucket=name)
     ddb.delete_table(TableName=name)
+
+
+MAP_DEFINITION = json.dumps(
+    {
+        "StartAt": "Each",
+        "States": {
+            "Each": {
+                "Type": "Map",
+                "MaxConcurrency": 4,
+                "ItemsPath": "$.items",
+                "ItemProcessor": {
+                    "ProcessorConfig": {"Mode": "INLINE"},
+                    "StartAt": "One",
+                    "States": {"One": {"Type": "Pass", "End": True}},
+                },
+                "End": True,
+            }
+        },
+    }
+)
+
+
+def test_forgetting_finished_threads_keeps_the_running_ones() -> None:
+    release = threading.Event()
+    running = threading.Thread(target=release.wait, daemon=True)
+    finished = threading.Thread(target=lambda: None)
+    running.start()
+    finished.start()
+    finished.join()
+    threads = [finished, running]
+    same_list = threads
+    forget_finished_threads(threads)
+    assert same_list == [running]  # in place: moto's modules all hold this one list
+    release.set()
+    running.join()
+
+
+def test_moto_keeps_no_thread_of_a_finished_execution(moto_server: MotoServer) -> None:
+    """moto puts every thread of every execution (the program, each Map worker...) in one list for ever."""
+    from moto.stepfunctions.parser.utils import TMP_THREADS
+
+    sfn = boto3.client("stepfunctions", region_name="us-east-1", endpoint_url=moto_server.url)
+    machine = sfn.create_state_machine(
+        name=f"bounds-{uuid.uuid4().hex[:8]}",
+        definition=MAP_DEFINITION,
+        roleArn="arn:aws:iam::123456789012:role/sfn",
+    )["stateMachineArn"]
+    made = threading.Thread.__init__
+    started = 0
+
+    def counted(self: threading.Thread, *args: Any, **kwargs: Any) -> None:
+        nonlocal started
+        started += 1
+        made(self, *args, **kwargs)
+
+    threading.Thread.__init__ = counted  # type: ignore[method-assign]
+    try:
+        for n in range(6):
+            arn = sfn.start_execution(
+                stateMachineArn=machine, name=f"map-{n}", input=json.dumps({"items": [1, 2, 3, 4, 5]})
+            )["executionArn"]
+            assert _finished(sfn, arn)["status"] == "SUCCEEDED"
+    finally:
+        threading.Thread.__init__ = made  # type: ignore[method-assign]
+    finished_kept = [thread for thread in TMP_THREADS if not thread.is_alive()]
+    assert started >= 6 * 5  # each execution: its logic and program threads and four Map workers at least
+    assert len(finished_kept) <= started // 6  # at most what the last one had running when it ended
+    sfn.delete_state_machine(stateMachineArn=machine)
