@@ -104,6 +104,15 @@ EngineRules = Annotated[
     Field(max_length=64),
     AfterValidator(_honourable_engine_rules),
 ]
+#: how xlsx/xls sheets are written: "table", one Markdown table per sheet with its header row once (as CSV);
+#: "rows", WeKnora's `header: value, …` line per row, which repeats the column names on every row
+SpreadsheetLayout = Annotated[
+    Literal["table", "rows"],
+    Field(
+        description='xlsx/xls as one Markdown table per sheet ("table", the default) or a `header: value, …` '
+        'line per row ("rows", WeKnora\'s layout)'
+    ),
+]
 #: values are checked against the allow-list by domain.languages (a 400 `invalid_ocr_languages`)
 OcrLanguages = Annotated[list[Annotated[str, Field(max_length=16)]], Field(max_length=16)]
 
@@ -155,6 +164,7 @@ class ProcessConfig(Body):
     #: tesseract codes (chalicelib/domain/languages.py); checked in check_enrichment
     ocr_languages: OcrLanguages | None = None
     asr_language: str | None = Field(default=None, max_length=8)
+    spreadsheet_layout: SpreadsheetLayout | None = None
     #: the upload's caption language and instructions; blank ones inherit the knowledge base's
     caption_language: CaptionLanguage | None = None
     caption_instructions: CaptionInstructions | None = None
@@ -226,6 +236,7 @@ class CreateKnowledgeBase(Body):
     asr_model_id: ModelId = code("invalid_model_id", default="")
     ocr_languages: OcrLanguages = code("invalid_ocr_languages", default_factory=list)
     asr_language: str = code("invalid_asr_language", default="", max_length=8)
+    spreadsheet_layout: SpreadsheetLayout = code("invalid_spreadsheet_layout", default="table")
     retrieval_engine: Literal["", "embedded", "opensearch"] = code("invalid_engine", default="")
     #: a storage backend the operator configured (its id), where the documents' objects are kept; "" = the
     #: default backend (400 unknown_storage_backend for an id not configured here)
@@ -256,6 +267,7 @@ class UpdateKnowledgeBase(Body):
     asr_model_id: ModelId | None = code("invalid_model_id", default=None)
     ocr_languages: OcrLanguages | None = code("invalid_ocr_languages", default=None)
     asr_language: str | None = code("invalid_asr_language", default=None, max_length=8)
+    spreadsheet_layout: SpreadsheetLayout | None = code("invalid_spreadsheet_layout", default=None)
     retrieval_engine: Literal["", "embedded", "opensearch"] | None = code("invalid_engine", default=None)
     #: new documents only: the existing ones keep their objects where they are ("" = the default backend)
     storage_backend: str | None = code("invalid_storage_backend", default=None, max_length=63)

@@ -33,6 +33,8 @@ class EffectiveProcessConfig:
     ocr_languages: list[str] = field(default_factory=list)
     #: the spoken language (the upload's, else the KB's); "" = detected
     asr_language: str = ""
+    #: xlsx/xls as one Markdown table per sheet ("table") or a `header: value, …` line per row ("rows")
+    spreadsheet_layout: str = "table"
     questions_enabled: bool = False
     question_count: int = 3
     graph_enabled: bool = False
@@ -83,6 +85,7 @@ def resolve(kb: KnowledgeBase, overrides: dict[str, Any] | None) -> EffectivePro
         ocr_engine=str(overrides.get("ocr_engine") or ""),
         ocr_languages=list(overrides.get("ocr_languages") or kb.ocr_languages),
         asr_language=str(overrides.get("asr_language") or kb.asr_language),
+        spreadsheet_layout=str(overrides.get("spreadsheet_layout") or kb.spreadsheet_layout),
         questions_enabled=bool(questions.get("enabled", enrichment.questions_enabled)),
         question_count=int(questions.get("question_count", enrichment.question_count)),
         graph_enabled=bool(overrides.get("graph_enabled", kb.indexing_strategy.graph_enabled)),

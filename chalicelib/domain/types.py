@@ -184,6 +184,9 @@ class KnowledgeBase:
     ocr_languages: list[str] = field(default_factory=list)
     #: the spoken language of audio uploads (a Whisper code); "" = detected
     asr_language: str = ""
+    #: how xlsx/xls sheets are written: "table" (a Markdown table, the header once) or "rows" (WeKnora's
+    #: `header: value, …` line per row)
+    spreadsheet_layout: str = "table"
     retrieval_engine: str = ""  # '' = the global default
     #: the named storage backend new documents' objects are written to ('' = the default backend)
     storage_backend: str = ""

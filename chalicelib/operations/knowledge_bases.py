@@ -65,6 +65,7 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
         asr_model_id=request.asr_model_id,
         ocr_languages=list(request.ocr_languages),
         asr_language=request.asr_language,
+        spreadsheet_layout=request.spreadsheet_layout,
         retrieval_engine=request.retrieval_engine,
         storage_backend=request.storage_backend,
         enrichment=EnrichmentSettings(**request.enrichment.model_dump())
@@ -162,6 +163,7 @@ def _changed(
         asr_model_id=given.get("asr_model_id", kb.asr_model_id),
         ocr_languages=list(given.get("ocr_languages", kb.ocr_languages)),
         asr_language=given.get("asr_language", kb.asr_language),
+        spreadsheet_layout=given.get("spreadsheet_layout", kb.spreadsheet_layout),
         # new documents only: a document keeps the backend it was created on (Knowledge.storage_backend)
         storage_backend=given.get("storage_backend", kb.storage_backend),
         enrichment=enrichment,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -309,13 +309,72 @@ def md_escape_cell(value: Any) -> str:
     )
 
 
-def markdown_table(rows: list[list[str]]) -> str:
+#: equal values of these types (1, 1.0, True) hash alike but have their own texts
+NUMBER_TYPES = frozenset({bool, int, float})
+
+
+class _CellTexts(dict[Any, str]):
+    """A column's value → its cell text, each computed once, on first sight (columns repeat values)."""
+
+    def __init__(self, text: Callable[[Any], str]) -> None:
+        super().__init__()
+        self.text = text
+
+    def __missing__(self, value: Any) -> str:
+        out = self[value] = self.text(value)
+        return out
+
+
+_ESCAPED = ("\\", "|", "\n")  # a text without these is its own escaped form (a `\r\n` holds a `\n`)
+
+
+def _escaped_column(texts: list[str]) -> list[str]:
+    """md_escape_cell over stripped texts, done on the column joined (C-level passes), not cell by cell."""
+    joined = "\x00".join(texts)
+    if not any(mark in joined for mark in _ESCAPED):
+        return texts
+    if joined.count("\x00") != len(texts) - 1:  # a cell holds the joint itself
+        return list(map(md_escape_cell, texts))
+    escaped = joined.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
+    return escaped.split("\x00")
+
+
+def _column_texts(column: tuple[Any, ...], text: Callable[[Any], str] | None) -> list[str]:
+    """One column's escaped cells as C-level passes (map over a self-filling dict), not a Python step per cell.
+    Equal numbers of different types (1, 1.0, True) have their own texts, so such a column goes cell by cell."""
+    if text is None:
+        return list(map(_CellTexts(md_escape_cell).__getitem__, column))
+    if len(set(map(type, column)) & NUMBER_TYPES) > 1:
+        return _escaped_column(list(map(text, column)))
+    return _escaped_column(list(map(_CellTexts(text).__getitem__, column)))
+
+
+def table_cells(
+    rows: Sequence[Sequence[Any]], text: Callable[[Any], str] | None = None
+) -> list[tuple[str, ...]]:
+    """Every row's escaped cell texts, padded to the widest row. Without `text`, each value as md_escape_cell
+    makes it (str, None as "", stripped); `text` must give a value's stripped text (escaped here)."""
+    widths = set(map(len, rows))
+    width = max(widths, default=0)
+    if width == 0:
+        return []
+    if len(widths) > 1:
+        rows = [list(row) + [None] * (width - len(row)) for row in rows]
+    return list(zip(*(_column_texts(column, text) for column in zip(*rows, strict=True)), strict=True))
+
+
+def format_table(rows: Sequence[Sequence[str]]) -> str:
+    """Escaped cell texts as a Markdown table, the first row its header."""
     if not rows:
         return ""
-    width = max(len(r) for r in rows)
-    if width == 0:
-        return ""
-    norm = [[md_escape_cell(c) for c in r] + [""] * (width - len(r)) for r in rows]
-    out = ["| " + " | ".join(norm[0]) + " |", "|" + "---|" * width]
-    out.extend("| " + " | ".join(r) + " |" for r in norm[1:])
-    return "\n".join(out)
+    lines = map(" | ".join, rows)
+    header = next(lines)
+    body = " |\n| ".join(lines)
+    out = f"| {header} |\n|{'---|' * len(rows[0])}"
+    return f"{out}\n| {body} |" if body or len(rows) > 1 else out
+
+
+def markdown_table(rows: Sequence[Sequence[Any]]) -> str:
+    """The one Markdown table writer (CSV, docx/pptx/JSON tables; spreadsheets use its two parts): the first
+    row is the header; cells escaped (`|`, backslashes, line breaks as `<br>`) and stripped."""
+    return format_table(table_cells(rows))

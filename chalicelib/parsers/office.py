@@ -17,10 +17,13 @@ from lxml import etree
 
 from chalicelib.domain import metering
 from chalicelib.parsers.base import (
+    NUMBER_TYPES,
     ParseContext,
+    format_table,
     image_kind,
     markdown_table,
     parse_failed,
+    table_cells,
     unsupported,
 )
 from chalicelib.parsers.ooxml import Package
@@ -264,21 +267,19 @@ class _Labelled(dict[Any, str]):
         return out
 
 
-_NUMBER_TYPES = frozenset({bool, int, float})
-
-
 def _labelled_column(column: tuple[Any, ...], label: str, end: str = "") -> list[str]:
     """One column's "label: text" + end cells as C-level passes (map over a self-filling dict), not a Python
     step per cell, which was most of a big sheet's time. Equal numbers of different types (1, 1.0, True;
     10**16, 1e16) have their own texts, so a column mixing number types is read cell by cell."""
     kinds = set(map(type, column))
-    if len(kinds & _NUMBER_TYPES) <= 1:
+    if len(kinds & NUMBER_TYPES) <= 1:
         return list(map(_Labelled(label, end).__getitem__, column))
     return [label + text + end if (text := _cell(value)) else "" for value in column]
 
 
 def _sheet_lines(grid: list[list[Any]], header_mode: bool) -> list[str]:
-    """Each row with text as `header: value, …` without its empty cells (WeKnora's builtin Excel reader):
+    """Each row with text as `header: value, …` without its empty cells (WeKnora's builtin Excel reader, the
+    "rows" layout):
     the first row with text is the header when another row with text follows, else columns are colN."""
     widths = set(map(len, grid))
     width = max(widths, default=0)
@@ -311,13 +312,30 @@ def _labelled_lines(rows: list[list[Any]], labels: list[str]) -> list[str]:
     return [line[:cut] for line in map("".join, zip(*columns, strict=True)) if line]
 
 
+def _sheet_table(grid: list[list[Any]], header_mode: bool) -> str:
+    """The sheet's rows with text as one Markdown table (the CSV path's writer, `markdown_table`'s parts): the
+    first row with text is the header when another row with text follows, else the columns are colN; a
+    header cell without text is named colN too. The chunker repeats the header atop every chunk of it."""
+    rows = list(filter(any, table_cells(grid, _cell)))
+    if not rows:
+        return ""
+    numbered = tuple(f"col{i + 1}" for i in range(len(rows[0])))
+    if header_mode and len(rows) > 1:
+        rows[0] = tuple(text or label for text, label in zip(rows[0], numbered, strict=True))
+    else:
+        rows.insert(0, numbered)
+    return format_table(rows)
+
+
 def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
-    """Every sheet; each row becomes `header: value, …` (WeKnora's builtin Excel reader)."""
+    """Every sheet under its name: a Markdown table (header row once, as for CSV), or with the
+    `spreadsheet_layout` setting "rows" each row as `header: value, …` (WeKnora's builtin Excel reader)."""
     from python_calamine import CalamineWorkbook
 
     # an xlsx's package was inflated, bounded and searched for entity declarations by the reader's preflight
     # (guards.check_zip, which also measured every sheet's extent) before any engine ran
     header_mode = ctx.options.get("xlsx_first_row_as_header", True) is not False
+    as_rows = ctx.options.get("spreadsheet_layout") == "rows"
     try:
         workbook = CalamineWorkbook.from_filelike(io.BytesIO(request.data))
     except Exception as exc:  # calamine raises its own error types for damaged workbooks
@@ -338,11 +356,12 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
                     f"The spreadsheet has more than {ctx.limits.max_sheet_cells:,} cells (sheet '{name}' has "
                     f"{sheet.height:,} rows × {sheet.width:,} columns); split it into smaller files."
                 )
-            lines = _sheet_lines(sheet.to_python(skip_empty_area=True), header_mode)
-            if not lines:
+            grid = sheet.to_python(skip_empty_area=True)
+            body = "\n".join(_sheet_lines(grid, header_mode)) if as_rows else _sheet_table(grid, header_mode)
+            if not body:
                 continue
             ctx.check_time("the spreadsheet")
-            sections.append("\n".join([f"## {name}", *lines]))
+            sections.append(f"## {name}\n{body}" if as_rows else f"## {name}\n\n{body}")
     finally:
         workbook.close()
     markdown = "\n\n".join(sections)

@@ -113,6 +113,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             "parser_engine_rules": rules,
             "ocr_languages": ocr_languages,
             "asr_language": effective.asr_language,
+            "spreadsheet_layout": effective.spreadsheet_layout,
         },
         url=knowledge.source,
     )

@@ -158,14 +158,16 @@ def test_xlsx_every_sheet_and_xls_same(read) -> None:
     xlsx = read("iso-codes-countries-currencies.xlsx")
     for sheet in ("## countries", "## currencies", "## scripts"):
         assert sheet in xlsx.markdown
-    assert "name: Afghanistan" in xlsx.markdown
+    assert "| Afghanistan |" in xlsx.markdown
     xls = read("iso-codes-countries-currencies.xls")
     assert xls.markdown == xlsx.markdown
 
 
 def test_xlsx_header_option(read) -> None:
     md = read("statsmodels-statecrime.xlsx", xlsx_first_row_as_header=False).markdown
-    assert "col1: " in md
+    assert "| col1 | col2 |" in md and "| state | violent |" in md  # the names row is data
+    rows = read("statsmodels-statecrime.xlsx", xlsx_first_row_as_header=False, spreadsheet_layout="rows")
+    assert "col1: state" in rows.markdown
 
 
 def test_html_main_content(read) -> None:
