@@ -165,6 +165,9 @@ class ProcessConfig(Body):
     ocr_languages: OcrLanguages | None = None
     asr_language: str | None = Field(default=None, max_length=8)
     spreadsheet_layout: SpreadsheetLayout | None = None
+    #: WeKnora's builtin-engine override: false reads an xlsx/xls sheet's first row as data (columns named
+    #: col1, col2, …); other engines ignore it, as WeKnora's do
+    xlsx_first_row_as_header: bool | None = None
     #: the upload's caption language and instructions; blank ones inherit the knowledge base's
     caption_language: CaptionLanguage | None = None
     caption_instructions: CaptionInstructions | None = None

@@ -35,6 +35,8 @@ class EffectiveProcessConfig:
     asr_language: str = ""
     #: xlsx/xls as one Markdown table per sheet ("table") or a `header: value, …` line per row ("rows")
     spreadsheet_layout: str = "table"
+    #: the upload's builtin-engine override (WeKnora's): False reads a sheet's first row as data
+    xlsx_first_row_as_header: bool = True
     questions_enabled: bool = False
     question_count: int = 3
     graph_enabled: bool = False
@@ -86,6 +88,7 @@ def resolve(kb: KnowledgeBase, overrides: dict[str, Any] | None) -> EffectivePro
         ocr_languages=list(overrides.get("ocr_languages") or kb.ocr_languages),
         asr_language=str(overrides.get("asr_language") or kb.asr_language),
         spreadsheet_layout=str(overrides.get("spreadsheet_layout") or kb.spreadsheet_layout),
+        xlsx_first_row_as_header=overrides.get("xlsx_first_row_as_header") is not False,
         questions_enabled=bool(questions.get("enabled", enrichment.questions_enabled)),
         question_count=int(questions.get("question_count", enrichment.question_count)),
         graph_enabled=bool(overrides.get("graph_enabled", kb.indexing_strategy.graph_enabled)),

@@ -114,6 +114,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             "ocr_languages": ocr_languages,
             "asr_language": effective.asr_language,
             "spreadsheet_layout": effective.spreadsheet_layout,
+            "xlsx_first_row_as_header": effective.xlsx_first_row_as_header,
         },
         url=knowledge.source,
     )

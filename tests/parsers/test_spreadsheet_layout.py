@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from project_paths import CORPUS
 
 from chalicelib.chunker import split
 from chalicelib.commands import CreateKnowledgeBase, ProcessConfig, UpdateKnowledgeBase, validate
@@ -20,7 +21,6 @@ from chalicelib.parsers.base import ParseContext, markdown_table
 from chalicelib.parsers.office import _sheet_table, parse_spreadsheet
 from chalicelib.parsers.simple import csv_to_markdown
 from chalicelib.ports import ReadRequest
-from tests.project_paths import CORPUS
 
 STATECRIME_HEADER = "| state | violent | murder | hs_grad | poverty | single | white | urban |"
 
