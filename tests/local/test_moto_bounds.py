@@ -63,18 +63,24 @@ def _finished(sfn: Any, arn: str) -> dict[str, Any]:
         time.sleep(0.1)
 
 
+def _state_machine(moto_server: MotoServer, definition: str) -> tuple[Any, str]:
+    """A Step Functions client on the server and a new state machine of `definition` (its ARN)."""
+    sfn = boto3.client("stepfunctions", region_name="us-east-1", endpoint_url=moto_server.url)
+    machine = sfn.create_state_machine(
+        name=f"bounds-{uuid.uuid4().hex[:8]}",
+        definition=definition,
+        roleArn="arn:aws:iam::123456789012:role/sfn",
+    )["stateMachineArn"]
+    return sfn, machine
+
+
 def test_an_older_finished_execution_keeps_what_the_api_answers(
     moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
     monkeypatch.setattr(moto_bounds.finished_executions, "keep_full", 2)
-    sfn = boto3.client("stepfunctions", region_name="us-east-1", endpoint_url=moto_server.url)
-    machine = sfn.create_state_machine(
-        name=f"bounds-{uuid.uuid4().hex[:8]}",
-        definition=DEFINITION,
-        roleArn="arn:aws:iam::123456789012:role/sfn",
-    )["stateMachineArn"]
+    sfn, machine = _state_machine(moto_server, DEFINITION)
     first = sfn.start_execution(stateMachineArn=machine, name="doc-1", input="{}")["executionArn"]
     first_described = _finished(sfn, first)
     history = sfn.get_execution_history(executionArn=first)["events"]
@@ -171,12 +177,7 @@ def test_moto_keeps_no_thread_of_a_finished_execution(moto_server: MotoServer) -
     """moto puts every thread of every execution (the program, each Map worker...) in one list for ever."""
     from moto.stepfunctions.parser.utils import TMP_THREADS
 
-    sfn = boto3.client("stepfunctions", region_name="us-east-1", endpoint_url=moto_server.url)
-    machine = sfn.create_state_machine(
-        name=f"bounds-{uuid.uuid4().hex[:8]}",
-        definition=MAP_DEFINITION,
-        roleArn="arn:aws:iam::123456789012:role/sfn",
-    )["stateMachineArn"]
+    sfn, machine = _state_machine(moto_server, MAP_DEFINITION)
     made = threading.Thread.__init__
     started = 0
 
