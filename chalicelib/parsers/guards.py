@@ -20,8 +20,6 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
-from isal import isal_zlib
-
 from chalicelib.domain.filetypes import IMAGE_EXTENSIONS
 from chalicelib.parsers.base import (
     XML_SUFFIXES,
@@ -32,6 +30,7 @@ from chalicelib.parsers.base import (
     parse_failed,
     unsupported,
 )
+from chalicelib.parsers.deflate import InflateError, isal_zlib
 
 ZIP_KINDS = {"docx": "Word", "xlsx": "Excel", "pptx": "PowerPoint", "epub": "EPUB"}
 HTML_TYPES = frozenset({"html", "htm", "mhtml"})
@@ -206,7 +205,7 @@ def _inflate(view: memoryview, info: zipfile.ZipInfo, what: str) -> Iterator[byt
         rest = inflater.flush()
         if rest:
             yield rest
-    except isal_zlib.error as exc:  # type: ignore[misc]  # isal's stub declares the class an instance
+    except InflateError as exc:
         raise parse_failed(f"The {what} file is damaged ({info.filename} does not inflate).") from exc
 
 

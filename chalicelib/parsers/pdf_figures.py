@@ -17,11 +17,10 @@ from __future__ import annotations
 import io
 import re
 import struct
-import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from isal import isal_zlib
+from chalicelib.parsers.deflate import InflateError, isal_zlib
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_FILTER_UP = 2
@@ -32,7 +31,7 @@ def figure_image(
 ) -> tuple[bytes, str] | None:
     """(image file, MIME type) of an image object, or None when pdfium cannot decode it. `stream`: the
     object's stored stream (`get_data(decode_simple=False)`) when the caller has read it already;
-    `document`: the PDF file, where a Flate stream's dictionary is looked up (`_unpredicted_samples`)."""
+    `document`: the PDF file, where a Flate stream's dictionary is looked up (`_without_predictor`)."""
     import pypdfium2 as pdfium
 
     try:
@@ -162,7 +161,7 @@ def _inflated(stored: bytes, height: int, stride: int) -> Iterator[bytes]:
             yield block
         if inflate.decompress(pending, 1) or not inflate.eof:
             raise _NotTheImagesSize
-    except isal_zlib.error as exc:  # type: ignore[misc]  # isal's stub declares the class an instance
+    except InflateError as exc:
         raise _NotTheImagesSize from exc
 
 
@@ -247,11 +246,12 @@ def _png_predicted(stored: bytes, height: int, stride: int) -> bool:
     the inflated stream has one filter byte (0-4) more per row than the samples pdfium decodes from it."""
     try:
         # the first rows' filter bytes first: rows without one (white margins: 255) fail here, uninflated
-        head = zlib.decompressobj().decompress(stored, 8 * (stride + 1))
+        head = isal_zlib.decompressobj().decompress(stored, 8 * (stride + 1))
         if max(head[:: stride + 1], default=5) > 4:
             return False
-        rows = zlib.decompress(stored)
-    except zlib.error:
+        # one byte past the rows is enough to tell a longer stream: never inflate more (a bomb stops there)
+        rows = isal_zlib.decompressobj().decompress(stored, height * (stride + 1) + 1)
+    except InflateError:
         return False
     return len(rows) == height * (stride + 1) and max(rows[:: stride + 1], default=5) <= 4
 
@@ -263,7 +263,7 @@ def _png(width: int, height: int, channels: int, idat: bytes) -> bytes:
 
 
 def _chunk(kind: bytes, body: bytes) -> bytes:
-    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", isal_zlib.crc32(kind + body))
 
 
 def _bitmap_png(obj: Any) -> bytes | None:
