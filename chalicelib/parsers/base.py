@@ -325,6 +325,24 @@ class _CellTexts(dict[Any, str]):
         return out
 
 
+def column_texts(column: Sequence[Any], text: Callable[[Any], str]) -> list[str]:
+    """`text` of every value of a column as C-level passes (map over a self-filling dict, each distinct value
+    computed once), not a Python step per cell, which was most of a big sheet's time. Equal numbers of
+    different types (1, 1.0, True; 10**16, 1e16) have their own texts, so a column mixing them maps every cell."""
+    if len(set(map(type, column)) & NUMBER_TYPES) > 1:
+        return list(map(text, column))
+    return list(map(_CellTexts(text).__getitem__, column))
+
+
+def padded_rows(rows: Sequence[Sequence[Any]]) -> Sequence[Sequence[Any]]:
+    """The rows, each padded with None to the widest (a grid calamine gives is dense already)."""
+    widths = set(map(len, rows))
+    if len(widths) <= 1:
+        return rows
+    width = max(widths)
+    return [list(row) + [None] * (width - len(row)) for row in rows]
+
+
 _ESCAPED = ("\\", "|", "\n")  # a text without these is its own escaped form (a `\r\n` holds a `\n`)
 
 
@@ -339,28 +357,21 @@ def _escaped_column(texts: list[str]) -> list[str]:
     return escaped.split("\x00")
 
 
-def _column_texts(column: tuple[Any, ...], text: Callable[[Any], str] | None) -> list[str]:
-    """One column's escaped cells as C-level passes (map over a self-filling dict), not a Python step per cell.
-    Equal numbers of different types (1, 1.0, True) have their own texts, so such a column goes cell by cell."""
-    if text is None:
-        return list(map(_CellTexts(md_escape_cell).__getitem__, column))
-    if len(set(map(type, column)) & NUMBER_TYPES) > 1:
-        return _escaped_column(list(map(text, column)))
-    return _escaped_column(list(map(_CellTexts(text).__getitem__, column)))
-
-
 def table_cells(
     rows: Sequence[Sequence[Any]], text: Callable[[Any], str] | None = None
 ) -> list[tuple[str, ...]]:
     """Every row's escaped cell texts, padded to the widest row. Without `text`, each value as md_escape_cell
     makes it (str, None as "", stripped); `text` must give a value's stripped text (escaped here)."""
-    widths = set(map(len, rows))
-    width = max(widths, default=0)
-    if width == 0:
+    rows = padded_rows(rows)
+    if not rows or not rows[0]:
         return []
-    if len(widths) > 1:
-        rows = [list(row) + [None] * (width - len(row)) for row in rows]
-    return list(zip(*(_column_texts(column, text) for column in zip(*rows, strict=True)), strict=True))
+    columns = (
+        list(map(_CellTexts(md_escape_cell).__getitem__, column))
+        if text is None
+        else _escaped_column(column_texts(column, text))
+        for column in zip(*rows, strict=True)
+    )
+    return list(zip(*columns, strict=True))
 
 
 def format_table(rows: Sequence[Sequence[str]]) -> str:

@@ -11,17 +11,19 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from lxml import etree
 
 from chalicelib.domain import metering
 from chalicelib.parsers.base import (
-    NUMBER_TYPES,
     ParseContext,
+    column_texts,
     format_table,
     image_kind,
     markdown_table,
+    padded_rows,
     parse_failed,
     table_cells,
     unsupported,
@@ -252,39 +254,17 @@ def _cell(value: Any) -> str:
     return str(value).strip()
 
 
-class _Labelled(dict[Any, str]):
-    """A column's cell value → "label: text" + end, "" for a cell without text (left out of the row's
-    line); each computed once, on first sight (numeric sheets repeat values)."""
-
-    def __init__(self, label: str, end: str) -> None:
-        super().__init__()
-        self.label = label
-        self.end = end
-
-    def __missing__(self, value: Any) -> str:
-        text = _cell(value)
-        out = self[value] = self.label + text + self.end if text else ""
-        return out
+def _labelled_column(column: Sequence[Any], label: str, end: str = "") -> list[str]:
+    """One column's "label: text" + end cells, "" for a cell without text (left out of the row's line)."""
+    return column_texts(column, lambda value: label + text + end if (text := _cell(value)) else "")
 
 
-def _labelled_column(column: tuple[Any, ...], label: str, end: str = "") -> list[str]:
-    """One column's "label: text" + end cells as C-level passes (map over a self-filling dict), not a Python
-    step per cell, which was most of a big sheet's time. Equal numbers of different types (1, 1.0, True;
-    10**16, 1e16) have their own texts, so a column mixing number types is read cell by cell."""
-    kinds = set(map(type, column))
-    if len(kinds & NUMBER_TYPES) <= 1:
-        return list(map(_Labelled(label, end).__getitem__, column))
-    return [label + text + end if (text := _cell(value)) else "" for value in column]
-
-
-def _sheet_lines(grid: list[list[Any]], header_mode: bool) -> list[str]:
+def _sheet_lines(grid: Sequence[Sequence[Any]], header_mode: bool) -> list[str]:
     """Each row with text as `header: value, …` without its empty cells (WeKnora's builtin Excel reader, the
     "rows" layout):
     the first row with text is the header when another row with text follows, else columns are colN."""
-    widths = set(map(len, grid))
-    width = max(widths, default=0)
-    if len(widths) > 1:  # calamine's grid is dense; pad anything else
-        grid = [list(row) + [None] * (width - len(row)) for row in grid]
+    grid = padded_rows(grid)
+    width = len(grid[0]) if grid else 0
     first = next((n for n, row in enumerate(grid) if any(map(_cell, row))), None)
     if first is None:
         return []
@@ -301,7 +281,7 @@ def _sheet_lines(grid: list[list[Any]], header_mode: bool) -> list[str]:
 _CELL_SEPARATOR = ", "
 
 
-def _labelled_lines(rows: list[list[Any]], labels: list[str]) -> list[str]:
+def _labelled_lines(rows: Sequence[Sequence[Any]], labels: list[str]) -> list[str]:
     """Each cell with text already ends with the separator, an empty one is "": a row's line is its cells
     joined (map in C) less the last separator, and a row without text joins to "" (left out)."""
     columns = [
