@@ -366,9 +366,7 @@ def table_cells(
     if not rows or not rows[0]:
         return []
     columns = (
-        list(map(_CellTexts(md_escape_cell).__getitem__, column))
-        if text is None
-        else _escaped_column(column_texts(column, text))
+        column_texts(column, md_escape_cell) if text is None else _escaped_column(column_texts(column, text))
         for column in zip(*rows, strict=True)
     )
     return list(zip(*columns, strict=True))

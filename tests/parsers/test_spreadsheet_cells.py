@@ -52,3 +52,10 @@ def test_the_first_row_with_text_heads_the_rows_after_it() -> None:
 def test_a_line_leaves_out_empty_cells_wherever_they_are_and_keeps_commas_in_the_text() -> None:
     grid: list[list[object]] = [["a", "b", "c"], [None, "x,", None], ["1, 2", None, 3.0], [None, " ", None]]
     assert _sheet_lines(grid, header_mode=True) == ["b: x,", "a: 1, 2, c: 3"]
+
+
+def test_a_markdown_table_keeps_equal_numbers_of_different_types_apart() -> None:
+    """1, 1.0 and True hash alike; the memoised column mapper must not give them one text."""
+    from chalicelib.parsers.base import markdown_table
+
+    assert markdown_table([["n"], [1], [1.0], [True]]) == "| n |\n|---|\n| 1 |\n| 1.0 |\n| True |"
