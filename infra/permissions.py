@@ -264,7 +264,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
         write_tables("tenants", "knowledge", "chunks", "spans", "usage"),
         READ_OBJECTS,
         LIST_BUCKET,
-        send_to("embedding"),
+        # a document that fails here gives its place at the door back and wakes the tenant's next waiter
+        send_to("embedding", "docreader"),
     ],
     "EmbeddingStage": [
         *ANNOUNCE,
@@ -273,6 +274,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
         write_tables("tenants", "knowledge", "chunks", "spans", "embedding-cache", "usage"),
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,
+        # an indexed (or failed) document gives its place at the door back and wakes the tenant's next waiter
+        send_to("docreader"),
         Grant(("states:StartExecution",), ({"Ref": "KnowledgeStateMachine"},)),
         SEARCH_INDEX,
         BEDROCK,
