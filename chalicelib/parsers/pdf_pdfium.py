@@ -158,6 +158,9 @@ class RawImage:
         return filters
 
     def get_data(self, decode_simple: bool = False) -> Any:
+        # Two calls, each copying the stream inside pdfium: pdfium (159.0.8149) copies only into a buffer of
+        # exactly the stream's size (one byte more and it copies nothing), so a larger scratch buffer cannot
+        # save the size query; reading into a kept buffer instead of a new array saved nothing in a parse.
         read = self.fn.image_data_decoded if decode_simple else self.fn.image_data_raw
         size = read(self.handle, None, 0)
         buffer = (ctypes.c_ubyte * size)()
