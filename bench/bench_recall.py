@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/bench_recall.py [--corpus DIR] [--per-doc 3] [--seed 13] [--only GLOB ...]
                                            [--skip GLOB] [--keep DIR] [--reuse DIR ...] [--json OUT.json]
-                                           [--paraphrases bench/paraphrase_queries.tsv]
+                                           [--paraphrases bench/paraphrase_queries.tsv] [--queries RUN.json]
                                            [--max-chunks-per-document N] [--collapse-copies]
 
 Every corpus document (MANIFEST.tsv) is uploaded into one knowledge base of the local stack (the path of
@@ -32,8 +32,10 @@ purpose (`CORPUS_EXPECTED_FAILURES`: a truncated PDF, an empty file) have no que
 
 Dev loop: `--keep DIR` keeps the run's state (the embedded index file and the file ↔ knowledge map);
 `--reuse DIR` skips ingestion and re-indexes the kept entries (their stored text and vectors) into a fresh
-embedded engine with the current analysis code, then queries it directly: index/query changes in seconds
-(`--retrievers keyword|vector` asks one list alone, for diagnosis). Documents of an interrupted run that
+embedded engine with the current analysis code, then queries it directly (`--retrievers keyword|vector` asks one list alone, for diagnosis). Making the
+queries (the reference texts: LibreOffice for doc/ppt, pdftotext, the office extractors) takes most of
+such a run (about 10 minutes on the shared 2-core box); `--queries RUN.json` asks the queries an earlier
+`--json` saved instead, so index/query changes are measured in seconds. Documents of an interrupted run that
 never reached the index are left out with their queries. Chunking or parsing changes need a full run.
 `--reuse` may be given more than once: the kept runs' entries go into one knowledge base, as if one run
 had ingested them all (e.g. the corpus without its 50,000-row CSV, kept by one run, and that CSV alone,
@@ -445,6 +447,16 @@ def paraphrase_queries(path: Path, corpus: Path, types: dict[str, str]) -> list[
     return queries
 
 
+def saved_queries(path: Path, files: set[str]) -> list[Query]:
+    """The queries of an earlier `--json` output, unscored, for the manifest's files (after --only/--skip)."""
+    asked = ("file", "file_type", "group", "cjk", "sentence", "text")
+    return [
+        Query(**{key: saved[key] for key in asked})
+        for saved in json.loads(path.read_text(encoding="utf-8"))
+        if saved["file"] in files
+    ]
+
+
 def passage_key(text: str) -> str:
     """A text cut to its letters and digits, casefolded: what two copies of a passage share across formats
     (Markdown marks, table pipes, line breaks and spacing aside)."""
@@ -583,6 +595,12 @@ def main() -> None:
         help="ask these hand-written queries (TSV: file, query) instead: bench/paraphrase_queries.tsv",
     )
     parser.add_argument(
+        "--queries",
+        type=Path,
+        help="ask the queries of an earlier --json run (their scores reset) instead of making them from the "
+        "corpus: with --reuse a run takes seconds, not the minutes the reference texts take",
+    )
+    parser.add_argument(
         "--retrievers",
         choices=("hybrid", "keyword", "vector"),
         default="hybrid",
@@ -599,7 +617,9 @@ def main() -> None:
     manifest = [(f, t) for f, t in manifest if not any(fnmatch.fnmatch(f, g) for g in args.skip)]
     files = [(args.corpus / f, t) for f, t in manifest if (args.corpus / f).is_file()]
     queries: list[Query] = []
-    if args.paraphrases:
+    if args.queries:
+        queries = saved_queries(args.queries, {f for f, _ in manifest})
+    elif args.paraphrases:
         queries = paraphrase_queries(args.paraphrases, args.corpus, dict(manifest))
     else:
         for path, file_type in files:

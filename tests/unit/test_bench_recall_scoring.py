@@ -3,12 +3,15 @@ passage in another file's chunk (issue 27: the corpus ships texts in several for
 
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import asdict
+from pathlib import Path
 
 from project_paths import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_recall import Query, score
+from bench_recall import Query, saved_queries, score
 
 
 def query(file: str, file_type: str, sentence: str) -> Query:
@@ -49,3 +52,15 @@ def test_a_file_listed_in_a_hits_copies_is_not_strict_and_counted_apart() -> Non
     own = query("a.docx", "docx", "Second, the decorated list is sorted.")
     score(own, [("a.docx", "x")], [["a.docx"]])
     assert (own.hit, own.listed) == (True, False)  # a strict hit is only that
+
+
+def test_saved_queries_are_asked_again_unscored_and_only_for_the_chosen_files(tmp_path: Path) -> None:
+    """--queries: a later run asks exactly the queries an earlier --json saved (no reference texts made)."""
+    kept = query("a.docx", "docx", "Second, the decorated list is sorted.")
+    score(kept, [("a.docx", "Second, the decorated list is sorted.")])
+    left_out = query("b.csv", "csv", "state violent murder")
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps([asdict(kept), asdict(left_out)]))
+    [again] = saved_queries(saved, {"a.docx"})
+    assert (again.file, again.text, again.sentence) == ("a.docx", kept.text, kept.sentence)
+    assert (again.hit, again.rank, again.top, again.copy_in) == (False, None, None, None)
