@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import json
 import os
@@ -219,8 +220,9 @@ def reference_text(path: Path, file_type: str) -> tuple[str, str] | None:
 
         msg = email.message_from_bytes(data, policy=email.policy.default)
         for part in msg.walk():
-            if part.get_content_type() == "text/html":
-                return _lxml_text(part.get_payload(decode=True)), "email+lxml"
+            payload = part.get_payload(decode=True)
+            if part.get_content_type() == "text/html" and isinstance(payload, bytes):
+                return _lxml_text(payload), "email+lxml"
         return None
     if file_type == "epub":
         zf = zipfile.ZipFile(io.BytesIO(data))
@@ -330,8 +332,8 @@ def main() -> None:
             r["type"] in ("txt", "html", "docx", "pdf", "xlsx", "pptx", "csv", "json", "epub")
             and p.stat().st_size < 200_000
         ):
-            guarded(lambda p=p, t=r["type"]: ours(p, t), a.timeout)
-            guarded(lambda p=p: md.convert(str(p)).markdown, a.timeout)
+            guarded(functools.partial(ours, p, r["type"]), a.timeout)
+            guarded(functools.partial(lambda path: md.convert(str(path)).markdown, p), a.timeout)
 
     records: list[dict[str, Any]] = []
     for r in sorted(rows, key=lambda r: (r["type"], r["file"])):
@@ -556,7 +558,7 @@ def baseline_pdf_parser(ref: str) -> Callable[..., Any]:
         if sibling_source is not None:
             load(f"pdf_baseline_{sibling}", path, sibling_source)
             parser_source = parser_source.replace(f"chalicelib.parsers.{sibling}", f"pdf_baseline_{sibling}")
-    return load("pdf_baseline", "chalicelib/parsers/pdf.py", parser_source).parse_pdf  # type: ignore[no-any-return]
+    return load("pdf_baseline", "chalicelib/parsers/pdf.py", parser_source).parse_pdf
 
 
 def pdf_pages(
