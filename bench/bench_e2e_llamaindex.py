@@ -57,7 +57,7 @@ for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-from local_stack import new_tenant_kb, start_local_stack  # noqa: E402
+from local_stack import new_tenant_kb, start_local_stack, warmed_embedding_model  # noqa: E402
 
 from chalicelib.domain.filetypes import file_type_of, is_importable  # noqa: E402
 from chalicelib.settings import default_corpus  # noqa: E402  (WEKNORA_CORPUS, else the nearest shared/corpus)
@@ -195,8 +195,7 @@ def ours(files: list[Path], workers: int | None) -> dict[str, Any]:
     runtime = start_local_stack(Path(tempfile.mkdtemp(prefix="bench-e2e-")), embed_workers=workers)
     try:
         deps = get_deps()
-        model = deps.embedding_model("")
-        model.warm_up()  # type: ignore[attr-defined]  # worker processes start and load the model
+        model = warmed_embedding_model(deps)  # worker processes start and load the model
         with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
             headers, kb = new_tenant_kb(client, "bench-e2e")
             runtime.start_workers()

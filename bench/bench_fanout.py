@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 from bench_scale import make_csv  # noqa: E402  # the same generated product sheet as the scale bench
-from local_stack import new_tenant_kb, start_local_stack  # noqa: E402
+from local_stack import new_tenant_kb, start_local_stack, warmed_embedding_model  # noqa: E402
 
 STAGES = ("docreader", "chunking", "embedding")
 
@@ -50,8 +50,7 @@ def run(rows: int, workers: int | None, raw_sample: int) -> dict[str, Any]:
     runtime = start_local_stack(Path(tempfile.mkdtemp(prefix="bench-fanout-")), embed_workers=workers)
     try:
         deps = get_deps()
-        model = deps.embedding_model("")
-        model.warm_up()  # type: ignore[attr-defined]  # the worker processes start and load the model
+        model = warmed_embedding_model(deps)  # the worker processes start and load the model
         data = make_csv(rows)
         with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
             headers, kb = new_tenant_kb(client, "bench-fanout")

@@ -45,7 +45,7 @@ for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-from local_stack import new_tenant_kb, start_local_stack  # noqa: E402
+from local_stack import new_tenant_kb, start_local_stack, warmed_embedding_model  # noqa: E402
 
 STAGES = ("docreader", "chunking", "embedding")
 #: the Lambda functions behind the stages (memory from .chalice/config.json; the docreader is the image)
@@ -365,7 +365,7 @@ def main() -> None:
     results = []
     try:
         deps = get_deps()
-        deps.embedding_model("").warm_up()  # the worker processes start and load the model
+        warmed_embedding_model(deps)  # the worker processes start and load the model
         with Client(runtime.app, stage_name="local", project_dir=str(ROOT)) as client:
             headers, kb = new_tenant_kb(client, "bench-scale")
             runtime.start_workers()

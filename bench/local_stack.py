@@ -7,7 +7,10 @@ from __future__ import annotations
 import atexit
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from chalicelib.ports import Dependencies, EmbeddingModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,6 +45,22 @@ def start_local_stack(state_dir: Path, **options: Any) -> Any:
     get_settings.cache_clear()  # the runtime set the stack's environment: read the settings again
     set_deps(None)  # and build the adapters anew (another stack of this process had another endpoint)
     return runtime
+
+
+@runtime_checkable
+class _WarmsUp(Protocol):
+    def warm_up(self) -> None: ...
+
+
+def warmed_embedding_model(deps: Dependencies) -> EmbeddingModel:
+    """The stack's default embedding model, loaded (with workers: the worker processes started), so the
+    first timed call does not pay for it. The local stack's models (MiniLM, pooled or not) all have
+    `warm_up`; the port does not, since a hosted model has nothing to load."""
+    model = deps.embedding_model("")
+    if not isinstance(model, _WarmsUp):
+        raise TypeError(f"{type(model).__name__} has no warm_up(); the bench needs a local model")
+    model.warm_up()
+    return model
 
 
 def new_tenant_kb(client: Any, name: str) -> tuple[dict[str, str], dict[str, Any]]:
