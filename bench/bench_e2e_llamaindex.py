@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -169,7 +170,8 @@ class RequestCounter:
         self.counts: collections.Counter[str] = collections.Counter()
         self.by_function: collections.Counter[str] = collections.Counter()
         self._client = botocore.client.BaseClient
-        self._original = self._client._make_api_call
+        # botocore-stubs leave out the private method every client call goes through, patched here
+        self._original: Callable[[Any, str, Any], Any] = self._client._make_api_call  # type: ignore[attr-defined]
         counts, by_function, original = self.counts, self.by_function, self._original
 
         def counted(client: Any, operation: str, params: Any) -> Any:
@@ -179,10 +181,10 @@ class RequestCounter:
             by_function[f"{_function.get() or '(no function)'} {call} {table}".strip()] += 1
             return original(client, operation, params)
 
-        self._client._make_api_call = counted  # type: ignore[method-assign]
+        self._client._make_api_call = counted  # type: ignore[attr-defined]  # not in the stubs (above)
 
     def close(self) -> None:
-        self._client._make_api_call = self._original  # type: ignore[method-assign]
+        self._client._make_api_call = self._original  # type: ignore[attr-defined]  # not in the stubs
 
 
 def ours(files: list[Path], workers: int | None) -> dict[str, Any]:
