@@ -54,8 +54,8 @@ def wer(hypothesis: str, truth: str) -> float:
     if re.search(r"[\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]", truth):  # CJK: per character
         h, t = (re.sub(r"[\W_]", "", x) for x in (hypothesis, truth))
         return Levenshtein.distance(h, t) / max(len(t), 1)
-    t = words(truth)
-    return Levenshtein.distance(words(hypothesis), t) / max(len(t), 1)
+    truth_words = words(truth)
+    return Levenshtein.distance(words(hypothesis), truth_words) / max(len(truth_words), 1)
 
 
 FIXTURES = ROOT / "tests" / "fixtures" / "asr"

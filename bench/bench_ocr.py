@@ -236,7 +236,7 @@ def main() -> None:
             no_leaders = cer(without_leaders(text), without_leaders(truth), language)
             order_free = order_free_cer(without_leaders(text), without_leaders(truth), language)
             own = script_cer(text, truth, language)
-            clean = doc.name in CLEAN
+            is_clean = doc.name in CLEAN
             rows.append(
                 {
                     "mode": mode,
@@ -246,7 +246,7 @@ def main() -> None:
                     "cer_no_leaders": no_leaders,
                     "cer_order_free": order_free,
                     "s": dt,
-                    "clean": clean,
+                    "clean": is_clean,
                     "script_cer": own,
                     "script": script,
                     "read_with": langs,
@@ -255,7 +255,7 @@ def main() -> None:
             print(
                 f"  {language:8} {doc.name:36} CER {value * 100:5.1f}%  no-leaders {no_leaders * 100:5.1f}%  "
                 f"order-free {order_free * 100:5.1f}%  {dt:5.1f}s  "
-                f"{(script + ' -> ' + langs) if script or langs else '(docreader)':26}{'  clean' if clean else '':7}"
+                f"{(script + ' -> ' + langs) if script or langs else '(docreader)':26}{'  clean' if is_clean else '':7}"
                 + (f"  script-only CER {own * 100:5.1f}%" if own is not None else "")
             )
         print(f"  -- {mode}: mean CER on clean scans per language (goal <= 5%)")
