@@ -23,7 +23,7 @@ import multiprocessing
 import os
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -138,8 +138,8 @@ def main() -> None:
             spinner.terminate()
             spinner.join()
 
-    quantities: Counter[str] = Counter()
-    dollars: Counter[str] = Counter()
+    quantities: defaultdict[str, float] = defaultdict(float)
+    dollars: defaultdict[str, float] = defaultdict(float)
     for report in reports:
         for line in report["lines"]:
             quantities[line["unit"]] += line["quantity"]
@@ -154,7 +154,7 @@ def main() -> None:
         print(
             f"{unit:28} {quantities[unit] / len(reports):14.3f} {dollars[unit] / len(reports) * 1000:18.4f}"
         )
-    stage_seconds: Counter[str] = Counter()
+    stage_seconds: defaultdict[str, float] = defaultdict(float)
     for knowledge_id in ids:
         for entry in usage_entries(knowledge_id):
             stage_seconds[entry.stage] += entry.counts.get("lambda_gb_seconds", 0.0)
