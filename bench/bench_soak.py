@@ -245,11 +245,12 @@ def leftovers(moto_url: str) -> dict[str, Any]:
     """Messages in dead-letter queues and executions still RUNNING (moto asked directly)."""
     import boto3
 
-    kw: dict[str, Any] = {"region_name": "us-east-1", "endpoint_url": moto_url}
-    creds = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-    sqs = boto3.client("sqs", **kw, **creds)
-    dead = {}
-    queued = {}
+    session = boto3.Session(
+        region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+    sqs = session.client("sqs", endpoint_url=moto_url)
+    dead: dict[str, int] = {}
+    queued: dict[str, int] = {}
     for url in sqs.list_queues().get("QueueUrls", []):
         attrs = sqs.get_queue_attributes(
             QueueUrl=url,
@@ -261,7 +262,7 @@ def leftovers(moto_url: str) -> dict[str, Any]:
         name = url.rsplit("/", 1)[-1]
         if count:
             (dead if name.endswith("-dlq") else queued)[name] = count
-    sfn = boto3.client("stepfunctions", **kw, **creds)
+    sfn = session.client("stepfunctions", endpoint_url=moto_url)
     running = 0
     for machine in sfn.list_state_machines()["stateMachines"]:
         for page in sfn.get_paginator("list_executions").paginate(
