@@ -129,7 +129,7 @@ def render_big_csv(corpus: Path) -> list[tuple[str, str]]:
 def tiktoken_encoding() -> Any:
     sys.path.insert(0, str(PEER_BENCH))
     try:
-        from common import use_bundled_tiktoken_cache  # type: ignore[import-not-found]
+        from common import use_bundled_tiktoken_cache
 
         use_bundled_tiktoken_cache()
     except ImportError:

@@ -346,13 +346,13 @@ def search_reused(
     from chalicelib.adapters.models.local_onnx import MiniLmEmbedding
     from chalicelib.domain.repetition import words_of
     from chalicelib.operations.search import engine_depth, fold_copies, per_document_capped
-    from chalicelib.ports import IndexEntry, IndexSpace
+    from chalicelib.ports import EmbeddingModel, IndexEntry, IndexSpace
 
     try:
         from chalicelib.operations.search import query_vector
     except ImportError:  # a tree from before the script gate (a baseline run)
 
-        def query_vector(model: Any, query: str) -> Any:
+        def query_vector(model: EmbeddingModel, query: str) -> Any:
             return model.embed([query[: model.max_input_chars]])[0]
 
     import numpy as np
