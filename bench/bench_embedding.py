@@ -26,7 +26,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from chalicelib.ports import EmbeddingModel, IndexSpace, Vectors
 
 for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(name, "1")
@@ -124,11 +130,11 @@ def main() -> None:
         runtime.stop()
 
 
-def _embed_in_calls(model: object, texts: list[str], per_call: int = 64) -> object:
+def _embed_in_calls(model: EmbeddingModel, texts: list[str], per_call: int = 64) -> Vectors:
     import numpy as np
 
     # As the embedding stage calls it: windows of 64 texts.
-    parts = [model.embed(texts[i : i + per_call]) for i in range(0, len(texts), per_call)]  # type: ignore[attr-defined]
+    parts = [model.embed(texts[i : i + per_call]) for i in range(0, len(texts), per_call)]
     return np.vstack(parts)
 
 
@@ -142,7 +148,7 @@ def _queries(texts: list[str]) -> list[str]:
     return out
 
 
-def _top(vectors: object, queries: object, k: int, exclude_self: bool) -> object:
+def _top(vectors: Vectors, queries: Vectors, k: int, exclude_self: bool) -> npt.NDArray[np.intp]:
     import numpy as np
 
     sims = np.asarray(queries) @ np.asarray(vectors).T
@@ -165,10 +171,13 @@ def quantisation(texts: list[str], rounds: int) -> None:
     pooled = PooledMiniLm(MINILM_QINT8_MODEL_ID, workers=2)
     pooled.warm_up()
     shipped.warm_up()
-    models = {"shipped int8 file (fp32 arithmetic)": shipped, "int8 arithmetic, 1 process": qint8}
+    models: dict[str, EmbeddingModel] = {
+        "shipped int8 file (fp32 arithmetic)": shipped,
+        "int8 arithmetic, 1 process": qint8,
+    }
     models["int8 arithmetic, 2 worker processes"] = pooled
     rates: dict[str, list[float]] = {name: [] for name in models}
-    vectors: dict[str, object] = {}
+    vectors: dict[str, Vectors] = {}
     try:
         for round_no in range(rounds):
             names = list(models) if round_no % 2 == 0 else list(models)[::-1]
@@ -198,7 +207,7 @@ def quantisation(texts: list[str], rounds: int) -> None:
         f"min {cos.min():.4f}; 2 workers vs 1 process: min {(pooled_new * new).sum(axis=1).min():.6f}"
     )
     top_old, top_new = _top(old, old, 5, True), _top(new, new, 5, True)
-    agree = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(top_old, top_new, strict=True)])  # type: ignore[call-overload]
+    agree = np.mean([len(set(a) & set(b)) / 5 for a, b in zip(top_old, top_new, strict=True)])
     print(f"top-5 neighbour agreement (each chunk's 5 nearest chunks): {agree:.1%}")
     truth = np.arange(len(texts))[:, None]
     for label, docs, qs in (("current", old, q_old), ("int8 arithmetic", new, q_new)):
@@ -222,7 +231,7 @@ def spaces(texts: list[str], rounds: int) -> None:
     for model in models.values():
         model.warm_up()
     cpu: dict[str, list[float]] = {model_id: [] for model_id in models}
-    vectors: dict[str, Any] = {}
+    vectors: dict[str, Vectors] = {}
     for round_no in range(rounds):
         for model_id in list(models) if round_no % 2 == 0 else list(models)[::-1]:
             start = time.process_time()
@@ -241,7 +250,7 @@ def spaces(texts: list[str], rounds: int) -> None:
         )
 
 
-def index_throughput(texts: list[str], vectors: object, space: object, state: Path) -> None:
+def index_throughput(texts: list[str], vectors: Vectors, space: IndexSpace, state: Path) -> None:
     from chalicelib.adapters.index.embedded import EmbeddedEngine
     from chalicelib.ports import IndexEntry
 
@@ -253,13 +262,13 @@ def index_throughput(texts: list[str], vectors: object, space: object, state: Pa
             chunk_id=f"c{i}",
             content=text,
             vector=vectors[i],
-        )  # type: ignore[index]
+        )
         for i, text in enumerate(texts)
     ]
     engine = EmbeddedEngine(state / "index")
     start = time.perf_counter()
     for i in range(0, len(entries), 100):
-        engine.batch_index(space, entries[i : i + 100])  # type: ignore[arg-type]
+        engine.batch_index(space, entries[i : i + 100])
     print(f"index, embedded    {len(entries) / (time.perf_counter() - start):8.1f} entries/s")
     try:
         import osmem_server
@@ -273,7 +282,7 @@ def index_throughput(texts: list[str], vectors: object, space: object, state: Pa
         engine_os = OpenSearchEngine(build_opensearch_client(server.url), refresh=False)
         start = time.perf_counter()
         for i in range(0, len(entries), 100):
-            engine_os.batch_index(space, entries[i : i + 100])  # type: ignore[arg-type]
+            engine_os.batch_index(space, entries[i : i + 100])
         rate = len(entries) / (time.perf_counter() - start)
         print(f"index, opensearch  {rate:8.1f} entries/s (adapter + osmem-server, in-memory stand-in)")
     finally:
