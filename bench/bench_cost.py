@@ -130,7 +130,6 @@ def main() -> None:
         usage_entries = get_deps().usage.for_knowledge
         _ = [usage_entries(i) for i in ids]  # read before the stack stops
         entries = {i: usage_entries(i) for i in ids}
-        usage_entries = entries.__getitem__  # type: ignore[assignment]
         load_during = os.getloadavg()
     finally:
         runtime.stop()
@@ -156,7 +155,7 @@ def main() -> None:
         )
     stage_seconds: defaultdict[str, float] = defaultdict(float)
     for knowledge_id in ids:
-        for entry in usage_entries(knowledge_id):
+        for entry in entries[knowledge_id]:
             stage_seconds[entry.stage] += entry.counts.get("lambda_gb_seconds", 0.0)
     print(
         "Lambda GB-seconds per document by stage:",
