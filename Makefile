@@ -70,7 +70,7 @@ deploy:
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy chalicelib
+	$(VENV)/bin/mypy chalicelib bench
 
 clean:
 	rm -rf .weknora .pytest_cache .mypy_cache .ruff_cache
