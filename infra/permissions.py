@@ -351,10 +351,13 @@ FUNCTIONS: dict[str, list[Grant]] = {
     # rate(5 minutes): stale rows are failed or restarted (from the first stage), lost deletes redriven
     "Housekeeping": [
         *ANNOUNCE,
-        read_tables("knowledge-bases", "knowledge", "spans", "tasks", "turns"),
-        write_tables("knowledge", "spans", "tasks", "turns"),
+        # tenants: a row it fails gives its place at the fairness door back and wakes the next waiter
+        read_tables("tenants", "knowledge-bases", "knowledge", "spans", "tasks", "turns"),
+        write_tables("tenants", "knowledge", "spans", "tasks", "turns"),
         send_to("docreader", "lifecycle"),
-        Grant(("sqs:GetQueueAttributes",), queues("docreader")),
+        # a row's stage message may wait in any stage queue the pipeline sends to (`queued_stage`): its backlog
+        # spares the row (stages/housekeeping.py `_why_alive`)
+        Grant(("sqs:GetQueueAttributes",), queues("docreader", "chunking", "embedding")),
         Grant(("states:DescribeExecution",), (EXECUTIONS,)),
     ],
     # the webhooks queue: signs and posts one delivery, logs the try, retries it later (a new message with a

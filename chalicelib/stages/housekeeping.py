@@ -3,7 +3,8 @@
 Sweep A fails pending/processing/finalizing rows untouched for longer than the threshold, unless a span
 heartbeat is newer, the row's state machine execution is still running, or the row's own stage message was
 queued after its last activity and its queue still holds messages (for at most a day). Other documents
-keeping the queues busy never spare a row whose message is gone. Sweep B fails summaries stuck in `processing` for over an hour.
+keeping the queues busy never spare a row whose message is gone. A failed row gives its place at the
+fairness door back. Sweep B fails summaries stuck in `processing` for over an hour.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, SummaryS
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.events import knowledge_changed, summary_changed
+from chalicelib.services.fairness import leave_pipeline
 from chalicelib.tasks import redrive_delete
 
 
@@ -54,6 +56,8 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
                 knowledge.id, knowledge.attempt, SpanStatus.FAILED, SpanErrorCode.TASK_TIMEOUT, message
             )
             report.recovered.append(knowledge.id)
+            # as any failed document: its place at the tenant's door goes back and wakes the next waiter
+            leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
             knowledge_changed(
                 deps,
                 knowledge,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -347,3 +348,30 @@ def test_housekeeping_recovers_a_dead_row_while_other_documents_keep_the_queues_
     assert api.knowledge(dead["id"])["parse_status"] == "failed"
     assert api.knowledge(dead["id"])["error_code"] == "task_timeout"
     assert api.knowledge(waiting["id"])["parse_status"] == "pending"  # still waiting its turn
+
+
+def test_housekeeping_gives_a_failed_row_s_place_back_and_the_waiter_goes_in(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    """A document holding its tenant's only place loses its chunking message: housekeeping fails it, the place
+    goes back at once (not when the lease ends) and wakes the waiter, through the roles as packaged."""
+    services.settings = replace(
+        services.settings, tenant_pipeline_cap=1, turn_backstop_seconds=900, stale_after_seconds=1
+    )
+    kb = api.create_kb()
+    first = api.upload(kb["id"], "first.md", b"# First\n\nThe harbour.\n").json_body["data"]
+    second = api.upload(kb["id"], "second.md", b"# Second\n\nThe lighthouse.\n").json_body["data"]
+    docreader = runtime.poller("DocreaderStage")
+    for _ in range(2):
+        docreader.poll_once(wait_time_seconds=0)  # the first goes in, the second waits
+    sqs = boto3.client("sqs")
+    sqs.purge_queue(QueueUrl=sqs.get_queue_url(QueueName="weknora-chunking")["QueueUrl"])
+    time.sleep(2)  # past the (shortened) threshold
+    fired = runtime.tick(datetime.now(UTC) + timedelta(minutes=6))
+    assert [f.name for f in fired] == ["housekeeping"] and fired[0].error is None
+    assert api.knowledge(first["id"])["parse_status"] == "failed"
+    for _ in range(200):
+        if api.knowledge(second["id"])["parse_status"] == "completed":
+            break
+        runtime.poll_once()
+    assert api.knowledge(second["id"])["parse_status"] == "completed"

@@ -148,3 +148,28 @@ def test_a_waiter_s_row_says_it_waits_from_now_not_that_it_retries_after_the_bac
     assert row is not None and row.queued_stage == "docreader"
     assert (from_iso(row.queued_at) - datetime.now(UTC)).total_seconds() <= 1
     assert [m.delay_seconds for m in queue.waiting("docreader")] == [600]  # the backstop is still there
+
+
+def test_a_row_failed_by_housekeeping_gives_its_place_back_and_wakes_the_waiter(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    """The first document's chunking message is lost while it holds the only place: housekeeping fails it
+    long before its lease would free the place, and the waiter goes in at once."""
+    from datetime import UTC, datetime, timedelta
+
+    from chalicelib.stages import housekeeping
+
+    deps.settings = replace(deps.settings, tenant_pipeline_cap=1)
+    first = upload(deps, kb, "first.md", b"# First\n\nThe harbour.\n")
+    second = upload(deps, kb, "second.md", b"# Second\n\nThe lighthouse.\n")
+    event = queue.receive("docreader", max_messages=2, due_only=True)
+    queue.settle(event, stage_handler("docreader")(deps, event, None))  # first in, second waits
+    queue.purge("chunking")  # the first's next message is lost
+    report = housekeeping.sweep(deps, datetime.now(UTC) + timedelta(hours=3))
+    assert report.recovered == [first.id]
+    door = deps.tenants.pipeline_door(kb.tenant_id)
+    assert list(door.live(0)) == []
+    woken = [m.json()["knowledge_id"] for m in queue.waiting("docreader") if not m.delay_seconds]
+    assert woken == [second.id]
+    pump(deps, queue, Counter())
+    assert indexed(deps, [second]) == 1
