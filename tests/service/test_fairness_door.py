@@ -44,6 +44,18 @@ def indexed(deps: Services, rows: list[Knowledge]) -> int:
     return sum(1 for r in rows if deps.knowledge.get(r.id).enable_status.value == "enabled")  # type: ignore[union-attr]
 
 
+def first_in_second_waiting(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> tuple[Knowledge, Knowledge]:
+    """One place for the tenant and two documents: the docreader lets the first in, the second waits."""
+    deps.settings = replace(deps.settings, tenant_pipeline_cap=1)
+    first = upload(deps, kb, "first.md", b"# First\n\nThe harbour.\n")
+    second = upload(deps, kb, "second.md", b"# Second\n\nThe lighthouse.\n")
+    event = queue.receive("docreader", max_messages=2, due_only=True)
+    queue.settle(event, stage_handler("docreader")(deps, event, None))
+    return first, second
+
+
 def test_a_backlog_over_the_cap_goes_through_on_wakes_not_on_repeated_looks(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
 ) -> None:
@@ -69,12 +81,8 @@ def test_a_backlog_over_the_cap_goes_through_on_wakes_not_on_repeated_looks(
 def test_a_waiter_is_woken_when_a_place_is_given_back(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
 ) -> None:
-    deps.settings = replace(deps.settings, tenant_pipeline_cap=1)
-    first = upload(deps, kb, "first.md", b"# First\n\nThe harbour.\n")
-    second = upload(deps, kb, "second.md", b"# Second\n\nThe lighthouse.\n")
     runs: Counter[str] = Counter()
-    event = queue.receive("docreader", max_messages=2, due_only=True)
-    queue.settle(event, stage_handler("docreader")(deps, event, None))  # first in, second turned away
+    first, second = first_in_second_waiting(deps, kb, queue)  # first in, second turned away
     door = deps.tenants.pipeline_door(kb.tenant_id)
     assert [p.knowledge_id for p in door.live(0)] == [first.id]
     assert [w.knowledge_id for w in map(doors.Waiter.parse, door.waiters)] == [second.id]
@@ -87,13 +95,7 @@ def test_a_waiter_is_woken_when_a_place_is_given_back(
 def test_a_missed_wake_costs_the_backstop_not_the_document(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
 ) -> None:
-    deps.settings = replace(deps.settings, tenant_pipeline_cap=1)
-    first, second = (
-        upload(deps, kb, "first.md", b"# First\n\nThe harbour.\n"),
-        upload(deps, kb, "second.md", b"# Second\n\nThe lighthouse.\n"),
-    )
-    event = queue.receive("docreader", max_messages=2, due_only=True)
-    queue.settle(event, stage_handler("docreader")(deps, event, None))
+    first, second = first_in_second_waiting(deps, kb, queue)
     for stage in ("chunking", "embedding"):
         event = queue.receive(stage, due_only=True)
         queue.settle(event, stage_handler(stage)(deps, event, None))
@@ -111,11 +113,7 @@ def test_a_missed_wake_costs_the_backstop_not_the_document(
 def test_the_backstop_after_a_wake_is_dropped_and_a_redelivered_wake_goes_on(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
 ) -> None:
-    deps.settings = replace(deps.settings, tenant_pipeline_cap=1)
-    upload(deps, kb, "first.md", b"# First\n\nThe harbour.\n")
-    second = upload(deps, kb, "second.md", b"# Second\n\nThe lighthouse.\n")
-    event = queue.receive("docreader", max_messages=2, due_only=True)
-    queue.settle(event, stage_handler("docreader")(deps, event, None))
+    _, second = first_in_second_waiting(deps, kb, queue)
     for stage in ("chunking", "embedding"):
         event = queue.receive(stage, due_only=True)
         queue.settle(event, stage_handler(stage)(deps, event, None))
@@ -139,11 +137,7 @@ def test_a_waiter_s_row_says_it_waits_from_now_not_that_it_retries_after_the_bac
 
     from chalicelib.domain.clock import from_iso
 
-    deps.settings = replace(deps.settings, tenant_pipeline_cap=1)
-    upload(deps, kb, "first.md", b"# First\n\nThe harbour.\n")
-    second = upload(deps, kb, "second.md", b"# Second\n\nThe lighthouse.\n")
-    event = queue.receive("docreader", max_messages=2, due_only=True)
-    queue.settle(event, stage_handler("docreader")(deps, event, None))  # first in, second turned away
+    _, second = first_in_second_waiting(deps, kb, queue)  # first in, second turned away
     row = deps.knowledge.get(second.id)
     assert row is not None and row.queued_stage == "docreader"
     assert (from_iso(row.queued_at) - datetime.now(UTC)).total_seconds() <= 1
@@ -159,11 +153,7 @@ def test_a_row_failed_by_housekeeping_gives_its_place_back_and_wakes_the_waiter(
 
     from chalicelib.stages import housekeeping
 
-    deps.settings = replace(deps.settings, tenant_pipeline_cap=1)
-    first = upload(deps, kb, "first.md", b"# First\n\nThe harbour.\n")
-    second = upload(deps, kb, "second.md", b"# Second\n\nThe lighthouse.\n")
-    event = queue.receive("docreader", max_messages=2, due_only=True)
-    queue.settle(event, stage_handler("docreader")(deps, event, None))  # first in, second waits
+    first, second = first_in_second_waiting(deps, kb, queue)  # first in, second waits
     queue.purge("chunking")  # the first's next message is lost
     report = housekeeping.sweep(deps, datetime.now(UTC) + timedelta(hours=3))
     assert report.recovered == [first.id]
