@@ -6,8 +6,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
+from chalicelib.adapters.aws_errors import is_transient
 from chalicelib.domain.types import Stage, StageMessage
-from chalicelib.ports import DeadLetter
+from chalicelib.ports import DeadLetter, ServiceUnreachable
 
 
 class SqsTaskQueue:
@@ -56,14 +59,21 @@ class SqsTaskQueue:
         return url
 
     def backlog(self, queue: str) -> int:
-        attrs = self.client.get_queue_attributes(
-            QueueUrl=self.url(queue),
-            AttributeNames=[
-                "ApproximateNumberOfMessages",
-                "ApproximateNumberOfMessagesNotVisible",
-                "ApproximateNumberOfMessagesDelayed",
-            ],
-        )["Attributes"]
+        try:
+            attrs = self.client.get_queue_attributes(
+                QueueUrl=self.url(queue),
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesDelayed",
+                ],
+            )["Attributes"]
+        except (BotoCoreError, ClientError) as error:
+            if is_transient(error):
+                raise ServiceUnreachable(
+                    f"SQS did not answer for {queue} ({type(error).__name__})"
+                ) from error
+            raise
         return sum(int(v) for v in attrs.values())
 
     # -- dead-letter queues (operators: list and redrive)

@@ -45,7 +45,7 @@ from chalicelib.ports.parsing import (
     StoredImage,
     iter_batches,
 )
-from chalicelib.ports.queues import DeadLetter, TaskQueue, Workflow, WorkflowStart
+from chalicelib.ports.queues import DeadLetter, ServiceUnreachable, TaskQueue, Workflow, WorkflowStart
 from chalicelib.ports.resources import ResourceCatalog
 from chalicelib.ports.state import (
     ApiKeyRepo,
@@ -128,6 +128,7 @@ __all__ = [
     "SaveImage",
     "SearchHit",
     "SecretSource",
+    "ServiceUnreachable",
     "ShareRepo",
     "SpanRepo",
     "Storage",

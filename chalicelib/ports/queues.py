@@ -12,6 +12,12 @@ from chalicelib.domain.types import (
 )
 
 
+class ServiceUnreachable(ConnectionError):
+    """A queue or workflow service did not answer (throttled, a 5xx, the network): transient, the same call
+    may succeed later. Adapters raise it only for these; a refused call (a missing permission, a wrong name)
+    stays the adapter's own error, because it is a bug that a retry does not cure."""
+
+
 class TaskQueue(Protocol):
     def send(self, stage: Stage, message: StageMessage, *, delay_seconds: int = 0) -> None:
         """Enqueues the stage's next message. Raises on failure (the caller marks the row failed)."""
@@ -28,7 +34,8 @@ class TaskQueue(Protocol):
         ...
 
     def backlog(self, queue: str) -> int:
-        """Messages the queue holds (visible, in flight and delayed)."""
+        """Messages the queue holds (visible, in flight and delayed). Raises ServiceUnreachable when SQS
+        does not answer."""
         ...
 
     def receive_dead_letters(self, queue: str, max_messages: int, hold_seconds: int) -> list[DeadLetter]:
@@ -66,7 +73,9 @@ class WorkflowStart:
 class Workflow(Protocol):
     def start(self, name: str, payload: Mapping[str, Any]) -> WorkflowStart: ...
 
-    def is_running(self, name: str) -> bool: ...
+    def is_running(self, name: str) -> bool:
+        """Whether the named execution runs. Raises ServiceUnreachable when the service does not answer."""
+        ...
 
     def task_success(self, token: str, output: Mapping[str, Any]) -> bool:
         """Returns False when the task is already closed (timed out, superseded, answered)."""

@@ -19,7 +19,7 @@ from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, SummaryStatus
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies
+from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.services.events import knowledge_changed, summary_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.tasks import redrive_delete
@@ -107,7 +107,9 @@ def _why_alive(deps: Dependencies, knowledge: Knowledge, cutoff: str, wait_limit
         name = execution_name(knowledge.id, knowledge.attempt)
         if knowledge.parse_status != ParseStatus.PENDING and deps.workflow.is_running(name):
             return "state machine execution is running"
-    except Exception:  # an unanswerable probe must not keep a stuck row alive forever (spec: fail safe)
+    except (
+        ServiceUnreachable
+    ):  # an unanswered probe must not keep a stuck row alive forever (spec: fail safe)
         logger.exception("could not check the execution", extra={"knowledge_id": knowledge.id})
     # Its stage message was queued after the last sign of work on it, so no worker has taken it yet: it is
     # waiting behind other documents, as long as that queue holds messages and not for ever.
@@ -121,6 +123,6 @@ def _why_alive(deps: Dependencies, knowledge: Knowledge, cutoff: str, wait_limit
         try:
             if deps.queue.backlog(knowledge.queued_stage) > 0:
                 return f"its {knowledge.queued_stage} message is waiting in a busy queue"
-        except Exception:
+        except ServiceUnreachable:  # a refused read (a missing grant) is a bug: it surfaces and alarms
             logger.exception("could not inspect the queue", extra={"knowledge_id": knowledge.id})
     return ""

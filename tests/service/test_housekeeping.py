@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from chalicelib.adapters.memory import MemoryKnowledgeRepo, MemoryTaskQueue, MemoryWorkflow
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import SpanErrorCode
@@ -85,6 +87,31 @@ def test_a_row_whose_message_may_still_be_queued_is_spared(
     deliver(deps, "chunking")
     queue.purge("embedding")  # lost between stages
     assert sweep_later(deps).recovered == [created.id]
+
+
+def test_a_queue_that_does_not_answer_spares_nothing(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    """Fail safe: an unanswered backlog read cannot keep a stuck row alive for ever."""
+    created = upload(deps, kb)
+    queue.make_unavailable("docreader")
+    assert sweep_later(deps).recovered == [created.id]
+
+
+def test_a_refused_backlog_read_surfaces_instead_of_failing_the_row(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
+) -> None:
+    """A refused read (a role without the grant) is a bug: the sweep stops with it, the row is untouched."""
+    created = upload(deps, kb)
+
+    def refused(name: str) -> int:
+        raise PermissionError(f"AccessDenied: GetQueueAttributes on {name}")
+
+    queue.backlog = refused  # type: ignore[method-assign]
+    with pytest.raises(PermissionError, match="AccessDenied"):
+        sweep_later(deps)
+    current = rows.get(created.id)
+    assert current is not None and current.parse_status == ParseStatus.PENDING
 
 
 def test_a_row_that_moves_on_during_the_sweep_is_not_failed(

@@ -18,6 +18,7 @@ from chalicelib.domain.types import (
 )
 from chalicelib.ports import (
     DeadLetter,
+    ServiceUnreachable,
 )
 from chalicelib.settings import QUEUES
 
@@ -40,7 +41,7 @@ class QueuedMessage:
         return json.loads(self.body)
 
 
-class QueueUnavailable(ConnectionError):
+class QueueUnavailable(ServiceUnreachable):
     """A send to a queue that does not answer (deleted, throttled, network)."""
 
 
@@ -90,6 +91,8 @@ class MemoryTaskQueue:
     def backlog(self, queue: str) -> int:
         self._known(queue)
         with self._lock:
+            if queue in self._unavailable:
+                raise QueueUnavailable(f"queue {queue} is unavailable")
             return self._depth(queue)
 
     def retry_later(self, queue: str, receipt_handle: str, delay_seconds: int) -> None:

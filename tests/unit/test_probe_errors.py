@@ -1,0 +1,89 @@
+"""The probes housekeeping relies on (a queue's backlog, whether an execution runs) tell an AWS service that
+did not answer (ServiceUnreachable: the caller may treat the fact as unknown) from a refused call, which
+stays a ClientError and surfaces. Pinned with botocore's Stubber: moto neither throttles nor denies."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.stub import Stubber
+
+from chalicelib.adapters.aws_errors import is_transient
+from chalicelib.adapters.queues import SqsTaskQueue
+from chalicelib.adapters.workflow import StepFunctionsWorkflow
+from chalicelib.ports import ServiceUnreachable
+
+ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:weknora-knowledge"
+QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/weknora-chunking"
+KEYS = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
+
+UNANSWERED = [("ThrottlingException", 400), ("RequestThrottled", 403), ("InternalError", 500), ("", 503)]
+REFUSED = [("AccessDenied", 403), ("AccessDeniedException", 400), ("QueueDoesNotExist", 400)]
+
+
+def _sqs(stub: Stubber) -> SqsTaskQueue:
+    """The adapter with its queue URL looked up first (the stubbed answers follow in order)."""
+    stub.add_response("get_queue_url", {"QueueUrl": QUEUE_URL}, {"QueueName": "weknora-chunking"})
+    return SqsTaskQueue(stub.client, {"chunking": "weknora-chunking"})
+
+
+@pytest.mark.parametrize(("code", "status"), UNANSWERED)
+def test_a_backlog_read_sqs_does_not_answer_is_service_unreachable(code: str, status: int) -> None:
+    client = boto3.client("sqs", **KEYS)
+    with Stubber(client) as stub:
+        queue = _sqs(stub)
+        stub.add_client_error("get_queue_attributes", service_error_code=code, http_status_code=status)
+        with pytest.raises(ServiceUnreachable):
+            queue.backlog("chunking")
+
+
+@pytest.mark.parametrize(("code", "status"), REFUSED)
+def test_a_refused_backlog_read_stays_a_client_error(code: str, status: int) -> None:
+    client = boto3.client("sqs", **KEYS)
+    with Stubber(client) as stub:
+        queue = _sqs(stub)
+        stub.add_client_error("get_queue_attributes", service_error_code=code, http_status_code=status)
+        with pytest.raises(ClientError) as raised:
+            queue.backlog("chunking")
+        assert not isinstance(raised.value, ServiceUnreachable)
+
+
+def test_an_answered_backlog_read_sums_the_three_counts() -> None:
+    client = boto3.client("sqs", **KEYS)
+    with Stubber(client) as stub:
+        queue = _sqs(stub)
+        stub.add_response(
+            "get_queue_attributes",
+            {
+                "Attributes": {
+                    "ApproximateNumberOfMessages": "2",
+                    "ApproximateNumberOfMessagesNotVisible": "3",
+                    "ApproximateNumberOfMessagesDelayed": "1",
+                }
+            },
+        )
+        assert queue.backlog("chunking") == 6
+
+
+def test_an_execution_probe_step_functions_does_not_answer_is_service_unreachable() -> None:
+    client = boto3.client("stepfunctions", **KEYS)
+    with Stubber(client) as stub:
+        stub.add_client_error("describe_execution", service_error_code="ThrottlingException")
+        with pytest.raises(ServiceUnreachable):
+            StepFunctionsWorkflow(client, ARN).is_running("k1-1")
+
+
+def test_a_refused_execution_probe_stays_a_client_error() -> None:
+    client = boto3.client("stepfunctions", **KEYS)
+    with Stubber(client) as stub:
+        stub.add_client_error("describe_execution", service_error_code="AccessDeniedException")
+        with pytest.raises(ClientError):
+            StepFunctionsWorkflow(client, ARN).is_running("k1-1")
+
+
+def test_a_connection_that_failed_is_transient_and_missing_credentials_are_not() -> None:
+    from botocore.exceptions import NoCredentialsError
+
+    assert is_transient(EndpointConnectionError(endpoint_url="https://sqs.us-east-1.amazonaws.com"))
+    assert not is_transient(NoCredentialsError())
