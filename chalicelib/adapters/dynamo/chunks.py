@@ -12,6 +12,7 @@ from typing import Any
 
 from pynamodb.exceptions import PutError
 
+from chalicelib.adapters.aws_errors import TRANSIENT_CODES  # what a resend cures; the rest raises
 from chalicelib.adapters.dynamo.tables import Models
 from chalicelib.domain import metering
 from chalicelib.domain.clock import from_iso, to_iso
@@ -44,10 +45,6 @@ WRITERS = 8
 BATCH_SENDS = 6
 BACKOFF_BASE_SECONDS = 0.05
 BACKOFF_MAX_SECONDS = 2.0
-#: errors a resend cures; anything else (a validation error, a missing table) is raised at once
-THROTTLING_CODES = frozenset(
-    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
-)
 
 
 class DynamoChunkRepo:
@@ -79,7 +76,7 @@ class DynamoChunkRepo:
                 return
             except PutError as error:
                 left = getattr(batch, "failed_operations", None)
-                if not left and error.cause_response_code not in THROTTLING_CODES:
+                if not left and error.cause_response_code not in TRANSIENT_CODES:
                     raise
                 if send + 1 == BATCH_SENDS:
                     raise TransientStageError(
