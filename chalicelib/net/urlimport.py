@@ -17,6 +17,7 @@ from chalicelib.net.client import (
     SafeHttpClient,
 )
 from chalicelib.net.ssrf import AllowList, HostUnresolved, Resolver, URLBlocked, validate_url
+from chalicelib.observability import logger
 from chalicelib.ports import FetchedDocument
 
 PAGE_TYPES = frozenset({"html", "htm", "mhtml"})
@@ -114,7 +115,8 @@ def _page_document(resp: FetchResponse) -> tuple[str, str, bytes, str]:
             )
             or ""
         )
-    except Exception:  # trafilatura is a best-effort extractor; fall back to the full-page converter
+    except Exception as error:  # a third-party best-effort extractor: the full-page converter reads the page
+        logger.warning("trafilatura failed on a page", extra={"error": type(error).__name__})
         markdown = ""
     if len(markdown.strip()) < 40:
         markdown = html_to_markdown(html, base_url=resp.url).markdown

@@ -166,3 +166,23 @@ def test_fetch_url_document_blocked_and_empty(server) -> None:
     server.body("/empty.pdf", b"", "application/pdf")
     with pytest.raises(FetchError, match="empty"):
         fetch_url_document(server.url("/empty.pdf"), LOOPBACK)
+
+
+def test_a_page_trafilatura_fails_on_is_read_by_the_full_page_converter_and_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import trafilatura
+
+    from chalicelib.net.client import FetchResponse
+    from chalicelib.net.urlimport import _page_document
+
+    def broken(*args: object, **kwargs: object) -> str:
+        raise RecursionError("injected")
+
+    monkeypatch.setattr(trafilatura, "extract", broken)
+    body = b"<html><head><title>Plain</title></head><body><p>" + b"A paragraph of real words. " * 5 + b"</p>"
+    response = FetchResponse("https://example.org/a", 200, {"content-type": "text/html"}, body)
+    with caplog.at_level("WARNING"):
+        _name, _kind, data, title = _page_document(response)
+    assert title == "Plain" and b"A paragraph of real words." in data
+    assert any("trafilatura failed" in r.getMessage() for r in caplog.records)
