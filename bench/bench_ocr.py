@@ -29,6 +29,11 @@ Modes (each reads every document):
   legacy   eng+kor on every page (the languages before issue 13), colour, no upscaling
   norules  detect without painting ruling lines and frames white (the default before issue 13's Korean work)
 
+`--jitter 0.96,0.98,1,1.02,1.04` reads every document once per multiplier of its enlargement factor (an image
+not enlarged stays so) and reports the CER per language as the mean over them, with each document's range: a
+factor moved by 2% moves single pages by 5-17 CER points (bench/README, 2026-12-04 21:50), so a change that
+moves the factor is judged on the mean, not on one reading.
+
 `--turn 90|180|270` reads every image turned that far counter-clockwise (a page scanned sideways or
 upside down): the engine finds the orientation by OSD and turns it back; PDFs are read as they are.
 
@@ -38,15 +43,19 @@ upside down): the engine finds the orientation by OSD and turns it back; PDFs ar
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import re
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,6 +68,7 @@ from page_images import photographed, turned_png  # noqa: E402
 from rapidfuzz.distance import Levenshtein  # noqa: E402
 
 from chalicelib.parsers import build_docreader  # noqa: E402
+from chalicelib.parsers import ocr as ocr_module  # noqa: E402
 from chalicelib.parsers.ocr import TesseractOcr  # noqa: E402
 from chalicelib.ports import ReadRequest  # noqa: E402
 
@@ -189,6 +199,23 @@ def engine_for(mode: str, language: str) -> TesseractOcr:
     return TesseractOcr()
 
 
+@contextlib.contextmanager
+def factor_scaled(scale: float) -> Iterator[None]:
+    """Every enlargement the engine chooses meanwhile multiplied by `scale` (1: as chosen; an image not
+    enlarged stays so)."""
+    if scale == 1.0:
+        yield
+        return
+    chosen = ocr_module._upscale_factor
+
+    def scaled(width: int, height: int, dpi: float | None) -> float:
+        factor = chosen(width, height, dpi)
+        return factor * scale if factor > 1.0 else factor
+
+    with mock.patch.object(ocr_module, "_upscale_factor", scaled):
+        yield
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -202,7 +229,13 @@ def main() -> None:
         choices=(0, 90, 180, 270),
         help="turn every image this many degrees counter-clockwise before it is read (PDFs stay as they are)",
     )
+    ap.add_argument(
+        "--jitter",
+        default="1",
+        help="comma-separated multipliers of each enlargement factor; each document is read once per multiplier",
+    )
     a = ap.parse_args()
+    scales = [float(x) for x in a.jitter.split(",")]
     if not TesseractOcr().available():
         sys.exit("tesseract is not installed (make system-deps)")
     print(f"tesseract languages installed: {', '.join(TesseractOcr().installed())}")
@@ -211,7 +244,7 @@ def main() -> None:
     docs = [d for d in documents(a.corpus, generated) if a.only in d.name]
     for mode in a.modes.split(","):
         print(f"\n== {mode}")
-        for doc in docs:
+        for doc, scale in itertools.product(docs, scales):
             language = language_of(doc.name)
             engine = engine_for(mode, language)
             data = doc.read_bytes()
@@ -219,17 +252,18 @@ def main() -> None:
                 data = turned_png(data, a.turn)
             t0 = time.perf_counter()
             script, langs = "", ""
-            if doc.suffix == ".pdf":
-                text = (
-                    build_docreader(ocr=engine)
-                    .read(ReadRequest(data=data, file_name=doc.name, file_type="pdf"))
-                    .markdown
-                )
-            else:
-                reading = engine.read(data)
-                text, script, langs = reading.text, reading.script, "+".join(reading.languages)
-                if reading.turned:
-                    langs += f" (turned {reading.turned})"
+            with factor_scaled(scale):
+                if doc.suffix == ".pdf":
+                    text = (
+                        build_docreader(ocr=engine)
+                        .read(ReadRequest(data=data, file_name=doc.name, file_type="pdf"))
+                        .markdown
+                    )
+                else:
+                    reading = engine.read(data)
+                    text, script, langs = reading.text, reading.script, "+".join(reading.languages)
+                    if reading.turned:
+                        langs += f" (turned {reading.turned})"
             dt = time.perf_counter() - t0
             truth = doc.with_name(doc.name + ".truth.txt").read_text(encoding="utf-8")
             value = cer(text, truth, language)
@@ -240,6 +274,7 @@ def main() -> None:
             rows.append(
                 {
                     "mode": mode,
+                    "jitter": scale,
                     "file": doc.name,
                     "language": language,
                     "cer": value,
@@ -253,7 +288,7 @@ def main() -> None:
                 }
             )
             print(
-                f"  {language:8} {doc.name:36} CER {value * 100:5.1f}%  no-leaders {no_leaders * 100:5.1f}%  "
+                f"  {language:8} {doc.name:36}{f' x{scale:<5g}' if len(scales) > 1 else ''} CER {value * 100:5.1f}%  no-leaders {no_leaders * 100:5.1f}%  "
                 f"order-free {order_free * 100:5.1f}%  {dt:5.1f}s  "
                 f"{(script + ' -> ' + langs) if script or langs else '(docreader)':26}{'  clean' if is_clean else '':7}"
                 + (f"  script-only CER {own * 100:5.1f}%" if own is not None else "")
@@ -275,6 +310,14 @@ def main() -> None:
                 print(
                     f"     {language:8} clean ({len(clean)}) {means}   "
                     f"other images CER {statistics.mean(other) * 100 if other else float('nan'):5.1f}% ({len(other)})"
+                )
+        if len(scales) > 1:
+            print(f"  -- {mode}: CER per document over the factors x{','.join(f'{x:g}' for x in scales)}")
+            for doc in docs:
+                values = [r["cer"] * 100 for r in rows if r["mode"] == mode and r["file"] == doc.name]
+                print(
+                    f"     {doc.name:36} mean {statistics.mean(values):5.1f}%  "
+                    f"range {min(values):5.1f}-{max(values):5.1f}%"
                 )
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
