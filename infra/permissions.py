@@ -356,8 +356,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
         write_tables("tenants", "knowledge", "spans", "tasks", "turns"),
         send_to("docreader", "lifecycle"),
         # a row's stage message may wait in any stage queue the pipeline sends to (`queued_stage`): its backlog
-        # spares the row (stages/housekeeping.py `_why_alive`)
-        Grant(("sqs:GetQueueAttributes",), queues("docreader", "chunking", "embedding")),
+        # spares the row (stages/housekeeping.py `_why_alive`); the queue's URL is looked up first (a cold
+        # start has none cached)
+        Grant(("sqs:GetQueueAttributes", "sqs:GetQueueUrl"), queues("docreader", "chunking", "embedding")),
         Grant(("states:DescribeExecution",), (EXECUTIONS,)),
     ],
     # the webhooks queue: signs and posts one delivery, logs the try, retries it later (a new message with a
