@@ -295,7 +295,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
         *ANNOUNCE,
         *own_queue("postprocess"),
         read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "graph"),
-        write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage"),
+        # graph: a new attempt drops the earlier attempts' facts (GraphRepo.keep_only_attempt)
+        write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage", "graph"),
         READ_OBJECTS,
         LIST_BUCKET,
         send_to("enrichment"),
@@ -306,7 +307,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
     "EnrichmentTask": [
         *ANNOUNCE,
         *own_queue("enrichment"),
-        read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "tags"),
+        # graph: facts written for a row deleted meanwhile are found again and removed (delete_knowledge)
+        read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "tags", "graph"),
         write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage", "tags", "graph", "wiki"),
         send_to("wiki"),
         TASK_CALLBACKS,
