@@ -5,7 +5,9 @@ The table follows what the code calls. `tests/infra/test_iam_roles.py` proves it
 on moto with every AWS call recorded per function (`chalicelib/local/aws_calls.py`), and each recorded call
 is evaluated against that function's role in the packaged template, so a missing permission fails
 `make test`. Calls that moto cannot serve (Bedrock, Textract, OpenSearch, SSM) are granted from the adapter
-that makes them, named in `why`.
+that makes them, named in `why`. `tests/infra/test_iam_reach.py` checks the paths no test takes: it walks the
+code from each function's entry and asks the role about every queue, table and Step Functions request a port
+call there can make.
 
 Resources are CloudFormation expressions of the merged template's logical ids. `*` stands only where the
 service has no resource-level permission for the action; `why` says so.
