@@ -4,8 +4,9 @@
   adapter serves each port, the adapter's PynamoDB model attributes say its tables, and each method's source
   says what it does to which model (`get` -> GetItem, `batch_write` -> BatchWriteItem, a transaction's
   `save` -> PutItem, ...), through the `self.<helper>` calls it makes.
-- The queue, workflow and event ports are declared here, one line per method; the queue's declaration is
-  checked against the boto3 operations SqsTaskQueue's methods make (test_iam_reach.py), so it cannot drift.
+- The queue, workflow, file and event ports are declared here, one line per method; the queue's, the
+  workflow's and the files' declarations are checked against the boto3 operations their adapters' methods
+  make (test_iam_reach.py), so they cannot drift.
 """
 
 from __future__ import annotations
@@ -72,9 +73,25 @@ WORKFLOW_METHODS: dict[str, tuple[Need, ...]] = {
 #: ports that make no AWS request from a Lambda: HTTP through the SSRF-safe client, and the health probe
 #: (the API's /health; its requests are the API's, which may do all of them)
 NO_AWS_PORTS = frozenset({"urls", "webhook_sender", "health"})
-#: ports not checked statically (the report says so): S3 objects are granted by key prefix, and an object's
-#: key is built at run time from ids, so the e2e check (recorded calls) is what proves the S3 grants
-UNCHECKED_PORTS = frozenset({"files", "inbox"})
+#: S3 (FileStore, adapters/storage.py): an object's key is built at run time from ids, and the grants go by
+#: key prefix, so a request names "some object of the files bucket" and a role passes when it allows the
+#: action under any prefix (test_iam_reach.OBJECT_PREFIXES); which prefix is the e2e check's to prove
+FILE_STORE_METHODS: dict[str, tuple[str, ...]] = {
+    "save": ("s3:PutObject",),
+    "read": ("s3:GetObject",),
+    "delete": ("s3:DeleteObject",),
+    "exists": ("s3:GetObject", "s3:ListBucket"),  # HeadObject; a missing key answers 404 only with ListBucket
+    "size": ("s3:GetObject",),
+    "url_for": (),
+    "key_of": (),
+    # a presigned URL carries the signer's permissions: the role must allow what the URL's holder does
+    "presign_put": ("s3:PutObject",),
+    "presign_get": ("s3:GetObject",),
+    "copy": ("s3:GetObject", "s3:PutObject"),
+    "backend": (),  # the store it returns is used through dynamic dispatch (not followed)
+    "backend_ids": (),
+}
+FILE_PORTS = frozenset({"files", "inbox"})
 
 _DYNAMO_READ = {
     "get": "GetItem",
@@ -274,7 +291,12 @@ class ServicesPortMap(PortMap):
         if port == "deps" and method == "embedding_cache":
             # the cache is used through the object it returns: any of its methods may follow
             return frozenset(n for m in self.embedding_cache.methods for n in self.embedding_cache.needs(m))
-        if port in NO_AWS_PORTS or port in UNCHECKED_PORTS or port == "settings":
+        if port in FILE_PORTS and method in FILE_STORE_METHODS:
+            return frozenset(
+                Need(action, "bucket" if action == "s3:ListBucket" else "object")
+                for action in FILE_STORE_METHODS[method]
+            )
+        if port in NO_AWS_PORTS or port == "settings":
             return frozenset()
         return self._unknown(call)
 

@@ -5,7 +5,8 @@ through it (f8a2e33: the chunking and embedding stages' wake of the next waiter 
 01d0c74: housekeeping's backlog of the chunking and embedding queues and its tenants' rows). This walks the
 code instead (tests/infra/reach.py) from each function's entry in app.py and functions/, turns each port
 call into IAM requests (tests/infra/port_map.py) and asks the packaged template's role, as the e2e check
-does (tests/infra/iam_policy.py). S3 is left to the e2e check (port_map.UNCHECKED_PORTS says why).
+does (tests/infra/iam_policy.py). S3 is checked by action only, on some object of the files bucket (an
+object's key is built at run time): which prefix is the e2e check's to prove.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import pytest
 from botocore import xform_name
 
 from chalicelib.adapters.queues import SqsTaskQueue
+from chalicelib.adapters.storage import S3FileStore
 from chalicelib.adapters.workflow import StepFunctionsWorkflow
 from chalicelib.bootstrap import build_services
 from chalicelib.local.aws_calls import logical_id
 from chalicelib.settings import Settings
 
 from .iam_policy import ROOT, Request, RoleBook, package_stack, stack_module, statement_allows
-from .port_map import QUEUE_METHODS, WORKFLOW_METHODS, ServicesPortMap
+from .port_map import FILE_STORE_METHODS, QUEUE_METHODS, WORKFLOW_METHODS, ServicesPortMap
 from .reach import UNKNOWN_STAGE, Need, Program
 
 REGION = "us-east-1"
@@ -74,11 +76,25 @@ def arn_of(roles: RoleBook, need: Need) -> str:
         }
     elif need.kind == "event-bus":
         expression = {"Fn::GetAtt": ["EventBus", "Arn"]}
+    elif need.kind == "bucket":
+        expression = {"Fn::GetAtt": ["FilesBucket", "Arn"]}
     elif need.kind == "task-token":
         expression = "*"
     else:
         raise ValueError(f"no resource for {need}")
     return str(roles.resolve(expression))
+
+
+#: where the code keeps objects in the files bucket: tenants' files at the top level, the service prefixes
+OBJECT_PREFIXES = ("a-tenant/", "uploads/", "intents/", "faq-imports/", "transcribe/")
+
+
+def arns_of(roles: RoleBook, need: Need) -> list[str]:
+    """The resources a request may name: one, or for "some object of the bucket" one under each prefix."""
+    if need.kind != "object":
+        return [arn_of(roles, need)]
+    bucket = roles.resolve({"Fn::GetAtt": ["FilesBucket", "Arn"]})
+    return [f"{bucket}/{prefix}an-object" for prefix in OBJECT_PREFIXES]
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +127,7 @@ def denied(roles: RoleBook, reached: Reached) -> list[str]:
     refused = []
     for function, needs in sorted(reached.items()):
         for need, path in sorted(needs.items()):
-            if not roles.allows(function, Request(need.action, arn_of(roles, need))):
+            if not any(roles.allows(function, Request(need.action, arn)) for arn in arns_of(roles, need)):
                 where = f"{need.kind} {need.name}".strip()
                 refused.append(f"{function}: {need.action} on {where} (via {' -> '.join(path)})")
     return refused
@@ -145,8 +161,9 @@ def test_the_walk_finds_the_paths_the_e2e_suite_missed(program: Program, reached
         assert "leave_pipeline" in housekeeping[Need(action, "table", "tenants")]
 
 
-def without(roles: RoleBook, function: str, request: Request) -> RoleBook:
-    """The same roles with every statement of `function`'s that allows `request` taken out."""
+def without(roles: RoleBook, function: str, need: Need) -> RoleBook:
+    """The same roles with every statement of `function`'s that allows `need` taken out."""
+    requests = [Request(need.action, arn) for arn in arns_of(roles, need)]
     packaged = copy.deepcopy(roles.packaged)
     role = packaged["Resources"][function]["Properties"]["Role"]["Fn::GetAtt"][0]
     for policy in packaged["Resources"][role]["Properties"]["Policies"]:
@@ -154,7 +171,7 @@ def without(roles: RoleBook, function: str, request: Request) -> RoleBook:
         document["Statement"] = [
             s
             for s in document["Statement"]
-            if not (isinstance(r := roles.resolve(s), dict) and statement_allows(r, request))
+            if not (isinstance(r := roles.resolve(s), dict) and any(statement_allows(r, q) for q in requests))
         ]
     return RoleBook(packaged, roles.created, roles.parameters, roles.region)
 
@@ -170,14 +187,15 @@ def without(roles: RoleBook, function: str, request: Request) -> RoleBook:
         ("Housekeeping", Need("sqs:GetQueueUrl", "queue", "chunking")),  # found by this check
         ("PostprocessTask", Need("dynamodb:UpdateItem", "table", "graph")),  # found by this check
         ("EnrichmentTask", Need("dynamodb:Query", "table", "graph")),  # found by this check
+        ("ChunkingStage", Need("s3:GetObject", "object")),  # any object: the parsed Markdown
     ],
 )
 def test_a_grant_taken_away_fails_the_check_naming_it(
     roles: RoleBook, reached: Reached, function: str, need: Need
 ) -> None:
-    weaker = without(roles, function, Request(need.action, arn_of(roles, need)))
-    refused = denied(weaker, {function: reached[function]})
-    assert any(line.startswith(f"{function}: {need.action} on {need.kind} {need.name} ") for line in refused)
+    refused = denied(without(roles, function, need), {function: reached[function]})
+    named = f"{function}: {need.action} on {need.kind} {need.name}".strip()
+    assert any(line.startswith(f"{named} (via ") for line in refused), refused
 
 
 def client_operations(cls: type, method: str, service: str, seen: set[str] | None = None) -> set[str]:
@@ -220,3 +238,24 @@ def test_the_workflow_declaration_is_what_the_step_functions_adapter_calls() -> 
     for method, needs in WORKFLOW_METHODS.items():
         operations = client_operations(StepFunctionsWorkflow, method, "stepfunctions")
         assert {need.action for need in needs} == operations, method
+
+
+#: S3 operations as IAM names them (a HeadObject is authorised as s3:GetObject, a copy as both)
+S3_ACTIONS = {
+    "s3:PutObject": {"s3:PutObject"},
+    "s3:GetObject": {"s3:GetObject"},
+    "s3:HeadObject": {"s3:GetObject"},
+    "s3:DeleteObject": {"s3:DeleteObject"},
+    "s3:CopyObject": {"s3:GetObject", "s3:PutObject"},
+}
+
+
+def test_the_file_store_declaration_is_what_the_s3_adapter_calls() -> None:
+    assert set(FILE_STORE_METHODS) == public_methods(S3FileStore) | {"backend", "backend_ids"}
+    for method, actions in FILE_STORE_METHODS.items():
+        if method in ("backend", "backend_ids"):  # the routing store's: it hands on a store
+            continue
+        calls = client_operations(S3FileStore, method, "s3")
+        called = {action for operation in calls for action in S3_ACTIONS[operation]}
+        # `exists` asks ListBucket too: without it a missing key answers 403, not 404 (infra/permissions.py)
+        assert set(actions) - {"s3:ListBucket"} == called, method
