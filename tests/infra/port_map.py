@@ -19,7 +19,7 @@ from typing import Any
 
 from pynamodb.models import Model
 
-from chalicelib.settings import QUEUES, TABLES, Settings
+from chalicelib.settings import TABLES, Settings
 
 from .reach import Need, PortCall, PortMap
 
@@ -57,6 +57,8 @@ QUEUE_METHODS: dict[str, tuple[tuple[str, str], ...]] = {
         ("sqs:ChangeMessageVisibility", "dead-letter-queue"),
     ),
 }
+#: a queue whose name the walk could not resolve: the role must allow the request on every queue
+ANY_QUEUE = "<any: name not resolved>"
 #: Step Functions (adapters/workflow.py): executions are named per (knowledge, attempt); task tokens name
 #: their task, so their callbacks have no resource
 WORKFLOW_METHODS: dict[str, tuple[Need, ...]] = {
@@ -282,7 +284,7 @@ class ServicesPortMap(PortMap):
             )
         if port == "queue" and method in QUEUE_METHODS:
             named = call.args[0] if call.args else None
-            queues = sorted(named) if named is not None else list(QUEUES)  # unresolved: any queue
+            queues = sorted(named) if named is not None else [ANY_QUEUE]
             return frozenset(Need(action, kind, q) for q in queues for action, kind in QUEUE_METHODS[method])
         if port == "workflow" and method in WORKFLOW_METHODS:
             return frozenset(WORKFLOW_METHODS[method])

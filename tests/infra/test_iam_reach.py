@@ -27,10 +27,10 @@ from chalicelib.adapters.storage import S3FileStore
 from chalicelib.adapters.workflow import StepFunctionsWorkflow
 from chalicelib.bootstrap import build_services
 from chalicelib.local.aws_calls import logical_id
-from chalicelib.settings import Settings
+from chalicelib.settings import QUEUES, Settings
 
 from .iam_policy import ROOT, Request, RoleBook, package_stack, stack_module, statement_allows
-from .port_map import FILE_STORE_METHODS, QUEUE_METHODS, WORKFLOW_METHODS, ServicesPortMap
+from .port_map import ANY_QUEUE, FILE_STORE_METHODS, QUEUE_METHODS, WORKFLOW_METHODS, ServicesPortMap
 from .reach import UNKNOWN_STAGE, Need, Program
 
 REGION = "us-east-1"
@@ -90,11 +90,20 @@ OBJECT_PREFIXES = ("a-tenant/", "uploads/", "intents/", "faq-imports/", "transcr
 
 
 def arns_of(roles: RoleBook, need: Need) -> list[str]:
-    """The resources a request may name: one, or for "some object of the bucket" one under each prefix."""
+    """The resources a request may name: one; every queue for a queue not resolved; for "some object of the
+    bucket" one under each prefix."""
+    if need.name == ANY_QUEUE:
+        return [arn_of(roles, Need(need.action, need.kind, queue)) for queue in QUEUES]
     if need.kind != "object":
         return [arn_of(roles, need)]
     bucket = roles.resolve({"Fn::GetAtt": ["FilesBucket", "Arn"]})
     return [f"{bucket}/{prefix}an-object" for prefix in OBJECT_PREFIXES]
+
+
+def allowed(roles: RoleBook, function: str, need: Need) -> bool:
+    """Some object of the bucket will do; a queue not resolved may be any queue, so it must be every one."""
+    decisions = [roles.allows(function, Request(need.action, arn)) for arn in arns_of(roles, need)]
+    return any(decisions) if need.kind == "object" else all(decisions)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +136,7 @@ def denied(roles: RoleBook, reached: Reached) -> list[str]:
     refused = []
     for function, needs in sorted(reached.items()):
         for need, path in sorted(needs.items()):
-            if not any(roles.allows(function, Request(need.action, arn)) for arn in arns_of(roles, need)):
+            if not allowed(roles, function, need):
                 where = f"{need.kind} {need.name}".strip()
                 refused.append(f"{function}: {need.action} on {where} (via {' -> '.join(path)})")
     return refused
