@@ -5,7 +5,9 @@ The table follows what the code calls. `tests/infra/test_iam_roles.py` proves it
 on moto with every AWS call recorded per function (`chalicelib/local/aws_calls.py`), and each recorded call
 is evaluated against that function's role in the packaged template, so a missing permission fails
 `make test`. Calls that moto cannot serve (Bedrock, Textract, OpenSearch, SSM) are granted from the adapter
-that makes them, named in `why`.
+that makes them, named in `why`. `tests/infra/test_iam_reach.py` checks the paths no test takes: it walks the
+code from each function's entry and asks the role about every queue, table and Step Functions request a port
+call there can make.
 
 Resources are CloudFormation expressions of the merged template's logical ids. `*` stands only where the
 service has no resource-level permission for the action; `why` says so.
@@ -295,7 +297,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
         *ANNOUNCE,
         *own_queue("postprocess"),
         read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "graph"),
-        write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage"),
+        # graph: a new attempt drops the earlier attempts' facts (GraphRepo.keep_only_attempt)
+        write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage", "graph"),
         READ_OBJECTS,
         LIST_BUCKET,
         send_to("enrichment"),
@@ -306,7 +309,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
     "EnrichmentTask": [
         *ANNOUNCE,
         *own_queue("enrichment"),
-        read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "tags"),
+        # graph: facts written for a row deleted meanwhile are found again and removed (delete_knowledge)
+        read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "tags", "graph"),
         write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage", "tags", "graph", "wiki"),
         send_to("wiki"),
         TASK_CALLBACKS,
@@ -356,8 +360,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
         write_tables("tenants", "knowledge", "spans", "tasks", "turns"),
         send_to("docreader", "lifecycle"),
         # a row's stage message may wait in any stage queue the pipeline sends to (`queued_stage`): its backlog
-        # spares the row (stages/housekeeping.py `_why_alive`)
-        Grant(("sqs:GetQueueAttributes",), queues("docreader", "chunking", "embedding")),
+        # spares the row (stages/housekeeping.py `_why_alive`); the queue's URL is looked up first (a cold
+        # start has none cached)
+        Grant(("sqs:GetQueueAttributes", "sqs:GetQueueUrl"), queues("docreader", "chunking", "embedding")),
         Grant(("states:DescribeExecution",), (EXECUTIONS,)),
     ],
     # the webhooks queue: signs and posts one delivery, logs the try, retries it later (a new message with a

@@ -174,6 +174,7 @@ class RoleBook:
         self.region = region
         self.packaged, self.created, self.parameters = packaged, created, parameters
         resolver = _RoleResolver(packaged, parameters, region, "weknora-local", created)
+        self.resolver = resolver
         resources = packaged["Resources"]
         self.policies: dict[str, list[dict[str, Any]]] = {}
         for logical, spec in resources.items():
@@ -185,6 +186,10 @@ class RoleBook:
             role_id = role["Fn::GetAtt"][0]
             documents = [p["PolicyDocument"] for p in resources[role_id]["Properties"].get("Policies", [])]
             self.policies[logical] = [resolver.resolve(d) for d in documents]
+
+    def resolve(self, expression: Any) -> Any:
+        """A CloudFormation expression of the packaged template, as the roles' policies resolve it."""
+        return self.resolver.resolve(expression)
 
     def without(self, function: str, statement: int) -> RoleBook:
         """The same stack with one statement taken out of `function`'s role."""
