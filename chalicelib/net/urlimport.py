@@ -17,7 +17,6 @@ from chalicelib.net.client import (
     SafeHttpClient,
 )
 from chalicelib.net.ssrf import AllowList, HostUnresolved, Resolver, URLBlocked, validate_url
-from chalicelib.observability import logger
 from chalicelib.ports import FetchedDocument
 
 PAGE_TYPES = frozenset({"html", "htm", "mhtml"})
@@ -116,6 +115,8 @@ def _page_document(resp: FetchResponse) -> tuple[str, str, bytes, str]:
             or ""
         )
     except Exception as error:  # a third-party best-effort extractor: the full-page converter reads the page
+        from chalicelib.observability import logger  # Powertools (and botocore): off the API's import path
+
         logger.warning("trafilatura failed on a page", extra={"error": type(error).__name__})
         markdown = ""
     if len(markdown.strip()) < 40:
