@@ -5,6 +5,10 @@ batch, each scheduled run, each HTTP request. Every metered client (`adapters/aw
 `CallLog` of each call it makes, and the log keeps the call with the function named at that moment, so the
 tests can check each call against that function's own IAM role (tests/infra/iam_policy.py). Work a handler
 hands to a thread pool carries the name along (`contextvars.copy_context()` at each submit).
+
+On Lambda each function runs in processes of its own, and the queue adapter looks each queue's URL up once
+per process (`GetQueueUrl`). Locally one process serves every function, so the URL found by one is cached for
+all: an SQS call by URL therefore also counts as the lookup a cold start of that function makes.
 """
 
 from __future__ import annotations
@@ -124,9 +128,12 @@ class CallLog:
         function = _function.get()
         if function is None:
             return
-        call = AwsCall(function, service, operation, _naming(params))
+        calls = {AwsCall(function, service, operation, _naming(params))}
+        url = params.get("QueueUrl")
+        if service == "sqs" and isinstance(url, str):
+            calls.add(AwsCall(function, "sqs", "GetQueueUrl", (("QueueName", url.rsplit("/", 1)[-1]),)))
         with self._lock:
-            self._calls.add(call)
+            self._calls |= calls
 
     def take(self) -> list[AwsCall]:
         """The calls recorded since the last take."""
