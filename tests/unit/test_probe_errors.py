@@ -28,25 +28,22 @@ def _sqs(stub: Stubber) -> SqsTaskQueue:
     return SqsTaskQueue(stub.client, {"chunking": "weknora-chunking"})
 
 
-@pytest.mark.parametrize(("code", "status"), UNANSWERED)
-def test_a_backlog_read_sqs_does_not_answer_is_service_unreachable(code: str, status: int) -> None:
+@pytest.mark.parametrize(
+    ("code", "status", "unanswered"),
+    [(code, status, True) for code, status in UNANSWERED]
+    + [(code, status, False) for code, status in REFUSED],
+)
+def test_a_backlog_read_tells_an_unanswered_call_from_a_refused_one(
+    code: str, status: int, unanswered: bool
+) -> None:
+    """Unanswered: ServiceUnreachable (the caller may treat the count as unknown); refused: the ClientError."""
     client = boto3.client("sqs", **KEYS)
     with Stubber(client) as stub:
         queue = _sqs(stub)
         stub.add_client_error("get_queue_attributes", service_error_code=code, http_status_code=status)
-        with pytest.raises(ServiceUnreachable):
+        with pytest.raises(ServiceUnreachable if unanswered else ClientError) as raised:
             queue.backlog("chunking")
-
-
-@pytest.mark.parametrize(("code", "status"), REFUSED)
-def test_a_refused_backlog_read_stays_a_client_error(code: str, status: int) -> None:
-    client = boto3.client("sqs", **KEYS)
-    with Stubber(client) as stub:
-        queue = _sqs(stub)
-        stub.add_client_error("get_queue_attributes", service_error_code=code, http_status_code=status)
-        with pytest.raises(ClientError) as raised:
-            queue.backlog("chunking")
-        assert not isinstance(raised.value, ServiceUnreachable)
+        assert isinstance(raised.value, ServiceUnreachable) == unanswered
 
 
 def test_an_answered_backlog_read_sums_the_three_counts() -> None:
@@ -66,20 +63,18 @@ def test_an_answered_backlog_read_sums_the_three_counts() -> None:
         assert queue.backlog("chunking") == 6
 
 
-def test_an_execution_probe_step_functions_does_not_answer_is_service_unreachable() -> None:
+@pytest.mark.parametrize(
+    ("code", "raised"), [("ThrottlingException", ServiceUnreachable), ("AccessDeniedException", ClientError)]
+)
+def test_an_execution_probe_tells_an_unanswered_call_from_a_refused_one(
+    code: str, raised: type[Exception]
+) -> None:
     client = boto3.client("stepfunctions", **KEYS)
     with Stubber(client) as stub:
-        stub.add_client_error("describe_execution", service_error_code="ThrottlingException")
-        with pytest.raises(ServiceUnreachable):
+        stub.add_client_error("describe_execution", service_error_code=code)
+        with pytest.raises(raised) as caught:
             StepFunctionsWorkflow(client, ARN).is_running("k1-1")
-
-
-def test_a_refused_execution_probe_stays_a_client_error() -> None:
-    client = boto3.client("stepfunctions", **KEYS)
-    with Stubber(client) as stub:
-        stub.add_client_error("describe_execution", service_error_code="AccessDeniedException")
-        with pytest.raises(ClientError):
-            StepFunctionsWorkflow(client, ARN).is_running("k1-1")
+        assert isinstance(caught.value, ServiceUnreachable) == (raised is ServiceUnreachable)
 
 
 def test_a_connection_that_failed_is_transient_and_missing_credentials_are_not() -> None:
