@@ -16,8 +16,10 @@ import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from functools import cache
 from pathlib import Path
+from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain import metering
@@ -49,12 +51,17 @@ SCRIPT_LANGUAGES: dict[str, tuple[str, ...]] = {
     "Japanese": ("jpn", "eng"),
     "Hiragana": ("jpn", "eng"),
     "Katakana": ("jpn", "eng"),
-    "Han": ("chi_sim", "eng"),
+    # Chinese data alone: with eng, tesseract read whole lines of some Chinese pages as Latin noise (CER
+    # 40% → 6% on the taohuayuan.zh-hans fixture, 10% → 4% on udhr-art2-5.zh-hant, means over 23
+    # enlargements); the Chinese data reads the English words of a Chinese page itself
+    "Han": ("chi_sim",),
 }
-#: a script whose pages may need other language data: both are read, the reading tesseract is more
-#: confident of is kept (OSD says "Han" for simplified and traditional Chinese alike, and one run with
-#: chi_sim+chi_tra mixes the two character sets in one line)
-SCRIPT_ALTERNATIVES: dict[str, tuple[str, ...]] = {"Han": ("chi_tra", "eng")}
+#: a script whose pages may need other language data: both are read and the reading surer of the
+#: characters where the two differ is kept (`prefers_alternative`). OSD says "Han" for simplified and
+#: traditional Chinese alike, and one run with chi_sim+chi_tra mixes the two character sets in one line.
+SCRIPT_ALTERNATIVES: dict[str, tuple[str, ...]] = {"Han": ("chi_tra",)}
+#: the characters of a script whose readings are compared where they differ (SCRIPT_ALTERNATIVES)
+SCRIPT_CHARACTERS: dict[str, str] = {"Han": "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"}
 #: language data whose words a mixed reading (with eng) gives to the other data: tesseract's eng model reads
 #: whole Korean words as Latin ("양식을" → "SAS"). A page read with such data first and others after is
 #: read a second time with that data alone, and each Latin word of the mixed reading that the second
@@ -463,6 +470,32 @@ def prefer_own_script(
     return "".join(out)
 
 
+def prefers_alternative(usual: Sequence[OcrWord], alternative: Sequence[OcrWord], script: str) -> bool:
+    """Whether the reading with a script's alternative data (SCRIPT_ALTERNATIVES) is surer than the usual
+    reading of the characters of `script` (a character class) where the two differ, each character at its
+    word's confidence; a tie or no difference: the usual. Only where they differ, because each Chinese model
+    writes its own character set whatever the page's (chi_tra reads a simplified 严 as 嚴, chi_sim a
+    traditional 們 as 们): the mean confidence of all words, shared ones included, was a coin toss that a
+    2% change of the enlargement flipped, while on the differing characters the page's own data was the
+    surer at every factor tried (bench/README.md, 2026-12-04 22:10)."""
+    pattern = re.compile(f"[{script}]")
+
+    def characters(words: Sequence[OcrWord]) -> list[tuple[str, float]]:
+        return [(c, word.confidence) for word in words for c in word.text if pattern.match(c)]
+
+    first, second = characters(usual), characters(alternative)
+    matcher = SequenceMatcher(
+        None, "".join(c for c, _ in first), "".join(c for c, _ in second), autojunk=False
+    )
+    usual_sure: list[float] = []
+    other_sure: list[float] = []
+    for operation, i1, i2, j1, j2 in matcher.get_opcodes():
+        if operation != "equal":
+            usual_sure += [confidence for _, confidence in first[i1:i2]]
+            other_sure += [confidence for _, confidence in second[j1:j2]]
+    return fmean(other_sure or [0.0]) > fmean(usual_sure or [0.0])
+
+
 class TesseractOcr:
     """One tesseract process per image (0.5–2 s each on this box), after OSD (`--psm 0`, one more short
     process) has found the page's orientation and script: a turned page is read upright, and with the
@@ -631,12 +664,10 @@ class TesseractOcr:
             if text is None:
                 text = self._recognize(data, languages)
             return OcrReading(clean_ocr_text(text), languages, script, turn)
-        readings = []
-        for candidate in (languages, alternative):
-            text, confidence = tsv_text(self._recognize(data, candidate, tsv=True))
-            readings.append((confidence, candidate, text))
-        confidence, chosen, text = max(readings, key=lambda r: r[0])  # ties: the first (simplified)
-        return OcrReading(clean_ocr_text(text), chosen, script, turn)
+        usual, other = (self._recognize(data, candidate, tsv=True) for candidate in (languages, alternative))
+        if prefers_alternative(tsv_words(usual), tsv_words(other), SCRIPT_CHARACTERS[script]):
+            return OcrReading(clean_ocr_text(tsv_text(other)[0]), alternative, script, turn)
+        return OcrReading(clean_ocr_text(tsv_text(usual)[0]), languages, script, turn)
 
     def recognize(self, image: bytes) -> str:
         return self.read(image).text

@@ -18,8 +18,10 @@ from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.languages import check_asr_language, check_ocr_languages, with_languages
 from chalicelib.domain.process_config import check_enrichment, resolve
 from chalicelib.domain.types import KnowledgeBase
+from chalicelib.parsers import ocr as ocr_module
 from chalicelib.parsers.ocr import (
     OWN_SCRIPT_ALONE,
+    SCRIPT_CHARACTERS,
     OcrWord,
     PageOsd,
     TesseractOcr,
@@ -28,6 +30,7 @@ from chalicelib.parsers.ocr import (
     clean_ocr_text,
     parse_osd,
     prefer_own_script,
+    prefers_alternative,
     remove_rules,
     word_separators,
 )
@@ -50,7 +53,7 @@ def _scripted(languages: Sequence[str] | None = None) -> ScriptedTesseract:
     ("script", "expected"),
     [
         ("Japanese", ("jpn", "eng")),
-        ("Han", ("chi_sim", "eng")),
+        ("Han", ("chi_sim",)),
         ("Korean", ("kor", "eng")),
         ("Hangul", ("kor", "eng")),
         ("Latin", ("eng",)),
@@ -220,8 +223,12 @@ def _cer(hypothesis: str, truth: str) -> float:
     [
         ("udhr-art1-4.ja.png", "Japanese", ("jpn", "eng"), 0.05),
         # Chinese: two readings each (simplified and traditional data), ~6 s on a loaded box
-        pytest.param("polyglossia-zh-hans.png", "Han", ("chi_sim", "eng"), 0.05, marks=pytest.mark.slow),
-        pytest.param("polyglossia-zh-hant.png", "Han", ("chi_tra", "eng"), 0.05, marks=pytest.mark.slow),
+        pytest.param("polyglossia-zh-hans.png", "Han", ("chi_sim",), 0.05, marks=pytest.mark.slow),
+        pytest.param("polyglossia-zh-hant.png", "Han", ("chi_tra",), 0.05, marks=pytest.mark.slow),
+        pytest.param("udhr-art2-5.zh-hans.png", "Han", ("chi_sim",), 0.07, marks=pytest.mark.slow),
+        pytest.param("udhr-art2-5.zh-hant.png", "Han", ("chi_tra",), 0.07, marks=pytest.mark.slow),
+        pytest.param("taohuayuan.zh-hans.png", "Han", ("chi_sim",), 0.10, marks=pytest.mark.slow),
+        pytest.param("manual.zh-hant.png", "Han", ("chi_tra",), 0.10, marks=pytest.mark.slow),
     ],
 )
 def test_a_cjk_page_is_detected_and_read_close_to_its_truth(
@@ -231,6 +238,79 @@ def test_a_cjk_page_is_detected_and_read_close_to_its_truth(
     truth = (FIXTURES / f"{name}.truth.txt").read_text(encoding="utf-8")
     assert (reading.script, reading.languages) == (script, languages)
     assert _cer(reading.text, truth) <= max_cer, reading.text
+
+
+def _words(tokens: str) -> list[OcrWord]:
+    """OcrWords from space-separated "text:confidence" tokens, side by side on one line."""
+    return [
+        OcrWord(text, 40 * i, 0, 30, 30, float(confidence))
+        for i, (text, confidence) in enumerate(token.rsplit(":", 1) for token in tokens.split())
+    ]
+
+
+#: tesseract's words for the simplified paragraph of polyglossia-zh-hans.png enlarged 1.9× (chi_sim and
+#: chi_tra readings, with eng): chi_tra writes every simplified form as its traditional one
+SIMPLIFIED_PAGE_READ_AS = {
+    "chi_sim": _words(
+        "人:97 人:91 生:89 而:88 自由:90 、:93 在:92 尊严:80 和:97 权利:97 上:97 一:93 律:93 平:81 等:93 。:92 "
+        "他:92 们:93 赋:0 有:82 理性:96 和:97 良心:92 、:93 并:93 应:96 以:97 兄弟:96 关系:96 的:97 "
+        "精神:97 相对:93 待:92 。:93 2022:90 年:87 11:92 月:93 29:93 日:72 "
+    ),
+    "chi_tra": _words(
+        "人:96 人:96 生:96 而:96 自:96 由:93 、:93 在:91 尊嚴:55 和:97 權利:96 上:97 一:93 律:93 平等:93 "
+        "。:93 他:89 們:90 賦:71 有:92 理性:97 和:97 良心:91 、:93 並:70 應:96 以:97 兄弟:96 關係:65 "
+        "的:97 精神:97 相:97 對:93 待:92 。:45 2022:90 年:89 11:93 月:93 29:93 日:92 "
+    ),
+}
+#: …and for the traditional paragraph of polyglossia-zh-hant.png enlarged 2×: chi_sim writes the
+#: simplified forms it knows and misreads the rest
+TRADITIONAL_PAGE_READ_AS = {
+    "chi_sim": _words(
+        "人:96 人:92 生:91 而:86 自由:93 、:89 在:85 尊:82 岂:0 和:9 权利:96 上:97 一:93 律:92 平等:93 "
+        "。:88 他:92 们:93 和:32 马:0 有:82 理性:93 和:97 良心:90 、:88 东:16 应:10 以:92 兄弟:92 "
+        "关:12 休:16 的:55 精神:97 相对:92 待:92 。:68 "
+    ),
+    "chi_tra": _words(
+        "人:97 人:97 生:96 而:94 自:97 由:93 、:93 在:92 尊嚴:94 和:97 權利:96 上:97 一:93 律:92 平:93 "
+        "等:93 。:93 他:92 們:89 賦:87 有:93 理性:96 和:97 良心:93 、:93 並:92 應:97 以:97 兄弟:95 "
+        "關係:94 的:96 精神:97 相:97 對:93 待:92 。:93 "
+    ),
+}
+
+
+def _mean_confidence(words: Sequence[OcrWord]) -> float:
+    return sum(w.confidence for w in words) / len(words)
+
+
+def test_the_chinese_character_set_is_decided_where_the_two_readings_differ() -> None:
+    han = SCRIPT_CHARACTERS["Han"]
+    simplified, traditional = SIMPLIFIED_PAGE_READ_AS["chi_sim"], SIMPLIFIED_PAGE_READ_AS["chi_tra"]
+    # the case that flipped: over all words the traditional reading of a simplified page is the surer…
+    assert _mean_confidence(traditional) > _mean_confidence(simplified)
+    # …but not on the characters where the readings differ (严/嚴, 们/們, 并/並, 关系/關係…)
+    assert not prefers_alternative(simplified, traditional, han)
+    assert prefers_alternative(TRADITIONAL_PAGE_READ_AS["chi_sim"], TRADITIONAL_PAGE_READ_AS["chi_tra"], han)
+
+
+def test_readings_that_agree_or_differ_only_outside_the_script_keep_the_usual_data() -> None:
+    han = SCRIPT_CHARACTERS["Han"]
+    same = _words("人人:90 生而自由:80")
+    assert not prefers_alternative(same, _words("人人:99 生而自由:99"), han)  # surer, but of the same text
+    assert not prefers_alternative(_words("2022:10 年:90"), _words("2O22:99 年:90"), han)  # not Han
+    assert not prefers_alternative(_words("们:80"), _words("們:80"), han)  # a tie: the usual data
+    assert prefers_alternative(_words("们:60"), _words("們:80"), han)
+
+
+@pytest.mark.requires_tesseract
+@pytest.mark.parametrize("factor", [1.9, 2.04])  # the mean confidence chose chi_tra at both
+def test_a_simplified_page_is_read_as_simplified_whatever_the_enlargement(
+    factor: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ocr_module, "_upscale_factor", lambda width, height, dpi: factor)
+    reading = TesseractOcr().read((FIXTURES / "polyglossia-zh-hans.png").read_bytes())
+    assert (reading.script, reading.languages) == ("Han", ("chi_sim",))
+    for simplified in ("尊严", "权利", "他们", "关系"):
+        assert simplified in reading.text, reading.text
 
 
 @pytest.mark.requires_tesseract
