@@ -3,7 +3,12 @@ apart from the ones it cannot (a refused permission, a wrong name, a bad request
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+
+from chalicelib.ports import ServiceUnreachable
 
 #: error codes AWS services answer when they are throttling or briefly unable to serve
 TRANSIENT_CODES = frozenset(
@@ -34,3 +39,14 @@ def is_transient(error: BaseException) -> bool:
     if isinstance(error, NoCredentialsError | PartialCredentialsError):
         return False  # a deployment fault, not the service's
     return isinstance(error, BotoCoreError)
+
+
+@contextmanager
+def unanswered_is_unreachable(service: str) -> Iterator[None]:
+    """Inside: a transient botocore error becomes the port's ServiceUnreachable; any other one propagates."""
+    try:
+        yield
+    except (BotoCoreError, ClientError) as error:
+        if is_transient(error):
+            raise ServiceUnreachable(f"{service} did not answer ({type(error).__name__})") from error
+        raise

@@ -6,11 +6,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from chalicelib.adapters.aws_errors import is_transient
+from chalicelib.adapters.aws_errors import unanswered_is_unreachable
 from chalicelib.domain.types import Stage, StageMessage
-from chalicelib.ports import DeadLetter, ServiceUnreachable
+from chalicelib.ports import DeadLetter
 
 
 class SqsTaskQueue:
@@ -59,7 +57,7 @@ class SqsTaskQueue:
         return url
 
     def backlog(self, queue: str) -> int:
-        try:
+        with unanswered_is_unreachable(f"SQS ({queue})"):
             attrs = self.client.get_queue_attributes(
                 QueueUrl=self.url(queue),
                 AttributeNames=[
@@ -68,12 +66,6 @@ class SqsTaskQueue:
                     "ApproximateNumberOfMessagesDelayed",
                 ],
             )["Attributes"]
-        except (BotoCoreError, ClientError) as error:
-            if is_transient(error):
-                raise ServiceUnreachable(
-                    f"SQS did not answer for {queue} ({type(error).__name__})"
-                ) from error
-            raise
         return sum(int(v) for v in attrs.values())
 
     # -- dead-letter queues (operators: list and redrive)

@@ -7,10 +7,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from chalicelib.adapters.aws_errors import is_transient
-from chalicelib.ports import ServiceUnreachable, WorkflowStart
+from chalicelib.adapters.aws_errors import unanswered_is_unreachable
+from chalicelib.ports import WorkflowStart
 
 # A callback for a task that is already closed is not an error for our workers: the work was done.
 CLOSED_TASK_ERRORS = ("TaskTimedOut", "TaskDoesNotExist", "InvalidToken")
@@ -35,13 +33,10 @@ class StepFunctionsWorkflow:
 
     def is_running(self, name: str) -> bool:
         try:
-            status = self.client.describe_execution(executionArn=self._execution_arn(name))["status"]
+            with unanswered_is_unreachable("Step Functions"):
+                status = self.client.describe_execution(executionArn=self._execution_arn(name))["status"]
         except self.client.exceptions.ExecutionDoesNotExist:
             return False
-        except (BotoCoreError, ClientError) as error:
-            if is_transient(error):
-                raise ServiceUnreachable(f"Step Functions did not answer ({type(error).__name__})") from error
-            raise
         return bool(status == "RUNNING")
 
     def stop(self, name: str, cause: str) -> bool:

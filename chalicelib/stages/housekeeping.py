@@ -107,9 +107,7 @@ def _why_alive(deps: Dependencies, knowledge: Knowledge, cutoff: str, wait_limit
         name = execution_name(knowledge.id, knowledge.attempt)
         if knowledge.parse_status != ParseStatus.PENDING and deps.workflow.is_running(name):
             return "state machine execution is running"
-    except (
-        ServiceUnreachable
-    ):  # an unanswered probe must not keep a stuck row alive forever (spec: fail safe)
+    except ServiceUnreachable:  # unanswered: it must not keep a stuck row alive (fail safe); refused: raised
         logger.exception("could not check the execution", extra={"knowledge_id": knowledge.id})
     # Its stage message was queued after the last sign of work on it, so no worker has taken it yet: it is
     # waiting behind other documents, as long as that queue holds messages and not for ever.
