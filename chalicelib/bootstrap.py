@@ -454,7 +454,12 @@ def build_services(settings: Settings | None = None) -> Services:
         inbox if settings.storage == "s3" else LocalFileStore(Path(settings.state_dir) / "files")
     )
     files = build_storage(settings, default_files)
-    queue = SqsTaskQueue(sqs, {q: settings.queue(q) for q in QUEUES})
+    queue = SqsTaskQueue(
+        sqs,
+        {q: settings.queue(q) for q in QUEUES},
+        urls=settings.queue_urls,
+        dead_letter_urls=settings.dead_letter_queue_urls,
+    )
     return Services(
         settings=settings,
         tenants=DynamoTenantRepo(models),

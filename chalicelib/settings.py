@@ -52,6 +52,19 @@ QUEUES = (
     "faq-import",
     "webhooks",
 )
+
+
+def queue_url_variable(queue: str) -> str:
+    """The variable that gives a function the URL of a stage queue it uses (infra/stack.py writes it from the
+    queue's `Ref`): with it, the queue adapter makes no GetQueueUrl call."""
+    return "WEKNORA_QUEUE_URL_" + queue.upper().replace("-", "_")
+
+
+def dead_letter_queue_url_variable(queue: str) -> str:
+    """The variable that gives a function the URL of a stage queue's dead-letter queue."""
+    return "WEKNORA_DLQ_URL_" + queue.upper().replace("-", "_")
+
+
 #: the local MiniLM model spaces (adapters/models/local_onnx.py): int8 arithmetic with 7-bit weights, the
 #: same vectors on every CPU (the default); int8 arithmetic with 8-bit weights, without ONNX Runtime's
 #: SkipLayerNormalization fusion and with it (both CPU-dependent); the shipped file (fp32 arithmetic). The
@@ -345,6 +358,10 @@ class Settings:
     models: ModelSettings = field(default_factory=ModelSettings)
     table_names: Mapping[str, str] = field(default_factory=dict)
     queue_names: Mapping[str, str] = field(default_factory=dict)
+    #: the URLs of the stage queues and of their dead-letter queues this function is given (by queue name:
+    #: `queue_url_variable`, `dead_letter_queue_url_variable`); a queue not given is looked up by name
+    queue_urls: Mapping[str, str] = field(default_factory=dict)
+    dead_letter_queue_urls: Mapping[str, str] = field(default_factory=dict)
     #: the key operators send as X-Operator-Key to the /admin routes, as a plain value (the local stack)
     operator_key: str = ""
     #: on AWS: the SSM SecureString parameter that holds it (read on the first admin request, cached); with
@@ -517,6 +534,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             name: e.text(f"WEKNORA_QUEUE_{name.upper()}")
             for name in QUEUES
             if e.text(f"WEKNORA_QUEUE_{name.upper()}")
+        },
+        queue_urls={
+            name: e.text(queue_url_variable(name)) for name in QUEUES if e.text(queue_url_variable(name))
+        },
+        dead_letter_queue_urls={
+            name: e.text(dead_letter_queue_url_variable(name))
+            for name in QUEUES
+            if e.text(dead_letter_queue_url_variable(name))
         },
         operator_key=e.text("WEKNORA_OPERATOR_KEY"),
         operator_key_parameter=e.text("WEKNORA_OPERATOR_KEY_PARAMETER"),

@@ -11,6 +11,11 @@ call there can make.
 
 Resources are CloudFormation expressions of the merged template's logical ids. `*` stands only where the
 service has no resource-level permission for the action; `why` says so.
+
+`infra/stack.py` gives each function the URLs of exactly the queues (and dead-letter queues) its SQS grants
+here name, so its code does not look them up and its role has no sqs:GetQueueUrl; a queue used without a
+grant here has no URL either, and both checks above fail on it. A grant that includes sqs:GetQueueUrl says
+the function looks those queues up instead (only the API, for the dead-letter queues: see its `why`).
 """
 
 from __future__ import annotations
@@ -111,13 +116,14 @@ def write_tables(*names: str) -> Grant:
 
 
 def send_to(*names: str) -> Grant:
-    return Grant(("sqs:SendMessage", "sqs:GetQueueUrl"), queues(*names))
+    return Grant(("sqs:SendMessage",), queues(*names))
 
 
 def own_queue(name: str) -> list[Grant]:
     """What a function triggered by `name` does on it: the event source mapping receives and deletes (with
     the function's role), the runner delays a retry (ChangeMessageVisibility), re-sends a continuation, and
-    finds the dead-letter queue through the RedrivePolicy to park a poison message there."""
+    parks a poison message in the dead-letter queue. No sqs:GetQueueUrl: the function is given both URLs
+    (infra/stack.py `queue_url_environment`)."""
     return [
         Grant(
             (
@@ -126,11 +132,10 @@ def own_queue(name: str) -> list[Grant]:
                 "sqs:GetQueueAttributes",
                 "sqs:ChangeMessageVisibility",
                 "sqs:SendMessage",
-                "sqs:GetQueueUrl",
             ),
             queues(name),
         ),
-        Grant(("sqs:SendMessage", "sqs:GetQueueUrl"), dead_letter_queues(name)),
+        Grant(("sqs:SendMessage",), dead_letter_queues(name)),
     ]
 
 
@@ -204,6 +209,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
         Grant(
             ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl"),
             dead_letter_queues(*ALL_QUEUES),
+            why="the operators' DLQ routes look the dead-letter queues up (through the queue's RedrivePolicy) "
+            "rather than take 11 more URLs into an environment Lambda caps at 4 KB "
+            "(tests/infra/test_queue_urls.py)",
         ),
         Grant(
             ("states:DescribeExecution", "states:GetExecutionHistory", "states:StopExecution"), (EXECUTIONS,)
@@ -360,9 +368,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
         write_tables("tenants", "knowledge", "spans", "tasks", "turns"),
         send_to("docreader", "lifecycle"),
         # a row's stage message may wait in any stage queue the pipeline sends to (`queued_stage`): its backlog
-        # spares the row (stages/housekeeping.py `_why_alive`); the queue's URL is looked up first (a cold
-        # start has none cached)
-        Grant(("sqs:GetQueueAttributes", "sqs:GetQueueUrl"), queues("docreader", "chunking", "embedding")),
+        # spares the row (stages/housekeeping.py `_why_alive`)
+        Grant(("sqs:GetQueueAttributes",), queues("docreader", "chunking", "embedding")),
         Grant(("states:DescribeExecution",), (EXECUTIONS,)),
     ],
     # the webhooks queue: signs and posts one delivery, logs the try, retries it later (a new message with a

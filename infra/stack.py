@@ -4,6 +4,8 @@ code, so that each rule is written once:
 
 - one IAM role per function from `infra/permissions.py`, with its own log group (retention a parameter),
   X-Ray, and, for a queue-triggered function, the event source mapping's rights on exactly its queue;
+- each function's environment: the URL (`Ref`) of every queue and dead-letter queue its SQS grants name, so
+  its code sends without a GetQueueUrl round trip per queue per cold start, and no role needs that action;
 - each SQS trigger bound to its queue resource (`Fn::GetAtt`, so the `Prefix` parameter holds) with a
   maximum concurrency per stage;
 - the state machine's role from the tasks its ASL runs;
@@ -31,7 +33,15 @@ if str(INFRA) not in sys.path:  # run as a script or imported from scripts/ and 
     sys.path.insert(0, str(INFRA))
 
 from monitoring import monitoring_fragment  # noqa: E402
-from permissions import FUNCTIONS, QUEUES, SEARCH_INDEX, TRACING, VPC_NETWORK_INTERFACES, Grant  # noqa: E402
+from permissions import (  # noqa: E402
+    FUNCTIONS,
+    QUEUES,
+    SEARCH_INDEX,
+    TRACING,
+    VPC_NETWORK_INTERFACES,
+    Grant,
+    dead_letter_queue,
+)
 
 BASE_TEMPLATE = INFRA / "template.json"
 ASL = INFRA / "statemachine" / "knowledge.asl.json"
@@ -165,12 +175,46 @@ def log_group(function: str) -> dict[str, Any]:
     }
 
 
+#: the variables chalicelib/settings.py reads a queue's URL from (`queue_url_variable`,
+#: `dead_letter_queue_url_variable`); tests/infra/test_queue_urls.py reads the packaged ones back through it
+QUEUE_URL_VARIABLE = "WEKNORA_QUEUE_URL_{}"
+DEAD_LETTER_QUEUE_URL_VARIABLE = "WEKNORA_DLQ_URL_{}"
+
+
+def queue_url_environment(grants: list[Grant]) -> dict[str, Any]:
+    """The URL of each queue and dead-letter queue the SQS grants name: what the function's code may send to,
+    probe or receive from is what it is given, from the one table, so grants and URLs cannot drift. Queues a
+    grant lets it look up (sqs:GetQueueUrl) are not given."""
+    by_logical_id = {
+        **{logical: QUEUE_URL_VARIABLE.format(_variable_part(q)) for q, logical in QUEUES.items()},
+        **{dead_letter_queue(q): DEAD_LETTER_QUEUE_URL_VARIABLE.format(_variable_part(q)) for q in QUEUES},
+    }
+    named: set[str] = set()
+    looked_up: set[str] = set()
+    for grant in grants:
+        if not any(action.startswith("sqs:") for action in grant.actions):
+            continue
+        for resource in grant.resources:
+            logical = resource.get("Fn::GetAtt", [None])[0] if isinstance(resource, dict) else None
+            if logical not in by_logical_id:
+                raise ValueError(f"an SQS grant on {resource!r}, which is not a stage or dead-letter queue")
+            (looked_up if "sqs:GetQueueUrl" in grant.actions else named).add(logical)
+    return {by_logical_id[logical]: {"Ref": logical} for logical in sorted(named - looked_up)}
+
+
+def _variable_part(queue: str) -> str:
+    return queue.upper().replace("-", "_")
+
+
 def function_fragment(function: str) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "Role": {"Fn::GetAtt": [f"{function}Role", "Arn"]},
         "LoggingConfig": {"LogGroup": {"Ref": f"{function}LogGroup"}},
         "Tracing": {"Ref": "Tracing"},
     }
+    urls = queue_url_environment(FUNCTIONS[function])
+    if urls:  # over Globals' variables (SAM merges the two)
+        properties["Environment"] = {"Variables": urls}
     if SEARCH_INDEX in FUNCTIONS[function]:  # with OpenSearchSubnetIds, next to the domain in its VPC
         properties["VpcConfig"] = in_opensearch_vpc(
             {

@@ -12,11 +12,22 @@ from chalicelib.ports import DeadLetter
 
 
 class SqsTaskQueue:
-    def __init__(self, client: Any, queue_names: Mapping[str, str]):
-        """`queue_names` maps a logical queue ('docreader', 'uploads', …) to its SQS queue name."""
+    def __init__(
+        self,
+        client: Any,
+        queue_names: Mapping[str, str],
+        urls: Mapping[str, str] | None = None,
+        dead_letter_urls: Mapping[str, str] | None = None,
+    ):
+        """`queue_names` maps a logical queue ('docreader', 'uploads', …) to its SQS queue name; `urls` and
+        `dead_letter_urls` give the URLs of the queues and dead-letter queues this function was given (on AWS
+        each function's environment holds those it uses, infra/stack.py). A queue without one is looked up
+        by name (GetQueueUrl) on its first use in the process, its dead-letter queue through its
+        RedrivePolicy."""
         self.client = client
         self.queue_names = dict(queue_names)
-        self._urls: dict[str, str] = {}
+        self._urls: dict[str, str] = dict(urls or {})
+        self._dead_letter_urls: dict[str, str] = dict(dead_letter_urls or {})
 
     def url(self, queue: str) -> str:
         if queue not in self._urls:
@@ -48,13 +59,14 @@ class SqsTaskQueue:
         )
 
     def _dlq_url(self, queue: str) -> str:
-        if f"{queue}-dlq" in self._urls:
-            return self._urls[f"{queue}-dlq"]
-        attrs = self.client.get_queue_attributes(QueueUrl=self.url(queue), AttributeNames=["RedrivePolicy"])
-        arn = json.loads(attrs["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"]
-        url = str(self.client.get_queue_url(QueueName=arn.rsplit(":", 1)[-1])["QueueUrl"])
-        self._urls[f"{queue}-dlq"] = url
-        return url
+        if queue not in self._dead_letter_urls:
+            attrs = self.client.get_queue_attributes(
+                QueueUrl=self.url(queue), AttributeNames=["RedrivePolicy"]
+            )
+            arn = json.loads(attrs["Attributes"]["RedrivePolicy"])["deadLetterTargetArn"]
+            url = self.client.get_queue_url(QueueName=arn.rsplit(":", 1)[-1])["QueueUrl"]
+            self._dead_letter_urls[queue] = str(url)
+        return self._dead_letter_urls[queue]
 
     def backlog(self, queue: str) -> int:
         with unanswered_is_unreachable(f"SQS ({queue})"):

@@ -6,9 +6,11 @@ batch, each scheduled run, each HTTP request. Every metered client (`adapters/aw
 tests can check each call against that function's own IAM role (tests/infra/iam_policy.py). Work a handler
 hands to a thread pool carries the name along (`contextvars.copy_context()` at each submit).
 
-On Lambda each function runs in processes of its own, and the queue adapter looks each queue's URL up once
-per process (`GetQueueUrl`). Locally one process serves every function, so the URL found by one is cached for
-all: an SQS call by URL therefore also counts as the lookup a cold start of that function makes.
+An SQS call names its queue by URL. On AWS each function is given the URLs of the queues it uses
+(infra/stack.py); for any other queue its adapter would look the URL up first (`GetQueueUrl`). Locally one
+process serves every function with every URL, so what a cold start of a function would look up depends on
+that function's environment in the packaged template: tests/infra/iam_policy.py (`RoleBook.requests`) adds
+the lookup there, where the template is known, not here.
 """
 
 from __future__ import annotations
@@ -128,12 +130,9 @@ class CallLog:
         function = _function.get()
         if function is None:
             return
-        calls = {AwsCall(function, service, operation, _naming(params))}
-        url = params.get("QueueUrl")
-        if service == "sqs" and isinstance(url, str):
-            calls.add(AwsCall(function, "sqs", "GetQueueUrl", (("QueueName", url.rsplit("/", 1)[-1]),)))
+        call = AwsCall(function, service, operation, _naming(params))
         with self._lock:
-            self._calls |= calls
+            self._calls.add(call)
 
     def take(self) -> list[AwsCall]:
         """The calls recorded since the last take."""

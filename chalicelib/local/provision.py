@@ -23,6 +23,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from chalicelib.local.moto_server import ACCOUNT_ID
+from chalicelib.settings import dead_letter_queue_url_variable, queue_url_variable
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,24 @@ class ProvisionedResources(dict[str, ProvisionedResource]):
     @property
     def queues(self) -> list[ProvisionedResource]:
         return self.of_type("AWS::SQS::Queue")
+
+    def queue_url_env(self, queue_names: Mapping[str, str]) -> dict[str, str]:
+        """The variables that give a function the URL of each stage queue provisioned here and of its
+        dead-letter queue (its RedrivePolicy's target), by the code's name for the queue -> its SQS name.
+        On AWS each function is given those its grants name (infra/stack.py)."""
+        by_name = {q.name: q for q in self.queues}
+        by_arn = {q.arn: q for q in self.queues}
+        env: dict[str, str] = {}
+        for queue, name in queue_names.items():
+            found = by_name.get(name)
+            if found is None or found.url is None:
+                continue
+            env[queue_url_variable(queue)] = found.url
+            policy = found.attributes.get("RedrivePolicy")
+            dead_letters = by_arn.get(json.loads(policy)["deadLetterTargetArn"]) if policy else None
+            if dead_letters is not None and dead_letters.url is not None:
+                env[dead_letter_queue_url_variable(queue)] = dead_letters.url
+        return env
 
     @property
     def state_machines(self) -> list[ProvisionedResource]:
@@ -464,7 +483,8 @@ class _Provisioner(TemplateResolver):
             if settable:
                 self.sqs.set_queue_attributes(QueueUrl=url, Attributes=settable)
         arn = f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{name}"
-        return ProvisionedResource(logical, "AWS::SQS::Queue", name, arn, url)
+        redrive = {"RedrivePolicy": attributes["RedrivePolicy"]} if "RedrivePolicy" in attributes else {}
+        return ProvisionedResource(logical, "AWS::SQS::Queue", name, arn, url, attributes=redrive)
 
     def _bucket(self, logical: str, props: dict[str, Any]) -> ProvisionedResource:
         name = self._physical_name(logical, props, "BucketName", lower=True)

@@ -45,7 +45,7 @@ from chalicelib.local.moto_server import ACCOUNT_ID, Footprint, MotoServer
 from chalicelib.local.pollers import BatchResult, DuplicatePredicate, SqsPoller
 from chalicelib.local.provision import ImageFunction, ProvisionedResources, image_sqs_functions, provision
 from chalicelib.local.scheduler import Clock, ScheduledInvocation, Scheduler, utc_now
-from chalicelib.settings import get_settings
+from chalicelib.settings import QUEUES, dead_letter_queue_url_variable, get_settings, queue_url_variable
 
 log = logging.getLogger(__name__)
 #: connections each of the runtime's shared AWS clients keeps open (see _client)
@@ -203,7 +203,25 @@ class LocalRuntime:
         # the function's own variables (.chalice/config.json for this stage) take precedence over Globals.
         os.environ.update(resources.function_env)
         self._apply_local_env()
+        self._apply_queue_urls(resources)
         return resources
+
+    def _apply_queue_urls(self, resources: ProvisionedResources) -> None:
+        """Every stage queue's and dead-letter queue's URL, as the packaged template gives each function the
+        URLs of the queues it uses: the code path of AWS (no GetQueueUrl). One process serves every function
+        here, so it has them all; the e2e IAM check holds each function to the URLs its own environment has
+        (tests/infra/iam_policy.py)."""
+        settings = get_settings()
+        urls = resources.queue_url_env({queue: settings.queue(queue) for queue in QUEUES})
+        for queue in QUEUES:
+            for variable in (queue_url_variable(queue), dead_letter_queue_url_variable(queue)):
+                if variable in self.env:  # this run's overrides win
+                    continue
+                if variable in urls:
+                    os.environ[variable] = urls[variable]
+                else:  # not provisioned here: a URL left from another stack would name its queue
+                    os.environ.pop(variable, None)
+        get_settings.cache_clear()
 
     def _chalice_config(self, function_name: str = "api_handler") -> Any:
         from chalice.config import Config
@@ -335,6 +353,7 @@ class LocalRuntime:
         if self._footprint is not None and self.server.empty_in_place(self._footprint):
             os.environ.update(self.resources.function_env)
             self._apply_local_env()
+            self._apply_queue_urls(self.resources)
         else:
             self.server.reset()
             self.resources = self._provision()

@@ -7,6 +7,10 @@ The role's policy comes from the packaged `sam.json`, its intrinsics resolved ag
 local runtime provisioned in moto (the same resolver that provisions them), and moto's IAM policy evaluator
 (`moto.iam.access_control.IAMPolicy`, Allow/Deny with wildcards) decides. A call with no mapping here is an
 error, so a new kind of AWS call cannot pass unchecked.
+
+An SQS call names its queue by URL. A function is given the URLs of the queues it uses in its environment
+(infra/stack.py); for a queue whose URL it is not given, its adapter looks the URL up first on each cold start
+(`GetQueueUrl`), and `RoleBook.requests` adds that request, so the role must allow it (none does).
 """
 
 from __future__ import annotations
@@ -109,10 +113,7 @@ def requests_of(call: AwsCall, region: str, account: str = ACCOUNT_ID) -> list[R
         return requests
     if call.service == "sqs":
         action = f"sqs:{_SQS_BATCH.get(call.operation, call.operation)}"
-        if "QueueUrl" in named:
-            name = urlparse(named["QueueUrl"]).path.rsplit("/", 1)[-1]
-        else:
-            name = named.get("QueueName", "")
+        name = _queue_name(named["QueueUrl"]) if "QueueUrl" in named else named.get("QueueName", "")
         return [Request(action, f"arn:aws:sqs:{region}:{account}:{name}")]
     if call.service == "states":
         if call.operation in ("SendTaskSuccess", "SendTaskFailure", "SendTaskHeartbeat", "ListStateMachines"):
@@ -177,6 +178,8 @@ class RoleBook:
         self.resolver = resolver
         resources = packaged["Resources"]
         self.policies: dict[str, list[dict[str, Any]]] = {}
+        #: the queues (by name) each function is given the URL of
+        self.queue_urls: dict[str, set[str]] = {}
         for logical, spec in resources.items():
             if spec.get("Type") != "AWS::Serverless::Function":
                 continue
@@ -186,6 +189,28 @@ class RoleBook:
             role_id = role["Fn::GetAtt"][0]
             documents = [p["PolicyDocument"] for p in resources[role_id]["Properties"].get("Policies", [])]
             self.policies[logical] = [resolver.resolve(d) for d in documents]
+            self.queue_urls[logical] = {
+                _queue_name(resolver.resolve(value)) for value in self.queue_variables(logical).values()
+            }
+
+    def queue_variables(self, function: str) -> dict[str, Any]:
+        """The function's environment variables (Globals' and its own, as SAM merges them) that hold a
+        queue's URL: a `Ref` to an SQS queue of the template."""
+        resources = self.packaged["Resources"]
+        variables = {
+            **self.packaged.get("Globals", {})
+            .get("Function", {})
+            .get("Environment", {})
+            .get("Variables", {}),
+            **resources[function]["Properties"].get("Environment", {}).get("Variables", {}),
+        }
+        return {
+            name: value
+            for name, value in variables.items()
+            if isinstance(value, dict)
+            and set(value) == {"Ref"}
+            and resources.get(value["Ref"], {}).get("Type") == "AWS::SQS::Queue"
+        }
 
     def resolve(self, expression: Any) -> Any:
         """A CloudFormation expression of the packaged template, as the roles' policies resolve it."""
@@ -206,16 +231,35 @@ class RoleBook:
             if call.function not in self.policies:
                 refused.append(f"{call.function}: no such function in the packaged template")
                 continue
-            for request in requests_of(call, self.region):
+            for request in self.requests(call):
                 if not self.allows(call.function, request):
                     refused.append(
                         f"{call.function}: {request.action} on {request.resource} ({call.operation})"
                     )
         return sorted(set(refused))
 
+    def requests(self, call: AwsCall) -> list[Request]:
+        """The IAM requests of one call, with the GetQueueUrl a cold start of the calling function makes
+        first when the call names a queue by a URL the function is not given."""
+        requests = requests_of(call, self.region)
+        url = call.parameter("QueueUrl")
+        if (
+            call.service == "sqs"
+            and url
+            and _queue_name(url) not in self.queue_urls.get(call.function, set())
+        ):
+            lookup = AwsCall(call.function, "sqs", "GetQueueUrl", (("QueueName", _queue_name(url)),))
+            requests += requests_of(lookup, self.region)
+        return requests
+
     def allows(self, function: str, request: Request) -> bool:
         results = [_decision(document, request) for document in self.policies[function]]
         return PermissionResult.PERMITTED in results and PermissionResult.DENIED not in results
+
+
+def _queue_name(url: str) -> str:
+    """The queue a URL names (its last path segment)."""
+    return urlparse(url).path.rsplit("/", 1)[-1]
 
 
 def statement_allows(statement: dict[str, Any], request: Request) -> bool:

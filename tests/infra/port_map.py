@@ -24,8 +24,9 @@ from chalicelib.settings import TABLES, Settings
 from .reach import Need, PortCall, PortMap
 
 #: SQS: what each TaskQueue method asks of the queue its first argument names ("queue") and of that queue's
-#: dead-letter queue ("dead-letter-queue"); every method first looks the queue's URL up (cached per process
-#: on the Lambda, so a cold start asks again)
+#: dead-letter queue ("dead-letter-queue"); every method needs the queue's URL, which a function is given in
+#: its environment (infra/stack.py) or else looks up (GetQueueUrl, once per process): the reach check asks
+#: for that lookup only where the URL is not given (test_iam_reach.allowed)
 QUEUE_METHODS: dict[str, tuple[tuple[str, str], ...]] = {
     "send": (("sqs:GetQueueUrl", "queue"), ("sqs:SendMessage", "queue")),
     "send_raw": (("sqs:GetQueueUrl", "queue"), ("sqs:SendMessage", "queue")),

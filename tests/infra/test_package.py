@@ -134,9 +134,13 @@ def test_docreader_is_a_container_image_function_on_its_queue(packaged: dict[str
     assert event["Properties"]["BatchSize"] == 1
     assert event["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert (props["Timeout"], props["MemorySize"]) == (900, 3008)
-    # its own role; the environment of the Chalice functions (theirs lives in Globals too)
+    # its own role; the environment of the Chalice functions (theirs lives in Globals too), and of its own
+    # only the URLs of the queues it uses (tests/infra/test_queue_urls.py)
     assert props["Role"] == {"Fn::GetAtt": ["DocreaderStageRole", "Arn"]}
-    assert "Environment" not in props
+    assert all(
+        name.startswith(("WEKNORA_QUEUE_URL_", "WEKNORA_DLQ_URL_"))
+        for name in props["Environment"]["Variables"]
+    )
     assert "WEKNORA_STORAGE" in template["Globals"]["Function"]["Environment"]["Variables"]
 
 

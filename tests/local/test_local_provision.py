@@ -70,6 +70,17 @@ def test_provision_creates_every_supported_resource(server: MotoServer) -> None:
     }
 
 
+def test_the_queue_url_variables_name_each_queue_and_its_redrive_target(server: MotoServer) -> None:
+    """What the local runtime puts in the environment, so the adapter sends with no GetQueueUrl as on AWS."""
+    res = provision(TEMPLATE, {"Prefix": "pv"})
+    env = res.queue_url_env({"work": "pv-work", "ingest": "pv-ingest", "other": "pv-missing"})
+    assert env == {
+        "WEKNORA_QUEUE_URL_WORK": res["WorkQueue"].url,
+        "WEKNORA_DLQ_URL_WORK": res["WorkDLQ"].url,  # its RedrivePolicy's target
+        "WEKNORA_QUEUE_URL_INGEST": res["IngestQueue"].url,  # no dead-letter queue: no variable
+    }
+
+
 def test_reprovision_is_idempotent_and_sends_no_second_test_event(server: MotoServer) -> None:
     first = provision(TEMPLATE)
     second = provision(TEMPLATE)
