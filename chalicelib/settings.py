@@ -54,15 +54,25 @@ QUEUES = (
 )
 
 
+def _variable_part(name: str) -> str:
+    """A queue's or table's name as part of an environment variable (Lambda allows only [A-Za-z0-9_])."""
+    return name.upper().replace("-", "_")
+
+
+def queue_name_variable(queue: str) -> str:
+    """The variable that overrides a stage queue's SQS name."""
+    return "WEKNORA_QUEUE_" + _variable_part(queue)
+
+
 def queue_url_variable(queue: str) -> str:
     """The variable that gives a function the URL of a stage queue it uses (infra/stack.py writes it from the
     queue's `Ref`): with it, the queue adapter makes no GetQueueUrl call."""
-    return "WEKNORA_QUEUE_URL_" + queue.upper().replace("-", "_")
+    return "WEKNORA_QUEUE_URL_" + _variable_part(queue)
 
 
 def dead_letter_queue_url_variable(queue: str) -> str:
     """The variable that gives a function the URL of a stage queue's dead-letter queue."""
-    return "WEKNORA_DLQ_URL_" + queue.upper().replace("-", "_")
+    return "WEKNORA_DLQ_URL_" + _variable_part(queue)
 
 
 #: the local MiniLM model spaces (adapters/models/local_onnx.py): int8 arithmetic with 7-bit weights, the
@@ -526,14 +536,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             ),
         ),
         table_names={
-            name: e.text(f"WEKNORA_TABLE_{name.upper().replace('-', '_')}")
+            name: e.text(f"WEKNORA_TABLE_{_variable_part(name)}")
             for name in TABLES
-            if e.text(f"WEKNORA_TABLE_{name.upper().replace('-', '_')}")
+            if e.text(f"WEKNORA_TABLE_{_variable_part(name)}")
         },
         queue_names={
-            name: e.text(f"WEKNORA_QUEUE_{name.upper()}")
-            for name in QUEUES
-            if e.text(f"WEKNORA_QUEUE_{name.upper()}")
+            name: e.text(queue_name_variable(name)) for name in QUEUES if e.text(queue_name_variable(name))
         },
         queue_urls={
             name: e.text(queue_url_variable(name)) for name in QUEUES if e.text(queue_url_variable(name))

@@ -114,3 +114,16 @@ def test_settings_read_the_urls_by_the_variables_the_template_writes() -> None:
     assert queue_url_variable("faq-import") == "WEKNORA_QUEUE_URL_FAQ_IMPORT"
     assert dead_letter_queue_url_variable("faq-import") == "WEKNORA_DLQ_URL_FAQ_IMPORT"
     assert load_settings({}).queue_urls == {} and len(QUEUES) == 11
+
+
+def test_a_hyphenated_queue_name_is_overridden_by_a_variable_lambda_accepts() -> None:
+    # Lambda allows only [A-Za-z0-9_] in variable names: `faq-import` is FAQ_IMPORT in all three variables.
+    settings = load_settings(
+        {
+            "WEKNORA_QUEUE_FAQ_IMPORT": "custom-faq-import",
+            queue_url_variable("faq-import"): "https://sqs.example/faq",
+        }
+    )
+    assert settings.queue_names["faq-import"] == "custom-faq-import"
+    assert queue_url_variable("faq-import") == "WEKNORA_QUEUE_URL_FAQ_IMPORT"
+    assert settings.queue_urls == {"faq-import": "https://sqs.example/faq"}
