@@ -168,6 +168,36 @@ class EngineContract:
         assert top.content == CORPUS[0].content
         assert top.extra["bm25_score"] > hits[-1].extra["bm25_score"] > 0
 
+    def test_query_words_close_together_outrank_the_same_words_scattered(
+        self, engine: RetrieveEngine, space: IndexSpace
+    ) -> None:
+        # The same words, counts and length: only their distance differs (7 positions apart in "a-far",
+        # beyond the proximity window). Without the proximity clause the two tie, and a tie goes to
+        # "a-far" (indexed first, and first by id).
+        filler = [
+            "red",
+            "green",
+            "blue",
+            "cyan",
+            "pink",
+            "gold",
+            "gray",
+            "teal",
+            "navy",
+            "plum",
+            "lime",
+            "rose",
+        ]
+        near = " ".join(["ocean", "harbour", "lantern", *filler])
+        far = " ".join(["ocean", *filler[:6], "harbour", *filler[6:], "lantern"])
+        engine.batch_index(space, [entry("a-far", far), entry("b-near", near)])
+        hits = self.keyword(engine, space, "ocean harbour lantern")
+        assert ids(hits) == ["b-near", "a-far"]
+        assert hits[0].extra["bm25_score"] > hits[1].extra["bm25_score"]
+        # one word alone has no pair to score: the tie stays a tie
+        single = self.keyword(engine, space, "harbour")
+        assert single[0].extra["bm25_score"] == pytest.approx(single[1].extra["bm25_score"])
+
     def test_bm25_case_insensitive_and_punctuation(self, engine: RetrieveEngine, space: IndexSpace) -> None:
         engine.batch_index(space, CORPUS)
         assert ids(self.keyword(engine, space, "KUBERNETES?!"))[:1] == ["c3"]

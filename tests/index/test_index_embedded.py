@@ -18,6 +18,7 @@ from chalicelib.adapters.index.embedded import (
     document_terms,
     index_terms,
     match_expression,
+    proximity_pairs,
 )
 from chalicelib.ports import IndexSpace, RetrieveEngine
 
@@ -58,8 +59,19 @@ def test_tokeniser_bigrams_cjk_and_keeps_words() -> None:
         "中华",
     ]
     assert index_terms("ＡＢＣ１２") == ["abc12"]  # NFKC folds full width like cjk_width
-    assert match_expression('say "hi" OR') == '"say" OR "hi" OR "or"'
+    assert match_expression('say "hi" OR') == (
+        '"say" OR "hi" OR "or" OR NEAR("say" "hi", 4) OR NEAR("hi" "or", 4)'  # the proximity pairs
+    )
     assert match_expression("  ...  ") == ""
+    assert match_expression("alone") == '"alone"'
+
+
+def test_proximity_pairs_are_consecutive_distinct_words_without_cjk_runs() -> None:
+    assert proximity_pairs("through program or through") == [("through", "program"), ("program", "or")]
+    # CJK runs already match as adjacent bigrams; the words around them still pair up
+    assert proximity_pairs("대한민국 헌법 Free License") == [("free", "license")]
+    assert proximity_pairs("대한민국 헌법") == []
+    assert proximity_pairs("one") == []
 
 
 def test_a_document_indexes_each_cjk_character_beside_the_bigrams() -> None:

@@ -15,6 +15,7 @@ import pytest
 from index_contract import DIM, entry, vec
 from opensearchpy import OpenSearch, Transport
 
+from chalicelib.adapters.index.common import PROXIMITY_WINDOW
 from chalicelib.adapters.index.fusion import KEYWORD_FLOOR, KEYWORD_WEIGHT
 from chalicelib.adapters.index.opensearch import OpenSearchEngine, build_opensearch_client, index_body
 from chalicelib.ports import IndexSpace
@@ -155,6 +156,30 @@ def test_hybrid_sends_bm25_then_knn_and_fuses_client_side(
     assert hits[0].score == pytest.approx(KEYWORD_WEIGHT)  # BM25's best; the knn list's worst adds nothing
     assert hits[2].score == pytest.approx(KEYWORD_WEIGHT * KEYWORD_FLOOR)
     assert hits[0].extra["bm25_score"] == 7.5
+
+
+def test_bm25_adds_a_sloppy_phrase_per_word_pair_as_should(
+    recorded: tuple[OpenSearchEngine, RecordingTransport],
+) -> None:
+    engine, transport = recorded
+    engine.hybrid_search(SPACE, "kb1", "Free License 헌법", None, 3, vector=False)
+    query = transport.calls[0][3]["query"]["bool"]
+    assert query["must"][0]["dis_max"]["queries"][0] == {"match": {"content": {"query": "free license 헌법"}}}
+    # never required (`should` beside `must`), scored on both fields like the match; CJK runs pair no words
+    assert query["should"] == [
+        {
+            "dis_max": {
+                "queries": [
+                    {"match_phrase": {"content": {"query": "free license", "slop": PROXIMITY_WINDOW - 1}}},
+                    {
+                        "match_phrase": {
+                            "search_text": {"query": "free license", "slop": PROXIMITY_WINDOW - 1}
+                        }
+                    },
+                ]
+            }
+        }
+    ]
 
 
 def test_no_request_without_query(recorded: tuple[OpenSearchEngine, RecordingTransport]) -> None:

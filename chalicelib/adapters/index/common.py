@@ -12,6 +12,13 @@ from chalicelib.ports import IndexEntry, IndexSpace
 # Candidates each list contributes before fusion; top_k larger than this widens the pool.
 DEFAULT_CANDIDATES = 50
 
+#: Term proximity: two consecutive words of a query found at most this many positions apart in a chunk
+#: score again (the window of Rasolofo and Savoy, "Term proximity scoring for keyword-based retrieval
+#: systems", ECIR 2003). Pairs, not the whole query as one phrase: a chunk missing one word (an OCR or
+#: ASR error, a paraphrase) keeps the credit of its other pairs. FTS5 `NEAR(a b, PROXIMITY_WINDOW - 1)`
+#: on the embedded engine, `match_phrase` with `slop: PROXIMITY_WINDOW - 1` on OpenSearch.
+PROXIMITY_WINDOW = 5
+
 
 class IndexWriteError(RuntimeError):
     """The engine refused or lost part of a write; nothing reports success for a partial write."""

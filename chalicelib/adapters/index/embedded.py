@@ -19,7 +19,8 @@ unigram). A document's CJK runs also give their single characters (`document_ter
 with `output_unigrams` on the index side of OpenSearch), so a one-character word of a query (Chinese 心,
 弟, 人) finds the runs it sits in; a query keeps bigrams alone, so it stays as precise as before. The
 term string goes into a `unicode61` FTS5 table, and the query's terms are OR-ed, like an OpenSearch
-`match` query. A file whose stored terms came from an older analysis
+`match` query, with a proximity clause per pair of consecutive words (`proximity_pairs`, FTS5 `NEAR`),
+like `match_phrase` clauses with slop in a `bool` `should` on OpenSearch. A file whose stored terms came from an older analysis
 (`ANALYSIS_VERSION`) has them rebuilt from the stored content when it is first opened.
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -41,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from chalicelib.adapters.index.common import DEFAULT_CANDIDATES, remap_entry, unit_vector
+from chalicelib.adapters.index.common import DEFAULT_CANDIDATES, PROXIMITY_WINDOW, remap_entry, unit_vector
 from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
 from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
@@ -119,10 +121,31 @@ def document_terms(text: str) -> list[str]:
     return index_terms(text, unigrams=True)
 
 
-def match_expression(query: str) -> str:
-    """An FTS5 MATCH string OR-ing the query's distinct terms (quoted, so no term is an operator)."""
+def proximity_pairs(query: str) -> list[tuple[str, str]]:
+    """Each two consecutive distinct non-CJK words of the query: the proximity clause asks each pair to
+    stand within `PROXIMITY_WINDOW` positions. CJK runs are left out: they already match as overlapping
+    bigrams (adjacency inside a run), and a stored CJK run's unigrams follow its bigrams, so its FTS5
+    positions are not the text's."""
     terms = list(dict.fromkeys(index_terms(query)))[:_MAX_QUERY_TERMS]
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    words = [t for t in terms if not _CJK_RUN_RE.fullmatch(t)]
+    return list(itertools.pairwise(words))
+
+
+def _quoted(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def match_expression(query: str) -> str:
+    """An FTS5 MATCH string OR-ing the query's distinct terms (quoted, so no term is an operator) and a
+    `NEAR` per proximity pair. FTS5's `bm25()` sums over every phrase of the expression and a NEAR phrase
+    counts only its instances inside the window, so a chunk holding a pair close together scores those
+    words again, as a sloppy `match_phrase` in a `bool` `should` adds its score on OpenSearch. NEAR's N
+    is the tokens between the two words: PROXIMITY_WINDOW - 1 (FTS5 ignores their order, Lucene's slop
+    charges a swap two)."""
+    terms = list(dict.fromkeys(index_terms(query)))[:_MAX_QUERY_TERMS]
+    clauses = [_quoted(t) for t in terms]
+    clauses += [f"NEAR({_quoted(a)} {_quoted(b)}, {PROXIMITY_WINDOW - 1})" for a, b in proximity_pairs(query)]
+    return " OR ".join(clauses)
 
 
 def _file_stem(kb_id: str) -> str:

@@ -20,6 +20,10 @@ against both fields (`dis_max`: a document scores by its better field). Queries 
 see the same folding as in the embedded engine. An index created before `search_text` existed gets the
 field added to its mapping on first use; its older documents keep matching through `content`.
 
+Term proximity: each two consecutive words of the query (`proximity_pairs`, the embedded engine's
+rule) add a `match_phrase` with slop `PROXIMITY_WINDOW - 1` to the `bool`'s `should`, so a chunk holding
+them close together scores again, as the embedded engine's FTS5 `NEAR` clauses do.
+
 Hybrid search sends a BM25 `match` query and a `knn` query as two requests and fuses them
 client-side with the same fusion as the embedded engine, so it needs no neural-search plugin or search
 pipeline.
@@ -44,7 +48,14 @@ import numpy.typing as npt
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import NotFoundError, RequestError
 
-from chalicelib.adapters.index.common import DEFAULT_CANDIDATES, IndexWriteError, remap_entry, unit_vector
+from chalicelib.adapters.index.common import (
+    DEFAULT_CANDIDATES,
+    PROXIMITY_WINDOW,
+    IndexWriteError,
+    remap_entry,
+    unit_vector,
+)
+from chalicelib.adapters.index.embedded import proximity_pairs
 from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
 from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
@@ -145,21 +156,37 @@ def bm25_body(
     kb_id: str, query_text: str, size: int, knowledge_ids: Sequence[str] | None = None
 ) -> dict[str, Any]:
     query = fold(query_text)
+    scoring: dict[str, Any] = {
+        "must": [
+            {
+                "dis_max": {
+                    "queries": [
+                        {"match": {"content": {"query": query}}},
+                        {"match": {SEARCH_FIELD: {"query": query}}},
+                    ]
+                }
+            }
+        ]
+    }
+    proximity = [
+        {
+            "dis_max": {
+                "queries": [
+                    {"match_phrase": {field: {"query": f"{a} {b}", "slop": PROXIMITY_WINDOW - 1}}}
+                    for field in ("content", SEARCH_FIELD)
+                ]
+            }
+        }
+        for a, b in proximity_pairs(query_text)
+    ]
+    if proximity:  # scores on top of `must`, never required: the embedded engine's NEAR clauses
+        scoring["should"] = proximity
     return {
         "size": size,
         "_source": {"excludes": [VECTOR_FIELD, SEARCH_FIELD]},
         "query": {
             "bool": {
-                "must": [
-                    {
-                        "dis_max": {
-                            "queries": [
-                                {"match": {"content": {"query": query}}},
-                                {"match": {SEARCH_FIELD: {"query": query}}},
-                            ]
-                        }
-                    }
-                ],
+                **scoring,
                 "filter": _kb_filters(kb_id, enabled_only=True, knowledge_ids=knowledge_ids),
             }
         },
