@@ -1,9 +1,10 @@
 """Limits the reader applies before any engine is chosen, so they bind every engine (builtin, simple,
 markitdown, whatever a `parser_engine_rules` override picks).
 
-Nothing here trusts what a file says about itself: zip members are inflated from their raw bytes in small
-steps with a hard cap on the bytes actually produced (a member whose header under-states its size is
-refused, as is one that expands past the caps), spreadsheet cells and their extent are counted in the
+Nothing here trusts what a file says about itself: zip members are inflated from their raw bytes with a
+hard cap on the bytes actually produced (a member whose header under-states its size is refused, as is one
+that expands past the caps; a docx/pptx's members where the builtin reader reads them, PackageParts, and
+all of them before another engine reads the file), spreadsheet cells and their extent are counted in the
 worksheet XML as it streams, PDF pages are counted by pdfium, image pixels are read from the header
 before any decoding, and HTML nesting is measured by a tokenizer before a tree builder sees it.
 """
