@@ -93,3 +93,27 @@ def test_an_unread_member_that_lies_is_refused_before_another_engine_reads_the_z
     pytest.importorskip("markitdown")
     with pytest.raises(PermanentStageError, match="expands beyond the size its header declares"):
         read(data, "docx", engine="markitdown")
+
+
+@pytest.mark.parametrize(
+    ("pieces", "declares"),
+    [
+        ([b"<a><!-- x --><!ENT", b"ITY lol 'x'>"], True),  # split across pieces
+        ([b"<", b"!eNtItY"], True),  # any case, "<" in the piece before
+        ([b"<a>Hello!entity</a>", b"!"], False),  # "!entity" in text, no "<" before it
+        ([b"<a>!!!</a><![CDATA[x]]>"], False),
+    ],
+)
+def test_the_entity_scan_finds_a_declaration_in_any_case_across_pieces(
+    pieces: list[bytes], declares: bool
+) -> None:
+    from chalicelib.parsers.guards import EntityScan
+
+    scan = EntityScan()
+    if declares:
+        with pytest.raises(PermanentStageError, match="entity"):
+            for piece in pieces:
+                scan.feed(piece, "Word")
+    else:
+        for piece in pieces:
+            scan.feed(piece, "Word")
