@@ -7,6 +7,9 @@ that expands past the caps; a docx/pptx's members where the builtin reader reads
 all of them before another engine reads the file), spreadsheet cells and their extent are counted in the
 worksheet XML as it streams, PDF pages are counted by pdfium, image pixels are read from the header
 before any decoding, and HTML nesting is measured by a tokenizer before a tree builder sees it.
+
+Over 600 lines on purpose: every limit the reader applies before an engine runs lives here, so that one
+module answers "what does a hostile file meet"; the zip, sheet, PDF, image and HTML checks share its errors.
 """
 
 from __future__ import annotations
