@@ -4,12 +4,13 @@
     .venv/bin/python bench/bench_office_floor.py [--corpus DIR] [--repeat 15] [--kreuzberg-venv DIR]
 
 Per corpus docx/pptx, each figure the best CPU time of `--repeat` calls in this process: our whole
-`reader.read`; its parts that do not depend on how the reader walks the XML (the zip listing, the preflight
-that inflates and checks every member, lxml parsing every XML part the reader asks the package for, and for
-docx the body's XSLT pass); the rest (walking the trees, Markdown, freeing the trees); and kreuzberg's
+`reader.read`; its parts that do not depend on how the reader walks the XML (the zip listing, the checks:
+the central directory's claims and the checked inflating of every member the reader reads (guards.open_package
+and PackageParts; members it does not read are not inflated), lxml parsing every XML part the reader asks the
+package for, and for docx the body's XSLT pass); the rest (walking the trees, Markdown, freeing the trees); and kreuzberg's
 whole read (its defaults, plain text, best of the same number of calls, through peer_kreuzberg_parse.py);
 "kz/ours" is the ratio bench_parse.py reports (≥ 1: ours at least as fast).
-"fixed/kz" ≥ 1 means the listing, the preflight and lxml's tree builds alone take longer than kreuzberg's
+"fixed/kz" ≥ 1 means the listing, the checks and lxml's tree builds alone take longer than kreuzberg's
 whole read: no walk of those trees, however quick, brings that file to 1×.
 """
 
@@ -29,7 +30,7 @@ from bench_parse import DEFAULT_CORPUS, KreuzbergPeer, _load
 
 from chalicelib.parsers import build_docreader, office, ooxml
 from chalicelib.parsers.base import resolve_file_type
-from chalicelib.parsers.guards import preflight
+from chalicelib.parsers.guards import open_package
 from chalicelib.parsers.reader import Limits
 from chalicelib.ports import ReadRequest
 
@@ -43,21 +44,28 @@ def best_ms(fn: Callable[[], Any], repeat: int) -> float:
     return best * 1000
 
 
-def parts_read(reader: Any, request: ReadRequest) -> list[str]:
-    """The XML parts one read asks its package for, in order."""
-    seen: list[str] = []
-    original = ooxml.Package.xml
+def parts_read(reader: Any, request: ReadRequest) -> tuple[list[str], list[str]]:
+    """(the members one read asks its package for, the XML parts among them), in order."""
+    blobs: list[str] = []
+    xmls: list[str] = []
+    original_blob, original_xml = ooxml.Package.blob, ooxml.Package.xml
 
-    def recording(self: ooxml.Package, name: str) -> Any:
-        seen.append(name)
-        return original(self, name)
+    def recording_blob(self: ooxml.Package, name: str) -> Any:
+        blobs.append(name)
+        return original_blob(self, name)
 
-    ooxml.Package.xml = recording  # type: ignore[method-assign]
+    def recording_xml(self: ooxml.Package, name: str) -> Any:
+        xmls.append(name)
+        return original_xml(self, name)
+
+    ooxml.Package.blob = recording_blob  # type: ignore[method-assign]
+    ooxml.Package.xml = recording_xml  # type: ignore[method-assign]
     try:
         reader.read(request)
     finally:
-        ooxml.Package.xml = original  # type: ignore[method-assign]
-    return seen
+        ooxml.Package.blob = original_blob  # type: ignore[method-assign]
+        ooxml.Package.xml = original_xml  # type: ignore[method-assign]
+    return blobs, xmls
 
 
 def measure(path: Path, reader: Any, peer: KreuzbergPeer, repeat: int) -> list[float]:
@@ -70,11 +78,19 @@ def measure(path: Path, reader: Any, peer: KreuzbergPeer, repeat: int) -> list[f
     listing: list[Any] = []
     listed = best_ms(lambda: resolve_file_type(data, ft, []), repeat)
     resolve_file_type(data, ft, listing)
-    parts: dict[str, bytes | None] = {}
-    checked = best_ms(lambda: preflight(data, ft, limits, {}, listing), repeat)
-    preflight(data, ft, limits, parts, listing)
-    names = parts_read(reader, request)  # the package's .rels, the main part, …
-    blobs = [b for name in names if (b := parts.get(name)) is not None]
+    asked, names = parts_read(reader, request)  # the package's .rels, the main part, …, images
+
+    def check() -> Any:
+        package = open_package(data, ft, limits, listing)
+        assert package is not None
+        for name in dict.fromkeys(asked):
+            if name in package.infos:
+                package[name]
+        return package
+
+    checked = best_ms(check, repeat)
+    parts = check()
+    blobs = [parts[name] for name in names if name in parts.infos]
     parsed = best_ms(lambda: [ooxml.etree.fromstring(b, ooxml._PARSER) for b in blobs], repeat)
     transform = 0.0
     if ft == "docx":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,9 +48,9 @@ class ParseContext:
     limits: Limits = field(default_factory=Limits)
     options: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
-    # a docx/pptx's members as the reader's preflight inflated and checked them: name → bytes for XML parts
-    # and images, None for a member it did not keep; so that the engine does not inflate them again
-    package_parts: dict[str, bytes | None] | None = None
+    # a docx/pptx's members, checked: name → bytes (None for a member not kept), either as check_zip inflated
+    # them or inflated and checked as they are read (guards.PackageParts), so that none is inflated twice
+    package_parts: Mapping[str, bytes | None] | None = None
 
     def check_time(self, what: str = "the file") -> None:
         """Between steps of a parse: refuses a file whose parse has used up `limits.parse_budget_s`."""

@@ -2,15 +2,16 @@
 resolved as OPC says (targets relative to the source part's folder), each part parsed once with a parser that
 resolves no entity and loads no DTD. python-pptx and python-docx build a proxy object per element and load
 every part of the package up front, which was most of a .pptx's parse time; reading the XML directly gives
-the same text. The reader's preflight (guards.check_zip) has already bounded every part's size and refused
-entity declarations before any engine runs, and hands over the parts it inflated (ParseContext.package_parts)
-so that they are not inflated twice."""
+the same text. The reader hands over the package's members (ParseContext.package_parts: guards.PackageParts,
+which checks the central directory's claims before any engine runs and inflates each part, under the caps and
+with its entity scan, when it is read) so that no part is inflated twice and unread parts not at all."""
 
 from __future__ import annotations
 
 import io
 import posixpath
 import zipfile
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -39,7 +40,7 @@ class Package:
     inflates each part it is asked for."""
 
     def __init__(
-        self, data: bytes, what: str, member_limit: int, parts: dict[str, bytes | None] | None = None
+        self, data: bytes, what: str, member_limit: int, parts: Mapping[str, bytes | None] | None = None
     ) -> None:
         self.data = data
         self.what = what

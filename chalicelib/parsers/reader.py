@@ -22,7 +22,7 @@ from chalicelib.parsers.base import (
     unsupported,
 )
 from chalicelib.parsers.engines import default_engine_for
-from chalicelib.parsers.guards import preflight
+from chalicelib.parsers.guards import open_package, preflight
 from chalicelib.ports import AsrEngine, OcrEngine, ReadRequest, ReadResult
 
 NO_SPEECH_TEXT = "[No speech was recognised in this audio file.]"
@@ -131,12 +131,19 @@ class EngineDocReader:
         ocr = with_languages(self.ocr, options.get("ocr_languages"))
         asr = with_language(self.asr, options.get("asr_language"))
         # Before any engine is chosen: the limits bind every engine a rule or override may pick.
-        parts: dict[str, bytes | None] = {}
-        measured = preflight(request.data, actual, limits, parts, listing)
-        ctx = ParseContext(
-            ocr=ocr, asr=asr, limits=limits, options=options, package_parts=parts if parts else None
-        )
+        # A docx/pptx: the central directory's claims now, each member checked as it is read (the builtin
+        # reader never inflates the theme, fonts, layouts...); any other engine gets every member checked first.
+        package = open_package(request.data, actual, limits, listing)
+        if package is not None:
+            measured: dict[str, Any] = {
+                "uncompressed_bytes": sum(i.file_size for i in package.infos.values())
+            }
+        else:
+            measured = preflight(request.data, actual, limits, listing=listing)
+        ctx = ParseContext(ocr=ocr, asr=asr, limits=limits, options=options, package_parts=package)
         engine, note = self.choose(actual, request.engine, options)
+        if package is not None and engine.name != "builtin":
+            package.check_rest()
         inner = ReadRequest(
             data=request.data,
             file_name=request.file_name,
