@@ -8,7 +8,7 @@ Documents: the dev corpus's images and image-only PDFs with a `<file>.truth.txt`
 plus the pages in tests/fixtures/ocr (the corpus has no Japanese or Chinese scan, and its Korean one is a
 table of contents; see make_fixtures.py there: a Japanese text rendered at 150 dpi, the two paragraphs of
 the corpus's polyglossia-example-chinese.pdf and page 14 of its kotex-utf-doc.ko.pdf, both rendered at
-150 dpi; three more Chinese texts drawn in each character set by make_zh_pages.py there), plus that Japanese page photographed (`udhr-art1-4.ja.photo.jpg`, made at run time by
+150 dpi; three more Chinese texts drawn in each character set by make_zh_pages.py there; three more Japanese pages and two Chinese texts with English words in each set by make_mixed_pages.py there), plus that Japanese page photographed (`udhr-art1-4.ja.photo.jpg`, made at run time by
 tests/page_images.photographed: speckles, a slight turn, blur, JPEG, as the corpus's page photo). Image-only PDFs go through the docreader, as in
 production; images through the engine.
 
@@ -85,9 +85,12 @@ CLEAN = {
     "polyglossia-zh-hant.png",
     *(
         f"{text}.zh-{script}.png"
-        for text in ("udhr-art2-5", "taohuayuan", "manual")
+        for text in ("udhr-art2-5", "taohuayuan", "manual", "manual-en", "python-en")
         for script in ("hans", "hant")
     ),
+    "manual-en.ja.png",
+    "python-en.ja.png",
+    "wagahai.ja.png",
 }
 NO_SPACES = ("jpn", "chi_sim", "chi_tra")
 

@@ -52,7 +52,7 @@ def _scripted(languages: Sequence[str] | None = None) -> ScriptedTesseract:
 @pytest.mark.parametrize(
     ("script", "expected"),
     [
-        ("Japanese", ("jpn", "eng")),
+        ("Japanese", ("jpn",)),
         ("Han", ("chi_sim",)),
         ("Korean", ("kor", "eng")),
         ("Hangul", ("kor", "eng")),
@@ -221,7 +221,10 @@ def _cer(hypothesis: str, truth: str) -> float:
 @pytest.mark.parametrize(
     ("name", "script", "languages", "max_cer"),
     [
-        ("udhr-art1-4.ja.png", "Japanese", ("jpn", "eng"), 0.05),
+        ("udhr-art1-4.ja.png", "Japanese", ("jpn",), 0.05),
+        # Japanese with English words: every English word kept by the Japanese data alone
+        ("manual-en.ja.png", "Japanese", ("jpn",), 0.05),
+        ("python-en.ja.png", "Japanese", ("jpn",), 0.05),
         # Chinese: two readings each (simplified and traditional data), ~6 s on a loaded box
         pytest.param("polyglossia-zh-hans.png", "Han", ("chi_sim",), 0.05, marks=pytest.mark.slow),
         pytest.param("polyglossia-zh-hant.png", "Han", ("chi_tra",), 0.05, marks=pytest.mark.slow),
@@ -459,3 +462,12 @@ def test_a_korean_page_keeps_its_hangul_words() -> None:
         return "".join(re.findall("[\uac00-\ud7a3]", text))
 
     assert _cer(hangul(reading.text), hangul(truth)) <= 0.08  # 10.4% with the mixed reading alone
+
+
+@pytest.mark.requires_tesseract
+@pytest.mark.parametrize("name", ["manual-en.ja.png", "python-en.ja.png"])
+def test_a_japanese_page_keeps_its_english_words(name: str) -> None:
+    reading = TesseractOcr().read((FIXTURES / name).read_bytes())
+    truth = (FIXTURES / f"{name}.truth.txt").read_text(encoding="utf-8")
+    latin = re.findall(r"[A-Za-z][A-Za-z0-9.\-]*[A-Za-z0-9]", truth)
+    assert latin and [word for word in latin if word not in reading.text] == [], reading.text
