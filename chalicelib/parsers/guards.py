@@ -104,17 +104,7 @@ def check_zip(
     `data` (base.resolve_file_type), so that it is read once."""
     # one listing (a damaged zip is refused there); entity declarations are looked for below, in the same
     # inflating pass as the sizes
-    if listing:
-        infos = listing
-        check_declared_sizes(infos, limits, what)
-    else:
-        zf = open_zip_checked(data, limits, what, scan_entities=False)
-        try:
-            infos = zf.infolist()
-        finally:
-            zf.close()
-    if any(info.flag_bits & 0x1 for info in infos):
-        raise parse_failed(f"The {what} file is encrypted; remove the password and upload it again.")
+    infos = _checked_listing(data, limits, what, listing)
     view = memoryview(data)
     total = 0
     cells = SheetCells()
@@ -175,14 +165,11 @@ class PackageParts(Mapping[str, "bytes | None"]):
                 self.inflated += produced
 
 
-def open_package(
-    data: bytes, file_type: str, limits: Limits, listing: list[zipfile.ZipInfo] | None = None
-) -> PackageParts | None:
-    """For a docx/pptx, its PackageParts once the central directory's claims are checked (the rest of
-    preflight's zip checks then happen member by member as the reader reads); None for other types."""
-    if file_type not in KEEP_PARTS_TYPES:
-        return None
-    what = ZIP_KINDS[file_type]
+def _checked_listing(
+    data: bytes, limits: Limits, what: str, listing: list[zipfile.ZipInfo] | None
+) -> list[zipfile.ZipInfo]:
+    """The central directory (read here, or `listing` as already read) with its declared sizes checked and
+    no encrypted member."""
     if listing:
         infos = listing
         check_declared_sizes(infos, limits, what)
@@ -194,6 +181,18 @@ def open_package(
             zf.close()
     if any(info.flag_bits & 0x1 for info in infos):
         raise parse_failed(f"The {what} file is encrypted; remove the password and upload it again.")
+    return infos
+
+
+def open_package(
+    data: bytes, file_type: str, limits: Limits, listing: list[zipfile.ZipInfo] | None = None
+) -> PackageParts | None:
+    """For a docx/pptx, its PackageParts once the central directory's claims are checked (the rest of
+    preflight's zip checks then happen member by member as the reader reads); None for other types."""
+    if file_type not in KEEP_PARTS_TYPES:
+        return None
+    what = ZIP_KINDS[file_type]
+    infos = _checked_listing(data, limits, what, listing)
     return PackageParts(data, infos, limits, what)
 
 
