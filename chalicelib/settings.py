@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -414,6 +414,10 @@ class _Env:
         value = self.env.get(name)
         return value if value not in (None, "") else default
 
+    def per_name(self, names: Iterable[str], variable: Callable[[str], str]) -> dict[str, str]:
+        """name → the value of its variable, for the names whose variable is set."""
+        return {name: value for name in names if (value := self.text(variable(name)))}
+
     def int(self, name: str, default: int) -> int:
         raw = self.text(name, "")
         try:
@@ -535,22 +539,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
                 e.text("WEKNORA_MODELS"), e.text("WEKNORA_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL)
             ),
         ),
-        table_names={
-            name: e.text(f"WEKNORA_TABLE_{_variable_part(name)}")
-            for name in TABLES
-            if e.text(f"WEKNORA_TABLE_{_variable_part(name)}")
-        },
-        queue_names={
-            name: e.text(queue_name_variable(name)) for name in QUEUES if e.text(queue_name_variable(name))
-        },
-        queue_urls={
-            name: e.text(queue_url_variable(name)) for name in QUEUES if e.text(queue_url_variable(name))
-        },
-        dead_letter_queue_urls={
-            name: e.text(dead_letter_queue_url_variable(name))
-            for name in QUEUES
-            if e.text(dead_letter_queue_url_variable(name))
-        },
+        table_names=e.per_name(TABLES, lambda name: f"WEKNORA_TABLE_{_variable_part(name)}"),
+        queue_names=e.per_name(QUEUES, queue_name_variable),
+        queue_urls=e.per_name(QUEUES, queue_url_variable),
+        dead_letter_queue_urls=e.per_name(QUEUES, dead_letter_queue_url_variable),
         operator_key=e.text("WEKNORA_OPERATOR_KEY"),
         operator_key_parameter=e.text("WEKNORA_OPERATOR_KEY_PARAMETER"),
         prices_file=e.text("WEKNORA_PRICES_FILE"),

@@ -196,6 +196,35 @@ def open_package(
     return PackageParts(data, infos, limits, what)
 
 
+def _member_cap(limits: Limits, total_before: int) -> int:
+    """The most one member may inflate to: its own cap, or what the package's total cap has left."""
+    return min(limits.zip_max_member_uncompressed, limits.zip_max_total_uncompressed - total_before)
+
+
+def _check_produced(info: zipfile.ZipInfo, produced: int, cap: int, limits: Limits, what: str) -> None:
+    """While a member inflates: refuses it the moment it passes the size its header declares or `cap`."""
+    if produced > info.file_size:
+        raise parse_failed(
+            f"The {what} file is damaged or forged: its part {info.filename!r} expands beyond the "
+            "size its header declares."
+        )
+    if produced > cap:
+        raise parse_failed(
+            f"The {what} file expands to more than "
+            f"{limits.zip_max_total_uncompressed // (1024 * 1024)} MB; it looks like a zip bomb."
+        )
+
+
+def _check_whole(info: zipfile.ZipInfo, produced: int, crc: int, limits: Limits, what: str) -> None:
+    """Once a member has inflated: its declared size and CRC, and a plausible compression ratio."""
+    if produced != info.file_size or crc != info.CRC:
+        raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).")
+    if produced > 1024 * 1024 and produced > limits.zip_max_ratio * max(info.compress_size, 1):
+        raise parse_failed(
+            f"The {what} file is compressed at an implausible ratio; it looks like a zip bomb."
+        )
+
+
 def _inflate_checked(
     view: memoryview,
     info: zipfile.ZipInfo,
@@ -223,19 +252,7 @@ def _inflate_checked(
     judged = False  # whether a non-XML member's leading bytes were looked at
     for piece in _inflate(view, info, what):
         produced += len(piece)
-        if produced > info.file_size:
-            raise parse_failed(
-                f"The {what} file is damaged or forged: its part {info.filename!r} expands beyond the "
-                "size its header declares."
-            )
-        if (
-            produced > limits.zip_max_member_uncompressed
-            or total_before + produced > limits.zip_max_total_uncompressed
-        ):
-            raise parse_failed(
-                f"The {what} file expands to more than "
-                f"{limits.zip_max_total_uncompressed // (1024 * 1024)} MB; it looks like a zip bomb."
-            )
+        _check_produced(info, produced, _member_cap(limits, total_before), limits, what)
         crc = isal_zlib.crc32(piece, crc)
         if entities is not None:
             entities.feed(piece, what)
@@ -250,12 +267,7 @@ def _inflate_checked(
                 judged = True
                 if image_kind(b"".join(kept)[:_IMAGE_HEAD]) is None:
                     kept = None  # not XML, not an image: nothing reads it
-    if produced != info.file_size or crc != info.CRC:
-        raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).")
-    if produced > 1024 * 1024 and produced > limits.zip_max_ratio * max(info.compress_size, 1):
-        raise parse_failed(
-            f"The {what} file is compressed at an implausible ratio; it looks like a zip bomb."
-        )
+    _check_whole(info, produced, crc, limits, what)
     whole = b"".join(kept) if kept is not None else None
     keep = whole is not None and (judged or entities is not None or image_kind(whole) is not None)
     return (whole if keep else None), produced
@@ -293,7 +305,7 @@ def _read_checked(
     so a lying header is refused without inflating further. One call, not 64 KB steps: the steps' Python
     cost was a third of the inflating of a deck's small parts."""
     raw = _raw_member(view, info, what)
-    cap = min(limits.zip_max_member_uncompressed, limits.zip_max_total_uncompressed - total_before)
+    cap = _member_cap(limits, total_before)
     if info.compress_type == zipfile.ZIP_STORED:
         data = bytes(raw[: min(info.file_size, cap) + 1])
     else:
@@ -302,22 +314,8 @@ def _read_checked(
             data = inflater.decompress(raw, min(info.file_size, cap) + 1)
         except InflateError as exc:
             raise parse_failed(f"The {what} file is damaged ({info.filename} does not inflate).") from exc
-    if len(data) > info.file_size:
-        raise parse_failed(
-            f"The {what} file is damaged or forged: its part {info.filename!r} expands beyond the "
-            "size its header declares."
-        )
-    if len(data) > cap:
-        raise parse_failed(
-            f"The {what} file expands to more than "
-            f"{limits.zip_max_total_uncompressed // (1024 * 1024)} MB; it looks like a zip bomb."
-        )
-    if len(data) != info.file_size or isal_zlib.crc32(data) != info.CRC:
-        raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).")
-    if len(data) > 1024 * 1024 and len(data) > limits.zip_max_ratio * max(info.compress_size, 1):
-        raise parse_failed(
-            f"The {what} file is compressed at an implausible ratio; it looks like a zip bomb."
-        )
+    _check_produced(info, len(data), cap, limits, what)
+    _check_whole(info, len(data), isal_zlib.crc32(data), limits, what)
     name = info.filename.lower()
     if name.endswith(XML_SUFFIXES):
         EntityScan().feed(data, what)

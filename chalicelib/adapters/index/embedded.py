@@ -126,9 +126,16 @@ def proximity_pairs(query: str) -> list[tuple[str, str]]:
     stand within `PROXIMITY_WINDOW` positions. CJK runs are left out: they already match as overlapping
     bigrams (adjacency inside a run), and a stored CJK run's unigrams follow its bigrams, so its FTS5
     positions are not the text's."""
-    terms = list(dict.fromkeys(index_terms(query)))[:_MAX_QUERY_TERMS]
-    words = [t for t in terms if not _CJK_RUN_RE.fullmatch(t)]
-    return list(itertools.pairwise(words))
+    return _pairs(_query_terms(query))
+
+
+def _query_terms(query: str) -> list[str]:
+    """The query's distinct terms, in order, at most _MAX_QUERY_TERMS."""
+    return list(dict.fromkeys(index_terms(query)))[:_MAX_QUERY_TERMS]
+
+
+def _pairs(terms: list[str]) -> list[tuple[str, str]]:
+    return list(itertools.pairwise(t for t in terms if not _CJK_RUN_RE.fullmatch(t)))
 
 
 def _quoted(term: str) -> str:
@@ -142,9 +149,9 @@ def match_expression(query: str) -> str:
     words again, as a sloppy `match_phrase` in a `bool` `should` adds its score on OpenSearch. NEAR's N
     is the tokens between the two words: PROXIMITY_WINDOW - 1 (FTS5 ignores their order, Lucene's slop
     charges a swap two)."""
-    terms = list(dict.fromkeys(index_terms(query)))[:_MAX_QUERY_TERMS]
+    terms = _query_terms(query)
     clauses = [_quoted(t) for t in terms]
-    clauses += [f"NEAR({_quoted(a)} {_quoted(b)}, {PROXIMITY_WINDOW - 1})" for a, b in proximity_pairs(query)]
+    clauses += [f"NEAR({_quoted(a)} {_quoted(b)}, {PROXIMITY_WINDOW - 1})" for a, b in _pairs(terms)]
     return " OR ".join(clauses)
 
 
