@@ -39,6 +39,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from chalicelib.api.http import error_response
+from chalicelib.domain.errors import BadRequest
 from chalicelib.local import gateway_responses
 from chalicelib.local.aws_calls import API_FUNCTION, attributed, invoking, logical_id
 from chalicelib.local.moto_server import ACCOUNT_ID, Footprint, MotoServer
@@ -489,6 +491,20 @@ class LocalRuntime:
             def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
                 if access_log or (str(code).isdigit() and int(code) >= 500):
                     super().log_request(code, size)
+
+            def _generic_handle(self) -> None:
+                # chalice reads Content-Length with a bare int() and drops the connection on a bad one;
+                # API Gateway's front door answers such a request with a 400, and so does the local one.
+                if not self.headers.get("content-length", "0").strip().isdigit():
+                    self.close_connection = True  # where the body ends is unknown: the stream is spent
+                    refused = error_response(
+                        BadRequest("Content-Length is not a byte count", code="bad_content_length")
+                    )
+                    self._send_http_response(400, refused.headers, json.dumps(refused.body))
+                    return
+                super()._generic_handle()
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
 
             def _send_http_response_with_body(self, code: int, headers: Any, body: str | bytes) -> None:
                 if self.command != "HEAD":

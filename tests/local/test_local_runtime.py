@@ -319,6 +319,25 @@ def test_head_replies_have_headers_and_no_body(runtime: tuple[LocalRuntime, Seen
         assert b"Content-Length: " in headers
 
 
+def test_a_bad_content_length_gets_a_400(runtime: tuple[LocalRuntime, Seen]) -> None:
+    """chalice's server dropped the connection on a Content-Length that is not a number (schemathesis)."""
+    rt, _ = runtime
+    base = rt.serve_http("127.0.0.1", 0, access_log=False)
+    try:
+        replies = [
+            _raw(base, b"GET /ping HTTP/1.0\r\nHost: x\r\nContent-Length: " + value + b"\r\n\r\n")
+            for value in (b"IGq", b"", b"-1")
+        ]
+        fine = _raw(base, b"GET /ping HTTP/1.0\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+    finally:
+        rt.stop_http()
+    for reply in replies:
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.split(b" ", 2)[1] == b"400", reply
+        assert json.loads(body)["error"]["code"] == "bad_content_length"
+    assert fine.split(b" ", 2)[1] == b"200", fine
+
+
 def test_a_burst_of_connections_is_served(runtime: tuple[LocalRuntime, Seen]) -> None:
     """http.server's default accept backlog of 5 reset connections of a burst (a CLI uploading a folder)."""
     from concurrent.futures import ThreadPoolExecutor
