@@ -74,6 +74,17 @@ SCRIPT_CHARACTERS: dict[str, str] = {"Han": "\u3400-\u4dbf\u4e00-\u9fff\uf900-\u
 OWN_SCRIPT_ALONE: dict[str, str] = {"kor": "\uac00-\ud7a3"}
 OWN_SCRIPT_MIN_CONFIDENCE = 60.0
 DEFAULT_LANGUAGES = ("eng", "kor")
+#: OSD calls a Chinese page with some English words in it "Latin" (confidence 0.1–3.2; English pages
+#: 0.97–10), so its confidence cannot tell them apart. What does: the eng reading of such a page leaves
+#: 32–55% of its characters in words under LATIN_DOUBT_CONFIDENCE, an English page 0–24% (bench/README.md,
+#: 2026-12-05 03:25 note). A Latin page over LATIN_DOUBT_SHARE (a gate on cost: an English page over it pays one
+#: more run and stays English) is read again with the data of DOUBTED_LATIN_SCRIPT…
+LATIN_DOUBT_CONFIDENCE = 50.0
+LATIN_DOUBT_SHARE = 0.25
+DOUBTED_LATIN_SCRIPT = "Han"
+#: …and read as a Han page when at least this share of that reading's characters are Han (the Chinese pages
+#: with English words 43–46%, English pages 0–5.5%, the math of amsldoc read as Han the 5.5%)
+HAN_PAGE_SHARE = 0.2
 #: below this OSD script confidence the page is read with the default languages (too little text to tell)
 MIN_SCRIPT_CONFIDENCE = 0.0
 _CJK = (
@@ -346,7 +357,8 @@ class OcrReading:
     text: str
     #: the tesseract languages the page was read with
     languages: tuple[str, ...]
-    #: OSD's script ("Latin", "Japanese", …) when the languages were detected; "" when they were set
+    #: OSD's script ("Latin", "Japanese", …) when the languages were detected, "Han" for a page OSD called
+    #: Latin that read as Chinese (DOUBTED_LATIN_SCRIPT); "" when they were set
     script: str = ""
     #: degrees the page was turned clockwise to read it upright (0, 90, 180, 270)
     turned: int = 0
@@ -471,6 +483,21 @@ def prefer_own_script(
                     text = "".join(o.text for o in inside)
         out.append(separator + text)
     return "".join(out)
+
+
+def doubtful_latin(words: Sequence[OcrWord]) -> bool:
+    """Whether an eng reading leaves at least LATIN_DOUBT_SHARE of its characters in words under
+    LATIN_DOUBT_CONFIDENCE (what eng makes of CJK lines)."""
+    total = sum(len(word.text) for word in words)
+    unsure = sum(len(word.text) for word in words if word.confidence < LATIN_DOUBT_CONFIDENCE)
+    return total > 0 and unsure >= LATIN_DOUBT_SHARE * total
+
+
+def script_share(words: Sequence[OcrWord], script: str) -> float:
+    """The share of the words' characters in `script` (a character class)."""
+    pattern = re.compile(f"[{script}]")
+    total = sum(len(word.text) for word in words)
+    return sum(len(pattern.findall(word.text)) for word in words) / total if total else 0.0
 
 
 def prefers_alternative(usual: Sequence[OcrWord], alternative: Sequence[OcrWord], script: str) -> bool:
@@ -661,16 +688,38 @@ class TesseractOcr:
         )
         languages, script = self.choose_languages(osd)
         have = self.installed()
+        usual: str | None = None  # the TSV of the page read with `languages`, when it already was
+        if not self.fixed and script == "Latin":
+            text, words = self._recognize_with_words(data, languages)
+            usual = self._han_reading_of_doubted_latin(data, words)
+            if usual is None:
+                return OcrReading(clean_ocr_text(text), languages, script, turn)
+            script = DOUBTED_LATIN_SCRIPT
+            languages = tuple(lang for lang in SCRIPT_LANGUAGES[script] if lang in have)
         alternative = tuple(lang for lang in SCRIPT_ALTERNATIVES.get(script, ()) if lang in have)
         if self.fixed or not alternative or alternative == languages:
-            text = self._read_own_script_twice(data, languages)
-            if text is None:
-                text = self._recognize(data, languages)
-            return OcrReading(clean_ocr_text(text), languages, script, turn)
-        usual, other = (self._recognize(data, candidate, tsv=True) for candidate in (languages, alternative))
+            mixed = self._read_own_script_twice(data, languages)
+            if mixed is not None:
+                return OcrReading(clean_ocr_text(mixed), languages, script, turn)
+            alone = tsv_text(usual)[0] if usual is not None else self._recognize(data, languages)
+            return OcrReading(clean_ocr_text(alone), languages, script, turn)
+        if usual is None:
+            usual = self._recognize(data, languages, tsv=True)
+        other = self._recognize(data, alternative, tsv=True)
         if prefers_alternative(tsv_words(usual), tsv_words(other), SCRIPT_CHARACTERS[script]):
             return OcrReading(clean_ocr_text(tsv_text(other)[0]), alternative, script, turn)
         return OcrReading(clean_ocr_text(tsv_text(usual)[0]), languages, script, turn)
+
+    def _han_reading_of_doubted_latin(self, data: bytes, words: Sequence[OcrWord]) -> str | None:
+        """The TSV of a page OSD called Latin read with the data of DOUBTED_LATIN_SCRIPT, when its eng
+        reading (`words`) is doubtful and that reading holds at least HAN_PAGE_SHARE of the script's
+        characters; else None (one more run only for a doubtful page)."""
+        languages = tuple(lang for lang in SCRIPT_LANGUAGES[DOUBTED_LATIN_SCRIPT] if lang in self.installed())
+        if not languages or not doubtful_latin(words):
+            return None
+        tsv = self._recognize(data, languages, tsv=True)
+        share = script_share(tsv_words(tsv), SCRIPT_CHARACTERS[DOUBTED_LATIN_SCRIPT])
+        return tsv if share >= HAN_PAGE_SHARE else None
 
     def recognize(self, image: bytes) -> str:
         return self.read(image).text

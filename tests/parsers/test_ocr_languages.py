@@ -28,10 +28,12 @@ from chalicelib.parsers.ocr import (
     _normalise_image,
     _upscale_factor,
     clean_ocr_text,
+    doubtful_latin,
     parse_osd,
     prefer_own_script,
     prefers_alternative,
     remove_rules,
+    script_share,
     word_separators,
 )
 
@@ -471,3 +473,102 @@ def test_a_japanese_page_keeps_its_english_words(name: str) -> None:
     truth = (FIXTURES / f"{name}.truth.txt").read_text(encoding="utf-8")
     latin = re.findall(r"[A-Za-z][A-Za-z0-9.\-]*[A-Za-z0-9]", truth)
     assert latin and [word for word in latin if word not in reading.text] == [], reading.text
+
+
+#: what eng makes of python-en.zh-hans.png at ×1 (OSD: "Latin", 3.20): the English words sure, the Chinese
+#: runs between them Latin noise under 50
+CHINESE_PAGE_READ_AS_ENGLISH = _words(
+    "Python:96 ff:40 Guido:96 van:96 Rossum:95 F#XW9EIR:21 SS,:30 SMA:35 1991:95 ERT,:28 CMINERHE:15 "
+    "datetime,:93 json:95 fil:47 pathlib:94 Shik,:22 B=:10 e-F:18 HA:45 LAA:31 pip:96 install:96"
+)
+
+
+def test_an_english_reading_is_doubted_when_much_of_it_is_unsure() -> None:
+    assert doubtful_latin(CHINESE_PAGE_READ_AS_ENGLISH)
+    assert not doubtful_latin(
+        _words("The:96 quick:95 brown:93 fox:91 jumps:40 over:92 the:96 lazy:95 dog:94")
+    )
+    assert not doubtful_latin([])
+
+
+def test_script_share_counts_characters_not_words() -> None:
+    han = SCRIPT_CHARACTERS["Han"]
+    assert script_share(_words("Python:90 是由:90 Guido:90"), han) == pytest.approx(2 / 13)
+    assert script_share(_words("人人生而自由:90"), han) == 1.0
+    assert script_share([], han) == 0.0
+
+
+def _png_page() -> bytes:
+    buf = io.BytesIO()
+    Image.new("L", (200, 100), 255).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+class _CountingTesseract(ScriptedTesseract):
+    """A Latin page whose eng reading is `eng`; counts the runs a read makes."""
+
+    def __init__(self, eng: list[OcrWord], chi_sim_tsv: str = "") -> None:
+        super().__init__(None, binary="/usr/bin/tesseract")
+        self.eng, self.chi_sim_tsv = eng, chi_sim_tsv
+        self.runs: list[tuple[str, ...]] = []
+
+    def upright(self, image: bytes) -> tuple[int, PageOsd]:
+        return 0, PageOsd("Latin", 2.0)
+
+    def _recognize_with_words(self, data: bytes, languages: Sequence[str]) -> tuple[str, list[OcrWord]]:
+        self.runs.append(tuple(languages))
+        return " ".join(w.text for w in self.eng), self.eng
+
+    def _recognize(self, data: bytes, languages: Sequence[str], *, tsv: bool = False) -> str:
+        self.runs.append(tuple(languages))
+        return self.chi_sim_tsv
+
+
+def test_a_sure_english_page_is_read_once() -> None:
+    engine = _CountingTesseract(_words("The:96 quick:95 brown:93 fox:91 jumps:90"))
+    reading = engine.read(_png_page())
+    assert (reading.script, reading.languages, engine.runs) == ("Latin", ("eng",), [("eng",)])
+
+
+def test_a_doubtful_english_reading_with_little_han_in_the_chinese_one_stays_english() -> None:
+    header = "level\tpage_num\tblock_num\tpar_num\tline_num\tword_num\tleft\ttop\twidth\theight\tconf\ttext\n"
+    latin_tsv = header + "5\t1\t1\t1\t1\t1\t0\t0\t30\t30\t40\tx=y_1-y_2\n"
+    engine = _CountingTesseract(CHINESE_PAGE_READ_AS_ENGLISH, latin_tsv)
+    reading = engine.read(_png_page())
+    assert (reading.script, reading.languages) == ("Latin", ("eng",))
+    assert engine.runs == [("eng",), ("chi_sim",)]
+    assert reading.text.startswith("Python ff Guido")
+
+
+@pytest.mark.requires_tesseract
+@pytest.mark.parametrize(
+    ("name", "languages"),
+    [
+        ("python-en.zh-hans.png", ("chi_sim",)),  # OSD: Latin, 3.20
+        ("manual-en.zh-hant.png", ("chi_tra",)),  # OSD: Latin, 1.43
+        ("manual-en.zh-hans.png", ("chi_sim",)),  # OSD: Han (as the others of this kind)
+        ("python-en.zh-hant.png", ("chi_tra",)),
+    ],
+)
+def test_a_chinese_page_with_english_words_is_read_as_chinese_with_its_english(
+    name: str, languages: tuple[str, ...]
+) -> None:
+    reading = TesseractOcr().read((FIXTURES / name).read_bytes())
+    truth = (FIXTURES / f"{name}.truth.txt").read_text(encoding="utf-8")
+    assert (reading.script, reading.languages) == ("Han", languages)
+    assert _cer(reading.text, truth) <= 0.06, reading.text
+    for word in (
+        ("Python", "Guido", "datetime", "pathlib") if "python" in name else ("USB", "Settings", "Linux")
+    ):
+        assert word in reading.text.replace(" ", ""), reading.text  # "Settin gs": a space is no loss
+
+
+@pytest.mark.requires_tesseract
+def test_a_chinese_page_whose_english_reading_is_less_unsure_is_still_doubted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 2.08× the eng reading of python-en.zh-hans.png left 32% of its characters under 50 (42% at 2×)."""
+    monkeypatch.setattr(ocr_module, "_upscale_factor", lambda width, height, dpi: 2.08)
+    reading = TesseractOcr().read((FIXTURES / "python-en.zh-hans.png").read_bytes())
+    assert (reading.script, reading.languages) == ("Han", ("chi_sim",))
+    assert "标准库" in reading.text, reading.text
