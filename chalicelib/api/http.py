@@ -241,6 +241,8 @@ def parse_multipart(content_type: str, body: bytes) -> MultipartForm:
         name = disposition.get(b"name", b"").decode("utf-8", "replace")
         if not name:
             continue
+        if name in fields or name in files:  # one would silently replace the other: an upload lost
+            raise BadRequest(f"the form has more than one {name!r} part", code="duplicate_form_part")
         if b"filename" in disposition:
             files[name] = (disposition[b"filename"].decode("utf-8", "replace"), bytes(part.data))
             continue

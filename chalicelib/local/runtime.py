@@ -40,7 +40,7 @@ import boto3
 from botocore.config import Config
 
 from chalicelib.api.http import error_response
-from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.errors import AppError, BadRequest
 from chalicelib.local import gateway_responses
 from chalicelib.local.aws_calls import API_FUNCTION, attributed, invoking, logical_id
 from chalicelib.local.moto_server import ACCOUNT_ID, Footprint, MotoServer
@@ -87,6 +87,47 @@ def _name_the_api_function(app: Any) -> None:
 
     app.register_middleware(as_api_function, "http")
     app._weknora_named = True
+
+
+class LengthRequired(AppError):
+    status = 411
+    code = "length_required"
+
+
+def framing_refusal(content_lengths: list[str], headers: Mapping[str, str]) -> AppError | None:
+    """Why a request's body cannot be framed, or None: a Content-Length that is not one byte count (RFC
+    9112 §6.3: differing values are an error), or a transfer coding, which this server does not decode."""
+    if headers.get("transfer-encoding") is not None:
+        return LengthRequired(
+            "send the body with a Content-Length; chunked transfer coding is not accepted here",
+            code="length_required",
+        )
+    counts = {value.strip() for value in content_lengths}
+    if not all(count.isdigit() for count in counts):
+        return BadRequest("Content-Length is not a byte count", code="bad_content_length")
+    if len(counts) > 1:
+        return BadRequest(
+            "Content-Length is given more than once, with different values", code="bad_content_length"
+        )
+    return None
+
+
+#: stable codes for what http.server refuses before a request reaches the app
+_PROTOCOL_CODES = {
+    400: "bad_request_syntax",
+    408: "request_timeout",
+    414: "uri_too_long",
+    431: "headers_too_large",
+    501: "method_not_implemented",
+    505: "http_version_not_supported",
+}
+
+
+def protocol_error_body(status: int, reason: str) -> dict[str, Any]:
+    return {
+        "success": False,
+        "error": {"code": _PROTOCOL_CODES.get(status, f"http_{status}"), "message": reason},
+    }
 
 
 class LocalRuntime:
@@ -493,16 +534,30 @@ class LocalRuntime:
                     super().log_request(code, size)
 
             def _generic_handle(self) -> None:
-                # chalice reads Content-Length with a bare int() and drops the connection on a bad one;
-                # API Gateway's front door answers such a request with a 400, and so does the local one.
-                if not self.headers.get("content-length", "0").strip().isdigit():
+                # chalice reads the first Content-Length with a bare int() (and drops the connection on a
+                # bad one) and knows no chunked bodies; API Gateway's front door refuses what it cannot
+                # frame with a 4xx, and so does the local one, in the envelope.
+                refusal = framing_refusal(self.headers.get_all("content-length") or [], self.headers)
+                if refusal is not None:
                     self.close_connection = True  # where the body ends is unknown: the stream is spent
-                    refused = error_response(
-                        BadRequest("Content-Length is not a byte count", code="bad_content_length")
-                    )
-                    self._send_http_response(400, refused.headers, json.dumps(refused.body))
+                    refused = error_response(refusal)
+                    self._send_http_response(refusal.status, refused.headers, json.dumps(refused.body))
                     return
                 super()._generic_handle()
+
+            def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+                # http.server's own refusals (a request line or headers it cannot read) in the envelope
+                # too, not its HTML page.
+                self.log_error("code %d, message %s", code, message)
+                reason = message or self.responses.get(code, ("",))[0]
+                body = json.dumps(protocol_error_body(code, reason)).encode("utf-8")
+                self.send_response(code, message)
+                self.send_header("Connection", "close")
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
 
             do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _generic_handle
 

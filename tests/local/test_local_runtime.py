@@ -319,23 +319,48 @@ def test_head_replies_have_headers_and_no_body(runtime: tuple[LocalRuntime, Seen
         assert b"Content-Length: " in headers
 
 
-def test_a_bad_content_length_gets_a_400(runtime: tuple[LocalRuntime, Seen]) -> None:
-    """chalice's server dropped the connection on a Content-Length that is not a number (schemathesis)."""
+def _status_and_error(reply: bytes) -> tuple[bytes, str]:
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return head.split(b" ", 2)[1], json.loads(body)["error"]["code"]
+
+
+def test_a_body_that_cannot_be_framed_is_refused_in_the_envelope(runtime: tuple[LocalRuntime, Seen]) -> None:
+    """chalice's server dropped the connection on a Content-Length that is not a number (schemathesis),
+    took the first of two differing ones, and read a chunked body as the next request."""
+    rt, _ = runtime
+    base = rt.serve_http("127.0.0.1", 0, access_log=False)
+    request = b"POST /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+    try:
+        bad_counts = [
+            _raw(base, request + b"Content-Length: " + value + b"\r\n\r\n")
+            for value in (b"IGq", b"", b"-1", b"2\r\nContent-Length: 3")
+        ]
+        chunked = _raw(base, request + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+        same_twice = _raw(
+            base, b"GET /ping HTTP/1.0\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n"
+        )
+    finally:
+        rt.stop_http()
+    assert [_status_and_error(reply) for reply in bad_counts] == [(b"400", "bad_content_length")] * 4
+    assert _status_and_error(chunked) == (b"411", "length_required")
+    assert same_twice.split(b" ", 2)[1] == b"200", same_twice
+
+
+def test_what_http_server_refuses_is_answered_in_the_envelope(runtime: tuple[LocalRuntime, Seen]) -> None:
+    """A header line too long, too many headers, an unknown method: JSON with a stable code, not HTML."""
     rt, _ = runtime
     base = rt.serve_http("127.0.0.1", 0, access_log=False)
     try:
-        replies = [
-            _raw(base, b"GET /ping HTTP/1.0\r\nHost: x\r\nContent-Length: " + value + b"\r\n\r\n")
-            for value in (b"IGq", b"", b"-1")
-        ]
-        fine = _raw(base, b"GET /ping HTTP/1.0\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+        long_line = _raw(base, b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n")
+        many = b"".join(b"X-H%d: v\r\n" % i for i in range(200))
+        too_many = _raw(base, b"GET /ping HTTP/1.1\r\nHost: x\r\n" + many + b"\r\n")
+        unknown = _raw(base, b"BREW /ping HTTP/1.1\r\nHost: x\r\n\r\n")
     finally:
         rt.stop_http()
-    for reply in replies:
-        head, _, body = reply.partition(b"\r\n\r\n")
-        assert head.split(b" ", 2)[1] == b"400", reply
-        assert json.loads(body)["error"]["code"] == "bad_content_length"
-    assert fine.split(b" ", 2)[1] == b"200", fine
+    assert _status_and_error(long_line) == (b"431", "headers_too_large")
+    assert _status_and_error(too_many) == (b"431", "headers_too_large")
+    assert _status_and_error(unknown) == (b"501", "method_not_implemented")
+    assert b"Content-Type: application/json" in unknown
 
 
 def test_a_burst_of_connections_is_served(runtime: tuple[LocalRuntime, Seen]) -> None:

@@ -4,7 +4,8 @@ The local runtime serves the app over real HTTP (what `make run` serves); the sc
 `/api/v1/openapi.json`, so every documented route is fuzzed with valid and invalid (negative) inputs. Half
 of the requests aim at objects that exist (a knowledge base and a knowledge of the caller), so bodies are
 also fuzzed past the 404. Bounded by `WEKNORA_FUZZ_EXAMPLES` examples per operation (default 25); run with
-`make test-fuzz` (CI runs it after `make test`)."""
+`make test-fuzz` (CI runs it after `make test`). The examples are the same on every run; set
+`WEKNORA_FUZZ_SEED` to an integer to draw other ones (a failure prints the seed that reproduces it)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 import requests
 import schemathesis
 from e2e.conftest import API_KEY
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -31,6 +32,7 @@ from chalicelib.operations.tenants import ensure_local_tenant
 pytestmark = pytest.mark.schemathesis
 
 MAX_EXAMPLES = int(os.environ.get("WEKNORA_FUZZ_EXAMPLES", "25"))
+FUZZ_SEED = os.environ.get("WEKNORA_FUZZ_SEED")
 
 
 @dataclass
@@ -96,7 +98,7 @@ def test_no_request_gets_a_server_error(served: Served) -> None:
         @settings(
             max_examples=MAX_EXAMPLES,
             deadline=None,
-            derandomize=True,
+            derandomize=FUZZ_SEED is None,
             database=None,
             suppress_health_check=list(HealthCheck),
         )
@@ -111,10 +113,10 @@ def test_no_request_gets_a_server_error(served: Served) -> None:
             statuses[case.operation.label][response.status_code] += 1
 
         try:
-            fuzz()
+            (seed(int(FUZZ_SEED))(fuzz) if FUZZ_SEED else fuzz)()
         except Exception as error:  # every operation is fuzzed; all failures are reported together
             failures[operation.label] = str(error)[:3000]
     print("\n".join(f"{label}: {dict(counts)}" for label, counts in statuses.items()))
-    assert not failures, "\n\n".join(f"{label}:\n{text}" for label, text in failures.items())
+    assert not failures, f"WEKNORA_FUZZ_SEED={FUZZ_SEED}\n\n" + "\n\n".join(f"{label}:\n{text}" for label, text in failures.items())
     # The fuzzing got past authentication everywhere: every operation answered something but a 401.
     assert all(set(counts) - {401} for counts in statuses.values()), statuses

@@ -84,3 +84,17 @@ def test_a_truncated_body_is_a_400() -> None:
             "multipart/form-data; boundary=x", b'--x\r\nContent-Disposition: form-data; name="a"\r\n'
         )
     assert error.value.code == "invalid_multipart"
+
+
+@pytest.mark.parametrize("second", ['name="file"; filename="b.txt"', 'name="channel"', 'name="file"'])
+def test_a_part_name_given_twice_is_a_400_not_a_silent_choice(second: str) -> None:
+    """Two `file` parts kept the last: the first upload was accepted and lost."""
+    body = (
+        b'--x\r\nContent-Disposition: form-data; name="channel"\r\n\r\nweb\r\n'
+        b'--x\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\nfirst\r\n'
+        + f"--x\r\nContent-Disposition: form-data; {second}\r\n\r\nsecond\r\n--x--\r\n".encode()
+    )
+    with pytest.raises(BadRequest) as error:
+        parse_multipart("multipart/form-data; boundary=x", body)
+    assert error.value.code == "duplicate_form_part"
+    assert error.value.status == 400
