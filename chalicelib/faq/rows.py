@@ -135,20 +135,36 @@ def _from_table(table: Sequence[Sequence[Any]]) -> list[ImportRow]:
 
 def _xlsx_rows(data: bytes) -> list[list[Any]]:
     """The first sheet's cell values (openpyxl, read-only: rows stream, formulas as cached values)."""
+    import zlib
     from zipfile import BadZipFile
 
     from openpyxl import load_workbook
     from openpyxl.utils.exceptions import InvalidFileException
 
+    # A damaged workbook fails on opening or while its rows stream: a broken zip or deflate stream, XML that
+    # does not parse (lxml's and ElementTree's errors are both SyntaxErrors) or names an unknown encoding
+    # (LookupError), an element with an attribute openpyxl's schema does not have (TypeError), a part, style
+    # or value that is not there.
+    damaged = (
+        BadZipFile,
+        zlib.error,
+        InvalidFileException,
+        SyntaxError,
+        LookupError,
+        TypeError,
+        ValueError,
+        OSError,
+        EOFError,
+    )
     try:
         book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    except (BadZipFile, InvalidFileException, KeyError, ValueError, OSError) as error:
+        try:
+            sheet = book.worksheets[0] if book.worksheets else None
+            return [list(row) for row in sheet.iter_rows(values_only=True)] if sheet is not None else []
+        finally:
+            book.close()
+    except damaged as error:
         raise SourceError(f"the spreadsheet cannot be read: {type(error).__name__}") from error
-    try:
-        sheet = book.worksheets[0] if book.worksheets else None
-        return [list(row) for row in sheet.iter_rows(values_only=True)] if sheet is not None else []
-    finally:
-        book.close()
 
 
 def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
@@ -159,6 +175,8 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
             parsed = json.loads(data.decode("utf-8-sig"))
         except (UnicodeDecodeError, ValueError) as error:
             raise SourceError(f"the JSON file cannot be read: {error}") from error
+        except RecursionError as error:
+            raise SourceError("the JSON file is nested too deeply") from error
         if isinstance(parsed, dict):
             parsed = parsed.get("entries")
         if not isinstance(parsed, list) or not all(isinstance(e, dict) for e in parsed):
@@ -169,7 +187,11 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as error:
             raise SourceError("the CSV file is not UTF-8") from error
-        return _from_table(list(csv.reader(io.StringIO(text))))
+        rows = csv.reader(io.StringIO(text))
+        try:
+            return _from_table(list(rows))
+        except csv.Error as error:  # e.g. a quote never closed, which makes the rest of the file one field
+            raise SourceError(f"the CSV file cannot be read at line {rows.line_num}: {error}") from error
     if kind == "xlsx":
         return _from_table(_xlsx_rows(data))
     raise SourceError(f"unsupported import file type {kind!r}: use json, csv or xlsx")

@@ -130,7 +130,8 @@ def update_kb(
 def _changed(
     deps: Dependencies, kb: KnowledgeBase, request: UpdateKnowledgeBase
 ) -> tuple[KnowledgeBase, dict[str, str]]:
-    given = request.model_dump(exclude_unset=True, exclude={"apply_to", "reembed"})
+    # null is "leave it", as for name and description: a str or list setting never becomes None
+    given = request.model_dump(exclude_unset=True, exclude_none=True, exclude={"apply_to", "reembed"})
     if request.name is not None and request.name != kb.name:
         other = deps.kbs.by_name(kb.tenant_id, request.name)
         if other is not None and other.id != kb.id:

@@ -204,13 +204,21 @@ def resolve_file_type(data: bytes, file_type: str, listing: list[zipfile.ZipInfo
 TEXT_TYPES = frozenset({"txt", "md", "markdown", "csv", "json", "html", "htm", "mhtml"})
 
 
+#: what zipfile raises on reading a damaged archive's directory: BadZipFile, a seek past the end (OSError),
+#: a member name that is not UTF-8 where the header says it is (UnicodeDecodeError, a ValueError), a zip
+#: version it does not know (NotImplementedError)
+ZIP_DIRECTORY_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError)
+#: and on reading a member: an encrypted one (RuntimeError), a compression method it lacks (NotImplementedError)
+ZIP_MEMBER_ERRORS = (*ZIP_DIRECTORY_ERRORS, RuntimeError)
+
+
 def _zip_reroute(data: bytes, file_type: str, listing: list[zipfile.ZipInfo] | None) -> str:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             kind = zip_office_kind(zf)
             if listing is not None:
                 listing.extend(zf.infolist())
-    except zipfile.BadZipFile as exc:
+    except ZIP_DIRECTORY_ERRORS as exc:
         raise parse_failed(f"The .{file_type} file is damaged or truncated (not a readable ZIP).") from exc
     if not kind:
         raise unsupported(f"The file is named .{file_type} but it is a ZIP archive of another kind.")
@@ -231,14 +239,14 @@ def open_zip_checked(
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = zf.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except ZIP_DIRECTORY_ERRORS as exc:
         raise parse_failed(f"The {what} file is damaged or truncated (not a readable ZIP).") from exc
     check_declared_sizes(infos, limits, what)
     for info in infos if scan_entities else ():
         if info.filename.lower().endswith(XML_SUFFIXES) and info.file_size:
             try:
                 declares = _declares_entities(zf, info, limits.zip_max_member_uncompressed)
-            except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError) as exc:
+            except ZIP_MEMBER_ERRORS as exc:
                 raise parse_failed(f"The {what} file is damaged or truncated ({info.filename}).") from exc
             if declares:
                 raise parse_failed(

@@ -28,7 +28,7 @@ from chalicelib.parsers.base import (
     table_cells,
     unsupported,
 )
-from chalicelib.parsers.ooxml import Package
+from chalicelib.parsers.ooxml import Package, int_attribute
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 from chalicelib.settings import subprocess_env
 
@@ -62,7 +62,7 @@ _DOCX_BODY_XSLT = etree.XSLT(
  </p>
 </xsl:template>
 <xsl:template match="w:tbl">
- <t><xsl:for-each select="w:tr"><r g="{w:trPr[1]/w:gridBefore[1]/@w:val}"><xsl:for-each select="w:tc">
+ <t n="{count(w:tblGrid[1]/w:gridCol)}"><xsl:for-each select="w:tr"><r g="{w:trPr[1]/w:gridBefore[1]/@w:val}"><xsl:for-each select="w:tc">
   <c s="{w:tcPr[1]/w:gridSpan[1]/@w:val}">
    <xsl:if test="w:tcPr[1]/w:vMerge"><xsl:attribute name="m"><xsl:value-of
     select="w:tcPr[1]/w:vMerge[1]/@w:val"/></xsl:attribute></xsl:if>
@@ -154,17 +154,24 @@ def _docx_heading_levels(styles: Any) -> dict[str, int]:
     return levels
 
 
-def _docx_table(table: Any, images: _DocxImages) -> str:
+WORD_MAX_COLUMNS = 63
+
+
+def _docx_table(table: Any, images: _DocxImages, max_chars: int) -> str:
     """python-docx's row.cells: a cell spanning columns repeats per grid column, a vertically merged
     continuation repeats the cell above it (WeKnora fills merged cells)."""
     rows: list[list[str]] = []
     above: dict[int, tuple[str, int]] = {}  # grid offset → (text, span) of the cell that owns it
+    # A span never reaches past the table's grid (Word's at most 63 columns when it declares none): a tiny
+    # file with gridSpan="30000000" would otherwise repeat a cell into gigabytes.
+    width = int_attribute(table.get("n"), 0) or WORD_MAX_COLUMNS
+    produced = 0
     for tr in table:
-        offset = int(tr.get("g") or 0)
+        offset = int_attribute(tr.get("g"), 0)
         cells: list[str] = []
         owners: dict[int, tuple[str, int]] = {}
         for tc in tr:
-            span = int(tc.get("s") or 1)
+            span = min(max(int_attribute(tc.get("s"), 1), 1), max(width - offset, 1))
             merge = tc.get("m")
             if merge is not None and (merge or "continue") == "continue" and offset in above:
                 owner = above[offset]
@@ -172,6 +179,13 @@ def _docx_table(table: Any, images: _DocxImages) -> str:
                 text = "\n".join([_docx_paragraph_text(p, images) for p in tc]).strip()
                 owner = (text, span)
             cells.extend([owner[0]] * owner[1])
+            produced += len(owner[0]) * owner[1]
+            if (
+                produced > max_chars
+            ):  # merged cells repeat their text: a few bytes of XML can ask for gigabytes
+                raise parse_failed(
+                    f"A table's merged cells repeat into more than {max_chars:,} characters, the limit for one file."
+                )
             owners[offset] = owner
             offset += span
         above = owners
@@ -208,11 +222,11 @@ def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
                     blocks.append(f"{'#' * level} {' '.join(text.split())}")
                     title = title or text
                 elif (ilvl := child.get("l")) is not None:  # a list item
-                    blocks.append(f"{'  ' * min(int(ilvl or 0), 8)}- {text}")
+                    blocks.append(f"{'  ' * min(max(int_attribute(ilvl, 0), 0), 8)}- {text}")
                 else:
                     blocks.append(text)
             elif tag == "t":
-                table = _docx_table(child, images)
+                table = _docx_table(child, images, ctx.limits.max_markdown_chars)
                 if table:
                     blocks.append(table)
             else:  # "x": a content control's paragraphs (tables of contents, cover pages)

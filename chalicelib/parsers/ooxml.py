@@ -17,7 +17,7 @@ from typing import Any
 
 from lxml import etree
 
-from chalicelib.parsers.base import parse_failed, read_member
+from chalicelib.parsers.base import ZIP_DIRECTORY_ERRORS, ZIP_MEMBER_ERRORS, parse_failed, read_member
 
 R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _PKG_REL = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
@@ -26,6 +26,15 @@ _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=Fals
 
 
 @lru_cache(maxsize=4096)
+def int_attribute(value: str | None, default: int) -> int:
+    """An integer attribute as written, or `default` when it is absent or not an integer: a value the
+    schema does not allow costs that value, not the document."""
+    try:
+        return int(value) if value else default
+    except ValueError:
+        return default
+
+
 def _part_name(folder: str, target: str) -> str:
     """A relationship's target as a part name (OPC: relative to the source part's folder). Cached: every
     slide names the same layouts, masters and notes folders."""
@@ -53,7 +62,7 @@ class Package:
         if self.zip is None:
             try:
                 self.zip = zipfile.ZipFile(io.BytesIO(self.data))
-            except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            except ZIP_DIRECTORY_ERRORS as exc:
                 raise parse_failed(f"The {self.what} file is damaged or not a valid package.") from exc
         return self.zip
 
@@ -68,7 +77,7 @@ class Package:
             return kept
         try:
             return read_member(self._zip(), name, self.member_limit)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        except ZIP_MEMBER_ERRORS as exc:
             raise parse_failed(f"The {self.what} file is damaged ({name} cannot be read).") from exc
 
     def xml(self, name: str) -> Any | None:

@@ -12,7 +12,7 @@ from typing import Any
 from lxml import etree
 
 from chalicelib.parsers.base import ParseContext, image_kind, markdown_table, parse_failed
-from chalicelib.parsers.ooxml import R_NS, Package
+from chalicelib.parsers.ooxml import R_NS, Package, int_attribute
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
 _P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
@@ -65,7 +65,7 @@ def _own_offset(el: Any) -> tuple[int, int] | None:
     off = _own_position(el)
     if off is None:
         return None
-    return int(off.get("y") or 0), int(off.get("x") or 0)
+    return int_attribute(off.get("y"), 0), int_attribute(off.get("x"), 0)
 
 
 def _reading_order(shapes: list[Any]) -> list[Any]:
@@ -117,7 +117,7 @@ def _item(p: Any) -> tuple[str, int]:
     text = ((_runs_text(p) if fields else "") or _paragraph_text(p)).strip()
     if not text or props is None:
         return text, 0
-    return text, int(props.get("lvl") or 0)
+    return text, int_attribute(props.get("lvl"), 0)
 
 
 def _frame_text(body: Any) -> str:

@@ -86,6 +86,7 @@ def _strategy(operation: Any, ids: dict[str, str]) -> st.SearchStrategy[Case]:
     return st.one_of(strategies)
 
 
+@pytest.mark.timeout(max(300, 12 * MAX_EXAMPLES))  # the suite's 300 s fits the default 25 examples
 def test_no_request_gets_a_server_error(served: Served) -> None:
     schema = schemathesis.openapi.from_url(f"{served.base}/api/v1/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
@@ -117,6 +118,8 @@ def test_no_request_gets_a_server_error(served: Served) -> None:
         except Exception as error:  # every operation is fuzzed; all failures are reported together
             failures[operation.label] = str(error)[:3000]
     print("\n".join(f"{label}: {dict(counts)}" for label, counts in statuses.items()))
-    assert not failures, f"WEKNORA_FUZZ_SEED={FUZZ_SEED}\n\n" + "\n\n".join(f"{label}:\n{text}" for label, text in failures.items())
+    assert not failures, f"WEKNORA_FUZZ_SEED={FUZZ_SEED}\n\n" + "\n\n".join(
+        f"{label}:\n{text}" for label, text in failures.items()
+    )
     # The fuzzing got past authentication everywhere: every operation answered something but a 401.
     assert all(set(counts) - {401} for counts in statuses.values()), statuses

@@ -7,7 +7,7 @@ import csv
 import dataclasses
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -644,20 +644,59 @@ def test_the_last_result_gives_a_fresh_download_link_and_a_dry_run_keeps_the_upl
     assert csv_bytes.startswith(b"\xef\xbb\xbfreason,") and b"the question is empty" in csv_bytes
 
 
+def _workbook_with(part: str, edit: Callable[[bytes], bytes]) -> bytes:
+    """A real one-sheet workbook with one of its parts edited (a damaged upload)."""
+    import io
+    import zipfile
+
+    from openpyxl import Workbook
+
+    book = Workbook()
+    book.active.append(["question", "answer"])
+    book.active.append(["q", "a"])
+    original, damaged = io.BytesIO(), io.BytesIO()
+    book.save(original)
+    with zipfile.ZipFile(original) as source, zipfile.ZipFile(damaged, "w") as target:
+        for name in source.namelist():
+            data = source.read(name)
+            target.writestr(name, edit(data) if name == part else data)
+    return damaged.getvalue()
+
+
+# What a mutation fuzz of read_rows found escaping (each took the import through retries to its DLQ).
+UNREADABLE_UPLOADS = {
+    "not-a-workbook": ("faq.xlsx", b"this is not a workbook", "spreadsheet cannot be read"),
+    "sheet-xml-broken": (
+        "faq.xlsx",
+        _workbook_with("xl/worksheets/sheet1.xml", lambda xml: xml[: len(xml) // 2]),
+        "spreadsheet cannot be read",
+    ),
+    "unknown-attribute": (
+        "faq.xlsx",
+        _workbook_with("[Content_Types].xml", lambda xml: xml.replace(b"PartName=", b"PartNaie=", 1)),
+        "spreadsheet cannot be read",
+    ),
+    "csv-quote-never-closed": ("faq.csv", b'question,answer\nq,"' + b"x" * 200_000 + b"\n", "line 2"),
+    "json-nested-too-deep": ("faq.json", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+}
+
+
+@pytest.mark.parametrize("upload", UNREADABLE_UPLOADS, ids=str)
 def test_an_unreadable_upload_fails_the_import_and_frees_the_knowledge_base(
-    deps: Services, faq_kb: KnowledgeBase
+    deps: Services, faq_kb: KnowledgeBase, upload: str
 ) -> None:
     from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
     from chalicelib.faq.importing import start_import, upload_url
 
+    file_name, data, reason = UNREADABLE_UPLOADS[upload]
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
-    grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name="faq.xlsx"))
-    inbox.put_presigned(grant["upload_url"], b"this is not a workbook")
+    grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name=file_name))
+    inbox.put_presigned(grant["upload_url"], data)
     task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
     drain(deps)
     view = task_view(deps, task.id)
-    assert view["status"] == "failed" and "spreadsheet cannot be read" in view["progress"]["error"]
+    assert view["status"] == "failed" and reason in view["progress"]["error"], view
     assert deps.faq.get_lease(faq_kb.id) is None
     assert not inbox.exists(inbox.url_for(grant["object_key"]))
 
