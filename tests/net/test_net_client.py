@@ -71,6 +71,34 @@ def test_size_cap_declared_and_streamed(server) -> None:
         SafeHttpClient(LOOPBACK, max_bytes=1000).get(server.url("/stream"))
 
 
+def test_a_compressed_body_is_capped_as_it_inflates(server) -> None:
+    """A gzip bomb (100 MB of zeros in ~100 KB): the cap counts inflated bytes and memory stays near the cap,
+    never the whole bomb (urllib3 ≥ 2.6 inflates a streamed read a piece at a time: CVE-2025-66471)."""
+    import gzip
+    import tracemalloc
+
+    bomb = gzip.compress(b"\0" * 100 * 2**20, compresslevel=9)
+
+    def gzipped(h) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Content-Encoding", "gzip")
+        h.send_header("Content-Length", str(len(bomb)))
+        h.end_headers()
+        h.wfile.write(bomb)
+
+    server.routes["/bomb"] = gzipped
+    tracemalloc.start()
+    try:
+        with pytest.raises(FetchError, match="larger than") as err:
+            SafeHttpClient(LOOPBACK, max_bytes=2 * 2**20).get(server.url("/bomb"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert err.value.permanent and len(bomb) < 2**20
+    assert peak < 16 * 2**20, peak
+
+
 def test_http_errors_classified(server) -> None:
     with pytest.raises(FetchError) as err:
         SafeHttpClient(LOOPBACK).get(server.url("/missing"))
