@@ -489,6 +489,7 @@ def _parse_open(
     parts: list[str] = []
     images: list[ParsedImage] = []
     scanned_pages: list[int] = []
+    unreadable_pages: list[int] = []
     ocr = ctx.ocr if ctx.ocr is not None and ctx.ocr.available() else None
     figures_kept = 0  # against max_images; a sparse page's figures stand in for its render, as uncapped
     figure_number = 0
@@ -505,12 +506,19 @@ def _parse_open(
                 else []
             )
         if info.scanned or (info.sparse and not kept):
-            scanned_pages.append(number)
-            page = pdf[info.index]  # type: ignore[index]
             try:
-                jpeg = _render_page(page)
-            finally:
-                page.close()
+                page = pdf[info.index]  # type: ignore[index]
+                try:
+                    jpeg = _render_page(page)
+                finally:
+                    page.close()
+            except (
+                pdfium.PdfiumError
+            ):  # neither its text nor its picture can be read: this page is lost, not the file
+                unreadable_pages.append(number)
+                report(_pages_done(number, first, last, len(scanned_pages)))
+                continue
+            scanned_pages.append(number)
             ref = f"pdf-page-{number}.jpg"
             text = ocr.recognize(jpeg).strip() if ocr is not None else ""
             if text:
@@ -537,4 +545,6 @@ def _parse_open(
     metadata = {"pages": n_pages, "scanned_pages": scanned_pages, "ocr_engine": ocr.name if ocr else ""}
     if (first, last) != (0, n_pages):
         metadata["page_range"] = [first, last]
+    if unreadable_pages:
+        metadata["unreadable_pages"] = unreadable_pages
     return ReadResult(markdown=markdown + "\n" if markdown else "", images=images, metadata=metadata)

@@ -390,3 +390,45 @@ def test_a_zip_version_zipfile_does_not_know_is_a_parse_failure(read) -> None:
     data[central + 4] = 94  # "made by" version 9.4 with a create system zipfile refuses
     data[central + 6] = 94  # "needed to extract" 9.4
     fails(read, "version.docx", bytes(data), PARSE_FAILED, "damaged")
+
+
+def _three_page_pdf(second_page: bytes) -> bytes:
+    """Pages 1 and 3 with text; page 2's object is `second_page` (not a page: pdfium cannot load it)."""
+
+    def content(text: bytes) -> bytes:
+        ops = b"BT /F1 12 Tf 72 700 Td (" + text + b") Tj ET"
+        return b"<< /Length %d >>\nstream\n" % len(ops) + ops + b"\nendstream"
+
+    def page(contents: int) -> bytes:
+        return (
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 8 0 R >> >>"
+            b" /Contents %d 0 R >>" % contents
+        )
+
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 3 >>",
+        page(6),
+        second_page,
+        page(7),
+        content(b"First page words about harbours"),
+        content(b"Third page words about cranes"),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    return out + b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+
+
+@pytest.mark.parametrize("second_page", [b"(not a page)", b"null"], ids=["a-string", "null"])
+def test_a_pdf_page_pdfium_cannot_load_is_lost_not_the_file(read, second_page: bytes) -> None:
+    """A page pdfium could not load was taken for a scan, then failed the whole file when it was rendered
+    (found by a mutation fuzz of the corpus PDFs)."""
+    result = read("three.pdf", data=_three_page_pdf(second_page))
+    assert result.markdown == "First page words about harbours\n\nThird page words about cranes\n"
+    assert result.metadata["unreadable_pages"] == [2] and result.metadata["scanned_pages"] == []
