@@ -44,9 +44,10 @@ test-without-tools: install-dev
 test-slow: install-dev
 	$(VENV)/bin/pytest -m slow
 
-# Schemathesis against the served OpenAPI document (no 5xx); WEKNORA_FUZZ_EXAMPLES examples per operation.
+# Schemathesis against the served OpenAPI document (no 5xx; WEKNORA_FUZZ_EXAMPLES examples per operation)
+# and the file readers on damaged corpus files (WEKNORA_FUZZ_SECONDS each); WEKNORA_FUZZ_SEED draws others.
 test-fuzz: install-dev
-	$(VENV)/bin/pytest -m schemathesis
+	$(VENV)/bin/pytest -m 'schemathesis or fuzz' -n 2
 
 # The README's quickstart as written: `make run` (on a free port, with its own state) and every command after it.
 test-readme: install-dev
