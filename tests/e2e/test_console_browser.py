@@ -282,3 +282,47 @@ def test_the_console_walks_a_document_from_upload_to_delete(
     assert "operator_key" not in browser.current_url
     assert browser.find_elements(By.XPATH, "//h2[text()='Tenants']/following-sibling::table//tbody/tr")
     shot(browser, "5-operators")
+
+
+#: markup in what a tenant names: shown as these characters, never made into elements
+HOSTILE = '<img src="x-{where}" onerror="window.__xss=1"><b>bold</b>'
+
+
+def test_names_and_text_from_tenants_are_shown_as_text_never_as_markup(
+    served: str, runtime: LocalRuntime, api: Api, browser: Any
+) -> None:
+    """Knowledge base names, document titles and Markdown are tenant text: the console puts them in the page
+    as text (dom.js), so markup in them shows as written and makes no element; the CSP would stop an inline
+    handler anyway, so the test looks for the elements themselves."""
+    from selenium.webdriver.common.by import By
+
+    kb_name = HOSTILE.format(where="kb")
+    kb = api.create_kb(kb_name)
+    title = '<img src="x-title" onerror="window.__xss=1"><b>bold'  # no "/": a title is also a file name
+    body = f"# Heading\n\n{HOSTILE.format(where='body')} The otters of the estuary fish at dusk.\n"
+    made = api.post(
+        f"/knowledge-bases/{kb['id']}/knowledge/manual",
+        {"title": title, "content": body, "status": "publish"},
+    )
+    assert made.status_code == 200, made.json_body
+    knowledge_id = made.json_body["data"]["id"]
+    runtime.drain(timeout=60)
+    injected = "return document.querySelectorAll('img[src^=\"x-\"], main b').length"
+
+    browser.get(f"{served}/console/#key={API_KEY}")
+    wait(browser, lambda: browser.find_element(By.LINK_TEXT, kb_name), "the knowledge base's name as text")
+    assert browser.execute_script(injected) == 0
+
+    browser.get(f"{served}/console/#kb={kb['id']}")
+    row = f"#documents tr[data-knowledge-id='{knowledge_id}']"
+    shown = wait(browser, lambda: browser.find_element(By.CSS_SELECTOR, row), "the document's row")
+    assert "x-title" in shown.text and browser.execute_script(injected) == 0  # the name, as a file name
+
+    shown.find_element(By.TAG_NAME, "a").click()
+    chunk = wait(browser, lambda: browser.find_element(By.CSS_SELECTOR, "#chunks .chunk"), "a chunk")
+    assert "otters" in chunk.text
+    wait(browser, lambda: "otters" in browser.find_element(By.ID, "markdown").text, "the parsed Markdown")
+    markdown = browser.find_element(By.ID, "markdown").text
+    assert "otters" in markdown and "<b>bold</b>" in markdown, markdown  # the markup, as characters
+    assert browser.execute_script(injected) == 0
+    assert browser.execute_script("return window.__xss") is None
