@@ -356,7 +356,8 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
         storage_backend=kb.storage_backend,
         type=KnowledgeType.MANUAL,
         title=(title or content.splitlines()[0])[:500],
-        file_name=f"{safe_file_name(title or 'manual')}.md",
+        # a title is not a path: "Q3/Q4 plan" keeps its "Q3" (safe_file_name keeps only a path's last part)
+        file_name=f"{safe_file_name((title or 'manual').replace('/', '_').replace(chr(92), '_'))}.md",
         file_type="md",
         file_size=len(data),
         file_path=url,

@@ -370,6 +370,18 @@ def test_a_manual_draft_stays_a_draft_and_a_published_one_is_processed(
 
 
 @pytest.mark.parametrize(
+    ("title", "file_name"),
+    [("Q3/Q4 plan", "Q3_Q4 plan.md"), ("a\\b", "a_b.md"), ("", "manual.md"), ("../../etc", "_.._etc.md")],
+)
+def test_a_manual_title_names_its_file_whole(
+    deps: Services, kb: KnowledgeBase, title: str, file_name: str
+) -> None:
+    """A title with a slash lost everything before it ("Q3/Q4 plan" was listed as "Q4 plan.md")."""
+    created = create_manual(deps, kb.tenant_id, kb.id, ManualRequest(title=title, content="Plans."))
+    assert created.file_name == file_name and created.folder_path == ""
+
+
+@pytest.mark.parametrize(
     ("content", "error", "code"),
     [("  \n ", BadRequest, "empty_content"), ("x" * 20_001, PayloadTooLarge, "content_too_long")],
 )
