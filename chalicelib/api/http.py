@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import email.message
+import email.utils
 import json
 import re
 from collections.abc import Callable
@@ -187,6 +189,20 @@ class _Part:
         self.data = bytearray()
 
 
+def _extended_file_name(disposition: bytes) -> str | None:
+    """A part's `filename*` (RFC 5987 encoding), which RFC 6266 prefers over `filename` and python-multipart
+    does not read: .NET's HttpClient sends a non-ASCII name only there (its `filename` is then a MIME
+    encoded-word, `=?utf-8?B?…?=`, which has no extension)."""
+    if b"filename*" not in disposition.lower():
+        return None
+    header = email.message.Message()
+    header["content-disposition"] = disposition.decode("latin-1")
+    for param, value in header.get_params(header="content-disposition") or []:
+        if param == "filename" and isinstance(value, tuple):  # how the email package hands back `name*`
+            return email.utils.collapse_rfc2231_value(value, errors="replace", fallback_charset="utf-8")
+    return None
+
+
 def parse_multipart(content_type: str, body: bytes) -> MultipartForm:
     """A multipart/form-data body, parsed by python-multipart. File bytes are kept exactly as sent,
     whatever Content-Type or Content-Transfer-Encoding a part declares (`message/rfc822`,
@@ -237,14 +253,19 @@ def parse_multipart(content_type: str, body: bytes) -> MultipartForm:
     fields: dict[str, str] = {}
     files: dict[str, tuple[str, bytes]] = {}
     for part in parts:
-        _, disposition = parse_options_header(part.headers.get("content-disposition", b""))
+        raw_disposition = part.headers.get("content-disposition", b"")
+        _, disposition = parse_options_header(raw_disposition)
         name = disposition.get(b"name", b"").decode("utf-8", "replace")
         if not name:
             continue
         if name in fields or name in files:  # one would silently replace the other: an upload lost
             raise BadRequest(f"the form has more than one {name!r} part", code="duplicate_form_part")
-        if b"filename" in disposition:
-            files[name] = (disposition[b"filename"].decode("utf-8", "replace"), bytes(part.data))
+        extended = _extended_file_name(raw_disposition)
+        if extended is not None or b"filename" in disposition:
+            file_name = (
+                extended if extended is not None else disposition[b"filename"].decode("utf-8", "replace")
+            )
+            files[name] = (file_name, bytes(part.data))
             continue
         _, type_params = parse_options_header(part.headers.get("content-type", b"text/plain"))
         charset = type_params.get(b"charset", b"utf-8").decode("latin-1")

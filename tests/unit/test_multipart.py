@@ -98,3 +98,22 @@ def test_a_part_name_given_twice_is_a_400_not_a_silent_choice(second: str) -> No
         parse_multipart("multipart/form-data; boundary=x", body)
     assert error.value.code == "duplicate_form_part"
     assert error.value.status == 400
+
+
+@pytest.mark.parametrize(
+    ("disposition", "expected"),
+    [
+        # only filename* (RFC 5987): python-multipart reads none, so the part was not a file at all
+        ("filename*=UTF-8''%E4%BD%A0%E5%A5%BD.txt", "你好.txt"),
+        # .NET's HttpClient: an encoded-word in filename, the name itself in filename* (RFC 6266 prefers it)
+        ("filename=\"=?utf-8?B?5L2g5aW9LnR4dA==?=\"; filename*=utf-8''%E4%BD%A0%E5%A5%BD.txt", "你好.txt"),
+        ("filename*=utf-8''%E4%BD%A0.txt; filename=\"fallback.txt\"", "你.txt"),
+        ('filename="plain.txt"', "plain.txt"),
+        ("filename*=UTF-8''%FF%FE.txt", "\ufffd\ufffd.txt"),  # not UTF-8: replaced, still a .txt
+        ("filename*=no-such-charset''%41.txt", "A.txt"),
+    ],
+)
+def test_a_file_name_given_as_filename_star_is_read(disposition: str, expected: str) -> None:
+    body = f'--x\r\nContent-Disposition: form-data; name="file"; {disposition}\r\n\r\nhello\r\n--x--\r\n'
+    form = parse_multipart("multipart/form-data; boundary=x", body.encode())
+    assert form.files["file"] == (expected, b"hello") and form.fields == {}
