@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from chalicelib.domain.csv_rows import read_csv_rows
 from chalicelib.faq.validation import ImportRow, PlannedRow
 
 LIST_SEPARATOR = "##"
@@ -187,11 +188,10 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as error:
             raise SourceError("the CSV file is not UTF-8") from error
-        rows = csv.reader(io.StringIO(text))
         try:
-            return _from_table(list(rows))
-        except csv.Error as error:  # e.g. a quote never closed, which makes the rest of the file one field
-            raise SourceError(f"the CSV file cannot be read at line {rows.line_num}: {error}") from error
+            return _from_table(read_csv_rows(text).rows)
+        except csv.Error as error:
+            raise SourceError(f"the CSV file cannot be read: {error}") from error
     if kind == "xlsx":
         return _from_table(_xlsx_rows(data))
     raise SourceError(f"unsupported import file type {kind!r}: use json, csv or xlsx")

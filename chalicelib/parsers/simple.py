@@ -4,10 +4,10 @@ structured Markdown, images and audio as placeholders carrying their bytes."""
 from __future__ import annotations
 
 import csv
-import io
 import json
 from typing import Any
 
+from chalicelib.domain.csv_rows import TooManyCells, read_csv_rows
 from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
 from chalicelib.domain.parser_engines import SIMPLE_TYPES, TEXT_TYPES
 from chalicelib.parsers.base import (
@@ -49,26 +49,29 @@ def _text(data: bytes) -> str:
 
 
 def csv_to_markdown(text: str, max_cells: int) -> str:
+    """The CSV as one Markdown table."""
+    return csv_document(text, max_cells)[0]
+
+
+def csv_document(text: str, max_cells: int) -> tuple[str, dict[str, Any]]:
+    """The CSV as one Markdown table, and what the metadata says about it (a quote never closed)."""
     sample = text[:65536]
     try:
         dialect: Any = csv.Sniffer().sniff(sample, delimiters=",;\t|")
     except csv.Error:
         dialect = csv.excel
-    rows: list[list[str]] = []
-    cells = 0
     try:
-        for row in csv.reader(io.StringIO(text), dialect):
-            if not any(c.strip() for c in row):
-                continue
-            cells += len(row)
-            if cells > max_cells:
-                raise parse_failed(
-                    f"The CSV file has more than {max_cells:,} cells, which is over the limit."
-                )
-            rows.append(row)
+        read = read_csv_rows(text, dialect, max_cells)
+    except TooManyCells as exc:
+        raise parse_failed(
+            f"The CSV file has more than {max_cells:,} cells, which is over the limit."
+        ) from exc
     except csv.Error as exc:
         raise parse_failed(f"The CSV file is malformed: {exc}") from exc
-    return markdown_table(rows)
+    metadata: dict[str, Any] = {}
+    if read.unclosed_quote_line is not None:  # its rows are kept, read with that quote as a character
+        metadata["csv_unclosed_quote_line"] = read.unclosed_quote_line
+    return markdown_table([row for row in read.rows if any(c.strip() for c in row)]), metadata
 
 
 def _scalar(value: Any) -> str:
@@ -139,7 +142,8 @@ class SimpleEngine:
         if ft == "csv":
             if len(data) > ctx.limits.max_csv_bytes:
                 raise parse_failed("The CSV file is larger than the allowed size.")
-            return ReadResult(markdown=csv_to_markdown(_text(data), ctx.limits.max_sheet_cells))
+            markdown, metadata = csv_document(_text(data), ctx.limits.max_sheet_cells)
+            return ReadResult(markdown=markdown, metadata=metadata)
         if ft == "json":
             try:
                 value = json.loads(_text(data))

@@ -432,3 +432,11 @@ def test_a_pdf_page_pdfium_cannot_load_is_lost_not_the_file(read, second_page: b
     result = read("three.pdf", data=_three_page_pdf(second_page))
     assert result.markdown == "First page words about harbours\n\nThird page words about cranes\n"
     assert result.metadata["unreadable_pages"] == [2] and result.metadata["scanned_pages"] == []
+
+
+def test_a_csv_quote_never_closed_keeps_the_rows_after_it(read) -> None:
+    """`screen,"5 inch` folded every later row into that cell (Python's reader, like Excel's, reads on to
+    the closing quote); the rows are kept and the metadata names the line."""
+    result = read("sizes.csv", data=b'name,size\nscreen,"5 inch\nphone,6\nwatch,2\n')
+    assert result.markdown.splitlines()[2:] == ['| screen | "5 inch |', "| phone | 6 |", "| watch | 2 |"]
+    assert result.metadata["csv_unclosed_quote_line"] == 2

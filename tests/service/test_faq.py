@@ -67,6 +67,23 @@ def entry(question: str, *answers: str, **extra: Any) -> dict[str, Any]:
     return {"standard_question": question, "answers": list(answers) or [f"answer to {question}"], **extra}
 
 
+def test_a_csv_quote_never_closed_keeps_the_entries_after_it(deps: Services, faq_kb: KnowledgeBase) -> None:
+    """`"Open 9` opened a quote no later quote closes: the entries after it were folded into its answer."""
+    from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
+    from chalicelib.faq.importing import start_import, upload_url
+
+    grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name="faq.csv"))
+    text = 'question,answer\nOpening hours,"Open 9 to 5\nParking,Behind the building\nPets,Dogs welcome\n'
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    inbox.put_presigned(grant["upload_url"], text.encode())
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
+    drain(deps)
+    assert task_view(deps, task.id)["progress"]["added"] == 3
+    stored = entries_of(deps, faq_kb)
+    assert stored["Opening hours"].answers == ['"Open 9 to 5'] and stored["Pets"].answers == ["Dogs welcome"]
+
+
 def run_import(
     deps: Services, kb: KnowledgeBase, rows: list[dict[str, Any]], **options: Any
 ) -> dict[str, Any]:

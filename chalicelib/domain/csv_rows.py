@@ -1,0 +1,66 @@
+"""CSV rows, with one common damage repaired: a quote that opens a field and is never closed.
+
+Python's reader, like Excel's, takes everything after such a quote as one cell, newlines and delimiters
+included: a stray `"` at the start of a field (`screen,"5 inch`) folds every later row into it, silently
+for a small file and as "field larger than field limit" for a large one. Both the docreader (a CSV document)
+and the FAQ import (a CSV of entries) read CSV here."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class TooManyCells(ValueError):
+    """More cells than the reader was allowed (counted while reading, before the rest is held)."""
+
+
+@dataclass
+class CsvRows:
+    rows: list[list[str]] = field(default_factory=list)
+    #: the line whose field opened a quote that never closed; its rows were read with quotes as plain text
+    unclosed_quote_line: int | None = None
+
+
+def read_csv_rows(text: str, dialect: Any = csv.excel, max_cells: int | None = None) -> CsvRows:
+    """Every row of `text` (blank rows included). Raises csv.Error for damage it does not repair, and
+    TooManyCells past `max_cells`."""
+    reader = csv.reader(io.StringIO(text), dialect)
+    out = CsvRows()
+    cells, row_start = 0, 0  # row_start: the physical lines read before the current row
+    last_start = 0
+    try:
+        for row in reader:
+            cells += len(row)
+            if max_cells is not None and cells > max_cells:
+                raise TooManyCells(cells)
+            out.rows.append(row)
+            last_start, row_start = row_start, reader.line_num
+    except csv.Error as error:
+        if "field larger than field limit" not in str(error):
+            raise
+        raise csv.Error(
+            f"a field starting on line {row_start + 1} is longer than {csv.field_size_limit():,} characters "
+            "(a quote opened there may never be closed)"
+        ) from error
+    if not out.rows or not out.rows[-1] or not any(ch in out.rows[-1][-1] for ch in "\r\n"):
+        return out  # the last cell spans no line: no quote swallowed the rest of the file
+    tail = "".join(text.splitlines(keepends=True)[last_start:])
+    try:  # read strictly, a quote still open at the end of the data is an error of its own
+        for _ in csv.reader(io.StringIO(tail), dialect, strict=True):
+            pass
+        return out  # a quoted cell with line breaks, closed: as written
+    except csv.Error as error:
+        if "unexpected end of data" not in str(error):
+            return out
+    # No lone quote follows the open one anywhere (it would have closed the field), so reading the rest
+    # with quotes as plain characters changes only doubled quotes ("" stays as two).
+    repaired = list(csv.reader(io.StringIO(tail), dialect, quoting=csv.QUOTE_NONE))
+    cells += sum(map(len, repaired)) - len(out.rows[-1])
+    if max_cells is not None and cells > max_cells:
+        raise TooManyCells(cells)
+    out.rows[-1:] = repaired
+    out.unclosed_quote_line = last_start + 1
+    return out
