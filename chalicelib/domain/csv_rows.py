@@ -42,8 +42,8 @@ def read_csv_rows(text: str, dialect: Any = csv.excel, max_cells: int | None = N
         if "field larger than field limit" not in str(error):
             raise
         raise csv.Error(
-            f"a field starting on line {row_start + 1} is longer than {csv.field_size_limit():,} characters "
-            "(a quote opened there may never be closed)"
+            f"a field starting on line {row_start + 1} is longer than the {csv.field_size_limit():,} "
+            "characters a cell may hold (a quote there that is never closed makes the rest of the file one field)"
         ) from error
     if not out.rows or not out.rows[-1] or not any(ch in out.rows[-1][-1] for ch in "\r\n"):
         return out  # the last cell spans no line: no quote swallowed the rest of the file
