@@ -25,7 +25,6 @@ OFFICE_DOCUMENT = f"{R_NS}/officeDocument"
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
 
 
-@lru_cache(maxsize=4096)
 def int_attribute(value: str | None, default: int) -> int:
     """An integer attribute as written, or `default` when it is absent or not an integer: a value the
     schema does not allow costs that value, not the document."""
@@ -35,6 +34,7 @@ def int_attribute(value: str | None, default: int) -> int:
         return default
 
 
+@lru_cache(maxsize=4096)
 def _part_name(folder: str, target: str) -> str:
     """A relationship's target as a part name (OPC: relative to the source part's folder). Cached: every
     slide names the same layouts, masters and notes folders."""
