@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import email.message
-import email.utils
 import json
 import re
 from collections.abc import Callable
@@ -195,6 +193,9 @@ def _extended_file_name(disposition: bytes) -> str | None:
     encoded-word, `=?utf-8?B?…?=`, which has no extension)."""
     if b"filename*" not in disposition.lower():
         return None
+    import email.message  # only for the rare part that has one: not on the API's cold start
+    import email.utils
+
     header = email.message.Message()
     header["content-disposition"] = disposition.decode("latin-1")
     for param, value in header.get_params(header="content-disposition") or []:
@@ -262,10 +263,8 @@ def parse_multipart(content_type: str, body: bytes) -> MultipartForm:
             raise BadRequest(f"the form has more than one {name!r} part", code="duplicate_form_part")
         extended = _extended_file_name(raw_disposition)
         if extended is not None or b"filename" in disposition:
-            file_name = (
-                extended if extended is not None else disposition[b"filename"].decode("utf-8", "replace")
-            )
-            files[name] = (file_name, bytes(part.data))
+            plain = disposition.get(b"filename", b"").decode("utf-8", "replace")
+            files[name] = (plain if extended is None else extended, bytes(part.data))
             continue
         _, type_params = parse_options_header(part.headers.get("content-type", b"text/plain"))
         charset = type_params.get(b"charset", b"utf-8").decode("latin-1")

@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from email.message import Message
 from pathlib import Path
 from typing import Any
 
@@ -94,15 +95,14 @@ class LengthRequired(AppError):
     code = "length_required"
 
 
-def framing_refusal(content_lengths: list[str], headers: Mapping[str, str]) -> AppError | None:
+def framing_refusal(headers: Message) -> AppError | None:
     """Why a request's body cannot be framed, or None: a Content-Length that is not one byte count (RFC
     9112 §6.3: differing values are an error), or a transfer coding, which this server does not decode."""
     if headers.get("transfer-encoding") is not None:
         return LengthRequired(
-            "send the body with a Content-Length; chunked transfer coding is not accepted here",
-            code="length_required",
+            "send the body with a Content-Length; chunked transfer coding is not accepted here"
         )
-    counts = {value.strip() for value in content_lengths}
+    counts = {value.strip() for value in headers.get_all("content-length") or []}
     if not all(count.isdigit() for count in counts):
         return BadRequest("Content-Length is not a byte count", code="bad_content_length")
     if len(counts) > 1:
@@ -121,13 +121,6 @@ _PROTOCOL_CODES = {
     501: "method_not_implemented",
     505: "http_version_not_supported",
 }
-
-
-def protocol_error_body(status: int, reason: str) -> dict[str, Any]:
-    return {
-        "success": False,
-        "error": {"code": _PROTOCOL_CODES.get(status, f"http_{status}"), "message": reason},
-    }
 
 
 class LocalRuntime:
@@ -537,7 +530,7 @@ class LocalRuntime:
                 # chalice reads the first Content-Length with a bare int() (and drops the connection on a
                 # bad one) and knows no chunked bodies; API Gateway's front door refuses what it cannot
                 # frame with a 4xx, and so does the local one, in the envelope.
-                refusal = framing_refusal(self.headers.get_all("content-length") or [], self.headers)
+                refusal = framing_refusal(self.headers)
                 if refusal is not None:
                     self.close_connection = True  # where the body ends is unknown: the stream is spent
                     refused = error_response(refusal)
@@ -550,7 +543,8 @@ class LocalRuntime:
                 # too, not its HTML page.
                 self.log_error("code %d, message %s", code, message)
                 reason = message or self.responses.get(code, ("",))[0]
-                body = json.dumps(protocol_error_body(code, reason)).encode("utf-8")
+                refused = AppError(reason, code=_PROTOCOL_CODES.get(code, f"http_{code}"))
+                body = json.dumps(error_response(refused).body).encode("utf-8")
                 self.send_response(code, message)
                 self.send_header("Connection", "close")
                 self.send_header("Content-Type", "application/json")

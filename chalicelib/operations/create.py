@@ -329,6 +329,11 @@ def sanitize_manual(content: str) -> str:
     return strip_active_content(content).strip()
 
 
+def _not_a_path(title: str) -> str:
+    """A title is not a path: "Q3/Q4 plan" keeps its "Q3" (safe_file_name keeps only a path's last part)."""
+    return title.replace("/", "_").replace("\\", "_")
+
+
 def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: ManualRequest) -> Knowledge:
     kb = require_kb(deps, tenant_id, kb_id)
     title = request.title.strip()
@@ -356,8 +361,7 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
         storage_backend=kb.storage_backend,
         type=KnowledgeType.MANUAL,
         title=(title or content.splitlines()[0])[:500],
-        # a title is not a path: "Q3/Q4 plan" keeps its "Q3" (safe_file_name keeps only a path's last part)
-        file_name=f"{safe_file_name((title or 'manual').replace('/', '_').replace(chr(92), '_'))}.md",
+        file_name=f"{safe_file_name(_not_a_path(title or 'manual'))}.md",
         file_type="md",
         file_size=len(data),
         file_path=url,

@@ -204,11 +204,12 @@ def resolve_file_type(data: bytes, file_type: str, listing: list[zipfile.ZipInfo
 TEXT_TYPES = frozenset({"txt", "md", "markdown", "csv", "json", "html", "htm", "mhtml"})
 
 
-#: what zipfile raises on reading a damaged archive's directory: BadZipFile, a seek past the end (OSError),
-#: a member name that is not UTF-8 where the header says it is (UnicodeDecodeError, a ValueError), a zip
-#: version it does not know (NotImplementedError)
+#: What zipfile raises when a damaged archive's directory is read: BadZipFile, OSError for a seek past the
+#: end, UnicodeDecodeError (a ValueError) for a name flagged UTF-8 that is not, NotImplementedError for a
+#: zip version it does not support.
 ZIP_DIRECTORY_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError)
-#: and on reading a member: an encrypted one (RuntimeError), a compression method it lacks (NotImplementedError)
+#: The same when a member is read, plus RuntimeError for an encrypted member (an unsupported compression
+#: method is a NotImplementedError, already above).
 ZIP_MEMBER_ERRORS = (*ZIP_DIRECTORY_ERRORS, RuntimeError)
 
 

@@ -179,10 +179,9 @@ def _docx_table(table: Any, images: _DocxImages, max_chars: int) -> str:
                 text = "\n".join([_docx_paragraph_text(p, images) for p in tc]).strip()
                 owner = (text, span)
             cells.extend([owner[0]] * owner[1])
+            # merged cells repeat their text: a few bytes of XML can ask for gigabytes
             produced += len(owner[0]) * owner[1]
-            if (
-                produced > max_chars
-            ):  # merged cells repeat their text: a few bytes of XML can ask for gigabytes
+            if produced > max_chars:
                 raise parse_failed(
                     f"A table's merged cells repeat into more than {max_chars:,} characters, the limit for one file."
                 )

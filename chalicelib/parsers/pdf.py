@@ -512,9 +512,8 @@ def _parse_open(
                     jpeg = _render_page(page)
                 finally:
                     page.close()
-            except (
-                pdfium.PdfiumError
-            ):  # neither its text nor its picture can be read: this page is lost, not the file
+            # neither its text nor its picture reads: this page is lost, not the file
+            except pdfium.PdfiumError:
                 unreadable_pages.append(number)
                 report(_pages_done(number, first, last, len(scanned_pages)))
                 continue
