@@ -3,14 +3,21 @@
 Python's reader, like Excel's, takes everything after such a quote as one cell, newlines and delimiters
 included: a stray `"` at the start of a field (`screen,"5 inch`) folds every later row into it, silently
 for a small file and as "field larger than field limit" for a large one. Both the docreader (a CSV document)
-and the FAQ import (a CSV of entries) read CSV here."""
+and the FAQ import (a CSV of entries) read CSV here.
+
+Python's reader refuses a field over 131,072 characters by default, a limit of the process. A cell can hold
+no more than the text it is read from, which the upload cap already bounds, so the limit is lifted once,
+here: a long cell (a description, a JSON value) is read, not the file failed."""
 
 from __future__ import annotations
 
 import csv
 import io
+import sys
 from dataclasses import dataclass, field
 from typing import Any
+
+csv.field_size_limit(sys.maxsize)
 
 
 class TooManyCells(ValueError):
@@ -31,20 +38,12 @@ def read_csv_rows(text: str, dialect: Any = csv.excel, max_cells: int | None = N
     out = CsvRows()
     cells, row_start = 0, 0  # row_start: the physical lines read before the current row
     last_start = 0
-    try:
-        for row in reader:
-            cells += len(row)
-            if max_cells is not None and cells > max_cells:
-                raise TooManyCells(cells)
-            out.rows.append(row)
-            last_start, row_start = row_start, reader.line_num
-    except csv.Error as error:
-        if "field larger than field limit" not in str(error):
-            raise
-        raise csv.Error(
-            f"a field starting on line {row_start + 1} is longer than the {csv.field_size_limit():,} "
-            "characters a cell may hold (a quote there that is never closed makes the rest of the file one field)"
-        ) from error
+    for row in reader:
+        cells += len(row)
+        if max_cells is not None and cells > max_cells:
+            raise TooManyCells(cells)
+        out.rows.append(row)
+        last_start, row_start = row_start, reader.line_num
     if not out.rows or not out.rows[-1] or not any(ch in out.rows[-1][-1] for ch in "\r\n"):
         return out  # the last cell spans no line: no quote swallowed the rest of the file
     tail = "".join(text.splitlines(keepends=True)[last_start:])

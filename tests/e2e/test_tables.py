@@ -136,3 +136,17 @@ def test_a_200000_row_xlsx_completes_and_its_cells_are_found(
     lines = top["content"].splitlines()
     assert lines[0] == HEADER_LINE and lines[1].startswith("|---")
     assert "| " + " | ".join(str(cell) for cell in order_cells(FOUND)) + " |" in lines
+
+
+def test_a_cell_longer_than_pythons_field_limit_is_read_not_refused(
+    api: Api, runtime: LocalRuntime, hashing_offered: None
+) -> None:
+    """Python's csv reader refuses a field over 131,072 characters unless told otherwise; a long cell (a
+    description, a JSON value) was a failed document. Its last words are searchable now."""
+    long_cell = " ".join(f"word{i}" for i in range(40_000)) + " ZQ9917XK"
+    assert len(long_cell) > 131_072
+    data = f'id,notes,price\n1,"{long_cell}",3.50\n2,short,4.00\n'.encode()
+    kb, knowledge = ingest(api, runtime, "notes.csv", data, 240)
+    assert "csv_unclosed_quote_line" not in (knowledge.get("metadata") or {})
+    top = search(api, kb, "ZQ9917XK")[0]
+    assert top["knowledge_id"] == knowledge["id"] and "ZQ9917XK" in top["content"]

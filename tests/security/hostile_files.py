@@ -433,10 +433,6 @@ def json_over_depth(depth: int = 60) -> bytes:
     return json.dumps(value).encode()
 
 
-def huge_csv_line(size: int = 2 * 1024 * 1024) -> bytes:
-    return b"a,b\n" + b'"' + b"x" * size + b'",y\n'
-
-
 NUL_TEXT = b"plain words " + b"\x00" * 4096 + b" more words" * 50
 HTML_LAUGHS = (
     "<!DOCTYPE html [" + BILLION_LAUGHS_DTD[len("<!DOCTYPE lolz [") : -2] + "]><html><body><p>"

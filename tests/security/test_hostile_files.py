@@ -210,7 +210,6 @@ TEXT = [
     Case("deep.json", lambda: H.deep_json(), "json"),
     Case("over-deep.json", lambda: H.json_over_depth(), "nested too deeply"),
     Case("not.json", lambda: b'{"a": [1, 2,', "not valid json"),
-    Case("huge-line.csv", lambda: H.huge_csv_line(), "characters a cell may hold"),
     Case("nul-laden.txt", lambda: H.NUL_TEXT, "binary data"),
     Case("nul-laden.md", lambda: b"# Title\n\n" + H.NUL_TEXT, "binary data"),
     Case("pdf-named.txt", lambda: H.many_page_pdf(1), "its content is a pdf"),

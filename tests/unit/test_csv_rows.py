@@ -38,11 +38,17 @@ def test_well_formed_and_harmless_files_read_as_csv_reads_them(text: str) -> Non
     assert read.rows == list(csv.reader(text.splitlines(keepends=True))) and read.unclosed_quote_line is None
 
 
-def test_a_field_past_the_size_limit_names_its_line() -> None:
-    with pytest.raises(
-        csv.Error, match=r"starting on line 3 .* a cell may hold \(a quote there that is never closed"
-    ):
-        read_csv_rows('a,b\n1,2\n3,"' + "x" * (csv.field_size_limit() + 10) + "\n")
+def test_a_cell_past_pythons_default_field_limit_is_read_whole() -> None:
+    cell = "x" * 1_000_000
+    assert read_csv_rows(f'a,b\n1,"{cell}"\n2,3\n').rows == [["a", "b"], ["1", cell], ["2", "3"]]
+
+
+def test_a_quote_never_closed_in_a_large_file_is_repaired_not_a_failed_file() -> None:
+    """Before the field limit was lifted, the swallowed rows passed 131,072 characters and failed the file."""
+    text = "a,b\n1,2\n3,\"oops\n" + "4,five\n" * 30_000
+    read = read_csv_rows(text)
+    assert read.unclosed_quote_line == 3
+    assert read.rows[2] == ["3", '"oops'] and read.rows[3:] == [["4", "five"]] * 30_000
 
 
 def test_the_cell_cap_counts_the_repaired_rows_too() -> None:
