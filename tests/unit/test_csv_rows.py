@@ -45,7 +45,7 @@ def test_a_cell_past_pythons_default_field_limit_is_read_whole() -> None:
 
 def test_a_quote_never_closed_in_a_large_file_is_repaired_not_a_failed_file() -> None:
     """Before the field limit was lifted, the swallowed rows passed 131,072 characters and failed the file."""
-    text = "a,b\n1,2\n3,\"oops\n" + "4,five\n" * 30_000
+    text = 'a,b\n1,2\n3,"oops\n' + "4,five\n" * 30_000
     read = read_csv_rows(text)
     assert read.unclosed_quote_line == 3
     assert read.rows[2] == ["3", '"oops'] and read.rows[3:] == [["4", "five"]] * 30_000
