@@ -269,9 +269,14 @@ def _chunk(kind: bytes, body: bytes) -> bytes:
 
 
 def _bitmap_png(obj: Any) -> bytes | None:
+    """The image as stored (not rendered), as a PNG; None when pdfium cannot decode its stream (PdfiumError),
+    decodes it to a pixel format pypdfium2 names no mode for (KeyError) or to fewer bytes than its size
+    needs (Pillow's ValueError): a figure that cannot be shown is left out, not its document."""
+    import pypdfium2 as pdfium
+
     try:
-        image = obj.get_bitmap().to_pil()  # the image as stored (not rendered)
-    except Exception:  # undecodable image streams are skipped, not fatal
+        image = obj.get_bitmap().to_pil()
+    except (pdfium.PdfiumError, KeyError, ValueError):
         return None
     if image.mode not in ("RGB", "RGBA", "L"):
         image = image.convert("RGB")

@@ -1,4 +1,4 @@
-"""Mutation fuzzing of what reads uploaded files: the docreader and the FAQ import's row reader.
+"""Mutation fuzzing of what reads uploaded files: the docreader, the FAQ import's row reader and OCR.
 
 Corpus files are damaged the way real files get damaged and hostile files are built: XML parts of
 docx/pptx/xlsx/epub packages with elements dropped, duplicated or reordered, attributes set to values the
@@ -145,7 +145,10 @@ def _finding(
 
 
 def _fuzz(
-    extensions: set[str], read: Callable[[bytes, str], object], expected: tuple[type[BaseException], ...]
+    extensions: set[str],
+    read: Callable[[bytes, str], object],
+    expected: tuple[type[BaseException], ...],
+    mutate: Callable[[bytes, random.Random], bytes] = _mutate,
 ) -> int:
     """Reads mutated corpus files for SECONDS; fails on the first finding."""
     seeds = [
@@ -158,7 +161,7 @@ def _fuzz(
     deadline, reads = time.monotonic() + SECONDS, 0
     while time.monotonic() < deadline:
         path = rng.choice(seeds)
-        damaged = _mutate(path.read_bytes(), rng)
+        damaged = mutate(path.read_bytes(), rng)
         reads += 1
         finding = _finding(read, damaged, path.name, expected)
         if finding is not None:  # reported with the file that reproduces it
@@ -191,3 +194,35 @@ def test_damaged_faq_imports_end_in_rows_or_a_reason() -> None:
 
     reads = _fuzz({"csv", "json", "xlsx"}, lambda data, name: read_rows(data, name), (SourceError,))
     print(f"{reads} damaged FAQ files read")
+
+
+def _shrink(data: bytes, rng: random.Random) -> bytes:
+    """A corpus image made small (a tenth to a third of its side) before it is damaged: tesseract's time
+    grows with the pixels, and what is fuzzed is the decoding and preparing, not the reading of a page."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        scale = rng.uniform(0.1, 0.33)
+        small = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))))
+        buf = io.BytesIO()
+        small.save(buf, format=img.format)
+    return _mutate_bytes(buf.getvalue(), rng)
+
+
+@pytest.mark.requires_tesseract
+def test_damaged_images_the_docreader_accepts_end_in_text_or_a_reason() -> None:
+    """What the multimodal stage does with an image: OCR (orientation, languages, the readings) of the
+    bytes the docreader accepted. A damaged image must be text or a refusal, never an escape."""
+    from chalicelib.parsers import build_docreader
+    from chalicelib.parsers.ocr import TesseractOcr
+    from chalicelib.ports import ReadRequest
+
+    reader, ocr = build_docreader(), TesseractOcr()
+
+    def read(data: bytes, name: str) -> object:
+        kind = name.rsplit(".", 1)[-1].lower()
+        reader.read(ReadRequest(data=data, file_name=name, file_type=kind))  # refused here: not OCR'd
+        return ocr.read(data)
+
+    reads = _fuzz({"png", "jpg", "jpeg", "gif"}, read, (StageError,), _shrink)
+    print(f"{reads} damaged images read")
