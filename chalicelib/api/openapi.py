@@ -72,7 +72,9 @@ def _request_body(op: Operation) -> dict[str, Any] | None:
     ref = {"$ref": REF_TEMPLATE.format(model=op.body.__name__)}
     if op.multipart:
         return {"required": True, "content": {"multipart/form-data": {"schema": _form_schema(op.body)}}}
-    return {"required": False, "content": {"application/json": {"schema": ref}}}
+    # a body is required when its model has a required field (no body reads as {}, which lacks it)
+    required = bool(op.body.model_json_schema().get("required"))
+    return {"required": required, "content": {"application/json": {"schema": ref}}}
 
 
 def _form_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -160,10 +162,33 @@ def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
     return document
 
 
+def _link(paths: dict[str, Any], views: dict[str, str]) -> None:
+    """OpenAPI links from each operation whose answer holds an id (`Operation.produces`) to every operation
+    that takes that id in its path; a consumer's other path parameters the producer's path has too are
+    passed on from the request (a tag's `kb_id`). Clients and generators follow them; so does a stateful
+    fuzzer, which then reaches objects that exist instead of 404s. `views`: operationId -> view name."""
+    items = [(path, item) for path, methods in paths.items() for item in methods.values()]
+    for path, item in items:
+        op = OPERATIONS[views[item["operationId"]]]
+        if not op.produces:
+            continue
+        own = set(_PARAM.findall(path))
+        links: dict[str, Any] = {}
+        for consumer_path, consumer in items:
+            wanted = _PARAM.findall(consumer_path)
+            values = {name: f"$response.body#{pointer}" for name, pointer in op.produces if name in wanted}
+            if not values:
+                continue
+            values |= {name: f"$request.path.{name}" for name in wanted if name in own and name not in values}
+            links[consumer["operationId"]] = {"operationId": consumer["operationId"], "parameters": values}
+        item["responses"][str(op.status)]["links"] = links
+
+
 def build_document(app: Any) -> dict[str, Any]:
     """`app` is the Chalice app: every route it serves is documented (a test checks none is missing)."""
     paths: dict[str, Any] = {}
     seen_ids: dict[str, int] = {}
+    views: dict[str, str] = {}
     for path, methods in sorted(app.routes.items()):
         for method, entry in sorted(methods.items()):
             # CORS preflights (the browser's) and the console's files (a page): not the API
@@ -174,7 +199,9 @@ def build_document(app: Any) -> dict[str, Any]:
             seen_ids[item["operationId"]] = count + 1
             if count:  # one view serving two paths (an alias): operation ids must be unique
                 item["operationId"] = f"{item['operationId']}_{count + 1}"
+            views[item["operationId"]] = entry.view_name
             paths.setdefault(path, {})[method.lower()] = item
+    _link(paths, views)
     models = sorted(
         {op.body for op in OPERATIONS.values() if op.body is not None}, key=lambda model: model.__name__
     )

@@ -74,6 +74,56 @@ def test_every_route_is_in_the_openapi_document(client: Client, runtime: Any) ->
     )
 
 
+def test_the_documents_links_name_real_operations_and_resolve_in_real_answers(
+    client: Client, api: Api
+) -> None:
+    """Each link's target exists and takes the parameters it fills; `$request.path.x` is a parameter of the
+    producer's own path; and the pointers hold ids in what the producers really answer."""
+    document = _document(client)
+    by_id = {op["operationId"]: path for path, item in document["paths"].items() for op in item.values()}
+    pointers: dict[str, set[str]] = {}
+    for path, item in document["paths"].items():
+        for op in item.values():
+            for answer in op["responses"].values():
+                for link in answer.get("links", {}).values():
+                    target = by_id[link["operationId"]]
+                    for name, value in link["parameters"].items():
+                        assert "{" + name + "}" in target, (op["operationId"], link)
+                        if value.startswith("$request.path."):
+                            assert "{" + value.removeprefix("$request.path.") + "}" in path
+                        else:
+                            pointers.setdefault(op["operationId"], set()).add(
+                                value.removeprefix("$response.body#")
+                            )
+    assert {"create_knowledge_base", "create_manual", "create_tag", "batch_reparse_knowledge"} <= set(
+        pointers
+    )
+
+    def at(answer: Any, pointer: str) -> Any:
+        for part in pointer.strip("/").split("/"):
+            answer = answer[part]
+        return answer
+
+    kb = api.post("/knowledge-bases", {"name": "linked"})
+    manual = api.post(f"/knowledge-bases/{kb.json_body['data']['id']}/knowledge/manual", {"content": "# x"})
+    tag = api.post(f"/knowledge-bases/{kb.json_body['data']['id']}/tags", {"name": "t"})
+    reparse = api.post(
+        "/knowledge/batch-reparse",
+        {"kb_id": at(kb.json_body, "/data/id"), "ids": [at(manual.json_body, "/data/id")]},
+    )
+    for operation, answer in (
+        ("create_knowledge_base", kb),
+        ("create_manual", manual),
+        ("create_tag", tag),
+        ("batch_reparse_knowledge", reparse),
+    ):
+        assert answer.status_code < 300, answer.json_body
+        for pointer in pointers[operation]:
+            assert isinstance(at(answer.json_body, pointer), str), (operation, pointer)
+    task = api.get(f"/tasks/{at(reparse.json_body, '/data/task_id')}")
+    assert task.status_code == 200
+
+
 def test_request_bodies_are_the_validating_models_with_their_error_codes(client: Client, api: Api) -> None:
     document = _document(client)
     create = document["paths"][f"{V1}/knowledge-bases"]["post"]

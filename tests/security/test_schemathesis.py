@@ -10,14 +10,10 @@ also fuzzed past the 404. Bounded by `WEKNORA_FUZZ_EXAMPLES` examples per operat
 from __future__ import annotations
 
 import os
-import uuid
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import pytest
-import requests
 import schemathesis
 from e2e.conftest import API_KEY
 from hypothesis import HealthCheck, given, seed, settings
@@ -25,54 +21,12 @@ from hypothesis import strategies as st
 from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from chalicelib.bootstrap import Services
-from chalicelib.local.runtime import LocalRuntime
-from chalicelib.operations.tenants import ensure_local_tenant
+from .conftest import OPERATOR_KEY, Served
 
 pytestmark = pytest.mark.schemathesis
 
 MAX_EXAMPLES = int(os.environ.get("WEKNORA_FUZZ_EXAMPLES", "25"))
 FUZZ_SEED = os.environ.get("WEKNORA_FUZZ_SEED")
-
-
-@dataclass
-class Served:
-    base: str
-
-    def fresh_ids(self) -> dict[str, str]:
-        """A new knowledge base and knowledge of the caller (a fuzzed DELETE may remove the last ones)."""
-        headers = {"X-API-Key": API_KEY}
-        kb = requests.post(
-            f"{self.base}/api/v1/knowledge-bases",
-            json={"name": f"fuzz-{uuid.uuid4().hex[:8]}"},
-            headers=headers,
-            timeout=30,
-        )
-        assert kb.status_code == 201, kb.text
-        kb_id = kb.json()["data"]["id"]
-        manual = requests.post(
-            f"{self.base}/api/v1/knowledge-bases/{kb_id}/knowledge/manual",
-            json={"content": "# fuzz\n\ntext", "status": "draft"},
-            headers=headers,
-            timeout=30,
-        )
-        assert manual.status_code == 200, manual.text
-        return {"kb_id": kb_id, "knowledge_id": manual.json()["data"]["id"]}
-
-
-OPERATOR_KEY = "fuzz-operator-key"
-
-
-@pytest.fixture
-def served(runtime: LocalRuntime, services: Services) -> Iterator[Served]:
-    ensure_local_tenant(services, API_KEY)
-    if "operator_key" in {f.name for f in fields(services.settings)}:  # the admin routes are fuzzed too
-        services.settings = replace(services.settings, operator_key=OPERATOR_KEY)
-    base = runtime.serve_http("127.0.0.1", 0, access_log=False)
-    try:
-        yield Served(base)
-    finally:
-        runtime.stop_http()
 
 
 def _strategy(operation: Any, ids: dict[str, str]) -> st.SearchStrategy[Case]:
