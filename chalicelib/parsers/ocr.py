@@ -784,6 +784,17 @@ class RapidOcr:
         return "\n".join(" ".join(t for _x, t in sorted(line)) for line in lines)
 
 
+#: Textract's answers about the image itself: the same image is refused again, so no retry
+TEXTRACT_REFUSALS = frozenset(
+    {
+        "InvalidParameterException",
+        "UnsupportedDocumentException",
+        "BadDocumentException",
+        "DocumentTooLargeException",
+    }
+)
+
+
 class TextractOcr:
     """Amazon Textract DetectDocumentText; `client` is a boto3 textract client made by the adapter layer."""
 
@@ -796,26 +807,25 @@ class TextractOcr:
         return self.client is not None
 
     def recognize(self, image: bytes) -> str:
+        from botocore.exceptions import BotoCoreError, ClientError  # on AWS only: off the local path
+
         data = _normalise_image(image)
         try:
             response = self.client.detect_document_text(Document={"Bytes": data})
-        except Exception as exc:  # botocore ClientError / EndpointConnectionError without importing botocore
-            code = (
-                getattr(exc, "response", {}).get("Error", {}).get("Code", "")
-                if hasattr(exc, "response")
-                else ""
-            )
-            if code in (
-                "InvalidParameterException",
-                "UnsupportedDocumentException",
-                "BadDocumentException",
-                "DocumentTooLargeException",
-            ):
+        except ClientError as exc:
+            # Only the error code is kept: what the service says about it goes to no span or log
+            code = str(exc.response.get("Error", {}).get("Code", "")) or "unknown"
+            if code in TEXTRACT_REFUSALS:
                 raise PermanentStageError(
-                    f"Textract rejected the image: {code}", code=SpanErrorCode.DOCREADER_PARSE_FAILED
+                    f"Textract rejected the image ({code}).", code=SpanErrorCode.DOCREADER_PARSE_FAILED
                 ) from exc
             raise TransientStageError(
-                f"Textract failed: {exc}", code=SpanErrorCode.DOCREADER_UNAVAILABLE
+                f"Textract failed ({code}).", code=SpanErrorCode.DOCREADER_UNAVAILABLE
+            ) from exc
+        except BotoCoreError as exc:  # no answer: endpoint, connection, timeout
+            raise TransientStageError(
+                f"Textract could not be reached ({type(exc).__name__}).",
+                code=SpanErrorCode.DOCREADER_UNAVAILABLE,
             ) from exc
         lines = [b.get("Text", "") for b in response.get("Blocks", []) if b.get("BlockType") == "LINE"]
         return "\n".join(line for line in lines if line)

@@ -122,9 +122,33 @@ def test_textract_lines() -> None:
         stub.add_client_error("detect_document_text", "UnsupportedDocumentException")
         with pytest.raises(PermanentStageError):
             TextractOcr(client).recognize(_png())
-        stub.add_client_error("detect_document_text", "ProvisionedThroughputExceededException")
-        with pytest.raises(TransientStageError):
+        stub.add_client_error(
+            "detect_document_text",
+            "ProvisionedThroughputExceededException",
+            service_message="account 123456789012 at its limit",
+        )
+        with pytest.raises(TransientStageError) as raised:
             TextractOcr(client).recognize(_png())
+        # the code is kept, what the service said is not (span errors are tenant-visible)
+        assert "ProvisionedThroughputExceededException" in raised.value.message
+        assert "123456789012" not in raised.value.message
+
+
+def test_textract_out_of_reach_is_transient_and_a_bug_is_not_retried() -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    class Unreachable:
+        def detect_document_text(self, **_: object) -> dict[str, object]:
+            raise EndpointConnectionError(endpoint_url="https://textract.us-east-1.amazonaws.com")
+
+    class Broken:
+        def detect_document_text(self, **_: object) -> dict[str, object]:
+            raise TypeError("a bug of ours")
+
+    with pytest.raises(TransientStageError, match="could not be reached"):
+        TextractOcr(Unreachable()).recognize(_png())
+    with pytest.raises(TypeError):  # surfaces as what it is, not as an outage to retry
+        TextractOcr(Broken()).recognize(_png())
 
 
 whisper = WhisperAsr()
