@@ -5,24 +5,29 @@ files) and doc/ppt through LibreOffice when it is installed (doc when unword can
 from __future__ import annotations
 
 import datetime as dt
-import io
+import marshal
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from lxml import etree
 
 from chalicelib.domain import metering
+from chalicelib.observability import logger
+from chalicelib.parsers import calamine_child
 from chalicelib.parsers.base import (
     ParseContext,
     column_texts,
     format_table,
     image_kind,
     markdown_table,
+    native_panic,
     padded_rows,
     parse_failed,
     table_cells,
@@ -320,45 +325,72 @@ def _sheet_table(grid: list[list[Any]], header_mode: bool) -> str:
     return format_table(rows)
 
 
+#: the address space a contained calamine read may take: the largest sheet an .xls can hold (65,536 rows ×
+#: 256 columns) as calamine's grid and as Python values, with room for the interpreter
+CONTAINED_READER_BYTES = 2 << 30
+#: formats read by calamine in a child process (calamine_child.py): .xls, whose reader sized buffers from
+#: damaged counts (5.4 GB, 44 TB) and aborted the process; xlsx is measured by the preflight (check_zip)
+CONTAINED_FORMATS = frozenset({"xls"})
+
+
 def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     """Every sheet under its name: a Markdown table (header row once, as for CSV), or with the
     `spreadsheet_layout` setting "rows" each row as `header: value, …` (WeKnora's builtin Excel reader)."""
-    from python_calamine import CalamineWorkbook
-
     # an xlsx's package was inflated, bounded and searched for entity declarations by the reader's preflight
     # (guards.check_zip, which also measured every sheet's extent) before any engine ran
     header_mode = ctx.options.get("xlsx_first_row_as_header", True) is not False
     as_rows = ctx.options.get("spreadsheet_layout") == "rows"
-    try:
-        workbook = CalamineWorkbook.from_filelike(io.BytesIO(request.data))
-    except Exception as exc:  # calamine raises its own error types for damaged workbooks
-        raise parse_failed(f"The spreadsheet is damaged or unreadable ({str(exc)[:120]}).") from exc
-    budget = ctx.limits.max_sheet_cells
+    max_cells = ctx.limits.max_sheet_cells
+    if request.file_type in CONTAINED_FORMATS:
+        answer = read_sheets_contained(request.data, max_cells, ctx.limits.convert_timeout_s)
+    else:
+        answer = calamine_child.read(request.data, max_cells)  # its panics: the reader's (native_panic)
+    if "error" in answer:
+        raise parse_failed(f"The spreadsheet is damaged or unreadable ({answer['error']}).")
+    if "over" in answer:
+        name, rows, cols = answer["over"]
+        raise parse_failed(
+            f"The spreadsheet has more than {max_cells:,} cells (sheet '{name}' has {rows:,} rows × {cols:,} "
+            "columns); split it into smaller files."
+        )
     sections: list[str] = []
-    try:
-        for name in workbook.sheet_names:
-            ctx.check_time("the spreadsheet")
-            try:
-                sheet = workbook.get_sheet_by_name(name)
-            except Exception:  # chart sheets and other non-grid sheets
-                continue
-            cells = sheet.height * sheet.width
-            budget -= cells
-            if budget < 0:
-                raise parse_failed(
-                    f"The spreadsheet has more than {ctx.limits.max_sheet_cells:,} cells (sheet '{name}' has "
-                    f"{sheet.height:,} rows × {sheet.width:,} columns); split it into smaller files."
-                )
-            grid = sheet.to_python(skip_empty_area=True)
-            body = "\n".join(_sheet_lines(grid, header_mode)) if as_rows else _sheet_table(grid, header_mode)
-            if not body:
-                continue
-            ctx.check_time("the spreadsheet")
+    for name, grid in answer["sheets"]:
+        ctx.check_time("the spreadsheet")
+        body = "\n".join(_sheet_lines(grid, header_mode)) if as_rows else _sheet_table(grid, header_mode)
+        if body:
             sections.append(f"## {name}\n{body}" if as_rows else f"## {name}\n\n{body}")
-    finally:
-        workbook.close()
     markdown = "\n\n".join(sections)
-    return ReadResult(markdown=markdown + "\n" if markdown else "", metadata={"sheets": len(sections)})
+    metadata: dict[str, Any] = {"sheets": len(sections)}
+    if answer["unreadable"]:  # a damaged sheet costs that sheet, named here
+        metadata["unreadable_sheets"] = answer["unreadable"]
+    return ReadResult(markdown=markdown + "\n" if markdown else "", metadata=metadata)
+
+
+def read_sheets_contained(data: bytes, max_cells: int, timeout: float) -> dict[str, Any]:
+    """calamine_child.read in a child process under CONTAINED_READER_BYTES: an abort there (a failed
+    allocation, a panic that cannot unwind) is this file's failure, not the worker's."""
+    script = Path(calamine_child.__file__)
+    # the child finds calamine where we do (on Lambda, /var/task is on sys.path but not in PYTHONPATH)
+    env = subprocess_env(PYTHONPATH=os.pathsep.join(p for p in sys.path if p), PYTHONHASHSEED="0")
+    # -S: no site (its .pth files cost ~30 ms a start); PYTHONPATH above already holds site-packages
+    command = [sys.executable, "-S", str(script), str(CONTAINED_READER_BYTES), str(max_cells)]
+    try:
+        with metering.child_process():
+            done = subprocess.run(
+                command, input=data, capture_output=True, timeout=timeout, check=False, env=env
+            )
+    except subprocess.TimeoutExpired as exc:
+        raise parse_failed(f"The spreadsheet took longer than {timeout:.0f} s to read.") from exc
+    if done.returncode != 0:
+        # killed by a signal (negative) or a Python error: the file, since the same bytes fail the same way
+        logger.warning("contained spreadsheet read failed", extra={"returncode": done.returncode})
+        raise parse_failed(
+            "The spreadsheet is damaged: reading it stopped (it needs more memory than its size can explain)."
+        )
+    answer: dict[str, Any] = marshal.loads(done.stdout)
+    if "sheets" in answer:
+        answer["sheets"] = [(name, calamine_child.untagged(grid)) for name, grid in answer["sheets"]]
+    return answer
 
 
 # ---------------------------------------------------------------- doc (unword)
@@ -379,6 +411,10 @@ def read_doc_natively(request: ReadRequest) -> ReadResult | None:
         ValueError
     ):  # unword's error for a container or stream it cannot read (Word 95, encrypted, damaged)
         return None
+    except BaseException as error:  # a panic on damage it does not check for: LibreOffice may still read it
+        if native_panic(error):
+            return None
+        raise
     parts = [document.body_text.strip(), *(box.strip() for box in document.textboxes)]
     markdown = "\n\n".join(part for part in parts if part)
     if not markdown:

@@ -16,6 +16,7 @@ from chalicelib.parsers.base import (
     Limits,
     ParseContext,
     ParserEngine,
+    native_panic,
     parse_failed,
     resolve_file_type,
     sniff,
@@ -168,6 +169,13 @@ class EngineDocReader:
             logger.warning("parser failed", extra={"engine": engine.name}, exc_info=True)
             raise parse_failed(
                 f"The .{actual} file could not be parsed ({type(exc).__name__}: {str(exc)[:160]})."
+            ) from exc
+        except BaseException as exc:
+            if not native_panic(exc):  # KeyboardInterrupt, SystemExit: not the file's doing
+                raise
+            logger.warning("parser library panicked", extra={"engine": engine.name}, exc_info=True)
+            raise parse_failed(
+                f"The .{actual} file is damaged: its reader stopped on it ({exc!s:.160})."
             ) from exc
         if len(result.markdown) > limits.max_markdown_chars:
             raise parse_failed(

@@ -480,3 +480,33 @@ def pdf_with_image_bomb(width: int = 60_000, height: int = 60_000) -> bytes:
         out.write(f"{offset:010d} 00000 n \n".encode())
     out.write(f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode())
     return out.getvalue()
+
+
+def xls_far_cell(row: int = 0xFFFF, column: int = 0xFFFE) -> bytes:
+    """A corpus .xls whose first number cell is moved to (row, column): calamine lays every sheet out as a
+    dense grid when it opens the workbook, so this one cell asks for ~100 GB."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    import olefile
+    from project_paths import CORPUS
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "far.xls"
+        shutil.copy(CORPUS / "vega-us-employment.xls", path)
+        with olefile.OleFileIO(str(path), write_mode=True) as ole:
+            stream = bytearray(ole.openstream("Workbook").read())
+            position, in_sheet = 0, False
+            while position + 4 <= len(stream):
+                kind, size = struct.unpack_from("<HH", stream, position)
+                if kind == 0x0809:  # BOF: a worksheet's substream is type 0x0010
+                    in_sheet = struct.unpack_from("<H", stream, position + 6)[0] == 0x0010
+                elif kind == 0x0203 and in_sheet:  # NUMBER: row, column, format, value
+                    struct.pack_into("<HH", stream, position + 4, row, column)
+                    break
+                position += 4 + size
+            else:
+                raise AssertionError("no number cell in the sample")
+            ole.write_stream("Workbook", bytes(stream))
+        return path.read_bytes()

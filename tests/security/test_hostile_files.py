@@ -137,6 +137,7 @@ CONTAINERS = [
     Case("laughs-past-8kb.docx", lambda: H.laughs_docx(padding=20_000), "entity"),
     Case("laughs.xlsx", lambda: H.laughs_xlsx(), "entity"),
     Case("sparse-grid.xlsx", lambda: H.sparse_xlsx(), "cells"),
+    Case("far-cell.xls", lambda: H.xls_far_cell(), "damaged"),
     Case("deep-chapter.epub", lambda: H.deep_epub(), "levels deep"),
     Case("encrypted.docx", lambda: H.encrypted_docx(), "encrypted"),
     Case("bzip2.docx", lambda: H.bzip2_docx(), "compression method"),
