@@ -184,7 +184,22 @@ def test_damaged_documents_end_in_a_result_or_a_reason() -> None:
         kind = name.rsplit(".", 1)[-1].lower()
         return reader.read(ReadRequest(data=data, file_name=name, file_type=kind))
 
-    types = {"docx", "pptx", "xlsx", "xls", "epub", "pdf", "html", "htm", "md", "csv", "tsv", "json", "txt", "mhtml"}
+    types = {
+        "docx",
+        "pptx",
+        "xlsx",
+        "xls",
+        "epub",
+        "pdf",
+        "html",
+        "htm",
+        "md",
+        "csv",
+        "tsv",
+        "json",
+        "txt",
+        "mhtml",
+    }
     reads = _fuzz(types, read, (StageError,))
     print(f"{reads} damaged documents read")
 
