@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import marshal
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -342,7 +343,7 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     as_rows = ctx.options.get("spreadsheet_layout") == "rows"
     max_cells = ctx.limits.max_sheet_cells
     if request.file_type in CONTAINED_FORMATS:
-        answer = read_sheets_contained(request.data, max_cells, ctx.limits.convert_timeout_s)
+        answer = CONTAINED_CALAMINE.read(request.data, max_cells, ctx.limits.convert_timeout_s)
     else:
         answer = calamine_child.read(request.data, max_cells)  # its panics: the reader's (native_panic)
     if "error" in answer:
@@ -366,31 +367,67 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     return ReadResult(markdown=markdown + "\n" if markdown else "", metadata=metadata)
 
 
-def read_sheets_contained(data: bytes, max_cells: int, timeout: float) -> dict[str, Any]:
-    """calamine_child.read in a child process under CONTAINED_READER_BYTES: an abort there (a failed
-    allocation, a panic that cannot unwind) is this file's failure, not the worker's."""
-    script = Path(calamine_child.__file__)
-    # the child finds calamine where we do (on Lambda, /var/task is on sys.path but not in PYTHONPATH)
-    env = subprocess_env(PYTHONPATH=os.pathsep.join(p for p in sys.path if p), PYTHONHASHSEED="0")
-    # -S: no site (its .pth files cost ~30 ms a start); PYTHONPATH above already holds site-packages
-    command = [sys.executable, "-S", str(script), str(CONTAINED_READER_BYTES), str(max_cells)]
-    try:
-        with metering.child_process():
-            done = subprocess.run(
-                command, input=data, capture_output=True, timeout=timeout, check=False, env=env
-            )
-    except subprocess.TimeoutExpired as exc:
-        raise parse_failed(f"The spreadsheet took longer than {timeout:.0f} s to read.") from exc
-    if done.returncode != 0:
-        # killed by a signal (negative) or a Python error: the file, since the same bytes fail the same way
-        logger.warning("contained spreadsheet read failed", extra={"returncode": done.returncode})
-        raise parse_failed(
-            "The spreadsheet is damaged: reading it stopped (it needs more memory than its size can explain)."
+class ContainedCalamine:
+    """calamine_child.py kept warm in a child process limited to CONTAINED_READER_BYTES: an abort there (a
+    failed allocation, a panic that cannot unwind) is the file's failure, and the next file gets a new
+    child. One file at a time per child (a lock): .xls files are few and each read takes milliseconds."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._child: subprocess.Popen[bytes] | None = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        script = Path(calamine_child.__file__)
+        # the child finds calamine where we do (on Lambda, /var/task is on sys.path but not in PYTHONPATH);
+        # -S: no site (its .pth files cost ~30 ms a start), PYTHONPATH already holds site-packages
+        env = subprocess_env(PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        return subprocess.Popen(
+            [sys.executable, "-S", str(script), str(CONTAINED_READER_BYTES)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # a panic's message and backtrace: nothing the parent reads
+            env=env,
         )
-    answer: dict[str, Any] = marshal.loads(done.stdout)
-    if "sheets" in answer:
-        answer["sheets"] = [(name, calamine_child.untagged(grid)) for name, grid in answer["sheets"]]
-    return answer
+
+    def _stop(self, child: subprocess.Popen[bytes]) -> int | None:
+        self._child = None
+        child.kill()
+        return child.wait()
+
+    def read(self, data: bytes, max_cells: int, timeout: float) -> dict[str, Any]:
+        with self._lock:
+            child = self._child if self._child is not None and self._child.poll() is None else self._start()
+            self._child = child
+            assert child.stdin is not None and child.stdout is not None
+            head = body = b""
+            try:
+                child.stdin.write(len(data).to_bytes(8, "little") + max_cells.to_bytes(8, "little") + data)
+                child.stdin.flush()
+                if not select.select([child.stdout], [], [], timeout)[0]:
+                    self._stop(child)
+                    raise parse_failed(f"The spreadsheet took longer than {timeout:.0f} s to read.")
+                head = child.stdout.read(8)
+                body = child.stdout.read(int.from_bytes(head, "little")) if len(head) == 8 else b""
+            except BrokenPipeError:  # it died before it had read the whole file
+                pass
+            if len(head) < 8 or len(body) < int.from_bytes(head, "little"):
+                # killed by a signal: a failed allocation aborts it; the same bytes would fail the same way
+                logger.warning("contained spreadsheet read failed", extra={"returncode": self._stop(child)})
+                raise parse_failed(
+                    "The spreadsheet is damaged: reading it stopped (it needs more memory than its size "
+                    "can explain)."
+                )
+        answer: dict[str, Any] = marshal.loads(body)
+        metering.record_offloaded(answer.pop("cpu"))
+        if "sheets" in answer:
+            untagged = calamine_child.untagged
+            answer["sheets"] = [
+                (name, untagged(grid) if dated else grid) for name, grid, dated in answer["sheets"]
+            ]
+        return answer
+
+
+CONTAINED_CALAMINE = ContainedCalamine()
 
 
 # ---------------------------------------------------------------- doc (unword)

@@ -1,4 +1,4 @@
-"""An .xls is read by calamine in a child process (office.read_sheets_contained): calamine sized buffers
+"""An .xls is read by calamine in a child process (office.ContainedCalamine, kept warm): calamine sized buffers
 from damaged counts (5.4 GB, 44 TB, 137 GB) and a failed allocation aborted the whole worker."""
 
 from __future__ import annotations
@@ -50,3 +50,14 @@ def test_a_cell_that_asks_for_137_gb_fails_the_file_not_the_worker() -> None:
     with pytest.raises(PermanentStageError, match="damaged"):
         _read(xls_far_cell())
     assert _read((CORPUS / "vega-us-employment.xls").read_bytes())[0]  # and the worker reads on
+
+
+@pytest.mark.skipif(not XLS, reason="the shared corpus is not beside the project")
+def test_the_warm_child_serves_file_after_file_and_is_replaced_when_it_dies() -> None:
+    data = XLS[0].read_bytes()
+    first = _read(data)
+    child = office.CONTAINED_CALAMINE._child
+    assert child is not None and _read(data) == first and office.CONTAINED_CALAMINE._child is child
+    child.kill()
+    child.wait()
+    assert _read(data) == first and office.CONTAINED_CALAMINE._child is not child
