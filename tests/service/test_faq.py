@@ -67,19 +67,24 @@ def entry(question: str, *answers: str, **extra: Any) -> dict[str, Any]:
     return {"standard_question": question, "answers": list(answers) or [f"answer to {question}"], **extra}
 
 
-def test_a_csv_quote_never_closed_keeps_the_entries_after_it(deps: Services, faq_kb: KnowledgeBase) -> None:
-    """`"Open 9` opened a quote no later quote closes: the entries after it were folded into its answer."""
+def import_uploaded_csv(deps: Services, kb: KnowledgeBase, text: str) -> dict[str, Any]:
+    """`text` uploaded as faq.csv through a presigned grant and imported: the task's view."""
     from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
     from chalicelib.faq.importing import start_import, upload_url
 
-    grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name="faq.csv"))
-    text = 'question,answer\nOpening hours,"Open 9 to 5\nParking,Behind the building\nPets,Dogs welcome\n'
+    grant = upload_url(deps, kb.tenant_id, kb.id, FaqUploadUrlRequest(file_name="faq.csv"))
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
     inbox.put_presigned(grant["upload_url"], text.encode())
-    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
+    task = start_import(deps, kb.tenant_id, kb.id, FaqImportRequest(object_key=grant["object_key"]))
     drain(deps)
-    assert task_view(deps, task.id)["progress"]["added"] == 3
+    return task_view(deps, task.id)
+
+
+def test_a_csv_quote_never_closed_keeps_the_entries_after_it(deps: Services, faq_kb: KnowledgeBase) -> None:
+    """`"Open 9` opened a quote no later quote closes: the entries after it were folded into its answer."""
+    text = 'question,answer\nOpening hours,"Open 9 to 5\nParking,Behind the building\nPets,Dogs welcome\n'
+    assert import_uploaded_csv(deps, faq_kb, text)["progress"]["added"] == 3
     stored = entries_of(deps, faq_kb)
     assert stored["Opening hours"].answers == ['"Open 9 to 5'] and stored["Pets"].answers == ["Dogs welcome"]
 
@@ -89,19 +94,10 @@ def test_a_quote_never_closed_before_many_long_answers_still_keeps_them(
 ) -> None:
     """The rows the open quote swallowed passed Python's 131,072-character field limit, which failed the
     whole import; the limit is lifted, so they are repaired as in a small file."""
-    from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
-    from chalicelib.faq.importing import start_import, upload_url
-
-    grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name="faq.csv"))
     rows = "".join(f"Question {i},{'long answer ' * 400}{i}\n" for i in range(40))
     text = 'question,answer\nOpening hours,"Open 9 to 5\n' + rows
     assert len(text) > 131_072
-    inbox = deps.inbox
-    assert isinstance(inbox, MemoryFileStore)
-    inbox.put_presigned(grant["upload_url"], text.encode())
-    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
-    drain(deps)
-    assert task_view(deps, task.id)["progress"]["added"] == 41
+    assert import_uploaded_csv(deps, faq_kb, text)["progress"]["added"] == 41
     assert entries_of(deps, faq_kb)["Question 39"].answers == ["long answer " * 400 + "39"]
 
 
