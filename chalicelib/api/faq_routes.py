@@ -19,13 +19,7 @@ from chalicelib.faq.commands import (
 from chalicelib.ports import Dependencies
 
 
-@operation(
-    "Create an FAQ entry (FAQ knowledge bases only)",
-    "faq",
-    body=FaqEntryRequest,
-    status=201,
-    produces=(("entry_id", "/data/id"),),
-)
+@operation("Create an FAQ entry (FAQ knowledge bases only)", "faq", body=FaqEntryRequest, status=201)
 def create_faq_entry(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
     body = validated_body(deps, request, FaqEntryRequest)
@@ -70,7 +64,6 @@ def list_faq_tags(deps: Dependencies, request: Request | None, kb_id: str) -> Re
     "faq",
     body=FaqImportRequest,
     status=202,
-    produces=(("task_id", "/data/task_id"),),
 )
 def import_faq(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)

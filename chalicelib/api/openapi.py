@@ -162,26 +162,53 @@ def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
     return document
 
 
+#: view name -> the ids its success answer holds: path parameter they fill -> JSON pointer into the answer
+PRODUCED_IDS: dict[str, dict[str, str]] = {
+    "create_knowledge_base": {"kb_id": "/data/id"},
+    "clone_knowledge_base": {"task_id": "/data/task_id", "kb_id": "/data/target_kb_id"},
+    "upload_file": {"knowledge_id": "/data/id"},
+    "presigned_upload": {"knowledge_id": "/data/knowledge_id"},
+    "import_url": {"knowledge_id": "/data/id"},
+    "create_manual": {"knowledge_id": "/data/id"},
+    "batch_delete_knowledge": {"task_id": "/data/task_id"},
+    "batch_reparse_knowledge": {"task_id": "/data/task_id"},
+    "retry_failed_knowledge": {"task_id": "/data/task_id"},
+    "move_knowledge": {"task_id": "/data/task_id"},
+    "create_tag": {"tag_id": "/data/id"},
+    "create_faq_entry": {"entry_id": "/data/id"},
+    "import_faq": {"task_id": "/data/task_id"},
+    "create_webhook": {"webhook_id": "/data/id"},
+    "admin_create_tenant": {"tenant_id": "/data/tenant/id", "key_id": "/data/key/id"},
+    "admin_issue_key": {"key_id": "/data/key/id"},
+}
+
+
 def _link(paths: dict[str, Any], views: dict[str, str]) -> None:
-    """OpenAPI links from each operation whose answer holds an id (`Operation.produces`) to every operation
-    that takes that id in its path; a consumer's other path parameters the producer's path has too are
-    passed on from the request (a tag's `kb_id`). Clients and generators follow them; so does a stateful
-    fuzzer, which then reaches objects that exist instead of 404s. `views`: operationId -> view name."""
+    """OpenAPI links from each operation whose answer holds an id (PRODUCED_IDS) to every operation that
+    takes that id in its path; a consumer's other path parameters the producer's path has too are passed
+    on from the request (a tag's `kb_id`). Clients and generators follow them; so does a stateful fuzzer,
+    which then reaches objects that exist instead of 404s. `views`: operationId -> view name."""
+    unknown = set(PRODUCED_IDS) - set(views.values())
+    if unknown:  # a renamed view would silently lose its links
+        raise KeyError(f"PRODUCED_IDS names views the app does not serve: {sorted(unknown)}")
     items = [(path, item) for path, methods in paths.items() for item in methods.values()]
     for path, item in items:
-        op = OPERATIONS[views[item["operationId"]]]
-        if not op.produces:
+        view = views[item["operationId"]]
+        produced = PRODUCED_IDS.get(view)
+        if not produced:
             continue
         own = set(_PARAM.findall(path))
         links: dict[str, Any] = {}
         for consumer_path, consumer in items:
             wanted = _PARAM.findall(consumer_path)
-            values = {name: f"$response.body#{pointer}" for name, pointer in op.produces if name in wanted}
+            values = {
+                name: f"$response.body#{pointer}" for name, pointer in produced.items() if name in wanted
+            }
             if not values:
                 continue
             values |= {name: f"$request.path.{name}" for name in wanted if name in own and name not in values}
             links[consumer["operationId"]] = {"operationId": consumer["operationId"], "parameters": values}
-        item["responses"][str(op.status)]["links"] = links
+        item["responses"][str(OPERATIONS[view].status)]["links"] = links
 
 
 def build_document(app: Any) -> dict[str, Any]:

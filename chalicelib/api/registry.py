@@ -49,9 +49,6 @@ class Operation:
     response: type[BaseModel] | None = None
     #: further answers (status -> description), each in the error envelope
     errors: tuple[tuple[int, str], ...] = ()
-    #: the ids the success answer holds, as (path parameter they fill, JSON pointer into the answer): the
-    #: OpenAPI document links this operation to every one that takes that parameter
-    produces: tuple[tuple[str, str], ...] = ()
 
     def required_scope(self, method: str) -> Scope:
         """The one rule: a GET reads, any other method writes, unless the registration says otherwise (a

@@ -63,13 +63,7 @@ def list_models(deps: Dependencies, request: Request | None) -> Response:
 # ---------------------------------------------------------------- knowledge bases
 
 
-@operation(
-    "Create a knowledge base",
-    "knowledge-bases",
-    body=commands.CreateKnowledgeBase,
-    status=201,
-    produces=(("kb_id", "/data/id"),),
-)
+@operation("Create a knowledge base", "knowledge-bases", body=commands.CreateKnowledgeBase, status=201)
 def create_knowledge_base(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
     kb = knowledge_bases.create_kb(
@@ -121,7 +115,6 @@ def hybrid_search(deps: Dependencies, request: Request | None, kb_id: str) -> Re
     "knowledge",
     body=commands.FileUploadForm,
     multipart=True,
-    produces=(("knowledge_id", "/data/id"),),
 )
 def upload_file(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
@@ -146,13 +139,7 @@ def upload_file(deps: Dependencies, request: Request | None, kb_id: str) -> Resp
     return ok(create.create_from_file(deps, tenant.id, kb_id, upload).to_dict())
 
 
-@operation(
-    "A presigned S3 PUT for a large file",
-    "knowledge",
-    body=commands.UploadUrlRequest,
-    status=201,
-    produces=(("knowledge_id", "/data/knowledge_id"),),
-)
+@operation("A presigned S3 PUT for a large file", "knowledge", body=commands.UploadUrlRequest, status=201)
 def presigned_upload(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
     body = validated_body(deps, request, commands.UploadUrlRequest)
@@ -160,11 +147,7 @@ def presigned_upload(deps: Dependencies, request: Request | None, kb_id: str) ->
 
 
 @operation(
-    "Import a URL (a file link or a web page)",
-    "knowledge",
-    body=commands.UrlImportRequest,
-    status=201,
-    produces=(("knowledge_id", "/data/id"),),
+    "Import a URL (a file link or a web page)", "knowledge", body=commands.UrlImportRequest, status=201
 )
 def import_url(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
@@ -172,12 +155,7 @@ def import_url(deps: Dependencies, request: Request | None, kb_id: str) -> Respo
     return ok(create.create_from_url(deps, tenant.id, kb_id, body).to_dict(), 201)
 
 
-@operation(
-    "Hand-written Markdown (draft or publish)",
-    "knowledge",
-    body=commands.ManualRequest,
-    produces=(("knowledge_id", "/data/id"),),
-)
+@operation("Hand-written Markdown (draft or publish)", "knowledge", body=commands.ManualRequest)
 def create_manual(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
     body = validated_body(deps, request, commands.ManualRequest)
@@ -291,7 +269,6 @@ def delete_knowledge(deps: Dependencies, request: Request | None, knowledge_id: 
     "lifecycle",
     body=commands.BatchDeleteRequest,
     status=202,
-    produces=(("task_id", "/data/task_id"),),
 )
 def batch_delete_knowledge(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
@@ -338,7 +315,6 @@ def publish_knowledge(deps: Dependencies, request: Request | None, knowledge_id:
     "lifecycle",
     body=commands.BatchReparseRequest,
     status=202,
-    produces=(("task_id", "/data/task_id"),),
 )
 def batch_reparse_knowledge(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
@@ -348,12 +324,7 @@ def batch_reparse_knowledge(deps: Dependencies, request: Request | None) -> Resp
     return ok({"task_id": task.id}, 202, message="Reparse task submitted")
 
 
-@operation(
-    "Reparse every failed knowledge of a knowledge base",
-    "lifecycle",
-    status=202,
-    produces=(("task_id", "/data/task_id"),),
-)
+@operation("Reparse every failed knowledge of a knowledge base", "lifecycle", status=202)
 def retry_failed_knowledge(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
     task = knowledge_changes.retry_failed(deps, tenant.id, kb_id)
@@ -371,7 +342,6 @@ def get_task(deps: Dependencies, request: Request | None, task_id: str) -> Respo
     "lifecycle",
     body=commands.MoveKnowledgeRequest,
     status=202,
-    produces=(("task_id", "/data/task_id"),),
 )
 def move_knowledge(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
@@ -384,7 +354,6 @@ def move_knowledge(deps: Dependencies, request: Request | None) -> Response:
     "lifecycle",
     body=commands.CloneKnowledgeBaseRequest,
     status=202,
-    produces=(("task_id", "/data/task_id"), ("kb_id", "/data/target_kb_id")),
 )
 def clone_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
@@ -418,11 +387,7 @@ def knowledge_base_wiki(deps: Dependencies, request: Request | None, kb_id: str)
 
 
 @operation(
-    "Create a tag (names are unique per knowledge base)",
-    "tags",
-    body=commands.CreateTagRequest,
-    status=201,
-    produces=(("tag_id", "/data/id"),),
+    "Create a tag (names are unique per knowledge base)", "tags", body=commands.CreateTagRequest, status=201
 )
 def create_tag(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
@@ -547,7 +512,6 @@ def admin_list_tenants(deps: Dependencies, request: Request | None) -> Response:
     status=201,
     auth=False,
     operator=True,
-    produces=(("tenant_id", "/data/tenant/id"), ("key_id", "/data/key/id")),
 )
 def admin_create_tenant(deps: Dependencies, request: Request | None) -> Response:
     _operator(deps, request)
@@ -570,7 +534,6 @@ def admin_list_keys(deps: Dependencies, request: Request | None, tenant_id: str)
     status=201,
     auth=False,
     operator=True,
-    produces=(("key_id", "/data/key/id"),),
 )
 def admin_issue_key(deps: Dependencies, request: Request | None, tenant_id: str) -> Response:
     _operator(deps, request)

@@ -20,7 +20,6 @@ from chalicelib.ports import Dependencies
     "webhooks",
     body=CreateWebhookRequest,
     status=201,
-    produces=(("webhook_id", "/data/id"),),
 )
 def create_webhook(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
