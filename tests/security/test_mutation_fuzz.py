@@ -30,12 +30,13 @@ from project_paths import CORPUS
 
 from chalicelib.domain.errors import StageError
 
+SECONDS = float(os.environ.get("WEKNORA_FUZZ_SECONDS", "45"))
 pytestmark = [
     pytest.mark.fuzz,
     pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not beside the project"),
+    # the suite's 300 s would stop a longer campaign as a failure: the budget, one slow read and the setup
+    pytest.mark.timeout(max(300, SECONDS + 180)),
 ]
-
-SECONDS = float(os.environ.get("WEKNORA_FUZZ_SECONDS", "45"))
 SEED = int(os.environ.get("WEKNORA_FUZZ_SEED", "0"))
 ODD_VALUES = ("", "-1", "0", "x", "NaN", "1e309", "999999999999", "30000000", "rId999", "../../x", "\u202e")
 ODD_BYTES = (b"\x00", b"\xff\xfe", b"<", b"|", b'"', b"\r", b"{", b"[", b"```", b"<table>", b"obj", b"endobj")
