@@ -213,14 +213,6 @@ ZIP_DIRECTORY_ERRORS = (zipfile.BadZipFile, OSError, EOFError, ValueError, NotIm
 ZIP_MEMBER_ERRORS = (*ZIP_DIRECTORY_ERRORS, RuntimeError)
 
 
-def native_panic(error: BaseException) -> bool:
-    """Whether `error` is a Rust library's panic (calamine, unword) on the bytes it was given. pyo3 raises it
-    as `pyo3_runtime.PanicException`, a BaseException, so an `except Exception` lets it through; the class
-    is made at run time and cannot be imported, hence the names."""
-    kind = type(error)
-    return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
-
-
 def _zip_reroute(data: bytes, file_type: str, listing: list[zipfile.ZipInfo] | None) -> str:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:

@@ -28,12 +28,12 @@ from chalicelib.parsers.base import (
     format_table,
     image_kind,
     markdown_table,
-    native_panic,
     padded_rows,
     parse_failed,
     table_cells,
     unsupported,
 )
+from chalicelib.parsers.calamine_child import native_panic
 from chalicelib.parsers.ooxml import Package, int_attribute
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 from chalicelib.settings import subprocess_env

@@ -16,12 +16,12 @@ from chalicelib.parsers.base import (
     Limits,
     ParseContext,
     ParserEngine,
-    native_panic,
     parse_failed,
     resolve_file_type,
     sniff,
     unsupported,
 )
+from chalicelib.parsers.calamine_child import native_panic
 from chalicelib.parsers.engines import default_engine_for
 from chalicelib.parsers.guards import open_package, preflight
 from chalicelib.ports import AsrEngine, OcrEngine, ReadRequest, ReadResult

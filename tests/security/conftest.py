@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
@@ -52,6 +53,9 @@ class Served:
 
 
 OPERATOR_KEY = "fuzz-operator-key"
+#: the schemathesis runs' bounds: examples per operation (stateless) or scenarios (stateful), and the seed
+MAX_EXAMPLES = int(os.environ.get("WEKNORA_FUZZ_EXAMPLES", "25"))
+FUZZ_SEED = os.environ.get("WEKNORA_FUZZ_SEED")
 
 
 @pytest.fixture

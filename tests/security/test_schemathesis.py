@@ -9,7 +9,6 @@ also fuzzed past the 404. Bounded by `WEKNORA_FUZZ_EXAMPLES` examples per operat
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from typing import Any
 
@@ -21,12 +20,9 @@ from hypothesis import strategies as st
 from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 
-from .conftest import OPERATOR_KEY, Served
+from .conftest import FUZZ_SEED, MAX_EXAMPLES, OPERATOR_KEY, Served
 
 pytestmark = pytest.mark.schemathesis
-
-MAX_EXAMPLES = int(os.environ.get("WEKNORA_FUZZ_EXAMPLES", "25"))
-FUZZ_SEED = os.environ.get("WEKNORA_FUZZ_SEED")
 
 
 def _strategy(operation: Any, ids: dict[str, str]) -> st.SearchStrategy[Case]:

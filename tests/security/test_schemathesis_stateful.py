@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from e2e.conftest import API_KEY
 
-from .conftest import OPERATOR_KEY, Served
-from .test_schemathesis import FUZZ_SEED, MAX_EXAMPLES
+from .conftest import FUZZ_SEED, MAX_EXAMPLES, OPERATOR_KEY, Served
 
 pytestmark = pytest.mark.schemathesis
 
