@@ -19,11 +19,11 @@ from chalicelib import commands
 from chalicelib.api.http import api_key, error_response, json_body
 from chalicelib.commands import validate
 from chalicelib.domain.api_keys import Scope
-from chalicelib.domain.errors import AppError, Forbidden
+from chalicelib.domain.errors import AppError, Forbidden, ServiceUnavailable
 from chalicelib.domain.types import Tenant
 from chalicelib.observability import logger
 from chalicelib.operations import tenants
-from chalicelib.ports import Dependencies
+from chalicelib.ports import Dependencies, IndexUnavailable
 from chalicelib.services import ownership
 from chalicelib.services.offered import check_models
 
@@ -75,6 +75,13 @@ def operation(summary: str, tag: str, **kwargs: Any) -> Callable[[R], R]:
                 return fn(*args, **kw)
             except AppError as error:
                 return error_response(error)
+            except IndexUnavailable as error:  # a cluster that is down or throttling: the caller retries
+                logger.warning("index unavailable", extra={"route": fn.__name__, "error": str(error)})
+                return error_response(
+                    ServiceUnavailable(
+                        "the search index is not answering; try again", code="index_unavailable"
+                    )
+                )
             except Exception:
                 logger.exception("unhandled error", extra={"route": fn.__name__})
                 return error_response(AppError("internal error", code="internal_error"))

@@ -128,7 +128,8 @@ def edit_chunk(
             entries = chunk_entries(
                 kb.id, knowledge.id, [replace(changed, is_enabled=searchable)], texts, vectors
             )
-        deps.chunks.put_many([changed])
+        # The index first, the row last: a write that fails on the way leaves the row as it was, so the
+        # same request sent again finds a change and makes it (the row written first would answer "no change").
         if entries is not None:
             engine.batch_index(space, entries)
             asked = chunk.metadata.get("questions")
@@ -136,6 +137,7 @@ def edit_chunk(
                 engine.delete_by_ids(space, kb.id, [f"{chunk.id}-q{n}" for n in range(len(asked))])
         # the chunk's entries (its generated questions too) follow its switch, within the document's
         engine.set_enabled(space, kb.id, [changed.id], searchable)
+        deps.chunks.put_many([changed])
     if knowledge.summary_status != SummaryStatus.NONE:
         request_summary_refresh(deps, knowledge)  # made from the enabled chunks' text: stale now
     return _view(changed)

@@ -18,7 +18,14 @@ from chalicelib.ports.events import (
     WebhookSender,
 )
 from chalicelib.ports.faq import FaqLease, FaqRepo
-from chalicelib.ports.index import IndexEntry, IndexSpace, RetrieveEngine, SearchHit
+from chalicelib.ports.index import (
+    IndexEntry,
+    IndexSpace,
+    IndexUnavailable,
+    IndexWriteError,
+    RetrieveEngine,
+    SearchHit,
+)
 from chalicelib.ports.models import (
     AsrEngine,
     ChatModel,
@@ -108,6 +115,8 @@ __all__ = [
     "ImageResolver",
     "IndexEntry",
     "IndexSpace",
+    "IndexUnavailable",
+    "IndexWriteError",
     "KnowledgeBaseRepo",
     "KnowledgeRepo",
     "ModelAuthError",

@@ -59,10 +59,24 @@ class IndexSpace:
         return f"weknora-{safe}-{self.dimensions}"
 
 
+class IndexUnavailable(ConnectionError):
+    """The engine did not take the call now (unreachable, timed out, throttled, overloaded, its file busy):
+    the same call later may succeed. Adapters raise it for those causes alone; any other error is theirs
+    to let through, so a bug is never retried as an outage."""
+
+
+class IndexWriteError(RuntimeError):
+    """The engine refused or lost part of a write for a reason a retry does not change (a document its
+    mapping rejects); nothing reports success for a partial write."""
+
+
 class RetrieveEngine(Protocol):
     engine_name: str
 
-    def batch_index(self, space: IndexSpace, entries: Sequence[IndexEntry]) -> None: ...
+    def batch_index(self, space: IndexSpace, entries: Sequence[IndexEntry]) -> None:
+        """Upserts by entry id. Raises IndexUnavailable when the engine cannot take it now, IndexWriteError
+        when it refuses part of it."""
+        ...
 
     def delete_by_knowledge(self, space: IndexSpace, kb_id: str, knowledge_ids: Sequence[str]) -> int: ...
 

@@ -36,6 +36,8 @@ from chalicelib.ports import (
     EmbeddingModel,
     IndexEntry,
     IndexSpace,
+    IndexUnavailable,
+    IndexWriteError,
     ModelRequestError,
     ModelThrottled,
     ModelUnavailable,
@@ -248,18 +250,24 @@ class Stopped(Exception):
 
 
 def _write_entries(deps: Dependencies, engine: Any, space: IndexSpace, entries: list[IndexEntry]) -> None:
-    """Upserts by entry id with a few quick retries (200 ms doubling), as WeKnora's indexer does."""
+    """Upserts by entry id. An engine that cannot take the write now gets a few quick retries (200 ms
+    doubling, as WeKnora's indexer does), then the stage's own; one that refuses it fails the document at
+    once. Anything else is not an engine outage and goes to the runner as it is."""
     delay = 0.2
     for attempt in range(deps.settings.index_write_attempts):
         try:
             engine.batch_index(space, entries)
             return
-        except Exception as error:  # the engine's client errors vary by backend; all are retried here
+        except IndexWriteError as error:
+            raise PermanentStageError(
+                f"the index refused {len(entries)} entries", code=SpanErrorCode.VECTORSTORE_WRITE_FAILED
+            ) from error
+        except IndexUnavailable as error:
             if attempt + 1 >= deps.settings.index_write_attempts:
                 raise TransientStageError(
-                    f"index write failed: {type(error).__name__}", code=SpanErrorCode.VECTORSTORE_WRITE_FAILED
+                    f"index write failed: {error}", code=SpanErrorCode.VECTORSTORE_WRITE_FAILED
                 ) from error
-            logger.warning("index write failed", extra={"try": attempt + 1, "error": type(error).__name__})
+            logger.warning("index unavailable", extra={"try": attempt + 1, "error": str(error)})
             deps.sleep(delay)
             delay *= 2
 

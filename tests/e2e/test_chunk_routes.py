@@ -15,7 +15,7 @@ import requests
 from chalicelib.bootstrap import Services
 from chalicelib.chunker import index_text
 from chalicelib.local.runtime import LocalRuntime
-from chalicelib.ports import IndexSpace
+from chalicelib.ports import IndexSpace, IndexUnavailable
 
 from .conftest import Api
 
@@ -103,6 +103,29 @@ def test_an_edited_chunk_is_searched_by_its_new_text_and_the_summary_is_made_aga
     assert api.knowledge(row["id"])["summary_status"] == "completed"
     empty = _put(api, f"/knowledge/{row['id']}/chunks/{chunk['id']}", {"content": ""})
     assert empty.status_code == 400 and empty.json_body["error"]["code"] == "empty_content"
+
+
+def test_an_index_that_does_not_answer_is_a_503_and_the_same_edit_sent_again_lands(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    kb, row = _document(api, runtime)
+    chunk = api.get(f"/knowledge/{row['id']}/chunks?limit=3").json_body["data"]["items"][2]
+    path = f"/knowledge/{row['id']}/chunks/{chunk['id']}"
+    new = "The harbour master rings the copper bell when the fog rolls over the breakwater."
+    engine = services.engine(services.kbs.get(kb["id"]).retrieval_engine)  # type: ignore[union-attr]
+    down = IndexUnavailable("index busy (HTTP 503)")
+    with patch.object(type(engine), "batch_index", side_effect=down):
+        refused = _put(api, path, {"content": new})
+    assert refused.status_code == 503, refused.json_body
+    assert refused.json_body["error"]["code"] == "index_unavailable"
+    assert api.get(path).json_body["data"]["content"] == chunk["content"]  # the row did not move ahead
+    with patch.object(type(engine), "hybrid_search", side_effect=down):
+        searched = api.post(f"/knowledge-bases/{kb['id']}/hybrid-search", {"query_text": "copper bell"})
+    assert searched.status_code == 503 and searched.json_body["error"]["code"] == "index_unavailable"
+    again = _put(api, path, {"content": new})  # the same request once the index answers
+    assert again.status_code == 200 and again.json_body["data"]["content"] == new
+    hits = _search(api, kb["id"], "harbour master copper bell fog breakwater")
+    assert hits and chunk["id"] in (hits[0].get("chunk_id"), hits[0].get("id"))
 
 
 def test_a_chunk_switched_off_leaves_search_and_stays_off_when_its_document_comes_back(

@@ -18,7 +18,7 @@ from project_paths import corpus_bytes
 from chalicelib.adapters.models.hashing import HashingEmbedding
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
-from chalicelib.ports import IndexSpace, ModelThrottled
+from chalicelib.ports import IndexSpace, IndexUnavailable, ModelThrottled
 
 from .conftest import Api
 
@@ -125,7 +125,7 @@ class BrokenIndex:
 
     def batch_index(self, space: Any, entries: Any) -> None:
         self.writes += 1
-        raise ConnectionError("index cluster is read-only")
+        raise IndexUnavailable("index busy (HTTP 503)")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 from index_contract import CORPUS, DIM, EngineContract, entry, vec
 
-from chalicelib.adapters.index.common import IndexWriteError
 from chalicelib.adapters.index.opensearch import OpenSearchEngine, build_opensearch_client
-from chalicelib.ports import IndexSpace, RetrieveEngine
+from chalicelib.ports import IndexSpace, IndexWriteError, RetrieveEngine
 
 opensearchpy = pytest.importorskip("opensearchpy")
 

@@ -28,7 +28,7 @@ from chalicelib.domain.storage_keys import images_manifest_key
 from chalicelib.domain.types import EnableStatus, Knowledge, KnowledgeBase, ParseStatus, Tenant
 from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.operations.search import hybrid_search
-from chalicelib.ports import IndexSpace, ModelRequestError, ModelThrottled
+from chalicelib.ports import IndexSpace, IndexUnavailable, IndexWriteError, ModelRequestError, ModelThrottled
 from chalicelib.stages import embedding
 from chalicelib.tasks.reparse import reparse
 
@@ -195,17 +195,18 @@ def test_a_provider_throttling_past_the_deferral_budget_fails_on_the_last_try(
 
 
 class BrokenIndex:
-    """An index that accepts deletes but refuses every write."""
+    """An index that accepts deletes but fails every write with `error` (by default: it is unavailable)."""
 
     engine_name = "broken"
 
-    def __init__(self, inner: Any):
+    def __init__(self, inner: Any, error: Exception | None = None):
         self.inner = inner
         self.writes = 0
+        self.error = error or IndexUnavailable("index busy (HTTP 503)")
 
     def batch_index(self, space: Any, entries: Any) -> None:
         self.writes += 1
-        raise ConnectionError("index cluster is read-only")
+        raise self.error
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -229,6 +230,38 @@ def test_an_index_that_fails_for_good_leaves_no_orphan_chunks_or_vectors(
     assert deps.chunks.list(created.id) == []
     assert real.count(IndexSpace.of(deps.embedding_model()), kb.id, created.id) == 0
     assert span_status(deps, failed)["embedding"] == "failed"
+
+
+def test_an_index_that_refuses_the_entries_fails_the_document_at_once(
+    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo, sleeps: InstantSleep
+) -> None:
+    real = deps.engine()
+    broken = BrokenIndex(real, IndexWriteError("bulk: 1 of 2 actions failed; first index c1: 400 ..."))
+    created = chunked(deps, kb)
+    deps.replace_engine(broken)  # type: ignore[arg-type]
+    assert failed_ids(deliver(deps, "embedding")) == []  # permanent: nothing comes back to retry
+    failed = rows.get(created.id)
+    assert failed is not None and failed.parse_status == ParseStatus.FAILED
+    assert failed.error_code == SpanErrorCode.VECTORSTORE_WRITE_FAILED
+    assert failed.error_message.startswith("the index refused") and "400" not in failed.error_message
+    assert broken.writes == 1 and sleeps.waits == []
+    assert deps.chunks.list(created.id) == []
+    assert real.count(IndexSpace.of(deps.embedding_model()), kb.id, created.id) == 0
+
+
+def test_a_bug_in_the_engine_is_not_retried_as_an_outage(
+    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo, sleeps: InstantSleep
+) -> None:
+    broken = BrokenIndex(deps.engine(), TypeError("a bug, not an outage"))
+    created = chunked(deps, kb)
+    deps.replace_engine(broken)  # type: ignore[arg-type]
+    for _ in range(4):
+        deliver(deps, "embedding")
+    failed = rows.get(created.id)
+    assert failed is not None and failed.parse_status == ParseStatus.FAILED
+    assert failed.error_code == SpanErrorCode.UNKNOWN and "TypeError" in failed.error_message
+    assert broken.writes == 4 and sleeps.waits == []  # one write a delivery: no quick retries
+    assert deps.chunks.list(created.id) == []
 
 
 def test_a_rejected_request_fails_at_once(

@@ -1,4 +1,4 @@
-"""Helpers both index engines share: vector checks, copy id remapping, errors."""
+"""Helpers both index engines share: vector checks, copy id remapping."""
 
 from __future__ import annotations
 
@@ -18,10 +18,6 @@ DEFAULT_CANDIDATES = 50
 #: ASR error, a paraphrase) keeps the credit of its other pairs. FTS5 `NEAR(a b, PROXIMITY_WINDOW - 1)`
 #: on the embedded engine, `match_phrase` with `slop: PROXIMITY_WINDOW - 1` on OpenSearch.
 PROXIMITY_WINDOW = 5
-
-
-class IndexWriteError(RuntimeError):
-    """The engine refused or lost part of a write; nothing reports success for a partial write."""
 
 
 def unit_vector(vector: npt.ArrayLike, space: IndexSpace) -> npt.NDArray[np.float32] | None:

@@ -1,6 +1,6 @@
 """Embedded retrieval engine: SQLite FTS5 for BM25 plus numpy brute-force cosine for vectors.
 
-Just over 600 lines: one engine whose text index and vectors live in one file and change in one
+Over 600 lines: one engine whose text index and vectors live in one file and change in one
 transaction; the tokeniser and fusion it shares with OpenSearch live beside it.
 
 One SQLite file per knowledge base (`<root>/<space.name>/<kb>.sqlite`) holds the text index and the
@@ -46,7 +46,7 @@ import numpy.typing as npt
 from chalicelib.adapters.index.common import DEFAULT_CANDIDATES, PROXIMITY_WINDOW, remap_entry, unit_vector
 from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
 from chalicelib.domain.text_fold import fold
-from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
+from chalicelib.ports import IndexEntry, IndexSpace, IndexUnavailable, SearchHit
 
 SCHEMA_VERSION = "1"
 #: bumped whenever document_terms changes; files indexed under another version get their terms rebuilt
@@ -184,6 +184,21 @@ class _Connection(sqlite3.Connection):
     when its thread-local dict goes, instead of leaking until close()."""
 
 
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+@contextlib.contextmanager
+def _unavailable_when_busy() -> Iterator[None]:
+    """Another process held the file past the busy timeout: the port's IndexUnavailable (try again later).
+    Every other SQLite error goes on as it is."""
+    try:
+        yield
+    except sqlite3.OperationalError as error:
+        if error.sqlite_errorcode & 0xFF not in _BUSY_CODES:  # the primary code, without the extended bits
+            raise
+        raise IndexUnavailable(f"index file busy ({error.sqlite_errorname})") from error
+
+
 @dataclass(frozen=True)
 class _Matrix:
     generation: int
@@ -304,7 +319,7 @@ class EmbeddedEngine:
     def _write(self, space: IndexSpace, kb_id: str) -> Iterator[sqlite3.Connection]:
         """One short write transaction on the knowledge base's file; bumps the generation on commit."""
         path = self.path_for(space, kb_id)
-        with self._write_lock(path):
+        with self._write_lock(path), _unavailable_when_busy():
             conn = self._conn(path, space, kb_id, create=True)
             assert conn is not None
             conn.execute("BEGIN IMMEDIATE")

@@ -37,6 +37,7 @@ the documents whose `id` field matches, so re-indexing never duplicates (given a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -46,19 +47,19 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import numpy.typing as npt
 from opensearchpy import OpenSearch
-from opensearchpy.exceptions import NotFoundError, RequestError
+from opensearchpy.exceptions import ConnectionError as TransportUnreachable
+from opensearchpy.exceptions import NotFoundError, RequestError, TransportError
 
 from chalicelib.adapters.index.common import (
     DEFAULT_CANDIDATES,
     PROXIMITY_WINDOW,
-    IndexWriteError,
     remap_entry,
     unit_vector,
 )
 from chalicelib.adapters.index.embedded import proximity_pairs
 from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
 from chalicelib.domain.text_fold import fold
-from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
+from chalicelib.ports import IndexEntry, IndexSpace, IndexUnavailable, IndexWriteError, SearchHit
 
 VECTOR_FIELD = "embedding"
 SEARCH_FIELD = "search_text"
@@ -68,6 +69,10 @@ _TEXT_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER, "search_analyzer": Q
 _SEARCH_MAPPING = dict(_TEXT_MAPPING)
 _LEGACY_SEARCH_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER}  # indices created before weknora_query
 _TERMS_BATCH = 1000  # values per `terms` filter / delete request
+#: answers that mean "not now": throttled, a node down or overloaded, a gateway timing out
+_BUSY_STATUSES = frozenset({429, 502, 503, 504})
+#: an item error that a later retry can pass: a full write queue, an index blocked while its disk fills
+_BUSY_ITEM_ERRORS = frozenset({"es_rejected_execution_exception", "cluster_block_exception"})
 Refresh = bool | Literal["wait_for"]
 
 
@@ -217,6 +222,27 @@ def knn_body(
     }
 
 
+@contextlib.contextmanager
+def unavailable_when_busy() -> Iterator[None]:
+    """The transport's "not now" as the port's IndexUnavailable: no connection, a timeout, a TLS failure,
+    or an HTTP status in _BUSY_STATUSES. Any other error (a bad request, a refused credential) goes on as
+    it is, so it is not retried as an outage. Only the class or status is kept: the answer stays out."""
+    try:
+        yield
+    except TransportUnreachable as error:  # refused, reset, timed out (opensearch-py's own class)
+        raise IndexUnavailable(f"index unreachable ({type(error).__name__})") from error
+    except TransportError as error:
+        if error.status_code in _BUSY_STATUSES:
+            raise IndexUnavailable(f"index busy (HTTP {error.status_code})") from error
+        raise
+
+
+def _busy_item(result: Mapping[str, Any]) -> bool:
+    error = result.get("error")
+    kind = error.get("type") if isinstance(error, Mapping) else None
+    return result.get("status") in _BUSY_STATUSES or kind in _BUSY_ITEM_ERRORS
+
+
 class OpenSearchEngine:
     """RetrieveEngine on opensearch-py. Thread-safe as far as the client is (opensearch-py is)."""
 
@@ -307,8 +333,8 @@ class OpenSearchEngine:
     def _bulk(self, lines: Sequence[tuple[bytes, ...]]) -> list[dict[str, Any]]:
         """Sends actions (each a tuple of NDJSON lines) in requests of at most bulk_max_bytes.
 
-        Returns every item result; raises IndexWriteError when any item failed (a missing
-        document on delete is not a failure)."""
+        Returns every item result. When items failed (a missing document on delete is not a failure):
+        IndexUnavailable if every failure is the cluster asking to wait, else IndexWriteError."""
         items: list[dict[str, Any]] = []
         for chunk in self._split(lines):
             params: dict[str, Any] = {}
@@ -325,7 +351,9 @@ class OpenSearchEngine:
                     if res.get("error") and not (op == "delete" and res.get("status") == 404)
                 ]
                 if failed:
-                    op, res = failed[0]
+                    if all(_busy_item(res) for _, res in failed):
+                        raise IndexUnavailable(f"bulk: {len(failed)} actions rejected as busy")
+                    op, res = next((op, res) for op, res in failed if not _busy_item(res))
                     raise IndexWriteError(
                         f"bulk: {len(failed)} of {len(resp['items'])} actions failed; first {op} "
                         f"{res.get('_id')}: {res.get('status')} {res.get('error')}"
@@ -351,6 +379,7 @@ class OpenSearchEngine:
 
     # ------------------------------------------------------------ writes
 
+    @unavailable_when_busy()
     def batch_index(self, space: IndexSpace, entries: Sequence[IndexEntry]) -> None:
         if not entries:
             return
@@ -429,6 +458,7 @@ class OpenSearchEngine:
         items = self._bulk(actions) if actions else []
         return sum(1 for item in items if item.get("delete", {}).get("result") == "deleted")
 
+    @unavailable_when_busy()
     def delete_by_knowledge(self, space: IndexSpace, kb_id: str, knowledge_ids: Sequence[str]) -> int:
         deleted = 0
         for start in range(0, len(knowledge_ids), _TERMS_BATCH):
@@ -436,6 +466,7 @@ class OpenSearchEngine:
             deleted += self._delete_matching(space, [*_kb_filters(kb_id), {"terms": {"knowledge_id": batch}}])
         return deleted
 
+    @unavailable_when_busy()
     def delete_by_ids(self, space: IndexSpace, kb_id: str, entry_ids: Sequence[str]) -> int:
         deleted = 0
         for start in range(0, len(entry_ids), _TERMS_BATCH):
@@ -443,6 +474,7 @@ class OpenSearchEngine:
             deleted += self._delete_matching(space, [*_kb_filters(kb_id), {"terms": {"id": batch}}])
         return deleted
 
+    @unavailable_when_busy()
     def entries_of(self, space: IndexSpace, kb_id: str, knowledge_id: str) -> list[IndexEntry]:
         query = {"bool": {"filter": [*_kb_filters(kb_id), {"term": {"knowledge_id": knowledge_id}}]}}
         fields = ["id", "chunk_id", "content", "source_id", "source_type", "chunk_type", "is_enabled"]
@@ -461,6 +493,7 @@ class OpenSearchEngine:
             for hit in self._scan(space, query, source=fields)
         ]
 
+    @unavailable_when_busy()
     def copy(
         self,
         space: IndexSpace,
@@ -495,6 +528,7 @@ class OpenSearchEngine:
         self.batch_index(space, copies)
         return len(copies)
 
+    @unavailable_when_busy()
     def move_knowledge(
         self, space: IndexSpace, src_kb_id: str, dst_kb_id: str, knowledge_ids: Sequence[str]
     ) -> int:
@@ -520,6 +554,7 @@ class OpenSearchEngine:
             moved += len(hits)
         return moved
 
+    @unavailable_when_busy()
     def set_enabled(self, space: IndexSpace, kb_id: str, chunk_ids: Sequence[str], enabled: bool) -> int:
         """Sets is_enabled on every entry of these chunks (partial `_bulk` updates, which Serverless
         also accepts, unlike `_update_by_query`); returns how many entries matched."""
@@ -543,6 +578,7 @@ class OpenSearchEngine:
 
     # ------------------------------------------------------------ reads
 
+    @unavailable_when_busy()
     def count(self, space: IndexSpace, kb_id: str, knowledge_id: str | None = None) -> int:
         filters = _kb_filters(kb_id)
         if knowledge_id is not None:
@@ -553,6 +589,7 @@ class OpenSearchEngine:
             return 0
         return int(resp["count"])
 
+    @unavailable_when_busy()
     def hybrid_search(
         self,
         space: IndexSpace,
