@@ -29,7 +29,8 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
     """WeKnora's order (spec §1.22), idempotent: mark deleting → stop the execution (queued stage messages
     drop themselves) → collect the images → delete index entries, chunks and spans in parallel (an error
     stops here and the task retries) → the stored objects → the row, its dedupe claim and its bytes of the
-    tenant's usage, last and in one transaction (so a retry after a crash finds the row and redoes it all)."""
+    tenant's usage, last and in one transaction (so a retry after a crash or a failed object delete finds the
+    row and redoes it all)."""
     knowledge = deps.knowledge.mark_deleting(knowledge_id)
     if knowledge is None:
         return  # already gone
@@ -68,11 +69,12 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
 
         retract_wiki(deps, kb, knowledge.id)
     deps.tags.remove_knowledge(knowledge.id)  # its tag relations (WeKnora: after the index, before the row)
-    for url in objects:  # best effort: a leftover object is garbage, never a visible document
-        try:
-            deps.files.delete(url)
-        except Exception:
-            logger.exception("could not delete a stored object", extra={"knowledge_id": knowledge.id})
+    # Every object goes before the row: one that cannot be deleted now (a store that does not answer, a
+    # refused permission) stops here, the row stays `deleting` and the task comes back, so nothing of a
+    # deleted document is left behind unrecorded. An image comes before the manifest that lists it, so a
+    # retry still finds what is left.
+    for url in objects:
+        deps.files.delete(url)
     drop_signed_copies(deps, knowledge, objects)
     if deps.knowledge.delete(knowledge.id):  # True once: a retried delete finds the row gone
         deps.tenants.release_document(knowledge.tenant_id)

@@ -76,6 +76,45 @@ def test_upload_delete_search_has_nothing_storage_is_empty_and_the_file_uploads_
     assert again.status_code == 200, again.json_body  # the dedupe claim was released: not a 409
 
 
+def test_an_object_that_cannot_be_deleted_keeps_the_row_deleting_until_a_retry_removes_everything(
+    api: Api, runtime: LocalRuntime, services: Services
+) -> None:
+    """A deleted document leaves nothing behind unrecorded: while its image cannot be deleted the row stays
+    `deleting` and the task comes back; once the store answers, the row and every object go."""
+    from unittest.mock import patch
+
+    from botocore.exceptions import EndpointConnectionError
+
+    from chalicelib.adapters.storage import S3FileStore
+
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "bread.md", DOC.replace(b"{png}", _png())).json_body["data"]
+    runtime.drain(timeout=120)
+    tenant_prefix = f"{created['tenant_id']}/"
+    assert any(
+        key.startswith(f"{tenant_prefix}exports/") for key in stored_keys(services.files, tenant_prefix)
+    )
+    real_delete, refused = S3FileStore.delete, []
+
+    def flaky_delete(store: S3FileStore, url: str) -> None:
+        if "/exports/" in url and len(refused) < 2:  # the image's store does not answer, twice
+            refused.append(url)
+            raise EndpointConnectionError(endpoint_url="http://s3.invalid")
+        real_delete(store, url)
+
+    with patch.object(S3FileStore, "delete", flaky_delete):
+        deleted = api.client.http.delete(
+            f"/api/v1/knowledge/{created['id']}", headers={"X-API-Key": api.api_key}
+        )
+        assert deleted.status_code == 202
+        runtime.drain(timeout=120)
+    assert len(refused) == 2  # tried, came back, tried again
+    assert api.get(f"/knowledge/{created['id']}").status_code == 404
+    assert stored_keys(services.files, tenant_prefix) == []  # the image too
+    task = _task(api, deleted.json_body["data"]["task_id"])
+    assert task["status"] == "completed" and task["succeeded"] == 1
+
+
 def test_a_delete_during_embedding_leaves_nothing_behind_and_nothing_resurrects(
     api: Api, runtime: LocalRuntime, services: Services
 ) -> None:
