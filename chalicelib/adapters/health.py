@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from chalicelib.observability import logger
 
 
@@ -30,6 +32,14 @@ class AwsHealthProbe:
                 check()
                 results[name] = True
             except Exception as error:  # a probe reports; it never fails the health route itself
-                logger.warning("health check failed", extra={"check": name, "error": repr(error)[:300]})
+                # the class and AWS's code alone: its message can name accounts, roles and resources
+                code = (
+                    str(error.response.get("Error", {}).get("Code", ""))
+                    if isinstance(error, ClientError)
+                    else ""
+                )
+                logger.warning(
+                    "health check failed", extra={"check": name, "error": type(error).__name__, "code": code}
+                )
                 results[name] = False
         return results

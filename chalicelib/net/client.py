@@ -4,12 +4,18 @@ bodies are capped, and credentials are dropped when a redirect leaves the origin
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import urllib3
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from chalicelib.net.ssrf import (
@@ -56,9 +62,62 @@ class FetchResponse:
         return None
 
 
-def _pool(target: ValidatedURL, ip: str, timeout: urllib3.Timeout) -> urllib3.HTTPConnectionPool:
+class _Deadline:
+    """Shuts down the sockets of the connections it watches when the whole exchange's time is up. A socket
+    timeout bounds one read, not an answer sent a byte at a time: headers and body trickled so that every read
+    returns in time would hold the caller until its Lambda's own timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        self.passed = False
+        self._connections: list[HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._cut)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, connection: HTTPConnection) -> None:
+        with self._lock:
+            self._connections.append(connection)
+
+    def _cut(self) -> None:
+        with self._lock:
+            self.passed = True
+            sockets = [c.sock for c in self._connections if c.sock is not None]
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        deadline.watch(self)
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        deadline.watch(self)
+
+
+class _WatchedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+def _pool(
+    target: ValidatedURL, ip: str, timeout: urllib3.Timeout, deadline: _Deadline
+) -> urllib3.HTTPConnectionPool:
+    """A pool of one connection to the validated address, its socket cut when `deadline` passes (the pool
+    hands `deadline` to the connection it makes)."""
     if target.scheme == "https":
-        return urllib3.HTTPSConnectionPool(
+        return _WatchedHTTPSPool(
             ip,
             target.port,
             timeout=timeout,
@@ -67,8 +126,9 @@ def _pool(target: ValidatedURL, ip: str, timeout: urllib3.Timeout) -> urllib3.HT
             server_hostname=target.host,
             assert_hostname=target.host,
             cert_reqs="CERT_REQUIRED",
+            deadline=deadline,
         )
-    return urllib3.HTTPConnectionPool(ip, target.port, timeout=timeout, retries=False, maxsize=1)
+    return _WatchedHTTPPool(ip, target.port, timeout=timeout, retries=False, maxsize=1, deadline=deadline)
 
 
 def _host_header(target: ValidatedURL) -> str:
@@ -143,6 +203,8 @@ class SafeHttpClient:
         are not followed: a model endpoint that redirects a POST is misconfigured or hostile."""
         try:
             target = validate_url(url, self.allow_list, resolver=self.resolver)
+        except HostUnresolved as exc:  # the resolver not answering now is worth a later try
+            raise FetchError(f"URL: {exc.reason}", permanent=not exc.transient) from exc
         except URLBlocked as exc:
             raise FetchError(f"URL blocked: {exc.reason}", permanent=True) from exc
         send_headers = {"User-Agent": USER_AGENT, **headers}
@@ -176,30 +238,44 @@ class SafeHttpClient:
             if remaining <= 0:
                 raise FetchError("download timed out", permanent=False)
             timeout = urllib3.Timeout(connect=min(remaining, 10.0), read=remaining)
-            pool = _pool(target, ip, timeout)
+            cut = _Deadline(remaining)
+            pool = _pool(target, ip, timeout, cut)
             try:
-                resp = pool.urlopen(
-                    method,
-                    path,
-                    body=body,
-                    headers={**headers, "Host": _host_header(target)},
-                    redirect=False,
-                    retries=False,
-                    preload_content=False,
-                    assert_same_host=False,
-                )
-            except (Urllib3HTTPError, OSError) as exc:
-                last_error = exc
-                pool.close()
-                continue
-            try:
-                return self._read(resp, deadline)
+                try:
+                    resp = pool.urlopen(
+                        method,
+                        path,
+                        body=body,
+                        headers={**headers, "Host": _host_header(target)},
+                        redirect=False,
+                        retries=False,
+                        preload_content=False,
+                        assert_same_host=False,
+                    )
+                except (Urllib3HTTPError, OSError) as exc:
+                    if cut.passed:
+                        raise FetchError("download timed out", permanent=False) from exc
+                    # The next address only when this one took nothing: a POST that may have arrived is not
+                    # sent again (a webhook delivered twice, a model call paid twice).
+                    if method != "GET" and not isinstance(exc, NewConnectionError | ConnectTimeoutError):
+                        raise FetchError(
+                            f"the endpoint did not answer ({type(exc).__name__})", permanent=False
+                        ) from exc
+                    last_error = exc
+                    continue
+                try:
+                    return self._read(resp, deadline, cut)
+                finally:
+                    resp.release_conn()
             finally:
-                resp.release_conn()
+                cut.cancel()
                 pool.close()
-        raise FetchError(f"could not connect to {target.host}: {last_error}", permanent=False)
+        # the class alone: urllib3's text can hold what the server sent, and the address it resolved to
+        raise FetchError(f"the server did not answer ({type(last_error).__name__})", permanent=False)
 
-    def _read(self, resp: urllib3.BaseHTTPResponse, deadline: float) -> tuple[int, dict[str, str], bytes]:
+    def _read(
+        self, resp: urllib3.BaseHTTPResponse, deadline: float, cut: _Deadline
+    ) -> tuple[int, dict[str, str], bytes]:
         headers = {k.lower(): v for k, v in resp.headers.items()}
         if resp.status in REDIRECT_STATUSES:
             return resp.status, headers, b""
@@ -221,5 +297,7 @@ class SafeHttpClient:
                     raise FetchError("download timed out", permanent=False)
                 chunks.append(chunk)
         except (Urllib3HTTPError, OSError) as exc:
-            raise FetchError(f"download interrupted: {exc}", permanent=False) from exc
+            if cut.passed:
+                raise FetchError("download timed out", permanent=False) from exc
+            raise FetchError(f"download interrupted ({type(exc).__name__})", permanent=False) from exc
         return resp.status, headers, b"".join(chunks)

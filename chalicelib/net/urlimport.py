@@ -7,7 +7,7 @@ import posixpath
 import re
 from urllib.parse import unquote, urlsplit
 
-from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.errors import BadRequest, ServiceUnavailable
 from chalicelib.domain.filetypes import IMPORTABLE_EXTENSIONS
 from chalicelib.net.client import (
     DEFAULT_MAX_BYTES,
@@ -141,6 +141,10 @@ class SafeUrlImporter:
         try:
             validate_url(url, self.allow_list, resolver=self.resolver)
         except HostUnresolved as error:  # a DNS failure (a typo, a private zone), not a forbidden target
+            if error.transient:  # the resolver could not answer now: the same URL may work in a moment
+                raise ServiceUnavailable(
+                    f"could not resolve the URL's host now: {error.reason}; try again", code="dns_unavailable"
+                ) from error
             raise BadRequest(f"URL rejected: {error.reason}", code="host_unresolved") from error
         except URLBlocked as error:
             raise BadRequest(f"URL rejected: {error.reason}", code="ssrf_blocked") from error

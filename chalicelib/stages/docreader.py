@@ -16,7 +16,13 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from chalicelib.domain import metering
-from chalicelib.domain.errors import BadRequest, PermanentStageError, SpanErrorCode, TransientStageError
+from chalicelib.domain.errors import (
+    BadRequest,
+    PermanentStageError,
+    ServiceUnavailable,
+    SpanErrorCode,
+    TransientStageError,
+)
 from chalicelib.domain.filetypes import MARKUP_EXTENSIONS, is_importable
 from chalicelib.domain.languages import with_languages
 from chalicelib.domain.markup import strip_active_content
@@ -226,6 +232,8 @@ def _source(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, 
 def _fetch_url(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, str]:
     try:
         deps.urls.check(knowledge.source)  # again in the worker: DNS may have changed since the API checked
+    except ServiceUnavailable as error:  # the resolver did not answer now: a later try may
+        raise TransientStageError(error.message, code=SpanErrorCode.DOCREADER_PARSE_FAILED) from error
     except BadRequest as error:
         raise PermanentStageError(error.message, code=SpanErrorCode.DOCREADER_PARSE_FAILED) from error
     try:

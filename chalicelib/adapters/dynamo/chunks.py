@@ -79,8 +79,9 @@ class DynamoChunkRepo:
                 if not left and error.cause_response_code not in TRANSIENT_CODES:
                     raise
                 if send + 1 == BATCH_SENDS:
-                    raise TransientStageError(
-                        f"DynamoDB left chunk writes unprocessed after {BATCH_SENDS} sends: {error}"
+                    raise TransientStageError(  # its code alone: the message is AWS's text
+                        f"DynamoDB left chunk writes unprocessed after {BATCH_SENDS} sends "
+                        f"({error.cause_response_code or type(error).__name__})"
                     ) from error
                 ceiling = min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 2**send)
                 self.sleep(self.rng() * ceiling)

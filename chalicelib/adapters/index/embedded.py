@@ -335,7 +335,8 @@ class EmbeddedEngine:
     def _read(self, space: IndexSpace, kb_id: str) -> Iterator[sqlite3.Connection | None]:
         """A read transaction (one consistent WAL snapshot); yields None for a missing file."""
         path = self.path_for(space, kb_id)
-        conn = self._conn(path, space, kb_id, create=False)
+        with _unavailable_when_busy():  # a first open sets the file up in a write transaction
+            conn = self._conn(path, space, kb_id, create=False)
         if conn is None:
             yield None
             return
