@@ -172,8 +172,8 @@ class KnowledgeRepo(Protocol):
         ...
 
     def delete(self, knowledge_id: str) -> bool:
-        """Deletes the row, releases its dedupe claim and takes its stored bytes off the tenant's usage,
-        atomically. False when the row was already gone."""
+        """Deletes the row, releases its dedupe claim, takes its stored bytes off the tenant's usage and counts
+        one document fewer, atomically. False when the row was already gone."""
         ...
 
     def deleting_older_than(self, cutoff_iso: str) -> list[Knowledge]:
@@ -198,7 +198,9 @@ class KnowledgeRepo(Protocol):
     def mark_indexed(
         self, knowledge_id: str, attempt: int, *, chunk_count: int, storage_size: int, completed: bool
     ) -> bool:
-        """enable_status=enabled; parse_status stays processing, or completed when nothing follows."""
+        """enable_status=enabled; parse_status stays processing, or completed when nothing follows; the row's
+        stored size set to `storage_size` and the tenant's usage grown by the difference, atomically (a
+        redelivery adds nothing). False when the row moved on (another attempt, cancelled, deleted)."""
         ...
 
     def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:

@@ -286,7 +286,6 @@ def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any])
     ):
         logger.info("embedding: superseded or cancelled while indexing", extra={"knowledge_id": knowledge.id})
         return
-    deps.tenants.add_usage(knowledge.tenant_id, knowledge.file_size - knowledge.storage_size)
     leave_pipeline(deps, knowledge.tenant_id, knowledge.id)  # indexed: the next document may come in
     deps.tracker.end_stage(knowledge, Stage.EMBEDDING, outputs)
     if knowledge.attempt > 1:

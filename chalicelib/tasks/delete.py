@@ -76,8 +76,9 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
     for url in objects:
         deps.files.delete(url)
     drop_signed_copies(deps, knowledge, objects)
-    if deps.knowledge.delete(knowledge.id):  # True once: a retried delete finds the row gone
-        deps.tenants.release_document(knowledge.tenant_id)
+    # True once: a retried delete finds the row gone. Its bytes and its place in the tenant's count go in the
+    # same transaction.
+    if deps.knowledge.delete(knowledge.id):
         knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_DELETED, status="deleted")
     leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
 

@@ -340,6 +340,10 @@ def clone_one(
                 raise ItemFailed(
                     f"the target knowledge base already holds this content as knowledge {duplicate.existing.id}"
                 ) from duplicate
+        except BaseException:  # no row was written (a throttle, a lost claim race): the place goes back
+            if reserved:
+                deps.tenants.release_document(row.tenant_id)
+            raise
         else:
             knowledge_changed(deps, row, EventType.KNOWLEDGE_CREATED)
     try:
@@ -512,8 +516,7 @@ def _copy_content(
     )
     if deps.knowledge.mark_indexed(
         row.id, row.attempt, chunk_count=src.chunk_count, storage_size=src.file_size, completed=True
-    ):
-        deps.tenants.add_usage(row.tenant_id, src.file_size)
+    ):  # the copy's bytes counted on the tenant with the row (one transaction)
         knowledge_changed(deps, row, EventType.KNOWLEDGE_COMPLETED, status=ParseStatus.COMPLETED.value)
     if src.enable_status == EnableStatus.DISABLED:  # its entries were copied disabled too
         deps.knowledge.update_fields(row.id, {"enable_status": EnableStatus.DISABLED.value})
@@ -541,6 +544,5 @@ def _remove_copy(
     for key in owned:
         if key:
             deps.files.delete(files_of(deps, row).url_for(key))
-    if deps.knowledge.delete(row.id):
-        deps.tenants.release_document(row.tenant_id)
+    if deps.knowledge.delete(row.id):  # its place in the tenant's count goes with it
         knowledge_changed(deps, row, EventType.KNOWLEDGE_DELETED, status="deleted")

@@ -681,6 +681,40 @@ class RepoContract:
         assert repos.tenants.set_quotas(new_id(), 1, 1) is None
         assert not repos.tenants.reserve_document(new_id(), 0)
 
+    def test_indexing_counts_the_bytes_once_and_a_delete_gives_back_bytes_and_place_with_the_row(
+        self, repos: Repos
+    ) -> None:
+        tenant = Tenant(new_id(), "acme", api_key_hash(f"wk-{new_id()}"))
+        repos.tenants.put(tenant)
+        assert repos.tenants.reserve_document(tenant.id, 0)
+        written = row(tenant_id=tenant.id, file_size=300)
+        repos.knowledge.insert(written)
+        assert repos.knowledge.begin_processing(written.id, written.attempt) is not None
+
+        def counts() -> tuple[int, int]:
+            stored = repos.tenants.get(tenant.id)
+            assert stored is not None
+            return stored.storage_used, stored.document_count
+
+        for _ in range(2):  # a redelivered hand-over sets the same size and adds nothing
+            assert repos.knowledge.mark_indexed(
+                written.id, written.attempt, chunk_count=3, storage_size=300, completed=False
+            )
+            assert counts() == (300, 1)
+        assert repos.knowledge.mark_indexed(  # a reparse that stored a larger file: the difference
+            written.id, written.attempt, chunk_count=3, storage_size=420, completed=True
+        )
+        assert counts() == (420, 1)
+        assert not repos.knowledge.mark_indexed(  # another attempt's: nothing written, nothing counted
+            written.id, written.attempt + 1, chunk_count=3, storage_size=999, completed=True
+        )
+        assert counts() == (420, 1)
+        assert repos.knowledge.delete(written.id) and counts() == (0, 0)
+        assert not repos.knowledge.delete(written.id) and counts() == (0, 0)  # a retried delete: nothing
+        uncounted = row(tenant_id=tenant.id)  # a row from before document counts existed
+        repos.knowledge.insert(uncounted)
+        assert repos.knowledge.delete(uncounted.id) and counts() == (0, 0)  # never below zero
+
     def test_api_keys_by_hash_listed_per_tenant_and_revoked(self, repos: Repos) -> None:
         tenant = Tenant(new_id(), "acme", api_key_hash(f"wk-{new_id()}"))
         repos.tenants.put(tenant)

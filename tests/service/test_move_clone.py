@@ -330,6 +330,35 @@ def test_a_redelivered_clone_message_neither_duplicates_nor_miscounts(
         assert len(deps.chunks.list(row.id)) == row.chunk_count or row.chunk_count == 0
 
 
+def test_a_copy_whose_insert_fails_gives_its_place_back_and_counts_bytes_once(
+    deps: Services,
+    tenant: Tenant,
+    kb: KnowledgeBase,
+    model: HashingEmbedding,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    completed(deps, kb, "tides.md", TIDES)
+    before = deps.tenants.get(tenant.id)
+    assert before is not None
+    real_insert, failures = MemoryKnowledgeRepo.insert, []
+
+    def throttled_once(repo: MemoryKnowledgeRepo, row: Knowledge) -> None:
+        if row.kb_id != kb.id and not failures:  # the copy's first insert: DynamoDB throttled it
+            failures.append(row.id)
+            raise ConnectionError("throttled")
+        real_insert(repo, row)
+
+    monkeypatch.setattr(MemoryKnowledgeRepo, "insert", throttled_once)
+    started = clone(deps, kb)
+    run_lifecycle(deps)
+    task = deps.tasks.get(started["task_id"])
+    assert task is not None and task.status == TaskStatus.COMPLETED and failures
+    after = deps.tenants.get(tenant.id)
+    assert after is not None
+    assert after.document_count == before.document_count + 1  # the failed try's place came back
+    assert after.storage_used == 2 * before.storage_used  # the copy's bytes, once
+
+
 def test_clone_requests_are_checked_up_front(
     deps: Services, tenant: Tenant, kb: KnowledgeBase, model: HashingEmbedding
 ) -> None:

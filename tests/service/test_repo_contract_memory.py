@@ -23,11 +23,12 @@ from .tag_contract import TagContract
 class TestMemoryRepos(RepoContract, TagContract):
     @pytest.fixture
     def repos(self) -> Repos:
+        tenants = MemoryTenantRepo()  # the knowledge repo keeps the tenant's counts with its rows
         return Repos(
-            knowledge=MemoryKnowledgeRepo(),
+            knowledge=MemoryKnowledgeRepo(tenants),
             chunks=MemoryChunkRepo(),
             spans=MemorySpanRepo(),
-            tenants=MemoryTenantRepo(),
+            tenants=tenants,
             kbs=MemoryKnowledgeBaseRepo(),
             cache=MemoryEmbeddingCache(),
             tags=MemoryTagRepo(),

@@ -314,16 +314,18 @@ class DynamoKnowledgeRepo:
             return None
 
     def delete(self, knowledge_id: str) -> bool:
-        """Deletes the row, releases its dedupe claim and takes its bytes off the tenant's usage, in one
-        transaction: a retried delete can neither release a claim another row holds nor count twice.
+        """Deletes the row, releases its dedupe claim and takes its bytes and its place off the tenant's
+        counts, in one transaction: a retried delete can neither release a claim another row holds nor count
+        twice, and a failure after the row went cannot leave its counts behind.
 
-            delete A: row A exists ─ claim held by A ─ tenant usage -= A.size ─ commit
+            delete A: row A exists ─ claim held by A ─ tenant usage -= A.size, documents -= 1 ─ commit
             retry:    row A gone  ─ nothing to do (False)
         """
         for _ in range(5):
             knowledge = self.get(knowledge_id)
             if knowledge is None:
                 return False
+            counted = self._document_count(knowledge.tenant_id)  # None: no tenant item to count on
             try:
                 with TransactWrite(connection=self.connection) as tx:
                     tx.delete(self.model(knowledge_id), condition=self.model.id.exists())
@@ -332,12 +334,17 @@ class DynamoKnowledgeRepo:
                             self.dedupe(knowledge.dedupe_key),
                             condition=self.dedupe.knowledge_id == knowledge_id,
                         )
-                    if knowledge.storage_size:
-                        tx.update(
-                            self.tenant(knowledge.tenant_id),
-                            actions=[self.tenant.storage_used.add(-knowledge.storage_size)],
-                            condition=self.tenant.id.exists(),
-                        )
+                    tenant = self.tenant
+                    actions = (
+                        [tenant.storage_used.add(-knowledge.storage_size)] if knowledge.storage_size else []
+                    )
+                    if counted:  # never below zero: a count from before quotas existed starts at zero
+                        actions.append(tenant.document_count.add(-1))
+                    if actions and counted is not None:
+                        condition = tenant.id.exists()
+                        if counted:
+                            condition = condition & (tenant.document_count > 0)
+                        tx.update(self.tenant(knowledge.tenant_id), actions=actions, condition=condition)
                 return True
             except TransactWriteError as error:
                 if not (_condition_failed(error) or _transaction_conflict(error)):
@@ -406,19 +413,56 @@ class DynamoKnowledgeRepo:
     def mark_indexed(
         self, knowledge_id: str, attempt: int, *, chunk_count: int, storage_size: int, completed: bool
     ) -> bool:
+        """One transaction with the tenant's usage, which grows by what the row's size grows: a redelivery
+        finds the size already set and adds nothing, and a failure cannot set the one without the other.
+
+            index A: row A at `attempt`, size s0 ─ row size = s1, tenant usage += s1 - s0 ─ commit
+            again:   row A size s1                ─ row size = s1, usage unchanged
+        """
         m = self.model
-        now = now_iso()
-        actions = [
-            m.enable_status.set(EnableStatus.ENABLED.value),
-            m.chunk_count.set(chunk_count),
-            m.storage_size.set(storage_size),
-            m.processed_at.set(now),
-            m.updated_at.set(now),
-        ]
-        if completed:
-            actions += [m.parse_status.set(ParseStatus.COMPLETED.value), m.inflight.remove()]
-        condition = (m.attempt == attempt) & m.parse_status.is_in(*_values(MARK_INDEXED_FROM))
-        return self._update(knowledge_id, actions, condition) is not None
+        for _ in range(5):
+            row = self.get(knowledge_id)
+            if row is None or row.attempt != attempt or row.parse_status not in MARK_INDEXED_FROM:
+                return False
+            now = now_iso()
+            actions = [
+                m.enable_status.set(EnableStatus.ENABLED.value),
+                m.chunk_count.set(chunk_count),
+                m.storage_size.set(storage_size),
+                m.processed_at.set(now),
+                m.updated_at.set(now),
+            ]
+            if completed:
+                actions += [m.parse_status.set(ParseStatus.COMPLETED.value), m.inflight.remove()]
+            same_size = m.storage_size == row.storage_size
+            if not row.storage_size:
+                same_size = same_size | m.storage_size.does_not_exist()
+            condition = (m.attempt == attempt) & m.parse_status.is_in(*_values(MARK_INDEXED_FROM)) & same_size
+            try:
+                with TransactWrite(connection=self.connection) as tx:
+                    tx.update(self.model(knowledge_id), actions=actions, condition=condition)
+                    if storage_size != row.storage_size and self._document_count(row.tenant_id) is not None:
+                        tx.update(
+                            self.tenant(row.tenant_id),
+                            actions=[self.tenant.storage_used.add(storage_size - row.storage_size)],
+                            condition=self.tenant.id.exists(),
+                        )
+                return True
+            except TransactWriteError as error:
+                if not (_condition_failed(error) or _transaction_conflict(error)):
+                    raise
+                time.sleep(0.05)  # the row moved meanwhile: read it again
+        raise RuntimeError(f"could not mark knowledge {knowledge_id} indexed after 5 tries")
+
+    def _document_count(self, tenant_id: str) -> int | None:
+        """The tenant's document count; None when the tenant has no item (nothing to count on)."""
+        try:
+            item = self.tenant.get(
+                tenant_id, consistent_read=True, attributes_to_get=["id", "document_count"]
+            )
+        except DoesNotExist:
+            return None
+        return int(item.document_count or 0)
 
     def _new_attempt_actions(self) -> list[Any]:
         """attempt+1, pending and disabled, errors, description and counters cleared."""

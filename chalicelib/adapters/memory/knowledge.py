@@ -152,15 +152,17 @@ class MemoryKnowledgeRepo:
             self._rows[row.id] = row
 
     def delete(self, knowledge_id: str) -> bool:
-        """The row, its claim and its bytes of the tenant's usage, in one step (DynamoDB: a transaction)."""
+        """The row, its claim, its bytes of the tenant's usage and its place in the tenant's document count, in
+        one step (DynamoDB: a transaction)."""
         with self._lock:
             row = self._rows.pop(knowledge_id, None)
             if row is None:
                 return False
             if row.dedupe_key and self._claims.get(row.dedupe_key) == knowledge_id:
                 del self._claims[row.dedupe_key]  # a claim taken over by another row stays
-            if self.tenants is not None and row.storage_size:
+            if self.tenants is not None:
                 self.tenants.add_usage(row.tenant_id, -row.storage_size)
+                self.tenants.release_document(row.tenant_id)
             return True
 
     def deleting_older_than(self, cutoff_iso: str) -> list[Knowledge]:
@@ -366,8 +368,12 @@ class MemoryKnowledgeRepo:
     def mark_indexed(
         self, knowledge_id: str, attempt: int, *, chunk_count: int, storage_size: int, completed: bool
     ) -> bool:
+        grown = 0
+
         def change(k: Knowledge) -> None:
+            nonlocal grown
             now = _now()
+            grown = storage_size - k.storage_size
             k.enable_status = EnableStatus.ENABLED
             k.chunk_count, k.storage_size = chunk_count, storage_size
             k.processed_at = k.updated_at = now
@@ -377,7 +383,12 @@ class MemoryKnowledgeRepo:
         def condition(k: Knowledge) -> bool:
             return k.attempt == attempt and k.parse_status in MARK_INDEXED_FROM
 
-        return self._update(knowledge_id, condition, change) is not None
+        with self._lock:  # the row and the tenant's usage in one step, as DynamoDB's transaction
+            if self._update(knowledge_id, condition, change) is None:
+                return False
+            if self.tenants is not None and grown:
+                self.tenants.add_usage(self._rows[knowledge_id].tenant_id, grown)
+            return True
 
     def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:
         def change(k: Knowledge) -> None:
