@@ -12,7 +12,7 @@ document is made from one place (the search filters alone are some 80 lines).
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -25,6 +25,7 @@ from pydantic import (
     field_validator,
 )
 
+from chalicelib.domain import strict_json
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.parser_engines import engine_rule_problems
 
@@ -56,7 +57,7 @@ def _metadata(value: Any) -> Any:
         return {}
     if isinstance(value, str):  # multipart forms carry metadata as a JSON string
         try:
-            value = json.loads(value)
+            value = strict_json.loads(value)
         except (ValueError, RecursionError) as error:
             raise ValueError("metadata must be a JSON object") from error
     if not isinstance(value, dict):
@@ -73,7 +74,7 @@ def _tag_ids(value: Any) -> Any:
         return []
     if isinstance(value, str) and value.lstrip().startswith("["):  # a form field holding a JSON array
         try:
-            value = json.loads(value)
+            value = strict_json.loads(value)
         except ValueError as error:
             raise ValueError("tag_ids is not a valid JSON array") from error
     elif isinstance(value, str):  # WeKnora's form field: a comma-separated list
@@ -113,6 +114,18 @@ SpreadsheetLayout = Annotated[
         'line per row ("rows", WeKnora\'s layout)'
     ),
 ]
+
+
+def _in_utc(moment: datetime) -> datetime:
+    """The moment in UTC (a time without a zone is taken as UTC). One UTC cannot hold (year 1 at +14:00,
+    year 9999 at -14:00) is refused here, not met later as an overflow."""
+    try:
+        return (moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment).astimezone(UTC)
+    except OverflowError as error:
+        raise ValueError("the time is out of range once in UTC") from error
+
+
+UtcTime = Annotated[datetime, AfterValidator(_in_utc)]
 #: values are checked against the allow-list by domain.languages (a 400 `invalid_ocr_languages`)
 OcrLanguages = Annotated[list[Annotated[str, Field(max_length=16)]], Field(max_length=16)]
 
@@ -189,7 +202,7 @@ def _process_config(value: Any) -> Any:
         if not value.strip():
             return None
         try:
-            return json.loads(value)
+            return strict_json.loads(value)
         except (ValueError, RecursionError) as error:
             raise ValueError("process_config must be a JSON object") from error
     return value
@@ -556,8 +569,8 @@ class ListKnowledgeQuery(Query):
     file_type: str | None = code("invalid_query", default=None, min_length=1, max_length=16)
     source: Literal["file", "url", "manual"] | None = code("invalid_query", default=None)
     keyword: str | None = code("invalid_query", default=None, min_length=1, max_length=200)
-    created_from: datetime | None = code("invalid_query", default=None)
-    created_to: datetime | None = code("invalid_query", default=None)
+    created_from: UtcTime | None = code("invalid_query", default=None)
+    created_to: UtcTime | None = code("invalid_query", default=None)
 
 
 class SpansQuery(Query):

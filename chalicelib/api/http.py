@@ -10,6 +10,7 @@ from typing import Any
 from chalice import Response
 from chalice.app import Request, handle_extra_types
 
+from chalicelib.domain import strict_json
 from chalicelib.domain.errors import AppError, BadRequest, PayloadTooLarge
 
 JSON_HEADERS: dict[str, str | list[str]] = {"Content-Type": "application/json"}
@@ -163,7 +164,7 @@ def json_body(request: Request, limit: int) -> dict[str, Any]:
     if not _json_depth_ok(text):
         raise BadRequest(f"the body is nested deeper than {MAX_JSON_DEPTH} levels", code="invalid_json")
     try:
-        body = json.loads(text)
+        body = strict_json.loads(text)
     except ValueError as error:
         raise BadRequest("the body must be JSON", code="invalid_json") from error
     if not isinstance(body, dict):

@@ -4,6 +4,15 @@ delivery never duplicates chunks, vectors or executions."""
 from __future__ import annotations
 
 import hashlib
+import re
+
+#: a knowledge, knowledge base or task id as this service makes them (uuid4, or uuid5 for a copy)
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def is_uuid(value: str) -> bool:
+    """Whether `value` is an id in the form this service makes (lower-case hex UUID)."""
+    return _UUID.fullmatch(value) is not None
 
 
 def content_hash(text: str) -> str:

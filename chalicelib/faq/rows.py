@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from chalicelib.domain import strict_json
 from chalicelib.domain.csv_rows import read_csv_rows
 from chalicelib.faq.validation import ImportRow, PlannedRow
 
@@ -173,7 +173,7 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
     kind = file_name.rsplit(".", 1)[-1].lower() if "." in file_name else ""
     if kind == "json":
         try:
-            parsed = json.loads(data.decode("utf-8-sig"))
+            parsed = strict_json.loads(data.decode("utf-8-sig"))
         except (UnicodeDecodeError, ValueError) as error:
             raise SourceError(f"the JSON file cannot be read: {error}") from error
         except RecursionError as error:

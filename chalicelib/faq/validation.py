@@ -26,8 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.faq_normalise import content_hash, normalise
+from chalicelib.faq.commands import FaqEntryRequest
 
 Mode = Literal["append", "replace"]
 Action = Literal["add", "merge", "skip", "fail"]
@@ -159,6 +162,32 @@ class _Questions:
         return f"entry {ident}" if kind == "e" else f"row {ident}"
 
 
+def _beyond_entry_limits(
+    question: str,
+    answers: Sequence[str],
+    similar: Sequence[str],
+    negatives: Sequence[str],
+    tags: Sequence[str],
+) -> str:
+    """Why this content could not be written as an entry through the API (FaqEntryRequest's lengths and
+    counts), or "": an imported entry must be one that can be read back and sent again unchanged."""
+    try:
+        FaqEntryRequest.model_validate(
+            {
+                "standard_question": question,
+                "answers": list(answers),
+                "similar_questions": list(similar),
+                "negative_questions": list(negatives),
+                "tags": list(tags),
+            }
+        )
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where}: {first['msg']}"
+    return ""
+
+
 def _basic(row: ImportRow, seen: dict[str, int]) -> tuple[str, list[str], PlannedRow | None]:
     question = (row.question or "").strip()
     key = normalise(question)
@@ -177,6 +206,11 @@ def _basic(row: ImportRow, seen: dict[str, int]) -> tuple[str, list[str], Planne
                 row.row, "fail", row, reason="at least one non-blank answer is required", category=INVALID
             ),
         )
+    beyond = _beyond_entry_limits(
+        question, answers, _clean(row.similar), _clean(row.negatives), _clean(row.tags)
+    )
+    if beyond:
+        return key, answers, PlannedRow(row.row, "fail", row, reason=beyond, category=INVALID)
     if key in seen:
         return (
             key,
@@ -284,12 +318,29 @@ def plan_append(
                     )
                 )
                 continue
+            merged_answers, merged_tags = _union(target.answers, answers), _union(target.tags, tags)
+            beyond = _beyond_entry_limits(
+                target.standard_question, merged_answers, merged_similar, merged_negatives, merged_tags
+            )
+            if beyond:  # the entry and the row are each within the limits, the two together are not
+                planned.append(
+                    PlannedRow(
+                        row.row,
+                        "fail",
+                        row,
+                        target.id,
+                        reason=f"merge reverted: the merged entry would exceed a limit ({beyond})",
+                        category=INVALID,
+                        notes=notes,
+                    )
+                )
+                continue
             content = _content(
                 target.standard_question,
                 merged_similar,
                 merged_negatives,
-                _union(target.answers, answers),
-                _union(target.tags, tags),
+                merged_answers,
+                merged_tags,
                 row.answer_all,
                 not row.disabled,
             )

@@ -69,12 +69,22 @@ def _overrides(
     return overrides
 
 
+def _document_kb(kb: KnowledgeBase) -> KnowledgeBase:
+    """`kb`, if it holds documents: an FAQ knowledge base holds Q&A entries (the FAQ routes), whether a
+    document would come as a file, a URL or written text."""
+    if kb.type == "faq":
+        raise BadRequest(
+            "an FAQ knowledge base holds Q&A entries, not documents: use its /faq routes",
+            code="faq_kb_no_files",
+        )
+    return kb
+
+
 def _gate_file(
     deps: Dependencies, kb: KnowledgeBase, file_name: str, size: int | None, overrides: dict[str, Any]
 ) -> str:
     file_type = validate_import_file_type(file_name)
-    if kb.type == "faq":
-        raise BadRequest("files cannot be uploaded into an FAQ knowledge base", code="faq_kb_no_files")
+    _document_kb(kb)
     if size is not None and size > deps.settings.max_file_size:
         raise BadRequest(
             f"file is {size} bytes; the limit is {deps.settings.max_file_size} bytes", code="file_too_large"
@@ -284,7 +294,7 @@ def validate_url_shape(url: str) -> str:
 
 
 def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: UrlImportRequest) -> Knowledge:
-    kb = require_kb(deps, tenant_id, kb_id)
+    kb = _document_kb(require_kb(deps, tenant_id, kb_id))
     url = validate_url_shape(request.url)
     overrides = _overrides(deps, request.process_config, request.enable_multimodel)
     from chalicelib.services.tagging import check_tag_ids
@@ -335,7 +345,7 @@ def _not_a_path(title: str) -> str:
 
 
 def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: ManualRequest) -> Knowledge:
-    kb = require_kb(deps, tenant_id, kb_id)
+    kb = _document_kb(require_kb(deps, tenant_id, kb_id))
     title = request.title.strip()
     content = sanitize_manual(request.content)
     status = request.status

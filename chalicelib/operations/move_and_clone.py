@@ -15,7 +15,7 @@ from chalicelib.commands import CloneKnowledgeBaseRequest, MoveKnowledgeRequest
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, utcnow
 from chalicelib.ports import Dependencies
-from chalicelib.services.ownership import require_kb
+from chalicelib.services.ownership import require_kb, require_whole_tenant
 from chalicelib.services.tag_names import tag_names
 from chalicelib.tasks import new_task, start_task
 
@@ -87,6 +87,7 @@ def clone_kb(
         target = require_kb(deps, tenant_id, request.target_kb_id)
         check_compatible(deps, source, target, same_engine=True)
     else:
+        require_whole_tenant()  # a new knowledge base, which a key limited to some would not reach
         name = request.name or f"{source.name} (copy)"
         if deps.kbs.by_name(tenant_id, name) is not None:
             raise Conflict(f"a knowledge base named {name!r} exists", code="duplicate_kb_name")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from chalicelib.domain.api_keys import Scope
 from chalicelib.domain.errors import Conflict, Forbidden, NotFound
+from chalicelib.domain.ids import is_uuid
 from chalicelib.domain.storage_keys import upload_intent_key, upload_result_key
 from chalicelib.domain.types import Knowledge, KnowledgeBase
 from chalicelib.ports import Dependencies
@@ -112,6 +113,8 @@ def missing_knowledge_error(deps: Dependencies, tenant_id: str, knowledge_id: st
     has no row yet says whether it is still awaited or why it was rejected; nothing about another
     tenant's upload is ever revealed (the intent names its tenant)."""
     not_found = NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
+    if not is_uuid(knowledge_id):  # every id is a UUID; anything else names no upload (nor an object key)
+        return not_found
     intent_url = deps.inbox.url_for(upload_intent_key(knowledge_id))
     if deps.knowledge.get(knowledge_id) is not None or not deps.inbox.exists(intent_url):
         return not_found

@@ -505,6 +505,9 @@ def test_a_key_limited_to_another_knowledge_base(tenants: tuple[Tenant, Tenant],
     )
     assert made.status_code == 200, made.json_body
     assert limited.get(f"/knowledge/{made.json_body['data']['id']}").status_code == 200
+    # a clone of its own knowledge base into a new one would make a knowledge base outside its list
+    cloned = limited.post(f"/knowledge-bases/{own['id']}/clone", {"name": f"made-{uuid.uuid4().hex[:6]}"})
+    assert (cloned.status_code, cloned.json_body["error"]["code"]) == (403, "kb_limited_key")
     _ours_unchanged(a)
 
 

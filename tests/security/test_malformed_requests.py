@@ -243,3 +243,38 @@ def test_the_api_still_works_afterwards(api: Api, ids: dict[str, str]) -> None:
     response = api.upload(ids["kb_id"], "ok.md", b"# fine\n\nA good document.")
     assert response.status_code == 200, response.json_body
     assert response.json_body["data"]["file_name"] == "ok.md"
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_numbers_json_does_not_have_are_refused_not_stored(api: Api, ids: dict[str, str], token: str) -> None:
+    """Python reads them; stored, they came back as bare tokens that browsers' JSON.parse refuses."""
+    metadata = '{"a": TOKEN}'.replace("TOKEN", token)
+    edit = _send(api, "PUT", f"{V1}/knowledge/{ids['knowledge_id']}", f'{{"metadata": {metadata}}}')
+    assert_client_error(edit, "invalid_json")
+    presigned = _send(
+        api,
+        "POST",
+        f"{V1}/knowledge-bases/{ids['kb_id']}/knowledge/upload-url",
+        f'{{"file_name": "a.md", "metadata": {metadata}}}',
+    )
+    assert_client_error(presigned, "invalid_json")
+    upload = api.upload(ids["kb_id"], "a.md", b"# a\n\nb", {"metadata": metadata})
+    assert_client_error(upload, "invalid_metadata")
+    shown = api.get(f"/knowledge/{ids['knowledge_id']}")
+    assert shown.status_code == 200 and token not in shown.body.decode()
+
+
+@pytest.mark.parametrize("knowledge_id", ["a\\..\\b", "a\x01b", "a\x7fb", "..", "intents"])
+def test_an_id_that_no_row_can_have_is_a_404(api: Api, knowledge_id: str) -> None:
+    response = api.get(f"/knowledge/{knowledge_id}")
+    assert_client_error(response, "knowledge_not_found")
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "bound",
+    ["created_to=9999-12-31T23:59:59-14:00", "created_from=0001-01-01T00:00:00%2B14:00"],
+)
+def test_a_time_filter_utc_cannot_hold_is_a_400(api: Api, ids: dict[str, str], bound: str) -> None:
+    response = api.get(f"/knowledge-bases/{ids['kb_id']}/knowledge?{bound}")
+    assert_client_error(response, "invalid_query")

@@ -159,6 +159,23 @@ def test_entries_are_only_for_faq_knowledge_bases(deps: Services, kb: KnowledgeB
     assert raised.value.code == "not_faq_kb"
 
 
+def test_an_faq_knowledge_base_takes_no_documents_by_any_door(deps: Services, faq_kb: KnowledgeBase) -> None:
+    from chalicelib.commands import ManualRequest, UploadUrlRequest, UrlImportRequest
+    from chalicelib.operations.create import create_from_url, create_manual, create_upload_url
+
+    for make in (
+        lambda: create_manual(deps, faq_kb.tenant_id, faq_kb.id, ManualRequest(content="# hello\n\nworld")),
+        lambda: create_from_url(
+            deps, faq_kb.tenant_id, faq_kb.id, UrlImportRequest(url="https://example.com/")
+        ),
+        lambda: create_upload_url(deps, faq_kb.tenant_id, faq_kb.id, UploadUrlRequest(file_name="a.md")),
+    ):
+        with pytest.raises(BadRequest) as refused:
+            make()
+        assert refused.value.code == "faq_kb_no_files"
+    assert deps.knowledge.list_by_kb(faq_kb.id, 1, 10).items == []
+
+
 def test_entry_crud_indexes_each_question_and_update_embeds_only_what_changed(
     deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
 ) -> None:
@@ -560,6 +577,47 @@ def test_uploaded_csv_is_read_and_deleted_at_the_end(deps: Services, faq_kb: Kno
     assert login.answer_all is True and login.tags == ["account"]
     assert stored["Invoice copy"].is_enabled is False
     assert inbox.keys(f"faq-imports/{faq_kb.tenant_id}/{faq_kb.id}/uploads/") == []
+
+
+def test_a_row_beyond_an_entrys_limits_fails_alone_and_the_rest_is_imported(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    header = "分类,问题,相似问题,反例问题,机器人回答,是否全部回复,是否停用\n"
+    many_answers = "##".join(f"answer {i}" for i in range(60))
+    text = (
+        header
+        + "general,Where is the office,,,On the second floor.,FALSE,FALSE\n"
+        + f"general,{'why ' * 50_000},,,Because.,FALSE,FALSE\n"  # a 200,000-character question
+        + f"general,How many answers,,,{many_answers},FALSE,FALSE\n"
+    )
+    progress = import_uploaded_csv(deps, faq_kb, text)["progress"]
+    assert (progress["added"], progress["failed"]) == (1, 2)
+    reasons = {f["row"]: f["reason"] for f in progress["failures"]}
+    assert reasons[2].startswith("standard_question: ") and "1000 characters" in reasons[2]
+    assert reasons[3].startswith("answers: ") and "50" in reasons[3]
+    assert set(entries_of(deps, faq_kb)) == {"Where is the office"}
+    from chalicelib.faq.commands import FaqEntryRequest
+    from chalicelib.faq.entries import create_entry
+
+    create_entry(  # within the limits alone; with the row's questions added, over them
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        FaqEntryRequest(
+            standard_question="Opening hours",
+            answers=["9 to 5"],
+            similar_questions=[f"open at {i}" for i in range(150)],
+        ),
+    )
+    similar = "##".join(f"closed at {i}" for i in range(100))
+    merged = import_uploaded_csv(
+        deps, faq_kb, header + f"general,Opening hours,{similar},,9 to 5,FALSE,FALSE\n"
+    )
+    failure = merged["progress"]["failures"][0]
+    assert failure["reason"].startswith(
+        "merge reverted: the merged entry would exceed a limit (similar_questions"
+    )
+    assert len(entries_of(deps, faq_kb)["Opening hours"].similar_questions) == 150  # kept as it was
 
 
 def test_vectors_of_questions_are_those_of_the_model(deps: Services, faq_kb: KnowledgeBase) -> None:
