@@ -216,7 +216,8 @@ class KnowledgeRepo(Protocol):
 
     def mark_deleting(self, knowledge_id: str) -> Knowledge | None:
         """Any state -> deleting (one conditional write); the row as it now is, None when it is missing.
-        A row already being deleted is returned as it is."""
+        A row already being deleted gets its updated_at moved to now: a delete try is under way, so
+        housekeeping (deleting_older_than) waits its whole cutoff before driving it again."""
         ...
 
     def settle_plan(

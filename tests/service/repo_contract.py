@@ -10,6 +10,7 @@ summaries) by membership only.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -349,6 +350,18 @@ class RepoContract:
         assert repos.knowledge.release_embed_slice(k.id, 1, 1002, 1) is None  # cancelled: nothing released
         again = repos.knowledge.get(k.id)
         assert again is not None and again.embed_slices_pending == 1
+
+    def test_a_delete_try_on_a_row_being_deleted_restarts_housekeepings_wait(self, repos: Repos) -> None:
+        k = row()
+        repos.knowledge.insert(k)
+        first = repos.knowledge.mark_deleting(k.id)
+        assert first is not None and first.parse_status == ParseStatus.DELETING
+        assert k.id in {r.id for r in repos.knowledge.deleting_older_than(IN_AN_HOUR)}
+        time.sleep(0.01)
+        again = repos.knowledge.mark_deleting(k.id)  # the next try (a redelivery, a redriven task)
+        assert again is not None and again.parse_status == ParseStatus.DELETING
+        assert again.updated_at > first.updated_at
+        assert repos.knowledge.mark_deleting(new_id()) is None
 
     def test_mark_indexed_enables_a_processing_row_of_the_attempt(self, repos: Repos) -> None:
         k = row()

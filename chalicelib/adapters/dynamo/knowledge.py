@@ -518,8 +518,10 @@ class DynamoKnowledgeRepo:
         )
         if updated is not None:
             return updated
-        current = self.get(knowledge_id)
-        return current if current is not None and current.parse_status == ParseStatus.DELETING else None
+        # already being deleted: this try is under way now, so housekeeping waits its whole cutoff again
+        return self._update(
+            knowledge_id, [m.updated_at.set(now_iso())], m.parse_status == ParseStatus.DELETING.value
+        )
 
     def cancel(self, knowledge_id: str, message: str) -> Knowledge | None:
         m = self.model

@@ -184,8 +184,11 @@ class MemoryKnowledgeRepo:
         updated = self._update(knowledge_id, lambda k: k.parse_status in DELETE_FROM, change)
         if updated is not None:
             return updated
-        current = self.get(knowledge_id)
-        return current if current is not None and current.parse_status == ParseStatus.DELETING else None
+
+        def touch(k: Knowledge) -> None:
+            k.updated_at = _now()
+
+        return self._update(knowledge_id, lambda k: k.parse_status == ParseStatus.DELETING, touch)
 
     def cancel(self, knowledge_id: str, message: str) -> Knowledge | None:
         def change(k: Knowledge) -> None:
