@@ -121,7 +121,8 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     the new content)."""
     from chalicelib.enrich.summary import summarize, summary_input
 
-    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PROCESSING.value)
+    if not _claim_summary(deps, knowledge):
+        return {"summary_chars": 0, "reason": "no summary is asked for now (made already, or failed)"}
     chunks = _chunks(deps, knowledge)
     sources = _sources(chunks)
     by_kind = {  # a chunk disabled on its own is left out
@@ -169,11 +170,24 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     if not write_extra_chunks(deps, knowledge, kb, [chunk]):
         raise Skip("the knowledge was deleted, cancelled or superseded")
     description = None if _described_by_user(deps, knowledge) else text
-    if deps.knowledge.set_summary_status(
-        knowledge.id, SummaryStatus.COMPLETED.value, description=description
+    if deps.knowledge.set_summary_status(  # from processing only: of two deliveries, one announces
+        knowledge.id,
+        SummaryStatus.COMPLETED.value,
+        description=description,
+        only_if=SummaryStatus.PROCESSING.value,
     ):
         summary_changed(deps, knowledge, EventType.SUMMARY_COMPLETED, SummaryStatus.COMPLETED.value)
     return {"summary_chars": len(text), "model": model_id}
+
+
+def _claim_summary(deps: Dependencies, knowledge: Knowledge) -> bool:
+    """pending → processing, or processing kept (an earlier delivery died while writing it); False when the
+    summary is made or failed already: a redelivered subtask neither makes it again nor announces it twice.
+    A refresh asks again by setting it pending."""
+    return any(
+        deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PROCESSING.value, only_if=status.value)
+        for status in (SummaryStatus.PENDING, SummaryStatus.PROCESSING)
+    )
 
 
 def _described_by_user(deps: Dependencies, knowledge: Knowledge) -> bool:
@@ -185,7 +199,9 @@ def _described_by_user(deps: Dependencies, knowledge: Knowledge) -> bool:
 def _summary_failed(
     deps: Dependencies, knowledge: Knowledge, reason: str, fallback: str | None = None
 ) -> None:
-    if deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.FAILED.value, description=fallback):
+    if deps.knowledge.set_summary_status(
+        knowledge.id, SummaryStatus.FAILED.value, description=fallback, only_if=SummaryStatus.PROCESSING.value
+    ):
         summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)
 
 

@@ -368,9 +368,14 @@ def test_postprocess_of_a_row_that_moved_on_is_skipped(
 
 
 def finalizing(deps: Services, rows: MemoryKnowledgeRepo, kb: KnowledgeBase) -> Knowledge:
-    """What the planner leaves after a plan of one subtask."""
+    """What the planner leaves after a plan of one subtask (a summary's asked for: pending)."""
     knowledge = indexed(deps, kb)
-    return rows.write_fields(knowledge.id, parse_status=ParseStatus.FINALIZING, pending_subtasks_count=1)
+    return rows.write_fields(
+        knowledge.id,
+        parse_status=ParseStatus.FINALIZING,
+        pending_subtasks_count=1,
+        summary_status=SummaryStatus.PENDING,
+    )
 
 
 def test_the_summary_subtask_writes_the_description_and_answers_once(
@@ -391,6 +396,31 @@ def test_the_summary_subtask_writes_the_description_and_answers_once(
     ]
     subspan = deps.spans.get(knowledge.id, 1, "postprocess.summary")
     assert subspan is not None and subspan.status == SpanStatus.DONE
+
+
+def test_a_redelivered_summary_subtask_neither_makes_it_again_nor_announces_it_twice(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    rows: MemoryKnowledgeRepo,
+) -> None:
+    from chalicelib.adapters.memory import MemoryEventPublisher
+
+    knowledge = finalizing(deps, rows, summarising_kb(deps, tenant))
+    rows.write_fields(knowledge.id, pending_subtasks_count=2)  # another subtask still runs: the row waits
+    subtask = {"id": "summary", "kind": "summary", "id_set": ["summary"]}
+    for token in ("sum", "sum-again"):  # SQS delivers the message twice
+        run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, token, subtask=subtask))
+    events = deps.events
+    assert isinstance(events, MemoryEventPublisher)
+    assert events.types_of(knowledge.id).count("Summary Completed") == 1
+    again = [answer.output for answer in workflow.answers_to("sum-again")]
+    assert again == [{"summary_chars": 0, "reason": "no summary is asked for now (made already, or failed)"}]
+    done = rows.get(knowledge.id)
+    assert (
+        done is not None and done.summary_status == SummaryStatus.COMPLETED and "keeper" in done.description
+    )
 
 
 def test_a_summary_written_while_the_title_changed_is_dropped_and_made_again(
