@@ -210,6 +210,7 @@ def test_the_summary_leaves_disabled_chunks_out_and_is_dropped_when_a_chunk_chan
         return str(real(chunks, *args, **kwargs))
 
     monkeypatch.setattr(summary_module, "summarize", racing)
+    deps.knowledge.set_summary_status(knowledge.id, "pending")  # as a refresh asks for one
     dropped = summary(deps, row, kb)
     assert dropped["summary_chars"] == 0 and "changed" in dropped["reason"]
     assert _refreshes(deps, knowledge) == refreshes + 2  # the edit's own, and the dropped summary's
@@ -232,6 +233,7 @@ def test_a_summary_written_while_the_document_was_disabled_comes_back_with_it(
     edit(deps, knowledge.tenant_id, knowledge.id, EditKnowledgeRequest(enable_status="disabled"))
     row = deps.knowledge.get(knowledge.id)
     assert row is not None
+    deps.knowledge.set_summary_status(knowledge.id, "pending")  # as a refresh asks for one
     assert summary(deps, row, kb)["summary_chars"] > 0
     summary_id = f"{knowledge.id}-a{knowledge.attempt}-summary"
     assert _entries(deps, kb, knowledge)[summary_id].is_enabled is False
