@@ -68,9 +68,12 @@ def image_copy_key(tenant_id: str, knowledge_id: str, url: str) -> str:
     return f"downloads/{tenant_id}/{knowledge_id}/image-{digest}{ext}"
 
 
-def exports_key(tenant_id: str, ext: str) -> str:
+def exports_key(tenant_id: str, knowledge_id: str, attempt: int, data: bytes, ext: str) -> str:
+    """An image the parse stored: named by its document, attempt and bytes, so a retried parse writes the
+    same object again instead of leaving the first try's under a name no manifest lists."""
     ext = ext if ext.startswith(".") or not ext else f".{ext}"
-    return f"{tenant_id}/exports/{uuid.uuid4().hex}{ext}"
+    digest = hashlib.sha256(f"{knowledge_id}/{attempt}/".encode() + data).hexdigest()[:32]
+    return f"{tenant_id}/exports/{digest}{ext}"
 
 
 def page_range_key(tenant_id: str, knowledge_id: str, attempt: int, part: str) -> str:

@@ -260,7 +260,8 @@ def _store_images(
     office file an image link is the document's text, and fetching it would rewrite that text."""
 
     def save(data: bytes, ext: str) -> str:
-        url = files_of(deps, knowledge).save(exports_key(knowledge.tenant_id, ext), data)
+        key = exports_key(knowledge.tenant_id, knowledge.id, knowledge.attempt, data, ext)
+        url = files_of(deps, knowledge).save(key, data)
         resources.register_written(deps, knowledge, resources.ROLE_IMAGE, url, len(data), knowledge.attempt)
         return url
 

@@ -61,6 +61,37 @@ def test_parsed_markdown_and_the_image_manifest_are_written_per_attempt(
     assert [m["attempt"] for m in queue.bodies("chunking")] == [1, 2]
 
 
+def test_a_try_that_stored_its_images_and_then_failed_leaves_no_image_behind(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Images are named by document, attempt and bytes: the retry writes the same objects, which the
+    manifest lists and the delete finds."""
+    reader = ScriptedReader(
+        *[ReadResult(markdown="# Chart\n\n![chart](img-1)\n", images=[ParsedImage(ref="img-1", data=png())])]
+        * 2
+    )
+    deps.replace_docreader(reader)
+    created = upload(deps, kb, "chart.md")
+    real_save, broken = MemoryFileStore.save, []
+
+    def markdown_write_fails_once(store: MemoryFileStore, key: str, data: bytes, *args: Any) -> str:
+        if key.endswith(".md") and "/parsed/" in key and not broken:  # after the images were stored
+            broken.append(key)
+            raise ConnectionError("the store did not answer")
+        return real_save(store, key, data, *args)
+
+    monkeypatch.setattr(MemoryFileStore, "save", markdown_write_fails_once)
+    deliver(deps, "docreader")
+    deliver(deps, "docreader")  # the retry
+    assert broken
+    exports = files.keys(f"{kb.tenant_id}/exports/")
+    manifest = json.loads(files.read(files.url_for(images_manifest_key(kb.tenant_id, created.id, 1))))
+    assert exports == [files.key_of(manifest[0]["url"])]  # one object, the one the manifest lists
+
+
 def test_a_superseded_attempt_is_dropped_without_writing(
     deps: Services, kb: KnowledgeBase, files: MemoryFileStore, queue: MemoryTaskQueue
 ) -> None:

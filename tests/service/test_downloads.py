@@ -152,10 +152,11 @@ def test_the_pipeline_registers_each_file_as_it_writes_it(deps: Services, kb: Kn
     (parsed,) = by_role["parsed"]
     assert parsed.attempt == 1 and parsed.file_name == "bread.md" and parsed.content_type == "text/markdown"
     assert parsed.size == len(deps.files.read(parsed.url)) and "/parsed/attempt-1.md" in parsed.url
-    # every image object written (each docreader run stores its figure under a new key) has one resource
+    # the redelivered run stores its figure under the same key (named by document, attempt and bytes): one
+    # object, one resource
     store = deps.files.default  # type: ignore[attr-defined]
     stored = {store.url_for(key) for key in store.keys(f"{kb.tenant_id}/exports/")}
-    assert len(stored) == 2 and {r.url for r in by_role["image"]} == stored
+    assert len(stored) == 1 and {r.url for r in by_role["image"]} == stored and len(by_role["image"]) == 1
     for image in by_role["image"]:
         assert image.content_type == "image/png" and image.size == len(deps.files.read(image.url))
     assert any(image.url in deps.files.read(parsed.url).decode() for image in by_role["image"])
