@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from chalicelib.domain.events import EventType
+from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.plan import TEXT_LIKE, WINDOW
 from chalicelib.domain.process_config import EXTRACTIVE_SUMMARY, resolve
 from chalicelib.domain.repetition import near_duplicates, words_of
@@ -303,6 +304,10 @@ def graph(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: i
             relations += [(r.source, r.relation, r.target, chunk.id) for r in found.relations]
     deps.graph.add(kb.id, knowledge.id, entities, relations)
     if not kept_after_write(deps, knowledge, lambda: deps.graph.delete_knowledge(kb.id, knowledge.id)):
+        row = deps.knowledge.get(knowledge.id)
+        if row is not None and row.attempt != knowledge.attempt:  # superseded while the model wrote: the
+            # new attempt's plan cleared older facts already, so these would stay, pointing at old chunks
+            deps.graph.keep_only_attempt(kb.id, knowledge.id, attempt_chunk_prefix(knowledge.id, row.attempt))
         raise Skip("the knowledge was deleted, cancelled or superseded")
     return {"entities": len(entities), "relations": len(relations), "chunks": len(selected)}
 

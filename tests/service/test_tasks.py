@@ -566,3 +566,38 @@ def test_a_late_copy_of_the_plan_keeps_the_graph_facts_its_attempt_already_wrote
     berth = deps.graph.neighbourhood(kb.id, "Berth").entity
     assert berth is not None and berth.chunk_ids == [own]
     assert deps.graph.neighbourhood(kb.id, "Crane").entity is None
+
+
+def test_graph_facts_a_superseded_attempt_writes_late_do_not_stay(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    rows: MemoryKnowledgeRepo,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reparse moved the row on while the old attempt's graph subtask waited on the model; the new
+    attempt's plan had cleared older facts, so the old subtask's late write would stay for good."""
+    from scripted_llm import CHAT, ScriptedLLM, use_models
+
+    from chalicelib.enrich import graph as graph_module
+    from chalicelib.enrich.graph import Entity, Extraction
+
+    with ScriptedLLM() as llm:
+        use_models(deps, llm)
+        kb = create_kb(
+            deps,
+            tenant.id,
+            CreateKnowledgeBase(
+                name="graphs", summary_model_id=CHAT, indexing_strategy={"graph_enabled": True}
+            ),
+        )
+        knowledge = finalizing(deps, rows, kb)
+
+        def extract_while_a_reparse_lands(chat: Any, passages: Any, relation_types: Any) -> list[Extraction]:
+            rows.write_fields(knowledge.id, attempt=knowledge.attempt + 1, parse_status=ParseStatus.PENDING)
+            return [Extraction(entities=[Entity("Lighthouse")]) for _ in passages]
+
+        monkeypatch.setattr(graph_module, "extract", extract_while_a_reparse_lands)
+        subtask = {"id": "graph-0", "kind": "graph", "params": {"window": 0}, "id_set": ["graph-0"]}
+        run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, "g", subtask=subtask))
+    assert deps.graph.neighbourhood(kb.id, "Lighthouse").entity is None
