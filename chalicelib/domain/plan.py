@@ -13,6 +13,15 @@ from chalicelib.domain.types import Chunk, ChunkType, KnowledgeBase
 TEXT_LIKE = (ChunkType.TEXT, ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION)
 #: chunks per questions or graph subtask
 WINDOW = 20
+#: at most this many questions (and as many graph) subtasks a document: the plan rides in the state
+#: machine's data (256 KB) and each subtask costs its inline Map some history events (25,000 per execution),
+#: so past WINDOW × MAX_WINDOWS text chunks (8,000) the windows grow instead of their number
+MAX_WINDOWS = 400
+
+
+def window_size(chunks: int) -> int:
+    """Chunks per window for a document of `chunks` chunks of the window's kind."""
+    return max(WINDOW, math.ceil(chunks / MAX_WINDOWS))
 
 
 def plan(
@@ -24,7 +33,7 @@ def plan(
     subtasks: list[dict[str, Any]] = []
     not_planned: dict[str, str] = {}
     if text_like and effective.summary_enabled:
-        subtasks.append({"id": "summary", "kind": "summary"})
+        subtasks.append({"id": "summary"})
     wanted = {
         "questions": effective.questions_enabled,
         "graph": effective.graph_enabled,
@@ -39,14 +48,18 @@ def plan(
     if effective.questions_enabled and not kb.indexing_strategy.needs_embedding:
         not_planned["questions"] = "the knowledge base indexes nothing"
     elif effective.questions_enabled:
-        for window in range(math.ceil(len(text) / WINDOW)):
-            subtasks.append({"id": f"questions.{window}", "kind": "questions", "window": window})
+        subtasks += _windows("questions", len(text))
     if effective.graph_enabled:
-        for window in range(math.ceil(len(text_like) / WINDOW)):
-            subtasks.append({"id": f"graph.{window}", "kind": "graph", "window": window})
+        subtasks += _windows("graph", len(text_like))
     if effective.wiki_enabled and text_like:
-        subtasks.append({"id": "wiki", "kind": "wiki"})
+        subtasks.append({"id": "wiki"})
     return _with_ids(subtasks), not_planned
+
+
+def _windows(kind: str, chunks: int) -> list[dict[str, Any]]:
+    size = window_size(chunks)
+    suffix = "" if size == WINDOW else f"x{size}"  # the id holds the size when it is not the default
+    return [{"id": f"{kind}.{window}{suffix}"} for window in range(math.ceil(chunks / size))]
 
 
 def _with_ids(subtasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -54,12 +67,15 @@ def _with_ids(subtasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def planned_subtask(subtask_id: str) -> dict[str, Any]:
-    """A subtask from its id (`summary`, `questions.<window>`, `graph.<window>`, `wiki`): the plan stored on
-    the row (its ids) gives back the very subtasks that were answered."""
+    """A subtask from its id (`summary`, `questions.<window>`, `graph.<window>`, either with `x<size>` when
+    its windows are larger than WINDOW, `wiki`): the plan stored on the row (its ids) gives back the very
+    subtasks that were answered."""
     kind, _, window = subtask_id.partition(".")
     subtask: dict[str, Any] = {"id": subtask_id, "kind": kind}
     if window:
-        subtask["window"] = int(window)
+        number, _, size = window.partition("x")
+        subtask["window"] = int(number)
+        subtask["size"] = int(size) if size else WINDOW
     # the state machine's ReleaseSlot (after a failure) adds it to done_subtasks
     subtask["id_set"] = [subtask_id]
     return subtask

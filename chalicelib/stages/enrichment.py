@@ -1,5 +1,6 @@
 """enrichment queue: one state machine Map item per planned subtask — the summary, a window of 20 chunks'
-questions, a window of 20 chunks' graph — plus work outside the count (auto-tag, a summary refresh).
+questions, a window of 20 chunks' graph (larger windows, their model calls in parallel, past 8,000 chunks:
+domain/plan.py) — plus work outside the count (auto-tag, a summary refresh).
 
 A counted subtask's worker releases its slot once, whatever the outcome, right before it answers its token,
 and the worker that releases the last slot promotes the row to `completed` (`slots.settle_slot`); a subtask
@@ -11,8 +12,11 @@ keyed deterministically, so a redelivered item rewrites what it wrote.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import attempt_chunk_prefix
@@ -71,9 +75,9 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
         if kind == "summary":
             outputs = summary(deps, knowledge, kb)
         elif kind == "questions":
-            outputs = questions(deps, knowledge, kb, int(task.subtask.params.get("window", 0)))
+            outputs = questions(deps, knowledge, kb, _window(task))
         elif kind == "graph":
-            outputs = graph(deps, knowledge, kb, int(task.subtask.params.get("window", 0)))
+            outputs = graph(deps, knowledge, kb, _window(task))
         elif kind == "auto_tag":
             outputs = auto_tag(deps, knowledge, kb)
         elif kind == "wiki":
@@ -209,7 +213,34 @@ def _summary_failed(
 # ---------------------------------------------------------------- questions
 
 
-def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: int) -> dict[str, Any]:
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: model calls at once in a window the plan grew (a very large document): its subtask reads size / WINDOW
+#: times as many chunks in the same Lambda timeout; a window of WINDOW chunks calls one at a time, as before
+MAX_PARALLEL_CALLS = 8
+
+
+def _calls(call: Callable[[T], R], items: Sequence[T], window_size: int) -> list[R]:
+    """`call` over `items`, in order; in parallel (bounded) when the window is larger than WINDOW. The first
+    error is raised, as a loop would."""
+    workers = min(MAX_PARALLEL_CALLS, max(1, window_size // WINDOW))
+    if workers == 1:
+        return [call(item) for item in items]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="enrich") as pool:
+        # a pool thread starts with an empty context: the meter goes along (a copy per call, taken here)
+        futures = [pool.submit(copy_context().run, call, item) for item in items]
+        return [future.result() for future in futures]
+
+
+def _window(task: SubtaskMessageModel) -> range:
+    """The chunk positions a questions or graph subtask reads (window × size, size WINDOW unless the plan
+    grew it for a large document)."""
+    window, size = int(task.subtask.params.get("window", 0)), int(task.subtask.params.get("size", WINDOW))
+    return range(window * size, (window + 1) * size)
+
+
+def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: range) -> dict[str, Any]:
     """Spec §1.15: each text chunk of the window gets N questions (its neighbours as context), kept in its
     metadata and indexed as extra entries that point at it; a chunk that changed meanwhile keeps none."""
     from chalicelib.chunker import index_text
@@ -223,22 +254,25 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
     texts = sorted(
         (c for c in _chunks(deps, knowledge) if c.chunk_type == ChunkType.TEXT), key=lambda c: c.start_at
     )
-    start = window * WINDOW
-    asked: dict[str, list[str]] = {}
-    for i in range(start, min(start + WINDOW, len(texts))):
-        chunk = texts[i]
-        asked[chunk.id] = generate(
+
+    def ask(i: int) -> list[str]:
+        return generate(
             chat,
             document=knowledge.title,
             previous=texts[i - 1].content if i > 0 else "",
-            passage=chunk.content,
+            passage=texts[i].content,
             following=texts[i + 1].content if i + 1 < len(texts) else "",
             count=effective.question_count,
         )
+
+    positions = range(window.start, min(window.stop, len(texts)))
+    asked = {
+        texts[i].id: found for i, found in zip(positions, _calls(ask, positions, len(window)), strict=True)
+    }
     current = {c.id: c for c in _chunks(deps, knowledge)}
     updated: list[Chunk] = []
     entries: list[tuple[Chunk, int, str]] = []
-    for chunk in texts[start : start + WINDOW]:
+    for chunk in texts[window.start : window.stop]:
         now = current.get(chunk.id)
         if now is None or now.content_hash != chunk.content_hash:  # its revision changed: drop them
             continue
@@ -280,7 +314,7 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
 # ---------------------------------------------------------------- graph
 
 
-def graph(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: int) -> dict[str, Any]:
+def graph(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: range) -> dict[str, Any]:
     """Spec §1.16: entities and relations of a window of text-like chunks, several chunks per model call."""
     from chalicelib.enrich.graph import extract
 
@@ -292,14 +326,18 @@ def graph(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: i
         (c for c in _chunks(deps, knowledge) if c.chunk_type in TEXT_LIKE),
         key=lambda c: (c.chunk_type != ChunkType.TEXT, c.seq),
     )
-    selected = text_like[window * WINDOW : (window + 1) * WINDOW]
+    selected = text_like[window.start : window.stop]
+    batches = [
+        selected[at : at + GRAPH_CHUNKS_PER_CALL] for at in range(0, len(selected), GRAPH_CHUNKS_PER_CALL)
+    ]
+
+    def read(batch: list[Chunk]) -> list[Any]:
+        return extract(chat, [c.content for c in batch], effective.graph_relation_types)
+
     entities: list[tuple[str, list[str], str]] = []
     relations: list[tuple[str, str, str, str]] = []
-    for at in range(0, len(selected), GRAPH_CHUNKS_PER_CALL):
-        batch = selected[at : at + GRAPH_CHUNKS_PER_CALL]
-        for chunk, found in zip(
-            batch, extract(chat, [c.content for c in batch], effective.graph_relation_types), strict=True
-        ):
+    for batch, extracted in zip(batches, _calls(read, batches, len(window)), strict=True):
+        for chunk, found in zip(batch, extracted, strict=True):
             entities += [(e.name, e.attributes, chunk.id) for e in found.entities]
             relations += [(r.source, r.relation, r.target, chunk.id) for r in found.relations]
     deps.graph.add(kb.id, knowledge.id, entities, relations)

@@ -23,7 +23,7 @@ from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase, ReparseRequest
 from chalicelib.domain.errors import PermanentStageError
 from chalicelib.domain.ids import image_chunk_id
-from chalicelib.domain.plan import planned_subtask
+from chalicelib.domain.plan import WINDOW, planned_subtask
 from chalicelib.domain.types import (
     ChunkType,
     Knowledge,
@@ -601,3 +601,61 @@ def test_graph_facts_a_superseded_attempt_writes_late_do_not_stay(
         subtask = {"id": "graph-0", "kind": "graph", "params": {"window": 0}, "id_set": ["graph-0"]}
         run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, "g", subtask=subtask))
     assert deps.graph.neighbourhood(kb.id, "Lighthouse").entity is None
+
+
+def test_a_grown_window_reads_every_chunk_of_it_with_its_model_calls_in_parallel(
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    rows: MemoryKnowledgeRepo,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A very large document's plan grows its windows (domain/plan.py): one subtask then asks about
+    size / WINDOW times as many chunks in the same Lambda timeout, so its calls overlap (bounded)."""
+    import threading
+    import time
+
+    from scripted_llm import CHAT, ScriptedLLM, use_models
+
+    from chalicelib.enrich import questions as questions_module
+
+    with ScriptedLLM() as llm:
+        use_models(deps, llm)
+        kb = create_kb(
+            deps,
+            tenant.id,
+            CreateKnowledgeBase(
+                name="questions",
+                summary_model_id=CHAT,
+                chunking_config={"chunk_size": 60, "chunk_overlap": 0},
+                enrichment={"questions_enabled": True},
+            ),
+        )
+        created = upload(
+            deps, kb, data=b"# Ferry\n\n" + b"The North ferry leaves Harbourside at eight.\n\n" * 80
+        )
+        drain(deps)
+        texts = [c for c in deps.chunks.list(created.id) if c.chunk_type == ChunkType.TEXT]
+        assert len(texts) > 2 * WINDOW
+        active, peak, lock = [0], [0], threading.Lock()
+
+        def generate(chat: Any, *, passage: str, **_: Any) -> list[str]:
+            with lock:
+                active[0] += 1
+                peak[0] = max(peak[0], active[0])
+            time.sleep(0.01)
+            with lock:
+                active[0] -= 1
+            return [f"What about {passage[:20]}?"]
+
+        monkeypatch.setattr(questions_module, "generate", generate)
+        size = len(texts)
+        subtask = {"id": f"questions.0x{size}", "kind": "questions", "window": 0, "size": size}
+        knowledge = rows.write_fields(
+            created.id, parse_status=ParseStatus.FINALIZING, pending_subtasks_count=1
+        )
+        run_task(deps, queue, "enrichment", enrichment.handle, task_body(knowledge, "q", subtask=subtask))
+    asked = [c for c in deps.chunks.list(created.id) if c.chunk_type == ChunkType.TEXT]
+    assert len(asked) == size
+    assert all(c.metadata["questions"][0].startswith("What about") for c in asked)
+    assert 1 < peak[0] <= enrichment.MAX_PARALLEL_CALLS
