@@ -19,7 +19,7 @@ from chalicelib.domain.errors import ContinueLater, PermanentStageError
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.progress import SPAN_COUNTERS
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
-from chalicelib.domain.types import Knowledge, KnowledgeBase, Stage, StageMessage
+from chalicelib.domain.types import Knowledge, KnowledgeBase, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace
 from chalicelib.services.derived_data import remove_derived_data
@@ -269,6 +269,14 @@ def switched_model(deps: Dependencies, kb: KnowledgeBase) -> bool:
     )
 
 
+#: images one execution describes (OCR, caption): each rides in the execution's data (256 KB with the plan)
+#: and costs its Map history events (25,000 an execution); the others stay stored and linked in the text
+MAX_DESCRIBED_IMAGES = 500
+NOT_DESCRIBED = (
+    f"a document's first {MAX_DESCRIBED_IMAGES} images are described; the rest stay linked in its text"
+)
+
+
 def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any]) -> None:
     """The document is indexed: enable it, end the span and start its state machine (once per attempt:
     the execution's name is the attempt's)."""
@@ -292,6 +300,15 @@ def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any])
         remove_earlier_attempts(deps, knowledge, images)
     if not images:
         deps.tracker.skip_stage(knowledge, Stage.MULTIMODAL, "no images")
+    described = images[:MAX_DESCRIBED_IMAGES]
+    if len(images) > len(described):
+        deps.tracker.subspan(
+            knowledge,
+            Stage.MULTIMODAL,
+            "multimodal.not_described",
+            SpanStatus.SKIPPED,
+            {"images": len(images), "described": len(described), "reason": NOT_DESCRIBED},
+        )
     deps.workflow.start(
         execution_name(knowledge.id, knowledge.attempt),
         {
@@ -306,7 +323,7 @@ def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any])
                     "ocr_done": bool(image.get("ocr_in_markdown")),
                     "original": bool(image.get("is_original")),
                 }
-                for i, image in enumerate(images)
+                for i, image in enumerate(described)
             ],
         },
     )

@@ -24,6 +24,7 @@ from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase, ReparseRequest, SearchRequest
 from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.ids import execution_name
+from chalicelib.domain.plan import planned_subtask
 from chalicelib.domain.storage_keys import images_manifest_key
 from chalicelib.domain.types import EnableStatus, Knowledge, KnowledgeBase, ParseStatus, Tenant
 from chalicelib.operations.knowledge_bases import create_kb
@@ -118,6 +119,28 @@ def test_stored_images_are_handed_to_the_workflow(
         {"index": 0, "url": "mem://files/t/exports/a.png", "ocr_done": False, "original": False},
         {"index": 1, "url": "mem://files/t/exports/b.png", "ocr_done": True, "original": False},
     ]
+
+
+def test_the_images_an_execution_describes_are_bounded_and_the_rest_are_named_on_the_span(
+    deps: Services, kb: KnowledgeBase, files: MemoryFileStore, workflow: MemoryWorkflow
+) -> None:
+    """Each image rides in the execution's data (256 KB, with the plan) and costs its Map history events:
+    a document's first MAX_DESCRIBED_IMAGES are described, and the span says how many were not."""
+    created = chunked(deps, kb)
+    count = embedding.MAX_DESCRIBED_IMAGES + 7
+    manifest = [
+        {"url": f"s3://weknora-files-123456789012-eu-central-1/{kb.tenant_id}/exports/{i:032x}.jpeg"}
+        for i in range(count)
+    ]
+    files.save(images_manifest_key(kb.tenant_id, created.id, 1), json.dumps(manifest).encode())
+    deliver(deps, "embedding")
+    payload = workflow.executions[execution_name(created.id, 1)].payload
+    assert [image["index"] for image in payload["images"]] == list(range(embedding.MAX_DESCRIBED_IMAGES))
+    plan = {"subtasks": [planned_subtask(f"questions.{w}x375") for w in range(400)] * 2}  # the largest plan
+    assert len(json.dumps({**payload, "plan": plan})) < 240 * 1024  # Step Functions: 256 KB of state data
+    skipped = deps.spans.get(created.id, 1, "multimodal.not_described")
+    assert skipped is not None and skipped.outputs["images"] == count
+    assert skipped.outputs["described"] == embedding.MAX_DESCRIBED_IMAGES
 
 
 def test_the_workflow_is_started_once_per_attempt_even_when_the_message_is_redelivered(
