@@ -58,7 +58,8 @@ FAILED_CSV_EXPIRES = 7 * 24 * 3600
 MAX_FAILURES_SHOWN = 50
 
 
-def _prefix(tenant_id: str, kb_id: str) -> str:
+def import_prefix(tenant_id: str, kb_id: str) -> str:
+    """Where an FAQ import keeps its upload, plan and failed rows (the bucket expires `faq-imports/`)."""
     return f"faq-imports/{tenant_id}/{kb_id}/"
 
 
@@ -75,7 +76,7 @@ def upload_url(
             f"an FAQ import is a {', '.join(IMPORT_FILE_TYPES)} file, not {request.file_name!r}",
             code="unsupported_file_type",
         )
-    key = f"{_prefix(tenant_id, kb.id)}uploads/{uuid.uuid4().hex}.{kind}"
+    key = f"{import_prefix(tenant_id, kb.id)}uploads/{uuid.uuid4().hex}.{kind}"
     expires = deps.settings.presign_expires_seconds
     return {"upload_url": deps.inbox.presign_put(key, expires), "object_key": key, "expires_in": expires}
 
@@ -91,11 +92,11 @@ def start_import(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqImp
                 "upload the file through faq/import/upload-url",
                 code="use_presigned_upload",
             )
-        source = deps.inbox.save(f"{_prefix(tenant_id, kb.id)}{task.id}.json", data, "application/json")
+        source = deps.inbox.save(f"{import_prefix(tenant_id, kb.id)}{task.id}.json", data, "application/json")
         file_name = "entries.json"
     else:
         key = request.object_key or ""
-        if not key.startswith(f"{_prefix(tenant_id, kb.id)}uploads/") or ".." in key:
+        if not key.startswith(f"{import_prefix(tenant_id, kb.id)}uploads/") or ".." in key:
             raise BadRequest("object_key is not an upload of this knowledge base", code="invalid_object_key")
         source = deps.inbox.url_for(key)
         if not deps.inbox.exists(source):
@@ -216,7 +217,7 @@ def _plan(deps: Dependencies, task: Task, kb: KnowledgeBase) -> Plan:
     if task.params.get("dry_run"):
         return plan
     url = deps.inbox.save(
-        f"{_prefix(task.tenant_id, kb.id)}{task.id}.plan.json",
+        f"{import_prefix(task.tenant_id, kb.id)}{task.id}.plan.json",
         json.dumps(plan.to_json(), ensure_ascii=False).encode("utf-8"),
         "application/json",
     )
@@ -369,7 +370,7 @@ def _finish(
         task.progress["failures"] = _failures(plan.rows)
         if failed:
             url = deps.inbox.save(
-                f"{_prefix(task.tenant_id, kb.id)}results/{task.id}-failed.csv",
+                f"{import_prefix(task.tenant_id, kb.id)}results/{task.id}-failed.csv",
                 failed_rows_csv(failed),
                 "text/csv; charset=utf-8",
             )

@@ -26,3 +26,23 @@ def test_a_grant_is_purged_a_margin_after_it_expires() -> None:
     grant = AccessGrant("h", "resource://x", "t", "download", expires - timedelta(minutes=15), expires)
     assert timedelta(hours=1) <= GRANT_KEPT_AFTER_EXPIRY  # an expired link answers 410, not 404, a while
     assert grant.purge_at == int(expires.timestamp()) + int(GRANT_KEPT_AFTER_EXPIRY.total_seconds())
+
+
+def test_the_files_bucket_expires_what_a_presigned_upload_leaves_when_it_never_arrives() -> None:
+    """An intent is written when a presigned URL is handed out and read when the object arrives; an upload
+    that never comes (or was refused: its reason beside it) would otherwise stay for good."""
+    from chalicelib.domain.storage_keys import upload_intent_key, upload_result_key
+    from chalicelib.faq.importing import import_prefix
+
+    template = json.loads((ROOT / "infra" / "template.json").read_text(encoding="utf-8"))
+    rules = template["Resources"]["FilesBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    expiring = {rule["Prefix"]: rule["ExpirationInDays"] for rule in rules if "Prefix" in rule}
+    settings = memory_settings()
+    written = {
+        upload_intent_key("k").split("/")[0] + "/",
+        upload_result_key("k").split("/")[0] + "/",
+        settings.upload_prefix,
+        import_prefix("t", "kb").split("/")[0] + "/",
+    }
+    assert written <= set(expiring)
+    assert all(expiring[p] * 86_400 > settings.presign_expires_seconds for p in written)
