@@ -188,6 +188,13 @@ def _beyond_entry_limits(
     return ""
 
 
+def _reverted(row: ImportRow, target: FaqEntry, why: str, category: str, notes: list[str]) -> PlannedRow:
+    """A merge candidate whose merged entry cannot be: the entry stays as it was, the row fails."""
+    return PlannedRow(
+        row.row, "fail", row, target.id, reason=f"merge reverted: {why}", category=category, notes=notes
+    )
+
+
 def _basic(row: ImportRow, seen: dict[str, int]) -> tuple[str, list[str], PlannedRow | None]:
     question = (row.question or "").strip()
     key = normalise(question)
@@ -306,34 +313,16 @@ def plan_append(
             merged_own = {normalise(q) for q in [target.standard_question, *merged_similar]}
             clash = [n for n in merged_negatives if normalise(n) in merged_own]
             if clash:  # (4) the merged entry contradicts itself: keep the entry as it was
-                planned.append(
-                    PlannedRow(
-                        row.row,
-                        "fail",
-                        row,
-                        target.id,
-                        reason=f"merge reverted: negative question {clash[0]!r} of the merged entry is one of its questions",
-                        category=CONFLICT,
-                        notes=notes,
-                    )
-                )
+                why = f"negative question {clash[0]!r} of the merged entry is one of its questions"
+                planned.append(_reverted(row, target, why, CONFLICT, notes))
                 continue
             merged_answers, merged_tags = _union(target.answers, answers), _union(target.tags, tags)
             beyond = _beyond_entry_limits(
                 target.standard_question, merged_answers, merged_similar, merged_negatives, merged_tags
             )
             if beyond:  # the entry and the row are each within the limits, the two together are not
-                planned.append(
-                    PlannedRow(
-                        row.row,
-                        "fail",
-                        row,
-                        target.id,
-                        reason=f"merge reverted: the merged entry would exceed a limit ({beyond})",
-                        category=INVALID,
-                        notes=notes,
-                    )
-                )
+                why = f"the merged entry would exceed a limit ({beyond})"
+                planned.append(_reverted(row, target, why, INVALID, notes))
                 continue
             content = _content(
                 target.standard_question,

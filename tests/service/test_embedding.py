@@ -235,13 +235,18 @@ class BrokenIndex:
         return getattr(self.inner, name)
 
 
+def chunked_over(deps: Services, kb: KnowledgeBase, broken: BrokenIndex) -> tuple[BrokenIndex, Knowledge]:
+    """A document chunked on the real index, then `broken` put in its place for the embedding stage."""
+    created = chunked(deps, kb)
+    deps.replace_engine(broken)  # type: ignore[arg-type]
+    return broken, created
+
+
 def test_an_index_that_fails_for_good_leaves_no_orphan_chunks_or_vectors(
     deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo, sleeps: InstantSleep
 ) -> None:
-    real = deps.engine()
-    broken = BrokenIndex(real)
-    created = chunked(deps, kb)
-    deps.replace_engine(broken)  # type: ignore[arg-type]
+    broken, created = chunked_over(deps, kb, BrokenIndex(deps.engine()))
+    real = broken.inner
     for _ in range(4):
         deliver(deps, "embedding")
     failed = rows.get(created.id)
@@ -258,10 +263,9 @@ def test_an_index_that_fails_for_good_leaves_no_orphan_chunks_or_vectors(
 def test_an_index_that_refuses_the_entries_fails_the_document_at_once(
     deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo, sleeps: InstantSleep
 ) -> None:
-    real = deps.engine()
-    broken = BrokenIndex(real, IndexWriteError("bulk: 1 of 2 actions failed; first index c1: 400 ..."))
-    created = chunked(deps, kb)
-    deps.replace_engine(broken)  # type: ignore[arg-type]
+    refused = IndexWriteError("bulk: 1 of 2 actions failed; first index c1: 400 ...")
+    broken, created = chunked_over(deps, kb, BrokenIndex(deps.engine(), refused))
+    real = broken.inner
     assert failed_ids(deliver(deps, "embedding")) == []  # permanent: nothing comes back to retry
     failed = rows.get(created.id)
     assert failed is not None and failed.parse_status == ParseStatus.FAILED
@@ -275,9 +279,7 @@ def test_an_index_that_refuses_the_entries_fails_the_document_at_once(
 def test_a_bug_in_the_engine_is_not_retried_as_an_outage(
     deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo, sleeps: InstantSleep
 ) -> None:
-    broken = BrokenIndex(deps.engine(), TypeError("a bug, not an outage"))
-    created = chunked(deps, kb)
-    deps.replace_engine(broken)  # type: ignore[arg-type]
+    broken, created = chunked_over(deps, kb, BrokenIndex(deps.engine(), TypeError("a bug, not an outage")))
     for _ in range(4):
         deliver(deps, "embedding")
     failed = rows.get(created.id)
