@@ -44,7 +44,7 @@ from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.repetition import near_duplicates, words_of
 from chalicelib.domain.storage_keys import image_copy_key
 from chalicelib.domain.text_fold import latin_share
-from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus
+from chalicelib.domain.types import Chunk, ChunkType, EnableStatus, Knowledge, KnowledgeBase, ParseStatus
 from chalicelib.ports import Dependencies, EmbeddingModel, IndexSpace
 from chalicelib.services.ownership import require_kb
 from chalicelib.services.storage import signed_get
@@ -363,7 +363,13 @@ def hybrid_search(
     ]
     parents = deps.chunks.get_many(parent_keys) if parent_keys else {}
     rows = deps.knowledge.get_many(list(dict.fromkeys(hit.knowledge_id for hit in hits))) if hits else {}
-    documents = {k: row for k, row in rows.items() if row.parse_status != ParseStatus.DELETING}
+    # the index's own switches say the same; read here as well, so no write that raced a switch shows a
+    # disabled document
+    documents = {
+        k: row
+        for k, row in rows.items()
+        if row.parse_status != ParseStatus.DELETING and row.enable_status == EnableStatus.ENABLED
+    }
     # per document: each kept hit's words and its place in the results
     kept: dict[str, list[tuple[str, int]]] = {}
     results: list[dict[str, Any]] = []

@@ -213,9 +213,6 @@ def write_extra_chunks(
     (deleted, cancelled, superseded), so the caller goes no further."""
     from chalicelib.chunker import index_text
 
-    # a disabled document's new entries are written disabled too: a summary refresh never brings it back.
-    # The rows keep their own switch (a chunk's `is_enabled` is the chunk's, not the document's).
-    enabled = _searchable(deps, knowledge)
     deps.chunks.put_many(chunks)
     if not kb.indexing_strategy.needs_embedding:
         return True
@@ -224,20 +221,28 @@ def write_extra_chunks(
     texts = [index_text(knowledge.title, "", c.content) for c in chunks]
     vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
     engine = deps.engine(kb.retrieval_engine)
-    entries = [
-        replace(e, is_enabled=e.is_enabled and enabled)
-        for e in chunk_entries(kb.id, knowledge.id, chunks, texts, vectors)
-    ]
-    engine.batch_index(space, entries)
-    if _searchable(deps, knowledge) != enabled:  # enabled or disabled while these were written
-        switched = [c.id for c in chunks if c.is_enabled or enabled]
-        engine.set_enabled(space, kb.id, switched, not enabled)
+    index_as_the_document_is(
+        deps, knowledge, engine, space, chunk_entries(kb.id, knowledge.id, chunks, texts, vectors)
+    )
 
     def undo() -> None:
         deps.chunks.delete_all(knowledge.id)
         engine.delete_by_knowledge(space, kb.id, [knowledge.id])
 
     return kept_after_write(deps, knowledge, undo)
+
+
+def index_as_the_document_is(
+    deps: Dependencies, knowledge: Knowledge, engine: Any, space: IndexSpace, entries: Sequence[IndexEntry]
+) -> None:
+    """Entries enrichment adds to an indexed document (image text, the summary, generated questions): written
+    disabled while the document is disabled, so enrichment never brings it back to search, and switched when
+    the document was enabled or disabled while they were written. An entry keeps its chunk's own switch."""
+    enabled = _searchable(deps, knowledge)
+    engine.batch_index(space, [replace(e, is_enabled=e.is_enabled and enabled) for e in entries])
+    if _searchable(deps, knowledge) != enabled:  # enabled or disabled while these were written
+        switched = list(dict.fromkeys(e.chunk_id for e in entries if e.is_enabled or enabled))
+        engine.set_enabled(space, entries[0].kb_id, switched, not enabled)
 
 
 def _searchable(deps: Dependencies, knowledge: Knowledge) -> bool:

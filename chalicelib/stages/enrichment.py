@@ -36,7 +36,7 @@ from chalicelib.domain.types import (
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
 from chalicelib.services.dispatch import request_summary_refresh
 from chalicelib.services.events import summary_changed
-from chalicelib.services.indexing import write_extra_chunks
+from chalicelib.services.indexing import index_as_the_document_is, write_extra_chunks
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.slots import settle_slot
 from chalicelib.stages.messages import SubtaskMessageModel
@@ -286,7 +286,10 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
         contents = [index_text(knowledge.title, "", q) for _, _, q in entries]
         vectors = embed_texts(deps, model, contents) if kb.indexing_strategy.vector_enabled else None
         engine = deps.engine(kb.retrieval_engine)
-        engine.batch_index(
+        index_as_the_document_is(
+            deps,
+            knowledge,
+            engine,
             space,
             [
                 IndexEntry(

@@ -143,14 +143,13 @@ def _write_chunks(
         raise Skip("the knowledge was deleted, cancelled or superseded")
     if not kb.indexing_strategy.needs_embedding:
         return
-    from chalicelib.services.indexing import chunk_entries, embed_texts
+    from chalicelib.services.indexing import chunk_entries, embed_texts, index_as_the_document_is
 
     # No title prefix: the image's own words are what a query should meet (spec §1.11); a hit shows the
     # image's text, and the chunk names its bound text chunk.
     contents = [c.content for c in chunks]
     vectors = embed_texts(deps, model, contents) if kb.indexing_strategy.vector_enabled else None
-    deps.engine(kb.retrieval_engine).batch_index(
-        space, chunk_entries(kb.id, knowledge.id, chunks, contents, vectors)
-    )
+    entries = chunk_entries(kb.id, knowledge.id, chunks, contents, vectors)
+    index_as_the_document_is(deps, knowledge, deps.engine(kb.retrieval_engine), space, entries)
     if not kept_after_write(deps, knowledge, undo):
         raise Skip("the knowledge was deleted, cancelled or superseded")

@@ -331,3 +331,35 @@ def test_captions_follow_the_description_language_and_custom_instructions(
         {"name": "long", "vlm_model_id": VISION, "enrichment": {"caption_instructions": "x" * 1001}},
     )
     assert too_long.status_code == 400 and too_long.json_body["error"]["code"] == "invalid_enrichment"
+
+
+def test_a_document_disabled_while_it_is_enriched_stays_out_of_search_with_its_questions(
+    api: Api, runtime: LocalRuntime, services: Services, llm: ScriptedLLM
+) -> None:
+    """Entries enrichment adds after the switch (generated questions here; image text and the summary take
+    the same path) are written disabled, as the document is."""
+    from chalicelib.ports import IndexSpace
+
+    kb = api.create_kb(summary_model_id=CHAT, enrichment={"questions_enabled": True})
+    created = api.upload(
+        kb["id"], "ferry.md", b"# Ferry\n\n" + b"The North ferry leaves Harbourside at eight. " * 30
+    ).json_body["data"]
+    hold_in_finalizing(api, runtime, created["id"])  # its questions are still to be written
+    switched = api.client.http.put(
+        f"/api/v1/knowledge/{created['id']}",
+        headers={"X-API-Key": api.api_key, "Content-Type": "application/json"},
+        body=json.dumps({"enable_status": "disabled"}),
+    )
+    assert switched.status_code == 200
+    runtime.drain(timeout=300)
+    row = api.knowledge(created["id"])
+    assert (row["parse_status"], row["enable_status"]) == ("completed", "disabled")
+    asked = [c for c in services.chunks.list(created["id"]) if c.metadata.get("questions")]
+    assert asked
+    question = asked[0].metadata["questions"][0]
+    assert not [h for h in _search(api, kb["id"], question) if h["knowledge_id"] == created["id"]]
+    stored = services.kbs.get(kb["id"])
+    assert stored is not None
+    space = IndexSpace.of(services.embedding_model(stored.embedding_model_id))
+    entries = services.engine(stored.retrieval_engine).entries_of(space, kb["id"], created["id"])
+    assert [e.id for e in entries if e.source_type == "question" and e.is_enabled] == []
