@@ -30,7 +30,9 @@ from chalicelib.stages.runner import Skip, come_back_soon, parse_body, process_b
 
 FOLLOW_UP_DELAY_SECONDS = 5
 BATCH = 5
-STALE_CLAIM_SECONDS = 90 * 60
+#: a claim older than this was a worker that died (its Lambda times out at 300 s): the queue's next delivery
+#: of the message (its visibility is 1800 s) claims the documents again
+STALE_CLAIM_SECONDS = 10 * 60
 WIKI_SEQ_BASE = 400_000
 #: the document's counted subtask (postprocess.plan plans one, under this id)
 SUBTASK_ID = "wiki"

@@ -3,6 +3,7 @@ adapter writes on every grant (`purge_at`, epoch seconds: the grant's expiry plu
 
 from __future__ import annotations
 
+import inspect
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -30,9 +31,11 @@ def test_a_grant_is_purged_a_margin_after_it_expires() -> None:
 
 def test_the_files_bucket_expires_what_a_presigned_upload_leaves_when_it_never_arrives() -> None:
     """An intent is written when a presigned URL is handed out and read when the object arrives; an upload
-    that never comes (or was refused: its reason beside it) would otherwise stay for good."""
+    that never comes (or was refused: its reason beside it), or a transcription's files a superseded attempt
+    left, would otherwise stay for good."""
     from chalicelib.domain.storage_keys import upload_intent_key, upload_result_key
     from chalicelib.faq.importing import import_prefix
+    from chalicelib.parsers.asr import TRANSCRIBE_KEY_PREFIX, TranscribeAsr
 
     template = json.loads((ROOT / "infra" / "template.json").read_text(encoding="utf-8"))
     rules = template["Resources"]["FilesBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
@@ -44,5 +47,8 @@ def test_the_files_bucket_expires_what_a_presigned_upload_leaves_when_it_never_a
         settings.upload_prefix,
         import_prefix("t", "kb").split("/")[0] + "/",
     }
-    assert written <= set(expiring)
+    assert written | {TRANSCRIBE_KEY_PREFIX} <= set(expiring)
     assert all(expiring[p] * 86_400 > settings.presign_expires_seconds for p in written)
+    # a transcription's media copy and transcript: kept past the longest job a worker waits on
+    job_seconds = inspect.signature(TranscribeAsr).parameters["max_job_seconds"].default
+    assert expiring[TRANSCRIBE_KEY_PREFIX] * 86_400 > job_seconds

@@ -48,3 +48,23 @@ def test_the_commands_an_operator_runs() -> None:
         "sam delete --stack-name",
     ):
         assert command in section, command
+
+
+def test_the_teardown_deletes_every_table_and_queue_the_stack_keeps() -> None:
+    """The retained names block a new stack under the same prefix: the README's loops must name them all."""
+    import json
+
+    template = json.loads((ROOT / "infra" / "template.json").read_text(encoding="utf-8"))
+    named = {
+        kind: {
+            resource["Properties"][field]["Fn::Sub"].removeprefix("${Prefix}-")
+            for resource in template["Resources"].values()
+            if resource.get("Type") == kind
+        }
+        for kind, field in (("AWS::DynamoDB::Table", "TableName"), ("AWS::SQS::Queue", "QueueName"))
+    }
+    section = deploy_section()
+    tables = set(re.search(r"for t in ([^;]+); do", section)[1].split())  # type: ignore[index]
+    queues = set(re.search(r"for q in ([^;]+); do", section)[1].split())  # type: ignore[index]
+    assert tables == named["AWS::DynamoDB::Table"]
+    assert queues | {f"{q}-dlq" for q in queues} == named["AWS::SQS::Queue"]
