@@ -198,9 +198,13 @@ class SafeHttpClient:
             resolver=self.resolver,
         )
 
-    def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> FetchResponse:
+    def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], *, status_only: bool = False
+    ) -> FetchResponse:
         """POSTs to a validated, pinned address and returns any status (the caller maps it). Redirects
-        are not followed: a model endpoint that redirects a POST is misconfigured or hostile."""
+        are not followed: a model endpoint that redirects a POST is misconfigured or hostile. `status_only`:
+        the answer's body is not read (a webhook receiver's answer counts by its status alone, however large
+        or slow its body)."""
         try:
             target = validate_url(url, self.allow_list, resolver=self.resolver)
         except HostUnresolved as exc:  # the resolver not answering now is worth a later try
@@ -209,7 +213,9 @@ class SafeHttpClient:
             raise FetchError(f"URL blocked: {exc.reason}", permanent=True) from exc
         send_headers = {"User-Agent": USER_AGENT, **headers}
         deadline = time.monotonic() + self.timeout
-        status, resp_headers, data = self._one(target, send_headers, deadline, method="POST", body=body)
+        status, resp_headers, data = self._one(
+            target, send_headers, deadline, method="POST", body=body, status_only=status_only
+        )
         if status in REDIRECT_STATUSES:
             raise FetchError(f"the endpoint answered a POST with a redirect (HTTP {status})", permanent=True)
         return FetchResponse(url, status, resp_headers, data)
@@ -222,6 +228,7 @@ class SafeHttpClient:
         *,
         method: str = "GET",
         body: bytes | None = None,
+        status_only: bool = False,
     ) -> tuple[int, dict[str, str], bytes]:
         reason = (
             check_addresses(target.addresses, target.port, self.allow_list)
@@ -264,7 +271,7 @@ class SafeHttpClient:
                     last_error = exc
                     continue
                 try:
-                    return self._read(resp, deadline, cut)
+                    return self._read(resp, deadline, cut, status_only)
                 finally:
                     resp.release_conn()
             finally:
@@ -274,10 +281,10 @@ class SafeHttpClient:
         raise FetchError(f"the server did not answer ({type(last_error).__name__})", permanent=False)
 
     def _read(
-        self, resp: urllib3.BaseHTTPResponse, deadline: float, cut: _Deadline
+        self, resp: urllib3.BaseHTTPResponse, deadline: float, cut: _Deadline, status_only: bool = False
     ) -> tuple[int, dict[str, str], bytes]:
         headers = {k.lower(): v for k, v in resp.headers.items()}
-        if resp.status in REDIRECT_STATUSES:
+        if resp.status in REDIRECT_STATUSES or status_only:
             return resp.status, headers, b""
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:

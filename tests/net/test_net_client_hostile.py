@@ -144,3 +144,24 @@ def test_a_resolver_that_cannot_answer_now_is_worth_another_try_everywhere() -> 
     with pytest.raises(FetchError) as missing:
         post.post("https://models.example.com/v1", b"{}", {})
     assert missing.value.permanent is True
+
+
+def big_answer(conn: socket.socket) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10000000\r\n\r\n" + b"x" * 65536)
+
+
+def slow_answer_body(conn: socket.socket) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+    time.sleep(3)
+
+
+@pytest.mark.parametrize("handler", [big_answer, slow_answer_body])
+def test_a_webhook_receiver_is_judged_by_its_status_line_alone(
+    raw_server: Callable[[Handler], tuple[int, list[bytes]]], handler: Handler
+) -> None:
+    """A body over the cap, or one sent too slowly, turned a delivered 200 into "refused" or a retry."""
+    from chalicelib.net.webhooks import SafeWebhookSender
+
+    port, requests = raw_server(handler)
+    answer = SafeWebhookSender(LOOPBACK, timeout=1.0).post(f"http://127.0.0.1:{port}/hook", b"{}", {})
+    assert answer.status == 200 and len(requests) == 1
