@@ -153,21 +153,16 @@ def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
         _finish(deps, task, None, TaskStatus.FAILED, error="the knowledge base no longer exists")
         return
     dry_run = bool(task.params.get("dry_run"))
-    try:
+    try:  # planning too: a store that does not answer on the last try must not keep the lease for hours
         if not dry_run:
             _renew(deps, task)
         plan = _plan(deps, task, kb)
+        if dry_run:
+            _report_dry_run(deps, task, plan)
+            return
+        _execute(deps, task, kb, plan)
     except SourceError as error:
         _finish(deps, task, kb, TaskStatus.FAILED, error=str(error))
-        return
-    except LeaseLost as error:
-        _fail_without_lease(deps, task, str(error))
-        return
-    if dry_run:
-        _report_dry_run(deps, task, plan)
-        return
-    try:
-        _execute(deps, task, kb, plan)
     except LeaseLost as error:
         _fail_without_lease(deps, task, str(error))
     except StageError as error:

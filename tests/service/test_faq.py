@@ -817,3 +817,25 @@ def test_an_update_the_provider_cannot_embed_changes_nothing(
     assert get_entry(deps, faq_kb.tenant_id, faq_kb.id, created.id).similar_questions == ["when open"]
     assert index_count(deps, faq_kb, created.id) == 2
     assert search(deps, faq_kb, "when open")[0]["entry_id"] == created.id
+
+
+def test_a_store_that_fails_planning_on_every_try_fails_the_import_and_frees_the_knowledge_base(
+    deps: Services, faq_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the last try the task is failed and the lease released, as for a failure while writing; the
+    knowledge base was locked for the lease's 3 hours."""
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=[entry("Parking")]))
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("ProvisionedThroughputExceededException")
+
+    monkeypatch.setattr(deps.faq, "page_entries", throttled)
+    drain(deps)
+    view = task_view(deps, task.id)
+    assert view["status"] == "failed" and "last try" in view["progress"]["error"]
+    assert deps.faq.get_lease(faq_kb.id) is None
+    monkeypatch.undo()
+    assert run_import(deps, faq_kb, [entry("Parking")])["progress"]["added"] == 1  # free again
