@@ -839,3 +839,24 @@ def test_a_store_that_fails_planning_on_every_try_fails_the_import_and_frees_the
     assert deps.faq.get_lease(faq_kb.id) is None
     monkeypatch.undo()
     assert run_import(deps, faq_kb, [entry("Parking")])["progress"]["added"] == 1  # free again
+
+
+def test_entries_a_failed_import_wrote_but_never_indexed_go_and_the_same_file_then_imports(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+
+    rows = [entry(f"question {i}") for i in range(100)]
+    fresh_cache(deps)
+    model.fail_after = 60  # the first batch is indexed; the second fails on every try
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=rows))
+    drain(deps)
+    assert task_view(deps, task.id)["status"] == "failed"
+    stored = entries_of(deps, faq_kb)
+    assert stored and all(e.indexed for e in stored.values())  # no entry no search can find
+    assert all(index_count(deps, faq_kb, e.id) > 0 for e in stored.values())
+    model.fail_after = None
+    again = run_import(deps, faq_kb, rows)  # the same file once the provider is back
+    assert again["status"] == "completed" and again["progress"]["added"] == 100 - len(stored)
+    assert [h["standard_question"] for h in search(deps, faq_kb, "question 77")][:1] == ["question 77"]
