@@ -245,6 +245,10 @@ class _Links:
 # ---------------------------------------------------------------- search
 
 
+#: hits asked of the engine at most, however many fold away
+MAX_ENGINE_DEPTH = 400
+
+
 def engine_depth(top_k: int, capped: bool) -> int:
     """Hits to ask of the engine for `top_k` answers: spares for collapsed duplicates, and with a per-document
     cap room for other documents' hits behind one document's run."""
@@ -342,103 +346,125 @@ def hybrid_search(
         qvec = model.embed([query[: model.max_input_chars]])[0]
     elif vector:
         qvec = query_vector(model, query)
-    hits = deps.engine(kb.retrieval_engine).hybrid_search(
-        IndexSpace.of(model),
-        kb.id,
-        query,
-        qvec,
-        engine_depth(top_k, deep),
-        keyword=keyword,
-        vector=vector,
-        knowledge_ids=only,
-        keyword_weight=None if request.vector_weight is None else 1.0 - request.vector_weight,
-        min_score=request.min_score,
-    )
-    # Two batched reads for every hit's chunk and parent, one batched read for the documents.
-    chunks = deps.chunks.get_many([(hit.knowledge_id, hit.chunk_id) for hit in hits])
-    parent_keys = [
-        (key[0], chunk.parent_chunk_id)
-        for key, chunk in chunks.items()
-        if chunk.parent_chunk_id and chunk.chunk_type == ChunkType.TEXT
-    ]
-    parents = deps.chunks.get_many(parent_keys) if parent_keys else {}
-    rows = deps.knowledge.get_many(list(dict.fromkeys(hit.knowledge_id for hit in hits))) if hits else {}
-    # the index's own switches say the same; read here as well, so no write that raced a switch shows a
-    # disabled document
-    documents = {
-        k: row
-        for k, row in rows.items()
-        if row.parse_status != ParseStatus.DELETING and row.enable_status == EnableStatus.ENABLED
-    }
-    # per document: each kept hit's words and its place in the results
-    kept: dict[str, list[tuple[str, int]]] = {}
-    results: list[dict[str, Any]] = []
-    # each result's document and chunk, for its links once the answer is chosen, and its words
-    sources: dict[str, tuple[Knowledge, Chunk | None]] = {}
-    words: dict[str, str] = {}
-    for hit in hits:
-        knowledge = documents.get(hit.knowledge_id)
-        if knowledge is None:  # deleted, or being deleted: its entries are on their way out
-            continue
-        chunk = chunks.get((hit.knowledge_id, hit.chunk_id))
-        content = chunk.content if chunk else hit.content
-        parent = (
-            parents.get((hit.knowledge_id, chunk.parent_chunk_id))
-            if chunk and chunk.parent_chunk_id
-            else None
+
+    def collect(
+        depth: int,
+    ) -> tuple[int, list[dict[str, Any]], dict[str, tuple[Knowledge, Chunk | None]], dict[str, str]]:
+        """(the engine's hits at this depth, the results they make, each result's document and chunk, its
+        words)."""
+        hits = deps.engine(kb.retrieval_engine).hybrid_search(
+            IndexSpace.of(model),
+            kb.id,
+            query,
+            qvec,
+            depth,
+            keyword=keyword,
+            vector=vector,
+            knowledge_ids=only,
+            keyword_weight=None if request.vector_weight is None else 1.0 - request.vector_weight,
+            min_score=request.min_score,
         )
-        if parent is not None and chunk is not None and chunk.chunk_type == ChunkType.TEXT:
-            content = parent.content  # a child hit returns its parent's content (parent-child retrieval)
-        terms = words_of(content)
-        same_document = kept.setdefault(hit.knowledge_id, [])
-        twin = next((place for other, place in same_document if near_duplicates(terms, other)), None)
-        chunk_type = chunk.chunk_type.value if chunk else hit.extra.get("chunk_type", "text")
-        if twin is not None and not (
-            results[twin]["chunk_type"] == ChunkType.SUMMARY.value and chunk_type == ChunkType.TEXT.value
-        ):
-            continue  # the better hit of this text is already in (hits come best first)
-        result: dict[str, Any] = {
-            "id": hit.id,
-            "chunk_id": hit.chunk_id,
-            "knowledge_id": hit.knowledge_id,
-            "knowledge_title": knowledge.title,
-            "content": content,
-            "score": hit.score,
-            "match_type": "hybrid"
-            if hit.bm25_rank is not None and hit.vector_rank is not None
-            else ("keyword" if hit.bm25_rank is not None else "vector"),
-            "chunk_type": chunk_type,
-            "images": [],
-            "start_at": chunk.start_at if chunk else None,
-            "end_at": chunk.end_at if chunk else None,
-            "copies": [],
+        # Two batched reads for every hit's chunk and parent, one batched read for the documents.
+        chunks = deps.chunks.get_many([(hit.knowledge_id, hit.chunk_id) for hit in hits])
+        parent_keys = [
+            (key[0], chunk.parent_chunk_id)
+            for key, chunk in chunks.items()
+            if chunk.parent_chunk_id and chunk.chunk_type == ChunkType.TEXT
+        ]
+        parents = deps.chunks.get_many(parent_keys) if parent_keys else {}
+        rows = deps.knowledge.get_many(list(dict.fromkeys(hit.knowledge_id for hit in hits))) if hits else {}
+        # the index's own switches say the same; read here as well, so no write that raced a switch shows a
+        # disabled document
+        documents = {
+            k: row
+            for k, row in rows.items()
+            if row.parse_status != ParseStatus.DELETING and row.enable_status == EnableStatus.ENABLED
         }
-        sources[hit.id] = (knowledge, chunk)
-        words[hit.id] = terms
-        if twin is not None:
-            # a summary that only repeats its short body ranked first: the body's chunk (with its place in the
-            # document) stands for both, at the summary's score
-            result["score"] = results[twin]["score"]
-            results[twin] = result
-            continue
-        same_document.append((terms, len(results)))
-        results.append(result)
-        if len(results) == top_k and not deep:
+        # per document: each kept hit's words and its place in the results
+        kept: dict[str, list[tuple[str, int]]] = {}
+        results: list[dict[str, Any]] = []
+        # each result's document and chunk, for its links once the answer is chosen, and its words
+        sources: dict[str, tuple[Knowledge, Chunk | None]] = {}
+        words: dict[str, str] = {}
+        for hit in hits:
+            knowledge = documents.get(hit.knowledge_id)
+            if knowledge is None:  # deleted, or being deleted: its entries are on their way out
+                continue
+            chunk = chunks.get((hit.knowledge_id, hit.chunk_id))
+            content = chunk.content if chunk else hit.content
+            parent = (
+                parents.get((hit.knowledge_id, chunk.parent_chunk_id))
+                if chunk and chunk.parent_chunk_id
+                else None
+            )
+            if parent is not None and chunk is not None and chunk.chunk_type == ChunkType.TEXT:
+                content = parent.content  # a child hit returns its parent's content (parent-child retrieval)
+            terms = words_of(content)
+            same_document = kept.setdefault(hit.knowledge_id, [])
+            twin = next((place for other, place in same_document if near_duplicates(terms, other)), None)
+            chunk_type = chunk.chunk_type.value if chunk else hit.extra.get("chunk_type", "text")
+            if twin is not None and not (
+                results[twin]["chunk_type"] == ChunkType.SUMMARY.value and chunk_type == ChunkType.TEXT.value
+            ):
+                continue  # the better hit of this text is already in (hits come best first)
+            result: dict[str, Any] = {
+                "id": hit.id,
+                "chunk_id": hit.chunk_id,
+                "knowledge_id": hit.knowledge_id,
+                "knowledge_title": knowledge.title,
+                "content": content,
+                "score": hit.score,
+                "match_type": "hybrid"
+                if hit.bm25_rank is not None and hit.vector_rank is not None
+                else ("keyword" if hit.bm25_rank is not None else "vector"),
+                "chunk_type": chunk_type,
+                "images": [],
+                "start_at": chunk.start_at if chunk else None,
+                "end_at": chunk.end_at if chunk else None,
+                "copies": [],
+            }
+            sources[hit.id] = (knowledge, chunk)
+            words[hit.id] = terms
+            if twin is not None:
+                # a summary that only repeats its short body ranked first: the body's chunk (with its place in the
+                # document) stands for both, at the summary's score
+                result["score"] = results[twin]["score"]
+                results[twin] = result
+                continue
+            same_document.append((terms, len(results)))
+            results.append(result)
+            if len(results) == top_k and not deep:
+                break
+        return len(hits), results, sources, words
+
+    def answered(results: list[dict[str, Any]], words: dict[str, str]) -> list[dict[str, Any]]:
+        """The results folded (copies under the best) and capped per document, at most top_k."""
+        if request.collapse_copies:
+            folded = fold_copies(results, lambda r: r["knowledge_id"], lambda r: words[r["id"]])
+            for result, copies in folded:
+                result["copies"] = [
+                    CopyRef(
+                        knowledge_id=c["knowledge_id"],
+                        knowledge_title=c["knowledge_title"],
+                        chunk_id=c["chunk_id"],
+                        score=c["score"],
+                    )
+                    for c in copies
+                ]
+            results = [result for result, _ in folded]
+        return per_document_capped(
+            results, lambda r: r["knowledge_id"], top_k, request.max_chunks_per_document
+        )
+
+    # Hits fold (a parent's children, a summary and its body, copies) and deleted or disabled documents drop
+    # out: while fewer than top_k answers are made of a full page of hits, the engine is asked deeper.
+    depth = engine_depth(top_k, deep)
+    while True:
+        found, results, sources, words = collect(depth)
+        answer = answered(results, words)
+        if len(answer) >= top_k or found < depth or depth >= MAX_ENGINE_DEPTH:
             break
-    if request.collapse_copies:
-        folded = fold_copies(results, lambda r: r["knowledge_id"], lambda r: words[r["id"]])
-        for result, copies in folded:
-            result["copies"] = [
-                CopyRef(
-                    knowledge_id=c["knowledge_id"],
-                    knowledge_title=c["knowledge_title"],
-                    chunk_id=c["chunk_id"],
-                    score=c["score"],
-                )
-                for c in copies
-            ]
-        results = [result for result, _ in folded]
-    answer = per_document_capped(results, lambda r: r["knowledge_id"], top_k, request.max_chunks_per_document)
+        depth = min(4 * depth, MAX_ENGINE_DEPTH)
     links = _Links(deps)  # signed only for the hits answered (a local store's image is copied to sign it)
     for result in answer:
         knowledge, chunk = sources[result["id"]]

@@ -13,7 +13,7 @@ from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateTagRequest, SearchRequest, validate
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.repetition import near_duplicates, words_of
-from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase
+from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, Tenant
 from chalicelib.operations import search as search_module
 
 from .conftest import drain
@@ -370,3 +370,35 @@ def test_collapse_copies_lists_another_documents_same_passage_under_the_better_h
     assert copy["knowledge_title"] in ("ferry.md", "ferry-copy.txt") and copy["chunk_id"]
     assert 0 < copy["score"] <= best["score"]
     assert other.id in {h["knowledge_id"] for h in folded}  # a similar text of its own is not a copy
+
+
+@pytest.mark.parametrize("retriever", ["keyword", "hybrid"])
+def test_a_documents_children_folding_into_one_answer_do_not_cut_the_answer_short(
+    deps: Services, tenant: Tenant, retriever: str
+) -> None:
+    """One book's 40 child chunks fold into its one parent; the engine is asked deeper until match_count
+    answers come back (6 other notes match too)."""
+    from chalicelib.commands import CreateKnowledgeBase
+    from chalicelib.operations.knowledge_bases import create_kb
+
+    chunking = {
+        "enable_parent_child": True,
+        "parent_chunk_size": 4096,
+        "child_chunk_size": 64,
+        "chunk_overlap": 0,
+    }
+    kb = create_kb(deps, tenant.id, CreateKnowledgeBase(name="books", chunking_config=chunking))
+    book = "# Book\n\n" + "\n\n".join(f"Harbour pilots board vessel number {i} today." for i in range(40))
+    _upload(deps, kb, "book.md", book.encode())
+    for n in range(6):
+        filler = " ".join(f"filler{n}word{j}" for j in range(60))
+        _upload(
+            deps,
+            kb,
+            f"note{n}.md",
+            f"# Note {n}\n\nThe harbour pilots association met in hall {n}. {filler}".encode(),
+        )
+    drain(deps)
+    for count in (3, 5):
+        hits = _search(deps, kb, query_text="harbour pilots", match_count=count, retriever=retriever)
+        assert len(hits) == count, [h["knowledge_title"] for h in hits]
