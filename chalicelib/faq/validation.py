@@ -379,7 +379,16 @@ def plan_replace(
         if match is not None and match.id not in kept:
             kept.add(match.id)
             questions.add_entry(match)
-            decided[row.row] = PlannedRow(row.row, "skip", row, match.id, _entry_content(match))
+            # the same questions and answers: nothing to embed, but the row's tags and switches are the
+            # file's word (an update in place, "merge"), as a clone takes the source's
+            content = {
+                **_entry_content(match),
+                "tags": _clean(row.tags),
+                "answer_all": row.answer_all,
+                "is_enabled": not row.disabled,
+            }
+            action: Action = "skip" if content == _entry_content(match) else "merge"
+            decided[row.row] = PlannedRow(row.row, action, row, match.id, content)
         else:
             pending.append((row, key, answers))
     # pass 2: the other rows, against the kept entries and the rows before them

@@ -860,3 +860,28 @@ def test_entries_a_failed_import_wrote_but_never_indexed_go_and_the_same_file_th
     again = run_import(deps, faq_kb, rows)  # the same file once the provider is back
     assert again["status"] == "completed" and again["progress"]["added"] == 100 - len(stored)
     assert [h["standard_question"] for h in search(deps, faq_kb, "question 77")][:1] == ["question 77"]
+
+
+def test_replace_takes_the_files_tags_and_switches_for_an_entry_whose_content_is_unchanged(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
+) -> None:
+    run_import(deps, faq_kb, [entry("Parking", "Level 2", tags=["old"])])
+    embedded = len(model.texts)
+    view = run_import(
+        deps,
+        faq_kb,
+        [entry("Parking", "Level 2", tags=["new"], is_enabled=False, answer_all=True)],
+        mode="replace",
+    )
+    assert view["progress"]["merged"] == 1 and view["progress"]["skipped"] == 0
+    parking = entries_of(deps, faq_kb)["Parking"]
+    assert (parking.tags, parking.is_enabled, parking.answer_all) == (["new"], False, True)
+    assert len(model.texts) == embedded  # nothing embedded again
+    assert search(deps, faq_kb, "Parking") == []  # switched off: out of search
+    again = run_import(
+        deps,
+        faq_kb,
+        [entry("Parking", "Level 2", tags=["new"], is_enabled=False, answer_all=True)],
+        mode="replace",
+    )
+    assert again["progress"]["skipped"] == 1  # the same file twice: nothing to do
