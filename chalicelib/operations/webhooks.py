@@ -134,7 +134,8 @@ def update_webhook(
     if request.enabled is not None:
         hook.enabled = request.enabled
     hook.updated_at = now_iso()
-    deps.webhooks.put(hook)
+    if not deps.webhooks.update(hook):  # deleted while this request checked its URL
+        raise NotFound(f"webhook {webhook_id} not found", code="webhook_not_found")
     return present(hook)
 
 

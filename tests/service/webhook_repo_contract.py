@@ -47,6 +47,15 @@ class WebhookRepoContract:
     def kb_id(self) -> str:
         return f"kb-{uuid.uuid4()}"
 
+    def test_an_update_never_brings_back_a_deleted_webhook(self, hooks: WebhookRepo, kb_id: str) -> None:
+        hook = make_hook(kb_id)
+        hooks.put(hook)
+        hook.description = "changed"
+        assert hooks.update(hook) and hooks.get(kb_id, hook.id) == hook
+        assert hooks.delete(kb_id, hook.id)
+        assert not hooks.update(hook)  # a PUT that read it before the DELETE
+        assert hooks.get(kb_id, hook.id) is None and hooks.list_kb(kb_id) == []
+
     def test_webhooks_round_trip_in_their_knowledge_base_oldest_first(
         self, hooks: WebhookRepo, kb_id: str
     ) -> None:

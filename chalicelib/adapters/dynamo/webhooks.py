@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DoesNotExist
+from pynamodb.exceptions import DoesNotExist, PutError
 from pynamodb.models import Model
 
 from chalicelib.ports import DeliveryRecord, Webhook
@@ -84,6 +84,16 @@ class DynamoWebhookRepo:
 
     def put(self, webhook: Webhook) -> None:
         self.model(webhook.kb_id, f"{HOOK}{webhook.id}", body=_hook_body(webhook)).save()
+
+    def update(self, webhook: Webhook) -> bool:
+        item = self.model(webhook.kb_id, f"{HOOK}{webhook.id}", body=_hook_body(webhook))
+        try:
+            item.save(condition=self.model.key.exists())
+        except PutError as error:
+            if error.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def get(self, kb_id: str, webhook_id: str) -> Webhook | None:
         try:

@@ -41,6 +41,13 @@ class MemoryWebhookRepo:
         with self._lock:
             self._hooks[(webhook.kb_id, webhook.id)] = copy.deepcopy(webhook)
 
+    def update(self, webhook: Webhook) -> bool:
+        with self._lock:
+            if (webhook.kb_id, webhook.id) not in self._hooks:
+                return False
+            self._hooks[(webhook.kb_id, webhook.id)] = copy.deepcopy(webhook)
+            return True
+
     def get(self, kb_id: str, webhook_id: str) -> Webhook | None:
         with self._lock:
             found = self._hooks.get((kb_id, webhook_id))
