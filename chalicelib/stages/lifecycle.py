@@ -58,6 +58,10 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
     return process_batch(event, context, one)
 
 
+#: how long a knowledge base's delete waits for an FAQ import to notice and end
+IMPORT_WAIT_SECONDS = 30
+
+
 def run(deps: Dependencies, task_id: str) -> None:
     task = deps.tasks.get(task_id)
     if task is None or task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
@@ -128,6 +132,11 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
             for row in rows:
                 task.items.append(row.id)
                 yield row.id, lambda row=row: delete_one(deps, row.id)
+        lease = deps.faq.get_lease(task.kb_id)
+        if lease is not None and lease.expires_at > time.time():
+            # an FAQ import still writing would leave entries and vectors behind the purge: it sees the
+            # knowledge base deleting at its next batch, ends, and gives the lease back
+            raise RetryTaskLater(f"FAQ import {lease.owner} is still running", IMPORT_WAIT_SECONDS)
     elif task.kind == TaskKind.DELETE_TAG:
         yield from _untag_all(deps, task)
     elif task.kind == TaskKind.RETRY_FAILED:

@@ -885,3 +885,40 @@ def test_replace_takes_the_files_tags_and_switches_for_an_entry_whose_content_is
         mode="replace",
     )
     assert again["progress"]["skipped"] == 1  # the same file twice: nothing to do
+
+
+def test_a_knowledge_base_deleted_while_an_import_writes_is_purged_after_the_import_ends(
+    deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delete waits for the import's lease (the import sees the knowledge base deleting at its next
+    delivery and ends), so its purge runs after the last write: no entry or vector is left behind."""
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+    from chalicelib.operations.knowledge_changes import delete_kb
+    from chalicelib.stages import lifecycle
+
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    fresh_cache(deps)
+    real_embed, calls = CountingEmbedding.embed, []
+
+    def delete_meanwhile(self: CountingEmbedding, texts: Any) -> Any:
+        calls.append(len(texts))
+        if len(calls) == 2:  # the owner deletes the knowledge base while batch 2 embeds
+            delete_kb(deps, faq_kb.tenant_id, faq_kb.id)
+            queue.deliver("lifecycle", lifecycle.handle, deps, due_only=True)  # the delete task's first run
+        return real_embed(self, texts)
+
+    monkeypatch.setattr(CountingEmbedding, "embed", delete_meanwhile)
+    start_import(
+        deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=[entry(f"q {i}") for i in range(150)])
+    )
+    drain(deps)
+    for _ in range(20):  # the delete's later runs, once the import gave the lease back
+        if not queue.waiting("lifecycle"):
+            break
+        queue.deliver("lifecycle", lifecycle.handle, deps)
+    left, _ = deps.faq.page_entries(faq_kb.id, "", 1000)
+    space = IndexSpace.of(deps.embedding_model(faq_kb.embedding_model_id))
+    assert left == [] and deps.engine().count(space, faq_kb.id, None) == 0
+    assert deps.kbs.get(faq_kb.id) is None
