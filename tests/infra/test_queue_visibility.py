@@ -43,3 +43,17 @@ def test_each_triggered_queue_hides_a_message_six_times_as_long_as_its_function_
         if visibility[queue] < 6 * timeout:
             short[f"{function} ({timeout} s) on {queue}"] = visibility[queue]
     assert short == {}
+
+
+def test_the_plan_waits_for_every_try_its_queue_gives_and_ends_before_housekeeping_steps_in() -> None:
+    """A planning worker that dies (a Lambda timeout, out of memory) gets its message back after the queue's
+    visibility; the state machine must still be waiting then, or the document fails on one crash."""
+    from chalicelib.adapters.memory import memory_settings
+
+    template = json.loads((ROOT / "infra" / "template.json").read_text(encoding="utf-8"))
+    machine = json.loads((ROOT / "infra" / "statemachine" / "knowledge.asl.json").read_text(encoding="utf-8"))
+    timeout = machine["States"]["PlanPostProcess"]["TimeoutSeconds"]
+    queue = template["Resources"]["PostprocessQueue"]["Properties"]["VisibilityTimeout"]
+    tries = template["Parameters"]["StageMaxReceives"]["Default"]
+    assert timeout >= tries * queue
+    assert timeout < memory_settings().stale_after_seconds
