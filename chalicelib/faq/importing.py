@@ -156,7 +156,6 @@ def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
     try:  # planning too: a store that does not answer on the last try must not keep the lease for hours
         if not dry_run:
             _renew(deps, task)
-            _purge_unindexed(deps, kb, running=task.id)  # an earlier import's, if its own end could not
         plan = _plan(deps, task, kb)
         if dry_run:
             _report_dry_run(deps, task, plan)
@@ -204,6 +203,8 @@ def _plan(deps: Dependencies, task: Task, kb: KnowledgeBase) -> Plan:
         raise SourceError("the import's source object is gone") from error
     rows = read_rows(data, str(task.params.get("file_name", "entries.json")))
     existing = list(all_entries(deps, kb.id))
+    if not task.params.get("dry_run"):  # an earlier import's leftovers, if its own end could not purge them
+        existing = _purge_unindexed(deps, kb, existing, running=task.id)
 
     def new_id(row: int) -> str:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"faq-import:{task.id}:{row}"))
@@ -406,23 +407,26 @@ def _finish(
         deps.faq.release_lease(task.kb_id, task.id)
         if kb is not None and status is not TaskStatus.COMPLETED:
             # last, once the task is settled: a store that fails here leaves them to the next import
-            _purge_unindexed(deps, kb)
+            _purge_unindexed(deps, kb, list(all_entries(deps, kb.id)))
 
 
-def _purge_unindexed(deps: Dependencies, kb: KnowledgeBase, running: str = "") -> int:
+def _purge_unindexed(
+    deps: Dependencies, kb: KnowledgeBase, entries: Sequence[FaqEntry], running: str = ""
+) -> list[FaqEntry]:
     """Entries a finished import added but never indexed (its embedding failed for good between the two
     writes): no search finds them, yet they hold their questions against the entries API and would be
     skipped by the next import. They go, with whatever part of their vectors was written, when their import
-    ends, or else before the next one plans; `running`'s own are its to redo (_run_batch)."""
+    ends, or else when the next one plans; `running`'s own are its to redo (_run_batch). Returns the rest."""
     # an import's only: an entry the API or a clone is writing now is unindexed for a moment, with no task
-    stale = [e.id for e in all_entries(deps, kb.id) if not e.indexed and e.import_task not in ("", running)]
+    stale = [e.id for e in entries if not e.indexed and e.import_task not in ("", running)]
     if stale:
         FaqIndex(deps, kb).remove_entries(
             stale
         )  # vectors first: a crash leaves rows to purge, never ghost hits
         deps.faq.delete_entries(kb.id, stale)
         logger.info("unindexed FAQ entries purged", extra={"kb_id": kb.id, "entries": len(stale)})
-    return len(stale)
+    gone = set(stale)
+    return [e for e in entries if e.id not in gone]
 
 
 def _fail_without_lease(deps: Dependencies, task: Task, error: str) -> None:

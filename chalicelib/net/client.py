@@ -91,16 +91,20 @@ class _Deadline:
         self._timer.cancel()
 
 
-class _WatchedHTTPConnection(HTTPConnection):
+class _Watched(HTTPConnection):
+    """A connection that hands itself to the exchange's deadline (the pool passes `deadline` along)."""
+
     def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         deadline.watch(self)
 
 
-class _WatchedHTTPSConnection(HTTPSConnection):
-    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        deadline.watch(self)
+class _WatchedHTTPConnection(_Watched):
+    pass
+
+
+class _WatchedHTTPSConnection(_Watched, HTTPSConnection):
+    pass
 
 
 class _WatchedHTTPPool(urllib3.HTTPConnectionPool):
