@@ -350,6 +350,10 @@ class Settings:
     max_throttle_deferrals: int = 12
     #: longest delay of one deferral (SQS DelaySeconds caps at 900)
     max_defer_seconds: int = 900
+    #: the wiki's debounce (spec §1.18): an ingest runs this long after a document's wiki op, so the
+    #: documents of one upload batch share it; the index is rebuilt this long after the last ingest
+    wiki_ingest_delay_seconds: int = 30
+    wiki_finalize_delay_seconds: int = 20
     index_write_attempts: int = 5
     #: "auto" (Debian tesseract, else RapidOCR, when installed), "textract" (AWS) or "none"
     ocr_provider: str = "auto"
@@ -515,6 +519,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         embed_backoff_max=e.float("WEKNORA_EMBED_BACKOFF_MAX", 20.0),
         max_throttle_deferrals=e.int("WEKNORA_MAX_THROTTLE_DEFERRALS", 12),
         max_defer_seconds=e.int("WEKNORA_MAX_DEFER_SECONDS", 900),
+        wiki_ingest_delay_seconds=min(900, max(0, e.int("WEKNORA_WIKI_INGEST_DELAY_SECONDS", 30))),
+        wiki_finalize_delay_seconds=min(900, max(0, e.int("WEKNORA_WIKI_FINALIZE_DELAY_SECONDS", 20))),
         local_api_key=e.text("WEKNORA_API_KEY", "local-dev-key"),
         ocr_provider=e.text("WEKNORA_OCR_PROVIDER", "auto"),
         asr_provider=e.text("WEKNORA_ASR_PROVIDER", "auto"),

@@ -79,23 +79,31 @@ def request_auto_tag(deps: Dependencies, knowledge: Knowledge) -> None:
 # ---------------------------------------------------------------- the wiki queue (per knowledge base, debounced)
 
 WIKI_QUEUE = "wiki"
-INGEST_DELAY_SECONDS = 30
-FINALIZE_DELAY_SECONDS = 20
+#: an ingest that leaves ops pending asks for the next one this soon (the batch is already gathered)
+FOLLOW_UP_DELAY_SECONDS = 5
 
 
 def enqueue_wiki(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, token: str) -> None:
     """The enrichment worker's part: the op and a delayed ingest trigger. The token is answered when the
     document's pages are in, by the ingest (None: the runner must not answer it now)."""
     deps.wiki.put_op(WikiOp(kb.id, knowledge.id, knowledge.attempt, token))
-    trigger_wiki(deps, kb.id, "ingest", INGEST_DELAY_SECONDS)
+    trigger_wiki(deps, kb.id, "ingest")
 
 
-def trigger_wiki(deps: Dependencies, kb_id: str, action: str, delay_seconds: int) -> None:
-    deps.queue.send_raw(WIKI_QUEUE, {"kb_id": kb_id, "action": action}, delay_seconds=delay_seconds)
+def trigger_wiki(deps: Dependencies, kb_id: str, action: str, follow_up: bool = False) -> None:
+    """An ingest or a finalize of the knowledge base's wiki, after the settings' debounce."""
+    settings = deps.settings
+    if action == "finalize":
+        delay = settings.wiki_finalize_delay_seconds
+    else:
+        delay = settings.wiki_ingest_delay_seconds
+        if follow_up:
+            delay = min(delay, FOLLOW_UP_DELAY_SECONDS)
+    deps.queue.send_raw(WIKI_QUEUE, {"kb_id": kb_id, "action": action}, delay_seconds=delay)
 
 
 def retract_wiki(deps: Dependencies, kb: KnowledgeBase, knowledge_id: str) -> None:
     """On delete: the document's page records go (its chunks go with the document) and the index follows."""
     deps.wiki.delete_pages(kb.id, knowledge_id)
     if kb.indexing_strategy.wiki_enabled:
-        trigger_wiki(deps, kb.id, "finalize", FINALIZE_DELAY_SECONDS)
+        trigger_wiki(deps, kb.id, "finalize")

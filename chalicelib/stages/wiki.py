@@ -1,12 +1,13 @@
 """wiki queue: per knowledge base, debounced wiki ingest (spec §1.18).
 
 A document's `wiki` subtask records an op (with its task token, so the document keeps one finalizing slot
-until its pages are in) and triggers an ingest about 30 s later. An ingest claims at most 5 documents of
-the knowledge base, writes each one's pages as `wiki_page` chunks (indexed), answers its token, and asks for
-more while ops are pending. A coalesced finalize, about 20 s after the last ingest, rebuilds the knowledge
-base's wiki index and the pages' cross-links. A delete retracts a document's pages (its chunks go with it)
-and triggers a finalize. The ingest releases a document's slot (and promotes it when it was the last) before
-it answers the token; a failed document releases its slot through the state machine's catch.
+until its pages are in) and triggers an ingest about 30 s later (`wiki_ingest_delay_seconds`). An ingest
+claims at most 5 documents of the knowledge base, writes each one's pages as `wiki_page` chunks (indexed),
+answers its token, and asks for more while ops are pending. A coalesced finalize, about 20 s after the last
+ingest (`wiki_finalize_delay_seconds`), rebuilds the knowledge base's wiki index and the pages'
+cross-links. A delete retracts a document's pages (its chunks go with it) and triggers a finalize. The
+ingest releases a document's slot (and promotes it when it was the last) before it answers the token; a
+failed document releases its slot through the state machine's catch.
 """
 
 from __future__ import annotations
@@ -21,14 +22,13 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ModelRequestError, WikiOp, WikiPageRecord
-from chalicelib.services.dispatch import FINALIZE_DELAY_SECONDS, trigger_wiki
 from chalicelib.services.dispatch import WIKI_QUEUE as QUEUE
+from chalicelib.services.dispatch import trigger_wiki
 from chalicelib.services.indexing import write_extra_chunks
 from chalicelib.services.slots import settle_slot
 from chalicelib.services.storage import files_of
 from chalicelib.stages.runner import Skip, come_back_soon, parse_body, process_batch
 
-FOLLOW_UP_DELAY_SECONDS = 5
 BATCH = 5
 #: a claim older than this was a worker that died (its Lambda times out at 300 s): the queue's next delivery
 #: of the message (its visibility is 1800 s) claims the documents again
@@ -92,9 +92,9 @@ def ingest(deps: Dependencies, kb_id: str) -> None:
         )
         _answer(deps, op, {"pages": count})
     if ops and deps.wiki.pending(kb_id):
-        trigger_wiki(deps, kb_id, "ingest", FOLLOW_UP_DELAY_SECONDS)
+        trigger_wiki(deps, kb_id, "ingest", follow_up=True)
     if ops:
-        trigger_wiki(deps, kb_id, "finalize", FINALIZE_DELAY_SECONDS)
+        trigger_wiki(deps, kb_id, "finalize")
 
 
 def _answer(deps: Dependencies, op: WikiOp, output: dict[str, Any]) -> None:

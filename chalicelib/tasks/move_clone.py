@@ -182,7 +182,7 @@ def _carry_wiki_pages(
     """The document's wiki page records (its `wiki_page` chunks travel with its chunks) join the target's
     wiki, whose index is rebuilt when the target keeps a wiki."""
     from chalicelib.ports import WikiPageRecord
-    from chalicelib.services.dispatch import FINALIZE_DELAY_SECONDS, trigger_wiki
+    from chalicelib.services.dispatch import trigger_wiki
 
     records = [r for r in deps.wiki.pages(source_kb_id) if r.knowledge_id == knowledge_id]
     if not records:
@@ -194,7 +194,7 @@ def _carry_wiki_pages(
         [WikiPageRecord(owner, r.document, r.title, id_map.get(r.chunk_id, r.chunk_id)) for r in records],
     )
     if target.indexing_strategy.wiki_enabled:
-        trigger_wiki(deps, target.id, "finalize", FINALIZE_DELAY_SECONDS)
+        trigger_wiki(deps, target.id, "finalize")
 
 
 def _reparse_in_target(

@@ -41,7 +41,12 @@ def _runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRuntime]
         stage="local",
         project_dir=ROOT,
         # documents in the bucket, as on AWS (infra/template.json), so their S3 calls are tested and logged
-        env={"WEKNORA_STORAGE": "s3"},
+        # the wiki's 30 s debounce waits in real time here: a second keeps the ops coalesced by the queue
+        env={
+            "WEKNORA_STORAGE": "s3",
+            "WEKNORA_WIKI_INGEST_DELAY_SECONDS": "1",
+            "WEKNORA_WIKI_FINALIZE_DELAY_SECONDS": "1",
+        },
     )
     runtime.start(background=False)
     # Settings read before the runtime set the stack's environment (a module imported at collection,
