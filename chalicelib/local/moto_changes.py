@@ -35,12 +35,19 @@ class ChangeLog:
         self._cleared: set[str] = set()
         self._handed_out: dict[str, set[PrimaryKey]] = {}
         self._handed_out_cleared: set[str] = set()
+        #: off until a snapshot first asks (whose first save reads every table): a server nobody snapshots
+        #: (a bench, `up --snapshot-interval 0`) keeps no key it will never hand out
+        self._on = False
 
     def touched(self, table: Any, pk: PrimaryKey) -> None:
+        if not self._on:
+            return
         with self._lock:
             self._dirty.setdefault(table.name, set()).add(pk)
 
     def cleared(self, table: Any) -> None:
+        if not self._on:
+            return
         with self._lock:
             self._dirty.pop(table.name, None)
             self._cleared.add(table.name)
@@ -49,6 +56,7 @@ class ChangeLog:
         """{"tables": {name: {"cleared": bool, "put": [item], "delete": [key]}}} for every key written since
         the last batch that was saved; keys are the items' key attributes, both in DynamoDB's JSON."""
         with self._lock:
+            self._on = True
             if not previous_saved:  # the last batch was not written: owe it again
                 for name, keys in self._handed_out.items():
                     self._dirty.setdefault(name, set()).update(keys)
@@ -77,6 +85,7 @@ class ChangeLog:
     def forget(self) -> None:
         """Everything written so far is in the snapshot already (it was just restored from it)."""
         with self._lock:
+            self._on = True
             self._dirty, self._cleared = {}, set()
             self._handed_out, self._handed_out_cleared = {}, set()
 

@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +70,21 @@ CREATE TABLE IF NOT EXISTS dead_letters (queue TEXT NOT NULL, body TEXT NOT NULL
 def snapshot_exists(directory: str | os.PathLike[str]) -> bool:
     """A saved state (this format or the one before) is in `directory`."""
     path = Path(directory)
-    return (path / "state.sqlite").is_file() or (path / "state.json").is_file()
+    return _database_committed(path / "state.sqlite") or (path / "state.json").is_file()
+
+
+def _database_committed(database: Path) -> bool:
+    """The database holds a save that committed: its format row is written in each save's transaction, so a
+    file whose first save failed or was killed (only its empty schema) is not a snapshot."""
+    if not database.is_file():
+        return False
+    connection = sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        return connection.execute("SELECT 1 FROM meta WHERE name = 'format'").fetchone() is not None
+    except sqlite3.OperationalError:  # no meta table: created, never saved into
+        return False
+    finally:
+        connection.close()
 
 
 # ---------------------------------------------------------------- DynamoDB JSON <-> boto3's values
@@ -190,7 +205,11 @@ class MotoSnapshot:
     def save(self) -> SnapshotCounts:
         """Writes what changed since the last save (all of it on the first save of this snapshot object)."""
         counts = SnapshotCounts()
-        changes = self._take_changes()  # before any read: what is written from now on is in the next batch
+        previous_saved = self._last_batch_saved
+        # the batch the server hands over now is owed again until this save commits (a reply lost on the
+        # way, a database that cannot be opened, a failed write: each leaves it unsaved)
+        self._last_batch_saved = False
+        changes = self._take_changes(previous_saved)  # before any read: later writes are the next batch
         with self._db() as db:
             try:
                 if changes is None or not self._in_step:
@@ -198,22 +217,23 @@ class MotoSnapshot:
                     self._full_tables(db, counts)
                 else:
                     self._changed_tables(db, changes, counts)
-                self._save_buckets(db, counts)
+                dropped = self._save_buckets(db, counts)
                 self._save_dead_letters(db, counts)
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (str(FORMAT),))
                 db.commit()
             except BaseException:
                 db.rollback()
-                self._last_batch_saved = False
                 raise
+            if dropped:  # only blobs no committed row names: a failed save must leave its snapshot whole
+                self._prune_blobs(db)
         self._last_batch_saved = True
         self._in_step = changes is not None
         self.state_file.unlink(missing_ok=True)  # format 1's file: the database has all of it now
         return counts
 
-    def _take_changes(self) -> dict[str, Any] | None:
+    def _take_changes(self, previous_saved: bool) -> dict[str, Any] | None:
         """The server's batch of changed items; None when the server keeps no change log (another moto)."""
-        saved = "1" if self._last_batch_saved else "0"
+        saved = "1" if previous_saved else "0"
         reply = requests.post(
             f"{self.endpoint_url}{CHANGES_PATH}?saved={saved}&region={self.region}", timeout=120
         )
@@ -290,8 +310,9 @@ class MotoSnapshot:
             counts.items += len(items)
             counts.tables[name] = len(items)
 
-    def _save_buckets(self, db: sqlite3.Connection, counts: SnapshotCounts) -> None:
-        """Objects are listed (cheap) and read only when new or changed (by ETag)."""
+    def _save_buckets(self, db: sqlite3.Connection, counts: SnapshotCounts) -> bool:
+        """Objects are listed (cheap) and read only when new or changed (by ETag). True when a row that
+        named a blob was dropped or replaced (the caller prunes blobs once the save has committed)."""
         s3 = self._client("s3")
         self.blobs.mkdir(parents=True, exist_ok=True)
         names = [b["Name"] for b in s3.list_buckets().get("Buckets", [])]
@@ -341,8 +362,7 @@ class MotoSnapshot:
             db.executemany("DELETE FROM objects WHERE bucket = ? AND key = ?", gone)
             dropped = dropped or bool(gone)
             counts.objects += len(listed)
-        if dropped:
-            self._prune_blobs(db)
+        return dropped
 
     def _prune_blobs(self, db: sqlite3.Connection) -> None:
         wanted = {row[0] for row in db.execute("SELECT DISTINCT blob FROM objects")}
@@ -351,13 +371,22 @@ class MotoSnapshot:
                 blob.unlink(missing_ok=True)
 
     def _save_dead_letters(self, db: sqlite3.Connection, counts: SnapshotCounts) -> None:
+        """Each DLQ's letters replace its saved ones; while someone else holds some out of sight (an
+        operator's `dlq list` or redrive), the saved ones this read did not see are kept, so a letter is
+        never dropped for being held (one redriven meanwhile may come back once: a redrive is idempotent)."""
         sqs = self._client("sqs")
-        saved: list[tuple[str, str, str]] = []
-        for url in sqs.list_queues().get("QueueUrls", []):
+        urls = sqs.list_queues().get("QueueUrls", [])
+        for url in urls:
             name = url.rsplit("/", 1)[-1]
             if not name.endswith("-dlq"):
                 continue
+            held = int(
+                sqs.get_queue_attributes(
+                    QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
+                )["Attributes"]["ApproximateNumberOfMessagesNotVisible"]
+            )
             handles: list[str] = []
+            seen: list[tuple[str, str]] = []
             while True:
                 reply = sqs.receive_message(
                     QueueUrl=url,
@@ -371,13 +400,29 @@ class MotoSnapshot:
                     break
                 for m in batch:
                     handles.append(m["ReceiptHandle"])
-                    saved.append((name, m["Body"], json.dumps(m.get("MessageAttributes", {}))))
+                    seen.append((m["Body"], json.dumps(m.get("MessageAttributes", {}))))
             for handle in handles:  # back in sight at once: a snapshot changes nothing
                 with contextlib.suppress(sqs.exceptions.ReceiptHandleIsInvalid):  # redriven meanwhile
                     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
-        db.execute("DELETE FROM dead_letters")
-        db.executemany("INSERT INTO dead_letters VALUES (?, ?, ?)", saved)
-        counts.dead_letters += len(saved)
+            letters = list(seen)
+            if held:
+                unseen = Counter(seen)
+                for body, attributes in db.execute(
+                    "SELECT body, attributes FROM dead_letters WHERE queue = ?", (name,)
+                ).fetchall():
+                    if unseen[(body, attributes)] > 0:
+                        unseen[(body, attributes)] -= 1
+                    else:
+                        letters.append((body, attributes))
+            db.execute("DELETE FROM dead_letters WHERE queue = ?", (name,))
+            db.executemany(
+                "INSERT INTO dead_letters VALUES (?, ?, ?)", [(name, body, a) for body, a in letters]
+            )
+            counts.dead_letters += len(letters)
+        known = {url.rsplit("/", 1)[-1] for url in urls}
+        for (gone,) in db.execute("SELECT DISTINCT queue FROM dead_letters").fetchall():
+            if gone not in known:
+                db.execute("DELETE FROM dead_letters WHERE queue = ?", (gone,))
 
     # ---- restore -----------------------------------------------------------------------------------------
 
@@ -385,7 +430,7 @@ class MotoSnapshot:
         """Puts the snapshot into the (freshly provisioned, empty) server. Tables, buckets and queues must
         exist already: the template creates them; ones the template no longer has are skipped."""
         counts = SnapshotCounts()
-        if self.database.is_file():
+        if _database_committed(self.database):
             with self._db() as db:
                 version = db.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
                 if version is not None and version[0] != str(FORMAT):
