@@ -24,7 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib.domain.types import ParseStatus
+from chalicelib.domain.errors import SpanErrorCode
+from chalicelib.domain.types import Knowledge, ParseStatus
 from chalicelib.observability import logger
 from chalicelib.operations.recovery import restart
 from chalicelib.ports import DeadLetter, Dependencies
@@ -134,7 +135,7 @@ def _redrive_one(deps: Dependencies, letter: DeadLetter, report: RedriveReport) 
     if row is None or row.parse_status == ParseStatus.DELETING:
         report.add(letter, "dropped_deleted", knowledge_id=knowledge_id)
         return True
-    if row.attempt != attempt:
+    if row.attempt != attempt and not _redrive_that_could_not_queue(row, attempt):
         report.add(letter, "superseded", knowledge_id=knowledge_id, attempt=row.attempt)
         return True
     if row.parse_status in (ParseStatus.COMPLETED, ParseStatus.CANCELLED, ParseStatus.DRAFT):
@@ -147,8 +148,21 @@ def _redrive_one(deps: Dependencies, letter: DeadLetter, report: RedriveReport) 
     if fresh is None:  # another redrive (or a reparse) moved it on between the read and the write
         report.add(letter, "superseded", knowledge_id=knowledge_id)
         return True
+    if _redrive_that_could_not_queue(fresh, attempt):  # the letter stays: the next redrive tries again
+        report.add(letter, "enqueue_failed", knowledge_id=knowledge_id, attempt=fresh.attempt)
+        return False
     report.add(letter, "redriven", knowledge_id=knowledge_id, attempt=fresh.attempt)
     return True
+
+
+def _redrive_that_could_not_queue(row: Knowledge, letter_attempt: int) -> bool:
+    """A later attempt, failed because its first message could not be queued: a redrive's restart whose
+    send failed (the letter is still the document's way back)."""
+    return (
+        row.attempt > letter_attempt
+        and row.parse_status == ParseStatus.FAILED
+        and row.error_code == SpanErrorCode.ENQUEUE_FAILED
+    )
 
 
 def redrive(deps: Dependencies, queue: str | None, limit: int) -> RedriveReport:

@@ -73,6 +73,29 @@ def test_a_redriven_failed_row_starts_a_new_attempt_and_is_indexed(
     assert dlq.redrive(deps, None, 100).as_dict()["counts"] == {}  # nothing left to redrive
 
 
+def test_a_redrive_whose_send_fails_keeps_its_letter_for_the_next_one(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
+) -> None:
+    """The restart could not queue its first message (the row fails again, `enqueue_failed`): the letter is
+    still the document's way back, so it stays, and the next redrive restarts the row."""
+    from chalicelib.operations import dlq
+
+    row = dead_in_docreader(deps, kb, queue)
+    queue.make_unavailable("docreader")
+    assert dlq.redrive(deps, "docreader", 100).as_dict()["counts"] == {"enqueue_failed": 1}
+    queue.make_unavailable("docreader", False)
+    failed = rows.get(row.id)
+    assert failed is not None and (failed.attempt, failed.parse_status) == (2, ParseStatus.FAILED)
+    assert len(queue.dead_letters("docreader")) == 1
+    assert dlq.redrive(deps, "docreader", 100).as_dict()["counts"] == {"redriven": 1}
+    fresh = rows.get(row.id)
+    assert fresh is not None and (fresh.attempt, fresh.parse_status) == (3, ParseStatus.PENDING)
+    assert queue.dead_letters("docreader") == []
+    drain(deps)
+    done = rows.get(row.id)
+    assert done is not None and done.attempt == 3 and done.enable_status == EnableStatus.ENABLED
+
+
 def test_a_double_redrive_of_the_same_dead_attempt_starts_one_new_attempt(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
 ) -> None:
