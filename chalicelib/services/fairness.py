@@ -51,7 +51,7 @@ def enter_pipeline(deps: Dependencies, message: StageMessage) -> Entry:
     """Lets the document in, tells a stale message apart, or raises AwaitingTurn."""
     cap = deps.settings.tenant_pipeline_cap
     entry = _take_place(deps, message, cap) if cap > 0 else Entry.ENTERED
-    if entry is Entry.STALE:
+    if entry is not Entry.ENTERED:  # stale, or let in before (a duplicate, a retried try): served once
         return entry
     ttl = deps.settings.turn_ttl_seconds
     if not deps.turns.change(DOOR, lambda book: turns.knock(book, message.tenant_id, time.time(), ttl)):

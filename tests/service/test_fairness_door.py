@@ -163,3 +163,22 @@ def test_a_row_failed_by_housekeeping_gives_its_place_back_and_wakes_the_waiter(
     assert woken == [second.id]
     pump(deps, queue, Counter())
     assert indexed(deps, [second]) == 1
+
+
+def test_a_redelivered_message_is_not_served_twice_at_the_turn_book(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    """SQS delivers a docreader message again (a duplicate, a retried try): the document holds its place
+    already, so the tenant's turn book counts it served once, or its later documents would wait behind
+    other tenants' for documents it never got."""
+    from chalicelib.services.fairness import DOOR
+
+    created = upload(deps, kb)
+    body = queue.waiting("docreader")[0].body
+    handler = stage_handler("docreader")
+    event = queue.receive("docreader")
+    queue.settle(event, handler(deps, event, None))
+    for receive_count in (1, 2):
+        handler(deps, queue.event("docreader", [body], receive_count=receive_count), None)
+    book = deps.turns.change(DOOR, lambda b: (b, b))
+    assert book[created.tenant_id]["served"] == 1
