@@ -138,6 +138,15 @@ class TurnBook(Protocol):
         ...
 
 
+class StorageQuotaExceeded(Exception):
+    """Indexing the document would take its tenant past the storage quota (checked in the write itself)."""
+
+    def __init__(self, used: int, quota: int, added: int) -> None:
+        super().__init__(
+            f"the tenant's storage quota is used up ({used} of {quota} bytes; this document needs {added})"
+        )
+
+
 class DuplicateKnowledge(Exception):
     def __init__(self, existing: Knowledge):
         super().__init__(f"duplicate of {existing.id}")
@@ -196,11 +205,20 @@ class KnowledgeRepo(Protocol):
         ...
 
     def mark_indexed(
-        self, knowledge_id: str, attempt: int, *, chunk_count: int, storage_size: int, completed: bool
+        self,
+        knowledge_id: str,
+        attempt: int,
+        *,
+        chunk_count: int,
+        storage_size: int,
+        completed: bool,
+        within_quota: bool = False,
     ) -> bool:
         """enable_status=enabled; parse_status stays processing, or completed when nothing follows; the row's
         stored size set to `storage_size` and the tenant's usage grown by the difference, atomically (a
-        redelivery adds nothing). False when the row moved on (another attempt, cancelled, deleted)."""
+        redelivery adds nothing). False when the row moved on (another attempt, cancelled, deleted).
+        `within_quota`: a growth that takes the tenant past its storage quota raises StorageQuotaExceeded
+        instead (the same write checks it, so two documents indexed at once cannot both pass)."""
         ...
 
     def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:

@@ -5,7 +5,7 @@ are counted when a document is indexed, checked at the upload when its size is k
 
 from __future__ import annotations
 
-from chalicelib.domain.errors import Forbidden, PermanentStageError, SpanErrorCode
+from chalicelib.domain.errors import Forbidden
 from chalicelib.ports import Dependencies
 
 
@@ -34,17 +34,4 @@ def check_storage_for_upload(deps: Dependencies, tenant_id: str, size: int | Non
             f"the file ({size} bytes) does not fit in the tenant's storage quota: "
             f"{tenant.storage_used} of {tenant.storage_quota} bytes are used",
             code="storage_quota_exceeded",
-        )
-
-
-def require_storage_within_quota(deps: Dependencies, tenant_id: str, added_bytes: int) -> None:
-    """At indexing: a document that would take the tenant over its storage quota fails (rolled back)."""
-    tenant = deps.tenants.get(tenant_id)
-    if tenant is None or not tenant.storage_quota or added_bytes <= 0:
-        return
-    if tenant.storage_used + added_bytes > tenant.storage_quota:
-        raise PermanentStageError(
-            f"the tenant's storage quota is used up ({tenant.storage_used} of {tenant.storage_quota} bytes; "
-            f"this document needs {added_bytes})",
-            code=SpanErrorCode.QUOTA_EXCEEDED,
         )

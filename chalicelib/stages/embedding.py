@@ -15,18 +15,17 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from chalicelib.domain.errors import ContinueLater, PermanentStageError
+from chalicelib.domain.errors import ContinueLater, PermanentStageError, SpanErrorCode
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.progress import SPAN_COUNTERS
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge, KnowledgeBase, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, IndexSpace
+from chalicelib.ports import Dependencies, IndexSpace, StorageQuotaExceeded
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, index_knowledge, index_slice
 from chalicelib.services.liveness import live_knowledge
-from chalicelib.services.quotas import require_storage_within_quota
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_stage
@@ -284,14 +283,18 @@ def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any])
         images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
     )
     images = json.loads(deps.files.read(manifest))
-    require_storage_within_quota(deps, knowledge.tenant_id, knowledge.file_size - knowledge.storage_size)
-    if not deps.knowledge.mark_indexed(
-        knowledge.id,
-        knowledge.attempt,
-        chunk_count=outputs["chunks"],
-        storage_size=knowledge.file_size,
-        completed=False,
-    ):
+    try:
+        indexed = deps.knowledge.mark_indexed(
+            knowledge.id,
+            knowledge.attempt,
+            chunk_count=outputs["chunks"],
+            storage_size=knowledge.file_size,
+            completed=False,
+            within_quota=True,
+        )
+    except StorageQuotaExceeded as error:  # the document fails and its index entries are rolled back
+        raise PermanentStageError(str(error), code=SpanErrorCode.QUOTA_EXCEEDED) from error
+    if not indexed:
         logger.info("embedding: superseded or cancelled while indexing", extra={"knowledge_id": knowledge.id})
         return
     leave_pipeline(deps, knowledge.tenant_id, knowledge.id)  # indexed: the next document may come in

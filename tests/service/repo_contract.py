@@ -9,12 +9,14 @@ summaries) by membership only.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pytest
@@ -46,6 +48,7 @@ from chalicelib.ports import (
     KnowledgeRepo,
     ShareRepo,
     SpanRepo,
+    StorageQuotaExceeded,
     TagRepo,
     TenantRepo,
 )
@@ -693,6 +696,64 @@ class RepoContract:
         assert (stored.storage_used, stored.storage_quota) == (75, 100)  # the rules alone were written
         assert repos.tenants.set_quotas(new_id(), 1, 1) is None
         assert not repos.tenants.reserve_document(new_id(), 0)
+
+    def test_indexing_within_quota_checks_the_quota_in_the_write_itself(self, repos: Repos) -> None:
+        """Two documents indexed at once, each fitting the quota alone: one fits, the other raises, whatever
+        the order the two writers read the tenant in."""
+        tenant = Tenant(new_id(), "acme", api_key_hash(f"wk-{new_id()}"))
+        repos.tenants.put(tenant)
+        repos.tenants.set_quotas(tenant.id, 500, 0)
+        rows = [row(tenant_id=tenant.id, file_size=300) for _ in range(2)]
+        for written in rows:
+            repos.knowledge.insert(written)
+            assert repos.knowledge.begin_processing(written.id, written.attempt) is not None
+        barrier = threading.Barrier(2)
+        outcomes: list[str] = []
+        read = getattr(repos.knowledge, "_storage", None)
+        if read is not None:  # DynamoDB's: both writers read the tenant's usage before either writes
+            first_reads = threading.Barrier(2)
+
+            def both_read_first(tenant_id: str) -> Any:
+                usage = read(tenant_id)
+                if not first_reads.broken and first_reads.n_waiting + 1 <= first_reads.parties:
+                    with contextlib.suppress(threading.BrokenBarrierError):
+                        first_reads.wait(timeout=2)
+                return usage
+
+            repos.knowledge._storage = both_read_first  # type: ignore[attr-defined]
+
+        def index(written: Knowledge) -> None:
+            try:
+                barrier.wait(timeout=10)
+                repos.knowledge.mark_indexed(
+                    written.id, 1, chunk_count=1, storage_size=300, completed=False, within_quota=True
+                )
+                outcomes.append("indexed")
+            except StorageQuotaExceeded:
+                outcomes.append("over quota")
+
+        threads = [threading.Thread(target=index, args=(w,)) for w in rows]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if read is not None:
+            del repos.knowledge._storage  # type: ignore[attr-defined]
+        assert sorted(outcomes) == ["indexed", "over quota"]
+        stored = repos.tenants.get(tenant.id)
+        assert stored is not None and stored.storage_used == 300
+        again = next(w for w in rows if repos.knowledge.get(w.id).enable_status == EnableStatus.ENABLED)  # type: ignore[union-attr]
+        assert (
+            repos.knowledge.mark_indexed(  # a redelivery adds nothing, so it never counts against the quota
+                again.id, 1, chunk_count=1, storage_size=300, completed=True, within_quota=True
+            )
+        )
+        without = row(tenant_id=tenant.id, file_size=300)  # the default: a clone's copy, counted as before
+        repos.knowledge.insert(without)
+        repos.knowledge.begin_processing(without.id, 1)
+        assert repos.knowledge.mark_indexed(without.id, 1, chunk_count=1, storage_size=300, completed=True)
+        stored = repos.tenants.get(tenant.id)
+        assert stored is not None and stored.storage_used == 600
 
     def test_indexing_counts_the_bytes_once_and_a_delete_gives_back_bytes_and_place_with_the_row(
         self, repos: Repos

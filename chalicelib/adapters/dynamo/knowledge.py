@@ -49,6 +49,7 @@ from chalicelib.domain.types import (
 from chalicelib.ports import (
     DuplicateKnowledge,
     Page,
+    StorageQuotaExceeded,
 )
 
 
@@ -411,7 +412,14 @@ class DynamoKnowledgeRepo:
         )
 
     def mark_indexed(
-        self, knowledge_id: str, attempt: int, *, chunk_count: int, storage_size: int, completed: bool
+        self,
+        knowledge_id: str,
+        attempt: int,
+        *,
+        chunk_count: int,
+        storage_size: int,
+        completed: bool,
+        within_quota: bool = False,
     ) -> bool:
         """One transaction with the tenant's usage, which grows by what the row's size grows: a redelivery
         finds the size already set and adds nothing, and a failure cannot set the one without the other.
@@ -438,14 +446,16 @@ class DynamoKnowledgeRepo:
             if not row.storage_size:
                 same_size = same_size | m.storage_size.does_not_exist()
             condition = (m.attempt == attempt) & m.parse_status.is_in(*_values(MARK_INDEXED_FROM)) & same_size
+            growth = storage_size - row.storage_size
+            usage = self._storage(row.tenant_id) if growth else None
             try:
                 with TransactWrite(connection=self.connection) as tx:
                     tx.update(self.model(knowledge_id), actions=actions, condition=condition)
-                    if storage_size != row.storage_size and self._document_count(row.tenant_id) is not None:
+                    if usage is not None:
                         tx.update(
                             self.tenant(row.tenant_id),
-                            actions=[self.tenant.storage_used.add(storage_size - row.storage_size)],
-                            condition=self.tenant.id.exists(),
+                            actions=[self.tenant.storage_used.add(growth)],
+                            condition=self._usage_condition(usage, growth, within_quota),
                         )
                 return True
             except TransactWriteError as error:
@@ -453,6 +463,30 @@ class DynamoKnowledgeRepo:
                     raise
                 time.sleep(0.05)  # the row moved meanwhile: read it again
         raise RuntimeError(f"could not mark knowledge {knowledge_id} indexed after 5 tries")
+
+    def _storage(self, tenant_id: str) -> tuple[int, int] | None:
+        """The tenant's (storage_used, storage_quota); None when the tenant has no item (nothing to count on)."""
+        try:
+            item = self.tenant.get(
+                tenant_id, consistent_read=True, attributes_to_get=["id", "storage_used", "storage_quota"]
+            )
+        except DoesNotExist:
+            return None
+        return int(item.storage_used or 0), int(item.storage_quota or 0)
+
+    def _usage_condition(self, usage: tuple[int, int], growth: int, within_quota: bool) -> Any:
+        """The tenant item exists; with `within_quota`, a growth past the quota read raises here, and the
+        write holds only while usage and quota stay where they leave room (else it is read again)."""
+        condition = self.tenant.id.exists()
+        used, quota = usage
+        if not (within_quota and quota and growth > 0):
+            return condition
+        if used + growth > quota:
+            raise StorageQuotaExceeded(used, quota, growth)
+        room = self.tenant.storage_used <= quota - growth
+        if not used:
+            room = room | self.tenant.storage_used.does_not_exist()
+        return condition & (self.tenant.storage_quota == quota) & room
 
     def _document_count(self, tenant_id: str) -> int | None:
         """The tenant's document count; None when the tenant has no item (nothing to count on)."""

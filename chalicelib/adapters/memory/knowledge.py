@@ -32,6 +32,7 @@ from chalicelib.domain.types import (
 from chalicelib.ports import (
     DuplicateKnowledge,
     Page,
+    StorageQuotaExceeded,
 )
 
 if TYPE_CHECKING:
@@ -369,7 +370,14 @@ class MemoryKnowledgeRepo:
         return self._update(knowledge_id, condition, change) is not None
 
     def mark_indexed(
-        self, knowledge_id: str, attempt: int, *, chunk_count: int, storage_size: int, completed: bool
+        self,
+        knowledge_id: str,
+        attempt: int,
+        *,
+        chunk_count: int,
+        storage_size: int,
+        completed: bool,
+        within_quota: bool = False,
     ) -> bool:
         grown = 0
 
@@ -387,6 +395,16 @@ class MemoryKnowledgeRepo:
             return k.attempt == attempt and k.parse_status in MARK_INDEXED_FROM
 
         with self._lock:  # the row and the tenant's usage in one step, as DynamoDB's transaction
+            row = self._rows.get(knowledge_id)
+            tenant = self.tenants.get(row.tenant_id) if self.tenants is not None and row else None
+            if within_quota and row is not None and tenant is not None and condition(row):
+                growth = storage_size - row.storage_size
+                if (
+                    tenant.storage_quota
+                    and growth > 0
+                    and tenant.storage_used + growth > tenant.storage_quota
+                ):
+                    raise StorageQuotaExceeded(tenant.storage_used, tenant.storage_quota, growth)
             if self._update(knowledge_id, condition, change) is None:
                 return False
             if self.tenants is not None and grown:
