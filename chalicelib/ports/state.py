@@ -300,7 +300,10 @@ class KnowledgeRepo(Protocol):
         """pending/processing/finalizing rows whose updated_at is before the cutoff."""
         ...
 
-    def summaries_processing_older_than(self, cutoff_iso: str) -> list[Knowledge]: ...
+    def summaries_unsettled_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+        """Rows whose summary is pending or processing (DynamoDB's sparse `summary_inflight` marker), last
+        updated before the cutoff: housekeeping fails the ones no message will move any more."""
+        ...
 
     def set_summary_status(
         self, knowledge_id: str, status: str, *, only_if: str | None = None, description: str | None = None

@@ -4,7 +4,9 @@ Sweep A fails pending/processing/finalizing rows untouched for longer than the t
 heartbeat is newer, the row's state machine execution is still running, or the row's own stage message was
 queued after its last activity and its queue still holds messages (for at most a day). Other documents
 keeping the queues busy never spare a row whose message is gone. A failed row gives its place at the
-fairness door back. Sweep B fails summaries stuck in `processing` for over an hour.
+fairness door back. Sweep B fails summaries stuck in `processing` for over an hour, and summaries left
+`pending` on a settled row past the same threshold as rows (a subtask the machine gave up on, a refresh
+whose message died): no message will move them any more.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.domain.clock import iso_before
+from chalicelib.domain.clock import iso_before, to_iso
 from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name
+from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, SummaryStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
@@ -71,9 +74,13 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
         redrive_delete(deps, knowledge)
         report.deletes_redriven.append(knowledge.id)
     summary_cutoff = iso_before(deps.settings.summary_stale_after_seconds, now)
-    for knowledge in deps.knowledge.summaries_processing_older_than(summary_cutoff):
+    for knowledge in deps.knowledge.summaries_unsettled_older_than(summary_cutoff):
+        if knowledge.summary_status == SummaryStatus.PENDING and (
+            is_in_flight(knowledge.parse_status) or to_iso(knowledge.updated_at) >= cutoff
+        ):
+            continue  # its subtask or refresh may still be queued: a pending one waits the row's cutoff
         if deps.knowledge.set_summary_status(
-            knowledge.id, SummaryStatus.FAILED.value, only_if=SummaryStatus.PROCESSING.value
+            knowledge.id, SummaryStatus.FAILED.value, only_if=knowledge.summary_status.value
         ):
             report.summaries_failed.append(knowledge.id)
             summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)

@@ -449,14 +449,22 @@ class RepoContract:
         k = row(parse_status=ParseStatus.COMPLETED)
         repos.knowledge.insert(k)
         assert repos.knowledge.set_summary_status(k.id, SummaryStatus.PROCESSING.value)
-        assert k.id in {r.id for r in repos.knowledge.summaries_processing_older_than(IN_AN_HOUR)}
-        assert k.id not in {r.id for r in repos.knowledge.summaries_processing_older_than(iso_before(3600))}
+        assert k.id in {r.id for r in repos.knowledge.summaries_unsettled_older_than(IN_AN_HOUR)}
+        assert k.id not in {r.id for r in repos.knowledge.summaries_unsettled_older_than(iso_before(3600))}
         assert not repos.knowledge.set_summary_status(k.id, "failed", only_if=SummaryStatus.PENDING.value)
         assert repos.knowledge.set_summary_status(k.id, "failed", only_if=SummaryStatus.PROCESSING.value)
         stored = repos.knowledge.get(k.id)
         assert stored is not None and stored.summary_status == SummaryStatus.FAILED
-        assert k.id not in {r.id for r in repos.knowledge.summaries_processing_older_than(IN_AN_HOUR)}
+        assert k.id not in {r.id for r in repos.knowledge.summaries_unsettled_older_than(IN_AN_HOUR)}
         assert not repos.knowledge.set_summary_status(new_id(), "completed")
+        # a pending summary is unsettled too, whether a refresh or the plan set it
+        assert repos.knowledge.set_summary_status(k.id, SummaryStatus.PENDING.value)
+        assert k.id in {r.id for r in repos.knowledge.summaries_unsettled_older_than(IN_AN_HOUR)}
+        planned = row()
+        repos.knowledge.insert(planned)
+        repos.knowledge.begin_processing(planned.id, 1)
+        repos.knowledge.settle_plan(planned.id, 1, 1, {"planned": ["summary"]}, summary_pending=True)
+        assert planned.id in {r.id for r in repos.knowledge.summaries_unsettled_older_than(IN_AN_HOUR)}
 
     def test_the_summary_and_its_status_in_one_write(self, repos: Repos) -> None:
         k = row(parse_status=ParseStatus.COMPLETED)
@@ -466,7 +474,7 @@ class RepoContract:
         assert repos.knowledge.set_summary_status(k.id, done, description="A summary.")
         stored = repos.knowledge.get(k.id)
         assert stored is not None and (stored.summary_status, stored.description) == (done, "A summary.")
-        assert k.id not in {r.id for r in repos.knowledge.summaries_processing_older_than(IN_AN_HOUR)}
+        assert k.id not in {r.id for r in repos.knowledge.summaries_unsettled_older_than(IN_AN_HOUR)}
         assert repos.knowledge.set_summary_status(k.id, SummaryStatus.PENDING.value)  # no description given
         stored = repos.knowledge.get(k.id)
         assert stored is not None and stored.description == "A summary."  # kept

@@ -147,6 +147,25 @@ def test_a_summary_stuck_in_processing_fails_and_leaves_the_document_alone(
     assert current.parse_status == ParseStatus.COMPLETED
 
 
+def test_a_summary_left_pending_on_a_settled_row_fails_after_the_rows_threshold(
+    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo
+) -> None:
+    """The machine gave up on the summary subtask (its Catch released the slot and promoted the row), or a
+    refresh's message died: no message will move the pending summary, so housekeeping fails it, but only
+    past the rows' threshold (a subtask or a refresh may wait that long in a busy queue)."""
+    created = upload(deps, kb)
+    rows.write_fields(created.id, parse_status=ParseStatus.COMPLETED)
+    rows.set_summary_status(created.id, SummaryStatus.PENDING.value)
+    in_flight = upload(deps, kb, "other.md", b"# Other\n\nStill queued.\n")
+    rows.set_summary_status(in_flight.id, SummaryStatus.PENDING.value)
+    assert housekeeping.sweep(deps, datetime.now(UTC) + timedelta(hours=2)).summaries_failed == []
+    report = sweep_later(deps)
+    assert report.summaries_failed == [created.id]  # the in-flight row's own sweep decides for it
+    current = rows.get(created.id)
+    assert current is not None and current.summary_status == SummaryStatus.FAILED
+    assert current.parse_status == ParseStatus.COMPLETED
+
+
 def test_the_handler_reports_what_it_did(deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue) -> None:
     created = upload(deps, kb)
     queue.purge("docreader")

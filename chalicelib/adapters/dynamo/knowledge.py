@@ -262,7 +262,7 @@ class DynamoKnowledgeRepo:
         query = self.model.inflight_index.query("1", self.model.updated_at < cutoff_iso)
         return [self._from_item(i) for i in query]
 
-    def summaries_processing_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+    def summaries_unsettled_older_than(self, cutoff_iso: str) -> list[Knowledge]:
         query = self.model.summary_index.query("1", self.model.updated_at < cutoff_iso)
         return [self._from_item(i) for i in query]
 
@@ -585,7 +585,7 @@ class DynamoKnowledgeRepo:
         now = now_iso()
         actions: list[Any] = [m.enrichment.set(dict(plan)), m.updated_at.set(now)]
         if summary_pending:
-            actions += [m.summary_status.set(SummaryStatus.PENDING.value), m.summary_inflight.remove()]
+            actions += [m.summary_status.set(SummaryStatus.PENDING.value), m.summary_inflight.set("1")]
         if count > 0:
             actions += [
                 m.parse_status.set(ParseStatus.FINALIZING.value),
@@ -722,11 +722,8 @@ class DynamoKnowledgeRepo:
     ) -> bool:
         m = self.model
         actions = [m.summary_status.set(status), m.updated_at.set(now_iso())]
-        actions.append(
-            m.summary_inflight.set("1")
-            if status == SummaryStatus.PROCESSING.value
-            else m.summary_inflight.remove()
-        )
+        unsettled = status in (SummaryStatus.PENDING.value, SummaryStatus.PROCESSING.value)
+        actions.append(m.summary_inflight.set("1") if unsettled else m.summary_inflight.remove())
         if description is not None:
             actions.append(m.description.set(description))
         condition = m.id.exists() if only_if is None else (m.summary_status == only_if)

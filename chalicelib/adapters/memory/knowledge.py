@@ -122,10 +122,10 @@ class MemoryKnowledgeRepo:
         """Rows in flight (the sparse `inflight` marker) last updated before the cutoff, oldest first."""
         return self._older_than(cutoff_iso, lambda k: is_in_flight(k.parse_status))
 
-    def summaries_processing_older_than(self, cutoff_iso: str) -> list[Knowledge]:
-        """Summaries in processing (DynamoDB's `summary_inflight` marker, which only set_summary_status
-        writes) last updated before the cutoff."""
-        return self._older_than(cutoff_iso, lambda k: k.summary_status == SummaryStatus.PROCESSING)
+    def summaries_unsettled_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+        return self._older_than(
+            cutoff_iso, lambda k: k.summary_status in (SummaryStatus.PENDING, SummaryStatus.PROCESSING)
+        )
 
     def _older_than(self, cutoff_iso: str, marked: Callable[[Knowledge], bool]) -> list[Knowledge]:
         with self._lock:
