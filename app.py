@@ -524,7 +524,7 @@ def webhook_delivery(event: Any) -> dict[str, Any]:
 @app.schedule(Rate(5, unit=Rate.MINUTES))
 @traced
 def housekeeping(event: Any) -> dict[str, Any]:
-    return stages.housekeeping.handle(get_deps(), event)
+    return stages.housekeeping.handle(get_deps(), event, event.context)
 
 
 def cors_preflight(**path_params: str) -> Response:

@@ -23,6 +23,7 @@ from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, SummaryStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
+from chalicelib.services.deadline import deadline_of, out_of_time, stage_deadline
 from chalicelib.services.events import knowledge_changed, summary_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.tasks import redrive_delete
@@ -34,6 +35,8 @@ class SweepReport:
     spared: dict[str, str] = field(default_factory=dict)
     summaries_failed: list[str] = field(default_factory=list)
     deletes_redriven: list[str] = field(default_factory=list)
+    #: the invocation ran out of time before every stuck row was looked at
+    cut_short: bool = False
 
 
 def _threshold_text(seconds: int) -> str:
@@ -42,11 +45,51 @@ def _threshold_text(seconds: int) -> str:
 
 
 def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
+    """Lost deletes and unsettled summaries first (a few rows each), then the stuck rows, oldest first,
+    while the invocation has time (a big backlog of spared rows must not starve the other two)."""
     now = now or datetime.now(UTC)
     report = SweepReport()
     cutoff = iso_before(deps.settings.stale_after_seconds, now)
+    _redrive_lost_deletes(deps, cutoff, report)
+    _fail_unsettled_summaries(deps, now, cutoff, report)
+    _recover_stuck_rows(deps, now, cutoff, report)
+    if report.recovered or report.summaries_failed:
+        logger.warning(
+            "housekeeping recovered stuck rows",
+            extra={"recovered": report.recovered, "summaries_failed": report.summaries_failed},
+        )
+    return report
+
+
+def _redrive_lost_deletes(deps: Dependencies, cutoff: str, report: SweepReport) -> None:
+    for knowledge in deps.knowledge.deleting_older_than(cutoff):
+        # A delete whose task was lost (or ended in the DLQ): accepted work is never lost, so drive it again.
+        redrive_delete(deps, knowledge)
+        report.deletes_redriven.append(knowledge.id)
+
+
+def _fail_unsettled_summaries(deps: Dependencies, now: datetime, cutoff: str, report: SweepReport) -> None:
+    summary_cutoff = iso_before(deps.settings.summary_stale_after_seconds, now)
+    for knowledge in deps.knowledge.summaries_unsettled_older_than(summary_cutoff):
+        if knowledge.summary_status == SummaryStatus.PENDING and (
+            is_in_flight(knowledge.parse_status) or to_iso(knowledge.updated_at) >= cutoff
+        ):
+            continue  # its subtask or refresh may still be queued: a pending one waits the row's cutoff
+        if deps.knowledge.set_summary_status(
+            knowledge.id, SummaryStatus.FAILED.value, only_if=knowledge.summary_status.value
+        ):
+            report.summaries_failed.append(knowledge.id)
+            summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)
+
+
+def _recover_stuck_rows(deps: Dependencies, now: datetime, cutoff: str, report: SweepReport) -> None:
+    wait_limit = iso_before(deps.settings.queue_wait_limit_seconds, now)
+    backlogs: dict[str, int] = {}  # one read per queue and sweep, however many rows wait in it
     for knowledge in deps.knowledge.in_flight_older_than(cutoff):
-        reason = _why_alive(deps, knowledge, cutoff, iso_before(deps.settings.queue_wait_limit_seconds, now))
+        if out_of_time():  # the oldest were looked at; the next sweep (5 minutes) goes on
+            report.cut_short = True
+            break
+        reason = _why_alive(deps, knowledge, cutoff, wait_limit, backlogs)
         if reason:
             report.spared[knowledge.id] = reason
             continue
@@ -69,35 +112,19 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
                 error_code=SpanErrorCode.TASK_TIMEOUT,
                 error_message=message,
             )
-    for knowledge in deps.knowledge.deleting_older_than(cutoff):
-        # A delete whose task was lost (or ended in the DLQ): accepted work is never lost, so drive it again.
-        redrive_delete(deps, knowledge)
-        report.deletes_redriven.append(knowledge.id)
-    summary_cutoff = iso_before(deps.settings.summary_stale_after_seconds, now)
-    for knowledge in deps.knowledge.summaries_unsettled_older_than(summary_cutoff):
-        if knowledge.summary_status == SummaryStatus.PENDING and (
-            is_in_flight(knowledge.parse_status) or to_iso(knowledge.updated_at) >= cutoff
-        ):
-            continue  # its subtask or refresh may still be queued: a pending one waits the row's cutoff
-        if deps.knowledge.set_summary_status(
-            knowledge.id, SummaryStatus.FAILED.value, only_if=knowledge.summary_status.value
-        ):
-            report.summaries_failed.append(knowledge.id)
-            summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)
-    if report.recovered or report.summaries_failed:
-        logger.warning(
-            "housekeeping recovered stuck rows",
-            extra={"recovered": report.recovered, "summaries_failed": report.summaries_failed},
-        )
-    return report
 
 
-def handle(deps: Dependencies, event: Any = None) -> dict[str, Any]:
+def handle(deps: Dependencies, event: Any = None, context: Any = None) -> dict[str, Any]:
     if not deps.settings.housekeeping_enabled:
         logger.info("housekeeping is switched off (WEKNORA_HOUSEKEEPING_ENABLED=false): nothing swept")
         return {"skipped": "housekeeping is disabled"}
-    report = sweep(deps)
+    token = stage_deadline.set(deadline_of(context))
+    try:
+        report = sweep(deps)
+    finally:
+        stage_deadline.reset(token)
     return {
+        "cut_short": report.cut_short,
         "recovered": report.recovered,
         "spared": report.spared,
         "summaries_failed": report.summaries_failed,
@@ -105,7 +132,9 @@ def handle(deps: Dependencies, event: Any = None) -> dict[str, Any]:
     }
 
 
-def _why_alive(deps: Dependencies, knowledge: Knowledge, cutoff: str, wait_limit: str) -> str:
+def _why_alive(
+    deps: Dependencies, knowledge: Knowledge, cutoff: str, wait_limit: str, backlogs: dict[str, int]
+) -> str:
     """Why a row untouched since `cutoff` is still alive, from facts about this very row ('' = stuck)."""
     last = deps.spans.last_activity_iso(knowledge.id)
     if last is not None and last >= cutoff:
@@ -126,7 +155,9 @@ def _why_alive(deps: Dependencies, knowledge: Knowledge, cutoff: str, wait_limit
     )
     if waiting:
         try:
-            if deps.queue.backlog(knowledge.queued_stage) > 0:
+            if knowledge.queued_stage not in backlogs:
+                backlogs[knowledge.queued_stage] = deps.queue.backlog(knowledge.queued_stage)
+            if backlogs[knowledge.queued_stage] > 0:
                 return f"its {knowledge.queued_stage} message is waiting in a busy queue"
         except ServiceUnreachable:  # a refused read (a missing grant) is a bug: it surfaces and alarms
             logger.exception("could not inspect the queue", extra={"knowledge_id": knowledge.id})

@@ -89,6 +89,46 @@ def test_a_row_whose_message_may_still_be_queued_is_spared(
     assert sweep_later(deps).recovered == [created.id]
 
 
+def test_rows_waiting_in_one_queue_read_its_backlog_once(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    created = [upload(deps, kb, f"n{n}.md", f"# N{n}\n\nEntry {n}.\n".encode()) for n in range(5)]
+    reads: list[str] = []
+    real_backlog = queue.backlog
+
+    def counted(name: str) -> int:
+        reads.append(name)
+        return real_backlog(name)
+
+    queue.backlog = counted  # type: ignore[method-assign]
+    report = sweep_later(deps)
+    assert sorted(report.spared) == sorted(k.id for k in created)
+    assert reads == ["docreader"]
+
+
+def test_a_sweep_out_of_time_stops_at_the_stuck_rows_after_deletes_and_summaries(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
+) -> None:
+    """The deletes and summaries are swept first; the stuck rows, the long part, only while there is time:
+    the handler's Lambda context bounds the sweep and the next one goes on."""
+    from chalicelib.local.pollers import make_context
+
+    stuck = upload(deps, kb)
+    queue.purge("docreader")
+    summary = upload(deps, kb, "s.md", b"# S\n\nSummarised.\n")
+    queue.purge("docreader")
+    rows.write_fields(summary.id, parse_status=ParseStatus.COMPLETED)
+    rows.set_summary_status(summary.id, SummaryStatus.PROCESSING.value)
+    almost_over = make_context("housekeeping", region="us-east-1", timeout_seconds=20)  # < the margin
+    deps.settings = replace(deps.settings, stale_after_seconds=-60, summary_stale_after_seconds=-60)
+    result = housekeeping.handle(deps, {}, almost_over)
+    assert result["cut_short"] and result["recovered"] == [] and result["summaries_failed"] == [summary.id]
+    result = housekeeping.handle(
+        deps, {}, make_context("housekeeping", region="us-east-1", timeout_seconds=300)
+    )
+    assert not result["cut_short"] and result["recovered"] == [stuck.id]
+
+
 def test_a_queue_that_does_not_answer_spares_nothing(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
 ) -> None:
@@ -171,6 +211,7 @@ def test_the_handler_reports_what_it_did(deps: Services, kb: KnowledgeBase, queu
     queue.purge("docreader")
     deps.settings = replace(deps.settings, stale_after_seconds=-60)  # everything is already stale
     assert housekeeping.handle(deps, {}) == {
+        "cut_short": False,
         "recovered": [created.id],
         "spared": {},
         "summaries_failed": [],
