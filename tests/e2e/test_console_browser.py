@@ -326,3 +326,34 @@ def test_names_and_text_from_tenants_are_shown_as_text_never_as_markup(
     assert "otters" in markdown and "<b>bold</b>" in markdown, markdown  # the markup, as characters
     assert browser.execute_script(injected) == 0
     assert browser.execute_script("return window.__xss") is None
+
+
+def test_faq_entries_page_on_and_a_link_never_swaps_the_signed_in_key(
+    served: str, runtime: LocalRuntime, api: Api, browser: Any
+) -> None:
+    """More entries than a page (50): the first page, then "More entries" for the rest. A `#key=` link
+    opened while signed in leaves the stored key alone (it would sign the person in as someone else) and
+    still leaves the address bar."""
+    from selenium.webdriver.common.by import By
+
+    faq = api.create_kb("many answers", type="faq")
+    entries = [{"standard_question": f"Question {i:02d}?", "answers": [f"Answer {i}."]} for i in range(55)]
+    started = api.post(f"/knowledge-bases/{faq['id']}/faq/import", {"entries": entries})
+    assert started.status_code == 202, started.json_body
+    runtime.drain(timeout=120)
+
+    browser.get(f"{served}/console/#key={API_KEY}&kb={faq['id']}&tab=faq")
+    rows = "#faq-entries tr"
+    wait(
+        browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, rows)) == 50, "the first page of entries"
+    )
+    wait(browser, lambda: browser.find_element(By.ID, "faq-more"), "the More entries button").click()
+    wait(browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, rows)) == 55, "every entry")
+    shown = {e.text.split(" ")[1] for e in browser.find_elements(By.CSS_SELECTOR, f"{rows} td:first-child")}
+    assert shown == {f"{i:02d}?" for i in range(55)}
+    assert not browser.find_elements(By.ID, "faq-more")
+
+    browser.get(f"{served}/console/#key=wk-someone-else&kb={faq['id']}")
+    wait(browser, lambda: "key=" not in browser.current_url, "the key out of the address bar")
+    assert browser.execute_script("return sessionStorage.getItem('weknora.key')") == API_KEY
+    wait(browser, lambda: "ignored" in browser.find_element(By.ID, "toast").text, "the notice")

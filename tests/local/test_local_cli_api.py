@@ -308,7 +308,11 @@ def test_console_opens_the_browser_on_the_kb(stack: Stack, monkeypatch: pytest.M
     monkeypatch.setattr(kb_module.webbrowser, "open", lambda url: opened.append(url) or True)
     kb_id = stack.data("kb", "create", "cli-console")["id"]
     data = stack.data("console", "--kb", "cli-console")
-    assert opened == [data["url"]] == [f"http://127.0.0.1:{stack.port}/console/#key={KEY}&kb={kb_id}"]
+    # without the key: a browser's command line is readable by every user of the machine
+    assert opened == [data["url"]] == [f"http://127.0.0.1:{stack.port}/console/#kb={kb_id}"]
+    data = stack.data("console", "--kb", "cli-console", "--with-key")
+    assert data == {"url": f"http://127.0.0.1:{stack.port}/console/#key={KEY}&kb={kb_id}", "opened": False}
+    assert len(opened) == 1
 
 
 def the_rest_of_the_commands(stack: Stack, tmp_path: Path) -> None:

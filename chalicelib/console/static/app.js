@@ -5,6 +5,7 @@ import { append, badge, bytes, dollars, h, highlighted, replace, seconds, table,
 const main = document.getElementById("main");
 const crumbs = document.getElementById("crumbs");
 const IN_FLIGHT = new Set(["pending", "processing", "finalizing", "deleting"]);
+const FAQ_PAGE = 50; // entries a request (the API's default is 20)
 const STATES = ["draft", "pending", "processing", "finalizing", "completed", "failed", "cancelled", "deleting"];
 let timer = null;
 let generation = 0;
@@ -13,12 +14,18 @@ const enc = encodeURIComponent;
 const fragment = () => new URLSearchParams(location.hash.slice(1));
 const link = (params, text) => h("a", { href: `#${new URLSearchParams(params)}` }, text);
 
-/** Take a key from the fragment into session storage and out of the address bar (and history). */
+/** Take a key from the fragment into session storage, only when none is stored (a link must not swap the
+ * signed-in tenant for another: sign out first), and out of the address bar (and history) either way. */
 function takeKeysFromFragment() {
   const params = fragment();
   let changed = false;
-  for (const [name, store] of [["key", keys.set], ["operator_key", keys.setOperator]]) {
-    if (params.has(name)) { store(params.get(name)); params.delete(name); changed = true; }
+  for (const [name, stored, store, what] of [["key", keys.get, keys.set, "API key"], ["operator_key", keys.operator, keys.setOperator, "operator key"]]) {
+    if (!params.has(name)) continue;
+    const offered = params.get(name);
+    if (!stored()) store(offered);
+    else if (stored() !== offered) toast(`The link's ${what} was ignored: you are signed in already (sign out to use another).`, true);
+    params.delete(name);
+    changed = true;
   }
   if (changed) {
     const rest = params.toString();
@@ -300,9 +307,24 @@ async function tags(kb, content) {
 }
 
 async function faq(kb, content) {
-  const entries = await get(`/knowledge-bases/${enc(kb.id)}/faq/entries`).catch((e) => { append(content, [h("p", { class: "muted" }, e.message)]); return null; });
-  if (entries === null) return;
-  const items = Array.isArray(entries) ? entries : entries.items || [];
+  const entriesPath = `/knowledge-bases/${enc(kb.id)}/faq/entries`;
+  const first = await get(entriesPath, { limit: FAQ_PAGE }).catch((e) => { append(content, [h("p", { class: "muted" }, e.message)]); return null; });
+  if (first === null) return;
+  const entryRows = h("tbody", { id: "faq-entries" });
+  const moreBox = h("div", { class: "toolbar" });
+  /** A page of entries under the ones shown, and a button for the next while the listing has more. */
+  function showEntries(page) {
+    const items = Array.isArray(page) ? page : page.items || [];
+    append(entryRows, items.map((e) => h("tr", { dataset: { entryId: e.id } }, h("td", {}, e.standard_question),
+      h("td", {}, (e.answers || []).join(" · ")), h("td", {}, badge(e.is_enabled ? "enabled" : "disabled")))));
+    if (!page.next_cursor) return;
+    const more = h("button", { type: "button", class: "secondary", id: "faq-more", onclick: async () => {
+      more.remove();
+      try { showEntries(await get(entriesPath, { limit: FAQ_PAGE, cursor: page.next_cursor })); } catch (e) { failed(e); }
+    } }, "More entries");
+    moreBox.append(more);
+  }
+  const firstItems = Array.isArray(first) ? first : first.items || [];
   const result = h("div", { id: "faq-import" });
   const question = h("input", { type: "text", placeholder: "question" });
   const answer = h("input", { type: "text", placeholder: "answer" });
@@ -349,8 +371,10 @@ async function faq(kb, content) {
   }
   append(content, [h("h2", {}, "Import"), h("div", { class: "toolbar" }, mode, file), result,
     h("h2", {}, "Entries"), h("div", { class: "toolbar" }, question, answer, h("button", { type: "button", onclick: add }, "Add")),
-    table(items, [["question", (e) => e.standard_question], ["answers", (e) => (e.answers || []).join(" · ")],
-      ["enabled", (e) => badge(e.is_enabled ? "enabled" : "disabled")]])]);
+    firstItems.length ? h("table", {}, h("thead", {}, h("tr", {}, ["question", "answers", "enabled"].map((c) => h("th", {}, c)))), entryRows)
+      : h("p", { class: "muted" }, "Nothing here yet."),
+    moreBox]);
+  showEntries(first);
   showImport();
 }
 

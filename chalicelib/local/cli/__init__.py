@@ -25,6 +25,7 @@ from chalicelib.local.cli.client import (
     ENVIRONMENT,
     ApiClient,
     ApiError,
+    CliError,
     default_api,
     default_key,
     default_operator_key,
@@ -46,6 +47,7 @@ __all__ = [
     "SNAPSHOT_DIR",
     "ApiClient",
     "ApiError",
+    "CliError",
     "_key_access",
     "build_parser",
     "cmd_check_corpus",
@@ -78,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, console: Console | None = None) -> int:
     args = build_parser().parse_args(argv)
-    console = console or Console()
+    console = console or Console(emoji=False)  # ":fire:" in a name is printed as written
     try:
         code = int(args.handler(args, console))
         if getattr(args, "handlers_still_running", False) and argv is None:
@@ -92,7 +94,15 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         if getattr(args, "json", False):
             print_json(console, {"error": {"status": exc.status, "code": exc.code, "message": exc.message}})
         else:
-            console.print(f"[red]API error {exc.status} {escape(exc.code)}: {escape(exc.message)}[/]")
+            console.print(
+                f"[red]API error {exc.status} {escape(exc.code)}: {escape(exc.message)}[/]", emoji=False
+            )
         return 1
+    except CliError as exc:
+        if getattr(args, "json", False):
+            print_json(console, {"error": {"status": 0, "code": exc.code, "message": exc.message}})
+        else:
+            console.print(f"[red]{escape(exc.message)}[/]", emoji=False, soft_wrap=True)
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130

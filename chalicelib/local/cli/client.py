@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
@@ -53,6 +54,47 @@ class ApiError(Exception):
         self.data = data
 
 
+class CliError(Exception):
+    """Bad input the CLI itself finds (a file it cannot read, an argument it cannot use): `main` prints the
+    message on one line (an error document with --json) and exits with `exit_code`."""
+
+    def __init__(self, code: str, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.exit_code = exit_code
+
+
+#: what requests raises for a URL it cannot send to (no scheme, not http(s), no host)
+_BAD_URL = (
+    requests.exceptions.MissingSchema,
+    requests.exceptions.InvalidSchema,
+    requests.exceptions.InvalidURL,
+    requests.exceptions.URLRequired,
+)
+
+
+def no_answer(exc: requests.RequestException, url: str, unreachable: str = "") -> ApiError:
+    """A request that got no HTTP answer as an ApiError with a stable code (status 0): `timeout`,
+    `bad_url`, `unreachable` (nothing listens; `unreachable` overrides the message) or `network_error`."""
+    if isinstance(exc, requests.Timeout):  # before ConnectionError: ConnectTimeout is both
+        return ApiError(0, "timeout", f"{url} did not answer in time ({type(exc).__name__})")
+    if isinstance(exc, _BAD_URL):
+        return ApiError(0, "bad_url", f"not an http(s) URL: {url}")
+    if isinstance(exc, requests.ConnectionError):
+        return ApiError(0, "unreachable", unreachable or f"cannot reach {url}")
+    return ApiError(0, "network_error", f"{url}: {type(exc).__name__}: {exc}")
+
+
+def storage_request(method: str, url: str, timeout: float = 600, **kw: Any) -> requests.Response:
+    """A request to a presigned storage link: plain requests, not the API session (no API key sent to
+    storage); a failure without an answer as an ApiError."""
+    try:
+        return requests.request(method, url, timeout=timeout, **kw)
+    except requests.RequestException as exc:
+        raise no_answer(exc, urlsplit(url)._replace(query="").geturl()) from exc  # the signature stays out
+
+
 class ApiClient:
     def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
         self.base = base_url.rstrip("/")
@@ -63,10 +105,9 @@ class ApiClient:
     def call(self, method: str, path: str, **kw: Any) -> Any:
         try:
             resp = self.session.request(method, f"{self.base}{path}", timeout=self.timeout, **kw)
-        except requests.ConnectionError as exc:
-            raise ApiError(
-                0, "unreachable", f"cannot reach {self.base} (is `weknora-ingest up` running?)"
-            ) from exc
+        except requests.RequestException as exc:
+            hint = f"cannot reach {self.base} (is `weknora-ingest up` running?)"
+            raise no_answer(exc, self.base, unreachable=hint) from exc
         try:
             body = resp.json()
         except ValueError:
@@ -115,11 +156,15 @@ class ApiClient:
         kbs = self.call("GET", "/knowledge-bases") or []
         return next((kb for kb in kbs if kb.get("name") == name), None)
 
-    def ensure_kb(self, name: str) -> tuple[dict[str, Any], bool]:
-        kb = self.find_kb(name)
-        if kb is not None:
-            return kb, False
-        return self.call("POST", "/knowledge-bases", json={"name": name}), True
+    def ensure_kb(self, ref: str) -> tuple[dict[str, Any], bool]:
+        """The knowledge base with this id or else this name (as `kb_id` finds it), or a new one named so."""
+        kbs = self.call("GET", "/knowledge-bases") or []
+        found = next((kb for kb in kbs if kb.get("id") == ref), None) or next(
+            (kb for kb in kbs if kb.get("name") == ref), None
+        )
+        if found is not None:
+            return found, False
+        return self.call("POST", "/knowledge-bases", json={"name": ref}), True
 
     def upload(self, kb_id: str, path: Path) -> str:
         """Upload one file; returns its knowledge id. A duplicate raises ApiError(409) carrying the row."""
@@ -147,8 +192,7 @@ class ApiClient:
     @staticmethod
     def put_presigned(grant: dict[str, Any], path: Path) -> None:
         with path.open("rb") as fh:
-            # A presigned URL: plain requests, not the API session (no API key sent to storage).
-            put = requests.put(grant["upload_url"], data=fh, headers=grant.get("headers") or {}, timeout=600)
+            put = storage_request("PUT", grant["upload_url"], data=fh, headers=grant.get("headers") or {})
         if not put.ok:
             raise ApiError(put.status_code, "upload_failed", f"PUT to storage failed: {put.text[:200]}")
 

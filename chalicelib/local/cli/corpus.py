@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
-from chalicelib.local.cli.client import ApiClient, ApiError
+from chalicelib.local.cli.client import ApiClient, ApiError, CliError
 from chalicelib.local.cli.output import client as make_client
 from chalicelib.local.cli.output import command, print_json
 from chalicelib.settings import default_corpus
@@ -67,6 +66,8 @@ def _upload_corpus_file(client: ApiClient, kb_id: str, path: Path, outcome: Corp
             outcome.status = "pending"
         else:
             outcome.status, outcome.detail = "rejected", exc.message
+    except OSError as exc:  # there, but unreadable
+        outcome.status, outcome.detail = "missing", f"cannot read {path}: {exc.strerror or exc}"
 
 
 def _refresh_outcome(outcome: CorpusOutcome, k: dict[str, Any] | None) -> None:
@@ -88,15 +89,13 @@ def cmd_check_corpus(args: argparse.Namespace, console: Console) -> int:
     corpus = Path(args.corpus)
     manifest = corpus / "MANIFEST.tsv"
     if not manifest.is_file():
-        console.print(f"[red]no MANIFEST.tsv in {escape(str(corpus))} (use --corpus or WEKNORA_CORPUS)[/]")
-        return 1
+        raise CliError("corpus_not_found", f"no MANIFEST.tsv in {corpus} (use --corpus or WEKNORA_CORPUS)")
     with manifest.open(encoding="utf-8", newline="") as fh:
         entries = list(csv.DictReader(fh, delimiter="\t"))
     if args.only:
         entries = [e for e in entries if fnmatch.fnmatch(e["file"], args.only)]
     if not entries:
-        console.print(f"no MANIFEST.tsv file matches --only {args.only}", markup=False, highlight=False)
-        return 1
+        raise CliError("corpus_empty", f"no MANIFEST.tsv file matches --only {args.only}")
     client = make_client(args)
     kb_name = args.kb or f"corpus-check-{time.strftime('%Y%m%d-%H%M%S')}"
     kb, _ = client.ensure_kb(kb_name)

@@ -9,13 +9,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-import requests
 from rich.console import Console
 
 from chalicelib.faq.commands import INLINE_MAX_BYTES, INLINE_MAX_ENTRIES
-from chalicelib.local.cli.client import ApiError
+from chalicelib.local.cli.client import ApiError, CliError, storage_request
 from chalicelib.local.cli.kb import wait_task
-from chalicelib.local.cli.output import client, command, emit, plain, print_fields, print_json, print_rows
+from chalicelib.local.cli.output import (
+    client,
+    command,
+    emit,
+    plain,
+    print_fields,
+    print_json,
+    print_rows,
+    read_text,
+    write_bytes,
+)
 
 
 def _entry_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -76,16 +85,15 @@ def _import(args: argparse.Namespace, console: Console, base: str) -> int:
     api = client(args)
     path = Path(args.file)
     body: dict[str, Any] = {"mode": args.mode, "dry_run": args.dry_run}
-    entries = None
-    if path.suffix.lower() == ".json" and path.stat().st_size <= INLINE_MAX_BYTES:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-        loaded = loaded.get("entries", loaded) if isinstance(loaded, dict) else loaded
-        entries = loaded if isinstance(loaded, list) and len(loaded) <= INLINE_MAX_ENTRIES else None
+    entries = _inline_entries(path)
     if entries is not None:
         body["entries"] = entries
     else:
         grant = api.call("POST", f"{base}/import/upload-url", json={"file_name": path.name})
-        api.put_presigned(grant, path)
+        try:
+            api.put_presigned(grant, path)
+        except OSError as exc:
+            raise CliError("file_unreadable", f"cannot read {path}: {exc.strerror or exc}") from exc
         body["object_key"] = grant["object_key"]
     started = api.call("POST", f"{base}/import", json=body)
     task_id = str(started["task_id"])
@@ -99,6 +107,22 @@ def _import(args: argparse.Namespace, console: Console, base: str) -> int:
     return 0 if task.get("status") == "completed" else 1
 
 
+def _inline_entries(path: Path) -> list[Any] | None:
+    """A small JSON file's entries, sent in the request; None for a file to upload (big, CSV, XLSX)."""
+    try:
+        small_json = path.suffix.lower() == ".json" and path.stat().st_size <= INLINE_MAX_BYTES
+    except OSError as exc:
+        raise CliError("file_unreadable", f"cannot read {path}: {exc.strerror or exc}") from exc
+    if not small_json:
+        return None
+    try:
+        loaded = json.loads(read_text(str(path)))
+    except json.JSONDecodeError as exc:
+        raise CliError("invalid_json", f"{path} is not JSON: {exc}") from exc
+    loaded = loaded.get("entries", loaded) if isinstance(loaded, dict) else loaded
+    return loaded if isinstance(loaded, list) and len(loaded) <= INLINE_MAX_ENTRIES else None
+
+
 def _failed_rows(console: Console, result: dict[str, Any], output: str | None) -> None:
     shown = {k: v for k, v in result.items() if k not in ("failures", "failed_rows_download")}
     print_fields(console, shown, title="last FAQ import")
@@ -109,11 +133,11 @@ def _failed_rows(console: Console, result: dict[str, Any], output: str | None) -
     url = link.get("url") if isinstance(link, dict) else link
     if not url:
         return
-    response = requests.get(str(url), timeout=600)  # a signed link: no API key sent to storage
+    response = storage_request("GET", str(url))
     if not response.ok:
         raise ApiError(response.status_code, "download_failed", response.text[:200])
     if output:
-        Path(output).write_bytes(response.content)
+        write_bytes(Path(output), response.content)
         plain(console, f"failed rows saved to {output}")
         return
     rows = list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))

@@ -22,12 +22,16 @@ from rich.table import Table
 from rich.tree import Tree
 
 from chalicelib.domain.progress import bar
-from chalicelib.local.cli.client import ApiClient, ApiError
+from chalicelib.local.cli.client import ApiClient, ApiError, CliError
 from chalicelib.local.cli.output import client as make_client
 from chalicelib.local.cli.output import command, emit, plain, seconds, since
 
 TERMINAL = {"completed", "failed", "cancelled"}
 IN_FLIGHT = ("pending", "processing", "finalizing")
+#: what `ingest` calls a followed row that was there and is gone (deleted meanwhile: the API answers 404)
+DELETED = "deleted"
+#: the ends of a followed row that are not the row's own parse status
+GAVE_UP = ("upload failed", DELETED)
 #: rows refreshed per look (two requests each, and each request several table reads): the others wait their
 #: turn, so following a hundred files does not put hundreds of requests a second on the stack it watches
 REFRESH_PER_LOOK = 4
@@ -35,7 +39,13 @@ REFRESH_PER_LOOK = 4
 AHEAD_EVERY = 2.0
 #: stable column widths of the live table
 WIDTHS = {"file": 28, "knowledge": 36, "stage": 22, "status": 11}
-_STYLE = {"completed": "green", "failed": "red", "upload failed": "red", "cancelled": "yellow"}
+_STYLE = {
+    "completed": "green",
+    "failed": "red",
+    "upload failed": "red",
+    "cancelled": "yellow",
+    DELETED: "yellow",
+}
 
 
 @dataclass
@@ -56,10 +66,13 @@ class Tracked:
     waiting: bool = False
     ahead: int | None = None
     refreshed_at: float = 0.0
+    #: the API has shown the row (a presigned upload's row appears only when its storage event is handled,
+    #: so a 404 before that is not a delete)
+    seen: bool = False
 
     @property
     def done(self) -> bool:
-        return self.parse_status in TERMINAL or self.parse_status == "upload failed"
+        return self.parse_status in TERMINAL or self.parse_status in GAVE_UP
 
     def wait_text(self) -> str:
         if not self.waiting:
@@ -149,7 +162,7 @@ def progress_table(rows: list[Tracked], started: float) -> Group:
 
 def overall(rows: list[Tracked], started: float) -> str:
     done = sum(r.parse_status == "completed" for r in rows)
-    failed = sum(r.parse_status in ("failed", "upload failed", "cancelled") for r in rows)
+    failed = sum(r.parse_status in ("failed", "cancelled", *GAVE_UP) for r in rows)
     waiting = sum(r.waiting or r.parse_status == "pending" for r in rows)  # pending: not started yet
     running = len(rows) - done - failed - waiting
     return (
@@ -160,6 +173,7 @@ def overall(rows: list[Tracked], started: float) -> str:
 
 def refresh(client: ApiClient, row: Tracked) -> None:
     k = client.knowledge(row.knowledge_id)
+    row.seen = True
     row.parse_status = str(k.get("parse_status") or row.parse_status)
     row.error = str(k.get("error_message") or "")
     row.queued_stage, row.queued_at = str(k.get("queued_stage") or ""), str(k.get("queued_at") or "")
@@ -207,6 +221,8 @@ def follow(
                     refresh(client, row)
                 except ApiError as exc:
                     row.error = exc.message
+                    if exc.status == 404 and row.seen:  # deleted meanwhile: it will never settle
+                        row.parse_status, row.waiting, row.progress = DELETED, False, ""
             unfinished = [r for r in rows if r.knowledge_id and not r.done]
             if kb_id and unfinished and time.monotonic() - ahead_at >= AHEAD_EVERY:
                 ahead_at = time.monotonic()
@@ -302,18 +318,21 @@ def cmd_ingest(args: argparse.Namespace, console: Console) -> int:
     client = make_client(args)
     files, urls, missing = expand(list(args.files))
     if missing:
-        console.print(f"[red]no such file: {escape(', '.join(missing))}[/]")
-        return 1
+        raise CliError("file_not_found", f"no such file: {', '.join(missing)}")
     kb, created = client.ensure_kb(args.kb)
     kb_id = str(kb["id"])
     if not args.json:
-        console.print(f"knowledge base [bold]{escape(args.kb)}[/] ({kb_id}){' created' if created else ''}")
+        name = escape(str(kb.get("name") or args.kb))
+        console.print(f"knowledge base [bold]{name}[/] ({kb_id}){' created' if created else ''}")
     rows = [Tracked(file=f.name) for f in files] + [Tracked(file=u) for u in urls]
     for path, row in zip(files, rows, strict=False):
         try:
             _created(row, client.upload_row(kb_id, path))
         except ApiError as exc:
             _rejected(row, exc)
+        except OSError as exc:  # unreadable (permissions, gone since the walk): the others go on
+            row.parse_status = "upload failed"
+            row.error = f"cannot read {path}: {exc.strerror or exc}"
     for url, row in zip(urls, rows[len(files) :], strict=True):
         try:
             _created(row, client.call("POST", f"/knowledge-bases/{kb_id}/knowledge/url", json={"url": url}))
@@ -334,6 +353,7 @@ def cmd_ingest(args: argparse.Namespace, console: Console) -> int:
 def _created(row: Tracked, created: dict[str, Any]) -> None:
     """The row the upload answered: waiting in its first queue until the first look says more."""
     row.knowledge_id, row.parse_status = str(created["id"]), "pending"
+    row.seen = "parse_status" in created  # a presigned upload answers with its id only
     row.queued_stage, row.queued_at = (
         str(created.get("queued_stage") or ""),
         str(created.get("queued_at") or ""),
@@ -343,7 +363,7 @@ def _created(row: Tracked, created: dict[str, Any]) -> None:
 
 def _rejected(row: Tracked, exc: ApiError) -> None:
     if exc.status == 409 and isinstance(exc.data, dict) and exc.data.get("id"):
-        row.knowledge_id = str(exc.data["id"])
+        row.knowledge_id, row.seen = str(exc.data["id"]), True
         row.note = f"duplicate of {row.knowledge_id}"
         row.parse_status = str(exc.data.get("parse_status") or "pending")
     else:
@@ -450,7 +470,8 @@ def cmd_status(args: argparse.Namespace, console: Console) -> int:
                     if fingerprint != shown:
                         shown = fingerprint
                         console.print(view)
-                if data["knowledge"].get("parse_status") in TERMINAL:
+                # only these move on by themselves: a draft stays one, a deleting row just disappears
+                if data["knowledge"].get("parse_status") not in IN_FLIGHT:
                     break
                 time.sleep(args.interval)
                 data, view = _status_view(client, args.knowledge_id)
@@ -476,7 +497,7 @@ def register(sub: Any) -> None:
         cmd_ingest,
     )
     ing.add_argument("files", nargs="+", metavar="PATH|GLOB|URL")
-    ing.add_argument("--kb", required=True, help="knowledge base name (created if missing)")
+    ing.add_argument("--kb", required=True, help="knowledge base id or name (created if no KB has it)")
     ing.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
     ing.add_argument("--interval", type=float, default=0.5, help=argparse.SUPPRESS)
 

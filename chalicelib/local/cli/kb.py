@@ -8,7 +8,7 @@ import json
 import time
 import webbrowser
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -17,12 +17,12 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from chalicelib.local.cli.client import ApiClient
+from chalicelib.local.cli.client import ApiClient, CliError
 from chalicelib.local.cli.output import (
     client,
     command,
     emit,
-    json_arg,
+    json_object_arg,
     plain,
     print_fields,
     print_json,
@@ -213,6 +213,7 @@ def cmd_watch(args: argparse.Namespace, console: Console) -> int:
     live = Live(console=console, refresh_per_second=4) if console.is_terminal and not args.json else None
     shown = ""
     stats: dict[str, Any] = {}
+    timed_out = False
     if live is not None:
         live.start()
     try:
@@ -230,6 +231,7 @@ def cmd_watch(args: argparse.Namespace, console: Console) -> int:
             if settled(stats) and not args.forever:
                 break
             if args.timeout and time.monotonic() - started > args.timeout:
+                timed_out = True
                 break
             time.sleep(args.interval)
     except KeyboardInterrupt:
@@ -239,32 +241,42 @@ def cmd_watch(args: argparse.Namespace, console: Console) -> int:
             live.stop()
     if not args.json:
         plain(console, ("settled: " if settled(stats) else "stopped: ") + watch_line(stats))
-    return 0
+    gave_up = timed_out and not settled(stats)  # a script waiting on the KB learns it did not settle
+    return 1 if gave_up else 0
 
 
 # ---- console, cost, search ------------------------------------------------------------------------------------
 
 
-def console_url(api_base: str, key: str, kb_id: str = "", knowledge_id: str = "") -> str:
-    """`<api>/console/#key=…&kb=…`: the console served by the API itself (a stage prefix kept)."""
+def console_url(api_base: str, key: str = "", kb_id: str = "", knowledge_id: str = "") -> str:
+    """`<api>/console/#kb=…` (with `key` `#key=…&kb=…`): the console served by the API itself (a stage
+    prefix kept)."""
     root = api_base.rstrip("/")
     if root.endswith("/api/v1"):
         root = root[: -len("/api/v1")]
-    fragment = f"key={quote(key, safe='')}"
-    if kb_id:
-        fragment += f"&kb={quote(kb_id, safe='')}"
-    if knowledge_id:
-        fragment += f"&knowledge={quote(knowledge_id, safe='')}"
-    return f"{root}/console/#{fragment}"
+    shown = {k: v for k, v in (("key", key), ("kb", kb_id), ("knowledge", knowledge_id)) if v}
+    fragment = urlencode(shown, quote_via=quote)
+    return f"{root}/console/" + (f"#{fragment}" if fragment else "")
 
 
 def cmd_console(args: argparse.Namespace, console: Console) -> int:
+    """Opens the console without the key: a browser's command line (the URL it is started with) is
+    readable by every user of the machine. `--with-key` prints a link that signs in, and opens nothing."""
     api = client(args)
     kb_id = api.kb_id(args.kb) if args.kb else ""
-    url = console_url(args.api, args.key, kb_id, args.knowledge or "")
-    opened = False if args.no_browser else webbrowser.open(url)
+    url = console_url(args.api, args.key if args.with_key else "", kb_id, args.knowledge or "")
+    opened = False if args.no_browser or args.with_key else webbrowser.open(url)
     data = {"url": url, "opened": opened}
-    return emit(args, console, data, lambda: plain(console, f"{'opened' if opened else 'open'} {url}"))
+
+    def render() -> None:
+        plain(console, f"{'opened' if opened else 'open'} {url}")
+        if not args.with_key:
+            plain(
+                console,
+                "sign in there with your API key (WEKNORA_API_KEY; the local stack's is local-dev-key)",
+            )
+
+    return emit(args, console, data, render)
 
 
 def cmd_docs(args: argparse.Namespace, console: Console) -> int:
@@ -303,8 +315,7 @@ def cmd_cost(args: argparse.Namespace, console: Console) -> int:
     elif args.knowledge_id:
         report = api.cost(args.knowledge_id)
     else:
-        console.print("[red]give a knowledge id or --kb[/]")
-        return 2
+        raise CliError("missing_argument", "give a knowledge id or --kb", exit_code=2)
     return emit(args, console, report, lambda: console.print(cost_table(report)))
 
 
@@ -353,8 +364,7 @@ def cmd_search(args: argparse.Namespace, console: Console) -> int:
     api = client(args)
     kb = api.find_kb(args.kb)
     if kb is None and not any(k.get("id") == args.kb for k in api.call("GET", "/knowledge-bases") or []):
-        console.print(f"[red]no knowledge base named {escape(repr(args.kb))}[/]")
-        return 1
+        raise CliError("kb_not_found", f"no knowledge base named {args.kb!r}")
     hits = api.search(str(kb["id"]) if kb else args.kb, args.query, args.n, **search_filters(args))
 
     def render() -> None:
@@ -451,7 +461,7 @@ def register(sub: Any) -> None:
         sp.add_argument("--retrieval-engine", choices=("embedded", "opensearch"))
         sp.add_argument("--chunk-size", type=int)
         sp.add_argument(
-            "--set", type=json_arg, metavar="JSON", help="more fields of the body, as a JSON object"
+            "--set", type=json_object_arg, metavar="JSON", help="more fields of the body, as a JSON object"
         )
     for action, text in (
         ("show", "one knowledge base's settings"),
@@ -480,10 +490,20 @@ def register(sub: Any) -> None:
     wa.add_argument("--forever", action="store_true", help="keep watching after everything settled")
     wa.add_argument("--timeout", type=float, default=0, help="stop after this many seconds (0: never)")
 
-    co = command(sub, "console", "open the browser console (<api>/console/#key=…&kb=…)", cmd_console)
+    co = command(
+        sub,
+        "console",
+        "open the browser console (<api>/console/#kb=…); sign in there with the key",
+        cmd_console,
+    )
     co.add_argument("--kb", help="open on this knowledge base (id or name)")
     co.add_argument("--knowledge", help="open on this document")
     co.add_argument("--no-browser", action="store_true", help="print the link only")
+    co.add_argument(
+        "--with-key",
+        action="store_true",
+        help="print a link that signs in (#key=…) instead of opening the browser: the key is in it",
+    )
 
     do = command(sub, "docs", "open the interactive API docs (<api>/api/v1/docs)", cmd_docs)
     do.add_argument("--no-browser", action="store_true", help="print the link only")

@@ -8,12 +8,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import requests
 from rich.console import Console
 
-from chalicelib.local.cli.client import ApiError
+from chalicelib.local.cli.client import ApiError, storage_request
 from chalicelib.local.cli.kb import _task_started, task_line, wait_task
-from chalicelib.local.cli.output import client, command, emit, json_arg, plain, print_fields, print_rows
+from chalicelib.local.cli.output import (
+    client,
+    command,
+    emit,
+    json_object_arg,
+    plain,
+    print_fields,
+    print_rows,
+    read_text,
+    write_bytes,
+)
 
 LS_COLUMNS = ("id", "file_name", "file_type", "parse_status", "enable_status", "chunk_count", "created_at")
 
@@ -124,11 +133,12 @@ def cmd_summary(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_task(args: argparse.Namespace, console: Console) -> int:
     api = client(args)
-    if args.wait:
-        task = wait_task(api, args.task_id, console, quiet=args.json)
-    else:
+    if not args.wait:
         task = api.call("GET", f"/tasks/{args.task_id}")
-    return emit(args, console, task, lambda: None if args.wait else plain(console, task_line(task)))
+        return emit(args, console, task, lambda: plain(console, task_line(task)))
+    task = wait_task(api, args.task_id, console, quiet=args.json)
+    emit(args, console, task, lambda: None)  # wait_task printed its last state
+    return 0 if task.get("status") == "completed" else 1
 
 
 def cmd_chunks(args: argparse.Namespace, console: Console) -> int:
@@ -159,7 +169,7 @@ def cmd_chunks(args: argparse.Namespace, console: Console) -> int:
 def cmd_download(args: argparse.Namespace, console: Console) -> int:
     """The original (or parsed Markdown) through its short-lived link; `-o -` writes to stdout."""
     link = client(args).call("GET", f"/knowledge/{args.knowledge_id}/file-url", params={"kind": args.kind})
-    response = requests.get(link["url"], timeout=600)  # a signed link: no API key sent to storage
+    response = storage_request("GET", link["url"])
     if not response.ok:
         raise ApiError(
             response.status_code, "download_failed", f"GET {link['kind']} file failed: {response.text[:200]}"
@@ -170,7 +180,7 @@ def cmd_download(args: argparse.Namespace, console: Console) -> int:
     target = Path(args.output or link.get("file_name") or args.knowledge_id)
     if target.is_dir():
         target = target / str(link.get("file_name") or args.knowledge_id)
-    target.write_bytes(response.content)
+    write_bytes(target, response.content)
     data = {**link, "path": str(target), "bytes": len(response.content)}
     return emit(
         args, console, data, lambda: plain(console, f"saved {target} ({len(response.content)} bytes)")
@@ -194,17 +204,7 @@ def cmd_add_url(args: argparse.Namespace, console: Console) -> int:
 def cmd_add_text(args: argparse.Namespace, console: Console) -> int:
     api = client(args)
     kb_id = api.kb_id(args.kb)
-    content = (
-        args.content
-        if args.content is not None
-        else (
-            sys.stdin.read()
-            if args.file == "-"
-            else Path(args.file).read_text(encoding="utf-8")
-            if args.file
-            else ""
-        )
-    )
+    content = args.content if args.content is not None else read_text(args.file) if args.file else ""
     body: dict[str, Any] = {
         "title": args.title,
         "content": content,
@@ -255,7 +255,9 @@ def register(sub: Any) -> None:
     ed.add_argument("--tag", action="append", help="tag id (repeat; replaces the tags)")
     ed.add_argument("--enable", action="store_true")
     ed.add_argument("--disable", action="store_true")
-    ed.add_argument("--set", type=json_arg, metavar="JSON", help="more fields of the body, as a JSON object")
+    ed.add_argument(
+        "--set", type=json_object_arg, metavar="JSON", help="more fields of the body, as a JSON object"
+    )
 
     command(sub, "publish", "publish a manual draft (it is then processed)", cmd_publish).add_argument(
         "knowledge_id"
@@ -269,7 +271,7 @@ def register(sub: Any) -> None:
     rp = command(sub, "reparse", "parse documents again as a new attempt", cmd_reparse)
     rp.add_argument("ids", nargs="+", metavar="KNOWLEDGE_ID")
     rp.add_argument("--kb", help="their knowledge base (default: the first one's)")
-    rp.add_argument("--process-config", type=json_arg, metavar="JSON", help="process_config overrides")
+    rp.add_argument("--process-config", type=json_object_arg, metavar="JSON", help="process_config overrides")
 
     command(sub, "cancel", "cancel a document's processing", cmd_cancel).add_argument("knowledge_id")
 

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from rich import box
+from rich.cells import cell_len
 from rich.console import Console
-from rich.markup import escape
+from rich.measure import Measurement
+from rich.segment import Segments
 from rich.table import Table
+from rich.text import Text
 
 from chalicelib.domain.clock import from_iso
 from chalicelib.local.cli.client import (
     ApiClient,
+    CliError,
     default_api,
     default_key,
     default_operator_key,
@@ -71,7 +78,8 @@ def print_json(console: Console, data: Any, lines: bool = False) -> None:
 
 
 def plain(console: Console, text: str) -> None:
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
+    """A line as written: no markup, no highlighting, no emoji codes (names are printed through it)."""
+    console.print(text, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
 
 def cell(value: Any) -> str:
@@ -92,17 +100,55 @@ SHORT_HEADERS = {
 }
 
 
-def rows_table(columns: Sequence[str], rows: Sequence[dict[str, Any]], title: str | None = None) -> Table:
-    """Rows as a table; ids are never broken over lines (they are copied), times are shown to the second."""
-    table = Table(expand=False, title=title)
+#: the narrowest a column of names gets: a narrow terminal folds ids and times before it squeezes names away
+NAME_MIN_WIDTH = 16
+NAME_COLUMNS = ("name", "file_name", "title")
+#: the width a table is measured in: wide enough for any row on one line
+UNBOUNDED_WIDTH = 100_000
+
+
+def _shown(column: str, row: dict[str, Any]) -> str:
+    return _time(row.get(column)) if column.endswith("_at") else cell(row.get(column))
+
+
+def _least_width(column: str, compact: bool) -> int:
+    if compact and column.endswith("_at"):
+        return len("2026-12-04")  # the date on a line, the time under it
+    return NAME_MIN_WIDTH if column in NAME_COLUMNS else len(SHORT_HEADERS.get(column, column))
+
+
+def _kept_whole(column: str, compact: bool) -> bool:
+    return not compact and (column == "id" or column.endswith("_at"))
+
+
+def rows_table(
+    columns: Sequence[str], rows: Sequence[dict[str, Any]], title: str | None = None, compact: bool = False
+) -> Table:
+    """Rows as a table; ids are kept on one line (they are copied) and times are shown to the second. A
+    `compact` table (a narrow terminal) has no borders and folds ids and times, so every column keeps room.
+    Cells are plain text: no markup and no emoji codes (a name may hold `[b]` or `:fire:`)."""
+    table = Table(expand=False, title=title, box=None if compact else box.HEAVY_HEAD, pad_edge=not compact)
     for column in columns:
-        header = SHORT_HEADERS.get(column, column)
-        table.add_column(header, overflow="fold", no_wrap=column == "id" or column.endswith("_at"))
-    for row in rows:
-        table.add_row(
-            *(escape(_time(row.get(c)) if c.endswith("_at") else cell(row.get(c))) for c in columns)
+        table.add_column(
+            SHORT_HEADERS.get(column, column),
+            overflow="fold",
+            no_wrap=_kept_whole(column, compact),
+            min_width=_least_width(column, compact),
         )
+    for row in rows:
+        table.add_row(*(Text(_shown(c, row)) for c in columns))
     return table
+
+
+def _bordered_width(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> int:
+    """The narrowest the bordered table can be: its whole ids and times, every other column at its least."""
+    widths = [
+        max([cell_len(SHORT_HEADERS.get(c, c)), *(cell_len(_shown(c, row)) for row in rows)])
+        if _kept_whole(c, compact=False)
+        else _least_width(c, compact=False)
+        for c in columns
+    ]
+    return sum(widths) + 3 * len(columns) + 1  # a border and two spaces of padding a column, and the edge
 
 
 def _time(value: Any) -> str:
@@ -121,7 +167,17 @@ def _parsed(iso: str) -> datetime | None:
 
 
 def print_rows(console: Console, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
-    console.print(rows_table(columns, rows))
+    """A pipe or a file gets the table at its full width (nothing folded or cut); a terminal too narrow
+    for the table with whole ids gets the compact one."""
+    if not console.is_terminal:
+        table = rows_table(columns, rows)
+        full = Measurement.get(console, console.options.update_width(UNBOUNDED_WIDTH), table).maximum
+        laid_out = console.render(table, console.options.update_width(max(full, console.width)))
+        console.print(Segments(laid_out), crop=False)  # print() would fit it to the console's width
+    elif _bordered_width(columns, rows) > console.width:
+        console.print(rows_table(columns, rows, compact=True))
+    else:
+        console.print(rows_table(columns, rows))
 
 
 def print_fields(console: Console, data: dict[str, Any], title: str | None = None) -> None:
@@ -130,7 +186,7 @@ def print_fields(console: Console, data: dict[str, Any], title: str | None = Non
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     for key, value in data.items():
-        table.add_row(escape(str(key)), escape(cell(value)))
+        table.add_row(Text(str(key)), Text(cell(value)))
     console.print(table)
 
 
@@ -149,9 +205,42 @@ def since(iso: str, now: datetime | None = None) -> float:
     return ((now or datetime.now(UTC)) - then).total_seconds() if then else 0.0
 
 
-def json_arg(text: str) -> Any:
-    """An argument holding JSON (argparse type)."""
+def json_object_arg(text: str) -> dict[str, Any]:
+    """An argument holding a JSON object (argparse type): fields merged into a request's body."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"expected a JSON object {{...}}, got {type(value).__name__}: {text}"
+        )
+    return value
+
+
+def name_value_arg(text: str) -> tuple[str, str]:
+    """`NAME=VALUE` (argparse type)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), value
+
+
+def read_text(path: str) -> str:
+    """A UTF-8 text file named on the command line (`-`: stdin); what stops it as a CliError."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CliError("file_unreadable", f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise CliError("file_not_utf8", f"{path} is not UTF-8 text (byte {exc.start})") from exc
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Writes a file named on the command line; what stops it as a CliError."""
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise CliError("file_unwritable", f"cannot write {path}: {exc.strerror or exc}") from exc

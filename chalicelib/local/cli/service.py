@@ -4,8 +4,6 @@ chunker on a text, a file or a stored document)."""
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -14,11 +12,12 @@ from chalicelib.local.cli.output import (
     client,
     command,
     emit,
-    json_arg,
+    json_object_arg,
     plain,
     print_fields,
     print_json,
     print_rows,
+    read_text,
 )
 
 
@@ -66,7 +65,7 @@ def cmd_preview(args: argparse.Namespace, console: Console) -> int:
     if args.knowledge:
         body["knowledge_id"] = args.knowledge
     elif args.file:
-        body["text"] = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+        body["text"] = read_text(args.file)
     if args.kb:
         body["kb_id"] = api.kb_id(args.kb)
     if args.chunking:
@@ -93,9 +92,11 @@ def register(sub: Any) -> None:
     se_sub = se.add_subparsers(dest="action", required=True)
     command(se_sub, "show", "the tenant's settings", cmd_settings)
     sp = command(se_sub, "set", "set the tenant's parser engine rules", cmd_settings)
-    sp.add_argument("--engine-rules", type=json_arg, metavar="JSON", help='e.g. {"docx": "markitdown"}')
+    sp.add_argument(
+        "--engine-rules", type=json_object_arg, metavar="JSON", help='e.g. {"docx": "markitdown"}'
+    )
     pv = command(sub, "preview", "how the chunker cuts a text, a file or a stored document", cmd_preview)
     pv.add_argument("file", nargs="?", help="a text file (- for stdin)")
     pv.add_argument("--knowledge", help="a stored document instead")
     pv.add_argument("--kb", help="use this knowledge base's chunking settings")
-    pv.add_argument("--chunking", type=json_arg, metavar="JSON", help="chunking_config overrides")
+    pv.add_argument("--chunking", type=json_object_arg, metavar="JSON", help="chunking_config overrides")

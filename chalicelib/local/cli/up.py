@@ -4,11 +4,13 @@ start, one line per document that completes or fails, access lines only with `--
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import threading
 import time
@@ -19,11 +21,16 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from chalicelib.local.cli.client import default_key, default_operator_key
+from chalicelib.local.cli.client import CliError, default_key, default_operator_key
+from chalicelib.local.cli.output import name_value_arg
 from chalicelib.services.offered import enrichment_overview
 
 #: where `up` keeps moto's state between runs, inside the state dir
 SNAPSHOT_DIR = "moto-snapshot"
+#: the file `up` writes into a state dir it made: such a directory is its to empty
+STATE_MARKER = ".weknora-state"
+#: what `up` keeps in a state dir (the files, the embedded index, moto's snapshot): all it ever deletes
+STATE_ENTRIES = ("files", "index", SNAPSHOT_DIR)
 #: invocations each stage queue runs at once under `up` (and the benches): on AWS a queue's Lambda runs
 #: several; here two let one document's stage work while another's waits on the tables
 LOCAL_CONCURRENCY = 2
@@ -36,6 +43,46 @@ def _load_project_app() -> Any:
     return importlib.import_module("app").app
 
 
+def start_fresh(state_dir: Path) -> None:
+    """Empties a state dir for a fresh stack: only what `up` keeps there, and only in a directory `up`
+    made (its marker, or nothing but its own entries); anything else is refused with a CliError, so a
+    WEKNORA_STATE_DIR pointed at a directory of one's own is never wiped."""
+    if state_dir.exists() and not state_dir.is_dir():
+        raise CliError("state_dir_not_a_directory", f"WEKNORA_STATE_DIR {state_dir} is not a directory")
+    if state_dir.is_dir():
+        foreign = sorted(p.name for p in state_dir.iterdir() if p.name not in (*STATE_ENTRIES, STATE_MARKER))
+        if foreign and not (state_dir / STATE_MARKER).is_file():
+            raise CliError(
+                "state_dir_not_ours",
+                f"WEKNORA_STATE_DIR {state_dir} holds files `up` did not make ({', '.join(foreign[:3])}"
+                f"{', …' if len(foreign) > 3 else ''}): not emptying it; point WEKNORA_STATE_DIR at a new or "
+                "empty directory",
+            )
+        for name in STATE_ENTRIES:
+            if (state_dir / name).is_dir():
+                shutil.rmtree(state_dir / name)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / STATE_MARKER).write_text(
+        "made by `weknora-ingest up`; `up --fresh` empties this directory\n"
+    )
+
+
+def check_port(port: int, host: str = "127.0.0.1") -> None:
+    """A CliError unless the API can listen on the port (bound as the HTTP server binds: SO_REUSEADDR)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise _port_error(port, exc) from exc
+
+
+def _port_error(port: int, exc: OSError) -> CliError:
+    if exc.errno == errno.EADDRINUSE:
+        return CliError("port_in_use", f"port {port} is in use (another `up`?): choose one with --port")
+    return CliError("port_unusable", f"cannot listen on port {port}: {exc.strerror or exc}")
+
+
 def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | None = None) -> int:
     from chalicelib.local.runtime import LocalRuntime
     from chalicelib.local.snapshot import MotoSnapshot, snapshot_exists
@@ -45,13 +92,16 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
     state_dir = Path(os.environ.get("WEKNORA_STATE_DIR", ".weknora")).resolve()
     os.environ["WEKNORA_STATE_DIR"] = str(state_dir)  # before the app is imported
     snapshot_dir = state_dir / SNAPSHOT_DIR
-    if state_dir.exists() and (args.fresh or not snapshot_exists(snapshot_dir)):
+    check_port(args.port)  # before the state is touched, and not after moto and the app started
+    if args.fresh or not snapshot_exists(snapshot_dir):
         # Files and index entries without the tables that point at them (an old or --fresh state) would be
         # orphans: a fresh stack starts from an empty state dir.
-        shutil.rmtree(state_dir)
-        console.print(f"[dim]started a fresh local state in {state_dir}[/]")
+        existed = state_dir.exists()
+        start_fresh(state_dir)
+        if existed:
+            console.print(f"started a fresh local state in {state_dir}", style="dim", markup=False)
     key = default_key()
-    params = dict(p.split("=", 1) for p in args.param)
+    params = dict(args.param)
     # The local stack's operator key (the admin routes, `weknora-ingest tenant|key|dlq`): a plain
     # environment variable here, where on AWS the API function reads an SSM SecureString. `--param
     # OperatorKey=...` (the template parameter it used to be) still sets it.
@@ -100,7 +150,10 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
 
             ensure_local_tenant(bootstrap.get_deps(), key)
         runtime.start_workers()
-        base = runtime.serve_http("127.0.0.1", args.port, access_log=args.verbose)
+        try:
+            base = runtime.serve_http("127.0.0.1", args.port, access_log=args.verbose)
+        except OSError as exc:  # taken since the check at the start
+            raise _port_error(args.port, exc) from exc
         events = None
         if bootstrap is not None and hasattr(bootstrap, "get_deps"):
             from chalicelib.local.doc_events import DocumentEvents
@@ -180,7 +233,14 @@ def register(sub: Any) -> None:
     up.add_argument(
         "--stage", default="local", help="chalice stage in .chalice/config.json (default %(default)s)"
     )
-    up.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="template parameter")
+    up.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        type=name_value_arg,
+        metavar="NAME=VALUE",
+        help="template parameter",
+    )
     up.add_argument("--moto-port", type=int, default=0, help="moto server port (default: any free port)")
     up.add_argument(
         "--concurrency",
