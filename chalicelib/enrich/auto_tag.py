@@ -3,6 +3,7 @@ numbered list, each with a confidence; only confident choices are kept."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from chalicelib.enrich.replies import json_reply
@@ -34,18 +35,21 @@ def choose(chat: ChatModel, tags: Sequence[str], document: str, max_tags: int) -
 
 
 def pick(reply: str, listed: int, max_tags: int) -> list[int]:
-    """Missing confidence counts as 1, percentages are scaled, low ones and invalid indexes are dropped."""
+    """Missing confidence counts as 1, percentages are scaled; low, non-numeric or infinite ones and invalid
+    indexes (a flag is not an index) are dropped."""
     value = json_reply(reply)
     matches = value.get("matches") if isinstance(value, dict) else None
     scored: dict[int, float] = {}
     for match in matches if isinstance(matches, list) else []:
-        if not isinstance(match, dict) or not isinstance(match.get("index"), int):
+        index = match.get("index") if isinstance(match, dict) else None
+        if not isinstance(index, int) or isinstance(index, bool):
             continue
-        index = int(match["index"]) - 1
         raw = match.get("confidence", 1)
-        confidence = float(raw) if isinstance(raw, int | float) else 1.0
+        if not isinstance(raw, int | float) or isinstance(raw, bool) or not math.isfinite(raw):
+            continue
+        confidence = float(raw)
         if confidence > 1:
             confidence /= 100
-        if 0 <= index < listed and confidence >= MIN_CONFIDENCE:
-            scored[index] = max(confidence, scored.get(index, 0.0))
+        if 0 <= index - 1 < listed and confidence >= MIN_CONFIDENCE:
+            scored[index - 1] = max(confidence, scored.get(index - 1, 0.0))
     return sorted(scored, key=lambda i: -scored[i])[:max_tags]

@@ -12,6 +12,12 @@ from chalicelib.enrich.replies import json_reply
 from chalicelib.ports import ChatModel
 
 CHUNKS_PER_CALL = 5
+#: what one passage may contribute: more is not a passage's graph but a reply gone wrong
+MAX_ENTITIES_PER_PASSAGE = 50
+MAX_RELATIONS_PER_PASSAGE = 100
+MAX_ATTRIBUTES = 20
+MAX_NAME_CHARS = 200
+MAX_RELATION_CHARS = 100
 SYSTEM = (
     "You extract a knowledge graph from numbered passages. For each passage list its important entities "
     "(people, organisations, places, products, concepts) with short attributes, then the relations between "
@@ -57,6 +63,7 @@ def extract(chat: ChatModel, passages: Sequence[str], relation_types: Sequence[s
 
 
 def parse(reply: str, passages: int, relation_types: Sequence[str]) -> list[Extraction]:
+    """Items of the wrong shape are left out; a reply that cannot be read safely raises ModelReplyMalformed."""
     out = [Extraction() for _ in range(passages)]
     value = json_reply(reply)
     items: list[Any] = value if isinstance(value, list) else []
@@ -65,23 +72,43 @@ def parse(reply: str, passages: int, relation_types: Sequence[str]) -> list[Extr
         if not isinstance(item, dict):
             continue
         index = item.get("passage", 1)
-        if not isinstance(index, int) or not 1 <= index <= passages:
+        if not _is_int(index) or not 1 <= index <= passages:
             continue
         target = out[index - 1]
-        if isinstance(item.get("entity"), str) and item["entity"].strip():
-            attributes = item.get("entity_attributes") or []
-            target.entities.append(
-                Entity(
-                    item["entity"].strip()[:200], [str(a)[:200] for a in attributes if str(a).strip()][:20]
-                )
-            )
-        elif all(
-            isinstance(item.get(k), str) and item[k].strip() for k in ("entity1", "entity2", "relation")
-        ):
-            relation = item["relation"].strip()[:100]
+        if _text(item.get("entity")):
+            attributes = _attributes(item.get("entity_attributes"))
+            if attributes is not None and len(target.entities) < MAX_ENTITIES_PER_PASSAGE:
+                target.entities.append(Entity(item["entity"].strip()[:MAX_NAME_CHARS], attributes))
+        elif all(_text(item.get(k)) for k in ("entity1", "entity2", "relation")):
+            relation = item["relation"].strip()[:MAX_RELATION_CHARS]
             if allowed and entity_key(relation) not in allowed:
                 continue
-            target.relations.append(
-                Relation(item["entity1"].strip()[:200], relation, item["entity2"].strip()[:200])
-            )
+            if len(target.relations) < MAX_RELATIONS_PER_PASSAGE:
+                target.relations.append(
+                    Relation(
+                        item["entity1"].strip()[:MAX_NAME_CHARS],
+                        relation,
+                        item["entity2"].strip()[:MAX_NAME_CHARS],
+                    )
+                )
     return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _attributes(value: Any) -> list[str] | None:
+    """A list of strings (other items dropped), one string, or nothing; None for any other shape (a number,
+    a flag, an object), which leaves the entity out."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return None
+    return [a.strip()[:MAX_NAME_CHARS] for a in value if _text(a)][:MAX_ATTRIBUTES]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from chalicelib.enrich.replies import clip
+
 CAPTION_PROMPT = (
     "Describe this image in one or two sentences for a search index: what it shows, any visible title or "
     "labels. Reply with the description only."
@@ -27,11 +29,13 @@ OCR_PROMPT = (
     f"image has no text, reply exactly: {'NO_TEXT'}"
 )
 NO_TEXT = "NO_TEXT"
+#: a caption is a sentence or two and a page's text fits a chunk (WeKnora caps chunks at 7,500 runes)
+MAX_IMAGE_TEXT_CHARS = 8_000
 _FENCE = re.compile(r"^```[\w-]*\n?|```$", re.M)
 _TAG = re.compile(r"<[^>]{1,200}>")
 
 
 def clean(reply: str) -> str:
-    """Fences and stray HTML tags stripped; the no-text answer becomes empty."""
-    text = _TAG.sub("", _FENCE.sub("", reply)).strip()
-    return "" if not text or text.strip(".").upper() == NO_TEXT else text
+    """Fences and stray HTML tags stripped, at most MAX_IMAGE_TEXT_CHARS; the no-text answer becomes empty."""
+    text = _TAG.sub("", _FENCE.sub("", reply[: 4 * MAX_IMAGE_TEXT_CHARS])).strip()
+    return "" if not text or text.strip(".").upper() == NO_TEXT else clip(text, MAX_IMAGE_TEXT_CHARS)

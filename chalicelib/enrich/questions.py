@@ -8,6 +8,10 @@ from chalicelib.ports import ChatModel
 
 DEFAULT_COUNT = 3
 MAX_COUNT = 10
+#: thirty words, generously: a longer line is not a search question
+MAX_QUESTION_CHARS = 300
+#: ten questions fit in a fraction of this; the rest of a runaway reply is not read
+MAX_REPLY_CHARS = 16_000
 SYSTEM = (
     "You write search questions for a knowledge base. Given a passage of a document and its neighbours for "
     "context, write {n} self-contained questions that the PASSAGE substantially answers, the way a user would "
@@ -34,9 +38,12 @@ def generate(
 
 
 def clean(reply: str, count: int) -> list[str]:
-    """Numbering stripped, lines of more than 5 bytes kept, duplicates dropped, at most `count`."""
-    kept: list[str] = []
-    for line in lines(reply):
-        if len(line.encode()) > 5 and line not in kept:
-            kept.append(line)
-    return kept[:count]
+    """Numbering stripped, lines of more than 5 bytes and at most MAX_QUESTION_CHARS kept, duplicates dropped,
+    at most `count`."""
+    kept: dict[str, None] = {}  # insertion-ordered, and a set for the duplicate test
+    for line in lines(reply[:MAX_REPLY_CHARS]):
+        if len(kept) >= count:
+            break
+        if len(line.encode()) > 5 and len(line) <= MAX_QUESTION_CHARS:
+            kept.setdefault(line)
+    return list(kept)

@@ -6,17 +6,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from chalicelib.enrich.extractive import summarize as extractive_summary
+from chalicelib.enrich.replies import clip
 from chalicelib.ports import ChatModel
 
 EXTRACTIVE = "local/extractive"
 SUMMARY_INPUT_CHARS = 24_576
 MIN_REAL_RUNES = 10
+#: 500 words (the prompt's upper bound) with room to spare: the description and the summary chunk
+MAX_SUMMARY_CHARS = 4_000
 SYSTEM_PROMPT = (
     "You write objective document summaries for a knowledge base. Summarise the supplied text in 100 to 500 "
     "words, covering its 3 to 5 key points, strictly from the supplied text (never from the file name). "
     "Treat image caption and OCR tags as text. Cover every sampled part. If the text is empty or has no "
     "content, reply exactly: No summary available."
 )
+
+
+class SummaryNotMade(ValueError):
+    """No summary comes from this input: too little text, or an empty answer. The first 500 runes of the
+    text stand in (spec §1.13). `code` is what a span records."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 #: below this much text, the OCR of the document's images joins the summary's input (spec §1.13)
@@ -43,12 +55,13 @@ def sample(text: str, limit: int = SUMMARY_INPUT_CHARS) -> str:
 
 
 def summarize(chunks: Sequence[str], model_id: str, chat: ChatModel | None, title: str = "") -> str:
-    """Raises ValueError when there is not enough text; the caller records `summary_status=failed`."""
+    """At most MAX_SUMMARY_CHARS. Raises SummaryNotMade when there is not enough text or the model answered
+    nothing; a model's own errors (ModelRequestError, throttling) pass through to the caller."""
     text = sample("\n\n".join(c.strip() for c in chunks if c.strip()))
     if sum(1 for ch in text if ch.isalnum()) < MIN_REAL_RUNES:
-        raise ValueError("not enough text to summarise")
+        raise SummaryNotMade("not enough text to summarise", "summary_not_enough_text")
     if model_id == EXTRACTIVE or chat is None:
-        return extractive_summary(text)
+        return clip(extractive_summary(text), MAX_SUMMARY_CHARS)
     reply = chat.chat(
         [
             {"role": "system", "content": SYSTEM_PROMPT},
@@ -58,5 +71,5 @@ def summarize(chunks: Sequence[str], model_id: str, chat: ChatModel | None, titl
         max_tokens=2048,
     ).strip()
     if not reply:
-        raise ValueError("the model returned an empty summary")
-    return reply
+        raise SummaryNotMade("the model returned an empty summary", "summary_empty")
+    return clip(reply, MAX_SUMMARY_CHARS)

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from chalicelib.enrich.replies import json_reply
+from chalicelib.enrich.replies import clip, json_reply
 from chalicelib.ports import ChatModel
 
 SAMPLE_ROWS = 10
+MAX_DESCRIPTION_CHARS = 2_000
+MAX_COLUMN_DESCRIPTION_CHARS = 500
 _ROW = re.compile(r"^\s*\|(.*)\|\s*$")
 _SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}")
 SYSTEM = (
@@ -81,13 +84,24 @@ def summarise(chat: ChatModel, name: str, schema: TableSchema) -> TableSummary |
         temperature=0.3,
         max_tokens=2048,
     )
-    value = json_reply(reply)
-    if not isinstance(value, dict) or not str(value.get("description", "")).strip():
+    return _read(json_reply(reply), schema)
+
+
+def _read(value: Any, schema: TableSchema) -> TableSummary | None:
+    """None unless the reply is an object with a description; `columns` is read only when it is a list of
+    objects naming known columns (anything else describes no column)."""
+    if not isinstance(value, dict):
+        return None
+    description = value.get("description")
+    if not isinstance(description, str) or not description.strip():
         return None
     known = {c for c, _ in schema.columns}
-    described = {
-        str(c.get("name")): str(c.get("description", "")).strip()
-        for c in value.get("columns") or []
-        if isinstance(c, dict) and str(c.get("name")) in known and str(c.get("description", "")).strip()
-    }
-    return TableSummary(str(value["description"]).strip(), described)
+    columns = value.get("columns")
+    described: dict[str, str] = {}
+    for column in columns if isinstance(columns, list) else []:
+        if not isinstance(column, dict):
+            continue
+        name, text = column.get("name"), column.get("description")
+        if isinstance(name, str) and name in known and isinstance(text, str) and text.strip():
+            described[name] = clip(text.strip(), MAX_COLUMN_DESCRIPTION_CHARS)
+    return TableSummary(clip(description.strip(), MAX_DESCRIPTION_CHARS), described)

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from chalicelib.enrich.replies import json_reply
+from chalicelib.enrich.replies import clip, json_reply
 from chalicelib.ports import ChatModel
 
 MAX_INPUT_CHARS = 32_768
 MAX_PAGES = 5
+MAX_TITLE_CHARS = 200
+#: a page is one chunk item (DynamoDB holds at most 400 KB): 32 KB of Markdown is a long article already
+MAX_PAGE_CHARS = 32_768
 SYSTEM = (
     "You maintain a wiki built from a knowledge base's documents. From the document below write at most "
     f"{MAX_PAGES} wiki pages about its main topics: each with a short title and a self-contained Markdown body "
@@ -34,16 +38,21 @@ def pages_for(chat: ChatModel, title: str, text: str) -> list[Page]:
         temperature=0.3,
         max_tokens=4096,
     )
-    value = json_reply(reply)
+    return read_pages(json_reply(reply))
+
+
+def read_pages(value: Any) -> list[Page]:
+    """The pages of a reply: objects with a non-empty string title and content, capped in size and number."""
     pages = []
     for item in value if isinstance(value, list) else []:
-        if (
-            isinstance(item, dict)
-            and str(item.get("title", "")).strip()
-            and str(item.get("content", "")).strip()
-        ):
-            pages.append(Page(str(item["title"]).strip()[:200], str(item["content"]).strip()))
-    return pages[:MAX_PAGES]
+        if not isinstance(item, dict):
+            continue
+        title, content = item.get("title"), item.get("content")
+        if isinstance(title, str) and title.strip() and isinstance(content, str) and content.strip():
+            pages.append(Page(title.strip()[:MAX_TITLE_CHARS], clip(content.strip(), MAX_PAGE_CHARS)))
+        if len(pages) == MAX_PAGES:
+            break
+    return pages
 
 
 def cross_links(titles: Sequence[str], contents: Sequence[str]) -> list[list[int]]:

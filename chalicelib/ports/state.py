@@ -575,6 +575,10 @@ class WikiRepo(Protocol):
 
     def finish_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None: ...
 
+    def release_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None:
+        """A claimed op back to pending (its worker could not do it now); another attempt's op is left be."""
+        ...
+
     def put_pages(self, kb_id: str, knowledge_id: str, pages: Sequence[WikiPageRecord]) -> None:
         """Replaces the document's page records."""
         ...

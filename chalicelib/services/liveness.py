@@ -30,13 +30,25 @@ def live_knowledge(deps: Dependencies, message: StageMessage) -> Knowledge | Non
     return knowledge
 
 
-def kept_after_write(deps: Dependencies, knowledge: Knowledge, undo: Callable[[], Any]) -> bool:
+def kept_after_write(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    undo: Callable[[], Any],
+    *,
+    undo_moved: Callable[[Knowledge], Any] | None = None,
+) -> bool:
     """Re-reads the row right after a stage wrote for it. A row being deleted (or gone) gets `undo`, so a
-    late write never resurrects a deleted document in search; a cancelled or superseded attempt keeps what
-    it wrote but goes no further (False)."""
+    late write never resurrects a deleted document in search; a row moved to another knowledge base
+    meanwhile gets `undo_moved` (with the row as it is now), as what was written under the old one is
+    orphaned there; a cancelled or superseded attempt keeps what it wrote but goes no further (False)."""
     row = deps.knowledge.get(knowledge.id)
     if row is None or row.parse_status == ParseStatus.DELETING:
         undo()
         logger.info("undid a write for a deleted knowledge", extra={"knowledge_id": knowledge.id})
+        return False
+    if row.kb_id != knowledge.kb_id:
+        if undo_moved is not None:
+            undo_moved(row)
+        logger.info("a write landed after a move", extra={"knowledge_id": knowledge.id})
         return False
     return row.attempt == knowledge.attempt and may_write(row.parse_status)

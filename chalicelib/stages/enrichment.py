@@ -18,6 +18,7 @@ from contextvars import copy_context
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from chalicelib.domain.clock import to_iso
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.plan import TEXT_LIKE, WINDOW
@@ -87,15 +88,20 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
             return None  # the document's slot is released when its pages are in
         else:
             raise UnknownSubtask(f"unknown enrichment kind {kind!r}")
-    except (
-        ModelRequestError
-    ) as error:  # this subtask cannot be done with this model: record, release the slot
+    except ModelRequestError as error:
+        # this subtask cannot be done with this model: recorded (its stable code only, as the error's text
+        # may carry what the model's server said), and the slot released
         if kind == "summary":
-            _summary_failed(deps, knowledge, str(error))
+            _summary_failed(deps, knowledge)
         deps.tracker.subspan(
-            knowledge, Stage.POSTPROCESS, span_id, SpanStatus.FAILED, error_message=str(error)
+            knowledge,
+            Stage.POSTPROCESS,
+            span_id,
+            SpanStatus.FAILED,
+            error_code=error.code,
+            error_message=f"the chat model could not do this subtask ({error.code})",
         )
-        return {"failed": str(error)}
+        return {"failed": error.code}
     deps.tracker.subspan(knowledge, Stage.POSTPROCESS, span_id, SpanStatus.DONE, outputs)
     return outputs
 
@@ -124,7 +130,7 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     """Spec §1.13: stored as the description and as an indexed `summary` chunk; dropped when the title or
     the metadata changed, or a new attempt began, while the model was writing it (a refresh then runs on
     the new content)."""
-    from chalicelib.enrich.summary import summarize, summary_input
+    from chalicelib.enrich.summary import SummaryNotMade, summarize, summary_input
 
     if not _claim_summary(deps, knowledge):
         return {"summary_chars": 0, "reason": "no summary is asked for now (made already, or failed)"}
@@ -146,11 +152,14 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     chat = deps.chat_model(model_id)
     try:
         text = summarize(inputs, model_id, chat, knowledge.title)
-    except ValueError as error:  # not enough text: the first 500 runes stand in (spec §1.13)
+    except SummaryNotMade as error:  # not enough text: the first 500 runes stand in (spec §1.13)
         fallback = None if _described_by_user(deps, knowledge) else (texts[0] if texts else "")[:500]
-        _summary_failed(deps, knowledge, str(error), fallback=fallback)
-        return {"summary_chars": 0, "reason": str(error)}
+        _summary_failed(deps, knowledge, fallback=fallback)
+        return {"summary_chars": 0, "reason": error.code}
     current = deps.knowledge.get(knowledge.id)
+    if current is not None and current.kb_id != knowledge.kb_id:  # moved: made again in its new home
+        request_summary_refresh(deps, current)
+        return {"summary_chars": 0, "reason": "the document moved while it was summarised; refreshing"}
     if (
         current is None
         or _summarised_from(current) != _summarised_from(knowledge)
@@ -173,7 +182,8 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
         # search, where it would be the same hit twice
         chunk = replace(chunk, is_enabled=False, metadata={**chunk.metadata, "repeats_body": True})
     if not write_extra_chunks(deps, knowledge, kb, [chunk]):
-        raise Skip("the knowledge was deleted, cancelled or superseded")
+        _summary_moved_away(deps, knowledge, kb, chunk)
+        raise Skip("the knowledge was deleted, cancelled, superseded or moved")
     description = None if _described_by_user(deps, knowledge) else text
     if deps.knowledge.set_summary_status(  # from processing only: of two deliveries, one announces
         knowledge.id,
@@ -183,6 +193,19 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     ):
         summary_changed(deps, knowledge, EventType.SUMMARY_COMPLETED, SummaryStatus.COMPLETED.value)
     return {"summary_chars": len(text), "model": model_id}
+
+
+def _summary_moved_away(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, chunk: Chunk) -> None:
+    """A move that landed while the summary was written: its entry leaves the old knowledge base's index,
+    its chunk follows the row, and a refresh indexes it in the new one."""
+    row = deps.knowledge.get(knowledge.id)
+    if row is None or row.kb_id == kb.id:
+        return
+    if kb.indexing_strategy.needs_embedding:
+        space = IndexSpace.of(deps.embedding_model(kb.embedding_model_id))
+        deps.engine(kb.retrieval_engine).delete_by_ids(space, kb.id, [chunk.id])
+    deps.chunks.put_many([replace(chunk, kb_id=row.kb_id)])
+    request_summary_refresh(deps, row)
 
 
 def _claim_summary(deps: Dependencies, knowledge: Knowledge) -> bool:
@@ -201,9 +224,7 @@ def _described_by_user(deps: Dependencies, knowledge: Knowledge) -> bool:
     return current is not None and current.description_by_user
 
 
-def _summary_failed(
-    deps: Dependencies, knowledge: Knowledge, reason: str, fallback: str | None = None
-) -> None:
+def _summary_failed(deps: Dependencies, knowledge: Knowledge, fallback: str | None = None) -> None:
     if deps.knowledge.set_summary_status(
         knowledge.id, SummaryStatus.FAILED.value, description=fallback, only_if=SummaryStatus.PROCESSING.value
     ):
@@ -240,6 +261,10 @@ def _window(task: SubtaskMessageModel) -> range:
     return range(window * size, (window + 1) * size)
 
 
+def _question_entry_id(chunk_id: str, n: int) -> str:
+    return f"{chunk_id}-q{n}"
+
+
 def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: range) -> dict[str, Any]:
     """Spec §1.15: each text chunk of the window gets N questions (its neighbours as context), kept in its
     metadata and indexed as extra entries that point at it; a chunk that changed meanwhile keeps none."""
@@ -272,45 +297,54 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
     current = {c.id: c for c in _chunks(deps, knowledge)}
     updated: list[Chunk] = []
     entries: list[tuple[Chunk, int, str]] = []
+    # an earlier delivery wrote a chunk's questions before indexing them: what it may have indexed beyond
+    # this delivery's count is known from them
+    stale: list[str] = []
     for chunk in texts[window.start : window.stop]:
         now = current.get(chunk.id)
         if now is None or now.content_hash != chunk.content_hash:  # its revision changed: drop them
             continue
+        earlier = now.metadata.get("questions")
+        earlier_count = len(earlier) if isinstance(earlier, list) else 0
+        stale += [_question_entry_id(now.id, n) for n in range(len(asked[chunk.id]), earlier_count)]
         now.metadata["questions"] = asked[chunk.id]
         updated.append(now)
         entries += [(now, n, q) for n, q in enumerate(asked[chunk.id])]
     deps.chunks.put_many(updated)
-    if entries and kb.indexing_strategy.needs_embedding:
+    if (entries or stale) and kb.indexing_strategy.needs_embedding:
         model = deps.embedding_model(kb.embedding_model_id)
         space = IndexSpace.of(model)
-        contents = [index_text(knowledge.title, "", q) for _, _, q in entries]
-        vectors = embed_texts(deps, model, contents) if kb.indexing_strategy.vector_enabled else None
         engine = deps.engine(kb.retrieval_engine)
-        index_as_the_document_is(
+        contents = [index_text(knowledge.title, "", q) for _, _, q in entries]
+        vectors = (
+            embed_texts(deps, model, contents) if entries and kb.indexing_strategy.vector_enabled else None
+        )
+        written = [
+            IndexEntry(
+                id=_question_entry_id(chunk.id, n),
+                kb_id=kb.id,
+                knowledge_id=knowledge.id,
+                chunk_id=chunk.id,  # a question that matches returns the chunk that answers it
+                content=contents[k],
+                vector=None if vectors is None else vectors[k],
+                source_id=chunk.id,
+                source_type="question",
+                chunk_type=ChunkType.TEXT.value,
+                is_enabled=chunk.is_enabled,
+            )
+            for k, (chunk, n, _q) in enumerate(entries)
+        ]
+        if written:
+            index_as_the_document_is(deps, knowledge, engine, space, written)
+        if stale:
+            engine.delete_by_ids(space, kb.id, stale)
+        if not kept_after_write(
             deps,
             knowledge,
-            engine,
-            space,
-            [
-                IndexEntry(
-                    id=f"{chunk.id}-q{n}",
-                    kb_id=kb.id,
-                    knowledge_id=knowledge.id,
-                    chunk_id=chunk.id,  # a question that matches returns the chunk that answers it
-                    content=contents[k],
-                    vector=None if vectors is None else vectors[k],
-                    source_id=chunk.id,
-                    source_type="question",
-                    chunk_type=ChunkType.TEXT.value,
-                    is_enabled=chunk.is_enabled,
-                )
-                for k, (chunk, n, _q) in enumerate(entries)
-            ],
-        )
-        if not kept_after_write(
-            deps, knowledge, lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+            lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id]),
+            undo_moved=lambda _row: engine.delete_by_ids(space, kb.id, [e.id for e in written]),
         ):
-            raise Skip("the knowledge was deleted, cancelled or superseded")
+            raise Skip("the knowledge was deleted, cancelled, superseded or moved")
     return {"questions": len(entries), "chunks": len(updated)}
 
 
@@ -344,7 +378,13 @@ def graph(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: r
             entities += [(e.name, e.attributes, chunk.id) for e in found.entities]
             relations += [(r.source, r.relation, r.target, chunk.id) for r in found.relations]
     deps.graph.add(kb.id, knowledge.id, entities, relations)
-    if not kept_after_write(deps, knowledge, lambda: deps.graph.delete_knowledge(kb.id, knowledge.id)):
+    if not kept_after_write(
+        deps,
+        knowledge,
+        lambda: deps.graph.delete_knowledge(kb.id, knowledge.id),
+        # the move retracts the document's graph from the old knowledge base; these came after it
+        undo_moved=lambda _row: deps.graph.delete_knowledge(kb.id, knowledge.id),
+    ):
         row = deps.knowledge.get(knowledge.id)
         if row is not None and row.attempt != knowledge.attempt:  # superseded while the model wrote: the
             # new attempt's plan cleared older facts already, so these would stay, pointing at old chunks
@@ -379,9 +419,21 @@ def auto_tag(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dic
     current = deps.knowledge.get(knowledge.id)
     if current is None or current.parse_status == ParseStatus.DELETING:
         raise Skip("the knowledge was deleted")
+    if current.kb_id != kb.id:  # moved while the model chose: these are the old knowledge base's tags
+        raise Skip("the knowledge moved to another knowledge base")
     added = add_tags(deps, current, [tags[i].id for i in chosen])
-    if not kept_after_write(deps, knowledge, lambda: deps.tags.remove_knowledge(knowledge.id)):
-        raise Skip("the knowledge was deleted, cancelled or superseded")
+
+    def untag_moved(row: Knowledge) -> None:
+        """The move landed between the check and the write: the old knowledge base's tags come off."""
+        if any(t in row.tag_ids for t in added):
+            deps.knowledge.update_fields(row.id, {"tag_ids": [t for t in row.tag_ids if t not in added]})
+        if added:
+            deps.tags.unrelate(kb.id, row.id, to_iso(row.created_at), added)
+
+    if not kept_after_write(
+        deps, knowledge, lambda: deps.tags.remove_knowledge(knowledge.id), undo_moved=untag_moved
+    ):
+        raise Skip("the knowledge was deleted, cancelled, superseded or moved")
     return {"tags": len(added), "chosen": [tags[i].name for i in chosen]}
 
 

@@ -133,7 +133,7 @@ def _table_summary(
         logger.warning(
             "table summary failed", extra={"knowledge_id": knowledge.id, "error": type(error).__name__}
         )
-        return {"table_summary": f"failed: {error}"}
+        return {"table_summary": f"failed: {error.code}"}  # a stable code: the text may be the server's
     if summary is None:
         return {"table_summary": "failed: the model's reply was not a table description"}
     columns = "\n".join(f"- {name} ({kind})" for name, kind in schema.columns)

@@ -8,6 +8,12 @@ ingest (`wiki_finalize_delay_seconds`), rebuilds the knowledge base's wiki index
 cross-links. A delete retracts a document's pages (its chunks go with it) and triggers a finalize. The
 ingest releases a document's slot (and promotes it when it was the last) before it answers the token; a
 failed document releases its slot through the state machine's catch.
+
+Each claimed document stands on its own: a throttled or unavailable model puts its op back (pending) for an
+ingest a minute later; a model that rejects the request or answers what cannot be read fails that document
+only (a stable code on its span and token); anything else puts the op back and fails the message, so the
+queue's retry claims it again, until its last try fails the document. A redelivered ingest keeps the pages
+an earlier one wrote for the attempt instead of asking the model again.
 """
 
 from __future__ import annotations
@@ -21,13 +27,20 @@ from chalicelib.domain.process_config import resolve
 from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, ModelRequestError, WikiOp, WikiPageRecord
+from chalicelib.ports import (
+    Dependencies,
+    ModelRequestError,
+    ModelThrottled,
+    ModelUnavailable,
+    WikiOp,
+    WikiPageRecord,
+)
 from chalicelib.services.dispatch import WIKI_QUEUE as QUEUE
 from chalicelib.services.dispatch import trigger_wiki
 from chalicelib.services.indexing import write_extra_chunks
 from chalicelib.services.slots import settle_slot
 from chalicelib.services.storage import files_of
-from chalicelib.stages.runner import Skip, come_back_soon, parse_body, process_batch
+from chalicelib.stages.runner import Skip, come_back_soon, parse_body, process_batch, receive_count
 
 BATCH = 5
 #: a claim older than this was a worker that died (its Lambda times out at 300 s): the queue's next delivery
@@ -36,6 +49,10 @@ STALE_CLAIM_SECONDS = 10 * 60
 WIKI_SEQ_BASE = 400_000
 #: the document's counted subtask (postprocess.plan plans one, under this id)
 SUBTASK_ID = "wiki"
+#: a throttled or unavailable model: the next ingest comes this much later (WeKnora waits 60 s)
+MODEL_BACKOFF_SECONDS = 60
+#: what a token's failure and a span say, never the error's own text (it may carry the server's words)
+FAILED = "wiki.failed"
 
 
 class WikiMessage(BaseModel):
@@ -52,7 +69,8 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
             return
         try:
             if message.action == "ingest":
-                ingest(deps, message.kb_id)
+                last_try = receive_count(record) >= deps.settings.stage_max_receives
+                ingest(deps, message.kb_id, last_try=last_try)
             else:
                 finalize(deps, message.kb_id)
         except Exception:
@@ -62,9 +80,11 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
     return process_batch(event, context, one)
 
 
-def ingest(deps: Dependencies, kb_id: str) -> None:
+def ingest(deps: Dependencies, kb_id: str, *, last_try: bool = False) -> None:
     kb = deps.kbs.get(kb_id)
     ops = deps.wiki.claim_ops(kb_id, BATCH, STALE_CLAIM_SECONDS)
+    model_busy = False
+    unexpected: Exception | None = None
     for op in ops:
         knowledge = deps.knowledge.get(op.knowledge_id)
         if (
@@ -80,21 +100,49 @@ def ingest(deps: Dependencies, kb_id: str) -> None:
         except Skip:  # deleted, cancelled or superseded while its pages were written (they were undone)
             _answer(deps, op, {"skipped": True})
             continue
+        except (ModelThrottled, ModelUnavailable):  # the model may do it later: the op waits for it
+            deps.wiki.release_op(kb_id, op.knowledge_id, op.attempt)
+            model_busy = True
+            continue
         except ModelRequestError as error:  # this document gets no pages: its slot is released anyway
-            deps.wiki.finish_op(kb_id, op.knowledge_id, op.attempt)
-            deps.tracker.subspan(
-                knowledge, Stage.POSTPROCESS, "postprocess.wiki", SpanStatus.FAILED, error_message=str(error)
+            _fail(deps, knowledge, op, error.code)
+            continue
+        except Exception as error:  # not ours to classify: the queue's retry tries again, up to its last
+            logger.warning(  # the type only: the text may carry what a server answered
+                "wiki pages failed", extra={"knowledge_id": op.knowledge_id, "error": type(error).__name__}
             )
-            deps.workflow.task_failure(op.token, "wiki.failed", type(error).__name__)
+            if last_try:
+                _fail(deps, knowledge, op, FAILED)
+            else:
+                deps.wiki.release_op(kb_id, op.knowledge_id, op.attempt)
+                unexpected = unexpected or error
             continue
         deps.tracker.subspan(
             knowledge, Stage.POSTPROCESS, "postprocess.wiki", SpanStatus.DONE, {"pages": count}
         )
         _answer(deps, op, {"pages": count})
-    if ops and deps.wiki.pending(kb_id):
+    if model_busy:  # one later ingest for everything pending, not the quick follow-up
+        deps.queue.send_raw(QUEUE, {"kb_id": kb_id, "action": "ingest"}, delay_seconds=MODEL_BACKOFF_SECONDS)
+    elif ops and unexpected is None and deps.wiki.pending(kb_id):
         trigger_wiki(deps, kb_id, "ingest", follow_up=True)
     if ops:
         trigger_wiki(deps, kb_id, "finalize")
+    if unexpected is not None:
+        raise unexpected
+
+
+def _fail(deps: Dependencies, knowledge: Knowledge, op: WikiOp, code: str) -> None:
+    """The op is done and the token fails (the state machine's catch releases the slot)."""
+    deps.wiki.finish_op(op.kb_id, op.knowledge_id, op.attempt)
+    deps.tracker.subspan(
+        knowledge,
+        Stage.POSTPROCESS,
+        "postprocess.wiki",
+        SpanStatus.FAILED,
+        error_code=code,
+        error_message=f"the wiki pages could not be written ({code})",
+    )
+    deps.workflow.task_failure(op.token, FAILED, code)
 
 
 def _answer(deps: Dependencies, op: WikiOp, output: dict[str, Any]) -> None:
@@ -106,39 +154,49 @@ def _answer(deps: Dependencies, op: WikiOp, output: dict[str, Any]) -> None:
 
 
 def _pages(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> int:
-    from chalicelib.enrich.wiki import pages_for
+    from chalicelib.enrich.wiki import MAX_PAGES, pages_for
 
     chat = deps.chat_model(resolve(kb, knowledge.process_overrides).chat_model_id)
     if chat is None:
         return 0
-    parsed = files_of(deps, knowledge).url_for(
-        parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
-    )
-    pages = pages_for(chat, knowledge.title, deps.files.read(parsed).decode("utf-8"))
-    chunks = [
-        Chunk(
-            id=f"{knowledge.id}-a{knowledge.attempt}-wiki{n:02d}",
-            tenant_id=knowledge.tenant_id,
-            kb_id=kb.id,
-            knowledge_id=knowledge.id,
-            seq=WIKI_SEQ_BASE + n,
-            content=f"# {page.title}\n\n{page.content}",
-            chunk_type=ChunkType.WIKI_PAGE,
-            metadata={"attempt": knowledge.attempt, "wiki_title": page.title},
+    slots = [_page_chunk_id(knowledge, n) for n in range(MAX_PAGES)]
+    found = deps.chunks.get_many([(knowledge.id, chunk_id) for chunk_id in slots])
+    # an earlier delivery wrote this attempt's pages (then died): they stand, so a second answer of the
+    # model never leaves the first one's extra pages behind, and the model is not paid twice
+    chunks = [found[(knowledge.id, chunk_id)] for chunk_id in slots if (knowledge.id, chunk_id) in found]
+    if not chunks:
+        parsed = files_of(deps, knowledge).url_for(
+            parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
         )
-        for n, page in enumerate(pages)
-    ]
+        pages = pages_for(chat, knowledge.title, deps.files.read(parsed).decode("utf-8"))
+        chunks = [
+            Chunk(
+                id=_page_chunk_id(knowledge, n),
+                tenant_id=knowledge.tenant_id,
+                kb_id=kb.id,
+                knowledge_id=knowledge.id,
+                seq=WIKI_SEQ_BASE + n,
+                content=f"# {page.title}\n\n{page.content}",
+                chunk_type=ChunkType.WIKI_PAGE,
+                metadata={"attempt": knowledge.attempt, "wiki_title": page.title},
+            )
+            for n, page in enumerate(pages)
+        ]
     if chunks and not write_extra_chunks(deps, knowledge, kb, chunks):
-        raise Skip("the knowledge was deleted, cancelled or superseded")
+        raise Skip("the knowledge was deleted, cancelled, superseded or moved")
     deps.wiki.put_pages(
         kb.id,
         knowledge.id,
         [
-            WikiPageRecord(knowledge.id, knowledge.title, p.title, c.id)
-            for p, c in zip(pages, chunks, strict=True)
+            WikiPageRecord(knowledge.id, knowledge.title, str(c.metadata.get("wiki_title", "")), c.id)
+            for c in chunks
         ],
     )
     return len(chunks)
+
+
+def _page_chunk_id(knowledge: Knowledge, n: int) -> str:
+    return f"{knowledge.id}-a{knowledge.attempt}-wiki{n:02d}"
 
 
 def finalize(deps: Dependencies, kb_id: str) -> None:

@@ -76,6 +76,17 @@ class DynamoWikiRepo:
             if not _condition_failed(error):
                 raise
 
+    def release_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None:
+        m = self.model
+        try:  # a newer attempt's op (put meanwhile) keeps its own state
+            m(kb_id, f"op#{knowledge_id}").update(
+                actions=[m.status.set("pending"), m.claimed_at.set(0)],
+                condition=m.key.exists() & (m.attempt == attempt),
+            )
+        except UpdateError as error:
+            if not _condition_failed(error):
+                raise
+
     def put_pages(self, kb_id: str, knowledge_id: str, pages: Sequence[WikiPageRecord]) -> None:
         self.delete_pages(kb_id, knowledge_id)
         with self.model.batch_write() as batch:

@@ -57,6 +57,12 @@ class MemoryWikiRepo:
             if current is not None and current[0].attempt == attempt:
                 del self._ops[(kb_id, knowledge_id)]
 
+    def release_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None:
+        with self._lock:
+            current = self._ops.get((kb_id, knowledge_id))
+            if current is not None and current[0].attempt == attempt:
+                self._ops[(kb_id, knowledge_id)] = (current[0], "pending", 0.0)
+
     def put_pages(self, kb_id: str, knowledge_id: str, pages: Sequence[WikiPageRecord]) -> None:
         with self._lock:
             self._pages[(kb_id, knowledge_id)] = [copy.deepcopy(p) for p in pages]

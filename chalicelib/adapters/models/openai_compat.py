@@ -244,6 +244,9 @@ def _count_usage(body: Any, model_id: str) -> None:
         metering.record_tokens(model_id, usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
 
+_FINISH_REASON = re.compile(r"[a-z_]{1,32}")
+
+
 def _completion_text(body: Any, model_id: str) -> str:
     choices = body.get("choices") if isinstance(body, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -253,7 +256,9 @@ def _completion_text(body: Any, model_id: str) -> str:
     if isinstance(content, list):  # content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     if not isinstance(content, str) or not content.strip():
-        reason = str(choices[0].get("finish_reason") or "")
+        # the server's word goes into our message only when it is one of the short codes servers use
+        raw_reason = choices[0].get("finish_reason")
+        reason = raw_reason if isinstance(raw_reason, str) and _FINISH_REASON.fullmatch(raw_reason) else ""
         hint = (
             " (max_tokens spent before answering? try max_tokens_field=max_completion_tokens)"
             if reason == "length"

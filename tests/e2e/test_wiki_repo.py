@@ -1,0 +1,37 @@
+"""The wiki repository's ops on both adapters (DynamoDB on moto, the in-memory fake): a claimed op is held
+from other claims until it is finished or released, and a release touches only its own attempt's op."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chalicelib.bootstrap import Services, memory_deps
+from chalicelib.ports import WikiOp, WikiRepo
+
+
+@pytest.fixture(params=["dynamo", "memory"])
+def wiki(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[WikiRepo]:
+    if request.param == "dynamo":
+        services: Services = request.getfixturevalue("module_services")
+        yield services.wiki
+    else:
+        yield memory_deps(index_dir=tmp_path / "index").wiki
+
+
+def test_a_released_op_is_claimed_again_and_only_its_own_attempt_is_released(wiki: WikiRepo) -> None:
+    kb_id, knowledge_id = f"kb-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+    wiki.put_op(WikiOp(kb_id, knowledge_id, 1, "token-1"))
+    assert [op.token for op in wiki.claim_ops(kb_id, 5, 600)] == ["token-1"]
+    assert wiki.claim_ops(kb_id, 5, 600) == []  # held by its claim
+    wiki.release_op(kb_id, knowledge_id, 2)  # another attempt's release leaves it claimed
+    assert wiki.claim_ops(kb_id, 5, 600) == []
+    wiki.release_op(kb_id, knowledge_id, 1)
+    assert wiki.pending(kb_id) == 1
+    assert [op.token for op in wiki.claim_ops(kb_id, 5, 600)] == ["token-1"]
+    wiki.finish_op(kb_id, knowledge_id, 1)
+    wiki.release_op(kb_id, knowledge_id, 1)  # a release after the finish brings nothing back
+    assert wiki.pending(kb_id) == 0 and wiki.claim_ops(kb_id, 5, 0) == []
