@@ -106,7 +106,11 @@ def carry_objects(deps: Dependencies, row: Knowledge, old: str, new: str) -> Kno
                 "metadata": relink(row.metadata),
             },
         )
-        if committed is None:  # deleted meanwhile: the delete task removes what is left
+        if committed is None:
+            # deleted meanwhile: the row never named the copies, so no delete finds them; they go here
+            # and the delete removes the rest
+            for moved in links.values():
+                deps.files.delete(moved)
             return row
         row = committed
         logger.info(

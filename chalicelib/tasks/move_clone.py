@@ -7,13 +7,18 @@ Move, per knowledge (idempotent; a redelivery finishes what an earlier one began
       (`tasks/move_across.py`)
     → reuse_vectors: index entries move to the target, chunks are repointed (no embedding call)
       reparse: the source's entries and chunks go, and a new attempt runs under the target's config
-    → the source's graph contribution and wiki pages are retracted.
+    → the source's graph contribution and wiki pages are retracted
+    → the row is read again (before a reparse begins): a delete that landed meanwhile is finished, and
+      what the move wrote removed.
 
 Clone: a two-way diff by file hash between the completed knowledge of the source and the target; extras in
 the target are deleted, missing ones copied 10 at a time. A copy has a deterministic id (task, source), so a
 redelivered message redoes (or only counts) the same copy: its source file and images are deep-copied to
 keys under the copy's own prefix, chunk ids are remapped and image links rewritten, and the index entries
-are copied with their vectors (nothing re-embedded). A copy that fails removes everything it wrote.
+are copied with their vectors (nothing re-embedded), renamed as the copy's own first attempt. Before the copy
+is marked completed the source is read again (a reparse meanwhile: the copy goes and the source is planned
+again), and after, the target and the copy (a delete of either meanwhile: the copy goes). A copy that fails
+removes everything it wrote.
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ from typing import Any
 
 from chalicelib.domain.errors import Forbidden, PermanentStageError
 from chalicelib.domain.events import EventType
+from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.storage_backends import backend_of
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import (
     Chunk,
+    ChunkType,
     EnableStatus,
     Knowledge,
     KnowledgeBase,
@@ -55,18 +62,26 @@ from chalicelib.services.events import knowledge_changed
 from chalicelib.services.quotas import reserve_document
 from chalicelib.services.storage import files_of
 from chalicelib.services.tag_names import tag_by_names, tag_names
+from chalicelib.tasks.delete import delete_one
 from chalicelib.tasks.move_across import carry_objects, relinker
 
 #: copies made concurrently (WeKnora clones 10 at a time)
 CLONE_BATCH = 10
 LIST_PAGE = 100_000
 _COPY_NAMESPACE = uuid.UUID("8a0f3d5e-6c1b-4f7e-9d2a-5b4c3e2f1a00")
+#: a copy is a new document: its first attempt, whichever attempt of the source it copies
+COPY_ATTEMPT = 1
 
 Work = tuple[str, Callable[[], None]]
 
 
 class ItemFailed(PermanentStageError):
     """This item cannot be done (recorded against it; the task goes on)."""
+
+
+class SourceReparsed(Exception):
+    """The source began another attempt while it was copied: the copy is removed and the source planned
+    again (never recorded as the item's outcome)."""
 
 
 def copy_tags(deps: Dependencies, source: Knowledge, copy: Knowledge) -> None:
@@ -121,8 +136,12 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
     target = deps.kbs.get(task.kb_id)
     if target is None or target.status == "deleting":
         raise ItemFailed("the target knowledge base is gone or being deleted")
+    source = deps.kbs.get(source_kb_id)
     row = deps.knowledge.get(knowledge_id)
-    if row is None or row.tenant_id != task.tenant_id:
+    if row is None:  # an earlier delivery may have moved some of it before the delete finished
+        _remove_move_leftovers(deps, knowledge_id, source, target)
+        raise ItemFailed("the knowledge no longer exists")
+    if row.tenant_id != task.tenant_id:
         raise ItemFailed("the knowledge no longer exists")
     if row.kb_id == source_kb_id:
         if row.parse_status != ParseStatus.COMPLETED:
@@ -144,7 +163,6 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
     old_backend = task.params.get("from_backends", {}).get(row.id)
     if old_backend is not None:  # the target is bound to another backend: the objects come along
         row = carry_objects(deps, row, str(old_backend), target.storage_backend)
-    source = deps.kbs.get(source_kb_id)
     deps.tags.remove_knowledge(row.id)  # the source's relations (moving cleared the row's tag ids)
     names = task.params.get("tags", {}).get(row.id, [])
     if names:
@@ -153,8 +171,43 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         _repoint(deps, row, source_kb_id, target)
         _carry_wiki_pages(deps, source_kb_id, row.id, target, {})  # before the source's records go
     _retract(deps, source, row.id)
+    _undo_if_deleted(deps, row.id, source, target)
     if mode != "reuse_vectors":
         _reparse_in_target(deps, row, source, target)
+
+
+def _undo_if_deleted(
+    deps: Dependencies, knowledge_id: str, source: KnowledgeBase | None, target: KnowledgeBase
+) -> None:
+    """A delete that landed during the move cleaned up before the move wrote (on the target, where the row
+    already was), so what the move wrote after it would stay:
+
+        move     move_to_kb ─────────────────────────────── _repoint: the source's entries → the target
+        delete              mark_deleting ── the target's entries, chunks, tags ── row gone
+
+    Read after every write of the move, a row gone or deleting has its delete finished here and what the
+    move wrote removed, and the item is not moved."""
+    current = deps.knowledge.get(knowledge_id)
+    if current is not None and current.parse_status != ParseStatus.DELETING:
+        return
+    delete_one(deps, knowledge_id)  # idempotent: a delete under way ends here, so the row is gone after
+    _remove_move_leftovers(deps, knowledge_id, source, target)
+    raise ItemFailed("the knowledge was deleted while it was being moved")
+
+
+def _remove_move_leftovers(
+    deps: Dependencies, knowledge_id: str, source: KnowledgeBase | None, target: KnowledgeBase
+) -> None:
+    """What a move writes for a knowledge whose row is gone: index entries (either side), repointed chunks,
+    tag relations, carried wiki pages, registered files. Nothing of a deleted row may stay, and ids are never
+    reused, so removing them is always safe."""
+    for kb in (source, target):
+        if kb is not None and kb.indexing_strategy.needs_embedding:
+            deps.engine(kb.retrieval_engine).delete_by_knowledge(_space(deps, kb), kb.id, [knowledge_id])
+    deps.chunks.delete_all(knowledge_id)
+    deps.tags.remove_knowledge(knowledge_id)
+    _retract(deps, target, knowledge_id)
+    resources.release_owner(deps, knowledge_id)
 
 
 def _repoint(deps: Dependencies, row: Knowledge, source_kb_id: str, target: KnowledgeBase) -> None:
@@ -270,8 +323,6 @@ def plan_clone(deps: Dependencies, task: Task, source: KnowledgeBase, target: Kn
 
 
 def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
-    from chalicelib.tasks.delete import delete_one
-
     source = deps.kbs.get(str(task.params["source_kb_id"]))
     target = deps.kbs.get(task.kb_id)
     if source is None or target is None or target.status == "deleting":
@@ -303,6 +354,11 @@ def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
                     for row in batch
                 ]
             for row, future in zip(batch, futures, strict=True):
+                if isinstance(future.exception(), SourceReparsed):
+                    # its copy was removed; not recorded, so the next pass plans the source again as its
+                    # new attempt stands (copied once completed, left out while on its way)
+                    logger.info("a source was reparsed while it was copied", extra={"knowledge_id": row.id})
+                    continue
                 task.items.append(f"copy:{row.id}")  # recorded as it is counted: see plan_clone
                 yield f"copy:{row.id}", partial(_outcome, future)
 
@@ -319,7 +375,8 @@ def clone_one(
 ) -> None:
     src = deps.knowledge.get(planned.id)
     if src is None or src.kb_id != source_kb.id or src.parse_status != ParseStatus.COMPLETED:
-        raise ItemFailed("the source is no longer a completed knowledge of the source knowledge base")
+        raise ItemFailed(SOURCE_GONE)
+    _require_target(deps, target.id)
     new_id = copy_id(task.id, src.id)
     existing = deps.knowledge.get(new_id)
     if existing is not None and existing.parse_status == ParseStatus.COMPLETED:
@@ -348,9 +405,43 @@ def clone_one(
             knowledge_changed(deps, row, EventType.KNOWLEDGE_CREATED)
     try:
         _copy_content(deps, src, row, source_kb, target, keys)
+        # Read after the copy's last write: a delete of the target (or of the copy) that listed its rows
+        # before the copy was there, or deleted it mid-way, left what was written after it.
+        _require_target(deps, target.id)
+        current = deps.knowledge.get(row.id)
+        if current is None or current.parse_status == ParseStatus.DELETING:
+            raise ItemFailed("the copy was deleted while it was made")
     except BaseException:
         _remove_copy(deps, src, row, target, keys)
         raise
+
+
+SOURCE_GONE = "the source is no longer a completed knowledge of the source knowledge base"
+
+
+def _require_target(deps: Dependencies, target_id: str) -> None:
+    target = deps.kbs.get(target_id)
+    if target is None or target.status == "deleting":
+        raise ItemFailed("the target knowledge base is gone or being deleted")
+
+
+def _require_unchanged_source(deps: Dependencies, src: Knowledge, copies: list[Chunk]) -> None:
+    """Read after the chunks and the index entries were copied, before the copy is marked completed: a
+    reparse (or a delete) that landed while they were read left them empty or half of another attempt.
+    After this read, what was copied is the attempt as it was."""
+    current = deps.knowledge.get(src.id)
+    if current is None or current.kb_id != src.kb_id:
+        raise ItemFailed(SOURCE_GONE)
+    if current.attempt != src.attempt:
+        raise SourceReparsed(src.id)
+    if current.parse_status != ParseStatus.COMPLETED:
+        raise ItemFailed(SOURCE_GONE)
+    # chunk_count counts what chunking wrote (text and parent chunks); later stages only add other kinds
+    body = sum(1 for chunk in copies if chunk.chunk_type in (ChunkType.TEXT, ChunkType.PARENT_TEXT))
+    if body != src.chunk_count:
+        raise ItemFailed(
+            f"the source has {body} of its {src.chunk_count} chunks stored: a copy would be incomplete"
+        )
 
 
 class _CopyKeys:
@@ -361,8 +452,8 @@ class _CopyKeys:
         prefix = f"{src.tenant_id}/{new_id}"
         ext = f".{src.file_type}" if src.file_type else ""
         self.file = f"{prefix}/source{ext}" if src.file_path else ""
-        self.markdown = parsed_markdown_key(src.tenant_id, new_id, 1)
-        self.manifest = images_manifest_key(src.tenant_id, new_id, 1)
+        self.markdown = parsed_markdown_key(src.tenant_id, new_id, COPY_ATTEMPT)
+        self.manifest = images_manifest_key(src.tenant_id, new_id, COPY_ATTEMPT)
         self.prefix = prefix
 
     def image(self, url: str) -> str:
@@ -402,6 +493,7 @@ def _copy_row(
         channel=src.channel,
         folder_path=src.folder_path,
         dedupe_key=rekey(src.dedupe_key, target.id),
+        attempt=COPY_ATTEMPT,
     )
 
 
@@ -473,12 +565,12 @@ def _copy_content(
         deps.knowledge.update_fields(row.id, relinked)
     resources.register_stored(deps, row)  # the copy's files, as the pipeline registers what it writes
 
-    def remap(chunk_id: str) -> str:
-        if not chunk_id:
-            return chunk_id
-        return row.id + chunk_id[len(src.id) :] if chunk_id.startswith(src.id) else f"{row.id}-{chunk_id}"
-
-    id_map = {chunk.id: remap(chunk.id) for chunk in chunks}
+    # The source's latest attempt, renamed as the copy's own attempt: its chunk ids (`<id>-a<attempt>-...`)
+    # and each chunk's metadata attempt, which every reader of "this attempt's chunks" filters by.
+    source_prefix = attempt_chunk_prefix(src.id, src.attempt)
+    copy_prefix = attempt_chunk_prefix(row.id, row.attempt)
+    chunks = [chunk for chunk in chunks if chunk.id.startswith(source_prefix)]
+    id_map = {chunk.id: copy_prefix + chunk.id[len(source_prefix) :] for chunk in chunks}
     copies = [
         replace(
             chunk,
@@ -490,7 +582,7 @@ def _copy_content(
             pre_chunk_id=id_map.get(chunk.pre_chunk_id, chunk.pre_chunk_id),
             next_chunk_id=id_map.get(chunk.next_chunk_id, chunk.next_chunk_id),
             parent_chunk_id=id_map.get(chunk.parent_chunk_id, chunk.parent_chunk_id),
-            metadata=relink(chunk.metadata),
+            metadata={**relink(chunk.metadata), "attempt": row.attempt},
             image_info=relink(chunk.image_info),
         )
         for chunk in chunks
@@ -514,6 +606,7 @@ def _copy_content(
         Stage.EMBEDDING,
         {"texts_embedded": 0, "cache_hits": 0, "entries_copied": entries, "chunks": len(copies)},
     )
+    _require_unchanged_source(deps, src, copies)
     if deps.knowledge.mark_indexed(
         row.id, row.attempt, chunk_count=src.chunk_count, storage_size=src.file_size, completed=True
     ):  # the copy's bytes counted on the tenant with the row (one transaction)
@@ -534,6 +627,7 @@ def _remove_copy(
     deps.chunks.delete_all(row.id)
     deps.spans.delete_all(row.id)
     deps.wiki.delete_pages(target.id, row.id)
+    deps.tags.remove_knowledge(row.id)
     resources.release_owner(deps, row.id)
     owned = [
         keys.file,

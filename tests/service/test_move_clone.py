@@ -395,3 +395,296 @@ def test_wiki_page_records_follow_a_moved_document_and_are_copied_with_a_clone(
     run_lifecycle(deps)
     assert deps.wiki.pages(kb.id) == []
     assert [(r.knowledge_id, r.chunk_id) for r in deps.wiki.pages(archive.id)] == [(doc.id, chunk.id)]
+
+
+# ---------------------------------------------------------------- races with a delete or a reparse
+
+
+def test_a_delete_landing_mid_move_leaves_nothing_of_the_document_in_either_kb(
+    deps: Services,
+    tenant: Tenant,
+    kb: KnowledgeBase,
+    model: HashingEmbedding,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Audit #5: the user deleted a document right after a reuse_vectors move put its row in the target. The
+    delete cleaned the target (where the row was), then the move carried the source's index entries there:
+    the deleted document stayed searchable in the target for good, and the task reported it moved."""
+    from chalicelib.tasks.delete import delete_one
+
+    target = new_kb(deps, tenant, "archive")
+    doc = completed(deps, kb, "tides.md", TIDES)
+    assert deps.engine().count(space(deps), kb.id, doc.id) > 0
+    real_remove, fired = deps.tags.remove_knowledge, list[str]()
+
+    def delete_lands(knowledge_id: str) -> int:
+        if knowledge_id == doc.id and not fired:  # the move's first step after the row moved
+            fired.append(knowledge_id)
+            delete_one(deps, doc.id)
+        return real_remove(knowledge_id)
+
+    monkeypatch.setattr(deps.tags, "remove_knowledge", delete_lands)
+    task = move(deps, kb, target, [doc.id], "reuse_vectors")
+    run_lifecycle(deps)
+    assert fired and deps.knowledge.get(doc.id) is None
+    assert deps.engine().count(space(deps), target.id, doc.id) == 0
+    assert deps.engine().count(space(deps), kb.id, doc.id) == 0
+    assert deps.chunks.list(doc.id) == []
+    assert search(deps, target, "spring tides full moon") == []
+    done = deps.tasks.get(task.id)
+    assert done is not None and done.status == TaskStatus.FAILED and done.succeeded == 0
+    assert "deleted" in done.errors[doc.id]
+
+
+def test_a_move_redelivered_after_the_document_was_deleted_removes_what_it_moved(
+    deps: Services,
+    tenant: Tenant,
+    kb: KnowledgeBase,
+    model: HashingEmbedding,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Audit #5, at-least-once: a delete landed mid-move and the move's worker died after carrying the
+    source's index entries into the target, before its check; the redelivery found no row and stopped,
+    leaving the entries in the target."""
+    from chalicelib.tasks import move_clone
+    from chalicelib.tasks.delete import delete_one
+
+    target = new_kb(deps, tenant, "archive")
+    doc = completed(deps, kb, "tides.md", TIDES)
+    real_remove, fired, crashes = deps.tags.remove_knowledge, list[str](), list[str]()
+
+    def delete_lands(knowledge_id: str) -> int:
+        if knowledge_id == doc.id and not fired:  # the move's first step after the row moved
+            fired.append(knowledge_id)
+            delete_one(deps, doc.id)
+        return real_remove(knowledge_id)
+
+    def worker_dies(*args: Any) -> None:
+        if not crashes:
+            crashes.append("after _repoint")
+            raise ConnectionError("the worker died")
+
+    monkeypatch.setattr(deps.tags, "remove_knowledge", delete_lands)
+    monkeypatch.setattr(move_clone, "_carry_wiki_pages", worker_dies)
+    task = move(deps, kb, target, [doc.id], "reuse_vectors")
+    run_lifecycle(deps)
+    assert fired and crashes and deps.knowledge.get(doc.id) is None
+    assert deps.engine().count(space(deps), target.id, doc.id) == 0
+    assert deps.engine().count(space(deps), kb.id, doc.id) == 0
+    assert deps.chunks.list(doc.id) == []
+    done = deps.tasks.get(task.id)
+    assert done is not None and done.status == TaskStatus.FAILED
+
+
+def test_a_delete_landing_mid_move_across_backends_leaves_no_copied_objects(
+    tmp_path: Any, model: HashingEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Audit #5, across backends: the objects were copied to the target's backend, then the row's commit
+    found it deleted; no row ever named the copies, so no delete would find them."""
+    import json
+
+    from chalicelib.adapters.memory import memory_settings
+    from chalicelib.bootstrap import memory_deps
+    from chalicelib.operations.tenants import create_tenant_with_key
+    from chalicelib.settings import load_settings
+    from chalicelib.tasks.delete import delete_one
+
+    from .test_storage_backends import BACKENDS, objects_of, store
+
+    configured = load_settings({"WEKNORA_STORAGE_BACKENDS": json.dumps(BACKENDS)}).storage_backends
+    deps = memory_deps(memory_settings(storage_backends=configured), index_dir=tmp_path / "backends")
+    try:
+        deps.replace_embedding_model(model)
+        tenant, _ = create_tenant_with_key(deps, "acme")
+        source = new_kb(deps, tenant, "handbook", storage_backend="tc")
+        target = new_kb(deps, tenant, "plain")
+        doc = completed(deps, source, "bread.md", png_markdown("Sourdough", "flour and wild yeast"))
+        images = store(deps, "tc").keys(f"{tenant.id}/exports/")
+        real_update = deps.knowledge.update_fields
+
+        def delete_before_commit(knowledge_id: str, fields: dict[str, Any]) -> Any:
+            if "storage_backend" in fields:  # the objects are copied, the chunks relinked: the delete lands
+                delete_one(deps, knowledge_id)
+            return real_update(knowledge_id, fields)
+
+        monkeypatch.setattr(deps.knowledge, "update_fields", delete_before_commit)
+        task = move(deps, source, target, [doc.id], "reuse_vectors")
+        run_lifecycle(deps)
+        done = deps.tasks.get(task.id)
+        assert done is not None and done.status == TaskStatus.FAILED
+        assert objects_of(deps, "", tenant, doc.id, images) == []
+        assert objects_of(deps, "tc", tenant, doc.id, images) == []
+        assert deps.chunks.list(doc.id) == []
+    finally:
+        for engine in deps._engines.values():
+            engine.close()  # type: ignore[attr-defined]
+
+
+def test_a_reparse_landing_mid_clone_is_copied_again_not_left_empty(
+    deps: Services,
+    tenant: Tenant,
+    kb: KnowledgeBase,
+    model: HashingEmbedding,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Audit #4: the user reparsed a document while a clone copied it. The copy read no chunks (the reparse
+    had removed them) and was still marked completed with the source's chunk count; by the planner's next
+    pass the source had finished again, matched the empty copy by file hash, and the clone was kept empty
+    for good. The copy is removed and the source copied again as its new attempt stands."""
+    from chalicelib.commands import ReparseRequest
+    from chalicelib.tasks import move_clone
+    from chalicelib.tasks.reparse import reparse
+
+    doc = completed(deps, kb, "tides.md", TIDES)
+    real_images, real_plan = move_clone._source_images, move_clone.plan_clone
+    reparsed: list[int] = []
+    plans: list[int] = []
+
+    def reparse_lands(deps_: Services, src: Knowledge) -> Any:
+        if not reparsed:
+            reparsed.append(src.attempt)
+            reparse(deps, src.tenant_id, src.id, ReparseRequest())
+        return real_images(deps_, src)
+
+    def next_pass(*args: Any) -> Any:
+        plans.append(1)
+        if len(plans) == 2:  # by the planner's next pass the reparse has finished
+            drain(deps)
+            rows = deps.knowledge
+            assert isinstance(rows, MemoryKnowledgeRepo)
+            rows.write_fields(doc.id, parse_status=ParseStatus.COMPLETED)
+        return real_plan(*args)
+
+    monkeypatch.setattr(move_clone, "_source_images", reparse_lands)
+    monkeypatch.setattr(move_clone, "plan_clone", next_pass)
+    started = clone(deps, kb)
+    run_lifecycle(deps)
+    assert reparsed == [1]
+    task = deps.tasks.get(started["task_id"])
+    assert task is not None
+    assert task.status == TaskStatus.COMPLETED and task.succeeded == 1, task.errors
+    target = deps.kbs.get(started["target_kb_id"])
+    assert target is not None
+    [copy] = deps.knowledge.list_by_kb(target.id, 1, 10).items
+    source = deps.knowledge.get(doc.id)
+    assert source is not None and source.attempt == 2
+    assert copy.parse_status == ParseStatus.COMPLETED and copy.chunk_count == source.chunk_count
+    assert len(deps.chunks.list(copy.id)) == len(deps.chunks.list(doc.id)) > 0
+    assert deps.engine().count(space(deps), target.id, copy.id) > 0
+    assert [h["knowledge_id"] for h in search(deps, target, "spring tides full moon")][:1] == [copy.id]
+
+
+def test_a_source_still_reparsing_is_left_out_and_a_later_clone_copies_it(
+    deps: Services,
+    tenant: Tenant,
+    kb: KnowledgeBase,
+    model: HashingEmbedding,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Audit #4, the other timing: a source reparsed mid-copy and still on its way when the clone ends is not
+    in the clone (as any document on its way), and a later clone copies it once it is completed."""
+    from chalicelib.commands import ReparseRequest
+    from chalicelib.tasks import move_clone
+    from chalicelib.tasks.reparse import reparse
+
+    doc = completed(deps, kb, "tides.md", TIDES)
+    real_images, reparsed = move_clone._source_images, list[str]()
+
+    def reparse_lands(deps_: Services, src: Knowledge) -> Any:
+        if not reparsed:
+            reparsed.append(src.id)
+            reparse(deps, src.tenant_id, src.id, ReparseRequest())
+        return real_images(deps_, src)
+
+    monkeypatch.setattr(move_clone, "_source_images", reparse_lands)
+    started = clone(deps, kb)
+    run_lifecycle(deps)
+    assert reparsed
+    target_id = started["target_kb_id"]
+    assert deps.knowledge.list_by_kb(target_id, 1, 10).items == []
+    monkeypatch.undo()
+    drain(deps)
+    rows = deps.knowledge
+    assert isinstance(rows, MemoryKnowledgeRepo)
+    rows.write_fields(doc.id, parse_status=ParseStatus.COMPLETED)
+    clone(deps, kb, target_kb_id=target_id)
+    run_lifecycle(deps)
+    [copy] = deps.knowledge.list_by_kb(target_id, 1, 10).items
+    assert copy.parse_status == ParseStatus.COMPLETED and len(deps.chunks.list(copy.id)) > 0
+    assert deps.engine().count(space(deps), target_id, copy.id) > 0
+
+
+def test_a_clone_of_a_reparsed_document_is_its_own_first_attempt(
+    deps: Services, tenant: Tenant, kb: KnowledgeBase, model: HashingEmbedding
+) -> None:
+    """Audit #7: the copy of a document on its second attempt was attempt 1, but its chunks said attempt 2
+    (in their metadata and their ids): whatever reads "this attempt's chunks" (a summary refresh, the chunk
+    list) found none, and a refresh wiped the copied description."""
+    from chalicelib.commands import ChunkListQuery, ReparseRequest
+    from chalicelib.domain.ids import attempt_chunk_prefix
+    from chalicelib.operations.chunks import get_chunk, list_chunks
+    from chalicelib.tasks.reparse import reparse
+
+    doc = completed(deps, kb, "notes.md", TEXT)
+    reparse(deps, tenant.id, doc.id, ReparseRequest())
+    drain(deps)
+    rows = deps.knowledge
+    assert isinstance(rows, MemoryKnowledgeRepo)
+    rows.write_fields(doc.id, parse_status=ParseStatus.COMPLETED)
+    started = clone(deps, kb)
+    run_lifecycle(deps)
+    [copy] = deps.knowledge.list_by_kb(started["target_kb_id"], 1, 10).items
+    assert copy.attempt == 1
+    chunks = deps.chunks.list(copy.id)
+    assert chunks and len(chunks) == len(deps.chunks.list(doc.id))
+    assert {c.metadata["attempt"] for c in chunks} == {copy.attempt}
+    prefix = attempt_chunk_prefix(copy.id, copy.attempt)
+    assert all(c.id.startswith(prefix) for c in chunks)
+    ids = {c.id for c in chunks}
+    assert all(link in ids for c in chunks for link in (c.pre_chunk_id, c.next_chunk_id) if link)
+    entries = deps.engine().entries_of(space(deps), started["target_kb_id"], copy.id)
+    assert entries and {e.chunk_id for e in entries} <= ids
+    listed = list_chunks(deps, tenant.id, copy.id, ChunkListQuery())
+    assert sorted(item["id"] for item in listed["items"]) == sorted(ids)
+    assert get_chunk(deps, tenant.id, copy.id, chunks[0].id)["id"] == chunks[0].id
+
+
+def test_a_target_deleted_mid_clone_keeps_no_copy(
+    deps: Services,
+    tenant: Tenant,
+    kb: KnowledgeBase,
+    model: HashingEmbedding,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The target knowledge base was deleted while a copy was being made: the delete listed (and deleted)
+    the half-made copy and removed the knowledge base, then the copy wrote its chunks, index entries, files
+    and spans into a knowledge base that no longer existed."""
+    files = deps.files.default  # type: ignore[attr-defined]
+    assert isinstance(files, MemoryFileStore)
+    from chalicelib.operations.knowledge_changes import delete_kb
+    from chalicelib.stages import lifecycle
+    from chalicelib.tasks import move_clone
+
+    doc = completed(deps, kb, "tides.md", TIDES)
+    target = new_kb(deps, tenant, "mirror")
+    real_images, deleted = move_clone._source_images, list[str]()
+
+    def target_deleted(deps_: Services, src: Knowledge) -> Any:
+        if not deleted:
+            deleted.append(target.id)
+            lifecycle.run(deps, delete_kb(deps, tenant.id, target.id).id)  # the whole delete, to its end
+        return real_images(deps_, src)
+
+    monkeypatch.setattr(move_clone, "_source_images", target_deleted)
+    started = clone(deps, kb, target_kb_id=target.id)
+    run_lifecycle(deps)
+    assert deleted and deps.kbs.get(target.id) is None
+    copy_id = move_clone.copy_id(started["task_id"], doc.id)
+    assert deps.knowledge.get(copy_id) is None
+    assert deps.chunks.list(copy_id) == []
+    assert deps.engine().count(space(deps), target.id, copy_id) == 0
+    assert files.keys(f"{tenant.id}/{copy_id}") == []
+    assert deps.spans.list(copy_id, 1) == []
+    task = deps.tasks.get(started["task_id"])
+    assert task is not None and task.status == TaskStatus.FAILED
+    assert "target" in task.errors[f"copy:{doc.id}"]
