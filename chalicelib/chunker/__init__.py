@@ -132,16 +132,22 @@ def split(
     return _run(markdown, config, length_function)[0]
 
 
+def _heading_level(breadcrumb_line: str) -> int:
+    return len(breadcrumb_line) - len(breadcrumb_line.lstrip("#"))
+
+
 def _merge_breadcrumbs(parent: str, child: str) -> str:
+    """A child's path: the parent's path above the child's shallowest heading, then the child's own (its
+    headings were seen from the parent's start). The child's first line is its shallowest level, and a
+    heading replaces every heading at its level or deeper: so the path is what the document's headings
+    give at the child, as in flat mode."""
     if not parent:
         return child
     if not child:
         return parent
-    p_lines = parent.split("\n")
-    c_lines = child.split("\n")
-    if p_lines[-1].strip() == c_lines[0].strip():
-        c_lines = c_lines[1:]
-    return parent + "\n" + "\n".join(c_lines) if c_lines else parent
+    level = _heading_level(child.split("\n", 1)[0])
+    kept = [line for line in parent.split("\n") if _heading_level(line) < level]
+    return "\n".join([*kept, child])
 
 
 def split_parent_child(
@@ -172,7 +178,8 @@ def _parent_child(
     children: list[Chunk4] = []
     parent_of: list[int] = []
     for ps, pe, ph, pcrumb in parents_raw:
-        subs = run_strategy(cctx, ps, pe)[0]
+        # A parent inside a long table starts with its repeated header: so do its children's split.
+        subs = run_strategy(dataclasses.replace(cctx, lead_at=ps, lead_header=ph) if ph else cctx, ps, pe)[0]
         index = -1
         if len(subs) > 1 or (
             len(subs) == 1 and (subs[0][2] + markdown[subs[0][0] : subs[0][1]]) != ph + markdown[ps:pe]

@@ -81,6 +81,13 @@ def fenced_blocks(text: str) -> list[Fence]:
     return out
 
 
+def closed_fenced_blocks(text: str) -> list[Fence]:
+    """The fenced blocks the chunker protects: only closed ones. WeKnora's fence pattern needs a closing
+    fence, so an unclosed one is plain text there; protecting it would make the rest of the document (or
+    of its container) one span of 7,500-rune chunks whose headings are ignored."""
+    return [f for f in fenced_blocks(text) if f.closed]
+
+
 def _fences(text: str) -> list[Token]:
     return [t for t in _parser().parse(text) if t.type == "fence" and t.map]
 

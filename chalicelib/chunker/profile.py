@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from chalicelib.chunker.blocks import Fence, fenced_blocks
+from chalicelib.chunker.blocks import Fence, closed_fenced_blocks
 
 _H = r"[ \t\f\r]"  # Go's \s minus the newline
 
@@ -37,7 +37,9 @@ class LinePattern:
             yield m.start() + 1, m
 
 
-HEADING = LinePattern(r"(#{1,6})" + _H + r"+(.+?)" + _H + r"*#*" + _H + r"*$")
+# `(#{1,6})H+(.+?)H*#*H*$` (WeKnora) backtracks cubically on a long run of blanks inside a heading line:
+# match the line once and strip the closing #s in Python (`heading_title`).
+HEADING = LinePattern(r"(#{1,6})" + _H + r"(.+)$")
 NUMBERED = LinePattern(r"[ \t]*(?:\d+(?:\.\d+){1,3}\.?|(?:\d+|[IVX]{1,5})\.)[ \t]+\S.{0,200}$")
 ALL_CAPS = LinePattern(r"[ \t]*(?:[A-ZÄÖÜ][A-ZÄÖÜ \-]{3,80}):?" + _H + r"*$")
 VISUAL_SEP = LinePattern(r"[ \t]*(?:-{3,}|={3,}|\*{3,}|_{3,})[ \t]*$")
@@ -86,6 +88,19 @@ PRIO_FORM_FEED, PRIO_NUMBERED, PRIO_CHAPTER, PRIO_CAPS, PRIO_SEP, PRIO_FOOTER, P
 )
 
 
+_BLANKS = " \t\f\r"  # _H's runes
+
+
+def heading_title(after_first_blank: str) -> str:
+    """What WeKnora's heading pattern captures as the title, given the line after the hashes and one
+    blank: the text without its leading blanks and without a closing `H*#*H*`, at least one rune."""
+    rest = after_first_blank.lstrip(_BLANKS)
+    if not rest:  # blanks only: the lazy title takes the last blank
+        return after_first_blank[-1]
+    body = rest.rstrip(_BLANKS).rstrip("#").rstrip(_BLANKS)
+    return rest[: max(1, len(body))]
+
+
 def detect_language(sample: str) -> str:
     if not sample:
         return "mixed"
@@ -107,9 +122,9 @@ def detect_language(sample: str) -> str:
 class Lines:
     """A text's fenced code blocks and its whole-line pattern matches, by line start offset.
 
-    Fenced blocks are CommonMark's (`blocks.fenced_blocks`, or `fences` already found in this text); lines
-    from an opening fence to its closing fence (or to the end of its container or of the text when it is
-    never closed) are skipped by `matches`.
+    Fenced blocks are the closed CommonMark ones (`blocks.closed_fenced_blocks`, or `fences` already found
+    in this text, where one cut by the end of the text counts as unclosed); lines from an opening fence to
+    its closing fence (or to the end of the text when cut there) are skipped by `matches`.
     """
 
     def __init__(self, text: str, fences: list[Fence] | None = None):
@@ -122,9 +137,9 @@ class Lines:
         self._counts: tuple[int, int] | None = None
         self._blanks: list[int] | None = None
         if fences is None:
-            fences = fenced_blocks(text)
-        # (opening fence line start, start of the block's last line, or len(text) when it is unclosed and
-        # runs to the end of the text: then the text's last line, even an empty one after a final newline)
+            fences = closed_fenced_blocks(text)
+        # (opening fence line start, start of the block's last line, or len(text) when it is cut by the end
+        # of the text and runs there: then the text's last line, even an empty one after a final newline)
         n = len(text)
         self.fenced: list[tuple[int, int]] = [
             (f.start, f.last_line if f.closed or f.end < n - 1 else n) for f in fences
@@ -198,7 +213,9 @@ class Lines:
     def headings(self) -> list[tuple[int, int, str]]:
         """(line start, level, title as matched, unstripped) of the Markdown headings outside fences."""
         if self._headings is None:
-            self._headings = [(pos, m.end(1) - m.start(1), m.group(2)) for pos, m in self.matches(HEADING)]
+            self._headings = [
+                (pos, m.end(1) - m.start(1), heading_title(m.group(2))) for pos, m in self.matches(HEADING)
+            ]
         return self._headings
 
     def in_fence(self, pos: int) -> bool:

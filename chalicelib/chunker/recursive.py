@@ -111,8 +111,9 @@ def _column_mismatch(header: str, unit: str) -> bool:
 
 
 class TableTracker:
-    """Active Markdown table header: starts on a header+separator unit; ends on a blank or non-table unit,
-    a paragraph break followed by another table, or a column-count change."""
+    """Active Markdown table header: starts on a header+separator unit (replacing an active one); ends on a
+    blank or non-table unit, a paragraph break (also right after a header) followed by another table, or a
+    column-count change."""
 
     __slots__ = ("_row", "_row_header", "active", "ended_this_unit", "pending")
 
@@ -147,10 +148,14 @@ class TableTracker:
             elif _column_mismatch(self.active, unit):
                 self.active = ""
                 self.ended_this_unit = True
-        if not self.active and "-" in unit:
+        if "-" in unit:
             m = _HDR_START.search(unit)
             if m and m.group():
+                if self.active:  # another table starts here: its rows take its own header
+                    self.ended_this_unit = True
                 self.active = m.group()
+                # A header followed by a blank line has no rows: the blank paragraph ends its table.
+                self.pending = unit.rstrip(" \t\r").endswith("\n\n")
 
 
 def _row_run(text: str, bounds: list[int], k: int, u_s: int, limit: int, tracker: TableTracker) -> int:
@@ -389,8 +394,11 @@ def split_range(
     size: int,
     overlap: int,
     m: CharMeasure | TokenMeasure,
+    lead_header: str = "",
 ) -> list[Raw]:
-    """Chunks of [a, b) as (start, end, synthetic header prefix)."""
+    """Chunks of [a, b) as (start, end, synthetic header prefix). `lead_header`: a table header that comes
+    before `a` as synthetic text (a parent chunk's repeated header, when its children are split): the range
+    starts inside that table, as WeKnora's split of the parent's content starts with the header."""
     if a >= b:
         return []
     bounds, big, hdr_units = build_units(text, a, b, spans, seps, size, m)
@@ -409,6 +417,10 @@ def split_range(
     cur: int | None = None  # source start of the current chunk; None = empty
     hdr = ""  # synthetic table header at the head of the current chunk
     hdr_len = 0
+    if lead_header:
+        tracker.active = hdr = lead_header
+        hdr_len = m.text_len(lead_header)
+        cur = a
     k = 0
     sp = 0
     while k < n:
@@ -525,4 +537,6 @@ def split_range(
         k += 1
     if cur is not None:
         out.append((cur, b, hdr))
+    if lead_header:  # the lead header alone is no chunk (it did not fit, or its table ended at once)
+        out = [r for r in out if r[1] > r[0]]
     return out

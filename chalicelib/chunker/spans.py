@@ -1,8 +1,8 @@
 """Protected Markdown spans that a chunk boundary must never cut (WeKnora `protectedPatterns`).
 
-Fenced code blocks come from the CommonMark block parser (`blocks.fenced_blocks`): WeKnora's fence regex
-misses fences with a space before the info string, tilde fences and longer closing fences, and then pairs
-every later fence wrongly. The other patterns are WeKnora's, each scanned on its own (C-speed `finditer`)
+Fenced code blocks come from the CommonMark block parser (`blocks.closed_fenced_blocks`): WeKnora's fence
+regex misses fences with a space before the info string, tilde fences and longer closing fences, and then
+pairs every later fence wrongly; like it, an unclosed fence is plain text. The other patterns are WeKnora's, each scanned on its own (C-speed `finditer`)
 in the stretches between fenced blocks (code is literal text: no math, link or table inside it), then the
 union is resolved like WeKnora: sorted by start, longer first on ties, greedily dropping overlaps. Table
 rows (one span per row: nearly all spans of a big table) never pass through Python one by one: they come
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from operator import methodcaller, ne, sub
 
-from chalicelib.chunker.blocks import Fence, fenced_blocks
+from chalicelib.chunker.blocks import Fence, closed_fenced_blocks
 
 # Go's \s and \w are ASCII-only; spell them out so Python's Unicode classes do not widen the match.
 _WS = r"[\t\n\f\r ]"
@@ -35,9 +35,14 @@ TABLE_HEADER = re.compile(
     r"\|(?:[^|\n]*+\|)++[\r\n]++" + _WS + r"*(?:\|" + _WS + r"*:?-{3,}:?" + _WS + r"*)+\|[\r\n]+"
 )
 # A row is its leading spaces, the first pipe, then up to the LAST pipe of the line (the atomic group takes
-# the line and gives back only to its last pipe, as the original's cell loop ends there), which a line break
-# must follow. No per-pipe backtracking, and leading spaces need no second pass.
-TABLE_ROW = re.compile(r"[ ]*+\|(?>[^\n]*\|)[\r\n]+")
+# the line and gives back only to its last pipe, as the original's cell loop ends there), which line breaks
+# must follow. Where that fails, every later start on the line fails too: so the pattern is tried only after
+# a line break (a literal the scan jumps to; `table_rows` tries the first line), skips to the line's first
+# pipe, and a line full of pipes without a final one costs one pass, not one per pipe. The row is group 1
+# to the end of group 2: the row's last line break is left to the next match to start from.
+_ROW_LINE = r"(?=[^|\n]*+\|)(?:[^|\n]*[^ |\n])?([ ]*+\|(?>[^\n]*\|)(?:[\r\n](?=[\r\n]))*+)(?=([\r\n]))"
+_FIRST_TABLE_ROW = re.compile(_ROW_LINE)
+TABLE_ROW = re.compile(r"[\r\n]" + _ROW_LINE)
 INLINE_CODE = re.compile(r"`[^`\r\n]+`")
 
 HEADER_KIND = 3
@@ -51,8 +56,8 @@ _NEEDS = ("$$", "](", "](", "|", "|", "", "`")
 # only lines right before one are tried. Runs of dashes are rare outside separators, pipes are not (every
 # cell of every row): the scan finds the dashes (`str.find`) and steps back to the pipe.
 _BLANK = " \t\n\f\r"
-_START = methodcaller("start")
-_END = methodcaller("end")
+_ROW_START = methodcaller("start", 1)
+_ROW_END = methodcaller("end", 2)
 
 
 @dataclass
@@ -62,7 +67,7 @@ class Spans:
     starts: list[int]
     ends: list[int]
     headers: set[int]  # starts of table header+separator spans
-    fences: list[Fence] = field(default_factory=list)  # CommonMark fenced code blocks (also in starts)
+    fences: list[Fence] = field(default_factory=list)  # closed CommonMark fenced code blocks (also in starts)
     _breaks: list[int] | None = field(default=None, repr=False, compare=False)  # see covers()
     _header_list: list[int] | None = field(default=None, repr=False, compare=False)  # sorted headers
 
@@ -159,6 +164,18 @@ def _table_headers(text: str, a: int, b: int, out: list[tuple[int, int, int]]) -
         last = e
 
 
+def table_rows(text: str, a: int = 0, b: int | None = None) -> tuple[list[int], list[int]]:
+    """Starts and ends of WeKnora's table rows (`TABLE_ROW_GO`) in [a, b), where `a` is 0, a line start
+    or a line break."""
+    if b is None:
+        b = len(text)
+    first = _FIRST_TABLE_ROW.match(text, a, b)
+    rows = list(TABLE_ROW.finditer(text, first.end() if first else a, b))
+    if first:
+        rows.insert(0, first)
+    return list(map(_ROW_START, rows)), list(map(_ROW_END, rows))
+
+
 def _gaps(fences: list[Fence], n: int) -> list[tuple[int, int]]:
     out = []
     pos = 0
@@ -172,7 +189,7 @@ def _gaps(fences: list[Fence], n: int) -> list[tuple[int, int]]:
 
 
 def find_spans(text: str) -> Spans:
-    fences = fenced_blocks(text)
+    fences = closed_fenced_blocks(text)
     found: list[tuple[int, int, int]] = [(f.start, -f.end, FENCE_KIND) for f in fences if f.end > f.start]
     gaps = _gaps(fences, len(text)) if fences else [(0, len(text))]
     row_starts: list[int] = []
@@ -186,9 +203,9 @@ def find_spans(text: str) -> Spans:
             if pat is TABLE_HEADER:
                 _table_headers(text, a, b, found)
             elif pat is TABLE_ROW:
-                rows = list(pat.finditer(text, a, b))
-                row_starts.extend(map(_START, rows))
-                row_ends.extend(map(_END, rows))
+                starts, ends = table_rows(text, a, b)
+                row_starts += starts
+                row_ends += ends
             else:
                 found.extend((m.start(), -m.end(), kind) for m in pat.finditer(text, a, b))
     found.sort()

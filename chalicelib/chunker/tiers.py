@@ -29,6 +29,13 @@ class Ctx:
     spans: Spans
     cfg: Resolved
     m: M
+    # A synthetic table header that text[lead_at:] continues (a parent's, for the split of its children).
+    lead_at: int = -1
+    lead_header: str = ""
+
+    def header_at(self, pos: int) -> str:
+        """The table header a chunk starting at `pos` begins with, as synthetic text."""
+        return self.lead_header if pos == self.lead_at else ""
 
     def lines(self, a: int, b: int) -> Lines:
         """Line scan of [a, b), reusing the fenced blocks found once for the whole text."""
@@ -42,7 +49,7 @@ class Ctx:
 
 def recursive_tier(c: Ctx, a: int, b: int) -> list[Chunk4]:
     cfg = c.cfg
-    raws = split_range(c.text, a, b, c.spans, cfg.separators, cfg.size, cfg.overlap, c.m)
+    raws = split_range(c.text, a, b, c.spans, cfg.separators, cfg.size, cfg.overlap, c.m, c.header_at(a))
     return [(s, e, h, "") for s, e, h in raws]
 
 
@@ -178,11 +185,16 @@ def heading_tier(
                 subs.append((pos, hier.breadcrumb()))
         if end <= start:
             continue
-        if end - start <= HARD_CAP and m.text_len(crumb) + 2 + m.length(start, end) <= size:
-            out.append((start, end, "", crumb))
+        lead = c.header_at(start)
+        lead_len = m.text_len(lead) if lead else 0
+        if (
+            end - start + len(lead) <= HARD_CAP
+            and m.text_len(crumb) + 2 + lead_len + m.length(start, end) <= size
+        ):
+            out.append((start, end, lead, crumb))
             continue
         sub_pos = [x[0] for x in subs]
-        for s, e, h in split_range(text, start, end, c.spans, c.cfg.separators, size, c.cfg.overlap, m):
+        for s, e, h in split_range(text, start, end, c.spans, c.cfg.separators, size, c.cfg.overlap, m, lead):
             out.append((s, e, h, subs[bisect_right(sub_pos, s) - 1][1]))
     return _coalesce(c, out)
 
@@ -236,7 +248,7 @@ def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[C
 
     def emit(s: int, e: int) -> None:
         if e > s and text[s:e].strip():
-            out.append((s, e, "", ""))
+            out.append((s, e, c.header_at(s), ""))
 
     # Oversized stretches go to the recursive tier after the loop: (index in out, range).
     deferred: list[tuple[int, int, int]] = []

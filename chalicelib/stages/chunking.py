@@ -113,20 +113,28 @@ def build_chunks(
             metadata={"attempt": knowledge.attempt},
         )
 
+    # Blank chunks are neither stored nor embedded (WeKnora skips them). Sequence numbers stay the chunker's
+    # (a dropped chunk leaves a gap), so ids do not depend on what was dropped.
     if config.enable_parent_child:
         result = split_parent_child(markdown, config)
-        parents = [make(i, p, ChunkType.PARENT_TEXT, parent=True) for i, p in enumerate(result.parents)]
+        parents = [
+            make(i, p, ChunkType.PARENT_TEXT, parent=True) if p.content.strip() else None
+            for i, p in enumerate(result.parents)
+        ]
         children = []
         for i, child in enumerate(result.children):
+            if not child.piece.content.strip():
+                continue
             chunk = make(i, child.piece, ChunkType.TEXT)
-            if child.parent_index >= 0:
-                chunk.parent_chunk_id = parents[child.parent_index].id
+            parent = parents[child.parent_index] if child.parent_index >= 0 else None
+            if parent is not None:
+                chunk.parent_chunk_id = parent.id
             children.append(chunk)
         used = {c.parent_chunk_id for c in children}
-        parents = [p for p in parents if p.id in used]
-        _link(parents)
+        kept = [p for p in parents if p is not None and p.id in used]
+        _link(kept)
         _link(children)
-        return parents + children, {"parents": len(parents), "children": len(children)}
+        return kept + children, {"parents": len(kept), "children": len(children)}
     chunks = [make(i, piece, ChunkType.TEXT) for i, piece in enumerate(split(markdown, config))]
     chunks = [c for c in chunks if c.content.strip()]
     _link(chunks)

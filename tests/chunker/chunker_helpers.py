@@ -30,10 +30,12 @@ REFERENCE_PATTERNS = [
 ]
 
 
-def commonmark_fences(text: str) -> list[tuple[int, int]]:
+def commonmark_fences(text: str, closed_only: bool = False) -> list[tuple[int, int]]:
     """Fenced code blocks straight from markdown-it-py's full CommonMark parse: from the start of the opening
     fence line to the end of the block's last line (newline excluded). Its input normalisation (CR to LF)
-    is off, as in the chunker, whose texts are already normalised: offsets stay those of `text`."""
+    is off, as in the chunker, whose texts are already normalised: offsets stay those of `text`.
+    `closed_only`: the blocks the chunker protects, those whose last line is a closing fence (its lines are
+    the content's plus the two fence lines)."""
     from markdown_it import MarkdownIt
 
     md = MarkdownIt("commonmark")
@@ -47,6 +49,9 @@ def commonmark_fences(text: str) -> list[tuple[int, int]]:
     for t in md.parse(text):
         if t.type == "fence" and t.map:
             first, stop = t.map
+            content_lines = t.content.count("\n") + (1 if t.content and not t.content.endswith("\n") else 0)
+            if closed_only and stop - first != content_lines + 2:
+                continue
             last = min(stop, len(starts)) - 1
             end = starts[last + 1] - 1 if last + 1 < len(starts) else len(text)
             out.append((starts[first], end))
@@ -54,7 +59,7 @@ def commonmark_fences(text: str) -> list[tuple[int, int]]:
 
 
 def reference_spans(text: str) -> list[tuple[int, int]]:
-    fences = commonmark_fences(text)
+    fences = commonmark_fences(text, closed_only=True)
     gaps, pos = [], 0
     for s, e in fences:
         gaps.append((pos, s))

@@ -479,6 +479,30 @@ def test_child_breadcrumb_is_parent_plus_child_minus_the_duplicated_line() -> No
     assert not any("## Part 1\n## Part 1" in x for x in crumbs)
 
 
+def test_child_breadcrumb_is_the_flat_modes_path_without_sibling_headings() -> None:
+    """A child under `### Configure` in a parent that starts under its sibling `### Install` has the path
+    `# Manual / ## Setup / ### Configure`, as in flat mode, not both siblings."""
+
+    def para(topic: str) -> str:
+        return " ".join([f"Details about {topic}."] * 12) + "\n\n"
+
+    md = "# Manual\n\n" + "".join(f"## {s}\n\n" + para(s) for s in ("Overview", "Usage", "Support"))
+    md += "## Setup\n\n### Install\n\n" + para("install") * 12 + "### Configure\n\n" + para("configure") * 6
+    r = split_parent_child(
+        md, cfg(enable_parent_child=True, strategy="heading", parent_chunk_size=2048, child_chunk_size=384)
+    )
+    flat = split(md, cfg(strategy="heading", chunk_size=384))
+    configure = md.index("### Configure")
+    in_configure = [c.piece for c in r.children if c.piece.start >= configure]
+    # The case in question: a parent starting under `### Install` holds the start of `### Configure`.
+    assert any(r.parents[c.parent_index].start < configure <= c.piece.start for c in r.children)
+    assert {c.context_header for c in in_configure} == {"# Manual\n## Setup\n### Configure"}
+    flat_crumbs = {c.start: c.context_header for c in flat}
+    for c in r.children:
+        if c.piece.start in flat_crumbs:
+            assert c.piece.context_header == flat_crumbs[c.piece.start], c.piece.start
+
+
 def test_config_object_is_not_mutated() -> None:
     c = cfg(chunk_size=100, chunk_overlap=0)
     before = dataclasses.asdict(c)

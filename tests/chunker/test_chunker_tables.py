@@ -7,7 +7,7 @@ from chunker_helpers import check_chunks
 from order_export import orders_csv
 from test_chunker_properties import word_tokens
 
-from chalicelib.chunker import ChunkingConfig, TokenCounter, split
+from chalicelib.chunker import ChunkingConfig, TokenCounter, split, split_parent_child
 
 HEADER = "| id | package | version |\n|---|---|---|\n"
 
@@ -95,3 +95,52 @@ def test_a_60000_row_csv_as_parsed_packs_full_chunks_with_the_header_once() -> N
     assert all(c.content.count(header) == 1 for c in chunks)
     seen = {line for c in chunks for line in c.content[len(header) :].splitlines()}
     assert seen == set(body_rows)  # every row in some chunk, with the header
+
+
+def test_rows_of_a_table_never_take_an_earlier_tables_header() -> None:
+    """A header-only table (its blank line ends it), then a table with the same column count: its rows are
+    repeated under their own header, never the first table's."""
+    customers = "| Customer | Balance |\n|---|---|\n"
+    rows = "".join(f"| customer {i:03d} | {i * 37 % 1000} EUR |\n" for i in range(40))
+    for between in ("", "Closed issues:\n\n"):
+        md = "Open issues:\n\n| Issue | Owner |\n|---|---|\n\n" + between + customers + rows
+        chunks = split(md, ChunkingConfig(chunk_size=200, chunk_overlap=0))
+        check_chunks(md, chunks, overlap=0)
+        repeated = [c.content[: c.header_prefix_len] for c in chunks if c.header_prefix_len]
+        assert repeated and set(repeated) == {customers}, between
+        assert all("customer" not in c.content or "| Customer |" in c.content for c in chunks)
+
+
+def test_a_header_separator_inside_a_table_starts_a_new_table() -> None:
+    second = "| Name | Team |\n|---|---|\n"
+    md = "| id | package |\n|---|---|\n" + "".join(f"| {i} | pkg-{i} |\n" for i in range(30))
+    md += second + "".join(f"| person {i} | team {i % 3} |\n" for i in range(30))
+    chunks = split(md, ChunkingConfig(chunk_size=120, chunk_overlap=0))
+    check_chunks(md, chunks, overlap=0)
+    for c in chunks:
+        if "person" in c.content:
+            assert c.content.startswith(second), c.content
+        else:
+            assert c.content.startswith("| id | package |"), c.content
+
+
+def test_parent_child_children_of_every_parent_of_a_long_table_repeat_its_header() -> None:
+    """WeKnora splits a parent's content, which starts with the repeated header: so every child does too."""
+    head = "| Product | Region | Price |\n|---|---|---|\n"
+    md = (
+        "Price list:\n\n"
+        + head
+        + "".join(f"| product {i:04d} | region {i % 7} | {i * 13 % 997}.00 |\n" for i in range(600))
+    )
+    for strategy in ("recursive", "auto"):
+        res = split_parent_child(md, ChunkingConfig(enable_parent_child=True, strategy=strategy))
+        assert len(res.parents) > 3
+        for c in res.children:
+            piece = c.piece
+            assert piece.content.count("| Product |") == 1, (strategy, piece)
+            assert piece.content[piece.header_prefix_len :] == md[piece.start : piece.end]
+            assert len(piece.content) <= 384
+            parent = res.parents[c.parent_index]
+            assert parent.start <= piece.start and piece.end <= parent.end
+        later = [c.piece for c in res.children if c.parent_index > 0]
+        assert later and all(p.content.startswith(head) and p.header_prefix_len == len(head) for p in later)
