@@ -53,10 +53,11 @@ test-fuzz: install-dev
 test-readme: install-dev
 	$(VENV)/bin/pytest -m readme tests/local/test_readme_quickstart.py
 
-# The artifact's own checks (slow): two builds give the same bytes; the docreader image's packages install
-# clean and the stage imports and parses from them (scripts/check_docreader_image.py, no Docker needed).
+# The artifact's own checks (slow): two builds give the same bytes; every zip function imports what it runs
+# from its own package within Lambda's limits; the docreader image's packages install clean and the stage
+# imports and parses from them (scripts/check_docreader_image.py, no Docker needed).
 test-package: install-dev
-	$(VENV)/bin/pytest -m slow tests/infra/test_build_reproducible.py tests/infra/test_docreader_image.py
+	$(VENV)/bin/pytest -m slow tests/infra/test_build_reproducible.py tests/infra/test_lambda_package.py tests/infra/test_docreader_image.py
 
 # The deployable artifact in out/: sam.json, the functions' code and layers (with bytecode), checked per
 # function (size, imports); `sam build -t out/sam.json` then builds the docreader image.

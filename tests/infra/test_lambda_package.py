@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+#: the build takes most of a minute: an artifact check, run by `make test-package` (as CI does)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 #: never on Lambda's zips: the local embedding runtime and model, the parsers (the docreader image has
 #: them), what opensearch-py declares but never imports
