@@ -208,6 +208,7 @@ class WhisperAsr:
             raise TransientStageError(
                 "faster-whisper is not installed", code=SpanErrorCode.DOCREADER_UNAVAILABLE
             )
+        _check_duration(audio, file_name)
         model = self._load()
         samples = _decode_audio(audio, file_name)
         speech = _speech_only(samples) if self.vad_filter else samples
@@ -266,6 +267,29 @@ class WhisperAsr:
             done = min(round(seg.end, 1), total) if total > 0 else round(seg.end, 1)
             report({"audio_seconds_done": done, "audio_seconds_total": total})
         return _Decoded(" ".join(texts).strip(), getattr(info, "language", "") or "", total)
+
+
+#: the longest recording transcribed, as Amazon Transcribe's own limit: decoded whole as 16 kHz float32
+#: samples it is 0.9 GB already, and a few MB of compressed silence can claim far more
+MAX_AUDIO_SECONDS = 4 * 3600
+
+
+def _check_duration(audio: bytes, file_name: str) -> None:
+    """Refuses a recording longer than MAX_AUDIO_SECONDS from its container's duration, before any sample
+    is decoded (an unreadable container is left to the decoder, which says why)."""
+    import av
+
+    try:
+        with av.open(io.BytesIO(audio), mode="r") as container:
+            duration = (container.duration or 0) / av.time_base
+    except Exception:  # av raises InvalidDataError and friends on damaged audio
+        return
+    if duration > MAX_AUDIO_SECONDS:
+        raise PermanentStageError(
+            f"The audio file {file_name} is {duration / 60:,.0f} minutes long; the limit is "
+            f"{MAX_AUDIO_SECONDS / 60:,.0f} minutes. Split it into shorter recordings.",
+            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+        )
 
 
 def _decode_audio(audio: bytes, file_name: str) -> Any:

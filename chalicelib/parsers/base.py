@@ -61,6 +61,24 @@ class ParseContext:
             )
 
 
+class MarkdownBudget:
+    """The characters of Markdown a parse has produced so far, refused once past the limit for one file:
+    a part listed many times (a slide, an EPUB chapter) would otherwise build gigabytes before the reader
+    measures the result."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limit = limits.max_markdown_chars
+        self.used = 0
+
+    def add(self, text: str) -> str:
+        self.used += len(text)
+        if self.used > self.limit:
+            raise parse_failed(
+                f"The document's text is more than {self.limit:,} characters, the limit for one file."
+            )
+        return text
+
+
 class ParserEngine(Protocol):
     name: str
     description: str
@@ -214,13 +232,19 @@ ZIP_MEMBER_ERRORS = (*ZIP_DIRECTORY_ERRORS, RuntimeError)
 
 
 def _zip_reroute(data: bytes, file_type: str, listing: list[zipfile.ZipInfo] | None) -> str:
+    damaged = f"The .{file_type} file is damaged or truncated (not a readable ZIP)."
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+            # the file's first member starts it: a directory whose members start later is another zip's
+            # inside this one (a truncated deck's embedded workbook), the file's own directory cut off
+            if infos and min(info.header_offset for info in infos) != 0:
+                raise parse_failed(damaged)
             kind = zip_office_kind(zf)
             if listing is not None:
-                listing.extend(zf.infolist())
+                listing.extend(infos)
     except ZIP_DIRECTORY_ERRORS as exc:
-        raise parse_failed(f"The .{file_type} file is damaged or truncated (not a readable ZIP).") from exc
+        raise parse_failed(damaged) from exc
     if not kind:
         raise unsupported(f"The file is named .{file_type} but it is a ZIP archive of another kind.")
     return kind
@@ -343,12 +367,27 @@ def column_texts(column: Sequence[Any], text: Callable[[Any], str]) -> list[str]
     return list(map(_CellTexts(text).__getitem__, column))
 
 
-def padded_rows(rows: Sequence[Sequence[Any]]) -> Sequence[Sequence[Any]]:
+#: the cells a table padded to its widest row may have (a CSV or sheet's own cap)
+DEFAULT_MAX_CELLS = Limits.max_sheet_cells
+
+
+def check_padded_size(rows: int, width: int, max_cells: int) -> None:
+    """Refuses a table whose rows, padded to its widest, would make more than `max_cells` cells: one long
+    row among many short ones would otherwise pad every row to gigabytes."""
+    if rows * width > max_cells:
+        raise parse_failed(
+            f"A table's {rows:,} rows padded to its widest row ({width:,} cells) make more than "
+            f"{max_cells:,} cells, which is over the limit."
+        )
+
+
+def padded_rows(rows: Sequence[Sequence[Any]], max_cells: int = DEFAULT_MAX_CELLS) -> Sequence[Sequence[Any]]:
     """The rows, each padded with None to the widest (a grid calamine gives is dense already)."""
     widths = set(map(len, rows))
     if len(widths) <= 1:
         return rows
     width = max(widths)
+    check_padded_size(len(rows), width, max_cells)
     return [list(row) + [None] * (width - len(row)) for row in rows]
 
 
@@ -367,11 +406,14 @@ def _escaped_column(texts: list[str]) -> list[str]:
 
 
 def table_cells(
-    rows: Sequence[Sequence[Any]], text: Callable[[Any], str] | None = None
+    rows: Sequence[Sequence[Any]],
+    text: Callable[[Any], str] | None = None,
+    max_cells: int = DEFAULT_MAX_CELLS,
 ) -> list[tuple[str, ...]]:
-    """Every row's escaped cell texts, padded to the widest row. Without `text`, each value as md_escape_cell
-    makes it (str, None as "", stripped); `text` must give a value's stripped text (escaped here)."""
-    rows = padded_rows(rows)
+    """Every row's escaped cell texts, padded to the widest row (at most `max_cells` cells then). Without
+    `text`, each value as md_escape_cell makes it (str, None as "", stripped); `text` must give a value's
+    stripped text (escaped here)."""
+    rows = padded_rows(rows, max_cells)
     if not rows or not rows[0]:
         return []
     columns = (
@@ -392,7 +434,8 @@ def format_table(rows: Sequence[Sequence[str]]) -> str:
     return f"{out}\n| {body} |" if body or len(rows) > 1 else out
 
 
-def markdown_table(rows: Sequence[Sequence[Any]]) -> str:
+def markdown_table(rows: Sequence[Sequence[Any]], max_cells: int = DEFAULT_MAX_CELLS) -> str:
     """The one Markdown table writer (CSV, docx/pptx/JSON tables; spreadsheets use its two parts): the first
-    row is the header; cells escaped (`|`, backslashes, line breaks as `<br>`) and stripped."""
-    return format_table(table_cells(rows))
+    row is the header; cells escaped (`|`, backslashes, line breaks as `<br>`) and stripped; uneven rows
+    padded to at most `max_cells` cells."""
+    return format_table(table_cells(rows, max_cells=max_cells))

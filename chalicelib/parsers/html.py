@@ -6,6 +6,7 @@ from __future__ import annotations
 import email
 import email.policy
 import re
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -15,8 +16,11 @@ from urllib.parse import unquote, urljoin
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from chalicelib.parsers.base import (
+    DEFAULT_MAX_CELLS,
     Limits,
+    MarkdownBudget,
     ParseContext,
+    check_padded_size,
     image_kind,
     open_zip_checked,
     parse_failed,
@@ -150,9 +154,14 @@ class HtmlMarkdown:
 
 class _Renderer:
     def __init__(
-        self, base_url: str, src_map: dict[str, str] | None, check_time: Callable[[], None] | None = None
+        self,
+        base_url: str,
+        src_map: dict[str, str] | None,
+        check_time: Callable[[], None] | None = None,
+        max_cells: int = DEFAULT_MAX_CELLS,
     ) -> None:
         self.base_url = base_url
+        self.max_cells = max_cells
         self.src_map = src_map or {}
         self.image_srcs: list[str] = []
         self.check_time = check_time
@@ -298,6 +307,8 @@ class _Renderer:
         if len(rows) == 1 and len(rows[0]) == 1:
             return rows[0][0]
         width = max(len(r) for r in rows)
+        if any(len(r) != width for r in rows):
+            check_padded_size(len(rows), width, self.max_cells)
         out = ["| " + " | ".join(r + [""] * (width - len(r))) + " |" for r in rows]
         out.insert(1, "|" + "---|" * width)
         return "\n".join(out)
@@ -332,7 +343,9 @@ def html_to_markdown(
     title_node = tree.css_first("title")
     title = _WS.sub(" ", title_node.text()).strip() if title_node is not None else ""
     root = _main_node(tree) if main_only else (tree.body or tree.root)
-    renderer = _Renderer(base_url, src_map, ctx.check_time if ctx is not None else None)
+    renderer = _Renderer(
+        base_url, src_map, ctx.check_time if ctx is not None else None, limits.max_sheet_cells
+    )
     body = renderer.render(root) if root is not None else ""
     return HtmlMarkdown(_tidy(body), title, renderer.image_srcs)
 
@@ -439,6 +452,8 @@ def parse_epub(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     sections: list[str] = []
     images: list[ParsedImage] = []
     stored: dict[str, str] = {}
+    budget = MarkdownBudget(ctx.limits)
+    converted_paths: dict[str, str] = {}  # a chapter the spine lists again is converted once
     for idref in spine:
         ctx.check_time("the EPUB file")
         item = manifest.get(idref)
@@ -447,30 +462,58 @@ def parse_epub(request: ReadRequest, ctx: ParseContext) -> ReadResult:
         path = posixpath.normpath(posixpath.join(base_dir, unquote(item.get("href") or "")))
         if path not in names:
             continue
-        html = decode_html(read_member(zf, path, cap))
-        src_map: dict[str, str] = {}
-        for img_src in re.findall(r"""<img[^>]+src\s*=\s*["']([^"']+)""", html, flags=re.IGNORECASE):
-            if img_src.startswith(("http:", "https:", "data:")):
-                continue
-            img_path = posixpath.normpath(posixpath.join(posixpath.dirname(path), unquote(img_src)))
-            if img_path in stored:
-                src_map[img_src] = stored[img_path]
-                continue
-            if img_path not in names or len(images) >= ctx.limits.max_images:
-                continue
-            blob = read_member(zf, img_path, cap)
-            kind = image_kind(blob)
-            if kind is None:
-                continue
-            ref = f"epub-images/{posixpath.basename(img_path)}"
-            stored[img_path] = ref
-            src_map[img_src] = ref
-            images.append(ParsedImage(ref=ref, data=blob, mime_type=kind[1]))
-        converted = html_to_markdown(html, src_map=src_map, main_only=False, ctx=ctx)
-        if converted.markdown.strip():
-            sections.append(converted.markdown.strip())
+        if path not in converted_paths:
+            converted_paths[path] = _epub_chapter(zf, path, names, images, stored, ctx)
+        if converted_paths[path]:
+            sections.append(budget.add(converted_paths[path]))
     zf.close()
     markdown = "\n\n".join(sections)
     if title and not markdown.startswith("# "):
         markdown = f"# {title}\n\n{markdown}"
     return ReadResult(markdown=markdown + "\n", title=title, images=images)
+
+
+def _epub_chapter(
+    zf: zipfile.ZipFile,
+    path: str,
+    names: set[str],
+    images: list[ParsedImage],
+    stored: dict[str, str],
+    ctx: ParseContext,
+) -> str:
+    """One spine document as Markdown (stripped); its images are added to `images`, `stored` maps the
+    package paths kept so far to their refs."""
+    import posixpath
+
+    cap = ctx.limits.zip_max_member_uncompressed
+    html = decode_html(read_member(zf, path, cap))
+    src_map: dict[str, str] = {}
+    for img_src in _img_srcs(html):
+        if img_src.startswith(("http:", "https:", "data:")):
+            continue
+        img_path = posixpath.normpath(posixpath.join(posixpath.dirname(path), unquote(img_src)))
+        if img_path in stored:
+            src_map[img_src] = stored[img_path]
+            continue
+        if img_path not in names or len(images) >= ctx.limits.max_images:
+            continue
+        blob = read_member(zf, img_path, cap)
+        kind = image_kind(blob)
+        if kind is None:
+            continue
+        ref = f"epub-images/{posixpath.basename(img_path)}"
+        stored[img_path] = ref
+        src_map[img_src] = ref
+        images.append(ParsedImage(ref=ref, data=blob, mime_type=kind[1]))
+    return html_to_markdown(html, src_map=src_map, main_only=False, ctx=ctx).markdown.strip()
+
+
+_IMG_TAG = re.compile(r"<img[^>]++>", re.IGNORECASE)
+_IMG_SRC = re.compile(r"""src\s*=\s*["']([^"']+)""", re.IGNORECASE)
+
+
+def _img_srcs(html: str) -> list[str]:
+    """The (last) src of every <img> tag, read inside the tag; none after the last ">" (an unclosed `<img`
+    would be scanned to the end once per start)."""
+    closed = html[: html.rfind(">") + 1]
+    return [srcs[-1] for tag in _IMG_TAG.findall(closed) if (srcs := _IMG_SRC.findall(tag[4:]))]

@@ -27,8 +27,12 @@ ICON_UNDECODABLE_BYTES = 512
 REMOTE_TIMEOUT_S = 15.0
 REMOTE_MAX_REDIRECTS = 5
 
-_LINKED_IMAGE = re.compile(r"\[(!\[[^\]\n]*\]\([^)\n]*\))\]\([^)\n]*\)")
-_HTML_IMG = re.compile(r"<img\b[^>]*?\bsrc\s*=\s*([\"'])(.*?)\1[^>]*>", re.IGNORECASE | re.DOTALL)
+# The patterns below cannot run past the next `[`, `(` or `>` where a later start of the same pattern could
+# begin: an unclosed one otherwise scans to the end of the line or text once per start (minutes on a few KB).
+_LINKED_IMAGE = re.compile(r"\[(!\[[^\[\]\n]*\]\([^()\n]*\))\]\([^)\n]*\)")
+# a whole tag, its src read inside it (_HTML_SRC): a `>` in an attribute value ends the tag here
+_HTML_IMG = re.compile(r"<img\b[^>]*+>", re.IGNORECASE)
+_HTML_SRC = re.compile(r"\bsrc\s*=\s*([\"'])(.*?)\1", re.IGNORECASE | re.DOTALL)
 _HTML_ALT = re.compile(r"\balt\s*=\s*([\"'])(.*?)\1", re.IGNORECASE | re.DOTALL)
 _DATA_URI = re.compile(r"data:(image/[\w.+-]+)?(?:;[\w=.-]+)*;base64,([A-Za-z0-9+/=_\-\s]*)", re.IGNORECASE)
 _BARE_DATA_URI = re.compile(r"data:image/[\w.+-]+;base64,([A-Za-z0-9+/_-]{100,}={0,2})", re.IGNORECASE)
@@ -76,81 +80,94 @@ def _skip_ws(text: str, i: int) -> int:
     return i
 
 
+#: characters iter_markdown_images may read beyond the text's own length: a start that is no image (`![`
+#: never closed, a destination never ended) is read to the end of its paragraph or line, so thousands of
+#: them in one line read it thousands of times; past the budget the rest is left as it is
+MARKDOWN_SCAN_EXTRA = 1_000_000
+
+
 def iter_markdown_images(text: str) -> Iterator[MdImage]:
     """CommonMark-style inline images: `<dest>`, balanced parentheses, backslash escapes, titles."""
     pos = 0
-    n = len(text)
-    while True:
+    budget = len(text) + MARKDOWN_SCAN_EXTRA
+    while budget > 0:
         start = text.find("![", pos)
         if start < 0:
             return
-        i = start + 2
-        depth = 1
-        while i < n and depth:
+        image, reached = _markdown_image_at(text, start)
+        budget -= reached - start
+        if image is None:
+            pos = start + 2
+            continue
+        yield image
+        pos = image.end
+
+
+def _markdown_image_at(text: str, start: int) -> tuple[MdImage | None, int]:
+    """The image whose `![` is at `start` (None when there is none) and how far the text was read."""
+    n = len(text)
+    i = start + 2
+    depth = 1
+    while i < n and depth:
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "\n" and i + 1 < n and text[i + 1] == "\n":
+            break
+        i += 1
+    if depth or i >= n or text[i] != "(":
+        return None, i
+    alt = text[start + 2 : i - 1]
+    i = _skip_ws(text, i + 1)
+    dest_chars: list[str] = []
+    if text.startswith("data:", i):
+        m = _DATA_URI.match(text, i)
+        if m:
+            dest_chars.append(m.group(0).rstrip())
+            i = m.end()
+            while i > 0 and text[i - 1] in " \t\n" and i - 1 >= m.start():
+                i -= 1
+    elif i < n and text[i] == "<":
+        close = text.find(">", i + 1)
+        if close < 0 or "\n" in text[i + 1 : close]:
+            return None, n if close < 0 else close
+        dest_chars.append(text[i + 1 : close])
+        i = close + 1
+    else:
+        parens = 0
+        while i < n:
             ch = text[i]
-            if ch == "\\":
+            if ch == "\\" and i + 1 < n and text[i + 1] in "()\\ ":
+                dest_chars.append(text[i + 1])
                 i += 2
                 continue
-            if ch == "[":
-                depth += 1
-            elif ch == "]":
-                depth -= 1
-            elif ch == "\n" and i + 1 < n and text[i + 1] == "\n":
+            if ch in " \t\n":
                 break
-            i += 1
-        if depth or i >= n or text[i] != "(":
-            pos = start + 2
-            continue
-        alt = text[start + 2 : i - 1]
-        i = _skip_ws(text, i + 1)
-        dest_chars: list[str] = []
-        if text.startswith("data:", i):
-            m = _DATA_URI.match(text, i)
-            if m:
-                dest_chars.append(m.group(0).rstrip())
-                i = m.end()
-                while i > 0 and text[i - 1] in " \t\n" and i - 1 >= m.start():
-                    i -= 1
-        elif i < n and text[i] == "<":
-            close = text.find(">", i + 1)
-            if close < 0 or "\n" in text[i + 1 : close]:
-                pos = start + 2
-                continue
-            dest_chars.append(text[i + 1 : close])
-            i = close + 1
-        else:
-            parens = 0
-            while i < n:
-                ch = text[i]
-                if ch == "\\" and i + 1 < n and text[i + 1] in "()\\ ":
-                    dest_chars.append(text[i + 1])
-                    i += 2
-                    continue
-                if ch in " \t\n":
+            if ch == "(":
+                parens += 1
+            elif ch == ")":
+                if parens == 0:
                     break
-                if ch == "(":
-                    parens += 1
-                elif ch == ")":
-                    if parens == 0:
-                        break
-                    parens -= 1
-                dest_chars.append(ch)
-                i += 1
-        i = _skip_ws(text, i)
-        title = ""
-        if i < n and text[i] in "\"'(":
-            closer = ")" if text[i] == "(" else text[i]
-            close = text.find(closer, i + 1)
-            if close < 0:
-                pos = start + 2
-                continue
-            title = text[i + 1 : close]
-            i = _skip_ws(text, close + 1)
-        if i >= n or text[i] != ")":
-            pos = start + 2
-            continue
-        yield MdImage(start, i + 1, alt, "".join(dest_chars), title)
-        pos = i + 1
+                parens -= 1
+            dest_chars.append(ch)
+            i += 1
+    i = _skip_ws(text, i)
+    title = ""
+    if i < n and text[i] in "\"'(":
+        closer = ")" if text[i] == "(" else text[i]
+        close = text.find(closer, i + 1)
+        if close < 0:
+            return None, n
+        title = text[i + 1 : close]
+        i = _skip_ws(text, close + 1)
+    if i >= n or text[i] != ")":
+        return None, i
+    return MdImage(start, i + 1, alt, "".join(dest_chars), title), i + 1
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:
@@ -327,12 +344,18 @@ class _Run:
 
     def html_images(self, text: str, *, data_only: bool) -> str:
         def sub(m: re.Match[str]) -> str:
-            src = m.group(2).strip()
+            tag = m.group(0)
+            src_m = _HTML_SRC.search(tag)
+            if src_m is None:
+                return tag
+            src = src_m.group(2).strip()
             if data_only != src.startswith("data:"):
-                return m.group(0)
-            alt_m = _HTML_ALT.search(m.group(0))
+                return tag
+            alt_m = _HTML_ALT.search(tag)
             alt = alt_m.group(2).replace("]", "") if alt_m else ""
             replacement = self.target(src, alt)
-            return m.group(0) if replacement is None else replacement
+            return tag if replacement is None else replacement
 
-        return _HTML_IMG.sub(sub, text)
+        # no tag closes after the last ">": each `<img` there would be scanned to the end of the text
+        closed = text.rfind(">") + 1
+        return _HTML_IMG.sub(sub, text[:closed]) + text[closed:]

@@ -49,7 +49,8 @@ _STYLES_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationshi
 # cells with their spans and merges, content controls' paragraphs. Python then only assembles the Markdown.
 # A paragraph's text follows python-docx: every w:t below it (text boxes' too), an element's leading text
 # (lxml's .text) or, for a mark without one, the mark's character; in a paragraph with a picture the marks
-# always give their character.
+# always give their character. A cell's or content control's paragraphs are its outermost ones: a paragraph
+# inside another (a text box's) is in that one's text already, and nested paragraphs would repeat it per level.
 _DOCX_BODY_XSLT = etree.XSLT(
     etree.XML(
         b"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform"
@@ -72,11 +73,11 @@ _DOCX_BODY_XSLT = etree.XSLT(
   <c s="{w:tcPr[1]/w:gridSpan[1]/@w:val}">
    <xsl:if test="w:tcPr[1]/w:vMerge"><xsl:attribute name="m"><xsl:value-of
     select="w:tcPr[1]/w:vMerge[1]/@w:val"/></xsl:attribute></xsl:if>
-   <xsl:for-each select=".//w:p"><p><xsl:call-template name="text"/></p></xsl:for-each>
+   <xsl:for-each select=".//w:p[not(ancestor::w:p)]"><p><xsl:call-template name="text"/></p></xsl:for-each>
   </c>
  </xsl:for-each></r></xsl:for-each></t>
 </xsl:template>
-<xsl:template match="w:sdt"><x><xsl:for-each select=".//w:p"><p><xsl:call-template name="text"/></p></xsl:for-each></x></xsl:template>
+<xsl:template match="w:sdt"><x><xsl:for-each select=".//w:p[not(ancestor::w:p)]"><p><xsl:call-template name="text"/></p></xsl:for-each></x></xsl:template>
 <xsl:template name="text">
  <xsl:choose>
   <xsl:when test=".//a:blip or .//v:imagedata"><xsl:apply-templates select=".//*" mode="pictured"/></xsl:when>

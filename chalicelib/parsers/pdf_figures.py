@@ -128,6 +128,8 @@ def _flate_png(
             return _png(width, height, channels, _up_filtered_idat(_inflated(stored, height, stride), stride))
         except _NotTheImagesSize:
             pass  # pdfium decides, as for any stream
+    if _inflates_past(stored, height * (stride + 1)):
+        return None  # more than any predictor's rows: pdfium would inflate all of it (a bomb), not decide
     samples = obj.get_data(decode_simple=True)  # inflated, any predictor undone
     if len(samples) != height * stride:
         return None
@@ -240,6 +242,25 @@ def _stream_dictionary(document: bytes, data_start: int) -> bytes | None:
     if document.find(b"stream", header_end, keyword_start) != -1:  # another stream's end in between
         return None
     return document[header_end:data_start]
+
+
+def _inflates_past(stored: bytes, limit: int) -> bool:
+    """Whether the zlib stream inflates to more than `limit` bytes, found a block at a time, none kept and
+    never more than a block past the limit; a damaged stream is left to pdfium (False)."""
+    inflate = isal_zlib.decompressobj()
+    produced, pending = 0, stored
+    try:
+        while not inflate.eof:
+            block = inflate.decompress(pending, _BLOCK_BYTES)
+            pending = inflate.unconsumed_tail
+            if not block:
+                return False
+            produced += len(block)
+            if produced > limit:
+                return True
+    except InflateError:
+        return False
+    return False
 
 
 def _png_predicted(stored: bytes, height: int, stride: int) -> bool:

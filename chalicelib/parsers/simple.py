@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from typing import Any
 
 from chalicelib.domain.csv_rows import TooManyCells, read_csv_rows
 from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
 from chalicelib.domain.parser_engines import SIMPLE_TYPES, TEXT_TYPES
 from chalicelib.parsers.base import (
+    DEFAULT_MAX_CELLS,
     ParseContext,
     image_kind,
     markdown_table,
@@ -24,8 +26,17 @@ AUDIO_PLACEHOLDER = "[audio: {name}]"
 MAX_JSON_DEPTH = 40
 
 
+#: the share of a text's non-ASCII characters that may be invalid UTF-8 for it still to be read as UTF-8 (a
+#: truncated last character, a stray cp1252 dash): a legacy encoding's text is mostly invalid UTF-8
+MAX_UTF8_ERROR_SHARE = 0.05
+DETECTION_SAMPLE_BYTES = 2_000_000
+_NON_ASCII = re.compile(rb"[\x80-\xff]")
+_REPLACEMENT_UTF8 = "\ufffd".encode()
+
+
 def decode_text(data: bytes) -> str:
-    """Decodes text in any encoding: BOMs and UTF-8 first (fast path), then charset-normalizer."""
+    """Decodes text in any encoding: BOMs and UTF-8 first (fast path), text nearly all valid UTF-8 as UTF-8
+    (the few bad bytes replaced), then charset-normalizer on a sample holding non-ASCII bytes."""
     if data.startswith(b"\xef\xbb\xbf"):
         return data[3:].decode("utf-8", errors="replace")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -34,10 +45,21 @@ def decode_text(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
+    as_utf8 = data.decode("utf-8", errors="replace")
+    invalid = as_utf8.count("\ufffd") - data.count(_REPLACEMENT_UTF8)
+    non_ascii = len(as_utf8) - len(as_utf8.encode("ascii", errors="ignore"))
+    if invalid <= MAX_UTF8_ERROR_SHARE * non_ascii:
+        return as_utf8
+    del as_utf8
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data[:2_000_000]).best()
-    encoding = best.encoding if best is not None else "latin-1"
+    sample = data[:DETECTION_SAMPLE_BYTES]
+    if sample.isascii():  # the detector would say ascii: it must see the bytes that are not
+        first = _NON_ASCII.search(data)
+        assert first is not None  # the data is not valid UTF-8, so not all ASCII
+        sample = data[first.start() : first.start() + DETECTION_SAMPLE_BYTES]
+    best = from_bytes(sample).best()
+    encoding = best.encoding if best is not None and best.encoding != "ascii" else "latin-1"
     return data.decode(encoding, errors="replace")
 
 
@@ -71,7 +93,7 @@ def csv_document(text: str, max_cells: int) -> tuple[str, dict[str, Any]]:
     metadata: dict[str, Any] = {}
     if read.unclosed_quote_line is not None:  # its rows are kept, read with that quote as a character
         metadata["csv_unclosed_quote_line"] = read.unclosed_quote_line
-    return markdown_table([row for row in read.rows if any(c.strip() for c in row)]), metadata
+    return markdown_table([row for row in read.rows if any(c.strip() for c in row)], max_cells), metadata
 
 
 def _scalar(value: Any) -> str:
@@ -84,6 +106,24 @@ def _scalar(value: Any) -> str:
 
 def _is_scalar(value: Any) -> bool:
     return not isinstance(value, dict | list)
+
+
+#: a list of objects is a table only when at least this share of its cells has a value: objects with keys of
+#: their own would make a column each, rows × keys cells (quadratic), nearly all empty
+MIN_TABLE_FILL = 0.5
+
+
+def _table_keys(value: list[Any]) -> list[str] | None:
+    """The columns of a list of flat objects shown as one table (their keys, in order of appearance); None
+    for a list that is none, or whose table would be mostly empty or over the cell limit (then bullets)."""
+    if not value or not all(isinstance(v, dict) and all(map(_is_scalar, v.values())) for v in value):
+        return None
+    keys = list(dict.fromkeys(k for v in value for k in v))
+    cells = len(keys) * len(value)
+    filled = sum(map(len, value))
+    if cells > DEFAULT_MAX_CELLS or filled < MIN_TABLE_FILL * cells:
+        return None
+    return keys
 
 
 def json_to_markdown(value: Any, depth: int = 0, level: int = 1) -> list[str]:
@@ -105,12 +145,8 @@ def json_to_markdown(value: Any, depth: int = 0, level: int = 1) -> list[str]:
                 out.append(f"{indent}- **{key}**:")
                 out.extend(json_to_markdown(item, depth + 1, level + 1))
     elif isinstance(value, list):
-        if value and all(isinstance(v, dict) and all(_is_scalar(x) for x in v.values()) for v in value):
-            keys: list[str] = []
-            for v in value:
-                for k in v:
-                    if k not in keys:
-                        keys.append(k)
+        keys = _table_keys(value)
+        if keys is not None:
             rows = [keys] + [[_scalar(v.get(k, "")) for k in keys] for v in value]
             out.append("\n" + markdown_table(rows) + "\n")
         else:

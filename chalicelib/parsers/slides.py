@@ -11,7 +11,7 @@ from typing import Any
 
 from lxml import etree
 
-from chalicelib.parsers.base import ParseContext, image_kind, markdown_table, parse_failed
+from chalicelib.parsers.base import MarkdownBudget, ParseContext, image_kind, markdown_table, parse_failed
 from chalicelib.parsers.ooxml import R_NS, Package, int_attribute
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
@@ -211,6 +211,25 @@ def _slide_lines(
     return lines, title
 
 
+def _slide_text(package: Package, part: str, pictures: _Pictures, number: int) -> tuple[str, str]:
+    """A slide's Markdown after its number line (shapes, then notes, each after a blank line), and its
+    title."""
+    root = package.xml(part)
+    tree = _shape_tree(root) if root is not None else None
+    rels = package.rels(part)
+    lines = [""]
+    title = ""
+    if tree is not None:
+        _mark_breaks(tree)
+        shape_lines, title = _slide_lines(tree, rels, pictures, number)
+        lines.extend(shape_lines)
+    notes_part = next((target for kind, target in rels.values() if kind == _NOTES_REL), None)
+    notes = _notes_text(package, notes_part).strip() if notes_part else ""
+    if notes:
+        lines.append("### Notes:\n" + notes)
+    return "\n\n".join(lines) if len(lines) > 1 else "", title
+
+
 def parse_pptx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     package = Package(request.data, "PowerPoint", ctx.limits.zip_max_member_uncompressed, ctx.package_parts)
     try:
@@ -227,22 +246,16 @@ def parse_pptx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
         pictures = _Pictures(package, ctx.limits.max_images)
         parts: list[str] = []
         title = ""
+        budget = MarkdownBudget(ctx.limits)
+        # a slide part the list names again is read once: its text (after the number), its title
+        read: dict[str, tuple[str, str]] = {}
         for number, part in enumerate(slide_parts, start=1):
             ctx.check_time("the PowerPoint file")
-            root = package.xml(part)
-            tree = _shape_tree(root) if root is not None else None
-            rels = package.rels(part)
-            lines = [f"<!-- Slide number: {number} -->"]
-            if tree is not None:
-                _mark_breaks(tree)
-                shape_lines, slide_title = _slide_lines(tree, rels, pictures, number)
-                lines.extend(shape_lines)
-                title = title or slide_title
-            notes_part = next((target for kind, target in rels.values() if kind == _NOTES_REL), None)
-            notes = _notes_text(package, notes_part).strip() if notes_part else ""
-            if notes:
-                lines.append("### Notes:\n" + notes)
-            parts.append("\n\n".join(lines))
+            if part not in read:
+                read[part] = _slide_text(package, part, pictures, number)
+            text, slide_title = read[part]
+            title = title or slide_title
+            parts.append(budget.add(f"<!-- Slide number: {number} -->{text}"))
     finally:
         package.close()
     markdown = "\n\n".join(parts).strip()
