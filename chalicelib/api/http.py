@@ -128,30 +128,6 @@ def raw_body(request: Request, limit: int) -> bytes:
     return data
 
 
-def _json_depth_ok(text: str) -> bool:
-    """A cheap bracket count before parsing: json.loads on 100,000 nested arrays would recurse."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-            if deepest > MAX_JSON_DEPTH:
-                return False
-        elif ch in "]}":
-            depth -= 1
-    return True
-
-
 def json_body(request: Request, limit: int) -> dict[str, Any]:
     """The body as a JSON object (an empty body is `{}`)."""
     data = raw_body(request, limit)
@@ -161,7 +137,7 @@ def json_body(request: Request, limit: int) -> dict[str, Any]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise BadRequest("the body must be UTF-8 JSON", code="invalid_json") from error
-    if not _json_depth_ok(text):
+    if strict_json.nests_deeper_than(text, MAX_JSON_DEPTH):
         raise BadRequest(f"the body is nested deeper than {MAX_JSON_DEPTH} levels", code="invalid_json")
     try:
         body = strict_json.loads(text)

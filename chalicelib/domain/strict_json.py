@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 
@@ -23,3 +24,36 @@ def _finite(text: str) -> float:
 def loads(text: str | bytes) -> Any:
     """json.loads without NaN, Infinity, -Infinity or a number beyond a double; raises ValueError for them."""
     return json.loads(text, parse_constant=_not_json, parse_float=_finite)
+
+
+#: what changes a JSON text's nesting: brackets, and the quotes and backslashes that hide them in strings
+_NESTING = re.compile(r'[\[\]{}"\\]')
+
+
+def nests_deeper_than(text: str, limit: int, start: int = 0) -> bool:
+    """Whether the JSON text (the value opening at `start`) nests deeper than `limit`, in one linear pass
+    before any parse: json.loads recurses once per level, so 100,000 nested arrays would exhaust the stack.
+    Brackets inside strings do not count; the pass ends with the value."""
+    depth = 0
+    in_string = False
+    escaped_at = -1
+    for match in _NESTING.finditer(text, start):
+        at, char = match.start(), match.group()
+        if at == escaped_at:
+            continue
+        if in_string:
+            if char == "\\":
+                escaped_at = at + 1
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in "]}":
+            depth -= 1
+            if depth <= 0:
+                return False
+    return False

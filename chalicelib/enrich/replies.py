@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from chalicelib.domain.strict_json import nests_deeper_than
 from chalicelib.ports import ModelRequestError
 
 #: far above what a 4,096-token answer holds; a server that ignores max_tokens is not read further
@@ -18,7 +19,6 @@ MAX_JSON_DEPTH = 32
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
 _NUMBERING = re.compile(r"^\s*(?:[-*•]+|\(?\d+[.)、:]|Q\d*[:.]|question\s*\d*[:.])\s*", re.I)
-_JSON_SPECIAL = re.compile(r'[\[\]{}"\\]')
 
 
 class ModelReplyMalformed(ModelRequestError):
@@ -38,7 +38,7 @@ def json_reply(text: str) -> Any | None:
         # the outermost value: whichever bracket opens first (an object holding a list is the object)
         starts = sorted(i for i in (candidate.find("["), candidate.find("{")) if i >= 0)
         for start in starts:
-            if _nesting_exceeds(candidate, start, MAX_JSON_DEPTH):
+            if nests_deeper_than(candidate, MAX_JSON_DEPTH, start):
                 raise ModelReplyMalformed(f"the model's reply nests deeper than {MAX_JSON_DEPTH} levels")
             try:
                 value, _ = json.JSONDecoder().raw_decode(candidate[start:])
@@ -48,34 +48,6 @@ def json_reply(text: str) -> Any | None:
                 continue
             return value
     return None
-
-
-def _nesting_exceeds(text: str, start: int, limit: int) -> bool:
-    """Whether the JSON value opening at `start` nests deeper than `limit`: one linear pass over the
-    brackets, quotes and backslashes (brackets inside strings do not count), ending with the value."""
-    depth = 0
-    in_string = False
-    escaped_at = -1
-    for match in _JSON_SPECIAL.finditer(text, start):
-        at, char = match.start(), match.group()
-        if at == escaped_at:
-            continue
-        if in_string:
-            if char == "\\":
-                escaped_at = at + 1
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif char in "]}":
-            depth -= 1
-            if depth <= 0:
-                return False
-    return False
 
 
 def lines(text: str) -> Iterator[str]:
