@@ -1,7 +1,7 @@
 """Move knowledge between knowledge bases, and clone a knowledge base (spec §1.25): the request side.
 
 A request checks what it can up front (tenant, knowledge bases, compatibility: 400 before any work), records
-a durable task and queues it; the lifecycle worker (`tasks/move_clone.py`) does the work item by item.
+a durable task and queues it; the lifecycle worker (`tasks/move_clone.py`, `tasks/clone.py`) does the work item by item.
 """
 
 from __future__ import annotations

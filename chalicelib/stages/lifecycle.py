@@ -153,7 +153,7 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
 
         yield from move_work(deps, task)
     elif task.kind == TaskKind.CLONE_KB:
-        from chalicelib.tasks.move_clone import clone_work
+        from chalicelib.tasks.clone import clone_work
 
         yield from clone_work(deps, task)
     elif task.kind == TaskKind.REEMBED:

@@ -11,82 +11,36 @@ Move, per knowledge (idempotent; a redelivery finishes what an earlier one began
     → the row is read again (before a reparse begins): a delete that landed meanwhile is finished, and
       what the move wrote removed.
 
-Clone: a two-way diff by file hash between the completed knowledge of the source and the target; extras in
-the target are deleted, missing ones copied 10 at a time. A copy has a deterministic id (task, source), so a
-redelivered message redoes (or only counts) the same copy: its source file and images are deep-copied to
-keys under the copy's own prefix, chunk ids are remapped and image links rewritten, and the index entries
-are copied with their vectors (nothing re-embedded), renamed as the copy's own first attempt. Before the copy
-is marked completed the source is read again (a reparse meanwhile: the copy goes and the source is planned
-again), and after, the target and the copy (a delete of either meanwhile: the copy goes). A copy that fails
-removes everything it wrote.
+
+Clone, which shares `ItemFailed`, `rekey`, `index_space` and `carry_wiki_pages`, is in `tasks/clone.py`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import posixpath
-import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextvars import copy_context
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
-from typing import Any
 
-from chalicelib.domain.errors import Forbidden, PermanentStageError
-from chalicelib.domain.events import EventType
-from chalicelib.domain.ids import attempt_chunk_prefix
-from chalicelib.domain.status import is_in_flight
-from chalicelib.domain.storage_backends import backend_of
-from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
+from chalicelib.domain.errors import PermanentStageError
 from chalicelib.domain.types import (
-    Chunk,
-    ChunkType,
-    EnableStatus,
     Knowledge,
     KnowledgeBase,
     ParseStatus,
-    SpanStatus,
-    Stage,
-    SummaryStatus,
     Task,
 )
-from chalicelib.faq.clone import faq_clone_work
-from chalicelib.faq.entries import FAQ_KB_TYPE
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, DuplicateKnowledge, FileStore, IndexSpace
+from chalicelib.ports import Dependencies, DuplicateKnowledge, IndexSpace
 from chalicelib.services import resources
-from chalicelib.services.events import knowledge_changed
-from chalicelib.services.quotas import reserve_document
-from chalicelib.services.storage import files_of
-from chalicelib.services.tag_names import tag_by_names, tag_names
+from chalicelib.services.tag_names import tag_by_names
 from chalicelib.tasks.delete import delete_one
-from chalicelib.tasks.move_across import carry_objects, relinker
+from chalicelib.tasks.move_across import carry_objects
 
-#: copies made concurrently (WeKnora clones 10 at a time)
-CLONE_BATCH = 10
-LIST_PAGE = 100_000
-_COPY_NAMESPACE = uuid.UUID("8a0f3d5e-6c1b-4f7e-9d2a-5b4c3e2f1a00")
-#: a copy is a new document: its first attempt, whichever attempt of the source it copies
-COPY_ATTEMPT = 1
-
+#: one item of a task and the call that does it
 Work = tuple[str, Callable[[], None]]
 
 
 class ItemFailed(PermanentStageError):
     """This item cannot be done (recorded against it; the task goes on)."""
-
-
-class SourceReparsed(Exception):
-    """The source began another attempt while it was copied: the copy is removed and the source planned
-    again (never recorded as the item's outcome)."""
-
-
-def copy_tags(deps: Dependencies, source: Knowledge, copy: Knowledge) -> None:
-    """The copy's tags, matched by name in the target knowledge base (created there when missing)."""
-    tag_by_names(deps, copy, tag_names(deps, source))
 
 
 def rekey(dedupe_key: str, kb_id: str) -> str:
@@ -97,21 +51,8 @@ def rekey(dedupe_key: str, kb_id: str) -> str:
     return "|".join([parts[0], kb_id, *parts[2:]])
 
 
-def _space(deps: Dependencies, kb: KnowledgeBase) -> IndexSpace:
+def index_space(deps: Dependencies, kb: KnowledgeBase) -> IndexSpace:
     return IndexSpace.of(deps.embedding_model(kb.embedding_model_id))
-
-
-def _all_rows(deps: Dependencies, kb_id: str) -> list[Knowledge]:
-    """Every row of the knowledge base, page by page until the total (whatever page size the repository
-    grants)."""
-    rows: list[Knowledge] = []
-    page = 1
-    while True:
-        batch = deps.knowledge.list_by_kb(kb_id, page, LIST_PAGE)
-        rows += batch.items
-        if not batch.items or len(rows) >= batch.total:
-            return rows
-        page += 1
 
 
 def _retract(deps: Dependencies, kb: KnowledgeBase | None, knowledge_id: str) -> None:
@@ -169,7 +110,7 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         tag_by_names(deps, row, [str(name) for name in names])
     if mode == "reuse_vectors":
         _repoint(deps, row, source_kb_id, target)
-        _carry_wiki_pages(deps, source_kb_id, row.id, target, {})  # before the source's records go
+        carry_wiki_pages(deps, source_kb_id, row.id, target, {})  # before the source's records go
     _retract(deps, source, row.id)
     _undo_if_deleted(deps, row.id, source, target)
     if mode != "reuse_vectors":
@@ -203,7 +144,7 @@ def _remove_move_leftovers(
     reused, so removing them is always safe."""
     for kb in (source, target):
         if kb is not None and kb.indexing_strategy.needs_embedding:
-            deps.engine(kb.retrieval_engine).delete_by_knowledge(_space(deps, kb), kb.id, [knowledge_id])
+            deps.engine(kb.retrieval_engine).delete_by_knowledge(index_space(deps, kb), kb.id, [knowledge_id])
     deps.chunks.delete_all(knowledge_id)
     deps.tags.remove_knowledge(knowledge_id)
     _retract(deps, target, knowledge_id)
@@ -214,7 +155,7 @@ def _repoint(deps: Dependencies, row: Knowledge, source_kb_id: str, target: Know
     """Index entries into the target (dropped from the source) and the chunks repointed: no embedding."""
     if target.indexing_strategy.needs_embedding:
         moved = deps.engine(target.retrieval_engine).move_knowledge(
-            _space(deps, target), source_kb_id, target.id, [row.id]
+            index_space(deps, target), source_kb_id, target.id, [row.id]
         )
         logger.info("moved index entries", extra={"knowledge_id": row.id, "entries": moved})
     stale = [
@@ -224,7 +165,7 @@ def _repoint(deps: Dependencies, row: Knowledge, source_kb_id: str, target: Know
         deps.chunks.put_many(stale)
 
 
-def _carry_wiki_pages(
+def carry_wiki_pages(
     deps: Dependencies,
     source_kb_id: str,
     knowledge_id: str,
@@ -255,7 +196,9 @@ def _reparse_in_target(
 ) -> None:
     """The source's index entries and the chunks go; a new attempt runs under the target's configuration."""
     if source is not None and source.indexing_strategy.needs_embedding:
-        deps.engine(source.retrieval_engine).delete_by_knowledge(_space(deps, source), source.id, [row.id])
+        deps.engine(source.retrieval_engine).delete_by_knowledge(
+            index_space(deps, source), source.id, [row.id]
+        )
     if row.parse_status != ParseStatus.COMPLETED:
         return  # an earlier delivery already started the new attempt
     from chalicelib.commands import ReparseRequest
@@ -265,378 +208,3 @@ def _reparse_in_target(
 
 
 # ---------------------------------------------------------------- clone: the diff
-
-
-def copy_id(task_id: str, source_id: str) -> str:
-    """The copy's id: the same for every delivery of the task, so a redelivery finds its own copy."""
-    return str(uuid.uuid5(_COPY_NAMESPACE, f"{task_id}/{source_id}"))
-
-
-def _content_key(row: Knowledge) -> str:
-    return row.file_hash or f"{row.type.value}:{row.source or row.id}"
-
-
-@dataclass
-class ClonePlan:
-    deletes: list[Knowledge]
-    copies: list[Knowledge]
-
-
-def plan_clone(deps: Dependencies, task: Task, source: KnowledgeBase, target: KnowledgeBase) -> ClonePlan:
-    """The two-way multiset diff by file hash, minus what this task already attempted. A copy this task made
-    whose item is not recorded yet (a slice ended, or a delivery crashed) is planned again: its work then
-    only finishes or counts it."""
-    attempted = set(task.items)
-    sources = [row for row in _all_rows(deps, source.id) if row.parse_status == ParseStatus.COMPLETED]
-    unrecorded = {copy_id(task.id, s.id) for s in sources if f"copy:{s.id}" not in attempted}
-    present, made = [], set()
-    for row in _all_rows(deps, target.id):
-        if row.id in unrecorded:
-            made.add(row.id)
-        elif row.parse_status != ParseStatus.DELETING:
-            present.append(row)
-    wanted: dict[str, list[Knowledge]] = {}
-    for row in sorted(sources, key=lambda r: r.created_at):
-        wanted.setdefault(_content_key(row), []).append(row)
-    # Completed and in-flight rows of the target can match a source; failed, cancelled and draft rows are
-    # not the source's content and go. Among matches, the unfinished and the older go first.
-    have: dict[str, list[Knowledge]] = {}
-    deletes: list[Knowledge] = []
-    for row in sorted(present, key=lambda r: (r.parse_status == ParseStatus.COMPLETED, r.created_at)):
-        if row.parse_status == ParseStatus.COMPLETED or is_in_flight(row.parse_status):
-            have.setdefault(_content_key(row), []).append(row)
-        elif f"delete:{row.id}" not in attempted:
-            deletes.append(row)
-    counts = Counter({key: len(rows) for key, rows in wanted.items()})
-    for key, rows in have.items():
-        extra = len(rows) - counts.get(key, 0)
-        deletes += [row for row in rows[: max(extra, 0)] if f"delete:{row.id}" not in attempted]
-    copies: list[Knowledge] = []
-    for key, rows in wanted.items():
-        missing = len(rows) - len(have.get(key, []))
-        if missing <= 0:
-            continue
-        # copies this task already made come first (only counted again), then the rest in order
-        ordered = sorted(rows, key=lambda r: copy_id(task.id, r.id) not in made)
-        copies += [row for row in ordered if f"copy:{row.id}" not in attempted][:missing]
-    return ClonePlan(deletes, copies)
-
-
-def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
-    source = deps.kbs.get(str(task.params["source_kb_id"]))
-    target = deps.kbs.get(task.kb_id)
-    if source is None or target is None or target.status == "deleting":
-        item = f"kb:{task.kb_id}"
-        if item not in task.items:
-            task.items.append(item)
-
-            def gone() -> None:
-                raise ItemFailed("the source or the target knowledge base is gone or being deleted")
-
-            yield item, gone
-        return
-    if source.type == FAQ_KB_TYPE:  # an FAQ knowledge base holds entries, not documents
-        yield from faq_clone_work(deps, task, source, target)
-        return
-    while True:
-        plan = plan_clone(deps, task, source, target)
-        if not plan.deletes and not plan.copies:
-            return
-        for row in plan.deletes:  # one at a time: each delete is already parallel inside
-            task.items.append(f"delete:{row.id}")
-            yield f"delete:{row.id}", partial(delete_one, deps, row.id)
-        for start in range(0, len(plan.copies), CLONE_BATCH):
-            batch = plan.copies[start : start + CLONE_BATCH]
-            with ThreadPoolExecutor(max_workers=len(batch), thread_name_prefix="clone") as pool:
-                # a pool thread starts with an empty context: the meter (and the local function name) go along
-                futures = [
-                    pool.submit(copy_context().run, clone_one, deps, task, source, target, row)
-                    for row in batch
-                ]
-            for row, future in zip(batch, futures, strict=True):
-                if isinstance(future.exception(), SourceReparsed):
-                    # its copy was removed; not recorded, so the next pass plans the source again as its
-                    # new attempt stands (copied once completed, left out while on its way)
-                    logger.info("a source was reparsed while it was copied", extra={"knowledge_id": row.id})
-                    continue
-                task.items.append(f"copy:{row.id}")  # recorded as it is counted: see plan_clone
-                yield f"copy:{row.id}", partial(_outcome, future)
-
-
-def _outcome(future: Future[None]) -> None:
-    future.result()  # re-raises the copy's error, which the worker records (or retries)
-
-
-# ---------------------------------------------------------------- clone: one copy
-
-
-def clone_one(
-    deps: Dependencies, task: Task, source_kb: KnowledgeBase, target: KnowledgeBase, planned: Knowledge
-) -> None:
-    src = deps.knowledge.get(planned.id)
-    if src is None or src.kb_id != source_kb.id or src.parse_status != ParseStatus.COMPLETED:
-        raise ItemFailed(SOURCE_GONE)
-    _require_target(deps, target.id)
-    new_id = copy_id(task.id, src.id)
-    existing = deps.knowledge.get(new_id)
-    if existing is not None and existing.parse_status == ParseStatus.COMPLETED:
-        return  # made by an earlier delivery
-    keys = _CopyKeys(deps, src, new_id)
-    row = _copy_row(deps, src, new_id, target, keys)
-    if existing is None:
-        try:
-            reserved = reserve_document(deps, row.tenant_id)
-        except Forbidden as quota:
-            raise ItemFailed(quota.message) from quota
-        try:
-            deps.knowledge.insert(row)
-        except DuplicateKnowledge as duplicate:
-            if reserved:  # either another row holds the content, or an earlier delivery counted this copy
-                deps.tenants.release_document(row.tenant_id)
-            if duplicate.existing.id != new_id:
-                raise ItemFailed(
-                    f"the target knowledge base already holds this content as knowledge {duplicate.existing.id}"
-                ) from duplicate
-        except BaseException:  # no row was written (a throttle, a lost claim race): the place goes back
-            if reserved:
-                deps.tenants.release_document(row.tenant_id)
-            raise
-        else:
-            knowledge_changed(deps, row, EventType.KNOWLEDGE_CREATED)
-    try:
-        _copy_content(deps, src, row, source_kb, target, keys)
-        # Read after the copy's last write: a delete of the target (or of the copy) that listed its rows
-        # before the copy was there, or deleted it mid-way, left what was written after it.
-        _require_target(deps, target.id)
-        current = deps.knowledge.get(row.id)
-        if current is None or current.parse_status == ParseStatus.DELETING:
-            raise ItemFailed("the copy was deleted while it was made")
-    except BaseException:
-        _remove_copy(deps, src, row, target, keys)
-        raise
-
-
-SOURCE_GONE = "the source is no longer a completed knowledge of the source knowledge base"
-
-
-def _require_target(deps: Dependencies, target_id: str) -> None:
-    target = deps.kbs.get(target_id)
-    if target is None or target.status == "deleting":
-        raise ItemFailed("the target knowledge base is gone or being deleted")
-
-
-def _require_unchanged_source(deps: Dependencies, src: Knowledge, copies: list[Chunk]) -> None:
-    """Read after the chunks and the index entries were copied, before the copy is marked completed: a
-    reparse (or a delete) that landed while they were read left them empty or half of another attempt.
-    After this read, what was copied is the attempt as it was."""
-    current = deps.knowledge.get(src.id)
-    if current is None or current.kb_id != src.kb_id:
-        raise ItemFailed(SOURCE_GONE)
-    if current.attempt != src.attempt:
-        raise SourceReparsed(src.id)
-    if current.parse_status != ParseStatus.COMPLETED:
-        raise ItemFailed(SOURCE_GONE)
-    # chunk_count counts what chunking wrote (text and parent chunks); later stages only add other kinds
-    body = sum(1 for chunk in copies if chunk.chunk_type in (ChunkType.TEXT, ChunkType.PARENT_TEXT))
-    if body != src.chunk_count:
-        raise ItemFailed(
-            f"the source has {body} of its {src.chunk_count} chunks stored: a copy would be incomplete"
-        )
-
-
-class _CopyKeys:
-    """Where the copy's objects go: deterministic keys under the copy's own prefix."""
-
-    def __init__(self, deps: Dependencies, src: Knowledge, new_id: str) -> None:
-        self.deps, self.src, self.new_id = deps, src, new_id
-        prefix = f"{src.tenant_id}/{new_id}"
-        ext = f".{src.file_type}" if src.file_type else ""
-        self.file = f"{prefix}/source{ext}" if src.file_path else ""
-        self.markdown = parsed_markdown_key(src.tenant_id, new_id, COPY_ATTEMPT)
-        self.manifest = images_manifest_key(src.tenant_id, new_id, COPY_ATTEMPT)
-        self.prefix = prefix
-
-    def image(self, url: str) -> str:
-        ext = posixpath.splitext(self.deps.files.key_of(url))[1]
-        return f"{self.prefix}/images/{hashlib.sha256(url.encode()).hexdigest()[:24]}{ext}"
-
-
-def _copy_row(
-    deps: Dependencies, src: Knowledge, new_id: str, target: KnowledgeBase, keys: _CopyKeys
-) -> Knowledge:
-    return Knowledge(
-        id=new_id,
-        tenant_id=src.tenant_id,
-        kb_id=target.id,
-        type=src.type,
-        title=src.title,
-        description=src.description,
-        description_by_user=src.description_by_user,
-        source=src.source,
-        file_name=src.file_name,
-        file_type=src.file_type,
-        file_size=src.file_size,
-        file_hash=src.file_hash,
-        file_path=deps.files.backend(target.storage_backend).url_for(keys.file) if keys.file else "",
-        # the copy's objects are written to the target's backend (copied across when it is another one)
-        storage_backend=target.storage_backend,
-        parse_status=ParseStatus.PROCESSING,
-        enable_status=EnableStatus.DISABLED,
-        # a summary still on its way in the source is not on its way for the copy
-        summary_status=src.summary_status
-        if src.summary_status in (SummaryStatus.NONE, SummaryStatus.COMPLETED, SummaryStatus.FAILED)
-        else SummaryStatus.NONE,
-        enrichment=dict(src.enrichment),
-        enable_multimodel=src.enable_multimodel,
-        metadata=dict(src.metadata),
-        process_overrides=dict(src.process_overrides),
-        channel=src.channel,
-        folder_path=src.folder_path,
-        dedupe_key=rekey(src.dedupe_key, target.id),
-        attempt=COPY_ATTEMPT,
-    )
-
-
-def _source_images(deps: Dependencies, src: Knowledge) -> tuple[list[dict[str, Any]], list[Chunk], list[str]]:
-    """The source's image manifest (of its latest attempt), its chunks, and every stored image they name."""
-    manifest_url = files_of(deps, src).url_for(images_manifest_key(src.tenant_id, src.id, src.attempt))
-    images: list[dict[str, Any]] = (
-        json.loads(deps.files.read(manifest_url)) if deps.files.exists(manifest_url) else []
-    )
-    chunks = deps.chunks.list(src.id)
-    urls = [str(image["url"]) for image in images if image.get("url")]
-    urls += [str(info["url"]) for chunk in chunks for info in chunk.image_info if info.get("url")]
-    return images, chunks, [url for url in dict.fromkeys(urls) if _stored_here(deps, url)]
-
-
-def _stored_here(deps: Dependencies, url: str) -> bool:
-    """Only objects of this store are copied; any other link (none is expected) stays as it is."""
-    try:
-        deps.files.key_of(url)
-    except ValueError:
-        return False
-    return True
-
-
-def _copy_object(deps: Dependencies, files: FileStore, row: Knowledge, url: str, key: str) -> str:
-    """A source object copied to the copy's `key`: server side within one backend; through the function
-    (read, then write) from another backend, which no store does on its own (they refuse it)."""
-    if backend_of(url) == row.storage_backend:
-        return files.copy(url, key)
-    return files.save(key, deps.files.read(url))
-
-
-def _copy_content(
-    deps: Dependencies,
-    src: Knowledge,
-    row: Knowledge,
-    source_kb: KnowledgeBase,
-    target: KnowledgeBase,
-    keys: _CopyKeys,
-) -> None:
-    files = files_of(deps, row)  # the copy's backend: the target knowledge base's
-    if keys.file:
-        try:
-            _copy_object(deps, files, row, src.file_path, keys.file)
-        except FileNotFoundError as error:
-            raise ItemFailed("the source's stored file is missing") from error
-    images, chunks, urls = _source_images(deps, src)
-    links: dict[str, str] = {}
-    for url in urls:
-        try:
-            links[url] = _copy_object(deps, files, row, url, keys.image(url))
-        except FileNotFoundError:
-            logger.warning("a source image is missing; its link stays", extra={"knowledge_id": src.id})
-    relink = relinker(links)
-    markdown_url = files_of(deps, src).url_for(parsed_markdown_key(src.tenant_id, src.id, src.attempt))
-    if deps.files.exists(markdown_url):
-        files.save(
-            keys.markdown,
-            relink(deps.files.read(markdown_url).decode()).encode(),
-            "text/markdown",
-        )
-    files.save(keys.manifest, json.dumps(relink(images)).encode(), "application/json")
-    # the row's own text (a summary names the images too) points at the copy's images, as its chunks do
-    relinked = {
-        "description": relink(src.description),
-        "metadata": relink(src.metadata),
-    }
-    if relinked != {"description": row.description, "metadata": row.metadata}:
-        deps.knowledge.update_fields(row.id, relinked)
-    resources.register_stored(deps, row)  # the copy's files, as the pipeline registers what it writes
-
-    # The source's latest attempt, renamed as the copy's own attempt: its chunk ids (`<id>-a<attempt>-...`)
-    # and each chunk's metadata attempt, which every reader of "this attempt's chunks" filters by.
-    source_prefix = attempt_chunk_prefix(src.id, src.attempt)
-    copy_prefix = attempt_chunk_prefix(row.id, row.attempt)
-    chunks = [chunk for chunk in chunks if chunk.id.startswith(source_prefix)]
-    id_map = {chunk.id: copy_prefix + chunk.id[len(source_prefix) :] for chunk in chunks}
-    copies = [
-        replace(
-            chunk,
-            id=id_map[chunk.id],
-            tenant_id=row.tenant_id,
-            kb_id=target.id,
-            knowledge_id=row.id,
-            content=relink(chunk.content),
-            pre_chunk_id=id_map.get(chunk.pre_chunk_id, chunk.pre_chunk_id),
-            next_chunk_id=id_map.get(chunk.next_chunk_id, chunk.next_chunk_id),
-            parent_chunk_id=id_map.get(chunk.parent_chunk_id, chunk.parent_chunk_id),
-            metadata={**relink(chunk.metadata), "attempt": row.attempt},
-            image_info=relink(chunk.image_info),
-        )
-        for chunk in chunks
-    ]
-    deps.chunks.replace_all(row.id, copies)
-    entries = 0
-    if target.indexing_strategy.needs_embedding and chunks:
-        entries = deps.engine(target.retrieval_engine).copy(
-            _space(deps, target), source_kb.id, src.id, target.id, row.id, id_map
-        )
-    _carry_wiki_pages(deps, source_kb.id, src.id, target, id_map, row.id)
-    copy_tags(deps, src, row)
-    tracker = deps.tracker
-    tracker.begin_stage(
-        row, Stage.EMBEDDING, {"cloned_from": src.id, "model": target.embedding_model_id or "default"}
-    )
-    for stage in (Stage.DOCREADER, Stage.CHUNKING, Stage.MULTIMODAL, Stage.POSTPROCESS):
-        tracker.skip_stage(row, stage, f"cloned from knowledge {src.id}")
-    tracker.end_stage(
-        row,
-        Stage.EMBEDDING,
-        {"texts_embedded": 0, "cache_hits": 0, "entries_copied": entries, "chunks": len(copies)},
-    )
-    _require_unchanged_source(deps, src, copies)
-    if deps.knowledge.mark_indexed(
-        row.id, row.attempt, chunk_count=src.chunk_count, storage_size=src.file_size, completed=True
-    ):  # the copy's bytes counted on the tenant with the row (one transaction)
-        knowledge_changed(deps, row, EventType.KNOWLEDGE_COMPLETED, status=ParseStatus.COMPLETED.value)
-    if src.enable_status == EnableStatus.DISABLED:  # its entries were copied disabled too
-        deps.knowledge.update_fields(row.id, {"enable_status": EnableStatus.DISABLED.value})
-    tracker.close_root(row.id, row.attempt, SpanStatus.DONE)
-    logger.info("cloned knowledge", extra={"knowledge_id": row.id, "source": src.id, "entries": entries})
-
-
-def _remove_copy(
-    deps: Dependencies, src: Knowledge, row: Knowledge, target: KnowledgeBase, keys: _CopyKeys
-) -> None:
-    """A failed copy leaves nothing: its index entries, chunks, spans, objects and row (with its claim)."""
-    logger.warning("removing a failed copy", extra={"knowledge_id": row.id, "source": src.id})
-    if target.indexing_strategy.needs_embedding:
-        deps.engine(target.retrieval_engine).delete_by_knowledge(_space(deps, target), target.id, [row.id])
-    deps.chunks.delete_all(row.id)
-    deps.spans.delete_all(row.id)
-    deps.wiki.delete_pages(target.id, row.id)
-    deps.tags.remove_knowledge(row.id)
-    resources.release_owner(deps, row.id)
-    owned = [
-        keys.file,
-        keys.markdown,
-        keys.manifest,
-        *(keys.image(url) for url in _source_images(deps, src)[2]),
-    ]
-    for key in owned:
-        if key:
-            deps.files.delete(files_of(deps, row).url_for(key))
-    if deps.knowledge.delete(row.id):  # its place in the tenant's count goes with it
-        knowledge_changed(deps, row, EventType.KNOWLEDGE_DELETED, status="deleted")

@@ -284,7 +284,7 @@ def test_a_failed_copy_removes_what_it_wrote(
     task = deps.tasks.get(started["task_id"])
     assert task is not None and task.status == TaskStatus.PARTIAL
     assert "missing" in task.errors[f"copy:{broken.id}"]
-    from chalicelib.tasks.move_clone import copy_id
+    from chalicelib.tasks.clone import copy_id
 
     failed_copy = copy_id(task.id, broken.id)
     assert deps.knowledge.get(failed_copy) is None
@@ -465,7 +465,7 @@ def test_a_move_redelivered_after_the_document_was_deleted_removes_what_it_moved
             raise ConnectionError("the worker died")
 
     monkeypatch.setattr(deps.tags, "remove_knowledge", delete_lands)
-    monkeypatch.setattr(move_clone, "_carry_wiki_pages", worker_dies)
+    monkeypatch.setattr(move_clone, "carry_wiki_pages", worker_dies)
     task = move(deps, kb, target, [doc.id], "reuse_vectors")
     run_lifecycle(deps)
     assert fired and crashes and deps.knowledge.get(doc.id) is None
@@ -532,11 +532,11 @@ def test_a_reparse_landing_mid_clone_is_copied_again_not_left_empty(
     pass the source had finished again, matched the empty copy by file hash, and the clone was kept empty
     for good. The copy is removed and the source copied again as its new attempt stands."""
     from chalicelib.commands import ReparseRequest
-    from chalicelib.tasks import move_clone
+    from chalicelib.tasks import clone as clone_task
     from chalicelib.tasks.reparse import reparse
 
     doc = completed(deps, kb, "tides.md", TIDES)
-    real_images, real_plan = move_clone._source_images, move_clone.plan_clone
+    real_images, real_plan = clone_task._source_images, clone_task.plan_clone
     reparsed: list[int] = []
     plans: list[int] = []
 
@@ -555,8 +555,8 @@ def test_a_reparse_landing_mid_clone_is_copied_again_not_left_empty(
             rows.write_fields(doc.id, parse_status=ParseStatus.COMPLETED)
         return real_plan(*args)
 
-    monkeypatch.setattr(move_clone, "_source_images", reparse_lands)
-    monkeypatch.setattr(move_clone, "plan_clone", next_pass)
+    monkeypatch.setattr(clone_task, "_source_images", reparse_lands)
+    monkeypatch.setattr(clone_task, "plan_clone", next_pass)
     started = clone(deps, kb)
     run_lifecycle(deps)
     assert reparsed == [1]
@@ -584,11 +584,11 @@ def test_a_source_still_reparsing_is_left_out_and_a_later_clone_copies_it(
     """Audit #4, the other timing: a source reparsed mid-copy and still on its way when the clone ends is not
     in the clone (as any document on its way), and a later clone copies it once it is completed."""
     from chalicelib.commands import ReparseRequest
-    from chalicelib.tasks import move_clone
+    from chalicelib.tasks import clone as clone_task
     from chalicelib.tasks.reparse import reparse
 
     doc = completed(deps, kb, "tides.md", TIDES)
-    real_images, reparsed = move_clone._source_images, list[str]()
+    real_images, reparsed = clone_task._source_images, list[str]()
 
     def reparse_lands(deps_: Services, src: Knowledge) -> Any:
         if not reparsed:
@@ -596,7 +596,7 @@ def test_a_source_still_reparsing_is_left_out_and_a_later_clone_copies_it(
             reparse(deps, src.tenant_id, src.id, ReparseRequest())
         return real_images(deps_, src)
 
-    monkeypatch.setattr(move_clone, "_source_images", reparse_lands)
+    monkeypatch.setattr(clone_task, "_source_images", reparse_lands)
     started = clone(deps, kb)
     run_lifecycle(deps)
     assert reparsed
@@ -663,11 +663,11 @@ def test_a_target_deleted_mid_clone_keeps_no_copy(
     assert isinstance(files, MemoryFileStore)
     from chalicelib.operations.knowledge_changes import delete_kb
     from chalicelib.stages import lifecycle
-    from chalicelib.tasks import move_clone
+    from chalicelib.tasks import clone as clone_task
 
     doc = completed(deps, kb, "tides.md", TIDES)
     target = new_kb(deps, tenant, "mirror")
-    real_images, deleted = move_clone._source_images, list[str]()
+    real_images, deleted = clone_task._source_images, list[str]()
 
     def target_deleted(deps_: Services, src: Knowledge) -> Any:
         if not deleted:
@@ -675,11 +675,11 @@ def test_a_target_deleted_mid_clone_keeps_no_copy(
             lifecycle.run(deps, delete_kb(deps, tenant.id, target.id).id)  # the whole delete, to its end
         return real_images(deps_, src)
 
-    monkeypatch.setattr(move_clone, "_source_images", target_deleted)
+    monkeypatch.setattr(clone_task, "_source_images", target_deleted)
     started = clone(deps, kb, target_kb_id=target.id)
     run_lifecycle(deps)
     assert deleted and deps.kbs.get(target.id) is None
-    copy_id = move_clone.copy_id(started["task_id"], doc.id)
+    copy_id = clone_task.copy_id(started["task_id"], doc.id)
     assert deps.knowledge.get(copy_id) is None
     assert deps.chunks.list(copy_id) == []
     assert deps.engine().count(space(deps), target.id, copy_id) == 0
