@@ -123,6 +123,28 @@ def image_kind(data: bytes) -> tuple[str, str] | None:
     return None
 
 
+def wide_text_codec(data: bytes) -> str | None:
+    """The codec of UTF-32 or UTF-16 text, whose NUL bytes are characters' zero halves, not binary data: by
+    its byte-order mark, or without one by the NULs' place (ASCII-heavy UTF-16 has a NUL in every other
+    byte, on one side only; binary data has them on both). None for anything else."""
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        return "utf-32"
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    sample = data[: 4096 - 4096 % 2] if len(data) >= 4096 else data[: len(data) - len(data) % 2]
+    if len(sample) < 4 or b"\x00" not in sample:
+        return None
+    evens, odds = sample[0::2], sample[1::2]
+    for zeros, others, codec in ((odds, evens, "utf-16-le"), (evens, odds, "utf-16-be")):
+        if zeros.count(0) >= 0.3 * len(zeros) and others.count(0) <= 0.01 * len(others):
+            try:
+                sample.decode(codec)
+            except UnicodeDecodeError:
+                return None
+            return codec
+    return None
+
+
 def sniff(data: bytes) -> str:
     """A coarse content family: pdf, zip, ole, image, audio, text, binary or empty."""
     if not data:
@@ -144,7 +166,7 @@ def sniff(data: bytes) -> str:
         or head[4:8] == b"ftyp"
     ):
         return "audio"
-    if b"\x00" in head[:2048] and not (head.startswith((b"\xff\xfe", b"\xfe\xff"))):
+    if b"\x00" in head[:2048] and wide_text_codec(data) is None:
         return "binary"
     return "text"
 

@@ -33,6 +33,7 @@ from chalicelib.parsers.base import (
     open_zip_checked,
     parse_failed,
     unsupported,
+    wide_text_codec,
 )
 from chalicelib.parsers.deflate import InflateError, isal_zlib
 
@@ -74,7 +75,7 @@ def preflight(
     if file_type in IMAGE_EXTENSIONS:
         width, height = check_image_pixels(data, limits)
         return {"width": width, "height": height}
-    if file_type in PLAIN_TEXT_TYPES and b"\x00" in data and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+    if file_type in PLAIN_TEXT_TYPES and b"\x00" in data and wide_text_codec(data) is None:
         raise unsupported(
             f"The .{file_type} file contains binary data (NUL bytes); it does not look like text."
         )

@@ -19,6 +19,7 @@ from chalicelib.parsers.base import (
     md_escape_cell,
     parse_failed,
     unsupported,
+    wide_text_codec,
 )
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
@@ -39,8 +40,9 @@ def decode_text(data: bytes) -> str:
     (the few bad bytes replaced), then charset-normalizer on a sample holding non-ASCII bytes."""
     if data.startswith(b"\xef\xbb\xbf"):
         return data[3:].decode("utf-8", errors="replace")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16", errors="replace")
+    wide = wide_text_codec(data)
+    if wide is not None:  # UTF-32 or UTF-16, with or without a byte-order mark
+        return data.decode(wide, errors="replace")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

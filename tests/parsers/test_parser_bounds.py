@@ -300,6 +300,32 @@ def test_legacy_encoded_text_after_a_long_ascii_start_is_detected(read) -> None:
     assert read("big.txt", data=data).markdown.endswith(ZH)
 
 
+EN = "Hello world, plain English text in UTF-16.\nA second line, with a comma.\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("notes.txt", EN.encode("utf-16-le")),
+        ("notes.txt", EN.encode("utf-16-be")),
+        ("notes.md", EN.encode("utf-32")),
+        ("rows.csv", "name,city\nAda,London\nLi,Beijing\n".encode("utf-16-le")),
+    ],
+    ids=["utf16le-no-bom", "utf16be-no-bom", "utf32-bom", "csv-utf16le-no-bom"],
+)
+def test_wide_text_without_a_byte_order_mark_is_read_not_refused_as_binary(
+    read, name: str, data: bytes
+) -> None:
+    markdown = read(name, data=data).markdown
+    assert "\x00" not in markdown and ("London" in markdown or "plain English text" in markdown)
+
+
+def test_binary_data_with_nuls_on_both_sides_is_still_refused(read) -> None:
+    data = bytes(range(256)) * 16
+    with pytest.raises(PermanentStageError, match="binary data"):
+        read("notes.txt", data=data)
+
+
 # ---------------------------------------------------------------- local ASR: a recording's length
 
 
