@@ -14,6 +14,7 @@ from chalicelib.observability import logger
 from chalicelib.parsers.asr import with_language
 from chalicelib.parsers.base import (
     Limits,
+    MarkdownBudget,
     ParseContext,
     ParserEngine,
     parse_failed,
@@ -177,11 +178,7 @@ class EngineDocReader:
             raise parse_failed(
                 f"The .{actual} file is damaged: its reader stopped on it ({exc!s:.160})."
             ) from exc
-        if len(result.markdown) > limits.max_markdown_chars:
-            raise parse_failed(
-                f"The document's text is {len(result.markdown):,} characters; the limit for one file is "
-                f"{limits.max_markdown_chars:,}."
-            )
+        MarkdownBudget(limits).add(result.markdown)  # the engines that do not count as they go
         ctx.check_time()
         if result.is_audio:  # speech recognition happens here, and only here
             if asr is None:

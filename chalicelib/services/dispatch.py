@@ -90,10 +90,15 @@ def enqueue_wiki(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, to
     trigger_wiki(deps, kb.id, "ingest")
 
 
-def trigger_wiki(deps: Dependencies, kb_id: str, action: str, follow_up: bool = False) -> None:
-    """An ingest or a finalize of the knowledge base's wiki, after the settings' debounce."""
+def trigger_wiki(
+    deps: Dependencies, kb_id: str, action: str, follow_up: bool = False, delay_seconds: int | None = None
+) -> None:
+    """An ingest or a finalize of the knowledge base's wiki, after the settings' debounce (or
+    `delay_seconds`)."""
     settings = deps.settings
-    if action == "finalize":
+    if delay_seconds is not None:
+        delay = delay_seconds
+    elif action == "finalize":
         delay = settings.wiki_finalize_delay_seconds
     else:
         delay = settings.wiki_ingest_delay_seconds

@@ -122,7 +122,7 @@ def ingest(deps: Dependencies, kb_id: str, *, last_try: bool = False) -> None:
         )
         _answer(deps, op, {"pages": count})
     if model_busy:  # one later ingest for everything pending, not the quick follow-up
-        deps.queue.send_raw(QUEUE, {"kb_id": kb_id, "action": "ingest"}, delay_seconds=MODEL_BACKOFF_SECONDS)
+        trigger_wiki(deps, kb_id, "ingest", delay_seconds=MODEL_BACKOFF_SECONDS)
     elif ops and unexpected is None and deps.wiki.pending(kb_id):
         trigger_wiki(deps, kb_id, "ingest", follow_up=True)
     if ops:
