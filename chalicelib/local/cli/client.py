@@ -143,25 +143,21 @@ class ApiClient:
             if not cursor:
                 return
 
-    def kb_id(self, ref: str) -> str:
-        """A knowledge base named or given by id: its id (an unknown one is passed on for the API's 404)."""
+    def find_kb(self, ref: str) -> dict[str, Any] | None:
+        """The knowledge base with this id, or else the first with this name."""
         kbs = self.call("GET", "/knowledge-bases") or []
-        for kb in kbs:
-            if kb.get("id") == ref:
-                return ref
-        named = [kb for kb in kbs if kb.get("name") == ref]
-        return str(named[0]["id"]) if named else ref
-
-    def find_kb(self, name: str) -> dict[str, Any] | None:
-        kbs = self.call("GET", "/knowledge-bases") or []
-        return next((kb for kb in kbs if kb.get("name") == name), None)
-
-    def ensure_kb(self, ref: str) -> tuple[dict[str, Any], bool]:
-        """The knowledge base with this id or else this name (as `kb_id` finds it), or a new one named so."""
-        kbs = self.call("GET", "/knowledge-bases") or []
-        found = next((kb for kb in kbs if kb.get("id") == ref), None) or next(
+        return next((kb for kb in kbs if kb.get("id") == ref), None) or next(
             (kb for kb in kbs if kb.get("name") == ref), None
         )
+
+    def kb_id(self, ref: str) -> str:
+        """A knowledge base named or given by id: its id (an unknown one is passed on for the API's 404)."""
+        found = self.find_kb(ref)
+        return str(found["id"]) if found is not None else ref
+
+    def ensure_kb(self, ref: str) -> tuple[dict[str, Any], bool]:
+        """The knowledge base with this id or name, or a new one named so (True)."""
+        found = self.find_kb(ref)
         if found is not None:
             return found, False
         return self.call("POST", "/knowledge-bases", json={"name": ref}), True
