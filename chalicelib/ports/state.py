@@ -200,8 +200,17 @@ class KnowledgeRepo(Protocol):
         missing, superseded by a newer attempt, or in a state that must not be processed."""
         ...
 
-    def mark_failed(self, knowledge_id: str, attempt: int | None, message: str, code: str) -> bool:
-        """Fails the row unless it is terminal, being deleted, or (with `attempt`) superseded."""
+    def mark_failed(
+        self,
+        knowledge_id: str,
+        attempt: int | None,
+        message: str,
+        code: str,
+        *,
+        not_written_after: str | None = None,
+    ) -> bool:
+        """Fails the row unless it is terminal, being deleted, or (with `attempt`) superseded; with
+        `not_written_after` (the `updated_at` the caller read, ISO), also unless it was written since."""
         ...
 
     def mark_indexed(

@@ -97,7 +97,14 @@ def _recover_stuck_rows(deps: Dependencies, now: datetime, cutoff: str, report: 
             f"task stuck in {knowledge.parse_status.value} > "
             f"{_threshold_text(deps.settings.stale_after_seconds)}, recovered by housekeeping"
         )
-        if deps.knowledge.mark_failed(knowledge.id, knowledge.attempt, message, SpanErrorCode.TASK_TIMEOUT):
+        # conditional on the row as read: a stage that moved it on since (same attempt) must not be failed
+        if deps.knowledge.mark_failed(
+            knowledge.id,
+            knowledge.attempt,
+            message,
+            SpanErrorCode.TASK_TIMEOUT,
+            not_written_after=to_iso(knowledge.updated_at),
+        ):
             deps.tracker.close_root(
                 knowledge.id, knowledge.attempt, SpanStatus.FAILED, SpanErrorCode.TASK_TIMEOUT, message
             )

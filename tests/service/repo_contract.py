@@ -277,6 +277,24 @@ class RepoContract:
         assert repos.knowledge.mark_failed(finalizing.id, None, "stuck", "task_timeout")
         assert not repos.knowledge.mark_failed(new_id(), None, "missing", "unknown")
 
+    def test_mark_failed_can_be_conditional_on_the_row_not_written_since_it_was_read(
+        self, repos: Repos
+    ) -> None:
+        k = row()
+        repos.knowledge.insert(k)
+        read = repos.knowledge.get(k.id)
+        assert read is not None
+        time.sleep(0.002)
+        assert repos.knowledge.begin_processing(k.id, 1) is not None  # written after the read
+        assert not repos.knowledge.mark_failed(
+            k.id, 1, "stuck", "task_timeout", not_written_after=to_iso(read.updated_at)
+        )
+        current = repos.knowledge.get(k.id)
+        assert current is not None and current.parse_status == ParseStatus.PROCESSING
+        assert repos.knowledge.mark_failed(
+            k.id, 1, "stuck", "task_timeout", not_written_after=to_iso(current.updated_at)
+        )
+
     def test_the_planner_settles_a_processing_row_once_with_the_exact_count(self, repos: Repos) -> None:
         k = row(parse_status=ParseStatus.PROCESSING, error_message="an earlier try")
         repos.knowledge.insert(k)

@@ -3,6 +3,7 @@ a message still queued is spared. Rows are aged by sweeping at a later `now`, no
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -172,6 +173,27 @@ def test_a_row_that_moves_on_during_the_sweep_is_not_failed(
     assert report.recovered == []
     current = rows.get(created.id)
     assert current is not None and current.parse_status == ParseStatus.PENDING and current.attempt == 2
+
+
+def test_a_row_a_stage_moves_on_during_the_sweep_is_not_failed(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
+) -> None:
+    """Same attempt, so only the row's `updated_at` tells that the docreader took it after the sweep read it."""
+    created = upload(deps, kb)
+    queue.purge("docreader")
+    real = rows.in_flight_older_than
+
+    def read_then_begin(cutoff: str) -> list[object]:
+        found = real(cutoff)
+        time.sleep(0.002)  # the write lands in a later millisecond than the row as read
+        assert rows.begin_processing(created.id, created.attempt) is not None
+        return found  # type: ignore[return-value]
+
+    rows.in_flight_older_than = read_then_begin  # type: ignore[method-assign,assignment]
+    report = sweep_later(deps)
+    assert report.recovered == []
+    current = rows.get(created.id)
+    assert current is not None and current.parse_status == ParseStatus.PROCESSING
 
 
 def test_a_summary_stuck_in_processing_fails_and_leaves_the_document_alone(

@@ -390,11 +390,21 @@ class DynamoKnowledgeRepo:
             (m.attempt == attempt) & m.parse_status.is_in(*_values(BEGIN_PROCESSING_FROM)),
         )
 
-    def mark_failed(self, knowledge_id: str, attempt: int | None, message: str, code: str) -> bool:
+    def mark_failed(
+        self,
+        knowledge_id: str,
+        attempt: int | None,
+        message: str,
+        code: str,
+        *,
+        not_written_after: str | None = None,
+    ) -> bool:
         m = self.model
         condition = m.parse_status.is_in(*_values(FAIL_FROM))
         if attempt is not None:
             condition &= m.attempt == attempt
+        if not_written_after is not None:
+            condition &= m.updated_at <= not_written_after
         return (
             self._update(
                 knowledge_id,

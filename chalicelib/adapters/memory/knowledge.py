@@ -357,7 +357,15 @@ class MemoryKnowledgeRepo:
             knowledge_id, lambda k: k.attempt == attempt and k.parse_status in BEGIN_PROCESSING_FROM, change
         )
 
-    def mark_failed(self, knowledge_id: str, attempt: int | None, message: str, code: str) -> bool:
+    def mark_failed(
+        self,
+        knowledge_id: str,
+        attempt: int | None,
+        message: str,
+        code: str,
+        *,
+        not_written_after: str | None = None,
+    ) -> bool:
         def change(k: Knowledge) -> None:
             k.parse_status = ParseStatus.FAILED
             k.error_message, k.error_code = message[:2000], code
@@ -365,7 +373,11 @@ class MemoryKnowledgeRepo:
             k.updated_at = _now()
 
         def condition(k: Knowledge) -> bool:
-            return k.parse_status in FAIL_FROM and (attempt is None or k.attempt == attempt)
+            return (
+                k.parse_status in FAIL_FROM
+                and (attempt is None or k.attempt == attempt)
+                and (not_written_after is None or to_iso(k.updated_at) <= not_written_after)
+            )
 
         return self._update(knowledge_id, condition, change) is not None
 
