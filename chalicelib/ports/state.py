@@ -134,8 +134,12 @@ class TurnBook(Protocol):
 
     def change(self, stage: str, change: Callable[[dict[str, Any]], tuple[R, dict[str, Any]]]) -> R:
         """Applies `change` to the stage's book atomically (a conditional write, retried on a conflict) and
-        returns what it returned."""
+        returns what it returned; raises TurnBookBusy when the conflicts outlast the tries."""
         ...
+
+
+class TurnBookBusy(Exception):
+    """The stage's book kept changing under every try of a conditional write (many writers at once)."""
 
 
 class StorageQuotaExceeded(Exception):

@@ -53,3 +53,29 @@ def test_the_backfill_gives_old_rows_their_listing_keys(tables: Repos) -> None:
     assert [k.id for k in repo.page_by_kb(kb_id, index=("source", "url"))] == [old.id]
     assert [k.id for k in repo.page_by_kb(kb_id, index=("file_type", "html"))] == [old.id]
     assert repo.backfill_listing_keys() == 0  # nothing left to do
+
+
+def test_a_turn_book_that_keeps_changing_raises_turn_book_busy(
+    module_services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every conditional write loses to another writer: after its tries the book says it is busy (the
+    upload path lets the document through on that: tests/service/test_fairness_door.py)."""
+    from chalicelib.adapters.dynamo import turns as dynamo_turns
+    from chalicelib.ports import TurnBookBusy
+
+    book = module_services.turns
+    assert isinstance(book, dynamo_turns.DynamoTurnBook)
+    stage = f"busy-{id(book)}"
+    monkeypatch.setattr(dynamo_turns, "ATTEMPTS", 3)
+    monkeypatch.setattr(dynamo_turns.time, "sleep", lambda _seconds: None)
+    losses = 0
+
+    def lose_to_another_writer(read: dict[str, Any]) -> tuple[None, dict[str, Any]]:
+        nonlocal losses
+        losses += 1  # another worker writes between this read and this write, every time
+        book.change(stage, lambda current: (None, {**current, f"t{losses}": {"pending": 1}}))
+        return None, read
+
+    with pytest.raises(TurnBookBusy):
+        book.change(stage, lose_to_another_writer)
+    assert losses == 3

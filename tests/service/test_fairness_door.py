@@ -182,3 +182,26 @@ def test_a_redelivered_message_is_not_served_twice_at_the_turn_book(
         handler(deps, queue.event("docreader", [body], receive_count=receive_count), None)
     book = deps.turns.change(DOOR, lambda b: (b, b))
     assert book[created.tenant_id]["served"] == 1
+
+
+def test_an_upload_goes_in_when_the_door_book_is_too_busy_to_note_it(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    """A burst of uploads keeps the one turn book changing: noting the tenant as waiting is a head start
+    only (its knock notes it too), so the upload is queued, not failed with enqueue_failed."""
+    from chalicelib.ports import TurnBookBusy
+
+    real = deps.turns
+
+    class BusyAtUpload:
+        def change(self, stage: str, change: object) -> object:
+            raise TurnBookBusy(f"the turn book of {stage} kept changing under 20 tries")
+
+    deps.turns = BusyAtUpload()  # type: ignore[assignment]
+    created = upload(deps, kb)
+    stored = deps.knowledge.get(created.id)
+    assert stored is not None and stored.parse_status == ParseStatus.PENDING and not stored.error_code
+    assert [m for m in queue.waiting("docreader")]
+    deps.turns = real
+    pump(deps, queue, Counter())
+    assert indexed(deps, [created]) == 1

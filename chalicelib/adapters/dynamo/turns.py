@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from pynamodb.exceptions import DoesNotExist, PutError
 
 from chalicelib.adapters.dynamo.tables import Models
+from chalicelib.ports import TurnBookBusy
 
 R = TypeVar("R")
 ATTEMPTS = 20
@@ -38,4 +39,4 @@ class DynamoTurnBook:
                 if error.cause_response_code != "ConditionalCheckFailedException":
                     raise
             time.sleep(random.uniform(0, 0.01 * (attempt + 1)))  # another worker changed it: read again
-        raise RuntimeError(f"the turn book of {stage} kept changing under {ATTEMPTS} tries")
+        raise TurnBookBusy(f"the turn book of {stage} kept changing under {ATTEMPTS} tries")
