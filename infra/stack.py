@@ -9,8 +9,8 @@ code, so that each rule is written once:
 - each SQS trigger bound to its queue resource (`Fn::GetAtt`, so the `Prefix` parameter holds) with a
   maximum concurrency per stage;
 - the state machine's role from the tasks its ASL runs;
-- data that outlives the stack (DeletionPolicy/UpdateReplacePolicy Retain, table deletion protection,
-  point-in-time recovery), API Gateway throttling;
+- data that outlives the stack (DeletionPolicy RetainExceptOnCreate, UpdateReplacePolicy Retain, optional
+  table deletion protection, point-in-time recovery), API Gateway throttling;
 - the alarms, topic and dashboard of `infra/monitoring.py`.
 
     python infra/stack.py [OUT]    (`chalice package` into OUT; scripts/build_lambda.py does it for `make package`)
@@ -90,10 +90,12 @@ PARAMETERS: dict[str, Any] = {
     },
     "TableDeletionProtection": {
         "Type": "String",
-        "Default": "true",
+        "Default": "false",
         "AllowedValues": ["true", "false"],
-        "Description": "DynamoDB deletion protection on every table. The tables are retained when the stack "
-        "is deleted either way; set false only to delete them by hand afterwards.",
+        "Description": "DynamoDB deletion protection on every table, against deleting them by hand. The "
+        "tables are retained when the stack is deleted either way. Protected tables cannot be deleted by "
+        "CloudFormation either, so a failed deploy cannot roll back a table it created: turn it on after the "
+        "first deploy.",
     },
     "ApiThrottleRate": {
         "Type": "Number",
@@ -340,7 +342,10 @@ def merge_template(base: dict[str, Any] | None = None) -> dict[str, Any]:
 
     for spec in resources.values():
         if spec.get("Type") in RETAINED_TYPES:
-            spec["DeletionPolicy"] = spec["UpdateReplacePolicy"] = "Retain"
+            # kept when the stack is deleted, but not left behind by the rollback of the deploy that
+            # created it: a failed first deploy would otherwise hold the names the retry needs
+            spec["DeletionPolicy"] = "RetainExceptOnCreate"
+            spec["UpdateReplacePolicy"] = "Retain"
         if spec.get("Type") == "AWS::DynamoDB::Table":
             properties = spec["Properties"]
             properties["PointInTimeRecoverySpecification"] = {"PointInTimeRecoveryEnabled": True}

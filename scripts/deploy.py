@@ -6,7 +6,9 @@ URL and how to create the first tenant.
 1. checks that `sam`, `aws` and `docker` are installed and that the AWS CLI has credentials (before any build);
 2. `make package` (out/sam.json and the functions' zips), then `sam build -t out/sam.json` (the docreader
    image, with Docker);
-3. `sam deploy`: `--guided` the first time (no samconfig.toml yet, or `--guided`), which asks for the stack
+3. `sam deploy` (after deleting the stack if its first deploy failed and left it in ROLLBACK_COMPLETE, where
+   CloudFormation refuses to update it; the rollback removed what that deploy had created): `--guided` the
+   first time (no samconfig.toml yet, or `--guided`), which asks for the stack
    name, the region and every template parameter and saves the answers in samconfig.toml; later runs reuse
    them. DynamoDB adds one global secondary index per table per update, so an upgrade that brings several
    new indexes to a table is deployed in as many updates, one new index each (a build of out/sam-step.json
@@ -144,6 +146,26 @@ def describe_stack(shell: Shell, stack: str, region: str) -> dict[str, Any]:
     return dict(json.loads(raw)) if raw else {}
 
 
+def failed_first_create(shell: Shell, stack: str, region: str) -> str:
+    """The id of the stack if its first deploy failed and was rolled back (ROLLBACK_COMPLETE: CloudFormation
+    updates no such stack), else ''. `list-stacks` answers for a stack that does not exist, too."""
+    found = shell.output(
+        [
+            "aws",
+            "cloudformation",
+            "list-stacks",
+            *region_args(region),
+            "--stack-status-filter",
+            "ROLLBACK_COMPLETE",
+            "--query",
+            f"StackSummaries[?StackName=='{stack}'].StackId | [0]",
+            "--output",
+            "text",
+        ]
+    )
+    return "" if found in ("", "None") else found
+
+
 def stack_values(stack: dict[str, Any], key: str, name: str, value: str) -> dict[str, str]:
     return {str(entry[name]): str(entry.get(value, "")) for entry in stack.get(key) or []}
 
@@ -270,6 +292,26 @@ def deploy(args: argparse.Namespace) -> int:
     )
     if account:
         print(f"AWS account {account}", flush=True)
+
+    # a first deploy that failed left an empty stack (the rollback deleted what it had created, tables and
+    # bucket included: RetainExceptOnCreate); it must go before the same name can be deployed again
+    rolled_back = failed_first_create(shell, saved.get("stack_name", args.stack_name), region)
+    if rolled_back:
+        print("The first deploy of this stack failed and was rolled back: deleting the empty stack first.")
+        shell.run(
+            ["aws", "cloudformation", "delete-stack", "--stack-name", rolled_back, *region_args(region)]
+        )
+        shell.run(
+            [
+                "aws",
+                "cloudformation",
+                "wait",
+                "stack-delete-complete",
+                "--stack-name",
+                rolled_back,
+                *region_args(region),
+            ]
+        )
 
     shell.run(["make", "package"])
     packaged = args.out / "sam.json"

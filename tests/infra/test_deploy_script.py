@@ -38,6 +38,7 @@ echo "aws $*" >> "$FAKE_LOG"
 case "$1 $2" in
   "sts get-caller-identity") echo 123456789012 ;;
   "cloudformation describe-stacks") cat "$FAKE_DIR/stack.json" ;;
+  "cloudformation list-stacks") cat "$FAKE_DIR/rolled-back" 2>/dev/null || echo None ;;
   "ssm describe-parameters")
     if [ -f "$FAKE_DIR/parameter.json" ]; then echo /acme/operator-key; else echo None; fi ;;
   "ssm put-parameter")
@@ -135,6 +136,7 @@ def test_the_first_deploy_is_guided_creates_the_key_once_and_prints_the_first_te
     ran = calls(fake)
     assert [line.split()[:2] for line in ran] == [
         ["aws", "sts"],
+        ["aws", "cloudformation"],
         ["make", "package"],
         ["sam", "build"],
         ["sam", "deploy"],
@@ -142,13 +144,14 @@ def test_the_first_deploy_is_guided_creates_the_key_once_and_prints_the_first_te
         ["aws", "ssm"],
         ["aws", "ssm"],
     ]
-    assert ran[2].startswith("sam build -t ") and ran[2].endswith("/out/sam.json")
-    guided = ran[3].split()
+    assert "list-stacks" in ran[1] and "StackName=='weknora'" in ran[1]  # not rolled back: nothing deleted
+    assert ran[3].startswith("sam build -t ") and ran[3].endswith("/out/sam.json")
+    guided = ran[4].split()
     assert guided[:3] == ["sam", "deploy", "--guided"]
     for flag in ("CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND", "--resolve-s3", "--resolve-image-repos"):
         assert flag in guided
-    assert "--region eu-west-1" in ran[4]  # the region the guided run saved
-    assert "Values=/acme/operator-key" in ran[5] and ran[6].startswith("aws ssm put-parameter")
+    assert "--region eu-west-1" in ran[5]  # the region the guided run saved
+    assert "Values=/acme/operator-key" in ran[6] and ran[7].startswith("aws ssm put-parameter")
 
     stored = json.loads((fake / "parameter.json").read_text())
     assert stored["Name"] == "/acme/operator-key" and stored["Type"] == "SecureString"
@@ -180,6 +183,28 @@ def test_an_update_reuses_the_saved_answers_and_keeps_the_key(fake: Path) -> Non
     )
 
 
+def test_a_stack_whose_first_deploy_was_rolled_back_is_deleted_before_the_retry(fake: Path) -> None:
+    """CloudFormation updates no stack in ROLLBACK_COMPLETE; its resources went with the rollback."""
+    (fake / "samconfig.toml").write_text(SAVED)  # sam saved the answers before the failed deploy
+    stack_id = "arn:aws:cloudformation:eu-west-1:123456789012:stack/acme-ingest/1"
+    (fake / "rolled-back").write_text(stack_id)
+    done = deploy(fake)
+    assert done.returncode == 0, done.stderr
+    ran = calls(fake)
+    first = [line.split()[:3] for line in ran[:5]]
+    assert first == [
+        ["aws", "sts", "get-caller-identity"],
+        ["aws", "cloudformation", "list-stacks"],
+        ["aws", "cloudformation", "delete-stack"],
+        ["aws", "cloudformation", "wait"],
+        ["make", "package"],
+    ]
+    assert "StackName=='acme-ingest'" in ran[1] and "--region eu-west-1" in ran[1]
+    assert ran[2].endswith(f"--stack-name {stack_id} --region eu-west-1")
+    assert f"stack-delete-complete --stack-name {stack_id}" in ran[3]
+    assert "first deploy of this stack failed" in done.stdout
+
+
 def test_a_failed_step_stops_it_with_the_reason(fake: Path) -> None:
     (fake / "bin" / "sam").write_text('#!/bin/bash\necho "sam $*" >> "$FAKE_LOG"\nexit 1\n')
     done = deploy(fake)
@@ -202,6 +227,7 @@ def test_a_dry_run_prints_the_commands_and_needs_no_tool(fake: Path) -> None:
     commands = [line[2:] for line in done.stdout.splitlines() if line.startswith("+ ")]
     assert [c.split()[:2] for c in commands] == [
         ["aws", "sts"],
+        ["aws", "cloudformation"],
         ["make", "package"],
         ["sam", "build"],
         ["sam", "deploy"],
