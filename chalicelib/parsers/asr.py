@@ -270,39 +270,112 @@ class WhisperAsr:
 
 
 #: the longest recording transcribed, as Amazon Transcribe's own limit: decoded whole as 16 kHz float32
-#: samples it is 0.9 GB already, and a few MB of compressed silence can claim far more
+#: samples it is 0.9 GB already, and a few MB of compressed silence can claim far more. Held twice: by the
+#: container's declared duration before decoding (`_check_duration`), and by the samples themselves while
+#: decoding (`_decode_audio`), since a header may understate the length or declare none.
 MAX_AUDIO_SECONDS = 4 * 3600
+#: decoded frames are resampled in groups of this many input samples, as faster-whisper's decode_audio does
+_DECODE_GROUP_SAMPLES = 500_000
+
+
+def _too_long(file_name: str, seconds: float | None = None) -> PermanentStageError:
+    """The refusal of a recording over MAX_AUDIO_SECONDS: `seconds` is its length when a header tells it,
+    None when decoding ran past the limit (the rest is not decoded, so the length is unknown)."""
+    limit = f"{MAX_AUDIO_SECONDS / 60:,.0f} minutes"
+    length = f"{seconds / 60:,.0f} minutes" if seconds is not None else f"more than {limit}"
+    return PermanentStageError(
+        f"The audio file {file_name} is {length} long; the limit is {limit}. "
+        "Split it into shorter recordings.",
+        code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+    )
 
 
 def _check_duration(audio: bytes, file_name: str) -> None:
     """Refuses a recording longer than MAX_AUDIO_SECONDS from its container's duration, before any sample
-    is decoded (an unreadable container is left to the decoder, which says why)."""
+    is decoded (an unreadable container is left to the decoder, which says why). A fast early refusal
+    only: the decoder holds the limit whatever the header says."""
     import av
 
     try:
         with av.open(io.BytesIO(audio), mode="r") as container:
             duration = (container.duration or 0) / av.time_base
-    except Exception:  # av raises InvalidDataError and friends on damaged audio
+    except av.FFmpegError:  # InvalidDataError and friends on damaged audio
         return
     if duration > MAX_AUDIO_SECONDS:
-        raise PermanentStageError(
-            f"The audio file {file_name} is {duration / 60:,.0f} minutes long; the limit is "
-            f"{MAX_AUDIO_SECONDS / 60:,.0f} minutes. Split it into shorter recordings.",
-            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
-        )
+        raise _too_long(file_name, duration)
 
 
 def _decode_audio(audio: bytes, file_name: str) -> Any:
-    """The recording as 16 kHz mono float32 samples (PyAV); damaged audio is a permanent failure."""
-    from faster_whisper import decode_audio
+    """The recording as 16 kHz mono float32 samples; damaged audio is a permanent failure, and so is a
+    recording longer than MAX_AUDIO_SECONDS, refused as soon as the decoded samples pass the limit.
 
+    PyAV, as faster-whisper's `decode_audio` (same resampling, so the same samples), which has no limit
+    and would hold the whole recording in memory before its length could be seen."""
+    import gc
+
+    import av
+    import numpy as np
+
+    limit = MAX_AUDIO_SECONDS * SAMPLE_RATE
+    chunks: list[Any] = []
+    count = 0
+    resampler = av.AudioResampler(format="s16", layout="mono", rate=SAMPLE_RATE)
     try:
-        return decode_audio(io.BytesIO(audio), sampling_rate=SAMPLE_RATE)
-    except Exception as exc:  # av raises InvalidDataError and friends on damaged audio
+        with av.open(io.BytesIO(audio), mode="r", metadata_errors="ignore") as container:
+            if not container.streams.audio:
+                raise PermanentStageError(
+                    f"The audio file {file_name} contains no audio stream.",
+                    code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+                )
+            for frame in _resampled(_valid_frames(container.decode(audio=0)), resampler):
+                chunk = frame.to_ndarray().reshape(-1)
+                count += len(chunk)
+                if count > limit:
+                    raise _too_long(file_name)
+                chunks.append(chunk)
+    except av.FFmpegError as exc:  # InvalidDataError and friends on damaged audio
         raise PermanentStageError(
             f"The audio file {file_name} could not be decoded: {str(exc)[:160]}",
             code=SpanErrorCode.DOCREADER_PARSE_FAILED,
         ) from exc
+    finally:
+        # the resampler's filter graph is only freed by a collection (faster-whisper issue 390)
+        del resampler
+        gc.collect()
+    pcm = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int16)
+    chunks.clear()
+    samples = pcm.astype(np.float32)
+    del pcm
+    samples /= 32768.0  # in place: one float32 copy of the recording in memory, not two
+    return samples
+
+
+def _valid_frames(frames: Iterator[Any]) -> Iterator[Any]:
+    """The decoded frames, less those FFmpeg reports as invalid (a damaged frame costs its samples only)."""
+    import av
+
+    while True:
+        try:
+            yield next(frames)
+        except StopIteration:
+            return
+        except av.InvalidDataError:
+            continue
+
+
+def _resampled(frames: Iterator[Any], resampler: Any) -> Iterator[Any]:
+    """`frames` resampled (16 kHz mono s16), grouped in a FIFO first: fewer, larger resampler calls."""
+    import av
+
+    fifo = av.AudioFifo()
+    for frame in frames:
+        frame.pts = None  # the FIFO checks timestamps: gaps and overlaps in damaged files are ignored
+        fifo.write(frame)
+        if fifo.samples >= _DECODE_GROUP_SAMPLES:
+            yield from resampler.resample(fifo.read())
+    if fifo.samples > 0:
+        yield from resampler.resample(fifo.read())
+    yield from resampler.resample(None)  # flush
 
 
 def _speech_only(samples: Any) -> Any:
