@@ -96,9 +96,14 @@ def register_file(
         deps.resources.restore(resource.id)
         resource = replace(resource, deleted_at=None)
     if role == ROLE_PARSED:  # a reparse replaced the older attempts' Markdown: their links stop working
-        for older in deps.resources.owned_by(knowledge.id):
-            if older.role == ROLE_PARSED and older.id != resource.id and not older.deleted:
-                deps.resources.mark_deleted(older.id, _now())
+        for other in deps.resources.owned_by(knowledge.id):
+            if other.role != ROLE_PARSED or other.id == resource.id or other.deleted:
+                continue
+            if other.attempt < attempt:
+                deps.resources.mark_deleted(other.id, _now())
+            elif other.attempt > attempt and not resource.deleted:  # this one registered late: superseded
+                deps.resources.mark_deleted(resource.id, _now())
+                resource = replace(resource, deleted_at=_now())
     return resource
 
 

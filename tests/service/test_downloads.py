@@ -127,6 +127,27 @@ def test_a_reparse_retires_the_old_markdown_links(deps: Services, kb: KnowledgeB
     assert _follow(deps, new).decode().startswith("# Lighthouses")
 
 
+def test_a_superseded_attempts_late_markdown_does_not_retire_the_current_one(
+    deps: Services, kb: KnowledgeBase
+) -> None:
+    """Attempt 1's docreader passed its liveness check, then a reparse ran attempt 2 to the end before
+    attempt 1 registered its Markdown: the newer attempt's link keeps working, the late one is retired."""
+    from chalicelib.commands import ReparseRequest
+    from chalicelib.domain.storage_keys import parsed_markdown_key
+    from chalicelib.services.storage import files_of
+    from chalicelib.tasks.reparse import reparse
+
+    created = upload(deps, kb, "notes.md", TEXT)
+    reparse(deps, kb.tenant_id, created.id, ReparseRequest())
+    drain(deps, MAIN_STAGES)
+    current = _link(deps, kb.tenant_id, created.id, "parsed")
+    first = replace(created, attempt=1)
+    late_url = files_of(deps, first).url_for(parsed_markdown_key(kb.tenant_id, created.id, 1))
+    late = resources.register_written(deps, first, resources.ROLE_PARSED, late_url, 10, 1)
+    assert late.deleted
+    assert _follow(deps, current).decode().startswith("# Lighthouses")
+
+
 def test_the_pipeline_registers_each_file_as_it_writes_it(deps: Services, kb: KnowledgeBase) -> None:
     """The original at upload, the parsed Markdown and each extracted image when the docreader stores them,
     before any link is asked for; a redelivered docreader message finds the same resources for the same
