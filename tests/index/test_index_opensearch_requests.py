@@ -182,6 +182,21 @@ def test_bm25_adds_a_sloppy_phrase_per_word_pair_as_should(
     ]
 
 
+def test_a_query_of_many_words_asks_for_its_first_128_distinct_terms(
+    recorded: tuple[OpenSearchEngine, RecordingTransport],
+) -> None:
+    """A match query makes one clause per term and OpenSearch refuses over 1,024 (too_many_clauses, a
+    400): a pasted page of 2,000 words searches for its first 128 distinct ones, as the embedded engine."""
+    engine, transport = recorded
+    words = [f"word{n}" for n in range(2000)]
+    engine.hybrid_search(SPACE, "kb1", " ".join(["Word0", *words]), None, 3, vector=False)
+    query = transport.calls[0][3]["query"]["bool"]
+    (content, folded) = query["must"][0]["dis_max"]["queries"]
+    assert content["match"]["content"]["query"] == " ".join(words[:128])
+    assert folded["match"]["search_text"]["query"] == " ".join(words[:128])
+    assert len(query["should"]) == 127  # the proximity pairs were bounded already
+
+
 def test_no_request_without_query(recorded: tuple[OpenSearchEngine, RecordingTransport]) -> None:
     engine, transport = recorded
     assert engine.hybrid_search(SPACE, "kb1", " ", None, 5) == []

@@ -134,6 +134,16 @@ def _query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(index_terms(query)))[:_MAX_QUERY_TERMS]
 
 
+def bounded_query_text(query: str) -> str:
+    """The folded query as a server-side analyzer is to see it: as written, or, past _MAX_QUERY_TERMS
+    distinct terms, only those first terms (OpenSearch refuses a query of over 1,024 clauses, and a match
+    query makes one per term)."""
+    distinct = dict.fromkeys(index_terms(query))
+    if len(distinct) <= _MAX_QUERY_TERMS:
+        return fold(query)
+    return " ".join(list(distinct)[:_MAX_QUERY_TERMS])
+
+
 def _pairs(terms: list[str]) -> list[tuple[str, str]]:
     return list(itertools.pairwise(t for t in terms if not _CJK_RUN_RE.fullmatch(t)))
 

@@ -56,7 +56,7 @@ from chalicelib.adapters.index.common import (
     remap_entry,
     unit_vector,
 )
-from chalicelib.adapters.index.embedded import proximity_pairs
+from chalicelib.adapters.index.embedded import bounded_query_text, proximity_pairs
 from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
 from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, IndexUnavailable, IndexWriteError, SearchHit
@@ -160,7 +160,7 @@ def search_text(content: str) -> str | None:
 def bm25_body(
     kb_id: str, query_text: str, size: int, knowledge_ids: Sequence[str] | None = None
 ) -> dict[str, Any]:
-    query = fold(query_text)
+    query = bounded_query_text(query_text)
     scoring: dict[str, Any] = {
         "must": [
             {
