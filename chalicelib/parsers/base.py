@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
@@ -123,10 +124,37 @@ def image_kind(data: bytes) -> tuple[str, str] | None:
     return None
 
 
+#: UTF-16 text without a byte-order mark whose NULs are few (CJK, Cyrillic, Greek, ... with ASCII spaces and
+#: line breaks) is told from binary data by what it decodes to: nearly all characters of scripts people write
+_SCRIPT_SHARE = 0.95
+_MIN_SCRIPT_CHARS = 32
+_SCRIPT_RANGES = (
+    (0x20, 0x7E),  # ASCII
+    (0xA0, 0x24F),  # Latin-1, Latin extended
+    (0x370, 0x6FF),  # Greek, Cyrillic, Armenian, Hebrew, Arabic
+    (0x900, 0xDFF),  # Indic scripts
+    (0xE00, 0xE7F),  # Thai
+    (0x2000, 0x206F),  # general punctuation
+    (0x3000, 0x30FF),  # CJK punctuation, kana
+    (0x3130, 0x318F),  # Hangul compatibility jamo
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xAC00, 0xD7A3),  # Hangul syllables
+    (0xFF00, 0xFFEF),  # full- and half-width forms
+)
+_WRITTEN_RUN = re.compile(
+    "[\t\n\r"
+    + "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in _SCRIPT_RANGES)
+    + "]+"
+)
+
+
 def wide_text_codec(data: bytes) -> str | None:
     """The codec of UTF-32 or UTF-16 text, whose NUL bytes are characters' zero halves, not binary data: by
     its byte-order mark, or without one by the NULs' place (ASCII-heavy UTF-16 has a NUL in every other
-    byte, on one side only; binary data has them on both). None for anything else."""
+    byte, on one side only; binary data has them on both) and, where they are few (CJK text, whose only
+    NULs are its spaces and line breaks), by decoding to nearly only characters of written scripts. None
+    for anything else (UTF-16 without a NUL at all is not told from 8-bit text: "Bush hid the facts")."""
     if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
         return "utf-32"
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -136,13 +164,28 @@ def wide_text_codec(data: bytes) -> str | None:
         return None
     evens, odds = sample[0::2], sample[1::2]
     for zeros, others, codec in ((odds, evens, "utf-16-le"), (evens, odds, "utf-16-be")):
-        if zeros.count(0) >= 0.3 * len(zeros) and others.count(0) <= 0.01 * len(others):
-            try:
-                sample.decode(codec)
+        nuls, stray = zeros.count(0), others.count(0)  # stray: a character such as U+4E00 "一"
+        if not nuls or stray > nuls:
+            continue
+        try:
+            text = sample.decode(codec)
+        except UnicodeDecodeError:
+            if len(sample) == len(data):
+                return None
+            try:  # the sample may end inside a surrogate pair
+                text = sample[:-2].decode(codec)
             except UnicodeDecodeError:
                 return None
+        if (nuls >= 0.3 * len(zeros) and stray <= 0.01 * len(others)) or _mostly_written(text):
             return codec
     return None
+
+
+def _mostly_written(text: str) -> bool:
+    if len(text) < _MIN_SCRIPT_CHARS:
+        return False
+    written = sum(len(run) for run in _WRITTEN_RUN.findall(text))
+    return written >= _SCRIPT_SHARE * len(text)
 
 
 def sniff(data: bytes) -> str:

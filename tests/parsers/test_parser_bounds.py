@@ -320,6 +320,30 @@ def test_wide_text_without_a_byte_order_mark_is_read_not_refused_as_binary(
     assert "\x00" not in markdown and ("London" in markdown or "plain English text" in markdown)
 
 
+ZH_LINES = "这是一个测试文件。\n它包含中文文本，没有字节顺序标记。\n第三行 有空格 和 数字 123。\n" * 3
+KO_LINES = "이것은 한국어 텍스트입니다.\n줄 바꿈이 있습니다.\n" * 3
+RU_LINES = "Это русский текст без метки порядка байтов.\nВторая строка.\n" * 2
+
+
+@pytest.mark.parametrize("text", [ZH_LINES, KO_LINES, RU_LINES], ids=["zh", "ko", "ru"])
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_text_with_few_nuls_is_read_by_what_it_decodes_to(read, text: str, codec: str) -> None:
+    """Its only NULs are its spaces' and line breaks' zero halves (and "一" U+4E00's on the other side)."""
+    markdown = read("notes.txt", data=text.encode(codec)).markdown
+    assert markdown.strip() == text.strip()
+
+
+def test_binary_data_with_few_nuls_on_one_side_is_still_refused(read) -> None:
+    """16-bit numbers: NULs on one side only, but they decode to no written script."""
+    import random
+
+    numbers = random.Random(7)
+    data = b"".join(numbers.randrange(256, 40_000).to_bytes(2, "little") for _ in range(2_000))
+    data = data[:1000] + b"\x05\x00" + data[1000:]
+    with pytest.raises(PermanentStageError, match="binary data"):
+        read("notes.txt", data=data)
+
+
 def test_binary_data_with_nuls_on_both_sides_is_still_refused(read) -> None:
     data = bytes(range(256)) * 16
     with pytest.raises(PermanentStageError, match="binary data"):
