@@ -106,6 +106,55 @@ def test_file_from_an_older_analysis_gets_its_terms_rebuilt(tmp_path: Path) -> N
         eng.close()
 
 
+def test_combining_marks_stay_inside_their_words() -> None:
+    """`\\w` has no combining marks: हिन्दी was cut into ह, न, द, so any Hindi word with those consonants
+    matched it. Marks now join their word on both sides of the index; Latin ones still fold away."""
+    assert index_terms("हिन्दी भाषा") == ["हिन्दी", "भाषा"]
+    assert index_terms("مُحَمَّد") == ["مُحَمَّد"]
+
+
+def test_a_hindi_word_finds_its_own_text_not_texts_sharing_its_consonants(tmp_path: Path) -> None:
+    eng = EmbeddedEngine(tmp_path)
+    try:
+        eng.batch_index(SPACE, [entry("t1", "हिन्दी भाषा में लिखा गया पाठ"), entry("t2", "हिंदू नदी के पास")])
+        assert ids(eng.hybrid_search(SPACE, "kb1", "हिन्दी", None, 5, vector=False)) == ["t1"]
+        assert ids(eng.hybrid_search(SPACE, "kb1", "istanbul", None, 5, vector=False)) == []
+        eng.batch_index(SPACE, [entry("t3", "İstanbul")])  # folds to i + U+0307: the FTS drops the dot
+        assert ids(eng.hybrid_search(SPACE, "kb1", "istanbul", None, 5, vector=False)) == ["t3"]
+    finally:
+        eng.close()
+
+
+def test_a_file_of_the_old_fts_tokenizer_is_rebuilt_with_the_new_one(tmp_path: Path) -> None:
+    eng = EmbeddedEngine(tmp_path)
+    eng.batch_index(SPACE, [entry("t1", "हिन्दी भाषा"), entry("t2", "हिंदू नदी")])
+    path = eng.path_for(SPACE, "kb1")
+    eng.close()
+    with sqlite3.connect(path) as conn:  # as analysis 3 left it: marks split words, in both tokenizers
+        for trigger in ("entries_ai", "entries_ad", "entries_au"):
+            conn.execute(f"DROP TRIGGER {trigger}")
+        conn.execute("DROP TABLE entries_fts")
+        conn.execute(
+            "CREATE VIRTUAL TABLE entries_fts USING fts5 (terms, content='entries', content_rowid='rid', "
+            "tokenize='unicode61 remove_diacritics 2')"
+        )
+        conn.execute("UPDATE entries SET terms = 'ह न द भ ष' WHERE id = 't1'")
+        conn.execute("UPDATE entries SET terms = 'ह द न द' WHERE id = 't2'")
+        conn.execute("INSERT INTO entries_fts (entries_fts) VALUES ('rebuild')")
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'analysis'")
+    eng = EmbeddedEngine(tmp_path)
+    try:
+        assert ids(eng.hybrid_search(SPACE, "kb1", "हिन्दी", None, 5, vector=False)) == ["t1"]
+        with sqlite3.connect(path) as conn:
+            (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'entries_fts'").fetchone()
+            triggers = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'").fetchone()
+        assert "categories" in sql and triggers == (3,)
+        eng.delete_by_knowledge(SPACE, "kb1", ["k1"])  # the triggers keep the rebuilt FTS table in step
+        assert ids(eng.hybrid_search(SPACE, "kb1", "हिन्दी", None, 5, vector=False)) == []
+    finally:
+        eng.close()
+
+
 def test_one_file_per_kb_under_space_dir(tmp_path: Path) -> None:
     eng = EmbeddedEngine(tmp_path)
     eng.batch_index(SPACE, CORPUS)

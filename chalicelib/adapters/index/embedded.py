@@ -14,7 +14,7 @@ with particles glued on (`국민은`, `국회의`), and trigram cannot match a q
 characters (`국회`, `헌법`), and it ranks English by sub-word fragments. Instead each text is
 pre-tokenised here the way Lucene's `standard` tokenizer + `cjk_bigram` filter does on the
 OpenSearch side: `text_fold.fold` (NFKC width folding, traditional → simplified Chinese, lowercase),
-Latin/digit words whole, runs of Hangul/Han/Kana as overlapping bigrams (a lone CJK character stays a
+words whole (letters and digits with their combining marks), runs of Hangul/Han/Kana as overlapping bigrams (a lone CJK character stays a
 unigram). A document's CJK runs also give their single characters (`document_terms`, like `cjk_bigram`
 with `output_unigrams` on the index side of OpenSearch), so a one-character word of a query (Chinese 心,
 弟, 人) finds the runs it sits in; a query keeps bigrams alone, so it stays as precise as before. The
@@ -27,6 +27,7 @@ like `match_phrase` clauses with slop in a `bool` `should` on OpenSearch. A file
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -34,6 +35,7 @@ import os
 import re
 import sqlite3
 import threading
+import unicodedata
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
@@ -50,7 +52,7 @@ from chalicelib.ports import IndexEntry, IndexSpace, IndexUnavailable, SearchHit
 
 SCHEMA_VERSION = "1"
 #: bumped whenever document_terms changes; files indexed under another version get their terms rebuilt
-ANALYSIS_VERSION = "3"
+ANALYSIS_VERSION = "4"
 _MAX_QUERY_TERMS = 128
 _SQL_BATCH = 500  # bound host parameters per statement
 
@@ -60,8 +62,26 @@ _CJK = (
     "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
     "\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f"
 )
-_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
 _CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
+#: the FTS5 tokenizer of the stored term strings: combining marks are part of a word (Devanagari vowel signs,
+#: Thai tone marks, Arabic harakat), as on the Python side; remove_diacritics drops Latin ones (İ = i + U+0307)
+_FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
+
+
+@functools.cache
+def _token_re() -> re.Pattern[str]:
+    """Words (letters and digits, with the combining marks inside them: `\\w` has none, which cut हिन्दी
+    into ह, न, द) and CJK runs. Built on first use: listing the marks takes ~10 ms."""
+    marks = [c for c in range(0x10000) if unicodedata.category(chr(c)).startswith("M")]
+    runs: list[list[int]] = []
+    for code in marks:
+        if runs and runs[-1][1] == code - 1:
+            runs[-1][1] = code
+        else:
+            runs.append([code, code])
+    mark_class = "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in runs)
+    return re.compile(rf"[{_CJK}]+|(?:[^\W_{_CJK}]|[{mark_class}])+")
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value);
@@ -82,7 +102,7 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_knowledge ON entries (knowledge_id);
 CREATE INDEX IF NOT EXISTS entries_chunk ON entries (chunk_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5 (
-    terms, content='entries', content_rowid='rid', tokenize='unicode61 remove_diacritics 2'
+    terms, content='entries', content_rowid='rid', tokenize="{tokenizer}"
 );
 CREATE TRIGGER IF NOT EXISTS entries_ai AFTER INSERT ON entries BEGIN
     INSERT INTO entries_fts (rowid, terms) VALUES (new.rid, new.terms);
@@ -94,7 +114,7 @@ CREATE TRIGGER IF NOT EXISTS entries_au AFTER UPDATE OF terms ON entries BEGIN
     INSERT INTO entries_fts (entries_fts, rowid, terms) VALUES ('delete', old.rid, old.terms);
     INSERT INTO entries_fts (rowid, terms) VALUES (new.rid, new.terms);
 END;
-"""
+""".replace("{tokenizer}", _FTS_TOKENIZER)
 
 _COLUMNS = "rid, id, kb_id, knowledge_id, chunk_id, content, source_id, source_type, chunk_type, is_enabled"
 
@@ -103,7 +123,7 @@ def index_terms(text: str, *, unigrams: bool = False) -> list[str]:
     """Tokens as a BM25 query sees them: words whole, CJK runs as overlapping bigrams (a lone CJK
     character as itself). `unigrams`: each character of a longer CJK run too (what a document indexes)."""
     out: list[str] = []
-    for token in _TOKEN_RE.findall(fold(text)):
+    for token in _token_re().findall(fold(text)):
         if _CJK_RUN_RE.fullmatch(token):
             if len(token) == 1:
                 out.append(token)
@@ -724,8 +744,11 @@ class EmbeddedEngine:
 
 
 def _reanalyse(conn: sqlite3.Connection) -> None:
-    """Rebuilds every entry's terms from its stored content with the current index_terms (the update
-    trigger re-indexes FTS), inside the caller's transaction; bumps the generation."""
+    """Rebuilds every entry's terms from its stored content with the current index_terms, and the FTS
+    table with the current tokenizer from them, inside the caller's transaction; bumps the generation."""
+    for trigger in ("entries_ai", "entries_ad", "entries_au"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    conn.execute("DROP TABLE IF EXISTS entries_fts")
     last = 0
     while True:
         rows = conn.execute(
@@ -738,6 +761,9 @@ def _reanalyse(conn: sqlite3.Connection) -> None:
             [(" ".join(document_terms(c)), rid) for rid, c in rows],
         )
         last = rows[-1][0]
+    for statement in _split_sql(_SCHEMA):  # the FTS table and its triggers again, then indexed in one go
+        conn.execute(statement)
+    conn.execute("INSERT INTO entries_fts (entries_fts) VALUES ('rebuild')")
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('analysis', ?)", (ANALYSIS_VERSION,))
     conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
 
