@@ -155,45 +155,34 @@ def test_a_refused_backlog_read_surfaces_instead_of_failing_the_row(
     assert current is not None and current.parse_status == ParseStatus.PENDING
 
 
+@pytest.mark.parametrize("move_on", ["reparse", "stage_begins"])
 def test_a_row_that_moves_on_during_the_sweep_is_not_failed(
-    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo, move_on: str
 ) -> None:
-    """The sweep's write is conditional on the attempt: a reparse between read and write wins."""
+    """The sweep's write is conditional on the row as read: a reparse (a new attempt) or a stage taking the
+    row (the same attempt, told by its `updated_at`) between the read and the write wins."""
     created = upload(deps, kb)
     queue.purge("docreader")
     real = rows.in_flight_older_than
 
-    def read_then_reparse(cutoff: str) -> list[object]:
-        found = real(cutoff)
-        rows.reset_for_reparse(created.id, None)
-        return found  # type: ignore[return-value]
-
-    rows.in_flight_older_than = read_then_reparse  # type: ignore[method-assign,assignment]
-    report = sweep_later(deps)
-    assert report.recovered == []
-    current = rows.get(created.id)
-    assert current is not None and current.parse_status == ParseStatus.PENDING and current.attempt == 2
-
-
-def test_a_row_a_stage_moves_on_during_the_sweep_is_not_failed(
-    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
-) -> None:
-    """Same attempt, so only the row's `updated_at` tells that the docreader took it after the sweep read it."""
-    created = upload(deps, kb)
-    queue.purge("docreader")
-    real = rows.in_flight_older_than
-
-    def read_then_begin(cutoff: str) -> list[object]:
+    def read_then_move_on(cutoff: str) -> list[object]:
         found = real(cutoff)
         time.sleep(0.002)  # the write lands in a later millisecond than the row as read
-        assert rows.begin_processing(created.id, created.attempt) is not None
+        if move_on == "reparse":
+            rows.reset_for_reparse(created.id, None)
+        else:
+            assert rows.begin_processing(created.id, created.attempt) is not None
         return found  # type: ignore[return-value]
 
-    rows.in_flight_older_than = read_then_begin  # type: ignore[method-assign,assignment]
+    rows.in_flight_older_than = read_then_move_on  # type: ignore[method-assign,assignment]
     report = sweep_later(deps)
     assert report.recovered == []
     current = rows.get(created.id)
-    assert current is not None and current.parse_status == ParseStatus.PROCESSING
+    assert current is not None
+    if move_on == "reparse":
+        assert current.parse_status == ParseStatus.PENDING and current.attempt == 2
+    else:
+        assert current.parse_status == ParseStatus.PROCESSING and current.attempt == 1
 
 
 def test_a_summary_stuck_in_processing_fails_and_leaves_the_document_alone(
