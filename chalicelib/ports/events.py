@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from chalicelib.domain.events import Event
 
@@ -49,6 +49,27 @@ class DeliveryRecord:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class DeliveryTry:
+    """One try of one delivery: the (webhook, delivery, parked, attempt) the webhooks stage claims before it
+    posts (`WebhookRepo.claim_try`), so a redelivered message never runs a try twice."""
+
+    webhook_id: str
+    delivery_id: str
+    #: how often the delivery was parked in the DLQ before: a letter redriven from there claims afresh
+    parked: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class TryClaim:
+    #: `claimed`: the caller runs the try (the first claim, or one taken over from a holder that died);
+    #: `finished`: it ran to its end already (its next step is queued); `busy`: another worker holds it now
+    state: Literal["claimed", "finished", "busy"]
+    #: when the try was first claimed (ISO): the time of its log entry, so a taken-over try overwrites it
+    at: str
+
+
 class WebhookRepo(Protocol):
     def put(self, webhook: Webhook) -> None: ...
 
@@ -71,6 +92,16 @@ class WebhookRepo(Protocol):
 
     def deliveries(self, kb_id: str, webhook_id: str, limit: int = 50) -> list[DeliveryRecord]:
         """The webhook's latest tries, newest first."""
+        ...
+
+    def claim_try(self, kb_id: str, delivery_try: DeliveryTry, stale_after_seconds: int) -> TryClaim:
+        """Claims one try with a conditional write: `claimed` when it was never claimed, or when its claim
+        is unfinished and older than `stale_after_seconds` (its holder died: the claim is taken over and its
+        first time kept); otherwise `finished` or `busy`. The claim goes with its webhook."""
+        ...
+
+    def finish_try(self, kb_id: str, delivery_try: DeliveryTry) -> None:
+        """Marks a claimed try finished: every later claim of it answers `finished`."""
         ...
 
 

@@ -10,6 +10,18 @@ status-code class, duration); nothing the receiver answered is kept or logged be
 
 A webhook deleted or switched off after the event was fanned out drops its pending deliveries.
 
+A redelivered message (SQS delivers at least once) must not fork the delivery's retry chain, so each try
+(webhook, delivery, parked, attempt) is claimed in the webhook repo before it is posted (`deliver`):
+- a claim marked finished (the try was logged and its next step, the retry message, the DLQ or nothing
+  after a 2xx, is done): the copy is dropped;
+- a claim still running and younger than STALE_TRY_SECONDS: another worker holds it, or held it and died;
+  the copy fails, so SQS brings it back after the queue's visibility timeout (360 s), when the claim is
+  finished or stale;
+- a stale running claim: its holder died mid-try (the function stops at 60 s), and this copy takes the try
+  over and posts it again. Receivers are told deliveries are at least once; a crash between the next step
+  and the finish mark re-posts the try only, since the next try's message, sent twice then, is claimed once.
+A letter parked in the DLQ carries `parked` + 1, so a redrive of it runs its tries under fresh claims.
+
 The queue also carries the state machine's announcements (`{"announce": "Knowledge Completed", ...}`): the
 machine decides two changes itself (the promotion after a failed subtask, the failure of a plan that never
 came back) and, only when its conditional write held, sends one message here, which is announced like any
@@ -26,7 +38,6 @@ from typing import Any, Literal
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, Field, ValidationError
 
-from chalicelib.domain.clock import now_iso
 from chalicelib.domain.events import EventType
 from chalicelib.domain.webhooks import (
     DELIVERY_HEADER,
@@ -38,10 +49,19 @@ from chalicelib.domain.webhooks import (
 )
 from chalicelib.observability import logger
 from chalicelib.ports import DeliveryRecord, Dependencies, FetchFailed
+from chalicelib.ports.events import DeliveryTry
 from chalicelib.services.events import WEBHOOK_QUEUE, knowledge_changed_by_id
 from chalicelib.stages.runner import parse_body, process_batch
 
 QUEUE = WEBHOOK_QUEUE
+#: a running claim older than this was a worker that died (the function times out at 60 s); less than the
+#: queue's visibility timeout (360 s), so the copy that found it busy takes it over when it comes back
+STALE_TRY_SECONDS = 120
+
+
+class TryInFlight(Exception):
+    """Another worker holds this try's claim: the message fails and comes back after the visibility
+    timeout."""
 
 
 class DeliveryMessage(BaseModel):
@@ -49,6 +69,8 @@ class DeliveryMessage(BaseModel):
     webhook_id: str = Field(min_length=1, max_length=100)
     delivery_id: str = Field(min_length=1, max_length=100)
     attempt: int = Field(ge=1, le=100)
+    #: how often the delivery was parked in the DLQ before (a redriven letter claims its tries afresh)
+    parked: int = Field(default=0, ge=0, le=1000)
     event: dict[str, Any]
 
 
@@ -93,10 +115,17 @@ def announced(deps: Dependencies, message: AnnounceMessage) -> None:
 
 
 def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
-    """One try; the outcome it logged ('' when the webhook is gone or switched off)."""
+    """One try; the outcome it logged ('' when the webhook is gone or switched off, or the try was run
+    already). Raises TryInFlight when another worker holds the try (see the module's docstring)."""
     hook = deps.webhooks.get(message.kb_id, message.webhook_id)
     if hook is None or not hook.enabled:
         return ""
+    this_try = DeliveryTry(hook.id, message.delivery_id, message.parked, message.attempt)
+    claim = deps.webhooks.claim_try(hook.kb_id, this_try, STALE_TRY_SECONDS)
+    if claim.state == "finished":
+        return ""
+    if claim.state == "busy":
+        raise TryInFlight(f"delivery {message.delivery_id} try {message.attempt} is being run")
     body = json.dumps(message.event, ensure_ascii=False, separators=(",", ":")).encode()
     event_type = str(message.event.get("type", ""))
     headers = {
@@ -133,7 +162,7 @@ def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
             outcome=outcome,
             status_class=status_class(status),
             duration_ms=duration_ms,
-            at=now_iso(),
+            at=claim.at,  # a taken-over try overwrites what its first holder logged
         ),
     )
     if outcome == "retrying":
@@ -146,9 +175,11 @@ def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
             if refused
             else f"not delivered after {message.attempt} tries (last answer: {status_class(status)})"
         )
-        deps.queue.dead_letter(QUEUE, message.model_dump_json(), reason)
+        parked = message.model_copy(update={"parked": message.parked + 1})
+        deps.queue.dead_letter(QUEUE, parked.model_dump_json(), reason)
         logger.warning(
             "webhook delivery parked",
             extra={"webhook_id": hook.id, "delivery_id": message.delivery_id, "outcome": outcome},
         )
+    deps.webhooks.finish_try(hook.kb_id, this_try)
     return outcome

@@ -18,6 +18,7 @@ from chalicelib.domain.webhooks import retry_delay, verify
 from chalicelib.operations import webhooks
 from chalicelib.operations.webhooks import CreateWebhookRequest, UpdateWebhookRequest
 from chalicelib.ports import FetchFailed, WebhookAnswer
+from chalicelib.ports.events import DeliveryTry
 from chalicelib.stages import webhooks as delivery
 
 from .conftest import upload
@@ -132,6 +133,75 @@ def test_a_failing_receiver_is_retried_with_backoff_then_parked_in_the_dlq(
     (parked,) = queue.dead_letters("webhooks")
     assert json.loads(parked.body)["attempt"] == 3
     assert parked.attributes["reason"] == "not delivered after 3 tries (last answer: 5xx)"
+
+
+def delivery_of(hook: dict[str, object], kb: KnowledgeBase, attempt: int = 1) -> dict[str, object]:
+    return {
+        "kb_id": kb.id,
+        "webhook_id": hook["id"],
+        "delivery_id": "d1",
+        "attempt": attempt,
+        "event": {"event_id": "e1", "type": "Knowledge Created"},
+    }
+
+
+def test_a_redelivered_message_neither_forks_the_retries_nor_parks_twice(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    deps.settings = replace(deps.settings, webhook_max_attempts=3)
+    receiver = Receiver(503)
+    deps.webhook_sender = receiver
+    hook = hook_on(deps, kb)
+    queue.send_raw("webhooks", delivery_of(hook, kb))
+    queue.send_raw("webhooks", delivery_of(hook, kb))  # SQS delivers the same message a second time
+    drain_webhooks(deps)
+
+    assert len(receiver.posts) == 3  # one post per try: the copy was dropped, the chain did not fork
+    log = webhooks.list_deliveries(deps, kb.tenant_id, kb.id, str(hook["id"]))
+    assert sorted(d["attempt"] for d in log) == [1, 2, 3]
+    (parked,) = queue.dead_letters("webhooks")
+    assert json.loads(parked.body)["attempt"] == 3
+
+
+def test_a_try_held_by_a_worker_comes_back_and_is_taken_over_once_its_holder_is_stale(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receiver = Receiver(204)
+    deps.webhook_sender = receiver
+    hook = hook_on(deps, kb)
+    held = DeliveryTry(str(hook["id"]), "d1", parked=0, attempt=1)
+    first = deps.webhooks.claim_try(kb.id, held, delivery.STALE_TRY_SECONDS)  # a worker that then died
+    queue.send_raw("webhooks", delivery_of(hook, kb))
+
+    response = queue.deliver("webhooks", delivery.handle, deps)
+    assert len(response["batchItemFailures"]) == 1 and receiver.posts == []  # busy: back on the queue
+    assert len(queue.waiting("webhooks")) == 1
+
+    monkeypatch.setattr(delivery, "STALE_TRY_SECONDS", 0)  # the visibility timeout passed: the claim is stale
+    drain_webhooks(deps)
+    assert len(receiver.posts) == 1
+    (logged,) = webhooks.list_deliveries(deps, kb.tenant_id, kb.id, str(hook["id"]))
+    assert (logged["outcome"], logged["attempt"], logged["at"]) == ("delivered", 1, first.at)
+    assert deps.webhooks.claim_try(kb.id, held, 0).state == "finished"
+
+
+def test_a_parked_letter_sent_back_unchanged_is_tried_again_and_parked_once_more(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    deps.settings = replace(deps.settings, webhook_max_attempts=1)
+    receiver = Receiver(503)
+    deps.webhook_sender = receiver
+    hook = hook_on(deps, kb)
+    queue.send_raw("webhooks", delivery_of(hook, kb))
+    drain_webhooks(deps)
+    (letter,) = queue.dead_letters("webhooks")
+    assert json.loads(letter.body)["parked"] == 1
+
+    queue.send_raw("webhooks", json.loads(letter.body))  # an SQS redrive of the DLQ, twice delivered
+    queue.send_raw("webhooks", json.loads(letter.body))
+    drain_webhooks(deps)
+    assert len(receiver.posts) == 2
+    assert [json.loads(m.body)["parked"] for m in queue.dead_letters("webhooks")] == [1, 2]
 
 
 def test_a_url_refused_at_delivery_is_parked_at_once(

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
 
 from chalicelib.ports import DeliveryRecord, Webhook, WebhookRepo
+from chalicelib.ports.events import DeliveryTry
 
 
 def make_hook(kb_id: str, created_at: str = "2026-01-01T00:00:00.000Z") -> Webhook:
@@ -87,3 +89,34 @@ class WebhookRepoContract:
         assert hooks.get(kb_id, hook.id) is None and hooks.deliveries(kb_id, hook.id) == []
         assert [h.id for h in hooks.list_kb(kb_id)] == [other.id]
         assert len(hooks.deliveries(kb_id, other.id)) == 1
+
+    def test_a_try_is_claimed_once_and_taken_over_only_when_its_claim_is_stale(
+        self, hooks: WebhookRepo, kb_id: str
+    ) -> None:
+        hook = make_hook(kb_id)
+        hooks.put(hook)
+        first = DeliveryTry(hook.id, "d1", parked=0, attempt=1)
+        claim = hooks.claim_try(kb_id, first, 120)
+        assert claim.state == "claimed" and claim.at
+        assert hooks.claim_try(kb_id, first, 120) == replace(claim, state="busy")  # a redelivered copy
+        # its holder died (the claim is older than the stale limit): taken over, keeping its first time
+        assert hooks.claim_try(kb_id, first, 0) == claim
+        # other tries of the delivery (the next attempt, a redriven letter) are claims of their own
+        assert hooks.claim_try(kb_id, replace(first, attempt=2), 120).state == "claimed"
+        assert hooks.claim_try(kb_id, replace(first, parked=1), 120).state == "claimed"
+        hooks.finish_try(kb_id, first)
+        assert hooks.claim_try(kb_id, first, 120) == replace(claim, state="finished")
+        assert hooks.claim_try(kb_id, first, 0) == replace(claim, state="finished")
+        assert hooks.deliveries(kb_id, hook.id) == []  # claims are not log entries
+
+    def test_claims_go_with_their_webhook(self, hooks: WebhookRepo, kb_id: str) -> None:
+        hook = make_hook(kb_id)
+        hooks.put(hook)
+        first = DeliveryTry(hook.id, "d1", parked=0, attempt=1)
+        hooks.claim_try(kb_id, first, 120)
+        hooks.finish_try(kb_id, first)
+        assert hooks.delete(kb_id, hook.id)
+        hooks.finish_try(kb_id, replace(first, attempt=2))  # never claimed: writes nothing
+        hooks.put(hook)
+        assert hooks.claim_try(kb_id, first, 120).state == "claimed"
+        assert hooks.claim_try(kb_id, replace(first, attempt=2), 120).state == "claimed"

@@ -1,6 +1,9 @@
 """WebhookRepo on DynamoDB (PynamoDB): one table `{prefix}-webhooks`, partition = knowledge base, sort key
-`hook#<webhook id>` (the webhook) or `log#<webhook id>#<time>#<delivery id>#<attempt>` (one try of one
-delivery, kept DELIVERY_LOG_DAYS by TTL). A webhook's log is one Query on its prefix, newest first.
+`hook#<webhook id>` (the webhook), `log#<webhook id>#<time>#<delivery id>#<attempt>` (one try of one
+delivery, kept DELIVERY_LOG_DAYS by TTL) or `try#<webhook id>#<delivery id>#<parked>#<attempt>` (the try's
+claim: `status` running or finished, `claimed_at` in epoch seconds, the first claim's time in the body; kept
+as long as the log, well past the queue's 14 days of retention). A webhook's log is one Query on its
+prefix, newest first.
 """
 
 from __future__ import annotations
@@ -10,14 +13,18 @@ from dataclasses import asdict
 from typing import Any
 
 from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DoesNotExist, PutError
+from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from pynamodb.models import Model
 
+from chalicelib.adapters.dynamo.tables import _condition_failed
+from chalicelib.domain.clock import now_iso
 from chalicelib.ports import DeliveryRecord, Webhook
+from chalicelib.ports.events import DeliveryTry, TryClaim
 from chalicelib.settings import Settings
 
 HOOK = "hook#"
 LOG = "log#"
+TRY = "try#"
 DELIVERY_LOG_DAYS = 30
 
 
@@ -31,6 +38,9 @@ def build_webhook_model(settings: Settings) -> type[Any]:
         key = UnicodeAttribute(range_key=True)
         body = JSONAttribute(default=dict)
         expires_at = NumberAttribute(null=True)
+        #: a try's claim only
+        status = UnicodeAttribute(null=True)
+        claimed_at = NumberAttribute(null=True)
 
     return WebhookItem
 
@@ -114,15 +124,15 @@ class DynamoWebhookRepo:
         self.model(kb_id, f"{HOOK}{webhook_id}").delete()
         # its log goes with it (the items expire anyway; a partial sweep leaves only what TTL takes)
         with self.model.batch_write() as batch:
-            for item in self.model.query(kb_id, self.model.key.startswith(f"{LOG}{webhook_id}#")):
-                batch.delete(item)
+            for prefix in (LOG, TRY):
+                for item in self.model.query(kb_id, self.model.key.startswith(f"{prefix}{webhook_id}#")):
+                    batch.delete(item)
         return existed
 
     def log_delivery(self, kb_id: str, record: DeliveryRecord) -> None:
         key = f"{LOG}{record.webhook_id}#{record.at}#{record.delivery_id}#{record.attempt:03d}"
         body = {name: value for name, value in asdict(record).items() if name != "extra"}
-        expires = int(time.time()) + DELIVERY_LOG_DAYS * 86400
-        self.model(kb_id, key, body=body, expires_at=expires).save()
+        self.model(kb_id, key, body=body, expires_at=_expiry()).save()
 
     def deliveries(self, kb_id: str, webhook_id: str, limit: int = 50) -> list[DeliveryRecord]:
         items = self.model.query(
@@ -133,3 +143,54 @@ class DynamoWebhookRepo:
             consistent_read=True,
         )
         return [_record(item.body) for item in items]
+
+    def claim_try(self, kb_id: str, delivery_try: DeliveryTry, stale_after_seconds: int) -> TryClaim:
+        m = self.model
+        now = int(time.time())
+        key = _try_key(delivery_try)
+        at = now_iso()
+        fresh = m(kb_id, key, body={"at": at}, status="running", claimed_at=now, expires_at=_expiry())
+        try:
+            fresh.save(condition=m.key.does_not_exist())
+            return TryClaim("claimed", at)
+        except PutError as error:
+            if not _condition_failed(error):
+                raise
+        try:
+            held = m.get(kb_id, key, consistent_read=True)
+        except DoesNotExist:  # its webhook was deleted in between: nothing left to deliver to
+            return TryClaim("finished", at)
+        first = str(held.body.get("at", at))
+        if held.status == "finished":
+            return TryClaim("finished", first)
+        if held.claimed_at > now - stale_after_seconds:
+            return TryClaim("busy", first)
+        try:  # its holder died: take it over, unless another worker did (or it finished) since the read
+            held.update(
+                actions=[m.claimed_at.set(now)],
+                condition=(m.status == "running") & (m.claimed_at == held.claimed_at),
+            )
+        except UpdateError as error:
+            if not _condition_failed(error):
+                raise
+            return TryClaim("busy", first)
+        return TryClaim("claimed", first)
+
+    def finish_try(self, kb_id: str, delivery_try: DeliveryTry) -> None:
+        m = self.model
+        try:  # never writes a claim that is gone (its webhook was deleted)
+            m(kb_id, _try_key(delivery_try)).update(
+                actions=[m.status.set("finished")], condition=m.key.exists()
+            )
+        except UpdateError as error:
+            if not _condition_failed(error):
+                raise
+
+
+def _try_key(delivery_try: DeliveryTry) -> str:
+    t = delivery_try
+    return f"{TRY}{t.webhook_id}#{t.delivery_id}#{t.parked:03d}#{t.attempt:03d}"
+
+
+def _expiry() -> int:
+    return int(time.time()) + DELIVERY_LOG_DAYS * 86400

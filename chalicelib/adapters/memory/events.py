@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Sequence
 
+from chalicelib.domain.clock import now_iso
 from chalicelib.domain.events import Event
 from chalicelib.ports import DeliveryRecord, Webhook
+from chalicelib.ports.events import DeliveryTry, TryClaim
 
 
 class MemoryEventPublisher:
@@ -36,6 +39,8 @@ class MemoryWebhookRepo:
         self._lock = threading.Lock()
         self._hooks: dict[tuple[str, str], Webhook] = {}
         self._log: dict[tuple[str, str], dict[tuple[str, str, int], DeliveryRecord]] = {}
+        #: (kb, try) -> (first claimed at (ISO), claimed at (epoch seconds), finished)
+        self._tries: dict[tuple[str, DeliveryTry], tuple[str, float, bool]] = {}
 
     def put(self, webhook: Webhook) -> None:
         with self._lock:
@@ -61,6 +66,8 @@ class MemoryWebhookRepo:
     def delete(self, kb_id: str, webhook_id: str) -> bool:
         with self._lock:
             self._log.pop((kb_id, webhook_id), None)
+            for key in [k for k in self._tries if k[0] == kb_id and k[1].webhook_id == webhook_id]:
+                del self._tries[key]
             return self._hooks.pop((kb_id, webhook_id), None) is not None
 
     def log_delivery(self, kb_id: str, record: DeliveryRecord) -> None:
@@ -72,3 +79,24 @@ class MemoryWebhookRepo:
         with self._lock:
             log = self._log.get((kb_id, webhook_id), {})
             return [log[k] for k in sorted(log, reverse=True)][:limit]
+
+    def claim_try(self, kb_id: str, delivery_try: DeliveryTry, stale_after_seconds: int) -> TryClaim:
+        now = time.time()
+        with self._lock:
+            held = self._tries.get((kb_id, delivery_try))
+            if held is None:
+                at = now_iso()
+            else:
+                at, claimed_at, finished = held
+                if finished:
+                    return TryClaim("finished", at)
+                if claimed_at > now - stale_after_seconds:
+                    return TryClaim("busy", at)
+            self._tries[(kb_id, delivery_try)] = (at, now, False)
+            return TryClaim("claimed", at)
+
+    def finish_try(self, kb_id: str, delivery_try: DeliveryTry) -> None:
+        with self._lock:
+            held = self._tries.get((kb_id, delivery_try))
+            if held is not None:
+                self._tries[(kb_id, delivery_try)] = (held[0], held[1], True)
