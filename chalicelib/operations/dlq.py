@@ -13,8 +13,10 @@ One dead letter, by what its row says:
 - still in flight at that attempt     -> kept (`in_flight`): housekeeping fails it if it is stuck, and a
                                          later redrive restarts it;
 - not a message of ours (unreadable)  -> kept (`unreadable`) for a person to look at.
-Upload notifications and lifecycle tasks carry no attempt: they are sent back to their queue unchanged
-(`resent`), as an SQS redrive would, since both handlers are idempotent.
+Upload notifications, lifecycle tasks, wiki batches and FAQ import tasks carry no attempt: they are sent
+back to their queue unchanged (`resent`), as an SQS redrive would, since their handlers are idempotent. So are webhook deliveries (parked
+after their tries: each redrive gives one more try, under a fresh claim) and the state machine's
+announcements, when their body reads as one (else `unreadable`).
 """
 
 from __future__ import annotations
@@ -24,15 +26,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.types import Knowledge, ParseStatus
 from chalicelib.observability import logger
 from chalicelib.operations.recovery import restart
 from chalicelib.ports import DeadLetter, Dependencies
+from chalicelib.services.events import WEBHOOK_QUEUE
+from chalicelib.services.webhook_messages import read_webhook_message
 from chalicelib.settings import QUEUES
 
 #: queues whose messages are re-sent unchanged (they carry no knowledge attempt)
-RESEND_AS_IS = frozenset({"uploads", "lifecycle"})
+RESEND_AS_IS = frozenset({"uploads", "lifecycle", "wiki", "faq-import"})
 #: how long a redrive keeps the letters it is working on out of other readers' sight
 HOLD_SECONDS = 120
 #: a listing hides each letter only for the moment it takes to read the queue
@@ -118,6 +124,15 @@ class RedriveReport:
 
 def _redrive_one(deps: Dependencies, letter: DeadLetter, report: RedriveReport) -> bool:
     """Handles one letter; True when it is done with (delete it), False to keep it in the DLQ."""
+    if letter.queue == WEBHOOK_QUEUE:
+        try:
+            message = read_webhook_message(letter.body)
+        except ValidationError:
+            report.add(letter, "unreadable")
+            return False
+        deps.queue.send_raw(letter.queue, message.model_dump(mode="json"))
+        report.add(letter, "resent")
+        return True
     if letter.queue in RESEND_AS_IS:
         body = _json_object(letter.body)
         if body is None or letter.reason:  # parked because its handler could not read it

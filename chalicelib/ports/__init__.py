@@ -71,8 +71,6 @@ from chalicelib.ports.state import (
     TagRepo,
     TaskRepo,
     TenantRepo,
-    TurnBook,
-    TurnBookBusy,
     UsageEntry,
     UsageRepo,
     WikiOp,
@@ -86,6 +84,7 @@ from chalicelib.ports.storage import (
     Storage,
     UnknownStorageBackend,
 )
+from chalicelib.ports.turns import TurnBook, TurnBookBusy
 
 if TYPE_CHECKING:  # numpy stays off the API function's cold-start path
     from chalicelib.ports.models import Vectors as Vectors

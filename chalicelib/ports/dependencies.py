@@ -36,11 +36,11 @@ from chalicelib.ports.state import (
     TagRepo,
     TaskRepo,
     TenantRepo,
-    TurnBook,
     UsageRepo,
     WikiRepo,
 )
 from chalicelib.ports.storage import FileStore, Storage
+from chalicelib.ports.turns import TurnBook
 from chalicelib.settings import Settings
 
 

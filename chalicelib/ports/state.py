@@ -3,9 +3,9 @@ spans, usage, tasks, graph, wiki)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.door import Door
@@ -124,22 +124,6 @@ class KnowledgeBaseRepo(Protocol):
     def list(self, tenant_id: str) -> list[KnowledgeBase]: ...
 
     def delete(self, kb_id: str) -> None: ...
-
-
-R = TypeVar("R")
-
-
-class TurnBook(Protocol):
-    """Whose turn it is at each stage's door (chalicelib/domain/turns.py decides; this keeps the book)."""
-
-    def change(self, stage: str, change: Callable[[dict[str, Any]], tuple[R, dict[str, Any]]]) -> R:
-        """Applies `change` to the stage's book atomically (a conditional write, retried on a conflict) and
-        returns what it returned; raises TurnBookBusy when the conflicts outlast the tries."""
-        ...
-
-
-class TurnBookBusy(Exception):
-    """The stage's book kept changing under every try of a conditional write (many writers at once)."""
 
 
 class StorageQuotaExceeded(Exception):

@@ -16,6 +16,7 @@ import uuid
 from chalicelib.domain.events import Event, EventType, knowledge_event, summary_event, task_event
 from chalicelib.domain.types import Knowledge, Task
 from chalicelib.ports import Dependencies
+from chalicelib.services.webhook_messages import DeliveryMessage
 
 WEBHOOK_QUEUE = "webhooks"
 
@@ -34,16 +35,14 @@ def _fan_out(deps: Dependencies, event: Event) -> None:
     for hook in deps.webhooks.list_kb(event.kb_id):
         if not hook.enabled or event.type.value not in hook.event_types:
             continue
-        deps.queue.send_raw(
-            WEBHOOK_QUEUE,
-            {
-                "kb_id": hook.kb_id,
-                "webhook_id": hook.id,
-                "delivery_id": uuid.uuid4().hex,
-                "attempt": 1,
-                "event": dict(event.detail),
-            },
+        delivery = DeliveryMessage(
+            kb_id=hook.kb_id,
+            webhook_id=hook.id,
+            delivery_id=uuid.uuid4().hex,
+            attempt=1,
+            event=dict(event.detail),
         )
+        deps.queue.send_raw(WEBHOOK_QUEUE, delivery.model_dump(mode="json"))
 
 
 def knowledge_changed(

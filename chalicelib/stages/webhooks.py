@@ -33,10 +33,10 @@ from __future__ import annotations
 import json
 import random
 import time
-from typing import Any, Literal
+from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from chalicelib.domain.events import EventType
 from chalicelib.domain.webhooks import (
@@ -51,7 +51,8 @@ from chalicelib.observability import logger
 from chalicelib.ports import DeliveryRecord, Dependencies, FetchFailed
 from chalicelib.ports.events import DeliveryTry
 from chalicelib.services.events import WEBHOOK_QUEUE, knowledge_changed_by_id
-from chalicelib.stages.runner import parse_body, process_batch
+from chalicelib.services.webhook_messages import AnnounceMessage, DeliveryMessage, read_webhook_message
+from chalicelib.stages.runner import process_batch
 
 QUEUE = WEBHOOK_QUEUE
 #: a running claim older than this was a worker that died (the function times out at 60 s); less than the
@@ -64,39 +65,19 @@ class TryInFlight(Exception):
     timeout."""
 
 
-class DeliveryMessage(BaseModel):
-    kb_id: str = Field(min_length=1, max_length=100)
-    webhook_id: str = Field(min_length=1, max_length=100)
-    delivery_id: str = Field(min_length=1, max_length=100)
-    attempt: int = Field(ge=1, le=100)
-    #: how often the delivery was parked in the DLQ before (a redriven letter claims its tries afresh)
-    parked: int = Field(default=0, ge=0, le=1000)
-    event: dict[str, Any]
-
-
-class AnnounceMessage(BaseModel):
-    """A change the state machine decided (infra/statemachine/knowledge.asl.json)."""
-
-    announce: Literal["Knowledge Completed", "Knowledge Failed"]
-    knowledge_id: str = Field(min_length=1, max_length=100)
-    attempt: int = Field(ge=1)
-    error_code: str = Field(default="", max_length=64)
-    error_message: str = Field(default="", max_length=500)
-
-
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
     def one(record: SQSRecord) -> None:
         try:
-            if '"announce"' in record.body:
-                announced(deps, parse_body(record.body, AnnounceMessage))
-                return
-            message = parse_body(record.body, DeliveryMessage)
+            message = read_webhook_message(record.body)
         except ValidationError as error:
             deps.queue.dead_letter(
                 QUEUE, record.body, f"not a webhook delivery: {error.error_count()} error(s)"
             )
             return
-        deliver(deps, message)
+        if isinstance(message, AnnounceMessage):
+            announced(deps, message)
+        else:
+            deliver(deps, message)
 
     return process_batch(event, context, one)
 

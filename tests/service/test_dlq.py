@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from chalicelib.adapters.memory import MemoryKnowledgeRepo, MemoryTaskQueue, MemoryWorkflow
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import TransientStageError
@@ -133,13 +135,25 @@ def test_letters_of_deleted_rows_are_dropped_and_in_flight_or_unreadable_ones_ke
     assert still is not None and still.attempt == 1  # an in-flight row is never restarted by a redrive
 
 
-def test_upload_notifications_are_sent_back_unchanged(deps: Services, queue: MemoryTaskQueue) -> None:
+@pytest.mark.parametrize(
+    ("queue_name", "body"),
+    [
+        ("uploads", {"Records": [{"s3": {"object": {"key": "uploads%2Fx.md"}}}]}),
+        ("wiki", {"kb_id": "kb-1", "action": "ingest"}),
+        ("faq-import", {"task_id": "t-1"}),
+    ],
+    ids=["upload-notification", "wiki", "faq-import"],
+)
+def test_messages_without_an_attempt_are_sent_back_unchanged(
+    deps: Services, queue: MemoryTaskQueue, queue_name: str, body: dict[str, object]
+) -> None:
+    """Their handlers are idempotent (redeliveries happen anyway): a redrive is an SQS redrive. The wiki
+    and FAQ import letters were kept as `unreadable`, having no knowledge id."""
     from chalicelib.operations import dlq
 
-    notification = {"Records": [{"s3": {"object": {"key": "uploads%2Fx.md"}}}]}
-    queue.send_raw("uploads", notification)
+    queue.send_raw(queue_name, body)
     for _ in range(queue.max_receives):  # the handler never ran: SQS moved it after maxReceiveCount
-        event = queue.receive("uploads")
+        event = queue.receive(queue_name)
         queue.settle(event, {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]})
-    assert dlq.redrive(deps, "uploads", 100).as_dict()["counts"] == {"resent": 1}
-    assert queue.bodies("uploads") == [notification] and queue.dead_letters("uploads") == []
+    assert dlq.redrive(deps, queue_name, 100).as_dict()["counts"] == {"resent": 1}
+    assert queue.bodies(queue_name) == [body] and queue.dead_letters(queue_name) == []

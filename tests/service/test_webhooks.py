@@ -204,6 +204,44 @@ def test_a_parked_letter_sent_back_unchanged_is_tried_again_and_parked_once_more
     assert [json.loads(m.body)["parked"] for m in queue.dead_letters("webhooks")] == [1, 2]
 
 
+def test_the_operators_redrive_tries_a_parked_delivery_again(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    """`/admin/dlq` redrive: a parked delivery is sent back for one more try (it was kept as `unreadable`,
+    having no knowledge id); a body that is no webhook message stays for a person to look at."""
+    from chalicelib.operations.dlq import redrive
+
+    deps.settings = replace(deps.settings, webhook_max_attempts=1)
+    deps.webhook_sender = Receiver(503)
+    hook = hook_on(deps, kb)
+    queue.send_raw("webhooks", delivery_of(hook, kb))
+    drain_webhooks(deps)
+    queue.dead_letter("webhooks", '{"kb_id": "x"}', "not a webhook delivery: 4 error(s)")
+    assert len(queue.dead_letters("webhooks")) == 2
+
+    receiver = Receiver(204)  # the receiver is back
+    deps.webhook_sender = receiver
+    report = redrive(deps, "webhooks", 10).as_dict()
+    assert report["counts"] == {"resent": 1, "unreadable": 1}
+    drain_webhooks(deps)
+    assert len(receiver.posts) == 1
+    (kept,) = queue.dead_letters("webhooks")
+    assert json.loads(kept.body) == {"kb_id": "x"}
+
+
+def test_an_event_that_holds_the_word_announce_is_delivered_not_misread(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    receiver = Receiver(204)
+    deps.webhook_sender = receiver
+    hook = hook_on(deps, kb)
+    message = delivery_of(hook, kb)
+    message["event"] = {"event_id": "e1", "type": "Knowledge Created", "metadata": {"announce": "yes"}}
+    queue.send_raw("webhooks", message)
+    drain_webhooks(deps)
+    assert len(receiver.posts) == 1 and not queue.dead_letters("webhooks")
+
+
 def test_a_url_refused_at_delivery_is_parked_at_once(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
 ) -> None:
