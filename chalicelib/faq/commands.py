@@ -16,6 +16,8 @@ IMPORT_FILE_TYPES = ("json", "csv", "xlsx")
 Question = Annotated[str, Field(max_length=1000)]
 Answer = Annotated[str, Field(max_length=20_000)]
 TagName = Annotated[str, Field(min_length=1, max_length=64)]
+#: entry ids are uuids (uuid4 through the API, uuid5 for imported and cloned entries)
+ENTRY_ID_OR_EMPTY = r"^(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})?$"
 
 
 class FaqEntryRequest(Body):
@@ -50,7 +52,8 @@ class FaqListQuery(Query):
     tag: str | None = code("invalid_query", default=None, max_length=64)
     keyword: str | None = code("invalid_query", default=None, max_length=200)
     enabled: Literal["true", "false"] | None = code("invalid_query", default=None)
-    cursor: str = code("invalid_query", default="", max_length=100)
+    #: the `next_cursor` of the page before: an entry's id (a uuid), or '' for the first page
+    cursor: str = code("invalid_query", default="", max_length=36, pattern=ENTRY_ID_OR_EMPTY)
     limit: int = code("invalid_query", default=20, ge=1, le=100)
 
 

@@ -6,28 +6,47 @@ through the same cached, backed-off path as document chunks. An update embeds on
 and deletes the index entries of the questions it drops; enabling or disabling flips the entries in place.
 Search returns entries (with their answers), best question first; an entry whose negative question
 matches the query goes below every entry whose does not.
+
+Concurrent requests. A question belongs to one entry: a create or update scans the entries (entries written
+before reservations existed, or by an import or a clone, hold their questions only in their rows), then
+reserves each question it adds (`question_key`: one conditional put per question in the faq table, pending
+until the row is saved, then held), so of two requests adding one question only one gets it. A reservation
+whose entry no longer has the question (an import merged the entry, a delete died midway) is taken over.
+The row is written only if it is still the one read (its `updated_at`): an update racing a delete answers
+404 and one racing another update 409, and each takes back the index entries it wrote. A delete removes the
+index entries again after the row, so an update that saved just before it leaves none behind.
 """
 
 from __future__ import annotations
 
+import hashlib
+import time
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.commands import SearchRequest
+from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, StageError
 from chalicelib.domain.faq import FAQ_CHUNK_TYPE, FAQ_SOURCE, FaqEntry
 from chalicelib.domain.faq_normalise import normalise
 from chalicelib.domain.types import KnowledgeBase, utcnow
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, RetrieveEngine, iter_batches
+from chalicelib.ports.faq import EntryWriteRefused, QuestionHolder
 from chalicelib.services.ownership import require_kb
 
 FAQ_KB_TYPE = "faq"
 PAGE = 500
 #: hits fetched per wanted result: several questions of one entry may all match
 CANDIDATES_PER_RESULT = 4
+#: how long a question claimed by a request stays reserved before its row is saved: longer than any Lambda
+#: runs (15 min), so a claim expires only when its request died
+CLAIM_SECONDS = 20 * 60
+#: a request that holds its claims longer than this gives up before writing its row (a local run, say)
+CLAIM_USABLE_SECONDS = CLAIM_SECONDS - 5 * 60
 
 
 class IndexUnavailable(AppError):
@@ -165,7 +184,8 @@ def _clean(values: Sequence[str]) -> list[str]:
 
 
 def _check(deps: Dependencies, entry: FaqEntry) -> None:
-    """A question belongs to one entry; negatives never equal the entry's own questions."""
+    """A question belongs to one entry; negatives never equal the entry's own questions. The scan finds
+    the entries whose questions are not reserved (see the module's docstring); `_claim` does the rest."""
     if not normalise(entry.standard_question):
         raise BadRequest("the standard question is empty", code="missing_question")
     if not entry.answers:
@@ -182,11 +202,95 @@ def _check(deps: Dependencies, entry: FaqEntry) -> None:
             continue
         taken = own & {normalise(q) for q in other.questions()}
         if taken:
-            raise Conflict(
-                f"question {sorted(taken)[0]!r} already belongs to entry {other.id}",
-                code="faq_question_conflict",
-                data=other.to_dict(),
-            )
+            raise _question_conflict(sorted(taken)[0], other)
+
+
+def _question_conflict(question: str, other: FaqEntry) -> Conflict:
+    return Conflict(
+        f"question {question!r} already belongs to entry {other.id}",
+        code="faq_question_conflict",
+        data=other.to_dict(),
+    )
+
+
+# ---------------------------------------------------------------- question reservations
+
+
+def question_key(question: str) -> str:
+    """A question's reservation key: the digest of its normalised form (a sort key holds at most 1 KB)."""
+    return hashlib.sha256(normalise(question).encode("utf-8")).hexdigest()[:32]
+
+
+def question_keys(entry: FaqEntry) -> dict[str, str]:
+    """The entry's reservation keys -> its normalised questions."""
+    return {question_key(q): normalise(q) for q in entry.questions() if normalise(q)}
+
+
+def _claim(deps: Dependencies, entry: FaqEntry, wanted: Mapping[str, str]) -> float:
+    """Reserves `wanted` (key -> normalised question) for the entry, or releases what it claimed and
+    answers 409 `faq_question_conflict`. A reservation held for an entry that no longer has the question is
+    taken over (exactly as read: a holder that wrote it again meanwhile keeps it). Returns when it claimed."""
+    claimed_at = time.time()
+    takeover: dict[str, QuestionHolder] = {}
+    todo = list(wanted)
+    for _ in range(3):
+        refused = deps.faq.claim_questions(entry.kb_id, entry.id, todo, claimed_at, CLAIM_SECONDS, takeover)
+        if not refused:
+            return claimed_at
+        for key, holder in refused.items():
+            other = deps.faq.get_entry(entry.kb_id, holder.entry_id) if holder.entry_id else None
+            if other is not None and wanted[key] in {normalise(q) for q in other.questions()}:
+                deps.faq.release_questions(entry.kb_id, entry.id, list(wanted))
+                raise _question_conflict(wanted[key], other)
+            if holder.expires_at is not None:  # another request is saving an entry with it now
+                deps.faq.release_questions(entry.kb_id, entry.id, list(wanted))
+                raise Conflict(
+                    f"question {wanted[key]!r} is being saved with another entry ({holder.entry_id})",
+                    code="faq_question_conflict",
+                    data={"id": holder.entry_id},
+                )
+            takeover[key] = holder  # held for an entry that no longer has it
+        todo = list(refused)
+    deps.faq.release_questions(entry.kb_id, entry.id, list(wanted))
+    raise Conflict("the entry's questions kept changing hands; try again", code="faq_question_conflict")
+
+
+def _in_time(deps: Dependencies, entry: FaqEntry, claimed_at: float, keys: Sequence[str]) -> None:
+    if time.time() - claimed_at > CLAIM_USABLE_SECONDS:
+        deps.faq.release_questions(entry.kb_id, entry.id, list(keys))
+        raise IndexUnavailable("the entry took too long to index; try again")
+
+
+def _later_than(moment: datetime) -> datetime:
+    """Now, or a millisecond after `moment` (stored to the millisecond) if now is not later."""
+    now = utcnow()
+    return now if to_iso(now) > to_iso(moment) else moment + timedelta(milliseconds=1)
+
+
+# ---------------------------------------------------------------- tags
+
+
+def _unused_tags(deps: Dependencies, kb_id: str, names: set[str]) -> set[str]:
+    left = set(names)
+    for entry in all_entries(deps, kb_id):
+        if not left:
+            break
+        left -= set(entry.tags)
+    return left
+
+
+def drop_unused_tags(deps: Dependencies, kb_id: str, candidates: Sequence[str]) -> list[str]:
+    """Removes those of `candidates` (the tags a delete or an update let go of) that no entry uses; the
+    scan stops once each is seen in use. A writer adds its tags after its row: a tag this removed is checked
+    again after the removal and put back if an entry saved meanwhile uses it. Returns the tags removed."""
+    unused = _unused_tags(deps, kb_id, {t for t in candidates if t})
+    if not unused:
+        return []
+    deps.faq.remove_tags(kb_id, sorted(unused))
+    back = unused - _unused_tags(deps, kb_id, unused)
+    if back:
+        deps.faq.add_tags(kb_id, sorted(back))
+    return sorted(unused - back)
 
 
 # ---------------------------------------------------------------- CRUD
@@ -211,19 +315,31 @@ def create_entry(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqEnt
         is_enabled=request.is_enabled,
     ).rehash()
     _check(deps, entry)
-    deps.faq.put_entries([entry])  # indexed=False until its index entries are written
+    keys = question_keys(entry)
+    claimed_at = _claim(deps, entry, keys)
     index = FaqIndex(deps, kb)
     try:
+        deps.faq.put_entry(entry, None)  # indexed=False until its index entries are written
         _guarded(lambda: index.update(None, entry))
+        _in_time(deps, entry, claimed_at, list(keys))
     except AppError:
         index.remove_entries([entry.id])
         deps.faq.delete_entries(kb.id, [entry.id])
+        deps.faq.release_questions(kb.id, entry.id, list(keys))
         raise
-    entry.indexed = True
-    deps.faq.put_entries([entry])
-    if entry.tags:
-        deps.faq.add_tags(kb.id, entry.tags)
-    return entry
+    saved = replace(entry, indexed=True)
+    try:
+        deps.faq.put_entry(saved, entry)
+    except EntryWriteRefused as refused:
+        if refused.gone:  # deleted as soon as it was listed: its index entries may have been written after
+            index.remove_entries([entry.id])
+            deps.faq.release_questions(kb.id, entry.id, list(keys))
+            return saved
+        # changed by an update that read the unindexed row: that update saved what it holds
+    deps.faq.confirm_questions(kb.id, entry.id, list(keys))
+    if saved.tags:
+        deps.faq.add_tags(kb.id, saved.tags)
+    return saved
 
 
 def get_entry(deps: Dependencies, tenant_id: str, kb_id: str, entry_id: str) -> FaqEntry:
@@ -237,6 +353,9 @@ def get_entry(deps: Dependencies, tenant_id: str, kb_id: str, entry_id: str) -> 
 def update_entry(
     deps: Dependencies, tenant_id: str, kb_id: str, entry_id: str, request: FaqEntryUpdate
 ) -> FaqEntry:
+    """Writes the row only if it is still the one read: 404 `faq_entry_not_found` when it was deleted
+    meanwhile, 409 `faq_entry_changed` when another update saved first; either way the index entries this
+    update wrote go again and nothing else of the entry's index changed."""
     before = get_entry(deps, tenant_id, kb_id, entry_id)
     kb = require_faq_kb(deps, tenant_id, kb_id)
     after = FaqEntry.from_body(before.to_body())
@@ -258,21 +377,56 @@ def update_entry(
         if flag in changes:
             setattr(after, flag, changes[flag])
     after.rehash()
-    after.updated_at = utcnow()
-    _check(deps, after)
-    _guarded(lambda: FaqIndex(deps, kb).update(before, after))
+    after.updated_at = _later_than(before.updated_at)
     after.indexed = True
-    deps.faq.put_entries([after])
+    _check(deps, after)
+    old_keys, new_keys = question_keys(before), question_keys(after)
+    added = {k: q for k, q in new_keys.items() if k not in old_keys}
+    claimed_at = _claim(deps, after, added)
+    index = FaqIndex(deps, kb)
+    old_ids, new_ids = set(index.ids(before)), index.ids(after)
+    written = [i for i in new_ids if i not in old_ids]
+    try:  # the new questions first: when embedding fails, nothing of the entry's index changed
+        _guarded(lambda: index.write([(after, written)]))
+        _in_time(deps, after, claimed_at, list(added))
+        deps.faq.put_entry(after, before)
+    except (AppError, EntryWriteRefused) as error:
+        current = deps.faq.get_entry(kb.id, entry_id)
+        held = set(index.ids(current)) if current is not None else set()
+        index.remove_ids([i for i in written if i not in held])
+        still = question_keys(current) if current is not None else {}
+        deps.faq.release_questions(kb.id, entry_id, [k for k in added if k not in still])
+        if not isinstance(error, EntryWriteRefused):
+            raise
+        if current is None:
+            raise NotFound(
+                f"FAQ entry {entry_id} was deleted meanwhile", code="faq_entry_not_found"
+            ) from error
+        raise Conflict(
+            f"FAQ entry {entry_id} was changed meanwhile; read it and try again",
+            code="faq_entry_changed",
+            data=current.to_dict(),
+        ) from error
+    index.remove_ids(sorted(old_ids - set(new_ids)))
+    if before.is_enabled != after.is_enabled:
+        index.set_enabled(after, [i for i in new_ids if i in old_ids])
+    deps.faq.confirm_questions(kb.id, entry_id, list(added))
+    deps.faq.release_questions(kb.id, entry_id, [k for k in old_keys if k not in new_keys])
     if after.tags:
         deps.faq.add_tags(kb.id, after.tags)
+    drop_unused_tags(deps, kb.id, [t for t in before.tags if t not in after.tags])
     return after
 
 
 def delete_entry(deps: Dependencies, tenant_id: str, kb_id: str, entry_id: str) -> None:
     entry = get_entry(deps, tenant_id, kb_id, entry_id)
     kb = require_faq_kb(deps, tenant_id, kb_id)
-    FaqIndex(deps, kb).remove_entries([entry.id])  # vectors first: a crash leaves a row, never a ghost hit
+    index = FaqIndex(deps, kb)
+    index.remove_entries([entry.id])  # vectors first: a crash leaves a row, never a ghost hit
     deps.faq.delete_entries(kb.id, [entry.id])
+    index.remove_entries([entry.id])  # those of an update that saved its row while this ran
+    deps.faq.release_questions(kb.id, entry.id, list(question_keys(entry)))
+    drop_unused_tags(deps, kb.id, entry.tags)
 
 
 def _matches(entry: FaqEntry, query: FaqListQuery, keyword: str) -> bool:
@@ -323,6 +477,7 @@ def purge_kb(deps: Dependencies, kb_id: str) -> int:
         deps.faq.delete_entries(kb.id, ids)
         deleted += len(ids)
     deps.faq.remove_tags(kb.id, deps.faq.tags(kb.id))
+    deps.faq.clear_questions(kb.id)
     return deleted
 
 

@@ -18,6 +18,26 @@ class FaqLease:
     expires_at: float
 
 
+@dataclass(frozen=True)
+class QuestionHolder:
+    """Who holds a question of a knowledge base: the entry's id, the reservation's write token (a takeover
+    names it, so a reservation rewritten meanwhile is not taken) and, while the claim is pending (its entry
+    not saved yet), until when (epoch seconds; None once the entry is saved with it)."""
+
+    entry_id: str
+    token: str
+    expires_at: float | None
+
+
+class EntryWriteRefused(Exception):
+    """A conditional entry write found the row gone (`gone`) or changed since it was read."""
+
+    def __init__(self, entry_id: str, *, gone: bool) -> None:
+        super().__init__(f"FAQ entry {entry_id} was {'deleted' if gone else 'changed'} meanwhile")
+        self.entry_id = entry_id
+        self.gone = gone
+
+
 class FaqRepo(Protocol):
     """FAQ entries (`chalicelib.domain.faq.FaqEntry`) per knowledge base, the knowledge base's import lease,
     its tag names and its last import result."""
@@ -30,11 +50,49 @@ class FaqRepo(Protocol):
         """Entries by id in batched reads; missing ids are absent."""
         ...
 
+    def put_entry(self, entry: FaqEntry, expected: FaqEntry | None) -> None:
+        """One conditional write: with `expected` None only if no row has the entry's id; else only if the
+        row exists and its `updated_at` is still `expected.updated_at` (every entry write stores it).
+        Raises EntryWriteRefused (gone: no row) otherwise."""
+        ...
+
     def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> None: ...
 
     def page_entries(self, kb_id: str, after: str, limit: int) -> tuple[list[FaqEntry], str]:
         """Up to `limit` entries in id order after the id `after` ('' = from the start), and the id to go
         on after ('' when there are no more)."""
+        ...
+
+    # -- question reservations: a normalised question's key held by one entry (see chalicelib/faq/entries.py)
+    def claim_questions(
+        self,
+        kb_id: str,
+        entry_id: str,
+        keys: Sequence[str],
+        now: float,
+        ttl_seconds: float,
+        takeover: Mapping[str, QuestionHolder] | None = None,
+    ) -> dict[str, QuestionHolder]:
+        """One conditional write per key: claimed for `entry_id`, pending until now + ttl, when the key is
+        free, its pending claim expired, it is already `entry_id`'s, or it is still exactly the holder
+        `takeover[key]` names. Returns the holders of the keys it could not claim (the keys it claimed
+        stay claimed: confirm or release them)."""
+        ...
+
+    def confirm_questions(self, kb_id: str, entry_id: str, keys: Sequence[str]) -> None:
+        """`entry_id`'s claims on `keys` are held for good (its entry is saved); others' are left alone."""
+        ...
+
+    def release_questions(self, kb_id: str, entry_id: str, keys: Sequence[str]) -> None:
+        """Deletes the reservations of `keys` that `entry_id` holds; others' are left alone."""
+        ...
+
+    def question_holders(self, kb_id: str, keys: Sequence[str]) -> dict[str, QuestionHolder]:
+        """The holders of those of `keys` that are reserved."""
+        ...
+
+    def clear_questions(self, kb_id: str) -> None:
+        """Deletes every reservation of the knowledge base (it is being deleted)."""
         ...
 
     def acquire_lease(self, kb_id: str, owner: str, now: float, ttl_seconds: float) -> FaqLease | None:

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
 
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.ports import FaqRepo
+from chalicelib.ports.faq import EntryWriteRefused
 
 
 def make_entry(kb_id: str, question: str, entry_id: str = "") -> FaqEntry:
@@ -52,6 +54,7 @@ class FaqRepoContract:
         faq.add_tags(kb_id, ["not-an-entry"])
         faq.put_last_import(kb_id, {"task_id": "t"})
         assert faq.acquire_lease(kb_id, "owner", 1000.0, 60) is None
+        assert faq.claim_questions(kb_id, entries[0].id, ["k1", "k2"], 1000.0, 60) == {}
         seen, after, pages = [], "", 0
         while True:
             page, after = faq.page_entries(kb_id, after, 3)
@@ -84,3 +87,64 @@ class FaqRepoContract:
         faq.put_last_import(kb_id, {"task_id": "t1", "failed": 2})
         faq.put_last_import(kb_id, {"task_id": "t2", "failed": 0})
         assert faq.get_last_import(kb_id) == {"task_id": "t2", "failed": 0}
+
+    def test_a_page_after_every_entry_id_is_empty(self, faq: FaqRepo, kb_id: str) -> None:
+        faq.put_entries([make_entry(kb_id, "one")])
+        faq.add_tags(kb_id, ["x"])
+        for after in ("~x", "~", "\u00e9", "zzz", "\U0001f600"):
+            assert faq.page_entries(kb_id, after, 10) == ([], "")
+
+    def test_put_entry_writes_only_a_new_row_or_the_row_as_read(self, faq: FaqRepo, kb_id: str) -> None:
+        entry = make_entry(kb_id, "one")
+        faq.put_entry(entry, None)
+        with pytest.raises(EntryWriteRefused) as exists:
+            faq.put_entry(entry, None)
+        assert exists.value.gone is False
+        read = faq.get_entry(kb_id, entry.id)
+        assert read is not None
+        first = FaqEntry.from_body(read.to_body())
+        first.answers, first.updated_at = ["first"], read.updated_at + timedelta(milliseconds=1)
+        faq.put_entry(first, read)
+        second = FaqEntry.from_body(read.to_body())
+        second.answers, second.updated_at = ["second"], read.updated_at + timedelta(milliseconds=2)
+        with pytest.raises(EntryWriteRefused) as changed:
+            faq.put_entry(second, read)  # read before `first` was written
+        assert changed.value.gone is False
+        stored = faq.get_entry(kb_id, entry.id)
+        assert stored is not None and stored.answers == ["first"]
+        faq.delete_entries(kb_id, [entry.id])
+        with pytest.raises(EntryWriteRefused) as gone:
+            faq.put_entry(second, first)
+        assert gone.value.gone is True and faq.get_entry(kb_id, entry.id) is None
+
+    def test_question_claims_are_exclusive_pending_until_confirmed_and_taken_over_only_as_read(
+        self, faq: FaqRepo, kb_id: str
+    ) -> None:
+        assert faq.claim_questions(kb_id, "a", ["k1", "k2"], 1000.0, 60) == {}
+        refused = faq.claim_questions(kb_id, "b", ["k2", "k3"], 1010.0, 60)
+        assert list(refused) == ["k2"] and refused["k2"].entry_id == "a"
+        assert refused["k2"].expires_at == 1060.0
+        assert faq.claim_questions(kb_id, "a", ["k1"], 1020.0, 60) == {}  # its own again
+        assert faq.claim_questions(kb_id, "b", ["k2"], 1100.0, 60) == {}  # a's pending claim expired
+        faq.confirm_questions(kb_id, "a", ["k1", "k2"])  # k2 is b's now: left alone
+        holders = faq.question_holders(kb_id, ["k1", "k2", "k3", "k4"])
+        assert {k: (h.entry_id, h.expires_at) for k, h in holders.items()} == {
+            "k1": ("a", None),
+            "k2": ("b", 1160.0),
+            "k3": ("b", 1070.0),
+        }
+        held = holders["k1"]
+        assert list(faq.claim_questions(kb_id, "c", ["k1"], 99999.0, 60)) == ["k1"]  # held for good
+        faq.confirm_questions(kb_id, "a", ["k1"])  # written again: the holder read before is stale
+        assert list(faq.claim_questions(kb_id, "c", ["k1"], 2000.0, 60, {"k1": held})) == ["k1"]
+        current = faq.question_holders(kb_id, ["k1"])["k1"]
+        assert faq.claim_questions(kb_id, "c", ["k1"], 2000.0, 60, {"k1": current}) == {}
+        faq.release_questions(kb_id, "a", ["k1", "k2"])  # neither is a's any more
+        assert {k: h.entry_id for k, h in faq.question_holders(kb_id, ["k1", "k2"]).items()} == {
+            "k1": "c",
+            "k2": "b",
+        }
+        faq.release_questions(kb_id, "b", ["k2"])
+        assert set(faq.question_holders(kb_id, ["k1", "k2", "k3"])) == {"k1", "k3"}
+        faq.clear_questions(kb_id)
+        assert faq.question_holders(kb_id, ["k1", "k3"]) == {}

@@ -1,5 +1,10 @@
 """FaqRepo on DynamoDB (PynamoDB): one table `{prefix}-faq`, partition = knowledge base, sort key =
-`e#<entry id>` (entries), `lease` (the import lease), `tag#<name>`, `last-import`.
+`e#<entry id>` (entries), `q#<question key>` (a normalised question reserved by one entry), `lease` (the
+import lease), `tag#<name>`, `last-import`.
+
+An entry item keeps its `updated_at` beside its body, so an update can write the row only if it is still
+the one it read (and a create only if no row has its id). A question reservation is one conditional put:
+claimed while free, pending and expired, or already the claimant's (see `claim_questions`).
 
 The lease is one conditional put: it is taken only when no lease exists, it has expired, or the writer
 already holds it; it is deleted only under the condition that the deleter holds it. Timeline it protects:
@@ -11,6 +16,7 @@ already holds it; it is deleted only under the condition that the deleter holds 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +24,9 @@ from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError, PutError
 from pynamodb.models import Model
 
+from chalicelib.domain.clock import to_iso
 from chalicelib.ports import FaqLease
+from chalicelib.ports.faq import EntryWriteRefused, QuestionHolder
 from chalicelib.settings import Settings
 
 if TYPE_CHECKING:
@@ -28,6 +36,7 @@ CONDITION_FAILED = "ConditionalCheckFailedException"
 ENTRY = "e#"
 #: above every character of an entry id (uuids: hex digits and '-'), below nothing we store under `e#`
 ENTRY_END = "e#~"
+QUESTION = "q#"
 LEASE = "lease"
 TAG = "tag#"
 LAST_IMPORT = "last-import"
@@ -44,6 +53,10 @@ def build_faq_model(settings: Settings) -> type[Any]:
         body = JSONAttribute(null=True)
         owner = UnicodeAttribute(null=True)
         expires_at = NumberAttribute(null=True)
+        #: an entry's updated_at (the conditional update compares it)
+        updated_at = UnicodeAttribute(null=True)
+        #: a question reservation's write token (a takeover names the one it found)
+        token = UnicodeAttribute(null=True)
 
     return FaqItem
 
@@ -52,15 +65,43 @@ def _failed_condition(error: Exception) -> bool:
     return getattr(error, "cause_response_code", None) == CONDITION_FAILED
 
 
+def _as_holder(item: Any) -> QuestionHolder:
+    expires = item.expires_at
+    return QuestionHolder(
+        str(item.owner), str(item.token or ""), float(expires) if expires is not None else None
+    )
+
+
 class DynamoFaqRepo:
     def __init__(self, model: type[Any]):
         self.model = model
 
     # -- entries
+    def _entry_item(self, entry: FaqEntry) -> Any:
+        return self.model(
+            entry.kb_id, f"{ENTRY}{entry.id}", body=entry.to_body(), updated_at=to_iso(entry.updated_at)
+        )
+
     def put_entries(self, entries: Sequence[FaqEntry]) -> None:
         with self.model.batch_write() as batch:
             for entry in entries:
-                batch.save(self.model(entry.kb_id, f"{ENTRY}{entry.id}", body=entry.to_body()))
+                batch.save(self._entry_item(entry))
+
+    def put_entry(self, entry: FaqEntry, expected: FaqEntry | None) -> None:
+        m = self.model
+        if expected is None:
+            condition = m.key.does_not_exist()
+        else:  # a row written before `updated_at` was kept beside the body has none: any write adds it
+            condition = m.key.exists() & (
+                (m.updated_at == to_iso(expected.updated_at)) | m.updated_at.does_not_exist()
+            )
+        try:
+            self._entry_item(entry).save(condition=condition)
+        except PutError as error:
+            if not _failed_condition(error):
+                raise
+            gone = expected is not None and self.get_entry(entry.kb_id, entry.id) is None
+            raise EntryWriteRefused(entry.id, gone=gone) from error
 
     def get_entry(self, kb_id: str, entry_id: str) -> FaqEntry | None:
         from chalicelib.domain.faq import FaqEntry
@@ -89,6 +130,8 @@ class DynamoFaqRepo:
         from chalicelib.domain.faq import FaqEntry
 
         start = f"{ENTRY}{after}!" if after else ENTRY
+        if start > ENTRY_END:  # after every entry id (DynamoDB refuses a BETWEEN whose bounds are reversed)
+            return [], ""
         items = list(
             self.model.query(
                 kb_id,
@@ -99,6 +142,89 @@ class DynamoFaqRepo:
         )
         entries = [FaqEntry.from_body(item.body) for item in items[:limit]]
         return entries, (entries[-1].id if len(items) > limit and entries else "")
+
+    # -- question reservations
+    def _holder(self, kb_id: str, key: str) -> QuestionHolder | None:
+        try:
+            item = self.model.get(kb_id, f"{QUESTION}{key}", consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+        return _as_holder(item)
+
+    def claim_questions(
+        self,
+        kb_id: str,
+        entry_id: str,
+        keys: Sequence[str],
+        now: float,
+        ttl_seconds: float,
+        takeover: Mapping[str, QuestionHolder] | None = None,
+    ) -> dict[str, QuestionHolder]:
+        m = self.model
+        refused: dict[str, QuestionHolder] = {}
+        for key in dict.fromkeys(keys):
+            condition = m.key.does_not_exist() | (m.owner == entry_id) | (m.expires_at < now)
+            stale = takeover[key] if takeover and key in takeover else None
+            if stale is not None:
+                condition = condition | ((m.owner == stale.entry_id) & (m.token == stale.token))
+            holder: QuestionHolder | None = None
+            for _ in range(3):  # a holder that let go between the write and the read: try again
+                try:
+                    m(
+                        kb_id,
+                        f"{QUESTION}{key}",
+                        owner=entry_id,
+                        token=uuid.uuid4().hex,
+                        expires_at=now + ttl_seconds,
+                    ).save(condition=condition)
+                    holder = None
+                    break
+                except PutError as error:
+                    if not _failed_condition(error):
+                        raise
+                holder = self._holder(kb_id, key) or QuestionHolder("", "", now + ttl_seconds)
+                if holder.entry_id:
+                    break
+            if holder is not None:  # (an empty holder: the key kept changing hands; the caller refuses)
+                refused[key] = holder
+        return refused
+
+    def confirm_questions(self, kb_id: str, entry_id: str, keys: Sequence[str]) -> None:
+        m = self.model
+        for key in dict.fromkeys(keys):
+            try:
+                m(kb_id, f"{QUESTION}{key}", owner=entry_id, token=uuid.uuid4().hex).save(
+                    condition=m.owner == entry_id
+                )
+            except PutError as error:
+                if not _failed_condition(error):
+                    raise
+
+    def release_questions(self, kb_id: str, entry_id: str, keys: Sequence[str]) -> None:
+        m = self.model
+        for key in dict.fromkeys(keys):
+            try:
+                m(kb_id, f"{QUESTION}{key}").delete(condition=m.owner == entry_id)
+            except DeleteError as error:
+                if not _failed_condition(error):
+                    raise
+
+    def question_holders(self, kb_id: str, keys: Sequence[str]) -> dict[str, QuestionHolder]:
+        wanted = [(kb_id, f"{QUESTION}{key}") for key in dict.fromkeys(keys)]
+        if not wanted:
+            return {}
+        items = self.model.batch_get(wanted, consistent_read=True)
+        return {item.key[len(QUESTION) :]: _as_holder(item) for item in items}
+
+    def clear_questions(self, kb_id: str) -> None:
+        items = list(
+            self.model.query(
+                kb_id, range_key_condition=self.model.key.startswith(QUESTION), consistent_read=True
+            )
+        )
+        with self.model.batch_write() as batch:
+            for item in items:
+                batch.delete(self.model(kb_id, item.key))
 
     # -- the import lease
     def acquire_lease(self, kb_id: str, owner: str, now: float, ttl_seconds: float) -> FaqLease | None:

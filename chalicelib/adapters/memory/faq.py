@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import copy
 import threading
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from chalicelib.domain.clock import to_iso
 from chalicelib.ports import (
     FaqLease,
 )
+from chalicelib.ports.faq import EntryWriteRefused, QuestionHolder
 
 if TYPE_CHECKING:
     from chalicelib.domain.faq import FaqEntry
@@ -17,13 +20,14 @@ if TYPE_CHECKING:
 
 class MemoryFaqRepo:
     """FaqRepo in dicts: entries per knowledge base (copied in and out, as a table would), the lease with
-    DynamoDB's conditional-write semantics, tags and the last import result."""
+    DynamoDB's conditional-write semantics, question reservations, tags and the last import result."""
 
     def __init__(self) -> None:
         self._entries: dict[str, dict[str, dict[str, Any]]] = {}
         self._leases: dict[str, FaqLease] = {}
         self._tags: dict[str, set[str]] = {}
         self._results: dict[str, dict[str, Any]] = {}
+        self._questions: dict[str, dict[str, QuestionHolder]] = {}
         self._lock = threading.Lock()
 
     def put_entries(self, entries: Sequence[FaqEntry]) -> None:
@@ -46,6 +50,19 @@ class MemoryFaqRepo:
                 found[entry_id] = entry
         return found
 
+    def put_entry(self, entry: FaqEntry, expected: FaqEntry | None) -> None:
+        with self._lock:
+            rows = self._entries.setdefault(entry.kb_id, {})
+            current = rows.get(entry.id)
+            if expected is None and current is not None:
+                raise EntryWriteRefused(entry.id, gone=False)
+            if expected is not None:
+                if current is None:
+                    raise EntryWriteRefused(entry.id, gone=True)
+                if current["updated_at"] != to_iso(expected.updated_at):
+                    raise EntryWriteRefused(entry.id, gone=False)
+            rows[entry.id] = entry.to_body()
+
     def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> None:
         with self._lock:
             rows = self._entries.get(kb_id, {})
@@ -61,6 +78,57 @@ class MemoryFaqRepo:
             bodies = [copy.deepcopy(self._entries[kb_id][i]) for i in page]
         more = len(ids) > limit
         return [FaqEntry.from_body(b) for b in bodies], (page[-1] if more and page else "")
+
+    def claim_questions(
+        self,
+        kb_id: str,
+        entry_id: str,
+        keys: Sequence[str],
+        now: float,
+        ttl_seconds: float,
+        takeover: Mapping[str, QuestionHolder] | None = None,
+    ) -> dict[str, QuestionHolder]:
+        refused: dict[str, QuestionHolder] = {}
+        with self._lock:
+            held = self._questions.setdefault(kb_id, {})
+            for key in dict.fromkeys(keys):
+                holder = held.get(key)
+                free = (
+                    holder is None
+                    or holder.entry_id == entry_id
+                    or (holder.expires_at is not None and holder.expires_at < now)
+                    or (takeover or {}).get(key) == holder
+                )
+                if free:
+                    held[key] = QuestionHolder(entry_id, uuid.uuid4().hex, now + ttl_seconds)
+                elif holder is not None:
+                    refused[key] = holder
+        return refused
+
+    def confirm_questions(self, kb_id: str, entry_id: str, keys: Sequence[str]) -> None:
+        with self._lock:
+            held = self._questions.setdefault(kb_id, {})
+            for key in keys:
+                holder = held.get(key)
+                if holder is not None and holder.entry_id == entry_id:
+                    held[key] = QuestionHolder(entry_id, uuid.uuid4().hex, None)
+
+    def release_questions(self, kb_id: str, entry_id: str, keys: Sequence[str]) -> None:
+        with self._lock:
+            held = self._questions.setdefault(kb_id, {})
+            for key in keys:
+                holder = held.get(key)
+                if holder is not None and holder.entry_id == entry_id:
+                    del held[key]
+
+    def question_holders(self, kb_id: str, keys: Sequence[str]) -> dict[str, QuestionHolder]:
+        with self._lock:
+            held = self._questions.get(kb_id, {})
+            return {key: held[key] for key in keys if key in held}
+
+    def clear_questions(self, kb_id: str) -> None:
+        with self._lock:
+            self._questions.pop(kb_id, None)
 
     def acquire_lease(self, kb_id: str, owner: str, now: float, ttl_seconds: float) -> FaqLease | None:
         with self._lock:
