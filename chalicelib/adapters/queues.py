@@ -42,9 +42,10 @@ class SqsTaskQueue:
         self.send_raw(stage.value, message.to_json(), delay_seconds=delay_seconds)
 
     def send_raw(self, queue: str, body: Mapping[str, Any], *, delay_seconds: int = 0) -> None:
-        self.client.send_message(
-            QueueUrl=self.url(queue), MessageBody=json.dumps(dict(body)), DelaySeconds=delay_seconds
-        )
+        with unanswered_is_unreachable(f"SQS ({queue})"):
+            self.client.send_message(
+                QueueUrl=self.url(queue), MessageBody=json.dumps(dict(body)), DelaySeconds=delay_seconds
+            )
 
     def dead_letter(self, queue: str, body: str, reason: str) -> None:
         self.client.send_message(

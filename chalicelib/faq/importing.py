@@ -17,8 +17,12 @@ Worker, per delivery:
    and the row, so a redelivered batch rewrites the same entries and index entries, never new ones;
 4. progress (counters, offset) saved after each batch, only forward;
 5. at the end: tags (a replace drops tags no entry uses), the failed rows as a UTF-8 CSV with a BOM and a
-   presigned download URL, the knowledge base's last import result, the source and plan objects deleted,
-   the lease released by its owner.
+   presigned download URL, the knowledge base's last import result, the task saved finished; only then
+   the source and plan objects deleted and the lease released by its owner (a delivery that finds the task
+   finished does just that again), so a failed final save is redone from the plan.
+
+An uploaded file is bounded (rows.py: MAX_FILE_BYTES when the import starts, rows and text while it is
+read); a queue that does not answer when the import starts is a 503 and the task is recorded failed.
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, StageError
+from chalicelib.domain.errors import (
+    BadRequest,
+    Conflict,
+    NotFound,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    StageError,
+)
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, TaskStatus, utcnow
 from chalicelib.faq.commands import (
@@ -41,10 +52,10 @@ from chalicelib.faq.commands import (
     FaqUploadUrlRequest,
 )
 from chalicelib.faq.entries import FaqIndex, all_entries, require_faq_kb
-from chalicelib.faq.rows import SourceError, failed_rows_csv, read_rows
+from chalicelib.faq.rows import MAX_FILE_BYTES, MAX_ROWS, SourceError, failed_rows_csv, read_rows
 from chalicelib.faq.validation import Plan, PlannedRow, counts, plan_append, plan_replace
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies
+from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.services.events import task_finished
 from chalicelib.tasks import new_task
 
@@ -99,8 +110,16 @@ def start_import(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqImp
         if not key.startswith(f"{import_prefix(tenant_id, kb.id)}uploads/") or ".." in key:
             raise BadRequest("object_key is not an upload of this knowledge base", code="invalid_object_key")
         source = deps.inbox.url_for(key)
-        if not deps.inbox.exists(source):
-            raise NotFound("nothing was uploaded under object_key", code="upload_not_found")
+        try:
+            size = deps.inbox.size(source)
+        except FileNotFoundError as error:
+            raise NotFound("nothing was uploaded under object_key", code="upload_not_found") from error
+        if size > MAX_FILE_BYTES:  # the worker plans every row at once: it must fit its memory and time
+            raise PayloadTooLarge(
+                f"an FAQ import file holds at most {MAX_FILE_BYTES // (1024 * 1024)} MB and "
+                f"{MAX_ROWS:,} entries; split it into several imports",
+                code="import_file_too_large",
+            )
         file_name = key.rsplit("/", 1)[-1]
     task.params.update(source=source, file_name=file_name)
     task.progress = {"status": "queued", "mode": request.mode, "dry_run": request.dry_run}
@@ -116,12 +135,32 @@ def start_import(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqImp
             )
     try:
         deps.tasks.put(task)
+    except Exception:  # cleanup, then raised: nothing was accepted
+        _abandon(deps, task, inline=request.entries is not None)
+        raise
+    try:
         deps.queue.send_raw(QUEUE, {"task_id": task.id})
-    except Exception:
-        if not request.dry_run:
-            deps.faq.release_lease(kb.id, task.id)
+    except Exception as error:  # the task must not stay `queued` with nothing to run it
+        task.status = TaskStatus.FAILED
+        task.progress.update(status="failed", error="the import could not be queued")
+        task.errors["import"] = "the import could not be queued"
+        _abandon(deps, task, inline=request.entries is not None)
+        _save(deps, task)
+        if isinstance(error, ServiceUnreachable):  # SQS did not answer: the same request may work soon
+            raise ServiceUnavailable(
+                "the import queue is not answering; try again", code="queue_unavailable"
+            ) from error
         raise
     return task
+
+
+def _abandon(deps: Dependencies, task: Task, *, inline: bool) -> None:
+    """A start that failed: the knowledge base is free again, and an inline source goes (an uploaded file
+    stays, for the retry)."""
+    if not task.params.get("dry_run"):
+        deps.faq.release_lease(task.kb_id, task.id)
+    if inline:
+        deps.inbox.delete(str(task.params["source"]))
 
 
 def last_result(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
@@ -142,12 +181,17 @@ class LeaseLost(Exception):
     """Another import holds the knowledge base (this one's lease expired and was taken)."""
 
 
+def _finished(task: Task) -> bool:
+    return task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING)
+
+
 def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
     task = deps.tasks.get(task_id)
     if task is None or task.kind != TaskKind.FAQ_IMPORT:
         return
-    if task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
-        return  # finished by an earlier delivery
+    if _finished(task):  # by an earlier delivery, which may have stopped before tidying up after itself
+        _settle(deps, task)
+        return
     kb = deps.kbs.get(task.kb_id)
     if kb is None or kb.status == "deleting":
         _finish(deps, task, None, TaskStatus.FAILED, error="the knowledge base no longer exists")
@@ -167,15 +211,26 @@ def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
         _fail_without_lease(deps, task, str(error))
     except StageError as error:
         if error.permanent or last_try:
-            _finish(deps, task, kb, TaskStatus.FAILED, error=error.message)
+            _fail_for_good(deps, task, kb, error.message)
             return
         raise  # transient or throttled: the message comes back (stages/faq_import.py)
     except Exception:
         if last_try:  # the message goes to the DLQ: the task says so, and the knowledge base is free again
             logger.exception("FAQ import failed for good", extra={"task_id": task.id})
-            _finish(deps, task, kb, TaskStatus.FAILED, error="the import failed after its last try")
+            _fail_for_good(deps, task, kb, "the import failed after its last try")
             return
         raise
+
+
+def _fail_for_good(deps: Dependencies, task: Task, kb: KnowledgeBase, error: str) -> None:
+    """A failure no retry will cure. One that came after the import's end was decided (saving it, its event,
+    the purge that follows) leaves that end as it was, saved again: the rows were imported."""
+    if not _finished(task):
+        _finish(deps, task, kb, TaskStatus.FAILED, error=error)
+        return
+    if _save(deps, task):
+        task_finished(deps, task)
+    _settle(deps, task)
 
 
 def _renew(deps: Dependencies, task: Task) -> None:
@@ -235,21 +290,22 @@ def _failures(rows: Sequence[PlannedRow]) -> list[dict[str, Any]]:
 
 
 def _report_dry_run(deps: Dependencies, task: Task, plan: Plan) -> None:
+    """Saved first; the inline source goes after (_settle), so a failed save is simply redone."""
     tally = counts(plan.rows)
     task.done = len(plan.rows)
     task.succeeded, task.failed = tally["success"], tally["failed"]
-    task.status = TaskStatus.COMPLETED
     task.progress.update(
-        status="completed",
         total=len(plan.rows),
         processed=len(plan.rows),
         deleted=len(plan.delete),
         failures=_failures(plan.rows),
         **tally,
     )
-    _cleanup_objects(deps, task)
+    task.status = TaskStatus.COMPLETED
+    task.progress["status"] = task.status.value
     if _save(deps, task):
         task_finished(deps, task)
+    _settle(deps, task)
 
 
 def _execute(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan) -> None:
@@ -356,8 +412,9 @@ def _finish(
     plan: Plan | None = None,
     error: str = "",
 ) -> None:
-    task.status = status
-    task.progress["status"] = status.value
+    """Records the end (tags, failed rows, last result) and saves the task; the source and plan objects
+    and the lease stay until that save is done (_settle), so a save that fails is redone by the next
+    delivery from the plan, and a delivery after it finds the task finished and only tidies up."""
     if error:
         task.progress["error"] = error
         task.errors["import"] = error
@@ -400,14 +457,22 @@ def _finish(
                 },
             },
         )
-    _cleanup_objects(deps, task)
+    task.status = status  # only now: until the save, the task is not finished (_fail_for_good)
+    task.progress["status"] = status.value
     if _save(deps, task):
         task_finished(deps, task)
+    _settle(deps, task)
+    if kb is not None and status is not TaskStatus.COMPLETED and not task.params.get("dry_run"):
+        # last, once the task is settled: a store that fails here leaves them to the next import
+        _purge_unindexed(deps, kb, list(all_entries(deps, kb.id)))
+
+
+def _settle(deps: Dependencies, task: Task) -> None:
+    """After a finished task is saved, and again on any later delivery of it (idempotent): the source and
+    plan objects go and the lease is released by its owner (a no-op once another import holds it)."""
+    _cleanup_objects(deps, task)
     if not task.params.get("dry_run"):
         deps.faq.release_lease(task.kb_id, task.id)
-        if kb is not None and status is not TaskStatus.COMPLETED:
-            # last, once the task is settled: a store that fails here leaves them to the next import
-            _purge_unindexed(deps, kb, list(all_entries(deps, kb.id)))
 
 
 def _purge_unindexed(

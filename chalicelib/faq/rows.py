@@ -4,6 +4,12 @@ CSV and XLSX follow WeKnora's template: a header row, then one entry per row wit
 category, question, similar questions, negative questions, answers (lists `##`-joined), answer-all,
 disabled. Headers are matched by name (English or WeKnora's Chinese); a file without a known header is
 read by position in that order.
+
+One import reads, plans and stores every row in one delivery of a 1024 MB function, so a file is bounded
+(MAX_FILE_BYTES, checked when the import starts and again here) and so is what it holds once read: at most
+MAX_ROWS entries, and for a spreadsheet (compressed: its size says little) MAX_TEXT_CHARS of cell text. A
+CSV's lines are bounded too (MAX_CSV_LINES: a file of blank lines is millions of empty rows). Beyond any of
+them the import fails at once with the limit as its reason.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from chalicelib.domain import strict_json
-from chalicelib.domain.csv_rows import read_csv_rows
+from chalicelib.domain.csv_rows import TooManyCells, read_csv_rows
 from chalicelib.faq.validation import ImportRow, PlannedRow
 
 LIST_SEPARATOR = "##"
@@ -56,9 +62,30 @@ _ALIASES: dict[str, str] = {
 }
 TRUE = {"true", "yes", "y", "1", "是", "t"}
 
+#: an uploaded import file (413 `import_file_too_large` when the import starts)
+MAX_FILE_BYTES = 10 * 1024 * 1024
+#: entries one import holds (header and blank rows not counted)
+MAX_ROWS = 50_000
+#: cell text a spreadsheet may unpack to, and the cells a CSV or spreadsheet may hold
+MAX_TEXT_CHARS = MAX_FILE_BYTES
+MAX_CELLS = 20 * MAX_ROWS
+#: physical lines of a CSV (a quoted cell may span several)
+MAX_CSV_LINES = 1_000_000
+
 
 class SourceError(ValueError):
     """The uploaded object cannot be read as an import (permanent: a retry reads the same bytes)."""
+
+
+def _too_many_rows() -> SourceError:
+    return SourceError(f"the file holds more than {MAX_ROWS:,} entries: split it into several imports")
+
+
+def _too_much(what: str) -> SourceError:
+    return SourceError(
+        f"the file holds more {what} than an import reads (at most {MAX_ROWS:,} entries and "
+        f"{MAX_TEXT_CHARS // (1024 * 1024)} MB of text): split it into several imports"
+    )
 
 
 def _text(value: Any) -> str:
@@ -112,6 +139,8 @@ def _from_table(table: Sequence[Sequence[Any]]) -> list[ImportRow]:
     else:
         positions = {name: i for i, name in enumerate(COLUMNS)}
         body = rows
+    if len(body) > MAX_ROWS:
+        raise _too_many_rows()
     out = []
     for number, cells in enumerate(body, start=1):
 
@@ -135,7 +164,9 @@ def _from_table(table: Sequence[Sequence[Any]]) -> list[ImportRow]:
 
 
 def _xlsx_rows(data: bytes) -> list[list[Any]]:
-    """The first sheet's cell values (openpyxl, read-only: rows stream, formulas as cached values)."""
+    """The first sheet's non-blank rows, each up to its last value (openpyxl, read-only: rows stream,
+    formulas as cached values). Counted while they stream: past MAX_ROWS rows (and a header), MAX_CELLS
+    cells or MAX_TEXT_CHARS characters the rest is not read (SourceError)."""
     import zlib
     from zipfile import BadZipFile
 
@@ -161,15 +192,41 @@ def _xlsx_rows(data: bytes) -> list[list[Any]]:
         book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
         try:
             sheet = book.worksheets[0] if book.worksheets else None
-            return [list(row) for row in sheet.iter_rows(values_only=True)] if sheet is not None else []
+            return _bounded(sheet.iter_rows(values_only=True)) if sheet is not None else []
         finally:
             book.close()
+    except SourceError:  # a limit reached while the rows streamed (a ValueError too): as it is
+        raise
     except damaged as error:
         raise SourceError(f"the spreadsheet cannot be read: {type(error).__name__}") from error
 
 
+def _bounded(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
+    kept: list[list[Any]] = []
+    cells = chars = 0
+    for values in rows:
+        row = list(values)
+        while row and _text(row[-1]) == "":  # a sheet formatted far right or down pads rows with blanks
+            row.pop()
+        if not row:
+            continue
+        cells += len(row)
+        chars += sum(len(v) for v in row if isinstance(v, str))
+        if cells > MAX_CELLS or chars > MAX_TEXT_CHARS:
+            raise _too_much("cells" if cells > MAX_CELLS else "text")
+        kept.append(row)
+        if len(kept) > MAX_ROWS + 1:  # a header, then the entries
+            raise _too_many_rows()
+    return kept
+
+
 def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
-    """Rows of an uploaded object by its extension (json, csv, xlsx). Raises SourceError."""
+    """Rows of an uploaded object by its extension (json, csv, xlsx), within the limits above. Raises
+    SourceError."""
+    if len(data) > MAX_FILE_BYTES:  # replaced through its upload URL after the import started
+        raise SourceError(
+            f"the file is over {MAX_FILE_BYTES // (1024 * 1024)} MB: split it into several imports"
+        )
     kind = file_name.rsplit(".", 1)[-1].lower() if "." in file_name else ""
     if kind == "json":
         try:
@@ -182,14 +239,20 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
             parsed = parsed.get("entries")
         if not isinstance(parsed, list) or not all(isinstance(e, dict) for e in parsed):
             raise SourceError('the JSON file must be a list of entry objects (or {"entries": [...]})')
+        if len(parsed) > MAX_ROWS:
+            raise _too_many_rows()
         return [row_from_mapping(i, e) for i, e in enumerate(parsed, start=1)]
     if kind == "csv":
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as error:
             raise SourceError("the CSV file is not UTF-8") from error
+        if max(text.count("\n"), text.count("\r")) > MAX_CSV_LINES:
+            raise _too_much("lines")
         try:
-            return _from_table(read_csv_rows(text).rows)
+            return _from_table(read_csv_rows(text, max_cells=MAX_CELLS).rows)
+        except TooManyCells as error:
+            raise _too_much("cells") from error
         except csv.Error as error:
             raise SourceError(f"the CSV file cannot be read: {error}") from error
     if kind == "xlsx":

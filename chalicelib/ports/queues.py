@@ -20,10 +20,13 @@ class ServiceUnreachable(ConnectionError):
 
 class TaskQueue(Protocol):
     def send(self, stage: Stage, message: StageMessage, *, delay_seconds: int = 0) -> None:
-        """Enqueues the stage's next message. Raises on failure (the caller marks the row failed)."""
+        """Enqueues the stage's next message. Raises on failure (the caller marks the row failed):
+        ServiceUnreachable when SQS does not answer (throttled, down, unreachable)."""
         ...
 
-    def send_raw(self, queue: str, body: Mapping[str, Any], *, delay_seconds: int = 0) -> None: ...
+    def send_raw(self, queue: str, body: Mapping[str, Any], *, delay_seconds: int = 0) -> None:
+        """Enqueues a message as it is; raises as `send` does."""
+        ...
 
     def dead_letter(self, queue: str, body: str, reason: str) -> None:
         """Parks a message that can never succeed in the queue's DLQ, so it is kept, not lost."""

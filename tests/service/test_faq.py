@@ -922,3 +922,215 @@ def test_a_knowledge_base_deleted_while_an_import_writes_is_purged_after_the_imp
     space = IndexSpace.of(deps.embedding_model(faq_kb.embedding_model_id))
     assert left == [] and deps.engine().count(space, faq_kb.id, None) == 0
     assert deps.kbs.get(faq_kb.id) is None
+
+
+# ---------------------------------------------------------------- the import's end, its limits, its start
+
+
+def test_a_final_save_that_fails_is_redone_and_the_import_stays_completed(
+    deps: Services, faq_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end's save throttled once: the source and plan were already deleted, so the redelivery planned
+    again, found no source and failed an import whose every row was in."""
+    from chalicelib.domain.types import TaskStatus
+    from chalicelib.faq.importing import last_result
+
+    real, failed_once = deps.tasks.save_progress, []
+
+    def save_progress(task: Any) -> bool:
+        if task.status is TaskStatus.COMPLETED and not failed_once:
+            failed_once.append(task.id)
+            raise ConnectionError("ProvisionedThroughputExceededException")
+        return real(task)
+
+    monkeypatch.setattr(deps.tasks, "save_progress", save_progress)
+    view = run_import(deps, faq_kb, [entry(f"q{i}") for i in range(5)])
+    assert failed_once and view["status"] == "completed", view["progress"]
+    assert last_result(deps, faq_kb.tenant_id, faq_kb.id)["status"] == "completed"
+    assert len(entries_of(deps, faq_kb)) == 5 and deps.faq.get_lease(faq_kb.id) is None
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    assert inbox.keys(f"faq-imports/{faq_kb.tenant_id}/{faq_kb.id}/") == []  # source and plan gone after
+
+
+def test_a_store_that_fails_after_the_final_save_never_turns_the_import_failed(
+    deps: Services, faq_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deleting the source fails on every try (after the save, now): the import stays completed, and once
+    the store answers, any delivery of the message only tidies up (objects, lease)."""
+    from chalicelib.faq.importing import last_result
+    from chalicelib.stages import faq_import as worker
+
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+
+    def refused(url: str) -> None:
+        raise ConnectionError("SlowDown")
+
+    monkeypatch.setattr(inbox, "delete", refused)
+    view = run_import(deps, faq_kb, [entry(f"q{i}") for i in range(5)])
+    assert view["status"] == "completed", view["progress"]
+    assert last_result(deps, faq_kb.tenant_id, faq_kb.id)["status"] == "completed"
+    monkeypatch.undo()
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    queue.send_raw(QUEUE, {"task_id": view["id"]})  # a duplicate of the message, after the save
+    queue.deliver(QUEUE, worker.handle, deps)
+    assert task_view(deps, view["id"])["status"] == "completed" and len(entries_of(deps, faq_kb)) == 5
+    assert inbox.keys(f"faq-imports/{faq_kb.tenant_id}/{faq_kb.id}/") == []
+    assert deps.faq.get_lease(faq_kb.id) is None
+
+
+def test_a_dry_run_whose_save_fails_reports_on_the_next_delivery(
+    deps: Services, faq_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chalicelib.domain.types import TaskStatus
+
+    real, failed_once = deps.tasks.save_progress, []
+
+    def save_progress(task: Any) -> bool:
+        if task.status is TaskStatus.COMPLETED and not failed_once:
+            failed_once.append(task.id)
+            raise ConnectionError("RequestTimeout")
+        return real(task)
+
+    monkeypatch.setattr(deps.tasks, "save_progress", save_progress)
+    view = run_import(deps, faq_kb, [entry("ok"), entry("")], dry_run=True)
+    assert failed_once and view["status"] == "completed", view["progress"]
+    assert view["progress"]["success"] == 1 and view["progress"]["failed"] == 1
+
+
+def _upload(deps: Services, kb: KnowledgeBase, file_name: str, data: bytes) -> str:
+    from chalicelib.faq.commands import FaqUploadUrlRequest
+    from chalicelib.faq.importing import upload_url
+
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    grant = upload_url(deps, kb.tenant_id, kb.id, FaqUploadUrlRequest(file_name=file_name))
+    inbox.put_presigned(grant["upload_url"], data)
+    return str(grant["object_key"])
+
+
+def test_an_upload_over_the_size_limit_is_refused_when_the_import_starts(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    from chalicelib.domain.errors import PayloadTooLarge
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+    from chalicelib.faq.rows import MAX_FILE_BYTES
+
+    key = _upload(deps, faq_kb, "faq.csv", b"question,answers\n" + b"q,a\n" * (MAX_FILE_BYTES // 4))
+    with pytest.raises(PayloadTooLarge) as refused:
+        start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=key))
+    assert refused.value.status == 413 and refused.value.code == "import_file_too_large"
+    assert deps.faq.get_lease(faq_kb.id) is None and deps.queue.waiting(QUEUE) == []  # type: ignore[attr-defined]
+
+
+def test_a_file_replaced_by_a_larger_one_after_the_start_fails_with_the_reason(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    """The upload URL still works after the import started: the worker checks the size again."""
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+    from chalicelib.faq.rows import MAX_FILE_BYTES
+
+    key = _upload(deps, faq_kb, "faq.csv", b"question,answers\nq,a\n")
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=key))
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    inbox.save(key, b"question,answers\n" + b"q,a\n" * (MAX_FILE_BYTES // 4))
+    drain(deps)
+    view = task_view(deps, task.id)
+    assert view["status"] == "failed" and "MB" in view["progress"]["error"], view["progress"]
+    assert deps.faq.get_lease(faq_kb.id) is None
+
+
+OVER_THE_LIMITS = {
+    # name: (file name, content, limit patched down, reason)
+    "csv-rows": (
+        "faq.csv",
+        "question,answers\n" + "".join(f"q{i},a\n" for i in range(6)),
+        "more than 5 entries",
+    ),
+    "json-rows": ("faq.json", json.dumps([entry(f"q{i}") for i in range(6)]), "more than 5 entries"),
+    "csv-blank-lines": ("faq.csv", "question,answers\nq,a\n" + "\n" * 200, "more lines"),
+    "csv-cells": ("faq.csv", "question,answers\n" + "q,a" + ",x" * 200 + "\n", "more cells"),
+}
+
+
+@pytest.mark.parametrize("case", OVER_THE_LIMITS, ids=str)
+def test_a_file_past_a_row_or_cell_limit_fails_at_once_and_frees_the_knowledge_base(
+    deps: Services, faq_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    from chalicelib.faq import rows
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+
+    monkeypatch.setattr(rows, "MAX_ROWS", 5)
+    monkeypatch.setattr(rows, "MAX_CSV_LINES", 100)
+    monkeypatch.setattr(rows, "MAX_CELLS", 100)
+    file_name, text, reason = OVER_THE_LIMITS[case]
+    key = _upload(deps, faq_kb, file_name, text.encode())
+    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=key))
+    drain(deps)
+    view = task_view(deps, task.id)
+    assert view["status"] == "failed" and reason in view["progress"]["error"], view["progress"]
+    assert "split it into several imports" in view["progress"]["error"]
+    assert deps.faq.get_lease(faq_kb.id) is None and entries_of(deps, faq_kb) == {}
+
+
+def test_a_spreadsheet_is_bounded_while_it_streams(
+    deps: Services, faq_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An xlsx is compressed: 50,000 answers of 20,000 characters are 2 MB; the text is counted as the rows
+    stream, and rows padded far to the right or left blank do not count."""
+    import openpyxl
+
+    from chalicelib.faq import rows
+    from chalicelib.faq.rows import SourceError, read_rows
+
+    def workbook(body: list[list[Any]]) -> bytes:
+        book = openpyxl.Workbook()
+        sheet = book.active
+        assert sheet is not None
+        for row in [["question", "answers"], *body]:
+            sheet.append(row)
+        out = io.BytesIO()
+        book.save(out)
+        return out.getvalue()
+
+    monkeypatch.setattr(rows, "MAX_TEXT_CHARS", 1000)
+    with pytest.raises(SourceError, match="more text"):
+        read_rows(workbook([[f"q{i}", "x" * 200] for i in range(10)]), "faq.xlsx")
+    padded = workbook([["q1", "a1", None, None, "", None], [None, None], ["q2", "a2"]])
+    assert [r.question for r in read_rows(padded, "faq.xlsx")] == ["q1", "q2"]
+    monkeypatch.setattr(rows, "MAX_ROWS", 1)
+    with pytest.raises(SourceError, match="more than 1 entries"):
+        read_rows(padded, "faq.xlsx")
+
+
+def test_a_queue_that_does_not_answer_is_a_503_and_leaves_no_queued_task(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    """The task row was written before the send: a failed send left it `queued` with nothing to run it,
+    and the caller got a 500."""
+    from chalicelib.domain.errors import ServiceUnavailable
+    from chalicelib.faq.commands import FaqImportRequest
+    from chalicelib.faq.importing import start_import
+
+    queue, inbox = deps.queue, deps.inbox
+    assert isinstance(queue, MemoryTaskQueue) and isinstance(inbox, MemoryFileStore)
+    before = set(deps.tasks._rows)  # type: ignore[attr-defined]
+    queue.make_unavailable(QUEUE)
+    for dry_run in (False, True):
+        with pytest.raises(ServiceUnavailable) as refused:
+            start_import(
+                deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(entries=[entry("q")], dry_run=dry_run)
+            )
+        assert refused.value.status == 503 and refused.value.code == "queue_unavailable"
+    tasks = [deps.tasks.get(t) for t in set(deps.tasks._rows) - before]  # type: ignore[attr-defined]
+    assert len(tasks) == 2 and all(t is not None and t.status.value == "failed" for t in tasks)
+    assert deps.faq.get_lease(faq_kb.id) is None
+    assert inbox.keys(f"faq-imports/{faq_kb.tenant_id}/{faq_kb.id}/") == []  # the inline sources
+    queue.make_unavailable(QUEUE, False)
+    assert run_import(deps, faq_kb, [entry("q")])["progress"]["added"] == 1  # the retry goes through

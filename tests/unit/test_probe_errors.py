@@ -1,6 +1,7 @@
-"""The probes housekeeping relies on (a queue's backlog, whether an execution runs) tell an AWS service that
-did not answer (ServiceUnreachable: the caller may treat the fact as unknown) from a refused call, which
-stays a ClientError and surfaces. Pinned with botocore's Stubber: moto neither throttles nor denies."""
+"""The probes housekeeping relies on (a queue's backlog, whether an execution runs), and a send, tell an AWS
+service that did not answer (ServiceUnreachable: the caller may treat the fact as unknown) from a refused
+call, which stays a ClientError and surfaces. Pinned with botocore's Stubber: moto neither throttles nor
+denies."""
 
 from __future__ import annotations
 
@@ -43,6 +44,22 @@ def test_a_backlog_read_tells_an_unanswered_call_from_a_refused_one(
         stub.add_client_error("get_queue_attributes", service_error_code=code, http_status_code=status)
         with pytest.raises(ServiceUnreachable if unanswered else ClientError) as raised:
             queue.backlog("chunking")
+        assert isinstance(raised.value, ServiceUnreachable) == unanswered
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "unanswered"),
+    [(code, status, True) for code, status in UNANSWERED]
+    + [(code, status, False) for code, status in REFUSED],
+)
+def test_a_send_tells_an_unanswered_call_from_a_refused_one(code: str, status: int, unanswered: bool) -> None:
+    """A caller that can answer "try again" (an FAQ import's start: 503 queue_unavailable) needs to know."""
+    client = boto3.client("sqs", **KEYS)
+    with Stubber(client) as stub:
+        queue = _sqs(stub)
+        stub.add_client_error("send_message", service_error_code=code, http_status_code=status)
+        with pytest.raises(ServiceUnreachable if unanswered else ClientError) as raised:
+            queue.send_raw("chunking", {"task_id": "t1"})
         assert isinstance(raised.value, ServiceUnreachable) == unanswered
 
 
