@@ -87,6 +87,12 @@ DOUBTED_LATIN_SCRIPT = "Han"
 HAN_PAGE_SHARE = 0.2
 #: below this OSD script confidence the page is read with the default languages (too little text to tell)
 MIN_SCRIPT_CONFIDENCE = 0.0
+#: characters tesseract may not output. The dotted zero of monospace fonts (DejaVu Sans Mono: a dot inside
+#: the 0) sits on the eng model's boundary between "0" and "©": on debian-reference-p40 the reading flips
+#: between them with a 2% change of the enlargement (any factor 1–3×), and "0" is always the runner-up
+#: (72 readings of the page's three zeros: 71 "0" without © and ®, one "@"). A real © or ® read as
+#: something else costs no search term (the index's tokenizer drops symbols); a zero read as © does.
+EXCLUDED_CHARACTERS = "©®"
 _CJK = (
     "\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 )
@@ -628,9 +634,19 @@ class TesseractOcr:
             return self.languages(), osd.script
         return chosen, osd.script
 
+    def _read_args(self, languages: Sequence[str]) -> list[str]:
+        """tesseract's arguments for reading a page with `languages` (EXCLUDED_CHARACTERS left out)."""
+        return [
+            "-l",
+            "+".join(languages),
+            "--psm",
+            str(self.psm),
+            "-c",
+            f"tessedit_char_blacklist={EXCLUDED_CHARACTERS}",
+        ]
+
     def _recognize(self, data: bytes, languages: Sequence[str], *, tsv: bool = False) -> str:
-        args = ["-l", "+".join(languages), "--psm", str(self.psm), *(["tsv"] if tsv else [])]
-        proc = self._run(data, args)
+        proc = self._run(data, [*self._read_args(languages), *(["tsv"] if tsv else [])])
         if proc.returncode != 0:
             message = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["unknown error"]
             raise PermanentStageError(
@@ -642,7 +658,7 @@ class TesseractOcr:
         """Text and TSV words of one run (tesseract writes both only to files)."""
         with tempfile.TemporaryDirectory(prefix="ocr-") as tmp:
             base = Path(tmp) / "page"
-            cmd = [str(self.binary), "stdin", str(base), "-l", "+".join(languages), "--psm", str(self.psm)]
+            cmd = [str(self.binary), "stdin", str(base), *self._read_args(languages)]
             try:
                 with metering.child_process():
                     proc = subprocess.run(

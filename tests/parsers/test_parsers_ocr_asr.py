@@ -13,6 +13,7 @@ from PIL import Image
 
 from chalicelib.domain.errors import PermanentStageError, TransientStageError
 from chalicelib.parsers import build_docreader
+from chalicelib.parsers import ocr as ocr_module
 from chalicelib.parsers.asr import WhisperAsr, assemble_whisper_model
 from chalicelib.parsers.ocr import RapidOcr, TesseractOcr, TextractOcr, clean_ocr_text
 from chalicelib.ports import ReadRequest
@@ -46,8 +47,20 @@ def test_tesseract_reads_clean_page(corpus: Path) -> None:
 
 
 @pytest.mark.requires_tesseract
-def test_tesseract_gif_is_converted() -> None:
-    assert "Debian Reference" in tesseract.recognize(corpus_bytes("debian-reference-p40.gif"))
+@pytest.mark.parametrize("factor", [None, 2.1])
+def test_tesseract_gif_is_converted_and_its_dotted_zeros_read_as_zeros(
+    factor: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's `ls -l` lines show a file size of 0 in a dotted-zero monospace font, which tesseract's eng
+    model read as "©" at its enlargement (2×) and at 2.1× (ocr.EXCLUDED_CHARACTERS)."""
+    if factor is not None:
+        monkeypatch.setattr(ocr_module, "_upscale_factor", lambda width, height, dpi: factor)
+    text = tesseract.recognize(corpus_bytes("debian-reference-p40.gif"))
+    assert "Debian Reference" in text
+    sizes = [
+        line.split("penguin penguin")[1].split()[0] for line in text.splitlines() if "penguin penguin" in line
+    ]
+    assert sizes == ["0", "0", "0"], text
 
 
 @pytest.mark.requires_tesseract
