@@ -287,6 +287,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
         # an indexed (or failed) document gives its place at the door back and wakes the tenant's next waiter
         send_to("docreader"),
         Grant(("states:StartExecution",), ({"Ref": "KnowledgeStateMachine"},)),
+        # a message of an attempt handed over already starts its machine only if it does not run
+        Grant(("states:DescribeExecution",), (EXECUTIONS,)),
         SEARCH_INDEX,
         BEDROCK,
     ],

@@ -169,6 +169,15 @@ def leave_pipeline(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Non
     _give_back(deps, tenant_id, knowledge_id, wake=True)
 
 
+def attempt_leaves_pipeline(deps: Dependencies, tenant_id: str, knowledge_id: str, attempt: int) -> None:
+    """An attempt that stopped or failed gives the document's place back, unless a newer attempt holds it
+    now: a reparse keeps the document's place, so the old attempt's end must not free it."""
+    row = deps.knowledge.get(knowledge_id)
+    if row is not None and row.attempt != attempt:
+        return
+    leave_pipeline(deps, tenant_id, knowledge_id)
+
+
 def _give_back(deps: Dependencies, tenant_id: str, knowledge_id: str, *, wake: bool) -> None:
     if deps.settings.tenant_pipeline_cap <= 0:
         return

@@ -323,8 +323,8 @@ def index_knowledge(
     model = require_usable_for_stage(deps, kb)
     space = IndexSpace.of(model)
     engine = deps.engine(kb.retrieval_engine)
-    if cursor is None:  # a fresh start: entries of an earlier run of this knowledge go first
-        engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+    if cursor is None:  # a fresh start: entries of the knowledge's other attempts go first
+        _remove_other_attempts(engine, space, kb.id, knowledge)
 
     def report(run: EmbeddingRun, done: int) -> dict[str, Any]:
         return {
@@ -381,6 +381,16 @@ def index_knowledge(
     }
 
 
+def _remove_other_attempts(engine: Any, space: IndexSpace, kb_id: str, knowledge: Knowledge) -> None:
+    """Entries of the knowledge's other attempts (a superseded attempt's late window, a reparse's
+    leftovers). This attempt's own stay: its text entries are rewritten by chunk id anyway, and a message
+    delivered again must not take the entries enrichment has added since (a redelivered start had)."""
+    own = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
+    stale = [e.id for e in engine.entries_of(space, kb_id, knowledge.id) if not e.chunk_id.startswith(own)]
+    if stale:
+        engine.delete_by_ids(space, kb_id, stale)
+
+
 def _index_window(
     deps: Dependencies,
     knowledge: Knowledge,
@@ -399,7 +409,10 @@ def _index_window(
     if entries:
         _write_entries(deps, engine, space, entries)
     if not kept_after_write(
-        deps, knowledge, lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id])
+        deps,
+        knowledge,
+        lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id]),
+        undo_superseded=lambda: engine.delete_by_ids(space, kb.id, [e.id for e in entries]),
     ):
         raise Stopped("the row was deleted, cancelled or superseded while indexing")
 

@@ -36,11 +36,14 @@ def kept_after_write(
     undo: Callable[[], Any],
     *,
     undo_moved: Callable[[Knowledge], Any] | None = None,
+    undo_superseded: Callable[[], Any] | None = None,
 ) -> bool:
     """Re-reads the row right after a stage wrote for it. A row being deleted (or gone) gets `undo`, so a
     late write never resurrects a deleted document in search; a row moved to another knowledge base
     meanwhile gets `undo_moved` (with the row as it is now), as what was written under the old one is
-    orphaned there; a cancelled or superseded attempt keeps what it wrote but goes no further (False)."""
+    orphaned there; a cancelled or superseded attempt keeps what it wrote but goes no further (False),
+    except that a superseded one gets `undo_superseded` when given (what it wrote after the newer attempt
+    cleaned up would stay for good)."""
     row = deps.knowledge.get(knowledge.id)
     if row is None or row.parse_status == ParseStatus.DELETING:
         undo()
@@ -51,4 +54,8 @@ def kept_after_write(
             undo_moved(row)
         logger.info("a write landed after a move", extra={"knowledge_id": knowledge.id})
         return False
-    return row.attempt == knowledge.attempt and may_write(row.parse_status)
+    if row.attempt != knowledge.attempt:
+        if undo_superseded is not None:
+            undo_superseded()
+        return False
+    return may_write(row.parse_status)

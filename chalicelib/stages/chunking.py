@@ -15,6 +15,7 @@ from chalicelib.domain.ids import chunk_id, content_hash
 from chalicelib.domain.process_config import resolve
 from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
+from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.stage_queue import enqueue
@@ -42,6 +43,11 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
 def run(deps: Dependencies, message: StageMessage) -> None:
     knowledge = live_knowledge(deps, message)
     if knowledge is None:
+        return
+    if knowledge.processed_at is not None:
+        # indexed already (a redelivered message): chunking again would replace the chunks enrichment
+        # has added since and queue the embedding once more
+        logger.info("chunking: the attempt is indexed already", extra={"knowledge_id": knowledge.id})
         return
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:

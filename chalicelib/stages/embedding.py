@@ -23,7 +23,7 @@ from chalicelib.domain.types import Knowledge, KnowledgeBase, SpanStatus, Stage,
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, StorageQuotaExceeded
 from chalicelib.services.derived_data import remove_derived_data
-from chalicelib.services.fairness import leave_pipeline
+from chalicelib.services.fairness import attempt_leaves_pipeline, leave_pipeline
 from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, index_knowledge, index_slice
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.stage_queue import enqueue
@@ -46,6 +46,14 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     if message.is_slice:
         run_slice(deps, message, knowledge, kb)
         return
+    if knowledge.processed_at is not None:
+        # The attempt was handed over already (this is a redelivered or retried message): running again
+        # would re-enable a document disabled since and index what is indexed; what the hand-over may not
+        # have finished (a crash before the state machine started) is done again instead.
+        logger.info("embedding: the attempt is indexed already", extra={"knowledge_id": knowledge.id})
+        if not deps.workflow.is_running(execution_name(knowledge.id, knowledge.attempt)):
+            after_indexed(deps, knowledge, _images(deps, knowledge), None)
+        return
     offset, cursor = message.offset, message.cursor or None
     totals: ChunkTotals | None = None  # read once per invocation: the planner's read serves the indexing
     if offset and cursor is None:
@@ -64,7 +72,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         outputs = index_knowledge(deps, knowledge, kb, offset, cursor, message.counts, totals)
     except Stopped as stopped:
         logger.info(str(stopped), extra={"knowledge_id": knowledge.id})
-        leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
+        attempt_leaves_pipeline(deps, knowledge.tenant_id, knowledge.id, knowledge.attempt)
         return
     if outputs["next_cursor"] is not None:
         raise ContinueLater(
@@ -190,7 +198,7 @@ def run_slice(deps: Dependencies, message: StageMessage, knowledge: Knowledge, k
         outputs = index_slice(deps, knowledge, kb, max(first, message.offset), end, message.counts)
     except Stopped as stopped:
         logger.info(str(stopped), extra={"knowledge_id": knowledge.id})
-        leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
+        attempt_leaves_pipeline(deps, knowledge.tenant_id, knowledge.id, knowledge.attempt)
         return
     counts: dict[str, int] = outputs["counts"]
     if outputs["next_offset"] is not None:
@@ -279,10 +287,7 @@ NOT_DESCRIBED = (
 def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any]) -> None:
     """The document is indexed: enable it, end the span and start its state machine (once per attempt:
     the execution's name is the attempt's)."""
-    manifest = files_of(deps, knowledge).url_for(
-        images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
-    )
-    images = json.loads(deps.files.read(manifest))
+    images = _images(deps, knowledge)
     try:
         indexed = deps.knowledge.mark_indexed(
             knowledge.id,
@@ -297,6 +302,14 @@ def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any])
     if not indexed:
         logger.info("embedding: superseded or cancelled while indexing", extra={"knowledge_id": knowledge.id})
         return
+    after_indexed(deps, knowledge, images, outputs)
+
+
+def after_indexed(
+    deps: Dependencies, knowledge: Knowledge, images: list[dict[str, Any]], outputs: dict[str, Any] | None
+) -> None:
+    """The hand-over's steps after the row was marked indexed, each idempotent: done again by a message
+    of the attempt delivered once more (`outputs` None: the span keeps what the first run wrote)."""
     leave_pipeline(deps, knowledge.tenant_id, knowledge.id)  # indexed: the next document may come in
     deps.tracker.end_stage(knowledge, Stage.EMBEDDING, outputs)
     if knowledge.attempt > 1:
@@ -330,6 +343,15 @@ def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any])
             ],
         },
     )
+
+
+def _images(deps: Dependencies, knowledge: Knowledge) -> list[dict[str, Any]]:
+    """The attempt's image manifest (what the docreader extracted)."""
+    manifest = files_of(deps, knowledge).url_for(
+        images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    )
+    images: list[dict[str, Any]] = json.loads(deps.files.read(manifest))
+    return images
 
 
 def remove_earlier_attempts(deps: Dependencies, knowledge: Knowledge, images: list[dict[str, Any]]) -> None:

@@ -39,7 +39,7 @@ from chalicelib.observability import logger, stage_outcome
 from chalicelib.ports import Dependencies
 from chalicelib.services.deadline import deadline_of, stage_deadline
 from chalicelib.services.events import knowledge_changed_by_id
-from chalicelib.services.fairness import leave_pipeline
+from chalicelib.services.fairness import attempt_leaves_pipeline
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.usage import metered_invocation
 from chalicelib.stages.messages import StageMessageModel, TaskMessageModel
@@ -103,7 +103,7 @@ def fail_knowledge(deps: Dependencies, message: StageMessage, stage: Stage, code
             error_message=reason,
         )
     deps.tracker.fail_stage(message.knowledge_id, message.attempt, stage, code, reason)
-    leave_pipeline(deps, message.tenant_id, message.knowledge_id)
+    attempt_leaves_pipeline(deps, message.tenant_id, message.knowledge_id, message.attempt)
 
 
 def run_stage(
