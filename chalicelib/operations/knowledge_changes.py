@@ -8,10 +8,11 @@ the row disappears from use at once), records a task and queues it. The lifecycl
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from chalicelib.commands import BatchDeleteRequest, BatchReparseRequest, EditKnowledgeRequest, ReparseRequest
-from chalicelib.domain.errors import BadRequest, NotFound, PayloadTooLarge
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name, file_md5
 from chalicelib.domain.status import CANCEL_FROM
@@ -116,6 +117,10 @@ def cancel(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
 
 
 def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKnowledgeRequest) -> Knowledge:
+    """Every check comes before any write, so a refused edit changes nothing. New text is written under a
+    new key, then the row is switched to it on condition that it still names the text this edit read; only
+    then does the old text go. An edit that lost that race (another edit's text, or a delete, came first)
+    removes its own object and answers 409 `knowledge_changed` (404 when the row is being deleted)."""
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status == ParseStatus.DELETING:
         raise BadRequest("the knowledge is being deleted", code="invalid_state")
@@ -125,16 +130,30 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     from chalicelib.services.tagging import check_tag_ids, set_tags
 
     tag_ids = None if request.tag_ids is None else check_tag_ids(deps, knowledge.kb_id, request.tag_ids)
-    if request.content is not None:
-        fields.update(_new_manual_text(deps, knowledge, request.content))
+    text = None if request.content is None else _checked_manual_text(deps, knowledge, request.content)
+    switch = None
     if request.enable_status is not None and request.enable_status != knowledge.enable_status.value:
-        _set_searchable(deps, knowledge, request.enable_status == EnableStatus.ENABLED.value)
+        switch = _searchable_switch(deps, knowledge)  # or 400 not_indexed
         fields["enable_status"] = request.enable_status
-    if tag_ids is not None:  # after every check: a refused edit changes nothing
-        knowledge = set_tags(deps, knowledge, tag_ids)
-    updated = deps.knowledge.update_fields(knowledge.id, fields) if fields else knowledge
+    # ---- every check is behind us: from here on the edit writes
+    enabled = request.enable_status == EnableStatus.ENABLED.value
+    if switch is not None:  # first: a failure here leaves the row as it was, and a retry flips again
+        switch(enabled)
+    expect = None
+    if text is not None:  # the row takes the new text only while it names the text read above
+        expect = {
+            "file_path": knowledge.file_path,
+            "file_hash": knowledge.file_hash,
+            "file_size": knowledge.file_size,
+        }
+        fields.update(_save_manual_text(deps, knowledge, text))
+    updated = deps.knowledge.update_fields(knowledge.id, fields, expect=expect) if fields else knowledge
     if updated is None:
-        raise NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
+        _undo_edit(deps, knowledge, fields, switch)
+    if text is not None and knowledge.file_path and knowledge.file_path != fields["file_path"]:
+        deps.files.delete(knowledge.file_path)  # the row names the new text now: the old one is no one's
+    if tag_ids is not None:
+        updated = set_tags(deps, updated, tag_ids)
     if request.content is not None and knowledge.parse_status != ParseStatus.DRAFT:
         reparsed = reparse(
             deps, tenant_id, knowledge.id, ReparseRequest()
@@ -153,7 +172,27 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     return updated
 
 
-def _new_manual_text(deps: Dependencies, knowledge: Knowledge, raw: str) -> dict[str, Any]:
+def _undo_edit(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    fields: dict[str, Any],
+    switch: Callable[[bool], None] | None,
+) -> NoReturn:
+    """The row did not take the edit: its own new text goes (nothing names it), and why is answered."""
+    if "file_path" in fields and fields["file_path"] != knowledge.file_path:
+        deps.files.delete(fields["file_path"])
+    current = deps.knowledge.get(knowledge.id)
+    if current is None or current.parse_status == ParseStatus.DELETING:
+        raise NotFound(f"knowledge {knowledge.id} not found", code="knowledge_not_found")
+    if switch is not None:  # the index entries go back to what the row says
+        switch(current.enable_status == EnableStatus.ENABLED)
+    raise Conflict(
+        f"knowledge {knowledge.id} was changed by another request meanwhile; read it and try again",
+        code="knowledge_changed",
+    )
+
+
+def _checked_manual_text(deps: Dependencies, knowledge: Knowledge, raw: str) -> bytes:
     if knowledge.type != KnowledgeType.MANUAL:
         raise BadRequest("only hand-written (manual) knowledge has editable text", code="not_manual")
     content = sanitize_manual(raw)
@@ -163,17 +202,20 @@ def _new_manual_text(deps: Dependencies, knowledge: Knowledge, raw: str) -> dict
         raise PayloadTooLarge(
             f"content is over {deps.settings.manual_max_runes} characters", code="content_too_long"
         )
-    data = content.encode()
+    return content.encode()
+
+
+def _save_manual_text(deps: Dependencies, knowledge: Knowledge, data: bytes) -> dict[str, Any]:
+    """The new text under a new key (the old one stays until the row no longer names it)."""
     url = files_of(deps, knowledge).save(
         source_object_key(knowledge.tenant_id, knowledge.id, "md"), data, "text/markdown"
     )
-    if knowledge.file_path and knowledge.file_path != url:
-        deps.files.delete(knowledge.file_path)
     return {"file_path": url, "file_size": len(data), "file_hash": file_md5(data)}
 
 
-def _set_searchable(deps: Dependencies, knowledge: Knowledge, enabled: bool) -> None:
-    """Flips the index entries of every chunk: no re-embedding, the vectors stay where they are."""
+def _searchable_switch(deps: Dependencies, knowledge: Knowledge) -> Callable[[bool], None] | None:
+    """Checks that the document can be enabled or disabled, and returns what flips the index entries of
+    every chunk (no re-embedding: the vectors stay where they are); None when there are none to flip."""
     if knowledge.parse_status not in (ParseStatus.COMPLETED, ParseStatus.FINALIZING):
         raise BadRequest(
             "only an indexed knowledge (finalizing or completed) can be enabled or disabled",
@@ -181,11 +223,16 @@ def _set_searchable(deps: Dependencies, knowledge: Knowledge, enabled: bool) -> 
         )
     kb = require_kb(deps, knowledge.tenant_id, knowledge.kb_id)
     if not kb.indexing_strategy.needs_embedding:
-        return
-    # a chunk switched off on its own stays off when its document comes back
-    chunk_ids = [c.id for c in deps.chunks.list(knowledge.id) if c.is_enabled or not enabled]
+        return None
     model = require_usable_for_api(deps, kb)
-    deps.engine(kb.retrieval_engine).set_enabled(IndexSpace.of(model), kb.id, chunk_ids, enabled)
+    engine = deps.engine(kb.retrieval_engine)
+
+    def switch(enabled: bool) -> None:
+        # a chunk switched off on its own stays off when its document comes back
+        chunk_ids = [c.id for c in deps.chunks.list(knowledge.id) if c.is_enabled or not enabled]
+        engine.set_enabled(IndexSpace.of(model), kb.id, chunk_ids, enabled)
+
+    return switch
 
 
 def publish(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:

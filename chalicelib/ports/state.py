@@ -281,11 +281,14 @@ class KnowledgeRepo(Protocol):
         is missing or not in one of those states."""
         ...
 
-    def update_fields(self, knowledge_id: str, fields: Mapping[str, Any]) -> Knowledge | None:
+    def update_fields(
+        self, knowledge_id: str, fields: Mapping[str, Any], *, expect: Mapping[str, Any] | None = None
+    ) -> Knowledge | None:
         """Sets editable fields (title, description, metadata, tag_ids, enable_status; file_path, file_size
-        and file_hash of a manual document's new text; file_path and storage_backend of a document whose
-        objects moved to another backend) unless the row is being deleted; None when it is missing or
-        being deleted."""
+        and file_hash of a manual document's new text or a fetched URL's size; file_path and storage_backend
+        of a document whose objects moved to another backend) unless the row is being deleted or, with
+        `expect`, one of those fields, `attempt` or `parse_status` no longer holds the value given (the same
+        conditional write). None when it is missing, being deleted or changed."""
         ...
 
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:

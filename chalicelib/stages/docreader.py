@@ -28,7 +28,7 @@ from chalicelib.domain.languages import with_languages
 from chalicelib.domain.markup import strip_active_content
 from chalicelib.domain.process_config import engine_rules, resolve
 from chalicelib.domain.storage_keys import exports_key, images_manifest_key, parsed_markdown_key
-from chalicelib.domain.types import Knowledge, KnowledgeType, Stage, StageMessage
+from chalicelib.domain.types import Knowledge, KnowledgeType, ParseStatus, Stage, StageMessage
 from chalicelib.domain.urls import redact_credentials
 from chalicelib.observability import logger
 from chalicelib.parsers.asr import (
@@ -213,7 +213,9 @@ def _pages(metadata: dict[str, Any]) -> dict[str, int]:
 def _source(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, str]:
     """(data, file_name, file_type, title) of the knowledge's source."""
     if knowledge.type in (KnowledgeType.URL, KnowledgeType.FILE_URL):
-        return _fetch_url(deps, knowledge)
+        fetched = _fetch_url(deps, knowledge)
+        _record_fetched_size(deps, knowledge, len(fetched[0]))
+        return fetched
     try:
         data = deps.files.read(knowledge.file_path)
     except ObjectNotRetained as error:  # the `dummy` backend: the file was accepted and kept nowhere
@@ -250,6 +252,25 @@ def _fetch_url(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, st
             code=SpanErrorCode.UNSUPPORTED_TYPE,
         )
     return document.data, document.file_name, document.file_type, document.title or knowledge.title
+
+
+def _record_fetched_size(deps: Dependencies, knowledge: Knowledge, size: int) -> None:
+    """A URL's size is known only once it is fetched: it goes on the row, as an upload's does at create,
+    so indexing counts it against the tenant's storage (and a size that does not fit fails the document
+    with `quota_exceeded`). Only for this very try, still processing (one conditional write); a
+    redelivery writes what it fetched itself, and a row that moved on is left as it is."""
+    if size == knowledge.file_size:
+        return
+    recorded = deps.knowledge.update_fields(
+        knowledge.id,
+        {"file_size": size},
+        expect={"attempt": knowledge.attempt, "parse_status": ParseStatus.PROCESSING.value},
+    )
+    if recorded is None:
+        logger.info(
+            "docreader: the row moved on before the fetched size was recorded",
+            extra={"knowledge_id": knowledge.id, "attempt": knowledge.attempt},
+        )
 
 
 def _store_images(

@@ -144,6 +144,46 @@ class RepoContract:
         assert switched is not None and switched.storage_backend == ""
         assert switched.file_path == "s3://files/t1/k/source.md" and switched.title == "renamed"
 
+    def test_an_update_expecting_what_it_read_is_refused_once_that_changed(self, repos: Repos) -> None:
+        """`expect`: the fields are set only while the row still holds what the caller read, in the same
+        conditional write. Of two edits that read the same text only one replaces it (the other learns it
+        lost and removes its own object); a worker writes only for its own try (attempt, status)."""
+        k = row(type=KnowledgeType.MANUAL, file_path="mem://files/t1/k/a.md", file_hash="h1", file_size=3)
+        repos.knowledge.insert(k)
+        read = {"file_path": k.file_path, "file_hash": "h1", "file_size": 3}
+        texts = [{"file_path": f"mem://files/t1/k/{n}.md", "file_hash": n, "file_size": 5} for n in "bcdef"]
+        with ThreadPoolExecutor(max_workers=5) as pool:
+            outcomes = list(pool.map(lambda t: repos.knowledge.update_fields(k.id, t, expect=read), texts))
+        winners = [o for o in outcomes if o is not None]
+        assert len(winners) == 1
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None
+        assert (stored.file_path, stored.file_hash, stored.file_size) == (
+            winners[0].file_path,
+            winners[0].file_hash,
+            5,
+        )  # the three fields of one text, never a mix
+        assert repos.knowledge.update_fields(k.id, {"title": "late"}, expect=read) is None
+        assert (got := repos.knowledge.get(k.id)) is not None and got.title == "notes.md"
+
+        assert repos.knowledge.update_fields(k.id, {"file_size": 9}, expect={"attempt": 2}) is None
+        moved = {"attempt": 1, "parse_status": ParseStatus.PROCESSING.value}
+        assert repos.knowledge.update_fields(k.id, {"file_size": 9}, expect=moved) is None
+        mine = {"attempt": 1, "parse_status": ParseStatus.PENDING.value}
+        sized = repos.knowledge.update_fields(k.id, {"file_size": 9}, expect=mine)
+        assert sized is not None and sized.file_size == 9
+
+        bare = row(type=KnowledgeType.URL, file_name="", file_type="html", file_size=0)
+        repos.knowledge.insert(bare)  # nothing stored yet: empty values are expected as written
+        first = repos.knowledge.update_fields(
+            bare.id, {"file_size": 7}, expect={"file_size": 0, "file_path": ""}
+        )
+        assert first is not None and first.file_size == 7
+
+        repos.knowledge.mark_deleting(k.id)  # a row being deleted changes no more, whatever is expected
+        assert repos.knowledge.update_fields(k.id, {"title": "x"}, expect={"attempt": 1}) is None
+        assert repos.knowledge.update_fields(new_id(), {"title": "x"}, expect={"attempt": 1}) is None
+
     def test_inserting_an_existing_id_fails_and_keeps_the_row(self, repos: Repos) -> None:
         first = row()
         repos.knowledge.insert(first)

@@ -59,6 +59,16 @@ def _same_file(k: Knowledge, kb_id: str) -> str | None:
     return same_file_key(kb_id, k.file_type, k.file_name, k.file_size)
 
 
+def _holds(attribute: Any, value: Any) -> Any:
+    """`attribute` is `value`; an empty value also when the attribute is absent (an item written before
+    the attribute had a default reads back as empty)."""
+    if value is None:
+        return attribute.does_not_exist()
+    if value in ("", 0):
+        return attribute.does_not_exist() | (attribute == value)
+    return attribute == value
+
+
 class DynamoKnowledgeRepo:
     def __init__(self, models: Models, region: str):
         self.model = models.knowledge
@@ -700,7 +710,9 @@ class DynamoKnowledgeRepo:
         ]
         return self._update(knowledge_id, actions, condition) is not None
 
-    def update_fields(self, knowledge_id: str, fields: Mapping[str, Any]) -> Knowledge | None:
+    def update_fields(
+        self, knowledge_id: str, fields: Mapping[str, Any], *, expect: Mapping[str, Any] | None = None
+    ) -> Knowledge | None:
         m = self.model
         attributes = {
             "title": m.title,
@@ -717,7 +729,13 @@ class DynamoKnowledgeRepo:
         }
         actions = [attributes[name].set(value) for name, value in fields.items()]
         actions.append(m.updated_at.set(now_iso()))
-        return self._update(knowledge_id, actions, m.parse_status != ParseStatus.DELETING.value)
+        condition = m.parse_status != ParseStatus.DELETING.value
+        checked = {**attributes, "attempt": m.attempt, "parse_status": m.parse_status}
+        for name, value in (expect or {}).items():
+            if name not in checked:
+                raise AttributeError(f"{name!r} cannot be expected")
+            condition &= _holds(checked[name], value)
+        return self._update(knowledge_id, actions, condition)
 
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:
         m = self.model

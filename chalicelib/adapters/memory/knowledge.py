@@ -299,7 +299,9 @@ class MemoryKnowledgeRepo:
 
         return self._update(knowledge_id, last_slot_released, change) is not None
 
-    def update_fields(self, knowledge_id: str, fields: Mapping[str, Any]) -> Knowledge | None:
+    def update_fields(
+        self, knowledge_id: str, fields: Mapping[str, Any], *, expect: Mapping[str, Any] | None = None
+    ) -> Knowledge | None:
         editable = {
             "title",
             "description",
@@ -320,7 +322,17 @@ class MemoryKnowledgeRepo:
                 setattr(k, name, EnableStatus(value) if name == "enable_status" else copy.deepcopy(value))
             k.updated_at = _now()
 
-        return self._update(knowledge_id, lambda k: k.parse_status != ParseStatus.DELETING, change)
+        checked = {"enable_status", "attempt", "parse_status", *editable}
+        wanted = dict(expect or {})
+        if unknown := set(wanted) - checked:
+            raise AttributeError(f"{sorted(unknown)!r} cannot be expected")
+
+        def holds(k: Knowledge) -> bool:  # the statuses are StrEnums: "processing" is PROCESSING
+            return k.parse_status != ParseStatus.DELETING and all(
+                getattr(k, name) == value for name, value in wanted.items()
+            )
+
+        return self._update(knowledge_id, holds, change)
 
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:
         def change(k: Knowledge) -> None:
