@@ -238,7 +238,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
         read_tables("tenants", "knowledge-bases", "knowledge", "dedupe", "tags", "turns", "resources"),
         write_tables("tenants", "knowledge", "dedupe", "tags", "turns", "resources"),
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects("uploads/"),)),
-        Grant(("s3:GetObject", "s3:PutObject"), (objects("intents/"),)),
+        # an accepted upload's intent is deleted (consumed): a replayed PUT cannot create it again
+        Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects("intents/"),)),
         Grant(("s3:PutObject",), (objects(),)),
         LIST_BUCKET,
         send_to("docreader"),

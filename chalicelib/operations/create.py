@@ -2,7 +2,9 @@
 
 Order, as the specification has it: gate the extension → dedupe → save the object → insert the row
 (pending/disabled) → enqueue the first stage. The row is never inserted when the save failed, the object
-is removed when the insert failed, and an enqueue failure leaves a `failed` row that reparse recovers.
+is removed (and the tenant's document place given back) when the insert failed, a row inserted into a
+knowledge base deleted meanwhile is taken away again, and an enqueue failure leaves a `failed` row that
+reparse recovers.
 """
 
 from __future__ import annotations
@@ -148,7 +150,10 @@ def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: Fil
 def _insert_or_remove_object(
     deps: Dependencies, knowledge: Knowledge, url: str | None, duplicate_code: str
 ) -> None:
-    from chalicelib.services.tagging import relate_new, unrelate_all
+    """Reserve the tenant's place → the tag relations → the row → the knowledge base once more. Every
+    failure after the reservation gives the place back and removes the relations and the object; a
+    knowledge base deleted meanwhile takes the row away again (`_undo_if_kb_closed`)."""
+    from chalicelib.services.tagging import relate_new
 
     if knowledge.parse_status == ParseStatus.PENDING:  # its docreader message follows: one write, not two
         knowledge.queued_stage, knowledge.queued_at = Stage.DOCREADER.value, visible_at()
@@ -158,19 +163,57 @@ def _insert_or_remove_object(
         if url:
             deps.files.delete(url)
         raise
-    relate_new(deps, knowledge)  # the tag relations first: a crash leaves a stale one, never a missing one
     try:
+        # the tag relations first: a crash leaves a stale one, never a missing one
+        relate_new(deps, knowledge)
         deps.knowledge.insert(knowledge)
     except BaseException as error:
-        unrelate_all(deps, knowledge)
-        if url:
-            deps.files.delete(url)
-        if reserved:
-            deps.tenants.release_document(knowledge.tenant_id)
+        _undo(deps, knowledge, url, inserted=False, reserved=reserved)
         if isinstance(error, DuplicateKnowledge):  # lost a race with an identical upload
             raise duplicate_error(error.existing, duplicate_code) from None
         raise
+    _undo_if_kb_closed(deps, knowledge, url)
     knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_CREATED)  # the insert happened once: announce it
+
+
+def _undo_if_kb_closed(deps: Dependencies, knowledge: Knowledge, url: str | None) -> None:
+    """The knowledge base read again after the insert: a delete that began while the object was saved found
+    no row to sweep, so this create takes its row (and with it the tenant's place), its relations and its
+    object away again, and answers as `require_kb` would now. A delete that begins after this read sweeps the
+    row itself (its task looks for rows once more just before the knowledge base goes); when both remove
+    it, the row's delete counts once."""
+    kb = deps.kbs.get(knowledge.kb_id)
+    if kb is not None and kb.status != "deleting":
+        return
+    _undo(deps, knowledge, url, inserted=True, reserved=True)
+    logger.warning(
+        "the knowledge base was deleted while a document was created: the create is undone",
+        extra={"knowledge_id": knowledge.id, "kb_id": knowledge.kb_id},
+    )
+    if kb is None:
+        raise NotFound(f"knowledge base {knowledge.kb_id} not found", code="kb_not_found")
+    raise Conflict(f"knowledge base {knowledge.kb_id} is being deleted", code="kb_deleting")
+
+
+def _undo(
+    deps: Dependencies, knowledge: Knowledge, url: str | None, *, inserted: bool, reserved: bool
+) -> None:
+    """A create taken back: the row (its delete gives the tenant's place back with it, once, whoever
+    deletes it) or else the reserved place, then the object, then the tag relations. Each step runs even
+    when one before it failed; the error still goes on (the message retries, the client sees a 500)."""
+    from chalicelib.services.tagging import unrelate_all
+
+    try:
+        if inserted:
+            deps.knowledge.delete(knowledge.id)
+        elif reserved:
+            deps.tenants.release_document(knowledge.tenant_id)
+    finally:
+        try:
+            if url:
+                deps.files.delete(url)
+        finally:
+            unrelate_all(deps, knowledge)
 
 
 # ---------------------------------------------------------------- presigned uploads
@@ -226,15 +269,17 @@ def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
     tenant_id, kb_id, knowledge_id, _ = parts
     object_url = deps.inbox.url_for(key)
     intent_url = deps.inbox.url_for(upload_intent_key(knowledge_id))
-    if not deps.inbox.exists(intent_url):
+    # The row before the intent: a delete removes the intent before the row (tasks/delete.py), so an intent
+    # read after the row was found missing is one no delete has consumed.
+    if deps.knowledge.get(knowledge_id) is not None:  # a redelivered event, or the same PUT again
+        _consume(deps, object_url, intent_url)
+        return None
+    if not deps.inbox.exists(intent_url):  # consumed (the document was accepted), or never granted
         logger.warning("no upload intent; the object is left for inspection", extra={"key": key})
         return None
     intent = json.loads(deps.inbox.read(intent_url))
     if intent["tenant_id"] != tenant_id or intent["kb_id"] != kb_id:
         logger.warning("upload key does not match its intent", extra={"key": key})
-        return None
-    if deps.knowledge.get(knowledge_id) is not None:  # redelivered event: already created
-        deps.inbox.delete(object_url)
         return None
     if not deps.inbox.exists(object_url):  # a redelivered event for an object already handled
         return None
@@ -265,8 +310,16 @@ def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
     except (BadRequest, Conflict, Forbidden, NotFound) as rejected:  # a quota reached meanwhile too
         _record_rejection(deps, knowledge_id, object_url, rejected)
         return None
-    deps.inbox.delete(object_url)
+    _consume(deps, object_url, intent_url)
     return knowledge
+
+
+def _consume(deps: Dependencies, object_url: str, intent_url: str) -> None:
+    """An accepted upload's staged object and then its intent go: the presigned URL stays valid for its
+    hour, and a PUT replayed with it (or a late duplicate event) must not create the document again once it
+    is deleted. The intent last, so a crash in between leaves it for the redelivery to finish."""
+    deps.inbox.delete(object_url)
+    deps.inbox.delete(intent_url)
 
 
 def _record_rejection(deps: Dependencies, knowledge_id: str, object_url: str, rejected: AppError) -> None:

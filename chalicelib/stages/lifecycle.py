@@ -96,6 +96,14 @@ def run(deps: Dependencies, task_id: str) -> None:
         deps.shares.drop(task.kb_id)  # shared with nobody any more
         for hook in deps.webhooks.list_kb(task.kb_id):  # its webhooks and their logs
             deps.webhooks.delete(task.kb_id, hook.id)
+        if _kb_rows(deps, task.kb_id, lambda _row: True):
+            # A create that read the knowledge base before it turned `deleting` inserted its row after the
+            # sweep looked (or the listing had not caught up with it): the next delivery sweeps again. A
+            # create that reads it later undoes itself (operations/create.py `_undo_if_kb_closed`), so
+            # once this finds no row, none is left behind in the deleted knowledge base.
+            if _save(deps, task):
+                deps.queue.send_raw(QUEUE, {"task_id": task.id})
+            return
         deps.kbs.delete(task.kb_id)
     if task.kind == TaskKind.DELETE_TAG and task.failed == 0:
         deps.tags.delete(task.kb_id, str(task.params["tag_id"]))

@@ -14,6 +14,7 @@ from chalicelib.domain.storage_keys import (
     image_copy_key,
     images_manifest_key,
     parsed_markdown_key,
+    upload_intent_key,
 )
 from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
@@ -76,6 +77,10 @@ def delete_one(deps: Dependencies, knowledge_id: str) -> None:
     for url in objects:
         deps.files.delete(url)
     drop_signed_copies(deps, knowledge, objects)
+    if knowledge.channel == "presigned":
+        # its upload intent, if a crash left it: before the row, so a PUT replayed with the still-valid
+        # presigned URL finds neither and creates nothing (operations/create.py `accept_uploaded_object`)
+        deps.inbox.delete(deps.inbox.url_for(upload_intent_key(knowledge.id)))
     # True once: a retried delete finds the row gone. Its bytes and its place in the tenant's count go in the
     # same transaction.
     if deps.knowledge.delete(knowledge.id):
