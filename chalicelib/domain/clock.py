@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 
 def to_iso(moment: datetime) -> str:
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """UTC to the millisecond, its year in four digits (strftime's %Y leaves years before 1000 short, which
+    put `0999-…` after `2026-…` in every comparison of these strings)."""
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def from_iso(text: str) -> datetime:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from chalicelib.commands import ProcessConfig, validate
@@ -96,6 +98,13 @@ def test_timestamps_sort_like_step_functions_entered_time() -> None:
     stamp = to_iso(from_iso("2026-11-30T02:40:00.123456+00:00"))
     assert stamp == "2026-11-30T02:40:00.123Z"
     assert from_iso(stamp).microsecond == 123000
+
+
+def test_timestamps_of_any_year_sort_as_their_times() -> None:
+    """A listing filter of `created_to=0999-01-01` compared against `999-…` had listed every document."""
+    early, now = datetime(999, 1, 1, tzinfo=UTC), datetime(2026, 12, 6, tzinfo=UTC)
+    assert to_iso(early) == "0999-01-01T00:00:00.000Z" and to_iso(early) < to_iso(now)
+    assert to_iso(datetime(5, 6, 7, 8, 9, 10, 999999, tzinfo=UTC)) == "0005-06-07T08:09:10.999Z"
 
 
 def test_extractive_summary_keeps_central_sentences_within_the_cap() -> None:
