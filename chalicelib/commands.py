@@ -389,8 +389,10 @@ MetadataFilter = Annotated[
     BeforeValidator(_metadata_filter),
     Field(max_length=MAX_METADATA_FILTER_KEYS),
 ]
+#: ids are uuids and the like; `#` separates the parts of the tables' keys, so an id holding one could
+#: reach into another key's range (a tag id + "#<created_at>" matched the tag's relations and crashed)
 FilterIds = Annotated[
-    list[Annotated[str, Field(min_length=1, max_length=200)]],
+    list[Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_-]+$")]],
     Field(min_length=1, max_length=MAX_FILTER_VALUES),
 ]
 FileType = Annotated[str, Field(min_length=1, max_length=16, pattern=r"^\.?[A-Za-z0-9]+$")]

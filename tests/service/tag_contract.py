@@ -124,6 +124,13 @@ class TagContract:
         assert tags.tagged(kb_id, tag_id, limit=1) == [keys[2]]
         assert tags.tagged(kb_id, "other", limit=1) == [keys[4]]
 
+    def test_an_id_that_extends_a_tags_id_with_a_key_part_finds_no_relation(self, repos: Repos) -> None:
+        """`<tag id>#<created_at>` (a forged search filter, refused at the API too) once crashed the reader."""
+        tags, kb_id, tag_id = _tags(repos), kb(), str(uuid.uuid4())
+        created = to_iso(START)
+        tags.relate(kb_id, str(uuid.uuid4()), created, [tag_id])
+        assert tags.tagged(kb_id, f"{tag_id}#{created}", limit=10) == []
+
     def test_delete_kb_removes_its_tags_and_relations(self, repos: Repos) -> None:
         tags, kb_id, other = _tags(repos), kb(), kb()
         tag = new_tag(kb_id, "a")

@@ -175,6 +175,8 @@ def test_a_filter_too_broad_is_a_400(
     [
         ({"tag_ids": []}, "invalid_tag_ids"),
         ({"knowledge_ids": "k1"}, "invalid_knowledge_ids"),
+        ({"tag_ids": ["t1#2026-01-01T00:00:00.000Z"]}, "invalid_tag_ids"),  # a key separator in an id
+        ({"knowledge_ids": ["k1 or 1=1"]}, "invalid_knowledge_ids"),
         ({"file_types": ["p df"]}, "invalid_file_types"),
         ({"metadata": {"year": {"gt": 2020}}}, "invalid_metadata_filter"),
         ({"metadata": {"year": [2024]}}, "invalid_metadata_filter"),

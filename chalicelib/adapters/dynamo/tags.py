@@ -215,8 +215,9 @@ class DynamoTagRepo:
         )
         out = []
         for item in query:
-            created_at, knowledge_id = item.key[len(prefix) :].split("#", 1)
-            out.append((created_at, knowledge_id))
+            created_at, separator, knowledge_id = item.key[len(prefix) :].partition("#")
+            if separator:  # a key of another tag whose id extends this one's is not a relation of it
+                out.append((created_at, knowledge_id))
         return out
 
     def delete_kb(self, kb_id: str) -> int:
