@@ -32,6 +32,7 @@ from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, StageError
 from chalicelib.domain.faq import FAQ_CHUNK_TYPE, FAQ_SOURCE, FaqEntry
 from chalicelib.domain.faq_normalise import normalise
+from chalicelib.domain.retrieval import deepened, retriever_lists
 from chalicelib.domain.types import KnowledgeBase, utcnow
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, RetrieveEngine, iter_batches
@@ -40,7 +41,8 @@ from chalicelib.services.ownership import require_kb
 
 FAQ_KB_TYPE = "faq"
 PAGE = 500
-#: hits fetched per wanted result: several questions of one entry may all match
+#: hits first asked of the engine per wanted result: several questions of one entry may all match (more are
+#: asked while too few entries come out, `domain/retrieval.deepened`)
 CANDIDATES_PER_RESULT = 4
 #: how long a question claimed by a request stays reserved before its row is saved: longer than any Lambda
 #: runs (15 min), so a claim expires only when its request died
@@ -499,59 +501,69 @@ def negative_match(entry: FaqEntry, normalised_query: str) -> bool:
 
 
 def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> list[dict[str, Any]]:
+    """The best `match_count` entries for the query, one result per entry (its best question), entries whose
+    negative question the query names pushed down. A 400 `retriever_unavailable` for a retriever the knowledge
+    base has no index for, as the document search (`domain/retrieval.py`)."""
     query, top_k = request.query_text, request.match_count
+    keyword, use_vector = retriever_lists(kb, request.retriever)
+    if not (keyword or use_vector):
+        return []
     model = deps.embedding_model(kb.embedding_model_id)
-    strategy = kb.indexing_strategy
-    keyword = strategy.keyword_enabled and request.retriever != "vector"
-    use_vector = strategy.vector_enabled and request.retriever != "keyword"
     vector = None
     if use_vector:
         from chalicelib.services.indexing import embed_texts
 
         vector = embed_texts(deps, model, [query[: model.max_input_chars]])[0]
-    hits = deps.engine(kb.retrieval_engine).hybrid_search(
-        IndexSpace.of(model),
-        kb.id,
-        query,
-        vector,
-        min(200, top_k * CANDIDATES_PER_RESULT),
-        keyword=keyword,
-        vector=use_vector,
-        keyword_weight=None if request.vector_weight is None else 1.0 - request.vector_weight,
-        min_score=request.min_score,
-    )
-    best: dict[str, Any] = {}
-    for hit in hits:  # best question per entry (hits come best first)
-        best.setdefault(hit.knowledge_id, hit)
-    entries = deps.faq.get_entries(kb.id, list(best))
     normalised_query = normalise(query)
-    ranked: list[tuple[bool, dict[str, Any]]] = []
-    for entry_id, hit in best.items():
-        entry = entries.get(entry_id)
-        if entry is None or not entry.is_enabled:
-            continue  # deleted meanwhile, or disabled
-        pushed = negative_match(entry, normalised_query)
-        matched = entry.index_texts(kb.faq_index).get(hit.id, (hit.content, hit.content))[1]
-        ranked.append(
-            (
-                pushed,
-                {
-                    "id": entry.id,
-                    "entry_id": entry.id,
-                    "standard_question": entry.standard_question,
-                    "matched_question": matched,
-                    "similar_questions": entry.similar_questions,
-                    "answers": entry.answers,
-                    "answer_all": entry.answer_all,
-                    "tags": entry.tags,
-                    "content": entry.standard_question,
-                    "score": hit.score,
-                    "negative_match": pushed,
-                    "match_type": "hybrid"
-                    if hit.bm25_rank is not None and hit.vector_rank is not None
-                    else ("keyword" if hit.bm25_rank is not None else "vector"),
-                },
-            )
+
+    def answer_at(depth: int) -> tuple[int, list[dict[str, Any]]]:
+        """(the engine's hits at this depth, the entries they make, at most top_k)."""
+        hits = deps.engine(kb.retrieval_engine).hybrid_search(
+            IndexSpace.of(model),
+            kb.id,
+            query,
+            vector,
+            depth,
+            keyword=keyword,
+            vector=use_vector,
+            keyword_weight=None if request.vector_weight is None else 1.0 - request.vector_weight,
+            min_score=request.min_score,
         )
-    ranked.sort(key=lambda pair: pair[0])  # stable: order by score kept within each group
-    return [result for _, result in ranked[:top_k]]
+        best: dict[str, Any] = {}
+        for hit in hits:  # best question per entry (hits come best first)
+            best.setdefault(hit.knowledge_id, hit)
+        entries = deps.faq.get_entries(kb.id, list(best))
+        ranked: list[tuple[bool, dict[str, Any]]] = []
+        for entry_id, hit in best.items():
+            entry = entries.get(entry_id)
+            if entry is None or not entry.is_enabled:
+                continue  # deleted meanwhile, or disabled
+            pushed = negative_match(entry, normalised_query)
+            matched = entry.index_texts(kb.faq_index).get(hit.id, (hit.content, hit.content))[1]
+            ranked.append(
+                (
+                    pushed,
+                    {
+                        "id": entry.id,
+                        "entry_id": entry.id,
+                        "standard_question": entry.standard_question,
+                        "matched_question": matched,
+                        "similar_questions": entry.similar_questions,
+                        "answers": entry.answers,
+                        "answer_all": entry.answer_all,
+                        "tags": entry.tags,
+                        "content": entry.standard_question,
+                        "score": hit.score,
+                        "negative_match": pushed,
+                        "match_type": "hybrid"
+                        if hit.bm25_rank is not None and hit.vector_rank is not None
+                        else ("keyword" if hit.bm25_rank is not None else "vector"),
+                    },
+                )
+            )
+        ranked.sort(key=lambda pair: pair[0])  # stable: order by score kept within each group
+        return len(hits), [result for _, result in ranked[:top_k]]
+
+    # An entry's many questions, and deleted or disabled entries, take places among the hits: while fewer
+    # than top_k entries are made of a full page of hits, the engine is asked deeper.
+    return deepened(answer_at, top_k, min(200, top_k * CANDIDATES_PER_RESULT))

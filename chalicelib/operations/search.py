@@ -42,6 +42,7 @@ from chalicelib.commands import MetadataIn, SearchRequest
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.repetition import near_duplicates, words_of
+from chalicelib.domain.retrieval import deepened, retriever_lists
 from chalicelib.domain.storage_keys import image_copy_key
 from chalicelib.domain.text_fold import latin_share
 from chalicelib.domain.types import Chunk, ChunkType, EnableStatus, Knowledge, KnowledgeBase, ParseStatus
@@ -245,10 +246,6 @@ class _Links:
 # ---------------------------------------------------------------- search
 
 
-#: hits asked of the engine at most, however many fold away
-MAX_ENGINE_DEPTH = 400
-
-
 def engine_depth(top_k: int, capped: bool) -> int:
     """Hits to ask of the engine for `top_k` answers: spares for collapsed duplicates, and with a per-document
     cap room for other documents' hits behind one document's run."""
@@ -300,20 +297,6 @@ def per_document_capped(
     return [hit for _, hit in sorted(chosen, key=itemgetter(0))]
 
 
-def _lists(kb: KnowledgeBase, retriever: str) -> tuple[bool, bool]:
-    """(keyword, vector): the lists the retriever asks for, or a 400 when the knowledge base has not
-    indexed for the one named (`hybrid` takes what there is)."""
-    strategy = kb.indexing_strategy
-    keyword = strategy.keyword_enabled and retriever != "vector"
-    vector = strategy.vector_enabled and retriever != "keyword"
-    if not keyword and not vector and retriever != "hybrid":
-        raise BadRequest(
-            f"this knowledge base is not indexed for {retriever} search (its indexing strategy)",
-            code="retriever_unavailable",
-        )
-    return keyword, vector
-
-
 def hybrid_search(
     deps: Dependencies, tenant_id: str, kb_id: str, request: SearchRequest
 ) -> list[dict[str, Any]]:
@@ -336,7 +319,7 @@ def hybrid_search(
     capped = request.max_chunks_per_document is not None
     # a cap or folded copies may pass over many hits: ask the engine for room and keep every candidate
     deep = capped or request.collapse_copies
-    keyword, vector = _lists(kb, request.retriever)
+    keyword, vector = retriever_lists(kb, request.retriever)
     only = resolve_knowledge_ids(deps, kb, request)
     if (only is not None and not only) or not (keyword or vector):
         return []
@@ -347,11 +330,13 @@ def hybrid_search(
     elif vector:
         qvec = query_vector(model, query)
 
-    def collect(
-        depth: int,
-    ) -> tuple[int, list[dict[str, Any]], dict[str, tuple[Knowledge, Chunk | None]], dict[str, str]]:
-        """(the engine's hits at this depth, the results they make, each result's document and chunk, its
-        words)."""
+    # each result's document and chunk, for its links once the answer is chosen, and its words (a hit id
+    # stands for the same chunk at every depth)
+    sources: dict[str, tuple[Knowledge, Chunk | None]] = {}
+    words: dict[str, str] = {}
+
+    def collect(depth: int) -> tuple[int, list[dict[str, Any]]]:
+        """(the engine's hits at this depth, the results they make); their sources and words noted."""
         hits = deps.engine(kb.retrieval_engine).hybrid_search(
             IndexSpace.of(model),
             kb.id,
@@ -383,9 +368,6 @@ def hybrid_search(
         # per document: each kept hit's words and its place in the results
         kept: dict[str, list[tuple[str, int]]] = {}
         results: list[dict[str, Any]] = []
-        # each result's document and chunk, for its links once the answer is chosen, and its words
-        sources: dict[str, tuple[Knowledge, Chunk | None]] = {}
-        words: dict[str, str] = {}
         for hit in hits:
             knowledge = documents.get(hit.knowledge_id)
             if knowledge is None:  # deleted, or being deleted: its entries are on their way out
@@ -435,9 +417,9 @@ def hybrid_search(
             results.append(result)
             if len(results) == top_k and not deep:
                 break
-        return len(hits), results, sources, words
+        return len(hits), results
 
-    def answered(results: list[dict[str, Any]], words: dict[str, str]) -> list[dict[str, Any]]:
+    def answered(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The results folded (copies under the best) and capped per document, at most top_k."""
         if request.collapse_copies:
             folded = fold_copies(results, lambda r: r["knowledge_id"], lambda r: words[r["id"]])
@@ -456,15 +438,13 @@ def hybrid_search(
             results, lambda r: r["knowledge_id"], top_k, request.max_chunks_per_document
         )
 
+    def answer_at(depth: int) -> tuple[int, list[dict[str, Any]]]:
+        found, results = collect(depth)
+        return found, answered(results)
+
     # Hits fold (a parent's children, a summary and its body, copies) and deleted or disabled documents drop
     # out: while fewer than top_k answers are made of a full page of hits, the engine is asked deeper.
-    depth = engine_depth(top_k, deep)
-    while True:
-        found, results, sources, words = collect(depth)
-        answer = answered(results, words)
-        if len(answer) >= top_k or found < depth or depth >= MAX_ENGINE_DEPTH:
-            break
-        depth = min(4 * depth, MAX_ENGINE_DEPTH)
+    answer = deepened(answer_at, top_k, engine_depth(top_k, deep))
     links = _Links(deps)  # signed only for the hits answered (a local store's image is copied to sign it)
     for result in answer:
         knowledge, chunk = sources[result["id"]]

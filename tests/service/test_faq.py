@@ -313,6 +313,71 @@ def test_search_returns_entries_with_answers_and_negatives_push_down(
     assert next(h for h in pushed if h["entry_id"] == refund.id)["negative_match"] is True
 
 
+def test_search_answers_match_count_entries_behind_one_entry_with_many_questions(
+    deps: Services, faq_kb: KnowledgeBase
+) -> None:
+    """One entry's twelve similar questions filled every hit the engine was first asked for (match_count × 4):
+    the other matching entry was left out. The engine is asked deeper while too few entries come out."""
+    from chalicelib.faq.commands import FaqEntryRequest
+    from chalicelib.faq.entries import create_entry
+    from chalicelib.operations.search import hybrid_search
+
+    big = create_entry(
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        FaqEntryRequest(
+            standard_question="How do I reset the harbour gate password?",
+            similar_questions=[f"harbour gate password reset variant {i}?" for i in range(12)],
+            answers=["Ask the harbour master."],
+        ),
+    )
+    small = create_entry(
+        deps,
+        faq_kb.tenant_id,
+        faq_kb.id,
+        FaqEntryRequest(standard_question="Where is the harbour gate?", answers=["North pier."]),
+    )
+    for retriever in ("keyword", "hybrid"):
+        request = SearchRequest(query_text="harbour gate password reset", match_count=2, retriever=retriever)
+        hits = hybrid_search(deps, faq_kb.tenant_id, faq_kb.id, request)
+        assert [h["entry_id"] for h in hits] == [big.id, small.id], retriever
+
+
+def test_search_with_a_retriever_the_faq_knowledge_base_has_no_index_for_is_a_400(
+    deps: Services, tenant: Tenant, model: CountingEmbedding
+) -> None:
+    """As for a document knowledge base: `retriever: keyword` without a keyword index was 200 `[]`."""
+    from chalicelib.faq.commands import FaqEntryRequest
+    from chalicelib.faq.entries import create_entry
+    from chalicelib.operations.knowledge_bases import create_kb
+    from chalicelib.operations.search import hybrid_search
+
+    vectors_only = create_kb(
+        deps,
+        tenant.id,
+        CreateKnowledgeBase.model_validate(
+            {"name": "faq", "type": "faq", "indexing_strategy": {"keyword_enabled": False}}
+        ),
+    )
+    gate = create_entry(
+        deps,
+        tenant.id,
+        vectors_only.id,
+        FaqEntryRequest(standard_question="Where is the harbour gate?", answers=["North pier."]),
+    )
+
+    def ask(retriever: str) -> list[dict[str, Any]]:
+        request = SearchRequest(query_text="harbour gate", match_count=5, retriever=retriever)
+        return hybrid_search(deps, tenant.id, vectors_only.id, request)
+
+    with pytest.raises(BadRequest) as raised:
+        ask("keyword")
+    assert raised.value.code == "retriever_unavailable"
+    assert [h["entry_id"] for h in ask("vector")] == [gate.id]
+    assert [h["entry_id"] for h in ask("hybrid")] == [gate.id]
+
+
 # ---------------------------------------------------------------- import
 
 
