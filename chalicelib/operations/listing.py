@@ -24,6 +24,7 @@ from chalicelib.domain.listing import listing_source
 from chalicelib.domain.types import Knowledge
 from chalicelib.ports import Dependencies
 from chalicelib.services.ownership import require_kb
+from chalicelib.services.tagging import DELETING
 
 #: rows one request may read when filters are checked on the rows (status, keyword)
 MAX_READ = 500
@@ -47,7 +48,7 @@ def list_knowledge(
     kb = require_kb(deps, tenant_id, kb_id)
     if query.tag_id is not None:
         tag = deps.tags.get(kb.id, query.tag_id)
-        if tag is None or tag.tenant_id != kb.tenant_id:
+        if tag is None or tag.tenant_id != kb.tenant_id or tag.status == DELETING:
             raise BadRequest(f"unknown tag id {query.tag_id}", code="unknown_tag_id")
     listed = page(deps, kb_id, query)
     return {

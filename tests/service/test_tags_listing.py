@@ -269,3 +269,25 @@ def test_many_tag_ids_are_checked_against_the_list_and_a_refused_edit_changes_no
     after = deps.knowledge.get(row.id)
     assert after is not None and after.tag_ids == ids[:2]
     assert [k for _, k in deps.tags.tagged(kb.id, ids[3])] == []
+
+
+@pytest.mark.parametrize("tagged_kb", [3], indirect=True)
+def test_a_tag_being_deleted_filters_nothing(
+    deps: Services, tagged_kb: tuple[KnowledgeBase, str, list[Knowledge]]
+) -> None:
+    """The tag "disappears at once": before its task has taken it off the documents, a listing by it is
+    400 unknown_tag_id and a search by it matches nothing (both had still answered its documents)."""
+    from chalicelib.commands import SearchRequest
+    from chalicelib.operations.listing import list_knowledge
+    from chalicelib.operations.search import resolve_knowledge_ids
+    from chalicelib.operations.tags import delete_tag
+
+    kb, tag_id, rows = tagged_kb
+    request = SearchRequest(query_text="harbour", tag_ids=[tag_id])
+    assert resolve_knowledge_ids(deps, kb, request)  # its documents, while the tag lives
+    delete_tag(deps, kb.tenant_id, kb.id, tag_id)  # its task has not run yet
+    with pytest.raises(BadRequest) as refused:
+        list_knowledge(deps, kb.tenant_id, kb.id, ListKnowledgeQuery(tag_id=tag_id))
+    assert refused.value.code == "unknown_tag_id"
+    assert resolve_knowledge_ids(deps, kb, request) == []
+    assert rows
