@@ -291,3 +291,12 @@ def test_a_tag_being_deleted_filters_nothing(
     assert refused.value.code == "unknown_tag_id"
     assert resolve_knowledge_ids(deps, kb, request) == []
     assert rows
+
+
+def test_a_reversed_time_range_is_a_bad_request(deps: Services, kb: KnowledgeBase) -> None:
+    from chalicelib.operations.listing import list_knowledge
+
+    query = ListKnowledgeQuery(created_from=START + timedelta(days=1), created_to=START)
+    with pytest.raises(BadRequest) as refused:
+        list_knowledge(deps, kb.tenant_id, kb.id, query)
+    assert refused.value.code == "invalid_query"
