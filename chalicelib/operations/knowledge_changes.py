@@ -9,6 +9,7 @@ the row disappears from use at once), records a task and queues it. The lifecycl
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, NoReturn
 
 from chalicelib.commands import BatchDeleteRequest, BatchReparseRequest, EditKnowledgeRequest, ReparseRequest
@@ -77,10 +78,13 @@ def _delete(deps: Dependencies, tenant_id: str, kb_id: str, rows: list[Knowledge
 
 
 def delete_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> Task:
-    kb = require_kb(deps, tenant_id, kb_id)
-    kb.status = "deleting"
-    deps.kbs.put(kb)
-    return start_task(deps, new_task(tenant_id, TaskKind.DELETE_KB, kb.id, []))
+    """Marks the knowledge base deleting with a write conditional on its version (a blind write let an
+    update that had read it before write it back active while its delete task ran), then starts the task."""
+    for _ in range(5):
+        kb = require_kb(deps, tenant_id, kb_id)
+        if deps.kbs.update(replace(kb, status="deleting")) is not None:
+            return start_task(deps, new_task(tenant_id, TaskKind.DELETE_KB, kb.id, []))
+    raise Conflict("the knowledge base kept changing; try again", code="kb_changed")
 
 
 # ---------------------------------------------------------------- cancel

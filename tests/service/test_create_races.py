@@ -225,3 +225,16 @@ def test_a_create_failing_after_its_reservation_gives_its_place_and_object_back(
     assert rows.list_by_kb(kb.id, 1, 100).items == []
     if failing != "insert_and_unrelate":
         assert deps.tags.tagged(kb.id, tag.id, limit=10) == []
+
+
+def test_an_update_that_read_the_knowledge_base_before_its_delete_cannot_write_it_back_active(
+    deps: Services, kb: KnowledgeBase
+) -> None:
+    from dataclasses import replace
+
+    read_before = deps.kbs.get(kb.id)  # an update's read, just before the delete
+    assert read_before is not None and read_before.status == "active"
+    delete_kb(deps, kb.tenant_id, kb.id)
+    assert deps.kbs.update(replace(read_before, name="renamed")) is None  # its version is gone
+    after = deps.kbs.get(kb.id)
+    assert after is not None and after.status == "deleting" and after.name == kb.name
