@@ -426,6 +426,10 @@ class ChunkRepo(Protocol):
 
     def delete_all(self, knowledge_id: str) -> int: ...
 
+    def delete_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> None:
+        """Deletes these chunks of the knowledge (missing ones are no error)."""
+        ...
+
 
 class SpanRepo(Protocol):
     def put(self, span: Span) -> None: ...

@@ -221,15 +221,18 @@ def write_extra_chunks(
     texts = [index_text(knowledge.title, "", c.content) for c in chunks]
     vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
     engine = deps.engine(kb.retrieval_engine)
-    index_as_the_document_is(
-        deps, knowledge, engine, space, chunk_entries(kb.id, knowledge.id, chunks, texts, vectors)
-    )
+    entries = chunk_entries(kb.id, knowledge.id, chunks, texts, vectors)
+    index_as_the_document_is(deps, knowledge, engine, space, entries)
 
     def undo() -> None:
         deps.chunks.delete_all(knowledge.id)
         engine.delete_by_knowledge(space, kb.id, [knowledge.id])
 
-    return kept_after_write(deps, knowledge, undo)
+    def undo_superseded() -> None:  # a reparse's attempt would never clean what this one wrote after it
+        engine.delete_by_ids(space, kb.id, [e.id for e in entries])
+        deps.chunks.delete_many(knowledge.id, [c.id for c in chunks])
+
+    return kept_after_write(deps, knowledge, undo, undo_superseded=undo_superseded)
 
 
 def index_as_the_document_is(

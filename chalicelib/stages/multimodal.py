@@ -139,7 +139,11 @@ def _write_chunks(
         deps.chunks.delete_all(knowledge.id)
         deps.engine(kb.retrieval_engine).delete_by_knowledge(space, kb.id, [knowledge.id])
 
-    if not kept_after_write(deps, knowledge, undo):
+    def undo_superseded() -> None:  # a reparse's attempt would never clean what this one wrote after it
+        deps.engine(kb.retrieval_engine).delete_by_ids(space, kb.id, [c.id for c in chunks])
+        deps.chunks.delete_many(knowledge.id, [c.id for c in chunks])
+
+    if not kept_after_write(deps, knowledge, undo, undo_superseded=undo_superseded):
         raise Skip("the knowledge was deleted, cancelled or superseded")
     if not kb.indexing_strategy.needs_embedding:
         return
@@ -151,5 +155,5 @@ def _write_chunks(
     vectors = embed_texts(deps, model, contents) if kb.indexing_strategy.vector_enabled else None
     entries = chunk_entries(kb.id, knowledge.id, chunks, contents, vectors)
     index_as_the_document_is(deps, knowledge, deps.engine(kb.retrieval_engine), space, entries)
-    if not kept_after_write(deps, knowledge, undo):
+    if not kept_after_write(deps, knowledge, undo, undo_superseded=undo_superseded):
         raise Skip("the knowledge was deleted, cancelled or superseded")

@@ -603,6 +603,13 @@ class RepoContract:
             for seq in range(n)
         ]
 
+    def test_some_chunks_are_deleted_by_id(self, repos: Repos) -> None:
+        k = new_id()
+        chunks = self._chunks(k, 1, 30)
+        repos.chunks.put_many(chunks)
+        repos.chunks.delete_many(k, [c.id for c in chunks[:27]] + ["missing", chunks[0].id])
+        assert [c.id for c in repos.chunks.list(k)] == [c.id for c in chunks[27:]]
+
     def test_chunks_are_replaced_listed_in_order_and_deleted(self, repos: Repos) -> None:
         kid = new_id()
         first = self._chunks(kid, 1, 12)

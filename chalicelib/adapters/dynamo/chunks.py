@@ -149,6 +149,9 @@ class DynamoChunkRepo:
         self._write((), items)
         return len(items)
 
+    def delete_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> None:
+        self._write((), [self.model(knowledge_id, chunk_id) for chunk_id in dict.fromkeys(chunk_ids)])
+
     def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk]) -> None:
         keep = {c.id for c in chunks}
         stale = [item for item in self._items(knowledge_id) if item.chunk_id not in keep]

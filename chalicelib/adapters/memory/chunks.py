@@ -70,6 +70,12 @@ class MemoryChunkRepo:
         with self._lock:
             return len(self._rows.pop(knowledge_id, {}))
 
+    def delete_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> None:
+        with self._lock:
+            rows = self._rows.get(knowledge_id, {})
+            for chunk_id in chunk_ids:
+                rows.pop(chunk_id, None)
+
     def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk]) -> None:
         stored = {c.id: self._stored(c) for c in chunks}
         with self._lock:
