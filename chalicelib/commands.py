@@ -720,7 +720,8 @@ class KeyAccess(Body):
     optionally, the only knowledge bases it may touch (others answer 404 as if they did not exist)."""
 
     scope: KeyScope = code("invalid_scope", default="admin")
-    kb_ids: KbIdList | None = code("invalid_kb_ids", default=None, max_length=MAX_KEY_KBS)
+    #: None: every knowledge base; an empty list would be a key that reaches nothing
+    kb_ids: KbIdList | None = code("invalid_kb_ids", default=None, min_length=1, max_length=MAX_KEY_KBS)
 
 
 class CreateTenantRequest(KeyAccess):

@@ -16,7 +16,7 @@ from chalicelib.commands import BatchDeleteRequest, BatchReparseRequest, EditKno
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name, file_md5
-from chalicelib.domain.status import CANCEL_FROM
+from chalicelib.domain.status import CANCEL_FROM, REPARSE_FROM
 from chalicelib.domain.storage_keys import source_object_key
 from chalicelib.domain.types import (
     EnableStatus,
@@ -255,6 +255,13 @@ def publish(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
 def batch_reparse(deps: Dependencies, tenant_id: str, request: BatchReparseRequest) -> Task:
     require_kb(deps, tenant_id, request.kb_id)
     rows = _rows_of_kb(deps, tenant_id, request.kb_id, request.ids)
+    refused = [row.id for row in rows if row.parse_status not in REPARSE_FROM]
+    if refused:  # as a single reparse would answer, up front, not a task that ends partial
+        raise BadRequest(
+            f"{len(refused)} of these cannot be reparsed (drafts, or being deleted)",
+            code="invalid_state",
+            data={"ids": refused},
+        )
     overrides = request.process_config.model_dump(exclude_none=True) if request.process_config else None
     task = new_task(
         tenant_id, TaskKind.REPARSE, request.kb_id, [r.id for r in rows], process_config=overrides

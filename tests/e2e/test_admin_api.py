@@ -154,6 +154,7 @@ def test_keys_are_issued_with_a_scope_and_knowledge_bases(client: Client, operat
         ({"kb_ids": "kb-1"}, "invalid_kb_ids"),
         ({"kb_ids": ["a b"]}, "invalid_kb_ids"),
         ({"kb_ids": [f"kb-{i}" for i in range(101)]}, "invalid_kb_ids"),
+        ({"kb_ids": []}, "invalid_kb_ids"),  # a key that would reach nothing
         ({"kb_ids": [kept["id"], "no-such-kb"]}, "unknown_kb_id"),
     ):
         bad = operator.call("post", f"/tenants/{tenant_id}/api-keys", body)

@@ -238,3 +238,26 @@ def test_an_update_that_read_the_knowledge_base_before_its_delete_cannot_write_i
     assert deps.kbs.update(replace(read_before, name="renamed")) is None  # its version is gone
     after = deps.kbs.get(kb.id)
     assert after is not None and after.status == "deleting" and after.name == kb.name
+
+
+def test_a_batch_reparse_naming_a_draft_or_a_row_being_deleted_is_refused_up_front(
+    deps: Services, kb: KnowledgeBase
+) -> None:
+    """As a single reparse of either is (400 invalid_state), not a task that ends `partial`."""
+    from chalicelib.commands import BatchReparseRequest
+    from chalicelib.domain.errors import BadRequest
+    from chalicelib.operations.create import create_manual
+    from chalicelib.operations.knowledge_changes import batch_reparse
+
+    done = upload(deps, kb)
+    drain(deps)
+    draft = create_manual(
+        deps, kb.tenant_id, kb.id, ManualRequest(title="n", content="# N\n\ntext", status="draft")
+    )
+    request = BatchReparseRequest(kb_id=kb.id, ids=[done.id, draft.id])
+    with pytest.raises(BadRequest) as refused:
+        batch_reparse(deps, kb.tenant_id, request)
+    assert refused.value.code == "invalid_state" and refused.value.data == {"ids": [draft.id]}
+    drain(deps)
+    row = deps.knowledge.get(done.id)
+    assert row is not None and row.attempt == 1  # nothing was started
