@@ -288,6 +288,9 @@ def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any])
     """The document is indexed: enable it, end the span and start its state machine (once per attempt:
     the execution's name is the attempt's)."""
     images = _images(deps, knowledge)
+    if knowledge.processed_at is not None:  # marked by a try that died before the rest: not marked again
+        after_indexed(deps, knowledge, images, outputs)  # (that would re-enable a document disabled since)
+        return
     try:
         indexed = deps.knowledge.mark_indexed(
             knowledge.id,

@@ -318,3 +318,37 @@ def test_a_slice_that_dies_mid_hand_over_is_handed_over_by_its_redelivery(
     assert index_count(deps, kb, created.id) == texts_of(chunk_repo, created)
     done = embedding_outputs(deps, created)
     assert done["entries_indexed"] == done["texts_total"] == texts_of(chunk_repo, created)
+
+
+def test_the_last_slice_again_after_a_hand_over_that_died_does_not_enable_a_disabled_document(
+    deps: Services,
+    kb: KnowledgeBase,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last slice marked the row indexed and died before the state machine started; a person disabled
+    the document meanwhile: the slice delivered again starts the machine and leaves the switch alone."""
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+    from chalicelib.domain.types import EnableStatus as Switch
+
+    created = chunked(deps, kb)
+    deliver(deps, "embedding")  # the plan
+    *first, last = [queue.receive("embedding", 1) for _ in range(len(queue.waiting("embedding")))]
+    for event in first:
+        queue.settle(event, embedding.handle(deps, event, None))
+    started = workflow.start
+
+    def dies(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("the Lambda died here")
+
+    monkeypatch.setattr(workflow, "start", dies)
+    with pytest.raises(BatchProcessingError):
+        embedding.handle(deps, last, None)
+    deps.knowledge.update_fields(created.id, {"enable_status": Switch.DISABLED})
+    monkeypatch.setattr(workflow, "start", started)
+    assert embedding.handle(deps, last, None)["batchItemFailures"] == []
+    row = deps.knowledge.get(created.id)
+    assert row is not None and row.enable_status == Switch.DISABLED
+    assert workflow.start_calls == [execution_name(created.id, created.attempt)]
