@@ -1,5 +1,5 @@
 """The state: one repository port per aggregate (tenants and keys, knowledge bases, knowledge, tags, chunks,
-spans, usage, tasks, graph, wiki)."""
+spans, usage, tasks, wiki; the graph's is chalicelib/ports/graph.py, re-exported here)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ from chalicelib.domain.types import (
     Task,
     Tenant,
 )
+from chalicelib.ports.graph import GraphEdge as GraphEdge
+from chalicelib.ports.graph import GraphNeighbourhood as GraphNeighbourhood
+from chalicelib.ports.graph import GraphNode as GraphNode
+from chalicelib.ports.graph import GraphRepo as GraphRepo
 
 
 class TenantRepo(Protocol):
@@ -255,6 +259,10 @@ class KnowledgeRepo(Protocol):
         `subtask_id` not yet released. The remaining count; None when nothing was released."""
         ...
 
+    def slot_released(self, knowledge_id: str, attempt: int, subtask_id: str) -> bool:
+        """Whether `subtask_id`'s slot was released at `attempt` (a consistent read): its work is done."""
+        ...
+
     def plan_embedding(self, knowledge_id: str, attempt: int, plan: int, slices: int) -> bool:
         """Records an embedding fan-out of `slices` slices under the key `plan` (attempt * 1000 +
         generation), none released, only while processing at `attempt` and no plan of this key or a later
@@ -306,10 +314,17 @@ class KnowledgeRepo(Protocol):
         ...
 
     def set_summary_status(
-        self, knowledge_id: str, status: str, *, only_if: str | None = None, description: str | None = None
+        self,
+        knowledge_id: str,
+        status: str,
+        *,
+        only_if: str | None = None,
+        description: str | None = None,
+        attempt: int | None = None,
     ) -> bool:
         """The summary's status (and, when given, the description it produced) in one write; False when the
-        row is missing or its status is not `only_if`."""
+        row is missing, its status is not `only_if` or, when `attempt` is given, it is at another attempt
+        (a superseded attempt's summary worker leaves the new attempt's summary be)."""
         ...
 
     def move_to_kb(
@@ -495,56 +510,6 @@ class TaskRepo(Protocol):
     def save_progress(self, task: Task) -> bool:
         """Writes the task's counters and status, only forward: False when a redelivered worker is behind
         what another run already recorded (its work was idempotent, its counts are not)."""
-        ...
-
-
-@dataclass
-class GraphNode:
-    name: str
-    attributes: list[str]
-    chunk_ids: list[str]
-    knowledge_ids: list[str]
-
-
-@dataclass
-class GraphEdge:
-    source: str
-    relation: str
-    target: str
-    knowledge_ids: list[str]
-
-
-@dataclass
-class GraphNeighbourhood:
-    entity: GraphNode | None
-    edges: list[GraphEdge]
-    neighbours: list[GraphNode]
-
-
-class GraphRepo(Protocol):
-    """Entities and relations per knowledge base; each knowledge's contribution is kept apart, so deleting
-    (or re-extracting) a knowledge removes exactly what it added."""
-
-    def add(
-        self,
-        kb_id: str,
-        knowledge_id: str,
-        entities: Sequence[tuple[str, list[str], str]],
-        relations: Sequence[tuple[str, str, str, str]],
-    ) -> None:
-        """entities: (name, attributes, chunk_id); relations: (source, relation, target, chunk_id).
-        Idempotent: adding the same facts again changes nothing."""
-        ...
-
-    def neighbourhood(self, kb_id: str, entity: str, limit: int = 50) -> GraphNeighbourhood: ...
-
-    def delete_knowledge(self, kb_id: str, knowledge_id: str) -> int: ...
-
-    def keep_only_attempt(self, kb_id: str, knowledge_id: str, chunk_prefix: str) -> int:
-        """Drops what the knowledge's other attempts contributed: chunk ids that do not start with
-        `chunk_prefix` leave every fact, and a fact left with none goes (unless a chunk id was added
-        meanwhile), so facts the current attempt writes concurrently are never lost. Returns the facts
-        removed."""
         ...
 
 

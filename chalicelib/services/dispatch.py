@@ -49,9 +49,14 @@ def enqueue_first_stage(
 # ---------------------------------------------------------------- enrichment outside the count
 
 
-def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> None:
-    """A summary outside the count (POST /knowledge/{id}/summary/refresh, an edit, stale content)."""
-    deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PENDING.value)
+def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> bool:
+    """A summary outside the count (POST /knowledge/{id}/summary/refresh, an edit, stale content), for
+    `knowledge`'s attempt only: when the row is missing or at another attempt (a reparse came), its summary
+    is that attempt's to make, so nothing is marked or queued. Whether the refresh was asked for."""
+    if not deps.knowledge.set_summary_status(
+        knowledge.id, SummaryStatus.PENDING.value, attempt=knowledge.attempt
+    ):
+        return False
     deps.queue.send_raw(
         "enrichment",
         {
@@ -61,6 +66,7 @@ def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> None:
             "subtask": {"id": "summary_refresh", "kind": "summary"},
         },
     )
+    return True
 
 
 def request_auto_tag(deps: Dependencies, knowledge: Knowledge) -> None:

@@ -78,6 +78,10 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
         elif kind == "questions":
             outputs = questions(deps, knowledge, kb, _window(task))
         elif kind == "graph":
+            if deps.knowledge.slot_released(knowledge.id, knowledge.attempt, task.subtask.id):
+                # a redelivery after the window's facts were added and its slot released: asking again
+                # would pay for a second answer and add it on top of the first (graph.add only adds)
+                raise Skip("this window's graph was extracted already for this attempt")
             outputs = graph(deps, knowledge, kb, _window(task))
         elif kind == "auto_tag":
             outputs = auto_tag(deps, knowledge, kb)
@@ -128,8 +132,8 @@ def _sources(chunks: list[Chunk]) -> list[tuple[str, str, bool]]:
 
 def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict[str, Any]:
     """Spec §1.13: stored as the description and as an indexed `summary` chunk; dropped when the title or
-    the metadata changed, or a new attempt began, while the model was writing it (a refresh then runs on
-    the new content)."""
+    the metadata changed while the model was writing it (a refresh then runs on the new content), or a new
+    attempt began (the row's summary is then the new attempt's: this one leaves it be)."""
     from chalicelib.enrich.summary import SummaryNotMade, summarize, summary_input
 
     if not _claim_summary(deps, knowledge):
@@ -157,12 +161,15 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
         _summary_failed(deps, knowledge, fallback=fallback)
         return {"summary_chars": 0, "reason": error.code}
     current = deps.knowledge.get(knowledge.id)
-    if current is not None and current.kb_id != knowledge.kb_id:  # moved: made again in its new home
+    if current is None or current.attempt != knowledge.attempt:
+        # deleted, or a reparse began while the model wrote: the new attempt's summary is its own to make,
+        # so this one neither refreshes it, fails it nor writes its description
+        return {"summary_chars": 0, "reason": "the knowledge was deleted or superseded while summarised"}
+    if current.kb_id != knowledge.kb_id:  # moved: made again in its new home
         request_summary_refresh(deps, current)
         return {"summary_chars": 0, "reason": "the document moved while it was summarised; refreshing"}
     if (
-        current is None
-        or _summarised_from(current) != _summarised_from(knowledge)
+        _summarised_from(current) != _summarised_from(knowledge)
         or _sources(_chunks(deps, knowledge)) != sources
     ):
         request_summary_refresh(deps, knowledge)
@@ -190,6 +197,7 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
         SummaryStatus.COMPLETED.value,
         description=description,
         only_if=SummaryStatus.PROCESSING.value,
+        attempt=knowledge.attempt,  # a reparse meanwhile: the new attempt's summary is not this one
     ):
         summary_changed(deps, knowledge, EventType.SUMMARY_COMPLETED, SummaryStatus.COMPLETED.value)
     return {"summary_chars": len(text), "model": model_id}
@@ -204,6 +212,8 @@ def _summary_moved_away(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeB
     if kb.indexing_strategy.needs_embedding:
         space = IndexSpace.of(deps.embedding_model(kb.embedding_model_id))
         deps.engine(kb.retrieval_engine).delete_by_ids(space, kb.id, [chunk.id])
+    if row.attempt != knowledge.attempt:  # and superseded: the new attempt makes its own summary
+        return
     deps.chunks.put_many([replace(chunk, kb_id=row.kb_id)])
     request_summary_refresh(deps, row)
 
@@ -211,9 +221,12 @@ def _summary_moved_away(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeB
 def _claim_summary(deps: Dependencies, knowledge: Knowledge) -> bool:
     """pending → processing, or processing kept (an earlier delivery died while writing it); False when the
     summary is made or failed already: a redelivered subtask neither makes it again nor announces it twice.
-    A refresh asks again by setting it pending."""
+    A refresh asks again by setting it pending. Only while the row is at this attempt: a superseded
+    attempt's worker never takes the new attempt's summary."""
     return any(
-        deps.knowledge.set_summary_status(knowledge.id, SummaryStatus.PROCESSING.value, only_if=status.value)
+        deps.knowledge.set_summary_status(
+            knowledge.id, SummaryStatus.PROCESSING.value, only_if=status.value, attempt=knowledge.attempt
+        )
         for status in (SummaryStatus.PENDING, SummaryStatus.PROCESSING)
     )
 
@@ -225,8 +238,13 @@ def _described_by_user(deps: Dependencies, knowledge: Knowledge) -> bool:
 
 
 def _summary_failed(deps: Dependencies, knowledge: Knowledge, fallback: str | None = None) -> None:
+    """Only this attempt's summary (a superseded attempt's failure leaves the new attempt's be)."""
     if deps.knowledge.set_summary_status(
-        knowledge.id, SummaryStatus.FAILED.value, description=fallback, only_if=SummaryStatus.PROCESSING.value
+        knowledge.id,
+        SummaryStatus.FAILED.value,
+        description=fallback,
+        only_if=SummaryStatus.PROCESSING.value,
+        attempt=knowledge.attempt,
     ):
         summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)
 

@@ -503,6 +503,38 @@ class RepoContract:
         assert {s for s, k in made.items() if k.id in found} == in_flight
         assert fresh.id not in found
 
+    def test_a_released_slot_is_known_for_its_attempt_only(self, repos: Repos) -> None:
+        k = row(parse_status=ParseStatus.PROCESSING)
+        repos.knowledge.insert(k)
+        repos.knowledge.settle_plan(k.id, 1, 2, {"planned": ["graph.0", "summary"], "not_planned": {}})
+        assert not repos.knowledge.slot_released(k.id, 1, "graph.0")
+        assert repos.knowledge.release_slot(k.id, 1, "graph.0") == 1
+        assert repos.knowledge.slot_released(k.id, 1, "graph.0")
+        assert not repos.knowledge.slot_released(k.id, 1, "summary")
+        assert not repos.knowledge.slot_released(k.id, 2, "graph.0")  # another attempt
+        assert not repos.knowledge.slot_released(new_id(), 1, "graph.0")  # no such row
+
+    def test_a_summary_status_written_for_an_attempt_leaves_another_attempts_be(self, repos: Repos) -> None:
+        k = row(parse_status=ParseStatus.FINALIZING, attempt=2, description="")
+        repos.knowledge.insert(k)
+        assert repos.knowledge.set_summary_status(k.id, SummaryStatus.PROCESSING.value, attempt=2)
+        assert not repos.knowledge.set_summary_status(k.id, SummaryStatus.PENDING.value, attempt=1)
+        failed = SummaryStatus.FAILED.value
+        processing = SummaryStatus.PROCESSING.value
+        assert not repos.knowledge.set_summary_status(
+            k.id, failed, only_if=processing, description="old", attempt=1
+        )
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.summary_status == SummaryStatus.PROCESSING
+        assert stored.description == ""
+        assert repos.knowledge.set_summary_status(
+            k.id, SummaryStatus.COMPLETED.value, only_if=processing, description="new", attempt=2
+        )
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.summary_status == SummaryStatus.COMPLETED
+        assert stored.description == "new"
+        assert not repos.knowledge.set_summary_status(new_id(), failed, attempt=2)
+
     def test_summary_status_and_the_stuck_summary_query(self, repos: Repos) -> None:
         k = row(parse_status=ParseStatus.COMPLETED)
         repos.knowledge.insert(k)

@@ -647,6 +647,15 @@ class DynamoKnowledgeRepo:
         )
         return None if updated is None else updated.pending_subtasks_count
 
+    def slot_released(self, knowledge_id: str, attempt: int, subtask_id: str) -> bool:
+        try:
+            item = self.model.get(
+                knowledge_id, consistent_read=True, attributes_to_get=["id", "attempt", "done_subtasks"]
+            )
+        except DoesNotExist:
+            return False
+        return item.attempt == attempt and subtask_id in (item.done_subtasks or set())
+
     def plan_embedding(self, knowledge_id: str, attempt: int, plan: int, slices: int) -> bool:
         m = self.model
         # planner A ─ processing, no plan ─ plan(key, N) ─ deletes old entries ─ sends the slices
@@ -746,7 +755,13 @@ class DynamoKnowledgeRepo:
         )
 
     def set_summary_status(
-        self, knowledge_id: str, status: str, *, only_if: str | None = None, description: str | None = None
+        self,
+        knowledge_id: str,
+        status: str,
+        *,
+        only_if: str | None = None,
+        description: str | None = None,
+        attempt: int | None = None,
     ) -> bool:
         m = self.model
         actions = [m.summary_status.set(status), m.updated_at.set(now_iso())]
@@ -754,7 +769,10 @@ class DynamoKnowledgeRepo:
         actions.append(m.summary_inflight.set("1") if unsettled else m.summary_inflight.remove())
         if description is not None:
             actions.append(m.description.set(description))
+        # attempt 1's late summary worker ─ condition fails on attempt 2's row: its summary is left be
         condition = m.id.exists() if only_if is None else (m.summary_status == only_if)
+        if attempt is not None:
+            condition &= m.attempt == attempt
         return self._update(knowledge_id, actions, condition) is not None
 
     def move_to_kb(

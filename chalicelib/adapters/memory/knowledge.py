@@ -245,6 +245,12 @@ class MemoryKnowledgeRepo:
         updated = self._update(knowledge_id, releasable, change)
         return None if updated is None else updated.pending_subtasks_count
 
+    def slot_released(self, knowledge_id: str, attempt: int, subtask_id: str) -> bool:
+        with self._lock:
+            row = self._rows.get(knowledge_id)
+            released = self._released.get((knowledge_id, attempt), set())
+            return row is not None and row.attempt == attempt and subtask_id in released
+
     def plan_embedding(self, knowledge_id: str, attempt: int, plan: int, slices: int) -> bool:
         def plannable(k: Knowledge) -> bool:
             return k.attempt == attempt and k.parse_status == ParseStatus.PROCESSING and k.embed_plan < plan
@@ -471,7 +477,13 @@ class MemoryKnowledgeRepo:
         )
 
     def set_summary_status(
-        self, knowledge_id: str, status: str, *, only_if: str | None = None, description: str | None = None
+        self,
+        knowledge_id: str,
+        status: str,
+        *,
+        only_if: str | None = None,
+        description: str | None = None,
+        attempt: int | None = None,
     ) -> bool:
         def change(k: Knowledge) -> None:
             k.summary_status = SummaryStatus(status)
@@ -480,7 +492,9 @@ class MemoryKnowledgeRepo:
                 k.description = description
 
         def condition(k: Knowledge) -> bool:
-            return only_if is None or k.summary_status.value == only_if
+            return (only_if is None or k.summary_status.value == only_if) and (
+                attempt is None or k.attempt == attempt
+            )
 
         return self._update(knowledge_id, condition, change) is not None
 

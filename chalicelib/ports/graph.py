@@ -1,0 +1,57 @@
+"""The knowledge graph's port: entities and relations per knowledge base, each knowledge's part kept apart."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass
+class GraphNode:
+    name: str
+    attributes: list[str]
+    chunk_ids: list[str]
+    knowledge_ids: list[str]
+
+
+@dataclass
+class GraphEdge:
+    source: str
+    relation: str
+    target: str
+    knowledge_ids: list[str]
+
+
+@dataclass
+class GraphNeighbourhood:
+    entity: GraphNode | None
+    edges: list[GraphEdge]
+    neighbours: list[GraphNode]
+
+
+class GraphRepo(Protocol):
+    """Entities and relations per knowledge base; each knowledge's contribution is kept apart, so deleting
+    (or re-extracting) a knowledge removes exactly what it added."""
+
+    def add(
+        self,
+        kb_id: str,
+        knowledge_id: str,
+        entities: Sequence[tuple[str, list[str], str]],
+        relations: Sequence[tuple[str, str, str, str]],
+    ) -> None:
+        """entities: (name, attributes, chunk_id); relations: (source, relation, target, chunk_id).
+        Idempotent: adding the same facts again changes nothing."""
+        ...
+
+    def neighbourhood(self, kb_id: str, entity: str, limit: int = 50) -> GraphNeighbourhood: ...
+
+    def delete_knowledge(self, kb_id: str, knowledge_id: str) -> int: ...
+
+    def keep_only_attempt(self, kb_id: str, knowledge_id: str, chunk_prefix: str) -> int:
+        """Drops what the knowledge's other attempts contributed: chunk ids that do not start with
+        `chunk_prefix` leave every fact, and a fact left with none goes (unless a chunk id was added
+        meanwhile), so facts the current attempt writes concurrently are never lost. Returns the facts
+        removed."""
+        ...
