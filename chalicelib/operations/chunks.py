@@ -5,8 +5,11 @@ short-lived links to the stored original and parsed Markdown (the specification'
 An edit embeds the new text before anything is written (a model that fails changes nothing: 503), and the
 questions generated from the old text leave the chunk and the index. A chunk row's `is_enabled` is the
 chunk's own switch; its entries are on while the chunk and its document both are. Either change makes the
-summary stale (it is made from the enabled chunks' text). A download link is a grant on the file's entry in
-the resource catalog (services/resources.py), answered by `GET /r/{token}`."""
+summary stale (it is made from the enabled chunks' text). After it wrote, an edit re-reads the row: one a
+delete, a reparse or a move overtook takes back what it wrote (404 `knowledge_not_found`, 409
+`knowledge_changed`), and one the document's switch overtook follows it. A document being deleted is gone
+from the listing, the chunk read and the download links at once (404). A download link is a grant on the
+file's entry in the resource catalog (services/resources.py), answered by `GET /r/{token}`."""
 
 from __future__ import annotations
 
@@ -29,10 +32,11 @@ from chalicelib.domain.types import (
     ParseStatus,
     SummaryStatus,
 )
-from chalicelib.ports import Dependencies, IndexSpace
+from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError
 from chalicelib.services import resources
 from chalicelib.services.dispatch import request_summary_refresh
-from chalicelib.services.indexing import chunk_entries, embed_texts
+from chalicelib.services.indexing import chunk_entries, embed_texts, write_entries
+from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_api
@@ -49,10 +53,22 @@ def _view(chunk: Chunk) -> dict[str, Any]:
     return data
 
 
+def _usable_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
+    """The tenant's row, as `owned_knowledge`; a row being deleted is gone from use at once: the same 404."""
+    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    if knowledge.parse_status == ParseStatus.DELETING:
+        raise _deleted(knowledge.id)
+    return knowledge
+
+
+def _deleted(knowledge_id: str) -> NotFound:
+    return NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
+
+
 def list_chunks(
     deps: Dependencies, tenant_id: str, knowledge_id: str, query: ChunkListQuery
 ) -> dict[str, Any]:
-    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    knowledge = _usable_knowledge(deps, tenant_id, knowledge_id)
     prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
     if query.cursor and not query.cursor.startswith(prefix):
         raise BadRequest("the cursor is not one of this document's pages", code="invalid_cursor")
@@ -73,7 +89,7 @@ def _chunk(deps: Dependencies, knowledge: Knowledge, chunk_id: str) -> Chunk:
 
 
 def get_chunk(deps: Dependencies, tenant_id: str, knowledge_id: str, chunk_id: str) -> dict[str, Any]:
-    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    knowledge = _usable_knowledge(deps, tenant_id, knowledge_id)
     return _view(_chunk(deps, knowledge, chunk_id))
 
 
@@ -108,11 +124,11 @@ def edit_chunk(
         return _view(chunk)
     if not kb.indexing_strategy.needs_embedding:
         deps.chunks.put_many([changed])
+        _kept_or_taken_back(deps, knowledge, chunk, changed)
     else:
         model = require_usable_for_api(deps, kb)
         space, engine = IndexSpace.of(model), deps.engine(kb.retrieval_engine)
-        current = deps.knowledge.get(knowledge.id) or knowledge
-        searchable = changed.is_enabled and current.enable_status == EnableStatus.ENABLED
+        searchable = _searchable(deps, knowledge, changed)
         entries = None
         if changed.content != chunk.content:
             from chalicelib.chunker import index_text
@@ -130,17 +146,80 @@ def edit_chunk(
             )
         # The index first, the row last: a write that fails on the way leaves the row as it was, so the
         # same request sent again finds a change and makes it (the row written first would answer "no change").
-        if entries is not None:
-            engine.batch_index(space, entries)
-            asked = chunk.metadata.get("questions")
-            if isinstance(asked, list) and asked:
-                engine.delete_by_ids(space, kb.id, [f"{chunk.id}-q{n}" for n in range(len(asked))])
-        # the chunk's entries (its generated questions too) follow its switch, within the document's
-        engine.set_enabled(space, kb.id, [changed.id], searchable)
+        try:
+            if entries is not None:
+                write_entries(deps, engine, space, entries)
+                asked = chunk.metadata.get("questions")
+                if isinstance(asked, list) and asked:
+                    engine.delete_by_ids(space, kb.id, [f"{chunk.id}-q{n}" for n in range(len(asked))])
+            # the chunk's entries (its generated questions too) follow its switch, within the document's
+            engine.set_enabled(space, kb.id, [changed.id], searchable)
+        except (StageError, IndexWriteError) as error:  # answered without the engine's reply, nor logged
+            raise _index_error(error) from error
         deps.chunks.put_many([changed])
+        _kept_or_taken_back(deps, knowledge, chunk, changed, (engine, space))
+        if _searchable(deps, knowledge, changed) != searchable:  # the document switched meanwhile
+            engine.set_enabled(space, kb.id, [changed.id], not searchable)
     if knowledge.summary_status != SummaryStatus.NONE:
         request_summary_refresh(deps, knowledge)  # made from the enabled chunks' text: stale now
     return _view(changed)
+
+
+def _searchable(deps: Dependencies, knowledge: Knowledge, chunk: Chunk) -> bool:
+    """Whether the chunk's entries are on: its own switch, within its document's (read now)."""
+    current = deps.knowledge.get(knowledge.id) or knowledge
+    return chunk.is_enabled and current.enable_status == EnableStatus.ENABLED
+
+
+def _index_error(error: StageError | IndexWriteError) -> ServiceUnavailable:
+    """An index write the edit could not make, answered with a fixed text (the row was not written)."""
+    if isinstance(error, StageError) and not error.permanent:  # not answering, after a few quick tries
+        return ServiceUnavailable("the search index is not answering; try again", code="index_unavailable")
+    return ServiceUnavailable(
+        "the search index refused the change; the chunk was not changed", code="index_refused"
+    )
+
+
+def _kept_or_taken_back(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    before: Chunk,
+    changed: Chunk,
+    index: tuple[Any, IndexSpace] | None = None,
+) -> None:
+    """Re-reads the row after the edit wrote, as the stages do, and takes back exactly what the edit wrote
+    when the row moved on meanwhile. Deleted (or being deleted): the chunk's entry and its row go, so
+    nothing of the document stays; 404. Reparsed: the edit's attempt is gone (the chunk as it was went
+    with it), so its entry and row go too; 409. Moved to another knowledge base: its entry in the old one
+    is orphaned and goes, the row is put back as it was (the edit was not made); 409. `index`: the engine
+    and space the edit wrote to (None: nothing indexed)."""
+    deleted: list[bool] = []
+
+    def unindex() -> None:
+        if index is not None:
+            engine, space = index
+            engine.delete_by_ids(space, knowledge.kb_id, [changed.id])
+
+    def take_back() -> None:
+        unindex()
+        deps.chunks.delete_many(knowledge.id, [changed.id])
+
+    def undo() -> None:
+        take_back()
+        deleted.append(True)
+
+    def undo_moved(_row: Knowledge) -> None:
+        unindex()
+        deps.chunks.put_many([before])
+
+    if kept_after_write(deps, knowledge, undo, undo_moved=undo_moved, undo_superseded=take_back):
+        return
+    if deleted:
+        raise _deleted(knowledge.id)
+    raise Conflict(
+        f"knowledge {knowledge.id} was reparsed or moved while the chunk was edited; read it and try again",
+        code="knowledge_changed",
+    )
 
 
 def file_url(
@@ -148,7 +227,7 @@ def file_url(
 ) -> dict[str, Any]:
     """A download link to the stored original or parsed Markdown: the file is registered in the resource
     catalog (once) and the link is a single-purpose, expiring grant on it, `<base_url>/r/{token}`."""
-    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    knowledge = _usable_knowledge(deps, tenant_id, knowledge_id)
     if query.kind == "original":
         if knowledge.type in (KnowledgeType.URL, KnowledgeType.MANUAL) or not knowledge.file_path:
             raise NotFound("this knowledge has no stored original file", code="file_not_found")

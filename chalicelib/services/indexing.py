@@ -257,10 +257,11 @@ class Stopped(Exception):
     """The row moved on while this slice indexed (what a deleted row got was undone)."""
 
 
-def _write_entries(deps: Dependencies, engine: Any, space: IndexSpace, entries: list[IndexEntry]) -> None:
+def write_entries(deps: Dependencies, engine: Any, space: IndexSpace, entries: list[IndexEntry]) -> None:
     """Upserts by entry id. An engine that cannot take the write now gets a few quick retries (200 ms
     doubling, as WeKnora's indexer does), then the stage's own; one that refuses it fails the document at
-    once. Anything else is not an engine outage and goes to the runner as it is."""
+    once. Anything else is not an engine outage and goes to the runner as it is. The API's chunk edit
+    writes through it too, and answers its stage errors (their messages never carry the engine's reply)."""
     delay = 0.2
     for attempt in range(deps.settings.index_write_attempts):
         try:
@@ -410,7 +411,7 @@ def _index_window(
     vectors = run.embed(texts) if kb.indexing_strategy.vector_enabled and texts else None
     entries = chunk_entries(kb.id, knowledge.id, window, texts, vectors)
     if entries:
-        _write_entries(deps, engine, space, entries)
+        write_entries(deps, engine, space, entries)
     if not kept_after_write(
         deps,
         knowledge,

@@ -110,6 +110,26 @@ def test_a_refused_item_is_a_write_error_even_beside_busy_ones(
         scripted(bulk_items(THROTTLED, REFUSED)).batch_index(SPACE, ENTRIES)
 
 
+def test_a_write_error_keeps_the_status_and_kind_never_the_servers_reason(
+    scripted: Callable[[Script], OpenSearchEngine],
+) -> None:
+    """The message reaches logs (and a route's traceback): the reason may quote the document."""
+    said = {"status": 400, "error": {"type": "mapper_parsing_exception", "reason": "SERVER-SAID [content]"}}
+    with pytest.raises(IndexWriteError) as refused:
+        scripted(bulk_items(OK, said)).batch_index(SPACE, ENTRIES)
+    assert "400 mapper_parsing_exception" in str(refused.value) and "SERVER-SAID" not in str(refused.value)
+
+    def failing_delete(method: str, path: str, body: bytes) -> tuple[int, Any]:
+        assert path.endswith("/_delete_by_query"), path
+        cause = {"type": "search_phase_execution_exception", "reason": "SERVER-SAID shard"}
+        return 200, {"deleted": 0, "failures": [{"status": 500, "cause": cause}]}
+
+    with pytest.raises(IndexWriteError) as failed:
+        scripted(failing_delete).delete_by_knowledge(SPACE, "kb1", ["k1"])
+    assert "500 search_phase_execution_exception" in str(failed.value)
+    assert "SERVER-SAID" not in str(failed.value)
+
+
 @pytest.mark.parametrize("status", [429, 502, 503, 504])
 def test_a_busy_status_is_unavailable_without_the_servers_words(
     scripted: Callable[[Script], OpenSearchEngine], status: int

@@ -34,7 +34,8 @@ SAMPLE_BODIES: dict[str, dict[str, Any]] = {
     "ManualRequest": {"content": "# probe\n\n{n}"},
     "ReparseRequest": {},
     "ChunkPreviewRequest": {"knowledge_id": "{knowledge_id}"},
-    "BatchDeleteRequest": {"kb_id": "{kb_id}", "ids": ["{knowledge_id}"]},
+    # its own knowledge: the probed one stays in use (a row being deleted answers 404 to what reads it)
+    "BatchDeleteRequest": {"kb_id": "{kb_id}", "ids": ["{doomed_id}"]},
     "BatchReparseRequest": {"kb_id": "{kb_id}", "ids": ["{knowledge_id}"]},
     "EditKnowledgeRequest": {"title": "taken over"},
     "UpdateKnowledgeBase": {"description": "taken over"},
@@ -184,6 +185,10 @@ def _seed(api: Api, secret: str) -> dict[str, str]:
     )
     assert manual.status_code == 200, manual.json_body
     spare = api.post(f"/knowledge-bases/{kb['id']}/knowledge/manual", {"content": "spare", "status": "draft"})
+    doomed = api.post(
+        f"/knowledge-bases/{kb['id']}/knowledge/manual", {"content": "doomed", "status": "draft"}
+    )
+    assert doomed.status_code == 200, doomed.json_body
     task = api.client.http.delete(
         f"{V1}/knowledge/{spare.json_body['data']['id']}", headers={"X-API-Key": api.api_key}
     )
@@ -215,6 +220,7 @@ def _seed(api: Api, secret: str) -> dict[str, str]:
         "tag_id": tag.json_body["data"]["id"],
         "entry_id": entry.json_body["data"]["id"],
         "knowledge_id": manual.json_body["data"]["id"],
+        "doomed_id": doomed.json_body["data"]["id"],
         "chunk_id": f"{manual.json_body['data']['id']}-a1-00000",
         "task_id": task.json_body["data"]["task_id"],
         "secret": secret,

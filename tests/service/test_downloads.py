@@ -100,8 +100,13 @@ def test_unknown_expired_and_deleted_grants_are_refused(deps: Services, kb: Know
     delete_knowledge(deps, kb.tenant_id, created.id)
     deps.knowledge.mark_deleting(created.id)  # as the delete task begins: its links are released first
     resources.release_owner(deps, created.id)
-    late = _link(deps, kb.tenant_id, created.id, "original")  # asked for while the delete runs
-    assert _refused(deps, _token(late)).code == "resource_deleted"  # the file is not brought back
+    with pytest.raises(NotFound) as deleting:  # asked for while the delete runs: gone from use at once
+        _link(deps, kb.tenant_id, created.id, "original")
+    assert deleting.value.code == "knowledge_not_found"
+    row = deps.knowledge.get(created.id)  # and a file registered again meanwhile is not brought back
+    assert row is not None and row.file_path
+    late = resources.register_file(deps, row, "original", row.file_path, 0, "notes.md")
+    assert _refused(deps, resources.create_grant(deps, late, 60)[0]).code == "resource_deleted"
     drain(deps, ("lifecycle",))
     assert deps.knowledge.get(created.id) is None
     gone = _refused(deps, _token(live))

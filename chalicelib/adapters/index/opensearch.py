@@ -243,6 +243,18 @@ def _busy_item(result: Mapping[str, Any]) -> bool:
     return result.get("status") in _BUSY_STATUSES or kind in _BUSY_ITEM_ERRORS
 
 
+def _failure(status: Any, error: Any) -> str:
+    """A failed item as an error message keeps it: its HTTP status and the kind of error
+    (`400 mapper_parsing_exception`), never the server's reason text, which may quote the document or the
+    cluster's internals (the message reaches logs)."""
+    kind = error.get("type") if isinstance(error, Mapping) else None
+    if not (
+        isinstance(kind, str) and len(kind) <= 100 and kind.isascii() and kind.replace("_", "").isalnum()
+    ):
+        kind = "error"
+    return f"{status if isinstance(status, int) else '?'} {kind}"
+
+
 class OpenSearchEngine:
     """RetrieveEngine on opensearch-py. Thread-safe as far as the client is (opensearch-py is)."""
 
@@ -356,7 +368,7 @@ class OpenSearchEngine:
                     op, res = next((op, res) for op, res in failed if not _busy_item(res))
                     raise IndexWriteError(
                         f"bulk: {len(failed)} of {len(resp['items'])} actions failed; first {op} "
-                        f"{res.get('_id')}: {res.get('status')} {res.get('error')}"
+                        f"{res.get('_id')}: {_failure(res.get('status'), res.get('error'))}"
                     )
         return items
 
@@ -450,8 +462,13 @@ class OpenSearchEngine:
                 )
             except NotFoundError:
                 return 0
-            if resp.get("failures"):
-                raise IndexWriteError(f"delete_by_query failures: {resp['failures'][:3]}")
+            failures = resp.get("failures")
+            if failures:
+                first = failures[0] if isinstance(failures[0], Mapping) else {}
+                raise IndexWriteError(
+                    f"delete_by_query: {len(failures)} failures; first: "
+                    f"{_failure(first.get('status'), first.get('cause'))}"
+                )
             return int(resp.get("deleted", 0))
         doc_ids = [hit["_id"] for hit in self._scan(space, query)]
         actions = [(self._line({"delete": {"_index": space.name, "_id": doc_id}}),) for doc_id in doc_ids]
