@@ -324,3 +324,31 @@ def test_titan_v1_has_no_dimension_params(client: Any, stub: Stubber) -> None:
         invoke_params("amazon.titan-embed-text-v1", {"inputText": "a"}),
     )
     assert model.embed(["a"]).shape == (1, 1536)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"), [(400, ModelRequestError), (429, ModelThrottled), (503, ModelUnavailable)]
+)
+def test_an_error_code_that_is_free_text_never_reaches_the_message(
+    client: Any, stub: Stubber, status: int, expected: type[Exception]
+) -> None:
+    """botocore takes `Code` from whatever the endpoint sent (`__type`, `x-amzn-ErrorType`): it is kept only
+    when it looks like a code, since the message reaches rows, spans and logs (found by an audit)."""
+    stub.add_client_error(
+        "invoke_model",
+        service_error_code="Account 123456789012 key sk-live-SECRET rejected, pay at evil.example",
+        http_status_code=status,
+    )
+    with pytest.raises(expected) as info:
+        BedrockTitanEmbedding(client, concurrency=1).embed(["x"])
+    assert "SECRET" not in str(info.value) and "evil" not in str(info.value)
+    assert "SECRET" not in str(getattr(info.value, "provider_code", ""))
+
+
+def test_a_stop_reason_that_is_free_text_never_reaches_the_message() -> None:
+    from chalicelib.adapters.models.bedrock import _converse_text
+
+    response = converse_response("", stop="key sk-live-SECRET rejected")
+    with pytest.raises(ModelEmptyResponse) as info:
+        _converse_text(response, "amazon.nova-lite-v1:0", "m")
+    assert "SECRET" not in str(info.value) and info.value.provider_code == ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,17 @@ _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"GIF87a", "gif"),
     (b"GIF89a", "gif"),
 )
+
+
+#: a provider's machine-readable error code or stop reason is kept only when it is one: anything else is a
+#: remote server's free text, which never reaches a tenant-visible field or a log line
+_PROVIDER_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def provider_code(raw: object) -> str:
+    """`raw` when it looks like a code (letters, digits, `_ . -`, at most 64), else ''."""
+    code = "" if raw is None else str(raw)
+    return code if _PROVIDER_CODE.match(code) else ""
 
 
 def image_format(image: bytes) -> str:

@@ -34,6 +34,7 @@ from chalicelib.adapters.models._common import (
     clip_texts,
     image_format,
     parse_retry_after,
+    provider_code,
     split_system,
     to_unit_vectors,
 )
@@ -94,8 +95,9 @@ def map_bedrock_error(exc: Exception, model_id: str) -> Exception:
     """The port/adapter exception for a botocore error (returned, so callers `raise ... from exc`)."""
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        # The code only: Bedrock's message text is a remote answer and never reaches a tenant or a log.
+        # The code only, and only if it is one: Bedrock's message (and a `Code` that is free text, which
+        # botocore takes from whatever the endpoint sent) is a remote answer, never for a tenant or a log.
+        code = provider_code(error.get("Code"))
         message = f"bedrock {model_id}: {code or 'error'}"
         meta = exc.response.get("ResponseMetadata", {})
         status = int(meta.get("HTTPStatusCode") or 0)
@@ -274,9 +276,9 @@ def _converse_text(response: Mapping[str, Any], bedrock_model: str, model_id: st
     content = response.get("output", {}).get("message", {}).get("content", [])
     text = "".join(block.get("text", "") for block in content if isinstance(block, dict))
     if not text.strip():
-        stop = response.get("stopReason", "")
+        stop = provider_code(response.get("stopReason"))
         raise ModelEmptyResponse(
-            f"bedrock {bedrock_model}: empty answer (stopReason={stop})", provider_code=str(stop)
+            f"bedrock {bedrock_model}: empty answer (stopReason={stop or 'unknown'})", provider_code=stop
         )
     return text
 

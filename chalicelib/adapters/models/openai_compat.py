@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from chalicelib.adapters.models._common import clip_texts, image_format, parse_retry_after, to_unit_vectors
+from chalicelib.adapters.models._common import (
+    clip_texts,
+    image_format,
+    parse_retry_after,
+    provider_code,
+    to_unit_vectors,
+)
 from chalicelib.domain import metering
 from chalicelib.net.client import FetchError, SafeHttpClient
 from chalicelib.ports import (
@@ -101,9 +107,6 @@ class SafeTransport:
         return HttpResponse(response.status, response.body, response.headers)
 
 
-_PROVIDER_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
 def _error_code(body: bytes) -> str:
     """The provider's machine-readable error code, if it sent a plain one. Its message is never kept:
     nothing a remote server answers may reach a tenant-visible field or a log line."""
@@ -113,8 +116,7 @@ def _error_code(body: bytes) -> str:
         return ""
     error = payload.get("error") if isinstance(payload, dict) else None
     if isinstance(error, dict):
-        code = str(error.get("code") or error.get("type") or "")
-        return code if _PROVIDER_CODE.match(code) else ""
+        return provider_code(error.get("code") or error.get("type"))
     return ""
 
 
