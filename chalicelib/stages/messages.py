@@ -72,6 +72,8 @@ class TaskMessageModel(BaseModel):
     tenant_id: str = ""
     knowledge_id: str = Field(min_length=1, max_length=200)
     attempt: int = Field(ge=1)
+    #: how often a throttled or unavailable model sent this task back for later (runner.run_task)
+    deferrals: int = Field(default=0, ge=0)
 
 
 class ImageRef(BaseModel):

@@ -16,6 +16,7 @@ Partial batch failures are reported through Powertools, so one bad record never 
 from __future__ import annotations
 
 import functools
+import json
 import random
 from collections.abc import Callable
 from dataclasses import replace
@@ -36,7 +37,7 @@ from chalicelib.domain.errors import (
 from chalicelib.domain.events import EventType as Announced
 from chalicelib.domain.types import Knowledge, ParseStatus, Stage, StageMessage
 from chalicelib.observability import logger, stage_outcome
-from chalicelib.ports import Dependencies
+from chalicelib.ports import Dependencies, ModelThrottled, ModelUnavailable
 from chalicelib.services.deadline import deadline_of, stage_deadline
 from chalicelib.services.events import knowledge_changed_by_id
 from chalicelib.services.fairness import attempt_leaves_pipeline
@@ -263,6 +264,21 @@ def run_task(
                 deps.workflow.task_success(token, {"skipped": True, "reason": str(skipped)})
             return
         except Exception as error:
+            deferrals = int(getattr(body, "deferrals", 0))
+            if isinstance(error, ModelThrottled | ModelUnavailable) and (
+                deferrals < deps.settings.max_throttle_deferrals
+            ):
+                # The model asked to wait: the same task comes back later as its own message, without
+                # spending one of its tries (as a stage's deferral; the state machine's timeout still holds).
+                wait = getattr(error, "retry_after", None) or retry_delay(deferrals + 1)
+                delay = int(min(deps.settings.max_defer_seconds, 900, max(1, wait)))
+                again = {**json.loads(record.body), "deferrals": deferrals + 1}
+                deps.queue.send_raw(task, again, delay_seconds=delay)
+                logger.info(
+                    "task deferred: the model asked to wait",
+                    extra={"task": task, "delay_seconds": delay, "deferrals": deferrals + 1},
+                )
+                return
             if receive_count(record) >= deps.settings.stage_max_receives:
                 logger.exception("task failed on its last try", extra={"task": task})
                 if token:

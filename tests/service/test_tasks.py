@@ -659,3 +659,36 @@ def test_a_grown_window_reads_every_chunk_of_it_with_its_model_calls_in_parallel
     assert len(asked) == size
     assert all(c.metadata["questions"][0].startswith("What about") for c in asked)
     assert 1 < peak[0] <= enrichment.MAX_PARALLEL_CALLS
+
+
+def test_a_task_whose_model_asks_to_wait_comes_back_later_without_spending_a_try(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, workflow: MemoryWorkflow
+) -> None:
+    """A throttled (or briefly unavailable) chat model had spent one of the task's four tries per throttle,
+    and failed a summary or a caption under sustained throttling: the task is sent back with the delay the
+    model asked for, as a stage's deferral is, up to `max_throttle_deferrals` times."""
+    from chalicelib.ports import ModelThrottled
+    from chalicelib.stages.messages import TaskMessageModel
+    from chalicelib.stages.runner import run_task as answer_task
+
+    seen: list[int] = []
+
+    def work(_: Services, body: TaskMessageModel) -> dict[str, Any] | None:
+        seen.append(body.deferrals)
+        if len(seen) == 1:
+            raise ModelThrottled("slow down", retry_after=7)
+        return {"done": True}
+
+    knowledge = upload(deps, kb)
+    queue.send_raw("postprocess", task_body(knowledge, "token"))
+    event = queue.receive("postprocess")
+    event["Records"][0]["attributes"]["ApproximateReceiveCount"] = str(deps.settings.stage_max_receives)
+    assert answer_task(deps, event, None, TaskMessageModel, work, "postprocess")["batchItemFailures"] == []
+    queue.settle(event, {"batchItemFailures": []})
+    [again] = queue.waiting("postprocess")
+    assert again.delay_seconds == 7 and json.loads(again.body)["deferrals"] == 1
+    assert workflow.answers_to("token") == []  # its last try was not spent: not failed
+    event = queue.receive("postprocess")
+    assert answer_task(deps, event, None, TaskMessageModel, work, "postprocess")["batchItemFailures"] == []
+    [answer] = workflow.answers_to("token")
+    assert answer.succeeded and answer.output == {"done": True} and seen == [0, 1]
