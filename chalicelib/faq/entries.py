@@ -515,6 +515,7 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
 
         vector = embed_texts(deps, model, [query[: model.max_input_chars]])[0]
     normalised_query = normalise(query)
+    fetched: dict[str, FaqEntry] = {}  # entries read by a shallower round are not read again
 
     def answer_at(depth: int) -> tuple[int, list[dict[str, Any]]]:
         """(the engine's hits at this depth, the entries they make, at most top_k)."""
@@ -532,7 +533,8 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
         best: dict[str, Any] = {}
         for hit in hits:  # best question per entry (hits come best first)
             best.setdefault(hit.knowledge_id, hit)
-        entries = deps.faq.get_entries(kb.id, list(best))
+        fetched.update(deps.faq.get_entries(kb.id, [e for e in best if e not in fetched]))
+        entries = fetched
         ranked: list[tuple[bool, dict[str, Any]]] = []
         for entry_id, hit in best.items():
             entry = entries.get(entry_id)

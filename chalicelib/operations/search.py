@@ -49,7 +49,7 @@ from chalicelib.domain.types import Chunk, ChunkType, EnableStatus, Knowledge, K
 from chalicelib.ports import Dependencies, EmbeddingModel, IndexSpace
 from chalicelib.services.ownership import require_kb
 from chalicelib.services.storage import signed_get
-from chalicelib.services.tagging import DELETING
+from chalicelib.services.tagging import check_tag_ids
 from chalicelib.services.usable import require_usable_for_api
 from chalicelib.settings import LATIN_ONLY_EMBEDDING_MODELS
 
@@ -157,11 +157,6 @@ def _bounded(ids: Iterable[str], seen: dict[str, None]) -> None:
             raise _too_broad()
 
 
-def _live_tag(deps: Dependencies, kb: KnowledgeBase, tag_id: str) -> bool:
-    tag = deps.tags.get(kb.id, tag_id)
-    return tag is not None and tag.tenant_id == kb.tenant_id and tag.status != DELETING
-
-
 def _tagged(deps: Dependencies, kb_id: str, tag_ids: list[str]) -> list[str]:
     seen: dict[str, None] = {}
     for tag_id in tag_ids:
@@ -195,7 +190,7 @@ def resolve_knowledge_ids(deps: Dependencies, kb: KnowledgeBase, request: Search
     if request.knowledge_ids is None and not request.has_knowledge_filter:
         return None
     if request.tag_ids:  # a tag being deleted is gone at once: it matches nothing any more
-        live = [t for t in request.tag_ids if _live_tag(deps, kb, t)]
+        live = check_tag_ids(deps, kb.id, request.tag_ids, strict=False)
         if not live:
             return []
         request = request.model_copy(update={"tag_ids": live})
