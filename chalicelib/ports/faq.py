@@ -87,6 +87,10 @@ class FaqRepo(Protocol):
         """Deletes the reservations of `keys` that `entry_id` holds; others' are left alone."""
         ...
 
+    def question_holders(self, kb_id: str, keys: Sequence[str]) -> dict[str, QuestionHolder]:
+        """The holders of those of `keys` that are reserved."""
+        ...
+
     def clear_questions(self, kb_id: str) -> None:
         """Deletes every reservation of the knowledge base (it is being deleted)."""
         ...

@@ -209,6 +209,13 @@ class DynamoFaqRepo:
                 if not _failed_condition(error):
                     raise
 
+    def question_holders(self, kb_id: str, keys: Sequence[str]) -> dict[str, QuestionHolder]:
+        wanted = [(kb_id, f"{QUESTION}{key}") for key in dict.fromkeys(keys)]
+        if not wanted:
+            return {}
+        items = self.model.batch_get(wanted, consistent_read=True)
+        return {item.key[len(QUESTION) :]: _as_holder(item) for item in items}
+
     def clear_questions(self, kb_id: str) -> None:
         items = list(
             self.model.query(

@@ -121,6 +121,11 @@ class MemoryFaqRepo:
                 if holder is not None and holder.entry_id == entry_id:
                     del held[key]
 
+    def question_holders(self, kb_id: str, keys: Sequence[str]) -> dict[str, QuestionHolder]:
+        with self._lock:
+            held = self._questions.get(kb_id, {})
+            return {key: held[key] for key in keys if key in held}
+
     def clear_questions(self, kb_id: str) -> None:
         with self._lock:
             self._questions.pop(kb_id, None)
