@@ -26,7 +26,6 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import (
     Chunk,
     ChunkType,
-    EnableStatus,
     Knowledge,
     KnowledgeType,
     ParseStatus,
@@ -35,7 +34,8 @@ from chalicelib.domain.types import (
 from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError
 from chalicelib.services import resources
 from chalicelib.services.dispatch import request_summary_refresh
-from chalicelib.services.indexing import chunk_entries, embed_texts, write_entries
+from chalicelib.services.indexing import chunk_entries, embed_texts, take_back_chunks, write_entries
+from chalicelib.services.indexing import searchable as document_searchable
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.storage import files_of
@@ -167,8 +167,7 @@ def edit_chunk(
 
 def _searchable(deps: Dependencies, knowledge: Knowledge, chunk: Chunk) -> bool:
     """Whether the chunk's entries are on: its own switch, within its document's (read now)."""
-    current = deps.knowledge.get(knowledge.id) or knowledge
-    return chunk.is_enabled and current.enable_status == EnableStatus.ENABLED
+    return chunk.is_enabled and document_searchable(deps, knowledge)
 
 
 def _index_error(error: StageError | IndexWriteError) -> ServiceUnavailable:
@@ -193,23 +192,20 @@ def _kept_or_taken_back(
     with it), so its entry and row go too; 409. Moved to another knowledge base: its entry in the old one
     is orphaned and goes, the row is put back as it was (the edit was not made); 409. `index`: the engine
     and space the edit wrote to (None: nothing indexed)."""
-    deleted: list[bool] = []
-
-    def unindex() -> None:
-        if index is not None:
-            engine, space = index
-            engine.delete_by_ids(space, knowledge.kb_id, [changed.id])
+    deleted = False
 
     def take_back() -> None:
-        unindex()
-        deps.chunks.delete_many(knowledge.id, [changed.id])
+        take_back_chunks(deps, knowledge, [changed.id], index)
 
     def undo() -> None:
+        nonlocal deleted
         take_back()
-        deleted.append(True)
+        deleted = True
 
     def undo_moved(_row: Knowledge) -> None:
-        unindex()
+        if index is not None:  # the entry left in the old knowledge base goes; the row is as it was
+            engine, space = index
+            engine.delete_by_ids(space, knowledge.kb_id, [changed.id])
         deps.chunks.put_many([before])
 
     if kept_after_write(deps, knowledge, undo, undo_moved=undo_moved, undo_superseded=take_back):

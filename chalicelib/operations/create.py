@@ -182,7 +182,7 @@ def _undo_if_kb_closed(deps: Dependencies, knowledge: Knowledge, url: str | None
     object away again, and answers as `require_kb` would now. A delete that begins after this read sweeps the
     row itself (its task looks for rows once more just before the knowledge base goes); when both remove
     it, the row's delete counts once."""
-    kb = deps.kbs.get(knowledge.kb_id)
+    kb = deps.kbs.get(knowledge.kb_id, consistent=True)  # a stale read would miss a delete just begun
     if kb is not None and kb.status != "deleting":
         return
     _undo(deps, knowledge, url, inserted=True, reserved=True)

@@ -24,7 +24,7 @@ from chalicelib.domain.listing import listing_source
 from chalicelib.domain.types import Knowledge
 from chalicelib.ports import Dependencies
 from chalicelib.services.ownership import require_kb
-from chalicelib.services.tagging import DELETING
+from chalicelib.services.tagging import check_tag_ids
 
 #: rows one request may read when filters are checked on the rows (status, keyword)
 MAX_READ = 500
@@ -49,10 +49,9 @@ def list_knowledge(
     if query.created_from and query.created_to and query.created_from > query.created_to:
         # DynamoDB refuses a BETWEEN whose bounds are reversed (a 500); moto and the fake answered []
         raise BadRequest("created_from is after created_to", code="invalid_query")
-    if query.tag_id is not None:
-        tag = deps.tags.get(kb.id, query.tag_id)
-        if tag is None or tag.tenant_id != kb.tenant_id or tag.status == DELETING:
-            raise BadRequest(f"unknown tag id {query.tag_id}", code="unknown_tag_id")
+    # a tag unknown to this knowledge base, or being deleted
+    if query.tag_id is not None and not check_tag_ids(deps, kb.id, [query.tag_id], strict=False):
+        raise BadRequest(f"unknown tag id {query.tag_id}", code="unknown_tag_id")
     listed = page(deps, kb_id, query)
     return {
         "items": [k.to_dict() for k in listed.items],

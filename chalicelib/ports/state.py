@@ -114,7 +114,9 @@ class ShareRepo(Protocol):
 
 
 class KnowledgeBaseRepo(Protocol):
-    def get(self, kb_id: str) -> KnowledgeBase | None: ...
+    def get(self, kb_id: str, *, consistent: bool = False) -> KnowledgeBase | None:
+        """`consistent`: a strongly consistent read (a create's check that no delete began meanwhile)."""
+        ...
 
     def put(self, kb: KnowledgeBase) -> None: ...
 

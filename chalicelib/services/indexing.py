@@ -229,10 +229,20 @@ def write_extra_chunks(
         engine.delete_by_knowledge(space, kb.id, [knowledge.id])
 
     def undo_superseded() -> None:  # a reparse's attempt would never clean what this one wrote after it
-        engine.delete_by_ids(space, kb.id, [e.id for e in entries])
-        deps.chunks.delete_many(knowledge.id, [c.id for c in chunks])
+        take_back_chunks(deps, knowledge, [c.id for c in chunks], (engine, space))
 
     return kept_after_write(deps, knowledge, undo, undo_superseded=undo_superseded)
+
+
+def take_back_chunks(
+    deps: Dependencies, knowledge: Knowledge, chunk_ids: Sequence[str], index: tuple[Any, IndexSpace] | None
+) -> None:
+    """Removes chunks a write made, by id: their index entries (an entry's id is its chunk's), when `index`
+    (engine, space) was written, then their rows."""
+    if index is not None:
+        engine, space = index
+        engine.delete_by_ids(space, knowledge.kb_id, list(chunk_ids))
+    deps.chunks.delete_many(knowledge.id, chunk_ids)
 
 
 def index_as_the_document_is(
@@ -241,14 +251,15 @@ def index_as_the_document_is(
     """Entries enrichment adds to an indexed document (image text, the summary, generated questions): written
     disabled while the document is disabled, so enrichment never brings it back to search, and switched when
     the document was enabled or disabled while they were written. An entry keeps its chunk's own switch."""
-    enabled = _searchable(deps, knowledge)
+    enabled = searchable(deps, knowledge)
     engine.batch_index(space, [replace(e, is_enabled=e.is_enabled and enabled) for e in entries])
-    if _searchable(deps, knowledge) != enabled:  # enabled or disabled while these were written
+    if searchable(deps, knowledge) != enabled:  # enabled or disabled while these were written
         switched = list(dict.fromkeys(e.chunk_id for e in entries if e.is_enabled or enabled))
         engine.set_enabled(space, entries[0].kb_id, switched, not enabled)
 
 
-def _searchable(deps: Dependencies, knowledge: Knowledge) -> bool:
+def searchable(deps: Dependencies, knowledge: Knowledge) -> bool:
+    """Whether the document is on now (its row read again; the given one when it is gone)."""
     row = deps.knowledge.get(knowledge.id)
     return (row or knowledge).enable_status == EnableStatus.ENABLED
 

@@ -140,8 +140,9 @@ def _write_chunks(
         deps.engine(kb.retrieval_engine).delete_by_knowledge(space, kb.id, [knowledge.id])
 
     def undo_superseded() -> None:  # a reparse's attempt would never clean what this one wrote after it
-        deps.engine(kb.retrieval_engine).delete_by_ids(space, kb.id, [c.id for c in chunks])
-        deps.chunks.delete_many(knowledge.id, [c.id for c in chunks])
+        from chalicelib.services.indexing import take_back_chunks
+
+        take_back_chunks(deps, knowledge, [c.id for c in chunks], (deps.engine(kb.retrieval_engine), space))
 
     if not kept_after_write(deps, knowledge, undo, undo_superseded=undo_superseded):
         raise Skip("the knowledge was deleted, cancelled or superseded")

@@ -46,6 +46,7 @@ from chalicelib.services.usage import metered_invocation
 from chalicelib.stages.messages import StageMessageModel, TaskMessageModel
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T", bound=TaskMessageModel)
 StageWork = Callable[[Dependencies, StageMessage], None]
 TaskWork = Callable[[Dependencies, Any], dict[str, Any]]
 
@@ -83,6 +84,11 @@ def come_back_soon(deps: Dependencies, queue: str, record: SQSRecord) -> None:
         deps.queue.retry_later(queue, record.receipt_handle, retry_delay(receive_count(record)))
     except Exception:  # the message still comes back, after the queue's own visibility timeout
         logger.exception("could not shorten a failed message's visibility", extra={"queue": queue})
+
+
+def _defer_seconds(deps: Dependencies, wanted: float) -> int:
+    """How long a deferred message waits: what was asked, within the settings' cap and SQS's 900 s."""
+    return int(min(deps.settings.max_defer_seconds, 900, max(1, wanted)))
 
 
 def receive_count(record: SQSRecord) -> int:
@@ -167,7 +173,7 @@ def run_stage(
         except DeferredStageError as error:
             if message.deferrals < deps.settings.max_throttle_deferrals:
                 # Throttled: come back later without spending one of the stage's tries.
-                delay = int(min(deps.settings.max_defer_seconds, 900, max(1, error.delay_seconds)))
+                delay = _defer_seconds(deps, error.delay_seconds)
                 deferred = replace(message, deferrals=message.deferrals + 1)
                 enqueue(deps, stage, deferred, delay_seconds=delay)
                 note("deferred", delay_seconds=delay, deferrals=deferred.deferrals)
@@ -231,10 +237,10 @@ def run_task(
     deps: Dependencies,
     event: dict[str, Any],
     context: Any,
-    model: type[M],
-    work: Callable[[Dependencies, M], dict[str, Any] | None],
+    model: type[T],
+    work: Callable[[Dependencies, T], dict[str, Any] | None],
     task: str,
-    settle: Callable[[Dependencies, M], None] | None = None,
+    settle: Callable[[Dependencies, T], None] | None = None,
 ) -> dict[str, Any]:
     """Runs `.waitForTaskToken` tasks: the worker answers its token once the work is durable (or, when
     the work returns None, the work has handed the token on to whoever answers it). `settle` runs right
@@ -253,7 +259,7 @@ def run_task(
         ):
             answer(body, record)
 
-    def answer(body: M, record: SQSRecord) -> None:
+    def answer(body: T, record: SQSRecord) -> None:
         token = str(getattr(body, "task_token", ""))  # empty: work outside the state machine's count
         try:
             output = work(deps, body)
@@ -264,14 +270,14 @@ def run_task(
                 deps.workflow.task_success(token, {"skipped": True, "reason": str(skipped)})
             return
         except Exception as error:
-            deferrals = int(getattr(body, "deferrals", 0))
+            deferrals = body.deferrals
             if isinstance(error, ModelThrottled | ModelUnavailable) and (
                 deferrals < deps.settings.max_throttle_deferrals
             ):
                 # The model asked to wait: the same task comes back later as its own message, without
                 # spending one of its tries (as a stage's deferral; the state machine's timeout still holds).
                 wait = getattr(error, "retry_after", None) or retry_delay(deferrals + 1)
-                delay = int(min(deps.settings.max_defer_seconds, 900, max(1, wait)))
+                delay = _defer_seconds(deps, wait)
                 again = {**json.loads(record.body), "deferrals": deferrals + 1}
                 deps.queue.send_raw(task, again, delay_seconds=delay)
                 logger.info(

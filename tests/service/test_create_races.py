@@ -179,7 +179,7 @@ def test_a_row_inserted_after_the_kb_delete_swept_is_swept_before_the_kb_goes(
         real_drop(kb_id)
         if not late:
             real_get = deps.kbs.get
-            deps.kbs.get = lambda _kb_id: active  # type: ignore[method-assign]
+            deps.kbs.get = lambda _kb_id, **_: active  # type: ignore[method-assign]
             try:
                 late.append(upload(deps, kb).id)
             finally:

@@ -46,11 +46,9 @@ class DynamoKnowledgeBaseRepo:
     def __init__(self, models: Models):
         self.model = models.kb
 
-    def get(self, kb_id: str) -> KnowledgeBase | None:
-        # consistent: a create re-reads its knowledge base after its insert to undo itself if a delete began
-        # meanwhile, and a stale read there would leave a row in a deleted knowledge base (one RCU, not half)
+    def get(self, kb_id: str, *, consistent: bool = False) -> KnowledgeBase | None:
         try:
-            return kb_from_body(self.model.get(kb_id, consistent_read=True).body)
+            return kb_from_body(self.model.get(kb_id, consistent_read=consistent).body)
         except DoesNotExist:
             return None
 

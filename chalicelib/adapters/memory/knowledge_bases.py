@@ -22,7 +22,7 @@ class MemoryKnowledgeBaseRepo:
         self._rows: dict[str, KnowledgeBase] = {}
         self._lock = threading.Lock()
 
-    def get(self, kb_id: str) -> KnowledgeBase | None:
+    def get(self, kb_id: str, *, consistent: bool = False) -> KnowledgeBase | None:
         with self._lock:
             row = self._rows.get(kb_id)
             return copy.deepcopy(row) if row else None

@@ -362,10 +362,10 @@ def search_filters(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_search(args: argparse.Namespace, console: Console) -> int:
     api = client(args)
-    kb = api.find_kb(args.kb)
-    if kb is None and not any(k.get("id") == args.kb for k in api.call("GET", "/knowledge-bases") or []):
+    kb = api.find_kb(args.kb)  # by id, then by name
+    if kb is None:
         raise CliError("kb_not_found", f"no knowledge base named {args.kb!r}")
-    hits = api.search(str(kb["id"]) if kb else args.kb, args.query, args.n, **search_filters(args))
+    hits = api.search(str(kb["id"]), args.query, args.n, **search_filters(args))
 
     def render() -> None:
         if not hits:
