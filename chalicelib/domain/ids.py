@@ -24,8 +24,25 @@ def file_md5(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
 
 
+#: sequence numbers below this keep their five-digit ids (every id written before wider ones existed)
+_FIVE_DIGITS = 100_000
+
+
+def ordered_seq(seq: int) -> str:
+    """A sequence number as a string that sorts as the number does: five digits below 100,000 (the ids
+    written before), then a letter saying how many digits follow (`A` six, `B` seven...). The letter
+    sorts after every digit and before `o`/`p`, so a document's text chunks stay in order past 99,999
+    and ahead of its image and parent chunks in a key-ordered listing."""
+    if seq < 0:
+        raise ValueError(f"a sequence number is not negative: {seq}")
+    if seq < _FIVE_DIGITS:
+        return f"{seq:05d}"
+    digits = str(seq)
+    return f"{chr(ord('A') + len(digits) - 6)}{digits}"
+
+
 def chunk_id(knowledge_id: str, attempt: int, seq: int, parent: bool = False) -> str:
-    return f"{knowledge_id}-a{attempt}-{'p' if parent else ''}{seq:05d}"
+    return f"{knowledge_id}-a{attempt}-{'p' if parent else ''}{ordered_seq(seq)}"
 
 
 def attempt_chunk_prefix(knowledge_id: str, attempt: int) -> str:

@@ -23,7 +23,7 @@ import pytest
 
 from chalicelib.domain.api_keys import ApiKey, Scope
 from chalicelib.domain.clock import iso_before, to_iso
-from chalicelib.domain.ids import api_key_hash, attempt_chunk_prefix, chunk_id
+from chalicelib.domain.ids import api_key_hash, attempt_chunk_prefix, chunk_id, image_chunk_id
 from chalicelib.domain.types import (
     Chunk,
     ChunkType,
@@ -688,6 +688,22 @@ class RepoContract:
         assert len(everything) == 7 + 1 + 3 + 2 and more is None
         assert repos.chunks.list_page(kid, prefix=attempt_chunk_prefix(kid, 3), limit=5) == ([], None)
         assert repos.chunks.list_page(new_id(), limit=5) == ([], None)
+
+    def test_list_page_keeps_sequence_order_past_99999(self, repos: Repos) -> None:
+        kid = new_id()
+        base = self._chunks(kid, 1, 1)[0]
+        seqs = [9_999, 10_000, 99_999, 100_000, 100_001, 149_999, 1_000_000]
+        texts = [replace(base, id=chunk_id(kid, 1, s), seq=s) for s in seqs]
+        image = replace(base, id=image_chunk_id(kid, 1, 0), seq=0, chunk_type=ChunkType.IMAGE_OCR)
+        parents = [
+            replace(base, id=chunk_id(kid, 1, s, parent=True), seq=s, chunk_type=ChunkType.PARENT_TEXT)
+            for s in (99_999, 100_000)
+        ]
+        repos.chunks.put_many([*reversed(parents), image, *reversed(texts)])
+        page, after = repos.chunks.list_page(kid, prefix=attempt_chunk_prefix(kid, 1), limit=100)
+        # text chunks in number order (100,000 had sorted between 10,000 and 10,001), then images, then parents
+        assert [c.id for c in page] == [c.id for c in (*texts, image, *parents)] and after is None
+        assert chunk_id(kid, 1, 99_999).endswith("-99999")  # the five-digit ids already written stay valid
 
     def test_get_many_reads_across_knowledge_and_skips_missing(self, repos: Repos) -> None:
         a, b = new_id(), new_id()
