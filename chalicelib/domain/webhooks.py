@@ -26,6 +26,13 @@ def new_secret() -> str:
     return SECRET_PREFIX + secrets.token_urlsafe(32)
 
 
+def delivery_id(event_id: str, webhook_id: str) -> str:
+    """One event's delivery to one webhook, the same however often the event is announced (a state
+    machine's announcement or a stage's message delivered again): its tries are claimed once, and the
+    receiver sees one delivery id."""
+    return hashlib.sha256(f"{event_id}|{webhook_id}".encode()).hexdigest()[:32]
+
+
 def signature(secret: str, timestamp: int, body: bytes) -> str:
     signed = str(timestamp).encode() + b"." + body
     return hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()

@@ -7,14 +7,16 @@ redelivered message whose conditional write fails announces nothing again:
 
     worker A   mark_indexed(completed) ok ── announce(Knowledge Completed)
     worker A'  (redelivered) mark_indexed ✗ (already completed) ── nothing
+
+Where an announcement itself comes twice (the state machine's message on the webhooks queue, delivered
+again), the event id is the same, so each webhook's delivery id is too and its tries are claimed once.
 """
 
 from __future__ import annotations
 
-import uuid
-
 from chalicelib.domain.events import Event, EventType, knowledge_event, summary_event, task_event
 from chalicelib.domain.types import Knowledge, Task
+from chalicelib.domain.webhooks import delivery_id
 from chalicelib.ports import Dependencies
 from chalicelib.services.webhook_messages import DeliveryMessage
 
@@ -38,7 +40,7 @@ def _fan_out(deps: Dependencies, event: Event) -> None:
         delivery = DeliveryMessage(
             kb_id=hook.kb_id,
             webhook_id=hook.id,
-            delivery_id=uuid.uuid4().hex,
+            delivery_id=delivery_id(event.event_id, hook.id),
             attempt=1,
             event=dict(event.detail),
         )

@@ -286,3 +286,22 @@ def test_deleting_the_knowledge_base_deletes_its_webhooks(deps: Services, kb: Kn
     while queue.waiting("lifecycle"):
         queue.deliver("lifecycle", lifecycle.handle, deps)
     assert deps.webhooks.get(kb.id, str(hook["id"])) is None
+
+
+def test_the_state_machines_announcement_delivered_twice_reaches_each_webhook_once(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    receiver = Receiver(204)
+    deps.webhook_sender = receiver
+    hook = hook_on(deps, kb, "Knowledge Completed")
+    knowledge = upload(deps, kb)
+    drain_webhooks(deps)
+    announcement = {"announce": "Knowledge Completed", "knowledge_id": knowledge.id, "attempt": 1}
+    queue.send_raw("webhooks", announcement)
+    queue.send_raw("webhooks", announcement)  # SQS delivers the machine's message a second time
+    drain_webhooks(deps)
+
+    (post,) = receiver.posts
+    assert json.loads(post[1])["knowledge_id"] == knowledge.id
+    (logged,) = webhooks.list_deliveries(deps, kb.tenant_id, kb.id, str(hook["id"]))
+    assert logged["outcome"] == "delivered"
