@@ -45,6 +45,22 @@ class GraphRepo(Protocol):
         Idempotent: adding the same facts again changes nothing."""
         ...
 
+    def add_window(
+        self,
+        kb_id: str,
+        knowledge_id: str,
+        window_key: str,
+        chunk_ids: Sequence[str],
+        entities: Sequence[tuple[str, list[str], str]],
+        relations: Sequence[tuple[str, str, str, str]],
+    ) -> None:
+        """`add` for one window of chunks whose facts replace what an earlier call with the same
+        `window_key` added (a redelivery whose first run died before its slot was released; a model
+        answers differently each time). The window's chunk ids (and any fact's) are recorded first under
+        the key; only when that record existed already are the ids recorded under it retracted from the
+        knowledge's facts before the add, so a first delivery reads no facts."""
+        ...
+
     def neighbourhood(self, kb_id: str, entity: str, limit: int = 50) -> GraphNeighbourhood: ...
 
     def delete_knowledge(self, kb_id: str, knowledge_id: str) -> int: ...
@@ -52,6 +68,6 @@ class GraphRepo(Protocol):
     def keep_only_attempt(self, kb_id: str, knowledge_id: str, chunk_prefix: str) -> int:
         """Drops what the knowledge's other attempts contributed: chunk ids that do not start with
         `chunk_prefix` leave every fact, and a fact left with none goes (unless a chunk id was added
-        meanwhile), so facts the current attempt writes concurrently are never lost. Returns the facts
-        removed."""
+        meanwhile), so facts the current attempt writes concurrently are never lost. Other attempts'
+        window records (`add_window`) go the same way. Returns the facts removed (records not counted)."""
         ...

@@ -80,9 +80,9 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
         elif kind == "graph":
             if deps.knowledge.slot_released(knowledge.id, knowledge.attempt, task.subtask.id):
                 # a redelivery after the window's facts were added and its slot released: asking again
-                # would pay for a second answer and add it on top of the first (graph.add only adds)
+                # would pay for a second answer (which would replace the first: add_window)
                 raise Skip("this window's graph was extracted already for this attempt")
-            outputs = graph(deps, knowledge, kb, _window(task))
+            outputs = graph(deps, knowledge, kb, _window(task), task.subtask.id)
         elif kind == "auto_tag":
             outputs = auto_tag(deps, knowledge, kb)
         elif kind == "wiki":
@@ -369,7 +369,15 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
 # ---------------------------------------------------------------- graph
 
 
-def graph(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: range) -> dict[str, Any]:
+def graph_window_key(attempt: int, subtask_id: str) -> str:
+    """Names one window's facts in the graph: a redelivery of the same subtask of the same attempt (its
+    first run died before the slot was released) replaces them with its own answer."""
+    return f"a{attempt}.{subtask_id}"
+
+
+def graph(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: range, subtask_id: str
+) -> dict[str, Any]:
     """Spec §1.16: entities and relations of a window of text-like chunks, several chunks per model call."""
     from chalicelib.enrich.graph import extract
 
@@ -395,7 +403,14 @@ def graph(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: r
         for chunk, found in zip(batch, extracted, strict=True):
             entities += [(e.name, e.attributes, chunk.id) for e in found.entities]
             relations += [(r.source, r.relation, r.target, chunk.id) for r in found.relations]
-    deps.graph.add(kb.id, knowledge.id, entities, relations)
+    deps.graph.add_window(
+        kb.id,
+        knowledge.id,
+        graph_window_key(knowledge.attempt, subtask_id),
+        [c.id for c in selected],
+        entities,
+        relations,
+    )
     if not kept_after_write(
         deps,
         knowledge,

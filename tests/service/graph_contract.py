@@ -34,3 +34,71 @@ class GraphContract:
         assert graph.keep_only_attempt(kb, a, attempt_chunk_prefix(a, 2)) == 1
         pier = graph.neighbourhood(kb, "Pier").entity
         assert pier is not None and pier.knowledge_ids == [b] and pier.chunk_ids == [chunk_id(b, 1, 0)]
+
+    def test_add_window_again_replaces_what_the_earlier_call_added_for_that_window(
+        self, graph: GraphRepo
+    ) -> None:
+        kb, k = f"kb-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+        first, second, other = chunk_id(k, 1, 0), chunk_id(k, 1, 1), chunk_id(k, 1, 20)
+        window = [first, second]
+        graph.add_window(kb, k, "a1.graph.1", [other], [("Berth", ["quay"], other)], [])
+        graph.add_window(
+            kb,
+            k,
+            "a1.graph.0",
+            window,
+            [("Keeper", ["first"], first), ("Lamp", ["bright"], first), ("Berth", ["old"], second)],
+            [("Keeper", "tends", "Lamp", first)],
+        )
+        # redelivered (the first run died before its slot was released): the model answers differently
+        again = ([("Lamp", ["dim"], first), ("Tower", [], second)], [("Lamp", "crowns", "Tower", second)])
+        graph.add_window(kb, k, "a1.graph.0", window, *again)
+
+        assert graph.neighbourhood(kb, "Keeper").entity is None
+        lamp = graph.neighbourhood(kb, "Lamp")
+        assert (
+            lamp.entity is not None and lamp.entity.attributes == ["dim"] and lamp.entity.chunk_ids == [first]
+        )
+        assert [(e.source, e.relation, e.target) for e in lamp.edges] == [("Lamp", "crowns", "Tower")]
+        # the other window's fact stays, with only its own chunk (attributes are kept per entity and
+        # knowledge, not per chunk: the first answer's "old" is not told apart)
+        berth = graph.neighbourhood(kb, "Berth").entity
+        assert berth is not None and berth.chunk_ids == [other]
+        graph.add_window(kb, k, "a1.graph.0", window, *again)  # the same answer again changes nothing
+        tower = graph.neighbourhood(kb, "Tower")
+        assert tower.entity is not None and tower.entity.chunk_ids == [second]
+        assert [(e.source, e.relation, e.target) for e in tower.edges] == [("Lamp", "crowns", "Tower")]
+
+    def test_add_window_the_first_time_only_adds(self, graph: GraphRepo) -> None:
+        kb, k = f"kb-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+        chunk = chunk_id(k, 1, 0)
+        graph.add(kb, k, [("Pier", ["stone"], chunk)], [])  # written by someone else for the same chunk
+        graph.add_window(kb, k, "a1.graph.0", [chunk], [("Quay", [], chunk)], [])
+        pier, quay = graph.neighbourhood(kb, "Pier").entity, graph.neighbourhood(kb, "Quay").entity
+        assert pier is not None and pier.chunk_ids == [chunk]
+        assert quay is not None and quay.chunk_ids == [chunk]
+
+    def test_window_records_are_no_facts_and_leave_with_their_attempt_or_knowledge(
+        self, graph: GraphRepo
+    ) -> None:
+        kb, k = f"kb-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+        old, new = chunk_id(k, 1, 0), chunk_id(k, 10, 0)
+        graph.add_window(kb, k, "a1.graph.0", [old], [("Crane", [], old)], [])
+        graph.add_window(kb, k, "a10.graph.0", [new], [("Tug", [], new)], [])
+        assert graph.neighbourhood(kb, "a1.graph.0").entity is None
+
+        assert graph.keep_only_attempt(kb, k, attempt_chunk_prefix(k, 10)) == 1  # the Crane node only
+        # attempt 1's record went with its facts: a late copy of its window only adds
+        graph.add(kb, k, [("Buoy", [], old)], [])
+        graph.add_window(kb, k, "a1.graph.0", [old], [("Crane", [], old)], [])
+        assert graph.neighbourhood(kb, "Buoy").entity is not None
+        # attempt 10's record stays: its redelivery still replaces
+        graph.add_window(kb, k, "a10.graph.0", [new], [("Ferry", [], new)], [])
+        assert graph.neighbourhood(kb, "Tug").entity is None
+        assert graph.neighbourhood(kb, "Ferry").entity is not None
+
+        graph.delete_knowledge(kb, k)
+        graph.add(kb, k, [("Ferry", [], new)], [])  # the records went with the knowledge: this stays
+        graph.add_window(kb, k, "a10.graph.0", [new], [("Tug", [], new)], [])
+        ferry = graph.neighbourhood(kb, "Ferry").entity
+        assert ferry is not None and ferry.chunk_ids == [new]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from pynamodb.exceptions import (
     DeleteError,
+    PutError,
     UpdateError,
 )
 
@@ -20,6 +22,16 @@ from chalicelib.ports import (
 
 def _graph_key(*parts: str) -> str:
     return "#".join(p.replace("#", " ") for p in parts)
+
+
+#: a window's record (`add_window`): a prefix no neighbourhood query ("n#", "e#", "r#") reads; it carries the
+#: knowledge id, so `delete_knowledge` (the knowledge index) finds it too, and the window's chunk ids, so
+#: `keep_only_attempt` drops other attempts' records as it drops their facts
+_WINDOW = "w"
+
+
+def _is_window_record(key: str) -> bool:
+    return key.startswith(_WINDOW + "#")
 
 
 class DynamoGraphRepo:
@@ -55,6 +67,39 @@ class DynamoGraphRepo:
                         m.chunk_ids.add({chunk_id}),
                     ]
                 )
+
+    def add_window(
+        self,
+        kb_id: str,
+        knowledge_id: str,
+        window_key: str,
+        chunk_ids: Sequence[str],
+        entities: Sequence[tuple[str, list[str], str]],
+        relations: Sequence[tuple[str, str, str, str]],
+    ) -> None:
+        window = {*chunk_ids, *(e[2] for e in entities), *(r[3] for r in relations)}
+        if window:
+            earlier = self._record_window(kb_id, knowledge_id, window_key, window)
+            if earlier:  # a redelivery: what an earlier answer added for these chunks goes first
+                facts = (i for i in self._items(kb_id, knowledge_id) if not _is_window_record(i.key))
+                self._retract(facts, lambda ids: ids & earlier)
+        self.add(kb_id, knowledge_id, entities, relations)
+
+    def _record_window(self, kb_id: str, knowledge_id: str, window_key: str, window: set[str]) -> set[str]:
+        """Records the window's chunk ids: empty on a first call (one conditional put, nothing read), else
+        every chunk id recorded under the key, this call's included (a later redelivery retracts them all)."""
+        m = self.model
+        record = m(
+            kb_id, _graph_key(_WINDOW, knowledge_id, window_key), knowledge_id=knowledge_id, chunk_ids=window
+        )
+        try:
+            record.save(condition=m.key.does_not_exist())
+            return set()
+        except PutError as error:
+            if not _condition_failed(error):
+                raise
+        record.update(actions=[m.knowledge_id.set(knowledge_id), m.chunk_ids.add(window)])
+        return set(record.chunk_ids or ())
 
     def neighbourhood(self, kb_id: str, entity: str, limit: int = 50) -> GraphNeighbourhood:
         key = entity_key(entity)
@@ -98,13 +143,26 @@ class DynamoGraphRepo:
         return len(items)
 
     def keep_only_attempt(self, kb_id: str, knowledge_id: str, chunk_prefix: str) -> int:
+        removed = self._retract(
+            self._items(kb_id, knowledge_id), lambda ids: {c for c in ids if not c.startswith(chunk_prefix)}
+        )
+        return sum(1 for key in removed if not _is_window_record(key))
+
+    def _items(self, kb_id: str, knowledge_id: str) -> list[Any]:
+        """Every item of the knowledge (facts and window records), read consistently: the index holds keys
+        only."""
         m = self.model
-        removed = 0
-        # The index holds keys only: the facts themselves are read (consistently) for their chunk ids.
         keys = [(i.kb_id, i.key) for i in m.knowledge_index.query(knowledge_id) if i.kb_id == kb_id]
-        for item in m.batch_get(keys, consistent_read=True):
+        return list(m.batch_get(keys, consistent_read=True))
+
+    def _retract(self, items: Iterable[Any], leaving: Callable[[set[str]], set[str]]) -> list[str]:
+        """Takes the chunk ids `leaving` picks out of each item, and deletes an item left with none unless a
+        chunk id came in meanwhile. Returns the keys deleted."""
+        m = self.model
+        removed: list[str] = []
+        for item in items:
             chunk_ids = set(item.chunk_ids or ())
-            stale = {c for c in chunk_ids if not c.startswith(chunk_prefix)}
+            stale = leaving(chunk_ids)
             if not stale:
                 continue
             fact = m(item.kb_id, item.key)
@@ -118,7 +176,7 @@ class DynamoGraphRepo:
                 continue
             try:  # only while no chunk id came in since: DynamoDB drops a set emptied by DELETE
                 fact.delete(condition=m.chunk_ids.does_not_exist())
-                removed += 1
+                removed.append(item.key)
             except DeleteError as error:
                 if not _condition_failed(error):
                     raise

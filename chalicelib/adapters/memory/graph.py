@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.graph import entity_key
@@ -24,6 +24,7 @@ class MemoryGraphRepo:
         self._nodes: dict[tuple[str, str, str], GraphNode] = {}  # (kb, entity key, knowledge)
         self._edges: dict[tuple[str, str, str, str, str], GraphEdge] = {}  # (kb, a, rel, b, knowledge)
         self._edge_chunks: dict[tuple[str, str, str, str, str], set[str]] = {}
+        self._windows: dict[tuple[str, str, str], set[str]] = {}  # (kb, knowledge, window key): chunk ids
         self._lock = threading.Lock()
 
     def add(
@@ -44,6 +45,26 @@ class MemoryGraphRepo:
                 key = (kb_id, entity_key(source), relation.casefold(), entity_key(target), knowledge_id)
                 self._edges.setdefault(key, GraphEdge(source, relation, target, [knowledge_id]))
                 self._edge_chunks.setdefault(key, set()).add(chunk_id)
+
+    def add_window(
+        self,
+        kb_id: str,
+        knowledge_id: str,
+        window_key: str,
+        chunk_ids: Sequence[str],
+        entities: Sequence[tuple[str, list[str], str]],
+        relations: Sequence[tuple[str, str, str, str]],
+    ) -> None:
+        window = {*chunk_ids, *(e[2] for e in entities), *(r[3] for r in relations)}
+        if window:
+            with self._lock:
+                key = (kb_id, knowledge_id, window_key)
+                earlier = key in self._windows
+                recorded = self._windows.setdefault(key, set())
+                recorded |= window
+                if earlier:  # a redelivery: what an earlier answer added for these chunks goes first
+                    self._retract(kb_id, knowledge_id, recorded.__contains__)
+        self.add(kb_id, knowledge_id, entities, relations)
 
     def _node(self, kb_id: str, key: str) -> GraphNode | None:
         parts = [n for (kb, k, _), n in self._nodes.items() if kb == kb_id and k == key]
@@ -79,22 +100,36 @@ class MemoryGraphRepo:
             for edge in edges:
                 del self._edges[edge]
                 self._edge_chunks.pop(edge, None)
+            for window in [k for k in self._windows if k[:2] == (kb_id, knowledge_id)]:
+                del self._windows[window]
             return len(nodes) + 2 * len(edges)
 
     def keep_only_attempt(self, kb_id: str, knowledge_id: str, chunk_prefix: str) -> int:
-        removed = 0
         with self._lock:
-            for key, node in list(self._nodes.items()):
-                if key[0] == kb_id and key[2] == knowledge_id:
-                    node.chunk_ids = [c for c in node.chunk_ids if c.startswith(chunk_prefix)]
-                    if not node.chunk_ids:
-                        del self._nodes[key]
-                        removed += 1
-            for edge_key, chunk_ids in list(self._edge_chunks.items()):
-                if edge_key[0] == kb_id and edge_key[4] == knowledge_id:
-                    kept = {c for c in chunk_ids if c.startswith(chunk_prefix)}
-                    self._edge_chunks[edge_key] = kept
-                    if not kept:
-                        del self._edges[edge_key], self._edge_chunks[edge_key]
-                        removed += 2  # the edge and its reverse, as the DynamoDB items
+            for key, recorded in list(self._windows.items()):  # other attempts' window records go too
+                if key[:2] == (kb_id, knowledge_id):
+                    kept = {c for c in recorded if c.startswith(chunk_prefix)}
+                    if kept:
+                        self._windows[key] = kept
+                    else:
+                        del self._windows[key]
+            return self._retract(kb_id, knowledge_id, lambda c: not c.startswith(chunk_prefix))
+
+    def _retract(self, kb_id: str, knowledge_id: str, leaving: Callable[[str], bool]) -> int:
+        """Takes the chunk ids `leaving` picks out of the knowledge's facts; a fact left with none goes.
+        Returns the facts removed, counted as the DynamoDB items are. The lock is held."""
+        removed = 0
+        for key, node in list(self._nodes.items()):
+            if key[0] == kb_id and key[2] == knowledge_id:
+                node.chunk_ids = [c for c in node.chunk_ids if not leaving(c)]
+                if not node.chunk_ids:
+                    del self._nodes[key]
+                    removed += 1
+        for edge_key, chunk_ids in list(self._edge_chunks.items()):
+            if edge_key[0] == kb_id and edge_key[4] == knowledge_id:
+                kept = {c for c in chunk_ids if not leaving(c)}
+                self._edge_chunks[edge_key] = kept
+                if not kept:
+                    del self._edges[edge_key], self._edge_chunks[edge_key]
+                    removed += 2  # the edge and its reverse, as the DynamoDB items
         return removed
