@@ -3,6 +3,11 @@ the target's. A target entry whose content matches a source entry is kept and on
 (enabled, tags, answer-all); a source entry with no match is copied under a deterministic id (task, source
 entry), so a redelivered slice rewrites the same copy; a target entry with no match goes.
 
+A copy reserves its questions in the target (reservations.py; the holder is the copy's id, so a copy made
+again claims its own reservations again) before its row is written, and a deleted target entry gives its
+back. A copy whose question an entry of the target took meanwhile (a create through the API after the plan)
+is not written: its item fails with the reason and the task goes on.
+
 Copies are embedded through the embedding cache: the same texts under the same model are cache hits, so a
 clone costs no model calls unless the target embeds with another model.
 """
@@ -14,9 +19,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
+from chalicelib.domain.errors import PermanentStageError
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.types import KnowledgeBase, Task, utcnow
 from chalicelib.faq.entries import FaqIndex, all_entries
+from chalicelib.faq.reservations import claim, release_entries, unconfirmed
 from chalicelib.ports import Dependencies
 
 #: entries per task item: one row write, one index write
@@ -83,7 +90,7 @@ def faq_clone_work(
         batch = plan.deletes[start : start + BATCH]
         item = f"faq-delete:{batch[0].id}"
         task.items.append(item)
-        yield item, partial(_delete, deps, index, target, [e.id for e in batch])
+        yield item, partial(_delete, deps, index, target, batch)
     for start in range(0, len(plan.syncs), BATCH):
         pairs = plan.syncs[start : start + BATCH]
         item = f"faq-sync:{pairs[0][0].id}"
@@ -102,9 +109,11 @@ def _nothing() -> None:
     """The pass is complete: recorded so a later slice of the task does not plan it again."""
 
 
-def _delete(deps: Dependencies, index: FaqIndex, target: KnowledgeBase, ids: Sequence[str]) -> None:
+def _delete(deps: Dependencies, index: FaqIndex, target: KnowledgeBase, entries: Sequence[FaqEntry]) -> None:
+    ids = [e.id for e in entries]
     index.remove_entries(ids)  # index entries first: a crash leaves rows to delete again, never ghost hits
     deps.faq.delete_entries(target.id, ids)
+    release_entries(deps, target.id, list(entries))
 
 
 def _sync(
@@ -144,7 +153,39 @@ def _copy(
         )
         for src in batch
     ]
-    deps.faq.add_tags(target.id, sorted({t for e in copies for t in e.tags}))
-    deps.faq.put_entries(copies)  # unindexed until its index entries are written: see plan_faq_clone
-    index.write_all(copies)
-    deps.faq.put_entries([replace(entry, indexed=True) for entry in copies])
+    copies, claimed, refused = _reserve(deps, target, copies)
+    if copies:
+        deps.faq.add_tags(target.id, sorted({t for e in copies for t in e.tags}))
+        deps.faq.put_entries(copies)  # unindexed until its index entries are written: see plan_faq_clone
+        index.write_all(copies)
+        deps.faq.put_entries([replace(entry, indexed=True) for entry in copies])
+        for entry in copies:
+            deps.faq.confirm_questions(target.id, entry.id, claimed[entry.id])
+    if refused:
+        raise PermanentStageError(
+            f"{len(refused)} of {len(batch)} entries not copied, their questions taken in the target "
+            f"meanwhile: {'; '.join(refused[:5])}"
+        )
+
+
+def _reserve(
+    deps: Dependencies, target: KnowledgeBase, copies: list[FaqEntry]
+) -> tuple[list[FaqEntry], dict[str, list[str]], list[str]]:
+    """The copies whose questions are now reserved for them, the keys claimed per copy (confirmed once
+    written), and why the others are refused."""
+    pending = unconfirmed(deps, target.id, copies)
+    kept: list[FaqEntry] = []
+    claimed: dict[str, list[str]] = {}
+    refused: list[str] = []
+    for entry in copies:
+        wanted = pending[entry.id]
+        _, clashes = claim(deps, target.id, entry.id, wanted)
+        if clashes:
+            deps.faq.release_questions(target.id, entry.id, list(wanted))
+            clash = next(iter(clashes.values()))
+            holder = clash.other.id if clash.other is not None else clash.holder.entry_id or "another"
+            refused.append(f"{entry.standard_question!r} (question {clash.question!r}: entry {holder})")
+            continue
+        kept.append(entry)
+        claimed[entry.id] = list(wanted)
+    return kept, claimed, refused

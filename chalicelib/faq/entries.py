@@ -8,10 +8,11 @@ Search returns entries (with their answers), best question first; an entry whose
 matches the query goes below every entry whose does not.
 
 Concurrent requests. A question belongs to one entry: a create or update scans the entries (entries written
-before reservations existed, or by an import or a clone, hold their questions only in their rows), then
-reserves each question it adds (`question_key`: one conditional put per question in the faq table, pending
-until the row is saved, then held), so of two requests adding one question only one gets it. A reservation
-whose entry no longer has the question (an import merged the entry, a delete died midway) is taken over.
+before reservations existed hold their questions only in their rows), then reserves each question it adds
+(reservations.py: one conditional put per question in the faq table, pending until the row is saved, then
+held), so of two writers adding one question only one gets it; the import and the clone reserve theirs the
+same way. A reservation whose entry no longer has the question (an import merged the entry, a delete died
+midway) is taken over.
 The row is written only if it is still the one read (its `updated_at`): an update racing a delete answers
 404 and one racing another update 409, and each takes back the index entries it wrote. A delete removes the
 index entries again after the row, so an update that saved just before it leaves none behind.
@@ -19,7 +20,6 @@ index entries again after the row, so an update that saved just before it leaves
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -35,8 +35,10 @@ from chalicelib.domain.faq_normalise import normalise
 from chalicelib.domain.retrieval import deepened, retriever_lists
 from chalicelib.domain.types import KnowledgeBase, utcnow
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
+from chalicelib.faq.reservations import CLAIM_USABLE_SECONDS, claim, question_keys
+from chalicelib.faq.reservations import question_key as question_key  # where callers have found it
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, RetrieveEngine, iter_batches
-from chalicelib.ports.faq import EntryWriteRefused, QuestionHolder
+from chalicelib.ports.faq import EntryWriteRefused
 from chalicelib.services.ownership import require_kb
 
 FAQ_KB_TYPE = "faq"
@@ -44,11 +46,6 @@ PAGE = 500
 #: hits first asked of the engine per wanted result: several questions of one entry may all match (more are
 #: asked while too few entries come out, `domain/retrieval.deepened`)
 CANDIDATES_PER_RESULT = 4
-#: how long a question claimed by a request stays reserved before its row is saved: longer than any Lambda
-#: runs (15 min), so a claim expires only when its request died
-CLAIM_SECONDS = 20 * 60
-#: a request that holds its claims longer than this gives up before writing its row (a local run, say)
-CLAIM_USABLE_SECONDS = CLAIM_SECONDS - 5 * 60
 
 
 class IndexUnavailable(AppError):
@@ -218,42 +215,22 @@ def _question_conflict(question: str, other: FaqEntry) -> Conflict:
 # ---------------------------------------------------------------- question reservations
 
 
-def question_key(question: str) -> str:
-    """A question's reservation key: the digest of its normalised form (a sort key holds at most 1 KB)."""
-    return hashlib.sha256(normalise(question).encode("utf-8")).hexdigest()[:32]
-
-
-def question_keys(entry: FaqEntry) -> dict[str, str]:
-    """The entry's reservation keys -> its normalised questions."""
-    return {question_key(q): normalise(q) for q in entry.questions() if normalise(q)}
-
-
 def _claim(deps: Dependencies, entry: FaqEntry, wanted: Mapping[str, str]) -> float:
-    """Reserves `wanted` (key -> normalised question) for the entry, or releases what it claimed and
-    answers 409 `faq_question_conflict`. A reservation held for an entry that no longer has the question is
-    taken over (exactly as read: a holder that wrote it again meanwhile keeps it). Returns when it claimed."""
-    claimed_at = time.time()
-    takeover: dict[str, QuestionHolder] = {}
-    todo = list(wanted)
-    for _ in range(3):
-        refused = deps.faq.claim_questions(entry.kb_id, entry.id, todo, claimed_at, CLAIM_SECONDS, takeover)
-        if not refused:
-            return claimed_at
-        for key, holder in refused.items():
-            other = deps.faq.get_entry(entry.kb_id, holder.entry_id) if holder.entry_id else None
-            if other is not None and wanted[key] in {normalise(q) for q in other.questions()}:
-                deps.faq.release_questions(entry.kb_id, entry.id, list(wanted))
-                raise _question_conflict(wanted[key], other)
-            if holder.expires_at is not None:  # another request is saving an entry with it now
-                deps.faq.release_questions(entry.kb_id, entry.id, list(wanted))
-                raise Conflict(
-                    f"question {wanted[key]!r} is being saved with another entry ({holder.entry_id})",
-                    code="faq_question_conflict",
-                    data={"id": holder.entry_id},
-                )
-            takeover[key] = holder  # held for an entry that no longer has it
-        todo = list(refused)
+    """Reserves `wanted` (key -> normalised question) for the entry (reservations.claim), or releases what
+    it claimed and answers 409 `faq_question_conflict`. Returns when it claimed."""
+    claimed_at, clashes = claim(deps, entry.kb_id, entry.id, wanted)
+    if not clashes:
+        return claimed_at
     deps.faq.release_questions(entry.kb_id, entry.id, list(wanted))
+    clash = next(iter(clashes.values()))
+    if clash.other is not None:
+        raise _question_conflict(clash.question, clash.other)
+    if clash.holder.entry_id:  # another request or an import is saving an entry with it now
+        raise Conflict(
+            f"question {clash.question!r} is being saved with another entry ({clash.holder.entry_id})",
+            code="faq_question_conflict",
+            data={"id": clash.holder.entry_id},
+        )
     raise Conflict("the entry's questions kept changing hands; try again", code="faq_question_conflict")
 
 

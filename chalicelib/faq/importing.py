@@ -12,9 +12,12 @@ Worker, per delivery:
    re-validated or re-diffed against entries the import itself wrote);
 2. a replace's deletions (index entries first, then rows), once;
 3. the rows in batches of 50 from the saved offset: rows of the batch written before but not indexed (a
-   crash between the two writes) are purged first, then each row is written `indexed=False`, its new
-   questions embedded and indexed, and the row marked indexed; new entries have ids derived from the task
-   and the row, so a redelivered batch rewrites the same entries and index entries, never new ones;
+   crash between the two writes) are purged first, then each row's questions are reserved as the entries
+   API reserves them (import_claims.py: a question taken since the plan is settled by the plan's rules,
+   and the plan stored again), each row is written `indexed=False`, its new questions embedded and
+   indexed, the row marked indexed and its reservations confirmed; new entries have ids derived from the
+   task and the row, so a redelivered batch rewrites the same entries and index entries, never new ones,
+   and holds their reservations again; a replace's deletions give theirs back;
 4. progress (counters, offset) saved after each batch, only forward;
 5. at the end: tags (a replace drops tags no entry uses), the failed rows as a UTF-8 CSV with a BOM and a
    presigned download URL, the knowledge base's last import result, the task saved finished; only then
@@ -52,6 +55,8 @@ from chalicelib.faq.commands import (
     FaqUploadUrlRequest,
 )
 from chalicelib.faq.entries import FaqIndex, all_entries, require_faq_kb
+from chalicelib.faq.import_claims import Write, confirm_written, hold_questions
+from chalicelib.faq.reservations import release_entries
 from chalicelib.faq.rows import MAX_FILE_BYTES, MAX_ROWS, SourceError, failed_rows_csv, read_rows
 from chalicelib.faq.validation import Plan, PlannedRow, counts, plan_append, plan_replace
 from chalicelib.observability import logger
@@ -268,17 +273,21 @@ def _plan(deps: Dependencies, task: Task, kb: KnowledgeBase) -> Plan:
     plan = planner(rows, existing, new_id)
     if task.params.get("dry_run"):
         return plan
-    url = deps.inbox.save(
-        f"{import_prefix(task.tenant_id, kb.id)}{task.id}.plan.json",
-        json.dumps(plan.to_json(), ensure_ascii=False).encode("utf-8"),
-        "application/json",
-    )
     task.status = TaskStatus.RUNNING
-    task.params["plan_url"] = url
+    task.params["plan_url"] = _store_plan(deps, task, plan)
     task.progress.update(status="running", total=len(plan.rows), to_delete=len(plan.delete), processed=0)
     task.progress.update(counts([]))
     _save(deps, task)
     return plan
+
+
+def _store_plan(deps: Dependencies, task: Task, plan: Plan) -> str:
+    """Saved once planned, and again when a batch changed rows of it (import_claims.py)."""
+    return deps.inbox.save(
+        f"{import_prefix(task.tenant_id, task.kb_id)}{task.id}.plan.json",
+        json.dumps(plan.to_json(), ensure_ascii=False).encode("utf-8"),
+        "application/json",
+    )
 
 
 def _failures(rows: Sequence[PlannedRow]) -> list[dict[str, Any]]:
@@ -313,8 +322,10 @@ def _execute(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan) -> N
     if plan.delete and not task.params.get("deleted_done"):
         for start in range(0, len(plan.delete), BATCH):
             ids = plan.delete[start : start + BATCH]
+            gone = list(deps.faq.get_entries(kb.id, ids).values())
             index.remove_entries(ids)  # vectors first: a crash leaves rows to delete again, never ghost hits
             deps.faq.delete_entries(kb.id, ids)
+            release_entries(deps, kb.id, gone)  # (a row deleted by an earlier try: taken over when claimed)
         task.params["deleted_done"] = True
         task.progress["deleted"] = len(plan.delete)
         if not _save(deps, task):
@@ -322,7 +333,8 @@ def _execute(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan) -> N
     deadline = time.monotonic() + SLICE_SECONDS
     while task.done < len(plan.rows):
         batch = plan.rows[task.done : task.done + BATCH]
-        _run_batch(deps, task, kb, index, batch)
+        if _run_batch(deps, task, kb, index, plan.mode, batch):
+            _store_plan(deps, task, plan)  # before the progress: a redelivered batch works from it
         task.done += len(batch)
         tally = counts(plan.rows[: task.done])
         task.succeeded, task.failed = tally["success"], tally["failed"]
@@ -371,8 +383,15 @@ def _entry(task: Task, kb: KnowledgeBase, row: PlannedRow, base: FaqEntry | None
 
 
 def _run_batch(
-    deps: Dependencies, task: Task, kb: KnowledgeBase, index: FaqIndex, batch: Sequence[PlannedRow]
-) -> None:
+    deps: Dependencies,
+    task: Task,
+    kb: KnowledgeBase,
+    index: FaqIndex,
+    mode: str,
+    batch: Sequence[PlannedRow],
+) -> bool:
+    """Writes the batch's entries once their questions are reserved (import_claims.py); True when that
+    changed rows of the plan."""
     adds = [r for r in batch if r.action == "add"]
     merges = [r for r in batch if r.action == "merge"]
     current = deps.faq.get_entries(kb.id, [r.entry_id for r in [*adds, *merges]])
@@ -383,13 +402,19 @@ def _run_batch(
         deps.faq.delete_entries(kb.id, stale)
         task.progress["purged"] = int(task.progress.get("purged", 0)) + len(stale)
     todo_adds = [r for r in adds if r.entry_id not in current or r.entry_id in stale]
-    new_entries = [_entry(task, kb, r, None) for r in todo_adds]
-    merged: list[tuple[FaqEntry, FaqEntry]] = []
+    done = [current[r.entry_id] for r in adds if r.entry_id in current and r.entry_id not in stale]
+    confirm_written(deps, kb.id, done)  # written and indexed by an earlier delivery of this batch
+    writes = [Write(r, None, _entry(task, kb, r, None)) for r in todo_adds]
     for row in merges:
         before = current.get(row.entry_id)
         if before is None:
             continue  # deleted meanwhile through the API: nothing to merge into
-        merged.append((before, _entry(task, kb, row, before)))
+        writes.append(Write(row, before, _entry(task, kb, row, before)))
+    writes, claimed, changed = hold_questions(
+        deps, kb, mode, writes, lambda row, base: _entry(task, kb, row, base)
+    )
+    new_entries = [w.after for w in writes if w.before is None]
+    merged = [(w.before, w.after) for w in writes if w.before is not None]
     if new_entries:
         deps.faq.put_entries(new_entries)
     index.write_all(new_entries)
@@ -401,6 +426,9 @@ def _run_batch(
         entry.updated_at = utcnow()
     if written:
         deps.faq.put_entries(written)
+    for entry_id, keys in claimed.items():
+        deps.faq.confirm_questions(kb.id, entry_id, keys)
+    return changed
 
 
 def _finish(
@@ -489,6 +517,7 @@ def _purge_unindexed(
             stale
         )  # vectors first: a crash leaves rows to purge, never ghost hits
         deps.faq.delete_entries(kb.id, stale)
+        release_entries(deps, kb.id, [e for e in entries if e.id in stale])
         logger.info("unindexed FAQ entries purged", extra={"kb_id": kb.id, "entries": len(stale)})
     gone = set(stale)
     return [e for e in entries if e.id not in gone]

@@ -16,7 +16,16 @@ from chalicelib.services.tagging import DELETING
 from chalicelib.tasks import new_task, start_task
 
 
-def _name_taken(error: TagNameTaken) -> Conflict:
+def _name_taken(deps: Dependencies, kb_id: str, error: TagNameTaken) -> Conflict:
+    """A live tag's name: 409 `duplicate_tag_name` with its id. The name of a tag being deleted stays taken
+    until its delete task has finished (the task then deletes the tag and its name): 409
+    `tag_name_being_released`, naming no tag (the deleted one is nothing to read, rename or assign)."""
+    holder = deps.tags.get(kb_id, error.existing_id)
+    if holder is None or holder.status == DELETING:  # (None: its delete ended just now)
+        return Conflict(
+            "a tag of that name is being deleted; its name is free once the delete has finished",
+            code="tag_name_being_released",
+        )
     return Conflict(
         f"a tag of that name already exists ({error.existing_id})",
         code="duplicate_tag_name",
@@ -30,7 +39,7 @@ def create_tag(deps: Dependencies, tenant_id: str, kb_id: str, request: CreateTa
     try:
         deps.tags.create(tag, MAX_TAGS_PER_KB)
     except TagNameTaken as error:
-        raise _name_taken(error) from None
+        raise _name_taken(deps, kb.id, error) from None
     except TagCapReached:
         raise BadRequest(
             f"a knowledge base holds at most {MAX_TAGS_PER_KB} tags", code="too_many_tags"
@@ -56,7 +65,7 @@ def update_tag(deps: Dependencies, tenant_id: str, kb_id: str, tag_id: str, requ
     try:
         updated = deps.tags.update(kb_id, tag_id, name=request.name, color=request.color)
     except TagNameTaken as error:
-        raise _name_taken(error) from None
+        raise _name_taken(deps, kb_id, error) from None
     if updated is None:
         raise NotFound(f"tag {tag_id} not found", code="tag_not_found")
     return updated

@@ -1,0 +1,158 @@
+"""An FAQ import's question reservations (reservations.py), batch by batch, before its rows are written.
+
+The plan was made from the knowledge base as it was when the import started; the entries API may have
+given one of its questions to an entry since. Each entry a batch writes claims its questions (the holder
+is the entry's id: a new entry's is derived from the task and the row, so a redelivered batch claims its
+own reservations again), and a question held by another entry is settled by the import's own rules, as
+if the plan had seen that entry (validation.py):
+
+- a new entry's standard question that became another entry's standard question: in `append`, the row is
+  planned again as a merge into that entry (or a skip, or a reverted merge); in `replace`, the row fails;
+- one that became a similar question (or an entry being saved holds it): the row fails (`conflict`);
+- a similar question taken meanwhile is removed from the row (`partial`).
+
+The rows changed so are changed in the plan, which the worker stores again before it saves its progress:
+counts, failures and the failed-rows CSV follow them, and a redelivered batch works from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from chalicelib.domain.faq_normalise import normalise
+from chalicelib.faq.reservations import Clash, claim, question_key, question_keys, unconfirmed
+from chalicelib.faq.validation import CONFLICT, ImportRow, PlannedRow, plan_append
+
+if TYPE_CHECKING:
+    from chalicelib.domain.faq import FaqEntry
+    from chalicelib.domain.types import KnowledgeBase
+    from chalicelib.ports import Dependencies
+
+
+@dataclass
+class Write:
+    """A planned row's entry as the batch writes it: `before` is the entry a merge rewrites (None: new)."""
+
+    row: PlannedRow
+    before: FaqEntry | None
+    after: FaqEntry
+
+
+Build = Callable[[PlannedRow, "FaqEntry | None"], "FaqEntry"]
+
+
+def hold_questions(
+    deps: Dependencies, kb: KnowledgeBase, mode: str, writes: Sequence[Write], build: Build
+) -> tuple[list[Write], dict[str, list[str]], bool]:
+    """Claims the questions of each write's entry not yet held for good by it. Returns the writes to do
+    (a row that failed or turned into a skip is left out; one turned into a merge comes with its target),
+    the keys claimed per entry id (confirm them once the rows are saved), and whether a planned row
+    changed."""
+    todo = list(writes)
+    pending = unconfirmed(deps, kb.id, [w.after for w in todo])
+    out: list[Write] = []
+    claimed: dict[str, list[str]] = {}
+    changed = False
+    while todo:
+        write = todo.pop(0)
+        after = write.after
+        wanted = pending.pop(after.id, None)
+        if wanted is None:  # a row planned again as a merge here
+            wanted = unconfirmed(deps, kb.id, [after])[after.id]
+        _, clashes = claim(deps, kb.id, after.id, wanted)
+        had = question_keys(write.before) if write.before is not None else {}
+        clashes = {k: c for k, c in clashes.items() if k not in had}  # the entry's own, as it was: left alone
+        standard = question_key(after.standard_question)
+        if standard in clashes:  # (never a merge's: its standard question is its target's)
+            deps.faq.release_questions(kb.id, after.id, list(wanted))
+            changed = True
+            target = _taken(write.row, clashes[standard], mode)
+            if target is not None:
+                todo.append(Write(write.row, target, build(write.row, target)))
+            continue
+        if clashes:
+            _drop(write, list(clashes.values()))
+            changed = True
+        out.append(write)
+        claimed[after.id] = [k for k in wanted if k not in clashes]
+    return out, claimed, changed
+
+
+def confirm_written(deps: Dependencies, kb_id: str, entries: Sequence[FaqEntry]) -> None:
+    """Entries an earlier delivery of the batch wrote and indexed: their questions held for good (that
+    delivery may have died before it confirmed them); a question another entry holds stays its own."""
+    for entry_id, wanted in unconfirmed(deps, kb_id, list(entries)).items():
+        if wanted:
+            _, clashes = claim(deps, kb_id, entry_id, wanted)
+            deps.faq.confirm_questions(kb_id, entry_id, [k for k in wanted if k not in clashes])
+
+
+def _holder(clash: Clash) -> str:
+    if clash.other is not None:
+        return f"entry {clash.other.id}"
+    if clash.holder.entry_id:
+        return f"entry {clash.holder.entry_id}, being saved"
+    return "another entry"
+
+
+def _taken(row: PlannedRow, clash: Clash, mode: str) -> FaqEntry | None:
+    """A new entry's standard question taken since the plan: the row planned again against the entry that
+    took it (append, a saved entry that has it as its standard question), else failed. Returns the entry a
+    merge now goes into."""
+    other = clash.other
+    if (
+        mode == "append"
+        and row.action == "add"
+        and other is not None
+        and other.indexed
+        and normalise(other.standard_question) == clash.question
+    ):
+        content = row.content
+        again = plan_append(
+            [
+                ImportRow(
+                    row=row.row,
+                    question=content["standard_question"],
+                    answers=list(content["answers"]),
+                    similar=list(content["similar_questions"]),
+                    negatives=list(content["negative_questions"]),
+                    tags=list(content["tags"]),
+                    answer_all=bool(content["answer_all"]),
+                    disabled=not content["is_enabled"],
+                )
+            ],
+            [other],
+            lambda _: row.entry_id,
+        ).rows[0]
+        row.action, row.entry_id, row.content = again.action, other.id, again.content
+        row.reason, row.category = again.reason, again.category
+        row.notes = [*row.notes, *again.notes]
+        row.partial = row.partial or again.partial
+        return other if again.action == "merge" else None
+    row.action, row.content, row.category = "fail", {}, CONFLICT
+    row.reason = f"the question became a question of {_holder(clash)} while the import ran"
+    return None
+
+
+def _drop(write: Write, gone: Sequence[Clash]) -> None:
+    """Similar questions taken meanwhile go from the entry and its planned row (partial)."""
+    dropped = {clash.question for clash in gone}
+    after = write.after
+    after.similar_questions = [q for q in after.similar_questions if normalise(q) not in dropped]
+    after.rehash()
+    write.row.content = {
+        **write.row.content,
+        "similar_questions": list(after.similar_questions),
+        "content_hash": after.content_hash,
+    }
+    write.row.partial = True
+    write.row.notes = [
+        *write.row.notes,
+        *(
+            f"similar question {clash.question!r} removed: it became a question of {_holder(clash)} "
+            "while the import ran"
+            for clash in gone
+        ),
+    ]
