@@ -15,6 +15,7 @@ from typing import Any
 from chalicelib.domain.storage_backends import backend_of, key_in_backend, storage_url
 from chalicelib.domain.storage_keys import safe_object_key
 from chalicelib.ports import CrossBackendOperation, FileStore, ObjectNotRetained, UnknownStorageBackend
+from chalicelib.ports.storage import StorageRefused
 
 
 class LocalFileStore:
@@ -89,13 +90,51 @@ def _missing(error: Any) -> bool:
     return error.response.get("Error", {}).get("Code") in _MISSING
 
 
+#: the error codes an S3(-compatible) server answers a backend's wrong configuration with, which no retry
+#: cures: keys or a policy it refuses, a bucket it does not have. A HEAD answer has no body: its code is the
+#: bare status ("403").
+_REFUSED = {
+    "AccessDenied": StorageRefused.ACCESS_DENIED,
+    "InvalidAccessKeyId": StorageRefused.ACCESS_DENIED,
+    "SignatureDoesNotMatch": StorageRefused.ACCESS_DENIED,
+    "403": StorageRefused.ACCESS_DENIED,
+    "NoSuchBucket": StorageRefused.BUCKET_MISSING,
+}
+
+
+def _refused(error: Any) -> StorageRefused | None:
+    """The StorageRefused a ClientError is (its code and status; never the server's message), or None."""
+    code = _REFUSED.get(str(error.response.get("Error", {}).get("Code", "")))
+    if code is None:
+        return None
+    status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    return StorageRefused(
+        code, operation=str(getattr(error, "operation_name", "") or "S3"), http_status=status
+    )
+
+
 class S3FileStore:
     """Objects of one bucket. A missing object raises FileNotFoundError, as `local://` does (callers tell a
-    gone source, a permanent error, from S3 throttling or 5xx, which stay ClientErrors: transient)."""
+    gone source, a permanent error, from S3 throttling or 5xx, which stay ClientErrors: transient). A bucket
+    that refuses the keys or does not exist raises StorageRefused (permanent: the operator's to fix), without
+    the server's message, which is neither chained nor logged."""
 
     def __init__(self, client: Any, bucket: str):
         self.client = client
         self.bucket = bucket
+
+    def _call(self, operation: str, missing: str = "", **params: Any) -> Any:
+        """One S3 call. With `missing` (the object's URL) a missing object raises FileNotFoundError; a
+        refusal raises StorageRefused; any other error (throttling, a 5xx: transient) propagates as is."""
+        try:
+            return getattr(self.client, operation)(**params)
+        except self.client.exceptions.ClientError as error:
+            if missing and _missing(error):
+                raise FileNotFoundError(missing) from error
+            refused = _refused(error)
+            if refused is None:
+                raise
+        raise refused  # outside the handler: the server's answer is not even its context
 
     def url_for(self, key: str) -> str:
         return f"s3://{self.bucket}/{safe_object_key(key)}"
@@ -109,20 +148,15 @@ class S3FileStore:
 
     def save(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
         key = safe_object_key(key)
-        self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
+        self._call("put_object", Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
         return self.url_for(key)
 
     def read(self, url: str) -> bytes:
-        try:
-            body = self.client.get_object(Bucket=self.bucket, Key=self.key_of(url))["Body"]
-        except self.client.exceptions.ClientError as error:
-            if _missing(error):
-                raise FileNotFoundError(url) from error
-            raise
+        body = self._call("get_object", missing=url, Bucket=self.bucket, Key=self.key_of(url))["Body"]
         return bytes(body.read())
 
     def delete(self, url: str) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=self.key_of(url))
+        self._call("delete_object", Bucket=self.bucket, Key=self.key_of(url))
 
     def exists(self, url: str) -> bool:
         return self._head(url) is not None
@@ -135,11 +169,9 @@ class S3FileStore:
 
     def _head(self, url: str) -> dict[str, Any] | None:
         try:
-            return dict(self.client.head_object(Bucket=self.bucket, Key=self.key_of(url)))
-        except self.client.exceptions.ClientError as error:
-            if _missing(error):
-                return None
-            raise
+            return dict(self._call("head_object", missing=url, Bucket=self.bucket, Key=self.key_of(url)))
+        except FileNotFoundError:
+            return None
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         params: dict[str, Any] = {"Bucket": self.bucket, "Key": safe_object_key(key)}
@@ -151,12 +183,7 @@ class S3FileStore:
         """A server-side CopyObject (no bytes through the function) within the bucket."""
         key = safe_object_key(dst_key)
         source = {"Bucket": self.bucket, "Key": self.key_of(src_url)}
-        try:
-            self.client.copy_object(Bucket=self.bucket, Key=key, CopySource=source)
-        except self.client.exceptions.ClientError as error:
-            if _missing(error):
-                raise FileNotFoundError(src_url) from error
-            raise
+        self._call("copy_object", missing=src_url, Bucket=self.bucket, Key=key, CopySource=source)
         return self.url_for(key)
 
     def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:

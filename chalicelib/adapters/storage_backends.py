@@ -58,13 +58,37 @@ def credentials_from(source: SecretSource, where: str) -> dict[str, str]:
     return keys
 
 
+#: how long a storage client waits for a connection, and then for an answer's next bytes (botocore waits 60 s
+#: for each by default): with STORAGE_MAX_ATTEMPTS tries, a backend endpoint that is down fails a call in
+#: under 20 s and one that takes the connection and never answers in under a minute, instead of holding the
+#: function for minutes (a body's bytes keep flowing: a large object is not cut off)
+STORAGE_CONNECT_TIMEOUT_SECONDS = 5
+STORAGE_READ_TIMEOUT_SECONDS = 15
+#: tries of one call, the first included (throttling, a 5xx, a timeout), in botocore's standard retry mode;
+#: a stage's own retries (the queue) come on top
+STORAGE_MAX_ATTEMPTS = 3
+
+
+def storage_client_config(**more: Any) -> Any:
+    """The one rule for the storage clients' timeouts and retries (a botocore Config), with `more` options
+    (the addressing style, a pool size) merged in."""
+    from botocore.config import Config
+
+    return Config(
+        connect_timeout=STORAGE_CONNECT_TIMEOUT_SECONDS,
+        read_timeout=STORAGE_READ_TIMEOUT_SECONDS,
+        retries={"mode": "standard", "total_max_attempts": STORAGE_MAX_ATTEMPTS},
+        **more,
+    )
+
+
 def s3_compatible_client(
     config: StorageBackendConfig, region: str, credentials: dict[str, str] | None
 ) -> Any:
     """A client of its own for one backend: endpoint, region, addressing style and keys are the
-    backend's (None: the function's own credentials, an `s3` backend without a secret)."""
+    backend's (None: the function's own credentials, an `s3` backend without a secret); its timeouts and
+    retries are `storage_client_config`'s."""
     import boto3
-    from botocore.config import Config
 
     style: Literal["path", "virtual"] = "path" if config.resolved_path_style() else "virtual"
     keys: dict[str, Any] = {}
@@ -78,7 +102,7 @@ def s3_compatible_client(
         "s3",
         region_name=config.region_or(region),
         endpoint_url=config.resolved_endpoint() or None,
-        config=Config(signature_version="s3v4", s3={"addressing_style": style}),
+        config=storage_client_config(signature_version="s3v4", s3={"addressing_style": style}),
         **keys,
     )
 

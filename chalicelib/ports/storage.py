@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from chalicelib.domain.errors import AppError
+
 
 class FileStore(Protocol):
     """Object storage addressed by URLs (`s3://bucket/key`, `local://key`)."""
@@ -47,6 +49,28 @@ class FileStore(Protocol):
 class ObjectNotRetained(FileNotFoundError):
     """A read from a backend that keeps nothing (the `dummy` test backend): the object was accepted and
     dropped. Permanent, like any missing object, but with its own reason for the document's error."""
+
+
+class StorageRefused(AppError):
+    """A storage backend refused a call for a reason no retry cures: it rejects the keys it was given (access
+    denied, an unknown key id, a signature that does not match) or its bucket does not exist. The
+    operator's configuration is at fault, not the tenant's request: the API answers 503 with the stable
+    `code`, and a stage fails the document with it at once. It carries the call and the HTTP status only,
+    never the text the server answered (an S3-compatible server writes its error message freely)."""
+
+    status = 503
+    ACCESS_DENIED = "storage_access_denied"
+    BUCKET_MISSING = "storage_bucket_missing"
+
+    def __init__(self, code: str, *, operation: str, http_status: int) -> None:
+        what = "denies access" if code == self.ACCESS_DENIED else "has no such bucket"
+        super().__init__(
+            f"the storage backend {what} ({operation}, HTTP {http_status}); "
+            "the operator must fix the storage backend's configuration",
+            code=code,
+        )
+        self.operation = operation
+        self.http_status = http_status
 
 
 class UnknownStorageBackend(ValueError):

@@ -38,6 +38,7 @@ from chalicelib.domain.events import EventType as Announced
 from chalicelib.domain.types import Knowledge, ParseStatus, Stage, StageMessage
 from chalicelib.observability import logger, stage_outcome
 from chalicelib.ports import Dependencies, ModelThrottled, ModelUnavailable
+from chalicelib.ports.storage import StorageRefused
 from chalicelib.services.deadline import deadline_of, stage_deadline
 from chalicelib.services.events import knowledge_changed_by_id
 from chalicelib.services.fairness import attempt_leaves_pipeline
@@ -197,6 +198,9 @@ def run_stage(
                 if not last_try:
                     come_back_soon(deps, stage.value, record)
                 raise
+        except StorageRefused as error:  # the backend refuses its keys or has no bucket: no retry cures it
+            give_up(message, error.code, error.message)
+            note("failed", error=error.message, code=error.code)
         except Exception as error:  # a bug or an unclassified failure: retried, and on the last try recorded
             if last_try:
                 reason = (
