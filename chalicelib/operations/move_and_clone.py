@@ -1,7 +1,8 @@
 """Move knowledge between knowledge bases, and clone a knowledge base (spec §1.25): the request side.
 
-A request checks what it can up front (tenant, knowledge bases, compatibility: 400 before any work), records
-a durable task and queues it; the lifecycle worker (`tasks/move_clone.py`, `tasks/clone.py`) does the work item by item.
+A request checks what it can up front (tenant, knowledge bases, compatibility: 400 before any work; a
+re-embed of either knowledge base under way: 409), records a durable task and queues it; the lifecycle worker
+(`tasks/move_clone.py`, `tasks/clone.py`) does the work item by item, and checks compatibility again there.
 """
 
 from __future__ import annotations
@@ -18,32 +19,7 @@ from chalicelib.ports import Dependencies
 from chalicelib.services.ownership import require_kb, require_whole_tenant
 from chalicelib.services.tag_names import tag_names
 from chalicelib.tasks import new_task, start_task
-
-
-def check_compatible(
-    deps: Dependencies, source: KnowledgeBase, target: KnowledgeBase, *, same_engine: bool
-) -> None:
-    """Same KB type and embedding model (vectors of one space), and for moved or copied index entries the
-    same retrieval engine; else a 400 with a stable code."""
-    if source.id == target.id:
-        raise BadRequest("the source and the target are the same knowledge base", code="same_knowledge_base")
-    if source.type != target.type:
-        raise BadRequest(
-            f"a {source.type} knowledge base cannot move into a {target.type} one", code="kb_type_mismatch"
-        )
-    default_model = deps.settings.default_embedding_model
-    if (source.embedding_model_id or default_model) != (target.embedding_model_id or default_model):
-        raise BadRequest(
-            "the knowledge bases use different embedding models", code="embedding_model_mismatch"
-        )
-    default_engine = deps.settings.retrieval_engine
-    if same_engine and (source.retrieval_engine or default_engine) != (
-        target.retrieval_engine or default_engine
-    ):
-        raise BadRequest(
-            "the knowledge bases use different retrieval engines: index entries cannot be reused",
-            code="retrieval_engine_mismatch",
-        )
+from chalicelib.tasks.move_clone import check_compatible
 
 
 def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> Task:
@@ -91,15 +67,24 @@ def clone_kb(
         name = request.name or f"{source.name} (copy)"
         if deps.kbs.by_name(tenant_id, name) is not None:
             raise Conflict(f"a knowledge base named {name!r} exists", code="duplicate_kb_name")
-        now = utcnow()
-        target = replace(
-            copy.deepcopy(source),
-            id=str(uuid.uuid4()),
-            name=name,
-            status="active",
-            created_at=now,
-            updated_at=now,
-        )
+        target = _new_kb_like(source, name)
+        check_compatible(deps, source, target, same_engine=True)  # the source must not be re-embedding
         deps.kbs.put(target)
     task = start_task(deps, new_task(tenant_id, TaskKind.CLONE_KB, target.id, [], source_kb_id=source.id))
     return {"task_id": task.id, "target_kb_id": target.id}
+
+
+def _new_kb_like(source: KnowledgeBase, name: str) -> KnowledgeBase:
+    """A new knowledge base with the source's settings and none of its runtime state: no re-embed under way
+    (that is the source's task), a version of its own, active, created now."""
+    now = utcnow()
+    return replace(
+        copy.deepcopy(source),
+        id=str(uuid.uuid4()),
+        name=name,
+        reembed_to={},
+        version=0,
+        status="active",
+        created_at=now,
+        updated_at=now,
+    )

@@ -5,10 +5,13 @@ Clone: a two-way diff by file hash between the completed knowledge of the source
 the target are deleted, missing ones copied 10 at a time. A copy has a deterministic id (task, source), so a
 redelivered message redoes (or only counts) the same copy: its source file and images are deep-copied to
 keys under the copy's own prefix, chunk ids are remapped and image links rewritten, and the index entries
-are copied with their vectors (nothing re-embedded), renamed as the copy's own first attempt. Before the copy
-is marked completed the source is read again (a reparse meanwhile: the copy goes and the source is planned
-again), and after, the target and the copy (a delete of either meanwhile: the copy goes). A copy that fails
-removes everything it wrote.
+are copied with their vectors (nothing re-embedded), renamed as the copy's own first attempt. Each pass and
+each copy read both knowledge bases again and check them as the request was (`check_compatible`: a re-embed
+or its switch since then fails the pass, or the copy). Before the copy is marked completed the source is read
+again (a reparse meanwhile: the copy goes and the source is planned again), and after, the knowledge bases
+and the copy (a delete of the target or the copy, or another model meanwhile: the copy goes). The copy's
+bytes count on the tenant's storage quota (over it, the copy fails). A copy that fails removes everything it
+wrote.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from chalicelib.domain.errors import Forbidden
+from chalicelib.domain.errors import Forbidden, SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.status import is_in_flight
@@ -46,15 +49,23 @@ from chalicelib.domain.types import (
 from chalicelib.faq.clone import faq_clone_work
 from chalicelib.faq.entries import FAQ_KB_TYPE
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, DuplicateKnowledge, FileStore
+from chalicelib.ports import Dependencies, DuplicateKnowledge, FileStore, StorageQuotaExceeded
 from chalicelib.services import resources
 from chalicelib.services.events import knowledge_changed
-from chalicelib.services.quotas import reserve_document
+from chalicelib.services.quotas import check_storage_for_upload, reserve_document
 from chalicelib.services.storage import files_of
 from chalicelib.services.tag_names import tag_by_names, tag_names
 from chalicelib.tasks.delete import delete_one
 from chalicelib.tasks.move_across import relinker
-from chalicelib.tasks.move_clone import ItemFailed, Work, carry_wiki_pages, index_space, rekey
+from chalicelib.tasks.move_clone import (
+    ItemFailed,
+    Work,
+    carry_wiki_pages,
+    index_space,
+    is_open,
+    rekey,
+    require_compatible,
+)
 
 #: copies made concurrently (WeKnora clones 10 at a time)
 CLONE_BATCH = 10
@@ -143,22 +154,15 @@ def plan_clone(deps: Dependencies, task: Task, source: KnowledgeBase, target: Kn
 
 
 def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
-    source = deps.kbs.get(str(task.params["source_kb_id"]))
-    target = deps.kbs.get(task.kb_id)
-    if source is None or target is None or target.status == "deleting":
-        item = f"kb:{task.kb_id}"
-        if item not in task.items:
-            task.items.append(item)
-
-            def gone() -> None:
-                raise ItemFailed("the source or the target knowledge base is gone or being deleted")
-
-            yield item, gone
-        return
-    if source.type == FAQ_KB_TYPE:  # an FAQ knowledge base holds entries, not documents
-        yield from faq_clone_work(deps, task, source, target)
-        return
     while True:
+        try:  # every pass: a re-embed, its switch or a delete may have landed during the one before
+            source, target = require_clonable(deps, str(task.params["source_kb_id"]), task.kb_id)
+        except ItemFailed as refusal:
+            yield from _refused(task, f"kb:{task.kb_id}", refusal)
+            return
+        if source.type == FAQ_KB_TYPE:  # an FAQ knowledge base holds entries, not documents
+            yield from faq_clone_work(deps, task, source, target)
+            return
         plan = plan_clone(deps, task, source, target)
         if not plan.deletes and not plan.copies:
             return
@@ -187,6 +191,32 @@ def _outcome(future: Future[None]) -> None:
     future.result()  # re-raises the copy's error, which the worker records (or retries)
 
 
+def require_clonable(
+    deps: Dependencies, source_kb_id: str, target_kb_id: str
+) -> tuple[KnowledgeBase, KnowledgeBase]:
+    """Both knowledge bases as they are now (strongly consistent: a delete, a re-embed or its switch written
+    just now counts): present, the target open, and still compatible as the request was checked; else
+    ItemFailed."""
+    source = deps.kbs.get(source_kb_id, consistent=True)
+    target = deps.kbs.get(target_kb_id, consistent=True)
+    if source is None or target is None or not is_open(target):
+        raise ItemFailed("the source or the target knowledge base is gone or being deleted")
+    require_compatible(deps, source, target, same_engine=True)
+    return source, target
+
+
+def _refused(task: Task, item: str, refusal: ItemFailed) -> Iterator[Work]:
+    """The task's one item for a clone that cannot go on (recorded once, whichever delivery finds it)."""
+    if item in task.items:
+        return
+    task.items.append(item)
+
+    def refuse() -> None:
+        raise refusal
+
+    yield item, refuse
+
+
 # ---------------------------------------------------------------- clone: one copy
 
 
@@ -196,7 +226,7 @@ def clone_one(
     src = deps.knowledge.get(planned.id)
     if src is None or src.kb_id != source_kb.id or src.parse_status != ParseStatus.COMPLETED:
         raise ItemFailed(SOURCE_GONE)
-    _require_target(deps, target.id)
+    require_clonable(deps, source_kb.id, target.id)
     new_id = copy_id(task.id, src.id)
     existing = deps.knowledge.get(new_id)
     if existing is not None and existing.parse_status == ParseStatus.COMPLETED:
@@ -205,6 +235,8 @@ def clone_one(
     row = _copy_row(deps, src, new_id, target, keys)
     if existing is None:
         try:
+            # nothing copied when the bytes cannot fit now; marking it indexed checks again (in its write)
+            check_storage_for_upload(deps, row.tenant_id, src.file_size)
             reserved = reserve_document(deps, row.tenant_id)
         except Forbidden as quota:
             raise ItemFailed(quota.message) from quota
@@ -226,8 +258,9 @@ def clone_one(
     try:
         _copy_content(deps, src, row, source_kb, target, keys)
         # Read after the copy's last write: a delete of the target (or of the copy) that listed its rows
-        # before the copy was there, or deleted it mid-way, left what was written after it.
-        _require_target(deps, target.id)
+        # before the copy was there, or deleted it mid-way, left what was written after it; a switch of
+        # either knowledge base's model left the copied entries in a space nobody searches.
+        require_clonable(deps, source_kb.id, target.id)
         current = deps.knowledge.get(row.id)
         if current is None or current.parse_status == ParseStatus.DELETING:
             raise ItemFailed("the copy was deleted while it was made")
@@ -237,12 +270,6 @@ def clone_one(
 
 
 SOURCE_GONE = "the source is no longer a completed knowledge of the source knowledge base"
-
-
-def _require_target(deps: Dependencies, target_id: str) -> None:
-    target = deps.kbs.get(target_id)
-    if target is None or target.status == "deleting":
-        raise ItemFailed("the target knowledge base is gone or being deleted")
 
 
 def _require_unchanged_source(deps: Dependencies, src: Knowledge, copies: list[Chunk]) -> None:
@@ -427,9 +454,19 @@ def _copy_content(
         {"texts_embedded": 0, "cache_hits": 0, "entries_copied": entries, "chunks": len(copies)},
     )
     _require_unchanged_source(deps, src, copies)
-    if deps.knowledge.mark_indexed(
-        row.id, row.attempt, chunk_count=src.chunk_count, storage_size=src.file_size, completed=True
-    ):  # the copy's bytes counted on the tenant with the row (one transaction)
+    try:
+        # the copy's bytes counted on the tenant with the row, within its quota (one transaction)
+        indexed = deps.knowledge.mark_indexed(
+            row.id,
+            row.attempt,
+            chunk_count=src.chunk_count,
+            storage_size=src.file_size,
+            completed=True,
+            within_quota=True,
+        )
+    except StorageQuotaExceeded as error:  # the copy fails, and clone_one removes it
+        raise ItemFailed(str(error), code=SpanErrorCode.QUOTA_EXCEEDED) from error
+    if indexed:
         knowledge_changed(deps, row, EventType.KNOWLEDGE_COMPLETED, status=ParseStatus.COMPLETED.value)
     if src.enable_status == EnableStatus.DISABLED:  # its entries were copied disabled too
         deps.knowledge.update_fields(row.id, {"enable_status": EnableStatus.DISABLED.value})

@@ -2,17 +2,20 @@
 POST /knowledge-bases/{id}/clone, driven by the lifecycle worker's slices (`stages/lifecycle.py`).
 
 Move, per knowledge (idempotent; a redelivery finishes what an earlier one began):
-    row → target with the target's dedupe claim (one transaction; a live duplicate there fails the item)
+    the knowledge bases read again and checked as the request was (`check_compatible`: a re-embed or its
+    switch since the request fails the item, and nothing is changed)
+    → row → target with the target's dedupe claim (one transaction; a live duplicate there fails the item)
     → a target on another storage backend: the objects are copied there and the old ones deleted
       (`tasks/move_across.py`)
     → reuse_vectors: index entries move to the target, chunks are repointed (no embedding call)
       reparse: the source's entries and chunks go, and a new attempt runs under the target's config
     → the source's graph contribution and wiki pages are retracted
-    → the row is read again (before a reparse begins): a delete that landed meanwhile is finished, and
-      what the move wrote removed.
+    → the row and the target are read again (right after the row moved, and before a reparse begins): a
+      delete of either that landed meanwhile is finished, and what the move wrote removed.
 
 
-Clone, which shares `ItemFailed`, `rekey`, `index_space` and `carry_wiki_pages`, is in `tasks/clone.py`.
+Clone, which shares `ItemFailed`, `check_compatible`, `rekey`, `index_space` and `carry_wiki_pages`, is in
+`tasks/clone.py`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
+from typing import NoReturn
 
-from chalicelib.domain.errors import PermanentStageError
+from chalicelib.domain.errors import BadRequest, Conflict, PermanentStageError
 from chalicelib.domain.types import (
     Knowledge,
     KnowledgeBase,
@@ -41,6 +45,56 @@ Work = tuple[str, Callable[[], None]]
 
 class ItemFailed(PermanentStageError):
     """This item cannot be done (recorded against it; the task goes on)."""
+
+
+def check_compatible(
+    deps: Dependencies, source: KnowledgeBase, target: KnowledgeBase, *, same_engine: bool
+) -> None:
+    """Same KB type and embedding model (vectors of one space), and for moved or copied index entries the
+    same retrieval engine; else a 400 with a stable code. Neither may be re-embedding (409
+    `reembed_running`): its switch would take the entries moved or copied in its old space away with it."""
+    if source.id == target.id:
+        raise BadRequest("the source and the target are the same knowledge base", code="same_knowledge_base")
+    if source.type != target.type:
+        raise BadRequest(
+            f"a {source.type} knowledge base cannot move into a {target.type} one", code="kb_type_mismatch"
+        )
+    default_model = deps.settings.default_embedding_model
+    if (source.embedding_model_id or default_model) != (target.embedding_model_id or default_model):
+        raise BadRequest(
+            "the knowledge bases use different embedding models", code="embedding_model_mismatch"
+        )
+    default_engine = deps.settings.retrieval_engine
+    if same_engine and (source.retrieval_engine or default_engine) != (
+        target.retrieval_engine or default_engine
+    ):
+        raise BadRequest(
+            "the knowledge bases use different retrieval engines: index entries cannot be reused",
+            code="retrieval_engine_mismatch",
+        )
+    for role, kb in (("source", source), ("target", target)):
+        if kb.reembed_to:
+            raise Conflict(
+                f"the {role} knowledge base is being re-embedded: try again once its re-embed is done",
+                code="reembed_running",
+                data=dict(kb.reembed_to),
+            )
+
+
+def require_compatible(
+    deps: Dependencies, source: KnowledgeBase, target: KnowledgeBase, *, same_engine: bool
+) -> None:
+    """`check_compatible` once more where the work is done: a re-embed may have begun, or switched either
+    knowledge base to another model, since the request was checked. A mismatch fails the item."""
+    try:
+        check_compatible(deps, source, target, same_engine=same_engine)
+    except (BadRequest, Conflict) as mismatch:
+        raise ItemFailed(mismatch.message) from mismatch
+
+
+def is_open(kb: KnowledgeBase | None) -> bool:
+    """The knowledge base exists and no delete of it has begun."""
+    return kb is not None and kb.status != "deleting"
 
 
 def rekey(dedupe_key: str, kb_id: str) -> str:
@@ -74,10 +128,12 @@ def move_work(deps: Dependencies, task: Task) -> Iterator[Work]:
 
 def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
     source_kb_id, mode = str(task.params["source_kb_id"]), str(task.params["mode"])
-    target = deps.kbs.get(task.kb_id)
-    if target is None or target.status == "deleting":
+    # strongly consistent: a delete, a re-embed or its switch written just now must count
+    source = deps.kbs.get(source_kb_id, consistent=True)
+    target = deps.kbs.get(task.kb_id, consistent=True)
+    if target is None or not is_open(target):
+        _undo_if_moved_into(deps, knowledge_id, task.kb_id, source, target)
         raise ItemFailed("the target knowledge base is gone or being deleted")
-    source = deps.kbs.get(source_kb_id)
     row = deps.knowledge.get(knowledge_id)
     if row is None:  # an earlier delivery may have moved some of it before the delete finished
         _remove_move_leftovers(deps, knowledge_id, source, target)
@@ -87,6 +143,8 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
     if row.kb_id == source_kb_id:
         if row.parse_status != ParseStatus.COMPLETED:
             raise ItemFailed(f"only completed knowledge can be moved; this one is {row.parse_status.value}")
+        if source is not None:  # checked before the first write: a mismatch changes nothing
+            require_compatible(deps, source, target, same_engine=mode == "reuse_vectors")
         try:
             moved = deps.knowledge.move_to_kb(
                 row.id, source_kb_id, target.id, rekey(row.dedupe_key, target.id)
@@ -98,6 +156,8 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         if moved is None:
             raise ItemFailed("the knowledge changed state while it was being moved; move it again")
         row = moved
+        # a delete of the target whose sweep listed its rows before this one arrived would never see it
+        _undo_if_deleted(deps, row.id, source, target)
     elif row.kb_id != target.id:
         raise ItemFailed("the knowledge is no longer in the source knowledge base")
     # The row is in the target: what follows is idempotent, and a redelivery lands here to finish it.
@@ -117,6 +177,9 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         _reparse_in_target(deps, row, source, target)
 
 
+TARGET_DELETED = "the target knowledge base was deleted during the move"
+
+
 def _undo_if_deleted(
     deps: Dependencies, knowledge_id: str, source: KnowledgeBase | None, target: KnowledgeBase
 ) -> None:
@@ -126,18 +189,46 @@ def _undo_if_deleted(
         move     move_to_kb ─────────────────────────────── _repoint: the source's entries → the target
         delete              mark_deleting ── the target's entries, chunks, tags ── row gone
 
-    Read after every write of the move, a row gone or deleting has its delete finished here and what the
-    move wrote removed, and the item is not moved."""
+    The same for a delete of the whole target whose sweep listed its rows before the row arrived (as a
+    create's `_undo_if_kb_closed`): its knowledge base turned `deleting` before that listing, so a
+    consistent read after the move sees it. Read after the move's writes, a row gone or deleting, or a
+    target gone or deleting, has the row's delete finished here and what the move wrote removed, and the
+    item is not moved."""
     current = deps.knowledge.get(knowledge_id)
-    if current is not None and current.parse_status != ParseStatus.DELETING:
-        return
+    if current is None or current.parse_status == ParseStatus.DELETING:
+        _undo_move(deps, knowledge_id, source, target, "the knowledge was deleted while it was being moved")
+    if not is_open(deps.kbs.get(target.id, consistent=True)):
+        _undo_move(deps, knowledge_id, source, target, TARGET_DELETED)
+
+
+def _undo_if_moved_into(
+    deps: Dependencies,
+    knowledge_id: str,
+    target_id: str,
+    source: KnowledgeBase | None,
+    target: KnowledgeBase | None,
+) -> None:
+    """A delivery that moved the row into the target and ended before its read of the target, which was
+    deleted since: the row would stay in a deleted knowledge base."""
+    row = deps.knowledge.get(knowledge_id)
+    if row is not None and row.kb_id == target_id:
+        _undo_move(deps, knowledge_id, source, target, TARGET_DELETED)
+
+
+def _undo_move(
+    deps: Dependencies,
+    knowledge_id: str,
+    source: KnowledgeBase | None,
+    target: KnowledgeBase | None,
+    reason: str,
+) -> NoReturn:
     delete_one(deps, knowledge_id)  # idempotent: a delete under way ends here, so the row is gone after
     _remove_move_leftovers(deps, knowledge_id, source, target)
-    raise ItemFailed("the knowledge was deleted while it was being moved")
+    raise ItemFailed(reason)
 
 
 def _remove_move_leftovers(
-    deps: Dependencies, knowledge_id: str, source: KnowledgeBase | None, target: KnowledgeBase
+    deps: Dependencies, knowledge_id: str, source: KnowledgeBase | None, target: KnowledgeBase | None
 ) -> None:
     """What a move writes for a knowledge whose row is gone: index entries (either side), repointed chunks,
     tag relations, carried wiki pages, registered files. Nothing of a deleted row may stay, and ids are never
