@@ -198,6 +198,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
             "turns",
             "webhooks",
             "resources",
+            "wiki",  # a reparse drops the document's wiki pages (remove_derived_data)
         ),
         PUBLISH,
         Grant(("dynamodb:Scan",), tables("tenants")),
@@ -281,12 +282,13 @@ FUNCTIONS: dict[str, list[Grant]] = {
     "EmbeddingStage": [
         *ANNOUNCE,
         *own_queue("embedding"),
-        read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache"),
-        write_tables("tenants", "knowledge", "chunks", "spans", "embedding-cache", "usage"),
+        # a rollback drops the attempt's wiki pages and has the knowledge base's wiki index rebuilt
+        read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "wiki"),
+        write_tables("tenants", "knowledge", "chunks", "spans", "embedding-cache", "usage", "wiki"),
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,
         # an indexed (or failed) document gives its place at the door back and wakes the tenant's next waiter
-        send_to("docreader"),
+        send_to("docreader", "wiki"),
         Grant(("states:StartExecution",), ({"Ref": "KnowledgeStateMachine"},)),
         # a message of an attempt handed over already starts its machine only if it does not run
         Grant(("states:DescribeExecution",), (EXECUTIONS,)),

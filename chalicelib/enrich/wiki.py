@@ -3,7 +3,8 @@ wiki index lists every page and cross-links pages that mention each other's titl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,12 +57,73 @@ def read_pages(value: Any) -> list[Page]:
 
 
 def cross_links(titles: Sequence[str], contents: Sequence[str]) -> list[list[int]]:
-    """For each page, the other pages whose title its content mentions (case-insensitive)."""
-    lowered = [t.casefold() for t in titles]
-    return [
-        [j for j, title in enumerate(lowered) if j != i and len(title) > 2 and title in content.casefold()]
-        for i, content in enumerate(contents)
-    ]
+    """For each page, the other pages whose title (over two characters) its content mentions,
+    case-insensitive (casefolded), in page order. Each body is casefolded once and read once for every
+    title together (`_TitleFinder`): pairing every page with every title was quadratic (10,000 pages took
+    longer than a Lambda may run)."""
+    folded = [title.casefold() for title in titles]
+    pages_of: dict[str, list[int]] = {}  # a title may head more than one page
+    for j, title in enumerate(folded):
+        if len(title) > 2:
+            pages_of.setdefault(title, []).append(j)
+    if not pages_of:
+        return [[] for _ in contents]
+    finder = _TitleFinder(pages_of)
+    links = []
+    for i, content in enumerate(contents):
+        mentioned = finder.titles_in(content.casefold())
+        links.append(sorted(j for title in mentioned for j in pages_of[title] if j != i))
+    return links
+
+
+class _TitleFinder:
+    """Every title a text contains, overlapping ones included, in one pass of one regular expression: a
+    lookahead at each position matches the longest title starting there through a trie of the titles (a
+    branch per next character, so a position costs the length of its match, not the number of titles);
+    the shorter titles starting there are that one's prefixes that are titles too."""
+
+    def __init__(self, titles: Iterable[str]) -> None:
+        trie: _Trie = {}
+        for title in titles:
+            node = trie
+            for char in title:
+                node = node.setdefault(char, {})
+            node[_END] = {}
+        self._pattern = re.compile(f"(?=({_alternation(trie)}))")
+        self._with_prefixes = dict(_titles_with_prefixes(trie))
+
+    def titles_in(self, text: str) -> set[str]:
+        longest = {match.group(1) for match in self._pattern.finditer(text)}
+        return {title for found in longest for title in self._with_prefixes[found]}
+
+
+#: a title's characters, one level each: titles are at most MAX_TITLE_CHARS long, so the recursions over it
+#: (and the pattern's nesting) stay a few hundred deep
+_Trie = dict[str, "_Trie"]
+#: the key that marks the end of a title in the trie (a real key is one character)
+_END = ""
+
+
+def _alternation(node: _Trie) -> str:
+    """The node's titles as a pattern: its branches, by next character, each greedy first, so the longest
+    title wins; optional when a title ends at the node."""
+    branches = [re.escape(char) + _alternation(child) for char, child in node.items() if char != _END]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    return f"(?:{body})?" if _END in node else body
+
+
+def _titles_with_prefixes(
+    node: _Trie, path: str = "", above: tuple[str, ...] = ()
+) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """Each title of the trie with the titles that are prefixes of it, itself included."""
+    if _END in node:
+        above = (*above, path)
+        yield path, above
+    for char, child in node.items():
+        if char != _END:
+            yield from _titles_with_prefixes(child, path + char, above)
 
 
 def index_page(entries: Sequence[tuple[str, str]]) -> str:

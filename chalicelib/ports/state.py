@@ -183,6 +183,11 @@ class KnowledgeRepo(Protocol):
         """Rows marked deleting whose delete has not finished since the cutoff."""
         ...
 
+    def restart_delete_wait(self, knowledge_id: str, at_iso: str, *, not_written_after: str) -> bool:
+        """A row still deleting and not written since `not_written_after` (the `updated_at` read, ISO) gets
+        `updated_at` = `at_iso` (one conditional write): a redriven delete waits a whole cutoff again."""
+        ...
+
     def publish(self, knowledge_id: str) -> Knowledge | None:
         """draft -> pending (one conditional write); None when the row is not a draft."""
         ...
@@ -308,6 +313,11 @@ class KnowledgeRepo(Protocol):
 
     def in_flight_older_than(self, cutoff_iso: str) -> list[Knowledge]:
         """pending/processing/finalizing rows whose updated_at is before the cutoff."""
+        ...
+
+    def in_flight_after(self, cutoff_iso: str, after: tuple[str, str] | None = None) -> Iterator[Knowledge]:
+        """The same rows in (updated_at, id) order, from just after the position `after` ((updated_at ISO,
+        id), whether that row is still there or not), read a page at a time as the caller goes on."""
         ...
 
     def summaries_unsettled_older_than(self, cutoff_iso: str) -> list[Knowledge]:
@@ -447,6 +457,13 @@ class ChunkRepo(Protocol):
         """Deletes these chunks of the knowledge (missing ones are no error)."""
         ...
 
+    def set_metadata(
+        self, knowledge_id: str, chunk_id: str, key: str, value: Any, *, kb_id: str, attempt: int
+    ) -> bool:
+        """Sets one metadata key of the chunk as it is stored now (its other fields as they are), only while it
+        exists in `kb_id` at `attempt` (its metadata's): False when it does not (deleted, moved, reparsed)."""
+        ...
+
 
 class SpanRepo(Protocol):
     def put(self, span: Span) -> None: ...
@@ -554,7 +571,11 @@ class WikiRepo(Protocol):
         """Replaces the document's page records."""
         ...
 
-    def delete_pages(self, kb_id: str, knowledge_id: str) -> None: ...
+    def delete_pages(self, kb_id: str, knowledge_id: str) -> int: ...  # how many records it deleted
+
+    def delete_kb(self, kb_id: str) -> None:
+        """Everything of the knowledge base's wiki: its ops, page records and index."""
+        ...
 
     def pages(self, kb_id: str) -> list[WikiPageRecord]: ...
 

@@ -206,11 +206,17 @@ def chunk_entries(
 
 
 def write_extra_chunks(
-    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, chunks: list[Chunk]
+    deps: Dependencies,
+    knowledge: Knowledge,
+    kb: KnowledgeBase,
+    chunks: list[Chunk],
+    *,
+    undo_moved: Callable[[Knowledge], Any] | None = None,
 ) -> bool:
     """Chunks made by enrichment (table summaries, the summary): stored, embedded and indexed under their own
     ids with the title in front, and undone if the row was deleted meanwhile. False: the row moved on
-    (deleted, cancelled, superseded), so the caller goes no further."""
+    (deleted, cancelled, superseded, moved to another knowledge base: `undo_moved` gets the row as it is
+    then), so the caller goes no further."""
     from chalicelib.chunker import index_text
 
     deps.chunks.put_many(chunks)
@@ -231,7 +237,7 @@ def write_extra_chunks(
     def undo_superseded() -> None:  # a reparse's attempt would never clean what this one wrote after it
         take_back_chunks(deps, knowledge, [c.id for c in chunks], (engine, space))
 
-    return kept_after_write(deps, knowledge, undo, undo_superseded=undo_superseded)
+    return kept_after_write(deps, knowledge, undo, undo_moved=undo_moved, undo_superseded=undo_superseded)
 
 
 def take_back_chunks(

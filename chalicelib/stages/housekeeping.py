@@ -7,6 +7,12 @@ keeping the queues busy never spare a row whose message is gone. A failed row gi
 fairness door back. Sweep B fails summaries stuck in `processing` for over an hour, and summaries left
 `pending` on a settled row past the same threshold as rows (a subtask the machine gave up on, a refresh
 whose message died): no message will move them any more.
+
+Sweep A reads the rows a page at a time, oldest first, while the invocation has time; one cut short leaves
+where it stopped in the turns table and the next goes on from there, wrapping to the oldest when it reached
+the end: a backlog of spared rows cannot hide a stuck row behind it. An execution check left unanswered
+(throttled) spares the row until the next sweep. A delete left `deleting` is driven again once per threshold:
+its wait restarts when its task is sent again.
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ from chalicelib.services.events import knowledge_changed, summary_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.tasks import redrive_delete
 
+#: the turn book (the turns table: one small item per key, which this function already reads and writes)
+#: holding the (updated_at, id) of the last row a cut-short sweep looked at; empty when it got to the end
+RESUME_BOOK = "housekeeping-resume"
+Position = tuple[str, str]
+
 
 @dataclass
 class SweepReport:
@@ -45,12 +56,13 @@ def _threshold_text(seconds: int) -> str:
 
 
 def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
-    """Lost deletes and unsettled summaries first (a few rows each), then the stuck rows, oldest first,
-    while the invocation has time (a big backlog of spared rows must not starve the other two)."""
+    """Lost deletes and unsettled summaries first (a few rows each), then the stuck rows, oldest first from
+    where the last cut-short sweep stopped, while the invocation has time (a big backlog of spared rows must
+    starve neither the other two nor the rows behind it)."""
     now = now or datetime.now(UTC)
     report = SweepReport()
     cutoff = iso_before(deps.settings.stale_after_seconds, now)
-    _redrive_lost_deletes(deps, cutoff, report)
+    _redrive_lost_deletes(deps, now, cutoff, report)
     _fail_unsettled_summaries(deps, now, cutoff, report)
     _recover_stuck_rows(deps, now, cutoff, report)
     if report.recovered or report.summaries_failed:
@@ -61,11 +73,19 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
     return report
 
 
-def _redrive_lost_deletes(deps: Dependencies, cutoff: str, report: SweepReport) -> None:
+def _redrive_lost_deletes(deps: Dependencies, now: datetime, cutoff: str, report: SweepReport) -> None:
     for knowledge in deps.knowledge.deleting_older_than(cutoff):
+        if out_of_time():  # each redrive writes a task and sends it: the next sweep goes on
+            report.cut_short = True
+            return
         # A delete whose task was lost (or ended in the DLQ): accepted work is never lost, so drive it again.
-        redrive_delete(deps, knowledge)
-        report.deletes_redriven.append(knowledge.id)
+        # Its wait restarts first, on the row as read: a task still queued behind others is not sent again
+        # every sweep but after another threshold, and of two sweeps reading the row only one sends it.
+        if deps.knowledge.restart_delete_wait(
+            knowledge.id, to_iso(now), not_written_after=to_iso(knowledge.updated_at)
+        ):
+            redrive_delete(deps, knowledge)
+            report.deletes_redriven.append(knowledge.id)
 
 
 def _fail_unsettled_summaries(deps: Dependencies, now: datetime, cutoff: str, report: SweepReport) -> None:
@@ -85,40 +105,68 @@ def _fail_unsettled_summaries(deps: Dependencies, now: datetime, cutoff: str, re
 def _recover_stuck_rows(deps: Dependencies, now: datetime, cutoff: str, report: SweepReport) -> None:
     wait_limit = iso_before(deps.settings.queue_wait_limit_seconds, now)
     backlogs: dict[str, int] = {}  # one read per queue and sweep, however many rows wait in it
-    for knowledge in deps.knowledge.in_flight_older_than(cutoff):
-        if out_of_time():  # the oldest were looked at; the next sweep (5 minutes) goes on
+    resume_after = _resume_point(deps)
+    stopped_after = resume_after
+    for knowledge in deps.knowledge.in_flight_after(cutoff, resume_after):
+        if out_of_time():  # the next sweep (5 minutes) goes on after the last row looked at
             report.cut_short = True
             break
-        reason = _why_alive(deps, knowledge, cutoff, wait_limit, backlogs)
-        if reason:
-            report.spared[knowledge.id] = reason
-            continue
-        message = (
-            f"task stuck in {knowledge.parse_status.value} > "
-            f"{_threshold_text(deps.settings.stale_after_seconds)}, recovered by housekeeping"
+        stopped_after = (to_iso(knowledge.updated_at), knowledge.id)
+        _recover_if_stuck(deps, knowledge, cutoff, wait_limit, backlogs, report)
+    else:
+        stopped_after = None  # every row was looked at: the next sweep starts at the oldest again
+    if stopped_after != resume_after:
+        _save_resume_point(deps, stopped_after)
+
+
+def _resume_point(deps: Dependencies) -> Position | None:
+    saved = deps.turns.change(RESUME_BOOK, lambda book: (book.get("after"), book))
+    return (str(saved[0]), str(saved[1])) if saved else None
+
+
+def _save_resume_point(deps: Dependencies, position: Position | None) -> None:
+    book: dict[str, Any] = {"after": list(position)} if position else {}
+    deps.turns.change(RESUME_BOOK, lambda _: (None, book))
+
+
+def _recover_if_stuck(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    cutoff: str,
+    wait_limit: str,
+    backlogs: dict[str, int],
+    report: SweepReport,
+) -> None:
+    reason = _why_alive(deps, knowledge, cutoff, wait_limit, backlogs)
+    if reason:
+        report.spared[knowledge.id] = reason
+        return
+    message = (
+        f"task stuck in {knowledge.parse_status.value} > "
+        f"{_threshold_text(deps.settings.stale_after_seconds)}, recovered by housekeeping"
+    )
+    # conditional on the row as read: a stage that moved it on since (same attempt) must not be failed
+    if deps.knowledge.mark_failed(
+        knowledge.id,
+        knowledge.attempt,
+        message,
+        SpanErrorCode.TASK_TIMEOUT,
+        not_written_after=to_iso(knowledge.updated_at),
+    ):
+        deps.tracker.close_root(
+            knowledge.id, knowledge.attempt, SpanStatus.FAILED, SpanErrorCode.TASK_TIMEOUT, message
         )
-        # conditional on the row as read: a stage that moved it on since (same attempt) must not be failed
-        if deps.knowledge.mark_failed(
-            knowledge.id,
-            knowledge.attempt,
-            message,
-            SpanErrorCode.TASK_TIMEOUT,
-            not_written_after=to_iso(knowledge.updated_at),
-        ):
-            deps.tracker.close_root(
-                knowledge.id, knowledge.attempt, SpanStatus.FAILED, SpanErrorCode.TASK_TIMEOUT, message
-            )
-            report.recovered.append(knowledge.id)
-            # as any failed document: its place at the tenant's door goes back and wakes the next waiter
-            leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
-            knowledge_changed(
-                deps,
-                knowledge,
-                EventType.KNOWLEDGE_FAILED,
-                status=ParseStatus.FAILED.value,
-                error_code=SpanErrorCode.TASK_TIMEOUT,
-                error_message=message,
-            )
+        report.recovered.append(knowledge.id)
+        # as any failed document: its place at the tenant's door goes back and wakes the next waiter
+        leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
+        knowledge_changed(
+            deps,
+            knowledge,
+            EventType.KNOWLEDGE_FAILED,
+            status=ParseStatus.FAILED.value,
+            error_code=SpanErrorCode.TASK_TIMEOUT,
+            error_message=message,
+        )
 
 
 def handle(deps: Dependencies, event: Any = None, context: Any = None) -> dict[str, Any]:
@@ -146,12 +194,18 @@ def _why_alive(
     last = deps.spans.last_activity_iso(knowledge.id)
     if last is not None and last >= cutoff:
         return "span heartbeat is recent"
-    try:
-        name = execution_name(knowledge.id, knowledge.attempt)
-        if knowledge.parse_status != ParseStatus.PENDING and deps.workflow.is_running(name):
-            return "state machine execution is running"
-    except ServiceUnreachable:  # unanswered: it must not keep a stuck row alive (fail safe); refused: raised
-        logger.exception("could not check the execution", extra={"knowledge_id": knowledge.id})
+    if knowledge.parse_status != ParseStatus.PENDING:
+        try:
+            if deps.workflow.is_running(execution_name(knowledge.id, knowledge.attempt)):
+                return "state machine execution is running"
+        except ServiceUnreachable:
+            # Unanswered (throttled, a 5xx): the execution may well be running, and a live document failed
+            # cannot be undone, so the row waits for the next sweep. One not found answers False (stuck);
+            # a refused call (a missing grant) is a bug and raises.
+            logger.warning(
+                "could not check the execution", extra={"knowledge_id": knowledge.id}, exc_info=True
+            )
+            return "its state machine execution did not answer: looked at again next sweep"
     # Its stage message was queued after the last sign of work on it, so no worker has taken it yet: it is
     # waiting behind other documents, as long as that queue holds messages and not for ever.
     waiting = (

@@ -93,6 +93,7 @@ def run(deps: Dependencies, task_id: str) -> None:
         from chalicelib.faq.entries import purge_kb
 
         purge_kb(deps, task.kb_id)  # an FAQ knowledge base's entries and their index entries
+        deps.wiki.delete_kb(task.kb_id)  # its wiki: ops, page records, index (a late finalize writes none)
         deps.shares.drop(task.kb_id)  # shared with nobody any more
         for hook in deps.webhooks.list_kb(task.kb_id):  # its webhooks and their logs
             deps.webhooks.delete(task.kb_id, hook.id)

@@ -5,7 +5,9 @@ until its pages are in) and triggers an ingest about 30 s later (`wiki_ingest_de
 claims at most 5 documents of the knowledge base, writes each one's pages as `wiki_page` chunks (indexed),
 answers its token, and asks for more while ops are pending. A coalesced finalize, about 20 s after the last
 ingest (`wiki_finalize_delay_seconds`), rebuilds the knowledge base's wiki index and the pages'
-cross-links. A delete retracts a document's pages (its chunks go with it) and triggers a finalize. The
+cross-links from the pages of the documents' current attempts (`finalize`). A delete or a reparse retracts
+a document's pages (its chunks go with it) and triggers a finalize; a knowledge base's delete purges its
+wiki, and pages written while their document moved are taken back from the old knowledge base. The
 ingest releases a document's slot (and promotes it when it was the last) before it answers the token; a
 failed document releases its slot through the state machine's catch.
 
@@ -29,17 +31,20 @@ from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, 
 from chalicelib.observability import logger
 from chalicelib.ports import (
     Dependencies,
+    IndexSpace,
     ModelRequestError,
     ModelThrottled,
     ModelUnavailable,
     WikiOp,
     WikiPageRecord,
 )
+from chalicelib.services.deadline import deadline_of, out_of_time, stage_deadline
 from chalicelib.services.dispatch import WIKI_QUEUE as QUEUE
 from chalicelib.services.dispatch import trigger_wiki
-from chalicelib.services.indexing import write_extra_chunks
+from chalicelib.services.indexing import take_back_chunks, write_extra_chunks
 from chalicelib.services.slots import settle_slot
 from chalicelib.services.storage import files_of
+from chalicelib.services.usable import index_space_if_usable
 from chalicelib.stages.runner import Skip, come_back_soon, parse_body, process_batch, receive_count
 
 BATCH = 5
@@ -77,7 +82,11 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
             come_back_soon(deps, QUEUE, record)
             raise
 
-    return process_batch(event, context, one)
+    token = stage_deadline.set(deadline_of(context))  # a long finalize hands over (`out_of_time`)
+    try:
+        return process_batch(event, context, one)
+    finally:
+        stage_deadline.reset(token)
 
 
 def ingest(deps: Dependencies, kb_id: str, *, last_try: bool = False) -> None:
@@ -182,7 +191,11 @@ def _pages(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> int:
             )
             for n, page in enumerate(pages)
         ]
-    if chunks and not write_extra_chunks(deps, knowledge, kb, chunks):
+
+    def undo_moved(row: Knowledge) -> None:
+        _take_back_moved_pages(deps, knowledge, kb, row, [c.id for c in chunks])
+
+    if chunks and not write_extra_chunks(deps, knowledge, kb, chunks, undo_moved=undo_moved):
         raise Skip("the knowledge was deleted, cancelled, superseded or moved")
     deps.wiki.put_pages(
         kb.id,
@@ -199,28 +212,77 @@ def _page_chunk_id(knowledge: Knowledge, n: int) -> str:
     return f"{knowledge.id}-a{knowledge.attempt}-wiki{n:02d}"
 
 
+def _take_back_moved_pages(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, row: Knowledge, chunk_ids: list[str]
+) -> None:
+    """A move landed while the pages were written: their entries leave the old knowledge base's index, where
+    nothing would ever remove them, and the new one's (the move's repoint may have carried them there), and
+    their chunks go. The moved document has no pages: its op is answered skipped."""
+    space = IndexSpace.of(deps.embedding_model(kb.embedding_model_id))  # the pages were indexed in it
+    take_back_chunks(deps, knowledge, chunk_ids, (deps.engine(kb.retrieval_engine), space))
+    target = deps.kbs.get(row.kb_id)
+    if target is None or not target.indexing_strategy.needs_embedding:
+        return
+    target_space = index_space_if_usable(deps, target)
+    if target_space is not None:
+        deps.engine(target.retrieval_engine).delete_by_ids(target_space, target.id, chunk_ids)
+
+
 def finalize(deps: Dependencies, kb_id: str) -> None:
-    """Coalesced per knowledge base: the index page and the cross-links, from the page records."""
+    """Coalesced per knowledge base: the index page and the cross-links, from the page records whose
+    document is in the knowledge base and whose page chunk is there, of the document's current attempt. A
+    page's links are written to its chunk only when they changed, as one metadata key set on the chunk as
+    it is then (`set_metadata`): a chunk deleted, moved, reparsed or edited since it was read here is never
+    written back as it was read. Out of time, a fresh finalize writes the links left."""
     from chalicelib.enrich.wiki import cross_links, index_page
 
-    records = [r for r in deps.wiki.pages(kb_id) if _live(deps, r.knowledge_id)]
-    deps.wiki.put_index(kb_id, index_page([(r.document, r.title) for r in records]))
+    if _closed(deps, kb_id):
+        return  # its wiki goes with it: the knowledge base's delete purges it
+    records = deps.wiki.pages(kb_id)
+    rows = deps.knowledge.get_many(list(dict.fromkeys(r.knowledge_id for r in records)))
     chunks = deps.chunks.get_many([(r.knowledge_id, r.chunk_id) for r in records])
-    present = [r for r in records if (r.knowledge_id, r.chunk_id) in chunks]
+    present = [
+        r
+        for r in records
+        if _current(rows.get(r.knowledge_id), kb_id, chunks.get((r.knowledge_id, r.chunk_id)))
+    ]
+    deps.wiki.put_index(kb_id, index_page([(r.document, r.title) for r in present]))
+    if _closed(deps, kb_id):  # deleted (or being deleted) while this read: what this wrote goes too
+        deps.wiki.delete_kb(kb_id)
+        return
     links = cross_links(
         [r.title for r in present], [chunks[(r.knowledge_id, r.chunk_id)].content for r in present]
     )
-    updated = []
+    written = 0
     for record, targets in zip(present, links, strict=True):
-        chunk = chunks[(record.knowledge_id, record.chunk_id)]
         see_also = [present[t].title for t in targets]
-        if chunk.metadata.get("see_also") != see_also:
-            chunk.metadata["see_also"] = see_also
-            updated.append(chunk)
-    deps.chunks.put_many(updated)
-    logger.info("wiki finalized", extra={"kb_id": kb_id, "pages": len(present)})
+        if (chunks[(record.knowledge_id, record.chunk_id)].metadata.get("see_also") or []) == see_also:
+            continue  # unchanged (none yet reads as no links)
+        if out_of_time():
+            trigger_wiki(deps, kb_id, "finalize")
+            logger.info("wiki finalize handed over", extra={"kb_id": kb_id, "links_written": written})
+            return
+        attempt = rows[record.knowledge_id].attempt
+        if deps.chunks.set_metadata(
+            record.knowledge_id, record.chunk_id, "see_also", see_also, kb_id=kb_id, attempt=attempt
+        ):
+            written += 1
+    logger.info("wiki finalized", extra={"kb_id": kb_id, "pages": len(present), "links_written": written})
 
 
-def _live(deps: Dependencies, knowledge_id: str) -> bool:
-    row = deps.knowledge.get(knowledge_id)
-    return row is not None and row.parse_status not in (ParseStatus.DELETING,)
+def _closed(deps: Dependencies, kb_id: str) -> bool:
+    kb = deps.kbs.get(kb_id)
+    return kb is None or kb.status == "deleting"
+
+
+def _current(row: Knowledge | None, kb_id: str, chunk: Chunk | None) -> bool:
+    """A page record the index lists: its document is in the knowledge base (not being deleted) and its
+    page chunk is there, of the document's current attempt (a reparse's old pages are not)."""
+    return (
+        row is not None
+        and row.parse_status != ParseStatus.DELETING
+        and row.kb_id == kb_id
+        and chunk is not None
+        and chunk.kb_id == kb_id
+        and chunk.metadata.get("attempt") == row.attempt
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chalicelib.bootstrap import Services, memory_deps
-from chalicelib.ports import WikiOp, WikiRepo
+from chalicelib.ports import WikiOp, WikiPageRecord, WikiRepo
 
 
 @pytest.fixture(params=["dynamo", "memory"])
@@ -35,3 +35,23 @@ def test_a_released_op_is_claimed_again_and_only_its_own_attempt_is_released(wik
     wiki.finish_op(kb_id, knowledge_id, 1)
     wiki.release_op(kb_id, knowledge_id, 1)  # a release after the finish brings nothing back
     assert wiki.pending(kb_id) == 0 and wiki.claim_ops(kb_id, 5, 0) == []
+
+
+def test_a_documents_pages_are_deleted_with_their_count_and_a_knowledge_bases_wiki_all_at_once(
+    wiki: WikiRepo,
+) -> None:
+    kb_id, other_kb = f"kb-{uuid.uuid4().hex[:8]}", f"kb-{uuid.uuid4().hex[:8]}"
+    one, two = str(uuid.uuid4()), str(uuid.uuid4())
+    for kb in (kb_id, other_kb):
+        wiki.put_op(WikiOp(kb, one, 1, f"token-{kb}"))
+        wiki.put_pages(
+            kb, one, [WikiPageRecord(one, "one.md", f"Page {n}", f"{one}-a1-wiki0{n}") for n in (0, 1)]
+        )
+        wiki.put_index(kb, "# Wiki index\n")
+    wiki.put_pages(kb_id, two, [WikiPageRecord(two, "two.md", "Page", f"{two}-a1-wiki00")])
+    assert wiki.delete_pages(kb_id, two) == 1 and wiki.delete_pages(kb_id, two) == 0
+    wiki.delete_kb(kb_id)
+    assert wiki.pages(kb_id) == [] and wiki.get_index(kb_id) is None
+    assert wiki.pending(kb_id) == 0 and wiki.claim_ops(kb_id, 5, 0) == []
+    assert len(wiki.pages(other_kb)) == 2 and wiki.get_index(other_kb) == "# Wiki index\n"  # another's stays
+    assert wiki.pending(other_kb) == 1

@@ -619,6 +619,53 @@ class RepoContract:
         holder = repos.knowledge.find_duplicate(target_key)
         assert holder is not None and holder.id == k.id
 
+    def test_in_flight_rows_are_read_in_order_from_just_after_a_position(self, repos: Repos) -> None:
+        """Housekeeping's resumable read: (updated_at, id) order, lazily, from just after where the last
+        sweep stopped, whether that row is still in flight or not."""
+        from collections.abc import Iterator
+
+        base = datetime(2001, 1, 1, tzinfo=UTC) + timedelta(seconds=uuid.uuid4().int % 10**7)
+        made = [row(updated_at=base + timedelta(milliseconds=n)) for n in range(3)]
+        for k in made:
+            repos.knowledge.insert(k)
+        first, second, third = (k.id for k in made)
+        cutoff = to_iso(base + timedelta(seconds=1))
+
+        def read(after: tuple[str, str] | None) -> list[str]:
+            found = repos.knowledge.in_flight_after(cutoff, after)
+            assert isinstance(found, Iterator)  # read as the caller goes on, not all at once
+            return [k.id for k in found if k.id in {first, second, third}]
+
+        def position(k: Knowledge) -> tuple[str, str]:
+            return to_iso(k.updated_at), k.id
+
+        assert read(None) == [first, second, third]
+        assert read(position(made[0])) == [second, third]
+        assert repos.knowledge.mark_failed(second, None, "stuck", "task_timeout")  # gone from the index
+        assert read(position(made[1])) == [third]
+        assert read(position(made[2])) == []
+        assert read((cutoff, new_id())) == []  # a position past the cutoff: nothing after it
+        assert [k.id for k in repos.knowledge.in_flight_after(to_iso(base), None) if k.id == first] == []
+
+    def test_a_redriven_deletes_wait_restarts_only_on_the_row_as_read(self, repos: Repos) -> None:
+        k = row()
+        repos.knowledge.insert(k)
+        read = repos.knowledge.mark_deleting(k.id)
+        assert read is not None
+        later = to_iso(datetime.now(UTC) + timedelta(hours=2))
+        assert repos.knowledge.restart_delete_wait(k.id, later, not_written_after=to_iso(read.updated_at))
+        restarted = repos.knowledge.get(k.id)
+        assert restarted is not None and restarted.parse_status == ParseStatus.DELETING
+        assert to_iso(restarted.updated_at) == later
+        assert k.id not in {r.id for r in repos.knowledge.deleting_older_than(IN_AN_HOUR)}
+        # written since that read (another sweep, a delete try): the stale read restarts nothing
+        assert not repos.knowledge.restart_delete_wait(k.id, later, not_written_after=to_iso(read.updated_at))
+        pending = row()
+        repos.knowledge.insert(pending)
+        now = to_iso(datetime.now(UTC))
+        assert not repos.knowledge.restart_delete_wait(pending.id, now, not_written_after=IN_AN_HOUR)
+        assert not repos.knowledge.restart_delete_wait(new_id(), now, not_written_after=IN_AN_HOUR)
+
     # ------------------------------------------------------------ chunks
 
     def _chunks(self, knowledge_id: str, attempt: int, n: int) -> list[Chunk]:
@@ -712,6 +759,26 @@ class RepoContract:
         found = repos.chunks.get_many(wanted)
         assert set(found) == {(a, chunk_id(a, 1, 1)), (b, chunk_id(b, 1, 0))}
         assert found[(b, chunk_id(b, 1, 0))].content == "chunk 0"
+
+    def test_set_metadata_sets_one_key_of_the_chunk_as_stored_only_in_its_kb_and_attempt(
+        self, repos: Repos
+    ) -> None:
+        k = new_id()
+        first, second = self._chunks(k, 2, 2)
+        repos.chunks.put_many([first, second])
+        edited = replace(first, content="edited", metadata={**first.metadata, "note": "kept"})
+        repos.chunks.put_many([edited])  # written after the caller read `first`: the edit stays
+        assert repos.chunks.set_metadata(k, first.id, "see_also", ["B", "C"], kb_id="kb", attempt=2)
+        stored = repos.chunks.get_many([(k, first.id)])[(k, first.id)]
+        assert stored.content == "edited"
+        assert stored.metadata == {"attempt": 2, "note": "kept", "see_also": ["B", "C"]}
+        assert repos.chunks.set_metadata(k, first.id, "see_also", [], kb_id="kb", attempt=2)
+        assert repos.chunks.get_many([(k, first.id)])[(k, first.id)].metadata["see_also"] == []
+        assert not repos.chunks.set_metadata(k, second.id, "see_also", ["B"], kb_id="kb", attempt=1)
+        assert not repos.chunks.set_metadata(k, second.id, "see_also", ["B"], kb_id="other", attempt=2)
+        assert not repos.chunks.set_metadata(k, "missing", "see_also", ["B"], kb_id="kb", attempt=2)
+        assert "see_also" not in repos.chunks.get_many([(k, second.id)])[(k, second.id)].metadata
+        assert len(repos.chunks.list(k)) == 2  # nothing written for a chunk that is not there
 
     # ------------------------------------------------------------ spans
 

@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any
 
-from pynamodb.exceptions import PutError
+from pynamodb.exceptions import DoesNotExist, PutError
 
 from chalicelib.adapters.aws_errors import TRANSIENT_CODES  # what a resend cures; the rest raises
-from chalicelib.adapters.dynamo.tables import Models
+from chalicelib.adapters.dynamo.tables import Models, _condition_failed
 from chalicelib.domain import metering
 from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.errors import TransientStageError
@@ -45,6 +45,8 @@ WRITERS = 8
 BATCH_SENDS = 6
 BACKOFF_BASE_SECONDS = 0.05
 BACKOFF_MAX_SECONDS = 2.0
+#: reads and conditional puts of one metadata change while other writes keep changing the chunk
+METADATA_TRIES = 3
 
 
 class DynamoChunkRepo:
@@ -156,6 +158,29 @@ class DynamoChunkRepo:
         keep = {c.id for c in chunks}
         stale = [item for item in self._items(knowledge_id) if item.chunk_id not in keep]
         self._write(chunks, stale)
+
+    def set_metadata(
+        self, knowledge_id: str, chunk_id: str, key: str, value: Any, *, kb_id: str, attempt: int
+    ) -> bool:
+        """Read, then a put conditional on the body read (its JSON text, written by the same encoder): a write
+        in between (an edit, a move, a delete) fails it, and it is tried again on what is stored then."""
+        m = self.model
+        for _ in range(METADATA_TRIES):
+            try:
+                read = m.get(knowledge_id, chunk_id, consistent_read=True).body
+            except DoesNotExist:
+                return False
+            stored = chunk_from_body(read)
+            if stored.kb_id != kb_id or stored.metadata.get("attempt") != attempt:
+                return False
+            body = {**read, "metadata": {**stored.metadata, key: value}}
+            try:
+                m(knowledge_id, chunk_id, body=body).save(condition=m.body == read)
+                return True
+            except PutError as error:
+                if not _condition_failed(error):
+                    raise
+        raise TransientStageError(f"chunk {chunk_id} kept changing while its metadata was set")
 
 
 # ---------------------------------------------------------------- tasks

@@ -6,7 +6,7 @@ they share the conditions; split, a status change would be made in several files
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pynamodb.connection import Connection
@@ -51,6 +51,9 @@ from chalicelib.ports import (
     Page,
     StorageQuotaExceeded,
 )
+
+#: in-flight rows per page of housekeeping's query: a page is read only when the sweep gets to it
+SWEEP_PAGE_ROWS = 100
 
 
 def _same_file(k: Knowledge, kb_id: str) -> str | None:
@@ -272,6 +275,18 @@ class DynamoKnowledgeRepo:
         query = self.model.inflight_index.query("1", self.model.updated_at < cutoff_iso)
         return [self._from_item(i) for i in query]
 
+    def in_flight_after(self, cutoff_iso: str, after: tuple[str, str] | None = None) -> Iterator[Knowledge]:
+        """Lazy: a page is read when the caller gets to it (housekeeping stops when its time is up)."""
+        if after is not None and after[0] >= cutoff_iso:
+            return iter(())  # a start outside the key condition is refused: nothing is after it anyway
+        start = None
+        if after is not None:  # the index's key and the table's: the row need not be there any more
+            start = {"inflight": {"S": "1"}, "updated_at": {"S": after[0]}, "id": {"S": after[1]}}
+        query = self.model.inflight_index.query(
+            "1", self.model.updated_at < cutoff_iso, last_evaluated_key=start, page_size=SWEEP_PAGE_ROWS
+        )
+        return (self._from_item(i) for i in query)
+
     def summaries_unsettled_older_than(self, cutoff_iso: str) -> list[Knowledge]:
         query = self.model.summary_index.query("1", self.model.updated_at < cutoff_iso)
         return [self._from_item(i) for i in query]
@@ -366,6 +381,13 @@ class DynamoKnowledgeRepo:
     def deleting_older_than(self, cutoff_iso: str) -> list[Knowledge]:
         query = self.model.inflight_index.query(DELETING_MARKER, self.model.updated_at < cutoff_iso)
         return [self._from_item(i) for i in query]
+
+    def restart_delete_wait(self, knowledge_id: str, at_iso: str, *, not_written_after: str) -> bool:
+        m = self.model
+        unchanged_since_read = (m.parse_status == ParseStatus.DELETING.value) & (
+            m.updated_at <= not_written_after
+        )
+        return self._update(knowledge_id, [m.updated_at.set(at_iso)], unchanged_since_read) is not None
 
     def publish(self, knowledge_id: str) -> Knowledge | None:
         m = self.model

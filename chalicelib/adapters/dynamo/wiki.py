@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -93,11 +93,18 @@ class DynamoWikiRepo:
             for n, page in enumerate(pages):
                 batch.save(self.model(kb_id, f"page#{knowledge_id}#{n:03d}", body=asdict(page)))
 
-    def delete_pages(self, kb_id: str, knowledge_id: str) -> None:
-        items = list(self.model.query(kb_id, self.model.key.startswith(f"page#{knowledge_id}#")))
+    def delete_pages(self, kb_id: str, knowledge_id: str) -> int:
+        return self._delete(self.model.query(kb_id, self.model.key.startswith(f"page#{knowledge_id}#")))
+
+    def delete_kb(self, kb_id: str) -> None:
+        self._delete(self.model.query(kb_id, consistent_read=True))
+
+    def _delete(self, found: Iterable[Any]) -> int:
+        items = list(found)
         with self.model.batch_write() as batch:
             for item in items:
                 batch.delete(item)
+        return len(items)
 
     def pages(self, kb_id: str) -> list[WikiPageRecord]:
         return [WikiPageRecord(**i.body) for i in self.model.query(kb_id, self.model.key.startswith("page#"))]

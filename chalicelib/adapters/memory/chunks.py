@@ -6,7 +6,7 @@ import copy
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chalicelib.adapters.memory.clock import _ms
 from chalicelib.domain.types import (
@@ -80,3 +80,13 @@ class MemoryChunkRepo:
         stored = {c.id: self._stored(c) for c in chunks}
         with self._lock:
             self._rows[knowledge_id] = stored
+
+    def set_metadata(
+        self, knowledge_id: str, chunk_id: str, key: str, value: Any, *, kb_id: str, attempt: int
+    ) -> bool:
+        with self._lock:
+            chunk = self._rows.get(knowledge_id, {}).get(chunk_id)
+            if chunk is None or chunk.kb_id != kb_id or chunk.metadata.get("attempt") != attempt:
+                return False
+            chunk.metadata[key] = copy.deepcopy(value)
+            return True

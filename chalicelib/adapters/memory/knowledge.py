@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.adapters.memory.clock import _ms, _now
 from chalicelib.adapters.memory.tenants import MemoryTenantRepo
-from chalicelib.domain.clock import to_iso
+from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.listing import listing_source
 from chalicelib.domain.status import (
     BEGIN_PROCESSING_FROM,
@@ -122,6 +122,15 @@ class MemoryKnowledgeRepo:
         """Rows in flight (the sparse `inflight` marker) last updated before the cutoff, oldest first."""
         return self._older_than(cutoff_iso, lambda k: is_in_flight(k.parse_status))
 
+    def in_flight_after(self, cutoff_iso: str, after: tuple[str, str] | None = None) -> Iterator[Knowledge]:
+        """As the DynamoDB index pages: (updated_at, id) order, strictly after the position `after`."""
+
+        def position(k: Knowledge) -> tuple[str, str]:
+            return to_iso(k.updated_at), k.id
+
+        rows = sorted(self.in_flight_older_than(cutoff_iso), key=position)
+        return iter([k for k in rows if after is None or position(k) > after])
+
     def summaries_unsettled_older_than(self, cutoff_iso: str) -> list[Knowledge]:
         return self._older_than(
             cutoff_iso, lambda k: k.summary_status in (SummaryStatus.PENDING, SummaryStatus.PROCESSING)
@@ -168,6 +177,15 @@ class MemoryKnowledgeRepo:
 
     def deleting_older_than(self, cutoff_iso: str) -> list[Knowledge]:
         return self._older_than(cutoff_iso, lambda k: k.parse_status == ParseStatus.DELETING)
+
+    def restart_delete_wait(self, knowledge_id: str, at_iso: str, *, not_written_after: str) -> bool:
+        def restart(k: Knowledge) -> None:
+            k.updated_at = from_iso(at_iso)
+
+        def unchanged_since_read(k: Knowledge) -> bool:
+            return k.parse_status == ParseStatus.DELETING and to_iso(k.updated_at) <= not_written_after
+
+        return self._update(knowledge_id, unchanged_since_read, restart) is not None
 
     def publish(self, knowledge_id: str) -> Knowledge | None:
         def change(k: Knowledge) -> None:

@@ -67,9 +67,15 @@ class MemoryWikiRepo:
         with self._lock:
             self._pages[(kb_id, knowledge_id)] = [copy.deepcopy(p) for p in pages]
 
-    def delete_pages(self, kb_id: str, knowledge_id: str) -> None:
+    def delete_pages(self, kb_id: str, knowledge_id: str) -> int:
         with self._lock:
-            self._pages.pop((kb_id, knowledge_id), None)
+            return len(self._pages.pop((kb_id, knowledge_id), []))
+
+    def delete_kb(self, kb_id: str) -> None:
+        with self._lock:
+            self._ops = {key: op for key, op in self._ops.items() if key[0] != kb_id}
+            self._pages = {key: pages for key, pages in self._pages.items() if key[0] != kb_id}
+            self._index.pop(kb_id, None)
 
     def pages(self, kb_id: str) -> list[WikiPageRecord]:
         with self._lock:
