@@ -200,11 +200,13 @@ class Services:
             return self._asr
 
     def image_resolver(self, save: SaveImage) -> ImageResolver:
-        from chalicelib.net.client import SafeHttpClient
         from chalicelib.net.ssrf import AllowList
         from chalicelib.parsers.images import ImageResolver as MarkdownImageResolver
+        from chalicelib.parsers.images import remote_image_client
 
-        return MarkdownImageResolver(save, http=SafeHttpClient(AllowList.parse(self.settings.ssrf_allow)))
+        return MarkdownImageResolver(
+            save, http=remote_image_client(AllowList.parse(self.settings.ssrf_allow))
+        )
 
     # -- operators
     def operator_key(self) -> str | None:

@@ -31,6 +31,11 @@ class SpanErrorCode(StrEnum):
     QUOTA_EXCEEDED = "quota_exceeded"
     #: the document's storage backend keeps nothing (the `dummy` test backend): there is no file to read
     STORAGE_NOT_RETAINED = "storage_not_retained"
+    #: a URL import the worker refused (its URL or a redirect's target): the API's codes for a refused URL
+    SSRF_BLOCKED = "ssrf_blocked"
+    HOST_UNRESOLVED = "host_unresolved"
+    #: a URL import whose server was asked and did not give the document (no answer, HTTP error, too large)
+    URL_FETCH_FAILED = "url_fetch_failed"
     UNKNOWN = "unknown"
 
 

@@ -19,6 +19,7 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
 from chalicelib.net.ssrf import (
+    CODE_BLOCKED,
     AllowList,
     HostUnresolved,
     Resolver,
@@ -39,6 +40,17 @@ USER_AGENT = "weknora-ingest/0.1 (+document import)"
 
 class FetchError(FetchFailed):
     """A download by the SSRF-safe client failed; `permanent` ones (blocked, too large, 4xx) never retry."""
+
+
+def _refusal(blocked: URLBlocked, *, redirected: bool) -> FetchError:
+    """The failure for a refused URL. The tenant's own URL is named with its reason; a redirect's target
+    only by the kind of block: its host, scheme and path are whatever the remote server wrote, and this
+    text reaches the knowledge row, its trace, events and logs."""
+    reason = blocked.kind.value if redirected else blocked.reason
+    where = "redirect target" if redirected else "URL"
+    if isinstance(blocked, HostUnresolved):  # the resolver not answering now is worth a later try
+        return FetchError(f"{where}: {reason}", permanent=not blocked.transient, code=blocked.code)
+    return FetchError(f"{where} blocked: {reason}", permanent=True, code=blocked.code)
 
 
 @dataclass
@@ -166,12 +178,10 @@ class SafeHttpClient:
         for _hop in range(self.max_redirects + 1):
             try:
                 target = validate_url(current, self.allow_list, resolver=self.resolver)
-            except HostUnresolved as exc:
-                where = "redirect target" if redirects else "URL"
-                raise FetchError(f"{where}: {exc.reason}", permanent=not exc.transient) from exc
             except URLBlocked as exc:
-                where = "redirect target" if redirects else "URL"
-                raise FetchError(f"{where} blocked: {exc.reason}", permanent=True) from exc
+                if redirects:  # not chained: the cause's text names the server's target (tracebacks, logs)
+                    raise _refusal(exc, redirected=True) from None
+                raise _refusal(exc, redirected=False) from exc
             if origin is not None and target.origin != origin:
                 send_headers = {k: v for k, v in send_headers.items() if k.lower() not in SENSITIVE_HEADERS}
             origin = target.origin
@@ -211,10 +221,8 @@ class SafeHttpClient:
         or slow its body)."""
         try:
             target = validate_url(url, self.allow_list, resolver=self.resolver)
-        except HostUnresolved as exc:  # the resolver not answering now is worth a later try
-            raise FetchError(f"URL: {exc.reason}", permanent=not exc.transient) from exc
         except URLBlocked as exc:
-            raise FetchError(f"URL blocked: {exc.reason}", permanent=True) from exc
+            raise _refusal(exc, redirected=False) from exc
         send_headers = {"User-Agent": USER_AGENT, **headers}
         deadline = time.monotonic() + self.timeout
         status, resp_headers, data = self._one(
@@ -240,7 +248,7 @@ class SafeHttpClient:
             else None
         )
         if reason:  # validate_url already checked; this guards a caller-built ValidatedURL
-            raise FetchError(f"URL blocked: {reason}", permanent=True)
+            raise FetchError(f"URL blocked: {reason}", permanent=True, code=CODE_BLOCKED)
         parts = urlsplit(target.url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         last_error: Exception | None = None

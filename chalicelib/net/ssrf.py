@@ -8,6 +8,7 @@ import re
 import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from urllib.parse import urlsplit
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -142,21 +143,46 @@ _IPV4_COMPAT = ipaddress.ip_network("::/96")
 _NUMERIC_HOST = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]*))*\.?$", re.IGNORECASE)
 
 
-class URLBlocked(ValueError):
-    """The URL may not be fetched; `reason` says why in words a user understands."""
+class BlockKind(StrEnum):
+    """The kind of a refusal, in fixed words: what may be said of a URL the remote server wrote (a
+    redirect's target), whose host, scheme and path are text of the server's choosing."""
 
-    def __init__(self, url: str, reason: str):
+    MALFORMED = "malformed URL"
+    SCHEME = "scheme not allowed"
+    PORT = "port not allowed"
+    ENCODED_ADDRESS = "IP address in an encoded form"
+    INTERNAL_NAME = "internal host name"
+    INTERNAL_ADDRESS = "internal address"
+    INVALID_ADDRESS = "invalid address"
+    UNRESOLVED = "host does not resolve"
+
+
+#: the API's codes for a refused URL (400 at request time, the row's error code in the worker)
+CODE_BLOCKED = "ssrf_blocked"
+CODE_UNRESOLVED = "host_unresolved"
+
+
+class URLBlocked(ValueError):
+    """The URL may not be fetched; `reason` says why in words a user understands (naming the URL's own
+    host or scheme), `kind` says it in fixed words."""
+
+    code = CODE_BLOCKED
+
+    def __init__(self, url: str, reason: str, kind: BlockKind):
         super().__init__(f"URL not allowed: {reason}")
         self.url = url
         self.reason = reason
+        self.kind = kind
 
 
 class HostUnresolved(URLBlocked):
     """The host has no address: a DNS failure, not a forbidden target. `transient` when the resolver only
     could not answer now (EAI_AGAIN), so a later try may succeed."""
 
+    code = CODE_UNRESOLVED
+
     def __init__(self, url: str, host: str, *, transient: bool = False):
-        super().__init__(url, f"host '{host}' does not resolve")
+        super().__init__(url, f"host '{host}' does not resolve", BlockKind.UNRESOLVED)
         self.transient = transient
 
 
@@ -336,48 +362,54 @@ def validate_url(
     """Raises URLBlocked unless the URL is a public http(s) address. `resolve=False` skips DNS."""
     allow = allow_list or AllowList()
     if not isinstance(url, str) or not url.strip():
-        raise URLBlocked(str(url), "empty URL")
+        raise URLBlocked(str(url), "empty URL", BlockKind.MALFORMED)
     if len(url) > MAX_URL_LENGTH:
-        raise URLBlocked(url[:100], f"URL longer than {MAX_URL_LENGTH} characters")
+        raise URLBlocked(url[:100], f"URL longer than {MAX_URL_LENGTH} characters", BlockKind.MALFORMED)
     if any(ord(ch) < 0x21 or ch == "\\" for ch in url.strip()):
-        raise URLBlocked(url, "URL contains control characters, spaces or backslashes")
+        raise URLBlocked(url, "URL contains control characters, spaces or backslashes", BlockKind.MALFORMED)
     try:
         parts = urlsplit(url.strip())
         port_raw = parts.port
     except ValueError as exc:
-        raise URLBlocked(url, "malformed URL or port") from exc
+        raise URLBlocked(url, "malformed URL or port", BlockKind.MALFORMED) from exc
     scheme = parts.scheme.lower()
     if scheme not in ALLOWED_SCHEMES:
-        raise URLBlocked(url, f"scheme '{scheme or '(none)'}' is not allowed; use http or https")
+        raise URLBlocked(
+            url, f"scheme '{scheme or '(none)'}' is not allowed; use http or https", BlockKind.SCHEME
+        )
     raw_host = parts.hostname or ""
     if not raw_host:
-        raise URLBlocked(url, "URL has no host")
+        raise URLBlocked(url, "URL has no host", BlockKind.MALFORMED)
     if "%" in raw_host:
-        raise URLBlocked(url, "percent-encoded or zone-scoped host")
+        raise URLBlocked(url, "percent-encoded or zone-scoped host", BlockKind.MALFORMED)
     try:
         host = _idna(raw_host.rstrip("."))
     except ValueError as exc:
-        raise URLBlocked(url, str(exc)) from exc
+        raise URLBlocked(url, str(exc), BlockKind.MALFORMED) from exc
     port = port_raw if port_raw is not None else (443 if scheme == "https" else 80)
     if port == 0 or port in BLOCKED_PORTS:
-        raise URLBlocked(url, f"port {port} is not allowed")
+        raise URLBlocked(url, f"port {port} is not allowed", BlockKind.PORT)
 
     host_listed = allow.host_allowed(host, port)
     literal, canonical = _parse_literal_ip(host)
     if literal is not None:
         if not canonical:
-            raise URLBlocked(url, "IP address written in an encoded form (decimal, octal or hex)")
+            raise URLBlocked(
+                url,
+                "IP address written in an encoded form (decimal, octal or hex)",
+                BlockKind.ENCODED_ADDRESS,
+            )
         if not allow.ip_allowed(literal, port):
             reason = ip_block_reason(literal)
             if reason:
-                raise URLBlocked(url, reason)
+                raise URLBlocked(url, reason, BlockKind.INTERNAL_ADDRESS)
         return ValidatedURL(url, scheme, host, port, (str(literal),))
 
     if not host_listed:
         if host in BLOCKED_HOSTNAMES or "." not in host:
-            raise URLBlocked(url, f"host '{host}' is an internal name")
+            raise URLBlocked(url, f"host '{host}' is an internal name", BlockKind.INTERNAL_NAME)
         if host.endswith(BLOCKED_SUFFIXES):
-            raise URLBlocked(url, f"host '{host}' has an internal domain suffix")
+            raise URLBlocked(url, f"host '{host}' has an internal domain suffix", BlockKind.INTERNAL_NAME)
     if not resolve:
         return ValidatedURL(url, scheme, host, port, ())
     try:
@@ -392,11 +424,13 @@ def validate_url(
         try:
             ip = ipaddress.ip_address(addr.split("%", 1)[0])
         except ValueError as exc:
-            raise URLBlocked(url, f"host '{host}' resolved to an invalid address") from exc
+            raise URLBlocked(
+                url, f"host '{host}' resolved to an invalid address", BlockKind.INVALID_ADDRESS
+            ) from exc
         if not (host_listed or allow.ip_allowed(ip, port)):
             reason = ip_block_reason(ip)
             if reason:
-                raise URLBlocked(url, f"host '{host}' resolves to a {reason}")
+                raise URLBlocked(url, f"host '{host}' resolves to a {reason}", BlockKind.INTERNAL_ADDRESS)
         checked.append(str(ip))
     return ValidatedURL(url, scheme, host, port, tuple(checked))
 

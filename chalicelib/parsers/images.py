@@ -9,13 +9,16 @@ import binascii
 import hashlib
 import io
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from chalicelib.net.client import FetchError, SafeHttpClient
+from chalicelib.net.ssrf import AllowList
 from chalicelib.parsers.base import image_kind
 from chalicelib.ports import ParsedImage, ResolvedImages, StoredImage
+from chalicelib.services.deadline import out_of_time, stage_deadline
 
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_IMAGES_PER_PASS = 30
@@ -24,8 +27,14 @@ MAX_IMAGES_PER_PASS = 30
 MAX_REMOTE_FETCHES_PER_PASS = 2 * MAX_IMAGES_PER_PASS
 ICON_MAX_SIDE = 64
 ICON_UNDECODABLE_BYTES = 512
+#: one remote image's whole exchange (redirects included) and the redirects it may take
 REMOTE_TIMEOUT_S = 15.0
 REMOTE_MAX_REDIRECTS = 5
+#: wall time all of a pass's remote downloads may take together; past it (or past the stage's Lambda
+#: deadline) the remaining images stay links. 60 fetches of 15 s would be the whole 900 s Lambda; 120 s
+#: fits after the longest parse (300 s) and the URL's own download (60 s) with room to store and hand over,
+#: and still takes 60 images answered in 2 s each
+REMOTE_PASS_BUDGET_S = 120.0
 
 # The patterns below cannot run past the next `[`, `(` or `>` where a later start of the same pattern could
 # begin: an unclosed one otherwise scans to the end of the line or text once per start (minutes on a few KB).
@@ -46,6 +55,13 @@ _EXT_BY_MIME = {
     "image/tiff": "tiff",
 }
 SaveFn = Callable[[bytes, str], str]
+
+
+def remote_image_client(allow_list: AllowList) -> SafeHttpClient:
+    """The SSRF-safe client for a document's remote images, with the image limits."""
+    return SafeHttpClient(
+        allow_list, max_bytes=MAX_IMAGE_BYTES, timeout=REMOTE_TIMEOUT_S, max_redirects=REMOTE_MAX_REDIRECTS
+    )
 
 
 @dataclass
@@ -190,12 +206,14 @@ class ImageResolver:
         max_bytes: int = MAX_IMAGE_BYTES,
         max_images: int = MAX_IMAGES_PER_PASS,
         keep_url_hosts: Sequence[str] = (),
+        remote_budget_s: float = REMOTE_PASS_BUDGET_S,
     ) -> None:
         self.save = save
         self.http = http
         self.fetch_remote = fetch_remote
         self.max_bytes = max_bytes
         self.max_images = max_images
+        self.remote_budget_s = remote_budget_s
         self.keep_url_hosts = tuple(h.lower() for h in keep_url_hosts)
         self.saved_by_hash: dict[str, str] = {}  # content hash → URL, kept across passes
 
@@ -225,6 +243,7 @@ class _Run:
         self.r = resolver
         self.remote = remote
         self.fetches = 0
+        self.remote_ends: float | None = None  # monotonic end of the remote budget, from the first download
         self.failed_hosts: set[str] = set()  # a host that failed once is not asked again in this pass
         self.by_ref = {img.ref: img for img in images}
         self.by_hash = resolver.saved_by_hash
@@ -286,14 +305,36 @@ class _Run:
             return m.group(0)
         return self.replace_bytes(data, "", "base64")
 
+    def fetch_time_left(self) -> float:
+        """Seconds the next download may take: the least of what is left of the pass's remote budget and of
+        the stage's Lambda time (0 once either is spent)."""
+        now = time.monotonic()
+        if self.remote_ends is None:
+            self.remote_ends = now + self.r.remote_budget_s
+        if out_of_time():  # the stage must finish (or hand over) now: no download may start
+            return 0.0
+        ends = self.remote_ends
+        stage_ends = stage_deadline.get()
+        if stage_ends is not None:  # a download started before the deadline ends with it
+            ends = min(ends, stage_ends)
+        return max(0.0, ends - now)
+
     def fetch(self, url: str) -> bytes | None:
+        """The image's bytes, or None (the link stays as it is): a failed host, the fetch count or the time
+        budget spent, a failed download or no image."""
         host = (urlsplit(url).hostname or "").lower()
         if self.r.http is None or host in self.failed_hosts or self.fetches >= MAX_REMOTE_FETCHES_PER_PASS:
             self.result.failed += 1
             return None
+        time_left = self.fetch_time_left()
+        if time_left <= 0:
+            self.result.failed += 1
+            return None
         self.fetches += 1
+        # one image never takes more than REMOTE_TIMEOUT_S, whatever client was handed in, nor runs past the budget
+        client = self.r.http.with_timeout(min(self.r.http.timeout, REMOTE_TIMEOUT_S, time_left))
         try:
-            resp = self.r.http.get(url, headers={"Accept": "image/*"})
+            resp = client.get(url, headers={"Accept": "image/*"})
         except FetchError:
             self.failed_hosts.add(host)
             self.result.failed += 1

@@ -231,20 +231,33 @@ def _source(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, 
     return data, knowledge.file_name, knowledge.file_type, knowledge.title
 
 
+#: a refused URL fails its row with the code the API answers at request time for the same refusal
+_REFUSAL_CODES = {
+    SpanErrorCode.SSRF_BLOCKED.value: SpanErrorCode.SSRF_BLOCKED,
+    SpanErrorCode.HOST_UNRESOLVED.value: SpanErrorCode.HOST_UNRESOLVED,
+    "dns_unavailable": SpanErrorCode.HOST_UNRESOLVED,  # the resolver did not answer, to the last try
+}
+
+
+def _fetch_failure_code(refusal_code: str | None) -> SpanErrorCode:
+    """`ssrf_blocked` / `host_unresolved` for a refused URL, `url_fetch_failed` for any other failure."""
+    return _REFUSAL_CODES.get(refusal_code or "", SpanErrorCode.URL_FETCH_FAILED)
+
+
 def _fetch_url(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, str]:
     try:
         deps.urls.check(knowledge.source)  # again in the worker: DNS may have changed since the API checked
     except ServiceUnavailable as error:  # the resolver did not answer now: a later try may
-        raise TransientStageError(error.message, code=SpanErrorCode.DOCREADER_PARSE_FAILED) from error
+        raise TransientStageError(error.message, code=_fetch_failure_code(error.code)) from error
     except BadRequest as error:
-        raise PermanentStageError(error.message, code=SpanErrorCode.DOCREADER_PARSE_FAILED) from error
+        raise PermanentStageError(error.message, code=_fetch_failure_code(error.code)) from error
     try:
         document = deps.urls.fetch(knowledge.source)
     except FetchFailed as error:
         stage_error = PermanentStageError if error.permanent else TransientStageError
-        raise stage_error(
+        raise stage_error(  # the tenant's URL is theirs to see; the fetch's message names no redirect target
             f"could not fetch {redact_credentials(knowledge.source)}: {error.message}",
-            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+            code=_fetch_failure_code(error.code),
         ) from error
     if not is_importable(document.file_type):  # what the URL really served decides, not its path
         raise PermanentStageError(

@@ -327,9 +327,7 @@ def test_a_transient_fetch_failure_is_retried_and_a_permanent_one_fails_at_once(
     assert len(first["batchItemFailures"]) == 1  # the flaky one goes back to its queue
     gone_now = rows.get(gone_row.id)
     assert gone_now is not None and gone_now.parse_status == ParseStatus.FAILED
-    assert (
-        "HTTP 404" in gone_now.error_message and gone_now.error_code == SpanErrorCode.DOCREADER_PARSE_FAILED
-    )
+    assert "HTTP 404" in gone_now.error_message and gone_now.error_code == SpanErrorCode.URL_FETCH_FAILED
     deliver(deps, "docreader")
     flaky_now = rows.get(flaky_row.id)
     assert flaky_now is not None and flaky_now.parse_status == ParseStatus.PROCESSING
