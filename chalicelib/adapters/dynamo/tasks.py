@@ -1,7 +1,14 @@
-"""Durable tasks in DynamoDB (with a TTL once finished)."""
+"""Durable tasks in DynamoDB (with a TTL once finished).
+
+A task's item ids are paged: the record keeps the last, unfilled page and the keys of the full pages of
+ITEMS_PER_PAGE ids, each an item of its own (`<task id>#items#<n>#<digest of its ids>`, written once). A
+whole-knowledge-base task (a delete, a clone, a re-embed of thousands of documents) had outgrown DynamoDB's
+400 KB item, and every save of its progress rewrote the whole list. Items are only ever appended, so a full
+page never changes."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -21,6 +28,8 @@ from chalicelib.domain.types import (
 )
 
 TASK_TTL_SECONDS = 30 * 24 * 3600
+#: ids per page: ids are at most ~150 bytes (a prefix and a uuid), so a page stays far under 400 KB
+ITEMS_PER_PAGE = 1000
 
 
 def task_to_body(task: Task) -> dict[str, Any]:
@@ -39,30 +48,67 @@ def task_from_body(body: Mapping[str, Any]) -> Task:
     return Task(**data)
 
 
+def _pages(task: Task) -> list[tuple[str, list[str]]]:
+    """The task's full pages of ids, each under a key derived from its content: a worker behind another
+    (a redelivery racing the first run) that pages its ids differently writes other pages, never over the
+    ones the record names."""
+    full = len(task.items) // ITEMS_PER_PAGE
+    pages = []
+    for page in range(full):
+        ids = task.items[page * ITEMS_PER_PAGE : (page + 1) * ITEMS_PER_PAGE]
+        digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:24]
+        pages.append((f"{task.id}#items#{page}#{digest}", ids))
+    return pages
+
+
 class DynamoTaskRepo:
     def __init__(self, models: Models):
         self.model = models.task
+        # pages this container knows are written (read or saved): a miss writes one again, which only costs
+        # a write, since a page's key names its content
+        self._written: set[str] = set()
+
+    def _save_pages(self, task: Task) -> dict[str, Any]:
+        """Writes the full pages not known to be written yet (before the record, so a record never names a
+        page that is not there) and answers the record's body: the unfilled page's ids, the full pages' keys."""
+        pages = _pages(task)
+        expires_at = int(time.time()) + TASK_TTL_SECONDS
+        for key, ids in pages:
+            if key not in self._written:
+                self.model(key, tenant_id=task.tenant_id, body={"items": ids}, expires_at=expires_at).save()
+                self._written.add(key)
+        body = task_to_body(task)
+        body["items"] = task.items[len(pages) * ITEMS_PER_PAGE :]
+        body["item_pages"] = [key for key, _ in pages]
+        return body
 
     def put(self, task: Task) -> None:
         self.model(
             task.id,
             tenant_id=task.tenant_id,
             done=task.done,
-            body=task_to_body(task),
+            body=self._save_pages(task),
             expires_at=int(time.time()) + TASK_TTL_SECONDS,
         ).save(condition=self.model.id.does_not_exist())
 
     def get(self, task_id: str) -> Task | None:
         try:
-            return task_from_body(self.model.get(task_id, consistent_read=True).body)
+            body = dict(self.model.get(task_id, consistent_read=True).body)
         except DoesNotExist:
             return None
+        keys = [str(key) for key in body.pop("item_pages", [])]
+        if keys:
+            found = {item.id: item.body["items"] for item in self.model.batch_get(keys, consistent_read=True)}
+            body["items"] = [*(i for key in keys for i in found[key]), *body["items"]]
+            self._written.update(keys)
+        return task_from_body(body)
 
     def save_progress(self, task: Task) -> bool:
         m = self.model
+        body = self._save_pages(task)
         try:
             m(task.id).update(
-                actions=[m.done.set(task.done), m.body.set(task_to_body(task))],
+                actions=[m.done.set(task.done), m.body.set(body)],
                 condition=m.id.exists() & (m.done <= task.done),
             )
         except UpdateError as error:
