@@ -15,7 +15,7 @@ from typing import Any
 from chalicelib.domain.storage_backends import backend_of, key_in_backend, storage_url
 from chalicelib.domain.storage_keys import safe_object_key
 from chalicelib.ports import CrossBackendOperation, FileStore, ObjectNotRetained, UnknownStorageBackend
-from chalicelib.ports.storage import StorageRefused
+from chalicelib.ports.storage import ObjectTooLarge, StorageRefused, check_read_limit
 
 
 class LocalFileStore:
@@ -51,8 +51,11 @@ class LocalFileStore:
         os.replace(tmp, path)
         return self.url_for(key)
 
-    def read(self, url: str) -> bytes:
-        return self._path(self.key_of(url)).read_bytes()
+    def read(self, url: str, limit: int | None = None) -> bytes:
+        path = self._path(self.key_of(url))
+        with path.open("rb") as handle:
+            check_read_limit(url, os.fstat(handle.fileno()).st_size, limit)
+            return handle.read()
 
     def delete(self, url: str) -> None:
         self._path(self.key_of(url)).unlink(missing_ok=True)
@@ -151,8 +154,14 @@ class S3FileStore:
         self._call("put_object", Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
         return self.url_for(key)
 
-    def read(self, url: str) -> bytes:
-        body = self._call("get_object", missing=url, Bucket=self.bucket, Key=self.key_of(url))["Body"]
+    def read(self, url: str, limit: int | None = None) -> bytes:
+        answer = self._call("get_object", missing=url, Bucket=self.bucket, Key=self.key_of(url))
+        body = answer["Body"]
+        try:  # the answer's length comes before its body: a larger object is never read
+            check_read_limit(url, int(answer.get("ContentLength", 0)), limit)
+        except ObjectTooLarge:
+            body.close()
+            raise
         return bytes(body.read())
 
     def delete(self, url: str) -> None:
@@ -213,7 +222,7 @@ class DummyFileStore:
     def save(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
         return self.url_for(key)
 
-    def read(self, url: str) -> bytes:
+    def read(self, url: str, limit: int | None = None) -> bytes:
         raise ObjectNotRetained(f"{url}: the dummy storage backend keeps no objects")
 
     def delete(self, url: str) -> None:
@@ -271,8 +280,8 @@ class BackendFileStore:
         self.inner.save(key, data, content_type)
         return self.url_for(key)
 
-    def read(self, url: str) -> bytes:
-        return self.inner.read(self._inner_url(url))
+    def read(self, url: str, limit: int | None = None) -> bytes:
+        return self.inner.read(self._inner_url(url), limit)
 
     def delete(self, url: str) -> None:
         self.inner.delete(self._inner_url(url))
@@ -328,8 +337,8 @@ class RoutingFileStore:
     def save(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
         return self.default.save(key, data, content_type)
 
-    def read(self, url: str) -> bytes:
-        return self._for(url).read(url)
+    def read(self, url: str, limit: int | None = None) -> bytes:
+        return self._for(url).read(url, limit)
 
     def delete(self, url: str) -> None:
         self._for(url).delete(url)

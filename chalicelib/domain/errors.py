@@ -31,6 +31,8 @@ class SpanErrorCode(StrEnum):
     QUOTA_EXCEEDED = "quota_exceeded"
     #: the document's storage backend keeps nothing (the `dummy` test backend): there is no file to read
     STORAGE_NOT_RETAINED = "storage_not_retained"
+    #: the stored source is bigger than the file size limit (an object replaced after it was accepted)
+    FILE_TOO_LARGE = "file_too_large"
     #: a URL import the worker refused (its URL or a redirect's target): the API's codes for a refused URL
     SSRF_BLOCKED = "ssrf_blocked"
     HOST_UNRESOLVED = "host_unresolved"

@@ -34,7 +34,7 @@ from chalicelib.domain.storage_keys import (
 from chalicelib.domain.types import Knowledge, KnowledgeBase, KnowledgeType, ParseStatus, Stage
 from chalicelib.domain.urls import redact_credentials
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, DuplicateKnowledge
+from chalicelib.ports import Dependencies, DuplicateKnowledge, ObjectTooLarge
 from chalicelib.services import resources
 from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.events import knowledge_changed
@@ -283,19 +283,19 @@ def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
         return None
     if not deps.inbox.exists(object_url):  # a redelivered event for an object already handled
         return None
-    size = deps.inbox.size(object_url)
-    if size > deps.settings.max_file_size:  # a presigned PUT is not size-bound: never read it into memory
+    try:  # a presigned PUT is not size-bound (and may be replayed): a bigger file is never read into memory
+        data = deps.inbox.read(object_url, limit=deps.settings.max_file_size)
+    except ObjectTooLarge as too_large:
         _record_rejection(
             deps,
             knowledge_id,
             object_url,
             BadRequest(
-                f"file is {size} bytes; the limit is {deps.settings.max_file_size} bytes",
+                f"file is {too_large.size} bytes; the limit is {too_large.limit} bytes",
                 code="file_too_large",
             ),
         )
         return None
-    data = deps.inbox.read(object_url)
     upload = FileUpload(
         data=data,
         file_name=intent["file_name"],

@@ -81,6 +81,7 @@ from chalicelib.ports.storage import (
     CrossBackendOperation,
     FileStore,
     ObjectNotRetained,
+    ObjectTooLarge,
     Storage,
     UnknownStorageBackend,
 )
@@ -126,6 +127,7 @@ __all__ = [
     "ModelThrottled",
     "ModelUnavailable",
     "ObjectNotRetained",
+    "ObjectTooLarge",
     "OcrEngine",
     "Page",
     "ParsedImage",

@@ -14,8 +14,9 @@ class FileStore(Protocol):
         """Stores bytes under `key` and returns the object's URL."""
         ...
 
-    def read(self, url: str) -> bytes:
-        """The object's bytes; raises FileNotFoundError when it is missing (callers treat that as permanent)."""
+    def read(self, url: str, limit: int | None = None) -> bytes:
+        """The object's bytes; raises FileNotFoundError when it is missing (callers treat that as permanent)
+        and, given a `limit`, ObjectTooLarge for an object of more bytes, before its bytes are read."""
         ...
 
     def delete(self, url: str) -> None:
@@ -44,6 +45,22 @@ class FileStore(Protocol):
     def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
         """An HTTP URL a client can GET the object from (as an attachment named `file_name`, if given)."""
         ...
+
+
+class ObjectTooLarge(ValueError):
+    """An object bigger than the reader's limit (a presigned PUT replayed with a bigger file, an object
+    replaced behind the service's back): refused before its bytes are read into memory."""
+
+    def __init__(self, url: str, size: int, limit: int) -> None:
+        super().__init__(f"{url}: {size} bytes, more than the {limit} bytes allowed")
+        self.size = size
+        self.limit = limit
+
+
+def check_read_limit(url: str, size: int, limit: int | None) -> None:
+    """The one rule every store applies to `read(url, limit)`."""
+    if limit is not None and size > limit:
+        raise ObjectTooLarge(url, size, limit)
 
 
 class ObjectNotRetained(FileNotFoundError):

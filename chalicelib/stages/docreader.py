@@ -42,6 +42,7 @@ from chalicelib.ports import (
     Dependencies,
     FetchFailed,
     ObjectNotRetained,
+    ObjectTooLarge,
     ReadRequest,
     ReadResult,
     ResolvedImages,
@@ -216,8 +217,13 @@ def _source(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, 
         fetched = _fetch_url(deps, knowledge)
         _record_fetched_size(deps, knowledge, len(fetched[0]))
         return fetched
-    try:
-        data = deps.files.read(knowledge.file_path)
+    try:  # the limit the file was accepted under: an object replaced since is not read into memory
+        data = deps.files.read(knowledge.file_path, limit=deps.settings.max_file_size)
+    except ObjectTooLarge as error:
+        raise PermanentStageError(
+            f"the stored source file is {error.size} bytes, more than the {error.limit} bytes allowed",
+            code=SpanErrorCode.FILE_TOO_LARGE,
+        ) from error
     except ObjectNotRetained as error:  # the `dummy` backend: the file was accepted and kept nowhere
         raise PermanentStageError(
             f"the document's storage backend {knowledge.storage_backend!r} keeps no files (a test backend): "

@@ -244,11 +244,18 @@ def test_an_oversized_presigned_upload_is_rejected_without_being_read(
 ) -> None:
     granted = grant(deps, kb)
     object_url = inbox.put_presigned(str(granted["upload_url"]), b"x" * (deps.settings.max_file_size + 1))
-    reads: list[str] = []
+    reads: list[tuple[str, int | None]] = []
     real_read = inbox.read
-    inbox.read = lambda url: (reads.append(url), real_read(url))[1]  # type: ignore[method-assign]
+
+    def read(url: str, limit: int | None = None) -> bytes:
+        reads.append((url, limit))
+        return real_read(url, limit)
+
+    inbox.read = read  # type: ignore[method-assign]
     assert accept_uploaded_object(deps, str(granted["key"])) is None
-    assert object_url not in reads
+    # one read, bounded by the limit: the object's length refuses it before its bytes are read (a size check
+    # and then an unbounded read had let a PUT replayed in between with a bigger file into memory)
+    assert [read for read in reads if read[0] == object_url] == [(object_url, deps.settings.max_file_size)]
     assert missing_knowledge_error(deps, kb.tenant_id, str(granted["knowledge_id"])).code == "file_too_large"
     assert not inbox.exists(object_url)
 

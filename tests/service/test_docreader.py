@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -132,6 +133,19 @@ def test_a_missing_source_object_is_permanent(
     failed = rows.get(created.id)
     assert failed is not None and failed.parse_status == ParseStatus.FAILED
     assert "source file is missing" in failed.error_message
+
+
+def test_a_source_object_replaced_by_a_bigger_one_is_refused_unread(
+    deps: Services, kb: KnowledgeBase, files: MemoryFileStore, rows: MemoryKnowledgeRepo
+) -> None:
+    created = upload(deps, kb)
+    deps.settings = replace(deps.settings, max_file_size=1000)
+    files.save(files.key_of(created.file_path), b"# big\n" + b"x" * 2000)  # replaced after it was accepted
+    deliver(deps, "docreader")
+    failed = rows.get(created.id)
+    assert failed is not None and failed.parse_status == ParseStatus.FAILED
+    assert failed.error_code == SpanErrorCode.FILE_TOO_LARGE
+    assert "2006 bytes, more than the 1000 bytes allowed" in failed.error_message
 
 
 @pytest.mark.parametrize(

@@ -282,3 +282,13 @@ def test_a_document_on_a_refusing_backend_fails_at_once_with_the_stable_code(
     assert REMOTE not in json.dumps(deps.tracker.view(row), default=str)
     assert caplog.records and REMOTE not in caplog.text
     assert not [r for r in caplog.records if REMOTE in r.getMessage()]
+
+
+def test_the_files_buckets_client_has_the_same_short_timeouts_and_bounded_tries() -> None:
+    from chalicelib.bootstrap import _shared_client
+
+    s3 = _shared_client("s3", "us-east-1", "http://127.0.0.1:9").meta.config
+    assert (s3.connect_timeout, s3.read_timeout) == (5, 15) and s3.max_pool_connections > 10
+    assert s3.retries == {"mode": "standard", "total_max_attempts": 3}
+    dynamodb = _shared_client("dynamodb", "us-east-1", "http://127.0.0.1:9").meta.config
+    assert dynamodb.read_timeout == 60  # other services keep botocore's waits

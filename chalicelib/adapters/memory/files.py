@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.storage_keys import safe_object_key
+from chalicelib.ports.storage import check_read_limit
 
 if TYPE_CHECKING:
     pass
@@ -37,8 +38,10 @@ class MemoryFileStore:
             self._objects[key] = (bytes(data), content_type)
         return self.url_for(key)
 
-    def read(self, url: str) -> bytes:
-        return self._object(url)[0]
+    def read(self, url: str, limit: int | None = None) -> bytes:
+        data = self._object(url)[0]
+        check_read_limit(url, len(data), limit)
+        return data
 
     def delete(self, url: str) -> None:
         key = self.key_of(url)
