@@ -76,7 +76,9 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     if len(chunks) > limit:
         raise PermanentStageError(
             f"the document would become {len(chunks)} chunks; the limit for its size is {limit} "
-            f"({MAX_CHUNKS_PER_MB} per MB of text, at most {MAX_CHUNKS_PER_DOCUMENT}): use a larger chunk_size",
+            f"({MAX_CHUNKS_PER_MB} per MB of text, at most {MAX_CHUNKS_PER_DOCUMENT}): use a larger "
+            # parent-child chunking cuts by its own sizes and ignores chunk_size
+            + ("child_chunk_size or parent_chunk_size" if config.enable_parent_child else "chunk_size"),
             code=SpanErrorCode.CHUNKING_FAILED,
         )
     deps.chunks.replace_all(knowledge.id, chunks)

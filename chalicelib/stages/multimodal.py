@@ -23,8 +23,9 @@ from chalicelib.services.liveness import kept_after_write
 from chalicelib.stages.messages import ImageRef, ImageTaskModel
 from chalicelib.stages.runner import Skip, run_task, task_knowledge
 
-#: image chunks sort after every text chunk of the document
-IMAGE_SEQ_BASE = 100_000
+#: image chunks sort after every text chunk of the document: the base is chunking's MAX_CHUNKS_PER_DOCUMENT
+#: (at 100,000, a document of more text chunks shared its chunk_index numbers with its images)
+IMAGE_SEQ_BASE = 150_000
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from chalicelib.domain.process_config import EffectiveProcessConfig, resolve
 from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, ModelRequestError
+from chalicelib.ports import Dependencies, ModelRequestError, ModelThrottled, ModelUnavailable
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.indexing import write_extra_chunks
 from chalicelib.services.storage import files_of
@@ -134,6 +134,14 @@ def _table_summary(
             "table summary failed", extra={"knowledge_id": knowledge.id, "error": type(error).__name__}
         )
         return {"table_summary": f"failed: {error.code}"}  # a stable code: the text may be the server's
+    except (ModelThrottled, ModelUnavailable) as error:
+        # optional and planned inside the state machine's task: deferring it past the task's timeout failed
+        # the whole plan, and with it a document already indexed and searchable
+        logger.warning(
+            "table summary skipped: the chat model is busy or down",
+            extra={"knowledge_id": knowledge.id, "error": type(error).__name__},
+        )
+        return {"table_summary": "skipped: the chat model is throttled or unavailable"}
     if summary is None:
         return {"table_summary": "failed: the model's reply was not a table description"}
     columns = "\n".join(f"- {name} ({kind})" for name, kind in schema.columns)
