@@ -12,6 +12,7 @@ document is made from one place (the search filters alone are some 80 lines).
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -89,6 +90,20 @@ TagIds = Annotated[
     list[Annotated[str, Field(max_length=64)]], BeforeValidator(_tag_ids), Field(max_length=MAX_TAGS)
 ]
 ModelId = Annotated[str, Field(max_length=MAX_MODEL_ID)]
+
+#: C0 controls, DEL and C1 controls: in a name or a title they would reach terminals (the CLI, logs read
+#: there) as escape sequences, written by whoever named the thing (a shared knowledge base: another tenant)
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _no_control_characters(value: str) -> str:
+    if _CONTROL_CHARACTERS.search(value):
+        raise ValueError("must not hold control characters (ESC, a tab, a line break, ...)")
+    return value
+
+
+#: a name or title: one line of printable text (400 with the field's own code otherwise)
+OneLine = Annotated[str, AfterValidator(_no_control_characters)]
 
 
 def _honourable_engine_rules(rules: dict[str, str]) -> dict[str, str]:
@@ -241,7 +256,7 @@ class FaqIndexBody(Body):
 
 
 class CreateKnowledgeBase(Body):
-    name: str = code("invalid_name", min_length=1, max_length=200)
+    name: OneLine = code("invalid_name", min_length=1, max_length=200)
     description: str = code("invalid_description", default="", max_length=10_000)
     type: Literal["document", "faq"] = code("invalid_kb_type", default="document")
     chunking_config: ChunkingSettings | None = code("invalid_chunking_config", default=None)
@@ -273,7 +288,7 @@ class UpdateKnowledgeBase(Body):
     """PUT /knowledge-bases/{id}: only the given fields change (nested settings merge over the current ones).
     `apply_to` is the specification's scope: `new` documents only, or `reparse` every document now."""
 
-    name: str | None = code("invalid_name", default=None, min_length=1, max_length=200)
+    name: OneLine | None = code("invalid_name", default=None, min_length=1, max_length=200)
     description: str | None = code("invalid_description", default=None, max_length=10_000)
     chunking_config: ChunkingSettings | None = code("invalid_chunking_config", default=None)
     indexing_strategy: IndexingStrategySettings | None = code("invalid_indexing_strategy", default=None)
@@ -329,7 +344,7 @@ class UrlImportRequest(Body):
     url: str = code("invalid_url", min_length=1, max_length=2048)
     file_name: str = code("invalid_file_name", default="", max_length=1024)
     file_type: str = code("invalid_file_type", default="", max_length=16)
-    title: str = code("invalid_title", default="", max_length=500)
+    title: OneLine = code("invalid_title", default="", max_length=500)
     enable_multimodel: bool | None = code("invalid_body", default=None)
     tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
     channel: str = code("invalid_channel", default="api", max_length=32)
@@ -337,7 +352,7 @@ class UrlImportRequest(Body):
 
 
 class ManualRequest(Body):
-    title: str = code("invalid_title", default="", max_length=500)
+    title: OneLine = code("invalid_title", default="", max_length=500)
     content: str = code("empty_content", default="", max_length=1_000_000)
     status: Literal["draft", "publish"] = code("invalid_status", default="publish")
     tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
@@ -625,7 +640,7 @@ class BatchReparseRequest(Body):
 class EditKnowledgeRequest(Body):
     """Editable fields of a knowledge; `content` only for hand-written (manual) knowledge."""
 
-    title: str | None = code("invalid_title", default=None, min_length=1, max_length=500)
+    title: OneLine | None = code("invalid_title", default=None, min_length=1, max_length=500)
     description: str | None = code("invalid_description", default=None, max_length=10_000)
     metadata: Metadata | None = code("invalid_metadata", default=None)
     tag_ids: TagIds | None = code("invalid_tag_ids", default=None)
@@ -652,7 +667,7 @@ class CloneKnowledgeBaseRequest(Body):
     """Clone into an existing knowledge base (`target_kb_id`) or a new one (`name`, default `<name> (copy)`)."""
 
     target_kb_id: str | None = code("invalid_body", default=None, min_length=1, max_length=100)
-    name: str | None = code("invalid_name", default=None, min_length=1, max_length=200)
+    name: OneLine | None = code("invalid_name", default=None, min_length=1, max_length=200)
 
     @field_validator("name")
     @classmethod
@@ -667,10 +682,10 @@ TagColor = Annotated[str, Field(max_length=32)]
 
 
 def _tag_name(value: str) -> str:
-    value = " ".join(value.split())
+    value = " ".join(value.split())  # tabs and line breaks become spaces; other controls are refused
     if not value:
         raise ValueError("name must not be blank")
-    return value
+    return _no_control_characters(value)
 
 
 class CreateTagRequest(Body):
@@ -725,9 +740,9 @@ class KeyAccess(Body):
 
 
 class CreateTenantRequest(KeyAccess):
-    name: str = code("invalid_name", min_length=1, max_length=MAX_NAME)
+    name: OneLine = code("invalid_name", min_length=1, max_length=MAX_NAME)
     #: a label for the tenant's first API key
-    key_name: str = code("invalid_name", default="", max_length=MAX_NAME)
+    key_name: OneLine = code("invalid_name", default="", max_length=MAX_NAME)
     #: limits in bytes and documents; 0 = none
     storage_quota: int = code("invalid_quota", default=0, ge=0, le=2**50)
     document_quota: int = code("invalid_quota", default=0, ge=0, le=10**9)
@@ -741,7 +756,7 @@ class TenantQuotas(Body):
 
 
 class IssueKeyRequest(KeyAccess):
-    name: str = code("invalid_name", default="", max_length=MAX_NAME)
+    name: OneLine = code("invalid_name", default="", max_length=MAX_NAME)
 
 
 class ShareRequest(Body):

@@ -13,7 +13,13 @@ from chalice.app import Request, handle_extra_types
 from chalicelib.domain import strict_json
 from chalicelib.domain.errors import AppError, BadRequest, PayloadTooLarge
 
-JSON_HEADERS: dict[str, str | list[str]] = {"Content-Type": "application/json"}
+#: every JSON answer: tenant data is never kept by a browser's or a proxy's cache (a shared machine, a key
+#: signed out), and never read as anything but JSON
+JSON_HEADERS: dict[str, str | list[str]] = {
+    "Content-Type": "application/json",
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+}
 #: deeper JSON than this is never a legitimate body here; the parser itself would hit its recursion limit
 MAX_JSON_DEPTH = 64
 
@@ -22,7 +28,7 @@ def ok(data: Any, status: int = 200, message: str | None = None) -> Response:
     body: dict[str, Any] = {"success": True, "data": data}
     if message:
         body["message"] = message
-    return Response(body=body, status_code=status, headers=JSON_HEADERS)
+    return Response(body=body, status_code=status, headers=dict(JSON_HEADERS))
 
 
 def error_response(error: AppError) -> Response:
@@ -32,7 +38,7 @@ def error_response(error: AppError) -> Response:
     body: dict[str, Any] = {"success": False, "error": detail}
     if error.data is not None:
         body["data"] = error.data  # WeKnora's 409 carries the existing row
-    return Response(body=body, status_code=error.status, headers=JSON_HEADERS)
+    return Response(body=body, status_code=error.status, headers=dict(JSON_HEADERS))
 
 
 #: Chalice's own answers (a wrong method, an unsupported media type, ...) and what they are in the envelope

@@ -108,6 +108,17 @@ def wait(driver: Any, check: Callable[[], Any], what: str, timeout: float = 20.0
     raise AssertionError(f"never saw {what}\npage: {driver.find_element('tag name', 'main').text}\n{logs}")
 
 
+def use_link_key(driver: Any) -> None:
+    """The console asks before it uses a link's key (test_console_link_keys.py): the person says yes."""
+    from selenium.webdriver.common.by import By
+
+    def enabled() -> Any:
+        button = driver.find_element(By.ID, "link-key-use")
+        return button if button.is_enabled() else None
+
+    wait(driver, enabled, "the question whether to use the link's key").click()
+
+
 def listed(api: Api, kb_id: str) -> list[dict[str, Any]]:
     response = api.get(f"/knowledge-bases/{kb_id}/knowledge")
     assert response.status_code == 200, response.json_body
@@ -140,8 +151,10 @@ def test_the_console_walks_a_document_from_upload_to_delete(
     assert page.headers["X-Content-Type-Options"] == "nosniff"
     kb = api.create_kb("rivers")
 
-    # signed in by the fragment: the key moves to session storage and out of the address bar
+    # signed in by the fragment once the person says so: the key moves to session storage and out of the
+    # address bar
     browser.get(f"{served}/console/#key={API_KEY}")
+    use_link_key(browser)
     wait(browser, lambda: browser.find_element(By.LINK_TEXT, "rivers"), "the knowledge base listed")
     assert "key=" not in browser.current_url
     assert browser.execute_script("return sessionStorage.getItem('weknora.key')") == API_KEY
@@ -278,6 +291,7 @@ def test_the_console_walks_a_document_from_upload_to_delete(
     # operators: tenants and the dead-letter queues, with the operator key from the fragment
     services.settings = replace(services.settings, operator_key=OPERATOR_KEY)
     browser.get(f"{served}/console/#view=admin&operator_key={OPERATOR_KEY}")
+    use_link_key(browser)
     wait(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#dlq"), "the dead-letter queues")
     assert "operator_key" not in browser.current_url
     assert browser.find_elements(By.XPATH, "//h2[text()='Tenants']/following-sibling::table//tbody/tr")
@@ -310,6 +324,7 @@ def test_names_and_text_from_tenants_are_shown_as_text_never_as_markup(
     injected = "return document.querySelectorAll('img[src^=\"x-\"], main b').length"
 
     browser.get(f"{served}/console/#key={API_KEY}")
+    use_link_key(browser)
     wait(browser, lambda: browser.find_element(By.LINK_TEXT, kb_name), "the knowledge base's name as text")
     assert browser.execute_script(injected) == 0
 
@@ -343,6 +358,7 @@ def test_faq_entries_page_on_and_a_link_never_swaps_the_signed_in_key(
     runtime.drain(timeout=120)
 
     browser.get(f"{served}/console/#key={API_KEY}&kb={faq['id']}&tab=faq")
+    use_link_key(browser)
     rows = "#faq-entries tr"
     wait(
         browser, lambda: len(browser.find_elements(By.CSS_SELECTOR, rows)) == 50, "the first page of entries"

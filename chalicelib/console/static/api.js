@@ -23,10 +23,11 @@ export class ApiError extends Error {
   }
 }
 
-function headers(operator, extra = {}) {
+/** The request's key: `key` when given (a link's key, looked up before it is used), else the stored one. */
+function headers(operator, extra = {}, key = null) {
   const out = { ...extra };
-  if (operator) out["X-Operator-Key"] = keys.operator() || "";
-  else out["X-API-Key"] = keys.get() || "";
+  if (operator) out["X-Operator-Key"] = key ?? (keys.operator() || "");
+  else out["X-API-Key"] = key ?? (keys.get() || "");
   return out;
 }
 
@@ -41,14 +42,14 @@ async function unwrap(response) {
   return body && "data" in body ? body.data : body;
 }
 
-export async function call(method, path, { body, query, operator = false } = {}) {
+export async function call(method, path, { body, query, operator = false, key = null } = {}) {
   let url = `${API}${path}`;
   if (query) {
     const params = new URLSearchParams();
     for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null && v !== "") params.set(k, v);
     if ([...params].length) url += `?${params}`;
   }
-  const init = { method, headers: headers(operator), credentials: "omit", cache: "no-store" };
+  const init = { method, headers: headers(operator, {}, key), credentials: "omit", cache: "no-store" };
   if (body !== undefined) {
     init.body = JSON.stringify(body);
     init.headers["Content-Type"] = "application/json";

@@ -1,5 +1,5 @@
 // The console: a page per fragment state (#kb=ID, #knowledge=ID, #view=...), on the public API only.
-import { API, ApiError, del, get, keys, metadataFilter, post, uploadFile } from "./api.js";
+import { API, ApiError, call, del, get, keys, metadataFilter, post, uploadFile } from "./api.js";
 import { append, badge, bytes, dollars, h, highlighted, replace, seconds, table, toast, when } from "./dom.js";
 
 const main = document.getElementById("main");
@@ -14,16 +14,25 @@ const enc = encodeURIComponent;
 const fragment = () => new URLSearchParams(location.hash.slice(1));
 const link = (params, text) => h("a", { href: `#${new URLSearchParams(params)}` }, text);
 
-/** Take a key from the fragment into session storage, only when none is stored (a link must not swap the
- * signed-in tenant for another: sign out first), and out of the address bar (and history) either way. */
+const LINK_KEYS = [["key", keys.get, keys.set, "API key"], ["operator_key", keys.operator, keys.setOperator, "operator key"]];
+/** Keys a link brought to a tab that held none, kept here (never stored) until the person says to use them. */
+let offered = null;
+
+/** The end of a key: enough to tell two keys apart, never enough to use one. */
+const keyEnd = (key) => `…${key.slice(-4)}`;
+
+/** Take the keys out of the fragment and out of the address bar (and history). None is used because a link
+ * carried it: anyone can send a link, and a fresh tab signed in by it would work in the sender's tenant (what
+ * is uploaded there goes to them). A tab holding no key asks first (confirmLinkKeys); a signed-in tab keeps
+ * its key (sign out first to change keys). */
 function takeKeysFromFragment() {
   const params = fragment();
   let changed = false;
-  for (const [name, stored, store, what] of [["key", keys.get, keys.set, "API key"], ["operator_key", keys.operator, keys.setOperator, "operator key"]]) {
+  for (const [name, stored, , what] of LINK_KEYS) {
     if (!params.has(name)) continue;
-    const offered = params.get(name);
-    if (!stored()) store(offered);
-    else if (stored() !== offered) toast(`The link's ${what} was ignored: you are signed in already (sign out to use another).`, true);
+    const key = params.get(name);
+    if (key && !stored()) offered = { ...offered, [name]: key };
+    else if (key && stored() !== key) toast(`The link's ${what} was ignored: you are signed in already (sign out to use another).`, true);
     params.delete(name);
     changed = true;
   }
@@ -59,10 +68,54 @@ function signIn() {
   key.addEventListener("keydown", (e) => e.key === "Enter" && go());
   replace(main, h("div", { class: "card signin" },
     h("h1", {}, "Sign in"),
-    h("p", { class: "muted" }, "Your API key stays in this tab's session storage. A link with ", h("code", {}, "#key=…"), " signs in too."),
+    h("p", { class: "muted" }, "Your API key stays in this tab's session storage. A link with ", h("code", {}, "#key=…"), " offers its key too (you are asked before it is used)."),
     h("label", { for: "api-key" }, "API key"), key,
     h("p", {}, h("button", { type: "button", id: "sign-in", onclick: go }, "Open"))));
   key.focus();
+}
+
+/** What a link's key reaches, asked with that key before it is used: its knowledge bases (the operator key:
+ * the tenants). Throws the API's refusal (an unknown or revoked key). */
+async function lookUp(name, key) {
+  const listed = (data) => (Array.isArray(data) ? data : data.items || []);
+  if (name === "operator_key") {
+    const tenants = listed(await call("GET", "/admin/tenants", { operator: true, key }));
+    return `the operator key; tenants: ${tenants.map((t) => t.name || t.id).join(", ") || "none"}`;
+  }
+  const kbs = listed(await call("GET", "/knowledge-bases", { key }));
+  const names = kbs.slice(0, 5).map((kb) => kb.name || kb.id).join(", ");
+  return kbs.length ? `knowledge bases: ${names}${kbs.length > 5 ? `, and ${kbs.length - 5} more` : ""}` : "no knowledge base yet";
+}
+
+/** The page's own question before a link's key is used: which key, and what it reaches. */
+function confirmLinkKeys() {
+  crumb();
+  const entries = Object.entries(offered);
+  const use = h("button", { type: "button", id: "link-key-use", disabled: true, onclick: () => {
+    for (const [name, , store] of LINK_KEYS) if (offered[name]) store(offered[name]);
+    offered = null;
+    route();
+  } }, "Sign in with it");
+  const ignore = h("button", { type: "button", class: "secondary", id: "link-key-ignore", onclick: () => { offered = null; route(); } }, "Don't use it");
+  const lines = entries.map(([name, key]) => {
+    const what = LINK_KEYS.find(([n]) => n === name)[3];
+    const found = h("span", { class: "muted" }, "checking…");
+    return [h("li", { dataset: { linkKey: name } }, `${what} ${keyEnd(key)}: `, found), lookUp(name, key).then(
+      (text) => { replace(found, text); return true; },
+      (error) => { replace(found, h("span", { class: "error" }, `not usable (${error.code || error.message})`)); return false; })];
+  });
+  Promise.all(lines.map(([, checked]) => checked)).then((usable) => { use.disabled = !usable.every(Boolean); });
+  replace(main, h("div", { class: "card signin", id: "link-keys" },
+    h("h1", {}, "Sign in with the link's key?"),
+    h("p", {}, "The link you opened carries a key. Use it only if you expected this link: whoever made it chose the tenant this tab will work in, and what you upload goes there."),
+    h("ul", {}, lines.map(([item]) => item)),
+    h("p", { class: "toolbar" }, use, ignore)));
+}
+
+/** The header names the keys this tab is signed in with (their ends), so a tab never works unseen as another. */
+function showSignedIn() {
+  const shown = LINK_KEYS.filter(([, stored]) => stored()).map(([, stored, , what]) => `${what} ${keyEnd(stored())}`);
+  replace(document.getElementById("signed-in"), shown.length ? `signed in: ${shown.join(" · ")}` : "");
 }
 
 // ------------------------------------------------------------------ knowledge bases
@@ -586,6 +639,8 @@ async function route() {
   generation += 1;
   clearTimeout(timer);
   takeKeysFromFragment();
+  showSignedIn();
+  if (offered) return confirmLinkKeys();
   if (!keys.get() && fragment().get("view") !== "admin") return signIn();
   const params = fragment();
   try {

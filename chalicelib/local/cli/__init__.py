@@ -15,7 +15,6 @@ import time  # noqa: F401 - tests slow the follow loop through `cli.time.sleep`
 from collections.abc import Sequence
 
 from rich.console import Console
-from rich.markup import escape
 
 from chalicelib.local.cli import corpus, faq, follow, kb, knowledge, operator, service, up, webhooks
 from chalicelib.local.cli.client import (
@@ -34,7 +33,7 @@ from chalicelib.local.cli.corpus import CORPUS_EXPECTED_FAILURES, cmd_check_corp
 from chalicelib.local.cli.follow import REFRESH_PER_LOOK, cmd_ingest, cmd_status, stage_tree
 from chalicelib.local.cli.kb import console_url, cost_table
 from chalicelib.local.cli.operator import _key_access
-from chalicelib.local.cli.output import print_json
+from chalicelib.local.cli.output import plain, print_json
 from chalicelib.local.cli.up import LOCAL_CONCURRENCY, SNAPSHOT_DIR, cmd_up
 
 __all__ = [
@@ -94,15 +93,13 @@ def main(argv: Sequence[str] | None = None, console: Console | None = None) -> i
         if getattr(args, "json", False):
             print_json(console, {"error": {"status": exc.status, "code": exc.code, "message": exc.message}})
         else:
-            console.print(
-                f"[red]API error {exc.status} {escape(exc.code)}: {escape(exc.message)}[/]", emoji=False
-            )
+            plain(console, f"API error {exc.status} {exc.code}: {exc.message}", style="red")
         return 1
     except CliError as exc:
         if getattr(args, "json", False):
             print_json(console, {"error": {"status": 0, "code": exc.code, "message": exc.message}})
         else:
-            console.print(f"[red]{escape(exc.message)}[/]", emoji=False, soft_wrap=True)
+            plain(console, exc.message, style="red")
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from chalicelib.local.cli.client import ApiClient, ApiError, CliError
 from chalicelib.local.cli.output import client as make_client
-from chalicelib.local.cli.output import command, print_json
+from chalicelib.local.cli.output import command, plain, print_json
 from chalicelib.settings import default_corpus
 
 TERMINAL = {"completed", "failed", "cancelled"}
@@ -101,7 +101,7 @@ def cmd_check_corpus(args: argparse.Namespace, console: Console) -> int:
     kb, _ = client.ensure_kb(kb_name)
     header = f"{len(entries)} file(s) into knowledge base {kb_name} ({kb['id']})"
     if not args.json:
-        console.print(header, markup=False, highlight=False, soft_wrap=True)
+        plain(console, header)
     outcomes = [CorpusOutcome(e["file"], e["type"]) for e in entries]
     for outcome in outcomes:
         _upload_corpus_file(client, str(kb["id"]), corpus / outcome.file, outcome)
@@ -129,7 +129,7 @@ def cmd_check_corpus(args: argparse.Namespace, console: Console) -> int:
         if not outcome.done:
             outcome.detail = outcome.detail or f"still {outcome.status} after {args.timeout:.0f}s"
         if not args.json:
-            console.print(outcome.line(), markup=False, highlight=False, soft_wrap=True)
+            plain(console, outcome.line())
     bad = sum(not o.as_expected for o in outcomes)
     if args.json:
         print_json(console, [{**asdict(o), "as_expected": o.as_expected} for o in outcomes])

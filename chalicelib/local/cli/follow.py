@@ -17,14 +17,13 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
 from chalicelib.domain.progress import bar
 from chalicelib.local.cli.client import ApiClient, ApiError, CliError
 from chalicelib.local.cli.output import client as make_client
-from chalicelib.local.cli.output import command, emit, plain, seconds, since
+from chalicelib.local.cli.output import command, emit, markup_safe, plain, seconds, since
 
 TERMINAL = {"completed", "failed", "cancelled"}
 IN_FLIGHT = ("pending", "processing", "finalizing")
@@ -155,7 +154,11 @@ def progress_table(rows: list[Tracked], started: float) -> Group:
         style = _STYLE.get(r.parse_status, "cyan")
         stage = f"{r.stage} ({r.stage_status})" if r.stage and r.stage_status else r.stage
         table.add_row(
-            escape(r.file), r.knowledge_id, escape(stage), f"[{style}]{r.parse_status}[/]", escape(r.detail())
+            markup_safe(r.file),
+            markup_safe(r.knowledge_id),
+            markup_safe(stage),
+            f"[{style}]{markup_safe(r.parse_status)}[/]",
+            markup_safe(r.detail()),
         )
     return Group(table, overall(rows, started))
 
@@ -322,8 +325,8 @@ def cmd_ingest(args: argparse.Namespace, console: Console) -> int:
     kb, created = client.ensure_kb(args.kb)
     kb_id = str(kb["id"])
     if not args.json:
-        name = escape(str(kb.get("name") or args.kb))
-        console.print(f"knowledge base [bold]{name}[/] ({kb_id}){' created' if created else ''}")
+        name = markup_safe(kb.get("name") or args.kb)
+        console.print(f"knowledge base [bold]{name}[/] ({markup_safe(kb_id)}){' created' if created else ''}")
     rows = [Tracked(file=f.name) for f in files] + [Tracked(file=u) for u in urls]
     for path, row in zip(files, rows, strict=False):
         try:
@@ -344,7 +347,8 @@ def cmd_ingest(args: argparse.Namespace, console: Console) -> int:
         emit(args, console, [_row_json(r) for r in rows], lambda: None)
         return 1 if bad else 0
     for r in bad:
-        console.print(f"[red]✗ {escape(r.file)}[/] {r.parse_status}: {escape(r.error or 'no reason given')}")
+        reason = markup_safe(r.error or "no reason given")
+        console.print(f"[red]✗ {markup_safe(r.file)}[/] {markup_safe(r.parse_status)}: {reason}")
     if not bad:
         console.print(f"[green]✓ all {len(rows)} file(s) completed[/]")
     return 1 if bad else 0
@@ -386,8 +390,9 @@ def _row_json(r: Tracked) -> dict[str, Any]:
 
 def stage_tree(spans: dict[str, Any]) -> Tree:
     title = (
-        f"[bold]{spans.get('knowledge_id', '')}[/] attempt {spans.get('attempt', '?')} "
-        f"parse_status={spans.get('parse_status', '?')} current_stage={spans.get('current_stage') or '-'}"
+        f"[bold]{markup_safe(spans.get('knowledge_id', ''))}[/] attempt {markup_safe(spans.get('attempt', '?'))} "
+        f"parse_status={markup_safe(spans.get('parse_status', '?'))} "
+        f"current_stage={markup_safe(spans.get('current_stage') or '-')}"
     )
     tree = Tree(title)
     trace = list(spans.get("trace") or [])
@@ -400,14 +405,16 @@ def stage_tree(spans: dict[str, Any]) -> Tree:
     def label(s: dict[str, Any]) -> str:
         status = str(s.get("status", ""))
         style = {"done": "green", "failed": "red", "running": "cyan", "skipped": "dim"}.get(status, "white")
-        text = f"{escape(str(s.get('span_id')))} [{style}]{escape(status)}[/]"
+        text = f"{markup_safe(str(s.get('span_id')))} [{style}]{markup_safe(status)}[/]"
         if s.get("error_message"):
-            text += f" [red]{escape(str(s.get('error_code', '')))} {escape(str(s['error_message']))}[/]"
+            text += (
+                f" [red]{markup_safe(str(s.get('error_code', '')))} {markup_safe(str(s['error_message']))}[/]"
+            )
         outputs = s.get("outputs") or {}
         if outputs:
-            text += " " + escape(", ".join(f"{k}={v}" for k, v in list(outputs.items())[:4]))
+            text += " " + markup_safe(", ".join(f"{k}={v}" for k, v in list(outputs.items())[:4]))
         if isinstance(s.get("progress"), dict):
-            text += " " + escape(bar(s["progress"]))
+            text += " " + markup_safe(bar(s["progress"]))
         return text
 
     def add(node: Tree, parent: str, depth: int) -> None:
@@ -419,7 +426,7 @@ def stage_tree(spans: dict[str, Any]) -> Tree:
 
     add(tree, "", 0)
     if spans.get("last_error"):
-        tree.add(f"[red]last error: {escape(str(spans['last_error']))}[/]")
+        tree.add(f"[red]last error: {markup_safe(str(spans['last_error']))}[/]")
     return tree
 
 
@@ -442,7 +449,7 @@ def _status_view(client: ApiClient, knowledge_id: str) -> tuple[dict[str, Any], 
         except ApiError:
             tracked.ahead = None
         parts.append(
-            f"[yellow]{escape(tracked.wait_text())}[/] (ahead: queued earlier in this knowledge base)"
+            f"[yellow]{markup_safe(tracked.wait_text())}[/] (ahead: queued earlier in this knowledge base)"
         )
     return {"knowledge": row, "spans": spans, "waiting": tracked.waiting, "ahead": tracked.ahead}, Group(
         *parts

@@ -12,7 +12,6 @@ from urllib.parse import quote, urlencode
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -23,11 +22,13 @@ from chalicelib.local.cli.output import (
     command,
     emit,
     json_object_arg,
+    markup_safe,
     plain,
     print_fields,
     print_json,
     print_rows,
     seconds,
+    visible,
 )
 
 KB_COLUMNS = ("id", "name", "type", "description", "owner_tenant_id", "created_at")
@@ -156,18 +157,20 @@ def wait_task(
 
 
 def stats_view(stats: dict[str, Any]) -> Table:
-    table = Table(title=f"knowledge base {stats.get('kb_id')}", expand=False, show_header=False)
+    table = Table(
+        title=Text(visible(f"knowledge base {stats.get('kb_id')}")), expand=False, show_header=False
+    )
     table.add_column("what", style="bold")
     table.add_column("count", overflow="fold")
 
     def counts(values: dict[str, Any]) -> str:
         return ", ".join(f"{k}={v}" for k, v in values.items()) or "-"
 
-    table.add_row("documents", str(stats.get("documents", 0)))
-    table.add_row("parse_status", escape(counts(stats.get("parse_status") or {})))
-    table.add_row("enable_status", escape(counts(stats.get("enable_status") or {})))
-    table.add_row("summary_status", escape(counts(stats.get("summary_status") or {})))
-    table.add_row("chunks", str(stats.get("chunks", 0)))
+    table.add_row("documents", markup_safe(stats.get("documents", 0)))
+    table.add_row("parse_status", markup_safe(counts(stats.get("parse_status") or {})))
+    table.add_row("enable_status", markup_safe(counts(stats.get("enable_status") or {})))
+    table.add_row("summary_status", markup_safe(counts(stats.get("summary_status") or {})))
+    table.add_row("chunks", markup_safe(stats.get("chunks", 0)))
     table.add_row("bytes", f"{stats.get('bytes', 0):,}")
     cost = stats.get("cost") or {}
     table.add_row(
@@ -178,7 +181,7 @@ def stats_view(stats: dict[str, Any]) -> Table:
     if oldest:
         table.add_row(
             "oldest waiting",
-            escape(
+            markup_safe(
                 f"{oldest.get('file_name')} ({oldest.get('knowledge_id')}) {oldest.get('parse_status')} "
                 f"in {oldest.get('queue')} for {seconds(float(oldest.get('waited_seconds') or 0))}"
             ),
@@ -261,7 +264,8 @@ def console_url(api_base: str, key: str = "", kb_id: str = "", knowledge_id: str
 
 def cmd_console(args: argparse.Namespace, console: Console) -> int:
     """Opens the console without the key: a browser's command line (the URL it is started with) is
-    readable by every user of the machine. `--with-key` prints a link that signs in, and opens nothing."""
+    readable by every user of the machine. `--with-key` prints a link carrying the key (the page
+    asks before it uses it), and opens nothing."""
     api = client(args)
     kb_id = api.kb_id(args.kb) if args.kb else ""
     url = console_url(args.api, args.key if args.with_key else "", kb_id, args.knowledge or "")
@@ -302,10 +306,12 @@ def cost_table(report: dict[str, Any]) -> Group:
     for col in ("unit", "quantity", "dollars"):
         table.add_column(col, justify="left" if col == "unit" else "right")
     for line in list(report.get("lines") or []) + list(report.get("model_tokens") or []):
-        table.add_row(escape(str(line["unit"])), f"{line['quantity']:g}", f"{line['dollars']:.6f}")
+        table.add_row(markup_safe(str(line["unit"])), f"{line['quantity']:g}", f"{line['dollars']:.6f}")
     if report.get("workflow_pending"):
         table.caption = "the execution is still running: its state transitions are counted when it ends"
-    return Group(Text(title), table)  # the line above the table: a title would wrap to the table's width
+    return Group(
+        Text(visible(title)), table
+    )  # the line above the table: a title would wrap to the table's width
 
 
 def cmd_cost(args: argparse.Namespace, console: Console) -> int:
@@ -378,7 +384,8 @@ def cmd_search(args: argparse.Namespace, console: Console) -> int:
             copies = [str(c.get("knowledge_title", "")) for c in h.get("copies") or []]
             if copies:
                 head += f" (also in {', '.join(copies)})"
-            console.print(Panel(Text(str(h.get("content", ""))), title=escape(head), title_align="left"))
+            content = Text(visible(h.get("content", ""), multiline=True))
+            console.print(Panel(content, title=markup_safe(head), title_align="left"))
 
     return emit(args, console, hits, render)
 
@@ -502,7 +509,7 @@ def register(sub: Any) -> None:
     co.add_argument(
         "--with-key",
         action="store_true",
-        help="print a link that signs in (#key=…) instead of opening the browser: the key is in it",
+        help="print a link carrying the key (#key=…; the page asks before it uses it), open nothing",
     )
 
     do = command(sub, "docs", "open the interactive API docs (<api>/api/v1/docs)", cmd_docs)

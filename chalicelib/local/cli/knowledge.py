@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rich.console import Console
 
-from chalicelib.local.cli.client import ApiError, storage_request
+from chalicelib.local.cli.client import ApiError, CliError, storage_request
 from chalicelib.local.cli.kb import _task_started, task_line, wait_task
 from chalicelib.local.cli.output import (
     client,
@@ -166,6 +166,17 @@ def cmd_chunks(args: argparse.Namespace, console: Console) -> int:
     return emit(args, console, chunk, lambda: print_fields(console, chunk, title=f"chunk {args.chunk_id}"))
 
 
+def served_file_name(file_name: str, knowledge_id: str) -> str:
+    """The file name the API gave, as a name in the chosen folder only: its last part (a name holding
+    `../` or an absolute path never writes outside it); none: the knowledge id."""
+    if not file_name:
+        return knowledge_id
+    base = PurePosixPath(file_name.replace("\\", "/")).name
+    if base in ("", ".", ".."):
+        raise CliError("unsafe_file_name", f"the API named the file {file_name!r}: give -o PATH")
+    return base
+
+
 def cmd_download(args: argparse.Namespace, console: Console) -> int:
     """The original (or parsed Markdown) through its short-lived link; `-o -` writes to stdout."""
     link = client(args).call("GET", f"/knowledge/{args.knowledge_id}/file-url", params={"kind": args.kind})
@@ -177,10 +188,10 @@ def cmd_download(args: argparse.Namespace, console: Console) -> int:
     if args.output == "-":
         sys.stdout.buffer.write(response.content)
         return 0
-    target = Path(args.output or link.get("file_name") or args.knowledge_id)
-    if target.is_dir():
-        target = target / str(link.get("file_name") or args.knowledge_id)
-    write_bytes(target, response.content)
+    target = Path(args.output or ".")
+    if not args.output or target.is_dir():  # a folder: the file takes the API's name in it
+        target = target / served_file_name(str(link.get("file_name") or ""), args.knowledge_id)
+    write_bytes(target, response.content, overwrite=args.force)
     data = {**link, "path": str(target), "bytes": len(response.content)}
     return emit(
         args, console, data, lambda: plain(console, f"saved {target} ({len(response.content)} bytes)")
@@ -310,6 +321,7 @@ def register(sub: Any) -> None:
     dl.add_argument("knowledge_id")
     dl.add_argument("--kind", choices=("original", "parsed"), default="original")
     dl.add_argument("-o", "--output", help="file or directory (default: the file's name here; - for stdout)")
+    dl.add_argument("--force", action="store_true", help="overwrite a file that is there already")
 
     au = command(
         sub, "add-url", "import a web page (the same as `ingest --kb KB URL`, without following)", cmd_add_url

@@ -13,6 +13,7 @@ from typing import Any
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.segment import Segments
 from rich.table import Table
@@ -71,15 +72,44 @@ def emit(args: argparse.Namespace, console: Console, data: Any, render: Callable
     return 0
 
 
+#: C0 controls, DEL and C1 controls: a terminal acts on them (ESC and CSI start sequences that clear the
+#: screen, move the cursor, retitle the window or write the clipboard). Names, titles, chunks and errors come
+#: from the API, and a knowledge base shared by another tenant carries that tenant's text: none of these
+#: characters is ever written, each is shown as its escape (`\x1b`)
+_CONTROL_CHARACTERS = (*range(0x20), 0x7F, *range(0x80, 0xA0))
+_SHOWN = {c: f"\\x{c:02x}" for c in _CONTROL_CHARACTERS} | {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+#: a multi-line field (a chunk, a description) keeps its line breaks and tabs
+_SHOWN_MULTILINE = {c: shown for c, shown in _SHOWN.items() if c not in (0x09, 0x0A)}
+#: JSON escapes C0 itself; DEL and C1 pass through json.dumps, so they are escaped the JSON way (`\u009b`)
+_JSON_ESCAPED = {c: f"\\u{c:04x}" for c in _CONTROL_CHARACTERS if c >= 0x7F}
+
+
+def visible(text: Any, multiline: bool = False) -> str:
+    """Text from the API made safe for a terminal: every control character shown as its escape, none
+    written; `multiline` keeps line breaks (CRLF as one) and tabs. Everything the CLI prints of the API's
+    answers goes through it (the functions below do it themselves)."""
+    shown = str(text)
+    if multiline:
+        return shown.replace("\r\n", "\n").translate(_SHOWN_MULTILINE)
+    return shown.translate(_SHOWN)
+
+
+def markup_safe(text: Any) -> str:
+    """Text from the API inside a Rich markup string: its control characters shown, its `[` escaped."""
+    return escape(visible(text))
+
+
 def print_json(console: Console, data: Any, lines: bool = False) -> None:
     """Indented JSON, or with `lines` one compact document a line (JSON Lines, for a stream of looks)."""
     indent = None if lines else 2
-    console.out(json.dumps(data, indent=indent, ensure_ascii=False, default=str), highlight=False)
+    document = json.dumps(data, indent=indent, ensure_ascii=False, default=str)
+    console.out(document.translate(_JSON_ESCAPED), highlight=False)
 
 
-def plain(console: Console, text: str) -> None:
-    """A line as written: no markup, no highlighting, no emoji codes (names are printed through it)."""
-    console.print(text, markup=False, highlight=False, emoji=False, soft_wrap=True)
+def plain(console: Console, text: str, style: str = "") -> None:
+    """A line as written: no markup, no highlighting, no emoji codes, control characters shown (names and
+    errors are printed through it)."""
+    console.print(Text(visible(text), style=style), soft_wrap=True)
 
 
 def cell(value: Any) -> str:
@@ -108,7 +138,8 @@ UNBOUNDED_WIDTH = 100_000
 
 
 def _shown(column: str, row: dict[str, Any]) -> str:
-    return _time(row.get(column)) if column.endswith("_at") else cell(row.get(column))
+    """A cell on one line: a listing is a row an item, so a line break in a name is shown, not made."""
+    return visible(_time(row.get(column)) if column.endswith("_at") else cell(row.get(column)))
 
 
 def _least_width(column: str, compact: bool) -> int:
@@ -127,7 +158,12 @@ def rows_table(
     """Rows as a table; ids are kept on one line (they are copied) and times are shown to the second. A
     `compact` table (a narrow terminal) has no borders and folds ids and times, so every column keeps room.
     Cells are plain text: no markup and no emoji codes (a name may hold `[b]` or `:fire:`)."""
-    table = Table(expand=False, title=title, box=None if compact else box.HEAVY_HEAD, pad_edge=not compact)
+    table = Table(
+        expand=False,
+        title=Text(visible(title)) if title else None,
+        box=None if compact else box.HEAVY_HEAD,
+        pad_edge=not compact,
+    )
     for column in columns:
         table.add_column(
             SHORT_HEADERS.get(column, column),
@@ -181,12 +217,12 @@ def print_rows(console: Console, columns: Sequence[str], rows: Sequence[dict[str
 
 
 def print_fields(console: Console, data: dict[str, Any], title: str | None = None) -> None:
-    """One object as a two-column grid of its fields."""
-    table = Table(expand=False, title=title, show_header=False)
+    """One object as a two-column grid of its fields (a value keeps its line breaks: a chunk's text)."""
+    table = Table(expand=False, title=Text(visible(title)) if title else None, show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     for key, value in data.items():
-        table.add_row(Text(str(key)), Text(cell(value)))
+        table.add_row(Text(visible(key)), Text(visible(cell(value), multiline=True)))
     console.print(table)
 
 
@@ -238,9 +274,13 @@ def read_text(path: str) -> str:
         raise CliError("file_not_utf8", f"{path} is not UTF-8 text (byte {exc.start})") from exc
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Writes a file named on the command line; what stops it as a CliError."""
+def write_bytes(path: Path, data: bytes, overwrite: bool = True) -> None:
+    """Writes a file named on the command line; what stops it as a CliError. Without `overwrite` a file (or
+    a link) already there is refused: created exclusively, so nothing is followed or replaced."""
     try:
-        path.write_bytes(data)
+        with path.open("wb" if overwrite else "xb") as out:
+            out.write(data)
+    except FileExistsError as exc:
+        raise CliError("file_exists", f"{path} exists: --force overwrites it") from exc
     except OSError as exc:
         raise CliError("file_unwritable", f"cannot write {path}: {exc.strerror or exc}") from exc

@@ -22,7 +22,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from chalicelib.local.cli.client import CliError, default_key, default_operator_key
-from chalicelib.local.cli.output import name_value_arg
+from chalicelib.local.cli.output import name_value_arg, plain
 from chalicelib.services.offered import enrichment_overview
 
 #: where `up` keeps moto's state between runs, inside the state dir
@@ -161,9 +161,7 @@ def cmd_up(args: argparse.Namespace, console: Console, stop: threading.Event | N
             get_deps = bootstrap.get_deps
             events = DocumentEvents(
                 lambda: get_deps().knowledge,
-                lambda line: console.print(
-                    f"{time.strftime('%H:%M:%S')} {line}", markup=False, highlight=False, soft_wrap=True
-                ),
+                lambda line: plain(console, f"{time.strftime('%H:%M:%S')} {line}"),
             )
         info = Table.grid(padding=(0, 2))
         info.add_row("API", f"[bold]{base}/api/v1[/]")
