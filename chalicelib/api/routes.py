@@ -75,13 +75,13 @@ def create_knowledge_base(deps: Dependencies, request: Request | None) -> Respon
 @operation("List the tenant's knowledge bases", "knowledge-bases")
 def list_knowledge_bases(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok([kb.to_dict() for kb in knowledge_bases.list_kbs(deps, tenant.id)])
+    return ok([knowledge_bases.kb_view(kb, tenant.id) for kb in knowledge_bases.list_kbs(deps, tenant.id)])
 
 
 @operation("One knowledge base", "knowledge-bases")
 def get_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok(knowledge_bases.get_kb(deps, tenant.id, kb_id).to_dict())
+    return ok(knowledge_bases.kb_view(knowledge_bases.get_kb(deps, tenant.id, kb_id), tenant.id))
 
 
 @operation(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from chalicelib.commands import CreateKnowledgeBase, IndexingStrategySettings, UpdateKnowledgeBase
 from chalicelib.domain.errors import BadRequest, Conflict
@@ -82,6 +83,12 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
 
 def get_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
     return require_kb(deps, tenant_id, kb_id)
+
+
+def kb_view(kb: KnowledgeBase, tenant_id: str) -> dict[str, Any]:
+    """A knowledge base as the API answers it to `tenant_id`: `shared` when another tenant owns it (its
+    `tenant_id`) and shared it, read-only, with this one."""
+    return {**kb.to_dict(), "shared": kb.tenant_id != tenant_id}
 
 
 def list_kbs(deps: Dependencies, tenant_id: str) -> list[KnowledgeBase]:

@@ -373,3 +373,28 @@ def test_faq_entries_page_on_and_a_link_never_swaps_the_signed_in_key(
     wait(browser, lambda: "key=" not in browser.current_url, "the key out of the address bar")
     assert browser.execute_script("return sessionStorage.getItem('weknora.key')") == API_KEY
     wait(browser, lambda: "ignored" in browser.find_element(By.ID, "toast").text, "the notice")
+
+
+def test_a_knowledge_base_another_tenant_shared_is_marked_shared_and_an_own_one_is_not(
+    served: str, api: Api, services: Services, browser: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    from chalicelib.operations.tenants import create_tenant_with_key
+
+    reader, reader_key = create_tenant_with_key(services, "reader")
+    theirs = api.create_kb("Lighthouse handbook")
+    shared = api.post(f"/knowledge-bases/{theirs['id']}/shares", {"tenant_id": reader.id})
+    assert shared.status_code == 201, shared.json_body
+    own = Api(api.client, reader_key).create_kb("Reader notes")
+    listed = {
+        kb["id"]: kb["shared"] for kb in Api(api.client, reader_key).get("/knowledge-bases").json_body["data"]
+    }
+    assert listed == {theirs["id"]: True, own["id"]: False}
+
+    browser.get(f"{served}/console/#key={reader_key}")
+    use_link_key(browser)
+    row = wait(browser, lambda: browser.find_element(By.LINK_TEXT, "Lighthouse handbook"), "the shared one")
+    assert "shared" in row.find_element(By.XPATH, "./ancestor::td").text
+    mine = browser.find_element(By.LINK_TEXT, "Reader notes").find_element(By.XPATH, "./ancestor::td")
+    assert "shared" not in mine.text

@@ -138,7 +138,7 @@ async function knowledgeBases() {
       body) : h("p", { class: "muted" }, "No knowledge base yet: create one."));
   for (const kb of kbs) {
     const row = h("tr", { dataset: { kbId: kb.id } },
-      h("td", {}, link({ kb: kb.id }, kb.name || kb.id), kb.owner_tenant_id && kb.owner_tenant_id !== kb.tenant_id ? h("div", { class: "muted" }, "shared") : null),
+      h("td", {}, link({ kb: kb.id }, kb.name || kb.id), kb.shared ? h("div", { class: "muted" }, "shared") : null),
       h("td", {}, kb.type || "document"), h("td", { class: "num" }, "…"), h("td"), h("td", { class: "num" }), h("td", { class: "num" }), h("td", { class: "num" }), h("td"));
     body.append(row);
     get(`/knowledge-bases/${enc(kb.id)}/stats`).then((s) => {

@@ -31,7 +31,7 @@ from chalicelib.local.cli.output import (
     visible,
 )
 
-KB_COLUMNS = ("id", "name", "type", "description", "owner_tenant_id", "created_at")
+KB_COLUMNS = ("id", "name", "type", "description", "shared", "created_at")
 IN_FLIGHT = ("pending", "processing", "finalizing", "deleting")
 
 
