@@ -12,7 +12,9 @@ from chalicelib.ports import FileStore, ObjectTooLarge
 
 
 @pytest.mark.parametrize("kind", ["local", "memory", "routed backend"])
-def test_a_read_with_a_limit_refuses_a_bigger_object_and_reads_one_within_it(kind: str, tmp_path: Path) -> None:
+def test_a_read_with_a_limit_refuses_a_bigger_object_and_reads_one_within_it(
+    kind: str, tmp_path: Path
+) -> None:
     store: FileStore
     if kind == "local":
         store = LocalFileStore(tmp_path)
