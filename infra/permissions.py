@@ -381,8 +381,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
     # delay) or parks it in the DLQ after the last try; it also announces what the state machine decided
     "WebhookDelivery": [
         *own_queue("webhooks"),
-        read_tables("webhooks", "knowledge"),
-        write_tables("webhooks"),
+        # spans: a failure the state machine announces closes the attempt's open spans (`announced`)
+        read_tables("webhooks", "knowledge", "spans"),
+        write_tables("webhooks", "spans"),
         PUBLISH,  # the state machine's announcements (stages/webhooks.py `announced`)
     ],
 }

@@ -74,6 +74,13 @@ class StepFunctionsWorkflow:
     def task_failure(self, token: str, error: str, cause: str) -> bool:
         return self._callback("send_task_failure", taskToken=token, error=error[:256], cause=cause[:32768])
 
+    def task_heartbeat(self, token: str) -> bool:
+        """SendTaskHeartbeat "resets the Heartbeat clock" of the state's HeartbeatSeconds (the Step Functions
+        API reference); a closed task answers TaskTimedOut, TaskDoesNotExist or InvalidToken (False). A
+        throttled or unanswered call is ServiceUnreachable: the caller decides whether work goes on."""
+        with unanswered_is_unreachable("Step Functions"):
+            return self._callback("send_task_heartbeat", taskToken=token)
+
 
 class LazyStepFunctionsWorkflow:
     """Builds the client (and finds the state machine) on first use: off the API's cold-start path."""
@@ -106,6 +113,9 @@ class LazyStepFunctionsWorkflow:
 
     def task_failure(self, token: str, error: str, cause: str) -> bool:
         return self._workflow().task_failure(token, error, cause)
+
+    def task_heartbeat(self, token: str) -> bool:
+        return self._workflow().task_heartbeat(token)
 
     def stop(self, name: str, cause: str) -> bool:
         return self._workflow().stop(name, cause)

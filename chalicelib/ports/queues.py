@@ -86,6 +86,11 @@ class Workflow(Protocol):
 
     def task_failure(self, token: str, error: str, cause: str) -> bool: ...
 
+    def task_heartbeat(self, token: str) -> bool:
+        """Restarts the task's HeartbeatSeconds clock; False when the task is already closed (timed out,
+        answered, its execution ended). Raises ServiceUnreachable when the service does not answer."""
+        ...
+
     def stop(self, name: str, cause: str) -> bool:
         """Stops a running execution; False when none of that name is running."""
         ...

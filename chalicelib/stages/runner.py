@@ -35,16 +35,21 @@ from chalicelib.domain.errors import (
     StageError,
 )
 from chalicelib.domain.events import EventType as Announced
-from chalicelib.domain.types import Knowledge, ParseStatus, Stage, StageMessage
+from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger, stage_outcome
-from chalicelib.ports import Dependencies, ModelThrottled, ModelUnavailable
+from chalicelib.ports import Dependencies, ModelThrottled, ModelUnavailable, ServiceUnreachable
 from chalicelib.ports.storage import StorageRefused
 from chalicelib.services.deadline import deadline_of, stage_deadline
 from chalicelib.services.events import knowledge_changed_by_id
 from chalicelib.services.fairness import attempt_leaves_pipeline
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.usage import metered_invocation
-from chalicelib.stages.messages import StageMessageModel, TaskMessageModel
+from chalicelib.stages.messages import (
+    ImageTaskModel,
+    StageMessageModel,
+    SubtaskMessageModel,
+    TaskMessageModel,
+)
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T", bound=TaskMessageModel)
@@ -249,7 +254,64 @@ def run_task(
     """Runs `.waitForTaskToken` tasks: the worker answers its token once the work is durable (or, when
     the work returns None, the work has handed the token on to whoever answers it). `settle` runs right
     before a success answer, skipped or not (an enrichment subtask releases its slot there); a failure
-    answer leaves the settling to the state machine's Catch."""
+    answer leaves the settling to the state machine's Catch.
+
+    The worker heartbeats the token when it takes the message and before it defers it: the state's
+    HeartbeatSeconds counts from the message's send, queue wait included, so each pickup restarts the
+    machine's wait. A heartbeat refused because the token is closed (the machine timed out, the task was
+    answered, the execution ended) drops the message without the work; a counted subtask or image that
+    was never done says so on its span."""
+
+    def span_of(body: T) -> tuple[Stage, str] | None:
+        """The span a counted piece of work writes, as enrichment.run and multimodal.run name it; None for
+        the plan, whose timeout the state machine records on the row itself (FailDocument)."""
+        if isinstance(body, SubtaskMessageModel):
+            return Stage.POSTPROCESS, f"postprocess.{body.subtask.id}"
+        if isinstance(body, ImageTaskModel):
+            return Stage.MULTIMODAL, f"multimodal.image[{body.image.index}]"
+        return None
+
+    def note_never_done(body: T) -> None:
+        placed = span_of(body)
+        if placed is None:
+            return
+        stage, span_id = placed
+        knowledge = deps.knowledge.get(body.knowledge_id)
+        if (
+            knowledge is None
+            or knowledge.attempt != body.attempt
+            or knowledge.parse_status
+            not in (ParseStatus.PROCESSING, ParseStatus.FINALIZING, ParseStatus.COMPLETED)
+        ):
+            return  # deleted, superseded, cancelled or failed: that attempt's spans are closed already
+        earlier = deps.spans.get(knowledge.id, knowledge.attempt, span_id)
+        if earlier is not None and earlier.status not in (SpanStatus.PENDING, SpanStatus.RUNNING):
+            return  # it was done: its own answer closed the token, and this is a redelivered copy
+        deps.tracker.subspan(
+            knowledge,
+            stage,
+            span_id,
+            SpanStatus.FAILED,
+            {"done": False},
+            error_code=SpanErrorCode.TASK_TIMEOUT,
+            error_message="the state machine stopped waiting for this task before it was done "
+            "(HeartbeatSeconds or TimeoutSeconds ran out): its work was dropped; reparse to redo it",
+        )
+
+    def still_awaited(body: T, token: str) -> bool:
+        """Heartbeats the token; False once the state machine no longer waits for it."""
+        try:
+            if deps.workflow.task_heartbeat(token):
+                return True
+        except ServiceUnreachable:  # unanswered (throttled): the work goes on, its answer will tell
+            logger.warning("task heartbeat unanswered", extra={"task": task}, exc_info=True)
+            return True
+        logger.warning(
+            "the state machine no longer waits for this task: dropped",
+            extra={"task": task, "knowledge_id": body.knowledge_id, "attempt": body.attempt},
+        )
+        note_never_done(body)
+        return False
 
     def handle(record: SQSRecord) -> None:
         try:
@@ -266,6 +328,8 @@ def run_task(
     def answer(body: T, record: SQSRecord) -> None:
         token = str(getattr(body, "task_token", ""))  # empty: work outside the state machine's count
         try:
+            if token and not still_awaited(body, token):
+                return
             output = work(deps, body)
         except Skip as skipped:
             if token:
@@ -279,7 +343,10 @@ def run_task(
                 deferrals < deps.settings.max_throttle_deferrals
             ):
                 # The model asked to wait: the same task comes back later as its own message, without
-                # spending one of its tries (as a stage's deferral; the state machine's timeout still holds).
+                # spending one of its tries (as a stage's deferral; the state machine's timeout still holds),
+                # unless the machine stopped waiting meanwhile (TimeoutSeconds ran out during the work).
+                if token and not still_awaited(body, token):
+                    return
                 wait = getattr(error, "retry_after", None) or retry_delay(deferrals + 1)
                 delay = _defer_seconds(deps, wait)
                 again = {**json.loads(record.body), "deferrals": deferrals + 1}

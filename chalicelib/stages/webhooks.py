@@ -39,6 +39,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
 from chalicelib.domain.events import EventType
+from chalicelib.domain.types import ParseStatus, SpanStatus
 from chalicelib.domain.webhooks import (
     DELIVERY_HEADER,
     EVENT_HEADER,
@@ -50,7 +51,7 @@ from chalicelib.domain.webhooks import (
 from chalicelib.observability import logger
 from chalicelib.ports import DeliveryRecord, Dependencies, FetchFailed
 from chalicelib.ports.events import DeliveryTry
-from chalicelib.services.events import WEBHOOK_QUEUE, knowledge_changed_by_id
+from chalicelib.services.events import WEBHOOK_QUEUE, knowledge_changed
 from chalicelib.services.webhook_messages import AnnounceMessage, DeliveryMessage, read_webhook_message
 from chalicelib.stages.runner import process_batch
 
@@ -84,9 +85,27 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
 
 def announced(deps: Dependencies, message: AnnounceMessage) -> None:
     event_type = EventType(message.announce)
-    knowledge_changed_by_id(
+    knowledge = deps.knowledge.get(message.knowledge_id)
+    if knowledge is None:
+        return
+    if (
+        event_type == EventType.KNOWLEDGE_FAILED
+        and knowledge.attempt == message.attempt
+        and knowledge.parse_status == ParseStatus.FAILED
+    ):
+        # The machine failed the row with a raw DynamoDB write (FailDocument), which closes no span: the
+        # root and whatever stage or subtask is still open close with the failure, as housekeeping's do.
+        # Only open spans change, so a redelivered announcement ends them no differently.
+        deps.tracker.close_root(
+            knowledge.id,
+            knowledge.attempt,
+            SpanStatus.FAILED,
+            message.error_code or knowledge.error_code,
+            message.error_message or knowledge.error_message,
+        )
+    knowledge_changed(
         deps,
-        message.knowledge_id,
+        knowledge,
         event_type,
         status="completed" if event_type == EventType.KNOWLEDGE_COMPLETED else "failed",
         attempt=message.attempt,

@@ -72,6 +72,7 @@ WORKFLOW_METHODS: dict[str, tuple[Need, ...]] = {
     ),
     "task_success": (Need("states:SendTaskSuccess", "task-token"),),
     "task_failure": (Need("states:SendTaskFailure", "task-token"),),
+    "task_heartbeat": (Need("states:SendTaskHeartbeat", "task-token"),),
 }
 #: ports that make no AWS request from a Lambda: HTTP through the SSRF-safe client, and the health probe
 #: (the API's /health; its requests are the API's, which may do all of them)

@@ -28,7 +28,7 @@ def test_every_integration_task_retries_throttling_with_jittered_backoff() -> No
         "RunSubtask",
         "ReleaseSlot",
         "PromoteIfLast",
-        "PostProcessFailed",
+        "FailDocument",
         "AnnounceCompleted",
         "AnnounceFailed",
     }
@@ -74,7 +74,7 @@ def test_the_success_path_enters_four_states_for_a_document_with_one_subtask() -
     assert catch["ErrorEquals"] == ["States.ALL"] and catch["Next"] == "ReleaseSlot"
     # a promotion the machine decided is announced (the webhooks queue's handler publishes it)
     assert _path(enrich["States"], "ReleaseSlot") == ["ReleaseSlot", "PromoteIfLast", "AnnounceCompleted"]
-    assert _path(states, "PostProcessFailed") == ["PostProcessFailed", "AnnounceFailed", "Superseded"]
+    assert _path(states, "FailDocument") == ["FailDocument", "AnnounceFailed", "Superseded"]
     for announce in (enrich["States"]["AnnounceCompleted"], states["AnnounceFailed"]):
         [lost] = announce["Catch"]  # a lost announcement never fails the document's execution
         assert lost["ErrorEquals"] == ["States.ALL"]
@@ -83,5 +83,5 @@ def test_the_success_path_enters_four_states_for_a_document_with_one_subtask() -
         assert conditional["ErrorEquals"] == ["DynamoDB.ConditionalCheckFailedException"]
     promote = enrich["States"]["PromoteIfLast"]["Parameters"]["ConditionExpression"]
     assert "pending_subtasks_count = :zero" in promote and "parse_status = :finalizing" in promote
-    failed = states["PostProcessFailed"]["Parameters"]["ConditionExpression"]
+    failed = states["FailDocument"]["Parameters"]["ConditionExpression"]
     assert ":finalizing" in failed  # a plan settled on the row whose answer never arrived fails too

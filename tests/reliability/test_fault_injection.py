@@ -105,6 +105,9 @@ class FlakyWorkflow:
         self._maybe_lose(token)
         return bool(self.inner.task_failure(token, error, cause))
 
+    def task_heartbeat(self, token: str) -> bool:
+        return bool(self.inner.task_heartbeat(token))
+
     def is_running(self, name: str) -> bool:
         return bool(self.inner.is_running(name))
 

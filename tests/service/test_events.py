@@ -88,7 +88,7 @@ def test_cancel_and_delete_are_announced_and_the_delete_task_finishing_too(
 def test_the_state_machines_announcement_is_published_like_any_change(
     deps: Services, kb: KnowledgeBase
 ) -> None:
-    """The machine fails a row whose plan never came back (PostProcessFailed) and, only when that write held,
+    """The machine fails a row whose plan never came back (FailDocument) and, only when that write held,
     sends AnnounceFailed to the webhooks queue; its handler announces it with the row's tenant and KB."""
     from chalicelib.stages import webhooks
 

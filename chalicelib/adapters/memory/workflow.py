@@ -38,9 +38,9 @@ class TaskAnswer:
 class MemoryWorkflow:
     """Executions by name (a second start of a name starts nothing, as in Step Functions; it reports
     `started=False` as the port says, where AWS answers an identical start of a running execution with the
-    original response) and the answers given to task tokens. A token is open until answered or closed;
-    answering a closed token returns False, as the adapter does for TaskTimedOut, TaskDoesNotExist and
-    InvalidToken."""
+    original response) and the answers and heartbeats given to task tokens. A token is open until answered
+    or closed; answering or heartbeating a closed token returns False, as the adapter does for
+    TaskTimedOut, TaskDoesNotExist and InvalidToken."""
 
     def __init__(self, state_machine_arn: str = "arn:aws:states:us-east-1:123456789012:stateMachine:mem"):
         self.state_machine_arn = state_machine_arn
@@ -49,6 +49,8 @@ class MemoryWorkflow:
         self.start_calls: list[str] = []
         #: every answer given, in order (only answers to open tokens)
         self.answers: list[TaskAnswer] = []
+        #: every heartbeat a worker sent, in order (only those to open tokens)
+        self.heartbeats: list[str] = []
         self._closed: set[str] = set()
         self._lock = threading.Lock()
 
@@ -96,6 +98,13 @@ class MemoryWorkflow:
 
     def task_failure(self, token: str, error: str, cause: str) -> bool:
         return self._answer(TaskAnswer(token, False, error=error[:256], cause=cause[:32768]))
+
+    def task_heartbeat(self, token: str) -> bool:
+        with self._lock:
+            if token in self._closed:
+                return False
+            self.heartbeats.append(token)
+            return True
 
     def _answer(self, answer: TaskAnswer) -> bool:
         with self._lock:
