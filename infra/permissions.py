@@ -334,7 +334,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
         *ANNOUNCE,
         *own_queue("wiki"),
         read_tables("knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "wiki"),
-        write_tables("knowledge", "chunks", "spans", "embedding-cache", "wiki"),
+        # usage: each ingested document's share of the message, a finalize's as the knowledge base's own
+        write_tables("knowledge", "chunks", "spans", "embedding-cache", "usage", "wiki"),
         READ_OBJECTS,
         LIST_BUCKET,
         TASK_CALLBACKS,
@@ -359,7 +360,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
         *ANNOUNCE,
         *own_queue("faq-import"),
         read_tables("knowledge-bases", "tasks", "faq", "embedding-cache"),
-        write_tables("tasks", "faq", "embedding-cache"),
+        # usage: an import is its knowledge base's own (stages/faq_import.py)
+        write_tables("tasks", "faq", "embedding-cache", "usage"),
         Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects("faq-imports/"),)),
         LIST_BUCKET,
         SEARCH_INDEX,

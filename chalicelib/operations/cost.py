@@ -19,10 +19,13 @@ from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import Knowledge
 from chalicelib.ports import Dependencies, UsageEntry
 from chalicelib.services.ownership import owned_knowledge, require_kb
+from chalicelib.services.usage import carry_usage, kb_usage_id
 
 WORKFLOW_STAGE = "workflow"
 #: a knowledge base's report fills in at most this many documents' workflow transitions per request
 KB_WORKFLOW_FILLS = 25
+#: and carries at most this many moved documents' entries to where they are now (a move carries its own)
+KB_USAGE_CARRIES = 25
 
 
 def _workflow_entry(entry_key: str) -> bool:
@@ -130,13 +133,26 @@ def knowledge_cost(deps: Dependencies, tenant_id: str, knowledge_id: str) -> dic
 
 
 def kb_cost(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
+    """What the knowledge base cost: its documents' entries (a moved document's count where it is now: the
+    move carries them, `carry_usage`), its deleted documents' (still paid for, shown apart too) and its own
+    work's (FAQ imports, wiki finalizes, lifecycle tasks; `kb_usage_id`). One read of its entries and one
+    batch read of the rows they name."""
     require_kb(deps, tenant_id, kb_id)
     by_knowledge: dict[str, list[UsageEntry]] = defaultdict(list)
     for entry in deps.usage.for_kb(kb_id):
         by_knowledge[entry.knowledge_id].append(entry)
-    entries: list[UsageEntry] = []
-    pending = fills = 0
+    own_work = by_knowledge.pop(kb_usage_id(kb_id), [])
+    rows = deps.knowledge.get_many(list(by_knowledge))
+    documents: list[UsageEntry] = []
+    deleted: list[UsageEntry] = []
+    deleted_count = documents_count = pending = fills = carries = 0
     for knowledge_id, own in by_knowledge.items():
+        row = rows.get(knowledge_id)
+        if row is not None and row.kb_id != kb_id:  # moved away before its entries were carried
+            if carries < KB_USAGE_CARRIES:
+                carries += 1
+                carry_usage(deps, own, row.kb_id)
+            continue
         missing = {e.attempt for e in own} - {e.attempt for e in own if _workflow_entry(e.entry)}
         if missing and fills < KB_WORKFLOW_FILLS:
             fills += 1
@@ -144,12 +160,24 @@ def kb_cost(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
             pending += running
         elif missing:
             pending += len(missing)
-        entries.extend(own)
-    report = priced(entries, price_table(deps.settings.prices_file))
+        if row is None:
+            deleted_count += 1
+            deleted.extend(own)
+        else:
+            documents_count += 1
+            documents.extend(own)
+    table = price_table(deps.settings.prices_file)
+    report = priced(documents + deleted + own_work, table)
     report.update(
         kb_id=kb_id,
-        documents=len(by_knowledge),
+        documents=documents_count,
+        deleted_documents={"documents": deleted_count, **_dollars(priced(deleted, table))},
+        knowledge_base_work=_dollars(priced(own_work, table)),
         workflow_pending=pending,
         lambda_seconds_counted=lambda_duration_basis(deps),
     )
     return report
+
+
+def _dollars(report: Mapping[str, Any]) -> dict[str, float]:
+    return {"aws_dollars": report["aws_dollars"], "model_dollars": report["model_dollars"]}

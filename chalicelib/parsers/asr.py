@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import io
 import json
+import math
 import os
 import posixpath
 import re
@@ -28,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from chalicelib.domain import metering
 from chalicelib.domain.errors import (
     ContinueLater,
     DeferredStageError,
@@ -491,6 +493,36 @@ def _is_missing_job(error: Exception) -> bool:
     return code == "NotFoundException" or (code == "BadRequestException" and "found" in str(error))
 
 
+#: Amazon Transcribe pricing (https://aws.amazon.com/transcribe/pricing/; the copy read was the zh-CN page's
+#: "使用量以一秒的增量进行计费, 每次请求至少收取 15 秒的费用"): usage is billed in one-second increments,
+#: with a minimum charge of 15 seconds per request; "pricing is based on seconds of transcribed audio"
+#: (docs.aws.amazon.com/transcribe/latest/dg/what-is.html)
+TRANSCRIBE_MIN_BILLED_SECONDS = 15
+
+
+def _transcribed_seconds(results: Any) -> float:
+    """How far into the audio the transcript reaches: the latest end_time of its items and audio segments.
+    The job reports no media duration and the docreader has no audio decoder, so this is the audio's length
+    up to the last word (trailing silence, billed too, is not seen)."""
+    if not isinstance(results, dict):
+        return 0.0
+    ends = [0.0]
+    for part in ("items", "audio_segments"):
+        for piece in results.get(part) or ():
+            try:
+                end = float(piece.get("end_time"))
+            except (AttributeError, TypeError, ValueError):  # punctuation items carry no times
+                continue
+            if math.isfinite(end):  # "nan" or "inf" would fail the rounding up
+                ends.append(end)
+    return max(ends)
+
+
+def billed_transcribe_seconds(audio_seconds: float) -> int:
+    """Transcribe's billing of one job: whole seconds rounded up, never under the per-request minimum."""
+    return max(TRANSCRIBE_MIN_BILLED_SECONDS, math.ceil(audio_seconds))
+
+
 def _failure_kind(reason: object) -> str:
     text = str(reason or "").lower()
     for words, kind in _FAILURE_KINDS:
@@ -581,7 +613,9 @@ class TranscribeAsr:
                 f"{_failure_kind(job_info.get('FailureReason'))}",
                 code=SpanErrorCode.DOCREADER_PARSE_FAILED,
             )
-        text = self._read_transcript(job)
+        text, audio_seconds = self._read_transcript(job)
+        # a completed job is billed (a failed one is not); recorded once its transcript is read
+        metering.record(metering.TRANSCRIBE_SECONDS, billed_transcribe_seconds(audio_seconds))
         self.discard(job)
         return text
 
@@ -699,12 +733,14 @@ class TranscribeAsr:
                 "Amazon Transcribe did not finish the job in time", code=SpanErrorCode.DOCREADER_TIMEOUT
             )
 
-    def _read_transcript(self, job: str) -> str:
-        """The transcript from the key we asked Transcribe to write (the returned URL is not followed)."""
+    def _read_transcript(self, job: str) -> tuple[str, float]:
+        """The transcript from the key we asked Transcribe to write (the returned URL is not followed), and
+        how many seconds of audio it covers."""
         try:
             payload = json.loads(self.store.read(self.store.url_for(self.transcript_key(job))))
             items = payload["results"]["transcripts"]
-            return " ".join(str(item.get("transcript", "")).strip() for item in items).strip()
+            text = " ".join(str(item.get("transcript", "")).strip() for item in items).strip()
+            return text, _transcribed_seconds(payload["results"])
         except FileNotFoundError as error:
             problem: Exception = error
         except self._client_error as error:

@@ -45,6 +45,7 @@ from chalicelib.services.indexing import take_back_chunks, write_extra_chunks
 from chalicelib.services.slots import settle_slot
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import index_space_if_usable
+from chalicelib.services.usage import document_share, metered_shares
 from chalicelib.stages.runner import Skip, come_back_soon, parse_body, process_batch, receive_count
 
 BATCH = 5
@@ -72,15 +73,17 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
         except ValidationError as error:
             deps.queue.dead_letter(QUEUE, record.body, f"not a wiki message: {error.error_count()} error(s)")
             return
-        try:
-            if message.action == "ingest":
-                last_try = receive_count(record) >= deps.settings.stage_max_receives
-                ingest(deps, message.kb_id, last_try=last_try)
-            else:
-                finalize(deps, message.kb_id)
-        except Exception:
-            come_back_soon(deps, QUEUE, record)
-            raise
+        # each ingested document's pages are its own usage entry; a finalize is the knowledge base's
+        with metered_shares(deps, QUEUE, record, event, context, kb_id=message.kb_id):
+            try:
+                if message.action == "ingest":
+                    last_try = receive_count(record) >= deps.settings.stage_max_receives
+                    ingest(deps, message.kb_id, last_try=last_try)
+                else:
+                    finalize(deps, message.kb_id)
+            except Exception:
+                come_back_soon(deps, QUEUE, record)
+                raise
 
     token = stage_deadline.set(deadline_of(context))  # a long finalize hands over (`out_of_time`)
     try:
@@ -105,7 +108,8 @@ def ingest(deps: Dependencies, kb_id: str, *, last_try: bool = False) -> None:
             _answer(deps, op, {"skipped": True})
             continue
         try:
-            count = _pages(deps, knowledge, kb)
+            with document_share(QUEUE, knowledge):  # the model's tokens for its pages are the document's
+                count = _pages(deps, knowledge, kb)
         except Skip:  # deleted, cancelled or superseded while its pages were written (they were undone)
             _answer(deps, op, {"skipped": True})
             continue

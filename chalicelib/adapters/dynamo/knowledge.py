@@ -344,17 +344,24 @@ class DynamoKnowledgeRepo:
         counts, in one transaction: a retried delete can neither release a claim another row holds nor count
         twice, and a failure after the row went cannot leave its counts behind.
 
-            delete A: row A exists ─ claim held by A ─ tenant usage -= A.size, documents -= 1 ─ commit
-            retry:    row A gone  ─ nothing to do (False)
+            delete A: row A exists, size s ─ claim held by A ─ tenant usage -= s, documents -= 1 ─ commit
+            retry:    row A gone           ─ nothing to do (False)
+            raced:    row A size changed (mark_indexed) since the read ─ read again
         """
+        m = self.model
         for _ in range(5):
             knowledge = self.get(knowledge_id)
             if knowledge is None:
                 return False
             counted = self._document_count(knowledge.tenant_id)  # None: no tenant item to count on
+            # the size taken off the tenant must be the row's size at commit: a mark_indexed in between
+            # would otherwise leave its growth counted for a row that is gone
+            same_size = m.storage_size == knowledge.storage_size
+            if not knowledge.storage_size:
+                same_size = same_size | m.storage_size.does_not_exist()
             try:
                 with TransactWrite(connection=self.connection) as tx:
-                    tx.delete(self.model(knowledge_id), condition=self.model.id.exists())
+                    tx.delete(self.model(knowledge_id), condition=m.id.exists() & same_size)
                     if knowledge.dedupe_key and self._claim_holder(knowledge.dedupe_key) == knowledge_id:
                         tx.delete(
                             self.dedupe(knowledge.dedupe_key),

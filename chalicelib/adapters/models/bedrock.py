@@ -4,6 +4,8 @@
   run on a small thread pool (boto3 clients are thread-safe).
 - BedrockCohereEmbedding: cohere.embed-english-v3 / cohere.embed-multilingual-v3 (and v4), up to 96
   texts per InvokeModel call, input_type search_document.
+  Both meter the input tokens Bedrock bills: Titan's body count, else the x-amzn-bedrock-input-token-count
+  response header (Cohere's only source).
 - BedrockChatModel / BedrockVisionModel: the Converse API (vision: an image content block).
 
 Errors: throttling codes / HTTP 429 -> ModelThrottled; 5xx, ModelNotReady, model timeouts and
@@ -128,19 +130,33 @@ def _call(model_id: str, fn: Callable[[], T]) -> T:
         raise map_bedrock_error(exc, model_id) from exc
 
 
-def _invoke_json(client: Any, bedrock_model: str, body: Mapping[str, Any]) -> Any:
-    def run() -> Any:
+#: InvokeModel reports the input tokens it bills in this response header, whatever the model's body says
+INPUT_TOKENS_HEADER = "x-amzn-bedrock-input-token-count"
+
+
+def _header_input_tokens(response: Mapping[str, Any]) -> int | None:
+    """The billed input tokens from the response header (botocore lowercases header names); None when the
+    header is absent or not a number."""
+    headers = (response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
+    value = str(headers.get(INPUT_TOKENS_HEADER, "")).strip()
+    return int(value) if value.isdigit() else None
+
+
+def _invoke_json(client: Any, bedrock_model: str, body: Mapping[str, Any]) -> tuple[Any, int | None]:
+    """The parsed response body and the input tokens the response header reports."""
+
+    def run() -> tuple[Any, int | None]:
         response = client.invoke_model(
             modelId=bedrock_model,
             body=json.dumps(body).encode("utf-8"),
             contentType="application/json",
             accept="application/json",
         )
-        return response["body"].read()
+        return response["body"].read(), _header_input_tokens(response)
 
-    raw = _call(bedrock_model, run)
+    raw, input_tokens = _call(bedrock_model, run)
     try:
-        return json.loads(raw)
+        return json.loads(raw), input_tokens
     except (ValueError, TypeError) as exc:
         raise ModelUnavailable(f"bedrock {bedrock_model}: response is not JSON") from exc
 
@@ -179,9 +195,9 @@ class BedrockTitanEmbedding:
         body: dict[str, Any] = {"inputText": text}
         if self.v2:
             body.update(dimensions=self.dimensions, normalize=True)
-        payload = _invoke_json(self.client, self.bedrock_model, body)
-        if isinstance(payload, dict):
-            metering.record_tokens(self.model_id, payload.get("inputTextTokenCount"))
+        payload, header_tokens = _invoke_json(self.client, self.bedrock_model, body)
+        body_tokens = payload.get("inputTextTokenCount") if isinstance(payload, dict) else None
+        metering.record_tokens(self.model_id, body_tokens if body_tokens is not None else header_tokens)
         embedding = payload.get("embedding") if isinstance(payload, dict) else None
         if not isinstance(embedding, list):
             raise ModelRequestError(f"bedrock {self.bedrock_model}: response has no 'embedding'")
@@ -193,7 +209,9 @@ class BedrockTitanEmbedding:
             rows = [self._one(t) for t in clipped]
         else:
             with ThreadPoolExecutor(max_workers=min(self.concurrency, len(clipped))) as pool:
-                rows = list(pool.map(self._one, clipped))  # re-raises the first failure
+                # each call in the caller's context: the tokens it reports go to the caller's meter
+                futures = [pool.submit(metering.thread_work(self._one), text) for text in clipped]
+                rows = [future.result() for future in futures]  # re-raises the first failure, in order
         if not rows:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         return to_unit_vectors(rows, self.dimensions, self.model_id)
@@ -239,7 +257,8 @@ class BedrockCohereEmbedding:
             body: dict[str, Any] = {"texts": batch, "input_type": self.input_type, "truncate": "END"}
             if self.v4:
                 body.update(embedding_types=["float"], output_dimension=self.dimensions)
-            payload = _invoke_json(self.client, self.bedrock_model, body)
+            payload, input_tokens = _invoke_json(self.client, self.bedrock_model, body)
+            metering.record_tokens(self.model_id, input_tokens)  # Cohere's body on Bedrock has no count
             embeddings = payload.get("embeddings") if isinstance(payload, dict) else None
             if isinstance(embeddings, dict):  # response_type "embeddings_by_type"
                 embeddings = embeddings.get("float")
