@@ -8,7 +8,7 @@ import re
 import unicodedata
 import uuid
 
-_UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f/\\:*?\"<>|]")
+_UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f/\\:*?\"<>|]")  # C1 too: U+009B is a terminal's CSI
 #: bidirectional overrides and isolates make `evil\u202egpj.exe` display as `evilexe.jpg`
 _BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

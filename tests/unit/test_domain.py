@@ -160,6 +160,11 @@ def test_file_names_lose_bidi_controls_and_folders_lose_markup() -> None:
     assert folder_of("team/\u202ereports/a.pdf") == "team/reports"
 
 
+def test_file_names_lose_c1_controls_as_c0_ones() -> None:
+    """U+009B is a terminal's CSI as ESC [ is: a file name is shown in the CLI and the console."""
+    assert safe_file_name("a\x9b2Jb\x85.txt") == "a_2Jb_.txt"
+
+
 def test_credentials_in_urls_are_never_shown() -> None:
     from chalicelib.domain.types import Knowledge, KnowledgeType
     from chalicelib.domain.urls import redact_credentials
