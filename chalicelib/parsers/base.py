@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
+import threading
 import time
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
 from chalicelib.ports import AsrEngine, OcrEngine, ParsedImage, ReadRequest, ReadResult
@@ -26,6 +29,10 @@ class Limits:
     max_sheet_cells: int = 5_000_000
     max_csv_bytes: int = 100 * 1024 * 1024
     max_pages: int = 5_000
+    # a PDF's compressed streams as they inflate (guards.check_pdf_streams): pdfium inflates a page's content
+    # whole and aborts the process when the allocation fails; a legitimate image is at most max_image_pixels
+    pdf_max_stream_inflated: int = 256 * 1024 * 1024
+    pdf_max_total_inflated: int = 1024 * 1024 * 1024
     max_images: int = 50
     max_markdown_chars: int = 50_000_000
     convert_timeout_s: float = 180.0
@@ -72,12 +79,43 @@ class MarkdownBudget:
         self.used = 0
 
     def add(self, text: str) -> str:
-        self.used += len(text)
+        self.count(len(text))
+        return text
+
+    def count(self, chars: int) -> None:
+        """Counts text measured without building it (the text a workbook's cells repeat)."""
+        self.used += chars
         if self.used > self.limit:
             raise parse_failed(
                 f"The document's text is more than {self.limit:,} characters, the limit for one file."
             )
-        return text
+
+
+Measure = TypeVar("Measure")
+
+
+class MeasuredOnce(Generic[Measure]):
+    """A check's result on the same bytes, kept for the last few files (a digest of each): the reader's
+    preflight and then an engine (an HTML page, an EPUB chapter), or a PDF's page count and then the
+    preflight, check the same upload. A check that refuses keeps nothing (it refuses again)."""
+
+    def __init__(self, keep: int = 64) -> None:
+        self.keep = keep
+        self.results: OrderedDict[tuple[bytes, Hashable], Measure] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, data: bytes, setting: Hashable, measure: Callable[[], Measure]) -> Measure:
+        key = (hashlib.blake2b(data, digest_size=16).digest(), setting)
+        with self.lock:
+            if key in self.results:
+                self.results.move_to_end(key)
+                return self.results[key]
+        result = measure()
+        with self.lock:
+            self.results[key] = result
+            while len(self.results) > self.keep:
+                self.results.popitem(last=False)
+        return result
 
 
 class ParserEngine(Protocol):

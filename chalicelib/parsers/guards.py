@@ -6,7 +6,8 @@ hard cap on the bytes actually produced (a member whose header under-states its 
 that expands past the caps; a docx/pptx's members where the builtin reader reads them, PackageParts, and
 all of them before another engine reads the file), spreadsheet cells and their extent are counted in the
 worksheet XML as it streams, PDF pages are counted by pdfium, image pixels are read from the header
-before any decoding, and HTML nesting is measured by a tokenizer before a tree builder sees it.
+before any decoding, and HTML nesting is measured (html_depth.HtmlDepth: the HTML5 builder's stack of
+open elements, modelled) before a tree builder sees it.
 
 Over 600 lines on purpose: every limit the reader applies before an engine runs lives here, so that one
 module answers "what does a hostile file meet"; the zip, sheet, PDF, image and HTML checks share its errors.
@@ -14,11 +15,14 @@ module answers "what does a hostile file meet"; the zip, sheet, PDF, image and H
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import re
 import struct
 import warnings
 import zipfile
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from operator import itemgetter
@@ -28,6 +32,8 @@ from chalicelib.domain.filetypes import IMAGE_EXTENSIONS
 from chalicelib.parsers.base import (
     XML_SUFFIXES,
     Limits,
+    MarkdownBudget,
+    MeasuredOnce,
     check_declared_sizes,
     image_kind,
     open_zip_checked,
@@ -35,7 +41,11 @@ from chalicelib.parsers.base import (
     unsupported,
     wide_text_codec,
 )
-from chalicelib.parsers.deflate import InflateError, isal_zlib
+from chalicelib.parsers.deflate import InflateError, inflated_size, isal_zlib
+
+# HtmlDepth: re-exported, the URL importer measures fetched pages with it
+from chalicelib.parsers.html_depth import HtmlDepth as HtmlDepth
+from chalicelib.parsers.html_depth import measure_html
 
 ZIP_KINDS = {"docx": "Word", "xlsx": "Excel", "pptx": "PowerPoint", "epub": "EPUB"}
 HTML_TYPES = frozenset({"html", "htm", "mhtml"})
@@ -71,6 +81,7 @@ def preflight(
         kind = ZIP_KINDS[file_type]
         return check_zip(data, limits, kind, sheets=file_type == "xlsx", parts=keep, listing=listing)
     if file_type == "pdf":
+        check_pdf_streams(data, limits)  # before pdfium opens it
         return {"pages": check_pdf_pages(data, limits)}
     if file_type in IMAGE_EXTENSIONS:
         width, height = check_image_pixels(data, limits)
@@ -80,9 +91,7 @@ def preflight(
             f"The .{file_type} file contains binary data (NUL bytes); it does not look like text."
         )
     if file_type in HTML_TYPES:
-        depth = HtmlDepth(limits.max_html_depth)
-        depth.feed(data)
-        return {"html_depth": depth.max_depth}
+        return {"html_depth": measure_html(data, limits.max_html_depth)}
     return {}
 
 
@@ -108,20 +117,20 @@ def check_zip(
     infos = _checked_listing(data, limits, what, listing)
     view = memoryview(data)
     total = 0
-    cells = SheetCells()
+    workbook = Workbook() if sheets else None
     for info in infos:
         if info.is_dir():
             continue
-        sheet = cells.sheet() if sheets and _WORKSHEET.match(info.filename) else None
         kept, produced = _inflate_checked(
-            view, info, limits, what, total, keep_parts=parts is not None, sheet=sheet, cells=cells
+            view, info, limits, what, total, keep_parts=parts is not None, workbook=workbook
         )
         total += produced
         if parts is not None:
             parts[info.filename] = kept
     out: dict[str, Any] = {"uncompressed_bytes": total}
-    if sheets:
-        out["cells"] = cells.total_cells
+    if workbook is not None:
+        workbook.check_shared_text(view, limits, what)
+        out["cells"] = workbook.cells.total_cells
     return out
 
 
@@ -234,22 +243,26 @@ def _inflate_checked(
     total_before: int,
     *,
     keep_parts: bool = False,
-    sheet: _Sheet | None = None,
-    cells: SheetCells | None = None,
+    workbook: Workbook | None = None,
 ) -> tuple[bytes | None, int]:
     """One member inflated from its raw bytes under the caps: (its bytes, or None when not kept; the bytes
     produced). It stops at the first piece past the size its header declares or past the member's or the
     package's cap (`total_before`: what the package's members inflated so far), so a lying header cannot
     make it produce more; then the CRC, the ratio, entity declarations in an XML part, HTML nesting and a
     worksheet's cells are checked. `keep_parts`: XML parts and images are kept (check_zip's `parts`), told
-    by their name and leading bytes."""
+    by their name and leading bytes. `workbook`: an xlsx's XML parts go through it (worksheets, shared
+    strings)."""
     produced = 0
     crc = 0
     name = info.filename.lower()
     # XML parts only, as the engines parse them (an embedded SVG may declare entities; nothing parses it)
     entities = EntityScan() if name.endswith(XML_SUFFIXES) else None
-    depth = HtmlDepth(limits.max_html_depth) if name.endswith(_MARKUP_MEMBER) else None
+    # an HTML member is measured whole, once inflated (HtmlDepth reads a construct cut at a piece's end
+    # again with the next piece: a long attribute value would be read again at every step); the reader
+    # then finds it measured (measure_html)
+    markup: list[bytes] | None = [] if name.endswith(_MARKUP_MEMBER) else None
     kept: list[bytes] | None = [] if keep_parts else None
+    part = workbook.part(info, limits, what) if workbook is not None and entities is not None else None
     judged = False  # whether a non-XML member's leading bytes were looked at
     for piece in _inflate(view, info, what):
         produced += len(piece)
@@ -257,11 +270,10 @@ def _inflate_checked(
         crc = isal_zlib.crc32(piece, crc)
         if entities is not None:
             entities.feed(piece, what)
-        if depth is not None:
-            depth.feed(piece)
-        if sheet is not None and cells is not None:
-            sheet.feed(piece)
-            cells.check(limits.max_sheet_cells)
+        if markup is not None:
+            markup.append(piece)
+        if part is not None:
+            part.feed(piece)
         if kept is not None:
             kept.append(piece)
             if not judged and entities is None and produced >= _IMAGE_HEAD:
@@ -269,6 +281,10 @@ def _inflate_checked(
                 if image_kind(b"".join(kept)[:_IMAGE_HEAD]) is None:
                     kept = None  # not XML, not an image: nothing reads it
     _check_whole(info, produced, crc, limits, what)
+    if part is not None:
+        part.close()
+    if markup is not None:
+        measure_html(b"".join(markup), limits.max_html_depth)
     whole = b"".join(kept) if kept is not None else None
     keep = whole is not None and (judged or entities is not None or image_kind(whole) is not None)
     return (whole if keep else None), produced
@@ -321,7 +337,7 @@ def _read_checked(
     if name.endswith(XML_SUFFIXES):
         EntityScan().feed(data, what)
     if name.endswith(_MARKUP_MEMBER):
-        HtmlDepth(limits.max_html_depth).feed(data)
+        measure_html(data, limits.max_html_depth)
     return data
 
 
@@ -376,6 +392,7 @@ _CANONICAL_CELL_REF = re.compile(rb'<c(?: r="([A-Z]{1,3})([0-9]{1,7})"|(?=[\s/>]
 _PREFIXED_CELL_REF = re.compile(rb"<[A-Za-z_][\w.-]*:c" + _FIRST_REF)
 _PREFIXED_ELEMENT = re.compile(rb":(?:c|row)[\s/>]")  # also in text now and then: then the slow pass runs
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_FIRST_GROUP = itemgetter(1)  # a match's first group
 _PLAIN_ROW = re.compile(rb"<row(?=[\s/>])")
 _PREFIXED_ROW = re.compile(rb"<[A-Za-z_][\w.-]*:row(?=[\s/>])")
 # the extent a sheet says it has (`<dimension ref="A1:J20191"/>`, before its cells): only a claim to check
@@ -532,7 +549,227 @@ class _Sheet:
         self.placed = (row, col)
 
 
+# ---------------------------------------------------------------- workbook text
+
+# how a part begins: its root element's local name after the prolog (declaration, comments, doctype)
+_ROOT = re.compile(
+    rb"(?:\s|<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>\[]*(?:\[.*?\])?\s*>)*<(?:[\w.-]+:)?([\w.-]+)[\s/>]", re.S
+)
+_SHARED_STRINGS_PATH = "xl/sharedstrings.xml"  # where calamine reads them (openpyxl follows the rels)
+# a shared string's end, however written (prefixed, spaced, an empty <si/>); bytes.split on b"</si>" when
+# every string starts <si and ends </si> (memchr counts, where this pattern costs a third of the preflight)
+_STRING_END = re.compile(rb"</(?:[\w.-]+:)?si\s*>|<(?:[\w.-]+:)?si(?:\s[^>]*)?/>")
+_MARKUP = re.compile(rb"<[^>]*>")
+# a cell of type s (its value: a shared string's index); what precedes the value stays inside the cell
+_SHARED_CELL = re.compile(
+    rb"<(?:[\w.-]+:)?c\s(?:[^>]*?\s)?t\s*=\s*[\"']s[\"'][^>]*(?<!/)>"
+    rb"(?:(?!</(?:[\w.-]+:)?c>)[\s\S])*?<(?:[\w.-]+:)?v>\s*([0-9]+)"
+)
+
+
+class Workbook:
+    """An xlsx's XML parts as the preflight streams them: worksheets (at their usual path, or anywhere a
+    part's root is a worksheet) have their cells counted, and the shared strings table (at calamine's
+    path, or a part whose root is sst) is kept, to measure the text the cells repeat (check_shared_text)."""
+
+    def __init__(self) -> None:
+        self.cells = SheetCells()
+        self.sheets: list[zipfile.ZipInfo] = []
+        self.shared: list[bytes] = []
+
+    def part(self, info: zipfile.ZipInfo, limits: Limits, what: str) -> _WorkbookPart:
+        return _WorkbookPart(self, info, limits, what)
+
+    def check_shared_text(self, view: memoryview, limits: Limits, what: str) -> None:
+        """Refuses a workbook whose cells repeat more shared text than one file's text may hold: calamine
+        copies a shared string into every cell that names it, so a 1 MB string in 3,000 cells (a 750 KB
+        file) is 3 GB, and the allocation failure aborts the worker before any text is counted. Measured
+        from the cells' indices and each string's length (its XML's bytes, an upper bound); a file whose
+        cells could not reach the limit even if each named the longest string costs nothing more, a
+        larger one a second inflate of its sheets."""
+        if not self.shared or not self.cells.total_cells:
+            return
+        budget = MarkdownBudget(limits)
+        table = self.shared[0] if len(self.shared) == 1 else b""  # more than one: each as long as all
+        opaque = not table or b"<!" in table  # CDATA or comments could hide a string's end
+        lengths = [] if opaque else _string_lengths(table, precise=False)
+        longest = max(lengths, default=sum(map(len, self.shared)) if opaque else 0)
+        if self.cells.total_cells * longest <= budget.limit:
+            return
+        named = _named_strings(view, self.sheets, what)
+        repeated = _repeated_text(named, lengths, longest)
+        if repeated > budget.limit and not opaque and b"\0" not in table:
+            lengths = _string_lengths(table, precise=True)  # the markup taken out: closer, and slower
+            repeated = _repeated_text(named, lengths, max(lengths, default=0))
+        budget.count(repeated)
+
+
+class _WorkbookPart:
+    """One XML part of a workbook, told by its path or, once its head has come, by its root element."""
+
+    def __init__(self, workbook: Workbook, info: zipfile.ZipInfo, limits: Limits, what: str) -> None:
+        self.workbook, self.info, self.limits, self.what = workbook, info, limits, what
+        self.head = b""
+        self.kind = ""  # "sheet", "strings", "other"; "" until told
+        self.sheet: _Sheet | None = None
+        self.strings: list[bytes] = []
+
+    def feed(self, piece: bytes) -> None:
+        if not self.kind:
+            self.head += piece
+            if not self._tell(final=False):
+                return
+            piece, self.head = self.head, b""
+        self._take(piece)
+
+    def close(self) -> None:
+        if not self.kind:
+            self._tell(final=True)
+            self._take(self.head)
+        if self.kind == "strings":
+            self.workbook.shared.append(b"".join(self.strings))
+
+    def _take(self, piece: bytes) -> None:
+        if self.sheet is not None:
+            self.sheet.feed(piece)
+            self.workbook.cells.check(self.limits.max_sheet_cells)
+        elif self.kind == "strings":
+            self.strings.append(piece)
+
+    def _tell(self, final: bool) -> bool:
+        name = self.info.filename.lower()
+        found = _ROOT.match(self.head)
+        if found is None and not final and len(self.head) < STEP:
+            return False  # its root has not come yet
+        if found is None and not final:
+            raise parse_failed(f"The {self.what} file is damaged ({self.info.filename} has no root element).")
+        root = found.group(1) if found is not None else b""
+        if _WORKSHEET.match(name) or root == b"worksheet":
+            self.kind, self.sheet = "sheet", self.workbook.cells.sheet()
+            self.workbook.sheets.append(self.info)
+        else:
+            self.kind = "strings" if name == _SHARED_STRINGS_PATH or root == b"sst" else "other"
+        return True
+
+
+def _string_lengths(table: bytes, precise: bool) -> list[int]:
+    """Each shared string's length, at least its text's characters (entities, phonetic runs and, unless
+    `precise`, its markup count in full): the bytes from the end of the one before to its own end."""
+    if precise:
+        parts = _MARKUP.sub(b"", _STRING_END.sub(b"\0", table)).split(b"\0")
+    elif b":si" not in table and table.count(b"<si") == table.count(b"</si>"):
+        parts = table.split(b"</si>")
+    else:
+        parts = _STRING_END.split(table)
+    return list(map(len, parts[:-1]))
+
+
+def _named_strings(view: memoryview, sheets: list[zipfile.ZipInfo], what: str) -> Counter[int]:
+    """How many cells name each shared string (index → cells), over every worksheet, inflated again (the
+    preflight already checked them): counted in C (map, Counter), one sheet in memory at a time."""
+    named: Counter[int] = Counter()
+    for info in sheets:
+        sheet = b"".join(_inflate(view, info, what))
+        named.update(map(int, map(_FIRST_GROUP, _SHARED_CELL.finditer(sheet))))
+    return named
+
+
+def _repeated_text(named: Counter[int], lengths: list[int], longest: int) -> int:
+    """The text the cells repeat: each string's length times the cells naming it (an index past the table
+    counts as its longest string)."""
+    return sum(
+        cells * (lengths[index] if index < len(lengths) else longest) for index, cells in named.items()
+    )
+
+
 # ---------------------------------------------------------------- pdf
+
+_PDF_STEP = 1024 * 1024  # bytes a PDF stream is inflated by at a time (none kept)
+_STREAM_KEYWORD = b"stream"
+_NAME_ESCAPE = re.compile(rb"#([0-9A-Fa-f]{2})")
+# filters that wrap a Flate stream in text (ASCII85, hex): the wrapped stream is measured too
+_ASCII85 = re.compile(rb"/(?:ASCII85Decode|A85)\b")
+_ASCII_HEX = re.compile(rb"/(?:ASCIIHexDecode|AHx)\b")
+
+
+_PDF_STREAMS: MeasuredOnce[int] = MeasuredOnce()
+
+
+def check_pdf_streams(data: bytes, limits: Limits) -> int:
+    """_measure_pdf_streams once for the same bytes (the page count, then the preflight)."""
+    setting = (limits.pdf_max_stream_inflated, limits.pdf_max_total_inflated)
+    return _PDF_STREAMS.get(data, setting, lambda: _measure_pdf_streams(data, limits))
+
+
+def _measure_pdf_streams(data: bytes, limits: Limits) -> int:
+    """Refuses a PDF whose compressed streams inflate past the limits, measured before pdfium opens it:
+    pdfium inflates a page's content streams whole (a 2 MB stream of zeros is 2 GB) and aborts the process
+    when the allocation fails, with no chance to fail the document. Every stream is measured, wherever a
+    `stream` keyword starts one (an object the cross-reference table places inside another stream's data
+    is read too), whatever its dictionary says (an image's label on a page's content changes nothing for
+    pdfium), from its data to where its zlib stream ends (a stray `endstream` inside the data does not
+    cut it short); one that is not Flate costs one failed header. Returns the bytes they inflate to.
+    Not measured: streams in an encrypted file, LZW and run-length streams, a hex/ASCII85 wrapper named
+    through an indirect /Filter."""
+    view = memoryview(data)
+    one, everything = limits.pdf_max_stream_inflated, limits.pdf_max_total_inflated
+    total = 0
+    position = data.find(_STREAM_KEYWORD)
+    while position >= 0:
+        start = _stream_data_start(data, position)
+        if start >= 0:
+            produced = inflated_size(view[start:], min(one, everything - total), _PDF_STEP)
+            if produced == 0:
+                produced = _wrapped_inflated_size(data, start, min(one, everything - total))
+            if produced > one:
+                raise parse_failed(
+                    f"The PDF has a compressed stream that expands to more than {one // (1024 * 1024):,} MB; "
+                    "it looks like a decompression bomb."
+                )
+            total += produced
+            if total > everything:
+                raise parse_failed(
+                    f"The PDF's compressed streams expand to more than {everything // (1024 * 1024):,} MB; "
+                    "it looks like a decompression bomb."
+                )
+        position = data.find(_STREAM_KEYWORD, position + len(_STREAM_KEYWORD))
+    return total
+
+
+def _stream_data_start(data: bytes, keyword: int) -> int:
+    """Where a stream's data starts after the `stream` keyword at `keyword` (past spaces and one end of
+    line, as pdfium reads it); -1 for an `endstream` keyword."""
+    if data.endswith(b"end", 0, keyword):
+        return -1
+    start = keyword + len(_STREAM_KEYWORD)
+    while data[start : start + 1] in (b" ", b"\t"):
+        start += 1
+    if data.startswith(b"\r\n", start):
+        return start + 2
+    return start + 1 if data[start : start + 1] in (b"\n", b"\r") else start
+
+
+def _wrapped_inflated_size(data: bytes, start: int, limit: int) -> int:
+    """What a Flate stream wrapped in ASCII85 or hex (its dictionary says so) inflates to; 0 otherwise."""
+    dictionary = data[max(0, start - 4096) : start]
+    dictionary = dictionary[dictionary.rfind(b"obj") + 1 :]
+    if b"#" in dictionary:  # a name may spell its letters as #xx escapes
+        dictionary = _NAME_ESCAPE.sub(lambda escape: bytes([int(escape.group(1), 16)]), dictionary)
+    ascii85, hexadecimal = _ASCII85.search(dictionary), _ASCII_HEX.search(dictionary)
+    if not ascii85 and not hexadecimal:
+        return 0
+    end = data.find(b"endstream", start)
+    text = data[start : end if end >= 0 else len(data)]
+    try:
+        if ascii85:
+            framed = b"~>" in text
+            text = base64.a85decode(text[: text.find(b"~>") + 2] if framed else text, adobe=framed)
+        else:
+            digits = re.sub(rb"[^0-9A-Fa-f]", b"", text.split(b">", 1)[0])
+            text = binascii.unhexlify(digits + b"0" * (len(digits) % 2))  # an odd last digit is followed by 0
+    except (ValueError, binascii.Error):
+        return 0
+    return inflated_size(text, limit, _PDF_STEP)
 
 
 def check_pdf_pages(data: bytes, limits: Limits) -> int:
@@ -579,47 +816,3 @@ def check_image_pixels(data: bytes, limits: Limits) -> tuple[int, int]:
             f"The image is {width:,} × {height:,} pixels; the limit is {limits.max_image_pixels:,} pixels."
         )
     return width, height
-
-
-# ---------------------------------------------------------------- html
-
-#: elements that never nest (void) or whose end tag is implied by the next sibling
-_NON_NESTING = frozenset(
-    b"area base br col embed hr img input link meta param source track wbr "
-    b"p li dt dd tr td th thead tbody tfoot option optgroup rb rt rp colgroup caption".split()
-)
-_TAG = re.compile(rb"<(/?)([A-Za-z][A-Za-z0-9:-]{0,40})(?:[^<>]*?)(/?)>")
-
-
-class HtmlDepth:
-    """The deepest element nesting in HTML, measured on the bytes before a tree builder sees them: a
-    parser spends time per open element on every new tag, so 400,000 nested divs take minutes."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.depth = 0
-        self.max_depth = 0
-        self.tail = b""
-
-    def feed(self, piece: bytes) -> None:
-        window = self.tail + piece
-        cut = window.rfind(b"<")
-        if cut < 0 or window.find(b">", cut) >= 0:
-            body, self.tail = window, b""
-        else:
-            body, self.tail = window[:cut], window[cut:][-256:]
-        for match in _TAG.finditer(body):
-            closing, name, self_closing = match.groups()
-            if name.lower() in _NON_NESTING or self_closing:
-                continue
-            if closing:
-                self.depth = max(0, self.depth - 1)
-                continue
-            self.depth += 1
-            if self.depth > self.max_depth:
-                self.max_depth = self.depth
-                if self.max_depth > self.limit:
-                    raise parse_failed(
-                        f"The HTML nests elements more than {self.limit:,} levels deep; it cannot be "
-                        "parsed in reasonable time."
-                    )

@@ -26,7 +26,7 @@ from chalicelib.parsers.base import (
     parse_failed,
     read_member,
 )
-from chalicelib.parsers.guards import HtmlDepth
+from chalicelib.parsers.html_depth import measure_html
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
 DROP_TAGS = frozenset(
@@ -338,7 +338,7 @@ def html_to_markdown(
     ctx: ParseContext | None = None,
 ) -> HtmlMarkdown:
     limits = ctx.limits if ctx is not None else Limits()
-    HtmlDepth(limits.max_html_depth).feed(html.encode("utf-8", "replace"))  # before lexbor builds a tree
+    measure_html(html.encode("utf-8", "replace"), limits.max_html_depth)  # before lexbor builds a tree
     tree = LexborHTMLParser(html)
     title_node = tree.css_first("title")
     title = _WS.sub(" ", title_node.text()).strip() if title_node is not None else ""
@@ -401,7 +401,7 @@ def parse_mhtml(request: ReadRequest, ctx: ParseContext) -> ReadResult:
 
 
 def _convert_with_map(html: str, base: str, src_map: dict[str, str], ctx: ParseContext) -> HtmlMarkdown:
-    HtmlDepth(ctx.limits.max_html_depth).feed(html.encode("utf-8", "replace"))
+    measure_html(html.encode("utf-8", "replace"), ctx.limits.max_html_depth)
     tree = LexborHTMLParser(html)
     if base:
         for img in tree.css("img"):

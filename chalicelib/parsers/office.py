@@ -16,6 +16,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape, quoteattr
 
 from lxml import etree
 
@@ -472,6 +473,38 @@ def read_doc_natively(request: ReadRequest) -> ReadResult | None:
 _SOFFICE_LOCK = threading.Lock()  # one profile, one instance at a time
 LEGACY_TARGET = {"doc": "docx", "ppt": "pptx", "xls": "xlsx"}
 
+#: the settings of LibreOffice's throwaway profile (its user/registrymodifications.xcu): (path, name, value)
+OFFICE_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    # every URL LibreOffice fetches itself (a linked picture in a .doc fetched while converting it, an OLE
+    # or section link) goes to a proxy that takes no connection (127.0.0.1:9), local addresses included:
+    # our SSRF-safe client is not LibreOffice's, and a document may name the metadata service. The one
+    # setting seen to stop a linked picture's fetch (LibreOffice 7.4: the link-update settings below do not)
+    *(
+        ("/org.openoffice.Inet/Settings", name, value)
+        for name, value in (
+            ("ooInetProxyType", "2"),  # 2: the proxies named here
+            ("ooInetHTTPProxyName", "127.0.0.1"),
+            ("ooInetHTTPProxyPort", "9"),
+            ("ooInetHTTPSProxyName", "127.0.0.1"),
+            ("ooInetHTTPSProxyPort", "9"),
+            ("ooInetFTPProxyName", "127.0.0.1"),
+            ("ooInetFTPProxyPort", "9"),
+            ("ooInetNoProxy", ""),
+        )
+    ),
+    # links are never updated as a document loads (Writer 2 and Calc 1 are "never"; both default to "on
+    # request"): a linked section or INCLUDETEXT field could read a local file (another process's environ)
+    # into the text. A headless 7.4 updates none either way; a later version or document may.
+    ("/org.openoffice.Office.Writer/Content/Update", "Link", "2"),
+    ("/org.openoffice.Office.Calc/Content/Update", "Link", "1"),
+    # no macro runs
+    ("/org.openoffice.Office.Common/Security/Scripting", "MacroSecurityLevel", "3"),
+    ("/org.openoffice.Office.Common/Security/Scripting", "DisableMacrosExecution", "true"),
+)
+#: what LibreOffice gets of our environment: what it needs to run, never the worker's credentials (AWS_*)
+#: or settings: it reads a document we do not trust, and a link in it could read its environment
+OFFICE_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+
 
 def soffice_path() -> str | None:
     return shutil.which("soffice") or shutil.which("libreoffice")
@@ -490,10 +523,11 @@ def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> b
         src = os.path.join(tmp, f"input.{source_type}")
         with open(src, "wb") as fh:
             fh.write(data)
-        profile = f"file://{tmp}/profile"
+        profile = Path(tmp) / "profile"
+        write_office_profile(profile)
         cmd = [
             binary,
-            f"-env:UserInstallation={profile}",
+            f"-env:UserInstallation={profile.as_uri()}",
             "--headless",
             "--norestore",
             "--nolockcheck",
@@ -506,7 +540,7 @@ def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> b
         try:
             with metering.child_process():
                 proc = subprocess.run(
-                    cmd, capture_output=True, timeout=timeout, check=False, env=subprocess_env(HOME=tmp)
+                    cmd, capture_output=True, timeout=timeout, check=False, env=office_env(tmp)
                 )
         except subprocess.TimeoutExpired as exc:
             raise parse_failed(
@@ -519,3 +553,28 @@ def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> b
             )
         with open(out, "rb") as fh:
             return fh.read()
+
+
+def write_office_profile(profile: Path) -> None:
+    """A new LibreOffice profile holding only OFFICE_SETTINGS (LibreOffice fills in the rest as it starts)."""
+    items = "".join(
+        f'<item oor:path={quoteattr(path)}><prop oor:name={quoteattr(name)} oor:op="fuse">'
+        f"<value>{escape(value)}</value></prop></item>\n"
+        for path, name, value in OFFICE_SETTINGS
+    )
+    (profile / "user").mkdir(parents=True)
+    (profile / "user" / "registrymodifications.xcu").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<oor:items xmlns:oor="http://openoffice.org/2001/registry" '
+        'xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
+        f"{items}</oor:items>\n",
+        encoding="utf-8",
+    )
+
+
+def office_env(home: str) -> dict[str, str]:
+    """LibreOffice's environment: OFFICE_ENVIRONMENT of ours, HOME and TMPDIR in its temporary directory."""
+    inherited = subprocess_env()
+    env = {name: inherited[name] for name in OFFICE_ENVIRONMENT if name in inherited}
+    env.setdefault("PATH", os.defpath)
+    env.setdefault("LANG", "C.UTF-8")
+    return {**env, "HOME": home, "TMPDIR": home}

@@ -20,7 +20,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from chalicelib.parsers.deflate import InflateError, isal_zlib
+from chalicelib.parsers.deflate import InflateError, inflated_size, isal_zlib
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_FILTER_UP = 2
@@ -247,20 +247,7 @@ def _stream_dictionary(document: bytes, data_start: int) -> bytes | None:
 def _inflates_past(stored: bytes, limit: int) -> bool:
     """Whether the zlib stream inflates to more than `limit` bytes, found a block at a time, none kept and
     never more than a block past the limit; a damaged stream is left to pdfium (False)."""
-    inflate = isal_zlib.decompressobj()
-    produced, pending = 0, stored
-    try:
-        while not inflate.eof:
-            block = inflate.decompress(pending, _BLOCK_BYTES)
-            pending = inflate.unconsumed_tail
-            if not block:
-                return False
-            produced += len(block)
-            if produced > limit:
-                return True
-    except InflateError:
-        return False
-    return False
+    return inflated_size(stored, limit, _BLOCK_BYTES) > limit
 
 
 def _png_predicted(stored: bytes, height: int, stride: int) -> bool:

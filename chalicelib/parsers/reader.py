@@ -24,7 +24,7 @@ from chalicelib.parsers.base import (
 )
 from chalicelib.parsers.calamine_child import native_panic
 from chalicelib.parsers.engines import default_engine_for
-from chalicelib.parsers.guards import open_package, preflight
+from chalicelib.parsers.guards import check_pdf_streams, open_package, preflight
 from chalicelib.ports import AsrEngine, OcrEngine, ReadRequest, ReadResult
 
 NO_SPEECH_TEXT = "[No speech was recognised in this audio file.]"
@@ -104,16 +104,21 @@ class EngineDocReader:
         file_type = (request.file_type or file_type_of(request.file_name)).lower().lstrip(".")
         if file_type != "pdf" or resolve_file_type(request.data, file_type) != "pdf":
             return None
-        engine, _ = self.choose("pdf", request.engine, dict(request.options or {}))
+        options = dict(request.options or {})
+        engine, _ = self.choose("pdf", request.engine, options)
         if engine.name != "builtin":
             return None
         from chalicelib.parsers.pdf import count_pages
 
-        return count_pages(request.data, (request.options or {}).get("pdf_password") or None)
+        check_pdf_streams(request.data, self._limits(options))  # before pdfium opens it
+        return count_pages(request.data, options.get("pdf_password") or None)
+
+    def _limits(self, options: Mapping[str, Any]) -> Limits:
+        return Limits.from_options(dict(options)) if "limits" in options else self.limits
 
     def read(self, request: ReadRequest) -> ReadResult:
         options = dict(request.options or {})
-        limits = Limits.from_options(options) if "limits" in options else self.limits
+        limits = self._limits(options)
         file_type = (request.file_type or file_type_of(request.file_name)).lower().lstrip(".")
         if file_type not in IMPORTABLE_EXTENSIONS:
             raise unsupported(f"Files of type .{file_type or '(none)'} cannot be imported.")
