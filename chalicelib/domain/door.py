@@ -11,6 +11,12 @@ first to come takes the place and strikes the document's waiter entries in the s
 the others (a backstop whose wake came first, a duplicate delivery) find their ticket gone and are
 dropped; a redelivery of the message that came in finds its own ticket on the place and goes on. A missed
 wake costs the backstop's delay, never the document.
+
+A holder's place is renewed whenever one of its messages comes back (a transcription's resume), so a long
+job keeps it. A message whose own place lapsed anyway (a worker killed: the queue redelivers only after
+its visibility timeout) is not stale while the door lists no other turn of the document: it takes a place
+again, or waits for one, like a newcomer keeping its ticket. So a lapsed place is struck only when the
+door needs it for another document, not at once: until then it tells its message apart from a stale one.
 """
 
 from __future__ import annotations
@@ -67,7 +73,9 @@ class Door:
     waiters: frozenset[str] = frozenset()
 
     def place_of(self, knowledge_id: str) -> Place | None:
-        return next((p for p in map(Place.parse, self.places) if p.knowledge_id == knowledge_id), None)
+        # the latest lease: a renewal writes the new member before it strikes the old one
+        own = [p for p in map(Place.parse, self.places) if p.knowledge_id == knowledge_id]
+        return max(own, key=lambda p: p.expires, default=None)
 
     def expired(self, now: float) -> frozenset[str]:
         return frozenset(m for m in self.places if Place.parse(m).expires < now)
@@ -95,6 +103,9 @@ class Verdict(Enum):
     STALE = "stale"
     #: a place may be taken (if one is free when the write lands)
     TRY = "try"
+    #: its own place lapsed (a long job, a killed worker) and no other message carries its turn: it takes a
+    #: place again, or waits for one, keeping its ticket
+    RETAKE = "retake"
 
 
 def verdict(door: Door, knowledge_id: str, ticket: str, now: float) -> Verdict:
@@ -102,9 +113,12 @@ def verdict(door: Door, knowledge_id: str, ticket: str, now: float) -> Verdict:
     if place is not None and place.expires >= now:
         # a message without a ticket is a first delivery or a reparse: the holder goes on, as before tickets
         return Verdict.HOLDS if not ticket or place.ticket == ticket else Verdict.STALE
-    if ticket and door.listed(knowledge_id, ticket) is None:
-        return Verdict.STALE
-    return Verdict.TRY
+    if not ticket or door.listed(knowledge_id, ticket) is not None:
+        return Verdict.TRY
+    if place is not None and place.ticket == ticket and not door.entries_of(knowledge_id):
+        # its own lapsed place, and no other turn of the document listed: dropping it would drop the document
+        return Verdict.RETAKE
+    return Verdict.STALE
 
 
 def is_full(door: Door, cap: int, now: float) -> bool:

@@ -57,6 +57,11 @@ class TenantRepo(Protocol):
         """Adds a waiter entry; if `listed` is given, only while the row lists that entry. False: it did not."""
         ...
 
+    def renew_pipeline_place(self, tenant_id: str, held: str, renewed: str) -> bool:
+        """Replaces the place member `held` by `renewed` (a later lease), only while the row lists `held`:
+        a place given back or struck meanwhile is never taken again this way. False: it was not listed."""
+        ...
+
     def strike_pipeline_entries(
         self, tenant_id: str, places: frozenset[str], waiters: frozenset[str]
     ) -> None:

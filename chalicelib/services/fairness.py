@@ -6,7 +6,9 @@ first out. Two rules at the pipeline's door (the docreader), both kept in Dynamo
   never held back; a document held back by another tenant comes back after `turn_wait_seconds`;
 - how many at once (`domain/door.py`): every tenant has at most `tenant_pipeline_cap` documents between the
   docreader and the index. The places are leases in the tenant's row, given back when the document is
-  indexed, fails, is cancelled or deleted; a lease nobody gave back frees itself. A document that finds
+  indexed, fails, is cancelled or deleted; a lease nobody gave back frees itself, and one a message of its
+  holder comes back to (a transcription's resume) is renewed. A message whose own place lapsed anyway (a
+  killed worker) takes a place again or waits for one, never dropped for the lapse. A document that finds
   them all taken is written down as a waiter in the same row and its message comes back only after
   `turn_backstop_seconds`: the place given back wakes the oldest waiter at once (a message with a new
   ticket), so a backlog is not looked at again and again while it waits (issue 27: it was 161-238
@@ -59,8 +61,9 @@ def queued_at_door(deps: Dependencies, tenant_id: str) -> None:
 def enter_pipeline(deps: Dependencies, message: StageMessage) -> Entry:
     """Lets the document in, tells a stale message apart, or raises AwaitingTurn."""
     cap = deps.settings.tenant_pipeline_cap
-    entry = _take_place(deps, message, cap) if cap > 0 else Entry.ENTERED
-    if entry is not Entry.ENTERED:  # stale, or let in before (a duplicate, a retried try): served once
+    entry, served_before = _take_place(deps, message, cap) if cap > 0 else (Entry.ENTERED, False)
+    # stale, let in before (a duplicate, a retried try) or its lapsed place taken back: served once
+    if entry is not Entry.ENTERED or served_before:
         return entry
     ttl = deps.settings.turn_ttl_seconds
     if not deps.turns.change(DOOR, lambda book: turns.knock(book, message.tenant_id, time.time(), ttl)):
@@ -79,22 +82,28 @@ def enter_pipeline(deps: Dependencies, message: StageMessage) -> Entry:
     return entry
 
 
-def _take_place(deps: Dependencies, message: StageMessage, cap: int) -> Entry:
+def _take_place(deps: Dependencies, message: StageMessage, cap: int) -> tuple[Entry, bool]:
+    """The entry, and whether the turn book served the document before (its own lapsed place retaken)."""
     tenant_id, knowledge_id, ticket = message.tenant_id, message.knowledge_id, message.door_ticket
     for _ in range(ATTEMPTS):
         now = time.time()
         door = deps.tenants.pipeline_door(tenant_id)
         expired = door.expired(now)
-        if expired:  # leases nobody gave back (a crashed worker): free again
+        # leases nobody gave back (a crashed worker) are freed once the places are needed (the write counts
+        # every member); until then a lapsed place lets its own message take it back (doors.Verdict.RETAKE)
+        if expired and len(door.places) >= cap:
             deps.tenants.strike_pipeline_entries(tenant_id, expired, frozenset())
         verdict = doors.verdict(door, knowledge_id, ticket, now)
         if verdict is doors.Verdict.HOLDS:
-            return Entry.HELD
+            if _renew(deps, message, door, now):
+                return Entry.HELD, True
+            continue  # its place was given back or struck meanwhile: read again
         if verdict is doors.Verdict.STALE:
             _drop_stale(deps, door, message)
-            return Entry.STALE
+            return Entry.STALE, True
+        retaking = verdict is doors.Verdict.RETAKE
         if doors.is_full(door, cap, now):
-            waiting = _wait(deps, message, door)
+            waiting = _wait(deps, message, door, own_turn=retaking)
             if waiting is None:
                 continue  # its ticket was struck meanwhile: read again (it may hold a place now)
             wake_waiters(deps, tenant_id)  # a place given back since the read must not be missed
@@ -109,7 +118,7 @@ def _take_place(deps: Dependencies, message: StageMessage, cap: int) -> Entry:
         if deps.tenants.take_pipeline_place(
             tenant_id, place.member, cap, strike, listed.member if listed else ""
         ):
-            return Entry.ENTERED
+            return Entry.ENTERED, retaking
     raise RuntimeError(f"the pipeline door of tenant {tenant_id} kept changing under {ATTEMPTS} reads")
 
 
@@ -118,7 +127,7 @@ def _wait(
 ) -> str | None:
     """Writes the document down as a waiter with a new ticket; returns the ticket, or None if the message's
     turn was taken by another of its messages meanwhile. Unless `own_turn` (the message took a place and
-    gives it back), its ticket, if any, must still be listed."""
+    gives it back, or its own place lapsed), its ticket, if any, must still be listed."""
     tenant_id, knowledge_id = message.tenant_id, message.knowledge_id
     ticket = secrets.token_hex(8)
     now = time.time()
@@ -131,6 +140,19 @@ def _wait(
     # the entries read before are spent: their messages (this one, a backstop) find their ticket gone
     deps.tenants.strike_pipeline_entries(tenant_id, frozenset(), doors.members(door.entries_of(knowledge_id)))
     return ticket
+
+
+def _renew(deps: Dependencies, message: StageMessage, door: doors.Door, now: float) -> bool:
+    """Renews the lease of the place the document holds; False if the place is no longer listed."""
+    held = door.place_of(message.knowledge_id)
+    if held is None:
+        return False
+    renewed = doors.Place(
+        held.knowledge_id, max(held.expires, now + deps.settings.pipeline_lease_seconds), held.ticket
+    )
+    if renewed.member == held.member:  # renewed within the same second
+        return True
+    return deps.tenants.renew_pipeline_place(message.tenant_id, held.member, renewed.member)
 
 
 def _drop_stale(deps: Dependencies, door: doors.Door, message: StageMessage) -> None:

@@ -108,6 +108,18 @@ class DynamoTenantRepo:
         condition = m.pipeline_waiters.contains(listed) if listed else m.id.exists()
         return self._conditional_update(tenant_id, [m.pipeline_waiters.add({entry})], condition)
 
+    def renew_pipeline_place(self, tenant_id: str, held: str, renewed: str) -> bool:
+        m = self.model
+        # one update may not both add to and delete from the set: the new lease goes in first, so the place
+        # is never lost; until the old one is struck the document counts twice (fewer, never more, let in)
+        if not self._conditional_update(
+            tenant_id, [m.pipeline_slots.add({renewed})], m.pipeline_slots.contains(held)
+        ):
+            return False
+        if renewed != held:
+            m(tenant_id).update(actions=[m.pipeline_slots.delete({held})])
+        return True
+
     def strike_pipeline_entries(
         self, tenant_id: str, places: frozenset[str], waiters: frozenset[str]
     ) -> None:

@@ -83,6 +83,15 @@ class MemoryTenantRepo:
             waiters.add(entry)
             return True
 
+    def renew_pipeline_place(self, tenant_id: str, held: str, renewed: str) -> bool:
+        with self._lock:
+            places = self._places.setdefault(tenant_id, set())
+            if held not in places:
+                return False
+            places.discard(held)
+            places.add(renewed)
+            return True
+
     def strike_pipeline_entries(
         self, tenant_id: str, places: frozenset[str], waiters: frozenset[str]
     ) -> None:
