@@ -328,10 +328,11 @@ class Settings:
     queue_wait_limit_seconds: int = 24 * 3600
     embed_batch_size: int = 16
     #: a PDF of more pages is parsed as page ranges in parallel (a fan-out on the docreader queue), each
-    #: range in its own invocation: the range size bounds an invocation's time (a scanned page OCRs in
-    #: about 2-4 s, so 100 pages stay well under the docreader's 15 minutes)
-    parse_parallel_pages: int = 200
-    parse_range_pages: int = 100
+    #: range in its own invocation: the range size bounds an invocation's time. A scanned page OCRs in about
+    #: 2-4 s (Textract), so both sizes at 4 s a page fit the parse budget (Limits.parse_budget_s, 600 s):
+    #: 200 pages in one piece and 100-page ranges had failed scans at 2-3.5 s a page against its 300 s
+    parse_parallel_pages: int = 100
+    parse_range_pages: int = 50
     #: one embedding invocation works at most this long or this many texts on one document, then hands the
     #: rest to a fresh message at the back of the queue: a big document never holds the stage for everyone
     embed_slice_seconds: float = 20.0
@@ -508,8 +509,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         summary_stale_after_seconds=e.int("WEKNORA_SUMMARY_STALE_AFTER_SECONDS", 3600),
         queue_wait_limit_seconds=e.int("WEKNORA_QUEUE_WAIT_LIMIT_SECONDS", 24 * 3600),
         embed_batch_size=e.int("WEKNORA_EMBED_BATCH_SIZE", 16),
-        parse_parallel_pages=e.int("WEKNORA_PARSE_PARALLEL_PAGES", 200),
-        parse_range_pages=e.int("WEKNORA_PARSE_RANGE_PAGES", 100),
+        parse_parallel_pages=e.int("WEKNORA_PARSE_PARALLEL_PAGES", 100),
+        parse_range_pages=e.int("WEKNORA_PARSE_RANGE_PAGES", 50),
         embed_slice_seconds=e.float("WEKNORA_EMBED_SLICE_SECONDS", 20.0),
         embed_slice_max_texts=e.int("WEKNORA_EMBED_SLICE_MAX_TEXTS", 2048),
         embed_fanout_texts=max(1, e.int("WEKNORA_EMBED_FANOUT_TEXTS", 1024)),

@@ -38,7 +38,9 @@ class Limits:
     convert_timeout_s: float = 180.0
     max_image_pixels: int = 40_000_000  # the OCR engines' own cap: a larger image could never be read
     max_html_depth: int = 10_000  # element nesting; tree builders slow down per open element
-    parse_budget_s: float = 300.0  # wall time for one parse, checked between steps
+    #: wall time for one parse, checked between steps: within the docreader's 900 s with room to store what it
+    #: read (and, for a page, up to 120 s of remote images); settings' page ranges are sized to fit in it
+    parse_budget_s: float = 600.0
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> Limits:
