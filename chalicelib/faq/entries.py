@@ -487,10 +487,10 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
         return []
     model = deps.embedding_model(kb.embedding_model_id)
     vector = None
-    if use_vector:
-        from chalicelib.services.indexing import embed_texts
+    if use_vector:  # a model that fails answers as the document search's does
+        from chalicelib.services.indexing import embed_query
 
-        vector = embed_texts(deps, model, [query[: model.max_input_chars]])[0]
+        vector = embed_query(deps, model, query)
     normalised_query = normalise(query)
     fetched: dict[str, FaqEntry] = {}  # entries read by a shallower round are not read again
 

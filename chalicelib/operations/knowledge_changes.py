@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from chalicelib.commands import BatchDeleteRequest, BatchReparseRequest, EditKnowledgeRequest, ReparseRequest
-from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceUnavailable
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name, file_md5
 from chalicelib.domain.status import CANCEL_FROM, REPARSE_FROM
@@ -28,7 +28,7 @@ from chalicelib.domain.types import (
     TaskKind,
 )
 from chalicelib.operations.create import sanitize_manual
-from chalicelib.ports import Dependencies, IndexSpace
+from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError
 from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
@@ -234,7 +234,13 @@ def _searchable_switch(deps: Dependencies, knowledge: Knowledge) -> Callable[[bo
     def switch(enabled: bool) -> None:
         # a chunk switched off on its own stays off when its document comes back
         chunk_ids = [c.id for c in deps.chunks.list(knowledge.id) if c.is_enabled or not enabled]
-        engine.set_enabled(IndexSpace.of(model), kb.id, chunk_ids, enabled)
+        try:
+            engine.set_enabled(IndexSpace.of(model), kb.id, chunk_ids, enabled)
+        except IndexWriteError as error:
+            # the chunk edit's answer (operations/chunks.py), the engine's words left out
+            raise ServiceUnavailable(
+                "the search index refused the change; the knowledge was not changed", code="index_refused"
+            ) from error
 
     return switch
 

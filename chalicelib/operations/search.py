@@ -47,6 +47,7 @@ from chalicelib.domain.storage_keys import image_copy_key
 from chalicelib.domain.text_fold import latin_share
 from chalicelib.domain.types import Chunk, ChunkType, EnableStatus, Knowledge, KnowledgeBase, ParseStatus
 from chalicelib.ports import Dependencies, EmbeddingModel, IndexSpace
+from chalicelib.services.indexing import embed_query
 from chalicelib.services.ownership import require_kb
 from chalicelib.services.storage import signed_get
 from chalicelib.services.tagging import check_tag_ids
@@ -79,13 +80,17 @@ class CopyRef(TypedDict):
 _INTERNAL_URL = re.compile(r"(?:local|s3|mem|storage)://[^\s()<>\[\]\"'`]+")
 
 
+def reads_query(model: EmbeddingModel, query: str) -> bool:
+    """Whether the model can read the query's script: an English-only model's vector of a query mostly in
+    another script is noise, and fused with the keyword list it pushes that list's hits out of the top k, so
+    such a query is answered by the keyword list alone."""
+    return model.model_id not in LATIN_ONLY_EMBEDDING_MODELS or latin_share(query) >= MIN_LATIN_SHARE
+
+
 def query_vector(model: EmbeddingModel, query: str) -> Any:
-    """The query's vector, or None when the model cannot read the query's script: an English-only model's
-    vector of a query mostly in another script is noise, and fused with the keyword list it pushes that list's hits
-    out of the top k, so such a query is answered by the keyword list alone."""
-    if model.model_id in LATIN_ONLY_EMBEDDING_MODELS and latin_share(query) < MIN_LATIN_SHARE:
-        return None
-    return model.embed([query[: model.max_input_chars]])[0]
+    """The query's vector straight from the model, or None when it cannot read the query (offline callers:
+    the recall bench; the search route embeds through the cache, `embed_query`)."""
+    return model.embed([query[: model.max_input_chars]])[0] if reads_query(model, query) else None
 
 
 # ---------------------------------------------------------------- filters
@@ -331,10 +336,9 @@ def hybrid_search(
         return []
     model = require_usable_for_api(deps, kb)
     qvec = None
-    if vector and request.retriever == "vector":  # asked for by name: whatever the query's script
-        qvec = model.embed([query[: model.max_input_chars]])[0]
-    elif vector:
-        qvec = query_vector(model, query)
+    # asked for by name (`retriever: vector`), the vector list runs whatever the query's script
+    if vector and (request.retriever == "vector" or reads_query(model, query)):
+        qvec = embed_query(deps, model, query)
 
     # each result's document and chunk, for its links once the answer is chosen, and its words (a hit id
     # stands for the same chunk at every depth)

@@ -25,7 +25,9 @@ from chalicelib.domain import metering
 from chalicelib.domain.errors import (
     DeferredStageError,
     PermanentStageError,
+    ServiceUnavailable,
     SpanErrorCode,
+    StageError,
     TransientStageError,
 )
 from chalicelib.domain.ids import attempt_chunk_prefix, chunk_id, content_hash
@@ -182,6 +184,35 @@ class EmbeddingRun:
 def embed_texts(deps: Dependencies, model: EmbeddingModel, texts: list[str]) -> Vectors:
     """Embeds a few texts (OCR chunks, queries) through the same cache and backoff."""
     return EmbeddingRun(deps, model).embed(texts)
+
+
+def embed_query(deps: Dependencies, model: EmbeddingModel, query: str) -> Vectors:
+    """A search query's vector (both searches: documents' and FAQ entries'), through the cache and backoff of
+    `embed_texts`, its failures answered as an API call answers them: a provider that throttles or keeps
+    failing is 503 `embedding_unavailable` (`details.retry_after`: the wait the provider named, if it did),
+    one that refuses the request (the operator's credentials, a model it does not serve) 503
+    `embedding_refused`, as a storage backend refusing its keys is: neither is the tenant's to fix, and a
+    4xx would blame the request. The provider's words stay out of the answer and the log (they may quote a
+    key); the log names the model and the kind of failure for the operator."""
+    try:
+        return embed_texts(deps, model, [query])[0]
+    except StageError as error:
+        cause = error.__cause__  # the model port's error (`_embed_batch` raises the stage error from it)
+        logger.warning(
+            "query embedding failed",
+            extra={"model": model.model_id, "error": type(cause if cause is not None else error).__name__},
+        )
+        if error.permanent:
+            raise ServiceUnavailable(
+                "the embedding model refused the query; the operator must fix the model's configuration",
+                code="embedding_refused",
+            ) from error
+        retry_after = cause.retry_after if isinstance(cause, ModelThrottled) else None
+        raise ServiceUnavailable(
+            "the embedding model is not answering; try again",
+            code="embedding_unavailable",
+            details=None if retry_after is None else {"retry_after": retry_after},
+        ) from error
 
 
 def chunk_entries(

@@ -1,4 +1,4 @@
-"""Helpers both index engines share: vector checks, copy id remapping."""
+"""Helpers both index engines share: vector checks, copy id remapping, the refusal of a query."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
+from chalicelib.domain.errors import BadRequest
 from chalicelib.ports import IndexEntry, IndexSpace
 
 # Candidates each list contributes before fusion; top_k larger than this widens the pool.
@@ -18,6 +19,17 @@ DEFAULT_CANDIDATES = 50
 #: ASR error, a paraphrase) keeps the credit of its other pairs. FTS5 `NEAR(a b, PROXIMITY_WINDOW - 1)`
 #: on the embedded engine, `match_phrase` with `slop: PROXIMITY_WINDOW - 1` on OpenSearch.
 PROXIMITY_WINDOW = 5
+
+
+class QueryTooComplex(BadRequest):
+    """The engine refused the query's text itself (OpenSearch: a 400 to the BM25 request, whose only free part
+    is the query, e.g. more than 1,024 clauses from a text the term cap could not bound): the tenant can
+    shorten it. Fixed text only: the server's reason may quote the query or the cluster's internals."""
+
+    code = "query_too_complex"
+
+    def __init__(self) -> None:
+        super().__init__("the search index refused the query as too complex; shorten the query text")
 
 
 def unit_vector(vector: npt.ArrayLike, space: IndexSpace) -> npt.NDArray[np.float32] | None:

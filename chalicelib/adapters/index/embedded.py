@@ -15,7 +15,8 @@ characters (`국회`, `헌법`), and it ranks English by sub-word fragments. Ins
 pre-tokenised here the way Lucene's `standard` tokenizer + `cjk_bigram` filter does on the
 OpenSearch side: `text_fold.fold` (NFKC width folding, traditional → simplified Chinese, lowercase),
 words whole (letters and digits with their combining marks), runs of Hangul/Han/Kana as overlapping bigrams (a lone CJK character stays a
-unigram). A document's CJK runs also give their single characters (`document_terms`, like `cjk_bigram`
+unigram; the ideographs and kana are those `cjk_bigram` pairs, the supplementary planes' included). A
+document's CJK runs also give their single characters (`document_terms`, like `cjk_bigram`
 with `output_unigrams` on the index side of OpenSearch), so a one-character word of a query (Chinese 心,
 弟, 人) finds the runs it sits in; a query keeps bigrams alone, so it stays as precise as before. The
 term string goes into a `unicode61` FTS5 table, and the query's terms are OR-ed, like an OpenSearch
@@ -52,26 +53,35 @@ from chalicelib.ports import IndexEntry, IndexSpace, IndexUnavailable, SearchHit
 
 SCHEMA_VERSION = "1"
 #: bumped whenever document_terms changes; files indexed under another version get their terms rebuilt
-ANALYSIS_VERSION = "4"
+#: (5: the supplementary planes' ideographs, the Hangzhou numerals and the kana supplements pair up)
+ANALYSIS_VERSION = "5"
 _MAX_QUERY_TERMS = 128
 _SQL_BATCH = 500  # bound host parameters per statement
 
-# Hangul Jamo, Kana, Hangul compatibility Jamo, CJK ext A, CJK unified, Hangul ext A/B, syllables,
-# compatibility ideographs, half-width Katakana.
+# Hangul Jamo, Kana, 〇 and the Hangzhou numerals, the vertical kana repeat marks, Hangul compatibility Jamo,
+# Katakana phonetic extensions, CJK ext A, CJK unified, Hangul ext A/B, syllables, compatibility ideographs,
+# half-width Katakana, the kana supplements, and the supplementary ideographic planes (ext B to H and the
+# compatibility supplement, U+20000-U+3FFFF). Lucene's standard tokenizer + cjk_bigram pairs each of these
+# with its neighbour: a character left out here was one Python word of any length, which OpenSearch's
+# analyzer cut into a bigram per pair (1,200 ext B characters: 1,199 clauses).
 _CJK = (
-    "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
-    "\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f"
+    "\u1100-\u11ff\u3007\u3021-\u3029\u3031-\u3035\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f"
+    "\U0001b000-\U0001b16f\U00020000-\U0003ffff"
 )
 _CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
+#: what Lucene's standard tokenizer keeps inside one token between two words (UAX #29 MidLetter, MidNum,
+#: MidNumLet, Single_Quote, ExtendNumLet): `node.js`, `don't`, `3.14`, `snake_case` are one term there
+_LUCENE_JOINERS = "'.:,;_\u00b7\u2018\u2019"
 #: the FTS5 tokenizer of the stored term strings: combining marks are part of a word (Devanagari vowel signs,
 #: Thai tone marks, Arabic harakat), as on the Python side; remove_diacritics drops Latin ones (İ = i + U+0307)
 _FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
 
 
 @functools.cache
-def _token_re() -> re.Pattern[str]:
-    """Words (letters and digits, with the combining marks inside them: `\\w` has none, which cut हिन्दी
-    into ह, न, द) and CJK runs. Built on first use: listing the marks takes ~10 ms."""
+def _word_pattern() -> str:
+    """A word: letters and digits, with the combining marks inside them (`\\w` has none, which cut हिन्दी
+    into ह, न, द). Built on first use: listing the marks takes ~10 ms."""
     marks = [c for c in range(0x10000) if unicodedata.category(chr(c)).startswith("M")]
     runs: list[list[int]] = []
     for code in marks:
@@ -80,7 +90,20 @@ def _token_re() -> re.Pattern[str]:
         else:
             runs.append([code, code])
     mark_class = "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in runs)
-    return re.compile(rf"[{_CJK}]+|(?:[^\W_{_CJK}]|[{mark_class}])+")
+    return rf"(?:[^\W_{_CJK}]|[{mark_class}])+"
+
+
+@functools.cache
+def _token_re() -> re.Pattern[str]:
+    """Words and CJK runs."""
+    return re.compile(rf"[{_CJK}]+|{_word_pattern()}")
+
+
+@functools.cache
+def _piece_re() -> re.Pattern[str]:
+    """CJK runs, and words with the joiners Lucene keeps between them (`node.js`: one piece)."""
+    word = _word_pattern()
+    return re.compile(rf"[{_CJK}]+|{word}(?:[{re.escape(_LUCENE_JOINERS)}]{word})*")
 
 
 _SCHEMA = """
@@ -122,8 +145,12 @@ _COLUMNS = "rid, id, kb_id, knowledge_id, chunk_id, content, source_id, source_t
 def index_terms(text: str, *, unigrams: bool = False) -> list[str]:
     """Tokens as a BM25 query sees them: words whole, CJK runs as overlapping bigrams (a lone CJK
     character as itself). `unigrams`: each character of a longer CJK run too (what a document indexes)."""
+    return _terms_of_folded(fold(text), unigrams=unigrams)
+
+
+def _terms_of_folded(folded: str, *, unigrams: bool = False) -> list[str]:
     out: list[str] = []
-    for token in _token_re().findall(fold(text)):
+    for token in _token_re().findall(folded):
         if _CJK_RUN_RE.fullmatch(token):
             if len(token) == 1:
                 out.append(token)
@@ -155,13 +182,33 @@ def _query_terms(query: str) -> list[str]:
 
 
 def bounded_query_text(query: str) -> str:
-    """The folded query as a server-side analyzer is to see it: as written, or, past _MAX_QUERY_TERMS
-    distinct terms, only those first terms (OpenSearch refuses a query of over 1,024 clauses, and a match
-    query makes one per term)."""
-    distinct = dict.fromkeys(index_terms(query))
-    if len(distinct) <= _MAX_QUERY_TERMS:
-        return fold(query)
-    return " ".join(list(distinct)[:_MAX_QUERY_TERMS])
+    """The folded query as OpenSearch's analyzer is to see it: its distinct pieces in order (a CJK run, or
+    words with the joiners Lucene keeps, so `node.js`, `don't` and `3.14` stay the one token they are in the
+    documents), joined by spaces, while the terms they hold add up to at most _MAX_QUERY_TERMS.
+
+    A match query makes one clause per token the analyzer gives, repeats included, and OpenSearch refuses a
+    query of over 1,024 clauses (a 400): so a repeated piece is sent once, a piece holding more terms than
+    the room left (a CJK run repeated over a page) gives its distinct terms instead, and what the Python
+    tokenizer drops (emoji, symbols: a token each for Lucene) is not sent at all."""
+    sent: dict[str, None] = {}
+    room = _MAX_QUERY_TERMS
+    for piece in dict.fromkeys(_piece_re().findall(fold(query))):
+        if room == 0:
+            break
+        if piece in sent:
+            continue
+        terms = _terms_of_folded(piece)
+        if len(terms) <= room:
+            sent[piece] = None
+            room -= len(terms)
+            continue
+        for term in dict.fromkeys(terms):
+            if room == 0:
+                break
+            if term not in sent:
+                sent[term] = None
+                room -= 1
+    return " ".join(sent)
 
 
 def _pairs(terms: list[str]) -> list[tuple[str, str]]:

@@ -20,6 +20,10 @@ against both fields (`dis_max`: a document scores by its better field). Queries 
 see the same folding as in the embedded engine. An index created before `search_text` existed gets the
 field added to its mapping on first use; its older documents keep matching through `content`.
 
+Query size: the match text is the query's distinct pieces, at most 128 terms (`bounded_query_text`), so
+no repeat, run of ideographs or emoji makes more than OpenSearch's 1,024 clauses; a BM25 query the server
+still refuses (a 400: its only free part is the text) is the tenant's 400 `query_too_complex`.
+
 Term proximity: each two consecutive words of the query (`proximity_pairs`, the embedded engine's
 rule) add a `match_phrase` with slop `PROXIMITY_WINDOW - 1` to the `bool`'s `should`, so a chunk holding
 them close together scores again, as the embedded engine's FTS5 `NEAR` clauses do.
@@ -53,6 +57,7 @@ from opensearchpy.exceptions import NotFoundError, RequestError, TransportError
 from chalicelib.adapters.index.common import (
     DEFAULT_CANDIDATES,
     PROXIMITY_WINDOW,
+    QueryTooComplex,
     remap_entry,
     unit_vector,
 )
@@ -243,6 +248,16 @@ def _busy_item(result: Mapping[str, Any]) -> bool:
     return result.get("status") in _BUSY_STATUSES or kind in _BUSY_ITEM_ERRORS
 
 
+def _nothing_to_change(op: str, result: Mapping[str, Any]) -> bool:
+    """An item whose document is gone: a delete that finds nothing, or a partial update (a switch, a move) of
+    an entry deleted between its scan and the update (a chunk deleted, a reparse): nothing to do, no failure."""
+    if result.get("status") != 404:
+        return False
+    error = result.get("error")
+    kind = error.get("type") if isinstance(error, Mapping) else None
+    return op == "delete" or (op == "update" and kind == "document_missing_exception")
+
+
 def _failure(status: Any, error: Any) -> str:
     """A failed item as an error message keeps it: its HTTP status and the kind of error
     (`400 mapper_parsing_exception`), never the server's reason text, which may quote the document or the
@@ -345,8 +360,9 @@ class OpenSearchEngine:
     def _bulk(self, lines: Sequence[tuple[bytes, ...]]) -> list[dict[str, Any]]:
         """Sends actions (each a tuple of NDJSON lines) in requests of at most bulk_max_bytes.
 
-        Returns every item result. When items failed (a missing document on delete is not a failure):
-        IndexUnavailable if every failure is the cluster asking to wait, else IndexWriteError."""
+        Returns every item result. When items failed (a document already gone is not a failure:
+        `_nothing_to_change`): IndexUnavailable if every failure is the cluster asking to wait, else
+        IndexWriteError."""
         items: list[dict[str, Any]] = []
         for chunk in self._split(lines):
             params: dict[str, Any] = {}
@@ -360,7 +376,7 @@ class OpenSearchEngine:
                     (op, res)
                     for item in resp["items"]
                     for op, res in item.items()
-                    if res.get("error") and not (op == "delete" and res.get("status") == 404)
+                    if res.get("error") and not _nothing_to_change(op, res)
                 ]
                 if failed:
                     if all(_busy_item(res) for _, res in failed):
@@ -630,7 +646,7 @@ class OpenSearchEngine:
         pool = max(top_k, self.candidates)
         only = knowledge_ids
         try:
-            bm25 = self._search(space, bm25_body(kb_id, text, pool, only), "bm25_score") if text else None
+            bm25 = self._keyword_search(space, kb_id, text, pool, only) if text else None
             vec = (
                 self._search(space, knn_body(kb_id, qvec, pool, only), "vector_score")
                 if qvec is not None
@@ -640,6 +656,20 @@ class OpenSearchEngine:
             return []
         weight = self.keyword_weight if keyword_weight is None else keyword_weight
         return rank(bm25, vec, top_k, keyword_weight=weight, min_score=min_score)
+
+    def _keyword_search(
+        self, space: IndexSpace, kb_id: str, text: str, size: int, knowledge_ids: Sequence[str] | None
+    ) -> list[SearchHit]:
+        """The BM25 list. A text with no term the analysis keeps (emoji, punctuation) finds nothing, as on the
+        embedded engine, and is not sent."""
+        if not bounded_query_text(text):
+            return []
+        try:
+            return self._search(space, bm25_body(kb_id, text, size, knowledge_ids), "bm25_score")
+        except RequestError:
+            # the rest of the request is fixed: a 400 here is the query's text. Not chained: the error
+            # carries the server's reason, which may quote the query or the cluster
+            raise QueryTooComplex() from None
 
     def _search(self, space: IndexSpace, body: Mapping[str, Any], score_key: str) -> list[SearchHit]:
         resp = self.client.search(index=space.name, body=body)
