@@ -34,7 +34,7 @@ from chalicelib.domain.types import (
 from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError
 from chalicelib.services import resources
 from chalicelib.services.dispatch import request_summary_refresh
-from chalicelib.services.indexing import chunk_entries, embed_texts, take_back_chunks, write_entries
+from chalicelib.services.indexing import chunk_entries, embed_for_api, take_back_chunks, write_entries
 from chalicelib.services.indexing import searchable as document_searchable
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.ownership import owned_knowledge, require_kb
@@ -135,12 +135,8 @@ def edit_chunk(
 
             title = "" if changed.chunk_type != ChunkType.TEXT else knowledge.title
             texts = [index_text(title, changed.context_header, changed.content)]
-            try:  # before any write: a model that fails changes nothing
-                vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
-            except StageError as error:  # throttled, down or refusing
-                raise ServiceUnavailable(
-                    f"the embedding model could not embed the new text: {error}", code="embedding_unavailable"
-                ) from error
+            # before any write: a model that fails changes nothing (503, the provider's words left out)
+            vectors = embed_for_api(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
             entries = chunk_entries(
                 kb.id, knowledge.id, [replace(changed, is_enabled=searchable)], texts, vectors
             )

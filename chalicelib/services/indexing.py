@@ -187,7 +187,12 @@ def embed_texts(deps: Dependencies, model: EmbeddingModel, texts: list[str]) -> 
 
 
 def embed_query(deps: Dependencies, model: EmbeddingModel, query: str) -> Vectors:
-    """A search query's vector (both searches: documents' and FAQ entries'), through the cache and backoff of
+    """A search query's vector (both searches: documents' and FAQ entries'): `embed_for_api`."""
+    return embed_for_api(deps, model, [query])[0]
+
+
+def embed_for_api(deps: Dependencies, model: EmbeddingModel, texts: Sequence[str]) -> Vectors:
+    """Texts an API request embeds (a search query, an edited chunk), through the cache and backoff of
     `embed_texts`, its failures answered as an API call answers them: a provider that throttles or keeps
     failing is 503 `embedding_unavailable` (`details.retry_after`: the wait the provider named, if it did),
     one that refuses the request (the operator's credentials, a model it does not serve) 503
@@ -195,16 +200,16 @@ def embed_query(deps: Dependencies, model: EmbeddingModel, query: str) -> Vector
     4xx would blame the request. The provider's words stay out of the answer and the log (they may quote a
     key); the log names the model and the kind of failure for the operator."""
     try:
-        return embed_texts(deps, model, [query])[0]
+        return embed_texts(deps, model, list(texts))
     except StageError as error:
         cause = error.__cause__  # the model port's error (`_embed_batch` raises the stage error from it)
         logger.warning(
-            "query embedding failed",
+            "embedding for an API request failed",
             extra={"model": model.model_id, "error": type(cause if cause is not None else error).__name__},
         )
         if error.permanent:
             raise ServiceUnavailable(
-                "the embedding model refused the query; the operator must fix the model's configuration",
+                "the embedding model refused the text; the operator must fix the model's configuration",
                 code="embedding_refused",
             ) from error
         retry_after = cause.retry_after if isinstance(cause, ModelThrottled) else None

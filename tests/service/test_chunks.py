@@ -168,13 +168,14 @@ def test_a_failing_embedding_model_changes_nothing(
     model = deps.embedding_model(kb.embedding_model_id)
 
     def down(texts: Any) -> Any:
-        raise ModelUnavailable("503 from the provider")
+        raise ModelUnavailable("503 from the provider: account 1234 over its quota")
 
     monkeypatch.setattr(model, "embed", down)
     monkeypatch.setattr(deps, "settings", replace(deps.settings, embed_max_attempts=1))
     with pytest.raises(AppError) as refused:
         _update(deps, knowledge, first.id, content="Words that never arrive.")
     assert (refused.value.status, refused.value.code) == (503, "embedding_unavailable")
+    assert "1234" not in refused.value.message  # the provider's words stay out of the answer
     assert deps.chunks.get_many([(knowledge.id, first.id)])[(knowledge.id, first.id)].content == first.content
     assert _entries(deps, kb, knowledge)[first.id].content == before
     assert _refreshes(deps, knowledge) == 0
