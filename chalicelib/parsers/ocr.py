@@ -14,7 +14,8 @@ import subprocess
 import tempfile
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from functools import cache
@@ -266,6 +267,37 @@ def _image_dpi(img: Any) -> float | None:
     return None
 
 
+@contextmanager
+def _decoded_or_permanent() -> Iterator[None]:
+    """Everything Pillow raises on an image's bytes is theirs (a retry reads them the same way): permanent."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            yield
+    except Image.DecompressionBombError as exc:
+        raise PermanentStageError(
+            "The image is too large to OCR (it looks like a decompression bomb).",
+            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+        ) from exc
+    except (UnidentifiedImageError, SyntaxError, ValueError, OSError) as exc:
+        raise PermanentStageError(
+            f"The image is damaged and could not be decoded for OCR ({type(exc).__name__}).",
+            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+        ) from exc
+
+
+def _on_white(img: Any) -> Any:
+    """Transparent text on a transparent background is flattened on white, not on black."""
+    from PIL import Image
+
+    if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
+        background = Image.new("RGBA", img.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, img.convert("RGBA"))
+    return img
+
+
 def _normalise_image(
     image: bytes, *, upscale: bool = False, greyscale: bool = False, rules: bool = False, turn: int = 0
 ) -> bytes:
@@ -280,56 +312,38 @@ def _normalise_image(
             "The image could not be decoded for OCR.", code=SpanErrorCode.DOCREADER_PARSE_FAILED
         )
     fmt = kind[0]
-    from PIL import Image, ImageFilter, ImageOps, UnidentifiedImageError
+    from PIL import Image, ImageFilter, ImageOps
 
-    # Everything Pillow raises on these bytes is a property of the bytes: a retry reads them the same way.
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(image)) as img:
-                if img.width * img.height > MAX_OCR_PIXELS:
-                    raise PermanentStageError(
-                        f"The image is too large to OCR ({img.width:,} × {img.height:,} pixels; the limit is "
-                        f"{MAX_OCR_PIXELS:,}).",
-                        code=SpanErrorCode.DOCREADER_PARSE_FAILED,
-                    )
-                factor = _upscale_factor(img.width, img.height, _image_dpi(img)) if upscale else 1.0
-                if fmt in ("png", "jpg") and factor == 1.0 and not greyscale and not turn:
-                    return image
-                out = ImageOps.exif_transpose(img)
-                if turn:
-                    # Pillow turns counter-clockwise; a right angle is a lossless transpose
-                    out = out.rotate(-turn, expand=True)
-                if out.mode in ("RGBA", "LA", "PA") or (out.mode == "P" and "transparency" in out.info):
-                    # transparent text on a transparent background: flatten on white, not on black
-                    background = Image.new("RGBA", out.size, (255, 255, 255, 255))
-                    out = Image.alpha_composite(background, out.convert("RGBA"))
-                out = out.convert("L" if greyscale else "RGB")
-                if greyscale:
-                    import numpy as np
+    with _decoded_or_permanent(), Image.open(io.BytesIO(image)) as img:
+        if img.width * img.height > MAX_OCR_PIXELS:
+            raise PermanentStageError(
+                f"The image is too large to OCR ({img.width:,} × {img.height:,} pixels; the limit is "
+                f"{MAX_OCR_PIXELS:,}).",
+                code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+            )
+        factor = _upscale_factor(img.width, img.height, _image_dpi(img)) if upscale else 1.0
+        if fmt in ("png", "jpg") and factor == 1.0 and not greyscale and not turn:
+            return image
+        out = ImageOps.exif_transpose(img)
+        if turn:
+            # Pillow turns counter-clockwise; a right angle is a lossless transpose
+            out = out.rotate(-turn, expand=True)
+        out = _on_white(out).convert("L" if greyscale else "RGB")
+        if greyscale:
+            import numpy as np
 
-                    if speckled(np.asarray(out, dtype=np.uint8)):  # before enlarging, which grows the dots
-                        out = out.filter(ImageFilter.MedianFilter(3))
-                if factor != 1.0:
-                    size = (round(out.width * factor), round(out.height * factor))
-                    out = out.resize(size, Image.Resampling.LANCZOS)
-                if rules and greyscale:
-                    import numpy as np
+            if speckled(np.asarray(out, dtype=np.uint8)):  # before enlarging, which grows the dots
+                out = out.filter(ImageFilter.MedianFilter(3))
+        if factor != 1.0:
+            size = (round(out.width * factor), round(out.height * factor))
+            out = out.resize(size, Image.Resampling.LANCZOS)
+        if rules and greyscale:
+            import numpy as np
 
-                    out = Image.fromarray(remove_rules(np.asarray(out, dtype=np.uint8)))
-                buf = io.BytesIO()
-                out.save(buf, format="PNG", dpi=(TARGET_DPI, TARGET_DPI) if factor != 1.0 else None)
-                return buf.getvalue()
-    except Image.DecompressionBombError as exc:
-        raise PermanentStageError(
-            "The image is too large to OCR (it looks like a decompression bomb).",
-            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
-        ) from exc
-    except (UnidentifiedImageError, SyntaxError, ValueError, OSError) as exc:
-        raise PermanentStageError(
-            f"The image is damaged and could not be decoded for OCR ({type(exc).__name__}).",
-            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
-        ) from exc
+            out = Image.fromarray(remove_rules(np.asarray(out, dtype=np.uint8)))
+        buf = io.BytesIO()
+        out.save(buf, format="PNG", dpi=(TARGET_DPI, TARGET_DPI) if factor != 1.0 else None)
+        return buf.getvalue()
 
 
 def clean_ocr_text(text: str) -> str:
@@ -532,6 +546,17 @@ def prefers_alternative(usual: Sequence[OcrWord], alternative: Sequence[OcrWord]
     return fmean(other_sure or [0.0]) > fmean(usual_sure or [0.0])
 
 
+def _failed_run(proc: subprocess.CompletedProcess[bytes]) -> TransientStageError | PermanentStageError:
+    """A run killed by a signal (the OOM killer's SIGKILL) says nothing about the page: transient, naming
+    the signal only. Any other failure is tesseract's verdict: permanent, with its stderr's last line."""
+    if proc.returncode < 0:
+        return TransientStageError(
+            f"OCR was stopped by signal {-proc.returncode}", code=SpanErrorCode.DOCREADER_UNAVAILABLE
+        )
+    message = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["unknown error"]
+    return PermanentStageError(f"OCR failed: {message[0][:200]}", code=SpanErrorCode.DOCREADER_PARSE_FAILED)
+
+
 class TesseractOcr:
     """One tesseract process per image (0.5–2 s each on this box), after OSD (`--psm 0`, one more short
     process) has found the page's orientation and script: a turned page is read upright, and with the
@@ -591,8 +616,10 @@ class TesseractOcr:
         have = self.installed()
         return tuple(lang for lang in self.wanted if lang in have)
 
-    def _run(self, data: bytes, args: Sequence[str]) -> subprocess.CompletedProcess[bytes]:
-        cmd = [str(self.binary), "stdin", "stdout", *args]
+    def _run(
+        self, data: bytes, args: Sequence[str], output: str = "stdout"
+    ) -> subprocess.CompletedProcess[bytes]:
+        cmd = [str(self.binary), "stdin", output, *args]
         env = subprocess_env(OMP_THREAD_LIMIT="1")
         try:
             with metering.child_process():
@@ -605,6 +632,8 @@ class TesseractOcr:
     def detect(self, data: bytes) -> PageOsd:
         """OSD of a prepared image; an empty PageOsd when it finds too little text."""
         proc = self._run(data, ["--psm", "0", "-l", "osd"])
+        if proc.returncode < 0:  # killed: not the page's answer
+            raise _failed_run(proc)
         if proc.returncode != 0:
             return PageOsd()  # "Too few characters": not an error of the page, just nothing to detect on
         return parse_osd(proc.stdout.decode("utf-8", "replace"))
@@ -648,36 +677,16 @@ class TesseractOcr:
     def _recognize(self, data: bytes, languages: Sequence[str], *, tsv: bool = False) -> str:
         proc = self._run(data, [*self._read_args(languages), *(["tsv"] if tsv else [])])
         if proc.returncode != 0:
-            message = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["unknown error"]
-            raise PermanentStageError(
-                f"OCR failed: {message[0][:200]}", code=SpanErrorCode.DOCREADER_PARSE_FAILED
-            )
+            raise _failed_run(proc)
         return proc.stdout.decode("utf-8", "replace")
 
     def _recognize_with_words(self, data: bytes, languages: Sequence[str]) -> tuple[str, list[OcrWord]]:
         """Text and TSV words of one run (tesseract writes both only to files)."""
         with tempfile.TemporaryDirectory(prefix="ocr-") as tmp:
             base = Path(tmp) / "page"
-            cmd = [str(self.binary), "stdin", str(base), *self._read_args(languages)]
-            try:
-                with metering.child_process():
-                    proc = subprocess.run(
-                        [*cmd, "txt", "tsv"],
-                        input=data,
-                        capture_output=True,
-                        timeout=self.timeout,
-                        check=False,
-                        env=subprocess_env(OMP_THREAD_LIMIT="1"),
-                    )
-            except subprocess.TimeoutExpired as exc:
-                raise TransientStageError("OCR timed out", code=SpanErrorCode.DOCREADER_TIMEOUT) from exc
+            proc = self._run(data, [*self._read_args(languages), "txt", "tsv"], output=str(base))
             if proc.returncode != 0:
-                message = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [
-                    "unknown error"
-                ]
-                raise PermanentStageError(
-                    f"OCR failed: {message[0][:200]}", code=SpanErrorCode.DOCREADER_PARSE_FAILED
-                )
+                raise _failed_run(proc)
             text = base.with_suffix(".txt").read_text(encoding="utf-8", errors="replace")
             words = tsv_words(base.with_suffix(".tsv").read_text(encoding="utf-8", errors="replace"))
         return text, words
@@ -811,6 +820,36 @@ TEXTRACT_REFUSALS = frozenset(
 )
 
 
+#: Textract's set quotas (docs.aws.amazon.com/textract/latest/dg/limits-document.html): "For synchronous
+#: operations, JPEG, PNG, PDF, and TIFF files have a limit of 10 MB in memory"; "Amazon Textract supports
+#: images with a resolution less than or equal to 10000 pixels on all sides". Over either: refused for good.
+TEXTRACT_MAX_BYTES = 10_000_000  # "10 MB" read in decimal: the stricter reading
+TEXTRACT_MAX_SIDE_PX = 10_000
+TEXTRACT_JPEG_QUALITIES = (90, 80, 70, 60, 50)  # tried best first when an image is re-encoded to fit
+
+
+def fit_for_textract(image: bytes) -> bytes:
+    """The same PNG/JPEG bytes when within Textract's limits; else scaled to TEXTRACT_MAX_SIDE_PX a side
+    and re-encoded as JPEG at the best quality that fits (halved again while even the lowest does not)."""
+    from PIL import Image, ImageOps
+
+    with _decoded_or_permanent(), Image.open(io.BytesIO(image)) as img:
+        if len(image) <= TEXTRACT_MAX_BYTES and max(img.size) <= TEXTRACT_MAX_SIDE_PX:
+            return image
+        # re-encoding drops EXIF, so its orientation is applied first
+        page = _on_white(ImageOps.exif_transpose(img)).convert("L" if img.mode in ("1", "L") else "RGB")
+        scale = min(1.0, TEXTRACT_MAX_SIDE_PX / max(page.size))
+        while True:
+            size = (max(1, int(page.width * scale)), max(1, int(page.height * scale)))
+            scaled = page if size == page.size else page.resize(size, Image.Resampling.LANCZOS)
+            for quality in TEXTRACT_JPEG_QUALITIES:
+                buf = io.BytesIO()
+                scaled.save(buf, format="JPEG", quality=quality)
+                if buf.tell() <= TEXTRACT_MAX_BYTES:
+                    return buf.getvalue()
+            scale /= 2
+
+
 class TextractOcr:
     """Amazon Textract DetectDocumentText; `client` is a boto3 textract client made by the adapter layer."""
 
@@ -825,7 +864,7 @@ class TextractOcr:
     def recognize(self, image: bytes) -> str:
         from botocore.exceptions import BotoCoreError, ClientError  # on AWS only: off the local path
 
-        data = _normalise_image(image)
+        data = fit_for_textract(_normalise_image(image))
         try:
             response = self.client.detect_document_text(Document={"Bytes": data})
         except ClientError as exc:

@@ -4,6 +4,8 @@ listed and removed. Kept apart from the parsing (`page_ranges`) so a delete does
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +15,11 @@ from chalicelib.ports import Dependencies
 from chalicelib.services.storage import files_of
 
 PLAN = "plan.json"
+#: a range's claim (`pages-000100.claim.json`): which parse holds the range and since when
+CLAIM = ".claim.json"
+#: a claim older than this was held by an invocation that died: the docreader function times out at
+#: 900 s; the queue's visibility timeout (5,400 s) brings the range's message back well after that
+CLAIM_STALE_AFTER_SECONDS = 900 + 60
 
 
 def range_key(knowledge: Knowledge, part: str) -> str:
@@ -32,6 +39,40 @@ def read_plan(deps: Dependencies, knowledge: Knowledge) -> dict[str, Any] | None
     return plan
 
 
+def claim_range(deps: Dependencies, knowledge: Knowledge, start: int) -> str | None:
+    """Claims the range starting at page `start` for this invocation: its claim token, or None while
+    another invocation holds a claim younger than CLAIM_STALE_AFTER_SECONDS (a duplicate of the range's
+    message: it leaves the range to the holder; a stale claim is taken over, so a range whose parse
+    died is redone). The FileStore port has no create-if-absent, so the claim is written and read back:
+    of two copies that write it at the same moment the later writer wins, which narrows the double
+    parse to copies whose check, write and read-back interleave exactly (see README, "page ranges")."""
+    url = files_of(deps, knowledge).url_for(range_key(knowledge, part_name(start, CLAIM)))
+    held = _read_claim(deps, url)
+    if held and time.time() - float(held.get("claimed_at", 0)) < CLAIM_STALE_AFTER_SECONDS:
+        return None
+    token = uuid.uuid4().hex
+    claim = {"token": token, "claimed_at": time.time()}
+    files_of(deps, knowledge).save(
+        range_key(knowledge, part_name(start, CLAIM)), json.dumps(claim).encode(), "application/json"
+    )
+    # gone again: its holder released it (stored the range, or failed and will retry it)
+    return token if _read_claim(deps, url).get("token") == token else None
+
+
+def _read_claim(deps: Dependencies, url: str) -> dict[str, Any]:
+    try:
+        claim: dict[str, Any] = json.loads(deps.files.read(url))
+    except FileNotFoundError:
+        return {}
+    return claim
+
+
+def release_range(deps: Dependencies, knowledge: Knowledge, start: int) -> None:
+    """Drops the range's claim: its parse stored the range (the Markdown is the "done" mark from then
+    on) or failed, and a retry of the message must be able to claim it again at once."""
+    deps.files.delete(files_of(deps, knowledge).url_for(range_key(knowledge, part_name(start, CLAIM))))
+
+
 def clean_up(deps: Dependencies, knowledge: Knowledge, attempt: int | None = None) -> None:
     """Deletes one attempt's range objects (the plan last, so a redelivered assembly can tell it is done).
     The ranges' images stay: the assembled manifest lists them."""
@@ -40,7 +81,7 @@ def clean_up(deps: Dependencies, knowledge: Knowledge, attempt: int | None = Non
     if plan is None:
         return
     for start, _end in plan["ranges"]:
-        for suffix in (".md", ".images.json"):
+        for suffix in (".md", ".images.json", CLAIM):
             deps.files.delete(files_of(deps, own).url_for(range_key(own, part_name(start, suffix))))
     if plan["source"] != own.file_path:
         deps.files.delete(plan["source"])
@@ -58,7 +99,13 @@ def range_objects(deps: Dependencies, knowledge: Knowledge, attempt: int) -> lis
         manifest = files_of(deps, own).url_for(range_key(own, part_name(start, ".images.json")))
         if deps.files.exists(manifest):
             urls += [str(image["url"]) for image in json.loads(deps.files.read(manifest))]
-        urls += [manifest, files_of(deps, own).url_for(range_key(own, part_name(start, ".md")))]
+        urls += [
+            manifest,
+            *(
+                files_of(deps, own).url_for(range_key(own, part_name(start, suffix)))
+                for suffix in (".md", CLAIM)
+            ),
+        ]
     if plan["source"] != own.file_path:
         urls.append(str(plan["source"]))
     return [*urls, files_of(deps, own).url_for(range_key(own, PLAN))]

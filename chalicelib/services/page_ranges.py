@@ -22,7 +22,14 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ReadRequest, ResolvedImages
 from chalicelib.services import resources
 from chalicelib.services.liveness import kept_after_write, live_knowledge
-from chalicelib.services.page_range_store import PLAN, part_name, range_key, read_plan
+from chalicelib.services.page_range_store import (
+    PLAN,
+    claim_range,
+    part_name,
+    range_key,
+    read_plan,
+    release_range,
+)
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
 
@@ -77,46 +84,23 @@ def parse_range(
     start, end = message.page_start, message.page_end
     markdown_url = files_of(deps, knowledge).url_for(range_key(knowledge, part_name(start, ".md")))
     if not deps.files.exists(markdown_url):
-        result = deps.docreader().read(
-            ReadRequest(
-                data=deps.files.read(plan["source"]),
-                file_name=str(plan["file_name"]),
-                file_type="pdf",
-                engine=str(plan["engine"]),
-                options={**plan["options"], "page_range": [start, end]},
+        # claimed before the parse: a duplicate of this message run meanwhile (a second fan-out, an
+        # at-least-once copy) leaves the range to its holder instead of OCR-ing every page again
+        if claim_range(deps, knowledge, start) is None:
+            logger.info(
+                "page range held by another parse: left to it",
+                extra={"knowledge_id": knowledge.id, "page_start": start},
             )
-        )
-        resolved = store_images(knowledge, result)
-        images = [image_record(image) for image in resolved.images]
-        manifest_url = files_of(deps, knowledge).save(
-            range_key(knowledge, part_name(start, ".images.json")),
-            json.dumps(images).encode(),
-            "application/json",
-        )
-        files_of(deps, knowledge).save(
-            range_key(knowledge, part_name(start, ".md")), resolved.markdown.encode(), "text/markdown"
-        )
-
-        def undo() -> None:
-            written = (markdown_url, manifest_url, *(str(image["url"]) for image in images))
-            resources.release_urls(deps, written)  # the images registered as they were stored
-            for url in written:
-                deps.files.delete(url)
-
-        if not kept_after_write(deps, knowledge, undo):
             return
-        deps.tracker.subspan(
-            knowledge,
-            Stage.DOCREADER,
-            f"docreader.pages[{start + 1}-{end}]",
-            SpanStatus.DONE,
-            {
-                "pages": end - start,
-                "markdown_chars": len(resolved.markdown),
-                "images": len(images),
-                "scanned_pages": len(result.metadata.get("scanned_pages") or []),
-            },
-        )
+        try:
+            # stored meanwhile by the holder whose claim this one followed: nothing left to parse
+            kept = deps.files.exists(markdown_url) or _parse_and_store(
+                deps, knowledge, plan, start, end, store_images
+            )
+        finally:
+            release_range(deps, knowledge, start)  # done (the Markdown marks it) or failed: a retry claims it
+        if not kept:
+            return
     done = [
         (a, b)
         for a, b in plan["ranges"]
@@ -130,6 +114,61 @@ def parse_range(
     )
     if len(done) == len(plan["ranges"]):
         enqueue(deps, Stage.DOCREADER, replace(message, page_start=0, page_end=0, assemble=True))
+
+
+def _parse_and_store(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    plan: dict[str, Any],
+    start: int,
+    end: int,
+    store_images: Callable[[Knowledge, Any], ResolvedImages],
+) -> bool:
+    """Parses pages [start, end), stores the range's image list, then its Markdown (the "done" mark), and
+    records the range's sub-span; False when the document moved on meanwhile (what was written is
+    undone)."""
+    markdown_url = files_of(deps, knowledge).url_for(range_key(knowledge, part_name(start, ".md")))
+    result = deps.docreader().read(
+        ReadRequest(
+            data=deps.files.read(plan["source"]),
+            file_name=str(plan["file_name"]),
+            file_type="pdf",
+            engine=str(plan["engine"]),
+            options={**plan["options"], "page_range": [start, end]},
+        )
+    )
+    resolved = store_images(knowledge, result)
+    images = [image_record(image) for image in resolved.images]
+    manifest_url = files_of(deps, knowledge).save(
+        range_key(knowledge, part_name(start, ".images.json")),
+        json.dumps(images).encode(),
+        "application/json",
+    )
+    files_of(deps, knowledge).save(
+        range_key(knowledge, part_name(start, ".md")), resolved.markdown.encode(), "text/markdown"
+    )
+
+    def undo() -> None:
+        written = (markdown_url, manifest_url, *(str(image["url"]) for image in images))
+        resources.release_urls(deps, written)  # the images registered as they were stored
+        for url in written:
+            deps.files.delete(url)
+
+    if not kept_after_write(deps, knowledge, undo):
+        return False
+    deps.tracker.subspan(
+        knowledge,
+        Stage.DOCREADER,
+        f"docreader.pages[{start + 1}-{end}]",
+        SpanStatus.DONE,
+        {
+            "pages": end - start,
+            "markdown_chars": len(resolved.markdown),
+            "images": len(images),
+            "scanned_pages": len(result.metadata.get("scanned_pages") or []),
+        },
+    )
+    return True
 
 
 def image_record(image: Any) -> dict[str, Any]:

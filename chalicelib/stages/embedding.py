@@ -22,6 +22,7 @@ from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_
 from chalicelib.domain.types import Knowledge, KnowledgeBase, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, StorageQuotaExceeded
+from chalicelib.services import page_range_store
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.fairness import attempt_leaves_pipeline, leave_pipeline
 from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, index_knowledge, index_slice
@@ -358,8 +359,9 @@ def _images(deps: Dependencies, knowledge: Knowledge) -> list[dict[str, Any]]:
 
 
 def remove_earlier_attempts(deps: Dependencies, knowledge: Knowledge, images: list[dict[str, Any]]) -> None:
-    """Once a reparse's attempt is indexed, the earlier attempts' parsed Markdown, image manifests and the
-    images only they referenced are garbage: removed, so nothing is left behind (idempotent)."""
+    """Once a reparse's attempt is indexed, the earlier attempts' parsed Markdown, image manifests, the
+    images only they referenced and what a page-range parse of theirs left (a fanned-out attempt that
+    failed: plan, ranges, their images) are garbage: removed, so nothing is left behind (idempotent)."""
     keep = {str(image["url"]) for image in images}
     for attempt in range(1, knowledge.attempt):
         parsed = files_of(deps, knowledge).url_for(
@@ -374,6 +376,9 @@ def remove_earlier_attempts(deps: Dependencies, knowledge: Knowledge, images: li
                     deps.files.delete(str(image["url"]))
         deps.files.delete(manifest)
         deps.files.delete(parsed)
+        for url in page_range_store.range_objects(deps, knowledge, attempt):  # the plan comes last
+            if url not in keep and url != knowledge.file_path:
+                deps.files.delete(url)
 
 
 def rollback(deps: Dependencies, message: StageMessage) -> None:

@@ -1,0 +1,165 @@
+"""A large PDF's page ranges are claimed before they are parsed: a duplicate of a range's message (a second
+fan-out of a duplicated first message, an at-least-once copy) run while the range is being parsed leaves it
+to its holder instead of OCR-ing its pages again; a claim whose holder died (older than the docreader's
+timeout) is taken over; a failed parse releases its claim so the retry parses at once. Once a reparse is
+indexed, what an earlier fanned-out attempt left (plan, ranges, their images) is removed."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from dataclasses import replace
+
+import pypdfium2 as pdfium
+from PIL import Image
+
+from chalicelib.adapters.memory.files import MemoryFileStore
+from chalicelib.adapters.memory.queues import MemoryTaskQueue
+from chalicelib.bootstrap import Services
+from chalicelib.commands import ReparseRequest
+from chalicelib.domain.errors import PermanentStageError, SpanErrorCode, TransientStageError
+from chalicelib.domain.types import KnowledgeBase
+from chalicelib.services.page_range_store import part_name, range_key
+from chalicelib.stages import docreader
+from chalicelib.tasks.reparse import reparse
+
+from .conftest import deliver, drain, upload
+
+PAGES = 6  # three ranges of two pages
+CLAIM = ".claim.json"  # a range's claim: pages-000000.claim.json
+STALE = 3600  # older than any docreader invocation runs (900 s)
+
+
+def scanned_pdf(pages: int) -> bytes:
+    """Pages that are one image each: every page is OCR'd."""
+    pdf = pdfium.PdfDocument.new()
+    buf = io.BytesIO()
+    Image.new("RGB", (120, 160), (230, 230, 230)).save(buf, format="JPEG")
+    for _ in range(pages):
+        page = pdf.new_page(144, 192)
+        image = pdfium.PdfImage.new(pdf)
+        image.load_jpeg(io.BytesIO(buf.getvalue()), inline=True)
+        image.set_matrix(pdfium.PdfMatrix().scale(144, 192))
+        page.insert_obj(image)
+        page.gen_content()
+    out = io.BytesIO()
+    pdf.save(out)
+    return out.getvalue()
+
+
+class CountingOcr:
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.lock = threading.Lock()
+        self.on_first_call: list[object] = []
+
+    def available(self) -> bool:
+        return True
+
+    def recognize(self, image: bytes) -> str:
+        with self.lock:
+            self.calls += 1
+            first = self.calls == 1
+        if first:
+            for action in self.on_first_call:
+                action()  # type: ignore[operator]
+        return "page words"
+
+
+def small_ranges(deps: Services) -> None:
+    deps.settings = replace(deps.settings, parse_parallel_pages=4, parse_range_pages=2)
+
+
+def fan_out(deps: Services, kb: KnowledgeBase, ocr: object) -> str:
+    small_ranges(deps)
+    deps.replace_ocr_asr(ocr, None)  # type: ignore[arg-type]
+    created = upload(deps, kb, "scan.pdf", scanned_pdf(PAGES))
+    deliver(deps, "docreader")  # the first message fans out: one message per range
+    return created.id
+
+
+def test_a_copy_of_a_range_run_while_it_is_parsed_leaves_it_to_its_holder(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    ocr = CountingOcr()
+    knowledge_id = fan_out(deps, kb, ocr)
+    ranges = queue.receive("docreader", 3)
+    [first] = [json.loads(r["body"]) for r in ranges["Records"] if json.loads(r["body"])["page_start"] == 0]
+    queue.send_raw("docreader", first)  # a copy of the first range, as a second fan-out sends it
+
+    def copy_in_another_invocation() -> None:  # while the first range's first page is OCR'd
+        copy = queue.receive("docreader", 1)
+        worker = threading.Thread(target=lambda: queue.settle(copy, docreader.handle(deps, copy, None)))
+        worker.start()
+        worker.join(timeout=20)  # a copy that parses waits for the holder's PDF reader: it times out
+
+    ocr.on_first_call.append(copy_in_another_invocation)
+    queue.settle(ranges, docreader.handle(deps, ranges, None))
+    drain(deps)
+    assert ocr.calls == PAGES
+    assert deps.knowledge.get(knowledge_id).parse_status.value != "failed"
+
+
+def test_a_stale_claim_is_taken_over(deps: Services, kb: KnowledgeBase, files: MemoryFileStore) -> None:
+    ocr = CountingOcr()
+    knowledge_id = fan_out(deps, kb, ocr)
+    knowledge = deps.knowledge.get(knowledge_id)
+    died = {"token": "a-parse-that-died", "claimed_at": time.time() - STALE}
+    files.save(range_key(knowledge, part_name(0, CLAIM)), json.dumps(died).encode())
+    drain(deps)
+    assert ocr.calls == PAGES
+    assert deps.chunks.list(knowledge_id)
+    assert not [key for key in files.keys(f"{kb.tenant_id}/") if ".ranges/" in key]
+
+
+def test_a_failed_parse_releases_its_claim(deps: Services, kb: KnowledgeBase, files: MemoryFileStore) -> None:
+    ocr = CountingOcr()
+
+    def fail_once() -> None:
+        raise TransientStageError(
+            "Textract failed (ThrottlingException).", code=SpanErrorCode.DOCREADER_UNAVAILABLE
+        )
+
+    ocr.on_first_call.append(fail_once)
+    knowledge_id = fan_out(deps, kb, ocr)
+    deliver(deps, "docreader")  # the ranges: the first one fails and is retried
+    assert not [key for key in files.keys(f"{kb.tenant_id}/") if key.endswith(CLAIM)]
+    drain(deps)
+    assert deps.chunks.list(knowledge_id)
+
+
+class FailingOcr(CountingOcr):
+    """Reads nothing (each page is kept as an image) and refuses the fifth page: the third range fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_at = 5
+
+    def recognize(self, image: bytes) -> str:
+        super().recognize(image)
+        if self.fail_at and self.calls >= self.fail_at:
+            raise PermanentStageError(
+                "Textract rejected the image (BadDocumentException).",
+                code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+            )
+        return "" if self.fail_at else "page words"
+
+
+def test_a_failed_fanned_out_attempt_leaves_nothing_once_the_reparse_is_indexed(
+    deps: Services, kb: KnowledgeBase, files: MemoryFileStore
+) -> None:
+    ocr = FailingOcr()
+    knowledge_id = fan_out(deps, kb, ocr)
+    drain(deps)
+    assert deps.knowledge.get(knowledge_id).parse_status.value == "failed"
+    left_by_failure = [key for key in files.keys(f"{kb.tenant_id}/") if "attempt-1.ranges/" in key]
+    assert left_by_failure  # the failed attempt's plan and stored ranges
+    ocr.fail_at = 0
+    reparse(deps, kb.tenant_id, knowledge_id, ReparseRequest())
+    drain(deps)
+    assert deps.knowledge.get(knowledge_id).attempt == 2
+    assert [key for key in files.keys(f"{kb.tenant_id}/") if "attempt-1" in key] == []
