@@ -33,3 +33,23 @@ def photographed(page_png: bytes, *, seed: int = 3) -> bytes:
     out = io.BytesIO()
     photo.save(out, "JPEG", quality=85)
     return out.getvalue()
+
+
+def scanned_pdf(pages: int) -> bytes:
+    """A PDF of small pages that are one image each: every page is OCR'd, and renders are cheap."""
+    import pypdfium2 as pdfium
+    from PIL import Image
+
+    pdf = pdfium.PdfDocument.new()
+    picture = io.BytesIO()
+    Image.new("RGB", (120, 160), (230, 230, 230)).save(picture, format="JPEG")
+    for _ in range(pages):
+        page = pdf.new_page(144, 192)
+        image = pdfium.PdfImage.new(pdf)
+        image.load_jpeg(io.BytesIO(picture.getvalue()), inline=True)
+        image.set_matrix(pdfium.PdfMatrix().scale(144, 192))
+        page.insert_obj(image)
+        page.gen_content()
+    out = io.BytesIO()
+    pdf.save(out)
+    return out.getvalue()

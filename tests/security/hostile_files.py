@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import struct
+import subprocess
+import sys
+import textwrap
 import zipfile
 import zlib
 from dataclasses import dataclass
 from functools import cache
+
+from project_paths import ROOT
 
 # ---------------------------------------------------------------- a zip writer that can lie
 
@@ -510,3 +516,35 @@ def xls_far_cell(row: int = 0xFFFF, column: int = 0xFFFE) -> bytes:
                 raise AssertionError("no number cell in the sample")
             ole.write_stream("Workbook", bytes(stream))
         return path.read_bytes()
+
+
+def read_in_a_two_gb_child(data: bytes, file_name: str) -> str:
+    """What the docreader answers for `data`, read in a child process limited to 2 GB of address space (the
+    Lambda has 3): a bomb that aborted the worker fails the child's run, a refusal prints its code."""
+    code = textwrap.dedent(
+        f"""
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        from chalicelib.parsers import build_docreader
+        from chalicelib.ports import ReadRequest
+        data = sys.stdin.buffer.read()
+        try:
+            request = ReadRequest(data=data, file_name={file_name!r}, file_type={file_name.rsplit(".", 1)[-1]!r})
+            build_docreader().read(request)
+            print("parsed")
+        except Exception as error:
+            print(getattr(error, "code", ""), error)
+        """
+    )
+    env = {"PATH": os.defpath, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    child = subprocess.run(
+        [sys.executable, "-c", code],
+        input=data,
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    return child.stdout.decode()

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
-import subprocess
-import sys
-import textwrap
 import zlib
 
 import pytest
-from project_paths import CORPUS, ROOT
+from project_paths import CORPUS
 
 from chalicelib.domain.errors import PermanentStageError
 from chalicelib.parsers import build_docreader
 from chalicelib.parsers.base import Limits
 from chalicelib.parsers.guards import preflight
 from chalicelib.ports import ReadRequest
+
+from . import hostile_files as H
 
 MB = 1024 * 1024
 SMALL = {"pdf_max_stream_inflated": MB, "pdf_max_total_inflated": 4 * MB}
@@ -80,34 +78,8 @@ def test_the_audits_pdf_fails_the_document_instead_of_aborting_the_worker() -> N
     """In a child process limited to 2 GB (the Lambda has 3): a 1 GB content stream aborted it before."""
     data = pdf(flate_of_spaces(1024, b"BT /F1 12 Tf 72 720 Td (hello bomb) Tj ET\n"))
     assert len(data) < 2 * MB
-    code = textwrap.dedent(
-        """
-        import resource, sys
-        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-        from chalicelib.parsers import build_docreader
-        from chalicelib.ports import ReadRequest
-        data = sys.stdin.buffer.read()
-        try:
-            build_docreader().read(ReadRequest(data=data, file_name="b.pdf", file_type="pdf", options={}))
-            print("parsed")
-        except Exception as error:
-            print(getattr(error, "code", ""), error)
-        """
-    )
-    env = {"PATH": os.defpath, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    child = subprocess.run(
-        [sys.executable, "-c", code],
-        input=data,
-        capture_output=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert child.returncode == 0, child.stderr[-2000:]
-    assert "docreader_parse_failed The PDF has a compressed stream that expands to more than 256 MB" in (
-        child.stdout.decode()
-    )
+    answer = H.read_in_a_two_gb_child(data, "b.pdf")
+    assert "docreader_parse_failed The PDF has a compressed stream that expands to more than 256 MB" in answer
 
 
 def test_the_page_count_measures_the_streams_before_pdfium_opens_the_file() -> None:

@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import base64
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
-from project_paths import ROOT
 
 from chalicelib.domain.errors import PermanentStageError
 from chalicelib.parsers.base import Limits
@@ -59,35 +55,8 @@ def test_the_audits_workbook_is_refused_before_calamine_copies_its_string() -> N
     text = base64.b64encode(os.urandom(750_000)).decode()  # 1 MB that does not compress
     data = _xlsx(_cells([0] * 3_000), _strings(text))
     assert len(data) < 1_100_000
-    code = textwrap.dedent(
-        """
-        import resource, sys
-        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-        from chalicelib.parsers import build_docreader
-        from chalicelib.ports import ReadRequest
-        data = sys.stdin.buffer.read()
-        try:
-            build_docreader().read(ReadRequest(data=data, file_name="b.xlsx", file_type="xlsx", options={}))
-            print("parsed")
-        except Exception as error:
-            print(getattr(error, "code", ""), error)
-        """
-    )
-    env = {"PATH": os.defpath, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    child = subprocess.run(
-        [sys.executable, "-c", code],
-        input=data,
-        capture_output=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert child.returncode == 0, child.stderr[-2000:]
-    assert (
-        "docreader_parse_failed The document's text is more than 50,000,000 characters"
-        in child.stdout.decode()
-    )
+    answer = H.read_in_a_two_gb_child(data, "b.xlsx")
+    assert "docreader_parse_failed The document's text is more than 50,000,000 characters" in answer
 
 
 def test_the_text_the_cells_name_is_counted_not_the_longest_string_for_each_cell() -> None:

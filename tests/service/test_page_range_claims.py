@@ -6,14 +6,12 @@ indexed, what an earlier fanned-out attempt left (plan, ranges, their images) is
 
 from __future__ import annotations
 
-import io
 import json
 import threading
 import time
 from dataclasses import replace
 
-import pypdfium2 as pdfium
-from PIL import Image
+from page_images import scanned_pdf
 
 from chalicelib.adapters.memory.files import MemoryFileStore
 from chalicelib.adapters.memory.queues import MemoryTaskQueue
@@ -30,23 +28,6 @@ from .conftest import deliver, drain, upload
 PAGES = 6  # three ranges of two pages
 CLAIM = ".claim.json"  # a range's claim: pages-000000.claim.json
 STALE = 3600  # older than any docreader invocation runs (900 s)
-
-
-def scanned_pdf(pages: int) -> bytes:
-    """Pages that are one image each: every page is OCR'd."""
-    pdf = pdfium.PdfDocument.new()
-    buf = io.BytesIO()
-    Image.new("RGB", (120, 160), (230, 230, 230)).save(buf, format="JPEG")
-    for _ in range(pages):
-        page = pdf.new_page(144, 192)
-        image = pdfium.PdfImage.new(pdf)
-        image.load_jpeg(io.BytesIO(buf.getvalue()), inline=True)
-        image.set_matrix(pdfium.PdfMatrix().scale(144, 192))
-        page.insert_obj(image)
-        page.gen_content()
-    out = io.BytesIO()
-    pdf.save(out)
-    return out.getvalue()
 
 
 class CountingOcr:

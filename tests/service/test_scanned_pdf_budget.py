@@ -4,13 +4,11 @@ failed such scans permanently)."""
 
 from __future__ import annotations
 
-import io
 import time as real_time
 from types import SimpleNamespace
 
-import pypdfium2 as pdfium
 import pytest
-from PIL import Image
+from page_images import scanned_pdf
 
 import chalicelib.parsers.base as base
 from chalicelib.adapters.memory import MemoryTaskQueue
@@ -21,22 +19,6 @@ from .conftest import deliver, upload
 
 #: the slowest a scanned page takes (settings.py: "about 2-4 s")
 SECONDS_PER_SCANNED_PAGE = 4.0
-
-
-def scanned_pdf(pages: int) -> bytes:
-    pdf = pdfium.PdfDocument.new()
-    picture = io.BytesIO()
-    Image.new("RGB", (120, 160), (230, 230, 230)).save(picture, format="JPEG")
-    for _ in range(pages):
-        page = pdf.new_page(144, 192)  # small pages: cheap renders
-        image = pdfium.PdfImage.new(pdf)
-        image.load_jpeg(io.BytesIO(picture.getvalue()), inline=True)
-        image.set_matrix(pdfium.PdfMatrix().scale(144, 192))
-        page.insert_obj(image)
-        page.gen_content()
-    out = io.BytesIO()
-    pdf.save(out)
-    return out.getvalue()
 
 
 class SlowOcr:

@@ -129,7 +129,9 @@ def test_a_query_the_model_cannot_embed_is_a_503_without_the_providers_words(
     assert SECRET_WORDS not in json.dumps(answer)
     assert model.calls >= 1
     # the operator learns which model failed and how, never what the provider said
-    assert any("embedding for an API request failed" in line and type(error).__name__ in line for line in logged)
+    assert any(
+        "embedding for an API request failed" in line and type(error).__name__ in line for line in logged
+    )
     assert not [line for line in logged if SECRET_WORDS in line]
 
 
