@@ -42,13 +42,13 @@ def _edit(deps: Services, knowledge: Knowledge, chunk_id: str, **body: Any) -> d
 
 def _while_embedding(monkeypatch: pytest.MonkeyPatch, meanwhile: Any) -> None:
     """`meanwhile` runs while the edit embeds its new text: after its checks, before its writes."""
-    real = chunks_module.embed_texts
+    real = chunks_module.embed_for_api
 
     def racing(*args: Any, **kwargs: Any) -> Any:
         meanwhile()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(chunks_module, "embed_texts", racing)
+    monkeypatch.setattr(chunks_module, "embed_for_api", racing)
 
 
 def _refused(call: Any) -> AppError:
