@@ -280,12 +280,10 @@ def _shared_client(service: str, region: str, endpoint_url: str) -> Any:
 
     factory: Any = boto3.client
     config = Config(max_pool_connections=AWS_MAX_POOL_CONNECTIONS)
-    if (
-        service == "s3"
-    ):  # the files bucket: the storage clients' short waits and bounded tries, as a backend's
+    if service == "s3":  # the files bucket: the storage clients' short waits and bounded tries
         from chalicelib.adapters.storage_backends import storage_client_config
 
-        config = config.merge(storage_client_config())
+        config = storage_client_config(max_pool_connections=AWS_MAX_POOL_CONNECTIONS)
     return meter_client(
         factory(service, region_name=region, endpoint_url=endpoint_url or None, config=config)
     )

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from chalicelib.domain import metering
 from chalicelib.domain.errors import (
     BadRequest,
     Conflict,
@@ -194,6 +195,7 @@ def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
     task = deps.tasks.get(task_id)
     if task is None or task.kind != TaskKind.FAQ_IMPORT:
         return
+    metering.attribute(task.kb_id, task.tenant_id)  # the worker meters the import as its knowledge base's
     if _finished(task):  # by an earlier delivery, which may have stopped before tidying up after itself
         _settle(deps, task)
         return

@@ -145,9 +145,9 @@ class SafeUrlImporter:
                 raise ServiceUnavailable(
                     f"could not resolve the URL's host now: {error.reason}; try again", code="dns_unavailable"
                 ) from error
-            raise BadRequest(f"URL rejected: {error.reason}", code="host_unresolved") from error
+            raise BadRequest(f"URL rejected: {error.reason}", code=error.code) from error
         except URLBlocked as error:
-            raise BadRequest(f"URL rejected: {error.reason}", code="ssrf_blocked") from error
+            raise BadRequest(f"URL rejected: {error.reason}", code=error.code) from error
 
     def fetch(self, url: str) -> FetchedDocument:
         file_name, file_type, data, title = fetch_url_document(

@@ -661,17 +661,14 @@ class TranscribeAsr:
             raise PermanentStageError(
                 f"Amazon Transcribe cannot read .{ext} audio", code=SpanErrorCode.UNSUPPORTED_TYPE
             )
+        # a retry of an attempt whose job ran (or finished: no second, billed, job) picks it up
+        if (resumed := self.resume(file_name)) is not None:
+            return resumed
         scope = _scope.get()
         job = self.job_name(scope.key if scope else uuid.uuid4().hex)
-        kept = self._kept_text(job) if scope else None
-        if kept is not None:  # a retry of an attempt whose job finished: no second (billed) job
-            return kept
-        job_info = self._describe(job)
-        if job_info is None:
-            # the setting, else the file name's tag (`hearing.ko.flac`), else identification
-            language_code = self.language_code or transcribe_language_code(language_tag(file_name))
-            job_info = self._start(job, audio, media_format, language_code)
-        return self._outcome(job, job_info, scope, file_name)
+        # the setting, else the file name's tag (`hearing.ko.flac`), else identification
+        language_code = self.language_code or transcribe_language_code(language_tag(file_name))
+        return self._outcome(job, self._start(job, audio, media_format, language_code), scope, file_name)
 
     def resume(self, file_name: str) -> str | None:
         """Within a `transcription_scope`: the transcript of the scope's job, polled without the audio (a

@@ -39,24 +39,24 @@ def read_plan(deps: Dependencies, knowledge: Knowledge) -> dict[str, Any] | None
     return plan
 
 
-def claim_range(deps: Dependencies, knowledge: Knowledge, start: int) -> str | None:
-    """Claims the range starting at page `start` for this invocation: its claim token, or None while
+def claim_range(deps: Dependencies, knowledge: Knowledge, start: int) -> bool:
+    """Claims the range starting at page `start` for this invocation: False while
     another invocation holds a claim younger than CLAIM_STALE_AFTER_SECONDS (a duplicate of the range's
     message: it leaves the range to the holder; a stale claim is taken over, so a range whose parse
     died is redone). The FileStore port has no create-if-absent, so the claim is written and read back:
     of two copies that write it at the same moment the later writer wins, which narrows the double
     parse to copies whose check, write and read-back interleave exactly (see README, "page ranges")."""
-    url = files_of(deps, knowledge).url_for(range_key(knowledge, part_name(start, CLAIM)))
+    key = range_key(knowledge, part_name(start, CLAIM))
+    url = files_of(deps, knowledge).url_for(key)
     held = _read_claim(deps, url)
     if held and time.time() - float(held.get("claimed_at", 0)) < CLAIM_STALE_AFTER_SECONDS:
-        return None
+        return False
     token = uuid.uuid4().hex
-    claim = {"token": token, "claimed_at": time.time()}
     files_of(deps, knowledge).save(
-        range_key(knowledge, part_name(start, CLAIM)), json.dumps(claim).encode(), "application/json"
+        key, json.dumps({"token": token, "claimed_at": time.time()}).encode(), "application/json"
     )
     # gone again: its holder released it (stored the range, or failed and will retry it)
-    return token if _read_claim(deps, url).get("token") == token else None
+    return _read_claim(deps, url).get("token") == token
 
 
 def _read_claim(deps: Dependencies, url: str) -> dict[str, Any]:

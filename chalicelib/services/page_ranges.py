@@ -86,7 +86,7 @@ def parse_range(
     if not deps.files.exists(markdown_url):
         # claimed before the parse: a duplicate of this message run meanwhile (a second fan-out, an
         # at-least-once copy) leaves the range to its holder instead of OCR-ing every page again
-        if claim_range(deps, knowledge, start) is None:
+        if not claim_range(deps, knowledge, start):
             logger.info(
                 "page range held by another parse: left to it",
                 extra={"knowledge_id": knowledge.id, "page_start": start},
@@ -95,7 +95,7 @@ def parse_range(
         try:
             # stored meanwhile by the holder whose claim this one followed: nothing left to parse
             kept = deps.files.exists(markdown_url) or _parse_and_store(
-                deps, knowledge, plan, start, end, store_images
+                deps, knowledge, plan, start, end, markdown_url, store_images
             )
         finally:
             release_range(deps, knowledge, start)  # done (the Markdown marks it) or failed: a retry claims it
@@ -122,12 +122,12 @@ def _parse_and_store(
     plan: dict[str, Any],
     start: int,
     end: int,
+    markdown_url: str,
     store_images: Callable[[Knowledge, Any], ResolvedImages],
 ) -> bool:
     """Parses pages [start, end), stores the range's image list, then its Markdown (the "done" mark), and
     records the range's sub-span; False when the document moved on meanwhile (what was written is
     undone)."""
-    markdown_url = files_of(deps, knowledge).url_for(range_key(knowledge, part_name(start, ".md")))
     result = deps.docreader().read(
         ReadRequest(
             data=deps.files.read(plan["source"]),

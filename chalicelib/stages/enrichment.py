@@ -71,7 +71,7 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
         raise Skip("knowledge base deleted")
-    span_id = f"postprocess.{task.subtask.id}"
+    span_id = task.span_id
     try:
         if kind == "summary":
             outputs = summary(deps, knowledge, kb)

@@ -14,12 +14,11 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, Field, ValidationError
 
-from chalicelib.domain import metering
 from chalicelib.domain.errors import DeferredStageError
 from chalicelib.faq.importing import QUEUE, run
 from chalicelib.ports import Dependencies
 from chalicelib.services.usage import metered_shares
-from chalicelib.stages.runner import come_back_soon, parse_body, process_batch, receive_count
+from chalicelib.stages.runner import come_back_soon, defer_seconds, parse_body, process_batch, receive_count
 
 
 class ImportMessage(BaseModel):
@@ -36,17 +35,14 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
             deps.queue.dead_letter(QUEUE, record.body, f"not an FAQ import: {error.error_count()} error(s)")
             return
         last_try = receive_count(record) >= deps.settings.stage_max_receives
-        # FAQ entries are no documents: an import is its knowledge base's own usage (an unknown task, which
-        # `run` drops, has no knowledge base and is not stored)
-        task = deps.tasks.get(message.task_id)
-        with metered_shares(deps, QUEUE, record, event, context, kb_id=task.kb_id if task else ""):
-            if task is not None:
-                metering.attribute(task.kb_id, task.tenant_id)
+        # FAQ entries are no documents: an import is its knowledge base's own usage (`run` names it with
+        # metering.attribute; an unknown task, which it drops, has no knowledge base and is not stored)
+        with metered_shares(deps, QUEUE, record, event, context):
             try:
                 run(deps, message.task_id, last_try=last_try)
             except DeferredStageError as error:
                 if message.deferrals < deps.settings.max_throttle_deferrals:
-                    delay = int(min(deps.settings.max_defer_seconds, 900, max(1, error.delay_seconds)))
+                    delay = defer_seconds(deps, error.delay_seconds)
                     body = {"task_id": message.task_id, "deferrals": message.deferrals + 1}
                     deps.queue.send_raw(QUEUE, body, delay_seconds=delay)  # progress is saved: it resumes
                     return

@@ -87,6 +87,11 @@ class ImageRef(BaseModel):
 class ImageTaskModel(TaskMessageModel):
     image: ImageRef
 
+    @property
+    def span_id(self) -> str:
+        """The image's span under the multimodal stage (the worker's, and the timeout's when it never ran)."""
+        return f"multimodal.image[{self.image.index}]"
+
 
 class Subtask(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -102,3 +107,8 @@ class Subtask(BaseModel):
 
 class SubtaskMessageModel(TaskMessageModel):
     subtask: Subtask
+
+    @property
+    def span_id(self) -> str:
+        """The subtask's span under postprocess (the worker's, and the timeout's when it never ran)."""
+        return f"postprocess.{self.subtask.id}"

@@ -38,7 +38,7 @@ def run(deps: Dependencies, task: ImageTaskModel) -> dict[str, Any]:
     if kb is None:
         raise Skip("knowledge base deleted")
     image = task.image
-    span_id = f"multimodal.image[{image.index}]"
+    span_id = task.span_id
     deps.tracker.begin_stage(knowledge, Stage.MULTIMODAL)
     effective = resolve(kb, knowledge.process_overrides)
     if not (effective.enable_multimodel or image.original):

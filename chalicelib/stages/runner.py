@@ -92,7 +92,7 @@ def come_back_soon(deps: Dependencies, queue: str, record: SQSRecord) -> None:
         logger.exception("could not shorten a failed message's visibility", extra={"queue": queue})
 
 
-def _defer_seconds(deps: Dependencies, wanted: float) -> int:
+def defer_seconds(deps: Dependencies, wanted: float) -> int:
     """How long a deferred message waits: what was asked, within the settings' cap and SQS's 900 s."""
     return int(min(deps.settings.max_defer_seconds, 900, max(1, wanted)))
 
@@ -179,7 +179,7 @@ def run_stage(
         except DeferredStageError as error:
             if message.deferrals < deps.settings.max_throttle_deferrals:
                 # Throttled: come back later without spending one of the stage's tries.
-                delay = _defer_seconds(deps, error.delay_seconds)
+                delay = defer_seconds(deps, error.delay_seconds)
                 deferred = replace(message, deferrals=message.deferrals + 1)
                 enqueue(deps, stage, deferred, delay_seconds=delay)
                 note("deferred", delay_seconds=delay, deferrals=deferred.deferrals)
@@ -266,9 +266,9 @@ def run_task(
         """The span a counted piece of work writes, as enrichment.run and multimodal.run name it; None for
         the plan, whose timeout the state machine records on the row itself (FailDocument)."""
         if isinstance(body, SubtaskMessageModel):
-            return Stage.POSTPROCESS, f"postprocess.{body.subtask.id}"
+            return Stage.POSTPROCESS, body.span_id
         if isinstance(body, ImageTaskModel):
-            return Stage.MULTIMODAL, f"multimodal.image[{body.image.index}]"
+            return Stage.MULTIMODAL, body.span_id
         return None
 
     def note_never_done(body: T) -> None:
@@ -348,7 +348,7 @@ def run_task(
                 if token and not still_awaited(body, token):
                     return
                 wait = getattr(error, "retry_after", None) or retry_delay(deferrals + 1)
-                delay = _defer_seconds(deps, wait)
+                delay = defer_seconds(deps, wait)
                 again = {**json.loads(record.body), "deferrals": deferrals + 1}
                 deps.queue.send_raw(task, again, delay_seconds=delay)
                 logger.info(

@@ -272,8 +272,7 @@ class DynamoKnowledgeRepo:
         return updated
 
     def in_flight_older_than(self, cutoff_iso: str) -> list[Knowledge]:
-        query = self.model.inflight_index.query("1", self.model.updated_at < cutoff_iso)
-        return [self._from_item(i) for i in query]
+        return list(self.in_flight_after(cutoff_iso))
 
     def in_flight_after(self, cutoff_iso: str, after: tuple[str, str] | None = None) -> Iterator[Knowledge]:
         """Lazy: a page is read when the caller gets to it (housekeeping stops when its time is up)."""

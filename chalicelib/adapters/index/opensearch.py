@@ -163,9 +163,14 @@ def search_text(content: str) -> str | None:
 
 
 def bm25_body(
-    kb_id: str, query_text: str, size: int, knowledge_ids: Sequence[str] | None = None
+    kb_id: str,
+    query_text: str,
+    size: int,
+    knowledge_ids: Sequence[str] | None = None,
+    bounded: str | None = None,
 ) -> dict[str, Any]:
-    query = bounded_query_text(query_text)
+    """`bounded`: `bounded_query_text(query_text)` when the caller has it already."""
+    query = bounded_query_text(query_text) if bounded is None else bounded
     scoring: dict[str, Any] = {
         "must": [
             {
@@ -242,10 +247,14 @@ def unavailable_when_busy() -> Iterator[None]:
         raise
 
 
-def _busy_item(result: Mapping[str, Any]) -> bool:
+def _item_error_kind(result: Mapping[str, Any]) -> str | None:
+    """A bulk item's error type (`version_conflict_engine_exception`, ...), None without one."""
     error = result.get("error")
-    kind = error.get("type") if isinstance(error, Mapping) else None
-    return result.get("status") in _BUSY_STATUSES or kind in _BUSY_ITEM_ERRORS
+    return error.get("type") if isinstance(error, Mapping) else None
+
+
+def _busy_item(result: Mapping[str, Any]) -> bool:
+    return result.get("status") in _BUSY_STATUSES or _item_error_kind(result) in _BUSY_ITEM_ERRORS
 
 
 def _nothing_to_change(op: str, result: Mapping[str, Any]) -> bool:
@@ -253,9 +262,7 @@ def _nothing_to_change(op: str, result: Mapping[str, Any]) -> bool:
     an entry deleted between its scan and the update (a chunk deleted, a reparse): nothing to do, no failure."""
     if result.get("status") != 404:
         return False
-    error = result.get("error")
-    kind = error.get("type") if isinstance(error, Mapping) else None
-    return op == "delete" or (op == "update" and kind == "document_missing_exception")
+    return op == "delete" or (op == "update" and _item_error_kind(result) == "document_missing_exception")
 
 
 def _failure(status: Any, error: Any) -> str:
@@ -662,10 +669,11 @@ class OpenSearchEngine:
     ) -> list[SearchHit]:
         """The BM25 list. A text with no term the analysis keeps (emoji, punctuation) finds nothing, as on the
         embedded engine, and is not sent."""
-        if not bounded_query_text(text):
+        bounded = bounded_query_text(text)
+        if not bounded:
             return []
         try:
-            return self._search(space, bm25_body(kb_id, text, size, knowledge_ids), "bm25_score")
+            return self._search(space, bm25_body(kb_id, text, size, knowledge_ids, bounded), "bm25_score")
         except RequestError:
             # the rest of the request is fixed: a 400 here is the query's text. Not chained: the error
             # carries the server's reason, which may quote the query or the cluster
