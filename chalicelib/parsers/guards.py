@@ -71,17 +71,20 @@ def preflight(
     limits: Limits,
     parts: dict[str, bytes | None] | None = None,
     listing: list[zipfile.ZipInfo] | None = None,
+    streams_checked: bool = False,
 ) -> dict[str, Any]:
     """Refuses (PermanentStageError) a file over any limit; returns what it measured. For a docx/pptx,
     `parts` (when given) receives the package's XML parts and images as the preflight inflated them, so
     that the reader does not inflate them again (check_zip). `listing`: a zip's central directory as
-    base.resolve_file_type read it from these bytes (else it is read here)."""
+    base.resolve_file_type read it from these bytes (else it is read here). `streams_checked`: a PDF's
+    streams were measured already (a page range: the plan measured the same stored bytes)."""
     if file_type in ZIP_KINDS:
         keep = parts if file_type in KEEP_PARTS_TYPES else None
         kind = ZIP_KINDS[file_type]
         return check_zip(data, limits, kind, sheets=file_type == "xlsx", parts=keep, listing=listing)
     if file_type == "pdf":
-        check_pdf_streams(data, limits)  # before pdfium opens it
+        if not streams_checked:
+            check_pdf_streams(data, limits)  # before pdfium opens it
         return {"pages": check_pdf_pages(data, limits)}
     if file_type in IMAGE_EXTENSIONS:
         width, height = check_image_pixels(data, limits)

@@ -146,7 +146,10 @@ class EngineDocReader:
                 "uncompressed_bytes": sum(i.file_size for i in package.infos.values())
             }
         else:
-            measured = preflight(request.data, actual, limits, listing=listing)
+            # a page range's source was measured whole when its plan was made (page_count), not per range
+            measured = preflight(
+                request.data, actual, limits, listing=listing, streams_checked="page_range" in options
+            )
         ctx = ParseContext(ocr=ocr, asr=asr, limits=limits, options=options, package_parts=package)
         engine, note = self.choose(actual, request.engine, options)
         if package is not None and engine.name != "builtin":
