@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, replace
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chalicelib.commands import CreateKnowledgeBase, IndexingStrategySettings, UpdateKnowledgeBase
@@ -17,13 +16,12 @@ from chalicelib.domain.types import (
     KnowledgeBase,
     Task,
     TaskKind,
-    TaskStatus,
 )
 from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models, check_storage_backend
 from chalicelib.services.ownership import kb_allowed, require_kb, require_whole_tenant, shared_kbs
 from chalicelib.tasks import deliver_again, new_task, start_task
-from chalicelib.tasks.reembed import FROM_ENGINE, FROM_MODEL
+from chalicelib.tasks.reembed import FROM_ENGINE, FROM_MODEL, reembed_running
 
 NOTHING_INDEXED = (
     "the indexing strategy turns every index off (vector, keyword, wiki, graph): nothing could be found; "
@@ -113,7 +111,7 @@ def update_kb(
         # a re-embed whose task died (its message dead-lettered) no longer holds the knowledge base: this
         # change replaces it, and its task runs once more to take its half-built index away
         dead_reembed = (
-            kb.reembed_to.get("task_id") if kb.reembed_to and not _reembed_running(deps, kb) else None
+            kb.reembed_to.get("task_id") if kb.reembed_to and not reembed_running(deps, kb) else None
         )
         if dead_reembed:
             changed = replace(changed, reembed_to={})
@@ -189,7 +187,7 @@ def _changed(
             "a new embedding model or engine re-embeds every document; reparse before or after it, not with it",
             code="reembed_with_reparse",
         )
-    if _reembed_running(deps, kb):
+    if reembed_running(deps, kb):
         raise Conflict(
             "a re-embed of this knowledge base is under way", code="reembed_running", data=dict(kb.reembed_to)
         )
@@ -200,15 +198,3 @@ def _changed(
             code="reembed_required",
         )
     return changed, {"embedding_model_id": model, "retrieval_engine": engine}
-
-
-def _reembed_running(deps: Dependencies, kb: KnowledgeBase) -> bool:
-    """A re-embed is under way: its task is queued or running and saved progress within the stale limit
-    (a running task saves at least every slice, and a waiting one every retry). One that ended without
-    clearing it, or whose message was dead-lettered and saves nothing any more, no longer counts."""
-    if not kb.reembed_to:
-        return False
-    task = deps.tasks.get(kb.reembed_to.get("task_id", ""))
-    if task is None or task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
-        return False
-    return task.updated_at >= datetime.now(UTC) - timedelta(seconds=deps.settings.stale_after_seconds)

@@ -1,8 +1,9 @@
 """Move knowledge between knowledge bases, and clone a knowledge base (spec §1.25): the request side.
 
 A request checks what it can up front (tenant, knowledge bases, compatibility: 400 before any work; a
-re-embed of either knowledge base under way: 409), records a durable task and queues it; the lifecycle worker
-(`tasks/move_clone.py`, `tasks/clone.py`) does the work item by item, and checks compatibility again there.
+re-embed of either knowledge base under way: 409, and one whose task died is settled, not waited for),
+records a durable task and queues it; the lifecycle worker (`tasks/move_clone.py`, `tasks/clone.py`) does
+the work item by item, and checks compatibility again there.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from chalicelib.services.ownership import require_kb, require_whole_tenant
 from chalicelib.services.tag_names import tag_names
 from chalicelib.tasks import new_task, start_task
 from chalicelib.tasks.move_clone import check_compatible
+from chalicelib.tasks.reembed import settle_dead_reembed
 
 
 def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> Task:
-    source = require_kb(deps, tenant_id, request.source_kb_id)
-    target = require_kb(deps, tenant_id, request.target_kb_id)
+    source = settle_dead_reembed(deps, require_kb(deps, tenant_id, request.source_kb_id))
+    target = settle_dead_reembed(deps, require_kb(deps, tenant_id, request.target_kb_id))
     check_compatible(deps, source, target, same_engine=request.mode == "reuse_vectors")
     ids = list(dict.fromkeys(request.ids))
     tags: dict[str, list[str]] = {}
@@ -56,11 +58,11 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
 def clone_kb(
     deps: Dependencies, tenant_id: str, kb_id: str, request: CloneKnowledgeBaseRequest
 ) -> dict[str, Any]:
-    source = require_kb(deps, tenant_id, kb_id)
+    source = settle_dead_reembed(deps, require_kb(deps, tenant_id, kb_id))
     if request.target_kb_id is not None:
         if request.name is not None:
             raise BadRequest("give either target_kb_id or name, not both", code="invalid_body")
-        target = require_kb(deps, tenant_id, request.target_kb_id)
+        target = settle_dead_reembed(deps, require_kb(deps, tenant_id, request.target_kb_id))
         check_compatible(deps, source, target, same_engine=True)
     else:
         require_whole_tenant()  # a new knowledge base, which a key limited to some would not reach

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,13 +24,12 @@ from chalicelib.domain import metering
 from chalicelib.domain.errors import AppError, StageError
 from chalicelib.domain.status import REPARSE_FROM
 from chalicelib.domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
-from chalicelib.faq.entries import FAQ_KB_TYPE
 from chalicelib.ports import Dependencies
 from chalicelib.services.events import task_finished
-from chalicelib.services.usage import carry_usage, document_share, metered_shares
+from chalicelib.services.usage import carry_usage, metered_shares
 from chalicelib.stages.runner import come_back_soon, parse_body, process_batch
 from chalicelib.tasks.delete import delete_one
-from chalicelib.tasks.reembed import SWITCH_ITEM, RetryTaskLater, reembed_work
+from chalicelib.tasks.reembed import RetryTaskLater, reembed_work
 
 QUEUE = "lifecycle"
 SLICE_SECONDS = 30.0
@@ -53,7 +51,8 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
                 QUEUE, record.body, f"not a lifecycle task: {error.error_count()} error(s)"
             )
             return
-        # a re-embed's documents are each their own usage entry; the rest is the task's knowledge base's
+        # a re-embed's documents are each their own usage entry (tasks/reembed.py opens their shares);
+        # the rest is the task's knowledge base's
         with metered_shares(deps, QUEUE, record, event, context):
             try:
                 run(deps, message.task_id)
@@ -74,13 +73,11 @@ def run(deps: Dependencies, task_id: str) -> None:
         return  # unknown, or finished by an earlier delivery
     task.status = TaskStatus.RUNNING
     metering.attribute(task.kb_id, task.tenant_id)
-    metered_documents = _metered_documents(deps, task)
     deadline = time.monotonic() + SLICE_SECONDS
     try:
         for count, (item, work) in enumerate(_work(deps, task), start=1):
             try:
-                with _item_usage(deps, item, metered_documents):
-                    work()
+                work()
                 if task.kind == TaskKind.MOVE:  # its cost follows it: counted in the target from now on
                     carry_usage(deps, deps.usage.for_knowledge(item), task.kb_id)
                 task.succeeded += 1
@@ -128,21 +125,6 @@ def run(deps: Dependencies, task_id: str) -> None:
     )
     if _save(deps, task):  # a later delivery finds the task finished and returns: announced once
         task_finished(deps, task)
-
-
-def _metered_documents(deps: Dependencies, task: Task) -> bool:
-    """Whether the task's items are documents whose work is their own usage entry: a re-embed's, in a
-    knowledge base of documents (an FAQ knowledge base's items are its entries, no document's)."""
-    if task.kind != TaskKind.REEMBED:
-        return False
-    kb = deps.kbs.get(task.kb_id)
-    return kb is not None and kb.type != FAQ_KB_TYPE
-
-
-def _item_usage(deps: Dependencies, item: str, metered_documents: bool) -> AbstractContextManager[None]:
-    """The item's document's own share of the slice's usage (the tokens of its embedding, its index writes)."""
-    row = deps.knowledge.get(item) if metered_documents and item != SWITCH_ITEM else None
-    return document_share(TaskKind.REEMBED.value, row) if row is not None else nullcontext()
 
 
 def _save(deps: Dependencies, task: Task) -> bool:

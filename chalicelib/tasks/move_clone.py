@@ -38,6 +38,7 @@ from chalicelib.services import resources
 from chalicelib.services.tag_names import tag_by_names
 from chalicelib.tasks.delete import delete_one
 from chalicelib.tasks.move_across import carry_objects
+from chalicelib.tasks.reembed import reembed_running
 
 #: one item of a task and the call that does it
 Work = tuple[str, Callable[[], None]]
@@ -52,7 +53,9 @@ def check_compatible(
 ) -> None:
     """Same KB type and embedding model (vectors of one space), and for moved or copied index entries the
     same retrieval engine; else a 400 with a stable code. Neither may be re-embedding (409
-    `reembed_running`): its switch would take the entries moved or copied in its old space away with it."""
+    `reembed_running`): its switch would take the entries moved or copied in its old space away with it.
+    A re-embed whose task ended or died (`reembed_running`) is none: its knowledge base stayed on its old
+    model."""
     if source.id == target.id:
         raise BadRequest("the source and the target are the same knowledge base", code="same_knowledge_base")
     if source.type != target.type:
@@ -73,7 +76,7 @@ def check_compatible(
             code="retrieval_engine_mismatch",
         )
     for role, kb in (("source", source), ("target", target)):
-        if kb.reembed_to:
+        if reembed_running(deps, kb):
             raise Conflict(
                 f"the {role} knowledge base is being re-embedded: try again once its re-embed is done",
                 code="reembed_running",

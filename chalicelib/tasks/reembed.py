@@ -16,12 +16,20 @@ Nothing is lost on the way: a provider that fails for a while (throttled, unavai
 message later, and a document the new model refuses aborts the re-embed before the switch (the knowledge
 base stays on its old model, the new entries go). A delivery that finds the switch written but its own
 progress not saved finishes the clean-up instead of failing.
+
+A re-embed is under way while the knowledge base's `reembed_to` names a task that is queued or running and
+saved progress within the stale limit (`reembed_running`): move, clone and another model change wait for it
+(409 `reembed_running`). One whose task ended without clearing it, or died (dead-lettered, its Lambda killed
+and never retried), holds nothing: the next such request settles it (`settle_dead_reembed`, or the same in
+`update_kb`'s own write), and the task's one more delivery takes its half-built index away.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import NoReturn
 
@@ -33,11 +41,13 @@ from chalicelib.domain.errors import (
     TransientStageError,
 )
 from chalicelib.domain.status import is_in_flight
-from chalicelib.domain.types import TERMINAL_STATUSES, KnowledgeBase, Task
+from chalicelib.domain.types import TERMINAL_STATUSES, Knowledge, KnowledgeBase, Task, TaskKind, TaskStatus
 from chalicelib.faq.entries import FAQ_KB_TYPE, all_entries
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, RetrieveEngine, iter_batches
 from chalicelib.services.indexing import EmbeddingRun
+from chalicelib.services.usage import document_share
+from chalicelib.tasks import deliver_again
 
 Work = tuple[str, Callable[[], None]]
 SWITCH_ITEM = "switch"
@@ -81,14 +91,52 @@ class Target:
         return self.old_space != self.new_space or self.old_engine.engine_name != self.new_engine.engine_name
 
 
+def reembed_running(deps: Dependencies, kb: KnowledgeBase) -> bool:
+    """A re-embed is under way: its task is queued or running and saved progress within the stale limit
+    (a running task saves at least every slice, and a waiting one every retry). One that ended without
+    clearing it, or whose message was dead-lettered and saves nothing any more, no longer counts."""
+    if not kb.reembed_to:
+        return False
+    task = deps.tasks.get(kb.reembed_to.get("task_id", ""))
+    if task is None or task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
+        return False
+    return task.updated_at >= datetime.now(UTC) - timedelta(seconds=deps.settings.stale_after_seconds)
+
+
+def settle_dead_reembed(deps: Dependencies, kb: KnowledgeBase) -> KnowledgeBase:
+    """`kb` with a dead re-embed's mark cleared (a live one, or none, leaves it as it is). It stays on its
+    old model, which search used all along; the dead task runs once more and, finding itself replaced,
+    takes its half-built index away (`_gone`), and can never switch any more."""
+    for _ in range(5):
+        if not kb.reembed_to or reembed_running(deps, kb):
+            return kb
+        dead_task = kb.reembed_to.get("task_id", "")
+        settled = deps.kbs.update(replace(kb, reembed_to={}))
+        if settled is not None:
+            if dead_task:
+                deliver_again(deps, dead_task)
+            return settled
+        current = deps.kbs.get(kb.id, consistent=True)  # changed meanwhile: look again
+        if current is None:
+            return kb
+        kb = current
+    return kb
+
+
 def _owners(deps: Dependencies, kb: KnowledgeBase) -> tuple[list[str], bool]:
+    owners, waiting = _owner_rows(deps, kb)
+    return list(owners), waiting
+
+
+def _owner_rows(deps: Dependencies, kb: KnowledgeBase) -> tuple[dict[str, Knowledge | None], bool]:
     """The ids index entries are kept under (documents, or FAQ entries) that are ready to be re-embedded,
-    and whether some are still on their way."""
+    each with its document's row (None for an FAQ entry, which is no document), and whether some are still
+    on their way."""
     if kb.type == FAQ_KB_TYPE:
-        return [entry.id for entry in all_entries(deps, kb.id) if entry.indexed], False
+        return {entry.id: None for entry in all_entries(deps, kb.id) if entry.indexed}, False
     rows = deps.knowledge.list_by_kb(kb.id, 1, 1_000_000).items
     # a failed or cancelled document may keep entries (a cancel keeps what was indexed): theirs move too
-    settled = [r.id for r in rows if r.parse_status in TERMINAL_STATUSES]
+    settled: dict[str, Knowledge | None] = {r.id: r for r in rows if r.parse_status in TERMINAL_STATUSES}
     return settled, any(is_in_flight(r.parse_status) for r in rows)
 
 
@@ -104,12 +152,12 @@ def reembed_work(deps: Dependencies, task: Task) -> Iterator[Work]:
                 yield SWITCH_ITEM, partial(_gone, deps, task, kb)
         return
     target = Target(deps, _from(task, kb), _to(task))
-    owners, waiting = _owners(deps, kb)
+    owners, waiting = _owner_rows(deps, kb)
     done = set(task.items)
-    for owner in owners:
+    for owner, row in owners.items():
         if owner not in done:
             # recorded once embedded: an owner a provider failure interrupts is taken again next time
-            yield owner, partial(_reembed_recorded, deps, kb, target, task, owner)
+            yield owner, partial(_reembed_recorded, deps, kb, target, task, owner, row)
     if waiting:
         raise WaitForDocuments(f"documents of knowledge base {kb.id} are still being ingested")
     yield SWITCH_ITEM, partial(_switch, deps, task, target)  # recorded once written
@@ -158,9 +206,15 @@ def _half_built_index_is_orphaned(kb: KnowledgeBase | None, task: Task) -> bool:
     return _to(task) not in (current, building)
 
 
-def _reembed_recorded(deps: Dependencies, kb: KnowledgeBase, target: Target, task: Task, owner: str) -> None:
+def _reembed_recorded(
+    deps: Dependencies, kb: KnowledgeBase, target: Target, task: Task, owner: str, row: Knowledge | None
+) -> None:
+    """`row`: the owner's document, as listed, whose own usage entry the work is (an FAQ entry's is the
+    knowledge base's)."""
+    usage = document_share(TaskKind.REEMBED.value, row) if row is not None else nullcontext()
     try:
-        _provider_retried(task, partial(_reembed_owner, deps, kb, target, owner))
+        with usage:
+            _provider_retried(task, partial(_reembed_owner, deps, kb, target, owner))
     except (AppError, StageError):
         task.items.append(owner)  # the task records it as failed: not taken again, and no switch
         raise
