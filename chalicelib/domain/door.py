@@ -17,6 +17,10 @@ job keeps it. A message whose own place lapsed anyway (a worker killed: the queu
 its visibility timeout) is not stale while the door lists no other turn of the document: it takes a place
 again, or waits for one, like a newcomer keeping its ticket. So a lapsed place is struck only when the
 door needs it for another document, not at once: until then it tells its message apart from a stale one.
+
+Past the door (chunking, embedding), a message renews its document's lease when it is within half a lease
+of expiring, and takes a struck place back even over the cap (`places_past_the_door`): the document is in
+the pipeline, so the row counts it, and the tenant's next document waits until the count is under the cap.
 """
 
 from __future__ import annotations
@@ -115,10 +119,25 @@ def verdict(door: Door, knowledge_id: str, ticket: str, now: float) -> Verdict:
         return Verdict.HOLDS if not ticket or place.ticket == ticket else Verdict.STALE
     if not ticket or door.listed(knowledge_id, ticket) is not None:
         return Verdict.TRY
-    if place is not None and place.ticket == ticket and not door.entries_of(knowledge_id):
-        # its own lapsed place, and no other turn of the document listed: dropping it would drop the document
+    if (place is None or place.ticket == ticket) and not door.entries_of(knowledge_id):
+        # its own place lapsed (still listed, or struck for another document since: a killed worker's
+        # message comes back only after the queue's visibility timeout) and no other turn of the document
+        # is listed: dropping it would drop the document. A copy of a document that left meanwhile takes a
+        # place it gives back at once (the docreader finds the row not processable)
         return Verdict.RETAKE
     return Verdict.STALE
+
+
+def renewal_due(place: Place, now: float, lease_seconds: float) -> bool:
+    """A later stage renews its document's lease only within half a lease of its expiry (or after it):
+    most of its messages read the door and write nothing."""
+    return place.expires - now < lease_seconds / 2
+
+
+def places_past_the_door(cap: int) -> int:
+    """How many places a tenant's row may list when a document past the door takes its struck place back
+    over the cap: bounded, so places taken back in a burst cannot grow the row without end."""
+    return 2 * cap
 
 
 def is_full(door: Door, cap: int, now: float) -> bool:

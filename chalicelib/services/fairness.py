@@ -8,7 +8,17 @@ first out. Two rules at the pipeline's door (the docreader), both kept in Dynamo
   docreader and the index. The places are leases in the tenant's row, given back when the document is
   indexed, fails, is cancelled or deleted; a lease nobody gave back frees itself, and one a message of its
   holder comes back to (a transcription's resume) is renewed. A message whose own place lapsed anyway (a
-  killed worker) takes a place again or waits for one, never dropped for the lapse. A document that finds
+  killed worker) takes a place again or waits for one, never dropped for the lapse. Past the door, every
+  chunking and embedding message keeps the place (`keep_place`): it renews the lease once it is within
+  half a lease of expiring (one read of the row per message, one conditional write only then), so a long
+  chunking and embedding keeps its place. A later message whose place lapsed and was struck for another
+  document (a message delayed longer than the lease) is already past the door with work in flight: it is
+  never dropped nor held back; it takes its place back at once, even over the cap (at most twice the cap
+  listed), so the tenant's next documents wait until the count is under the cap again. Nothing accepted is
+  lost and nothing waits on it: the place is given back when the document leaves, as every place. A
+  docreader message whose place lapsed and was struck (its worker killed, the message back after the
+  queue's visibility timeout) takes a place again or waits, as long as no other turn of the document is
+  listed (`doors.verdict`), and page ranges keep the place as later stages do. A document that finds
   them all taken is written down as a waiter in the same row and its message comes back only after
   `turn_backstop_seconds`: the place given back wakes the oldest waiter at once (a message with a new
   ticket), so a backlog is not looked at again and again while it waits (issue 27: it was 161-238
@@ -24,7 +34,8 @@ from enum import Enum
 from chalicelib.domain import door as doors
 from chalicelib.domain import turns
 from chalicelib.domain.errors import AwaitingTurn
-from chalicelib.domain.types import Stage, StageMessage
+from chalicelib.domain.status import BEGIN_PROCESSING_FROM
+from chalicelib.domain.types import Knowledge, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, TurnBookBusy
 from chalicelib.services.stage_queue import enqueue
@@ -98,6 +109,8 @@ def _take_place(deps: Dependencies, message: StageMessage, cap: int) -> tuple[En
             if _renew(deps, message, door, now):
                 return Entry.HELD, True
             continue  # its place was given back or struck meanwhile: read again
+        if verdict is doors.Verdict.RETAKE and door.place_of(knowledge_id) is None:
+            verdict = _struck_place_verdict(deps, message)
         if verdict is doors.Verdict.STALE:
             _drop_stale(deps, door, message)
             return Entry.STALE, True
@@ -120,6 +133,20 @@ def _take_place(deps: Dependencies, message: StageMessage, cap: int) -> tuple[En
         ):
             return Entry.ENTERED, retaking
     raise RuntimeError(f"the pipeline door of tenant {tenant_id} kept changing under {ATTEMPTS} reads")
+
+
+def _struck_place_verdict(deps: Dependencies, message: StageMessage) -> doors.Verdict:
+    """A message whose place nobody lists any more: struck after it lapsed (its worker killed mid-read),
+    or given back because the document left the pipeline (a late copy). Only a document still on its way
+    in (this attempt, not yet indexed) takes a place again."""
+    row = deps.knowledge.get(message.knowledge_id)
+    on_its_way = (
+        row is not None
+        and row.attempt == message.attempt
+        and row.parse_status in BEGIN_PROCESSING_FROM
+        and row.processed_at is None
+    )
+    return doors.Verdict.RETAKE if on_its_way else doors.Verdict.STALE
 
 
 def _wait(
@@ -183,6 +210,37 @@ def wake_waiters(deps: Dependencies, tenant_id: str, door: doors.Door | None = N
             enqueue(deps, Stage.DOCREADER, message)
             woken += 1
     return woken
+
+
+def keep_place(deps: Dependencies, knowledge: Knowledge) -> None:
+    """A message of a stage past the door (chunking, embedding) works on `knowledge`, read live: its lease
+    is renewed when it is about to lapse, and a place struck after it lapsed is taken back, over the cap if
+    need be: the document is in the pipeline and must be counted, never dropped or held back for it."""
+    cap = deps.settings.tenant_pipeline_cap
+    if cap <= 0 or knowledge.processed_at is not None:  # indexed: it gave its place back
+        return
+    tenant_id, lease = knowledge.tenant_id, deps.settings.pipeline_lease_seconds
+    now = time.time()
+    door = deps.tenants.pipeline_door(tenant_id)
+    held = door.place_of(knowledge.id)
+    if held is not None:
+        if not doors.renewal_due(held, now, lease):
+            return
+        renewed = doors.Place(held.knowledge_id, now + lease, held.ticket)
+        if not deps.tenants.renew_pipeline_place(tenant_id, held.member, renewed.member):
+            # struck or given back since the read: its next message takes it back
+            logger.info("pipeline place gone before its renewal", extra={"knowledge_id": knowledge.id})
+        return
+    place = doors.Place(knowledge.id, now + lease)
+    taken = deps.tenants.take_pipeline_place(
+        tenant_id, place.member, doors.places_past_the_door(cap), frozenset(), ""
+    )
+    logger.warning(
+        "a document past the door took back its pipeline place (lapsed and struck)"
+        if taken  # else the row lists twice the cap: it goes on uncounted, its next message tries again
+        else "a document past the door goes on without a pipeline place: its tenant's row is full",
+        extra={"knowledge_id": knowledge.id, "live": len(door.live(now))},
+    )
 
 
 def leave_pipeline(deps: Dependencies, tenant_id: str, knowledge_id: str) -> None:

@@ -21,6 +21,7 @@ from chalicelib.domain.types import Knowledge, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ReadRequest, ResolvedImages
 from chalicelib.services import resources
+from chalicelib.services.fairness import keep_place
 from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.page_range_store import (
     PLAN,
@@ -77,6 +78,7 @@ def parse_range(
     knowledge = live_knowledge(deps, message)
     if knowledge is None:
         return
+    keep_place(deps, knowledge)  # a long scan's ranges keep the tenant's place, as later stages do
     plan = read_plan(deps, knowledge)
     if plan is None:  # assembled already (the plan goes last), or a message from before the plan
         logger.info("page range without a plan: dropped", extra={"knowledge_id": knowledge.id})
@@ -184,6 +186,7 @@ def assemble(
     knowledge = live_knowledge(deps, message)
     if knowledge is None:
         return None
+    keep_place(deps, knowledge)
     plan = read_plan(deps, knowledge)
     if plan is None:
         parsed = files_of(deps, knowledge).url_for(

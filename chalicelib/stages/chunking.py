@@ -17,6 +17,7 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
+from chalicelib.services.fairness import keep_place
 from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
@@ -44,6 +45,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     knowledge = live_knowledge(deps, message)
     if knowledge is None:
         return
+    keep_place(deps, knowledge)  # a long chunking and embedding keeps its tenant's place
     if knowledge.processed_at is not None:
         # indexed already (a redelivered message): chunking again would replace the chunks enrichment
         # has added since and queue the embedding once more

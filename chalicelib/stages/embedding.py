@@ -24,7 +24,7 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, StorageQuotaExceeded
 from chalicelib.services import page_range_store
 from chalicelib.services.derived_data import remove_derived_data
-from chalicelib.services.fairness import attempt_leaves_pipeline, leave_pipeline
+from chalicelib.services.fairness import attempt_leaves_pipeline, keep_place, leave_pipeline
 from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, index_knowledge, index_slice
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.stage_queue import enqueue
@@ -41,6 +41,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     knowledge = live_knowledge(deps, message)
     if knowledge is None:
         return
+    keep_place(deps, knowledge)  # every slice and continuation: a long embedding keeps its tenant's place
     kb = deps.kbs.get(knowledge.kb_id)
     if kb is None:
         raise PermanentStageError("the knowledge base no longer exists")

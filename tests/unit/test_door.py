@@ -50,3 +50,21 @@ def test_members_read_back() -> None:
     assert Waiter.parse(waiter.member) == waiter
     assert Place.parse(Place("k-1", 99.0, "abc").member) == Place("k-1", 99.0, "abc")
     assert Place.parse("k-1|99") == Place("k-1", 99.0)  # a lease written before tickets
+
+
+def test_a_later_stage_renews_only_within_half_a_lease_of_the_expiry() -> None:
+    held = Place("a", 1000.0)
+    assert not doors.renewal_due(held, 1000.0 - 1800 * 0.6, 1800)  # 60% left: no write
+    assert doors.renewal_due(held, 1000.0 - 1800 * 0.4, 1800)
+    assert doors.renewal_due(held, 1100.0, 1800)  # lapsed, still listed: renewed too
+    assert doors.places_past_the_door(8) == 16
+
+
+def test_a_message_whose_lapsed_place_was_struck_takes_one_again() -> None:
+    # a killed worker's message comes back after the visibility timeout (90 min), past the 30-min lease; the
+    # place was struck for another document meanwhile: nothing lists this one, so it is no stale copy
+    struck = door([Place("other", 5000.0)], [])
+    assert doors.verdict(struck, "big", "t1", 4000.0) is Verdict.RETAKE
+    # another turn of the document is listed (a wake with a newer ticket): this copy is stale
+    woken = door([Place("other", 5000.0)], [Waiter("big", 1, 10.0, "t2", woken_at=3990.0)])
+    assert doors.verdict(woken, "big", "t1", 4000.0) is Verdict.STALE
