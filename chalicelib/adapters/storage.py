@@ -4,11 +4,13 @@ store that routes every URL to its backend."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,42 @@ class LocalFileStore:
             handle.write(data)
         os.replace(tmp, path)
         return self.url_for(key)
+
+    def save_if_absent(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> bool:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            with self._conditional_write():
+                os.link(tmp, path)  # refuses an existing name, and a reader never sees half a file
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+        return True
+
+    def replace_if_unchanged(
+        self, key: str, expected: bytes, data: bytes, content_type: str = "application/octet-stream"
+    ) -> bool:
+        path = self._path(key)
+        with self._conditional_write():
+            try:
+                if path.read_bytes() != expected:
+                    return False
+            except FileNotFoundError:
+                return False
+            self.save(key, data, content_type)
+        return True
+
+    @contextmanager
+    def _conditional_write(self) -> Iterator[None]:
+        """One conditional write at a time, across the processes and threads sharing the directory: a
+        create-if-absent cannot land between a replace's comparison and its write."""
+        with open(self.base / ".conditional-writes.lock", "ab") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield  # closing the file releases the lock
 
     def read(self, url: str, limit: int | None = None) -> bytes:
         path = self._path(self.key_of(url))
@@ -105,6 +143,11 @@ _REFUSED = {
 }
 
 
+#: what S3 answers a conditional write whose condition does not hold (409: a concurrent conditional write
+#: to the same key won)
+_CONDITION_FAILED = ("PreconditionFailed", "ConditionalRequestConflict")
+
+
 def _refused(error: Any) -> StorageRefused | None:
     """The StorageRefused a ClientError is (its code and status; never the server's message), or None."""
     code = _REFUSED.get(str(error.response.get("Error", {}).get("Code", "")))
@@ -153,6 +196,42 @@ class S3FileStore:
         key = safe_object_key(key)
         self._call("put_object", Bucket=self.bucket, Key=key, Body=data, ContentType=content_type)
         return self.url_for(key)
+
+    def save_if_absent(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> bool:
+        return self._put_if(key, data, content_type, IfNoneMatch="*")
+
+    def replace_if_unchanged(
+        self, key: str, expected: bytes, data: bytes, content_type: str = "application/octet-stream"
+    ) -> bool:
+        key = safe_object_key(key)
+        try:
+            answer = self._call("get_object", missing=self.url_for(key), Bucket=self.bucket, Key=key)
+        except FileNotFoundError:
+            return False
+        with closing(answer["Body"]) as body:
+            if int(answer.get("ContentLength", -1)) != len(expected) or body.read() != expected:
+                return False
+        # If-Match the ETag just read: a write in between (another replace) makes this one fail
+        return self._put_if(key, data, content_type, IfMatch=answer["ETag"])
+
+    def _put_if(self, key: str, data: bytes, content_type: str, **condition: str) -> bool:
+        """A conditional PutObject: False when its condition does not hold (or, for If-Match, the object
+        is gone)."""
+        key = safe_object_key(key)
+        put: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": data, "ContentType": content_type}
+        try:
+            self._call("put_object", missing=self.url_for(key), **put, **condition)
+        except FileNotFoundError:
+            return False
+        except self.client.exceptions.ClientError as error:
+            code = error.response.get("Error", {}).get("Code")
+            if code in _CONDITION_FAILED:
+                return False
+            if code != "NotImplemented":
+                raise
+            # an S3-compatible server that refuses the condition: written as one that ignores it writes
+            self._call("put_object", **put)
+        return True
 
     def read(self, url: str, limit: int | None = None) -> bytes:
         answer = self._call("get_object", missing=url, Bucket=self.bucket, Key=self.key_of(url))
@@ -222,6 +301,16 @@ class DummyFileStore:
     def save(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
         return self.url_for(key)
 
+    def save_if_absent(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> bool:
+        self.url_for(key)
+        return True  # nothing is ever there
+
+    def replace_if_unchanged(
+        self, key: str, expected: bytes, data: bytes, content_type: str = "application/octet-stream"
+    ) -> bool:
+        self.url_for(key)
+        return False  # nothing is there to replace
+
     def read(self, url: str, limit: int | None = None) -> bytes:
         raise ObjectNotRetained(f"{url}: the dummy storage backend keeps no objects")
 
@@ -280,6 +369,14 @@ class BackendFileStore:
         self.inner.save(key, data, content_type)
         return self.url_for(key)
 
+    def save_if_absent(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> bool:
+        return self.inner.save_if_absent(key, data, content_type)
+
+    def replace_if_unchanged(
+        self, key: str, expected: bytes, data: bytes, content_type: str = "application/octet-stream"
+    ) -> bool:
+        return self.inner.replace_if_unchanged(key, expected, data, content_type)
+
     def read(self, url: str, limit: int | None = None) -> bytes:
         return self.inner.read(self._inner_url(url), limit)
 
@@ -336,6 +433,14 @@ class RoutingFileStore:
 
     def save(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> str:
         return self.default.save(key, data, content_type)
+
+    def save_if_absent(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> bool:
+        return self.default.save_if_absent(key, data, content_type)
+
+    def replace_if_unchanged(
+        self, key: str, expected: bytes, data: bytes, content_type: str = "application/octet-stream"
+    ) -> bool:
+        return self.default.replace_if_unchanged(key, expected, data, content_type)
 
     def read(self, url: str, limit: int | None = None) -> bytes:
         return self._for(url).read(url, limit)

@@ -14,6 +14,21 @@ class FileStore(Protocol):
         """Stores bytes under `key` and returns the object's URL."""
         ...
 
+    def save_if_absent(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> bool:
+        """Stores bytes under `key` only if no object is there, in one step: True when this call created it,
+        False when an object was already there (it is left as it is). An S3-compatible server without
+        conditional writes stores the bytes anyway and answers True: a caller that must be the only
+        writer reads the object back."""
+        ...
+
+    def replace_if_unchanged(
+        self, key: str, expected: bytes, data: bytes, content_type: str = "application/octet-stream"
+    ) -> bool:
+        """Replaces the object under `key` with `data` only if it still holds exactly `expected`, in one step
+        (two callers that read the same `expected` cannot both replace it): True when replaced, False when
+        it holds other bytes or is gone. The same caveat as `save_if_absent` for servers without them."""
+        ...
+
     def read(self, url: str, limit: int | None = None) -> bytes:
         """The object's bytes; raises FileNotFoundError when it is missing (callers treat that as permanent)
         and, given a `limit`, ObjectTooLarge for an object of more bytes, before its bytes are read."""

@@ -40,31 +40,37 @@ def read_plan(deps: Dependencies, knowledge: Knowledge) -> dict[str, Any] | None
 
 
 def claim_range(deps: Dependencies, knowledge: Knowledge, start: int) -> bool:
-    """Claims the range starting at page `start` for this invocation: False while
-    another invocation holds a claim younger than CLAIM_STALE_AFTER_SECONDS (a duplicate of the range's
-    message: it leaves the range to the holder; a stale claim is taken over, so a range whose parse
-    died is redone). The FileStore port has no create-if-absent, so the claim is written and read back:
-    of two copies that write it at the same moment the later writer wins, which narrows the double
-    parse to copies whose check, write and read-back interleave exactly (see README, "page ranges")."""
+    """Claims the range starting at page `start` for this invocation: False while another invocation
+    holds a claim younger than CLAIM_STALE_AFTER_SECONDS (a duplicate of the range's message: it leaves the
+    range to the holder); a stale claim (its parse died) is taken over, so the range is redone. The claim
+    is created only if absent and a stale one replaced only if unchanged, so of two copies claiming at
+    once exactly one wins, also for a takeover. The claim is read back last: a storage backend without
+    conditional writes (an S3-compatible server that ignores them) overwrites instead, and there only
+    copies whose write and read-back interleave exactly both parse (see README, "page ranges")."""
+    store = files_of(deps, knowledge)
     key = range_key(knowledge, part_name(start, CLAIM))
-    url = files_of(deps, knowledge).url_for(key)
-    held = _read_claim(deps, url)
-    if held and time.time() - float(held.get("claimed_at", 0)) < CLAIM_STALE_AFTER_SECONDS:
-        return False
+    url = store.url_for(key)
     token = uuid.uuid4().hex
-    files_of(deps, knowledge).save(
-        key, json.dumps({"token": token, "claimed_at": time.time()}).encode(), "application/json"
-    )
-    # gone again: its holder released it (stored the range, or failed and will retry it)
-    return _read_claim(deps, url).get("token") == token
+    claim = json.dumps({"token": token, "claimed_at": time.time()}).encode()
+    if not store.save_if_absent(key, claim, "application/json"):
+        held = _read_claim(deps, url)
+        if held is None:  # released meanwhile: its holder stored the range, or failed and will retry it
+            return False
+        holder = json.loads(held)
+        if time.time() - float(holder.get("claimed_at", 0)) >= CLAIM_STALE_AFTER_SECONDS:
+            # of two takers only one replaces it; the read-back tells either which one it was
+            store.replace_if_unchanged(key, held, claim, "application/json")
+        elif holder.get("token") != token:  # a live parse's (ours if a retried write lost its first answer)
+            return False
+    read_back = _read_claim(deps, url)
+    return read_back is not None and json.loads(read_back).get("token") == token
 
 
-def _read_claim(deps: Dependencies, url: str) -> dict[str, Any]:
+def _read_claim(deps: Dependencies, url: str) -> bytes | None:
     try:
-        claim: dict[str, Any] = json.loads(deps.files.read(url))
+        return deps.files.read(url)
     except FileNotFoundError:
-        return {}
-    return claim
+        return None
 
 
 def release_range(deps: Dependencies, knowledge: Knowledge, start: int) -> None:

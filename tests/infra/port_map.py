@@ -82,6 +82,8 @@ NO_AWS_PORTS = frozenset({"urls", "webhook_sender", "health"})
 #: action under any prefix (test_iam_reach.OBJECT_PREFIXES); which prefix is the e2e check's to prove
 FILE_STORE_METHODS: dict[str, tuple[str, ...]] = {
     "save": ("s3:PutObject",),
+    "save_if_absent": ("s3:PutObject",),  # a conditional PutObject (If-None-Match) needs no other action
+    "replace_if_unchanged": ("s3:GetObject", "s3:PutObject"),  # reads the ETag, then If-Match
     "read": ("s3:GetObject",),
     "delete": ("s3:DeleteObject",),
     "exists": ("s3:GetObject", "s3:ListBucket"),  # HeadObject; a missing key answers 404 only with ListBucket

@@ -10,16 +10,19 @@ import json
 import threading
 import time
 from dataclasses import replace
+from typing import Any
 
+import pytest
 from page_images import scanned_pdf
 
 from chalicelib.adapters.memory.files import MemoryFileStore
 from chalicelib.adapters.memory.queues import MemoryTaskQueue
+from chalicelib.adapters.storage import RoutingFileStore
 from chalicelib.bootstrap import Services
 from chalicelib.commands import ReparseRequest
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode, TransientStageError
-from chalicelib.domain.types import KnowledgeBase
-from chalicelib.services.page_range_store import part_name, range_key
+from chalicelib.domain.types import Knowledge, KnowledgeBase
+from chalicelib.services.page_range_store import claim_range, part_name, range_key
 from chalicelib.stages import docreader
 from chalicelib.tasks.reparse import reparse
 
@@ -144,3 +147,96 @@ def test_a_failed_fanned_out_attempt_leaves_nothing_once_the_reparse_is_indexed(
     drain(deps)
     assert deps.knowledge.get(knowledge_id).attempt == 2
     assert [key for key in files.keys(f"{kb.tenant_id}/") if "attempt-1" in key] == []
+
+
+class ClaimsReadTogether:
+    """The documents' store, where each of two claimants' first read of a claim waits for the other's,
+    and from there they go on one after the other: the interleaving in which a claim checked, written and
+    read back (no create-if-absent) lets both copies parse."""
+
+    def __init__(self, inner: MemoryFileStore) -> None:
+        self.inner = inner
+        self.met = threading.Barrier(2)
+        self.one_at_a_time = threading.Lock()
+        self.claimant = threading.local()
+
+    def read(self, url: str, limit: int | None = None) -> bytes:
+        try:
+            return self.inner.read(url, limit)
+        finally:
+            if url.endswith(CLAIM) and not getattr(self.claimant, "met", False):
+                self.claimant.met = True
+                self.met.wait(timeout=10)
+                self.one_at_a_time.acquire()
+
+    def finished(self) -> None:
+        if getattr(self.claimant, "met", False):
+            self.one_at_a_time.release()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def claimed_by_two_copies_at_once(
+    deps: Services, knowledge: Knowledge, store: ClaimsReadTogether
+) -> list[bool]:
+    won: list[bool] = []
+
+    def copy() -> None:
+        try:
+            won.append(claim_range(deps, knowledge, 0))
+        finally:
+            store.finished()
+
+    copies = [threading.Thread(target=copy) for _ in range(2)]
+    for thread in copies:
+        thread.start()
+    for thread in copies:
+        thread.join(timeout=30)
+    return sorted(won)
+
+
+def fanned_out(deps: Services, kb: KnowledgeBase) -> Knowledge:
+    knowledge = deps.knowledge.get(fan_out(deps, kb, CountingOcr()))
+    assert knowledge is not None
+    return knowledge
+
+
+@pytest.mark.parametrize("earlier_claim", ["none", "stale"])
+def test_of_two_copies_claiming_a_range_at_once_exactly_one_parses_it(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    monkeypatch: pytest.MonkeyPatch,
+    earlier_claim: str,
+) -> None:
+    knowledge = fanned_out(deps, kb)
+    if earlier_claim == "stale":  # a parse that died: both copies take it over at once
+        died = {"token": "a-parse-that-died", "claimed_at": time.time() - STALE}
+        files.save(range_key(knowledge, part_name(0, CLAIM)), json.dumps(died).encode())
+    store = ClaimsReadTogether(files)
+    routing = deps.files
+    assert isinstance(routing, RoutingFileStore)
+    monkeypatch.setattr(routing, "default", store)
+    assert claimed_by_two_copies_at_once(deps, knowledge, store) == [False, True]
+    monkeypatch.setattr(routing, "default", files)
+    assert claim_range(deps, knowledge, 0) is False  # and the winner holds it
+
+
+class AnswerLost(MemoryFileStore):
+    """A create-if-absent whose first answer was lost: the client's retry found its own object (412)."""
+
+    def save_if_absent(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> bool:
+        super().save_if_absent(key, data, content_type)
+        return False
+
+
+def test_a_claim_written_whose_answer_was_lost_is_still_this_copys(
+    deps: Services, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    knowledge = fanned_out(deps, kb)
+    routing = deps.files
+    assert isinstance(routing, RoutingFileStore)
+    monkeypatch.setattr(routing, "default", AnswerLost())
+    assert claim_range(deps, knowledge, 0) is True  # or no copy would ever parse the range
+    assert claim_range(deps, knowledge, 0) is False

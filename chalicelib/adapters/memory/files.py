@@ -38,6 +38,25 @@ class MemoryFileStore:
             self._objects[key] = (bytes(data), content_type)
         return self.url_for(key)
 
+    def save_if_absent(self, key: str, data: bytes, content_type: str = "application/octet-stream") -> bool:
+        key = safe_object_key(key)
+        with self._lock:
+            if key in self._objects:
+                return False
+            self._objects[key] = (bytes(data), content_type)
+        return True
+
+    def replace_if_unchanged(
+        self, key: str, expected: bytes, data: bytes, content_type: str = "application/octet-stream"
+    ) -> bool:
+        key = safe_object_key(key)
+        with self._lock:
+            held = self._objects.get(key)
+            if held is None or held[0] != expected:
+                return False
+            self._objects[key] = (bytes(data), content_type)
+        return True
+
     def read(self, url: str, limit: int | None = None) -> bytes:
         data = self._object(url)[0]
         check_read_limit(url, len(data), limit)
