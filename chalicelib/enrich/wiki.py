@@ -8,8 +8,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.domain.types import Chunk, Knowledge, ParseStatus
 from chalicelib.enrich.replies import clip, json_reply
-from chalicelib.ports import ChatModel
+from chalicelib.ports import ChatModel, Dependencies, WikiPageRecord
 
 MAX_INPUT_CHARS = 32_768
 MAX_PAGES = 5
@@ -137,3 +138,42 @@ def index_page(entries: Sequence[tuple[str, str]]) -> str:
         lines += [f"- {title}" for title in sorted(by_document[document])]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+@dataclass
+class CurrentPages:
+    """The page records a knowledge base's wiki shows (its index and its page list), in record order, with
+    the rows and page chunks they were judged by."""
+
+    records: list[WikiPageRecord]
+    rows: dict[str, Knowledge]
+    chunks: dict[tuple[str, str], Chunk]
+
+
+def current_pages(deps: Dependencies, kb_id: str) -> CurrentPages:
+    """The records whose document is in the knowledge base (not being deleted) and whose page chunk is
+    there, of the document's current attempt: not a deleted document's, a reparse's earlier attempt's, or a
+    moved document's left in its old knowledge base."""
+    records = deps.wiki.pages(kb_id)
+    rows = deps.knowledge.get_many(list(dict.fromkeys(r.knowledge_id for r in records)))
+    chunks = deps.chunks.get_many([(r.knowledge_id, r.chunk_id) for r in records])
+    return CurrentPages(
+        [
+            r
+            for r in records
+            if _current(rows.get(r.knowledge_id), kb_id, chunks.get((r.knowledge_id, r.chunk_id)))
+        ],
+        rows,
+        chunks,
+    )
+
+
+def _current(row: Knowledge | None, kb_id: str, chunk: Chunk | None) -> bool:
+    return (
+        row is not None
+        and row.parse_status != ParseStatus.DELETING
+        and row.kb_id == kb_id
+        and chunk is not None
+        and chunk.kb_id == kb_id
+        and chunk.metadata.get("attempt") == row.attempt
+    )

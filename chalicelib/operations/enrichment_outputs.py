@@ -34,8 +34,11 @@ def graph(deps: Dependencies, tenant_id: str, kb_id: str, query: GraphQuery) -> 
 
 
 def wiki(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
+    """The index and the pages it lists (`current_pages`: not those of deleted, reparsed or moved documents)."""
+    from chalicelib.enrich.wiki import current_pages
+
     kb = require_kb(deps, tenant_id, kb_id)
     return {
         "index": deps.wiki.get_index(kb.id) or "",
-        "pages": [asdict(page) for page in deps.wiki.pages(kb.id)],
+        "pages": [asdict(page) for page in current_pages(deps, kb.id).records],
     }

@@ -566,6 +566,14 @@ class WikiRepo(Protocol):
 
     def pending(self, kb_id: str) -> int: ...
 
+    def ops(self, kb_id: str) -> list[WikiOp]:
+        """Every op of the knowledge base, pending or claimed: the tokens its wiki holds."""
+        ...
+
+    def heartbeat_due(self, kb_id: str, every_seconds: int) -> bool:
+        """True for one caller per `every_seconds` and knowledge base (a lease): that one heartbeats the ops."""
+        ...
+
     def finish_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None: ...
 
     def release_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None:

@@ -242,6 +242,60 @@ def checked_task_row(
     return knowledge
 
 
+def _span_of(body: TaskMessageModel) -> tuple[Stage, str] | None:
+    """The span a counted piece of work writes, as enrichment.run and multimodal.run name it; None for
+    the plan, whose timeout the state machine records on the row itself (FailDocument)."""
+    if isinstance(body, SubtaskMessageModel):
+        return Stage.POSTPROCESS, body.span_id
+    if isinstance(body, ImageTaskModel):
+        return Stage.MULTIMODAL, body.span_id
+    return None
+
+
+def _note_never_done(deps: Dependencies, body: TaskMessageModel) -> None:
+    placed = _span_of(body)
+    if placed is None:
+        return
+    stage, span_id = placed
+    knowledge = deps.knowledge.get(body.knowledge_id)
+    if (
+        knowledge is None
+        or knowledge.attempt != body.attempt
+        or knowledge.parse_status
+        not in (ParseStatus.PROCESSING, ParseStatus.FINALIZING, ParseStatus.COMPLETED)
+    ):
+        return  # deleted, superseded, cancelled or failed: that attempt's spans are closed already
+    earlier = deps.spans.get(knowledge.id, knowledge.attempt, span_id)
+    if earlier is not None and earlier.status not in (SpanStatus.PENDING, SpanStatus.RUNNING):
+        return  # it was done: its own answer closed the token, and this is a redelivered copy
+    deps.tracker.subspan(
+        knowledge,
+        stage,
+        span_id,
+        SpanStatus.FAILED,
+        {"done": False},
+        error_code=SpanErrorCode.TASK_TIMEOUT,
+        error_message="the state machine stopped waiting for this task before it was done "
+        "(HeartbeatSeconds or TimeoutSeconds ran out): its work was dropped; reparse to redo it",
+    )
+
+
+def still_awaited(deps: Dependencies, task: str, body: TaskMessageModel, token: str) -> bool:
+    """Heartbeats the token; False once the state machine no longer waits for it."""
+    try:
+        if deps.workflow.task_heartbeat(token):
+            return True
+    except ServiceUnreachable:  # unanswered (throttled): the work goes on, its answer will tell
+        logger.warning("task heartbeat unanswered", extra={"task": task}, exc_info=True)
+        return True
+    logger.warning(
+        "the state machine no longer waits for this task: dropped",
+        extra={"task": task, "knowledge_id": body.knowledge_id, "attempt": body.attempt},
+    )
+    _note_never_done(deps, body)
+    return False
+
+
 def run_task(
     deps: Dependencies,
     event: dict[str, Any],
@@ -262,57 +316,6 @@ def run_task(
     answered, the execution ended) drops the message without the work; a counted subtask or image that
     was never done says so on its span."""
 
-    def span_of(body: T) -> tuple[Stage, str] | None:
-        """The span a counted piece of work writes, as enrichment.run and multimodal.run name it; None for
-        the plan, whose timeout the state machine records on the row itself (FailDocument)."""
-        if isinstance(body, SubtaskMessageModel):
-            return Stage.POSTPROCESS, body.span_id
-        if isinstance(body, ImageTaskModel):
-            return Stage.MULTIMODAL, body.span_id
-        return None
-
-    def note_never_done(body: T) -> None:
-        placed = span_of(body)
-        if placed is None:
-            return
-        stage, span_id = placed
-        knowledge = deps.knowledge.get(body.knowledge_id)
-        if (
-            knowledge is None
-            or knowledge.attempt != body.attempt
-            or knowledge.parse_status
-            not in (ParseStatus.PROCESSING, ParseStatus.FINALIZING, ParseStatus.COMPLETED)
-        ):
-            return  # deleted, superseded, cancelled or failed: that attempt's spans are closed already
-        earlier = deps.spans.get(knowledge.id, knowledge.attempt, span_id)
-        if earlier is not None and earlier.status not in (SpanStatus.PENDING, SpanStatus.RUNNING):
-            return  # it was done: its own answer closed the token, and this is a redelivered copy
-        deps.tracker.subspan(
-            knowledge,
-            stage,
-            span_id,
-            SpanStatus.FAILED,
-            {"done": False},
-            error_code=SpanErrorCode.TASK_TIMEOUT,
-            error_message="the state machine stopped waiting for this task before it was done "
-            "(HeartbeatSeconds or TimeoutSeconds ran out): its work was dropped; reparse to redo it",
-        )
-
-    def still_awaited(body: T, token: str) -> bool:
-        """Heartbeats the token; False once the state machine no longer waits for it."""
-        try:
-            if deps.workflow.task_heartbeat(token):
-                return True
-        except ServiceUnreachable:  # unanswered (throttled): the work goes on, its answer will tell
-            logger.warning("task heartbeat unanswered", extra={"task": task}, exc_info=True)
-            return True
-        logger.warning(
-            "the state machine no longer waits for this task: dropped",
-            extra={"task": task, "knowledge_id": body.knowledge_id, "attempt": body.attempt},
-        )
-        note_never_done(body)
-        return False
-
     def handle(record: SQSRecord) -> None:
         try:
             body = parse_body(record.body, model)
@@ -328,7 +331,7 @@ def run_task(
     def answer(body: T, record: SQSRecord) -> None:
         token = str(getattr(body, "task_token", ""))  # empty: work outside the state machine's count
         try:
-            if token and not still_awaited(body, token):
+            if token and not still_awaited(deps, task, body, token):
                 return
             output = work(deps, body)
         except Skip as skipped:
@@ -345,7 +348,7 @@ def run_task(
                 # The model asked to wait: the same task comes back later as its own message, without
                 # spending one of its tries (as a stage's deferral; the state machine's timeout still holds),
                 # unless the machine stopped waiting meanwhile (TimeoutSeconds ran out during the work).
-                if token and not still_awaited(body, token):
+                if token and not still_awaited(deps, task, body, token):
                     return
                 wait = getattr(error, "retry_after", None) or retry_delay(deferrals + 1)
                 delay = defer_seconds(deps, wait)

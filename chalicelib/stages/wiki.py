@@ -46,7 +46,15 @@ from chalicelib.services.slots import settle_slot
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import index_space_if_usable
 from chalicelib.services.usage import document_share, metered_shares
-from chalicelib.stages.runner import Skip, come_back_soon, parse_body, process_batch, receive_count
+from chalicelib.stages.messages import Subtask, SubtaskMessageModel
+from chalicelib.stages.runner import (
+    Skip,
+    come_back_soon,
+    parse_body,
+    process_batch,
+    receive_count,
+    still_awaited,
+)
 
 BATCH = 5
 #: a claim older than this was a worker that died (its Lambda times out at 300 s): the queue's next delivery
@@ -55,6 +63,9 @@ STALE_CLAIM_SECONDS = 10 * 60
 WIKI_SEQ_BASE = 400_000
 #: the document's counted subtask (postprocess.plan plans one, under this id)
 SUBTASK_ID = "wiki"
+#: the tokens of a knowledge base's ops are heartbeaten this often (the machine waits 3600 s without one):
+#: once per knowledge base, not on every message, as a backlog of N ops has about N ingest messages
+HEARTBEAT_EVERY_SECONDS = 10 * 60
 #: a throttled or unavailable model: the next ingest comes this much later (WeKnora waits 60 s)
 MODEL_BACKOFF_SECONDS = 60
 #: what a token's failure and a span say, never the error's own text (it may carry the server's words)
@@ -76,6 +87,7 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
         # each ingested document's pages are its own usage entry; a finalize is the knowledge base's
         with metered_shares(deps, QUEUE, record, event, context, kb_id=message.kb_id):
             try:
+                keep_alive(deps, message.kb_id)
                 if message.action == "ingest":
                     last_try = receive_count(record) >= deps.settings.stage_max_receives
                     ingest(deps, message.kb_id, last_try=last_try)
@@ -90,6 +102,26 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
         return process_batch(event, context, one)
     finally:
         stage_deadline.reset(token)
+
+
+def keep_alive(deps: Dependencies, kb_id: str) -> None:
+    """Every token the knowledge base's wiki holds (its ops, pending behind other ingests or claimed) is
+    heartbeaten as the runner heartbeats a task's (`still_awaited`), at most every HEARTBEAT_EVERY_SECONDS:
+    a long backlog (or a throttled model) keeps ops waiting past the machine's HeartbeatSeconds, and the
+    work is alive. An op whose token the machine no longer waits for (it timed out and released the slot)
+    is dropped, and its span says task_timeout."""
+    ops = deps.wiki.ops(kb_id)
+    if not ops or not deps.wiki.heartbeat_due(kb_id, HEARTBEAT_EVERY_SECONDS):
+        return
+    for op in ops:
+        task = SubtaskMessageModel(
+            task_token=op.token,
+            knowledge_id=op.knowledge_id,
+            attempt=op.attempt,
+            subtask=Subtask(id=SUBTASK_ID, kind="wiki"),
+        )
+        if op.token and not still_awaited(deps, QUEUE, task, op.token):
+            deps.wiki.finish_op(kb_id, op.knowledge_id, op.attempt)
 
 
 def ingest(deps: Dependencies, kb_id: str, *, last_try: bool = False) -> None:
@@ -238,18 +270,12 @@ def finalize(deps: Dependencies, kb_id: str) -> None:
     page's links are written to its chunk only when they changed, as one metadata key set on the chunk as
     it is then (`set_metadata`): a chunk deleted, moved, reparsed or edited since it was read here is never
     written back as it was read. Out of time, a fresh finalize writes the links left."""
-    from chalicelib.enrich.wiki import cross_links, index_page
+    from chalicelib.enrich.wiki import cross_links, current_pages, index_page
 
     if _closed(deps, kb_id):
         return  # its wiki goes with it: the knowledge base's delete purges it
-    records = deps.wiki.pages(kb_id)
-    rows = deps.knowledge.get_many(list(dict.fromkeys(r.knowledge_id for r in records)))
-    chunks = deps.chunks.get_many([(r.knowledge_id, r.chunk_id) for r in records])
-    present = [
-        r
-        for r in records
-        if _current(rows.get(r.knowledge_id), kb_id, chunks.get((r.knowledge_id, r.chunk_id)))
-    ]
+    current = current_pages(deps, kb_id)
+    present, rows, chunks = current.records, current.rows, current.chunks
     deps.wiki.put_index(kb_id, index_page([(r.document, r.title) for r in present]))
     if _closed(deps, kb_id):  # deleted (or being deleted) while this read: what this wrote goes too
         deps.wiki.delete_kb(kb_id)
@@ -277,16 +303,3 @@ def finalize(deps: Dependencies, kb_id: str) -> None:
 def _closed(deps: Dependencies, kb_id: str) -> bool:
     kb = deps.kbs.get(kb_id)
     return kb is None or kb.status == "deleting"
-
-
-def _current(row: Knowledge | None, kb_id: str, chunk: Chunk | None) -> bool:
-    """A page record the index lists: its document is in the knowledge base (not being deleted) and its
-    page chunk is there, of the document's current attempt (a reparse's old pages are not)."""
-    return (
-        row is not None
-        and row.parse_status != ParseStatus.DELETING
-        and row.kb_id == kb_id
-        and chunk is not None
-        and chunk.kb_id == kb_id
-        and chunk.metadata.get("attempt") == row.attempt
-    )

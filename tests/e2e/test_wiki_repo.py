@@ -55,3 +55,22 @@ def test_a_documents_pages_are_deleted_with_their_count_and_a_knowledge_bases_wi
     assert wiki.pending(kb_id) == 0 and wiki.claim_ops(kb_id, 5, 0) == []
     assert len(wiki.pages(other_kb)) == 2 and wiki.get_index(other_kb) == "# Wiki index\n"  # another's stays
     assert wiki.pending(other_kb) == 1
+
+
+def test_the_ops_are_listed_claimed_or_not_and_one_caller_at_a_time_is_due_to_heartbeat_them(
+    wiki: WikiRepo,
+) -> None:
+    kb_id, other_kb = f"kb-{uuid.uuid4().hex[:8]}", f"kb-{uuid.uuid4().hex[:8]}"
+    one, two = str(uuid.uuid4()), str(uuid.uuid4())
+    wiki.put_op(WikiOp(kb_id, one, 1, "token-1"))
+    wiki.put_op(WikiOp(kb_id, two, 1, "token-2"))
+    wiki.put_op(WikiOp(other_kb, one, 1, "token-other"))
+    wiki.claim_ops(kb_id, 1, 600)
+    assert sorted(op.token for op in wiki.ops(kb_id)) == ["token-1", "token-2"]
+    assert wiki.heartbeat_due(kb_id, 600) is True
+    assert wiki.heartbeat_due(kb_id, 600) is False  # another worker's lease holds
+    assert wiki.heartbeat_due(other_kb, 600) is True  # per knowledge base
+    assert wiki.heartbeat_due(kb_id, 0) is True  # the lease ran out
+    assert [op.token for op in wiki.ops(kb_id)] != [] and wiki.pages(kb_id) == []  # the lease is no page
+    wiki.delete_kb(kb_id)
+    assert wiki.ops(kb_id) == [] and wiki.heartbeat_due(kb_id, 600) is True

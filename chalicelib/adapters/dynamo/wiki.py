@@ -68,6 +68,23 @@ class DynamoWikiRepo:
     def pending(self, kb_id: str) -> int:
         return sum(1 for item in self._ops(kb_id) if item.status == "pending")
 
+    def ops(self, kb_id: str) -> list[WikiOp]:
+        return [WikiOp(**item.body) for item in self._ops(kb_id)]
+
+    def heartbeat_due(self, kb_id: str, every_seconds: int) -> bool:
+        m = self.model
+        now = int(time.time())
+        try:  # the lease's item is the knowledge base's like the others: delete_kb takes it too
+            m(kb_id, "heartbeat").update(
+                actions=[m.claimed_at.set(now)],
+                condition=m.key.does_not_exist() | (m.claimed_at <= now - every_seconds),
+            )
+        except UpdateError as error:
+            if _condition_failed(error):
+                return False  # another worker heartbeats them
+            raise
+        return True
+
     def finish_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None:
         m = self.model
         try:

@@ -24,6 +24,7 @@ class MemoryWikiRepo:
         ] = {}  # (kb, knowledge) -> (op, status, at)
         self._pages: dict[tuple[str, str], list[WikiPageRecord]] = {}
         self._index: dict[str, str] = {}
+        self._heartbeats: dict[str, float] = {}  # kb -> when its ops were last heartbeaten
         self._lock = threading.Lock()
 
     def put_op(self, op: WikiOp) -> None:
@@ -51,6 +52,18 @@ class MemoryWikiRepo:
                 1 for (kb, _), (_, status, _) in self._ops.items() if kb == kb_id and status == "pending"
             )
 
+    def ops(self, kb_id: str) -> list[WikiOp]:
+        with self._lock:
+            return [copy.deepcopy(op) for (kb, _), (op, _, _) in self._ops.items() if kb == kb_id]
+
+    def heartbeat_due(self, kb_id: str, every_seconds: int) -> bool:
+        now = time.time()
+        with self._lock:
+            if kb_id in self._heartbeats and self._heartbeats[kb_id] > now - every_seconds:
+                return False
+            self._heartbeats[kb_id] = now
+            return True
+
     def finish_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None:
         with self._lock:
             current = self._ops.get((kb_id, knowledge_id))
@@ -76,6 +89,7 @@ class MemoryWikiRepo:
             self._ops = {key: op for key, op in self._ops.items() if key[0] != kb_id}
             self._pages = {key: pages for key, pages in self._pages.items() if key[0] != kb_id}
             self._index.pop(kb_id, None)
+            self._heartbeats.pop(kb_id, None)
 
     def pages(self, kb_id: str) -> list[WikiPageRecord]:
         with self._lock:
