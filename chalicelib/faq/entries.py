@@ -240,7 +240,7 @@ def _in_time(deps: Dependencies, entry: FaqEntry, claimed_at: float, keys: Seque
         raise IndexUnavailable("the entry took too long to index; try again")
 
 
-def _later_than(moment: datetime) -> datetime:
+def later_than(moment: datetime) -> datetime:
     """Now, or a millisecond after `moment` (stored to the millisecond) if now is not later."""
     now = utcnow()
     return now if to_iso(now) > to_iso(moment) else moment + timedelta(milliseconds=1)
@@ -356,7 +356,7 @@ def update_entry(
         if flag in changes:
             setattr(after, flag, changes[flag])
     after.rehash()
-    after.updated_at = _later_than(before.updated_at)
+    after.updated_at = later_than(before.updated_at)
     after.indexed = True
     _check(deps, after)
     old_keys, new_keys = question_keys(before), question_keys(after)

@@ -11,6 +11,12 @@ if the plan had seen that entry (validation.py):
 - one that became a similar question (or an entry being saved holds it): the row fails (`conflict`);
 - a similar question taken meanwhile is removed from the row (`partial`).
 
+An entry a planned merge goes into may have been changed through the API since the plan read it: the row's
+merge rule is applied again to the entry as it is now (`merge_again`), so the edit is kept, never written
+over with the plan's copy; one the row no longer matches fails (`conflict`). The worker writes a merge only
+if the entry is still the one it read (its `updated_at`); an edit saved while the batch embedded fails the
+row (`conflict`) and keeps the edit.
+
 The rows changed so are changed in the plan, which the worker stores again before it saves its progress:
 counts, failures and the failed-rows CSV follow them, and a redelivered batch works from them.
 """
@@ -18,16 +24,27 @@ counts, failures and the failed-rows CSV follow them, and a redelivered batch wo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from chalicelib.domain.clock import to_iso
 from chalicelib.domain.faq_normalise import normalise
+from chalicelib.faq.entries import later_than
 from chalicelib.faq.reservations import Clash, claim, question_key, question_keys, unconfirmed
-from chalicelib.faq.validation import CONFLICT, ImportRow, PlannedRow, plan_append
+from chalicelib.faq.validation import (
+    CONFLICT,
+    ImportRow,
+    PlannedRow,
+    entry_content,
+    plan_append,
+    plan_replace,
+)
+from chalicelib.ports.faq import EntryWriteRefused
 
 if TYPE_CHECKING:
     from chalicelib.domain.faq import FaqEntry
     from chalicelib.domain.types import KnowledgeBase
+    from chalicelib.faq.entries import FaqIndex
     from chalicelib.ports import Dependencies
 
 
@@ -130,6 +147,7 @@ def _taken(row: PlannedRow, clash: Clash, mode: str) -> FaqEntry | None:
         row.reason, row.category = again.reason, again.category
         row.notes = [*row.notes, *again.notes]
         row.partial = row.partial or again.partial
+        row.base = again.base
         return other if again.action == "merge" else None
     row.action, row.content, row.category = "fail", {}, CONFLICT
     row.reason = f"the question became a question of {_holder(clash)} while the import ran"
@@ -156,3 +174,79 @@ def _drop(write: Write, gone: Sequence[Clash]) -> None:
             for clash in gone
         ),
     ]
+
+
+def changed_since_plan(row: PlannedRow, current: FaqEntry) -> bool:
+    """The entry a merge (or skip) goes into was written since the plan read it, and not with the row's
+    planned content (what an earlier delivery of this batch wrote)."""
+    return bool(row.base) and row.base != to_iso(current.updated_at) and entry_content(current) != row.content
+
+
+def merge_again(row: PlannedRow, current: FaqEntry, mode: str) -> bool:
+    """The row's merge rule applied again, to its entry as it is now (validation.py, as if the plan had read
+    this entry): in `append` the row's questions, answers and tags united with the entry's (the similar
+    questions the plan removed stay removed); in `replace` its tags and switches, while the entry's content
+    still equals the row's. A row the entry no longer matches fails (`conflict`). True when the row still
+    writes into the entry (a merge)."""
+    source = row.source
+    if mode == "append":  # the plan's removals (a similar question of another entry) still hold
+        kept = {normalise(q) for q in row.content.get("similar_questions", [])}
+        source = ImportRow(**{**vars(source), "similar": [q for q in source.similar if normalise(q) in kept]})
+    planner = plan_replace if mode == "replace" else plan_append
+    again = planner([source], [current], lambda _: row.entry_id).rows[0]
+    row.notes = [*row.notes, *again.notes]
+    if again.action in ("merge", "skip", "fail") and again.entry_id == current.id:
+        row.action, row.content, row.base = again.action, again.content, again.base
+        row.reason, row.category = again.reason, again.category
+        row.partial = row.partial or again.partial
+        return row.action == "merge"
+    row.action, row.content, row.category = "fail", {}, CONFLICT
+    row.reason = f"entry {current.id} was changed while the import ran; the row no longer matches it"
+    return False
+
+
+def refused(row: PlannedRow, entry_id: str) -> None:
+    """A merge whose entry was written (or deleted) by another writer while the batch embedded: the row
+    fails, the other writer's entry stays."""
+    row.action, row.content, row.category = "fail", {}, CONFLICT
+    row.reason = f"entry {entry_id} was changed while the import merged into it; the row was not merged"
+
+
+def save_indexed(deps: Dependencies, index: FaqIndex, entry: FaqEntry, claimed: dict[str, list[str]]) -> None:
+    """A new entry, indexed, written only over the row this batch wrote: an update through the API that
+    read the unindexed row saved what it holds (it stays); a delete meanwhile leaves nothing behind."""
+    written = replace(entry, indexed=True, updated_at=later_than(entry.updated_at))
+    try:
+        deps.faq.put_entry(written, entry)
+    except EntryWriteRefused as refused_write:
+        if refused_write.gone:  # its index entries may have been written after the delete removed them
+            index.remove_entries([entry.id])
+            deps.faq.release_questions(entry.kb_id, entry.id, claimed.pop(entry.id, []))
+
+
+def save_merge(deps: Dependencies, index: FaqIndex, write: Write, claimed: dict[str, list[str]]) -> bool:
+    """A merge: the questions it adds indexed, then the row written only if the entry is still the one
+    read (its `updated_at`), then the index entries it dropped removed. An entry written meanwhile (an
+    update through the API while the batch embedded) is left as that writer saved it: the index entries
+    this wrote go again, and the row fails (`refused`). False then."""
+    before = write.before
+    assert before is not None
+    after = replace(write.after, indexed=True, updated_at=later_than(before.updated_at))
+    old, new = set(index.ids(before)), index.ids(after)
+    added = [i for i in new if i not in old]
+    index.write([(after, added)])
+    try:
+        deps.faq.put_entry(after, before)
+    except EntryWriteRefused:
+        current = deps.faq.get_entry(before.kb_id, before.id)
+        held = set(index.ids(current)) if current is not None else set()
+        index.remove_ids([i for i in added if i not in held])
+        still = question_keys(current) if current is not None else {}
+        keys = claimed.pop(after.id, [])
+        deps.faq.release_questions(before.kb_id, after.id, [k for k in keys if k not in still])
+        refused(write.row, before.id)
+        return False
+    index.remove_ids(sorted(old - set(new)))
+    if before.is_enabled != after.is_enabled:
+        index.set_enabled(after, [i for i in new if i in old])
+    return True

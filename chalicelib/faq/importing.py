@@ -14,7 +14,8 @@ Worker, per delivery:
 3. the rows in batches of 50 from the saved offset: rows of the batch written before but not indexed (a
    crash between the two writes) are purged first, then each row's questions are reserved as the entries
    API reserves them (import_claims.py: a question taken since the plan is settled by the plan's rules,
-   and the plan stored again), each row is written `indexed=False`, its new questions embedded and
+   and the plan stored again; a merge into an entry edited through the API since the plan is merged again
+   into it as it is, and written only if it is still as read), each row is written `indexed=False`, its new questions embedded and
    indexed, the row marked indexed and its reservations confirmed; new entries have ids derived from the
    task and the row, so a redelivered batch rewrites the same entries and index entries, never new ones,
    and holds their reservations again; a replace's deletions give theirs back;
@@ -47,7 +48,7 @@ from chalicelib.domain.errors import (
     StageError,
 )
 from chalicelib.domain.faq import FaqEntry
-from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, TaskStatus, utcnow
+from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, TaskStatus
 from chalicelib.faq.commands import (
     IMPORT_FILE_TYPES,
     INLINE_MAX_BYTES,
@@ -56,7 +57,15 @@ from chalicelib.faq.commands import (
     FaqUploadUrlRequest,
 )
 from chalicelib.faq.entries import FaqIndex, all_entries, require_faq_kb
-from chalicelib.faq.import_claims import Write, confirm_written, hold_questions
+from chalicelib.faq.import_claims import (
+    Write,
+    changed_since_plan,
+    confirm_written,
+    hold_questions,
+    merge_again,
+    save_indexed,
+    save_merge,
+)
 from chalicelib.faq.reservations import release_entries
 from chalicelib.faq.rows import MAX_FILE_BYTES, MAX_ROWS, SourceError, failed_rows_csv, read_rows
 from chalicelib.faq.validation import Plan, PlannedRow, counts, plan_append, plan_replace
@@ -407,30 +416,31 @@ def _run_batch(
     done = [current[r.entry_id] for r in adds if r.entry_id in current and r.entry_id not in stale]
     confirm_written(deps, kb.id, done)  # written and indexed by an earlier delivery of this batch
     writes = [Write(r, None, _entry(task, kb, r, None)) for r in todo_adds]
+    replanned = False
     for row in merges:
         before = current.get(row.entry_id)
         if before is None:
             continue  # deleted meanwhile through the API: nothing to merge into
+        if changed_since_plan(row, before):  # edited through the API since the plan read it
+            replanned = True
+            if not merge_again(row, before, mode):
+                continue
         writes.append(Write(row, before, _entry(task, kb, row, before)))
     writes, claimed, changed = hold_questions(
         deps, kb, mode, writes, lambda row, base: _entry(task, kb, row, base)
     )
     new_entries = [w.after for w in writes if w.before is None]
-    merged = [(w.before, w.after) for w in writes if w.before is not None]
     if new_entries:
-        deps.faq.put_entries(new_entries)
+        deps.faq.put_entries(new_entries)  # indexed=False until their index entries are written
     index.write_all(new_entries)
-    for before, after in merged:
-        index.update(before, after)
-    written = [*new_entries, *(after for _, after in merged)]
-    for entry in written:
-        entry.indexed = True
-        entry.updated_at = utcnow()
-    if written:
-        deps.faq.put_entries(written)
+    for entry in new_entries:
+        save_indexed(deps, index, entry, claimed)
+    for write in writes:
+        if write.before is not None and not save_merge(deps, index, write, claimed):
+            changed = True
     for entry_id, keys in claimed.items():
         deps.faq.confirm_questions(kb.id, entry_id, keys)
-    return changed
+    return changed or replanned
 
 
 def _finish(

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from chalicelib.domain.clock import to_iso
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.faq_normalise import content_hash, normalise
 from chalicelib.faq.commands import FaqEntryRequest
@@ -67,6 +68,9 @@ class PlannedRow:
     reason: str = ""
     category: str = ""
     notes: list[str] = field(default_factory=list)
+    #: a merge's (or skip's) entry as the plan read it: its `updated_at` ('' in plans stored before it was
+    #: kept); the worker merges again into an entry written since (import_claims.changed_since_plan)
+    base: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -348,6 +352,7 @@ def plan_append(
                     content,
                     partial=bool(notes),
                     notes=notes,
+                    base=to_iso(target.updated_at),
                 )
             )
         owner = f"e:{target.id}" if target else f"r:{row.row}"
@@ -382,13 +387,15 @@ def plan_replace(
             # the same questions and answers: nothing to embed, but the row's tags and switches are the
             # file's word (an update in place, "merge"), as a clone takes the source's
             content = {
-                **_entry_content(match),
+                **entry_content(match),
                 "tags": _clean(row.tags),
                 "answer_all": row.answer_all,
                 "is_enabled": not row.disabled,
             }
-            action: Action = "skip" if content == _entry_content(match) else "merge"
-            decided[row.row] = PlannedRow(row.row, action, row, match.id, content)
+            action: Action = "skip" if content == entry_content(match) else "merge"
+            decided[row.row] = PlannedRow(
+                row.row, action, row, match.id, content, base=to_iso(match.updated_at)
+            )
         else:
             pending.append((row, key, answers))
     # pass 2: the other rows, against the kept entries and the rows before them
@@ -426,7 +433,7 @@ def plan_replace(
     return Plan("replace", planned, [e.id for e in existing if e.id not in kept])
 
 
-def _entry_content(entry: FaqEntry) -> dict[str, Any]:
+def entry_content(entry: FaqEntry) -> dict[str, Any]:
     return {
         "standard_question": entry.standard_question,
         "similar_questions": entry.similar_questions,
