@@ -108,7 +108,8 @@ def caller_tenant(deps: Dependencies, request: Request | None) -> Tenant:
             code="insufficient_scope",
         )
     kb_ids = frozenset(key.kb_ids) if key is not None and key.kb_ids is not None else None
-    ownership.grant(ownership.Access(tenant.id, required, kb_ids))
+    key_hash = key.key_hash if key is not None else tenant.api_key_hash
+    ownership.grant(ownership.Access(tenant.id, required, kb_ids, key_hash))
     if required is Scope.ADMIN and "kb_id" not in (http.uri_params or {}):
         ownership.require_whole_tenant()  # the tenant itself changes: not for a key limited to some KBs
     return tenant

@@ -52,13 +52,25 @@ GRANT_KEPT_AFTER_EXPIRY = timedelta(days=1)
 
 
 @dataclass(frozen=True)
+class GrantMinter:
+    """Who asked for a grant: the tenant (the resource's owner, or one it shared the knowledge base with)
+    and the API key it used, by the key's sha256 (the key records are read by it; `key_id_of` gives the
+    key's public id). Redeeming checks both still have the access that minted the grant."""
+
+    tenant_id: str
+    key_hash: str
+
+
+@dataclass(frozen=True)
 class AccessGrant:
     token_hash: str
     resource_id: str
-    tenant_id: str
+    tenant_id: str  # the resource's owner
     purpose: str  # "download": the only one
     created_at: datetime
     expires_at: datetime
+    #: None on a grant minted before minters were recorded (or outside a request): it works until it expires
+    minted_by: GrantMinter | None = None
 
     @property
     def purge_at(self) -> int:

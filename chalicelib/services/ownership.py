@@ -29,6 +29,8 @@ class Access:
     tenant_id: str
     required: Scope
     kb_ids: frozenset[str] | None = None
+    #: the key's sha256 (what the key records are read by): a download link records it, so a revoke ends it
+    key_hash: str = ""
 
 
 _ACCESS: ContextVar[Access | None] = ContextVar("weknora_access", default=None)
@@ -45,6 +47,11 @@ def end_request(token: Token[Access | None]) -> None:
 
 def grant(access: Access) -> None:
     _ACCESS.set(access)
+
+
+def current_access() -> Access | None:
+    """The request's access (None outside a request: queue stages, tasks)."""
+    return _ACCESS.get()
 
 
 def require_whole_tenant() -> None:

@@ -20,11 +20,19 @@ from datetime import UTC, datetime, timedelta
 
 from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.errors import Gone, NotFound
-from chalicelib.domain.resources import AccessGrant, Resource, header_safe, resource_id_for, token_hash
+from chalicelib.domain.resources import (
+    AccessGrant,
+    GrantMinter,
+    Resource,
+    header_safe,
+    resource_id_for,
+    token_hash,
+)
 from chalicelib.domain.storage_backends import backend_of
 from chalicelib.domain.storage_keys import download_copy_key, images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge, KnowledgeType, ParseStatus
 from chalicelib.ports import Dependencies
+from chalicelib.services import ownership
 from chalicelib.services.storage import files_of, signed_get
 
 OWNER_KNOWLEDGE = "knowledge"
@@ -165,10 +173,12 @@ def file_resource_id(knowledge: Knowledge) -> str:
 
 
 def create_grant(deps: Dependencies, resource: Resource, expires_seconds: int) -> tuple[str, datetime]:
-    """A download grant on one resource: its token (shown once; only its hash is stored) and expiry."""
+    """A download grant on one resource: its token (shown once; only its hash is stored) and expiry. The
+    grant records who minted it (the request's tenant and API key), so redeeming it ends with that access."""
     token = secrets.token_urlsafe(32)
     created = _now()
     expires = created + timedelta(seconds=expires_seconds)
+    access = ownership.current_access()
     deps.resources.put_grant(
         AccessGrant(
             token_hash=token_hash(token),
@@ -177,9 +187,36 @@ def create_grant(deps: Dependencies, resource: Resource, expires_seconds: int) -
             purpose=PURPOSE_DOWNLOAD,
             created_at=created,
             expires_at=expires,
+            minted_by=GrantMinter(access.tenant_id, access.key_hash) if access is not None else None,
         )
     )
     return token, expires
+
+
+def _still_allowed(deps: Dependencies, minter: GrantMinter, resource: Resource) -> bool:
+    """Whether the grant's minter could still read the resource: its key is not revoked, a key limited to
+    some knowledge bases still covers the document's, and a tenant other than the owner still has the
+    knowledge base shared with it. Reads only what the case needs: the key record; the document (its
+    knowledge base now: a move changes it) and the share only for a recipient or a limited key."""
+    key = deps.api_keys.get(minter.key_hash)  # strongly consistent, as authentication's read
+    # no record: a tenant's primary key from before key records (revoking it writes a record)
+    if key is not None and (key.revoked or key.tenant_id != minter.tenant_id):
+        return False
+    kb_limit = key.kb_ids if key is not None else None
+    owner = minter.tenant_id == resource.tenant_id
+    if owner and kb_limit is None:
+        return True
+    knowledge = deps.knowledge.get(resource.owner_id) if resource.owner_kind == OWNER_KNOWLEDGE else None
+    if knowledge is None or knowledge.tenant_id != resource.tenant_id:
+        return False
+    if kb_limit is not None and knowledge.kb_id not in kb_limit:
+        return False
+    return owner or minter.tenant_id in deps.shares.tenants_of(knowledge.kb_id)
+
+
+def _no_such_link() -> NotFound:
+    """An unknown token's answer, and a revoked one's (nothing tells them apart)."""
+    return NotFound("no such download link", code="grant_not_found")
 
 
 @dataclass(frozen=True)
@@ -189,15 +226,19 @@ class Redirect:
 
 def redeem(deps: Dependencies, token: str) -> Redirect:
     """Where a grant's token leads: a short-lived presigned GET of its resource's object, or 404
-    grant_not_found / 410 grant_expired / 410 resource_deleted."""
+    grant_not_found (unknown, or its minter's key was revoked or its access to the file ended) / 410
+    grant_expired / 410 resource_deleted."""
     grant = deps.resources.get_grant(token_hash(token)) if 0 < len(token) <= 128 else None
     if grant is None or grant.purpose != PURPOSE_DOWNLOAD:
-        raise NotFound("no such download link", code="grant_not_found")
+        raise _no_such_link()
     if _now() >= grant.expires_at:
         raise Gone("this download link has expired: ask for a new one", code="grant_expired")
     resource = deps.resources.get(grant.resource_id)
     if resource is None or resource.deleted or resource.tenant_id != grant.tenant_id:
         raise Gone("the file of this download link has been deleted", code="resource_deleted")
+    # a grant from before minters were recorded works until it expires (minutes)
+    if grant.minted_by is not None and not _still_allowed(deps, grant.minted_by, resource):
+        raise _no_such_link()
     if not deps.files.exists(resource.url):
         raise Gone("the file of this download link is no longer stored", code="resource_deleted")
     seconds = max(1, min(60, int((grant.expires_at - _now()).total_seconds())))

@@ -10,7 +10,7 @@ from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from chalicelib.adapters.dynamo.tables import CONDITION_FAILED, Models
 from chalicelib.domain.clock import from_iso, to_iso
-from chalicelib.domain.resources import AccessGrant, Resource
+from chalicelib.domain.resources import AccessGrant, GrantMinter, Resource
 
 GRANT_PREFIX = "grant#"
 
@@ -90,6 +90,8 @@ class DynamoResourceCatalog:
             resource_id=grant.resource_id,
             purpose=grant.purpose,
             expires_at=to_iso(grant.expires_at),
+            minter_tenant_id=grant.minted_by.tenant_id if grant.minted_by else None,
+            minter_key_hash=grant.minted_by.key_hash if grant.minted_by else None,
             purge_at=grant.purge_at,  # the table's TTL: an expired grant goes a day later
         ).save()
 
@@ -105,6 +107,11 @@ class DynamoResourceCatalog:
             purpose=str(item.purpose),
             created_at=from_iso(item.created_at),
             expires_at=from_iso(str(item.expires_at)),
+            minted_by=(
+                GrantMinter(item.minter_tenant_id, str(item.minter_key_hash))
+                if item.minter_tenant_id
+                else None
+            ),
         )
 
 

@@ -508,6 +508,8 @@ def build_models(settings: Settings) -> Models:
         resource_id = UnicodeAttribute(null=True)
         purpose = UnicodeAttribute(null=True)
         expires_at = UnicodeAttribute(null=True)
+        minter_tenant_id = UnicodeAttribute(null=True)  # who minted it (absent on older grants)
+        minter_key_hash = UnicodeAttribute(null=True)  # with which API key (its sha256)
         purge_at = NumberAttribute(
             null=True
         )  # TTL (epoch seconds): only grants have it, a while after expiry
