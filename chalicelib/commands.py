@@ -53,16 +53,7 @@ def _depth(value: Any, level: int = 0) -> int:
     return level
 
 
-def _metadata(value: Any) -> Any:
-    if value in (None, ""):
-        return {}
-    if isinstance(value, str):  # multipart forms carry metadata as a JSON string
-        try:
-            value = strict_json.loads(value)
-        except (ValueError, RecursionError) as error:
-            raise ValueError("metadata must be a JSON object") from error
-    if not isinstance(value, dict):
-        raise ValueError("metadata must be a JSON object")
+def _bounded_metadata(value: dict[str, Any]) -> dict[str, Any]:
     if _depth(value) > MAX_METADATA_DEPTH:
         raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
     if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_METADATA_BYTES:
@@ -70,40 +61,94 @@ def _metadata(value: Any) -> Any:
     return value
 
 
-def _tag_ids(value: Any) -> Any:
-    if value in (None, ""):
-        return []
-    if isinstance(value, str) and value.lstrip().startswith("["):  # a form field holding a JSON array
-        try:
-            value = strict_json.loads(value)
-        except ValueError as error:
-            raise ValueError("tag_ids is not a valid JSON array") from error
-    elif isinstance(value, str):  # WeKnora's form field: a comma-separated list
-        value = value.split(",")
-    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise ValueError("tag_ids must be a list of strings or a comma-separated string")
-    return [t.strip() for t in value if t.strip()]
-
-
-Metadata = Annotated[dict[str, Any], BeforeValidator(_metadata)]
-TagIds = Annotated[
-    list[Annotated[str, Field(max_length=64)]], BeforeValidator(_tag_ids), Field(max_length=MAX_TAGS)
-]
-ModelId = Annotated[str, Field(max_length=MAX_MODEL_ID)]
-
-#: C0 controls, DEL and C1 controls: in a name or a title they would reach terminals (the CLI, logs read
-#: there) as escape sequences, written by whoever named the thing (a shared knowledge base: another tenant)
-_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def _no_control_characters(value: str) -> str:
-    if _CONTROL_CHARACTERS.search(value):
-        raise ValueError("must not hold control characters (ESC, a tab, a line break, ...)")
+def _form_metadata(value: Any) -> Any:
+    """A multipart form carries metadata as a JSON string ("" for none)."""
+    if not isinstance(value, str):
+        return value
+    if not value.strip():
+        return {}
+    try:
+        value = strict_json.loads(value)
+    except (ValueError, RecursionError) as error:
+        raise ValueError("metadata must be a JSON object") from error
+    if not isinstance(value, dict):
+        raise ValueError("metadata must be a JSON object")
     return value
 
 
-#: a name or title: one line of printable text (400 with the field's own code otherwise)
-OneLine = Annotated[str, AfterValidator(_no_control_characters)]
+def _cleaned_tags(value: list[str]) -> list[str]:
+    return [t.strip() for t in value if t.strip()]
+
+
+def _form_tag_ids(value: Any) -> Any:
+    """A multipart form carries tag_ids as a JSON array or, as WeKnora's form does, a comma-separated list."""
+    if not isinstance(value, str):
+        return value
+    if value.lstrip().startswith("["):
+        try:
+            value = strict_json.loads(value)
+        except (ValueError, RecursionError) as error:
+            raise ValueError("tag_ids is not a valid JSON array") from error
+        if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+            raise ValueError("tag_ids must be a list of strings or a comma-separated string")
+        return value
+    return value.split(",")
+
+
+#: JSON bodies: an object, and a list of strings; a string in their place is a 400, never read as "none"
+Metadata = Annotated[dict[str, Any], AfterValidator(_bounded_metadata)]
+TagIds = Annotated[
+    list[Annotated[str, Field(max_length=64)]], Field(max_length=MAX_TAGS), AfterValidator(_cleaned_tags)
+]
+#: the multipart form's conveniences (its fields are strings): metadata as JSON text, tags comma-separated
+FormMetadata = Annotated[Metadata, BeforeValidator(_form_metadata)]
+FormTagIds = Annotated[TagIds, BeforeValidator(_form_tag_ids)]
+ModelId = Annotated[str, Field(max_length=MAX_MODEL_ID)]
+
+#: C0 controls, DEL and C1 controls: in a name or a title they would reach terminals (the CLI, logs read
+#: there) as escape sequences, written by whoever named the thing (a shared knowledge base: another tenant);
+#: the line and paragraph separators break the line, and bidirectional overrides and isolates make
+#: `invoice\u202efdp.exe` display as `invoiceexe.pdf` (file names lose them: storage_keys.safe_file_name)
+NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _one_line(value: str) -> str:
+    if NOT_ONE_LINE.search(value):
+        raise ValueError(
+            "must not hold control characters (ESC, a tab, a line break, a bidirectional override, ...)"
+        )
+    return value.strip()
+
+
+def _not_blank(value: str) -> str:
+    if not value:
+        raise ValueError("must not be blank")
+    return value
+
+
+#: a name or title: one line of printable text, without the spaces around it (400 with the field's own code
+#: otherwise); blank is allowed where blank means "none" or "derive it"
+OneLine = Annotated[str, AfterValidator(_one_line)]
+#: a name or title that must say something
+NonBlankLine = Annotated[OneLine, AfterValidator(_not_blank)]
+
+
+#: a media type as an HTTP header takes it: `type/subtype` and `; name=value` parameters, printable ASCII
+#: tokens (a value may be quoted); it is signed into the presigned PUT and handed back as a header to send
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_MEDIA_TYPE = re.compile(rf'{_TOKEN}/{_TOKEN}(?: *; *{_TOKEN}=(?:{_TOKEN}|"[ !#-\[\]-~]*"))*')
+MAX_CONTENT_TYPE = 200
+
+
+def _media_type(value: str) -> str:
+    if value and not _MEDIA_TYPE.fullmatch(value):
+        raise ValueError(
+            "content_type must be a media type such as application/pdf (type/subtype[; name=value])"
+        )
+    return value
+
+
+ContentType = Annotated[str, AfterValidator(_media_type)]
 
 
 def _honourable_engine_rules(rules: dict[str, str]) -> dict[str, str]:
@@ -223,7 +268,8 @@ def _process_config(value: Any) -> Any:
     return value
 
 
-ProcessConfigField = Annotated[ProcessConfig | None, BeforeValidator(_process_config)]
+#: the multipart form carries process_config as a JSON string; a JSON body sends the object itself
+FormProcessConfig = Annotated[ProcessConfig | None, BeforeValidator(_process_config)]
 
 
 class EnrichmentBody(Body):
@@ -256,7 +302,7 @@ class FaqIndexBody(Body):
 
 
 class CreateKnowledgeBase(Body):
-    name: OneLine = code("invalid_name", min_length=1, max_length=200)
+    name: NonBlankLine = code("invalid_name", min_length=1, max_length=200)
     description: str = code("invalid_description", default="", max_length=10_000)
     type: Literal["document", "faq"] = code("invalid_kb_type", default="document")
     chunking_config: ChunkingSettings | None = code("invalid_chunking_config", default=None)
@@ -276,19 +322,12 @@ class CreateKnowledgeBase(Body):
     #: FAQ knowledge bases: how entries are indexed (fixed at creation)
     faq_index: FaqIndexBody | None = code("invalid_faq_index", default=None)
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("name must not be blank")
-        return value.strip()
-
 
 class UpdateKnowledgeBase(Body):
     """PUT /knowledge-bases/{id}: only the given fields change (nested settings merge over the current ones).
     `apply_to` is the specification's scope: `new` documents only, or `reparse` every document now."""
 
-    name: OneLine | None = code("invalid_name", default=None, min_length=1, max_length=200)
+    name: NonBlankLine | None = code("invalid_name", default=None, min_length=1, max_length=200)
     description: str | None = code("invalid_description", default=None, max_length=10_000)
     chunking_config: ChunkingSettings | None = code("invalid_chunking_config", default=None)
     indexing_strategy: IndexingStrategySettings | None = code("invalid_indexing_strategy", default=None)
@@ -307,13 +346,6 @@ class UpdateKnowledgeBase(Body):
     #: a new embedding model or engine builds the new index beside the old one first (a durable task)
     reembed: bool = code("invalid_body", default=False)
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("name must not be blank")
-        return value.strip() if value is not None else None
-
 
 class FileUploadForm(Body):
     """The multipart upload's fields besides `file` (WeKnora's names)."""
@@ -321,10 +353,10 @@ class FileUploadForm(Body):
     model_config = ConfigDict(extra="forbid", strict=False, populate_by_name=True)
 
     file_name: str | None = code("invalid_file_name", default=None, alias="fileName", max_length=1024)
-    metadata: Metadata = code("invalid_metadata", default_factory=dict)
+    metadata: FormMetadata = code("invalid_metadata", default_factory=dict)
     enable_multimodel: bool | None = code("invalid_form", default=None)
-    tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
-    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+    tag_ids: FormTagIds = code("invalid_tag_ids", default_factory=list)
+    process_config: FormProcessConfig = code("invalid_process_config", default=None)
     channel: str = code("invalid_form", default="api", max_length=32)
 
 
@@ -332,12 +364,12 @@ class UploadUrlRequest(Body):
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 
     file_name: str = code("missing_file_name", alias="fileName", min_length=1, max_length=1024)
-    file_size: int | None = code("invalid_file_size", default=None, ge=0)
-    content_type: str = code("invalid_content_type", default="", max_length=200)
+    file_size: int | None = code("invalid_file_size", default=None, ge=1)
+    content_type: ContentType = code("invalid_content_type", default="", max_length=MAX_CONTENT_TYPE)
     metadata: Metadata = code("invalid_metadata", default_factory=dict)
     tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
     enable_multimodel: bool | None = code("invalid_body", default=None)
-    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+    process_config: ProcessConfig | None = code("invalid_process_config", default=None)
 
 
 class UrlImportRequest(Body):
@@ -348,7 +380,7 @@ class UrlImportRequest(Body):
     enable_multimodel: bool | None = code("invalid_body", default=None)
     tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
     channel: str = code("invalid_channel", default="api", max_length=32)
-    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+    process_config: ProcessConfig | None = code("invalid_process_config", default=None)
 
 
 class ManualRequest(Body):
@@ -357,11 +389,11 @@ class ManualRequest(Body):
     status: Literal["draft", "publish"] = code("invalid_status", default="publish")
     tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
     channel: str = code("invalid_channel", default="api", max_length=32)
-    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+    process_config: ProcessConfig | None = code("invalid_process_config", default=None)
 
 
 class ReparseRequest(Body):
-    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+    process_config: ProcessConfig | None = code("invalid_process_config", default=None)
 
 
 #: a metadata value a search filter compares with (JSON scalars; no coercion: "2024" is not 2024)
@@ -376,8 +408,8 @@ class MetadataIn(Body):
     in_: list[MetadataScalar] = Field(alias="in", min_length=1, max_length=MAX_FILTER_VALUES)
 
 
-#: a metadata field name; dots walk into nested objects (`author.name`)
-MetadataKey = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^.\s][^\s]*$")]
+#: a metadata field name; dots walk into nested objects (`author.name`), so no part is empty (`a..b`)
+MetadataKey = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^.\s]+(?:\.[^.\s]+)*$")]
 
 
 def _scalar(value: Any) -> bool:
@@ -558,6 +590,8 @@ def bad_request(model: type[BaseModel], error: ValidationError) -> BadRequest:
     field = model.model_fields.get(location[0]) if location else None
     extra = field.json_schema_extra if field is not None else None
     error_code = str(extra.get("x-error-code", "invalid_body")) if isinstance(extra, dict) else "invalid_body"
+    if first["type"] == "extra_forbidden" and len(location) == 1:
+        error_code = "invalid_body"  # a field the body does not have, not the field of the same name
     where = ".".join(location) or "body"
     details = [{"field": ".".join(path(e["loc"])), "message": _for_people(e["msg"])} for e in errors[:20]]
     return BadRequest(f"{where}: {_for_people(first['msg'])}", code=error_code, details=details)
@@ -634,13 +668,13 @@ class BatchDeleteRequest(Body):
 class BatchReparseRequest(Body):
     kb_id: str = code("invalid_body", min_length=1, max_length=100)
     ids: KnowledgeIds = code("invalid_ids")
-    process_config: ProcessConfigField = code("invalid_process_config", default=None)
+    process_config: ProcessConfig | None = code("invalid_process_config", default=None)
 
 
 class EditKnowledgeRequest(Body):
     """Editable fields of a knowledge; `content` only for hand-written (manual) knowledge."""
 
-    title: OneLine | None = code("invalid_title", default=None, min_length=1, max_length=500)
+    title: NonBlankLine | None = code("invalid_title", default=None, min_length=1, max_length=500)
     description: str | None = code("invalid_description", default=None, max_length=10_000)
     metadata: Metadata | None = code("invalid_metadata", default=None)
     tag_ids: TagIds | None = code("invalid_tag_ids", default=None)
@@ -667,14 +701,7 @@ class CloneKnowledgeBaseRequest(Body):
     """Clone into an existing knowledge base (`target_kb_id`) or a new one (`name`, default `<name> (copy)`)."""
 
     target_kb_id: str | None = code("invalid_body", default=None, min_length=1, max_length=100)
-    name: OneLine | None = code("invalid_name", default=None, min_length=1, max_length=200)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("name must not be blank")
-        return value.strip() if value is not None else None
+    name: NonBlankLine | None = code("invalid_name", default=None, min_length=1, max_length=200)
 
 
 TagName = Annotated[str, Field(min_length=1, max_length=100)]
@@ -685,7 +712,7 @@ def _tag_name(value: str) -> str:
     value = " ".join(value.split())  # tabs and line breaks become spaces; other controls are refused
     if not value:
         raise ValueError("name must not be blank")
-    return _no_control_characters(value)
+    return _one_line(value)
 
 
 class CreateTagRequest(Body):
@@ -740,7 +767,7 @@ class KeyAccess(Body):
 
 
 class CreateTenantRequest(KeyAccess):
-    name: OneLine = code("invalid_name", min_length=1, max_length=MAX_NAME)
+    name: NonBlankLine = code("invalid_name", min_length=1, max_length=MAX_NAME)
     #: a label for the tenant's first API key
     key_name: OneLine = code("invalid_name", default="", max_length=MAX_NAME)
     #: limits in bytes and documents; 0 = none

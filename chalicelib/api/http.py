@@ -122,9 +122,14 @@ def api_key(request: Request) -> str:
     return str(headers.get("x-api-key", ""))
 
 
-def raw_body(request: Request, limit: int) -> bytes:
+def _body_bytes(request: Request) -> bytes:
     raw = request.raw_body
-    data = raw if isinstance(raw, bytes) else raw.encode()
+    return raw if isinstance(raw, bytes) else raw.encode()
+
+
+def raw_body(request: Request, limit: int) -> bytes:
+    """An upload's body: one too large for the API is sent to S3 instead (413 says how)."""
+    data = _body_bytes(request)
     if len(data) > limit:
         raise PayloadTooLarge(
             f"request body is {len(data)} bytes; bodies over {limit} bytes exceed the API payload limit: "
@@ -136,7 +141,12 @@ def raw_body(request: Request, limit: int) -> bytes:
 
 def json_body(request: Request, limit: int) -> dict[str, Any]:
     """The body as a JSON object (an empty body is `{}`)."""
-    data = raw_body(request, limit)
+    data = _body_bytes(request)
+    if len(data) > limit:  # no file to upload elsewhere: the upload advice would mislead
+        raise PayloadTooLarge(
+            f"request body is {len(data)} bytes; the API takes bodies of at most {limit} bytes",
+            code="body_too_large",
+        )
     if not data.strip():
         return {}
     try:

@@ -6,13 +6,19 @@ same settings as the upload did.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
 from chalicelib.domain.languages import check_asr_language, check_ocr_languages
-from chalicelib.domain.types import ChunkingConfig, KnowledgeBase
+from chalicelib.domain.types import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    ChunkingConfig,
+    KnowledgeBase,
+)
 
 CHUNKING_NUMBERS = ("chunk_size", "chunk_overlap", "parent_chunk_size", "child_chunk_size", "token_limit")
 
@@ -160,6 +166,60 @@ def check_media_gates(
         )
 
 
+class MediaEngines(Protocol):
+    """The deployment's own OCR and speech engines, if any (the Dependencies)."""
+
+    def ocr(self) -> object | None: ...
+
+    def asr(self) -> object | None: ...
+
+
+def check_document_settings(
+    engines: MediaEngines, kb: KnowledgeBase, overrides: dict[str, Any] | None, file_type: str | None
+) -> EffectiveProcessConfig:
+    """A document's settings (the knowledge base's, overlaid by its own) as every path that creates or
+    reparses one checks them before it writes: 400 for one that could not be honoured. The media gates
+    apply when the file type is known; the chunking rules to the chunking the overrides change."""
+    effective = resolve(kb, overrides)
+    check_chunking(effective.chunking, (overrides or {}).get("chunking") or {})
+    ocr_available = engines.ocr() is not None
+    if file_type:
+        check_media_gates(
+            file_type, effective, ocr_available=ocr_available, asr_available=engines.asr() is not None
+        )
+    check_enrichment(effective, ocr_available=ocr_available)
+    return effective
+
+
+#: the fields each chunking rule compares (a rule is checked when one of its fields is given)
+_SIZE_FIELDS = frozenset({"chunk_size", "chunk_overlap"})
+_PARENT_CHILD_FIELDS = frozenset({"enable_parent_child", "parent_chunk_size", "child_chunk_size"})
+
+
+def check_chunking(config: ChunkingConfig, changed: Collection[str]) -> None:
+    """Chunking settings that could not take effect are a 400 `invalid_chunking`, not silently adjusted: the
+    overlap must be below the chunk size, and a parent chunk at least as large as its children. Only rules
+    whose fields `changed` names are checked, so a knowledge base stored with odd settings before this
+    rule still takes changes of its other settings (and still chunks, with the chunker's adjustments)."""
+    problems = []
+    if _SIZE_FIELDS & set(changed):
+        size = config.chunk_size if config.chunk_size > 0 else DEFAULT_CHUNK_SIZE
+        overlap = config.chunk_overlap if config.chunk_overlap >= 0 else DEFAULT_CHUNK_OVERLAP
+        if overlap >= size:
+            problems.append(f"chunk_overlap ({overlap}) must be smaller than chunk_size ({size})")
+    if (
+        _PARENT_CHILD_FIELDS & set(changed)
+        and config.enable_parent_child
+        and config.parent_chunk_size < config.child_chunk_size
+    ):
+        problems.append(
+            f"parent_chunk_size ({config.parent_chunk_size}) must be at least child_chunk_size "
+            f"({config.child_chunk_size}) with enable_parent_child"
+        )
+    if problems:
+        raise BadRequest("; ".join(problems), code="invalid_chunking")
+
+
 def engine_rules(
     kb: KnowledgeBase, tenant_rules: dict[str, str], overrides: dict[str, Any] | None
 ) -> dict[str, str]:
@@ -174,9 +234,12 @@ def normalise_engine_rules(rules: dict[str, str]) -> dict[str, str]:
 
 
 def apply_chunking(base: ChunkingConfig | None, changes: dict[str, Any]) -> ChunkingConfig:
-    """A ChunkingConfig with validated `changes` (commands.ChunkingSettings) over `base` (or defaults)."""
+    """A ChunkingConfig with validated `changes` (commands.ChunkingSettings) over `base` (or defaults); the
+    result must honour what `changes` set (`check_chunking`)."""
     known = set(ChunkingConfig.__dataclass_fields__)
     values = {k: v for k, v in changes.items() if k in known}
     if "parser_engine_rules" in values:
         values["parser_engine_rules"] = normalise_engine_rules(values["parser_engine_rules"])
-    return replace(base or ChunkingConfig(), **values)
+    merged = replace(base or ChunkingConfig(), **values)
+    check_chunking(merged, values)
+    return merged

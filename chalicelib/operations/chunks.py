@@ -8,7 +8,8 @@ chunk's own switch; its entries are on while the chunk and its document both are
 summary stale (it is made from the enabled chunks' text). After it wrote, an edit re-reads the row: one a
 delete, a reparse or a move overtook takes back what it wrote (404 `knowledge_not_found`, 409
 `knowledge_changed`), and one the document's switch overtook follows it. A document being deleted is gone
-from the listing, the chunk read and the download links at once (404). A download link is a grant on the
+from the listing, the chunk read and the download links at once (404); an edit of its chunks is 400
+`invalid_state`, as every other write to it. A download link is a grant on the
 file's entry in the resource catalog (services/resources.py), answered by `GET /r/{token}`."""
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ def edit_chunk(
     deps: Dependencies, tenant_id: str, knowledge_id: str, chunk_id: str, request: EditChunkRequest
 ) -> dict[str, Any]:
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
+    if knowledge.parse_status == ParseStatus.DELETING:  # as every other write to a document being deleted
+        raise BadRequest("the knowledge is being deleted", code="invalid_state")
     if knowledge.parse_status != ParseStatus.COMPLETED:
         raise Conflict(
             f"only a completed document's chunks can change; this one is {knowledge.parse_status.value}",

@@ -16,13 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from chalicelib.commands import ManualRequest, ProcessConfig, UploadUrlRequest, UrlImportRequest
+from chalicelib.commands import (
+    NOT_ONE_LINE,
+    ManualRequest,
+    ProcessConfig,
+    UploadUrlRequest,
+    UrlImportRequest,
+)
 from chalicelib.domain.errors import AppError, BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge
 from chalicelib.domain.events import EventType
 from chalicelib.domain.filetypes import is_importable, validate_import_file_type
 from chalicelib.domain.ids import file_dedupe_key, file_md5, url_dedupe_key
 from chalicelib.domain.markup import strip_active_content
-from chalicelib.domain.process_config import check_enrichment, check_media_gates, resolve
+from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.storage_keys import (
     folder_of,
     presigned_upload_key,
@@ -92,11 +98,7 @@ def _gate_file(
             f"file is {size} bytes; the limit is {deps.settings.max_file_size} bytes", code="file_too_large"
         )
     check_storage_for_upload(deps, kb.tenant_id, size)
-    effective = resolve(kb, overrides)
-    check_media_gates(
-        file_type, effective, ocr_available=deps.ocr() is not None, asr_available=deps.asr() is not None
-    )
-    check_enrichment(effective, ocr_available=deps.ocr() is not None)
+    check_document_settings(deps, kb, overrides, file_type)
     return file_type
 
 
@@ -353,7 +355,6 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
     from chalicelib.services.tagging import check_tag_ids
 
     tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
-    deps.urls.check(url)
     file_name = request.file_name
     file_type = request.file_type.lower().lstrip(".")
     path_type = urlparse(url).path.rsplit(".", 1)[-1].lower() if "." in urlparse(url).path else ""
@@ -361,6 +362,8 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
     if is_file:
         file_type = file_type or (validate_import_file_type(file_name) if file_name else path_type)
         validate_import_file_type(f"x.{file_type}")
+    check_document_settings(deps, kb, overrides, file_type if is_file else "html")
+    deps.urls.check(url)  # last of the checks: it resolves the host
     dedupe_key = url_dedupe_key(tenant_id, kb.id, url)
     existing = deps.knowledge.find_duplicate(dedupe_key)
     if existing is not None:
@@ -371,7 +374,7 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
         kb_id=kb.id,
         storage_backend=kb.storage_backend,
         type=KnowledgeType.FILE_URL if is_file else KnowledgeType.URL,
-        title=(request.title or file_name or redact_credentials(url))[:500],
+        title=(request.title or (safe_file_name(file_name) if file_name else redact_credentials(url)))[:500],
         source=url,
         file_name=safe_file_name(file_name) if file_name else "",
         file_type=file_type if is_file else "html",
@@ -397,6 +400,17 @@ def _not_a_path(title: str) -> str:
     return title.replace("/", "_").replace("\\", "_")
 
 
+#: an ATX heading's marker (`## `): a title taken from a heading line is the heading's text
+_HEADING_MARKER = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+|$)")
+
+
+def _title_of(content: str) -> str:
+    """The title of a text sent without one: its first line, without a heading marker, as one line of
+    printable text (what a title sent would have to be, `commands.OneLine`)."""
+    line = _HEADING_MARKER.sub("", content.splitlines()[0])
+    return " ".join(NOT_ONE_LINE.sub("", line.replace("\t", " ")).split()) or "manual"
+
+
 def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: ManualRequest) -> Knowledge:
     kb = _document_kb(require_kb(deps, tenant_id, kb_id))
     title = request.title.strip()
@@ -409,6 +423,7 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
             f"content is over {deps.settings.manual_max_runes} characters", code="content_too_long"
         )
     overrides = _overrides(deps, request.process_config)
+    check_document_settings(deps, kb, overrides, "md")
     from chalicelib.services.tagging import check_tag_ids
 
     tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
@@ -423,7 +438,7 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
         kb_id=kb.id,
         storage_backend=kb.storage_backend,
         type=KnowledgeType.MANUAL,
-        title=(title or content.splitlines()[0])[:500],
+        title=(title or _title_of(content))[:500],
         file_name=f"{safe_file_name(_not_a_path(title or 'manual'))}.md",
         file_type="md",
         file_size=len(data),

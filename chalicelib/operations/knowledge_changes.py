@@ -16,6 +16,7 @@ from chalicelib.commands import BatchDeleteRequest, BatchReparseRequest, EditKno
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceUnavailable
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name, file_md5
+from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.status import CANCEL_FROM, REPARSE_FROM
 from chalicelib.domain.storage_keys import source_object_key
 from chalicelib.domain.types import (
@@ -36,6 +37,7 @@ from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_api
 from chalicelib.tasks import LIFECYCLE_QUEUE, new_task, start_task
+from chalicelib.tasks.delete import start_delete
 from chalicelib.tasks.reparse import reparse
 
 CANCEL_MESSAGE = "cancelled by the user"
@@ -45,8 +47,8 @@ CANCEL_MESSAGE = "cancelled by the user"
 
 
 def delete_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Task:
-    knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
-    return _delete(deps, tenant_id, knowledge.kb_id, [knowledge])
+    """One document, one task for it: a DELETE repeated answers that task (tasks/delete.py)."""
+    return start_delete(deps, owned_knowledge(deps, tenant_id, knowledge_id))
 
 
 def batch_delete(deps: Dependencies, tenant_id: str, request: BatchDeleteRequest) -> Task:
@@ -259,7 +261,7 @@ def publish(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
 
 
 def batch_reparse(deps: Dependencies, tenant_id: str, request: BatchReparseRequest) -> Task:
-    require_kb(deps, tenant_id, request.kb_id)
+    kb = require_kb(deps, tenant_id, request.kb_id)
     rows = _rows_of_kb(deps, tenant_id, request.kb_id, request.ids)
     refused = [row.id for row in rows if row.parse_status not in REPARSE_FROM]
     if refused:  # as a single reparse would answer, up front, not a task that ends partial
@@ -269,6 +271,9 @@ def batch_reparse(deps: Dependencies, tenant_id: str, request: BatchReparseReque
             data={"ids": refused},
         )
     overrides = request.process_config.model_dump(exclude_none=True) if request.process_config else None
+    if overrides is not None:  # up front, as each document's reparse checks them again
+        for file_type in sorted({row.file_type for row in rows}):
+            check_document_settings(deps, kb, overrides, file_type)
     task = new_task(
         tenant_id, TaskKind.REPARSE, request.kb_id, [r.id for r in rows], process_config=overrides
     )

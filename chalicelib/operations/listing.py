@@ -6,6 +6,11 @@ the file-type GSI, else the source GSI, else the knowledge base GSI — each bou
 key condition. What the index cannot say (status, keyword, a second key) is checked on the rows read, and
 a request reads at most MAX_READ rows: a short page with a `next_cursor` means "keep going". The cursor is
 the position (created_at, id) of the last row consumed, bound to the filters it was made with.
+
+`page` > 1 without a cursor (old clients) walks the earlier pages. Unfiltered, each of them reads its own
+rows and no more; filtered, the pages walked over share one MAX_READ budget (each had its own: page 100
+with a keyword matching nothing read every row of the knowledge base, up to 100 × MAX_READ). A page that
+budget cannot reach is 400 `page_too_deep`: the cursor from page 1 reaches it, MAX_READ rows a request.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class Listed:
     next_cursor: str | None
     #: rows read from storage for this page (relations and rows of the index), for tests and logs
     read: int
+    #: the read budget ended the page, not a full page or the end of the index
+    cut_short: bool = False
 
 
 def list_knowledge(
@@ -49,9 +56,8 @@ def list_knowledge(
     if query.created_from and query.created_to and query.created_from > query.created_to:
         # DynamoDB refuses a BETWEEN whose bounds are reversed (a 500); moto and the fake answered []
         raise BadRequest("created_from is after created_to", code="invalid_query")
-    # a tag unknown to this knowledge base, or being deleted
-    if query.tag_id is not None and not check_tag_ids(deps, kb.id, [query.tag_id], strict=False):
-        raise BadRequest(f"unknown tag id {query.tag_id}", code="unknown_tag_id")
+    if query.tag_id is not None:  # a tag unknown to this knowledge base, or being deleted: 400, as search
+        check_tag_ids(deps, kb.id, [query.tag_id])
     listed = page(deps, kb_id, query)
     return {
         "items": [k.to_dict() for k in listed.items],
@@ -67,23 +73,44 @@ def list_knowledge(
 
 
 def page(deps: Dependencies, kb_id: str, query: ListKnowledgeQuery) -> Listed:
-    """One page; `page` > 1 without a cursor walks the earlier pages (at most 100, each bounded)."""
+    """One page; `page` > 1 without a cursor walks the earlier pages (at most 100). Filtered, the pages
+    walked over share one budget of MAX_READ rows; a page each would have cut short by its own budget
+    starts the next one where it stopped, so a skipped page the shared budget cut short ends the walk."""
     fingerprint = _fingerprint(kb_id, query)
     after = _decode(query.cursor, fingerprint) if query.cursor else None
+    filtering = _plan(deps, kb_id, query)[2]
     read = 0
     for _ in range(0 if query.cursor else query.page - 1):
-        skipped = _one_page(deps, kb_id, query, after, fingerprint)
+        budget = MAX_READ - read if filtering else MAX_READ
+        if budget <= 0:
+            raise _too_deep(query.page)
+        skipped = _one_page(deps, kb_id, query, after, fingerprint, budget)
         read += skipped.read
         if skipped.next_cursor is None:
             return Listed([], None, read)
+        if skipped.cut_short and budget < MAX_READ:  # its own budget would have read on: its end is unknown
+            raise _too_deep(query.page)
         after = _decode(skipped.next_cursor, fingerprint)
-    listed = _one_page(deps, kb_id, query, after, fingerprint)
+    listed = _one_page(deps, kb_id, query, after, fingerprint, MAX_READ)
     listed.read += read
     return listed
 
 
+def _too_deep(page_number: int) -> BadRequest:
+    return BadRequest(
+        f"page {page_number} is further than one request reads with these filters: "
+        "follow next_cursor from the first page instead",
+        code="page_too_deep",
+    )
+
+
 def _one_page(
-    deps: Dependencies, kb_id: str, query: ListKnowledgeQuery, after: Position | None, fingerprint: str
+    deps: Dependencies,
+    kb_id: str,
+    query: ListKnowledgeQuery,
+    after: Position | None,
+    fingerprint: str,
+    budget: int,
 ) -> Listed:
     fetch, checks, filtering = _plan(deps, kb_id, query)
     size = query.page_size
@@ -92,7 +119,7 @@ def _one_page(
     position = after
     while True:
         want = size + 1 - len(matched)
-        batch = min(MAX_READ - read, max(want, FILTER_BATCH) if filtering else want)
+        batch = min(budget - read, max(want, FILTER_BATCH) if filtering else want)
         got = fetch(position, batch)
         read += len(got)
         for at, row in got:
@@ -105,9 +132,9 @@ def _one_page(
                     )
         if len(got) < batch:  # the index has no more
             return Listed([r for _, r in matched], None, read)
-        if read >= MAX_READ:  # the budget is spent: what matched so far, and where to go on
+        if read >= budget:  # the budget is spent: what matched so far, and where to go on
             assert position is not None
-            return Listed([r for _, r in matched], _encode(position, fingerprint), read)
+            return Listed([r for _, r in matched], _encode(position, fingerprint), read, cut_short=True)
 
 
 Fetch = Callable[[Position | None, int], list[tuple[Position, Knowledge | None]]]

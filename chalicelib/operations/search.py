@@ -191,14 +191,12 @@ def _rows_of_kb(deps: Dependencies, kb_id: str, index: tuple[str, str] | None) -
 def resolve_knowledge_ids(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> list[str] | None:
     """The knowledge ids the search is limited to, None when nothing limits it. Candidates come from the
     narrowest source given, then every candidate row is checked against every filter (a stale tag relation,
-    a row of another knowledge base or one being deleted falls out)."""
+    a row of another knowledge base or one being deleted falls out). A tag id that is not a live tag of this
+    knowledge base is 400 `unknown_tag_id`, as in the listing."""
     if request.knowledge_ids is None and not request.has_knowledge_filter:
         return None
-    if request.tag_ids:  # a tag being deleted is gone at once: it matches nothing any more
-        live = check_tag_ids(deps, kb.id, request.tag_ids, strict=False)
-        if not live:
-            return []
-        request = request.model_copy(update={"tag_ids": live})
+    if request.tag_ids:  # as the listing: a tag unknown here (or being deleted: gone at once) is a 400
+        request = request.model_copy(update={"tag_ids": check_tag_ids(deps, kb.id, request.tag_ids)})
     check = _row_check(kb, request)
     if request.knowledge_ids is not None:
         rows = list(deps.knowledge.get_many(request.knowledge_ids).values())

@@ -30,15 +30,12 @@ class TenantRepo(Protocol):
 
     def add_usage(self, tenant_id: str, delta_bytes: int) -> None:
         """Atomically adjusts the bytes the tenant stores (indexing adds, delete subtracts)."""
-        ...
 
     def reserve_document(self, tenant_id: str, quota: int) -> bool:
         """Counts one more document unless the tenant already holds `quota` (0: no limit); False then."""
-        ...
 
     def release_document(self, tenant_id: str) -> None:
         """Counts one document fewer (a delete, or a reservation whose row was never written)."""
-        ...
 
     def pipeline_door(self, tenant_id: str) -> Door:
         """The tenant's places in the ingest pipeline and the documents waiting for one (domain/door.py),
@@ -55,7 +52,6 @@ class TenantRepo(Protocol):
 
     def add_pipeline_waiter(self, tenant_id: str, entry: str, listed: str) -> bool:
         """Adds a waiter entry; if `listed` is given, only while the row lists that entry. False: it did not."""
-        ...
 
     def renew_pipeline_place(self, tenant_id: str, held: str, renewed: str) -> bool:
         """Replaces the place member `held` by `renewed` (a later lease), only while the row lists `held`:
@@ -66,11 +62,9 @@ class TenantRepo(Protocol):
         self, tenant_id: str, places: frozenset[str], waiters: frozenset[str]
     ) -> None:
         """Removes these place and waiter members (idempotent)."""
-        ...
 
     def set_parser_engine_rules(self, tenant_id: str, rules: dict[str, str]) -> None:
         """Writes the tenant's rules alone: a concurrent count or usage change is never overwritten."""
-        ...
 
     def set_quotas(self, tenant_id: str, storage_quota: int, document_quota: int) -> Tenant | None:
         """The operator's limits (0: none), written without touching the counters; None: no such tenant."""
@@ -109,9 +103,7 @@ class ShareRepo(Protocol):
 
     def tenants_of(self, kb_id: str) -> list[str]: ...
 
-    def shared_with(self, tenant_id: str) -> list[str]:
-        """The ids of the knowledge bases other tenants shared with this one."""
-        ...
+    def shared_with(self, tenant_id: str) -> list[str]: ...
 
     def drop(self, kb_id: str) -> None:
         """Every share of a deleted knowledge base (a no-op when it had none)."""
@@ -524,10 +516,14 @@ class UsageRepo(Protocol):
     def for_kb(self, kb_id: str) -> Iterator[UsageEntry]: ...
 
 
+class TaskExists(Exception):
+    """A task of that id is written already (a task whose id follows from what it works on)."""
+
+
 class TaskRepo(Protocol):
     """Durable operations (delete, batch reparse, ...) and their progress."""
 
-    def put(self, task: Task) -> None: ...
+    def put(self, task: Task) -> None: ...  # TaskExists for an id written already
 
     def get(self, task_id: str) -> Task | None: ...
 

@@ -4,6 +4,7 @@ source)."""
 from __future__ import annotations
 
 import json
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 
@@ -16,14 +17,48 @@ from chalicelib.domain.storage_keys import (
     parsed_markdown_key,
     upload_intent_key,
 )
-from chalicelib.domain.types import Knowledge
+from chalicelib.domain.types import Knowledge, Task, TaskKind, TaskStatus
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, UnknownStorageBackend
+from chalicelib.ports import Dependencies, TaskExists, UnknownStorageBackend
 from chalicelib.services import page_range_store, resources
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import index_space_if_usable
+from chalicelib.tasks import LIFECYCLE_QUEUE
+
+#: the namespace of a document's own delete task id (uuid5 of the knowledge id): a DELETE repeated finds it
+_DELETE_TASK_IDS = uuid.UUID("5f0c4a52-3f36-4d37-9a39-6c1f0d2c8b41")
+
+
+def delete_task_id(knowledge_id: str) -> str:
+    return str(uuid.uuid5(_DELETE_TASK_IDS, knowledge_id))
+
+
+def start_delete(deps: Dependencies, knowledge: Knowledge) -> Task:
+    """DELETE /knowledge/{id}: the row turns `deleting` at once and one task deletes it. A document has one
+    such task, whose id follows from its own: a DELETE of a document already being deleted answers that task
+    while it runs and starts nothing (DELETE_FROM: a no-op), and of two DELETEs at once the second answers
+    the first's task. One being deleted by another task (a batch, its knowledge base's, a move's) gets its
+    own on the first DELETE; the work is idempotent. Once that task ended with the row still there (an
+    object that could not be deleted), a DELETE starts a fresh one."""
+    own = deps.tasks.get(delete_task_id(knowledge.id))
+    if own is not None and own.status in (TaskStatus.QUEUED, TaskStatus.RUNNING):
+        return own
+    task = Task(
+        id=delete_task_id(knowledge.id) if own is None else str(uuid.uuid4()),
+        tenant_id=knowledge.tenant_id,
+        kind=TaskKind.DELETE_KNOWLEDGE,
+        kb_id=knowledge.kb_id,
+        items=[knowledge.id],
+    )
+    try:
+        deps.tasks.put(task)
+    except TaskExists:  # another DELETE of the document wrote it a moment ago: that one goes on
+        return deps.tasks.get(task.id) or task
+    deps.knowledge.mark_deleting(knowledge.id)  # stages drop the row's queued work, search stops returning it
+    deps.queue.send_raw(LIFECYCLE_QUEUE, {"task_id": task.id})
+    return task
 
 
 def delete_one(deps: Dependencies, knowledge_id: str) -> None:

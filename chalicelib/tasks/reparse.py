@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from chalicelib.commands import ReparseRequest
 from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.types import Knowledge, ParseStatus
 from chalicelib.ports import Dependencies
 from chalicelib.services import resources
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.offered import check_override_models
-from chalicelib.services.ownership import owned_knowledge
+from chalicelib.services.ownership import owned_knowledge, require_kb
 
 
 def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: ReparseRequest) -> Knowledge:
@@ -20,8 +21,10 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
             f"cannot reparse a knowledge that is {knowledge.parse_status.value}", code="invalid_state"
         )
     overrides = request.process_config.overrides() if request.process_config is not None else None
-    if overrides is not None:
+    if overrides is not None:  # new settings for this document: checked as an upload's are
         check_override_models(deps.settings, overrides)
+        kb = require_kb(deps, tenant_id, knowledge.kb_id)
+        check_document_settings(deps, kb, overrides, knowledge.file_type)
     remove_derived_data(deps, knowledge)
     resources.release_owner(deps, knowledge.id, role="parsed")  # the old Markdown's links stop working
     try:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from chalicelib.adapters.dynamo.tasks import ITEMS_PER_PAGE, DynamoTaskRepo
 from chalicelib.bootstrap import Services
 from chalicelib.domain.types import Task, TaskKind, TaskStatus
+from chalicelib.ports import TaskExists
 
 
 def _ids(n: int) -> list[str]:
@@ -45,3 +48,13 @@ def test_a_worker_behind_that_paged_its_ids_differently_leaves_the_saved_task_wh
     assert not tasks.save_progress(behind)  # its full page holds other ids: written beside, never over
     stored = tasks.get(task.id)
     assert stored is not None and stored.items == ahead.items and stored.done == 25
+
+
+def test_a_task_id_written_already_is_refused_as_task_exists(module_services: Services) -> None:
+    tasks = module_services.tasks
+    task = Task(id=str(uuid.uuid4()), tenant_id="t1", kind=TaskKind.DELETE_KNOWLEDGE, kb_id="kb", items=["k"])
+    tasks.put(task)
+    with pytest.raises(TaskExists):  # a document's own delete task, written by a concurrent DELETE
+        tasks.put(Task(**{**task.__dict__, "items": ["other"]}))
+    stored = tasks.get(task.id)
+    assert stored is not None and stored.items == ["k"]

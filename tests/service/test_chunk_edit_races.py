@@ -159,4 +159,4 @@ def test_a_document_being_deleted_is_gone_from_the_chunk_routes_and_its_links(
         error = _refused(call)
         assert (error.status, error.code) == (404, "knowledge_not_found")
     edit = _refused(lambda: _edit(deps, knowledge, first.id, content="Too late."))
-    assert (edit.status, edit.code) == (409, "not_completed")  # as before: only a completed one changes
+    assert (edit.status, edit.code) == (400, "invalid_state")  # as every write to a document being deleted

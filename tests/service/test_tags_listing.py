@@ -275,8 +275,8 @@ def test_many_tag_ids_are_checked_against_the_list_and_a_refused_edit_changes_no
 def test_a_tag_being_deleted_filters_nothing(
     deps: Services, tagged_kb: tuple[KnowledgeBase, str, list[Knowledge]]
 ) -> None:
-    """The tag "disappears at once": before its task has taken it off the documents, a listing by it is
-    400 unknown_tag_id and a search by it matches nothing (both had still answered its documents)."""
+    """The tag "disappears at once": before its task has taken it off the documents, a listing or a search
+    by it is 400 unknown_tag_id (both had still answered its documents)."""
     from chalicelib.commands import SearchRequest
     from chalicelib.operations.listing import list_knowledge
     from chalicelib.operations.search import resolve_knowledge_ids
@@ -289,7 +289,9 @@ def test_a_tag_being_deleted_filters_nothing(
     with pytest.raises(BadRequest) as refused:
         list_knowledge(deps, kb.tenant_id, kb.id, ListKnowledgeQuery(tag_id=tag_id))
     assert refused.value.code == "unknown_tag_id"
-    assert resolve_knowledge_ids(deps, kb, request) == []
+    with pytest.raises(BadRequest) as refused:
+        resolve_knowledge_ids(deps, kb, request)
+    assert refused.value.code == "unknown_tag_id"
     assert rows
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from pynamodb.exceptions import (
     DoesNotExist,
+    PutError,
     UpdateError,
 )
 
@@ -26,6 +27,7 @@ from chalicelib.domain.types import (
     TaskKind,
     TaskStatus,
 )
+from chalicelib.ports import TaskExists
 
 TASK_TTL_SECONDS = 30 * 24 * 3600
 #: ids per page: ids are at most ~150 bytes (a prefix and a uuid), so a page stays far under 400 KB
@@ -83,13 +85,19 @@ class DynamoTaskRepo:
         return body
 
     def put(self, task: Task) -> None:
-        self.model(
+        row = self.model(
             task.id,
             tenant_id=task.tenant_id,
             done=task.done,
             body=self._save_pages(task),
             expires_at=int(time.time()) + TASK_TTL_SECONDS,
-        ).save(condition=self.model.id.does_not_exist())
+        )
+        try:
+            row.save(condition=self.model.id.does_not_exist())
+        except PutError as error:
+            if _condition_failed(error):
+                raise TaskExists(task.id) from error
+            raise
 
     def get(self, task_id: str) -> Task | None:
         try:

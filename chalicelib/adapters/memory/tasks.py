@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import copy
 import threading
-from typing import TYPE_CHECKING
 
-from chalicelib.adapters.memory.knowledge import KnowledgeExists
-from chalicelib.domain.types import (
-    Task,
-)
-
-if TYPE_CHECKING:
-    pass
+from chalicelib.domain.types import Task
+from chalicelib.ports import TaskExists
 
 
 class MemoryTaskRepo:
@@ -23,7 +17,7 @@ class MemoryTaskRepo:
     def put(self, task: Task) -> None:
         with self._lock:
             if task.id in self._rows:
-                raise KnowledgeExists(task.id)
+                raise TaskExists(task.id)
             self._rows[task.id] = copy.deepcopy(task)
 
     def get(self, task_id: str) -> Task | None:
