@@ -386,6 +386,11 @@ def unshare_knowledge_base(kb_id: str, tenant_id: str) -> Response:
     return routes.unshare_knowledge_base(get_deps(), app.current_request, kb_id, tenant_id)
 
 
+@app.route(f"{V1}/shared-knowledge-bases/{{kb_id}}", methods=["DELETE"])
+def decline_shared_knowledge_base(kb_id: str) -> Response:
+    return routes.decline_shared_knowledge_base(get_deps(), app.current_request, kb_id)
+
+
 # ---------------------------------------------------------------- tenant
 
 

@@ -299,6 +299,10 @@ class Settings:
     #: Lambda's 6 MB sync payload, less base64's third and the multipart framing
     api_max_body: int = 4_500_000
     presign_expires_seconds: int = 3600
+    #: knowledge bases one tenant may own (creates past it answer 403 kb_limit_reached; 0: no limit)
+    max_kbs_per_tenant: int = 1000
+    #: knowledge bases other tenants may share with one tenant (409 share_limit_reached; 0: no limit)
+    max_shares_per_tenant: int = 200
     #: fairness between tenants: documents of one tenant in the ingest pipeline (docreader to indexing) at
     #: once; the rest wait their turn behind other tenants' documents (0: no limit)
     tenant_pipeline_cap: int = 8
@@ -500,6 +504,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         download_url_seconds=e.int("WEKNORA_DOWNLOAD_URL_SECONDS", 900),
         cors_origins=e.origins("WEKNORA_CORS_ORIGINS"),
         public_base_url=e.text("WEKNORA_PUBLIC_BASE_URL", "").rstrip("/"),
+        max_kbs_per_tenant=e.int("WEKNORA_MAX_KBS_PER_TENANT", 1000),
+        max_shares_per_tenant=e.int("WEKNORA_MAX_SHARES_PER_TENANT", 200),
         tenant_pipeline_cap=e.int("WEKNORA_TENANT_PIPELINE_CAP", 8),
         pipeline_lease_seconds=e.int("WEKNORA_PIPELINE_LEASE_SECONDS", 1800),
         turn_wait_seconds=e.int("WEKNORA_TURN_WAIT_SECONDS", 2),

@@ -35,7 +35,17 @@ def _common_schemas() -> dict[str, Any]:
         "Success": {
             "type": "object",
             "required": ["success", "data"],
-            "properties": {"success": {"const": True}, "data": {}, "message": {"type": "string"}},
+            "properties": {
+                "success": {"const": True},
+                "data": {},
+                "message": {"type": "string"},
+                # a listing whose `data` is a list (GET /knowledge-bases) says beside it how to go on
+                "next_cursor": {
+                    "type": ["string", "null"],
+                    "description": "a paged list in `data`: the `cursor` of the next page, null on the last",
+                },
+                "has_more": {"type": "boolean", "description": "a paged list in `data`: a next page exists"},
+            },
         },
         "Error": {
             "type": "object",
@@ -90,6 +100,30 @@ def _form_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
+#: answers beyond the common ones, by view (status -> description; a 403 replaces the common 403's text)
+ROUTE_ERRORS: dict[str, tuple[tuple[int, str], ...]] = {
+    "create_knowledge_base": (
+        (
+            403,
+            "the tenant owns its limit of knowledge bases (kb_limit_reached, WEKNORA_MAX_KBS_PER_TENANT), the "
+            "API key's scope is below the route's (insufficient_scope), or the key is limited to some "
+            "knowledge bases (kb_limited_key)",
+        ),
+    ),
+    "share_knowledge_base": (
+        (
+            409,
+            "the tenant shared with has its limit of knowledge bases shared with it (share_limit_reached, "
+            "WEKNORA_MAX_SHARES_PER_TENANT)",
+        ),
+    ),
+    "list_knowledge_bases": ((400, "a `cursor` this listing did not give this tenant (invalid_cursor)"),),
+    "decline_shared_knowledge_base": (
+        (404, "the knowledge base is not shared with the tenant (share_not_found), or does not exist"),
+    ),
+}
+
+
 def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
     op = OPERATIONS[view_name]
     success: dict[str, Any] = _envelope("Success")
@@ -135,7 +169,7 @@ def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
             "description": "a redirect",
             "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}},
         }
-    for status, description in op.errors:
+    for status, description in (*op.errors, *ROUTE_ERRORS.get(view_name, ())):
         responses[str(status)] = {
             "description": description,
             "content": {"application/json": {"schema": _envelope("Error")}},

@@ -72,10 +72,18 @@ def create_knowledge_base(deps: Dependencies, request: Request | None) -> Respon
     return ok(kb.to_dict(), 201)
 
 
-@operation("List the tenant's knowledge bases", "knowledge-bases")
+@operation(
+    "The tenant's knowledge bases by name, then those shared with it: a page; `next_cursor` beside it goes on",
+    "knowledge-bases",
+    query=knowledge_bases.ListKnowledgeBasesQuery,
+)
 def list_knowledge_bases(deps: Dependencies, request: Request | None) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok([knowledge_bases.kb_view(kb, tenant.id) for kb in knowledge_bases.list_kbs(deps, tenant.id)])
+    params = validate(knowledge_bases.ListKnowledgeBasesQuery, query(present_request(request)))
+    found, next_cursor = knowledge_bases.list_kbs(deps, tenant.id, params)
+    response = ok([knowledge_bases.kb_view(kb, tenant.id) for kb in found])  # the list older clients read
+    response.body.update(next_cursor=next_cursor, has_more=next_cursor is not None)
+    return response
 
 
 @operation("One knowledge base", "knowledge-bases")
@@ -449,6 +457,12 @@ def unshare_knowledge_base(
 ) -> Response:
     tenant = caller_tenant(deps, request)
     return ok(shares.unshare(deps, tenant.id, kb_id, tenant_id))
+
+
+@operation("Decline a knowledge base shared with the tenant", "knowledge-bases", scope=Scope.ADMIN)
+def decline_shared_knowledge_base(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
+    tenant = caller_tenant(deps, request)
+    return ok(shares.decline(deps, tenant.id, kb_id))
 
 
 # ---------------------------------------------------------------- tenant

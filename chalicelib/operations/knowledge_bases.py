@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import uuid
 from dataclasses import asdict, replace
 from typing import Any
 
-from chalicelib.commands import CreateKnowledgeBase, IndexingStrategySettings, UpdateKnowledgeBase
-from chalicelib.domain.errors import BadRequest, Conflict
+from chalicelib.commands import (
+    CreateKnowledgeBase,
+    IndexingStrategySettings,
+    Query,
+    UpdateKnowledgeBase,
+    code,
+)
+from chalicelib.domain.errors import BadRequest, Conflict, Forbidden
 from chalicelib.domain.process_config import apply_chunking, check_enrichment, resolve
 from chalicelib.domain.types import (
     EnrichmentSettings,
@@ -46,6 +55,7 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
         raise BadRequest("faq_index applies to FAQ knowledge bases only", code="setting_cannot_be_honoured")
     if deps.kbs.by_name(tenant_id, request.name) is not None:
         raise Conflict(f"a knowledge base named {request.name!r} exists", code="duplicate_kb_name")
+    require_room_for_a_kb(deps, tenant_id)
     strategy = request.indexing_strategy
     kb = KnowledgeBase(
         id=str(uuid.uuid4()),
@@ -79,6 +89,18 @@ def create_kb(deps: Dependencies, tenant_id: str, request: CreateKnowledgeBase) 
     return kb
 
 
+def require_room_for_a_kb(deps: Dependencies, tenant_id: str) -> None:
+    """403 kb_limit_reached when the tenant owns its cap of knowledge bases. A count of the tenant index (it
+    stops at the cap) before the write: creates racing past the check can overshoot by as many as run at
+    once, never without bound."""
+    cap = deps.settings.max_kbs_per_tenant
+    if cap > 0 and deps.kbs.count(tenant_id, cap) >= cap:
+        raise Forbidden(
+            f"the tenant owns its limit of {cap} knowledge bases: delete some, or ask the operator",
+            code="kb_limit_reached",
+        )
+
+
 def get_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
     return require_kb(deps, tenant_id, kb_id)
 
@@ -89,10 +111,58 @@ def kb_view(kb: KnowledgeBase, tenant_id: str) -> dict[str, Any]:
     return {**kb.to_dict(), "shared": kb.tenant_id != tenant_id}
 
 
-def list_kbs(deps: Dependencies, tenant_id: str) -> list[KnowledgeBase]:
-    """The tenant's own knowledge bases, then those other tenants shared with it (read-only; each names
-    its owner in `tenant_id`)."""
-    return [kb for kb in deps.kbs.list(tenant_id) if kb_allowed(kb.id)] + shared_kbs(deps, tenant_id)
+class ListKnowledgeBasesQuery(Query):
+    """One page of the listing; `next_cursor` (beside `data`) continues it."""
+
+    limit: int = code("invalid_query", default=100, ge=1, le=100)
+    cursor: str | None = code("invalid_cursor", default=None, max_length=2000)
+
+
+OWN, SHARED = "own", "shared"
+
+
+def list_kbs(
+    deps: Dependencies, tenant_id: str, query: ListKnowledgeBasesQuery
+) -> tuple[list[KnowledgeBase], str | None]:
+    """One page of the tenant's own knowledge bases (by name, then id), then of those other tenants shared
+    with it (read-only, each naming its owner in `tenant_id`; by id), and the cursor of the next page (None
+    on the last). A page may come short (knowledge bases the key may not name are left out): go on while
+    there is a cursor."""
+    fingerprint = _fingerprint(tenant_id)
+    section, after = _decode(query.cursor, fingerprint) if query.cursor else (OWN, [])
+    found: list[KnowledgeBase] = []
+    if section == OWN:
+        own = deps.kbs.page(tenant_id, (after[0], after[1]) if after else None, query.limit + 1)
+        found = [kb for kb in own[: query.limit] if kb_allowed(kb.id)]
+        if len(own) > query.limit:
+            last = own[query.limit - 1]
+            return found, _encode(OWN, [last.name, last.id], fingerprint)
+        after = [""]
+    shared, go_on = shared_kbs(deps, tenant_id, after[0], query.limit - len(found))
+    return found + shared, _encode(SHARED, [go_on], fingerprint) if go_on is not None else None
+
+
+def _fingerprint(tenant_id: str) -> str:
+    return hashlib.sha256(json.dumps(["knowledge-bases", tenant_id]).encode()).hexdigest()[:16]
+
+
+def _encode(section: str, after: list[str], fingerprint: str) -> str:
+    raw = json.dumps({"s": section, "a": after, "f": fingerprint}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode(cursor: str, fingerprint: str) -> tuple[str, list[str]]:
+    """(section, position): own knowledge bases after [name, id], or shared ones after [id]."""
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        section, after, matches = data["s"], data["a"], data["f"] == fingerprint
+    except (ValueError, KeyError, TypeError) as error:
+        raise BadRequest("cursor is not one this listing gave", code="invalid_cursor") from error
+    size = {OWN: 2, SHARED: 1}.get(section) if isinstance(section, str) else None
+    well_formed = isinstance(after, list) and len(after) == size and all(isinstance(a, str) for a in after)
+    if not matches or not well_formed:
+        raise BadRequest("cursor is not one this listing gave (for this tenant)", code="invalid_cursor")
+    return section, after
 
 
 def update_kb(

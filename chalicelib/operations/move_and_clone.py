@@ -16,6 +16,7 @@ from typing import Any
 from chalicelib.commands import CloneKnowledgeBaseRequest, MoveKnowledgeRequest
 from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, utcnow
+from chalicelib.operations.knowledge_bases import require_room_for_a_kb
 from chalicelib.ports import Dependencies
 from chalicelib.services.ownership import require_kb, require_whole_tenant
 from chalicelib.services.tag_names import tag_names
@@ -71,6 +72,7 @@ def clone_kb(
             raise Conflict(f"a knowledge base named {name!r} exists", code="duplicate_kb_name")
         target = _new_kb_like(source, name)
         check_compatible(deps, source, target, same_engine=True)  # the source must not be re-embedding
+        require_room_for_a_kb(deps, tenant_id)
         deps.kbs.put(target)
     task = start_task(deps, new_task(tenant_id, TaskKind.CLONE_KB, target.id, [], source_kb_id=source.id))
     return {"task_id": task.id, "target_kb_id": target.id}

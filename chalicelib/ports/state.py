@@ -93,9 +93,9 @@ class ApiKeyRepo(Protocol):
 
 class ShareRepo(Protocol):
     """Read-only shares of a knowledge base with other tenants. `tenants_of` is strongly consistent, so a
-    revoked share is refused at once."""
+    revoked share is refused at once; `add` answers False (nothing written) past the tenant's `cap`."""
 
-    def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str) -> None: ...
+    def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str, cap: int | None = None) -> bool: ...
 
     def remove(self, kb_id: str, tenant_id: str) -> bool:
         """False when the knowledge base was not shared with the tenant."""
@@ -124,7 +124,11 @@ class KnowledgeBaseRepo(Protocol):
 
     def by_name(self, tenant_id: str, name: str) -> KnowledgeBase | None: ...
 
-    def list(self, tenant_id: str) -> list[KnowledgeBase]: ...
+    def page(self, tenant_id: str, after: tuple[str, str] | None, limit: int) -> list[KnowledgeBase]: ...
+
+    def count(self, tenant_id: str, up_to: int) -> int: ...  # stops at up_to; eventually consistent
+
+    def get_many(self, kb_ids: Sequence[str]) -> dict[str, KnowledgeBase]: ...  # those found, by id
 
     def delete(self, kb_id: str) -> None: ...
 

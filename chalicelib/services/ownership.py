@@ -68,30 +68,35 @@ def kb_allowed(kb_id: str) -> bool:
     return access is None or access.kb_ids is None or kb_id in access.kb_ids
 
 
+def _reads_shared(tenant_id: str) -> bool:
+    """The request only reads, as this tenant: what was shared with it is visible."""
+    access = _ACCESS.get()
+    return access is not None and access.tenant_id == tenant_id and access.required is Scope.READ
+
+
 def _visible(deps: Dependencies, tenant_id: str, kb_id: str, owner_tenant_id: str) -> bool:
     if not kb_allowed(kb_id):
         return False
     if owner_tenant_id == tenant_id:
         return True
-    access = _ACCESS.get()
-    return (
-        access is not None
-        and access.tenant_id == tenant_id
-        and access.required is Scope.READ
-        and tenant_id in deps.shares.tenants_of(kb_id)
-    )
+    return _reads_shared(tenant_id) and tenant_id in deps.shares.tenants_of(kb_id)
 
 
-def shared_kbs(deps: Dependencies, tenant_id: str) -> list[KnowledgeBase]:
+def shared_kbs(
+    deps: Dependencies, tenant_id: str, after: str, limit: int
+) -> tuple[list[KnowledgeBase], str | None]:
     """The knowledge bases other tenants shared with this one that the request may read (none outside a
-    reading request), oldest first."""
-    found = (deps.kbs.get(kb_id) for kb_id in deps.shares.shared_with(tenant_id))
-    visible = [
-        kb
-        for kb in found
-        if kb is not None and kb.status == "active" and _visible(deps, tenant_id, kb.id, kb.tenant_id)
-    ]
-    return sorted(visible, key=lambda kb: (kb.created_at, kb.id))
+    reading request), in id order after the id `after` ('' from the first): at most `limit` of them, and
+    the id to go on after (None: no more). The shares are read in batches and the page's knowledge bases
+    in one, whatever the number shared (which the share cap bounds)."""
+    if not _reads_shared(tenant_id):
+        return [], None
+    kb_ids = [kb_id for kb_id in deps.shares.shared_with(tenant_id) if kb_id > after and kb_allowed(kb_id)]
+    page = kb_ids[:limit]
+    found = deps.kbs.get_many(page) if page else {}
+    visible = [found[kb_id] for kb_id in page if kb_id in found and found[kb_id].status == "active"]
+    go_on = (page[-1] if page else after) if len(kb_ids) > limit else None
+    return visible, go_on
 
 
 def require_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:

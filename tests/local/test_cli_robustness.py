@@ -274,7 +274,8 @@ def test_ingest_kb_takes_an_id_as_every_command_does() -> None:
             if method == "POST":
                 self.posted.append(kw["json"])
                 return {"id": "new", **kw["json"]}
-            return [{"id": "kb-7", "name": "handbook"}, {"id": "kb-8", "name": "kb-7"}]
+            kbs = [{"id": "kb-7", "name": "handbook"}, {"id": "kb-8", "name": "kb-7"}]
+            return {"success": True, "data": kbs, "next_cursor": None} if kw.get("whole") else kbs
 
     client = Listing()
     assert client.ensure_kb("kb-7") == ({"id": "kb-7", "name": "handbook"}, False)  # the id wins

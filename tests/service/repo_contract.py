@@ -1046,6 +1046,39 @@ class RepoContract:
         # Share records are not tenants.
         assert not any(t.id.startswith(("share#", "shared-with#")) for t in repos.tenants.list_all())
 
+    def test_shares_capped_per_recipient_and_read_in_batches(self, repos: Repos) -> None:
+        assert repos.shares is not None
+        owner, reader = new_id(), new_id()
+        kb_ids = sorted(new_id() for _ in range(3))
+        assert repos.shares.add(owner, kb_ids[0], reader, cap=2) is True
+        assert repos.shares.add(owner, kb_ids[1], reader, cap=2) is True
+        assert repos.shares.add(owner, kb_ids[2], reader, cap=2) is False  # nothing written
+        assert repos.shares.tenants_of(kb_ids[2]) == []
+        assert repos.shares.add(owner, kb_ids[0], reader, cap=2) is True  # one it holds: no new share
+        assert repos.shares.shared_with(reader) == kb_ids[:2]
+        assert repos.shares.remove(kb_ids[0], reader) is True
+        assert repos.shares.add(owner, kb_ids[2], reader, cap=2) is True
+        assert repos.shares.shared_with(reader) == kb_ids[1:]
+        many = [new_id() for _ in range(130)]  # more than one BatchGetItem holds
+        for kb_id in many:
+            assert repos.shares.add(owner, kb_id, reader) is True
+        assert repos.shares.shared_with(reader) == sorted([*kb_ids[1:], *many])
+
+    def test_knowledge_bases_paged_counted_and_read_in_a_batch(self, repos: Repos) -> None:
+        tenant_id = new_id()
+        kbs = [KnowledgeBase(new_id(), tenant_id, name) for name in ("c", "a", "b", "e", "d")]
+        for kb in kbs:
+            repos.kbs.put(kb)
+        repos.kbs.put(KnowledgeBase(new_id(), new_id(), "b"))  # another tenant's
+        first = repos.kbs.page(tenant_id, None, 2)
+        assert [kb.name for kb in first] == ["a", "b"]
+        rest = repos.kbs.page(tenant_id, (first[-1].name, first[-1].id), 10)
+        assert [kb.name for kb in rest] == ["c", "d", "e"]
+        assert repos.kbs.count(tenant_id, 10) == 5 and repos.kbs.count(tenant_id, 3) == 3
+        found = repos.kbs.get_many([kbs[0].id, new_id(), kbs[3].id, kbs[0].id])
+        assert {kb_id: kb.name for kb_id, kb in found.items()} == {kbs[0].id: "c", kbs[3].id: "e"}
+        assert repos.kbs.get_many([]) == {}
+
     def test_knowledge_bases_by_id_name_and_tenant(self, repos: Repos) -> None:
         tenant_id = new_id()
         kbs = [KnowledgeBase(new_id(), tenant_id, name) for name in ("zeta", "alpha")]
@@ -1056,7 +1089,7 @@ class RepoContract:
         assert found is not None and found.id == kbs[1].id
         assert found.chunking_config == kbs[1].chunking_config
         assert repos.kbs.by_name(tenant_id, "beta") is None
-        assert [kb.name for kb in repos.kbs.list(tenant_id)] == ["alpha", "zeta"]
+        assert [kb.name for kb in repos.kbs.page(tenant_id, None, 10)] == ["alpha", "zeta"]
         assert repos.kbs.get(new_id()) is None
 
     def test_a_knowledge_bases_storage_backend_reads_back_and_changes(self, repos: Repos) -> None:

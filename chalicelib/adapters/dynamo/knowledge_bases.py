@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -76,8 +76,30 @@ class DynamoKnowledgeBaseRepo:
             return kb_from_body(item.body)
         return None
 
-    def list(self, tenant_id: str) -> list[KnowledgeBase]:
-        return [kb_from_body(item.body) for item in self.model.tenant_index.query(tenant_id)]
+    def page(self, tenant_id: str, after: tuple[str, str] | None, limit: int) -> list[KnowledgeBase]:
+        m = self.model
+        condition = m.name >= after[0] if after is not None else None
+        found: list[KnowledgeBase] = []
+        # the index orders by name only: a name held twice (two racing creates) is read whole, then ordered
+        for item in m.tenant_index.query(tenant_id, condition, page_size=limit + 1):
+            kb = kb_from_body(item.body)
+            if after is not None and (kb.name, kb.id) <= after:
+                continue
+            if len(found) >= limit and kb.name != found[limit - 1].name:
+                break
+            found.append(kb)
+        return sorted(found, key=lambda kb: (kb.name, kb.id))[:limit]
+
+    def count(self, tenant_id: str, up_to: int) -> int:
+        # a query of ids that stops at `up_to` items (a Select=COUNT with a Limit goes on page by page)
+        ids = self.model.tenant_index.query(tenant_id, limit=up_to, attributes_to_get=["id"])
+        return sum(1 for _ in ids)
+
+    def get_many(self, kb_ids: Sequence[str]) -> dict[str, KnowledgeBase]:
+        if not kb_ids:
+            return {}
+        items = self.model.batch_get(list(dict.fromkeys(kb_ids)))
+        return {kb.id: kb for kb in (kb_from_body(item.body) for item in items)}
 
     def delete(self, kb_id: str) -> None:
         self.model(kb_id).delete()

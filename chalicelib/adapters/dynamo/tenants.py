@@ -237,12 +237,20 @@ class DynamoShareRepo:
         assert models.share is not None
         self.model = models.share
 
-    def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str) -> None:
+    def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str, cap: int | None = None) -> bool:
         m = self.model
-        m(SHARED_WITH_PREFIX + tenant_id).update(actions=[m.kbs.add({kb_id})])
+        # the cap is the reverse item's own condition: concurrent shares with one tenant cannot pass it
+        held = None if cap is None else m.kbs.does_not_exist() | (size(m.kbs) < cap) | m.kbs.contains(kb_id)
+        try:
+            m(SHARED_WITH_PREFIX + tenant_id).update(actions=[m.kbs.add({kb_id})], condition=held)
+        except UpdateError as error:
+            if error.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
         m(SHARE_ITEM_PREFIX + kb_id).update(
             actions=[m.owner_tenant_id.set(owner_tenant_id), m.tenants.add({tenant_id})]
         )
+        return True
 
     def remove(self, kb_id: str, tenant_id: str) -> bool:
         m = self.model
@@ -268,7 +276,13 @@ class DynamoShareRepo:
             item = self.model.get(SHARED_WITH_PREFIX + tenant_id, consistent_read=True)
         except DoesNotExist:
             return []
-        return sorted(kb_id for kb_id in item.kbs or () if tenant_id in self.tenants_of(kb_id))
+        kb_ids = sorted(item.kbs or ())
+        # the share items in batches of 100 (strongly consistent, as tenants_of), not one read each
+        shares = self.model.batch_get([SHARE_ITEM_PREFIX + kb_id for kb_id in kb_ids], consistent_read=True)
+        held = {
+            share.id.removeprefix(SHARE_ITEM_PREFIX) for share in shares if tenant_id in (share.tenants or ())
+        }
+        return [kb_id for kb_id in kb_ids if kb_id in held]
 
     def tenants_of(self, kb_id: str) -> list[str]:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -42,17 +43,28 @@ class MemoryKnowledgeBaseRepo:
             self._rows[kb.id] = stored
 
     def by_name(self, tenant_id: str, name: str) -> KnowledgeBase | None:
-        return next((kb for kb in self.list(tenant_id) if kb.name == name), None)
+        with self._lock:
+            found = [kb for kb in self._rows.values() if kb.tenant_id == tenant_id and kb.name == name]
+        return copy.deepcopy(min(found, key=lambda kb: kb.id)) if found else None
 
     def delete(self, kb_id: str) -> None:
         with self._lock:
             self._rows.pop(kb_id, None)
 
-    def list(self, tenant_id: str) -> list[KnowledgeBase]:
-        """Ordered by name, as the tenant index's range key orders them."""
+    def page(self, tenant_id: str, after: tuple[str, str] | None, limit: int) -> list[KnowledgeBase]:
+        """By (name, id), as the tenant index's range key (name) orders them."""
         with self._lock:
             rows = [copy.deepcopy(kb) for kb in self._rows.values() if kb.tenant_id == tenant_id]
-        return sorted(rows, key=lambda kb: kb.name)
+        rows.sort(key=lambda kb: (kb.name, kb.id))
+        return [kb for kb in rows if after is None or (kb.name, kb.id) > after][:limit]
+
+    def count(self, tenant_id: str, up_to: int) -> int:
+        with self._lock:
+            return min(up_to, sum(kb.tenant_id == tenant_id for kb in self._rows.values()))
+
+    def get_many(self, kb_ids: Sequence[str]) -> dict[str, KnowledgeBase]:
+        with self._lock:
+            return {kb_id: copy.deepcopy(self._rows[kb_id]) for kb_id in kb_ids if kb_id in self._rows}
 
 
 # ---------------------------------------------------------------- knowledge

@@ -152,10 +152,14 @@ class MemoryShareRepo:
         self._rows: dict[str, tuple[str, set[str]]] = {}
         self._lock = threading.Lock()
 
-    def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str) -> None:
+    def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str, cap: int | None = None) -> bool:
         with self._lock:
             _, tenants = self._rows.get(kb_id, (owner_tenant_id, set()))
+            held = sum(tenant_id in others for _, others in self._rows.values())
+            if cap is not None and tenant_id not in tenants and held >= cap:
+                return False
             self._rows[kb_id] = (owner_tenant_id, tenants | {tenant_id})
+            return True
 
     def remove(self, kb_id: str, tenant_id: str) -> bool:
         with self._lock:

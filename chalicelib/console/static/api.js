@@ -31,7 +31,7 @@ function headers(operator, extra = {}, key = null) {
   return out;
 }
 
-async function unwrap(response) {
+async function unwrap(response, whole = false) {
   const text = await response.text();
   let body = null;
   try { body = text ? JSON.parse(text) : null; } catch { body = null; }
@@ -39,10 +39,11 @@ async function unwrap(response) {
     const error = (body && body.error) || {};
     throw new ApiError(response.status, error.code || body?.code, error.message || body?.message || text, error.details);
   }
-  return body && "data" in body ? body.data : body;
+  return body && "data" in body && !whole ? body.data : body;
 }
 
-export async function call(method, path, { body, query, operator = false, key = null } = {}) {
+/** `whole`: the answer's envelope, not only its `data` (a paged list's `next_cursor` is beside `data`). */
+export async function call(method, path, { body, query, operator = false, key = null, whole = false } = {}) {
   let url = `${API}${path}`;
   if (query) {
     const params = new URLSearchParams();
@@ -54,7 +55,19 @@ export async function call(method, path, { body, query, operator = false, key = 
     init.body = JSON.stringify(body);
     init.headers["Content-Type"] = "application/json";
   }
-  return unwrap(await fetch(url, init));
+  return unwrap(await fetch(url, init), whole);
+}
+
+/** Every item of a list answered a page at a time (`data`, with `next_cursor` beside it: GET /knowledge-bases). */
+export async function getAll(path, { key = null } = {}) {
+  const items = [];
+  let cursor = null;
+  do {
+    const page = await call("GET", path, { query: cursor ? { cursor } : undefined, key, whole: true });
+    items.push(...(Array.isArray(page?.data) ? page.data : []));
+    cursor = page?.next_cursor;
+  } while (cursor);
+  return items;
 }
 
 export const get = (path, query, operator = false) => call("GET", path, { query, operator });

@@ -1,5 +1,5 @@
 // The console: a page per fragment state (#kb=ID, #knowledge=ID, #view=...), on the public API only.
-import { API, ApiError, call, del, get, keys, metadataFilter, post, uploadFile } from "./api.js";
+import { API, ApiError, call, del, get, getAll, keys, metadataFilter, post, uploadFile } from "./api.js";
 import { append, badge, bytes, dollars, h, highlighted, replace, seconds, table, toast, when } from "./dom.js";
 
 const main = document.getElementById("main");
@@ -82,7 +82,7 @@ async function lookUp(name, key) {
     const tenants = listed(await call("GET", "/admin/tenants", { operator: true, key }));
     return `the operator key; tenants: ${tenants.map((t) => t.name || t.id).join(", ") || "none"}`;
   }
-  const kbs = listed(await call("GET", "/knowledge-bases", { key }));
+  const kbs = await getAll("/knowledge-bases", { key });
   const names = kbs.slice(0, 5).map((kb) => kb.name || kb.id).join(", ");
   return kbs.length ? `knowledge bases: ${names}${kbs.length > 5 ? `, and ${kbs.length - 5} more` : ""}` : "no knowledge base yet";
 }
@@ -123,7 +123,7 @@ function showSignedIn() {
 async function knowledgeBases() {
   crumb();
   replace(main, h("h1", {}, "Knowledge bases"), h("p", { class: "muted" }, "Loading…"));
-  const kbs = await get("/knowledge-bases");
+  const kbs = await getAll("/knowledge-bases");
   const body = h("tbody");
   const name = h("input", { type: "text", placeholder: "new knowledge base", id: "new-kb-name" });
   const create = async () => {
@@ -197,7 +197,7 @@ async function documents(kb, content) {
     try { await action([...selected]); toast(`${label}: sent`); selected.clear(); await load(true); } catch (e) { failed(e); }
   } }, label);
   const targetSelect = h("select", { id: "move-target" }, h("option", { value: "" }, "move to…"));
-  get("/knowledge-bases").then((all) => all.filter((other) => other.id !== kb.id)
+  getAll("/knowledge-bases").then((all) => all.filter((other) => other.id !== kb.id)
     .forEach((other) => targetSelect.append(h("option", { value: other.id }, other.name || other.id)))).catch(() => {});
 
   const drop = uploader(kb, () => load(true));

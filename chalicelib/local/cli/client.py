@@ -102,7 +102,8 @@ class ApiClient:
         self.session = requests.Session()
         self.session.headers["X-API-Key"] = api_key
 
-    def call(self, method: str, path: str, **kw: Any) -> Any:
+    def call(self, method: str, path: str, *, whole: bool = False, **kw: Any) -> Any:
+        """The answer's `data` (`whole`: its envelope, where a paged list keeps `next_cursor` beside `data`)."""
         try:
             resp = self.session.request(method, f"{self.base}{path}", timeout=self.timeout, **kw)
         except requests.RequestException as exc:
@@ -113,7 +114,7 @@ class ApiClient:
         except ValueError:
             body = None
         if isinstance(body, dict) and body.get("success") is True and resp.ok:
-            return body.get("data")
+            return body if whole else body.get("data")
         if resp.ok and body is not None and not isinstance(body, dict | list):
             return body
         if resp.ok and isinstance(body, dict) and "success" not in body:
@@ -143,9 +144,21 @@ class ApiClient:
             if not cursor:
                 return
 
+    def knowledge_bases(self) -> list[dict[str, Any]]:
+        """Every knowledge base the key sees: GET /knowledge-bases page after page (`next_cursor`)."""
+        found: list[dict[str, Any]] = []
+        params: dict[str, str] = {}
+        while True:
+            page = self.call("GET", "/knowledge-bases", params=params, whole=True)
+            found += page.get("data") or []
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return found
+            params = {"cursor": cursor}
+
     def find_kb(self, ref: str) -> dict[str, Any] | None:
         """The knowledge base with this id, or else the first with this name."""
-        kbs = self.call("GET", "/knowledge-bases") or []
+        kbs = self.knowledge_bases()
         return next((kb for kb in kbs if kb.get("id") == ref), None) or next(
             (kb for kb in kbs if kb.get("name") == ref), None
         )

@@ -59,7 +59,7 @@ def cmd_kb(args: argparse.Namespace, console: Console) -> int:
     api = client(args)
     action = args.action
     if action == "list":
-        kbs = api.call("GET", "/knowledge-bases")
+        kbs = api.knowledge_bases()
         return emit(args, console, kbs, lambda: print_rows(console, KB_COLUMNS, kbs))
     if action == "create":
         kb = api.call("POST", "/knowledge-bases", json=_kb_body(args))
@@ -397,6 +397,11 @@ def cmd_share(args: argparse.Namespace, console: Console) -> int:
     api = client(args)
     kb_id = api.kb_id(args.kb)
     base = f"/knowledge-bases/{kb_id}/shares"
+    if args.action == "decline":  # one another tenant shared with this one
+        data = api.call("DELETE", f"/shared-knowledge-bases/{kb_id}")
+        return emit(
+            args, console, data, lambda: plain(console, f"{kb_id} declined: no longer shared with you")
+        )
     if args.action == "list":
         shares = api.call("GET", base)
         return emit(args, console, shares, lambda: print_json(console, shares))
@@ -568,6 +573,9 @@ def register(sub: Any) -> None:
         sp = command(sh_sub, action, text, cmd_share)
         sp.add_argument("kb")
         sp.add_argument("tenant_id")
+    command(
+        sh_sub, "decline", "give up a knowledge base another tenant shared with yours", cmd_share
+    ).add_argument("kb")
 
     tg = sub.add_parser("tags", help="a knowledge base's tags: list, create, show, update, delete")
     tg_sub = tg.add_subparsers(dest="action", required=True)

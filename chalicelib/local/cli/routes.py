@@ -65,6 +65,7 @@ ROUTE_COMMANDS: dict[str, str] = {
     "share_knowledge_base": "share add",
     "list_knowledge_base_shares": "share list",
     "unshare_knowledge_base": "share remove",
+    "decline_shared_knowledge_base": "share decline",
     "get_tenant_settings": "settings show",
     "put_tenant_settings": "settings set",
     "knowledge_cost": "cost",
