@@ -359,9 +359,10 @@ FUNCTIONS: dict[str, list[Grant]] = {
     "FaqImportTask": [
         *ANNOUNCE,
         *own_queue("faq-import"),
-        read_tables("knowledge-bases", "tasks", "faq", "embedding-cache"),
+        # tenants: the entries' bytes count on the storage quota (faq/validation.py plans with the room left)
+        read_tables("knowledge-bases", "tasks", "faq", "embedding-cache", "tenants"),
         # usage: an import is its knowledge base's own (stages/faq_import.py)
-        write_tables("tasks", "faq", "embedding-cache", "usage"),
+        write_tables("tasks", "faq", "embedding-cache", "usage", "tenants"),
         Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects("faq-imports/"),)),
         LIST_BUCKET,
         SEARCH_INDEX,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -34,6 +35,9 @@ class FaqEntry:
     indexed: bool = False
     #: the import task that wrote the entry ('' for one made through the API)
     import_task: str = ""
+    #: the bytes this row counts on its tenant's `storage_used` (its `content_bytes` when it was saved; 0 for
+    #: entries saved before FAQ entries counted, and for clone copies): a delete gives back exactly this
+    counted_bytes: int = 0
     created_at: datetime = field(default_factory=utcnow)
     updated_at: datetime = field(default_factory=utcnow)
 
@@ -42,6 +46,13 @@ class FaqEntry:
             self.standard_question, self.similar_questions, self.negative_questions, self.answers
         )
         return self
+
+    def content_bytes(self) -> int:
+        """What the entry stores for the tenant: the UTF-8 bytes of its questions (standard, similar,
+        negative) and answers."""
+        return content_bytes(
+            self.standard_question, self.similar_questions, self.negative_questions, self.answers
+        )
 
     def questions(self) -> list[str]:
         """What is indexed: the standard question, then the similar questions."""
@@ -80,9 +91,22 @@ class FaqEntry:
     def to_dict(self) -> dict[str, Any]:
         """The tenant-visible shape."""
         data = self.to_body()
-        for internal in ("import_task", "tenant_id"):
+        for internal in ("import_task", "tenant_id", "counted_bytes"):
             data.pop(internal)
         return data
+
+
+def content_bytes(
+    question: str, similar: Iterable[str], negatives: Iterable[str], answers: Iterable[str]
+) -> int:
+    """The UTF-8 bytes of an entry's texts: what it counts on its tenant's storage quota."""
+    return sum(len(text.encode("utf-8")) for text in [question, *similar, *negatives, *answers])
+
+
+def clean_tags(tags: Iterable[str]) -> list[str]:
+    """Tag names as an entry keeps them, from the API and an import alike: trimmed, blanks dropped, each
+    once (first spelling kept)."""
+    return list(dict.fromkeys(name.strip() for name in tags if name and name.strip()))
 
 
 def index_entry_id(entry_id: str, question: str) -> str:

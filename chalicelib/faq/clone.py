@@ -148,6 +148,7 @@ def _copy(
             tenant_id=target.tenant_id,
             indexed=False,
             import_task="",
+            counted_bytes=0,  # copies do not count on the storage quota (yet): a delete gives nothing back
             created_at=now,
             updated_at=now,
         )

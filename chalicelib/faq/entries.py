@@ -16,6 +16,12 @@ midway) is taken over.
 The row is written only if it is still the one read (its `updated_at`): an update racing a delete answers
 404 and one racing another update 409, and each takes back the index entries it wrote. A delete removes the
 index entries again after the row, so an update that saved just before it leaves none behind.
+
+A write that fails (the embedding, the engine, the table: `_answered`) takes back what it did: a create's
+row and index entries go, an update's new index entries go, and the questions they claimed are free at
+once. An entry is at most MAX_ENTRY_BYTES stored (413 `faq_entry_too_large`: one DynamoDB item), and its
+texts' bytes count on the tenant's `storage_used` (403 `storage_quota_exceeded` past the quota; the row
+records what it counted, `counted_bytes`, and a delete gives exactly that back).
 """
 
 from __future__ import annotations
@@ -23,23 +29,37 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.commands import SearchRequest
 from chalicelib.domain.clock import to_iso
-from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, StageError
-from chalicelib.domain.faq import FAQ_CHUNK_TYPE, FAQ_SOURCE, FaqEntry
+from chalicelib.domain.errors import (
+    AppError,
+    BadRequest,
+    Conflict,
+    NotFound,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    StageError,
+)
+from chalicelib.domain.faq import FaqEntry, clean_tags
 from chalicelib.domain.faq_normalise import normalise
 from chalicelib.domain.retrieval import deepened, retriever_lists
 from chalicelib.domain.types import KnowledgeBase, utcnow
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
+from chalicelib.faq.index import FaqIndex as FaqIndex  # where callers have found it
 from chalicelib.faq.reservations import CLAIM_USABLE_SECONDS, claim, question_keys
 from chalicelib.faq.reservations import question_key as question_key  # where callers have found it
-from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, RetrieveEngine, iter_batches
-from chalicelib.ports.faq import EntryWriteRefused
+from chalicelib.faq.validation import too_large
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError
+from chalicelib.ports import IndexUnavailable as EngineUnavailable
+from chalicelib.ports.faq import EntryWriteFailed, EntryWriteRefused
 from chalicelib.services.ownership import require_kb
+from chalicelib.services.quotas import take_storage
 
 FAQ_KB_TYPE = "faq"
 PAGE = 500
@@ -69,104 +89,41 @@ def all_entries(deps: Dependencies, kb_id: str) -> Iterator[FaqEntry]:
             return
 
 
-# ---------------------------------------------------------------- the index
-
-
-@dataclass
-class FaqIndex:
-    """Writes and removes an FAQ knowledge base's index entries."""
-
-    deps: Dependencies
-    kb: KnowledgeBase
-    texts_embedded: int = 0
-    cache_hits: int = 0
-    _space: IndexSpace | None = field(default=None, init=False)
-
-    @property
-    def active(self) -> bool:
-        return self.kb.indexing_strategy.needs_embedding
-
-    def engine(self) -> RetrieveEngine:
-        return self.deps.engine(self.kb.retrieval_engine)
-
-    def space(self) -> IndexSpace:
-        if self._space is None:
-            self._space = IndexSpace.of(self.deps.embedding_model(self.kb.embedding_model_id))
-        return self._space
-
-    def ids(self, entry: FaqEntry) -> dict[str, str]:
-        """The entry's index entries (id -> text) under this knowledge base's index mode."""
-        return entry.index_ids(self.kb.faq_index)
-
-    def write_all(self, entries: Sequence[FaqEntry]) -> None:
-        self.write([(entry, list(self.ids(entry))) for entry in entries])
-
-    def write(self, items: Sequence[tuple[FaqEntry, Sequence[str]]]) -> None:
-        """Indexes, for each entry, the index ids given (a subset of `self.ids(entry)`)."""
-        if not self.active:
-            return
-        wanted = [(entry, iid, self.ids(entry)[iid]) for entry, ids in items for iid in ids]
-        if not wanted:
-            return
-        vectors: Any = None
-        if self.kb.indexing_strategy.vector_enabled:
-            from chalicelib.services.indexing import EmbeddingRun
-
-            model = self.deps.embedding_model(self.kb.embedding_model_id)
-            run = EmbeddingRun(self.deps, model, space=self.space())
-            vectors = run.embed([text for _, _, text in wanted])
-            self.texts_embedded += run.texts_embedded
-            self.cache_hits += run.cache_hits
-        entries = [
-            IndexEntry(
-                id=iid,
-                kb_id=self.kb.id,
-                knowledge_id=entry.id,
-                chunk_id=iid,
-                content=text,
-                vector=vectors[i] if vectors is not None else None,
-                source_id=entry.id,
-                source_type=FAQ_SOURCE,
-                chunk_type=FAQ_CHUNK_TYPE,
-                is_enabled=entry.is_enabled,
-            )
-            for i, (entry, iid, text) in enumerate(wanted)
-        ]
-        for batch in iter_batches(entries, 200):
-            self.engine().batch_index(self.space(), list(batch))
-
-    def remove_ids(self, ids: Sequence[str]) -> None:
-        if self.active and ids:
-            self.engine().delete_by_ids(self.space(), self.kb.id, list(ids))
-
-    def remove_entries(self, entry_ids: Sequence[str]) -> None:
-        if self.active and entry_ids:
-            for batch in iter_batches(list(entry_ids), 200):
-                self.engine().delete_by_knowledge(self.space(), self.kb.id, list(batch))
-
-    def set_enabled(self, entry: FaqEntry, ids: Sequence[str]) -> None:
-        if self.active and ids:
-            self.engine().set_enabled(self.space(), self.kb.id, list(ids), entry.is_enabled)
-
-    def update(self, before: FaqEntry | None, after: FaqEntry) -> None:
-        """Index what changed: new questions embedded, dropped ones removed, the flag flipped in place.
-        The new entries are written first: when embedding fails, nothing of the entry's index changed."""
-        old = set(self.ids(before)) if before is not None else set()
-        new = self.ids(after)
-        self.write([(after, [i for i in new if i not in old])])
-        self.remove_ids(sorted(old - set(new)))
-        if before is not None and before.is_enabled != after.is_enabled:
-            self.set_enabled(after, [i for i in new if i in old])
-
-
-def _guarded(work: Any) -> None:
-    """The embedding path raises stage errors (made for queues); an API call answers them."""
+@contextmanager
+def _answered() -> Iterator[None]:
+    """An entry's writes failing as the API answers them: the embedding path raises stage errors (made for
+    queues), the engine and the table their own. Past here each is an AppError, so the caller's cleanup
+    runs for every failure of the write."""
     try:
-        work()
+        yield
     except StageError as error:
         if error.permanent:
             raise BadRequest(error.message, code="embedding_rejected") from error
         raise IndexUnavailable(f"the entry could not be indexed now: {error.message}") from error
+    except EngineUnavailable as error:
+        raise IndexUnavailable("the search index is not answering; try again") from error
+    except IndexWriteError as error:
+        raise ServiceUnavailable(
+            "the search index refused the entry; it was not saved", code="index_refused"
+        ) from error
+    except EntryWriteFailed as error:
+        raise ServiceUnavailable(
+            "the entry could not be saved now; try again", code="faq_store_unavailable"
+        ) from error
+
+
+def _take_back_index(index: FaqIndex, work: Any) -> None:
+    """A failed write's index entries removed; an engine that does not answer now leaves them (a search
+    skips hits whose entry has no row, or not that question), so the row and reservations still go."""
+    try:
+        work()
+    except (EngineUnavailable, IndexWriteError):
+        logger.warning("FAQ index entries of a failed write left behind", extra={"kb_id": index.kb.id})
+
+
+def give_back_storage(deps: Dependencies, tenant_id: str, entries: Sequence[FaqEntry]) -> None:
+    """Deleted entries' bytes off the tenant's `storage_used` (what each row counted)."""
+    deps.tenants.add_usage(tenant_id, -sum(entry.counted_bytes for entry in entries))
 
 
 # ---------------------------------------------------------------- validation of one entry
@@ -189,6 +146,15 @@ def _check(deps: Dependencies, entry: FaqEntry) -> None:
         raise BadRequest("the standard question is empty", code="missing_question")
     if not entry.answers:
         raise BadRequest("at least one non-blank answer is required", code="missing_answer")
+    beyond = too_large(
+        entry.standard_question,
+        entry.answers,
+        entry.similar_questions,
+        entry.negative_questions,
+        entry.tags,
+    )
+    if beyond:
+        raise PayloadTooLarge(beyond, code="faq_entry_too_large")
     own = {normalise(q) for q in entry.questions()}
     clash = [n for n in entry.negative_questions if normalise(n) in own]
     if clash:
@@ -289,36 +255,50 @@ def create_entry(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqEnt
             if normalise(q) != normalise(request.standard_question)
         ],
         negative_questions=_clean(request.negative_questions),
-        tags=list(dict.fromkeys(t.strip() for t in request.tags if t.strip())),
+        tags=clean_tags(request.tags),
         answer_all=request.answer_all,
         is_enabled=request.is_enabled,
     ).rehash()
+    entry.counted_bytes = entry.content_bytes()
     _check(deps, entry)
     keys = question_keys(entry)
     claimed_at = _claim(deps, entry, keys)
     index = FaqIndex(deps, kb)
+    saved = replace(entry, indexed=True)
+    counted = False
     try:
-        deps.faq.put_entry(entry, None)  # indexed=False until its index entries are written
-        _guarded(lambda: index.update(None, entry))
-        _in_time(deps, entry, claimed_at, list(keys))
-    except AppError:
-        index.remove_entries([entry.id])
+        with _answered():
+            take_storage(deps, tenant_id, entry.counted_bytes, "the entry")
+            counted = True
+            deps.faq.put_entry(entry, None)  # indexed=False until its index entries are written
+            index.update(None, entry)
+            _in_time(deps, entry, claimed_at, list(keys))
+            refused = _written_over(deps, saved, entry)
+    except AppError:  # every failure of the write: nothing of the entry stays, its questions are free
+        _take_back_index(index, lambda: index.remove_entries([entry.id]))
         deps.faq.delete_entries(kb.id, [entry.id])
         deps.faq.release_questions(kb.id, entry.id, list(keys))
+        if counted:
+            deps.tenants.add_usage(tenant_id, -entry.counted_bytes)
         raise
-    saved = replace(entry, indexed=True)
-    try:
-        deps.faq.put_entry(saved, entry)
-    except EntryWriteRefused as refused:
-        if refused.gone:  # deleted as soon as it was listed: its index entries may have been written after
-            index.remove_entries([entry.id])
-            deps.faq.release_questions(kb.id, entry.id, list(keys))
-            return saved
-        # changed by an update that read the unindexed row: that update saved what it holds
+    # refused, the row changed by an update that read it unindexed: that update saved what it holds
+    if refused is not None and refused.gone:  # deleted as soon as listed: its index entries may come after
+        index.remove_entries([entry.id])
+        deps.faq.release_questions(kb.id, entry.id, list(keys))
+        return saved
     deps.faq.confirm_questions(kb.id, entry.id, list(keys))
     if saved.tags:
         deps.faq.add_tags(kb.id, saved.tags)
     return saved
+
+
+def _written_over(deps: Dependencies, entry: FaqEntry, expected: FaqEntry) -> EntryWriteRefused | None:
+    """`entry` written over the row `expected`; the refusal when another writer came first."""
+    try:
+        deps.faq.put_entry(entry, expected)
+    except EntryWriteRefused as refused:
+        return refused
+    return None
 
 
 def get_entry(deps: Dependencies, tenant_id: str, kb_id: str, entry_id: str) -> FaqEntry:
@@ -351,13 +331,15 @@ def update_entry(
     if "negative_questions" in changes:
         after.negative_questions = _clean(changes["negative_questions"])
     if "tags" in changes:
-        after.tags = list(dict.fromkeys(t.strip() for t in changes["tags"] if t.strip()))
+        after.tags = clean_tags(changes["tags"])
     for flag in ("answer_all", "is_enabled"):
         if flag in changes:
             setattr(after, flag, changes[flag])
     after.rehash()
     after.updated_at = later_than(before.updated_at)
     after.indexed = True
+    after.counted_bytes = after.content_bytes()
+    growth = after.counted_bytes - before.counted_bytes
     _check(deps, after)
     old_keys, new_keys = question_keys(before), question_keys(after)
     added = {k: q for k, q in new_keys.items() if k not in old_keys}
@@ -365,16 +347,22 @@ def update_entry(
     index = FaqIndex(deps, kb)
     old_ids, new_ids = set(index.ids(before)), index.ids(after)
     written = [i for i in new_ids if i not in old_ids]
+    counted = False
     try:  # the new questions first: when embedding fails, nothing of the entry's index changed
-        _guarded(lambda: index.write([(after, written)]))
-        _in_time(deps, after, claimed_at, list(added))
-        deps.faq.put_entry(after, before)
-    except (AppError, EntryWriteRefused) as error:
+        with _answered():
+            take_storage(deps, tenant_id, growth, "the entry's growth")
+            counted = True
+            index.write([(after, written)])
+            _in_time(deps, after, claimed_at, list(added))
+            deps.faq.put_entry(after, before)
+    except (AppError, EntryWriteRefused) as error:  # every failure of the write: the row stays as it was
         current = deps.faq.get_entry(kb.id, entry_id)
         held = set(index.ids(current)) if current is not None else set()
-        index.remove_ids([i for i in written if i not in held])
+        _take_back_index(index, lambda: index.remove_ids([i for i in written if i not in held]))
         still = question_keys(current) if current is not None else {}
         deps.faq.release_questions(kb.id, entry_id, [k for k in added if k not in still])
+        if counted:
+            deps.tenants.add_usage(tenant_id, -growth)
         if not isinstance(error, EntryWriteRefused):
             raise
         if current is None:
@@ -405,6 +393,7 @@ def delete_entry(deps: Dependencies, tenant_id: str, kb_id: str, entry_id: str) 
     deps.faq.delete_entries(kb.id, [entry.id])
     index.remove_entries([entry.id])  # those of an update that saved its row while this ran
     deps.faq.release_questions(kb.id, entry.id, list(question_keys(entry)))
+    give_back_storage(deps, tenant_id, [entry])
     drop_unused_tags(deps, kb.id, entry.tags)
 
 
@@ -454,6 +443,7 @@ def purge_kb(deps: Dependencies, kb_id: str) -> int:
         ids = [e.id for e in page]
         index.remove_entries(ids)
         deps.faq.delete_entries(kb.id, ids)
+        give_back_storage(deps, kb.tenant_id, page)
         deleted += len(ids)
     deps.faq.remove_tags(kb.id, deps.faq.tags(kb.id))
     deps.faq.clear_questions(kb.id)

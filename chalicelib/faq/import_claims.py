@@ -232,12 +232,16 @@ def save_merge(deps: Dependencies, index: FaqIndex, write: Write, claimed: dict[
     before = write.before
     assert before is not None
     after = replace(write.after, indexed=True, updated_at=later_than(before.updated_at))
+    after.counted_bytes = after.content_bytes()
+    growth = after.counted_bytes - before.counted_bytes  # the plan left room for it
     old, new = set(index.ids(before)), index.ids(after)
     added = [i for i in new if i not in old]
     index.write([(after, added)])
+    deps.tenants.add_usage(before.tenant_id, growth)
     try:
         deps.faq.put_entry(after, before)
     except EntryWriteRefused:
+        deps.tenants.add_usage(before.tenant_id, -growth)
         current = deps.faq.get_entry(before.kb_id, before.id)
         held = set(index.ids(current)) if current is not None else set()
         index.remove_ids([i for i in added if i not in held])

@@ -56,7 +56,7 @@ from chalicelib.faq.commands import (
     FaqImportRequest,
     FaqUploadUrlRequest,
 )
-from chalicelib.faq.entries import FaqIndex, all_entries, require_faq_kb
+from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage, require_faq_kb
 from chalicelib.faq.import_claims import (
     Write,
     changed_since_plan,
@@ -72,6 +72,7 @@ from chalicelib.faq.validation import Plan, PlannedRow, counts, plan_append, pla
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.services.events import task_finished
+from chalicelib.services.quotas import storage_left
 from chalicelib.tasks import new_task
 
 QUEUE = "faq-import"
@@ -281,7 +282,7 @@ def _plan(deps: Dependencies, task: Task, kb: KnowledgeBase) -> Plan:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"faq-import:{task.id}:{row}"))
 
     planner = plan_replace if task.params.get("mode") == "replace" else plan_append
-    plan = planner(rows, existing, new_id)
+    plan = planner(rows, existing, new_id, storage_left(deps, kb.tenant_id))
     if task.params.get("dry_run"):
         return plan
     task.status = TaskStatus.RUNNING
@@ -337,6 +338,7 @@ def _execute(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan) -> N
             index.remove_entries(ids)  # vectors first: a crash leaves rows to delete again, never ghost hits
             deps.faq.delete_entries(kb.id, ids)
             release_entries(deps, kb.id, gone)  # (a row deleted by an earlier try: taken over when claimed)
+            give_back_storage(deps, kb.tenant_id, gone)
         task.params["deleted_done"] = True
         task.progress["deleted"] = len(plan.delete)
         if not _save(deps, task):
@@ -411,6 +413,7 @@ def _run_batch(
     if stale:
         index.remove_entries(stale)
         deps.faq.delete_entries(kb.id, stale)
+        give_back_storage(deps, kb.tenant_id, [current[i] for i in stale])
         task.progress["purged"] = int(task.progress.get("purged", 0)) + len(stale)
     todo_adds = [r for r in adds if r.entry_id not in current or r.entry_id in stale]
     done = [current[r.entry_id] for r in adds if r.entry_id in current and r.entry_id not in stale]
@@ -430,6 +433,9 @@ def _run_batch(
         deps, kb, mode, writes, lambda row, base: _entry(task, kb, row, base)
     )
     new_entries = [w.after for w in writes if w.before is None]
+    for entry in new_entries:  # counted before written (the plan left room for them): a delete gives it back
+        entry.counted_bytes = entry.content_bytes()
+    deps.tenants.add_usage(kb.tenant_id, sum(entry.counted_bytes for entry in new_entries))
     if new_entries:
         deps.faq.put_entries(new_entries)  # indexed=False until their index entries are written
     index.write_all(new_entries)
@@ -530,6 +536,7 @@ def _purge_unindexed(
         )  # vectors first: a crash leaves rows to purge, never ghost hits
         deps.faq.delete_entries(kb.id, stale)
         release_entries(deps, kb.id, [e for e in entries if e.id in stale])
+        give_back_storage(deps, kb.tenant_id, [e for e in entries if e.id in stale])
         logger.info("unindexed FAQ entries purged", extra={"kb_id": kb.id, "entries": len(stale)})
     gone = set(stale)
     return [e for e in entries if e.id not in gone]

@@ -18,10 +18,15 @@ Append, per row in file order:
 Replace: rows whose content hash equals an existing entry keep that entry (`skip`, nothing embedded); the
 other rows are checked against the kept entries and the earlier rows: a standard-question clash fails the
 row, other clashes are removed; entries no row kept are deleted.
+
+Both: an entry (or a merged one) beyond the API's limits or too large to store fails its row (`invalid`);
+with a storage quota, a row whose entry (a merge: its growth) does not fit in what the rows before it left
+fails (`quota`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -29,7 +34,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from chalicelib.domain.clock import to_iso
-from chalicelib.domain.faq import FaqEntry
+from chalicelib.domain.faq import FaqEntry, clean_tags, content_bytes
 from chalicelib.domain.faq_normalise import content_hash, normalise
 from chalicelib.faq.commands import FaqEntryRequest
 
@@ -40,6 +45,10 @@ Action = Literal["add", "merge", "skip", "fail"]
 INVALID = "invalid"
 DUPLICATE = "duplicate"
 CONFLICT = "conflict"
+QUOTA = "quota"
+
+#: an entry's stored form at most: a DynamoDB item holds 400 KB, its keys, ids and times the rest
+MAX_ENTRY_BYTES = 350 * 1024
 
 
 @dataclass
@@ -189,7 +198,40 @@ def _beyond_entry_limits(
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         return f"{where}: {first['msg']}"
-    return ""
+    return too_large(question, answers, similar, negatives, tags)
+
+
+def too_large(
+    question: str,
+    answers: Sequence[str],
+    similar: Sequence[str],
+    negatives: Sequence[str],
+    tags: Sequence[str],
+) -> str:
+    """Why an entry of this content is too large to store (its texts as JSON with non-ASCII escaped, the
+    largest of the forms a store keeps: 6 bytes a CJK character), or "". The API's lengths and counts
+    allow entries of over 1 MB; an entry must fit in one row."""
+    size = len(json.dumps([question, list(answers), list(similar), list(negatives), list(tags)]))
+    if size <= MAX_ENTRY_BYTES:
+        return ""
+    return (
+        f"the entry is too large to store ({size // 1024} KB stored, at most {MAX_ENTRY_BYTES // 1024} KB): "
+        "shorten its answers or questions"
+    )
+
+
+def _stored(content: dict[str, Any]) -> int:
+    return content_bytes(
+        content["standard_question"],
+        content["similar_questions"],
+        content["negative_questions"],
+        content["answers"],
+    )
+
+
+def _over_quota(row: ImportRow, entry_id: str, need: int, room: int) -> PlannedRow:
+    reason = f"the tenant's storage quota is used up: the entry needs {need} bytes, {max(room, 0)} are left"
+    return PlannedRow(row.row, "fail", row, entry_id, reason=reason, category=QUOTA)
 
 
 def _reverted(row: ImportRow, target: FaqEntry, why: str, category: str, notes: list[str]) -> PlannedRow:
@@ -218,7 +260,7 @@ def _basic(row: ImportRow, seen: dict[str, int]) -> tuple[str, list[str], Planne
             ),
         )
     beyond = _beyond_entry_limits(
-        question, answers, _clean(row.similar), _clean(row.negatives), _clean(row.tags)
+        question, answers, _clean(row.similar), _clean(row.negatives), clean_tags(row.tags)
     )
     if beyond:
         return key, answers, PlannedRow(row.row, "fail", row, reason=beyond, category=INVALID)
@@ -272,8 +314,13 @@ def _negatives(values: Sequence[str], own: set[str], notes: list[str]) -> list[s
 
 
 def plan_append(
-    rows: Sequence[ImportRow], existing: Sequence[FaqEntry], new_id: Callable[[int], str]
+    rows: Sequence[ImportRow],
+    existing: Sequence[FaqEntry],
+    new_id: Callable[[int], str],
+    room: int | None = None,
 ) -> Plan:
+    """`room`: the bytes the tenant may still store (None: no quota); a row whose entry (or a merge's
+    growth) does not fit in what the rows before it left fails (`quota`)."""
     by_id = {e.id: e for e in existing}
     questions = _Questions()
     for entry in existing:
@@ -303,10 +350,15 @@ def plan_append(
         own = {key} | ({normalise(q) for q in target.similar_questions} if target else set())
         similar = _similar(row, own, questions, f"e:{target.id}" if target else None, notes)
         question = row.question.strip()
-        tags = _clean(row.tags)
+        tags = clean_tags(row.tags)
         if target is None:
             negatives = _negatives(row.negatives, own, notes)
             content = _content(question, similar, negatives, answers, tags, row.answer_all, not row.disabled)
+            need = _stored(content)
+            if room is not None and need > room:
+                planned.append(_over_quota(row, "", need, room))
+                continue
+            room = None if room is None else room - need
             planned.append(
                 PlannedRow(row.row, "add", row, new_id(row.row), content, partial=bool(notes), notes=notes)
             )
@@ -320,7 +372,7 @@ def plan_append(
                 why = f"negative question {clash[0]!r} of the merged entry is one of its questions"
                 planned.append(_reverted(row, target, why, CONFLICT, notes))
                 continue
-            merged_answers, merged_tags = _union(target.answers, answers), _union(target.tags, tags)
+            merged_answers, merged_tags = _union(target.answers, answers), clean_tags([*target.tags, *tags])
             beyond = _beyond_entry_limits(
                 target.standard_question, merged_answers, merged_similar, merged_negatives, merged_tags
             )
@@ -343,6 +395,11 @@ def plan_append(
                 and content["is_enabled"] == target.is_enabled
                 and content["answer_all"] == target.answer_all
             )
+            need = 0 if unchanged else _stored(content) - target.counted_bytes
+            if room is not None and need > 0 and need > room:
+                planned.append(_over_quota(row, target.id, need, room))
+                continue
+            room = None if room is None else room - need
             planned.append(
                 PlannedRow(
                     row.row,
@@ -363,8 +420,13 @@ def plan_append(
 
 
 def plan_replace(
-    rows: Sequence[ImportRow], existing: Sequence[FaqEntry], new_id: Callable[[int], str]
+    rows: Sequence[ImportRow],
+    existing: Sequence[FaqEntry],
+    new_id: Callable[[int], str],
+    room: int | None = None,
 ) -> Plan:
+    """`room` as plan_append's; the entries the replace deletes give theirs back first, an entry kept
+    keeps its place."""
     by_hash: dict[str, FaqEntry] = {}
     for entry in existing:
         by_hash.setdefault(entry.content_hash, entry)
@@ -388,7 +450,7 @@ def plan_replace(
             # file's word (an update in place, "merge"), as a clone takes the source's
             content = {
                 **entry_content(match),
-                "tags": _clean(row.tags),
+                "tags": clean_tags(row.tags),
                 "answer_all": row.answer_all,
                 "is_enabled": not row.disabled,
             }
@@ -396,8 +458,12 @@ def plan_replace(
             decided[row.row] = PlannedRow(
                 row.row, action, row, match.id, content, base=to_iso(match.updated_at)
             )
+            if room is not None and action == "merge":  # (an entry saved before entries counted)
+                room -= _stored(content) - match.counted_bytes
         else:
             pending.append((row, key, answers))
+    if room is not None:
+        room += sum(e.counted_bytes for e in existing if e.id not in kept)
     # pass 2: the other rows, against the kept entries and the rows before them
     for row, key, answers in pending:
         owner = questions.owner(key)
@@ -419,10 +485,15 @@ def plan_replace(
             similar,
             negatives,
             answers,
-            _clean(row.tags),
+            clean_tags(row.tags),
             row.answer_all,
             not row.disabled,
         )
+        need = _stored(content)
+        if room is not None and need > room:
+            decided[row.row] = _over_quota(row, "", need, room)
+            continue
+        room = None if room is None else room - need
         decided[row.row] = PlannedRow(
             row.row, "add", row, new_id(row.row), content, partial=bool(notes), notes=notes
         )

@@ -38,6 +38,11 @@ class EntryWriteRefused(Exception):
         self.gone = gone
 
 
+class EntryWriteFailed(Exception):
+    """The store did not take an entry write for another reason than its condition (throttled, not
+    answering, the item refused): nothing was written."""
+
+
 class FaqRepo(Protocol):
     """FAQ entries (`chalicelib.domain.faq.FaqEntry`) per knowledge base, the knowledge base's import lease,
     its tag names and its last import result."""
@@ -53,7 +58,7 @@ class FaqRepo(Protocol):
     def put_entry(self, entry: FaqEntry, expected: FaqEntry | None) -> None:
         """One conditional write: with `expected` None only if no row has the entry's id; else only if the
         row exists and its `updated_at` is still `expected.updated_at` (every entry write stores it).
-        Raises EntryWriteRefused (gone: no row) otherwise."""
+        Raises EntryWriteRefused (gone: no row) otherwise, EntryWriteFailed when the store failed the write."""
         ...
 
     def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> None: ...

@@ -35,3 +35,27 @@ def check_storage_for_upload(deps: Dependencies, tenant_id: str, size: int | Non
             f"{tenant.storage_used} of {tenant.storage_quota} bytes are used",
             code="storage_quota_exceeded",
         )
+
+
+def storage_left(deps: Dependencies, tenant_id: str) -> int | None:
+    """The bytes the tenant may still store under its quota (0 when used up); None: no quota (or no
+    tenant row to count on)."""
+    tenant = deps.tenants.get(tenant_id)
+    if tenant is None or not tenant.storage_quota:
+        return None
+    return max(0, tenant.storage_quota - tenant.storage_used)
+
+
+def take_storage(deps: Dependencies, tenant_id: str, size: int, what: str) -> None:
+    """Counts `size` more bytes on the tenant's `storage_used` (a negative size gives bytes back), or a 403
+    `storage_quota_exceeded` when a growth does not fit in what is left. As the upload's check, it reads
+    then adds (one atomic add): writers racing for the last bytes may pass the quota by what they add."""
+    if size > 0:
+        left = storage_left(deps, tenant_id)
+        if left is not None and size > left:
+            raise Forbidden(
+                f"{what} ({size} bytes) does not fit in the tenant's storage quota ({left} bytes left)",
+                code="storage_quota_exceeded",
+            )
+    if size:
+        deps.tenants.add_usage(tenant_id, size)

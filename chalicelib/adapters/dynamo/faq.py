@@ -26,7 +26,7 @@ from pynamodb.models import Model
 
 from chalicelib.domain.clock import to_iso
 from chalicelib.ports import FaqLease
-from chalicelib.ports.faq import EntryWriteRefused, QuestionHolder
+from chalicelib.ports.faq import EntryWriteFailed, EntryWriteRefused, QuestionHolder
 from chalicelib.settings import Settings
 
 if TYPE_CHECKING:
@@ -98,8 +98,8 @@ class DynamoFaqRepo:
         try:
             self._entry_item(entry).save(condition=condition)
         except PutError as error:
-            if not _failed_condition(error):
-                raise
+            if not _failed_condition(error):  # throttled, not answering, the item refused: a port error
+                raise EntryWriteFailed(f"FAQ entry {entry.id} was not written: {error}") from error
             gone = expected is not None and self.get_entry(entry.kb_id, entry.id) is None
             raise EntryWriteRefused(entry.id, gone=gone) from error
 
