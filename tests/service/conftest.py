@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chalice.test import Client
 
 from chalicelib.adapters.memory import (
     InstantSleep,
@@ -24,7 +25,7 @@ from chalicelib.adapters.memory import (
     ScriptedUrlImporter,
 )
 from chalicelib.adapters.storage import RoutingFileStore
-from chalicelib.bootstrap import Services, memory_deps
+from chalicelib.bootstrap import Services, memory_deps, set_deps
 from chalicelib.commands import CreateKnowledgeBase
 from chalicelib.domain.types import Knowledge, KnowledgeBase, Tenant
 from chalicelib.operations.tenants import create_tenant_with_key
@@ -204,3 +205,14 @@ def task_body(knowledge: Knowledge, token: str, **extra: Any) -> dict[str, Any]:
 
 def json_of(files: MemoryFileStore, url: str) -> Any:
     return json.loads(files.read(url))
+
+
+@pytest.fixture
+def client(deps: Services) -> Iterator[Client]:
+    """The Chalice app's test client on the in-memory `deps` (routes through API Gateway's shape)."""
+    set_deps(deps)
+    import app as app_module  # imported here: the app's logger is built after pytest captures output
+
+    with Client(app_module.app, stage_name="local") as test_client:
+        yield test_client
+    set_deps(None)

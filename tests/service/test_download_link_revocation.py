@@ -7,15 +7,13 @@ from before minters were recorded keeps working until it expires."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from chalice.test import Client
 
 from chalicelib.adapters.memory import MemoryKnowledgeRepo
-from chalicelib.bootstrap import Services, set_deps
+from chalicelib.bootstrap import Services
 from chalicelib.commands import IssueKeyRequest
 from chalicelib.domain.resources import token_hash
 from chalicelib.domain.types import ParseStatus, Tenant
@@ -43,16 +41,6 @@ class Caller:
     def link(self, knowledge_id: str) -> str:
         url = str(self.call("GET", f"/knowledge/{knowledge_id}/file-url?kind=original")["url"])
         return "/r/" + url.rsplit("/r/", 1)[1]
-
-
-@pytest.fixture
-def client(deps: Services) -> Iterator[Client]:
-    set_deps(deps)
-    import app as app_module  # imported here: the app's logger is built after pytest captures output
-
-    with Client(app_module.app, stage_name="local") as test_client:
-        yield test_client
-    set_deps(None)
 
 
 def _caller(deps: Services, client: Client, name: str) -> Caller:

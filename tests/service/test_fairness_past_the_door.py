@@ -7,15 +7,12 @@ the cap if need be, so the tenant's next document waits (services/fairness.py's 
 
 from __future__ import annotations
 
-import time as real_time
 from collections.abc import Callable
 from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-import chalicelib.services.fairness as fairness
 from chalicelib.adapters.memory import MemoryTaskQueue
 from chalicelib.bootstrap import Services
 from chalicelib.domain.door import Place
@@ -23,23 +20,10 @@ from chalicelib.domain.types import Knowledge, KnowledgeBase, Stage, StageMessag
 from chalicelib.services.stage_queue import enqueue
 
 from .conftest import MAIN_STAGES, stage_handler, upload
+from .test_fairness_lease import Clock
 from .test_page_range_claims import CountingOcr, fan_out
 
 LEASE = 1800
-
-
-class Clock:
-    """fairness's wall clock, moved on by `skip` (the pipeline's lease is measured on it)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.offset = 0.0
-        monkeypatch.setattr(fairness, "time", SimpleNamespace(time=self.time))
-
-    def time(self) -> float:
-        return real_time.time() + self.offset
-
-    def skip(self, seconds: float) -> None:
-        self.offset += seconds
 
 
 @pytest.fixture

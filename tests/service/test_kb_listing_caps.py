@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 from chalice.test import Client
 
-from chalicelib.bootstrap import Services, set_deps
+from chalicelib.bootstrap import Services
 from chalicelib.domain.types import Tenant
 from chalicelib.operations.tenants import create_tenant_with_key
 
@@ -56,16 +55,6 @@ class Caller:
             if cursor is None:
                 return pages
             assert len(pages) < 50, "the listing never ends"
-
-
-@pytest.fixture
-def client(deps: Services) -> Iterator[Client]:
-    set_deps(deps)
-    import app as app_module  # imported here: the app's logger is built after pytest captures output
-
-    with Client(app_module.app, stage_name="local") as test_client:
-        yield test_client
-    set_deps(None)
 
 
 def _caller(deps: Services, client: Client, name: str) -> Caller:
