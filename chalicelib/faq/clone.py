@@ -23,6 +23,7 @@ from chalicelib.domain.errors import PermanentStageError
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.types import KnowledgeBase, Task, utcnow
 from chalicelib.faq.entries import FaqIndex, all_entries
+from chalicelib.faq.keyed import tag_links
 from chalicelib.faq.reservations import claim, release_entries, unconfirmed
 from chalicelib.ports import Dependencies
 
@@ -130,6 +131,8 @@ def _sync(
         for kept, src in pairs
     ]
     deps.faq.add_tags(target.id, sorted({t for e in synced for t in e.tags}))
+    if tag_links(synced):
+        deps.faq.link_tags(target.id, tag_links(synced))
     deps.faq.put_entries(synced)
     for (kept, _), entry in zip(pairs, synced, strict=True):
         if kept.is_enabled != entry.is_enabled:
@@ -157,6 +160,8 @@ def _copy(
     copies, claimed, refused = _reserve(deps, target, copies)
     if copies:
         deps.faq.add_tags(target.id, sorted({t for e in copies for t in e.tags}))
+        if tag_links(copies):
+            deps.faq.link_tags(target.id, tag_links(copies))
         deps.faq.put_entries(copies)  # unindexed until its index entries are written: see plan_faq_clone
         index.write_all(copies)
         deps.faq.put_entries([replace(entry, indexed=True) for entry in copies])

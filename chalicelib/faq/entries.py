@@ -7,11 +7,11 @@ and deletes the index entries of the questions it drops; enabling or disabling f
 Search returns entries (with their answers), best question first; an entry whose negative question
 matches the query goes below every entry whose does not.
 
-Concurrent requests. A question belongs to one entry: a create or update scans the entries (entries written
-before reservations existed hold their questions only in their rows), then reserves each question it adds
+Concurrent requests. A question belongs to one entry: a create or update reserves each question it adds
 (reservations.py: one conditional put per question in the faq table, pending until the row is saved, then
-held), so of two writers adding one question only one gets it; the import and the clone reserve theirs the
-same way. A reservation whose entry no longer has the question (an import merged the entry, a delete died
+held), so of two writers adding one question only one gets it, and it reads no other entry (entries written
+before reservations existed are reserved once, by the first write: keyed.py); the import and the clone
+reserve theirs the same way. A reservation whose entry no longer has the question (an import merged the entry, a delete died
 midway) is taken over.
 The row is written only if it is still the one read (its `updated_at`): an update racing a delete answers
 404 and one racing another update 409, and each takes back the index entries it wrote. A delete removes the
@@ -51,6 +51,7 @@ from chalicelib.domain.retrieval import deepened, retriever_lists
 from chalicelib.domain.types import KnowledgeBase, utcnow
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
 from chalicelib.faq.index import FaqIndex as FaqIndex  # where callers have found it
+from chalicelib.faq.keyed import ensure_keyed, tag_in_use, tag_links
 from chalicelib.faq.reservations import CLAIM_USABLE_SECONDS, claim, question_keys
 from chalicelib.faq.reservations import question_key as question_key  # where callers have found it
 from chalicelib.faq.validation import too_large
@@ -63,6 +64,9 @@ from chalicelib.services.quotas import take_storage
 
 FAQ_KB_TYPE = "faq"
 PAGE = 500
+#: entries a list page reads at most (DynamoDB reads, and the API's 29 s): a filter that matches few
+#: entries answers a short page with a `next_cursor` to go on from
+LIST_SCAN = 2000
 #: hits first asked of the engine per wanted result: several questions of one entry may all match (more are
 #: asked while too few entries come out, `domain/retrieval.deepened`)
 CANDIDATES_PER_RESULT = 4
@@ -140,8 +144,8 @@ def _clean(values: Sequence[str]) -> list[str]:
 
 
 def _check(deps: Dependencies, entry: FaqEntry) -> None:
-    """A question belongs to one entry; negatives never equal the entry's own questions. The scan finds
-    the entries whose questions are not reserved (see the module's docstring); `_claim` does the rest."""
+    """A question belongs to one entry; negatives never equal the entry's own questions. Other entries'
+    questions are found by their reservations (`_claim`), once the knowledge base is keyed (keyed.py)."""
     if not normalise(entry.standard_question):
         raise BadRequest("the standard question is empty", code="missing_question")
     if not entry.answers:
@@ -162,12 +166,9 @@ def _check(deps: Dependencies, entry: FaqEntry) -> None:
             f"negative question {clash[0]!r} is one of the entry's own questions",
             code="faq_negative_conflict",
         )
-    for other in all_entries(deps, entry.kb_id):
-        if other.id == entry.id:
-            continue
-        taken = own & {normalise(q) for q in other.questions()}
-        if taken:
-            raise _question_conflict(sorted(taken)[0], other)
+    other = ensure_keyed(deps, entry.kb_id, own, entry.id)
+    if other is not None:
+        raise _question_conflict(sorted(own & {normalise(q) for q in other.questions()})[0], other)
 
 
 def _question_conflict(question: str, other: FaqEntry) -> Conflict:
@@ -216,19 +217,18 @@ def later_than(moment: datetime) -> datetime:
 
 
 def _unused_tags(deps: Dependencies, kb_id: str, names: set[str]) -> set[str]:
-    left = set(names)
-    for entry in all_entries(deps, kb_id):
-        if not left:
-            break
-        left -= set(entry.tags)
-    return left
+    return {name for name in names if not tag_in_use(deps, kb_id, name)}
 
 
 def drop_unused_tags(deps: Dependencies, kb_id: str, candidates: Sequence[str]) -> list[str]:
-    """Removes those of `candidates` (the tags a delete or an update let go of) that no entry uses; the
-    scan stops once each is seen in use. A writer adds its tags after its row: a tag this removed is checked
+    """Removes those of `candidates` (the tags a delete or an update let go of) that no entry uses, by the
+    tags' links (keyed.py). A writer links and adds its tags after its row: a tag this removed is checked
     again after the removal and put back if an entry saved meanwhile uses it. Returns the tags removed."""
-    unused = _unused_tags(deps, kb_id, {t for t in candidates if t})
+    candidates = [t for t in candidates if t]
+    if not candidates:
+        return []
+    ensure_keyed(deps, kb_id, set(), "")
+    unused = _unused_tags(deps, kb_id, set(candidates))
     if not unused:
         return []
     deps.faq.remove_tags(kb_id, sorted(unused))
@@ -287,7 +287,8 @@ def create_entry(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqEnt
         deps.faq.release_questions(kb.id, entry.id, list(keys))
         return saved
     deps.faq.confirm_questions(kb.id, entry.id, list(keys))
-    if saved.tags:
+    if saved.tags:  # linked, then added: a drop removing the tag meanwhile sees the link, puts it back
+        deps.faq.link_tags(kb.id, tag_links([saved]))
         deps.faq.add_tags(kb.id, saved.tags)
     return saved
 
@@ -380,8 +381,12 @@ def update_entry(
     deps.faq.confirm_questions(kb.id, entry_id, list(added))
     deps.faq.release_questions(kb.id, entry_id, [k for k in old_keys if k not in new_keys])
     if after.tags:
+        deps.faq.link_tags(kb.id, tag_links([after]))
         deps.faq.add_tags(kb.id, after.tags)
-    drop_unused_tags(deps, kb.id, [t for t in before.tags if t not in after.tags])
+    let_go = [t for t in before.tags if t not in after.tags]
+    if let_go:
+        deps.faq.unlink_tags(kb.id, [(entry_id, t) for t in let_go])
+        drop_unused_tags(deps, kb.id, let_go)
     return after
 
 
@@ -394,7 +399,9 @@ def delete_entry(deps: Dependencies, tenant_id: str, kb_id: str, entry_id: str) 
     index.remove_entries([entry.id])  # those of an update that saved its row while this ran
     deps.faq.release_questions(kb.id, entry.id, list(question_keys(entry)))
     give_back_storage(deps, tenant_id, [entry])
-    drop_unused_tags(deps, kb.id, entry.tags)
+    if entry.tags:
+        deps.faq.unlink_tags(kb.id, tag_links([entry]))
+        drop_unused_tags(deps, kb.id, entry.tags)
 
 
 def _matches(entry: FaqEntry, query: FaqListQuery, keyword: str) -> bool:
@@ -409,22 +416,29 @@ def _matches(entry: FaqEntry, query: FaqListQuery, keyword: str) -> bool:
 
 
 def list_entries(deps: Dependencies, tenant_id: str, kb_id: str, query: FaqListQuery) -> dict[str, Any]:
-    """Entries in id order after `cursor`, filtered; `next_cursor` is '' on the last page."""
+    """Entries in id order after `cursor`, filtered; `next_cursor` is '' on the last page. A page reads at
+    most LIST_SCAN entries: one that filters out most of them ends there, with fewer than `limit` items
+    (none, maybe) and the id of the last entry read as `next_cursor`."""
     kb = require_faq_kb(deps, tenant_id, kb_id)
     keyword = normalise(query.keyword or "")
     found: list[FaqEntry] = []
     after = query.cursor
-    more = True
-    while more and len(found) <= query.limit:
-        page, after = deps.faq.page_entries(kb.id, after, PAGE)
-        more = bool(after)
+    scanned = 0
+    while len(found) <= query.limit and scanned < LIST_SCAN:
+        page, more = deps.faq.page_entries(kb.id, after, min(PAGE, LIST_SCAN - scanned))
         for entry in page:
+            scanned += 1
+            after = entry.id
             if _matches(entry, query, keyword):
                 found.append(entry)
                 if len(found) > query.limit:
                     break
+        if not more:
+            after = ""  # read to the end (a full page's last match is settled below)
+            break
     items = found[: query.limit]
-    next_cursor = items[-1].id if len(found) > query.limit and items else ""
+    # past a full page: its last item; else '' at the end, or where the scan stopped (LIST_SCAN read)
+    next_cursor = (items[-1].id if items else "") if len(found) > query.limit else after
     return {"items": [e.to_dict() for e in items], "next_cursor": next_cursor}
 
 

@@ -138,6 +138,7 @@ def _taken(row: PlannedRow, clash: Clash, mode: str) -> FaqEntry | None:
                     tags=list(content["tags"]),
                     answer_all=bool(content["answer_all"]),
                     disabled=not content["is_enabled"],
+                    given=list(row.source.given),
                 )
             ],
             [other],

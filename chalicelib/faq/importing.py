@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,7 +56,7 @@ from chalicelib.faq.commands import (
     FaqImportRequest,
     FaqUploadUrlRequest,
 )
-from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage, require_faq_kb
+from chalicelib.faq.entries import PAGE, FaqIndex, all_entries, give_back_storage, require_faq_kb
 from chalicelib.faq.import_claims import (
     Write,
     changed_since_plan,
@@ -66,6 +66,7 @@ from chalicelib.faq.import_claims import (
     save_indexed,
     save_merge,
 )
+from chalicelib.faq.keyed import tag_links
 from chalicelib.faq.reservations import release_entries
 from chalicelib.faq.rows import MAX_FILE_BYTES, MAX_ROWS, SourceError, failed_rows_csv, read_rows
 from chalicelib.faq.validation import Plan, PlannedRow, counts, plan_append, plan_replace
@@ -436,6 +437,9 @@ def _run_batch(
     for entry in new_entries:  # counted before written (the plan left room for them): a delete gives it back
         entry.counted_bytes = entry.content_bytes()
     deps.tenants.add_usage(kb.tenant_id, sum(entry.counted_bytes for entry in new_entries))
+    links = tag_links(w.after for w in writes)
+    if links:  # before the rows: a link without its use is dropped when read (keyed.py), never the reverse
+        deps.faq.link_tags(kb.id, links)
     if new_entries:
         deps.faq.put_entries(new_entries)  # indexed=False until their index entries are written
     index.write_all(new_entries)
@@ -553,14 +557,26 @@ def _fail_without_lease(deps: Dependencies, task: Task, error: str) -> None:
 
 def _tidy_tags(deps: Dependencies, kb: KnowledgeBase, plan: Plan) -> None:
     used: set[str] = set()
-    for entry in all_entries(deps, kb.id):
-        used.update(entry.tags)
+    for page in _pages(deps, kb.id):
+        used.update(t for entry in page for t in entry.tags)
+        links = tag_links(page)
+        if links:  # (a delivery that died between its links and its rows left none missing: links come first)
+            deps.faq.link_tags(kb.id, links)
     if used:
         deps.faq.add_tags(kb.id, sorted(used))
     if plan.mode == "replace":
         unused = [t for t in deps.faq.tags(kb.id) if t not in used]
         if unused:
             deps.faq.remove_tags(kb.id, unused)
+
+
+def _pages(deps: Dependencies, kb_id: str) -> Iterator[list[FaqEntry]]:
+    after = ""
+    while True:
+        page, after = deps.faq.page_entries(kb_id, after, PAGE)
+        yield page
+        if not after:
+            return
 
 
 def _cleanup_objects(deps: Dependencies, task: Task) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from chalicelib.domain import strict_json
 from chalicelib.domain.csv_rows import TooManyCells, read_csv_rows
-from chalicelib.faq.validation import ImportRow, PlannedRow
+from chalicelib.faq.validation import SWITCHES, ImportRow, PlannedRow
 
 LIST_SEPARATOR = "##"
 FAILED_CSV_HEADER = (
@@ -116,6 +116,11 @@ def row_from_mapping(index: int, data: Mapping[str, Any]) -> ImportRow:
     if tags is None and data.get("category") not in (None, ""):
         tags = [data["category"]]
     disabled = _bool(data["disabled"]) if "disabled" in data else not _bool(data.get("is_enabled", True))
+    given = [
+        name
+        for name, keys in (("answer_all", ("answer_all",)), ("disabled", ("disabled", "is_enabled")))
+        if any(data.get(key) not in (None, "") for key in keys)
+    ]
     return ImportRow(
         row=index,
         question=_text(data.get("standard_question", data.get("question"))),
@@ -125,6 +130,7 @@ def row_from_mapping(index: int, data: Mapping[str, Any]) -> ImportRow:
         tags=_list(tags),
         answer_all=_bool(data.get("answer_all", False)),
         disabled=disabled,
+        given=given,
     )
 
 
@@ -158,6 +164,7 @@ def _from_table(table: Sequence[Sequence[Any]]) -> list[ImportRow]:
                 tags=_list(cell("category")),
                 answer_all=_bool(cell("answer_all")),
                 disabled=_bool(cell("disabled")),
+                given=[name for name in SWITCHES if _text(cell(name))],
             )
         )
     return out

@@ -49,6 +49,8 @@ QUOTA = "quota"
 
 #: an entry's stored form at most: a DynamoDB item holds 400 KB, its keys, ids and times the rest
 MAX_ENTRY_BYTES = 350 * 1024
+#: an import row's switches (ImportRow.given)
+SWITCHES = ("answer_all", "disabled")
 
 
 @dataclass
@@ -63,6 +65,9 @@ class ImportRow:
     tags: list[str] = field(default_factory=list)
     answer_all: bool = False
     disabled: bool = False
+    #: which of the switches (`answer_all`, `disabled`) the row carries: an append merge keeps the entry's
+    #: own for the others (rows of plans stored before this was kept carry both)
+    given: list[str] = field(default_factory=lambda: list(SWITCHES))
 
 
 @dataclass
@@ -386,8 +391,8 @@ def plan_append(
                 merged_negatives,
                 merged_answers,
                 merged_tags,
-                row.answer_all,
-                not row.disabled,
+                row.answer_all if "answer_all" in row.given else target.answer_all,
+                not row.disabled if "disabled" in row.given else target.is_enabled,
             )
             unchanged = (
                 content["content_hash"] == target.content_hash

@@ -97,7 +97,27 @@ class FaqRepo(Protocol):
         ...
 
     def clear_questions(self, kb_id: str) -> None:
-        """Deletes every reservation of the knowledge base (it is being deleted)."""
+        """Deletes every reservation, tag link and the keyed mark of the knowledge base (it is being
+        deleted)."""
+        ...
+
+    def entries_keyed(self, kb_id: str) -> bool:
+        """True once every entry of the knowledge base was found holding its question reservations and tag
+        links (chalicelib/faq/keyed.py): a write then reads those, not every entry."""
+        ...
+
+    def mark_entries_keyed(self, kb_id: str) -> None: ...
+
+    # -- tag links: an entry uses a tag (what tells a tag still in use without reading every entry)
+    def link_tags(self, kb_id: str, links: Sequence[tuple[str, str]]) -> None:
+        """Records each (entry id, tag name) (idempotent)."""
+        ...
+
+    def unlink_tags(self, kb_id: str, links: Sequence[tuple[str, str]]) -> None: ...
+
+    def tag_users(self, kb_id: str, name: str, limit: int) -> list[str]:
+        """Up to `limit` ids of entries linked to the tag (a link may outlive its entry's use of the tag:
+        callers read the entries)."""
         ...
 
     def acquire_lease(self, kb_id: str, owner: str, now: float, ttl_seconds: float) -> FaqLease | None:

@@ -1,6 +1,7 @@
 """FaqRepo on DynamoDB (PynamoDB): one table `{prefix}-faq`, partition = knowledge base, sort key =
 `e#<entry id>` (entries), `q#<question key>` (a normalised question reserved by one entry), `lease` (the
-import lease), `tag#<name>`, `last-import`.
+import lease), `tag#<name>`, `tu#<tag digest>#<entry id>` (an entry uses a tag), `keyed` (every entry holds
+its reservations and tag links), `last-import`.
 
 An entry item keeps its `updated_at` beside its body, so an update can write the row only if it is still
 the one it read (and a create only if no row has its id). A question reservation is one conditional put:
@@ -16,6 +17,7 @@ already holds it; it is deleted only under the condition that the deleter holds 
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,13 @@ QUESTION = "q#"
 LEASE = "lease"
 TAG = "tag#"
 LAST_IMPORT = "last-import"
+TAG_USE = "tu#"
+KEYED = "keyed"
+
+
+def _tag_use_prefix(name: str) -> str:
+    """A tag's links' sort key prefix: a digest, so one tag's prefix never starts another's."""
+    return f"{TAG_USE}{hashlib.sha256(name.encode('utf-8')).hexdigest()[:32]}#"
 
 
 def build_faq_model(settings: Settings) -> type[Any]:
@@ -217,14 +226,45 @@ class DynamoFaqRepo:
         return {item.key[len(QUESTION) :]: _as_holder(item) for item in items}
 
     def clear_questions(self, kb_id: str) -> None:
-        items = list(
-            self.model.query(
-                kb_id, range_key_condition=self.model.key.startswith(QUESTION), consistent_read=True
+        items = [
+            item
+            for prefix in (QUESTION, TAG_USE)
+            for item in self.model.query(
+                kb_id, range_key_condition=self.model.key.startswith(prefix), consistent_read=True
             )
-        )
+        ]
         with self.model.batch_write() as batch:
             for item in items:
                 batch.delete(self.model(kb_id, item.key))
+            batch.delete(self.model(kb_id, KEYED))
+
+    def entries_keyed(self, kb_id: str) -> bool:
+        try:
+            self.model.get(kb_id, KEYED, consistent_read=True)
+        except self.model.DoesNotExist:
+            return False
+        return True
+
+    def mark_entries_keyed(self, kb_id: str) -> None:
+        self.model(kb_id, KEYED).save()
+
+    # -- tag links
+    def link_tags(self, kb_id: str, links: Sequence[tuple[str, str]]) -> None:
+        with self.model.batch_write() as batch:
+            for entry_id, name in dict.fromkeys(links):
+                batch.save(self.model(kb_id, f"{_tag_use_prefix(name)}{entry_id}"))
+
+    def unlink_tags(self, kb_id: str, links: Sequence[tuple[str, str]]) -> None:
+        with self.model.batch_write() as batch:
+            for entry_id, name in dict.fromkeys(links):
+                batch.delete(self.model(kb_id, f"{_tag_use_prefix(name)}{entry_id}"))
+
+    def tag_users(self, kb_id: str, name: str, limit: int) -> list[str]:
+        prefix = _tag_use_prefix(name)
+        items = self.model.query(
+            kb_id, range_key_condition=self.model.key.startswith(prefix), limit=limit, consistent_read=True
+        )
+        return [item.key[len(prefix) :] for item in items][:limit]
 
     # -- the import lease
     def acquire_lease(self, kb_id: str, owner: str, now: float, ttl_seconds: float) -> FaqLease | None:

@@ -28,6 +28,8 @@ class MemoryFaqRepo:
         self._tags: dict[str, set[str]] = {}
         self._results: dict[str, dict[str, Any]] = {}
         self._questions: dict[str, dict[str, QuestionHolder]] = {}
+        self._keyed: set[str] = set()
+        self._links: dict[str, set[tuple[str, str]]] = {}
         self._lock = threading.Lock()
 
     def put_entries(self, entries: Sequence[FaqEntry]) -> None:
@@ -129,6 +131,29 @@ class MemoryFaqRepo:
     def clear_questions(self, kb_id: str) -> None:
         with self._lock:
             self._questions.pop(kb_id, None)
+            self._links.pop(kb_id, None)
+            self._keyed.discard(kb_id)
+
+    def entries_keyed(self, kb_id: str) -> bool:
+        with self._lock:
+            return kb_id in self._keyed
+
+    def mark_entries_keyed(self, kb_id: str) -> None:
+        with self._lock:
+            self._keyed.add(kb_id)
+
+    def link_tags(self, kb_id: str, links: Sequence[tuple[str, str]]) -> None:
+        with self._lock:
+            self._links.setdefault(kb_id, set()).update((tag, entry_id) for entry_id, tag in links)
+
+    def unlink_tags(self, kb_id: str, links: Sequence[tuple[str, str]]) -> None:
+        with self._lock:
+            self._links.setdefault(kb_id, set()).difference_update((tag, entry_id) for entry_id, tag in links)
+
+    def tag_users(self, kb_id: str, name: str, limit: int) -> list[str]:
+        with self._lock:
+            users = sorted(entry_id for tag, entry_id in self._links.get(kb_id, set()) if tag == name)
+        return users[:limit]
 
     def acquire_lease(self, kb_id: str, owner: str, now: float, ttl_seconds: float) -> FaqLease | None:
         with self._lock:
