@@ -14,10 +14,13 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError
+
+from chalicelib.adapters.aws_errors import is_transient
 from chalicelib.domain.storage_backends import backend_of, key_in_backend, storage_url
 from chalicelib.domain.storage_keys import safe_object_key
 from chalicelib.ports import CrossBackendOperation, FileStore, ObjectNotRetained, UnknownStorageBackend
-from chalicelib.ports.storage import ObjectTooLarge, StorageRefused, check_read_limit
+from chalicelib.ports.storage import ObjectTooLarge, StorageRefused, StorageUnavailable, check_read_limit
 
 
 class LocalFileStore:
@@ -148,39 +151,61 @@ _REFUSED = {
 _CONDITION_FAILED = ("PreconditionFailed", "ConditionalRequestConflict")
 
 
-def _refused(error: Any) -> StorageRefused | None:
-    """The StorageRefused a ClientError is (its code and status; never the server's message), or None."""
-    code = _REFUSED.get(str(error.response.get("Error", {}).get("Code", "")))
-    if code is None:
-        return None
+def _code(error: Any) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _port_error(error: Any, operation: str) -> StorageRefused | StorageUnavailable:
+    """The port's error a ClientError is, from its code and status only (never the server's message):
+    throttling or a 5xx is StorageUnavailable (transient); a refusal of the keys or the bucket, and any
+    other 4xx, StorageRefused (permanent)."""
     status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-    return StorageRefused(
-        code, operation=str(getattr(error, "operation_name", "") or "S3"), http_status=status
-    )
+    operation = str(getattr(error, "operation_name", "") or operation)
+    if is_transient(error):
+        return StorageUnavailable(operation=operation, http_status=status)
+    code = _REFUSED.get(_code(error), StorageRefused.REQUEST_REFUSED)
+    return StorageRefused(code, operation=operation, http_status=status)
+
+
+def _read_body(body: Any, operation: str) -> bytes:
+    """An answer's body: a connection broken mid-body (whose error can quote the bytes the server sent) is
+    StorageUnavailable."""
+    try:
+        return bytes(body.read())
+    except BotoCoreError as error:
+        failure = type(error).__name__
+    raise StorageUnavailable(operation=operation, failure=failure)  # outside the handler: no context
 
 
 class S3FileStore:
     """Objects of one bucket. A missing object raises FileNotFoundError, as `local://` does (callers tell a
-    gone source, a permanent error, from S3 throttling or 5xx, which stay ClientErrors: transient). A bucket
-    that refuses the keys or does not exist raises StorageRefused (permanent: the operator's to fix), without
-    the server's message, which is neither chained nor logged."""
+    gone source, a permanent error, from S3 throttling, a 5xx or no answer: StorageUnavailable, transient).
+    A bucket that refuses the keys, does not exist or refuses the request (another 4xx) raises
+    StorageRefused (permanent: the operator's to fix). Neither carries the server's message, which is
+    neither chained nor logged (an S3-compatible server writes it freely)."""
 
     def __init__(self, client: Any, bucket: str):
         self.client = client
         self.bucket = bucket
 
-    def _call(self, operation: str, missing: str = "", **params: Any) -> Any:
-        """One S3 call. With `missing` (the object's URL) a missing object raises FileNotFoundError; a
-        refusal raises StorageRefused; any other error (throttling, a 5xx: transient) propagates as is."""
+    def _call(self, operation: str, missing: str = "", passing: tuple[str, ...] = (), **params: Any) -> Any:
+        """One S3 call. With `missing` (the object's URL) a missing object raises FileNotFoundError; an
+        error whose code is in `passing` propagates as is (the caller reads its code); any other is the
+        port's StorageRefused or StorageUnavailable (see `_port_error`). A botocore error that is not an
+        answer (no connection, a timeout) is StorageUnavailable; missing credentials propagate (a bug)."""
+        failure: Exception
         try:
             return getattr(self.client, operation)(**params)
         except self.client.exceptions.ClientError as error:
-            if missing and _missing(error):
-                raise FileNotFoundError(missing) from error
-            refused = _refused(error)
-            if refused is None:
+            if _code(error) in passing:
                 raise
-        raise refused  # outside the handler: the server's answer is not even its context
+            missing_object = missing and _missing(error)
+            failure = FileNotFoundError(missing) if missing_object else _port_error(error, operation)
+        except BotoCoreError as error:
+            if not is_transient(error):
+                raise
+            failure = StorageUnavailable(operation=operation, failure=type(error).__name__)
+        raise failure  # outside the handler: the server's answer is not even its context
 
     def url_for(self, key: str) -> str:
         return f"s3://{self.bucket}/{safe_object_key(key)}"
@@ -209,7 +234,9 @@ class S3FileStore:
         except FileNotFoundError:
             return False
         with closing(answer["Body"]) as body:
-            if int(answer.get("ContentLength", -1)) != len(expected) or body.read() != expected:
+            if int(answer.get("ContentLength", -1)) != len(expected):
+                return False
+            if _read_body(body, "get_object") != expected:
                 return False
         # If-Match the ETag just read: a write in between (another replace) makes this one fail
         return self._put_if(key, data, content_type, IfMatch=answer["ETag"])
@@ -220,16 +247,16 @@ class S3FileStore:
         key = safe_object_key(key)
         put: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": data, "ContentType": content_type}
         try:
-            self._call("put_object", missing=self.url_for(key), **put, **condition)
+            self._call(
+                "put_object", self.url_for(key), (*_CONDITION_FAILED, "NotImplemented"), **put, **condition
+            )
         except FileNotFoundError:
             return False
         except self.client.exceptions.ClientError as error:
-            code = error.response.get("Error", {}).get("Code")
-            if code in _CONDITION_FAILED:
+            if _code(error) in _CONDITION_FAILED:
                 return False
-            if code != "NotImplemented":
-                raise
-            # an S3-compatible server that refuses the condition: written as one that ignores it writes
+            # NotImplemented: an S3-compatible server that refuses the condition: written as one that
+            # ignores it writes
             self._call("put_object", **put)
         return True
 
@@ -241,7 +268,7 @@ class S3FileStore:
         except ObjectTooLarge:
             body.close()
             raise
-        return bytes(body.read())
+        return _read_body(body, "get_object")
 
     def delete(self, url: str) -> None:
         self._call("delete_object", Bucket=self.bucket, Key=self.key_of(url))

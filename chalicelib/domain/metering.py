@@ -8,6 +8,7 @@ the counter names are the units the price table (`pricing.py`) knows.
 
 from __future__ import annotations
 
+import math
 import resource
 import threading
 import time
@@ -177,10 +178,29 @@ def attribute(kb_id: str, tenant_id: str) -> None:
         meter.tenant_id = meter.tenant_id or tenant_id
 
 
+#: more tokens than any model reads or writes in one call: a count above it is a provider's error
+MAX_TOKENS_PER_CALL = 10**9
+
+
 def record_tokens(model_id: str, input_tokens: object, output_tokens: object = 0) -> None:
-    """Tokens a provider reported for one call (non-numbers, as a provider may send, count as 0). The
-    endpoint part of an id (`openai/x@http://host`) is the operator's, never shown: only the model name."""
+    """Tokens a provider reported for one call (non-numbers, as a provider may send, count as 0). A count
+    that is not finite (json.loads reads `Infinity` and `NaN`) or above MAX_TOKENS_PER_CALL is ignored
+    with a warning: it would reach the usage rows and their cost. The endpoint part of an id
+    (`openai/x@http://host`) is the operator's, never shown: only the model name."""
     model_id = model_id.split("@", 1)[0]
     for kind, amount in (("input", input_tokens), ("output", output_tokens)):
-        if isinstance(amount, int | float) and not isinstance(amount, bool) and amount > 0:
+        if not isinstance(amount, int | float) or isinstance(amount, bool):
+            continue
+        if not (
+            amount <= MAX_TOKENS_PER_CALL and math.isfinite(amount)
+        ):  # NaN fails both; a huge int the first
+            _warn_implausible(model_id, kind)
+        elif amount > 0:
             record(token_counter(kind, model_id), float(amount))
+
+
+def _warn_implausible(model_id: str, kind: str) -> None:
+    from chalicelib.observability import logger  # here: observability imports the domain
+
+    # the model and the kind alone: the count is the provider's (and the id's endpoint part is cut off)
+    logger.warning("provider token count ignored", extra={"model": model_id, "kind": kind})

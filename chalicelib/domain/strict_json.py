@@ -57,3 +57,11 @@ def nests_deeper_than(text: str, limit: int, start: int = 0) -> bool:
             if depth <= 0:
                 return False
     return False
+
+
+def loads_nested_at_most(text: str, max_depth: int) -> Any:
+    """`loads` of a text from outside (a cursor, a reply) that may nest at most `max_depth` deep: one that
+    nests deeper raises ValueError before it is parsed (json.loads would exhaust the stack: RecursionError)."""
+    if nests_deeper_than(text, max_depth):
+        raise ValueError(f"the JSON text nests deeper than {max_depth} levels")
+    return loads(text)

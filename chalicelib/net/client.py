@@ -272,14 +272,15 @@ class SafeHttpClient:
                         assert_same_host=False,
                     )
                 except (Urllib3HTTPError, OSError) as exc:
+                    # not chained: urllib3's text can hold what the server sent
                     if cut.passed:
-                        raise FetchError("download timed out", permanent=False) from exc
+                        raise FetchError("download timed out", permanent=False) from None
                     # The next address only when this one took nothing: a POST that may have arrived is not
                     # sent again (a webhook delivered twice, a model call paid twice).
                     if method != "GET" and not isinstance(exc, NewConnectionError | ConnectTimeoutError):
                         raise FetchError(
                             f"the endpoint did not answer ({type(exc).__name__})", permanent=False
-                        ) from exc
+                        ) from None
                     last_error = exc
                     continue
                 try:
@@ -316,7 +317,8 @@ class SafeHttpClient:
                     raise FetchError("download timed out", permanent=False)
                 chunks.append(chunk)
         except (Urllib3HTTPError, OSError) as exc:
+            # not chained: urllib3's text quotes the bytes the server sent (a chunk's size line)
             if cut.passed:
-                raise FetchError("download timed out", permanent=False) from exc
-            raise FetchError(f"download interrupted ({type(exc).__name__})", permanent=False) from exc
+                raise FetchError("download timed out", permanent=False) from None
+            raise FetchError(f"download interrupted ({type(exc).__name__})", permanent=False) from None
         return resp.status, headers, b"".join(chunks)

@@ -26,6 +26,7 @@ from chalicelib.domain.types import (
     Task,
     TaskKind,
 )
+from chalicelib.operations.listing import cursor_fields
 from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models, check_storage_backend
 from chalicelib.services.ownership import kb_allowed, require_kb, require_whole_tenant, shared_kbs
@@ -154,7 +155,7 @@ def _encode(section: str, after: list[str], fingerprint: str) -> str:
 def _decode(cursor: str, fingerprint: str) -> tuple[str, list[str]]:
     """(section, position): own knowledge bases after [name, id], or shared ones after [id]."""
     try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        data = cursor_fields(cursor)
         section, after, matches = data["s"], data["a"], data["f"] == fingerprint
     except (ValueError, KeyError, TypeError) as error:
         raise BadRequest("cursor is not one this listing gave", code="invalid_cursor") from error

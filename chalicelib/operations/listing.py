@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.commands import ListKnowledgeQuery
+from chalicelib.domain import strict_json
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.listing import listing_source
@@ -200,9 +201,27 @@ def _encode(position: Position, fingerprint: str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode(cursor: str, fingerprint: str) -> Position:
+#: how deep a cursor this service writes nests: an object holding a list of strings
+_CURSOR_DEPTH = 2
+
+
+def cursor_fields(cursor: str) -> dict[str, Any]:
+    """The object an opaque cursor (`_encode`'s, or knowledge_bases') carries; BadRequest `invalid_cursor`
+    for anything else: not base64, not JSON, nested deeper than a cursor ever is (refused before it is
+    parsed), not an object."""
     try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
+        data = strict_json.loads_nested_at_most(text, _CURSOR_DEPTH)
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        data = None
+    if not isinstance(data, dict):
+        raise BadRequest("cursor is not one this listing gave", code="invalid_cursor")
+    return data
+
+
+def _decode(cursor: str, fingerprint: str) -> Position:
+    data = cursor_fields(cursor)
+    try:
         created_at, knowledge_id = data["a"]
         matches = data["f"] == fingerprint
     except (ValueError, KeyError, TypeError) as error:

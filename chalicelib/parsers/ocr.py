@@ -809,6 +809,9 @@ class RapidOcr:
         return "\n".join(" ".join(t for _x, t in sorted(line)) for line in lines)
 
 
+#: what an AWS error code looks like (botocore takes the Code from whatever the endpoint sent)
+_ERROR_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
 #: Textract's answers about the image itself: the same image is refused again, so no retry
 TEXTRACT_REFUSALS = frozenset(
     {
@@ -868,20 +871,22 @@ class TextractOcr:
         try:
             response = self.client.detect_document_text(Document={"Bytes": data})
         except ClientError as exc:
-            # Only the error code is kept: what the service says about it goes to no span or log
-            code = str(exc.response.get("Error", {}).get("Code", "")) or "unknown"
+            # Only the error code is kept, if it looks like one, and nothing is chained: what the service
+            # says about it (the ClientError's text) goes to no span or log
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            code = code if _ERROR_CODE.fullmatch(code) else "unknown"
             if code in TEXTRACT_REFUSALS:
                 raise PermanentStageError(
                     f"Textract rejected the image ({code}).", code=SpanErrorCode.DOCREADER_PARSE_FAILED
-                ) from exc
+                ) from None
             raise TransientStageError(
                 f"Textract failed ({code}).", code=SpanErrorCode.DOCREADER_UNAVAILABLE
-            ) from exc
+            ) from None
         except BotoCoreError as exc:  # no answer: endpoint, connection, timeout
             raise TransientStageError(
                 f"Textract could not be reached ({type(exc).__name__}).",
                 code=SpanErrorCode.DOCREADER_UNAVAILABLE,
-            ) from exc
+            ) from None
         lines = [b.get("Text", "") for b in response.get("Blocks", []) if b.get("BlockType") == "LINE"]
         return "\n".join(line for line in lines if line)
 

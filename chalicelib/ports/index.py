@@ -70,6 +70,18 @@ class IndexWriteError(RuntimeError):
     mapping rejects); nothing reports success for a partial write."""
 
 
+class IndexRefused(IndexWriteError):
+    """The engine answered a call with an error status that is not "busy" (a bad request, a refused
+    credential, an internal error): a retry sends the same call. It carries the HTTP status and the
+    engine's error type only (`403 security_exception`), never its reason text, which may quote the
+    document or the cluster's internals."""
+
+    def __init__(self, http_status: int | str, kind: str) -> None:
+        super().__init__(f"the index refused the call ({http_status} {kind})")
+        self.http_status = http_status
+        self.kind = kind
+
+
 class RetrieveEngine(Protocol):
     engine_name: str
 

@@ -93,14 +93,35 @@ class StorageRefused(AppError):
     status = 503
     ACCESS_DENIED = "storage_access_denied"
     BUCKET_MISSING = "storage_bucket_missing"
+    #: any other 4xx answer (a request the backend does not accept): a retry sends the same request
+    REQUEST_REFUSED = "storage_request_refused"
 
     def __init__(self, code: str, *, operation: str, http_status: int) -> None:
-        what = "denies access" if code == self.ACCESS_DENIED else "has no such bucket"
+        what = {
+            self.ACCESS_DENIED: "denies access",
+            self.BUCKET_MISSING: "has no such bucket",
+        }.get(code, "refuses the request")
         super().__init__(
             f"the storage backend {what} ({operation}, HTTP {http_status}); "
             "the operator must fix the storage backend's configuration",
             code=code,
         )
+        self.operation = operation
+        self.http_status = http_status
+
+
+class StorageUnavailable(AppError):
+    """A storage backend did not serve a call, for a reason a later try may cure: it throttled, answered a
+    5xx, or did not answer at all. Transient: the API answers 503 with the stable code, and a stage's
+    message is retried. Like StorageRefused it carries the call, the HTTP status (0: no answer) and the
+    failure's class only, never the server's text, neither in its message nor as its cause."""
+
+    status = 503
+    code = "storage_unavailable"
+
+    def __init__(self, *, operation: str, http_status: int = 0, failure: str = "") -> None:
+        answer = f"HTTP {http_status}" if http_status else (failure or "no answer")
+        super().__init__(f"the storage backend did not serve {operation} ({answer}); try again later")
         self.operation = operation
         self.http_status = http_status
 

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from index_contract import CORPUS, DIM, EngineContract, entry, vec
 
-from chalicelib.adapters.index.opensearch import OpenSearchEngine, build_opensearch_client
+from chalicelib.adapters.index.opensearch import OpenSearchEngine, build_opensearch_client, knn_body
 from chalicelib.ports import IndexSpace, IndexWriteError, RetrieveEngine
+from chalicelib.ports.index import IndexRefused
 
 opensearchpy = pytest.importorskip("opensearchpy")
 
@@ -138,8 +139,11 @@ def test_knn_query_is_refused_loudly_by_osmem(client: object) -> None:
     """Guards the skip reason above: if osmem ever starts answering kNN, unskip the contract."""
     engine = OpenSearchEngine(client, refresh=True)  # type: ignore[arg-type]
     engine.batch_index(SPACE, CORPUS)
-    with pytest.raises(opensearchpy.exceptions.RequestError, match="knn"):
+    with pytest.raises(IndexRefused) as refused:  # the port's error: the status and type, not the reason
         engine.hybrid_search(SPACE, "kb1", "fox", vec(1), 3)
+    assert refused.value.http_status == "400"
+    with pytest.raises(opensearchpy.exceptions.RequestError, match="knn"):  # the server's own words
+        client.search(index=SPACE.name, body=knn_body("kb1", vec(1), 3))  # type: ignore[attr-defined]
 
 
 def test_health_false_when_server_is_gone() -> None:

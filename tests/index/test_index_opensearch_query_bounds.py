@@ -21,6 +21,7 @@ from chalicelib.adapters.index.common import QueryTooComplex
 from chalicelib.adapters.index.embedded import index_terms
 from chalicelib.adapters.index.opensearch import OpenSearchEngine
 from chalicelib.ports import IndexSpace
+from chalicelib.ports.index import IndexRefused
 
 SPACE = IndexSpace(model_id="BAAI/bge-m3", dimensions=DIM)
 SERVER_REASON = "failed to create query: SERVER-SECRET-REASON"
@@ -182,8 +183,9 @@ def test_a_bm25_search_the_server_refuses_is_query_too_complex(
 
 def test_a_refused_knn_search_is_not_the_querys_fault(recorded: tuple[OpenSearchEngine, Recording]) -> None:
     """The kNN request holds no text of the tenant's: a 400 there is ours (a wrong dimension, a mapping) and
-    goes on as the transport's error."""
+    is the port's IndexRefused (its status and type only)."""
     engine, transport = recorded
     transport.refuse = "all"
-    with pytest.raises(RequestError):
+    with pytest.raises(IndexRefused) as raised:
         engine.hybrid_search(SPACE, "kb1", "", vec(1), 5)
+    assert not isinstance(raised.value, QueryTooComplex) and raised.value.http_status == "400"

@@ -12,6 +12,7 @@ import json
 import socket
 import sqlite3
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -23,6 +24,7 @@ from index_contract import DIM, entry, vec
 from chalicelib.adapters.index.embedded import EmbeddedEngine
 from chalicelib.adapters.index.opensearch import OpenSearchEngine, build_opensearch_client
 from chalicelib.ports import IndexSpace, IndexUnavailable, IndexWriteError
+from chalicelib.ports.index import IndexRefused
 
 SPACE = IndexSpace(model_id="m", dimensions=DIM)
 ENTRIES = [entry("e1", "one", vector=vec(1)), entry("e2", "two", vector=vec(0, 1))]
@@ -148,13 +150,56 @@ def test_a_busy_status_is_unavailable_without_the_servers_words(
 def test_a_bad_request_or_a_refused_credential_is_not_an_outage(
     scripted: Callable[[Script], OpenSearchEngine],
 ) -> None:
-    from opensearchpy.exceptions import AuthorizationException, RequestError
-
-    for status, raised in ((400, RequestError), (403, AuthorizationException)):
+    for status in (400, 403, 500):
         engine = scripted(lambda method, path, body, s=status: (200, {}) if method == "HEAD" else (s, {}))
-        with pytest.raises(raised) as caught:
+        with pytest.raises(IndexRefused) as caught:
             engine.batch_index(SPACE, ENTRIES)
         assert not isinstance(caught.value, IndexUnavailable)
+        assert isinstance(caught.value, IndexWriteError)  # a write fails its document at once
+        assert str(caught.value) == f"the index refused the call ({status} error)"
+
+
+MARKER = "SECRET-MARKER-123"
+
+
+def _chain(error: BaseException) -> str:
+    """What a logged traceback of `error` prints."""
+    return "".join(traceback.format_exception(error))
+
+
+def test_a_refusal_keeps_the_status_and_type_never_the_servers_reason(
+    scripted: Callable[[Script], OpenSearchEngine],
+) -> None:
+    """Regression (found by an audit): a 403 security_exception went on as opensearch-py's
+    AuthorizationException, whose text quotes the root cause's reason: logged with its traceback, in the
+    Lambda's error."""
+    said = {"type": "security_exception", "reason": f"{MARKER} no permissions"}
+    refusal = {"error": {"root_cause": [said], **said}, "status": 403}
+    engine = scripted(lambda method, path, body: (200, {}) if method == "HEAD" else (403, refusal))
+    for call in (
+        lambda: engine.batch_index(SPACE, ENTRIES),
+        lambda: engine.hybrid_search(SPACE, "kb1", "one", None, 5, vector=False),
+        lambda: engine.delete_by_knowledge(SPACE, "kb1", ["k1"]),
+    ):
+        with pytest.raises(IndexRefused) as caught:
+            call()
+        error = caught.value
+        assert str(error) == "the index refused the call (403 security_exception)"
+        assert (error.http_status, error.kind) == ("403", "security_exception")
+        assert error.__cause__ is None and error.__suppress_context__
+        assert MARKER not in _chain(error)
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_busy_answer_is_not_chained_to_the_servers_reason(
+    scripted: Callable[[Script], OpenSearchEngine], status: int
+) -> None:
+    said = {"type": "es_rejected_execution_exception", "reason": f"{MARKER} queue"}
+    busy = {"error": {"root_cause": [said], **said}, "status": status}
+    engine = scripted(lambda method, path, body: (200, {}) if method == "HEAD" else (status, busy))
+    with pytest.raises(IndexUnavailable) as caught:
+        engine.batch_index(SPACE, ENTRIES)
+    assert caught.value.__cause__ is None and MARKER not in _chain(caught.value)
 
 
 def test_an_engine_nobody_answers_is_unavailable() -> None:

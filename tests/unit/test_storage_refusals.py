@@ -7,7 +7,7 @@ an outage: the docreader was retried on every try, logged a traceback carrying t
 message (an S3-compatible server writes it freely), and failed the document as `unknown` only on the last
 try; the API answered 500. Now it is a StorageRefused (permanent, a stable code, the call and the HTTP status
 only): the document fails at once with the code, and nothing the server wrote reaches the row or a log.
-Throttling and 5xx answers stay ClientErrors (transient).
+Throttling and 5xx answers are StorageUnavailable (transient; tests/service/test_storage_unavailable.py).
 
 Also: the backends' clients waited botocore's 60 s for a connection and again for each answer, so a dead
 endpoint held a function for minutes; they now have short timeouts and a bounded number of tries."""
@@ -94,18 +94,24 @@ def test_a_refusal_is_a_permanent_storage_error_without_the_servers_words(
     ("code", "status"), [("SlowDown", 503), ("InternalError", 500), ("RequestTimeout", 400)]
 )
 def test_only_a_refusal_is_permanent_throttling_and_5xx_stay_transient(code: str, status: int) -> None:
-    from chalicelib.ports.storage import StorageRefused
+    from chalicelib.ports.storage import StorageRefused, StorageUnavailable
 
     client = s3_client()
     store = S3FileStore(client, "docs")
     with Stubber(client) as stub:
         stub.add_client_error("get_object", service_error_code="AccessDenied", http_status_code=403)
-        stub.add_client_error("get_object", service_error_code=code, http_status_code=status)
+        stub.add_client_error(
+            "get_object", service_error_code=code, service_message=REMOTE, http_status_code=status
+        )
         with pytest.raises(StorageRefused):
             store.read(store.url_for("t1/k1/a.md"))
-        with pytest.raises(ClientError) as raised:
+        with pytest.raises(StorageUnavailable) as raised:
             store.read(store.url_for("t1/k1/a.md"))
-    assert is_transient(raised.value)
+    error = raised.value
+    assert (error.code, error.http_status, error.status) == ("storage_unavailable", status, 503)
+    assert not isinstance(error, StorageRefused | ClientError)
+    assert error.__cause__ is None and error.__context__ is None
+    assert REMOTE not in "".join(traceback.format_exception(error))
 
 
 # -- the backend's client: bounded timeouts and tries
@@ -172,9 +178,8 @@ def test_an_endpoint_that_never_answers_fails_the_call_after_the_bounded_tries(
 ) -> None:
     """The rule's timeout is what the client waits (shortened here to keep the test quick), and a call is
     tried STORAGE_MAX_ATTEMPTS times, not for minutes."""
-    from botocore.exceptions import ReadTimeoutError
-
     from chalicelib.adapters import storage_backends
+    from chalicelib.ports.storage import StorageUnavailable
 
     monkeypatch.setattr(storage_backends, "STORAGE_READ_TIMEOUT_SECONDS", 0.5)
     endpoint, taken = silent_endpoint
@@ -182,7 +187,7 @@ def test_an_endpoint_that_never_answers_fails_the_call_after_the_bounded_tries(
         storage_backends.s3_compatible_client(_backend_config(endpoint), "us-east-1", KEYS), "docs"
     )
     started = time.monotonic()
-    with pytest.raises(ReadTimeoutError):
+    with pytest.raises(StorageUnavailable, match="ReadTimeoutError"):
         store.read(store.url_for("t1/k1/a.md"))
     assert time.monotonic() - started < 10
     assert len(taken) == storage_backends.STORAGE_MAX_ATTEMPTS == 3

@@ -2,7 +2,7 @@
 
 - read of a missing object is FileNotFoundError (the port's contract): on S3 it was botocore's NoSuchKey,
   which no caller catches, so e.g. deleting a document that never had a page range plan failed its delete
-  task on every try. Other S3 errors stay ClientErrors (transient).
+  task on every try. Other S3 errors are the port's StorageUnavailable (transient).
 - a key is taken back from its URL whole: `#` and `?` (kept in presigned upload keys, which carry the file
   name) were cut off by URL parsing, so the uploaded object looked missing."""
 
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from moto import mock_aws
 
 from chalicelib.adapters.memory import MemoryFileStore
 from chalicelib.adapters.storage import LocalFileStore, S3FileStore
 from chalicelib.ports import FileStore
+from chalicelib.ports.storage import StorageUnavailable
 
 
 @pytest.fixture(params=["local", "s3", "memory"])
@@ -49,7 +49,7 @@ def test_an_s3_failure_other_than_a_missing_key_is_not_file_not_found() -> None:
     store = S3FileStore(client, "files")
     with Stubber(client) as stub:
         stub.add_client_error("get_object", service_error_code="SlowDown", http_status_code=503)
-        with pytest.raises(ClientError) as raised:
+        with pytest.raises(StorageUnavailable) as raised:
             store.read(store.url_for("t1/k1/a.md"))
     assert not isinstance(raised.value, FileNotFoundError)
 

@@ -65,6 +65,7 @@ from chalicelib.adapters.index.embedded import bounded_query_text, proximity_pai
 from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
 from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, IndexUnavailable, IndexWriteError, SearchHit
+from chalicelib.ports.index import IndexRefused
 
 VECTOR_FIELD = "embedding"
 SEARCH_FIELD = "search_text"
@@ -235,16 +236,19 @@ def knn_body(
 @contextlib.contextmanager
 def unavailable_when_busy() -> Iterator[None]:
     """The transport's "not now" as the port's IndexUnavailable: no connection, a timeout, a TLS failure,
-    or an HTTP status in _BUSY_STATUSES. Any other error (a bad request, a refused credential) goes on as
-    it is, so it is not retried as an outage. Only the class or status is kept: the answer stays out."""
+    or an HTTP status in _BUSY_STATUSES. Any other error status is the port's IndexRefused (a bad request,
+    a refused credential: not retried as an outage). Only the class, the status and the error's type are
+    kept, not chained (`from None`): the answer's reason (in the transport error's text) stays out."""
     try:
         yield
     except TransportUnreachable as error:  # refused, reset, timed out (opensearch-py's own class)
-        raise IndexUnavailable(f"index unreachable ({type(error).__name__})") from error
+        raise IndexUnavailable(f"index unreachable ({type(error).__name__})") from None
     except TransportError as error:
         if error.status_code in _BUSY_STATUSES:
-            raise IndexUnavailable(f"index busy (HTTP {error.status_code})") from error
-        raise
+            raise IndexUnavailable(f"index busy (HTTP {error.status_code})") from None
+        info = error.info if isinstance(error.info, Mapping) else {}
+        status, kind = _failure(error.status_code, info.get("error")).split(" ", 1)
+        raise IndexRefused(status, kind) from None
 
 
 def _item_error_kind(result: Mapping[str, Any]) -> str | None:

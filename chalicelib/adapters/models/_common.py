@@ -49,8 +49,10 @@ def to_unit_vectors(rows: Sequence[Sequence[float]], expected_dim: int | None, w
     """Provider floats -> float32 (n, d), L2-normalised; a wrong width is a permanent error."""
     try:
         matrix = np.asarray(rows, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise ModelRequestError(f"{what}: embeddings are not a numeric matrix") from exc
+    except (TypeError, ValueError) as exc:  # not chained: its text can quote the provider's values
+        raise ModelRequestError(
+            f"{what}: embeddings are not a numeric matrix ({type(exc).__name__})"
+        ) from None
     if matrix.ndim != 2 or (len(rows) and matrix.shape[1] == 0):
         raise ModelRequestError(f"{what}: embeddings have shape {matrix.shape}")
     if expected_dim is not None and len(rows) and matrix.shape[1] != expected_dim:

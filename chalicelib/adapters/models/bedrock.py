@@ -94,7 +94,8 @@ COHERE_MAX_BATCH = 96
 
 
 def map_bedrock_error(exc: Exception, model_id: str) -> Exception:
-    """The port/adapter exception for a botocore error (returned, so callers `raise ... from exc`)."""
+    """The port/adapter exception for a botocore error (returned, so callers `raise ... from None`: the
+    botocore error's text is the endpoint's message)."""
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         # The code only, and only if it is one: Bedrock's message (and a `Code` that is free text, which
@@ -127,7 +128,7 @@ def _call(model_id: str, fn: Callable[[], T]) -> T:
     try:
         return fn()
     except (ClientError, BotoCoreError) as exc:
-        raise map_bedrock_error(exc, model_id) from exc
+        raise map_bedrock_error(exc, model_id) from None
 
 
 #: InvokeModel reports the input tokens it bills in this response header, whatever the model's body says
@@ -158,7 +159,9 @@ def _invoke_json(client: Any, bedrock_model: str, body: Mapping[str, Any]) -> tu
     try:
         return json.loads(raw), input_tokens
     except (ValueError, TypeError) as exc:
-        raise ModelUnavailable(f"bedrock {bedrock_model}: response is not JSON") from exc
+        raise ModelUnavailable(
+            f"bedrock {bedrock_model}: response is not JSON ({type(exc).__name__})"
+        ) from None
 
 
 class BedrockTitanEmbedding:

@@ -100,10 +100,11 @@ class SafeTransport:
         try:
             response = client.post(url, json.dumps(payload).encode(), headers)
         except FetchError as exc:
-            # The reason names our own check (blocked, timed out, too large), never what the server said.
+            # The reason names our own check (blocked, timed out, too large), never what the server said;
+            # not chained: the transport's cause can quote the bytes the server sent
             if exc.permanent:
-                raise ModelRequestError(f"the model endpoint cannot be used: {exc.message}") from exc
-            raise ModelUnavailable(f"the model endpoint did not answer: {exc.message}") from exc
+                raise ModelRequestError(f"the model endpoint cannot be used: {exc.message}") from None
+            raise ModelUnavailable(f"the model endpoint did not answer: {exc.message}") from None
         return HttpResponse(response.status, response.body, response.headers)
 
 
@@ -144,7 +145,9 @@ class _Client:
             try:
                 return json.loads(response.body)
             except (ValueError, TypeError) as exc:
-                raise ModelUnavailable(f"{self.name}: the response is not JSON") from exc
+                raise ModelUnavailable(
+                    f"{self.name}: the response is not JSON ({type(exc).__name__})"
+                ) from None
         code = _error_code(response.body)
         text = f"{self.name}: HTTP {status}" + (f" ({code})" if code else "")
         if status == 429:
@@ -214,6 +217,7 @@ class OpenAIEmbedding:
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list) or len(data) != len(batch):
             raise ModelRequestError(f"{self._client.name}: expected {len(batch)} embeddings in 'data'")
+        malformed = "malformed embedding items"
         try:
             # Servers may return items out of order; `index` is authoritative when present.
             ordered = (
@@ -222,10 +226,12 @@ class OpenAIEmbedding:
                 else data
             )
             rows = [item["embedding"] for item in ordered]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ModelRequestError(f"{self._client.name}: malformed embedding items") from exc
-        if rows and isinstance(rows[0], str):  # base64 despite encoding_format=float
-            rows = [np.frombuffer(base64.b64decode(r), dtype="<f4").tolist() for r in rows]
+            if rows and isinstance(rows[0], str):  # base64 despite encoding_format=float
+                malformed = "malformed base64 embeddings"
+                rows = [np.frombuffer(base64.b64decode(r), dtype="<f4").tolist() for r in rows]
+        except (KeyError, TypeError, ValueError) as exc:  # binascii.Error is a ValueError
+            # not chained: the error's text can quote the provider's values
+            raise ModelRequestError(f"{self._client.name}: {malformed} ({type(exc).__name__})") from None
         return to_unit_vectors(rows, self._dimensions, self._client.name)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
