@@ -2,8 +2,9 @@
 into the template (plain Python, never deployed).
 
 Alarms: every dead-letter queue's depth, the state machine's failed and timed-out executions, each
-function's errors and throttles, and the age of the oldest message of every queue that triggers a
-function; all notify one SNS topic (ALARM and OK), which e-mails `AlarmEmail` when it is set.
+function's errors and throttles, the age of the oldest message of every queue that triggers a
+function, and the OpenSearch domain's health (red, writes blocked, storage, JVM memory; AWS's recommended
+alarms); all notify one SNS topic (ALARM and OK), which e-mails `AlarmEmail` when it is set.
 Dashboard: documents per stage, failures, queue depths and ages, and the cost per finished document,
 from the AWS metrics and the EMF metrics the code emits (`chalicelib/observability.py`).
 """
@@ -17,6 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 STATE_MACHINE = "KnowledgeStateMachine"
+#: the domain and the condition it exists under (infra/template.json)
+SEARCH_DOMAIN = "OpenSearchDomain"
+SEARCH_CONDITION = "HasOpenSearch"
+#: alarm when a data node has less than this share of its EBS volume free (AWS recommends 25 %)
+FREE_STORAGE_PERCENT = 25
 TOPIC = "AlarmTopic"
 DASHBOARD = "PipelineDashboard"
 #: POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_SERVICE_NAME in the template's Globals: Powertools adds the
@@ -142,6 +148,7 @@ def monitoring_fragment(functions: Mapping[str, str | None]) -> dict[str, Any]:
             "Sum",
             1,
         )
+    resources.update(search_domain_alarms())
     resources[DASHBOARD] = {
         "Type": "AWS::CloudWatch::Dashboard",
         "Properties": {
@@ -169,6 +176,79 @@ def monitoring_fragment(functions: Mapping[str, str | None]) -> dict[str, Any]:
     }
 
 
+def search_domain_alarms() -> dict[str, Any]:
+    """The OpenSearch domain's recommended alarms, on its per-domain metrics (AWS/ES, DomainName and
+    ClientId), only where the stack has the domain."""
+    domain = [("DomainName", {"Ref": SEARCH_DOMAIN}), ("ClientId", {"Ref": "AWS::AccountId"})]
+    alarms: dict[str, Any] = {
+        "OpenSearchClusterRedAlarm": _alarm(
+            "opensearch-cluster-red",
+            "The OpenSearch domain is red: a primary shard is unassigned, so searches miss documents and "
+            "index writes to it fail. See the domain's cluster health in the OpenSearch console.",
+            ("AWS/ES", "ClusterStatus.red", domain),
+            "Maximum",
+            1,
+        ),
+        "OpenSearchWritesBlockedAlarm": _alarm(
+            "opensearch-writes-blocked",
+            "The OpenSearch domain blocks index writes (storage or JVM memory pressure): the embedding "
+            "stage's writes fail and documents go to the dead-letter queue. Free storage or scale the domain.",
+            ("AWS/ES", "ClusterIndexWritesBlocked", domain),
+            "Maximum",
+            1,
+        ),
+        "OpenSearchOldGenJvmMemoryAlarm": _alarm(
+            "opensearch-jvm-memory",
+            "The OpenSearch domain's old-generation JVM heap stayed at 80 % or more for 3 minutes: it may "
+            "soon block writes or crash nodes. Use a larger instance type (OpenSearchInstanceType).",
+            ("AWS/ES", "OldGenJVMMemoryPressure", domain),
+            "Maximum",
+            80,
+            period=60,
+            evaluation_periods=3,
+        ),
+    }
+    # FreeStorageSpace is in MiB per node (Minimum: the fullest node); the volume size is a parameter, so
+    # the share is metric math
+    low_storage = _alarm(
+        "opensearch-free-storage",
+        f"A data node of the OpenSearch domain has less than {FREE_STORAGE_PERCENT} % of its volume free: "
+        "at 20 GiB or 5 % free OpenSearch blocks writes. Delete what is no longer needed or raise "
+        "OpenSearchVolumeGiB.",
+        ("AWS/ES", "FreeStorageSpace", domain),
+        "Minimum",
+        FREE_STORAGE_PERCENT,
+        comparison="LessThanOrEqualToThreshold",
+    )
+    properties = low_storage["Properties"]
+    metric = {
+        "Namespace": properties.pop("Namespace"),
+        "MetricName": properties.pop("MetricName"),
+        "Dimensions": properties.pop("Dimensions"),
+    }
+    properties["Metrics"] = [
+        {
+            "Id": "free",
+            "MetricStat": {
+                "Metric": metric,
+                "Period": properties.pop("Period"),
+                "Stat": properties.pop("Statistic"),
+            },
+            "ReturnData": False,
+        },
+        {
+            "Id": "free_percent",
+            "Expression": {"Fn::Sub": "100 * free / (${OpenSearchVolumeGiB} * 1024)"},
+            "Label": "free storage of the fullest data node (%)",
+            "ReturnData": True,
+        },
+    ]
+    alarms["OpenSearchFreeStorageAlarm"] = low_storage
+    for alarm in alarms.values():
+        alarm["Condition"] = SEARCH_CONDITION
+    return alarms
+
+
 def dead_letter_queue(queue: str) -> str:
     return f"{queue.removesuffix('Queue')}DeadLetterQueue"
 
@@ -186,12 +266,20 @@ def _queue_name(queue: str) -> dict[str, Any]:
 def _alarm(
     name: str,
     description: str,
-    metric: tuple[str, str, str, Any],
+    metric: tuple[str, str, str, Any] | tuple[str, str, list[tuple[str, Any]]],
     statistic: str,
     threshold: Any,
     comparison: str = "GreaterThanOrEqualToThreshold",
+    *,
+    period: int = PERIOD,
+    evaluation_periods: int = 1,
 ) -> dict[str, Any]:
-    namespace, metric_name, dimension, value = metric
+    """`metric`: (namespace, name, dimension, its value) or (namespace, name, [(dimension, value), ...])."""
+    if len(metric) == 4:
+        namespace, metric_name, dimension, value = metric
+        dimensions = [(dimension, value)]
+    else:
+        namespace, metric_name, dimensions = metric
     return {
         "Type": "AWS::CloudWatch::Alarm",
         "Properties": {
@@ -199,10 +287,10 @@ def _alarm(
             "AlarmDescription": description,
             "Namespace": namespace,
             "MetricName": metric_name,
-            "Dimensions": [{"Name": dimension, "Value": value}],
+            "Dimensions": [{"Name": key, "Value": value} for key, value in dimensions],
             "Statistic": statistic,
-            "Period": PERIOD,
-            "EvaluationPeriods": 1,
+            "Period": period,
+            "EvaluationPeriods": evaluation_periods,
             "Threshold": threshold,
             "ComparisonOperator": comparison,
             # no data is no message, no invocation, no execution: nothing is wrong

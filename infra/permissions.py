@@ -154,7 +154,7 @@ SEARCH_INDEX = Grant(
 BEDROCK = Grant(
     ("bedrock:InvokeModel",),
     (
-        "arn:aws:bedrock:*::foundation-model/*",
+        {"Fn::Sub": "arn:${AWS::Partition}:bedrock:*::foundation-model/*"},
         {"Fn::Sub": "arn:${AWS::Partition}:bedrock:${AWS::Region}:${AWS::AccountId}:inference-profile/*"},
     ),
     why="adapters/models/bedrock.py (embeddings, chat, vision); a cross-region inference profile "

@@ -9,8 +9,11 @@ code, so that each rule is written once:
 - each SQS trigger bound to its queue resource (`Fn::GetAtt`, so the `Prefix` parameter holds) with a
   maximum concurrency per stage;
 - the state machine's role from the tasks its ASL runs;
-- data that outlives the stack (DeletionPolicy RetainExceptOnCreate, UpdateReplacePolicy Retain, optional
-  table deletion protection, point-in-time recovery), API Gateway throttling;
+- data that outlives the stack (tables, bucket, queues, the OpenSearch domain: DeletionPolicy
+  RetainExceptOnCreate, UpdateReplacePolicy Retain; optional table deletion protection, point-in-time
+  recovery), API Gateway throttling;
+- the API's gateway responses (`AWS::ApiGateway::GatewayResponse` in template.json, where the local stack
+  reads them too) moved into the API's `GatewayResponses`, so every deployment of its stage carries them;
 - the alarms, topic and dashboard of `infra/monitoring.py`.
 
     python infra/stack.py [OUT]    (`chalice package` into OUT; scripts/build_lambda.py does it for `make package`)
@@ -78,7 +81,13 @@ MAXIMUM_CONCURRENCY = {
     "faq-import": 2,
     "webhooks": 5,
 }
-RETAINED_TYPES = ("AWS::DynamoDB::Table", "AWS::S3::Bucket", "AWS::SQS::Queue")
+RETAINED_TYPES = (
+    "AWS::DynamoDB::Table",
+    "AWS::S3::Bucket",
+    "AWS::SQS::Queue",
+    # the index: rebuilding it means re-embedding every document
+    "AWS::OpenSearchService::Domain",
+)
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557)
 
 PARAMETERS: dict[str, Any] = {
@@ -252,14 +261,36 @@ def bind_triggers(packaged: dict[str, Any]) -> None:
         event["Properties"]["Queue"] = {"Fn::GetAtt": [QUEUES[queue], "Arn"]}
 
 
+#: what Step Functions needs to deliver a state machine's logs to CloudWatch Logs; AWS documents these
+#: actions on "*" only (the delivery is set up on the account, not on the log group)
+STATE_MACHINE_LOG_DELIVERY = {
+    "Effect": "Allow",
+    "Action": [
+        "logs:CreateLogDelivery",
+        "logs:GetLogDelivery",
+        "logs:UpdateLogDelivery",
+        "logs:DeleteLogDelivery",
+        "logs:ListLogDeliveries",
+        "logs:PutResourcePolicy",
+        "logs:DescribeResourcePolicies",
+        "logs:DescribeLogGroups",
+    ],
+    "Resource": "*",
+}
+
+
 def state_machine_statements(asl: dict[str, Any], substitutions: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rights each Task state of the ASL needs (`arn:aws:states:::sqs:sendMessage.waitForTaskToken` ->
-    sqs:SendMessage on the queue its QueueUrl names), on the resources its substitutions point at."""
+    """The rights each Task state of the ASL needs (`arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken`
+    -> sqs:SendMessage on the queue its QueueUrl names), on the resources its substitutions point at. A task's
+    ARN takes its partition from the substitution `Partition` (AWS::Partition), never a literal `aws`."""
+    tasks = _task_states(asl)
     needed: dict[str, list[Any]] = {}
-    for state in _task_states(asl):
-        match = re.fullmatch(r"arn:aws:states:::(\w+):(\w+)(\.\w+)?", state["Resource"])
+    for state in tasks:
+        match = re.fullmatch(r"arn:\$\{Partition\}:states:::(\w+):(\w+)(\.\w+)?", state["Resource"])
         if match is None:
-            raise ValueError(f"unsupported task resource {state['Resource']!r}")
+            raise ValueError(
+                f"unsupported task resource {state['Resource']!r} (arn:${{Partition}}:states:::…)"
+            )
         service, action = match.group(1), match.group(2)
         parameters = state.get("Parameters", {})
         if service == "sqs":
@@ -272,6 +303,8 @@ def state_machine_statements(asl: dict[str, Any], substitutions: dict[str, Any])
         arn = {"Fn::GetAtt": [target, "Arn"]}
         if arn not in resources:
             resources.append(arn)
+    if tasks and substitutions.get("Partition") != {"Ref": "AWS::Partition"}:
+        raise ValueError("the state machine's DefinitionSubstitutions need Partition: {Ref: AWS::Partition}")
     return [{"Effect": "Allow", "Action": [a], "Resource": r} for a, r in sorted(needed.items())]
 
 
@@ -293,6 +326,32 @@ def _task_states(node: Any) -> list[dict[str, Any]]:
         for value in node:
             found += _task_states(value)
     return found
+
+
+def api_gateway_responses(resources: dict[str, Any]) -> dict[str, Any]:
+    """Removes the `AWS::ApiGateway::GatewayResponse` resources of the API from `resources` and returns them
+    in SAM's `GatewayResponses` form. Beside the API they change without a new deployment of its stage,
+    which then keeps serving the old ones (cfn-lint W3660); in the API's definition each deployment has
+    them."""
+    responses: dict[str, Any] = {}
+    for logical in [k for k, v in resources.items() if v.get("Type") == "AWS::ApiGateway::GatewayResponse"]:
+        properties = resources.pop(logical)["Properties"]
+        if properties.get("RestApiId") != {"Ref": "RestAPI"}:
+            raise ValueError(f"{logical}: a gateway response of another API than RestAPI")
+        headers: dict[str, Any] = {}
+        for name, value in properties.get("ResponseParameters", {}).items():
+            if not name.startswith("gatewayresponse.header."):
+                raise ValueError(f"{logical}: only header response parameters are moved, not {name}")
+            headers[name.removeprefix("gatewayresponse.header.")] = value
+        response: dict[str, Any] = {}
+        if "StatusCode" in properties:
+            response["StatusCode"] = properties["StatusCode"]
+        if headers:
+            response["ResponseParameters"] = {"Headers": headers}
+        if "ResponseTemplates" in properties:
+            response["ResponseTemplates"] = properties["ResponseTemplates"]
+        responses[properties["ResponseType"]] = response
+    return responses
 
 
 def _merge(into: dict[str, Any], fragment: dict[str, Any]) -> None:
@@ -331,14 +390,9 @@ def merge_template(base: dict[str, Any] | None = None) -> dict[str, Any]:
         }
 
     machine = resources["KnowledgeStateMachine"]["Properties"]
-    machine["Policies"] = [
-        {
-            "Version": "2012-10-17",
-            "Statement": state_machine_statements(
-                json.loads(ASL.read_text()), machine["DefinitionSubstitutions"]
-            ),
-        }
-    ]
+    tasks = state_machine_statements(json.loads(ASL.read_text()), machine["DefinitionSubstitutions"])
+    logs = [STATE_MACHINE_LOG_DELIVERY] if "Logging" in machine else []
+    machine["Policies"] = [{"Version": "2012-10-17", "Statement": [*tasks, *logs]}]
 
     for spec in resources.values():
         if spec.get("Type") in RETAINED_TYPES:
@@ -355,6 +409,7 @@ def merge_template(base: dict[str, Any] | None = None) -> dict[str, Any]:
         resources.setdefault("RestAPI", {}),
         {
             "Properties": {
+                "GatewayResponses": api_gateway_responses(resources),
                 "MethodSettings": [
                     {
                         "ResourcePath": "/*",
@@ -362,7 +417,7 @@ def merge_template(base: dict[str, Any] | None = None) -> dict[str, Any]:
                         "ThrottlingRateLimit": {"Ref": "ApiThrottleRate"},
                         "ThrottlingBurstLimit": {"Ref": "ApiThrottleBurst"},
                     }
-                ]
+                ],
             }
         },
     )

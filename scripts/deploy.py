@@ -5,7 +5,10 @@ URL and how to create the first tenant.
 
 1. checks that `sam`, `aws` and `docker` are installed and that the AWS CLI has credentials (before any build);
 2. `make package` (out/sam.json and the functions' zips), then `sam build -t out/sam.json` (the docreader
-   image, with Docker);
+   image, with Docker); it warns when the account's Lambda concurrency limit is below what the queue
+   triggers may run at once (their MaximumConcurrency added up: a new account's limit is often 10), and,
+   when the saved parameters put OpenSearch in a VPC (OpenSearchSubnetIds), creates OpenSearch's
+   service-linked role first (CloudFormation does not, and a VPC domain cannot be created without it);
 3. `sam deploy` (after deleting the stack if its first deploy failed and left it in ROLLBACK_COMPLETE, where
    CloudFormation refuses to update it; the rollback removed what that deploy had created): `--guided` the
    first time (no samconfig.toml yet, or `--guided`), which asks for the stack
@@ -88,6 +91,13 @@ class Shell:
             return
         if subprocess.run(list(cmd), cwd=ROOT, env=self.env).returncode != 0:
             raise DeployError(f"`{shlex.join(cmd[:2])}` failed (its output is above)")
+
+    def attempt(self, cmd: Sequence[str]) -> subprocess.CompletedProcess[str] | None:
+        """Runs a command that may fail, its stdout and stderr captured; None in a dry run."""
+        print("+ " + shlex.join(cmd), flush=True)
+        if self.dry_run:
+            return None
+        return subprocess.run(list(cmd), cwd=ROOT, env=self.env, capture_output=True, text=True)
 
     def output(self, cmd: Sequence[str], failure: str = "") -> str:
         """The command's stdout (an AWS CLI query); its stderr goes to the terminal."""
@@ -233,6 +243,69 @@ def new_indexes(shell: Shell, template: dict[str, Any], prefix: str, region: str
     return new
 
 
+def trigger_concurrency(template: dict[str, Any]) -> int:
+    """How many invocations the SQS triggers may run at once: their ScalingConfig.MaximumConcurrency added up."""
+    total = 0
+    for resource in template.get("Resources", {}).values():
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        for event in resource.get("Properties", {}).get("Events", {}).values():
+            if event.get("Type") == "SQS":
+                total += int(
+                    event.get("Properties", {}).get("ScalingConfig", {}).get("MaximumConcurrency", 0)
+                )
+    return total
+
+
+def warn_on_concurrency_limit(shell: Shell, template: dict[str, Any], region: str) -> None:
+    """A warning when the account's Lambda concurrency limit is below the triggers' sum: a throttled batch
+    comes back after its queue's visibility timeout with its receive count raised, so throttles spend the
+    tries a stage has before its dead-letter queue. Skipped when the limit cannot be read."""
+    wanted = trigger_concurrency(template)
+    if not wanted:
+        return
+    query = ["--query", "AccountLimit.ConcurrentExecutions", "--output", "text"]
+    done = shell.attempt(["aws", "lambda", "get-account-settings", *region_args(region), *query])
+    if done is None:
+        return
+    limit = done.stdout.strip()
+    if done.returncode != 0 or not limit.isdigit():
+        print("(the account's Lambda concurrency limit could not be read; not checked)", file=sys.stderr)
+        return
+    if int(limit) < wanted:
+        print(
+            f"Warning: this account runs at most {limit} Lambda invocations at once, fewer than the "
+            f"{wanted} the stack's queue triggers may start (their MaximumConcurrency added up). Throttled "
+            "work waits a visibility timeout and spends one of its stage's tries (StageMaxReceives) each "
+            "time. Ask for a higher 'Concurrent executions' quota (Service Quotas, AWS Lambda) before "
+            "heavy imports.",
+            file=sys.stderr,
+        )
+
+
+#: what IAM answers when the service-linked role is there already
+ROLE_EXISTS = ("has been taken", "already exists")
+
+
+def ensure_opensearch_service_role(shell: Shell, parameters: dict[str, str], region: str) -> None:
+    """OpenSearch's service-linked role, which a domain in a VPC needs and CloudFormation does not create;
+    only when the saved parameters put the domain in subnets. One that exists is fine."""
+    if not parameters.get("OpenSearchSubnetIds") or parameters.get("EnableOpenSearch") == "false":
+        return
+    service = ["--aws-service-name", "opensearchservice.amazonaws.com"]
+    done = shell.attempt(["aws", "iam", "create-service-linked-role", *region_args(region), *service])
+    if done is None or done.returncode == 0:
+        return
+    if any(sign in done.stderr for sign in ROLE_EXISTS):
+        print("OpenSearch's service-linked role exists already.")
+        return
+    print(
+        "Warning: could not create OpenSearch's service-linked role (a domain in a VPC needs it; the deploy "
+        f"fails without it):\n{done.stderr.strip()}",
+        file=sys.stderr,
+    )
+
+
 def hold_back(template: dict[str, Any], new: dict[str, list[str]]) -> tuple[dict[str, Any], list[str]]:
     """The template with at most one new index per table (the first in its order), and what it holds back;
     attribute definitions only the held-back indexes use go too (CloudFormation refuses unused ones)."""
@@ -316,6 +389,8 @@ def deploy(args: argparse.Namespace) -> int:
     shell.run(["make", "package"])
     packaged = args.out / "sam.json"
     template = json.loads(packaged.read_text()) if packaged.is_file() else {}
+    warn_on_concurrency_limit(shell, template, region)
+    ensure_opensearch_service_role(shell, saved_parameters(saved), region)
     previous: list[str] = []
     while True:
         built, held = packaged, list[str]()

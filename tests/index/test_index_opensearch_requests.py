@@ -295,7 +295,7 @@ def test_record_ids_delete_scans_then_bulk_deletes(
 
 
 def test_index_body_for_serverless_has_no_shard_settings() -> None:
-    body = index_body(SPACE, knn_engine="faiss")
+    body = index_body(SPACE, knn_engine="faiss", auto_expand_replicas=None)
     assert body["settings"]["index"] == {"knn": True}
     assert body["mappings"]["properties"]["embedding"]["method"]["engine"] == "faiss"
     assert index_body(SPACE, shards=2, replicas=1)["settings"]["index"] == {
@@ -303,6 +303,13 @@ def test_index_body_for_serverless_has_no_shard_settings() -> None:
         "number_of_shards": 2,
         "number_of_replicas": 1,
     }
+
+
+def test_a_managed_domains_replicas_follow_its_data_nodes() -> None:
+    # a one-node domain cannot place a replica: with one asked for, the index stays yellow for ever
+    assert index_body(SPACE)["settings"]["index"] == {"knn": True, "auto_expand_replicas": "0-1"}
+    serverless = OpenSearchEngine.for_serverless(build_opensearch_client("https://search.example.com"))
+    assert serverless.auto_expand_replicas is None  # Serverless rejects replica settings
 
 
 def test_build_client_plain_and_basic_auth() -> None:

@@ -47,6 +47,17 @@ case "$1 $2" in
     done ;;
   "dynamodb list-tables") cat "$FAKE_DIR/tables.json" 2>/dev/null || echo "[]" ;;
   "dynamodb describe-table") cat "$FAKE_DIR/indexes.json" ;;
+  "lambda get-account-settings")
+    if [ -f "$FAKE_DIR/concurrency" ]; then cat "$FAKE_DIR/concurrency"; else
+      echo "An error occurred (AccessDeniedException) when calling the GetAccountSettings operation" >&2
+      exit 254
+    fi ;;
+  "iam create-service-linked-role")
+    if [ -f "$FAKE_DIR/service-role" ]; then
+      echo "An error occurred (InvalidInput) when calling the CreateServiceLinkedRole operation: Service role name AWSServiceRoleForAmazonOpenSearchService has been taken in this account, please try a different suffix." >&2
+      exit 254
+    fi
+    touch "$FAKE_DIR/service-role" ;;
 esac
 """
 #: sam: a guided deploy saves its answers; a deploy gives the knowledge table the indexes of the last build
@@ -302,3 +313,73 @@ def test_an_update_that_adds_no_index_stops_with_the_reason(
     monkeypatch.setenv("FAKE_STUCK", "1")
     done = deploy(fake)
     assert done.returncode == 1 and "added none of the new indexes" in done.stderr
+
+
+def with_triggers(*concurrencies: int) -> dict[str, object]:
+    """A packaged template whose functions' SQS triggers run at most these many invocations each."""
+    return {
+        "Resources": {
+            f"Stage{n}": {
+                "Type": "AWS::Serverless::Function",
+                "Properties": {
+                    "Events": {
+                        "Queue": {"Type": "SQS", "Properties": {"ScalingConfig": {"MaximumConcurrency": c}}},
+                        "Tick": {"Type": "Schedule", "Properties": {"Schedule": "rate(5 minutes)"}},
+                    }
+                },
+            }
+            for n, c in enumerate(concurrencies)
+        }
+    }
+
+
+def test_an_account_concurrency_limit_below_the_triggers_is_warned_about(fake: Path) -> None:
+    """A throttled batch comes back with its receive count raised: on a new account (often 10 at once) the
+    stages' triggers (76 at once) would spend their tries on throttles."""
+    (fake / "out" / "sam.json").write_text(json.dumps(with_triggers(10, 12, 5)))
+    (fake / "concurrency").write_text("10\n")
+    done = deploy(fake)
+    assert done.returncode == 0, done.stderr  # a warning, not a stop
+    ran = calls(fake)
+    steps = [" ".join(line.split()[:3]) for line in ran]
+    assert steps.index("aws lambda get-account-settings") < steps.index("sam build -t")
+    assert "AccountLimit.ConcurrentExecutions" in ran[steps.index("aws lambda get-account-settings")]
+    assert "at most 10 Lambda invocations at once, fewer than the 27" in done.stderr
+
+    (fake / "concurrency").write_text("1000\n")
+    done = deploy(fake)
+    assert done.returncode == 0 and "Lambda invocations at once" not in done.stderr
+
+
+def test_an_unreadable_concurrency_limit_is_skipped(fake: Path) -> None:
+    (fake / "out" / "sam.json").write_text(json.dumps(with_triggers(10)))
+    done = deploy(fake)  # the fake answers AccessDenied
+    assert done.returncode == 0, done.stderr
+    assert "concurrency limit could not be read" in done.stderr
+    assert any(line.startswith("sam deploy") for line in calls(fake))
+
+
+def test_opensearch_in_a_vpc_gets_its_service_linked_role_before_the_deploy(fake: Path) -> None:
+    """CloudFormation does not create it and a VPC domain cannot be created without it; one that exists
+    already ("has been taken") is fine."""
+    (fake / "samconfig.toml").write_text(
+        SAVED + 'parameter_overrides = "Prefix=\\"acme\\" OpenSearchSubnetIds=\\"subnet-1,subnet-2\\""\n'
+    )
+    (fake / "parameter.json").write_text("{}")
+    for _ in range(2):  # created, then already there
+        done = deploy(fake)
+        assert done.returncode == 0, done.stderr
+        ran = calls(fake)
+        steps = [" ".join(line.split()[:3]) for line in ran]
+        assert steps.index("aws iam create-service-linked-role") < steps.index("sam deploy --config-file")
+        role = ran[steps.index("aws iam create-service-linked-role")]
+        assert "--aws-service-name opensearchservice.amazonaws.com" in role
+    assert "service-linked role exists already" in done.stdout and "Warning" not in done.stderr
+
+
+def test_no_service_linked_role_without_opensearch_subnets(fake: Path) -> None:
+    (fake / "samconfig.toml").write_text(SAVED)
+    (fake / "parameter.json").write_text("{}")
+    done = deploy(fake)
+    assert done.returncode == 0, done.stderr
+    assert not any(line.startswith("aws iam") for line in calls(fake))

@@ -120,6 +120,7 @@ def test_the_state_machine_may_do_what_its_tasks_do_and_nothing_more(template: d
                 {"Fn::GetAtt": ["WebhooksQueue", "Arn"]},  # the machine's announcements
             ],
         },
+        stack_module().STATE_MACHINE_LOG_DELIVERY,  # its error log (tests/infra/test_hardening.py)
     ]
 
 
@@ -127,6 +128,21 @@ def test_a_task_the_generator_does_not_know_is_refused() -> None:
     asl = {"States": {"X": {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "Parameters": {}}}}
     with pytest.raises(ValueError, match="lambda"):
         stack_module().state_machine_statements(asl, {})
+
+
+def test_a_task_arn_with_a_literal_partition_is_refused() -> None:
+    """`arn:aws:` is wrong in GovCloud and China: the definition takes `${Partition}` (AWS::Partition)."""
+    parameters = {"TableName": "${KnowledgeTableName}"}
+    literal = {"Type": "Task", "Resource": "arn:aws:states:::dynamodb:updateItem", "Parameters": parameters}
+    substitutions = {"KnowledgeTableName": {"Ref": "KnowledgeTable"}, "Partition": {"Ref": "AWS::Partition"}}
+    with pytest.raises(ValueError, match="Partition"):
+        stack_module().state_machine_statements({"States": {"X": literal}}, substitutions)
+    partitioned = {**literal, "Resource": "arn:${Partition}:states:::dynamodb:updateItem"}
+    assert stack_module().state_machine_statements({"States": {"X": partitioned}}, substitutions)
+    with pytest.raises(ValueError, match="Partition"):  # and the substitution must be there
+        stack_module().state_machine_statements(
+            {"States": {"X": partitioned}}, {"KnowledgeTableName": {"Ref": "KnowledgeTable"}}
+        )
 
 
 def test_tables_the_bucket_and_the_queues_outlive_the_stack(template: dict[str, Any]) -> None:

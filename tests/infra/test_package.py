@@ -50,7 +50,7 @@ def test_every_sqs_trigger_reports_batch_item_failures(packaged: dict[str, Any])
         assert event["Properties"].get("FunctionResponseTypes") == ["ReportBatchItemFailures"], name
 
 
-def test_queues_have_dlqs_with_four_tries(packaged: dict[str, Any]) -> None:
+def test_queues_have_dlqs_after_stage_max_receives(packaged: dict[str, Any]) -> None:
     template = packaged["template"]
     queues = resources_of(template, "AWS::SQS::Queue")
     main = {k: v for k, v in queues.items() if not k.endswith("DeadLetterQueue")}
@@ -71,6 +71,7 @@ def test_queues_have_dlqs_with_four_tries(packaged: dict[str, Any]) -> None:
         redrive = queue["Properties"]["RedrivePolicy"]
         assert redrive["deadLetterTargetArn"]["Fn::GetAtt"][0] == name.replace("Queue", "DeadLetterQueue")
         assert redrive["maxReceiveCount"] == {"Ref": "StageMaxReceives"}
+    # 4 tries of the code and room for throttles (tests/infra/test_hardening.py)
     assert template["Parameters"]["StageMaxReceives"]["Default"] == 4
 
 

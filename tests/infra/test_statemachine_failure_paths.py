@@ -85,7 +85,7 @@ def test_each_failure_of_the_machine_fails_the_row_and_announces_what_the_row_sa
     for source in ("Multimodal", "PlanPostProcess", "Enrich"):
         entered, data = _follow_failure(states, _catch_all(states[source]))
         write = states[entered[-1]]
-        assert write["Resource"] == "arn:aws:states:::dynamodb:updateItem", (source, entered)
+        assert write["Resource"] == "arn:${Partition}:states:::dynamodb:updateItem", (source, entered)
         parameters = write["Parameters"]
         # only a row still in flight at this attempt is failed
         assert (

@@ -82,22 +82,30 @@ _BUSY_ITEM_ERRORS = frozenset({"es_rejected_execution_exception", "cluster_block
 Refresh = bool | Literal["wait_for"]
 
 
+#: replicas of a managed domain's indexes: 0 on one data node, 1 on two or more
+AUTO_EXPAND_REPLICAS = "0-1"
+
+
 def index_body(
     space: IndexSpace,
     *,
     knn_engine: str = "lucene",
     shards: int | None = None,
     replicas: int | None = None,
+    auto_expand_replicas: str | None = AUTO_EXPAND_REPLICAS,
     ef_construction: int = 128,
     m: int = 16,
 ) -> dict[str, Any]:
-    """The create-index request for a space. Shards/replicas are left to the cluster unless given
-    (OpenSearch Serverless rejects them)."""
+    """The create-index request for a space. Shards are left to the cluster unless given; replicas follow
+    the data nodes (`auto_expand_replicas`: none on a one-node domain, whose replica could never be placed
+    and kept the index yellow for ever) unless given. OpenSearch Serverless rejects both."""
     index_settings: dict[str, Any] = {"knn": True}
     if shards is not None:
         index_settings["number_of_shards"] = shards
     if replicas is not None:
         index_settings["number_of_replicas"] = replicas
+    elif auto_expand_replicas:
+        index_settings["auto_expand_replicas"] = auto_expand_replicas
     return {
         "settings": {
             "index": index_settings,
@@ -299,6 +307,7 @@ class OpenSearchEngine:
         knn_engine: str = "lucene",
         shards: int | None = None,
         replicas: int | None = None,
+        auto_expand_replicas: str | None = AUTO_EXPAND_REPLICAS,
         page_size: int = 1000,
     ) -> None:
         """`refresh`: "wait_for" (writes visible to the next search without forcing a refresh),
@@ -315,6 +324,7 @@ class OpenSearchEngine:
         self.knn_engine = knn_engine
         self.shards = shards
         self.replicas = replicas
+        self.auto_expand_replicas = auto_expand_replicas
         self.page_size = page_size
         self._ready: set[str] = set()
         self._lock = threading.Lock()
@@ -323,7 +333,12 @@ class OpenSearchEngine:
     def for_serverless(cls, client: OpenSearch, **kwargs: Any) -> OpenSearchEngine:
         """Settings for an OpenSearch Serverless VECTORSEARCH collection: no refresh parameter, no
         `_delete_by_query`, server-assigned `_id`s, and the Faiss engine (the one it runs)."""
-        options: dict[str, Any] = {"refresh": False, "record_ids": True, "knn_engine": "faiss"}
+        options: dict[str, Any] = {
+            "refresh": False,
+            "record_ids": True,
+            "knn_engine": "faiss",
+            "auto_expand_replicas": None,
+        }
         options.update(kwargs)
         return cls(client, **options)
 
@@ -335,7 +350,13 @@ class OpenSearchEngine:
             if name in self._ready:
                 return
         if not self.client.indices.exists(index=name):
-            body = index_body(space, knn_engine=self.knn_engine, shards=self.shards, replicas=self.replicas)
+            body = index_body(
+                space,
+                knn_engine=self.knn_engine,
+                shards=self.shards,
+                replicas=self.replicas,
+                auto_expand_replicas=self.auto_expand_replicas,
+            )
             try:
                 self.client.indices.create(index=name, body=body)
             except RequestError as exc:
