@@ -6,6 +6,10 @@ rollback); the snapshot asks the server for the items behind those keys (`moto_s
 consistent cut across all tables) and writes only them. A batch handed out stays owed until the next call
 says it was saved (`saved=1`): a snapshot that failed to write gets the same keys again, with their values
 of then.
+
+S3 alike (`ObjectChangeLog`): the keys put (a PUT, a copy, a completed multipart upload) or deleted since
+the last saved batch, so a save reads only those objects instead of listing every bucket. S3 requests are
+not serialised, so this half is no cut: a key written while the snapshot reads is read now or next time.
 """
 
 from __future__ import annotations
@@ -90,6 +94,54 @@ class ChangeLog:
             self._handed_out, self._handed_out_cleared = {}, set()
 
 
+class ObjectChangeLog:
+    """Which S3 keys were written or deleted, by bucket; handed out and owed again like `ChangeLog`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dirty: dict[str, set[str]] = {}
+        self._cleared: set[str] = set()
+        self._handed_out: dict[str, set[str]] = {}
+        self._handed_out_cleared: set[str] = set()
+        self._on = False  # as `ChangeLog._on`
+
+    def touched(self, bucket: str, key: str) -> None:
+        if not self._on:
+            return
+        with self._lock:
+            self._dirty.setdefault(bucket, set()).add(key)
+
+    def cleared(self, bucket: str) -> None:
+        """The bucket was deleted or emptied behind the API's back: the snapshot lists it again."""
+        if not self._on:
+            return
+        with self._lock:
+            self._dirty.pop(bucket, None)
+            self._cleared.add(bucket)
+
+    def take(self, *, previous_saved: bool) -> dict[str, Any]:
+        """{"objects": {bucket: [key]}, "buckets_listed": [bucket]}: the keys to read again (each is put or
+        gone now) and the buckets to list whole."""
+        with self._lock:
+            self._on = True
+            if not previous_saved:
+                for bucket, keys in self._handed_out.items():
+                    self._dirty.setdefault(bucket, set()).update(keys)
+                self._cleared |= self._handed_out_cleared
+            self._handed_out, self._dirty = self._dirty, {}
+            self._handed_out_cleared, self._cleared = self._cleared, set()
+            return {
+                "objects": {bucket: sorted(keys) for bucket, keys in self._handed_out.items()},
+                "buckets_listed": sorted(self._handed_out_cleared),
+            }
+
+    def forget(self) -> None:
+        with self._lock:
+            self._on = True
+            self._dirty, self._cleared = {}, set()
+            self._handed_out, self._handed_out_cleared = {}, set()
+
+
 def _current(table: Any, pk: PrimaryKey) -> Any:
     from chalicelib.local.moto_dynamodb import _current as current_item
 
@@ -97,6 +149,7 @@ def _current(table: Any, pk: PrimaryKey) -> Any:
 
 
 change_log = ChangeLog()
+object_log = ObjectChangeLog()
 
 
 def answer(query: str, account: str) -> bytes:
@@ -108,9 +161,11 @@ def answer(query: str, account: str) -> bytes:
     params = parse_qs(query)
     if params.get("forget") == ["1"]:
         change_log.forget()
+        object_log.forget()
         return b"{}"
     backend = dynamodb_backends[account][params.get("region", ["us-east-1"])[0]]
-    batch = change_log.take(backend, previous_saved=params.get("saved") == ["1"])
+    saved = params.get("saved") == ["1"]
+    batch = change_log.take(backend, previous_saved=saved) | object_log.take(previous_saved=saved)
     return json.dumps(batch, default=_wire).encode()
 
 
@@ -122,7 +177,45 @@ def install() -> None:
     global _installed
     if _installed:
         return
+    from moto.s3.models import S3Backend
+
     from chalicelib.local import moto_dynamodb
 
     moto_dynamodb.WRITE_LISTENERS.append(change_log.touched)
+    S3Backend.put_object = _logs_put(S3Backend.put_object)  # type: ignore[method-assign]
+    S3Backend.delete_object = _logs_delete(S3Backend.delete_object)  # type: ignore[method-assign]
+    S3Backend.delete_bucket = _logs_bucket_delete(S3Backend.delete_bucket)  # type: ignore[method-assign]
     _installed = True
+
+
+# A copy and a completed multipart upload end in `put_object`, a DeleteObjects in `delete_object`.
+
+
+def _logs_put(put_object: Any) -> Any:
+    def put_and_log(self: Any, bucket_name: str, key_name: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return put_object(self, bucket_name, key_name, *args, **kwargs)
+        finally:  # a write that failed half-way is read again: the snapshot finds what is there
+            object_log.touched(bucket_name, key_name)
+
+    return put_and_log
+
+
+def _logs_delete(delete_object: Any) -> Any:
+    def delete_and_log(self: Any, bucket_name: str, key_name: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return delete_object(self, bucket_name, key_name, *args, **kwargs)
+        finally:
+            object_log.touched(bucket_name, key_name)
+
+    return delete_and_log
+
+
+def _logs_bucket_delete(delete_bucket: Any) -> Any:
+    def delete_bucket_and_log(self: Any, bucket_name: str) -> Any:
+        try:
+            return delete_bucket(self, bucket_name)
+        finally:
+            object_log.cleared(bucket_name)
+
+    return delete_bucket_and_log

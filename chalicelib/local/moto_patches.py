@@ -228,7 +228,7 @@ def empty_in_place(account: str, region: str, expected: Footprint) -> bool:
             if execution.status == "RUNNING":
                 sm.stop_execution(execution.execution_arn)
         sm.executions.clear()
-    from chalicelib.local.moto_changes import change_log
+    from chalicelib.local.moto_changes import change_log, object_log
     from chalicelib.local.moto_dynamodb import forget_index_maps
 
     for table in dynamodb.tables.values():
@@ -240,7 +240,8 @@ def empty_in_place(account: str, region: str, expected: Footprint) -> bool:
             queue._messages = []
             queue._pending_messages = set()
         queue.last_purged_at = None
-    for bucket in s3.buckets.values():
+    for name, bucket in s3.buckets.items():
+        object_log.cleared(name)
         for key in bucket.keys.values():
             if isinstance(key, FakeKey):  # not a delete marker: it holds a temporary file
                 key.dispose()

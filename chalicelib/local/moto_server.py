@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import json
 import logging
 import os
 import signal
@@ -24,12 +25,13 @@ import subprocess
 import sys
 import threading
 from typing import Any
+from urllib.parse import parse_qs
 
 import requests
 from moto.moto_server.werkzeug_app import MotoRequestHandler
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from chalicelib.local import moto_changes, moto_items, moto_patches, moto_tracing
+from chalicelib.local import moto_changes, moto_items, moto_patches, moto_queues, moto_tracing, moto_ttl
 from chalicelib.local.moto_patches import Footprint
 
 log = logging.getLogger(__name__)
@@ -55,12 +57,21 @@ class _DynamoDBSerialised:
         self._lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        if environ.get("PATH_INFO") == moto_changes.CHANGES_PATH and moto_patches.patches_apply():
-            # the snapshot's change log: under the lock, so it is one cut between whole requests
-            with self._lock:
-                body = moto_changes.answer(environ.get("QUERY_STRING", ""), ACCOUNT_ID)
-                moto_items.end_of_request()
-                _return_free_memory()  # once a snapshot interval
+        path = environ.get("PATH_INFO")
+        if path in _OWN_PATHS and moto_patches.patches_apply():
+            query = environ.get("QUERY_STRING", "")
+            if path == moto_queues.QUEUES_PATH:  # SQS: its own locks; the DynamoDB requests go on
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                body = moto_queues.answer(query, environ["wsgi.input"].read(length), ACCOUNT_ID)
+            elif path == moto_ttl.SWEEP_PATH:
+                region = parse_qs(query).get("region", ["us-east-1"])[0]
+                body = json.dumps({"deleted": self.sweep_expired(region)}).encode()
+            else:
+                # the snapshot's change log: under the lock, so it is one cut between whole requests
+                with self._lock:
+                    body = moto_changes.answer(query, ACCOUNT_ID)
+                    moto_items.end_of_request()
+                    _return_free_memory()  # once a snapshot interval
             start_response(
                 "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
             )
@@ -72,6 +83,17 @@ class _DynamoDBSerialised:
                 return list(self._app(environ, start_response))
             finally:
                 moto_items.end_of_request()  # between requests: what changed is written, memory bounded
+
+    def sweep_expired(self, region: str) -> int:
+        """Deletes the DynamoDB items whose TTL passed (`moto_ttl`), between whole requests."""
+        with self._lock:
+            try:
+                return moto_ttl.sweep(ACCOUNT_ID, region)
+            finally:
+                moto_items.end_of_request()
+
+
+_OWN_PATHS = frozenset({moto_changes.CHANGES_PATH, moto_queues.QUEUES_PATH, moto_ttl.SWEEP_PATH})
 
 
 def _return_free_memory() -> None:
@@ -101,9 +123,9 @@ class _AtomicMotoServer:
     a thread, as moto's ThreadedMotoServer serves it without the middleware."""
 
     def __init__(self, port: int) -> None:
-        app = _DynamoDBSerialised(moto_patches.wsgi_dispatcher())
+        self.app = _DynamoDBSerialised(moto_patches.wsgi_dispatcher())
         self._server: BaseWSGIServer = make_server(
-            "127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler
+            "127.0.0.1", port, self.app, threaded=True, request_handler=MotoRequestHandler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto-server", daemon=True)
 
@@ -186,6 +208,13 @@ class MotoServer:
             return False
         return moto_patches.empty_in_place(ACCOUNT_ID, self.region, expected)
 
+    def sweep_expired(self) -> int:
+        """Runs the server's TTL sweep now (the local stack's server runs one every `SWEEP_SECONDS`);
+        how many items it deleted."""
+        reply = requests.post(f"{self.url}{moto_ttl.SWEEP_PATH}?region={self.region}", timeout=120)
+        reply.raise_for_status()
+        return int(reply.json()["deleted"])
+
     def stop(self) -> None:
         if self._process is not None:
             process, self._process = self._process, None
@@ -266,8 +295,19 @@ def serve(port: int, region: str) -> None:
         stopped.set()
 
     threading.Thread(target=stop_when_orphaned, daemon=True).start()
+    if moto_patches.patches_apply():  # moto never expires an item by its TTL: the server does it here
+        threading.Thread(
+            target=_sweep_until, args=(server, region, stopped), name="ttl-sweeper", daemon=True
+        ).start()
     stopped.wait()
     server.stop()
+
+
+def _sweep_until(server: _AtomicMotoServer, region: str, stopped: threading.Event) -> None:
+    while not stopped.wait(moto_ttl.SWEEP_SECONDS):
+        deleted = server.app.sweep_expired(region)
+        if deleted:
+            log.info("deleted %d DynamoDB item(s) whose TTL passed", deleted)
 
 
 _shared: MotoServer | None = None

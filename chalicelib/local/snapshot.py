@@ -6,18 +6,27 @@ state directory and puts it back into a fresh moto server on the next start:
 - every DynamoDB table's items;
 - every S3 object (content-addressed blobs, written once), restored with the bucket's notifications paused,
   so a restored upload is not announced to the uploads queue again;
-- the messages waiting in the dead-letter queues (the operator's record of what failed).
+- every SQS queue's messages, visible, delayed and in flight (an FAQ import's or a lifecycle task's next
+  step, a wiki or webhook job, a dead letter), read inside the moto server without receiving them
+  (`moto_queues`) and put back with their ids, attributes, timestamps, receive counts and timers. What a
+  queue holds at a save is what is put back: a message deleted before it is not, one processed between the
+  save and a crash runs again (at least once, as on AWS). Queues whose messages did not change since the
+  last save are not written again.
 
-Queued stage messages and running Step Functions executions are not saved: on start, housekeeping
-(`recovery.recover_after_restart`) starts every row that was in flight over at a new attempt.
+Running Step Functions executions are not saved: on start, housekeeping (`recovery.recover_after_restart`)
+starts every document that was in flight over at a new attempt (its restored stage messages belong to the
+old attempt and are dropped as stale).
 
 **Incremental** (issue 27): the snapshot is a SQLite database (`state.sqlite`, one row per item, object
 and dead letter). Each periodic save writes only the items written since the last one: the moto server
 keeps a change log of the keys written (`moto_changes`) and hands over those items, one consistent cut
-across all tables, so a save's cost follows what changed in the interval, not everything ever stored, and
-a crash (kill -9) loses at most one interval whatever the size. Each save is one SQLite transaction: a
+across all tables, and the S3 keys put or deleted, so a save's cost follows what changed in the interval,
+not everything ever stored (no bucket is listed), and a crash (kill -9) loses at most one interval
+whatever the size. Each save is one SQLite transaction: a
 crash mid-save keeps the previous snapshot. The first save of a process, and every save on a moto the
-change log is not patched into, reads every table instead (a full save).
+change log is not patched into, reads every table and lists every bucket instead (a full save). On a moto
+without the patches, queues are not readable in place: only the dead-letter queues are saved, by
+receiving their letters (which counts a receive on each).
 
 Why not moto's recorder: it logs every request (the pollers' long polls included) and replays them, so
 receipts, task tokens and executions would be re-run against a different server, and the log only grows.
@@ -35,7 +44,6 @@ import json
 import logging
 import os
 import sqlite3
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,14 +54,14 @@ import requests
 from botocore.exceptions import BotoCoreError, ClientError
 
 from chalicelib.local.moto_changes import CHANGES_PATH
+from chalicelib.local.moto_queues import QUEUES_PATH
+from chalicelib.local.snapshot_unpatched import dead_letters_by_receiving, send_messages
 
 log = logging.getLogger(__name__)
 
 FORMAT = 2
 #: tables read first in a full save (see `_full_tables`), by name suffix
 READ_FIRST = ("-knowledge",)
-#: a DLQ message is held out of sight this long while the snapshot reads the queue
-DLQ_HOLD_SECONDS = 30
 
 #: items are a kilobyte or two (chunks, cached vectors): a rowid table keeps them out of the key's B-tree
 _SCHEMA = """
@@ -64,7 +72,11 @@ CREATE TABLE IF NOT EXISTS objects (bucket TEXT NOT NULL, key TEXT NOT NULL, eta
     blob TEXT NOT NULL, content_type TEXT NOT NULL, metadata TEXT NOT NULL,
     PRIMARY KEY (bucket, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS dead_letters (queue TEXT NOT NULL, body TEXT NOT NULL, attributes TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS messages (queue TEXT NOT NULL, seq INTEGER NOT NULL, message TEXT NOT NULL,
+    PRIMARY KEY (queue, seq));
+CREATE TABLE IF NOT EXISTS queues (queue TEXT PRIMARY KEY, digest TEXT NOT NULL);
 """
+# dead_letters: the DLQs' letters as saves before `messages` kept them (still restored; a save empties it)
 
 
 def snapshot_exists(directory: str | os.PathLike[str]) -> bool:
@@ -136,12 +148,17 @@ def _row_key(key: dict[str, Any]) -> str:
 class SnapshotCounts:
     items: int = 0
     objects: int = 0
+    #: queued messages of every queue (the dead letters among them); in a save, of the queues written
+    messages: int = 0
     dead_letters: int = 0
     tables: dict[str, int] = field(default_factory=dict)
     full: bool = False
 
     def line(self) -> str:
-        return f"{self.items} item(s), {self.objects} object(s), {self.dead_letters} dead letter(s)"
+        return (
+            f"{self.items} item(s), {self.objects} object(s), {self.messages} queued message(s) "
+            f"({self.dead_letters} dead letter(s))"
+        )
 
 
 class MotoSnapshot:
@@ -215,10 +232,11 @@ class MotoSnapshot:
                 if changes is None or not self._in_step:
                     counts.full = True
                     self._full_tables(db, counts)
+                    dropped = self._save_buckets(db, counts)
                 else:
                     self._changed_tables(db, changes, counts)
-                dropped = self._save_buckets(db, counts)
-                self._save_dead_letters(db, counts)
+                    dropped = self._changed_objects(db, changes, counts)
+                self._save_queues(db, counts)
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (str(FORMAT),))
                 db.commit()
             except BaseException:
@@ -311,58 +329,91 @@ class MotoSnapshot:
             counts.tables[name] = len(items)
 
     def _save_buckets(self, db: sqlite3.Connection, counts: SnapshotCounts) -> bool:
-        """Objects are listed (cheap) and read only when new or changed (by ETag). True when a row that
-        named a blob was dropped or replaced (the caller prunes blobs once the save has committed)."""
+        """Objects are listed and read only when new or changed (by ETag). True when a row that named a
+        blob was dropped or replaced (the caller prunes blobs once the save has committed)."""
         s3 = self._client("s3")
         self.blobs.mkdir(parents=True, exist_ok=True)
+        names = self._bucket_names(db, s3)
+        return any([self._save_bucket(db, s3, name, counts) for name in names])
+
+    def _bucket_names(self, db: sqlite3.Connection, s3: Any) -> list[str]:
+        """The server's buckets; the saved objects of buckets it no longer has are dropped."""
         names = [b["Name"] for b in s3.list_buckets().get("Buckets", [])]
         for gone in {r[0] for r in db.execute("SELECT DISTINCT bucket FROM objects")} - set(names):
             db.execute("DELETE FROM objects WHERE bucket = ?", (gone,))
+        return names
+
+    def _save_bucket(self, db: sqlite3.Connection, s3: Any, name: str, counts: SnapshotCounts) -> bool:
+        known = {
+            key: (etag, blob)
+            for key, etag, blob in db.execute("SELECT key, etag, blob FROM objects WHERE bucket = ?", (name,))
+        }
+        listed: set[str] = set()
         dropped = False
-        for name in names:
-            known = {
-                key: (etag, blob)
-                for key, etag, blob in db.execute(
-                    "SELECT key, etag, blob FROM objects WHERE bucket = ?", (name,)
-                )
-            }
-            listed: set[str] = set()
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
-                for entry in page.get("Contents", []):
-                    key, etag = entry["Key"], entry.get("ETag", "")
-                    listed.add(key)
-                    before = known.get(key)
-                    if before is not None and before[0] == etag and (self.blobs / before[1]).is_file():
-                        continue  # unchanged since the last snapshot: not read again
-                    try:
-                        got = s3.get_object(Bucket=name, Key=key)
-                    except s3.exceptions.NoSuchKey:
-                        listed.discard(key)  # deleted between the listing and the read
-                        continue
-                    data = got["Body"].read()
-                    digest = hashlib.sha256(data).hexdigest()
-                    blob = self.blobs / digest
-                    if not blob.exists():
-                        tmp = blob.with_suffix(".tmp")
-                        tmp.write_bytes(data)
-                        os.replace(tmp, blob)
-                    db.execute(
-                        "INSERT OR REPLACE INTO objects VALUES (?, ?, ?, ?, ?, ?)",
-                        (
-                            name,
-                            key,
-                            etag,
-                            digest,
-                            got.get("ContentType", "binary/octet-stream"),
-                            json.dumps(got.get("Metadata", {})),
-                        ),
-                    )
-                    dropped = dropped or before is not None
-            gone = [(name, key) for key in known.keys() - listed]
-            db.executemany("DELETE FROM objects WHERE bucket = ? AND key = ?", gone)
-            dropped = dropped or bool(gone)
-            counts.objects += len(listed)
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
+            for entry in page.get("Contents", []):
+                key, etag = entry["Key"], entry.get("ETag", "")
+                listed.add(key)
+                before = known.get(key)
+                if before is not None and before[0] == etag and (self.blobs / before[1]).is_file():
+                    continue  # unchanged since the last snapshot: not read again
+                if not self._save_object(db, s3, name, key):
+                    listed.discard(key)  # deleted between the listing and the read
+                    continue
+                dropped = dropped or before is not None
+        gone = [(name, key) for key in known.keys() - listed]
+        db.executemany("DELETE FROM objects WHERE bucket = ? AND key = ?", gone)
+        counts.objects += len(listed)
+        return dropped or bool(gone)
+
+    def _changed_objects(
+        self, db: sqlite3.Connection, changes: dict[str, Any], counts: SnapshotCounts
+    ) -> bool:
+        """Only the keys the server's change log names are read (a key gone now is dropped); a bucket
+        emptied behind the API's back is listed whole. True when a row that named a blob went."""
+        s3 = self._client("s3")
+        self.blobs.mkdir(parents=True, exist_ok=True)
+        names = set(self._bucket_names(db, s3))
+        dropped = False
+        for name in changes.get("buckets_listed", []):
+            if name in names:
+                dropped = self._save_bucket(db, s3, name, counts) or dropped
+        for name, keys in changes.get("objects", {}).items():
+            if name not in names or name in changes.get("buckets_listed", []):
+                continue
+            for key in keys:
+                had = db.execute("SELECT 1 FROM objects WHERE bucket = ? AND key = ?", (name, key)).fetchone()
+                if not self._save_object(db, s3, name, key):
+                    db.execute("DELETE FROM objects WHERE bucket = ? AND key = ?", (name, key))
+                dropped = dropped or had is not None
+                counts.objects += 1
         return dropped
+
+    def _save_object(self, db: sqlite3.Connection, s3: Any, bucket: str, key: str) -> bool:
+        """Reads one object into its blob and row; False when it does not exist (any more)."""
+        try:
+            got = s3.get_object(Bucket=bucket, Key=key)
+        except s3.exceptions.NoSuchKey:
+            return False
+        data = got["Body"].read()
+        digest = hashlib.sha256(data).hexdigest()
+        blob = self.blobs / digest
+        if not blob.exists():
+            tmp = blob.with_suffix(".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, blob)
+        db.execute(
+            "INSERT OR REPLACE INTO objects VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                bucket,
+                key,
+                got.get("ETag", ""),
+                digest,
+                got.get("ContentType", "binary/octet-stream"),
+                json.dumps(got.get("Metadata", {})),
+            ),
+        )
+        return True
 
     def _prune_blobs(self, db: sqlite3.Connection) -> None:
         wanted = {row[0] for row in db.execute("SELECT DISTINCT blob FROM objects")}
@@ -370,59 +421,45 @@ class MotoSnapshot:
             if blob.name not in wanted:
                 blob.unlink(missing_ok=True)
 
-    def _save_dead_letters(self, db: sqlite3.Connection, counts: SnapshotCounts) -> None:
-        """Each DLQ's letters replace its saved ones; while someone else holds some out of sight (an
-        operator's `dlq list` or redrive), the saved ones this read did not see are kept, so a letter is
-        never dropped for being held (one redriven meanwhile may come back once: a redrive is idempotent)."""
-        sqs = self._client("sqs")
-        urls = sqs.list_queues().get("QueueUrls", [])
-        for url in urls:
-            name = url.rsplit("/", 1)[-1]
-            if not name.endswith("-dlq"):
-                continue
-            held = int(
-                sqs.get_queue_attributes(
-                    QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
-                )["Attributes"]["ApproximateNumberOfMessagesNotVisible"]
-            )
-            handles: list[str] = []
-            seen: list[tuple[str, str]] = []
-            while True:
-                reply = sqs.receive_message(
-                    QueueUrl=url,
-                    MaxNumberOfMessages=10,
-                    VisibilityTimeout=DLQ_HOLD_SECONDS,
-                    WaitTimeSeconds=0,
-                    MessageAttributeNames=["All"],
-                )
-                batch = reply.get("Messages", [])
-                if not batch:
-                    break
-                for m in batch:
-                    handles.append(m["ReceiptHandle"])
-                    seen.append((m["Body"], json.dumps(m.get("MessageAttributes", {}))))
-            for handle in handles:  # back in sight at once: a snapshot changes nothing
-                with contextlib.suppress(sqs.exceptions.ReceiptHandleIsInvalid):  # redriven meanwhile
-                    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
-            letters = list(seen)
-            if held:
-                unseen = Counter(seen)
-                for body, attributes in db.execute(
-                    "SELECT body, attributes FROM dead_letters WHERE queue = ?", (name,)
-                ).fetchall():
-                    if unseen[(body, attributes)] > 0:
-                        unseen[(body, attributes)] -= 1
-                    else:
-                        letters.append((body, attributes))
-            db.execute("DELETE FROM dead_letters WHERE queue = ?", (name,))
-            db.executemany(
-                "INSERT INTO dead_letters VALUES (?, ?, ?)", [(name, body, a) for body, a in letters]
-            )
-            counts.dead_letters += len(letters)
-        known = {url.rsplit("/", 1)[-1] for url in urls}
-        for (gone,) in db.execute("SELECT DISTINCT queue FROM dead_letters").fetchall():
-            if gone not in known:
-                db.execute("DELETE FROM dead_letters WHERE queue = ?", (gone,))
+    def _save_queues(self, db: sqlite3.Connection, counts: SnapshotCounts) -> None:
+        """Every queue's messages, read inside the server without receiving them (`moto_queues`); a queue
+        whose digest matches the saved one is left as saved (a full save, `counts.full`, rewrites every queue)."""
+        known = {} if counts.full else dict(db.execute("SELECT queue, digest FROM queues").fetchall())
+        reply = requests.post(
+            f"{self.endpoint_url}{QUEUES_PATH}?region={self.region}", json={"known": known}, timeout=120
+        )
+        db.execute("DELETE FROM dead_letters")  # an older save's letters: `messages` has them from now on
+        if reply.status_code != 200 or not reply.headers.get("Content-Type", "").startswith(
+            "application/json"
+        ):
+            for name, letters in dead_letters_by_receiving(self._client("sqs"), db).items():
+                self._write_messages(db, name, letters, counts)  # moto as it ships
+            db.execute("DELETE FROM queues")
+            return
+        queues: dict[str, Any] = reply.json()["queues"]
+        for name, queue in queues.items():
+            if queue["messages"] is None:
+                continue  # unchanged since the save that wrote it
+            self._write_messages(db, name, queue["messages"], counts)
+            db.execute("INSERT OR REPLACE INTO queues VALUES (?, ?)", (name, queue["digest"]))
+        saved = db.execute("SELECT queue FROM queues UNION SELECT DISTINCT queue FROM messages").fetchall()
+        for (gone,) in saved:
+            if gone not in queues:  # deleted from the server
+                db.execute("DELETE FROM queues WHERE queue = ?", (gone,))
+                db.execute("DELETE FROM messages WHERE queue = ?", (gone,))
+
+    @staticmethod
+    def _write_messages(
+        db: sqlite3.Connection, queue: str, records: list[dict[str, Any]], counts: SnapshotCounts
+    ) -> None:
+        db.execute("DELETE FROM messages WHERE queue = ?", (queue,))
+        db.executemany(
+            "INSERT INTO messages VALUES (?, ?, ?)",
+            [(queue, seq, json.dumps(r, separators=(",", ":"))) for seq, r in enumerate(records)],
+        )
+        counts.messages += len(records)
+        if queue.endswith("-dlq"):
+            counts.dead_letters += len(records)
 
     # ---- restore -----------------------------------------------------------------------------------------
 
@@ -452,20 +489,24 @@ class MotoSnapshot:
                             "metadata": json.loads(metadata),
                         }
                     )
-                dead: dict[str, list[dict[str, Any]]] = {}
+                messages: dict[str, list[dict[str, Any]]] = {}
+                for queue, message in db.execute("SELECT queue, message FROM messages ORDER BY queue, seq"):
+                    messages.setdefault(queue, []).append(json.loads(message))
                 for queue, body, attributes in db.execute("SELECT queue, body, attributes FROM dead_letters"):
-                    dead.setdefault(queue, []).append({"body": body, "attributes": json.loads(attributes)})
+                    messages.setdefault(queue, []).append(
+                        {"body": body, "attributes": json.loads(attributes)}
+                    )
             in_step = True
         else:
             state = json.loads(self.state_file.read_text(encoding="utf-8"))
             if state.get("format") != 1:
                 raise ValueError(f"{self.state_file} has snapshot format {state.get('format')}, not 1")
             tables = {name: [_legacy_decode(i) for i in items] for name, items in state["tables"].items()}
-            buckets, dead = state["buckets"], state["dead_letters"]
+            buckets, messages = state["buckets"], state["dead_letters"]
             in_step = False  # the first save writes everything into the database
         self._restore_tables(tables, counts)
         self._restore_buckets(buckets, counts)
-        self._restore_dead_letters(dead, counts)
+        self._restore_messages(messages, counts)
         self._in_step = in_step and self._forget_changes()
         return counts
 
@@ -512,17 +553,26 @@ class MotoSnapshot:
             finally:
                 s3.put_bucket_notification_configuration(Bucket=name, NotificationConfiguration=notifications)
 
-    def _restore_dead_letters(self, saved: dict[str, list[dict[str, Any]]], counts: SnapshotCounts) -> None:
-        sqs = self._client("sqs")
-        for name, messages in saved.items():
-            try:
-                url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
-            except sqs.exceptions.QueueDoesNotExist:
+    def _restore_messages(self, saved: dict[str, list[dict[str, Any]]], counts: SnapshotCounts) -> None:
+        """Each queue's messages put back as they were (ids, timestamps, receive counts, timers) inside the
+        server; on a moto without the patches, sent again through the API (received 0 times, sent now)."""
+        if not saved:
+            return
+        reply = requests.post(
+            f"{self.endpoint_url}{QUEUES_PATH}?restore=1&region={self.region}",
+            json={"queues": saved},
+            timeout=300,
+        )
+        if reply.status_code == 200 and reply.headers.get("Content-Type", "").startswith("application/json"):
+            answer = reply.json()
+            for name in answer["missing"]:
                 log.warning("snapshot queue %s is not in the template any more; skipped", name)
-                continue
-            for m in messages:
-                kwargs: dict[str, Any] = {"QueueUrl": url, "MessageBody": m["body"]}
-                if m["attributes"]:
-                    kwargs["MessageAttributes"] = m["attributes"]
-                sqs.send_message(**kwargs)
-                counts.dead_letters += 1
+            for name, restored in answer["restored"].items():
+                counts.messages += restored
+                if name.endswith("-dlq"):
+                    counts.dead_letters += restored
+            return
+        for name, sent in send_messages(self._client("sqs"), saved).items():
+            counts.messages += sent
+            if name.endswith("-dlq"):
+                counts.dead_letters += sent

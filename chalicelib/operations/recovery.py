@@ -1,6 +1,8 @@
 """Starting a document over at a new attempt when the one it was on can no longer finish by itself: its
-stage message died in a DLQ (operator redrive), or the local stack restarted and lost every queued message
-and running execution (housekeeping on start).
+stage message died in a DLQ (operator redrive), or the local stack restarted and lost every running
+execution (housekeeping on start; its snapshot puts queued messages back, so an FAQ import, a lifecycle
+task, wiki and webhook jobs go on by themselves, and a document's old-attempt stage messages are dropped as
+stale).
 
 The reset is one conditional write on (attempt, status), so two recoveries of the same dead attempt start
 one new attempt, never two. A new attempt begins at the first stage: parsed Markdown, chunks and chunk ids
@@ -44,9 +46,10 @@ class StartupRecovery:
 
 
 def recover_after_restart(deps: Dependencies, now: datetime | None = None) -> StartupRecovery:
-    """After the local stack restarted from its snapshot, every row that was in flight has lost its queued
-    message and its execution: each starts over at a new attempt, and every delete under way is driven
-    again. Only the local runtime calls this, once, before its pollers start."""
+    """After the local stack restarted from its snapshot, every row that was in flight has lost its
+    execution (and any stage message queued after the last save): each starts over at a new attempt, and
+    every delete under way is driven again. Only the local runtime calls this, once, before its pollers
+    start."""
     # Nothing runs yet: every in-flight row is interrupted, however recently it was touched.
     cutoff = to_iso((now or datetime.now(UTC)) + timedelta(minutes=1))
     report = StartupRecovery()

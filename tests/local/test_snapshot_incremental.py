@@ -4,6 +4,7 @@ the same state (items of every attribute type, objects, dead letters) in a fresh
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -144,7 +145,7 @@ def test_a_failed_save_hands_over_the_same_changes_again(
     def disk_full(*_: Any) -> None:
         raise OSError("no space left on device")
 
-    monkeypatch.setattr(MotoSnapshot, "_save_buckets", disk_full)
+    monkeypatch.setattr(MotoSnapshot, "_save_queues", disk_full)
     assert snapshot.save_while_running() is None
     monkeypatch.undo()
     ddb.put_item(TableName=table, Item={"pk": {"S": "kb"}, "sk": {"N": "2"}})
@@ -214,7 +215,7 @@ def test_a_failed_save_leaves_every_blob_its_snapshot_names(
     def fails(*_: Any) -> None:
         raise OSError("no space left on device")
 
-    monkeypatch.setattr(MotoSnapshot, "_save_dead_letters", fails)
+    monkeypatch.setattr(MotoSnapshot, "_save_queues", fails)
     assert snapshot.save_while_running() is None  # rolled back: the snapshot still names the first blob
     monkeypatch.undo()
     with sqlite3.connect(tmp_path / "state.sqlite") as db:
@@ -257,13 +258,14 @@ def test_letters_an_operator_holds_during_a_save_stay_in_the_snapshot(
     assert len(held) == 2  # `dlq list` holds them out of sight while the next save reads the queue
     snapshot.save()
     with sqlite3.connect(tmp_path / "state.sqlite") as db:
-        bodies = sorted(b for (b,) in db.execute("SELECT body FROM dead_letters WHERE queue = ?", (dlq,)))
+        rows = db.execute("SELECT message FROM messages WHERE queue = ?", (dlq,)).fetchall()
+        bodies = sorted(json.loads(m)["body"] for (m,) in rows)
     assert bodies == ["failed 0", "failed 1", "failed 2"]
     sqs.delete_message(QueueUrl=url, ReceiptHandle=held[0]["ReceiptHandle"])  # redriven: gone for good
     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=held[1]["ReceiptHandle"], VisibilityTimeout=0)
     snapshot.save()
     with sqlite3.connect(tmp_path / "state.sqlite") as db:
-        (count,) = db.execute("SELECT count(*) FROM dead_letters WHERE queue = ?", (dlq,)).fetchone()
+        (count,) = db.execute("SELECT count(*) FROM messages WHERE queue = ?", (dlq,)).fetchone()
     assert count == 2
     ddb, _, _ = _clients(moto_server.url)
     ddb.delete_table(TableName=table)
