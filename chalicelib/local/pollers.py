@@ -23,6 +23,7 @@ from typing import Any
 import boto3
 
 from chalicelib.local.moto_server import ACCOUNT_ID
+from chalicelib.observability import redacted_traceback
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +239,13 @@ class SqsPoller:
         try:
             response = self.handler({"Records": records}, ctx)
         except Exception as exc:
-            log.exception("%s failed on a batch of %d; no message deleted", self.function_name, len(records))
+            # redacted as the app's own logger does: a handler's error may quote what a server answered
+            log.error(
+                "%s failed on a batch of %d; no message deleted\n%s",
+                self.function_name,
+                len(records),
+                redacted_traceback(exc),
+            )
             result.error = exc
             return all_ids
         if ctx.timed_out:

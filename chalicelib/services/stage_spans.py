@@ -2,22 +2,24 @@
 
 Stage dependencies follow the specification: docreader → chunking → {embedding, multimodal} → postprocess.
 A failure cancels the stages that depend on it (UPSTREAM_FAILED) and closes the root as failed.
-Span writes are best effort for callers: progress reporting must never fail a document.
+Span writes are best effort for callers: progress reporting must never fail a document. What is tolerated
+is the span store failing a read or a write; a bug in the tracker's own logic raises like any other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from chalicelib.domain.errors import SpanErrorCode
-from chalicelib.domain.progress import stage_progress
+from chalicelib.domain.progress import require_span_counters, stage_progress
 from chalicelib.domain.types import ALL_STAGES, Knowledge, Span, SpanKind, SpanStatus, Stage
 from chalicelib.observability import logger
 from chalicelib.ports import KnowledgeRepo, SpanRepo
 
+T = TypeVar("T")
 ROOT = "root"
 ROOT_NAME = "knowledge_processing"
 DEPENDENTS: dict[Stage, tuple[Stage, ...]] = {
@@ -52,10 +54,22 @@ def _progress(stage: Stage, span: Span, children: list[Span]) -> dict[str, Any] 
     return stage_progress(stage.value, outputs, span.started_at, span.updated_at, finished)
 
 
+class SpanStoreFailed(Exception):
+    """The span store did not do a read or a write the tracker asked for (the store's error is the cause)."""
+
+
 class SpanTracker:
     def __init__(self, spans: SpanRepo, knowledge: KnowledgeRepo):
         self.spans = spans
         self.knowledge = knowledge
+
+    def _store(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """One call of the span repository. Its adapter's errors have no port error of their own (PynamoDB's
+        raise as they are), so every failure of the call is the store's; the tracker's logic is outside."""
+        try:
+            return call(*args, **kwargs)
+        except Exception as error:
+            raise SpanStoreFailed(f"span store: {type(error).__name__}") from error
 
     def _upsert(
         self,
@@ -74,7 +88,9 @@ class SpanTracker:
     ) -> Span:
         """Reads the span (unless the caller just read it among `listed`), applies the change and writes it."""
         span = (
-            listed.get(span_id) if listed is not None else self.spans.get(knowledge_id, attempt, span_id)
+            listed.get(span_id)
+            if listed is not None
+            else self._store(self.spans.get, knowledge_id, attempt, span_id)
         ) or Span(
             knowledge_id=knowledge_id,
             attempt=attempt,
@@ -97,13 +113,13 @@ class SpanTracker:
             span.outputs.update(outputs)
         if error_code:
             span.error_code, span.error_message = error_code, error_message[:2000]
-        self.spans.put(span)
+        self._store(self.spans.put, span)
         return span
 
     def _safely(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except Exception:  # progress must never fail the document
+        except SpanStoreFailed:  # the store's failure must never fail the document; a bug here raises
             logger.exception("span write failed", extra={"action": action})
             return None
 
@@ -112,7 +128,7 @@ class SpanTracker:
 
     def _begin(self, k: Knowledge, stage: Stage, inputs: Mapping[str, Any] | None) -> None:
         # One read for the root and the stage; the root is written once, when the first stage begins.
-        spans = self.spans.get_many(k.id, k.attempt, (ROOT, stage.value))
+        spans = self._store(self.spans.get_many, k.id, k.attempt, (ROOT, stage.value))
         root = spans.get(ROOT)
         if root is None or root.status == SpanStatus.PENDING:
             self._upsert(k.id, k.attempt, ROOT, kind=SpanKind.ROOT, status=SpanStatus.RUNNING, listed=spans)
@@ -127,7 +143,17 @@ class SpanTracker:
 
     def counters(self, k: Knowledge, stage: Stage, counts: Mapping[str, int], *, reset: bool = False) -> None:
         """Adds to the stage's counters in one atomic write (concurrent slices; `reset`: sets them)."""
-        self._safely("counters", self.spans.add_counters, k.id, k.attempt, stage.value, counts, reset=reset)
+        require_span_counters(counts)  # a name that is no counter is the caller's bug: it raises here
+        self._safely(
+            "counters",
+            self._store,
+            self.spans.add_counters,
+            k.id,
+            k.attempt,
+            stage.value,
+            counts,
+            reset=reset,
+        )
 
     def skip_stage(self, k: Knowledge, stage: Stage, reason: str) -> None:
         self._safely("skip", self._stage, k, stage, SpanStatus.SKIPPED, outputs={"reason": reason})
@@ -149,7 +175,7 @@ class SpanTracker:
             error_message=message,
         )
         dependents = [d.value for d in DEPENDENTS[stage]]
-        existing = self.spans.get_many(knowledge_id, attempt, dependents) if dependents else {}
+        existing = self._store(self.spans.get_many, knowledge_id, attempt, dependents) if dependents else {}
         for dependent in dependents:
             if dependent not in existing or existing[dependent].status in OPEN:
                 self._upsert(
@@ -179,7 +205,7 @@ class SpanTracker:
         """Closes the root and every open span (completion, cancel, housekeeping)."""
 
         def close() -> None:
-            listed = {span.span_id: span for span in self.spans.list(knowledge_id, attempt)}
+            listed = {span.span_id: span for span in self._store(self.spans.list, knowledge_id, attempt)}
             for span in listed.values():
                 if span.span_id != ROOT and span.status in OPEN:
                     target = SpanStatus.CANCELLED if status != SpanStatus.DONE else SpanStatus.SKIPPED

@@ -58,8 +58,11 @@ TaskWork = Callable[[Dependencies, Any], dict[str, Any]]
 
 
 def process_batch(event: dict[str, Any], context: Any, handle: Callable[[SQSRecord], None]) -> dict[str, Any]:
-    """One SQS batch through Powertools' partial-failure processor: only failed records are retried."""
-    processor = BatchProcessor(event_type=EventType.SQS)
+    """One SQS batch through Powertools' partial-failure processor: only failed records are retried. A batch
+    whose every record failed is answered too, every record in `batchItemFailures` (the triggers report
+    item failures), not raised: the raised error's text would carry each record's whole traceback, with
+    the messages the servers answered, into the Lambda's log."""
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     return dict(
         process_partial_response(event=event, record_handler=handle, processor=processor, context=context)
     )

@@ -153,7 +153,8 @@ def ingest(deps: Dependencies, kb_id: str, *, last_try: bool = False) -> None:
             _fail(deps, knowledge, op, error.code)
             continue
         except Exception as error:  # not ours to classify: the queue's retry tries again, up to its last
-            logger.warning(  # the type only: the text may carry what a server answered
+            # the traceback is logged redacted (observability): frames and types, not a server's words
+            logger.exception(
                 "wiki pages failed", extra={"knowledge_id": op.knowledge_id, "error": type(error).__name__}
             )
             if last_try:

@@ -6,8 +6,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from chalicelib.adapters.memory import MemoryKnowledgeRepo, MemorySpanRepo
 from chalicelib.domain.types import Knowledge, KnowledgeType, SpanStatus, Stage
+from chalicelib.services import stage_spans
 from chalicelib.services.stage_spans import ROOT, SpanTracker
 
 
@@ -59,3 +62,42 @@ def test_a_redelivered_begin_keeps_what_the_stage_span_holds() -> None:
     span = spans.get("k1", 1, "embedding")
     assert span.inputs == {"first": True, "again": True} and span.outputs == {"texts_embedded": 5}
     assert span.started_at == first.started_at
+
+
+class FailingSpans(MemorySpanRepo):
+    """A span store that does not answer (a throttled or unreachable table)."""
+
+    def put(self, span: Any) -> None:
+        raise ConnectionError("the table did not answer")
+
+    def get_many(self, *args: Any) -> Any:
+        raise ConnectionError("the table did not answer")
+
+
+def test_a_span_store_that_fails_never_fails_the_document() -> None:
+    knowledge = MemoryKnowledgeRepo()
+    k = Knowledge(id="k1", tenant_id="t", kb_id="kb", type=KnowledgeType.FILE)
+    knowledge.insert(k)
+    tracker = SpanTracker(FailingSpans(), knowledge)
+    tracker.begin_stage(k, Stage.DOCREADER)
+    tracker.fail_stage("k1", 1, Stage.DOCREADER, "unknown", "failed")
+    tracker.subspan(k, Stage.POSTPROCESS, "postprocess.wiki", SpanStatus.DONE)
+
+
+def test_a_bug_in_the_trackers_own_logic_raises_and_is_not_taken_for_a_store_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: every exception around a span write was logged and swallowed, our own bugs too."""
+    knowledge = MemoryKnowledgeRepo()
+    k = Knowledge(id="k1", tenant_id="t", kb_id="kb", type=KnowledgeType.FILE)
+    knowledge.insert(k)
+    tracker = SpanTracker(MemorySpanRepo(), knowledge)
+
+    def broken_clock() -> Any:
+        raise TypeError("a bug in the tracker")
+
+    monkeypatch.setattr(stage_spans, "_now", broken_clock)
+    with pytest.raises(TypeError):
+        tracker.begin_stage(k, Stage.DOCREADER)
+    with pytest.raises(ValueError):  # a name that is no span counter: the caller's bug
+        tracker.counters(k, Stage.EMBEDDING, {"no_such_counter": 1})
