@@ -49,6 +49,15 @@ _CHALICE_CODES = {
     "InternalServerError": ("internal_error", "internal error"),
 }
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+#: a media type as RFC 6838 names one (`type/subtype`, each at most 127 characters of a restricted set)
+_MEDIA_TYPE = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}")
+
+
+def _media_type(content_type: str) -> str:
+    """A Content-Type header's media type, to name in an answer: the header is the client's text (control
+    characters, markup, any length), so only a well-formed media type is repeated, never its parameters."""
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type if _MEDIA_TYPE.fullmatch(media_type) else "malformed media type"
 
 
 def in_envelope(request: Request | None, response: Response) -> Response:
@@ -62,7 +71,7 @@ def in_envelope(request: Request | None, response: Response) -> Response:
         message = (
             known[1].format(
                 method=request.method if request is not None else "",
-                content_type=headers.get("content-type", "application/json"),
+                content_type=_media_type(str(headers.get("content-type", "application/json"))),
             )
             if known
             else str(body["Message"])
@@ -157,6 +166,8 @@ def json_body(request: Request, limit: int) -> dict[str, Any]:
         raise BadRequest(f"the body is nested deeper than {MAX_JSON_DEPTH} levels", code="invalid_json")
     try:
         body = strict_json.loads(text)
+    except strict_json.DuplicateKey as error:  # which value counts is undefined: neither is guessed at
+        raise BadRequest(f"the body is ambiguous: {error}", code="invalid_json") from error
     except ValueError as error:
         raise BadRequest("the body must be JSON", code="invalid_json") from error
     if not isinstance(body, dict):
@@ -271,8 +282,21 @@ def parse_multipart(content_type: str, body: bytes) -> MultipartForm:
 
 
 def query(request: Request) -> dict[str, str]:
-    params: Any = request.query_params or {}
-    return {str(k): str(v) for k, v in params.items()}
+    """The query string's parameters, each given at most once: no route takes a list, and a repeated one
+    (`limit=1&limit=500`) would otherwise count with its last value, silently."""
+    params = request.query_params
+    if params is None:
+        return {}
+    values: dict[str, str] = {}
+    for name in params:
+        given = params.getlist(name)
+        if len(given) > 1:
+            shown = repr(name) if len(name) <= 64 else repr(name[:64]) + "…"  # repr: no control characters
+            raise BadRequest(
+                f"query parameter {shown} is given {len(given)} times: give it once", code="invalid_query"
+            )
+        values[str(name)] = str(given[0]) if given else ""
+    return values
 
 
 #: the base of `make run` (chalice local), for a request that names no Host

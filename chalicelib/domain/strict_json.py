@@ -1,6 +1,8 @@
 """JSON as RFC 8259 defines it. Python's json module also reads `NaN`, `Infinity` and numbers too large for a
 float (`1e400` becomes infinity); stored, they come back out as tokens that browsers' and Go's parsers refuse,
-so one such value would break every answer that carries it."""
+so one such value would break every answer that carries it. It also keeps the last of two values given for one
+key, where other parsers keep the first or refuse (RFC 8259 §4 leaves it undefined): a key given twice is
+refused, so no two readers of one text disagree on what it says."""
 
 from __future__ import annotations
 
@@ -14,6 +16,26 @@ def _not_json(token: str) -> Any:
     raise ValueError(f"{token} is not a JSON value")
 
 
+class DuplicateKey(ValueError):
+    """An object of the text names one key twice."""
+
+    def __init__(self, key: str) -> None:
+        shown = repr(key) if len(key) <= 64 else repr(key[:64]) + "…"  # repr: no control characters
+        super().__init__(f"an object names the key {shown} twice")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -22,8 +44,9 @@ def _finite(text: str) -> float:
 
 
 def loads(text: str | bytes) -> Any:
-    """json.loads without NaN, Infinity, -Infinity or a number beyond a double; raises ValueError for them."""
-    return json.loads(text, parse_constant=_not_json, parse_float=_finite)
+    """json.loads without NaN, Infinity, -Infinity, a number beyond a double or a key given twice in one
+    object; raises ValueError for them (DuplicateKey for the last)."""
+    return json.loads(text, parse_constant=_not_json, parse_float=_finite, object_pairs_hook=_unique_keys)
 
 
 #: what changes a JSON text's nesting: brackets, and the quotes and backslashes that hide them in strings
