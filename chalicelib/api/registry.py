@@ -24,6 +24,7 @@ from chalicelib.domain.types import Tenant
 from chalicelib.observability import logger
 from chalicelib.operations import tenants
 from chalicelib.ports import Dependencies, IndexUnavailable
+from chalicelib.ports.index import IndexRefused
 from chalicelib.services import ownership
 from chalicelib.services.offered import check_models
 
@@ -81,6 +82,11 @@ def operation(summary: str, tag: str, **kwargs: Any) -> Callable[[R], R]:
                     ServiceUnavailable(
                         "the search index is not answering; try again", code="index_unavailable"
                     )
+                )
+            except IndexRefused as error:  # the cluster refused the call (its credentials, a bad mapping)
+                logger.error("index refused", extra={"route": fn.__name__, "error": str(error)})
+                return error_response(
+                    ServiceUnavailable("the search index refused the call", code="index_refused")
                 )
             except Exception:
                 logger.exception("unhandled error", extra={"route": fn.__name__})

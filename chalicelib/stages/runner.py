@@ -38,7 +38,7 @@ from chalicelib.domain.events import EventType as Announced
 from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger, stage_outcome
 from chalicelib.ports import Dependencies, ModelThrottled, ModelUnavailable, ServiceUnreachable
-from chalicelib.ports.storage import StorageRefused
+from chalicelib.ports.storage import StorageRefused, StorageUnavailable
 from chalicelib.services.deadline import deadline_of, stage_deadline
 from chalicelib.services.events import knowledge_changed_by_id
 from chalicelib.services.fairness import attempt_leaves_pipeline
@@ -209,6 +209,13 @@ def run_stage(
         except StorageRefused as error:  # the backend refuses its keys or has no bucket: no retry cures it
             give_up(message, error.code, error.message)
             note("failed", error=error.message, code=error.code)
+        except StorageUnavailable as error:  # the backend did not serve the call (5xx, throttled): retried
+            if last_try:
+                give_up(message, error.code, error.message)
+            else:
+                come_back_soon(deps, stage.value, record)
+            note("failed" if last_try else "retried", error=error.message, code=error.code)
+            raise
         except Exception as error:  # a bug or an unclassified failure: retried, and on the last try recorded
             if last_try:
                 reason = (

@@ -209,6 +209,21 @@ def test_a_document_whose_backend_fails_is_retried_and_nothing_of_the_server_is_
     assert MARKER not in json.dumps(deps.tracker.view(row), default=str)
 
 
+def test_a_document_whose_backend_never_serves_fails_on_its_last_try_with_the_stable_code(
+    deps: Services, kb: KnowledgeBase, failing_endpoint: str
+) -> None:
+    from chalicelib.operations.create import FileUpload, create_from_file
+
+    created = create_from_file(deps, kb.tenant_id, kb.id, FileUpload(data=TEXT, file_name="t.md"))
+    _backend(deps)._inner = s3_store(failing_endpoint)
+    for _ in range(deps.settings.stage_max_receives):
+        deliver(deps, "docreader")
+    row = deps.knowledge.get(created.id)
+    assert row is not None and row.parse_status == ParseStatus.FAILED
+    assert row.error_code == "storage_unavailable"  # was `unknown`: a bug's code
+    assert MARKER not in row.error_message
+
+
 def test_an_upload_to_a_failing_backend_answers_503_with_a_stable_code(
     deps: Services, owner: tuple[Tenant, str], kb: KnowledgeBase, client: Client, failing_endpoint: str
 ) -> None:
