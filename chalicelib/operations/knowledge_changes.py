@@ -36,8 +36,8 @@ from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_api
-from chalicelib.tasks import LIFECYCLE_QUEUE, new_task, start_task
-from chalicelib.tasks.delete import start_delete
+from chalicelib.tasks import new_task, start_task
+from chalicelib.tasks.delete import start_delete, start_deleting
 from chalicelib.tasks.reparse import reparse
 
 CANCEL_MESSAGE = "cancelled by the user"
@@ -73,10 +73,7 @@ def _rows_of_kb(deps: Dependencies, tenant_id: str, kb_id: str, ids: list[str]) 
 def _delete(deps: Dependencies, tenant_id: str, kb_id: str, rows: list[Knowledge]) -> Task:
     task = new_task(tenant_id, TaskKind.DELETE_KNOWLEDGE, kb_id, [row.id for row in rows])
     deps.tasks.put(task)
-    for row in rows:  # at once: stages drop the row's queued work and search stops returning it
-        deps.knowledge.mark_deleting(row.id)
-    deps.queue.send_raw(LIFECYCLE_QUEUE, {"task_id": task.id})
-    return task
+    return start_deleting(deps, task, rows)
 
 
 def delete_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> Task:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 
@@ -38,13 +39,14 @@ def delete_task_id(knowledge_id: str) -> str:
 def start_delete(deps: Dependencies, knowledge: Knowledge) -> Task:
     """DELETE /knowledge/{id}: the row turns `deleting` at once and one task deletes it. A document has one
     such task, whose id follows from its own: a DELETE of a document already being deleted answers that task
-    while it runs and starts nothing (DELETE_FROM: a no-op), and of two DELETEs at once the second answers
-    the first's task. One being deleted by another task (a batch, its knowledge base's, a move's) gets its
-    own on the first DELETE; the work is idempotent. Once that task ended with the row still there (an
-    object that could not be deleted), a DELETE starts a fresh one."""
+    while it runs and starts no other (DELETE_FROM: a no-op), and of two DELETEs at once the second answers
+    the first's task. Either marks the row and sends the task again (both idempotent), so a DELETE repeated
+    after one that failed between its writes finishes them. One being deleted by another task (a batch, its
+    knowledge base's, a move's) gets its own on the first DELETE; the work is idempotent. Once that task
+    ended with the row still there (an object that could not be deleted), a DELETE starts a fresh one."""
     own = deps.tasks.get(delete_task_id(knowledge.id))
     if own is not None and own.status in (TaskStatus.QUEUED, TaskStatus.RUNNING):
-        return own
+        return start_deleting(deps, own, [knowledge])
     task = Task(
         id=delete_task_id(knowledge.id) if own is None else str(uuid.uuid4()),
         tenant_id=knowledge.tenant_id,
@@ -55,8 +57,15 @@ def start_delete(deps: Dependencies, knowledge: Knowledge) -> Task:
     try:
         deps.tasks.put(task)
     except TaskExists:  # another DELETE of the document wrote it a moment ago: that one goes on
-        return deps.tasks.get(task.id) or task
-    deps.knowledge.mark_deleting(knowledge.id)  # stages drop the row's queued work, search stops returning it
+        task = deps.tasks.get(task.id) or task
+    return start_deleting(deps, task, [knowledge])
+
+
+def start_deleting(deps: Dependencies, task: Task, rows: Sequence[Knowledge]) -> Task:
+    """After the task is written: the rows turn `deleting` at once (stages drop their queued work, search
+    stops returning them) and the task is sent."""
+    for row in rows:
+        deps.knowledge.mark_deleting(row.id)
     deps.queue.send_raw(LIFECYCLE_QUEUE, {"task_id": task.id})
     return task
 
