@@ -37,5 +37,8 @@ def test_the_store_refusing_an_item_is_entry_write_failed(services: Services) ->
     entry = FaqEntry(
         id=str(uuid.uuid4()), kb_id=f"kb-{uuid.uuid4()}", tenant_id="t", standard_question="big", answers=BIG
     )
-    with pytest.raises(EntryWriteFailed):
+    with pytest.raises(EntryWriteFailed) as failed:
         services.faq.put_entry(entry, None)
+    # the store's message (it may quote the item) stays out of the port error and its chain
+    assert str(failed.value) == f"FAQ entry {entry.id} was not written (ValidationException)"
+    assert failed.value.__cause__ is None and failed.value.__suppress_context__

@@ -74,6 +74,12 @@ def _failed_condition(error: Exception) -> bool:
     return getattr(error, "cause_response_code", None) == CONDITION_FAILED
 
 
+def _error_code(error: Exception) -> str:
+    """DynamoDB's error code (`ValidationException`), or the error's class when it has none."""
+    code = getattr(error, "cause_response_code", None)
+    return code if isinstance(code, str) and code.replace("_", "").isalnum() else type(error).__name__
+
+
 def _as_holder(item: Any) -> QuestionHolder:
     expires = item.expires_at
     return QuestionHolder(
@@ -108,7 +114,10 @@ class DynamoFaqRepo:
             self._entry_item(entry).save(condition=condition)
         except PutError as error:
             if not _failed_condition(error):  # throttled, not answering, the item refused: a port error
-                raise EntryWriteFailed(f"FAQ entry {entry.id} was not written: {error}") from error
+                # the store's words stay out (its message may quote the item): the code tells the kind
+                raise EntryWriteFailed(
+                    f"FAQ entry {entry.id} was not written ({_error_code(error)})"
+                ) from None
             gone = expected is not None and self.get_entry(entry.kb_id, entry.id) is None
             raise EntryWriteRefused(entry.id, gone=gone) from error
 
