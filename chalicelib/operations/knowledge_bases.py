@@ -31,7 +31,7 @@ from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models, check_storage_backend
 from chalicelib.services.ownership import kb_allowed, require_kb, require_whole_tenant, shared_kbs
 from chalicelib.tasks import deliver_again, new_task, start_task
-from chalicelib.tasks.reembed import FROM_ENGINE, FROM_MODEL, reembed_running
+from chalicelib.tasks.reembed import FROM_ENGINE, FROM_MODEL, dead_reembed, reembed_running
 
 NOTHING_INDEXED = (
     "the indexing strategy turns every index off (vector, keyword, wiki, graph): nothing could be found; "
@@ -181,10 +181,8 @@ def update_kb(
         task = None
         # a re-embed whose task died (its message dead-lettered) no longer holds the knowledge base: this
         # change replaces it, and its task runs once more to take its half-built index away
-        dead_reembed = (
-            kb.reembed_to.get("task_id") if kb.reembed_to and not reembed_running(deps, kb) else None
-        )
-        if dead_reembed:
+        dead_task = dead_reembed(deps, kb)  # settled in this change's own write
+        if dead_task is not None:
             changed = replace(changed, reembed_to={})
         if reembed_to:
             was = {FROM_MODEL: kb.embedding_model_id, FROM_ENGINE: kb.retrieval_engine}
@@ -195,8 +193,8 @@ def update_kb(
         updated = deps.kbs.update(changed)
         if updated is None:
             continue  # changed meanwhile: read again and apply the request to what is there now
-        if dead_reembed:
-            deliver_again(deps, dead_reembed)
+        if dead_task:
+            deliver_again(deps, dead_task)
         if task is not None:
             start_task(deps, task)
         return updated, task

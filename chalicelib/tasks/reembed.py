@@ -103,14 +103,21 @@ def reembed_running(deps: Dependencies, kb: KnowledgeBase) -> bool:
     return task.updated_at >= datetime.now(UTC) - timedelta(seconds=deps.settings.stale_after_seconds)
 
 
+def dead_reembed(deps: Dependencies, kb: KnowledgeBase) -> str | None:
+    """The task id of a re-embed that marks `kb` but is not under way (`reembed_running`), or None."""
+    if not kb.reembed_to or reembed_running(deps, kb):
+        return None
+    return str(kb.reembed_to.get("task_id", ""))
+
+
 def settle_dead_reembed(deps: Dependencies, kb: KnowledgeBase) -> KnowledgeBase:
     """`kb` with a dead re-embed's mark cleared (a live one, or none, leaves it as it is). It stays on its
     old model, which search used all along; the dead task runs once more and, finding itself replaced,
     takes its half-built index away (`_gone`), and can never switch any more."""
     for _ in range(5):
-        if not kb.reembed_to or reembed_running(deps, kb):
+        dead_task = dead_reembed(deps, kb)
+        if dead_task is None:
             return kb
-        dead_task = kb.reembed_to.get("task_id", "")
         settled = deps.kbs.update(replace(kb, reembed_to={}))
         if settled is not None:
             if dead_task:
