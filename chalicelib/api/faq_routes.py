@@ -5,7 +5,7 @@ from __future__ import annotations
 from chalice import Response
 from chalice.app import Request
 
-from chalicelib.api.http import ok, query
+from chalicelib.api.http import ok, public_base_url, query
 from chalicelib.api.registry import caller_tenant, operation, present_request, validated_body
 from chalicelib.commands import validate
 from chalicelib.faq import entries, importing
@@ -84,4 +84,5 @@ def faq_import_upload_url(deps: Dependencies, request: Request | None, kb_id: st
 @operation("The knowledge base's last FAQ import result", "faq")
 def faq_last_import(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok(importing.last_result(deps, tenant.id, kb_id))
+    base_url = public_base_url(deps.settings.public_base_url, present_request(request))
+    return ok(importing.last_result(deps, tenant.id, kb_id, base_url))

@@ -22,6 +22,7 @@ from chalicelib.api.registry import (
 from chalicelib.commands import validate
 from chalicelib.domain.api_keys import Scope
 from chalicelib.domain.errors import BadRequest
+from chalicelib.faq.failed_rows import present_task
 from chalicelib.operations import (
     admin,
     chunk_preview,
@@ -255,11 +256,8 @@ def knowledge_file_url(deps: Dependencies, request: Request | None, knowledge_id
     tenant = caller_tenant(deps, request)
     http = present_request(request)
     params = validate(commands.FileUrlQuery, query(http))
-    return ok(
-        chunks.file_url(
-            deps, tenant.id, knowledge_id, params, public_base_url(deps.settings.public_base_url, http)
-        )
-    )
+    base = public_base_url(deps.settings.public_base_url, http)
+    return ok(chunks.file_url(deps, tenant.id, knowledge_id, params, base))
 
 
 # ---------------------------------------------------------------- lifecycle
@@ -342,7 +340,8 @@ def retry_failed_knowledge(deps: Dependencies, request: Request | None, kb_id: s
 @operation("Progress of a durable task", "lifecycle")
 def get_task(deps: Dependencies, request: Request | None, task_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok(tasks.get_task(deps, tenant.id, task_id).to_dict())
+    base = public_base_url(deps.settings.public_base_url, present_request(request))  # links for the caller
+    return ok(present_task(deps, tasks.get_task(deps, tenant.id, task_id), base))
 
 
 @operation(

@@ -31,9 +31,9 @@ class Resource:
     id: str
     url: str  # the physical object (s3://bucket/key, local://key)
     tenant_id: str
-    owner_kind: str  # "knowledge"
+    owner_kind: str  # "knowledge" | "faq-import" (owned by its knowledge base)
     owner_id: str
-    role: str  # "original" | "parsed"
+    role: str  # "original" | "parsed" | "image" | "failed-rows"
     attempt: int  # the parse attempt of a parsed Markdown (0 for an original)
     file_name: str
     content_type: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Literal
 
 
 def _not_json(token: str) -> Any:
@@ -36,6 +36,25 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+class RepeatedKeys(dict[str, Any]):
+    """An object that names a key twice, read with `on_duplicate="mark"`: the values the last of each
+    repeat gave (json's own rule), and the first key repeated, for the caller to refuse the object alone."""
+
+    def __init__(self, pairs: list[tuple[str, Any]], repeated_key: str) -> None:
+        super().__init__(pairs)
+        self.repeated_key = repeated_key
+
+    def refusal(self) -> str:
+        return str(DuplicateKey(self.repeated_key))
+
+
+def _marked_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    try:
+        return _unique_keys(pairs)
+    except DuplicateKey as repeat:
+        return RepeatedKeys(pairs, repeat.key)
+
+
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -43,10 +62,13 @@ def _finite(text: str) -> float:
     return value
 
 
-def loads(text: str | bytes) -> Any:
+def loads(text: str | bytes, on_duplicate: Literal["raise", "mark"] = "raise") -> Any:
     """json.loads without NaN, Infinity, -Infinity, a number beyond a double or a key given twice in one
-    object; raises ValueError for them (DuplicateKey for the last)."""
-    return json.loads(text, parse_constant=_not_json, parse_float=_finite, object_pairs_hook=_unique_keys)
+    object; raises ValueError for them (DuplicateKey for the last). With `on_duplicate="mark"` an object
+    that repeats a key is read as a RepeatedKeys instead, so a caller reading many records from one text
+    can refuse the record that holds it and keep the others."""
+    hook = _marked_keys if on_duplicate == "mark" else _unique_keys
+    return json.loads(text, parse_constant=_not_json, parse_float=_finite, object_pairs_hook=hook)
 
 
 #: what changes a JSON text's nesting: brackets, and the quotes and backslashes that hide them in strings

@@ -20,10 +20,11 @@ Worker, per delivery:
    task and the row, so a redelivered batch rewrites the same entries and index entries, never new ones,
    and holds their reservations again; a replace's deletions give theirs back;
 4. progress (counters, offset) saved after each batch, only forward;
-5. at the end: tags (a replace drops tags no entry uses), the failed rows as a UTF-8 CSV with a BOM and a
-   presigned download URL, the knowledge base's last import result, the task saved finished; only then
-   the source and plan objects deleted and the lease released by its owner (a delivery that finds the task
-   finished does just that again), so a failed final save is redone from the plan.
+5. at the end: tags (a replace drops tags no entry uses), the failed rows as a UTF-8 CSV with a BOM (its
+   link is a download grant minted when a client asks: failed_rows.py), the knowledge base's last import
+   result, the task saved finished; only then the source and plan objects deleted and the lease released
+   by its owner (a delivery that finds the task finished does just that again), so a failed final save is
+   redone from the plan.
 
 An uploaded file is bounded (rows.py: MAX_FILE_BYTES when the import starts, rows and text while it is
 read); a queue that does not answer when the import starts is a 503 and the task is recorded failed.
@@ -57,6 +58,7 @@ from chalicelib.faq.commands import (
     FaqUploadUrlRequest,
 )
 from chalicelib.faq.entries import PAGE, FaqIndex, all_entries, give_back_storage, require_faq_kb
+from chalicelib.faq.failed_rows import failed_rows_link
 from chalicelib.faq.import_claims import (
     Write,
     changed_since_plan,
@@ -82,7 +84,6 @@ BATCH = 50
 LEASE_SECONDS = 3 * 3600
 #: one delivery works this long, then queues itself again for the rest (behind other work)
 SLICE_SECONDS = 60.0
-FAILED_CSV_EXPIRES = 7 * 24 * 3600
 MAX_FAILURES_SHOWN = 50
 
 
@@ -180,14 +181,17 @@ def _abandon(deps: Dependencies, task: Task, *, inline: bool) -> None:
         deps.inbox.delete(str(task.params["source"]))
 
 
-def last_result(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
+def last_result(deps: Dependencies, tenant_id: str, kb_id: str, base_url: str) -> dict[str, Any]:
     kb = require_faq_kb(deps, tenant_id, kb_id)
     result = deps.faq.get_last_import(kb.id)
     if result is None:
         raise NotFound("no import has finished in this knowledge base", code="faq_import_not_found")
     stored = str(result.pop("failed_rows_url", ""))
-    if stored and deps.inbox.exists(stored):  # a fresh link each time: presigned URLs expire
-        result["failed_rows_download"] = failed_rows_download(deps, str(result["task_id"]), stored)
+    result.pop("failed_rows_download", None)  # a results record from before grants held a presigned URL
+    link = failed_rows_link(deps, kb.tenant_id, kb.id, str(result["task_id"]), stored, base_url)
+    if link is not None:
+        result["failed_rows_download"] = link["url"]
+        result["failed_rows_expires_at"] = link["expires_at"]
     return result
 
 
@@ -478,8 +482,7 @@ def _finish(
                 failed_rows_csv(failed),
                 "text/csv; charset=utf-8",
             )
-            task.params["failed_rows_url"] = url
-            task.progress["failed_rows_download"] = failed_rows_download(deps, task.id, url)
+            task.params["failed_rows_url"] = url  # its link is minted per request (failed_rows.py)
     if kb is not None and not task.params.get("dry_run"):
         deps.faq.put_last_import(
             kb.id,
@@ -500,7 +503,6 @@ def _finish(
                         "merged",
                         "added",
                         "deleted",
-                        "failed_rows_download",
                         "error",
                     )
                     if k in task.progress
@@ -589,7 +591,3 @@ def _cleanup_objects(deps: Dependencies, task: Task) -> None:
     plan_url = str(task.params.get("plan_url", ""))
     if plan_url:
         deps.inbox.delete(plan_url)
-
-
-def failed_rows_download(deps: Dependencies, task_id: str, url: str) -> str:
-    return deps.inbox.presign_get(url, FAILED_CSV_EXPIRES, file_name=f"faq-import-{task_id}-failed.csv")

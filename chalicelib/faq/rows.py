@@ -227,6 +227,21 @@ def _bounded(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
     return kept
 
 
+def _repeated_key_in(value: Any) -> str:
+    """Why an entry of a JSON file is refused: the first of its objects (itself or one nested in it) that
+    names a key twice, or "". A loop, not recursion: the parse reached this depth, a walk must not fail it."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, strict_json.RepeatedKeys):
+            return f"the entry cannot be read: {item.refusal()}"
+        if isinstance(item, dict):
+            pending.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            pending.extend(reversed(item))
+    return ""
+
+
 def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
     """Rows of an uploaded object by its extension (json, csv, xlsx), within the limits above. Raises
     SourceError."""
@@ -237,18 +252,26 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
     kind = file_name.rsplit(".", 1)[-1].lower() if "." in file_name else ""
     if kind == "json":
         try:
-            parsed = strict_json.loads(data.decode("utf-8-sig"))
+            # an entry that repeats a key fails alone (below); the file is refused only for its own
+            parsed = strict_json.loads(data.decode("utf-8-sig"), on_duplicate="mark")
         except (UnicodeDecodeError, ValueError) as error:
             raise SourceError(f"the JSON file cannot be read: {error}") from error
         except RecursionError as error:
             raise SourceError("the JSON file is nested too deeply") from error
+        if isinstance(parsed, strict_json.RepeatedKeys):
+            raise SourceError(f"the JSON file cannot be read: {parsed.refusal()}")
         if isinstance(parsed, dict):
             parsed = parsed.get("entries")
         if not isinstance(parsed, list) or not all(isinstance(e, dict) for e in parsed):
             raise SourceError('the JSON file must be a list of entry objects (or {"entries": [...]})')
         if len(parsed) > MAX_ROWS:
             raise _too_many_rows()
-        return [row_from_mapping(i, e) for i, e in enumerate(parsed, start=1)]
+        rows = []
+        for index, data_of_entry in enumerate(parsed, start=1):
+            row = row_from_mapping(index, data_of_entry)
+            row.refused = _repeated_key_in(data_of_entry)
+            rows.append(row)
+        return rows
     if kind == "csv":
         try:
             text = data.decode("utf-8-sig")

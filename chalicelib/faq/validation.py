@@ -68,6 +68,8 @@ class ImportRow:
     #: which of the switches (`answer_all`, `disabled`) the row carries: an append merge keeps the entry's
     #: own for the others (rows of plans stored before this was kept carry both)
     given: list[str] = field(default_factory=lambda: list(SWITCHES))
+    #: why the row cannot be imported as read (a JSON entry naming a key twice); "" in plans stored before
+    refused: str = ""
 
 
 @dataclass
@@ -250,6 +252,8 @@ def _basic(row: ImportRow, seen: dict[str, int]) -> tuple[str, list[str], Planne
     question = (row.question or "").strip()
     key = normalise(question)
     answers = _clean(row.answers)
+    if row.refused:
+        return key, answers, PlannedRow(row.row, "fail", row, reason=row.refused, category=INVALID)
     if not key:
         return (
             key,

@@ -6,7 +6,8 @@ images by the pipeline, a clone's or a moved document's files after their copy (
 link, for a file stored before this was done). Registering is idempotent: the id derives from the physical
 URL, and a put never replaces a resource. A knowledge's resources are marked deleted by the delete task, an
 older attempt's parsed Markdown when a newer one is registered (a reparse replaced it), and the objects a
-move to another backend left behind."""
+move to another backend left behind. An FAQ import's failed-rows CSV (files bucket, `faq-imports/`) is
+registered under its knowledge base when a link to it is first asked for."""
 
 from __future__ import annotations
 
@@ -36,11 +37,15 @@ from chalicelib.services import ownership
 from chalicelib.services.storage import files_of, signed_get
 
 OWNER_KNOWLEDGE = "knowledge"
+#: a file an FAQ import wrote (its failed rows' CSV): owned by the knowledge base, stored in the files bucket
+#: (`deps.inbox`, under faq-imports/, which the bucket expires)
+OWNER_FAQ_IMPORT = "faq-import"
 PURPOSE_DOWNLOAD = "download"
 #: what a knowledge's file is: its uploaded original, an attempt's parsed Markdown, an extracted image
 ROLE_ORIGINAL = "original"
 ROLE_PARSED = "parsed"
 ROLE_IMAGE = "image"
+ROLE_FAILED_ROWS = "failed-rows"
 
 
 def _now() -> datetime:
@@ -145,6 +150,28 @@ def register_stored(deps: Dependencies, knowledge: Knowledge) -> None:
                 register_written(deps, knowledge, ROLE_IMAGE, url, None, knowledge.attempt)
 
 
+def register_import_file(
+    deps: Dependencies, tenant_id: str, kb_id: str, role: str, url: str, file_name: str, content_type: str
+) -> Resource:
+    """The resource over a file an FAQ import of the knowledge base wrote to the files bucket (registered
+    when a link to it is first asked for: idempotent, the id derives from the URL)."""
+    return deps.resources.register(
+        Resource(
+            id=resource_id_for(url),
+            url=url,
+            tenant_id=tenant_id,
+            owner_kind=OWNER_FAQ_IMPORT,
+            owner_id=kb_id,
+            role=role,
+            attempt=0,
+            file_name=header_safe(file_name),
+            content_type=content_type,
+            size=deps.inbox.size(url),
+            created_at=_now(),
+        )
+    )
+
+
 def release_urls(deps: Dependencies, urls: Iterable[str]) -> None:
     """Marks deleted the resources over these objects (a write undone: the objects are deleted)."""
     for url in urls:
@@ -197,21 +224,29 @@ def _still_allowed(deps: Dependencies, minter: GrantMinter, resource: Resource) 
     """Whether the grant's minter could still read the resource: its key is not revoked, a key limited to
     some knowledge bases still covers the document's, and a tenant other than the owner still has the
     knowledge base shared with it. Reads only what the case needs: the key record; the document (its
-    knowledge base now: a move changes it) and the share only for a recipient or a limited key."""
+    knowledge base now: a move changes it) and the share only for a recipient or a limited key; an FAQ
+    import's file, its knowledge base always (one deleted or being deleted ends its links)."""
     key = deps.api_keys.get(minter.key_hash)  # strongly consistent, as authentication's read
     # no record: a tenant's primary key from before key records (revoking it writes a record)
     if key is not None and (key.revoked or key.tenant_id != minter.tenant_id):
         return False
     kb_limit = key.kb_ids if key is not None else None
     owner = minter.tenant_id == resource.tenant_id
-    if owner and kb_limit is None:
-        return True
-    knowledge = deps.knowledge.get(resource.owner_id) if resource.owner_kind == OWNER_KNOWLEDGE else None
-    if knowledge is None or knowledge.tenant_id != resource.tenant_id:
+    if resource.owner_kind == OWNER_FAQ_IMPORT:  # the knowledge base itself: gone or going, its files too
+        kb = deps.kbs.get(resource.owner_id)
+        if kb is None or kb.tenant_id != resource.tenant_id or kb.status == "deleting":
+            return False
+        kb_id = kb.id
+    else:
+        if owner and kb_limit is None:
+            return True
+        knowledge = deps.knowledge.get(resource.owner_id) if resource.owner_kind == OWNER_KNOWLEDGE else None
+        if knowledge is None or knowledge.tenant_id != resource.tenant_id:
+            return False
+        kb_id = knowledge.kb_id
+    if kb_limit is not None and kb_id not in kb_limit:
         return False
-    if kb_limit is not None and knowledge.kb_id not in kb_limit:
-        return False
-    return owner or minter.tenant_id in deps.shares.tenants_of(knowledge.kb_id)
+    return owner or minter.tenant_id in deps.shares.tenants_of(kb_id)
 
 
 def _no_such_link() -> NotFound:
@@ -239,9 +274,12 @@ def redeem(deps: Dependencies, token: str) -> Redirect:
     # a grant from before minters were recorded works until it expires (minutes)
     if grant.minted_by is not None and not _still_allowed(deps, grant.minted_by, resource):
         raise _no_such_link()
-    if not deps.files.exists(resource.url):
+    import_file = resource.owner_kind == OWNER_FAQ_IMPORT  # in the files bucket, which always signs
+    if not (deps.inbox if import_file else deps.files).exists(resource.url):
         raise Gone("the file of this download link is no longer stored", code="resource_deleted")
     seconds = max(1, min(60, int((grant.expires_at - _now()).total_seconds())))
     name = header_safe(resource.file_name)
+    if import_file:
+        return Redirect(deps.inbox.presign_get(resource.url, seconds, file_name=name))
     key = download_copy_key(resource.tenant_id, resource.owner_id, resource.role, resource.attempt)
     return Redirect(signed_get(deps, resource.url, key, seconds, file_name=name))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -120,7 +121,15 @@ def test_inline_import_reports_progress_and_a_failed_rows_csv_download(
         "added": 2,
     }
     assert progress["processed"] == 4
-    download = requests.get(progress["failed_rows_download"], timeout=30)
+    # the failed rows' link: a download grant minted by the last-result request (`/r/{token}`, 302 to a
+    # presigned GET), never a presigned URL stored with the task
+    last = api.get(f"/knowledge-bases/{kb['id']}/faq/import/last-result").json_body["data"]
+    assert last["task_id"] == task_id and last["failed"] == 2
+    link = str(last["failed_rows_download"])
+    assert link.startswith("http://127.0.0.1:8000/r/"), link
+    redirect = api.client.http.get(urlsplit(link).path)
+    assert redirect.status_code == 302, redirect.json_body
+    download = requests.get(redirect.headers["Location"], timeout=30)
     assert download.status_code == 200
     body = download.content
     assert body[:3] == b"\xef\xbb\xbf"
@@ -137,8 +146,6 @@ def test_inline_import_reports_progress_and_a_failed_rows_csv_download(
     ]
     assert [r[2] for r in table[1:]] == ["Where is the office", "No answer"]
     assert table[2][3] == "x##y"
-    last = api.get(f"/knowledge-bases/{kb['id']}/faq/import/last-result").json_body["data"]
-    assert last["task_id"] == task_id and last["failed"] == 2
     hits = search(api, kb["id"], "office address")
     assert hits[0]["standard_question"] == "Where is the office?"
 

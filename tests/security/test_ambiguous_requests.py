@@ -44,9 +44,13 @@ def test_a_key_given_twice_in_a_form_s_json_field_is_refused(api: Api, ids: dict
 
 
 def test_an_import_file_with_a_key_given_twice_is_not_read_by_its_last_value() -> None:
-    data = b'[{"question": "q", "answers": ["kept?"], "answers": ["or this?"]}]'
-    with pytest.raises(SourceError, match="'answers' twice"):
-        read_rows(data, "entries.json")
+    """The entry is refused (its row fails, the others are read); a repeat in the file's own object refuses
+    the file."""
+    data = b'[{"question": "q", "answers": ["kept?"], "answers": ["or this?"]}, {"question": "r"}]'
+    refused, other = read_rows(data, "entries.json")
+    assert "'answers' twice" in refused.refused and other.refused == ""
+    with pytest.raises(SourceError, match="'entries' twice"):
+        read_rows(b'{"entries": [], "entries": [{"question": "q"}]}', "entries.json")
 
 
 @pytest.mark.parametrize(

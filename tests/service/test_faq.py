@@ -124,10 +124,26 @@ def drain(deps: Services, max_batches: int = 200) -> None:
     raise AssertionError("the import queue is still busy")
 
 
+BASE_URL = "http://api.test"
+
+
 def task_view(deps: Services, task_id: str) -> dict[str, Any]:
+    """The task as `GET /tasks/{id}` presents it (an FAQ import's failed rows: a fresh download grant)."""
+    from chalicelib.faq.failed_rows import present_task
+
     task = deps.tasks.get(task_id)
     assert task is not None
-    return task.to_dict()
+    return present_task(deps, task, BASE_URL)
+
+
+def download(deps: Services, link: str) -> bytes:
+    """What a download grant's link (`<base>/r/{token}`) leads to."""
+    from chalicelib.services.resources import redeem
+
+    assert link.startswith(f"{BASE_URL}/r/")
+    inbox = deps.inbox
+    assert isinstance(inbox, MemoryFileStore)
+    return inbox.get_presigned(redeem(deps, link.rsplit("/r/", 1)[1]).location)
 
 
 def entries_of(deps: Services, kb: KnowledgeBase) -> dict[str, Any]:
@@ -460,9 +476,7 @@ def test_append_merges_partials_and_failures_with_exact_counts_and_csv(
     assert index_count(deps, faq_kb, merged.id) == 3 and index_count(deps, faq_kb) == 3 + 2 + 2 + 2 + 1
     assert deps.faq.tags(faq_kb.id) == ["office"]
     # the failed rows, byte by byte: BOM, header, ## joins, booleans
-    inbox = deps.inbox
-    assert isinstance(inbox, MemoryFileStore)
-    data = inbox.get_presigned(progress["failed_rows_download"])
+    data = download(deps, progress["failed_rows_download"])
     assert data.startswith(b"\xef\xbb\xbf")
     assert data.split(b"\r\n")[0] == (
         b"\xef\xbb\xbfreason,category,question,similar_questions,negative_questions,answers,answer_all,disabled"
@@ -482,7 +496,7 @@ def test_append_merges_partials_and_failures_with_exact_counts_and_csv(
     ]
     last = deps.faq.get_last_import(faq_kb.id)
     assert last is not None and last["task_id"] == view["id"] and last["failed"] == 3
-    assert last["failed_rows_download"] == progress["failed_rows_download"]
+    assert "failed_rows_download" not in last  # minted per request, never stored
     assert deps.faq.get_lease(faq_kb.id) is None  # released by its owner
 
 
@@ -772,7 +786,7 @@ def test_a_rejected_embedding_fails_the_import_at_once_and_frees_the_knowledge_b
     queue = deps.queue
     assert isinstance(queue, MemoryTaskQueue) and queue.dead_letters(QUEUE) == []
     assert deps.faq.get_lease(faq_kb.id) is None
-    assert last_result(deps, faq_kb.tenant_id, faq_kb.id)["status"] == "failed"
+    assert last_result(deps, faq_kb.tenant_id, faq_kb.id, BASE_URL)["status"] == "failed"
 
 
 def test_the_last_result_gives_a_fresh_download_link_and_a_dry_run_keeps_the_upload(
@@ -795,9 +809,9 @@ def test_the_last_result_gives_a_fresh_download_link_and_a_dry_run_keeps_the_upl
     assert not inbox.exists(inbox.url_for(grant["object_key"]))
     view = task_view(deps, task.id)
     assert "failed_rows_url" not in view["progress"] and "plan_url" not in view["progress"]  # internal
-    result = last_result(deps, faq_kb.tenant_id, faq_kb.id)
+    result = last_result(deps, faq_kb.tenant_id, faq_kb.id, BASE_URL)
     assert result["task_id"] == task.id and "failed_rows_url" not in result
-    csv_bytes = inbox.get_presigned(result["failed_rows_download"])
+    csv_bytes = download(deps, result["failed_rows_download"])
     assert csv_bytes.startswith(b"\xef\xbb\xbfreason,") and b"the question is empty" in csv_bytes
 
 
@@ -1011,7 +1025,7 @@ def test_a_final_save_that_fails_is_redone_and_the_import_stays_completed(
     monkeypatch.setattr(deps.tasks, "save_progress", save_progress)
     view = run_import(deps, faq_kb, [entry(f"q{i}") for i in range(5)])
     assert failed_once and view["status"] == "completed", view["progress"]
-    assert last_result(deps, faq_kb.tenant_id, faq_kb.id)["status"] == "completed"
+    assert last_result(deps, faq_kb.tenant_id, faq_kb.id, BASE_URL)["status"] == "completed"
     assert len(entries_of(deps, faq_kb)) == 5 and deps.faq.get_lease(faq_kb.id) is None
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
@@ -1035,7 +1049,7 @@ def test_a_store_that_fails_after_the_final_save_never_turns_the_import_failed(
     monkeypatch.setattr(inbox, "delete", refused)
     view = run_import(deps, faq_kb, [entry(f"q{i}") for i in range(5)])
     assert view["status"] == "completed", view["progress"]
-    assert last_result(deps, faq_kb.tenant_id, faq_kb.id)["status"] == "completed"
+    assert last_result(deps, faq_kb.tenant_id, faq_kb.id, BASE_URL)["status"] == "completed"
     monkeypatch.undo()
     queue = deps.queue
     assert isinstance(queue, MemoryTaskQueue)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from chalicelib.adapters.memory import MemoryFileStore, MemoryTaskQueue
+from chalicelib.adapters.memory import MemoryTaskQueue
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.faq import FaqEntry
@@ -19,7 +19,16 @@ from chalicelib.domain.types import KnowledgeBase, Tenant
 from chalicelib.faq import entries
 from chalicelib.faq.commands import FaqEntryRequest, FaqImportRequest
 
-from .test_faq import QUEUE, CountingEmbedding, drain, entries_of, entry, run_import, task_view
+from .test_faq import (
+    QUEUE,
+    CountingEmbedding,
+    download,
+    drain,
+    entries_of,
+    entry,
+    run_import,
+    task_view,
+)
 
 
 def create(deps: Services, kb: KnowledgeBase, question: str, *answers: str, **extra: Any) -> FaqEntry:
@@ -141,9 +150,7 @@ def test_questions_taken_through_the_api_while_an_import_runs_follow_the_imports
     assert stored["question 58"].similar_questions == ["other wording 58"]
     assert stored["Another thing"].id == variant.id
     assert [f["row"] for f in progress["failures"]] == [58]  # row 58 counts from 1: "question 57"
-    inbox = deps.inbox
-    assert isinstance(inbox, MemoryFileStore)
-    assert b"question 57" in inbox.get_presigned(progress["failed_rows_download"])
+    assert b"question 57" in download(deps, progress["failed_rows_download"])
     # what the import wrote holds its questions
     assert holders(deps, faq_kb, "question 0", "question 58", "other wording 58", "question 55") == {
         "question 0": (stored["question 0"].id, True),
