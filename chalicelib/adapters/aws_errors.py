@@ -43,10 +43,12 @@ def is_transient(error: BaseException) -> bool:
 
 @contextmanager
 def unanswered_is_unreachable(service: str) -> Iterator[None]:
-    """Inside: a transient botocore error becomes the port's ServiceUnreachable; any other one propagates."""
+    """Inside: a transient botocore error becomes the port's ServiceUnreachable, without the botocore error
+    as its cause or shown context (its message may quote the server; S3FileStore._call drops it too); any
+    other one propagates."""
     try:
         yield
     except (BotoCoreError, ClientError) as error:
         if is_transient(error):
-            raise ServiceUnreachable(f"{service} did not answer ({type(error).__name__})") from error
+            raise ServiceUnreachable(f"{service} did not answer ({type(error).__name__})") from None
         raise

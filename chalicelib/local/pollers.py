@@ -23,7 +23,7 @@ from typing import Any
 import boto3
 
 from chalicelib.local.moto_server import ACCOUNT_ID
-from chalicelib.observability import redacted_traceback
+from chalicelib.observability import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -240,11 +240,8 @@ class SqsPoller:
             response = self.handler({"Records": records}, ctx)
         except Exception as exc:
             # redacted as the app's own logger does: a handler's error may quote what a server answered
-            log.error(
-                "%s failed on a batch of %d; no message deleted\n%s",
-                self.function_name,
-                len(records),
-                redacted_traceback(exc),
+            log_failure(
+                log, exc, "%s failed on a batch of %d; no message deleted", self.function_name, len(records)
             )
             result.error = exc
             return all_ids
@@ -376,11 +373,11 @@ class SqsPoller:
                 self._receiving += 1
             try:
                 self._poll_in_turn()
-            except Exception:
+            except Exception as error:
                 # A moto reset or a shutdown can remove the queue under us; back off, keep the thread alive.
                 if self._stop.is_set():
                     return
-                log.exception("%s: poll failed", self.function_name)
+                log_failure(log, error, "%s: poll failed", self.function_name)
                 self._stop.wait(1.0)
 
     def _poll_in_turn(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from chalicelib.local.moto_server import ACCOUNT_ID
 from chalicelib.local.pollers import Handler, make_context
+from chalicelib.observability import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -310,7 +311,7 @@ class Scheduler:
             try:
                 inv.result = rule.handler(inv.event, ctx)
             except Exception as exc:  # async invoke: logged; nothing propagates to EventBridge
-                log.exception("scheduled %s failed", rule.function_name)
+                log_failure(log, exc, "scheduled %s failed", rule.function_name)
                 inv.error = exc
             done.append(inv)
         self.history.extend(done)
@@ -325,8 +326,8 @@ class Scheduler:
             while not self._stop.wait(interval_seconds):
                 try:
                     self.tick()
-                except Exception:
-                    log.exception("scheduler tick failed")
+                except Exception as error:
+                    log_failure(log, error, "scheduler tick failed")
 
         self._thread = threading.Thread(target=loop, name="local-scheduler", daemon=True)
         self._thread.start()

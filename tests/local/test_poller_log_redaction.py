@@ -37,4 +37,4 @@ def test_a_raising_handler_is_logged_without_the_servers_words(
         result = poller.poll_once()
     assert isinstance(result.error, RuntimeError)
     assert "failed on a batch of 1" in caplog.text and "in handler" in caplog.text
-    assert "ClientError: <message withheld>" in caplog.text and MARKER not in caplog.text
+    assert "ClientError: InternalError (GetObject)" in caplog.text and MARKER not in caplog.text

@@ -48,4 +48,4 @@ def test_an_unknown_wiki_error_is_logged_with_its_redacted_traceback_up_to_the_l
         assert record.exc_info is not None
         line = logger.registered_formatter.format(record)  # as the app's own handler writes it
         assert "broken_pages" in line and MARKER not in line
-        assert "ClientError: <message withheld>" in line
+        assert "ClientError: InternalError (InvokeModel)" in line
