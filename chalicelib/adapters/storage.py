@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -146,9 +147,12 @@ _REFUSED = {
 }
 
 
-#: what S3 answers a conditional write whose condition does not hold (409: a concurrent conditional write
-#: to the same key won)
-_CONDITION_FAILED = ("PreconditionFailed", "ConditionalRequestConflict")
+#: what S3 answers a conditional write whose condition does not hold
+_CONDITION_FAILED = ("PreconditionFailed",)
+#: S3's 409: a conflicting write (or delete) of the key is still under way, so whether the condition holds
+#: is not known yet (it may fail and leave the key as it was): the write is tried once more after a pause
+_CONDITION_CONFLICT = "ConditionalRequestConflict"
+CONFLICT_RETRY_SECONDS = 0.2
 
 
 def _code(error: Any) -> str:
@@ -243,22 +247,27 @@ class S3FileStore:
 
     def _put_if(self, key: str, data: bytes, content_type: str, **condition: str) -> bool:
         """A conditional PutObject: False when its condition does not hold (or, for If-Match, the object
-        is gone)."""
+        is gone). A conflict still unsettled after one more try is StorageUnavailable (transient)."""
         key = safe_object_key(key)
         put: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": data, "ContentType": content_type}
-        try:
-            self._call(
-                "put_object", self.url_for(key), (*_CONDITION_FAILED, "NotImplemented"), **put, **condition
-            )
-        except FileNotFoundError:
-            return False
-        except self.client.exceptions.ClientError as error:
-            if _code(error) in _CONDITION_FAILED:
+        passing = (*_CONDITION_FAILED, _CONDITION_CONFLICT, "NotImplemented")
+        for attempt in range(2):
+            if attempt:
+                time.sleep(CONFLICT_RETRY_SECONDS)
+            try:
+                self._call("put_object", self.url_for(key), passing, **put, **condition)
+            except FileNotFoundError:
                 return False
-            # NotImplemented: an S3-compatible server that refuses the condition: written as one that
-            # ignores it writes
-            self._call("put_object", **put)
-        return True
+            except self.client.exceptions.ClientError as error:
+                if _code(error) == _CONDITION_CONFLICT:
+                    continue
+                if _code(error) in _CONDITION_FAILED:
+                    return False
+                # NotImplemented: an S3-compatible server that refuses the condition: written as one that
+                # ignores it writes
+                self._call("put_object", **put)
+            return True
+        raise StorageUnavailable(operation="put_object", http_status=409)
 
     def read(self, url: str, limit: int | None = None) -> bytes:
         answer = self._call("get_object", missing=url, Bucket=self.bucket, Key=self.key_of(url))

@@ -204,3 +204,32 @@ def test_the_state_machine_logs_its_errors_without_execution_data(template: dict
     assert len(delivery) == 1 and delivery[0]["Resource"] == "*"
     for action in ("logs:GetLogDelivery", "logs:PutResourcePolicy", "logs:DescribeLogGroups"):
         assert action in delivery[0]["Action"]
+
+
+@pytest.mark.parametrize(
+    ("value", "allowed"),
+    [
+        ("", True),
+        ("https://a.com", True),
+        ("https://a.com,http://localhost:3000", True),
+        ("https://a.com, https://b.com", False),  # the bucket would get " https://b.com"
+        ("https://a.com/", False),
+        ("https://a.com,", False),
+        ("a.com", False),
+        ("https://a.com/app", False),
+    ],
+)
+def test_the_cors_origins_parameter_takes_only_what_the_bucket_and_the_api_read_alike(
+    template: dict[str, Any], value: str, allowed: bool
+) -> None:
+    """The bucket's CORS rule splits CorsOrigins on "," as written, while the app strips spaces and a
+    trailing "/": a value both read alike is all the parameter accepts (CloudFormation matches the whole
+    value, as fullmatch does), so the API cannot allow an origin whose presigned PUT the bucket refuses."""
+    from chalicelib.settings import load_settings
+
+    parameter = template["Parameters"]["CorsOrigins"]
+    assert parameter["Default"] == "" and parameter["ConstraintDescription"]
+    assert (re.fullmatch(parameter["AllowedPattern"], value) is not None) is allowed
+    if allowed:
+        settings = load_settings({"AWS_REGION": "us-east-1", "WEKNORA_CORS_ORIGINS": value})
+        assert settings.cors_origins == tuple(o for o in value.split(",") if o)

@@ -1064,6 +1064,33 @@ class RepoContract:
             assert repos.shares.add(owner, kb_id, reader) is True
         assert repos.shares.shared_with(reader) == sorted([*kb_ids[1:], *many])
 
+    def test_a_share_half_removed_gives_back_its_place_under_the_cap(
+        self, repos: Repos, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A remove that died between its two writes (the share item without the tenant, the reverse entry
+        left) lists nothing and is declined as no share; the next add the cap refuses drops that entry and
+        passes, rather than the stale entry holding a place for ever."""
+        shares = repos.shares
+        assert shares is not None
+        owner, reader = new_id(), new_id()
+        kb_ids = sorted(new_id() for _ in range(3))
+        assert shares.add(owner, kb_ids[0], reader, cap=2) is True
+        assert shares.add(owner, kb_ids[1], reader, cap=2) is True
+
+        def crash(*_args: object) -> None:
+            raise RuntimeError("the process ended between the two writes")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(shares, "_unlist", crash)  # both adapters' remove ends with this write
+            with pytest.raises(RuntimeError):
+                shares.remove(kb_ids[0], reader)
+        assert shares.shared_with(reader) == [kb_ids[1]]
+        assert shares.remove(kb_ids[0], reader) is False
+        assert shares.add(owner, kb_ids[2], reader, cap=2) is True
+        assert shares.shared_with(reader) == kb_ids[1:]
+        assert shares.add(owner, kb_ids[0], reader, cap=2) is False  # the live shares still fill the cap
+        assert shares.tenants_of(kb_ids[0]) == []
+
     def test_knowledge_bases_paged_counted_and_read_in_a_batch(self, repos: Repos) -> None:
         tenant_id = new_id()
         kbs = [KnowledgeBase(new_id(), tenant_id, name) for name in ("c", "a", "b", "e", "d")]

@@ -14,9 +14,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from chalicelib.adapters import storage
 from chalicelib.adapters.memory import MemoryFileStore
 from chalicelib.adapters.storage import BackendFileStore, DummyFileStore, LocalFileStore, S3FileStore
 from chalicelib.ports import FileStore
+from chalicelib.ports.storage import StorageUnavailable
 
 KEY = "t1/k1/attempt-1.ranges/pages-000000.claim.json"
 
@@ -115,16 +117,78 @@ class _ConditionAnswered:
         return getattr(self._client, name)
 
 
-def test_a_conflicting_conditional_write_in_flight_loses() -> None:
-    """S3's 409 ConditionalRequestConflict: another conditional write to the key was under way and won."""
+class _ConflictFirst:
+    """S3 answers the first `conflicts` conditional PutObjects 409 ConditionalRequestConflict (another write
+    of the key under way), after running `meanwhile` (what that other write does), then answers as S3."""
+
+    def __init__(self, client: Any, conflicts: int, meanwhile: Callable[[], object] = lambda: None) -> None:
+        self._client = client
+        self.exceptions = client.exceptions
+        self.conflicts = conflicts
+        self.meanwhile = meanwhile
+        self.conditional_puts = 0
+
+    def put_object(self, **params: Any) -> Any:
+        if "IfNoneMatch" in params or "IfMatch" in params:
+            self.conditional_puts += 1
+            if self.conditional_puts <= self.conflicts:
+                self.meanwhile()
+                error = {
+                    "Error": {"Code": "ConditionalRequestConflict"},
+                    "ResponseMetadata": {"HTTPStatusCode": 409},
+                }
+                raise self._client.exceptions.ClientError(error, "PutObject")
+        return self._client.put_object(**params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.fixture
+def s3_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setattr(storage, "CONFLICT_RETRY_SECONDS", 0, raising=False)
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket="files")
-        store = S3FileStore(_ConditionAnswered(client, "ConditionalRequestConflict", 409), "files")
-        assert store.save_if_absent(KEY, b"first") is False
-        store.save(KEY, b"stale")
-        assert store.replace_if_unchanged(KEY, b"stale", b"mine") is False
-        assert store.read(store.url_for(KEY)) == b"stale"
+        yield client
+
+
+def test_a_conflict_is_not_a_loss_the_write_is_tried_again(s3_client: Any) -> None:
+    """S3's 409: a conflicting write was under way, not won; if it fails, this write's retry takes the key
+    (before, the claim was refused and nobody held it)."""
+    conflicted = _ConflictFirst(s3_client, conflicts=1)
+    store = S3FileStore(conflicted, "files")
+    assert store.save_if_absent(KEY, b"first") is True
+    assert conflicted.conditional_puts == 2
+    assert store.read(store.url_for(KEY)) == b"first"
+    conflicted.conflicts = 3
+    assert store.replace_if_unchanged(KEY, b"first", b"mine") is True
+    assert store.read(store.url_for(KEY)) == b"mine"
+
+
+def test_a_conflicting_write_that_won_makes_the_retry_lose(s3_client: Any) -> None:
+    """The other write landed during the 409: the retry's condition fails (412), as a plain loss."""
+    plain = S3FileStore(s3_client, "files")
+    store = S3FileStore(_ConflictFirst(s3_client, 1, lambda: plain.save(KEY, b"theirs")), "files")
+    assert store.save_if_absent(KEY, b"mine") is False
+    assert store.read(store.url_for(KEY)) == b"theirs"
+    store = S3FileStore(_ConflictFirst(s3_client, 1, lambda: plain.save(KEY, b"changed")), "files")
+    assert store.replace_if_unchanged(KEY, b"theirs", b"mine") is False
+    assert store.read(store.url_for(KEY)) == b"changed"
+
+
+def test_a_conflict_that_outlasts_the_retry_is_transient(s3_client: Any) -> None:
+    """Still 409 on the second try: StorageUnavailable (the stage's message is retried), nothing written."""
+    conflicted = _ConflictFirst(s3_client, conflicts=100)
+    store = S3FileStore(conflicted, "files")
+    with pytest.raises(StorageUnavailable):
+        store.save_if_absent(KEY, b"first")
+    assert conflicted.conditional_puts == 2
+    assert not store.exists(store.url_for(KEY))
+    store.save(KEY, b"stale")
+    with pytest.raises(StorageUnavailable):
+        store.replace_if_unchanged(KEY, b"stale", b"mine")
+    assert store.read(store.url_for(KEY)) == b"stale"
 
 
 def test_a_server_that_refuses_conditions_is_written_as_one_that_ignores_them() -> None:

@@ -6,11 +6,13 @@ from typing import Any
 
 from pynamodb.exceptions import (
     DoesNotExist,
+    TransactWriteError,
     UpdateError,
 )
 from pynamodb.expressions.condition import size
+from pynamodb.transactions import TransactWrite
 
-from chalicelib.adapters.dynamo.tables import Models, _iso_or_none
+from chalicelib.adapters.dynamo.tables import Models, _condition_failed, _iso_or_none, _transaction_conflict
 from chalicelib.domain.api_keys import ApiKey, Scope
 from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.door import Door
@@ -230,8 +232,9 @@ SHARED_WITH_PREFIX = "shared-with#"
 class DynamoShareRepo:
     """Read-only shares of a knowledge base with other tenants: one item per shared knowledge base, whose
     set of tenants is changed with ADD / DELETE updates (no read-modify-write race). A reverse item per
-    tenant lists the knowledge bases shared with it; it only serves listings, which check each against the
-    share item, so a reverse entry left by a crash between the two updates shows nothing."""
+    tenant lists the knowledge bases shared with it; listings check each entry against the share item, so
+    a reverse entry left by a crash between the two updates (of `add` or `remove`) shows nothing. Such a
+    stale entry would hold a slot of the cap for ever: an `add` the cap refuses drops them and tries again."""
 
     def __init__(self, models: Models):
         assert models.share is not None
@@ -239,7 +242,22 @@ class DynamoShareRepo:
 
     def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str, cap: int | None = None) -> bool:
         m = self.model
-        # the cap is the reverse item's own condition: concurrent shares with one tenant cannot pass it
+        if not self._list(tenant_id, kb_id, cap) and not (
+            self._drop_stale(tenant_id) and self._list(tenant_id, kb_id, cap)
+        ):
+            return False
+        m(SHARE_ITEM_PREFIX + kb_id).update(
+            actions=[m.owner_tenant_id.set(owner_tenant_id), m.tenants.add({tenant_id})]
+        )
+        # another add's _drop_stale may have taken the entry off before the line above (it saw the share
+        # item without the tenant); now the share item lists it, no drop can: put it back (a no-op mostly)
+        m(SHARED_WITH_PREFIX + tenant_id).update(actions=[m.kbs.add({kb_id})])
+        return True
+
+    def _list(self, tenant_id: str, kb_id: str, cap: int | None) -> bool:
+        """The reverse entry, first: the cap is the reverse item's own condition, so concurrent shares
+        with one tenant cannot pass it. False when the cap refuses it."""
+        m = self.model
         held = None if cap is None else m.kbs.does_not_exist() | (size(m.kbs) < cap) | m.kbs.contains(kb_id)
         try:
             m(SHARED_WITH_PREFIX + tenant_id).update(actions=[m.kbs.add({kb_id})], condition=held)
@@ -247,10 +265,39 @@ class DynamoShareRepo:
             if error.cause_response_code == "ConditionalCheckFailedException":
                 return False
             raise
-        m(SHARE_ITEM_PREFIX + kb_id).update(
-            actions=[m.owner_tenant_id.set(owner_tenant_id), m.tenants.add({tenant_id})]
-        )
         return True
+
+    def _drop_stale(self, tenant_id: str) -> int:
+        """Drops the reverse entries whose share item does not list the tenant; how many it dropped. Each
+        drop is a transaction with the check that the share item still does not list it, so an add that
+        wrote its share item meanwhile keeps its entry."""
+        m = self.model
+        try:
+            item = m.get(SHARED_WITH_PREFIX + tenant_id, consistent_read=True)
+        except DoesNotExist:
+            return 0
+        kb_ids = set(item.kbs or ())
+        shares = m.batch_get([SHARE_ITEM_PREFIX + kb_id for kb_id in sorted(kb_ids)], consistent_read=True)
+        held = {
+            share.id.removeprefix(SHARE_ITEM_PREFIX) for share in shares if tenant_id in (share.tenants or ())
+        }
+        dropped = 0
+        for kb_id in sorted(kb_ids - held):
+            try:
+                with TransactWrite(connection=m._get_connection().connection) as tx:
+                    tx.condition_check(
+                        m,
+                        SHARE_ITEM_PREFIX + kb_id,
+                        condition=m.tenants.does_not_exist() | ~m.tenants.contains(tenant_id),
+                    )
+                    tx.update(m(SHARED_WITH_PREFIX + tenant_id), actions=[m.kbs.delete({kb_id})])
+            except TransactWriteError as error:
+                # listed meanwhile, or another writer on these items: leave it (it counts, as before)
+                if _condition_failed(error) or _transaction_conflict(error):
+                    continue
+                raise
+            dropped += 1
+        return dropped
 
     def remove(self, kb_id: str, tenant_id: str) -> bool:
         m = self.model
@@ -262,8 +309,13 @@ class DynamoShareRepo:
             if error.cause_response_code == "ConditionalCheckFailedException":
                 return False
             raise
-        m(SHARED_WITH_PREFIX + tenant_id).update(actions=[m.kbs.delete({kb_id})])
+        self._unlist(tenant_id, kb_id)
         return True
+
+    def _unlist(self, tenant_id: str, kb_id: str) -> None:
+        """Remove's second write (tests/service/repo_contract.py makes it fail, as a crash would)."""
+        m = self.model
+        m(SHARED_WITH_PREFIX + tenant_id).update(actions=[m.kbs.delete({kb_id})])
 
     def drop(self, kb_id: str) -> None:
         m = self.model

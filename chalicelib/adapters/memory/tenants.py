@@ -148,16 +148,24 @@ class MemoryApiKeyRepo:
 
 
 class MemoryShareRepo:
+    """As DynamoShareRepo: a share item per knowledge base and a reverse set per tenant, written in that
+    order by `add` (reverse first, under the cap) and the other way by `remove`; listings check reverse
+    entries against the share items, and an `add` the cap refuses drops the stale ones and tries again."""
+
     def __init__(self) -> None:
         self._rows: dict[str, tuple[str, set[str]]] = {}
+        self._reverse: dict[str, set[str]] = {}
         self._lock = threading.Lock()
 
     def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str, cap: int | None = None) -> bool:
         with self._lock:
+            listed = self._reverse.setdefault(tenant_id, set())
+            if cap is not None and kb_id not in listed and len(listed) >= cap:
+                listed -= {kb for kb in listed if tenant_id not in self._tenants(kb)}
+                if len(listed) >= cap:
+                    return False
+            listed.add(kb_id)
             _, tenants = self._rows.get(kb_id, (owner_tenant_id, set()))
-            held = sum(tenant_id in others for _, others in self._rows.values())
-            if cap is not None and tenant_id not in tenants and held >= cap:
-                return False
             self._rows[kb_id] = (owner_tenant_id, tenants | {tenant_id})
             return True
 
@@ -167,17 +175,28 @@ class MemoryShareRepo:
             if row is None or tenant_id not in row[1]:
                 return False
             self._rows[kb_id] = (row[0], row[1] - {tenant_id})
+            self._unlist(tenant_id, kb_id)
             return True
+
+    def _unlist(self, tenant_id: str, kb_id: str) -> None:
+        """Remove's second write (tests/service/repo_contract.py makes it fail, as a crash would)."""
+        self._reverse.get(tenant_id, set()).discard(kb_id)
+
+    def _tenants(self, kb_id: str) -> set[str]:
+        row = self._rows.get(kb_id)
+        return row[1] if row else set()
 
     def drop(self, kb_id: str) -> None:
         with self._lock:
+            for tenant_id in self._tenants(kb_id):
+                self._reverse.get(tenant_id, set()).discard(kb_id)
             self._rows.pop(kb_id, None)
 
     def tenants_of(self, kb_id: str) -> list[str]:
         with self._lock:
-            row = self._rows.get(kb_id)
-            return sorted(row[1]) if row else []
+            return sorted(self._tenants(kb_id))
 
     def shared_with(self, tenant_id: str) -> list[str]:
         with self._lock:
-            return sorted(kb_id for kb_id, (_, tenants) in self._rows.items() if tenant_id in tenants)
+            listed = self._reverse.get(tenant_id, set())
+            return sorted(kb_id for kb_id in listed if tenant_id in self._tenants(kb_id))
