@@ -21,7 +21,8 @@ A write that fails (the embedding, the engine, the table: `_answered`) takes bac
 row and index entries go, an update's new index entries go, and the questions they claimed are free at
 once. An entry is at most MAX_ENTRY_BYTES stored (413 `faq_entry_too_large`: one DynamoDB item), and its
 texts' bytes count on the tenant's `storage_used` (403 `storage_quota_exceeded` past the quota; the row
-records what it counted, `counted_bytes`, and a delete gives exactly that back).
+records what it counted, `counted_bytes`, and the delete that removes it gives exactly that back). An
+entry saved before entries counted is checked on its real growth, and counts from its next write on.
 """
 
 from __future__ import annotations
@@ -51,19 +52,17 @@ from chalicelib.domain.retrieval import deepened, retriever_lists
 from chalicelib.domain.types import KnowledgeBase, utcnow
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
 from chalicelib.faq.index import FaqIndex as FaqIndex  # where callers have found it
-from chalicelib.faq.keyed import ensure_keyed, tag_in_use, tag_links
+from chalicelib.faq.keyed import PAGE, ensure_keyed, pages, tag_in_use, tag_links
 from chalicelib.faq.reservations import CLAIM_USABLE_SECONDS, claim, question_keys
 from chalicelib.faq.reservations import question_key as question_key  # where callers have found it
-from chalicelib.faq.validation import too_large
+from chalicelib.faq.validation import storage_change, too_large
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError
-from chalicelib.ports import IndexUnavailable as EngineUnavailable
+from chalicelib.ports import Dependencies, IndexSpace, IndexUnavailable, IndexWriteError
 from chalicelib.ports.faq import EntryWriteFailed, EntryWriteRefused
 from chalicelib.services.ownership import require_kb
 from chalicelib.services.quotas import take_storage
 
 FAQ_KB_TYPE = "faq"
-PAGE = 500
 #: entries a list page reads at most (DynamoDB reads, and the API's 29 s): a filter that matches few
 #: entries answers a short page with a `next_cursor` to go on from
 LIST_SCAN = 2000
@@ -72,9 +71,10 @@ LIST_SCAN = 2000
 CANDIDATES_PER_RESULT = 4
 
 
-class IndexUnavailable(AppError):
-    status = 503
-    code = "index_unavailable"
+def _index_unavailable(message: str) -> ServiceUnavailable:
+    """The API's answer when an entry could not be indexed now (the port's IndexUnavailable, the engine
+    not answering, is one cause)."""
+    return ServiceUnavailable(message, code="index_unavailable")
 
 
 def require_faq_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
@@ -85,12 +85,8 @@ def require_faq_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeB
 
 
 def all_entries(deps: Dependencies, kb_id: str) -> Iterator[FaqEntry]:
-    after = ""
-    while True:
-        page, after = deps.faq.page_entries(kb_id, after, PAGE)
+    for page in pages(deps, kb_id):
         yield from page
-        if not after:
-            return
 
 
 @contextmanager
@@ -103,9 +99,9 @@ def _answered() -> Iterator[None]:
     except StageError as error:
         if error.permanent:
             raise BadRequest(error.message, code="embedding_rejected") from error
-        raise IndexUnavailable(f"the entry could not be indexed now: {error.message}") from error
-    except EngineUnavailable as error:
-        raise IndexUnavailable("the search index is not answering; try again") from error
+        raise _index_unavailable(f"the entry could not be indexed now: {error.message}") from error
+    except IndexUnavailable as error:
+        raise _index_unavailable("the search index is not answering; try again") from error
     except IndexWriteError as error:
         raise ServiceUnavailable(
             "the search index refused the entry; it was not saved", code="index_refused"
@@ -121,13 +117,30 @@ def _take_back_index(index: FaqIndex, work: Any) -> None:
     skips hits whose entry has no row, or not that question), so the row and reservations still go."""
     try:
         work()
-    except (EngineUnavailable, IndexWriteError):
+    except (IndexUnavailable, IndexWriteError):
         logger.warning("FAQ index entries of a failed write left behind", extra={"kb_id": index.kb.id})
 
 
-def give_back_storage(deps: Dependencies, tenant_id: str, entries: Sequence[FaqEntry]) -> None:
-    """Deleted entries' bytes off the tenant's `storage_used` (what each row counted)."""
-    deps.tenants.add_usage(tenant_id, -sum(entry.counted_bytes for entry in entries))
+def give_back_storage(deps: Dependencies, tenant_id: str, removed: Sequence[FaqEntry]) -> None:
+    """Deleted entries' bytes off the tenant's `storage_used`: what each row counted, for the rows the
+    delete removed (`FaqRepo.delete_entries`' answer, so a row two deletes race for is given back once)."""
+    counted = sum(entry.counted_bytes for entry in removed)
+    if counted:
+        deps.tenants.add_usage(tenant_id, -counted)
+
+
+def take_back_rewrite(
+    deps: Dependencies, index: FaqIndex, entry_id: str, written: Sequence[str], claimed: Sequence[str]
+) -> FaqEntry | None:
+    """A rewrite of an entry that was not saved (it failed, or another writer came first): the index
+    entries it wrote (`written`) and the question keys it claimed go, but those the row as it is now holds
+    (another writer's) stay. Returns the row as it is now (None: deleted)."""
+    current = deps.faq.get_entry(index.kb.id, entry_id)
+    held = set(index.ids(current)) if current is not None else set()
+    _take_back_index(index, lambda: index.remove_ids([i for i in written if i not in held]))
+    still = question_keys(current) if current is not None else {}
+    deps.faq.release_questions(index.kb.id, entry_id, [k for k in claimed if k not in still])
+    return current
 
 
 # ---------------------------------------------------------------- validation of one entry
@@ -204,7 +217,7 @@ def _claim(deps: Dependencies, entry: FaqEntry, wanted: Mapping[str, str]) -> fl
 def _in_time(deps: Dependencies, entry: FaqEntry, claimed_at: float, keys: Sequence[str]) -> None:
     if time.time() - claimed_at > CLAIM_USABLE_SECONDS:
         deps.faq.release_questions(entry.kb_id, entry.id, list(keys))
-        raise IndexUnavailable("the entry took too long to index; try again")
+        raise _index_unavailable("the entry took too long to index; try again")
 
 
 def later_than(moment: datetime) -> datetime:
@@ -265,21 +278,24 @@ def create_entry(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqEnt
     claimed_at = _claim(deps, entry, keys)
     index = FaqIndex(deps, kb)
     saved = replace(entry, indexed=True)
-    counted = False
+    counted = written = False
     try:
         with _answered():
             take_storage(deps, tenant_id, entry.counted_bytes, "the entry")
             counted = True
             deps.faq.put_entry(entry, None)  # indexed=False until its index entries are written
+            written = True
             index.update(None, entry)
             _in_time(deps, entry, claimed_at, list(keys))
             refused = _written_over(deps, saved, entry)
     except AppError:  # every failure of the write: nothing of the entry stays, its questions are free
         _take_back_index(index, lambda: index.remove_entries([entry.id]))
-        deps.faq.delete_entries(kb.id, [entry.id])
+        removed = deps.faq.delete_entries(kb.id, [entry.id])
         deps.faq.release_questions(kb.id, entry.id, list(keys))
-        if counted:
+        if counted and not written:
             deps.tenants.add_usage(tenant_id, -entry.counted_bytes)
+        elif counted:  # the row holds the count: given back by whoever removed it (a delete, maybe)
+            give_back_storage(deps, tenant_id, removed)
         raise
     # refused, the row changed by an update that read it unindexed: that update saved what it holds
     if refused is not None and refused.gone:  # deleted as soon as listed: its index entries may come after
@@ -340,7 +356,7 @@ def update_entry(
     after.updated_at = later_than(before.updated_at)
     after.indexed = True
     after.counted_bytes = after.content_bytes()
-    growth = after.counted_bytes - before.counted_bytes
+    change = storage_change(before, after.counted_bytes)
     _check(deps, after)
     old_keys, new_keys = question_keys(before), question_keys(after)
     added = {k: q for k, q in new_keys.items() if k not in old_keys}
@@ -351,19 +367,15 @@ def update_entry(
     counted = False
     try:  # the new questions first: when embedding fails, nothing of the entry's index changed
         with _answered():
-            take_storage(deps, tenant_id, growth, "the entry's growth")
+            take_storage(deps, tenant_id, change.counts, "the entry's growth", grows_by=change.grows_by)
             counted = True
             index.write([(after, written)])
             _in_time(deps, after, claimed_at, list(added))
             deps.faq.put_entry(after, before)
     except (AppError, EntryWriteRefused) as error:  # every failure of the write: the row stays as it was
-        current = deps.faq.get_entry(kb.id, entry_id)
-        held = set(index.ids(current)) if current is not None else set()
-        _take_back_index(index, lambda: index.remove_ids([i for i in written if i not in held]))
-        still = question_keys(current) if current is not None else {}
-        deps.faq.release_questions(kb.id, entry_id, [k for k in added if k not in still])
-        if counted:
-            deps.tenants.add_usage(tenant_id, -growth)
+        current = take_back_rewrite(deps, index, entry_id, written, list(added))
+        if counted and change.counts:
+            deps.tenants.add_usage(tenant_id, -change.counts)
         if not isinstance(error, EntryWriteRefused):
             raise
         if current is None:
@@ -395,10 +407,10 @@ def delete_entry(deps: Dependencies, tenant_id: str, kb_id: str, entry_id: str) 
     kb = require_faq_kb(deps, tenant_id, kb_id)
     index = FaqIndex(deps, kb)
     index.remove_entries([entry.id])  # vectors first: a crash leaves a row, never a ghost hit
-    deps.faq.delete_entries(kb.id, [entry.id])
+    removed = deps.faq.delete_entries(kb.id, [entry.id])
     index.remove_entries([entry.id])  # those of an update that saved its row while this ran
     deps.faq.release_questions(kb.id, entry.id, list(question_keys(entry)))
-    give_back_storage(deps, tenant_id, [entry])
+    give_back_storage(deps, tenant_id, removed)  # (none when a racing delete removed the row first)
     if entry.tags:
         deps.faq.unlink_tags(kb.id, tag_links([entry]))
         drop_unused_tags(deps, kb.id, entry.tags)
@@ -456,8 +468,7 @@ def purge_kb(deps: Dependencies, kb_id: str) -> int:
             break
         ids = [e.id for e in page]
         index.remove_entries(ids)
-        deps.faq.delete_entries(kb.id, ids)
-        give_back_storage(deps, kb.tenant_id, page)
+        give_back_storage(deps, kb.tenant_id, deps.faq.delete_entries(kb.id, ids))
         deleted += len(ids)
     deps.faq.remove_tags(kb.id, deps.faq.tags(kb.id))
     deps.faq.clear_questions(kb.id)

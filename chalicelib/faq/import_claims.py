@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.faq_normalise import normalise
-from chalicelib.faq.entries import later_than
+from chalicelib.faq.entries import later_than, take_back_rewrite
 from chalicelib.faq.reservations import Clash, claim, question_key, question_keys, unconfirmed
 from chalicelib.faq.validation import (
     CONFLICT,
@@ -38,8 +38,9 @@ from chalicelib.faq.validation import (
     entry_content,
     plan_append,
     plan_replace,
+    storage_change,
 )
-from chalicelib.ports.faq import EntryWriteRefused
+from chalicelib.ports.faq import EntryWriteFailed, EntryWriteRefused
 
 if TYPE_CHECKING:
     from chalicelib.domain.faq import FaqEntry
@@ -215,12 +216,24 @@ def refused(row: PlannedRow, entry_id: str) -> None:
 
 def save_indexed(deps: Dependencies, index: FaqIndex, entry: FaqEntry, claimed: dict[str, list[str]]) -> None:
     """A new entry, indexed, written only over the row this batch wrote: an update through the API that
-    read the unindexed row saved what it holds (it stays); a delete meanwhile leaves nothing behind."""
-    written = replace(entry, indexed=True, updated_at=later_than(entry.updated_at))
+    read the unindexed row saved what it holds (it stays); a delete meanwhile leaves nothing behind.
+    Its bytes count with this write (the plan left room for them): a row never indexed counted nothing, so
+    the purge of a batch that died before this gives back nothing, and the redelivered batch counts once."""
+    written = replace(
+        entry,
+        indexed=True,
+        counted_bytes=entry.content_bytes(),
+        updated_at=later_than(entry.updated_at),
+    )
+    counts = written.counted_bytes - entry.counted_bytes
+    deps.tenants.add_usage(entry.tenant_id, counts)
     try:
         deps.faq.put_entry(written, entry)
-    except EntryWriteRefused as refused_write:
-        if refused_write.gone:  # its index entries may have been written after the delete removed them
+    except (EntryWriteRefused, EntryWriteFailed) as failed:
+        deps.tenants.add_usage(entry.tenant_id, -counts)
+        if isinstance(failed, EntryWriteFailed):
+            raise
+        if failed.gone:  # its index entries may have been written after the delete removed them
             index.remove_entries([entry.id])
             deps.faq.release_questions(entry.kb_id, entry.id, claimed.pop(entry.id, []))
 
@@ -234,21 +247,18 @@ def save_merge(deps: Dependencies, index: FaqIndex, write: Write, claimed: dict[
     assert before is not None
     after = replace(write.after, indexed=True, updated_at=later_than(before.updated_at))
     after.counted_bytes = after.content_bytes()
-    growth = after.counted_bytes - before.counted_bytes  # the plan left room for it
+    counts = storage_change(before, after.counted_bytes).counts  # the plan left room for its growth
     old, new = set(index.ids(before)), index.ids(after)
     added = [i for i in new if i not in old]
     index.write([(after, added)])
-    deps.tenants.add_usage(before.tenant_id, growth)
+    deps.tenants.add_usage(before.tenant_id, counts)
     try:
         deps.faq.put_entry(after, before)
-    except EntryWriteRefused:
-        deps.tenants.add_usage(before.tenant_id, -growth)
-        current = deps.faq.get_entry(before.kb_id, before.id)
-        held = set(index.ids(current)) if current is not None else set()
-        index.remove_ids([i for i in added if i not in held])
-        still = question_keys(current) if current is not None else {}
-        keys = claimed.pop(after.id, [])
-        deps.faq.release_questions(before.kb_id, after.id, [k for k in keys if k not in still])
+    except (EntryWriteRefused, EntryWriteFailed) as failed:
+        deps.tenants.add_usage(before.tenant_id, -counts)  # (a redelivered batch counts it again)
+        if isinstance(failed, EntryWriteFailed):
+            raise
+        take_back_rewrite(deps, index, before.id, added, claimed.pop(after.id, []))
         refused(write.row, before.id)
         return False
     index.remove_ids(sorted(old - set(new)))

@@ -16,7 +16,7 @@ Worker, per delivery:
    API reserves them (import_claims.py: a question taken since the plan is settled by the plan's rules,
    and the plan stored again; a merge into an entry edited through the API since the plan is merged again
    into it as it is, and written only if it is still as read), each row is written `indexed=False`, its new questions embedded and
-   indexed, the row marked indexed and its reservations confirmed; new entries have ids derived from the
+   indexed, the row marked indexed (its bytes counted with that write) and its reservations confirmed; new entries have ids derived from the
    task and the row, so a redelivered batch rewrites the same entries and index entries, never new ones,
    and holds their reservations again; a replace's deletions give theirs back;
 4. progress (counters, offset) saved after each batch, only forward;
@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,7 +57,7 @@ from chalicelib.faq.commands import (
     FaqImportRequest,
     FaqUploadUrlRequest,
 )
-from chalicelib.faq.entries import PAGE, FaqIndex, all_entries, give_back_storage, require_faq_kb
+from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage, require_faq_kb
 from chalicelib.faq.failed_rows import failed_rows_link
 from chalicelib.faq.import_claims import (
     Write,
@@ -68,7 +68,7 @@ from chalicelib.faq.import_claims import (
     save_indexed,
     save_merge,
 )
-from chalicelib.faq.keyed import tag_links
+from chalicelib.faq.keyed import pages, tag_links
 from chalicelib.faq.reservations import release_entries
 from chalicelib.faq.rows import MAX_FILE_BYTES, MAX_ROWS, SourceError, failed_rows_csv, read_rows
 from chalicelib.faq.validation import Plan, PlannedRow, counts, plan_append, plan_replace
@@ -339,9 +339,8 @@ def _execute(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan) -> N
     if plan.delete and not task.params.get("deleted_done"):
         for start in range(0, len(plan.delete), BATCH):
             ids = plan.delete[start : start + BATCH]
-            gone = list(deps.faq.get_entries(kb.id, ids).values())
             index.remove_entries(ids)  # vectors first: a crash leaves rows to delete again, never ghost hits
-            deps.faq.delete_entries(kb.id, ids)
+            gone = deps.faq.delete_entries(kb.id, ids)  # those this removed: an earlier try's are not again
             release_entries(deps, kb.id, gone)  # (a row deleted by an earlier try: taken over when claimed)
             give_back_storage(deps, kb.tenant_id, gone)
         task.params["deleted_done"] = True
@@ -417,8 +416,7 @@ def _run_batch(
     stale = [r.entry_id for r in adds if r.entry_id in current and not current[r.entry_id].indexed]
     if stale:
         index.remove_entries(stale)
-        deps.faq.delete_entries(kb.id, stale)
-        give_back_storage(deps, kb.tenant_id, [current[i] for i in stale])
+        give_back_storage(deps, kb.tenant_id, deps.faq.delete_entries(kb.id, stale))
         task.progress["purged"] = int(task.progress.get("purged", 0)) + len(stale)
     todo_adds = [r for r in adds if r.entry_id not in current or r.entry_id in stale]
     done = [current[r.entry_id] for r in adds if r.entry_id in current and r.entry_id not in stale]
@@ -437,10 +435,7 @@ def _run_batch(
     writes, claimed, changed = hold_questions(
         deps, kb, mode, writes, lambda row, base: _entry(task, kb, row, base)
     )
-    new_entries = [w.after for w in writes if w.before is None]
-    for entry in new_entries:  # counted before written (the plan left room for them): a delete gives it back
-        entry.counted_bytes = entry.content_bytes()
-    deps.tenants.add_usage(kb.tenant_id, sum(entry.counted_bytes for entry in new_entries))
+    new_entries = [w.after for w in writes if w.before is None]  # counted once indexed (save_indexed)
     links = tag_links(w.after for w in writes)
     if links:  # before the rows: a link without its use is dropped when read (keyed.py), never the reverse
         deps.faq.link_tags(kb.id, links)
@@ -540,9 +535,9 @@ def _purge_unindexed(
         FaqIndex(deps, kb).remove_entries(
             stale
         )  # vectors first: a crash leaves rows to purge, never ghost hits
-        deps.faq.delete_entries(kb.id, stale)
+        removed = deps.faq.delete_entries(kb.id, stale)
         release_entries(deps, kb.id, [e for e in entries if e.id in stale])
-        give_back_storage(deps, kb.tenant_id, [e for e in entries if e.id in stale])
+        give_back_storage(deps, kb.tenant_id, removed)
         logger.info("unindexed FAQ entries purged", extra={"kb_id": kb.id, "entries": len(stale)})
     gone = set(stale)
     return [e for e in entries if e.id not in gone]
@@ -559,7 +554,7 @@ def _fail_without_lease(deps: Dependencies, task: Task, error: str) -> None:
 
 def _tidy_tags(deps: Dependencies, kb: KnowledgeBase, plan: Plan) -> None:
     used: set[str] = set()
-    for page in _pages(deps, kb.id):
+    for page in pages(deps, kb.id):
         used.update(t for entry in page for t in entry.tags)
         links = tag_links(page)
         if links:  # (a delivery that died between its links and its rows left none missing: links come first)
@@ -570,15 +565,6 @@ def _tidy_tags(deps: Dependencies, kb: KnowledgeBase, plan: Plan) -> None:
         unused = [t for t in deps.faq.tags(kb.id) if t not in used]
         if unused:
             deps.faq.remove_tags(kb.id, unused)
-
-
-def _pages(deps: Dependencies, kb_id: str) -> Iterator[list[FaqEntry]]:
-    after = ""
-    while True:
-        page, after = deps.faq.page_entries(kb_id, after, PAGE)
-        yield page
-        if not after:
-            return
 
 
 def _cleanup_objects(deps: Dependencies, task: Task) -> None:

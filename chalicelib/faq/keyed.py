@@ -15,7 +15,7 @@ they write and unlink only after), so `tag_in_use` reads the linked entries and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.faq_normalise import normalise
@@ -36,21 +36,27 @@ def tag_links(entries: Iterable[FaqEntry]) -> list[tuple[str, str]]:
     return [(entry.id, tag) for entry in entries for tag in entry.tags]
 
 
+def pages(deps: Dependencies, kb_id: str) -> Iterator[list[FaqEntry]]:
+    """Every entry of the knowledge base, a page (PAGE entries at most) at a time, in id order."""
+    after = ""
+    while True:
+        page, after = deps.faq.page_entries(kb_id, after, PAGE)
+        yield page
+        if not after:
+            return
+
+
 def ensure_keyed(deps: Dependencies, kb_id: str, own: set[str], entry_id: str) -> FaqEntry | None:
     """Makes the pass (module docstring) unless the knowledge base is keyed. Returns an entry other than
     `entry_id` with one of the normalised questions `own` that the pass read (None when keyed)."""
     if deps.faq.entries_keyed(kb_id):
         return None
     clash = None
-    after = ""
-    while True:
-        page, after = deps.faq.page_entries(kb_id, after, PAGE)
+    for page in pages(deps, kb_id):
         for other in page:
             if clash is None and other.id != entry_id and own & {normalise(q) for q in other.questions()}:
                 clash = other
         key_entries(deps, kb_id, page)
-        if not after:
-            break
     deps.faq.mark_entries_keyed(kb_id)
     return clash
 

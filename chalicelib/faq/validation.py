@@ -236,6 +236,29 @@ def _stored(content: dict[str, Any]) -> int:
     )
 
 
+@dataclass(frozen=True)
+class StorageChange:
+    """What writing an entry does to its tenant's storage quota. `grows_by`: how much its texts grow (a new
+    entry: its size), what must fit in the bytes left when positive; `counts`: what `storage_used` moves
+    by, the new size less what the row counted (`counted_bytes`). The two differ for an entry saved before
+    entries counted (0 counted): an edit is not charged its whole size as growth (disabling or shortening
+    it near the quota is allowed), yet it counts from that write on."""
+
+    grows_by: int
+    counts: int
+
+    def fits(self, left: int | None) -> bool:
+        """Whether the change may be made with `left` bytes left (None: no quota)."""
+        return left is None or self.grows_by <= 0 or self.grows_by <= left
+
+
+def storage_change(before: FaqEntry | None, after_bytes: int) -> StorageChange:
+    """The change of writing an entry of `after_bytes` (`content_bytes`) over `before` (None: a new one)."""
+    if before is None:
+        return StorageChange(after_bytes, after_bytes)
+    return StorageChange(after_bytes - before.content_bytes(), after_bytes - before.counted_bytes)
+
+
 def _over_quota(row: ImportRow, entry_id: str, need: int, room: int) -> PlannedRow:
     reason = f"the tenant's storage quota is used up: the entry needs {need} bytes, {max(room, 0)} are left"
     return PlannedRow(row.row, "fail", row, entry_id, reason=reason, category=QUOTA)
@@ -404,11 +427,11 @@ def plan_append(
                 and content["is_enabled"] == target.is_enabled
                 and content["answer_all"] == target.answer_all
             )
-            need = 0 if unchanged else _stored(content) - target.counted_bytes
-            if room is not None and need > 0 and need > room:
-                planned.append(_over_quota(row, target.id, need, room))
+            change = StorageChange(0, 0) if unchanged else storage_change(target, _stored(content))
+            if room is not None and not change.fits(room):
+                planned.append(_over_quota(row, target.id, change.grows_by, room))
                 continue
-            room = None if room is None else room - need
+            room = None if room is None else room - change.counts
             planned.append(
                 PlannedRow(
                     row.row,
@@ -467,8 +490,8 @@ def plan_replace(
             decided[row.row] = PlannedRow(
                 row.row, action, row, match.id, content, base=to_iso(match.updated_at)
             )
-            if room is not None and action == "merge":  # (an entry saved before entries counted)
-                room -= _stored(content) - match.counted_bytes
+            if room is not None and action == "merge":  # same texts: counts only if saved before counting
+                room -= storage_change(match, _stored(content)).counts
         else:
             pending.append((row, key, answers))
     if room is not None:

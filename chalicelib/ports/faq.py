@@ -61,7 +61,10 @@ class FaqRepo(Protocol):
         Raises EntryWriteRefused (gone: no row) otherwise, EntryWriteFailed when the store failed the write."""
         ...
 
-    def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> None: ...
+    def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> list[FaqEntry]:
+        """Deletes the rows; returns those this call removed, as they were (of two racing deletes of a row
+        only one gets it back: what the row counted is given back once)."""
+        ...
 
     def page_entries(self, kb_id: str, after: str, limit: int) -> tuple[list[FaqEntry], str]:
         """Up to `limit` entries in id order after the id `after` ('' = from the start), and the id to go

@@ -46,15 +46,19 @@ def storage_left(deps: Dependencies, tenant_id: str) -> int | None:
     return max(0, tenant.storage_quota - tenant.storage_used)
 
 
-def take_storage(deps: Dependencies, tenant_id: str, size: int, what: str) -> None:
+def take_storage(
+    deps: Dependencies, tenant_id: str, size: int, what: str, *, grows_by: int | None = None
+) -> None:
     """Counts `size` more bytes on the tenant's `storage_used` (a negative size gives bytes back), or a 403
-    `storage_quota_exceeded` when a growth does not fit in what is left. As the upload's check, it reads
-    then adds (one atomic add): writers racing for the last bytes may pass the quota by what they add."""
-    if size > 0:
+    `storage_quota_exceeded` when the growth (`grows_by`, else `size`) is positive and does not fit in what
+    is left. As the upload's check, it reads then adds (one atomic add): writers racing for the last bytes
+    may pass the quota by what they add."""
+    growth = size if grows_by is None else grows_by
+    if growth > 0:
         left = storage_left(deps, tenant_id)
-        if left is not None and size > left:
+        if left is not None and growth > left:
             raise Forbidden(
-                f"{what} ({size} bytes) does not fit in the tenant's storage quota ({left} bytes left)",
+                f"{what} ({growth} bytes) does not fit in the tenant's storage quota ({left} bytes left)",
                 code="storage_quota_exceeded",
             )
     if size:

@@ -113,6 +113,7 @@ _DYNAMO_WRITE = {
     "save": "PutItem",
     "update": "UpdateItem",
     "delete": "DeleteItem",
+    "delete_item": "DeleteItem",  # the table connection's own call (ReturnValues, which Model.delete lacks)
     "batch_write": "BatchWriteItem",
 }
 #: builtins that hand their argument's items on (an alias of what they wrap)
@@ -216,7 +217,7 @@ class DynamoAdapter:
         if isinstance(expr, ast.Attribute):
             if isinstance(expr.value, ast.Name) and expr.value.id == "self" and expr.attr in self.models:
                 return {expr.attr}
-            if index or (alias and expr.attr.endswith("_index")):
+            if index or (alias and expr.attr.endswith("_index")) or expr.attr == "_get_connection":
                 return self._model_of(expr.value, aliases)
             return set()
         if isinstance(expr, ast.Call):

@@ -48,6 +48,16 @@ class FaqRepoContract:
         faq.delete_entries(kb_id, [first.id, "missing"])
         assert faq.get_entry(kb_id, first.id) is None and faq.get_entry(kb_id, second.id) is not None
 
+    def test_a_delete_returns_the_rows_it_removed_and_only_those(self, faq: FaqRepo, kb_id: str) -> None:
+        """What a row counted on the storage quota is given back by the one delete that removed it."""
+        first, second = make_entry(kb_id, "one"), make_entry(kb_id, "two")
+        first.counted_bytes = 42
+        faq.put_entries([first, second])
+        removed = faq.delete_entries(kb_id, [first.id, "missing", first.id])
+        assert [e.to_body() for e in removed] == [first.to_body()]
+        assert faq.delete_entries(kb_id, [first.id]) == []  # a second delete of it removes nothing
+        assert [e.id for e in faq.delete_entries(kb_id, [second.id])] == [second.id]
+
     def test_pages_go_in_id_order_and_end_with_an_empty_cursor(self, faq: FaqRepo, kb_id: str) -> None:
         entries = [make_entry(kb_id, f"q{i}") for i in range(7)]
         faq.put_entries(entries)

@@ -874,8 +874,9 @@ def test_an_unreadable_upload_fails_the_import_and_frees_the_knowledge_base(
 def test_an_update_the_provider_cannot_embed_changes_nothing(
     deps: Services, faq_kb: KnowledgeBase, model: CountingEmbedding
 ) -> None:
+    from chalicelib.domain.errors import ServiceUnavailable
     from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate
-    from chalicelib.faq.entries import IndexUnavailable, create_entry, get_entry, update_entry
+    from chalicelib.faq.entries import create_entry, get_entry, update_entry
 
     created = create_entry(
         deps,
@@ -885,7 +886,7 @@ def test_an_update_the_provider_cannot_embed_changes_nothing(
     )
     deps.settings = dataclasses.replace(deps.settings, embed_max_attempts=1)
     model.errors = [ModelUnavailable("down")]
-    with pytest.raises(IndexUnavailable):
+    with pytest.raises(ServiceUnavailable) as raised:
         update_entry(
             deps,
             faq_kb.tenant_id,
@@ -893,6 +894,7 @@ def test_an_update_the_provider_cannot_embed_changes_nothing(
             created.id,
             FaqEntryUpdate(similar_questions=["what time open"]),
         )
+    assert (raised.value.status, raised.value.code) == (503, "index_unavailable")
     assert get_entry(deps, faq_kb.tenant_id, faq_kb.id, created.id).similar_questions == ["when open"]
     assert index_count(deps, faq_kb, created.id) == 2
     assert search(deps, faq_kb, "when open")[0]["entry_id"] == created.id

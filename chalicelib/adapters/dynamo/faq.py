@@ -139,10 +139,18 @@ class DynamoFaqRepo:
         entries = [FaqEntry.from_body(item.body) for item in self.model.batch_get(keys, consistent_read=True)]
         return {e.id: e for e in entries}
 
-    def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> None:
-        with self.model.batch_write() as batch:
-            for entry_id in dict.fromkeys(entry_ids):
-                batch.delete(self.model(kb_id, f"{ENTRY}{entry_id}"))
+    def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> list[FaqEntry]:
+        """One DeleteItem per row (a batch write cannot say what it removed), returning the old item: of
+        two deletes racing for a row, only the one that removed it gets it."""
+        from chalicelib.domain.faq import FaqEntry
+
+        table = self.model._get_connection()  # Model.delete does not pass ReturnValues
+        removed = []
+        for entry_id in dict.fromkeys(entry_ids):
+            answer = table.delete_item(kb_id, range_key=f"{ENTRY}{entry_id}", return_values="ALL_OLD")
+            if "Attributes" in answer:  # (absent: no row was there to remove)
+                removed.append(FaqEntry.from_body(self.model.from_raw_data(answer["Attributes"]).body))
+        return removed
 
     def page_entries(self, kb_id: str, after: str, limit: int) -> tuple[list[FaqEntry], str]:
         from chalicelib.domain.faq import FaqEntry

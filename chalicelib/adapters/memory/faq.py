@@ -65,11 +65,13 @@ class MemoryFaqRepo:
                     raise EntryWriteRefused(entry.id, gone=False)
             rows[entry.id] = entry.to_body()
 
-    def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> None:
+    def delete_entries(self, kb_id: str, entry_ids: Sequence[str]) -> list[FaqEntry]:
+        from chalicelib.domain.faq import FaqEntry
+
         with self._lock:
             rows = self._entries.get(kb_id, {})
-            for entry_id in entry_ids:
-                rows.pop(entry_id, None)
+            removed = [rows.pop(entry_id, None) for entry_id in dict.fromkeys(entry_ids)]
+        return [FaqEntry.from_body(body) for body in removed if body is not None]
 
     def page_entries(self, kb_id: str, after: str, limit: int) -> tuple[list[FaqEntry], str]:
         from chalicelib.domain.faq import FaqEntry
