@@ -7,7 +7,7 @@ consistent cut across all tables) and writes only them. A batch handed out stays
 says it was saved (`saved=1`): a snapshot that failed to write gets the same keys again, with their values
 of then.
 
-S3 alike (`ObjectChangeLog`): the keys put (a PUT, a copy, a completed multipart upload) or deleted since
+S3 alike (`ObjectChangeLog`; both keep their keys in a `KeyLog`): the keys put (a PUT, a copy, a completed multipart upload) or deleted since
 the last saved batch, so a save reads only those objects instead of listing every bucket. S3 requests are
 not serialised, so this half is no cut: a key written while the snapshot reads is read now or next time.
 """
@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from chalicelib.local.moto_dynamodb import PrimaryKey
+
+K = TypeVar("K")
 
 #: the moto server's path for the change log (not an AWS API)
 CHANGES_PATH = "/_weknora/dynamodb-changes"
@@ -32,33 +34,37 @@ def _wire(value: object) -> str:
     raise TypeError(f"{type(value).__name__} is not in a DynamoDB item")
 
 
-class ChangeLog:
+class KeyLog(Generic[K]):
+    """The keys written since the last saved batch, by container (a table, a bucket), and the containers to
+    read whole (deleted or emptied behind the API's back). A batch handed out stays owed until the next one
+    is asked for with `previous_saved=True`."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._dirty: dict[str, set[PrimaryKey]] = {}
+        self._dirty: dict[str, set[K]] = {}
         self._cleared: set[str] = set()
-        self._handed_out: dict[str, set[PrimaryKey]] = {}
+        self._handed_out: dict[str, set[K]] = {}
         self._handed_out_cleared: set[str] = set()
-        #: off until a snapshot first asks (whose first save reads every table): a server nobody snapshots
+        #: off until a snapshot first asks (whose first save reads everything): a server nobody snapshots
         #: (a bench, `up --snapshot-interval 0`) keeps no key it will never hand out
         self._on = False
 
-    def touched(self, table: Any, pk: PrimaryKey) -> None:
+    def touched(self, name: str, key: K) -> None:
         if not self._on:
             return
         with self._lock:
-            self._dirty.setdefault(table.name, set()).add(pk)
+            self._dirty.setdefault(name, set()).add(key)
 
-    def cleared(self, table: Any) -> None:
+    def cleared(self, name: str) -> None:
         if not self._on:
             return
         with self._lock:
-            self._dirty.pop(table.name, None)
-            self._cleared.add(table.name)
+            self._dirty.pop(name, None)
+            self._cleared.add(name)
 
-    def take(self, backend: Any, *, previous_saved: bool) -> dict[str, Any]:
-        """{"tables": {name: {"cleared": bool, "put": [item], "delete": [key]}}} for every key written since
-        the last batch that was saved; keys are the items' key attributes, both in DynamoDB's JSON."""
+    def hand_out(self, *, previous_saved: bool) -> tuple[dict[str, set[K]], set[str]]:
+        """The keys by container and the containers cleared since the last batch that was saved (a set
+        handed out is never changed afterwards)."""
         with self._lock:
             self._on = True
             if not previous_saved:  # the last batch was not written: owe it again
@@ -67,7 +73,32 @@ class ChangeLog:
                 self._cleared |= self._handed_out_cleared
             self._handed_out, self._dirty = self._dirty, {}
             self._handed_out_cleared, self._cleared = self._cleared, set()
-            batch, cleared = self._handed_out, self._handed_out_cleared
+            return self._handed_out, self._handed_out_cleared
+
+    def forget(self) -> None:
+        """Everything written so far is in the snapshot already (it was just restored from it)."""
+        with self._lock:
+            self._on = True
+            self._dirty, self._cleared = {}, set()
+            self._handed_out, self._handed_out_cleared = {}, set()
+
+
+class ChangeLog:
+    """Which DynamoDB items were written, by table."""
+
+    def __init__(self) -> None:
+        self._keys: KeyLog[PrimaryKey] = KeyLog()
+
+    def touched(self, table: Any, pk: PrimaryKey) -> None:
+        self._keys.touched(table.name, pk)
+
+    def cleared(self, table: Any) -> None:
+        self._keys.cleared(table.name)
+
+    def take(self, backend: Any, *, previous_saved: bool) -> dict[str, Any]:
+        """{"tables": {name: {"cleared": bool, "put": [item], "delete": [key]}}} for every key written since
+        the last batch that was saved; keys are the items' key attributes, both in DynamoDB's JSON."""
+        batch, cleared = self._keys.hand_out(previous_saved=previous_saved)
         tables: dict[str, Any] = {}
         for name in set(batch) | cleared:
             table = backend.tables.get(name)
@@ -87,59 +118,21 @@ class ChangeLog:
         return {"tables": tables}
 
     def forget(self) -> None:
-        """Everything written so far is in the snapshot already (it was just restored from it)."""
-        with self._lock:
-            self._on = True
-            self._dirty, self._cleared = {}, set()
-            self._handed_out, self._handed_out_cleared = {}, set()
+        self._keys.forget()
 
 
-class ObjectChangeLog:
-    """Which S3 keys were written or deleted, by bucket; handed out and owed again like `ChangeLog`."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._dirty: dict[str, set[str]] = {}
-        self._cleared: set[str] = set()
-        self._handed_out: dict[str, set[str]] = {}
-        self._handed_out_cleared: set[str] = set()
-        self._on = False  # as `ChangeLog._on`
-
-    def touched(self, bucket: str, key: str) -> None:
-        if not self._on:
-            return
-        with self._lock:
-            self._dirty.setdefault(bucket, set()).add(key)
-
-    def cleared(self, bucket: str) -> None:
-        """The bucket was deleted or emptied behind the API's back: the snapshot lists it again."""
-        if not self._on:
-            return
-        with self._lock:
-            self._dirty.pop(bucket, None)
-            self._cleared.add(bucket)
+class ObjectChangeLog(KeyLog[str]):
+    """Which S3 keys were written or deleted, by bucket (`cleared`: the bucket was deleted or emptied behind
+    the API's back, so the snapshot lists it again)."""
 
     def take(self, *, previous_saved: bool) -> dict[str, Any]:
         """{"objects": {bucket: [key]}, "buckets_listed": [bucket]}: the keys to read again (each is put or
         gone now) and the buckets to list whole."""
-        with self._lock:
-            self._on = True
-            if not previous_saved:
-                for bucket, keys in self._handed_out.items():
-                    self._dirty.setdefault(bucket, set()).update(keys)
-                self._cleared |= self._handed_out_cleared
-            self._handed_out, self._dirty = self._dirty, {}
-            self._handed_out_cleared, self._cleared = self._cleared, set()
-            return {
-                "objects": {bucket: sorted(keys) for bucket, keys in self._handed_out.items()},
-                "buckets_listed": sorted(self._handed_out_cleared),
-            }
-
-    def forget(self) -> None:
-        with self._lock:
-            self._on = True
-            self._dirty, self._cleared = {}, set()
-            self._handed_out, self._handed_out_cleared = {}, set()
+        batch, cleared = self.hand_out(previous_saved=previous_saved)
+        return {
+            "objects": {bucket: sorted(keys) for bucket, keys in batch.items()},
+            "buckets_listed": sorted(cleared),
+        }
 
 
 def _current(table: Any, pk: PrimaryKey) -> Any:

@@ -305,7 +305,11 @@ def serve(port: int, region: str) -> None:
 
 def _sweep_until(server: _AtomicMotoServer, region: str, stopped: threading.Event) -> None:
     while not stopped.wait(moto_ttl.SWEEP_SECONDS):
-        deleted = server.app.sweep_expired(region)
+        try:
+            deleted = server.app.sweep_expired(region)
+        except Exception:  # a background loop: one failed sweep must not end TTL for the process
+            log.exception("the DynamoDB TTL sweep failed; the next runs in %ds", moto_ttl.SWEEP_SECONDS)
+            continue
         if deleted:
             log.info("deleted %d DynamoDB item(s) whose TTL passed", deleted)
 

@@ -7,7 +7,8 @@ seconds in the past, as DynamoDB would (a value more than five years old is not 
 there), through moto's own `Table.delete_item`: the write hooks see each delete, so the snapshot's change log
 records it and the next save drops the item. The server runs a sweep every `SWEEP_SECONDS`, under its
 DynamoDB lock (one cut between whole requests); each run examines at most `EXAMINED_PER_TABLE` items of a
-table, resuming where the last run stopped, and deletes at most `DELETED_PER_RUN`.
+table, resuming where the last run stopped, and deletes at most `DELETED_PER_RUN` (a run the cap cut short
+resumes at the first expired item it left, not after everything it examined).
 """
 
 from __future__ import annotations
@@ -49,12 +50,14 @@ class TtlSweeper:
         start = self._resume.pop(name, (b"", b""))
         examined = list(itertools.islice(items.ordered_from(*start), EXAMINED_PER_TABLE))
         if len(examined) == EXAMINED_PER_TABLE:  # more to walk: the next run goes on from here
-            last = examined[-1]
-            self._resume[name] = (
-                key_bytes(last.hash_key),
-                key_bytes(last.range_key) if items.ranged else b"",
-            )
+            self._resume_at(name, table, examined[-1])
         return examined
+
+    def _resume_at(self, name: str, table: Any, item: Any) -> None:
+        """The next run over `table` starts at `item` (inclusive); an unspilled table is walked whole."""
+        if isinstance(table.items, SpilledItems):
+            ranged = table.items.ranged
+            self._resume[name] = (key_bytes(item.hash_key), key_bytes(item.range_key) if ranged else b"")
 
     def sweep(self, backend: Any, now: float | None = None) -> int:
         """Deletes expired items; returns how many. The caller holds the server's DynamoDB lock."""
@@ -70,9 +73,12 @@ class TtlSweeper:
                 if (at := _expiry(item, ttl["AttributeName"])) is not None
                 and now - _OLDEST_EXPIRY_SECONDS <= at < now
             ]
-            for item in expired[: DELETED_PER_RUN - deleted]:
+            allowed = DELETED_PER_RUN - deleted
+            for item in expired[:allowed]:
                 table.delete_item(item.hash_key, item.range_key)
                 deleted += 1
+            if len(expired) > allowed:  # the cap cut this table short: its next run starts at what is left
+                self._resume_at(name, table, expired[allowed])
             if deleted >= DELETED_PER_RUN:
                 break
         return deleted

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from chalicelib.domain.clock import to_iso
-from chalicelib.domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus
+from chalicelib.domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus, TaskStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.tasks import redrive_delete
+from chalicelib.tasks.delete import delete_task_id
 
 
 def restart(
@@ -48,8 +49,8 @@ class StartupRecovery:
 def recover_after_restart(deps: Dependencies, now: datetime | None = None) -> StartupRecovery:
     """After the local stack restarted from its snapshot, every row that was in flight has lost its
     execution (and any stage message queued after the last save): each starts over at a new attempt, and
-    every delete under way is driven again. Only the local runtime calls this, once, before its pollers
-    start."""
+    every delete under way is driven again unless its own task is still on its way (the snapshot put its
+    message back). Only the local runtime calls this, once, before its pollers start."""
     # Nothing runs yet: every in-flight row is interrupted, however recently it was touched.
     cutoff = to_iso((now or datetime.now(UTC)) + timedelta(minutes=1))
     report = StartupRecovery()
@@ -57,6 +58,16 @@ def recover_after_restart(deps: Dependencies, now: datetime | None = None) -> St
         if restart(deps, knowledge, frozenset(IN_FLIGHT_STATUSES)) is not None:
             report.restarted.append(knowledge.id)
     for knowledge in deps.knowledge.deleting_older_than(cutoff):
+        if _own_delete_under_way(deps, knowledge):
+            continue
         redrive_delete(deps, knowledge)
         report.deletes_redriven.append(knowledge.id)
     return report
+
+
+def _own_delete_under_way(deps: Dependencies, knowledge: Knowledge) -> bool:
+    """The document's own delete task (DELETE /knowledge/{id}) is queued or running: the snapshot restored
+    its message, so a second task would only drive the delete twice. A row a batch, knowledge base or move
+    task deletes has none (the row does not record that task): it is driven again, as housekeeping would."""
+    own = deps.tasks.get(delete_task_id(knowledge.id))
+    return own is not None and own.status in (TaskStatus.QUEUED, TaskStatus.RUNNING)

@@ -285,4 +285,4 @@ def test_the_change_log_keeps_nothing_until_a_snapshot_asks() -> None:
     backend = dynamodb_backends["123456789012"]["us-east-1"]
     assert log.take(backend, previous_saved=True) == {"tables": {}}  # the first save reads every table
     log.touched(Table(), ("k", None))  # type: ignore[arg-type]
-    assert log._dirty == {"t": {("k", None)}}
+    assert log._keys._dirty == {"t": {("k", None)}}

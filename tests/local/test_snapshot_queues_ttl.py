@@ -175,6 +175,63 @@ def test_a_sweep_examines_a_bounded_number_of_items_and_resumes(
     ddb.delete_table(TableName=table)
 
 
+def test_a_run_the_deletion_cap_cut_short_is_followed_by_one_deleting_the_rest_first(
+    moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three runs' worth of items examined at once, two deletes a run: the items the cap left are the next
+    run's first (they had waited for the walk to come round again)."""
+    from chalicelib.local import moto_ttl
+
+    ddb, _, _ = _clients(moto_server.url)
+    table = _ttl_table(ddb)
+    past, future = str(int(time.time()) - 60), str(int(time.time()) + 3600)
+    for n in range(6):  # k0..k4 expired, k5 live: one examined window of 6
+        expires = future if n == 5 else past
+        ddb.put_item(TableName=table, Item={"pk": {"S": f"k{n}"}, "expires_at": {"N": expires}})
+    monkeypatch.setattr(moto_ttl, "EXAMINED_PER_TABLE", 6)
+    monkeypatch.setattr(moto_ttl, "DELETED_PER_RUN", 2)
+    monkeypatch.setattr(moto_ttl, "sweeper", moto_ttl.TtlSweeper())  # no other table's place kept
+
+    def left() -> list[str]:
+        return sorted(i["pk"]["S"] for i in ddb.scan(TableName=table, ConsistentRead=True)["Items"])
+
+    counts = []
+    while len(counts) < 3 and moto_server.sweep_expired():
+        counts.append(len(left()))
+    assert counts == [4, 2, 1]  # two, two, then the last expired one: no run wasted on the wrap-around
+    assert left() == ["k5"]
+    ddb.delete_table(TableName=table)
+
+
+def test_a_sweep_that_fails_does_not_stop_the_next(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server's sweeper thread: an error in one sweep is logged with its traceback and the next runs."""
+    import threading
+    from types import SimpleNamespace
+
+    from chalicelib.local import moto_server, moto_ttl
+
+    stopped = threading.Event()
+    calls: list[str] = []
+
+    def sweep_expired(region: str) -> int:
+        calls.append(region)
+        if len(calls) == 1:
+            raise RuntimeError("a table went away mid-sweep")
+        stopped.set()
+        return 3
+
+    monkeypatch.setattr(moto_ttl, "SWEEP_SECONDS", 0.01)
+    server = SimpleNamespace(app=SimpleNamespace(sweep_expired=sweep_expired))
+    with caplog.at_level("INFO", logger=moto_server.__name__):
+        moto_server._sweep_until(server, "us-east-1", stopped)  # type: ignore[arg-type]
+    assert calls == ["us-east-1", "us-east-1"]
+    failed = [r for r in caplog.records if r.exc_info]
+    assert len(failed) == 1 and "a table went away mid-sweep" in caplog.text
+    assert "deleted 3 DynamoDB item(s)" in caplog.text
+
+
 def test_an_incremental_save_reads_only_the_objects_written_since_the_last(
     moto_server: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
