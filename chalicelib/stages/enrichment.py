@@ -18,7 +18,7 @@ from contextvars import copy_context
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from chalicelib.domain.clock import to_iso
+from chalicelib.domain.clock import iso_before, now_iso, to_iso
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.plan import TEXT_LIKE, WINDOW
@@ -65,7 +65,7 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
     counted = bool(task.task_token)
     # A counted subtask belongs to a finalizing attempt; a refresh or a tag also serves a completed one.
     states = (ParseStatus.FINALIZING,) if counted else (ParseStatus.FINALIZING, ParseStatus.COMPLETED)
-    if kind == "auto_tag":  # queued by postprocess just before it sets finalizing
+    if kind == "auto_tag":  # queued by postprocess just before it sets finalizing: retried until then
         states = (ParseStatus.PROCESSING, *states)
     knowledge = task_knowledge(deps, task, *states)
     kb = deps.kbs.get(knowledge.kb_id)
@@ -84,7 +84,7 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
                 raise Skip("this window's graph was extracted already for this attempt")
             outputs = graph(deps, knowledge, kb, _window(task), task.subtask.id)
         elif kind == "auto_tag":
-            outputs = auto_tag(deps, knowledge, kb)
+            return _auto_tag_once(deps, knowledge, kb, span_id)
         elif kind == "wiki":
             from chalicelib.services.dispatch import enqueue_wiki
 
@@ -93,21 +93,28 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
         else:
             raise UnknownSubtask(f"unknown enrichment kind {kind!r}")
     except ModelRequestError as error:
-        # this subtask cannot be done with this model: recorded (its stable code only, as the error's text
-        # may carry what the model's server said), and the slot released
+        # this subtask cannot be done with this model: recorded, and the slot released
         if kind == "summary":
             _summary_failed(deps, knowledge)
-        deps.tracker.subspan(
-            knowledge,
-            Stage.POSTPROCESS,
-            span_id,
-            SpanStatus.FAILED,
-            error_code=error.code,
-            error_message=f"the chat model could not do this subtask ({error.code})",
-        )
-        return {"failed": error.code}
+        return _subtask_failed(deps, knowledge, span_id, error)
     deps.tracker.subspan(knowledge, Stage.POSTPROCESS, span_id, SpanStatus.DONE, outputs)
     return outputs
+
+
+def _subtask_failed(
+    deps: Dependencies, knowledge: Knowledge, span_id: str, error: ModelRequestError
+) -> dict[str, Any]:
+    """The span says the model could not do it, with the error's stable code only (its text may carry what
+    the model's server said)."""
+    deps.tracker.subspan(
+        knowledge,
+        Stage.POSTPROCESS,
+        span_id,
+        SpanStatus.FAILED,
+        error_code=error.code,
+        error_message=f"the chat model could not do this subtask ({error.code})",
+    )
+    return {"failed": error.code}
 
 
 def _chunks(deps: Dependencies, knowledge: Knowledge) -> list[Chunk]:
@@ -429,6 +436,82 @@ def graph(
 # ---------------------------------------------------------------- auto-tag (outside the count)
 
 AUTO_TAG_INPUT_CHARS = 16_000
+#: the row's `enrichment` key of this attempt's auto-tag claim
+AUTO_TAG_CLAIM = "auto_tag"
+#: a claim not finished after this long was a worker that died (the function stops at 300 s); less than
+#: the queue's visibility timeout (1,800 s), so the dead worker's redelivered message takes it over
+STALE_AUTO_TAG_SECONDS = 360
+
+
+class AutoTagNotPlannedYet(RuntimeError):
+    """The row is still processing: its plan, written over the `enrichment` map that holds the claim, is not
+    settled yet (the message is queued just before). The message fails and comes back."""
+
+
+def _auto_tag_once(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, span_id: str
+) -> dict[str, Any]:
+    """Once per attempt (the message has no token, so SQS's duplicates and a planner's retry all reach
+    here): the copy that finds the claim finished, or held and fresh, neither asks the model nor rewrites
+    the span. A claim left by a worker that died is taken over after STALE_AUTO_TAG_SECONDS."""
+    claimed = _claim_auto_tag(deps, knowledge)
+    try:
+        try:
+            outputs = auto_tag(deps, knowledge, kb)
+        except ModelRequestError as error:  # cannot be done with this model: done, failed
+            failed = _subtask_failed(deps, knowledge, span_id, error)
+            _finish_auto_tag(deps, knowledge, claimed, done=True)
+            return failed
+    except Skip:  # the row moved on: this attempt's tag is settled
+        _finish_auto_tag(deps, knowledge, claimed, done=True)
+        raise
+    except Exception:  # retried (a throttle's deferral, a transient error): the retry claims it at once
+        _finish_auto_tag(deps, knowledge, claimed, done=False)
+        raise
+    deps.tracker.subspan(knowledge, Stage.POSTPROCESS, span_id, SpanStatus.DONE, outputs)
+    _finish_auto_tag(deps, knowledge, claimed, done=True)
+    return outputs
+
+
+def _claim_auto_tag(deps: Dependencies, knowledge: Knowledge) -> dict[str, Any]:
+    """The row's `enrichment` map with this attempt's claim in it, written only over the map as read (one
+    conditional write): of two copies, one claims. Skip when it is finished, or held and not stale."""
+    if knowledge.parse_status == ParseStatus.PROCESSING:
+        raise AutoTagNotPlannedYet(f"the plan of {knowledge.id} is not settled yet")
+    held = knowledge.enrichment.get(AUTO_TAG_CLAIM)  # the row as the task just read it
+    if isinstance(held, dict) and held.get("attempt") == knowledge.attempt:
+        if held.get("done"):
+            raise Skip("this attempt's auto-tag was done already")
+        if str(held.get("claimed_at", "")) > iso_before(STALE_AUTO_TAG_SECONDS):
+            raise Skip("this attempt's auto-tag is being done by another worker")
+    claim = {"attempt": knowledge.attempt, "claimed_at": now_iso()}
+    claimed = {**knowledge.enrichment, AUTO_TAG_CLAIM: claim}
+    if (
+        deps.knowledge.update_fields(
+            knowledge.id,
+            {"enrichment": claimed},
+            expect={"enrichment": knowledge.enrichment, "attempt": knowledge.attempt},
+        )
+        is None
+    ):
+        raise Skip("another worker claimed this attempt's auto-tag, or the row moved on")
+    return claimed
+
+
+def _finish_auto_tag(
+    deps: Dependencies, knowledge: Knowledge, claimed: dict[str, Any], *, done: bool
+) -> None:
+    """Marks the claim done, or gives it back; only while the map is as this claim left it (a worker that
+    took a stale claim over owns it now)."""
+    mark = {**claimed[AUTO_TAG_CLAIM], "done": True}
+    finished = (
+        {**claimed, AUTO_TAG_CLAIM: mark}
+        if done
+        else {key: value for key, value in claimed.items() if key != AUTO_TAG_CLAIM}
+    )
+    deps.knowledge.update_fields(
+        knowledge.id, {"enrichment": finished}, expect={"enrichment": claimed, "attempt": knowledge.attempt}
+    )
 
 
 def auto_tag(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict[str, Any]:

@@ -357,6 +357,36 @@ class RepoContract:
         repos.knowledge.insert(cancelled)
         assert repos.knowledge.settle_plan(cancelled.id, 1, 1, plan) is None
 
+    def test_the_enrichment_map_is_replaced_only_while_it_is_as_read(self, repos: Repos) -> None:
+        """The auto-tag's claim (stages/enrichment.py): of copies that read the settled plan and add their
+        claim to it, one wins; its finish mark holds only over its own claim."""
+        k = row(parse_status=ParseStatus.PROCESSING)
+        repos.knowledge.insert(k)
+        plan = {"planned": ["summary", "questions.0"], "not_planned": {"graph": "off: ünset"}}
+        settled = repos.knowledge.settle_plan(k.id, 1, 2, plan)
+        assert settled is not None
+        claims = [{**settled.enrichment, "auto_tag": {"attempt": 1, "claimed_at": str(n)}} for n in range(5)]
+        expect = {"enrichment": settled.enrichment, "attempt": 1}
+        with ThreadPoolExecutor(max_workers=5) as pool:
+            outcomes = list(
+                pool.map(
+                    lambda c: repos.knowledge.update_fields(k.id, {"enrichment": c}, expect=expect), claims
+                )
+            )
+        [won] = [o for o in outcomes if o is not None]
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.enrichment == won.enrichment and stored.enrichment["planned"]
+        done = {**won.enrichment, "auto_tag": {**won.enrichment["auto_tag"], "done": True}}
+        lost = next(c for c in claims if c != won.enrichment)
+        assert repos.knowledge.update_fields(k.id, {"enrichment": done}, expect={"enrichment": lost}) is None
+        assert repos.knowledge.update_fields(
+            k.id, {"enrichment": done}, expect={"enrichment": won.enrichment}
+        )
+        assert (
+            repos.knowledge.update_fields(k.id, {"enrichment": {}}, expect={"enrichment": done, "attempt": 2})
+            is None
+        )
+
     def test_each_slot_is_released_once_and_only_the_last_promotes(self, repos: Repos) -> None:
         k = row(parse_status=ParseStatus.PROCESSING)
         repos.knowledge.insert(k)
