@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import socket
-import threading
 import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -24,6 +22,7 @@ import numpy as np
 import pytest
 from botocore.config import Config
 from botocore.stub import Stubber
+from marker_servers import chunk_size_marker_server
 
 from chalicelib.adapters.models.bedrock import BedrockTitanEmbedding
 from chalicelib.adapters.models.openai_compat import HttpResponse, OpenAIEmbedding, SafeTransport
@@ -116,44 +115,8 @@ def test_a_providers_values_never_ride_on_a_malformed_answers_error(items: list[
 @pytest.fixture
 def broken_chunked_endpoint() -> Iterator[str]:
     """Answers every request 200, chunked, with the marker where the first chunk's size belongs."""
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.1)
-    stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = server.accept()
-            except TimeoutError:
-                continue
-            with connection:
-                connection.settimeout(5)
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += connection.recv(65536)
-                head, rest = data.split(b"\r\n\r\n", 1)
-                length = next(
-                    (
-                        int(line.split(b":")[1])
-                        for line in head.split(b"\r\n")
-                        if line.lower().startswith(b"content-length")
-                    ),
-                    0,
-                )
-                while len(rest) < length:
-                    rest += connection.recv(65536)
-                connection.sendall(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
-                    + MARKER.encode()
-                    + b"\r\n"
-                )
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    server.close()
+    with chunk_size_marker_server(MARKER, "application/json") as port:
+        yield f"127.0.0.1:{port}"
 
 
 def test_an_answer_broken_off_mid_body_is_unavailable_without_the_bytes_sent(

@@ -21,29 +21,9 @@ from chalicelib.domain.types import KnowledgeBase, Tenant
 from chalicelib.operations import admin
 from chalicelib.operations.tenants import create_tenant_with_key
 
-from .test_faq import CountingEmbedding, drain, entries_of, entry
+from .test_faq import BASE_URL, CountingEmbedding, download, drain, entries_of, entry, task_view
 
 V1 = "/api/v1"
-BASE_URL = "http://api.test"
-
-
-def task_view(deps: Services, task_id: str) -> dict[str, Any]:
-    """The task as `GET /tasks/{id}` presents it (an FAQ import's failed rows: a fresh download grant)."""
-    from chalicelib.faq.failed_rows import present_task
-
-    task = deps.tasks.get(task_id)
-    assert task is not None
-    return present_task(deps, task, BASE_URL)
-
-
-def download(deps: Services, link: str) -> bytes:
-    """What a download grant's link (`<base>/r/{token}`) leads to."""
-    from chalicelib.services.resources import redeem
-
-    assert link.startswith(f"{BASE_URL}/r/")
-    inbox = deps.inbox
-    assert isinstance(inbox, MemoryFileStore)
-    return inbox.get_presigned(redeem(deps, link.rsplit("/r/", 1)[1]).location)
 
 
 @pytest.fixture

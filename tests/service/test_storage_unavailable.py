@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.server
 import json
 import logging
-import socket
 import threading
 import traceback
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import boto3
 import pytest
 from botocore.config import Config
 from chalice.test import Client
+from marker_servers import chunk_size_marker_server
 
 from chalicelib.adapters.storage import BackendFileStore, RoutingFileStore, S3FileStore
 from chalicelib.bootstrap import Services, memory_deps
@@ -75,32 +75,8 @@ def refusing_endpoint() -> Iterator[str]:
 @pytest.fixture
 def broken_body_endpoint() -> Iterator[str]:
     """Answers 200 chunked, with the marker where the first chunk's size belongs."""
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.1)
-    stop = threading.Event()
-
-    def loop() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = server.accept()
-            except TimeoutError:
-                continue
-            with connection:
-                connection.settimeout(5)
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += connection.recv(65536)
-                connection.sendall(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
-                    b"Transfer-Encoding: chunked\r\n\r\n" + MARKER.encode() + b"\r\n"
-                )
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join()
-    server.close()
+    with chunk_size_marker_server(MARKER, "application/octet-stream") as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def s3_store(endpoint: str) -> S3FileStore:
