@@ -22,7 +22,7 @@ from functools import partial
 from chalicelib.domain.errors import PermanentStageError
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.types import KnowledgeBase, Task, utcnow
-from chalicelib.faq.entries import FaqIndex, all_entries
+from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage
 from chalicelib.faq.keyed import tag_links
 from chalicelib.faq.reservations import claim, release_entries, unconfirmed
 from chalicelib.ports import Dependencies
@@ -113,7 +113,8 @@ def _nothing() -> None:
 def _delete(deps: Dependencies, index: FaqIndex, target: KnowledgeBase, entries: Sequence[FaqEntry]) -> None:
     ids = [e.id for e in entries]
     index.remove_entries(ids)  # index entries first: a crash leaves rows to delete again, never ghost hits
-    deps.faq.delete_entries(target.id, ids)
+    # an entry made through the API counted its bytes; the clone's own copies count none
+    give_back_storage(deps, target.tenant_id, deps.faq.delete_entries(target.id, ids))
     release_entries(deps, target.id, list(entries))
 
 

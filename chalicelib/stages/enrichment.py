@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from chalicelib.domain.clock import iso_before, now_iso, to_iso
+from chalicelib.domain.clock import from_iso, iso_before, now_iso, to_iso
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.plan import TEXT_LIKE, WINDOW
@@ -84,7 +85,7 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
                 raise Skip("this window's graph was extracted already for this attempt")
             outputs = graph(deps, knowledge, kb, _window(task), task.subtask.id)
         elif kind == "auto_tag":
-            return _auto_tag_once(deps, knowledge, kb, span_id)
+            return _auto_tag_once(deps, task, knowledge, kb)
         elif kind == "wiki":
             from chalicelib.services.dispatch import enqueue_wiki
 
@@ -448,13 +449,33 @@ class AutoTagNotPlannedYet(RuntimeError):
     settled yet (the message is queued just before). The message fails and comes back."""
 
 
+class AutoTagHeld(Exception):
+    """Another copy holds this attempt's auto-tag claim; it would be stale in `stale_in_seconds`."""
+
+    def __init__(self, stale_in_seconds: float) -> None:
+        super().__init__(f"the auto-tag claim is held (stale in {stale_in_seconds:.0f} s)")
+        self.stale_in_seconds = stale_in_seconds
+
+
 def _auto_tag_once(
-    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, span_id: str
+    deps: Dependencies, task: SubtaskMessageModel, knowledge: Knowledge, kb: KnowledgeBase
 ) -> dict[str, Any]:
     """Once per attempt (the message has no token, so SQS's duplicates and a planner's retry all reach
-    here): the copy that finds the claim finished, or held and fresh, neither asks the model nor rewrites
-    the span. A claim left by a worker that died is taken over after STALE_AUTO_TAG_SECONDS."""
-    claimed = _claim_auto_tag(deps, knowledge)
+    here): the copy that finds the claim finished neither asks the model nor rewrites the span; one that
+    finds it held comes back once it would be stale (its holder may have died without giving it back:
+    the copy then takes it over), so the tag is neither done twice nor lost."""
+    span_id = task.span_id
+    try:
+        claimed = _claim_auto_tag(deps, knowledge)
+    except AutoTagHeld as held:
+        # a copy delayed until the claim would be stale (SQS delays up to 900 s), this one consumed
+        delay = min(900, max(1, int(held.stale_in_seconds) + 5))
+        deps.queue.send_raw(
+            "enrichment", task.model_dump(mode="json", exclude_defaults=True), delay_seconds=delay
+        )
+        raise Skip(
+            f"this attempt's auto-tag is held by another worker: looked at again in {delay} s"
+        ) from None
     try:
         try:
             outputs = auto_tag(deps, knowledge, kb)
@@ -482,8 +503,10 @@ def _claim_auto_tag(deps: Dependencies, knowledge: Knowledge) -> dict[str, Any]:
     if isinstance(held, dict) and held.get("attempt") == knowledge.attempt:
         if held.get("done"):
             raise Skip("this attempt's auto-tag was done already")
-        if str(held.get("claimed_at", "")) > iso_before(STALE_AUTO_TAG_SECONDS):
-            raise Skip("this attempt's auto-tag is being done by another worker")
+        claimed_at = str(held.get("claimed_at", ""))
+        if claimed_at > iso_before(STALE_AUTO_TAG_SECONDS):
+            age = (datetime.now(UTC) - from_iso(claimed_at)).total_seconds()
+            raise AutoTagHeld(STALE_AUTO_TAG_SECONDS - age)
     claim = {"attempt": knowledge.attempt, "claimed_at": now_iso()}
     claimed = {**knowledge.enrichment, AUTO_TAG_CLAIM: claim}
     if (
@@ -493,8 +516,8 @@ def _claim_auto_tag(deps: Dependencies, knowledge: Knowledge) -> dict[str, Any]:
             expect={"enrichment": knowledge.enrichment, "attempt": knowledge.attempt},
         )
         is None
-    ):
-        raise Skip("another worker claimed this attempt's auto-tag, or the row moved on")
+    ):  # another copy claimed it meanwhile (or the row moved on: the copy then skips)
+        raise AutoTagHeld(STALE_AUTO_TAG_SECONDS)
     return claimed
 
 

@@ -130,9 +130,13 @@ def test_a_claim_older_than_the_bound_is_taken_over(deps: Services, tenant: Tena
     held = {"attempt": knowledge.attempt, "claimed_at": iso_before(10)}
     rows.write_fields(knowledge.id, enrichment={**knowledge.enrichment, enrichment.AUTO_TAG_CLAIM: held})
     queue.send_raw("enrichment", body)
-    assert deliver_enrichment(deps) == []
+    assert failed_ids(queue.deliver("enrichment", stage_handler("enrichment"), deps)) == []
     assert llm.kinds().count("tags") == 0
     assert deps.spans.get(knowledge.id, knowledge.attempt, SPAN) is None
+    # it comes back once the claim would be stale: a holder that died without giving it back is replaced
+    [again] = queue.waiting("enrichment")
+    assert again.json() == body and 340 <= again.delay_seconds <= enrichment.STALE_AUTO_TAG_SECONDS
+    queue.purge("enrichment")
 
     stale = {**held, "claimed_at": iso_before(enrichment.STALE_AUTO_TAG_SECONDS + 1)}
     rows.write_fields(knowledge.id, enrichment={**knowledge.enrichment, enrichment.AUTO_TAG_CLAIM: stale})

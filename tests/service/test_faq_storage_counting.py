@@ -181,3 +181,23 @@ def test_a_batch_redelivered_after_its_rows_were_written_unindexed_counts_them_o
     view = run_import(deps, faq_kb, rows)
     assert view["progress"]["added"] == 3 and view["progress"].get("purged") == 3, view["progress"]
     assert used(deps, faq_kb) == 90
+
+
+def test_a_clone_that_deletes_a_target_entry_gives_its_bytes_back(
+    deps: Services, tenant: Tenant, faq_kb: KnowledgeBase
+) -> None:
+    from chalicelib.commands import CreateKnowledgeBase
+    from chalicelib.operations.knowledge_bases import create_kb
+
+    from .test_faq_import_reservations import clone_into
+
+    source = create_kb(deps, tenant.id, CreateKnowledgeBase(name="source", type="faq"))
+    faq.create_entry(
+        deps, tenant.id, faq_kb.id, FaqEntryRequest(standard_question="Only here?", answers=["Yes."])
+    )
+    assert used(deps, faq_kb) > 0
+
+    clone_into(deps, source, faq_kb)  # the target takes the source's entries: its own one goes
+
+    assert entries_of(deps, faq_kb) == {}
+    assert used(deps, faq_kb) == 0  # was the deleted entry's bytes, counted for ever
