@@ -50,7 +50,10 @@ def test_a_backlog_of_spared_rows_does_not_hide_a_stuck_row_behind_it(
     """Ten documents wait in a busy queue (spared) ahead of one whose message is gone; each sweep has time
     for four rows. Each sweep goes on after the last row the previous one looked at, so the third reaches
     the stuck row; one that got to the end makes the next start at the oldest again."""
-    waiting = [upload(deps, kb, f"w{n}.md", f"# W{n}\n\nEntry {n}.\n".encode()) for n in range(10)]
+    waiting = []
+    for n in range(10):  # a millisecond apart: rows of one millisecond would be ordered by their random ids
+        waiting.append(upload(deps, kb, f"w{n}.md", f"# W{n}\n\nEntry {n}.\n".encode()))
+        time.sleep(0.002)
     stuck = upload(deps, kb, "stuck.md", b"# Stuck\n\nIts message was lost.\n")
     rows.write_fields(stuck.id, queued_stage="")  # nothing queued for it: stuck for good
     deps.settings = replace(deps.settings, stale_after_seconds=-60)  # every row is already stale
