@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 import traceback
 from collections.abc import Callable
 from types import TracebackType
@@ -30,6 +29,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.formatter import BasePowertoolsFormatter, LambdaPowertoolsFormatter
 from botocore.exceptions import ClientError
 
+from chalicelib.domain.errors import provider_code
 from chalicelib.settings import get_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -42,8 +42,6 @@ WITHHELD = "<message withheld>"
 #: errors whose messages we write: any class defined in the project (a builtin our code raises is not:
 #: KeyError's key, OSError's text may be a server's word)
 _OWN_MODULE_PREFIX = "chalicelib."
-#: what a ClientError's code and operation may look like to be logged (AWS's are short identifiers)
-_AWS_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: as the traceback module: a group's members past this depth, or past this many, are not printed
 _MAX_GROUP_DEPTH = 10
 _MAX_GROUP_WIDTH = 15
@@ -58,8 +56,8 @@ def message_is_ours(error: BaseException) -> bool:
 
 
 def _aws_name(value: object) -> str:
-    text = str(value or "")
-    return text if _AWS_NAME.fullmatch(text) else WITHHELD
+    """A ClientError's code or operation, logged when AWS wrote it as an identifier (`provider_code`)."""
+    return provider_code(value) or WITHHELD
 
 
 def shown_message(error: BaseException) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any
 
@@ -161,3 +162,14 @@ class ContinueLater(DeferredStageError):
         self.cursor = cursor
         #: what the slice counted so far (carried in the next message)
         self.counts = counts
+
+
+#: a provider's machine-readable error code (an AWS error code, a model's stop reason) is kept only when it is
+#: one: anything else is a remote server's free text, which never reaches a tenant-visible field or a log line
+_PROVIDER_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def provider_code(raw: object) -> str:
+    """`raw` when it looks like a code (letters, digits, `_ . -`, at most 64), else ''."""
+    code = "" if raw is None else str(raw)
+    return code if _PROVIDER_CODE.fullmatch(code) else ""

@@ -24,7 +24,7 @@ from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain import metering
-from chalicelib.domain.errors import PermanentStageError, SpanErrorCode, TransientStageError
+from chalicelib.domain.errors import PermanentStageError, SpanErrorCode, TransientStageError, provider_code
 from chalicelib.parsers.base import image_kind
 from chalicelib.settings import subprocess_env
 
@@ -809,9 +809,6 @@ class RapidOcr:
         return "\n".join(" ".join(t for _x, t in sorted(line)) for line in lines)
 
 
-#: what an AWS error code looks like (botocore takes the Code from whatever the endpoint sent)
-_ERROR_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-
 #: Textract's answers about the image itself: the same image is refused again, so no retry
 TEXTRACT_REFUSALS = frozenset(
     {
@@ -874,7 +871,7 @@ class TextractOcr:
             # Only the error code is kept, if it looks like one, and nothing is chained: what the service
             # says about it (the ClientError's text) goes to no span or log
             code = str(exc.response.get("Error", {}).get("Code", ""))
-            code = code if _ERROR_CODE.fullmatch(code) else "unknown"
+            code = provider_code(code) or "unknown"  # botocore takes the Code from whatever the endpoint sent
             if code in TEXTRACT_REFUSALS:
                 raise PermanentStageError(
                     f"Textract rejected the image ({code}).", code=SpanErrorCode.DOCREADER_PARSE_FAILED

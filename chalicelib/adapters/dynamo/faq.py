@@ -27,6 +27,7 @@ from pynamodb.exceptions import DeleteError, PutError
 from pynamodb.models import Model
 
 from chalicelib.domain.clock import to_iso
+from chalicelib.domain.errors import provider_code
 from chalicelib.ports import FaqLease
 from chalicelib.ports.faq import EntryWriteFailed, EntryWriteRefused, QuestionHolder
 from chalicelib.settings import Settings
@@ -74,12 +75,6 @@ def _failed_condition(error: Exception) -> bool:
     return getattr(error, "cause_response_code", None) == CONDITION_FAILED
 
 
-def _error_code(error: Exception) -> str:
-    """DynamoDB's error code (`ValidationException`), or the error's class when it has none."""
-    code = getattr(error, "cause_response_code", None)
-    return code if isinstance(code, str) and code.replace("_", "").isalnum() else type(error).__name__
-
-
 def _as_holder(item: Any) -> QuestionHolder:
     expires = item.expires_at
     return QuestionHolder(
@@ -116,7 +111,8 @@ class DynamoFaqRepo:
             if not _failed_condition(error):  # throttled, not answering, the item refused: a port error
                 # the store's words stay out (its message may quote the item): the code tells the kind
                 raise EntryWriteFailed(
-                    f"FAQ entry {entry.id} was not written ({_error_code(error)})"
+                    f"FAQ entry {entry.id} was not written "
+                    f"({provider_code(error.cause_response_code) or type(error).__name__})"
                 ) from None
             gone = expected is not None and self.get_entry(entry.kb_id, entry.id) is None
             raise EntryWriteRefused(entry.id, gone=gone) from error

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import datetime
 import email.utils
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from chalicelib.domain.errors import provider_code
 from chalicelib.ports import ModelRequestError
+
+__all__ = ["provider_code"]  # the adapters' own name for the domain's rule
 
 if TYPE_CHECKING:
     from chalicelib.ports import Vectors
@@ -22,17 +24,6 @@ _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"GIF87a", "gif"),
     (b"GIF89a", "gif"),
 )
-
-
-#: a provider's machine-readable error code or stop reason is kept only when it is one: anything else is a
-#: remote server's free text, which never reaches a tenant-visible field or a log line
-_PROVIDER_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-def provider_code(raw: object) -> str:
-    """`raw` when it looks like a code (letters, digits, `_ . -`, at most 64), else ''."""
-    code = "" if raw is None else str(raw)
-    return code if _PROVIDER_CODE.match(code) else ""
 
 
 def image_format(image: bytes) -> str:
