@@ -31,6 +31,8 @@ from chalicelib.domain.types import Knowledge, KnowledgeBase, Tenant
 from chalicelib.operations.tenants import create_tenant_with_key
 from chalicelib.ports import IndexSpace, ReadRequest, ReadResult
 
+from .faq_support import CountingEmbedding, faq_kb_named
+
 # Use cases and stages are imported where they are used, not here: they import the Powertools logger, and
 # a logger built while pytest loads conftests (stdout not yet captured) is later taken over by Chalice's
 # own logging set-up when the e2e tests import the app (same logger name), silencing it for later tests.
@@ -115,6 +117,19 @@ def kb(deps: Services, tenant: Tenant) -> KnowledgeBase:
     from chalicelib.operations.knowledge_bases import create_kb
 
     return create_kb(deps, tenant.id, CreateKnowledgeBase(name="handbook"))
+
+
+@pytest.fixture
+def model(deps: Services) -> CountingEmbedding:
+    """The embedding model, replaced by one that counts what it embeds."""
+    counting = CountingEmbedding()
+    deps.replace_embedding_model(counting)
+    return counting
+
+
+@pytest.fixture
+def faq_kb(deps: Services, tenant: Tenant, model: CountingEmbedding) -> KnowledgeBase:
+    return faq_kb_named(deps, tenant, "faq")
 
 
 def upload(deps: Services, kb: KnowledgeBase, name: str = "notes.md", data: bytes = TEXT) -> Knowledge:

@@ -7,53 +7,22 @@ import csv
 import dataclasses
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
 from chalicelib.adapters.memory import MemoryEmbeddingCache, MemoryFileStore, MemoryTaskQueue
-from chalicelib.adapters.models.hashing import HashingEmbedding
 from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase, SearchRequest
 from chalicelib.domain.errors import BadRequest, Conflict
 from chalicelib.domain.types import KnowledgeBase, Tenant
 from chalicelib.ports import IndexSpace, ModelRequestError, ModelThrottled, ModelUnavailable
 
+from .faq_support import CountingEmbedding
+
 QUEUE = "faq-import"
-
-
-class CountingEmbedding(HashingEmbedding):
-    """HashingEmbedding that counts the texts it embeds and can be told to fail."""
-
-    def __init__(self) -> None:
-        super().__init__(64)
-        self.texts: list[str] = []
-        self.fail_after: int | None = None  # texts; then ModelUnavailable until reset
-        self.errors: list[Exception] = []  # raised one per call first
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        if self.errors:
-            raise self.errors.pop(0)
-        if self.fail_after is not None and len(self.texts) + len(texts) > self.fail_after:
-            raise ModelUnavailable("scripted outage")
-        self.texts.extend(texts)
-        return super().embed(texts)
-
-
-@pytest.fixture
-def model(deps: Services) -> CountingEmbedding:
-    counting = CountingEmbedding()
-    deps.replace_embedding_model(counting)
-    return counting
-
-
-@pytest.fixture
-def faq_kb(deps: Services, tenant: Tenant, model: CountingEmbedding) -> KnowledgeBase:
-    from chalicelib.operations.knowledge_bases import create_kb
-
-    return create_kb(deps, tenant.id, CreateKnowledgeBase(name="faq", type="faq"))
 
 
 def fresh_cache(deps: Services) -> None:

@@ -17,18 +17,10 @@ from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import AppError, Conflict, NotFound
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.faq_normalise import normalise
-from chalicelib.domain.types import KnowledgeBase, Tenant
+from chalicelib.domain.types import KnowledgeBase
 from chalicelib.faq import entries
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
 from chalicelib.ports import IndexSpace
-
-
-@pytest.fixture
-def faq_kb(deps: Services, tenant: Tenant) -> KnowledgeBase:
-    from chalicelib.commands import CreateKnowledgeBase
-    from chalicelib.operations.knowledge_bases import create_kb
-
-    return create_kb(deps, tenant.id, CreateKnowledgeBase(name="faq", type="faq"))
 
 
 def create(deps: Services, kb: KnowledgeBase, question: str, **extra: Any) -> FaqEntry:

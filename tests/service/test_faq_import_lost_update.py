@@ -12,24 +12,12 @@ import pytest
 
 from chalicelib.bootstrap import Services
 from chalicelib.domain.faq import FaqEntry
-from chalicelib.domain.types import KnowledgeBase, Tenant
+from chalicelib.domain.types import KnowledgeBase
 from chalicelib.faq import entries
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate
 
-from .test_faq import CountingEmbedding, entries_of, entry, index_count, run_import
-from .test_faq_import_reservations import faq_kb_named, holders
-
-
-@pytest.fixture
-def model(deps: Services) -> CountingEmbedding:
-    counting = CountingEmbedding()
-    deps.replace_embedding_model(counting)
-    return counting
-
-
-@pytest.fixture
-def faq_kb(deps: Services, tenant: Tenant, model: CountingEmbedding) -> KnowledgeBase:
-    return faq_kb_named(deps, tenant, "faq")
+from .test_faq import entries_of, entry, index_count, run_import
+from .test_faq_import_reservations import holders
 
 
 def hours(deps: Services, kb: KnowledgeBase) -> FaqEntry:

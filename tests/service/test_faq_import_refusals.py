@@ -21,24 +21,10 @@ from chalicelib.domain.types import KnowledgeBase, Tenant
 from chalicelib.operations import admin
 from chalicelib.operations.tenants import create_tenant_with_key
 
-from .test_faq import BASE_URL, CountingEmbedding, download, drain, entries_of, entry, task_view
+from .faq_support import CountingEmbedding
+from .test_faq import BASE_URL, download, drain, entries_of, entry, task_view
 
 V1 = "/api/v1"
-
-
-@pytest.fixture
-def model(deps: Services) -> CountingEmbedding:
-    counting = CountingEmbedding()
-    deps.replace_embedding_model(counting)
-    return counting
-
-
-@pytest.fixture
-def faq_kb(deps: Services, tenant: Tenant, model: CountingEmbedding) -> KnowledgeBase:
-    from chalicelib.commands import CreateKnowledgeBase
-    from chalicelib.operations.knowledge_bases import create_kb
-
-    return create_kb(deps, tenant.id, CreateKnowledgeBase(name="faq", type="faq"))
 
 
 def import_uploaded_json(deps: Services, kb: KnowledgeBase, text: str) -> dict[str, Any]:

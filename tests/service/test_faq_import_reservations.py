@@ -19,16 +19,8 @@ from chalicelib.domain.types import KnowledgeBase, Tenant
 from chalicelib.faq import entries
 from chalicelib.faq.commands import FaqEntryRequest, FaqImportRequest
 
-from .test_faq import (
-    QUEUE,
-    CountingEmbedding,
-    download,
-    drain,
-    entries_of,
-    entry,
-    run_import,
-    task_view,
-)
+from .faq_support import CountingEmbedding, faq_kb_named
+from .test_faq import QUEUE, download, drain, entries_of, entry, run_import, task_view
 
 
 def create(deps: Services, kb: KnowledgeBase, question: str, *answers: str, **extra: Any) -> FaqEntry:
@@ -71,25 +63,6 @@ def after_the_scan(monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], obje
             meanwhile()
 
     monkeypatch.setattr(entries, "_check", check)
-
-
-def faq_kb_named(deps: Services, tenant: Tenant, name: str) -> KnowledgeBase:
-    from chalicelib.commands import CreateKnowledgeBase
-    from chalicelib.operations.knowledge_bases import create_kb
-
-    return create_kb(deps, tenant.id, CreateKnowledgeBase(name=name, type="faq"))
-
-
-@pytest.fixture
-def faq_kb(deps: Services, tenant: Tenant, model: CountingEmbedding) -> KnowledgeBase:
-    return faq_kb_named(deps, tenant, "faq")
-
-
-@pytest.fixture
-def model(deps: Services) -> CountingEmbedding:
-    counting = CountingEmbedding()
-    deps.replace_embedding_model(counting)
-    return counting
 
 
 def deliver_once(deps: Services) -> dict[str, Any]:

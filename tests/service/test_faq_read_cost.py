@@ -13,22 +13,14 @@ import pytest
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.faq import FaqEntry
-from chalicelib.domain.types import KnowledgeBase, Tenant
+from chalicelib.domain.types import KnowledgeBase
 from chalicelib.faq import entries as E
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
-from service.test_faq import entries_of, import_uploaded_csv, model, run_import  # noqa: F401
+from service.test_faq import entries_of, import_uploaded_csv, run_import
 
 LEGACY = 3000
 #: entries a list page reads at most (chalicelib/faq/entries.py)
 LIST_SCAN = 2000
-
-
-@pytest.fixture
-def faq_kb(deps: Services, tenant: Tenant, model: Any) -> KnowledgeBase:  # noqa: F811
-    from chalicelib.commands import CreateKnowledgeBase
-    from chalicelib.operations.knowledge_bases import create_kb
-
-    return create_kb(deps, tenant.id, CreateKnowledgeBase(name="faq", type="faq"))
 
 
 def legacy(deps: Services, kb: KnowledgeBase, count: int, **fields: Any) -> list[FaqEntry]:

@@ -20,14 +20,6 @@ from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate
 from .test_faq import entries_of, run_import
 
 
-@pytest.fixture
-def faq_kb(deps: Services, tenant: Tenant) -> KnowledgeBase:
-    from chalicelib.commands import CreateKnowledgeBase
-    from chalicelib.operations.knowledge_bases import create_kb
-
-    return create_kb(deps, tenant.id, CreateKnowledgeBase(name="faq", type="faq"))
-
-
 def used(deps: Services, kb: KnowledgeBase) -> int:
     tenant = deps.tenants.get(kb.tenant_id)
     assert tenant is not None

@@ -10,21 +10,12 @@ import pytest
 
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import AppError
-from chalicelib.domain.types import KnowledgeBase, Tenant
+from chalicelib.domain.types import KnowledgeBase
 from chalicelib.faq import entries as faq
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate
 from chalicelib.ports import IndexUnavailable, IndexWriteError
 
 from .test_faq import entries_of, import_uploaded_csv, index_count, run_import, search
-
-
-@pytest.fixture
-def faq_kb(deps: Services, tenant: Tenant) -> KnowledgeBase:
-    from chalicelib.commands import CreateKnowledgeBase
-    from chalicelib.operations.knowledge_bases import create_kb
-
-    return create_kb(deps, tenant.id, CreateKnowledgeBase(name="faq", type="faq"))
-
 
 HEADER = "分类,问题,相似问题,反例问题,机器人回答,是否全部回复,是否停用\n"
 

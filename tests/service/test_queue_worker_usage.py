@@ -14,8 +14,9 @@ from chalicelib.domain.types import KnowledgeBase, Tenant
 from chalicelib.operations.cost import kb_cost, knowledge_cost
 from chalicelib.ports import UsageEntry
 
+from .faq_support import CountingEmbedding
 from .test_enrichment_replies import ReplyingLLM
-from .test_faq import CountingEmbedding, entry, faq_kb, model, run_import  # noqa: F401
+from .test_faq import entry, run_import
 from .test_move_clone import run_lifecycle
 from .test_reembed import NEW, docs, reembed  # noqa: F401
 from .test_wiki_stage import deliver_wiki, llm, waiting_for_its_pages, wiki_calls, wiki_kb  # noqa: F401
@@ -117,8 +118,8 @@ def test_a_reembed_writes_each_documents_tokens_to_its_own_entry(
 
 def test_an_faq_import_is_its_knowledge_bases_own_usage(
     deps: Services,
-    faq_kb: KnowledgeBase,  # noqa: F811
-    model: CountingEmbedding,  # noqa: F811
+    faq_kb: KnowledgeBase,
+    model: CountingEmbedding,
 ) -> None:
     before = kb_cost(deps, faq_kb.tenant_id, faq_kb.id)
     assert before["knowledge_base_work"] == {"aws_dollars": 0.0, "model_dollars": 0.0}
