@@ -488,7 +488,7 @@ def build_services(settings: Settings | None = None) -> Services:
             lambda: _client("stepfunctions", settings), lambda sfn: _state_machine_arn(settings, sfn)
         ),
         tracker=SpanTracker(spans, knowledge),
-        urls=SafeUrlImporter(AllowList.parse(settings.ssrf_allow)),
+        urls=SafeUrlImporter(AllowList.parse(settings.ssrf_allow), max_bytes=settings.max_file_size),
         health=AwsHealthProbe(
             knowledge_table=lambda: models.knowledge.describe_table(),
             queue=queue,

@@ -31,6 +31,8 @@ from chalicelib.net.ssrf import (
 from chalicelib.ports import FetchFailed
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+#: the code of an answer past the client's `max_bytes` (the API's code for a file past its size limit)
+CODE_TOO_LARGE = "file_too_large"
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_REDIRECTS = 10
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -39,7 +41,8 @@ USER_AGENT = "weknora-ingest/0.1 (+document import)"
 
 
 class FetchError(FetchFailed):
-    """A download by the SSRF-safe client failed; `permanent` ones (blocked, too large, 4xx) never retry."""
+    """A download by the SSRF-safe client failed; `permanent` ones (blocked, too large, 4xx) never retry.
+    An answer past `max_bytes` has the code `file_too_large`."""
 
 
 def _refusal(blocked: URLBlocked, *, redirected: bool) -> FetchError:
@@ -72,6 +75,12 @@ class FetchResponse:
             if key.lower() == "charset" and value:
                 return value.strip("\"' ")
         return None
+
+
+def _too_large(max_bytes: int) -> FetchError:
+    return FetchError(
+        f"file is larger than the {max_bytes} bytes allowed", permanent=True, code=CODE_TOO_LARGE
+    )
 
 
 class _Deadline:
@@ -301,18 +310,14 @@ class SafeHttpClient:
             return resp.status, headers, b""
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_bytes:
-            raise FetchError(
-                f"file is larger than the {self.max_bytes // (1024 * 1024)} MB limit", permanent=True
-            )
+            raise _too_large(self.max_bytes)
         chunks: list[bytes] = []
         size = 0
         try:
-            for chunk in resp.stream(65536):
+            for chunk in resp.stream(min(65536, self.max_bytes + 1)):
                 size += len(chunk)
                 if size > self.max_bytes:
-                    raise FetchError(
-                        f"file is larger than the {self.max_bytes // (1024 * 1024)} MB limit", permanent=True
-                    )
+                    raise _too_large(self.max_bytes)  # stop reading: nothing past the limit is taken
                 if time.monotonic() > deadline:
                     raise FetchError("download timed out", permanent=False)
                 chunks.append(chunk)

@@ -133,8 +133,11 @@ def _page_document(resp: FetchResponse) -> tuple[str, str, bytes, str]:
 class SafeUrlImporter:
     """The UrlImporter port: the SSRF gate and the pinned-address download, with the operator's allow-list."""
 
-    def __init__(self, allow_list: AllowList, *, resolver: Resolver | None = None) -> None:
+    def __init__(
+        self, allow_list: AllowList, *, max_bytes: int = DEFAULT_MAX_BYTES, resolver: Resolver | None = None
+    ) -> None:
         self.allow_list = allow_list
+        self.max_bytes = max_bytes  # the download stops here (`file_too_large`): WEKNORA_MAX_FILE_SIZE
         self.resolver = resolver
 
     def check(self, url: str) -> None:
@@ -151,6 +154,6 @@ class SafeUrlImporter:
 
     def fetch(self, url: str) -> FetchedDocument:
         file_name, file_type, data, title = fetch_url_document(
-            url, allow_list=self.allow_list, resolver=self.resolver
+            url, allow_list=self.allow_list, max_bytes=self.max_bytes, resolver=self.resolver
         )
         return FetchedDocument(file_name, file_type, data, title)

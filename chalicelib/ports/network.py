@@ -9,7 +9,8 @@ from typing import Protocol
 class FetchFailed(Exception):
     """A download failed. `permanent` failures (blocked, too large, 4xx) must not be retried. `code`: the
     API's code when the URL (or a redirect's target) was refused, `ssrf_blocked` or `host_unresolved`;
-    None when a server was asked and did not give the document."""
+    `file_too_large` when the answer went past the download's size limit; None when a server was asked and
+    did not give the document."""
 
     def __init__(self, message: str, *, permanent: bool, status: int | None = None, code: str | None = None):
         super().__init__(message)

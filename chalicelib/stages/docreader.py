@@ -285,10 +285,7 @@ def _source(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, 
     try:  # the limit the file was accepted under: an object replaced since is not read into memory
         data = deps.files.read(knowledge.file_path, limit=deps.settings.max_file_size)
     except ObjectTooLarge as error:
-        raise PermanentStageError(
-            f"the stored source file is {error.size} bytes, more than the {error.limit} bytes allowed",
-            code=SpanErrorCode.FILE_TOO_LARGE,
-        ) from error
+        raise _too_large("the stored source file", error.size, error.limit) from error
     except ObjectNotRetained as error:  # the `dummy` backend: the file was accepted and kept nowhere
         raise PermanentStageError(
             f"the document's storage backend {knowledge.storage_backend!r} keeps no files (a test backend): "
@@ -302,16 +299,27 @@ def _source(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, str, 
     return data, knowledge.file_name, knowledge.file_type, knowledge.title
 
 
+def _too_large(source: str, size: int, limit: int) -> PermanentStageError:
+    """A source past WEKNORA_MAX_FILE_SIZE, stored or fetched, fails the document at once (an upload past it
+    is refused with the same code)."""
+    return PermanentStageError(
+        f"{source} is {size} bytes, more than the {limit} bytes allowed", code=SpanErrorCode.FILE_TOO_LARGE
+    )
+
+
 #: a refused URL fails its row with the code the API answers at request time for the same refusal
 _REFUSAL_CODES = {
     SpanErrorCode.SSRF_BLOCKED.value: SpanErrorCode.SSRF_BLOCKED,
     SpanErrorCode.HOST_UNRESOLVED.value: SpanErrorCode.HOST_UNRESOLVED,
     "dns_unavailable": SpanErrorCode.HOST_UNRESOLVED,  # the resolver did not answer, to the last try
+    # the importer stops reading at WEKNORA_MAX_FILE_SIZE (bootstrap): the size is only known to be more
+    SpanErrorCode.FILE_TOO_LARGE.value: SpanErrorCode.FILE_TOO_LARGE,
 }
 
 
 def _fetch_failure_code(refusal_code: str | None) -> SpanErrorCode:
-    """`ssrf_blocked` / `host_unresolved` for a refused URL, `url_fetch_failed` for any other failure."""
+    """`ssrf_blocked` / `host_unresolved` for a refused URL, `file_too_large` for a download past the limit,
+    `url_fetch_failed` for any other failure."""
     return _REFUSAL_CODES.get(refusal_code or "", SpanErrorCode.URL_FETCH_FAILED)
 
 
@@ -330,6 +338,9 @@ def _fetch_url(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, st
             f"could not fetch {redact_credentials(knowledge.source)}: {error.message}",
             code=_fetch_failure_code(error.code),
         ) from error
+    # the real importer stops at the setting; this holds an importer built with another cap (or none)
+    if len(document.data) > deps.settings.max_file_size:
+        raise _too_large("the URL's document", len(document.data), deps.settings.max_file_size)
     if not is_importable(document.file_type):  # what the URL really served decides, not its path
         raise PermanentStageError(
             f"the URL served an unsupported file type ({document.file_type or 'unknown'})",
