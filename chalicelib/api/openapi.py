@@ -100,8 +100,28 @@ def _form_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
+#: the common 403 of a route that takes an API key (a route's own 403 replaces it, so it repeats it)
+KEY_FORBIDDEN = (
+    "the API key's scope is below the route's (insufficient_scope), or a key limited to some knowledge bases "
+    "acts on the whole tenant (kb_limited_key)"
+)
+#: the operator's per-tenant quotas (services/quotas.py), refused when the request is made
+OVER_STORAGE = "what it stores does not fit in the tenant's storage quota (storage_quota_exceeded)"
+OVER_DOCUMENTS = "the tenant holds its quota of documents (document_quota_exceeded)"
+
+
+def _forbidden(*reasons: str) -> tuple[int, str]:
+    return 403, f"{'; '.join(reasons)}; or {KEY_FORBIDDEN}"
+
+
 #: answers beyond the common ones, by view (status -> description; a 403 replaces the common 403's text)
 ROUTE_ERRORS: dict[str, tuple[tuple[int, str], ...]] = {
+    "upload_file": (_forbidden(OVER_STORAGE, OVER_DOCUMENTS),),
+    "presigned_upload": (_forbidden(OVER_STORAGE),),  # the document is counted when the file arrives
+    "import_url": (_forbidden(OVER_DOCUMENTS),),  # its size is known only once the worker fetches it
+    "create_manual": (_forbidden(OVER_STORAGE, OVER_DOCUMENTS),),
+    "create_faq_entry": (_forbidden(OVER_STORAGE),),
+    "update_faq_entry": (_forbidden(OVER_STORAGE),),
     "create_knowledge_base": (
         (
             403,
@@ -151,8 +171,7 @@ def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
             "content": {"application/json": {"schema": _envelope("Error")}},
         }
         responses["403"] = {
-            "description": "the API key's scope is below the route's (insufficient_scope), or a key limited to "
-            "some knowledge bases acts on the whole tenant (kb_limited_key)",
+            "description": KEY_FORBIDDEN,
             "content": {"application/json": {"schema": _envelope("Error")}},
         }
     if op.operator:
