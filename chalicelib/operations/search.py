@@ -366,19 +366,22 @@ def hybrid_search(
         ]
         parents = deps.chunks.get_many(parent_keys) if parent_keys else {}
         rows = deps.knowledge.get_many(list(dict.fromkeys(hit.knowledge_id for hit in hits))) if hits else {}
-        # the index's own switches say the same; read here as well, so no write that raced a switch shows a
-        # disabled document
+        # the index's own switches and knowledge base say the same; read here as well, so no write that raced
+        # a switch shows a disabled document, and a document moved out (its entries not yet repointed) is not
+        # shown in the knowledge base it left, to a tenant it was shared with among others
         documents = {
             k: row
             for k, row in rows.items()
-            if row.parse_status != ParseStatus.DELETING and row.enable_status == EnableStatus.ENABLED
+            if row.kb_id == kb.id
+            and row.parse_status != ParseStatus.DELETING
+            and row.enable_status == EnableStatus.ENABLED
         }
         # per document: each kept hit's words and its place in the results
         kept: dict[str, list[tuple[str, int]]] = {}
         results: list[dict[str, Any]] = []
         for hit in hits:
             knowledge = documents.get(hit.knowledge_id)
-            if knowledge is None:  # deleted, or being deleted: its entries are on their way out
+            if knowledge is None:  # deleted, being deleted or moved out: its entries are on their way
                 continue
             chunk = chunks.get((hit.knowledge_id, hit.chunk_id))
             content = chunk.content if chunk else hit.content
