@@ -135,8 +135,9 @@ def test_a_query_without_a_term_asks_no_bm25_search(
 
 
 def test_words_keep_what_joins_them_for_lucene(recorded: tuple[OpenSearchEngine, Recording]) -> None:
-    """`node.js`, `don't`, `3.14`, `snake_case`: one token each in the documents' analysis, sent as written so
-    they still match; a repeat goes once, and a dash or a trailing dot is a break as for Lucene."""
+    """`node.js`, `don't`, `3.14`, `snake_case` are sent as written: the index's char filter splits them as
+    the documents were split, and an index from before that filter holds them whole, so they still match
+    there; a repeat goes once, and a dash or a trailing dot is a break as for Lucene."""
     sent = _sent(recorded, "Node.js don't 3.14 snake_case e-mail node.js, end.")
     assert sent == "node.js don't 3.14 snake_case e mail end"
 

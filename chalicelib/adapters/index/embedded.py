@@ -12,9 +12,11 @@ lock across processes, with a busy timeout).
 Tokenisation (why not the FTS5 trigram tokenizer): Korean words are mostly two or three syllables
 with particles glued on (`국민은`, `국회의`), and trigram cannot match a query term shorter than three
 characters (`국회`, `헌법`), and it ranks English by sub-word fragments. Instead each text is
-pre-tokenised here the way Lucene's `standard` tokenizer + `cjk_bigram` filter does on the
-OpenSearch side: `text_fold.fold` (NFKC width folding, traditional → simplified Chinese, lowercase),
-words whole (letters and digits with their combining marks), runs of Hangul/Han/Kana as overlapping bigrams (a lone CJK character stays a
+pre-tokenised here as the OpenSearch index's analysis does (a `pattern_replace` char filter, Lucene's
+`standard` tokenizer, `cjk_bigram`): `text_fold.fold` (NFKC width folding, traditional → simplified
+Chinese, lowercase), words whole (letters and digits with their combining marks) and split at the
+characters Lucene would keep inside a word (`WORD_JOINERS`: `node.js`, `parse_config`, `3.14`, `don't` are
+two words each, so `config` finds `parse_config`; the char filter turns them into spaces there), runs of Hangul/Han/Kana as overlapping bigrams (a lone CJK character stays a
 unigram; the ideographs and kana are those `cjk_bigram` pairs, the supplementary planes' included). A
 document's CJK runs also give their single characters (`document_terms`, like `cjk_bigram`
 with `output_unigrams` on the index side of OpenSearch), so a one-character word of a query (Chinese 心,
@@ -70,9 +72,16 @@ _CJK = (
     "\U0001b000-\U0001b16f\U00020000-\U0003ffff"
 )
 _CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
-#: what Lucene's standard tokenizer keeps inside one token between two words (UAX #29 MidLetter, MidNum,
-#: MidNumLet, Single_Quote, ExtendNumLet): `node.js`, `don't`, `3.14`, `snake_case` are one term there
-_LUCENE_JOINERS = "'.:,;_\u00b7\u2018\u2019"
+#: what Lucene's standard tokenizer keeps inside one token between two words (UAX #29 MidLetter, MidNumLet,
+#: MidNum, Single_Quote, Double_Quote (between Hebrew letters), ExtendNumLet): both engines split words at
+#: them (here they are not word characters; the OpenSearch index's char filter makes each a space)
+WORD_JOINERS = (
+    ":\u00b7\u0387\u055f\u05f4\u2027\ufe13\ufe55\uff1a"  # MidLetter
+    ".\u2018\u2019\u2024\ufe52\uff07\uff0e"  # MidNumLet
+    ",;\u037e\u0589\u060c\u060d\u066c\u07f8\u2044\ufe10\ufe14\ufe50\ufe54\uff0c\uff1b"  # MidNum
+    "'\""  # Single_Quote, Double_Quote
+    "_\u202f\u203f\u2040\u2054\ufe33\ufe34\ufe4d\ufe4e\ufe4f\uff3f"  # ExtendNumLet
+)
 #: the FTS5 tokenizer of the stored term strings: combining marks are part of a word (Devanagari vowel signs,
 #: Thai tone marks, Arabic harakat), as on the Python side; remove_diacritics drops Latin ones (İ = i + U+0307)
 _FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
@@ -103,7 +112,7 @@ def _token_re() -> re.Pattern[str]:
 def _piece_re() -> re.Pattern[str]:
     """CJK runs, and words with the joiners Lucene keeps between them (`node.js`: one piece)."""
     word = _word_pattern()
-    return re.compile(rf"[{_CJK}]+|{word}(?:[{re.escape(_LUCENE_JOINERS)}]{word})*")
+    return re.compile(rf"[{_CJK}]+|{word}(?:[{re.escape(WORD_JOINERS)}]{word})*")
 
 
 _SCHEMA = """
@@ -183,8 +192,9 @@ def _query_terms(query: str) -> list[str]:
 
 def bounded_query_text(query: str) -> str:
     """The folded query as OpenSearch's analyzer is to see it: its distinct pieces in order (a CJK run, or
-    words with the joiners Lucene keeps, so `node.js`, `don't` and `3.14` stay the one token they are in the
-    documents), joined by spaces, while the terms they hold add up to at most _MAX_QUERY_TERMS.
+    words with their joiners, `node.js`: the index's char filter splits it into the words the documents hold;
+    an index created before that filter holds `node.js` whole, and still matches), joined by spaces, while the
+    terms they hold add up to at most _MAX_QUERY_TERMS.
 
     A match query makes one clause per token the analyzer gives, repeats included, and OpenSearch refuses a
     query of over 1,024 clauses (a 400): so a repeated piece is sent once, a piece holding more terms than

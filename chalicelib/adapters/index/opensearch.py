@@ -6,11 +6,26 @@ mapping, the bulk writer and the queries apart would spread one index's format o
 One index per IndexSpace (`space.name`): a `knn_vector` field (HNSW, cosinesimil) at the space's
 dimension, a `content` text field analysed for BM25 with the standard tokenizer + `cjk_width`,
 `lowercase` and `cjk_bigram` (the same bigrams the embedded engine builds, so Korean, Chinese and
-Japanese words match without a morphological plugin), and keyword fields to filter on. At index time
+Japanese words match without a morphological plugin), and keyword fields to filter on. Before the
+tokenizer a `pattern_replace` char filter makes a space of each character the standard tokenizer would keep
+inside a word (`WORD_JOINERS`: `node.js`, `parse_config`, `3.14`, `don't`), so words split there as in the
+embedded engine and a query `config` finds `parse_config` on both (a query `node.js` finds it as `node`
+and `js`, close together). At index time
 the bigram filter also outputs unigrams (a query's one-character Chinese word finds the runs it sits
 in); the search analyzer keeps bigrams alone (`weknora_query`), as the embedded engine does. An index
 created before that split keeps the analyzer it was created with (an index's analyzers cannot change
 while it is open): its documents match as before.
+
+Existing indices and the joiner split (`ANALYSIS_VERSION` 2, in the index's `_meta`): an index created
+before it (no `_meta`) keeps its analyzers, whose tokens keep `node.js` whole; the query text keeps the
+joiners (`bounded_query_text`), so its documents match as before, but `config` does not find
+`parse_config` there. To bring one to the split, rebuild it from its own `_source` (no re-embedding):
+create `<index>-v2` with `index_body(space)`, `POST _reindex {"source": {"index": "<index>"}, "dest":
+{"index": "<index>-v2"}}`, then delete `<index>` and reindex `<index>-v2` back under the old name, created
+again with `index_body(space)` (or, on a managed domain, close the index, `PUT <index>/_settings` with the
+new `analysis`, open it, `PUT <index>/_mapping` with the new `_meta` and run `POST
+<index>/_update_by_query?conflicts=proceed`). Writes made meanwhile are lost from the copy: pause the stage
+queues' triggers while it runs.
 
 Folding (`chalicelib.domain.text_fold.fold`: NFKC width folding, traditional → simplified Chinese with OpenCC,
 lowercase) runs here in Python, because no stock OpenSearch analyzer has OpenCC's dictionary: a document
@@ -61,7 +76,7 @@ from chalicelib.adapters.index.common import (
     remap_entry,
     unit_vector,
 )
-from chalicelib.adapters.index.embedded import bounded_query_text, proximity_pairs
+from chalicelib.adapters.index.embedded import WORD_JOINERS, bounded_query_text, proximity_pairs
 from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
 from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, IndexUnavailable, IndexWriteError, SearchHit
@@ -71,6 +86,9 @@ VECTOR_FIELD = "embedding"
 SEARCH_FIELD = "search_text"
 TEXT_ANALYZER = "weknora_text"
 QUERY_ANALYZER = "weknora_query"
+#: the index analysis `index_body` creates, in the index's `_meta` (none: before the joiner split)
+ANALYSIS_VERSION = 2
+_JOINERS_FILTER = "weknora_word_joiners"
 _TEXT_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER, "search_analyzer": QUERY_ANALYZER}
 _SEARCH_MAPPING = dict(_TEXT_MAPPING)
 _LEGACY_SEARCH_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER}  # indices created before weknora_query
@@ -110,15 +128,26 @@ def index_body(
         "settings": {
             "index": index_settings,
             "analysis": {
+                # a joiner is never a token of its own, so a space in its place splits and drops nothing;
+                # none of them is special inside a character class
+                "char_filter": {
+                    _JOINERS_FILTER: {
+                        "type": "pattern_replace",
+                        "pattern": f"[{WORD_JOINERS}]",
+                        "replacement": " ",
+                    }
+                },
                 "filter": {"cjk_bigram_unigrams": {"type": "cjk_bigram", "output_unigrams": True}},
                 "analyzer": {
                     TEXT_ANALYZER: {
                         "type": "custom",
+                        "char_filter": [_JOINERS_FILTER],
                         "tokenizer": "standard",
                         "filter": ["cjk_width", "lowercase", "cjk_bigram_unigrams"],
                     },
                     QUERY_ANALYZER: {
                         "type": "custom",
+                        "char_filter": [_JOINERS_FILTER],
                         "tokenizer": "standard",
                         "filter": ["cjk_width", "lowercase", "cjk_bigram"],
                     },
@@ -127,6 +156,7 @@ def index_body(
         },
         "mappings": {
             "dynamic": "strict",
+            "_meta": {"weknora_analysis": ANALYSIS_VERSION},
             "properties": {
                 "id": {"type": "keyword"},
                 "kb_id": {"type": "keyword"},
