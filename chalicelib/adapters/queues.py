@@ -48,11 +48,12 @@ class SqsTaskQueue:
             )
 
     def dead_letter(self, queue: str, body: str, reason: str) -> None:
-        self.client.send_message(
-            QueueUrl=self._dlq_url(queue),
-            MessageBody=body,
-            MessageAttributes={"reason": {"DataType": "String", "StringValue": reason[:1000]}},
-        )
+        with unanswered_is_unreachable(f"SQS ({queue} DLQ)"):
+            self.client.send_message(
+                QueueUrl=self._dlq_url(queue),
+                MessageBody=body,
+                MessageAttributes={"reason": {"DataType": "String", "StringValue": reason[:1000]}},
+            )
 
     def retry_later(self, queue: str, receipt_handle: str, delay_seconds: int) -> None:
         self.client.change_message_visibility(

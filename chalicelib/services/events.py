@@ -10,17 +10,32 @@ redelivered message whose conditional write fails announces nothing again:
 
 Where an announcement itself comes twice (the state machine's message on the webhooks queue, delivered
 again), the event id is the same, so each webhook's delivery id is too and its tries are claimed once.
+
+An announcement never breaks the work it announces: the bus adapter logs a put it could not make, and a
+delivery the webhooks queue does not take (SQS unreachable or throttling) is tried again a few times, then
+parked in that queue's DLQ, from where /admin/dlq redrives it like a delivery parked after its tries.
+Raising instead would answer an upload with a 500 after its row was written, or retry a stage whose
+conditional write already held and whose retry therefore announces nothing.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 from chalicelib.domain.events import Event, EventType, knowledge_event, summary_event, task_event
 from chalicelib.domain.types import Knowledge, Task
 from chalicelib.domain.webhooks import delivery_id
-from chalicelib.ports import Dependencies
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies, ServiceUnreachable
+from chalicelib.services.backoff import call_with_backoff
 from chalicelib.services.webhook_messages import DeliveryMessage
 
 WEBHOOK_QUEUE = "webhooks"
+#: sends of one delivery before it is parked; short waits, since an upload's answer waits on them
+FAN_OUT_TRIES = 3
+FAN_OUT_BASE_DELAY = 0.1
+FAN_OUT_MAX_DELAY = 0.5
+PARKED_REASON = "the webhooks queue did not take this delivery when its event was announced"
 
 
 def announce(deps: Dependencies, *events: Event) -> None:
@@ -34,6 +49,7 @@ def announce(deps: Dependencies, *events: Event) -> None:
 def _fan_out(deps: Dependencies, event: Event) -> None:
     if not event.kb_id:
         return
+    tries = FAN_OUT_TRIES
     for hook in deps.webhooks.list_kb(event.kb_id):
         if not hook.enabled or event.type.value not in hook.event_types:
             continue
@@ -44,7 +60,35 @@ def _fan_out(deps: Dependencies, event: Event) -> None:
             attempt=1,
             event=dict(event.detail),
         )
-        deps.queue.send_raw(WEBHOOK_QUEUE, delivery.model_dump(mode="json"))
+        send = partial(deps.queue.send_raw, WEBHOOK_QUEUE, delivery.model_dump(mode="json"))
+        try:
+            call_with_backoff(
+                send,
+                max_attempts=tries,
+                base_delay=FAN_OUT_BASE_DELAY,
+                max_delay=FAN_OUT_MAX_DELAY,
+                retry_on=(ServiceUnreachable,),
+            )
+        except ServiceUnreachable:
+            tries = 1  # the queue is out: the event's other deliveries go to the DLQ without waiting
+            _park(deps, event, delivery)
+
+
+def _park(deps: Dependencies, event: Event, delivery: DeliveryMessage) -> None:
+    """Keeps a delivery the webhooks queue did not take; a redrive (or a re-announcement of the same
+    event, whose delivery id is the same) delivers it once."""
+    where = {
+        "event_id": event.event_id,
+        "event_type": event.type.value,
+        "webhook_id": delivery.webhook_id,
+        "delivery_id": delivery.delivery_id,
+    }
+    try:
+        deps.queue.dead_letter(WEBHOOK_QUEUE, delivery.model_dump_json(), PARKED_REASON)
+    except ServiceUnreachable:
+        logger.error("webhook delivery lost: neither the webhooks queue nor its DLQ took it", extra=where)
+        return
+    logger.warning("webhook delivery parked: the webhooks queue did not take it", extra=where)
 
 
 def knowledge_changed(

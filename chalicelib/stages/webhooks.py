@@ -25,7 +25,7 @@ A letter parked in the DLQ carries `parked` + 1, so a redrive of it runs its tri
 The queue also carries the state machine's announcements (`{"announce": "Knowledge Completed", ...}`): the
 machine decides two changes itself (the promotion after a failed subtask, the failure of a plan that never
 came back) and, only when its conditional write held, sends one message here, which is announced like any
-other change (services/events.py).
+other change (services/events.py) unless the row has moved on to a newer attempt by the time it is read.
 """
 
 from __future__ import annotations
@@ -86,7 +86,10 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
 def announced(deps: Dependencies, message: AnnounceMessage) -> None:
     event_type = EventType(message.announce)
     knowledge = deps.knowledge.get(message.knowledge_id)
-    if knowledge is None:
+    if knowledge is None or knowledge.attempt != message.attempt:
+        # Gone, or a newer attempt (a reparse, a retry) superseded the one the machine decided: announcing
+        # that attempt's end now would read the new attempt's row (its status, knowledge base, time) and
+        # tell consumers a document is done that is being parsed again. The new attempt announces its own.
         return
     if (
         event_type == EventType.KNOWLEDGE_FAILED

@@ -99,3 +99,24 @@ def test_a_connection_that_failed_is_transient_and_missing_credentials_are_not()
 
     assert is_transient(EndpointConnectionError(endpoint_url="https://sqs.us-east-1.amazonaws.com"))
     assert not is_transient(NoCredentialsError())
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "unanswered"),
+    [(code, status, True) for code, status in UNANSWERED]
+    + [(code, status, False) for code, status in REFUSED],
+)
+def test_a_dead_letter_tells_an_unanswered_call_from_a_refused_one(
+    code: str, status: int, unanswered: bool
+) -> None:
+    """A webhook delivery the queue did not take is parked in its DLQ; a DLQ that does not answer either is
+    logged as lost by the caller (services/events.py), where a raw ClientError had failed the upload."""
+    client = boto3.client("sqs", **KEYS)
+    with Stubber(client) as stub:
+        queue = SqsTaskQueue(
+            stub.client, {"chunking": "weknora-chunking"}, dead_letter_urls={"chunking": QUEUE_URL + "-dlq"}
+        )
+        stub.add_client_error("send_message", service_error_code=code, http_status_code=status)
+        with pytest.raises(ServiceUnreachable if unanswered else ClientError) as raised:
+            queue.dead_letter("chunking", "{}", "parked")
+        assert isinstance(raised.value, ServiceUnreachable) == unanswered
