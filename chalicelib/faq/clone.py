@@ -6,7 +6,9 @@ entry), so a redelivered slice rewrites the same copy; a target entry with no ma
 A copy reserves its questions in the target (reservations.py; the holder is the copy's id, so a copy made
 again claims its own reservations again) before its row is written, and a deleted target entry gives its
 back. A copy whose question an entry of the target took meanwhile (a create through the API after the plan)
-is not written: its item fails with the reason and the task goes on.
+is not written: its item fails with the reason and the task goes on. A copy counts its bytes on the tenant's
+storage quota before its row is written (one conditional add each: `services/quotas.take_storage`), and one
+that does not fit is not written: its item fails (`storage_quota_exceeded`, the span code `quota_exceeded`).
 
 Copies are embedded through the embedding cache: the same texts under the same model are cache hits, so a
 clone costs no model calls unless the target embeds with another model.
@@ -19,13 +21,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from chalicelib.domain.errors import PermanentStageError
+from chalicelib.domain.errors import Forbidden, PermanentStageError, SpanErrorCode
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.types import KnowledgeBase, Task, utcnow
 from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage
+from chalicelib.faq.import_claims import put_counted
 from chalicelib.faq.keyed import tag_links
 from chalicelib.faq.reservations import claim, release_entries, unconfirmed
 from chalicelib.ports import Dependencies
+from chalicelib.services.quotas import take_storage
 
 #: entries per task item: one row write, one index write
 BATCH = 50
@@ -113,7 +117,6 @@ def _nothing() -> None:
 def _delete(deps: Dependencies, index: FaqIndex, target: KnowledgeBase, entries: Sequence[FaqEntry]) -> None:
     ids = [e.id for e in entries]
     index.remove_entries(ids)  # index entries first: a crash leaves rows to delete again, never ghost hits
-    # an entry made through the API counted its bytes; the clone's own copies count none
     give_back_storage(deps, target.tenant_id, deps.faq.delete_entries(target.id, ids))
     release_entries(deps, target.id, list(entries))
 
@@ -152,27 +155,54 @@ def _copy(
             tenant_id=target.tenant_id,
             indexed=False,
             import_task="",
-            counted_bytes=0,  # copies do not count on the storage quota (yet): a delete gives nothing back
+            counted_bytes=src.content_bytes(),  # what it counts (_count), and a delete gives back
             created_at=now,
             updated_at=now,
         )
         for src in batch
     ]
     copies, claimed, refused = _reserve(deps, target, copies)
+    copies, over_quota = _count(deps, target, copies, claimed)
+    refused += over_quota
     if copies:
         deps.faq.add_tags(target.id, sorted({t for e in copies for t in e.tags}))
         if tag_links(copies):
             deps.faq.link_tags(target.id, tag_links(copies))
-        deps.faq.put_entries(copies)  # unindexed until its index entries are written: see plan_faq_clone
+        # unindexed until its index entries are written (see plan_faq_clone); a copy left so is deleted
+        # by the next plan, which gives its count back
+        put_counted(deps, target, copies)
         index.write_all(copies)
         deps.faq.put_entries([replace(entry, indexed=True) for entry in copies])
         for entry in copies:
             deps.faq.confirm_questions(target.id, entry.id, claimed[entry.id])
+    if over_quota:
+        raise PermanentStageError(
+            f"{len(refused)} of {len(batch)} entries not copied: {'; '.join(refused[:5])}",
+            code=SpanErrorCode.QUOTA_EXCEEDED,
+        )
     if refused:
         raise PermanentStageError(
             f"{len(refused)} of {len(batch)} entries not copied, their questions taken in the target "
             f"meanwhile: {'; '.join(refused[:5])}"
         )
+
+
+def _count(
+    deps: Dependencies, target: KnowledgeBase, copies: list[FaqEntry], claimed: dict[str, list[str]]
+) -> tuple[list[FaqEntry], list[str]]:
+    """The copies whose bytes now count on the tenant within its storage quota (one conditional add each,
+    services/quotas.take_storage), and why the others are refused (their questions are free again)."""
+    kept: list[FaqEntry] = []
+    refused: list[str] = []
+    for entry in copies:
+        try:
+            take_storage(deps, target.tenant_id, entry.counted_bytes, "the entry")
+        except Forbidden as quota:
+            deps.faq.release_questions(target.id, entry.id, claimed.pop(entry.id, []))
+            refused.append(f"{entry.standard_question!r} ({quota.code}: {quota.message})")
+            continue
+        kept.append(entry)
+    return kept, refused
 
 
 def _reserve(

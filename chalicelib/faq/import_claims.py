@@ -28,11 +28,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.clock import to_iso
+from chalicelib.domain.errors import Forbidden
 from chalicelib.domain.faq_normalise import normalise
 from chalicelib.faq.entries import later_than, take_back_rewrite
 from chalicelib.faq.reservations import Clash, claim, question_key, question_keys, unconfirmed
 from chalicelib.faq.validation import (
     CONFLICT,
+    QUOTA,
     ImportRow,
     PlannedRow,
     entry_content,
@@ -40,7 +42,8 @@ from chalicelib.faq.validation import (
     plan_replace,
     storage_change,
 )
-from chalicelib.ports.faq import EntryWriteFailed, EntryWriteRefused
+from chalicelib.ports.faq import EntryWriteRefused
+from chalicelib.services.quotas import take_storage
 
 if TYPE_CHECKING:
     from chalicelib.domain.faq import FaqEntry
@@ -214,26 +217,57 @@ def refused(row: PlannedRow, entry_id: str) -> None:
     row.reason = f"entry {entry_id} was changed while the import merged into it; the row was not merged"
 
 
+def count_new(
+    deps: Dependencies, kb: KnowledgeBase, writes: Sequence[Write], claimed: dict[str, list[str]]
+) -> tuple[list[Write], bool]:
+    """The new entries' bytes counted within the tenant's quota (services/quotas.take_storage: one
+    conditional write each), before their rows are written: the row records what it counted, so a purge
+    of it (a batch that died before its index write, redone) gives exactly that back. The plan left room for
+    them, but another writer (an import into another FAQ knowledge base, the entries API) may have taken it
+    since: a row that no longer fits fails (`quota`) and its questions are free again. Returns the writes
+    left and whether a row failed."""
+    kept: list[Write] = []
+    failed = False
+    for write in writes:
+        entry = write.after
+        if write.before is None:
+            entry.counted_bytes = entry.content_bytes()
+            try:
+                take_storage(deps, kb.tenant_id, entry.counted_bytes, "the entry")
+            except Forbidden as refusal:
+                _over_quota(write.row, refusal)
+                deps.faq.release_questions(kb.id, entry.id, claimed.pop(entry.id, []))
+                failed = True
+                continue
+        kept.append(write)
+    return kept, failed
+
+
+def put_counted(deps: Dependencies, kb: KnowledgeBase, entries: Sequence[FaqEntry]) -> None:
+    """The counted new rows written (`indexed=False` until their index entries are); those a failed write
+    left out give their bytes back (a row that was written keeps its count, for its purge)."""
+    try:
+        deps.faq.put_entries(entries)
+    except BaseException:
+        written = deps.faq.get_entries(kb.id, [e.id for e in entries])
+        deps.tenants.add_usage(kb.tenant_id, -sum(e.counted_bytes for e in entries if e.id not in written))
+        raise
+
+
+def _over_quota(row: PlannedRow, refusal: Forbidden) -> None:
+    row.action, row.content, row.category = "fail", {}, QUOTA
+    row.reason = refusal.message
+
+
 def save_indexed(deps: Dependencies, index: FaqIndex, entry: FaqEntry, claimed: dict[str, list[str]]) -> None:
     """A new entry, indexed, written only over the row this batch wrote: an update through the API that
-    read the unindexed row saved what it holds (it stays); a delete meanwhile leaves nothing behind.
-    Its bytes count with this write (the plan left room for them): a row never indexed counted nothing, so
-    the purge of a batch that died before this gives back nothing, and the redelivered batch counts once."""
-    written = replace(
-        entry,
-        indexed=True,
-        counted_bytes=entry.content_bytes(),
-        updated_at=later_than(entry.updated_at),
-    )
-    counts = written.counted_bytes - entry.counted_bytes
-    deps.tenants.add_usage(entry.tenant_id, counts)
+    read the unindexed row saved what it holds (it stays, counted from what the row counted); a delete
+    meanwhile leaves nothing behind and gave back what the row counted (count_new)."""
+    written = replace(entry, indexed=True, updated_at=later_than(entry.updated_at))
     try:
         deps.faq.put_entry(written, entry)
-    except (EntryWriteRefused, EntryWriteFailed) as failed:
-        deps.tenants.add_usage(entry.tenant_id, -counts)
-        if isinstance(failed, EntryWriteFailed):
-            raise
-        if failed.gone:  # its index entries may have been written after the delete removed them
+    except EntryWriteRefused as refused:
+        if refused.gone:  # its index entries may have been written after the delete removed them
             index.remove_entries([entry.id])
             deps.faq.release_questions(entry.kb_id, entry.id, claimed.pop(entry.id, []))
 
@@ -247,20 +281,27 @@ def save_merge(deps: Dependencies, index: FaqIndex, write: Write, claimed: dict[
     assert before is not None
     after = replace(write.after, indexed=True, updated_at=later_than(before.updated_at))
     after.counted_bytes = after.content_bytes()
-    counts = storage_change(before, after.counted_bytes).counts  # the plan left room for its growth
+    change = storage_change(before, after.counted_bytes)
+    try:  # within the quota, in the add itself: the room the plan saw may have been taken since
+        take_storage(deps, before.tenant_id, change.counts, "the entry's growth", grows_by=change.grows_by)
+    except Forbidden as refusal:  # nothing of the entry changed: the questions it claimed are free again
+        take_back_rewrite(deps, index, before.id, [], claimed.pop(after.id, []))
+        _over_quota(write.row, refusal)
+        return False
+    counts = change.counts
     old, new = set(index.ids(before)), index.ids(after)
     added = [i for i in new if i not in old]
-    index.write([(after, added)])
-    deps.tenants.add_usage(before.tenant_id, counts)
     try:
+        index.write([(after, added)])
         deps.faq.put_entry(after, before)
-    except (EntryWriteRefused, EntryWriteFailed) as failed:
-        deps.tenants.add_usage(before.tenant_id, -counts)  # (a redelivered batch counts it again)
-        if isinstance(failed, EntryWriteFailed):
-            raise
+    except EntryWriteRefused:
+        deps.tenants.add_usage(before.tenant_id, -counts)
         take_back_rewrite(deps, index, before.id, added, claimed.pop(after.id, []))
         refused(write.row, before.id)
         return False
+    except BaseException:  # not written (the embedding, the engine, the table): a redelivery counts it again
+        deps.tenants.add_usage(before.tenant_id, -counts)
+        raise
     index.remove_ids(sorted(old - set(new)))
     if before.is_enabled != after.is_enabled:
         index.set_enabled(after, [i for i in new if i in old])

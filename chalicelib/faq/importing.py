@@ -15,8 +15,10 @@ Worker, per delivery:
    crash between the two writes) are purged first, then each row's questions are reserved as the entries
    API reserves them (import_claims.py: a question taken since the plan is settled by the plan's rules,
    and the plan stored again; a merge into an entry edited through the API since the plan is merged again
-   into it as it is, and written only if it is still as read), each row is written `indexed=False`, its new questions embedded and
-   indexed, the row marked indexed (its bytes counted with that write) and its reservations confirmed; new entries have ids derived from the
+   into it as it is, and written only if it is still as read), each new row's bytes counted within the
+   quota (one conditional add: the room the plan saw may have gone to another writer since; a row that no
+   longer fits fails, `quota`) and the row written `indexed=False`, its new questions embedded and
+   indexed, the row marked indexed and its reservations confirmed; new entries have ids derived from the
    task and the row, so a redelivered batch rewrites the same entries and index entries, never new ones,
    and holds their reservations again; a replace's deletions give theirs back;
 4. progress (counters, offset) saved after each batch, only forward;
@@ -63,8 +65,10 @@ from chalicelib.faq.import_claims import (
     Write,
     changed_since_plan,
     confirm_written,
+    count_new,
     hold_questions,
     merge_again,
+    put_counted,
     save_indexed,
     save_merge,
 )
@@ -435,12 +439,13 @@ def _run_batch(
     writes, claimed, changed = hold_questions(
         deps, kb, mode, writes, lambda row, base: _entry(task, kb, row, base)
     )
-    new_entries = [w.after for w in writes if w.before is None]  # counted once indexed (save_indexed)
+    writes, over_quota = count_new(deps, kb, writes, claimed)
+    new_entries = [w.after for w in writes if w.before is None]  # counted, within the quota (count_new)
     links = tag_links(w.after for w in writes)
     if links:  # before the rows: a link without its use is dropped when read (keyed.py), never the reverse
         deps.faq.link_tags(kb.id, links)
     if new_entries:
-        deps.faq.put_entries(new_entries)  # indexed=False until their index entries are written
+        put_counted(deps, kb, new_entries)  # indexed=False until their index entries are written
     index.write_all(new_entries)
     for entry in new_entries:
         save_indexed(deps, index, entry, claimed)
@@ -449,7 +454,7 @@ def _run_batch(
             changed = True
     for entry_id, keys in claimed.items():
         deps.faq.confirm_questions(kb.id, entry_id, keys)
-    return changed or replanned
+    return changed or replanned or over_quota
 
 
 def _finish(

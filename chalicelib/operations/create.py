@@ -427,8 +427,9 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
     from chalicelib.services.tagging import check_tag_ids
 
     tag_ids = check_tag_ids(deps, kb.id, request.tag_ids)
-    knowledge_id = str(uuid.uuid4())
     data = content.encode()
+    check_storage_for_upload(deps, kb.tenant_id, len(data))  # as a file of the same bytes
+    knowledge_id = str(uuid.uuid4())
     url = deps.files.backend(kb.storage_backend).save(
         source_object_key(tenant_id, knowledge_id, "md"), data, "text/markdown"
     )

@@ -31,6 +31,10 @@ class TenantRepo(Protocol):
     def add_usage(self, tenant_id: str, delta_bytes: int) -> None:
         """Atomically adjusts the bytes the tenant stores (indexing adds, delete subtracts)."""
 
+    def add_usage_within(self, tenant_id: str, delta_bytes: int, grows_by: int, quota: int) -> bool:
+        """add_usage in one conditional write, only while used + `grows_by` <= `quota` (always when `quota`
+        is 0 or `grows_by` <= 0). False: it did not fit, or no tenant row (nothing added)."""
+
     def reserve_document(self, tenant_id: str, quota: int) -> bool:
         """Counts one more document unless the tenant already holds `quota` (0: no limit); False then."""
 
@@ -97,17 +101,13 @@ class ShareRepo(Protocol):
 
     def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str, cap: int | None = None) -> bool: ...
 
-    def remove(self, kb_id: str, tenant_id: str) -> bool:
-        """False when the knowledge base was not shared with the tenant."""
-        ...
+    def remove(self, kb_id: str, tenant_id: str) -> bool: ...  # False: it was not shared with the tenant
 
     def tenants_of(self, kb_id: str) -> list[str]: ...
 
     def shared_with(self, tenant_id: str) -> list[str]: ...
 
-    def drop(self, kb_id: str) -> None:
-        """Every share of a deleted knowledge base (a no-op when it had none)."""
-        ...
+    def drop(self, kb_id: str) -> None: ...  # every share of a deleted knowledge base (none: a no-op)
 
 
 class KnowledgeBaseRepo(Protocol):

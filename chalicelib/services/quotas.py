@@ -1,7 +1,8 @@
 """The operator's per-tenant limits (0: none): documents are counted when a row is created and released when
 it is deleted (one conditional write each, so two uploads cannot both take the last place); stored bytes
-are counted when a document is indexed, checked at the upload when its size is known and again at indexing
-(a URL import's size is known only then), where going over fails the document with the reason."""
+are counted when a document is indexed, checked at the upload (and for written text) when its size is known
+and again at indexing (a URL import's size is known only then), where going over fails the document with
+the reason. FAQ entries (created, edited, imported, cloned) count theirs with `take_storage`."""
 
 from __future__ import annotations
 
@@ -50,16 +51,16 @@ def take_storage(
     deps: Dependencies, tenant_id: str, size: int, what: str, *, grows_by: int | None = None
 ) -> None:
     """Counts `size` more bytes on the tenant's `storage_used` (a negative size gives bytes back), or a 403
-    `storage_quota_exceeded` when the growth (`grows_by`, else `size`) is positive and does not fit in what
-    is left. As the upload's check, it reads then adds (one atomic add): writers racing for the last bytes
-    may pass the quota by what they add."""
+    `storage_quota_exceeded` (nothing counted) when the growth (`grows_by`, else `size`) is positive and
+    does not fit: the quota is checked in the add itself (one conditional write), so writers racing for the
+    last bytes cannot pass it together. Every writer that counts bytes within the quota comes here."""
     growth = size if grows_by is None else grows_by
-    if growth > 0:
-        left = storage_left(deps, tenant_id)
-        if left is not None and growth > left:
-            raise Forbidden(
-                f"{what} ({growth} bytes) does not fit in the tenant's storage quota ({left} bytes left)",
-                code="storage_quota_exceeded",
-            )
-    if size:
-        deps.tenants.add_usage(tenant_id, size)
+    tenant = deps.tenants.get(tenant_id)
+    if tenant is None or not (size or growth > 0):
+        return  # no tenant row to count on, or nothing to count
+    if not deps.tenants.add_usage_within(tenant_id, size, growth, tenant.storage_quota):
+        left = storage_left(deps, tenant_id) or 0
+        raise Forbidden(
+            f"{what} ({growth} bytes) does not fit in the tenant's storage quota ({left} bytes left)",
+            code="storage_quota_exceeded",
+        )

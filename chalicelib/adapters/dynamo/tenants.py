@@ -57,6 +57,14 @@ class DynamoTenantRepo:
                 actions=[self.model.storage_used.add(delta_bytes)], condition=self.model.id.exists()
             )
 
+    def add_usage_within(self, tenant_id: str, delta_bytes: int, grows_by: int, quota: int) -> bool:
+        limited = quota > 0 and grows_by > 0
+        if limited and grows_by > quota:  # not even an empty (or missing) count has the room
+            return False
+        return self._conditional_add(
+            tenant_id, self.model.storage_used, delta_bytes, quota - grows_by if limited else NO_LIMIT
+        )
+
     def _conditional_add(self, tenant_id: str, attribute: Any, delta: int, at_most: int) -> bool:
         """attribute += delta while attribute <= at_most (a missing attribute counts as 0)."""
         m = self.model

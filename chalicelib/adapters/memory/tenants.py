@@ -43,6 +43,14 @@ class MemoryTenantRepo:
             if tenant is not None:
                 tenant.storage_used += delta_bytes
 
+    def add_usage_within(self, tenant_id: str, delta_bytes: int, grows_by: int, quota: int) -> bool:
+        with self._lock:  # the read and the add in one step, as DynamoDB's conditional update
+            tenant = self._rows.get(tenant_id)
+            if tenant is None or (quota > 0 and grows_by > 0 and tenant.storage_used + grows_by > quota):
+                return False
+            tenant.storage_used += delta_bytes
+            return True
+
     def reserve_document(self, tenant_id: str, quota: int) -> bool:
         with self._lock:
             tenant = self._rows.get(tenant_id)
