@@ -46,7 +46,7 @@ from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.offered import check_override_models
 from chalicelib.services.ownership import require_kb
-from chalicelib.services.quotas import check_storage_for_upload, reserve_document
+from chalicelib.services.quotas import check_storage_for_upload, reserve_document, take_storage
 from chalicelib.services.stage_queue import visible_at
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -166,11 +166,20 @@ def _insert_or_remove_object(
             deps.files.delete(url)
         raise
     try:
+        # the stored bytes count from now, within the quota (one conditional add), not once indexed: the
+        # row records them (`storage_size`), so indexing adds nothing more and the row's delete gives them
+        # back, once. (A URL import's size is known, and counted, only at indexing.)
+        take_storage(deps, knowledge.tenant_id, knowledge.file_size, "the file")
+    except Forbidden:
+        _undo(deps, knowledge, url, inserted=False, reserved=reserved)
+        raise
+    knowledge.storage_size = knowledge.file_size
+    try:
         # the tag relations first: a crash leaves a stale one, never a missing one
         relate_new(deps, knowledge)
         deps.knowledge.insert(knowledge)
     except BaseException as error:
-        _undo(deps, knowledge, url, inserted=False, reserved=reserved)
+        _undo(deps, knowledge, url, inserted=False, reserved=reserved, counted=knowledge.storage_size)
         if isinstance(error, DuplicateKnowledge):  # lost a race with an identical upload
             raise duplicate_error(error.existing, duplicate_code) from None
         raise
@@ -198,18 +207,28 @@ def _undo_if_kb_closed(deps: Dependencies, knowledge: Knowledge, url: str | None
 
 
 def _undo(
-    deps: Dependencies, knowledge: Knowledge, url: str | None, *, inserted: bool, reserved: bool
+    deps: Dependencies,
+    knowledge: Knowledge,
+    url: str | None,
+    *,
+    inserted: bool,
+    reserved: bool,
+    counted: int = 0,
 ) -> None:
-    """A create taken back: the row (its delete gives the tenant's place back with it, once, whoever
-    deletes it) or else the reserved place, then the object, then the tag relations. Each step runs even
-    when one before it failed; the error still goes on (the message retries, the client sees a 500)."""
+    """A create taken back: the row (its delete gives the tenant's place and counted bytes back with it,
+    once, whoever deletes it) or else the reserved place and the `counted` bytes, then the object, then the
+    tag relations. Each step runs even when one before it failed; the error still goes on (the message
+    retries, the client sees a 500)."""
     from chalicelib.services.tagging import unrelate_all
 
     try:
         if inserted:
             deps.knowledge.delete(knowledge.id)
-        elif reserved:
-            deps.tenants.release_document(knowledge.tenant_id)
+        else:
+            if counted:
+                deps.tenants.add_usage(knowledge.tenant_id, -counted)
+            if reserved:
+                deps.tenants.release_document(knowledge.tenant_id)
     finally:
         try:
             if url:

@@ -69,13 +69,15 @@ def test_a_storage_quota_refuses_a_file_that_does_not_fit(
     )
     assert presign.status_code == 403 and presign.json_body["error"]["code"] == "storage_quota_exceeded"
     fits = api.upload(kb["id"], "b.md", DOC + b"b").json_body["data"]
-    # the operator lowers the quota while it is queued: indexing finds it over and fails it with the reason
+    # counted when accepted, before it is indexed: a third file finds the room taken
+    assert _view(operator, tenant_id)["storage_used"] == 2 * len(DOC) + 1
+    third = api.upload(kb["id"], "c.md", b"# c\n\n" + b"x" * 20)
+    assert third.status_code == 403 and third.json_body["error"]["code"] == "storage_quota_exceeded"
+    # the operator lowers the quota while it is queued: accepted and counted, it still completes
     operator.call("put", f"/tenants/{tenant_id}/quotas", {"storage_quota": len(DOC) + 5})
     runtime.drain(timeout=120)
-    row = api.knowledge(fits["id"])
-    assert row["parse_status"] == "failed" and row["error_code"] == "quota_exceeded"
-    assert "storage quota" in row["error_message"]
-    assert _view(operator, tenant_id)["storage_used"] == len(DOC)
+    assert api.knowledge(fits["id"])["parse_status"] == "completed"
+    assert _view(operator, tenant_id)["storage_used"] == 2 * len(DOC) + 1
 
 
 def test_quotas_are_validated(client: Client, operator: Operator) -> None:  # noqa: F811

@@ -1,0 +1,43 @@
+"""A document's stored bytes count from its acceptance, within the quota (one conditional add), recorded on
+its row (`storage_size`): indexing adds nothing, the delete gives them back once, a create taken back (lost
+dedupe race) gives them back at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from chalicelib.bootstrap import Services
+from chalicelib.domain.errors import AppError
+from chalicelib.domain.types import KnowledgeBase
+
+from .conftest import MAIN_STAGES, drain, upload
+
+
+def used(deps: Services, tenant_id: str) -> int:
+    tenant = deps.tenants.get(tenant_id)
+    assert tenant is not None
+    return tenant.storage_used
+
+
+def test_uploads_not_yet_indexed_count_on_the_quota(deps: Services, kb: KnowledgeBase) -> None:
+    from chalicelib.operations.knowledge_changes import delete_knowledge
+
+    from .test_move_clone import run_lifecycle
+
+    deps.tenants.set_quotas(kb.tenant_id, storage_quota=1000, document_quota=0)
+    body = b"# Doc\n\n" + b"word " * 170
+    first = upload(deps, kb, "doc0.md", body)
+    assert used(deps, kb.tenant_id) == len(body)  # counted at acceptance
+    codes = []
+    for i in range(1, 6):
+        with pytest.raises(AppError) as refused:
+            upload(deps, kb, f"doc{i}.md", body + str(i).encode())
+        codes.append(refused.value.code)
+    assert codes == ["storage_quota_exceeded"] * 5
+    drain(deps, MAIN_STAGES)
+    row = deps.knowledge.get(first.id)
+    assert row is not None and row.enable_status.value == "enabled" and row.storage_size == len(body)
+    assert used(deps, kb.tenant_id) == len(body)  # indexing counted nothing twice
+    delete_knowledge(deps, kb.tenant_id, first.id)
+    run_lifecycle(deps)
+    assert used(deps, kb.tenant_id) == 0
