@@ -166,9 +166,15 @@ TASK_CALLBACKS = Grant(
     why="task-token callbacks have no resource-level permission: the token names the task",
 )
 #: what a function that decides a change does to announce it (services/events.py): the event on the bus, and
-#: one message per interested webhook of the knowledge base on the webhooks queue
+#: one message per interested webhook of the knowledge base on the webhooks queue, or in its dead-letter queue
+#: when the queue does not take it (parked for redrive)
 PUBLISH = Grant(("events:PutEvents",), (_arn("EventBus"),))
-ANNOUNCE = [PUBLISH, Grant(READ, tables("webhooks")), send_to("webhooks")]
+ANNOUNCE = [
+    PUBLISH,
+    Grant(READ, tables("webhooks")),
+    send_to("webhooks"),
+    Grant(("sqs:SendMessage",), dead_letter_queues("webhooks")),
+]
 OCR = Grant(
     ("textract:DetectDocumentText",),
     ("*",),
@@ -206,6 +212,11 @@ FUNCTIONS: dict[str, list[Grant]] = {
         Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,
         send_to(*ALL_QUEUES),
+        Grant(
+            ("sqs:SendMessage",),
+            dead_letter_queues("webhooks"),
+            why="a webhook delivery parked (services/events.py)",
+        ),
         Grant(("sqs:GetQueueAttributes",), queues(*ALL_QUEUES) + dead_letter_queues(*ALL_QUEUES)),
         Grant(
             ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl"),
@@ -344,8 +355,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
     ],
     # Durable lifecycle work: delete, reparse, move and clone touch every aggregate of a knowledge base.
     "LifecycleTask": [
-        PUBLISH,
-        send_to("webhooks"),
+        *ANNOUNCE,
         *own_queue("lifecycle"),
         read_tables(*ALL_TABLES),
         write_tables(*ALL_TABLES),

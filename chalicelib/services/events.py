@@ -20,8 +20,6 @@ conditional write already held and whose retry therefore announces nothing.
 
 from __future__ import annotations
 
-from functools import partial
-
 from chalicelib.domain.events import Event, EventType, knowledge_event, summary_event, task_event
 from chalicelib.domain.types import Knowledge, Task
 from chalicelib.domain.webhooks import delivery_id
@@ -60,14 +58,15 @@ def _fan_out(deps: Dependencies, event: Event) -> None:
             attempt=1,
             event=dict(event.detail),
         )
-        send = partial(deps.queue.send_raw, WEBHOOK_QUEUE, delivery.model_dump(mode="json"))
+        body = delivery.model_dump(mode="json")
         try:
             call_with_backoff(
-                send,
+                lambda: deps.queue.send_raw(WEBHOOK_QUEUE, body),  # noqa: B023 (called at once, in the loop)
                 max_attempts=tries,
                 base_delay=FAN_OUT_BASE_DELAY,
                 max_delay=FAN_OUT_MAX_DELAY,
                 retry_on=(ServiceUnreachable,),
+                sleep=deps.sleep,
             )
         except ServiceUnreachable:
             tries = 1  # the queue is out: the event's other deliveries go to the DLQ without waiting

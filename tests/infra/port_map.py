@@ -26,34 +26,34 @@ from .reach import Need, PortCall, PortMap
 #: SQS: what each TaskQueue method asks of the queue its first argument names ("queue") and of that queue's
 #: dead-letter queue ("dead-letter-queue"); every method needs the queue's URL, which a function is given in
 #: its environment (infra/stack.py) or else looks up (GetQueueUrl, once per process): the reach check asks
-#: for that lookup only where the URL is not given (test_iam_reach.allowed)
+#: for that lookup only where the URL is not given (test_iam_reach.allowed). A dead-letter queue's URL not
+#: given is found through its queue's RedrivePolicy ("redrive-policy": GetQueueAttributes on the queue).
 QUEUE_METHODS: dict[str, tuple[tuple[str, str], ...]] = {
     "send": (("sqs:GetQueueUrl", "queue"), ("sqs:SendMessage", "queue")),
     "send_raw": (("sqs:GetQueueUrl", "queue"), ("sqs:SendMessage", "queue")),
     "backlog": (("sqs:GetQueueUrl", "queue"), ("sqs:GetQueueAttributes", "queue")),
     "retry_later": (("sqs:GetQueueUrl", "queue"), ("sqs:ChangeMessageVisibility", "queue")),
-    # the DLQ is found through the queue's RedrivePolicy
     "dead_letter": (
         ("sqs:GetQueueUrl", "queue"),
-        ("sqs:GetQueueAttributes", "queue"),
+        ("sqs:GetQueueAttributes", "redrive-policy"),
         ("sqs:GetQueueUrl", "dead-letter-queue"),
         ("sqs:SendMessage", "dead-letter-queue"),
     ),
     "receive_dead_letters": (
         ("sqs:GetQueueUrl", "queue"),
-        ("sqs:GetQueueAttributes", "queue"),
+        ("sqs:GetQueueAttributes", "redrive-policy"),
         ("sqs:GetQueueUrl", "dead-letter-queue"),
         ("sqs:ReceiveMessage", "dead-letter-queue"),
     ),
     "delete_dead_letter": (
         ("sqs:GetQueueUrl", "queue"),
-        ("sqs:GetQueueAttributes", "queue"),
+        ("sqs:GetQueueAttributes", "redrive-policy"),
         ("sqs:GetQueueUrl", "dead-letter-queue"),
         ("sqs:DeleteMessage", "dead-letter-queue"),
     ),
     "release_dead_letter": (
         ("sqs:GetQueueUrl", "queue"),
-        ("sqs:GetQueueAttributes", "queue"),
+        ("sqs:GetQueueAttributes", "redrive-policy"),
         ("sqs:GetQueueUrl", "dead-letter-queue"),
         ("sqs:ChangeMessageVisibility", "dead-letter-queue"),
     ),

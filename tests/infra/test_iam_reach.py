@@ -119,9 +119,14 @@ def given_url(roles: RoleBook, function: str, need: Need) -> bool:
 
 def allowed(roles: RoleBook, function: str, need: Need) -> bool:
     """Some object of the bucket will do; a queue not resolved may be any queue, so it must be every one. A
-    queue's URL lookup is needed only where the function is not given the URL."""
+    queue's URL lookup is needed only where the function is not given the URL, and a dead-letter queue's
+    RedrivePolicy lookup only where it is not given the dead-letter queue's URL."""
     if need.action == "sqs:GetQueueUrl" and given_url(roles, function, need):
         return True
+    if need.kind == "redrive-policy":
+        if given_url(roles, function, Need(need.action, "dead-letter-queue", need.name)):
+            return True
+        need = Need(need.action, "queue", need.name)
     decisions = [roles.allows(function, Request(need.action, arn)) for arn in arns_of(roles, need)]
     return any(decisions) if need.kind == "object" else all(decisions)
 
