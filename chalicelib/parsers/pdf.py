@@ -2,7 +2,11 @@
 JPEG (and OCR'd when an engine is given), native pages as text with repeating headers/footers removed,
 and large figures kept as images. WeKnora's rule for a page with an image over 10% of it and under 10
 characters (a scan) holds in a PDF without a text layer; in one whose pages are mostly text, such a page is
-a figure page whose figures are kept instead of a render of it (`_Page.sparse`)."""
+a figure page whose figures are kept instead of a render of it (`_Page.sparse`).
+
+Over 600 lines, kept whole: the text lines, their running headers and headings, the figures and the page
+renders all read one pdfium document under one lock, in one pass per page; split, each part would take the
+handles, the lock and the page loop's state as arguments (the pdfium calls themselves are in pdf_pdfium)."""
 
 from __future__ import annotations
 
@@ -58,6 +62,7 @@ class _Page:
     # document without a text layer; in one with a text layer a figure page (a screenshot under the running
     # header), whose figures carry its content: rendered only when none of them is kept.
     sparse: bool = False
+    height: float = 0.0  # page height (PDF units), for where its running headers and footers are
     figures: list[tuple[int, str]] = field(default_factory=list)  # (object index, content key)
 
 
@@ -180,10 +185,6 @@ def _page_lines(textpage: int, pdfium_c: Any, invisible_objects: bool | None = N
     return lines
 
 
-def _edge_key(line: _Line) -> str:
-    return _DIGITS.sub("#", line.text)
-
-
 def _body_size(pages: list[list[_Line]]) -> float:
     weight: Counter[float] = Counter()
     for lines in pages:
@@ -193,34 +194,94 @@ def _body_size(pages: list[list[_Line]]) -> float:
     return weight.most_common(1)[0][0] if weight else 0.0
 
 
-def _repeating_lines(pages: list[list[_Line]]) -> set[str]:
-    """Normalised first/last lines that repeat on at least half the pages (running headers, footers).
-    Lines set larger than the body text are headings, never running headers."""
+#: running headers and footers sit in the page's top or bottom fifth (LaTeX's page numbers: 11-17% up)
+EDGE_BAND = 0.2
+#: ... set apart from the body: at least this many times their font size from the next line in
+#: (headers and footers sit 3x away and more; body lines 1.2-1.5x)
+EDGE_SEPARATION = 1.8
+#: ... and at the same distance from the page edge on the pages they repeat on, to this many points
+EDGE_TOLERANCE = 3.0
+
+
+def _edge_lines(lines: list[_Line], height: float) -> list[tuple[int, str, float]]:
+    """The page's lines that may be a running header or footer: among its first two and last two, those in
+    the top or bottom band of the page, set apart from the body (the line after a top block, before a
+    bottom one, is `EDGE_SEPARATION` sizes away), as (index, key, place): the key is the text with its
+    digits blanked, by edge; the place its distance from that edge. Lines without a known position
+    (size 0) are never taken: body text at the top of a short page repeats as much as a header does."""
+    n = len(lines)
+    out: list[tuple[int, str, float]] = []
+    if height <= 0 or n < 2:
+        return out
+    band = height * EDGE_BAND
+    for edge, order in (("top", (0, 1)), ("bottom", (n - 1, n - 2))):
+        block: list[tuple[int, float]] = []
+        for i in order:
+            line = lines[i]
+            place = height - line.base if edge == "top" else line.base
+            if line.size <= 0 or not 0 <= place <= band:
+                break
+            block.append((i, place))
+        # the block ends at the first line that is not in the band, or that is set apart from the next
+        while block:
+            last = block[-1][0]
+            inner = last + 1 if edge == "top" else last - 1
+            if not 0 <= inner < n:
+                block.pop()
+                continue
+            if abs(lines[last].base - lines[inner].base) >= EDGE_SEPARATION * lines[last].size:
+                break
+            block.pop()
+        taken = {i for i, _, _ in out}  # a page of three lines: its middle one is in both blocks
+        out.extend(
+            (i, f"{edge}:{_DIGITS.sub('#', lines[i].text)}", place) for i, place in block if i not in taken
+        )
+    return out
+
+
+def _repeating_lines(pages: list[list[_Line]], heights: list[float]) -> dict[str, float]:
+    """Edge lines (`_edge_lines`) that repeat, digits aside, at the same place on at least half the pages
+    (running headers, footers): their key and place. Lines set larger than the body text are headings,
+    never running headers."""
     if len(pages) < 3:
-        return set()
+        return {}
     body = _body_size(pages)
-    counts: Counter[str] = Counter()
-    for lines in pages:
-        edge = [ln for ln in lines[:2] + lines[-2:] if not (body and ln.size > body * 1.15)]
-        counts.update({_edge_key(ln) for ln in edge})
+    places: dict[str, list[float]] = {}
+    for lines, height in zip(pages, heights, strict=True):
+        for i, key, place in _edge_lines(lines, height):
+            if not (body and lines[i].size > body * 1.15) and len(lines[i].text) < 120:
+                places.setdefault(key, []).append(place)
     threshold = max(2, len(pages) // 2)
-    return {key for key, n in counts.items() if n >= threshold and len(key) < 120}
+    repeating: dict[str, float] = {}
+    for key, found in places.items():
+        if len(found) < threshold:
+            continue
+        common = sorted(found)[len(found) // 2]
+        if sum(abs(place - common) <= EDGE_TOLERANCE for place in found) >= threshold:
+            repeating[key] = common
+    return repeating
 
 
-def _strip_repeating(lines: list[_Line], repeating: set[str]) -> list[_Line]:
-    """The page without its first two and last two lines where they repeat (unless set larger than the
-    page's body text); only those four lines are looked at, and the body size only when one repeats."""
+def _strip_repeating(lines: list[_Line], height: float, repeating: dict[str, float]) -> list[_Line]:
+    """The page without its edge lines (`_edge_lines`) that repeat at their place (unless set larger than
+    the page's body text), the body size looked at only when one does; a page that would lose every line
+    keeps them all (a short page of a template: an invoice)."""
     if not repeating or not lines:
         return lines
-    n = len(lines)
-    drop = {i for i in (0, 1, n - 2, n - 1) if 0 <= i < n and _edge_key(lines[i]) in repeating}
+    drop = {
+        i
+        for i, key, place in _edge_lines(lines, height)
+        if key in repeating and abs(place - repeating[key]) <= EDGE_TOLERANCE
+    }
     if drop:
         # the body size is at least the page's smallest: a line not over 1.15x that is never too large
         smallest = min((ln.size for ln in lines if ln.size > 0), default=0.0)
         if any(lines[i].size > smallest * 1.15 for i in drop):
             body = _body_size([lines])
             drop = {i for i in drop if not (body and lines[i].size > body * 1.15)}
-    return [ln for i, ln in enumerate(lines) if i not in drop] if drop else lines
+    if not drop or len(drop) == len(lines):
+        return lines
+    return [ln for i, ln in enumerate(lines) if i not in drop]
 
 
 def _heading_levels(pages: list[list[_Line]]) -> dict[float, int]:
@@ -435,7 +496,8 @@ def _parse_open(
             handles, invisible_objects = walk_objects(raw_page, pdfium_c)
             lines = _read_lines(raw_page, pdfium_c, invisible_objects)
             objs = [RawImage(handle, raw_page, level, fn, pdfium_c) for handle, level in handles]
-            size = page_size(raw_page, fn) if objs else (0.0, 0.0)
+            size = page_size(raw_page, fn)
+            info.height = size[1]
             coverage = _image_coverage(size, objs)
             info.scanned = force_scanned
             if not info.scanned and coverage >= 0.1:  # below that, no amount of text makes it a scan
@@ -478,8 +540,9 @@ def _parse_open(
                     figure_pages[key].discard(info.index)
                 info.figures = []
         page_lines = [[] if info.scanned else lines for info, lines in zip(pages, page_lines, strict=True)]
-    repeating = _repeating_lines([ln for p, ln in zip(pages, page_lines, strict=True) if not p.scanned])
-    page_lines = [_strip_repeating(lines, repeating) for lines in page_lines]
+    text_pages = [(ln, p.height) for p, ln in zip(pages, page_lines, strict=True) if not p.scanned]
+    repeating = _repeating_lines([ln for ln, _ in text_pages], [height for _, height in text_pages])
+    page_lines = [_strip_repeating(ln, p.height, repeating) for p, ln in zip(pages, page_lines, strict=True)]
     levels = _heading_levels(page_lines)
     repeated_figures = {
         k

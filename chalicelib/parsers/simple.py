@@ -36,8 +36,8 @@ _REPLACEMENT_UTF8 = "\ufffd".encode()
 
 
 def decode_text(data: bytes) -> str:
-    """Decodes text in any encoding: BOMs and UTF-8 first (fast path), text nearly all valid UTF-8 as UTF-8
-    (the few bad bytes replaced), then charset-normalizer on a sample holding non-ASCII bytes."""
+    """Decodes text in any encoding: BOMs, UTF-16/32 by their BOM or NUL pattern, UTF-8 (text nearly all
+    valid UTF-8 too, the few bad bytes replaced), then a legacy 8-bit or CJK codec (`_legacy_codec`)."""
     if data.startswith(b"\xef\xbb\xbf"):
         return data[3:].decode("utf-8", errors="replace")
     wide = wide_text_codec(data)
@@ -53,16 +53,83 @@ def decode_text(data: bytes) -> str:
     if invalid <= MAX_UTF8_ERROR_SHARE * non_ascii:
         return as_utf8
     del as_utf8
+    return data.decode(_legacy_codec(data), errors="replace")
+
+
+#: the non-ASCII characters of Western European text in Windows-1252: the letters of French, Spanish,
+#: Portuguese, German, Italian, Catalan, Dutch and the Nordic languages, and the usual typography
+_WESTERN = frozenset(
+    "àáâãäåæçèéêëìíîïñòóôõöøùúûüÿßœÀÁÂÃÄÅÆÇÈÉÊËÌÍÎÏÑÒÓÔÕÖØÙÚÛÜŸŒ"  # letters
+    "“”‘’–—€…«»°§©®™•·¡¿£¥¢½¼¾µ±×÷ªº²³\u00a0"  # typography
+)
+#: under this many non-ASCII bytes a detector's guess is a coin toss ("Café" read as UTF-16): Windows-1252
+SHORT_NON_ASCII = 16
+#: how much more mess (charset-normalizer's `mess_ratio`) Windows-1252's reading may show than the
+#: detector's Latin-script choice and still be preferred to it
+CP1252_MESS_SLACK = 0.05
+_MESS_SAMPLE_CHARS = 100_000
+
+
+def _western_share(text: str) -> float:
+    """The share of the text's non-ASCII characters that are common in Western European text (1.0: all)."""
+    others = [ch for ch in text if ord(ch) > 127]
+    return sum(ch in _WESTERN for ch in others) / len(others) if others else 1.0
+
+
+def _latin_letters_only(text: str) -> bool:
+    """Whether every non-ASCII letter of the text is a Latin one (the detector chose a cousin of cp1252)."""
+    import unicodedata
+
+    return all(
+        unicodedata.name(ch, "").startswith("LATIN") for ch in set(text) if ord(ch) > 127 and ch.isalpha()
+    )
+
+
+def _as_cp1252(data: bytes) -> str | None:
+    try:
+        return data.decode("cp1252")
+    except UnicodeDecodeError:  # one of its five unassigned bytes: not Windows-1252
+        return None
+
+
+def _legacy_codec(data: bytes) -> str:
+    """The codec of text that is not UTF-8/16/32. charset-normalizer ranks its equally plausible readings
+    in no useful order (Spanish in cp1250: "ańo"), so among Latin-script readings Windows-1252, the most
+    common legacy encoding, wins unless its reading is clearly worse; text with only a few non-ASCII bytes
+    is read as Windows-1252 when its reading is plausible Western text. UTF-16/32 are never guessed here:
+    without a BOM or NULs (`wide_text_codec`) they are not told from 8-bit text."""
     from charset_normalizer import from_bytes
+    from charset_normalizer.md import mess_ratio
+    from charset_normalizer.utils import is_multi_byte_encoding
 
     sample = data[:DETECTION_SAMPLE_BYTES]
     if sample.isascii():  # the detector would say ascii: it must see the bytes that are not
         first = _NON_ASCII.search(data)
         assert first is not None  # the data is not valid UTF-8, so not all ASCII
         sample = data[first.start() : first.start() + DETECTION_SAMPLE_BYTES]
-    best = from_bytes(sample).best()
-    encoding = best.encoding if best is not None and best.encoding != "ascii" else "latin-1"
-    return data.decode(encoding, errors="replace")
+    western = _as_cp1252(sample)
+    short = western is not None and len(_NON_ASCII.findall(sample[:65536])) < SHORT_NON_ASCII
+    if short and western is not None and _western_share(western) == 1.0:
+        return "cp1252"
+    matches = [
+        m
+        for m in from_bytes(sample)
+        if m.encoding != "ascii" and not m.encoding.startswith(("utf_16", "utf_32"))
+    ]
+    if not matches:
+        return "cp1252" if western is not None else "latin-1"
+    best = matches[0]
+    if western is None or best.encoding == "cp1252" or is_multi_byte_encoding(best.encoding):
+        return best.encoding
+    chosen = sample.decode(best.encoding, errors="replace")[:_MESS_SAMPLE_CHARS]
+    western = western[:_MESS_SAMPLE_CHARS]
+    if (
+        _latin_letters_only(chosen)
+        and _western_share(western) >= _western_share(chosen)
+        and mess_ratio(western, 1.0) <= mess_ratio(chosen, 1.0) + CP1252_MESS_SLACK
+    ):
+        return "cp1252"
+    return best.encoding
 
 
 def _text(data: bytes) -> str:
@@ -164,6 +231,23 @@ def json_to_markdown(value: Any, depth: int = 0, level: int = 1) -> list[str]:
     return out
 
 
+def _json_value(text: str) -> Any:
+    """The JSON document, or the list of a JSON Lines file's values (named .json, as exports often are):
+    one JSON value on each non-blank line."""
+    try:
+        return json.loads(text)
+    except RecursionError as exc:
+        raise parse_failed(f"The JSON file is not valid JSON: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        if exc.msg != "Extra data":
+            raise parse_failed(f"The JSON file is not valid JSON: {exc}") from exc
+        error = exc
+    try:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (json.JSONDecodeError, RecursionError):
+        raise parse_failed(f"The JSON file is not valid JSON (nor JSON Lines): {error}") from error
+
+
 class SimpleEngine:
     name = "simple"
     description = "In-process reader: text verbatim, CSV/JSON to Markdown, image and audio placeholders"
@@ -183,10 +267,7 @@ class SimpleEngine:
             markdown, metadata = csv_document(_text(data), ctx.limits.max_sheet_cells)
             return ReadResult(markdown=markdown, metadata=metadata)
         if ft == "json":
-            try:
-                value = json.loads(_text(data))
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise parse_failed(f"The JSON file is not valid JSON: {exc}") from exc
+            value = _json_value(_text(data))
             try:
                 lines = json_to_markdown(value, level=2)
             except RecursionError as exc:

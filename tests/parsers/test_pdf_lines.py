@@ -184,10 +184,6 @@ def test_page_text_over_addresses_is_pypdfium2s_text_range(corpus: Path, name: s
         pdf.close()
 
 
-def _page(*lines: tuple[str, float]) -> list[_Line]:
-    return [_Line(text, size) for text, size in lines]
-
-
 @pytest.mark.parametrize(
     ("header_size", "kept"),
     [(9.0, False), (10.0, False), (11.4, False), (11.6, True), (14.0, True)],
@@ -198,12 +194,12 @@ def test_a_repeating_edge_line_goes_unless_set_larger_than_the_page_body(
 ) -> None:
     """Issue 27 skips the page's body size when no repeating edge line is over 1.15x the page's smallest
     size; the rule itself is unchanged: a repeating line set over 1.15x the body size is a heading."""
-    page = _page(
-        ("Manual 3", header_size),
-        ("Body text that is long enough to weigh the most on this page.", 10.0),
-        ("A footnote in small type.", 8.0),
-        ("More body text, as long again as the line before it was.", 10.0),
-        ("Page 3", 9.0),
-    )
-    out = _strip_repeating(page, {"Manual #", "Page #"})
+    page = [
+        _Line("Manual 3", header_size, 760.0),
+        _Line("Body text that is long enough to weigh the most on this page.", 10.0, 700.0),
+        _Line("A footnote in small type.", 8.0, 686.0),
+        _Line("More body text, as long again as the line before it was.", 10.0, 672.0),
+        _Line("Page 3", 9.0, 30.0),
+    ]
+    out = _strip_repeating(page, 792.0, {"top:Manual #": 32.0, "bottom:Page #": 30.0})
     assert [ln.text for ln in out] == (["Manual 3"] if kept else []) + [ln.text for ln in page[1:4]]
