@@ -344,8 +344,9 @@ class Settings:
     #: a document of more text chunks than this is embedded as independent slices of this many chunk
     #: sequence numbers, run in parallel (issue 27); one of at most this many keeps the single chain
     embed_fanout_texts: int = 1024
-    #: at most this many of one document's slices are queued at once (each finished slice queues the next):
-    #: a big document never fills the embedding stage's concurrency (10 on AWS) ahead of other tenants
+    #: at most this many of one document's slices are queued at once (each finished slice queues the next),
+    #: one per pipeline place of its tenant it holds: a tenant's slices stay within `tenant_pipeline_cap`,
+    #: below the embedding stage's concurrency (10 on AWS)
     embed_fanout_parallel: int = 5
     #: in-Lambda tries of one embedding batch (backoff with full jitter, honouring Retry-After)
     embed_max_attempts: int = 6

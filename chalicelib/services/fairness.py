@@ -23,6 +23,11 @@ first out. Two rules at the pipeline's door (the docreader), both kept in Dynamo
   `turn_backstop_seconds`: the place given back wakes the oldest waiter at once (a message with a new
   ticket), so a backlog is not looked at again and again while it waits (issue 27: it was 161-238
   docreader runs for 20 documents of one tenant, every waiting one every 2 s).
+
+A keep_place that wrote (a renewal, a place taken back) reads the row again and gives the place back if the
+document left meanwhile (`give_back_if_left`); the first waiter's backstop gives back places documents no
+longer in the pipeline hold (`heal_door`). A fanned-out embedding runs one chain of slices per place its
+document holds, taking free ones (`chains_for_fan_out`): a tenant's slices stay within its cap too.
 """
 
 from __future__ import annotations
@@ -116,6 +121,10 @@ def _take_place(deps: Dependencies, message: StageMessage, cap: int) -> tuple[En
             return Entry.STALE, True
         retaking = verdict is doors.Verdict.RETAKE
         if doors.is_full(door, cap, now):
+            # the first waiter's backstop: a place a document no longer in the pipeline still holds (a
+            # give-back lost to a crash or a race) would keep it out until the lease lapses
+            if ticket and _first_in_line(door, knowledge_id) and heal_door(deps, tenant_id, door, wake=False):
+                continue  # read again: a place is free
             waiting = _wait(deps, message, door, own_turn=retaking)
             if waiting is None:
                 continue  # its ticket was struck meanwhile: read again (it may hold a place now)
@@ -140,13 +149,14 @@ def _struck_place_verdict(deps: Dependencies, message: StageMessage) -> doors.Ve
     or given back because the document left the pipeline (a late copy). Only a document still on its way
     in (this attempt, not yet indexed) takes a place again."""
     row = deps.knowledge.get(message.knowledge_id)
-    on_its_way = (
-        row is not None
-        and row.attempt == message.attempt
-        and row.parse_status in BEGIN_PROCESSING_FROM
-        and row.processed_at is None
-    )
+    on_its_way = row is not None and row.attempt == message.attempt and in_pipeline(row)
     return doors.Verdict.RETAKE if on_its_way else doors.Verdict.STALE
+
+
+def in_pipeline(row: Knowledge | None) -> bool:
+    """Whether the row, read live, is between the docreader and the index (any attempt): only such a
+    document may hold a place."""
+    return row is not None and row.parse_status in BEGIN_PROCESSING_FROM and row.processed_at is None
 
 
 def _wait(
@@ -230,17 +240,108 @@ def keep_place(deps: Dependencies, knowledge: Knowledge) -> None:
         if not deps.tenants.renew_pipeline_place(tenant_id, held.member, renewed.member):
             # struck or given back since the read: its next message takes it back
             logger.info("pipeline place gone before its renewal", extra={"knowledge_id": knowledge.id})
-        return
-    place = doors.Place(knowledge.id, now + lease)
-    taken = deps.tenants.take_pipeline_place(
-        tenant_id, place.member, doors.places_past_the_door(cap), frozenset(), ""
-    )
-    logger.warning(
-        "a document past the door took back its pipeline place (lapsed and struck)"
-        if taken  # else the row lists twice the cap: it goes on uncounted, its next message tries again
-        else "a document past the door goes on without a pipeline place: its tenant's row is full",
-        extra={"knowledge_id": knowledge.id, "live": len(door.live(now))},
-    )
+            return
+        for extra in _places_of(door, knowledge.id) - {held.member}:  # a fanned-out embedding's
+            chain = _chain_place(renewed, doors.Place.parse(extra).ticket)
+            deps.tenants.renew_pipeline_place(tenant_id, extra, chain.member)
+    else:
+        place = doors.Place(knowledge.id, now + lease)
+        taken = deps.tenants.take_pipeline_place(
+            tenant_id, place.member, doors.places_past_the_door(cap), frozenset(), ""
+        )
+        logger.warning(
+            "a document past the door took back its pipeline place (lapsed and struck)"
+            if taken  # else the row lists twice the cap: it goes on uncounted, its next message tries again
+            else "a document past the door goes on without a pipeline place: its tenant's row is full",
+            extra={"knowledge_id": knowledge.id, "live": len(door.live(now))},
+        )
+        if not taken:
+            return
+    # A cancel or delete that landed since `knowledge` was read gave the place back before this write put
+    # it (back) in the row: read the row again, after the write, and give the place back if it left. A
+    # cancel landing after this read gives back after its own status write, which finds the place listed.
+    give_back_if_left(deps, tenant_id, knowledge.id)
+
+
+#: the ticket of a place a fanned-out embedding's further chain of slices holds ("chain-2", …)
+CHAIN = "chain-"
+
+
+def _places_of(door: doors.Door, knowledge_id: str) -> set[str]:
+    return {m for m in door.places if doors.Place.parse(m).knowledge_id == knowledge_id}
+
+
+def _chain_place(held: doors.Place, ticket: str) -> doors.Place:
+    """A further chain's place, a second before the document's own lease, so `place_of` finds that one."""
+    return doors.Place(held.knowledge_id, held.expires - 1, ticket)
+
+
+def chains_for_fan_out(deps: Dependencies, knowledge: Knowledge, wanted: int, *, take: bool = True) -> int:
+    """How many chains of slices a fanned-out embedding may run at once: one per place its document holds
+    in its tenant's pipeline, taking free ones (`take`: the planner's first delivery) up to `wanted`. So a
+    tenant's slices and documents together never hold more than its cap of the embedding stage (below the
+    stage's concurrency): one tenant's big documents cannot take every slot. Fairness off: `wanted`."""
+    cap = deps.settings.tenant_pipeline_cap
+    if cap <= 0:
+        return wanted
+    tenant_id = knowledge.tenant_id
+    door = deps.tenants.pipeline_door(tenant_id)
+    held = door.place_of(knowledge.id)
+    chains = max(1, len(_places_of(door, knowledge.id)))
+    if not take or held is None:  # a place struck after it lapsed: the one chain its messages keep
+        return min(chains, wanted)
+    taken = 0
+    for chain in range(chains + 1, wanted + 1):
+        place = _chain_place(held, f"{CHAIN}{chain}")
+        if not deps.tenants.take_pipeline_place(tenant_id, place.member, cap, frozenset(), ""):
+            break  # the tenant's places are taken: its other documents keep theirs
+        taken += 1
+    if taken and give_back_if_left(deps, tenant_id, knowledge.id):
+        return 1
+    return chains + taken
+
+
+def give_back_if_left(deps: Dependencies, tenant_id: str, knowledge_id: str) -> bool:
+    """Gives the document's place back unless its row, read now, is still in the pipeline (a newer attempt
+    keeps the place); True when it left."""
+    if in_pipeline(deps.knowledge.get(knowledge_id)):
+        return False
+    logger.info("the document left the pipeline: its place goes back", extra={"knowledge_id": knowledge_id})
+    leave_pipeline(deps, tenant_id, knowledge_id)
+    return True
+
+
+def _first_in_line(door: doors.Door, knowledge_id: str) -> bool:
+    waiters = [doors.Waiter.parse(m) for m in door.waiters]
+    first = min(waiters, key=lambda w: (w.since, w.knowledge_id), default=None)
+    return first is not None and first.knowledge_id == knowledge_id
+
+
+def heal_door(
+    deps: Dependencies, tenant_id: str, door: doors.Door | None = None, *, wake: bool = True
+) -> list[str]:
+    """Gives back the places of documents no longer in the pipeline (a give-back lost to a crash or a race)
+    and wakes the waiters they kept out (`wake`); returns their ids. Only a door with waiters is looked at
+    (elsewhere a stray place keeps nobody out, and lapses), at one row read per place (at most
+    `places_past_the_door`). Only the members read are struck: a reparse's fresh lease of the same document
+    taken since stays. The door's first waiter calls it at each of its backstops, so a stray place costs at
+    most `turn_backstop_seconds`, not a lease."""
+    cap = deps.settings.tenant_pipeline_cap
+    door = door if door is not None else deps.tenants.pipeline_door(tenant_id)
+    if cap <= 0 or not door.waiters:
+        return []
+    holders: dict[str, set[str]] = {}
+    for member in door.places:
+        holders.setdefault(doors.Place.parse(member).knowledge_id, set()).add(member)
+    left = [k for k in sorted(holders) if not in_pipeline(deps.knowledge.get(k))]
+    if not left:
+        return []
+    stray = frozenset(m for k in left for m in holders[k])
+    deps.tenants.strike_pipeline_entries(tenant_id, stray, frozenset())
+    logger.warning("gave back pipeline places of documents no longer in it", extra={"knowledge_ids": left})
+    if wake:
+        wake_waiters(deps, tenant_id)
+    return left
 
 
 def leave_pipeline(deps: Dependencies, tenant_id: str, knowledge_id: str) -> None:

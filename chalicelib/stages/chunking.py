@@ -17,7 +17,7 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
-from chalicelib.services.fairness import keep_place
+from chalicelib.services.fairness import give_back_if_left, keep_place
 from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
@@ -70,7 +70,14 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     parsed = files_of(deps, knowledge).url_for(
         parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
     )
-    markdown = normalise_markdown(deps.files.read(parsed).decode("utf-8"))
+    try:
+        markdown = normalise_markdown(deps.files.read(parsed).decode("utf-8"))
+    except FileNotFoundError:
+        # a delete (or a reparse's clean-up) that landed since the live read took the parsed Markdown
+        if live_knowledge(deps, message) is not None:
+            raise
+        give_back_if_left(deps, knowledge.tenant_id, knowledge.id)
+        return
     chunks, extra = build_chunks(knowledge, markdown, config)
     if not chunks:
         raise PermanentStageError("the document produced no chunks", code=SpanErrorCode.CHUNKING_FAILED)
@@ -85,6 +92,8 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         )
     deps.chunks.replace_all(knowledge.id, chunks)
     if not kept_after_write(deps, knowledge, lambda: deps.chunks.delete_all(knowledge.id)):
+        # deleted or cancelled meanwhile: the place the document kept goes back with it
+        give_back_if_left(deps, knowledge.tenant_id, knowledge.id)
         return
     deps.tracker.end_stage(
         knowledge,

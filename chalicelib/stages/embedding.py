@@ -24,7 +24,12 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, StorageQuotaExceeded
 from chalicelib.services import page_range_store
 from chalicelib.services.derived_data import remove_derived_data
-from chalicelib.services.fairness import attempt_leaves_pipeline, keep_place, leave_pipeline
+from chalicelib.services.fairness import (
+    attempt_leaves_pipeline,
+    chains_for_fan_out,
+    keep_place,
+    leave_pipeline,
+)
 from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, index_knowledge, index_slice
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.stage_queue import enqueue
@@ -97,10 +102,12 @@ def run(deps: Dependencies, message: StageMessage) -> None:
 # A document of more text chunks than `embed_fanout_texts` is embedded as independent slices of that many
 # chunk sequence numbers. The first delivery plans: one conditional write puts the slice count on the row
 # (the plan's key: attempt * 1000 + generation), the earlier entries go, and the first slices are queued
-# (at most `embed_fanout_parallel`, P; each finished slice queues the one P places after it, P carried in
-# the message). Each slice embeds and indexes its own chunks (read by key, entries upserted by chunk id),
-# adds its figures to the span's counters and releases itself on the row: a conditional decrement with a
-# per-slice marker, so a duplicate never counts twice. The slice that brings the count to 0 hands over to the state machine:
+# (P of them: at most `embed_fanout_parallel`, and one per place the document holds in its tenant's
+# pipeline, the planner taking free ones, so a tenant's slices and documents stay within its cap; each
+# finished slice queues the one P after it, P carried in the message). Each slice embeds and indexes its own
+# chunks (read by key, entries upserted by chunk id), adds its figures to the span's counters and releases
+# itself on the row: a conditional decrement with a per-slice marker, so a duplicate never counts twice. The
+# slice that brings the count to 0 hands over to the state machine:
 #
 #     planner   plan(key, N) ─ delete old entries ─ send slices 0..P-1
 #     slice 3   index seqs [3S, 4S) ─ send slice 3+P ─ release (N-k → N-k-1) ─ counters += its figures
@@ -150,7 +157,9 @@ def fan_out(
     size = deps.settings.embed_fanout_texts
     key = plan_key(message)
     model = require_usable_for_stage(deps, kb)
-    if deps.knowledge.plan_embedding(knowledge.id, knowledge.attempt, key, slices):
+    wanted = min(slices, deps.settings.embed_fanout_parallel)
+    planned = deps.knowledge.plan_embedding(knowledge.id, knowledge.attempt, key, slices)
+    if planned:
         deps.tracker.begin_stage(
             knowledge,
             Stage.EMBEDDING,
@@ -173,7 +182,9 @@ def fan_out(
             return
         if row.embed_slices_pending <= 0:
             return  # every slice is released: the last one hands (or handed) over
-    stride = deps.settings.embed_fanout_parallel
+    # one chain of slices per place the document holds in its tenant's pipeline (the plan's winner takes
+    # free ones): one tenant's documents cannot take every slot of the stage
+    stride = chains_for_fan_out(deps, knowledge, wanted, take=planned)
     for index in range(min(slices, stride)):
         enqueue(deps, Stage.EMBEDDING, slice_message(message, slices, index, size, stride))
     logger.info(
