@@ -6,13 +6,15 @@ detail is a small, stable JSON object (schema version 1, `EventDetail` in the Op
 tenant, knowledge base, status, attempt, the error's code and message for a failure, and the time. It is a
 pointer: never a document's text, never anything a remote server answered.
 
-`event_id` is derived from what the event is about (subject, type, attempt), so a consumer can drop a
-duplicate the at-least-once world hands it.
+`event_id` is derived from what the event is about (subject, type, attempt, status and, where those
+repeat, what marks the occurrence: a move's task, a summary's own nonce), so a consumer can drop a
+duplicate the at-least-once world hands it and never drops a second change.
 """
 
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -32,6 +34,8 @@ class EventType(StrEnum):
     KNOWLEDGE_FAILED = "Knowledge Failed"
     KNOWLEDGE_CANCELLED = "Knowledge Cancelled"
     KNOWLEDGE_DELETED = "Knowledge Deleted"
+    KNOWLEDGE_MOVED = "Knowledge Moved"
+    KNOWLEDGE_REPARSE_STARTED = "Knowledge Reparse Started"
     TASK_COMPLETED = "Task Completed"
     TASK_FAILED = "Task Failed"
     SUMMARY_COMPLETED = "Summary Completed"
@@ -79,7 +83,11 @@ def _detail(
     error_code: str = "",
     error_message: str = "",
     time: str | None = None,
+    occurrence: str = "",
+    extra: Mapping[str, Any] | None = None,
 ) -> Event:
+    """`occurrence` tells apart changes whose subject, type, attempt and status repeat (a second summary of
+    one attempt, a document moved again): part of the id only when given, so other ids stay as they were."""
     failed = event_type in (EventType.KNOWLEDGE_FAILED, EventType.TASK_FAILED, EventType.SUMMARY_FAILED)
     error = (
         {"code": error_code or "unknown", "message": error_message[:MAX_ERROR_MESSAGE]}
@@ -88,7 +96,7 @@ def _detail(
     )
     detail: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
-        "event_id": _event_id(subject, event_type.value, attempt, status),
+        "event_id": _event_id(subject, event_type.value, attempt, status, *filter(None, [occurrence])),
         "type": event_type.value,
         "time": time or now_iso(),
         "tenant_id": tenant_id,
@@ -99,6 +107,7 @@ def _detail(
         "status": status,
         "attempt": attempt,
         "error": error,
+        **(extra or {}),
     }
     return Event(event_type, detail)
 
@@ -127,9 +136,46 @@ def knowledge_event(
     )
 
 
+def moved_events(
+    *,
+    tenant_id: str,
+    knowledge_id: str,
+    from_kb_id: str,
+    to_kb_id: str,
+    status: str,
+    attempt: int,
+    task_id: str,
+) -> tuple[Event, Event]:
+    """A document left one knowledge base for another: one `Knowledge Moved` addressed to each (webhooks are
+    per knowledge base), both with `from_kb_id` and `to_kb_id`. The move's task marks the occurrence, so a
+    redelivered move announces the same ids and a later move back new ones."""
+    moved = {"from_kb_id": from_kb_id, "to_kb_id": to_kb_id}
+
+    def to(kb_id: str) -> Event:
+        return _detail(
+            EventType.KNOWLEDGE_MOVED,
+            tenant_id=tenant_id,
+            kb_id=kb_id,
+            subject=f"knowledge:{knowledge_id}",
+            knowledge_id=knowledge_id,
+            task_id=task_id,
+            task_kind="move",
+            status=status,
+            attempt=attempt,
+            occurrence=f"{task_id}|{kb_id}",
+            extra=moved,
+        )
+
+    return to(from_kb_id), to(to_kb_id)
+
+
 def summary_event(
     event_type: EventType, *, tenant_id: str, kb_id: str, knowledge_id: str, status: str, attempt: int
 ) -> Event:
+    """A summary is announced once, by the write that decided it (from `processing`), and a refresh makes
+    another at the same attempt and status, often with the same text: nothing stored tells them apart, so
+    each announcement gets a nonce of its own. The event is built once per write, and its redelivery (the
+    webhooks queue's message) carries the detail as built, id included."""
     return _detail(
         event_type,
         tenant_id=tenant_id,
@@ -138,6 +184,7 @@ def summary_event(
         knowledge_id=knowledge_id,
         status=status,
         attempt=attempt,
+        occurrence=uuid.uuid4().hex,
         error_code="summary_failed" if event_type == EventType.SUMMARY_FAILED else "",
         error_message="the summary could not be generated" if event_type == EventType.SUMMARY_FAILED else "",
     )
@@ -201,5 +248,7 @@ EVENT_DETAIL_SCHEMA: dict[str, Any] = {
             "type": ["object", "null"],
             "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
         },
+        "from_kb_id": {"type": "string", "description": "`Knowledge Moved` only: where the document was"},
+        "to_kb_id": {"type": "string", "description": "`Knowledge Moved` only: where it is now"},
     },
 }

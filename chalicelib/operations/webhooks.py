@@ -34,7 +34,8 @@ def _event_types(value: list[str]) -> list[str]:
 
 
 EventTypes = Annotated[
-    list[Annotated[str, Field(max_length=64)]],
+    # the schema lists the types (a client sees them); the validator's message names them too
+    list[Annotated[str, Field(max_length=64, json_schema_extra={"enum": list(EVENT_TYPES)})]],
     Field(min_length=1, max_length=16),
     AfterValidator(_event_types),
 ]

@@ -11,7 +11,9 @@ Move, per knowledge (idempotent; a redelivery finishes what an earlier one began
       reparse: the source's entries and chunks go, and a new attempt runs under the target's config
     → the source's graph contribution and wiki pages are retracted
     → the row and the target are read again (right after the row moved, and before a reparse begins): a
-      delete of either that landed meanwhile is finished, and what the move wrote removed.
+      delete of either that landed meanwhile is finished, and what the move wrote removed
+    → `Knowledge Moved` announced to the source's and the target's subscribers (then a reparse's own
+      `Knowledge Reparse Started`)
 
 
 Clone, which shares `ItemFailed`, `check_compatible`, `rekey`, `index_space` and `carry_wiki_pages`, is in
@@ -26,6 +28,7 @@ from functools import partial
 from typing import NoReturn
 
 from chalicelib.domain.errors import BadRequest, Conflict, PermanentStageError
+from chalicelib.domain.events import moved_events
 from chalicelib.domain.types import (
     Knowledge,
     KnowledgeBase,
@@ -35,6 +38,7 @@ from chalicelib.domain.types import (
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge, IndexSpace
 from chalicelib.services import resources
+from chalicelib.services.events import announce
 from chalicelib.services.tag_names import tag_by_names
 from chalicelib.tasks.delete import delete_one
 from chalicelib.tasks.move_across import carry_objects
@@ -176,6 +180,21 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         carry_wiki_pages(deps, source_kb_id, row.id, target, {})  # before the source's records go
     _retract(deps, source, row.id)
     _undo_if_deleted(deps, row.id, source, target)
+    # to both knowledge bases' subscribers, before the reparse below (a delivery that began it announced
+    # this already); a redelivery that finishes the item announces the same ids
+    if row.parse_status == ParseStatus.COMPLETED:
+        announce(
+            deps,
+            *moved_events(
+                tenant_id=row.tenant_id,
+                knowledge_id=row.id,
+                from_kb_id=source_kb_id,
+                to_kb_id=target.id,
+                status=row.parse_status.value,
+                attempt=row.attempt,
+                task_id=task.id,
+            ),
+        )
     if mode != "reuse_vectors":
         _reparse_in_target(deps, row, source, target)
 

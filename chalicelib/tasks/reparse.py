@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from chalicelib.commands import ReparseRequest
 from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.events import EventType
 from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.types import Knowledge, ParseStatus
 from chalicelib.ports import Dependencies
 from chalicelib.services import resources
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.dispatch import enqueue_first_stage
+from chalicelib.services.events import knowledge_changed
 from chalicelib.services.offered import check_override_models
 from chalicelib.services.ownership import owned_knowledge, require_kb
 
@@ -31,4 +33,6 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
         knowledge = deps.knowledge.reset_for_reparse(knowledge.id, overrides)
     except LookupError as error:
         raise BadRequest("the knowledge changed state; try again", code="invalid_state") from error
+    # the document left search (pending, a new attempt): announced once, by the write that decided it
+    knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_REPARSE_STARTED)
     return enqueue_first_stage(deps, knowledge)
