@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from chalicelib.api.answers import SearchHits
 from chalicelib.api.registry import OPERATIONS, Operation
 from chalicelib.domain.events import EVENT_DETAIL_SCHEMA, EVENT_SOURCE
 from chalicelib.settings import app_version
@@ -114,14 +115,34 @@ def _forbidden(*reasons: str) -> tuple[int, str]:
     return 403, f"{'; '.join(reasons)}; or {KEY_FORBIDDEN}"
 
 
+#: the services the operator runs, failing in a way that is not the caller's to fix (registry.py answers the
+#: index port's errors the same for every route; services/indexing.embed_for_api the model's)
+INDEX_DOWN = "the search index is not answering (index_unavailable) or refused the call (index_refused)"
+MODEL_DOWN = (
+    "the embedding model is not answering (embedding_unavailable; `details.retry_after`: the wait the "
+    "provider named, if it did) or refused the text (embedding_refused)"
+)
+#: a route that embeds and queries the index (a search, a chunk's edit)
+INDEX_AND_MODEL_DOWN = (503, f"{INDEX_DOWN}; or {MODEL_DOWN}")
+FAQ_WRITE_DOWN = (503, f"{INDEX_DOWN}; or the entry could not be saved now (faq_store_unavailable)")
+#: a route on a knowledge base being deleted or that cannot be served any more (services/usable.py)
+KB_CONFLICT = (
+    409,
+    "the knowledge base is being deleted (kb_deleting), or its embedding model or retrieval engine is no "
+    "longer offered here (knowledge_base_unusable)",
+)
+
+
 #: answers beyond the common ones, by view (status -> description; a 403 replaces the common 403's text)
 ROUTE_ERRORS: dict[str, tuple[tuple[int, str], ...]] = {
     "upload_file": (_forbidden(OVER_STORAGE, OVER_DOCUMENTS),),
     "presigned_upload": (_forbidden(OVER_STORAGE),),  # the document is counted when the file arrives
     "import_url": (_forbidden(OVER_DOCUMENTS),),  # its size is known only once the worker fetches it
     "create_manual": (_forbidden(OVER_STORAGE, OVER_DOCUMENTS),),
-    "create_faq_entry": (_forbidden(OVER_STORAGE),),
-    "update_faq_entry": (_forbidden(OVER_STORAGE),),
+    "create_faq_entry": (_forbidden(OVER_STORAGE), FAQ_WRITE_DOWN),
+    "update_faq_entry": (_forbidden(OVER_STORAGE), FAQ_WRITE_DOWN),
+    "hybrid_search": (KB_CONFLICT, INDEX_AND_MODEL_DOWN),
+    "edit_chunk": (INDEX_AND_MODEL_DOWN,),
     "create_knowledge_base": (
         (
             403,
@@ -144,11 +165,21 @@ ROUTE_ERRORS: dict[str, tuple[tuple[int, str], ...]] = {
 }
 
 
+#: the success answer's `data` of a route whose operation builds it as plain dicts (`Operation.response`
+#: names it for the others), by view
+ROUTE_RESPONSES: dict[str, type[BaseModel]] = {"hybrid_search": SearchHits}
+
+
+def _response_model(view_name: str) -> type[BaseModel] | None:
+    return OPERATIONS[view_name].response or ROUTE_RESPONSES.get(view_name)
+
+
 def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
     op = OPERATIONS[view_name]
     success: dict[str, Any] = _envelope("Success")
-    if op.response is not None:
-        data = {"$ref": REF_TEMPLATE.format(model=op.response.__name__)}
+    response = _response_model(view_name)
+    if response is not None:
+        data = {"$ref": REF_TEMPLATE.format(model=response.__name__)}
         success = {"allOf": [success, {"type": "object", "properties": {"data": data}}]}
     responses: dict[str, Any] = {
         str(op.status): {
@@ -266,6 +297,11 @@ def _link(paths: dict[str, Any], views: dict[str, str]) -> None:
 
 def build_document(app: Any) -> dict[str, Any]:
     """`app` is the Chalice app: every route it serves is documented (a test checks none is missing)."""
+    unknown = (set(ROUTE_ERRORS) | set(ROUTE_RESPONSES)) - set(OPERATIONS)
+    if unknown:  # a renamed view would silently lose what the document says of its answers
+        raise KeyError(
+            f"ROUTE_ERRORS or ROUTE_RESPONSES name views the app does not serve: {sorted(unknown)}"
+        )
     paths: dict[str, Any] = {}
     seen_ids: dict[str, int] = {}
     views: dict[str, str] = {}
@@ -286,7 +322,7 @@ def build_document(app: Any) -> dict[str, Any]:
         {op.body for op in OPERATIONS.values() if op.body is not None}, key=lambda model: model.__name__
     )
     answers = sorted(
-        {op.response for op in OPERATIONS.values() if op.response is not None},
+        {model for model in map(_response_model, OPERATIONS) if model is not None},
         key=lambda model: model.__name__,
     )
     _, schemas = models_json_schema(
