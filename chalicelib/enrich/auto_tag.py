@@ -37,7 +37,7 @@ def choose(chat: ChatModel, tags: Sequence[str], document: str, max_tags: int) -
 def pick(reply: str, listed: int, max_tags: int) -> list[int]:
     """Missing confidence counts as 1, percentages are scaled; low, non-numeric or infinite ones and invalid
     indexes (a flag is not an index) are dropped."""
-    value = json_reply(reply)
+    value = json_reply(reply, dict)
     matches = value.get("matches") if isinstance(value, dict) else None
     scored: dict[int, float] = {}
     for match in matches if isinstance(matches, list) else []:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from chalicelib.enrich.replies import clip
+from chalicelib.enrich.replies import clip, complete_part
 
 CAPTION_PROMPT = (
     "Describe this image in one or two sentences for a search index: what it shows, any visible title or "
@@ -36,6 +36,7 @@ _TAG = re.compile(r"<[^>]{1,200}>")
 
 
 def clean(reply: str) -> str:
-    """Fences and stray HTML tags stripped, at most MAX_IMAGE_TEXT_CHARS; the no-text answer becomes empty."""
-    text = _TAG.sub("", _FENCE.sub("", reply[: 4 * MAX_IMAGE_TEXT_CHARS])).strip()
+    """Fences and stray HTML tags stripped, at most MAX_IMAGE_TEXT_CHARS; the no-text answer becomes empty;
+    a reply cut off at max_tokens ends with its last whole sentence or line."""
+    text = _TAG.sub("", _FENCE.sub("", complete_part(reply)[: 4 * MAX_IMAGE_TEXT_CHARS])).strip()
     return "" if not text or text.strip(".").upper() == NO_TEXT else clip(text, MAX_IMAGE_TEXT_CHARS)

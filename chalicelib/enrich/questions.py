@@ -3,7 +3,7 @@ search phrased as a question finds the chunk."""
 
 from __future__ import annotations
 
-from chalicelib.enrich.replies import lines
+from chalicelib.enrich.replies import complete_part, lines
 from chalicelib.ports import ChatModel
 
 DEFAULT_COUNT = 3
@@ -39,9 +39,9 @@ def generate(
 
 def clean(reply: str, count: int) -> list[str]:
     """Numbering stripped, lines of more than 5 bytes and at most MAX_QUESTION_CHARS kept, duplicates dropped,
-    at most `count`."""
+    at most `count`; of a reply cut off at max_tokens, only its whole lines."""
     kept: dict[str, None] = {}  # insertion-ordered, and a set for the duplicate test
-    for line in lines(reply[:MAX_REPLY_CHARS]):
+    for line in lines(complete_part(reply)[:MAX_REPLY_CHARS]):
         if len(kept) >= count:
             break
         if len(line.encode()) > 5 and len(line) <= MAX_QUESTION_CHARS:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from chalicelib.enrich.extractive import summarize as extractive_summary
-from chalicelib.enrich.replies import clip
+from chalicelib.enrich.replies import clip, complete_part
 from chalicelib.ports import ChatModel
 
 EXTRACTIVE = "local/extractive"
@@ -56,20 +56,24 @@ def sample(text: str, limit: int = SUMMARY_INPUT_CHARS) -> str:
 
 def summarize(chunks: Sequence[str], model_id: str, chat: ChatModel | None, title: str = "") -> str:
     """At most MAX_SUMMARY_CHARS. Raises SummaryNotMade when there is not enough text or the model answered
-    nothing; a model's own errors (ModelRequestError, throttling) pass through to the caller."""
+    nothing (or was cut off at max_tokens before its first sentence ended: a summary cut off ends with its
+    last whole sentence); a model's own errors (ModelRequestError, throttling) pass through to the caller."""
     text = sample("\n\n".join(c.strip() for c in chunks if c.strip()))
     if sum(1 for ch in text if ch.isalnum()) < MIN_REAL_RUNES:
         raise SummaryNotMade("not enough text to summarise", "summary_not_enough_text")
     if model_id == EXTRACTIVE or chat is None:
         return clip(extractive_summary(text), MAX_SUMMARY_CHARS)
-    reply = chat.chat(
+    answer = chat.chat(
         [
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": f"Document: {title}\n\n<document>\n{text}\n</document>"},
         ],
         temperature=0.3,
         max_tokens=2048,
-    ).strip()
+    )
+    reply = complete_part(answer).strip()
     if not reply:
+        if answer.strip():
+            raise SummaryNotMade("the model was cut off before a sentence ended", "summary_truncated")
         raise SummaryNotMade("the model returned an empty summary", "summary_empty")
     return clip(reply, MAX_SUMMARY_CHARS)

@@ -84,7 +84,7 @@ def summarise(chat: ChatModel, name: str, schema: TableSchema) -> TableSummary |
         temperature=0.3,
         max_tokens=2048,
     )
-    return _read(json_reply(reply), schema)
+    return _read(json_reply(reply, dict), schema)
 
 
 def _read(value: Any, schema: TableSchema) -> TableSummary | None:

@@ -64,6 +64,36 @@ class ModelEmptyResponse(ModelRequestError):
     code = "model_empty_response"
 
 
+class ModelReplyMalformed(ModelRequestError):
+    """The model answered, but not in a shape we can read safely (a body that is not the API's JSON, a
+    reply too large or nested too deeply). Never retried: the same paid call would come back the same."""
+
+    code = "model_reply_malformed"
+
+
+class ModelReplyTruncated(ModelRequestError):
+    """The model stopped at `max_tokens` and nothing complete can be read from what it wrote."""
+
+    code = "model_reply_truncated"
+
+
+class ChatReply(str):
+    """What a chat or vision model answered, its reasoning removed. `truncated`: the model stopped at
+    `max_tokens`, so the text ends mid-way (a reader keeps only what is complete)."""
+
+    truncated: bool
+
+    def __new__(cls, text: str, *, truncated: bool = False) -> ChatReply:
+        reply = super().__new__(cls, text)
+        reply.truncated = truncated
+        return reply
+
+
+def was_truncated(reply: str) -> bool:
+    """Whether the adapter said this answer was cut off at `max_tokens` (a plain string never is)."""
+    return isinstance(reply, ChatReply) and reply.truncated
+
+
 class EmbeddingCache(Protocol):
     """Vectors by (model space, content hash). Written batch by batch as embedding proceeds, it is both the
     checkpoint a retried stage resumes from and the cache a reparse or clone hits for unchanged text."""

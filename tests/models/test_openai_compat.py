@@ -260,11 +260,14 @@ def test_the_transport_refuses_hosts_outside_its_allow_list(server: tuple[FakeOp
         OpenAIEmbedding("m", base_url="http://169.254.169.254/v1", transport=metadata).embed(["x"])
 
 
-def test_non_json_success_is_unavailable(server: tuple[FakeOpenAI, str]) -> None:
+def test_non_json_success_is_a_malformed_reply(server: tuple[FakeOpenAI, str]) -> None:
+    """A 200 whose body is not the API's JSON is a misbehaving endpoint: permanent, not retried (each retry
+    is a paid call; see tests/models/test_openai_replies.py)."""
     fake, base = server
     fake.script.append((200, {}, b"<html>gateway</html>"))
-    with pytest.raises(ModelUnavailable):
+    with pytest.raises(ModelRequestError) as info:
         OpenAIEmbedding("m", base_url=base, transport=LOOPBACK, declared_dim=8).embed(["x"])
+    assert info.value.code == "model_reply_malformed"
 
 
 def test_connection_refused_is_unavailable() -> None:

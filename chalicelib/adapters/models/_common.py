@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,37 @@ _IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"GIF87a", "gif"),
     (b"GIF89a", "gif"),
 )
+
+
+#: the tags reasoning models wrap their thinking in, inside the answer's text
+_REASONING_TAG = re.compile(r"<(/?)(think|thinking)>", re.I)
+
+
+def strip_reasoning(text: str) -> str:
+    """The answer without the model's reasoning: every `<think>…</think>` (or `<thinking>`) block; the
+    text before a closing tag that comes first (its opening tag was in the server's prompt template); and an
+    opened block never closed (the model ran out of tokens while thinking). One pass over the tags."""
+    kept: list[str] = []
+    pos = 0
+    open_tag = ""
+    seen = False
+    for tag in _REASONING_TAG.finditer(text):
+        closing, name = tag.group(1) == "/", tag.group(2).lower()
+        if not open_tag and not closing:
+            kept.append(text[pos : tag.start()])
+            open_tag = name
+        elif open_tag and closing and name == open_tag:
+            pos, open_tag = tag.end(), ""
+        elif not open_tag and closing:
+            if seen:  # a stray closing tag; before any other, it ends reasoning the template opened
+                kept.append(text[pos : tag.start()])
+            pos = tag.end()
+        seen = True
+    if not seen:
+        return text
+    if not open_tag:
+        kept.append(text[pos:])
+    return "".join(kept).strip()
 
 
 def image_format(image: bytes) -> str:

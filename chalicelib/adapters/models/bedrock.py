@@ -38,6 +38,7 @@ from chalicelib.adapters.models._common import (
     parse_retry_after,
     provider_code,
     split_system,
+    strip_reasoning,
     to_unit_vectors,
 )
 from chalicelib.domain import metering
@@ -48,6 +49,7 @@ from chalicelib.ports import (
     ModelThrottled,
     ModelUnavailable,
 )
+from chalicelib.ports.models import ChatReply
 
 if TYPE_CHECKING:
     from chalicelib.ports import Vectors
@@ -291,18 +293,26 @@ def bedrock_embedding(
     raise ValueError(f"unsupported Bedrock embedding model {bedrock_model!r} (Titan text or Cohere embed)")
 
 
-def _converse_text(response: Mapping[str, Any], bedrock_model: str, model_id: str) -> str:
+def _converse_text(response: Mapping[str, Any], bedrock_model: str, model_id: str) -> ChatReply:
     usage = response.get("usage")
     if isinstance(usage, dict):
         metering.record_tokens(model_id, usage.get("inputTokens"), usage.get("outputTokens"))
     content = response.get("output", {}).get("message", {}).get("content", [])
-    text = "".join(block.get("text", "") for block in content if isinstance(block, dict))
+    # text blocks only (reasoningContent blocks are the model's thinking); reasoning written inline in the
+    # text (`<think>`) is removed as the OpenAI-compatible adapter removes it
+    text = strip_reasoning(
+        "".join(
+            block["text"]
+            for block in content
+            if isinstance(block, dict) and isinstance(block.get("text"), str)
+        )
+    )
+    stop = provider_code(response.get("stopReason"))
     if not text.strip():
-        stop = provider_code(response.get("stopReason"))
         raise ModelEmptyResponse(
             f"bedrock {bedrock_model}: empty answer (stopReason={stop or 'unknown'})", provider_code=stop
         )
-    return text
+    return ChatReply(text, truncated=stop == "max_tokens")
 
 
 class BedrockChatModel:

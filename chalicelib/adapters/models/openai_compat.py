@@ -8,7 +8,13 @@ and the provider's error code only: a provider's message text never reaches a te
 
 Status mapping: 429 -> ModelThrottled (Retry-After / retry-after-ms honoured), except OpenAI's
 `insufficient_quota` (billing: permanent); 408/409/5xx, timeouts, connection errors ->
-ModelUnavailable; 401/403 -> ModelAuthError; other 4xx -> ModelRequestError.
+ModelUnavailable; 401/403 -> ModelAuthError; other 4xx -> ModelRequestError. A 2xx whose body is not the
+API's JSON (unasked-for SSE, invalid UTF-8) -> ModelReplyMalformed (permanent: the endpoint misbehaves, and
+each retry is a paid call); a 2xx carrying `{"error": {"code": N}}` (OpenRouter's errors during generation)
+is mapped by N as if it were the status.
+
+Completions: the model's reasoning (`<think>` blocks) is removed here, once, so every reader gets the answer
+only; `finish_reason: "length"` comes back as a ChatReply marked truncated.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from chalicelib.adapters.models._common import (
     image_format,
     parse_retry_after,
     provider_code,
+    strip_reasoning,
     to_unit_vectors,
 )
 from chalicelib.domain import metering
@@ -39,6 +46,7 @@ from chalicelib.ports import (
     ModelThrottled,
     ModelUnavailable,
 )
+from chalicelib.ports.models import ChatReply, ModelReplyMalformed
 
 if TYPE_CHECKING:
     from chalicelib.ports import Vectors
@@ -121,6 +129,20 @@ def _error_code(body: bytes) -> str:
     return ""
 
 
+def _status_in_body(body: Any) -> int | None:
+    """The status a 2xx body's `error` names (a number, or a code made of digits), when the body is an error
+    and not an answer; 400 (refused, not retried) for an error that names no status."""
+    if not isinstance(body, dict) or "error" not in body or body.get("choices") or body.get("data"):
+        return None
+    error = body["error"]
+    raw = error.get("code") if isinstance(error, dict) else None
+    if isinstance(raw, int) and not isinstance(raw, bool) and 100 <= raw <= 599:
+        return raw
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit() and 100 <= int(raw) <= 599:
+        return int(raw)
+    return 400
+
+
 class _Client:
     def __init__(
         self, model: str, base_url: str, api_key: str | None, timeout: float, transport: HttpTransport | None
@@ -143,13 +165,20 @@ class _Client:
         status = response.status
         if 200 <= status < 300:
             try:
-                return json.loads(response.body)
-            except (ValueError, TypeError) as exc:
-                raise ModelUnavailable(
-                    f"{self.name}: the response is not JSON ({type(exc).__name__})"
+                body = json.loads(response.body)
+            except (ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
+                raise ModelReplyMalformed(
+                    f"{self.name}: HTTP {status} with a body that is not the API's JSON ({type(exc).__name__})"
                 ) from None
+            in_body = _status_in_body(body)
+            if in_body is None:
+                return body
+            status = in_body
         code = _error_code(response.body)
-        text = f"{self.name}: HTTP {status}" + (f" ({code})" if code else "")
+        text = f"{self.name}: HTTP {response.status}" + (
+            f" with error {status} in the body" if status != response.status else ""
+        )
+        text += f" ({code})" if code else ""
         if status == 429:
             if code == "insufficient_quota":  # OpenAI billing: waiting does not help
                 raise ModelRequestError(text, provider_code=code, status=status)
@@ -255,18 +284,23 @@ def _count_usage(body: Any, model_id: str) -> None:
 _FINISH_REASON = re.compile(r"[a-z_]{1,32}")
 
 
-def _completion_text(body: Any, model_id: str) -> str:
+def _completion_text(body: Any, model_id: str) -> ChatReply:
+    """The answer of the first choice, its reasoning removed; truncated when the model hit max_tokens."""
     choices = body.get("choices") if isinstance(body, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise ModelRequestError(f"{model_id}: response has no choices")
     message = choices[0].get("message") or {}
     content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, list):  # content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if isinstance(content, list):  # content parts: only text ones (a null or an object is no text)
+        content = "".join(
+            part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    if isinstance(content, str):
+        content = strip_reasoning(content)
+    # the server's word goes into our message only when it is one of the short codes servers use
+    raw_reason = choices[0].get("finish_reason")
+    reason = raw_reason if isinstance(raw_reason, str) and _FINISH_REASON.fullmatch(raw_reason) else ""
     if not isinstance(content, str) or not content.strip():
-        # the server's word goes into our message only when it is one of the short codes servers use
-        raw_reason = choices[0].get("finish_reason")
-        reason = raw_reason if isinstance(raw_reason, str) and _FINISH_REASON.fullmatch(raw_reason) else ""
         hint = (
             " (max_tokens spent before answering? try max_tokens_field=max_completion_tokens)"
             if reason == "length"
@@ -275,7 +309,7 @@ def _completion_text(body: Any, model_id: str) -> str:
         raise ModelEmptyResponse(
             f"{model_id}: empty answer, finish_reason={reason}{hint}", provider_code=reason
         )
-    return content
+    return ChatReply(content, truncated=reason == "length")
 
 
 class OpenAIChatModel:
@@ -299,7 +333,7 @@ class OpenAIChatModel:
         self.max_tokens_field = max_tokens_field
         self._client = _Client(model, base_url, api_key, timeout, transport)
 
-    def _complete(self, messages: list[dict[str, Any]], temperature: float, max_tokens: int) -> str:
+    def _complete(self, messages: list[dict[str, Any]], temperature: float, max_tokens: int) -> ChatReply:
         payload = {
             "model": self.model,
             "messages": messages,
