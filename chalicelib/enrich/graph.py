@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.domain.graph import entity_key
+from chalicelib.domain.item_limits import graph_attributes, graph_name, graph_relation
 from chalicelib.enrich.replies import json_reply
 from chalicelib.ports import ChatModel
 
@@ -16,6 +17,7 @@ CHUNKS_PER_CALL = 5
 MAX_ENTITIES_PER_PASSAGE = 50
 MAX_RELATIONS_PER_PASSAGE = 100
 MAX_ATTRIBUTES = 20
+#: and in UTF-8 bytes (`domain.item_limits`): 200 CJK characters are 600 bytes, past a graph key's budget
 MAX_NAME_CHARS = 200
 MAX_RELATION_CHARS = 100
 SYSTEM = (
@@ -78,20 +80,18 @@ def parse(reply: str, passages: int, relation_types: Sequence[str]) -> list[Extr
         if _text(item.get("entity")):
             attributes = _attributes(item.get("entity_attributes"))
             if attributes is not None and len(target.entities) < MAX_ENTITIES_PER_PASSAGE:
-                target.entities.append(Entity(item["entity"].strip()[:MAX_NAME_CHARS], attributes))
+                target.entities.append(Entity(_name(item["entity"]), attributes))
         elif all(_text(item.get(k)) for k in ("entity1", "entity2", "relation")):
-            relation = item["relation"].strip()[:MAX_RELATION_CHARS]
+            relation = graph_relation(item["relation"].strip()[:MAX_RELATION_CHARS])
             if allowed and entity_key(relation) not in allowed:
                 continue
             if len(target.relations) < MAX_RELATIONS_PER_PASSAGE:
-                target.relations.append(
-                    Relation(
-                        item["entity1"].strip()[:MAX_NAME_CHARS],
-                        relation,
-                        item["entity2"].strip()[:MAX_NAME_CHARS],
-                    )
-                )
+                target.relations.append(Relation(_name(item["entity1"]), relation, _name(item["entity2"])))
     return out
+
+
+def _name(value: str) -> str:
+    return graph_name(value.strip()[:MAX_NAME_CHARS])
 
 
 def _is_int(value: Any) -> bool:
@@ -111,4 +111,4 @@ def _attributes(value: Any) -> list[str] | None:
         value = [value]
     if not isinstance(value, list):
         return None
-    return [a.strip()[:MAX_NAME_CHARS] for a in value if _text(a)][:MAX_ATTRIBUTES]
+    return graph_attributes(a.strip()[:MAX_NAME_CHARS] for a in value if _text(a))[:MAX_ATTRIBUTES]

@@ -6,6 +6,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from chalicelib.ports.models import ModelRequestError
+
+
+class GraphWriteRefused(ModelRequestError):
+    """The store refused a window's facts for good (too large for an item or a key): a retry would pay the
+    model for an answer refused the same way. A ModelRequestError, so a stage fails the window at once with
+    this stable code, as it does a reply it cannot use."""
+
+    code = "graph_write_refused"
+
 
 @dataclass
 class GraphNode:
@@ -42,7 +52,10 @@ class GraphRepo(Protocol):
         relations: Sequence[tuple[str, str, str, str]],
     ) -> None:
         """entities: (name, attributes, chunk_id); relations: (source, relation, target, chunk_id).
-        Idempotent: adding the same facts again changes nothing."""
+        Idempotent: adding the same facts again changes nothing. Names, relations and attributes are cut
+        to `domain.item_limits`' byte budgets, and a fact keeps at most GRAPH_MAX_CHUNK_IDS chunk ids and
+        about GRAPH_MAX_ATTRIBUTES attributes, so every write fits DynamoDB; GraphWriteRefused if the
+        store still refuses one."""
         ...
 
     def add_window(

@@ -10,14 +10,27 @@ from pynamodb.exceptions import (
     PutError,
     UpdateError,
 )
+from pynamodb.expressions.condition import size
 
 from chalicelib.adapters.dynamo.tables import Models, _condition_failed
 from chalicelib.domain.graph import entity_key
+from chalicelib.domain.item_limits import (
+    GRAPH_MAX_ATTRIBUTES,
+    GRAPH_MAX_CHUNK_IDS,
+    SORT_KEY_MAX_BYTES,
+    graph_attributes,
+    graph_name,
+    graph_name_part,
+    graph_relation,
+    graph_relation_part,
+    utf8_size,
+)
 from chalicelib.ports import (
     GraphEdge,
     GraphNeighbourhood,
     GraphNode,
 )
+from chalicelib.ports.graph import GraphWriteRefused
 
 
 def _graph_key(*parts: str) -> str:
@@ -34,6 +47,18 @@ def _is_window_record(key: str) -> bool:
     return key.startswith(_WINDOW + "#")
 
 
+def _name_prefixes(prefix: str, name: str) -> list[str]:
+    """The key prefixes an entity's facts are under: its cut key part, and its whole `entity_key` when that
+    is longer (facts written before names were cut to their byte budget)."""
+    starts = dict.fromkeys(_graph_key(prefix, key) + "#" for key in (graph_name_part(name), entity_key(name)))
+    return [start for start in starts if utf8_size(start) < SORT_KEY_MAX_BYTES]
+
+
+def _refused(error: UpdateError | PutError) -> bool:
+    """DynamoDB refused the write itself (an item or key too large): the same write fails again."""
+    return getattr(error, "cause_response_code", None) == "ValidationException"
+
+
 class DynamoGraphRepo:
     def __init__(self, models: Models):
         self.model = models.graph
@@ -46,27 +71,47 @@ class DynamoGraphRepo:
         relations: Sequence[tuple[str, str, str, str]],
     ) -> None:
         m = self.model
+        room = m.chunk_ids.does_not_exist() | (size(m.chunk_ids) < GRAPH_MAX_CHUNK_IDS)
         for name, attributes, chunk_id in entities:
-            key = _graph_key("n", entity_key(name), knowledge_id)
-            actions = [m.knowledge_id.set(knowledge_id), m.name.set(name), m.chunk_ids.add({chunk_id})]
-            if attributes:
-                actions.append(m.attributes.add(set(attributes)))
-            m(kb_id, key).update(actions=actions)
+            stored, kept = graph_name(name), graph_attributes(attributes)
+            key = _graph_key("n", graph_name_part(stored), knowledge_id)
+            mention = [m.knowledge_id.set(knowledge_id), m.name.set(stored), m.chunk_ids.add({chunk_id})]
+            if not kept:
+                self._update(kb_id, key, mention, room)
+                continue
+            more = m.attributes.does_not_exist() | (size(m.attributes) < GRAPH_MAX_ATTRIBUTES)
+            if not self._update(kb_id, key, [*mention, m.attributes.add(set(kept))], room & more):
+                # full of chunk ids or of attributes: each gets in where there is room
+                self._update(kb_id, key, mention, room)
+                self._update(kb_id, key, [m.attributes.add(set(kept))], m.knowledge_id.exists() & more)
         for source, relation, target, chunk_id in relations:
-            a, b = entity_key(source), entity_key(target)
+            source, relation, target = graph_name(source), graph_relation(relation), graph_name(target)
+            a, b, rel = graph_name_part(source), graph_name_part(target), graph_relation_part(relation)
             for key, name, other in (
-                (_graph_key("e", a, relation.casefold(), b, knowledge_id), source, target),
-                (_graph_key("r", b, relation.casefold(), a, knowledge_id), target, source),
+                (_graph_key("e", a, rel, b, knowledge_id), source, target),
+                (_graph_key("r", b, rel, a, knowledge_id), target, source),
             ):
-                m(kb_id, key).update(
-                    actions=[
-                        m.knowledge_id.set(knowledge_id),
-                        m.name.set(name),
-                        m.other.set(other),
-                        m.relation.set(relation),
-                        m.chunk_ids.add({chunk_id}),
-                    ]
-                )
+                actions = [
+                    m.knowledge_id.set(knowledge_id),
+                    m.name.set(name),
+                    m.other.set(other),
+                    m.relation.set(relation),
+                    m.chunk_ids.add({chunk_id}),
+                ]
+                self._update(kb_id, key, actions, room)
+
+    def _update(self, kb_id: str, key: str, actions: list[Any], condition: Any) -> bool:
+        """One fact's update, only while its item has room (False when it has none: the mention is known
+        already, its item at its cap); GraphWriteRefused when DynamoDB refuses it for good."""
+        try:
+            self.model(kb_id, key).update(actions=actions, condition=condition)
+        except UpdateError as error:
+            if _condition_failed(error):
+                return False
+            if _refused(error):
+                raise GraphWriteRefused("the graph store refused a fact (item or key too large)") from None
+            raise
+        return True
 
     def add_window(
         self,
@@ -96,20 +141,30 @@ class DynamoGraphRepo:
             record.save(condition=m.key.does_not_exist())
             return set()
         except PutError as error:
+            if _refused(error):
+                raise GraphWriteRefused("the graph store refused a window record") from None
             if not _condition_failed(error):
                 raise
-        record.update(actions=[m.knowledge_id.set(knowledge_id), m.chunk_ids.add(window)])
+        try:
+            record.update(actions=[m.knowledge_id.set(knowledge_id), m.chunk_ids.add(window)])
+        except UpdateError as error:
+            if _refused(error):
+                raise GraphWriteRefused("the graph store refused a window record") from None
+            raise
         return set(record.chunk_ids or ())
 
     def neighbourhood(self, kb_id: str, entity: str, limit: int = 50) -> GraphNeighbourhood:
-        key = entity_key(entity)
-        node = self._node(kb_id, key)
+        key = graph_name_part(entity)
+        node = self._node(kb_id, entity)
         edges: list[GraphEdge] = []
         merged: dict[tuple[str, str, str], set[str]] = {}
         for prefix, forward in (("e", True), ("r", False)):
-            for item in self.model.query(
-                kb_id, self.model.key.startswith(_graph_key(prefix, key) + "#"), limit=limit * 4
-            ):
+            found = (
+                item
+                for start in _name_prefixes(prefix, entity)
+                for item in self.model.query(kb_id, self.model.key.startswith(start), limit=limit * 4)
+            )
+            for item in found:
                 triple = (
                     (item.name, item.relation, item.other)
                     if forward
@@ -118,14 +173,18 @@ class DynamoGraphRepo:
                 merged.setdefault(triple, set()).add(item.knowledge_id)
         for (source, relation, target), knowledge_ids in list(merged.items())[:limit]:
             edges.append(GraphEdge(source, relation, target, sorted(knowledge_ids)))
-        others = {entity_key(e.target if entity_key(e.source) == key else e.source) for e in edges}
+        others = {graph_name_part(e.target if graph_name_part(e.source) == key else e.source) for e in edges}
         neighbours = [
             n for n in (self._node(kb_id, other) for other in sorted(others)[:limit]) if n is not None
         ]
         return GraphNeighbourhood(node, edges, neighbours)
 
-    def _node(self, kb_id: str, key: str) -> GraphNode | None:
-        items = list(self.model.query(kb_id, self.model.key.startswith(_graph_key("n", key) + "#")))
+    def _node(self, kb_id: str, name: str) -> GraphNode | None:
+        items = [
+            item
+            for start in _name_prefixes("n", name)
+            for item in self.model.query(kb_id, self.model.key.startswith(start))
+        ]
         if not items:
             return None
         return GraphNode(

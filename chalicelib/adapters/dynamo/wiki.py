@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
@@ -15,6 +16,7 @@ from pynamodb.exceptions import (
 )
 
 from chalicelib.adapters.dynamo.tables import Models, _condition_failed
+from chalicelib.domain.item_limits import WIKI_INDEX_PART_BYTES, split_json_text
 from chalicelib.ports import (
     WikiOp,
     WikiPageRecord,
@@ -127,13 +129,55 @@ class DynamoWikiRepo:
         return [WikiPageRecord(**i.body) for i in self.model.query(kb_id, self.model.key.startswith("page#"))]
 
     def put_index(self, kb_id: str, markdown: str) -> None:
-        self.model(kb_id, "index", body={"markdown": markdown}).save()
-
-    def get_index(self, kb_id: str) -> str | None:
+        """The index in parts of at most WIKI_INDEX_PART_BYTES (`index#<digest>#<n>`), then its head
+        (`index`: the digest, the number of parts and a version) written only over the head this read, so
+        a concurrent writer's head never points at parts another deleted; then the parts of other digests
+        go. An index as it is stored already is not written again. A head of one item holding the Markdown
+        (as indices were kept before) is read as it is and replaced by the first write."""
+        m = self.model
+        digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()[:32]
+        head = self._head(kb_id)
+        if head is not None and head.status == digest and "parts" in head.body:
+            return
+        parts = split_json_text(markdown, WIKI_INDEX_PART_BYTES)
+        with m.batch_write() as batch:
+            for n, part in enumerate(parts):
+                batch.save(m(kb_id, f"{_INDEX_PART}{digest}#{n:04d}", body={"markdown": part}))
+        version = int(head.attempt) if head is not None else 0
         try:
-            return str(self.model.get(kb_id, "index").body.get("markdown", ""))
+            m(kb_id, _INDEX, body={"parts": len(parts)}, status=digest, attempt=version + 1).save(
+                condition=m.key.does_not_exist() | (m.attempt == version)
+            )
+        except PutError as error:
+            if _condition_failed(error):
+                return  # another finalize wrote the index meanwhile: its write cleans up the parts
+            raise
+        stale = self.model.query(kb_id, m.key.startswith(_INDEX_PART), consistent_read=True)
+        self._delete(i for i in stale if not i.key.startswith(f"{_INDEX_PART}{digest}#"))
+
+    def _head(self, kb_id: str) -> Any:
+        try:
+            return self.model.get(kb_id, _INDEX, consistent_read=True)
         except DoesNotExist:
             return None
+
+    def get_index(self, kb_id: str) -> str | None:
+        for _ in range(3):  # a head replaced while its parts were read: read the new one
+            head = self._head(kb_id)
+            if head is None:
+                return None
+            if "parts" not in head.body:  # one item, as indices were kept before
+                return str(head.body.get("markdown", ""))
+            start = f"{_INDEX_PART}{head.status}#"
+            parts = list(self.model.query(kb_id, self.model.key.startswith(start), consistent_read=True))
+            if len(parts) == head.body["parts"]:
+                return "".join(str(p.body.get("markdown", "")) for p in sorted(parts, key=lambda p: p.key))
+        return None
+
+
+#: the wiki index's head and the prefix of its parts (no other wiki key starts with "index")
+_INDEX = "index"
+_INDEX_PART = "index#"
 
 
 # ---------------------------------------------------------------- tags

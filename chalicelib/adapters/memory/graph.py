@@ -6,15 +6,40 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from chalicelib.domain.graph import entity_key
+from chalicelib.domain.item_limits import (
+    GRAPH_MAX_ATTRIBUTES,
+    GRAPH_MAX_CHUNK_IDS,
+    ITEM_MAX_BYTES,
+    SORT_KEY_MAX_BYTES,
+    graph_attributes,
+    graph_name,
+    graph_name_part,
+    graph_relation,
+    graph_relation_part,
+    item_size,
+    utf8_size,
+)
 from chalicelib.ports import (
     GraphEdge,
     GraphNeighbourhood,
     GraphNode,
 )
+from chalicelib.ports.graph import GraphWriteRefused
 
 if TYPE_CHECKING:
     pass
+
+
+def _sort_key(*parts: str) -> str:
+    return "#".join(p.replace("#", " ") for p in parts)
+
+
+def _fits(kb_id: str, key: str, *values: tuple[str, object]) -> None:
+    """DynamoDB's limits on the item the table would hold (its sort key as the adapter spells it): a write
+    past them is refused there, so it is here."""
+    size = item_size([("kb_id", kb_id), ("key", key), *values])
+    if utf8_size(key) > SORT_KEY_MAX_BYTES or size > ITEM_MAX_BYTES:
+        raise GraphWriteRefused("the graph store refused a fact (item or key too large)")
 
 
 class MemoryGraphRepo:
@@ -36,15 +61,45 @@ class MemoryGraphRepo:
     ) -> None:
         with self._lock:
             for name, attributes, chunk_id in entities:
-                node = self._nodes.setdefault(
-                    (kb_id, entity_key(name), knowledge_id), GraphNode(name, [], [], [knowledge_id])
+                stored, kept = graph_name(name), graph_attributes(attributes)
+                part = graph_name_part(stored)
+                node = self._nodes.get((kb_id, part, knowledge_id)) or GraphNode(
+                    stored, [], [], [knowledge_id]
                 )
-                node.attributes = sorted(set(node.attributes) | set(attributes))
-                node.chunk_ids = sorted(set(node.chunk_ids) | {chunk_id})
+                chunk_ids = set(node.chunk_ids)
+                if len(chunk_ids) < GRAPH_MAX_CHUNK_IDS:  # a fact's item keeps this many, as the table's
+                    chunk_ids.add(chunk_id)
+                values = set(node.attributes)
+                if kept and len(values) < GRAPH_MAX_ATTRIBUTES:
+                    values |= set(kept)
+                _fits(
+                    kb_id,
+                    _sort_key("n", part, knowledge_id),
+                    ("knowledge_id", knowledge_id),
+                    ("name", stored),
+                    ("chunk_ids", chunk_ids),
+                    ("attributes", values),
+                )
+                node.attributes, node.chunk_ids = sorted(values), sorted(chunk_ids)
+                self._nodes[(kb_id, part, knowledge_id)] = node
             for source, relation, target, chunk_id in relations:
-                key = (kb_id, entity_key(source), relation.casefold(), entity_key(target), knowledge_id)
-                self._edges.setdefault(key, GraphEdge(source, relation, target, [knowledge_id]))
-                self._edge_chunks.setdefault(key, set()).add(chunk_id)
+                source, relation, target = graph_name(source), graph_relation(relation), graph_name(target)
+                a, rel, b = graph_name_part(source), graph_relation_part(relation), graph_name_part(target)
+                edge_key = (kb_id, a, rel, b, knowledge_id)
+                chunk_ids = set(self._edge_chunks.get(edge_key, set()))
+                if len(chunk_ids) < GRAPH_MAX_CHUNK_IDS:
+                    chunk_ids.add(chunk_id)
+                _fits(
+                    kb_id,
+                    _sort_key("e", a, rel, b, knowledge_id),
+                    ("knowledge_id", knowledge_id),
+                    ("name", source),
+                    ("other", target),
+                    ("relation", relation),
+                    ("chunk_ids", chunk_ids),
+                )
+                self._edges.setdefault(edge_key, GraphEdge(source, relation, target, [knowledge_id]))
+                self._edge_chunks[edge_key] = chunk_ids
 
     def add_window(
         self,
@@ -78,7 +133,7 @@ class MemoryGraphRepo:
         )
 
     def neighbourhood(self, kb_id: str, entity: str, limit: int = 50) -> GraphNeighbourhood:
-        key = entity_key(entity)
+        key = graph_name_part(entity)
         with self._lock:
             merged: dict[tuple[str, str, str], set[str]] = {}
             for (kb, a, _rel, b, knowledge), edge in self._edges.items():
@@ -86,7 +141,7 @@ class MemoryGraphRepo:
                     merged.setdefault((edge.source, edge.relation, edge.target), set()).add(knowledge)
             edges = [GraphEdge(s, r, t, sorted(ks)) for (s, r, t), ks in list(merged.items())[:limit]]
             others = sorted(
-                {entity_key(e.target if entity_key(e.source) == key else e.source) for e in edges}
+                {graph_name_part(e.target if graph_name_part(e.source) == key else e.source) for e in edges}
             )
             neighbours = [n for n in (self._node(kb_id, o) for o in others[:limit]) if n is not None]
             return GraphNeighbourhood(self._node(kb_id, key), edges, neighbours)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from chalicelib.domain.item_limits import ITEM_MAX_BYTES, WIKI_INDEX_PART_BYTES, item_size, split_json_text
 from chalicelib.ports import (
     WikiOp,
     WikiPageRecord,
@@ -23,7 +24,7 @@ class MemoryWikiRepo:
             tuple[str, str], tuple[WikiOp, str, float]
         ] = {}  # (kb, knowledge) -> (op, status, at)
         self._pages: dict[tuple[str, str], list[WikiPageRecord]] = {}
-        self._index: dict[str, str] = {}
+        self._index: dict[str, list[str]] = {}  # kb -> the index's parts, an item each in the table
         self._heartbeats: dict[str, float] = {}  # kb -> when its ops were last heartbeaten
         self._lock = threading.Lock()
 
@@ -96,12 +97,20 @@ class MemoryWikiRepo:
             return [copy.deepcopy(p) for (kb, _), pages in self._pages.items() if kb == kb_id for p in pages]
 
     def put_index(self, kb_id: str, markdown: str) -> None:
+        parts = split_json_text(markdown, WIKI_INDEX_PART_BYTES)
+        for n, part in enumerate(parts):  # DynamoDB refuses an item past 400 KB: so does the fake
+            if (
+                item_size([("kb_id", kb_id), ("key", f"index#{n:04d}"), ("body", {"markdown": part})])
+                > ITEM_MAX_BYTES
+            ):
+                raise ValueError("a wiki index item is larger than DynamoDB's 400 KB")
         with self._lock:
-            self._index[kb_id] = markdown
+            self._index[kb_id] = parts
 
     def get_index(self, kb_id: str) -> str | None:
         with self._lock:
-            return self._index.get(kb_id)
+            parts = self._index.get(kb_id)
+            return None if parts is None else "".join(parts)
 
 
 # ---------------------------------------------------------------- embedding cache, health, URLs, sleep
