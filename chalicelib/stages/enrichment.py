@@ -5,12 +5,18 @@ domain/plan.py) — plus work outside the count (auto-tag, a summary refresh).
 A counted subtask's worker releases its slot once, whatever the outcome, right before it answers its token,
 and the worker that releases the last slot promotes the row to `completed` (`slots.settle_slot`); a subtask
 that fails or times out has its slot released by the state machine's Catch. A model that rejects a request
-fails only its subtask (the span says so); throttling and outages are retried by the queue. Every write is
-keyed deterministically, so a redelivered item rewrites what it wrote.
+fails only its subtask (the span says so); throttling and outages are retried by the queue, and when the
+tries run out the runner writes the span failed (a summary then fails with its fallback description). A
+questions window keeps each chunk's questions as they come and stops at the Lambda deadline, a fresh
+message of the same token carrying on. Every write is keyed deterministically, so a redelivered item
+rewrites what it wrote.
+
+Over 600 lines, not split: `stages/` holds one module per queue, and this queue runs five kinds of work.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from chalicelib.domain.clock import from_iso, iso_before, now_iso, to_iso
+from chalicelib.domain.errors import ContinueLater
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.plan import TEXT_LIKE, WINDOW
@@ -36,6 +43,7 @@ from chalicelib.domain.types import (
     SummaryStatus,
 )
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
+from chalicelib.services.deadline import out_of_time
 from chalicelib.services.dispatch import request_summary_refresh
 from chalicelib.services.events import summary_changed
 from chalicelib.services.indexing import index_as_the_document_is, write_extra_chunks
@@ -45,6 +53,8 @@ from chalicelib.stages.messages import SubtaskMessageModel
 from chalicelib.stages.runner import Skip, run_task, task_knowledge
 
 SUMMARY_SEQ = 200_000
+#: a summary subtask's answer when the summary is made or failed already
+SUMMARY_NOT_ASKED = {"summary_chars": 0, "reason": "no summary is asked for now (made already, or failed)"}
 GRAPH_CHUNKS_PER_CALL = 5
 
 
@@ -53,12 +63,24 @@ class UnknownSubtask(ValueError):
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return run_task(deps, event, context, SubtaskMessageModel, run, "enrichment", settle=release)
+    return run_task(
+        deps, event, context, SubtaskMessageModel, run, "enrichment", settle=release, given_up=gave_up
+    )
 
 
 def release(deps: Dependencies, task: SubtaskMessageModel) -> None:
     """Before a counted subtask's answer: its slot, once (a refresh or a tag owns none)."""
     settle_slot(deps, task.knowledge_id, task.attempt, task.subtask.id)
+
+
+def gave_up(deps: Dependencies, task: SubtaskMessageModel) -> None:
+    """The last try failed (the runner wrote the span failed): a summary gets its failure rule at once,
+    rather than staying `processing` until housekeeping's sweep."""
+    if task.subtask.kind != "summary":
+        return
+    knowledge = deps.knowledge.get(task.knowledge_id)
+    if knowledge is not None and knowledge.attempt == task.attempt:
+        _summary_given_up(deps, knowledge)
 
 
 def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
@@ -76,13 +98,17 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
     try:
         if kind == "summary":
             outputs = summary(deps, knowledge, kb)
+            if outputs == SUMMARY_NOT_ASKED:  # a copy delivered again: its span stays as that run closed it
+                return outputs
+        elif kind in ("questions", "graph") and deps.knowledge.slot_released(
+            knowledge.id, knowledge.attempt, task.subtask.id
+        ):
+            # a redelivery after the window was done and its slot released: asking again would pay for a
+            # second answer (which would replace the first)
+            raise Skip(f"this window's {kind} were made already for this attempt")
         elif kind == "questions":
             outputs = questions(deps, knowledge, kb, _window(task))
         elif kind == "graph":
-            if deps.knowledge.slot_released(knowledge.id, knowledge.attempt, task.subtask.id):
-                # a redelivery after the window's facts were added and its slot released: asking again
-                # would pay for a second answer (which would replace the first: add_window)
-                raise Skip("this window's graph was extracted already for this attempt")
             outputs = graph(deps, knowledge, kb, _window(task), task.subtask.id)
         elif kind == "auto_tag":
             return _auto_tag_once(deps, task, knowledge, kb)
@@ -96,7 +122,7 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
     except ModelRequestError as error:
         # this subtask cannot be done with this model: recorded, and the slot released
         if kind == "summary":
-            _summary_failed(deps, knowledge)
+            _summary_given_up(deps, knowledge)
         return _subtask_failed(deps, knowledge, span_id, error)
     deps.tracker.subspan(knowledge, Stage.POSTPROCESS, span_id, SpanStatus.DONE, outputs)
     return outputs
@@ -145,15 +171,10 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     from chalicelib.enrich.summary import SummaryNotMade, summarize, summary_input
 
     if not _claim_summary(deps, knowledge):
-        return {"summary_chars": 0, "reason": "no summary is asked for now (made already, or failed)"}
+        return dict(SUMMARY_NOT_ASKED)
     chunks = _chunks(deps, knowledge)
     sources = _sources(chunks)
-    by_kind = {  # a chunk disabled on its own is left out
-        kind: sorted(
-            (c for c in chunks if c.chunk_type == kind and c.is_enabled), key=lambda c: (c.start_at, c.seq)
-        )
-        for kind in TEXT_LIKE
-    }
+    by_kind = _summarised_chunks(chunks)
     texts = [c.content for c in by_kind[ChunkType.TEXT]]
     inputs = summary_input(
         texts,
@@ -164,9 +185,8 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     chat = deps.chat_model(model_id)
     try:
         text = summarize(inputs, model_id, chat, knowledge.title)
-    except SummaryNotMade as error:  # not enough text: the first 500 runes stand in (spec §1.13)
-        fallback = None if _described_by_user(deps, knowledge) else (texts[0] if texts else "")[:500]
-        _summary_failed(deps, knowledge, fallback=fallback)
+    except SummaryNotMade as error:
+        _summary_given_up(deps, knowledge, texts)
         return {"summary_chars": 0, "reason": error.code}
     current = deps.knowledge.get(knowledge.id)
     if current is None or current.attempt != knowledge.attempt:
@@ -209,6 +229,27 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     ):
         summary_changed(deps, knowledge, EventType.SUMMARY_COMPLETED, SummaryStatus.COMPLETED.value)
     return {"summary_chars": len(text), "model": model_id}
+
+
+def _summarised_chunks(chunks: list[Chunk]) -> dict[ChunkType, list[Chunk]]:
+    """The text-like chunks a summary reads, by kind, in document order (a chunk disabled on its own is
+    left out)."""
+    return {
+        kind: sorted(
+            (c for c in chunks if c.chunk_type == kind and c.is_enabled), key=lambda c: (c.start_at, c.seq)
+        )
+        for kind in TEXT_LIKE
+    }
+
+
+def _summary_given_up(deps: Dependencies, knowledge: Knowledge, texts: list[str] | None = None) -> None:
+    """Spec §1.13: a summary that cannot be made (too little text, a model that refuses it, its tries run
+    out) is failed, the first 500 runes of the first text chunk standing in as the description (never over
+    one a person wrote). `texts`: the summary's text chunks when the caller has them."""
+    if texts is None:
+        texts = [c.content for c in _summarised_chunks(_chunks(deps, knowledge))[ChunkType.TEXT]]
+    fallback = None if _described_by_user(deps, knowledge) else (texts[0] if texts else "")[:500]
+    _summary_failed(deps, knowledge, fallback=fallback)
 
 
 def _summary_moved_away(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, chunk: Chunk) -> None:
@@ -268,15 +309,26 @@ R = TypeVar("R")
 MAX_PARALLEL_CALLS = 8
 
 
-def _calls(call: Callable[[T], R], items: Sequence[T], window_size: int) -> list[R]:
+def _calls(
+    call: Callable[[T], R], items: Sequence[T], window_size: int, *, until_deadline: bool = False
+) -> list[R]:
     """`call` over `items`, in order; in parallel (bounded) when the window is larger than WINDOW. The first
-    error is raised, as a loop would."""
+    error is raised, as a loop would. `until_deadline` (each call stores its own result): once the
+    invocation is out of time no further call starts (the first always does, so every invocation makes
+    progress) and ContinueLater is raised for a fresh message to carry on."""
     workers = min(MAX_PARALLEL_CALLS, max(1, window_size // WINDOW))
+    started = itertools.count()
+
+    def guarded(item: T) -> R:
+        if until_deadline and next(started) > 0 and out_of_time():
+            raise ContinueLater("the invocation is out of time: a fresh message carries on the window")
+        return call(item)
+
     if workers == 1:
-        return [call(item) for item in items]
+        return [guarded(item) for item in items]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="enrich") as pool:
-        # a pool thread starts with an empty context: the meter goes along (a copy per call, taken here)
-        futures = [pool.submit(copy_context().run, call, item) for item in items]
+        # a pool thread starts with an empty context: the meter and the deadline go along (a copy per call)
+        futures = [pool.submit(copy_context().run, guarded, item) for item in items]
         return [future.result() for future in futures]
 
 
@@ -293,7 +345,11 @@ def _question_entry_id(chunk_id: str, n: int) -> str:
 
 def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: range) -> dict[str, Any]:
     """Spec §1.15: each text chunk of the window gets N questions (its neighbours as context), kept in its
-    metadata and indexed as extra entries that point at it; a chunk that changed meanwhile keeps none."""
+    metadata and indexed as extra entries that point at it; a chunk that changed meanwhile keeps none.
+
+    Each chunk's questions are stored as soon as the model gives them, and a chunk that has them is not
+    asked again: a throttle's deferral, a continuation past the deadline or a retry pays only for the
+    chunks still to do. The window's entries are indexed once every chunk has its questions."""
     from chalicelib.chunker import index_text
     from chalicelib.enrich.questions import generate
     from chalicelib.services.indexing import embed_texts
@@ -307,7 +363,7 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
     )
 
     def ask(i: int) -> list[str]:
-        return generate(
+        found = generate(
             chat,
             document=knowledge.title,
             previous=texts[i - 1].content if i > 0 else "",
@@ -315,36 +371,41 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
             following=texts[i + 1].content if i + 1 < len(texts) else "",
             count=effective.question_count,
         )
+        # the window's checkpoint (False: the chunk left this attempt or knowledge base; the end sees to it)
+        deps.chunks.set_metadata(
+            knowledge.id, texts[i].id, "questions", found, kb_id=kb.id, attempt=knowledge.attempt
+        )
+        return found
 
     positions = range(window.start, min(window.stop, len(texts)))
-    asked = {
-        texts[i].id: found for i, found in zip(positions, _calls(ask, positions, len(window)), strict=True)
+    asked = {texts[i].id: _stored_questions(texts[i]) for i in positions}
+    todo = [i for i in positions if asked[texts[i].id] is None]
+    asked |= {
+        texts[i].id: found
+        for i, found in zip(todo, _calls(ask, todo, len(window), until_deadline=True), strict=True)
     }
     current = {c.id: c for c in _chunks(deps, knowledge)}
     updated: list[Chunk] = []
+    kept = 0
     entries: list[tuple[Chunk, int, str]] = []
-    # an earlier delivery wrote a chunk's questions before indexing them: what it may have indexed beyond
-    # this delivery's count is known from them
-    stale: list[str] = []
     for chunk in texts[window.start : window.stop]:
         now = current.get(chunk.id)
         if now is None or now.content_hash != chunk.content_hash:  # its revision changed: drop them
             continue
-        earlier = now.metadata.get("questions")
-        earlier_count = len(earlier) if isinstance(earlier, list) else 0
-        stale += [_question_entry_id(now.id, n) for n in range(len(asked[chunk.id]), earlier_count)]
-        now.metadata["questions"] = asked[chunk.id]
-        updated.append(now)
-        entries += [(now, n, q) for n, q in enumerate(asked[chunk.id])]
-    deps.chunks.put_many(updated)
-    if (entries or stale) and kb.indexing_strategy.needs_embedding:
+        questions_of = asked[chunk.id] or []
+        kept += 1
+        if now.metadata.get("questions") != questions_of:  # mostly stored already, by `ask`
+            now.metadata["questions"] = questions_of
+            updated.append(now)
+        entries += [(now, n, q) for n, q in enumerate(questions_of)]
+    if updated:
+        deps.chunks.put_many(updated)
+    if entries and kb.indexing_strategy.needs_embedding:
         model = deps.embedding_model(kb.embedding_model_id)
         space = IndexSpace.of(model)
         engine = deps.engine(kb.retrieval_engine)
         contents = [index_text(knowledge.title, "", q) for _, _, q in entries]
-        vectors = (
-            embed_texts(deps, model, contents) if entries and kb.indexing_strategy.vector_enabled else None
-        )
+        vectors = embed_texts(deps, model, contents) if kb.indexing_strategy.vector_enabled else None
         written = [
             IndexEntry(
                 id=_question_entry_id(chunk.id, n),
@@ -360,10 +421,7 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
             )
             for k, (chunk, n, _q) in enumerate(entries)
         ]
-        if written:
-            index_as_the_document_is(deps, knowledge, engine, space, written)
-        if stale:
-            engine.delete_by_ids(space, kb.id, stale)
+        index_as_the_document_is(deps, knowledge, engine, space, written)
         if not kept_after_write(
             deps,
             knowledge,
@@ -371,7 +429,14 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
             undo_moved=lambda _row: engine.delete_by_ids(space, kb.id, [e.id for e in written]),
         ):
             raise Skip("the knowledge was deleted, cancelled, superseded or moved")
-    return {"questions": len(entries), "chunks": len(updated)}
+    return {"questions": len(entries), "chunks": kept}
+
+
+def _stored_questions(chunk: Chunk) -> list[str] | None:
+    """The questions an earlier delivery of this attempt stored on the chunk (an edit of its text drops
+    them: operations/chunks), or None when it has none yet."""
+    stored = chunk.metadata.get("questions")
+    return [str(q) for q in stored] if isinstance(stored, list) else None
 
 
 # ---------------------------------------------------------------- graph

@@ -9,7 +9,8 @@ Main stages (`run_stage`):
 - a body that is not a valid message is parked in the DLQ at once (nothing is lost).
 
 State machine tasks (`run_task`): the worker answers the task token once its work is durable; a row that
-moved on is answered "skipped"; the last try answers a failure, which the state machine catches.
+moved on is answered "skipped"; the last try writes the failure on the subtask's or image's span and answers
+a failure, which the state machine catches; work near the Lambda deadline continues in a fresh message.
 Partial batch failures are reported through Powertools, so one bad record never replays the others.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -263,6 +265,41 @@ def _span_of(body: TaskMessageModel) -> tuple[Stage, str] | None:
 
 
 def _note_never_done(deps: Dependencies, body: TaskMessageModel) -> None:
+    _close_open_span(
+        deps,
+        body,
+        SpanErrorCode.TASK_TIMEOUT,
+        "the state machine stopped waiting for this task before it was done "
+        "(HeartbeatSeconds or TimeoutSeconds ran out): its work was dropped; reparse to redo it",
+    )
+
+
+#: a stable code as an error class carries it (StageError, ModelRequestError, StorageUnavailable, …)
+_STABLE_CODE = re.compile(r"[a-z0-9_]{1,64}")
+
+
+def _failure_code(error: BaseException) -> str:
+    """The error's own stable code when its class has one, else `unknown` (never a server's words)."""
+    code = getattr(error, "code", None)
+    if isinstance(code, str) and _STABLE_CODE.fullmatch(code):
+        return str(code)
+    return SpanErrorCode.UNKNOWN.value
+
+
+def _note_given_up(deps: Dependencies, body: TaskMessageModel, error: BaseException) -> None:
+    """The last try of a subtask or an image failed: its span says so (a code and the error's class only)."""
+    code = _failure_code(error)
+    _close_open_span(
+        deps,
+        body,
+        code,
+        f"failed on its last try ({code}, {type(error).__name__}): its work was dropped; reparse to redo it",
+    )
+
+
+def _close_open_span(deps: Dependencies, body: TaskMessageModel, code: str, message: str) -> None:
+    """Writes the subtask's or image's span failed, unless it is closed already (a redelivered copy writes nothing
+    twice) or the attempt is over (deleted, superseded, cancelled, failed: its spans are closed)."""
     placed = _span_of(body)
     if placed is None:
         return
@@ -277,16 +314,9 @@ def _note_never_done(deps: Dependencies, body: TaskMessageModel) -> None:
         return  # deleted, superseded, cancelled or failed: that attempt's spans are closed already
     earlier = deps.spans.get(knowledge.id, knowledge.attempt, span_id)
     if earlier is not None and earlier.status not in (SpanStatus.PENDING, SpanStatus.RUNNING):
-        return  # it was done: its own answer closed the token, and this is a redelivered copy
+        return  # it was closed: by its own answer, or by an earlier copy of this message
     deps.tracker.subspan(
-        knowledge,
-        stage,
-        span_id,
-        SpanStatus.FAILED,
-        {"done": False},
-        error_code=SpanErrorCode.TASK_TIMEOUT,
-        error_message="the state machine stopped waiting for this task before it was done "
-        "(HeartbeatSeconds or TimeoutSeconds ran out): its work was dropped; reparse to redo it",
+        knowledge, stage, span_id, SpanStatus.FAILED, {"done": False}, error_code=code, error_message=message
     )
 
 
@@ -314,11 +344,18 @@ def run_task(
     work: Callable[[Dependencies, T], dict[str, Any] | None],
     task: str,
     settle: Callable[[Dependencies, T], None] | None = None,
+    given_up: Callable[[Dependencies, T], None] | None = None,
 ) -> dict[str, Any]:
     """Runs `.waitForTaskToken` tasks: the worker answers its token once the work is durable (or, when
     the work returns None, the work has handed the token on to whoever answers it). `settle` runs right
     before a success answer, skipped or not (an enrichment subtask releases its slot there); a failure
-    answer leaves the settling to the state machine's Catch.
+    answer leaves the settling to the state machine's Catch. When the last try fails, the subtask's or
+    image's span is written failed and `given_up` runs (the summary's failure rule), both before the
+    failure answer, so the Catch that releases the slot sees them.
+
+    The work may raise ContinueLater when the invocation nears its deadline with its progress durable: the
+    same message goes back on the queue at once (its token heartbeaten, not answered), and the next
+    invocation carries on from what is stored.
 
     The worker heartbeats the token when it takes the message and before it defers it: the state's
     HeartbeatSeconds counts from the message's send, queue wait included, so each pickup restarts the
@@ -339,6 +376,13 @@ def run_task(
             answer(body, record)
 
     def answer(body: T, record: SQSRecord) -> None:
+        deadline = stage_deadline.set(deadline_of(context))
+        try:
+            attempt_task(body, record)
+        finally:
+            stage_deadline.reset(deadline)
+
+    def attempt_task(body: T, record: SQSRecord) -> None:
         token = str(getattr(body, "task_token", ""))  # empty: work outside the state machine's count
         try:
             if token and not still_awaited(deps, task, body, token):
@@ -349,6 +393,12 @@ def run_task(
                 if settle is not None:
                     settle(deps, body)
                 deps.workflow.task_success(token, {"skipped": True, "reason": str(skipped)})
+            return
+        except ContinueLater:  # out of time, progress stored: a fresh message of the same task carries on
+            if token and not still_awaited(deps, task, body, token):
+                return
+            deps.queue.send_raw(task, json.loads(record.body), delay_seconds=0)
+            logger.info("task continued in a fresh message", extra={"task": task})
             return
         except Exception as error:
             deferrals = body.deferrals
@@ -371,8 +421,13 @@ def run_task(
                 return
             if receive_count(record) >= deps.settings.stage_max_receives:
                 logger.exception("task failed on its last try", extra={"task": task})
-                if token:
-                    deps.workflow.task_failure(token, f"{task}.failed", type(error).__name__)
+                try:
+                    _note_given_up(deps, body, error)
+                    if given_up is not None:
+                        given_up(deps, body)
+                finally:  # the machine's Catch still hears of it, whatever the bookkeeping met
+                    if token:
+                        deps.workflow.task_failure(token, f"{task}.failed", type(error).__name__)
                 return
             come_back_soon(deps, task, record)
             raise
