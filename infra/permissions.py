@@ -169,12 +169,8 @@ TASK_CALLBACKS = Grant(
 #: one message per interested webhook of the knowledge base on the webhooks queue, or in its dead-letter queue
 #: when the queue does not take it (parked for redrive)
 PUBLISH = Grant(("events:PutEvents",), (_arn("EventBus"),))
-ANNOUNCE = [
-    PUBLISH,
-    Grant(READ, tables("webhooks")),
-    send_to("webhooks"),
-    Grant(("sqs:SendMessage",), dead_letter_queues("webhooks")),
-]
+PARK_DELIVERY = Grant(("sqs:SendMessage",), dead_letter_queues("webhooks"))
+ANNOUNCE = [PUBLISH, Grant(READ, tables("webhooks")), send_to("webhooks"), PARK_DELIVERY]
 OCR = Grant(
     ("textract:DetectDocumentText",),
     ("*",),
@@ -212,11 +208,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,
         send_to(*ALL_QUEUES),
-        Grant(
-            ("sqs:SendMessage",),
-            dead_letter_queues("webhooks"),
-            why="a webhook delivery parked (services/events.py)",
-        ),
+        PARK_DELIVERY,
         Grant(("sqs:GetQueueAttributes",), queues(*ALL_QUEUES) + dead_letter_queues(*ALL_QUEUES)),
         Grant(
             ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl"),
@@ -355,7 +347,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
     ],
     # Durable lifecycle work: delete, reparse, move and clone touch every aggregate of a knowledge base.
     "LifecycleTask": [
-        *ANNOUNCE,
+        PUBLISH,  # and it reads the webhooks table among every other
+        send_to("webhooks"),
+        PARK_DELIVERY,
         *own_queue("lifecycle"),
         read_tables(*ALL_TABLES),
         write_tables(*ALL_TABLES),
