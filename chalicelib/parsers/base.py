@@ -318,6 +318,8 @@ def resolve_file_type(data: bytes, file_type: str, listing: list[zipfile.ZipInfo
         return OLE_TWIN[file_type]
     if family == "zip" and file_type in ("docx", "xlsx", "pptx", "epub", "doc", "xls", "ppt"):
         return _zip_reroute(data, file_type, listing)
+    if family == "text" and (exported := _text_export_type(data, file_type)):
+        return exported
     raise unsupported(
         f"The file is named .{file_type} but its content is {FAMILY_WORDS.get(family, family)}; "
         "rename it with the right extension or re-export it."
@@ -325,6 +327,32 @@ def resolve_file_type(data: bytes, file_type: str, listing: list[zipfile.ZipInfo
 
 
 TEXT_TYPES = frozenset({"txt", "md", "markdown", "csv", "json", "html", "htm", "mhtml"})
+
+
+def is_rtf(data: bytes) -> bool:
+    return data[:64].lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{\\rtf")
+
+
+_HTML_MARKS = ("<!doctype html", "<html", "<head", "<body", "<table", "<meta")
+
+
+def _text_export_type(data: bytes, file_type: str) -> str:
+    """The type of a text file that a program saved under a legacy Office name, as many do: HTML (Excel's
+    and reporting tools' "export to .xls", Word's web page) or MHTML named .xls/.doc is read as such; RTF
+    named .doc (Word's, WordPad's) stays .doc, which is converted with LibreOffice (engines). '' else."""
+    if file_type not in ("doc", "xls"):
+        return ""
+    if file_type == "doc" and is_rtf(data):
+        return "doc"
+    codec = wide_text_codec(data)
+    head = data[:4096].decode(codec or "latin-1", errors="ignore").lstrip("\ufeff \t\r\n").lower()
+    if head.startswith("mime-version:"):
+        return "mhtml"
+    if head.startswith("<?xml") and "<html" not in head:
+        return ""  # Excel 2003's XML spreadsheet (its <Table> is not HTML's) or other XML
+    if head.startswith("<") and any(mark in head for mark in _HTML_MARKS):
+        return "html"
+    return ""
 
 
 #: What zipfile raises when a damaged archive's directory is read: BadZipFile, OSError for a seek past the
@@ -346,13 +374,37 @@ def _zip_reroute(data: bytes, file_type: str, listing: list[zipfile.ZipInfo] | N
             if infos and min(info.header_offset for info in infos) != 0:
                 raise parse_failed(damaged)
             kind = zip_office_kind(zf)
+            opendocument = _opendocument_kind(zf) if kind == "epub" else ""
             if listing is not None:
                 listing.extend(infos)
     except ZIP_DIRECTORY_ERRORS as exc:
         raise parse_failed(damaged) from exc
     if not kind:
         raise unsupported(f"The file is named .{file_type} but it is a ZIP archive of another kind.")
+    if opendocument:
+        twin = _OPENDOCUMENT_TWIN.get(opendocument, "docx")
+        raise unsupported(
+            f"The file is named .{file_type} but it is an OpenDocument {opendocument} file, not a Microsoft "
+            f"Office file or an EPUB; save it as .{twin} and upload it again."
+        )
     return kind
+
+
+#: an OpenDocument package's kind (its mimetype: application/vnd.oasis.opendocument.<kind>) → the Office type
+_OPENDOCUMENT_TWIN = {"text": "docx", "spreadsheet": "xlsx", "presentation": "pptx"}
+
+
+def _opendocument_kind(zf: zipfile.ZipFile) -> str:
+    """An OpenDocument package's kind ('' for anything else: an EPUB): its mimetype member says."""
+    try:
+        with zf.open("mimetype") as fh:
+            mime = fh.read(128).strip().decode("ascii", errors="replace")
+    except (*ZIP_MEMBER_ERRORS, KeyError):
+        return ""
+    kind = mime.removeprefix("application/vnd.oasis.opendocument.")
+    if kind == mime:
+        return ""
+    return kind if kind in _OPENDOCUMENT_TWIN else "document"
 
 
 # ---------------------------------------------------------------- zip guard

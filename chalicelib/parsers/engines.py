@@ -11,7 +11,7 @@ from typing import Any
 
 from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
 from chalicelib.domain.parser_engines import PARSER_ENGINE_TYPES
-from chalicelib.parsers.base import ParseContext, ParserEngine, parse_failed, unsupported
+from chalicelib.parsers.base import ParseContext, ParserEngine, is_rtf, parse_failed, unsupported
 from chalicelib.parsers.guards import preflight
 from chalicelib.parsers.html import parse_epub, parse_html, parse_mhtml
 from chalicelib.parsers.office import (
@@ -50,7 +50,17 @@ def _legacy(target_handler: Handler, target_type: str) -> Handler:
 
 
 def _doc(request: ReadRequest, ctx: ParseContext) -> ReadResult:
-    """unword first (milliseconds); LibreOffice for what it cannot read."""
+    """unword first (milliseconds); LibreOffice for what it cannot read. RTF named .doc (Word's and WordPad's,
+    common; base.resolve_file_type lets it through) goes to LibreOffice, which tells it by its content."""
+    if is_rtf(request.data):
+        if soffice_path() is None:
+            raise unsupported(
+                "The .doc file is an RTF (Rich Text Format) document; reading RTF needs LibreOffice, "
+                "which is not installed on this server. Save it as .docx and upload it again."
+            )
+        result = _legacy(parse_docx, "docx")(request, ctx)
+        result.metadata["content_type"] = "rtf"
+        return result
     return read_doc_natively(request) or _legacy(parse_docx, "docx")(request, ctx)
 
 

@@ -1,5 +1,6 @@
 """.pptx with speaker notes, read from the package's XML (ooxml.Package): each slide's shapes in reading
-order, titles as headings, bulleted paragraphs by level, tables, pictures put in place, then the notes. The
+order, titles as headings, bulleted paragraphs by level, tables, charts (title and cached data as a table, as
+MarkItDown gives them), pictures put in place, then the notes. The
 text is what python-pptx gives for each shape and paragraph (runs, fields, line breaks); python-pptx itself
 is not used, as it loads every part of the package and builds an object per element."""
 
@@ -20,6 +21,8 @@ _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _R = "{" + R_NS + "}"
 _SLIDE_REL = f"{R_NS}/slide"
 _NOTES_REL = f"{R_NS}/notesSlide"
+_CHART_REL = f"{R_NS}/chart"
+_C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 _SHAPE_TAGS = {f"{_P}sp", f"{_P}grpSp", f"{_P}graphicFrame", f"{_P}cxnSp", f"{_P}pic", f"{_P}contentPart"}
 _T, _BR, _FLD, _PPR = f"{_A}t", f"{_A}br", f"{_A}fld", f"{_A}pPr"
 _TX_BODY = f"{_P}txBody"
@@ -49,6 +52,17 @@ _picture_name = _first("./p:nvPicPr/p:cNvPr")
 _picture_blip = _first("./p:blipFill/a:blip")
 _table = _first("./a:graphic/a:graphicData/a:tbl")
 _shape_tree = _first("./p:cSld/p:spTree")
+_chart_ref = etree.XPath(
+    "./a:graphic/a:graphicData/c:chart/@r:id",
+    namespaces={"a": _A[1:-1], "c": _C[1:-1], "r": R_NS},
+)
+#: a chart's table is cut to this many categories (rows) and series (columns): its cached data can be a
+#: whole sheet's, and a slide shows far less
+CHART_MAX_CATEGORIES = 200
+CHART_MAX_SERIES = 30
+#: where a series' cached points are: categories as strings, numbers or levels (the first, innermost,
+#: level of a multi-level axis), values as numbers; literals when the chart has no sheet
+_POINT_CACHES = (f"{_C}strCache", f"{_C}numCache", f"{_C}lvl", f"{_C}strLit", f"{_C}numLit")
 
 
 def _iter_shapes(tree: Any) -> Any:
@@ -143,6 +157,95 @@ def _notes_text(package: Package, notes_part: str) -> str:
     return ""
 
 
+def _either_child(el: Any, tag: str, other: str) -> Any:
+    """The child `tag` (a category or value chart's), else `other` (a scatter or bubble chart's)."""
+    found = _child(el, tag)
+    return found if found is not None else _child(el, other)
+
+
+def _cached_points(el: Any) -> tuple[dict[int, str], int]:
+    """A series part's cached points (idx → text, those below CHART_MAX_CATEGORIES) and how many it has."""
+    cache = next(el.iter(*_POINT_CACHES), None) if el is not None else None
+    if cache is None:
+        return {}, 0
+    points: dict[int, str] = {}
+    count = 0
+    for pt in cache.iterchildren(f"{_C}pt"):
+        idx = int_attribute(pt.get("idx"), -1)
+        count = max(count, idx + 1)
+        v = _child(pt, f"{_C}v")
+        if 0 <= idx < CHART_MAX_CATEGORIES and v is not None:
+            points[idx] = (v.text or "").strip()
+    return points, count
+
+
+def _chart_title(chart: Any) -> str:
+    title = _child(chart, f"{_C}title")
+    tx = _child(title, f"{_C}tx") if title is not None else None
+    if tx is None:
+        return ""
+    rich = _child(tx, f"{_C}rich")
+    if rich is not None:
+        return " ".join(" ".join(_paragraph_text(p) for p in rich.iterchildren(f"{_A}p")).split())
+    return " ".join(" ".join(v.text or "" for v in tx.iter(f"{_C}v")).split())
+
+
+def _chart_markdown(root: Any) -> str:
+    """A chart part (c:chartSpace) as MarkItDown writes it: "### Chart: title", then a table of its
+    cached data, a row per category and a column per series, cut to CHART_MAX_CATEGORIES ×
+    CHART_MAX_SERIES with a line saying what was left out."""
+    chart = _child(root, f"{_C}chart")
+    if chart is None:
+        return ""
+    title = _chart_title(chart)
+    plot_area = _child(chart, f"{_C}plotArea")
+    series = list(plot_area.iter(f"{_C}ser")) if plot_area is not None else []
+    if not series:
+        return f"### Chart: {title}" if title else "### Chart"
+    categories: dict[int, str] = {}
+    rows = 0
+    names: list[str] = []
+    columns: list[dict[int, str]] = []
+    for number, ser in enumerate(series[:CHART_MAX_SERIES], start=1):
+        tx = _child(ser, f"{_C}tx")
+        name = " ".join(" ".join(v.text or "" for v in tx.iter(f"{_C}v")).split()) if tx is not None else ""
+        names.append(name or f"Series {number}")
+        values, count = _cached_points(_either_child(ser, f"{_C}val", f"{_C}yVal"))
+        labels, label_count = _cached_points(_either_child(ser, f"{_C}cat", f"{_C}xVal"))
+        categories = categories or labels
+        columns.append(values)
+        rows = max(rows, count, label_count)
+    if not title and len(series) == 1 and _child(chart, f"{_C}title") is not None:
+        title = names[0]  # a title with no text of its own: Office shows the one series' name
+    heading = f"### Chart: {title}" if title else "### Chart"
+    shown = min(rows, CHART_MAX_CATEGORIES)
+    table = [["Category", *names]]
+    table.extend([categories.get(i, ""), *(column.get(i, "") for column in columns)] for i in range(shown))
+    lines = [heading, markdown_table(table)]
+    left_out = []
+    if rows > shown:
+        left_out.append(f"{rows - shown} more categories")
+    if len(series) > CHART_MAX_SERIES:
+        left_out.append(f"{len(series) - CHART_MAX_SERIES} more series")
+    if left_out:
+        lines.append(f"({' and '.join(left_out)} not shown)")
+    return "\n\n".join(lines)
+
+
+class _Charts:
+    """The deck's chart parts as Markdown, each part read once however many frames show it."""
+
+    def __init__(self, package: Package) -> None:
+        self.package = package
+        self.by_part: dict[str, str] = {}
+
+    def markdown(self, part: str) -> str:
+        if part not in self.by_part:
+            root = self.package.xml(part)
+            self.by_part[part] = _chart_markdown(_mark_breaks(root)) if root is not None else ""
+        return self.by_part[part]
+
+
 class _Pictures:
     def __init__(self, package: Package, limit: int) -> None:
         self.package = package
@@ -169,10 +272,12 @@ class _Pictures:
 
 
 def _slide_lines(
-    el_tree: Any, rels: dict[str, tuple[str, str]], pictures: _Pictures, number: int
+    el_tree: Any, rels: dict[str, tuple[str, str]], pictures: _Pictures, charts: _Charts, number: int
 ) -> tuple[list[str], str]:
     lines: list[str] = []
     title = ""
+    # chart parts are read only on a slide whose relationships name one
+    chart_parts = {rid: target for rid, (kind, target) in rels.items() if kind == _CHART_REL}
     for el in _reading_order(list(_iter_shapes(el_tree))):
         tag = el.tag
         if tag == f"{_P}sp":
@@ -198,6 +303,11 @@ def _slide_lines(
                     for tr in table.iterchildren(f"{_A}tr")
                 ]
                 lines.append(markdown_table(rows))
+            elif chart_parts:
+                target = next((chart_parts[rid] for rid in _chart_ref(el) if rid in chart_parts), None)
+                chart = charts.markdown(target) if target else ""
+                if chart:
+                    lines.append(chart)
         elif (
             tag == f"{_P}pic"
             and len(pictures.images) < pictures.limit
@@ -211,7 +321,9 @@ def _slide_lines(
     return lines, title
 
 
-def _slide_text(package: Package, part: str, pictures: _Pictures, number: int) -> tuple[str, str]:
+def _slide_text(
+    package: Package, part: str, pictures: _Pictures, charts: _Charts, number: int
+) -> tuple[str, str]:
     """A slide's Markdown after its number line (shapes, then notes, each after a blank line), and its
     title."""
     root = package.xml(part)
@@ -221,7 +333,7 @@ def _slide_text(package: Package, part: str, pictures: _Pictures, number: int) -
     title = ""
     if tree is not None:
         _mark_breaks(tree)
-        shape_lines, title = _slide_lines(tree, rels, pictures, number)
+        shape_lines, title = _slide_lines(tree, rels, pictures, charts, number)
         lines.extend(shape_lines)
     notes_part = next((target for kind, target in rels.values() if kind == _NOTES_REL), None)
     notes = _notes_text(package, notes_part).strip() if notes_part else ""
@@ -244,6 +356,7 @@ def parse_pptx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
             if rel and rel[0] == _SLIDE_REL:
                 slide_parts.append(rel[1])
         pictures = _Pictures(package, ctx.limits.max_images)
+        charts = _Charts(package)
         parts: list[str] = []
         title = ""
         budget = MarkdownBudget(ctx.limits)
@@ -252,7 +365,7 @@ def parse_pptx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
         for number, part in enumerate(slide_parts, start=1):
             ctx.check_time("the PowerPoint file")
             if part not in read:
-                read[part] = _slide_text(package, part, pictures, number)
+                read[part] = _slide_text(package, part, pictures, charts, number)
             text, slide_title = read[part]
             title = title or slide_title
             parts.append(budget.add(f"<!-- Slide number: {number} -->{text}"))
