@@ -687,6 +687,13 @@ class GraphQuery(Query):
     limit: int = code("invalid_query", default=50, ge=1, le=200)
 
 
+class WikiQuery(Query):
+    """One page of the wiki: up to `limit` page records and a part of the index; `next_cursor` goes on."""
+
+    limit: int = code("invalid_query", default=1000, ge=1, le=1000)
+    cursor: str | None = code("invalid_cursor", default=None, max_length=2000)
+
+
 class MoveKnowledgeRequest(Body):
     """Move up to 200 knowledge of one knowledge base into another of the same type and embedding model."""
 

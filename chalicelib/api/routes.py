@@ -384,10 +384,10 @@ def knowledge_graph(deps: Dependencies, request: Request | None, kb_id: str) -> 
     return ok(enrichment_outputs.graph(deps, tenant.id, kb_id, params))
 
 
-@operation("The knowledge base's wiki: its index page and pages", "enrichment")
+@operation("The wiki: its index and pages, paged by `next_cursor`", "enrichment", query=commands.WikiQuery)
 def knowledge_base_wiki(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok(enrichment_outputs.wiki(deps, tenant.id, kb_id))
+    return ok(enrichment_outputs.wiki(deps, tenant.id, kb_id, query(present_request(request))))
 
 
 # ---------------------------------------------------------------- tags

@@ -161,14 +161,14 @@ def current_pages(deps: Dependencies, kb_id: str) -> CurrentPages:
         [
             r
             for r in records
-            if _current(rows.get(r.knowledge_id), kb_id, chunks.get((r.knowledge_id, r.chunk_id)))
+            if is_current_page(rows.get(r.knowledge_id), kb_id, chunks.get((r.knowledge_id, r.chunk_id)))
         ],
         rows,
         chunks,
     )
 
 
-def _current(row: Knowledge | None, kb_id: str, chunk: Chunk | None) -> bool:
+def is_current_page(row: Knowledge | None, kb_id: str, chunk: Chunk | None) -> bool:
     return (
         row is not None
         and row.parse_status != ParseStatus.DELETING

@@ -25,7 +25,7 @@ from chalicelib.domain.errors import Forbidden, PermanentStageError, SpanErrorCo
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.types import KnowledgeBase, Task, utcnow
 from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage
-from chalicelib.faq.import_claims import put_counted
+from chalicelib.faq.import_claims import put_counted, save_indexed
 from chalicelib.faq.keyed import tag_links
 from chalicelib.faq.reservations import claim, release_entries, unconfirmed
 from chalicelib.ports import Dependencies
@@ -172,9 +172,10 @@ def _copy(
         # by the next plan, which gives its count back
         put_counted(deps, target, copies)
         index.write_all(copies)
-        deps.faq.put_entries([replace(entry, indexed=True) for entry in copies])
-        for entry in copies:
-            deps.faq.confirm_questions(target.id, entry.id, claimed[entry.id])
+        for entry in copies:  # only over the row just written: a copy deleted meanwhile stays deleted
+            save_indexed(deps, index, entry, claimed)
+        for entry_id, keys in claimed.items():  # a deleted copy's were released (save_indexed)
+            deps.faq.confirm_questions(target.id, entry_id, keys)
     if over_quota:
         raise PermanentStageError(
             f"{len(refused)} of {len(batch)} entries not copied: {'; '.join(refused[:5])}",

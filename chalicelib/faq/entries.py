@@ -61,6 +61,7 @@ from chalicelib.ports import Dependencies, IndexSpace, IndexUnavailable, IndexWr
 from chalicelib.ports.faq import EntryWriteFailed, EntryWriteRefused
 from chalicelib.services.ownership import require_kb
 from chalicelib.services.quotas import take_storage
+from chalicelib.services.usable import require_usable_for_api
 
 FAQ_KB_TYPE = "faq"
 #: entries a list page reads at most (DynamoDB reads, and the API's 29 s): a filter that matches few
@@ -500,7 +501,7 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
     keyword, use_vector = retriever_lists(kb, request.retriever)
     if not (keyword or use_vector):
         return []
-    model = deps.embedding_model(kb.embedding_model_id)
+    model = require_usable_for_api(deps, kb)  # a withdrawn model or engine: the document search's 409
     vector = None
     if use_vector:  # a model that fails answers as the document search's does
         from chalicelib.services.indexing import embed_query

@@ -156,6 +156,20 @@ class ApiClient:
                 return found
             params = {"cursor": cursor}
 
+    def wiki(self, kb_id: str) -> dict[str, Any]:
+        """The whole wiki: GET .../wiki page after page (`next_cursor`), its index parts joined, its pages."""
+        parts: list[str] = []
+        pages: list[dict[str, Any]] = []
+        params: dict[str, str] = {}
+        while True:
+            page = self.call("GET", f"/knowledge-bases/{kb_id}/wiki", params=params) or {}
+            parts.append(page.get("index") or "")
+            pages += page.get("pages") or []
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return {"index": "".join(parts), "pages": pages}
+            params = {"cursor": cursor}
+
     def find_kb(self, ref: str) -> dict[str, Any] | None:
         """The knowledge base with this id, or else the first with this name."""
         kbs = self.knowledge_bases()

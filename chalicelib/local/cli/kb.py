@@ -92,7 +92,7 @@ def cmd_kb(args: argparse.Namespace, console: Console) -> int:
             "GET", f"/knowledge-bases/{kb_id}/graph", params={"entity": args.entity, "limit": args.limit}
         )
         return emit(args, console, graph, lambda: print_json(console, graph))
-    wiki = api.call("GET", f"/knowledge-bases/{kb_id}/wiki")
+    wiki = api.wiki(kb_id)
     return emit(args, console, wiki, lambda: print_json(console, wiki))
 
 
