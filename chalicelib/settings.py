@@ -348,6 +348,9 @@ class Settings:
     #: one per pipeline place of its tenant it holds: a tenant's slices stay within `tenant_pipeline_cap`,
     #: below the embedding stage's concurrency (10 on AWS)
     embed_fanout_parallel: int = 5
+    #: chunks of one document given questions (a call each) or read for its graph (a call per 5): domain/plan
+    max_question_chunks: int = 2000
+    max_graph_chunks: int = 2000
     #: in-Lambda tries of one embedding batch (backoff with full jitter, honouring Retry-After)
     embed_max_attempts: int = 6
     embed_backoff_base: float = 0.5
@@ -522,6 +525,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         embed_slice_max_texts=e.int("WEKNORA_EMBED_SLICE_MAX_TEXTS", 2048),
         embed_fanout_texts=max(1, e.int("WEKNORA_EMBED_FANOUT_TEXTS", 1024)),
         embed_fanout_parallel=max(1, e.int("WEKNORA_EMBED_FANOUT_PARALLEL", 5)),
+        max_question_chunks=max(1, e.int("WEKNORA_MAX_QUESTION_CHUNKS", 2000)),
+        max_graph_chunks=max(1, e.int("WEKNORA_MAX_GRAPH_CHUNKS", 2000)),
         embed_max_attempts=e.int("WEKNORA_EMBED_MAX_ATTEMPTS", 6),
         embed_backoff_base=e.float("WEKNORA_EMBED_BACKOFF_BASE", 0.5),
         embed_backoff_max=e.float("WEKNORA_EMBED_BACKOFF_MAX", 20.0),

@@ -7,8 +7,8 @@ and the worker that releases the last slot promotes the row to `completed` (`slo
 that fails or times out has its slot released by the state machine's Catch. A model that rejects a request
 fails only its subtask (the span says so); throttling and outages are retried by the queue, and when the
 tries run out the runner writes the span failed (a summary then fails with its fallback description). A
-questions window keeps each chunk's questions as they come and stops at the Lambda deadline, a fresh
-message of the same token carrying on. Every write is keyed deterministically, so a redelivered item
+questions window keeps each chunk's questions, a graph window each call's facts, as they come, and both
+stop at the Lambda deadline, a fresh message of the same token carrying on. Every write is keyed deterministically, so a redelivered item
 rewrites what it wrote.
 
 Over 600 lines, not split: `stages/` holds one module per queue, and this queue runs five kinds of work.
@@ -43,6 +43,7 @@ from chalicelib.domain.types import (
     SummaryStatus,
 )
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
+from chalicelib.ports.graph import GraphWriteRefused
 from chalicelib.services.deadline import out_of_time
 from chalicelib.services.dispatch import request_summary_refresh
 from chalicelib.services.events import summary_changed
@@ -119,6 +120,8 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
             return None  # the document's slot is released when its pages are in
         else:
             raise UnknownSubtask(f"unknown enrichment kind {kind!r}")
+    except GraphWriteRefused as error:  # the store's refusal, not the model's: the span says so
+        return _subtask_failed(deps, knowledge, span_id, error, "the graph store refused this window's facts")
     except ModelRequestError as error:
         # this subtask cannot be done with this model: recorded, and the slot released
         if kind == "summary":
@@ -129,17 +132,21 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
 
 
 def _subtask_failed(
-    deps: Dependencies, knowledge: Knowledge, span_id: str, error: ModelRequestError
+    deps: Dependencies,
+    knowledge: Knowledge,
+    span_id: str,
+    error: ModelRequestError,
+    cause: str = "the chat model could not do this subtask",
 ) -> dict[str, Any]:
-    """The span says the model could not do it, with the error's stable code only (its text may carry what
-    the model's server said)."""
+    """The span says what could not do it, with the error's stable code only (its text may carry what the
+    model's server said)."""
     deps.tracker.subspan(
         knowledge,
         Stage.POSTPROCESS,
         span_id,
         SpanStatus.FAILED,
         error_code=error.code,
-        error_message=f"the chat model could not do this subtask ({error.code})",
+        error_message=f"{cause} ({error.code})",
     )
     return {"failed": error.code}
 
@@ -442,16 +449,27 @@ def _stored_questions(chunk: Chunk) -> list[str] | None:
 # ---------------------------------------------------------------- graph
 
 
-def graph_window_key(attempt: int, subtask_id: str) -> str:
-    """Names one window's facts in the graph: a redelivery of the same subtask of the same attempt (its
-    first run died before the slot was released) replaces them with its own answer."""
-    return f"a{attempt}.{subtask_id}"
+def graph_window_key(attempt: int, subtask_id: str, batch: int = 0) -> str:
+    """Names the facts of one model call of a window in the graph: a redelivery of the same subtask of the
+    same attempt (its first run died before the call was marked done) replaces them with its own answer.
+    The first call keeps the window's own key, so a window whose facts an earlier release wrote under it
+    as one record has them replaced too."""
+    return f"a{attempt}.{subtask_id}" + (f".b{batch}" if batch else "")
+
+
+#: a chunk's metadata key that says the model call of its graph batch (starting at it) is done, with what it
+#: found: the window's checkpoint, written after the facts
+GRAPH_DONE = "graph"
 
 
 def graph(
     deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: range, subtask_id: str
 ) -> dict[str, Any]:
-    """Spec §1.16: entities and relations of a window of text-like chunks, several chunks per model call."""
+    """Spec §1.16: entities and relations of a window of text-like chunks, several chunks per model call.
+
+    Each call's facts are stored as soon as the model gives them, under their own key, and the call's first
+    chunk marked done: a continuation past the Lambda deadline, a deferral or a retry asks only for the
+    calls still to do."""
     from chalicelib.enrich.graph import extract
 
     effective = resolve(kb, knowledge.process_overrides)
@@ -467,23 +485,53 @@ def graph(
         selected[at : at + GRAPH_CHUNKS_PER_CALL] for at in range(0, len(selected), GRAPH_CHUNKS_PER_CALL)
     ]
 
-    def read(batch: list[Chunk]) -> list[Any]:
-        return extract(chat, [c.content for c in batch], effective.graph_relation_types)
-
-    entities: list[tuple[str, list[str], str]] = []
-    relations: list[tuple[str, str, str, str]] = []
-    for batch, extracted in zip(batches, _calls(read, batches, len(window)), strict=True):
+    def read(n: int) -> dict[str, int]:
+        batch = batches[n]
+        entities: list[tuple[str, list[str], str]] = []
+        relations: list[tuple[str, str, str, str]] = []
+        extracted = extract(chat, [c.content for c in batch], effective.graph_relation_types)
         for chunk, found in zip(batch, extracted, strict=True):
             entities += [(e.name, e.attributes, chunk.id) for e in found.entities]
             relations += [(r.source, r.relation, r.target, chunk.id) for r in found.relations]
-    deps.graph.add_window(
-        kb.id,
-        knowledge.id,
-        graph_window_key(knowledge.attempt, subtask_id),
-        [c.id for c in selected],
-        entities,
-        relations,
-    )
+        deps.graph.add_window(
+            kb.id,
+            knowledge.id,
+            graph_window_key(knowledge.attempt, subtask_id, n),
+            [c.id for c in batch],
+            entities,
+            relations,
+        )
+        done = {"entities": len(entities), "relations": len(relations)}
+        # the checkpoint (False: the chunk left this attempt or knowledge base; the liveness check sees to it)
+        deps.chunks.set_metadata(
+            knowledge.id, batch[0].id, GRAPH_DONE, done, kb_id=kb.id, attempt=knowledge.attempt
+        )
+        return done
+
+    found = {n: _graph_done(batch[0]) for n, batch in enumerate(batches)}
+    todo = [n for n, done in found.items() if done is None]
+    try:
+        found |= dict(zip(todo, _calls(read, todo, len(window), until_deadline=True), strict=True))
+    except ContinueLater:  # what this invocation wrote is checked as a finished window's is
+        _graph_kept(deps, knowledge, kb)
+        raise
+    _graph_kept(deps, knowledge, kb)
+    return {
+        "entities": sum((done or {}).get("entities", 0) for done in found.values()),
+        "relations": sum((done or {}).get("relations", 0) for done in found.values()),
+        "chunks": len(selected),
+    }
+
+
+def _graph_done(chunk: Chunk) -> dict[str, int] | None:
+    """What the graph call starting at this chunk found, when an earlier run of this attempt made it."""
+    done = chunk.metadata.get(GRAPH_DONE)
+    return {k: int(v) for k, v in done.items()} if isinstance(done, dict) else None
+
+
+def _graph_kept(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> None:
+    """Skip (with the facts undone as the row needs) when the row was deleted, moved, cancelled or
+    superseded while the model wrote."""
     if not kept_after_write(
         deps,
         knowledge,
@@ -496,7 +544,6 @@ def graph(
             # new attempt's plan cleared older facts already, so these would stay, pointing at old chunks
             deps.graph.keep_only_attempt(kb.id, knowledge.id, attempt_chunk_prefix(knowledge.id, row.attempt))
         raise Skip("the knowledge was deleted, cancelled or superseded")
-    return {"entities": len(entities), "relations": len(relations), "chunks": len(selected)}
 
 
 # ---------------------------------------------------------------- auto-tag (outside the count)

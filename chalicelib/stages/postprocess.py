@@ -7,8 +7,9 @@ and the subtasks the machine runs are always the same plan.
 
 The plan is WeKnora's (spec §1.13–§1.18): a summary if there is any text-like chunk; ⌈text chunks / 20⌉
 question items when questions are on and the document is indexed; ⌈text-like chunks / 20⌉ graph items when
-the graph is on; one wiki item when the wiki is on. LLM work is planned only with a chat model; what is not
-planned, and why, is recorded on the span and the row. Auto-tagging runs outside the count.
+the graph is on (each within the operator's per-document cap of chunks); one wiki item when the wiki is
+on. LLM work is planned only with a chat model; what is not planned, and why, is recorded on the span and
+the row. Auto-tagging runs outside the count.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from chalicelib.domain import metering
 from chalicelib.domain.events import EventType
 from chalicelib.domain.filetypes import DATA_TABLE_EXTENSIONS
 from chalicelib.domain.ids import attempt_chunk_prefix
-from chalicelib.domain.plan import plan, planned_subtask
+from chalicelib.domain.plan import CallCaps, plan, planned_subtask
 from chalicelib.domain.process_config import EffectiveProcessConfig, resolve
 from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
@@ -79,7 +80,8 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
     deps.tracker.begin_stage(knowledge, Stage.POSTPROCESS)
     table = _table_summary(deps, knowledge, kb, effective)
     chunks = [c for c in deps.chunks.list(knowledge.id) if c.metadata.get("attempt") == knowledge.attempt]
-    subtasks, not_planned = plan(kb, effective, chunks)
+    caps = CallCaps(deps.settings.max_question_chunks, deps.settings.max_graph_chunks)
+    subtasks, not_planned = plan(kb, effective, chunks, caps)
     if effective.graph_enabled and effective.has_chat_model:
         # A new attempt extracts afresh: earlier attempts' facts go. Not this attempt's: a duplicate of this
         # message may run after another copy settled and its graph subtasks began to write.

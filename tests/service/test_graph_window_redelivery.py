@@ -1,6 +1,6 @@
-"""A graph window whose worker died after writing its facts and before releasing its slot (a crash, a timeout)
-comes back from SQS and asks the model again: the second answer replaces the first for that window instead of
-landing on top of it, and the other windows' facts stay."""
+"""A graph window whose worker died after writing a call's facts and before marking the call done (a crash, a
+timeout) comes back from SQS and asks the model again: the second answer replaces the first for that window
+instead of landing on top of it, and the other windows' facts stay. Once marked, a redelivery asks nothing."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ from chalicelib.adapters.memory import MemoryKnowledgeRepo, MemoryWorkflow
 from chalicelib.bootstrap import Services
 from chalicelib.domain.plan import planned_subtask
 from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, Tenant
-from chalicelib.ports import Dependencies
 from chalicelib.stages import enrichment
-from chalicelib.stages.messages import SubtaskMessageModel
 
 from .conftest import drain, upload
 from .test_enrichment_replies import ReplyingLLM, llm, llm_kb, run_subtask  # noqa: F401
@@ -50,18 +48,19 @@ def _answers(*replies: list[dict[str, Any]]) -> Callable[[dict[str, Any]], str]:
     return reply
 
 
-def _dies_before_its_first_release(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The worker is killed once after its work was durable and before its slot is released."""
-    release = enrichment.release
+def _dies_before_its_first_mark(deps: Services, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The worker is killed once after window 0's facts were written and before its call was marked done."""
+    mark = deps.chunks.set_metadata
     died: list[str] = []
 
-    def release_or_die(deps: Dependencies, task: SubtaskMessageModel) -> None:
-        if task.subtask.id == WINDOW_0["id"] and not died:
-            died.append(task.subtask.id)
-            raise TimeoutError("the Lambda timed out before the slot was released")
-        release(deps, task)
+    def mark_or_die(knowledge_id: str, chunk_id: str, key: str, value: Any, **kwargs: Any) -> bool:
+        # window 0's first answer has two entities (window 1's one)
+        if key == enrichment.GRAPH_DONE and not died and value.get("entities") == 2:
+            died.append(WINDOW_0["id"])
+            raise TimeoutError("the Lambda timed out before the call was marked done")
+        return mark(knowledge_id, chunk_id, key, value, **kwargs)
 
-    monkeypatch.setattr(enrichment, "release", release_or_die)
+    monkeypatch.setattr(deps.chunks, "set_metadata", mark_or_die)
     return died
 
 
@@ -83,7 +82,7 @@ def test_a_graph_window_redelivered_before_its_release_keeps_only_its_second_ans
         ]
     )
     assert run_subtask(deps, knowledge, "g1", WINDOW_1) == []  # another window, answered and released
-    died = _dies_before_its_first_release(monkeypatch)
+    died = _dies_before_its_first_mark(deps, monkeypatch)
     llm.replies["graph"] = _answers(
         [
             {"passage": 1, "entity": "Keeper", "entity_attributes": ["first"]},
