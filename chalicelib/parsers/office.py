@@ -1,6 +1,9 @@
 """Office formats: docx read from its XML with lxml (ooxml.Package) and its body by one XSLT pass (libxslt, in
 C; images put back in place; the pptx reader is slides.py), xlsx/xls with every sheet (python-calamine), doc with unword (a Rust reader of Word 97-2003
-files) and doc/ppt through LibreOffice when it is installed (doc when unword cannot read the file)."""
+files) and doc/ppt through LibreOffice when it is installed (doc when unword cannot read the file).
+
+Over 600 lines, not split: a third of it is the docx body's XSLT text, and each part (docx, sheets, doc,
+LibreOffice) is a section of its own that the others do not call; the lead may move one out when it grows."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
+from itertools import compress, islice
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -35,12 +40,20 @@ from chalicelib.parsers.base import (
     unsupported,
 )
 from chalicelib.parsers.calamine_child import native_panic
-from chalicelib.parsers.ooxml import Package, int_attribute
+from chalicelib.parsers.ooxml import R_NS, Package, int_attribute, transitional
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 from chalicelib.settings import subprocess_env
 
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-_STYLES_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/styles"
+_STYLES_REL = f"{R_NS}/styles"
+#: the notes parts, each with the reference to it in the body and its mark's prefix ([^1], [^e1])
+_NOTES = (
+    (f"{R_NS}/footnotes", f"{_W}footnoteReference", ""),
+    (f"{R_NS}/endnotes", f"{_W}endnoteReference", "e"),
+)
+# Word writes a text box (and other shapes) twice, as its DrawingML (mc:Choice) and as VML (mc:Fallback): the
+# first alternative is read, as a consumer that understands it does
+_MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
 
 
 # ---------------------------------------------------------------- docx
@@ -52,6 +65,9 @@ _STYLES_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationshi
 # (lxml's .text) or, for a mark without one, the mark's character; in a paragraph with a picture the marks
 # always give their character. A cell's or content control's paragraphs are its outermost ones: a paragraph
 # inside another (a text box's) is in that one's text already, and nested paragraphs would repeat it per level.
+# A footnote or endnote reference is a Markdown footnote mark ([^1], [^e1]); the notes parts go through the
+# same pass (their root's w:footnote/w:endnote children, separators left out). An equation (OMML) is its
+# text as inline TeX: runs in order, scripts as ^{}/_{}, fractions and radicals as \frac and \sqrt.
 _DOCX_BODY_XSLT = etree.XSLT(
     etree.XML(
         b"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform"
@@ -59,8 +75,9 @@ _DOCX_BODY_XSLT = etree.XSLT(
  xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"
  xmlns:v="urn:schemas-microsoft-com:vml"
  xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"
- exclude-result-prefixes="w a v r">
-<xsl:template match="/"><d><xsl:apply-templates select="/*/w:body[1]/*"/></d></xsl:template>
+ xmlns:m="http://schemas.openxmlformats.org/officeDocument/2006/math"
+ exclude-result-prefixes="w a v r m">
+<xsl:template match="/"><d><xsl:apply-templates select="/*/w:body[1]/*|/*/w:footnote|/*/w:endnote"/></d></xsl:template>
 <xsl:template match="*"/>
 <xsl:template match="w:p">
  <p s="{w:pPr[1]/w:pStyle[1]/@w:val}">
@@ -79,6 +96,8 @@ _DOCX_BODY_XSLT = etree.XSLT(
  </xsl:for-each></r></xsl:for-each></t>
 </xsl:template>
 <xsl:template match="w:sdt"><x><xsl:for-each select=".//w:p[not(ancestor::w:p)]"><p><xsl:call-template name="text"/></p></xsl:for-each></x></xsl:template>
+<xsl:template match="w:footnote|w:endnote"><xsl:if test="not(@w:type) or @w:type='normal'"><n i="{@w:id}"><xsl:for-each
+ select=".//w:p[not(ancestor::w:p)]"><p><xsl:call-template name="text"/></p></xsl:for-each></n></xsl:if></xsl:template>
 <xsl:template name="text">
  <xsl:choose>
   <xsl:when test=".//a:blip or .//v:imagedata"><xsl:apply-templates select=".//*" mode="pictured"/></xsl:when>
@@ -99,6 +118,30 @@ _DOCX_BODY_XSLT = etree.XSLT(
 <xsl:template match="w:br|w:cr" mode="pictured"><xsl:text>&#10;</xsl:text></xsl:template>
 <xsl:template match="w:noBreakHyphen" mode="pictured">-</xsl:template>
 <xsl:template match="a:blip|v:imagedata" mode="pictured"><i e="{@r:embed}" d="{@r:id}"/></xsl:template>
+<xsl:template match="w:footnoteReference" mode="text"><xsl:apply-templates select="." mode="pictured"/></xsl:template>
+<xsl:template match="w:footnoteReference" mode="pictured">[^<xsl:value-of select="@w:id"/>]</xsl:template>
+<xsl:template match="w:endnoteReference" mode="text"><xsl:apply-templates select="." mode="pictured"/></xsl:template>
+<xsl:template match="w:endnoteReference" mode="pictured">[^e<xsl:value-of select="@w:id"/>]</xsl:template>
+<xsl:template match="m:oMath" mode="text"><xsl:apply-templates select="." mode="pictured"/></xsl:template>
+<xsl:template match="m:oMath" mode="pictured">$<xsl:apply-templates select="*" mode="math"/>$</xsl:template>
+<xsl:template match="*" mode="math"><xsl:apply-templates select="*" mode="math"/></xsl:template>
+<xsl:template match="m:t" mode="math"><xsl:value-of select="."/></xsl:template>
+<xsl:template match="m:sSup" mode="math"><xsl:apply-templates select="m:e" mode="math"/>^{<xsl:apply-templates
+ select="m:sup" mode="math"/>}</xsl:template>
+<xsl:template match="m:sSub" mode="math"><xsl:apply-templates select="m:e" mode="math"/>_{<xsl:apply-templates
+ select="m:sub" mode="math"/>}</xsl:template>
+<xsl:template match="m:sSubSup" mode="math"><xsl:apply-templates select="m:e" mode="math"/>_{<xsl:apply-templates
+ select="m:sub" mode="math"/>}^{<xsl:apply-templates select="m:sup" mode="math"/>}</xsl:template>
+<xsl:template match="m:f" mode="math">\\frac{<xsl:apply-templates select="m:num" mode="math"/>}{<xsl:apply-templates
+ select="m:den" mode="math"/>}</xsl:template>
+<xsl:template match="m:rad" mode="math">\\sqrt<xsl:if test="m:deg//m:t">[<xsl:apply-templates select="m:deg"
+ mode="math"/>]</xsl:if>{<xsl:apply-templates select="m:e" mode="math"/>}</xsl:template>
+<xsl:template match="m:d" mode="math"><xsl:value-of select="substring(concat(m:dPr[1]/m:begChr[1]/@m:val, '('), 1,
+ 1)"/><xsl:for-each select="m:e"><xsl:if test="position() > 1">,</xsl:if><xsl:apply-templates select="."
+ mode="math"/></xsl:for-each><xsl:value-of select="substring(concat(m:dPr[1]/m:endChr[1]/@m:val, ')'), 1, 1)"/></xsl:template>
+<xsl:template match="m:nary" mode="math"><xsl:value-of select="substring(concat(m:naryPr[1]/m:chr[1]/@m:val,
+ '&#8747;'), 1, 1)"/>_{<xsl:apply-templates select="m:sub" mode="math"/>}^{<xsl:apply-templates select="m:sup"
+ mode="math"/>}<xsl:apply-templates select="m:e" mode="math"/></xsl:template>
 </xsl:stylesheet>"""
     )
 )
@@ -213,12 +256,12 @@ def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     package = Package(request.data, "Word", ctx.limits.zip_max_member_uncompressed, ctx.package_parts)
     try:
         main = package.main_part()
-        root = package.xml(main)
+        root = _word_xml(package, main)
         if root is None or root.find(f"{_W}body") is None:
             raise parse_failed("The Word file is damaged or not a .docx document.")
         rels = package.rels(main)
         styles_part = next((t for kind, t in rels.values() if kind == _STYLES_REL), None)
-        levels = _docx_heading_levels(package.xml(styles_part) if styles_part else None)
+        levels = _docx_heading_levels(_word_xml(package, styles_part) if styles_part else None)
         images = _DocxImages(package, rels, ctx.limits.max_images)
         blocks: list[str] = []
         title = ""
@@ -247,10 +290,43 @@ def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
                     text = _docx_paragraph_text(p, images)
                     if text:
                         blocks.append(text)
+        blocks.extend(_docx_notes(package, root, rels, images))
     finally:
         package.close()
     markdown = _join_blocks(blocks)
     return ReadResult(markdown=markdown, images=images.images, title=title.strip()[:300])
+
+
+def _word_xml(package: Package, part: str) -> Any | None:
+    """A WordprocessingML part's tree in the transitional namespaces, without the fallbacks of its
+    alternate content (the lookup for them is free when the part has none: lxml sees the name is unused)."""
+    root = package.xml(part)
+    if root is None:
+        return None
+    root = transitional(root)
+    for fallback in list(root.iter(_MC_FALLBACK)):
+        fallback.getparent().remove(fallback)
+    return root
+
+
+def _docx_notes(
+    package: Package, body: Any, rels: dict[str, tuple[str, str]], images: _DocxImages
+) -> list[str]:
+    """The footnotes and endnotes as Markdown footnotes (`[^1]: text`) after the body; a notes part is read
+    only when the body refers to a note (Word writes footnotes.xml with its separators into most files)."""
+    blocks: list[str] = []
+    for rel_type, reference, prefix in _NOTES:
+        part = next((target for kind, target in rels.values() if kind == rel_type), None)
+        if part is None or next(body.iter(reference), None) is None:
+            continue
+        notes = _word_xml(package, part)
+        if notes is None:
+            continue
+        for note in _DOCX_BODY_XSLT(notes).getroot():
+            text = " ".join(t for p in note if (t := _docx_paragraph_text(p, images)))
+            if text:
+                blocks.append(f"[^{prefix}{note.get('i')}]: {text}")
+    return blocks
 
 
 def _join_blocks(blocks: list[str]) -> str:
@@ -326,12 +402,30 @@ def _sheet_table(grid: list[list[Any]], header_mode: bool) -> str:
     rows = list(filter(any, table_cells(grid, _cell)))
     if not rows:
         return ""
-    numbered = tuple(f"col{i + 1}" for i in range(len(rows[0])))
+    columns = _columns_with_text(rows)
+    numbered = tuple(f"col{i + 1}" for i in columns)
+    if len(columns) < len(rows[0]):
+        pick = itemgetter(*columns)
+        rows = [pick(row) for row in rows] if len(columns) > 1 else [(row[columns[0]],) for row in rows]
     if header_mode and len(rows) > 1:
         rows[0] = tuple(text or label for text, label in zip(rows[0], numbered, strict=True))
     else:
         rows.insert(0, numbered)
     return format_table(rows)
+
+
+def _columns_with_text(rows: Sequence[Sequence[str]]) -> list[int]:
+    """The indexes of the columns with text in some row: a sheet's grid spans its cells' bounding box, and
+    two cells at A1 and XFD1 would otherwise make a table of 16,384 columns, nearly all empty. A sheet whose
+    first rows fill every column (most) costs those rows' look; the columns still empty then, one C pass each."""
+    width = len(rows[0])
+    empty = set(range(width))
+    for row in islice(rows, 64):
+        empty.difference_update(compress(range(width), row))
+        if not empty:
+            return list(range(width))
+    empty = {i for i in empty if not any(map(itemgetter(i), rows))}
+    return [i for i in range(width) if i not in empty]
 
 
 #: the address space a contained calamine read may take: the largest sheet an .xls can hold (65,536 rows ×
@@ -441,6 +535,18 @@ CONTAINED_CALAMINE = ContainedCalamine()
 # ---------------------------------------------------------------- doc (unword)
 
 
+#: Word's marks that unword leaves in the text (a footnote's or annotation's reference \x02/\x05, a picture's
+#: \x01, a field's \x13-\x15, a cell's \x07): left out, and breaks and the no-break hyphen as characters. Its
+#: notes themselves unword does not read.
+_WORD_MARKS = {
+    **dict.fromkeys(c for c in range(32) if chr(c) not in "\t\n"),
+    0x0B: "\n",
+    0x0C: "\n",
+    0x0D: "\n",
+    0x1E: "-",
+}
+
+
 def read_doc_natively(request: ReadRequest) -> ReadResult | None:
     """A Word 97-2003 file read by unword (headings as Markdown, text boxes after the body) in about a
     millisecond, where LibreOffice takes seconds to start; None when unword is not installed or cannot read
@@ -460,7 +566,10 @@ def read_doc_natively(request: ReadRequest) -> ReadResult | None:
         if native_panic(error):
             return None
         raise
-    parts = [document.body_text.strip(), *(box.strip() for box in document.textboxes)]
+    parts = [
+        document.body_text.translate(_WORD_MARKS).strip(),
+        *(box.translate(_WORD_MARKS).strip() for box in document.textboxes),
+    ]
     markdown = "\n\n".join(part for part in parts if part)
     if not markdown:
         return None

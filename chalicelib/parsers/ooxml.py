@@ -22,6 +22,30 @@ from chalicelib.parsers.base import ZIP_DIRECTORY_ERRORS, ZIP_MEMBER_ERRORS, par
 R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _PKG_REL = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
 OFFICE_DOCUMENT = f"{R_NS}/officeDocument"
+# ISO 29500 Strict ("Strict Open XML" in Word's Save As) names the same things under other URIs: relationship
+# types are read as their transitional twins, and a Strict part's namespaces are mapped (`transitional`) so
+# that one set of readers serves both.
+_STRICT_REL_TYPES = "http://purl.oclc.org/ooxml/officeDocument/relationships/"
+STRICT_NAMESPACES = (
+    (
+        b"http://purl.oclc.org/ooxml/wordprocessingml/main",
+        b"http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+    ),
+    (b"http://purl.oclc.org/ooxml/officeDocument/relationships", R_NS.encode()),
+    (
+        b"http://purl.oclc.org/ooxml/officeDocument/math",
+        b"http://schemas.openxmlformats.org/officeDocument/2006/math",
+    ),
+    (b"http://purl.oclc.org/ooxml/drawingml/main", b"http://schemas.openxmlformats.org/drawingml/2006/main"),
+    (
+        b"http://purl.oclc.org/ooxml/drawingml/wordprocessingDrawing",
+        b"http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing",
+    ),
+    (
+        b"http://purl.oclc.org/ooxml/drawingml/picture",
+        b"http://schemas.openxmlformats.org/drawingml/2006/picture",
+    ),
+)
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
 
 
@@ -100,7 +124,10 @@ class Package:
         for rel in root.iter(_PKG_REL):
             if rel.get("TargetMode") == "External":
                 continue
-            out[rel.get("Id") or ""] = (rel.get("Type") or "", _part_name(folder, rel.get("Target") or ""))
+            kind = rel.get("Type") or ""
+            if kind.startswith(_STRICT_REL_TYPES):
+                kind = f"{R_NS}/{kind[len(_STRICT_REL_TYPES) :]}"
+            out[rel.get("Id") or ""] = (kind, _part_name(folder, rel.get("Target") or ""))
         return out
 
     def main_part(self) -> str:
@@ -108,3 +135,15 @@ class Package:
             if rel_type == OFFICE_DOCUMENT:
                 return target
         raise parse_failed(f"The {self.what} file has no main document part.")
+
+
+def transitional(root: Any) -> Any:
+    """A part's tree with the Strict namespaces (STRICT_NAMESPACES) it uses renamed to their transitional
+    twins, or the tree itself when its root is not in a Strict namespace (a look at one name: Strict files
+    are rare, and only they pay for the second parse)."""
+    if not root.tag.startswith("{http://purl.oclc.org/ooxml/"):
+        return root
+    raw = etree.tostring(root)
+    for strict, twin in STRICT_NAMESPACES:
+        raw = raw.replace(strict, twin)
+    return etree.fromstring(raw, _PARSER)
