@@ -18,6 +18,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from urllib3.exceptions import HTTPError as Urllib3HTTPError
 
+from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.net.ssrf import (
     CODE_BLOCKED,
     AllowList,
@@ -31,8 +32,8 @@ from chalicelib.net.ssrf import (
 from chalicelib.ports import FetchFailed
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
-#: the code of an answer past the client's `max_bytes` (the API's code for a file past its size limit)
-CODE_TOO_LARGE = "file_too_large"
+#: the code of an answer past the client's `max_bytes`: the API's and the document's for a file past its limit
+CODE_TOO_LARGE = SpanErrorCode.FILE_TOO_LARGE.value
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_REDIRECTS = 10
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})

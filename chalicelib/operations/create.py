@@ -170,7 +170,7 @@ def _insert_or_remove_object(
         # row records them (`storage_size`), so indexing adds nothing more and the row's delete gives them
         # back, once. (A URL import's size is known, and counted, only at indexing.)
         take_storage(deps, knowledge.tenant_id, knowledge.file_size, "the file")
-    except Forbidden:
+    except BaseException:  # over the quota, or the count's write not answered: nothing was counted
         _undo(deps, knowledge, url, inserted=False, reserved=reserved)
         raise
     knowledge.storage_size = knowledge.file_size

@@ -13,7 +13,8 @@ again), the event id is the same, so each webhook's delivery id is too and its t
 
 An announcement never breaks the work it announces: the bus adapter logs a put it could not make, and a
 delivery the webhooks queue does not take (SQS unreachable or throttling) is tried again a few times, then
-parked in that queue's DLQ, from where /admin/dlq redrives it like a delivery parked after its tries.
+parked in that queue's DLQ, from where /admin/dlq redrives it like a delivery parked after its tries; when
+the webhooks table itself does not answer, the event's deliveries are logged as lost (it is on the bus).
 Raising instead would answer an upload with a 500 after its row was written, or retry a stage whose
 conditional write already held and whose retry therefore announces nothing.
 """
@@ -47,8 +48,16 @@ def announce(deps: Dependencies, *events: Event) -> None:
 def _fan_out(deps: Dependencies, event: Event) -> None:
     if not event.kb_id:
         return
+    try:
+        hooks = deps.webhooks.list_kb(event.kb_id)
+    except ServiceUnreachable:  # the webhooks table did not answer: the event is on the bus all the same
+        logger.error(
+            "webhook deliveries lost: the webhooks table did not answer",
+            extra={"event_id": event.event_id, "event_type": event.type.value, "kb_id": event.kb_id},
+        )
+        return
     tries = FAN_OUT_TRIES
-    for hook in deps.webhooks.list_kb(event.kb_id):
+    for hook in hooks:
         if not hook.enabled or event.type.value not in hook.event_types:
             continue
         delivery = DeliveryMessage(

@@ -19,7 +19,7 @@ from chalicelib.domain.types import EnableStatus, KnowledgeBase, ParseStatus, Te
 from chalicelib.ports import ServiceUnreachable
 from chalicelib.stages import enrichment, postprocess, webhooks
 
-from .conftest import TEXT, drain, task_body, upload
+from .conftest import TEXT, deliver, drain, task_body, upload
 from .test_download_link_revocation import V1, _caller
 from .test_events import run
 from .test_move_clone import completed
@@ -192,3 +192,19 @@ def test_a_delivery_neither_the_queue_nor_its_dlq_takes_is_logged_by_ids_and_the
     assert _published(deps).types_of("k") == ["Knowledge Created"]
     (lost,) = [r for r in caplog.records if "delivery lost" in r.getMessage()]
     assert lost.__dict__["event_id"] == event.event_id and "remote text" not in str(lost.__dict__)
+
+
+def test_an_upload_while_the_webhooks_table_is_out_answers_and_its_document_is_queued(
+    deps: Services, kb: KnowledgeBase
+) -> None:
+    """The webhooks read every announcement makes (`list_kb`) did not answer: the event is on the bus, its
+    webhook deliveries are logged as lost, and the upload goes on (it had raised after its row was written,
+    with nothing queued for the first stage)."""
+
+    def unreachable(kb_id: str) -> list[Any]:
+        raise ServiceUnreachable("DynamoDB did not answer")
+
+    deps.webhooks.list_kb = unreachable  # type: ignore[method-assign]
+    created = upload(deps, kb)
+    assert deps.knowledge.get(created.id) is not None
+    assert deliver(deps, "docreader")["batchItemFailures"] == []

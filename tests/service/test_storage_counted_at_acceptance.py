@@ -4,11 +4,14 @@ dedupe race) gives them back at once."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import AppError
 from chalicelib.domain.types import KnowledgeBase
+from chalicelib.ports import ServiceUnreachable
 
 from .conftest import MAIN_STAGES, drain, upload
 
@@ -41,3 +44,32 @@ def test_uploads_not_yet_indexed_count_on_the_quota(deps: Services, kb: Knowledg
     delete_knowledge(deps, kb.tenant_id, first.id)
     run_lifecycle(deps)
     assert used(deps, kb.tenant_id) == 0
+
+
+def test_an_outage_while_counting_the_bytes_undoes_the_create(deps: Services, kb: KnowledgeBase) -> None:
+    deps.tenants.set_quotas(kb.tenant_id, 10_000_000, 100)
+    before = deps.tenants.get(kb.tenant_id)
+    assert before is not None
+    saved: list[str] = []
+    backend = deps.files.backend(kb.storage_backend)
+    real_save = backend.save
+
+    def save(*args: Any, **kwargs: Any) -> str:
+        url = real_save(*args, **kwargs)
+        saved.append(url)
+        return url
+
+    backend.save = save  # type: ignore[method-assign]
+
+    def unreachable(*args: object, **kwargs: object) -> bool:
+        raise ServiceUnreachable("DynamoDB did not answer")
+
+    deps.tenants.add_usage_within = unreachable  # type: ignore[method-assign]
+    with pytest.raises(ServiceUnreachable):
+        upload(deps, kb)
+    after = deps.tenants.get(kb.tenant_id)
+    assert after is not None
+    assert after.document_count == before.document_count, "the reserved place was not given back"
+    for url in saved:
+        with pytest.raises(FileNotFoundError):
+            deps.files.read(url)

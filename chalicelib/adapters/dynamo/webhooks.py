@@ -13,12 +13,13 @@ from dataclasses import asdict
 from typing import Any
 
 from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
+from pynamodb.exceptions import DoesNotExist, PutError, PynamoDBException, UpdateError
 from pynamodb.models import Model
 
+from chalicelib.adapters.aws_errors import is_transient
 from chalicelib.adapters.dynamo.tables import _condition_failed
 from chalicelib.domain.clock import now_iso
-from chalicelib.ports import DeliveryRecord, Webhook
+from chalicelib.ports import DeliveryRecord, ServiceUnreachable, Webhook
 from chalicelib.ports.events import DeliveryTry, TryClaim
 from chalicelib.settings import Settings
 
@@ -113,10 +114,19 @@ class DynamoWebhookRepo:
         return _hook(kb_id, item.body)
 
     def list_kb(self, kb_id: str) -> list[Webhook]:
-        hooks = [
-            _hook(kb_id, item.body)
-            for item in self.model.query(kb_id, self.model.key.startswith(HOOK), consistent_read=True)
-        ]
+        """Raises ServiceUnreachable when the table did not answer (throttled, a 5xx: every announcement
+        reads it, and an announcement must not fail the work it announces); a refusal surfaces as it is."""
+        try:
+            hooks = [
+                _hook(kb_id, item.body)
+                for item in self.model.query(kb_id, self.model.key.startswith(HOOK), consistent_read=True)
+            ]
+        except PynamoDBException as error:
+            if error.cause is not None and is_transient(error.cause):
+                raise ServiceUnreachable(
+                    f"DynamoDB (webhooks) did not answer ({type(error).__name__})"
+                ) from None
+            raise
         return sorted(hooks, key=lambda h: (h.created_at, h.id))
 
     def delete(self, kb_id: str, webhook_id: str) -> bool:
