@@ -72,14 +72,18 @@ DROP_MARKERS = frozenset(
         "mobile-nav",
     }
 )
-#: an <aside> is a sidebar (dropped) unless its role or class says it is the page's own text: footnotes
-#: (Sphinx, DPUB-ARIA), notes and admonitions
+#: an <aside> is a sidebar (dropped) unless its role, class or epub:type says it is the page's own text:
+#: footnotes (Sphinx, DPUB-ARIA, EPUB 3), notes and admonitions
 ASIDE_CONTENT_MARKERS = frozenset(
     {
         "note",
         "footnote",
         "footnote-list",
         "footnotes",
+        "endnote",
+        "endnotes",
+        "rearnote",
+        "rearnotes",
         "doc-footnote",
         "doc-endnote",
         "doc-endnotes",
@@ -194,9 +198,12 @@ class _Renderer:
         )
         if marker and DROP_MARKERS.intersection(marker):
             return ""
-        if tag == "aside" and not ASIDE_CONTENT_MARKERS.intersection(marker):
+        if tag == "aside" and not ASIDE_CONTENT_MARKERS.intersection(
+            marker + (attrs.get("epub:type") or "").lower().split()
+        ):
             return ""
-        if attrs.get("hidden") is not None or "display:none" in (attrs.get("style") or "").replace(" ", ""):
+        hidden = "hidden" in attrs and (attrs["hidden"] or "").lower() != "until-found"  # that one is found
+        if hidden or "display:none" in (attrs.get("style") or "").replace(" ", ""):
             return ""
         if tag in HEADINGS:
             text = _WS.sub(" ", self.render(node, depth, pre)).strip()
@@ -266,11 +273,12 @@ class _Renderer:
 
     def list(self, node: LexborNode, depth: int, ordered: bool) -> str:
         lines: list[str] = []
-        n = 0
+        step = -1 if ordered and "reversed" in node.attributes else 1
+        n = _list_start(node, step) - step
         child = node.child
         while child is not None:
             if child.tag == "li":
-                n += 1
+                n += step
                 body = _MANY_NL.sub("\n\n", self.render(child, depth + 1)).strip()
                 prefix = f"{n}. " if ordered else "- "
                 pad = " " * len(prefix)
@@ -283,7 +291,15 @@ class _Renderer:
         return "\n".join(lines)
 
     def table(self, node: LexborNode, depth: int) -> str:
+        """The table's own rows (a nested table is rendered inside its cell), its caption a line above."""
         rows: list[list[str]] = []
+        caption = ""
+        child = node.child
+        while child is not None and not caption:
+            if child.tag == "caption":
+                caption = _WS.sub(" ", self.render(child, depth + 1)).strip()
+            child = child.next
+        below: dict[int, int] = {}  # column → rows below this one that a rowspan above still covers
         for tr in node.css("tr"):
             # Skip rows of nested tables: their nearest table ancestor is not this one.
             parent = tr.parent
@@ -292,26 +308,53 @@ class _Renderer:
             if parent is None or parent.mem_id != node.mem_id:
                 continue
             row: list[str] = []
+            spans_down: dict[int, int] = {}
             cell = tr.child
             while cell is not None:
                 if cell.tag in ("td", "th"):
+                    while below.get(len(row), 0) > 0:  # the cell of a row above spans down here
+                        row.append("")
                     text = _WS.sub(" ", self.render(cell, depth + 1).replace("|", "\\|")).strip()
+                    colspan = _span(cell, "colspan", 1, 50)
+                    rowspan = _span(cell, "rowspan", 65534, 65534)  # 0: to the end (HTML's limit)
+                    if rowspan > 1:
+                        spans_down.update(dict.fromkeys(range(len(row), len(row) + colspan), rowspan - 1))
                     row.append(text)
-                    span = cell.attributes.get("colspan") or "1"
-                    row.extend([""] * (min(int(span), 50) - 1 if span.isdigit() else 0))
+                    row.extend([""] * (colspan - 1))
                 cell = cell.next
             if row:
                 rows.append(row)
+            below = {col: n - 1 for col, n in below.items() if n > 1} | spans_down
         if not rows:
-            return ""
+            return caption
         if len(rows) == 1 and len(rows[0]) == 1:
-            return rows[0][0]
+            return f"{caption}\n\n{rows[0][0]}" if caption else rows[0][0]
         width = max(len(r) for r in rows)
         if any(len(r) != width for r in rows):
             check_padded_size(len(rows), width, self.max_cells)
         out = ["| " + " | ".join(r + [""] * (width - len(r))) + " |" for r in rows]
         out.insert(1, "|" + "---|" * width)
+        if caption:
+            out.insert(0, f"{caption}\n")
         return "\n".join(out)
+
+
+def _span(cell: LexborNode, name: str, zero: int, cap: int) -> int:
+    """A cell's colspan or rowspan: 1 when absent or not a number, `zero` for 0, at most `cap`."""
+    value = (cell.attributes.get(name) or "").strip()
+    if not re.fullmatch(r"[0-9]{1,9}", value):
+        return 1
+    return min(int(value), cap) if int(value) else zero
+
+
+def _list_start(node: LexborNode, step: int) -> int:
+    """The number of an ordered list's first item: its `start`, else 1 (or, reversed, its item count)."""
+    start = (node.attributes.get("start") or "").strip()
+    if re.fullmatch(r"\d{1,9}", start):
+        return int(start)
+    if step > 0:
+        return 1
+    return sum(1 for child in node.iter() if child.tag == "li")
 
 
 def _main_node(tree: LexborHTMLParser) -> LexborNode | None:
@@ -322,11 +365,45 @@ def _main_node(tree: LexborHTMLParser) -> LexborNode | None:
     return tree.body or tree.root
 
 
+_FENCE = re.compile(r"[ ]*(`{3,}|~{3,})(.*)")
+_INDENT = re.compile(r"[ ]+(?=[^ \-\d>|`])")
+
+
+def _fenced_lines(lines: list[str]) -> set[int]:
+    """The indexes of the lines of closed fenced code blocks, fences included (a fence never closed, such
+    as a row of tildes in prose, fences nothing)."""
+    inside: set[int] = set()
+    start, fence = -1, ""
+    for index, line in enumerate(lines):
+        match = _FENCE.fullmatch(line)
+        if match is None:
+            continue
+        marker, info = match.groups()
+        if not fence:
+            if not (marker[0] == "`" and "`" in info):  # a backtick fence's info has no backtick
+                start, fence = index, marker
+        elif marker.startswith(fence) and not info.strip():
+            inside.update(range(start, index + 1))
+            fence = ""
+    return inside
+
+
 def _tidy(markdown: str) -> str:
-    lines = [line.rstrip() if not line.endswith("  ") else line for line in markdown.split("\n")]
-    text = "\n".join(line if line.strip() else "" for line in lines)
-    text = _MANY_NL.sub("\n\n", text)
-    return re.sub(r"^[ ]+(?=[^ \-\d>|`])", "", text, flags=re.MULTILINE).strip() + "\n"
+    """Trailing spaces (save a hard break's two), runs of blank lines and the indent that inline whitespace
+    leaves before a line go; the lines of a fenced code block are kept as they are."""
+    lines = markdown.split("\n")
+    fenced = _fenced_lines(lines)
+    out: list[str] = []
+    for index, line in enumerate(lines):
+        if index in fenced:
+            out.append(line)
+            continue
+        line = line if line.endswith("  ") and line.strip() else line.rstrip()
+        if not line and out and not out[-1]:
+            continue  # one blank line between blocks
+        indent = _INDENT.match(line)
+        out.append(line[indent.end() :] if indent else line)
+    return "\n".join(out).strip() + "\n"
 
 
 def html_to_markdown(

@@ -139,6 +139,10 @@ def _text(data: bytes) -> str:
     return text
 
 
+#: Excel's first line naming a CSV's delimiter (`sep=;`)
+_SEP_HINT = re.compile(r'"?sep=([^\n"])"?[ \t]*(?:\n|$)', re.IGNORECASE)
+
+
 def csv_to_markdown(text: str, max_cells: int) -> str:
     """The CSV as one Markdown table."""
     return csv_document(text, max_cells)[0]
@@ -146,11 +150,16 @@ def csv_to_markdown(text: str, max_cells: int) -> str:
 
 def csv_document(text: str, max_cells: int) -> tuple[str, dict[str, Any]]:
     """The CSV as one Markdown table, and what the metadata says about it (a quote never closed)."""
-    sample = text[:65536]
-    try:
-        dialect: Any = csv.Sniffer().sniff(sample, delimiters=",;\t|")
-    except csv.Error:
-        dialect = csv.excel
+    hint = _SEP_HINT.match(text)
+    dialect: Any
+    if hint:  # Excel reads such a file with that delimiter and shows no row for the line
+        text = text[hint.end() :]
+        dialect = type("HintedDialect", (csv.excel,), {"delimiter": hint.group(1)})
+    else:
+        try:
+            dialect = csv.Sniffer().sniff(text[:65536], delimiters=",;\t|")
+        except csv.Error:
+            dialect = csv.excel
     try:
         read = read_csv_rows(text, dialect, max_cells)
     except TooManyCells as exc:
