@@ -25,7 +25,7 @@ from chalicelib.domain.errors import Forbidden, PermanentStageError, SpanErrorCo
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.types import KnowledgeBase, Task, utcnow
 from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage
-from chalicelib.faq.import_claims import put_counted, save_indexed
+from chalicelib.faq.import_claims import counting, save_indexed
 from chalicelib.faq.keyed import tag_links
 from chalicelib.faq.reservations import claim, release_entries, unconfirmed
 from chalicelib.ports import Dependencies
@@ -162,15 +162,17 @@ def _copy(
         for src in batch
     ]
     copies, claimed, refused = _reserve(deps, target, copies)
-    copies, over_quota = _count(deps, target, copies, claimed)
+    with counting(deps, target) as counted:
+        copies, over_quota = _count(deps, target, copies, claimed, counted)
+        if copies:
+            deps.faq.add_tags(target.id, sorted({t for e in copies for t in e.tags}))
+            if tag_links(copies):
+                deps.faq.link_tags(target.id, tag_links(copies))
+            # unindexed until its index entries are written (see plan_faq_clone); a copy left so is deleted
+            # by the next plan, which gives its count back
+            deps.faq.put_entries(copies)
     refused += over_quota
     if copies:
-        deps.faq.add_tags(target.id, sorted({t for e in copies for t in e.tags}))
-        if tag_links(copies):
-            deps.faq.link_tags(target.id, tag_links(copies))
-        # unindexed until its index entries are written (see plan_faq_clone); a copy left so is deleted
-        # by the next plan, which gives its count back
-        put_counted(deps, target, copies)
         index.write_all(copies)
         for entry in copies:  # only over the row just written: a copy deleted meanwhile stays deleted
             save_indexed(deps, index, entry, claimed)
@@ -189,10 +191,15 @@ def _copy(
 
 
 def _count(
-    deps: Dependencies, target: KnowledgeBase, copies: list[FaqEntry], claimed: dict[str, list[str]]
+    deps: Dependencies,
+    target: KnowledgeBase,
+    copies: list[FaqEntry],
+    claimed: dict[str, list[str]],
+    counted: list[FaqEntry],
 ) -> tuple[list[FaqEntry], list[str]]:
     """The copies whose bytes now count on the tenant within its storage quota (one conditional add each,
-    services/quotas.take_storage), and why the others are refused (their questions are free again)."""
+    services/quotas.take_storage; collected in `counted`, import_claims.counting), and why the others are
+    refused (their questions are free again)."""
     kept: list[FaqEntry] = []
     refused: list[str] = []
     for entry in copies:
@@ -202,6 +209,7 @@ def _count(
             deps.faq.release_questions(target.id, entry.id, claimed.pop(entry.id, []))
             refused.append(f"{entry.standard_question!r} ({quota.code}: {quota.message})")
             continue
+        counted.append(entry)
         kept.append(entry)
     return kept, refused
 

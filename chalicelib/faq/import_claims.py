@@ -23,7 +23,8 @@ counts, failures and the failed-rows CSV follow them, and a redelivered batch wo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -217,15 +218,36 @@ def refused(row: PlannedRow, entry_id: str) -> None:
     row.reason = f"entry {entry_id} was changed while the import merged into it; the row was not merged"
 
 
+@contextmanager
+def counting(deps: Dependencies, kb: KnowledgeBase) -> Iterator[list[FaqEntry]]:
+    """The new entries counted (count_new, clone._count) until their rows are written, collected: a failure
+    on the way (a count partway, a tag write, the row write) gives back what the rows not written counted,
+    so the redelivery that counts them again counts them once (a row written keeps its count, for its
+    purge). Leave the block once the rows are written."""
+    counted: list[FaqEntry] = []
+    try:
+        yield counted
+    except BaseException:
+        if counted:
+            written = deps.faq.get_entries(kb.id, [e.id for e in counted])
+            unwritten = sum(e.counted_bytes for e in counted if e.id not in written)
+            deps.tenants.add_usage(kb.tenant_id, -unwritten)
+        raise
+
+
 def count_new(
-    deps: Dependencies, kb: KnowledgeBase, writes: Sequence[Write], claimed: dict[str, list[str]]
+    deps: Dependencies,
+    kb: KnowledgeBase,
+    writes: Sequence[Write],
+    claimed: dict[str, list[str]],
+    counted: list[FaqEntry],
 ) -> tuple[list[Write], bool]:
     """The new entries' bytes counted within the tenant's quota (services/quotas.take_storage: one
-    conditional write each), before their rows are written: the row records what it counted, so a purge
-    of it (a batch that died before its index write, redone) gives exactly that back. The plan left room for
-    them, but another writer (an import into another FAQ knowledge base, the entries API) may have taken it
-    since: a row that no longer fits fails (`quota`) and its questions are free again. Returns the writes
-    left and whether a row failed."""
+    conditional write each) into `counted` (`counting`), before their rows are written: the row records what
+    it counted, so a purge of it (a batch that died before its index write, redone) gives exactly that back.
+    The plan left room for them, but another writer (an import into another FAQ knowledge base, the entries
+    API) may have taken it since: a row that no longer fits fails (`quota`) and its questions are free
+    again. Returns the writes left and whether a row failed."""
     kept: list[Write] = []
     failed = False
     for write in writes:
@@ -239,19 +261,9 @@ def count_new(
                 deps.faq.release_questions(kb.id, entry.id, claimed.pop(entry.id, []))
                 failed = True
                 continue
+            counted.append(entry)
         kept.append(write)
     return kept, failed
-
-
-def put_counted(deps: Dependencies, kb: KnowledgeBase, entries: Sequence[FaqEntry]) -> None:
-    """The counted new rows written (`indexed=False` until their index entries are); those a failed write
-    left out give their bytes back (a row that was written keeps its count, for its purge)."""
-    try:
-        deps.faq.put_entries(entries)
-    except BaseException:
-        written = deps.faq.get_entries(kb.id, [e.id for e in entries])
-        deps.tenants.add_usage(kb.tenant_id, -sum(e.counted_bytes for e in entries if e.id not in written))
-        raise
 
 
 def _over_quota(row: PlannedRow, refusal: Forbidden) -> None:

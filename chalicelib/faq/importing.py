@@ -66,9 +66,9 @@ from chalicelib.faq.import_claims import (
     changed_since_plan,
     confirm_written,
     count_new,
+    counting,
     hold_questions,
     merge_again,
-    put_counted,
     save_indexed,
     save_merge,
 )
@@ -439,13 +439,15 @@ def _run_batch(
     writes, claimed, changed = hold_questions(
         deps, kb, mode, writes, lambda row, base: _entry(task, kb, row, base)
     )
-    writes, over_quota = count_new(deps, kb, writes, claimed)
-    new_entries = [w.after for w in writes if w.before is None]  # counted, within the quota (count_new)
-    links = tag_links(w.after for w in writes)
-    if links:  # before the rows: a link without its use is dropped when read (keyed.py), never the reverse
-        deps.faq.link_tags(kb.id, links)
-    if new_entries:
-        put_counted(deps, kb, new_entries)  # indexed=False until their index entries are written
+    with counting(deps, kb) as counted:
+        writes, over_quota = count_new(deps, kb, writes, claimed, counted)
+        new_entries = [w.after for w in writes if w.before is None]  # counted, within the quota
+        links = tag_links(w.after for w in writes)
+        # before the rows: a link without its use is dropped when read (keyed.py), never the reverse
+        if links:
+            deps.faq.link_tags(kb.id, links)
+        if new_entries:
+            deps.faq.put_entries(new_entries)  # indexed=False until their index entries are written
     index.write_all(new_entries)
     for entry in new_entries:
         save_indexed(deps, index, entry, claimed)

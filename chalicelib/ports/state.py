@@ -29,7 +29,7 @@ class TenantRepo(Protocol):
     def get(self, tenant_id: str) -> Tenant | None: ...
 
     def add_usage(self, tenant_id: str, delta_bytes: int) -> None:
-        """Atomically adjusts the bytes the tenant stores (indexing adds, delete subtracts)."""
+        """Atomically adjusts the bytes the tenant stores (a give-back when negative; no quota check)."""
 
     def add_usage_within(self, tenant_id: str, delta_bytes: int, grows_by: int, quota: int) -> bool:
         """add_usage in one conditional write, only while used + `grows_by` <= `quota` (always when `quota`

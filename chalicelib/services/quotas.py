@@ -1,8 +1,9 @@
 """The operator's per-tenant limits (0: none): documents are counted when a row is created and released when
-it is deleted (one conditional write each, so two uploads cannot both take the last place); stored bytes
-are counted when a document is indexed, checked at the upload (and for written text) when its size is known
-and again at indexing (a URL import's size is known only then), where going over fails the document with
-the reason. FAQ entries (created, edited, imported, cloned) count theirs with `take_storage`."""
+it is deleted (one conditional write each, so two uploads cannot both take the last place); a file's stored
+bytes are counted when it is accepted (an upload, a presigned upload's arrival, written text) with
+`take_storage`, the check in the add itself, and given back by its delete; a URL import's, whose size is
+known only at indexing, are counted then, where going over fails the document with the reason. FAQ entries
+(created, edited, imported, cloned) count theirs with `take_storage`."""
 
 from __future__ import annotations
 
