@@ -103,6 +103,14 @@ class ServiceUnavailable(AppError):
     code = "service_unavailable"
 
 
+class WriteRefused(Exception):
+    """A store refused a write for good (an item or a key too large for it): the same write is refused
+    again. Not a model's fault: the work that made it fails at once with the class's stable `code` (its
+    message never carries the store's words), instead of a retry that would pay again for what it wrote."""
+
+    code = "write_refused"
+
+
 class StageError(Exception):
     """A stage failure. `permanent` ones fail the knowledge at once; others are retried by the queue."""
 

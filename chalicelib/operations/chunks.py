@@ -3,14 +3,15 @@ text (re-embedded and re-indexed under the same id; the summary is made again), 
 short-lived links to the stored original and parsed Markdown (the specification's GetFileURL).
 
 An edit embeds the new text before anything is written (a model that fails changes nothing: 503), and the
-questions generated from the old text leave the chunk and the index. A chunk row's `is_enabled` is the
-chunk's own switch; its entries are on while the chunk and its document both are. Either change makes the
-summary stale (it is made from the enabled chunks' text). After it wrote, an edit re-reads the row: one a
-delete, a reparse or a move overtook takes back what it wrote (404 `knowledge_not_found`, 409
-`knowledge_changed`), and one the document's switch overtook follows it. A document being deleted is gone
-from the listing, the chunk read and the download links at once (404); an edit of its chunks is 400
-`invalid_state`, as every other write to it. A download link is a grant on the
-file's entry in the resource catalog (services/resources.py), answered by `GET /r/{token}`."""
+questions generated from the old text leave the chunk and the index. Metadata keys with a leading `_` are the
+stages' own (the graph checkpoint): never shown, and dropped by an edit as the questions are. A chunk row's
+`is_enabled` is the chunk's own switch; its entries are on while the chunk and its document both are. Either
+change makes the summary stale (it is made from the enabled chunks' text). After it wrote, an edit re-reads
+the row: one a delete, a reparse or a move overtook takes back what it wrote (404 `knowledge_not_found`, 409
+`knowledge_changed`), and one the document's switch overtook follows it. A document being deleted is gone from
+the listing, the chunk read and the download links at once (404); an edit of its chunks is 400
+`invalid_state`, as every other write to it. A download link is a grant on the file's entry in the resource
+catalog (services/resources.py), answered by `GET /r/{token}`."""
 
 from __future__ import annotations
 
@@ -48,8 +49,15 @@ MAX_CHUNK_ID = 300
 EDITABLE = frozenset({ChunkType.TEXT, ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION})
 
 
+def _internal(metadata_key: str) -> bool:
+    """A chunk's metadata key that is the stages' own bookkeeping (a leading `_`: the graph window's
+    checkpoint), never shown to the tenant."""
+    return metadata_key.startswith("_")
+
+
 def _view(chunk: Chunk) -> dict[str, Any]:
     data = chunk.to_dict()
+    data["metadata"] = {k: v for k, v in chunk.metadata.items() if not _internal(k)}
     data["chunk_index"] = chunk.seq
     return data
 
@@ -116,8 +124,9 @@ def edit_chunk(
         text = strip_active_content(request.content).strip()
         if not text:
             raise BadRequest("content must not be empty", code="empty_content")
-        if text != chunk.content:  # the questions asked about the old text go with it
-            metadata = {k: v for k, v in changed.metadata.items() if k != "questions"}
+        if text != chunk.content:  # the questions asked about the old text go with it, as does what the
+            # stages noted about it (the graph checkpoint: its facts were read from the old text)
+            metadata = {k: v for k, v in changed.metadata.items() if k != "questions" and not _internal(k)}
             changed = replace(
                 changed, content=text, content_hash=content_hash(text), metadata={**metadata, "edited": True}
             )

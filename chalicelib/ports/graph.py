@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from chalicelib.ports.models import ModelRequestError
+from chalicelib.domain.errors import WriteRefused
 
 
-class GraphWriteRefused(ModelRequestError):
+class GraphWriteRefused(WriteRefused):
     """The store refused a window's facts for good (too large for an item or a key): a retry would pay the
-    model for an answer refused the same way. A ModelRequestError, so a stage fails the window at once with
-    this stable code, as it does a reply it cannot use."""
+    model for an answer refused the same way, so the enrichment stage fails the window at once with this
+    stable code."""
 
     code = "graph_write_refused"
 

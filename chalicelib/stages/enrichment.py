@@ -6,10 +6,11 @@ A counted subtask's worker releases its slot once, whatever the outcome, right b
 and the worker that releases the last slot promotes the row to `completed` (`slots.settle_slot`); a subtask
 that fails or times out has its slot released by the state machine's Catch. A model that rejects a request
 fails only its subtask (the span says so); throttling and outages are retried by the queue, and when the
-tries run out the runner writes the span failed (a summary then fails with its fallback description). A
-questions window keeps each chunk's questions, a graph window each call's facts, as they come, and both
-stop at the Lambda deadline, a fresh message of the same token carrying on. Every write is keyed deterministically, so a redelivered item
-rewrites what it wrote.
+tries run out the runner writes the span failed (a summary then fails with its fallback description); a
+store that refuses a write for good fails its subtask at once too, its own code on the span. A questions
+window keeps each chunk's questions, a graph window each call's facts, as they come, and both stop at the
+Lambda deadline, a fresh message of the same token carrying on. Every write is keyed deterministically, so
+a redelivered item rewrites what it wrote.
 
 Over 600 lines, not split: `stages/` holds one module per queue, and this queue runs five kinds of work.
 """
@@ -26,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from chalicelib.domain.clock import from_iso, iso_before, now_iso, to_iso
-from chalicelib.domain.errors import ContinueLater
+from chalicelib.domain.errors import ContinueLater, WriteRefused
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.plan import TEXT_LIKE, WINDOW
@@ -43,7 +44,6 @@ from chalicelib.domain.types import (
     SummaryStatus,
 )
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
-from chalicelib.ports.graph import GraphWriteRefused
 from chalicelib.services.deadline import out_of_time
 from chalicelib.services.dispatch import request_summary_refresh
 from chalicelib.services.events import summary_changed
@@ -120,10 +120,9 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
             return None  # the document's slot is released when its pages are in
         else:
             raise UnknownSubtask(f"unknown enrichment kind {kind!r}")
-    except GraphWriteRefused as error:  # the store's refusal, not the model's: the span says so
-        return _subtask_failed(deps, knowledge, span_id, error, "the graph store refused this window's facts")
-    except ModelRequestError as error:
-        # this subtask cannot be done with this model: recorded, and the slot released
+    except (ModelRequestError, WriteRefused) as error:
+        # this subtask cannot be done (the model rejects it, or a store refuses what it made): recorded,
+        # and the slot released
         if kind == "summary":
             _summary_given_up(deps, knowledge)
         return _subtask_failed(deps, knowledge, span_id, error)
@@ -132,14 +131,15 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
 
 
 def _subtask_failed(
-    deps: Dependencies,
-    knowledge: Knowledge,
-    span_id: str,
-    error: ModelRequestError,
-    cause: str = "the chat model could not do this subtask",
+    deps: Dependencies, knowledge: Knowledge, span_id: str, error: ModelRequestError | WriteRefused
 ) -> dict[str, Any]:
     """The span says what could not do it, with the error's stable code only (its text may carry what the
     model's server said)."""
+    cause = (
+        "the chat model could not do this subtask"
+        if isinstance(error, ModelRequestError)
+        else "a store refused what this subtask made"
+    )
     deps.tracker.subspan(
         knowledge,
         Stage.POSTPROCESS,
@@ -458,8 +458,9 @@ def graph_window_key(attempt: int, subtask_id: str, batch: int = 0) -> str:
 
 
 #: a chunk's metadata key that says the model call of its graph batch (starting at it) is done, with what it
-#: found: the window's checkpoint, written after the facts
-GRAPH_DONE = "graph"
+#: found: the window's checkpoint, written after the facts. Internal (a leading `_`): never in the tenant's
+#: view of the chunk, and an edit of the chunk's text drops it (operations/chunks.py)
+GRAPH_DONE = "_graph_done"
 
 
 def graph(

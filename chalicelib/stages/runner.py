@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import json
 import random
-import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -35,6 +34,7 @@ from chalicelib.domain.errors import (
     DeferredStageError,
     SpanErrorCode,
     StageError,
+    provider_code,
 )
 from chalicelib.domain.events import EventType as Announced
 from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, Stage, StageMessage
@@ -274,16 +274,11 @@ def _note_never_done(deps: Dependencies, body: TaskMessageModel) -> None:
     )
 
 
-#: a stable code as an error class carries it (StageError, ModelRequestError, StorageUnavailable, …)
-_STABLE_CODE = re.compile(r"[a-z0-9_]{1,64}")
-
-
 def _failure_code(error: BaseException) -> str:
-    """The error's own stable code when its class has one, else `unknown` (never a server's words)."""
+    """The error's own stable code when its class has one (StageError, ModelRequestError, WriteRefused,
+    StorageUnavailable, …), else `unknown`: only a code, never a server's words (`provider_code`'s rule)."""
     code = getattr(error, "code", None)
-    if isinstance(code, str) and _STABLE_CODE.fullmatch(code):
-        return str(code)
-    return SpanErrorCode.UNKNOWN.value
+    return str(code) if isinstance(code, str) and provider_code(code) else SpanErrorCode.UNKNOWN.value
 
 
 def _note_given_up(deps: Dependencies, body: TaskMessageModel, error: BaseException) -> None:

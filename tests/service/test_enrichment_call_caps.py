@@ -2,7 +2,7 @@
 deadline; a graph store's refusal was blamed on the chat model. Now the operator's caps bound the plan (the
 row and the postprocess span say what was left out), a graph window keeps each call's facts as they come and
 carries on past the deadline in a fresh message of the same token, asking nothing twice, and a refused write
-says the graph store refused it."""
+says the store refused it (graph_write_refused)."""
 
 from __future__ import annotations
 
@@ -130,4 +130,4 @@ def test_a_refused_graph_write_is_not_blamed_on_the_chat_model(
     span = deps.spans.get(knowledge.id, knowledge.attempt, f"postprocess.{subtask['id']}")
     assert span is not None and span.status == SpanStatus.FAILED
     assert span.error_code == "graph_write_refused"
-    assert "chat model" not in span.error_message and "graph store" in span.error_message
+    assert "chat model" not in span.error_message and "store refused" in span.error_message
