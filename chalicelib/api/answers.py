@@ -1,5 +1,5 @@
 """Response models of answers whose `data` the operations build as plain dicts: documented in the OpenAPI
-document (`openapi.ROUTE_RESPONSES`), never validated. A test sends each route and checks its real answer
+document (`openapi.route_responses`), never validated. A test sends each route and checks its real answer
 against the document, so a field added to or dropped from a hit fails until the model says so."""
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ the API accepts."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from chalicelib.api.answers import SearchHits
 from chalicelib.api.registry import OPERATIONS, Operation
 from chalicelib.domain.events import EVENT_DETAIL_SCHEMA, EVENT_SOURCE
 from chalicelib.settings import app_version
@@ -165,13 +165,17 @@ ROUTE_ERRORS: dict[str, tuple[tuple[int, str], ...]] = {
 }
 
 
-#: the success answer's `data` of a route whose operation builds it as plain dicts (`Operation.response`
-#: names it for the others), by view
-ROUTE_RESPONSES: dict[str, type[BaseModel]] = {"hybrid_search": SearchHits}
+@functools.cache
+def route_responses() -> dict[str, type[BaseModel]]:
+    """The success answer's `data` of a route whose operation builds it as plain dicts (`Operation.response`
+    names it for the others), by view; imported when the document is built, not on the API's cold start."""
+    from chalicelib.api.answers import SearchHits
+
+    return {"hybrid_search": SearchHits}
 
 
 def _response_model(view_name: str) -> type[BaseModel] | None:
-    return OPERATIONS[view_name].response or ROUTE_RESPONSES.get(view_name)
+    return OPERATIONS[view_name].response or route_responses().get(view_name)
 
 
 def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
@@ -297,10 +301,10 @@ def _link(paths: dict[str, Any], views: dict[str, str]) -> None:
 
 def build_document(app: Any) -> dict[str, Any]:
     """`app` is the Chalice app: every route it serves is documented (a test checks none is missing)."""
-    unknown = (set(ROUTE_ERRORS) | set(ROUTE_RESPONSES)) - set(OPERATIONS)
+    unknown = (set(ROUTE_ERRORS) | set(route_responses())) - set(OPERATIONS)
     if unknown:  # a renamed view would silently lose what the document says of its answers
         raise KeyError(
-            f"ROUTE_ERRORS or ROUTE_RESPONSES name views the app does not serve: {sorted(unknown)}"
+            f"ROUTE_ERRORS or route_responses() name views the app does not serve: {sorted(unknown)}"
         )
     paths: dict[str, Any] = {}
     seen_ids: dict[str, int] = {}

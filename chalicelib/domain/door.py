@@ -33,11 +33,19 @@ from enum import Enum
 WAKE_IN_FLIGHT_SECONDS = 60.0
 
 
+#: the ticket of a place a fanned-out embedding's further chain of slices holds ("chain-2", …)
+CHAIN = "chain-"
+
+
 @dataclass(frozen=True)
 class Place:
     knowledge_id: str
     expires: float
     ticket: str = ""
+
+    @property
+    def is_chain(self) -> bool:
+        return self.ticket.startswith(CHAIN)
 
     @property
     def member(self) -> str:
@@ -77,8 +85,9 @@ class Door:
     waiters: frozenset[str] = frozenset()
 
     def place_of(self, knowledge_id: str) -> Place | None:
-        # the latest lease: a renewal writes the new member before it strikes the old one
-        own = [p for p in map(Place.parse, self.places) if p.knowledge_id == knowledge_id]
+        # the latest lease of the document's own place (not a further chain's): a renewal writes the new
+        # member before it strikes the old one
+        own = [p for p in map(Place.parse, self.places) if p.knowledge_id == knowledge_id and not p.is_chain]
         return max(own, key=lambda p: p.expires, default=None)
 
     def expired(self, now: float) -> frozenset[str]:

@@ -263,17 +263,13 @@ def keep_place(deps: Dependencies, knowledge: Knowledge) -> None:
     give_back_if_left(deps, tenant_id, knowledge.id)
 
 
-#: the ticket of a place a fanned-out embedding's further chain of slices holds ("chain-2", …)
-CHAIN = "chain-"
-
-
 def _places_of(door: doors.Door, knowledge_id: str) -> set[str]:
     return {m for m in door.places if doors.Place.parse(m).knowledge_id == knowledge_id}
 
 
 def _chain_place(held: doors.Place, ticket: str) -> doors.Place:
-    """A further chain's place, a second before the document's own lease, so `place_of` finds that one."""
-    return doors.Place(held.knowledge_id, held.expires - 1, ticket)
+    """A further chain's place, leased with the document's own (`place_of` never takes it for that one)."""
+    return doors.Place(held.knowledge_id, held.expires, ticket)
 
 
 def chains_for_fan_out(deps: Dependencies, knowledge: Knowledge, wanted: int, *, take: bool = True) -> int:
@@ -292,7 +288,7 @@ def chains_for_fan_out(deps: Dependencies, knowledge: Knowledge, wanted: int, *,
         return min(chains, wanted)
     taken = 0
     for chain in range(chains + 1, wanted + 1):
-        place = _chain_place(held, f"{CHAIN}{chain}")
+        place = _chain_place(held, f"{doors.CHAIN}{chain}")
         if not deps.tenants.take_pipeline_place(tenant_id, place.member, cap, frozenset(), ""):
             break  # the tenant's places are taken: its other documents keep theirs
         taken += 1
