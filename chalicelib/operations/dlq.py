@@ -15,8 +15,8 @@ One dead letter, by what its row says:
 - not a message of ours (unreadable)  -> kept (`unreadable`) for a person to look at.
 Upload notifications, lifecycle tasks, wiki batches and FAQ import tasks carry no attempt: they are sent
 back to their queue unchanged (`resent`), as an SQS redrive would, since their handlers are idempotent. So are webhook deliveries (parked
-after their tries: each redrive gives one more try, under a fresh claim) and the state machine's
-announcements, when their body reads as one (else `unreadable`).
+after their tries: each redrive gives one more try, under a fresh claim), events' parked fan-outs and the
+state machine's announcements, when their body reads as one (else `unreadable`).
 """
 
 from __future__ import annotations

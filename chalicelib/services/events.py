@@ -11,30 +11,37 @@ redelivered message whose conditional write fails announces nothing again:
 Where an announcement itself comes twice (the state machine's message on the webhooks queue, delivered
 again), the event id is the same, so each webhook's delivery id is too and its tries are claimed once.
 
-An announcement never breaks the work it announces: the bus adapter logs a put it could not make, and a
-delivery the webhooks queue does not take (SQS unreachable or throttling) is tried again a few times, then
-parked in that queue's DLQ, from where /admin/dlq redrives it like a delivery parked after its tries; when
-the webhooks table itself does not answer, the event's deliveries are logged as lost (it is on the bus).
-Raising instead would answer an upload with a 500 after its row was written, or retry a stage whose
-conditional write already held and whose retry therefore announces nothing.
+An announcement never breaks the work it announces, and loses none of its deliveries: the bus adapter logs
+a put it could not make; a delivery the webhooks queue does not take (SQS unreachable or throttling) is
+tried again a few times, then parked in that queue's DLQ, from where /admin/dlq redrives it like a delivery
+parked after its tries. When the webhooks table itself does not answer, the fan-out is left to the webhooks
+queue: one `FanOutMessage` (the event, as its deliveries carry it) goes there, sent and parked as a
+delivery is, and its handler reads the table and sends the deliveries (`deliveries_of`, under the same ids,
+so a fan-out message handled twice delivers each once); a read that fails there fails the message, which
+SQS brings back and, after its tries, keeps in the DLQ for redrive. A webhook created in between is sent
+the event too. Raising instead would answer an upload with a 500 after its row was written, or retry a
+stage whose conditional write already held and whose retry therefore announces nothing.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from chalicelib.domain.events import Event, EventType, knowledge_event, summary_event, task_event
 from chalicelib.domain.types import Knowledge, Task
 from chalicelib.domain.webhooks import delivery_id
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
+from chalicelib.ports.events import Webhook
 from chalicelib.services.backoff import call_with_backoff
-from chalicelib.services.webhook_messages import DeliveryMessage
+from chalicelib.services.webhook_messages import DeliveryMessage, FanOutMessage
 
 WEBHOOK_QUEUE = "webhooks"
 #: sends of one delivery before it is parked; short waits, since an upload's answer waits on them
 FAN_OUT_TRIES = 3
 FAN_OUT_BASE_DELAY = 0.1
 FAN_OUT_MAX_DELAY = 0.5
-PARKED_REASON = "the webhooks queue did not take this delivery when its event was announced"
+PARKED_REASON = "the webhooks queue did not take this {what} when its event was announced"
 
 
 def announce(deps: Dependencies, *events: Event) -> None:
@@ -45,58 +52,74 @@ def announce(deps: Dependencies, *events: Event) -> None:
         _fan_out(deps, event)
 
 
-def _fan_out(deps: Dependencies, event: Event) -> None:
-    if not event.kb_id:
-        return
-    try:
-        hooks = deps.webhooks.list_kb(event.kb_id)
-    except ServiceUnreachable:  # the webhooks table did not answer: the event is on the bus all the same
-        logger.error(
-            "webhook deliveries lost: the webhooks table did not answer",
-            extra={"event_id": event.event_id, "event_type": event.type.value, "kb_id": event.kb_id},
-        )
-        return
-    tries = FAN_OUT_TRIES
-    for hook in hooks:
-        if not hook.enabled or event.type.value not in hook.event_types:
-            continue
-        delivery = DeliveryMessage(
+def deliveries_of(event: Event, hooks: Iterable[Webhook]) -> list[DeliveryMessage]:
+    """The event's first tries: one per enabled webhook that asked for its type, under a delivery id that is
+    the same however often the event is fanned out."""
+    return [
+        DeliveryMessage(
             kb_id=hook.kb_id,
             webhook_id=hook.id,
             delivery_id=delivery_id(event.event_id, hook.id),
             attempt=1,
             event=dict(event.detail),
         )
-        body = delivery.model_dump(mode="json")
-        try:
-            call_with_backoff(
-                lambda: deps.queue.send_raw(WEBHOOK_QUEUE, body),  # noqa: B023 (called at once, in the loop)
-                max_attempts=tries,
-                base_delay=FAN_OUT_BASE_DELAY,
-                max_delay=FAN_OUT_MAX_DELAY,
-                retry_on=(ServiceUnreachable,),
-                sleep=deps.sleep,
-            )
-        except ServiceUnreachable:
-            tries = 1  # the queue is out: the event's other deliveries go to the DLQ without waiting
-            _park(deps, event, delivery)
+        for hook in hooks
+        if hook.enabled and event.type.value in hook.event_types
+    ]
 
 
-def _park(deps: Dependencies, event: Event, delivery: DeliveryMessage) -> None:
-    """Keeps a delivery the webhooks queue did not take; a redrive (or a re-announcement of the same
-    event, whose delivery id is the same) delivers it once."""
-    where = {
-        "event_id": event.event_id,
-        "event_type": event.type.value,
-        "webhook_id": delivery.webhook_id,
-        "delivery_id": delivery.delivery_id,
-    }
-    try:
-        deps.queue.dead_letter(WEBHOOK_QUEUE, delivery.model_dump_json(), PARKED_REASON)
-    except ServiceUnreachable:
-        logger.error("webhook delivery lost: neither the webhooks queue nor its DLQ took it", extra=where)
+def _fan_out(deps: Dependencies, event: Event) -> None:
+    if not event.kb_id:
         return
-    logger.warning("webhook delivery parked: the webhooks queue did not take it", extra=where)
+    try:
+        hooks = deps.webhooks.list_kb(event.kb_id)
+    except ServiceUnreachable:  # the webhooks table did not answer: the webhooks queue's handler fans out
+        logger.warning(
+            "webhook fan-out deferred: the webhooks table did not answer",
+            extra={"event_id": event.event_id, "event_type": event.type.value, "kb_id": event.kb_id},
+        )
+        _send_or_park(deps, event, FanOutMessage.of(event), FAN_OUT_TRIES)
+        return
+    tries = FAN_OUT_TRIES
+    for delivery in deliveries_of(event, hooks):
+        if not _send_or_park(deps, event, delivery, tries):
+            tries = 1  # the queue is out: the event's other deliveries go to the DLQ without waiting
+
+
+def _send_or_park(
+    deps: Dependencies, event: Event, message: DeliveryMessage | FanOutMessage, tries: int
+) -> bool:
+    """Sends `message` to the webhooks queue, tried `tries` times; parks it when the queue does not take it
+    (False)."""
+    body = message.model_dump(mode="json")
+    try:
+        call_with_backoff(
+            lambda: deps.queue.send_raw(WEBHOOK_QUEUE, body),
+            max_attempts=tries,
+            base_delay=FAN_OUT_BASE_DELAY,
+            max_delay=FAN_OUT_MAX_DELAY,
+            retry_on=(ServiceUnreachable,),
+            sleep=deps.sleep,
+        )
+    except ServiceUnreachable:
+        _park(deps, event, message)
+        return False
+    return True
+
+
+def _park(deps: Dependencies, event: Event, message: DeliveryMessage | FanOutMessage) -> None:
+    """Keeps a delivery (or a fan-out) the webhooks queue did not take; a redrive (or a re-announcement of
+    the same event, whose delivery ids are the same) delivers it once."""
+    where = {"event_id": event.event_id, "event_type": event.type.value}
+    if isinstance(message, DeliveryMessage):
+        where |= {"webhook_id": message.webhook_id, "delivery_id": message.delivery_id}
+    what = "delivery" if isinstance(message, DeliveryMessage) else "fan-out"
+    try:
+        deps.queue.dead_letter(WEBHOOK_QUEUE, message.model_dump_json(), PARKED_REASON.format(what=what))
+    except ServiceUnreachable:
+        logger.error(f"webhook {what} lost: neither the webhooks queue nor its DLQ took it", extra=where)
+        return
+    logger.warning(f"webhook {what} parked: the webhooks queue did not take it", extra=where)
 
 
 def knowledge_changed(

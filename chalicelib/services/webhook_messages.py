@@ -1,13 +1,17 @@
 """The messages of the `webhooks` queue: one try of a delivery to one webhook (`DeliveryMessage`, fanned
-out by services/events.py), or a change the state machine decided and asks to be announced
-(`AnnounceMessage`). Read by the queue's handler (stages/webhooks.py) and by the DLQ redrive."""
+out by services/events.py), an event whose deliveries are still to be fanned out because the webhooks
+table did not answer when it was announced (`FanOutMessage`), or a change the state machine decided and
+asks to be announced (`AnnounceMessage`). Read by the queue's handler (stages/webhooks.py) and by the DLQ
+redrive."""
 
 from __future__ import annotations
 
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+from chalicelib.domain.events import Event, EventType
 
 
 class DeliveryMessage(BaseModel):
@@ -20,6 +24,30 @@ class DeliveryMessage(BaseModel):
     event: dict[str, Any]
 
 
+class FanOutMessage(BaseModel):
+    """An announced event (a pointer: its ids and its detail, as its deliveries carry it) whose webhooks are
+    still to be read; the handler sends one DeliveryMessage per webhook that asked for its type."""
+
+    fan_out: EventType
+    event_id: str = Field(min_length=1, max_length=100)
+    kb_id: str = Field(min_length=1, max_length=100)
+    event: dict[str, Any]
+
+    @model_validator(mode="after")
+    def _pointer_matches_its_detail(self) -> FanOutMessage:
+        said = (self.event.get("type"), self.event.get("event_id"), self.event.get("kb_id"))
+        if said != (self.fan_out.value, self.event_id, self.kb_id):
+            raise ValueError("the event's type, id and knowledge base differ from the message's")
+        return self
+
+    @classmethod
+    def of(cls, event: Event) -> FanOutMessage:
+        return cls(fan_out=event.type, event_id=event.event_id, kb_id=event.kb_id, event=dict(event.detail))
+
+    def to_event(self) -> Event:
+        return Event(self.fan_out, self.event)
+
+
 class AnnounceMessage(BaseModel):
     """A change the state machine decided (infra/statemachine/knowledge.asl.json)."""
 
@@ -30,12 +58,18 @@ class AnnounceMessage(BaseModel):
     error_message: str = Field(default="", max_length=500)
 
 
-def read_webhook_message(body: str) -> DeliveryMessage | AnnounceMessage:
-    """The message a body holds, told apart by its top-level `announce` key (never by the text: an event
-    may carry the word); raises pydantic's ValidationError for anything else."""
+WebhookMessage = DeliveryMessage | FanOutMessage | AnnounceMessage
+
+
+def read_webhook_message(body: str) -> WebhookMessage:
+    """The message a body holds, told apart by its top-level `announce` or `fan_out` key (never by the
+    text: an event may carry the words); raises pydantic's ValidationError for anything else."""
     try:
         data = json.loads(body)
     except ValueError:
         data = None
-    model = AnnounceMessage if isinstance(data, dict) and "announce" in data else DeliveryMessage
+    keys = data if isinstance(data, dict) else {}
+    model: type[WebhookMessage] = (
+        AnnounceMessage if "announce" in keys else FanOutMessage if "fan_out" in keys else DeliveryMessage
+    )
     return model.model_validate_json(body)

@@ -1,6 +1,12 @@
 """webhooks queue: one message per (event, webhook), put there by services/events.announce; the handler
 signs the event's detail and posts it to the webhook's URL through the SSRF-safe client.
 
+When the webhooks table did not answer the announcement, the queue carries the event's fan-out instead
+(`{"fan_out": "Knowledge Created", ...}`): the handler reads the knowledge base's webhooks and sends the
+deliveries announce would have sent, under the same delivery ids (`fanned_out`). A read or send that fails
+fails the message, which SQS brings back (the deliveries sent before are sent again and claimed once) and,
+after the queue's tries, keeps in the DLQ for redrive from /admin/dlq.
+
 A 2xx is delivered. Anything else is retried with a new message delayed by exponential backoff with
 jitter (settings.webhook_backoff_seconds, doubled per try, at most 900 s), and after
 settings.webhook_max_attempts tries the message is parked in the queue's DLQ (kept for redrive from
@@ -51,8 +57,13 @@ from chalicelib.domain.webhooks import (
 from chalicelib.observability import logger
 from chalicelib.ports import DeliveryRecord, Dependencies, FetchFailed
 from chalicelib.ports.events import DeliveryTry
-from chalicelib.services.events import WEBHOOK_QUEUE, knowledge_changed
-from chalicelib.services.webhook_messages import AnnounceMessage, DeliveryMessage, read_webhook_message
+from chalicelib.services.events import WEBHOOK_QUEUE, deliveries_of, knowledge_changed
+from chalicelib.services.webhook_messages import (
+    AnnounceMessage,
+    DeliveryMessage,
+    FanOutMessage,
+    read_webhook_message,
+)
 from chalicelib.stages.runner import process_batch
 
 QUEUE = WEBHOOK_QUEUE
@@ -77,10 +88,22 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
             return
         if isinstance(message, AnnounceMessage):
             announced(deps, message)
+        elif isinstance(message, FanOutMessage):
+            fanned_out(deps, message)
         else:
             deliver(deps, message)
 
     return process_batch(event, context, one)
+
+
+def fanned_out(deps: Dependencies, message: FanOutMessage) -> int:
+    """Sends the deliveries of an event whose announcement could not read its webhooks; how many. A table
+    or queue that does not answer raises (ServiceUnreachable): the message is tried again, then parked."""
+    event = message.to_event()
+    deliveries = deliveries_of(event, deps.webhooks.list_kb(message.kb_id))
+    for delivery in deliveries:
+        deps.queue.send_raw(QUEUE, delivery.model_dump(mode="json"))
+    return len(deliveries)
 
 
 def announced(deps: Dependencies, message: AnnounceMessage) -> None:

@@ -20,12 +20,12 @@ from scripted_llm import CHAT, ScriptedLLM, use_models
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
 from chalicelib.domain.events import EVENT_SOURCE
-from chalicelib.domain.webhooks import verify
+from chalicelib.domain.webhooks import delivery_id, verify
 from chalicelib.local.runtime import LocalRuntime
 from chalicelib.net.ssrf import AllowList
 from chalicelib.net.urlimport import SafeUrlImporter
 from chalicelib.net.webhooks import SafeWebhookSender
-from chalicelib.ports import ReadRequest, ReadResult
+from chalicelib.ports import ReadRequest, ReadResult, ServiceUnreachable, Webhook
 
 from .conftest import Api
 
@@ -280,3 +280,37 @@ def test_a_receiver_answering_500_gets_retries_then_the_delivery_is_parked_and_l
     dlq = sqs.get_queue_url(QueueName=services.settings.queue("webhooks") + "-dlq")["QueueUrl"]
     parked = sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10).get("Messages", [])
     assert [json.loads(m["Body"])["webhook_id"] for m in parked] == [hook["id"]]
+
+
+def test_an_announcement_whose_webhooks_read_fails_is_still_delivered_once_through_the_queue(
+    api: Api, runtime: LocalRuntime, services: Services, receiver: Receiver
+) -> None:
+    """The upload's announcement cannot read the webhooks table: its fan-out goes on the webhooks queue (SQS,
+    under the API's role), and that queue's handler reads the table and delivers (under its own role)."""
+    whitelist(services, receiver.port)
+    kb = api.create_kb()
+    hook = api.post(
+        f"/knowledge-bases/{kb['id']}/webhooks",
+        {"url": receiver.url, "event_types": ["Knowledge Created"]},
+    ).json_body["data"]
+    read = services.webhooks.list_kb
+    refused: list[str] = []
+
+    def first_read_out(kb_id: str) -> list[Webhook]:
+        if not refused:
+            refused.append(kb_id)
+            raise ServiceUnreachable("DynamoDB (webhooks) did not answer")
+        return read(kb_id)
+
+    services.webhooks.list_kb = first_read_out  # type: ignore[method-assign]
+    try:
+        answer = api.upload(kb["id"], "notes.md", TEXT)
+        assert answer.status_code < 300 and refused == [kb["id"]]
+        runtime.drain(timeout=120)
+    finally:
+        services.webhooks.list_kb = read  # type: ignore[method-assign]
+
+    ((headers, body),) = receiver.received
+    detail = json.loads(body)
+    assert (detail["type"], detail["knowledge_id"]) == ("Knowledge Created", answer.json_body["data"]["id"])
+    assert headers["x-weknora-delivery"] == delivery_id(detail["event_id"], hook["id"])

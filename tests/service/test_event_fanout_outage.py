@@ -198,8 +198,8 @@ def test_an_upload_while_the_webhooks_table_is_out_answers_and_its_document_is_q
     deps: Services, kb: KnowledgeBase
 ) -> None:
     """The webhooks read every announcement makes (`list_kb`) did not answer: the event is on the bus, its
-    webhook deliveries are logged as lost, and the upload goes on (it had raised after its row was written,
-    with nothing queued for the first stage)."""
+    fan-out is left to the webhooks queue (test_webhook_fan_out_deferred.py), and the upload goes on (it had
+    raised after its row was written, with nothing queued for the first stage)."""
 
     def unreachable(kb_id: str) -> list[Any]:
         raise ServiceUnreachable("DynamoDB did not answer")
