@@ -3,7 +3,8 @@ text (re-embedded and re-indexed under the same id; the summary is made again), 
 short-lived links to the stored original and parsed Markdown (the specification's GetFileURL).
 
 An edit embeds the new text before anything is written (a model that fails changes nothing: 503), and the
-questions generated from the old text leave the chunk and the index. Metadata keys with a leading `_` are the
+questions generated from the old text leave the chunk and the index; the graph facts read from it leave the
+graph, and the new text's are read when the graph is on, on the enrichment queue. Metadata keys with a leading `_` are the
 stages' own (the graph checkpoint): never shown, and dropped by an edit as the questions are. A chunk row's
 `is_enabled` is the chunk's own switch; its entries are on while the chunk and its document both are. Either
 change makes the summary stale (it is made from the enabled chunks' text). After it wrote, an edit re-reads
@@ -35,7 +36,7 @@ from chalicelib.domain.types import (
 )
 from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError
 from chalicelib.services import resources
-from chalicelib.services.dispatch import request_summary_refresh
+from chalicelib.services.dispatch import request_graph_refresh, request_summary_refresh
 from chalicelib.services.indexing import chunk_entries, embed_for_api, take_back_chunks, write_entries
 from chalicelib.services.indexing import searchable as document_searchable
 from chalicelib.services.liveness import kept_after_write
@@ -168,6 +169,8 @@ def edit_chunk(
         _kept_or_taken_back(deps, knowledge, chunk, changed, (engine, space))
         if _searchable(deps, knowledge, changed) != searchable:  # the document switched meanwhile
             engine.set_enabled(space, kb.id, [changed.id], not searchable)
+    if changed.content != chunk.content:
+        request_graph_refresh(deps, knowledge, changed.id, changed.content_hash)
     if knowledge.summary_status != SummaryStatus.NONE:
         request_summary_refresh(deps, knowledge)  # made from the enabled chunks' text: stale now
     return _view(changed)

@@ -69,6 +69,30 @@ def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> bool:
     return True
 
 
+#: the subtask (outside the count) an edit of a chunk's text queues: stages/enrichment.graph_chunk
+GRAPH_CHUNK = "graph_chunk"
+
+
+def request_graph_refresh(deps: Dependencies, knowledge: Knowledge, chunk_id: str, content_hash: str) -> None:
+    """The graph facts read from an edited chunk's old text go, and its new text's come when the graph is on.
+    Queued whatever the knowledge base says now, as facts may stand from when its graph was on. Keyed by the
+    new text's hash, so a later edit's message does the work of an earlier one."""
+    deps.queue.send_raw(
+        "enrichment",
+        {
+            "tenant_id": knowledge.tenant_id,
+            "knowledge_id": knowledge.id,
+            "attempt": knowledge.attempt,
+            "subtask": {
+                "id": "graph_refresh",
+                "kind": GRAPH_CHUNK,
+                "chunk_id": chunk_id,
+                "content_hash": content_hash,
+            },
+        },
+    )
+
+
 def request_auto_tag(deps: Dependencies, knowledge: Knowledge) -> None:
     """Queued when the plan is made; it owns no slot of the count (spec §1.14)."""
     deps.queue.send_raw(

@@ -1,6 +1,6 @@
 """enrichment queue: one state machine Map item per planned subtask — the summary, a window of 20 chunks'
 questions, a window of 20 chunks' graph (larger windows, their model calls in parallel, past 8,000 chunks:
-domain/plan.py) — plus work outside the count (auto-tag, a summary refresh).
+domain/plan.py) — plus work outside the count (auto-tag, a summary refresh, an edited chunk's graph facts).
 
 A counted subtask's worker releases its slot once, whatever the outcome, right before it answers its token,
 and the worker that releases the last slot promotes the row to `completed` (`slots.settle_slot`); a subtask
@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from chalicelib.domain.clock import from_iso, iso_before, now_iso, to_iso
 from chalicelib.domain.errors import ContinueLater, WriteRefused
@@ -45,13 +45,16 @@ from chalicelib.domain.types import (
 )
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
 from chalicelib.services.deadline import out_of_time
-from chalicelib.services.dispatch import request_summary_refresh
+from chalicelib.services.dispatch import GRAPH_CHUNK, request_summary_refresh
 from chalicelib.services.events import summary_changed
 from chalicelib.services.indexing import index_as_the_document_is, write_extra_chunks
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.slots import settle_slot
 from chalicelib.stages.messages import SubtaskMessageModel
 from chalicelib.stages.runner import Skip, run_task, task_knowledge
+
+if TYPE_CHECKING:
+    from chalicelib.enrich.graph import Extraction
 
 SUMMARY_SEQ = 200_000
 #: a summary subtask's answer when the summary is made or failed already
@@ -111,6 +114,8 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
             outputs = questions(deps, knowledge, kb, _window(task))
         elif kind == "graph":
             outputs = graph(deps, knowledge, kb, _window(task), task.subtask.id)
+        elif kind == GRAPH_CHUNK:
+            outputs = graph_chunk(deps, knowledge, kb, task.subtask.params)
         elif kind == "auto_tag":
             return _auto_tag_once(deps, task, knowledge, kb)
         elif kind == "wiki":
@@ -488,12 +493,9 @@ def graph(
 
     def read(n: int) -> dict[str, int]:
         batch = batches[n]
-        entities: list[tuple[str, list[str], str]] = []
-        relations: list[tuple[str, str, str, str]] = []
-        extracted = extract(chat, [c.content for c in batch], effective.graph_relation_types)
-        for chunk, found in zip(batch, extracted, strict=True):
-            entities += [(e.name, e.attributes, chunk.id) for e in found.entities]
-            relations += [(r.source, r.relation, r.target, chunk.id) for r in found.relations]
+        entities, relations = _facts(
+            batch, extract(chat, [c.content for c in batch], effective.graph_relation_types)
+        )
         deps.graph.add_window(
             kb.id,
             knowledge.id,
@@ -524,6 +526,18 @@ def graph(
     }
 
 
+def _facts(
+    batch: Sequence[Chunk], extracted: Sequence[Extraction]
+) -> tuple[list[tuple[str, list[str], str]], list[tuple[str, str, str, str]]]:
+    """The graph port's entities and relations of one model call, each tagged with its chunk's id."""
+    entities: list[tuple[str, list[str], str]] = []
+    relations: list[tuple[str, str, str, str]] = []
+    for chunk, found in zip(batch, extracted, strict=True):
+        entities += [(e.name, e.attributes, chunk.id) for e in found.entities]
+        relations += [(r.source, r.relation, r.target, chunk.id) for r in found.relations]
+    return entities, relations
+
+
 def _graph_done(chunk: Chunk) -> dict[str, int] | None:
     """What the graph call starting at this chunk found, when an earlier run of this attempt made it."""
     done = chunk.metadata.get(GRAPH_DONE)
@@ -545,6 +559,51 @@ def _graph_kept(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> 
             # new attempt's plan cleared older facts already, so these would stay, pointing at old chunks
             deps.graph.keep_only_attempt(kb.id, knowledge.id, attempt_chunk_prefix(knowledge.id, row.attempt))
         raise Skip("the knowledge was deleted, cancelled or superseded")
+
+
+#: a chunk edited again while its facts were being read is read again, at most this often in one delivery
+GRAPH_CHUNK_ROUNDS = 3
+
+
+def graph_chunk(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, params: dict[str, Any]
+) -> dict[str, Any]:
+    """An edited chunk's facts: those read from its old text leave the graph and, while the graph is on,
+    its new text's are read (spec §1.16, per chunk). Retract, then add: a redelivery writes the same facts
+    again (or the model's new answer instead), never both. A message sent for an earlier text is dropped:
+    the later edit queued its own. A chunk edited again while the model read it is read again, as that
+    edit's message may have written before this one."""
+    from chalicelib.enrich.graph import extract
+
+    chunk_id, sent_for = str(params.get("chunk_id", "")), str(params.get("content_hash", ""))
+    chunk = _chunk_now(deps, knowledge, chunk_id)
+    if chunk is None or chunk.content_hash != sent_for:
+        raise Skip("the chunk was edited again or left the document: a later message reads it")
+    effective = resolve(kb, knowledge.process_overrides)
+    chat = deps.chat_model(effective.chat_model_id) if effective.graph_enabled else None
+    entities: list[tuple[str, list[str], str]] = []
+    relations: list[tuple[str, str, str, str]] = []
+    for _ in range(GRAPH_CHUNK_ROUNDS):
+        if chat is not None:
+            extracted = extract(chat, [chunk.content], effective.graph_relation_types)
+            entities, relations = _facts([chunk], extracted)
+        deps.graph.retract_chunks(kb.id, knowledge.id, [chunk.id])
+        deps.graph.add(kb.id, knowledge.id, entities, relations)
+        _graph_kept(deps, knowledge, kb)
+        now = _chunk_now(deps, knowledge, chunk.id)
+        if now is None or now.content_hash == chunk.content_hash:
+            return {"entities": len(entities), "relations": len(relations), "extracted": chat is not None}
+        chunk = now
+    # still edited faster than it is read: none of its facts rather than an earlier text's
+    deps.graph.retract_chunks(kb.id, knowledge.id, [chunk.id])
+    return {"entities": 0, "relations": 0, "extracted": False}
+
+
+def _chunk_now(deps: Dependencies, knowledge: Knowledge, chunk_id: str) -> Chunk | None:
+    """The attempt's chunk as stored now (None: gone, or not one of this attempt's)."""
+    if not chunk_id.startswith(attempt_chunk_prefix(knowledge.id, knowledge.attempt)):
+        return None
+    return deps.chunks.get_many([(knowledge.id, chunk_id)]).get((knowledge.id, chunk_id))
 
 
 # ---------------------------------------------------------------- auto-tag (outside the count)

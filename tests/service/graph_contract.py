@@ -102,3 +102,54 @@ class GraphContract:
         graph.add_window(kb, k, "a10.graph.0", [new], [("Tug", [], new)], [])
         ferry = graph.neighbourhood(kb, "Ferry").entity
         assert ferry is not None and ferry.chunk_ids == [new]
+
+    def test_retract_chunks_takes_an_edited_chunks_facts_out_and_keeps_the_others(
+        self, graph: GraphRepo
+    ) -> None:
+        kb, k, other_k = f"kb-{uuid.uuid4().hex[:8]}", str(uuid.uuid4()), str(uuid.uuid4())
+        edited, kept, elsewhere = chunk_id(k, 1, 0), chunk_id(k, 1, 1), chunk_id(other_k, 1, 0)
+        graph.add_window(
+            kb,
+            k,
+            "a1.graph.0",
+            [edited, kept],
+            [
+                ("Keeper", ["old"], edited),
+                ("Lamp", ["bright"], edited),
+                ("Lamp", [], kept),
+                ("Quay", [], kept),
+            ],
+            [
+                ("Keeper", "tends", "Lamp", edited),
+                ("Lamp", "lights", "Quay", edited),
+                ("Lamp", "lights", "Quay", kept),
+            ],
+        )
+        graph.add(kb, other_k, [("Keeper", [], elsewhere)], [("Keeper", "tends", "Lamp", elsewhere)])
+
+        removed = graph.retract_chunks(kb, k, [edited])
+
+        assert removed == 3  # this knowledge's Keeper node and its Keeper-tends-Lamp edge (two items)
+        keeper = graph.neighbourhood(kb, "Keeper")
+        # another document's Keeper (and its edge) stays
+        assert keeper.entity is not None and keeper.entity.knowledge_ids == [other_k]
+        assert keeper.entity.chunk_ids == [elsewhere]
+        assert [(e.source, e.relation, e.target, e.knowledge_ids) for e in keeper.edges] == [
+            ("Keeper", "tends", "Lamp", [other_k])
+        ]
+        lamp = graph.neighbourhood(kb, "Lamp")
+        assert lamp.entity is not None and lamp.entity.chunk_ids == [kept]
+        assert sorted((e.source, e.relation, e.target) for e in lamp.edges) == [
+            ("Keeper", "tends", "Lamp"),  # the other document's
+            ("Lamp", "lights", "Quay"),  # supported by the chunk that was not edited too
+        ]
+        quay = graph.neighbourhood(kb, "Quay").entity
+        assert quay is not None and quay.chunk_ids == [kept]
+        assert graph.retract_chunks(kb, k, [edited]) == 0  # a repeat changes nothing
+        assert graph.retract_chunks(kb, k, []) == 0
+        # the window's record is not a fact and stays: its redelivery still replaces what it wrote
+        graph.add_window(kb, k, "a1.graph.0", [edited, kept], [("Tower", [], kept)], [])
+        assert graph.neighbourhood(kb, "Quay").entity is None
+        assert graph.neighbourhood(kb, "Lamp").entity is None
+        tower = graph.neighbourhood(kb, "Tower").entity
+        assert tower is not None and tower.chunk_ids == [kept]

@@ -126,8 +126,7 @@ class DynamoGraphRepo:
         if window:
             earlier = self._record_window(kb_id, knowledge_id, window_key, window)
             if earlier:  # a redelivery: what an earlier answer added for these chunks goes first
-                facts = (i for i in self._items(kb_id, knowledge_id) if not _is_window_record(i.key))
-                self._retract(facts, lambda ids: ids & earlier)
+                self._retract(self._facts(kb_id, knowledge_id), lambda ids: ids & earlier)
         self.add(kb_id, knowledge_id, entities, relations)
 
     def _record_window(self, kb_id: str, knowledge_id: str, window_key: str, window: set[str]) -> set[str]:
@@ -206,6 +205,16 @@ class DynamoGraphRepo:
             self._items(kb_id, knowledge_id), lambda ids: {c for c in ids if not c.startswith(chunk_prefix)}
         )
         return sum(1 for key in removed if not _is_window_record(key))
+
+    def retract_chunks(self, kb_id: str, knowledge_id: str, chunk_ids: Sequence[str]) -> int:
+        leaving = set(chunk_ids)
+        if not leaving:
+            return 0
+        return len(self._retract(self._facts(kb_id, knowledge_id), lambda ids: ids & leaving))
+
+    def _facts(self, kb_id: str, knowledge_id: str) -> list[Any]:
+        """The knowledge's facts, its window records left out."""
+        return [i for i in self._items(kb_id, knowledge_id) if not _is_window_record(i.key)]
 
     def _items(self, kb_id: str, knowledge_id: str) -> list[Any]:
         """Every item of the knowledge (facts and window records), read consistently: the index holds keys

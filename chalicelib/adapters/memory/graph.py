@@ -170,6 +170,11 @@ class MemoryGraphRepo:
                         del self._windows[key]
             return self._retract(kb_id, knowledge_id, lambda c: not c.startswith(chunk_prefix))
 
+    def retract_chunks(self, kb_id: str, knowledge_id: str, chunk_ids: Sequence[str]) -> int:
+        leaving = set(chunk_ids)
+        with self._lock:
+            return self._retract(kb_id, knowledge_id, leaving.__contains__)
+
     def _retract(self, kb_id: str, knowledge_id: str, leaving: Callable[[str], bool]) -> int:
         """Takes the chunk ids `leaving` picks out of the knowledge's facts; a fact left with none goes.
         Returns the facts removed, counted as the DynamoDB items are. The lock is held."""
