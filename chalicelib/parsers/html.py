@@ -27,6 +27,7 @@ from chalicelib.parsers.base import (
     read_member,
 )
 from chalicelib.parsers.html_depth import measure_html
+from chalicelib.parsers.list_numbers import list_numbering
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
 DROP_TAGS = frozenset(
@@ -273,15 +274,15 @@ class _Renderer:
 
     def list(self, node: LexborNode, depth: int, ordered: bool) -> str:
         lines: list[str] = []
-        step = -1 if ordered and "reversed" in node.attributes else 1
-        n = _list_start(node, step) - step
+        numbering = list_numbering(node) if ordered else None
+        n = numbering.first - numbering.step if numbering else 0
         child = node.child
         while child is not None:
             if child.tag == "li":
-                n += step
+                n = numbering.number_of(child, n) if numbering else 0
                 body = _MANY_NL.sub("\n\n", self.render(child, depth + 1)).strip()
-                prefix = f"{n}. " if ordered else "- "
-                pad = " " * len(prefix)
+                prefix = numbering.prefix(n) if numbering else "- "
+                pad = " " * (2 if prefix.startswith("- ") else len(prefix))  # a list item's content column
                 body_lines = body.split("\n")
                 lines.append(prefix + body_lines[0])
                 lines.extend((pad + line) if line.strip() else "" for line in body_lines[1:])
@@ -345,16 +346,6 @@ def _span(cell: LexborNode, name: str, zero: int, cap: int) -> int:
     if not re.fullmatch(r"[0-9]{1,9}", value):
         return 1
     return min(int(value), cap) if int(value) else zero
-
-
-def _list_start(node: LexborNode, step: int) -> int:
-    """The number of an ordered list's first item: its `start`, else 1 (or, reversed, its item count)."""
-    start = (node.attributes.get("start") or "").strip()
-    if re.fullmatch(r"\d{1,9}", start):
-        return int(start)
-    if step > 0:
-        return 1
-    return sum(1 for child in node.iter() if child.tag == "li")
 
 
 def _main_node(tree: LexborHTMLParser) -> LexborNode | None:
