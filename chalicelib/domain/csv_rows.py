@@ -7,17 +7,33 @@ and the FAQ import (a CSV of entries) read CSV here.
 
 Python's reader refuses a field over 131,072 characters by default, a limit of the process. A cell can hold
 no more than the text it is read from, which the upload cap already bounds, so the limit is lifted once,
-here: a long cell (a description, a JSON value) is read, not the file failed."""
+here: a long cell (a description, a JSON value) is read, not the file failed.
+
+Excel writes, and honours, a first line `sep=;` naming the delimiter; both readers take it as Excel does
+(`excel_sep_line`)."""
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 csv.field_size_limit(sys.maxsize)
+
+#: Excel's first line naming a CSV's delimiter (`sep=;`, possibly quoted)
+_SEP_LINE = re.compile(r'"?sep=([^\r\n"])"?[ \t]*(?:\r\n|\n|\r|$)', re.IGNORECASE)
+
+
+def excel_sep_line(text: str) -> tuple[str, type[csv.Dialect] | None]:
+    """`text` without Excel's `sep=` first line, and the dialect that line names (None without one):
+    Excel reads such a file with that delimiter and shows no row for the line."""
+    line = _SEP_LINE.match(text)
+    if line is None:
+        return text, None
+    return text[line.end() :], type("ExcelSepDialect", (csv.excel,), {"delimiter": line.group(1)})
 
 
 class TooManyCells(ValueError):

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from chalicelib.domain import strict_json
-from chalicelib.domain.csv_rows import TooManyCells, read_csv_rows
+from chalicelib.domain.csv_rows import TooManyCells, excel_sep_line, read_csv_rows
 from chalicelib.faq.validation import SWITCHES, ImportRow, PlannedRow
 
 LIST_SEPARATOR = "##"
@@ -280,7 +280,8 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
         if max(text.count("\n"), text.count("\r")) > MAX_CSV_LINES:
             raise _too_much("lines")
         try:
-            return _from_table(read_csv_rows(text, max_cells=MAX_CELLS).rows)
+            text, dialect = excel_sep_line(text)
+            return _from_table(read_csv_rows(text, dialect or csv.excel, MAX_CELLS).rows)
         except TooManyCells as error:
             raise _too_much("cells") from error
         except csv.Error as error:

@@ -8,7 +8,7 @@ import json
 import re
 from typing import Any
 
-from chalicelib.domain.csv_rows import TooManyCells, read_csv_rows
+from chalicelib.domain.csv_rows import TooManyCells, excel_sep_line, read_csv_rows
 from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
 from chalicelib.domain.parser_engines import SIMPLE_TYPES, TEXT_TYPES
 from chalicelib.parsers.base import (
@@ -139,10 +139,6 @@ def _text(data: bytes) -> str:
     return text
 
 
-#: Excel's first line naming a CSV's delimiter (`sep=;`)
-_SEP_HINT = re.compile(r'"?sep=([^\n"])"?[ \t]*(?:\n|$)', re.IGNORECASE)
-
-
 def csv_to_markdown(text: str, max_cells: int) -> str:
     """The CSV as one Markdown table."""
     return csv_document(text, max_cells)[0]
@@ -150,12 +146,8 @@ def csv_to_markdown(text: str, max_cells: int) -> str:
 
 def csv_document(text: str, max_cells: int) -> tuple[str, dict[str, Any]]:
     """The CSV as one Markdown table, and what the metadata says about it (a quote never closed)."""
-    hint = _SEP_HINT.match(text)
-    dialect: Any
-    if hint:  # Excel reads such a file with that delimiter and shows no row for the line
-        text = text[hint.end() :]
-        dialect = type("HintedDialect", (csv.excel,), {"delimiter": hint.group(1)})
-    else:
+    text, dialect = excel_sep_line(text)
+    if dialect is None:
         try:
             dialect = csv.Sniffer().sniff(text[:65536], delimiters=",;\t|")
         except csv.Error:
