@@ -25,6 +25,7 @@ from typing import Any
 
 from chalicelib.parsers.base import ParseContext, parse_failed
 from chalicelib.parsers.pdf_figures import figure_image
+from chalicelib.parsers.pdf_forms import form_fields_markdown
 from chalicelib.parsers.pdf_pdfium import (
     Handle,
     RawImage,
@@ -603,6 +604,9 @@ def _parse_open(
         if text:
             parts.append(text)
         report(_pages_done(number, first, last, len(scanned_pages)))
+    fields = form_fields_markdown(pdf, first, last, pdfium_c, ctx.check_time)
+    if fields:
+        parts.append(fields)
     markdown = "\n\n".join(parts).strip()
     metadata = {"pages": n_pages, "scanned_pages": scanned_pages, "ocr_engine": ocr.name if ocr else ""}
     if (first, last) != (0, n_pages):
