@@ -201,6 +201,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
             "webhooks",
             "resources",
             "wiki",  # a reparse drops the document's wiki pages (remove_derived_data)
+            "graph",  # ... and its graph facts
         ),
         PUBLISH,
         Grant(("dynamodb:Scan",), tables("tenants")),
@@ -285,9 +286,12 @@ FUNCTIONS: dict[str, list[Grant]] = {
     "EmbeddingStage": [
         *ANNOUNCE,
         *own_queue("embedding"),
-        # a rollback drops the attempt's wiki pages and has the knowledge base's wiki index rebuilt
-        read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "wiki"),
-        write_tables("tenants", "knowledge", "chunks", "spans", "embedding-cache", "usage", "wiki"),
+        # a rollback drops what the knowledge's attempts derived (remove_derived_data): its wiki pages (and has
+        # the knowledge base's wiki index rebuilt) and graph facts
+        read_tables(
+            "tenants", "knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "wiki", "graph"
+        ),
+        write_tables("tenants", "knowledge", "chunks", "spans", "embedding-cache", "usage", "wiki", "graph"),
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,
         # an indexed (or failed) document gives its place at the door back and wakes the tenant's next waiter

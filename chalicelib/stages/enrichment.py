@@ -439,6 +439,8 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
             knowledge,
             lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id]),
             undo_moved=lambda _row: engine.delete_by_ids(space, kb.id, [e.id for e in written]),
+            # a reparse's attempt cleared the index before these were written and would never clean them
+            undo_superseded=lambda: engine.delete_by_ids(space, kb.id, [e.id for e in written]),
         ):
             raise Skip("the knowledge was deleted, cancelled, superseded or moved")
     return {"questions": len(entries), "chunks": kept}
