@@ -241,10 +241,10 @@ class KnowledgeRepo(Protocol):
         conditional write): a second redrive of the same dead attempt finds the row moved on. None then."""
         ...
 
-    def mark_deleting(self, knowledge_id: str) -> Knowledge | None:
-        """Any state -> deleting (one conditional write); the row as it now is, None when it is missing.
-        A row already being deleted gets its updated_at moved to now: a delete try is under way, so
-        housekeeping (deleting_older_than) waits its whole cutoff before driving it again."""
+    def mark_deleting(self, knowledge_id: str, *, in_kb: str | None = None) -> Knowledge | None:
+        """Any state -> deleting (one conditional write); the row as it now is, None when it is missing (or
+        not in `in_kb`, when given). A row already being deleted gets its updated_at moved to now: a delete
+        try is under way, so housekeeping (deleting_older_than) waits its cutoff before driving it again."""
         ...
 
     def settle_plan(

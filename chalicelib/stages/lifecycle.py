@@ -148,7 +148,8 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         while rows := _kb_rows(deps, task.kb_id, lambda _row: True):
             for row in rows:
                 task.items.append(row.id)
-                yield row.id, lambda row=row: delete_one(deps, row.id)
+                # only while still in it: a move that lands after this listing took the row out
+                yield row.id, lambda row=row: delete_one(deps, row.id, in_kb=task.kb_id)
         lease = deps.faq.get_lease(task.kb_id)
         if lease is not None and lease.expires_at > time.time():
             # an FAQ import still writing would leave entries and vectors behind the purge: it sees the

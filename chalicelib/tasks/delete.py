@@ -70,15 +70,16 @@ def start_deleting(deps: Dependencies, task: Task, rows: Sequence[Knowledge]) ->
     return task
 
 
-def delete_one(deps: Dependencies, knowledge_id: str) -> None:
+def delete_one(deps: Dependencies, knowledge_id: str, *, in_kb: str | None = None) -> None:
     """WeKnora's order (spec §1.22), idempotent: mark deleting → stop the execution (queued stage messages
     drop themselves) → collect the images → delete index entries, chunks and spans in parallel (an error
     stops here and the task retries) → the stored objects → the row, its dedupe claim and its bytes of the
     tenant's usage, last and in one transaction (so a retry after a crash or a failed object delete finds the
-    row and redoes it all)."""
-    knowledge = deps.knowledge.mark_deleting(knowledge_id)
+    row and redoes it all). `in_kb` (a knowledge base's delete): only while the row is still in it, so a
+    document a move took out after the delete listed it stays where it went."""
+    knowledge = deps.knowledge.mark_deleting(knowledge_id, in_kb=in_kb)
     if knowledge is None:
-        return  # already gone
+        return  # already gone, or moved out of the knowledge base being deleted
     deps.workflow.stop(execution_name(knowledge.id, knowledge.attempt), "the knowledge is being deleted")
     resources.release_owner(deps, knowledge.id)  # its download links stop working, before its files go
     try:

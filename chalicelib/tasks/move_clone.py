@@ -150,8 +150,10 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
     if row.kb_id == source_kb_id:
         if row.parse_status != ParseStatus.COMPLETED:
             raise ItemFailed(f"only completed knowledge can be moved; this one is {row.parse_status.value}")
-        if source is not None:  # checked before the first write: a mismatch changes nothing
-            require_compatible(deps, source, target, same_engine=mode == "reuse_vectors")
+        if source is None or not is_open(source):  # its delete takes the row: nothing is moved
+            raise ItemFailed(SOURCE_DELETED)
+        # checked before the first write: a mismatch changes nothing
+        require_compatible(deps, source, target, same_engine=mode == "reuse_vectors")
         try:
             moved = deps.knowledge.move_to_kb(
                 row.id, source_kb_id, target.id, rekey(row.dedupe_key, target.id)
@@ -200,6 +202,7 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
 
 
 TARGET_DELETED = "the target knowledge base was deleted during the move"
+SOURCE_DELETED = "the source knowledge base is being deleted: the knowledge was not moved"
 
 
 def _undo_if_deleted(

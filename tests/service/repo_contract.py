@@ -454,6 +454,28 @@ class RepoContract:
         assert again.updated_at > first.updated_at
         assert repos.knowledge.mark_deleting(new_id()) is None
 
+    def test_a_knowledge_bases_delete_marks_only_rows_still_in_it(self, repos: Repos) -> None:
+        """`in_kb`: a row a move took out after the delete listed it is neither marked nor touched."""
+        k = row(parse_status=ParseStatus.COMPLETED)
+        repos.knowledge.insert(k)
+        elsewhere = f"kb-{uuid.uuid4().hex[:8]}"
+        after_move = repos.knowledge.move_to_kb(k.id, k.kb_id, elsewhere, "")
+        assert after_move is not None
+        time.sleep(0.01)
+        assert repos.knowledge.mark_deleting(k.id, in_kb=k.kb_id) is None
+        moved = repos.knowledge.get(k.id)
+        assert moved is not None and moved.parse_status == ParseStatus.COMPLETED
+        assert moved.kb_id == elsewhere and moved.updated_at == after_move.updated_at
+        marked = repos.knowledge.mark_deleting(k.id, in_kb=elsewhere)
+        assert marked is not None and marked.parse_status == ParseStatus.DELETING
+        time.sleep(0.01)
+        assert repos.knowledge.mark_deleting(k.id, in_kb=k.kb_id) is None  # being deleted, not there: as is
+        unchanged = repos.knowledge.get(k.id)
+        assert unchanged is not None and unchanged.updated_at == marked.updated_at
+        again = repos.knowledge.mark_deleting(k.id, in_kb=elsewhere)
+        assert again is not None and again.updated_at > marked.updated_at
+        assert repos.knowledge.mark_deleting(new_id(), in_kb=elsewhere) is None
+
     def test_mark_indexed_enables_a_processing_row_of_the_attempt(self, repos: Repos) -> None:
         k = row()
         repos.knowledge.insert(k)

@@ -585,8 +585,10 @@ class DynamoKnowledgeRepo:
             raise LookupError(knowledge_id)
         return updated
 
-    def mark_deleting(self, knowledge_id: str) -> Knowledge | None:
+    def mark_deleting(self, knowledge_id: str, *, in_kb: str | None = None) -> Knowledge | None:
         m = self.model
+        # a knowledge base's delete takes only the rows still in it: a row moved out meanwhile is not its own
+        where = (m.kb_id == in_kb) if in_kb is not None else m.id.exists()
         updated = self._update(
             knowledge_id,
             [
@@ -596,13 +598,15 @@ class DynamoKnowledgeRepo:
                 m.inflight.set(DELETING_MARKER),  # housekeeping re-drives a delete whose task was lost
                 m.summary_inflight.remove(),
             ],
-            m.parse_status.is_in(*_values(DELETE_FROM)),
+            m.parse_status.is_in(*_values(DELETE_FROM)) & where,
         )
         if updated is not None:
             return updated
         # already being deleted: this try is under way now, so housekeeping waits its whole cutoff again
         return self._update(
-            knowledge_id, [m.updated_at.set(now_iso())], m.parse_status == ParseStatus.DELETING.value
+            knowledge_id,
+            [m.updated_at.set(now_iso())],
+            (m.parse_status == ParseStatus.DELETING.value) & where,
         )
 
     def cancel(self, knowledge_id: str, message: str) -> Knowledge | None:

@@ -194,20 +194,25 @@ class MemoryKnowledgeRepo:
 
         return self._update(knowledge_id, lambda k: k.parse_status == ParseStatus.DRAFT, change)
 
-    def mark_deleting(self, knowledge_id: str) -> Knowledge | None:
+    def mark_deleting(self, knowledge_id: str, *, in_kb: str | None = None) -> Knowledge | None:
         def change(k: Knowledge) -> None:
             k.parse_status = ParseStatus.DELETING
             k.pending_subtasks_count = 0
             k.updated_at = _now()
 
-        updated = self._update(knowledge_id, lambda k: k.parse_status in DELETE_FROM, change)
+        def there(k: Knowledge) -> bool:  # a knowledge base's delete: only while the row is still in it
+            return in_kb is None or k.kb_id == in_kb
+
+        updated = self._update(knowledge_id, lambda k: k.parse_status in DELETE_FROM and there(k), change)
         if updated is not None:
             return updated
 
         def touch(k: Knowledge) -> None:
             k.updated_at = _now()
 
-        return self._update(knowledge_id, lambda k: k.parse_status == ParseStatus.DELETING, touch)
+        return self._update(
+            knowledge_id, lambda k: k.parse_status == ParseStatus.DELETING and there(k), touch
+        )
 
     def cancel(self, knowledge_id: str, message: str) -> Knowledge | None:
         def change(k: Knowledge) -> None:
