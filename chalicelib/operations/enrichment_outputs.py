@@ -56,21 +56,18 @@ def wiki(
     kb = require_kb(deps, tenant_id, kb_id)
     fingerprint = hashlib.sha256(json.dumps(["wiki", kb.id]).encode()).hexdigest()[:16]
     offset, after = _decode(query.cursor, fingerprint) if query.cursor else (0, None)
-    index = deps.wiki.get_index(kb.id) or ""
-    records = sorted(deps.wiki.pages(kb.id), key=lambda r: (r.knowledge_id, r.chunk_id))
-    if after is not None:
-        records = [r for r in records if (r.knowledge_id, r.chunk_id) > after]
-    window, more = records[: query.limit], len(records) > query.limit
+    index, length = deps.wiki.index_part(kb.id, offset, WIKI_INDEX_CHARS) or ("", 0)
+    window, more = deps.wiki.pages_after(kb.id, after, query.limit)  # about one page read, not the wiki
     rows = deps.knowledge.get_many(list(dict.fromkeys(r.knowledge_id for r in window)))
     chunks = deps.chunks.get_many([(r.knowledge_id, r.chunk_id) for r in window])
     end = offset + WIKI_INDEX_CHARS
     next_cursor = None
-    if more or end < len(index):
+    if more or end < length:
         last = window[-1] if window else None
         position = [last.knowledge_id, last.chunk_id] if last else list(after or ())
-        next_cursor = _encode(min(end, len(index)), position, fingerprint)
+        next_cursor = _encode(min(end, length), position, fingerprint)
     return {
-        "index": index[offset:end],
+        "index": index,
         "pages": [
             asdict(r)
             for r in window

@@ -1,5 +1,6 @@
 """The state: one repository port per aggregate (tenants and keys, knowledge bases, knowledge, tags, chunks,
-spans, usage, tasks, wiki; the graph's is chalicelib/ports/graph.py, re-exported here)."""
+spans, usage, tasks; the graph's is chalicelib/ports/graph.py and the wiki's chalicelib/ports/wiki.py,
+re-exported here)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ from chalicelib.ports.graph import GraphEdge as GraphEdge
 from chalicelib.ports.graph import GraphNeighbourhood as GraphNeighbourhood
 from chalicelib.ports.graph import GraphNode as GraphNode
 from chalicelib.ports.graph import GraphRepo as GraphRepo
+from chalicelib.ports.wiki import WikiOp as WikiOp
+from chalicelib.ports.wiki import WikiPageRecord as WikiPageRecord
+from chalicelib.ports.wiki import WikiRepo as WikiRepo
 
 
 class TenantRepo(Protocol):
@@ -535,63 +539,3 @@ class TaskRepo(Protocol):
         """Writes the task's counters and status, only forward: False when a redelivered worker is behind
         what another run already recorded (its work was idempotent, its counts are not)."""
         ...
-
-
-@dataclass
-class WikiOp:
-    """A document waiting for its wiki pages; its task token holds the document's finalizing slot."""
-
-    kb_id: str
-    knowledge_id: str
-    attempt: int
-    token: str
-
-
-@dataclass
-class WikiPageRecord:
-    knowledge_id: str
-    document: str
-    title: str
-    chunk_id: str
-
-
-class WikiRepo(Protocol):
-    def put_op(self, op: WikiOp) -> None:
-        """Queues (or requeues, for a newer attempt) the document's wiki work."""
-        ...
-
-    def claim_ops(self, kb_id: str, limit: int, stale_after_seconds: int) -> list[WikiOp]:
-        """Up to `limit` pending ops (or ones claimed longer ago than `stale_after_seconds`), now claimed."""
-        ...
-
-    def pending(self, kb_id: str) -> int: ...
-
-    def ops(self, kb_id: str) -> list[WikiOp]:
-        """Every op of the knowledge base, pending or claimed: the tokens its wiki holds."""
-        ...
-
-    def heartbeat_due(self, kb_id: str, every_seconds: int) -> bool:
-        """True for one caller per `every_seconds` and knowledge base (a lease): that one heartbeats the ops."""
-        ...
-
-    def finish_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None: ...
-
-    def release_op(self, kb_id: str, knowledge_id: str, attempt: int) -> None:
-        """A claimed op back to pending (its worker could not do it now); another attempt's op is left be."""
-        ...
-
-    def put_pages(self, kb_id: str, knowledge_id: str, pages: Sequence[WikiPageRecord]) -> None:
-        """Replaces the document's page records."""
-        ...
-
-    def delete_pages(self, kb_id: str, knowledge_id: str) -> int: ...  # how many records it deleted
-
-    def delete_kb(self, kb_id: str) -> None:
-        """Everything of the knowledge base's wiki: its ops, page records and index."""
-        ...
-
-    def pages(self, kb_id: str) -> list[WikiPageRecord]: ...
-
-    def put_index(self, kb_id: str, markdown: str) -> None: ...
-
-    def get_index(self, kb_id: str) -> str | None: ...

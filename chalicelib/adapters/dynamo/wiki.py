@@ -21,6 +21,7 @@ from chalicelib.ports import (
     WikiOp,
     WikiPageRecord,
 )
+from chalicelib.ports.wiki import PagePosition, page_window, parts_holding
 
 
 class DynamoWikiRepo:
@@ -110,10 +111,10 @@ class DynamoWikiRepo:
         self.delete_pages(kb_id, knowledge_id)
         with self.model.batch_write() as batch:
             for n, page in enumerate(pages):
-                batch.save(self.model(kb_id, f"page#{knowledge_id}#{n:03d}", body=asdict(page)))
+                batch.save(self.model(kb_id, f"{_PAGE}{knowledge_id}#{n:03d}", body=asdict(page)))
 
     def delete_pages(self, kb_id: str, knowledge_id: str) -> int:
-        return self._delete(self.model.query(kb_id, self.model.key.startswith(f"page#{knowledge_id}#")))
+        return self._delete(self.model.query(kb_id, self.model.key.startswith(f"{_PAGE}{knowledge_id}#")))
 
     def delete_kb(self, kb_id: str) -> None:
         self._delete(self.model.query(kb_id, consistent_read=True))
@@ -126,26 +127,38 @@ class DynamoWikiRepo:
         return len(items)
 
     def pages(self, kb_id: str) -> list[WikiPageRecord]:
-        return [WikiPageRecord(**i.body) for i in self.model.query(kb_id, self.model.key.startswith("page#"))]
+        return [WikiPageRecord(**i.body) for i in self.model.query(kb_id, self.model.key.startswith(_PAGE))]
+
+    def pages_after(
+        self, kb_id: str, after: PagePosition | None, limit: int
+    ) -> tuple[list[WikiPageRecord], bool]:
+        """One Query from the cursor's document on, read lazily: page_window stops it a few records past
+        the page (the rest of the last document and one more)."""
+        m = self.model
+        start = f"{_PAGE}{after[0]}#" if after is not None else _PAGE
+        items = m.query(kb_id, m.key.between(start, _PAGES_END), page_size=limit + _PAGE_LOOKAHEAD)
+        return page_window((WikiPageRecord(**i.body) for i in items), after, limit)
 
     def put_index(self, kb_id: str, markdown: str) -> None:
         """The index in parts of at most WIKI_INDEX_PART_BYTES (`index#<digest>#<n>`), then its head
-        (`index`: the digest, the number of parts and a version) written only over the head this read, so
-        a concurrent writer's head never points at parts another deleted; then the parts of other digests
-        go. An index as it is stored already is not written again. A head of one item holding the Markdown
-        (as indices were kept before) is read as it is and replaced by the first write."""
+        (`index`: the digest, the number of parts and their lengths in characters, a version) written only
+        over the head this read, so a concurrent writer's head never points at parts another deleted; then
+        the parts of other digests go. An index as it is stored already is not written again (one whose head
+        has no lengths, written before they were kept, is). A head of one item holding the Markdown (as
+        indices were kept before) is read as it is and replaced by the first write."""
         m = self.model
         digest = hashlib.sha256(markdown.encode("utf-8")).hexdigest()[:32]
         head = self._head(kb_id)
-        if head is not None and head.status == digest and "parts" in head.body:
+        if head is not None and head.status == digest and "chars" in head.body:
             return
         parts = split_json_text(markdown, WIKI_INDEX_PART_BYTES)
         with m.batch_write() as batch:
             for n, part in enumerate(parts):
                 batch.save(m(kb_id, f"{_INDEX_PART}{digest}#{n:04d}", body={"markdown": part}))
         version = int(head.attempt) if head is not None else 0
+        head_body = {"parts": len(parts), "chars": [len(part) for part in parts]}
         try:
-            m(kb_id, _INDEX, body={"parts": len(parts)}, status=digest, attempt=version + 1).save(
+            m(kb_id, _INDEX, body=head_body, status=digest, attempt=version + 1).save(
                 condition=m.key.does_not_exist() | (m.attempt == version)
             )
         except PutError as error:
@@ -174,10 +187,41 @@ class DynamoWikiRepo:
                 return "".join(str(p.body.get("markdown", "")) for p in sorted(parts, key=lambda p: p.key))
         return None
 
+    def index_part(self, kb_id: str, offset: int, chars: int) -> tuple[str, int] | None:
+        """The head, then a GetItem for each part holding the range: one or two for a listing page's
+        200,000 characters of an ASCII index, against every part of it (thousands of documents) before."""
+        for _ in range(3):  # a head replaced while its parts were read: read the new one
+            head = self._head(kb_id)
+            if head is None:
+                return None
+            lengths = head.body.get("chars")
+            if not isinstance(lengths, list):  # stored before the parts' lengths were kept: read it whole
+                whole = self.get_index(kb_id)
+                return None if whole is None else (whole[offset : offset + chars], len(whole))
+            wanted, skip = parts_holding(lengths, offset, chars)
+            texts = [self._index_part(kb_id, head.status, n) for n in wanted]
+            found = [t for t in texts if t is not None]
+            if len(found) == len(wanted):
+                return "".join(found)[skip : skip + chars], sum(lengths)
+        return None
+
+    def _index_part(self, kb_id: str, digest: str, n: int) -> str | None:
+        try:
+            item = self.model.get(kb_id, f"{_INDEX_PART}{digest}#{n:04d}", consistent_read=True)
+        except DoesNotExist:
+            return None
+        return str(item.body.get("markdown", ""))
+
 
 #: the wiki index's head and the prefix of its parts (no other wiki key starts with "index")
 _INDEX = "index"
 _INDEX_PART = "index#"
+#: a page record's key is `page#<knowledge id>#<n>`; "$" follows "#": every page key sorts below _PAGES_END
+_PAGE = "page#"
+_PAGES_END = "page$"
+#: records a listing page reads past its `limit` in its one request: the cursor's document's earlier ones
+#: and the rest of the last document (4 each: 5 records a document at most), and one to say there is more
+_PAGE_LOOKAHEAD = 4 + 4 + 1
 
 
 # ---------------------------------------------------------------- tags

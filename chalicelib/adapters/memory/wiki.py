@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.item_limits import ITEM_MAX_BYTES, WIKI_INDEX_PART_BYTES, item_size, split_json_text
@@ -13,6 +13,7 @@ from chalicelib.ports import (
     WikiOp,
     WikiPageRecord,
 )
+from chalicelib.ports.wiki import PagePosition, page_window, parts_holding
 
 if TYPE_CHECKING:
     pass
@@ -27,6 +28,10 @@ class MemoryWikiRepo:
         self._index: dict[str, list[str]] = {}  # kb -> the index's parts, an item each in the table
         self._heartbeats: dict[str, float] = {}  # kb -> when its ops were last heartbeaten
         self._lock = threading.Lock()
+        #: page records read, as the table's Query would read them (for tests)
+        self.records_read = 0
+        #: characters of the index read (for tests)
+        self.index_chars_read = 0
 
     def put_op(self, op: WikiOp) -> None:
         with self._lock:
@@ -94,7 +99,22 @@ class MemoryWikiRepo:
 
     def pages(self, kb_id: str) -> list[WikiPageRecord]:
         with self._lock:
-            return [copy.deepcopy(p) for (kb, _), pages in self._pages.items() if kb == kb_id for p in pages]
+            found = [copy.deepcopy(p) for (kb, _), pages in self._pages.items() if kb == kb_id for p in pages]
+            self.records_read += len(found)
+            return found
+
+    def pages_after(
+        self, kb_id: str, after: PagePosition | None, limit: int
+    ) -> tuple[list[WikiPageRecord], bool]:
+        with self._lock:  # documents in the table's key order, from the cursor's document on
+            owners = sorted(k for kb, k in self._pages if kb == kb_id and (after is None or k >= after[0]))
+            return page_window(self._records_of(kb_id, owners), after, limit)
+
+    def _records_of(self, kb_id: str, owners: Sequence[str]) -> Iterator[WikiPageRecord]:
+        for owner in owners:
+            for record in self._pages[(kb_id, owner)]:
+                self.records_read += 1
+                yield copy.deepcopy(record)
 
     def put_index(self, kb_id: str, markdown: str) -> None:
         parts = split_json_text(markdown, WIKI_INDEX_PART_BYTES)
@@ -110,7 +130,20 @@ class MemoryWikiRepo:
     def get_index(self, kb_id: str) -> str | None:
         with self._lock:
             parts = self._index.get(kb_id)
-            return None if parts is None else "".join(parts)
+            if parts is None:
+                return None
+            self.index_chars_read += sum(len(part) for part in parts)
+            return "".join(parts)
+
+    def index_part(self, kb_id: str, offset: int, chars: int) -> tuple[str, int] | None:
+        with self._lock:
+            parts = self._index.get(kb_id)
+            if parts is None:
+                return None
+            lengths = [len(part) for part in parts]
+            wanted, skip = parts_holding(lengths, offset, chars)
+            self.index_chars_read += sum(lengths[n] for n in wanted)
+            return "".join(parts[n] for n in wanted)[skip : skip + chars], sum(lengths)
 
 
 # ---------------------------------------------------------------- embedding cache, health, URLs, sleep
