@@ -7,9 +7,10 @@ redelivered message redoes (or only counts) the same copy: its source file and i
 keys under the copy's own prefix, chunk ids are remapped and image links rewritten, and the index entries
 are copied with their vectors (nothing re-embedded), renamed as the copy's own first attempt. Each pass and
 each copy read both knowledge bases again and check them as the request was (`check_compatible`: a re-embed
-or its switch since then fails the pass, or the copy). Before the copy is marked completed the source is read
-again (a reparse meanwhile: the copy goes and the source is planned again), and after, the knowledge bases
-and the copy (a delete of the target or the copy, or another model meanwhile: the copy goes). The copy's
+or its switch since then fails the pass, or the copy). Before the copy is marked completed the source and its
+chunks are read again (a reparse, a chunk edited or switched, or the document switched meanwhile: the copy
+goes and the source is planned again, at most MAX_SOURCE_CHANGES times a delivery), and after, the knowledge
+bases and the copy (a delete of the target or the copy, or another model meanwhile: the copy goes). The copy's
 bytes count on the tenant's storage quota (over it, the copy fails). A copy that fails removes everything it
 wrote.
 """
@@ -70,14 +71,23 @@ from chalicelib.tasks.move_clone import (
 #: copies made concurrently (WeKnora clones 10 at a time)
 CLONE_BATCH = 10
 LIST_PAGE = 100_000
+#: chunks read a page at a time when the source's chunks are read again
+CHUNK_PAGE = 1000
+#: times one source may change under its copy in one delivery before its item fails (an edit does not take
+#: the source out of the plan as a reparse does, so a source edited without pause would be copied forever)
+MAX_SOURCE_CHANGES = 3
 _COPY_NAMESPACE = uuid.UUID("8a0f3d5e-6c1b-4f7e-9d2a-5b4c3e2f1a00")
 #: a copy is a new document: its first attempt, whichever attempt of the source it copies
 COPY_ATTEMPT = 1
 
 
-class SourceReparsed(Exception):
-    """The source began another attempt while it was copied: the copy is removed and the source planned
-    again (never recorded as the item's outcome)."""
+class SourceChanged(Exception):
+    """The source changed while it was copied (a chunk edited or switched, the document switched): the copy
+    is removed and the source planned again (not recorded as the item's outcome, up to MAX_SOURCE_CHANGES)."""
+
+
+class SourceReparsed(SourceChanged):
+    """The source began another attempt while it was copied."""
 
 
 def copy_tags(deps: Dependencies, source: Knowledge, copy: Knowledge) -> None:
@@ -154,6 +164,7 @@ def plan_clone(deps: Dependencies, task: Task, source: KnowledgeBase, target: Kn
 
 
 def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
+    changed: Counter[str] = Counter()  # sources changed under their copy in this delivery
     while True:
         try:  # every pass: a re-embed, its switch or a delete may have landed during the one before
             source, target = require_clonable(deps, str(task.params["source_kb_id"]), task.kb_id)
@@ -178,17 +189,25 @@ def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
                     for row in batch
                 ]
             for row, future in zip(batch, futures, strict=True):
-                if isinstance(future.exception(), SourceReparsed):
-                    # its copy was removed; not recorded, so the next pass plans the source again as its
-                    # new attempt stands (copied once completed, left out while on its way)
-                    logger.info("a source was reparsed while it was copied", extra={"knowledge_id": row.id})
-                    continue
+                outcome = partial(_outcome, future)
+                if isinstance(future.exception(), SourceChanged):
+                    changed[row.id] += 1
+                    if changed[row.id] < MAX_SOURCE_CHANGES:
+                        # its copy was removed; not recorded, so the next pass plans the source again as it
+                        # stands (a new attempt: copied once completed, left out while on its way)
+                        logger.info("a source changed while it was copied", extra={"knowledge_id": row.id})
+                        continue
+                    outcome = partial(_refuse, ItemFailed(SOURCE_KEPT_CHANGING))
                 task.items.append(f"copy:{row.id}")  # recorded as it is counted: see plan_clone
-                yield f"copy:{row.id}", partial(_outcome, future)
+                yield f"copy:{row.id}", outcome
 
 
 def _outcome(future: Future[None]) -> None:
     future.result()  # re-raises the copy's error, which the worker records (or retries)
+
+
+def _refuse(refusal: ItemFailed) -> None:
+    raise refusal
 
 
 def require_clonable(
@@ -210,11 +229,7 @@ def _refused(task: Task, item: str, refusal: ItemFailed) -> Iterator[Work]:
     if item in task.items:
         return
     task.items.append(item)
-
-    def refuse() -> None:
-        raise refusal
-
-    yield item, refuse
+    yield item, partial(_refuse, refusal)
 
 
 # ---------------------------------------------------------------- clone: one copy
@@ -270,12 +285,17 @@ def clone_one(
 
 
 SOURCE_GONE = "the source is no longer a completed knowledge of the source knowledge base"
+SOURCE_KEPT_CHANGING = "the source kept changing while it was copied; clone again once it is left alone"
 
 
-def _require_unchanged_source(deps: Dependencies, src: Knowledge, copies: list[Chunk]) -> None:
+def _require_unchanged_source(
+    deps: Dependencies, src: Knowledge, chunks: list[Chunk], copies: list[Chunk]
+) -> None:
     """Read after the chunks and the index entries were copied, before the copy is marked completed: a
-    reparse (or a delete) that landed while they were read left them empty or half of another attempt.
-    After this read, what was copied is the attempt as it was."""
+    reparse (or a delete) that landed while they were read left them empty or half of another attempt; a
+    chunk edited or switched, or the document switched, between the chunks' read and the entries' copy left
+    the copy's chunks saying one thing and its entries another. After this read, what was copied is the
+    attempt as it was."""
     current = deps.knowledge.get(src.id)
     if current is None or current.kb_id != src.kb_id:
         raise ItemFailed(SOURCE_GONE)
@@ -283,12 +303,33 @@ def _require_unchanged_source(deps: Dependencies, src: Knowledge, copies: list[C
         raise SourceReparsed(src.id)
     if current.parse_status != ParseStatus.COMPLETED:
         raise ItemFailed(SOURCE_GONE)
+    if current.enable_status != src.enable_status:  # the entries were copied switched as it is now
+        raise SourceChanged(src.id)
+    if _chunk_states(deps, src) != {chunk.id: _chunk_state(chunk) for chunk in chunks}:
+        raise SourceChanged(src.id)
     # chunk_count counts what chunking wrote (text and parent chunks); later stages only add other kinds
     body = sum(1 for chunk in copies if chunk.chunk_type in (ChunkType.TEXT, ChunkType.PARENT_TEXT))
     if body != src.chunk_count:
         raise ItemFailed(
             f"the source has {body} of its {src.chunk_count} chunks stored: a copy would be incomplete"
         )
+
+
+def _chunk_state(chunk: Chunk) -> tuple[str, str, bool]:
+    """What a chunk's index entries are made from: its text and its switch."""
+    return chunk.content_hash, chunk.content, chunk.is_enabled
+
+
+def _chunk_states(deps: Dependencies, src: Knowledge) -> dict[str, tuple[str, str, bool]]:
+    """The source attempt's chunks as stored now, a page at a time (each read once, as in the first read)."""
+    prefix = attempt_chunk_prefix(src.id, src.attempt)
+    states: dict[str, tuple[str, str, bool]] = {}
+    after: str | None = None
+    while True:
+        page, after = deps.chunks.list_page(src.id, prefix=prefix, after=after, limit=CHUNK_PAGE)
+        states.update((chunk.id, _chunk_state(chunk)) for chunk in page)
+        if after is None:
+            return states
 
 
 class _CopyKeys:
@@ -453,7 +494,7 @@ def _copy_content(
         Stage.EMBEDDING,
         {"texts_embedded": 0, "cache_hits": 0, "entries_copied": entries, "chunks": len(copies)},
     )
-    _require_unchanged_source(deps, src, copies)
+    _require_unchanged_source(deps, src, chunks, copies)
     try:
         # the copy's bytes counted on the tenant with the row, within its quota (one transaction)
         indexed = deps.knowledge.mark_indexed(
