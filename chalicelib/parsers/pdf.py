@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.parsers.base import ParseContext, parse_failed
+from chalicelib.parsers.pdf_columns import in_column_order
 from chalicelib.parsers.pdf_figures import figure_image
 from chalicelib.parsers.pdf_forms import form_fields_markdown
 from chalicelib.parsers.pdf_pdfium import (
@@ -145,17 +146,20 @@ def _read_lines(page: int, pdfium_c: Any, invisible_objects: bool | None = None)
     if not textpage:
         raise pdfium.PdfiumError("Failed to load text page.")
     try:
-        return _page_lines(textpage, pdfium_c, invisible_objects)
+        return _page_lines(textpage, pdfium_c, invisible_objects, page_size(page, fn)[0])
     finally:
         fn.close_textpage(textpage)
 
 
-def _page_lines(textpage: int, pdfium_c: Any, invisible_objects: bool | None = None) -> list[_Line]:
+def _page_lines(
+    textpage: int, pdfium_c: Any, invisible_objects: bool | None = None, width: float = 0.0
+) -> list[_Line]:
     """Text lines in pdfium's reading order, each with the font size and baseline of its first glyph
     (one pdfium call each per line, none per character) and whether it is drawn invisibly. `textpage`:
     the text page's address; `invisible_objects`: whether any of the page's text objects is drawn
     invisibly, when known (`walk_objects`, which asks every object's render mode anyway): when none is,
-    the two calls a line that find each line's object and its render mode are left out."""
+    the two calls a line that find each line's object and its render mode are left out. `width`: the
+    page's width, for reading a two-column page column by column (`in_column_order`; 0: pdfium's order)."""
     fn = natives(pdfium_c)
     raw = page_text(textpage, fn)
     tp = Handle(textpage)  # the per-line calls are unchecked: a handle, not an int (`Natives`)
@@ -177,13 +181,13 @@ def _page_lines(textpage: int, pdfium_c: Any, invisible_objects: bool | None = N
     bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
     lines = list(itertools.starmap(_Line, zip(texts, sizes, bases, strict=True)))
     if invisible_objects is False:
-        return lines
+        return in_column_order(lines, raw, starts, tp, fn, pdfium_c, width)
     invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
     modes = list(map(fn.render_mode, map(fn.text_object, itertools.repeat(tp), starts)))  # NULL: UNKNOWN
     if invisible in modes:
         for line, mode in zip(lines, modes, strict=True):
             line.hidden = mode == invisible
-    return lines
+    return in_column_order(lines, raw, starts, tp, fn, pdfium_c, width)
 
 
 def _body_size(pages: list[list[_Line]]) -> float:
