@@ -2,6 +2,9 @@
 
 Two spellings of one question hash equal when they differ only by surrounding blanks, URLs, case, edge
 punctuation, traditional vs simplified characters, full vs half width, or spaces between CJK characters.
+A `+` or `#` ending a word is part of it, not edge punctuation: "What is C++?" and "What is C?" are two
+questions (C#, F#, A+, x++ too). Rule 1 (`keep_word_marks=False`) stripped them; reservation keys stored
+before rule 2 were made with it (chalicelib/faq/reservations.py).
 Traditional → simplified is OpenCC's `t2s` table (a maintained dictionary, not a hand-written one), the
 one implementation in `chalicelib.domain.text_fold` that the keyword index uses too.
 """
@@ -23,15 +26,26 @@ _CJK = (
 )
 CJK_SPACE = re.compile(rf"(?<=[{_CJK}])\s+(?=[{_CJK}])")
 SPACES = re.compile(r"\s+")
+#: marks that belong to the word they end (C++, C#, F#, A+)
+WORD_MARKS = frozenset("+#")
 
 
 def _edge_punctuation(char: str) -> bool:
     return char.isspace() or unicodedata.category(char)[0] in ("P", "S")
 
 
-def normalise(text: str) -> str:
+def _ends_a_word(value: str, start: int, end: int) -> bool:
+    """Whether value[start:end] ends with a run of WORD_MARKS right after a letter or digit."""
+    marks = end
+    while marks > start and value[marks - 1] in WORD_MARKS:
+        marks -= 1
+    return start < marks < end and value[marks - 1].isalnum()
+
+
+def normalise(text: str, *, keep_word_marks: bool = True) -> str:
     """trim → full→half width (NFKC) → traditional→simplified → strip URLs → lowercase → strip edge
-    punctuation → drop spaces between CJK characters (other runs of blanks become one space)."""
+    punctuation (a `+`/`#` run ending a word stays, unless `keep_word_marks` is False: rule 1) → drop
+    spaces between CJK characters (other runs of blanks become one space)."""
     value = unicodedata.normalize("NFKC", text or "").strip()
     value = to_simplified(value)
     value = URL.sub(" ", value)
@@ -40,6 +54,8 @@ def normalise(text: str) -> str:
     while start < end and _edge_punctuation(value[start]):
         start += 1
     while end > start and _edge_punctuation(value[end - 1]):
+        if keep_word_marks and _ends_a_word(value, start, end):
+            break
         end -= 1
     value = value[start:end]
     value = CJK_SPACE.sub("", value)

@@ -53,7 +53,7 @@ from chalicelib.domain.types import KnowledgeBase, utcnow
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
 from chalicelib.faq.index import FaqIndex as FaqIndex  # where callers have found it
 from chalicelib.faq.keyed import PAGE, ensure_keyed, pages, tag_in_use, tag_links
-from chalicelib.faq.reservations import CLAIM_USABLE_SECONDS, claim, question_keys
+from chalicelib.faq.reservations import CLAIM_USABLE_SECONDS, claim, held_keys, question_keys
 from chalicelib.faq.reservations import question_key as question_key  # where callers have found it
 from chalicelib.faq.validation import storage_change, too_large
 from chalicelib.observability import logger
@@ -392,7 +392,7 @@ def update_entry(
     if before.is_enabled != after.is_enabled:
         index.set_enabled(after, [i for i in new_ids if i in old_ids])
     deps.faq.confirm_questions(kb.id, entry_id, list(added))
-    deps.faq.release_questions(kb.id, entry_id, [k for k in old_keys if k not in new_keys])
+    deps.faq.release_questions(kb.id, entry_id, [k for k in held_keys(before) if k not in new_keys])
     if after.tags:
         deps.faq.link_tags(kb.id, tag_links([after]))
         deps.faq.add_tags(kb.id, after.tags)
@@ -410,7 +410,7 @@ def delete_entry(deps: Dependencies, tenant_id: str, kb_id: str, entry_id: str) 
     index.remove_entries([entry.id])  # vectors first: a crash leaves a row, never a ghost hit
     removed = deps.faq.delete_entries(kb.id, [entry.id])
     index.remove_entries([entry.id])  # those of an update that saved its row while this ran
-    deps.faq.release_questions(kb.id, entry.id, list(question_keys(entry)))
+    deps.faq.release_questions(kb.id, entry.id, held_keys(entry))
     give_back_storage(deps, tenant_id, removed)  # (none when a racing delete removed the row first)
     if entry.tags:
         deps.faq.unlink_tags(kb.id, tag_links([entry]))

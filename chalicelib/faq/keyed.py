@@ -7,7 +7,9 @@ table) once one pass has read every entry and reserved each question no entry ho
 tag: the first entry write on a knowledge base not keyed makes that pass (there is no separate backfill; an
 empty knowledge base costs one read), later writes read reservations and links only. A pass that dies
 midway keeps what it reserved and linked; the next write makes it again. A question two older entries
-share stays reserved by the first (a new entry with it is still refused).
+share stays reserved by the first (a new entry with it is still refused). The mark names the key rule
+(reservations.KEY_RULE): a knowledge base keyed under an older rule is passed over again, which reserves
+the new keys of the questions the rule changed (a "C++" entry held "c"; every other key is the same).
 
 Tag links outlive a use (an import or a clone deleting entries, a merge changing tags: writers link before
 they write and unlink only after), so `tag_in_use` reads the linked entries and drops the stale links.
@@ -19,7 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.faq_normalise import normalise
-from chalicelib.faq.reservations import claim, unconfirmed
+from chalicelib.faq.reservations import KEY_RULE, claim, unconfirmed
 
 if TYPE_CHECKING:
     from chalicelib.domain.faq import FaqEntry
@@ -49,7 +51,7 @@ def pages(deps: Dependencies, kb_id: str) -> Iterator[list[FaqEntry]]:
 def ensure_keyed(deps: Dependencies, kb_id: str, own: set[str], entry_id: str) -> FaqEntry | None:
     """Makes the pass (module docstring) unless the knowledge base is keyed. Returns an entry other than
     `entry_id` with one of the normalised questions `own` that the pass read (None when keyed)."""
-    if deps.faq.entries_keyed(kb_id):
+    if deps.faq.entries_keyed(kb_id, KEY_RULE):
         return None
     clash = None
     for page in pages(deps, kb_id):
@@ -57,7 +59,7 @@ def ensure_keyed(deps: Dependencies, kb_id: str, own: set[str], entry_id: str) -
             if clash is None and other.id != entry_id and own & {normalise(q) for q in other.questions()}:
                 clash = other
         key_entries(deps, kb_id, page)
-    deps.faq.mark_entries_keyed(kb_id)
+    deps.faq.mark_entries_keyed(kb_id, KEY_RULE)
     return clash
 
 

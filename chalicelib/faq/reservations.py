@@ -7,6 +7,17 @@ confirms them (held for good) or releases them; a delete releases what the entry
 The holder is the entry's id, so a writer that is redone (a redelivered import batch, a clone copy made
 again: their ids are derived from the task and the row or the source entry) claims its own reservations
 again instead of being refused by them.
+
+Key rules (KEY_RULE). Rule 1 normalised "What is C++?" as "what is c", rule 2 keeps a `+`/`#` ending a
+word (faq_normalise). A key is the digest of the normalised question under the rule, unprefixed: the two
+rules give every question whose text rule 2 did not change the same key (nothing to move), and a rule-1
+text never ends with `+`/`#`, so a rule-2 key of a changed text ("c++") is never a rule-1 key. An entry
+saved under rule 1 holds its changed questions under the rule-1 key only ("C++" as "c"), so:
+- the keyed mark is per rule (keyed.py): the first write on a knowledge base after the change reads every
+  entry once (finding a rule-1 "C++" entry by its text) and reserves each entry's rule-2 keys;
+- a rule-1 key kept by an entry whose questions no longer normalise to it ("C" wanted, "C++" holds "c") is
+  taken over like any reservation whose entry let the question go (`claim`);
+- a delete or an update releases the rule-1 keys too (`held_keys`): what the entry may hold.
 """
 
 from __future__ import annotations
@@ -31,16 +42,33 @@ CLAIM_SECONDS = 20 * 60
 CLAIM_USABLE_SECONDS = CLAIM_SECONDS - 5 * 60
 #: rounds of taking over reservations whose entry let the question go, before giving up
 ROUNDS = 3
+#: the rule keys are made with now (module docstring); the keyed mark names it
+KEY_RULE = 2
+
+
+def _digest(normalised: str) -> str:
+    return hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:32]
 
 
 def question_key(question: str) -> str:
     """A question's reservation key: the digest of its normalised form (a sort key holds at most 1 KB)."""
-    return hashlib.sha256(normalise(question).encode("utf-8")).hexdigest()[:32]
+    return _digest(normalise(question))
 
 
 def question_keys(entry: FaqEntry) -> dict[str, str]:
     """The entry's reservation keys -> its normalised questions."""
     return {question_key(q): normalise(q) for q in entry.questions() if normalise(q)}
+
+
+def held_keys(entry: FaqEntry) -> list[str]:
+    """Every key the entry may hold: its keys, and the rule-1 keys of its questions rule 2 changed (held
+    if it was saved before the change)."""
+    keys = list(question_keys(entry))
+    for q in entry.questions():
+        old = normalise(q, keep_word_marks=False)
+        if old and old != normalise(q):
+            keys.append(_digest(old))
+    return list(dict.fromkeys(keys))
 
 
 @dataclass(frozen=True)
@@ -103,4 +131,4 @@ def unconfirmed(deps: Dependencies, kb_id: str, entries: list[FaqEntry]) -> dict
 def release_entries(deps: Dependencies, kb_id: str, entries: list[FaqEntry]) -> None:
     """The reservations the entries (deleted) held."""
     for entry in entries:
-        deps.faq.release_questions(kb_id, entry.id, list(question_keys(entry)))
+        deps.faq.release_questions(kb_id, entry.id, held_keys(entry))

@@ -100,16 +100,17 @@ class FaqRepo(Protocol):
         ...
 
     def clear_questions(self, kb_id: str) -> None:
-        """Deletes every reservation, tag link and the keyed mark of the knowledge base (it is being
-        deleted)."""
+        """Deletes every reservation, tag link and keyed mark (of every key rule) of the knowledge base (it
+        is being deleted)."""
         ...
 
-    def entries_keyed(self, kb_id: str) -> bool:
-        """True once every entry of the knowledge base was found holding its question reservations and tag
-        links (chalicelib/faq/keyed.py): a write then reads those, not every entry."""
+    def entries_keyed(self, kb_id: str, rule: int) -> bool:
+        """True once every entry of the knowledge base was found holding its question reservations under
+        the key rule `rule` (chalicelib/faq/reservations.py) and its tag links (chalicelib/faq/keyed.py): a
+        write then reads those, not every entry. A mark of another rule does not count."""
         ...
 
-    def mark_entries_keyed(self, kb_id: str) -> None: ...
+    def mark_entries_keyed(self, kb_id: str, rule: int) -> None: ...
 
     # -- tag links: an entry uses a tag (what tells a tag still in use without reading every entry)
     def link_tags(self, kb_id: str, links: Sequence[tuple[str, str]]) -> None:

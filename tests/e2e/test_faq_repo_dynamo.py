@@ -44,3 +44,21 @@ def test_no_query_has_a_between_whose_lower_bound_is_above_the_upper(
             low, high = (values[name]["S"] for name in between.groups())
             assert low.encode() <= high.encode(), query
     assert sent, "no Query was sent"
+
+
+def test_the_keyed_mark_stored_before_key_rules_were_numbered_is_rule_one(module_services: Services) -> None:
+    """Knowledge bases keyed under rule 1 (C++ reserved as C) carry the item `keyed`: it does not vouch for
+    rule 2, so their first write re-keys them (chalicelib/faq/keyed.py)."""
+    from chalicelib.adapters.dynamo.faq import DynamoFaqRepo
+
+    faq = module_services.faq
+    assert isinstance(faq, DynamoFaqRepo)
+    kb_id = f"kb-{uuid.uuid4()}"
+    model = faq.model
+    model(kb_id, "keyed").save()  # as the adapter wrote it before
+    assert faq.entries_keyed(kb_id, 1) is True
+    assert faq.entries_keyed(kb_id, 2) is False
+    faq.mark_entries_keyed(kb_id, 2)
+    assert faq.entries_keyed(kb_id, 2) is True
+    faq.clear_questions(kb_id)
+    assert list(model.query(kb_id)) == []

@@ -160,9 +160,12 @@ class FaqRepoContract:
         assert faq.question_holders(kb_id, ["k1", "k3"]) == {}
 
     def test_the_keyed_mark_and_tag_links_and_their_clearing(self, faq: FaqRepo, kb_id: str) -> None:
-        assert faq.entries_keyed(kb_id) is False
-        faq.mark_entries_keyed(kb_id)
-        assert faq.entries_keyed(kb_id) is True
+        assert faq.entries_keyed(kb_id, 1) is False
+        faq.mark_entries_keyed(kb_id, 1)
+        assert faq.entries_keyed(kb_id, 1) is True
+        assert faq.entries_keyed(kb_id, 2) is False  # a mark vouches for its key rule only
+        faq.mark_entries_keyed(kb_id, 2)
+        assert faq.entries_keyed(kb_id, 2) is True
         faq.link_tags(kb_id, [("e1", "a"), ("e2", "a"), ("e1", "a#b"), ("e3", "b"), ("e1", "a")])
         assert sorted(faq.tag_users(kb_id, "a", 10)) == ["e1", "e2"]
         assert faq.tag_users(kb_id, "a#b", 10) == ["e1"]
@@ -171,5 +174,5 @@ class FaqRepoContract:
         faq.unlink_tags(kb_id, [("e1", "a"), ("e9", "a")])
         assert faq.tag_users(kb_id, "a", 10) == ["e2"]
         faq.clear_questions(kb_id)
-        assert faq.entries_keyed(kb_id) is False
+        assert faq.entries_keyed(kb_id, 1) is False and faq.entries_keyed(kb_id, 2) is False
         assert faq.tag_users(kb_id, "a", 10) == [] and faq.tag_users(kb_id, "b", 10) == []

@@ -38,3 +38,27 @@ def test_hash_sorts_lists_and_covers_every_part() -> None:
     assert base != content_hash("Q2", ["a", "b"], ["n1", "n2"], ["x", "y"])
     # a similar question is not a negative one: moving it changes the hash
     assert content_hash("Q", ["a"], [], ["x"]) != content_hash("Q", [], ["a"], ["x"])
+
+
+@pytest.mark.parametrize(
+    ("marked", "bare"),
+    [("What is C++?", "What is C?"), ("What is C#?", "What is C?"), ("A+", "A"), ("F#", "F"), ("x++", "x")],
+)
+def test_a_plus_or_hash_ending_a_word_is_part_of_the_question(marked: str, bare: str) -> None:
+    assert normalise(marked) != normalise(bare)
+    assert content_hash(marked, [], [], ["ok"]) != content_hash(bare, [], [], ["ok"])
+    assert normalise(marked, keep_word_marks=False) == normalise(bare)  # rule 1, which stored keys used
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("What is  c++ ?", "what is C++"),  # spacing, case and the question mark still do not count
+        ("ＷＨＡＴ ＩＳ Ｃ＃？", "what is c#"),  # full width
+        ("What is C++ ?!", "what is c++"),
+        ("#hashtag", "hashtag"),  # a leading mark is edge punctuation
+        ("What is C ++?", "what is c"),  # marks apart from the word are too
+    ],
+)
+def test_spellings_around_word_marks_normalise_equal(first: str, second: str) -> None:
+    assert normalise(first) == normalise(second)

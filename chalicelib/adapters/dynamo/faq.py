@@ -1,7 +1,7 @@
 """FaqRepo on DynamoDB (PynamoDB): one table `{prefix}-faq`, partition = knowledge base, sort key =
 `e#<entry id>` (entries), `q#<question key>` (a normalised question reserved by one entry), `lease` (the
-import lease), `tag#<name>`, `tu#<tag digest>#<entry id>` (an entry uses a tag), `keyed` (every entry holds
-its reservations and tag links), `last-import`.
+import lease), `tag#<name>`, `tu#<tag digest>#<entry id>` (an entry uses a tag), `keyed` / `keyed#<rule>`
+(every entry holds its reservations under key rule 1 / that rule, and its tag links), `last-import`.
 
 An entry item keeps its `updated_at` beside its body, so an update can write the row only if it is still
 the one it read (and a create only if no row has its id). A question reservation is one conditional put:
@@ -45,6 +45,11 @@ TAG = "tag#"
 LAST_IMPORT = "last-import"
 TAG_USE = "tu#"
 KEYED = "keyed"
+
+
+def _keyed_key(rule: int) -> str:
+    """Rule 1's mark keeps the name it had before rules were numbered."""
+    return KEYED if rule == 1 else f"{KEYED}#{rule}"
 
 
 def _tag_use_prefix(name: str) -> str:
@@ -241,7 +246,7 @@ class DynamoFaqRepo:
     def clear_questions(self, kb_id: str) -> None:
         items = [
             item
-            for prefix in (QUESTION, TAG_USE)
+            for prefix in (QUESTION, TAG_USE, KEYED)  # (KEYED: the marks of every rule)
             for item in self.model.query(
                 kb_id, range_key_condition=self.model.key.startswith(prefix), consistent_read=True
             )
@@ -249,17 +254,16 @@ class DynamoFaqRepo:
         with self.model.batch_write() as batch:
             for item in items:
                 batch.delete(self.model(kb_id, item.key))
-            batch.delete(self.model(kb_id, KEYED))
 
-    def entries_keyed(self, kb_id: str) -> bool:
+    def entries_keyed(self, kb_id: str, rule: int) -> bool:
         try:
-            self.model.get(kb_id, KEYED, consistent_read=True)
+            self.model.get(kb_id, _keyed_key(rule), consistent_read=True)
         except self.model.DoesNotExist:
             return False
         return True
 
-    def mark_entries_keyed(self, kb_id: str) -> None:
-        self.model(kb_id, KEYED).save()
+    def mark_entries_keyed(self, kb_id: str, rule: int) -> None:
+        self.model(kb_id, _keyed_key(rule)).save()
 
     # -- tag links
     def link_tags(self, kb_id: str, links: Sequence[tuple[str, str]]) -> None:

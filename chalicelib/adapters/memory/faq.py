@@ -28,7 +28,7 @@ class MemoryFaqRepo:
         self._tags: dict[str, set[str]] = {}
         self._results: dict[str, dict[str, Any]] = {}
         self._questions: dict[str, dict[str, QuestionHolder]] = {}
-        self._keyed: set[str] = set()
+        self._keyed: set[tuple[str, int]] = set()
         self._links: dict[str, set[tuple[str, str]]] = {}
         self._lock = threading.Lock()
 
@@ -134,15 +134,15 @@ class MemoryFaqRepo:
         with self._lock:
             self._questions.pop(kb_id, None)
             self._links.pop(kb_id, None)
-            self._keyed.discard(kb_id)
+            self._keyed = {mark for mark in self._keyed if mark[0] != kb_id}
 
-    def entries_keyed(self, kb_id: str) -> bool:
+    def entries_keyed(self, kb_id: str, rule: int) -> bool:
         with self._lock:
-            return kb_id in self._keyed
+            return (kb_id, rule) in self._keyed
 
-    def mark_entries_keyed(self, kb_id: str) -> None:
+    def mark_entries_keyed(self, kb_id: str, rule: int) -> None:
         with self._lock:
-            self._keyed.add(kb_id)
+            self._keyed.add((kb_id, rule))
 
     def link_tags(self, kb_id: str, links: Sequence[tuple[str, str]]) -> None:
         with self._lock:
