@@ -379,8 +379,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
     # rate(5 minutes): stale rows are failed or restarted (from the first stage), lost deletes redriven
     "Housekeeping": [
         *ANNOUNCE,
-        # tenants: a row it fails gives its place at the fairness door back and wakes the next waiter
-        read_tables("tenants", "knowledge-bases", "knowledge", "spans", "tasks", "turns"),
+        # tenants: a row it fails gives its place at the fairness door back and wakes the next waiter;
+        # chunks: a summary it fails gets the first text chunk as its description (services/summary_failure.py)
+        read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans", "tasks", "turns"),
         write_tables("tenants", "knowledge", "spans", "tasks", "turns"),
         send_to("docreader", "lifecycle"),
         # a row's stage message may wait in any stage queue the pipeline sends to (`queued_stage`): its backlog

@@ -50,6 +50,7 @@ from chalicelib.services.events import summary_changed
 from chalicelib.services.indexing import index_as_the_document_is, write_extra_chunks
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.slots import settle_slot
+from chalicelib.services.summary_failure import described_by_user, summarised_chunks, summary_given_up
 from chalicelib.stages.messages import SubtaskMessageModel
 from chalicelib.stages.runner import Skip, run_task, task_knowledge
 
@@ -84,7 +85,7 @@ def gave_up(deps: Dependencies, task: SubtaskMessageModel) -> None:
         return
     knowledge = deps.knowledge.get(task.knowledge_id)
     if knowledge is not None and knowledge.attempt == task.attempt:
-        _summary_given_up(deps, knowledge)
+        summary_given_up(deps, knowledge)
 
 
 def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
@@ -129,7 +130,7 @@ def run(deps: Dependencies, task: SubtaskMessageModel) -> dict[str, Any] | None:
         # this subtask cannot be done (the model rejects it, or a store refuses what it made): recorded,
         # and the slot released
         if kind == "summary":
-            _summary_given_up(deps, knowledge)
+            summary_given_up(deps, knowledge)
         return _subtask_failed(deps, knowledge, span_id, error)
     deps.tracker.subspan(knowledge, Stage.POSTPROCESS, span_id, SpanStatus.DONE, outputs)
     return outputs
@@ -186,7 +187,7 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
         return dict(SUMMARY_NOT_ASKED)
     chunks = _chunks(deps, knowledge)
     sources = _sources(chunks)
-    by_kind = _summarised_chunks(chunks)
+    by_kind = summarised_chunks(chunks)
     texts = [c.content for c in by_kind[ChunkType.TEXT]]
     inputs = summary_input(
         texts,
@@ -198,7 +199,7 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     try:
         text = summarize(inputs, model_id, chat, knowledge.title)
     except SummaryNotMade as error:
-        _summary_given_up(deps, knowledge, texts)
+        summary_given_up(deps, knowledge, texts)
         return {"summary_chars": 0, "reason": error.code}
     current = deps.knowledge.get(knowledge.id)
     if current is None or current.attempt != knowledge.attempt:
@@ -231,7 +232,7 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     if not write_extra_chunks(deps, knowledge, kb, [chunk]):
         _summary_moved_away(deps, knowledge, kb, chunk)
         raise Skip("the knowledge was deleted, cancelled, superseded or moved")
-    description = None if _described_by_user(deps, knowledge) else text
+    description = None if described_by_user(deps, knowledge) else text
     if deps.knowledge.set_summary_status(  # from processing only: of two deliveries, one announces
         knowledge.id,
         SummaryStatus.COMPLETED.value,
@@ -241,27 +242,6 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     ):
         summary_changed(deps, knowledge, EventType.SUMMARY_COMPLETED, SummaryStatus.COMPLETED.value)
     return {"summary_chars": len(text), "model": model_id}
-
-
-def _summarised_chunks(chunks: list[Chunk]) -> dict[ChunkType, list[Chunk]]:
-    """The text-like chunks a summary reads, by kind, in document order (a chunk disabled on its own is
-    left out)."""
-    return {
-        kind: sorted(
-            (c for c in chunks if c.chunk_type == kind and c.is_enabled), key=lambda c: (c.start_at, c.seq)
-        )
-        for kind in TEXT_LIKE
-    }
-
-
-def _summary_given_up(deps: Dependencies, knowledge: Knowledge, texts: list[str] | None = None) -> None:
-    """Spec §1.13: a summary that cannot be made (too little text, a model that refuses it, its tries run
-    out) is failed, the first 500 runes of the first text chunk standing in as the description (never over
-    one a person wrote). `texts`: the summary's text chunks when the caller has them."""
-    if texts is None:
-        texts = [c.content for c in _summarised_chunks(_chunks(deps, knowledge))[ChunkType.TEXT]]
-    fallback = None if _described_by_user(deps, knowledge) else (texts[0] if texts else "")[:500]
-    _summary_failed(deps, knowledge, fallback=fallback)
 
 
 def _summary_moved_away(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, chunk: Chunk) -> None:
@@ -290,24 +270,6 @@ def _claim_summary(deps: Dependencies, knowledge: Knowledge) -> bool:
         )
         for status in (SummaryStatus.PENDING, SummaryStatus.PROCESSING)
     )
-
-
-def _described_by_user(deps: Dependencies, knowledge: Knowledge) -> bool:
-    """A description a person wrote (read now: it may have come while the model wrote) is never replaced."""
-    current = deps.knowledge.get(knowledge.id)
-    return current is not None and current.description_by_user
-
-
-def _summary_failed(deps: Dependencies, knowledge: Knowledge, fallback: str | None = None) -> None:
-    """Only this attempt's summary (a superseded attempt's failure leaves the new attempt's be)."""
-    if deps.knowledge.set_summary_status(
-        knowledge.id,
-        SummaryStatus.FAILED.value,
-        description=fallback,
-        only_if=SummaryStatus.PROCESSING.value,
-        attempt=knowledge.attempt,
-    ):
-        summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)
 
 
 # ---------------------------------------------------------------- questions

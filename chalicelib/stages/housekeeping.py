@@ -4,9 +4,11 @@ Sweep A fails pending/processing/finalizing rows untouched for longer than the t
 heartbeat is newer, the row's state machine execution is still running, or the row's own stage message was
 queued after its last activity and its queue still holds messages (for at most a day). Other documents
 keeping the queues busy never spare a row whose message is gone. A failed row gives its place at the
-fairness door back. Sweep B fails summaries stuck in `processing` for over an hour, and summaries left
-`pending` on a settled row past the same threshold as rows (a subtask the machine gave up on, a refresh
-whose message died): no message will move them any more.
+fairness door back. Sweep B fails summaries stuck in `processing` for over an hour (each delivery of a
+summary subtask, a throttled model's deferred copies too, claims it again and so writes the row; the machine's
+HeartbeatSeconds is the same hour), and summaries left `pending` on a settled row past the same threshold as
+rows (a subtask the machine gave up on, a refresh whose message died): no message will move them any more.
+They fail as the summary stage fails one, with its fallback description.
 
 Sweep A reads the rows a page at a time, oldest first, while the invocation has time; one cut short leaves
 where it stopped in the turns table and the next goes on from there, wrapping to the oldest when it reached
@@ -30,8 +32,9 @@ from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, SummaryS
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.services.deadline import deadline_of, out_of_time, stage_deadline
-from chalicelib.services.events import knowledge_changed, summary_changed
+from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
+from chalicelib.services.summary_failure import summary_given_up
 from chalicelib.tasks import redrive_delete
 
 #: the turn book (the turns table: one small item per key, which this function already reads and writes)
@@ -95,11 +98,8 @@ def _fail_unsettled_summaries(deps: Dependencies, now: datetime, cutoff: str, re
             is_in_flight(knowledge.parse_status) or to_iso(knowledge.updated_at) >= cutoff
         ):
             continue  # its subtask or refresh may still be queued: a pending one waits the row's cutoff
-        if deps.knowledge.set_summary_status(
-            knowledge.id, SummaryStatus.FAILED.value, only_if=knowledge.summary_status.value
-        ):
+        if summary_given_up(deps, knowledge, only_if=knowledge.summary_status):
             report.summaries_failed.append(knowledge.id)
-            summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)
 
 
 def _recover_stuck_rows(deps: Dependencies, now: datetime, cutoff: str, report: SweepReport) -> None:

@@ -1,0 +1,61 @@
+"""Spec §1.13: a summary that cannot be made is failed, the first 500 runes of its first text chunk standing
+in as the description. One rule for the enrichment stage (too little text, a model that refuses it, its
+tries run out) and for housekeeping (a summary no message will move any more)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from chalicelib.domain.events import EventType
+from chalicelib.domain.plan import TEXT_LIKE
+from chalicelib.domain.types import Chunk, ChunkType, Knowledge, SummaryStatus
+from chalicelib.ports import Dependencies
+from chalicelib.services.events import summary_changed
+
+FALLBACK_RUNES = 500
+
+
+def summarised_chunks(chunks: Iterable[Chunk]) -> dict[ChunkType, list[Chunk]]:
+    """The text-like chunks a summary reads, by kind, in document order (a chunk disabled on its own is
+    left out)."""
+    listed = list(chunks)
+    return {
+        kind: sorted(
+            (c for c in listed if c.chunk_type == kind and c.is_enabled), key=lambda c: (c.start_at, c.seq)
+        )
+        for kind in TEXT_LIKE
+    }
+
+
+def described_by_user(deps: Dependencies, knowledge: Knowledge) -> bool:
+    """A description a person wrote (read now: it may have come while the model wrote) is never replaced."""
+    current = deps.knowledge.get(knowledge.id)
+    return current is not None and current.description_by_user
+
+
+def summary_given_up(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    texts: list[str] | None = None,
+    *,
+    only_if: SummaryStatus = SummaryStatus.PROCESSING,
+) -> bool:
+    """Fails this attempt's summary, from `only_if` only (a superseded attempt's failure, or one that came
+    after the summary moved on, leaves it be), with the fallback description unless a person wrote one.
+    `texts`: the summary's text chunks when the caller has them. True when this call failed it."""
+    if texts is None:
+        attempt_chunks = (
+            c for c in deps.chunks.list(knowledge.id) if c.metadata.get("attempt") == knowledge.attempt
+        )
+        texts = [c.content for c in summarised_chunks(attempt_chunks)[ChunkType.TEXT]]
+    fallback = None if described_by_user(deps, knowledge) else (texts[0] if texts else "")[:FALLBACK_RUNES]
+    if not deps.knowledge.set_summary_status(
+        knowledge.id,
+        SummaryStatus.FAILED.value,
+        description=fallback,
+        only_if=only_if.value,
+        attempt=knowledge.attempt,
+    ):
+        return False
+    summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)
+    return True
