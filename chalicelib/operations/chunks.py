@@ -8,20 +8,21 @@ graph, and the new text's are read when the graph is on, on the enrichment queue
 stages' own (the graph checkpoint): never shown, and dropped by an edit as the questions are. A chunk row's
 `is_enabled` is the chunk's own switch; its entries are on while the chunk and its document both are. Either
 change makes the summary stale (it is made from the enabled chunks' text). After it wrote, an edit re-reads
-the row: one a delete, a reparse or a move overtook takes back what it wrote (404 `knowledge_not_found`, 409
-`knowledge_changed`), and one the document's switch overtook follows it. A document being deleted is gone from
-the listing, the chunk read and the download links at once (404); an edit of its chunks is 400
-`invalid_state`, as every other write to it. A download link is a grant on the file's entry in the resource
-catalog (services/resources.py), answered by `GET /r/{token}`."""
+the row: one a delete or a reparse overtook takes back what it wrote (404 `knowledge_not_found`, 409
+`knowledge_changed`); one a move overtook follows the document (written again into its new knowledge base,
+over what the move carried, and taken out of the old one); and one the document's switch overtook follows
+it. A document being deleted is gone from the listing, the chunk read and the download links at once (404);
+an edit of its chunks is 400 `invalid_state`, as every other write to it. A download link is a grant on
+the file's entry in the resource catalog (services/resources.py), answered by `GET /r/{token}`."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from chalicelib.commands import ChunkListQuery, EditChunkRequest, FileUrlQuery
 from chalicelib.domain.clock import to_iso
-from chalicelib.domain.errors import BadRequest, Conflict, NotFound, ServiceUnavailable, StageError
+from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, ServiceUnavailable, StageError
 from chalicelib.domain.ids import attempt_chunk_prefix, content_hash
 from chalicelib.domain.markup import strip_active_content
 from chalicelib.domain.resources import header_safe
@@ -30,6 +31,7 @@ from chalicelib.domain.types import (
     Chunk,
     ChunkType,
     Knowledge,
+    KnowledgeBase,
     KnowledgeType,
     ParseStatus,
     SummaryStatus,
@@ -43,6 +45,9 @@ from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_api
+
+if TYPE_CHECKING:  # numpy stays off the API function's cold-start path
+    from chalicelib.ports import Vectors
 
 #: longer than any chunk id this service makes (and than a key DynamoDB takes)
 MAX_CHUNK_ID = 300
@@ -135,45 +140,100 @@ def edit_chunk(
         changed = replace(changed, is_enabled=request.is_enabled)
     if changed == chunk:
         return _view(chunk)
-    if not kb.indexing_strategy.needs_embedding:
-        deps.chunks.put_many([changed])
-        _kept_or_taken_back(deps, knowledge, chunk, changed)
-    else:
-        model = require_usable_for_api(deps, kb)
-        space, engine = IndexSpace.of(model), deps.engine(kb.retrieval_engine)
-        searchable = _searchable(deps, knowledge, changed)
-        entries = None
-        if changed.content != chunk.content:
-            from chalicelib.chunker import index_text
+    texts = None
+    if changed.content != chunk.content and kb.indexing_strategy.needs_embedding:
+        from chalicelib.chunker import index_text
 
-            title = "" if changed.chunk_type != ChunkType.TEXT else knowledge.title
-            texts = [index_text(title, changed.context_header, changed.content)]
-            # before any write: a model that fails changes nothing (503, the provider's words left out)
-            vectors = embed_for_api(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
-            entries = chunk_entries(
-                kb.id, knowledge.id, [replace(changed, is_enabled=searchable)], texts, vectors
-            )
-        # The index first, the row last: a write that fails on the way leaves the row as it was, so the
-        # same request sent again finds a change and makes it (the row written first would answer "no change").
+        title = "" if changed.chunk_type != ChunkType.TEXT else knowledge.title
+        texts = [index_text(title, changed.context_header, changed.content)]
+    # before any write: a model that fails changes nothing (503, the provider's words left out)
+    embedded = _embedded(deps, kb, texts, None)
+    written = _write(deps, knowledge, kb, chunk, changed, embedded)
+    while (moved_to := _kept_or_moved(deps, knowledge, kb, chunk, written, embedded)) is not None:
+        # moved while the edit wrote: it follows the document, as the move carried (or will carry) the
+        # rest of it; what the move carried of this chunk meanwhile is overwritten, so both agree
+        knowledge, kb = moved_to
         try:
-            if entries is not None:
-                write_entries(deps, engine, space, entries)
-                asked = chunk.metadata.get("questions")
-                if isinstance(asked, list) and asked:
-                    engine.delete_by_ids(space, kb.id, [f"{chunk.id}-q{n}" for n in range(len(asked))])
-            # the chunk's entries (its generated questions too) follow its switch, within the document's
-            engine.set_enabled(space, kb.id, [changed.id], searchable)
-        except (StageError, IndexWriteError) as error:  # answered without the engine's reply, nor logged
-            raise _index_error(error) from error
-        deps.chunks.put_many([changed])
-        _kept_or_taken_back(deps, knowledge, chunk, changed, (engine, space))
-        if _searchable(deps, knowledge, changed) != searchable:  # the document switched meanwhile
-            engine.set_enabled(space, kb.id, [changed.id], not searchable)
-    if changed.content != chunk.content:
-        request_graph_refresh(deps, knowledge, changed.id, changed.content_hash)
+            embedded = _embedded(deps, kb, texts, embedded)
+            written = _write(deps, knowledge, kb, chunk, changed, embedded)
+        except AppError:  # the row as it was, where the document is now: the same request makes the edit
+            deps.chunks.put_many([replace(chunk, kb_id=kb.id)])
+            raise
+    if written.content != chunk.content:  # the edit stands (at the row's attempt, wherever it moved)
+        request_graph_refresh(deps, knowledge, written.id, written.content_hash)
     if knowledge.summary_status != SummaryStatus.NONE:
         request_summary_refresh(deps, knowledge)  # made from the enabled chunks' text: stale now
-    return _view(changed)
+    return _view(written)
+
+
+@dataclass(frozen=True)
+class _Embedded:
+    """What an edit writes to one knowledge base's index: its space, the new text's index text and vectors
+    (None: the text did not change, or the knowledge base keeps no index / no vectors)."""
+
+    space: IndexSpace | None
+    texts: list[str] | None
+    vectors: Vectors | None
+
+
+def _embedded(
+    deps: Dependencies, kb: KnowledgeBase, texts: list[str] | None, had: _Embedded | None
+) -> _Embedded:
+    """The edit's index write for `kb`: vectors made by `kb`'s model, reused from `had` when they are in
+    the same space (a move's knowledge bases share their model)."""
+    if not kb.indexing_strategy.needs_embedding:
+        return _Embedded(None, texts, None)
+    model = require_usable_for_api(deps, kb)
+    space = IndexSpace.of(model)
+    if texts is None or not kb.indexing_strategy.vector_enabled:
+        return _Embedded(space, texts, None)
+    if had is not None and had.space == space and had.vectors is not None:
+        return _Embedded(space, texts, had.vectors)
+    return _Embedded(space, texts, embed_for_api(deps, model, texts))
+
+
+def _write(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    kb: KnowledgeBase,
+    before: Chunk,
+    changed: Chunk,
+    embedded: _Embedded,
+) -> Chunk:
+    """The edit written into `kb` (the document's, as last read): the index first, the row last. A write
+    that fails on the way leaves the row as it was, so the same request sent again finds a change and makes
+    it (the row written first would answer "no change"). The row written, carrying `kb`'s id."""
+    changed = replace(changed, kb_id=kb.id)
+    if embedded.space is None:
+        deps.chunks.put_many([changed])
+        return changed
+    space, engine = embedded.space, deps.engine(kb.retrieval_engine)
+    searchable = _searchable(deps, knowledge, changed)
+    try:
+        if embedded.texts is not None:
+            entries = chunk_entries(
+                kb.id,
+                knowledge.id,
+                [replace(changed, is_enabled=searchable)],
+                embedded.texts,
+                embedded.vectors,
+            )
+            write_entries(deps, engine, space, entries)
+            asked = before.metadata.get("questions")
+            if isinstance(asked, list) and asked:
+                engine.delete_by_ids(space, kb.id, _question_ids(before.id, asked))
+        # the chunk's entries (its generated questions too) follow its switch, within the document's
+        engine.set_enabled(space, kb.id, [changed.id], searchable)
+    except (StageError, IndexWriteError) as error:  # answered without the engine's reply, nor logged
+        raise _index_error(error) from error
+    deps.chunks.put_many([changed])
+    if _searchable(deps, knowledge, changed) != searchable:  # the document switched meanwhile
+        engine.set_enabled(space, kb.id, [changed.id], not searchable)
+    return changed
+
+
+def _question_ids(chunk_id: str, asked: list[Any]) -> list[str]:
+    return [f"{chunk_id}-q{n}" for n in range(len(asked))]
 
 
 def _searchable(deps: Dependencies, knowledge: Knowledge, chunk: Chunk) -> bool:
@@ -190,20 +250,30 @@ def _index_error(error: StageError | IndexWriteError) -> ServiceUnavailable:
     )
 
 
-def _kept_or_taken_back(
+def _changed(knowledge_id: str) -> Conflict:
+    return Conflict(
+        f"knowledge {knowledge_id} was reparsed or moved while the chunk was edited; read it and try again",
+        code="knowledge_changed",
+    )
+
+
+def _kept_or_moved(
     deps: Dependencies,
     knowledge: Knowledge,
+    kb: KnowledgeBase,
     before: Chunk,
     changed: Chunk,
-    index: tuple[Any, IndexSpace] | None = None,
-) -> None:
-    """Re-reads the row after the edit wrote, as the stages do, and takes back exactly what the edit wrote
-    when the row moved on meanwhile. Deleted (or being deleted): the chunk's entry and its row go, so
-    nothing of the document stays; 404. Reparsed: the edit's attempt is gone (the chunk as it was went
-    with it), so its entry and row go too; 409. Moved to another knowledge base: its entry in the old one
-    is orphaned and goes, the row is put back as it was (the edit was not made); 409. `index`: the engine
-    and space the edit wrote to (None: nothing indexed)."""
+    embedded: _Embedded,
+) -> tuple[Knowledge, KnowledgeBase] | None:
+    """Re-reads the row after the edit wrote into `kb`, as the stages do. None: the edit stands. Deleted
+    (or being deleted): the chunk's entry and its row go, so nothing of the document stays; 404. Reparsed:
+    the edit's attempt is gone (the chunk as it was went with it), so its entry and row go too; 409. Moved
+    to another knowledge base (at the same attempt): what the edit wrote in `kb` is orphaned there and
+    goes, and the document as it is now and its knowledge base are returned for the edit to follow; one
+    moved into a knowledge base being deleted goes with it (404)."""
+    index = None if embedded.space is None else (deps.engine(kb.retrieval_engine), embedded.space)
     deleted = False
+    moved: list[Knowledge] = []
 
     def take_back() -> None:
         take_back_chunks(deps, knowledge, [changed.id], index)
@@ -213,20 +283,28 @@ def _kept_or_taken_back(
         take_back()
         deleted = True
 
-    def undo_moved(_row: Knowledge) -> None:
-        if index is not None:  # the entry left in the old knowledge base goes; the row is as it was
+    def undo_moved(row: Knowledge) -> None:
+        if index is not None:  # a move carries what it finds; what the edit wrote after that stays here
             engine, space = index
-            engine.delete_by_ids(space, knowledge.kb_id, [changed.id])
-        deps.chunks.put_many([before])
+            asked = before.metadata.get("questions")
+            extra = _question_ids(before.id, asked) if isinstance(asked, list) else []
+            engine.delete_by_ids(space, knowledge.kb_id, [changed.id, *extra])
+        moved.append(row)
 
     if kept_after_write(deps, knowledge, undo, undo_moved=undo_moved, undo_superseded=take_back):
-        return
+        return None
     if deleted:
         raise _deleted(knowledge.id)
-    raise Conflict(
-        f"knowledge {knowledge.id} was reparsed or moved while the chunk was edited; read it and try again",
-        code="knowledge_changed",
-    )
+    if not moved or moved[0].attempt != knowledge.attempt:  # reparsed (by a move too): the attempt is gone
+        if moved:
+            take_back()
+        raise _changed(knowledge.id)
+    row = moved[0]
+    target = deps.kbs.get(row.kb_id)
+    if target is None or target.status == "deleting":  # the document goes with it
+        take_back_chunks(deps, row, [changed.id], None)
+        raise _deleted(knowledge.id)
+    return row, target
 
 
 def file_url(
