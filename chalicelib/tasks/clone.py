@@ -179,7 +179,8 @@ def clone_work(deps: Dependencies, task: Task) -> Iterator[Work]:
             return
         for row in plan.deletes:  # one at a time: each delete is already parallel inside
             task.items.append(f"delete:{row.id}")
-            yield f"delete:{row.id}", partial(delete_one, deps, row.id)
+            # only while it is still the target's: one the user moved out meanwhile stays where it went
+            yield f"delete:{row.id}", partial(delete_one, deps, row.id, in_kb=target.id)
         for start in range(0, len(plan.copies), CLONE_BATCH):
             batch = plan.copies[start : start + CLONE_BATCH]
             with ThreadPoolExecutor(max_workers=len(batch), thread_name_prefix="clone") as pool:
