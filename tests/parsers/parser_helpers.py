@@ -46,3 +46,39 @@ def pdf_text(
         c.FPDFTextObj_SetTextRenderMode(obj, c.FPDF_TEXTRENDERMODE_INVISIBLE)
     c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, y)
     c.FPDFPage_InsertObject(page.raw, obj)
+
+
+def helvetica_pdf(
+    pages: list[list[tuple[str, float, float, float]]], width: float = 612, height: float = 792
+) -> bytes:
+    """A PDF of `width` x `height` pages, each item (text, x, y, size) one Helvetica text object, drawn in list
+    order (the text Latin-1, its parentheses balanced or escaped by the caller)."""
+    objects: list[bytes] = [b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>", b""]
+    kids = []
+    for items in pages:
+        ops = "".join(f"BT /F1 {size} Tf {x} {y} Td ({text}) Tj ET\n" for text, x, y, size in items)
+        data = ops.encode("latin-1")
+        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(data), data))
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {width} {height}] "
+            f"/Resources << /Font << /F1 1 0 R >> >> /Contents {len(objects)} 0 R >>".encode()
+        )
+        kids.append(len(objects))
+    objects[1] = (
+        f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] /Count {len(kids)} >>".encode()
+    )
+    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        len(objects),
+        xref,
+    )
+    return bytes(out)

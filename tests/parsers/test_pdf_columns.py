@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from parser_helpers import helvetica_pdf
 
 PAGE_WIDTH, PAGE_HEIGHT = 612, 792
 SIZE = 10
@@ -18,35 +19,7 @@ COLUMN_CHARS = 44  # Helvetica 10pt: about 5pt a character
 
 def _pdf(pages: list[list[tuple[str, float, float, float]]]) -> bytes:
     """A PDF of Letter pages, each item (text, x, y, size) one Helvetica text object, drawn in list order."""
-    objects: list[bytes] = [b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>", b""]
-    kids = []
-    for items in pages:
-        ops = "".join(f"BT /F1 {size} Tf {x} {y} Td ({text}) Tj ET\n" for text, x, y, size in items)
-        data = ops.encode("latin-1")
-        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(data), data))
-        objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 {PAGE_WIDTH} {PAGE_HEIGHT}] "
-            f"/Resources << /Font << /F1 1 0 R >> >> /Contents {len(objects)} 0 R >>".encode()
-        )
-        kids.append(len(objects))
-    objects[1] = (
-        f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] /Count {len(kids)} >>".encode()
-    )
-    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        len(objects),
-        xref,
-    )
-    return bytes(out)
+    return helvetica_pdf(pages, PAGE_WIDTH, PAGE_HEIGHT)
 
 
 def _wrap(text: str, width: int) -> list[str]:

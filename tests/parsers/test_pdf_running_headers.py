@@ -6,6 +6,7 @@ on every page, pages of ten similar lines lost two fifths of them)."""
 from __future__ import annotations
 
 import pytest
+from parser_helpers import helvetica_pdf
 
 from chalicelib.domain.errors import PermanentStageError
 
@@ -14,37 +15,10 @@ PAGE_HEIGHT = 792
 
 def _pdf(pages: list[list[tuple[str, float]]], size: int = 12) -> bytes:
     """A PDF of Letter pages, each line of Helvetica at its own baseline (text, y from the bottom)."""
-    objects: list[bytes] = [b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>", b""]
-    kids = []
-    for lines in pages:
-        ops = "".join(
-            f"BT /F1 {size} Tf 72 {y} Td ({text.replace('(', '[').replace(')', ']')}) Tj ET\n"
-            for text, y in lines
-        ).encode("latin-1")
-        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(ops), ops))
-        objects.append(
-            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 {PAGE_HEIGHT}] /Resources << /Font << /F1 1 0 R >> "
-            f">> /Contents {len(objects)} 0 R >>".encode()
-        )
-        kids.append(len(objects))
-    objects[1] = (
-        f"<< /Type /Pages /Kids [{' '.join(f'{k} 0 R' for k in kids)}] /Count {len(kids)} >>".encode()
+    return helvetica_pdf(
+        [[(text.replace("(", "[").replace(")", "]"), 72, y, size) for text, y in lines] for lines in pages],
+        height=PAGE_HEIGHT,
     )
-    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        len(objects),
-        xref,
-    )
-    return bytes(out)
 
 
 def _stacked(texts: list[str], top: float = 720, lead: float = 16) -> list[tuple[str, float]]:
