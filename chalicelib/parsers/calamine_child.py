@@ -53,7 +53,9 @@ def untagged(grid: list[list[Any]]) -> list[list[Any]]:
     return [[back[v[0]](v[1]) if type(v) is tuple else v for v in row] for row in grid]
 
 
-def read(data: bytes, max_cells: int) -> dict[str, Any]:
+def read(data: bytes, max_cells: int, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Every sheet's grid, in order; a sheet named in `skip` is not read (an empty grid holds its place:
+    the parent reads it another way, sparse_sheets.py)."""
     from python_calamine import CalamineError, CalamineWorkbook
 
     try:
@@ -64,7 +66,12 @@ def read(data: bytes, max_cells: int) -> dict[str, Any]:
     unreadable: list[str] = []
     budget = max_cells
     with workbook:
+        if not skip <= set(workbook.sheet_names):  # a sheet to skip under another name would be read whole
+            return {"error": "its sheets' names do not match its workbook's"}
         for name in workbook.sheet_names:
+            if name in skip:
+                sheets.append([name, []])
+                continue
             try:
                 sheet = workbook.get_sheet_by_name(name)
             except CalamineError:

@@ -72,16 +72,28 @@ def preflight(
     parts: dict[str, bytes | None] | None = None,
     listing: list[zipfile.ZipInfo] | None = None,
     streams_checked: bool = False,
+    sheets_by_extent: bool = True,
 ) -> dict[str, Any]:
     """Refuses (PermanentStageError) a file over any limit; returns what it measured. For a docx/pptx,
     `parts` (when given) receives the package's XML parts and images as the preflight inflated them, so
     that the reader does not inflate them again (check_zip). `listing`: a zip's central directory as
     base.resolve_file_type read it from these bytes (else it is read here). `streams_checked`: a PDF's
-    streams were measured already (a page range: the plan measured the same stored bytes)."""
+    streams were measured already (a page range: the plan measured the same stored bytes).
+    `sheets_by_extent`: an xlsx's sheets are refused by the grid their cells span (engines that build it:
+    MarkItDown's pandas); False for the builtin reader, which reads a sparse sheet by its stored cells
+    (sparse_sheets.py), so only the cells written are limited."""
     if file_type in ZIP_KINDS:
         keep = parts if file_type in KEEP_PARTS_TYPES else None
         kind = ZIP_KINDS[file_type]
-        return check_zip(data, limits, kind, sheets=file_type == "xlsx", parts=keep, listing=listing)
+        return check_zip(
+            data,
+            limits,
+            kind,
+            sheets=file_type == "xlsx",
+            parts=keep,
+            listing=listing,
+            sheets_by_extent=sheets_by_extent,
+        )
     if file_type == "pdf":
         if not streams_checked:
             check_pdf_streams(data, limits)  # before pdfium opens it
@@ -109,18 +121,20 @@ def check_zip(
     sheets: bool = False,
     parts: dict[str, bytes | None] | None = None,
     listing: list[zipfile.ZipInfo] | None = None,
+    sheets_by_extent: bool = True,
 ) -> dict[str, Any]:
     """Declared sizes first (cheap), then every member inflated from its raw bytes with hard caps. `parts`
     receives each member's name → its bytes as checked here for XML parts and images (told by their leading
     bytes), None for the others (fonts, media, embedded files: dropped as they stream, as the readers do not
     look at them; one that does reads it from the zip). `listing`: the central directory already read from
-    `data` (base.resolve_file_type), so that it is read once."""
+    `data` (base.resolve_file_type), so that it is read once. `sheets_by_extent`: see preflight; each
+    worksheet's measure is kept for the reader either way (sheet_measures)."""
     # one listing (a damaged zip is refused there); entity declarations are looked for below, in the same
     # inflating pass as the sizes
     infos = _checked_listing(data, limits, what, listing)
     view = memoryview(data)
     total = 0
-    workbook = Workbook() if sheets else None
+    workbook = Workbook(by_extent=sheets_by_extent) if sheets else None
     for info in infos:
         if info.is_dir():
             continue
@@ -134,7 +148,25 @@ def check_zip(
     if workbook is not None:
         workbook.check_shared_text(view, limits, what)
         out["cells"] = workbook.cells.total_cells
+        measures = workbook.measures()
+        _SHEET_MEASURES.get(data, _SHEETS, lambda: measures)
     return out
+
+
+#: each worksheet part's (cells written, rows, columns spanned) as the preflight measured them, by the bytes
+_SHEET_MEASURES: MeasuredOnce[dict[str, tuple[int, int, int]]] = MeasuredOnce()
+_SHEETS = "sheets"
+
+
+def sheet_measures(data: bytes, limits: Limits) -> dict[str, tuple[int, int, int]]:
+    """Each worksheet part's name → (cells written, rows, columns its cells span): the preflight's figures
+    for these bytes, or measured now (and the package checked) when it did not keep them."""
+
+    def measure() -> dict[str, tuple[int, int, int]]:
+        check_zip(data, limits, ZIP_KINDS["xlsx"], sheets=True, sheets_by_extent=False)  # keeps them
+        return _SHEET_MEASURES.get(data, _SHEETS, dict)
+
+    return _SHEET_MEASURES.get(data, _SHEETS, measure)
 
 
 class PackageParts(Mapping[str, "bytes | None"]):
@@ -433,7 +465,7 @@ def _outside_claim(col_letters: str, row_digits: str) -> re.Pattern[bytes]:
     return re.compile(rb'<c(?! r="' + inside.encode() + rb'")(?=[\s/>])')
 
 
-def _column_number(letters: bytes | str) -> int:
+def column_number(letters: bytes | str) -> int:
     col = 0
     for ch in letters.upper() if isinstance(letters, str) else letters.upper().decode():
         col = col * 26 + (ord(ch) - 64)
@@ -442,7 +474,8 @@ def _column_number(letters: bytes | str) -> int:
 
 class SheetCells:
     """Cells counted in the worksheet XML as it streams: the number written and the extent they span
-    (engines build dense grids, so one cell at XFD1048576 costs as much as the whole grid)."""
+    (engines build dense grids, so one cell at XFD1048576 costs as much as the whole grid; the builtin reader
+    reads such a sheet by its cells, sparse_sheets.py, and routes sheets by these figures)."""
 
     def __init__(self) -> None:
         self.sheets: list[_Sheet] = []
@@ -455,9 +488,9 @@ class SheetCells:
     def total_cells(self) -> int:
         return sum(s.cells for s in self.sheets)
 
-    def check(self, limit: int) -> None:
+    def check(self, limit: int, by_extent: bool = True) -> None:
         written = self.total_cells
-        spanned = sum(s.rows * s.cols for s in self.sheets)
+        spanned = sum(s.rows * s.cols for s in self.sheets) if by_extent else 0
         if written > limit or spanned > limit:
             sheet = self.sheets[-1]
             raise parse_failed(
@@ -488,7 +521,7 @@ class _Sheet:
             if found := _DIMENSION.search(body):
                 letters, digits = found.group(1).decode(), found.group(2).decode()
                 if digits[0] != "0":
-                    self.claim = (_column_number(letters), int(digits), _outside_claim(letters, digits))
+                    self.claim = (column_number(letters), int(digits), _outside_claim(letters, digits))
         # C-level passes per piece (a Python step per cell cost more than reading the workbook), a literal
         # start where possible (the regex engine skips ahead fast); prefixed elements (x:c) are rare.
         prefixed = b":" in body and _PREFIXED_ELEMENT.search(body) is not None  # memchr first
@@ -530,7 +563,7 @@ class _Sheet:
             return
         self.cells += len(refs)
         for col_letters in letters:
-            self.cols = max(self.cols, _column_number(col_letters) or 1)
+            self.cols = max(self.cols, column_number(col_letters) or 1)
         rows = set(map(_SECOND, refs))
         rows.discard(b"")
         self.rows = max(self.rows, max(map(int, rows), default=0))
@@ -545,7 +578,7 @@ class _Sheet:
                 row, col = (int(digits) if digits else row + 1), 0
                 self.rows = max(self.rows, row)
                 continue
-            col = _column_number(letters) if letters else col + 1
+            col = column_number(letters) if letters else col + 1
             self.cells += 1
             self.cols = max(self.cols, col)
             self.rows = max(self.rows, int(digits) if digits else row)
@@ -575,10 +608,17 @@ class Workbook:
     part's root is a worksheet) have their cells counted, and the shared strings table (at calamine's
     path, or a part whose root is sst) is kept, to measure the text the cells repeat (check_shared_text)."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_extent: bool = True) -> None:
         self.cells = SheetCells()
+        self.by_extent = by_extent
         self.sheets: list[zipfile.ZipInfo] = []
         self.shared: list[bytes] = []
+
+    def measures(self) -> dict[str, tuple[int, int, int]]:
+        return {
+            info.filename: (sheet.cells, sheet.rows, sheet.cols)
+            for info, sheet in zip(self.sheets, self.cells.sheets, strict=True)
+        }
 
     def part(self, info: zipfile.ZipInfo, limits: Limits, what: str) -> _WorkbookPart:
         return _WorkbookPart(self, info, limits, what)
@@ -635,7 +675,7 @@ class _WorkbookPart:
     def _take(self, piece: bytes) -> None:
         if self.sheet is not None:
             self.sheet.feed(piece)
-            self.workbook.cells.check(self.limits.max_sheet_cells)
+            self.workbook.cells.check(self.limits.max_sheet_cells, self.workbook.by_extent)
         elif self.kind == "strings":
             self.strings.append(piece)
 

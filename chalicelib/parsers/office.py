@@ -40,7 +40,9 @@ from chalicelib.parsers.base import (
     unsupported,
 )
 from chalicelib.parsers.calamine_child import native_panic
+from chalicelib.parsers.guards import sheet_measures
 from chalicelib.parsers.ooxml import R_NS, Package, int_attribute, transitional
+from chalicelib.parsers.sparse_sheets import SparseSheets, read_sparse_sheets
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 from chalicelib.settings import subprocess_env
 
@@ -362,18 +364,22 @@ def _labelled_column(column: Sequence[Any], label: str, end: str = "") -> list[s
     return column_texts(column, lambda value: label + text + end if (text := _cell(value)) else "")
 
 
-def _sheet_lines(grid: Sequence[Sequence[Any]], header_mode: bool) -> list[str]:
+def _sheet_lines(
+    grid: Sequence[Sequence[Any]], header_mode: bool, numbers: Sequence[int] | None = None
+) -> list[str]:
     """Each row with text as `header: value, …` without its empty cells (WeKnora's builtin Excel reader, the
     "rows" layout):
-    the first row with text is the header when another row with text follows, else columns are colN."""
+    the first row with text is the header when another row with text follows, else columns are colN.
+    `numbers`: each grid column's N (a sparse sheet's compact grid); else its place."""
     grid = padded_rows(grid)
     width = len(grid[0]) if grid else 0
     first = next((n for n, row in enumerate(grid) if any(map(_cell, row))), None)
     if first is None:
         return []
-    numbered = [f"col{i + 1}: " for i in range(width)]
+    numbers = numbers or range(1, width + 1)
+    numbered = [f"col{n}: " for n in numbers]
     if header_mode:
-        header = [f"{text or f'col{i + 1}'}: " for i, text in enumerate(map(_cell, grid[first]))]
+        header = [f"{text or f'col{n}'}: " for n, text in zip(numbers, map(_cell, grid[first]), strict=False)]
         lines = _labelled_lines(grid[first + 1 :], header)
         if lines:
             return lines
@@ -395,15 +401,16 @@ def _labelled_lines(rows: Sequence[Sequence[Any]], labels: list[str]) -> list[st
     return [line[:cut] for line in map("".join, zip(*columns, strict=True)) if line]
 
 
-def _sheet_table(grid: list[list[Any]], header_mode: bool) -> str:
+def _sheet_table(grid: list[list[Any]], header_mode: bool, numbers: Sequence[int] | None = None) -> str:
     """The sheet's rows with text as one Markdown table (the CSV path's writer, `markdown_table`'s parts): the
     first row with text is the header when another row with text follows, else the columns are colN; a
-    header cell without text is named colN too. The chunker repeats the header atop every chunk of it."""
+    header cell without text is named colN too. The chunker repeats the header atop every chunk of it.
+    `numbers`: each grid column's N (a sparse sheet's compact grid); else its place."""
     rows = list(filter(any, table_cells(grid, _cell)))
     if not rows:
         return ""
     columns = _columns_with_text(rows)
-    numbered = tuple(f"col{i + 1}" for i in columns)
+    numbered = tuple(f"col{numbers[i] if numbers else i + 1}" for i in columns)
     if len(columns) < len(rows[0]):
         pick = itemgetter(*columns)
         rows = [pick(row) for row in rows] if len(columns) > 1 else [(row[columns[0]],) for row in rows]
@@ -444,10 +451,14 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     header_mode = ctx.options.get("xlsx_first_row_as_header", True) is not False
     as_rows = ctx.options.get("spreadsheet_layout") == "rows"
     max_cells = ctx.limits.max_sheet_cells
+    sparse = SparseSheets()
     if request.file_type in CONTAINED_FORMATS:
         answer = CONTAINED_CALAMINE.read(request.data, max_cells, ctx.limits.convert_timeout_s)
     else:
-        answer = calamine_child.read(request.data, max_cells)  # its panics: the reader's (native_panic)
+        if request.file_type == "xlsx":  # sheets whose cells are few for their grid: read by their cells
+            sparse = read_sparse_sheets(request.data, sheet_measures(request.data, ctx.limits), ctx.limits)
+        # its panics: the reader's (native_panic)
+        answer = calamine_child.read(request.data, max_cells - sparse.spanned, sparse.names)
     if "error" in answer:
         raise parse_failed(f"The spreadsheet is damaged or unreadable ({answer['error']}).")
     if "over" in answer:
@@ -459,13 +470,22 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     sections: list[str] = []
     for name, grid in answer["sheets"]:
         ctx.check_time("the spreadsheet")
-        body = "\n".join(_sheet_lines(grid, header_mode)) if as_rows else _sheet_table(grid, header_mode)
+        numbers = None
+        if name in sparse.names:
+            if name not in sparse.grids:
+                continue
+            grid, numbers = sparse.grids[name].grid, sparse.grids[name].numbers
+        if as_rows:
+            body = "\n".join(_sheet_lines(grid, header_mode, numbers))
+        else:
+            body = _sheet_table(grid, header_mode, numbers)
         if body:
             sections.append(f"## {name}\n{body}" if as_rows else f"## {name}\n\n{body}")
     markdown = "\n\n".join(sections)
     metadata: dict[str, Any] = {"sheets": len(sections)}
-    if answer["unreadable"]:  # a damaged sheet costs that sheet, named here
-        metadata["unreadable_sheets"] = answer["unreadable"]
+    unreadable = answer["unreadable"] + sparse.unreadable
+    if unreadable:  # a damaged sheet costs that sheet, named here
+        metadata["unreadable_sheets"] = unreadable
     return ReadResult(markdown=markdown + "\n" if markdown else "", metadata=metadata)
 
 

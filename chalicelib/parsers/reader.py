@@ -137,21 +137,27 @@ class EngineDocReader:
         # the `ocr_languages` / `asr_language` settings
         ocr = with_languages(self.ocr, options.get("ocr_languages"))
         asr = with_language(self.asr, options.get("asr_language"))
-        # Before any engine is chosen: the limits bind every engine a rule or override may pick.
+        # Before any engine runs: the limits bind every engine a rule or override may pick.
         # A docx/pptx: the central directory's claims now, each member checked as it is read (the builtin
         # reader never inflates the theme, fonts, layouts...); any other engine gets every member checked first.
+        engine, note = self.choose(actual, request.engine, options)  # a lookup: nothing parsed yet
         package = open_package(request.data, actual, limits, listing)
         if package is not None:
             measured: dict[str, Any] = {
                 "uncompressed_bytes": sum(i.file_size for i in package.infos.values())
             }
         else:
-            # a page range's source was measured whole when its plan was made (page_count), not per range
+            # a page range's source was measured whole when its plan was made (page_count), not per range;
+            # a sheet's extent binds the engines that build its whole grid, the builtin reader its cells
             measured = preflight(
-                request.data, actual, limits, listing=listing, streams_checked="page_range" in options
+                request.data,
+                actual,
+                limits,
+                listing=listing,
+                streams_checked="page_range" in options,
+                sheets_by_extent=engine.name != "builtin",
             )
         ctx = ParseContext(ocr=ocr, asr=asr, limits=limits, options=options, package_parts=package)
-        engine, note = self.choose(actual, request.engine, options)
         if package is not None and engine.name != "builtin":
             package.check_rest()
         inner = ReadRequest(

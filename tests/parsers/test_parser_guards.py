@@ -208,12 +208,12 @@ def test_the_claimed_column_pattern_takes_exactly_the_columns_up_to_the_claim(to
     import re
     import string
 
-    from chalicelib.parsers.guards import _column_number, _not_above
+    from chalicelib.parsers.guards import _not_above, column_number
 
     pattern = re.compile(_not_above(top, "A", "A", "Z") + "1")
     letters = ["".join(t) for n in (1, 2, 3) for t in itertools.product(string.ascii_uppercase, repeat=n)]
     taken = [col for col in letters if pattern.fullmatch(col + "1")]
-    assert taken == [col for col in letters if _column_number(col) <= _column_number(top)]
+    assert taken == [col for col in letters if column_number(col) <= column_number(top)]
 
 
 _INLINE = '<c t="inlineStr"><is><t>v</t></is></c>'
