@@ -20,6 +20,7 @@ from chalicelib.domain.types import (
     Task,
     Tenant,
 )
+from chalicelib.ports.chunk_moves import ChunkRepoint
 from chalicelib.ports.graph import GraphEdge as GraphEdge
 from chalicelib.ports.graph import GraphNeighbourhood as GraphNeighbourhood
 from chalicelib.ports.graph import GraphNode as GraphNode
@@ -434,7 +435,7 @@ class TagRepo(Protocol):
         ...
 
 
-class ChunkRepo(Protocol):
+class ChunkRepo(ChunkRepoint, Protocol):
     def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk]) -> None:
         """Deletes every chunk of the knowledge, then writes these (idempotent re-runs)."""
         ...

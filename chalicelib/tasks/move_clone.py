@@ -23,7 +23,6 @@ Clone, which shares `ItemFailed`, `check_compatible`, `rekey`, `index_space` and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from functools import partial
 from typing import NoReturn
 
@@ -35,8 +34,10 @@ from chalicelib.domain.types import (
     ParseStatus,
     Task,
 )
+from chalicelib.enrich.wiki import MAX_PAGES as WIKI_PAGES_PER_DOCUMENT
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, DuplicateKnowledge, IndexSpace
+from chalicelib.ports import Dependencies, DuplicateKnowledge, IndexSpace, WikiPageRecord
+from chalicelib.ports.wiki import PagePosition
 from chalicelib.services import resources
 from chalicelib.services.events import announce
 from chalicelib.services.tag_names import tag_by_names
@@ -274,11 +275,8 @@ def _repoint(deps: Dependencies, row: Knowledge, source_kb_id: str, target: Know
             index_space(deps, target), source_kb_id, target.id, [row.id]
         )
         logger.info("moved index entries", extra={"knowledge_id": row.id, "entries": moved})
-    stale = [
-        replace(chunk, kb_id=target.id) for chunk in deps.chunks.list(row.id) if chunk.kb_id != target.id
-    ]
-    if stale:
-        deps.chunks.put_many(stale)
+    # only each row's kb_id: an edit that follows the document writes the row meanwhile, and stays
+    deps.chunks.repoint(row.id, target.id)
 
 
 def carry_wiki_pages(
@@ -291,10 +289,9 @@ def carry_wiki_pages(
 ) -> None:
     """The document's wiki page records (its `wiki_page` chunks travel with its chunks) join the target's
     wiki, whose index is rebuilt when the target keeps a wiki."""
-    from chalicelib.ports import WikiPageRecord
     from chalicelib.services.dispatch import trigger_wiki
 
-    records = [r for r in deps.wiki.pages(source_kb_id) if r.knowledge_id == knowledge_id]
+    records = _document_pages(deps, source_kb_id, knowledge_id)
     if not records:
         return
     owner = new_id or knowledge_id
@@ -305,6 +302,20 @@ def carry_wiki_pages(
     )
     if target.indexing_strategy.wiki_enabled:
         trigger_wiki(deps, target.id, "finalize")
+
+
+def _document_pages(deps: Dependencies, kb_id: str, knowledge_id: str) -> list[WikiPageRecord]:
+    """The document's page records, read from its own place in the wiki's key order on (not every record
+    of the knowledge base for each document carried); a page holds a document's records and a few more."""
+    records: list[WikiPageRecord] = []
+    after: PagePosition = (knowledge_id, "")  # before the document's first record
+    while True:
+        window, more = deps.wiki.pages_after(kb_id, after, WIKI_PAGES_PER_DOCUMENT)
+        mine = [r for r in window if r.knowledge_id == knowledge_id]
+        records += mine
+        if not more or len(mine) < len(window) or not mine:
+            return records
+        after = (knowledge_id, mine[-1].chunk_id)
 
 
 def _reparse_in_target(

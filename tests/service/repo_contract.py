@@ -832,6 +832,21 @@ class RepoContract:
         assert "see_also" not in repos.chunks.get_many([(k, second.id)])[(k, second.id)].metadata
         assert len(repos.chunks.list(k)) == 2  # nothing written for a chunk that is not there
 
+    def test_repoint_changes_only_the_kb_id_of_the_chunks_in_another_kb(self, repos: Repos) -> None:
+        k = new_id()
+        first, second, third = self._chunks(k, 1, 3)
+        repos.chunks.put_many([first, second, replace(third, kb_id="target")])
+        edited = replace(first, content="edited", content_hash="h", metadata={"attempt": 1, "edited": True})
+        repos.chunks.put_many([edited])  # written after the caller read `first`: the edit stays
+        assert repos.chunks.repoint(k, "target") == 2
+        stored = {c.id: c for c in repos.chunks.list(k)}
+        assert stored[first.id] == replace(edited, kb_id="target", created_at=stored[first.id].created_at)
+        assert (stored[second.id].kb_id, stored[second.id].content) == ("target", "chunk 1")
+        assert stored[third.id].kb_id == "target"
+        assert repos.chunks.repoint(k, "target") == 0  # idempotent
+        assert repos.chunks.repoint(new_id(), "target") == 0  # no chunks: nothing written
+        assert len(repos.chunks.list(k)) == 3
+
     # ------------------------------------------------------------ spans
 
     def test_spans_by_attempt_latest_attempt_and_last_activity(self, repos: Repos) -> None:

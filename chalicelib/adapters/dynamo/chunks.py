@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, PutError
@@ -45,7 +46,7 @@ WRITERS = 8
 BATCH_SENDS = 6
 BACKOFF_BASE_SECONDS = 0.05
 BACKOFF_MAX_SECONDS = 2.0
-#: reads and conditional puts of one metadata change while other writes keep changing the chunk
+#: reads and conditional puts of one metadata change (or repoint) while other writes keep changing the chunk
 METADATA_TRIES = 3
 
 
@@ -158,6 +159,40 @@ class DynamoChunkRepo:
         keep = {c.id for c in chunks}
         stale = [item for item in self._items(knowledge_id) if item.chunk_id not in keep]
         self._write(chunks, stale)
+
+    def repoint(self, knowledge_id: str, kb_id: str) -> int:
+        """Each row of another knowledge base put again with `kb_id`, conditional on its body as read (an
+        edit written in between fails it, and it is tried again on what is stored then), up to `writers`
+        puts at once."""
+        stale = [item for item in self._items(knowledge_id) if item.body["kb_id"] != kb_id]
+        repoint = partial(self._repoint_one, kb_id=kb_id)
+        if len(stale) <= 1 or self.writers == 1:
+            return sum(repoint(item) for item in stale)
+        with ThreadPoolExecutor(
+            max_workers=min(self.writers, len(stale)), thread_name_prefix="chunks"
+        ) as pool:
+            futures = [pool.submit(metering.thread_work(repoint), item) for item in stale]
+            return sum(future.result() for future in futures)
+
+    def _repoint_one(self, item: Any, *, kb_id: str) -> bool:
+        m = self.model
+        read = item.body
+        for _ in range(METADATA_TRIES):
+            try:
+                m(item.knowledge_id, item.chunk_id, body={**read, "kb_id": kb_id}).save(
+                    condition=m.body == read
+                )
+                return True
+            except PutError as error:
+                if not _condition_failed(error):
+                    raise
+            try:
+                read = m.get(item.knowledge_id, item.chunk_id, consistent_read=True).body
+            except DoesNotExist:
+                return False
+            if read["kb_id"] == kb_id:
+                return False
+        raise TransientStageError(f"chunk {item.chunk_id} kept changing while it was moved")
 
     def set_metadata(
         self, knowledge_id: str, chunk_id: str, key: str, value: Any, *, kb_id: str, attempt: int

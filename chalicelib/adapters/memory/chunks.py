@@ -81,6 +81,14 @@ class MemoryChunkRepo:
         with self._lock:
             self._rows[knowledge_id] = stored
 
+    def repoint(self, knowledge_id: str, kb_id: str) -> int:
+        with self._lock:  # each row as stored now: only its kb_id changes
+            rows = self._rows.get(knowledge_id, {})
+            stale = [chunk_id for chunk_id, chunk in rows.items() if chunk.kb_id != kb_id]
+            for chunk_id in stale:
+                rows[chunk_id] = replace(rows[chunk_id], kb_id=kb_id)
+            return len(stale)
+
     def set_metadata(
         self, knowledge_id: str, chunk_id: str, key: str, value: Any, *, kb_id: str, attempt: int
     ) -> bool:
