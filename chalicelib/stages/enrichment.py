@@ -533,8 +533,8 @@ def graph_chunk(
     deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, params: dict[str, Any]
 ) -> dict[str, Any]:
     """An edited chunk's facts: those read from its old text leave the graph and, while the graph is on,
-    its new text's are read (spec §1.16, per chunk). Retract, then add: a redelivery writes the same facts
-    again (or the model's new answer instead), never both. A message sent for an earlier text is dropped:
+    its new text's are read (spec §1.16, per chunk). Retract, read, then add: a redelivery writes the same
+    facts again (or the model's new answer instead), never both. A message sent for an earlier text is dropped:
     the later edit queued its own. A chunk edited again while the model read it is read again, as that
     edit's message may have written before this one."""
     from chalicelib.enrich.graph import extract
@@ -548,10 +548,12 @@ def graph_chunk(
     entities: list[tuple[str, list[str], str]] = []
     relations: list[tuple[str, str, str, str]] = []
     for _ in range(GRAPH_CHUNK_ROUNDS):
+        # the old text's facts go first: a model that refuses the new text (or whose tries run out) leaves
+        # the chunk with none of its facts, never the old text's
+        deps.graph.retract_chunks(kb.id, knowledge.id, [chunk.id])
         if chat is not None:
             extracted = extract(chat, [chunk.content], effective.graph_relation_types)
             entities, relations = _facts([chunk], extracted)
-        deps.graph.retract_chunks(kb.id, knowledge.id, [chunk.id])
         deps.graph.add(kb.id, knowledge.id, entities, relations)
         _graph_kept(deps, knowledge, kb)
         now = _chunk_now(deps, knowledge, chunk.id)

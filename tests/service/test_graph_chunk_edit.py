@@ -204,3 +204,18 @@ def test_with_the_graph_off_an_edit_still_takes_the_old_facts_out_and_asks_nothi
     assert deps.graph.neighbourhood(kb.id, "Keeper").entity is None
     lamp = deps.graph.neighbourhood(kb.id, "Lamp").entity
     assert lamp is not None and lamp.chunk_ids == [other.id]
+
+
+def test_a_model_that_refuses_the_new_text_still_takes_the_old_texts_facts_out(
+    deps: Services, tenant: Tenant, llm: ReplyingLLM
+) -> None:
+    kb = llm_kb(deps, tenant, indexing_strategy={"graph_enabled": True})
+    knowledge, edited, other = _completed_with_graph(deps, kb, llm)
+    llm.responses["graph"] = (400, {"error": {"message": "bad request", "code": "invalid_request"}})
+
+    _edit(deps, knowledge, edited, "The ferry calls at the harbour every day.")
+    _deliver_enrichment(deps)  # the refusal is permanent: the subtask fails, its message is done
+
+    assert deps.graph.neighbourhood(kb.id, "Keeper").entity is None  # only the old text had it
+    lamp = deps.graph.neighbourhood(kb.id, "Lamp").entity
+    assert lamp is not None and lamp.chunk_ids == [other.id]
