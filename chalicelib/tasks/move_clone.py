@@ -34,7 +34,6 @@ from chalicelib.domain.types import (
     ParseStatus,
     Task,
 )
-from chalicelib.enrich.wiki import MAX_PAGES as WIKI_PAGES_PER_DOCUMENT
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge, IndexSpace, WikiPageRecord
 from chalicelib.ports.wiki import PagePosition
@@ -307,10 +306,12 @@ def carry_wiki_pages(
 def _document_pages(deps: Dependencies, kb_id: str, knowledge_id: str) -> list[WikiPageRecord]:
     """The document's page records, read from its own place in the wiki's key order on (not every record
     of the knowledge base for each document carried); a page holds a document's records and a few more."""
+    from chalicelib.enrich.wiki import MAX_PAGES  # the wiki's prompt and parsers: not on the API's cold start
+
     records: list[WikiPageRecord] = []
     after: PagePosition = (knowledge_id, "")  # before the document's first record
     while True:
-        window, more = deps.wiki.pages_after(kb_id, after, WIKI_PAGES_PER_DOCUMENT)
+        window, more = deps.wiki.pages_after(kb_id, after, MAX_PAGES)
         mine = [r for r in window if r.knowledge_id == knowledge_id]
         records += mine
         if not more or len(mine) < len(window) or not mine:
