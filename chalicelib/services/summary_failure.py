@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from chalicelib.domain.events import EventType
+from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.plan import TEXT_LIKE
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, SummaryStatus
 from chalicelib.ports import Dependencies
@@ -44,10 +45,7 @@ def summary_given_up(
     after the summary moved on, leaves it be), with the fallback description unless a person wrote one.
     `texts`: the summary's text chunks when the caller has them. True when this call failed it."""
     if texts is None:
-        attempt_chunks = (
-            c for c in deps.chunks.list(knowledge.id) if c.metadata.get("attempt") == knowledge.attempt
-        )
-        texts = [c.content for c in summarised_chunks(attempt_chunks)[ChunkType.TEXT]]
+        texts = _first_text(deps, knowledge)
     fallback = None if described_by_user(deps, knowledge) else (texts[0] if texts else "")[:FALLBACK_RUNES]
     if not deps.knowledge.set_summary_status(
         knowledge.id,
@@ -59,3 +57,20 @@ def summary_given_up(
         return False
     summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)
     return True
+
+
+#: chunks read a page at a time to find the first text chunk (a sweep must not hold a big document's chunks)
+FIRST_TEXT_PAGE = 100
+
+
+def _first_text(deps: Dependencies, knowledge: Knowledge) -> list[str]:
+    """The first text chunk's content of the attempt (chunk-id order is document order), read a page at a
+    time; [] when it has none."""
+    prefix, after = attempt_chunk_prefix(knowledge.id, knowledge.attempt), None
+    while True:
+        page, after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=FIRST_TEXT_PAGE)
+        texts = summarised_chunks(page)[ChunkType.TEXT]
+        if texts:
+            return [texts[0].content]
+        if after is None:
+            return []
