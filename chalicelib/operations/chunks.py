@@ -36,7 +36,7 @@ from chalicelib.domain.types import (
     ParseStatus,
     SummaryStatus,
 )
-from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError
+from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError, ServiceUnreachable
 from chalicelib.services import resources
 from chalicelib.services.dispatch import request_graph_refresh, request_summary_refresh
 from chalicelib.services.indexing import chunk_entries, embed_for_api, take_back_chunks, write_entries
@@ -111,6 +111,10 @@ def get_chunk(deps: Dependencies, tenant_id: str, knowledge_id: str, chunk_id: s
 def edit_chunk(
     deps: Dependencies, tenant_id: str, knowledge_id: str, chunk_id: str, request: EditChunkRequest
 ) -> dict[str, Any]:
+    """The graph refresh of a new text is queued after the row is written: when the enrichment queue does
+    not take it (after a few short tries) the edit answers 503 `queue_unavailable` with the edit saved, and
+    the same request sent again, finding its text already stored, queues the refresh again (it is keyed by
+    the text's hash, so a second one is harmless). Any edited chunk's text sent unchanged does so."""
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status == ParseStatus.DELETING:  # as every other write to a document being deleted
         raise BadRequest("the knowledge is being deleted", code="invalid_state")
@@ -122,6 +126,7 @@ def edit_chunk(
     chunk = _chunk(deps, knowledge, chunk_id)
     kb = require_kb(deps, tenant_id, knowledge.kb_id)
     changed = chunk
+    refresh_again = False
     if request.content is not None:
         if chunk.chunk_type not in EDITABLE:
             raise BadRequest(
@@ -136,9 +141,13 @@ def edit_chunk(
             changed = replace(
                 changed, content=text, content_hash=content_hash(text), metadata={**metadata, "edited": True}
             )
+        else:  # maybe the retry of an edit whose graph refresh the queue did not take (a parser's text: none)
+            refresh_again = chunk.metadata.get("edited") is True
     if request.is_enabled is not None:
         changed = replace(changed, is_enabled=request.is_enabled)
     if changed == chunk:
+        if refresh_again:
+            _queue_graph_refresh(deps, knowledge, chunk)
         return _view(chunk)
     texts = None
     if changed.content != chunk.content and kb.indexing_strategy.needs_embedding:
@@ -159,11 +168,27 @@ def edit_chunk(
         except AppError:  # the row as it was, where the document is now: the same request makes the edit
             deps.chunks.put_many([replace(chunk, kb_id=kb.id)])
             raise
-    if written.content != chunk.content:  # the edit stands (at the row's attempt, wherever it moved)
-        request_graph_refresh(deps, knowledge, written.id, written.content_hash)
+    if written.content != chunk.content or refresh_again:  # the edit stands (at its row's attempt)
+        _queue_graph_refresh(deps, knowledge, written)
     if knowledge.summary_status != SummaryStatus.NONE:
-        request_summary_refresh(deps, knowledge)  # made from the enabled chunks' text: stale now
+        try:
+            request_summary_refresh(deps, knowledge)  # made from the enabled chunks' text: stale now
+        except ServiceUnreachable as error:  # the summary stays pending until housekeeping gives it up
+            raise ServiceUnavailable(
+                "the enrichment queue is not answering; the edit is saved, its summary was not refreshed",
+                code="queue_unavailable",
+            ) from error
     return _view(written)
+
+
+def _queue_graph_refresh(deps: Dependencies, knowledge: Knowledge, chunk: Chunk) -> None:
+    try:
+        request_graph_refresh(deps, knowledge, chunk.id, chunk.content_hash)
+    except ServiceUnreachable as error:  # the edit is saved: the same request sent again queues it
+        raise ServiceUnavailable(
+            "the enrichment queue is not answering; the edit is saved: send the same request again",
+            code="queue_unavailable",
+        ) from error
 
 
 @dataclass(frozen=True)
