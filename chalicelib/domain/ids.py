@@ -51,6 +51,11 @@ def attempt_chunk_prefix(knowledge_id: str, attempt: int) -> str:
     return f"{knowledge_id}-a{attempt}-"
 
 
+def question_entry_id(chunk_id: str, n: int) -> str:
+    """The index entry of the chunk's n-th generated question (its search hits return the chunk)."""
+    return f"{chunk_id}-q{n}"
+
+
 def image_chunk_id(knowledge_id: str, attempt: int, image_index: int, kind: str = "ocr") -> str:
     return f"{knowledge_id}-a{attempt}-{kind}{image_index:04d}"
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from chalicelib.commands import ChunkListQuery, EditChunkRequest, FileUrlQuery
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, ServiceUnavailable, StageError
-from chalicelib.domain.ids import attempt_chunk_prefix, content_hash
+from chalicelib.domain.ids import attempt_chunk_prefix, content_hash, question_entry_id
 from chalicelib.domain.markup import strip_active_content
 from chalicelib.domain.resources import header_safe
 from chalicelib.domain.storage_keys import parsed_markdown_key
@@ -258,7 +258,7 @@ def _write(
 
 
 def _question_ids(chunk_id: str, asked: list[Any]) -> list[str]:
-    return [f"{chunk_id}-q{n}" for n in range(len(asked))]
+    return [question_entry_id(chunk_id, n) for n in range(len(asked))]
 
 
 def _searchable(deps: Dependencies, knowledge: Knowledge, chunk: Chunk) -> bool:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from chalicelib.domain.clock import from_iso, iso_before, now_iso, to_iso
 from chalicelib.domain.errors import ContinueLater, WriteRefused
 from chalicelib.domain.events import EventType
-from chalicelib.domain.ids import attempt_chunk_prefix
+from chalicelib.domain.ids import attempt_chunk_prefix, question_entry_id
 from chalicelib.domain.plan import TEXT_LIKE, WINDOW
 from chalicelib.domain.process_config import EXTRACTIVE_SUMMARY, resolve
 from chalicelib.domain.repetition import near_duplicates, words_of
@@ -313,10 +313,6 @@ def _window(task: SubtaskMessageModel) -> range:
     return range(window * size, (window + 1) * size)
 
 
-def _question_entry_id(chunk_id: str, n: int) -> str:
-    return f"{chunk_id}-q{n}"
-
-
 def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, window: range) -> dict[str, Any]:
     """Spec §1.15: each text chunk of the window gets N questions (its neighbours as context), kept in its
     metadata and indexed as extra entries that point at it; a chunk that changed meanwhile keeps none.
@@ -382,7 +378,7 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
         vectors = embed_texts(deps, model, contents) if kb.indexing_strategy.vector_enabled else None
         written = [
             IndexEntry(
-                id=_question_entry_id(chunk.id, n),
+                id=question_entry_id(chunk.id, n),
                 kb_id=kb.id,
                 knowledge_id=knowledge.id,
                 chunk_id=chunk.id,  # a question that matches returns the chunk that answers it
