@@ -136,42 +136,48 @@ def _sheet_parts(workbook: Any | None, rels: Mapping[str, tuple[str, str]]) -> l
 def _placed_cells(stream: IO[bytes]) -> Iterator[tuple[int, int, Any]]:
     """Each cell with content (an element below it: a value, an inline string, a formula) with its row and
     column, placed as calamine places them: a row without a reference follows the row before, a cell without
-    one the cell before it in its row. A cell is cleared once the caller has it (memory: one row). A
-    reference calamine cannot parse (a row's not a positive number, a cell's not letters and digits) makes
-    the sheet _Unreadable, as it is on calamine's path."""
+    one the cell before it in its row. Every element is dropped at its end (a cell's once the caller has it),
+    except those inside a cell, kept until their cell ends: memory is one cell, whatever else the sheet holds
+    (a million <mergeCell>s, hyperlinks). A reference calamine cannot parse (a row's not a positive number, a
+    cell's not letters and digits) makes the sheet _Unreadable, as it is on calamine's path."""
     row = col = 0
+    open_cells = 0  # cells started and not ended: what is inside one is its content, kept until it ends
     events = etree.iterparse(
         stream,
         events=("start", "end"),
-        tag=("{*}row", "{*}c"),
         resolve_entities=False,
         no_network=True,
         load_dtd=False,
     )
     for event, element in events:
-        is_row = element.tag.endswith("row")
+        tag = element.tag
+        is_cell = tag.endswith("}c") or tag == "c"
         if event == "start":
-            if is_row:
+            if is_cell:
+                open_cells += 1
+            elif tag.endswith("}row") or tag == "row":
                 written = element.get("r")
                 row = _row_number(written) if written else row + 1
                 col = 0
             continue
-        if is_row:
-            element.clear()
+        if is_cell:
+            open_cells -= 1
+            reference = element.get("r")
+            if reference:
+                found = _REF.fullmatch(reference)
+                if found is None:
+                    raise _Unreadable(reference)
+                col, cell_row = column_number(found.group(1)), int(found.group(2))
+            else:
+                col, cell_row = col + 1, row
+            if len(element):
+                yield cell_row, col, element
+        elif open_cells:
+            continue
+        element.clear()
+        if not open_cells:
             while element.getprevious() is not None:
                 del element.getparent()[0]
-            continue
-        reference = element.get("r")
-        if reference:
-            found = _REF.fullmatch(reference)
-            if found is None:
-                raise _Unreadable(reference)
-            col, cell_row = column_number(found.group(1)), int(found.group(2))
-        else:
-            col, cell_row = col + 1, row
-        if len(element):
-            yield cell_row, col, element
-        element.clear()
 
 
 def _rows_and_columns(

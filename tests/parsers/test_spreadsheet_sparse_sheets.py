@@ -13,6 +13,7 @@ import sys
 import textwrap
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import openpyxl
 import pytest
@@ -104,8 +105,9 @@ def test_the_sparse_path_writes_the_markdown_calamines_dense_path_writes(monkeyp
     assert "| 2024-05-06 07:08:09 |" in dense[0] and "| 1 day, 6:00:00 |" in dense[0]
 
 
-def _sheet_zip(rows: str) -> bytes:
-    """A minimal xlsx written by hand (inline strings, no shared strings or styles)."""
+def _sheet_zip(rows: str, before: str = "", after: str = "") -> bytes:
+    """A minimal xlsx written by hand (inline strings, no shared strings or styles); `before` and `after`
+    the sheet's data (column widths, merged cells)."""
     ns = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
     rel = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
     pkg = "http://schemas.openxmlformats.org/package/2006/relationships"
@@ -128,7 +130,8 @@ def _sheet_zip(rows: str) -> bytes:
         )
         z.writestr(
             "xl/worksheets/sheet1.xml",
-            f'<?xml version="1.0"?><worksheet xmlns="{ns}"><sheetData>{rows}</sheetData></worksheet>',
+            f'<?xml version="1.0"?><worksheet xmlns="{ns}">{before}<sheetData>{rows}</sheetData>{after}'
+            "</worksheet>",
         )
     return out.getvalue()
 
@@ -194,13 +197,10 @@ print(json.dumps({"markdown": markdown, "mb": (resource.getrusage(resource.RUSAG
 """
 
 
-@pytest.mark.parametrize(("far", "label"), [("E999999", "col5"), ("XFD1048576", "col16384")])
-def test_reading_a_far_cell_takes_little_memory(far: str, label: str, tmp_path: Path) -> None:
-    """Memory in a process of its own, its address space capped at 150 MB over what it had mapped before the
-    read, and its peak (ru_maxrss, MB): calamine's grid of E1:E999999 was 224 MB more, and of A1:XFD1048576
-    an allocation of 512 GB that aborted the process."""
+def _peak(data: bytes, tmp_path: Path) -> dict[str, Any]:
+    """The read in a process of its own (_PEAK): its Markdown and its peak over what it had before (MB)."""
     path = tmp_path / "sparse.xlsx"
-    path.write_bytes(_workbook({**_TOP, far: "FAR NOTE"}))
+    path.write_bytes(data)
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(_PEAK), str(path)],
         capture_output=True,
@@ -210,10 +210,37 @@ def test_reading_a_far_cell_takes_little_memory(far: str, label: str, tmp_path: 
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    answer = json.loads(done.stdout)
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+@pytest.mark.parametrize(("far", "label"), [("E999999", "col5"), ("XFD1048576", "col16384")])
+def test_reading_a_far_cell_takes_little_memory(far: str, label: str, tmp_path: Path) -> None:
+    """Memory in a process of its own, its address space capped at 150 MB over what it had mapped before the
+    read, and its peak (ru_maxrss, MB): calamine's grid of E1:E999999 was 224 MB more, and of A1:XFD1048576
+    an allocation of 512 GB that aborted the process."""
+    answer = _peak(_workbook({**_TOP, far: "FAR NOTE"}), tmp_path)
     assert answer["markdown"].endswith(
         f"| {label} |\n|---|---|---|\n| alpha | 1 |  |\n| beta | 2.5 |  |\n|  |  | FAR NOTE |\n"
     )
+    assert answer["mb"] < 100
+
+
+@pytest.mark.parametrize("before", [False, True], ids=["merged-cells-after", "columns-before"])
+def test_a_sparse_sheets_other_elements_take_no_memory(before: bool, tmp_path: Path) -> None:
+    """A sparse sheet (A1 and J600000) whose XML holds 600,000 other elements (<mergeCell>s after its data,
+    or <col>s before it; a ~3 MB zip): only rows and cells were dropped as the sheet streamed, so the others
+    all stayed (370 MB more for the <mergeCell>s, 900 MB for the <col>s, past the process's 150 MB cap); now
+    each is dropped at its end."""
+    rows = f'<row r="1">{_inline("A1", "head")}</row><row r="600000">{_inline("J600000", "note")}</row>'
+    if before:
+        columns = "".join(f'<col min="{n}" max="{n}" width="9"/>' for n in range(1, 600_001))
+        data = _sheet_zip(rows, before=f"<cols>{columns}</cols>")
+    else:
+        merged = "".join(f'<mergeCell ref="A{n}:B{n}"/>' for n in range(2, 600_002))
+        data = _sheet_zip(rows, after=f"<mergeCells>{merged}</mergeCells>")
+    answer = _peak(data, tmp_path)
+    assert answer["markdown"] == "## Notes\n\n| head | col10 |\n|---|---|\n|  | note |\n"
     assert answer["mb"] < 100
 
 
