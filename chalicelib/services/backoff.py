@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from chalicelib.ports import ModelThrottled, ModelUnavailable
+from chalicelib.ports import ModelThrottled, ModelUnavailable, ServiceUnreachable
 
 T = TypeVar("T")
 
@@ -67,3 +67,15 @@ def call_with_backoff(
             if on_retry is not None:
                 on_retry(attempt, exc, delay)
             sleep(delay)
+
+
+#: sends of a message an API answer (or an announcement) waits on, before the caller gives up on the queue
+BRIEF_TRIES = 3
+
+
+def send_briefly(send: Callable[[], T], sleep: Callable[[float], None], tries: int = BRIEF_TRIES) -> T:
+    """`send` tried `tries` times while the queue does not answer (ServiceUnreachable), 0.1-0.5 s apart:
+    short waits, since an upload's or an edit's answer waits on them. Raises the last ServiceUnreachable."""
+    return call_with_backoff(
+        send, max_attempts=tries, base_delay=0.1, max_delay=0.5, retry_on=(ServiceUnreachable,), sleep=sleep
+    )

@@ -10,8 +10,8 @@ from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, Stage, StageMessage, SummaryStatus
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, ServiceUnreachable, WikiOp
-from chalicelib.services.backoff import call_with_backoff
+from chalicelib.ports import Dependencies, WikiOp
+from chalicelib.services.backoff import send_briefly
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import queued_at_door
 from chalicelib.services.stage_queue import enqueue
@@ -72,17 +72,13 @@ def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> bool:
 
 #: the subtask (outside the count) an edit of a chunk's text queues: stages/enrichment.graph_chunk
 GRAPH_CHUNK = "graph_chunk"
-#: sends of a graph refresh before the edit answers 503; short waits, since the edit's answer waits on them
-GRAPH_REFRESH_TRIES = 3
-GRAPH_REFRESH_BASE_DELAY = 0.1
-GRAPH_REFRESH_MAX_DELAY = 0.5
 
 
 def request_graph_refresh(deps: Dependencies, knowledge: Knowledge, chunk_id: str, content_hash: str) -> None:
     """The graph facts read from an edited chunk's old text go, and its new text's come when the graph is on.
     Queued whatever the knowledge base says now, as facts may stand from when its graph was on. Keyed by the
     new text's hash, so a later edit's message does the work of an earlier one (and sending it again is
-    harmless). Tried GRAPH_REFRESH_TRIES times, briefly (an API answer waits on it); raises ServiceUnreachable
+    harmless). Tried briefly (`send_briefly`: an API answer waits on it); raises ServiceUnreachable
     when the queue never took it."""
     body = {
         "tenant_id": knowledge.tenant_id,
@@ -95,14 +91,7 @@ def request_graph_refresh(deps: Dependencies, knowledge: Knowledge, chunk_id: st
             "content_hash": content_hash,
         },
     }
-    call_with_backoff(
-        lambda: deps.queue.send_raw("enrichment", body),
-        max_attempts=GRAPH_REFRESH_TRIES,
-        base_delay=GRAPH_REFRESH_BASE_DELAY,
-        max_delay=GRAPH_REFRESH_MAX_DELAY,
-        retry_on=(ServiceUnreachable,),
-        sleep=deps.sleep,
-    )
+    send_briefly(lambda: deps.queue.send_raw("enrichment", body), deps.sleep)
 
 
 def request_auto_tag(deps: Dependencies, knowledge: Knowledge) -> None:

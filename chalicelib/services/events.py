@@ -33,14 +33,10 @@ from chalicelib.domain.webhooks import delivery_id
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.ports.events import Webhook
-from chalicelib.services.backoff import call_with_backoff
+from chalicelib.services.backoff import BRIEF_TRIES, send_briefly
 from chalicelib.services.webhook_messages import DeliveryMessage, FanOutMessage
 
 WEBHOOK_QUEUE = "webhooks"
-#: sends of one delivery before it is parked; short waits, since an upload's answer waits on them
-FAN_OUT_TRIES = 3
-FAN_OUT_BASE_DELAY = 0.1
-FAN_OUT_MAX_DELAY = 0.5
 PARKED_REASON = "the webhooks queue did not take this {what} when its event was announced"
 
 
@@ -78,9 +74,9 @@ def _fan_out(deps: Dependencies, event: Event) -> None:
             "webhook fan-out deferred: the webhooks table did not answer",
             extra={"event_id": event.event_id, "event_type": event.type.value, "kb_id": event.kb_id},
         )
-        _send_or_park(deps, event, FanOutMessage.of(event), FAN_OUT_TRIES)
+        _send_or_park(deps, event, FanOutMessage.of(event), BRIEF_TRIES)
         return
-    tries = FAN_OUT_TRIES
+    tries = BRIEF_TRIES
     for delivery in deliveries_of(event, hooks):
         if not _send_or_park(deps, event, delivery, tries):
             tries = 1  # the queue is out: the event's other deliveries go to the DLQ without waiting
@@ -93,14 +89,7 @@ def _send_or_park(
     (False)."""
     body = message.model_dump(mode="json")
     try:
-        call_with_backoff(
-            lambda: deps.queue.send_raw(WEBHOOK_QUEUE, body),
-            max_attempts=tries,
-            base_delay=FAN_OUT_BASE_DELAY,
-            max_delay=FAN_OUT_MAX_DELAY,
-            retry_on=(ServiceUnreachable,),
-            sleep=deps.sleep,
-        )
+        send_briefly(lambda: deps.queue.send_raw(WEBHOOK_QUEUE, body), deps.sleep, tries)
     except ServiceUnreachable:
         _park(deps, event, message)
         return False

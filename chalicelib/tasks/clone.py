@@ -316,15 +316,15 @@ def _require_unchanged_source(
         )
 
 
-def _chunk_state(chunk: Chunk) -> tuple[str, str, bool]:
+def _chunk_state(chunk: Chunk) -> tuple[str, bool]:
     """What a chunk's index entries are made from: its text and its switch."""
-    return chunk.content_hash, chunk.content, chunk.is_enabled
+    return chunk.content, chunk.is_enabled
 
 
-def _chunk_states(deps: Dependencies, src: Knowledge) -> dict[str, tuple[str, str, bool]]:
+def _chunk_states(deps: Dependencies, src: Knowledge) -> dict[str, tuple[str, bool]]:
     """The source attempt's chunks as stored now, a page at a time (each read once, as in the first read)."""
     prefix = attempt_chunk_prefix(src.id, src.attempt)
-    states: dict[str, tuple[str, str, bool]] = {}
+    states: dict[str, tuple[str, bool]] = {}
     after: str | None = None
     while True:
         page, after = deps.chunks.list_page(src.id, prefix=prefix, after=after, limit=CHUNK_PAGE)

@@ -6,7 +6,6 @@ import copy
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from chalicelib.domain.item_limits import ITEM_MAX_BYTES, WIKI_INDEX_PART_BYTES, item_size, split_json_text
 from chalicelib.ports import (
@@ -14,9 +13,6 @@ from chalicelib.ports import (
     WikiPageRecord,
 )
 from chalicelib.ports.wiki import PagePosition, page_window, parts_holding
-
-if TYPE_CHECKING:
-    pass
 
 
 class MemoryWikiRepo:
