@@ -203,6 +203,40 @@ class EngineContract:
         assert ids(self.keyword(engine, space, "KUBERNETES?!"))[:1] == ["c3"]
         assert ids(self.keyword(engine, space, '"apt" AND (NOT')) == ["c4"]  # operators are plain words
 
+    def test_a_words_trailing_plus_plus_or_sharp_is_part_of_it(
+        self, engine: RetrieveEngine, space: IndexSpace
+    ) -> None:
+        """`C++`, `C#` and `C` are three words (both engines: `WORD_SUFFIXES`); a `#` or `+` anywhere else
+        splits words as before."""
+        engine.batch_index(
+            space,
+            [
+                entry("lang-c", "Pointers in C are plain addresses"),
+                entry("lang-cpp", "Templates in C++ are expanded at compile time"),
+                entry("lang-cs", "Generics in C# are reified at run time"),
+                entry("lang-fs", "Pattern matching in F# is exhaustive"),
+                entry("counter", "Bump it with x++ in the loop"),
+                entry("tags", "Label the post #release and see issue#12"),
+                entry("sums", "In algebra a+b and 1+1 are sums"),
+            ],
+        )
+        assert ids(self.keyword(engine, space, "C++")) == ["lang-cpp"]
+        assert ids(self.keyword(engine, space, "c++ templates")) == ["lang-cpp"]
+        assert ids(self.keyword(engine, space, "Ｃ＋＋")) == ["lang-cpp"]  # full width folds first
+        assert ids(self.keyword(engine, space, "C#")) == ["lang-cs"]
+        assert ids(self.keyword(engine, space, "F#")) == ["lang-fs"]
+        assert ids(self.keyword(engine, space, "x++")) == ["counter"]
+        assert ids(self.keyword(engine, space, "C")) == ["lang-c"]
+        assert set(ids(self.keyword(engine, space, "C C++ C#"))) == {"lang-c", "lang-cpp", "lang-cs"}
+        # as before: a leading `#`, a `#` or single `+` between words
+        assert ids(self.keyword(engine, space, "#release")) == ["tags"]
+        assert ids(self.keyword(engine, space, "release")) == ["tags"]
+        assert ids(self.keyword(engine, space, "issue#12")) == ["tags"]
+        assert ids(self.keyword(engine, space, "12")) == ["tags"]
+        assert ids(self.keyword(engine, space, "a+b")) == ["sums"]
+        assert ids(self.keyword(engine, space, "b")) == ["sums"]
+        assert ids(self.keyword(engine, space, "1+1")) == ["sums"]
+
     def test_kb_isolation(self, engine: RetrieveEngine, space: IndexSpace) -> None:
         engine.batch_index(space, CORPUS)
         hits = self.keyword(engine, space, "another knowledge base", kb="kb2")

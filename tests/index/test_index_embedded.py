@@ -12,14 +12,8 @@ import numpy as np
 import pytest
 from index_contract import CORPUS, DIM, EngineContract, constitution_articles, entry, ids, vec
 
-from chalicelib.adapters.index.embedded import (
-    ANALYSIS_VERSION,
-    EmbeddedEngine,
-    document_terms,
-    index_terms,
-    match_expression,
-    proximity_pairs,
-)
+from chalicelib.adapters.index.analysis import document_terms, index_terms, proximity_pairs
+from chalicelib.adapters.index.embedded import ANALYSIS_VERSION, EmbeddedEngine, match_expression
 from chalicelib.ports import IndexSpace, RetrieveEngine
 
 

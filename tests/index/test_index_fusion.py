@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_contract import DIM, entry
 
+from chalicelib.adapters.index.analysis import index_terms
 from chalicelib.adapters.index.common import remap_entry, remap_id
-from chalicelib.adapters.index.embedded import EmbeddedEngine, index_terms
+from chalicelib.adapters.index.embedded import EmbeddedEngine
 from chalicelib.adapters.index.fusion import KEYWORD_FLOOR, fuse, rank
 from chalicelib.ports import IndexEntry, IndexSpace, SearchHit
 

@@ -17,8 +17,8 @@ from index_contract import DIM, vec
 from opensearchpy import OpenSearch, Transport
 from opensearchpy.exceptions import RequestError
 
+from chalicelib.adapters.index.analysis import index_terms
 from chalicelib.adapters.index.common import QueryTooComplex
-from chalicelib.adapters.index.embedded import index_terms
 from chalicelib.adapters.index.opensearch import OpenSearchEngine
 from chalicelib.ports import IndexSpace
 from chalicelib.ports.index import IndexRefused

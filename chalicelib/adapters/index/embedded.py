@@ -1,7 +1,7 @@
 """Embedded retrieval engine: SQLite FTS5 for BM25 plus numpy brute-force cosine for vectors.
 
 Over 600 lines: one engine whose text index and vectors live in one file and change in one
-transaction; the tokeniser and fusion it shares with OpenSearch live beside it.
+transaction; the analysis and fusion it shares with OpenSearch live beside it.
 
 One SQLite file per knowledge base (`<root>/<space.name>/<kb>.sqlite`) holds the text index and the
 vectors together, so a delete by knowledge is one transaction across both and a crash cannot leave
@@ -9,36 +9,23 @@ them out of step. Files run in WAL mode: readers never block the single writer, 
 or processes can share a file (writers serialise on a per-file lock in-process and on SQLite's own
 lock across processes, with a busy timeout).
 
-Tokenisation (why not the FTS5 trigram tokenizer): Korean words are mostly two or three syllables
-with particles glued on (`국민은`, `국회의`), and trigram cannot match a query term shorter than three
-characters (`국회`, `헌법`), and it ranks English by sub-word fragments. Instead each text is
-pre-tokenised here as the OpenSearch index's analysis does (a `pattern_replace` char filter, Lucene's
-`standard` tokenizer, `cjk_bigram`): `text_fold.fold` (NFKC width folding, traditional → simplified
-Chinese, lowercase), words whole (letters and digits with their combining marks) and split at the
-characters Lucene would keep inside a word (`WORD_JOINERS`: `node.js`, `parse_config`, `3.14`, `don't` are
-two words each, so `config` finds `parse_config`; the char filter turns them into spaces there), runs of Hangul/Han/Kana as overlapping bigrams (a lone CJK character stays a
-unigram; the ideographs and kana are those `cjk_bigram` pairs, the supplementary planes' included). A
-document's CJK runs also give their single characters (`document_terms`, like `cjk_bigram`
-with `output_unigrams` on the index side of OpenSearch), so a one-character word of a query (Chinese 心,
-弟, 人) finds the runs it sits in; a query keeps bigrams alone, so it stays as precise as before. The
-term string goes into a `unicode61` FTS5 table, and the query's terms are OR-ed, like an OpenSearch
-`match` query, with a proximity clause per pair of consecutive words (`proximity_pairs`, FTS5 `NEAR`),
-like `match_phrase` clauses with slop in a `bool` `should` on OpenSearch. A file whose stored terms came from an older analysis
-(`ANALYSIS_VERSION`) has them rebuilt from the stored content when it is first opened.
+Terms: each text is pre-tokenised in Python as the OpenSearch index's analysis does (`analysis`:
+`document_terms`), and the term string goes into a `unicode61` FTS5 table. The query's terms are OR-ed,
+like an OpenSearch `match` query, with a proximity clause per pair of consecutive words
+(`proximity_pairs`, FTS5 `NEAR`), like `match_phrase` clauses with slop in a `bool` `should` on
+OpenSearch. A file whose stored terms came from an older analysis (`ANALYSIS_VERSION`) has them rebuilt
+from the stored content when it is first opened.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
-import itertools
 import json
 import os
 import re
 import sqlite3
 import threading
-import unicodedata
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
@@ -48,71 +35,21 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from chalicelib.adapters.index.analysis import document_terms, non_cjk_pairs, query_terms
 from chalicelib.adapters.index.common import DEFAULT_CANDIDATES, PROXIMITY_WINDOW, remap_entry, unit_vector
 from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
-from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, IndexUnavailable, SearchHit
 
 SCHEMA_VERSION = "1"
-#: bumped whenever document_terms changes; files indexed under another version get their terms rebuilt
-#: (5: the supplementary planes' ideographs, the Hangzhou numerals and the kana supplements pair up)
-ANALYSIS_VERSION = "5"
-_MAX_QUERY_TERMS = 128
+#: bumped whenever analysis.document_terms changes; files indexed under another version get their terms rebuilt
+#: (5: the supplementary planes' ideographs, the Hangzhou numerals and the kana supplements pair up;
+#: 6: a word's trailing `++`/`#` is part of it, `WORD_SUFFIXES`)
+ANALYSIS_VERSION = "6"
 _SQL_BATCH = 500  # bound host parameters per statement
 
-# Hangul Jamo, Kana, 〇 and the Hangzhou numerals, the vertical kana repeat marks, Hangul compatibility Jamo,
-# Katakana phonetic extensions, CJK ext A, CJK unified, Hangul ext A/B, syllables, compatibility ideographs,
-# half-width Katakana, the kana supplements, and the supplementary ideographic planes (ext B to H and the
-# compatibility supplement, U+20000-U+3FFFF). Lucene's standard tokenizer + cjk_bigram pairs each of these
-# with its neighbour: a character left out here was one Python word of any length, which OpenSearch's
-# analyzer cut into a bigram per pair (1,200 ext B characters: 1,199 clauses).
-_CJK = (
-    "\u1100-\u11ff\u3007\u3021-\u3029\u3031-\u3035\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff"
-    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f"
-    "\U0001b000-\U0001b16f\U00020000-\U0003ffff"
-)
-_CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
-#: what Lucene's standard tokenizer keeps inside one token between two words (UAX #29 MidLetter, MidNumLet,
-#: MidNum, Single_Quote, Double_Quote (between Hebrew letters), ExtendNumLet): both engines split words at
-#: them (here they are not word characters; the OpenSearch index's char filter makes each a space)
-WORD_JOINERS = (
-    ":\u00b7\u0387\u055f\u05f4\u2027\ufe13\ufe55\uff1a"  # MidLetter
-    ".\u2018\u2019\u2024\ufe52\uff07\uff0e"  # MidNumLet
-    ",;\u037e\u0589\u060c\u060d\u066c\u07f8\u2044\ufe10\ufe14\ufe50\ufe54\uff0c\uff1b"  # MidNum
-    "'\""  # Single_Quote, Double_Quote
-    "_\u202f\u203f\u2040\u2054\ufe33\ufe34\ufe4d\ufe4e\ufe4f\uff3f"  # ExtendNumLet
-)
 #: the FTS5 tokenizer of the stored term strings: combining marks are part of a word (Devanagari vowel signs,
 #: Thai tone marks, Arabic harakat), as on the Python side; remove_diacritics drops Latin ones (İ = i + U+0307)
 _FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
-
-
-@functools.cache
-def _word_pattern() -> str:
-    """A word: letters and digits, with the combining marks inside them (`\\w` has none, which cut हिन्दी
-    into ह, न, द). Built on first use: listing the marks takes ~10 ms."""
-    marks = [c for c in range(0x10000) if unicodedata.category(chr(c)).startswith("M")]
-    runs: list[list[int]] = []
-    for code in marks:
-        if runs and runs[-1][1] == code - 1:
-            runs[-1][1] = code
-        else:
-            runs.append([code, code])
-    mark_class = "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in runs)
-    return rf"(?:[^\W_{_CJK}]|[{mark_class}])+"
-
-
-@functools.cache
-def _token_re() -> re.Pattern[str]:
-    """Words and CJK runs."""
-    return re.compile(rf"[{_CJK}]+|{_word_pattern()}")
-
-
-@functools.cache
-def _piece_re() -> re.Pattern[str]:
-    """CJK runs, and words with the joiners Lucene keeps between them (`node.js`: one piece)."""
-    word = _word_pattern()
-    return re.compile(rf"[{_CJK}]+|{word}(?:[{re.escape(WORD_JOINERS)}]{word})*")
 
 
 _SCHEMA = """
@@ -151,80 +88,6 @@ END;
 _COLUMNS = "rid, id, kb_id, knowledge_id, chunk_id, content, source_id, source_type, chunk_type, is_enabled"
 
 
-def index_terms(text: str, *, unigrams: bool = False) -> list[str]:
-    """Tokens as a BM25 query sees them: words whole, CJK runs as overlapping bigrams (a lone CJK
-    character as itself). `unigrams`: each character of a longer CJK run too (what a document indexes)."""
-    return _terms_of_folded(fold(text), unigrams=unigrams)
-
-
-def _terms_of_folded(folded: str, *, unigrams: bool = False) -> list[str]:
-    out: list[str] = []
-    for token in _token_re().findall(folded):
-        if _CJK_RUN_RE.fullmatch(token):
-            if len(token) == 1:
-                out.append(token)
-            else:
-                out.extend(token[i : i + 2] for i in range(len(token) - 1))
-                if unigrams:
-                    out.extend(token)
-        else:
-            out.append(token)
-    return out
-
-
-def document_terms(text: str) -> list[str]:
-    """Tokens as the BM25 index stores a document: the query's tokens plus every CJK character."""
-    return index_terms(text, unigrams=True)
-
-
-def proximity_pairs(query: str) -> list[tuple[str, str]]:
-    """Each two consecutive distinct non-CJK words of the query: the proximity clause asks each pair to
-    stand within `PROXIMITY_WINDOW` positions. CJK runs are left out: they already match as overlapping
-    bigrams (adjacency inside a run), and a stored CJK run's unigrams follow its bigrams, so its FTS5
-    positions are not the text's."""
-    return _pairs(_query_terms(query))
-
-
-def _query_terms(query: str) -> list[str]:
-    """The query's distinct terms, in order, at most _MAX_QUERY_TERMS."""
-    return list(dict.fromkeys(index_terms(query)))[:_MAX_QUERY_TERMS]
-
-
-def bounded_query_text(query: str) -> str:
-    """The folded query as OpenSearch's analyzer is to see it: its distinct pieces in order (a CJK run, or
-    words with their joiners, `node.js`: the index's char filter splits it into the words the documents hold;
-    an index created before that filter holds `node.js` whole, and still matches), joined by spaces, while the
-    terms they hold add up to at most _MAX_QUERY_TERMS.
-
-    A match query makes one clause per token the analyzer gives, repeats included, and OpenSearch refuses a
-    query of over 1,024 clauses (a 400): so a repeated piece is sent once, a piece holding more terms than
-    the room left (a CJK run repeated over a page) gives its distinct terms instead, and what the Python
-    tokenizer drops (emoji, symbols: a token each for Lucene) is not sent at all."""
-    sent: dict[str, None] = {}
-    room = _MAX_QUERY_TERMS
-    for piece in dict.fromkeys(_piece_re().findall(fold(query))):
-        if room == 0:
-            break
-        if piece in sent:
-            continue
-        terms = _terms_of_folded(piece)
-        if len(terms) <= room:
-            sent[piece] = None
-            room -= len(terms)
-            continue
-        for term in dict.fromkeys(terms):
-            if room == 0:
-                break
-            if term not in sent:
-                sent[term] = None
-                room -= 1
-    return " ".join(sent)
-
-
-def _pairs(terms: list[str]) -> list[tuple[str, str]]:
-    return list(itertools.pairwise(t for t in terms if not _CJK_RUN_RE.fullmatch(t)))
-
-
 def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
@@ -236,9 +99,9 @@ def match_expression(query: str) -> str:
     words again, as a sloppy `match_phrase` in a `bool` `should` adds its score on OpenSearch. NEAR's N
     is the tokens between the two words: PROXIMITY_WINDOW - 1 (FTS5 ignores their order, Lucene's slop
     charges a swap two)."""
-    terms = _query_terms(query)
+    terms = query_terms(query)
     clauses = [_quoted(t) for t in terms]
-    clauses += [f"NEAR({_quoted(a)} {_quoted(b)}, {PROXIMITY_WINDOW - 1})" for a, b in _pairs(terms)]
+    clauses += [f"NEAR({_quoted(a)} {_quoted(b)}, {PROXIMITY_WINDOW - 1})" for a, b in non_cjk_pairs(terms)]
     return " OR ".join(clauses)
 
 

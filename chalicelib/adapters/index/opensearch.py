@@ -10,20 +10,25 @@ Japanese words match without a morphological plugin), and keyword fields to filt
 tokenizer a `pattern_replace` char filter makes a space of each character the standard tokenizer would keep
 inside a word (`WORD_JOINERS`: `node.js`, `parse_config`, `3.14`, `don't`), so words split there as in the
 embedded engine and a query `config` finds `parse_config` on both (a query `node.js` finds it as `node`
-and `js`, close together). At index time
+and `js`, close together). Before that, a char filter per `WORD_SUFFIXES` pattern keeps a word's trailing
+`++` or `#` as letters (`c++` is `cplusplus`, `c#` is `csharp`), so `C++`, `C#` and `C` are three words, as
+in the embedded engine. At index time
 the bigram filter also outputs unigrams (a query's one-character Chinese word finds the runs it sits
 in); the search analyzer keeps bigrams alone (`weknora_query`), as the embedded engine does. An index
 created before that split keeps the analyzer it was created with (an index's analyzers cannot change
 while it is open): its documents match as before.
 
-Existing indices and the joiner split (`ANALYSIS_VERSION` 2, in the index's `_meta`): an index created
-before it (no `_meta`) keeps its analyzers, whose tokens keep `node.js` whole; the query text keeps the
-joiners (`bounded_query_text`), so its documents match as before, but `config` does not find
-`parse_config` there. To bring one to the split, rebuild it from its own `_source` (no re-embedding):
-create `<index>-v2` with `index_body(space)`, `POST _reindex {"source": {"index": "<index>"}, "dest":
-{"index": "<index>-v2"}}`, then delete `<index>` and reindex `<index>-v2` back under the old name, created
-again with `index_body(space)` (or, on a managed domain, close the index, `PUT <index>/_settings` with the
-new `analysis`, open it, `PUT <index>/_mapping` with the new `_meta` and run `POST
+Existing indices (`ANALYSIS_VERSION`, in the index's `_meta` as `weknora_analysis`): none, before the joiner
+split; 2, before the word suffixes; 3, now. An older index keeps its analyzers, and the query text is written
+so that every version's analyzer reads it as its documents were read (`bounded_query_text`, `proximity_pairs`:
+the joiners and the `++`/`#` stay as the user wrote them): on an index without `_meta` the tokens keep
+`node.js` whole, so its documents match as before but `config` does not find `parse_config`; on one of
+version 2 or before, `c++`, `c#` and `c` are all `c` there, as before (a `C++` query still finds C and C#
+text). To bring one to the current analysis, rebuild it from its own `_source` (no re-embedding): create
+`<index>-v3` with `index_body(space)`, `POST _reindex {"source": {"index": "<index>"}, "dest": {"index":
+"<index>-v3"}}`, then delete `<index>` and reindex `<index>-v3` back under the old name, created again with
+`index_body(space)` (or, on a managed domain, close the index, `PUT <index>/_settings` with the new
+`analysis`, open it, `PUT <index>/_mapping` with the new `_meta` and run `POST
 <index>/_update_by_query?conflicts=proceed`). Writes made meanwhile are lost from the copy: pause the stage
 queues' triggers while it runs.
 
@@ -69,6 +74,12 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import ConnectionError as TransportUnreachable
 from opensearchpy.exceptions import NotFoundError, RequestError, TransportError
 
+from chalicelib.adapters.index.analysis import (
+    WORD_JOINERS,
+    WORD_SUFFIXES,
+    bounded_query_text,
+    proximity_pairs,
+)
 from chalicelib.adapters.index.common import (
     DEFAULT_CANDIDATES,
     PROXIMITY_WINDOW,
@@ -76,7 +87,6 @@ from chalicelib.adapters.index.common import (
     remap_entry,
     unit_vector,
 )
-from chalicelib.adapters.index.embedded import WORD_JOINERS, bounded_query_text, proximity_pairs
 from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
 from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, IndexUnavailable, IndexWriteError, SearchHit
@@ -86,9 +96,13 @@ VECTOR_FIELD = "embedding"
 SEARCH_FIELD = "search_text"
 TEXT_ANALYZER = "weknora_text"
 QUERY_ANALYZER = "weknora_query"
-#: the index analysis `index_body` creates, in the index's `_meta` (none: before the joiner split)
-ANALYSIS_VERSION = 2
+#: the index analysis `index_body` creates, in the index's `_meta` (none: before the joiner split; 2: before
+#: WORD_SUFFIXES)
+ANALYSIS_VERSION = 3
 _JOINERS_FILTER = "weknora_word_joiners"
+#: one `pattern_replace` char filter per WORD_SUFFIXES pattern, run in its order before the joiners' filter
+_SUFFIX_FILTERS = {f"weknora_word_suffix_{i}": rule for i, rule in enumerate(WORD_SUFFIXES)}
+_CHAR_FILTERS = [*_SUFFIX_FILTERS, _JOINERS_FILTER]
 _TEXT_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER, "search_analyzer": QUERY_ANALYZER}
 _SEARCH_MAPPING = dict(_TEXT_MAPPING)
 _LEGACY_SEARCH_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER}  # indices created before weknora_query
@@ -131,23 +145,27 @@ def index_body(
                 # a joiner is never a token of its own, so a space in its place splits and drops nothing;
                 # none of them is special inside a character class
                 "char_filter": {
+                    **{
+                        name: {"type": "pattern_replace", "pattern": pattern, "replacement": letters}
+                        for name, (pattern, letters) in _SUFFIX_FILTERS.items()
+                    },
                     _JOINERS_FILTER: {
                         "type": "pattern_replace",
                         "pattern": f"[{WORD_JOINERS}]",
                         "replacement": " ",
-                    }
+                    },
                 },
                 "filter": {"cjk_bigram_unigrams": {"type": "cjk_bigram", "output_unigrams": True}},
                 "analyzer": {
                     TEXT_ANALYZER: {
                         "type": "custom",
-                        "char_filter": [_JOINERS_FILTER],
+                        "char_filter": list(_CHAR_FILTERS),
                         "tokenizer": "standard",
                         "filter": ["cjk_width", "lowercase", "cjk_bigram_unigrams"],
                     },
                     QUERY_ANALYZER: {
                         "type": "custom",
-                        "char_filter": [_JOINERS_FILTER],
+                        "char_filter": list(_CHAR_FILTERS),
                         "tokenizer": "standard",
                         "filter": ["cjk_width", "lowercase", "cjk_bigram"],
                     },
