@@ -3,7 +3,8 @@
 The local stack replaces moto's hot paths (DynamoDB's data-plane answers written by `json.dumps`, a
 state machine's definition parsed once for all its executions, and in `moto_dynamodb` a Query that reads
 only its partition and transactions that copy only what they touch), bounds what moto keeps for ever
-(`moto_bounds`), remembers which backend serves a host,
+(`moto_bounds`), lets a callback task take its callbacks as soon as its message is sent
+(`moto_callbacks`), remembers which backend serves a host,
 and empties the stack's tables, queues and buckets in place between tests. All of it reaches into moto's
 private classes, so it applies only on `PATCHED_FOR` (the version pyproject.toml pins, where a test checks
 each patch answers as moto does). On any other version none of it applies and one warning says so: moto
@@ -123,13 +124,14 @@ def speed_up_moto() -> bool:
         from moto.dynamodb.responses import DynamoHandler
         from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
-        from chalicelib.local import moto_bounds, moto_changes, moto_dynamodb
+        from chalicelib.local import moto_bounds, moto_callbacks, moto_changes, moto_dynamodb
 
         DynamoHandler.serialized = serialized_as_json  # type: ignore[method-assign,assignment]
         AmazonStateLanguageParser.parse = staticmethod(parse_once(AmazonStateLanguageParser.parse))  # type: ignore[method-assign,assignment]
         moto_dynamodb.install()  # a Query reads its partition, a transaction saves only what it touches
         moto_changes.install()  # which items changed since the last snapshot
         moto_bounds.install()  # deleted receipts and finished executions kept within bounds
+        moto_callbacks.install()  # a task's token answers from the moment its message is sent
         _sped_up = True
     return True
 
