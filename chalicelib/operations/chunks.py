@@ -36,9 +36,13 @@ from chalicelib.domain.types import (
     ParseStatus,
     SummaryStatus,
 )
-from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError, ServiceUnreachable
+from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError
 from chalicelib.services import resources
-from chalicelib.services.dispatch import request_graph_refresh, request_summary_refresh
+from chalicelib.services.dispatch import (
+    refresh_refusal_answered,
+    request_graph_refresh,
+    request_summary_refresh,
+)
 from chalicelib.services.indexing import chunk_entries, embed_for_api, take_back_chunks, write_entries
 from chalicelib.services.indexing import searchable as document_searchable
 from chalicelib.services.liveness import kept_after_write
@@ -111,10 +115,10 @@ def get_chunk(deps: Dependencies, tenant_id: str, knowledge_id: str, chunk_id: s
 def edit_chunk(
     deps: Dependencies, tenant_id: str, knowledge_id: str, chunk_id: str, request: EditChunkRequest
 ) -> dict[str, Any]:
-    """The graph refresh of a new text is queued after the row is written: when the enrichment queue does
-    not take it (after a few short tries) the edit answers 503 `queue_unavailable` with the edit saved, and
-    the same request sent again, finding its text already stored, queues the refresh again (it is keyed by
-    the text's hash, so a second one is harmless). Any edited chunk's text sent unchanged does so."""
+    """The refreshes an edit makes due are queued after the row is written (`_queue_refreshes`): when the
+    enrichment queue does not take one, the same request sent again, finding nothing to change, queues
+    them again: the graph's when an edited chunk's text is sent unchanged, the summary's while it is still
+    pending (asked for, maybe never queued)."""
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status == ParseStatus.DELETING:  # as every other write to a document being deleted
         raise BadRequest("the knowledge is being deleted", code="invalid_state")
@@ -146,8 +150,8 @@ def edit_chunk(
     if request.is_enabled is not None:
         changed = replace(changed, is_enabled=request.is_enabled)
     if changed == chunk:
-        if refresh_again:
-            _queue_graph_refresh(deps, knowledge, chunk)
+        pending = knowledge.summary_status == SummaryStatus.PENDING
+        _queue_refreshes(deps, knowledge, chunk, graph=refresh_again, summary=pending)
         return _view(chunk)
     texts = None
     if changed.content != chunk.content and kb.indexing_strategy.needs_embedding:
@@ -168,27 +172,25 @@ def edit_chunk(
         except AppError:  # the row as it was, where the document is now: the same request makes the edit
             deps.chunks.put_many([replace(chunk, kb_id=kb.id)])
             raise
-    if written.content != chunk.content or refresh_again:  # the edit stands (at its row's attempt)
-        _queue_graph_refresh(deps, knowledge, written)
-    if knowledge.summary_status != SummaryStatus.NONE:
-        try:
-            request_summary_refresh(deps, knowledge)  # made from the enabled chunks' text: stale now
-        except ServiceUnreachable as error:  # the summary stays pending until housekeeping gives it up
-            raise ServiceUnavailable(
-                "the enrichment queue is not answering; the edit is saved, its summary was not refreshed",
-                code="queue_unavailable",
-            ) from error
+    # the edit stands (at its row's attempt)
+    graph = written.content != chunk.content or refresh_again
+    _queue_refreshes(deps, knowledge, written, graph=graph, summary=True)
     return _view(written)
 
 
-def _queue_graph_refresh(deps: Dependencies, knowledge: Knowledge, chunk: Chunk) -> None:
-    try:
-        request_graph_refresh(deps, knowledge, chunk.id, chunk.content_hash)
-    except ServiceUnreachable as error:  # the edit is saved: the same request sent again queues it
-        raise ServiceUnavailable(
-            "the enrichment queue is not answering; the edit is saved: send the same request again",
-            code="queue_unavailable",
-        ) from error
+def _queue_refreshes(
+    deps: Dependencies, knowledge: Knowledge, chunk: Chunk, *, graph: bool, summary: bool
+) -> None:
+    """An edit's refreshes: the chunk's graph facts (`graph`: its text changed) and the document's summary
+    (made from the enabled chunks' text), when it has one. Each is tried briefly; one the enrichment queue
+    does not take answers 503 `queue_unavailable` with the edit saved, and the same request sent again
+    queues it again (either sent twice is harmless: the graph's is keyed by the text's hash, and a second
+    summary message finds the summary made). The summary first: marked pending, a retry knows to ask."""
+    with refresh_refusal_answered("the edit is saved"):
+        if summary and knowledge.summary_status != SummaryStatus.NONE:
+            request_summary_refresh(deps, knowledge)
+        if graph:
+            request_graph_refresh(deps, knowledge, chunk.id, chunk.content_hash)
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,13 @@ WIKI_INDEX_CHARS = 200_000
 
 
 def refresh_summary(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
-    from chalicelib.services.dispatch import request_summary_refresh
+    from chalicelib.services.dispatch import refresh_refusal_answered, request_summary_refresh
 
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status != ParseStatus.COMPLETED:
         raise BadRequest("only a completed knowledge can be summarised again", code="invalid_state")
-    request_summary_refresh(deps, knowledge)
+    with refresh_refusal_answered("nothing changed"):
+        request_summary_refresh(deps, knowledge)
     refreshed = deps.knowledge.get(knowledge.id)
     return refreshed or knowledge
 

@@ -169,9 +169,10 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     if (
         request.title is not None or request.metadata is not None
     ) and updated.parse_status == ParseStatus.COMPLETED:
-        from chalicelib.services.dispatch import request_summary_refresh
+        from chalicelib.services.dispatch import refresh_refusal_answered, request_summary_refresh
 
-        request_summary_refresh(deps, updated)  # the summary is made from the title and metadata too
+        with refresh_refusal_answered("the edit is saved"):
+            request_summary_refresh(deps, updated)  # the summary is made from the title and metadata too
     return updated
 
 

@@ -6,11 +6,14 @@ row whose message is gone (its worker died on the last try, or the message went 
 
 from __future__ import annotations
 
-from chalicelib.domain.errors import SpanErrorCode
+import contextlib
+from collections.abc import Iterator
+
+from chalicelib.domain.errors import ServiceUnavailable, SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, Stage, StageMessage, SummaryStatus
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, WikiOp
+from chalicelib.ports import Dependencies, ServiceUnreachable, WikiOp
 from chalicelib.services.backoff import send_briefly
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import queued_at_door
@@ -50,23 +53,37 @@ def enqueue_first_stage(
 # ---------------------------------------------------------------- enrichment outside the count
 
 
+@contextlib.contextmanager
+def refresh_refusal_answered(saved: str) -> Iterator[None]:
+    """A request that queues a refresh after writing what it changed (`saved`: what stands): a queue that
+    does not take it (after `send_briefly`'s tries) answers 503 `queue_unavailable`, and the same request
+    sent again queues it again."""
+    try:
+        yield
+    except ServiceUnreachable as error:
+        raise ServiceUnavailable(
+            f"the enrichment queue is not answering; {saved}: send the same request again",
+            code="queue_unavailable",
+        ) from error
+
+
 def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> bool:
     """A summary outside the count (POST /knowledge/{id}/summary/refresh, an edit, stale content), for
     `knowledge`'s attempt only: when the row is missing or at another attempt (a reparse came), its summary
-    is that attempt's to make, so nothing is marked or queued. Whether the refresh was asked for."""
+    is that attempt's to make, so nothing is marked or queued. Whether the refresh was asked for. Tried
+    briefly (`send_briefly`: an edit's answer waits on it); raises ServiceUnreachable when the queue never
+    took it (the summary is left pending: asked again, it is sent again)."""
     if not deps.knowledge.set_summary_status(
         knowledge.id, SummaryStatus.PENDING.value, attempt=knowledge.attempt
     ):
         return False
-    deps.queue.send_raw(
-        "enrichment",
-        {
-            "tenant_id": knowledge.tenant_id,
-            "knowledge_id": knowledge.id,
-            "attempt": knowledge.attempt,
-            "subtask": {"id": "summary_refresh", "kind": "summary"},
-        },
-    )
+    body = {
+        "tenant_id": knowledge.tenant_id,
+        "knowledge_id": knowledge.id,
+        "attempt": knowledge.attempt,
+        "subtask": {"id": "summary_refresh", "kind": "summary"},
+    }
+    send_briefly(lambda: deps.queue.send_raw("enrichment", body), deps.sleep)
     return True
 
 
