@@ -11,7 +11,9 @@ Move, per knowledge (idempotent; a redelivery finishes what an earlier one began
       reparse: the source's entries and chunks go, and a new attempt runs under the target's config
     → the source's graph contribution and wiki pages are retracted
     → the row and the target are read again (right after the row moved, and before a reparse begins): a
-      delete of either that landed meanwhile is finished, and what the move wrote removed
+      delete of either that landed meanwhile is finished, and what the move wrote removed; a later move
+      that took the row on from the target meanwhile gets what this one carried there after it
+      (`_follow_moved_on`)
     → `Knowledge Moved` announced to the source's and the target's subscribers (then a reparse's own
       `Knowledge Reparse Started`)
 
@@ -143,7 +145,7 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         raise ItemFailed("the target knowledge base is gone or being deleted")
     row = deps.knowledge.get(knowledge_id)
     if row is None:  # an earlier delivery may have moved some of it before the delete finished
-        _remove_move_leftovers(deps, knowledge_id, source, target)
+        _remove_move_leftovers(deps, knowledge_id, source, target, target.id)
         raise ItemFailed("the knowledge no longer exists")
     if row.tenant_id != task.tenant_id:
         raise ItemFailed("the knowledge no longer exists")
@@ -182,6 +184,8 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         carry_wiki_pages(deps, source_kb_id, row.id, target, {})  # before the source's records go
     _retract(deps, source, row.id)
     _undo_if_deleted(deps, row.id, source, target)
+    if mode == "reuse_vectors":
+        _follow_moved_on(deps, row, target)
     # to both knowledge bases' subscribers, before the reparse below (a delivery that began it announced
     # this already); a redelivery that finishes the item announces the same ids
     if row.parse_status == ParseStatus.COMPLETED:
@@ -218,12 +222,48 @@ def _undo_if_deleted(
     create's `_undo_if_kb_closed`): its knowledge base turned `deleting` before that listing, so a
     consistent read after the move sees it. Read after the move's writes, a row gone or deleting, or a
     target gone or deleting, has the row's delete finished here and what the move wrote removed, and the
-    item is not moved."""
+    item is not moved. A row a later move took on from the target is not the target's to take."""
     current = deps.knowledge.get(knowledge_id)
     if current is None or current.parse_status == ParseStatus.DELETING:
-        _undo_move(deps, knowledge_id, source, target, "the knowledge was deleted while it was being moved")
+        _undo_move(
+            deps,
+            knowledge_id,
+            source,
+            target,
+            "the knowledge was deleted while it was being moved",
+            target.id,
+        )
+    if current.kb_id != target.id:  # a later move took it on: not the target's to take (`_follow_moved_on`)
+        return
     if not is_open(deps.kbs.get(target.id, consistent=True)):
-        _undo_move(deps, knowledge_id, source, target, TARGET_DELETED)
+        _undo_move(deps, knowledge_id, source, target, TARGET_DELETED, target.id)
+
+
+def _follow_moved_on(deps: Dependencies, row: Knowledge, target: KnowledgeBase) -> None:
+    """A later move may take the document on from the target as soon as the row is there, and carries what
+    it finds there then; what this move carried in after that follows the document where it is now (index
+    entries, chunks, wiki pages), or goes when it was reparsed or is being deleted there (that takes what is
+    there). Read again after each carry: a third move may have come meanwhile."""
+    here = target
+    while (current := deps.knowledge.get(row.id)) is not None and current.kb_id != here.id:
+        there = deps.kbs.get(current.kb_id, consistent=True)
+        if (
+            there is None
+            or not is_open(there)
+            or current.attempt != row.attempt
+            or current.parse_status == ParseStatus.DELETING
+        ):
+            if here.indexing_strategy.needs_embedding:
+                deps.engine(here.retrieval_engine).delete_by_knowledge(
+                    index_space(deps, here), here.id, [row.id]
+                )
+            deps.chunks.repoint(row.id, current.kb_id)
+            _retract(deps, here, row.id)
+            return
+        _repoint(deps, current, here.id, there)
+        carry_wiki_pages(deps, here.id, row.id, there, {})
+        _retract(deps, here, row.id)
+        here = there
 
 
 def _undo_if_moved_into(
@@ -234,10 +274,13 @@ def _undo_if_moved_into(
     target: KnowledgeBase | None,
 ) -> None:
     """A delivery that moved the row into the target and ended before its read of the target, which was
-    deleted since: the row would stay in a deleted knowledge base."""
+    deleted since: the row would stay in a deleted knowledge base. A row the target's delete took (after an
+    earlier delivery carried its index entries or wiki pages there) leaves those behind: they go here."""
     row = deps.knowledge.get(knowledge_id)
-    if row is not None and row.kb_id == target_id:
-        _undo_move(deps, knowledge_id, source, target, TARGET_DELETED)
+    if row is None:
+        _remove_move_leftovers(deps, knowledge_id, source, target, target_id)
+    elif row.kb_id == target_id:
+        _undo_move(deps, knowledge_id, source, target, TARGET_DELETED, target_id)
 
 
 def _undo_move(
@@ -246,24 +289,35 @@ def _undo_move(
     source: KnowledgeBase | None,
     target: KnowledgeBase | None,
     reason: str,
+    target_id: str,
 ) -> NoReturn:
     delete_one(deps, knowledge_id)  # idempotent: a delete under way ends here, so the row is gone after
-    _remove_move_leftovers(deps, knowledge_id, source, target)
+    _remove_move_leftovers(deps, knowledge_id, source, target, target_id)
     raise ItemFailed(reason)
 
 
 def _remove_move_leftovers(
-    deps: Dependencies, knowledge_id: str, source: KnowledgeBase | None, target: KnowledgeBase | None
+    deps: Dependencies,
+    knowledge_id: str,
+    source: KnowledgeBase | None,
+    target: KnowledgeBase | None,
+    target_id: str,
 ) -> None:
     """What a move writes for a knowledge whose row is gone: index entries (either side), repointed chunks,
-    tag relations, carried wiki pages, registered files. Nothing of a deleted row may stay, and ids are never
-    reused, so removing them is always safe."""
-    for kb in (source, target):
+    tag relations, carried wiki pages, registered files, and what it had not yet retracted from the source
+    (graph facts, wiki pages). Nothing of a deleted row may stay, and ids are never reused, so removing them
+    is always safe. A target deleted since (None) is cleaned by its id: its entries in the source's engine
+    and index space, which it shared (`check_compatible`, for a move that carries entries)."""
+    for kb_id, kb in ((source.id if source else "", source), (target_id, target or source)):
         if kb is not None and kb.indexing_strategy.needs_embedding:
-            deps.engine(kb.retrieval_engine).delete_by_knowledge(index_space(deps, kb), kb.id, [knowledge_id])
+            deps.engine(kb.retrieval_engine).delete_by_knowledge(index_space(deps, kb), kb_id, [knowledge_id])
     deps.chunks.delete_all(knowledge_id)
     deps.tags.remove_knowledge(knowledge_id)
-    _retract(deps, target, knowledge_id)
+    _retract(deps, source, knowledge_id)  # a move that died before it retracted them from the source
+    if target is not None:
+        _retract(deps, target, knowledge_id)
+    else:  # its wiki is gone with it: only records a move carried after its delete purged it
+        deps.wiki.delete_pages(target_id, knowledge_id)
     resources.release_owner(deps, knowledge_id)
 
 
