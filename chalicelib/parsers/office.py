@@ -189,6 +189,14 @@ def _docx_paragraph_text(p: Any, images: _DocxImages) -> str:
     return "".join(out).strip()
 
 
+def _docx_cell_text(cell: Any, images: _DocxImages) -> str:
+    """A table cell's paragraphs' texts, a line each; most cells are one paragraph without a picture, whose
+    text is its element's (what _docx_paragraph_text gives, without the calls)."""
+    if len(cell) == 1 and not len(p := cell[0]):
+        return (p.text or "").strip()
+    return "\n".join([_docx_paragraph_text(p, images) for p in cell]).strip()
+
+
 # Each style's first name, in document order, as its w:val attribute (the style is its grandparent): one C
 # pass over styles.xml instead of a Python step per style (~70 in a 20 KB styles.xml).
 _STYLE_NAMES = etree.XPath("w:style/w:name[1]/@w:val", namespaces={"w": _W[1:-1]})
@@ -230,16 +238,20 @@ def _docx_table(table: Any, images: _DocxImages, max_chars: int) -> str:
         cells: list[str] = []
         owners: dict[int, tuple[str, int]] = {}
         for tc in tr:
-            span = min(max(int_attribute(tc.get("s"), 1), 1), max(width - offset, 1))
+            grid_span = tc.get("s")  # the transform writes it for every cell, empty when Word wrote none
+            span = min(max(int_attribute(grid_span, 1), 1), max(width - offset, 1)) if grid_span else 1
             merge = tc.get("m")
             if merge is not None and (merge or "continue") == "continue" and offset in above:
                 owner = above[offset]
             else:
-                text = "\n".join([_docx_paragraph_text(p, images) for p in tc]).strip()
-                owner = (text, span)
-            cells.extend([owner[0]] * owner[1])
+                owner = (_docx_cell_text(tc, images), span)
+            text, repeat = owner
+            if repeat == 1:
+                cells.append(text)
+            else:
+                cells.extend([text] * repeat)
             # merged cells repeat their text: a few bytes of XML can ask for gigabytes
-            produced += len(owner[0]) * owner[1]
+            produced += len(text) * repeat
             if produced > max_chars:
                 raise parse_failed(
                     f"A table's merged cells repeat into more than {max_chars:,} characters, the limit for one file."
@@ -272,7 +284,8 @@ def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
                 ctx.check_time("the Word file")
             tag = child.tag
             if tag == "p":
-                text = _docx_paragraph_text(child, images)
+                # most paragraphs have no picture: their text is the element's (_docx_paragraph_text's)
+                text = _docx_paragraph_text(child, images) if len(child) else (child.text or "").strip()
                 if not text:
                     continue
                 level = levels.get(child.get("s"))
@@ -317,9 +330,20 @@ def _docx_notes(
     """The footnotes and endnotes as Markdown footnotes (`[^1]: text`) after the body; a notes part is read
     only when the body refers to a note (Word writes footnotes.xml with its separators into most files)."""
     blocks: list[str] = []
+    wanted: list[tuple[str, str, str]] = []
     for rel_type, reference, prefix in _NOTES:
         part = next((target for kind, target in rels.values() if kind == rel_type), None)
-        if part is None or next(body.iter(reference), None) is None:
+        if part is not None:
+            wanted.append((part, reference, prefix))
+    # the references of both kinds looked for in one walk of the body (Word writes both notes parts)
+    tags = [reference for _part, reference, _prefix in wanted]
+    referenced: set[str] = set()
+    for found in body.iter(*tags) if tags else ():
+        referenced.add(found.tag)
+        if len(referenced) == len(tags):
+            break
+    for part, reference, prefix in wanted:
+        if reference not in referenced:
             continue
         notes = _word_xml(package, part)
         if notes is None:

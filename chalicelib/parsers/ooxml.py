@@ -66,6 +66,13 @@ def _part_name(folder: str, target: str) -> str:
     return posixpath.normpath(name)
 
 
+@lru_cache(maxsize=4096)
+def _rels_part(part: str) -> tuple[str, str]:
+    """(the part's folder, the name of its relationships part)."""
+    folder, base = posixpath.split(part)
+    return folder, posixpath.join(folder, "_rels", base + ".rels")
+
+
 class Package:
     """An OOXML package: parts by name, relationships by source part. Given the members the reader's
     preflight already inflated and checked (ParseContext.package_parts), it reads the XML parts and images
@@ -80,6 +87,7 @@ class Package:
         self.member_limit = member_limit
         self.parts = parts
         self.zip: zipfile.ZipFile | None = None
+        self.rels_by_bytes: dict[tuple[str, bytes], dict[str, tuple[str, str]]] = {}
         self.names = set(parts) if parts is not None else set(self._zip().namelist())
 
     def _zip(self) -> zipfile.ZipFile:
@@ -115,20 +123,27 @@ class Package:
             raise parse_failed(f"The {self.what} file is damaged ({name} is not well-formed XML).") from exc
 
     def rels(self, part: str) -> dict[str, tuple[str, str]]:
-        """rId → (relationship type, target part name) of the part's internal relationships."""
-        folder, base = posixpath.split(part)
-        root = self.xml(posixpath.join(folder, "_rels", base + ".rels"))
-        out: dict[str, tuple[str, str]] = {}
-        if root is None:
-            return out
-        for rel in root.iter(_PKG_REL):
-            if rel.get("TargetMode") == "External":
-                continue
-            kind = rel.get("Type") or ""
-            if kind.startswith(_STRICT_REL_TYPES):
-                kind = f"{R_NS}/{kind[len(_STRICT_REL_TYPES) :]}"
-            out[rel.get("Id") or ""] = (kind, _part_name(folder, rel.get("Target") or ""))
-        return out
+        """rId → (relationship type, target part name) of the part's internal relationships (a new dict)."""
+        folder, name = _rels_part(part)
+        raw = self.blob(name)
+        if raw is None:
+            return {}
+        # parts in one folder whose .rels are the same bytes have the same relationships (a deck's slides
+        # often name only their layout): each such .rels is parsed and walked once
+        key = (folder, raw)
+        known = self.rels_by_bytes.get(key)
+        if known is None:
+            known = {}
+            root = self.xml(name)  # the part is there (its bytes are): never None
+            for rel in root.iter(_PKG_REL) if root is not None else ():
+                if rel.get("TargetMode") == "External":
+                    continue
+                kind = rel.get("Type") or ""
+                if kind.startswith(_STRICT_REL_TYPES):
+                    kind = f"{R_NS}/{kind[len(_STRICT_REL_TYPES) :]}"
+                known[rel.get("Id") or ""] = (kind, _part_name(folder, rel.get("Target") or ""))
+            self.rels_by_bytes[key] = known
+        return known.copy()
 
     def main_part(self) -> str:
         for rel_type, target in self.rels("").values():

@@ -26,6 +26,9 @@ _C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 _SHAPE_TAGS = {f"{_P}sp", f"{_P}grpSp", f"{_P}graphicFrame", f"{_P}cxnSp", f"{_P}pic", f"{_P}contentPart"}
 _T, _BR, _FLD, _PPR = f"{_A}t", f"{_A}br", f"{_A}fld", f"{_A}pPr"
 _TX_BODY = f"{_P}txBody"
+# the tags the walk compares, built once (an f-string in a loop is built on every pass)
+_SP, _GRP_SP, _GRAPHIC_FRAME, _PIC = f"{_P}sp", f"{_P}grpSp", f"{_P}graphicFrame", f"{_P}pic"
+_AP, _AR, _A_TX_BODY, _TR, _TC = f"{_A}p", f"{_A}r", f"{_A}txBody", f"{_A}tr", f"{_A}tc"
 
 
 def _first(path: str) -> Callable[[Any], Any]:
@@ -68,28 +71,23 @@ _POINT_CACHES = (f"{_C}strCache", f"{_C}numCache", f"{_C}lvl", f"{_C}strLit", f"
 def _iter_shapes(tree: Any) -> Any:
     """The shape elements of a shape tree, groups opened, in document order."""
     for el in tree.iterchildren(*_SHAPE_TAGS):
-        if el.tag == f"{_P}grpSp":
+        if el.tag == _GRP_SP:
             yield from _iter_shapes(el)
         else:
             yield el
 
 
-def _own_offset(el: Any) -> tuple[int, int] | None:
-    """The shape's own position; None for placeholders that inherit it (resolving that is slow)."""
-    off = _own_position(el)
-    if off is None:
-        return None
-    return int_attribute(off.get("y"), 0), int_attribute(off.get("x"), 0)
-
-
 def _reading_order(shapes: list[Any]) -> list[Any]:
-    """Top-to-bottom, left-to-right; a shape without its own position stays after the one before it."""
+    """Top-to-bottom, left-to-right; a shape without its own position (a placeholder that inherits it:
+    resolving that is slow) stays after the one before it."""
     keyed: list[tuple[tuple[int, int], int, Any]] = []
     last = (-1, -1)
     for i, shape in enumerate(shapes):
-        last = _own_offset(shape) or last
+        off = _own_position(shape)
+        if off is not None:
+            last = int_attribute(off.get("y"), 0), int_attribute(off.get("x"), 0)
         keyed.append((last, i, shape))
-    keyed.sort(key=lambda t: (t[0], t[1]))
+    keyed.sort()  # by (position, index): the indexes differ, so the shapes themselves are never compared
     return [shape for _key, _i, shape in keyed]
 
 
@@ -102,6 +100,18 @@ def _mark_breaks(tree: Any) -> Any:
     return tree
 
 
+def _mark_breaks_find_fields(tree: Any) -> set[Any]:
+    """_mark_breaks, and in the same walk the paragraphs that have a field (a:fld) child: a set lookup per
+    paragraph then, where looking among its children costs a tag-filtered iterator each (~0.8 µs)."""
+    fielded = set()
+    for el in tree.iter(_BR, _FLD):
+        if el.tag == _BR:
+            el.text = "\n"
+        else:
+            fielded.add(el.getparent())  # lxml gives one proxy per node while it lives: the set holds it
+    return fielded
+
+
 def _paragraph_text(p: Any) -> str:
     """python-pptx's paragraph text (runs and fields), a newline for each line break (_mark_breaks); a list
     of .text costs half of itertext with a tag filter."""
@@ -112,30 +122,30 @@ def _runs_text(p: Any) -> str:
     """The text of the paragraph's runs, a line break as a newline, without its fields (slide numbers,
     dates). (python-pptx's runs lose the line breaks: "before" and "after" ran together.)"""
     parts: list[str] = []
-    for child in p.iterchildren(f"{_A}r", _BR):
+    for child in p.iterchildren(_AR, _BR):
         t = child if child.tag == _BR else _child(child, _T)
         parts.append((t.text or "") if t is not None else "")
     return "".join(parts)
 
 
-def _item(p: Any) -> tuple[str, int]:
-    """A body paragraph's text (its runs' when it has fields, unless they give nothing) and its bullet
-    level, its properties and fields found in one pass over its children."""
-    props = None
-    fields = False
-    for child in p.iterchildren(_PPR, _FLD):
-        if child.tag == _FLD:
-            fields = True
-        elif props is None:
-            props = child
-    text = ((_runs_text(p) if fields else "") or _paragraph_text(p)).strip()
-    if not text or props is None:
-        return text, 0
-    return text, int_attribute(props.get("lvl"), 0)
+def _body_lines(body: Any, fielded: set[Any], lines: list[str]) -> None:
+    """A body's paragraphs as lines: each one's text (its runs' when it has fields (`fielded`), unless they
+    give nothing), a bullet by its level. One loop, no call per paragraph but its text's."""
+    for p in body.iterchildren(_AP):
+        text = _runs_text(p) if p in fielded else ""
+        text = (text or "".join([el.text or "" for el in p.iter(_T, _BR)])).strip()
+        if not text:
+            continue
+        # its properties: its first a:pPr child, nearly always its first child (it has one: it has text)
+        props = p[0]
+        if props.tag != _PPR:
+            props = next(p.iterchildren(_PPR), None)
+        level = int_attribute(props.get("lvl"), 0) if props is not None else 0
+        lines.append(f"{'  ' * min(level - 1, 6)}- {text}" if level else text)
 
 
 def _frame_text(body: Any) -> str:
-    return "\n".join(_paragraph_text(p) for p in body.iterchildren(f"{_A}p")) if body is not None else ""
+    return "\n".join(_paragraph_text(p) for p in body.iterchildren(_AP)) if body is not None else ""
 
 
 def _is_title(el: Any) -> bool:
@@ -150,7 +160,7 @@ def _notes_text(package: Package, notes_part: str) -> str:
     if tree is None:
         return ""
     _mark_breaks(tree)
-    for el in tree.iterchildren(f"{_P}sp"):  # python-pptx looks at the top level only
+    for el in tree.iterchildren(_SP):  # python-pptx looks at the top level only
         ph = _placeholder(el)
         if ph is not None and ph.get("type") == "body":
             return _frame_text(_child(el, _TX_BODY))
@@ -186,7 +196,7 @@ def _chart_title(chart: Any) -> str:
         return ""
     rich = _child(tx, f"{_C}rich")
     if rich is not None:
-        return " ".join(" ".join(_paragraph_text(p) for p in rich.iterchildren(f"{_A}p")).split())
+        return " ".join(" ".join(_paragraph_text(p) for p in rich.iterchildren(_AP)).split())
     return " ".join(" ".join(v.text or "" for v in tx.iter(f"{_C}v")).split())
 
 
@@ -276,11 +286,12 @@ def _slide_lines(
 ) -> tuple[list[str], str]:
     lines: list[str] = []
     title = ""
+    fielded = _mark_breaks_find_fields(el_tree)
     # chart parts are read only on a slide whose relationships name one
     chart_parts = {rid: target for rid, (kind, target) in rels.items() if kind == _CHART_REL}
     for el in _reading_order(list(_iter_shapes(el_tree))):
         tag = el.tag
-        if tag == f"{_P}sp":
+        if tag == _SP:
             body = _child(el, _TX_BODY)
             if _is_title(el):
                 text = " ".join(_frame_text(body).split())
@@ -288,19 +299,14 @@ def _slide_lines(
                     lines.append(f"# {text}")
                     title = title or text
                 continue
-            if body is None:
-                continue
-            for p in body.iterchildren(f"{_A}p"):
-                text, level = _item(p)
-                if not text:
-                    continue
-                lines.append(f"{'  ' * min(level - 1, 6)}- {text}" if level else text)
-        elif tag == f"{_P}graphicFrame":
+            if body is not None:
+                _body_lines(body, fielded, lines)
+        elif tag == _GRAPHIC_FRAME:
             table = _table(el)
             if table is not None:
                 rows = [
-                    [_frame_text(_child(tc, f"{_A}txBody")) for tc in tr.iterchildren(f"{_A}tc")]
-                    for tr in table.iterchildren(f"{_A}tr")
+                    [_frame_text(_child(tc, _A_TX_BODY)) for tc in tr.iterchildren(_TC)]
+                    for tr in table.iterchildren(_TR)
                 ]
                 lines.append(markdown_table(rows))
             elif chart_parts:
@@ -309,7 +315,7 @@ def _slide_lines(
                 if chart:
                     lines.append(chart)
         elif (
-            tag == f"{_P}pic"
+            tag == _PIC
             and len(pictures.images) < pictures.limit
             and _picture_placeholder(el) is None  # a picture placeholder, as python-pptx
         ):
@@ -332,7 +338,6 @@ def _slide_text(
     lines = [""]
     title = ""
     if tree is not None:
-        _mark_breaks(tree)
         shape_lines, title = _slide_lines(tree, rels, pictures, charts, number)
         lines.extend(shape_lines)
     notes_part = next((target for kind, target in rels.values() if kind == _NOTES_REL), None)
