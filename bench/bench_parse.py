@@ -159,6 +159,17 @@ def _json_text(value: Any, out: list[str], keys: set[str]) -> None:
         out.append(str(value))
 
 
+def _chart_words(chart: Any) -> list[str]:
+    """A chart's title, categories, series names and values, as python-pptx reads them."""
+    words = [chart.chart_title.text_frame.text] if chart.has_title else []
+    for plot in chart.plots:
+        words.extend(str(c) for c in plot.categories)
+        for series in plot.series:
+            words.append(series.name)
+            words.extend(f"{v:g}" for v in series.values if v is not None)
+    return words
+
+
 def reference_text(path: Path, file_type: str) -> tuple[str, str] | None:
     """(reference text, source name) or None."""
     truth = path.with_name(path.name + ".truth.txt")
@@ -189,6 +200,8 @@ def reference_text(path: Path, file_type: str) -> tuple[str, str] | None:
                     parts.append(shape.text_frame.text)
                 if getattr(shape, "has_table", False) and shape.has_table:
                     parts.extend(c.text for r in shape.table.rows for c in r.cells)
+                if getattr(shape, "has_chart", False) and shape.has_chart:  # ours reads charts as tables
+                    parts.extend(_chart_words(shape.chart))
             if slide.has_notes_slide:
                 parts.append(slide.notes_slide.notes_text_frame.text)
         return "\n".join(parts), "python-pptx"
