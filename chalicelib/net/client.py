@@ -22,6 +22,7 @@ from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.net.ssrf import (
     CODE_BLOCKED,
     AllowList,
+    BlockKind,
     HostUnresolved,
     Resolver,
     URLBlocked,
@@ -200,7 +201,11 @@ class SafeHttpClient:
                 if len(redirects) >= self.max_redirects:
                     break
                 redirects.append(current)
-                current = urljoin(current, resp_headers["location"])
+                try:
+                    current = urljoin(current, resp_headers["location"])
+                except ValueError:  # an unbalanced IPv6 bracket: a refused target, not a bug to retry
+                    malformed = URLBlocked("", "malformed redirect target", BlockKind.MALFORMED)
+                    raise _refusal(malformed, redirected=True) from None
                 continue
             if status >= 400:
                 raise FetchError(

@@ -81,12 +81,47 @@ def fetch_url_document(
     file_type = url_file_type(resp.url) if is_file_url(resp.url) else ""
     if not file_type:
         file_type = CONTENT_TYPE_TO_EXT.get(resp.content_type, "")
+    served = _binary_type(resp.body, file_type)
+    if served is not None:  # a download served as octet-stream (or as text/html): its bytes say what it is
+        name = _file_name(resp.url, served) if served else "download"
+        return name, served, resp.body, ""
     if file_type and file_type not in PAGE_TYPES:
         return _file_name(resp.url, file_type), file_type, resp.body, ""
     return _page_document(resp)
 
 
+def _binary_type(body: bytes, named: str) -> str | None:
+    """The type of a binary document the URL named as nothing, or as text or a page: `pdf`, `docx`, `png`…,
+    '' for binary data of no importable type (refused as unsupported, never read as a page), None when the
+    bytes are text (the named type stands). A type named as binary stands too: the parser checks it."""
+    import io
+    import zipfile
+
+    from chalicelib.domain.filetypes import is_importable
+    from chalicelib.parsers.base import TEXT_TYPES, ZIP_DIRECTORY_ERRORS, image_kind, sniff, zip_office_kind
+
+    if named and named not in TEXT_TYPES:
+        return None
+    family = sniff(body)
+    if family in ("text", "empty"):
+        return None
+    if family == "pdf":  # `%PDF-` near the start; a page that merely mentions it starts with markup
+        return None if body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") else "pdf"
+    if family == "zip":
+        try:
+            with zipfile.ZipFile(io.BytesIO(body)) as archive:
+                return zip_office_kind(archive)
+        except ZIP_DIRECTORY_ERRORS:
+            return ""
+    kind = image_kind(body) if family == "image" else None
+    if kind and is_importable(kind[0]):
+        return kind[0]
+    # OLE, audio, other binary: a page or nothing named is refused; a named text type is the parser's call
+    return "" if not named or named in PAGE_TYPES else None
+
+
 def _page_document(resp: FetchResponse) -> tuple[str, str, bytes, str]:
+    from chalicelib.commands import NOT_ONE_LINE
     from chalicelib.domain.errors import PermanentStageError
     from chalicelib.parsers.base import Limits
     from chalicelib.parsers.guards import HtmlDepth
@@ -97,7 +132,9 @@ def _page_document(resp: FetchResponse) -> tuple[str, str, bytes, str]:
     except PermanentStageError as error:
         raise FetchError(error.message, permanent=True) from error
     html = decode_html(resp.body, resp.charset)
-    title = page_title(html)
+    # the server's words, shown as the document's title (its spans, its heading): one line of printable
+    # text, as a title a tenant sends must be (no ESC sequence, bidirectional override, line break)
+    title = " ".join(NOT_ONE_LINE.sub(" ", page_title(html)).split())
     markdown = ""
     try:
         import trafilatura

@@ -10,6 +10,7 @@ reparse recovers.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -161,7 +162,7 @@ def _insert_or_remove_object(
         knowledge.queued_stage, knowledge.queued_at = Stage.DOCREADER.value, visible_at()
     try:
         reserved = reserve_document(deps, knowledge.tenant_id)
-    except Forbidden:
+    except Exception:  # over the quota, or the count's write not answered: the object goes either way
         if url:
             deps.files.delete(url)
         raise
@@ -170,7 +171,7 @@ def _insert_or_remove_object(
         # row records them (`storage_size`), so indexing adds nothing more and the row's delete gives them
         # back, once. (A URL import's size is known, and counted, only at indexing.)
         take_storage(deps, knowledge.tenant_id, knowledge.file_size, "the file")
-    except BaseException:  # over the quota, or the count's write not answered: nothing was counted
+    except Exception:  # over the quota, or the count's write not answered: nothing was counted
         _undo(deps, knowledge, url, inserted=False, reserved=reserved)
         raise
     knowledge.storage_size = knowledge.file_size
@@ -266,7 +267,7 @@ def create_upload_url(
         "declared_size": size,
     }
     deps.inbox.save(upload_intent_key(knowledge_id), json.dumps(intent).encode(), "application/json")
-    key = presigned_upload_key(deps.settings.upload_prefix, tenant_id, kb.id, knowledge_id, file_name)
+    key = _upload_key(deps.settings.upload_prefix, tenant_id, kb.id, knowledge_id, file_name)
     content_type = request.content_type
     url = deps.inbox.presign_put(key, deps.settings.presign_expires_seconds, content_type)
     return {
@@ -280,14 +281,31 @@ def create_upload_url(
     }
 
 
+#: S3 refuses a key longer than this many UTF-8 bytes (KeyTooLongError): the URL granted would never work
+S3_MAX_KEY_BYTES = 1024
+
+
+def _upload_key(prefix: str, tenant_id: str, kb_id: str, knowledge_id: str, file_name: str) -> str:
+    """The presigned object's key, its name shortened (extension kept) to fit S3's limit: 255 characters of
+    a four-byte script (emoji) are 1,020 bytes. The name in the key is for people reading the bucket only:
+    the document is named from its intent."""
+    key = presigned_upload_key(prefix, tenant_id, kb_id, knowledge_id, file_name)
+    name = key.rsplit("/", 1)[1]
+    stem, ext = posixpath.splitext(name)
+    while len(key.encode()) > S3_MAX_KEY_BYTES and stem:
+        over = len(key.encode()) - S3_MAX_KEY_BYTES
+        stem = stem[: -max(1, over // 4)]
+        key = presigned_upload_key(prefix, tenant_id, kb_id, knowledge_id, stem + ext)
+    return key
+
+
 def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
     """S3 ObjectCreated → the same create path as multipart. Returns None for keys that are not ours."""
-    prefix = deps.settings.upload_prefix
-    parts = key[len(prefix) :].split("/") if key.startswith(prefix) else []
-    if len(parts) != 4:
+    parts = _upload_key_parts(deps, key)
+    if parts is None:
         logger.warning("ignoring an object outside the upload layout", extra={"key": key})
         return None
-    tenant_id, kb_id, knowledge_id, _ = parts
+    tenant_id, kb_id, knowledge_id = parts
     object_url = deps.inbox.url_for(key)
     intent_url = deps.inbox.url_for(upload_intent_key(knowledge_id))
     # The row before the intent: a delete removes the intent before the row (tasks/delete.py), so an intent
@@ -335,6 +353,30 @@ def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
     return knowledge
 
 
+def _upload_key_parts(deps: Dependencies, key: str) -> tuple[str, str, str] | None:
+    """(tenant, knowledge base, knowledge) of a presigned upload's object key; None for another key."""
+    prefix = deps.settings.upload_prefix
+    parts = key[len(prefix) :].split("/") if key.startswith(prefix) else []
+    return (parts[0], parts[1], parts[2]) if len(parts) == 4 else None
+
+
+#: what GET /knowledge/{id} answers for an upload whose acceptance failed on every try of its message
+UPLOAD_FAILED = "upload_failed"
+
+
+def give_up_uploaded_object(deps: Dependencies, key: str) -> None:
+    """The uploads queue's last try failed (an outage, or a bug): record it, so GET /knowledge/{id} says so
+    instead of `upload_pending` until the intent expires days later. The object and the intent stay: a
+    redrive of the message, or the same PUT again, still creates the document (its row then wins)."""
+    parts = _upload_key_parts(deps, key)
+    if parts is None or deps.knowledge.get(parts[2]) is not None:
+        return
+    failed = AppError(
+        "the uploaded file could not be accepted (a service failure): upload it again", code=UPLOAD_FAILED
+    )
+    _save_rejection(deps, parts[2], failed)
+
+
 def _consume(deps: Dependencies, object_url: str, intent_url: str) -> None:
     """An accepted upload's staged object and then its intent go: the presigned URL stays valid for its
     hour, and a PUT replayed with it (or a late duplicate event) must not create the document again once it
@@ -345,9 +387,13 @@ def _consume(deps: Dependencies, object_url: str, intent_url: str) -> None:
 
 def _record_rejection(deps: Dependencies, knowledge_id: str, object_url: str, rejected: AppError) -> None:
     """The client was told "accepted": record why it was not, so GET /knowledge/{id} can say."""
+    _save_rejection(deps, knowledge_id, rejected)
+    deps.inbox.delete(object_url)
+
+
+def _save_rejection(deps: Dependencies, knowledge_id: str, rejected: AppError) -> None:
     outcome = {"code": rejected.code, "message": rejected.message, "data": rejected.data}
     deps.inbox.save(upload_result_key(knowledge_id), json.dumps(outcome).encode(), "application/json")
-    deps.inbox.delete(object_url)
 
 
 # ---------------------------------------------------------------- URL and manual
@@ -393,7 +439,7 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
         kb_id=kb.id,
         storage_backend=kb.storage_backend,
         type=KnowledgeType.FILE_URL if is_file else KnowledgeType.URL,
-        title=(request.title or (safe_file_name(file_name) if file_name else redact_credentials(url)))[:500],
+        title=request.title or _one_line(safe_file_name(file_name) if file_name else redact_credentials(url)),
         source=url,
         file_name=safe_file_name(file_name) if file_name else "",
         file_type=file_type if is_file else "html",
@@ -426,8 +472,14 @@ _HEADING_MARKER = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+|$)")
 def _title_of(content: str) -> str:
     """The title of a text sent without one: its first line, without a heading marker, as one line of
     printable text (what a title sent would have to be, `commands.OneLine`)."""
-    line = _HEADING_MARKER.sub("", content.splitlines()[0])
-    return " ".join(NOT_ONE_LINE.sub("", line.replace("\t", " ")).split()) or "manual"
+    return _one_line(_HEADING_MARKER.sub("", content.splitlines()[0])) or "manual"
+
+
+def _one_line(text: str) -> str:
+    """A title derived from what the tenant sent (a text's first line, a URL, a file name) as one line of
+    printable text, at most 500 characters: what a title sent must be (`commands.OneLine`). A URL or a file
+    name may hold a bidirectional override or a line separator that a title sent could not."""
+    return " ".join(NOT_ONE_LINE.sub("", text.replace("\t", " ")).split())[:500]
 
 
 def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: ManualRequest) -> Knowledge:

@@ -9,9 +9,9 @@ from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from chalicelib.operations.create import accept_uploaded_object
+from chalicelib.operations.create import accept_uploaded_object, give_up_uploaded_object
 from chalicelib.ports import Dependencies
-from chalicelib.stages.runner import process_batch
+from chalicelib.stages.runner import process_batch, receive_count
 
 
 def object_keys(body: str) -> list[str]:
@@ -35,6 +35,11 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
             deps.queue.dead_letter("uploads", record.body, f"not an S3 notification: {type(error).__name__}")
             return
         for key in keys:
-            accept_uploaded_object(deps, key)
+            try:
+                accept_uploaded_object(deps, key)
+            except Exception:  # retried by the queue; on its last try the client is told, then it is parked
+                if receive_count(record) >= deps.settings.stage_max_receives:
+                    give_up_uploaded_object(deps, key)
+                raise
 
     return process_batch(event, context, one)
