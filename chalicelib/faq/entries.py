@@ -257,6 +257,7 @@ def drop_unused_tags(deps: Dependencies, kb_id: str, candidates: Sequence[str]) 
 
 def create_entry(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqEntryRequest) -> FaqEntry:
     kb = require_faq_kb(deps, tenant_id, kb_id)
+    require_usable_for_api(deps, kb)  # a withdrawn model or engine: 409, as its search, before any write
     entry = FaqEntry(
         id=str(uuid.uuid4()),
         kb_id=kb.id,
@@ -335,6 +336,7 @@ def update_entry(
     update wrote go again and nothing else of the entry's index changed."""
     before = get_entry(deps, tenant_id, kb_id, entry_id)
     kb = require_faq_kb(deps, tenant_id, kb_id)
+    require_usable_for_api(deps, kb)
     after = FaqEntry.from_body(before.to_body())
     changes = request.model_dump(exclude_none=True)
     if "standard_question" in changes:
@@ -523,18 +525,23 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
             keyword_weight=None if request.vector_weight is None else 1.0 - request.vector_weight,
             min_score=request.min_score,
         )
-        best: dict[str, Any] = {}
+        wanted = list(dict.fromkeys(hit.knowledge_id for hit in hits if hit.knowledge_id not in fetched))
+        fetched.update(deps.faq.get_entries(kb.id, wanted))
+        texts: dict[str, dict[str, tuple[str, str]]] = {}
+        best: dict[str, tuple[Any, str]] = {}
         for hit in hits:  # best question per entry (hits come best first)
-            best.setdefault(hit.knowledge_id, hit)
-        fetched.update(deps.faq.get_entries(kb.id, [e for e in best if e not in fetched]))
-        entries = fetched
-        ranked: list[tuple[bool, dict[str, Any]]] = []
-        for entry_id, hit in best.items():
-            entry = entries.get(entry_id)
-            if entry is None or not entry.is_enabled:
+            entry = fetched.get(hit.knowledge_id)
+            if entry is None or not entry.is_enabled or hit.knowledge_id in best:
                 continue  # deleted meanwhile, or disabled
+            if entry.id not in texts:
+                texts[entry.id] = entry.index_texts(kb.faq_index)
+            # a question the entry no longer has: an index entry a failed write could not take back
+            if hit.id in texts[entry.id]:
+                best[entry.id] = (hit, texts[entry.id][hit.id][1])
+        ranked: list[tuple[bool, dict[str, Any]]] = []
+        for entry_id, (hit, matched) in best.items():
+            entry = fetched[entry_id]
             pushed = negative_match(entry, normalised_query)
-            matched = entry.index_texts(kb.faq_index).get(hit.id, (hit.content, hit.content))[1]
             ranked.append(
                 (
                     pushed,

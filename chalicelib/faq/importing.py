@@ -60,7 +60,7 @@ from chalicelib.faq.commands import (
     FaqUploadUrlRequest,
 )
 from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage, require_faq_kb
-from chalicelib.faq.failed_rows import failed_rows_link
+from chalicelib.faq.failed_rows import failed_rows_link, failures_shown, partials_shown
 from chalicelib.faq.import_claims import (
     Write,
     changed_since_plan,
@@ -80,6 +80,7 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.services.events import task_finished
 from chalicelib.services.quotas import storage_left
+from chalicelib.services.usable import require_usable_for_api, require_usable_for_stage
 from chalicelib.tasks import new_task
 
 QUEUE = "faq-import"
@@ -88,7 +89,6 @@ BATCH = 50
 LEASE_SECONDS = 3 * 3600
 #: one delivery works this long, then queues itself again for the rest (behind other work)
 SLICE_SECONDS = 60.0
-MAX_FAILURES_SHOWN = 50
 
 
 def import_prefix(tenant_id: str, kb_id: str) -> str:
@@ -116,6 +116,7 @@ def upload_url(
 
 def start_import(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqImportRequest) -> Task:
     kb = require_faq_kb(deps, tenant_id, kb_id)
+    require_usable_for_api(deps, kb)  # a withdrawn model or engine: 409 now, not a failure after every try
     task = new_task(tenant_id, TaskKind.FAQ_IMPORT, kb.id, [], mode=request.mode, dry_run=request.dry_run)
     if request.entries is not None:
         data = json.dumps(request.entries, ensure_ascii=False).encode("utf-8")
@@ -224,6 +225,7 @@ def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
         return
     dry_run = bool(task.params.get("dry_run"))
     try:  # planning too: a store that does not answer on the last try must not keep the lease for hours
+        require_usable_for_stage(deps, kb)  # withdrawn since the start: failed at once, with the reason
         if not dry_run:
             _renew(deps, task)
         plan = _plan(deps, task, kb)
@@ -311,14 +313,6 @@ def _store_plan(deps: Dependencies, task: Task, plan: Plan) -> str:
     )
 
 
-def _failures(rows: Sequence[PlannedRow]) -> list[dict[str, Any]]:
-    return [
-        {"row": r.row, "question": r.source.question, "reason": r.reason, "category": r.category}
-        for r in rows
-        if r.action == "fail"
-    ][:MAX_FAILURES_SHOWN]
-
-
 def _report_dry_run(deps: Dependencies, task: Task, plan: Plan) -> None:
     """Saved first; the inline source goes after (_settle), so a failed save is simply redone."""
     tally = counts(plan.rows)
@@ -328,7 +322,8 @@ def _report_dry_run(deps: Dependencies, task: Task, plan: Plan) -> None:
         total=len(plan.rows),
         processed=len(plan.rows),
         deleted=len(plan.delete),
-        failures=_failures(plan.rows),
+        failures=failures_shown(plan.rows),
+        partials=partials_shown(plan.rows),
         **tally,
     )
     task.status = TaskStatus.COMPLETED
@@ -477,7 +472,8 @@ def _finish(
     if kb is not None and plan is not None:
         _tidy_tags(deps, kb, plan)
         failed = [r for r in plan.rows if r.action == "fail"]
-        task.progress["failures"] = _failures(plan.rows)
+        task.progress["failures"] = failures_shown(plan.rows)
+        task.progress["partials"] = partials_shown(plan.rows)
         if failed:
             url = deps.inbox.save(
                 f"{import_prefix(task.tenant_id, kb.id)}results/{task.id}-failed.csv",

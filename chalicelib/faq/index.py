@@ -10,6 +10,7 @@ from typing import Any
 from chalicelib.domain.faq import FAQ_CHUNK_TYPE, FAQ_SOURCE, FaqEntry
 from chalicelib.domain.types import KnowledgeBase
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, RetrieveEngine, iter_batches
+from chalicelib.services.usable import index_space_if_usable, require_usable_for_stage
 
 
 @dataclass
@@ -21,6 +22,9 @@ class FaqIndex:
     texts_embedded: int = 0
     cache_hits: int = 0
     _space: IndexSpace | None = field(default=None, init=False)
+    #: where removals go: None when the knowledge base can no longer be served (`_removals`)
+    _removal_space: IndexSpace | None = field(default=None, init=False)
+    _removal_checked: bool = field(default=False, init=False)
 
     @property
     def active(self) -> bool:
@@ -30,9 +34,19 @@ class FaqIndex:
         return self.deps.engine(self.kb.retrieval_engine)
 
     def space(self) -> IndexSpace:
+        """Where entries are written; a knowledge base that can no longer be served (its model withdrawn,
+        its engine gone) is a PermanentStageError with the reason."""
         if self._space is None:
-            self._space = IndexSpace.of(self.deps.embedding_model(self.kb.embedding_model_id))
+            self._space = IndexSpace.of(require_usable_for_stage(self.deps, self.kb))
         return self._space
+
+    def _removals(self) -> IndexSpace | None:
+        """Where removals go; None when the knowledge base can no longer be served: its index entries cannot
+        be named any more, and a delete must not fail on a configuration problem (as a document's)."""
+        if not self._removal_checked:
+            self._removal_space = index_space_if_usable(self.deps, self.kb) if self.active else None
+            self._removal_checked = True
+        return self._removal_space
 
     def ids(self, entry: FaqEntry) -> dict[str, str]:
         """The entry's index entries (id -> text) under this knowledge base's index mode."""
@@ -52,7 +66,7 @@ class FaqIndex:
         if self.kb.indexing_strategy.vector_enabled:
             from chalicelib.services.indexing import EmbeddingRun
 
-            model = self.deps.embedding_model(self.kb.embedding_model_id)
+            model = require_usable_for_stage(self.deps, self.kb)
             run = EmbeddingRun(self.deps, model, space=self.space())
             vectors = run.embed([text for _, _, text in wanted])
             self.texts_embedded += run.texts_embedded
@@ -76,17 +90,20 @@ class FaqIndex:
             self.engine().batch_index(self.space(), list(batch))
 
     def remove_ids(self, ids: Sequence[str]) -> None:
-        if self.active and ids:
-            self.engine().delete_by_ids(self.space(), self.kb.id, list(ids))
+        space = self._removals() if ids else None
+        if space is not None:
+            self.engine().delete_by_ids(space, self.kb.id, list(ids))
 
     def remove_entries(self, entry_ids: Sequence[str]) -> None:
-        if self.active and entry_ids:
+        space = self._removals() if entry_ids else None
+        if space is not None:
             for batch in iter_batches(list(entry_ids), 200):
-                self.engine().delete_by_knowledge(self.space(), self.kb.id, list(batch))
+                self.engine().delete_by_knowledge(space, self.kb.id, list(batch))
 
     def set_enabled(self, entry: FaqEntry, ids: Sequence[str]) -> None:
-        if self.active and ids:
-            self.engine().set_enabled(self.space(), self.kb.id, list(ids), entry.is_enabled)
+        space = self._removals() if ids else None
+        if space is not None:
+            self.engine().set_enabled(space, self.kb.id, list(ids), entry.is_enabled)
 
     def update(self, before: FaqEntry | None, after: FaqEntry) -> None:
         """Index what changed: new questions embedded, dropped ones removed, the flag flipped in place.

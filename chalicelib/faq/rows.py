@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -110,16 +111,39 @@ def _bool(value: Any) -> bool:
     return _text(value).lower() in TRUE
 
 
+def _given(value: Any) -> bool:
+    """A field the entry carries: null or "" is one left unset (WeKnora's pointers), not false."""
+    return value not in (None, "")
+
+
+def _answer_all(data: Mapping[str, Any]) -> bool:
+    """Ours (`answer_all`), else WeKnora's `answer_strategy` ("all" answers every one, "random" one)."""
+    if _given(data.get("answer_all")):
+        return _bool(data["answer_all"])
+    return _text(data.get("answer_strategy")).lower() == "all"
+
+
+def _disabled(data: Mapping[str, Any]) -> bool:
+    if _given(data.get("disabled")):
+        return _bool(data["disabled"])
+    return _given(data.get("is_enabled")) and not _bool(data["is_enabled"])
+
+
 def row_from_mapping(index: int, data: Mapping[str, Any]) -> ImportRow:
-    """An entry object (inline or JSON file): WeKnora's names or ours."""
+    """An entry object (inline or JSON file): WeKnora's names (its FAQEntryPayload and JSON export:
+    `tag_name`, `answer_strategy`) or ours."""
     tags = data.get("tags")
-    if tags is None and data.get("category") not in (None, ""):
-        tags = [data["category"]]
-    disabled = _bool(data["disabled"]) if "disabled" in data else not _bool(data.get("is_enabled", True))
+    for single in ("tag_name", "category"):
+        if tags is None and _given(data.get(single)):
+            tags = [data[single]]
+    disabled = _disabled(data)
     given = [
         name
-        for name, keys in (("answer_all", ("answer_all",)), ("disabled", ("disabled", "is_enabled")))
-        if any(data.get(key) not in (None, "") for key in keys)
+        for name, keys in (
+            ("answer_all", ("answer_all", "answer_strategy")),
+            ("disabled", ("disabled", "is_enabled")),
+        )
+        if any(_given(data.get(key)) for key in keys)
     ]
     return ImportRow(
         row=index,
@@ -128,27 +152,73 @@ def row_from_mapping(index: int, data: Mapping[str, Any]) -> ImportRow:
         similar=_list(data.get("similar_questions", data.get("similar"))),
         negatives=_list(data.get("negative_questions", data.get("negatives"))),
         tags=_list(tags),
-        answer_all=_bool(data.get("answer_all", False)),
+        answer_all=_answer_all(data),
         disabled=disabled,
         given=given,
     )
 
 
-def _from_table(table: Sequence[Sequence[Any]]) -> list[ImportRow]:
-    rows = [list(r) for r in table if any(_text(c) for c in r)]
+#: an entry object's text fields (one text) and list fields (a text, `##`-joined, or a list of texts)
+_TEXT_FIELDS = ("standard_question", "question", "category", "tag_name", "answer_strategy")
+_LIST_FIELDS = (
+    "answers",
+    "answer",
+    "similar_questions",
+    "similar",
+    "negative_questions",
+    "negatives",
+    "tags",
+)
+
+
+def _wrong_kind_in(data: Mapping[str, Any]) -> str:
+    """Why an entry object is refused: a field holding an object or a list where a text belongs (read as
+    its Python spelling, it would be imported as a question or an answer), or ""."""
+
+    def text(value: Any) -> bool:
+        return value is None or (isinstance(value, str | int | float) and not isinstance(value, bool))
+
+    for name in _TEXT_FIELDS:
+        if not text(data.get(name)):
+            return f"{name}: a text is expected, not a {type(data[name]).__name__}"
+    for name in _LIST_FIELDS:
+        value = data.get(name)
+        if isinstance(value, list):
+            if not all(text(item) for item in value):
+                return f"{name}: a list of texts is expected"
+        elif not text(value):
+            return f"{name}: a text or a list of texts is expected, not a {type(value).__name__}"
+    return ""
+
+
+def _column(header_cell: Any) -> str | None:
+    """The column a header cell names: its words before a parenthesis (WeKnora's template says
+    `问题(必填)`), case, spaces and hyphens aside (`Similar Questions`, `answer-all`)."""
+    name = _text(header_cell).lower().split("(")[0].split("（")[0].strip()
+    return _ALIASES.get(re.sub(r"[\s_-]+", "_", name))
+
+
+def _from_table(table: Iterable[tuple[int, Sequence[Any]]]) -> list[ImportRow]:
+    """`table`: the non-blank rows with their places in the sheet (0 = its first row). A row's number
+    counts the rows after the header (without one, the sheet's rows), blank ones too: the number a user
+    finds it by."""
+    rows = [(place, list(r)) for place, r in table if any(_text(c) for c in r)]
     if not rows:
         return []
-    header = [_ALIASES.get(_text(c).lower().split("(")[0].split("（")[0].strip()) for c in rows[0]]
+    header = [_column(c) for c in rows[0][1]]
     if "question" in header:
         positions = {name: i for i, name in reversed(list(enumerate(header))) if name}
         body = rows[1:]
+        first = rows[0][0] + 1
     else:
         positions = {name: i for i, name in enumerate(COLUMNS)}
         body = rows
+        first = 0
     if len(body) > MAX_ROWS:
         raise _too_many_rows()
     out = []
-    for number, cells in enumerate(body, start=1):
+    for place, cells in body:
+        number = place - first + 1
 
         def cell(name: str, cells: list[Any] = cells) -> Any:
             i = positions.get(name)
@@ -170,10 +240,10 @@ def _from_table(table: Sequence[Sequence[Any]]) -> list[ImportRow]:
     return out
 
 
-def _xlsx_rows(data: bytes) -> list[list[Any]]:
-    """The first sheet's non-blank rows, each up to its last value (openpyxl, read-only: rows stream,
-    formulas as cached values). Counted while they stream: past MAX_ROWS rows (and a header), MAX_CELLS
-    cells or MAX_TEXT_CHARS characters the rest is not read (SourceError)."""
+def _xlsx_rows(data: bytes) -> list[tuple[int, list[Any]]]:
+    """The first sheet's non-blank rows with their places, each up to its last value (openpyxl,
+    read-only: rows stream, formulas as cached values). Counted while they stream: past MAX_ROWS rows (and
+    a header), MAX_CELLS cells or MAX_TEXT_CHARS characters the rest is not read (SourceError)."""
     import zlib
     from zipfile import BadZipFile
 
@@ -208,10 +278,10 @@ def _xlsx_rows(data: bytes) -> list[list[Any]]:
         raise SourceError(f"the spreadsheet cannot be read: {type(error).__name__}") from error
 
 
-def _bounded(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
-    kept: list[list[Any]] = []
+def _bounded(rows: Iterable[Sequence[Any]]) -> list[tuple[int, list[Any]]]:
+    kept: list[tuple[int, list[Any]]] = []
     cells = chars = 0
-    for values in rows:
+    for place, values in enumerate(rows):
         row = list(values)
         while row and _text(row[-1]) == "":  # a sheet formatted far right or down pads rows with blanks
             row.pop()
@@ -221,7 +291,7 @@ def _bounded(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:
         chars += sum(len(v) for v in row if isinstance(v, str))
         if cells > MAX_CELLS or chars > MAX_TEXT_CHARS:
             raise _too_much("cells" if cells > MAX_CELLS else "text")
-        kept.append(row)
+        kept.append((place, row))
         if len(kept) > MAX_ROWS + 1:  # a header, then the entries
             raise _too_many_rows()
     return kept
@@ -269,7 +339,7 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
         rows = []
         for index, data_of_entry in enumerate(parsed, start=1):
             row = row_from_mapping(index, data_of_entry)
-            row.refused = _repeated_key_in(data_of_entry)
+            row.refused = _repeated_key_in(data_of_entry) or _wrong_kind_in(data_of_entry)
             rows.append(row)
         return rows
     if kind == "csv":
@@ -281,7 +351,7 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
             raise _too_much("lines")
         try:
             text, dialect = excel_sep_line(text)
-            return _from_table(read_csv_rows(text, dialect or csv.excel, MAX_CELLS).rows)
+            return _from_table(enumerate(read_csv_rows(text, dialect or csv.excel, MAX_CELLS).rows))
         except TooManyCells as error:
             raise _too_much("cells") from error
         except csv.Error as error:

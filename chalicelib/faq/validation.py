@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.faq import FaqEntry, clean_tags, content_bytes
-from chalicelib.domain.faq_normalise import content_hash, normalise
+from chalicelib.domain.faq_normalise import URL, content_hash, normalise
 from chalicelib.faq.commands import FaqEntryRequest
 
 Mode = Literal["append", "replace"]
@@ -150,15 +150,24 @@ def _content(
     }
 
 
-def _union(first: Sequence[str], second: Sequence[str]) -> list[str]:
+def _union(
+    first: Sequence[str], second: Sequence[str], key_of: Callable[[str], str] = normalise
+) -> list[str]:
     seen: set[str] = set()
     out = []
     for value in [*first, *second]:
-        key = normalise(value)
+        key = key_of(value)
         if key and key not in seen:
             seen.add(key)
             out.append(value)
     return out
+
+
+def _answer_key(answer: str) -> str:
+    """Answers are one when their normalised texts and their links are: normalising strips links (and an
+    answer of symbols to nothing, which is then compared as written), so an answer that is a link, or
+    differs by its link, would be lost."""
+    return f"{normalise(answer) or answer.strip()}\x1f{' '.join(URL.findall(answer))}"
 
 
 class _Questions:
@@ -404,7 +413,8 @@ def plan_append(
                 why = f"negative question {clash[0]!r} of the merged entry is one of its questions"
                 planned.append(_reverted(row, target, why, CONFLICT, notes))
                 continue
-            merged_answers, merged_tags = _union(target.answers, answers), clean_tags([*target.tags, *tags])
+            merged_answers = _union(target.answers, answers, _answer_key)
+            merged_tags = clean_tags([*target.tags, *tags])
             beyond = _beyond_entry_limits(
                 target.standard_question, merged_answers, merged_similar, merged_negatives, merged_tags
             )
