@@ -15,6 +15,7 @@ from typing import Any
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.item_limits import clip_utf8
 from chalicelib.domain.types import Task, TaskKind
+from chalicelib.faq.rows import failed_rows_csv
 from chalicelib.faq.validation import PlannedRow
 from chalicelib.ports import Dependencies
 from chalicelib.services import resources
@@ -92,3 +93,15 @@ def partials_shown(rows: Sequence[PlannedRow]) -> list[dict[str, Any]]:
         {"row": r.row, "question": _shown(r.source.question), "notes": [_shown(n) for n in r.notes[:3]]}
         for r in kept
     ]
+
+
+def record_failed_rows(deps: Dependencies, task: Task, prefix: str, rows: Sequence[PlannedRow]) -> None:
+    """The first failed and partial rows in the task's progress, and every failed row in a CSV under
+    `<prefix>results/` (a dry run's too, as an import's: its link is minted per request)."""
+    task.progress["failures"] = failures_shown(rows)
+    task.progress["partials"] = partials_shown(rows)
+    failed = [r for r in rows if r.action == "fail"]
+    if failed:
+        task.params["failed_rows_url"] = deps.inbox.save(
+            f"{prefix}results/{task.id}-failed.csv", failed_rows_csv(failed), "text/csv; charset=utf-8"
+        )

@@ -4,13 +4,15 @@ Request: entries inline (at most 200 and 50 KB) or an object uploaded through a 
 is stored as an object (payloads between steps are pointers), a task is recorded, and one message goes to
 the `faq-import` queue (with a DLQ). A real import first takes the knowledge base's lease (one
 conditional write, owner = the task id, expiring after LEASE_SECONDS); a second import while it is held
-gets a 409 carrying the running task's id. A dry run validates and reports, and takes no lease.
+gets a 409 carrying the running task's id. A dry run validates and reports the plan (what a replace
+would delete, the failed rows' CSV as an import writes it), and takes no lease.
 
 Worker, per delivery:
 1. the plan: made once (validation.py) from the source and the knowledge base as it is, stored as an
    object; a later delivery reads it back (so a resumed `replace` goes on as append: nothing is
    re-validated or re-diffed against entries the import itself wrote);
-2. a replace's deletions (index entries first, then rows), once;
+2. a replace's deletions (index entries first, then rows), once; a replace none of whose rows is valid
+   deletes nothing and fails (`replace_without_valid_rows`, validation.replace_refusal);
 3. the rows in batches of 50 from the saved offset: rows of the batch written before but not indexed (a
    crash between the two writes) are purged first, then each row's questions are reserved as the entries
    API reserves them (import_claims.py: a question taken since the plan is settled by the plan's rules,
@@ -60,7 +62,7 @@ from chalicelib.faq.commands import (
     FaqUploadUrlRequest,
 )
 from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage, require_faq_kb
-from chalicelib.faq.failed_rows import failed_rows_link, failures_shown, partials_shown
+from chalicelib.faq.failed_rows import failed_rows_link, record_failed_rows
 from chalicelib.faq.import_claims import (
     Write,
     changed_since_plan,
@@ -74,8 +76,16 @@ from chalicelib.faq.import_claims import (
 )
 from chalicelib.faq.keyed import pages, tag_links
 from chalicelib.faq.reservations import release_entries
-from chalicelib.faq.rows import MAX_FILE_BYTES, MAX_ROWS, SourceError, failed_rows_csv, read_rows
-from chalicelib.faq.validation import Plan, PlannedRow, counts, plan_append, plan_replace
+from chalicelib.faq.rows import MAX_FILE_BYTES, MAX_ROWS, SourceError, read_source
+from chalicelib.faq.validation import (
+    NO_VALID_ROW,
+    Plan,
+    PlannedRow,
+    counts,
+    plan_append,
+    plan_replace,
+    replace_refusal,
+)
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.services.events import task_finished
@@ -89,6 +99,9 @@ BATCH = 50
 LEASE_SECONDS = 3 * 3600
 #: one delivery works this long, then queues itself again for the rest (behind other work)
 SLICE_SECONDS = 60.0
+#: what the knowledge base's last result keeps of the task's progress
+_COUNTS = ("total", "success", "failed", "partial", "skipped", "merged", "added", "deleted")
+RESULT_KEYS = (*_COUNTS, "kept_for_failed_rows", "sheets_skipped", "error", "error_code")
 
 
 def import_prefix(tenant_id: str, kb_id: str) -> str:
@@ -229,8 +242,13 @@ def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
         if not dry_run:
             _renew(deps, task)
         plan = _plan(deps, task, kb)
+        refusal = replace_refusal(plan)  # a dry run reports what the import would do: the same refusal
         if dry_run:
-            _report_dry_run(deps, task, plan)
+            _report_dry_run(deps, task, kb, plan, refusal)
+            return
+        if refusal:
+            _tally(task, plan)
+            _finish(deps, task, kb, TaskStatus.FAILED, plan=plan, error=refusal, error_code=NO_VALID_ROW)
             return
         _execute(deps, task, kb, plan)
     except SourceError as error:
@@ -284,7 +302,10 @@ def _plan(deps: Dependencies, task: Task, kb: KnowledgeBase) -> Plan:
         data = deps.inbox.read(source)
     except FileNotFoundError as error:
         raise SourceError("the import's source object is gone") from error
-    rows = read_rows(data, str(task.params.get("file_name", "entries.json")))
+    read = read_source(data, str(task.params.get("file_name", "entries.json")))
+    rows = read.rows
+    if read.skipped_sheets:  # saved with the plan's progress (or the dry run's report)
+        task.progress.update(sheets_skipped=len(read.skipped_sheets), skipped_sheet_names=read.skipped_sheets)
     existing = list(all_entries(deps, kb.id))
     if not task.params.get("dry_run"):  # an earlier import's leftovers, if its own end could not purge them
         existing = _purge_unindexed(deps, kb, existing, running=task.id)
@@ -298,7 +319,13 @@ def _plan(deps: Dependencies, task: Task, kb: KnowledgeBase) -> Plan:
         return plan
     task.status = TaskStatus.RUNNING
     task.params["plan_url"] = _store_plan(deps, task, plan)
-    task.progress.update(status="running", total=len(plan.rows), to_delete=len(plan.delete), processed=0)
+    task.progress.update(
+        status="running",
+        total=len(plan.rows),
+        to_delete=len(plan.delete),
+        kept_for_failed_rows=len(plan.kept),
+        processed=0,
+    )
     task.progress.update(counts([]))
     _save(deps, task)
     return plan
@@ -313,20 +340,25 @@ def _store_plan(deps: Dependencies, task: Task, plan: Plan) -> str:
     )
 
 
-def _report_dry_run(deps: Dependencies, task: Task, plan: Plan) -> None:
-    """Saved first; the inline source goes after (_settle), so a failed save is simply redone."""
+def _tally(task: Task, plan: Plan) -> None:
+    """Every row of the plan counted (a dry run, or a replace refused before it wrote anything)."""
     tally = counts(plan.rows)
     task.done = len(plan.rows)
     task.succeeded, task.failed = tally["success"], tally["failed"]
-    task.progress.update(
-        total=len(plan.rows),
-        processed=len(plan.rows),
-        deleted=len(plan.delete),
-        failures=failures_shown(plan.rows),
-        partials=partials_shown(plan.rows),
-        **tally,
-    )
-    task.status = TaskStatus.COMPLETED
+    task.progress.update(total=len(plan.rows), processed=len(plan.rows), **tally)
+
+
+def _report_dry_run(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan, refusal: str) -> None:
+    """The plan as the import would carry it out: counts, what a replace would delete (none when it would
+    be refused, with the same error) and keep, and the failed rows (their CSV written as an import's).
+    Saved first; the inline source goes after (_settle), so a failed save is simply redone."""
+    _tally(task, plan)
+    task.progress.update(deleted=len(plan.delete), kept_for_failed_rows=len(plan.kept))
+    record_failed_rows(deps, task, import_prefix(task.tenant_id, kb.id), plan.rows)
+    task.status = TaskStatus.FAILED if refusal else TaskStatus.COMPLETED
+    if refusal:
+        task.progress.update(error=refusal, error_code=NO_VALID_ROW)
+        task.errors["import"] = refusal
     task.progress["status"] = task.status.value
     if _save(deps, task):
         task_finished(deps, task)
@@ -462,25 +494,21 @@ def _finish(
     *,
     plan: Plan | None = None,
     error: str = "",
+    error_code: str = "",
 ) -> None:
     """Records the end (tags, failed rows, last result) and saves the task; the source and plan objects
     and the lease stay until that save is done (_settle), so a save that fails is redone by the next
-    delivery from the plan, and a delivery after it finds the task finished and only tidies up."""
+    delivery from the plan, and a delivery after it finds the task finished and only tidies up. A plan
+    with an error was refused before it wrote anything: its tags are left as they are."""
     if error:
         task.progress["error"] = error
         task.errors["import"] = error
+    if error_code:
+        task.progress["error_code"] = error_code
     if kb is not None and plan is not None:
-        _tidy_tags(deps, kb, plan)
-        failed = [r for r in plan.rows if r.action == "fail"]
-        task.progress["failures"] = failures_shown(plan.rows)
-        task.progress["partials"] = partials_shown(plan.rows)
-        if failed:
-            url = deps.inbox.save(
-                f"{import_prefix(task.tenant_id, kb.id)}results/{task.id}-failed.csv",
-                failed_rows_csv(failed),
-                "text/csv; charset=utf-8",
-            )
-            task.params["failed_rows_url"] = url  # its link is minted per request (failed_rows.py)
+        if not error:
+            _tidy_tags(deps, kb, plan)
+        record_failed_rows(deps, task, import_prefix(task.tenant_id, kb.id), plan.rows)
     if kb is not None and not task.params.get("dry_run"):
         deps.faq.put_last_import(
             kb.id,
@@ -490,21 +518,7 @@ def _finish(
                 "failed_rows_url": task.params.get("failed_rows_url", ""),
                 "mode": task.params.get("mode"),
                 "finished_at": datetime.now(UTC).isoformat(),
-                **{
-                    k: task.progress[k]
-                    for k in (
-                        "total",
-                        "success",
-                        "failed",
-                        "partial",
-                        "skipped",
-                        "merged",
-                        "added",
-                        "deleted",
-                        "error",
-                    )
-                    if k in task.progress
-                },
+                **{k: task.progress[k] for k in RESULT_KEYS if k in task.progress},
             },
         )
     task.status = status  # only now: until the save, the task is not finished (_fail_for_good)

@@ -3,7 +3,9 @@
 CSV and XLSX follow WeKnora's template: a header row, then one entry per row with the columns
 category, question, similar questions, negative questions, answers (lists `##`-joined), answer-all,
 disabled. Headers are matched by name (English or WeKnora's Chinese); a file without a known header is
-read by position in that order.
+read by position in that order. The template is one sheet, and a workbook's other sheets may hold anything
+(notes, instructions): only the first is read, and the other sheets holding a value are named in the
+task's progress (`sheets_skipped`), never silently ignored.
 
 One import reads, plans and stores every row in one delivery of a 1024 MB function, so a file is bounded
 (MAX_FILE_BYTES, checked when the import starts and again here) and so is what it holds once read: at most
@@ -18,6 +20,7 @@ import csv
 import io
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.domain import strict_json
@@ -72,6 +75,15 @@ MAX_TEXT_CHARS = MAX_FILE_BYTES
 MAX_CELLS = 20 * MAX_ROWS
 #: physical lines of a CSV (a quoted cell may span several)
 MAX_CSV_LINES = 1_000_000
+
+
+@dataclass
+class SourceRows:
+    """What an import file holds: its rows, and the sheets of a workbook that were not read."""
+
+    rows: list[ImportRow]
+    #: sheets after the first that hold a value (their names, in the workbook's order)
+    skipped_sheets: list[str] = field(default_factory=list)
 
 
 class SourceError(ValueError):
@@ -240,10 +252,11 @@ def _from_table(table: Iterable[tuple[int, Sequence[Any]]]) -> list[ImportRow]:
     return out
 
 
-def _xlsx_rows(data: bytes) -> list[tuple[int, list[Any]]]:
+def _xlsx_rows(data: bytes) -> tuple[list[tuple[int, list[Any]]], list[str]]:
     """The first sheet's non-blank rows with their places, each up to its last value (openpyxl,
-    read-only: rows stream, formulas as cached values). Counted while they stream: past MAX_ROWS rows (and
-    a header), MAX_CELLS cells or MAX_TEXT_CHARS characters the rest is not read (SourceError)."""
+    read-only: rows stream, formulas as cached values), and the names of the other sheets that hold a
+    value. Counted while they stream: past MAX_ROWS rows (and a header), MAX_CELLS cells or MAX_TEXT_CHARS
+    characters the rest is not read (SourceError)."""
     import zlib
     from zipfile import BadZipFile
 
@@ -268,14 +281,26 @@ def _xlsx_rows(data: bytes) -> list[tuple[int, list[Any]]]:
     try:
         book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
         try:
-            sheet = book.worksheets[0] if book.worksheets else None
-            return _bounded(sheet.iter_rows(values_only=True)) if sheet is not None else []
+            if not book.worksheets:
+                return [], []
+            first, *others = book.worksheets
+            rows = _bounded(first.iter_rows(values_only=True))
+            return rows, [str(sheet.title) for sheet in others if _holds_a_value(sheet)]
         finally:
             book.close()
     except SourceError:  # a limit reached while the rows streamed (a ValueError too): as it is
         raise
     except damaged as error:
         raise SourceError(f"the spreadsheet cannot be read: {type(error).__name__}") from error
+
+
+def _holds_a_value(sheet: Any) -> bool:
+    """Whether a sheet not read holds a value (its first MAX_ROWS rows looked at: one formatted far down
+    and blank there counts as holding one, to be named rather than passed over)."""
+    for place, values in enumerate(sheet.iter_rows(values_only=True)):
+        if place > MAX_ROWS or any(_text(v) for v in values):
+            return True
+    return False
 
 
 def _bounded(rows: Iterable[Sequence[Any]]) -> list[tuple[int, list[Any]]]:
@@ -315,6 +340,11 @@ def _repeated_key_in(value: Any) -> str:
 def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
     """Rows of an uploaded object by its extension (json, csv, xlsx), within the limits above. Raises
     SourceError."""
+    return read_source(data, file_name).rows
+
+
+def read_source(data: bytes, file_name: str) -> SourceRows:
+    """read_rows, with the workbook's sheets that were not read."""
     if len(data) > MAX_FILE_BYTES:  # replaced through its upload URL after the import started
         raise SourceError(
             f"the file is over {MAX_FILE_BYTES // (1024 * 1024)} MB: split it into several imports"
@@ -341,7 +371,7 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
             row = row_from_mapping(index, data_of_entry)
             row.refused = _repeated_key_in(data_of_entry) or _wrong_kind_in(data_of_entry)
             rows.append(row)
-        return rows
+        return SourceRows(rows)
     if kind == "csv":
         try:
             text = data.decode("utf-8-sig")
@@ -351,13 +381,16 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
             raise _too_much("lines")
         try:
             text, dialect = excel_sep_line(text)
-            return _from_table(enumerate(read_csv_rows(text, dialect or csv.excel, MAX_CELLS).rows))
+            return SourceRows(
+                _from_table(enumerate(read_csv_rows(text, dialect or csv.excel, MAX_CELLS).rows))
+            )
         except TooManyCells as error:
             raise _too_much("cells") from error
         except csv.Error as error:
             raise SourceError(f"the CSV file cannot be read: {error}") from error
     if kind == "xlsx":
-        return _from_table(_xlsx_rows(data))
+        table, skipped = _xlsx_rows(data)
+        return SourceRows(_from_table(table), skipped)
     raise SourceError(f"unsupported import file type {kind!r}: use json, csv or xlsx")
 
 

@@ -17,7 +17,12 @@ Append, per row in file order:
 
 Replace: rows whose content hash equals an existing entry keep that entry (`skip`, nothing embedded); the
 other rows are checked against the kept entries and the earlier rows: a standard-question clash fails the
-row, other clashes are removed; entries no row kept are deleted.
+row, other clashes are removed; entries no row kept are deleted. A row that fails names the entry it was
+sent for (the same normalised standard question), and nothing a user sent deletes the entry it names: that
+entry stays as it is (`Plan.kept`), unless a valid row names it too (that row replaces it) or the file's
+result takes its question (a standard question that is a kept question's: the row's `conflict`; a row over
+the quota whose entry's similar question a row before it took). A file with no valid row at all deletes
+nothing, and the import fails (replace_refusal).
 
 Both: an entry (or a merged one) beyond the API's limits or too large to store fails its row (`invalid`);
 with a storage quota, a row whose entry (a merge: its growth) does not fit in what the rows before it left
@@ -26,7 +31,6 @@ fails (`quota`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -37,6 +41,7 @@ from chalicelib.domain.clock import to_iso
 from chalicelib.domain.faq import FaqEntry, clean_tags, content_bytes
 from chalicelib.domain.faq_normalise import URL, content_hash, normalise
 from chalicelib.faq.commands import FaqEntryRequest
+from chalicelib.faq.entry_size import StorageChange, storage_change, too_large
 
 Mode = Literal["append", "replace"]
 Action = Literal["add", "merge", "skip", "fail"]
@@ -47,8 +52,6 @@ DUPLICATE = "duplicate"
 CONFLICT = "conflict"
 QUOTA = "quota"
 
-#: an entry's stored form at most: a DynamoDB item holds 400 KB, its keys, ids and times the rest
-MAX_ENTRY_BYTES = 350 * 1024
 #: an import row's switches (ImportRow.given)
 SWITCHES = ("answer_all", "disabled")
 
@@ -104,13 +107,36 @@ class Plan:
     rows: list[PlannedRow]
     #: entries a replace deletes (with their vectors)
     delete: list[str] = field(default_factory=list)
+    #: entries a replace keeps as they are because a row that failed names them ([] in plans stored before)
+    kept: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode, "rows": [r.to_json() for r in self.rows], "delete": self.delete}
+        return {
+            "mode": self.mode,
+            "rows": [r.to_json() for r in self.rows],
+            "delete": self.delete,
+            "kept": self.kept,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:
-        return cls(data["mode"], [PlannedRow.from_json(r) for r in data["rows"]], list(data["delete"]))
+        rows = [PlannedRow.from_json(r) for r in data["rows"]]
+        return cls(data["mode"], rows, list(data["delete"]), list(data.get("kept", [])))
+
+
+#: the error code of a replace whose file has no valid row (it deletes nothing and fails)
+NO_VALID_ROW = "replace_without_valid_rows"
+
+
+def replace_refusal(plan: Plan) -> str:
+    """Why a replace is not carried out, or "": a file none of whose rows can be imported (a header alone,
+    or every row failing) would otherwise empty the knowledge base."""
+    if plan.mode != "replace" or any(row.action != "fail" for row in plan.rows):
+        return ""
+    return (
+        f"the file has no valid row ({len(plan.rows)} read, all failed): a replace deletes nothing "
+        "without one; fix the rows (see the failed rows) and import again"
+    )
 
 
 def counts(rows: Sequence[PlannedRow]) -> dict[str, int]:
@@ -217,25 +243,6 @@ def _beyond_entry_limits(
     return too_large(question, answers, similar, negatives, tags)
 
 
-def too_large(
-    question: str,
-    answers: Sequence[str],
-    similar: Sequence[str],
-    negatives: Sequence[str],
-    tags: Sequence[str],
-) -> str:
-    """Why an entry of this content is too large to store (its texts as JSON with non-ASCII escaped, the
-    largest of the forms a store keeps: 6 bytes a CJK character), or "". The API's lengths and counts
-    allow entries of over 1 MB; an entry must fit in one row."""
-    size = len(json.dumps([question, list(answers), list(similar), list(negatives), list(tags)]))
-    if size <= MAX_ENTRY_BYTES:
-        return ""
-    return (
-        f"the entry is too large to store ({size // 1024} KB stored, at most {MAX_ENTRY_BYTES // 1024} KB): "
-        "shorten its answers or questions"
-    )
-
-
 def _stored(content: dict[str, Any]) -> int:
     return content_bytes(
         content["standard_question"],
@@ -243,29 +250,6 @@ def _stored(content: dict[str, Any]) -> int:
         content["negative_questions"],
         content["answers"],
     )
-
-
-@dataclass(frozen=True)
-class StorageChange:
-    """What writing an entry does to its tenant's storage quota. `grows_by`: how much its texts grow (a new
-    entry: its size), what must fit in the bytes left when positive; `counts`: what `storage_used` moves
-    by, the new size less what the row counted (`counted_bytes`). The two differ for an entry saved before
-    entries counted (0 counted): an edit is not charged its whole size as growth (disabling or shortening
-    it near the quota is allowed), yet it counts from that write on."""
-
-    grows_by: int
-    counts: int
-
-    def fits(self, left: int | None) -> bool:
-        """Whether the change may be made with `left` bytes left (None: no quota)."""
-        return left is None or self.grows_by <= 0 or self.grows_by <= left
-
-
-def storage_change(before: FaqEntry | None, after_bytes: int) -> StorageChange:
-    """The change of writing an entry of `after_bytes` (`content_bytes`) over `before` (None: a new one)."""
-    if before is None:
-        return StorageChange(after_bytes, after_bytes)
-    return StorageChange(after_bytes - before.content_bytes(), after_bytes - before.counted_bytes)
 
 
 def _over_quota(row: ImportRow, entry_id: str, need: int, room: int) -> PlannedRow:
@@ -470,8 +454,10 @@ def plan_replace(
     """`room` as plan_append's; the entries the replace deletes give theirs back first, an entry kept
     keeps its place."""
     by_hash: dict[str, FaqEntry] = {}
+    by_question: dict[str, FaqEntry] = {}
     for entry in existing:
         by_hash.setdefault(entry.content_hash, entry)
+        by_question.setdefault(normalise(entry.standard_question), entry)
     seen: dict[str, int] = {}
     questions = _Questions()
     decided: dict[int, PlannedRow] = {}
@@ -504,12 +490,32 @@ def plan_replace(
                 room -= storage_change(match, _stored(content)).counts
         else:
             pending.append((row, key, answers))
+    # an entry a row that failed the checks names, and no valid row does, stays as it is
+    held: list[str] = []
+    for failed in decided.values():
+        named = by_question.get(normalise(failed.source.question or ""))
+        if named is None or failed.action != "fail" or named.id in kept:
+            continue
+        if normalise(named.standard_question) not in seen:  # no valid row names it: it stays
+            kept.add(named.id)
+            held.append(named.id)
+            questions.add_entry(named)
+    # an entry a pending row names frees its bytes only once that row takes its place (below)
+    replaced = {
+        by_question[key].id: by_question[key]
+        for _, key, _ in pending
+        if key in by_question and by_question[key].id not in kept
+    }
     if room is not None:
-        room += sum(e.counted_bytes for e in existing if e.id not in kept)
+        room += sum(e.counted_bytes for e in existing if e.id not in kept and e.id not in replaced)
     # pass 2: the other rows, against the kept entries and the rows before them
     for row, key, answers in pending:
+        named = replaced.get(by_question[key].id) if key in by_question else None
         owner = questions.owner(key)
         if owner is not None:
+            # the question is another's in the file's own result: the entry it named goes
+            if room is not None and named is not None:
+                room += named.counted_bytes
             decided[row.row] = PlannedRow(
                 row.row,
                 "fail",
@@ -532,10 +538,18 @@ def plan_replace(
             not row.disabled,
         )
         need = _stored(content)
-        if room is not None and need > room:
-            decided[row.row] = _over_quota(row, "", need, room)
+        freed = named.counted_bytes if named is not None else 0
+        if room is not None and need > room + freed:
+            decided[row.row] = _over_quota(row, "", need, room + freed)
+            # the entry the row was sent for stays, unless a row before took one of its questions
+            if named is not None and not any(questions.owner(normalise(q)) for q in named.similar_questions):
+                kept.add(named.id)
+                held.append(named.id)
+                questions.add_entry(named)
+            else:
+                room += freed
             continue
-        room = None if room is None else room - need
+        room = None if room is None else room + freed - need
         decided[row.row] = PlannedRow(
             row.row, "add", row, new_id(row.row), content, partial=bool(notes), notes=notes
         )
@@ -543,7 +557,9 @@ def plan_replace(
         for q in similar:
             questions.similar.setdefault(normalise(q), f"r:{row.row}")
     planned = [decided[row.row] for row in rows]
-    return Plan("replace", planned, [e.id for e in existing if e.id not in kept])
+    if all(row.action == "fail" for row in planned):  # nothing valid: nothing deleted (replace_refusal)
+        return Plan("replace", planned, [], held)
+    return Plan("replace", planned, [e.id for e in existing if e.id not in kept], held)
 
 
 def entry_content(entry: FaqEntry) -> dict[str, Any]:

@@ -379,7 +379,10 @@ def test_dry_run_reports_and_writes_nothing(
     assert model.texts == [] and index_count(deps, faq_kb) == 0
     assert deps.faq.get_lease(faq_kb.id) is None and deps.faq.get_last_import(faq_kb.id) is None
     inbox = deps.inbox
-    assert isinstance(inbox, MemoryFileStore) and inbox.keys("faq-imports/") == []  # the source went too
+    # the source went too; only the failed rows' CSV is written, under an import's key, with its link
+    failed_csv = f"faq-imports/{faq_kb.tenant_id}/{faq_kb.id}/results/{view['id']}-failed.csv"
+    assert isinstance(inbox, MemoryFileStore) and inbox.keys("faq-imports/") == [failed_csv]
+    assert download(deps, progress["failed_rows_download"]).startswith(b"\xef\xbb\xbfreason,")
 
 
 def test_append_merges_partials_and_failures_with_exact_counts_and_csv(
