@@ -29,6 +29,7 @@ from pydantic import (
 from chalicelib.domain import strict_json
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.parser_engines import engine_rule_problems
+from chalicelib.domain.storage_keys import NOT_ONE_LINE  # a title is one line, as a file name is
 
 B = TypeVar("B", bound=BaseModel)
 
@@ -104,12 +105,6 @@ TagIds = Annotated[
 FormMetadata = Annotated[Metadata, BeforeValidator(_form_metadata)]
 FormTagIds = Annotated[TagIds, BeforeValidator(_form_tag_ids)]
 ModelId = Annotated[str, Field(max_length=MAX_MODEL_ID)]
-
-#: C0 controls, DEL and C1 controls: in a name or a title they would reach terminals (the CLI, logs read
-#: there) as escape sequences, written by whoever named the thing (a shared knowledge base: another tenant);
-#: the line and paragraph separators break the line, and bidirectional overrides and isolates make
-#: `invoice\u202efdp.exe` display as `invoiceexe.pdf` (file names lose them: storage_keys.safe_file_name)
-NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def _one_line(value: str) -> str:

@@ -12,14 +12,22 @@ _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f/\\:*?\"<>|]")  # C1 too: U+009B 
 #: bidirectional overrides and isolates make `evil\u202egpj.exe` display as `evilexe.jpg`
 _BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: C0 controls, DEL and C1 controls: in a name or a title they would reach terminals (the CLI, logs read
+#: there) as escape sequences, written by whoever named the thing (a shared knowledge base: another tenant);
+#: the line and paragraph separators break the line, and bidirectional overrides and isolates make
+#: `invoice\u202efdp.exe` display as `invoiceexe.pdf`. A title must not hold them (commands), a file name
+#: loses them (safe_file_name)
+NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 MAX_NAME = 255
 
 
 def safe_file_name(name: str) -> str:
     """A display-safe base name: no directories, no control characters, at most 255 characters."""
     name = _BIDI_CONTROLS.sub("", unicodedata.normalize("NFC", name.replace("\\", "/")))
-    base = posixpath.basename(name).strip().strip(".")
-    base = _UNSAFE_NAME.sub("_", base)
+    base = _UNSAFE_NAME.sub("_", posixpath.basename(name).strip().strip("."))
+    # one line, like a title: what is left of NOT_ONE_LINE (the line and paragraph separators) goes, and the
+    # ends it uncovered are cleaned again
+    base = NOT_ONE_LINE.sub("", base).strip().strip(".")
     if len(base) > MAX_NAME:
         stem, ext = posixpath.splitext(base)
         base = stem[: MAX_NAME - len(ext)] + ext

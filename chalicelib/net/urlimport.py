@@ -8,7 +8,8 @@ import re
 from urllib.parse import unquote, urlsplit
 
 from chalicelib.domain.errors import BadRequest, ServiceUnavailable
-from chalicelib.domain.filetypes import IMPORTABLE_EXTENSIONS
+from chalicelib.domain.filetypes import IMPORTABLE_EXTENSIONS, file_type_of, is_importable
+from chalicelib.domain.storage_keys import safe_file_name
 from chalicelib.net.client import (
     DEFAULT_MAX_BYTES,
     DEFAULT_TIMEOUT,
@@ -72,12 +73,21 @@ def fetch_url_document(
     timeout: float = DEFAULT_TIMEOUT,
     *,
     resolver: Resolver | None = None,
+    named_type: str = "",
+    named_file: str = "",
 ) -> tuple[str, str, bytes, str]:
-    """(file_name, file_type, data, title). Raises FetchError (permanent for blocked/oversize/4xx)."""
+    """(file_name, file_type, data, title). `named_type` / `named_file`: what the tenant named the download;
+    a named type decides (the parser checks the bytes against it, as an upload's), with neither the URL's
+    extension, the Content-Type nor the bytes deciding. Raises FetchError (permanent for
+    blocked/oversize/4xx)."""
     client = SafeHttpClient(allow_list, max_bytes=max_bytes, timeout=timeout, resolver=resolver)
     resp = client.get(url)
     if not resp.body:
         raise FetchError("the URL returned an empty document", permanent=True)
+    named_type = (named_type or file_type_of(named_file)).lower().lstrip(".")
+    if is_importable(named_type):  # WeKnora's download mode: the file is what the tenant said it is
+        name = safe_file_name(named_file) if named_file else _file_name(resp.url, named_type)
+        return name, named_type, resp.body, ""
     file_type = url_file_type(resp.url) if is_file_url(resp.url) else ""
     if not file_type:
         file_type = CONTENT_TYPE_TO_EXT.get(resp.content_type, "")
@@ -97,7 +107,6 @@ def _binary_type(body: bytes, named: str) -> str | None:
     import io
     import zipfile
 
-    from chalicelib.domain.filetypes import is_importable
     from chalicelib.parsers.base import TEXT_TYPES, ZIP_DIRECTORY_ERRORS, image_kind, sniff, zip_office_kind
 
     if named and named not in TEXT_TYPES:
@@ -189,8 +198,13 @@ class SafeUrlImporter:
         except URLBlocked as error:
             raise BadRequest(f"URL rejected: {error.reason}", code=error.code) from error
 
-    def fetch(self, url: str) -> FetchedDocument:
+    def fetch(self, url: str, *, file_type: str = "", file_name: str = "") -> FetchedDocument:
         file_name, file_type, data, title = fetch_url_document(
-            url, allow_list=self.allow_list, max_bytes=self.max_bytes, resolver=self.resolver
+            url,
+            allow_list=self.allow_list,
+            max_bytes=self.max_bytes,
+            resolver=self.resolver,
+            named_type=file_type,
+            named_file=file_name,
         )
         return FetchedDocument(file_name, file_type, data, title)

@@ -35,9 +35,11 @@ class UrlImporter(Protocol):
         """Raises domain BadRequest (code ssrf_blocked) for a URL the server must not reach."""
         ...
 
-    def fetch(self, url: str) -> FetchedDocument:
+    def fetch(self, url: str, *, file_type: str = "", file_name: str = "") -> FetchedDocument:
         """A link to an importable file downloads as that file; a page becomes its main content.
-        Raises FetchFailed."""
+        `file_type` / `file_name`: what the tenant named the download (WeKnora's download mode); a given
+        type decides what the document is read as (the parser checks its bytes against it), and only when
+        none is given does what the URL serves decide. Raises FetchFailed."""
         ...
 
 

@@ -38,6 +38,7 @@ from chalicelib.domain.types import (
     StageMessage,
 )
 from chalicelib.domain.urls import redact_credentials
+from chalicelib.net.urlimport import url_file_type
 from chalicelib.observability import logger
 from chalicelib.parsers.asr import (
     TRANSCRIPTION_CURSOR,
@@ -330,8 +331,12 @@ def _fetch_url(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, st
         raise TransientStageError(error.message, code=_fetch_failure_code(error.code)) from error
     except BadRequest as error:
         raise PermanentStageError(error.message, code=_fetch_failure_code(error.code)) from error
+    named = _named_download(knowledge)
     try:
-        document = deps.urls.fetch(knowledge.source)
+        if named is None:
+            document = deps.urls.fetch(knowledge.source)
+        else:
+            document = deps.urls.fetch(knowledge.source, file_type=named[0], file_name=named[1])
     except FetchFailed as error:
         stage_error = PermanentStageError if error.permanent else TransientStageError
         raise stage_error(  # the tenant's URL is theirs to see; the fetch's message names no redirect target
@@ -341,12 +346,23 @@ def _fetch_url(deps: Dependencies, knowledge: Knowledge) -> tuple[bytes, str, st
     # the real importer stops at the setting; this holds an importer built with another cap (or none)
     if len(document.data) > deps.settings.max_file_size:
         raise _too_large("the URL's document", len(document.data), deps.settings.max_file_size)
-    if not is_importable(document.file_type):  # what the URL really served decides, not its path
+    if not is_importable(document.file_type):  # unnamed: what the URL really served decides, not its path
         raise PermanentStageError(
             f"the URL served an unsupported file type ({document.file_type or 'unknown'})",
             code=SpanErrorCode.UNSUPPORTED_TYPE,
         )
     return document.data, document.file_name, document.file_type, document.title or knowledge.title
+
+
+def _named_download(knowledge: Knowledge) -> tuple[str, str] | None:
+    """(file_type, file_name) the tenant gave a file URL import: WeKnora's download mode reads the file as
+    that type. None when nothing was given: the row's type is then the URL path's extension (create records
+    it), and what the URL serves decides (the server's Content-Type, the bytes, a redirect's path)."""
+    if knowledge.type != KnowledgeType.FILE_URL or not knowledge.file_type:
+        return None
+    if not knowledge.file_name and knowledge.file_type == url_file_type(knowledge.source):
+        return None  # also a type given as the path's own: the URL names it all the same
+    return knowledge.file_type, knowledge.file_name
 
 
 def _record_fetched_size(deps: Dependencies, knowledge: Knowledge, size: int) -> None:

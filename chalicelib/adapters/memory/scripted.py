@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.filetypes import file_type_of
 from chalicelib.ports import (
     FetchedDocument,
     FetchFailed,
@@ -42,7 +44,7 @@ class ScriptedUrlImporter:
         if url in self.blocked:
             raise BadRequest("URL rejected: the address is not allowed", code="ssrf_blocked")
 
-    def fetch(self, url: str) -> FetchedDocument:
+    def fetch(self, url: str, *, file_type: str = "", file_name: str = "") -> FetchedDocument:
         with self._lock:
             self.fetched.append(url)
             answers = self.script.get(url)
@@ -51,6 +53,9 @@ class ScriptedUrlImporter:
             answer = answers.pop(0) if len(answers) > 1 else answers[0]
         if isinstance(answer, FetchFailed):
             raise answer
+        named_type = (file_type or file_type_of(file_name)).lower().lstrip(".")
+        if named_type:  # as the real importer: the type the tenant gave decides, the bytes are the server's
+            return replace(answer, file_type=named_type, file_name=file_name or answer.file_name, title="")
         return answer
 
 
