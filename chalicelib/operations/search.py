@@ -42,6 +42,7 @@ from chalicelib.commands import MetadataIn, SearchRequest
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.repetition import near_duplicates, words_of
+from chalicelib.domain.resources import resource_id_for
 from chalicelib.domain.retrieval import deepened, retriever_lists
 from chalicelib.domain.storage_keys import image_copy_key
 from chalicelib.domain.text_fold import latin_share
@@ -221,15 +222,19 @@ class _Links:
     def __init__(self, deps: Dependencies) -> None:
         self.deps = deps
         self.expires = deps.settings.download_url_seconds
-        self.made: dict[str, str | None] = {}
+        self.made: dict[tuple[str, str], str | None] = {}
 
     def link(self, knowledge: Knowledge, url: str) -> str | None:
-        if url not in self.made:
-            self.made[url] = self._sign(knowledge, url)
-        return self.made[url]
+        if (knowledge.id, url) not in self.made:
+            self.made[knowledge.id, url] = self._sign(knowledge, url)
+        return self.made[knowledge.id, url]
 
     def _sign(self, knowledge: Knowledge, url: str) -> str | None:
         deps = self.deps
+        # only the document's own stored files: a URL its text names (a tenant writes any text) is no grant
+        resource = deps.resources.get(resource_id_for(url))
+        if resource is None or resource.deleted or resource.owner_id != knowledge.id:
+            return None
         name = url.rsplit("/", 1)[-1]
         key = image_copy_key(knowledge.tenant_id, knowledge.id, url)
         try:

@@ -123,14 +123,16 @@ def knowledge_visible(deps: Dependencies, tenant_id: str, knowledge: Knowledge) 
 def missing_knowledge_error(deps: Dependencies, tenant_id: str, knowledge_id: str) -> NotFound:
     """The 404 for a knowledge id without a row of this tenant. A presigned upload of this tenant that
     has no row yet says whether it is still awaited or why it was rejected; nothing about another
-    tenant's upload is ever revealed (the intent names its tenant)."""
+    tenant's upload, or one into a knowledge base the key may not name, is ever revealed (the intent names
+    both)."""
     not_found = NotFound(f"knowledge {knowledge_id} not found", code="knowledge_not_found")
     if not is_uuid(knowledge_id):  # every id is a UUID; anything else names no upload (nor an object key)
         return not_found
     intent_url = deps.inbox.url_for(upload_intent_key(knowledge_id))
     if deps.knowledge.get(knowledge_id) is not None or not deps.inbox.exists(intent_url):
         return not_found
-    if json.loads(deps.inbox.read(intent_url)).get("tenant_id") != tenant_id:
+    intent = json.loads(deps.inbox.read(intent_url))
+    if intent.get("tenant_id") != tenant_id or not kb_allowed(str(intent.get("kb_id", ""))):
         return not_found
     result_url = deps.inbox.url_for(upload_result_key(knowledge_id))
     if not deps.inbox.exists(result_url):

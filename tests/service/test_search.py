@@ -15,6 +15,7 @@ from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.repetition import near_duplicates, words_of
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, Tenant
 from chalicelib.operations import search as search_module
+from chalicelib.services import resources
 
 from .conftest import drain
 
@@ -252,6 +253,7 @@ def test_image_links_in_hits_are_signed_never_internal(deps: Services, kb: Knowl
     created = _upload(deps, kb, "kiln.md", b"# Kiln\n\nThe kiln glows orange at the pottery studio.\n")
     drain(deps)
     stored = deps.files.save(f"{kb.tenant_id}/{created.id}/images/kiln.png", _png())
+    resources.register_written(deps, deps.knowledge.get(created.id), resources.ROLE_IMAGE, stored, None, 1)
     chunk = deps.chunks.list(created.id)[0]
     text = f"{chunk.content}\n\n![kiln]({stored})"
     deps.chunks.put_many([replace(chunk, content=text, image_info=[{"url": stored, "caption": "a kiln"}])])
@@ -285,6 +287,7 @@ def test_a_store_that_cannot_sign_serves_images_from_one_copy_deleted_with_the_d
     created = _upload(deps, kb, "kiln.md", b"# Kiln\n\nThe kiln glows orange at the pottery studio.\n")
     drain(deps)
     stored = deps.files.save(f"{kb.tenant_id}/{created.id}/images/kiln.png", _png())
+    resources.register_written(deps, deps.knowledge.get(created.id), resources.ROLE_IMAGE, stored, None, 1)
     chunk = deps.chunks.list(created.id)[0]
     with_image = replace(chunk, content=f"{chunk.content}\n\n![kiln]({stored})", image_info=[{"url": stored}])
     deps.chunks.put_many([with_image])

@@ -1,0 +1,38 @@
+"""Authorisation gaps an audit found, each through the public path: what a key may not reach answers as a
+missing id does, whatever state the id is in."""
+
+from __future__ import annotations
+
+import uuid
+
+from e2e.conftest import Api
+
+from chalicelib.bootstrap import Services
+from chalicelib.domain.api_keys import ApiKey, Scope
+
+
+def _limited_key(services: Services, tenant_id: str, kb_ids: tuple[str, ...]) -> str:
+    record, secret = ApiKey.issue(tenant_id, f"limited-{uuid.uuid4().hex[:6]}", Scope.ADMIN, kb_ids)
+    services.api_keys.put(record)
+    return secret
+
+
+def test_a_pending_upload_of_another_knowledge_base_is_not_found_to_a_limited_key(
+    api: Api, services: Services
+) -> None:
+    """A presigned upload not yet arrived answers `upload_pending` to its tenant; a key limited to another
+    knowledge base of the same tenant gets the 404 a missing id gets (the upload's existence, and the
+    reason it was rejected, are the other knowledge base's)."""
+    elsewhere, own = api.create_kb(), api.create_kb()
+    granted = api.post(f"/knowledge-bases/{elsewhere['id']}/knowledge/upload-url", {"file_name": "x.md"})
+    assert granted.status_code == 201, granted.json_body
+    knowledge_id = granted.json_body["data"]["knowledge_id"]
+    pending = api.get(f"/knowledge/{knowledge_id}")
+    assert (pending.status_code, pending.json_body["error"]["code"]) == (404, "upload_pending")
+
+    limited = Api(api.client, _limited_key(services, elsewhere["tenant_id"], (own["id"],)))
+    answer = limited.get(f"/knowledge/{knowledge_id}")
+    assert (answer.status_code, answer.json_body["error"]["code"]) == (404, "knowledge_not_found")
+    # the knowledge base it names is still reachable to a key that covers it
+    covering = Api(api.client, _limited_key(services, elsewhere["tenant_id"], (elsewhere["id"],)))
+    assert covering.get(f"/knowledge/{knowledge_id}").json_body["error"]["code"] == "upload_pending"
