@@ -62,7 +62,7 @@ from chalicelib.faq.commands import (
     FaqUploadUrlRequest,
 )
 from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage, require_faq_kb
-from chalicelib.faq.failed_rows import failed_rows_link, record_failed_rows
+from chalicelib.faq.failed_rows import failed_rows_link
 from chalicelib.faq.import_claims import (
     Write,
     changed_since_plan,
@@ -76,6 +76,7 @@ from chalicelib.faq.import_claims import (
 )
 from chalicelib.faq.keyed import pages, tag_links
 from chalicelib.faq.reservations import release_entries
+from chalicelib.faq.row_report import record_failed_rows
 from chalicelib.faq.rows import MAX_FILE_BYTES, MAX_ROWS, SourceError, read_source
 from chalicelib.faq.validation import (
     NO_VALID_ROW,

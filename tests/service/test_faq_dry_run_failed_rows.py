@@ -9,7 +9,7 @@ import io
 
 from chalicelib.bootstrap import Services
 from chalicelib.domain.types import KnowledgeBase
-from chalicelib.faq.failed_rows import MAX_FAILURES_SHOWN
+from chalicelib.faq.row_report import MAX_FAILURES_SHOWN
 
 from .test_faq import download, entries_of, entry, run_import
 
