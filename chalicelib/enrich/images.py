@@ -4,6 +4,7 @@ knowledge base asks for it (spec §1.11)."""
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 
 from chalicelib.enrich.replies import clip, complete_part
 
@@ -32,11 +33,99 @@ NO_TEXT = "NO_TEXT"
 #: a caption is a sentence or two and a page's text fits a chunk (WeKnora caps chunks at 7,500 runes)
 MAX_IMAGE_TEXT_CHARS = 8_000
 _FENCE = re.compile(r"^```[\w-]*\n?|```$", re.M)
-_TAG = re.compile(r"<[^>]{1,200}>")
+#: the HTML a VLM writes instead of Markdown: only real tag names, so `i<n; a[i]>0` or `List<String>` in the
+#: text of an image of code or formulas stays as it is
+_HTML_NAMES = (
+    "a|b|i|u|s|em|strong|span|div|p|font|center|small|big|sub|sup|code|pre|mark|del|ins|img|hr|"
+    "h[1-6]|ul|ol|li|dl|dt|dd|blockquote|table|thead|tbody|tfoot|tr|td|th|caption|colgroup|col|"
+    "html|head|body|section|article|header|footer|figure|figcaption|math|mi|mn|mo|mrow"
+)
+_TAG = re.compile(rf"</?(?:{_HTML_NAMES})\b(?:\s[^<>]{{0,200}})?/?>", re.I)
+_LINE_BREAK = re.compile(r"<br\s*/?>|</(?:p|div|li|h[1-6]|blockquote|pre)>", re.I)
+_TABLE_START = re.compile(r"<table\b", re.I)
+_TABLE_END = re.compile(r"</table>", re.I)
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+class _TableCells(HTMLParser):
+    """A `<table>`'s rows of cell texts (stdlib's parser: this stage does not load the document reader)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th") and self._cell is None:  # a cell inside a cell: one cell's text
+            if not self.rows:
+                self.rows.append([])
+            self._cell = []
+        elif tag == "br" and self._cell is not None:
+            self._cell.append(" ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append(" ".join("".join(self._cell).split()).replace("|", "\\|"))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _markdown_table(fragment: str) -> str:
+    """A `<table>…</table>` as a Markdown table, its first row the header; its text when it has no cells."""
+    cells = _TableCells()
+    cells.feed(fragment)
+    cells.close()
+    rows = [row for row in cells.rows if row]
+    if not rows:
+        return _TAG.sub("", fragment)
+    width = max(len(row) for row in rows)
+    lines = ["| " + " | ".join(row + [""] * (width - len(row))) + " |" for row in rows]
+    return "\n".join([lines[0], "|" + "---|" * width, *lines[1:]])
+
+
+def _markdown_tables(text: str) -> str:
+    """Each `<table>…</table>` as a Markdown table (one pass: a start with no end after it is left to the
+    tag stripping)."""
+    out: list[str] = []
+    pos = 0
+    while (start := _TABLE_START.search(text, pos)) and (end := _TABLE_END.search(text, start.end())):
+        out += [text[pos : start.start()], "\n\n", _markdown_table(text[start.start() : end.end()]), "\n\n"]
+        pos = end.end()
+    return "".join(out) + text[pos:]
 
 
 def clean(reply: str) -> str:
-    """Fences and stray HTML tags stripped, at most MAX_IMAGE_TEXT_CHARS; the no-text answer becomes empty;
-    a reply cut off at max_tokens ends with its last whole sentence or line."""
-    text = _TAG.sub("", _FENCE.sub("", complete_part(reply)[: 4 * MAX_IMAGE_TEXT_CHARS])).strip()
+    """Fences stripped, HTML tables as Markdown tables, line-break tags as line breaks and other HTML tags
+    stripped, at most MAX_IMAGE_TEXT_CHARS; the no-text answer becomes empty; a reply cut off at max_tokens
+    ends with its last whole sentence or line."""
+    text = _FENCE.sub("", complete_part(reply)[: 4 * MAX_IMAGE_TEXT_CHARS])
+    text = _markdown_tables(text)
+    text = _BLANK_LINES.sub("\n\n", _TAG.sub("", _LINE_BREAK.sub("\n", text))).strip()
     return "" if not text or text.strip(".").upper() == NO_TEXT else clip(text, MAX_IMAGE_TEXT_CHARS)
+
+
+#: how a vision model says it will not describe or read an image: a short reply that opens as an apology or
+#: a first-person refusal and says it cannot help, describe, read… ("Sorry, we're closed" on a sign is text)
+_DECLINE_OPENING = re.compile(r"^(?:i\b|i['’]m\b|sorry\b|unfortunately\b|as an ai\b)", re.I)
+_DECLINE_PHRASE = re.compile(
+    r"\b(?:can['’]?t|cannot|unable|not able)\s+(?:to\s+)?(?:help|assist|describe|provide|identify|view|see|"
+    r"process|analy[sz]e|read|transcribe|comply|fulfil)",
+    re.I,
+)
+#: a refusal is a sentence or two; a longer reply is the image's own text
+MAX_DECLINED_CHARS = 300
+
+
+def declined(text: str) -> bool:
+    """The cleaned reply is the model declining (a refusal, not a description or the image's text)."""
+    text = text.strip()
+    return (
+        len(text) <= MAX_DECLINED_CHARS
+        and _DECLINE_OPENING.match(text) is not None
+        and _DECLINE_PHRASE.search(text) is not None
+    )

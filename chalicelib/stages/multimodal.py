@@ -5,7 +5,8 @@ Gated by `enable_multimodel` (an uploaded image is always read: it is the docume
 knowledge base has: OCR from the deployment's engine, or from the vision model when `ocr_engine` is "vlm";
 a caption only with a vision model (the sub-span says so when there is none). An image never fails its
 document: a failure is recorded on its sub-span and the task is answered. Chunk ids are deterministic per
-(knowledge, attempt, image, kind), so a redelivered task rewrites the same chunks and entries.
+(knowledge, attempt, image, kind), so a redelivered task rewrites the same chunks and entries, and takes the
+texts an earlier delivery wrote instead of asking the model again.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from chalicelib.domain.languages import with_languages
 from chalicelib.domain.process_config import EffectiveProcessConfig, resolve
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from chalicelib.enrich import images as prompts
-from chalicelib.ports import Dependencies, IndexSpace, ModelRequestError
+from chalicelib.ports import Dependencies, IndexSpace, ModelRequestError, ModelThrottled, ModelUnavailable
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.stages.messages import ImageRef, ImageTaskModel
 from chalicelib.stages.runner import Skip, run_task, task_knowledge
@@ -46,16 +47,26 @@ def run(deps: Dependencies, task: ImageTaskModel) -> dict[str, Any]:
             knowledge, Stage.MULTIMODAL, span_id, SpanStatus.SKIPPED, {"reason": "enable_multimodel is off"}
         )
         return {"ocr_chars": 0, "caption_chars": 0}
-    data = deps.files.read(image.url)
     outputs: dict[str, Any] = {}
-    texts: dict[ChunkType, str] = {}
+    # what an earlier delivery of this attempt read is not asked of the model again (a retry after the
+    # caption's model timed out pays for the OCR once)
+    texts: dict[ChunkType, str] = _read_before(deps, knowledge, image)
     failures: list[str] = []
+    data: bytes | None = None
     for kind, read in ((ChunkType.IMAGE_OCR, _ocr), (ChunkType.IMAGE_CAPTION, _caption)):
+        if kind in texts:
+            continue
+        if data is None:
+            data = deps.files.read(image.url)
         try:
             text, note = read(deps, effective, image, data)
         except (StageError, ModelRequestError) as error:  # an image never fails its document
             failures.append(f"{kind.value}: {getattr(error, 'message', type(error).__name__)}")
             continue
+        except (ModelUnavailable, ModelThrottled):  # retried: what was read is kept, for it and the last try
+            if texts:
+                _write_chunks(deps, knowledge, kb, image, texts)
+            raise
         if note:
             outputs[f"{kind.value}_skipped"] = note
         if text:
@@ -81,6 +92,24 @@ def run(deps: Dependencies, task: ImageTaskModel) -> dict[str, Any]:
     return {k: v for k, v in outputs.items() if k.endswith("_chars")}
 
 
+def _kind_tag(kind: ChunkType) -> str:
+    return "ocr" if kind == ChunkType.IMAGE_OCR else "cap"
+
+
+def _read_before(deps: Dependencies, knowledge: Knowledge, image: ImageRef) -> dict[ChunkType, str]:
+    """The image's texts an earlier delivery of this attempt wrote (its chunks, by their deterministic ids)."""
+    keys = {
+        kind: (knowledge.id, image_chunk_id(knowledge.id, knowledge.attempt, image.index, _kind_tag(kind)))
+        for kind in (ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION)
+    }
+    found = deps.chunks.get_many(list(keys.values()))
+    return {
+        kind: found[key].content
+        for kind, key in keys.items()
+        if key in found and found[key].chunk_type == kind and found[key].content
+    }
+
+
 def _ocr(
     deps: Dependencies, effective: EffectiveProcessConfig, image: ImageRef, data: bytes
 ) -> tuple[str, str]:
@@ -93,7 +122,7 @@ def _ocr(
         vision = deps.vision_model(effective.vlm_model_id)
         if vision is None:
             return "", "no vision model configured"
-        return prompts.clean(vision.describe(data, prompts.OCR_PROMPT, max_tokens=2048)), ""
+        return _described(vision.describe(data, prompts.OCR_PROMPT, max_tokens=2048))
     ocr = deps.ocr()
     if ocr is None:
         return "", "no OCR engine on this deployment"
@@ -107,7 +136,13 @@ def _caption(
     if vision is None:
         return "", "no vision model configured (vlm_model_id)"
     prompt = prompts.caption_prompt(effective.caption_language, effective.caption_instructions)
-    return prompts.clean(vision.describe(data, prompt, max_tokens=512)), ""
+    return _described(vision.describe(data, prompt, max_tokens=512))
+
+
+def _described(reply: str) -> tuple[str, str]:
+    """(text, why there is none) of a vision model's reply: a refusal is not the image's text."""
+    text = prompts.clean(reply)
+    return ("", "the vision model declined to read the image") if prompts.declined(text) else (text, "")
 
 
 def _write_chunks(
@@ -117,15 +152,16 @@ def _write_chunks(
     parent = next((c for c in all_text if image.url in c.content), all_text[0] if all_text else None)
     chunks = [
         Chunk(
-            id=image_chunk_id(
-                knowledge.id, knowledge.attempt, image.index, "ocr" if kind == ChunkType.IMAGE_OCR else "cap"
-            ),
+            id=image_chunk_id(knowledge.id, knowledge.attempt, image.index, _kind_tag(kind)),
             tenant_id=knowledge.tenant_id,
             kb_id=kb.id,
             knowledge_id=knowledge.id,
             seq=IMAGE_SEQ_BASE + 2 * image.index + (0 if kind == ChunkType.IMAGE_OCR else 1),
             content=text,
             chunk_type=kind,
+            # where the image stands: what reads the document in order (by start_at) meets it there
+            start_at=parent.start_at if parent else 0,
+            end_at=parent.end_at if parent else 0,
             parent_chunk_id=parent.id if parent else "",
             image_info=[{"url": image.url, ("ocr_text" if kind == ChunkType.IMAGE_OCR else "caption"): text}],
             metadata={"attempt": knowledge.attempt},

@@ -58,14 +58,90 @@ def strip_reasoning(text: str) -> str:
     return "".join(kept).strip()
 
 
-def image_format(image: bytes) -> str:
-    """png/jpeg/gif/webp from the magic bytes: the formats both Bedrock and OpenAI-style VLMs accept."""
+def _accepted_format(image: bytes) -> str | None:
     for magic, name in _IMAGE_MAGIC:
         if image.startswith(magic):
             return name
     if len(image) >= 12 and image[:4] == b"RIFF" and image[8:12] == b"WEBP":
         return "webp"
-    raise ModelRequestError("unsupported image format (VLMs take png, jpeg, gif or webp)")
+    return None
+
+
+#: what every VLM we call takes: Bedrock refuses an image over 3.75 MB or 8,000 px a side (and OpenAI a GIF
+#: that moves); a bigger one is scaled down, not refused
+VISION_MAX_BYTES = 3_750_000
+VISION_MAX_SIDE = 8_000
+#: a larger image is scaled to this long side: more than the VLMs look at (they resize to ~1,600-2,048)
+VISION_SCALED_SIDE = 4_096
+#: decoding more pixels than this is refused (a decompression bomb): the OCR engines' own cap
+VISION_MAX_PIXELS = 40_000_000
+_PLAIN_MODES = {"png": {"1", "L", "LA", "P", "RGB", "RGBA"}, "jpeg": {"L", "RGB"}}
+
+
+def vision_image(image: bytes) -> tuple[bytes, str]:
+    """(bytes, format) a VLM accepts: the image as it is when it is already one (png/jpeg/gif/webp, one frame,
+    8-bit, within the size caps), else its first frame re-encoded (BMP, TIFF, CMYK or 16-bit, animated,
+    too large) as PNG, or JPEG when that is still too large. ModelRequestError for bytes no VLM would read
+    (not an image, or more pixels than VISION_MAX_PIXELS); a retry would read them the same way."""
+    import io
+    import warnings
+
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    fmt = _accepted_format(image)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(image)) as img:
+                width, height = img.size
+                if width * height > VISION_MAX_PIXELS:
+                    raise ModelRequestError(
+                        f"the image has {width} x {height} pixels, more than {VISION_MAX_PIXELS:,} a VLM is sent"
+                    )
+                plain = (
+                    fmt is not None
+                    and len(image) <= VISION_MAX_BYTES
+                    and max(width, height) <= VISION_MAX_SIDE
+                    and getattr(img, "n_frames", 1) == 1
+                    and (fmt not in _PLAIN_MODES or img.mode in _PLAIN_MODES[fmt])
+                )
+                if plain and fmt is not None:
+                    return image, fmt
+                img.seek(0)
+                upright = ImageOps.exif_transpose(img) or img  # a photo's orientation goes with its EXIF
+                if upright.mode.startswith("I") or upright.mode == "F":  # 16-bit or wider grey: to 8 bits
+                    upright = upright.convert("I").point(lambda v: v * (1 / 256)).convert("L")
+                frame = upright.convert("RGBA" if img.mode in ("RGBA", "LA", "PA", "P") else "RGB")
+    except ModelRequestError:  # a ValueError too: not the decoder's
+        raise
+    except (UnidentifiedImageError, SyntaxError, ValueError, OSError, Image.DecompressionBombError) as exc:
+        if fmt is not None and not isinstance(exc, Image.DecompressionBombError):
+            return image, fmt  # Pillow cannot read it: the model decides (and its refusal fails the image)
+        raise ModelRequestError(f"the image cannot be decoded ({type(exc).__name__})") from None
+    return _encoded_within_caps(frame)
+
+
+def _encoded_within_caps(frame: Any) -> tuple[bytes, str]:
+    import io
+
+    from PIL import Image
+
+    if max(frame.size) > VISION_MAX_SIDE or frame.width * frame.height > VISION_SCALED_SIDE**2:
+        frame.thumbnail((VISION_SCALED_SIDE, VISION_SCALED_SIDE))
+    out = io.BytesIO()
+    frame.save(out, format="PNG", optimize=False)
+    if out.tell() <= VISION_MAX_BYTES:
+        return out.getvalue(), "png"
+    if frame.mode == "RGBA":  # JPEG has no alpha: flattened on white, as a page would show it
+        background = Image.new("RGB", frame.size, (255, 255, 255))
+        background.paste(frame, mask=frame.getchannel("A"))
+        frame = background
+    while True:
+        out = io.BytesIO()
+        frame.save(out, format="JPEG", quality=85)
+        if out.tell() <= VISION_MAX_BYTES or max(frame.size) <= 256:
+            return out.getvalue(), "jpeg"
+        frame = frame.resize((max(1, frame.width // 2), max(1, frame.height // 2)))
 
 
 def to_unit_vectors(rows: Sequence[Sequence[float]], expected_dim: int | None, what: str) -> Vectors:

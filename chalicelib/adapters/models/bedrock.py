@@ -34,12 +34,12 @@ from botocore.exceptions import (
 
 from chalicelib.adapters.models._common import (
     clip_texts,
-    image_format,
     parse_retry_after,
     provider_code,
     split_system,
     strip_reasoning,
     to_unit_vectors,
+    vision_image,
 )
 from chalicelib.domain import metering
 from chalicelib.ports import (
@@ -350,7 +350,7 @@ class BedrockVisionModel:
         self.temperature = temperature
 
     def describe(self, image: bytes, prompt: str, *, max_tokens: int = 1024) -> str:
-        fmt = image_format(image)
+        image, fmt = vision_image(image)
         request: dict[str, Any] = {
             "modelId": self.bedrock_model,
             "messages": [

@@ -31,11 +31,11 @@ import numpy as np
 
 from chalicelib.adapters.models._common import (
     clip_texts,
-    image_format,
     parse_retry_after,
     provider_code,
     strip_reasoning,
     to_unit_vectors,
+    vision_image,
 )
 from chalicelib.domain import metering
 from chalicelib.net.client import FetchError, SafeHttpClient
@@ -357,7 +357,8 @@ class OpenAIVisionModel(OpenAIChatModel):
     temperature = 0.2
 
     def describe(self, image: bytes, prompt: str, *, max_tokens: int = 1024) -> str:
-        data_uri = f"data:image/{image_format(image)};base64,{base64.b64encode(image).decode('ascii')}"
+        image, fmt = vision_image(image)
+        data_uri = f"data:image/{fmt};base64,{base64.b64encode(image).decode('ascii')}"
         messages: list[dict[str, Any]] = [
             {
                 "role": "user",
