@@ -117,8 +117,8 @@ def edit_chunk(
 ) -> dict[str, Any]:
     """The refreshes an edit makes due are queued after the row is written (`_queue_refreshes`): when the
     enrichment queue does not take one, the same request sent again, finding nothing to change, queues
-    them again: the graph's when an edited chunk's text is sent unchanged, the summary's while it is still
-    pending (asked for, maybe never queued)."""
+    them again: the graph's when an edited chunk's text is sent unchanged, the summary's when it is failed
+    (a refresh the queue did not take leaves it so; one that is pending is queued already)."""
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status == ParseStatus.DELETING:  # as every other write to a document being deleted
         raise BadRequest("the knowledge is being deleted", code="invalid_state")
@@ -150,8 +150,8 @@ def edit_chunk(
     if request.is_enabled is not None:
         changed = replace(changed, is_enabled=request.is_enabled)
     if changed == chunk:
-        pending = knowledge.summary_status == SummaryStatus.PENDING
-        _queue_refreshes(deps, knowledge, chunk, graph=refresh_again, summary=pending)
+        stale = knowledge.summary_status == SummaryStatus.FAILED
+        _queue_refreshes(deps, knowledge, chunk, graph=refresh_again, summary=stale)
         return _view(chunk)
     texts = None
     if changed.content != chunk.content and kb.indexing_strategy.needs_embedding:
@@ -184,11 +184,11 @@ def _queue_refreshes(
     """An edit's refreshes: the chunk's graph facts (`graph`: its text changed) and the document's summary
     (made from the enabled chunks' text), when it has one. Each is tried briefly; one the enrichment queue
     does not take answers 503 `queue_unavailable` with the edit saved, and the same request sent again
-    queues it again (either sent twice is harmless: the graph's is keyed by the text's hash, and a second
-    summary message finds the summary made). The summary first: marked pending, a retry knows to ask."""
+    queues it again (the graph's is keyed by the text's hash, so a second one is harmless). The summary
+    first: one the queue does not take is left failed, and a retry knows to ask."""
     with refresh_refusal_answered("the edit is saved"):
         if summary and knowledge.summary_status != SummaryStatus.NONE:
-            request_summary_refresh(deps, knowledge)
+            request_summary_refresh(deps, knowledge, refused=SummaryStatus.FAILED)
         if graph:
             request_graph_refresh(deps, knowledge, chunk.id, chunk.content_hash)
 

@@ -124,3 +124,36 @@ def test_a_summary_refresh_request_and_a_title_edit_the_queue_refuses_answer_503
     edit(deps, knowledge.tenant_id, knowledge.id, EditKnowledgeRequest(title="Harbour timetable"))
     refresh_summary(deps, knowledge.tenant_id, knowledge.id)
     assert _refreshes(deps, knowledge) == 2
+
+
+def test_unchanged_edits_while_a_refresh_is_queued_queue_no_more(
+    deps: Services,
+    kb: KnowledgeBase,  # noqa: F811
+) -> None:
+    """A console's "save all" over a document whose summary refresh is queued (pending) sends nothing more:
+    each message would make the summary again (the worker takes a pending or processing summary)."""
+    knowledge = _completed(deps, kb, summary="pending")
+    for chunk in [c for c in deps.chunks.list(knowledge.id) if c.chunk_type == ChunkType.TEXT]:
+        _update(deps, knowledge, chunk.id, is_enabled=chunk.is_enabled)
+    assert _refreshes(deps, knowledge) == 0
+
+
+def test_a_refused_summary_refresh_leaves_the_summary_as_it_was_or_failed_after_an_edit(
+    deps: Services,
+    kb: KnowledgeBase,  # noqa: F811
+) -> None:
+    """POST summary/refresh refused: the summary is as it was (it had been left pending, for housekeeping to
+    fail); a chunk edit refused: failed (it is stale), which the same edit sent again asks for again."""
+    from chalicelib.operations.enrichment_outputs import refresh_summary
+
+    knowledge = _completed(deps, kb)
+    _queue(deps).make_unavailable("enrichment")
+    with pytest.raises(ServiceUnavailable):
+        refresh_summary(deps, knowledge.tenant_id, knowledge.id)
+    row = deps.knowledge.get(knowledge.id)
+    assert row is not None and row.summary_status == SummaryStatus.COMPLETED
+
+    with pytest.raises(ServiceUnavailable):
+        _update(deps, knowledge, _first_text(deps, knowledge).id, content="The tide turns at noon.")
+    row = deps.knowledge.get(knowledge.id)
+    assert row is not None and row.summary_status == SummaryStatus.FAILED
