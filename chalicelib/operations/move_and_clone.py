@@ -32,6 +32,7 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
     ids = list(dict.fromkeys(request.ids))
     tags: dict[str, list[str]] = {}
     from_backends: dict[str, str] = {}
+    attempts: dict[str, int] = {}  # what a move overtaken by a later one carries on (tasks/move_clone.py)
     for knowledge_id in ids:  # every id must name a row of this tenant in the source: all or nothing
         row = deps.knowledge.get(knowledge_id)
         if row is None or row.tenant_id != tenant_id or row.kb_id != source.id:
@@ -39,6 +40,7 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
                 f"knowledge {knowledge_id} not found in knowledge base {source.id}",
                 code="knowledge_not_found",
             )
+        attempts[row.id] = row.attempt
         if row.storage_backend != target.storage_backend:  # its objects follow it (tasks/move_across.py)
             from_backends[row.id] = row.storage_backend
         if row.tag_ids:  # tags belong to a knowledge base: the target gets them by name
@@ -52,6 +54,7 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
         mode=request.mode,
         tags=tags,
         from_backends=from_backends,
+        attempts=attempts,
     )
     return start_task(deps, task)
 

@@ -170,6 +170,7 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         # a delete of the target whose sweep listed its rows before this one arrived would never see it
         _undo_if_deleted(deps, row.id, source, target)
     elif row.kb_id != target.id:
+        _carry_on_from_source(deps, row, source, task.params.get("attempts", {}).get(row.id), mode)
         raise ItemFailed("the knowledge is no longer in the source knowledge base")
     # The row is in the target: what follows is idempotent, and a redelivery lands here to finish it.
     old_backend = task.params.get("from_backends", {}).get(row.id)
@@ -177,8 +178,9 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         row = carry_objects(deps, row, str(old_backend), target.storage_backend)
     deps.tags.remove_knowledge(row.id)  # the source's relations (moving cleared the row's tag ids)
     names = task.params.get("tags", {}).get(row.id, [])
-    if names:
-        tag_by_names(deps, row, [str(name) for name in names])
+    current = deps.knowledge.get(row.id) if names else row
+    if names and current is not None and current.kb_id == target.id:  # not once a later move took it on
+        tag_by_names(deps, current, [str(name) for name in names])
     if mode == "reuse_vectors":
         _repoint(deps, row, source_kb_id, target)
         carry_wiki_pages(deps, source_kb_id, row.id, target, {})  # before the source's records go
@@ -264,6 +266,25 @@ def _follow_moved_on(deps: Dependencies, row: Knowledge, target: KnowledgeBase) 
         carry_wiki_pages(deps, here.id, row.id, there, {})
         _retract(deps, here, row.id)
         here = there
+
+
+def _carry_on_from_source(
+    deps: Dependencies, row: Knowledge, source: KnowledgeBase | None, asked_at: object, mode: str
+) -> None:
+    """A later move took the row on before this one carried its index entries out of the source (a delivery
+    died between moving the row and carrying): they follow the row (`_follow_moved_on`) while it is at the
+    attempt this move was asked for (`asked_at`, the task's), else they are a replaced attempt's and go."""
+    if mode != "reuse_vectors" or source is None or not source.indexing_strategy.needs_embedding:
+        return
+    space = index_space(deps, source)
+    engine = deps.engine(source.retrieval_engine)
+    if not engine.count(space, source.id, row.id):
+        return  # carried (or a task made before attempts were recorded, whose entries are gone)
+    if asked_at == row.attempt:
+        _follow_moved_on(deps, row, source)
+    else:
+        engine.delete_by_knowledge(space, source.id, [row.id])
+        _retract(deps, source, row.id)
 
 
 def _undo_if_moved_into(
