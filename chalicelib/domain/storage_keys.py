@@ -19,6 +19,16 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: loses them (safe_file_name)
 NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 MAX_NAME = 255
+#: a title's length (commands: EditKnowledgeRequest, the create requests)
+MAX_TITLE = 500
+
+
+def one_line(text: str) -> str:
+    """Text the tenant or a remote server wrote (a text's first line, a URL, a file name, a page's <title>)
+    as a title: one line of printable text (bidirectional controls gone, each other NOT_ONE_LINE character a
+    space, spaces collapsed), at most
+    MAX_TITLE characters, as a title sent must be."""
+    return " ".join(NOT_ONE_LINE.sub(" ", _BIDI_CONTROLS.sub("", text)).split())[:MAX_TITLE]
 
 
 def safe_file_name(name: str) -> str:

@@ -58,8 +58,7 @@ _ALIASES: dict[str, str] = {
     "answer": "answers",
     "答案": "answers",
     "机器人回答": "answers",
-    "answer_all": "answer_all",
-    "answer-all": "answer_all",
+    "answer_all": "answer_all",  # `answer-all` too (`_column` reads hyphens and spaces as `_`)
     "是否全部回复": "answer_all",
     "disabled": "disabled",
     "是否停用": "disabled",

@@ -107,7 +107,14 @@ def _binary_type(body: bytes, named: str) -> str | None:
     import io
     import zipfile
 
-    from chalicelib.parsers.base import TEXT_TYPES, ZIP_DIRECTORY_ERRORS, image_kind, sniff, zip_office_kind
+    from chalicelib.parsers.base import (
+        TEXT_TYPES,
+        ZIP_DIRECTORY_ERRORS,
+        image_kind,
+        sniff,
+        zip_office_kind,
+    )
+    from chalicelib.parsers.magic import audio_kind, ole_kind
 
     if named and named not in TEXT_TYPES:
         return None
@@ -122,16 +129,18 @@ def _binary_type(body: bytes, named: str) -> str | None:
                 return zip_office_kind(archive)
         except ZIP_DIRECTORY_ERRORS:
             return ""
-    kind = image_kind(body) if family == "image" else None
-    if kind and is_importable(kind[0]):
-        return kind[0]
-    # OLE, audio, other binary: a page or nothing named is refused; a named text type is the parser's call
+    image = image_kind(body) if family == "image" else None
+    kinds = {"image": image[0] if image else "", "audio": audio_kind(body), "ole": ole_kind(body)}
+    kind = kinds.get(family, "")
+    if kind and is_importable(kind):
+        return kind
+    # other binary: a page or nothing named is refused; a named text type is the parser's call (it says so)
     return "" if not named or named in PAGE_TYPES else None
 
 
 def _page_document(resp: FetchResponse) -> tuple[str, str, bytes, str]:
-    from chalicelib.commands import NOT_ONE_LINE
     from chalicelib.domain.errors import PermanentStageError
+    from chalicelib.domain.storage_keys import one_line
     from chalicelib.parsers.base import Limits
     from chalicelib.parsers.guards import HtmlDepth
     from chalicelib.parsers.html import decode_html, html_to_markdown, page_title
@@ -143,7 +152,7 @@ def _page_document(resp: FetchResponse) -> tuple[str, str, bytes, str]:
     html = decode_html(resp.body, resp.charset)
     # the server's words, shown as the document's title (its spans, its heading): one line of printable
     # text, as a title a tenant sends must be (no ESC sequence, bidirectional override, line break)
-    title = " ".join(NOT_ONE_LINE.sub(" ", page_title(html)).split())
+    title = one_line(page_title(html))
     markdown = ""
     try:
         import trafilatura

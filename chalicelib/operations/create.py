@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from chalicelib.commands import (
-    NOT_ONE_LINE,
     ManualRequest,
     ProcessConfig,
     UploadUrlRequest,
@@ -32,6 +31,7 @@ from chalicelib.domain.markup import strip_active_content
 from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.storage_keys import (
     folder_of,
+    one_line,
     presigned_upload_key,
     safe_file_name,
     source_object_key,
@@ -439,7 +439,7 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
         kb_id=kb.id,
         storage_backend=kb.storage_backend,
         type=KnowledgeType.FILE_URL if is_file else KnowledgeType.URL,
-        title=request.title or _one_line(safe_file_name(file_name) if file_name else redact_credentials(url)),
+        title=request.title or one_line(safe_file_name(file_name) if file_name else redact_credentials(url)),
         source=url,
         file_name=safe_file_name(file_name) if file_name else "",
         file_type=file_type if is_file else "html",
@@ -472,14 +472,7 @@ _HEADING_MARKER = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+|$)")
 def _title_of(content: str) -> str:
     """The title of a text sent without one: its first line, without a heading marker, as one line of
     printable text (what a title sent would have to be, `commands.OneLine`)."""
-    return _one_line(_HEADING_MARKER.sub("", content.splitlines()[0])) or "manual"
-
-
-def _one_line(text: str) -> str:
-    """A title derived from what the tenant sent (a text's first line, a URL, a file name) as one line of
-    printable text, at most 500 characters: what a title sent must be (`commands.OneLine`). A URL or a file
-    name may hold a bidirectional override or a line separator that a title sent could not."""
-    return " ".join(NOT_ONE_LINE.sub("", text.replace("\t", " ")).split())[:500]
+    return one_line(_HEADING_MARKER.sub("", content.splitlines()[0])) or "manual"
 
 
 def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: ManualRequest) -> Knowledge:

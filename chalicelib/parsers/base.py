@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
+from chalicelib.parsers.magic import OLE_MAGIC, audio_kind
 from chalicelib.ports import AsrEngine, OcrEngine, ParsedImage, ReadRequest, ReadResult
 
 
@@ -142,7 +143,6 @@ def unsupported(message: str) -> PermanentStageError:
 
 # ---------------------------------------------------------------- sniffing
 
-OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 IMAGE_MAGIC: list[tuple[bytes, str, str]] = [
     (b"\x89PNG\r\n\x1a\n", "png", "image/png"),
     (b"\xff\xd8\xff", "jpg", "image/jpeg"),
@@ -241,13 +241,7 @@ def sniff(data: bytes) -> str:
         return "ole"
     if image_kind(head):
         return "image"
-    if (
-        head[:3] == b"ID3"
-        or head[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2")
-        or head[:4] in (b"fLaC", b"OggS")
-        or (head[:4] == b"RIFF" and head[8:12] == b"WAVE")
-        or head[4:8] == b"ftyp"
-    ):
+    if audio_kind(head):
         return "audio"
     if b"\x00" in head[:2048] and wide_text_codec(data) is None:
         return "binary"

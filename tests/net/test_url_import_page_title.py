@@ -15,6 +15,6 @@ def test_a_page_title_keeps_no_control_or_bidi_characters(server) -> None:
     server.body("/tides", page, "text/html; charset=utf-8")
     _name, file_type, data, got = fetch_url_document(server.url("/tides"), LOOPBACK)
     assert file_type == "md"
-    assert got == "Tide [31m tables fdp.exe next line"
+    assert got == "Tide [31m tablesfdp.exe next line"
     heading = data.decode().splitlines()[0]
     assert heading == f"# {got}" and not NOT_ONE_LINE.search(heading)

@@ -63,3 +63,23 @@ def test_a_text_file_with_a_stray_nul_keeps_its_named_type(server) -> None:
     server.body("/rows.csv", body, "text/csv")
     _name, file_type, data, _title = fetch_url_document(server.url("/rows.csv"), LOOPBACK)
     assert (file_type, data) == ("csv", body)
+
+
+LEGACY_AND_AUDIO = ["doc", "xls", "ppt", "mp3", "wav", "flac", "ogg", "m4a"]
+
+
+@pytest.mark.parametrize("kind", LEGACY_AND_AUDIO)
+def test_a_legacy_office_file_or_a_recording_served_as_octet_stream_is_imported_as_its_kind(
+    server, kind: str
+) -> None:
+    """An OLE file is told by the stream its directory names, audio by its magic bytes (they had been
+    refused as unsupported, though both are importable)."""
+    from project_paths import CORPUS
+
+    found = sorted(CORPUS.glob(f"*.{kind}"))
+    if not found:
+        pytest.skip(f"no .{kind} in the corpus")
+    body = found[0].read_bytes()
+    server.body("/fetch", body, "application/octet-stream")
+    name, file_type, data, _title = fetch_url_document(server.url("/fetch"), LOOPBACK)
+    assert (name, file_type, data) == (f"fetch.{kind}", kind, body)

@@ -18,7 +18,7 @@ from chalicelib.operations.create import create_from_url
     ("url", "file_name", "title"),
     [
         ("https://example.org/invoice\u202efdp.exe", "", "https://example.org/invoicefdp.exe"),
-        ("https://example.org/notes\u0085page\u2028two", "", "https://example.org/notespagetwo"),
+        ("https://example.org/notes\u0085page\u2028two", "", "https://example.org/notes page two"),
         ("https://example.org/q3", "Q3\u2028plan.pdf", "Q3plan.pdf"),
     ],
 )
