@@ -115,8 +115,9 @@ class Package:
     def xml(self, name: str) -> Any | None:
         """The part's root element, or None when the package has no such part."""
         raw = self.blob(name)
-        if raw is None:
-            return None
+        return None if raw is None else self._parsed(name, raw)
+
+    def _parsed(self, name: str, raw: bytes) -> Any:
         try:
             return etree.fromstring(raw, _PARSER)
         except etree.XMLSyntaxError as exc:
@@ -134,8 +135,7 @@ class Package:
         known = self.rels_by_bytes.get(key)
         if known is None:
             known = {}
-            root = self.xml(name)  # the part is there (its bytes are): never None
-            for rel in root.iter(_PKG_REL) if root is not None else ():
+            for rel in self._parsed(name, raw).iter(_PKG_REL):
                 if rel.get("TargetMode") == "External":
                     continue
                 kind = rel.get("Type") or ""

@@ -95,8 +95,7 @@ def _mark_breaks(tree: Any) -> Any:
     """Gives each line break a newline as its text, so that a paragraph's text is one C-level walk over its
     a:t and a:br elements (python-pptx reads a break as a vertical tab, which XML cannot hold; a newline
     reads better in Markdown too)."""
-    for br in tree.iter(_BR):
-        br.text = "\n"
+    _mark_breaks_find_fields(tree)
     return tree
 
 
