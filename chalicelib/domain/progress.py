@@ -22,6 +22,10 @@ def require_span_counters(names: Iterable[str]) -> None:
         raise ValueError(f"not span counters: {sorted(unknown)}")
 
 
+#: the multimodal stage's per-image sub-spans (`multimodal.image[i]`, stages.messages.ImageTaskModel): its
+#: `images_done` is how many of them are closed, so a redelivered image, which rewrites its own, counts once
+IMAGE_SPAN_PREFIX = "multimodal.image["
+
 Measure = tuple[str, str, str]
 #: per stage: (output holding the work done, output holding the total, unit shown); the first one whose
 #: total the stage reports counts (the docreader reads pages, or transcribes seconds of audio)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from chalicelib.domain.errors import SpanErrorCode
-from chalicelib.domain.progress import require_span_counters, stage_progress
+from chalicelib.domain.progress import IMAGE_SPAN_PREFIX, require_span_counters, stage_progress
 from chalicelib.domain.types import ALL_STAGES, Knowledge, Span, SpanKind, SpanStatus, Stage
 from chalicelib.observability import logger
 from chalicelib.ports import KnowledgeRepo, SpanRepo
@@ -39,9 +39,17 @@ def _now() -> datetime:
 
 def _progress(stage: Stage, span: Span, children: list[Span]) -> dict[str, Any] | None:
     """The enrichment's progress is its planned subtasks closed so far (the stage span itself closes as
-    soon as the plan is made); the other stages report done and total in their outputs."""
+    soon as the plan is made); the multimodal stage's, its images closed so far (done, or given up) of the
+    total its fan-out wrote; the other stages report done and total in their outputs."""
     outputs: Mapping[str, Any] = span.outputs
     finished = span.status in (SpanStatus.DONE, SpanStatus.SKIPPED)
+    if stage == Stage.MULTIMODAL and "images_total" in outputs:
+        images = [c for c in children if c.span_id.startswith(IMAGE_SPAN_PREFIX)]
+        # closed by the postprocess plan: the image Map is over, every image answered (or timed out)
+        closed = outputs["images_total"] if finished else sum(1 for c in images if c.status not in OPEN)
+        updated = max((c.updated_at for c in images), default=span.updated_at)
+        done = {**outputs, "images_done": closed}
+        return stage_progress(stage.value, done, span.started_at, updated, finished)
     if stage == Stage.POSTPROCESS:
         planned = outputs.get("planned")
         if not isinstance(planned, list):

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from chalicelib.domain.progress import IMAGE_SPAN_PREFIX
 from chalicelib.domain.types import StageMessage
 
 
@@ -90,7 +91,7 @@ class ImageTaskModel(TaskMessageModel):
     @property
     def span_id(self) -> str:
         """The image's span under the multimodal stage (the worker's, and the timeout's when it never ran)."""
-        return f"multimodal.image[{self.image.index}]"
+        return f"{IMAGE_SPAN_PREFIX}{self.image.index}]"
 
 
 class Subtask(BaseModel):
