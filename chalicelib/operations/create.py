@@ -14,6 +14,7 @@ import posixpath
 import re
 import uuid
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
 
@@ -23,6 +24,7 @@ from chalicelib.commands import (
     UploadUrlRequest,
     UrlImportRequest,
 )
+from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import AppError, BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge
 from chalicelib.domain.events import EventType
 from chalicelib.domain.filetypes import is_importable, validate_import_file_type
@@ -38,7 +40,7 @@ from chalicelib.domain.storage_keys import (
     upload_intent_key,
     upload_result_key,
 )
-from chalicelib.domain.types import Knowledge, KnowledgeBase, KnowledgeType, ParseStatus, Stage
+from chalicelib.domain.types import Knowledge, KnowledgeBase, KnowledgeType, ParseStatus, Stage, utcnow
 from chalicelib.domain.urls import redact_credentials
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge, ObjectTooLarge
@@ -64,6 +66,15 @@ class FileUpload:
     overrides: dict[str, Any] = field(default_factory=dict)
     channel: str = "api"
     knowledge_id: str | None = None  # pre-allocated by the presigned path
+
+
+class AlreadyCreated(Exception):
+    """The row of this very id is already there: another delivery of the same presigned upload's event
+    created it first (only a presigned upload's id is allocated before its create). Nothing to do."""
+
+    def __init__(self, existing: Knowledge):
+        super().__init__(f"knowledge {existing.id} is already created")
+        self.existing = existing
 
 
 def duplicate_error(existing: Knowledge, code: str) -> Conflict:
@@ -118,6 +129,8 @@ def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: Fil
     dedupe_key = file_dedupe_key(tenant_id, kb.id, file_type, md5)
     existing = deps.knowledge.find_duplicate(dedupe_key)
     if existing is not None:
+        if existing.id == upload.knowledge_id:  # another delivery of this upload's event created it
+            raise AlreadyCreated(existing)
         raise duplicate_error(existing, "duplicate_file")
 
     knowledge_id = upload.knowledge_id or str(uuid.uuid4())
@@ -179,10 +192,24 @@ def _insert_or_remove_object(
         # the tag relations first: a crash leaves a stale one, never a missing one
         relate_new(deps, knowledge)
         deps.knowledge.insert(knowledge)
-    except BaseException as error:
+    except DuplicateKnowledge as duplicate:
+        existing, own_id = duplicate.existing, duplicate.existing.id == knowledge.id
+        # lost to the row of its own id: relations are keyed by the creation time, so the same one is its too
+        shared = own_id and to_iso(existing.created_at) == to_iso(knowledge.created_at)
+        _undo(
+            deps,
+            knowledge,
+            url,
+            inserted=False,
+            reserved=reserved,
+            counted=knowledge.storage_size,
+            relations=not shared,
+        )
+        if own_id:
+            raise AlreadyCreated(existing) from None
+        raise duplicate_error(existing, duplicate_code) from None  # lost a race with an identical upload
+    except BaseException:
         _undo(deps, knowledge, url, inserted=False, reserved=reserved, counted=knowledge.storage_size)
-        if isinstance(error, DuplicateKnowledge):  # lost a race with an identical upload
-            raise duplicate_error(error.existing, duplicate_code) from None
         raise
     _undo_if_kb_closed(deps, knowledge, url)
     knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_CREATED)  # the insert happened once: announce it
@@ -215,11 +242,12 @@ def _undo(
     inserted: bool,
     reserved: bool,
     counted: int = 0,
+    relations: bool = True,
 ) -> None:
     """A create taken back: the row (its delete gives the tenant's place and counted bytes back with it,
     once, whoever deletes it) or else the reserved place and the `counted` bytes, then the object, then the
-    tag relations. Each step runs even when one before it failed; the error still goes on (the message
-    retries, the client sees a 500)."""
+    tag relations (unless they are a row's of the same id too: `relations` False). Each step runs even when
+    one before it failed; the error still goes on (the message retries, the client sees a 500)."""
     from chalicelib.services.tagging import unrelate_all
 
     try:
@@ -235,7 +263,8 @@ def _undo(
             if url:
                 deps.files.delete(url)
         finally:
-            unrelate_all(deps, knowledge)
+            if relations:
+                unrelate_all(deps, knowledge)
 
 
 # ---------------------------------------------------------------- presigned uploads
@@ -256,6 +285,9 @@ def create_upload_url(
         if same is not None:
             raise duplicate_error(same, "duplicate_file")
     knowledge_id = str(uuid.uuid4())
+    key = _upload_key(deps.settings.upload_prefix, tenant_id, kb.id, knowledge_id, file_name)
+    expires_in = deps.settings.presign_expires_seconds
+    granted_at = utcnow()
     intent = {
         "tenant_id": tenant_id,
         "kb_id": kb.id,
@@ -265,18 +297,21 @@ def create_upload_url(
         "tag_ids": tag_ids,
         "process_config": overrides,
         "declared_size": size,
+        # for GET /knowledge/{id}: when the URL stops working, and where its object lands (`upload_expired`)
+        "created_at": to_iso(granted_at),
+        "expires_at": to_iso(granted_at + timedelta(seconds=expires_in)),
+        "key": key,
     }
     deps.inbox.save(upload_intent_key(knowledge_id), json.dumps(intent).encode(), "application/json")
-    key = _upload_key(deps.settings.upload_prefix, tenant_id, kb.id, knowledge_id, file_name)
     content_type = request.content_type
-    url = deps.inbox.presign_put(key, deps.settings.presign_expires_seconds, content_type)
+    url = deps.inbox.presign_put(key, expires_in, content_type)
     return {
         "upload_url": url,
         "method": "PUT",
         "key": key,
         "knowledge_id": knowledge_id,
         "headers": {"Content-Type": content_type} if content_type else {},
-        "expires_in": deps.settings.presign_expires_seconds,
+        "expires_in": expires_in,
         "max_size": deps.settings.max_file_size,
     }
 
@@ -346,6 +381,10 @@ def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
     )
     try:
         knowledge = create_from_file(deps, tenant_id, kb_id, upload)
+    except AlreadyCreated:  # two copies of the event at once, and the other one created it: as redelivered
+        logger.info("the upload was accepted by another delivery of its event", extra={"key": key})
+        _consume(deps, object_url, intent_url)
+        return None
     except (BadRequest, Conflict, Forbidden, NotFound) as rejected:  # a quota reached meanwhile too
         _record_rejection(deps, knowledge_id, object_url, rejected)
         return None

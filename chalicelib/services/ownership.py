@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 from chalicelib.domain.api_keys import Scope
+from chalicelib.domain.clock import from_iso
 from chalicelib.domain.errors import Conflict, Forbidden, NotFound
 from chalicelib.domain.ids import is_uuid
 from chalicelib.domain.storage_keys import upload_intent_key, upload_result_key
-from chalicelib.domain.types import Knowledge, KnowledgeBase
+from chalicelib.domain.types import Knowledge, KnowledgeBase, utcnow
 from chalicelib.ports import Dependencies
 
 
@@ -135,7 +138,33 @@ def missing_knowledge_error(deps: Dependencies, tenant_id: str, knowledge_id: st
     if intent.get("tenant_id") != tenant_id or not kb_allowed(str(intent.get("kb_id", ""))):
         return not_found
     result_url = deps.inbox.url_for(upload_result_key(knowledge_id))
-    if not deps.inbox.exists(result_url):
-        return NotFound("the presigned upload has not arrived yet", code="upload_pending")
-    rejected = json.loads(deps.inbox.read(result_url))
-    return NotFound(rejected["message"], code=rejected["code"], data=rejected.get("data"))
+    if deps.inbox.exists(result_url):
+        rejected = json.loads(deps.inbox.read(result_url))
+        return NotFound(rejected["message"], code=rejected["code"], data=rejected.get("data"))
+    if _upload_never_arrived(deps, intent):
+        return NotFound(
+            "the presigned upload URL expired before a file arrived: ask for a new upload URL",
+            code=UPLOAD_EXPIRED,
+        )
+    return NotFound("the presigned upload has not arrived yet", code="upload_pending")
+
+
+#: what GET /knowledge/{id} answers for a presigned upload whose URL expired with no file sent to it
+UPLOAD_EXPIRED = "upload_expired"
+
+#: how long after the URL's expiry an upload may still arrive: S3 checks the expiry when a PUT starts, so a
+#: PUT begun just before it still lands (the largest file, 50 MB, at a slow 0.5 Mbit/s: ~13 minutes), and
+#: its event comes seconds after that. A file that did land waits in the inbox until accepted: that one is
+#: `upload_pending` at any time, however long the uploads queue takes.
+UPLOAD_LATE_ALLOWANCE = timedelta(minutes=15)
+
+
+def _upload_never_arrived(deps: Dependencies, intent: dict[str, Any]) -> bool:
+    """The intent's URL expired more than the allowance ago and no object is at its key. An intent written
+    before the expiry was recorded (no `expires_at`) stays pending, as it did, until the bucket expires it."""
+    expires_at, key = intent.get("expires_at"), intent.get("key")
+    if not isinstance(expires_at, str) or not isinstance(key, str):
+        return False
+    if utcnow() <= from_iso(expires_at) + UPLOAD_LATE_ALLOWANCE:
+        return False
+    return not deps.inbox.exists(deps.inbox.url_for(key))

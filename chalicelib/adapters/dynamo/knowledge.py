@@ -319,7 +319,8 @@ class DynamoKnowledgeRepo:
             if holder_id is None:
                 continue  # the claim vanished between our write and read: try again
             holder = self.get(holder_id)
-            if holder is not None and self._holds_claim(holder):
+            # this very id holds it (whatever its state): the id's own row is there, no take-over can insert
+            if holder is not None and (holder.id == knowledge.id or self._holds_claim(holder)):
                 raise DuplicateKnowledge(holder)
             # A failed or deleted row holds the claim: take it over, guarded on the old holder.
             try:

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     pass
 
 
-class KnowledgeExists(Exception):
-    """An insert of an id that is already stored (DynamoDB: the `id does not exist` condition fails)."""
+class KnowledgeExists(DuplicateKnowledge):
+    """An insert of an id that is already stored, with that row (DynamoDB: the `id does not exist`
+    condition fails, and the adapter answers DuplicateKnowledge with the row of that id)."""
 
 
 class MemoryKnowledgeRepo:
@@ -152,7 +153,7 @@ class MemoryKnowledgeRepo:
         row = self._stored(knowledge)
         with self._lock:
             if row.id in self._rows:
-                raise KnowledgeExists(row.id)
+                raise KnowledgeExists(copy.deepcopy(self._rows[row.id]))
             key = row.dedupe_key
             if key:
                 holder = self._rows.get(self._claims.get(key, ""))
