@@ -117,8 +117,9 @@ def edit_chunk(
 ) -> dict[str, Any]:
     """The refreshes an edit makes due are queued after the row is written (`_queue_refreshes`): when the
     enrichment queue does not take one, the same request sent again, finding nothing to change, queues
-    them again: the graph's when an edited chunk's text is sent unchanged, the summary's when it is failed
-    (a refresh the queue did not take leaves it so; one that is pending is queued already)."""
+    them again: the graph's when an edited chunk's text is sent unchanged, the summary's while it is pending
+    when a chunk's edited text or its switched flag is sent unchanged (a save of chunks nobody changed asks
+    for nothing: each message would make the summary again)."""
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status == ParseStatus.DELETING:  # as every other write to a document being deleted
         raise BadRequest("the knowledge is being deleted", code="invalid_state")
@@ -147,11 +148,16 @@ def edit_chunk(
             )
         else:  # maybe the retry of an edit whose graph refresh the queue did not take (a parser's text: none)
             refresh_again = chunk.metadata.get("edited") is True
-    if request.is_enabled is not None:
-        changed = replace(changed, is_enabled=request.is_enabled)
+    if request.is_enabled is not None and request.is_enabled != chunk.is_enabled:
+        changed = replace(
+            changed, is_enabled=request.is_enabled, metadata={**changed.metadata, "switched": True}
+        )
     if changed == chunk:
-        stale = knowledge.summary_status == SummaryStatus.FAILED
-        _queue_refreshes(deps, knowledge, chunk, graph=refresh_again, summary=stale)
+        switched_again = request.is_enabled is not None and chunk.metadata.get("switched") is True
+        pending = knowledge.summary_status == SummaryStatus.PENDING
+        _queue_refreshes(
+            deps, knowledge, chunk, graph=refresh_again, summary=pending and (refresh_again or switched_again)
+        )
         return _view(chunk)
     texts = None
     if changed.content != chunk.content and kb.indexing_strategy.needs_embedding:
@@ -185,10 +191,10 @@ def _queue_refreshes(
     (made from the enabled chunks' text), when it has one. Each is tried briefly; one the enrichment queue
     does not take answers 503 `queue_unavailable` with the edit saved, and the same request sent again
     queues it again (the graph's is keyed by the text's hash, so a second one is harmless). The summary
-    first: one the queue does not take is left failed, and a retry knows to ask."""
+    first: one the queue does not take stays pending, and a retry knows to ask."""
     with refresh_refusal_answered("the edit is saved"):
         if summary and knowledge.summary_status != SummaryStatus.NONE:
-            request_summary_refresh(deps, knowledge, refused=SummaryStatus.FAILED)
+            request_summary_refresh(deps, knowledge)
         if graph:
             request_graph_refresh(deps, knowledge, chunk.id, chunk.content_hash)
 

@@ -27,7 +27,7 @@ def refresh_summary(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Kn
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status != ParseStatus.COMPLETED:
         raise BadRequest("only a completed knowledge can be summarised again", code="invalid_state")
-    with refresh_refusal_answered("the summary is as it was"):
+    with refresh_refusal_answered("the summary is marked pending"):
         request_summary_refresh(deps, knowledge)
     refreshed = deps.knowledge.get(knowledge.id)
     return refreshed or knowledge

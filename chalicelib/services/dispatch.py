@@ -67,15 +67,13 @@ def refresh_refusal_answered(saved: str) -> Iterator[None]:
         ) from error
 
 
-def request_summary_refresh(
-    deps: Dependencies, knowledge: Knowledge, *, refused: SummaryStatus | None = None
-) -> bool:
+def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> bool:
     """A summary outside the count (POST /knowledge/{id}/summary/refresh, an edit, stale content), for
     `knowledge`'s attempt only: when the row is missing or at another attempt (a reparse came), its summary
     is that attempt's to make, so nothing is marked or queued. Whether the refresh was asked for. Tried
     briefly (`send_briefly`: an edit's answer waits on it); raises ServiceUnreachable when the queue never
-    took it, the summary put back from pending to what it was, or to `refused` (a chunk edit made it stale:
-    failed, which the same edit sent again asks for again)."""
+    took it. The summary stays pending then (another request may have queued it meanwhile, so it is not put
+    back): asked again, it is sent again; never asked again, housekeeping gives it up."""
     if not deps.knowledge.set_summary_status(
         knowledge.id, SummaryStatus.PENDING.value, attempt=knowledge.attempt
     ):
@@ -86,14 +84,7 @@ def request_summary_refresh(
         "attempt": knowledge.attempt,
         "subtask": {"id": "summary_refresh", "kind": "summary"},
     }
-    try:
-        send_briefly(lambda: deps.queue.send_raw("enrichment", body), deps.sleep)
-    except ServiceUnreachable:  # not queued: nothing is waiting for it (housekeeping would fail it later)
-        back = refused or knowledge.summary_status
-        deps.knowledge.set_summary_status(
-            knowledge.id, back.value, only_if=SummaryStatus.PENDING.value, attempt=knowledge.attempt
-        )
-        raise
+    send_briefly(lambda: deps.queue.send_raw("enrichment", body), deps.sleep)
     return True
 
 

@@ -138,22 +138,32 @@ def test_unchanged_edits_while_a_refresh_is_queued_queue_no_more(
     assert _refreshes(deps, knowledge) == 0
 
 
-def test_a_refused_summary_refresh_leaves_the_summary_as_it_was_or_failed_after_an_edit(
+def test_a_refused_refresh_leaves_the_summary_pending_for_a_refresh_queued_meanwhile(
     deps: Services,
     kb: KnowledgeBase,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """POST summary/refresh refused: the summary is as it was (it had been left pending, for housekeeping to
-    fail); a chunk edit refused: failed (it is stale), which the same edit sent again asks for again."""
+    """POST summary/refresh refused while a chunk edit's refresh is queued: the summary stays pending (putting
+    it back had made the edit's queued refresh find nothing to make), and the 503 says it is pending."""
     from chalicelib.operations.enrichment_outputs import refresh_summary
 
     knowledge = _completed(deps, kb)
-    _queue(deps).make_unavailable("enrichment")
-    with pytest.raises(ServiceUnavailable):
-        refresh_summary(deps, knowledge.tenant_id, knowledge.id)
-    row = deps.knowledge.get(knowledge.id)
-    assert row is not None and row.summary_status == SummaryStatus.COMPLETED
+    queue = _queue(deps)
+    queue.make_unavailable("enrichment")
+    chunk = _first_text(deps, knowledge)
+    landed: list[bool] = []
 
-    with pytest.raises(ServiceUnavailable):
-        _update(deps, knowledge, _first_text(deps, knowledge).id, content="The tide turns at noon.")
+    def edit_lands_meanwhile(seconds: float) -> None:  # during the refused request's short waits
+        if not landed:
+            landed.append(True)
+            queue.make_unavailable("enrichment", False)
+            _update(deps, knowledge, chunk.id, content="The tide turns at noon.")
+            queue.make_unavailable("enrichment")
+
+    monkeypatch.setattr(deps, "sleeper", edit_lands_meanwhile)
+    with pytest.raises(ServiceUnavailable) as refused:
+        refresh_summary(deps, knowledge.tenant_id, knowledge.id)
+    assert landed and "pending" in refused.value.message
     row = deps.knowledge.get(knowledge.id)
-    assert row is not None and row.summary_status == SummaryStatus.FAILED
+    assert row is not None and row.summary_status == SummaryStatus.PENDING
+    assert _refreshes(deps, knowledge) == 1  # the edit's, which will find the summary to make
