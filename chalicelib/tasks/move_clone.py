@@ -271,20 +271,16 @@ def _follow_moved_on(deps: Dependencies, row: Knowledge, target: KnowledgeBase) 
 def _carry_on_from_source(
     deps: Dependencies, row: Knowledge, source: KnowledgeBase | None, asked_at: object, mode: str
 ) -> None:
-    """A later move took the row on before this one carried its index entries out of the source (a delivery
-    died between moving the row and carrying): they follow the row (`_follow_moved_on`) while it is at the
-    attempt this move was asked for (`asked_at`, the task's), else they are a replaced attempt's and go."""
+    """A later move took the row on before its index entries were carried out of the source (a delivery died
+    between moving the row and carrying): they follow the row (`_follow_moved_on`) while it is at the attempt
+    this move was asked for (`asked_at`, the task's). At another attempt nothing is touched: the entries may
+    be the move's that did move the row, which carries them when it is delivered again."""
     if mode != "reuse_vectors" or source is None or not source.indexing_strategy.needs_embedding:
         return
-    space = index_space(deps, source)
-    engine = deps.engine(source.retrieval_engine)
-    if not engine.count(space, source.id, row.id):
-        return  # carried (or a task made before attempts were recorded, whose entries are gone)
-    if asked_at == row.attempt:
+    if asked_at != row.attempt:
+        return
+    if deps.engine(source.retrieval_engine).count(index_space(deps, source), source.id, row.id):
         _follow_moved_on(deps, row, source)
-    else:
-        engine.delete_by_knowledge(space, source.id, [row.id])
-        _retract(deps, source, row.id)
 
 
 def _undo_if_moved_into(
