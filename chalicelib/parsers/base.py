@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
-from chalicelib.parsers.magic import OLE_MAGIC, audio_kind
+from chalicelib.parsers.magic import OLE_MAGIC, audio_kind, is_iso_media
 from chalicelib.ports import AsrEngine, OcrEngine, ParsedImage, ReadRequest, ReadResult
 
 
@@ -241,7 +241,7 @@ def sniff(data: bytes) -> str:
         return "ole"
     if image_kind(head):
         return "image"
-    if audio_kind(head):
+    if audio_kind(head) or is_iso_media(head):  # a video's family too: refused by its type
         return "audio"
     if b"\x00" in head[:2048] and wide_text_codec(data) is None:
         return "binary"

@@ -83,3 +83,14 @@ def test_a_legacy_office_file_or_a_recording_served_as_octet_stream_is_imported_
     server.body("/fetch", body, "application/octet-stream")
     name, file_type, data, _title = fetch_url_document(server.url("/fetch"), LOOPBACK)
     assert (name, file_type, data) == (f"fetch.{kind}", kind, body)
+
+
+@pytest.mark.parametrize("brand", [b"mp42", b"isom", b"qt  ", b"3gp4", b"heic"])
+def test_a_video_or_photo_in_an_iso_media_box_served_as_octet_stream_is_not_taken_for_audio(
+    server, brand: bytes
+) -> None:
+    """Only an `ftyp` box naming an audio brand is m4a: video is not imported (nor sent to transcription)."""
+    body = b"\x00\x00\x00\x18ftyp" + brand + b"\x00\x00\x02\x00isomavc1" + bytes(range(256)) * 4
+    server.body("/clip", body, "application/octet-stream")
+    name, file_type, data, _title = fetch_url_document(server.url("/clip"), LOOPBACK)
+    assert (name, file_type) == ("download", "")
