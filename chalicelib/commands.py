@@ -29,7 +29,7 @@ from pydantic import (
 from chalicelib.domain import strict_json
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.parser_engines import engine_rule_problems
-from chalicelib.domain.storage_keys import NOT_ONE_LINE  # a title is one line, as a file name is
+from chalicelib.domain.storage_keys import MAX_TITLE, NOT_ONE_LINE  # a title is one line, as a file name is
 
 B = TypeVar("B", bound=BaseModel)
 
@@ -371,7 +371,7 @@ class UrlImportRequest(Body):
     url: str = code("invalid_url", min_length=1, max_length=2048)
     file_name: str = code("invalid_file_name", default="", max_length=1024)
     file_type: str = code("invalid_file_type", default="", max_length=16)
-    title: OneLine = code("invalid_title", default="", max_length=500)
+    title: OneLine = code("invalid_title", default="", max_length=MAX_TITLE)
     enable_multimodel: bool | None = code("invalid_body", default=None)
     tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
     channel: str = code("invalid_channel", default="api", max_length=32)
@@ -379,7 +379,7 @@ class UrlImportRequest(Body):
 
 
 class ManualRequest(Body):
-    title: OneLine = code("invalid_title", default="", max_length=500)
+    title: OneLine = code("invalid_title", default="", max_length=MAX_TITLE)
     content: str = code("empty_content", default="", max_length=1_000_000)
     status: Literal["draft", "publish"] = code("invalid_status", default="publish")
     tag_ids: TagIds = code("invalid_tag_ids", default_factory=list)
@@ -669,7 +669,7 @@ class BatchReparseRequest(Body):
 class EditKnowledgeRequest(Body):
     """Editable fields of a knowledge; `content` only for hand-written (manual) knowledge."""
 
-    title: NonBlankLine | None = code("invalid_title", default=None, min_length=1, max_length=500)
+    title: NonBlankLine | None = code("invalid_title", default=None, min_length=1, max_length=MAX_TITLE)
     description: str | None = code("invalid_description", default=None, max_length=10_000)
     metadata: Metadata | None = code("invalid_metadata", default=None)
     tag_ids: TagIds | None = code("invalid_tag_ids", default=None)

@@ -32,6 +32,7 @@ from chalicelib.domain.ids import file_dedupe_key, file_md5, url_dedupe_key
 from chalicelib.domain.markup import strip_active_content
 from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.storage_keys import (
+    MAX_TITLE,
     folder_of,
     one_line,
     presigned_upload_key,
@@ -386,6 +387,12 @@ def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
         _consume(deps, object_url, intent_url)
         return None
     except (BadRequest, Conflict, Forbidden, NotFound) as rejected:  # a quota reached meanwhile too
+        if (
+            deps.knowledge.get(knowledge_id) is not None
+        ):  # the other copy of the event took the room it wanted
+            logger.info("the upload was accepted by another delivery of its event", extra={"key": key})
+            _consume(deps, object_url, intent_url)
+            return None
         _record_rejection(deps, knowledge_id, object_url, rejected)
         return None
     _consume(deps, object_url, intent_url)
@@ -542,7 +549,7 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
         kb_id=kb.id,
         storage_backend=kb.storage_backend,
         type=KnowledgeType.MANUAL,
-        title=(title or _title_of(content))[:500],
+        title=(title or _title_of(content))[:MAX_TITLE],
         file_name=f"{safe_file_name(_not_a_path(title or 'manual'))}.md",
         file_type="md",
         file_size=len(data),

@@ -141,7 +141,7 @@ def missing_knowledge_error(deps: Dependencies, tenant_id: str, knowledge_id: st
     if deps.inbox.exists(result_url):
         rejected = json.loads(deps.inbox.read(result_url))
         return NotFound(rejected["message"], code=rejected["code"], data=rejected.get("data"))
-    if _upload_never_arrived(deps, intent):
+    if _upload_never_arrived(deps, knowledge_id, intent):
         return NotFound(
             "the presigned upload URL expired before a file arrived: ask for a new upload URL",
             code=UPLOAD_EXPIRED,
@@ -159,7 +159,7 @@ UPLOAD_EXPIRED = "upload_expired"
 UPLOAD_LATE_ALLOWANCE = timedelta(minutes=15)
 
 
-def _upload_never_arrived(deps: Dependencies, intent: dict[str, Any]) -> bool:
+def _upload_never_arrived(deps: Dependencies, knowledge_id: str, intent: dict[str, Any]) -> bool:
     """The intent's URL expired more than the allowance ago and no object is at its key. An intent written
     before the expiry was recorded (no `expires_at`) stays pending, as it did, until the bucket expires it."""
     expires_at, key = intent.get("expires_at"), intent.get("key")
@@ -167,4 +167,5 @@ def _upload_never_arrived(deps: Dependencies, intent: dict[str, Any]) -> bool:
         return False
     if utcnow() <= from_iso(expires_at) + UPLOAD_LATE_ALLOWANCE:
         return False
-    return not deps.inbox.exists(deps.inbox.url_for(key))
+    # an accept may have created the row and consumed the object since the row was read: read it again
+    return not deps.inbox.exists(deps.inbox.url_for(key)) and deps.knowledge.get(knowledge_id) is None
