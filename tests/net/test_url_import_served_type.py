@@ -92,5 +92,5 @@ def test_a_video_or_photo_in_an_iso_media_box_served_as_octet_stream_is_not_take
     """Only an `ftyp` box naming an audio brand is m4a: video is not imported (nor sent to transcription)."""
     body = b"\x00\x00\x00\x18ftyp" + brand + b"\x00\x00\x02\x00isomavc1" + bytes(range(256)) * 4
     server.body("/clip", body, "application/octet-stream")
-    name, file_type, data, _title = fetch_url_document(server.url("/clip"), LOOPBACK)
+    name, file_type, _data, _title = fetch_url_document(server.url("/clip"), LOOPBACK)
     assert (name, file_type) == ("download", "")
