@@ -271,13 +271,19 @@ def _follow_moved_on(deps: Dependencies, row: Knowledge, target: KnowledgeBase) 
 def _carry_on_from_source(
     deps: Dependencies, row: Knowledge, source: KnowledgeBase | None, asked_at: object, mode: str
 ) -> None:
-    """A later move took the row on before its index entries were carried out of the source (a delivery died
-    between moving the row and carrying): they follow the row (`_follow_moved_on`) while it is at the attempt
-    this move was asked for (`asked_at`, the task's). At another attempt nothing is touched: the entries may
-    be the move's that did move the row, which carries them when it is delivered again."""
-    if mode != "reuse_vectors" or source is None or not source.indexing_strategy.needs_embedding:
+    """A later move took the row on before this one finished with the source (a delivery died between moving
+    the row and carrying): while the row is at the attempt this move was asked for (`asked_at`, the task's),
+    its index entries follow it (`_follow_moved_on`), or, for a move that reparses, the source's go and the
+    row is parsed again where it is now. At another attempt nothing is touched: the entries may be the move's
+    that did move the row, which carries them when it is delivered again."""
+    if source is None or asked_at != row.attempt:
         return
-    if asked_at != row.attempt:
+    if mode != "reuse_vectors":
+        here = deps.kbs.get(row.kb_id, consistent=True)
+        if here is not None and is_open(here) and row.parse_status == ParseStatus.COMPLETED:
+            _reparse_in_target(deps, row, source, here)
+        return
+    if not source.indexing_strategy.needs_embedding:
         return
     if deps.engine(source.retrieval_engine).count(index_space(deps, source), source.id, row.id):
         _follow_moved_on(deps, row, source)
