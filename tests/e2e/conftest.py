@@ -12,6 +12,7 @@ import pytest
 from chalice.test import Client
 from infra.iam_policy import RoleBook, package_stack
 from project_paths import ROOT
+from scripted_llm import ScriptedLLM, use_models
 
 from chalicelib.bootstrap import Services, get_deps, set_deps
 from chalicelib.local.aws_calls import CallLog
@@ -180,3 +181,11 @@ def api(client: Client, services: Services) -> Api:
 def other_api(client: Client, services: Services) -> Api:
     _, key = create_tenant_with_key(services, "tenant-b")
     return Api(client, key)
+
+
+@pytest.fixture
+def llm(services: Services) -> Iterator[ScriptedLLM]:
+    """The scripted chat, vision and embedding servers as the stack's models (a module may script its own)."""
+    with ScriptedLLM() as scripted:
+        use_models(services, scripted)
+        yield scripted

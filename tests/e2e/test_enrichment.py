@@ -9,24 +9,16 @@ import base64
 import io
 import json
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
-from scripted_llm import CHAT, VISION, ScriptedLLM, use_models
+from scripted_llm import CHAT, VISION, ScriptedLLM
 
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 
 from .conftest import Api, hold_in_finalizing
-
-
-@pytest.fixture
-def llm(services: Services) -> Iterator[ScriptedLLM]:
-    with ScriptedLLM() as scripted:
-        use_models(services, scripted)
-        yield scripted
 
 
 def _png(colour: tuple[int, int, int]) -> bytes:

@@ -5,13 +5,10 @@ read on the enrichment queue. The scripted model names a passage's capitalised w
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from scripted_llm import CHAT, ScriptedLLM, use_models
+from scripted_llm import CHAT, ScriptedLLM
 
-from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 
 from .conftest import Api
@@ -19,13 +16,6 @@ from .conftest import Api
 EDITED = "The Keeper tends the Lamp at night, and every night the old keeper climbs the stairs slowly."
 KEPT = "The Lamp lights the Quay for every ship that comes in late from the open sea after dark."
 NEW = "The Ferry calls at the Quay each morning, and the crew unloads the mail and the bread."
-
-
-@pytest.fixture
-def llm(services: Services) -> Iterator[ScriptedLLM]:
-    with ScriptedLLM() as scripted:
-        use_models(services, scripted)
-        yield scripted
 
 
 def _graph(api: Api, kb_id: str, entity: str) -> dict[str, Any]:

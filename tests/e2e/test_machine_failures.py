@@ -7,26 +7,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import boto3
 import pytest
-from scripted_llm import CHAT, ScriptedLLM, use_models
+from scripted_llm import CHAT, ScriptedLLM
 
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 
 from .conftest import Api, hold_in_finalizing
 from .test_events_and_webhooks import EventTap, tap  # noqa: F401  (the event-bus tap fixture)
-
-
-@pytest.fixture
-def llm(services: Services) -> Iterator[ScriptedLLM]:
-    with ScriptedLLM() as scripted:
-        use_models(services, scripted)
-        yield scripted
 
 
 def _execution(services: Services, knowledge_id: str) -> dict[str, Any]:

@@ -4,35 +4,18 @@ are counted as its image Map finishes them, each once, though every image task i
 from __future__ import annotations
 
 import base64
-import io
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from scripted_llm import VISION, ScriptedLLM, use_models
+from scripted_llm import VISION, ScriptedLLM
 
 from chalicelib.bootstrap import Services
 from chalicelib.local.runtime import LocalRuntime
 
 from .conftest import Api
+from .test_enrichment import _png
 
 IMAGES = 3
-
-
-@pytest.fixture
-def llm(services: Services) -> Iterator[ScriptedLLM]:
-    with ScriptedLLM() as scripted:
-        use_models(services, scripted)
-        yield scripted
-
-
-def _png(colour: tuple[int, int, int]) -> bytes:
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.new("RGB", (120, 90), colour).save(buffer, "PNG")
-    return buffer.getvalue()
 
 
 def _document() -> bytes:

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 import pytest
 import requests
-from scripted_llm import CHAT, ScriptedLLM, use_models
+from scripted_llm import CHAT, ScriptedLLM
 
 from chalicelib.bootstrap import Services
 from chalicelib.domain.clock import to_iso
@@ -393,13 +393,6 @@ def test_deletes_remove_tag_relations_and_a_tag_delete_untags_its_knowledge(
 
 
 # ---------------------------------------------------------------- auto-tag
-
-
-@pytest.fixture
-def llm(services: Services) -> Iterator[ScriptedLLM]:
-    with ScriptedLLM() as scripted:
-        use_models(services, scripted)
-        yield scripted
 
 
 def test_auto_tag_adds_only_confident_new_tags_of_the_knowledge_base_outside_the_count(
