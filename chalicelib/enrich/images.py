@@ -7,6 +7,7 @@ import re
 from html.parser import HTMLParser
 
 from chalicelib.enrich.replies import clip, complete_part
+from chalicelib.parsers.base import format_table
 
 CAPTION_PROMPT = (
     "Describe this image in one or two sentences for a search index: what it shows, any visible title or "
@@ -84,8 +85,7 @@ def _markdown_table(fragment: str) -> str:
     if not rows:
         return _TAG.sub("", fragment)
     width = max(len(row) for row in rows)
-    lines = ["| " + " | ".join(row + [""] * (width - len(row))) + " |" for row in rows]
-    return "\n".join([lines[0], "|" + "---|" * width, *lines[1:]])
+    return format_table([row + [""] * (width - len(row)) for row in rows])
 
 
 def _markdown_tables(text: str) -> str:

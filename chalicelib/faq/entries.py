@@ -51,11 +51,11 @@ from chalicelib.domain.faq_normalise import normalise
 from chalicelib.domain.retrieval import deepened, retriever_lists
 from chalicelib.domain.types import KnowledgeBase, utcnow
 from chalicelib.faq.commands import FaqEntryRequest, FaqEntryUpdate, FaqListQuery
+from chalicelib.faq.entry_size import storage_change, too_large
 from chalicelib.faq.index import FaqIndex as FaqIndex  # where callers have found it
 from chalicelib.faq.keyed import PAGE, ensure_keyed, pages, tag_in_use, tag_links
 from chalicelib.faq.reservations import CLAIM_USABLE_SECONDS, claim, held_keys, question_keys
 from chalicelib.faq.reservations import question_key as question_key  # where callers have found it
-from chalicelib.faq.validation import storage_change, too_large
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, IndexUnavailable, IndexWriteError
 from chalicelib.ports.faq import EntryWriteFailed, EntryWriteRefused

@@ -252,9 +252,8 @@ def _write(
                 embedded.vectors,
             )
             write_entries(deps, engine, space, entries)
-            asked = before.metadata.get("questions")
-            if isinstance(asked, list) and asked:
-                engine.delete_by_ids(space, kb.id, _question_ids(before.id, asked))
+            if asked := _question_ids(before):
+                engine.delete_by_ids(space, kb.id, asked)
         # the chunk's entries (its generated questions too) follow its switch, within the document's
         engine.set_enabled(space, kb.id, [changed.id], searchable)
     except (StageError, IndexWriteError) as error:  # answered without the engine's reply, nor logged
@@ -265,8 +264,10 @@ def _write(
     return changed
 
 
-def _question_ids(chunk_id: str, asked: list[Any]) -> list[str]:
-    return [question_entry_id(chunk_id, n) for n in range(len(asked))]
+def _question_ids(chunk: Chunk) -> list[str]:
+    """The index entries of the questions generated from the chunk's text (its metadata lists them)."""
+    asked = chunk.metadata.get("questions")
+    return [question_entry_id(chunk.id, n) for n in range(len(asked))] if isinstance(asked, list) else []
 
 
 def _searchable(deps: Dependencies, knowledge: Knowledge, chunk: Chunk) -> bool:
@@ -319,9 +320,7 @@ def _kept_or_moved(
     def undo_moved(row: Knowledge) -> None:
         if index is not None:  # a move carries what it finds; what the edit wrote after that stays here
             engine, space = index
-            asked = before.metadata.get("questions")
-            extra = _question_ids(before.id, asked) if isinstance(asked, list) else []
-            engine.delete_by_ids(space, knowledge.kb_id, [changed.id, *extra])
+            engine.delete_by_ids(space, knowledge.kb_id, [changed.id, *_question_ids(before)])
         moved.append(row)
 
     if kept_after_write(deps, knowledge, undo, undo_moved=undo_moved, undo_superseded=take_back):

@@ -32,7 +32,6 @@ from chalicelib.domain.ids import file_dedupe_key, file_md5, url_dedupe_key
 from chalicelib.domain.markup import strip_active_content
 from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.storage_keys import (
-    MAX_TITLE,
     folder_of,
     one_line,
     presigned_upload_key,
@@ -549,7 +548,7 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
         kb_id=kb.id,
         storage_backend=kb.storage_backend,
         type=KnowledgeType.MANUAL,
-        title=(title or _title_of(content))[:MAX_TITLE],
+        title=title or _title_of(content),  # each within MAX_TITLE (the request's field, one_line)
         file_name=f"{safe_file_name(_not_a_path(title or 'manual'))}.md",
         file_type="md",
         file_size=len(data),

@@ -190,10 +190,7 @@ def _docx_paragraph_text(p: Any, images: _DocxImages) -> str:
 
 
 def _docx_cell_text(cell: Any, images: _DocxImages) -> str:
-    """A table cell's paragraphs' texts, a line each; most cells are one paragraph without a picture, whose
-    text is its element's (what _docx_paragraph_text gives, without the calls)."""
-    if len(cell) == 1 and not len(p := cell[0]):
-        return (p.text or "").strip()
+    """A table cell's paragraphs' texts, a line each."""
     return "\n".join([_docx_paragraph_text(p, images) for p in cell]).strip()
 
 
@@ -246,10 +243,7 @@ def _docx_table(table: Any, images: _DocxImages, max_chars: int) -> str:
             else:
                 owner = (_docx_cell_text(tc, images), span)
             text, repeat = owner
-            if repeat == 1:
-                cells.append(text)
-            else:
-                cells.extend([text] * repeat)
+            cells.extend([text] * repeat)
             # merged cells repeat their text: a few bytes of XML can ask for gigabytes
             produced += len(text) * repeat
             if produced > max_chars:
@@ -284,8 +278,7 @@ def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
                 ctx.check_time("the Word file")
             tag = child.tag
             if tag == "p":
-                # most paragraphs have no picture: their text is the element's (_docx_paragraph_text's)
-                text = _docx_paragraph_text(child, images) if len(child) else (child.text or "").strip()
+                text = _docx_paragraph_text(child, images)
                 if not text:
                     continue
                 level = levels.get(child.get("s"))

@@ -140,14 +140,11 @@ def _reorder(
     def key(segment: _Segment) -> tuple[int, int]:
         # band: the full-width lines above it; a full-width line closes its band. Within a band's column
         # pdfium's order stands (a formula's raised and lowered parts keep theirs).
-        return _count_below(full_bases, -segment.line.base), segment.side
+        return bisect.bisect_left(
+            full_bases, -segment.line.base
+        ), segment.side  # its band: full-width lines above
 
     return [s.line for s in sorted(segments, key=key)]
-
-
-def _count_below(sorted_values: list[float], value: float) -> int:
-    """How many of `sorted_values` are below `value` (full-width lines above a line: its band)."""
-    return bisect.bisect_left(sorted_values, value)
 
 
 def _last_char(raw: str, start: int) -> int:

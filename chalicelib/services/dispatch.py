@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 from chalicelib.domain.errors import ServiceUnavailable, SpanErrorCode
 from chalicelib.domain.events import EventType
@@ -78,12 +79,7 @@ def request_summary_refresh(deps: Dependencies, knowledge: Knowledge) -> bool:
         knowledge.id, SummaryStatus.PENDING.value, attempt=knowledge.attempt
     ):
         return False
-    body = {
-        "tenant_id": knowledge.tenant_id,
-        "knowledge_id": knowledge.id,
-        "attempt": knowledge.attempt,
-        "subtask": {"id": "summary_refresh", "kind": "summary"},
-    }
+    body = _outside_the_count(knowledge, {"id": "summary_refresh", "kind": "summary"})
     send_briefly(lambda: deps.queue.send_raw("enrichment", body), deps.sleep)
     return True
 
@@ -98,31 +94,24 @@ def request_graph_refresh(deps: Dependencies, knowledge: Knowledge, chunk_id: st
     new text's hash, so a later edit's message does the work of an earlier one (and sending it again is
     harmless). Tried briefly (`send_briefly`: an API answer waits on it); raises ServiceUnreachable
     when the queue never took it."""
-    body = {
-        "tenant_id": knowledge.tenant_id,
-        "knowledge_id": knowledge.id,
-        "attempt": knowledge.attempt,
-        "subtask": {
-            "id": "graph_refresh",
-            "kind": GRAPH_CHUNK,
-            "chunk_id": chunk_id,
-            "content_hash": content_hash,
-        },
-    }
+    subtask = {"id": "graph_refresh", "kind": GRAPH_CHUNK, "chunk_id": chunk_id, "content_hash": content_hash}
+    body = _outside_the_count(knowledge, subtask)
     send_briefly(lambda: deps.queue.send_raw("enrichment", body), deps.sleep)
 
 
 def request_auto_tag(deps: Dependencies, knowledge: Knowledge) -> None:
     """Queued when the plan is made; it owns no slot of the count (spec §1.14)."""
-    deps.queue.send_raw(
-        "enrichment",
-        {
-            "tenant_id": knowledge.tenant_id,
-            "knowledge_id": knowledge.id,
-            "attempt": knowledge.attempt,
-            "subtask": {"id": "auto_tag", "kind": "auto_tag"},
-        },
-    )
+    deps.queue.send_raw("enrichment", _outside_the_count(knowledge, {"id": "auto_tag", "kind": "auto_tag"}))
+
+
+def _outside_the_count(knowledge: Knowledge, subtask: dict[str, str]) -> dict[str, Any]:
+    """An enrichment message for work outside the subtask count, at the knowledge's attempt."""
+    return {
+        "tenant_id": knowledge.tenant_id,
+        "knowledge_id": knowledge.id,
+        "attempt": knowledge.attempt,
+        "subtask": subtask,
+    }
 
 
 # ---------------------------------------------------------------- the wiki queue (per knowledge base, debounced)

@@ -392,13 +392,17 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
             for k, (chunk, n, _q) in enumerate(entries)
         ]
         index_as_the_document_is(deps, knowledge, engine, space, written)
+
+        def take_back_written() -> None:
+            engine.delete_by_ids(space, kb.id, [e.id for e in written])
+
         if not kept_after_write(
             deps,
             knowledge,
             lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id]),
-            undo_moved=lambda _row: engine.delete_by_ids(space, kb.id, [e.id for e in written]),
+            undo_moved=lambda _row: take_back_written(),
             # a reparse's attempt cleared the index before these were written and would never clean them
-            undo_superseded=lambda: engine.delete_by_ids(space, kb.id, [e.id for e in written]),
+            undo_superseded=take_back_written,
         ):
             raise Skip("the knowledge was deleted, cancelled, superseded or moved")
     return {"questions": len(entries), "chunks": kept}

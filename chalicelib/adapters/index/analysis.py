@@ -114,9 +114,13 @@ class _Rewritten:
         return self.source[self.starts[start] : self.ends[end - 1]]
 
 
+def _no_suffix(folded: str) -> bool:
+    return "+" not in folded and "#" not in folded
+
+
 def _suffixed(folded: str) -> str:
     """Applies WORD_SUFFIXES one after another, as the char filters run (`c++#` is `cplusplussharp`)."""
-    if "+" not in folded and "#" not in folded:
+    if _no_suffix(folded):
         return folded
     for pattern, letters in _suffix_res():
         folded = pattern.sub(letters, folded)
@@ -125,7 +129,7 @@ def _suffixed(folded: str) -> str:
 
 def _rewritten(folded: str) -> _Rewritten:
     """`_suffixed`, with where each character came from (a query's pieces are sent as written)."""
-    if _suffixed(folded) == folded:
+    if _no_suffix(folded):
         return _Rewritten(folded, folded)
     text, starts, ends = folded, list(range(len(folded))), list(range(1, len(folded) + 1))
     for pattern, letters in _suffix_res():
@@ -144,17 +148,15 @@ def _rewritten(folded: str) -> _Rewritten:
             last = end
         parts.append(text[last:])
         text, starts, ends = "".join(parts), new_starts + starts[last:], new_ends + ends[last:]
+    if text == folded:  # no pattern matched
+        return _Rewritten(folded, folded)
     return _Rewritten(text, folded, tuple(starts), tuple(ends))
 
 
 def index_terms(text: str, *, unigrams: bool = False) -> list[str]:
     """Tokens as a BM25 query sees them: words whole, CJK runs as overlapping bigrams (a lone CJK
     character as itself). `unigrams`: each character of a longer CJK run too (what a document indexes)."""
-    return _terms_of_folded(fold(text), unigrams=unigrams)
-
-
-def _terms_of_folded(folded: str, *, unigrams: bool = False) -> list[str]:
-    return _terms_of_rewritten(_suffixed(folded), unigrams=unigrams)
+    return _terms_of_rewritten(_suffixed(fold(text)), unigrams=unigrams)
 
 
 def _terms_of_rewritten(text: str, *, unigrams: bool = False) -> list[str]:

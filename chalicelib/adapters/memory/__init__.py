@@ -21,7 +21,7 @@ from chalicelib.adapters.memory.faq import MemoryFaqRepo
 from chalicelib.adapters.memory.files import MemoryFileStore
 from chalicelib.adapters.memory.graph import MemoryGraphRepo
 from chalicelib.adapters.memory.health import MemoryHealthProbe
-from chalicelib.adapters.memory.knowledge import KnowledgeExists, MemoryKnowledgeRepo
+from chalicelib.adapters.memory.knowledge import MemoryKnowledgeRepo
 from chalicelib.adapters.memory.knowledge_bases import MemoryKnowledgeBaseRepo
 from chalicelib.adapters.memory.queues import MemoryTaskQueue, QueuedMessage, QueueUnavailable
 from chalicelib.adapters.memory.resources import MemoryResourceCatalog
@@ -39,7 +39,6 @@ from chalicelib.adapters.memory.workflow import Execution, MemoryWorkflow, TaskA
 __all__ = [
     "Execution",
     "InstantSleep",
-    "KnowledgeExists",
     "MemoryApiKeyRepo",
     "MemoryChunkRepo",
     "MemoryEmbeddingCache",

@@ -39,11 +39,6 @@ if TYPE_CHECKING:
     pass
 
 
-class KnowledgeExists(DuplicateKnowledge):
-    """An insert of an id that is already stored, with that row (DynamoDB: the `id does not exist`
-    condition fails, and the adapter answers DuplicateKnowledge with the row of that id)."""
-
-
 class MemoryKnowledgeRepo:
     """The knowledge table and its dedupe claims. Every transition is one check-and-set under a lock,
     with the same condition as the DynamoDB adapter's conditional update."""
@@ -153,7 +148,7 @@ class MemoryKnowledgeRepo:
         row = self._stored(knowledge)
         with self._lock:
             if row.id in self._rows:
-                raise KnowledgeExists(copy.deepcopy(self._rows[row.id]))
+                raise DuplicateKnowledge(copy.deepcopy(self._rows[row.id]))  # as DynamoDB: that id's row
             key = row.dedupe_key
             if key:
                 holder = self._rows.get(self._claims.get(key, ""))
