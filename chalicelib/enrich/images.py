@@ -7,7 +7,6 @@ import re
 from html.parser import HTMLParser
 
 from chalicelib.enrich.replies import clip, complete_part
-from chalicelib.parsers.base import format_table
 
 CAPTION_PROMPT = (
     "Describe this image in one or two sentences for a search index: what it shows, any visible title or "
@@ -84,8 +83,11 @@ def _markdown_table(fragment: str) -> str:
     rows = [row for row in cells.rows if row]
     if not rows:
         return _TAG.sub("", fragment)
+    # written here, not through parsers.base.format_table: the multimodal task does not load the document
+    # reader's package (the package check proves what each function imports)
     width = max(len(row) for row in rows)
-    return format_table([row + [""] * (width - len(row)) for row in rows])
+    lines = ["| " + " | ".join(row + [""] * (width - len(row))) + " |" for row in rows]
+    return "\n".join([lines[0], "|" + "---|" * width, *lines[1:]])
 
 
 def _markdown_tables(text: str) -> str:
