@@ -149,6 +149,19 @@ class SpanTracker:
         """A heartbeat inside a long stage."""
         self._safely("progress", self._stage, k, stage, SpanStatus.RUNNING, outputs=outputs)
 
+    def planned(self, k: Knowledge, stage: Stage, outputs: Mapping[str, Any]) -> None:
+        """A fan-out's planned totals: written by whichever delivery of the hand-over gets here (the same
+        figures each time), running the stage if it is not closed yet, never reopening one that is."""
+        self._safely("planned", self._planned, k, stage, outputs)
+
+    def _planned(self, k: Knowledge, stage: Stage, outputs: Mapping[str, Any]) -> None:
+        span = self._store(self.spans.get, k.id, k.attempt, stage.value)
+        status = span.status if span is not None and span.status not in OPEN else SpanStatus.RUNNING
+        listed = {stage.value: span} if span is not None else {}
+        self._upsert(
+            k.id, k.attempt, stage.value, kind=SpanKind.STAGE, status=status, outputs=outputs, listed=listed
+        )
+
     def counters(self, k: Knowledge, stage: Stage, counts: Mapping[str, int], *, reset: bool = False) -> None:
         """Adds to the stage's counters in one atomic write (concurrent slices; `reset`: sets them)."""
         require_span_counters(counts)  # a name that is no counter is the caller's bug: it raises here

@@ -341,10 +341,10 @@ def after_indexed(
             SpanStatus.SKIPPED,
             {"images": len(images), "described": len(described), "reason": NOT_DESCRIBED},
         )
-    if described and knowledge.processed_at is None:
-        # the first hand-over of the attempt (a later one never reopens a stage its Map has finished), and
-        # before the Map starts, whose first image begins the stage: images_done is counted from their spans
-        deps.tracker.progress(knowledge, Stage.MULTIMODAL, {"images_total": len(described)})
+    if described:
+        # before the Map starts, whose first image begins the stage (images_done is counted from their
+        # spans); again by a delivery after a hand-over that died before it, never reopening a closed stage
+        deps.tracker.planned(knowledge, Stage.MULTIMODAL, {"images_total": len(described)})
     deps.workflow.start(
         execution_name(knowledge.id, knowledge.attempt),
         {

@@ -20,9 +20,9 @@ from chalicelib.domain.errors import PermanentStageError
 from chalicelib.domain.ids import execution_name
 from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.operations.tenants import create_tenant_with_key
-from chalicelib.stages import multimodal, postprocess
+from chalicelib.stages import embedding, multimodal, postprocess
 
-from .conftest import drain, failed_ids, task_body, upload
+from .conftest import MAIN_STAGES, deliver, drain, failed_ids, task_body, upload
 
 V1 = "/api/v1"
 IMAGES = 3
@@ -132,3 +132,41 @@ def test_a_document_without_images_reports_no_image_progress(
     drain(deps)
     stage = _multimodal(client, key, knowledge.id)
     assert stage["status"] == "skipped" and stage["progress"] is None
+
+
+def test_a_hand_over_that_died_after_marking_the_row_indexed_still_plans_images_total(
+    deps: Services, client: Client, queue: MemoryTaskQueue, workflow: MemoryWorkflow
+) -> None:
+    tenant, key = create_tenant_with_key(deps, "harbour")
+    deps.replace_ocr_asr(FailingOnOneImage(b""), None)
+    kb = create_kb(
+        deps, tenant.id, CreateKnowledgeBase(name="docs", enrichment=EnrichmentBody(enable_multimodel=True))
+    )
+    knowledge = upload(deps, kb, "harbour.md", _document())
+    # the first hand-over dies right after the row is marked indexed, before anything after it
+    with patch("chalicelib.stages.embedding.leave_pipeline", side_effect=[ConnectionError("lost")]):
+        deliver_until_embedding_fails(deps, queue)
+    drain(deps)  # the embedding message again: the row is indexed, the hand-over's rest is done
+    assert workflow.executions[execution_name(knowledge.id, knowledge.attempt)].payload["images"]
+    planned = _multimodal(client, key, knowledge.id)
+    assert planned["outputs"]["images_total"] == IMAGES
+    assert (planned["progress"]["done"], planned["progress"]["total"]) == (0, IMAGES)
+
+    # a delivery after the stage closed writes the same total without reopening it
+    _run(deps, queue, "postprocess", postprocess.handle, task_body(knowledge, "plan"))
+    assert _multimodal(client, key, knowledge.id)["status"] == "done"
+    indexed = deps.knowledge.get(knowledge.id)
+    assert indexed is not None and indexed.processed_at is not None
+    embedding.after_indexed(deps, indexed, embedding._images(deps, indexed), None)
+    again = _multimodal(client, key, knowledge.id)
+    assert again["status"] == "done" and again["outputs"]["images_total"] == IMAGES
+
+
+def deliver_until_embedding_fails(deps: Services, queue: MemoryTaskQueue) -> None:
+    for _ in range(20):
+        busy = [name for name in MAIN_STAGES if queue.waiting(name)]
+        assert busy, "the embedding message never failed"
+        response = deliver(deps, busy[0])
+        if busy[0] == "embedding" and failed_ids(response):
+            return
+    raise AssertionError("the embedding message never failed")
