@@ -111,12 +111,29 @@ def clean(reply: str) -> str:
     return "" if not text or text.strip(".").upper() == NO_TEXT else clip(text, MAX_IMAGE_TEXT_CHARS)
 
 
-#: how a vision model says it will not describe or read an image: a short reply that opens as an apology or
-#: a first-person refusal and says it cannot help, describe, read… ("Sorry, we're closed" on a sign is text)
-_DECLINE_OPENING = re.compile(r"^(?:i\b|i['’]m\b|sorry\b|unfortunately\b|as an ai\b)", re.I)
+#: how a vision model says it will not describe or read an image, in the languages a caption is asked in: a
+#: short reply that opens as an apology or a first-person refusal and says it cannot help, describe, read…
+#: ("Sorry, we're closed" on a sign, "申し訳ございませんが、カードはご利用できません" on a till are text)
+_DECLINE_OPENING = re.compile(
+    r"^(?:i\b|i['’]m\b|sorry\b|unfortunately\b|as an ai\b"
+    r"|lo siento\b|lamentablemente\b|no puedo\b|désolée?\b|malheureusement\b|je ne peux\b"
+    r"|leider\b|es tut mir leid\b|entschuldigung\b|ich kann\b"
+    r"|(?:很|非常)?抱歉|对不起|對不起|不好意思|我(?:无法|無法|不能)|作为|作為"
+    r"|申し訳|すみません|残念ながら|私は|私には"
+    r"|죄송|유감|저는|제가)",
+    re.I,
+)
 _DECLINE_PHRASE = re.compile(
     r"\b(?:can['’]?t|cannot|unable|not able)\s+(?:to\s+)?(?:help|assist|describe|provide|identify|view|see|"
-    r"process|analy[sz]e|read|transcribe|comply|fulfil)",
+    r"process|analy[sz]e|read|transcribe|comply|fulfil)"
+    r"|\bno\s+puedo\s+(?:ayudar|describir|leer|identificar|ver|procesar|analizar|transcribir|proporcionar)"
+    r"|\bne\s+(?:peux|suis)\s+pas\s+(?:en\s+mesure\s+d['’e]\s*)?(?:aider|décrire|lire|identifier|voir|traiter|"
+    r"analyser|transcrire|fournir)"
+    r"|\bkann\b[^.!?]{0,60}\bnicht\s+(?:helfen|beschreiben|lesen|erkennen|identifizieren|sehen|verarbeiten|"
+    r"analysieren|transkribieren)"
+    r"|(?:无法|無法|不能)(?:帮助|幫助|协助|協助|描述|识别|識別|查看|读取|讀取|处理|處理|分析|提供|转录|轉錄|辨认|辨認)"
+    r"|(?:説明|認識|読み取|識別|分析|処理|提供|手伝|文字起こし)[^。！]{0,12}(?:できません|できかねます|いたしかねます)"
+    r"|(?:설명|인식|읽|식별|분석|처리|제공|도와|도움|전사)[^.!]{0,12}수\s*없",
     re.I,
 )
 #: a refusal is a sentence or two; a longer reply is the image's own text
