@@ -62,6 +62,9 @@ class ParseContext:
     # a docx/pptx's members, checked: name → bytes (None for a member not kept), either as check_zip inflated
     # them or inflated and checked as they are read (guards.PackageParts), so that none is inflated twice
     package_parts: Mapping[str, bytes | None] | None = None
+    # an xlsx's worksheet parts → (cells written, rows, columns spanned) as the preflight measured them
+    # (guards.check_zip), so that the reader does not measure the sheets again
+    sheet_measures: Mapping[str, tuple[int, int, int]] | None = None
 
     def check_time(self, what: str = "the file") -> None:
         """Between steps of a parse: refuses a file whose parse has used up `limits.parse_budget_s`."""

@@ -73,12 +73,15 @@ def preflight(
     listing: list[zipfile.ZipInfo] | None = None,
     streams_checked: bool = False,
     sheets_by_extent: bool = True,
+    sheet_measures: dict[str, tuple[int, int, int]] | None = None,
 ) -> dict[str, Any]:
     """Refuses (PermanentStageError) a file over any limit; returns what it measured. For a docx/pptx,
     `parts` (when given) receives the package's XML parts and images as the preflight inflated them, so
-    that the reader does not inflate them again (check_zip). `listing`: a zip's central directory as
-    base.resolve_file_type read it from these bytes (else it is read here). `streams_checked`: a PDF's
-    streams were measured already (a page range: the plan measured the same stored bytes).
+    that the reader does not inflate them again (check_zip); for an xlsx, `sheet_measures` (when given)
+    receives each worksheet's measure (check_zip), for the reader (ParseContext.sheet_measures).
+    `listing`: a zip's central directory as base.resolve_file_type read it from these bytes (else it is
+    read here). `streams_checked`: a PDF's streams were measured already (a page range: the plan measured
+    the same stored bytes).
     `sheets_by_extent`: an xlsx's sheets are refused by the grid their cells span (engines that build it:
     MarkItDown's pandas); False for the builtin reader, which reads a sparse sheet by its stored cells
     (sparse_sheets.py), so only the cells written are limited."""
@@ -93,6 +96,7 @@ def preflight(
             parts=keep,
             listing=listing,
             sheets_by_extent=sheets_by_extent,
+            sheet_measures=sheet_measures,
         )
     if file_type == "pdf":
         if not streams_checked:
@@ -122,13 +126,15 @@ def check_zip(
     parts: dict[str, bytes | None] | None = None,
     listing: list[zipfile.ZipInfo] | None = None,
     sheets_by_extent: bool = True,
+    sheet_measures: dict[str, tuple[int, int, int]] | None = None,
 ) -> dict[str, Any]:
     """Declared sizes first (cheap), then every member inflated from its raw bytes with hard caps. `parts`
     receives each member's name → its bytes as checked here for XML parts and images (told by their leading
     bytes), None for the others (fonts, media, embedded files: dropped as they stream, as the readers do not
     look at them; one that does reads it from the zip). `listing`: the central directory already read from
-    `data` (base.resolve_file_type), so that it is read once. `sheets_by_extent`: see preflight; each
-    worksheet's measure is kept for the reader either way (sheet_measures)."""
+    `data` (base.resolve_file_type), so that it is read once. `sheets_by_extent`: see preflight.
+    `sheet_measures` (with `sheets`) receives each worksheet part's name → (cells written, rows, columns
+    spanned), measured either way, for the reader (sparse_sheets.read_sparse_sheets)."""
     # one listing (a damaged zip is refused there); entity declarations are looked for below, in the same
     # inflating pass as the sizes
     infos = _checked_listing(data, limits, what, listing)
@@ -148,25 +154,22 @@ def check_zip(
     if workbook is not None:
         workbook.check_shared_text(view, limits, what)
         out["cells"] = workbook.cells.total_cells
-        measures = workbook.measures()
-        _SHEET_MEASURES.get(data, _SHEETS, lambda: measures)
+        if sheet_measures is not None:
+            sheet_measures.update(workbook.measures())
     return out
 
 
-#: each worksheet part's (cells written, rows, columns spanned) as the preflight measured them, by the bytes
-_SHEET_MEASURES: MeasuredOnce[dict[str, tuple[int, int, int]]] = MeasuredOnce()
-_SHEETS = "sheets"
-
-
-def sheet_measures(data: bytes, limits: Limits) -> dict[str, tuple[int, int, int]]:
-    """Each worksheet part's name → (cells written, rows, columns its cells span): the preflight's figures
-    for these bytes, or measured now (and the package checked) when it did not keep them."""
-
-    def measure() -> dict[str, tuple[int, int, int]]:
-        check_zip(data, limits, ZIP_KINDS["xlsx"], sheets=True, sheets_by_extent=False)  # keeps them
-        return _SHEET_MEASURES.get(data, _SHEETS, dict)
-
-    return _SHEET_MEASURES.get(data, _SHEETS, measure)
+def sheet_measures(
+    data: bytes, limits: Limits, measured: Mapping[str, tuple[int, int, int]] | None
+) -> Mapping[str, tuple[int, int, int]]:
+    """Each worksheet part's name → (cells written, rows, columns its cells span): `measured`, the
+    preflight's figures for these bytes (ParseContext.sheet_measures), or measured now (and the package
+    checked) when the reader's preflight did not run on them."""
+    if measured is not None:
+        return measured
+    measures: dict[str, tuple[int, int, int]] = {}
+    check_zip(data, limits, ZIP_KINDS["xlsx"], sheets=True, sheets_by_extent=False, sheet_measures=measures)
+    return measures
 
 
 class PackageParts(Mapping[str, "bytes | None"]):

@@ -473,7 +473,9 @@ def parse_spreadsheet(request: ReadRequest, ctx: ParseContext) -> ReadResult:
         answer = CONTAINED_CALAMINE.read(request.data, max_cells, ctx.limits.convert_timeout_s)
     else:
         if request.file_type == "xlsx":  # sheets whose cells are few for their grid: read by their cells
-            sparse = read_sparse_sheets(request.data, sheet_measures(request.data, ctx.limits), ctx.limits)
+            sparse = read_sparse_sheets(
+                request.data, sheet_measures(request.data, ctx.limits, ctx.sheet_measures), ctx.limits
+            )
         # its panics: the reader's (native_panic)
         answer = calamine_child.read(request.data, max_cells - sparse.spanned, sparse.names)
     if "error" in answer:

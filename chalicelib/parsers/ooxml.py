@@ -88,9 +88,10 @@ class Package:
         self.parts = parts
         self.zip: zipfile.ZipFile | None = None
         self.rels_by_bytes: dict[tuple[str, bytes], dict[str, tuple[str, str]]] = {}
-        self.names = set(parts) if parts is not None else set(self._zip().namelist())
+        self.names = set(parts) if parts is not None else set(self.opened().namelist())
 
-    def _zip(self) -> zipfile.ZipFile:
+    def opened(self) -> zipfile.ZipFile:
+        """The package's zip, opened at the first read (a reader streaming a large part reads from it too)."""
         if self.zip is None:
             try:
                 self.zip = zipfile.ZipFile(io.BytesIO(self.data))
@@ -108,7 +109,7 @@ class Package:
         if self.parts is not None and (kept := self.parts[name]) is not None:
             return kept
         try:
-            return read_member(self._zip(), name, self.member_limit)
+            return read_member(self.opened(), name, self.member_limit)
         except ZIP_MEMBER_ERRORS as exc:
             raise parse_failed(f"The {self.what} file is damaged ({name} cannot be read).") from exc
 

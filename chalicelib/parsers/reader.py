@@ -142,6 +142,8 @@ class EngineDocReader:
         # reader never inflates the theme, fonts, layouts...); any other engine gets every member checked first.
         engine, note = self.choose(actual, request.engine, options)  # a lookup: nothing parsed yet
         package = open_package(request.data, actual, limits, listing)
+        # an xlsx's sheets as the preflight measured them, for the builtin reader's sparse sheets
+        sheets: dict[str, tuple[int, int, int]] | None = {} if actual == "xlsx" else None
         if package is not None:
             measured: dict[str, Any] = {
                 "uncompressed_bytes": sum(i.file_size for i in package.infos.values())
@@ -156,8 +158,11 @@ class EngineDocReader:
                 listing=listing,
                 streams_checked="page_range" in options,
                 sheets_by_extent=engine.name != "builtin",
+                sheet_measures=sheets,
             )
-        ctx = ParseContext(ocr=ocr, asr=asr, limits=limits, options=options, package_parts=package)
+        ctx = ParseContext(
+            ocr=ocr, asr=asr, limits=limits, options=options, package_parts=package, sheet_measures=sheets
+        )
         if package is not None and engine.name != "builtin":
             package.check_rest()
         inner = ReadRequest(

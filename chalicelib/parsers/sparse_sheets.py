@@ -20,7 +20,7 @@ from lxml import etree
 
 from chalicelib.parsers.base import ZIP_MEMBER_ERRORS, Limits, parse_failed
 from chalicelib.parsers.guards import column_number
-from chalicelib.parsers.ooxml import R_NS, Package
+from chalicelib.parsers.ooxml import R_NS, Package, transitional
 
 #: a sheet spanning at most this many cells stays on calamine's path whatever its density (its grid is small)
 SPARSE_MIN_EXTENT = 1 << 18
@@ -28,7 +28,6 @@ SPARSE_MIN_EXTENT = 1 << 18
 SPARSE_RATIO = 4
 
 _MAIN_NS = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
-_STRICT_R_NS = "http://purl.oclc.org/ooxml/officeDocument/relationships"
 _RELS_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
 _WORKSHEET_REL = f"{R_NS}/worksheet"
 # the parts calamine reads besides the workbook and its sheets (relationship type's last segment)
@@ -90,20 +89,18 @@ def read_sparse_sheets(
             for kind, target in rels.values()
             if kind.endswith(_SHARED_PARTS) and (blob := package.blob(target)) is not None
         }
-    finally:
-        package.close()
-    parts = {name: part for name, part in _sheet_parts(workbook, rels) if part in sparse}
-    if sparse - set(parts.values()):  # a sheet this cannot name would be calamine's to build whole
-        raise parse_failed(
-            f"The spreadsheet has more than {max_cells:,} cells (a sheet spans more than its cells could "
-            "fill, and its name cannot be read); split it into smaller files."
-        )
-    out.names = frozenset(parts)
-    properties = next(workbook.iter("{*}workbookPr"), None) if workbook is not None else None
-    date1904 = (properties.get("date1904") or "") if properties is not None else ""
-    compact: list[tuple[str, bytes, list[int]]] = []
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        parts = {name: part for name, part in _sheet_parts(workbook, rels) if part in sparse}
+        if sparse - set(parts.values()):  # a sheet this cannot name would be calamine's to build whole
+            raise parse_failed(
+                f"The spreadsheet has more than {max_cells:,} cells (a sheet spans more than its cells "
+                "could fill, and its name cannot be read); split it into smaller files."
+            )
+        out.names = frozenset(parts)
+        properties = next(workbook.iter("{*}workbookPr"), None) if workbook is not None else None
+        date1904 = (properties.get("date1904") or "") if properties is not None else ""
+        compact: list[tuple[str, bytes, list[int]]] = []
+        zf = package.opened()  # the sheets stream from the zip the package opened for its parts
+        try:
             for name, part in parts.items():
                 try:
                     rows, cols = _rows_and_columns(zf, part, name, max_cells - out.spanned, max_cells)
@@ -112,8 +109,10 @@ def read_sparse_sheets(
                     continue
                 out.spanned += len(rows) * len(cols)
                 compact.append((name, _compact_sheet(zf, part, rows, cols), cols))
-    except ZIP_MEMBER_ERRORS as exc:
-        raise parse_failed("The Excel file is damaged (a sheet cannot be read).") from exc
+        except ZIP_MEMBER_ERRORS as exc:
+            raise parse_failed("The Excel file is damaged (a sheet cannot be read).") from exc
+    finally:
+        package.close()
     out.grids, unreadable = _read_compact(_workbook(compact, copied, date1904), compact)
     out.unreadable += unreadable
     return out
@@ -124,8 +123,8 @@ def _sheet_parts(workbook: Any | None, rels: Mapping[str, tuple[str, str]]) -> l
     out: list[tuple[str, str]] = []
     if workbook is None:
         return out
-    for sheet in workbook.iter("{*}sheet"):
-        rid = sheet.get(f"{{{R_NS}}}id") or sheet.get(f"{{{_STRICT_R_NS}}}id") or ""
+    for sheet in transitional(workbook).iter("{*}sheet"):  # a Strict workbook's r:id in R_NS
+        rid = sheet.get(f"{{{R_NS}}}id") or ""
         kind, part = rels.get(rid, ("", ""))
         name = sheet.get("name")
         if kind == _WORKSHEET_REL and name:
