@@ -137,8 +137,9 @@ _BULLET_FIRST = "•◦▪‣∙·●○■□–"
 _BULLET = re.compile(rf"^[{_BULLET_FIRST}]\s*")
 
 
-def _read_lines(page: int, pdfium_c: Any, invisible_objects: bool | None = None) -> list[_Line]:
-    """`_page_lines` of a page (address), its text page loaded and closed here."""
+def _read_lines(page: int, pdfium_c: Any, invisible_objects: bool | None, width: float) -> list[_Line]:
+    """`_page_lines` of a page (address; `width`: its width, page_size), its text page loaded and closed
+    here."""
     import pypdfium2 as pdfium
 
     fn = natives(pdfium_c)
@@ -146,7 +147,7 @@ def _read_lines(page: int, pdfium_c: Any, invisible_objects: bool | None = None)
     if not textpage:
         raise pdfium.PdfiumError("Failed to load text page.")
     try:
-        return _page_lines(textpage, pdfium_c, invisible_objects, page_size(page, fn)[0])
+        return _page_lines(textpage, pdfium_c, invisible_objects, width)
     finally:
         fn.close_textpage(textpage)
 
@@ -181,13 +182,13 @@ def _page_lines(
     bases = [y.value if origin(tp, idx, px, py) else 0.0 for idx in starts]
     lines = list(itertools.starmap(_Line, zip(texts, sizes, bases, strict=True)))
     if invisible_objects is False:
-        return in_column_order(lines, raw, starts, tp, fn, pdfium_c, width)
+        return in_column_order(lines, raw, starts, tp, fn, width)
     invisible = pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE
     modes = list(map(fn.render_mode, map(fn.text_object, itertools.repeat(tp), starts)))  # NULL: UNKNOWN
     if invisible in modes:
         for line, mode in zip(lines, modes, strict=True):
             line.hidden = mode == invisible
-    return in_column_order(lines, raw, starts, tp, fn, pdfium_c, width)
+    return in_column_order(lines, raw, starts, tp, fn, width)
 
 
 def _body_size(pages: list[list[_Line]]) -> float:
@@ -499,9 +500,9 @@ def _parse_open(
             if not raw_page:
                 raise pdfium.PdfiumError("Failed to load page.")
             handles, invisible_objects = walk_objects(raw_page, pdfium_c)
-            lines = _read_lines(raw_page, pdfium_c, invisible_objects)
-            objs = [RawImage(handle, raw_page, level, fn, pdfium_c) for handle, level in handles]
             size = page_size(raw_page, fn)
+            lines = _read_lines(raw_page, pdfium_c, invisible_objects, size[0])
+            objs = [RawImage(handle, raw_page, level, fn, pdfium_c) for handle, level in handles]
             info.height = size[1]
             coverage = _image_coverage(size, objs)
             info.scanned = force_scanned

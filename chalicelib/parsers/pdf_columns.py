@@ -16,13 +16,12 @@ from __future__ import annotations
 import bisect
 import ctypes
 import dataclasses
-import functools
 import itertools
 import statistics
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from chalicelib.parsers.pdf_pdfium import address
+from chalicelib.parsers.pdf_pdfium import Natives
 
 #: half the width of the centre strip probed for a gutter (PDF units)
 PROBE_HALF_WIDTH = 2.0
@@ -64,24 +63,15 @@ L = TypeVar("L", bound=Line)
 _LEFT, _RIGHT, _FULL = 1, 2, 3
 
 
-@functools.cache
-def _bounded_text(pdfium_c: Any) -> Any:
-    """FPDFText_GetBoundedText(textpage, left, top, right, bottom, NULL, 0): the characters in a rectangle
-    (one call a page: argument types checked)."""
-    vp, dbl = ctypes.c_void_p, ctypes.c_double
-    function = address(pdfium_c.FPDFText_GetBoundedText)
-    return ctypes.PYFUNCTYPE(ctypes.c_int, vp, dbl, dbl, dbl, dbl, vp, ctypes.c_int)(function)
-
-
 def in_column_order(
-    lines: list[L], raw: str, starts: list[int], textpage: Any, fn: Any, pdfium_c: Any, width: float
+    lines: list[L], raw: str, starts: list[int], textpage: Any, fn: Natives, width: float
 ) -> list[L]:
     """`lines` (each starting at raw offset = char index `starts[i]`, as `pdf._page_lines` reads them), in
     column order when the page has two text columns; otherwise `lines` itself."""
     if width <= 0 or len(raw) < MIN_CHARS:
         return lines
     centre = width / 2
-    in_strip = _bounded_text(pdfium_c)(
+    in_strip = fn.bounded_text(  # the characters in a thin strip down the centre: one call a page
         textpage, centre - PROBE_HALF_WIDTH, 1e6, centre + PROBE_HALF_WIDTH, -1e6, None, 0
     )
     if in_strip > len(lines) * PROBE_SHARE:  # most lines run through the centre: one column

@@ -38,6 +38,9 @@ class Natives:
     count_chars: Any  # FPDFText_CountChars(textpage) -> int, -1 on failure
     text_index: Any  # FPDFText_GetTextIndexFromCharIndex(textpage, char) -> int, -1 for excluded chars
     get_text: Any  # FPDFText_GetText(textpage, start, count, buffer) -> UTF-16 units written, NUL included
+    # FPDFText_GetBoundedText(textpage, left, top, right, bottom, buffer, size) -> UTF-16 units in the
+    # rectangle (NULL, 0: counted, none written; checked: doubles)
+    bounded_text: Any
     count_objects: Any  # FPDFPage_CountObjects(page) -> int
     get_object: Any  # FPDFPage_GetObject(page, i) -> Handle (NULL: false)
     form_count_objects: Any  # FPDFFormObj_CountObjects(form) -> int
@@ -86,6 +89,9 @@ def natives(pdfium_c: Any) -> Natives:
         count_chars=unchecked(pdfium_c.FPDFText_CountChars, c_int),
         text_index=unchecked(pdfium_c.FPDFText_GetTextIndexFromCharIndex, c_int),
         get_text=unchecked(pdfium_c.FPDFText_GetText, c_int),
+        bounded_text=checked(
+            pdfium_c.FPDFText_GetBoundedText, c_int, vp, c_double, c_double, c_double, c_double, vp, c_int
+        ),
         count_objects=unchecked(pdfium_c.FPDFPage_CountObjects, c_int),
         get_object=unchecked(pdfium_c.FPDFPage_GetObject, Handle),
         form_count_objects=unchecked(pdfium_c.FPDFFormObj_CountObjects, c_int),
