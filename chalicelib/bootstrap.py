@@ -349,7 +349,8 @@ def _build_operator_key(settings: Settings) -> SecretSource:
     return CachedSecret(SsmParameter(_client("ssm", settings), settings.operator_key_parameter))
 
 
-def _build_engine(settings: Settings, name: str) -> RetrieveEngine:
+def build_engine(settings: Settings, name: str) -> RetrieveEngine:
+    """The retrieval engine `name` as the deployment configures it (also for operator tools)."""
     if name == "embedded":
         from chalicelib.adapters.index.embedded import EmbeddedEngine
 
@@ -500,7 +501,7 @@ def build_services(settings: Settings | None = None) -> Services:
         events=EventBridgePublisher(_client("events", settings), settings.event_bus_name),
         webhooks=_build_webhook_repo(settings, dynamodb),
         webhook_sender=_webhook_sender(settings),
-        build_engine=_build_engine,
+        build_engine=build_engine,
         build_embedding_cache=lambda: _build_embedding_cache(settings, dynamodb),
         build_operator_key=_build_operator_key,
     )

@@ -74,7 +74,8 @@ def test_index_mapping_is_created_once(client: object) -> None:
     engine = OpenSearchEngine(client)  # type: ignore[arg-type]
     engine.batch_index(SPACE, CORPUS[:1])
     engine.batch_index(SPACE, CORPUS[1:2])
-    mapping = client.indices.get_mapping(index=SPACE.name)[SPACE.name]["mappings"]  # type: ignore[attr-defined]
+    (found,) = client.indices.get_mapping(index=SPACE.name).values()  # type: ignore[attr-defined]
+    mapping = found["mappings"]  # keyed by the concrete index behind the alias
     props = mapping["properties"]
     assert props["embedding"]["type"] == "knn_vector"
     assert props["embedding"]["dimension"] == DIM

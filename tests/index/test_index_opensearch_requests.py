@@ -6,6 +6,7 @@ each request after opensearch-py has built it and answers with canned OpenSearch
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from index_contract import DIM, entry, vec
 from opensearchpy import OpenSearch, Transport
 
+from chalicelib.adapters.index.analysis import index_terms, query_terms
 from chalicelib.adapters.index.common import PROXIMITY_WINDOW
 from chalicelib.adapters.index.fusion import KEYWORD_FLOOR, KEYWORD_WEIGHT
 from chalicelib.adapters.index.opensearch import OpenSearchEngine, build_opensearch_client, index_body
@@ -180,6 +182,24 @@ def test_bm25_adds_a_sloppy_phrase_per_word_pair_as_should(
             }
         }
     ]
+
+
+def test_a_suffix_after_an_underscore_keeps_its_term_in_the_match_and_the_phrases(
+    recorded: tuple[OpenSearchEngine, RecordingTransport],
+) -> None:
+    """`x_#` is `x` and `sharp` (`_` joins nothing there): a clause spelling `sharp` as a bare `#` lost it,
+    since the char filter's `\\b` needs the word character before it. Each clause, read as the index's char
+    filters and tokenizer read it (`index_terms`), holds the query's terms, pair by pair."""
+    engine, transport = recorded
+    engine.hybrid_search(SPACE, "kb1", "x_# y _++ z a_++#", None, 3, vector=False)
+    query = transport.calls[0][3]["query"]["bool"]
+    terms = query_terms("x_# y _++ z a_++#")
+    assert terms == ["x", "sharp", "y", "plusplus", "z", "a", "plusplussharp"]
+    assert index_terms(query["must"][0]["dis_max"]["queries"][0]["match"]["content"]["query"]) == terms
+    phrases = [
+        clause["dis_max"]["queries"][0]["match_phrase"]["content"]["query"] for clause in query["should"]
+    ]
+    assert [index_terms(phrase) for phrase in phrases] == [list(pair) for pair in itertools.pairwise(terms)]
 
 
 def test_a_query_of_many_words_asks_for_its_first_128_distinct_terms(

@@ -5,6 +5,7 @@ before it keep answering, and that Java reads the shared patterns as Python does
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import re
 import shutil
@@ -222,3 +223,27 @@ def test_an_older_opensearch_index_still_answers_as_before(
     for query in ("C", "c", "C++", "C#", "C++ templates"):
         assert _knowledge_found(opensearch, space, query) == {"c", "cpp", "cs"}, query
     assert _knowledge_found(opensearch, space, "templates") == {"cpp"}
+
+
+def test_every_clause_of_a_query_with_a_suffix_after_an_underscore_reads_as_its_terms_on_opensearch(
+    opensearch: OpenSearchEngine, space: IndexSpace
+) -> None:
+    """OpenSearch's own char filters read each clause of the BM25 request: `x_#` is `x` and `sharp` in the
+    match and in the proximity phrases (a bare `#` there was no term at all), and the document is found."""
+    opensearch.batch_index(space, [entry("under", "the x_# y and _++ z notes", knowledge="under")])
+    query = "x_# y _++ z"
+    body = bm25_body("kb1", query, 5)["query"]["bool"]
+    texts = [body["must"][0]["dis_max"]["queries"][0]["match"]["content"]["query"]]
+    texts += [
+        clause["dis_max"]["queries"][0]["match_phrase"]["content"]["query"] for clause in body["should"]
+    ]
+
+    def analysed(text: str) -> list[str]:
+        tokens = opensearch.client.indices.analyze(
+            index=space.name, body={"analyzer": "weknora_query", "text": text}
+        )
+        return [token["token"] for token in tokens["tokens"]]
+
+    terms = ["x", "sharp", "y", "plusplus", "z"]
+    assert [analysed(text) for text in texts] == [terms, *(list(pair) for pair in itertools.pairwise(terms))]
+    assert _knowledge_found(opensearch, space, "_#") == {"under"}

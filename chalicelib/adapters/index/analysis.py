@@ -109,9 +109,14 @@ class _Rewritten:
     ends: tuple[int, ...] | None = None
 
     def spelling(self, start: int, end: int) -> str:
+        """text[start:end] as written; a term made from a suffix after `_` (`x_#`, `_++`) with that `_`,
+        which the suffix's char filter needs before it (a bare `#` is read as nothing)."""
         if self.starts is None or self.ends is None:
             return self.source[start:end]
-        return self.source[self.starts[start] : self.ends[end - 1]]
+        begin = self.starts[start]
+        if self.source[begin : begin + 1] in ("+", "#") and self.source[begin - 1 : begin] == "_":
+            begin -= 1
+        return self.source[begin : self.ends[end - 1]]
 
 
 def _no_suffix(folded: str) -> bool:

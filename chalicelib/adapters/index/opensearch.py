@@ -24,13 +24,9 @@ so that every version's analyzer reads it as its documents were read (`bounded_q
 the joiners and the `++`/`#` stay as the user wrote them): on an index without `_meta` the tokens keep
 `node.js` whole, so its documents match as before but `config` does not find `parse_config`; on one of
 version 2 or before, `c++`, `c#` and `c` are all `c` there, as before (a `C++` query still finds C and C#
-text). To bring one to the current analysis, rebuild it from its own `_source` (no re-embedding): create
-`<index>-v3` with `index_body(space)`, `POST _reindex {"source": {"index": "<index>"}, "dest": {"index":
-"<index>-v3"}}`, then delete `<index>` and reindex `<index>-v3` back under the old name, created again with
-`index_body(space)` (or, on a managed domain, close the index, `PUT <index>/_settings` with the new
-`analysis`, open it, `PUT <index>/_mapping` with the new `_meta` and run `POST
-<index>/_update_by_query?conflicts=proceed`). Writes made meanwhile are lost from the copy: pause the stage
-queues' triggers while it runs.
+text). `scripts/rebuild_opensearch_index.py` (`opensearch_rebuild`) rebuilds one from its own `_source` (no
+re-embedding) as `versioned_name(name)`, the form `ensure_index` creates, behind an alias `name` (the space's
+name, which requests use), swapped in atomically; pause the stage queues' triggers while it runs.
 
 Folding (`chalicelib.domain.text_fold.fold`: NFKC width folding, traditional → simplified Chinese with OpenCC,
 lowercase) runs here in Python, because no stock OpenSearch analyzer has OpenCC's dictionary: a document
@@ -112,6 +108,10 @@ _BUSY_STATUSES = frozenset({429, 502, 503, 504})
 #: an item error that a later retry can pass: a full write queue, an index blocked while its disk fills
 _BUSY_ITEM_ERRORS = frozenset({"es_rejected_execution_exception", "cluster_block_exception"})
 Refresh = bool | Literal["wait_for"]
+
+
+def versioned_name(name: str, version: int = ANALYSIS_VERSION) -> str:  # the index behind the alias `name`
+    return f"{name}-a{version}"
 
 
 #: replicas of a managed domain's indexes: 0 on one data node, 1 on two or more
@@ -357,11 +357,13 @@ class OpenSearchEngine:
         replicas: int | None = None,
         auto_expand_replicas: str | None = AUTO_EXPAND_REPLICAS,
         page_size: int = 1000,
+        aliased: bool = True,
     ) -> None:
         """`refresh`: "wait_for" (writes visible to the next search without forcing a refresh),
         True (force), False (Serverless, or bulk loads that tolerate ~1 s of staleness).
         `record_ids`: delete by scanning ids + `_bulk` instead of `_delete_by_query`.
-        `server_ids`: let the engine assign `_id` (defaults to `record_ids`)."""
+        `server_ids`: let the engine assign `_id` (defaults to `record_ids`).
+        `aliased`: create a new index as `versioned_name(name)` behind an alias `name` (opensearch_rebuild)."""
         self.client = client
         self.bulk_max_bytes = bulk_max_bytes
         self.refresh = refresh
@@ -374,6 +376,7 @@ class OpenSearchEngine:
         self.replicas = replicas
         self.auto_expand_replicas = auto_expand_replicas
         self.page_size = page_size
+        self.aliased = aliased
         self._ready: set[str] = set()
         self._lock = threading.Lock()
 
@@ -386,6 +389,7 @@ class OpenSearchEngine:
             "record_ids": True,
             "knn_engine": "faiss",
             "auto_expand_replicas": None,
+            "aliased": False,  # nothing to rebuild with there: no `_reindex`
         }
         options.update(kwargs)
         return cls(client, **options)
@@ -405,8 +409,10 @@ class OpenSearchEngine:
                 replicas=self.replicas,
                 auto_expand_replicas=self.auto_expand_replicas,
             )
+            if self.aliased:
+                body["aliases"] = {name: {}}
             try:
-                self.client.indices.create(index=name, body=body)
+                self.client.indices.create(index=versioned_name(name) if self.aliased else name, body=body)
             except RequestError as exc:
                 if exc.error != "resource_already_exists_exception":  # another worker won the race
                     raise
@@ -423,8 +429,9 @@ class OpenSearchEngine:
             self._ready.add(name)
 
     def drop_index(self, space: IndexSpace) -> None:
-        """Deletes the space's whole index (tests and tear-down)."""
-        self.client.indices.delete(index=space.name, ignore_unavailable=True)
+        """Deletes the space's whole index, the one behind its alias too (tests and tear-down)."""
+        with contextlib.suppress(NotFoundError):  # `DELETE <alias>` is refused: name the indices behind it
+            self.client.indices.delete(index=",".join(self.client.indices.get_alias(index=space.name)))
         with self._lock:
             self._ready.discard(space.name)
 
