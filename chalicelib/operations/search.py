@@ -42,7 +42,7 @@ from chalicelib.commands import MetadataIn, SearchRequest
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.repetition import near_duplicates, words_of
-from chalicelib.domain.resources import resource_id_for
+from chalicelib.domain.resources import Resource, resource_id_for
 from chalicelib.domain.retrieval import deepened, retriever_lists
 from chalicelib.domain.storage_keys import image_copy_key
 from chalicelib.domain.text_fold import latin_share
@@ -217,12 +217,23 @@ def resolve_knowledge_ids(deps: Dependencies, kb: KnowledgeBase, request: Search
 
 
 class _Links:
-    """Signed links for internal URLs, one per URL per request (None: the object is gone)."""
+    """Signed links for internal URLs, one per URL per request (None: the object is gone). The catalog rows
+    of every URL the answer names are read in one batch (`look_up`) before any is signed."""
 
     def __init__(self, deps: Dependencies) -> None:
         self.deps = deps
         self.expires = deps.settings.download_url_seconds
         self.made: dict[tuple[str, str], str | None] = {}
+        self.catalog: dict[str, Resource] = {}
+
+    def look_up(self, hits: Iterable[tuple[str, Chunk | None]]) -> None:
+        """Reads the catalog rows of the internal URLs in these hits' texts and images, in one batch."""
+        urls: dict[str, None] = {}
+        for text, chunk in hits:
+            urls.update(dict.fromkeys(_INTERNAL_URL.findall(text)))
+            urls.update(dict.fromkeys(str(i.get("url") or "") for i in (chunk.image_info if chunk else [])))
+        ids = [resource_id_for(url) for url in urls if url]
+        self.catalog = self.deps.resources.get_many(ids) if ids else {}
 
     def link(self, knowledge: Knowledge, url: str) -> str | None:
         if (knowledge.id, url) not in self.made:
@@ -232,7 +243,7 @@ class _Links:
     def _sign(self, knowledge: Knowledge, url: str) -> str | None:
         deps = self.deps
         # only the document's own stored files: a URL its text names (a tenant writes any text) is no grant
-        resource = deps.resources.get(resource_id_for(url))
+        resource = self.catalog.get(resource_id_for(url))
         if resource is None or resource.deleted or resource.owner_id != knowledge.id:
             return None
         name = url.rsplit("/", 1)[-1]
@@ -462,6 +473,7 @@ def hybrid_search(
     # out: while fewer than top_k answers are made of a full page of hits, the engine is asked deeper.
     answer = deepened(answer_at, top_k, engine_depth(top_k, deep))
     links = _Links(deps)  # signed only for the hits answered (a local store's image is copied to sign it)
+    links.look_up((result["content"], sources[result["id"]][1]) for result in answer)
     for result in answer:
         knowledge, chunk = sources[result["id"]]
         result["content"] = links.rewrite(knowledge, result["content"])

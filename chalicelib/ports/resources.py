@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -15,6 +16,10 @@ class ResourceCatalog(Protocol):
         ...
 
     def get(self, resource_id: str) -> Resource | None: ...
+
+    def get_many(self, resource_ids: Sequence[str]) -> dict[str, Resource]:
+        """Resources by id (deleted ones too) in batched reads; missing ids are absent."""
+        ...
 
     def owned_by(self, owner_id: str) -> list[Resource]:
         """Every resource bound to the owner (deleted ones too), oldest first."""

@@ -80,3 +80,21 @@ class ResourceContract:
         assert catalog.get_grant(token_hash(token + "x")) is None
         assert catalog.owned_by(owner) == [res]  # a grant is no resource of the owner
         assert catalog.get(f"grant#{token_hash(token)}") is None
+
+    def test_get_many_answers_the_resources_found_deleted_ones_too_never_a_grant(
+        self, catalog: ResourceCatalog
+    ) -> None:
+        owner = str(uuid.uuid4())
+        live, gone = catalog.register(resource(owner)), catalog.register(resource(owner, role="parsed"))
+        catalog.mark_deleted(gone.id, _now())
+        token = uuid.uuid4().hex
+        catalog.put_grant(
+            AccessGrant(
+                token_hash(token), live.id, live.tenant_id, "download", _now(), _now() + timedelta(seconds=60)
+            )
+        )
+        missing = resource_id_for(f"s3://bucket/{uuid.uuid4().hex}")
+        found = catalog.get_many([live.id, gone.id, live.id, missing, f"grant#{token_hash(token)}"])
+        assert found == {live.id: live, gone.id: catalog.get(gone.id)}
+        assert found[gone.id].deleted
+        assert catalog.get_many([]) == {}

@@ -3,6 +3,7 @@ redelivered registration finds the first one), a grant under the hash of its tok
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +55,11 @@ class DynamoResourceCatalog:
         except DoesNotExist:
             return None
         return _resource(item) if item.kind == "resource" else None
+
+    def get_many(self, resource_ids: Sequence[str]) -> dict[str, Resource]:
+        # BatchGetItem, 100 keys a call; PynamoDB retries the unprocessed keys
+        items = self.model.batch_get(list(dict.fromkeys(resource_ids)), consistent_read=True)
+        return {item.id: _resource(item) for item in items if item.kind == "resource"}
 
     def owned_by(self, owner_id: str) -> list[Resource]:
         rows = [_resource(item) for item in self.model.owner_index.query(owner_id)]

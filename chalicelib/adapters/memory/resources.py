@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -22,6 +23,10 @@ class MemoryResourceCatalog:
     def get(self, resource_id: str) -> Resource | None:
         with self._lock:
             return self._resources.get(resource_id)
+
+    def get_many(self, resource_ids: Sequence[str]) -> dict[str, Resource]:
+        with self._lock:
+            return {i: self._resources[i] for i in resource_ids if i in self._resources}
 
     def owned_by(self, owner_id: str) -> list[Resource]:
         with self._lock:
