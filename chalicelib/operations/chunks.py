@@ -30,6 +30,7 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import (
     Chunk,
     ChunkType,
+    EnableStatus,
     Knowledge,
     KnowledgeBase,
     KnowledgeType,
@@ -44,7 +45,6 @@ from chalicelib.services.dispatch import (
     request_summary_refresh,
 )
 from chalicelib.services.indexing import chunk_entries, embed_for_api, take_back_chunks, write_entries
-from chalicelib.services.indexing import searchable as document_searchable
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.storage import files_of
@@ -241,7 +241,8 @@ def _write(
         deps.chunks.put_many([changed])
         return changed
     space, engine = embedded.space, deps.engine(kb.retrieval_engine)
-    searchable = _searchable(deps, knowledge, changed)
+    # the row as this request read it: a switch of the document since is caught by the read after the put
+    searchable = _searchable(changed, knowledge)
     try:
         if embedded.texts is not None:
             entries = chunk_entries(
@@ -259,7 +260,8 @@ def _write(
     except (StageError, IndexWriteError) as error:  # answered without the engine's reply, nor logged
         raise _index_error(error) from error
     deps.chunks.put_many([changed])
-    if _searchable(deps, knowledge, changed) != searchable:  # the document switched meanwhile
+    now = deps.knowledge.get(knowledge.id) or knowledge  # read after the put: kept, it catches a switch
+    if _searchable(changed, now) != searchable:  # the document switched meanwhile
         engine.set_enabled(space, kb.id, [changed.id], not searchable)
     return changed
 
@@ -270,9 +272,9 @@ def _question_ids(chunk: Chunk) -> list[str]:
     return [question_entry_id(chunk.id, n) for n in range(len(asked))] if isinstance(asked, list) else []
 
 
-def _searchable(deps: Dependencies, knowledge: Knowledge, chunk: Chunk) -> bool:
-    """Whether the chunk's entries are on: its own switch, within its document's (read now)."""
-    return chunk.is_enabled and document_searchable(deps, knowledge)
+def _searchable(chunk: Chunk, document: Knowledge) -> bool:
+    """Whether the chunk's entries are on: its own switch, within its document's (as `document` has it)."""
+    return chunk.is_enabled and document.enable_status == EnableStatus.ENABLED
 
 
 def _index_error(error: StageError | IndexWriteError) -> ServiceUnavailable:
