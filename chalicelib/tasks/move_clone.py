@@ -185,9 +185,9 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         _repoint(deps, row, source_kb_id, target)
         carry_wiki_pages(deps, source_kb_id, row.id, target, {})  # before the source's records go
     _retract(deps, source, row.id)
-    _undo_if_deleted(deps, row.id, source, target)
+    current = _undo_if_deleted(deps, row.id, source, target)
     if mode == "reuse_vectors":
-        _follow_moved_on(deps, row, target)
+        _follow_moved_on(deps, row, target, current)
     # to both knowledge bases' subscribers, before the reparse below (a delivery that began it announced
     # this already); a redelivery that finishes the item announces the same ids
     if row.parse_status == ParseStatus.COMPLETED:
@@ -213,7 +213,7 @@ SOURCE_DELETED = "the source knowledge base is being deleted: the knowledge was 
 
 def _undo_if_deleted(
     deps: Dependencies, knowledge_id: str, source: KnowledgeBase | None, target: KnowledgeBase
-) -> None:
+) -> Knowledge:
     """A delete that landed during the move cleaned up before the move wrote (on the target, where the row
     already was), so what the move wrote after it would stay:
 
@@ -224,7 +224,8 @@ def _undo_if_deleted(
     create's `_undo_if_kb_closed`): its knowledge base turned `deleting` before that listing, so a
     consistent read after the move sees it. Read after the move's writes, a row gone or deleting, or a
     target gone or deleting, has the row's delete finished here and what the move wrote removed, and the
-    item is not moved. A row a later move took on from the target is not the target's to take."""
+    item is not moved. A row a later move took on from the target is not the target's to take. Answers the
+    row as read (`_follow_moved_on` starts from it: the read after the move's last write)."""
     current = deps.knowledge.get(knowledge_id)
     if current is None or current.parse_status == ParseStatus.DELETING:
         _undo_move(
@@ -236,18 +237,22 @@ def _undo_if_deleted(
             target.id,
         )
     if current.kb_id != target.id:  # a later move took it on: not the target's to take (`_follow_moved_on`)
-        return
+        return current
     if not is_open(deps.kbs.get(target.id, consistent=True)):
         _undo_move(deps, knowledge_id, source, target, TARGET_DELETED, target.id)
+    return current
 
 
-def _follow_moved_on(deps: Dependencies, row: Knowledge, target: KnowledgeBase) -> None:
+def _follow_moved_on(
+    deps: Dependencies, row: Knowledge, target: KnowledgeBase, current: Knowledge | None
+) -> None:
     """A later move may take the document on from the target as soon as the row is there, and carries what
     it finds there then; what this move carried in after that follows the document where it is now (index
     entries, chunks, wiki pages), or goes when it was reparsed or is being deleted there (that takes what is
-    there). Read again after each carry: a third move may have come meanwhile."""
+    there). `current`: the row as the caller just read it (no write since); read again after each carry, as
+    a third move may have come meanwhile."""
     here = target
-    while (current := deps.knowledge.get(row.id)) is not None and current.kb_id != here.id:
+    while current is not None and current.kb_id != here.id:
         there = deps.kbs.get(current.kb_id, consistent=True)
         if (
             there is None
@@ -266,6 +271,7 @@ def _follow_moved_on(deps: Dependencies, row: Knowledge, target: KnowledgeBase) 
         carry_wiki_pages(deps, here.id, row.id, there, {})
         _retract(deps, here, row.id)
         here = there
+        current = deps.knowledge.get(row.id)
 
 
 def _carry_on_from_source(
@@ -286,7 +292,7 @@ def _carry_on_from_source(
     if not source.indexing_strategy.needs_embedding:
         return
     if deps.engine(source.retrieval_engine).count(index_space(deps, source), source.id, row.id):
-        _follow_moved_on(deps, row, source)
+        _follow_moved_on(deps, row, source, row)  # `row` was read just now, by `move_one`
 
 
 def _undo_if_moved_into(
