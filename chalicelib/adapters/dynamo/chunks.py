@@ -8,8 +8,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from pynamodb.exceptions import DoesNotExist, PutError
 
@@ -48,6 +47,9 @@ BACKOFF_BASE_SECONDS = 0.05
 BACKOFF_MAX_SECONDS = 2.0
 #: reads and conditional puts of one metadata change (or repoint) while other writes keep changing the chunk
 METADATA_TRIES = 3
+
+_Job = TypeVar("_Job")
+_Done = TypeVar("_Done")
 
 
 class DynamoChunkRepo:
@@ -94,17 +96,18 @@ class DynamoChunkRepo:
         (`_commit`); a retried stage rewrites the same rows."""
         ops: builtins.list[tuple[bool, Any]] = [(False, item) for item in deletes]
         ops += [(True, chunk) for chunk in saves]
-        groups = [ops[i : i + BATCH_ITEMS] for i in range(0, len(ops), BATCH_ITEMS)]
-        if len(groups) <= 1 or self.writers == 1:
-            for group in groups:
-                self._commit(group)
-            return
+        self._fan_out(self._commit, [ops[i : i + BATCH_ITEMS] for i in range(0, len(ops), BATCH_ITEMS)])
+
+    def _fan_out(self, work: Callable[[_Job], _Done], jobs: Sequence[_Job]) -> builtins.list[_Done]:
+        """`work` done on each job, up to `writers` at once; the answers in the jobs' order."""
+        if len(jobs) <= 1 or self.writers == 1:
+            return [work(job) for job in jobs]
         with ThreadPoolExecutor(
-            max_workers=min(self.writers, len(groups)), thread_name_prefix="chunks"
+            max_workers=min(self.writers, len(jobs)), thread_name_prefix="chunks"
         ) as pool:
-            # each batch in the invocation's context (its meter), its thread's CPU time counted as its work
-            for future in [pool.submit(metering.thread_work(self._commit), group) for group in groups]:
-                future.result()
+            # each job in the invocation's context (its meter), its thread's CPU time counted as its work
+            futures = [pool.submit(metering.thread_work(work), job) for job in jobs]
+            return [future.result() for future in futures]
 
     def _items(self, knowledge_id: str) -> list[Any]:
         return list(self.model.query(knowledge_id, consistent_read=True))
@@ -165,57 +168,66 @@ class DynamoChunkRepo:
         edit written in between fails it, and it is tried again on what is stored then), up to `writers`
         puts at once."""
         stale = [item for item in self._items(knowledge_id) if item.body["kb_id"] != kb_id]
-        repoint = partial(self._repoint_one, kb_id=kb_id)
-        if len(stale) <= 1 or self.writers == 1:
-            return sum(repoint(item) for item in stale)
-        with ThreadPoolExecutor(
-            max_workers=min(self.writers, len(stale)), thread_name_prefix="chunks"
-        ) as pool:
-            futures = [pool.submit(metering.thread_work(repoint), item) for item in stale]
-            return sum(future.result() for future in futures)
 
-    def _repoint_one(self, item: Any, *, kb_id: str) -> bool:
-        m = self.model
-        read = item.body
-        for _ in range(METADATA_TRIES):
-            try:
-                m(item.knowledge_id, item.chunk_id, body={**read, "kb_id": kb_id}).save(
-                    condition=m.body == read
-                )
-                return True
-            except PutError as error:
-                if not _condition_failed(error):
-                    raise
-            try:
-                read = m.get(item.knowledge_id, item.chunk_id, consistent_read=True).body
-            except DoesNotExist:
-                return False
-            if read["kb_id"] == kb_id:
-                return False
-        raise TransientStageError(f"chunk {item.chunk_id} kept changing while it was moved")
+        def repointed(read: dict[str, Any]) -> dict[str, Any] | None:
+            return None if read["kb_id"] == kb_id else {**read, "kb_id": kb_id}
 
-    def set_metadata(
-        self, knowledge_id: str, chunk_id: str, key: str, value: Any, *, kb_id: str, attempt: int
+        def repoint_one(item: Any) -> bool:
+            return self._put_changed(item.knowledge_id, item.chunk_id, repointed, "it was moved", item.body)
+
+        return sum(self._fan_out(repoint_one, stale))
+
+    def _put_changed(
+        self,
+        knowledge_id: str,
+        chunk_id: str,
+        change: Callable[[dict[str, Any]], dict[str, Any] | None],
+        doing: str,
+        read: dict[str, Any] | None = None,
     ) -> bool:
-        """Read, then a put conditional on the body read (its JSON text, written by the same encoder): a write
-        in between (an edit, a move, a delete) fails it, and it is tried again on what is stored then."""
+        """The chunk's body put as `change` makes it from the body read (None: nothing to do), conditional on
+        that body (its JSON text, written by the same encoder): a write in between (an edit, a move, a
+        delete) fails it, and it is tried again on what is stored then. `read`: a body the caller read
+        already. At most METADATA_TRIES reads and as many puts; False: the chunk is gone, or nothing to do."""
         m = self.model
-        for _ in range(METADATA_TRIES):
-            try:
-                read = m.get(knowledge_id, chunk_id, consistent_read=True).body
-            except DoesNotExist:
+        reads = puts = 0
+        while True:
+            if read is None:
+                if reads == METADATA_TRIES:
+                    break
+                reads += 1
+                try:
+                    read = m.get(knowledge_id, chunk_id, consistent_read=True).body
+                except DoesNotExist:
+                    return False
+            body = change(read)
+            if body is None:
                 return False
-            stored = chunk_from_body(read)
-            if stored.kb_id != kb_id or stored.metadata.get("attempt") != attempt:
-                return False
-            body = {**read, "metadata": {**stored.metadata, key: value}}
+            if puts == METADATA_TRIES:
+                break
+            puts += 1
             try:
                 m(knowledge_id, chunk_id, body=body).save(condition=m.body == read)
                 return True
             except PutError as error:
                 if not _condition_failed(error):
                     raise
-        raise TransientStageError(f"chunk {chunk_id} kept changing while its metadata was set")
+            read = None
+        raise TransientStageError(f"chunk {chunk_id} kept changing while {doing}")
+
+    def set_metadata(
+        self, knowledge_id: str, chunk_id: str, key: str, value: Any, *, kb_id: str, attempt: int
+    ) -> bool:
+        """Read, then a put conditional on the body read (`_put_changed`), while the chunk is still in `kb_id`
+        at `attempt`."""
+
+        def with_value(read: dict[str, Any]) -> dict[str, Any] | None:
+            stored = chunk_from_body(read)
+            if stored.kb_id != kb_id or stored.metadata.get("attempt") != attempt:
+                return None
+            return {**read, "metadata": {**stored.metadata, key: value}}
+
+        return self._put_changed(knowledge_id, chunk_id, with_value, "its metadata was set")
 
 
 # ---------------------------------------------------------------- tasks
