@@ -128,10 +128,15 @@ class Plan:
 NO_VALID_ROW = "replace_without_valid_rows"
 
 
+def _no_valid_row(rows: Sequence[PlannedRow]) -> bool:
+    """None of the file's rows can be imported (a header alone, or every row failing)."""
+    return all(row.action == "fail" for row in rows)
+
+
 def replace_refusal(plan: Plan) -> str:
-    """Why a replace is not carried out, or "": a file none of whose rows can be imported (a header alone,
-    or every row failing) would otherwise empty the knowledge base."""
-    if plan.mode != "replace" or any(row.action != "fail" for row in plan.rows):
+    """Why a replace is not carried out, or "": a file with no valid row (`_no_valid_row`) would otherwise
+    empty the knowledge base."""
+    if plan.mode != "replace" or not _no_valid_row(plan.rows):
         return ""
     return (
         f"the file has no valid row ({len(plan.rows)} read, all failed): a replace deletes nothing "
@@ -557,7 +562,7 @@ def plan_replace(
         for q in similar:
             questions.similar.setdefault(normalise(q), f"r:{row.row}")
     planned = [decided[row.row] for row in rows]
-    if all(row.action == "fail" for row in planned):  # nothing valid: nothing deleted (replace_refusal)
+    if _no_valid_row(planned):  # nothing deleted (replace_refusal)
         return Plan("replace", planned, [], held)
     return Plan("replace", planned, [e.id for e in existing if e.id not in kept], held)
 

@@ -29,6 +29,7 @@ from chalicelib.domain.errors import AppError, BadRequest, Conflict, Forbidden, 
 from chalicelib.domain.events import EventType
 from chalicelib.domain.filetypes import is_importable, validate_import_file_type
 from chalicelib.domain.ids import file_dedupe_key, file_md5, url_dedupe_key
+from chalicelib.domain.item_limits import clip_utf8
 from chalicelib.domain.markup import strip_active_content
 from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.storage_keys import (
@@ -325,13 +326,12 @@ def _upload_key(prefix: str, tenant_id: str, kb_id: str, knowledge_id: str, file
     a four-byte script (emoji) are 1,020 bytes. The name in the key is for people reading the bucket only:
     the document is named from its intent."""
     key = presigned_upload_key(prefix, tenant_id, kb_id, knowledge_id, file_name)
-    name = key.rsplit("/", 1)[1]
+    if len(key.encode()) <= S3_MAX_KEY_BYTES:
+        return key
+    folder, name = key.rsplit("/", 1)
     stem, ext = posixpath.splitext(name)
-    while len(key.encode()) > S3_MAX_KEY_BYTES and stem:
-        over = len(key.encode()) - S3_MAX_KEY_BYTES
-        stem = stem[: -max(1, over // 4)]
-        key = presigned_upload_key(prefix, tenant_id, kb_id, knowledge_id, stem + ext)
-    return key
+    room = max(0, S3_MAX_KEY_BYTES - len(f"{folder}/{ext}".encode()))
+    return presigned_upload_key(prefix, tenant_id, kb_id, knowledge_id, clip_utf8(stem, room) + ext)
 
 
 def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
