@@ -95,7 +95,8 @@ def dead_letter_queues(*names: str) -> tuple[Any, ...]:
 
 def objects(prefix: str = "") -> dict[str, Any]:
     """Objects of the files bucket under `prefix`: tenants' files sit at the top level (`{tenant}/…`), so
-    only the service prefixes (uploads/, intents/, faq-imports/, transcribe/) can narrow a grant."""
+    only the service prefixes (uploads/, intents/, faq-imports/, transcribe/, image-texts/) can narrow a
+    grant."""
     return {"Fn::Sub": f"${{FilesBucket.Arn}}/{prefix}*"}
 
 
@@ -308,6 +309,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
         write_tables("chunks", "spans", "embedding-cache", "usage"),
         READ_OBJECTS,
         LIST_BUCKET,
+        # the tenants' cached image texts (chalicelib/services/image_texts.py), and nothing else it writes
+        Grant(("s3:PutObject",), (objects("image-texts/"),)),
         TASK_CALLBACKS,
         OCR,
         SEARCH_INDEX,

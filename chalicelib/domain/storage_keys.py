@@ -94,6 +94,17 @@ def exports_key(tenant_id: str, knowledge_id: str, attempt: int, data: bytes, ex
     return f"{tenant_id}/exports/{digest}{ext}"
 
 
+#: the multimodal task's cached image texts (services/image_texts): one top-level prefix, so the files bucket's
+#: lifecycle rule expires them and the task's role may write only there
+IMAGE_TEXTS_PREFIX = "image-texts/"
+
+
+def image_text_key(tenant_id: str, image_sha256: str, kind: str, recipe_sha256: str) -> str:
+    """An image's OCR text or caption, cached per tenant: named by the image's bytes and by the digest of
+    what decides the answer (engine or model, prompt, format version), never by a document or a prompt."""
+    return f"{IMAGE_TEXTS_PREFIX}{tenant_id}/{image_sha256}/{kind}-{recipe_sha256}.txt"
+
+
 def page_range_key(tenant_id: str, knowledge_id: str, attempt: int, part: str) -> str:
     """A large PDF parsed in page ranges: the plan (`plan.json`) and each range's Markdown and images
     (`pages-000100.md`, `pages-000100.images.json`), beside the attempt's Markdown (cleaned up with it)."""

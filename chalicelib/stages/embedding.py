@@ -30,6 +30,7 @@ from chalicelib.services.fairness import (
     keep_place,
     leave_pipeline,
 )
+from chalicelib.services.image_parents import bound_text_chunks
 from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, index_knowledge, index_slice
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.stage_queue import enqueue
@@ -332,19 +333,24 @@ def after_indexed(
         remove_earlier_attempts(deps, knowledge, images)
     if not images:
         deps.tracker.skip_stage(knowledge, Stage.MULTIMODAL, "no images")
-    described = images[:MAX_DESCRIBED_IMAGES]
-    if len(images) > len(described):
+    distinct = _distinct_urls(images)
+    described = distinct[:MAX_DESCRIBED_IMAGES]
+    if len(distinct) > len(described):
         deps.tracker.subspan(
             knowledge,
             Stage.MULTIMODAL,
             "multimodal.not_described",
             SpanStatus.SKIPPED,
-            {"images": len(images), "described": len(described), "reason": NOT_DESCRIBED},
+            {"images": len(distinct), "described": len(described), "reason": NOT_DESCRIBED},
         )
     if described:
         # before the Map starts, whose first image begins the stage (images_done is counted from their
         # spans); again by a delivery after a hand-over that died before it, never reopening a closed stage
         deps.tracker.planned(knowledge, Stage.MULTIMODAL, {"images_total": len(described)})
+    # each image's bound text chunk, found in one pass here rather than by a listing per image task
+    parents = (
+        bound_text_chunks(deps, knowledge, [str(image["url"]) for image in described]) if described else {}
+    )
     deps.workflow.start(
         execution_name(knowledge.id, knowledge.attempt),
         {
@@ -358,11 +364,24 @@ def after_indexed(
                     "url": image["url"],
                     "ocr_done": bool(image.get("ocr_in_markdown")),
                     "original": bool(image.get("is_original")),
+                    **({"parent_seq": parents[image["url"]].seq} if image["url"] in parents else {}),
                 }
                 for i, image in enumerate(described)
             ],
         },
     )
+
+
+def _distinct_urls(images: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The images once each: the page ranges of a large PDF each list an image they share (stored once, its
+    key named by its bytes), which would be described, and its chunks written, once per range."""
+    seen: set[str] = set()
+    distinct = []
+    for image in images:
+        if str(image["url"]) not in seen:
+            seen.add(str(image["url"]))
+            distinct.append(image)
+    return distinct
 
 
 def _images(deps: Dependencies, knowledge: Knowledge) -> list[dict[str, Any]]:

@@ -83,6 +83,9 @@ class ImageRef(BaseModel):
     ocr_done: bool = False
     #: the uploaded file itself (an image upload): always read, whatever enable_multimodel says
     original: bool = False
+    #: the sequence number of the text chunk its chunks are bound to (services.image_parents), found once
+    #: for the document at the hand-over; None in messages from before it (the task looks it up)
+    parent_seq: int | None = Field(default=None, ge=0)
 
 
 class ImageTaskModel(TaskMessageModel):

@@ -6,20 +6,33 @@ knowledge base has: OCR from the deployment's engine, or from the vision model w
 a caption only with a vision model (the sub-span says so when there is none). An image never fails its
 document: a failure is recorded on its sub-span and the task is answered. Chunk ids are deterministic per
 (knowledge, attempt, image, kind), so a redelivered task rewrites the same chunks and entries, and takes the
-texts an earlier delivery wrote instead of asking the model again.
+texts an earlier delivery wrote instead of asking the model again; then the tenant's image text cache
+(services/image_texts: the same bytes read by the same recipe in another document or an earlier attempt).
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.domain.errors import SpanErrorCode, StageError
-from chalicelib.domain.ids import image_chunk_id
+from chalicelib.domain.ids import chunk_id, image_chunk_id
 from chalicelib.domain.languages import with_languages
 from chalicelib.domain.process_config import EffectiveProcessConfig, resolve
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from chalicelib.enrich import images as prompts
-from chalicelib.ports import Dependencies, IndexSpace, ModelRequestError, ModelThrottled, ModelUnavailable
+from chalicelib.ports import (
+    Dependencies,
+    IndexSpace,
+    ModelRequestError,
+    ModelThrottled,
+    ModelUnavailable,
+    VisionModel,
+)
+from chalicelib.services.image_parents import bound_text_chunks
+from chalicelib.services.image_texts import Recipe, cached_text, image_digest, remember_text
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.stages.messages import ImageRef, ImageTaskModel
 from chalicelib.stages.runner import Skip, run_task, task_knowledge
@@ -27,6 +40,8 @@ from chalicelib.stages.runner import Skip, run_task, task_knowledge
 #: image chunks sort after every text chunk of the document: the base is chunking's MAX_CHUNKS_PER_DOCUMENT
 #: (at 100,000, a document of more text chunks shared its chunk_index numbers with its images)
 IMAGE_SEQ_BASE = 150_000
+OCR_MAX_TOKENS = 2048
+CAPTION_MAX_TOKENS = 512
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -53,13 +68,26 @@ def run(deps: Dependencies, task: ImageTaskModel) -> dict[str, Any]:
     texts: dict[ChunkType, str] = _read_before(deps, knowledge, image)
     failures: list[str] = []
     data: bytes | None = None
-    for kind, read in ((ChunkType.IMAGE_OCR, _ocr), (ChunkType.IMAGE_CAPTION, _caption)):
+    digest = ""
+    cached = {ChunkType.IMAGE_OCR: 0, ChunkType.IMAGE_CAPTION: 0}
+    for kind, plan in ((ChunkType.IMAGE_OCR, _ocr), (ChunkType.IMAGE_CAPTION, _caption)):
         if kind in texts:
             continue
         if data is None:
             data = deps.files.read(image.url)
+            digest = image_digest(data)
+        reading = plan(deps, effective, image)
+        if isinstance(reading, str):
+            outputs[f"{kind.value}_skipped"] = reading
+            continue
+        # the tenant's text of these very bytes by this very recipe (another document, an earlier attempt)
+        text = cached_text(deps, knowledge.tenant_id, digest, kind.value, reading.recipe)
+        if text:
+            texts[kind] = text
+            cached[kind] = 1
+            continue
         try:
-            text, note = read(deps, effective, image, data)
+            text, note = reading.read(data)
         except (StageError, ModelRequestError) as error:  # an image never fails its document
             failures.append(f"{kind.value}: {getattr(error, 'message', type(error).__name__)}")
             continue
@@ -71,12 +99,16 @@ def run(deps: Dependencies, task: ImageTaskModel) -> dict[str, Any]:
             outputs[f"{kind.value}_skipped"] = note
         if text:
             texts[kind] = text
+            remember_text(deps, knowledge.tenant_id, digest, kind.value, reading.recipe, text)
     if texts:
         _write_chunks(deps, knowledge, kb, image, texts)
     outputs.update(
         {
             "ocr_chars": len(texts.get(ChunkType.IMAGE_OCR, "")),
             "caption_chars": len(texts.get(ChunkType.IMAGE_CAPTION, "")),
+            # texts this task took from the tenant's image text cache instead of a model call
+            "ocr_cached": cached[ChunkType.IMAGE_OCR],
+            "caption_cached": cached[ChunkType.IMAGE_CAPTION],
         }
     )
     status = SpanStatus.FAILED if failures and not texts else SpanStatus.DONE
@@ -110,33 +142,53 @@ def _read_before(deps: Dependencies, knowledge: Knowledge, image: ImageRef) -> d
     }
 
 
-def _ocr(
-    deps: Dependencies, effective: EffectiveProcessConfig, image: ImageRef, data: bytes
-) -> tuple[str, str]:
-    """(text, why there is none)."""
+@dataclass(frozen=True)
+class _Reading:
+    """How one of an image's texts is read: what decides the answer (the cache's recipe) and the paid call,
+    which answers (text, why there is none)."""
+
+    recipe: Recipe
+    read: Callable[[bytes], tuple[str, str]]
+
+
+def _ocr(deps: Dependencies, effective: EffectiveProcessConfig, image: ImageRef) -> _Reading | str:
+    """How the image's OCR text is read, or why it is not."""
     if image.ocr_done:
-        return "", "the OCR text is already in the document"
+        return "the OCR text is already in the document"
     if effective.ocr_engine == "none":
-        return "", "ocr_engine is none"
+        return "ocr_engine is none"
     if effective.ocr_engine == "vlm":
         vision = deps.vision_model(effective.vlm_model_id)
         if vision is None:
-            return "", "no vision model configured"
-        return _described(vision.describe(data, prompts.OCR_PROMPT, max_tokens=2048))
+            return "no vision model configured"
+        return _vision_reading(vision, effective.vlm_model_id, prompts.OCR_PROMPT, OCR_MAX_TOKENS)
     ocr = deps.ocr()
     if ocr is None:
-        return "", "no OCR engine on this deployment"
-    return with_languages(ocr, effective.ocr_languages).recognize(data).strip(), ""
+        return "no OCR engine on this deployment"
+    engine = with_languages(ocr, effective.ocr_languages)
+    recipe: Recipe = {
+        "ocr_engine": effective.ocr_engine,
+        "engine": ocr.name,
+        "languages": list(effective.ocr_languages),
+    }
+    return _Reading(recipe, lambda data: (engine.recognize(data).strip(), ""))
 
 
-def _caption(
-    deps: Dependencies, effective: EffectiveProcessConfig, image: ImageRef, data: bytes
-) -> tuple[str, str]:
+def _caption(deps: Dependencies, effective: EffectiveProcessConfig, image: ImageRef) -> _Reading | str:
     vision = deps.vision_model(effective.vlm_model_id) if effective.vlm_model_id else None
     if vision is None:
-        return "", "no vision model configured (vlm_model_id)"
+        return "no vision model configured (vlm_model_id)"
     prompt = prompts.caption_prompt(effective.caption_language, effective.caption_instructions)
-    return _described(vision.describe(data, prompt, max_tokens=512))
+    return _vision_reading(vision, effective.vlm_model_id, prompt, CAPTION_MAX_TOKENS)
+
+
+def _vision_reading(vision: VisionModel, model_id: str, prompt: str, max_tokens: int) -> _Reading:
+    recipe: Recipe = {
+        "model": model_id,
+        "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
+        "max_tokens": max_tokens,
+    }
+    return _Reading(recipe, lambda data: _described(vision.describe(data, prompt, max_tokens=max_tokens)))
 
 
 def _described(reply: str) -> tuple[str, str]:
@@ -145,11 +197,21 @@ def _described(reply: str) -> tuple[str, str]:
     return ("", "the vision model declined to read the image") if prompts.declined(text) else (text, "")
 
 
+def _parent(deps: Dependencies, knowledge: Knowledge, image: ImageRef) -> Chunk | None:
+    """The text chunk the image's chunks are bound to: the one the hand-over found (one read by key), else
+    (a message from before it, or that chunk gone since) looked up among the document's chunks."""
+    if image.parent_seq is not None:
+        key = (knowledge.id, chunk_id(knowledge.id, knowledge.attempt, image.parent_seq))
+        chunk = deps.chunks.get_many([key]).get(key)
+        if chunk is not None and chunk.chunk_type == ChunkType.TEXT:
+            return chunk
+    return bound_text_chunks(deps, knowledge, [image.url]).get(image.url)
+
+
 def _write_chunks(
     deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, image: ImageRef, texts: dict[ChunkType, str]
 ) -> None:
-    all_text = [c for c in deps.chunks.list(knowledge.id) if c.chunk_type == ChunkType.TEXT]
-    parent = next((c for c in all_text if image.url in c.content), all_text[0] if all_text else None)
+    parent = _parent(deps, knowledge, image)
     chunks = [
         Chunk(
             id=image_chunk_id(knowledge.id, knowledge.attempt, image.index, _kind_tag(kind)),

@@ -92,7 +92,7 @@ def arn_of(roles: RoleBook, need: Need) -> str:
 
 
 #: where the code keeps objects in the files bucket: tenants' files at the top level, the service prefixes
-OBJECT_PREFIXES = ("a-tenant/", "uploads/", "intents/", "faq-imports/", "transcribe/")
+OBJECT_PREFIXES = ("a-tenant/", "uploads/", "intents/", "faq-imports/", "transcribe/", "image-texts/")
 
 
 def arns_of(roles: RoleBook, need: Need) -> list[str]:

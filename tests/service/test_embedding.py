@@ -26,7 +26,7 @@ from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.plan import planned_subtask
 from chalicelib.domain.storage_keys import images_manifest_key
-from chalicelib.domain.types import EnableStatus, Knowledge, KnowledgeBase, ParseStatus, Tenant
+from chalicelib.domain.types import ChunkType, EnableStatus, Knowledge, KnowledgeBase, ParseStatus, Tenant
 from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.operations.search import hybrid_search
 from chalicelib.ports import IndexSpace, IndexUnavailable, IndexWriteError, ModelRequestError, ModelThrottled
@@ -115,9 +115,23 @@ def test_stored_images_are_handed_to_the_workflow(
     ]
     files.save(images_manifest_key(kb.tenant_id, created.id, 1), json.dumps(manifest).encode())
     deliver(deps, "embedding")
+    # shown by no text chunk: each is bound to the first one (parent_seq, services.image_parents)
+    first = min(c.seq for c in deps.chunks.list(created.id) if c.chunk_type == ChunkType.TEXT)
     assert workflow.executions[execution_name(created.id, 1)].payload["images"] == [
-        {"index": 0, "url": "mem://files/t/exports/a.png", "ocr_done": False, "original": False},
-        {"index": 1, "url": "mem://files/t/exports/b.png", "ocr_done": True, "original": False},
+        {
+            "index": 0,
+            "url": "mem://files/t/exports/a.png",
+            "ocr_done": False,
+            "original": False,
+            "parent_seq": first,
+        },
+        {
+            "index": 1,
+            "url": "mem://files/t/exports/b.png",
+            "ocr_done": True,
+            "original": False,
+            "parent_seq": first,
+        },
     ]
 
 

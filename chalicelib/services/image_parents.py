@@ -1,0 +1,44 @@
+"""Which text chunk an image's OCR and caption chunks are bound to (spec §1.11): the first text chunk of the
+attempt that shows the image's URL, else the attempt's first text chunk. Found for all of a document's
+images in one pass over its chunks when its images are handed to the state machine (each image task then
+carries its parent's sequence number), instead of one listing of every chunk per image."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from chalicelib.domain.ids import attempt_chunk_prefix
+from chalicelib.domain.types import Chunk, ChunkType, Knowledge
+from chalicelib.ports import Dependencies
+
+PAGE = 1000
+
+
+def bound_text_chunks(deps: Dependencies, knowledge: Knowledge, urls: Sequence[str]) -> dict[str, Chunk]:
+    """Each URL's bound text chunk (a URL is absent when the attempt has no text chunk). Chunk ids sort as
+    their sequence numbers (ids.ordered_seq), so a key-ordered read meets the text chunks in document
+    order; it stops once every URL was seen."""
+    wanted = set(urls)
+    found: dict[str, Chunk] = {}
+    first: Chunk | None = None
+    # what every URL starts with (the store and the tenant's exports): a chunk without it shows none of them
+    stem = os.path.commonprefix(list(wanted))  # noqa: RUF071 - a string's prefix, not a path's
+    prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
+    after: str | None = None
+    while wanted:
+        page, after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=PAGE)
+        for chunk in page:
+            if chunk.chunk_type != ChunkType.TEXT:
+                continue
+            first = first or chunk
+            if stem not in chunk.content:
+                continue
+            for url in [url for url in wanted if url in chunk.content]:
+                found[url] = chunk
+                wanted.discard(url)
+        if after is None:
+            break
+    if first is not None:
+        found.update({url: first for url in wanted})
+    return found
