@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
+from chalicelib.domain.image_limits import MAX_IMAGE_PIXELS
 from chalicelib.parsers.magic import OLE_MAGIC, audio_kind, is_iso_media
 from chalicelib.ports import AsrEngine, OcrEngine, ParsedImage, ReadRequest, ReadResult
 
@@ -37,7 +38,7 @@ class Limits:
     max_images: int = 50
     max_markdown_chars: int = 50_000_000
     convert_timeout_s: float = 180.0
-    max_image_pixels: int = 40_000_000  # the OCR engines' own cap: a larger image could never be read
+    max_image_pixels: int = MAX_IMAGE_PIXELS
     max_html_depth: int = 10_000  # element nesting; tree builders slow down per open element
     #: wall time for one parse, checked between steps: within the docreader's 900 s with room to store what it
     #: read (and, for a page, up to 120 s of remote images); settings' page ranges are sized to fit in it

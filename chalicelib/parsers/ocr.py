@@ -25,14 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from chalicelib.domain import metering
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode, TransientStageError, provider_code
+from chalicelib.domain.image_limits import MAX_IMAGE_PIXELS
 from chalicelib.parsers.base import image_kind
 from chalicelib.settings import subprocess_env
 
 if TYPE_CHECKING:  # numpy is imported where it is used: Textract-only functions import this module
     import numpy as np
     import numpy.typing as npt
-
-MAX_OCR_PIXELS = 40_000_000
 
 
 TARGET_DPI = 300  # tesseract's accuracy peaks at about 300 dpi (x-height of 20-30 px on body text)
@@ -254,7 +253,7 @@ def _upscale_factor(width: int, height: int, dpi: float | None) -> float:
         factor = TARGET_DPI / ASSUMED_PAGE_DPI
     else:
         factor = 1.0
-    factor = min(factor, MAX_UPSCALE, (MAX_OCR_PIXELS / max(width * height, 1)) ** 0.5)
+    factor = min(factor, MAX_UPSCALE, (MAX_IMAGE_PIXELS / max(width * height, 1)) ** 0.5)
     return factor if factor > 1.05 else 1.0
 
 
@@ -315,10 +314,10 @@ def _normalise_image(
     from PIL import Image, ImageFilter, ImageOps
 
     with _decoded_or_permanent(), Image.open(io.BytesIO(image)) as img:
-        if img.width * img.height > MAX_OCR_PIXELS:
+        if img.width * img.height > MAX_IMAGE_PIXELS:
             raise PermanentStageError(
                 f"The image is too large to OCR ({img.width:,} × {img.height:,} pixels; the limit is "
-                f"{MAX_OCR_PIXELS:,}).",
+                f"{MAX_IMAGE_PIXELS:,}).",
                 code=SpanErrorCode.DOCREADER_PARSE_FAILED,
             )
         factor = _upscale_factor(img.width, img.height, _image_dpi(img)) if upscale else 1.0

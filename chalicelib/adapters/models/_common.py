@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from chalicelib.domain.errors import provider_code
+from chalicelib.domain.image_limits import MAX_IMAGE_PIXELS
 from chalicelib.ports import ModelRequestError
 
 __all__ = ["provider_code"]  # the adapters' own name for the domain's rule
@@ -73,8 +74,6 @@ VISION_MAX_BYTES = 3_750_000
 VISION_MAX_SIDE = 8_000
 #: a larger image is scaled to this long side: more than the VLMs look at (they resize to ~1,600-2,048)
 VISION_SCALED_SIDE = 4_096
-#: decoding more pixels than this is refused (a decompression bomb): the OCR engines' own cap
-VISION_MAX_PIXELS = 40_000_000
 _PLAIN_MODES = {"png": {"1", "L", "LA", "P", "RGB", "RGBA"}, "jpeg": {"L", "RGB"}}
 
 
@@ -82,7 +81,7 @@ def vision_image(image: bytes) -> tuple[bytes, str]:
     """(bytes, format) a VLM accepts: the image as it is when it is already one (png/jpeg/gif/webp, one frame,
     8-bit, within the size caps), else its first frame re-encoded (BMP, TIFF, CMYK or 16-bit, animated,
     too large) as PNG, or JPEG when that is still too large. ModelRequestError for bytes no VLM would read
-    (not an image, or more pixels than VISION_MAX_PIXELS); a retry would read them the same way."""
+    (not an image, or more pixels than MAX_IMAGE_PIXELS); a retry would read them the same way."""
     import io
     import warnings
 
@@ -94,9 +93,9 @@ def vision_image(image: bytes) -> tuple[bytes, str]:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(image)) as img:
                 width, height = img.size
-                if width * height > VISION_MAX_PIXELS:
+                if width * height > MAX_IMAGE_PIXELS:
                     raise ModelRequestError(
-                        f"the image has {width} x {height} pixels, more than {VISION_MAX_PIXELS:,} a VLM is sent"
+                        f"the image has {width} x {height} pixels, more than {MAX_IMAGE_PIXELS:,} a VLM is sent"
                     )
                 plain = (
                     fmt is not None
