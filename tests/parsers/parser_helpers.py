@@ -3,6 +3,7 @@
 import ctypes
 import io
 import wave
+from collections.abc import Mapping
 from pathlib import Path
 
 import pypdfium2 as pdfium
@@ -82,3 +83,23 @@ def helvetica_pdf(
         xref,
     )
     return bytes(out)
+
+
+def xlsx_workbook(
+    cells: Mapping[str, object], more: Mapping[str, Mapping[str, object]] | None = None
+) -> bytes:
+    """An xlsx whose sheet "Data" holds `cells` (A1-style references), and `more` sheets by title."""
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    sheet.title = "Data"
+    for ref, value in cells.items():
+        sheet[ref] = value
+    for title, its_cells in (more or {}).items():
+        other = workbook.create_sheet(title)
+        for ref, value in its_cells.items():
+            other[ref] = value
+    out = io.BytesIO()
+    workbook.save(out)
+    return out.getvalue()

@@ -4,11 +4,10 @@ context (ParseContext.sheet_measures): measured once, and not kept in a cache ke
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
-import openpyxl
 import pytest
+from parser_helpers import xlsx_workbook
 
 from chalicelib.parsers import guards, office
 from chalicelib.parsers.base import MeasuredOnce, ParseContext
@@ -17,17 +16,6 @@ from chalicelib.ports import ReadRequest
 _FAR = {"A1": "name", "B1": "value", "A2": "alpha", "B2": 1, "J600000": "FAR NOTE"}
 _MARKDOWN = "## Data\n\n| name | value | col10 |\n|---|---|---|\n| alpha | 1 |  |\n|  |  | FAR NOTE |\n"
 _MEASURES = {"xl/worksheets/sheet1.xml": (5, 600_000, 10)}
-
-
-def _workbook(cells: dict[str, object]) -> bytes:
-    workbook = openpyxl.Workbook()
-    sheet = workbook.active
-    sheet.title = "Data"
-    for ref, value in cells.items():
-        sheet[ref] = value
-    out = io.BytesIO()
-    workbook.save(out)
-    return out.getvalue()
 
 
 @pytest.fixture
@@ -58,7 +46,7 @@ def watched(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 def test_the_preflights_sheet_measures_reach_the_sparse_reader_without_a_second_measure(
     reader: Any, watched: dict[str, Any]
 ) -> None:
-    data = _workbook(_FAR)
+    data = xlsx_workbook(_FAR)
     result = reader.read(ReadRequest(data=data, file_name="far.xlsx", file_type="xlsx"))
     assert result.markdown == _MARKDOWN
     assert watched["check_zip"] == 1  # the preflight's
@@ -67,7 +55,7 @@ def test_the_preflights_sheet_measures_reach_the_sparse_reader_without_a_second_
 
 
 def test_a_context_without_the_measures_measures_the_sheets_itself(watched: dict[str, Any]) -> None:
-    data = _workbook(_FAR)
+    data = xlsx_workbook(_FAR)
     request = ReadRequest(data=data, file_name="far.xlsx", file_type="xlsx")
     result = office.parse_spreadsheet(request, ParseContext())
     assert result.markdown == _MARKDOWN

@@ -18,6 +18,7 @@ from typing import Any
 import openpyxl
 import pytest
 from openpyxl.styles import Font
+from parser_helpers import xlsx_workbook
 
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
 from chalicelib.parsers.base import Limits, ParseContext
@@ -26,21 +27,6 @@ from chalicelib.parsers.office import parse_spreadsheet
 from chalicelib.ports import ReadRequest
 
 ROOT = Path(__file__).parents[2]
-
-
-def _workbook(cells: dict[str, object], more: dict[str, dict[str, object]] | None = None) -> bytes:
-    workbook = openpyxl.Workbook()
-    sheet = workbook.active
-    sheet.title = "Data"
-    for ref, value in cells.items():
-        sheet[ref] = value
-    for title, its_cells in (more or {}).items():
-        other = workbook.create_sheet(title)
-        for ref, value in its_cells.items():
-            other[ref] = value
-    out = io.BytesIO()
-    workbook.save(out)
-    return out.getvalue()
 
 
 def _markdown(data: bytes, limits: Limits | None = None, **options: object) -> str:
@@ -53,7 +39,7 @@ _TOP = {"A1": "name", "B1": "value", "A2": "alpha", "B2": 1, "A3": "beta", "B3":
 
 @pytest.mark.parametrize(("far", "label"), [("J600000", "col10"), ("E999999", "col5")])
 def test_a_far_cell_is_read_with_the_sheets_other_cells_and_no_empty_rows(far: str, label: str) -> None:
-    data = _workbook({**_TOP, far: "FAR NOTE"})
+    data = xlsx_workbook({**_TOP, far: "FAR NOTE"})
     assert _markdown(data) == (
         f"## Data\n\n| name | value | {label} |\n|---|---|---|\n"
         "| alpha | 1 |  |\n| beta | 2.5 |  |\n|  |  | FAR NOTE |\n"
@@ -219,7 +205,7 @@ def test_reading_a_far_cell_takes_little_memory(far: str, label: str, tmp_path: 
     """Memory in a process of its own, its address space capped at 150 MB over what it had mapped before the
     read, and its peak (ru_maxrss, MB): calamine's grid of E1:E999999 was 224 MB more, and of A1:XFD1048576
     an allocation of 512 GB that aborted the process."""
-    answer = _peak(_workbook({**_TOP, far: "FAR NOTE"}), tmp_path)
+    answer = _peak(xlsx_workbook({**_TOP, far: "FAR NOTE"}), tmp_path)
     assert answer["markdown"].endswith(
         f"| {label} |\n|---|---|---|\n| alpha | 1 |  |\n| beta | 2.5 |  |\n|  |  | FAR NOTE |\n"
     )
@@ -280,7 +266,7 @@ def test_a_sheet_whose_few_cells_make_a_large_table_is_refused_before_the_table_
 
 def test_other_engines_still_meet_the_extent_limit() -> None:
     """An engine that builds the whole grid (MarkItDown's pandas) keeps the preflight's extent check."""
-    data = _workbook({**_TOP, "XFD1048576": "FAR NOTE"})
+    data = xlsx_workbook({**_TOP, "XFD1048576": "FAR NOTE"})
     error = _refused(check_zip, data, Limits(), "Excel", sheets=True)
     assert "1,048,576 rows × 16,384 columns" in error.message
 
