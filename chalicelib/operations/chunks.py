@@ -144,7 +144,12 @@ def edit_chunk(
             # stages noted about it (the graph checkpoint: its facts were read from the old text)
             metadata = {k: v for k, v in changed.metadata.items() if k != "questions" and not _internal(k)}
             changed = replace(
-                changed, content=text, content_hash=content_hash(text), metadata={**metadata, "edited": True}
+                changed,
+                content=text,
+                content_hash=content_hash(text),
+                metadata={**metadata, "edited": True},
+                # the images the new text still shows (with what their tasks wrote of them)
+                image_info=[info for info in chunk.image_info if str(info.get("url") or "\0") in text],
             )
         else:  # maybe the retry of an edit whose graph refresh the queue did not take (a parser's text: none)
             refresh_again = chunk.metadata.get("edited") is True

@@ -32,7 +32,6 @@ by a signed download link (a `local://` store's object is copied into the files 
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
@@ -41,6 +40,7 @@ from typing import Any, TypedDict, TypeVar
 from chalicelib.commands import MetadataIn, SearchRequest
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest
+from chalicelib.domain.image_info import INTERNAL_URL
 from chalicelib.domain.repetition import near_duplicates, words_of
 from chalicelib.domain.resources import Resource, resource_id_for
 from chalicelib.domain.retrieval import deepened, retriever_lists
@@ -76,9 +76,6 @@ class CopyRef(TypedDict):
     knowledge_title: str
     chunk_id: str
     score: float
-
-
-_INTERNAL_URL = re.compile(r"(?:local|s3|mem|storage)://[^\s()<>\[\]\"'`]+")
 
 
 def reads_query(model: EmbeddingModel, query: str) -> bool:
@@ -230,7 +227,7 @@ class _Links:
         """Reads the catalog rows of the internal URLs in these hits' texts and images, in one batch."""
         urls: dict[str, None] = {}
         for text, chunk in hits:
-            urls.update(dict.fromkeys(_INTERNAL_URL.findall(text)))
+            urls.update(dict.fromkeys(INTERNAL_URL.findall(text)))
             urls.update(dict.fromkeys(str(i.get("url") or "") for i in (chunk.image_info if chunk else [])))
         ids = [resource_id_for(url) for url in urls if url]
         self.catalog = self.deps.resources.get_many(ids) if ids else {}
@@ -254,7 +251,7 @@ class _Links:
             return None
 
     def rewrite(self, knowledge: Knowledge, text: str) -> str:
-        return _INTERNAL_URL.sub(lambda m: self.link(knowledge, m.group(0)) or "", text)
+        return INTERNAL_URL.sub(lambda m: self.link(knowledge, m.group(0)) or "", text)
 
     def images(self, knowledge: Knowledge, chunk: Chunk | None) -> list[dict[str, Any]]:
         out = []

@@ -470,6 +470,13 @@ class ChunkRepo(ChunkRepoint, Protocol):
         exists in `kb_id` at `attempt` (its metadata's): False when it does not (deleted, moved, reparsed)."""
         ...
 
+    def merge_image_info(
+        self, knowledge_id: str, chunk_id: str, url: str, fields: dict[str, str], *, kb_id: str, attempt: int
+    ) -> bool:
+        """`fields` set on the `image_info` entry of `url` (added if absent) atomically, on the terms of
+        `set_metadata`; True when the chunk holds them."""
+        ...
+
 
 class SpanRepo(Protocol):
     def put(self, span: Span) -> None: ...

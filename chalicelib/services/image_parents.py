@@ -5,10 +5,10 @@ carries its parent's sequence number), instead of one listing of every chunk per
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 from chalicelib.domain.ids import attempt_chunk_prefix
+from chalicelib.domain.image_info import ShownImages
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge
 from chalicelib.ports import Dependencies
 
@@ -22,8 +22,8 @@ def bound_text_chunks(deps: Dependencies, knowledge: Knowledge, urls: Sequence[s
     wanted = set(urls)
     found: dict[str, Chunk] = {}
     first: Chunk | None = None
-    # what every URL starts with (the store and the tenant's exports): a chunk without it shows none of them
-    stem = os.path.commonprefix(list(wanted))  # noqa: RUF071 - a string's prefix, not a path's
+    # the rule chunking fills text chunks' image_info by: the bound chunk lists the image
+    shown = ShownImages({"url": url} for url in wanted)
     prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
     after: str | None = None
     while wanted:
@@ -32,11 +32,10 @@ def bound_text_chunks(deps: Dependencies, knowledge: Knowledge, urls: Sequence[s
             if chunk.chunk_type != ChunkType.TEXT:
                 continue
             first = first or chunk
-            if stem not in chunk.content:
-                continue
-            for url in [url for url in wanted if url in chunk.content]:
-                found[url] = chunk
-                wanted.discard(url)
+            for url in shown.urls(chunk.content):
+                if url in wanted:
+                    found[url] = chunk
+                    wanted.discard(url)
         if after is None:
             break
     if first is not None:

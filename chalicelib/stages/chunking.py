@@ -7,13 +7,16 @@ chunks, so a redelivered message or a crash mid-stage never duplicates chunks.
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
 from chalicelib.domain.ids import chunk_id, content_hash
+from chalicelib.domain.image_info import ShownImages
 from chalicelib.domain.process_config import resolve
-from chalicelib.domain.storage_keys import parsed_markdown_key
+from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
@@ -67,18 +70,21 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     )
     from chalicelib.chunker import normalise_markdown
 
-    parsed = files_of(deps, knowledge).url_for(
-        parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
-    )
+    store = files_of(deps, knowledge)
+    attempt_key = (knowledge.tenant_id, knowledge.id, knowledge.attempt)
     try:
-        markdown = normalise_markdown(deps.files.read(parsed).decode("utf-8"))
+        markdown = normalise_markdown(
+            deps.files.read(store.url_for(parsed_markdown_key(*attempt_key))).decode("utf-8")
+        )
+        images = json.loads(deps.files.read(store.url_for(images_manifest_key(*attempt_key))))
     except FileNotFoundError:
-        # a delete (or a reparse's clean-up) that landed since the live read took the parsed Markdown
+        # a delete (or a reparse's clean-up) that landed since the live read took its Markdown or manifest
         if live_knowledge(deps, message) is not None:
             raise
         give_back_if_left(deps, knowledge.tenant_id, knowledge.id)
         return
     chunks, extra = build_chunks(knowledge, markdown, config)
+    show_images(chunks, images)
     if not chunks:
         raise PermanentStageError("the document produced no chunks", code=SpanErrorCode.CHUNKING_FAILED)
     limit = chunk_limit(len(markdown.encode()))
@@ -158,6 +164,15 @@ def build_chunks(
     chunks = [c for c in chunks if c.content.strip()]
     _link(chunks)
     return chunks, {}
+
+
+def show_images(chunks: Sequence[Chunk], images: Sequence[Mapping[str, Any]]) -> None:
+    """Each text chunk's `image_info`: an entry per stored image of the manifest its text shows (spec §1.9),
+    which the image's task later completes with its caption and OCR text."""
+    shown = ShownImages(images)
+    for chunk in chunks:
+        if chunk.chunk_type == ChunkType.TEXT:
+            chunk.image_info = shown.image_info(chunk.content)
 
 
 def _link(chunks: list[Chunk]) -> None:

@@ -124,6 +124,10 @@ def run(deps: Dependencies, task: ImageTaskModel) -> dict[str, Any]:
     return {k: v for k, v in outputs.items() if k.endswith("_chars")}
 
 
+#: the `image_info` field of each of an image's texts
+_INFO_FIELD = {ChunkType.IMAGE_OCR: "ocr_text", ChunkType.IMAGE_CAPTION: "caption"}
+
+
 def _kind_tag(kind: ChunkType) -> str:
     return "ocr" if kind == ChunkType.IMAGE_OCR else "cap"
 
@@ -225,7 +229,7 @@ def _write_chunks(
             start_at=parent.start_at if parent else 0,
             end_at=parent.end_at if parent else 0,
             parent_chunk_id=parent.id if parent else "",
-            image_info=[{"url": image.url, ("ocr_text" if kind == ChunkType.IMAGE_OCR else "caption"): text}],
+            image_info=[{"url": image.url, _INFO_FIELD[kind]: text}],
             metadata={"attempt": knowledge.attempt},
         )
         for kind, text in texts.items()
@@ -245,6 +249,11 @@ def _write_chunks(
 
     if not kept_after_write(deps, knowledge, undo, undo_superseded=undo_superseded):
         raise Skip("the knowledge was deleted, cancelled or superseded")
+    if parent is not None:  # the text chunk showing the image describes it too (its text and index kept)
+        fields = {_INFO_FIELD[kind]: text for kind, text in texts.items()}
+        deps.chunks.merge_image_info(
+            knowledge.id, parent.id, image.url, fields, kb_id=kb.id, attempt=knowledge.attempt
+        )
     if not kb.indexing_strategy.needs_embedding:
         return
     from chalicelib.services.indexing import chunk_entries, embed_texts, index_as_the_document_is

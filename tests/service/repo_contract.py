@@ -832,6 +832,37 @@ class RepoContract:
         assert "see_also" not in repos.chunks.get_many([(k, second.id)])[(k, second.id)].metadata
         assert len(repos.chunks.list(k)) == 2  # nothing written for a chunk that is not there
 
+    def test_merge_image_info_sets_fields_on_one_url_entry_keeping_the_rest_of_the_chunk(
+        self, repos: Repos
+    ) -> None:
+        k = new_id()
+        first, second = self._chunks(k, 2, 2)
+        first = replace(
+            first, image_info=[{"url": "mem://a.png"}, {"url": "mem://b.png", "original_url": "x"}]
+        )
+        repos.chunks.put_many([first, second])
+        merge = repos.chunks.merge_image_info
+        # two images of one chunk, each merged into its own entry: both survive
+        assert merge(k, first.id, "mem://b.png", {"caption": "a crane"}, kb_id="kb", attempt=2)
+        assert merge(k, first.id, "mem://a.png", {"ocr_text": "Berth 4"}, kb_id="kb", attempt=2)
+        assert merge(k, first.id, "mem://a.png", {"caption": "a sign"}, kb_id="kb", attempt=2)
+        assert merge(k, first.id, "mem://a.png", {"caption": "a sign"}, kb_id="kb", attempt=2)  # again: held
+        assert merge(
+            k, first.id, "mem://c.png", {"caption": "a map"}, kb_id="kb", attempt=2
+        )  # not shown: added
+        stored = repos.chunks.get_many([(k, first.id)])[(k, first.id)]
+        assert stored.image_info == [
+            {"url": "mem://a.png", "ocr_text": "Berth 4", "caption": "a sign"},
+            {"url": "mem://b.png", "original_url": "x", "caption": "a crane"},
+            {"url": "mem://c.png", "caption": "a map"},
+        ]
+        assert (stored.content, stored.seq, stored.metadata) == (first.content, first.seq, first.metadata)
+        assert not merge(k, second.id, "mem://a.png", {"caption": "x"}, kb_id="kb", attempt=1)
+        assert not merge(k, second.id, "mem://a.png", {"caption": "x"}, kb_id="other", attempt=2)
+        assert not merge(k, "missing", "mem://a.png", {"caption": "x"}, kb_id="kb", attempt=2)
+        assert repos.chunks.get_many([(k, second.id)])[(k, second.id)].image_info == []
+        assert len(repos.chunks.list(k)) == 2  # nothing written for a chunk that is not there
+
     def test_repoint_changes_only_the_kb_id_of_the_chunks_in_another_kb(self, repos: Repos) -> None:
         k = new_id()
         first, second, third = self._chunks(k, 1, 3)

@@ -17,6 +17,7 @@ from chalicelib.adapters.dynamo.tables import Models, _condition_failed
 from chalicelib.domain import metering
 from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.errors import TransientStageError
+from chalicelib.domain.image_info import with_image_fields
 from chalicelib.domain.types import (
     Chunk,
     ChunkType,
@@ -228,6 +229,25 @@ class DynamoChunkRepo:
             return {**read, "metadata": {**stored.metadata, key: value}}
 
         return self._put_changed(knowledge_id, chunk_id, with_value, "its metadata was set")
+
+    def merge_image_info(
+        self, knowledge_id: str, chunk_id: str, url: str, fields: dict[str, str], *, kb_id: str, attempt: int
+    ) -> bool:
+        """As `set_metadata`: another image's merge into the same chunk in between fails the put, which is
+        tried again on the body stored then, so neither is lost."""
+        held = False  # the last body read holds the fields already: nothing to put
+
+        def merged(read: dict[str, Any]) -> dict[str, Any] | None:
+            nonlocal held
+            stored = chunk_from_body(read)
+            held = False
+            if stored.kb_id != kb_id or stored.metadata.get("attempt") != attempt:
+                return None
+            info = with_image_fields(stored.image_info, url, fields)
+            held = info == stored.image_info
+            return None if held else {**read, "image_info": info}
+
+        return self._put_changed(knowledge_id, chunk_id, merged, "its images were described") or held
 
 
 # ---------------------------------------------------------------- tasks

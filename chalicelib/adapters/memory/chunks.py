@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.adapters.memory.clock import _ms
+from chalicelib.domain.image_info import with_image_fields
 from chalicelib.domain.types import (
     Chunk,
     ChunkType,
@@ -97,4 +98,14 @@ class MemoryChunkRepo:
             if chunk is None or chunk.kb_id != kb_id or chunk.metadata.get("attempt") != attempt:
                 return False
             chunk.metadata[key] = copy.deepcopy(value)
+            return True
+
+    def merge_image_info(
+        self, knowledge_id: str, chunk_id: str, url: str, fields: dict[str, str], *, kb_id: str, attempt: int
+    ) -> bool:
+        with self._lock:
+            chunk = self._rows.get(knowledge_id, {}).get(chunk_id)
+            if chunk is None or chunk.kb_id != kb_id or chunk.metadata.get("attempt") != attempt:
+                return False
+            chunk.image_info = with_image_fields(chunk.image_info, url, fields)
             return True
