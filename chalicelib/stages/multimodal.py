@@ -165,7 +165,7 @@ def _ocr(deps: Dependencies, effective: EffectiveProcessConfig, image: ImageRef)
         vision = deps.vision_model(effective.vlm_model_id)
         if vision is None:
             return "no vision model configured"
-        return _vision_reading(vision, effective.vlm_model_id, prompts.OCR_PROMPT, OCR_MAX_TOKENS)
+        return _vision_reading(vision, prompts.OCR_PROMPT, OCR_MAX_TOKENS)
     ocr = deps.ocr()
     if ocr is None:
         return "no OCR engine on this deployment"
@@ -183,12 +183,13 @@ def _caption(deps: Dependencies, effective: EffectiveProcessConfig, image: Image
     if vision is None:
         return "no vision model configured (vlm_model_id)"
     prompt = prompts.caption_prompt(effective.caption_language, effective.caption_instructions)
-    return _vision_reading(vision, effective.vlm_model_id, prompt, CAPTION_MAX_TOKENS)
+    return _vision_reading(vision, prompt, CAPTION_MAX_TOKENS)
 
 
-def _vision_reading(vision: VisionModel, model_id: str, prompt: str, max_tokens: int) -> _Reading:
+def _vision_reading(vision: VisionModel, prompt: str, max_tokens: int) -> _Reading:
     recipe: Recipe = {
-        "model": model_id,
+        # the model the catalog resolves the tenant's name to now (an operator may point the name elsewhere)
+        "model": vision.model_id,
         "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
         "max_tokens": max_tokens,
     }

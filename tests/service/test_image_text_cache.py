@@ -38,6 +38,7 @@ class CountingVision:
     refuses, while `refusals` last)."""
 
     def __init__(self, refusals: int = 0) -> None:
+        self.model_id = "bedrock/vl"  # the spec the operator's catalog resolves the tenant's name to
         self.prompts: list[str] = []
         self.refusals = refusals
 
@@ -101,7 +102,14 @@ def settings(deps: Services, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 @pytest.fixture
 def vision(deps: Services, monkeypatch: pytest.MonkeyPatch) -> CountingVision:
     model = CountingVision()
-    monkeypatch.setattr(deps, "vision_model", lambda model_id: model if model_id.startswith("vl") else None)
+
+    def resolved(name: str) -> CountingVision | None:
+        if not name.startswith("vl"):
+            return None
+        model.model_id = f"bedrock/{name}"
+        return model
+
+    monkeypatch.setattr(deps, "vision_model", resolved)
     return model
 
 
@@ -300,3 +308,20 @@ def test_an_image_the_page_ranges_share_is_handed_over_once(
     deliver(deps, "embedding")
     images = workflow.executions[execution_name(created.id, 1)].payload["images"]
     assert [(image["index"], image["url"]) for image in images] == [(0, logo), (1, chart)]
+
+
+def test_a_catalog_name_pointed_at_another_model_pays_again(
+    deps: Services,
+    kb: KnowledgeBase,
+    settings: dict[str, Any],
+    vision: CountingVision,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The recipe names the model the catalog resolves the name to, not the tenant's name for it."""
+    _describe(deps, _ingested(deps, kb, "a.md", _document("Alpha", LOGO)))
+    repointed = CountingVision()
+    repointed.model_id = "bedrock/another-model"  # the operator's catalog now maps "vl" there
+    monkeypatch.setattr(deps, "vision_model", lambda name: repointed)
+    [outputs] = _describe(deps, _ingested(deps, kb, "b.md", _document("Beta", LOGO)))
+    assert (outputs["ocr_cached"], outputs["caption_cached"]) == (0, 0)
+    assert (repointed.ocr_calls(), repointed.caption_calls()) == (1, 1)

@@ -19,6 +19,8 @@ from .conftest import drain, task_body, upload
 
 
 class Replying:
+    model_id = "bedrock/fake-vision"
+
     def __init__(self, reply: str) -> None:
         self.reply = reply
 

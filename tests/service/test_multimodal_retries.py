@@ -25,6 +25,8 @@ from .conftest import drain, task_body, upload
 class TimingOutCaptions:
     """A vision model that reads text at once and times out on the first `timeouts` captions."""
 
+    model_id = "bedrock/fake-vision"
+
     def __init__(self, timeouts: int) -> None:
         self.timeouts = timeouts
         self.prompts: list[str] = []

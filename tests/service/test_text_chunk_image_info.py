@@ -55,6 +55,8 @@ class NamingOcr:
 
 
 class NamingVision:
+    model_id = "bedrock/fake-vision"
+
     def describe(self, image: bytes, prompt: str, *, max_tokens: int = 1024) -> str:
         return f"a {NAMES[image]} square"
 
