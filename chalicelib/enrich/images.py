@@ -116,9 +116,11 @@ def clean(reply: str) -> str:
 #: ("Sorry, we're closed" on a sign, "申し訳ございませんが、カードはご利用できません" on a till are text)
 _DECLINE_OPENING = re.compile(
     r"^(?:i\b|i['’]m\b|sorry\b|unfortunately\b|as an ai\b"
-    r"|lo siento\b|lamentablemente\b|no puedo\b|désolée?\b|malheureusement\b|je ne peux\b"
-    r"|leider\b|es tut mir leid\b|entschuldigung\b|ich kann\b"
-    r"|(?:很|非常)?抱歉|对不起|對不起|不好意思|我(?:无法|無法|不能)|作为|作為"
+    r"|lo siento\b|lo lamento\b|perd[oó]n\b|disculp[ae]\b|lamentablemente\b|no puedo\b"
+    r"|(?:je suis )?désolée?\b|malheureusement\b|je ne peux\b"
+    r"|leider\b|(?:es )?tut mir leid\b|entschuldigung\b|ich kann\b"
+    # 作为 opens many sentences ("as a public venue…"): only as the model speaking of itself
+    r"|(?:很|非常)?抱歉|对不起|對不起|不好意思|我(?:无法|無法|不能)|作[为為](?:一[个個])?(?:ai|人工智能|语言模型|語言模型|助手)"
     r"|申し訳|すみません|残念ながら|私は|私には"
     r"|죄송|유감|저는|제가)",
     re.I,
