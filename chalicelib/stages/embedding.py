@@ -17,6 +17,7 @@ from typing import Any
 
 from chalicelib.domain.errors import ContinueLater, PermanentStageError, SpanErrorCode
 from chalicelib.domain.ids import execution_name
+from chalicelib.domain.process_config import resolve
 from chalicelib.domain.progress import SPAN_COUNTERS
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge, KnowledgeBase, SpanStatus, Stage, StageMessage
@@ -349,7 +350,9 @@ def after_indexed(
         deps.tracker.planned(knowledge, Stage.MULTIMODAL, {"images_total": len(described)})
     # each image's bound text chunk, found in one pass here rather than by a listing per image task
     parents = (
-        bound_text_chunks(deps, knowledge, [str(image["url"]) for image in described]) if described else {}
+        bound_text_chunks(deps, knowledge, [str(image["url"]) for image in described])
+        if _described_at_all(deps, knowledge, described)
+        else {}
     )
     deps.workflow.start(
         execution_name(knowledge.id, knowledge.attempt),
@@ -370,6 +373,17 @@ def after_indexed(
             ],
         },
     )
+
+
+def _described_at_all(deps: Dependencies, knowledge: Knowledge, images: list[dict[str, Any]]) -> bool:
+    """Whether an image task will write chunks (multimodal on, or the upload is the image itself): only then
+    are the images' bound text chunks worth finding (a walk over the document's chunks)."""
+    if not images:
+        return False
+    if any(image.get("is_original") for image in images):
+        return True
+    kb = deps.kbs.get(knowledge.kb_id)
+    return kb is not None and resolve(kb, knowledge.process_overrides).enable_multimodel
 
 
 def _distinct_urls(images: list[dict[str, Any]]) -> list[dict[str, Any]]:

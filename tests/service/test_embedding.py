@@ -109,13 +109,15 @@ def test_stored_images_are_handed_to_the_workflow(
     deps: Services, kb: KnowledgeBase, files: MemoryFileStore, workflow: MemoryWorkflow
 ) -> None:
     created = chunked(deps, kb)
+    deps.kbs.put(replace(kb, enrichment=replace(kb.enrichment, enable_multimodel=True)))
     manifest = [
         {"url": "mem://files/t/exports/a.png"},
         {"url": "mem://files/t/exports/b.png", "ocr_in_markdown": True},
     ]
     files.save(images_manifest_key(kb.tenant_id, created.id, 1), json.dumps(manifest).encode())
     deliver(deps, "embedding")
-    # shown by no text chunk: each is bound to the first one (parent_seq, services.image_parents)
+    # shown by no text chunk: each is bound to the first one (parent_seq, services.image_parents; looked
+    # for only when the images will be described: multimodal on here)
     first = min(c.seq for c in deps.chunks.list(created.id) if c.chunk_type == ChunkType.TEXT)
     assert workflow.executions[execution_name(created.id, 1)].payload["images"] == [
         {

@@ -25,7 +25,7 @@ from chalicelib.domain.types import ChunkType, Knowledge, KnowledgeBase, Tenant
 from chalicelib.enrich.images import OCR_PROMPT
 from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.operations.tenants import create_tenant_with_key
-from chalicelib.stages import multimodal
+from chalicelib.stages import embedding, multimodal
 from chalicelib.tasks.reparse import reparse
 
 from .conftest import chunked, deliver, drain, task_body, upload
@@ -95,7 +95,8 @@ def settings(deps: Services, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """What every knowledge base's documents are read with (changed by a test between documents)."""
     chosen: dict[str, Any] = {"enable_multimodel": True, "vlm_model_id": "vl", "ocr_engine": "vlm"}
     real = multimodal.resolve
-    monkeypatch.setattr(multimodal, "resolve", lambda kb, o: replace(real(kb, o), **chosen))
+    for stage in (multimodal, embedding):  # the hand-over asks too (are the images described at all?)
+        monkeypatch.setattr(stage, "resolve", lambda kb, o: replace(real(kb, o), **chosen))
     return chosen
 
 
@@ -325,3 +326,15 @@ def test_a_catalog_name_pointed_at_another_model_pays_again(
     [outputs] = _describe(deps, _ingested(deps, kb, "b.md", _document("Beta", LOGO)))
     assert (outputs["ocr_cached"], outputs["caption_cached"]) == (0, 0)
     assert (repointed.ocr_calls(), repointed.caption_calls()) == (1, 1)
+
+
+def test_the_hand_over_does_not_look_for_bound_chunks_when_no_image_will_be_described(
+    deps: Services, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Multimodal off (the default): every image task is skipped, so the walk over the chunks is not made."""
+    assert not kb.enrichment.enable_multimodel
+    walks: list[Any] = []
+    real = embedding.bound_text_chunks
+    monkeypatch.setattr(embedding, "bound_text_chunks", lambda *args: walks.append(args) or real(*args))
+    _ingested(deps, kb, "a.md", _document("Alpha", LOGO))
+    assert walks == []
