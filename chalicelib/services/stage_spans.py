@@ -110,7 +110,7 @@ class SpanTracker:
         now = _now()
         if status == SpanStatus.RUNNING and span.started_at is None:
             span.started_at = now
-        if status not in OPEN:
+        if status not in OPEN and (span.status != status or span.ended_at is None):  # when it ends, not after
             span.ended_at = now
             span.started_at = span.started_at or now
         span.status = status

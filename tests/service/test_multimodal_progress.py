@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import base64
 import io
+from datetime import UTC, datetime
 from typing import Any
 from unittest.mock import patch
 
+import pytest
 from chalice.test import Client
 from PIL import Image
 
@@ -18,8 +20,10 @@ from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase, EnrichmentBody
 from chalicelib.domain.errors import PermanentStageError
 from chalicelib.domain.ids import execution_name
+from chalicelib.domain.types import SpanStatus, Stage
 from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.operations.tenants import create_tenant_with_key
+from chalicelib.services import stage_spans
 from chalicelib.stages import embedding, multimodal, postprocess
 
 from .conftest import MAIN_STAGES, deliver, drain, failed_ids, task_body, upload
@@ -170,3 +174,20 @@ def deliver_until_embedding_fails(deps: Services, queue: MemoryTaskQueue) -> Non
         if busy[0] == "embedding" and failed_ids(response):
             return
     raise AssertionError("the embedding message never failed")
+
+
+def test_totals_planned_again_on_a_closed_stage_keep_when_it_ended(
+    deps: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant, _ = create_tenant_with_key(deps, "harbour")
+    kb = create_kb(deps, tenant.id, CreateKnowledgeBase(name="docs"))
+    knowledge = upload(deps, kb, "plain.md", b"# Plain\n\nSome text.\n")
+    closed_at = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    monkeypatch.setattr(stage_spans, "_now", lambda: closed_at)
+    deps.tracker.begin_stage(knowledge, Stage.MULTIMODAL)
+    deps.tracker.end_stage(knowledge, Stage.MULTIMODAL)
+    monkeypatch.setattr(stage_spans, "_now", lambda: datetime(2026, 1, 1, 13, 0, tzinfo=UTC))
+    deps.tracker.planned(knowledge, Stage.MULTIMODAL, {"images_total": 3})  # a late redelivery
+    span = deps.spans.get(knowledge.id, knowledge.attempt, Stage.MULTIMODAL.value)
+    assert span is not None and span.status == SpanStatus.DONE
+    assert span.ended_at == closed_at
