@@ -5,8 +5,10 @@
     python scripts/rebuild_opensearch_index.py --index weknora-baai-bge-m3-1024
 
 The client is the one the deployed adapter builds (`OPENSEARCH_URL`, SigV4 for an `.amazonaws.com` endpoint
-with the default AWS credentials). Pause the stage queues' triggers while it runs: writes made meanwhile are
-not copied (a difference in document counts makes it refuse, leaving the old index serving).
+with the default AWS credentials). Writes to an index are blocked while it is copied: the stages retry and the
+API answers 503 meanwhile, so pausing the stage queues' triggers is advisable (a stage blocked past its tries
+fails its document), not required for correctness. A refusal leaves the old index serving and writable; a copy
+still running after `--timeout` is named by its task id, and a re-run refuses until it is done.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--all", action="store_true", help="every index of the adapter the client can see")
     parser.add_argument("--url", help="the OpenSearch endpoint (default: OPENSEARCH_URL)")
     parser.add_argument("--dry-run", action="store_true", help="print what it would do, change nothing")
-    parser.add_argument("--timeout", type=float, default=REINDEX_TIMEOUT, help="seconds to wait for a copy")
+    parser.add_argument(
+        "--timeout", type=float, default=REINDEX_TIMEOUT, help="seconds to wait for a copy (its task)"
+    )
     args = parser.parse_args(argv)
 
     settings = get_settings()

@@ -1,7 +1,8 @@
 """The operator's rebuild (`opensearch_rebuild`) on osmem: a legacy index is copied from its own `_source` into
 `versioned_name(name)` behind an alias `name`, atomically; a re-run is a no-op or converges after a crash; a
-difference in counts refuses and leaves the old index serving. osmem rejects `knn` queries, so the vectors are
-compared as stored (`_source`), which is what a knn query reads."""
+difference in counts refuses and leaves the old index serving, writable; writes during the copy are refused as
+busy. osmem rejects `knn` queries, so the vectors are compared as stored (`_source`), which is what a knn query
+reads. The copy's task (osmem has no `_tasks`) is in test_index_opensearch_rebuild_tasks."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from chalicelib.adapters.index.opensearch_rebuild import (
     rebuild_all,
     rebuild_index,
 )
-from chalicelib.ports import IndexSpace
+from chalicelib.ports import IndexSpace, IndexUnavailable
 
 DOCS = [
     entry("lang-c", "Pointers in C are plain addresses", knowledge="c", vector=vec(1, 0, 0)),
@@ -140,6 +141,7 @@ def test_a_rerun_after_a_crash_converges(
         with pytest.raises(Crash):
             rebuild_index(engine.client, space.name)
     assert _concrete(engine, space) == {space.name: [], target: []}  # no alias moved
+    assert not _blocked(engine, space.name)  # the write block is lifted
     assert _knowledge_found(engine, space, "C++") == {"c", "cpp", "cs"}  # the old index serves on
     assert index_names(engine.client) == [space.name]  # the leftover is no name of its own
     engine.client.index(index=target, id="stray", body={"id": "stray", "kb_id": "kb1"}, refresh=True)
@@ -157,28 +159,74 @@ def test_a_rerun_after_a_crash_converges(
     assert _knowledge_found(engine, space, "C++") == {"cpp"}
 
 
-def test_a_count_difference_refuses_and_the_old_index_serves_on(
+def _blocked(engine: OpenSearchEngine, index: str) -> bool:
+    settings = engine.client.indices.get_settings(index=index)[index]["settings"]["index"]
+    return str(settings.get("blocks", {}).get("write", "false")) == "true"
+
+
+def test_writes_during_the_copy_are_refused_as_busy_and_the_swapped_index_agrees(
     engine: OpenSearchEngine, space: IndexSpace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A write lands in the old index during the copy (the triggers were not paused): nothing is swapped, the
-    copy is deleted, and every document, the late one too, is still found through `name`."""
+    """The serving index is write-blocked while it is copied (the API writes it too: a chunk switch, an
+    entry's upsert, a move): each write is the port's IndexUnavailable (a stage retries it, the API answers
+    503), none is lost in the swap, and once swapped the index takes writes again. (A reviewer's case: a switch
+    accepted during the copy was undone by the swap.)"""
+    _legacy(engine, space, 2)
+    reindex = engine.client.reindex
+    refused: list[str] = []
+
+    def copy_with_writes_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        answer = reindex(*args, **kwargs)  # osmem copies before it answers: these come after the copy read
+        assert _blocked(engine, space.name)
+        writes = {
+            "switch": lambda: engine.set_enabled(space, "kb1", ["lang-cs"], False),
+            "upsert": lambda: engine.batch_index(space, [entry("late", "A C++ note", knowledge="late")]),
+            "move": lambda: engine.move_knowledge(space, "kb1", "kb2", ["other"]),
+        }
+        for what, write in writes.items():
+            with pytest.raises(IndexUnavailable, match="rejected as busy"):
+                write()
+            refused.append(what)
+        return answer
+
+    monkeypatch.setattr(engine.client, "reindex", copy_with_writes_meanwhile)
+    result = rebuild_index(engine.client, space.name)
+    monkeypatch.undo()
+
+    assert refused == ["switch", "upsert", "move"]
+    assert (result.rebuilt, result.documents) == (True, len(DOCS))
+    target = versioned_name(space.name)
+    assert _concrete(engine, space) == {target: [space.name]} and not _blocked(engine, target)
+    assert "lang-cs" in ids(engine.hybrid_search(space, "kb1", "Generics reified", None, 5, vector=False))
+    # the retried switch now lands, and stays
+    assert engine.set_enabled(space, "kb1", ["lang-cs"], False) == 1
+    assert "lang-cs" not in ids(engine.hybrid_search(space, "kb1", "Generics reified", None, 5, vector=False))
+
+
+def test_a_count_difference_refuses_and_the_old_index_serves_on_writable(
+    engine: OpenSearchEngine, space: IndexSpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy that comes up short (a document lost on the way): nothing is swapped, the copy is deleted, and the
+    old index serves every document through `name`, its write block lifted."""
     _legacy(engine, space, None)
     reindex = engine.client.reindex
 
-    def copy_then_a_late_write(*args: Any, **kwargs: Any) -> Any:
+    def a_short_copy(*args: Any, **kwargs: Any) -> Any:
         answer = reindex(*args, **kwargs)
-        engine.batch_index(space, [entry("late", "A C++ note written meanwhile", knowledge="late")])
+        engine.client.delete(index=versioned_name(space.name), id="other", refresh=True)
         return answer
 
-    monkeypatch.setattr(engine.client, "reindex", copy_then_a_late_write)
-    with pytest.raises(RebuildRefused, match="holds 4 documents"):
+    monkeypatch.setattr(engine.client, "reindex", a_short_copy)
+    with pytest.raises(RebuildRefused, match=f"the copy holds {len(DOCS) - 1} documents, {space.name} 4;"):
         rebuild_index(engine.client, space.name)
     monkeypatch.undo()
 
     assert _concrete(engine, space) == {space.name: []}  # the copy is gone, the legacy index serves
+    assert not _blocked(engine, space.name)
+    engine.batch_index(space, [entry("late", "A C++ note written afterwards", knowledge="late")])
     assert engine.count(space, "kb1") == len(DOCS) + 1
     assert "late" in _knowledge_found(engine, space, "C++")
-    assert rebuild_index(engine.client, space.name).documents == len(DOCS) + 1  # once writes are paused
+    assert rebuild_index(engine.client, space.name).documents == len(DOCS) + 1
 
 
 def test_the_copy_keeps_the_vector_fields_engine_parameters_and_dimension(

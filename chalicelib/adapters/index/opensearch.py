@@ -26,7 +26,7 @@ the joiners and the `++`/`#` stay as the user wrote them): on an index without `
 version 2 or before, `c++`, `c#` and `c` are all `c` there, as before (a `C++` query still finds C and C#
 text). `scripts/rebuild_opensearch_index.py` (`opensearch_rebuild`) rebuilds one from its own `_source` (no
 re-embedding) as `versioned_name(name)`, the form `ensure_index` creates, behind an alias `name` (the space's
-name, which requests use), swapped in atomically; pause the stage queues' triggers while it runs.
+name, which requests use), swapped in atomically; writes are blocked on the old index while it is copied.
 
 Folding (`chalicelib.domain.text_fold.fold`: NFKC width folding, traditional → simplified Chinese with OpenCC,
 lowercase) runs here in Python, because no stock OpenSearch analyzer has OpenCC's dictionary: a document
@@ -565,9 +565,18 @@ class OpenSearchEngine:
                 )
             except NotFoundError:
                 return 0
+            except TransportError as error:
+                # failed deletes answer with the worst one's status: 403 on a write block, with the failures
+                if not (isinstance(error.info, Mapping) and error.info.get("failures")):
+                    raise
+                resp = error.info
             failures = resp.get("failures")
             if failures:
                 first = failures[0] if isinstance(failures[0], Mapping) else {}
+                if all(
+                    isinstance(f, Mapping) and _busy_item({**f, "error": f.get("cause")}) for f in failures
+                ):
+                    raise IndexUnavailable(f"delete_by_query: {len(failures)} deletes rejected as busy")
                 raise IndexWriteError(
                     f"delete_by_query: {len(failures)} failures; first: "
                     f"{_failure(first.get('status'), first.get('cause'))}"

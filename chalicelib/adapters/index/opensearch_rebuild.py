@@ -6,30 +6,45 @@ and writes unchanged), as `OpenSearchEngine.ensure_index` creates new ones. A re
 
 1. finds the index serving `name`: the one behind the alias, or a legacy concrete index called `name`;
 2. does nothing when that is `versioned_name(name)` already (the name carries the analysis version);
-3. drops a leftover `versioned_name(name)` no alias points at (a crashed run's copy, maybe partial);
+3. drops a leftover `versioned_name(name)` no alias points at (a crashed run's copy, maybe partial), unless a
+   reindex task still writes into it (`_tasks`): then it refuses and says the task;
 4. creates `versioned_name(name)` with `index_body` at the serving index's dimension, kNN engine, HNSW
-   parameters, shards and replicas, and `_reindex`es the serving index into it;
-5. compares the two document counts, and on a difference deletes the copy and refuses (the old index
-   keeps serving);
-6. swaps in one `POST _aliases` (`add` the alias to the copy, `remove_index` the old index): `name` never
-   resolves to no index, nor to two.
+   parameters, shards and replicas;
+5. blocks writes on the serving index (`index.blocks.write`), refreshes it, and starts `_reindex` into the
+   copy as a task (`wait_for_completion=false`, sent once: a resent POST would start a second copy into the
+   same index), then polls the task until it completes; after `timeout` it refuses and keeps the copy (the
+   task still writes into it: a re-run refuses until it is done, then drops it);
+6. compares the two document counts, and on a difference (or a failed copy) deletes the copy and refuses;
+7. swaps in one `POST _aliases` (`add` the alias to the copy, `remove_index` the old index): `name` never
+   resolves to no index, nor to two. The old index goes with its block.
 
-Writes made during the copy are not carried over: pause the stage queues' triggers (their event source
-mappings) while it runs. The count check catches a document added or deleted meanwhile, not an update (a
-switch, a move) of one already copied: pausing is the rule, the check its guard. A re-run after a crash at
-any step converges: before the swap the old index still serves and the copy is made again; the swap is
-atomic; after it there is nothing to do.
+The write block is lifted again whenever it refuses or fails before the swap: the old index serves on as it
+was. While it is on, every write to `name` is refused with `cluster_block_exception`, which the adapter reads
+as busy (the port's IndexUnavailable): the stages retry, the API answers 503 `index_unavailable`, so nothing
+written meanwhile is lost. Pausing the stage queues' triggers (their event source mappings) is no longer
+needed for correctness, still advisable: a stage blocked past its tries (about a minute) fails its document
+visibly. A re-run after a crash at any step converges: before the swap the old index still serves and the
+copy is made again; the swap is atomic; after it there is nothing to do. A block a crash left on (its lift
+failed too) goes with the old index at the re-run's swap, or by hand: `PUT <index>/_settings
+{"index.blocks.write": null}`.
+
+A server without the task API (osmem, the tests' emulator, copies before it answers `_reindex`) is taken at its
+word: an answer without a `task` is the finished copy's result, and a `_tasks` call it answers "no handler
+found" means no task runs and the copy is done; the count check is the guard.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from opensearchpy import OpenSearch
-from opensearchpy.exceptions import NotFoundError
+from opensearchpy.exceptions import NotFoundError, TransportError
 
 from chalicelib.adapters.index.opensearch import (
     ANALYSIS_VERSION,
@@ -41,6 +56,8 @@ from chalicelib.ports import IndexSpace
 
 #: a rebuild waits this long for `_reindex` to copy the whole index
 REINDEX_TIMEOUT = 3600.0
+#: seconds between two looks at the copy's task
+POLL_SECONDS = 5.0
 
 
 class RebuildRefused(RuntimeError):
@@ -146,41 +163,129 @@ def _count(client: OpenSearch, index: str) -> int:
     return int(client.count(index=index)["count"])
 
 
+def _no_task_api(error: TransportError) -> bool:
+    """The answer of a server without `_tasks` (osmem: 400 "no handler found for uri ..."), not a task's 404
+    (`resource_not_found_exception`) nor any other refusal."""
+    return (
+        error.status_code in (400, 404)
+        and isinstance(error.error, str)
+        and error.error.startswith("no handler found")
+    )
+
+
+def running_copies(client: OpenSearch, target: str) -> list[str]:
+    """The ids of the reindex tasks writing into `target` now (their description says `to [target]`)."""
+    try:
+        found = client.tasks.list(actions="*reindex", detailed=True)
+    except TransportError as error:
+        if _no_task_api(error):  # a server that copies before it answers: nothing runs
+            return []
+        raise
+    into = re.compile(rf"\bto \[{re.escape(target)}\]")
+    return sorted(
+        task_id
+        for node in found.get("nodes", {}).values()
+        for task_id, task in node.get("tasks", {}).items()
+        if into.search(str(task.get("description", "")))
+    )
+
+
+@contextlib.contextmanager
+def _sent_once(client: OpenSearch) -> Iterator[None]:
+    """The client's requests are not resent meanwhile: a `_reindex` POST answered 502/503/504 or timed out may
+    have started its task all the same, and a resent one starts another copy into the same index.
+    opensearch-py (3.x) has no per-call retry option: its transport reads `max_retries` on each request."""
+    transport = client.transport
+    retries = transport.max_retries
+    transport.max_retries = 0
+    try:
+        yield
+    finally:
+        transport.max_retries = retries
+
+
+def _set_write_block(client: OpenSearch, index: str, blocked: bool) -> None:
+    # null removes the setting (the index's default: writable)
+    client.indices.put_settings(index=index, body={"index": {"blocks": {"write": True if blocked else None}}})
+
+
+def _copy(client: OpenSearch, plan: RebuildPlan, *, timeout: float, poll: float) -> Mapping[str, Any]:
+    """Copies the serving index into the target; returns the finished copy's `_reindex` result. After
+    `timeout` seconds, refuses with the task left running and the target kept."""
+    body = {"source": {"index": plan.serving}, "dest": {"index": plan.target}}
+    with _sent_once(client):
+        started: Mapping[str, Any] = client.reindex(body=body, refresh=True, wait_for_completion=False)
+    task = started.get("task")
+    if task is None:  # a server that copied before it answered: this is the result
+        return started
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status: Mapping[str, Any] = client.tasks.get(task_id=task)
+        except TransportError as error:
+            if _no_task_api(error):  # osmem: its task ran before it answered
+                return {}
+            raise
+        if status.get("completed"):
+            return {"failures": ["the task failed"]} if status.get("error") else status.get("response", {})
+        if time.monotonic() >= deadline:
+            raise RebuildRefused(
+                f"{plan.name}: the copy into {plan.target} still runs as task {task} after {timeout:g}s; "
+                f"the old index serves on, {plan.target} is kept while the task writes into it: re-run once "
+                f"it is done (GET _tasks/{task}), or cancel it (POST _tasks/{task}/_cancel)"
+            )
+        time.sleep(poll)
+
+
 def rebuild_index(
-    client: OpenSearch, name: str, *, dry_run: bool = False, timeout: float = REINDEX_TIMEOUT
+    client: OpenSearch,
+    name: str,
+    *,
+    dry_run: bool = False,
+    timeout: float = REINDEX_TIMEOUT,
+    poll: float = POLL_SECONDS,
 ) -> RebuildResult:
     """Brings `name` to `index_body` behind its alias (the steps in the module's docstring). Raises
-    RebuildRefused with the old index still serving when it cannot."""
+    RebuildRefused with the old index still serving, writable, when it cannot."""
     plan = plan_rebuild(client, name)
     if plan.up_to_date or dry_run:
         return RebuildResult(plan, rebuilt=False, documents=0)
     if plan.leftover:
+        running = running_copies(client, plan.target)
+        if running:
+            raise RebuildRefused(
+                f"{plan.name}: a copy into {plan.target} is still running: task {', '.join(running)}; "
+                "re-run once it is done"
+            )
         client.indices.delete(index=plan.target)
     client.indices.create(index=plan.target, body=_target_body(client, plan))
-    copied = client.reindex(
-        body={"source": {"index": plan.serving}, "dest": {"index": plan.target}},
-        refresh=True,
-        wait_for_completion=True,
-        request_timeout=timeout,
-    )
-    client.indices.refresh(index=plan.target)
-    before, after = _count(client, plan.serving), _count(client, plan.target)
-    failed = bool(copied.get("failures") or copied.get("timed_out"))
-    if failed or before != after:
-        client.indices.delete(index=plan.target)
-        why = "the copy failed" if failed else "were the stage queues' triggers paused?"
-        raise RebuildRefused(
-            f"{plan.name}: the copy holds {after} documents, {plan.serving} {before} ({why}); "
-            "the copy is deleted, the old index serves on"
+    _set_write_block(client, plan.serving, True)
+    swapped = False
+    try:
+        client.indices.refresh(index=plan.serving)  # the copy reads what was written before the block
+        copied = _copy(client, plan, timeout=timeout, poll=poll)
+        client.indices.refresh(index=plan.target)
+        before, after = _count(client, plan.serving), _count(client, plan.target)
+        failed = bool(copied.get("failures") or copied.get("timed_out"))
+        if failed or before != after:
+            client.indices.delete(index=plan.target)
+            raise RebuildRefused(
+                f"{plan.name}: the copy holds {after} documents, {plan.serving} {before}"
+                f"{' (the copy failed)' if failed else ''}; the copy is deleted, the old index serves on"
+            )
+        client.indices.update_aliases(
+            body={
+                "actions": [
+                    {"add": {"index": plan.target, "alias": plan.name}},
+                    {"remove_index": {"index": plan.serving}},
+                ]
+            }
         )
-    client.indices.update_aliases(
-        body={
-            "actions": [
-                {"add": {"index": plan.target, "alias": plan.name}},
-                {"remove_index": {"index": plan.serving}},
-            ]
-        }
-    )
+        swapped = True
+    finally:
+        if not swapped:
+            with contextlib.suppress(NotFoundError):  # the swap went through after all: the index is gone
+                _set_write_block(client, plan.serving, False)
     return RebuildResult(plan, rebuilt=True, documents=_count(client, plan.name))
 
 
@@ -205,7 +310,10 @@ def index_names(client: OpenSearch) -> list[str]:
 
 
 def rebuild_all(
-    client: OpenSearch, *, dry_run: bool = False, timeout: float = REINDEX_TIMEOUT
+    client: OpenSearch, *, dry_run: bool = False, timeout: float = REINDEX_TIMEOUT, poll: float = POLL_SECONDS
 ) -> list[RebuildResult]:
     """`rebuild_index` for every name of `index_names`, one after another; stops at the first refusal."""
-    return [rebuild_index(client, name, dry_run=dry_run, timeout=timeout) for name in index_names(client)]
+    return [
+        rebuild_index(client, name, dry_run=dry_run, timeout=timeout, poll=poll)
+        for name in index_names(client)
+    ]
