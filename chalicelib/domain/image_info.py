@@ -3,6 +3,7 @@ appearance, which the multimodal task completes with the image's caption and OCR
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -48,13 +49,49 @@ class ShownImages:
         return [dict(self.entries[url]) for url in self.urls(text)]
 
 
+#: what a text chunk's image_info may hold, as stored (JSON, non-ASCII escaped: a CJK character is 6 bytes):
+#: its images' texts are the image chunks'; this copy is clipped so the chunk stays far within DynamoDB's
+#: 400 KB item (a paragraph showing a dozen scanned pages would otherwise pass it, and every write fail)
+IMAGE_INFO_MAX_BYTES = 64 * 1024
+
+
+def _stored_size(value: object) -> int:
+    return len(json.dumps(value))
+
+
+def _clipped(text: str, max_bytes: int) -> str:
+    """The longest prefix of `text` whose JSON string is at most `max_bytes` ("" when not even a character)."""
+    if _stored_size(text) <= max_bytes:
+        return text
+    low, high = 0, len(text)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if _stored_size(text[:mid]) <= max_bytes:
+            low = mid
+        else:
+            high = mid - 1
+    return text[:low]
+
+
 def with_image_fields(
     image_info: Sequence[Mapping[str, Any]], url: str, fields: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
-    """`image_info` with `fields` set on the entry of `url` (an entry added at the end when there is none)."""
+    """`image_info` with `fields` set on the entry of `url` (an entry added at the end when there is none),
+    their texts clipped to keep the texts within IMAGE_INFO_MAX_BYTES (an entry past it keeps its url only)."""
     merged = [dict(entry) for entry in image_info]
-    for entry in merged:
-        if entry.get("url") == url:
-            entry.update(fields)
-            return merged
-    return [*merged, {"url": url, **fields}]
+    entry = next((e for e in merged if e.get("url") == url), None)
+    if entry is None:
+        entry = {"url": url}
+        merged.append(entry)
+    for name, value in fields.items():
+        held = entry.get(name)
+        if isinstance(value, str) and isinstance(held, str) and held and value.startswith(held):
+            continue  # written before (clipped as it fitted then): the same again changes nothing
+        entry.pop(name, None)
+        if isinstance(value, str):
+            room = IMAGE_INFO_MAX_BYTES - _stored_size(merged) - _stored_size(name) - 4  # `, "name": `
+            value = _clipped(value, max(room, 0))
+            if not value:  # no room left: the entry keeps its url (the image chunks hold the texts)
+                continue
+        entry[name] = value
+    return merged

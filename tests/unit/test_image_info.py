@@ -4,7 +4,10 @@ stores' is still found; a link that only begins with a stored URL is not that im
 
 from __future__ import annotations
 
-from chalicelib.domain.image_info import ShownImages, with_image_fields
+import json
+from typing import Any
+
+from chalicelib.domain.image_info import IMAGE_INFO_MAX_BYTES, ShownImages, with_image_fields
 
 A, B, C = "mem://files/t/a.png", "storage://eu/t/b.png", "s3://bucket/t/c.png"
 
@@ -38,3 +41,19 @@ def test_fields_merge_into_the_urls_entry_or_a_new_one() -> None:
     ]
     assert with_image_fields(info, C, {"caption": "c"}) == [*info, {"url": C, "caption": "c"}]
     assert info == [{"url": A}, {"url": B, "caption": "old"}]  # the input is left as it was
+
+
+def test_a_chunk_showing_many_scanned_pages_keeps_its_image_info_within_its_budget() -> None:
+    """Twelve pages of Chinese OCR text (8,000 characters each, 6 bytes each once stored) would pass
+    DynamoDB's 400 KB item: the copies in image_info are clipped, the first ones whole while they fit."""
+    page = "港口" * 4000
+    info: list[dict[str, Any]] = []
+    for n in range(12):
+        info = with_image_fields(info, f"s3://b/t/exports/{n}.png", {"ocr_text": page, "caption": "a page"})
+    urls_only = sum(len(json.dumps({"url": entry["url"]})) for entry in info)
+    assert len(json.dumps(info)) <= IMAGE_INFO_MAX_BYTES + urls_only
+    assert [entry["url"] for entry in info] == [f"s3://b/t/exports/{n}.png" for n in range(12)]
+    assert info[0]["ocr_text"] == page and info[-1] == {"url": "s3://b/t/exports/11.png"}
+    assert all(page.startswith(entry.get("ocr_text", "")) for entry in info)
+    # merging the same texts again changes nothing
+    assert with_image_fields(info, "s3://b/t/exports/0.png", {"ocr_text": page, "caption": "a page"}) == info
