@@ -32,6 +32,7 @@ by a signed download link (a `local://` store's object is copied into the files 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
@@ -47,6 +48,7 @@ from chalicelib.domain.retrieval import deepened, retriever_lists
 from chalicelib.domain.storage_keys import image_copy_key
 from chalicelib.domain.text_fold import latin_share
 from chalicelib.domain.types import Chunk, ChunkType, EnableStatus, Knowledge, KnowledgeBase, ParseStatus
+from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, EmbeddingModel, IndexSpace
 from chalicelib.services.indexing import embed_query
 from chalicelib.services.ownership import require_kb
@@ -475,4 +477,29 @@ def hybrid_search(
         knowledge, chunk = sources[result["id"]]
         result["content"] = links.rewrite(knowledge, result["content"])
         result["images"] = links.images(knowledge, chunk)
-    return answer
+    return within_answer_size(answer)
+
+
+#: an answer's JSON (as the API writes it: non-ASCII escaped, a CJK character 6 bytes) stays under Lambda's 6 MB
+#: response: 100 hits of long CJK chunks with their images' texts could pass it, and the caller got a 502
+SEARCH_ANSWER_MAX_BYTES = 5 * 1024 * 1024
+_IMAGE_TEXTS = ("caption", "ocr_text")
+
+
+def within_answer_size(answer: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The answer within SEARCH_ANSWER_MAX_BYTES: past it, the hits' images without their texts (each image's
+    texts are hits of their own), then the last hits left out (logged, without text)."""
+    size = len(json.dumps(answer))
+    if size <= SEARCH_ANSWER_MAX_BYTES:
+        return answer
+    for result in answer:
+        result["images"] = [{k: v for k, v in i.items() if k not in _IMAGE_TEXTS} for i in result["images"]]
+    sizes = [len(json.dumps(result)) + 1 for result in answer]
+    kept = len(answer)
+    while kept > 1 and sum(sizes[:kept]) + 1 > SEARCH_ANSWER_MAX_BYTES:
+        kept -= 1
+    logger.warning(
+        "search: the answer was cut to fit the response size",
+        extra={"bytes": size, "hits": len(answer), "kept": kept},
+    )
+    return answer[:kept]
