@@ -17,6 +17,7 @@ the file's entry in the resource catalog (services/resources.py), answered by `G
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +95,20 @@ def list_chunks(
     page, after = deps.chunks.list_page(
         knowledge.id, prefix=prefix, after=query.cursor or None, limit=query.limit
     )
-    return {"items": [_view(c) for c in page], "next_cursor": after or ""}
+    items: list[dict[str, Any]] = []
+    size = 0
+    for chunk in page:
+        item = _view(chunk)
+        size += len(json.dumps(item, default=str)) + 1
+        if items and size > CHUNK_PAGE_MAX_BYTES:  # the rest on the next page, from this chunk on
+            return {"items": items, "next_cursor": items[-1]["id"]}
+        items.append(item)
+    return {"items": items, "next_cursor": after or ""}
+
+
+#: a page of chunks stays under Lambda's 6 MB response (JSON, non-ASCII escaped): 200 chunks of a scanned
+#: CJK document's OCR text, each with its image's texts, would pass it
+CHUNK_PAGE_MAX_BYTES = 5 * 1024 * 1024
 
 
 def _chunk(deps: Dependencies, knowledge: Knowledge, chunk_id: str) -> Chunk:
