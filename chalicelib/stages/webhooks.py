@@ -44,6 +44,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
+from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.types import ParseStatus, SpanStatus
 from chalicelib.domain.webhooks import (
@@ -70,6 +71,8 @@ QUEUE = WEBHOOK_QUEUE
 #: a running claim older than this was a worker that died (the function times out at 60 s); less than the
 #: queue's visibility timeout (360 s), so the copy that found it busy takes it over when it comes back
 STALE_TRY_SECONDS = 120
+#: the codes of a URL the SSRF check refuses at delivery time (FetchFailed.code)
+REFUSED_CODES = frozenset({SpanErrorCode.SSRF_BLOCKED.value, SpanErrorCode.HOST_UNRESOLVED.value})
 
 
 class TryInFlight(Exception):
@@ -166,7 +169,10 @@ def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
     try:
         status = deps.webhook_sender.post(hook.url, body, headers).status
     except FetchFailed as error:  # nothing answered (timeout, refused connection) or the URL is blocked now
-        refused = error.permanent
+        # Only the SSRF check's refusal parks at once; any other failure, a redirect the client does not
+        # follow included, is an answer that is not a 2xx: retried, then parked after the last try.
+        refused = error.permanent and error.code in REFUSED_CODES
+        status = error.status
     duration_ms = int((time.monotonic() - started) * 1000)
     last_try = message.attempt >= deps.settings.webhook_max_attempts
     if status is not None and 200 <= status < 300:

@@ -245,7 +245,9 @@ def test_an_event_that_holds_the_word_announce_is_delivered_not_misread(
 def test_a_url_refused_at_delivery_is_parked_at_once(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
 ) -> None:
-    receiver = Receiver(FetchFailed("URL blocked: the address is not allowed", permanent=True))
+    receiver = Receiver(
+        FetchFailed("URL blocked: the address is not allowed", permanent=True, code="ssrf_blocked")
+    )
     deps.webhook_sender = receiver
     hook = hook_on(deps, kb)
     upload(deps, kb)
