@@ -28,6 +28,7 @@ from chalicelib.net.ssrf import (
     URLBlocked,
     ValidatedURL,
     check_addresses,
+    default_resolver,
     validate_url,
 )
 from chalicelib.ports import FetchFailed
@@ -56,6 +57,34 @@ def _refusal(blocked: URLBlocked, *, redirected: bool) -> FetchError:
     if isinstance(blocked, HostUnresolved):  # the resolver not answering now is worth a later try
         return FetchError(f"{where}: {reason}", permanent=not blocked.transient, code=blocked.code)
     return FetchError(f"{where} blocked: {reason}", permanent=True, code=blocked.code)
+
+
+def _resolved_by(resolver: Resolver | None, deadline: float) -> Resolver:
+    """`resolver` (DNS by default) given until the exchange's deadline: a name a tenant controls may answer
+    slowly, and the lookup runs before any socket the deadline cuts. Past it the lookup counts as the
+    resolver not answering now (EAI_AGAIN: a later try may do), while its thread finishes on its own."""
+    lookup = resolver or default_resolver
+
+    def bounded(host: str, port: int) -> list[str]:
+        answer: list[list[str]] = []
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                answer.append(lookup(host, port))
+            except BaseException as error:  # handed to the caller's thread as it is
+                failure.append(error)
+
+        worker = threading.Thread(target=run, name="dns-lookup", daemon=True)
+        worker.start()
+        worker.join(max(deadline - time.monotonic(), 0.0))
+        if failure:
+            raise failure[0]
+        if not answer:
+            raise socket.gaierror(socket.EAI_AGAIN, "the lookup took longer than the request's time")
+        return answer[0]
+
+    return bounded
 
 
 @dataclass
@@ -188,7 +217,9 @@ class SafeHttpClient:
         origin: tuple[str, str, int] | None = None
         for _hop in range(self.max_redirects + 1):
             try:
-                target = validate_url(current, self.allow_list, resolver=self.resolver)
+                target = validate_url(
+                    current, self.allow_list, resolver=_resolved_by(self.resolver, deadline)
+                )
             except URLBlocked as exc:
                 if redirects:  # not chained: the cause's text names the server's target (tracebacks, logs)
                     raise _refusal(exc, redirected=True) from None
@@ -234,17 +265,19 @@ class SafeHttpClient:
         are not followed: a model endpoint that redirects a POST is misconfigured or hostile. `status_only`:
         the answer's body is not read (a webhook receiver's answer counts by its status alone, however large
         or slow its body)."""
+        deadline = time.monotonic() + self.timeout
         try:
-            target = validate_url(url, self.allow_list, resolver=self.resolver)
+            target = validate_url(url, self.allow_list, resolver=_resolved_by(self.resolver, deadline))
         except URLBlocked as exc:
             raise _refusal(exc, redirected=False) from exc
         send_headers = {"User-Agent": USER_AGENT, **headers}
-        deadline = time.monotonic() + self.timeout
         status, resp_headers, data = self._one(
             target, send_headers, deadline, method="POST", body=body, status_only=status_only
         )
         if status in REDIRECT_STATUSES:
-            raise FetchError(f"the endpoint answered a POST with a redirect (HTTP {status})", permanent=True)
+            raise FetchError(
+                f"the endpoint answered a POST with a redirect (HTTP {status})", permanent=True, status=status
+            )
         return FetchResponse(url, status, resp_headers, data)
 
     def _one(
