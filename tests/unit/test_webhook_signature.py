@@ -34,3 +34,9 @@ def test_the_readme_snippet_verifies_a_delivery() -> None:
     assert not verified("whsec_other", header, body)
     old = signature_header("whsec_s", now - 3600, body)
     assert not verified("whsec_s", old, body) and not verify("whsec_s", old, body, now=now)
+
+
+def test_the_readme_snippet_refuses_a_header_whose_time_is_not_a_number() -> None:
+    verified = readme_verifier()
+    assert not verified("whsec_s", "t=soon,v1=00", b"{}")
+    assert not verified("whsec_s", "v1=00", b"{}")
