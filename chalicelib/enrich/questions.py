@@ -3,6 +3,7 @@ search phrased as a question finds the chunk."""
 
 from __future__ import annotations
 
+from chalicelib.domain.markup import strip_active_content
 from chalicelib.enrich.replies import complete_part, lines
 from chalicelib.ports import ChatModel
 
@@ -41,7 +42,8 @@ def clean(reply: str, count: int) -> list[str]:
     """Numbering stripped, lines of more than 5 bytes and at most MAX_QUESTION_CHARS kept, duplicates dropped,
     at most `count`; of a reply cut off at max_tokens, only its whole lines."""
     kept: dict[str, None] = {}  # insertion-ordered, and a set for the duplicate test
-    for line in lines(complete_part(reply)[:MAX_REPLY_CHARS]):
+    # a chunk's questions are shown in its metadata: no script of the model's reaches a reader
+    for line in lines(strip_active_content(complete_part(reply)[:MAX_REPLY_CHARS])):
         if len(kept) >= count:
             break
         if len(line.encode()) > 5 and len(line) <= MAX_QUESTION_CHARS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from chalicelib.domain.markup import strip_active_content
 from chalicelib.enrich.extractive import summarize as extractive_summary
 from chalicelib.enrich.replies import clip, complete_part
 from chalicelib.ports import ChatModel
@@ -71,9 +72,13 @@ def summarize(chunks: Sequence[str], model_id: str, chat: ChatModel | None, titl
         temperature=0.3,
         max_tokens=2048,
     )
-    reply = complete_part(answer).strip()
-    if not reply:
+    complete = complete_part(answer).strip()
+    if not complete:
         if answer.strip():
             raise SummaryNotMade("the model was cut off before a sentence ended", "summary_truncated")
         raise SummaryNotMade("the model returned an empty summary", "summary_empty")
-    return clip(reply, MAX_SUMMARY_CHARS)
+    # the description and the summary chunk are shown as Markdown: no script of the model's reaches a reader
+    reply = strip_active_content(clip(complete, MAX_SUMMARY_CHARS)).strip()
+    if not reply:
+        raise SummaryNotMade("the model's summary was only active markup", "summary_empty")
+    return reply

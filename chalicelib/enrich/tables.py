@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.domain.markup import strip_active_content
 from chalicelib.enrich.replies import clip, json_reply
 from chalicelib.ports import ChatModel
 
@@ -93,7 +94,7 @@ def _read(value: Any, schema: TableSchema) -> TableSummary | None:
     if not isinstance(value, dict):
         return None
     description = value.get("description")
-    if not isinstance(description, str) or not description.strip():
+    if not isinstance(description, str) or not (description := _inert(description)):
         return None
     known = {c for c, _ in schema.columns}
     columns = value.get("columns")
@@ -102,6 +103,12 @@ def _read(value: Any, schema: TableSchema) -> TableSummary | None:
         if not isinstance(column, dict):
             continue
         name, text = column.get("name"), column.get("description")
-        if isinstance(name, str) and name in known and isinstance(text, str) and text.strip():
-            described[name] = clip(text.strip(), MAX_COLUMN_DESCRIPTION_CHARS)
-    return TableSummary(clip(description.strip(), MAX_DESCRIPTION_CHARS), described)
+        if isinstance(name, str) and name in known and isinstance(text, str) and (text := _inert(text)):
+            described[name] = clip(text, MAX_COLUMN_DESCRIPTION_CHARS)
+    return TableSummary(clip(description, MAX_DESCRIPTION_CHARS), described)
+
+
+def _inert(text: str) -> str:
+    """The model's text as a chunk shows it (an indexed chunk's Markdown): without active HTML
+    (`domain.markup`), trimmed."""
+    return strip_active_content(text.strip()).strip()

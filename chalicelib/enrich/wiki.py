@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.domain.markup import strip_active_content
 from chalicelib.domain.types import Chunk, Knowledge, ParseStatus
 from chalicelib.enrich.replies import clip, json_reply
 from chalicelib.ports import ChatModel, Dependencies, WikiPageRecord
@@ -50,8 +51,13 @@ def read_pages(value: Any) -> list[Page]:
         if not isinstance(item, dict):
             continue
         title, content = item.get("title"), item.get("content")
-        if isinstance(title, str) and title.strip() and isinstance(content, str) and content.strip():
-            pages.append(Page(title.strip()[:MAX_TITLE_CHARS], clip(content.strip(), MAX_PAGE_CHARS)))
+        if not isinstance(title, str) or not isinstance(content, str):
+            continue
+        # shown as Markdown (the page chunk, the wiki index): no script of the model's reaches a reader
+        title = strip_active_content(title.strip()[:MAX_TITLE_CHARS]).strip()
+        content = strip_active_content(clip(content.strip(), MAX_PAGE_CHARS)).strip()
+        if title and content:
+            pages.append(Page(title, content))
         if len(pages) == MAX_PAGES:
             break
     return pages

@@ -129,44 +129,62 @@ def ingest(deps: Dependencies, kb_id: str, *, last_try: bool = False) -> None:
     ops = deps.wiki.claim_ops(kb_id, BATCH, STALE_CLAIM_SECONDS)
     model_busy = False
     unexpected: Exception | None = None
-    for op in ops:
-        knowledge = deps.knowledge.get(op.knowledge_id)
-        if (
-            kb is None
-            or knowledge is None
-            or knowledge.attempt != op.attempt
-            or knowledge.parse_status != ParseStatus.FINALIZING
-        ):
-            _answer(deps, op, {"skipped": True})
-            continue
-        try:
-            with document_share(QUEUE, knowledge):  # the model's tokens for its pages are the document's
-                count = _pages(deps, knowledge, kb)
-        except Skip:  # deleted, cancelled or superseded while its pages were written (they were undone)
-            _answer(deps, op, {"skipped": True})
-            continue
-        except (ModelThrottled, ModelUnavailable):  # the model may do it later: the op waits for it
-            deps.wiki.release_op(kb_id, op.knowledge_id, op.attempt)
-            model_busy = True
-            continue
-        except ModelRequestError as error:  # this document gets no pages: its slot is released anyway
-            _fail(deps, knowledge, op, error.code)
-            continue
-        except Exception as error:  # not ours to classify: the queue's retry tries again, up to its last
-            # the traceback is logged redacted (observability): frames and types, not a server's words
-            logger.exception(
-                "wiki pages failed", extra={"knowledge_id": op.knowledge_id, "error": type(error).__name__}
-            )
-            if last_try:
-                _fail(deps, knowledge, op, FAILED)
-            else:
+    handled = 0  # the ops before this one are answered, failed, or back to pending
+    try:
+        for n, op in enumerate(ops):
+            handled = n
+            if n and out_of_time():
+                # a model call begun now would be cut off by the Lambda's timeout, and the documents left
+                # claimed until the queue's redelivery (30 min, a receive spent each time: the message could
+                # reach its DLQ with ops still claimed); they wait, pending, for the follow-up ingest
+                for left in ops[n:]:
+                    deps.wiki.release_op(kb_id, left.knowledge_id, left.attempt)
+                break
+            knowledge = deps.knowledge.get(op.knowledge_id)
+            if (
+                kb is None
+                or knowledge is None
+                or knowledge.attempt != op.attempt
+                or knowledge.parse_status != ParseStatus.FINALIZING
+            ):
+                _answer(deps, op, {"skipped": True})
+                continue
+            try:
+                with document_share(QUEUE, knowledge):  # the model's tokens for its pages are the document's
+                    count = _pages(deps, knowledge, kb)
+            except Skip:  # deleted, cancelled or superseded while its pages were written (they were undone)
+                _answer(deps, op, {"skipped": True})
+                continue
+            except (ModelThrottled, ModelUnavailable):  # the model may do it later: the op waits for it
                 deps.wiki.release_op(kb_id, op.knowledge_id, op.attempt)
-                unexpected = unexpected or error
-            continue
-        deps.tracker.subspan(
-            knowledge, Stage.POSTPROCESS, "postprocess.wiki", SpanStatus.DONE, {"pages": count}
-        )
-        _answer(deps, op, {"pages": count})
+                model_busy = True
+                continue
+            except ModelRequestError as error:  # this document gets no pages: its slot is released anyway
+                _fail(deps, knowledge, op, error.code)
+                continue
+            except Exception as error:  # not ours to classify: the queue's retry tries again, up to its last
+                # the traceback is logged redacted (observability): frames and types, not a server's words
+                logger.exception(
+                    "wiki pages failed",
+                    extra={"knowledge_id": op.knowledge_id, "error": type(error).__name__},
+                )
+                if last_try:
+                    _fail(deps, knowledge, op, FAILED)
+                else:
+                    deps.wiki.release_op(kb_id, op.knowledge_id, op.attempt)
+                    unexpected = unexpected or error
+                continue
+            deps.tracker.subspan(
+                knowledge, Stage.POSTPROCESS, "postprocess.wiki", SpanStatus.DONE, {"pages": count}
+            )
+            _answer(deps, op, {"pages": count})
+    except Exception:
+        # a store's error mid-batch (a throttled write) fails the message; the ops not handled go back to
+        # pending for its retry, which would find them claimed, claim nothing and be consumed: no ingest
+        # would come for them, and their documents would wait for the state machine's timeout
+        for left in ops[handled:]:
+            deps.wiki.release_op(kb_id, left.knowledge_id, left.attempt)
+        raise
     if model_busy:  # one later ingest for everything pending, not the quick follow-up
         trigger_wiki(deps, kb_id, "ingest", delay_seconds=MODEL_BACKOFF_SECONDS)
     elif ops and unexpected is None and deps.wiki.pending(kb_id):
