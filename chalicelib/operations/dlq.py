@@ -172,7 +172,7 @@ def _redrive_one(deps: Dependencies, letter: DeadLetter, report: RedriveReport) 
 
 def _redrive_that_could_not_queue(row: Knowledge, letter_attempt: int) -> bool:
     """A later attempt, failed because its first message could not be queued: a redrive's restart whose
-    send failed (the letter is still the document's way back)."""
+    send, or clearing of the dead attempt's data, failed (the letter is still the document's way back)."""
     return (
         row.attempt > letter_attempt
         and row.parse_status == ParseStatus.FAILED

@@ -5,8 +5,10 @@ task, wiki and webhook jobs go on by themselves, and a document's old-attempt st
 stale).
 
 The reset is one conditional write on (attempt, status), so two recoveries of the same dead attempt start
-one new attempt, never two. A new attempt begins at the first stage: parsed Markdown, chunks and chunk ids
-are per attempt, so no later stage could start without them (the embedding cache keeps re-embedding cheap).
+one new attempt, never two; one whose clearing of the dead attempt's data fails is failed as a restart that
+could not be queued (`enqueue_failed`), which a redrive of the same letter restarts. A new attempt begins
+at the first stage: parsed Markdown, chunks and chunk ids are per attempt, so no later stage could start
+without them (the embedding cache keeps re-embedding cheap).
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from chalicelib.domain.clock import to_iso
+from chalicelib.domain.errors import SpanErrorCode
+from chalicelib.domain.events import EventType
 from chalicelib.domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus, TaskStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.dispatch import enqueue_first_stage
+from chalicelib.services.events import knowledge_changed
 from chalicelib.tasks import redrive_delete
 from chalicelib.tasks.delete import delete_task_id
 
@@ -32,12 +37,31 @@ def restart(
     fresh = deps.knowledge.restart_attempt(knowledge.id, knowledge.attempt, from_statuses)
     if fresh is None:
         return None
-    remove_derived_data(deps, fresh)  # what the dead attempt left (chunks, index entries)
+    try:
+        remove_derived_data(deps, fresh)  # what the dead attempt left (chunks, index entries)
+    except Exception as error:
+        # Nothing is queued for the new attempt: it fails as a restart that could not be queued, so the
+        # letter that asked for it (kept: the caller sees the error) still restarts it, as a reparse does.
+        _could_not_start(deps, fresh, f"could not clear the earlier attempt's data ({type(error).__name__})")
+        raise
     logger.info(
         "restarted a knowledge at a new attempt",
         extra={"knowledge_id": fresh.id, "from_attempt": knowledge.attempt, "attempt": fresh.attempt},
     )
     return enqueue_first_stage(deps, fresh)
+
+
+def _could_not_start(deps: Dependencies, fresh: Knowledge, why: str) -> None:
+    message = f"{why}; redrive or reparse to retry"
+    if deps.knowledge.mark_failed(fresh.id, fresh.attempt, message, SpanErrorCode.ENQUEUE_FAILED):
+        knowledge_changed(
+            deps,
+            fresh,
+            EventType.KNOWLEDGE_FAILED,
+            status=ParseStatus.FAILED.value,
+            error_code=SpanErrorCode.ENQUEUE_FAILED,
+            error_message=message,
+        )
 
 
 @dataclass

@@ -2,9 +2,9 @@
 
 Sweep A fails pending/processing/finalizing rows untouched for longer than the threshold, unless a span
 heartbeat is newer, the row's state machine execution is still running, or the row's own stage message was
-queued after its last activity and its queue still holds messages (for at most a day). Other documents
-keeping the queues busy never spare a row whose message is gone. A failed row gives its place at the
-fairness door back. Sweep B fails summaries stuck in `processing` for over an hour (each delivery of a
+queued after its last activity, or a fan-out on it (embedding slices, a PDF's page ranges) still owes parts,
+and its queue still holds messages (for at most a day). Other documents keeping the queues busy never spare
+a row whose message is gone. A failed row gives its place at the fairness door back. Sweep B fails summaries stuck in `processing` for over an hour (each delivery of a
 summary subtask, a throttled model's deferred copies too, claims it again and so writes the row; the machine's
 HeartbeatSeconds is the same hour), and summaries left `pending` on a settled row past the same threshold as
 rows (a subtask the machine gave up on, a refresh whose message died): no message will move them any more.
@@ -28,7 +28,7 @@ from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.status import is_in_flight
-from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, SummaryStatus
+from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, Stage, SummaryStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.services.deadline import deadline_of, out_of_time, stage_deadline
@@ -153,12 +153,7 @@ def _recover_if_stuck(
         SpanErrorCode.TASK_TIMEOUT,
         not_written_after=to_iso(knowledge.updated_at),
     ):
-        deps.tracker.close_root(
-            knowledge.id, knowledge.attempt, SpanStatus.FAILED, SpanErrorCode.TASK_TIMEOUT, message
-        )
-        report.recovered.append(knowledge.id)
-        # as any failed document: its place at the tenant's door goes back and wakes the next waiter
-        leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
+        # announced first: no later sweep sees the row again, so what follows must not cost the event
         knowledge_changed(
             deps,
             knowledge,
@@ -167,6 +162,12 @@ def _recover_if_stuck(
             error_code=SpanErrorCode.TASK_TIMEOUT,
             error_message=message,
         )
+        deps.tracker.close_root(
+            knowledge.id, knowledge.attempt, SpanStatus.FAILED, SpanErrorCode.TASK_TIMEOUT, message
+        )
+        report.recovered.append(knowledge.id)
+        # as any failed document: its place at the tenant's door goes back and wakes the next waiter
+        leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
 
 
 def handle(deps: Dependencies, event: Any = None, context: Any = None) -> dict[str, Any]:
@@ -207,12 +208,14 @@ def _why_alive(
             )
             return "its state machine execution did not answer: looked at again next sweep"
     # Its stage message was queued after the last sign of work on it, so no worker has taken it yet: it is
-    # waiting behind other documents, as long as that queue holds messages and not for ever.
+    # waiting behind other documents, as long as that queue holds messages and not for ever. A fan-out's
+    # messages are queued before the work that finished one of its parts writes its last sign, so while
+    # parts are still owed one of them may be waiting whatever the order of the two.
     waiting = (
         knowledge.parse_status in (ParseStatus.PENDING, ParseStatus.PROCESSING)
         and knowledge.queued_stage
         and knowledge.queued_at >= wait_limit
-        and (last is None or knowledge.queued_at > last)
+        and (last is None or knowledge.queued_at > last or _fan_out_owes_parts(deps, knowledge))
     )
     if waiting:
         try:
@@ -223,3 +226,20 @@ def _why_alive(
         except ServiceUnreachable:  # a refused read (a missing grant) is a bug: it surfaces and alarms
             logger.exception("could not inspect the queue", extra={"knowledge_id": knowledge.id})
     return ""
+
+
+def _fan_out_owes_parts(deps: Dependencies, knowledge: Knowledge) -> bool:
+    """This attempt's fan-out on the row's queue still owes parts, each with a message queued or running:
+    embedding slices not released yet (its plan is `attempt * 1000 + generation`, stages/embedding.plan_key),
+    or a PDF's page ranges not parsed yet (the docreader span's figures, services/page_ranges)."""
+    if knowledge.queued_stage == Stage.EMBEDDING.value:
+        return knowledge.embed_slices_pending > 0 and knowledge.embed_plan // 1000 == knowledge.attempt
+    if knowledge.queued_stage != Stage.DOCREADER.value:
+        return False
+    span = deps.spans.get(knowledge.id, knowledge.attempt, Stage.DOCREADER.value)
+    if span is None or span.status not in (SpanStatus.PENDING, SpanStatus.RUNNING):
+        return False
+    figures = span.outputs
+    return bool(figures.get("ranges")) and int(figures.get("pages_parsed", 0)) < int(
+        figures.get("pages_total", 0)
+    )

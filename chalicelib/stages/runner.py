@@ -110,7 +110,8 @@ def receive_count(record: SQSRecord) -> int:
 
 
 def fail_knowledge(deps: Dependencies, message: StageMessage, stage: Stage, code: str, reason: str) -> None:
-    if deps.knowledge.mark_failed(message.knowledge_id, message.attempt, reason, code):
+    failed = deps.knowledge.mark_failed(message.knowledge_id, message.attempt, reason, code)
+    if failed:
         knowledge_changed_by_id(
             deps,
             message.knowledge_id,
@@ -120,8 +121,17 @@ def fail_knowledge(deps: Dependencies, message: StageMessage, stage: Stage, code
             error_code=code,
             error_message=reason,
         )
-    deps.tracker.fail_stage(message.knowledge_id, message.attempt, stage, code, reason)
+    if failed or _ended_failed(deps, message):
+        # only an attempt that ended failed gets its failure on its spans: a cancel's trace (closed
+        # cancelled) and a deleted document (its spans gone) are left as they are
+        deps.tracker.fail_stage(message.knowledge_id, message.attempt, stage, code, reason)
     attempt_leaves_pipeline(deps, message.tenant_id, message.knowledge_id, message.attempt)
+
+
+def _ended_failed(deps: Dependencies, message: StageMessage) -> bool:
+    """The row is failed at the message's attempt already (housekeeping, or another copy, got there first)."""
+    row = deps.knowledge.get(message.knowledge_id)
+    return row is not None and row.attempt == message.attempt and row.parse_status == ParseStatus.FAILED
 
 
 def run_stage(
