@@ -8,7 +8,8 @@ keyed by the subtask id, so the count stays exact whoever gets there first:
 
     worker A   work durable ─ release (2→1) ─────────────────────────────── SendTaskSuccess
     worker B   work durable ─ release (1→0) ─ promote (finalizing, 0, N) ─ SendTaskSuccess
-    B again    (redelivered) release: already counted ─ promote: no-op ─── answer (token closed)
+    B again    (redelivered) release: already counted ─ promote: no-op ─ completed: announced again
+               (the same event id: B may have died before it announced) ─── answer (token closed)
     timeout    machine release: already counted, or (1→0) ─ promote
     cancel     row cancelled ─ release and promote: conditions fail, nothing changes
 """
@@ -18,14 +19,16 @@ from __future__ import annotations
 from chalicelib.domain.events import EventType
 from chalicelib.domain.types import ParseStatus
 from chalicelib.ports import Dependencies
-from chalicelib.services.events import knowledge_changed_by_id
+from chalicelib.services.events import knowledge_changed, knowledge_changed_by_id
 
 
 def settle_slot(deps: Dependencies, knowledge_id: str, attempt: int, subtask_id: str) -> None:
     remaining = deps.knowledge.release_slot(knowledge_id, attempt, subtask_id)
     # None: released before (a redelivery whose first run may have died before it promoted) or the row
     # moved on; the promotion's own condition decides.
-    if (remaining is None or remaining == 0) and deps.knowledge.promote(knowledge_id, attempt):
+    if remaining is not None and remaining > 0:
+        return
+    if deps.knowledge.promote(knowledge_id, attempt):
         knowledge_changed_by_id(
             deps,
             knowledge_id,
@@ -33,3 +36,9 @@ def settle_slot(deps: Dependencies, knowledge_id: str, attempt: int, subtask_id:
             status=ParseStatus.COMPLETED.value,
             attempt=attempt,
         )
+        return
+    row = deps.knowledge.get(knowledge_id)
+    if row is not None and row.attempt == attempt and row.parse_status == ParseStatus.COMPLETED:
+        # promoted before, maybe by this subtask's earlier delivery that died before it announced: told
+        # again under the same event id, which consumers and webhook deliveries drop when it is a repeat
+        knowledge_changed(deps, row, EventType.KNOWLEDGE_COMPLETED, attempt=attempt)

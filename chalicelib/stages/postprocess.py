@@ -60,6 +60,13 @@ def _settled(row: Knowledge | None, task: TaskMessageModel) -> dict[str, Any] | 
     return answer([planned_subtask(i) for i in row.enrichment.get("planned", [])])
 
 
+def _completed_again(deps: Dependencies, row: Knowledge | None) -> None:
+    """A copy that finds its attempt completed announces it again: the copy that completed it may have died
+    before it announced. The event's id is the same (consumers and webhook deliveries drop the repeat)."""
+    if row is not None and row.parse_status == ParseStatus.COMPLETED:
+        knowledge_changed(deps, row, EventType.KNOWLEDGE_COMPLETED)
+
+
 def answer(subtasks: list[dict[str, Any]]) -> dict[str, Any]:
     return {"skipped": False, "subtasks": subtasks, "count": len(subtasks)}
 
@@ -68,6 +75,7 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
     row = deps.knowledge.get(task.knowledge_id)
     settled = _settled(row, task)
     if settled is not None:
+        _completed_again(deps, row)
         return settled
     knowledge = checked_task_row(row, task, ParseStatus.PROCESSING)
     kb = deps.kbs.get(knowledge.kb_id)
@@ -103,9 +111,11 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
     )
     if settled_row is None:
         # another copy of this task settled the row first (answer its plan), or the row moved on (skip)
-        settled = _settled(deps.knowledge.get(task.knowledge_id), task)
+        row = deps.knowledge.get(task.knowledge_id)
+        settled = _settled(row, task)
         if settled is None:
             raise Skip("superseded, cancelled or deleted")
+        _completed_again(deps, row)
         return settled
     if settled_row.parse_status == ParseStatus.COMPLETED:  # nothing planned: this write completed it
         knowledge_changed(deps, settled_row, EventType.KNOWLEDGE_COMPLETED)
