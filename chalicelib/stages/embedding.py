@@ -20,7 +20,7 @@ from chalicelib.domain.ids import execution_name
 from chalicelib.domain.process_config import resolve
 from chalicelib.domain.progress import SPAN_COUNTERS
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
-from chalicelib.domain.types import Knowledge, KnowledgeBase, SpanStatus, Stage, StageMessage
+from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, StorageQuotaExceeded
 from chalicelib.services import page_range_store
@@ -431,7 +431,18 @@ def remove_earlier_attempts(deps: Dependencies, knowledge: Knowledge, images: li
 
 
 def rollback(deps: Dependencies, message: StageMessage) -> None:
-    """Indexing failed for good: delete this attempt's chunks and index entries (spec §1.10)."""
+    """Indexing failed for good: delete this attempt's chunks and index entries (spec §1.10). Not those of an
+    attempt that was indexed since (a stray copy failing after another handed it over), nor a cancelled one's
+    (a cancel keeps what was written)."""
     knowledge = deps.knowledge.get(message.knowledge_id)
-    if knowledge is not None and knowledge.attempt == message.attempt:
+    if (
+        knowledge is not None
+        and knowledge.attempt == message.attempt
+        and knowledge.processed_at is None
+        and knowledge.parse_status in _ROLLED_BACK
+    ):
         remove_derived_data(deps, knowledge)
+
+
+#: the states in which a failed indexing takes its attempt's chunks and entries back
+_ROLLED_BACK = frozenset({ParseStatus.PENDING, ParseStatus.PROCESSING, ParseStatus.FAILED})

@@ -26,7 +26,15 @@ from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.plan import planned_subtask
 from chalicelib.domain.storage_keys import images_manifest_key
-from chalicelib.domain.types import ChunkType, EnableStatus, Knowledge, KnowledgeBase, ParseStatus, Tenant
+from chalicelib.domain.types import (
+    ChunkType,
+    EnableStatus,
+    Knowledge,
+    KnowledgeBase,
+    ParseStatus,
+    StageMessage,
+    Tenant,
+)
 from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.operations.search import hybrid_search
 from chalicelib.ports import IndexSpace, IndexUnavailable, IndexWriteError, ModelRequestError, ModelThrottled
@@ -424,3 +432,19 @@ def test_the_chunk_totals_are_read_once_per_invocation(deps: Services, kb: Knowl
     assert failed_ids(deliver(deps, "embedding")) == []
     assert deps.knowledge.get(created.id).enable_status == EnableStatus.ENABLED  # type: ignore[union-attr]
     assert reads.count(("embedding", "chunking")) == 1
+
+
+def test_a_stray_copy_failing_for_good_after_the_hand_over_takes_nothing_back(
+    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo
+) -> None:
+    from chalicelib.stages import embedding
+
+    created = chunked(deps, kb)
+    deliver(deps, "embedding")  # indexed and handed over
+    indexed = rows.get(created.id)
+    assert indexed is not None and indexed.processed_at is not None
+    chunks = deps.chunks.list(created.id)
+    assert chunks
+    # another copy of the attempt's message, on its last try, fails for good: its compensation runs
+    embedding.rollback(deps, StageMessage(created.tenant_id, created.id, created.attempt))
+    assert deps.chunks.list(created.id) == chunks
