@@ -5,7 +5,7 @@ from __future__ import annotations
 from chalice import Response
 from chalice.app import Request
 
-from chalicelib.api.http import ok, public_base_url, query
+from chalicelib.api.http import ok, ok_page, public_base_url, query
 from chalicelib.api.registry import caller_tenant, operation, present_request, validated_body
 from chalicelib.commands import validate
 from chalicelib.faq import entries, importing
@@ -14,6 +14,7 @@ from chalicelib.faq.commands import (
     FaqEntryUpdate,
     FaqImportRequest,
     FaqListQuery,
+    FaqTagsQuery,
     FaqUploadUrlRequest,
 )
 from chalicelib.ports import Dependencies
@@ -53,10 +54,15 @@ def delete_faq_entry(deps: Dependencies, request: Request | None, kb_id: str, en
     return ok({"id": entry_id})
 
 
-@operation("The FAQ knowledge base's tag names", "faq")
+@operation(
+    "The FAQ knowledge base's tag names, by name: a page; `next_cursor` beside it goes on",
+    "faq",
+    query=FaqTagsQuery,
+)
 def list_faq_tags(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok(entries.list_tags(deps, tenant.id, kb_id))
+    params = validate(FaqTagsQuery, query(present_request(request)))
+    return ok_page(*entries.tags_page(deps, tenant.id, kb_id, params.cursor))
 
 
 @operation(

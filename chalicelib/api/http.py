@@ -31,6 +31,14 @@ def ok(data: Any, status: int = 200, message: str | None = None) -> Response:
     return Response(body=body, status_code=status, headers=dict(JSON_HEADERS))
 
 
+def ok_page(items: list[Any], next_cursor: str | None) -> Response:
+    """A page of a listing whose `data` is the list older clients read: `next_cursor` (None on the last page)
+    and `has_more` beside it."""
+    response = ok(items)
+    response.body.update(next_cursor=next_cursor, has_more=next_cursor is not None)
+    return response
+
+
 def error_response(error: AppError) -> Response:
     detail: dict[str, Any] = {"code": error.code, "message": error.message}
     if error.details is not None:

@@ -11,7 +11,7 @@ from chalice import Response
 from chalice.app import Request
 
 from chalicelib import commands, tasks
-from chalicelib.api.http import ok, parse_multipart, public_base_url, query, raw_body
+from chalicelib.api.http import ok, ok_page, parse_multipart, public_base_url, query, raw_body
 from chalicelib.api.registry import (
     caller_tenant,
     offered_models_only,
@@ -82,9 +82,7 @@ def list_knowledge_bases(deps: Dependencies, request: Request | None) -> Respons
     tenant = caller_tenant(deps, request)
     params = validate(knowledge_bases.ListKnowledgeBasesQuery, query(present_request(request)))
     found, next_cursor = knowledge_bases.list_kbs(deps, tenant.id, params)
-    response = ok([knowledge_bases.kb_view(kb, tenant.id) for kb in found])  # the list older clients read
-    response.body.update(next_cursor=next_cursor, has_more=next_cursor is not None)
-    return response
+    return ok_page([knowledge_bases.kb_view(kb, tenant.id) for kb in found], next_cursor)
 
 
 @operation("One knowledge base", "knowledge-bases")
@@ -512,10 +510,12 @@ def _operator(deps: Dependencies, request: Request | None) -> None:
     admin.authorize_operator(deps, str(headers.get("x-operator-key", "")))
 
 
-@operation("Every tenant", "admin", auth=False, operator=True)
+@operation("Every tenant, by id (paged)", "admin", query=admin.TenantsQuery, auth=False, operator=True)
 def admin_list_tenants(deps: Dependencies, request: Request | None) -> Response:
     _operator(deps, request)
-    return ok([admin.tenant_view(t) for t in admin.list_tenants(deps)])
+    params = validate(admin.TenantsQuery, query(present_request(request)))
+    found, next_cursor = admin.tenants_page(deps, params)
+    return ok_page([admin.tenant_view(t) for t in found], next_cursor)
 
 
 @operation(

@@ -57,6 +57,11 @@ class FaqListQuery(Query):
     limit: int = code("invalid_query", default=20, ge=1, le=100)
 
 
+class FaqTagsQuery(Query):
+    #: the `next_cursor` of the page before: the last tag name it held
+    cursor: str = code("invalid_query", default="", max_length=64)
+
+
 class FaqImportRequest(Body):
     """`entries` inline (at most 200 and 50 KB), or `object_key` from `faq/import/upload-url`."""
 

@@ -27,6 +27,7 @@ entry saved before entries counted is checked on its real growth, and counts fro
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -67,6 +68,8 @@ FAQ_KB_TYPE = "faq"
 #: entries a list page reads at most (DynamoDB reads, and the API's 29 s): a filter that matches few
 #: entries answers a short page with a `next_cursor` to go on from
 LIST_SCAN = 2000
+#: list pages and search answers stay under Lambda's 6 MB response (100 entries of 350 KB each pass it)
+FAQ_ANSWER_MAX_BYTES = 5 * 1024 * 1024
 #: hits first asked of the engine per wanted result: several questions of one entry may all match (more are
 #: asked while too few entries come out, `domain/retrieval.deepened`)
 CANDIDATES_PER_RESULT = 4
@@ -454,7 +457,14 @@ def list_entries(deps: Dependencies, tenant_id: str, kb_id: str, query: FaqListQ
     items = found[: query.limit]
     # past a full page: its last item; else '' at the end, or where the scan stopped (LIST_SCAN read)
     next_cursor = (items[-1].id if items else "") if len(found) > query.limit else after
-    return {"items": [e.to_dict() for e in items], "next_cursor": next_cursor}
+    views: list[dict[str, Any]] = []
+    size = 0
+    for view in (entry.to_dict() for entry in items):
+        size += len(json.dumps(view, default=str)) + 1
+        if views and size > FAQ_ANSWER_MAX_BYTES:  # the rest on the next page, from this entry on
+            return {"items": views, "next_cursor": views[-1]["id"]}
+        views.append(view)
+    return {"items": views, "next_cursor": next_cursor}
 
 
 def purge_kb(deps: Dependencies, kb_id: str) -> int:
@@ -479,8 +489,19 @@ def purge_kb(deps: Dependencies, kb_id: str) -> int:
 
 
 def list_tags(deps: Dependencies, tenant_id: str, kb_id: str) -> list[str]:
-    kb = require_faq_kb(deps, tenant_id, kb_id)
-    return deps.faq.tags(kb.id)
+    """The tag names in use, by name."""
+    return list(deps.faq.tags(require_faq_kb(deps, tenant_id, kb_id).id))
+
+
+def tags_page(deps: Dependencies, tenant_id: str, kb_id: str, after: str) -> tuple[list[str], str | None]:
+    """Tag names after `after` within FAQ_ANSWER_MAX_BYTES, and the name the next page goes on after (or None)."""
+    names = [name for name in list_tags(deps, tenant_id, kb_id) if name > after]
+    size = 0
+    for kept, name in enumerate(names):
+        size += len(json.dumps(name)) + 1
+        if kept and size > FAQ_ANSWER_MAX_BYTES:
+            return names[:kept], names[kept - 1]
+    return names, None
 
 
 # ---------------------------------------------------------------- search
@@ -568,4 +589,15 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
 
     # An entry's many questions, and deleted or disabled entries, take places among the hits: while fewer
     # than top_k entries are made of a full page of hits, the engine is asked deeper.
-    return deepened(answer_at, top_k, min(200, top_k * CANDIDATES_PER_RESULT))
+    return within_answer_size(deepened(answer_at, top_k, min(200, top_k * CANDIDATES_PER_RESULT)))
+
+
+def within_answer_size(answer: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The best results within FAQ_ANSWER_MAX_BYTES (the first always): the last are left out, logged."""
+    size = 1
+    for kept, result in enumerate(answer):
+        size += len(json.dumps(result, default=str)) + 1
+        if kept and size > FAQ_ANSWER_MAX_BYTES:
+            logger.warning("faq search: cut to fit", extra={"results": len(answer), "kept": kept})
+            return answer[:kept]
+    return answer

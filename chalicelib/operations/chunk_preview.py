@@ -1,8 +1,14 @@
 """POST /chunker/preview: the chunks (at most 500) of a posted text or of an already-parsed knowledge,
-with the tier diagnostics, so a user can tune settings without indexing anything."""
+with the tier diagnostics, so a user can tune settings without indexing anything.
+
+The answer stays under Lambda's 6 MB response (JSON, non-ASCII escaped, as Lambda sends it): 500 chunks of
+7,500 CJK characters (and their parents of up to 32,000) pass it many times. Past PREVIEW_MAX_BYTES the
+last chunks are left out, with the parents only they name; `truncated` says so, and `total_chunks` and
+`total_parents` still count them all."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from chalicelib.commands import ChunkPreviewRequest
@@ -36,4 +42,33 @@ def preview_chunks(deps: Dependencies, tenant_id: str, request: ChunkPreviewRequ
             require_kb(deps, tenant_id, request.kb_id).chunking_config if request.kb_id else ChunkingConfig()
         )
     changes = request.chunking_config.changes() if request.chunking_config else {}
-    return preview(normalise_markdown(text), apply_chunking(base, changes), request.limit)
+    return within_answer_size(preview(normalise_markdown(text), apply_chunking(base, changes), request.limit))
+
+
+#: the answer stays under Lambda's 6 MB response (see above)
+PREVIEW_MAX_BYTES = 5 * 1024 * 1024
+
+
+def within_answer_size(answer: dict[str, Any]) -> dict[str, Any]:
+    """The preview, or its first chunks (one at least) that fit PREVIEW_MAX_BYTES with the parents they name
+    (a child's `parent_index`; parents come in order), `truncated` set."""
+    chunks, parents = answer["chunks"], answer.get("parents") or []
+    size = _size({k: v for k, v in answer.items() if k not in ("chunks", "parents")})
+    kept = named = 0  # the chunks kept, and the parents they name
+    for chunk in chunks:
+        wanted = max(named, chunk.get("parent_index", -1) + 1)
+        more = _size(chunk) + sum(_size(p) for p in parents[named:wanted])
+        if kept and size + more > PREVIEW_MAX_BYTES:
+            break
+        size, kept, named = size + more, kept + 1, wanted
+    if kept == len(chunks) and size + sum(_size(p) for p in parents[named:]) <= PREVIEW_MAX_BYTES:
+        return {**answer, "truncated": False}
+    cut = {**answer, "chunks": chunks[:kept], "truncated": True}
+    if "parents" in answer:
+        cut["parents"] = parents[:named]
+    return cut
+
+
+def _size(value: Any) -> int:
+    """The bytes `value` takes in the answer's JSON (non-ASCII escaped), with its separating comma."""
+    return len(json.dumps(value, default=str)) + 1

@@ -16,9 +16,13 @@ from chalicelib.operations.listing import cursor_fields
 from chalicelib.ports import Dependencies
 from chalicelib.services.ownership import owned_knowledge, require_kb
 
-#: the index's characters one wiki page carries: at most 6 bytes each in JSON (an escaped character), so
-#: with 1,000 page records (a few KB each at most) an answer stays well under Lambda's 6 MB
+#: the index's characters one wiki page carries: 6 bytes each in JSON (an escaped character; 12 outside the
+#: BMP), 1.2 MB (2.4 MB) at most
 WIKI_INDEX_CHARS = 200_000
+#: a wiki page's JSON stays under Lambda's 6 MB response: 1,000 page records with 500-character CJK
+#: document titles and 200-character page titles are 4.4 MB beside the index's part (twice that outside
+#: the BMP), so past this budget the page ends early, its cursor going on after the last record it read
+WIKI_PAGE_MAX_BYTES = 5 * 1024 * 1024
 
 
 def refresh_summary(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
@@ -36,11 +40,42 @@ def refresh_summary(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Kn
 def graph(deps: Dependencies, tenant_id: str, kb_id: str, query: GraphQuery) -> dict[str, Any]:
     kb = require_kb(deps, tenant_id, kb_id)
     found = deps.graph.neighbourhood(kb.id, query.entity, query.limit)
-    return {
-        "entity": asdict(found.entity) if found.entity else None,
-        "relations": [asdict(edge) for edge in found.edges],
-        "neighbours": [asdict(node) for node in found.neighbours],
-    }
+    return within_graph_size(
+        {
+            "entity": asdict(found.entity) if found.entity else None,
+            "relations": [asdict(edge) for edge in found.edges],
+            "neighbours": [asdict(node) for node in found.neighbours],
+        }
+    )
+
+
+#: the graph's answer stays under Lambda's 6 MB response (JSON, non-ASCII escaped): an entity every document
+#: of a big knowledge base names lists every chunk and document that names it, and so may its 200 neighbours
+GRAPH_MAX_BYTES = 5 * 1024 * 1024
+#: what each node and relation keeps of its lists once the answer is past GRAPH_MAX_BYTES
+GRAPH_LIST_CAP = 100
+_GRAPH_LISTS = ("attributes", "chunk_ids", "knowledge_ids")
+
+
+def within_graph_size(answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer, `truncated` false; past GRAPH_MAX_BYTES, `truncated` true and every node's and relation's
+    lists cut to their first GRAPH_LIST_CAP, then the last neighbours, then the last relations left out."""
+    if len(json.dumps(answer, default=str)) <= GRAPH_MAX_BYTES:
+        return {**answer, "truncated": False}
+
+    def capped(item: dict[str, Any]) -> dict[str, Any]:
+        return {k: v[:GRAPH_LIST_CAP] if k in _GRAPH_LISTS else v for k, v in item.items()}
+
+    entity = capped(answer["entity"]) if answer["entity"] else None
+    kept: dict[str, list[dict[str, Any]]] = {"relations": [], "neighbours": []}
+    size = len(json.dumps({"entity": entity, **kept, "truncated": True}, default=str))
+    for part in ("relations", "neighbours"):
+        for item in map(capped, answer[part]):
+            size += len(json.dumps(item, default=str)) + 1
+            if size > GRAPH_MAX_BYTES:
+                break
+            kept[part].append(item)
+    return {"entity": entity, **kept, "truncated": True}
 
 
 def wiki(
@@ -61,6 +96,19 @@ def wiki(
     window, more = deps.wiki.pages_after(kb.id, after, query.limit)  # about one page read, not the wiki
     rows = deps.knowledge.get_many(list(dict.fromkeys(r.knowledge_id for r in window)))
     chunks = deps.chunks.get_many([(r.knowledge_id, r.chunk_id) for r in window])
+    pages: list[dict[str, Any]] = []
+    size = len(json.dumps(index))
+    for n, record in enumerate(window):
+        if not is_current_page(
+            rows.get(record.knowledge_id), kb.id, chunks.get((record.knowledge_id, record.chunk_id))
+        ):
+            continue
+        page = asdict(record)
+        size += len(json.dumps(page)) + 1
+        if pages and size > WIKI_PAGE_MAX_BYTES:  # the next page goes on from this record
+            window, more = window[:n], True
+            break
+        pages.append(page)
     end = offset + WIKI_INDEX_CHARS
     next_cursor = None
     if more or end < length:
@@ -69,11 +117,7 @@ def wiki(
         next_cursor = _encode(min(end, length), position, fingerprint)
     return {
         "index": index,
-        "pages": [
-            asdict(r)
-            for r in window
-            if is_current_page(rows.get(r.knowledge_id), kb.id, chunks.get((r.knowledge_id, r.chunk_id)))
-        ],
+        "pages": pages,
         "next_cursor": next_cursor,
         "has_more": next_cursor is not None,
     }

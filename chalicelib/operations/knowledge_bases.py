@@ -137,10 +137,32 @@ def list_kbs(
         found = [kb for kb in own[: query.limit] if kb_allowed(kb.id)]
         if len(own) > query.limit:
             last = own[query.limit - 1]
-            return found, _encode(OWN, [last.name, last.id], fingerprint)
+            return _within_page_size(tenant_id, found, _encode(OWN, [last.name, last.id], fingerprint))
         after = [""]
     shared, go_on = shared_kbs(deps, tenant_id, after[0], query.limit - len(found))
-    return found + shared, _encode(SHARED, [go_on], fingerprint) if go_on is not None else None
+    next_cursor = _encode(SHARED, [go_on], fingerprint) if go_on is not None else None
+    return _within_page_size(tenant_id, found + shared, next_cursor)
+
+
+#: a page's knowledge bases as JSON (non-ASCII escaped, as Lambda sends the answer) stay under its 6 MB
+#: response: 100 with 10,000-character CJK descriptions and long settings passed it
+PAGE_MAX_BYTES = 5 * 1024 * 1024
+
+
+def _within_page_size(
+    tenant_id: str, found: list[KnowledgeBase], next_cursor: str | None
+) -> tuple[list[KnowledgeBase], str | None]:
+    """The page, or its first knowledge bases within PAGE_MAX_BYTES (one at least) with the cursor of the
+    last one kept: the tenant's own go on after its (name, id), shared ones after its id."""
+    size = 0
+    for kept, kb in enumerate(found):
+        size += len(json.dumps(kb_view(kb, tenant_id), default=str)) + 1
+        if kept and size > PAGE_MAX_BYTES:
+            last = found[kept - 1]
+            own = last.tenant_id == tenant_id
+            position = [last.name, last.id] if own else [last.id]
+            return found[:kept], _encode(OWN if own else SHARED, position, _fingerprint(tenant_id))
+    return found, next_cursor
 
 
 def _fingerprint(tenant_id: str) -> str:

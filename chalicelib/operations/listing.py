@@ -36,6 +36,10 @@ from chalicelib.services.tagging import check_tag_ids
 MAX_READ = 500
 #: rows fetched per index read while filtering on the rows
 FILTER_BATCH = 100
+#: a page's rows as JSON (non-ASCII escaped, as Lambda sends the answer) stay under its 6 MB response: 100
+#: rows with 64 KB of CJK metadata and a 10,000-character description passed it. A page past it ends early
+#: with the cursor of its last row (so do the pages `page` > 1 walks over: page N stays the N-th page)
+PAGE_MAX_BYTES = 5 * 1024 * 1024
 
 Position = tuple[str, str]  # (created_at ISO, knowledge id)
 
@@ -118,6 +122,7 @@ def _one_page(
     matched: list[tuple[Position, Knowledge]] = []
     read = 0
     position = after
+    page_bytes = 0
     while True:
         want = size + 1 - len(matched)
         batch = min(budget - read, max(want, FILTER_BATCH) if filtering else want)
@@ -126,6 +131,9 @@ def _one_page(
         for at, row in got:
             position = at
             if row is not None and all(check(row) for check in checks):
+                page_bytes += len(json.dumps(row.to_dict(), default=str)) + 1
+                if matched and page_bytes > PAGE_MAX_BYTES:  # the next page starts at this row
+                    return Listed([r for _, r in matched], _encode(matched[-1][0], fingerprint), read)
                 matched.append((at, row))
                 if len(matched) > size:  # one more than the page: there is a next page
                     return Listed(

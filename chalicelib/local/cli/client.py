@@ -144,17 +144,21 @@ class ApiClient:
             if not cursor:
                 return
 
-    def knowledge_bases(self) -> list[dict[str, Any]]:
-        """Every knowledge base the key sees: GET /knowledge-bases page after page (`next_cursor`)."""
-        found: list[dict[str, Any]] = []
+    def every(self, path: str) -> list[Any]:
+        """Every item of a listing whose `data` is a page, `next_cursor` beside it, page after page."""
+        found: list[Any] = []
         params: dict[str, str] = {}
         while True:
-            page = self.call("GET", "/knowledge-bases", params=params, whole=True)
+            page = self.call("GET", path, params=params, whole=True)
             found += page.get("data") or []
             cursor = page.get("next_cursor")
             if not cursor:
                 return found
             params = {"cursor": cursor}
+
+    def knowledge_bases(self) -> list[dict[str, Any]]:
+        """Every knowledge base the key sees."""
+        return self.every("/knowledge-bases")
 
     def wiki(self, kb_id: str) -> dict[str, Any]:
         """The whole wiki: GET .../wiki page after page (`next_cursor`), its index parts joined, its pages."""

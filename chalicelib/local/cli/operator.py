@@ -29,7 +29,7 @@ def _shown_once(console: Console, data: dict[str, Any]) -> None:
 def cmd_tenant(args: argparse.Namespace, console: Console) -> int:
     client = _operator(args)
     if args.action == "list":
-        tenants = client.call("GET", "/admin/tenants")
+        tenants = client.every("/admin/tenants")
         return emit(
             args,
             console,
