@@ -157,3 +157,17 @@ def test_messages_without_an_attempt_are_sent_back_unchanged(
         queue.settle(event, {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]})
     assert dlq.redrive(deps, queue_name, 100).as_dict()["counts"] == {"resent": 1}
     assert queue.bodies(queue_name) == [body] and queue.dead_letters(queue_name) == []
+
+
+def test_a_listing_ends_before_its_byte_budget_and_leaves_every_letter_in_its_queue(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chalicelib.operations import dlq
+
+    row = dead_in_docreader(deps, kb, queue)
+    for _ in range(2):  # two more copies of its letter
+        queue.dead_letter("docreader", json.dumps(message(row)), "maxReceiveCount exceeded")
+    one = max(len(json.dumps(view, default=str)) for view in dlq.list_dead_letters(deps, None, 100))
+    monkeypatch.setattr(dlq, "LIST_MAX_BYTES", 2 * one + 2)
+    assert len(dlq.list_dead_letters(deps, None, 100)) == 2
+    assert len(queue.dead_letters("docreader")) == 3  # listed or not, every letter stays
