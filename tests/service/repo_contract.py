@@ -512,6 +512,21 @@ class RepoContract:
         stored = repos.knowledge.get(k.id)
         assert stored is not None and stored.attempt == 3
 
+    def test_a_new_attempt_leaves_the_earlier_attempts_summary_state_behind(self, repos: Repos) -> None:
+        k = row()
+        repos.knowledge.insert(k)
+        repos.knowledge.begin_processing(k.id, 1)
+        repos.knowledge.set_summary_status(k.id, SummaryStatus.PROCESSING.value)
+        reset = repos.knowledge.reset_for_reparse(k.id, None)
+        assert reset.summary_status == SummaryStatus.NONE
+        # not taken for a stuck summary of the new attempt
+        assert k.id not in {r.id for r in repos.knowledge.summaries_unsettled_older_than(IN_AN_HOUR)}
+        repos.knowledge.set_summary_status(k.id, SummaryStatus.PENDING.value)
+        repos.knowledge.mark_failed(k.id, 2, "boom", "unknown")
+        fresh = repos.knowledge.restart_attempt(k.id, 2, frozenset({ParseStatus.FAILED}))
+        assert fresh is not None and fresh.summary_status == SummaryStatus.NONE
+        assert k.id not in {r.id for r in repos.knowledge.summaries_unsettled_older_than(IN_AN_HOUR)}
+
     def test_restart_attempt_moves_on_only_from_that_attempt_and_those_states(self, repos: Repos) -> None:
         k = row()
         repos.knowledge.insert(k)

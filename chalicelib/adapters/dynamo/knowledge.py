@@ -548,11 +548,14 @@ class DynamoKnowledgeRepo:
         return int(item.document_count or 0)
 
     def _new_attempt_actions(self) -> list[Any]:
-        """attempt+1, pending and disabled, errors, description and counters cleared."""
+        """attempt+1, pending and disabled, errors, description, summary state and counters cleared (an
+        earlier attempt's summary left pending or processing would be swept as the new attempt's, stuck)."""
         m = self.model
         return [
             m.attempt.add(1),
             m.parse_status.set(ParseStatus.PENDING.value),
+            m.summary_status.set(SummaryStatus.NONE.value),
+            m.summary_inflight.remove(),
             m.enable_status.set(EnableStatus.DISABLED.value),
             m.error_message.set(""),
             m.error_code.set(""),

@@ -467,6 +467,7 @@ class MemoryKnowledgeRepo:
             k.enable_status = EnableStatus.DISABLED
             k.error_message = k.error_code = k.description = ""
             k.description_by_user = False
+            k.summary_status = SummaryStatus.NONE
             k.processed_at = None
             k.pending_subtasks_count = k.chunk_count = 0
             k.updated_at = _now()
@@ -487,6 +488,7 @@ class MemoryKnowledgeRepo:
             k.enable_status = EnableStatus.DISABLED
             k.error_message = k.error_code = k.description = ""
             k.description_by_user = False
+            k.summary_status = SummaryStatus.NONE
             k.processed_at = None
             k.pending_subtasks_count = k.chunk_count = 0
             k.updated_at = _now()
