@@ -120,7 +120,7 @@ _DECLINE_OPENING = re.compile(
     r"|(?:je suis )?désolée?\b|malheureusement\b|je ne peux\b"
     r"|leider\b|(?:es )?tut mir leid\b|entschuldigung\b|ich kann\b"
     # 作为 opens many sentences ("as a public venue…"): only as the model speaking of itself
-    r"|(?:很|非常)?抱歉|对不起|對不起|不好意思|我(?:无法|無法|不能)|作[为為](?:一[个個])?(?:ai|人工智能|语言模型|語言模型|助手)"
+    r"|(?:很|非常)?抱歉|对不起|對不起|不好意思|我(?:无法|無法|不能)|作[为為][^，,。！？!?]{0,12}?(?:ai|人工智能|模型|助手|机器人|機器人)"
     r"|申し訳|すみません|残念ながら|私は|私には"
     r"|죄송|유감|저는|제가)",
     re.I,
