@@ -14,7 +14,13 @@ from typing import Any, cast
 import pytest
 from index_contract import DIM
 from opensearchpy import OpenSearch
-from opensearchpy.exceptions import AuthorizationException, NotFoundError, RequestError, TransportError
+from opensearchpy.exceptions import (
+    AuthorizationException,
+    ConnectionTimeout,
+    NotFoundError,
+    RequestError,
+    TransportError,
+)
 from test_index_unavailable import _Handler
 
 from chalicelib.adapters.index.opensearch import (
@@ -255,3 +261,24 @@ def test_a_delete_by_query_refused_by_the_write_block_is_busy(serve: Callable[[S
     with pytest.raises(IndexWriteError, match="403 cluster_block_exception") as caught:
         refused.delete_by_knowledge(SPACE, "kb1", ["k1"])
     assert not isinstance(caught.value, IndexUnavailable)  # one failure is not the block's: refused
+
+
+class BlockAnswersLate(FakeClient):
+    """The server applies the write block, and the answer to that PUT never arrives."""
+
+    def __init__(self) -> None:
+        super().__init__([DONE])
+        self.blocked: bool | None = None
+        self.indices.put_settings = self._put_settings
+
+    def _put_settings(self, index: str, body: Any) -> None:
+        self.blocked = body["index"]["blocks"]["write"]
+        if self.blocked:
+            raise ConnectionTimeout("TIMEOUT", "read timed out", None)
+
+
+def test_a_block_whose_answer_was_lost_is_lifted_again() -> None:
+    client = BlockAnswersLate()
+    with pytest.raises(ConnectionTimeout):
+        rebuild_index(cast(OpenSearch, client), NAME, poll=0)
+    assert client.blocked is None  # the serving index is writable again

@@ -259,9 +259,10 @@ def rebuild_index(
             )
         client.indices.delete(index=plan.target)
     client.indices.create(index=plan.target, body=_target_body(client, plan))
-    _set_write_block(client, plan.serving, True)
     swapped = False
     try:
+        # inside: a block applied whose answer was lost (a timeout, a gateway's 504) is lifted too
+        _set_write_block(client, plan.serving, True)
         client.indices.refresh(index=plan.serving)  # the copy reads what was written before the block
         copied = _copy(client, plan, timeout=timeout, poll=poll)
         client.indices.refresh(index=plan.target)
