@@ -430,18 +430,18 @@ def remove_earlier_attempts(deps: Dependencies, knowledge: Knowledge, images: li
                 deps.files.delete(url)
 
 
-def rollback(deps: Dependencies, message: StageMessage) -> None:
+def rollback(deps: Dependencies, message: StageMessage) -> bool:
     """Indexing failed for good: delete this attempt's chunks and index entries (spec §1.10). Not those of an
-    attempt that was indexed since (a stray copy failing after another handed it over), nor a cancelled one's
-    (a cancel keeps what was written)."""
+    attempt that was indexed since (a stray copy failing after another handed it over: False, its failure
+    does not stand, the document goes on), nor a cancelled one's (a cancel keeps what was written)."""
     knowledge = deps.knowledge.get(message.knowledge_id)
-    if (
-        knowledge is not None
-        and knowledge.attempt == message.attempt
-        and knowledge.processed_at is None
-        and knowledge.parse_status in _ROLLED_BACK
-    ):
+    if knowledge is None or knowledge.attempt != message.attempt:
+        return True  # gone or superseded: failing it changes nothing (its conditions fail)
+    if knowledge.processed_at is not None:
+        return False
+    if knowledge.parse_status in _ROLLED_BACK:
         remove_derived_data(deps, knowledge)
+    return True
 
 
 #: the states in which a failed indexing takes its attempt's chunks and entries back

@@ -56,6 +56,9 @@ from chalicelib.stages.messages import (
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T", bound=TaskMessageModel)
 StageWork = Callable[[Dependencies, StageMessage], None]
+#: a stage's compensation when it fails for good; False: the attempt is not failed (another copy of the
+#: message finished it meanwhile), so the failure is not recorded
+Rollback = Callable[[Dependencies, StageMessage], bool]
 TaskWork = Callable[[Dependencies, Any], dict[str, Any]]
 
 
@@ -140,14 +143,19 @@ def run_stage(
     event: dict[str, Any],
     context: Any,
     work: StageWork,
-    rollback: StageWork | None = None,
+    rollback: Rollback | None = None,
 ) -> dict[str, Any]:
     """`rollback` is the stage's compensation, run once when the stage fails for good."""
 
     def give_up(message: StageMessage, code: str, reason: str) -> None:
         if rollback is not None:
             try:
-                rollback(deps, message)
+                if not rollback(deps, message):
+                    logger.info(
+                        "a stray copy failed after the attempt moved on", extra={"stage": stage.value}
+                    )
+                    attempt_leaves_pipeline(deps, message.tenant_id, message.knowledge_id, message.attempt)
+                    return
             except Exception:  # the failure is still recorded; reparse cleans up what is left
                 logger.exception("rollback failed", extra={"knowledge_id": message.knowledge_id})
         fail_knowledge(deps, message, stage, code, reason)

@@ -22,7 +22,7 @@ from chalicelib.adapters.memory import (
 from chalicelib.adapters.models.hashing import HashingEmbedding
 from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase, ReparseRequest, SearchRequest
-from chalicelib.domain.errors import SpanErrorCode
+from chalicelib.domain.errors import SpanErrorCode, TransientStageError
 from chalicelib.domain.ids import execution_name
 from chalicelib.domain.plan import planned_subtask
 from chalicelib.domain.storage_keys import images_manifest_key
@@ -32,7 +32,7 @@ from chalicelib.domain.types import (
     Knowledge,
     KnowledgeBase,
     ParseStatus,
-    StageMessage,
+    Stage,
     Tenant,
 )
 from chalicelib.operations.knowledge_bases import create_kb
@@ -42,7 +42,7 @@ from chalicelib.stages import embedding
 from chalicelib.tasks.reparse import reparse
 
 from . import conftest
-from .conftest import deliver, drain, embedding_outputs, failed_ids, index_count, span_status, upload
+from .conftest import deliver, drain, embedding_outputs, failed_ids, index_count, message, span_status, upload
 
 DOC = "# Harbour log\n\n" + "\n\n".join(
     f"## Day {i}\n\nThe pilot boat {i} left at {i} bells with lamp oil, rope and a crate of bread."
@@ -434,17 +434,23 @@ def test_the_chunk_totals_are_read_once_per_invocation(deps: Services, kb: Knowl
     assert reads.count(("embedding", "chunking")) == 1
 
 
-def test_a_stray_copy_failing_for_good_after_the_hand_over_takes_nothing_back(
-    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo
+def test_a_stray_copy_failing_for_good_after_the_hand_over_fails_nothing_and_takes_nothing_back(
+    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo, queue: MemoryTaskQueue
 ) -> None:
-    from chalicelib.stages import embedding
+    from chalicelib.stages.runner import run_stage
 
     created = chunked(deps, kb)
-    deliver(deps, "embedding")  # indexed and handed over
+    deliver(deps, "embedding")  # indexed and handed over: the state machine runs on
     indexed = rows.get(created.id)
     assert indexed is not None and indexed.processed_at is not None
     chunks = deps.chunks.list(created.id)
     assert chunks
-    # another copy of the attempt's message, on its last try, fails for good: its compensation runs
-    embedding.rollback(deps, StageMessage(created.tenant_id, created.id, created.attempt))
+
+    def stray(deps: Services, _message: object) -> None:  # another copy, whose index writes kept failing
+        raise TransientStageError("index write failed")
+
+    last = queue.event("embedding", [json.dumps(message(created))], receive_count=queue.max_receives)
+    run_stage(deps, Stage.EMBEDDING, last, None, stray, rollback=embedding.rollback)
     assert deps.chunks.list(created.id) == chunks
+    after = rows.get(created.id)
+    assert after is not None and after.parse_status == indexed.parse_status and after.error_code == ""
