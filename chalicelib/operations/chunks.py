@@ -25,6 +25,7 @@ from chalicelib.commands import ChunkListQuery, EditChunkRequest, FileUrlQuery
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, ServiceUnavailable, StageError
 from chalicelib.domain.ids import attempt_chunk_prefix, content_hash, question_entry_id
+from chalicelib.domain.image_info import ShownImages
 from chalicelib.domain.markup import strip_active_content
 from chalicelib.domain.resources import header_safe
 from chalicelib.domain.storage_keys import parsed_markdown_key
@@ -163,7 +164,7 @@ def edit_chunk(
                 content_hash=content_hash(text),
                 metadata={**metadata, "edited": True},
                 # the images the new text still shows (with what their tasks wrote of them)
-                image_info=[info for info in chunk.image_info if str(info.get("url") or "\0") in text],
+                image_info=_still_shown(chunk.image_info, text),
             )
         else:  # maybe the retry of an edit whose graph refresh the queue did not take (a parser's text: none)
             refresh_again = chunk.metadata.get("edited") is True
@@ -289,6 +290,12 @@ def _question_ids(chunk: Chunk) -> list[str]:
     """The index entries of the questions generated from the chunk's text (its metadata lists them)."""
     asked = chunk.metadata.get("questions")
     return [question_entry_id(chunk.id, n) for n in range(len(asked))] if isinstance(asked, list) else []
+
+
+def _still_shown(image_info: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """The entries of the images `text` still shows (by chunking's rule), with what their tasks wrote."""
+    shown = set(ShownImages(image_info).urls(text))
+    return [info for info in image_info if info.get("url") in shown]
 
 
 def _searchable(chunk: Chunk, document: Knowledge) -> bool:

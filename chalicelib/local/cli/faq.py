@@ -57,7 +57,7 @@ def cmd_faq(args: argparse.Namespace, console: Console) -> int:
         columns = ("id", "standard_question", "answers", "tags", "is_enabled")
         return emit(args, console, entries, lambda: print_rows(console, columns, entries))
     if action == "tags":
-        tags = api.call("GET", f"{base}/tags")
+        tags = api.every(f"{base}/tags")
         return emit(args, console, tags, lambda: print_json(console, tags))
     if action == "add":
         entry = api.call("POST", f"{base}/entries", json=_entry_body(args))
