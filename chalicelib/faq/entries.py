@@ -27,7 +27,6 @@ entry saved before entries counted is checked on its real growth, and counts fro
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,6 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.commands import SearchRequest
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, fitting
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import (
     AppError,
@@ -69,7 +69,7 @@ FAQ_KB_TYPE = "faq"
 #: entries answers a short page with a `next_cursor` to go on from
 LIST_SCAN = 2000
 #: list pages and search answers stay under Lambda's 6 MB response (100 entries of 350 KB each pass it)
-FAQ_ANSWER_MAX_BYTES = 5 * 1024 * 1024
+FAQ_ANSWER_MAX_BYTES = ANSWER_MAX_BYTES
 #: hits first asked of the engine per wanted result: several questions of one entry may all match (more are
 #: asked while too few entries come out, `domain/retrieval.deepened`)
 CANDIDATES_PER_RESULT = 4
@@ -457,13 +457,10 @@ def list_entries(deps: Dependencies, tenant_id: str, kb_id: str, query: FaqListQ
     items = found[: query.limit]
     # past a full page: its last item; else '' at the end, or where the scan stopped (LIST_SCAN read)
     next_cursor = (items[-1].id if items else "") if len(found) > query.limit else after
-    views: list[dict[str, Any]] = []
-    size = 0
-    for view in (entry.to_dict() for entry in items):
-        size += len(json.dumps(view, default=str)) + 1
-        if views and size > FAQ_ANSWER_MAX_BYTES:  # the rest on the next page, from this entry on
-            return {"items": views, "next_cursor": views[-1]["id"]}
-        views.append(view)
+    views = [entry.to_dict() for entry in items]
+    kept = fitting(views, FAQ_ANSWER_MAX_BYTES)
+    if kept < len(views):  # the rest on the next page, from the first entry left out
+        return {"items": views[:kept], "next_cursor": views[kept - 1]["id"]}
     return {"items": views, "next_cursor": next_cursor}
 
 
@@ -496,12 +493,8 @@ def list_tags(deps: Dependencies, tenant_id: str, kb_id: str) -> list[str]:
 def tags_page(deps: Dependencies, tenant_id: str, kb_id: str, after: str) -> tuple[list[str], str | None]:
     """Tag names after `after` within FAQ_ANSWER_MAX_BYTES, and the name the next page goes on after (or None)."""
     names = [name for name in list_tags(deps, tenant_id, kb_id) if name > after]
-    size = 0
-    for kept, name in enumerate(names):
-        size += len(json.dumps(name)) + 1
-        if kept and size > FAQ_ANSWER_MAX_BYTES:
-            return names[:kept], names[kept - 1]
-    return names, None
+    kept = fitting(names, FAQ_ANSWER_MAX_BYTES)
+    return (names, None) if kept == len(names) else (names[:kept], names[kept - 1])
 
 
 # ---------------------------------------------------------------- search
@@ -594,10 +587,7 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
 
 def within_answer_size(answer: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The best results within FAQ_ANSWER_MAX_BYTES (the first always): the last are left out, logged."""
-    size = 1
-    for kept, result in enumerate(answer):
-        size += len(json.dumps(result, default=str)) + 1
-        if kept and size > FAQ_ANSWER_MAX_BYTES:
-            logger.warning("faq search: cut to fit", extra={"results": len(answer), "kept": kept})
-            return answer[:kept]
-    return answer
+    kept = fitting(answer, FAQ_ANSWER_MAX_BYTES)
+    if kept < len(answer):
+        logger.warning("faq search: cut to fit", extra={"results": len(answer), "kept": kept})
+    return answer[:kept]

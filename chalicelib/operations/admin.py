@@ -9,12 +9,12 @@ parameter does not exist they answer 403 operator_key_missing. Keys are stored a
 from __future__ import annotations
 
 import hmac
-import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.commands import CreateTenantRequest, IssueKeyRequest, KeyAccess, Query, TenantQuotas, code
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, fitting
 from chalicelib.domain.api_keys import ApiKey, Scope, key_id_of
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest, Forbidden, NotFound, Unauthorized
@@ -110,7 +110,7 @@ class TenantsQuery(Query):
 
 #: a page of tenants stays under Lambda's 6 MB response (JSON, non-ASCII escaped): every tenant in one
 #: answer passed it past ~6,000 tenants with CJK names
-TENANTS_PAGE_MAX_BYTES = 5 * 1024 * 1024
+TENANTS_PAGE_MAX_BYTES = ANSWER_MAX_BYTES
 
 
 def list_tenants(deps: Dependencies) -> list[Tenant]:
@@ -121,12 +121,8 @@ def tenants_page(deps: Dependencies, query: TenantsQuery) -> tuple[list[Tenant],
     """The tenants after the id `query.cursor`, by id, within TENANTS_PAGE_MAX_BYTES (one at least), and the
     id the next page goes on after (None: no more)."""
     tenants = sorted((t for t in list_tenants(deps) if t.id > query.cursor), key=lambda t: t.id)
-    size = 0
-    for kept, tenant in enumerate(tenants):
-        size += len(json.dumps(tenant_view(tenant))) + 1
-        if kept and size > TENANTS_PAGE_MAX_BYTES:
-            return tenants[:kept], tenants[kept - 1].id
-    return tenants, None
+    kept = fitting(map(tenant_view, tenants), TENANTS_PAGE_MAX_BYTES)
+    return (tenants, None) if kept == len(tenants) else (tenants[:kept], tenants[kept - 1].id)
 
 
 def list_keys(deps: Dependencies, tenant_id: str) -> list[ApiKey]:

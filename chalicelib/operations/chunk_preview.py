@@ -8,10 +8,10 @@ last chunks are left out, with the parents only they name; `truncated` says so, 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from chalicelib.commands import ChunkPreviewRequest
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, json_size
 from chalicelib.domain.errors import BadRequest, NotFound
 from chalicelib.domain.process_config import apply_chunking, resolve
 from chalicelib.domain.storage_keys import parsed_markdown_key
@@ -46,7 +46,7 @@ def preview_chunks(deps: Dependencies, tenant_id: str, request: ChunkPreviewRequ
 
 
 #: the answer stays under Lambda's 6 MB response (see above)
-PREVIEW_MAX_BYTES = 5 * 1024 * 1024
+PREVIEW_MAX_BYTES = ANSWER_MAX_BYTES
 
 
 def within_answer_size(answer: dict[str, Any]) -> dict[str, Any]:
@@ -71,4 +71,4 @@ def within_answer_size(answer: dict[str, Any]) -> dict[str, Any]:
 
 def _size(value: Any) -> int:
     """The bytes `value` takes in the answer's JSON (non-ASCII escaped), with its separating comma."""
-    return len(json.dumps(value, default=str)) + 1
+    return json_size(value) + 1

@@ -17,11 +17,11 @@ the file's entry in the resource catalog (services/resources.py), answered by `G
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.commands import ChunkListQuery, EditChunkRequest, FileUrlQuery
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, fitting
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, ServiceUnavailable, StageError
 from chalicelib.domain.ids import attempt_chunk_prefix, content_hash, question_entry_id
@@ -96,20 +96,16 @@ def list_chunks(
     page, after = deps.chunks.list_page(
         knowledge.id, prefix=prefix, after=query.cursor or None, limit=query.limit
     )
-    items: list[dict[str, Any]] = []
-    size = 0
-    for chunk in page:
-        item = _view(chunk)
-        size += len(json.dumps(item, default=str)) + 1
-        if items and size > CHUNK_PAGE_MAX_BYTES:  # the rest on the next page, from this chunk on
-            return {"items": items, "next_cursor": items[-1]["id"]}
-        items.append(item)
+    items = [_view(chunk) for chunk in page]
+    kept = fitting(items, CHUNK_PAGE_MAX_BYTES)
+    if kept < len(items):  # the rest on the next page, from the first chunk left out
+        return {"items": items[:kept], "next_cursor": items[kept - 1]["id"]}
     return {"items": items, "next_cursor": after or ""}
 
 
 #: a page of chunks stays under Lambda's 6 MB response (JSON, non-ASCII escaped): 200 chunks of a scanned
 #: CJK document's OCR text, each with its image's texts, would pass it
-CHUNK_PAGE_MAX_BYTES = 5 * 1024 * 1024
+CHUNK_PAGE_MAX_BYTES = ANSWER_MAX_BYTES
 
 
 def _chunk(deps: Dependencies, knowledge: Knowledge, chunk_id: str) -> Chunk:

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, AnswerBudget
 from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.types import Knowledge, ParseStatus
 from chalicelib.observability import logger
@@ -96,21 +97,20 @@ def letter_view(deps: Dependencies, letter: DeadLetter) -> dict[str, Any]:
 
 #: the letters listed stay under Lambda's 6 MB response (JSON, non-ASCII escaped): 1,000 letters whose bodies
 #: name documents in CJK passed it; the listing ends there (the letters stay in their queues)
-LIST_MAX_BYTES = 5 * 1024 * 1024
+LIST_MAX_BYTES = ANSWER_MAX_BYTES
 
 
 def list_dead_letters(deps: Dependencies, queue: str | None, limit: int) -> list[dict[str, Any]]:
     """What the DLQs hold (up to `limit` in all, and within LIST_MAX_BYTES), each with its row's state;
     nothing is changed."""
     views: list[dict[str, Any]] = []
-    size = 0
+    budget = AnswerBudget(LIST_MAX_BYTES)
     for name in _queues(queue):
         letters = deps.queue.receive_dead_letters(name, limit - len(views), LIST_HOLD_SECONDS)
         try:
             for letter in letters:
                 view = letter_view(deps, letter)
-                size += len(json.dumps(view, default=str)) + 1
-                if views and size > LIST_MAX_BYTES:
+                if not budget.takes(view):
                     return views
                 views.append(view)
         finally:

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from chalicelib.commands import GraphQuery, WikiQuery, validate
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, AnswerBudget, fitting, json_size
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.types import Knowledge, ParseStatus
 from chalicelib.operations.listing import cursor_fields
@@ -22,7 +23,7 @@ WIKI_INDEX_CHARS = 200_000
 #: a wiki page's JSON stays under Lambda's 6 MB response: 1,000 page records with 500-character CJK
 #: document titles and 200-character page titles are 4.4 MB beside the index's part (twice that outside
 #: the BMP), so past this budget the page ends early, its cursor going on after the last record it read
-WIKI_PAGE_MAX_BYTES = 5 * 1024 * 1024
+WIKI_PAGE_MAX_BYTES = ANSWER_MAX_BYTES
 
 
 def refresh_summary(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
@@ -51,7 +52,7 @@ def graph(deps: Dependencies, tenant_id: str, kb_id: str, query: GraphQuery) -> 
 
 #: the graph's answer stays under Lambda's 6 MB response (JSON, non-ASCII escaped): an entity every document
 #: of a big knowledge base names lists every chunk and document that names it, and so may its 200 neighbours
-GRAPH_MAX_BYTES = 5 * 1024 * 1024
+GRAPH_MAX_BYTES = ANSWER_MAX_BYTES
 #: what each node and relation keeps of its lists once the answer is past GRAPH_MAX_BYTES
 GRAPH_LIST_CAP = 100
 _GRAPH_LISTS = ("attributes", "chunk_ids", "knowledge_ids")
@@ -60,7 +61,7 @@ _GRAPH_LISTS = ("attributes", "chunk_ids", "knowledge_ids")
 def within_graph_size(answer: dict[str, Any]) -> dict[str, Any]:
     """The answer, `truncated` false; past GRAPH_MAX_BYTES, `truncated` true and every node's and relation's
     lists cut to their first GRAPH_LIST_CAP, then the last neighbours, then the last relations left out."""
-    if len(json.dumps(answer, default=str)) <= GRAPH_MAX_BYTES:
+    if json_size(answer) <= GRAPH_MAX_BYTES:
         return {**answer, "truncated": False}
 
     def capped(item: dict[str, Any]) -> dict[str, Any]:
@@ -68,13 +69,11 @@ def within_graph_size(answer: dict[str, Any]) -> dict[str, Any]:
 
     entity = capped(answer["entity"]) if answer["entity"] else None
     kept: dict[str, list[dict[str, Any]]] = {"relations": [], "neighbours": []}
-    size = len(json.dumps({"entity": entity, **kept, "truncated": True}, default=str))
+    used = json_size({"entity": entity, **kept, "truncated": True})
     for part in ("relations", "neighbours"):
-        for item in map(capped, answer[part]):
-            size += len(json.dumps(item, default=str)) + 1
-            if size > GRAPH_MAX_BYTES:
-                break
-            kept[part].append(item)
+        items = list(map(capped, answer[part]))
+        kept[part] = items[: fitting(items, GRAPH_MAX_BYTES, used)] if used < GRAPH_MAX_BYTES else []
+        used += json_size(kept[part])
     return {"entity": entity, **kept, "truncated": True}
 
 
@@ -97,15 +96,14 @@ def wiki(
     rows = deps.knowledge.get_many(list(dict.fromkeys(r.knowledge_id for r in window)))
     chunks = deps.chunks.get_many([(r.knowledge_id, r.chunk_id) for r in window])
     pages: list[dict[str, Any]] = []
-    size = len(json.dumps(index))
+    answer = AnswerBudget(WIKI_PAGE_MAX_BYTES, used=json_size(index))
     for n, record in enumerate(window):
         if not is_current_page(
             rows.get(record.knowledge_id), kb.id, chunks.get((record.knowledge_id, record.chunk_id))
         ):
             continue
         page = asdict(record)
-        size += len(json.dumps(page)) + 1
-        if pages and size > WIKI_PAGE_MAX_BYTES:  # the next page goes on from this record
+        if not answer.takes(page):  # the next page goes on from this record
             window, more = window[:n], True
             break
         pages.append(page)

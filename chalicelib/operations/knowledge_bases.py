@@ -16,6 +16,7 @@ from chalicelib.commands import (
     UpdateKnowledgeBase,
     code,
 )
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, fitting
 from chalicelib.domain.errors import BadRequest, Conflict, Forbidden
 from chalicelib.domain.process_config import apply_chunking, check_enrichment, resolve
 from chalicelib.domain.types import (
@@ -146,7 +147,7 @@ def list_kbs(
 
 #: a page's knowledge bases as JSON (non-ASCII escaped, as Lambda sends the answer) stay under its 6 MB
 #: response: 100 with 10,000-character CJK descriptions and long settings passed it
-PAGE_MAX_BYTES = 5 * 1024 * 1024
+PAGE_MAX_BYTES = ANSWER_MAX_BYTES
 
 
 def _within_page_size(
@@ -154,15 +155,13 @@ def _within_page_size(
 ) -> tuple[list[KnowledgeBase], str | None]:
     """The page, or its first knowledge bases within PAGE_MAX_BYTES (one at least) with the cursor of the
     last one kept: the tenant's own go on after its (name, id), shared ones after its id."""
-    size = 0
-    for kept, kb in enumerate(found):
-        size += len(json.dumps(kb_view(kb, tenant_id), default=str)) + 1
-        if kept and size > PAGE_MAX_BYTES:
-            last = found[kept - 1]
-            own = last.tenant_id == tenant_id
-            position = [last.name, last.id] if own else [last.id]
-            return found[:kept], _encode(OWN if own else SHARED, position, _fingerprint(tenant_id))
-    return found, next_cursor
+    kept = fitting((kb_view(kb, tenant_id) for kb in found), PAGE_MAX_BYTES)
+    if kept == len(found):
+        return found, next_cursor
+    last = found[kept - 1]
+    own = last.tenant_id == tenant_id
+    position = [last.name, last.id] if own else [last.id]
+    return found[:kept], _encode(OWN if own else SHARED, position, _fingerprint(tenant_id))
 
 
 def _fingerprint(tenant_id: str) -> str:

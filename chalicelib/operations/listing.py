@@ -24,6 +24,7 @@ from typing import Any
 
 from chalicelib.commands import ListKnowledgeQuery
 from chalicelib.domain import strict_json
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, AnswerBudget
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.listing import listing_source
@@ -39,7 +40,7 @@ FILTER_BATCH = 100
 #: a page's rows as JSON (non-ASCII escaped, as Lambda sends the answer) stay under its 6 MB response: 100
 #: rows with 64 KB of CJK metadata and a 10,000-character description passed it. A page past it ends early
 #: with the cursor of its last row (so do the pages `page` > 1 walks over: page N stays the N-th page)
-PAGE_MAX_BYTES = 5 * 1024 * 1024
+PAGE_MAX_BYTES = ANSWER_MAX_BYTES
 
 Position = tuple[str, str]  # (created_at ISO, knowledge id)
 
@@ -122,7 +123,7 @@ def _one_page(
     matched: list[tuple[Position, Knowledge]] = []
     read = 0
     position = after
-    page_bytes = 0
+    answer = AnswerBudget(PAGE_MAX_BYTES)
     while True:
         want = size + 1 - len(matched)
         batch = min(budget - read, max(want, FILTER_BATCH) if filtering else want)
@@ -131,8 +132,7 @@ def _one_page(
         for at, row in got:
             position = at
             if row is not None and all(check(row) for check in checks):
-                page_bytes += len(json.dumps(row.to_dict(), default=str)) + 1
-                if matched and page_bytes > PAGE_MAX_BYTES:  # the next page starts at this row
+                if not answer.takes(row.to_dict()):  # the next page starts at this row
                     return Listed([r for _, r in matched], _encode(matched[-1][0], fingerprint), read)
                 matched.append((at, row))
                 if len(matched) > size:  # one more than the page: there is a next page

@@ -32,13 +32,13 @@ by a signed download link (a `local://` store's object is copied into the files 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any, TypedDict, TypeVar
 
 from chalicelib.commands import MetadataIn, SearchRequest
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, fitting
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.image_info import INTERNAL_URL
@@ -482,24 +482,19 @@ def hybrid_search(
 
 #: an answer's JSON (as the API writes it: non-ASCII escaped, a CJK character 6 bytes) stays under Lambda's 6 MB
 #: response: 100 hits of long CJK chunks with their images' texts could pass it, and the caller got a 502
-SEARCH_ANSWER_MAX_BYTES = 5 * 1024 * 1024
+SEARCH_ANSWER_MAX_BYTES = ANSWER_MAX_BYTES
 _IMAGE_TEXTS = ("caption", "ocr_text")
 
 
 def within_answer_size(answer: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The answer within SEARCH_ANSWER_MAX_BYTES: past it, the hits' images without their texts (each image's
     texts are hits of their own), then the last hits left out (logged, without text)."""
-    size = len(json.dumps(answer))
-    if size <= SEARCH_ANSWER_MAX_BYTES:
+    if fitting(answer, SEARCH_ANSWER_MAX_BYTES) == len(answer):
         return answer
     for result in answer:
         result["images"] = [{k: v for k, v in i.items() if k not in _IMAGE_TEXTS} for i in result["images"]]
-    sizes = [len(json.dumps(result)) + 1 for result in answer]
-    kept = len(answer)
-    while kept > 1 and sum(sizes[:kept]) + 1 > SEARCH_ANSWER_MAX_BYTES:
-        kept -= 1
+    kept = fitting(answer, SEARCH_ANSWER_MAX_BYTES)
     logger.warning(
-        "search: the answer was cut to fit the response size",
-        extra={"bytes": size, "hits": len(answer), "kept": kept},
+        "search: the answer was cut to fit the response size", extra={"hits": len(answer), "kept": kept}
     )
     return answer[:kept]

@@ -168,6 +168,6 @@ def test_a_listing_ends_before_its_byte_budget_and_leaves_every_letter_in_its_qu
     for _ in range(2):  # two more copies of its letter
         queue.dead_letter("docreader", json.dumps(message(row)), "maxReceiveCount exceeded")
     one = max(len(json.dumps(view, default=str)) for view in dlq.list_dead_letters(deps, None, 100))
-    monkeypatch.setattr(dlq, "LIST_MAX_BYTES", 2 * one + 2)
+    monkeypatch.setattr(dlq, "LIST_MAX_BYTES", 2 * one + 3)  # two letters, a comma, the brackets
     assert len(dlq.list_dead_letters(deps, None, 100)) == 2
     assert len(queue.dead_letters("docreader")) == 3  # listed or not, every letter stays

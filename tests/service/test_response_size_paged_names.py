@@ -53,7 +53,7 @@ def test_the_faq_tags_page_by_size_and_every_name_is_listed_once(
         )
         entries.create_entry(deps, tenant.id, kb.id, request)
     one = len(json.dumps(names[0])) + 1
-    monkeypatch.setattr(entries, "FAQ_ANSWER_MAX_BYTES", 3 * one, raising=False)
+    monkeypatch.setattr(entries, "FAQ_ANSWER_MAX_BYTES", 3 * one + 1, raising=False)
 
     path = f"{V1}/knowledge-bases/{kb.id}/faq/tags"
     pages = _walk(lambda at: client.http.get(at, headers={"X-API-Key": key}), path)
@@ -69,7 +69,7 @@ def test_the_operators_tenant_listing_pages_by_size_and_lists_every_tenant_once(
         admin.create_tenant(deps, CreateTenantRequest(name=f"港口公司{n}"))
     every = sorted(t.id for t in deps.tenants.list_all())
     one = max(len(json.dumps(admin.tenant_view(t))) + 1 for t in deps.tenants.list_all())
-    monkeypatch.setattr(admin, "TENANTS_PAGE_MAX_BYTES", 3 * one, raising=False)
+    monkeypatch.setattr(admin, "TENANTS_PAGE_MAX_BYTES", 3 * one + 1, raising=False)
 
     headers = {"X-Operator-Key": "op-secret"}
     pages = _walk(lambda at: client.http.get(at, headers=headers), f"{V1}/admin/tenants")
