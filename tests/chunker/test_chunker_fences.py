@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from chunker_helpers import check_chunks, commonmark_fences
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from chalicelib.chunker import HARD_CAP, ChunkingConfig, split
@@ -193,4 +193,8 @@ fence_soup = st.lists(st.tuples(_PREFIX, _BODY).map("".join), max_size=30).map("
 @given(text=fence_soup, trailing_newline=st.booleans())
 def test_fenced_blocks_match_a_full_commonmark_parse(text: str, trailing_newline: bool) -> None:
     text += "\n" if trailing_newline else ""
-    assert [(f.start, f.end) for f in fenced_blocks(text)] == commonmark_fences(text)
+    try:
+        expected = commonmark_fences(text)
+    except IndexError:  # markdown-it-py's own bug (StateBlock.getLines past the text: `> - <!--\n> `)
+        reject()
+    assert [(f.start, f.end) for f in fenced_blocks(text)] == expected
