@@ -1,8 +1,9 @@
 """What one API answer may hold. The API is a Lambda function behind API Gateway: a synchronous answer over
-6 MB fails (the caller gets a 502, not an error with a code), and the API writes JSON with non-ASCII escaped
-(a CJK character is 6 bytes). So a listing ends its page, and a bounded answer is cut, before
-ANSWER_MAX_BYTES of JSON, by one rule: `AnswerBudget` (item by item) or `fitting` (a list at once); the
-first item always fits, so every answer holds at least one."""
+6 MB fails (the caller gets a 502, not an error with a code). So a listing ends its page, and a bounded answer
+is cut, before ANSWER_MAX_BYTES, by one rule: `AnswerBudget` (item by item) or `fitting` (a list at once); the
+first item always fits, so every answer holds at least one. Items are counted as `json.dumps` writes them
+(non-ASCII escaped: a CJK character is 6 bytes, as Lambda encodes the body), a comma between them: at least
+what the API's compact JSON takes. The margin to 6 MB is for the envelope and Lambda's own escaping."""
 
 from __future__ import annotations
 
@@ -22,22 +23,28 @@ class AnswerBudget:
     """An answer's list of items, counted as JSON: `takes(item)` is False once the item would pass the
     budget (`used`: the bytes the rest of the answer takes)."""
 
-    def __init__(self, max_bytes: int = ANSWER_MAX_BYTES, used: int = 0) -> None:
+    def __init__(
+        self, max_bytes: int = ANSWER_MAX_BYTES, used: int = 0, *, at_least_one: bool = True
+    ) -> None:
         self.left = max_bytes - used - 2  # the list's brackets
         self.count = 0
+        self.at_least_one = at_least_one
 
     def takes(self, item: Any) -> bool:
         size = json_size(item) + (1 if self.count else 0)  # the comma before it
-        if self.count and size > self.left:
+        if (self.count or not self.at_least_one) and size > self.left:
             return False
         self.left -= size
         self.count += 1
         return True
 
 
-def fitting(items: Iterable[Any], max_bytes: int = ANSWER_MAX_BYTES, used: int = 0) -> int:
-    """How many of `items`, from the first, fit in `max_bytes` (one at least, when there is one)."""
-    budget = AnswerBudget(max_bytes, used)
+def fitting(
+    items: Iterable[Any], max_bytes: int = ANSWER_MAX_BYTES, used: int = 0, *, at_least_one: bool = True
+) -> int:
+    """How many of `items`, from the first, fit in `max_bytes` (one at least, when there is one, unless
+    `at_least_one` is False: a part of an answer that has other parts)."""
+    budget = AnswerBudget(max_bytes, used, at_least_one=at_least_one)
     for item in items:
         if not budget.takes(item):
             break

@@ -72,7 +72,7 @@ def within_graph_size(answer: dict[str, Any]) -> dict[str, Any]:
     used = json_size({"entity": entity, **kept, "truncated": True})
     for part in ("relations", "neighbours"):
         items = list(map(capped, answer[part]))
-        kept[part] = items[: fitting(items, GRAPH_MAX_BYTES, used)] if used < GRAPH_MAX_BYTES else []
+        kept[part] = items[: fitting(items, GRAPH_MAX_BYTES, used, at_least_one=False)]
         used += json_size(kept[part])
     return {"entity": entity, **kept, "truncated": True}
 

@@ -22,7 +22,7 @@ from chalicelib.domain.progress import SPAN_COUNTERS
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, IndexSpace, StorageQuotaExceeded
+from chalicelib.ports import Dependencies, IndexSpace, ServiceUnreachable, StorageQuotaExceeded
 from chalicelib.services import page_range_store
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.fairness import (
@@ -438,7 +438,14 @@ def rollback(deps: Dependencies, message: StageMessage) -> bool:
     if knowledge is None or knowledge.attempt != message.attempt:
         return True  # gone or superseded: failing it changes nothing (its conditions fail)
     if knowledge.processed_at is not None:
-        return False
+        # handed over only once its state machine started (the hand-over's last step): a hand-over that
+        # died before that (this very message's earlier try) still fails the attempt
+        if knowledge.parse_status not in (ParseStatus.PENDING, ParseStatus.PROCESSING):
+            return False
+        try:
+            return not deps.workflow.is_running(execution_name(knowledge.id, knowledge.attempt))
+        except ServiceUnreachable:  # unanswered: housekeeping looks at the row again
+            return False
     if knowledge.parse_status in _ROLLED_BACK:
         remove_derived_data(deps, knowledge)
     return True

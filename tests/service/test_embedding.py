@@ -37,7 +37,14 @@ from chalicelib.domain.types import (
 )
 from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.operations.search import hybrid_search
-from chalicelib.ports import IndexSpace, IndexUnavailable, IndexWriteError, ModelRequestError, ModelThrottled
+from chalicelib.ports import (
+    IndexSpace,
+    IndexUnavailable,
+    IndexWriteError,
+    ModelRequestError,
+    ModelThrottled,
+    ServiceUnreachable,
+)
 from chalicelib.stages import embedding
 from chalicelib.tasks.reparse import reparse
 
@@ -454,3 +461,25 @@ def test_a_stray_copy_failing_for_good_after_the_hand_over_fails_nothing_and_tak
     assert deps.chunks.list(created.id) == chunks
     after = rows.get(created.id)
     assert after is not None and after.parse_status == indexed.parse_status and after.error_code == ""
+
+
+def test_a_hand_over_that_never_started_its_state_machine_still_fails_its_document(
+    deps: Services,
+    kb: KnowledgeBase,
+    rows: MemoryKnowledgeRepo,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The row was marked indexed by this very message, whose hand-over then failed on every try."""
+    created = chunked(deps, kb)
+
+    def refuse(name: str, payload: Any) -> Any:
+        raise ServiceUnreachable("states: 503")
+
+    monkeypatch.setattr(workflow, "start", refuse)
+    for _ in range(queue.max_receives):
+        deliver(deps, "embedding")
+    row = rows.get(created.id)
+    assert row is not None and row.processed_at is not None and not workflow.executions
+    assert row.parse_status == ParseStatus.FAILED
