@@ -30,8 +30,10 @@ A letter parked in the DLQ carries `parked` + 1, so a redrive of it runs its tri
 
 The queue also carries the state machine's announcements (`{"announce": "Knowledge Completed", ...}`): the
 machine decides two changes itself (the promotion after a failed subtask, the failure of a plan that never
-came back) and, only when its conditional write held, sends one message here, which is announced like any
-other change (services/events.py) unless the row has moved on to a newer attempt by the time it is read.
+came back) and sends one message here, which is announced like any other change (services/events.py) unless
+the row has moved on to a newer attempt by the time it is read. The promotion sends it whether its conditional
+write held or not (a retried promotion whose first answer was lost fails its condition on the row it
+completed): a completion is announced only for a row completed at that attempt.
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ def announced(deps: Dependencies, message: AnnounceMessage) -> None:
         # that attempt's end now would read the new attempt's row (its status, knowledge base, time) and
         # tell consumers a document is done that is being parsed again. The new attempt announces its own.
         return
+    if event_type == EventType.KNOWLEDGE_COMPLETED and knowledge.parse_status != ParseStatus.COMPLETED:
+        return  # the machine's promotion did not complete it (not the last slot, or the row moved on)
     if (
         event_type == EventType.KNOWLEDGE_FAILED
         and knowledge.attempt == message.attempt

@@ -123,3 +123,19 @@ def test_a_slot_release_or_promotion_that_fails_past_its_retries_reaches_the_map
         caught = {e for c in iteration[name]["Catch"] for e in c["ErrorEquals"]}
         assert caught == {"DynamoDB.ConditionalCheckFailedException"}, name
     assert _catch_all(states["Enrich"])["Next"] in states
+
+
+def test_a_promotion_whose_condition_fails_still_asks_for_the_completion_to_be_announced() -> None:
+    """A retried promotion whose first answer was lost fails its condition on the row it completed: the
+    machine sends the announcement either way, and the webhooks handler tells only a row completed at this
+    attempt (tests/service/test_webhooks.py)."""
+    iteration = _machine()["States"]["Enrich"]["ItemProcessor"]["States"]
+    promote = iteration["PromoteIfLast"]
+    [guarded] = [
+        c for c in promote["Catch"] if c["ErrorEquals"] == ["DynamoDB.ConditionalCheckFailedException"]
+    ]
+    assert guarded["Next"] == promote["Next"] == "AnnounceCompleted" and guarded["ResultPath"] is None
+    body = _evaluate(
+        iteration["AnnounceCompleted"]["Parameters"]["MessageBody"], {"knowledge_id": "k", "attempt": 3}
+    )
+    assert body == {"announce": "Knowledge Completed", "knowledge_id": "k", "attempt": 3}

@@ -13,7 +13,7 @@ import pytest
 from chalicelib.adapters.memory import MemoryTaskQueue, ScriptedUrlImporter
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import BadRequest
-from chalicelib.domain.types import KnowledgeBase
+from chalicelib.domain.types import KnowledgeBase, ParseStatus
 from chalicelib.domain.webhooks import retry_delay, verify
 from chalicelib.operations import webhooks
 from chalicelib.operations.webhooks import CreateWebhookRequest, UpdateWebhookRequest
@@ -21,7 +21,7 @@ from chalicelib.ports import FetchFailed, WebhookAnswer
 from chalicelib.ports.events import DeliveryTry
 from chalicelib.stages import webhooks as delivery
 
-from .conftest import upload
+from .conftest import MAIN_STAGES, drain, upload
 
 URL = "https://hooks.example.com/weknora"
 
@@ -290,15 +290,21 @@ def test_deleting_the_knowledge_base_deletes_its_webhooks(deps: Services, kb: Kn
     assert deps.webhooks.get(kb.id, str(hook["id"])) is None
 
 
-def test_the_state_machines_announcement_delivered_twice_reaches_each_webhook_once(
+def test_the_machines_announcement_reaches_each_webhook_once_and_only_for_a_completed_row(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
 ) -> None:
     receiver = Receiver(204)
     deps.webhook_sender = receiver
     hook = hook_on(deps, kb, "Knowledge Completed")
     knowledge = upload(deps, kb)
+    drain(deps, MAIN_STAGES)
     drain_webhooks(deps)
     announcement = {"announce": "Knowledge Completed", "knowledge_id": knowledge.id, "attempt": 1}
+    queue.send_raw("webhooks", announcement)  # the machine's promotion did not complete the row: not told
+    drain_webhooks(deps)
+    assert receiver.posts == []
+    completed = deps.knowledge.settle_plan(knowledge.id, 1, 0, {"planned": [], "not_planned": {}})
+    assert completed is not None and completed.parse_status == ParseStatus.COMPLETED
     queue.send_raw("webhooks", announcement)
     queue.send_raw("webhooks", announcement)  # SQS delivers the machine's message a second time
     drain_webhooks(deps)
