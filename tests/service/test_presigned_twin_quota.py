@@ -14,7 +14,7 @@ from chalicelib.domain.types import KnowledgeBase
 from chalicelib.operations.create import accept_uploaded_object
 
 from .conftest import TEXT
-from .test_presigned_upload_expiry_and_twin_events import grant
+from .test_presigned_upload_expiry_and_twin_events import landed
 
 
 def test_the_twin_event_meeting_the_quota_its_twin_used_records_no_refusal(
@@ -25,9 +25,7 @@ def test_the_twin_event_meeting_the_quota_its_twin_used_records_no_refusal(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     deps.tenants.set_quotas(kb.tenant_id, len(TEXT) + 10, 0)  # room for one copy of the file
-    granted = grant(deps, kb)
-    knowledge_id, key = str(granted["knowledge_id"]), str(granted["key"])
-    inbox.put_presigned(str(granted["upload_url"]), TEXT)
+    knowledge_id, key = landed(deps, kb, inbox)
     original = deps.tenants.get
     winners: list[Any] = []
 

@@ -30,6 +30,15 @@ def grant(deps: Services, kb: KnowledgeBase, tag_ids: list[str] | None = None) -
     return create_upload_url(deps, kb.tenant_id, kb.id, request)
 
 
+def landed(
+    deps: Services, kb: KnowledgeBase, inbox: MemoryFileStore, tag_ids: list[str] | None = None
+) -> tuple[str, str]:
+    """A presigned upload whose file S3 took: its knowledge id and object key."""
+    granted = grant(deps, kb, tag_ids)
+    inbox.put_presigned(str(granted["upload_url"]), TEXT)
+    return str(granted["knowledge_id"]), str(granted["key"])
+
+
 def answer_at(deps: Services, kb: KnowledgeBase, knowledge_id: str, later: timedelta, mp: Any) -> str:
     moment = utcnow() + later
     mp.setattr(ownership, "utcnow", lambda: moment)
@@ -65,9 +74,7 @@ def test_a_file_that_landed_before_the_expiry_is_pending_then_accepted_however_l
     rows: MemoryKnowledgeRepo,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    granted = grant(deps, kb)
-    knowledge_id, key = str(granted["knowledge_id"]), str(granted["key"])
-    inbox.put_presigned(str(granted["upload_url"]), TEXT)  # S3 took the PUT before the expiry
+    knowledge_id, key = landed(deps, kb, inbox)  # S3 took the PUT before the expiry
     days_later = timedelta(days=2)
     assert answer_at(deps, kb, knowledge_id, days_later, monkeypatch) == "upload_pending"  # its event is due
     accepted = accept_uploaded_object(deps, key)  # the expiry never drops an upload
@@ -129,9 +136,7 @@ def test_the_copy_of_an_event_that_loses_the_race_finishes_quietly(
     from chalicelib.operations.tags import create_tag
 
     tag = create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name="ops"))
-    granted = grant(deps, kb, [tag.id])
-    knowledge_id, key = str(granted["knowledge_id"]), str(granted["key"])
-    inbox.put_presigned(str(granted["upload_url"]), TEXT)
+    knowledge_id, key = landed(deps, kb, inbox, [tag.id])
     winners = _other_copy_first(monkeypatch, rows, lost_at, key, deps)
 
     assert accept_uploaded_object(deps, key) is None  # no error: nothing for the queue to retry
@@ -156,9 +161,7 @@ def test_a_different_document_taking_the_content_meanwhile_is_still_a_duplicate(
     rows: MemoryKnowledgeRepo,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    granted = grant(deps, kb)
-    knowledge_id, key = str(granted["knowledge_id"]), str(granted["key"])
-    inbox.put_presigned(str(granted["upload_url"]), TEXT)
+    knowledge_id, key = landed(deps, kb, inbox)
     insert = rows.insert
     others: list[str] = []
 
