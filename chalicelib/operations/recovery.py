@@ -17,14 +17,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from chalicelib.domain.clock import to_iso
-from chalicelib.domain.errors import SpanErrorCode
-from chalicelib.domain.events import EventType
 from chalicelib.domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus, TaskStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.derived_data import remove_derived_data
-from chalicelib.services.dispatch import enqueue_first_stage
-from chalicelib.services.events import knowledge_changed
+from chalicelib.services.dispatch import enqueue_first_stage, fail_not_queued
 from chalicelib.tasks import redrive_delete
 from chalicelib.tasks.delete import delete_task_id
 
@@ -42,26 +39,14 @@ def restart(
     except Exception as error:
         # Nothing is queued for the new attempt: it fails as a restart that could not be queued, so the
         # letter that asked for it (kept: the caller sees the error) still restarts it, as a reparse does.
-        _could_not_start(deps, fresh, f"could not clear the earlier attempt's data ({type(error).__name__})")
+        why = f"could not clear the earlier attempt's data ({type(error).__name__})"
+        fail_not_queued(deps, fresh, f"{why}; redrive or reparse to retry")
         raise
     logger.info(
         "restarted a knowledge at a new attempt",
         extra={"knowledge_id": fresh.id, "from_attempt": knowledge.attempt, "attempt": fresh.attempt},
     )
     return enqueue_first_stage(deps, fresh)
-
-
-def _could_not_start(deps: Dependencies, fresh: Knowledge, why: str) -> None:
-    message = f"{why}; redrive or reparse to retry"
-    if deps.knowledge.mark_failed(fresh.id, fresh.attempt, message, SpanErrorCode.ENQUEUE_FAILED):
-        knowledge_changed(
-            deps,
-            fresh,
-            EventType.KNOWLEDGE_FAILED,
-            status=ParseStatus.FAILED.value,
-            error_code=SpanErrorCode.ENQUEUE_FAILED,
-            error_message=message,
-        )
 
 
 @dataclass

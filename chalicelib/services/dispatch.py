@@ -33,22 +33,29 @@ def enqueue_first_stage(
         )
     except Exception as error:  # any failure to enqueue leaves a failed row that reparse recovers
         logger.exception("enqueue failed", extra={"knowledge_id": knowledge.id})
-        message = f"could not enqueue processing ({type(error).__name__}); reparse to retry"
-        failed = deps.knowledge.mark_failed(
-            knowledge.id, knowledge.attempt, message, SpanErrorCode.ENQUEUE_FAILED
+        fail_not_queued(
+            deps, knowledge, f"could not enqueue processing ({type(error).__name__}); reparse to retry"
         )
-        knowledge.parse_status = ParseStatus.FAILED
-        knowledge.error_message = message
-        knowledge.error_code = SpanErrorCode.ENQUEUE_FAILED
-        if failed:
-            knowledge_changed(
-                deps,
-                knowledge,
-                EventType.KNOWLEDGE_FAILED,
-                error_code=SpanErrorCode.ENQUEUE_FAILED,
-                error_message=message,
-            )
     return knowledge
+
+
+def fail_not_queued(deps: Dependencies, knowledge: Knowledge, message: str) -> None:
+    """An attempt whose first stage could not be queued fails with `enqueue_failed` (a reparse or a redrive
+    starts it again), announced when this write failed it; `knowledge` is updated to say so."""
+    failed = deps.knowledge.mark_failed(
+        knowledge.id, knowledge.attempt, message, SpanErrorCode.ENQUEUE_FAILED
+    )
+    knowledge.parse_status = ParseStatus.FAILED
+    knowledge.error_message = message
+    knowledge.error_code = SpanErrorCode.ENQUEUE_FAILED
+    if failed:
+        knowledge_changed(
+            deps,
+            knowledge,
+            EventType.KNOWLEDGE_FAILED,
+            error_code=SpanErrorCode.ENQUEUE_FAILED,
+            error_message=message,
+        )
 
 
 # ---------------------------------------------------------------- enrichment outside the count
