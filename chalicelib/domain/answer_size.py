@@ -8,10 +8,12 @@ what the API's compact JSON takes. The margin to 6 MB is for the envelope and La
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 ANSWER_MAX_BYTES = 5 * 1024 * 1024
+
+T = TypeVar("T")
 
 
 def json_size(value: Any) -> int:
@@ -49,3 +51,12 @@ def fitting(
         if not budget.takes(item):
             break
     return budget.count
+
+
+def cut_page(
+    items: Sequence[T], max_bytes: int = ANSWER_MAX_BYTES, measured: Callable[[T], Any] | None = None
+) -> tuple[list[T], T | None]:
+    """A page's items that fit (`measured`: what the answer shows of one, the item itself by default), and the
+    last of them when the page was cut there (the next page goes on after it), else None."""
+    kept = fitting(items if measured is None else map(measured, items), max_bytes)
+    return (list(items), None) if kept == len(items) else (list(items[:kept]), items[kept - 1])

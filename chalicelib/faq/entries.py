@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chalicelib.commands import SearchRequest
-from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, fitting
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, cut_page, fitting
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import (
     AppError,
@@ -457,11 +457,8 @@ def list_entries(deps: Dependencies, tenant_id: str, kb_id: str, query: FaqListQ
     items = found[: query.limit]
     # past a full page: its last item; else '' at the end, or where the scan stopped (LIST_SCAN read)
     next_cursor = (items[-1].id if items else "") if len(found) > query.limit else after
-    views = [entry.to_dict() for entry in items]
-    kept = fitting(views, FAQ_ANSWER_MAX_BYTES)
-    if kept < len(views):  # the rest on the next page, from the first entry left out
-        return {"items": views[:kept], "next_cursor": views[kept - 1]["id"]}
-    return {"items": views, "next_cursor": next_cursor}
+    views, last = cut_page([entry.to_dict() for entry in items], FAQ_ANSWER_MAX_BYTES)
+    return {"items": views, "next_cursor": last["id"] if last else next_cursor}
 
 
 def purge_kb(deps: Dependencies, kb_id: str) -> int:
@@ -492,9 +489,9 @@ def list_tags(deps: Dependencies, tenant_id: str, kb_id: str) -> list[str]:
 
 def tags_page(deps: Dependencies, tenant_id: str, kb_id: str, after: str) -> tuple[list[str], str | None]:
     """Tag names after `after` within FAQ_ANSWER_MAX_BYTES, and the name the next page goes on after (or None)."""
-    names = [name for name in list_tags(deps, tenant_id, kb_id) if name > after]
-    kept = fitting(names, FAQ_ANSWER_MAX_BYTES)
-    return (names, None) if kept == len(names) else (names[:kept], names[kept - 1])
+    return cut_page(
+        [name for name in list_tags(deps, tenant_id, kb_id) if name > after], FAQ_ANSWER_MAX_BYTES
+    )
 
 
 # ---------------------------------------------------------------- search

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chalicelib.commands import CreateTenantRequest, IssueKeyRequest, KeyAccess, Query, TenantQuotas, code
-from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, fitting
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, cut_page
 from chalicelib.domain.api_keys import ApiKey, Scope, key_id_of
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest, Forbidden, NotFound, Unauthorized
@@ -121,8 +121,8 @@ def tenants_page(deps: Dependencies, query: TenantsQuery) -> tuple[list[Tenant],
     """The tenants after the id `query.cursor`, by id, within TENANTS_PAGE_MAX_BYTES (one at least), and the
     id the next page goes on after (None: no more)."""
     tenants = sorted((t for t in list_tenants(deps) if t.id > query.cursor), key=lambda t: t.id)
-    kept = fitting(map(tenant_view, tenants), TENANTS_PAGE_MAX_BYTES)
-    return (tenants, None) if kept == len(tenants) else (tenants[:kept], tenants[kept - 1].id)
+    page, last = cut_page(tenants, TENANTS_PAGE_MAX_BYTES, tenant_view)
+    return page, last.id if last else None
 
 
 def list_keys(deps: Dependencies, tenant_id: str) -> list[ApiKey]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from chalicelib.commands import ChunkListQuery, EditChunkRequest, FileUrlQuery
-from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, fitting
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, cut_page
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, ServiceUnavailable, StageError
 from chalicelib.domain.ids import attempt_chunk_prefix, content_hash, question_entry_id
@@ -47,6 +47,7 @@ from chalicelib.services.dispatch import (
     request_summary_refresh,
 )
 from chalicelib.services.indexing import chunk_entries, embed_for_api, take_back_chunks, write_entries
+from chalicelib.services.indexing import searchable as document_searchable
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.storage import files_of
@@ -96,11 +97,8 @@ def list_chunks(
     page, after = deps.chunks.list_page(
         knowledge.id, prefix=prefix, after=query.cursor or None, limit=query.limit
     )
-    items = [_view(chunk) for chunk in page]
-    kept = fitting(items, CHUNK_PAGE_MAX_BYTES)
-    if kept < len(items):  # the rest on the next page, from the first chunk left out
-        return {"items": items[:kept], "next_cursor": items[kept - 1]["id"]}
-    return {"items": items, "next_cursor": after or ""}
+    items, last = cut_page([_view(chunk) for chunk in page], CHUNK_PAGE_MAX_BYTES)
+    return {"items": items, "next_cursor": last["id"] if last else after or ""}
 
 
 #: a page of chunks stays under Lambda's 6 MB response (JSON, non-ASCII escaped): 200 chunks of a scanned
@@ -276,8 +274,8 @@ def _write(
     except (StageError, IndexWriteError) as error:  # answered without the engine's reply, nor logged
         raise _index_error(error) from error
     deps.chunks.put_many([changed])
-    now = deps.knowledge.get(knowledge.id) or knowledge  # read after the put: kept, it catches a switch
-    if _searchable(changed, now) != searchable:  # the document switched meanwhile
+    # read again after the put: a switch of the document meanwhile
+    if (changed.is_enabled and document_searchable(deps, knowledge)) != searchable:
         engine.set_enabled(space, kb.id, [changed.id], not searchable)
     return changed
 

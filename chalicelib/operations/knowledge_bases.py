@@ -16,7 +16,7 @@ from chalicelib.commands import (
     UpdateKnowledgeBase,
     code,
 )
-from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, fitting
+from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, cut_page
 from chalicelib.domain.errors import BadRequest, Conflict, Forbidden
 from chalicelib.domain.process_config import apply_chunking, check_enrichment, resolve
 from chalicelib.domain.types import (
@@ -138,11 +138,13 @@ def list_kbs(
         found = [kb for kb in own[: query.limit] if kb_allowed(kb.id)]
         if len(own) > query.limit:
             last = own[query.limit - 1]
-            return _within_page_size(tenant_id, found, _encode(OWN, [last.name, last.id], fingerprint))
+            return _within_page_size(
+                tenant_id, found, _encode(OWN, [last.name, last.id], fingerprint), fingerprint
+            )
         after = [""]
     shared, go_on = shared_kbs(deps, tenant_id, after[0], query.limit - len(found))
     next_cursor = _encode(SHARED, [go_on], fingerprint) if go_on is not None else None
-    return _within_page_size(tenant_id, found + shared, next_cursor)
+    return _within_page_size(tenant_id, found + shared, next_cursor, fingerprint)
 
 
 #: a page's knowledge bases as JSON (non-ASCII escaped, as Lambda sends the answer) stay under its 6 MB
@@ -151,17 +153,16 @@ PAGE_MAX_BYTES = ANSWER_MAX_BYTES
 
 
 def _within_page_size(
-    tenant_id: str, found: list[KnowledgeBase], next_cursor: str | None
+    tenant_id: str, found: list[KnowledgeBase], next_cursor: str | None, fingerprint: str
 ) -> tuple[list[KnowledgeBase], str | None]:
     """The page, or its first knowledge bases within PAGE_MAX_BYTES (one at least) with the cursor of the
     last one kept: the tenant's own go on after its (name, id), shared ones after its id."""
-    kept = fitting((kb_view(kb, tenant_id) for kb in found), PAGE_MAX_BYTES)
-    if kept == len(found):
-        return found, next_cursor
-    last = found[kept - 1]
+    page, last = cut_page(found, PAGE_MAX_BYTES, lambda kb: kb_view(kb, tenant_id))
+    if last is None:
+        return page, next_cursor
     own = last.tenant_id == tenant_id
     position = [last.name, last.id] if own else [last.id]
-    return found[:kept], _encode(OWN if own else SHARED, position, _fingerprint(tenant_id))
+    return page, _encode(OWN if own else SHARED, position, fingerprint)
 
 
 def _fingerprint(tenant_id: str) -> str:
