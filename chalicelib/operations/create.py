@@ -381,14 +381,10 @@ def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
     )
     try:
         knowledge = create_from_file(deps, tenant_id, kb_id, upload)
-    except AlreadyCreated:  # two copies of the event at once, and the other one created it: as redelivered
-        logger.info("the upload was accepted by another delivery of its event", extra={"key": key})
-        _consume(deps, object_url, intent_url)
-        return None
-    except (BadRequest, Conflict, Forbidden, NotFound) as rejected:  # a quota reached meanwhile too
-        if (
-            deps.knowledge.get(knowledge_id) is not None
-        ):  # the other copy of the event took the room it wanted
+    except (AlreadyCreated, BadRequest, Conflict, Forbidden, NotFound) as rejected:
+        # two copies of the event at once: the other created the row (found while creating, or it took the
+        # room this one wanted: a quota refusal), so this one finishes as a redelivery would
+        if isinstance(rejected, AlreadyCreated) or deps.knowledge.get(knowledge_id) is not None:
             logger.info("the upload was accepted by another delivery of its event", extra={"key": key})
             _consume(deps, object_url, intent_url)
             return None
