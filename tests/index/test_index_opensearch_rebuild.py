@@ -27,7 +27,6 @@ from chalicelib.adapters.index.opensearch_rebuild import (
     RebuildRefused,
     index_names,
     plan_rebuild,
-    rebuild_all,
     rebuild_index,
 )
 from chalicelib.ports import IndexSpace, IndexUnavailable
@@ -258,7 +257,7 @@ def test_all_lists_aliases_and_legacy_indices_not_leftovers_nor_other_indices(
     )
     assert index_names(engine.client) == sorted([aliased.name, legacy.name])
 
-    planned = rebuild_all(engine.client, dry_run=True)
+    planned = [rebuild_index(engine.client, n, dry_run=True) for n in index_names(engine.client)]
     assert [(r.plan.name, r.plan.up_to_date, r.rebuilt) for r in planned] == sorted(
         [(aliased.name, True, False), (legacy.name, False, False)]
     )
@@ -267,10 +266,10 @@ def test_all_lists_aliases_and_legacy_indices_not_leftovers_nor_other_indices(
         versioned_name(legacy.name, 2): [],
     }  # nothing changed
 
-    assert [r.rebuilt for r in rebuild_all(engine.client)] == [
+    assert [rebuild_index(engine.client, n).rebuilt for n in index_names(engine.client)] == [
         n == legacy.name for n in sorted([aliased.name, legacy.name])
     ]
-    assert rebuild_all(engine.client, dry_run=False)[0].rebuilt is False
+    assert rebuild_index(engine.client, index_names(engine.client)[0]).rebuilt is False
 
 
 def test_a_name_that_is_no_space_index_is_refused(engine: OpenSearchEngine, space: IndexSpace) -> None:

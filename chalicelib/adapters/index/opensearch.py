@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -110,8 +111,20 @@ _BUSY_ITEM_ERRORS = frozenset({"es_rejected_execution_exception", "cluster_block
 Refresh = bool | Literal["wait_for"]
 
 
-def versioned_name(name: str, version: int = ANALYSIS_VERSION) -> str:  # the index behind the alias `name`
+#: the key of an index's `_meta` that records its analysis version
+ANALYSIS_META_KEY = "weknora_analysis"
+_VERSIONED = re.compile(r"(?P<name>.+)-a\d+")
+
+
+def versioned_name(name: str, version: int = ANALYSIS_VERSION) -> str:
+    """The index behind the alias `name`, created with that analysis version (the current one by default)."""
     return f"{name}-a{version}"
+
+
+def unversioned(concrete: str) -> str | None:
+    """The alias a `versioned_name` (of any analysis version) stands behind; None for another name."""
+    found = _VERSIONED.fullmatch(concrete)
+    return found["name"] if found else None
 
 
 #: replicas of a managed domain's indexes: 0 on one data node, 1 on two or more
@@ -174,7 +187,7 @@ def index_body(
         },
         "mappings": {
             "dynamic": "strict",
-            "_meta": {"weknora_analysis": ANALYSIS_VERSION},
+            "_meta": {ANALYSIS_META_KEY: ANALYSIS_VERSION},
             "properties": {
                 "id": {"type": "keyword"},
                 "kb_id": {"type": "keyword"},
@@ -309,7 +322,9 @@ def unavailable_when_busy() -> Iterator[None]:
 
 def _item_error_kind(result: Mapping[str, Any]) -> str | None:
     """A bulk item's error type (`version_conflict_engine_exception`, ...), None without one."""
-    error = result.get("error")
+    error = result.get("error") or result.get(
+        "cause"
+    )  # a bulk item's error, a delete_by_query failure's cause
     return error.get("type") if isinstance(error, Mapping) else None
 
 
@@ -573,9 +588,7 @@ class OpenSearchEngine:
             failures = resp.get("failures")
             if failures:
                 first = failures[0] if isinstance(failures[0], Mapping) else {}
-                if all(
-                    isinstance(f, Mapping) and _busy_item({**f, "error": f.get("cause")}) for f in failures
-                ):
+                if all(isinstance(f, Mapping) and _busy_item(f) for f in failures):
                     raise IndexUnavailable(f"delete_by_query: {len(failures)} deletes rejected as busy")
                 raise IndexWriteError(
                     f"delete_by_query: {len(failures)} failures; first: "

@@ -47,9 +47,11 @@ from opensearchpy import OpenSearch
 from opensearchpy.exceptions import NotFoundError, TransportError
 
 from chalicelib.adapters.index.opensearch import (
+    ANALYSIS_META_KEY,
     ANALYSIS_VERSION,
     VECTOR_FIELD,
     index_body,
+    unversioned,
     versioned_name,
 )
 from chalicelib.ports import IndexSpace
@@ -68,8 +70,9 @@ class RebuildRefused(RuntimeError):
 class RebuildPlan:
     name: str  #: what the adapter addresses: the space's name
     serving: str  #: the concrete index behind `name` now
-    analysis: int | None  #: its `_meta.weknora_analysis` (None: from before the joiner split)
+    analysis: int | None  #: its `_meta` analysis version (None: from before the joiner split)
     dimension: int
+    method: dict[str, Any]  #: its vector field's kNN method (engine, HNSW parameters), as created
     leftover: bool = False  #: a copy from a crashed run is there, to drop first
 
     @property
@@ -122,9 +125,9 @@ def plan_rebuild(client: OpenSearch, name: str) -> RebuildPlan:
     mapping = _mapping(client, serving)
     if not _is_weknora(mapping):
         raise RebuildRefused(f"{name}: not an index of this adapter (no {VECTOR_FIELD} knn_vector)")
-    analysis = mapping.get("_meta", {}).get("weknora_analysis")
-    dimension = int(mapping["properties"][VECTOR_FIELD]["dimension"])
-    plan = RebuildPlan(name, serving, analysis, dimension)
+    analysis = mapping.get("_meta", {}).get(ANALYSIS_META_KEY)
+    vector = mapping["properties"][VECTOR_FIELD]
+    plan = RebuildPlan(name, serving, analysis, int(vector["dimension"]), dict(vector.get("method", {})))
     if plan.up_to_date:
         if analysis != ANALYSIS_VERSION:
             raise RebuildRefused(f"{name}: {serving} holds analysis {analysis}, not the one its name says")
@@ -141,8 +144,10 @@ def plan_rebuild(client: OpenSearch, name: str) -> RebuildPlan:
 def _target_body(client: OpenSearch, plan: RebuildPlan) -> dict[str, Any]:
     """`index_body` with what the serving index was created with: dimension, kNN engine and HNSW parameters,
     shards and replicas."""
-    method = _mapping(client, plan.serving)["properties"][VECTOR_FIELD].get("method", {})
-    params = method.get("parameters", {})
+    params = plan.method.get("parameters", {})
+    # what the mapping does not say is left to index_body's defaults
+    knn: dict[str, Any] = {"knn_engine": plan.method.get("engine")}
+    knn.update({k: int(params[k]) for k in ("ef_construction", "m") if k in params})
     settings = client.indices.get_settings(index=plan.serving)[plan.serving]["settings"]["index"]
     auto_expand = settings.get("auto_expand_replicas")
     expands = auto_expand not in (None, "false", False)
@@ -150,12 +155,10 @@ def _target_body(client: OpenSearch, plan: RebuildPlan) -> dict[str, Any]:
     shards = settings.get("number_of_shards")
     return index_body(
         IndexSpace(model_id=plan.name, dimensions=plan.dimension),  # index_body reads the dimension alone
-        knn_engine=method.get("engine", "lucene"),
         shards=int(shards) if shards is not None else None,
         replicas=None if expands or replicas is None else int(replicas),
         auto_expand_replicas=str(auto_expand) if expands else None,
-        ef_construction=int(params.get("ef_construction", 128)),
-        m=int(params.get("m", 16)),
+        **{k: v for k, v in knn.items() if v is not None},
     )
 
 
@@ -287,10 +290,7 @@ def rebuild_index(
         if not swapped:
             with contextlib.suppress(NotFoundError):  # the swap went through after all: the index is gone
                 _set_write_block(client, plan.serving, False)
-    return RebuildResult(plan, rebuilt=True, documents=_count(client, plan.name))
-
-
-_VERSIONED = re.compile(r"(?P<name>.+)-a\d+")
+    return RebuildResult(plan, rebuilt=True, documents=after)
 
 
 def index_names(client: OpenSearch) -> list[str]:
@@ -302,19 +302,9 @@ def index_names(client: OpenSearch) -> list[str]:
     for concrete, mappings in client.indices.get_mapping(index="*").items():
         if concrete.startswith(".") or not _is_weknora(mappings["mappings"]):
             continue
-        versioned = _VERSIONED.fullmatch(concrete)
-        if versioned is None:
+        alias = unversioned(concrete)
+        if alias is None:
             names.add(concrete)
-        elif versioned["name"] in aliases.get(concrete, {}).get("aliases", {}):
-            names.add(versioned["name"])
+        elif alias in aliases.get(concrete, {}).get("aliases", {}):
+            names.add(alias)
     return sorted(names)
-
-
-def rebuild_all(
-    client: OpenSearch, *, dry_run: bool = False, timeout: float = REINDEX_TIMEOUT, poll: float = POLL_SECONDS
-) -> list[RebuildResult]:
-    """`rebuild_index` for every name of `index_names`, one after another; stops at the first refusal."""
-    return [
-        rebuild_index(client, name, dry_run=dry_run, timeout=timeout, poll=poll)
-        for name in index_names(client)
-    ]
