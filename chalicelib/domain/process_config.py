@@ -78,6 +78,11 @@ def _chunking_override(base: ChunkingConfig, override: dict[str, Any]) -> Chunki
     return replace(base, **changes)
 
 
+def describes_images(effective: EffectiveProcessConfig, original: bool) -> bool:
+    """Whether an image is read (OCR, caption): with multimodal on, or when it is the upload itself."""
+    return effective.enable_multimodel or original
+
+
 def resolve(kb: KnowledgeBase, overrides: dict[str, Any] | None) -> EffectiveProcessConfig:
     overrides = overrides or {}
     chunking = _chunking_override(kb.chunking_config, overrides.get("chunking") or {})

@@ -17,7 +17,7 @@ from typing import Any
 
 from chalicelib.domain.errors import ContinueLater, PermanentStageError, SpanErrorCode
 from chalicelib.domain.ids import execution_name
-from chalicelib.domain.process_config import resolve
+from chalicelib.domain.process_config import describes_images, resolve
 from chalicelib.domain.progress import SPAN_COUNTERS
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage, StageMessage
@@ -61,7 +61,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         # have finished (a crash before the state machine started) is done again instead.
         logger.info("embedding: the attempt is indexed already", extra={"knowledge_id": knowledge.id})
         if not deps.workflow.is_running(execution_name(knowledge.id, knowledge.attempt)):
-            after_indexed(deps, knowledge, _images(deps, knowledge), None)
+            after_indexed(deps, knowledge, kb, _images(deps, knowledge), None)
         return
     offset, cursor = message.offset, message.cursor or None
     totals: ChunkTotals | None = None  # read once per invocation: the planner's read serves the indexing
@@ -96,7 +96,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         raise ContinueLater(
             "the knowledge base switched its embedding model: indexing again", offset=0, cursor="", counts={}
         )
-    hand_over(deps, knowledge, outputs)
+    hand_over(deps, knowledge, kb, outputs)
 
 
 # ---------------------------------------------------------------- the fan-out (issue 27)
@@ -263,6 +263,7 @@ def settle_fan_out(
     hand_over(
         deps,
         knowledge,
+        kb,
         {
             **{name: int(figures.get(name, 0)) for name in ("texts_embedded", "cache_hits", "batches")},
             "chunks": totals.chunks,
@@ -299,12 +300,14 @@ NOT_DESCRIBED = (
 )
 
 
-def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any]) -> None:
+def hand_over(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, outputs: dict[str, Any]) -> None:
     """The document is indexed: enable it, end the span and start its state machine (once per attempt:
     the execution's name is the attempt's)."""
     images = _images(deps, knowledge)
     if knowledge.processed_at is not None:  # marked by a try that died before the rest: not marked again
-        after_indexed(deps, knowledge, images, outputs)  # (that would re-enable a document disabled since)
+        after_indexed(
+            deps, knowledge, kb, images, outputs
+        )  # (that would re-enable a document disabled since)
         return
     try:
         indexed = deps.knowledge.mark_indexed(
@@ -320,11 +323,15 @@ def hand_over(deps: Dependencies, knowledge: Knowledge, outputs: dict[str, Any])
     if not indexed:
         logger.info("embedding: superseded or cancelled while indexing", extra={"knowledge_id": knowledge.id})
         return
-    after_indexed(deps, knowledge, images, outputs)
+    after_indexed(deps, knowledge, kb, images, outputs)
 
 
 def after_indexed(
-    deps: Dependencies, knowledge: Knowledge, images: list[dict[str, Any]], outputs: dict[str, Any] | None
+    deps: Dependencies,
+    knowledge: Knowledge,
+    kb: KnowledgeBase,
+    images: list[dict[str, Any]],
+    outputs: dict[str, Any] | None,
 ) -> None:
     """The hand-over's steps after the row was marked indexed, each idempotent: done again by a message
     of the attempt delivered once more (`outputs` None: the span keeps what the first run wrote)."""
@@ -351,7 +358,7 @@ def after_indexed(
     # each image's bound text chunk, found in one pass here rather than by a listing per image task
     parents = (
         bound_text_chunks(deps, knowledge, [str(image["url"]) for image in described])
-        if _described_at_all(deps, knowledge, described)
+        if _described_at_all(kb, knowledge, described)
         else {}
     )
     deps.workflow.start(
@@ -375,15 +382,11 @@ def after_indexed(
     )
 
 
-def _described_at_all(deps: Dependencies, knowledge: Knowledge, images: list[dict[str, Any]]) -> bool:
-    """Whether an image task will write chunks (multimodal on, or the upload is the image itself): only then
-    are the images' bound text chunks worth finding (a walk over the document's chunks)."""
-    if not images:
-        return False
-    if any(image.get("is_original") for image in images):
-        return True
-    kb = deps.kbs.get(knowledge.kb_id)
-    return kb is not None and resolve(kb, knowledge.process_overrides).enable_multimodel
+def _described_at_all(kb: KnowledgeBase, knowledge: Knowledge, images: list[dict[str, Any]]) -> bool:
+    """Whether an image task will write chunks (`describes_images`): only then are the images' bound text
+    chunks worth finding (a walk over the document's chunks)."""
+    effective = resolve(kb, knowledge.process_overrides)
+    return any(describes_images(effective, bool(image.get("is_original"))) for image in images)
 
 
 def _distinct_urls(images: list[dict[str, Any]]) -> list[dict[str, Any]]:

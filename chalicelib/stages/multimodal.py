@@ -20,7 +20,7 @@ from typing import Any
 from chalicelib.domain.errors import SpanErrorCode, StageError
 from chalicelib.domain.ids import chunk_id, image_chunk_id
 from chalicelib.domain.languages import with_languages
-from chalicelib.domain.process_config import EffectiveProcessConfig, resolve
+from chalicelib.domain.process_config import EffectiveProcessConfig, describes_images, resolve
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from chalicelib.enrich import images as prompts
 from chalicelib.ports import (
@@ -57,7 +57,7 @@ def run(deps: Dependencies, task: ImageTaskModel) -> dict[str, Any]:
     span_id = task.span_id
     deps.tracker.begin_stage(knowledge, Stage.MULTIMODAL)
     effective = resolve(kb, knowledge.process_overrides)
-    if not (effective.enable_multimodel or image.original):
+    if not describes_images(effective, image.original):
         deps.tracker.subspan(
             knowledge, Stage.MULTIMODAL, span_id, SpanStatus.SKIPPED, {"reason": "enable_multimodel is off"}
         )

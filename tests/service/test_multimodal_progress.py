@@ -161,7 +161,7 @@ def test_a_hand_over_that_died_after_marking_the_row_indexed_still_plans_images_
     assert _multimodal(client, key, knowledge.id)["status"] == "done"
     indexed = deps.knowledge.get(knowledge.id)
     assert indexed is not None and indexed.processed_at is not None
-    embedding.after_indexed(deps, indexed, embedding._images(deps, indexed), None)
+    embedding.after_indexed(deps, indexed, kb, embedding._images(deps, indexed), None)
     again = _multimodal(client, key, knowledge.id)
     assert again["status"] == "done" and again["outputs"]["images_total"] == IMAGES
 
