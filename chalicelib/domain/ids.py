@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from chalicelib.domain.types import StageMessage
+
 #: a knowledge, knowledge base or task id as this service makes them (uuid4, or uuid5 for a copy)
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -83,3 +85,13 @@ def url_dedupe_key(tenant_id: str, kb_id: str, url: str) -> str:
 def api_key_hash(api_key: str) -> str:
     """API keys are stored as their sha256: a leaked table does not leak keys."""
     return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+def plan_key(message: StageMessage) -> int:
+    """An embedding fan-out's plan, as the row records it (`embed_plan`): the attempt and its generation."""
+    return message.attempt * 1000 + max(1, message.plan)
+
+
+def plan_attempt(key: int) -> int:
+    """The attempt a `plan_key` was made for."""
+    return key // 1000

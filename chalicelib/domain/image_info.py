@@ -3,10 +3,11 @@ appearance, which the multimodal task completes with the image's caption and OCR
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from chalicelib.domain.answer_size import json_size
 
 #: a stored object's URL as the rewritten Markdown shows it (the default, S3, in-memory and named backends)
 INTERNAL_URL = re.compile(r"(?:local|s3|mem|storage)://[^\s()<>\[\]\"'`]+")
@@ -55,18 +56,14 @@ class ShownImages:
 IMAGE_INFO_MAX_BYTES = 64 * 1024
 
 
-def _stored_size(value: object) -> int:
-    return len(json.dumps(value))
-
-
 def _clipped(text: str, max_bytes: int) -> str:
     """The longest prefix of `text` whose JSON string is at most `max_bytes` ("" when not even a character)."""
-    if _stored_size(text) <= max_bytes:
+    if json_size(text) <= max_bytes:
         return text
     low, high = 0, len(text)
     while low < high:
         mid = (low + high + 1) // 2
-        if _stored_size(text[:mid]) <= max_bytes:
+        if json_size(text[:mid]) <= max_bytes:
             low = mid
         else:
             high = mid - 1
@@ -89,7 +86,7 @@ def with_image_fields(
             continue  # written before (clipped as it fitted then): the same again changes nothing
         entry.pop(name, None)
         if isinstance(value, str):
-            room = IMAGE_INFO_MAX_BYTES - _stored_size(merged) - _stored_size(name) - 4  # `, "name": `
+            room = IMAGE_INFO_MAX_BYTES - json_size(merged) - json_size(name) - 4  # `, "name": `
             value = _clipped(value, max(room, 0))
             if not value:  # no room left: the entry keeps its url (the image chunks hold the texts)
                 continue

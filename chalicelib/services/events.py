@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from chalicelib.domain.events import Event, EventType, knowledge_event, summary_event, task_event
-from chalicelib.domain.types import Knowledge, Task
+from chalicelib.domain.types import Knowledge, ParseStatus, Task
 from chalicelib.domain.webhooks import delivery_id
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
@@ -160,6 +160,14 @@ def knowledge_changed_by_id(
         error_code=error_code,
         error_message=error_message,
     )
+
+
+def completed_again(deps: Dependencies, row: Knowledge | None, attempt: int) -> None:
+    """A redelivered copy that finds `attempt` completed announces it again: the copy that completed it may
+    have died before it announced. The event's id is the same, so consumers and webhook deliveries drop a
+    repeat."""
+    if row is not None and row.attempt == attempt and row.parse_status == ParseStatus.COMPLETED:
+        knowledge_changed(deps, row, EventType.KNOWLEDGE_COMPLETED, attempt=attempt)
 
 
 def summary_changed(deps: Dependencies, knowledge: Knowledge, event_type: EventType, status: str) -> None:

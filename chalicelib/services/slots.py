@@ -19,7 +19,7 @@ from __future__ import annotations
 from chalicelib.domain.events import EventType
 from chalicelib.domain.types import ParseStatus
 from chalicelib.ports import Dependencies
-from chalicelib.services.events import knowledge_changed, knowledge_changed_by_id
+from chalicelib.services.events import completed_again, knowledge_changed_by_id
 
 
 def settle_slot(deps: Dependencies, knowledge_id: str, attempt: int, subtask_id: str) -> None:
@@ -37,8 +37,4 @@ def settle_slot(deps: Dependencies, knowledge_id: str, attempt: int, subtask_id:
             attempt=attempt,
         )
         return
-    row = deps.knowledge.get(knowledge_id)
-    if row is not None and row.attempt == attempt and row.parse_status == ParseStatus.COMPLETED:
-        # promoted before, maybe by this subtask's earlier delivery that died before it announced: told
-        # again under the same event id, which consumers and webhook deliveries drop when it is a repeat
-        knowledge_changed(deps, row, EventType.KNOWLEDGE_COMPLETED, attempt=attempt)
+    completed_again(deps, deps.knowledge.get(knowledge_id), attempt)  # promoted before, maybe by this subtask

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from chalicelib.domain.errors import ContinueLater, PermanentStageError, SpanErrorCode
-from chalicelib.domain.ids import execution_name
+from chalicelib.domain.ids import execution_name, plan_key
 from chalicelib.domain.process_config import describes_images, resolve
 from chalicelib.domain.progress import SPAN_COUNTERS
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
@@ -130,10 +130,6 @@ def planned_slices(
     if seq_end is None:  # chunked before chunking recorded its sequence numbers
         return 1
     return max(1, math.ceil(seq_end / deps.settings.embed_fanout_texts))
-
-
-def plan_key(message: StageMessage) -> int:
-    return message.attempt * 1000 + max(1, message.plan)
 
 
 def slice_message(message: StageMessage, slices: int, index: int, size: int, stride: int = 0) -> StageMessage:

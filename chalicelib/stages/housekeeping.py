@@ -26,7 +26,7 @@ from typing import Any
 from chalicelib.domain.clock import iso_before, to_iso
 from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.events import EventType
-from chalicelib.domain.ids import execution_name
+from chalicelib.domain.ids import execution_name, plan_attempt
 from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, Stage, SummaryStatus
 from chalicelib.observability import logger
@@ -230,10 +230,10 @@ def _why_alive(
 
 def _fan_out_owes_parts(deps: Dependencies, knowledge: Knowledge) -> bool:
     """This attempt's fan-out on the row's queue still owes parts, each with a message queued or running:
-    embedding slices not released yet (its plan is `attempt * 1000 + generation`, stages/embedding.plan_key),
+    embedding slices not released yet (its plan is `attempt * 1000 + generation`, domain/ids.plan_key),
     or a PDF's page ranges not parsed yet (the docreader span's figures, services/page_ranges)."""
     if knowledge.queued_stage == Stage.EMBEDDING.value:
-        return knowledge.embed_slices_pending > 0 and knowledge.embed_plan // 1000 == knowledge.attempt
+        return knowledge.embed_slices_pending > 0 and plan_attempt(knowledge.embed_plan) == knowledge.attempt
     if knowledge.queued_stage != Stage.DOCREADER.value:
         return False
     span = deps.spans.get(knowledge.id, knowledge.attempt, Stage.DOCREADER.value)

@@ -26,7 +26,7 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ModelRequestError, ModelThrottled, ModelUnavailable
-from chalicelib.services.events import knowledge_changed
+from chalicelib.services.events import completed_again, knowledge_changed
 from chalicelib.services.indexing import write_extra_chunks
 from chalicelib.services.storage import files_of
 from chalicelib.stages.messages import TaskMessageModel
@@ -60,13 +60,6 @@ def _settled(row: Knowledge | None, task: TaskMessageModel) -> dict[str, Any] | 
     return answer([planned_subtask(i) for i in row.enrichment.get("planned", [])])
 
 
-def _completed_again(deps: Dependencies, row: Knowledge | None) -> None:
-    """A copy that finds its attempt completed announces it again: the copy that completed it may have died
-    before it announced. The event's id is the same (consumers and webhook deliveries drop the repeat)."""
-    if row is not None and row.parse_status == ParseStatus.COMPLETED:
-        knowledge_changed(deps, row, EventType.KNOWLEDGE_COMPLETED)
-
-
 def answer(subtasks: list[dict[str, Any]]) -> dict[str, Any]:
     return {"skipped": False, "subtasks": subtasks, "count": len(subtasks)}
 
@@ -75,7 +68,7 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
     row = deps.knowledge.get(task.knowledge_id)
     settled = _settled(row, task)
     if settled is not None:
-        _completed_again(deps, row)
+        completed_again(deps, row, task.attempt)
         return settled
     knowledge = checked_task_row(row, task, ParseStatus.PROCESSING)
     kb = deps.kbs.get(knowledge.kb_id)
@@ -115,7 +108,7 @@ def _plan_and_settle(deps: Dependencies, task: TaskMessageModel) -> dict[str, An
         settled = _settled(row, task)
         if settled is None:
             raise Skip("superseded, cancelled or deleted")
-        _completed_again(deps, row)
+        completed_again(deps, row, task.attempt)
         return settled
     if settled_row.parse_status == ParseStatus.COMPLETED:  # nothing planned: this write completed it
         knowledge_changed(deps, settled_row, EventType.KNOWLEDGE_COMPLETED)
