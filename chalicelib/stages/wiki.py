@@ -129,16 +129,15 @@ def ingest(deps: Dependencies, kb_id: str, *, last_try: bool = False) -> None:
     ops = deps.wiki.claim_ops(kb_id, BATCH, STALE_CLAIM_SECONDS)
     model_busy = False
     unexpected: Exception | None = None
-    handled = 0  # the ops before this one are answered, failed, or back to pending
+    # The ops from `stopped` on go back to pending: past the time (a model call begun now would be cut off by
+    # the Lambda's timeout, and the documents left claimed until the queue's redelivery, 30 min, a receive
+    # spent each time) they wait for the follow-up ingest; after a store's error mid-batch (a throttled write)
+    # the message's retry takes them (it would find them claimed, claim nothing and be consumed, and their
+    # documents would wait for the state machine's timeout).
+    stopped = 0
     try:
-        for n, op in enumerate(ops):
-            handled = n
-            if n and out_of_time():
-                # a model call begun now would be cut off by the Lambda's timeout, and the documents left
-                # claimed until the queue's redelivery (30 min, a receive spent each time: the message could
-                # reach its DLQ with ops still claimed); they wait, pending, for the follow-up ingest
-                for left in ops[n:]:
-                    deps.wiki.release_op(kb_id, left.knowledge_id, left.attempt)
+        for stopped, op in enumerate(ops):
+            if stopped and out_of_time():
                 break
             knowledge = deps.knowledge.get(op.knowledge_id)
             if (
@@ -178,13 +177,11 @@ def ingest(deps: Dependencies, kb_id: str, *, last_try: bool = False) -> None:
                 knowledge, Stage.POSTPROCESS, "postprocess.wiki", SpanStatus.DONE, {"pages": count}
             )
             _answer(deps, op, {"pages": count})
-    except Exception:
-        # a store's error mid-batch (a throttled write) fails the message; the ops not handled go back to
-        # pending for its retry, which would find them claimed, claim nothing and be consumed: no ingest
-        # would come for them, and their documents would wait for the state machine's timeout
-        for left in ops[handled:]:
+        else:
+            stopped = len(ops)
+    finally:
+        for left in ops[stopped:]:
             deps.wiki.release_op(kb_id, left.knowledge_id, left.attempt)
-        raise
     if model_busy:  # one later ingest for everything pending, not the quick follow-up
         trigger_wiki(deps, kb_id, "ingest", delay_seconds=MODEL_BACKOFF_SECONDS)
     elif ops and unexpected is None and deps.wiki.pending(kb_id):
