@@ -4,6 +4,10 @@ the backend it names."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from chalicelib.domain.storage_keys import images_manifest_key
 from chalicelib.domain.types import Knowledge
 from chalicelib.ports import Dependencies, FileStore
 
@@ -25,3 +29,12 @@ def signed_get(deps: Dependencies, url: str, copy_key: str, seconds: int, file_n
         if not deps.inbox.exists(copy):
             copy = deps.inbox.save(copy_key, deps.files.read(url))
         return deps.inbox.presign_get(copy, seconds, file_name=file_name)
+
+
+def image_manifest(deps: Dependencies, knowledge: Knowledge) -> list[dict[str, Any]]:
+    """The attempt's image manifest (what the docreader extracted); FileNotFoundError when it is gone."""
+    url = files_of(deps, knowledge).url_for(
+        images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    )
+    images: list[dict[str, Any]] = json.loads(deps.files.read(url))
+    return images

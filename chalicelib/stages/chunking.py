@@ -7,7 +7,6 @@ chunks, so a redelivered message or a crash mid-stage never duplicates chunks.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,14 +15,14 @@ from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
 from chalicelib.domain.ids import chunk_id, content_hash
 from chalicelib.domain.image_info import ShownImages
 from chalicelib.domain.process_config import resolve
-from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
+from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.fairness import give_back_if_left, keep_place
 from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.stage_queue import enqueue
-from chalicelib.services.storage import files_of
+from chalicelib.services.storage import files_of, image_manifest
 from chalicelib.stages.runner import run_stage
 
 #: an ordinary document never reaches this: the docreader's cap of 50 million characters of Markdown is about
@@ -70,13 +69,12 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     )
     from chalicelib.chunker import normalise_markdown
 
-    store = files_of(deps, knowledge)
-    attempt_key = (knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    parsed = files_of(deps, knowledge).url_for(
+        parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    )
     try:
-        markdown = normalise_markdown(
-            deps.files.read(store.url_for(parsed_markdown_key(*attempt_key))).decode("utf-8")
-        )
-        images = json.loads(deps.files.read(store.url_for(images_manifest_key(*attempt_key))))
+        markdown = normalise_markdown(deps.files.read(parsed).decode("utf-8"))
+        images = image_manifest(deps, knowledge)
     except FileNotFoundError:
         # a delete (or a reparse's clean-up) that landed since the live read took its Markdown or manifest
         if live_knowledge(deps, message) is not None:

@@ -35,7 +35,7 @@ from chalicelib.services.image_parents import bound_text_chunks
 from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, index_knowledge, index_slice
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.stage_queue import enqueue
-from chalicelib.services.storage import files_of
+from chalicelib.services.storage import files_of, image_manifest
 from chalicelib.services.usable import require_usable_for_stage
 from chalicelib.stages.runner import run_stage
 
@@ -61,7 +61,7 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         # have finished (a crash before the state machine started) is done again instead.
         logger.info("embedding: the attempt is indexed already", extra={"knowledge_id": knowledge.id})
         if not deps.workflow.is_running(execution_name(knowledge.id, knowledge.attempt)):
-            after_indexed(deps, knowledge, kb, _images(deps, knowledge), None)
+            after_indexed(deps, knowledge, kb, image_manifest(deps, knowledge), None)
         return
     offset, cursor = message.offset, message.cursor or None
     totals: ChunkTotals | None = None  # read once per invocation: the planner's read serves the indexing
@@ -299,7 +299,7 @@ NOT_DESCRIBED = (
 def hand_over(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, outputs: dict[str, Any]) -> None:
     """The document is indexed: enable it, end the span and start its state machine (once per attempt:
     the execution's name is the attempt's)."""
-    images = _images(deps, knowledge)
+    images = image_manifest(deps, knowledge)
     if knowledge.processed_at is not None:  # marked by a try that died before the rest: not marked again
         after_indexed(
             deps, knowledge, kb, images, outputs
@@ -395,15 +395,6 @@ def _distinct_urls(images: list[dict[str, Any]]) -> list[dict[str, Any]]:
             seen.add(str(image["url"]))
             distinct.append(image)
     return distinct
-
-
-def _images(deps: Dependencies, knowledge: Knowledge) -> list[dict[str, Any]]:
-    """The attempt's image manifest (what the docreader extracted)."""
-    manifest = files_of(deps, knowledge).url_for(
-        images_manifest_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
-    )
-    images: list[dict[str, Any]] = json.loads(deps.files.read(manifest))
-    return images
 
 
 def remove_earlier_attempts(deps: Dependencies, knowledge: Knowledge, images: list[dict[str, Any]]) -> None:

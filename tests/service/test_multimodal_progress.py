@@ -24,6 +24,7 @@ from chalicelib.domain.types import SpanStatus, Stage
 from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.operations.tenants import create_tenant_with_key
 from chalicelib.services import stage_spans
+from chalicelib.services.storage import image_manifest
 from chalicelib.stages import embedding, multimodal, postprocess
 
 from .conftest import MAIN_STAGES, deliver, drain, failed_ids, task_body, upload
@@ -161,7 +162,7 @@ def test_a_hand_over_that_died_after_marking_the_row_indexed_still_plans_images_
     assert _multimodal(client, key, knowledge.id)["status"] == "done"
     indexed = deps.knowledge.get(knowledge.id)
     assert indexed is not None and indexed.processed_at is not None
-    embedding.after_indexed(deps, indexed, kb, embedding._images(deps, indexed), None)
+    embedding.after_indexed(deps, indexed, kb, image_manifest(deps, indexed), None)
     again = _multimodal(client, key, knowledge.id)
     assert again["status"] == "done" and again["outputs"]["images_total"] == IMAGES
 
