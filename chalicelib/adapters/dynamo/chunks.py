@@ -189,7 +189,8 @@ class DynamoChunkRepo:
         """The chunk's body put as `change` makes it from the body read (None: nothing to do), conditional on
         that body (its JSON text, written by the same encoder): a write in between (an edit, a move, a
         delete) fails it, and it is tried again on what is stored then. `read`: a body the caller read
-        already. At most METADATA_TRIES reads and as many puts; False: the chunk is gone, or nothing to do."""
+        already. At most METADATA_TRIES reads and as many puts; True without a put when the change is there
+        already; False: the chunk is gone, or nothing to do."""
         m = self.model
         reads = puts = 0
         while True:
@@ -204,6 +205,8 @@ class DynamoChunkRepo:
             body = change(read)
             if body is None:
                 return False
+            if body == read:  # the change is there already (a redelivery): nothing to put
+                return True
             if puts == METADATA_TRIES:
                 break
             puts += 1
@@ -235,19 +238,14 @@ class DynamoChunkRepo:
     ) -> bool:
         """As `set_metadata`: another image's merge into the same chunk in between fails the put, which is
         tried again on the body stored then, so neither is lost."""
-        held = False  # the last body read holds the fields already: nothing to put
 
         def merged(read: dict[str, Any]) -> dict[str, Any] | None:
-            nonlocal held
             stored = chunk_from_body(read)
-            held = False
             if stored.kb_id != kb_id or stored.metadata.get("attempt") != attempt:
                 return None
-            info = with_image_fields(stored.image_info, url, fields)
-            held = info == stored.image_info
-            return None if held else {**read, "image_info": info}
+            return {**read, "image_info": with_image_fields(stored.image_info, url, fields)}
 
-        return self._put_changed(knowledge_id, chunk_id, merged, "its images were described") or held
+        return self._put_changed(knowledge_id, chunk_id, merged, "its images were described")
 
 
 # ---------------------------------------------------------------- tasks
