@@ -130,9 +130,7 @@ def _reorder(
     def key(segment: _Segment) -> tuple[int, int]:
         # band: the full-width lines above it; a full-width line closes its band. Within a band's column
         # pdfium's order stands (a formula's raised and lowered parts keep theirs).
-        return bisect.bisect_left(
-            full_bases, -segment.line.base
-        ), segment.side  # its band: full-width lines above
+        return bisect.bisect_left(full_bases, -segment.line.base), segment.side
 
     return [s.line for s in sorted(segments, key=key)]
 

@@ -245,9 +245,11 @@ class _Charts:
     def markdown(self, part: str) -> str:
         if part not in self.by_part:
             root = self.package.xml(part)
-            if root is not None:
+            if root is None:
+                self.by_part[part] = ""
+            else:
                 _mark_breaks(root)
-            self.by_part[part] = _chart_markdown(root) if root is not None else ""
+                self.by_part[part] = _chart_markdown(root)
         return self.by_part[part]
 
 
