@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import pytest
 
-from chalicelib.adapters.memory import MemoryWorkflow
+from chalicelib.adapters.memory import MemoryTaskQueue, MemoryWorkflow
 from chalicelib.bootstrap import Services
-from chalicelib.domain.types import ParseStatus, Tenant
+from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, Tenant
 from chalicelib.stages import wiki as wiki_stage
 
 from .conftest import failed_ids
 from .test_enrichment_replies import ReplyingLLM
 from .test_wiki_stage import deliver_wiki, llm, one_ingest, status, waiting_for_its_pages, wiki_calls, wiki_kb  # noqa: F401
+
+
+def _three_waiting(
+    deps: Services, tenant: Tenant, line: str
+) -> tuple[KnowledgeBase, list[str], list[Knowledge], MemoryTaskQueue]:
+    """A wiki knowledge base with three documents waiting for their pages, and the one ingest for them."""
+    kb = wiki_kb(deps, tenant)
+    names = ["one.md", "two.md", "three.md"]
+    rows = [waiting_for_its_pages(deps, kb, name, f"# {name}\n\n{line}, {name}.\n") for name in names]
+    return kb, names, rows, one_ingest(deps, kb)
 
 
 def test_an_ingest_out_of_time_starts_no_further_document_and_hands_the_rest_over(
@@ -26,13 +36,7 @@ def test_an_ingest_out_of_time_starts_no_further_document_and_hands_the_rest_ove
     llm: ReplyingLLM,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    kb = wiki_kb(deps, tenant)
-    names = ["one.md", "two.md", "three.md"]
-    rows = [
-        waiting_for_its_pages(deps, kb, name, f"# {name}\n\nThe keeper logs the weather at dawn, {name}.\n")
-        for name in names
-    ]
-    queue = one_ingest(deps, kb)
+    kb, names, rows, queue = _three_waiting(deps, tenant, "The keeper logs the weather at dawn")
     asked: list[str] = []
     pages_of = wiki_stage._pages
 
@@ -64,13 +68,7 @@ def test_a_store_error_mid_batch_leaves_no_document_claimed_without_an_ingest_co
     """A throttled write while the first document's slot was settled failed the message: its retry, seconds
     later, found every document of the batch still claimed, claimed nothing and was consumed, so no ingest
     came for them: the rest never got pages, and all waited for the state machine's timeout."""
-    kb = wiki_kb(deps, tenant)
-    names = ["one.md", "two.md", "three.md"]
-    rows = [
-        waiting_for_its_pages(deps, kb, name, f"# {name}\n\nOil and wicks arrive by boat, {name}.\n")
-        for name in names
-    ]
-    queue = one_ingest(deps, kb)
+    kb, names, rows, queue = _three_waiting(deps, tenant, "Oil and wicks arrive by boat")
     settle = wiki_stage.settle_slot
     throttled = {"once": True}
 
