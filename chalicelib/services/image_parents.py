@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.image_info import ShownImages
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge
 from chalicelib.ports import Dependencies
-
-PAGE = 1000
+from chalicelib.services.chunk_pages import attempt_chunk_pages
 
 
 def bound_text_chunks(deps: Dependencies, knowledge: Knowledge, urls: Sequence[str]) -> dict[str, Chunk]:
@@ -20,14 +18,13 @@ def bound_text_chunks(deps: Dependencies, knowledge: Knowledge, urls: Sequence[s
     their sequence numbers (ids.ordered_seq), so a key-ordered read meets the text chunks in document
     order; it stops once every URL was seen."""
     wanted = set(urls)
+    if not wanted:
+        return {}
     found: dict[str, Chunk] = {}
     first: Chunk | None = None
     # the rule chunking fills text chunks' image_info by: the bound chunk lists the image
     shown = ShownImages({"url": url} for url in wanted)
-    prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
-    after: str | None = None
-    while wanted:
-        page, after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=PAGE)
+    for page in attempt_chunk_pages(deps, knowledge):
         for chunk in page:
             if chunk.chunk_type != ChunkType.TEXT:
                 continue
@@ -36,7 +33,7 @@ def bound_text_chunks(deps: Dependencies, knowledge: Knowledge, urls: Sequence[s
                 if url in wanted:
                     found[url] = chunk
                     wanted.discard(url)
-        if after is None:
+        if not wanted:
             break
     if first is not None:
         found.update({url: first for url in wanted})

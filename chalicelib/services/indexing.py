@@ -46,6 +46,7 @@ from chalicelib.ports import (
     iter_batches,
 )
 from chalicelib.services.backoff import call_with_backoff
+from chalicelib.services.chunk_pages import attempt_chunk_pages
 from chalicelib.services.deadline import out_of_time
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.usable import require_usable_for_stage
@@ -556,12 +557,8 @@ def chunk_totals(deps: Dependencies, knowledge: Knowledge) -> ChunkTotals:
         if isinstance(chunks, int) and isinstance(texts, int):
             return ChunkTotals(chunks, texts, seq_end)
     chunks = texts = 0
-    prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
-    after: str | None = None
-    while True:
-        page, after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=1000)
+    for page in attempt_chunk_pages(deps, knowledge):
         mine = [c for c in page if c.metadata.get("attempt") == knowledge.attempt]
         chunks += len(mine)
         texts += sum(1 for c in mine if c.chunk_type == ChunkType.TEXT)
-        if after is None:
-            return ChunkTotals(chunks, texts, None)
+    return ChunkTotals(chunks, texts, None)

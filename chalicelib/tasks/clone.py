@@ -52,6 +52,7 @@ from chalicelib.faq.entries import FAQ_KB_TYPE
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge, FileStore, StorageQuotaExceeded
 from chalicelib.services import resources
+from chalicelib.services.chunk_pages import attempt_chunk_pages
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.quotas import check_storage_for_upload, reserve_document
 from chalicelib.services.storage import files_of
@@ -71,8 +72,6 @@ from chalicelib.tasks.move_clone import (
 #: copies made concurrently (WeKnora clones 10 at a time)
 CLONE_BATCH = 10
 LIST_PAGE = 100_000
-#: chunks read a page at a time when the source's chunks are read again
-CHUNK_PAGE = 1000
 #: times one source may change under its copy in one delivery before its item fails (an edit does not take
 #: the source out of the plan as a reparse does, so a source edited without pause would be copied forever)
 MAX_SOURCE_CHANGES = 3
@@ -323,14 +322,10 @@ def _chunk_state(chunk: Chunk) -> tuple[str, bool]:
 
 def _chunk_states(deps: Dependencies, src: Knowledge) -> dict[str, tuple[str, bool]]:
     """The source attempt's chunks as stored now, a page at a time (each read once, as in the first read)."""
-    prefix = attempt_chunk_prefix(src.id, src.attempt)
     states: dict[str, tuple[str, bool]] = {}
-    after: str | None = None
-    while True:
-        page, after = deps.chunks.list_page(src.id, prefix=prefix, after=after, limit=CHUNK_PAGE)
+    for page in attempt_chunk_pages(deps, src):
         states.update((chunk.id, _chunk_state(chunk)) for chunk in page)
-        if after is None:
-            return states
+    return states
 
 
 class _CopyKeys:
