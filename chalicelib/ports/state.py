@@ -185,8 +185,9 @@ class KnowledgeRepo(Protocol):
         one document fewer, atomically. False when the row was already gone."""
         ...
 
-    def deleting_older_than(self, cutoff_iso: str) -> list[Knowledge]:
-        """Rows marked deleting whose delete has not finished since the cutoff."""
+    def deleting_older_than(self, cutoff_iso: str) -> Iterator[Knowledge]:
+        """Rows marked deleting whose delete has not finished since the cutoff, oldest first, read a page at a
+        time as the caller goes on (a sweep out of time has not read a backlog to its end)."""
         ...
 
     def restart_delete_wait(self, knowledge_id: str, at_iso: str, *, not_written_after: str) -> bool:
@@ -326,9 +327,10 @@ class KnowledgeRepo(Protocol):
         id), whether that row is still there or not), read a page at a time as the caller goes on."""
         ...
 
-    def summaries_unsettled_older_than(self, cutoff_iso: str) -> list[Knowledge]:
+    def summaries_unsettled_older_than(self, cutoff_iso: str) -> Iterator[Knowledge]:
         """Rows whose summary is pending or processing (DynamoDB's sparse `summary_inflight` marker), last
-        updated before the cutoff: housekeeping fails the ones no message will move any more."""
+        updated before the cutoff, oldest first and read as `deleting_older_than`: housekeeping fails the ones
+        no message will move any more."""
         ...
 
     def set_summary_status(
@@ -339,10 +341,12 @@ class KnowledgeRepo(Protocol):
         only_if: str | None = None,
         description: str | None = None,
         attempt: int | None = None,
+        not_written_after: str | None = None,
     ) -> bool:
         """The summary's status (and, when given, the description it produced) in one write; False when the
         row is missing, its status is not `only_if` or, when `attempt` is given, it is at another attempt
-        (a superseded attempt's summary worker leaves the new attempt's summary be)."""
+        (a superseded attempt's summary worker leaves the new attempt's summary be), or it was written after
+        `not_written_after` (the `updated_at` read, ISO: a summary claimed again since is not housekeeping's)."""
         ...
 
     def move_to_kb(

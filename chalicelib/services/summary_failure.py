@@ -40,10 +40,13 @@ def summary_given_up(
     texts: list[str] | None = None,
     *,
     only_if: SummaryStatus = SummaryStatus.PROCESSING,
+    not_written_after: str | None = None,
 ) -> bool:
     """Fails this attempt's summary, from `only_if` only (a superseded attempt's failure, or one that came
     after the summary moved on, leaves it be), with the fallback description unless a person wrote one.
-    `texts`: the summary's text chunks when the caller has them. True when this call failed it."""
+    `texts`: the summary's text chunks when the caller has them. `not_written_after`: the `updated_at` the
+    caller read (ISO), for a failure decided on the row as read (housekeeping): a summary claimed again since
+    is left be. True when this call failed it."""
     if texts is None:
         texts = _first_text(deps, knowledge)
     fallback = None if described_by_user(deps, knowledge) else (texts[0] if texts else "")[:FALLBACK_RUNES]
@@ -53,6 +56,7 @@ def summary_given_up(
         description=fallback,
         only_if=only_if.value,
         attempt=knowledge.attempt,
+        not_written_after=not_written_after,
     ):
         return False
     summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)

@@ -59,9 +59,11 @@ def _threshold_text(seconds: int) -> str:
 
 
 def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
-    """Lost deletes and unsettled summaries first (a few rows each), then the stuck rows, oldest first from
-    where the last cut-short sweep stopped, while the invocation has time (a big backlog of spared rows must
-    starve neither the other two nor the rows behind it)."""
+    """Lost deletes and unsettled summaries first (a few rows each, oldest first, read a page at a time),
+    then the stuck rows, oldest first from where the last cut-short sweep stopped. Each part goes on only while
+    the invocation has time, and the next sweep goes on (a big backlog of spared rows must starve neither the
+    other two nor the rows behind it; one of deletes or summaries ends the sweep in time, not at the Lambda's
+    timeout, and shrinks with every sweep)."""
     now = now or datetime.now(UTC)
     report = SweepReport()
     cutoff = iso_before(deps.settings.stale_after_seconds, now)
@@ -94,11 +96,20 @@ def _redrive_lost_deletes(deps: Dependencies, now: datetime, cutoff: str, report
 def _fail_unsettled_summaries(deps: Dependencies, now: datetime, cutoff: str, report: SweepReport) -> None:
     summary_cutoff = iso_before(deps.settings.summary_stale_after_seconds, now)
     for knowledge in deps.knowledge.summaries_unsettled_older_than(summary_cutoff):
+        if out_of_time():  # each failure reads chunks and writes: the next sweep goes on
+            report.cut_short = True
+            return
         if knowledge.summary_status == SummaryStatus.PENDING and (
             is_in_flight(knowledge.parse_status) or to_iso(knowledge.updated_at) >= cutoff
         ):
             continue  # its subtask or refresh may still be queued: a pending one waits the row's cutoff
-        if summary_given_up(deps, knowledge, only_if=knowledge.summary_status):
+        # on the row as read: a summary task that claimed it again since (a deferred copy, a redelivery) wins
+        if summary_given_up(
+            deps,
+            knowledge,
+            only_if=knowledge.summary_status,
+            not_written_after=to_iso(knowledge.updated_at),
+        ):
             report.summaries_failed.append(knowledge.id)
 
 

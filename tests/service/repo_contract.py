@@ -733,6 +733,57 @@ class RepoContract:
         assert not repos.knowledge.restart_delete_wait(pending.id, now, not_written_after=IN_AN_HOUR)
         assert not repos.knowledge.restart_delete_wait(new_id(), now, not_written_after=IN_AN_HOUR)
 
+    def test_deleting_rows_and_unsettled_summaries_are_read_lazily_oldest_first(self, repos: Repos) -> None:
+        """Housekeeping's two other reads: oldest first, read as the sweep goes on (a backlog of thousands is
+        not read into memory before the first row is handled)."""
+        from collections.abc import Iterator
+
+        base = datetime(2003, 1, 1, tzinfo=UTC) + timedelta(seconds=uuid.uuid4().int % 10**7)
+        deleting = [
+            row(parse_status=ParseStatus.DELETING, updated_at=base + timedelta(milliseconds=n))
+            for n in (2, 0, 1)
+        ]
+        for k in deleting:
+            repos.knowledge.insert(k)
+        found = repos.knowledge.deleting_older_than(to_iso(base + timedelta(seconds=1)))
+        assert isinstance(found, Iterator)
+        ours = {k.id for k in deleting}
+        assert [k.id for k in found if k.id in ours] == [deleting[1].id, deleting[2].id, deleting[0].id]
+        summarised = [row(parse_status=ParseStatus.COMPLETED) for _ in range(3)]
+        for k in summarised:
+            repos.knowledge.insert(k)
+        for k in reversed(summarised):  # claimed last to first: the last row's summary is the oldest
+            time.sleep(0.002)  # each in a later millisecond
+            assert repos.knowledge.set_summary_status(k.id, SummaryStatus.PROCESSING.value)
+        found = repos.knowledge.summaries_unsettled_older_than(IN_AN_HOUR)
+        assert isinstance(found, Iterator)
+        ours = {k.id for k in summarised}
+        assert [k.id for k in found if k.id in ours] == [k.id for k in reversed(summarised)]
+
+    def test_a_summary_status_can_be_conditional_on_the_row_not_written_since_it_was_read(
+        self, repos: Repos
+    ) -> None:
+        """Housekeeping fails a stale summary on the row as read: a summary task that claimed it again since
+        (enrichment's claim: processing from processing, which writes the row) wins."""
+        k = row(parse_status=ParseStatus.FINALIZING)
+        repos.knowledge.insert(k)
+        processing, failed = SummaryStatus.PROCESSING.value, SummaryStatus.FAILED.value
+        assert repos.knowledge.set_summary_status(k.id, processing, attempt=1)
+        read = repos.knowledge.get(k.id)
+        assert read is not None
+        time.sleep(0.002)  # the claim lands in a later millisecond than the row as read
+        assert repos.knowledge.set_summary_status(k.id, processing, only_if=processing, attempt=1)
+        assert not repos.knowledge.set_summary_status(
+            k.id, failed, only_if=processing, attempt=1, not_written_after=to_iso(read.updated_at)
+        )
+        current = repos.knowledge.get(k.id)
+        assert current is not None and current.summary_status == SummaryStatus.PROCESSING
+        assert repos.knowledge.set_summary_status(
+            k.id, failed, only_if=processing, attempt=1, not_written_after=to_iso(current.updated_at)
+        )
+        current = repos.knowledge.get(k.id)
+        assert current is not None and current.summary_status == SummaryStatus.FAILED
+
     # ------------------------------------------------------------ chunks
 
     def _chunks(self, knowledge_id: str, attempt: int, n: int) -> list[Chunk]:

@@ -107,11 +107,11 @@ def test_rows_waiting_in_one_queue_read_its_backlog_once(
     assert reads == ["docreader"]
 
 
-def test_a_sweep_out_of_time_stops_at_the_stuck_rows_after_deletes_and_summaries(
+def test_a_sweep_out_of_time_leaves_the_summaries_and_stuck_rows_to_the_next_one(
     deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, rows: MemoryKnowledgeRepo
 ) -> None:
-    """The deletes and summaries are swept first; the stuck rows, the long part, only while there is time:
-    the handler's Lambda context bounds the sweep and the next one goes on."""
+    """Every part of the sweep goes on only while there is time: the handler's Lambda context bounds the
+    sweep and the next one goes on."""
     from chalicelib.local.pollers import make_context
 
     stuck = upload(deps, kb)
@@ -123,11 +123,37 @@ def test_a_sweep_out_of_time_stops_at_the_stuck_rows_after_deletes_and_summaries
     almost_over = make_context("housekeeping", region="us-east-1", timeout_seconds=20)  # < the margin
     deps.settings = replace(deps.settings, stale_after_seconds=-60, summary_stale_after_seconds=-60)
     result = housekeeping.handle(deps, {}, almost_over)
-    assert result["cut_short"] and result["recovered"] == [] and result["summaries_failed"] == [summary.id]
+    assert result["cut_short"] and result["recovered"] == [] and result["summaries_failed"] == []
     result = housekeeping.handle(
         deps, {}, make_context("housekeeping", region="us-east-1", timeout_seconds=300)
     )
     assert not result["cut_short"] and result["recovered"] == [stuck.id]
+    assert result["summaries_failed"] == [summary.id]
+
+
+def test_a_backlog_of_unsettled_summaries_stops_when_the_time_is_up(
+    deps: Services, kb: KnowledgeBase, rows: MemoryKnowledgeRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summaries are failed oldest first while there is time: one out of time stops there (the stuck
+    rows are not starved by them for ever) and the next sweep goes on with the rest."""
+    made = [upload(deps, kb, f"s{n}.md", f"# S{n}\n\nSummarised {n}.\n".encode()) for n in range(3)]
+    drain(deps)
+    for doc in made:
+        rows.write_fields(doc.id, parse_status=ParseStatus.COMPLETED)
+        time.sleep(0.002)  # each claimed in a later millisecond: the first is the oldest
+        rows.set_summary_status(doc.id, SummaryStatus.PROCESSING.value)
+    asked: list[bool] = []
+
+    def out_after_one_summary() -> bool:
+        asked.append(True)
+        return len(asked) > 1
+
+    monkeypatch.setattr(housekeeping, "out_of_time", out_after_one_summary)
+    report = housekeeping.sweep(deps, datetime.now(UTC) + timedelta(hours=2))
+    assert report.cut_short and report.summaries_failed == [made[0].id]
+    monkeypatch.setattr(housekeeping, "out_of_time", lambda: False)
+    report = housekeeping.sweep(deps, datetime.now(UTC) + timedelta(hours=2))
+    assert not report.cut_short and report.summaries_failed == [made[1].id, made[2].id]
 
 
 def test_a_queue_that_does_not_answer_spares_nothing(

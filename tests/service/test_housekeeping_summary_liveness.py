@@ -4,6 +4,8 @@ nothing works on any more is failed with the summary stage's fallback descriptio
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -104,3 +106,26 @@ def test_a_stuck_summary_failed_by_the_sweep_keeps_a_description_a_person_wrote(
     row = rows.get(knowledge.id)
     assert row is not None and row.summary_status == SummaryStatus.FAILED
     assert row.description == "Written by hand."
+
+
+def test_a_summary_claimed_again_after_the_sweep_read_it_is_not_failed(
+    deps: Services, tenant: Tenant, llm: ReplyingLLM
+) -> None:
+    """The sweep fails a summary on the row as it read it: the deferred copy delivered between that read and
+    the sweep's write claims the summary again (processing from processing, the row written), and wins."""
+    knowledge = _throttled_summary(deps, tenant, llm)
+    queue, rows = deps.queue, deps.knowledge
+    assert isinstance(queue, MemoryTaskQueue) and isinstance(rows, MemoryKnowledgeRepo)
+    real = rows.summaries_unsettled_older_than
+
+    def read_then_claimed_again(cutoff: str) -> Iterator[Knowledge]:
+        for found in real(cutoff):
+            time.sleep(0.002)  # the claim lands in a later millisecond than the row as read
+            queue.deliver("enrichment", enrichment.handle, deps)  # still throttled: claimed, deferred again
+            yield found
+
+    rows.summaries_unsettled_older_than = read_then_claimed_again  # type: ignore[method-assign]
+    assert sweep(deps, datetime.now(UTC) + timedelta(hours=2)).summaries_failed == []
+    row = rows.get(knowledge.id)
+    assert row is not None and row.summary_status == SummaryStatus.PROCESSING
+    assert len(queue.waiting("enrichment")) == 1  # the summary task goes on

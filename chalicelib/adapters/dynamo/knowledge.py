@@ -52,7 +52,8 @@ from chalicelib.ports import (
     StorageQuotaExceeded,
 )
 
-#: in-flight rows per page of housekeeping's query: a page is read only when the sweep gets to it
+#: rows per page of housekeeping's queries (in flight, deleting, unsettled summaries): a page is read only
+#: when the sweep gets to it
 SWEEP_PAGE_ROWS = 100
 
 
@@ -286,9 +287,12 @@ class DynamoKnowledgeRepo:
         )
         return (self._from_item(i) for i in query)
 
-    def summaries_unsettled_older_than(self, cutoff_iso: str) -> list[Knowledge]:
-        query = self.model.summary_index.query("1", self.model.updated_at < cutoff_iso)
-        return [self._from_item(i) for i in query]
+    def summaries_unsettled_older_than(self, cutoff_iso: str) -> Iterator[Knowledge]:
+        """Lazy, as `in_flight_after`: a page is read when the caller gets to it."""
+        query = self.model.summary_index.query(
+            "1", self.model.updated_at < cutoff_iso, page_size=SWEEP_PAGE_ROWS
+        )
+        return (self._from_item(i) for i in query)
 
     # -- create
     def insert(self, knowledge: Knowledge) -> None:
@@ -385,9 +389,12 @@ class DynamoKnowledgeRepo:
                 time.sleep(0.05)  # the row or the claim changed under us: read again
         raise RuntimeError(f"could not delete knowledge {knowledge_id} after 5 tries")
 
-    def deleting_older_than(self, cutoff_iso: str) -> list[Knowledge]:
-        query = self.model.inflight_index.query(DELETING_MARKER, self.model.updated_at < cutoff_iso)
-        return [self._from_item(i) for i in query]
+    def deleting_older_than(self, cutoff_iso: str) -> Iterator[Knowledge]:
+        """Lazy, as `in_flight_after`: a page is read when the caller gets to it."""
+        query = self.model.inflight_index.query(
+            DELETING_MARKER, self.model.updated_at < cutoff_iso, page_size=SWEEP_PAGE_ROWS
+        )
+        return (self._from_item(i) for i in query)
 
     def restart_delete_wait(self, knowledge_id: str, at_iso: str, *, not_written_after: str) -> bool:
         m = self.model
@@ -798,6 +805,7 @@ class DynamoKnowledgeRepo:
         only_if: str | None = None,
         description: str | None = None,
         attempt: int | None = None,
+        not_written_after: str | None = None,
     ) -> bool:
         m = self.model
         actions = [m.summary_status.set(status), m.updated_at.set(now_iso())]
@@ -809,6 +817,8 @@ class DynamoKnowledgeRepo:
         condition = m.id.exists() if only_if is None else (m.summary_status == only_if)
         if attempt is not None:
             condition &= m.attempt == attempt
+        if not_written_after is not None:  # housekeeping's write, on the row as it read it
+            condition &= m.updated_at <= not_written_after
         return self._update(knowledge_id, actions, condition) is not None
 
     def move_to_kb(

@@ -127,8 +127,8 @@ class MemoryKnowledgeRepo:
         rows = sorted(self.in_flight_older_than(cutoff_iso), key=position)
         return iter([k for k in rows if after is None or position(k) > after])
 
-    def summaries_unsettled_older_than(self, cutoff_iso: str) -> list[Knowledge]:
-        return self._older_than(
+    def summaries_unsettled_older_than(self, cutoff_iso: str) -> Iterator[Knowledge]:
+        return self._lazily(
             cutoff_iso, lambda k: k.summary_status in (SummaryStatus.PENDING, SummaryStatus.PROCESSING)
         )
 
@@ -139,7 +139,11 @@ class MemoryKnowledgeRepo:
                 for k in self._rows.values()
                 if marked(k) and to_iso(k.updated_at) < cutoff_iso
             ]
-        return sorted(rows, key=lambda k: to_iso(k.updated_at))
+        return sorted(rows, key=lambda k: (to_iso(k.updated_at), k.id))
+
+    def _lazily(self, cutoff_iso: str, marked: Callable[[Knowledge], bool]) -> Iterator[Knowledge]:
+        """As the DynamoDB index is read: nothing before the caller asks for the first row."""
+        yield from self._older_than(cutoff_iso, marked)
 
     # -- create and delete
     def insert(self, knowledge: Knowledge) -> None:
@@ -171,8 +175,8 @@ class MemoryKnowledgeRepo:
                 self.tenants.release_document(row.tenant_id)
             return True
 
-    def deleting_older_than(self, cutoff_iso: str) -> list[Knowledge]:
-        return self._older_than(cutoff_iso, lambda k: k.parse_status == ParseStatus.DELETING)
+    def deleting_older_than(self, cutoff_iso: str) -> Iterator[Knowledge]:
+        return self._lazily(cutoff_iso, lambda k: k.parse_status == ParseStatus.DELETING)
 
     def restart_delete_wait(self, knowledge_id: str, at_iso: str, *, not_written_after: str) -> bool:
         def restart(k: Knowledge) -> None:
@@ -505,6 +509,7 @@ class MemoryKnowledgeRepo:
         only_if: str | None = None,
         description: str | None = None,
         attempt: int | None = None,
+        not_written_after: str | None = None,
     ) -> bool:
         def change(k: Knowledge) -> None:
             k.summary_status = SummaryStatus(status)
@@ -513,8 +518,10 @@ class MemoryKnowledgeRepo:
                 k.description = description
 
         def condition(k: Knowledge) -> bool:
-            return (only_if is None or k.summary_status.value == only_if) and (
-                attempt is None or k.attempt == attempt
+            return (
+                (only_if is None or k.summary_status.value == only_if)
+                and (attempt is None or k.attempt == attempt)
+                and (not_written_after is None or to_iso(k.updated_at) <= not_written_after)
             )
 
         return self._update(knowledge_id, condition, change) is not None
