@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from chalicelib.domain.events import EventType
-from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.plan import TEXT_LIKE
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, SummaryStatus
 from chalicelib.ports import Dependencies
+from chalicelib.services.chunk_pages import attempt_chunk_pages
 from chalicelib.services.events import summary_changed
 
 FALLBACK_RUNES = 500
@@ -70,11 +70,8 @@ FIRST_TEXT_PAGE = 100
 def _first_text(deps: Dependencies, knowledge: Knowledge) -> list[str]:
     """The first text chunk's content of the attempt (chunk-id order is document order), read a page at a
     time; [] when it has none."""
-    prefix, after = attempt_chunk_prefix(knowledge.id, knowledge.attempt), None
-    while True:
-        page, after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=FIRST_TEXT_PAGE)
+    for page in attempt_chunk_pages(deps, knowledge, limit=FIRST_TEXT_PAGE):
         texts = summarised_chunks(page)[ChunkType.TEXT]
         if texts:
             return [texts[0].content]
-        if after is None:
-            return []
+    return []
