@@ -40,6 +40,7 @@ from chalicelib.parsers.base import (
     unsupported,
 )
 from chalicelib.parsers.calamine_child import native_panic
+from chalicelib.parsers.doc_notes import WORD_MARKS, doc_notes
 from chalicelib.parsers.guards import sheet_measures
 from chalicelib.parsers.ooxml import R_NS, Package, int_attribute, transitional
 from chalicelib.parsers.sparse_sheets import SparseSheets, read_sparse_sheets
@@ -574,23 +575,13 @@ CONTAINED_CALAMINE = ContainedCalamine()
 # ---------------------------------------------------------------- doc (unword)
 
 
-#: Word's marks that unword leaves in the text (a footnote's or annotation's reference \x02/\x05, a picture's
-#: \x01, a field's \x13-\x15, a cell's \x07): left out, and breaks and the no-break hyphen as characters. Its
-#: notes themselves unword does not read.
-_WORD_MARKS = {
-    **dict.fromkeys(c for c in range(32) if chr(c) not in "\t\n"),
-    0x0B: "\n",
-    0x0C: "\n",
-    0x0D: "\n",
-    0x1E: "-",
-}
-
-
 def read_doc_natively(request: ReadRequest) -> ReadResult | None:
     """A Word 97-2003 file read by unword (headings as Markdown, text boxes after the body) in about a
     millisecond, where LibreOffice takes seconds to start; None when unword is not installed or cannot read
     the file, or finds no text in it (the caller converts it with LibreOffice). Embedded images are not
-    extracted, and table cells run together (unword drops the cell marks)."""
+    extracted, and table cells run together (unword drops the cell marks). The footnotes and endnotes, which
+    unword does not read, come after the body as Markdown footnotes (doc_notes.py); their marks in the body
+    are not placed, as unword drops them."""
     try:
         import unword
     except ImportError:
@@ -606,12 +597,13 @@ def read_doc_natively(request: ReadRequest) -> ReadResult | None:
             return None
         raise
     parts = [
-        document.body_text.translate(_WORD_MARKS).strip(),
-        *(box.translate(_WORD_MARKS).strip() for box in document.textboxes),
+        document.body_text.translate(WORD_MARKS).strip(),
+        *(box.translate(WORD_MARKS).strip() for box in document.textboxes),
     ]
     markdown = "\n\n".join(part for part in parts if part)
     if not markdown:
         return None
+    markdown = "\n\n".join([markdown, *doc_notes(request.data)])
     title = next((line[2:].strip() for line in markdown.splitlines() if line.startswith("# ")), "")
     return ReadResult(markdown=markdown + "\n", title=title[:300], metadata={"read_by": "unword"})
 
