@@ -9,6 +9,7 @@ with LibreOffice instead."""
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -257,7 +258,7 @@ def read_ppt_natively(data: bytes, check_time: Callable[[], None] = lambda: None
     except ImportError:
         return None
     try:
-        with olefile.OleFileIO(data) as ole:
+        with olefile.OleFileIO(io.BytesIO(data)) as ole:  # bytes under 1,536 would be a path
             if not (ole.exists("PowerPoint Document") and ole.exists("Current User")):
                 return None
             stream = ole.openstream("PowerPoint Document").read()
