@@ -8,6 +8,7 @@ from chalice import Chalice, Rate, Response
 
 from chalicelib import stages
 from chalicelib.api import (
+    admin_routes,
     console_routes,
     download_routes,
     faq_routes,
@@ -424,42 +425,42 @@ def kb_stats(kb_id: str) -> Response:
 
 @app.route(f"{V1}/admin/tenants", methods=["GET"])
 def admin_list_tenants() -> Response:
-    return routes.admin_list_tenants(get_deps(), app.current_request)
+    return admin_routes.admin_list_tenants(get_deps(), app.current_request)
 
 
 @app.route(f"{V1}/admin/tenants", methods=["POST"])
 def admin_create_tenant() -> Response:
-    return routes.admin_create_tenant(get_deps(), app.current_request)
+    return admin_routes.admin_create_tenant(get_deps(), app.current_request)
 
 
 @app.route(f"{V1}/admin/tenants/{{tenant_id}}/api-keys", methods=["GET"])
 def admin_list_keys(tenant_id: str) -> Response:
-    return routes.admin_list_keys(get_deps(), app.current_request, tenant_id)
+    return admin_routes.admin_list_keys(get_deps(), app.current_request, tenant_id)
 
 
 @app.route(f"{V1}/admin/tenants/{{tenant_id}}/api-keys", methods=["POST"])
 def admin_issue_key(tenant_id: str) -> Response:
-    return routes.admin_issue_key(get_deps(), app.current_request, tenant_id)
+    return admin_routes.admin_issue_key(get_deps(), app.current_request, tenant_id)
 
 
 @app.route(f"{V1}/admin/tenants/{{tenant_id}}/quotas", methods=["PUT"])
 def admin_set_quotas(tenant_id: str) -> Response:
-    return routes.admin_set_quotas(get_deps(), app.current_request, tenant_id)
+    return admin_routes.admin_set_quotas(get_deps(), app.current_request, tenant_id)
 
 
 @app.route(f"{V1}/admin/tenants/{{tenant_id}}/api-keys/{{key_id}}", methods=["DELETE"])
 def admin_revoke_key(tenant_id: str, key_id: str) -> Response:
-    return routes.admin_revoke_key(get_deps(), app.current_request, tenant_id, key_id)
+    return admin_routes.admin_revoke_key(get_deps(), app.current_request, tenant_id, key_id)
 
 
 @app.route(f"{V1}/admin/dlq", methods=["GET"])
 def admin_list_dead_letters() -> Response:
-    return routes.admin_list_dead_letters(get_deps(), app.current_request)
+    return admin_routes.admin_list_dead_letters(get_deps(), app.current_request)
 
 
 @app.route(f"{V1}/admin/dlq/redrive", methods=["POST"])
 def admin_redrive_dead_letters() -> Response:
-    return routes.admin_redrive_dead_letters(get_deps(), app.current_request)
+    return admin_routes.admin_redrive_dead_letters(get_deps(), app.current_request)
 
 
 # ---------------------------------------------------------------- queues, workflow tasks, schedule

@@ -24,12 +24,10 @@ from chalicelib.domain.api_keys import Scope
 from chalicelib.domain.errors import BadRequest
 from chalicelib.faq.failed_rows import present_task
 from chalicelib.operations import (
-    admin,
     chunk_preview,
     chunks,
     cost,
     create,
-    dlq,
     enrichment_outputs,
     knowledge,
     knowledge_bases,
@@ -500,100 +498,3 @@ def kb_cost(deps: Dependencies, request: Request | None, kb_id: str) -> Response
 def kb_stats(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
     return ok(stats.kb_stats(deps, tenant.id, kb_id))
-
-
-# ---------------------------------------------------------------- operators (X-Operator-Key)
-
-
-def _operator(deps: Dependencies, request: Request | None) -> None:
-    headers: Any = present_request(request).headers or {}
-    admin.authorize_operator(deps, str(headers.get("x-operator-key", "")))
-
-
-@operation("Every tenant, by id (paged)", "admin", query=admin.TenantsQuery, auth=False, operator=True)
-def admin_list_tenants(deps: Dependencies, request: Request | None) -> Response:
-    _operator(deps, request)
-    params = validate(admin.TenantsQuery, query(present_request(request)))
-    found, next_cursor = admin.tenants_page(deps, params)
-    return ok_page([admin.tenant_view(t) for t in found], next_cursor)
-
-
-@operation(
-    "Create a tenant and its first API key (the key is shown only in this reply)",
-    "admin",
-    body=commands.CreateTenantRequest,
-    status=201,
-    auth=False,
-    operator=True,
-)
-def admin_create_tenant(deps: Dependencies, request: Request | None) -> Response:
-    _operator(deps, request)
-    tenant, key, secret = admin.create_tenant(
-        deps, validated_body(deps, request, commands.CreateTenantRequest)
-    )
-    return ok({"tenant": admin.tenant_view(tenant), "key": admin.key_view(key), "api_key": secret}, 201)
-
-
-@operation("A tenant's API keys (never the keys themselves)", "admin", auth=False, operator=True)
-def admin_list_keys(deps: Dependencies, request: Request | None, tenant_id: str) -> Response:
-    _operator(deps, request)
-    return ok([admin.key_view(k) for k in admin.list_keys(deps, tenant_id)])
-
-
-@operation(
-    "Issue another API key for a tenant (shown only in this reply)",
-    "admin",
-    body=commands.IssueKeyRequest,
-    status=201,
-    auth=False,
-    operator=True,
-)
-def admin_issue_key(deps: Dependencies, request: Request | None, tenant_id: str) -> Response:
-    _operator(deps, request)
-    key, secret = admin.issue_key(deps, tenant_id, validated_body(deps, request, commands.IssueKeyRequest))
-    return ok({"key": admin.key_view(key), "api_key": secret}, 201)
-
-
-@operation(
-    "Set a tenant's storage (bytes) and document quotas; 0 = none",
-    "admin",
-    body=commands.TenantQuotas,
-    auth=False,
-    operator=True,
-)
-def admin_set_quotas(deps: Dependencies, request: Request | None, tenant_id: str) -> Response:
-    _operator(deps, request)
-    body = validated_body(deps, request, commands.TenantQuotas)
-    return ok(admin.tenant_view(admin.set_quotas(deps, tenant_id, body)))
-
-
-@operation("Revoke an API key (refused at once)", "admin", auth=False, operator=True)
-def admin_revoke_key(deps: Dependencies, request: Request | None, tenant_id: str, key_id: str) -> Response:
-    _operator(deps, request)
-    return ok(admin.key_view(admin.revoke_key(deps, tenant_id, key_id)))
-
-
-@operation(
-    "Messages in the dead-letter queues, with their rows' state",
-    "admin",
-    query=commands.DeadLetterQuery,
-    auth=False,
-    operator=True,
-)
-def admin_list_dead_letters(deps: Dependencies, request: Request | None) -> Response:
-    _operator(deps, request)
-    params = validate(commands.DeadLetterQuery, query(present_request(request)))
-    return ok(dlq.list_dead_letters(deps, params.queue, params.limit))
-
-
-@operation(
-    "Redrive dead letters: failed rows start over at a new attempt; letters of deleted rows are dropped",
-    "admin",
-    body=commands.RedriveRequest,
-    auth=False,
-    operator=True,
-)
-def admin_redrive_dead_letters(deps: Dependencies, request: Request | None) -> Response:
-    _operator(deps, request)
-    body = validated_body(deps, request, commands.RedriveRequest)
-    return ok(dlq.redrive(deps, body.queue, body.limit).as_dict())

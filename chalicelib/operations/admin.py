@@ -8,7 +8,11 @@ parameter does not exist they answer 403 operator_key_missing. Keys are stored a
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
+import json
+import re
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +24,7 @@ from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from chalicelib.domain.types import Tenant
 from chalicelib.observability import logger
+from chalicelib.operations.listing import cursor_fields
 from chalicelib.ports import Dependencies
 
 
@@ -125,14 +130,84 @@ def tenants_page(deps: Dependencies, query: TenantsQuery) -> tuple[list[Tenant],
     return page, last.id if last else None
 
 
-def list_keys(deps: Dependencies, tenant_id: str) -> list[ApiKey]:
-    """Issued keys, and the tenant's primary key when it was never issued through here (the local tenant,
-    tenants written before keys had records); it gets an id by the same rule, so it can be revoked."""
+class KeysQuery(Query):
+    limit: int = code("invalid_limit", default=100, ge=1, le=1000)
+    #: the `next_cursor` of the page before (opaque: where the store's order goes on, for this tenant)
+    cursor: str = code("invalid_cursor", default="", max_length=200)
+
+
+#: a page of keys stays under Lambda's 6 MB response: 1,000 keys limited to 100 knowledge bases each pass it
+KEYS_PAGE_MAX_BYTES = ANSWER_MAX_BYTES
+#: keys read a request while `list_keys` walks them all
+KEYS_READ_BATCH = 500
+#: what a keys cursor holds: a key's sha256, or "" (the store's first key)
+_KEY_HASH = re.compile(r"(?:[0-9a-f]{64})?")
+
+
+def _unrecorded_primary(deps: Dependencies, tenant: Tenant) -> ApiKey | None:
+    """The tenant's primary key when it was never issued through here (the local tenant, tenants written
+    before keys had records); it gets an id by the same rule, so it can be listed and revoked."""
+    record = deps.api_keys.get(tenant.api_key_hash)
+    if record is not None and record.tenant_id == tenant.id:
+        return None
+    return ApiKey(tenant.id, tenant.api_key_hash, "primary", tenant.created_at)
+
+
+def keys_page(deps: Dependencies, tenant_id: str, query: KeysQuery) -> tuple[list[ApiKey], str | None]:
+    """A page of the tenant's keys in the store's order (an unrecorded primary key first, on the first page):
+    at most `query.limit`, within KEYS_PAGE_MAX_BYTES (one at least), and the cursor of the next page, which
+    goes on after the last key given (None: no more). The store is read a page at a time, never whole."""
     tenant = _tenant(deps, tenant_id)
-    keys = deps.api_keys.list(tenant_id)
-    if all(k.key_hash != tenant.api_key_hash for k in keys):
-        keys.insert(0, ApiKey(tenant.id, tenant.api_key_hash, "primary", tenant.created_at))
-    return keys
+    fingerprint = _keys_fingerprint(tenant_id)
+    after = _keys_after(query.cursor, fingerprint) if query.cursor else None
+    primary = _unrecorded_primary(deps, tenant) if after is None else None
+    found = ([primary] if primary else []) + deps.api_keys.page(tenant_id, after or "", query.limit + 1)
+    page, last = cut_page(found[: query.limit], KEYS_PAGE_MAX_BYTES, key_view)
+    if last is None and len(found) > query.limit:
+        last = page[-1]
+    if last is None:
+        return page, None
+    # after an unrecorded primary key the store is read from its first key
+    return page, _keys_cursor("" if last is primary else last.key_hash, fingerprint)
+
+
+def _keys_fingerprint(tenant_id: str) -> str:
+    return hashlib.sha256(json.dumps(["api-keys", tenant_id]).encode()).hexdigest()[:16]
+
+
+def _keys_cursor(after: str, fingerprint: str) -> str:
+    raw = json.dumps({"a": [after], "f": fingerprint}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _keys_after(cursor: str, fingerprint: str) -> str:
+    """The key hash a cursor of `_keys_cursor` goes on after ("": the store's first key); BadRequest
+    `invalid_cursor` for anything else, or another tenant's cursor."""
+    data = cursor_fields(cursor)
+    after = data.get("a")
+    if (
+        data.get("f") != fingerprint
+        or not isinstance(after, list)
+        or len(after) != 1
+        or not isinstance(after[0], str)
+        or not _KEY_HASH.fullmatch(after[0])
+    ):
+        raise BadRequest("cursor is not one this listing gave (for this tenant)", code="invalid_cursor")
+    return after[0]
+
+
+def list_keys(deps: Dependencies, tenant_id: str) -> list[ApiKey]:
+    """Every key of the tenant (the unrecorded primary one first), read from the store in batches."""
+    tenant = _tenant(deps, tenant_id)
+    primary = _unrecorded_primary(deps, tenant)
+    keys = [primary] if primary else []
+    after = ""
+    while True:
+        batch = deps.api_keys.page(tenant_id, after, KEYS_READ_BATCH)
+        keys += batch
+        if len(batch) < KEYS_READ_BATCH:
+            return keys
+        after = batch[-1].key_hash
 
 
 def issue_key(deps: Dependencies, tenant_id: str, request: IssueKeyRequest) -> tuple[ApiKey, str]:
@@ -167,6 +242,7 @@ __all__ = [
     "issue_key",
     "key_id_of",
     "key_view",
+    "keys_page",
     "list_keys",
     "list_tenants",
     "revoke_key",

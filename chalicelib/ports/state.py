@@ -95,8 +95,9 @@ class ApiKeyRepo(Protocol):
 
     def put(self, key: ApiKey) -> None: ...
 
-    def list(self, tenant_id: str) -> list[ApiKey]:
-        """The tenant's issued (and revoked) keys, oldest first."""
+    def page(self, tenant_id: str, after: str, limit: int) -> list[ApiKey]:
+        """Up to `limit` of the tenant's issued (and revoked) keys after the one whose hash is `after` ("":
+        from the first), in the store's order (by the item's key), read a page at a time."""
         ...
 
 

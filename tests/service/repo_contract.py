@@ -1152,7 +1152,7 @@ class RepoContract:
         got = repos.api_keys.get(api_key_hash(secret))
         assert got is not None and (got.tenant_id, got.name, got.revoked) == (tenant.id, "ci", False)
         assert got.id == first.id and repos.api_keys.get(api_key_hash("wk-nope")) is None
-        assert {k.id for k in repos.api_keys.list(tenant.id)} == {first.id, second.id}
+        assert {k.id for k in repos.api_keys.page(tenant.id, "", 10)} == {first.id, second.id}
         first.revoked_at = datetime.now(UTC)
         repos.api_keys.put(first)
         revoked = repos.api_keys.get(first.key_hash)
@@ -1162,6 +1162,22 @@ class RepoContract:
         listed = {t.id: t for t in repos.tenants.list_all()}
         assert tenant.id in listed and listed[tenant.id].name == "acme"
         assert not any(t.id.startswith("apikey#") or t.id == first.key_hash for t in listed.values())
+
+    def test_a_tenants_api_keys_are_read_a_page_at_a_time_each_once(self, repos: Repos) -> None:
+        """Pages of `limit` keys, each going on after the last one's hash, give every key of the tenant once
+        and none of another's (stored between them)."""
+        tenant_id, other_id = new_id(), new_id()
+        mine = [ApiKey.issue(tenant_id, f"k{n}")[0] for n in range(7)]
+        for n, key in enumerate(mine):
+            repos.api_keys.put(key)
+            repos.api_keys.put(ApiKey.issue(other_id, f"o{n}")[0])
+        pages, after = [], ""
+        while page := repos.api_keys.page(tenant_id, after, 3):
+            assert len(page) <= 3 and all(k.tenant_id == tenant_id for k in page)
+            pages.append([k.id for k in page])
+            after = page[-1].key_hash
+        assert [len(page) for page in pages] == [3, 3, 1]
+        assert sorted(i for page in pages for i in page) == sorted(k.id for k in mine)
 
     def test_an_api_keys_scope_and_knowledge_bases_read_back(self, repos: Repos) -> None:
         tenant_id = new_id()

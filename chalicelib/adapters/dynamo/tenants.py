@@ -189,6 +189,9 @@ class DynamoTenantRepo:
 
 
 API_KEY_ITEM_PREFIX = "apikey#"
+#: items one scan request reads (the filter drops other tenants' rows after the read): a page's `limit`
+#: as DynamoDB's Limit would cost a request per few keys found
+KEY_SCAN_PAGE_ITEMS = 1000
 
 
 class DynamoApiKeyRepo:
@@ -214,10 +217,15 @@ class DynamoApiKeyRepo:
             kb_ids=list(key.kb_ids) if key.kb_ids is not None else None,
         ).save()
 
-    def list(self, tenant_id: str) -> list[ApiKey]:
+    def page(self, tenant_id: str, after: str, limit: int) -> list[ApiKey]:
         m = self.model
-        items = m.scan(filter_condition=m.id.startswith(API_KEY_ITEM_PREFIX) & (m.tenant_id == tenant_id))
-        return sorted((self._from_item(i) for i in items), key=lambda k: (k.created_at, k.key_hash))
+        items = m.scan(
+            filter_condition=m.id.startswith(API_KEY_ITEM_PREFIX) & (m.tenant_id == tenant_id),
+            last_evaluated_key={"id": {"S": API_KEY_ITEM_PREFIX + after}} if after else None,
+            limit=limit,  # PynamoDB reads pages until this many match, and no further
+            page_size=KEY_SCAN_PAGE_ITEMS,
+        )
+        return [self._from_item(i) for i in items]
 
     @staticmethod
     def _from_item(item: Any) -> ApiKey:

@@ -149,10 +149,10 @@ class MemoryApiKeyRepo:
         with self._lock:
             self._rows[key.key_hash] = stored
 
-    def list(self, tenant_id: str) -> list[ApiKey]:
-        with self._lock:
-            rows = [copy.deepcopy(k) for k in self._rows.values() if k.tenant_id == tenant_id]
-        return sorted(rows, key=lambda k: (k.created_at, k.key_hash))
+    def page(self, tenant_id: str, after: str, limit: int) -> list[ApiKey]:
+        with self._lock:  # by hash: the order moto's scan keeps (DynamoDB's is its partitions')
+            rows = [k for h, k in sorted(self._rows.items()) if k.tenant_id == tenant_id and h > after]
+            return [copy.deepcopy(k) for k in rows[:limit]]
 
 
 class MemoryShareRepo:

@@ -58,12 +58,13 @@ export async function call(method, path, { body, query, operator = false, key = 
   return unwrap(await fetch(url, init), whole);
 }
 
-/** Every item of a list answered a page at a time (`data`, with `next_cursor` beside it: GET /knowledge-bases). */
-export async function getAll(path, { key = null } = {}) {
+/** Every item of a list answered a page at a time (`data`, with `next_cursor` beside it: GET /knowledge-bases,
+ * an operator's GET /admin/tenants/{id}/api-keys). */
+export async function getAll(path, { key = null, operator = false } = {}) {
   const items = [];
   let cursor = null;
   do {
-    const page = await call("GET", path, { query: cursor ? { cursor } : undefined, key, whole: true });
+    const page = await call("GET", path, { query: cursor ? { cursor } : undefined, key, operator, whole: true });
     items.push(...(Array.isArray(page?.data) ? page.data : []));
     cursor = page?.next_cursor;
   } while (cursor);

@@ -575,8 +575,7 @@ async function admin(notice = null) {
   const tenantItems = Array.isArray(tenants) ? tenants : tenants.items || [];
   const keysBox = h("div", { id: "tenant-keys" });
   const showKeys = async (tenantId) => {
-    const listed = await get(`/admin/tenants/${enc(tenantId)}/api-keys`, null, true);
-    const items = Array.isArray(listed) ? listed : listed.items || [];
+    const items = await getAll(`/admin/tenants/${enc(tenantId)}/api-keys`, { operator: true });
     const name = h("input", { type: "text", placeholder: "key name" });
     const scope = h("select", {}, ["admin", "write", "read"].map((v) => h("option", { value: v }, v)));
     const shown = h("div");

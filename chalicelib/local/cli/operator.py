@@ -54,7 +54,7 @@ def cmd_key(args: argparse.Namespace, console: Console) -> int:
     client = _operator(args)
     base = f"/admin/tenants/{args.tenant_id}/api-keys"
     if args.action == "list":
-        rows = client.call("GET", base)
+        rows = client.every(base)
         columns = ("id", "name", "scope", "kb_ids", "status", "created_at", "revoked_at")
         return emit(args, console, rows, lambda: print_rows(console, columns, rows))
     if args.action == "issue":
