@@ -8,10 +8,7 @@ parameter does not exist they answer 403 operator_key_missing. Keys are stored a
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
-import json
 import re
 import uuid
 from datetime import UTC, datetime
@@ -24,7 +21,7 @@ from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from chalicelib.domain.types import Tenant
 from chalicelib.observability import logger
-from chalicelib.operations.listing import cursor_fields
+from chalicelib.operations.listing import cursor_fields, encode_cursor, listing_fingerprint
 from chalicelib.ports import Dependencies
 
 
@@ -172,12 +169,11 @@ def keys_page(deps: Dependencies, tenant_id: str, query: KeysQuery) -> tuple[lis
 
 
 def _keys_fingerprint(tenant_id: str) -> str:
-    return hashlib.sha256(json.dumps(["api-keys", tenant_id]).encode()).hexdigest()[:16]
+    return listing_fingerprint("api-keys", tenant_id)
 
 
 def _keys_cursor(after: str, fingerprint: str) -> str:
-    raw = json.dumps({"a": [after], "f": fingerprint}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_cursor({"a": [after], "f": fingerprint})
 
 
 def _keys_after(cursor: str, fingerprint: str) -> str:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
@@ -13,7 +10,7 @@ from chalicelib.commands import GraphQuery, WikiQuery, validate
 from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, AnswerBudget, fitting, json_size
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.types import Knowledge, ParseStatus
-from chalicelib.operations.listing import cursor_fields
+from chalicelib.operations.listing import cursor_fields, encode_cursor, listing_fingerprint
 from chalicelib.ports import Dependencies
 from chalicelib.services.ownership import owned_knowledge, require_kb
 
@@ -89,7 +86,7 @@ def wiki(
 
     query = validate(WikiQuery, params or {})
     kb = require_kb(deps, tenant_id, kb_id)
-    fingerprint = hashlib.sha256(json.dumps(["wiki", kb.id]).encode()).hexdigest()[:16]
+    fingerprint = listing_fingerprint("wiki", kb.id)
     offset, after = _decode(query.cursor, fingerprint) if query.cursor else (0, None)
     index, length = deps.wiki.index_part(kb.id, offset, WIKI_INDEX_CHARS) or ("", 0)
     window, more = deps.wiki.pages_after(kb.id, after, query.limit)  # about one page read, not the wiki
@@ -122,8 +119,7 @@ def wiki(
 
 
 def _encode(offset: int, after: list[str], fingerprint: str) -> str:
-    raw = json.dumps({"i": offset, "a": after, "f": fingerprint}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_cursor({"i": offset, "a": after, "f": fingerprint})
 
 
 def _decode(cursor: str, fingerprint: str) -> tuple[int, tuple[str, str] | None]:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import uuid
 from dataclasses import asdict, replace
 from typing import Any
@@ -27,7 +24,7 @@ from chalicelib.domain.types import (
     Task,
     TaskKind,
 )
-from chalicelib.operations.listing import cursor_fields
+from chalicelib.operations.listing import cursor_fields, encode_cursor, listing_fingerprint
 from chalicelib.ports import Dependencies
 from chalicelib.services.offered import check_engine, check_models, check_storage_backend
 from chalicelib.services.ownership import kb_allowed, require_kb, require_whole_tenant, shared_kbs
@@ -166,12 +163,11 @@ def _within_page_size(
 
 
 def _fingerprint(tenant_id: str) -> str:
-    return hashlib.sha256(json.dumps(["knowledge-bases", tenant_id]).encode()).hexdigest()[:16]
+    return listing_fingerprint("knowledge-bases", tenant_id)
 
 
 def _encode(section: str, after: list[str], fingerprint: str) -> str:
-    raw = json.dumps({"s": section, "a": after, "f": fingerprint}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_cursor({"s": section, "a": after, "f": fingerprint})
 
 
 def _decode(cursor: str, fingerprint: str) -> tuple[str, list[str]]:

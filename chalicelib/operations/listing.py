@@ -198,15 +198,24 @@ def _plan(deps: Dependencies, kb_id: str, query: ListKnowledgeQuery) -> tuple[Fe
     return by_index, checks, bool(checks)
 
 
+def listing_fingerprint(*parts: Any) -> str:
+    """What a cursor is bound to (the listing, its tenant or knowledge base, its filters): a cursor sent to
+    another listing is refused."""
+    return hashlib.sha256(json.dumps(list(parts), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def encode_cursor(fields: dict[str, Any]) -> str:
+    """An opaque cursor carrying `fields` (read back by `cursor_fields`)."""
+    raw = json.dumps(fields, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 def _fingerprint(kb_id: str, query: ListKnowledgeQuery) -> str:
-    filters = query.model_dump(mode="json", exclude={"cursor", "page", "page_size"})
-    raw = json.dumps([kb_id, filters], sort_keys=True).encode()
-    return hashlib.sha256(raw).hexdigest()[:16]
+    return listing_fingerprint(kb_id, query.model_dump(mode="json", exclude={"cursor", "page", "page_size"}))
 
 
 def _encode(position: Position, fingerprint: str) -> str:
-    raw = json.dumps({"a": list(position), "f": fingerprint}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_cursor({"a": list(position), "f": fingerprint})
 
 
 #: how deep a cursor this service writes nests: an object holding a list of strings
@@ -214,7 +223,7 @@ _CURSOR_DEPTH = 2
 
 
 def cursor_fields(cursor: str) -> dict[str, Any]:
-    """The object an opaque cursor (`_encode`'s, or knowledge_bases') carries; BadRequest `invalid_cursor`
+    """The object an opaque cursor (`encode_cursor`'s) carries; BadRequest `invalid_cursor`
     for anything else: not base64, not JSON, nested deeper than a cursor ever is (refused before it is
     parsed), not an object."""
     try:
