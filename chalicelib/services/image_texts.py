@@ -21,7 +21,7 @@ from chalicelib.ports import Dependencies
 from chalicelib.ports.storage import StorageUnavailable
 
 #: bump when what is stored for the same recipe changes (how a reply is cleaned, what a refusal is)
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: a longer text is used but not cached (an OCR text of a poster is a few KB), so a read is bounded
 MAX_CACHED_BYTES = 256 * 1024
 

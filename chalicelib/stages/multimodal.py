@@ -20,6 +20,7 @@ from typing import Any
 from chalicelib.domain.errors import SpanErrorCode, StageError
 from chalicelib.domain.ids import chunk_id, image_chunk_id
 from chalicelib.domain.languages import with_languages
+from chalicelib.domain.markup import strip_active_content
 from chalicelib.domain.process_config import EffectiveProcessConfig, describes_images, resolve
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from chalicelib.enrich import images as prompts
@@ -97,6 +98,9 @@ def run(deps: Dependencies, task: ImageTaskModel) -> dict[str, Any]:
             raise
         if note:
             outputs[f"{kind.value}_skipped"] = note
+        # stored as chunks a front end shows as Markdown: a model's (or a pictured page's) active HTML goes,
+        # as every text's does (domain.markup); cached as stored
+        text = strip_active_content(text).strip()
         if text:
             texts[kind] = text
             remember_text(deps, knowledge.tenant_id, digest, kind.value, reading.recipe, text)

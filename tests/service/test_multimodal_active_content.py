@@ -1,0 +1,94 @@
+"""An image's caption and OCR text are stored as chunks a front end shows as Markdown: their active HTML
+(scripts, event handlers, embedded frames) goes before they are stored, as every other text's does
+(`domain.markup`). The reply cleaning stripped only known formatting tags, so `<script>`, `<svg onload>` and
+`<iframe>` were kept; a text that was only active HTML is no text."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+
+import pytest
+from PIL import Image
+
+from chalicelib.adapters.memory import MemoryFileStore, MemoryTaskQueue
+from chalicelib.bootstrap import Services
+from chalicelib.domain.types import ChunkType, KnowledgeBase
+from chalicelib.stages import multimodal
+
+from .conftest import drain, task_body, upload
+from .test_multimodal_declined import Replying
+
+
+def _inert(text: str) -> bool:
+    return all(bad not in text.lower() for bad in ("<script", "onload", "<iframe", "alert("))
+
+
+@pytest.mark.parametrize(
+    ("reply", "caption"),
+    [
+        ("A kiln <script>alert(1)</script>glowing orange.", "A kiln glowing orange."),
+        ('<svg onload="alert(1)">x</svg>A bar chart of sales.', "xA bar chart of sales."),
+        ("<iframe src=javascript:alert(1)></iframe>\n\nA map of the harbour.", "A map of the harbour."),
+        ("<script>alert(1)</script>", None),
+    ],
+)
+def test_a_caption_keeps_none_of_the_models_active_html(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    queue: MemoryTaskQueue,
+    monkeypatch: pytest.MonkeyPatch,
+    reply: str,
+    caption: str | None,
+) -> None:
+    real = multimodal.resolve
+    monkeypatch.setattr(
+        multimodal, "resolve", lambda kb, o: replace(real(kb, o), vlm_model_id="vl", ocr_engine="none")
+    )
+    monkeypatch.setattr(deps, "vision_model", lambda model_id: Replying(reply))
+    knowledge = upload(deps, kb)
+    drain(deps)
+    out = io.BytesIO()
+    Image.new("RGB", (100, 100), (0, 90, 160)).save(out, format="PNG")
+    url = files.save("t/exports/photo.png", out.getvalue(), "image/png")
+    queue.send_raw("multimodal", task_body(knowledge, "t", image={"index": 0, "url": url, "original": True}))
+    queue.deliver("multimodal", multimodal.handle, deps)
+
+    captions = [c.content for c in deps.chunks.list(knowledge.id) if c.chunk_type == ChunkType.IMAGE_CAPTION]
+    assert all(_inert(c) for c in captions), captions
+    assert [" ".join(c.split()) for c in captions] == ([caption] if caption else [])
+
+
+class _ReadsAScript:
+    name = "scripted-ocr"
+
+    def recognize(self, data: bytes, languages: object = None) -> str:
+        return "Harbour notice <script>alert(1)</script>closes at dusk."
+
+    def with_languages(self, languages: object) -> _ReadsAScript:
+        return self
+
+
+def test_an_ocr_engines_text_keeps_none_of_the_pictured_active_html(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    queue: MemoryTaskQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = multimodal.resolve
+    monkeypatch.setattr(
+        multimodal, "resolve", lambda kb, o: replace(real(kb, o), vlm_model_id="", ocr_engine="tesseract")
+    )
+    monkeypatch.setattr(deps, "ocr", lambda: _ReadsAScript())
+    knowledge = upload(deps, kb)
+    drain(deps)
+    out = io.BytesIO()
+    Image.new("RGB", (100, 100), (0, 90, 160)).save(out, format="PNG")
+    url = files.save("t/exports/notice.png", out.getvalue(), "image/png")
+    queue.send_raw("multimodal", task_body(knowledge, "t", image={"index": 0, "url": url, "original": True}))
+    queue.deliver("multimodal", multimodal.handle, deps)
+
+    texts = [c.content for c in deps.chunks.list(knowledge.id) if c.chunk_type == ChunkType.IMAGE_OCR]
+    assert [" ".join(t.split()) for t in texts] == ["Harbour notice closes at dusk."]
