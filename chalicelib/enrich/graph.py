@@ -1,5 +1,7 @@
 """Knowledge-graph extraction (spec §1.16): entities with attributes and the relations between them, from
-several chunks per model call; relations limited to the knowledge base's relation types when it has some."""
+several chunks per model call; relations limited to the knowledge base's relation types when it has some.
+Names, relations and attributes are shown as the model wrote them (the graph's API, the console), so they
+are cleaned of active markup here, before they are keyed, as every text a model writes is."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 from chalicelib.domain.graph import entity_key
 from chalicelib.domain.item_limits import graph_attributes, graph_name, graph_relation
+from chalicelib.domain.markup import strip_active_content
 from chalicelib.enrich.replies import json_reply
 from chalicelib.ports import ChatModel
 
@@ -78,20 +81,27 @@ def parse(reply: str, passages: int, relation_types: Sequence[str]) -> list[Extr
             continue
         target = out[index - 1]
         if _text(item.get("entity")):
-            attributes = _attributes(item.get("entity_attributes"))
-            if attributes is not None and len(target.entities) < MAX_ENTITIES_PER_PASSAGE:
-                target.entities.append(Entity(_name(item["entity"]), attributes))
+            name, attributes = _name(item["entity"]), _attributes(item.get("entity_attributes"))
+            if name and attributes is not None and len(target.entities) < MAX_ENTITIES_PER_PASSAGE:
+                target.entities.append(Entity(name, attributes))
         elif all(_text(item.get(k)) for k in ("entity1", "entity2", "relation")):
-            relation = graph_relation(item["relation"].strip()[:MAX_RELATION_CHARS])
-            if allowed and entity_key(relation) not in allowed:
-                continue
+            relation = graph_relation(_cleaned(item["relation"], MAX_RELATION_CHARS))
+            source, other = _name(item["entity1"]), _name(item["entity2"])
+            if not (relation and source and other) or (allowed and entity_key(relation) not in allowed):
+                continue  # a name that was only active markup is no name
             if len(target.relations) < MAX_RELATIONS_PER_PASSAGE:
-                target.relations.append(Relation(_name(item["entity1"]), relation, _name(item["entity2"])))
+                target.relations.append(Relation(source, relation, other))
     return out
 
 
+def _cleaned(value: str, max_chars: int) -> str:
+    """The model's text cut to `max_chars`, without its active markup (`domain.markup`); empty when that
+    was all it held."""
+    return strip_active_content(value.strip()[:max_chars]).strip()
+
+
 def _name(value: str) -> str:
-    return graph_name(value.strip()[:MAX_NAME_CHARS])
+    return graph_name(_cleaned(value, MAX_NAME_CHARS))
 
 
 def _is_int(value: Any) -> bool:
@@ -111,4 +121,5 @@ def _attributes(value: Any) -> list[str] | None:
         value = [value]
     if not isinstance(value, list):
         return None
-    return graph_attributes(a.strip()[:MAX_NAME_CHARS] for a in value if _text(a))[:MAX_ATTRIBUTES]
+    cleaned = (_cleaned(a, MAX_NAME_CHARS) for a in value if _text(a))
+    return graph_attributes(a for a in cleaned if a)[:MAX_ATTRIBUTES]
