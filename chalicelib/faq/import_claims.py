@@ -23,7 +23,7 @@ counts, failures and the failed-rows CSV follow them, and a redelivered batch wo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -66,12 +66,17 @@ Build = Callable[[PlannedRow, "FaqEntry | None"], "FaqEntry"]
 
 
 def hold_questions(
-    deps: Dependencies, kb: KnowledgeBase, mode: str, writes: Sequence[Write], build: Build
+    deps: Dependencies,
+    kb: KnowledgeBase,
+    mode: str,
+    writes: Sequence[Write],
+    build: Build,
+    yielding: Collection[str] = (),
 ) -> tuple[list[Write], dict[str, list[str]], bool]:
-    """Claims the questions of each write's entry not yet held for good by it. Returns the writes to do
-    (a row that failed or turned into a skip is left out; one turned into a merge comes with its target),
-    the keys claimed per entry id (confirm them once the rows are saved), and whether a planned row
-    changed."""
+    """Claims the questions of each write's entry not yet held for good by it; those of `yielding` (entries
+    a replace deletes once their replacements are written) are taken over. Returns the writes to do (a row
+    that failed or turned into a skip is left out; one turned into a merge comes with its target), the keys
+    claimed per entry id (confirm them once the rows are saved), and whether a planned row changed."""
     todo = list(writes)
     pending = unconfirmed(deps, kb.id, [w.after for w in todo])
     out: list[Write] = []
@@ -83,7 +88,7 @@ def hold_questions(
         wanted = pending.pop(after.id, None)
         if wanted is None:  # a row planned again as a merge here
             wanted = unconfirmed(deps, kb.id, [after])[after.id]
-        _, clashes = claim(deps, kb.id, after.id, wanted)
+        _, clashes = claim(deps, kb.id, after.id, wanted, yielding)
         had = question_keys(write.before) if write.before is not None else {}
         clashes = {k: c for k, c in clashes.items() if k not in had}  # the entry's own, as it was: left alone
         standard = question_key(after.standard_question)
@@ -102,12 +107,15 @@ def hold_questions(
     return out, claimed, changed
 
 
-def confirm_written(deps: Dependencies, kb_id: str, entries: Sequence[FaqEntry]) -> None:
+def confirm_written(
+    deps: Dependencies, kb_id: str, entries: Sequence[FaqEntry], yielding: Collection[str] = ()
+) -> None:
     """Entries an earlier delivery of the batch wrote and indexed: their questions held for good (that
-    delivery may have died before it confirmed them); a question another entry holds stays its own."""
+    delivery may have died before it confirmed them); a question another entry holds stays its own (one
+    of `yielding`'s is taken over, as `hold_questions` does)."""
     for entry_id, wanted in unconfirmed(deps, kb_id, list(entries)).items():
         if wanted:
-            _, clashes = claim(deps, kb_id, entry_id, wanted)
+            _, clashes = claim(deps, kb_id, entry_id, wanted, yielding)
             deps.faq.confirm_questions(kb_id, entry_id, [k for k in wanted if k not in clashes])
 
 
@@ -241,21 +249,25 @@ def count_new(
     writes: Sequence[Write],
     claimed: dict[str, list[str]],
     counted: list[FaqEntry],
+    freed: Mapping[str, int] | None = None,
 ) -> tuple[list[Write], bool]:
     """The new entries' bytes counted within the tenant's quota (services/quotas.take_storage: one
     conditional write each) into `counted` (`counting`), before their rows are written: the row records what
     it counted, so a purge of it (a batch that died before its index write, redone) gives exactly that back.
     The plan left room for them, but another writer (an import into another FAQ knowledge base, the entries
     API) may have taken it since: a row that no longer fits fails (`quota`) and its questions are free
-    again. Returns the writes left and whether a row failed."""
+    again. `freed`: per new entry, the bytes of the entry it replaces (deleted after it, giving them back),
+    which the plan counted as free for it: only its growth over them must fit. Returns the writes left and
+    whether a row failed."""
     kept: list[Write] = []
     failed = False
     for write in writes:
         entry = write.after
         if write.before is None:
             entry.counted_bytes = entry.content_bytes()
+            growth = entry.counted_bytes - (freed or {}).get(entry.id, 0)
             try:
-                take_storage(deps, kb.tenant_id, entry.counted_bytes, "the entry")
+                take_storage(deps, kb.tenant_id, entry.counted_bytes, "the entry", grows_by=growth)
             except Forbidden as refusal:
                 _over_quota(write.row, refusal)
                 deps.faq.release_questions(kb.id, entry.id, claimed.pop(entry.id, []))

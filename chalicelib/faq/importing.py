@@ -11,8 +11,8 @@ Worker, per delivery:
 1. the plan: made once (validation.py) from the source and the knowledge base as it is, stored as an
    object; a later delivery reads it back (so a resumed `replace` goes on as append: nothing is
    re-validated or re-diffed against entries the import itself wrote);
-2. a replace's deletions (index entries first, then rows), once; a replace none of whose rows is valid
-   deletes nothing and fails (`replace_without_valid_rows`, validation.replace_refusal);
+2. a replace's deletions (index entries first, then rows), once, but an entry a new row replaces goes
+   only after that row is written (replacing.py); a replace with no valid row deletes nothing and fails;
 3. the rows in batches of 50 from the saved offset: rows of the batch written before but not indexed (a
    crash between the two writes) are purged first, then each row's questions are reserved as the entries
    API reserves them (import_claims.py: a question taken since the plan is settled by the plan's rules,
@@ -54,6 +54,7 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, TaskStatus
+from chalicelib.faq import replacing
 from chalicelib.faq.commands import (
     IMPORT_FILE_TYPES,
     INLINE_MAX_BYTES,
@@ -368,27 +369,27 @@ def _report_dry_run(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Pla
 
 def _execute(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan) -> None:
     index = FaqIndex(deps, kb)
+    later = replacing.replaced(plan)  # they go once the rows taking their places are written
     if plan.delete and not task.params.get("deleted_done"):
-        for start in range(0, len(plan.delete), BATCH):
-            ids = plan.delete[start : start + BATCH]
-            index.remove_entries(ids)  # vectors first: a crash leaves rows to delete again, never ghost hits
-            gone = deps.faq.delete_entries(kb.id, ids)  # those this removed: an earlier try's are not again
-            release_entries(deps, kb.id, gone)  # (a row deleted by an earlier try: taken over when claimed)
-            give_back_storage(deps, kb.tenant_id, gone)
+        replacing.delete_unreplaced(deps, kb, index, plan, BATCH)
         task.params["deleted_done"] = True
-        task.progress["deleted"] = len(plan.delete)
+        task.progress["deleted"] = replacing.deleted(plan, task.done)
         if not _save(deps, task):
             return
     deadline = time.monotonic() + SLICE_SECONDS
     while task.done < len(plan.rows):
         batch = plan.rows[task.done : task.done + BATCH]
-        if _run_batch(deps, task, kb, index, plan.mode, batch):
+        changed = _run_batch(deps, task, kb, index, plan.mode, batch, later)
+        if replacing.settle(deps, kb, index, plan, batch, batch_done=True) or changed:
             _store_plan(deps, task, plan)  # before the progress: a redelivered batch works from it
+            later = replacing.replaced(plan)
         task.done += len(batch)
         tally = counts(plan.rows[: task.done])
         task.succeeded, task.failed = tally["success"], tally["failed"]
         task.progress.update(
             processed=task.done,
+            deleted=replacing.deleted(plan, task.done),
+            kept_for_failed_rows=len(plan.kept),
             texts_embedded=int(task.progress.get("texts_embedded", 0)) + index.texts_embedded,
             **tally,
         )
@@ -438,9 +439,10 @@ def _run_batch(
     index: FaqIndex,
     mode: str,
     batch: Sequence[PlannedRow],
+    replaced: set[str],
 ) -> bool:
-    """Writes the batch's entries once their questions are reserved (import_claims.py); True when that
-    changed rows of the plan."""
+    """Writes the batch's entries once their questions are reserved (import_claims.py; those `replaced`
+    holds are taken over: replacing.py); True when that changed rows of the plan."""
     adds = [r for r in batch if r.action == "add"]
     merges = [r for r in batch if r.action == "merge"]
     current = deps.faq.get_entries(kb.id, [r.entry_id for r in [*adds, *merges]])
@@ -452,7 +454,7 @@ def _run_batch(
         task.progress["purged"] = int(task.progress.get("purged", 0)) + len(stale)
     todo_adds = [r for r in adds if r.entry_id not in current or r.entry_id in stale]
     done = [current[r.entry_id] for r in adds if r.entry_id in current and r.entry_id not in stale]
-    confirm_written(deps, kb.id, done)  # written and indexed by an earlier delivery of this batch
+    confirm_written(deps, kb.id, done, replaced)  # written and indexed by an earlier delivery of this batch
     writes = [Write(r, None, _entry(task, kb, r, None)) for r in todo_adds]
     replanned = False
     for row in merges:
@@ -465,10 +467,11 @@ def _run_batch(
                 continue
         writes.append(Write(row, before, _entry(task, kb, row, before)))
     writes, claimed, changed = hold_questions(
-        deps, kb, mode, writes, lambda row, base: _entry(task, kb, row, base)
+        deps, kb, mode, writes, lambda row, base: _entry(task, kb, row, base), replaced
     )
+    freed = replacing.freed(deps, kb, todo_adds, replaced)
     with counting(deps, kb) as counted:
-        writes, over_quota = count_new(deps, kb, writes, claimed, counted)
+        writes, over_quota = count_new(deps, kb, writes, claimed, counted, freed)
         new_entries = [w.after for w in writes if w.before is None]  # counted, within the quota
         links = tag_links(w.after for w in writes)
         # before the rows: a link without its use is dropped when read (keyed.py), never the reverse
@@ -511,6 +514,7 @@ def _finish(
             _tidy_tags(deps, kb, plan)
         record_failed_rows(deps, task, import_prefix(task.tenant_id, kb.id), plan.rows)
     if kb is not None and not task.params.get("dry_run"):
+        replacing.stopped(deps, kb, task, plan)  # rows left undone: the entries they replace stay
         deps.faq.put_last_import(
             kb.id,
             {
@@ -550,9 +554,8 @@ def _purge_unindexed(
     # an import's only: an entry the API or a clone is writing now is unindexed for a moment, with no task
     stale = [e.id for e in entries if not e.indexed and e.import_task not in ("", running)]
     if stale:
-        FaqIndex(deps, kb).remove_entries(
-            stale
-        )  # vectors first: a crash leaves rows to purge, never ghost hits
+        # vectors first: a crash leaves rows to purge, never ghost hits
+        FaqIndex(deps, kb).remove_entries(stale)
         removed = deps.faq.delete_entries(kb.id, stale)
         release_entries(deps, kb.id, [e for e in entries if e.id in stale])
         give_back_storage(deps, kb.tenant_id, removed)

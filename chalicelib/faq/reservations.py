@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -83,12 +83,17 @@ class Clash:
 
 
 def claim(
-    deps: Dependencies, kb_id: str, entry_id: str, wanted: Mapping[str, str]
+    deps: Dependencies,
+    kb_id: str,
+    entry_id: str,
+    wanted: Mapping[str, str],
+    yielding: Collection[str] = (),
 ) -> tuple[float, dict[str, Clash]]:
     """Claims `wanted` (key -> normalised question) for `entry_id`, pending. A reservation held for an entry
-    that no longer has the question (deleted, or rewritten without it) is taken over, exactly as read (a
-    holder that wrote it again meanwhile keeps it). Returns when it claimed and the questions it could not
-    claim; the others stay claimed: the caller confirms or releases them."""
+    that no longer has the question (deleted, or rewritten without it), or for one of `yielding` (entries a
+    replace import deletes once their replacements are written), is taken over, exactly as read (a holder
+    that wrote it again meanwhile keeps it). Returns when it claimed and the questions it could not claim;
+    the others stay claimed: the caller confirms or releases them."""
     claimed_at = time.time()
     takeover: dict[str, QuestionHolder] = {}
     clashes: dict[str, Clash] = {}
@@ -99,6 +104,10 @@ def claim(
         refused = deps.faq.claim_questions(kb_id, entry_id, todo, claimed_at, CLAIM_SECONDS, takeover)
         todo = []
         for key, holder in refused.items():
+            if holder.entry_id and holder.entry_id in yielding:
+                takeover[key] = holder
+                todo.append(key)
+                continue
             other = deps.faq.get_entry(kb_id, holder.entry_id) if holder.entry_id else None
             if other is not None and wanted[key] in {normalise(q) for q in other.questions()}:
                 clashes[key] = Clash(wanted[key], holder, other)

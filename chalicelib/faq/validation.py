@@ -90,6 +90,9 @@ class PlannedRow:
     #: a merge's (or skip's) entry as the plan read it: its `updated_at` ('' in plans stored before it was
     #: kept); the worker merges again into an entry written since (import_claims.changed_since_plan)
     base: str = ""
+    #: a replace's new entry: the existing entry it takes the place of (the same standard question), which
+    #: the worker deletes only once this row's entry is written ('' in plans stored before)
+    replaces: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -556,7 +559,14 @@ def plan_replace(
             continue
         room = None if room is None else room + freed - need
         decided[row.row] = PlannedRow(
-            row.row, "add", row, new_id(row.row), content, partial=bool(notes), notes=notes
+            row.row,
+            "add",
+            row,
+            new_id(row.row),
+            content,
+            partial=bool(notes),
+            notes=notes,
+            replaces=named.id if named is not None else "",
         )
         questions.standard.setdefault(key, f"r:{row.row}")
         for q in similar:
