@@ -47,3 +47,25 @@ def test_the_operators_page_lists_every_key_of_a_tenant_over_pages(
     wait(browser, rows, f"the tenant's {len(every)} keys")
     shown = browser.find_element(By.ID, "tenant-keys").text
     assert all(k.id in shown for k in every)
+
+
+def test_the_operators_page_lists_every_tenant_over_pages(
+    served: str, runtime: LocalRuntime, services: Services, browser: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`GET /admin/tenants` is paged too: the page showed the tenants of its first page only."""
+    from selenium.webdriver.common.by import By
+
+    services.settings = replace(services.settings, operator_key=OPERATOR_KEY)
+    made = [admin.create_tenant(services, CreateTenantRequest(name=f"paged-tenant-{n}"))[0] for n in range(5)]
+    every = admin.list_tenants(services)
+    one = max(len(json.dumps(admin.tenant_view(t))) + 1 for t in every)
+    monkeypatch.setattr(admin, "TENANTS_PAGE_MAX_BYTES", 2 * one + 1)  # two tenants a page
+
+    browser.get(f"{served}/console/#view=admin&operator_key={OPERATOR_KEY}")
+    use_link_key(browser)
+
+    def buttons() -> Any:
+        found = [t for t in made if browser.find_elements(By.XPATH, f"//button[text()='{t.name}']")]
+        return found if len(found) == len(made) else None
+
+    wait(browser, buttons, f"the {len(made)} tenants' buttons")

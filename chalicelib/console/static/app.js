@@ -571,8 +571,7 @@ async function admin(notice = null) {
       h("p", {}, h("button", { type: "button", onclick: go }, "Open"))));
     return;
   }
-  const [tenants, dlq] = await Promise.all([get("/admin/tenants", null, true), get("/admin/dlq", null, true).catch((e) => ({ error: e.message }))]);
-  const tenantItems = Array.isArray(tenants) ? tenants : tenants.items || [];
+  const [tenantItems, dlq] = await Promise.all([getAll("/admin/tenants", { operator: true }), get("/admin/dlq", null, true).catch((e) => ({ error: e.message }))]);
   const keysBox = h("div", { id: "tenant-keys" });
   const showKeys = async (tenantId) => {
     const items = await getAll(`/admin/tenants/${enc(tenantId)}/api-keys`, { operator: true });
