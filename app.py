@@ -286,6 +286,11 @@ def update_webhook(kb_id: str, webhook_id: str) -> Response:
     return webhook_routes.update_webhook(get_deps(), app.current_request, kb_id, webhook_id)
 
 
+@app.route(f"{V1}/knowledge-bases/{{kb_id}}/webhooks/{{webhook_id}}/rotate-secret", methods=["POST"])
+def rotate_webhook_secret(kb_id: str, webhook_id: str) -> Response:
+    return webhook_routes.rotate_webhook_secret(get_deps(), app.current_request, kb_id, webhook_id)
+
+
 @app.route(f"{V1}/knowledge-bases/{{kb_id}}/webhooks/{{webhook_id}}", methods=["DELETE"])
 def delete_webhook(kb_id: str, webhook_id: str) -> Response:
     return webhook_routes.delete_webhook(get_deps(), app.current_request, kb_id, webhook_id)

@@ -20,8 +20,10 @@ REF_TEMPLATE = "#/components/schemas/{model}"
 WEBHOOK_DELIVERY_SCHEMA: dict[str, Any] = {
     "description": f"A webhook delivery: POST of an EventDetail (the detail of the `{EVENT_SOURCE}` event "
     "on the bus) with the headers X-Weknora-Signature (`t=<unix seconds>,v1=<hex HMAC-SHA256 of "
-    "'<t>.<body>' with the webhook's secret>`), X-Weknora-Event (the detail-type) and X-Weknora-Delivery "
-    "(the same on every retry of one delivery). Answer 2xx; anything else is retried with backoff.",
+    "'<t>.<body>' with the webhook's secret>`; after a rotation one more `,v1=…` per previous secret "
+    "until its expiry: accept any that matches), X-Weknora-Event (the detail-type) and "
+    "X-Weknora-Delivery (the same on every retry of one delivery). Answer 2xx; anything else is retried "
+    "with backoff.",
     "$ref": "#/components/schemas/EventDetail",
 }
 _PARAM = re.compile(r"{([^}]+)}")
@@ -162,6 +164,20 @@ ROUTE_ERRORS: dict[str, tuple[tuple[int, str], ...]] = {
     "admin_list_keys": ((400, "a `cursor` this listing did not give for this tenant (invalid_cursor)"),),
     "decline_shared_knowledge_base": (
         (404, "the knowledge base is not shared with the tenant (share_not_found), or does not exist"),
+    ),
+    "rotate_webhook_secret": (
+        (
+            409,
+            "another rotation of the webhook's secret came first (webhook_rotation_conflict), or other "
+            "changes kept coming between this one's read and write (webhook_write_conflict)",
+        ),
+    ),
+    "update_webhook": (
+        (
+            409,
+            "rotations of the webhook's secret kept coming between this change's read and write "
+            "(webhook_write_conflict)",
+        ),
     ),
 }
 

@@ -11,7 +11,11 @@ from chalicelib.api.http import ok
 from chalicelib.api.registry import caller_tenant, operation, validated_body
 from chalicelib.domain.api_keys import Scope
 from chalicelib.operations import webhooks
-from chalicelib.operations.webhooks import CreateWebhookRequest, UpdateWebhookRequest
+from chalicelib.operations.webhooks import (
+    CreateWebhookRequest,
+    RotateWebhookSecretRequest,
+    UpdateWebhookRequest,
+)
 from chalicelib.ports import Dependencies
 
 
@@ -46,6 +50,21 @@ def update_webhook(deps: Dependencies, request: Request | None, kb_id: str, webh
     tenant = caller_tenant(deps, request)
     body = validated_body(deps, request, UpdateWebhookRequest)
     return ok(webhooks.update_webhook(deps, tenant.id, kb_id, webhook_id, body))
+
+
+@operation(
+    "Rotate a webhook's signing secret: the new one is shown only here; the old one still signs deliveries "
+    "beside it for `previous_secret_expires_in_seconds` (by default 24 h), and those earlier rotations "
+    "replaced each until its own expiry (`previous_secrets_expire_at`; at most 3); 0 stops every old one now",
+    "webhooks",
+    body=RotateWebhookSecretRequest,
+)
+def rotate_webhook_secret(
+    deps: Dependencies, request: Request | None, kb_id: str, webhook_id: str
+) -> Response:
+    tenant = caller_tenant(deps, request)
+    body = validated_body(deps, request, RotateWebhookSecretRequest)
+    return ok(webhooks.rotate_secret(deps, tenant.id, kb_id, webhook_id, body))
 
 
 @operation("Delete a webhook (its pending deliveries are dropped)", "webhooks")

@@ -1,22 +1,30 @@
-"""A knowledge base's webhooks: create (the secret is shown once), list, read, change, delete, and the log
-of their deliveries. Only the knowledge base's owner manages them (a tenant it is shared with gets 404),
+"""A knowledge base's webhooks: create (the secret is shown once), list, read, change, rotate the secret
+(the new one shown once, the old ones still signing each for its grace period), delete, and the log of their
+deliveries. Only the knowledge base's owner manages them (a tenant it is shared with gets 404),
 and every URL passes the same SSRF check as a URL import, at creation and on every change (400
 `ssrf_blocked` / `host_unresolved`); the delivery checks it again (stages/webhooks.py)."""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
 from chalicelib.commands import Body, code
 from chalicelib.domain.clock import now_iso
-from chalicelib.domain.errors import BadRequest, NotFound
+from chalicelib.domain.errors import BadRequest, Conflict, NotFound
 from chalicelib.domain.events import EVENT_TYPES
 from chalicelib.domain.types import KnowledgeBase
-from chalicelib.domain.webhooks import new_secret
+from chalicelib.domain.webhooks import (
+    PREVIOUS_SECRET_MAX_SECONDS,
+    PREVIOUS_SECRET_SECONDS,
+    new_secret,
+    rotated_previous,
+    still_signing,
+)
 from chalicelib.ports import DeliveryRecord, Dependencies, Webhook
 from chalicelib.services.ownership import require_kb
 
@@ -55,6 +63,17 @@ class UpdateWebhookRequest(Body):
     enabled: bool | None = code("invalid_body", default=None)
 
 
+class RotateWebhookSecretRequest(Body):
+    #: how long the secret being replaced still signs deliveries beside the new one (0: no old secret
+    #: signs any more, the ones earlier rotations replaced included)
+    previous_secret_expires_in_seconds: int = code(
+        "invalid_previous_secret_expiry",
+        default=PREVIOUS_SECRET_SECONDS,
+        ge=0,
+        le=PREVIOUS_SECRET_MAX_SECONDS,
+    )
+
+
 def _own_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
     kb = require_kb(deps, tenant_id, kb_id)
     if kb.tenant_id != tenant_id:  # shared with this tenant: its webhooks are the owner's business
@@ -80,6 +99,8 @@ def present(hook: Webhook, *, with_secret: bool = False) -> dict[str, Any]:
         "description": hook.description,
         "created_at": hook.created_at,
         "updated_at": hook.updated_at,
+        # when each secret a rotation replaced stops signing deliveries (newest first; never the secrets)
+        "previous_secrets_expire_at": [p.expires_at for p in still_signing(hook.previous_secrets, now_iso())],
     }
     if with_secret:
         shown["secret"] = hook.secret
@@ -138,6 +159,32 @@ def update_webhook(
     if not deps.webhooks.update(hook):  # deleted while this request checked its URL
         raise NotFound(f"webhook {webhook_id} not found", code="webhook_not_found")
     return present(hook)
+
+
+def rotate_secret(
+    deps: Dependencies, tenant_id: str, kb_id: str, webhook_id: str, request: RotateWebhookSecretRequest
+) -> dict[str, Any]:
+    """A new secret, shown only in this answer. The one it replaces signs deliveries beside it until the
+    expiry this request asks, and each one earlier rotations replaced until its own (at most three;
+    domain.webhooks.rotated_previous): a rotation sent again after its answer was lost leaves the secret
+    the receiver has signing. A grace of 0 stops every old secret now. The stage reads the expiries at
+    send time: nothing sweeps them. The write holds only while the secret read is still stored, so of two
+    rotations at once one wins and the other answers 409 without its secret ever signing anything."""
+    hook = _require(deps, tenant_id, kb_id, webhook_id)
+    grace = request.previous_secret_expires_in_seconds
+    rotated = replace(
+        hook,
+        secret=new_secret(),
+        previous_secrets=rotated_previous(hook.secret, hook.previous_secrets, grace, datetime.now(UTC)),
+    )
+    if not deps.webhooks.rotate_secret(rotated, hook.secret):
+        _require(deps, tenant_id, kb_id, webhook_id)  # deleted meanwhile: 404
+        raise Conflict(
+            f"webhook {webhook_id}'s secret was rotated by another request at the same time; that "
+            "request's answer holds the new secret (read the webhook, and rotate again if you need one)",
+            code="webhook_rotation_conflict",
+        )
+    return present(rotated, with_secret=True)
 
 
 def delete_webhook(deps: Dependencies, tenant_id: str, kb_id: str, webhook_id: str) -> None:

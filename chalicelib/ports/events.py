@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from chalicelib.domain.events import Event
+from chalicelib.domain.webhooks import PreviousSecret
 
 
 class EventPublisher(Protocol):
@@ -23,12 +24,15 @@ class Webhook:
     kb_id: str
     url: str
     event_types: list[str]
-    #: the HMAC key; shown once, in the answer to the creation
+    #: the HMAC key; shown once, in the answer to the creation or to a rotation
     secret: str
     enabled: bool = True
     description: str = ""
     created_at: str = ""
     updated_at: str = ""
+    #: the keys rotations replaced, newest first (domain.webhooks.rotated_previous): each signs deliveries
+    #: too until its own expiry, so a receiver can switch without missing one
+    previous_secrets: list[PreviousSecret] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,17 @@ class WebhookRepo(Protocol):
     def put(self, webhook: Webhook) -> None: ...
 
     def update(self, webhook: Webhook) -> bool:
-        """Writes the webhook only while it exists (one conditional write): False when it was deleted
-        meanwhile, so an update racing a delete never brings it back."""
+        """Writes the webhook's settings (URL, event types, description, enabled, updated_at) only while it
+        exists (a conditional write): False when it was deleted meanwhile, so an update racing a delete
+        never brings it back. Its secrets stay as stored: a rotation between the read and this write holds
+        (a store that keeps the secret beside the settings tries again with the rotated one; Conflict
+        `webhook_write_conflict` when rotations keep coming between)."""
+        ...
+
+    def rotate_secret(self, webhook: Webhook, expected_secret: str) -> bool:
+        """Writes the webhook's `secret` and `previous_secrets` (nothing else) in one conditional write, only
+        while its stored secret is still `expected_secret` (the one the caller read and keeps as the newest
+        previous one): False when another rotation came first or it was deleted."""
         ...
 
     def get(self, kb_id: str, webhook_id: str) -> Webhook | None: ...

@@ -7,6 +7,9 @@ deliveries announce would have sent, under the same delivery ids (`fanned_out`).
 fails the message, which SQS brings back (the deliveries sent before are sent again and claimed once) and,
 after the queue's tries, keeps in the DLQ for redrive from /admin/dlq.
 
+Each try is signed with the secrets the webhook has when it is sent (domain.webhooks.signing_secrets):
+its own, and each one a rotation replaced until that one's expiry, one `v1=` each.
+
 A 2xx is delivered. Anything else is retried with a new message delayed by exponential backoff with
 jitter (settings.webhook_backoff_seconds, doubled per try, at most 900 s), and after
 settings.webhook_max_attempts tries the message is parked in the queue's DLQ (kept for redrive from
@@ -41,11 +44,13 @@ from __future__ import annotations
 import json
 import random
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
+from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.types import ParseStatus, SpanStatus
@@ -55,6 +60,7 @@ from chalicelib.domain.webhooks import (
     SIGNATURE_HEADER,
     retry_delay,
     signature_header,
+    signing_secrets,
     status_class,
 )
 from chalicelib.observability import logger
@@ -161,9 +167,11 @@ def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
         raise TryInFlight(f"delivery {message.delivery_id} try {message.attempt} is being run")
     body = json.dumps(message.event, ensure_ascii=False, separators=(",", ":")).encode()
     event_type = str(message.event.get("type", ""))
+    sent_at = datetime.now(UTC)
+    own, *previous = signing_secrets(hook.secret, hook.previous_secrets, to_iso(sent_at))
     headers = {
         "Content-Type": "application/json",
-        SIGNATURE_HEADER: signature_header(hook.secret, int(time.time()), body),
+        SIGNATURE_HEADER: signature_header(own, int(sent_at.timestamp()), body, *previous),
         EVENT_HEADER: event_type,
         DELIVERY_HEADER: message.delivery_id,
     }

@@ -57,6 +57,7 @@ SAMPLE_BODIES: dict[str, dict[str, Any]] = {
         "event_types": ["Knowledge Completed"],
     },
     "UpdateWebhookRequest": {"description": "taken over"},
+    "RotateWebhookSecretRequest": {"previous_secret_expires_in_seconds": 60},
 }
 #: query strings a route needs to get past validation
 SAMPLE_QUERIES: dict[str, str] = {"GraphQuery": "entity={secret}"}

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from chalicelib.domain.webhooks import PreviousSecret
 from chalicelib.ports import DeliveryRecord, Webhook, WebhookRepo
 from chalicelib.ports.events import DeliveryTry
 
@@ -120,3 +121,54 @@ class WebhookRepoContract:
         hooks.put(hook)
         assert hooks.claim_try(kb_id, first, 120).state == "claimed"
         assert hooks.claim_try(kb_id, replace(first, attempt=2), 120).state == "claimed"
+
+    def test_a_rotation_writes_the_secrets_only_while_the_secret_read_is_still_stored(
+        self, hooks: WebhookRepo, kb_id: str
+    ) -> None:
+        hook = make_hook(kb_id)
+        hooks.put(hook)
+        older = [PreviousSecret("whsec_x", "2026-01-03T00:00:00.000Z")]
+        # its settings are not the rotation's to write: a description that changes here is not stored
+        rotated = replace(hook, secret="whsec_new", previous_secrets=older, description="-")
+        assert hooks.rotate_secret(rotated, "whsec_x")
+        assert hooks.get(kb_id, hook.id) == replace(rotated, description="d")
+        late = replace(
+            rotated, secret="whsec_late"
+        )  # a rotation that read the webhook before the first wrote
+        assert not hooks.rotate_secret(late, "whsec_x")
+        assert hooks.list_kb(kb_id) == [replace(rotated, description="d")]
+        three = [
+            PreviousSecret("whsec_new", "2026-01-02T00:00:00.000Z"),
+            *older,
+            PreviousSecret("whsec_y", "2026-01-04T00:00:00.000Z"),
+        ]
+        again = replace(hook, secret="whsec_third", previous_secrets=three)
+        assert hooks.rotate_secret(again, "whsec_new")
+        assert hooks.get(kb_id, hook.id) == again  # the list as given, in its order
+        dropped = replace(hook, secret="whsec_fourth", previous_secrets=[])
+        assert hooks.rotate_secret(dropped, "whsec_third")
+        assert hooks.get(kb_id, hook.id) == dropped
+        assert hooks.delete(kb_id, hook.id)
+        assert not hooks.rotate_secret(replace(dropped, secret="whsec_5"), "whsec_fourth")
+        assert hooks.get(kb_id, hook.id) is None  # never brought back
+
+    def test_an_update_writes_the_settings_and_keeps_the_secrets_a_rotation_stored(
+        self, hooks: WebhookRepo, kb_id: str
+    ) -> None:
+        hook = make_hook(kb_id)
+        hooks.put(hook)
+        previous = [
+            PreviousSecret("whsec_x", "2026-01-02T00:00:00.000Z"),
+            PreviousSecret("whsec_w", "2026-01-05T00:00:00.000Z"),
+        ]
+        rotated = replace(hook, secret="whsec_new", previous_secrets=previous)
+        assert hooks.rotate_secret(rotated, "whsec_x")
+        read_before = replace(
+            hook, description="changed", enabled=False, updated_at="2026-01-03T00:00:00.000Z"
+        )
+        assert hooks.update(read_before)
+        assert hooks.get(kb_id, hook.id) == replace(
+            rotated, description="changed", enabled=False, updated_at="2026-01-03T00:00:00.000Z"
+        )
+        hooks.put(rotated)  # a put writes the secrets too
+        assert hooks.get(kb_id, hook.id) == rotated

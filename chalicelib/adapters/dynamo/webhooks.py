@@ -4,12 +4,22 @@ delivery, kept DELIVERY_LOG_DAYS by TTL) or `try#<webhook id>#<delivery id>#<par
 claim: `status` running or finished, `claimed_at` in epoch seconds, the first claim's time in the body; kept
 as long as the log, well past the queue's 14 days of retention). A webhook's log is one Query on its
 prefix, newest first.
+
+A webhook's secrets are attributes of their own beside its `body`: `secret` (the current one) and
+`previous_secrets` (a JSON list of {"secret", "expires_at"}, newest first: those rotations replaced that
+may still sign), so a rotation is one UpdateItem conditional on the secret it read. The current secret is
+also kept in the body (key "secret", where code from before rotations reads it, so a rollback keeps
+signing with it); the attribute wins when both are there, and a row from before rotations (no attribute)
+is read from its body. The body is one JSON string, whose fields an UpdateItem cannot set one by one:
+so a rotation writes the whole body as it read it with the new secret, conditional on the body being
+unchanged too, and a change of settings writes the body with the secret it read, conditional on that
+secret being still the stored one; either tries again from a fresh read when the other came between.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
@@ -19,6 +29,8 @@ from pynamodb.models import Model
 from chalicelib.adapters.aws_errors import is_transient
 from chalicelib.adapters.dynamo.tables import _condition_failed
 from chalicelib.domain.clock import now_iso
+from chalicelib.domain.errors import Conflict
+from chalicelib.domain.webhooks import PreviousSecret
 from chalicelib.ports import DeliveryRecord, ServiceUnreachable, Webhook
 from chalicelib.ports.events import DeliveryTry, TryClaim
 from chalicelib.settings import Settings
@@ -27,6 +39,8 @@ HOOK = "hook#"
 LOG = "log#"
 TRY = "try#"
 DELIVERY_LOG_DAYS = 30
+#: writes of a webhook tried again after a concurrent rotation or change of settings came between
+WRITE_TRIES = 3
 
 
 def build_webhook_model(settings: Settings) -> type[Any]:
@@ -42,6 +56,9 @@ def build_webhook_model(settings: Settings) -> type[Any]:
         #: a try's claim only
         status = UnicodeAttribute(null=True)
         claimed_at = NumberAttribute(null=True)
+        #: a webhook only
+        secret = UnicodeAttribute(null=True)
+        previous_secrets = JSONAttribute(null=True)
 
     return WebhookItem
 
@@ -52,7 +69,7 @@ def _hook_body(webhook: Webhook) -> dict[str, Any]:
         "tenant_id": webhook.tenant_id,
         "url": webhook.url,
         "event_types": list(webhook.event_types),
-        "secret": webhook.secret,
+        "secret": webhook.secret,  # for code from before rotations (the attribute wins)
         "enabled": webhook.enabled,
         "description": webhook.description,
         "created_at": webhook.created_at,
@@ -60,19 +77,31 @@ def _hook_body(webhook: Webhook) -> dict[str, Any]:
     }
 
 
-def _hook(kb_id: str, body: dict[str, Any]) -> Webhook:
+def _hook(item: Any) -> Webhook:
+    body: dict[str, Any] = item.body
     return Webhook(
         id=str(body["id"]),
         tenant_id=str(body["tenant_id"]),
-        kb_id=kb_id,
+        kb_id=item.kb_id,
         url=str(body["url"]),
         event_types=[str(t) for t in body.get("event_types", [])],
-        secret=str(body["secret"]),
+        secret=_stored_secret(item),
         enabled=bool(body.get("enabled", True)),
         description=str(body.get("description", "")),
         created_at=str(body.get("created_at", "")),
         updated_at=str(body.get("updated_at", "")),
+        previous_secrets=[
+            PreviousSecret(str(p["secret"]), str(p["expires_at"])) for p in item.previous_secrets or []
+        ],
     )
+
+
+def _stored_secret(item: Any) -> str:
+    return str(item.secret or item.body["secret"])  # a row from before rotations: in its body only
+
+
+def _previous(webhook: Webhook) -> list[dict[str, str]]:
+    return [{"secret": p.secret, "expires_at": p.expires_at} for p in webhook.previous_secrets]
 
 
 def _record(body: dict[str, Any]) -> DeliveryRecord:
@@ -94,31 +123,80 @@ class DynamoWebhookRepo:
         self.model = model
 
     def put(self, webhook: Webhook) -> None:
-        self.model(webhook.kb_id, f"{HOOK}{webhook.id}", body=_hook_body(webhook)).save()
+        self.model(
+            webhook.kb_id,
+            f"{HOOK}{webhook.id}",
+            body=_hook_body(webhook),
+            secret=webhook.secret,
+            previous_secrets=_previous(webhook) or None,
+        ).save()
 
     def update(self, webhook: Webhook) -> bool:
-        item = self.model(webhook.kb_id, f"{HOOK}{webhook.id}", body=_hook_body(webhook))
-        try:
-            item.save(condition=self.model.key.exists())
-        except PutError as error:
-            if error.cause_response_code == "ConditionalCheckFailedException":
+        """Writes the settings with the secret stored: the one read, or when a rotation came between the
+        read and the write (the condition fails), the one a fresh read finds."""
+        m = self.model
+        secret = webhook.secret
+        for _ in range(WRITE_TRIES):
+            # a row from before rotations has no attribute: its body holds the secret read
+            unchanged = (m.secret == secret) | m.secret.does_not_exist()
+            try:
+                m(webhook.kb_id, f"{HOOK}{webhook.id}").update(
+                    actions=[m.body.set(_hook_body(replace(webhook, secret=secret))), m.secret.set(secret)],
+                    condition=m.key.exists() & unchanged,
+                )
+                return True
+            except UpdateError as error:
+                if not _condition_failed(error):
+                    raise
+            stored = self._item(webhook.kb_id, webhook.id)
+            if stored is None:
                 return False
-            raise
-        return True
+            secret = _stored_secret(stored)
+        raise _overtaken(webhook)
 
-    def get(self, kb_id: str, webhook_id: str) -> Webhook | None:
+    def rotate_secret(self, webhook: Webhook, expected_secret: str) -> bool:
+        m = self.model
+        tries = 0
+        while (item := self._item(webhook.kb_id, webhook.id)) is not None:
+            if _stored_secret(item) != expected_secret:  # another rotation came first
+                return False
+            if tries == WRITE_TRIES:
+                raise _overtaken(webhook)
+            tries += 1
+            previous = _previous(webhook)
+            actions = [
+                m.secret.set(webhook.secret),
+                m.body.set({**item.body, "secret": webhook.secret}),
+                m.previous_secrets.set(previous) if previous else m.previous_secrets.remove(),
+            ]
+            same_secret = m.secret == item.secret if item.secret else m.secret.does_not_exist()
+            try:
+                m(webhook.kb_id, f"{HOOK}{webhook.id}").update(
+                    actions=actions, condition=same_secret & (m.body == item.body)
+                )
+                return True
+            except UpdateError as error:
+                if not _condition_failed(error):
+                    raise
+            # another rotation, a change of settings, or a delete: the next read tells
+        return False
+
+    def _item(self, kb_id: str, webhook_id: str) -> Any | None:
         try:
-            item = self.model.get(kb_id, f"{HOOK}{webhook_id}", consistent_read=True)
+            return self.model.get(kb_id, f"{HOOK}{webhook_id}", consistent_read=True)
         except DoesNotExist:
             return None
-        return _hook(kb_id, item.body)
+
+    def get(self, kb_id: str, webhook_id: str) -> Webhook | None:
+        item = self._item(kb_id, webhook_id)
+        return None if item is None else _hook(item)
 
     def list_kb(self, kb_id: str) -> list[Webhook]:
         """Raises ServiceUnreachable when the table did not answer (throttled, a 5xx: every announcement
         reads it, and an announcement must not fail the work it announces); a refusal surfaces as it is."""
         try:
             hooks = [
-                _hook(kb_id, item.body)
+                _hook(item)
                 for item in self.model.query(kb_id, self.model.key.startswith(HOOK), consistent_read=True)
             ]
         except PynamoDBException as error:
@@ -195,6 +273,13 @@ class DynamoWebhookRepo:
         except UpdateError as error:
             if not _condition_failed(error):
                 raise
+
+
+def _overtaken(webhook: Webhook) -> Conflict:
+    return Conflict(
+        f"webhook {webhook.id} was changed by other requests while this one wrote it; send it again",
+        code="webhook_write_conflict",
+    )
 
 
 def _try_key(delivery_try: DeliveryTry) -> str:

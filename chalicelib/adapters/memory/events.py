@@ -6,6 +6,7 @@ import copy
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from chalicelib.domain.clock import now_iso
 from chalicelib.domain.events import Event
@@ -48,9 +49,26 @@ class MemoryWebhookRepo:
 
     def update(self, webhook: Webhook) -> bool:
         with self._lock:
-            if (webhook.kb_id, webhook.id) not in self._hooks:
+            stored = self._hooks.get((webhook.kb_id, webhook.id))
+            if stored is None:
                 return False
-            self._hooks[(webhook.kb_id, webhook.id)] = copy.deepcopy(webhook)
+            self._hooks[(webhook.kb_id, webhook.id)] = replace(
+                copy.deepcopy(webhook),
+                secret=stored.secret,
+                previous_secrets=stored.previous_secrets,
+            )
+            return True
+
+    def rotate_secret(self, webhook: Webhook, expected_secret: str) -> bool:
+        with self._lock:
+            stored = self._hooks.get((webhook.kb_id, webhook.id))
+            if stored is None or stored.secret != expected_secret:
+                return False
+            self._hooks[(webhook.kb_id, webhook.id)] = replace(
+                stored,
+                secret=webhook.secret,
+                previous_secrets=list(webhook.previous_secrets),
+            )
             return True
 
     def get(self, kb_id: str, webhook_id: str) -> Webhook | None:

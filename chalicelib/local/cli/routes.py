@@ -10,6 +10,7 @@ ROUTE_COMMANDS: dict[str, str] = {
     "list_webhooks": "webhook list",
     "get_webhook": "webhook show",
     "update_webhook": "webhook update",
+    "rotate_webhook_secret": "webhook rotate-secret",
     "delete_webhook": "webhook delete",
     "list_webhook_deliveries": "webhook deliveries",
     "api_docs": "docs",

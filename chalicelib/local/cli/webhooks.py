@@ -1,4 +1,5 @@
-"""`webhook`: a knowledge base's webhooks (list, create, show, update, delete) and their delivery log."""
+"""`webhook`: a knowledge base's webhooks (list, create, show, update, rotate-secret, delete) and their
+delivery log."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
+from chalicelib.domain.webhooks import PREVIOUS_SECRET_SECONDS
 from chalicelib.local.cli.output import client, command, emit, plain, print_json, print_rows
 
 
@@ -44,6 +46,12 @@ def cmd_webhook(args: argparse.Namespace, console: Console) -> int:
             changes["enabled"] = args.enabled == "true"
         hook = api.call("PUT", one, json=changes)
         return emit(args, console, hook, lambda: print_json(console, hook))
+    if args.action == "rotate-secret":
+        grace = {"previous_secret_expires_in_seconds": args.keep_previous}
+        rotated = api.call("POST", f"{one}/rotate-secret", json=grace)
+        return emit(
+            args, console, rotated, lambda: print_json(console, rotated)
+        )  # the new secret: shown once
     if args.action == "delete":
         gone = api.call("DELETE", one)
         return emit(args, console, gone, lambda: plain(console, f"webhook {args.webhook_id} deleted"))
@@ -71,6 +79,19 @@ def register(sub: Any) -> None:
         sp = command(wh_sub, action, text, cmd_webhook)
         sp.add_argument("kb")
         sp.add_argument("webhook_id")
+    sp = command(
+        wh_sub, "rotate-secret", "a new signing secret (shown once), the old ones kept a while", cmd_webhook
+    )
+    sp.add_argument("kb")
+    sp.add_argument("webhook_id")
+    sp.add_argument(
+        "--keep-previous",
+        type=int,
+        default=PREVIOUS_SECRET_SECONDS,
+        metavar="SECONDS",
+        help="how long the replaced secret still signs deliveries (default 86400, at most 604800; 0: it and "
+        "the secrets earlier rotations replaced stop now)",
+    )
     sp = command(wh_sub, "update", "change a webhook", cmd_webhook)
     sp.add_argument("kb")
     sp.add_argument("webhook_id")
