@@ -73,6 +73,16 @@ def _holds(attribute: Any, value: Any) -> Any:
     return attribute == value
 
 
+def _not_written_after(m: Any, iso: str) -> Any:
+    """The row's `updated_at` is no later than `iso` (a to_iso time the caller read). The state machine writes
+    `$$.State.EnteredTime`, which drops a zero millisecond part (`…:06Z`, which sorts after `…:06.000Z`), so
+    the time read back from that form is matched as written too."""
+    condition = m.updated_at <= iso
+    if iso.endswith(".000Z"):
+        condition |= m.updated_at == iso.removesuffix(".000Z") + "Z"
+    return condition
+
+
 class DynamoKnowledgeRepo:
     def __init__(self, models: Models, region: str):
         self.model = models.knowledge
@@ -398,8 +408,8 @@ class DynamoKnowledgeRepo:
 
     def restart_delete_wait(self, knowledge_id: str, at_iso: str, *, not_written_after: str) -> bool:
         m = self.model
-        unchanged_since_read = (m.parse_status == ParseStatus.DELETING.value) & (
-            m.updated_at <= not_written_after
+        unchanged_since_read = (m.parse_status == ParseStatus.DELETING.value) & _not_written_after(
+            m, not_written_after
         )
         return self._update(knowledge_id, [m.updated_at.set(at_iso)], unchanged_since_read) is not None
 
@@ -450,7 +460,7 @@ class DynamoKnowledgeRepo:
         if attempt is not None:
             condition &= m.attempt == attempt
         if not_written_after is not None:
-            condition &= m.updated_at <= not_written_after
+            condition &= _not_written_after(m, not_written_after)
         return (
             self._update(
                 knowledge_id,
@@ -818,7 +828,7 @@ class DynamoKnowledgeRepo:
         if attempt is not None:
             condition &= m.attempt == attempt
         if not_written_after is not None:  # housekeeping's write, on the row as it read it
-            condition &= m.updated_at <= not_written_after
+            condition &= _not_written_after(m, not_written_after)
         return self._update(knowledge_id, actions, condition) is not None
 
     def move_to_kb(
