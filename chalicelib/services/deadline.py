@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -23,3 +25,19 @@ def deadline_of(context: Any) -> float | None:
 def out_of_time() -> bool:
     deadline = stage_deadline.get()
     return deadline is not None and time.monotonic() >= deadline
+
+
+@contextmanager
+def share_of_time(fraction: float) -> Iterator[None]:
+    """Within the block, `out_of_time()` comes once `fraction` of the time left now is spent: work that must
+    leave the rest of the invocation to other work (no limit known: none here either)."""
+    deadline = stage_deadline.get()
+    if deadline is None:
+        yield
+        return
+    now = time.monotonic()
+    token = stage_deadline.set(now + max(0.0, deadline - now) * fraction)
+    try:
+        yield
+    finally:
+        stage_deadline.reset(token)

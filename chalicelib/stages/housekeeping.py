@@ -31,7 +31,7 @@ from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, Stage, SummaryStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
-from chalicelib.services.deadline import deadline_of, out_of_time, stage_deadline
+from chalicelib.services.deadline import deadline_of, out_of_time, share_of_time, stage_deadline
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.summary_failure import summary_given_up
@@ -59,16 +59,19 @@ def _threshold_text(seconds: int) -> str:
 
 
 def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
-    """Lost deletes and unsettled summaries first (a few rows each, oldest first, read a page at a time),
-    then the stuck rows, oldest first from where the last cut-short sweep stopped. Each part goes on only while
-    the invocation has time, and the next sweep goes on (a big backlog of spared rows must starve neither the
-    other two nor the rows behind it; one of deletes or summaries ends the sweep in time, not at the Lambda's
-    timeout, and shrinks with every sweep)."""
+    """Lost deletes and unsettled summaries first (oldest first, read a page at a time, in at most half the
+    invocation's time), then the stuck rows, oldest first from where the last cut-short sweep stopped. Each
+    part goes on only while it has time, and the next sweep goes on: a big backlog of spared rows must
+    starve neither the other two nor the rows behind it, nor a backlog of deletes or summaries the stuck
+    rows."""
     now = now or datetime.now(UTC)
     report = SweepReport()
     cutoff = iso_before(deps.settings.stale_after_seconds, now)
-    _redrive_lost_deletes(deps, now, cutoff, report)
-    _fail_unsettled_summaries(deps, now, cutoff, report)
+    # half the time at most: a backlog of deletes or summaries (each redriven one due again a threshold later)
+    # must not take every sweep's time from the stuck rows
+    with share_of_time(0.5):
+        _redrive_lost_deletes(deps, now, cutoff, report)
+        _fail_unsettled_summaries(deps, now, cutoff, report)
     _recover_stuck_rows(deps, now, cutoff, report)
     if report.recovered or report.summaries_failed:
         logger.warning(
