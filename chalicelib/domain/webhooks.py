@@ -102,13 +102,14 @@ def verify(secret: str, header: str, body: bytes, *, now: int, tolerance: int = 
     """What a receiver does (the README's snippet, and the tests): any `v1` may be the one of its secret."""
     pairs = [p.split("=", 1) for p in header.split(",") if "=" in p]
     stamps = [value for key, value in pairs if key == "t"]
-    if len(stamps) != 1 or not stamps[0].isdigit():
+    if len(stamps) != 1 or not (stamps[0].isascii() and stamps[0].isdigit()):  # "²" is a digit to isdigit
         return False
     timestamp = int(stamps[0])
     if abs(now - timestamp) > tolerance:
         return False
-    expected = signature(secret, timestamp, body)
-    return any(hmac.compare_digest(value, expected) for key, value in pairs if key == "v1")
+    expected = signature(secret, timestamp, body).encode()
+    # bytes: compare_digest refuses a str with non-ASCII characters (a forged header) by raising
+    return any(hmac.compare_digest(value.encode(), expected) for key, value in pairs if key == "v1")
 
 
 def status_class(status: int | None) -> str:

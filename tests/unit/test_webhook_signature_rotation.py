@@ -90,3 +90,13 @@ def test_the_oldest_previous_secret_signs_last_for_a_receiver_keeping_the_last_v
     last = header.rsplit(",", 1)[1]
     assert last == signature_header("whsec_s0", now, BODY).split(",")[1]
     assert all(verify(s, header, BODY, now=now) for s in ("whsec_s2", "whsec_s1", "whsec_s0"))
+
+
+def test_a_forged_header_is_refused_never_raised_by_verify_and_the_readme_snippet() -> None:
+    """`"²".isdigit()` is True and `int("²")` raises; compare_digest raises on a str with non-ASCII characters:
+    a receiver would answer a forged request with a 500."""
+    verified = readme_verifier()
+    now = int(time.time())
+    for header in ("t=²,v1=ab", f"t={now},v1=é", f"t={now},v1=\u0661\u0662"):
+        assert not verify("whsec_new", header, BODY, now=now)
+        assert not verified("whsec_new", header, BODY)
