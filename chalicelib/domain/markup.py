@@ -75,8 +75,25 @@ def _clean_tag(tag: str) -> str:
     return cleaned
 
 
+#: cleaning passes before a text that keeps changing loses every `<` (one pass takes a tag out and joins the
+#: text either side, which can form a tag again: `<im<script></script>g onerror=…>`)
+MAX_PASSES = 8
+
+
 def strip_active_content(markdown: str) -> str:
-    """`markdown` with the active content of its HTML removed; everything else stays as written."""
+    """`markdown` with the active content of its HTML removed; everything else stays as written. Cleaned
+    again until a pass changes nothing, so what a pass joins is cleaned too; a text still changing after
+    MAX_PASSES (built to) keeps no HTML at all."""
+    text = markdown
+    for _ in range(MAX_PASSES):
+        cleaned = _strip_once(text)
+        if cleaned == text:
+            return cleaned
+        text = cleaned
+    return text.replace("<", "&lt;")
+
+
+def _strip_once(markdown: str) -> str:
     if "<" not in markdown or not _SUSPECT.search(markdown):
         return markdown
     lines = markdown.split("\n")

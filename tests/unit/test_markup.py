@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chalicelib.domain.markup import strip_active_content
 
@@ -53,3 +57,58 @@ def test_the_rest_of_a_document_stays() -> None:
     assert "| a | b |\n|---|---|\n| 1 | 2 |" in cleaned
     assert '<a href="https://ok.example/">ok</a>' in cleaned and "<a>no</a>" in cleaned
     assert "bad()" not in cleaned and "onclick" not in cleaned and "javascript" not in cleaned
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<im<script></script>g src=x onerror=alert(1)>",
+        '<a hr<script></script>ef="javascript:alert(1)">x</a>',
+        "<sv<style></style>g onload=alert(1)>",
+        "<scr<script></script>ipt>alert(1)</script>",
+        "<i" + "<script></script>" * 5 + "mg src=x onerror=alert(1)>",
+        "text <im<script>x</script>g src=x onerror=alert(1)> more",
+    ],
+)
+def test_a_tag_split_by_an_element_the_cleaning_takes_out_does_not_form_again(text: str) -> None:
+    """One pass takes the inner element out and joins the text either side: the tag it forms is cleaned too."""
+    cleaned = strip_active_content(text).lower()
+    assert all(bad not in cleaned for bad in ("onerror", "onload", "javascript:", "<script")), cleaned
+
+
+TAG_PARTS = [
+    "<",
+    ">",
+    "<script>",
+    "</script>",
+    "<style></style>",
+    "im",
+    "g",
+    " src=x",
+    " onerror=alert(1)",
+    "a",
+    "svg",
+]
+
+
+class _Elements(HTMLParser):
+    """The elements and attributes an HTML parser (as a browser's) finds in a text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[str, list[str]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.found.append((tag, [name for name, _ in attrs]))
+
+
+@given(st.lists(st.sampled_from(TAG_PARTS), max_size=14))
+@settings(max_examples=300, deadline=None)
+def test_cleaning_a_cleaned_text_changes_nothing_and_leaves_no_active_element(parts: list[str]) -> None:
+    cleaned = strip_active_content("".join(parts))
+    assert strip_active_content(cleaned) == cleaned
+    parser = _Elements()
+    parser.feed(cleaned)
+    parser.close()
+    assert all(tag not in ("script", "style", "svg") for tag, _ in parser.found), cleaned
+    assert all(not name.startswith("on") for _, names in parser.found for name in names), cleaned
