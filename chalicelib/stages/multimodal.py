@@ -143,11 +143,13 @@ def _read_before(deps: Dependencies, knowledge: Knowledge, image: ImageRef) -> d
         for kind in (ChunkType.IMAGE_OCR, ChunkType.IMAGE_CAPTION)
     }
     found = deps.chunks.get_many(list(keys.values()))
-    return {
-        kind: found[key].content
+    # cleaned as a text read now is: a delivery of code from before the cleaning may have written them
+    texts = {
+        kind: strip_active_content(found[key].content).strip()
         for kind, key in keys.items()
-        if key in found and found[key].chunk_type == kind and found[key].content
+        if key in found and found[key].chunk_type == kind
     }
+    return {kind: text for kind, text in texts.items() if text}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from PIL import Image
 
 from chalicelib.adapters.memory import MemoryFileStore, MemoryTaskQueue
 from chalicelib.bootstrap import Services
-from chalicelib.domain.types import ChunkType, KnowledgeBase
+from chalicelib.domain.ids import image_chunk_id
+from chalicelib.domain.types import Chunk, ChunkType, KnowledgeBase
 from chalicelib.stages import multimodal
 
 from .conftest import drain, task_body, upload
@@ -92,3 +93,42 @@ def test_an_ocr_engines_text_keeps_none_of_the_pictured_active_html(
 
     texts = [c.content for c in deps.chunks.list(knowledge.id) if c.chunk_type == ChunkType.IMAGE_OCR]
     assert [" ".join(t.split()) for t in texts] == ["Harbour notice closes at dusk."]
+
+
+def test_a_text_an_earlier_delivery_stored_uncleaned_is_cleaned_when_written_again(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    queue: MemoryTaskQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A delivery of the code from before the cleaning (during a deploy) stored the OCR text as the model wrote
+    it; the next delivery takes it as read before and writes it again (and into the bound text chunk)."""
+    real = multimodal.resolve
+    monkeypatch.setattr(
+        multimodal, "resolve", lambda kb, o: replace(real(kb, o), vlm_model_id="vl", ocr_engine="vlm")
+    )
+    monkeypatch.setattr(deps, "vision_model", lambda model_id: Replying("A kiln glowing."))
+    knowledge = upload(deps, kb)
+    drain(deps)
+    out = io.BytesIO()
+    Image.new("RGB", (100, 100), (0, 90, 160)).save(out, format="PNG")
+    url = files.save("t/exports/photo.png", out.getvalue(), "image/png")
+    before = Chunk(
+        id=image_chunk_id(knowledge.id, knowledge.attempt, 0, "ocr"),
+        tenant_id=knowledge.tenant_id,
+        kb_id=kb.id,
+        knowledge_id=knowledge.id,
+        seq=multimodal.IMAGE_SEQ_BASE,
+        content="Notice <script>alert(1)</script>",
+        chunk_type=ChunkType.IMAGE_OCR,
+        metadata={"attempt": knowledge.attempt},
+    )
+    deps.chunks.put_many([before])
+    queue.send_raw("multimodal", task_body(knowledge, "t", image={"index": 0, "url": url, "original": True}))
+    queue.deliver("multimodal", multimodal.handle, deps)
+
+    texts = {
+        c.chunk_type: c.content for c in deps.chunks.list(knowledge.id) if c.chunk_type != ChunkType.TEXT
+    }
+    assert texts[ChunkType.IMAGE_OCR] == "Notice"
