@@ -25,6 +25,45 @@ def _inert(text: str) -> bool:
     return all(bad not in text.lower() for bad in ("<script", "onload", "<iframe", "alert("))
 
 
+def _described(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    queue: MemoryTaskQueue,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    vlm: str,
+    ocr_engine: str,
+    stored_before: str = "",
+) -> dict[ChunkType, str]:
+    """One image of an uploaded document through the multimodal task; its stored texts by kind.
+    `stored_before`: an OCR text an earlier delivery of the attempt stored."""
+    real = multimodal.resolve
+    monkeypatch.setattr(
+        multimodal, "resolve", lambda kb, o: replace(real(kb, o), vlm_model_id=vlm, ocr_engine=ocr_engine)
+    )
+    knowledge = upload(deps, kb)
+    drain(deps)
+    out = io.BytesIO()
+    Image.new("RGB", (100, 100), (0, 90, 160)).save(out, format="PNG")
+    url = files.save("t/exports/photo.png", out.getvalue(), "image/png")
+    if stored_before:
+        before = Chunk(
+            id=image_chunk_id(knowledge.id, knowledge.attempt, 0, "ocr"),
+            tenant_id=knowledge.tenant_id,
+            kb_id=kb.id,
+            knowledge_id=knowledge.id,
+            seq=multimodal.IMAGE_SEQ_BASE,
+            content=stored_before,
+            chunk_type=ChunkType.IMAGE_OCR,
+            metadata={"attempt": knowledge.attempt},
+        )
+        deps.chunks.put_many([before])
+    queue.send_raw("multimodal", task_body(knowledge, "t", image={"index": 0, "url": url, "original": True}))
+    queue.deliver("multimodal", multimodal.handle, deps)
+    return {c.chunk_type: c.content for c in deps.chunks.list(knowledge.id) if c.chunk_type != ChunkType.TEXT}
+
+
 @pytest.mark.parametrize(
     ("reply", "caption"),
     [
@@ -43,20 +82,9 @@ def test_a_caption_keeps_none_of_the_models_active_html(
     reply: str,
     caption: str | None,
 ) -> None:
-    real = multimodal.resolve
-    monkeypatch.setattr(
-        multimodal, "resolve", lambda kb, o: replace(real(kb, o), vlm_model_id="vl", ocr_engine="none")
-    )
     monkeypatch.setattr(deps, "vision_model", lambda model_id: Replying(reply))
-    knowledge = upload(deps, kb)
-    drain(deps)
-    out = io.BytesIO()
-    Image.new("RGB", (100, 100), (0, 90, 160)).save(out, format="PNG")
-    url = files.save("t/exports/photo.png", out.getvalue(), "image/png")
-    queue.send_raw("multimodal", task_body(knowledge, "t", image={"index": 0, "url": url, "original": True}))
-    queue.deliver("multimodal", multimodal.handle, deps)
-
-    captions = [c.content for c in deps.chunks.list(knowledge.id) if c.chunk_type == ChunkType.IMAGE_CAPTION]
+    texts = _described(deps, kb, files, queue, monkeypatch, vlm="vl", ocr_engine="none")
+    captions = [texts[ChunkType.IMAGE_CAPTION]] if ChunkType.IMAGE_CAPTION in texts else []
     assert all(_inert(c) for c in captions), captions
     assert [" ".join(c.split()) for c in captions] == ([caption] if caption else [])
 
@@ -78,21 +106,9 @@ def test_an_ocr_engines_text_keeps_none_of_the_pictured_active_html(
     queue: MemoryTaskQueue,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = multimodal.resolve
-    monkeypatch.setattr(
-        multimodal, "resolve", lambda kb, o: replace(real(kb, o), vlm_model_id="", ocr_engine="tesseract")
-    )
     monkeypatch.setattr(deps, "ocr", lambda: _ReadsAScript())
-    knowledge = upload(deps, kb)
-    drain(deps)
-    out = io.BytesIO()
-    Image.new("RGB", (100, 100), (0, 90, 160)).save(out, format="PNG")
-    url = files.save("t/exports/notice.png", out.getvalue(), "image/png")
-    queue.send_raw("multimodal", task_body(knowledge, "t", image={"index": 0, "url": url, "original": True}))
-    queue.deliver("multimodal", multimodal.handle, deps)
-
-    texts = [c.content for c in deps.chunks.list(knowledge.id) if c.chunk_type == ChunkType.IMAGE_OCR]
-    assert [" ".join(t.split()) for t in texts] == ["Harbour notice closes at dusk."]
+    texts = _described(deps, kb, files, queue, monkeypatch, vlm="", ocr_engine="tesseract")
+    assert " ".join(texts[ChunkType.IMAGE_OCR].split()) == "Harbour notice closes at dusk."
 
 
 def test_a_text_an_earlier_delivery_stored_uncleaned_is_cleaned_when_written_again(
@@ -104,31 +120,15 @@ def test_a_text_an_earlier_delivery_stored_uncleaned_is_cleaned_when_written_aga
 ) -> None:
     """A delivery of the code from before the cleaning (during a deploy) stored the OCR text as the model wrote
     it; the next delivery takes it as read before and writes it again (and into the bound text chunk)."""
-    real = multimodal.resolve
-    monkeypatch.setattr(
-        multimodal, "resolve", lambda kb, o: replace(real(kb, o), vlm_model_id="vl", ocr_engine="vlm")
-    )
     monkeypatch.setattr(deps, "vision_model", lambda model_id: Replying("A kiln glowing."))
-    knowledge = upload(deps, kb)
-    drain(deps)
-    out = io.BytesIO()
-    Image.new("RGB", (100, 100), (0, 90, 160)).save(out, format="PNG")
-    url = files.save("t/exports/photo.png", out.getvalue(), "image/png")
-    before = Chunk(
-        id=image_chunk_id(knowledge.id, knowledge.attempt, 0, "ocr"),
-        tenant_id=knowledge.tenant_id,
-        kb_id=kb.id,
-        knowledge_id=knowledge.id,
-        seq=multimodal.IMAGE_SEQ_BASE,
-        content="Notice <script>alert(1)</script>",
-        chunk_type=ChunkType.IMAGE_OCR,
-        metadata={"attempt": knowledge.attempt},
+    texts = _described(
+        deps,
+        kb,
+        files,
+        queue,
+        monkeypatch,
+        vlm="vl",
+        ocr_engine="vlm",
+        stored_before="Notice <script>alert(1)</script>",
     )
-    deps.chunks.put_many([before])
-    queue.send_raw("multimodal", task_body(knowledge, "t", image={"index": 0, "url": url, "original": True}))
-    queue.deliver("multimodal", multimodal.handle, deps)
-
-    texts = {
-        c.chunk_type: c.content for c in deps.chunks.list(knowledge.id) if c.chunk_type != ChunkType.TEXT
-    }
     assert texts[ChunkType.IMAGE_OCR] == "Notice"
