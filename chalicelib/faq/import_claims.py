@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from chalicelib.domain.faq import FaqEntry
     from chalicelib.domain.types import KnowledgeBase
     from chalicelib.faq.entries import FaqIndex
+    from chalicelib.faq.replacing import Takeover
     from chalicelib.ports import Dependencies
 
 
@@ -65,18 +66,33 @@ class Write:
 Build = Callable[[PlannedRow, "FaqEntry | None"], "FaqEntry"]
 
 
+@dataclass
+class NewBytes:
+    """A batch's new entries' bytes, counted within the quota (`count_new`) into `counted` (`counting`).
+    `freed`: per new entry, the bytes of the entry it replaces (the plan counted them as free for it);
+    `coming_back`: those of the entries counted so far (and of those an earlier delivery of the batch
+    wrote), given back once the batch is done (replacing.settle)."""
+
+    counted: list[FaqEntry]
+    freed: Mapping[str, int]
+    coming_back: int = 0
+
+
 def hold_questions(
     deps: Dependencies,
     kb: KnowledgeBase,
     mode: str,
     writes: Sequence[Write],
     build: Build,
-    yielding: Collection[str] = (),
+    takeover: Takeover,
+    new: NewBytes,
 ) -> tuple[list[Write], dict[str, list[str]], bool]:
-    """Claims the questions of each write's entry not yet held for good by it; those of `yielding` (entries
-    a replace deletes once their replacements are written) are taken over. Returns the writes to do (a row
-    that failed or turned into a skip is left out; one turned into a merge comes with its target), the keys
-    claimed per entry id (confirm them once the rows are saved), and whether a planned row changed."""
+    """Claims the questions of each write's entry not yet held for good by it (those of `takeover`'s
+    entries, which a replace deletes once their replacements are written, are taken over), then counts a
+    new entry's bytes (`count_new`), row by row: a row that fails gives its old entry back its questions
+    before the next row claims (replacing.Takeover). Returns the writes to do (a row that failed or turned
+    into a skip is left out; one turned into a merge comes with its target), the keys claimed per entry id
+    (confirm them once the rows are saved), and whether a planned row changed."""
     todo = list(writes)
     pending = unconfirmed(deps, kb.id, [w.after for w in todo])
     out: list[Write] = []
@@ -88,7 +104,7 @@ def hold_questions(
         wanted = pending.pop(after.id, None)
         if wanted is None:  # a row planned again as a merge here
             wanted = unconfirmed(deps, kb.id, [after])[after.id]
-        _, clashes = claim(deps, kb.id, after.id, wanted, yielding)
+        _, clashes = claim(deps, kb.id, after.id, wanted, takeover.ids)
         had = question_keys(write.before) if write.before is not None else {}
         clashes = {k: c for k, c in clashes.items() if k not in had}  # the entry's own, as it was: left alone
         standard = question_key(after.standard_question)
@@ -98,12 +114,18 @@ def hold_questions(
             target = _taken(write.row, clashes[standard], mode)
             if target is not None:
                 todo.append(Write(write.row, target, build(write.row, target)))
+            elif write.row.action == "fail":
+                takeover.failed(write.row)
             continue
         if clashes:
             _drop(write, list(clashes.values()))
             changed = True
-        out.append(write)
         claimed[after.id] = [k for k in wanted if k not in clashes]
+        if write.before is None and not count_new(deps, kb, write, claimed, new):
+            takeover.failed(write.row)
+            changed = True
+            continue
+        out.append(write)
     return out, claimed, changed
 
 
@@ -244,38 +266,31 @@ def counting(deps: Dependencies, kb: KnowledgeBase) -> Iterator[list[FaqEntry]]:
 
 
 def count_new(
-    deps: Dependencies,
-    kb: KnowledgeBase,
-    writes: Sequence[Write],
-    claimed: dict[str, list[str]],
-    counted: list[FaqEntry],
-    freed: Mapping[str, int] | None = None,
-) -> tuple[list[Write], bool]:
-    """The new entries' bytes counted within the tenant's quota (services/quotas.take_storage: one
-    conditional write each) into `counted` (`counting`), before their rows are written: the row records what
-    it counted, so a purge of it (a batch that died before its index write, redone) gives exactly that back.
-    The plan left room for them, but another writer (an import into another FAQ knowledge base, the entries
-    API) may have taken it since: a row that no longer fits fails (`quota`) and its questions are free
-    again. `freed`: per new entry, the bytes of the entry it replaces (deleted after it, giving them back),
-    which the plan counted as free for it: only its growth over them must fit. Returns the writes left and
-    whether a row failed."""
-    kept: list[Write] = []
-    failed = False
-    for write in writes:
-        entry = write.after
-        if write.before is None:
-            entry.counted_bytes = entry.content_bytes()
-            growth = entry.counted_bytes - (freed or {}).get(entry.id, 0)
-            try:
-                take_storage(deps, kb.tenant_id, entry.counted_bytes, "the entry", grows_by=growth)
-            except Forbidden as refusal:
-                _over_quota(write.row, refusal)
-                deps.faq.release_questions(kb.id, entry.id, claimed.pop(entry.id, []))
-                failed = True
-                continue
-            counted.append(entry)
-        kept.append(write)
-    return kept, failed
+    deps: Dependencies, kb: KnowledgeBase, write: Write, claimed: dict[str, list[str]], new: NewBytes
+) -> bool:
+    """A new entry's bytes counted within the tenant's quota (services/quotas.take_storage: one conditional
+    write) into `new.counted`, before its row is written: the row records what it counted, so a purge of it
+    (a batch that died before its index write, redone) gives exactly that back. The plan left room for it,
+    but another writer (an import into another FAQ knowledge base, the entries API) may have taken it
+    since: a row that no longer fits fails (`quota`) and its questions are free again (False). What must
+    fit is the entry's growth over the entry it replaces, in a usage that still counts the entries the
+    rows counted before it replace (`coming_back`: given back once the batch is done), as the plan added
+    them up."""
+    entry = write.after
+    entry.counted_bytes = entry.content_bytes()
+    old = new.freed.get(entry.id, 0)
+    growth = entry.counted_bytes - old
+    try:
+        take_storage(
+            deps, kb.tenant_id, entry.counted_bytes, "the entry", grows_by=growth, coming_back=new.coming_back
+        )
+    except Forbidden as refusal:
+        _over_quota(write.row, refusal)
+        deps.faq.release_questions(kb.id, entry.id, claimed.pop(entry.id, []))
+        return False
+    new.counted.append(entry)
+    new.coming_back += old
+    return True
 
 
 def _over_quota(row: PlannedRow, refusal: Forbidden) -> None:

@@ -41,6 +41,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from chalicelib.domain import metering
@@ -65,10 +66,10 @@ from chalicelib.faq.commands import (
 from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage, require_faq_kb
 from chalicelib.faq.failed_rows import failed_rows_link
 from chalicelib.faq.import_claims import (
+    NewBytes,
     Write,
     changed_since_plan,
     confirm_written,
-    count_new,
     counting,
     hold_questions,
     merge_again,
@@ -369,7 +370,6 @@ def _report_dry_run(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Pla
 
 def _execute(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan) -> None:
     index = FaqIndex(deps, kb)
-    later = replacing.replaced(plan)  # they go once the rows taking their places are written
     if plan.delete and not task.params.get("deleted_done"):
         replacing.delete_unreplaced(deps, kb, index, plan, BATCH)
         task.params["deleted_done"] = True
@@ -379,10 +379,9 @@ def _execute(deps: Dependencies, task: Task, kb: KnowledgeBase, plan: Plan) -> N
     deadline = time.monotonic() + SLICE_SECONDS
     while task.done < len(plan.rows):
         batch = plan.rows[task.done : task.done + BATCH]
-        changed = _run_batch(deps, task, kb, index, plan.mode, batch, later)
-        if replacing.settle(deps, kb, index, plan, batch, batch_done=True) or changed:
+        changed = _run_batch(deps, task, kb, index, plan, batch)
+        if replacing.settle(deps, kb, index, plan, batch, batch_done=True)[1] or changed:
             _store_plan(deps, task, plan)  # before the progress: a redelivered batch works from it
-            later = replacing.replaced(plan)
         task.done += len(batch)
         tally = counts(plan.rows[: task.done])
         task.succeeded, task.failed = tally["success"], tally["failed"]
@@ -437,12 +436,12 @@ def _run_batch(
     task: Task,
     kb: KnowledgeBase,
     index: FaqIndex,
-    mode: str,
+    plan: Plan,
     batch: Sequence[PlannedRow],
-    replaced: set[str],
 ) -> bool:
-    """Writes the batch's entries once their questions are reserved (import_claims.py; those `replaced`
-    holds are taken over: replacing.py); True when that changed rows of the plan."""
+    """Writes the batch's entries once their questions are reserved (import_claims.py; those of the entries
+    the rows replace are taken over: replacing.Takeover); True when that changed rows of the plan."""
+    mode, takeover = plan.mode, replacing.Takeover(deps, kb, plan)
     adds = [r for r in batch if r.action == "add"]
     merges = [r for r in batch if r.action == "merge"]
     current = deps.faq.get_entries(kb.id, [r.entry_id for r in [*adds, *merges]])
@@ -454,7 +453,7 @@ def _run_batch(
         task.progress["purged"] = int(task.progress.get("purged", 0)) + len(stale)
     todo_adds = [r for r in adds if r.entry_id not in current or r.entry_id in stale]
     done = [current[r.entry_id] for r in adds if r.entry_id in current and r.entry_id not in stale]
-    confirm_written(deps, kb.id, done, replaced)  # written and indexed by an earlier delivery of this batch
+    confirm_written(deps, kb.id, done, takeover.ids)  # written and indexed by an earlier delivery
     writes = [Write(r, None, _entry(task, kb, r, None)) for r in todo_adds]
     replanned = False
     for row in merges:
@@ -466,12 +465,11 @@ def _run_batch(
             if not merge_again(row, before, mode):
                 continue
         writes.append(Write(row, before, _entry(task, kb, row, before)))
-    writes, claimed, changed = hold_questions(
-        deps, kb, mode, writes, lambda row, base: _entry(task, kb, row, base), replaced
-    )
-    freed = replacing.freed(deps, kb, todo_adds, replaced)
+    freed = replacing.freed(deps, kb, adds, takeover.ids)  # (those of rows written before come back too)
     with counting(deps, kb) as counted:
-        writes, over_quota = count_new(deps, kb, writes, claimed, counted, freed)
+        new = NewBytes(counted, freed, sum(freed.get(e.id, 0) for e in done))
+        build = partial(_entry, task, kb)
+        writes, claimed, changed = hold_questions(deps, kb, mode, writes, build, takeover, new)
         new_entries = [w.after for w in writes if w.before is None]  # counted, within the quota
         links = tag_links(w.after for w in writes)
         # before the rows: a link without its use is dropped when read (keyed.py), never the reverse
@@ -487,7 +485,7 @@ def _run_batch(
             changed = True
     for entry_id, keys in claimed.items():
         deps.faq.confirm_questions(kb.id, entry_id, keys)
-    return changed or replanned or over_quota
+    return changed or replanned
 
 
 def _finish(
