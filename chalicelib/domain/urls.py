@@ -1,8 +1,9 @@
-"""URLs as shown to people: credentials a user put in a URL are never echoed in titles, rows or errors."""
+"""URLs as shown to people (credentials a user put in a URL are never echoed in titles, rows or errors), and
+URLs read from documents, which may not parse."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 
 def redact_credentials(url: str) -> str:
@@ -19,3 +20,21 @@ def redact_credentials(url: str) -> str:
         return url
     netloc = f"***@{f'[{host}]' if ':' in host else host}" + (f":{port}" if port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def host_of(url: str) -> str | None:
+    """The URL's host, lower case ("" when it has none); None when it does not parse (`http://[oops/x`:
+    urlsplit raises on a bracket it cannot close), which a document may well hold."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return None
+
+
+def joined(base: str, href: str) -> str:
+    """`href` resolved against `base`, or as written when either does not parse (a link in a document is
+    kept as its author wrote it, never an error)."""
+    try:
+        return urljoin(base, href)
+    except ValueError:
+        return href

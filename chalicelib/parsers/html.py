@@ -11,10 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from typing import Any
-from urllib.parse import unquote, urljoin
+from urllib.parse import unquote
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from chalicelib.domain.urls import joined
 from chalicelib.parsers.base import (
     DEFAULT_MAX_CELLS,
     Limits,
@@ -269,7 +270,7 @@ class _Renderer:
 
     def _url(self, href: str) -> str:
         if self.base_url and not href.startswith(("data:", "http://", "https://")):
-            return urljoin(self.base_url, href)
+            return joined(self.base_url, href)
         return href
 
     def list(self, node: LexborNode, depth: int, ordered: bool) -> str:
@@ -474,7 +475,7 @@ def _convert_with_map(html: str, base: str, src_map: dict[str, str], ctx: ParseC
     if base:
         for img in tree.css("img"):
             src = img.attributes.get("src") or ""
-            absolute = urljoin(base, src)
+            absolute = joined(base, src)
             if src and src not in src_map and absolute in src_map:
                 src_map[src] = src_map[absolute]
     return html_to_markdown(tree.html or html, base_url=base, src_map=src_map, ctx=ctx)

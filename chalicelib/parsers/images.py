@@ -12,8 +12,8 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
+from chalicelib.domain.urls import host_of
 from chalicelib.net.client import FetchError, SafeHttpClient
 from chalicelib.net.ssrf import AllowList
 from chalicelib.parsers.base import image_kind
@@ -322,8 +322,13 @@ class _Run:
     def fetch(self, url: str) -> bytes | None:
         """The image's bytes, or None (the link stays as it is): a failed host, the fetch count or the time
         budget spent, a failed download or no image."""
-        host = (urlsplit(url).hostname or "").lower()
-        if self.r.http is None or host in self.failed_hosts or self.fetches >= MAX_REMOTE_FETCHES_PER_PASS:
+        host = host_of(url)
+        if (
+            host is None
+            or self.r.http is None
+            or host in self.failed_hosts
+            or self.fetches >= MAX_REMOTE_FETCHES_PER_PASS
+        ):
             self.result.failed += 1
             return None
         time_left = self.fetch_time_left()
@@ -356,7 +361,10 @@ class _Run:
             url = self.store(parsed.data, dest, parsed)
             return f"![{alt}]({url})" if url else ""
         if dest.startswith(("http://", "https://")):
-            host = (urlsplit(dest).hostname or "").lower()
+            host = host_of(dest)
+            if host is None:  # a link that does not parse stays as written
+                self.result.failed += 1
+                return None
             if any(host == h or host.endswith("." + h) for h in self.r.keep_url_hosts):
                 return None
             if not self.remote:
