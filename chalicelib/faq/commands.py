@@ -12,6 +12,8 @@ from chalicelib.commands import Body, Query, code
 INLINE_MAX_ENTRIES = 200
 INLINE_MAX_BYTES = 50 * 1024
 IMPORT_FILE_TYPES = ("json", "csv", "xlsx")
+#: an upload's object key: faq-imports/<tenant>/<knowledge base>/uploads/<32 hex>.<type>
+UPLOAD_KEY = r"^faq-imports/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+/uploads/[0-9a-f]{32}\.(?:json|csv|xlsx)$"
 
 Question = Annotated[str, Field(max_length=1000)]
 Answer = Annotated[str, Field(max_length=20_000)]
@@ -68,7 +70,8 @@ class FaqImportRequest(Body):
     mode: Literal["append", "replace"] = code("invalid_mode", default="append")
     dry_run: bool = False
     entries: list[dict[str, Any]] | None = code("invalid_entries", default=None)
-    object_key: str | None = code("invalid_object_key", default=None, min_length=1, max_length=500)
+    #: exactly the form `upload-url` gives (a key store would read `./`, a tab or a NUL otherwise: a 500)
+    object_key: str | None = code("invalid_object_key", default=None, max_length=500, pattern=UPLOAD_KEY)
 
     @model_validator(mode="after")
     def _one_source(self) -> FaqImportRequest:
