@@ -103,7 +103,7 @@ def _strip_once(markdown: str) -> str:
         if token.map is None:
             continue
         first, stop = token.map
-        if token.type == "html_block":
+        if token.type == "html_block" and _SUSPECT.search(token.content):
             cleaned = clean_html(token.content.rstrip("\n"))
             replaced[first] = cleaned.split("\n") if cleaned else []
             dropped.update(range(first + 1, stop))
