@@ -69,8 +69,7 @@ def take_storage(
         return  # no tenant row to count on, or nothing to count
     quota = tenant.storage_quota + coming_back if tenant.storage_quota else 0  # (0: no quota)
     if not deps.tenants.add_usage_within(tenant_id, size, growth, quota):
-        now = deps.tenants.get(tenant_id)
-        left = max(0, quota - now.storage_used) if now is not None else 0
+        left = (storage_left(deps, tenant_id) or 0) + coming_back
         raise Forbidden(
             f"{what} ({growth} bytes) does not fit in the tenant's storage quota ({left} bytes left)",
             code="storage_quota_exceeded",
