@@ -79,3 +79,29 @@ def test_a_turn_book_that_keeps_changing_raises_turn_book_busy(
     with pytest.raises(TurnBookBusy):
         book.change(stage, lose_to_another_writer)
     assert losses == 3
+
+
+def test_a_tenants_keys_are_read_with_a_query_on_the_tenant_keys_index(tables: Repos) -> None:
+    """One tenant's keys come from a Query on the sparse tenant-keys index, never a Scan of the tenants
+    table (every tenant, key and share: one scan per page grew with the whole table)."""
+    from service.repo_contract import new_id
+
+    from chalicelib.domain.api_keys import ApiKey
+
+    repo: Any = tables.api_keys
+    tenant_id = new_id()
+    mine = sorted((ApiKey.issue(tenant_id, f"k{n}")[0] for n in range(3)), key=lambda k: k.key_hash)
+    for key in mine:
+        repo.put(key)
+    client = repo.model._get_connection().connection.client
+    calls: list[tuple[str, str]] = []
+
+    def record(model: Any, params: dict[str, Any], **_: Any) -> None:
+        calls.append((model.name, str(params.get("IndexName", ""))))
+
+    client.meta.events.register("before-parameter-build.dynamodb", record)
+    try:
+        assert [k.id for k in repo.page(tenant_id, mine[0].key_hash, 5)] == [k.id for k in mine[1:]]
+    finally:
+        client.meta.events.unregister("before-parameter-build.dynamodb", record)
+    assert calls == [("Query", "tenant-keys-index")]

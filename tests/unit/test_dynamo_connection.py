@@ -16,9 +16,15 @@ def test_models_share_one_connection_and_a_shared_tables_indexes_merge() -> None
     share_one_connection(connection, *models.all())
     assert {m._get_connection().connection for m in models.all()} == {connection}
     tenants = connection.get_meta_table(models.tenant.Meta.table_name)
-    assert [i["IndexName"] for i in tenants.data["GlobalSecondaryIndexes"]] == ["api-key-index"]
+    indexes = {i["IndexName"] for i in tenants.data["GlobalSecondaryIndexes"]}
+    assert indexes == {"api-key-index", "tenant-keys-index"}
     assert tenants.get_index_hash_keyname("api-key-index") == "api_key_hash"
-    assert {a["AttributeName"] for a in tenants.data["AttributeDefinitions"]} == {"id", "api_key_hash"}
+    assert tenants.get_index_hash_keyname("tenant-keys-index") == "tenant_id"
+    assert {a["AttributeName"] for a in tenants.data["AttributeDefinitions"]} == {
+        "id",
+        "api_key_hash",
+        "tenant_id",
+    }
     share_one_connection(connection, *models.all())  # again: a no-op
 
     other = build_models(get_settings())  # a later model on a known table with another schema is refused

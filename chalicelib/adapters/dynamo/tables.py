@@ -429,6 +429,17 @@ def build_models(settings: Settings) -> Models:
         tag_count = NumberAttribute(null=True)
         knowledge_index = TagKnowledgeIndex()
 
+    class TenantKeysIndex(GlobalSecondaryIndex[Any]):
+        """A tenant's API keys by hash (sparse: only key items have `tenant_id`), so listing one tenant's
+        keys is a Query, not a Scan of every tenant, key and share."""
+
+        class Meta:
+            index_name = "tenant-keys-index"
+            projection = AllProjection()
+
+        tenant_id = UnicodeAttribute(hash_key=True)
+        id = UnicodeAttribute(range_key=True)
+
     class ApiKeyItem(Model):
         """An issued API key, in the tenants table under `apikey#<sha256>` (no `api_key_hash` attribute, so
         it stays out of the api-key index and out of tenant listings)."""
@@ -446,6 +457,7 @@ def build_models(settings: Settings) -> Models:
         #: absent on keys issued before scopes: they are admin keys, limited to no knowledge base
         scope = UnicodeAttribute(null=True)
         kb_ids = ListAttribute(of=UnicodeAttribute, null=True)
+        tenant_keys_index = TenantKeysIndex()
 
     class ShareItem(Model):
         """The tenants a knowledge base is shared with (read-only), in the tenants table under

@@ -150,7 +150,7 @@ class MemoryApiKeyRepo:
             self._rows[key.key_hash] = stored
 
     def page(self, tenant_id: str, after: str, limit: int) -> list[ApiKey]:
-        with self._lock:  # by hash: the order moto's scan keeps (DynamoDB's is its partitions')
+        with self._lock:  # by hash, as the tenant-keys index's range key orders them
             rows = [k for h, k in sorted(self._rows.items()) if k.tenant_id == tenant_id and h > after]
             return [copy.deepcopy(k) for k in rows[:limit]]
 
