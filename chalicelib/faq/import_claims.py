@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import Forbidden
 from chalicelib.domain.faq_normalise import normalise
 from chalicelib.faq.entries import later_than, take_back_rewrite
+from chalicelib.faq.replacing import Move, give_back_moved, move_count
 from chalicelib.faq.reservations import Clash, claim, question_key, question_keys, unconfirmed
 from chalicelib.faq.validation import (
     CONFLICT,
@@ -69,13 +70,12 @@ Build = Callable[[PlannedRow, "FaqEntry | None"], "FaqEntry"]
 @dataclass
 class NewBytes:
     """A batch's new entries' bytes, counted within the quota (`count_new`) into `counted` (`counting`).
-    `freed`: per new entry, the bytes of the entry it replaces (the plan counted them as free for it);
-    `coming_back`: those of the entries counted so far (and of those an earlier delivery of the batch
-    wrote), given back once the batch is done (replacing.settle)."""
+    `replaced`: per new entry, the entry it replaces (deleted once the batch is done: replacing.settle);
+    `moved`: per new entry counted, that entry's count moved onto it (replacing.move_count)."""
 
     counted: list[FaqEntry]
-    freed: Mapping[str, int]
-    coming_back: int = 0
+    replaced: Mapping[str, FaqEntry]
+    moved: dict[str, Move] = field(default_factory=dict)
 
 
 def hold_questions(
@@ -249,19 +249,22 @@ def refused(row: PlannedRow, entry_id: str) -> None:
 
 
 @contextmanager
-def counting(deps: Dependencies, kb: KnowledgeBase) -> Iterator[list[FaqEntry]]:
+def counting(deps: Dependencies, kb: KnowledgeBase, new: NewBytes | None = None) -> Iterator[list[FaqEntry]]:
     """The new entries counted (count_new, clone._count) until their rows are written, collected: a failure
-    on the way (a count partway, a tag write, the row write) gives back what the rows not written counted,
-    so the redelivery that counts them again counts them once (a row written keeps its count, for its
-    purge). Leave the block once the rows are written."""
-    counted: list[FaqEntry] = []
+    on the way (a count partway, a tag write, the row write) gives back what the rows not written counted
+    (the counts moved from their old entries back onto them: replacing.give_back_moved), so the redelivery
+    that counts them again counts them once (a row written keeps its count, for its purge). Leave the block
+    once the rows are written."""
+    new = new if new is not None else NewBytes([], {})
+    counted = new.counted
     try:
         yield counted
     except BaseException:
         if counted:
             written = deps.faq.get_entries(kb.id, [e.id for e in counted])
-            unwritten = sum(e.counted_bytes for e in counted if e.id not in written)
-            deps.tenants.add_usage(kb.tenant_id, -unwritten)
+            for entry in counted:
+                if entry.id not in written:
+                    give_back_moved(deps, kb.tenant_id, new.moved.get(entry.id), entry.counted_bytes)
         raise
 
 
@@ -272,24 +275,28 @@ def count_new(
     write) into `new.counted`, before its row is written: the row records what it counted, so a purge of it
     (a batch that died before its index write, redone) gives exactly that back. The plan left room for it,
     but another writer (an import into another FAQ knowledge base, the entries API) may have taken it
-    since: a row that no longer fits fails (`quota`) and its questions are free again (False). What must
-    fit is the entry's growth over the entry it replaces, in a usage that still counts the entries the
-    rows counted before it replace (`coming_back`: given back once the batch is done), as the plan added
-    them up."""
+    since: a row that no longer fits fails (`quota`) and its questions are free again (False). A new entry
+    that replaces one takes its count over first (replacing.move_count), and only what it adds to it must
+    fit: an old entry deleted through the API before the move moved nothing, and the new one counts in
+    full (a credit read when the batch started let a usage, given back meanwhile, go over the quota)."""
     entry = write.after
     entry.counted_bytes = entry.content_bytes()
-    old = new.freed.get(entry.id, 0)
-    growth = entry.counted_bytes - old
+    old = new.replaced.get(entry.id)
+    move = move_count(deps, old) if old is not None else None
+    moved = move.moved if move is not None else 0
     try:
-        take_storage(
-            deps, kb.tenant_id, entry.counted_bytes, "the entry", grows_by=growth, coming_back=new.coming_back
-        )
+        take_storage(deps, kb.tenant_id, entry.counted_bytes - moved, "the entry")
     except Forbidden as refusal:
+        give_back_moved(deps, kb.tenant_id, move, moved)
         _over_quota(write.row, refusal)
         deps.faq.release_questions(kb.id, entry.id, claimed.pop(entry.id, []))
         return False
+    except BaseException:
+        give_back_moved(deps, kb.tenant_id, move, moved)
+        raise
     new.counted.append(entry)
-    new.coming_back += old
+    if move is not None:
+        new.moved[entry.id] = move
     return True
 
 

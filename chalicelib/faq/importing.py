@@ -447,7 +447,8 @@ def _run_batch(
     current = deps.faq.get_entries(kb.id, [r.entry_id for r in [*adds, *merges]])
     # Written by an earlier delivery but never indexed (it died between the two writes): purge and redo.
     stale = [r.entry_id for r in adds if r.entry_id in current and not current[r.entry_id].indexed]
-    if stale:
+    if stale:  # (the counts their old entries moved onto them go back onto those first)
+        replacing.count_again(deps, kb, [r.replaces for r in adds if r.entry_id in stale and r.replaces])
         index.remove_entries(stale)
         give_back_storage(deps, kb.tenant_id, deps.faq.delete_entries(kb.id, stale))
         task.progress["purged"] = int(task.progress.get("purged", 0)) + len(stale)
@@ -465,9 +466,8 @@ def _run_batch(
             if not merge_again(row, before, mode):
                 continue
         writes.append(Write(row, before, _entry(task, kb, row, before)))
-    freed = replacing.freed(deps, kb, adds, takeover.ids)  # (those of rows written before come back too)
-    with counting(deps, kb) as counted:
-        new = NewBytes(counted, freed, sum(freed.get(e.id, 0) for e in done))
+    new = NewBytes([], replacing.olds(deps, kb, todo_adds, takeover.ids))  # their counts move row by row
+    with counting(deps, kb, new):
         build = partial(_entry, task, kb)
         writes, claimed, changed = hold_questions(deps, kb, mode, writes, build, takeover, new)
         new_entries = [w.after for w in writes if w.before is None]  # counted, within the quota

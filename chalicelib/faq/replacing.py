@@ -3,22 +3,26 @@
 Entries no row names go when the rows start; an entry a new row takes the place of (the same standard
 question, new content: `PlannedRow.replaces`) goes only once that row's batch is written and indexed, so at
 every step at least one of the two is stored and found (both for a moment). The new entry takes over the
-old one's question reservations (`Takeover`: reservations.claim's `yielding`) and is counted on the quota
-for what it adds over the old one's bytes, which the plan counted as free for it (import_claims.count_new).
-A row that fails, or an import that stops with rows not written, keeps their old entries, holding their
-questions again.
+old one's question reservations (`Takeover`: reservations.claim's `yielding`) and the old one's count
+(`move_count`: one conditional write, so an entries-API delete of the old entry meanwhile either came first
+and the new entry counts in full, or gives back nothing), then is counted on the quota for what it adds
+(import_claims.count_new). A row that fails, or an import that stops with rows not written, keeps their old
+entries, holding their questions and their counts again.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from chalicelib.faq.entries import give_back_storage
+from chalicelib.domain.faq import FaqEntry
+from chalicelib.faq.entries import give_back_storage, later_than
 from chalicelib.faq.index import FaqIndex
 from chalicelib.faq.reservations import claim, question_keys, release_entries
 from chalicelib.faq.validation import Plan
+from chalicelib.ports.faq import EntryWriteRefused
 
 if TYPE_CHECKING:
     from chalicelib.domain.types import KnowledgeBase, Task
@@ -73,7 +77,8 @@ def settle(
     stopped) one is written when its entry is stored and indexed. An old entry whose replacement was not
     written (the import stopped first, or the row failed and a row before it took one of the entry's
     questions: `Takeover`) stays if it can hold its questions again (`_keep`), else goes, as the plan would
-    have decided. Returns the entries it deleted and those it kept (the plan changed then)."""
+    have decided, counting its bytes again (`count_again`). Returns the entries it deleted and those it kept
+    (the plan changed then)."""
     rows = [r for r in rows if r.replaces and r.replaces not in plan.kept]
     if not rows:
         return [], []
@@ -82,6 +87,8 @@ def settle(
     else:
         stored = deps.faq.get_entries(kb.id, [r.entry_id for r in rows])
         written = {i for i, entry in stored.items() if entry.indexed}
+        # one not indexed goes (importing._purge_unindexed) with the count its old entry moved onto it
+        count_again(deps, kb, [r.replaces for r in rows if r.entry_id in set(stored) - written])
     replaced_now = [r.replaces for r in rows if r.entry_id in written]
     delete(deps, kb, index, replaced_now)
     kept, lost = _keep(deps, kb, plan, {r.replaces: r.entry_id for r in rows if r.entry_id not in written})
@@ -129,13 +136,79 @@ class Takeover:
             self.ids.discard(old)
 
 
-def freed(
+def olds(
     deps: Dependencies, kb: KnowledgeBase, rows: Sequence[PlannedRow], waiting: set[str]
-) -> dict[str, int]:
-    """Per new entry of `rows`, the bytes the entry it replaces still counts (it goes after it): the plan
-    counted them as free for it (import_claims.count_new)."""
-    olds = deps.faq.get_entries(kb.id, [r.replaces for r in rows if r.replaces in waiting])
-    return {r.entry_id: olds[r.replaces].counted_bytes for r in rows if r.replaces in olds}
+) -> dict[str, FaqEntry]:
+    """Per new entry of `rows`, the entry it replaces as stored now (it goes after it): its count moves onto
+    the new entry (`move_count`), as the plan counted its bytes free for it."""
+    found = deps.faq.get_entries(kb.id, [r.replaces for r in rows if r.replaces in waiting])
+    return {r.entry_id: found[r.replaces] for r in rows if r.replaces in found}
+
+
+#: conditional writes a move tries while other writers change the old entry
+MOVE_TRIES = 3
+
+
+@dataclass(frozen=True)
+class Move:
+    """An old entry's count moved onto its replacement: the entry as the move left it (counting 0) and the
+    bytes moved."""
+
+    left: FaqEntry
+    moved: int
+
+
+def move_count(deps: Dependencies, old: FaqEntry) -> Move | None:
+    """The old entry's count set to 0 in one conditional write, if its row is still the one read (its
+    `updated_at`, which every write of a count renews; the move renews it too, so an update that read the
+    row before is refused): a delete through the API came first (nothing moved, the replacement counts in
+    full) or comes after (it gives back 0). A row changed meanwhile is read again. None: nothing moved (the
+    old entry still counts its bytes, and gives them back when it goes)."""
+    current: FaqEntry | None = old
+    for _ in range(MOVE_TRIES):
+        if current is None or not current.counted_bytes:
+            return None
+        left = replace(current, counted_bytes=0, updated_at=later_than(current.updated_at))
+        try:
+            deps.faq.put_entry(left, current)
+        except EntryWriteRefused as refused:
+            current = None if refused.gone else deps.faq.get_entry(old.kb_id, old.id)
+            continue
+        return Move(left, current.counted_bytes)
+    return None
+
+
+def give_back_moved(deps: Dependencies, tenant_id: str, move: Move | None, counted: int) -> None:
+    """A replacement not written that counted `counted` bytes, `move`'s of them moved from its old entry:
+    those go back onto the old entry if it is still as the move left it (one conditional write), the rest
+    (all, when the entry was deleted or written meanwhile: that writer gave back or counted its own) off
+    the tenant's usage. Given back once either way."""
+    back = counted
+    if move is not None:
+        again = replace(move.left, counted_bytes=move.moved, updated_at=later_than(move.left.updated_at))
+        try:
+            deps.faq.put_entry(again, move.left)
+            back -= move.moved
+        except EntryWriteRefused:
+            pass  # gone (its delete gave back 0) or rewritten (counted from 0): the bytes are the tenant's
+    if back:
+        deps.tenants.add_usage(tenant_id, -back)
+
+
+def count_again(deps: Dependencies, kb: KnowledgeBase, old_ids: Sequence[str]) -> None:
+    """Old entries whose replacements were written but not indexed (those go, giving back what they count,
+    the moved counts with them): each that counts 0 counts its bytes again (an entry counts its
+    `content_bytes` or 0, after a move or when saved before entries counted, which counts from its next
+    write on), one conditional write, added to the tenant's usage; one written meanwhile counted its own."""
+    for old in deps.faq.get_entries(kb.id, old_ids).values() if old_ids else []:
+        if old.counted_bytes:
+            continue
+        again = replace(old, counted_bytes=old.content_bytes(), updated_at=later_than(old.updated_at))
+        try:
+            deps.faq.put_entry(again, old)
+        except EntryWriteRefused:
+            continue
+        deps.tenants.add_usage(kb.tenant_id, again.counted_bytes)
 
 
 def stopped(deps: Dependencies, kb: KnowledgeBase, task: Task, plan: Plan | None) -> None:

@@ -55,22 +55,19 @@ def take_storage(
     what: str,
     *,
     grows_by: int | None = None,
-    coming_back: int = 0,
 ) -> None:
     """Counts `size` more bytes on the tenant's `storage_used` (a negative size gives bytes back), or a 403
     `storage_quota_exceeded` (nothing counted) when the growth (`grows_by`, else `size`) is positive and
     does not fit: the quota is checked in the add itself (one conditional write), so writers racing for the
-    last bytes cannot pass it together. `coming_back`: bytes still counted that the writer gives back once
-    its step is done (a replace import's old entries, deleted after their batch): counted as free. Every
-    writer that counts bytes within the quota comes here."""
+    last bytes cannot pass it together. Every writer that counts bytes within the quota comes here (a
+    replace import's new entry takes its old entry's count over first: faq/replacing.move_count)."""
     growth = size if grows_by is None else grows_by
     tenant = deps.tenants.get(tenant_id)
     if tenant is None or not (size or growth > 0):
         return  # no tenant row to count on, or nothing to count
-    quota = tenant.storage_quota + coming_back if tenant.storage_quota else 0  # (0: no quota)
-    if not deps.tenants.add_usage_within(tenant_id, size, growth, quota):
-        left = (storage_left(deps, tenant_id) or 0) + coming_back
+    if not deps.tenants.add_usage_within(tenant_id, size, growth, tenant.storage_quota):
         raise Forbidden(
-            f"{what} ({growth} bytes) does not fit in the tenant's storage quota ({left} bytes left)",
+            f"{what} ({growth} bytes) does not fit in the tenant's storage quota "
+            f"({storage_left(deps, tenant_id) or 0} bytes left)",
             code="storage_quota_exceeded",
         )

@@ -103,7 +103,11 @@ CRASH_POINTS: dict[str, tuple[str, Callable[[str], Callable[..., bool]]]] = {
     "before the replacement is written": ("put_entries", lambda old: lambda *a: True),
     "before the replacement is marked indexed": (
         "put_entry",
-        lambda old: lambda entry, expected=None: entry.standard_question == "Opening hours" and entry.indexed,
+        lambda old: (
+            lambda entry, expected=None: (
+                entry.standard_question == "Opening hours" and expected is not None and not expected.indexed
+            )
+        ),
     ),
     "before the old entry is deleted": ("delete_entries", lambda old: lambda kb_id, ids: old in ids),
 }
@@ -176,28 +180,31 @@ def test_a_replacement_near_the_quota_fits_in_the_bytes_of_the_entry_it_replaces
 
 
 def test_an_entry_whose_replacement_fails_while_the_import_runs_stays_with_its_questions(
-    deps: Services, faq_kb: KnowledgeBase
+    deps: Services, faq_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another writer took the quota the plan saw: the replacing row fails (`quota`) when it is written, and
     the entry it was sent for stays as it was, as one a row failing at planning stays (validation.py),
     its questions its own again."""
+    from chalicelib.domain.errors import Forbidden
+    from chalicelib.faq import import_claims
+
     _seed(deps, faq_kb)
-    old = entries_of(deps, faq_kb)["Opening hours"]
-    tenants: Any = deps.tenants
-    real = tenants.add_usage_within
-    new_size = content_bytes("Opening hours", ["when are you open"], [], ["8 to 6"])  # the replacement
-
-    def refused(tenant_id: str, delta: int, grows_by: int, quota: int) -> bool:
-        return False if delta == new_size else real(tenant_id, delta, grows_by, quota)
-
-    tenants.add_usage_within = refused
+    old, pets = entries_of(deps, faq_kb)["Opening hours"], entries_of(deps, faq_kb)["Pets"]
     near_quota(deps, faq_kb, 10_000)
+    before = used(deps, faq_kb)
+
+    def refused(*args: Any, **kwargs: Any) -> None:  # the replacement (the batch's one new entry)
+        raise Forbidden("the entry does not fit", code="storage_quota_exceeded")
+
+    monkeypatch.setattr(import_claims, "take_storage", refused)
     view = run_import(deps, faq_kb, ROWS, mode="replace")
     progress = view["progress"]
     assert (progress["failed"], progress["added"], progress["skipped"]) == (1, 0, 1), progress
     assert progress["deleted"] == 1 and progress["kept_for_failed_rows"] == 1  # "Pets" went, not it
     stored = entries_of(deps, faq_kb)
     assert set(stored) == {"Opening hours", "Parking"} and stored["Opening hours"].id == old.id
+    assert stored["Opening hours"].counted_bytes == old.counted_bytes  # the count moved back onto it
+    assert used(deps, faq_kb) == before - pets.counted_bytes  # "Pets" went; nothing else changed
     assert _found(deps, faq_kb, "Opening hours") == [["9 to 5"]]
     keys = [question_key("Opening hours"), question_key("when are you open")]
     holders = deps.faq.question_holders(faq_kb.id, keys)

@@ -31,11 +31,13 @@ def test_a_failed_replacement_keeps_its_entry_though_a_later_row_has_one_of_its_
     ]
     tenants: Any = deps.tenants
     real = tenants.add_usage_within
-    replacement = content_bytes("Opening hours", [], [], [NEW_ANSWER])
+    # what the replacement adds to the old entry's count, moved onto it (replacing.move_count)
+    growth = content_bytes("Opening hours", [], [], [NEW_ANSWER]) - old.counted_bytes
+    assert growth > 0
 
     def refused(tenant_id: str, delta: int, grows_by: int, quota: int) -> bool:
         # another import of the tenant took the room the plan saw: the replacement no longer fits
-        return False if delta == replacement else real(tenant_id, delta, grows_by, quota)
+        return False if delta == growth else real(tenant_id, delta, grows_by, quota)
 
     tenants.add_usage_within = refused
     near_quota(deps, faq_kb, 10_000)
@@ -49,6 +51,7 @@ def test_a_failed_replacement_keeps_its_entry_though_a_later_row_has_one_of_its_
     stored = entries_of(deps, faq_kb)
     assert set(stored) == {"Opening hours", "Hours"}
     assert stored["Opening hours"].id == old.id and stored["Opening hours"].answers == ["9 to 5"]
+    assert stored["Opening hours"].counted_bytes == old.counted_bytes  # the count moved back onto it
     assert stored["Hours"].similar_questions == []
     keys = [question_key("Opening hours"), question_key("when are you open")]
     holders = deps.faq.question_holders(faq_kb.id, keys)
