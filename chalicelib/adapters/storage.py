@@ -21,7 +21,13 @@ from chalicelib.adapters.aws_errors import is_transient
 from chalicelib.domain.storage_backends import backend_of, key_in_backend, storage_url
 from chalicelib.domain.storage_keys import safe_object_key
 from chalicelib.ports import CrossBackendOperation, FileStore, ObjectNotRetained, UnknownStorageBackend
-from chalicelib.ports.storage import ObjectTooLarge, StorageRefused, StorageUnavailable, check_read_limit
+from chalicelib.ports.storage import (
+    ObjectTooLarge,
+    PresignedPost,
+    StorageRefused,
+    StorageUnavailable,
+    check_read_limit,
+)
 
 
 class LocalFileStore:
@@ -110,6 +116,9 @@ class LocalFileStore:
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         raise NotImplementedError("local:// storage has no presigned URLs; uploads stage in the S3 bucket")
+
+    def presign_post(self, key: str, expires_seconds: int, max_bytes: int) -> PresignedPost:
+        raise NotImplementedError("local:// storage has no presigned uploads; uploads stage in the S3 bucket")
 
     def copy(self, src_url: str, dst_key: str) -> str:
         source = self._path(self.key_of(src_url))
@@ -303,6 +312,17 @@ class S3FileStore:
             params["ContentType"] = content_type
         return str(self.client.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_seconds))
 
+    def presign_post(self, key: str, expires_seconds: int, max_bytes: int) -> PresignedPost:
+        # botocore adds the exact `key` (and the bucket) to the policy's conditions: the form cannot name
+        # another object, nor (content-length-range) carry a body over `max_bytes`: S3 answers 400 EntityTooLarge
+        post = self.client.generate_presigned_post(
+            self.bucket,
+            safe_object_key(key),
+            Conditions=[["content-length-range", 0, max_bytes]],
+            ExpiresIn=expires_seconds,
+        )
+        return PresignedPost(url=str(post["url"]), fields={str(k): str(v) for k, v in post["fields"].items()})
+
     def copy(self, src_url: str, dst_key: str) -> str:
         """A server-side CopyObject (no bytes through the function) within the bucket."""
         key = safe_object_key(dst_key)
@@ -362,6 +382,9 @@ class DummyFileStore:
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         raise NotImplementedError("the dummy storage backend has no presigned URLs")
+
+    def presign_post(self, key: str, expires_seconds: int, max_bytes: int) -> PresignedPost:
+        raise NotImplementedError("the dummy storage backend has no presigned uploads")
 
     def copy(self, src_url: str, dst_key: str) -> str:
         raise ObjectNotRetained(f"{src_url}: the dummy storage backend keeps no objects")
@@ -428,6 +451,9 @@ class BackendFileStore:
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         return self.inner.presign_put(key, expires_seconds, content_type)
 
+    def presign_post(self, key: str, expires_seconds: int, max_bytes: int) -> PresignedPost:
+        return self.inner.presign_post(key, expires_seconds, max_bytes)
+
     def copy(self, src_url: str, dst_key: str) -> str:
         """Within the backend only (a server-side copy where it can): another backend's URL is refused."""
         self.inner.copy(self._inner_url(src_url), dst_key)
@@ -492,6 +518,9 @@ class RoutingFileStore:
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         return self.default.presign_put(key, expires_seconds, content_type)
+
+    def presign_post(self, key: str, expires_seconds: int, max_bytes: int) -> PresignedPost:
+        return self.default.presign_post(key, expires_seconds, max_bytes)
 
     def copy(self, src_url: str, dst_key: str) -> str:
         """A copy within the source's backend, to `dst_key` there."""

@@ -15,6 +15,7 @@ from chalicelib.faq.commands import (
     FaqImportRequest,
     FaqListQuery,
     FaqTagsQuery,
+    FaqUploadGrant,
     FaqUploadUrlRequest,
 )
 from chalicelib.ports import Dependencies
@@ -79,7 +80,11 @@ def import_faq(deps: Dependencies, request: Request | None, kb_id: str) -> Respo
 
 
 @operation(
-    "A presigned PUT for an FAQ import file (json, csv, xlsx)", "faq", body=FaqUploadUrlRequest, status=201
+    "A presigned form (POST, size-bound) for an FAQ import file (json, csv, xlsx)",
+    "faq",
+    body=FaqUploadUrlRequest,
+    status=201,
+    response=FaqUploadGrant,
 )
 def faq_import_upload_url(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from chalicelib.commands import Body, Query, code
 
@@ -82,3 +82,14 @@ class FaqImportRequest(Body):
 
 class FaqUploadUrlRequest(Body):
     file_name: str = code("invalid_file_name", min_length=1, max_length=255)
+
+
+class FaqUploadGrant(BaseModel):
+    """The answer of `faq/import/upload-url` (a response model: documented, never validated)."""
+
+    url: str = Field(description="where the form is POSTed (multipart/form-data)")
+    method: Literal["POST"]
+    fields: dict[str, str] = Field(description="the form's fields, sent as they are before the file (`file`)")
+    object_key: str = Field(description="the `object_key` of `faq/import` once the upload is done")
+    expires_in: int = Field(description="seconds the form works")
+    max_size: int = Field(description="the file's largest size in bytes: storage refuses a bigger upload")

@@ -30,8 +30,8 @@ Worker, per delivery:
    by its owner (a delivery that finds the task finished does just that again), so a failed final save is
    redone from the plan.
 
-An uploaded file is bounded (rows.py: MAX_FILE_BYTES when the import starts, rows and text while it is
-read); a queue that does not answer when the import starts is a 503 and the task is recorded failed.
+An upload is bounded (rows.py: MAX_FILE_BYTES by its form, which S3 enforces, at the start and by its length
+when read, a bigger one deleted; rows and text as read); a queue silent at the start: 503, the task failed.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ from chalicelib.faq.import_claims import (
 from chalicelib.faq.keyed import pages, tag_links
 from chalicelib.faq.reservations import release_entries
 from chalicelib.faq.row_report import record_failed_rows
-from chalicelib.faq.rows import MAX_FILE_BYTES, MAX_ROWS, SourceError, read_source
+from chalicelib.faq.rows import FILE_TOO_LARGE, MAX_FILE_BYTES, SourceError, SourceTooLarge, read_source
 from chalicelib.faq.validation import (
     NO_VALID_ROW,
     Plan,
@@ -90,7 +90,7 @@ from chalicelib.faq.validation import (
     replace_refusal,
 )
 from chalicelib.observability import logger
-from chalicelib.ports import Dependencies, ServiceUnreachable
+from chalicelib.ports import Dependencies, ObjectTooLarge, ServiceUnreachable
 from chalicelib.services.events import task_finished
 from chalicelib.services.quotas import storage_left
 from chalicelib.services.usable import require_usable_for_api, require_usable_for_stage
@@ -127,7 +127,9 @@ def upload_url(
         )
     key = f"{import_prefix(tenant_id, kb.id)}uploads/{uuid.uuid4().hex}.{kind}"
     expires = deps.settings.presign_expires_seconds
-    return {"upload_url": deps.inbox.presign_put(key, expires), "object_key": key, "expires_in": expires}
+    form = deps.inbox.presign_post(key, expires, MAX_FILE_BYTES)  # S3 refuses more (a PUT takes 5 GB)
+    grant = {"url": form.url, "method": "POST", "fields": form.fields, "object_key": key}
+    return {**grant, "expires_in": expires, "max_size": MAX_FILE_BYTES}
 
 
 def start_import(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqImportRequest) -> Task:
@@ -153,12 +155,9 @@ def start_import(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqImp
             size = deps.inbox.size(source)
         except FileNotFoundError as error:
             raise NotFound("nothing was uploaded under object_key", code="upload_not_found") from error
-        if size > MAX_FILE_BYTES:  # the worker plans every row at once: it must fit its memory and time
-            raise PayloadTooLarge(
-                f"an FAQ import file holds at most {MAX_FILE_BYTES // (1024 * 1024)} MB and "
-                f"{MAX_ROWS:,} entries; split it into several imports",
-                code="import_file_too_large",
-            )
+        if size > MAX_FILE_BYTES:  # (a store that does not enforce the form's bound): never importable
+            deps.inbox.delete(source)
+            raise PayloadTooLarge(str(SourceTooLarge()), code=FILE_TOO_LARGE)
         file_name = key.rsplit("/", 1)[-1]
     task.params.update(source=source, file_name=file_name)
     task.progress = {"status": "queued", "mode": request.mode, "dry_run": request.dry_run}
@@ -255,7 +254,7 @@ def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
             return
         _execute(deps, task, kb, plan)
     except SourceError as error:
-        _finish(deps, task, kb, TaskStatus.FAILED, error=str(error))
+        _finish(deps, task, kb, TaskStatus.FAILED, error=str(error), error_code=error.code)
     except LeaseLost as error:
         _fail_without_lease(deps, task, str(error))
     except StageError as error:
@@ -301,10 +300,13 @@ def _plan(deps: Dependencies, task: Task, kb: KnowledgeBase) -> Plan:
             task.progress["effective_mode"] = "append"  # the plan is not diffed again
         return Plan.from_json(json.loads(deps.inbox.read(plan_url)))
     source = str(task.params["source"])
-    try:
-        data = deps.inbox.read(source)
+    try:  # bounded: an object replaced since the start is refused by its length, before its bytes are read
+        data = deps.inbox.read(source, limit=MAX_FILE_BYTES)
     except FileNotFoundError as error:
         raise SourceError("the import's source object is gone") from error
+    except ObjectTooLarge as error:
+        deps.inbox.delete(source)  # a dry run keeps its upload for the import; this one can never be
+        raise SourceTooLarge() from error
     read = read_source(data, str(task.params.get("file_name", "entries.json")))
     rows = read.rows
     if read.skipped_sheets:  # saved with the plan's progress (or the dry run's report)

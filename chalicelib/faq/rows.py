@@ -65,8 +65,10 @@ _ALIASES: dict[str, str] = {
 }
 TRUE = {"true", "yes", "y", "1", "是", "t"}
 
-#: an uploaded import file (413 `import_file_too_large` when the import starts)
+#: an uploaded import file: the upload form's size bound (S3 refuses more), and 413 `import_file_too_large`
+#: when the import starts (or a failed import with that code, when the worker finds a bigger object)
 MAX_FILE_BYTES = 10 * 1024 * 1024
+FILE_TOO_LARGE = "import_file_too_large"
 #: entries one import holds (header and blank rows not counted)
 MAX_ROWS = 50_000
 #: cell text a spreadsheet may unpack to, and the cells a CSV or spreadsheet may hold
@@ -87,6 +89,21 @@ class SourceRows:
 
 class SourceError(ValueError):
     """The uploaded object cannot be read as an import (permanent: a retry reads the same bytes)."""
+
+    #: the failed import's `error_code`, where the reason has one
+    code = ""
+
+
+class SourceTooLarge(SourceError):
+    """An uploaded object over MAX_FILE_BYTES (the worker plans every row at once: it must fit its memory)."""
+
+    code = FILE_TOO_LARGE
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"an FAQ import file holds at most {MAX_FILE_BYTES // (1024 * 1024)} MB and "
+            f"{MAX_ROWS:,} entries; split it into several imports"
+        )
 
 
 def _too_many_rows() -> SourceError:
@@ -344,10 +361,8 @@ def read_rows(data: bytes, file_name: str) -> list[ImportRow]:
 
 def read_source(data: bytes, file_name: str) -> SourceRows:
     """read_rows, with the workbook's sheets that were not read."""
-    if len(data) > MAX_FILE_BYTES:  # replaced through its upload URL after the import started
-        raise SourceError(
-            f"the file is over {MAX_FILE_BYTES // (1024 * 1024)} MB: split it into several imports"
-        )
+    if len(data) > MAX_FILE_BYTES:  # (the worker's read refuses one before its bytes are read)
+        raise SourceTooLarge()
     kind = file_name.rsplit(".", 1)[-1].lower() if "." in file_name else ""
     if kind == "json":
         try:

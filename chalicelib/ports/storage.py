@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from chalicelib.domain.errors import AppError
+
+
+@dataclass(frozen=True)
+class PresignedPost:
+    """An HTML-form upload a client POSTs to `url` (multipart/form-data: `fields` as they are, then the
+    file as the last field, `file`); the store refuses a body over the size it was signed for."""
+
+    url: str
+    fields: dict[str, str] = field(default_factory=dict)
 
 
 class FileStore(Protocol):
@@ -49,7 +59,12 @@ class FileStore(Protocol):
     def key_of(self, url: str) -> str: ...
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
-        """An HTTP URL a client can PUT the object's bytes to."""
+        """An HTTP URL a client can PUT the object's bytes to (of any size: S3 takes up to 5 GB)."""
+        ...
+
+    def presign_post(self, key: str, expires_seconds: int, max_bytes: int) -> PresignedPost:
+        """A form upload of exactly `key` that the store itself refuses when its body is over `max_bytes`
+        (S3's `content-length-range` policy condition). A backend without one raises NotImplementedError."""
         ...
 
     def copy(self, src_url: str, dst_key: str) -> str:

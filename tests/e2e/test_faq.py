@@ -207,7 +207,10 @@ def _xlsx_import(api: Api, runtime: LocalRuntime, services: Services, rows: int)
     grant = api.post(f"/knowledge-bases/{kb['id']}/faq/import/upload-url", {"file_name": "faq.xlsx"})
     assert grant.status_code == 201, grant.json_body
     data = grant.json_body["data"]
-    assert requests.put(data["upload_url"], data=_xlsx(rows), timeout=60).status_code == 200
+    form = requests.post(
+        data["url"], data=data["fields"], files={"file": ("faq.xlsx", _xlsx(rows))}, timeout=60
+    )
+    assert form.status_code == 204
     task_id = start(api, kb["id"], {"object_key": data["object_key"]})
     runtime.drain(timeout=1800)
     view = task(api, task_id)

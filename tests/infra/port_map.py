@@ -92,6 +92,7 @@ FILE_STORE_METHODS: dict[str, tuple[str, ...]] = {
     "key_of": (),
     # a presigned URL carries the signer's permissions: the role must allow what the URL's holder does
     "presign_put": ("s3:PutObject",),
+    "presign_post": ("s3:PutObject",),  # a form upload is a PutObject too
     "presign_get": ("s3:GetObject",),
     "copy": ("s3:GetObject", "s3:PutObject"),
     "backend": (),  # the store it returns is used through dynamic dispatch (not followed)

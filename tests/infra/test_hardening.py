@@ -163,6 +163,8 @@ def test_the_files_bucket_cors_follows_the_cors_origins_parameter(template: dict
         ]
     }
     assert "*" not in json.dumps(rule["AllowedOrigins"]).replace("https://*.execute-api", "")
+    # the console uploads documents with a presigned PUT and FAQ import files with a presigned form (POST)
+    assert set(rule["AllowedMethods"]) == {"GET", "PUT", "POST"}
 
 
 def test_only_this_accounts_bucket_may_send_to_the_uploads_queue(template: dict[str, Any]) -> None:

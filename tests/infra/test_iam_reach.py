@@ -283,7 +283,10 @@ def client_operations(cls: type, method: str, service: str, seen: set[str] | Non
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         receiver, name = node.func.value, node.func.attr
-        if isinstance(receiver, ast.Attribute) and receiver.attr == "client" and name in by_snake:
+        on_client = isinstance(receiver, ast.Attribute) and receiver.attr == "client"
+        if on_client and name == "generate_presigned_post":  # a form upload (POST Object) is a PutObject
+            found.add(f"{prefix}:PutObject")
+        elif on_client and name in by_snake:
             found.add(f"{prefix}:{by_snake[name]}")
         elif isinstance(receiver, ast.Name) and receiver.id == "self" and hasattr(cls, name):
             found |= client_operations(cls, name, service, seen)

@@ -44,7 +44,7 @@ def import_uploaded_csv(deps: Services, kb: KnowledgeBase, text: str) -> dict[st
     grant = upload_url(deps, kb.tenant_id, kb.id, FaqUploadUrlRequest(file_name="faq.csv"))
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
-    inbox.put_presigned(grant["upload_url"], text.encode())
+    inbox.post_presigned(grant["fields"], text.encode())
     task = start_import(deps, kb.tenant_id, kb.id, FaqImportRequest(object_key=grant["object_key"]))
     drain(deps)
     return task_view(deps, task.id)
@@ -615,7 +615,7 @@ def test_uploaded_csv_is_read_and_deleted_at_the_end(deps: Services, faq_kb: Kno
     )
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
-    inbox.put_presigned(grant["upload_url"], text.encode("utf-8-sig"))
+    inbox.post_presigned(grant["fields"], text.encode("utf-8-sig"))
     task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
     drain(deps)
     assert task_view(deps, task.id)["progress"]["added"] == 2
@@ -770,7 +770,7 @@ def test_the_last_result_gives_a_fresh_download_link_and_a_dry_run_keeps_the_upl
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
     grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name="faq.json"))
-    inbox.put_presigned(grant["upload_url"], json.dumps({"entries": [entry("ok"), entry("")]}).encode())
+    inbox.post_presigned(grant["fields"], json.dumps({"entries": [entry("ok"), entry("")]}).encode())
     start_import(
         deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"], dry_run=True)
     )
@@ -834,7 +834,7 @@ def test_an_unreadable_upload_fails_the_import_and_frees_the_knowledge_base(
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
     grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name=file_name))
-    inbox.put_presigned(grant["upload_url"], data)
+    inbox.post_presigned(grant["fields"], data)
     task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
     drain(deps)
     view = task_view(deps, task.id)
@@ -1060,7 +1060,7 @@ def _upload(deps: Services, kb: KnowledgeBase, file_name: str, data: bytes) -> s
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
     grant = upload_url(deps, kb.tenant_id, kb.id, FaqUploadUrlRequest(file_name=file_name))
-    inbox.put_presigned(grant["upload_url"], data)
+    inbox.post_presigned(grant["fields"], data)
     return str(grant["object_key"])
 
 
@@ -1072,7 +1072,9 @@ def test_an_upload_over_the_size_limit_is_refused_when_the_import_starts(
     from chalicelib.faq.importing import start_import
     from chalicelib.faq.rows import MAX_FILE_BYTES
 
-    key = _upload(deps, faq_kb, "faq.csv", b"question,answers\n" + b"q,a\n" * (MAX_FILE_BYTES // 4))
+    key = _upload(deps, faq_kb, "faq.csv", b"question,answers\nq,a\n")
+    # S3 refuses the form a bigger body; a store that does not hold it to its bound (moto) takes it
+    deps.inbox.save(key, b"question,answers\n" + b"q,a\n" * (MAX_FILE_BYTES // 4))
     with pytest.raises(PayloadTooLarge) as refused:
         start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=key))
     assert refused.value.status == 413 and refused.value.code == "import_file_too_large"

@@ -35,7 +35,7 @@ def import_uploaded_json(deps: Services, kb: KnowledgeBase, text: str) -> dict[s
     grant = upload_url(deps, kb.tenant_id, kb.id, FaqUploadUrlRequest(file_name="faq.json"))
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
-    inbox.put_presigned(grant["upload_url"], text.encode())
+    inbox.post_presigned(grant["fields"], text.encode())
     task = start_import(deps, kb.tenant_id, kb.id, FaqImportRequest(object_key=grant["object_key"]))
     drain(deps)
     stored = deps.tasks.get(task.id)

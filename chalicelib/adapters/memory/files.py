@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.storage_keys import safe_object_key
-from chalicelib.ports.storage import check_read_limit
+from chalicelib.ports.storage import PresignedPost, check_read_limit
 
 if TYPE_CHECKING:
     pass
+
+
+class UploadRefused(ValueError):
+    """What S3 answers a form upload its policy refuses (400 EntityTooLarge, AccessDenied for another key)."""
 
 
 class MemoryFileStore:
@@ -21,6 +26,7 @@ class MemoryFileStore:
         self.name = name
         self._objects: dict[str, tuple[bytes, str]] = {}
         self._presigned: dict[str, str] = {}  # presigned URL -> key
+        self._posts: dict[str, tuple[str, int]] = {}  # a form's policy -> (key, max bytes)
         self._lock = threading.Lock()
 
     def url_for(self, key: str) -> str:
@@ -95,6 +101,24 @@ class MemoryFileStore:
         with self._lock:
             self._presigned[url] = key
         return url
+
+    def presign_post(self, key: str, expires_seconds: int, max_bytes: int) -> PresignedPost:
+        key = safe_object_key(key)
+        policy = f"{key}?expires={int(time.time()) + expires_seconds}&max={max_bytes}"
+        with self._lock:
+            self._posts[policy] = (key, max_bytes)
+        return PresignedPost(url=f"https://{self.name}.mem.invalid/", fields={"key": key, "policy": policy})
+
+    def post_presigned(self, fields: Mapping[str, str], data: bytes) -> str:
+        """What a client's form upload (a grant's `fields`, then the file) does, as S3 checks its policy:
+        the object is stored under the signed key, unless its body is over the signed size."""
+        with self._lock:
+            granted = self._posts.get(str(fields.get("policy")))
+        if granted is None or granted[0] != fields.get("key"):
+            raise UploadRefused(f"no form upload was signed for {fields.get('key')!r}")
+        if len(data) > granted[1]:
+            raise UploadRefused(f"EntityTooLarge: {len(data)} bytes, the policy allows {granted[1]}")
+        return self.save(granted[0], data)
 
     def copy(self, src_url: str, dst_key: str) -> str:
         data, content_type = self._object(src_url)

@@ -218,10 +218,17 @@ class ApiClient:
 
     @staticmethod
     def put_presigned(grant: dict[str, Any], path: Path) -> None:
+        """The file to storage as the grant says: a PUT to `upload_url`, or a form POSTed to `url` (its
+        `fields`, then the file last, as S3 wants it)."""
         with path.open("rb") as fh:
-            put = storage_request("PUT", grant["upload_url"], data=fh, headers=grant.get("headers") or {})
+            if grant.get("method") == "POST":
+                files = {"file": (path.name, fh)}
+                put = storage_request("POST", grant["url"], data=grant.get("fields") or {}, files=files)
+            else:
+                put = storage_request("PUT", grant["upload_url"], data=fh, headers=grant.get("headers") or {})
         if not put.ok:
-            raise ApiError(put.status_code, "upload_failed", f"PUT to storage failed: {put.text[:200]}")
+            what = "POST" if grant.get("method") == "POST" else "PUT"
+            raise ApiError(put.status_code, "upload_failed", f"{what} to storage failed: {put.text[:200]}")
 
     def knowledge(self, knowledge_id: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/knowledge/{knowledge_id}"))

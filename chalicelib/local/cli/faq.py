@@ -91,6 +91,8 @@ def _import(args: argparse.Namespace, console: Console, base: str) -> int:
     else:
         grant = api.call("POST", f"{base}/import/upload-url", json={"file_name": path.name})
         try:
+            if path.stat().st_size > int(grant.get("max_size") or 0) > 0:  # storage would refuse it (400)
+                raise CliError("file_too_large", f"{path} is over {grant['max_size']:,} bytes: split it")
             api.put_presigned(grant, path)
         except OSError as exc:
             raise CliError("file_unreadable", f"cannot read {path}: {exc.strerror or exc}") from exc
