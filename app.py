@@ -15,6 +15,7 @@ from chalicelib.api import (
     http,
     routes,
     service_routes,
+    share_routes,
     webhook_routes,
 )
 from chalicelib.bootstrap import get_deps
@@ -395,6 +396,21 @@ def unshare_knowledge_base(kb_id: str, tenant_id: str) -> Response:
 @app.route(f"{V1}/shared-knowledge-bases/{{kb_id}}", methods=["DELETE"])
 def decline_shared_knowledge_base(kb_id: str) -> Response:
     return routes.decline_shared_knowledge_base(get_deps(), app.current_request, kb_id)
+
+
+@app.route(f"{V1}/shared-knowledge-bases/blocked-tenants", methods=["POST"])
+def block_tenant() -> Response:
+    return share_routes.block_tenant(get_deps(), app.current_request)
+
+
+@app.route(f"{V1}/shared-knowledge-bases/blocked-tenants", methods=["GET"])
+def list_blocked_tenants() -> Response:
+    return share_routes.list_blocked_tenants(get_deps(), app.current_request)
+
+
+@app.route(f"{V1}/shared-knowledge-bases/blocked-tenants/{{tenant_id}}", methods=["DELETE"])
+def unblock_tenant(tenant_id: str) -> Response:
+    return share_routes.unblock_tenant(get_deps(), app.current_request, tenant_id)
 
 
 # ---------------------------------------------------------------- tenant

@@ -794,6 +794,10 @@ class ShareRequest(Body):
     tenant_id: str = code("invalid_tenant_id", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
 
 
+class BlockTenantRequest(ShareRequest):
+    """Block an owner tenant: its shares with this tenant are removed and its next ones refused."""
+
+
 class DeadLetterQuery(Query):
     queue: QueueName | None = code("invalid_queue", default=None)
     limit: int = code("invalid_limit", default=100, ge=1, le=1000)

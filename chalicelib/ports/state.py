@@ -1,6 +1,6 @@
 """The state: one repository port per aggregate (tenants and keys, knowledge bases, knowledge, tags, chunks,
-spans, usage, tasks; the graph's is chalicelib/ports/graph.py and the wiki's chalicelib/ports/wiki.py,
-re-exported here)."""
+spans, usage, tasks; the graph's is chalicelib/ports/graph.py, the wiki's chalicelib/ports/wiki.py and the
+shares' chalicelib/ports/shares.py, re-exported here)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from chalicelib.ports.graph import GraphEdge as GraphEdge
 from chalicelib.ports.graph import GraphNeighbourhood as GraphNeighbourhood
 from chalicelib.ports.graph import GraphNode as GraphNode
 from chalicelib.ports.graph import GraphRepo as GraphRepo
+from chalicelib.ports.shares import ShareRepo as ShareRepo
 from chalicelib.ports.wiki import WikiOp as WikiOp
 from chalicelib.ports.wiki import WikiPageRecord as WikiPageRecord
 from chalicelib.ports.wiki import WikiRepo as WikiRepo
@@ -99,21 +100,6 @@ class ApiKeyRepo(Protocol):
         """Up to `limit` of the tenant's issued (and revoked) keys after the one whose hash is `after` ("":
         from the first), in the store's order (by the item's key), read a page at a time."""
         ...
-
-
-class ShareRepo(Protocol):
-    """Read-only shares of a knowledge base with other tenants. `tenants_of` is strongly consistent, so a
-    revoked share is refused at once; `add` answers False (nothing written) past the tenant's `cap`."""
-
-    def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str, cap: int | None = None) -> bool: ...
-
-    def remove(self, kb_id: str, tenant_id: str) -> bool: ...  # False: it was not shared with the tenant
-
-    def tenants_of(self, kb_id: str) -> list[str]: ...
-
-    def shared_with(self, tenant_id: str) -> list[str]: ...
-
-    def drop(self, kb_id: str) -> None: ...  # every share of a deleted knowledge base (none: a no-op)
 
 
 class KnowledgeBaseRepo(Protocol):

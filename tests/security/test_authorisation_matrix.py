@@ -51,6 +51,7 @@ SAMPLE_BODIES: dict[str, dict[str, Any]] = {
     "FaqImportRequest": {"dry_run": True, "entries": [{"standard_question": "q {n}?", "answers": ["a"]}]},
     "FaqUploadUrlRequest": {"file_name": "probe-{n}.csv"},
     "ShareRequest": {"tenant_id": "{peer_tenant_id}"},
+    "BlockTenantRequest": {"tenant_id": "{peer_tenant_id}"},
     # a public address literal: the SSRF check passes without DNS
     "CreateWebhookRequest": {
         "url": "https://93.184.216.34/probe-{n}",
@@ -392,12 +393,21 @@ ADMIN_BY_DECISION = {
     "list_knowledge_base_shares",
     "unshare_knowledge_base",
     "decline_shared_knowledge_base",
+    "block_tenant",
+    "list_blocked_tenants",
+    "unblock_tenant",
 }
 #: reads that need a write key: a webhook's URL may carry its receiver's credentials (managing webhooks is
 #: a write)
 WRITE_BY_DECISION = {"list_webhooks", "get_webhook", "list_webhook_deliveries"}
 #: what acts on the tenant as a whole: refused to a key limited to some knowledge bases
-WHOLE_TENANT = {"create_knowledge_base", "put_tenant_settings"}
+WHOLE_TENANT = {
+    "create_knowledge_base",
+    "put_tenant_settings",
+    "block_tenant",  # tests/service/test_share_blocks.py
+    "list_blocked_tenants",
+    "unblock_tenant",
+}
 #: what the tenant a knowledge base is shared with does to the share itself (tests/service/test_kb_listing_caps.py)
 RECIPIENT_ACTS = {"decline_shared_knowledge_base"}
 #: reads of what is not the knowledge base's own: the owner's tasks stay the owner's
@@ -495,12 +505,12 @@ def test_a_key_limited_to_another_knowledge_base(tenants: tuple[Tenant, Tenant],
     problems = []
     for route in _tenant_routes():
         sent = call(a.api, route, a.ids, key)
-        if takes_ids(route):
-            if sent.status_code != 404:
-                problems.append(f"{route}: {sent.status_code} (expected 404) {sent.body[:160]!r}")
-        elif route.view in WHOLE_TENANT:
+        if route.view in WHOLE_TENANT:  # refused whatever it names (an unblock names a tenant)
             if (sent.status_code, sent.json_body["error"]["code"]) != (403, "kb_limited_key"):
                 problems.append(f"{route}: {sent.status_code} (expected 403 kb_limited_key)")
+        elif takes_ids(route):
+            if sent.status_code != 404:
+                problems.append(f"{route}: {sent.status_code} (expected 404) {sent.body[:160]!r}")
         elif sent.status_code not in (200, 201, 202, 400):
             problems.append(f"{route}: {sent.status_code} {sent.body[:160]!r}")
         if leaked := _leaks(sent, a.ids):

@@ -462,7 +462,8 @@ def build_models(settings: Settings) -> Models:
     class ShareItem(Model):
         """The tenants a knowledge base is shared with (read-only), in the tenants table under
         `share#<kb_id>` (no `api_key_hash`, so it stays out of the api-key index and tenant listings), and
-        its reverse, the knowledge bases shared with a tenant, under `shared-with#<tenant_id>` (`kbs`)."""
+        its reverse, the knowledge bases shared with a tenant, under `shared-with#<tenant_id>` (`kbs`), which
+        also holds the owner tenants that tenant blocks (`blocked`), so a share's add checks them atomically."""
 
         class Meta:
             table_name = settings.table("tenants")
@@ -472,6 +473,7 @@ def build_models(settings: Settings) -> Models:
         owner_tenant_id = UnicodeAttribute(null=True)
         tenants = UnicodeSetAttribute(null=True)
         kbs = UnicodeSetAttribute(null=True)
+        blocked = UnicodeSetAttribute(null=True)
 
     del region
 

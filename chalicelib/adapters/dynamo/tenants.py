@@ -245,7 +245,11 @@ class DynamoShareRepo:
     set of tenants is changed with ADD / DELETE updates (no read-modify-write race). A reverse item per
     tenant lists the knowledge bases shared with it; listings check each entry against the share item, so
     a reverse entry left by a crash between the two updates (of `add` or `remove`) shows nothing. Such a
-    stale entry would hold a slot of the cap for ever: an `add` the cap refuses drops them and tries again."""
+    stale entry would hold a slot of the cap for ever: an `add` the cap refuses drops them and tries again.
+
+    The reverse item also holds the owners the tenant blocks: both of an add's writes to it are conditional
+    on the owner not being blocked, and a block removes the owner's shares only after it is written, so an
+    add under way as a block lands either has its share seen and removed by the block or undoes it itself."""
 
     def __init__(self, models: Models):
         assert models.share is not None
@@ -253,47 +257,63 @@ class DynamoShareRepo:
 
     def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str, cap: int | None = None) -> bool:
         m = self.model
-        if not self._list(tenant_id, kb_id, cap) and not (
-            self._drop_stale(tenant_id) and self._list(tenant_id, kb_id, cap)
+        if not self._list(owner_tenant_id, tenant_id, kb_id, cap) and not (
+            self._drop_stale(tenant_id) and self._list(owner_tenant_id, tenant_id, kb_id, cap)
         ):
             return False
         m(SHARE_ITEM_PREFIX + kb_id).update(
             actions=[m.owner_tenant_id.set(owner_tenant_id), m.tenants.add({tenant_id})]
         )
         # another add's _drop_stale may have taken the entry off before the line above (it saw the share
-        # item without the tenant); now the share item lists it, no drop can: put it back (a no-op mostly)
-        m(SHARED_WITH_PREFIX + tenant_id).update(actions=[m.kbs.add({kb_id})])
+        # item without the tenant); now the share item lists it, no drop can: put it back (a no-op mostly).
+        # A block written since the first write may have read the share item before the line above: undo.
+        if not self._relist(owner_tenant_id, tenant_id, kb_id):
+            self.remove(kb_id, tenant_id)
+            return False
         return True
 
-    def _list(self, tenant_id: str, kb_id: str, cap: int | None) -> bool:
-        """The reverse entry, first: the cap is the reverse item's own condition, so concurrent shares
-        with one tenant cannot pass it. False when the cap refuses it."""
+    def _not_blocked(self, owner_tenant_id: str) -> Any:
         m = self.model
-        held = None if cap is None else m.kbs.does_not_exist() | (size(m.kbs) < cap) | m.kbs.contains(kb_id)
+        return m.blocked.does_not_exist() | ~m.blocked.contains(owner_tenant_id)
+
+    def _list(self, owner_tenant_id: str, tenant_id: str, kb_id: str, cap: int | None) -> bool:
+        """The reverse entry, first: the cap and the block are the reverse item's own condition, so
+        concurrent shares with one tenant cannot pass it. False when either refuses it."""
+        m = self.model
+        condition = self._not_blocked(owner_tenant_id)
+        if cap is not None:
+            condition &= m.kbs.does_not_exist() | (size(m.kbs) < cap) | m.kbs.contains(kb_id)
+        return self._updated(SHARED_WITH_PREFIX + tenant_id, [m.kbs.add({kb_id})], condition)
+
+    def _relist(self, owner_tenant_id: str, tenant_id: str, kb_id: str) -> bool:
+        """Add's last write (tests/e2e/test_share_blocks_dynamo.py lands a block just before it)."""
+        m = self.model
+        return self._updated(
+            SHARED_WITH_PREFIX + tenant_id, [m.kbs.add({kb_id})], self._not_blocked(owner_tenant_id)
+        )
+
+    def _held(self, tenant_id: str) -> tuple[Any | None, list[Any]]:
+        """The tenant's reverse item (None: it has none) and the share items of its entries that list the
+        tenant, strongly consistent (as tenants_of); the share items in batches of 100, not one read each."""
         try:
-            m(SHARED_WITH_PREFIX + tenant_id).update(actions=[m.kbs.add({kb_id})], condition=held)
-        except UpdateError as error:
-            if error.cause_response_code == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+            item = self.model.get(SHARED_WITH_PREFIX + tenant_id, consistent_read=True)
+        except DoesNotExist:
+            return None, []
+        keys = [SHARE_ITEM_PREFIX + kb_id for kb_id in sorted(item.kbs or ())]
+        shares = self.model.batch_get(keys, consistent_read=True) if keys else []
+        return item, [share for share in shares if tenant_id in (share.tenants or ())]
 
     def _drop_stale(self, tenant_id: str) -> int:
         """Drops the reverse entries whose share item does not list the tenant; how many it dropped. Each
         drop is a transaction with the check that the share item still does not list it, so an add that
         wrote its share item meanwhile keeps its entry."""
         m = self.model
-        try:
-            item = m.get(SHARED_WITH_PREFIX + tenant_id, consistent_read=True)
-        except DoesNotExist:
+        item, shares = self._held(tenant_id)
+        if item is None:
             return 0
-        kb_ids = set(item.kbs or ())
-        shares = m.batch_get([SHARE_ITEM_PREFIX + kb_id for kb_id in sorted(kb_ids)], consistent_read=True)
-        held = {
-            share.id.removeprefix(SHARE_ITEM_PREFIX) for share in shares if tenant_id in (share.tenants or ())
-        }
+        held = {share.id.removeprefix(SHARE_ITEM_PREFIX) for share in shares}
         dropped = 0
-        for kb_id in sorted(kb_ids - held):
+        for kb_id in sorted(set(item.kbs or ()) - held):
             try:
                 with TransactWrite(connection=m._get_connection().connection) as tx:
                     tx.condition_check(
@@ -312,14 +332,10 @@ class DynamoShareRepo:
 
     def remove(self, kb_id: str, tenant_id: str) -> bool:
         m = self.model
-        try:
-            m(SHARE_ITEM_PREFIX + kb_id).update(
-                actions=[m.tenants.delete({tenant_id})], condition=m.tenants.contains(tenant_id)
-            )
-        except UpdateError as error:
-            if error.cause_response_code == "ConditionalCheckFailedException":
-                return False
-            raise
+        if not self._updated(
+            SHARE_ITEM_PREFIX + kb_id, [m.tenants.delete({tenant_id})], m.tenants.contains(tenant_id)
+        ):
+            return False
         self._unlist(tenant_id, kb_id)
         return True
 
@@ -335,17 +351,13 @@ class DynamoShareRepo:
         m(SHARE_ITEM_PREFIX + kb_id).delete()
 
     def shared_with(self, tenant_id: str) -> list[str]:
-        try:
-            item = self.model.get(SHARED_WITH_PREFIX + tenant_id, consistent_read=True)
-        except DoesNotExist:
-            return []
-        kb_ids = sorted(item.kbs or ())
-        # the share items in batches of 100 (strongly consistent, as tenants_of), not one read each
-        shares = self.model.batch_get([SHARE_ITEM_PREFIX + kb_id for kb_id in kb_ids], consistent_read=True)
-        held = {
-            share.id.removeprefix(SHARE_ITEM_PREFIX) for share in shares if tenant_id in (share.tenants or ())
-        }
-        return [kb_id for kb_id in kb_ids if kb_id in held]
+        item, shares = self._held(tenant_id)
+        blocked = set(item.blocked or ()) if item is not None else set()
+        return sorted(
+            share.id.removeprefix(SHARE_ITEM_PREFIX)
+            for share in shares
+            if share.owner_tenant_id not in blocked
+        )
 
     def tenants_of(self, kb_id: str) -> list[str]:
         try:
@@ -353,3 +365,49 @@ class DynamoShareRepo:
         except DoesNotExist:
             return []
         return sorted(item.tenants or ())
+
+    def block(self, tenant_id: str, owner_tenant_id: str, cap: int | None = None) -> list[str] | None:
+        m = self.model
+        room = None
+        if cap is not None:
+            room = m.blocked.does_not_exist() | (size(m.blocked) < cap) | m.blocked.contains(owner_tenant_id)
+        if not self._updated(SHARED_WITH_PREFIX + tenant_id, [m.blocked.add({owner_tenant_id})], room):
+            return None
+        # read after the block is written: an add that wrote its share item before this read is seen here;
+        # one that writes it after fails its _relist and undoes it
+        _, shares = self._held(tenant_id)
+        owned = sorted(
+            share.id.removeprefix(SHARE_ITEM_PREFIX)
+            for share in shares
+            if share.owner_tenant_id == owner_tenant_id
+        )
+        return [kb_id for kb_id in owned if self.remove(kb_id, tenant_id)]
+
+    def unblock(self, tenant_id: str, owner_tenant_id: str) -> bool:
+        m = self.model
+        return self._updated(
+            SHARED_WITH_PREFIX + tenant_id,
+            [m.blocked.delete({owner_tenant_id})],
+            m.blocked.contains(owner_tenant_id),
+        )
+
+    def blocked(self, tenant_id: str) -> list[str]:
+        try:
+            item = self.model.get(SHARED_WITH_PREFIX + tenant_id, consistent_read=True)
+        except DoesNotExist:
+            return []
+        return sorted(item.blocked or ())
+
+    def blocks(self, tenant_id: str, owner_tenant_id: str) -> bool:
+        return owner_tenant_id in self.blocked(tenant_id)
+
+    def _updated(self, item_id: str, actions: list[Any], condition: Any) -> bool:
+        """One conditional update of an item; False when its condition refused it (nothing written)."""
+        m = self.model
+        try:
+            m(item_id).update(actions=actions, condition=condition)
+        except UpdateError as error:
+            if error.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True

@@ -158,15 +158,19 @@ class MemoryApiKeyRepo:
 class MemoryShareRepo:
     """As DynamoShareRepo: a share item per knowledge base and a reverse set per tenant, written in that
     order by `add` (reverse first, under the cap) and the other way by `remove`; listings check reverse
-    entries against the share items, and an `add` the cap refuses drops the stale ones and tries again."""
+    entries against the share items, and an `add` the cap refuses drops the stale ones and tries again.
+    Beside its reverse set, the owners the tenant blocks (under one lock here, so no add races a block)."""
 
     def __init__(self) -> None:
         self._rows: dict[str, tuple[str, set[str]]] = {}
         self._reverse: dict[str, set[str]] = {}
+        self._blocked: dict[str, set[str]] = {}
         self._lock = threading.Lock()
 
     def add(self, owner_tenant_id: str, kb_id: str, tenant_id: str, cap: int | None = None) -> bool:
         with self._lock:
+            if owner_tenant_id in self._blocked.get(tenant_id, ()):
+                return False
             listed = self._reverse.setdefault(tenant_id, set())
             if cap is not None and kb_id not in listed and len(listed) >= cap:
                 listed -= {kb for kb in listed if tenant_id not in self._tenants(kb)}
@@ -206,5 +210,44 @@ class MemoryShareRepo:
 
     def shared_with(self, tenant_id: str) -> list[str]:
         with self._lock:
-            listed = self._reverse.get(tenant_id, set())
-            return sorted(kb_id for kb_id in listed if tenant_id in self._tenants(kb_id))
+            listed, blocked = self._reverse.get(tenant_id, set()), self._blocked.get(tenant_id, set())
+            return sorted(
+                kb_id
+                for kb_id in listed
+                if tenant_id in self._tenants(kb_id) and self._rows[kb_id][0] not in blocked
+            )
+
+    def block(self, tenant_id: str, owner_tenant_id: str, cap: int | None = None) -> list[str] | None:
+        with self._lock:
+            blocked = self._blocked.setdefault(tenant_id, set())
+            if cap is not None and owner_tenant_id not in blocked and len(blocked) >= cap:
+                return None
+            blocked.add(owner_tenant_id)
+            removed = sorted(
+                kb_id
+                for kb_id in self._reverse.get(tenant_id, set())
+                if kb_id in self._rows
+                and self._rows[kb_id][0] == owner_tenant_id
+                and tenant_id in self._rows[kb_id][1]
+            )
+            for kb_id in removed:
+                owner, tenants = self._rows[kb_id]
+                self._rows[kb_id] = (owner, tenants - {tenant_id})
+                self._unlist(tenant_id, kb_id)
+            return removed
+
+    def unblock(self, tenant_id: str, owner_tenant_id: str) -> bool:
+        with self._lock:
+            blocked = self._blocked.get(tenant_id, set())
+            if owner_tenant_id not in blocked:
+                return False
+            blocked.discard(owner_tenant_id)
+            return True
+
+    def blocked(self, tenant_id: str) -> list[str]:
+        with self._lock:
+            return sorted(self._blocked.get(tenant_id, set()))
+
+    def blocks(self, tenant_id: str, owner_tenant_id: str) -> bool:
+        with self._lock:
+            return owner_tenant_id in self._blocked.get(tenant_id, set())

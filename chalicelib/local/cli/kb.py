@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from chalicelib.local.cli import share_blocks
 from chalicelib.local.cli.client import ApiClient, CliError
 from chalicelib.local.cli.output import (
     client,
@@ -576,6 +577,7 @@ def register(sub: Any) -> None:
     command(
         sh_sub, "decline", "give up a knowledge base another tenant shared with yours", cmd_share
     ).add_argument("kb")
+    share_blocks.register(sh_sub)
 
     tg = sub.add_parser("tags", help="a knowledge base's tags: list, create, show, update, delete")
     tg_sub = tg.add_subparsers(dest="action", required=True)
