@@ -243,7 +243,7 @@ def _png() -> bytes:
     from PIL import Image
 
     buffer = io.BytesIO()
-    Image.new("RGB", (120, 90), (200, 80, 20))  # larger than an icon.save(buffer, "PNG")
+    Image.new("RGB", (120, 90), (200, 80, 20)).save(buffer, "PNG")  # larger than an icon
     return buffer.getvalue()
 
 
