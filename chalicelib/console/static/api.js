@@ -3,7 +3,8 @@
 const KEY = "weknora.key";
 const OPERATOR_KEY = "weknora.operatorKey";
 
-export const prefix = location.pathname.replace(/\/console(\/.*)?$/, "");
+// one leading slash: a path like //host/console/ would make every call protocol-relative, to that host
+export const prefix = location.pathname.replace(/\/console(\/.*)?$/, "").replace(/^\/+/, "/");
 export const API = `${prefix}/api/v1`;
 
 export const keys = {
