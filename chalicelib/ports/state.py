@@ -88,6 +88,12 @@ class TenantRepo(Protocol):
         """Every tenant, ordered by id (operators only: a full read of the table)."""
         ...
 
+    def page(self, after: str, limit: int) -> list[Tenant]:
+        """At most `limit` tenants after the tenant id `after` ("": from the first) in the store's order (by
+        id in memory; DynamoDB's scan order, which a Scan from `after`'s key goes on from): a page read, not
+        the table."""
+        ...
+
 
 class ApiKeyRepo(Protocol):
     """Issued API keys by hash. `get` is strongly consistent, so a revoked key is refused at once."""

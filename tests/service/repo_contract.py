@@ -1163,6 +1163,25 @@ class RepoContract:
         assert tenant.id in listed and listed[tenant.id].name == "acme"
         assert not any(t.id.startswith("apikey#") or t.id == first.key_hash for t in listed.values())
 
+    def test_tenants_are_read_a_page_at_a_time_each_once_and_no_key_or_share_record(
+        self, repos: Repos
+    ) -> None:
+        """Pages of `limit` tenants, each going on after the last one's id, give every tenant once (the
+        table is shared with other tests: the walk checks its own tenants) and no key or share record."""
+        mine = {new_id() for _ in range(5)}
+        for tenant_id in sorted(mine):
+            repos.tenants.put(Tenant(tenant_id, "paged", api_key_hash(f"wk-{tenant_id}")))
+            repos.api_keys.put(ApiKey.issue(tenant_id, "k")[0])
+        repos.shares.add(sorted(mine)[0], new_id(), sorted(mine)[1])
+        seen: list[str] = []
+        after = ""
+        while page := repos.tenants.page(after, 2):
+            assert len(page) <= 2
+            seen += [t.id for t in page]
+            after = page[-1].id
+        assert len(seen) == len(set(seen)) and mine <= set(seen)
+        assert not any(i.startswith(("apikey#", "share#", "shared-with#")) for i in seen)
+
     def test_a_tenants_api_keys_are_read_a_page_at_a_time_each_once(self, repos: Repos) -> None:
         """Pages of `limit` keys, each going on after the last one's hash, give every key of the tenant once
         and none of another's (stored between them)."""

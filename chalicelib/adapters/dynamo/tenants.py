@@ -23,6 +23,8 @@ from chalicelib.domain.types import (
 
 #: a bound no counter reaches: the condition of an unlimited conditional add
 NO_LIMIT = 2**62
+#: items one scan request of a tenants page reads (key and share records among them, filtered out)
+TENANT_SCAN_PAGE_ITEMS = 1000
 
 
 class DynamoTenantRepo:
@@ -186,6 +188,16 @@ class DynamoTenantRepo:
         # Key records share the table but carry no api_key_hash: the filter leaves them out.
         items = self.model.scan(filter_condition=self.model.api_key_hash.exists())
         return sorted((self._from_item(item) for item in items), key=lambda t: t.id)
+
+    def page(self, after: str, limit: int) -> list[Tenant]:
+        m = self.model
+        items = m.scan(
+            filter_condition=m.api_key_hash.exists(),  # not key or share records
+            last_evaluated_key={"id": {"S": after}} if after else None,
+            limit=limit,  # PynamoDB reads pages until this many match, and no further
+            page_size=TENANT_SCAN_PAGE_ITEMS,
+        )
+        return [self._from_item(item) for item in items]
 
 
 API_KEY_ITEM_PREFIX = "apikey#"

@@ -129,6 +129,10 @@ class MemoryTenantRepo:
         with self._lock:
             return [copy.deepcopy(self._rows[k]) for k in sorted(self._rows)]
 
+    def page(self, after: str, limit: int) -> list[Tenant]:
+        with self._lock:
+            return [copy.deepcopy(self._rows[k]) for k in sorted(self._rows) if k > after][:limit]
+
 
 class MemoryApiKeyRepo:
     def __init__(self) -> None:
