@@ -282,7 +282,7 @@ def count_new(
     entry = write.after
     entry.counted_bytes = entry.content_bytes()
     old = new.replaced.get(entry.id)
-    move = move_count(deps, old) if old is not None else None
+    move = move_count(deps, old, entry.id) if old is not None else None
     moved = move.moved if move is not None else 0
     try:
         take_storage(deps, kb.tenant_id, entry.counted_bytes - moved, "the entry")

@@ -468,6 +468,9 @@ def _run_batch(
             if not merge_again(row, before, mode):
                 continue
         writes.append(Write(row, before, _entry(task, kb, row, before)))
+    replacing.unmove(
+        deps, kb, {r.replaces: r.entry_id for r in todo_adds if r.replaces and r.entry_id not in current}
+    )
     new = NewBytes([], replacing.olds(deps, kb, todo_adds, takeover.ids))  # their counts move row by row
     with counting(deps, kb, new):
         build = partial(_entry, task, kb)

@@ -87,6 +87,7 @@ def settle(
     else:
         stored = deps.faq.get_entries(kb.id, [r.entry_id for r in rows])
         written = {i for i, entry in stored.items() if entry.indexed}
+        unmove(deps, kb, {r.replaces: r.entry_id for r in rows if r.entry_id not in stored})
         # one not indexed goes (importing._purge_unindexed) with the count its old entry moved onto it
         count_again(deps, kb, [r.replaces for r in rows if r.entry_id in set(stored) - written])
     replaced_now = [r.replaces for r in rows if r.entry_id in written]
@@ -158,7 +159,7 @@ class Move:
     moved: int
 
 
-def move_count(deps: Dependencies, old: FaqEntry) -> Move | None:
+def move_count(deps: Dependencies, old: FaqEntry, new_id: str) -> Move | None:
     """The old entry's count set to 0 in one conditional write, if its row is still the one read (its
     `updated_at`, which every write of a count renews; the move renews it too, so an update that read the
     row before is refused): a delete through the API came first (nothing moved, the replacement counts in
@@ -168,7 +169,9 @@ def move_count(deps: Dependencies, old: FaqEntry) -> Move | None:
     for _ in range(MOVE_TRIES):
         if current is None or not current.counted_bytes:
             return None
-        left = replace(current, counted_bytes=0, updated_at=later_than(current.updated_at))
+        left = replace(
+            current, counted_bytes=0, count_moved_to=new_id, updated_at=later_than(current.updated_at)
+        )
         try:
             deps.faq.put_entry(left, current)
         except EntryWriteRefused as refused:
@@ -185,7 +188,12 @@ def give_back_moved(deps: Dependencies, tenant_id: str, move: Move | None, count
     the tenant's usage. Given back once either way."""
     back = counted
     if move is not None:
-        again = replace(move.left, counted_bytes=move.moved, updated_at=later_than(move.left.updated_at))
+        again = replace(
+            move.left,
+            counted_bytes=move.moved,
+            count_moved_to="",
+            updated_at=later_than(move.left.updated_at),
+        )
         try:
             deps.faq.put_entry(again, move.left)
             back -= move.moved
@@ -193,6 +201,22 @@ def give_back_moved(deps: Dependencies, tenant_id: str, move: Move | None, count
             pass  # gone (its delete gave back 0) or rewritten (counted from 0): the bytes are the tenant's
     if back:
         deps.tenants.add_usage(tenant_id, -back)
+
+
+def unmove(deps: Dependencies, kb: KnowledgeBase, moved_to: dict[str, str]) -> None:
+    """Old entries (-> their replacements, not stored) whose count a delivery moved and then died between the
+    move and the count (a hard kill: no handler gave it back): the count goes back onto the old entry (one
+    conditional write), the usage untouched (it still holds those bytes)."""
+    for old in deps.faq.get_entries(kb.id, list(moved_to)).values() if moved_to else []:
+        if old.counted_bytes or not old.count_moved_to or old.count_moved_to != moved_to[old.id]:
+            continue
+        again = replace(
+            old, counted_bytes=old.content_bytes(), count_moved_to="", updated_at=later_than(old.updated_at)
+        )
+        try:
+            deps.faq.put_entry(again, old)
+        except EntryWriteRefused:
+            continue  # deleted (it gave back 0: the replacement, when counted, counts in full) or rewritten
 
 
 def count_again(deps: Dependencies, kb: KnowledgeBase, old_ids: Sequence[str]) -> None:
@@ -203,7 +227,9 @@ def count_again(deps: Dependencies, kb: KnowledgeBase, old_ids: Sequence[str]) -
     for old in deps.faq.get_entries(kb.id, old_ids).values() if old_ids else []:
         if old.counted_bytes:
             continue
-        again = replace(old, counted_bytes=old.content_bytes(), updated_at=later_than(old.updated_at))
+        again = replace(
+            old, counted_bytes=old.content_bytes(), count_moved_to="", updated_at=later_than(old.updated_at)
+        )
         try:
             deps.faq.put_entry(again, old)
         except EntryWriteRefused:

@@ -70,7 +70,7 @@ def test_an_old_entry_deleted_through_the_api_mid_batch_does_not_let_the_quota_o
 
     def racing(*args: Any, **kw: Any) -> None:
         real(*args, **kw)
-        calls.append(kw.get("coming_back"))
+        calls.append(args)
         if (
             len(calls) == 1
         ):  # Alpha's replacement counted: the user deletes old Alpha, another write takes the room
@@ -232,3 +232,65 @@ def test_an_import_that_stops_after_writing_replacements_it_never_indexed_keeps_
     assert [stored[q].answers for q in ("Alpha", "Beta")] == [["a" * 100], ["b" * 100]]
     assert used(deps, faq_kb) == start
     _balanced(deps, faq_kb)
+
+
+class Killed(BaseException):
+    """The process dies (a timeout, out of memory): no handler runs."""
+
+
+def _gap(deps: Services, kb: KnowledgeBase) -> int:
+    """The usage above what the stored entries count (0 when every byte is counted once)."""
+    return used(deps, kb) - sum(e.counted_bytes for e in entries_of(deps, kb).values())
+
+
+def _killed_between_the_move_and_the_count(
+    deps: Services, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    def die(*args: Any, **kw: Any) -> None:
+        raise Killed()
+
+    monkeypatch.setattr(import_claims, "take_storage", die)
+    monkeypatch.setattr(import_claims, "give_back_moved", lambda *a, **k: None)  # no handler runs
+    task_id = _start(deps, kb, NEW)
+    with pytest.raises(Killed):
+        _deliver_once(deps)
+    monkeypatch.undo()
+    assert entries_of(deps, kb)["Alpha"].counted_bytes == 0  # the move happened, the count did not
+    return task_id
+
+
+def test_a_delivery_killed_between_a_move_and_its_count_leaves_no_byte_counted_twice(
+    deps: Services, faq_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The redelivery puts the count back on the old entry (marked with the replacement it was moved to)
+    before moving it again: without it the new entry was counted in full and the old bytes stayed in the
+    usage with no row counting them."""
+    from .test_faq import QUEUE
+
+    run_import(deps, faq_kb, OLD)
+    task_id = _killed_between_the_move_and_the_count(deps, faq_kb, monkeypatch)
+    deps.queue.send_raw(QUEUE, {"task_id": task_id})  # the message is back after its visibility timeout
+    drain(deps)
+    stored = entries_of(deps, faq_kb)
+    assert {q: e.content_bytes() for q, e in stored.items()} == {
+        q: e.counted_bytes for q, e in stored.items()
+    }
+    assert _gap(deps, faq_kb) == 0
+
+
+def test_an_import_that_stops_after_a_killed_move_gives_the_old_entry_its_count_back(
+    deps: Services, faq_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chalicelib.faq import importing
+
+    run_import(deps, faq_kb, OLD)
+    before = used(deps, faq_kb)
+    task_id = _killed_between_the_move_and_the_count(deps, faq_kb, monkeypatch)
+
+    def lost(*args: Any) -> None:
+        raise RuntimeError("the store")
+
+    monkeypatch.setattr(importing, "_renew", lost)
+    importing.run(deps, task_id, last_try=True)
+    assert all(e.counted_bytes == e.content_bytes() for e in entries_of(deps, faq_kb).values())
+    assert _gap(deps, faq_kb) == 0 and used(deps, faq_kb) == before
