@@ -348,12 +348,19 @@ def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
     if deps.knowledge.get(knowledge_id) is not None:  # a redelivered event, or the same PUT again
         _consume(deps, object_url, intent_url)
         return None
-    if not deps.inbox.exists(intent_url):  # consumed (the document was accepted), or never granted
-        logger.warning("no upload intent; the object is left for inspection", extra={"key": key})
+    # Only our presigned URLs write under the upload prefix, and each intent is saved before its URL is
+    # answered (S3 reads after writes): an object without its intent was PUT again after the intent was
+    # consumed (the document created, and maybe deleted since), or its event is a late copy. It is never a
+    # document's file (that is stored under `source_object_key`), so it goes: left, a replay would park up
+    # to 5 GB that no quota counts until the bucket's 7-day rule.
+    if not deps.inbox.exists(intent_url):
+        deps.inbox.delete(object_url)
+        logger.info("no upload intent (consumed): the object is deleted", extra={"key": key})
         return None
     intent = json.loads(deps.inbox.read(intent_url))
-    if intent["tenant_id"] != tenant_id or intent["kb_id"] != kb_id:
-        logger.warning("upload key does not match its intent", extra={"key": key})
+    if intent["tenant_id"] != tenant_id or intent["kb_id"] != kb_id:  # not the key its URL was signed for
+        deps.inbox.delete(object_url)
+        logger.warning("upload key does not match its intent: the object is deleted", extra={"key": key})
         return None
     if not deps.inbox.exists(object_url):  # a redelivered event for an object already handled
         return None

@@ -112,10 +112,6 @@ def create_webhook(
 ) -> dict[str, Any]:
     kb = _own_kb(deps, tenant_id, kb_id)
     deps.urls.check(request.url)
-    if len(deps.webhooks.list_kb(kb.id)) >= MAX_WEBHOOKS_PER_KB:
-        raise BadRequest(
-            f"a knowledge base has at most {MAX_WEBHOOKS_PER_KB} webhooks", code="too_many_webhooks"
-        )
     now = now_iso()
     hook = Webhook(
         id=str(uuid.uuid4()),
@@ -129,7 +125,10 @@ def create_webhook(
         created_at=now,
         updated_at=now,
     )
-    deps.webhooks.put(hook)
+    if not deps.webhooks.create(hook, MAX_WEBHOOKS_PER_KB):  # the cap is the write's condition: no race
+        raise BadRequest(
+            f"a knowledge base has at most {MAX_WEBHOOKS_PER_KB} webhooks", code="too_many_webhooks"
+        )
     return present(hook, with_secret=True)
 
 

@@ -75,7 +75,14 @@ class TryClaim:
 
 
 class WebhookRepo(Protocol):
-    def put(self, webhook: Webhook) -> None: ...
+    def create(self, webhook: Webhook, cap: int) -> bool:
+        """Writes a new webhook only while its knowledge base holds fewer than `cap` (one conditional write
+        with the count, so concurrent creates never pass it): False, nothing written, at the cap."""
+        ...
+
+    def put(self, webhook: Webhook) -> None:
+        """Writes the webhook as it is, outside the count `create` keeps (a store's seeding, tests)."""
+        ...
 
     def update(self, webhook: Webhook) -> bool:
         """Writes the webhook's settings (URL, event types, description, enabled, updated_at) only while it
@@ -96,7 +103,8 @@ class WebhookRepo(Protocol):
     def list_kb(self, kb_id: str) -> list[Webhook]: ...
 
     def delete(self, kb_id: str, webhook_id: str) -> bool:
-        """False when it was already gone."""
+        """False when it was already gone; its place under the cap is given back once, by the delete that
+        removed it."""
         ...
 
     def log_delivery(self, kb_id: str, record: DeliveryRecord) -> None:

@@ -260,7 +260,7 @@ def test_an_oversized_presigned_upload_is_rejected_without_being_read(
     assert not inbox.exists(object_url)
 
 
-def test_objects_outside_the_upload_layout_or_without_an_intent_are_left_alone(
+def test_objects_outside_the_upload_layout_are_left_alone_and_without_an_intent_deleted(
     deps: Services, kb: KnowledgeBase, inbox: MemoryFileStore
 ) -> None:
     stray = inbox.save("elsewhere/file.md", TEXT)
@@ -269,7 +269,8 @@ def test_objects_outside_the_upload_layout_or_without_an_intent_are_left_alone(
     inbox.put_presigned(str(granted["upload_url"]), TEXT)
     inbox.delete(inbox.url_for(upload_intent_key(str(granted["knowledge_id"]))))
     assert accept_uploaded_object(deps, str(granted["key"])) is None
-    assert inbox.exists(stray) and inbox.exists(inbox.url_for(str(granted["key"])))  # kept for inspection
+    assert inbox.exists(stray)  # not ours
+    assert not inbox.exists(inbox.url_for(str(granted["key"])))  # a replay no quota counts: deleted
 
 
 # ---------------------------------------------------------------- URL import

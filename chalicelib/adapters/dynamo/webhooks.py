@@ -14,6 +14,16 @@ is read from its body. The body is one JSON string, whose fields an UpdateItem c
 so a rotation writes the whole body as it read it with the new secret, conditional on the body being
 unchanged too, and a change of settings writes the body with the secret it read, conditional on that
 secret being still the stored one; either tries again from a fresh read when the other came between.
+
+The cap of webhooks per knowledge base is the item `meta` of its partition (`hook_count`), as the tags
+table keeps its own: a create adds one in the same transaction as its put, only while under the cap; a
+delete takes one off in the transaction that removes the webhook (conditional on it being there, so a
+delete sent twice gives its place back once), and the last one's delete removes the item. No item means
+"not counted": the knowledge base has no webhook, or only rows from before the count. The next create
+then counts them (a consistent Query) and writes the count in its transaction, conditional on the item
+still missing and on every webhook counted still being there; a delete while there is no item gives
+nothing back, conditional on the item still missing. Either retries when the other came between, so the
+count is exact.
 """
 
 from __future__ import annotations
@@ -23,11 +33,12 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DoesNotExist, PutError, PynamoDBException, UpdateError
+from pynamodb.exceptions import DoesNotExist, PutError, PynamoDBException, TransactWriteError, UpdateError
 from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
 
 from chalicelib.adapters.aws_errors import is_transient
-from chalicelib.adapters.dynamo.tables import _condition_failed
+from chalicelib.adapters.dynamo.tables import _condition_failed, _transaction_conflict
 from chalicelib.domain.clock import now_iso
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.webhooks import PreviousSecret
@@ -38,6 +49,10 @@ from chalicelib.settings import Settings
 HOOK = "hook#"
 LOG = "log#"
 TRY = "try#"
+#: the knowledge base's count of webhooks (`hook_count`): the cap's condition
+META = "meta"
+#: a first count's transaction: its webhooks' checks, the count and the put, within DynamoDB's 100 items
+MAX_CAP = 98
 DELIVERY_LOG_DAYS = 30
 #: writes of a webhook tried again after a concurrent rotation or change of settings came between
 WRITE_TRIES = 3
@@ -59,6 +74,8 @@ def build_webhook_model(settings: Settings) -> type[Any]:
         #: a webhook only
         secret = UnicodeAttribute(null=True)
         previous_secrets = JSONAttribute(null=True)
+        #: the `meta` item only
+        hook_count = NumberAttribute(null=True)
 
     return WebhookItem
 
@@ -122,14 +139,56 @@ class DynamoWebhookRepo:
     def __init__(self, model: type[Any]):
         self.model = model
 
-    def put(self, webhook: Webhook) -> None:
-        self.model(
+    def _hook_item(self, webhook: Webhook) -> Any:
+        return self.model(
             webhook.kb_id,
             f"{HOOK}{webhook.id}",
             body=_hook_body(webhook),
             secret=webhook.secret,
             previous_secrets=_previous(webhook) or None,
-        ).save()
+        )
+
+    def put(self, webhook: Webhook) -> None:
+        self._hook_item(webhook).save()
+
+    def _count(self, kb_id: str) -> int | None:
+        """The knowledge base's count of webhooks; None when not counted (none, or rows from before it)."""
+        try:
+            count = self.model.get(kb_id, META, consistent_read=True).hook_count
+        except DoesNotExist:
+            return None
+        return None if count is None else int(count)
+
+    def create(self, webhook: Webhook, cap: int) -> bool:
+        if cap > MAX_CAP:
+            raise ValueError(f"a cap of {cap} webhooks does not fit one transaction's checks")
+        m, kb_id = self.model, webhook.kb_id
+        for _ in range(WRITE_TRIES + 2):
+            counted = self._count(kb_id)
+            listed = [h.id for h in self.list_kb(kb_id)] if counted is None else []
+            if (len(listed) if counted is None else counted) >= cap:
+                return False
+            try:
+                with TransactWrite(connection=m._get_connection().connection) as tx:
+                    if counted is None:  # counted once: the item still missing, each counted row still there
+                        tx.update(
+                            m(kb_id, META),
+                            actions=[m.hook_count.set(len(listed) + 1)],
+                            condition=m.hook_count.does_not_exist(),
+                        )
+                        for hook_id in listed:
+                            tx.condition_check(m, kb_id, f"{HOOK}{hook_id}", condition=m.key.exists())
+                    else:
+                        tx.update(m(kb_id, META), actions=[m.hook_count.add(1)], condition=m.hook_count < cap)
+                    tx.save(self._hook_item(webhook), condition=m.key.does_not_exist())
+                return True
+            except TransactWriteError as error:
+                if _transaction_conflict(error):
+                    time.sleep(0.05)
+                elif not _condition_failed(error):
+                    raise
+            # another create or delete came between the read and the write: read again
+        raise _crowded(kb_id)
 
     def update(self, webhook: Webhook) -> bool:
         """Writes the settings with the secret stored: the one read, or when a rotation came between the
@@ -208,14 +267,37 @@ class DynamoWebhookRepo:
         return sorted(hooks, key=lambda h: (h.created_at, h.id))
 
     def delete(self, kb_id: str, webhook_id: str) -> bool:
-        existed = self.get(kb_id, webhook_id) is not None
-        self.model(kb_id, f"{HOOK}{webhook_id}").delete()
+        existed = self._remove(kb_id, webhook_id)
         # its log goes with it (the items expire anyway; a partial sweep leaves only what TTL takes)
         with self.model.batch_write() as batch:
             for prefix in (LOG, TRY):
                 for item in self.model.query(kb_id, self.model.key.startswith(f"{prefix}{webhook_id}#")):
                     batch.delete(item)
         return existed
+
+    def _remove(self, kb_id: str, webhook_id: str) -> bool:
+        """The webhook and its place in the count, in one transaction; False when it was already gone."""
+        m = self.model
+        for _ in range(WRITE_TRIES + 2):
+            counted = self._count(kb_id)
+            try:
+                with TransactWrite(connection=m._get_connection().connection) as tx:
+                    tx.delete(m(kb_id, f"{HOOK}{webhook_id}"), condition=m.key.exists())
+                    if counted is None:  # not counted: nothing to give back, unless a create counts it now
+                        tx.condition_check(m, kb_id, META, condition=m.hook_count.does_not_exist())
+                    elif counted <= 1:  # the last one: no item left behind (a deleted knowledge base's)
+                        tx.delete(m(kb_id, META), condition=m.hook_count == counted)
+                    else:
+                        tx.update(m(kb_id, META), actions=[m.hook_count.add(-1)], condition=m.hook_count > 1)
+                return True
+            except TransactWriteError as error:
+                if _transaction_conflict(error):
+                    time.sleep(0.05)
+                elif not _condition_failed(error):
+                    raise
+            if self._item(kb_id, webhook_id) is None:
+                return False  # another delete removed it, and gave its place back
+        raise _crowded(kb_id)
 
     def log_delivery(self, kb_id: str, record: DeliveryRecord) -> None:
         key = f"{LOG}{record.webhook_id}#{record.at}#{record.delivery_id}#{record.attempt:03d}"
@@ -278,6 +360,14 @@ class DynamoWebhookRepo:
 def _overtaken(webhook: Webhook) -> Conflict:
     return Conflict(
         f"webhook {webhook.id} was changed by other requests while this one wrote it; send it again",
+        code="webhook_write_conflict",
+    )
+
+
+def _crowded(kb_id: str) -> Conflict:
+    return Conflict(
+        f"knowledge base {kb_id}'s webhooks were changed by other requests while this one wrote; send it "
+        "again",
         code="webhook_write_conflict",
     )
 

@@ -43,6 +43,13 @@ class MemoryWebhookRepo:
         #: (kb, try) -> (first claimed at (ISO), claimed at (epoch seconds), finished)
         self._tries: dict[tuple[str, DeliveryTry], tuple[str, float, bool]] = {}
 
+    def create(self, webhook: Webhook, cap: int) -> bool:
+        with self._lock:  # the count and the write under one lock: one transaction
+            if sum(1 for kb, _ in self._hooks if kb == webhook.kb_id) >= cap:
+                return False
+            self._hooks[(webhook.kb_id, webhook.id)] = copy.deepcopy(webhook)
+            return True
+
     def put(self, webhook: Webhook) -> None:
         with self._lock:
             self._hooks[(webhook.kb_id, webhook.id)] = copy.deepcopy(webhook)
