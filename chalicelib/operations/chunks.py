@@ -13,7 +13,13 @@ the row: one a delete or a reparse overtook takes back what it wrote (404 `knowl
 over what the move carried, and taken out of the old one); and one the document's switch overtook follows
 it. A document being deleted is gone from the listing, the chunk read and the download links at once (404);
 an edit of its chunks is 400 `invalid_state`, as every other write to it. A download link is a grant on
-the file's entry in the resource catalog (services/resources.py), answered by `GET /r/{token}`."""
+the file's entry in the resource catalog (services/resources.py), answered by `GET /r/{token}`.
+
+A longer text counts on the tenant's storage quota (its growth in UTF-8 bytes, added to the document's
+`storage_size` before anything is written: 403 `storage_quota_exceeded` changes nothing). A shorter one
+gives nothing back until the document is counted again (a reparse's indexing) or deleted: the chunk's
+write is not conditional on the text it replaced, so a give-back could be taken twice by racing edits,
+while counting growth only never counts less than what is stored."""
 
 from __future__ import annotations
 
@@ -50,6 +56,7 @@ from chalicelib.services.indexing import chunk_entries, embed_for_api, take_back
 from chalicelib.services.indexing import searchable as document_searchable
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.ownership import owned_knowledge, require_kb
+from chalicelib.services.quotas import take_storage
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_api
 
@@ -179,23 +186,72 @@ def edit_chunk(
 
         title = "" if changed.chunk_type != ChunkType.TEXT else knowledge.title
         texts = [index_text(title, changed.context_header, changed.content)]
-    # before any write: a model that fails changes nothing (503, the provider's words left out)
-    embedded = _embedded(deps, kb, texts, None)
-    written = _write(deps, knowledge, kb, chunk, changed, embedded)
-    while (moved_to := _kept_or_moved(deps, knowledge, kb, chunk, written, embedded)) is not None:
-        # moved while the edit wrote: it follows the document, as the move carried (or will carry) the
-        # rest of it; what the move carried of this chunk meanwhile is overwritten, so both agree
-        knowledge, kb = moved_to
-        try:
-            embedded = _embedded(deps, kb, texts, embedded)
-            written = _write(deps, knowledge, kb, chunk, changed, embedded)
-        except AppError:  # the row as it was, where the document is now: the same request makes the edit
-            deps.chunks.put_many([replace(chunk, kb_id=kb.id)])
-            raise
+    growth = _text_bytes(changed) - _text_bytes(chunk)
+    # a longer text is counted before any write (403 storage_quota_exceeded: nothing written)
+    counted = _count_growth(deps, knowledge, growth) if growth > 0 else 0
+    try:
+        # before any write: a model that fails changes nothing (503, the provider's words left out)
+        embedded = _embedded(deps, kb, texts, None)
+        written = _write(deps, knowledge, kb, chunk, changed, embedded)
+        while (moved_to := _kept_or_moved(deps, knowledge, kb, chunk, written, embedded)) is not None:
+            # moved while the edit wrote: it follows the document, as the move carried (or will carry) the
+            # rest of it; what the move carried of this chunk meanwhile is overwritten, so both agree
+            knowledge, kb = moved_to
+            try:
+                embedded = _embedded(deps, kb, texts, embedded)
+                written = _write(deps, knowledge, kb, chunk, changed, embedded)
+            except AppError:  # the row as it was, where the document is now: the same request makes the edit
+                deps.chunks.put_many([replace(chunk, kb_id=kb.id)])
+                raise
+    except Exception:  # the edit did not stand: what it counted goes back (here only), and why is answered
+        _give_back(deps, knowledge, counted)
+        raise
     # the edit stands (at its row's attempt)
     graph = written.content != chunk.content or refresh_again
     _queue_refreshes(deps, knowledge, written, graph=graph, summary=True)
     return _view(written)
+
+
+def _text_bytes(chunk: Chunk) -> int:
+    return len(chunk.content.encode())
+
+
+def _count_growth(deps: Dependencies, knowledge: Knowledge, growth: int) -> int:
+    """Counts a chunk edit's `growth` (UTF-8 bytes of text) on the tenant (the quota checked in the add)
+    and on the document's `storage_size`, so its delete gives it back and a reparse's indexing, which sets
+    the size again, folds it away with the edited attempt. The row's write is conditional on the size read
+    and the attempt still completed; one that lost a race gives the bytes back and reads again."""
+    for _ in range(5):
+        row = deps.knowledge.get(knowledge.id)
+        if row is None or row.parse_status == ParseStatus.DELETING:
+            raise _deleted(knowledge.id)
+        if row.attempt != knowledge.attempt or row.parse_status != ParseStatus.COMPLETED:
+            raise _changed(knowledge.id)
+        take_storage(deps, row.tenant_id, growth, "the chunk's longer text", grows_by=growth)
+        expect = {
+            "storage_size": row.storage_size,
+            "attempt": row.attempt,
+            "parse_status": ParseStatus.COMPLETED.value,
+        }
+        if deps.knowledge.update_fields(row.id, {"storage_size": row.storage_size + growth}, expect=expect):
+            return growth
+        take_storage(deps, row.tenant_id, -growth, "the chunk's longer text")
+    raise Conflict("the knowledge kept changing; try again", code="knowledge_changed")
+
+
+def _give_back(deps: Dependencies, knowledge: Knowledge, counted: int) -> None:
+    """Gives back what `_count_growth` counted for an edit that did not stand, while the row is still at the
+    edit's attempt (conditional on the size read). Nothing for a row gone or being deleted (its delete gives
+    back what it counts) or reparsed (its indexing sets the size again)."""
+    for _ in range(5 if counted > 0 else 0):
+        row = deps.knowledge.get(knowledge.id)
+        if row is None or row.parse_status == ParseStatus.DELETING or row.attempt != knowledge.attempt:
+            return
+        size = {"storage_size": max(0, row.storage_size - counted)}
+        expect = {"storage_size": row.storage_size, "attempt": row.attempt}
+        if deps.knowledge.update_fields(row.id, size, expect=expect):
+            take_storage(deps, row.tenant_id, size["storage_size"] - row.storage_size, "the chunk's text")
+            return
 
 
 def _queue_refreshes(

@@ -34,6 +34,7 @@ from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.ownership import owned_knowledge, require_kb
+from chalicelib.services.quotas import take_storage
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_api
 from chalicelib.tasks import new_task, start_task
@@ -138,21 +139,34 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     if request.enable_status is not None and request.enable_status != knowledge.enable_status.value:
         switch = _searchable_switch(deps, knowledge)  # or 400 not_indexed
         fields["enable_status"] = request.enable_status
+    growth = 0 if text is None else _stored_growth(knowledge, len(text))
+    if growth > 0:  # the last check, in the add itself: 403 storage_quota_exceeded with nothing written
+        take_storage(deps, tenant_id, growth, "the edited text", grows_by=growth)
     # ---- every check is behind us: from here on the edit writes
     enabled = request.enable_status == EnableStatus.ENABLED.value
-    if switch is not None:  # first: a failure here leaves the row as it was, and a retry flips again
-        switch(enabled)
-    expect = None
-    if text is not None:  # the row takes the new text only while it names the text read above
-        expect = {
-            "file_path": knowledge.file_path,
-            "file_hash": knowledge.file_hash,
-            "file_size": knowledge.file_size,
-        }
-        fields.update(_save_manual_text(deps, knowledge, text))
-    updated = deps.knowledge.update_fields(knowledge.id, fields, expect=expect) if fields else knowledge
+    written = False
+    try:
+        if switch is not None:  # first: a failure here leaves the row as it was, and a retry flips again
+            switch(enabled)
+        expect = None
+        if text is not None:  # the row takes the new text (and its count) only while it names what was read
+            expect = {
+                "file_path": knowledge.file_path,
+                "file_hash": knowledge.file_hash,
+                "file_size": knowledge.file_size,
+                "storage_size": knowledge.storage_size,
+            }
+            fields.update(_save_manual_text(deps, knowledge, text))
+            fields["storage_size"] = knowledge.storage_size + growth
+        updated = deps.knowledge.update_fields(knowledge.id, fields, expect=expect) if fields else knowledge
+        written = updated is not None
+    finally:
+        if growth > 0 and not written:  # the row did not take the count: the bytes go back, here only
+            take_storage(deps, tenant_id, -growth, "the edited text")
     if updated is None:
         _undo_edit(deps, knowledge, fields, switch)
+    if growth < 0:  # a shorter text gives its bytes back once the row holds it
+        take_storage(deps, tenant_id, growth, "the edited text")
     if text is not None and knowledge.file_path and knowledge.file_path != fields["file_path"]:
         deps.files.delete(knowledge.file_path)  # the row names the new text now: the old one is no one's
     if tag_ids is not None:
@@ -207,6 +221,15 @@ def _checked_manual_text(deps: Dependencies, knowledge: Knowledge, raw: str) -> 
             f"content is over {deps.settings.manual_max_runes} characters", code="content_too_long"
         )
     return content.encode()
+
+
+def _stored_growth(knowledge: Knowledge, new_size: int) -> int:
+    """How much the row's counted bytes (`storage_size`) change when its text becomes `new_size` bytes: the
+    text's own change; what the row counts beyond its text (its parse's outputs, chunk edits' growth) stays
+    counted until a reparse's indexing counts the row again, as those stay stored until then. A row counted
+    below its text (or not at all) is counted for the whole text."""
+    beyond_text = max(0, knowledge.storage_size - knowledge.file_size)
+    return new_size + beyond_text - knowledge.storage_size
 
 
 def _save_manual_text(deps: Dependencies, knowledge: Knowledge, data: bytes) -> dict[str, Any]:

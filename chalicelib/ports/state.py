@@ -301,7 +301,8 @@ class KnowledgeRepo(Protocol):
     ) -> Knowledge | None:
         """Sets editable fields (title, description, metadata, tag_ids, enable_status; file_path, file_size
         and file_hash of a manual document's new text or a fetched URL's size; file_path and storage_backend
-        of a document whose objects moved to another backend) unless the row is being deleted or, with
+        of a document whose objects moved to another backend; storage_size, whose change the caller counts on
+        the tenant with take_storage) unless the row is being deleted or, with
         `expect`, one of those fields, `attempt` or `parse_status` no longer holds the value given (the same
         conditional write). None when it is missing, being deleted or changed."""
         ...

@@ -788,6 +788,7 @@ class DynamoKnowledgeRepo:
             "file_hash": m.file_hash,
             "enrichment": m.enrichment,
             "storage_backend": m.storage_backend,
+            "storage_size": m.storage_size,
         }
         actions = [attributes[name].set(value) for name, value in fields.items()]
         actions.append(m.updated_at.set(now_iso()))

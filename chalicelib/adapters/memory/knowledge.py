@@ -342,6 +342,7 @@ class MemoryKnowledgeRepo:
             "file_hash",
             "enrichment",
             "storage_backend",
+            "storage_size",
         }
 
         def change(k: Knowledge) -> None:
