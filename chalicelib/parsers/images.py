@@ -288,6 +288,7 @@ class _Run:
                 height=size[1] if size else None,
                 tag=parsed.tag if parsed else "",
                 is_original=original,
+                size=len(data),
             )
         )
         return url

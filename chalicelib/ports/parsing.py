@@ -69,6 +69,8 @@ class StoredImage:
     height: int | None = None
     tag: str = ""
     is_original: bool = False
+    #: the bytes stored: the manifest carries it, so indexing counts it on the tenant's storage quota
+    size: int = 0
 
 
 @dataclass

@@ -36,6 +36,7 @@ from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, ind
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of, image_manifest
+from chalicelib.services.stored_size import counted_size
 from chalicelib.services.usable import require_usable_for_stage
 from chalicelib.stages.runner import run_stage
 
@@ -310,7 +311,7 @@ def hand_over(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, outpu
             knowledge.id,
             knowledge.attempt,
             chunk_count=outputs["chunks"],
-            storage_size=knowledge.file_size,
+            storage_size=counted_size(deps, knowledge, images),
             completed=False,
             within_quota=True,
         )

@@ -492,12 +492,13 @@ def _copy_content(
     )
     _require_unchanged_source(deps, src, chunks, copies)
     try:
-        # the copy's bytes counted on the tenant with the row, within its quota (one transaction)
+        # the copy's bytes counted on the tenant with the row, within its quota (one transaction): the
+        # source's counted size (`counted_size`), since the copy holds its original, Markdown and images
         indexed = deps.knowledge.mark_indexed(
             row.id,
             row.attempt,
             chunk_count=src.chunk_count,
-            storage_size=src.file_size,
+            storage_size=src.storage_size,
             completed=True,
             within_quota=True,
         )

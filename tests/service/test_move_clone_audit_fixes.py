@@ -77,7 +77,7 @@ def test_a_clone_past_the_storage_quota_fails_the_copy_and_leaves_nothing(
 ) -> None:
     doc = completed(deps, kb, "tides.md", TIDES)
     used = deps.tenants.get(tenant.id).storage_used  # type: ignore[union-attr]
-    assert used == doc.file_size > 0
+    assert used == doc.storage_size > doc.file_size > 0  # its Markdown counts too
     deps.tenants.set_quotas(tenant.id, storage_quota=used, document_quota=0)  # not one more byte fits
     started = clone(deps, kb)
     run_lifecycle(deps)
@@ -97,7 +97,7 @@ def test_a_copy_the_quota_refuses_when_it_is_marked_indexed_is_removed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     doc = completed(deps, kb, "tides.md", TIDES)
-    used = doc.file_size
+    used = doc.storage_size
     deps.tenants.set_quotas(tenant.id, storage_quota=2 * used, document_quota=0)  # room for one copy
     real_mark_indexed = MemoryKnowledgeRepo.mark_indexed
 
@@ -247,7 +247,7 @@ def test_a_move_into_a_target_deleted_before_the_row_arrived_takes_the_row_away(
 
     monkeypatch.setattr(MemoryKnowledgeRepo, "move_to_kb", target_deleted_first)
     done = run_task(deps, task.id)
-    assert_moved_row_gone(deps, before.storage_used - doc.file_size, kb, target, doc)
+    assert_moved_row_gone(deps, before.storage_used - doc.storage_size, kb, target, doc)
     assert done.status == TaskStatus.FAILED
     assert done.errors[doc.id] == "the target knowledge base was deleted during the move"
 
@@ -280,7 +280,7 @@ def test_a_redelivered_move_whose_target_was_deleted_meanwhile_takes_the_row_awa
     moved = deps.knowledge.get(doc.id)
     assert moved is not None and moved.kb_id == target.id  # in a knowledge base that is gone
     done = run_task(deps, task.id)  # the message comes back
-    assert_moved_row_gone(deps, before.storage_used - doc.file_size, kb, target, doc)
+    assert_moved_row_gone(deps, before.storage_used - doc.storage_size, kb, target, doc)
     assert done.status == TaskStatus.FAILED
     assert done.errors[doc.id] == "the target knowledge base was deleted during the move"
 

@@ -10,6 +10,7 @@ import pytest
 
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import AppError
+from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import KnowledgeBase
 from chalicelib.ports import ServiceUnreachable
 
@@ -37,10 +38,13 @@ def test_uploads_not_yet_indexed_count_on_the_quota(deps: Services, kb: Knowledg
             upload(deps, kb, f"doc{i}.md", body + str(i).encode())
         codes.append(refused.value.code)
     assert codes == ["storage_quota_exceeded"] * 5
+    deps.tenants.set_quotas(kb.tenant_id, storage_quota=10_000, document_quota=0)  # room for its Markdown
     drain(deps, MAIN_STAGES)
     row = deps.knowledge.get(first.id)
-    assert row is not None and row.enable_status.value == "enabled" and row.storage_size == len(body)
-    assert used(deps, kb.tenant_id) == len(body)  # indexing counted nothing twice
+    assert row is not None and row.enable_status.value == "enabled"
+    # indexing adds only what the parse stored (its Markdown), not the file a second time
+    markdown = deps.files.backend(row.storage_backend).url_for(parsed_markdown_key(row.tenant_id, row.id, 1))
+    assert row.storage_size == len(body) + deps.files.size(markdown) == used(deps, kb.tenant_id)
     delete_knowledge(deps, kb.tenant_id, first.id)
     run_lifecycle(deps)
     assert used(deps, kb.tenant_id) == 0

@@ -9,6 +9,7 @@ from chalicelib.adapters.memory import MemoryKnowledgeRepo, ScriptedUrlImporter
 from chalicelib.bootstrap import Services
 from chalicelib.commands import ReparseRequest, UrlImportRequest
 from chalicelib.domain.errors import SpanErrorCode
+from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import EnableStatus, Knowledge, KnowledgeBase, ParseStatus
 from chalicelib.ports import FetchedDocument
 from chalicelib.tasks.reparse import reparse
@@ -28,6 +29,12 @@ def import_url(deps: Services, kb: KnowledgeBase, urls: ScriptedUrlImporter, bod
     return created
 
 
+def parsed(deps: Services, row: Knowledge) -> int:
+    """The size of the attempt's parsed Markdown, which the row counts with the fetched document."""
+    key = parsed_markdown_key(row.tenant_id, row.id, row.attempt)
+    return deps.files.size(deps.files.backend(row.storage_backend).url_for(key))
+
+
 def used(deps: Services, kb: KnowledgeBase) -> int:
     tenant = deps.tenants.get(kb.tenant_id)
     assert tenant is not None
@@ -41,7 +48,8 @@ def test_a_url_import_counts_its_fetched_size_and_a_reparse_counts_the_new_one(
     drain(deps, MAIN_STAGES)
     row = rows.get(created.id)
     assert row is not None and row.enable_status == EnableStatus.ENABLED
-    assert (row.file_size, row.storage_size, used(deps, kb)) == (len(BODY), len(BODY), len(BODY))
+    counted = len(BODY) + parsed(deps, row)
+    assert (row.file_size, row.storage_size, used(deps, kb)) == (len(BODY), counted, counted)
 
     shorter = b"# Tides\n\nSpring tides follow the full moon.\n"
     urls.answer(URL, FetchedDocument("tides.md", "md", shorter, "Tides"))  # the page changed since
@@ -49,7 +57,8 @@ def test_a_url_import_counts_its_fetched_size_and_a_reparse_counts_the_new_one(
     drain(deps, MAIN_STAGES)
     again = rows.get(created.id)
     assert again is not None and again.attempt == 2 and again.enable_status == EnableStatus.ENABLED
-    assert (again.file_size, again.storage_size, used(deps, kb)) == (len(shorter), len(shorter), len(shorter))
+    counted = len(shorter) + parsed(deps, again)
+    assert (again.file_size, again.storage_size, used(deps, kb)) == (len(shorter), counted, counted)
 
 
 def test_a_url_import_that_does_not_fit_the_storage_left_fails_at_indexing(
@@ -98,4 +107,5 @@ def test_a_redelivered_docreader_message_records_the_same_size_once(
     drain(deps, MAIN_STAGES)
     row = rows.get(created.id)
     assert row is not None and row.enable_status == EnableStatus.ENABLED
-    assert (row.file_size, row.storage_size, used(deps, kb)) == (len(BODY), len(BODY), len(BODY))
+    counted = len(BODY) + parsed(deps, row)
+    assert (row.file_size, row.storage_size, used(deps, kb)) == (len(BODY), counted, counted)
