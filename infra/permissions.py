@@ -144,7 +144,9 @@ READ_OBJECTS = Grant(
     ("s3:GetObject",),
     (objects(),),
 )
-#: a HeadObject/GetObject of a missing key answers 404 only to a caller that may list the bucket (else 403)
+#: a HeadObject/GetObject of a missing key answers 404 only to a caller that may list the bucket (else 403);
+#: the API also lists a tenant's pending FAQ uploads (faq/uploads.py). Not narrowed by an s3:prefix
+#: condition: a HeadObject carries no prefix, so the condition would turn every 404 into a 403
 LIST_BUCKET = Grant(("s3:ListBucket",), (BUCKET,))
 SEARCH_INDEX = Grant(
     ("es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"),

@@ -26,6 +26,7 @@ from chalicelib.ports.storage import (
     PresignedPost,
     StorageRefused,
     StorageUnavailable,
+    check_list_limit,
     check_read_limit,
 )
 
@@ -113,6 +114,18 @@ class LocalFileStore:
 
     def size(self, url: str) -> int:
         return self._path(self.key_of(url)).stat().st_size
+
+    def list_keys(self, prefix: str, limit: int) -> list[str]:
+        check_list_limit(prefix, limit)
+        folder = self._path(prefix.rsplit("/", 1)[0]) if "/" in prefix else self.base
+        if not folder.is_dir():
+            return []
+        keys = (
+            path.relative_to(self.base).as_posix()
+            for path in folder.rglob("*")
+            if path.is_file() and not path.name.startswith(".")  # a write's temporary file, the lock
+        )
+        return sorted(k for k in keys if k.startswith(prefix))[:limit]
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         raise NotImplementedError("local:// storage has no presigned URLs; uploads stage in the S3 bucket")
@@ -300,6 +313,11 @@ class S3FileStore:
             raise FileNotFoundError(url)
         return int(head["ContentLength"])
 
+    def list_keys(self, prefix: str, limit: int) -> list[str]:
+        prefix = check_list_limit(prefix, limit)
+        answer = self._call("list_objects_v2", Bucket=self.bucket, Prefix=prefix, MaxKeys=limit)
+        return [str(item["Key"]) for item in answer.get("Contents", [])]
+
     def _head(self, url: str) -> dict[str, Any] | None:
         try:
             return dict(self._call("head_object", missing=url, Bucket=self.bucket, Key=self.key_of(url)))
@@ -380,6 +398,10 @@ class DummyFileStore:
     def size(self, url: str) -> int:
         raise ObjectNotRetained(f"{url}: the dummy storage backend keeps no objects")
 
+    def list_keys(self, prefix: str, limit: int) -> list[str]:
+        check_list_limit(prefix, limit)
+        return []  # it keeps nothing
+
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         raise NotImplementedError("the dummy storage backend has no presigned URLs")
 
@@ -448,6 +470,9 @@ class BackendFileStore:
     def size(self, url: str) -> int:
         return self.inner.size(self._inner_url(url))
 
+    def list_keys(self, prefix: str, limit: int) -> list[str]:
+        return self.inner.list_keys(prefix, limit)
+
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         return self.inner.presign_put(key, expires_seconds, content_type)
 
@@ -515,6 +540,10 @@ class RoutingFileStore:
 
     def size(self, url: str) -> int:
         return self._for(url).size(url)
+
+    def list_keys(self, prefix: str, limit: int) -> list[str]:
+        """The default backend's keys (the one `save` writes to)."""
+        return self.default.list_keys(prefix, limit)
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         return self.default.presign_put(key, expires_seconds, content_type)

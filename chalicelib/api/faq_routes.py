@@ -85,6 +85,7 @@ def import_faq(deps: Dependencies, request: Request | None, kb_id: str) -> Respo
     body=FaqUploadUrlRequest,
     status=201,
     response=FaqUploadGrant,
+    errors=((429, "the tenant holds 20 pending FAQ import uploads already (too_many_pending_uploads)"),),
 )
 def faq_import_upload_url(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)

@@ -12,8 +12,13 @@ from chalicelib.commands import Body, Query, code
 INLINE_MAX_ENTRIES = 200
 INLINE_MAX_BYTES = 50 * 1024
 IMPORT_FILE_TYPES = ("json", "csv", "xlsx")
-#: an upload's object key: faq-imports/<tenant>/<knowledge base>/uploads/<32 hex>.<type>
-UPLOAD_KEY = r"^faq-imports/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+/uploads/[0-9a-f]{32}\.(?:json|csv|xlsx)$"
+#: an upload's object key: faq-imports/<tenant>/uploads/<knowledge base>/<32 hex>.<type> (uploads.py), or
+#: faq-imports/<tenant>/<knowledge base>/uploads/<32 hex>.<type> for grants minted before that layout: the
+#: bucket expires those 7 days after, then the second form can go
+UPLOAD_KEY = (
+    r"^faq-imports/[A-Za-z0-9_-]+/(?:uploads/[A-Za-z0-9_-]+|[A-Za-z0-9_-]+/uploads)"
+    r"/[0-9a-f]{32}\.(?:json|csv|xlsx)$"
+)
 
 Question = Annotated[str, Field(max_length=1000)]
 Answer = Annotated[str, Field(max_length=20_000)]

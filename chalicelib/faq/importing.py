@@ -31,7 +31,9 @@ Worker, per delivery:
    redone from the plan.
 
 An upload is bounded (rows.py: MAX_FILE_BYTES by its form, which S3 enforces, at the start and by its length
-when read, a bigger one deleted; rows and text as read); a queue silent at the start: 503, the task failed.
+when read, a bigger one deleted; rows and text as read), and so is their number (uploads.py: a tenant's
+pending grants, 429 past the cap; an import, a failed one too, deletes its upload, a dry run keeps it for
+the import unless it could not read it); a queue silent at the start: 503, the task failed.
 """
 
 from __future__ import annotations
@@ -55,13 +57,11 @@ from chalicelib.domain.errors import (
 )
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, TaskStatus
-from chalicelib.faq import replacing
+from chalicelib.faq import replacing, uploads
 from chalicelib.faq.commands import (
-    IMPORT_FILE_TYPES,
     INLINE_MAX_BYTES,
     INLINE_MAX_ENTRIES,
     FaqImportRequest,
-    FaqUploadUrlRequest,
 )
 from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage, require_faq_kb
 from chalicelib.faq.failed_rows import failed_rows_link
@@ -80,6 +80,7 @@ from chalicelib.faq.keyed import pages, tag_links
 from chalicelib.faq.reservations import release_entries
 from chalicelib.faq.row_report import record_failed_rows
 from chalicelib.faq.rows import FILE_TOO_LARGE, MAX_FILE_BYTES, SourceError, SourceTooLarge, read_source
+from chalicelib.faq.uploads import upload_url as upload_url  # the request's first step (its module)
 from chalicelib.faq.validation import (
     NO_VALID_ROW,
     Plan,
@@ -108,28 +109,12 @@ RESULT_KEYS = (*_COUNTS, "kept_for_failed_rows", "sheets_skipped", "error", "err
 
 
 def import_prefix(tenant_id: str, kb_id: str) -> str:
-    """Where an FAQ import keeps its upload, plan and failed rows (the bucket expires `faq-imports/`)."""
+    """Where an FAQ import keeps its inline source, plan and failed rows (the bucket expires `faq-imports/`;
+    uploads are under the tenant's own prefix: uploads.py)."""
     return f"faq-imports/{tenant_id}/{kb_id}/"
 
 
 # ---------------------------------------------------------------- the request
-
-
-def upload_url(
-    deps: Dependencies, tenant_id: str, kb_id: str, request: FaqUploadUrlRequest
-) -> dict[str, Any]:
-    kb = require_faq_kb(deps, tenant_id, kb_id)
-    kind = request.file_name.rsplit(".", 1)[-1].lower() if "." in request.file_name else ""
-    if kind not in IMPORT_FILE_TYPES:
-        raise BadRequest(
-            f"an FAQ import is a {', '.join(IMPORT_FILE_TYPES)} file, not {request.file_name!r}",
-            code="unsupported_file_type",
-        )
-    key = f"{import_prefix(tenant_id, kb.id)}uploads/{uuid.uuid4().hex}.{kind}"
-    expires = deps.settings.presign_expires_seconds
-    form = deps.inbox.presign_post(key, expires, MAX_FILE_BYTES)  # S3 refuses more (a PUT takes 5 GB)
-    grant = {"url": form.url, "method": "POST", "fields": form.fields, "object_key": key}
-    return {**grant, "expires_in": expires, "max_size": MAX_FILE_BYTES}
 
 
 def start_import(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqImportRequest) -> Task:
@@ -148,7 +133,7 @@ def start_import(deps: Dependencies, tenant_id: str, kb_id: str, request: FaqImp
         file_name = "entries.json"
     else:
         key = request.object_key or ""
-        if not key.startswith(f"{import_prefix(tenant_id, kb.id)}uploads/") or ".." in key:
+        if not uploads.is_upload_of(key, kb.tenant_id, kb.id):
             raise BadRequest("object_key is not an upload of this knowledge base", code="invalid_object_key")
         source = deps.inbox.url_for(key)
         try:
@@ -254,6 +239,7 @@ def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
             return
         _execute(deps, task, kb, plan)
     except SourceError as error:
+        task.params["source_unreadable"] = True  # a dry run's upload goes too: no import can read it
         _finish(deps, task, kb, TaskStatus.FAILED, error=str(error), error_code=error.code)
     except LeaseLost as error:
         _fail_without_lease(deps, task, str(error))
@@ -574,6 +560,7 @@ def _fail_without_lease(deps: Dependencies, task: Task, error: str) -> None:
     task.errors["import"] = error
     if _save(deps, task):
         task_finished(deps, task)
+        _cleanup_objects(deps, task)  # its own objects: the upload would hold a pending place (uploads.py)
 
 
 def _tidy_tags(deps: Dependencies, kb: KnowledgeBase, plan: Plan) -> None:
@@ -592,11 +579,13 @@ def _tidy_tags(deps: Dependencies, kb: KnowledgeBase, plan: Plan) -> None:
 
 
 def _cleanup_objects(deps: Dependencies, task: Task) -> None:
-    """The stored source (and the plan) go at the end; a dry run keeps an uploaded file, so the real import
-    can follow without a second upload (the bucket's `faq-imports/` rule expires what is left)."""
+    """The stored source (and the plan) go at the end; a dry run keeps an uploaded file it could read, so the
+    real import can follow without a second upload (the bucket's `faq-imports/` rule expires what is left).
+    An upload kept holds one of the tenant's pending places (uploads.py)."""
     source = str(task.params.get("source", ""))
     uploaded = "/uploads/" in source
-    if source and not (uploaded and task.params.get("dry_run")):
+    kept = uploaded and task.params.get("dry_run") and not task.params.get("source_unreadable")
+    if source and not kept:
         deps.inbox.delete(source)
     plan_url = str(task.params.get("plan_url", ""))
     if plan_url:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from chalicelib.domain.errors import AppError
+from chalicelib.domain.storage_keys import safe_object_key
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class FileStore(Protocol):
 
     def exists(self, url: str) -> bool: ...
 
+    def list_keys(self, prefix: str, limit: int) -> list[str]:
+        """The keys of at most `limit` objects whose key starts with `prefix`, in key order: one listing
+        (S3 ListObjectsV2, which answers at most 1,000 keys: a bigger `limit` is a ValueError)."""
+        ...
+
     def size(self, url: str) -> int: ...
 
     def url_for(self, key: str) -> str:
@@ -75,6 +81,19 @@ class FileStore(Protocol):
     def presign_get(self, url: str, expires_seconds: int, file_name: str = "") -> str:
         """An HTTP URL a client can GET the object from (as an attachment named `file_name`, if given)."""
         ...
+
+
+#: the most keys one listing answers (S3 ListObjectsV2's page)
+MAX_LISTED_KEYS = 1000
+
+
+def check_list_limit(prefix: str, limit: int) -> str:
+    """The one rule every store applies to `list_keys`: a key prefix that is safe (a trailing `/` kept)
+    and a limit one listing can answer. Returns the prefix."""
+    if not 0 < limit <= MAX_LISTED_KEYS:
+        raise ValueError(f"a listing answers 1 to {MAX_LISTED_KEYS} keys, not {limit}")
+    safe_object_key(prefix)
+    return prefix
 
 
 class ObjectTooLarge(ValueError):

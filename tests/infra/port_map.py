@@ -88,6 +88,7 @@ FILE_STORE_METHODS: dict[str, tuple[str, ...]] = {
     "delete": ("s3:DeleteObject",),
     "exists": ("s3:GetObject", "s3:ListBucket"),  # HeadObject; a missing key answers 404 only with ListBucket
     "size": ("s3:GetObject",),
+    "list_keys": ("s3:ListBucket",),  # ListObjectsV2 (a tenant's pending FAQ uploads: faq/uploads.py)
     "url_for": (),
     "key_of": (),
     # a presigned URL carries the signer's permissions: the role must allow what the URL's holder does

@@ -627,7 +627,7 @@ def test_uploaded_csv_is_read_and_deleted_at_the_end(deps: Services, faq_kb: Kno
     ]
     assert login.answer_all is True and login.tags == ["account"]
     assert stored["Invoice copy"].is_enabled is False
-    assert inbox.keys(f"faq-imports/{faq_kb.tenant_id}/{faq_kb.id}/uploads/") == []
+    assert not inbox.exists(inbox.url_for(grant["object_key"]))
 
 
 def test_a_row_beyond_an_entrys_limits_fails_alone_and_the_rest_is_imported(

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.storage_keys import safe_object_key
-from chalicelib.ports.storage import PresignedPost, check_read_limit
+from chalicelib.ports.storage import PresignedPost, check_list_limit, check_read_limit
 
 if TYPE_CHECKING:
     pass
@@ -94,6 +94,9 @@ class MemoryFileStore:
     def keys(self, prefix: str = "") -> list[str]:
         with self._lock:
             return sorted(k for k in self._objects if k.startswith(prefix))
+
+    def list_keys(self, prefix: str, limit: int) -> list[str]:
+        return self.keys(check_list_limit(prefix, limit))[:limit]
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         key = safe_object_key(key)
