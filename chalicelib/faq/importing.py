@@ -560,7 +560,8 @@ def _fail_without_lease(deps: Dependencies, task: Task, error: str) -> None:
     task.errors["import"] = error
     if _save(deps, task):
         task_finished(deps, task)
-        _cleanup_objects(deps, task)  # its own objects: the upload would hold a pending place (uploads.py)
+        # its own objects, not an uploaded file: the import that took the lease may be reading it
+        _cleanup_objects(deps, task, upload_too=False)
 
 
 def _tidy_tags(deps: Dependencies, kb: KnowledgeBase, plan: Plan) -> None:
@@ -578,13 +579,15 @@ def _tidy_tags(deps: Dependencies, kb: KnowledgeBase, plan: Plan) -> None:
             deps.faq.remove_tags(kb.id, unused)
 
 
-def _cleanup_objects(deps: Dependencies, task: Task) -> None:
+def _cleanup_objects(deps: Dependencies, task: Task, *, upload_too: bool = True) -> None:
     """The stored source (and the plan) go at the end; a dry run keeps an uploaded file it could read, so the
     real import can follow without a second upload (the bucket's `faq-imports/` rule expires what is left).
     An upload kept holds one of the tenant's pending places (uploads.py)."""
     source = str(task.params.get("source", ""))
     uploaded = "/uploads/" in source
-    kept = uploaded and task.params.get("dry_run") and not task.params.get("source_unreadable")
+    kept = uploaded and (
+        not upload_too or (task.params.get("dry_run") and not task.params.get("source_unreadable"))
+    )
     if source and not kept:
         deps.inbox.delete(source)
     plan_url = str(task.params.get("plan_url", ""))

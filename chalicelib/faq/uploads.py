@@ -26,7 +26,8 @@ from chalicelib.faq.rows import MAX_FILE_BYTES
 from chalicelib.ports import Dependencies
 from chalicelib.ports.storage import MAX_LISTED_KEYS
 
-#: grants a tenant may hold at once (with MAX_FILE_BYTES each: 200 MB outside the quota, for 7 days at most)
+#: grants a tenant may hold at once (MAX_FILE_BYTES an upload, outside the quota, for 7 days at most; a form
+#: used again within its expiry replaces its object, whose old version the bucket keeps a day)
 MAX_PENDING_UPLOADS = 20
 #: a form counts this long past its expiry: storage's clock and the function's may differ
 CLOCK_SKEW_SECONDS = 300
@@ -81,14 +82,23 @@ def is_upload_of(key: str, tenant_id: str, kb_id: str) -> bool:
     return key.startswith(owned) and ".." not in key
 
 
+def _kb_of(key: str, prefix: str) -> str:
+    return key[len(prefix) :].split("/", 1)[0]
+
+
 def require_room_for_an_upload(deps: Dependencies, tenant_id: str) -> None:
-    """Refuses (429) a grant past MAX_PENDING_UPLOADS; the markers of forms that expired unused go."""
+    """Refuses (429) a grant past MAX_PENDING_UPLOADS; the markers of forms that expired unused go, and so
+    does everything under a knowledge base that is gone (nothing can import it any more)."""
     now = time.time()
-    keys = deps.inbox.list_keys(uploads_prefix(tenant_id), MAX_LISTED_KEYS)
+    prefix = uploads_prefix(tenant_id)
+    keys = deps.inbox.list_keys(prefix, MAX_LISTED_KEYS)
+    gone = {kb_id for kb_id in {_kb_of(k, prefix) for k in keys} if not _kb_lives(deps, tenant_id, kb_id)}
     pending: set[str] = set()
     for key in keys:
         grant = key.rsplit(".", 1)[0]
-        if not key.endswith(MARKER) or _form_works(grant, now):
+        if _kb_of(key, prefix) in gone:
+            deps.inbox.delete(deps.inbox.url_for(key))
+        elif not key.endswith(MARKER) or _form_works(grant, now):
             pending.add(grant)  # an upload not imported yet, or a form that can still upload
         else:  # nothing more can come through its form: its slot is free
             deps.inbox.delete(deps.inbox.url_for(key))
@@ -103,6 +113,11 @@ def require_room_for_an_upload(deps: Dependencies, tenant_id: str) -> None:
             f"{KEPT_DAYS} days after",
             data={"pending": len(pending), "limit": MAX_PENDING_UPLOADS},
         )
+
+
+def _kb_lives(deps: Dependencies, tenant_id: str, kb_id: str) -> bool:
+    kb = deps.kbs.get(kb_id)
+    return kb is not None and kb.tenant_id == tenant_id and kb.status != "deleting"
 
 
 def record_grant(deps: Dependencies, key: str) -> None:

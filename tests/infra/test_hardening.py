@@ -140,10 +140,23 @@ def test_the_files_bucket_keeps_overwritten_and_deleted_objects_for_a_while(temp
     bucket = template["Resources"]["FilesBucket"]["Properties"]
     assert bucket["VersioningConfiguration"] == {"Status": "Enabled"}
     rules = bucket["LifecycleConfiguration"]["Rules"]
-    (noncurrent,) = [r for r in rules if "NoncurrentVersionExpiration" in r]
+    # the bucket-wide rule (the upload prefixes keep old versions a day: the test below)
+    (noncurrent,) = [r for r in rules if "NoncurrentVersionExpiration" in r and "Prefix" not in r]
     assert noncurrent["Status"] == "Enabled" and "Prefix" not in noncurrent and "Filter" not in noncurrent
     assert 1 <= noncurrent["NoncurrentVersionExpiration"]["NoncurrentDays"] <= 90
     assert noncurrent["ExpiredObjectDeleteMarker"] is True  # no delete markers left behind alone
+
+
+def test_what_a_tenant_can_overwrite_outside_its_quota_keeps_no_old_version_past_a_day(
+    template: dict[str, Any],
+) -> None:
+    """A presigned upload form or URL may be used again until it expires, and the bucket keeps a replaced or
+    deleted object's old version (30 days by the bucket's rule): under the prefixes a tenant writes outside
+    its quota (document uploads before they are accepted, FAQ import uploads) old versions go after a day."""
+    rules = template["Resources"]["FilesBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    by_prefix = {r.get("Prefix"): r for r in rules}
+    for prefix in ("uploads/", "faq-imports/"):
+        assert by_prefix[prefix]["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}, prefix
 
 
 def test_the_files_bucket_cors_follows_the_cors_origins_parameter(template: dict[str, Any]) -> None:

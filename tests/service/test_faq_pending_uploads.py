@@ -16,7 +16,7 @@ import pytest
 from moto import mock_aws
 from pydantic import ValidationError
 
-from chalicelib.adapters.memory import MemoryFileStore
+from chalicelib.adapters.memory import MemoryFileStore, MemoryTaskQueue
 from chalicelib.adapters.storage import LocalFileStore, S3FileStore
 from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import AppError, BadRequest
@@ -176,19 +176,42 @@ def test_a_dry_run_that_cannot_read_its_upload_deletes_it(deps: Services, faq_kb
     assert status == "failed" and not inbox.exists(inbox.url_for(key))
 
 
-def test_an_import_that_lost_its_lease_deletes_its_upload(deps: Services, faq_kb: KnowledgeBase) -> None:
-    inbox = _inbox(deps)
+def test_an_import_that_lost_its_lease_leaves_the_upload_to_the_import_that_took_it(
+    deps: Services, faq_kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stalled past its lease, the user starts B on the same upload: A's failure must not delete the file B
+    reads (B consumes it)."""
     grant = _grant(deps, faq_kb)
-    inbox.post_presigned(grant["fields"], CSV)
-    task = start_import(deps, faq_kb.tenant_id, faq_kb.id, FaqImportRequest(object_key=grant["object_key"]))
-    # its lease expired and another import took it, before the worker ran
-    assert (
-        deps.faq.acquire_lease(faq_kb.id, "another-task", time.time() + LEASE_SECONDS + 1, LEASE_SECONDS)
-        is None
-    )
+    _inbox(deps).post_presigned(grant["fields"], CSV)
+    request = FaqImportRequest(object_key=grant["object_key"])
+    stalled = start_import(deps, faq_kb.tenant_id, faq_kb.id, request)
+    later = time.time() + LEASE_SECONDS + 1
+    monkeypatch.setattr(time, "time", lambda: later)
+    retried = start_import(deps, faq_kb.tenant_id, faq_kb.id, request)
     drain(deps)
-    assert task_view(deps, task.id)["status"] == "failed"
-    assert not inbox.exists(inbox.url_for(grant["object_key"]))
+    assert task_view(deps, stalled.id)["status"] == "failed"
+    assert task_view(deps, retried.id)["status"] == "completed"
+    assert not _inbox(deps).exists(_inbox(deps).url_for(grant["object_key"]))  # consumed by the retry
+
+
+def test_the_uploads_of_a_deleted_knowledge_base_hold_no_place(
+    deps: Services, faq_kb: KnowledgeBase, tenant: Tenant
+) -> None:
+    """Nothing can import them once their knowledge base is gone: the next grant deletes them."""
+    from chalicelib.faq.uploads import MAX_PENDING_UPLOADS, uploads_prefix
+    from chalicelib.operations.knowledge_changes import delete_kb
+    from chalicelib.stages import lifecycle
+
+    for _ in range(MAX_PENDING_UPLOADS):
+        _inbox(deps).post_presigned(_grant(deps, faq_kb)["fields"], CSV)
+    delete_kb(deps, faq_kb.tenant_id, faq_kb.id)
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    while queue.waiting("lifecycle"):
+        queue.deliver("lifecycle", lifecycle.handle, deps)
+    other = faq_kb_named(deps, tenant, "another")
+    key = str(_grant(deps, other)["object_key"])
+    assert _inbox(deps).keys(uploads_prefix(tenant.id)) == [key.rsplit(".", 1)[0] + ".grant"]
 
 
 def test_the_key_is_under_the_callers_tenant_and_knowledge_base(
