@@ -115,10 +115,6 @@ class TenantsQuery(Query):
 TENANTS_PAGE_MAX_BYTES = ANSWER_MAX_BYTES
 
 
-def list_tenants(deps: Dependencies) -> list[Tenant]:
-    return deps.tenants.list_all()
-
-
 #: tenants one page reads from the store (then cut to TENANTS_PAGE_MAX_BYTES)
 TENANTS_READ = 1000
 
@@ -247,7 +243,6 @@ __all__ = [
     "key_view",
     "keys_page",
     "list_keys",
-    "list_tenants",
     "revoke_key",
     "set_quotas",
     "tenant_view",

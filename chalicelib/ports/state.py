@@ -84,10 +84,6 @@ class TenantRepo(Protocol):
 
     def put(self, tenant: Tenant) -> None: ...
 
-    def list_all(self) -> list[Tenant]:
-        """Every tenant, ordered by id (operators only: a full read of the table)."""
-        ...
-
     def page(self, after: str, limit: int) -> list[Tenant]:
         """At most `limit` tenants after the tenant id `after` ("": from the first) in the store's order (by
         id in memory; DynamoDB's scan order, which a Scan from `after`'s key goes on from): a page read, not

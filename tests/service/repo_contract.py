@@ -1159,7 +1159,7 @@ class RepoContract:
         assert revoked is not None and revoked.revoked and revoked.revoked_at is not None
         # Key records are not tenants: neither the tenant listing nor the primary-key lookup sees them.
         assert repos.tenants.by_api_key(secret) is None
-        listed = {t.id: t for t in repos.tenants.list_all()}
+        listed = {t.id: t for t in repos.tenants.page("", 1000)}
         assert tenant.id in listed and listed[tenant.id].name == "acme"
         assert not any(t.id.startswith("apikey#") or t.id == first.key_hash for t in listed.values())
 
@@ -1243,7 +1243,7 @@ class RepoContract:
         repos.shares.drop(kb_id)  # twice, or with no shares: a no-op
         assert repos.shares.tenants_of(kb_id) == []
         # Share records are not tenants.
-        assert not any(t.id.startswith(("share#", "shared-with#")) for t in repos.tenants.list_all())
+        assert not any(t.id.startswith(("share#", "shared-with#")) for t in repos.tenants.page("", 1000))
 
     def test_shares_capped_per_recipient_and_read_in_batches(self, repos: Repos) -> None:
         assert repos.shares is not None

@@ -184,11 +184,6 @@ class DynamoTenantRepo:
             document_quota=tenant.document_quota,
         ).save()
 
-    def list_all(self) -> list[Tenant]:
-        # Key records share the table but carry no api_key_hash: the filter leaves them out.
-        items = self.model.scan(filter_condition=self.model.api_key_hash.exists())
-        return sorted((self._from_item(item) for item in items), key=lambda t: t.id)
-
     def page(self, after: str, limit: int) -> list[Tenant]:
         m = self.model
         items = m.scan(

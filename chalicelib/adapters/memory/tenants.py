@@ -125,10 +125,6 @@ class MemoryTenantRepo:
         with self._lock:
             self._rows[tenant.id] = replace(copy.deepcopy(tenant), created_at=_ms(tenant.created_at))
 
-    def list_all(self) -> list[Tenant]:
-        with self._lock:
-            return [copy.deepcopy(self._rows[k]) for k in sorted(self._rows)]
-
     def page(self, after: str, limit: int) -> list[Tenant]:
         with self._lock:
             return [copy.deepcopy(self._rows[k]) for k in sorted(self._rows) if k > after][:limit]
