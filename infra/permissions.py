@@ -281,7 +281,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
         *own_queue("chunking"),
         read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans"),
         write_tables("tenants", "knowledge", "chunks", "spans", "usage"),
-        READ_OBJECTS,
+        # a document that fails here has its never-counted attempt's Markdown and images removed
+        # (services/stored_size.py remove_uncounted_outputs)
+        Grant(("s3:GetObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,
         # a document that fails here gives its place at the door back and wakes the tenant's next waiter
         send_to("embedding", "docreader"),
@@ -393,6 +395,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
         # spares the row (stages/housekeeping.py `_why_alive`)
         Grant(("sqs:GetQueueAttributes",), queues("docreader", "chunking", "embedding")),
         Grant(("states:DescribeExecution",), (EXECUTIONS,)),
+        # a row it fails has its never-counted attempt's Markdown and images removed (remove_uncounted_outputs)
+        Grant(("s3:GetObject", "s3:DeleteObject"), (objects(),)),
+        LIST_BUCKET,
     ],
     # the webhooks queue: signs and posts one delivery, logs the try, retries it later (a new message with a
     # delay) or parks it in the DLQ after the last try; it also announces what the state machine decided

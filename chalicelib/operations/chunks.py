@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Any
 from chalicelib.commands import ChunkListQuery, EditChunkRequest, FileUrlQuery
 from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, cut_page
 from chalicelib.domain.clock import to_iso
-from chalicelib.domain.errors import AppError, BadRequest, Conflict, NotFound, ServiceUnavailable, StageError
+from chalicelib.domain.errors import (
+    AppError,
+    BadRequest,
+    Conflict,
+    NotFound,
+    ServiceUnavailable,
+    StageError,
+)
 from chalicelib.domain.ids import attempt_chunk_prefix, content_hash, question_entry_id
 from chalicelib.domain.image_info import ShownImages
 from chalicelib.domain.markup import strip_active_content
@@ -45,7 +52,7 @@ from chalicelib.domain.types import (
     ParseStatus,
     SummaryStatus,
 )
-from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError
+from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError, StorageQuotaExceeded
 from chalicelib.services import resources
 from chalicelib.services.dispatch import (
     refresh_refusal_answered,
@@ -56,7 +63,7 @@ from chalicelib.services.indexing import chunk_entries, embed_for_api, take_back
 from chalicelib.services.indexing import searchable as document_searchable
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.ownership import owned_knowledge, require_kb
-from chalicelib.services.quotas import take_storage
+from chalicelib.services.quotas import storage_refusal
 from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_api
 
@@ -217,40 +224,44 @@ def _text_bytes(chunk: Chunk) -> int:
 
 
 def _count_growth(deps: Dependencies, knowledge: Knowledge, growth: int) -> int:
-    """Counts a chunk edit's `growth` (UTF-8 bytes of text) on the tenant (the quota checked in the add)
-    and on the document's `storage_size`, so its delete gives it back and a reparse's indexing, which sets
-    the size again, folds it away with the edited attempt. The row's write is conditional on the size read
-    and the attempt still completed; one that lost a race gives the bytes back and reads again."""
+    """Counts a chunk edit's `growth` (UTF-8 bytes of text) on the document's `storage_size` and on the
+    tenant, in the row's one write (within the quota: 403 storage_quota_exceeded, nothing counted), so its
+    delete gives it back and a reparse's indexing, which sets the size again, folds it away with the edited
+    attempt. The write is conditional on the size read and the attempt still completed; one that lost a
+    race reads again."""
     for _ in range(5):
         row = deps.knowledge.get(knowledge.id)
         if row is None or row.parse_status == ParseStatus.DELETING:
             raise _deleted(knowledge.id)
         if row.attempt != knowledge.attempt or row.parse_status != ParseStatus.COMPLETED:
             raise _changed(knowledge.id)
-        take_storage(deps, row.tenant_id, growth, "the chunk's longer text", grows_by=growth)
         expect = {
             "storage_size": row.storage_size,
             "attempt": row.attempt,
             "parse_status": ParseStatus.COMPLETED.value,
         }
-        if deps.knowledge.update_fields(row.id, {"storage_size": row.storage_size + growth}, expect=expect):
-            return growth
-        take_storage(deps, row.tenant_id, -growth, "the chunk's longer text")
+        try:
+            if deps.knowledge.update_fields(
+                row.id, {}, expect=expect, storage_size=row.storage_size + growth
+            ):
+                return growth
+        except StorageQuotaExceeded as error:
+            raise storage_refusal(deps, row.tenant_id, growth, "the chunk's longer text") from error
     raise Conflict("the knowledge kept changing; try again", code="knowledge_changed")
 
 
 def _give_back(deps: Dependencies, knowledge: Knowledge, counted: int) -> None:
     """Gives back what `_count_growth` counted for an edit that did not stand, while the row is still at the
-    edit's attempt (conditional on the size read). Nothing for a row gone or being deleted (its delete gives
-    back what it counts) or reparsed (its indexing sets the size again)."""
+    edit's attempt (conditional on the size read; the row and the tenant in one write). Nothing for a row
+    gone or being deleted (its delete gives back what it counts) or reparsed (its indexing sets the size
+    again)."""
     for _ in range(5 if counted > 0 else 0):
         row = deps.knowledge.get(knowledge.id)
         if row is None or row.parse_status == ParseStatus.DELETING or row.attempt != knowledge.attempt:
             return
-        size = {"storage_size": max(0, row.storage_size - counted)}
         expect = {"storage_size": row.storage_size, "attempt": row.attempt}
-        if deps.knowledge.update_fields(row.id, size, expect=expect):
-            take_storage(deps, row.tenant_id, size["storage_size"] - row.storage_size, "the chunk's text")
+        size = max(0, row.storage_size - counted)
+        if deps.knowledge.update_fields(row.id, {}, expect=expect, storage_size=size):
             return
 
 

@@ -13,7 +13,14 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from chalicelib.commands import BatchDeleteRequest, BatchReparseRequest, EditKnowledgeRequest, ReparseRequest
-from chalicelib.domain.errors import BadRequest, Conflict, NotFound, PayloadTooLarge, ServiceUnavailable
+from chalicelib.domain.errors import (
+    AppError,
+    BadRequest,
+    Conflict,
+    NotFound,
+    PayloadTooLarge,
+    ServiceUnavailable,
+)
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name, file_md5
 from chalicelib.domain.process_config import check_document_settings
@@ -29,13 +36,14 @@ from chalicelib.domain.types import (
     TaskKind,
 )
 from chalicelib.operations.create import sanitize_manual
-from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError
+from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError, StorageQuotaExceeded
 from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.ownership import owned_knowledge, require_kb
-from chalicelib.services.quotas import take_storage
+from chalicelib.services.quotas import storage_left, storage_refusal
 from chalicelib.services.storage import files_of
+from chalicelib.services.stored_size import remove_uncounted_outputs
 from chalicelib.services.usable import require_usable_for_api
 from chalicelib.tasks import new_task, start_task
 from chalicelib.tasks.delete import start_delete, start_deleting
@@ -114,6 +122,9 @@ def cancel(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
         cancelled.id, cancelled.attempt, SpanStatus.CANCELLED, "CANCELLED", CANCEL_MESSAGE
     )
     knowledge_changed(deps, cancelled, EventType.KNOWLEDGE_CANCELLED, status=ParseStatus.CANCELLED.value)
+    # cancelled before it was indexed: what its parse stored is no one's count (an indexed attempt keeps
+    # its outputs, which the row counts and search links serve)
+    remove_uncounted_outputs(deps, cancelled.id, cancelled.attempt)
     return cancelled
 
 
@@ -140,33 +151,37 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
         switch = _searchable_switch(deps, knowledge)  # or 400 not_indexed
         fields["enable_status"] = request.enable_status
     growth = 0 if text is None else _stored_growth(knowledge, len(text))
-    if growth > 0:  # the last check, in the add itself: 403 storage_quota_exceeded with nothing written
-        take_storage(deps, tenant_id, growth, "the edited text", grows_by=growth)
+    left = storage_left(deps, tenant_id) if growth > 0 else None
+    if left is not None and growth > left:  # checked again in the row's write, which counts it
+        raise storage_refusal(deps, tenant_id, growth, "the edited text")
     # ---- every check is behind us: from here on the edit writes
     enabled = request.enable_status == EnableStatus.ENABLED.value
-    written = False
+    if switch is not None:  # first: a failure here leaves the row as it was, and a retry flips again
+        switch(enabled)
+    expect: dict[str, Any] | None = None
+    size: int | None = None
+    if text is not None:  # the row takes the new text and its count (the tenant's usage moved by the
+        # difference in the same write) only while it names what was read
+        expect = {
+            "file_path": knowledge.file_path,
+            "file_hash": knowledge.file_hash,
+            "file_size": knowledge.file_size,
+            "storage_size": knowledge.storage_size,
+        }
+        fields.update(_save_manual_text(deps, knowledge, text))
+        size = knowledge.storage_size + growth
     try:
-        if switch is not None:  # first: a failure here leaves the row as it was, and a retry flips again
-            switch(enabled)
-        expect = None
-        if text is not None:  # the row takes the new text (and its count) only while it names what was read
-            expect = {
-                "file_path": knowledge.file_path,
-                "file_hash": knowledge.file_hash,
-                "file_size": knowledge.file_size,
-                "storage_size": knowledge.storage_size,
-            }
-            fields.update(_save_manual_text(deps, knowledge, text))
-            fields["storage_size"] = knowledge.storage_size + growth
-        updated = deps.knowledge.update_fields(knowledge.id, fields, expect=expect) if fields else knowledge
-        written = updated is not None
-    finally:
-        if growth > 0 and not written:  # the row did not take the count: the bytes go back, here only
-            take_storage(deps, tenant_id, -growth, "the edited text")
+        updated = (
+            deps.knowledge.update_fields(knowledge.id, fields, expect=expect, storage_size=size)
+            if fields
+            else knowledge
+        )
+    except StorageQuotaExceeded:  # another write took the room meanwhile: nothing was written
+        _undo_edit(
+            deps, knowledge, fields, switch, storage_refusal(deps, tenant_id, growth, "the edited text")
+        )
     if updated is None:
         _undo_edit(deps, knowledge, fields, switch)
-    if growth < 0:  # a shorter text gives its bytes back once the row holds it
-        take_storage(deps, tenant_id, growth, "the edited text")
     if text is not None and knowledge.file_path and knowledge.file_path != fields["file_path"]:
         deps.files.delete(knowledge.file_path)  # the row names the new text now: the old one is no one's
     if tag_ids is not None:
@@ -195,8 +210,10 @@ def _undo_edit(
     knowledge: Knowledge,
     fields: dict[str, Any],
     switch: Callable[[bool], None] | None,
+    refusal: AppError | None = None,
 ) -> NoReturn:
-    """The row did not take the edit: its own new text goes (nothing names it), and why is answered."""
+    """The row did not take the edit: its own new text goes (nothing names it), and why is answered (a
+    row changed meanwhile, unless `refusal` says why)."""
     if "file_path" in fields and fields["file_path"] != knowledge.file_path:
         deps.files.delete(fields["file_path"])
     current = deps.knowledge.get(knowledge.id)
@@ -204,6 +221,8 @@ def _undo_edit(
         raise NotFound(f"knowledge {knowledge.id} not found", code="knowledge_not_found")
     if switch is not None:  # the index entries go back to what the row says
         switch(current.enable_status == EnableStatus.ENABLED)
+    if refusal is not None:
+        raise refusal
     raise Conflict(
         f"knowledge {knowledge.id} was changed by another request meanwhile; read it and try again",
         code="knowledge_changed",

@@ -217,10 +217,12 @@ class KnowledgeRepo(Protocol):
         storage_size: int,
         completed: bool,
         within_quota: bool = False,
+        add_file_size: bool = False,
     ) -> bool:
         """enable_status=enabled; parse_status stays processing, or completed when nothing follows; the row's
-        stored size set to `storage_size` and the tenant's usage grown by the difference, atomically (a
-        redelivery adds nothing). False when the row moved on (another attempt, cancelled, deleted).
+        stored size set to `storage_size` (plus, with `add_file_size`, the row's `file_size` as this write
+        finds it) and the tenant's usage grown by the difference, atomically (a redelivery adds nothing).
+        False when the row moved on (another attempt, cancelled, deleted).
         `within_quota`: a growth that takes the tenant past its storage quota raises StorageQuotaExceeded
         instead (the same write checks it, so two documents indexed at once cannot both pass)."""
         ...
@@ -293,14 +295,20 @@ class KnowledgeRepo(Protocol):
         ...
 
     def update_fields(
-        self, knowledge_id: str, fields: Mapping[str, Any], *, expect: Mapping[str, Any] | None = None
+        self,
+        knowledge_id: str,
+        fields: Mapping[str, Any],
+        *,
+        expect: Mapping[str, Any] | None = None,
+        storage_size: int | None = None,
     ) -> Knowledge | None:
         """Sets editable fields (title, description, metadata, tag_ids, enable_status; file_path, file_size
         and file_hash of a manual document's new text or a fetched URL's size; file_path and storage_backend
-        of a document whose objects moved to another backend; storage_size, whose change the caller counts on
-        the tenant with take_storage) unless the row is being deleted or, with
-        `expect`, one of those fields, `attempt` or `parse_status` no longer holds the value given (the same
-        conditional write). None when it is missing, being deleted or changed."""
+        of a document whose objects moved to another backend) unless the row is being deleted or, with
+        `expect`, one of those fields, storage_size, `attempt` or `parse_status` no longer holds the value given
+        (the same conditional write). None when it is missing, being deleted or changed. `storage_size`: the
+        row's size set to it and the tenant's usage moved by the difference in the same write, a growth within
+        the storage quota (StorageQuotaExceeded, nothing written), as mark_indexed(within_quota=True)."""
         ...
 
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:

@@ -66,8 +66,14 @@ def take_storage(
     if tenant is None or not (size or growth > 0):
         return  # no tenant row to count on, or nothing to count
     if not deps.tenants.add_usage_within(tenant_id, size, growth, tenant.storage_quota):
-        raise Forbidden(
-            f"{what} ({growth} bytes) does not fit in the tenant's storage quota "
-            f"({storage_left(deps, tenant_id) or 0} bytes left)",
-            code="storage_quota_exceeded",
-        )
+        raise storage_refusal(deps, tenant_id, growth, what)
+
+
+def storage_refusal(deps: Dependencies, tenant_id: str, growth: int, what: str) -> Forbidden:
+    """The answer to a growth past the tenant's storage quota (take_storage's, or a row's counted write's:
+    KnowledgeRepo.update_fields' `storage_size`): 403 storage_quota_exceeded."""
+    return Forbidden(
+        f"{what} ({growth} bytes) does not fit in the tenant's storage quota "
+        f"({storage_left(deps, tenant_id) or 0} bytes left)",
+        code="storage_quota_exceeded",
+    )

@@ -1,25 +1,84 @@
-"""What a document counts on its tenant's storage quota (`Knowledge.storage_size`): the one rule."""
+"""What a document counts on its tenant's storage quota (`Knowledge.storage_size`): the one rule, and what
+becomes of an attempt's parse outputs that nothing counts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from chalicelib.domain.storage_keys import parsed_markdown_key
-from chalicelib.domain.types import Knowledge
+from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
+from chalicelib.domain.types import Knowledge, ParseStatus
 from chalicelib.ports import Dependencies
+from chalicelib.services import page_range_store
 from chalicelib.services.storage import files_of
 
 
-def counted_size(deps: Dependencies, knowledge: Knowledge, images: Iterable[Mapping[str, Any]]) -> int:
-    """The bytes the document stores: its original (`file_size`: the upload, or the URL's fetched document)
-    and what its attempt's parse stored, the parsed Markdown and each image it extracted or fetched (`images`:
-    the attempt's manifest, each entry with its stored `size`; a URL once, as page ranges list a shared image
-    once each). Indexing sets it in the write that checks the quota: a reparse counts its own parse in place
-    of the earlier one's (which it removes), a redelivery the same size again (nothing more), and the row's
-    delete gives all of it back. Raises FileNotFoundError when the attempt's Markdown is gone."""
+def derived_size(deps: Dependencies, knowledge: Knowledge, images: Iterable[Mapping[str, Any]]) -> int:
+    """The bytes the document's attempt stored besides its original: the parsed Markdown and each image it
+    extracted or fetched (`images`: the attempt's manifest, each entry with its stored `size`; a URL once,
+    as page ranges list a shared image once each). Indexing counts the row's `file_size` (the upload, or the
+    URL's fetched document) plus these, in the write that checks the quota (`mark_indexed(add_file_size=
+    True)`: the file size as that write finds it, not as read before): a reparse counts its own parse in
+    place of the earlier one's (which it removes), a redelivery the same size again (nothing more), and the
+    row's delete gives all of it back. Raises FileNotFoundError when the attempt's Markdown is gone."""
     markdown = files_of(deps, knowledge).url_for(
         parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
     )
     image_sizes = {str(image["url"]): int(image.get("size") or 0) for image in images}
-    return knowledge.file_size + deps.files.size(markdown) + sum(image_sizes.values())
+    return deps.files.size(markdown) + sum(image_sizes.values())
+
+
+def remove_attempt_outputs(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    attempt: int,
+    keep: Collection[str] = (),
+    *,
+    keep_plan: bool = False,
+) -> None:
+    """Removes what `attempt`'s parse stored: its Markdown, image manifest, the images it lists (not those in
+    `keep`, nor the document's original) and what a page-range parse of it left (plan, ranges, their
+    images; with `keep_plan`, not the plan, by which a later removal finds what a range still running
+    writes after this one). Idempotent: the manifest goes after its images, the plan last, and a missing
+    object is no error."""
+    store = files_of(deps, knowledge)
+    plan = store.url_for(
+        page_range_store.range_key(replace(knowledge, attempt=attempt), page_range_store.PLAN)
+    )
+    parsed = store.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, attempt))
+    manifest = store.url_for(images_manifest_key(knowledge.tenant_id, knowledge.id, attempt))
+    if deps.files.exists(manifest):
+        for image in json.loads(deps.files.read(manifest)):
+            url = str(image["url"])
+            if url not in keep and url != knowledge.file_path:
+                deps.files.delete(url)
+    deps.files.delete(manifest)
+    deps.files.delete(parsed)
+    for url in page_range_store.range_objects(deps, knowledge, attempt):  # the plan comes last
+        if url not in keep and url != knowledge.file_path and not (keep_plan and url == plan):
+            deps.files.delete(url)
+
+
+#: an attempt that ended here never indexed gets no further write of its own (mark_indexed needs processing)
+_ENDED = frozenset({ParseStatus.FAILED, ParseStatus.CANCELLED})
+
+
+def remove_uncounted_outputs(deps: Dependencies, knowledge_id: str, attempt: int) -> None:
+    """An attempt that ended (failed: at a stage, refused by the quota, timed out; or cancelled) before it was
+    indexed: nothing counts its parse outputs, so they go now rather than when a later attempt is indexed
+    (each reparse stores a fresh set). Only while the row is still at `attempt`, ended, and never marked
+    indexed at it (`processed_at`, which a reparse resets): an indexed attempt's outputs are what the row
+    counts and stay. Called again (a redelivered failure, a second cancel) it removes nothing twice."""
+    row = deps.knowledge.get(knowledge_id)
+    if (
+        row is None
+        or row.attempt != attempt
+        or row.parse_status not in _ENDED
+        or row.processed_at is not None
+    ):
+        return
+    # the plan stays (small): a range of a fanned-out parse still running finds the row ended and keeps
+    # what it writes, which the removal after a later attempt is indexed finds by the plan
+    remove_attempt_outputs(deps, row, attempt, keep_plan=True)

@@ -10,7 +10,6 @@ chunks and index entries are rolled back (spec §1.10).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from typing import Any
@@ -19,11 +18,9 @@ from chalicelib.domain.errors import ContinueLater, PermanentStageError, SpanErr
 from chalicelib.domain.ids import execution_name, plan_key
 from chalicelib.domain.process_config import describes_images, resolve
 from chalicelib.domain.progress import SPAN_COUNTERS
-from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, ServiceUnreachable, StorageQuotaExceeded
-from chalicelib.services import page_range_store
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.fairness import (
     attempt_leaves_pipeline,
@@ -35,8 +32,8 @@ from chalicelib.services.image_parents import bound_text_chunks
 from chalicelib.services.indexing import ChunkTotals, Stopped, chunk_totals, index_knowledge, index_slice
 from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.stage_queue import enqueue
-from chalicelib.services.storage import files_of, image_manifest
-from chalicelib.services.stored_size import counted_size
+from chalicelib.services.storage import image_manifest
+from chalicelib.services.stored_size import derived_size, remove_attempt_outputs
 from chalicelib.services.usable import require_usable_for_stage
 from chalicelib.stages.runner import run_stage
 
@@ -311,11 +308,14 @@ def hand_over(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, outpu
             knowledge.id,
             knowledge.attempt,
             chunk_count=outputs["chunks"],
-            storage_size=counted_size(deps, knowledge, images),
+            storage_size=derived_size(deps, knowledge, images),
             completed=False,
             within_quota=True,
+            add_file_size=True,  # the file's size as the write finds it: an edit may have changed it since
         )
-    except StorageQuotaExceeded as error:  # the document fails and its index entries are rolled back
+    except StorageQuotaExceeded as error:
+        # the document fails: its index entries are rolled back and, as for any attempt that fails before
+        # it is indexed, its parse outputs removed (fail_knowledge); its file stays counted
         raise PermanentStageError(str(error), code=SpanErrorCode.QUOTA_EXCEEDED) from error
     if not indexed:
         logger.info("embedding: superseded or cancelled while indexing", extra={"knowledge_id": knowledge.id})
@@ -399,26 +399,11 @@ def _distinct_urls(images: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def remove_earlier_attempts(deps: Dependencies, knowledge: Knowledge, images: list[dict[str, Any]]) -> None:
-    """Once a reparse's attempt is indexed, the earlier attempts' parsed Markdown, image manifests, the
-    images only they referenced and what a page-range parse of theirs left (a fanned-out attempt that
-    failed: plan, ranges, their images) are garbage: removed, so nothing is left behind (idempotent)."""
+    """Once a reparse's attempt is indexed, the earlier attempts' parse outputs are garbage (the row counts
+    this attempt's now): removed, but for the images this attempt lists too (idempotent)."""
     keep = {str(image["url"]) for image in images}
     for attempt in range(1, knowledge.attempt):
-        parsed = files_of(deps, knowledge).url_for(
-            parsed_markdown_key(knowledge.tenant_id, knowledge.id, attempt)
-        )
-        manifest = files_of(deps, knowledge).url_for(
-            images_manifest_key(knowledge.tenant_id, knowledge.id, attempt)
-        )
-        if deps.files.exists(manifest):
-            for image in json.loads(deps.files.read(manifest)):
-                if str(image["url"]) not in keep:
-                    deps.files.delete(str(image["url"]))
-        deps.files.delete(manifest)
-        deps.files.delete(parsed)
-        for url in page_range_store.range_objects(deps, knowledge, attempt):  # the plan comes last
-            if url not in keep and url != knowledge.file_path:
-                deps.files.delete(url)
+        remove_attempt_outputs(deps, knowledge, attempt, keep)
 
 
 def rollback(deps: Dependencies, message: StageMessage) -> bool:

@@ -34,6 +34,7 @@ from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.services.deadline import deadline_of, out_of_time, share_of_time, stage_deadline
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
+from chalicelib.services.stored_size import remove_uncounted_outputs
 from chalicelib.services.summary_failure import summary_given_up
 from chalicelib.tasks import redrive_delete
 
@@ -182,6 +183,8 @@ def _recover_if_stuck(
         report.recovered.append(knowledge.id)
         # as any failed document: its place at the tenant's door goes back and wakes the next waiter
         leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
+        # failed before it was indexed: nothing counts what its parse stored
+        remove_uncounted_outputs(deps, knowledge.id, knowledge.attempt)
 
 
 def handle(deps: Dependencies, event: Any = None, context: Any = None) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from chalicelib.services.deadline import deadline_of, stage_deadline
 from chalicelib.services.events import knowledge_changed_by_id
 from chalicelib.services.fairness import attempt_leaves_pipeline
 from chalicelib.services.stage_queue import enqueue
+from chalicelib.services.stored_size import remove_uncounted_outputs
 from chalicelib.services.usage import metered_invocation
 from chalicelib.stages.messages import (
     ImageTaskModel,
@@ -129,6 +130,9 @@ def fail_knowledge(deps: Dependencies, message: StageMessage, stage: Stage, code
         # cancelled) and a deleted document (its spans gone) are left as they are
         deps.tracker.fail_stage(message.knowledge_id, message.attempt, stage, code, reason)
     attempt_leaves_pipeline(deps, message.tenant_id, message.knowledge_id, message.attempt)
+    # last: an attempt failed before it was indexed (the quota refused it, a stage gave up) leaves nothing
+    # stored that no row counts (a redelivery finds nothing left; a row that moved on is left alone)
+    remove_uncounted_outputs(deps, message.knowledge_id, message.attempt)
 
 
 def _ended_failed(deps: Dependencies, message: StageMessage) -> bool:

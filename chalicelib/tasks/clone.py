@@ -493,7 +493,7 @@ def _copy_content(
     _require_unchanged_source(deps, src, chunks, copies)
     try:
         # the copy's bytes counted on the tenant with the row, within its quota (one transaction): the
-        # source's counted size (`counted_size`), since the copy holds its original, Markdown and images
+        # source's counted size (its file and `derived_size`), since the copy holds its original, Markdown and images
         indexed = deps.knowledge.mark_indexed(
             row.id,
             row.attempt,

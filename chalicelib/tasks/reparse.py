@@ -14,6 +14,7 @@ from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.offered import check_override_models
 from chalicelib.services.ownership import owned_knowledge, require_kb
+from chalicelib.services.stored_size import remove_attempt_outputs
 
 
 def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: ReparseRequest) -> Knowledge:
@@ -29,10 +30,16 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
         check_document_settings(deps, kb, overrides, knowledge.file_type)
     remove_derived_data(deps, knowledge)
     resources.release_owner(deps, knowledge.id, role="parsed")  # the old Markdown's links stop working
+    previous = knowledge
     try:
         knowledge = deps.knowledge.reset_for_reparse(knowledge.id, overrides)
     except LookupError as error:
         raise BadRequest("the knowledge changed state; try again", code="invalid_state") from error
+    if previous.processed_at is None:
+        # the attempt it ends was never indexed (still on its way, failed, cancelled): nothing counts what
+        # its parse stored, and no later attempt of an endless reparse loop would remove it before one is
+        # indexed; an indexed attempt's outputs stay, counted, until the new attempt is indexed
+        remove_attempt_outputs(deps, knowledge, previous.attempt, keep_plan=True)
     # the document left search (pending, a new attempt): announced once, by the write that decided it
     knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_REPARSE_STARTED)
     return enqueue_first_stage(deps, knowledge)

@@ -58,7 +58,8 @@ def test_parsed_markdown_and_the_image_manifest_are_written_per_attempt(
     reparse(deps, kb.tenant_id, created.id, ReparseRequest())
     deliver(deps, "docreader")
     assert files.exists(files.url_for(parsed_markdown_key(*key, 2)))
-    assert files.exists(files.url_for(parsed_markdown_key(*key, 1)))  # attempt 1's outputs are untouched
+    # attempt 1 was never indexed: nothing counted its outputs, so the reparse that ended it removed them
+    assert not files.exists(files.url_for(parsed_markdown_key(*key, 1)))
     assert [m["attempt"] for m in queue.bodies("chunking")] == [1, 2]
 
 

@@ -140,8 +140,9 @@ def test_a_failed_fanned_out_attempt_leaves_nothing_once_the_reparse_is_indexed(
     knowledge_id = fan_out(deps, kb, ocr)
     drain(deps)
     assert deps.knowledge.get(knowledge_id).parse_status.value == "failed"
-    left_by_failure = [key for key in files.keys(f"{kb.tenant_id}/") if "attempt-1.ranges/" in key]
-    assert left_by_failure  # the failed attempt's plan and stored ranges
+    left_by_failure = [key for key in files.keys(f"{kb.tenant_id}/") if "attempt-1" in key]
+    # the failed attempt's ranges went with it; its plan stays, to find what a range still running writes
+    assert left_by_failure == [f"{kb.tenant_id}/{knowledge_id}/parsed/attempt-1.ranges/plan.json"]
     ocr.fail_at = 0
     reparse(deps, kb.tenant_id, knowledge_id, ReparseRequest())
     drain(deps)

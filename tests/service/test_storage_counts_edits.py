@@ -4,7 +4,8 @@ counts nothing more; a chunk edit counts its growth (UTF-8 bytes) on the documen
 (a shrink gives nothing back: only a reparse's count or the delete does, so racing edits never count less
 than is stored). A refused
 quota is 403 `storage_quota_exceeded` with nothing written; an edit that does not stand gives back what it
-counted, once."""
+counted, once. The row's size and the tenant's usage move in one write (update_fields' `storage_size`): a
+store error leaves both as they were, never one without the other."""
 
 from __future__ import annotations
 
@@ -107,9 +108,9 @@ def test_an_edit_whose_row_write_does_not_land_gives_its_bytes_back_once(
     created = draft(deps, kb)
     real = deps.knowledge.update_fields
 
-    def not_landing(knowledge_id: str, fields: Any, *, expect: Any = None) -> Any:
-        if "storage_size" not in fields:
-            return real(knowledge_id, fields, expect=expect)
+    def not_landing(knowledge_id: str, fields: Any, *, expect: Any = None, **counted: Any) -> Any:
+        if "file_path" not in fields:
+            return real(knowledge_id, fields, expect=expect, **counted)
         if outcome == "raised":
             raise TimeoutError("the table did not answer")
         return None  # another request changed the row meanwhile
@@ -147,6 +148,51 @@ def test_a_published_edit_is_counted_once_and_stays_counted_when_its_reparse_is_
     assert used(deps, kb.tenant_id) == cancelled.storage_size
     delete(deps, published)
     assert used(deps, kb.tenant_id) == 0
+
+
+class Throttled(Exception):
+    """A store error (DynamoDB's ProvisionedThroughputExceeded, a timeout) out of one write."""
+
+
+def test_a_shorter_text_whose_usage_write_errors_counts_nothing_and_its_retry_gives_back(
+    deps: Services, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created = draft(deps, kb, "y" * 5000)
+    real = deps.tenants.add_usage_within
+
+    def throttled(tenant_id: str, delta: int, grows_by: int, quota: int) -> bool:
+        if delta < 0:
+            raise Throttled("ProvisionedThroughputExceeded")
+        return real(tenant_id, delta, grows_by, quota)
+
+    monkeypatch.setattr(deps.tenants, "add_usage_within", throttled)
+    with pytest.raises((Throttled, AppError)):
+        edit_text(deps, created, "short")
+    stored = row(deps, created.id)
+    assert used(deps, kb.tenant_id) == stored.storage_size  # the row and the usage: both or neither
+    monkeypatch.undo()
+    edit_text(deps, stored, "short")  # the retry gives the 4995 bytes back, once
+    assert (row(deps, created.id).storage_size, used(deps, kb.tenant_id)) == (5, 5)
+
+
+def test_a_drafts_edit_another_write_took_the_room_from_is_403_and_writes_nothing(
+    deps: Services, kb: KnowledgeBase, files: MemoryFileStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created = draft(deps, kb, "x")
+    deps.tenants.set_quotas(kb.tenant_id, 1_000, 0)
+    real = deps.knowledge.update_fields
+
+    def upload_first(*args: Any, **kwargs: Any) -> Any:  # after the edit's checks, before its row's write
+        assert deps.tenants.add_usage_within(kb.tenant_id, 900, 900, 1_000)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deps.knowledge, "update_fields", upload_first)
+    error = refused(lambda: edit_text(deps, created, "z" * 500))
+    assert (error.status, error.code) == (403, "storage_quota_exceeded")
+    stored = row(deps, created.id)
+    assert (stored.storage_size, files.read(stored.file_path)) == (1, b"x")
+    assert files.keys(f"{kb.tenant_id}/{created.id}/") == [files.key_of(created.file_path)]
+    assert used(deps, kb.tenant_id) == 901
 
 
 # ---------------------------------------------------------------- a chunk's edit
@@ -307,3 +353,21 @@ def test_a_chunk_edit_a_reparse_overtook_is_counted_as_the_new_attempt(
     drain(deps, MAIN_STAGES)  # the new attempt's indexing counts the document again
     base = knowledge.storage_size
     assert (row(deps, knowledge.id).storage_size, used(deps, small.tenant_id)) == (base, base)
+
+
+def test_a_chunk_edit_whose_row_write_errors_counts_nothing(
+    deps: Services, small: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    knowledge = completed(deps, small)
+    first = deps.chunks.list(knowledge.id)[0]
+
+    def throttled(*args: Any, **kwargs: Any) -> Any:
+        raise Throttled("ProvisionedThroughputExceeded")
+
+    monkeypatch.setattr(deps.knowledge, "update_fields", throttled)
+    with pytest.raises((Throttled, AppError)):
+        edit_chunk(deps, knowledge, first.id, first.content + " " + SMILE * 250)
+    monkeypatch.undo()
+    base = knowledge.storage_size
+    assert (row(deps, knowledge.id).storage_size, used(deps, small.tenant_id)) == (base, base)
+    assert stored_text(deps, knowledge, first.id) == first.content

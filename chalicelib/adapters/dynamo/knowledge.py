@@ -17,6 +17,7 @@ from pynamodb.exceptions import (
 )
 from pynamodb.transactions import TransactWrite
 
+from chalicelib.adapters.dynamo import knowledge_fields
 from chalicelib.adapters.dynamo.tables import (
     DELETING_MARKER,
     IN_FLIGHT,
@@ -61,16 +62,6 @@ def _same_file(k: Knowledge, kb_id: str) -> str | None:
     if k.type != KnowledgeType.FILE or not k.file_type:
         return None
     return same_file_key(kb_id, k.file_type, k.file_name, k.file_size)
-
-
-def _holds(attribute: Any, value: Any) -> Any:
-    """`attribute` is `value`; an empty value also when the attribute is absent (an item written before
-    the attribute had a default reads back as empty)."""
-    if value is None:
-        return attribute.does_not_exist()
-    if value in ("", 0):
-        return attribute.does_not_exist() | (attribute == value)
-    return attribute == value
 
 
 def _not_written_after(m: Any, iso: str) -> Any:
@@ -486,9 +477,11 @@ class DynamoKnowledgeRepo:
         storage_size: int,
         completed: bool,
         within_quota: bool = False,
+        add_file_size: bool = False,
     ) -> bool:
         """One transaction with the tenant's usage, which grows by what the row's size grows: a redelivery
-        finds the size already set and adds nothing, and a failure cannot set the one without the other.
+        finds the size already set and adds nothing, and a failure cannot set the one without the other
+        (with `add_file_size`, the size counts the file size read here, which the write's condition holds).
 
             index A: row A at `attempt`, size s0 ─ row size = s1, tenant usage += s1 - s0 ─ commit
             again:   row A size s1                ─ row size = s1, usage unchanged
@@ -499,10 +492,11 @@ class DynamoKnowledgeRepo:
             if row is None or row.attempt != attempt or row.parse_status not in MARK_INDEXED_FROM:
                 return False
             now = now_iso()
+            size = storage_size + (row.file_size if add_file_size else 0)
             actions = [
                 m.enable_status.set(EnableStatus.ENABLED.value),
                 m.chunk_count.set(chunk_count),
-                m.storage_size.set(storage_size),
+                m.storage_size.set(size),
                 m.processed_at.set(now),
                 m.updated_at.set(now),
             ]
@@ -512,7 +506,10 @@ class DynamoKnowledgeRepo:
             if not row.storage_size:
                 same_size = same_size | m.storage_size.does_not_exist()
             condition = (m.attempt == attempt) & m.parse_status.is_in(*_values(MARK_INDEXED_FROM)) & same_size
-            growth = storage_size - row.storage_size
+            if add_file_size:  # an edit that changed the file since the read: read again
+                same_file = m.file_size == row.file_size
+                condition &= (same_file | m.file_size.does_not_exist()) if not row.file_size else same_file
+            growth = size - row.storage_size
             usage = self._storage(row.tenant_id) if growth else None
             try:
                 with TransactWrite(connection=self.connection) as tx:
@@ -773,32 +770,14 @@ class DynamoKnowledgeRepo:
         return self._update(knowledge_id, actions, condition) is not None
 
     def update_fields(
-        self, knowledge_id: str, fields: Mapping[str, Any], *, expect: Mapping[str, Any] | None = None
+        self,
+        knowledge_id: str,
+        fields: Mapping[str, Any],
+        *,
+        expect: Mapping[str, Any] | None = None,
+        storage_size: int | None = None,
     ) -> Knowledge | None:
-        m = self.model
-        attributes = {
-            "title": m.title,
-            "description": m.description,
-            "description_by_user": m.description_by_user,
-            "metadata": m.meta,
-            "tag_ids": m.tag_ids,
-            "enable_status": m.enable_status,
-            "file_path": m.file_path,
-            "file_size": m.file_size,
-            "file_hash": m.file_hash,
-            "enrichment": m.enrichment,
-            "storage_backend": m.storage_backend,
-            "storage_size": m.storage_size,
-        }
-        actions = [attributes[name].set(value) for name, value in fields.items()]
-        actions.append(m.updated_at.set(now_iso()))
-        condition = m.parse_status != ParseStatus.DELETING.value
-        checked = {**attributes, "attempt": m.attempt, "parse_status": m.parse_status}
-        for name, value in (expect or {}).items():
-            if name not in checked:
-                raise AttributeError(f"{name!r} cannot be expected")
-            condition &= _holds(checked[name], value)
-        return self._update(knowledge_id, actions, condition)
+        return knowledge_fields.update_fields(self, knowledge_id, fields, expect, storage_size)
 
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:
         m = self.model

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from chalicelib.adapters.memory import knowledge_fields
 from chalicelib.adapters.memory.clock import _ms, _now
 from chalicelib.adapters.memory.tenants import MemoryTenantRepo
 from chalicelib.domain.clock import from_iso, to_iso
@@ -329,40 +330,14 @@ class MemoryKnowledgeRepo:
         return self._update(knowledge_id, last_slot_released, change) is not None
 
     def update_fields(
-        self, knowledge_id: str, fields: Mapping[str, Any], *, expect: Mapping[str, Any] | None = None
+        self,
+        knowledge_id: str,
+        fields: Mapping[str, Any],
+        *,
+        expect: Mapping[str, Any] | None = None,
+        storage_size: int | None = None,
     ) -> Knowledge | None:
-        editable = {
-            "title",
-            "description",
-            "description_by_user",
-            "metadata",
-            "tag_ids",
-            "file_path",
-            "file_size",
-            "file_hash",
-            "enrichment",
-            "storage_backend",
-            "storage_size",
-        }
-
-        def change(k: Knowledge) -> None:
-            for name, value in fields.items():
-                if name not in editable and name != "enable_status":
-                    raise AttributeError(f"{name!r} is not editable")
-                setattr(k, name, EnableStatus(value) if name == "enable_status" else copy.deepcopy(value))
-            k.updated_at = _now()
-
-        checked = {"enable_status", "attempt", "parse_status", *editable}
-        wanted = dict(expect or {})
-        if unknown := set(wanted) - checked:
-            raise AttributeError(f"{sorted(unknown)!r} cannot be expected")
-
-        def holds(k: Knowledge) -> bool:  # the statuses are StrEnums: "processing" is PROCESSING
-            return k.parse_status != ParseStatus.DELETING and all(
-                getattr(k, name) == value for name, value in wanted.items()
-            )
-
-        return self._update(knowledge_id, holds, change)
+        return knowledge_fields.update_fields(self, knowledge_id, fields, expect, storage_size)
 
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:
         def change(k: Knowledge) -> None:
@@ -432,15 +407,19 @@ class MemoryKnowledgeRepo:
         storage_size: int,
         completed: bool,
         within_quota: bool = False,
+        add_file_size: bool = False,
     ) -> bool:
         grown = 0
+
+        def size_of(k: Knowledge) -> int:
+            return storage_size + (k.file_size if add_file_size else 0)
 
         def change(k: Knowledge) -> None:
             nonlocal grown
             now = _now()
-            grown = storage_size - k.storage_size
+            grown = size_of(k) - k.storage_size
             k.enable_status = EnableStatus.ENABLED
-            k.chunk_count, k.storage_size = chunk_count, storage_size
+            k.chunk_count, k.storage_size = chunk_count, size_of(k)
             k.processed_at = k.updated_at = now
             if completed:
                 k.parse_status = ParseStatus.COMPLETED
@@ -452,7 +431,7 @@ class MemoryKnowledgeRepo:
             row = self._rows.get(knowledge_id)
             tenant = self.tenants.get(row.tenant_id) if self.tenants is not None and row else None
             if within_quota and row is not None and tenant is not None and condition(row):
-                growth = storage_size - row.storage_size
+                growth = size_of(row) - row.storage_size
                 if (
                     tenant.storage_quota
                     and growth > 0
