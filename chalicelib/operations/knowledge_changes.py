@@ -43,7 +43,6 @@ from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.quotas import storage_left, storage_refusal
 from chalicelib.services.storage import files_of
-from chalicelib.services.stored_size import remove_uncounted_outputs
 from chalicelib.services.usable import require_usable_for_api
 from chalicelib.tasks import new_task, start_task
 from chalicelib.tasks.delete import start_delete, start_deleting
@@ -122,9 +121,6 @@ def cancel(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
         cancelled.id, cancelled.attempt, SpanStatus.CANCELLED, "CANCELLED", CANCEL_MESSAGE
     )
     knowledge_changed(deps, cancelled, EventType.KNOWLEDGE_CANCELLED, status=ParseStatus.CANCELLED.value)
-    # cancelled before it was indexed: what its parse stored is no one's count (an indexed attempt keeps
-    # its outputs, which the row counts and search links serve)
-    remove_uncounted_outputs(deps, cancelled.id, cancelled.attempt)
     return cancelled
 
 

@@ -61,21 +61,18 @@ def remove_attempt_outputs(
             deps.files.delete(url)
 
 
-#: an attempt that ended here never indexed gets no further write of its own (mark_indexed needs processing)
-_ENDED = frozenset({ParseStatus.FAILED, ParseStatus.CANCELLED})
-
-
 def remove_uncounted_outputs(deps: Dependencies, knowledge_id: str, attempt: int) -> None:
-    """An attempt that ended (failed: at a stage, refused by the quota, timed out; or cancelled) before it was
-    indexed: nothing counts its parse outputs, so they go now rather than when a later attempt is indexed
-    (each reparse stores a fresh set). Only while the row is still at `attempt`, ended, and never marked
-    indexed at it (`processed_at`, which a reparse resets): an indexed attempt's outputs are what the row
-    counts and stay. Called again (a redelivered failure, a second cancel) it removes nothing twice."""
+    """An attempt that failed (at a stage, refused by the quota, timed out) before it was indexed: nothing
+    counts its parse outputs, so they go now rather than when a later attempt is indexed (each reparse stores a
+    fresh set). Only while the row is still at `attempt`, failed, and never marked indexed at it
+    (`processed_at`, which a reparse resets): an indexed attempt's outputs are what the row counts and stay. A
+    cancelled attempt keeps what it wrote (spec §1.23: its chunks link to its images) until its reparse or
+    delete. Called again (a redelivered failure, a late stage write) it removes nothing twice."""
     row = deps.knowledge.get(knowledge_id)
     if (
         row is None
         or row.attempt != attempt
-        or row.parse_status not in _ENDED
+        or row.parse_status != ParseStatus.FAILED
         or row.processed_at is not None
     ):
         return

@@ -63,6 +63,7 @@ from chalicelib.services.fairness import Entry, enter_pipeline, leave_pipeline
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
+from chalicelib.services.stored_size import remove_uncounted_outputs
 from chalicelib.services.usable import require_usable_for_stage
 from chalicelib.stages.runner import run_stage
 
@@ -253,7 +254,9 @@ def _finish(
         for url in written:
             deps.files.delete(url)
 
-    if not kept_after_write(deps, knowledge, undo):
+    if not kept_after_write(deps, knowledge, undo, undo_superseded=undo):
+        # a failed attempt's late outputs count for no one either (a cancelled one keeps what it wrote)
+        remove_uncounted_outputs(deps, knowledge.id, knowledge.attempt)
         return
     resources.register_written(deps, knowledge, resources.ROLE_PARSED, parsed, len(data), knowledge.attempt)
     deps.tracker.end_stage(

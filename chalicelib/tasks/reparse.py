@@ -35,11 +35,14 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
         knowledge = deps.knowledge.reset_for_reparse(knowledge.id, overrides)
     except LookupError as error:
         raise BadRequest("the knowledge changed state; try again", code="invalid_state") from error
-    if previous.processed_at is None:
-        # the attempt it ends was never indexed (still on its way, failed, cancelled): nothing counts what
-        # its parse stored, and no later attempt of an endless reparse loop would remove it before one is
-        # indexed; an indexed attempt's outputs stay, counted, until the new attempt is indexed
-        remove_attempt_outputs(deps, knowledge, previous.attempt, keep_plan=True)
     # the document left search (pending, a new attempt): announced once, by the write that decided it
     knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_REPARSE_STARTED)
-    return enqueue_first_stage(deps, knowledge)
+    queued = enqueue_first_stage(deps, knowledge)
+    if previous.parse_status in (ParseStatus.FAILED, ParseStatus.CANCELLED) and previous.processed_at is None:
+        # the attempt it ends ended unindexed (and cannot be indexed now: only a processing row is): nothing
+        # counts what its parse stored, and no later attempt of a reparse loop would remove it before one is
+        # indexed. One still on its way may be indexed between the read and the reset: its outputs stay until
+        # the new attempt is indexed (a late stage write of it is undone: docreader's undo_superseded). Last,
+        # so a store error here leaves the new attempt queued.
+        remove_attempt_outputs(deps, knowledge, previous.attempt, keep_plan=True)
+    return queued

@@ -124,23 +124,25 @@ def test_a_reparse_failing_at_a_stage_removes_its_outputs_not_the_indexed_ones(
         assert attempts_stored(files, created.id) == {1} and images_stored(files, kb.tenant_id) == images
 
 
-def test_a_cancelled_unindexed_attempt_leaves_no_uncounted_images(
+def test_a_cancelled_attempt_keeps_its_outputs_until_its_reparse_removes_them(
     deps: Services, kb: KnowledgeBase, files: MemoryFileStore, server: _Photos
 ) -> None:
+    """A cancel keeps what was written (spec §1.23: its chunks link to its images); the reparse that follows
+    removes the cancelled attempt's outputs, so cancel-and-reparse loops never hold more than one set."""
     from chalicelib.operations.knowledge_changes import cancel
 
     created = upload(deps, kb, "gallery.md", GALLERY)
-    for _ in range(3):
-        drain(deps, ("docreader",))
-        assert images_stored(files, kb.tenant_id) > 0
+    drain(deps, ("docreader",))
+    one_set = images_stored(files, kb.tenant_id)
+    for attempt in (1, 2, 3):
         cancel(deps, kb.tenant_id, created.id)
-        cancel(deps, kb.tenant_id, created.id)  # again: nothing more
         drain(deps)
-        row = row_of(deps, created.id)
-        assert row.parse_status == ParseStatus.CANCELLED
-        assert images_stored(files, kb.tenant_id) == 0 and attempts_stored(files, created.id) == set()
-        assert used(deps, kb.tenant_id) == len(GALLERY)
+        assert row_of(deps, created.id).parse_status == ParseStatus.CANCELLED
+        assert attempts_stored(files, created.id) == {attempt}  # kept
+        assert images_stored(files, kb.tenant_id) == one_set and used(deps, kb.tenant_id) == len(GALLERY)
         reparse(deps, kb, created.id)
+        assert attempts_stored(files, created.id) == set()  # the cancelled attempt's went with its reparse
+        drain(deps, ("docreader",))
 
 
 def test_a_cancel_after_indexing_keeps_the_counted_outputs(
@@ -162,21 +164,101 @@ def test_a_cancel_after_indexing_keeps_the_counted_outputs(
     assert used(deps, kb.tenant_id) == row.storage_size
 
 
-def test_reparses_while_on_its_way_leave_no_uncounted_images(
+def test_reparses_while_on_its_way_keep_outputs_only_until_an_attempt_is_indexed(
     deps: Services, kb: KnowledgeBase, files: MemoryFileStore, server: _Photos
 ) -> None:
+    """A reparse cannot tell an attempt on its way from one indexed between its read and its reset, so it
+    leaves that attempt's outputs; the first attempt indexed after removes every earlier one's."""
     created = upload(deps, kb, "gallery.md", GALLERY)
     drain(deps, ("docreader",))
     one_set = images_stored(files, kb.tenant_id)
-    for _ in range(3):  # each reparse supersedes an attempt that stored its images and was never indexed
+    for _ in range(3):
         reparse(deps, kb, created.id)
         drain(deps, ("docreader",))
-        assert images_stored(files, kb.tenant_id) == one_set
     drain(deps)
     row = row_of(deps, created.id)
     assert (row.attempt, row.processed_at is not None) == (4, True)
     assert attempts_stored(files, created.id) == {4}
     assert row.storage_size == len(GALLERY) + markdown_stored(deps, row) + one_set == used(deps, kb.tenant_id)
+
+
+def test_a_reparse_racing_the_index_keeps_the_indexed_attempts_outputs(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    server: _Photos,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reparse reads attempt 1 on its way; its mark_indexed lands before the reset: the outputs the row
+    now counts (and search links serve) stay until attempt 2 is indexed."""
+    created = upload(deps, kb, "gallery.md", GALLERY)
+    drain(deps, ("docreader", "chunking"))
+    repo = deps.knowledge
+    real_reset = repo.reset_for_reparse
+
+    def indexed_first(knowledge_id: str, overrides: Any) -> Any:
+        drain(deps)
+        assert row_of(deps, knowledge_id).processed_at is not None
+        return real_reset(knowledge_id, overrides)
+
+    monkeypatch.setattr(repo, "reset_for_reparse", indexed_first)
+    reparse(deps, kb, created.id)
+    monkeypatch.undo()
+    assert attempts_stored(files, created.id) == {1}
+
+
+def test_a_superseded_attempts_late_parse_is_undone(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    server: _Photos,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reparse lands while attempt 1's parse runs (its images already stored): what attempt 1 writes after
+    goes, as nothing would count it."""
+    from chalicelib.stages import docreader
+
+    created = upload(deps, kb, "gallery.md", GALLERY)
+    real = docreader._finish
+    fired: list[int] = []
+
+    def reparse_first(*args: Any) -> Any:
+        if not fired:
+            fired.append(1)
+            reparse(deps, kb, created.id)
+        return real(*args)
+
+    monkeypatch.setattr(docreader, "_finish", reparse_first)
+    drain(deps, ("docreader",))
+    assert row_of(deps, created.id).attempt == 2
+    assert attempts_stored(files, created.id) == {2}
+
+
+def test_a_reparse_whose_removal_fails_has_queued_its_new_attempt(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    server: _Photos,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chalicelib.adapters.memory import MemoryTaskQueue
+    from chalicelib.operations.knowledge_changes import cancel
+    from chalicelib.tasks import reparse as reparse_task
+
+    created = upload(deps, kb, "gallery.md", GALLERY)
+    drain(deps, ("docreader",))
+    cancel(deps, kb.tenant_id, created.id)
+    drain(deps)
+
+    def store_down(*args: Any, **kw: Any) -> None:
+        raise OSError("the store did not answer")
+
+    monkeypatch.setattr(reparse_task, "remove_attempt_outputs", store_down)
+    with pytest.raises(OSError):
+        reparse(deps, kb, created.id)
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    assert row_of(deps, created.id).attempt == 2 and queue.waiting("docreader")
 
 
 def test_indexing_counts_the_file_size_the_write_finds(
