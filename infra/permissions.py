@@ -279,7 +279,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
     "ChunkingStage": [
         *ANNOUNCE,
         *own_queue("chunking"),
-        read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans"),
+        read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans", "resources"),
         write_tables("tenants", "knowledge", "chunks", "spans", "usage"),
         # a document that fails here has its never-counted attempt's Markdown and images removed
         # (services/stored_size.py remove_uncounted_outputs)
@@ -294,7 +294,15 @@ FUNCTIONS: dict[str, list[Grant]] = {
         # a rollback drops what the knowledge's attempts derived (remove_derived_data): its wiki pages (and has
         # the knowledge base's wiki index rebuilt) and graph facts
         read_tables(
-            "tenants", "knowledge-bases", "knowledge", "chunks", "spans", "embedding-cache", "wiki", "graph"
+            "tenants",
+            "knowledge-bases",
+            "knowledge",
+            "chunks",
+            "spans",
+            "embedding-cache",
+            "wiki",
+            "graph",
+            "resources",
         ),
         write_tables("tenants", "knowledge", "chunks", "spans", "embedding-cache", "usage", "wiki", "graph"),
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects(),)),
@@ -388,7 +396,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
         *ANNOUNCE,
         # tenants: a row it fails gives its place at the fairness door back and wakes the next waiter;
         # chunks: a summary it fails gets the first text chunk as its description (services/summary_failure.py)
-        read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans", "tasks", "turns"),
+        read_tables(
+            "tenants", "knowledge-bases", "knowledge", "chunks", "spans", "tasks", "turns", "resources"
+        ),
         write_tables("tenants", "knowledge", "spans", "tasks", "turns"),
         send_to("docreader", "lifecycle"),
         # a row's stage message may wait in any stage queue the pipeline sends to (`queued_stage`): its backlog

@@ -227,8 +227,14 @@ class KnowledgeRepo(Protocol):
         instead (the same write checks it, so two documents indexed at once cannot both pass)."""
         ...
 
-    def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:
-        """attempt+1, status pending, error/description/processed_at/counter reset (one conditional write)."""
+    def reset_for_reparse(
+        self,
+        knowledge_id: str,
+        process_overrides: Mapping[str, Any] | None,
+        unindexed_attempt: int | None = None,
+    ) -> Knowledge:
+        """attempt+1, status pending, error/description/processed_at/counter reset (one conditional write;
+        with `unindexed_attempt`, only while the row is at it and was never indexed at it). LookupError else."""
         ...
 
     def restart_attempt(

@@ -33,6 +33,7 @@ from chalicelib.services.page_range_store import (
 )
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
+from chalicelib.services.stored_size import remove_uncounted_outputs
 
 
 def ranges_of(pages: int, size: int) -> list[tuple[int, int]]:
@@ -129,7 +130,7 @@ def _parse_and_store(
 ) -> bool:
     """Parses pages [start, end), stores the range's image list, then its Markdown (the "done" mark), and
     records the range's sub-span; False when the document moved on meanwhile (what was written is
-    undone)."""
+    undone, unless the attempt was cancelled)."""
     result = deps.docreader().read(
         ReadRequest(
             data=deps.files.read(plan["source"]),
@@ -156,7 +157,10 @@ def _parse_and_store(
         for url in written:
             deps.files.delete(url)
 
-    if not kept_after_write(deps, knowledge, undo):
+    if not kept_after_write(deps, knowledge, undo, undo_superseded=undo):
+        # as a whole-document parse's late write (docreader `_finish`): a superseded attempt's is undone
+        # above, a failed one's counts for no one (found by the plan); a cancelled one keeps what it wrote
+        remove_uncounted_outputs(deps, knowledge.id, knowledge.attempt)
         return False
     deps.tracker.subspan(
         knowledge,

@@ -8,10 +8,13 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from chalicelib.domain.storage_backends import backend_of
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge, ParseStatus
+from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
-from chalicelib.services import page_range_store
+from chalicelib.ports.storage import StorageRefused, StorageUnavailable, UnknownStorageBackend
+from chalicelib.services import page_range_store, resources
 from chalicelib.services.storage import files_of
 
 
@@ -38,10 +41,10 @@ def remove_attempt_outputs(
     *,
     keep_plan: bool = False,
 ) -> None:
-    """Removes what `attempt`'s parse stored: its Markdown, image manifest, the images it lists (not those in
-    `keep`, nor the document's original) and what a page-range parse of it left (plan, ranges, their
-    images; with `keep_plan`, not the plan, by which a later removal finds what a range still running
-    writes after this one). Idempotent: the manifest goes after its images, the plan last, and a missing
+    """Removes what `attempt`'s parse stored: its Markdown, image manifest, the images it lists or the
+    resource catalog recorded for it (not those in `keep`, nor the document's original) and what a page-range
+    parse of it left (plan, ranges, their images; with `keep_plan`, not the plan, by which a later removal
+    finds what a range still running writes after this one). Idempotent: the manifest goes after its images, the plan last, and a missing
     object is no error."""
     store = files_of(deps, knowledge)
     plan = store.url_for(
@@ -56,6 +59,17 @@ def remove_attempt_outputs(
                 deps.files.delete(url)
     deps.files.delete(manifest)
     deps.files.delete(parsed)
+    # a retried parse's first try's images: named by their bytes, which a remote server may answer otherwise
+    # the second time, so no manifest lists them; the resource catalog recorded each as it was stored
+    for resource in deps.resources.owned_by(knowledge.id):
+        if (
+            resource.role == resources.ROLE_IMAGE
+            and resource.attempt == attempt
+            and resource.url not in keep
+            and resource.url != knowledge.file_path
+            and backend_of(resource.url) == knowledge.storage_backend  # another's were left by a move
+        ):
+            deps.files.delete(resource.url)
     for url in page_range_store.range_objects(deps, knowledge, attempt):  # the plan comes last
         if url not in keep and url != knowledge.file_path and not (keep_plan and url == plan):
             deps.files.delete(url)
@@ -78,4 +92,12 @@ def remove_uncounted_outputs(deps: Dependencies, knowledge_id: str, attempt: int
         return
     # the plan stays (small): a range of a fanned-out parse still running finds the row ended and keeps
     # what it writes, which the removal after a later attempt is indexed finds by the plan
-    remove_attempt_outputs(deps, row, attempt, keep_plan=True)
+    try:
+        remove_attempt_outputs(deps, row, attempt, keep_plan=True)
+    except (StorageRefused, StorageUnavailable, UnknownStorageBackend) as error:
+        # the failure stands (it may be this very store that failed the document): the outputs stay, for
+        # the next indexed attempt's removal or the delete
+        logger.warning(
+            "a failed attempt's outputs could not be removed",
+            extra={"knowledge_id": knowledge_id, "attempt": attempt, "error": type(error).__name__},
+        )

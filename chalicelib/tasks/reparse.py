@@ -7,7 +7,9 @@ from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.events import EventType
 from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.types import Knowledge, ParseStatus
+from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
+from chalicelib.ports.storage import StorageUnavailable
 from chalicelib.services import resources
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.dispatch import enqueue_first_stage
@@ -31,18 +33,25 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
     remove_derived_data(deps, knowledge)
     resources.release_owner(deps, knowledge.id, role="parsed")  # the old Markdown's links stop working
     previous = knowledge
+    # an attempt never indexed is reset only while it still is not (its outputs then count for no one,
+    # and no later write can count them: indexing needs the attempt), so they go; an indexed one's stay,
+    # counted, until the new attempt is indexed
+    unindexed = previous.processed_at is None
     try:
-        knowledge = deps.knowledge.reset_for_reparse(knowledge.id, overrides)
-    except LookupError as error:
+        knowledge = deps.knowledge.reset_for_reparse(
+            knowledge.id, overrides, unindexed_attempt=previous.attempt if unindexed else None
+        )
+    except LookupError as error:  # it changed meanwhile (indexed, another reparse, deleted)
         raise BadRequest("the knowledge changed state; try again", code="invalid_state") from error
     # the document left search (pending, a new attempt): announced once, by the write that decided it
     knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_REPARSE_STARTED)
     queued = enqueue_first_stage(deps, knowledge)
-    if previous.parse_status in (ParseStatus.FAILED, ParseStatus.CANCELLED) and previous.processed_at is None:
-        # the attempt it ends ended unindexed (and cannot be indexed now: only a processing row is): nothing
-        # counts what its parse stored, and no later attempt of a reparse loop would remove it before one is
-        # indexed. One still on its way may be indexed between the read and the reset: its outputs stay until
-        # the new attempt is indexed (a late stage write of it is undone: docreader's undo_superseded). Last,
-        # so a store error here leaves the new attempt queued.
-        remove_attempt_outputs(deps, knowledge, previous.attempt, keep_plan=True)
+    if unindexed:  # last: the new attempt is queued whatever the store answers here
+        try:
+            remove_attempt_outputs(deps, knowledge, previous.attempt, keep_plan=True)
+        except StorageUnavailable:
+            logger.warning(
+                "the ended attempt's outputs stay until a later attempt is indexed or the delete",
+                extra={"knowledge_id": knowledge.id, "attempt": previous.attempt},
+            )
     return queued

@@ -497,6 +497,23 @@ class RepoContract:
         assert completed is not None and completed.parse_status == ParseStatus.COMPLETED
         assert done.id not in {r.id for r in repos.knowledge.in_flight_older_than(IN_AN_HOUR)}
 
+    def test_reset_for_reparse_of_an_unindexed_attempt_holds_only_while_it_is_unindexed(
+        self, repos: Repos
+    ) -> None:
+        k = row()
+        repos.knowledge.insert(k)
+        repos.knowledge.begin_processing(k.id, 1)
+        reset = repos.knowledge.reset_for_reparse(k.id, None, unindexed_attempt=1)
+        assert reset.attempt == 2
+        with pytest.raises(LookupError):  # the row is at attempt 2 now
+            repos.knowledge.reset_for_reparse(k.id, None, unindexed_attempt=1)
+        repos.knowledge.begin_processing(k.id, 2)
+        repos.knowledge.mark_indexed(k.id, 2, chunk_count=1, storage_size=10, completed=False)
+        with pytest.raises(LookupError):  # indexed meanwhile
+            repos.knowledge.reset_for_reparse(k.id, None, unindexed_attempt=2)
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.attempt == 2 and stored.processed_at is not None
+
     def test_reset_for_reparse_starts_a_clean_attempt(self, repos: Repos) -> None:
         k = row(description="old summary")
         repos.knowledge.insert(k)

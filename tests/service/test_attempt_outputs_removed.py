@@ -164,21 +164,23 @@ def test_a_cancel_after_indexing_keeps_the_counted_outputs(
     assert used(deps, kb.tenant_id) == row.storage_size
 
 
-def test_reparses_while_on_its_way_keep_outputs_only_until_an_attempt_is_indexed(
+def test_reparses_while_on_its_way_leave_no_uncounted_outputs(
     deps: Services, kb: KnowledgeBase, files: MemoryFileStore, server: _Photos
 ) -> None:
-    """A reparse cannot tell an attempt on its way from one indexed between its read and its reset, so it
-    leaves that attempt's outputs; the first attempt indexed after removes every earlier one's."""
+    """Each reparse ends an attempt that stored its images and was never indexed (its reset makes sure it
+    cannot be any more): those go, so a reparse loop that never lets an attempt be indexed holds one set."""
     created = upload(deps, kb, "gallery.md", GALLERY)
     drain(deps, ("docreader",))
     one_set = images_stored(files, kb.tenant_id)
-    for _ in range(3):
+    for attempt in (2, 3, 4):
         reparse(deps, kb, created.id)
         drain(deps, ("docreader",))
+        assert (
+            attempts_stored(files, created.id) == {attempt} and images_stored(files, kb.tenant_id) == one_set
+        )
     drain(deps)
     row = row_of(deps, created.id)
     assert (row.attempt, row.processed_at is not None) == (4, True)
-    assert attempts_stored(files, created.id) == {4}
     assert row.storage_size == len(GALLERY) + markdown_stored(deps, row) + one_set == used(deps, kb.tenant_id)
 
 
@@ -189,22 +191,30 @@ def test_a_reparse_racing_the_index_keeps_the_indexed_attempts_outputs(
     server: _Photos,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The reparse reads attempt 1 on its way; its mark_indexed lands before the reset: the outputs the row
-    now counts (and search links serve) stay until attempt 2 is indexed."""
+    """The reparse reads attempt 1 on its way; its mark_indexed lands before the reset: the reset refuses
+    (400 invalid_state, try again) and the outputs the row now counts (and search links serve) stay; the
+    retry reads it indexed and keeps them until attempt 2 is indexed."""
+    from chalicelib.domain.errors import BadRequest
+
     created = upload(deps, kb, "gallery.md", GALLERY)
     drain(deps, ("docreader", "chunking"))
     repo = deps.knowledge
     real_reset = repo.reset_for_reparse
 
-    def indexed_first(knowledge_id: str, overrides: Any) -> Any:
+    def indexed_first(*args: Any, **kw: Any) -> Any:
         drain(deps)
-        assert row_of(deps, knowledge_id).processed_at is not None
-        return real_reset(knowledge_id, overrides)
+        assert row_of(deps, created.id).processed_at is not None
+        return real_reset(*args, **kw)
 
     monkeypatch.setattr(repo, "reset_for_reparse", indexed_first)
-    reparse(deps, kb, created.id)
+    with pytest.raises(BadRequest) as refused:
+        reparse(deps, kb, created.id)
     monkeypatch.undo()
+    assert refused.value.code == "invalid_state" and attempts_stored(files, created.id) == {1}
+    reparse(deps, kb, created.id)
     assert attempts_stored(files, created.id) == {1}
+    drain(deps)
+    assert attempts_stored(files, created.id) == {2}
 
 
 def test_a_superseded_attempts_late_parse_is_undone(
@@ -243,6 +253,7 @@ def test_a_reparse_whose_removal_fails_has_queued_its_new_attempt(
 ) -> None:
     from chalicelib.adapters.memory import MemoryTaskQueue
     from chalicelib.operations.knowledge_changes import cancel
+    from chalicelib.ports.storage import StorageUnavailable
     from chalicelib.tasks import reparse as reparse_task
 
     created = upload(deps, kb, "gallery.md", GALLERY)
@@ -251,11 +262,10 @@ def test_a_reparse_whose_removal_fails_has_queued_its_new_attempt(
     drain(deps)
 
     def store_down(*args: Any, **kw: Any) -> None:
-        raise OSError("the store did not answer")
+        raise StorageUnavailable(operation="delete_object", http_status=503)
 
     monkeypatch.setattr(reparse_task, "remove_attempt_outputs", store_down)
-    with pytest.raises(OSError):
-        reparse(deps, kb, created.id)
+    reparse(deps, kb, created.id)  # answered: the reparse happened, its outputs stay for a later removal
     queue = deps.queue
     assert isinstance(queue, MemoryTaskQueue)
     assert row_of(deps, created.id).attempt == 2 and queue.waiting("docreader")

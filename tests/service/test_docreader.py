@@ -58,9 +58,8 @@ def test_parsed_markdown_and_the_image_manifest_are_written_per_attempt(
     reparse(deps, kb.tenant_id, created.id, ReparseRequest())
     deliver(deps, "docreader")
     assert files.exists(files.url_for(parsed_markdown_key(*key, 2)))
-    # attempt 1 was on its way (it may have been indexed at that moment): its outputs stay until a later
-    # attempt is indexed
-    assert files.exists(files.url_for(parsed_markdown_key(*key, 1)))
+    # attempt 1 was never indexed, and the reset made sure it could not be: nothing counted its outputs
+    assert not files.exists(files.url_for(parsed_markdown_key(*key, 1)))
     assert [m["attempt"] for m in queue.bodies("chunking")] == [1, 2]
 
 

@@ -592,12 +592,19 @@ class DynamoKnowledgeRepo:
         condition = (m.attempt == attempt) & m.parse_status.is_in(*_values(from_statuses))
         return self._update(knowledge_id, self._new_attempt_actions(), condition)
 
-    def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:
+    def reset_for_reparse(
+        self,
+        knowledge_id: str,
+        process_overrides: Mapping[str, Any] | None,
+        unindexed_attempt: int | None = None,
+    ) -> Knowledge:
         m = self.model
         actions = self._new_attempt_actions()
         if process_overrides is not None:
             actions.append(m.process_overrides.set(dict(process_overrides)))
         condition = m.parse_status.is_in(*_values(REPARSE_FROM))
+        if unindexed_attempt is not None:
+            condition &= (m.attempt == unindexed_attempt) & m.processed_at.does_not_exist()
         updated = self._update(knowledge_id, actions, condition)
         if updated is None:
             raise LookupError(knowledge_id)

@@ -444,7 +444,18 @@ class MemoryKnowledgeRepo:
                 self.tenants.add_usage(self._rows[knowledge_id].tenant_id, grown)
             return True
 
-    def reset_for_reparse(self, knowledge_id: str, process_overrides: Mapping[str, Any] | None) -> Knowledge:
+    def reset_for_reparse(
+        self,
+        knowledge_id: str,
+        process_overrides: Mapping[str, Any] | None,
+        unindexed_attempt: int | None = None,
+    ) -> Knowledge:
+        def allowed(k: Knowledge) -> bool:
+            unindexed = unindexed_attempt is None or (
+                k.attempt == unindexed_attempt and k.processed_at is None
+            )
+            return k.parse_status in REPARSE_FROM and unindexed
+
         def change(k: Knowledge) -> None:
             k.attempt += 1
             k.parse_status = ParseStatus.PENDING
@@ -458,7 +469,7 @@ class MemoryKnowledgeRepo:
             if process_overrides is not None:
                 k.process_overrides = copy.deepcopy(dict(process_overrides))
 
-        updated = self._update(knowledge_id, lambda k: k.parse_status in REPARSE_FROM, change)
+        updated = self._update(knowledge_id, allowed, change)
         if updated is None:
             raise LookupError(knowledge_id)
         return updated
