@@ -280,8 +280,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
         *ANNOUNCE,
         *own_queue("chunking"),
         read_tables("tenants", "knowledge-bases", "knowledge", "chunks", "spans", "resources"),
-        write_tables("tenants", "knowledge", "chunks", "spans", "usage"),
-        # a document that fails here has its never-counted attempt's Markdown and images removed
+        write_tables("tenants", "knowledge", "chunks", "spans", "usage", "resources"),
+        # a document that fails here has its never-counted attempt's Markdown and images removed (and their
+        # catalog entries marked deleted)
         # (services/stored_size.py remove_uncounted_outputs)
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,
@@ -304,7 +305,17 @@ FUNCTIONS: dict[str, list[Grant]] = {
             "graph",
             "resources",
         ),
-        write_tables("tenants", "knowledge", "chunks", "spans", "embedding-cache", "usage", "wiki", "graph"),
+        write_tables(
+            "tenants",
+            "knowledge",
+            "chunks",
+            "spans",
+            "embedding-cache",
+            "usage",
+            "wiki",
+            "graph",
+            "resources",
+        ),
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,
         # an indexed (or failed) document gives its place at the door back and wakes the tenant's next waiter
@@ -399,7 +410,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
         read_tables(
             "tenants", "knowledge-bases", "knowledge", "chunks", "spans", "tasks", "turns", "resources"
         ),
-        write_tables("tenants", "knowledge", "spans", "tasks", "turns"),
+        write_tables("tenants", "knowledge", "spans", "tasks", "turns", "resources"),
         send_to("docreader", "lifecycle"),
         # a row's stage message may wait in any stage queue the pipeline sends to (`queued_stage`): its backlog
         # spares the row (stages/housekeeping.py `_why_alive`)

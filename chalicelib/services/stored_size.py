@@ -4,10 +4,11 @@ becomes of an attempt's parse outputs that nothing counts."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from chalicelib.domain.resources import Resource
 from chalicelib.domain.storage_backends import backend_of
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge, ParseStatus
@@ -16,6 +17,9 @@ from chalicelib.ports import Dependencies
 from chalicelib.ports.storage import StorageRefused, StorageUnavailable, UnknownStorageBackend
 from chalicelib.services import page_range_store, resources
 from chalicelib.services.storage import files_of
+
+#: what a store may answer a removal of outputs with: the outputs then stay for a later removal or the delete
+REMOVAL_REFUSED = (StorageRefused, StorageUnavailable, UnknownStorageBackend)
 
 
 def derived_size(deps: Dependencies, knowledge: Knowledge, images: Iterable[Mapping[str, Any]]) -> int:
@@ -40,36 +44,44 @@ def remove_attempt_outputs(
     keep: Collection[str] = (),
     *,
     keep_plan: bool = False,
+    catalog: Sequence[Resource] | None = None,
 ) -> None:
     """Removes what `attempt`'s parse stored: its Markdown, image manifest, the images it lists or the
     resource catalog recorded for it (not those in `keep`, nor the document's original) and what a page-range
     parse of it left (plan, ranges, their images; with `keep_plan`, not the plan, by which a later removal
-    finds what a range still running writes after this one). Idempotent: the manifest goes after its images, the plan last, and a missing
-    object is no error."""
+    finds what a range still running writes after this one). Idempotent: the manifest goes after its images,
+    the plan last, a catalogued image is marked deleted once removed, and a missing object is no error.
+    `catalog`: the document's resources, when the caller read them already (one read for many attempts)."""
     store = files_of(deps, knowledge)
     plan = store.url_for(
         page_range_store.range_key(replace(knowledge, attempt=attempt), page_range_store.PLAN)
     )
     parsed = store.url_for(parsed_markdown_key(knowledge.tenant_id, knowledge.id, attempt))
     manifest = store.url_for(images_manifest_key(knowledge.tenant_id, knowledge.id, attempt))
+    removed: list[str] = []
     if deps.files.exists(manifest):
         for image in json.loads(deps.files.read(manifest)):
             url = str(image["url"])
-            if url not in keep and url != knowledge.file_path:
+            if url not in keep and url != knowledge.file_path and url not in removed:
                 deps.files.delete(url)
+                removed.append(url)
     deps.files.delete(manifest)
     deps.files.delete(parsed)
     # a retried parse's first try's images: named by their bytes, which a remote server may answer otherwise
     # the second time, so no manifest lists them; the resource catalog recorded each as it was stored
-    for resource in deps.resources.owned_by(knowledge.id):
+    for resource in deps.resources.owned_by(knowledge.id) if catalog is None else catalog:
         if (
             resource.role == resources.ROLE_IMAGE
+            and not resource.deleted
+            and resource.url not in removed
             and resource.attempt == attempt
             and resource.url not in keep
             and resource.url != knowledge.file_path
             and backend_of(resource.url) == knowledge.storage_backend  # another's were left by a move
         ):
             deps.files.delete(resource.url)
+            removed.append(resource.url)
+    resources.release_urls(deps, removed)  # (not deleted again by the next attempt's removal)
     for url in page_range_store.range_objects(deps, knowledge, attempt):  # the plan comes last
         if url not in keep and url != knowledge.file_path and not (keep_plan and url == plan):
             deps.files.delete(url)
@@ -94,7 +106,7 @@ def remove_uncounted_outputs(deps: Dependencies, knowledge_id: str, attempt: int
     # what it writes, which the removal after a later attempt is indexed finds by the plan
     try:
         remove_attempt_outputs(deps, row, attempt, keep_plan=True)
-    except (StorageRefused, StorageUnavailable, UnknownStorageBackend) as error:
+    except REMOVAL_REFUSED as error:
         # the failure stands (it may be this very store that failed the document): the outputs stay, for
         # the next indexed attempt's removal or the delete
         logger.warning(

@@ -402,8 +402,9 @@ def remove_earlier_attempts(deps: Dependencies, knowledge: Knowledge, images: li
     """Once a reparse's attempt is indexed, the earlier attempts' parse outputs are garbage (the row counts
     this attempt's now): removed, but for the images this attempt lists too (idempotent)."""
     keep = {str(image["url"]) for image in images}
+    catalog = deps.resources.owned_by(knowledge.id)  # one read for every earlier attempt
     for attempt in range(1, knowledge.attempt):
-        remove_attempt_outputs(deps, knowledge, attempt, keep)
+        remove_attempt_outputs(deps, knowledge, attempt, keep, catalog=catalog)
 
 
 def rollback(deps: Dependencies, message: StageMessage) -> bool:

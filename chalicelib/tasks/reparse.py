@@ -9,14 +9,13 @@ from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.types import Knowledge, ParseStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
-from chalicelib.ports.storage import StorageUnavailable
 from chalicelib.services import resources
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.offered import check_override_models
 from chalicelib.services.ownership import owned_knowledge, require_kb
-from chalicelib.services.stored_size import remove_attempt_outputs
+from chalicelib.services.stored_size import REMOVAL_REFUSED, remove_attempt_outputs
 
 
 def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: ReparseRequest) -> Knowledge:
@@ -49,7 +48,7 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
     if unindexed:  # last: the new attempt is queued whatever the store answers here
         try:
             remove_attempt_outputs(deps, knowledge, previous.attempt, keep_plan=True)
-        except StorageUnavailable:
+        except REMOVAL_REFUSED:
             logger.warning(
                 "the ended attempt's outputs stay until a later attempt is indexed or the delete",
                 extra={"knowledge_id": knowledge.id, "attempt": previous.attempt},

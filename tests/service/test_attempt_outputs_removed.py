@@ -6,6 +6,7 @@ time. Such an attempt's outputs now go when it ends; an indexed attempt's (what 
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -316,3 +317,64 @@ def test_an_attempt_housekeeping_fails_leaves_no_uncounted_images(
     row = row_of(deps, created.id)
     assert row.parse_status == ParseStatus.FAILED
     assert images_stored(files, kb.tenant_id) == 0 and attempts_stored(files, created.id) == set()
+
+
+def test_indexing_after_many_reparses_removes_each_earlier_image_once(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    server: _Photos,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What an earlier attempt's removal deleted is marked in the catalog: a later indexing does not delete
+    every earlier attempt's images again (the work grew with each reparse), and reads the catalog once."""
+    created = upload(deps, kb, "gallery.md", GALLERY)
+    drain(deps)
+    deleted: list[str] = []
+    reads: list[str] = []
+    real_delete, real_owned = files.delete, deps.resources.owned_by
+
+    def counted_delete(url: str) -> None:
+        deleted.append(url)
+        real_delete(url)
+
+    def counted_owned(owner_id: str) -> Any:
+        reads.append(owner_id)
+        return real_owned(owner_id)
+
+    monkeypatch.setattr(files, "delete", counted_delete)
+    monkeypatch.setattr(deps.resources, "owned_by", counted_owned)
+    per_indexing = []
+    for attempt in range(2, 6):
+        deleted.clear()
+        reads.clear()
+        reparse(deps, kb, created.id)
+        drain(deps)
+        assert row_of(deps, created.id).attempt == attempt
+        per_indexing.append((len(deleted), len(reads)))
+    # each earlier attempt costs its Markdown's and manifest's deletes (gone already: 2 calls), its images
+    # are not deleted again
+    growth = [later[0] - earlier[0] for earlier, later in pairwise(per_indexing)]
+    assert all(g <= 2 for g in growth) and len({reads for _, reads in per_indexing}) == 1, per_indexing
+    assert attempts_stored(files, created.id) == {5}
+
+
+def test_a_reparse_whose_store_refuses_the_removal_answers_and_starts_one_attempt(
+    deps: Services,
+    kb: KnowledgeBase,
+    files: MemoryFileStore,
+    server: _Photos,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chalicelib.ports.storage import StorageRefused
+    from chalicelib.tasks import reparse as reparse_task
+
+    created = upload(deps, kb, "gallery.md", GALLERY)
+    drain(deps, ("docreader",))
+
+    def refused(*args: Any, **kw: Any) -> None:
+        raise StorageRefused(StorageRefused.ACCESS_DENIED, operation="delete_object", http_status=403)
+
+    monkeypatch.setattr(reparse_task, "remove_attempt_outputs", refused)
+    reparse(deps, kb, created.id)
+    assert row_of(deps, created.id).attempt == 2
