@@ -8,7 +8,7 @@ from chalice.app import Request
 from chalicelib.api.http import ok, ok_page, public_base_url, query
 from chalicelib.api.registry import caller_tenant, operation, present_request, validated_body
 from chalicelib.commands import validate
-from chalicelib.faq import entries, importing
+from chalicelib.faq import entries, importing, uploads
 from chalicelib.faq.commands import (
     FaqEntryRequest,
     FaqEntryUpdate,
@@ -90,7 +90,7 @@ def import_faq(deps: Dependencies, request: Request | None, kb_id: str) -> Respo
 def faq_import_upload_url(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
     body = validated_body(deps, request, FaqUploadUrlRequest)
-    return ok(importing.upload_url(deps, tenant.id, kb_id, body), 201)
+    return ok(uploads.upload_url(deps, tenant.id, kb_id, body), 201)
 
 
 @operation("The knowledge base's last FAQ import result", "faq")

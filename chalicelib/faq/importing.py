@@ -80,7 +80,6 @@ from chalicelib.faq.keyed import pages, tag_links
 from chalicelib.faq.reservations import release_entries
 from chalicelib.faq.row_report import record_failed_rows
 from chalicelib.faq.rows import FILE_TOO_LARGE, MAX_FILE_BYTES, SourceError, SourceTooLarge, read_source
-from chalicelib.faq.uploads import upload_url as upload_url  # the request's first step (its module)
 from chalicelib.faq.validation import (
     NO_VALID_ROW,
     Plan,

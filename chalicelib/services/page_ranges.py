@@ -22,7 +22,7 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ReadRequest, ResolvedImages
 from chalicelib.services import resources
 from chalicelib.services.fairness import keep_place
-from chalicelib.services.liveness import kept_after_write, live_knowledge
+from chalicelib.services.liveness import live_knowledge
 from chalicelib.services.page_range_store import (
     PLAN,
     claim_range,
@@ -33,7 +33,7 @@ from chalicelib.services.page_range_store import (
 )
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
-from chalicelib.services.stored_size import remove_uncounted_outputs
+from chalicelib.services.stored_size import kept_parse_write
 
 
 def ranges_of(pages: int, size: int) -> list[tuple[int, int]]:
@@ -157,10 +157,7 @@ def _parse_and_store(
         for url in written:
             deps.files.delete(url)
 
-    if not kept_after_write(deps, knowledge, undo, undo_superseded=undo):
-        # as a whole-document parse's late write (docreader `_finish`): a superseded attempt's is undone
-        # above, a failed one's counts for no one (found by the plan); a cancelled one keeps what it wrote
-        remove_uncounted_outputs(deps, knowledge.id, knowledge.attempt)
+    if not kept_parse_write(deps, knowledge, undo):
         return False
     deps.tracker.subspan(
         knowledge,

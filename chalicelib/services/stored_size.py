@@ -4,7 +4,7 @@ becomes of an attempt's parse outputs that nothing counts."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -16,6 +16,7 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.ports.storage import StorageRefused, StorageUnavailable, UnknownStorageBackend
 from chalicelib.services import page_range_store, resources
+from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.storage import files_of
 
 #: what a store may answer a removal of outputs with: the outputs then stay for a later removal or the delete
@@ -69,22 +70,42 @@ def remove_attempt_outputs(
     deps.files.delete(parsed)
     # a retried parse's first try's images: named by their bytes, which a remote server may answer otherwise
     # the second time, so no manifest lists them; the resource catalog recorded each as it was stored
-    for resource in deps.resources.owned_by(knowledge.id) if catalog is None else catalog:
-        if (
-            resource.role == resources.ROLE_IMAGE
-            and not resource.deleted
-            and resource.url not in removed
-            and resource.attempt == attempt
-            and resource.url not in keep
-            and resource.url != knowledge.file_path
-            and backend_of(resource.url) == knowledge.storage_backend  # another's were left by a move
-        ):
-            deps.files.delete(resource.url)
-            removed.append(resource.url)
+    read = deps.resources.owned_by(knowledge.id) if catalog is None else catalog
+    for resource in catalogued_images(knowledge, read, attempt):
+        url = resource.url
+        if not resource.deleted and url not in removed and url not in keep and url != knowledge.file_path:
+            deps.files.delete(url)
+            removed.append(url)
     resources.release_urls(deps, removed)  # (not deleted again by the next attempt's removal)
     for url in page_range_store.range_objects(deps, knowledge, attempt):  # the plan comes last
         if url not in keep and url != knowledge.file_path and not (keep_plan and url == plan):
             deps.files.delete(url)
+
+
+def catalogued_images(
+    knowledge: Knowledge, catalog: Iterable[Resource], attempt: int | None = None
+) -> list[Resource]:
+    """The document's images as the resource catalog recorded each when it was stored (`catalog`: its
+    resources), of one attempt when given: a retried parse's first try's too, which no manifest lists (an
+    image is named by its bytes, and a remote server may answer other bytes the second time). Those of the
+    document's current backend: another one's were left, and released, by a move."""
+    return [
+        resource
+        for resource in catalog
+        if resource.role == resources.ROLE_IMAGE
+        and (attempt is None or resource.attempt == attempt)
+        and backend_of(resource.url) == knowledge.storage_backend
+    ]
+
+
+def kept_parse_write(deps: Dependencies, knowledge: Knowledge, undo: Callable[[], Any]) -> bool:
+    """A parse's write (a whole document's, or a page range's) kept for its attempt going on. Else what it
+    wrote counts for no one: a superseded attempt's is undone (`undo`), a failed one's removed with the rest
+    of its outputs; a cancelled one keeps what it wrote (spec §1.23), a deleted row's is undone."""
+    if kept_after_write(deps, knowledge, undo, undo_superseded=undo):
+        return True
+    remove_uncounted_outputs(deps, knowledge.id, knowledge.attempt)
+    return False
 
 
 def remove_uncounted_outputs(deps: Dependencies, knowledge_id: str, attempt: int) -> None:

@@ -60,10 +60,9 @@ from chalicelib.ports import (
 from chalicelib.services import page_range_store, page_ranges, resources
 from chalicelib.services.deadline import stage_deadline
 from chalicelib.services.fairness import Entry, enter_pipeline, leave_pipeline
-from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
-from chalicelib.services.stored_size import remove_uncounted_outputs
+from chalicelib.services.stored_size import kept_parse_write
 from chalicelib.services.usable import require_usable_for_stage
 from chalicelib.stages.runner import run_stage
 
@@ -254,9 +253,7 @@ def _finish(
         for url in written:
             deps.files.delete(url)
 
-    if not kept_after_write(deps, knowledge, undo, undo_superseded=undo):
-        # a failed attempt's late outputs count for no one either (a cancelled one keeps what it wrote)
-        remove_uncounted_outputs(deps, knowledge.id, knowledge.attempt)
+    if not kept_parse_write(deps, knowledge, undo):
         return
     resources.register_written(deps, knowledge, resources.ROLE_PARSED, parsed, len(data), knowledge.attempt)
     deps.tracker.end_stage(

@@ -11,7 +11,6 @@ from contextvars import copy_context
 
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name
-from chalicelib.domain.storage_backends import backend_of
 from chalicelib.domain.storage_keys import (
     download_copy_key,
     image_copy_key,
@@ -26,6 +25,7 @@ from chalicelib.services import page_range_store, resources
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.storage import files_of
+from chalicelib.services.stored_size import catalogued_images
 from chalicelib.services.usable import index_space_if_usable
 from chalicelib.tasks import LIFECYCLE_QUEUE
 
@@ -84,7 +84,9 @@ def delete_one(deps: Dependencies, knowledge_id: str, *, in_kb: str | None = Non
     deps.workflow.stop(execution_name(knowledge.id, knowledge.attempt), "the knowledge is being deleted")
     resources.release_owner(deps, knowledge.id)  # its download links stop working, before its files go
     try:
-        objects = list(dict.fromkeys([*catalogued_images(deps, knowledge), *stored_objects(deps, knowledge)]))
+        # with the images the catalog recorded (a retried parse's first try's, which no manifest lists)
+        catalogued = [r.url for r in catalogued_images(knowledge, deps.resources.owned_by(knowledge.id))]
+        objects = list(dict.fromkeys([*catalogued, *stored_objects(deps, knowledge)]))
     except UnknownStorageBackend:  # the operator removed its backend: the row goes, the objects are theirs
         logger.warning(
             "the knowledge's storage backend is no longer configured: its objects are left where they are",
@@ -165,15 +167,3 @@ def stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:
     for chunk in deps.chunks.list(knowledge.id):
         urls += [str(info["url"]) for info in chunk.image_info if info.get("url")]
     return list(dict.fromkeys(urls))
-
-
-def catalogued_images(deps: Dependencies, knowledge: Knowledge) -> list[str]:
-    """Every image the document's parses stored, as the resource catalog recorded it when it was stored: also
-    a retried parse's first try's (an image is named by its bytes, and a remote server may answer other bytes
-    the second time, so no manifest lists the first ones). Those of the document's current backend: another
-    one's were left by a move, which removed them."""
-    return [
-        resource.url
-        for resource in deps.resources.owned_by(knowledge.id)
-        if resource.role == resources.ROLE_IMAGE and backend_of(resource.url) == knowledge.storage_backend
-    ]

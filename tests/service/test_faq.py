@@ -39,7 +39,8 @@ def entry(question: str, *answers: str, **extra: Any) -> dict[str, Any]:
 def import_uploaded_csv(deps: Services, kb: KnowledgeBase, text: str) -> dict[str, Any]:
     """`text` uploaded as faq.csv through a presigned grant and imported: the task's view."""
     from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
-    from chalicelib.faq.importing import start_import, upload_url
+    from chalicelib.faq.importing import start_import
+    from chalicelib.faq.uploads import upload_url
 
     grant = upload_url(deps, kb.tenant_id, kb.id, FaqUploadUrlRequest(file_name="faq.csv"))
     inbox = deps.inbox
@@ -605,7 +606,8 @@ def test_inline_limits_point_to_the_presigned_upload(deps: Services, faq_kb: Kno
 
 def test_uploaded_csv_is_read_and_deleted_at_the_end(deps: Services, faq_kb: KnowledgeBase) -> None:
     from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
-    from chalicelib.faq.importing import start_import, upload_url
+    from chalicelib.faq.importing import start_import
+    from chalicelib.faq.uploads import upload_url
 
     grant = upload_url(deps, faq_kb.tenant_id, faq_kb.id, FaqUploadUrlRequest(file_name="faq.csv"))
     text = (
@@ -765,7 +767,8 @@ def test_the_last_result_gives_a_fresh_download_link_and_a_dry_run_keeps_the_upl
     deps: Services, faq_kb: KnowledgeBase
 ) -> None:
     from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
-    from chalicelib.faq.importing import last_result, start_import, upload_url
+    from chalicelib.faq.importing import last_result, start_import
+    from chalicelib.faq.uploads import upload_url
 
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
@@ -828,7 +831,8 @@ def test_an_unreadable_upload_fails_the_import_and_frees_the_knowledge_base(
     deps: Services, faq_kb: KnowledgeBase, upload: str
 ) -> None:
     from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
-    from chalicelib.faq.importing import start_import, upload_url
+    from chalicelib.faq.importing import start_import
+    from chalicelib.faq.uploads import upload_url
 
     file_name, data, reason = UNREADABLE_UPLOADS[upload]
     inbox = deps.inbox
@@ -1055,7 +1059,7 @@ def test_a_dry_run_whose_save_fails_reports_on_the_next_delivery(
 
 def _upload(deps: Services, kb: KnowledgeBase, file_name: str, data: bytes) -> str:
     from chalicelib.faq.commands import FaqUploadUrlRequest
-    from chalicelib.faq.importing import upload_url
+    from chalicelib.faq.uploads import upload_url
 
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)

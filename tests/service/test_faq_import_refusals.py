@@ -30,7 +30,8 @@ V1 = "/api/v1"
 def import_uploaded_json(deps: Services, kb: KnowledgeBase, text: str) -> dict[str, Any]:
     """`text` uploaded as faq.json and imported: the task's view."""
     from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
-    from chalicelib.faq.importing import start_import, upload_url
+    from chalicelib.faq.importing import start_import
+    from chalicelib.faq.uploads import upload_url
 
     grant = upload_url(deps, kb.tenant_id, kb.id, FaqUploadUrlRequest(file_name="faq.json"))
     inbox = deps.inbox

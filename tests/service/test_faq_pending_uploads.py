@@ -22,7 +22,8 @@ from chalicelib.bootstrap import Services
 from chalicelib.domain.errors import AppError, BadRequest
 from chalicelib.domain.types import KnowledgeBase, Tenant
 from chalicelib.faq.commands import FaqImportRequest, FaqUploadUrlRequest
-from chalicelib.faq.importing import LEASE_SECONDS, start_import, upload_url
+from chalicelib.faq.importing import LEASE_SECONDS, start_import
+from chalicelib.faq.uploads import upload_url
 from chalicelib.ports import FileStore
 
 from .faq_support import faq_kb_named

@@ -21,7 +21,7 @@ SMALL = b"question,answers\nq,a\n"
 
 
 def _grant(deps: Services, kb: KnowledgeBase) -> tuple[dict[str, object], MemoryFileStore]:
-    from chalicelib.faq.importing import upload_url
+    from chalicelib.faq.uploads import upload_url
 
     inbox = deps.inbox
     assert isinstance(inbox, MemoryFileStore)
