@@ -30,12 +30,13 @@ from chalicelib.domain import strict_json
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.parser_engines import engine_rule_problems
 from chalicelib.domain.storage_keys import MAX_TITLE, NOT_ONE_LINE  # a title is one line, as a file name is
+from chalicelib.domain.tags import MAX_TAGS_PER_DOCUMENT
 
 B = TypeVar("B", bound=BaseModel)
 
 MAX_METADATA_BYTES = 64 * 1024
 MAX_METADATA_DEPTH = 8
-MAX_TAGS = 100
+MAX_TAGS = MAX_TAGS_PER_DOCUMENT
 MAX_MODEL_ID = 300
 
 

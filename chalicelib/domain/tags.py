@@ -13,6 +13,9 @@ from chalicelib.domain.types import utcnow
 #: tags one knowledge base may hold (the auto-tagger lists the first 500 to the model)
 MAX_TAGS_PER_KB = 500
 MAX_TAG_NAME = 100
+#: tags one document may have: what a request may set, and where the auto-tagger and tags carried by a
+#: move or clone stop adding
+MAX_TAGS_PER_DOCUMENT = 100
 
 
 def name_key(name: str) -> str:

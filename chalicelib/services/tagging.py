@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest, NotFound
+from chalicelib.domain.tags import MAX_TAGS_PER_DOCUMENT
 from chalicelib.domain.types import Knowledge
 from chalicelib.ports import Dependencies
 
@@ -72,8 +73,10 @@ def set_tags(deps: Dependencies, knowledge: Knowledge, tag_ids: Sequence[str]) -
 
 
 def add_tags(deps: Dependencies, knowledge: Knowledge, tag_ids: Sequence[str]) -> list[str]:
-    """Adds only the tags the document does not have yet; returns those."""
-    added = [t for t in dict.fromkeys(tag_ids) if t not in knowledge.tag_ids]
+    """Adds only the tags the document does not have yet, while it has fewer than MAX_TAGS_PER_DOCUMENT
+    (the bound a request is held to: past it, the document's own tags could not be sent back); returns those."""
+    room = max(0, MAX_TAGS_PER_DOCUMENT - len(knowledge.tag_ids))
+    added = [t for t in dict.fromkeys(tag_ids) if t not in knowledge.tag_ids][:room]
     if added:
         set_tags(deps, knowledge, [*knowledge.tag_ids, *added])
     return added

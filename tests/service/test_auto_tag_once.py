@@ -169,3 +169,22 @@ def test_an_auto_tag_before_the_plan_is_settled_comes_back(
     rows.write_fields(knowledge.id, parse_status=ParseStatus.FINALIZING)
     assert deliver_enrichment(deps) == []
     assert llm.kinds().count("tags") == 1
+
+
+def test_the_auto_tagger_stops_at_a_documents_tag_limit(
+    deps: Services, tenant: Tenant, llm: ScriptedLLM
+) -> None:
+    """A document holding MAX_TAGS_PER_DOCUMENT tags gets no more from the model: past the bound a request is
+    held to, its own tags could not be sent back in an edit (a 400)."""
+    from chalicelib.domain.tags import MAX_TAGS_PER_DOCUMENT
+
+    knowledge = planned(deps, tenant, "Lighthouses", False)
+    rows = deps.knowledge
+    assert isinstance(rows, MemoryKnowledgeRepo)
+    full = [f"manual-{n}" for n in range(MAX_TAGS_PER_DOCUMENT)]
+    rows.write_fields(knowledge.id, tag_ids=full)
+    assert deliver_enrichment(deps) == []
+    assert llm.kinds().count("tags") == 1  # the model chose Lighthouses
+    row = deps.knowledge.get(knowledge.id)
+    assert row is not None and row.tag_ids == full
+    assert span_outputs(deps, knowledge)["tags"] == 0
