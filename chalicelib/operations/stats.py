@@ -4,19 +4,15 @@ chunks and bytes, what they cost, and the document that has waited longest for a
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from chalicelib.domain.clock import to_iso
 from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import Knowledge, utcnow
 from chalicelib.operations.cost import kb_cost
 from chalicelib.ports import Dependencies
+from chalicelib.services.kb_rows import kb_rows
 from chalicelib.services.ownership import require_kb
-
-#: rows read per query while counting (a GSI query each, newest first)
-PAGE = 500
 
 
 def kb_stats(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
@@ -26,7 +22,7 @@ def kb_stats(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
     summary: Counter[str] = Counter()
     chunks = stored_bytes = 0
     oldest: Knowledge | None = None
-    for row in _rows(deps, kb.id):
+    for row in kb_rows(deps, kb.id):
         parse[row.parse_status.value] += 1
         enable[row.enable_status.value] += 1
         summary[row.summary_status.value] += 1
@@ -52,16 +48,6 @@ def kb_stats(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
         },
         "oldest_waiting": _waiting(oldest) if oldest is not None else None,
     }
-
-
-def _rows(deps: Dependencies, kb_id: str) -> Iterator[Knowledge]:
-    after: tuple[str, str] | None = None
-    while page := deps.knowledge.page_by_kb(kb_id, after=after, limit=PAGE):
-        yield from page
-        if len(page) < PAGE:
-            return
-        last = page[-1]
-        after = (to_iso(last.created_at), last.id)
 
 
 def _waiting(row: Knowledge) -> dict[str, Any]:

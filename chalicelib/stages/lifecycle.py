@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from chalicelib.domain.status import REPARSE_FROM
 from chalicelib.domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
 from chalicelib.ports import Dependencies
 from chalicelib.services.events import task_finished
+from chalicelib.services.kb_rows import kb_rows, position
 from chalicelib.services.usage import carry_usage, metered_shares
 from chalicelib.stages.runner import come_back_soon, parse_body, process_batch
 from chalicelib.tasks.delete import delete_one
@@ -35,6 +36,7 @@ QUEUE = "lifecycle"
 SLICE_SECONDS = 30.0
 SAVE_EVERY = 10
 MAX_ERRORS_KEPT = 200
+#: a tag's relations read at a time by its delete
 PAGE = 50
 
 
@@ -105,7 +107,7 @@ def run(deps: Dependencies, task_id: str) -> None:
         deps.shares.drop(task.kb_id)  # shared with nobody any more
         for hook in deps.webhooks.list_kb(task.kb_id):  # its webhooks and their logs
             deps.webhooks.delete(task.kb_id, hook.id)
-        if _kb_rows(deps, task.kb_id, lambda _row: True):
+        if deps.knowledge.page_by_kb(task.kb_id, limit=1):
             # A create that read the knowledge base before it turned `deleting` inserted its row after the
             # sweep looked (or the listing had not caught up with it): the next delivery sweeps again. A
             # create that reads it later undoes itself (operations/create.py `_undo_if_kb_closed`), so
@@ -145,11 +147,12 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         for item in task.items[task.done :]:
             yield item, lambda item=item: _reparse(deps, task.tenant_id, item, request)
     elif task.kind == TaskKind.DELETE_KB:
-        while rows := _kb_rows(deps, task.kb_id, lambda _row: True):
-            for row in rows:
-                task.items.append(row.id)
-                # only while still in it: a move that lands after this listing took the row out
-                yield row.id, lambda row=row: delete_one(deps, row.id, in_kb=task.kb_id)
+        tried: set[str] = set()  # a row whose delete failed is not tried again in this delivery
+        for row in _kb_sweep(deps, task, lambda row: row.id not in tried, resume=False):
+            tried.add(row.id)
+            task.items.append(row.id)
+            # only while still in it: a move that lands after this listing took the row out
+            yield row.id, lambda row=row: delete_one(deps, row.id, in_kb=task.kb_id)
         lease = deps.faq.get_lease(task.kb_id)
         if lease is not None and lease.expires_at > time.time():
             # an FAQ import still writing would leave entries and vectors behind the purge: it sees the
@@ -158,14 +161,15 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
     elif task.kind == TaskKind.DELETE_TAG:
         yield from _untag_all(deps, task)
     elif task.kind == TaskKind.RETRY_FAILED:
-        seen: set[str] = set()
-        while rows := _kb_rows(
-            deps, task.kb_id, lambda row: row.parse_status == ParseStatus.FAILED and row.id not in seen
+        # each failed row once for the whole task: one retried that fails again is not taken again by the
+        # next delivery (it was, every slice, and the rows after it never)
+        seen: set[str] = set(task.items)
+        for row in _kb_sweep(
+            deps, task, lambda row: row.parse_status == ParseStatus.FAILED and row.id not in seen, resume=True
         ):
-            for row in rows:
-                seen.add(row.id)
-                task.items.append(row.id)
-                yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, ReparseRequest())
+            seen.add(row.id)
+            task.items.append(row.id)
+            yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, ReparseRequest())
     elif task.kind == TaskKind.MOVE:
         from chalicelib.tasks.move_clone import move_work
 
@@ -184,9 +188,9 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         seen_ids: set[str] = set(task.items)
         # rows keep their times to the millisecond: the change's own millisecond counts as after it
         started = math.floor(task.created_at.timestamp() * 1000) / 1000
-        while rows := _kb_rows(
+        for row in _kb_sweep(
             deps,
-            task.kb_id,
+            task,
             # a document uploaded after the change (or in its very millisecond) already has the new
             # settings: not parsed twice
             lambda row: (
@@ -194,11 +198,11 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
                 and row.id not in seen_ids
                 and row.created_at.timestamp() < started
             ),
+            resume=True,
         ):
-            for row in rows:
-                seen_ids.add(row.id)
-                task.items.append(row.id)
-                yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, whole)
+            seen_ids.add(row.id)
+            task.items.append(row.id)
+            yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, whole)
 
 
 def _untag_all(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
@@ -217,9 +221,30 @@ def _untag_all(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
             )
 
 
-def _kb_rows(deps: Dependencies, kb_id: str, wanted: Any) -> list[Knowledge]:
-    page = deps.knowledge.list_by_kb(kb_id, 1, 100_000)
-    return [row for row in page.items if wanted(row)][:PAGE]
+def _kb_sweep(
+    deps: Dependencies, task: Task, wanted: Callable[[Knowledge], bool], *, resume: bool
+) -> Iterator[Knowledge]:
+    """The knowledge base's rows `wanted` takes, newest first: with `resume`, from just after the task's last
+    item (a delivery goes on where the one before stopped), then from the top again until a sweep finds none
+    (a row that became wanted meanwhile). A page is read when the walk gets to it, so a delivery reads what it
+    walks (it read the whole knowledge base for every 50 rows it handed out)."""
+    after = _last_position(deps, task) if resume else None
+    while True:
+        found = False
+        for row in kb_rows(deps, task.kb_id, after=after):
+            if wanted(row):
+                found = True
+                yield row
+        if after is None and not found:
+            return
+        after = None
+
+
+def _last_position(deps: Dependencies, task: Task) -> tuple[str, str] | None:
+    """Where the task's last item is in the newest-first order; None (the top) without one or when it is
+    gone."""
+    last = deps.knowledge.get(task.items[-1]) if task.items else None
+    return position(last) if last is not None else None
 
 
 def _reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: ReparseRequest) -> None:

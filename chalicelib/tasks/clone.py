@@ -54,6 +54,7 @@ from chalicelib.ports import Dependencies, DuplicateKnowledge, FileStore, Storag
 from chalicelib.services import resources
 from chalicelib.services.chunk_pages import attempt_chunk_pages
 from chalicelib.services.events import knowledge_changed
+from chalicelib.services.kb_rows import kb_rows
 from chalicelib.services.quotas import check_storage_for_upload, reserve_document
 from chalicelib.services.storage import files_of
 from chalicelib.services.tag_names import tag_by_names, tag_names
@@ -71,7 +72,6 @@ from chalicelib.tasks.move_clone import (
 
 #: copies made concurrently (WeKnora clones 10 at a time)
 CLONE_BATCH = 10
-LIST_PAGE = 100_000
 #: times one source may change under its copy in one delivery before its item fails (an edit does not take
 #: the source out of the plan as a reparse does, so a source edited without pause would be copied forever)
 MAX_SOURCE_CHANGES = 3
@@ -94,19 +94,6 @@ def copy_tags(deps: Dependencies, source: Knowledge, copy: Knowledge) -> None:
     tag_by_names(deps, copy, tag_names(deps, source))
 
 
-def _all_rows(deps: Dependencies, kb_id: str) -> list[Knowledge]:
-    """Every row of the knowledge base, page by page until the total (whatever page size the repository
-    grants)."""
-    rows: list[Knowledge] = []
-    page = 1
-    while True:
-        batch = deps.knowledge.list_by_kb(kb_id, page, LIST_PAGE)
-        rows += batch.items
-        if not batch.items or len(rows) >= batch.total:
-            return rows
-        page += 1
-
-
 def copy_id(task_id: str, source_id: str) -> str:
     """The copy's id: the same for every delivery of the task, so a redelivery finds its own copy."""
     return str(uuid.uuid5(_COPY_NAMESPACE, f"{task_id}/{source_id}"))
@@ -127,10 +114,10 @@ def plan_clone(deps: Dependencies, task: Task, source: KnowledgeBase, target: Kn
     whose item is not recorded yet (a slice ended, or a delivery crashed) is planned again: its work then
     only finishes or counts it."""
     attempted = set(task.items)
-    sources = [row for row in _all_rows(deps, source.id) if row.parse_status == ParseStatus.COMPLETED]
+    sources = [row for row in kb_rows(deps, source.id) if row.parse_status == ParseStatus.COMPLETED]
     unrecorded = {copy_id(task.id, s.id) for s in sources if f"copy:{s.id}" not in attempted}
     present, made = [], set()
-    for row in _all_rows(deps, target.id):
+    for row in kb_rows(deps, target.id):
         if row.id in unrecorded:
             made.add(row.id)
         elif row.parse_status != ParseStatus.DELETING:

@@ -46,6 +46,7 @@ from chalicelib.faq.entries import FAQ_KB_TYPE, all_entries
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, RetrieveEngine, iter_batches
 from chalicelib.services.indexing import EmbeddingRun
+from chalicelib.services.kb_rows import kb_rows
 from chalicelib.services.usage import document_share
 from chalicelib.tasks import deliver_again
 
@@ -141,7 +142,7 @@ def _owner_rows(deps: Dependencies, kb: KnowledgeBase) -> tuple[dict[str, Knowle
     on their way."""
     if kb.type == FAQ_KB_TYPE:
         return {entry.id: None for entry in all_entries(deps, kb.id) if entry.indexed}, False
-    rows = deps.knowledge.list_by_kb(kb.id, 1, 1_000_000).items
+    rows = list(kb_rows(deps, kb.id))
     # a failed or cancelled document may keep entries (a cancel keeps what was indexed): theirs move too
     settled: dict[str, Knowledge | None] = {r.id: r for r in rows if r.parse_status in TERMINAL_STATUSES}
     return settled, any(is_in_flight(r.parse_status) for r in rows)
