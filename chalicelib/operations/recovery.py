@@ -6,7 +6,8 @@ stale).
 
 The reset is one conditional write on (attempt, status), so two recoveries of the same dead attempt start
 one new attempt, never two; one whose clearing of the dead attempt's data fails is failed as a restart that
-could not be queued (`enqueue_failed`), which a redrive of the same letter restarts. A new attempt begins
+could not be queued (`enqueue_failed`), which a redrive of the same letter restarts. The dead attempt's
+parse outputs go when it was never indexed (nothing counts them), as a reparse's do. A new attempt begins
 at the first stage: parsed Markdown, chunks and chunk ids are per attempt, so no later stage could start
 without them (the embedding cache keeps re-embedding cheap).
 """
@@ -22,6 +23,7 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.dispatch import enqueue_first_stage, fail_not_queued
+from chalicelib.services.stored_size import REMOVAL_REFUSED, remove_attempt_outputs
 from chalicelib.tasks import redrive_delete
 from chalicelib.tasks.delete import delete_task_id
 
@@ -31,7 +33,11 @@ def restart(
 ) -> Knowledge | None:
     """`knowledge` at a new attempt with its first stage queued; None when the row is no longer at
     `knowledge.attempt` in one of `from_statuses` (someone else restarted it, or it moved on)."""
-    fresh = deps.knowledge.restart_attempt(knowledge.id, knowledge.attempt, from_statuses)
+    # an attempt never indexed is restarted only while it still is not (its outputs then count for no one,
+    # and no later write can count them: indexing needs the attempt), so they go, as a reparse's do; an
+    # indexed one's stay, counted, until a later attempt is indexed
+    unindexed = knowledge.processed_at is None
+    fresh = deps.knowledge.restart_attempt(knowledge.id, knowledge.attempt, from_statuses, unindexed)
     if fresh is None:
         return None
     try:
@@ -46,7 +52,16 @@ def restart(
         "restarted a knowledge at a new attempt",
         extra={"knowledge_id": fresh.id, "from_attempt": knowledge.attempt, "attempt": fresh.attempt},
     )
-    return enqueue_first_stage(deps, fresh)
+    queued = enqueue_first_stage(deps, fresh)
+    if unindexed:  # last: the new attempt is queued whatever the store answers here
+        try:
+            remove_attempt_outputs(deps, fresh, knowledge.attempt, keep_plan=True)
+        except REMOVAL_REFUSED:
+            logger.warning(
+                "the ended attempt's outputs stay until a later attempt is indexed or the delete",
+                extra={"knowledge_id": fresh.id, "attempt": knowledge.attempt},
+            )
+    return queued
 
 
 @dataclass

@@ -238,10 +238,11 @@ class KnowledgeRepo(Protocol):
         ...
 
     def restart_attempt(
-        self, knowledge_id: str, attempt: int, from_statuses: frozenset[ParseStatus]
+        self, knowledge_id: str, attempt: int, from_statuses: frozenset[ParseStatus], unindexed: bool = False
     ) -> Knowledge | None:
         """The reparse reset, only while the row is still at `attempt` in one of `from_statuses` (one
-        conditional write): a second redrive of the same dead attempt finds the row moved on. None then."""
+        conditional write): a second redrive of the same dead attempt finds the row moved on. None then.
+        With `unindexed`, also only while it was never indexed at `attempt` (`processed_at` unset)."""
         ...
 
     def mark_deleting(self, knowledge_id: str, *, in_kb: str | None = None) -> Knowledge | None:

@@ -5,8 +5,11 @@
 2. Each range message parses its pages (scanned ones OCR'd there), stores the range's Markdown and images
    and records a sub-span. The range's Markdown object is its "done" mark: a redelivered range finds it
    and parses nothing again. The range that finds every range stored sends the assembly message.
-3. The assembly puts the ranges together in page order and goes on like a whole-document parse.
-Duplicate assembly messages are harmless: the assembly writes the same objects and chunking is idempotent.
+3. The assembly puts the ranges together in page order and goes on like a whole-document parse, then
+   removes the range objects (the plan last); an assembly whose attempt ended meanwhile keeps the plan, by
+   which a later removal finds what a range still running writes.
+Duplicate assembly messages are harmless: the Markdown and manifest are written once (the docreader's
+`_store_outputs`) and chunking is idempotent.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """docreader queue: the source (stored file or URL) → Markdown + stored images, per attempt.
 
 Idempotent: the row is moved to `processing` for this very attempt (a superseded, cancelled or deleted row
-is acknowledged and dropped), and the outputs are written under the attempt's deterministic keys, so a
-redelivered message rewrites the same objects.
+is acknowledged and dropped), and the outputs are written once under the attempt's deterministic keys: a
+redelivered message leaves what an earlier delivery stored (`_store_outputs`).
 
 Speech on Amazon Transcribe: the job is named after the attempt, and a job still running when this
 invocation stops polling goes on in a delayed copy of the message (cursor `transcribe`, not a failed try),
@@ -12,7 +12,7 @@ which resumes the same job.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from chalicelib.domain import metering
@@ -76,8 +76,10 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         assembled = page_ranges.assemble(deps, message)
         if assembled is not None:
             row, assembled_markdown, assembled_images, outputs = assembled
-            _finish(deps, row, message, assembled_markdown, assembled_images, outputs)
-            page_range_store.clean_up(deps, row)
+            if _finish(deps, row, message, assembled_markdown, assembled_images, outputs):
+                # else the plan stays: a range still running finds the attempt ended and keeps what it
+                # writes, which a later removal finds by the plan
+                page_range_store.clean_up(deps, row)
         return
     if message.is_page_range:
         page_ranges.parse_range(
@@ -212,7 +214,7 @@ def _resumed_transcript(deps: Dependencies, knowledge: Knowledge) -> str | None:
 
 def _already_read(deps: Dependencies, knowledge: Knowledge) -> bool:
     """The docreader stage of this very attempt is done (its span says so: best effort, so a duplicate
-    whose span write was lost is parsed again, as before)."""
+    whose span write was lost is parsed again, and its write leaves what the first stored)."""
     span = deps.spans.get(knowledge.id, knowledge.attempt, Stage.DOCREADER.value)
     return span is not None and span.status == SpanStatus.DONE
 
@@ -231,35 +233,87 @@ def _finish(
     markdown: str,
     images: list[dict[str, Any]],
     outputs: dict[str, Any],
-) -> None:
-    """Stores the attempt's Markdown and image manifest, closes the stage and hands over to chunking."""
+) -> bool:
+    """Stores the attempt's Markdown and image manifest, closes the stage and hands over to chunking. False
+    when the attempt ended meanwhile (what was written is then undone or removed)."""
     markdown = strip_active_content(markdown)  # no script of a file reaches a reader (as for manual text)
     if not markdown.strip() and not images:
         raise PermanentStageError(
             "the document has no extractable text", code=SpanErrorCode.DOCREADER_PARSE_FAILED
         )
-    attempt_key = (knowledge.tenant_id, knowledge.id, knowledge.attempt)
-    data = markdown.encode()
-    parsed = files_of(deps, knowledge).save(
-        parsed_markdown_key(*attempt_key), data, "text/markdown; charset=utf-8"
-    )
-    manifest = files_of(deps, knowledge).save(
-        images_manifest_key(*attempt_key), json.dumps(images).encode(), "application/json"
-    )
+    stored = _store_outputs(deps, knowledge, markdown.encode(), images)
 
     def undo() -> None:
-        written = (parsed, manifest, *(str(image["url"]) for image in images))
+        written = (stored.parsed, stored.manifest, *(str(image["url"]) for image in stored.images))
         resources.release_urls(deps, written)  # the images registered as they were stored
         for url in written:
             deps.files.delete(url)
 
     if not kept_parse_write(deps, knowledge, undo):
-        return
-    resources.register_written(deps, knowledge, resources.ROLE_PARSED, parsed, len(data), knowledge.attempt)
+        return False
+    resources.register_written(
+        deps, knowledge, resources.ROLE_PARSED, stored.parsed, len(stored.markdown), knowledge.attempt
+    )
+    if not stored.first and _already_read(deps, knowledge):
+        return True  # the delivery that stored them closed the stage, and handed over right after
     deps.tracker.end_stage(
-        knowledge, Stage.DOCREADER, {"markdown_chars": len(markdown), "images": len(images), **outputs}
+        knowledge,
+        Stage.DOCREADER,
+        {"markdown_chars": len(stored.markdown.decode()), "images": len(stored.images), **outputs},
     )
     enqueue(deps, Stage.CHUNKING, _handover(message))
+    return True
+
+
+@dataclass(frozen=True)
+class _StoredOutputs:
+    parsed: str
+    manifest: str
+    markdown: bytes
+    images: list[dict[str, Any]]
+    #: this delivery stored the Markdown (False: an earlier delivery of the attempt had)
+    first: bool
+
+
+def _store_outputs(
+    deps: Dependencies, knowledge: Knowledge, markdown: bytes, images: list[dict[str, Any]]
+) -> _StoredOutputs:
+    """Writes the attempt's Markdown, then its manifest, each only where none is stored yet: a duplicate
+    delivery (SQS is at least once; one running alongside the first passes the span check, and a span check
+    before the write would leave a window) never rewrites what an earlier one stored, which chunking may have
+    read and indexing counted, though its parse may differ (a remote image answered other bytes). A stored
+    Markdown equal to this parse's links the same images, so this manifest completes a write cut short;
+    another parse's manifest stands, and this parse's images it does not list go (nothing would count them)."""
+    store = files_of(deps, knowledge)
+    at = (knowledge.tenant_id, knowledge.id, knowledge.attempt)
+    parsed = store.url_for(parsed_markdown_key(*at))
+    manifest = store.url_for(images_manifest_key(*at))
+    first = store.save_if_absent(parsed_markdown_key(*at), markdown, "text/markdown; charset=utf-8")
+    same_markdown = first or (
+        deps.files.size(parsed) == len(markdown) and deps.files.read(parsed) == markdown
+    )
+    if same_markdown and store.save_if_absent(
+        images_manifest_key(*at), json.dumps(images).encode(), "application/json"
+    ):
+        return _StoredOutputs(parsed, manifest, markdown, images, first)
+    try:
+        stored_images: list[dict[str, Any]] = json.loads(deps.files.read(manifest))
+    except FileNotFoundError:
+        # another parse's Markdown without its manifest: its delivery died between the two writes (a web
+        # page fetched again is rarely the same bytes), or, rarer, is between them now. Nothing can have read
+        # or counted it (chunking starts after the manifest): this parse takes the attempt over, as every
+        # delivery did before; that parse's images are found through the resource catalog at removal.
+        store.save(parsed_markdown_key(*at), markdown, "text/markdown; charset=utf-8")
+        store.save(images_manifest_key(*at), json.dumps(images).encode(), "application/json")
+        return _StoredOutputs(parsed, manifest, markdown, images, True)
+    listed = {str(image["url"]) for image in stored_images}
+    own = (str(image["url"]) for image in images)
+    unlisted = [url for url in own if url not in listed and url != knowledge.file_path]
+    resources.release_urls(deps, unlisted)
+    for url in unlisted:
+        deps.files.delete(url)
+    kept = markdown if same_markdown else deps.files.read(parsed)
+    return _StoredOutputs(parsed, manifest, kept, stored_images, first)
 
 
 def _abandon_transcription(deps: Dependencies, message: StageMessage) -> None:

@@ -77,15 +77,15 @@ def test_a_try_that_stored_its_images_and_then_failed_leaves_no_image_behind(
     )
     deps.replace_docreader(reader)
     created = upload(deps, kb, "chart.md")
-    real_save, broken = MemoryFileStore.save, []
+    real_save, broken = MemoryFileStore.save_if_absent, []
 
-    def markdown_write_fails_once(store: MemoryFileStore, key: str, data: bytes, *args: Any) -> str:
+    def markdown_write_fails_once(store: MemoryFileStore, key: str, data: bytes, *args: Any) -> bool:
         if key.endswith(".md") and "/parsed/" in key and not broken:  # after the images were stored
             broken.append(key)
             raise ConnectionError("the store did not answer")
         return real_save(store, key, data, *args)
 
-    monkeypatch.setattr(MemoryFileStore, "save", markdown_write_fails_once)
+    monkeypatch.setattr(MemoryFileStore, "save_if_absent", markdown_write_fails_once)
     deliver(deps, "docreader")
     deliver(deps, "docreader")  # the retry
     assert broken

@@ -56,15 +56,15 @@ def test_a_retry_after_a_failed_write_reads_the_finished_job_and_meters_it_once(
         "record",
         lambda counter, amount: metered.append(amount) if counter == metering.TRANSCRIBE_SECONDS else None,
     )
-    real_save, broken = MemoryFileStore.save, []
+    real_save, broken = MemoryFileStore.save_if_absent, []
 
-    def parsed_write_fails_once(store: MemoryFileStore, key: str, data: bytes, *args: Any) -> str:
+    def parsed_write_fails_once(store: MemoryFileStore, key: str, data: bytes, *args: Any) -> bool:
         if "/parsed/" in key and not broken:
             broken.append(key)
             raise ConnectionError("the store did not answer")
         return real_save(store, key, data, *args)
 
-    monkeypatch.setattr(MemoryFileStore, "save", parsed_write_fails_once)
+    monkeypatch.setattr(MemoryFileStore, "save_if_absent", parsed_write_fails_once)
     created = upload(deps, kb, "talk.wav", wav())
     deliver(deps, "docreader")  # the job completes and is read; the Markdown write fails
     deliver(deps, "docreader")  # the retry

@@ -584,12 +584,14 @@ class DynamoKnowledgeRepo:
         ]
 
     def restart_attempt(
-        self, knowledge_id: str, attempt: int, from_statuses: frozenset[ParseStatus]
+        self, knowledge_id: str, attempt: int, from_statuses: frozenset[ParseStatus], unindexed: bool = False
     ) -> Knowledge | None:
         m = self.model
         # redrive A ─ row at attempt N, failed ─ attempt N+1 ─ commit
         # redrive B ─ reads the same dead message (attempt N) ─ condition fails: the row moved on ─ None
         condition = (m.attempt == attempt) & m.parse_status.is_in(*_values(from_statuses))
+        if unindexed:  # the caller then removes attempt N's outputs: nothing counts them
+            condition &= m.processed_at.does_not_exist()
         return self._update(knowledge_id, self._new_attempt_actions(), condition)
 
     def reset_for_reparse(

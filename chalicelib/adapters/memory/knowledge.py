@@ -475,7 +475,7 @@ class MemoryKnowledgeRepo:
         return updated
 
     def restart_attempt(
-        self, knowledge_id: str, attempt: int, from_statuses: frozenset[ParseStatus]
+        self, knowledge_id: str, attempt: int, from_statuses: frozenset[ParseStatus], unindexed: bool = False
     ) -> Knowledge | None:
         def change(k: Knowledge) -> None:
             k.attempt += 1
@@ -488,9 +488,14 @@ class MemoryKnowledgeRepo:
             k.pending_subtasks_count = k.chunk_count = 0
             k.updated_at = _now()
 
-        return self._update(
-            knowledge_id, lambda k: k.attempt == attempt and k.parse_status in from_statuses, change
-        )
+        def allowed(k: Knowledge) -> bool:
+            return (
+                k.attempt == attempt
+                and k.parse_status in from_statuses
+                and not (unindexed and k.processed_at is not None)
+            )
+
+        return self._update(knowledge_id, allowed, change)
 
     def set_summary_status(
         self,
