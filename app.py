@@ -469,6 +469,11 @@ def admin_set_quotas(tenant_id: str) -> Response:
     return admin_routes.admin_set_quotas(get_deps(), app.current_request, tenant_id)
 
 
+@app.route(f"{V1}/admin/tenants/{{tenant_id}}/storage-recount", methods=["POST"])
+def admin_storage_recount(tenant_id: str) -> Response:
+    return admin_routes.admin_storage_recount(get_deps(), app.current_request, tenant_id)
+
+
 @app.route(f"{V1}/admin/tenants/{{tenant_id}}/api-keys/{{key_id}}", methods=["DELETE"])
 def admin_revoke_key(tenant_id: str, key_id: str) -> Response:
     return admin_routes.admin_revoke_key(get_deps(), app.current_request, tenant_id, key_id)

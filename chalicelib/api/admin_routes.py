@@ -1,5 +1,5 @@
 """The operators' HTTP operations, behind the operator key (`X-Operator-Key`) instead of a tenant's API key:
-tenants, their API keys and quotas, the dead-letter queues (app.py routes to these; registered in the
+tenants, their API keys, quotas and storage recount, the dead-letter queues (app.py routes to these; registered in the
 OpenAPI document like the others)."""
 
 from __future__ import annotations
@@ -85,6 +85,21 @@ def admin_set_quotas(deps: Dependencies, request: Request | None, tenant_id: str
     _operator(deps, request)
     body = validated_body(deps, request, commands.TenantQuotas)
     return ok(admin.tenant_view(admin.set_quotas(deps, tenant_id, body)))
+
+
+@operation(
+    "Recount a page of a tenant's documents: each counts what it stores (its file, parsed Markdown and "
+    "images), the tenant's usage moved by the differences; send `next_cursor` back until it is null",
+    "admin",
+    query=admin.StorageRecountQuery,
+    response=admin.StorageRecountAnswer,
+    auth=False,
+    operator=True,
+)
+def admin_storage_recount(deps: Dependencies, request: Request | None, tenant_id: str) -> Response:
+    _operator(deps, request)
+    params = validate(admin.StorageRecountQuery, query(present_request(request)))
+    return ok(admin.storage_recount(deps, tenant_id, params))
 
 
 @operation("Revoke an API key (refused at once)", "admin", auth=False, operator=True)

@@ -162,6 +162,9 @@ ROUTE_ERRORS: dict[str, tuple[tuple[int, str], ...]] = {
     ),
     "list_knowledge_bases": ((400, "a `cursor` this listing did not give this tenant (invalid_cursor)"),),
     "admin_list_keys": ((400, "a `cursor` this listing did not give for this tenant (invalid_cursor)"),),
+    "admin_storage_recount": (
+        (400, "a `cursor` this recount did not give for this tenant (invalid_cursor)"),
+    ),
     "decline_shared_knowledge_base": (
         (404, "the knowledge base is not shared with the tenant (share_not_found), or does not exist"),
     ),

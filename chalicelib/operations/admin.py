@@ -14,6 +14,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from chalicelib.commands import CreateTenantRequest, IssueKeyRequest, KeyAccess, Query, TenantQuotas, code
 from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, cut_page
 from chalicelib.domain.api_keys import ApiKey, Scope, key_id_of
@@ -23,6 +25,7 @@ from chalicelib.domain.types import Tenant
 from chalicelib.observability import logger
 from chalicelib.operations.listing import cursor_fields, encode_cursor, listing_fingerprint
 from chalicelib.ports import Dependencies
+from chalicelib.services.storage_recount import RecountPosition, recount_tenant_page
 
 
 def authorize_operator(deps: Dependencies, presented: str) -> None:
@@ -235,6 +238,69 @@ def revoke_key(deps: Dependencies, tenant_id: str, key_id: str) -> ApiKey:
     return key
 
 
+class StorageRecountQuery(Query):
+    #: documents this request recounts (each a listing of its parsed outputs and a few reads)
+    limit: int = code("invalid_limit", default=50, ge=1, le=100)
+    #: the `next_cursor` of the page before (opaque: where the walk of this tenant's documents goes on)
+    cursor: str = code("invalid_cursor", default="", max_length=2000)
+
+
+class StorageRecountAnswer(BaseModel):
+    """The answer of `admin/tenants/{tenant_id}/storage-recount` (a response model: documented, never
+    validated): one page of the walk; sum the pages' counts."""
+
+    documents: int = Field(description="documents this page looked at")
+    corrected: int = Field(description="documents whose count was set to what they store")
+    skipped: int = Field(
+        description="documents left as they are: on their way and not yet indexed (their indexing counts "
+        "them), or a recount the store deferred (the next recount tries them again)"
+    )
+    bytes_before: int = Field(description="what this page's documents counted before (bytes)")
+    bytes_after: int = Field(description="what they count now (bytes)")
+    usage_before: int = Field(description="the tenant's storage_used when this page began")
+    usage_after: int = Field(description="the tenant's storage_used when it ended")
+    next_cursor: str | None = Field(description="send it back for the next page; null: the walk is done")
+
+
+def storage_recount(deps: Dependencies, tenant_id: str, query: StorageRecountQuery) -> dict[str, Any]:
+    """One page of the tenant's storage recount (services/storage_recount.py): at most `query.limit`
+    documents, each set to count what it stores, the tenant's usage moved by the same differences."""
+    _tenant(deps, tenant_id)
+    fingerprint = listing_fingerprint("storage-recount", tenant_id)
+    start = _recount_position(query.cursor, fingerprint) if query.cursor else None
+    page = recount_tenant_page(deps, tenant_id, start, query.limit)
+    following = page.next
+    return StorageRecountAnswer(
+        documents=page.documents,
+        corrected=page.corrected,
+        skipped=page.skipped,
+        bytes_before=page.bytes_before,
+        bytes_after=page.bytes_after,
+        usage_before=page.usage_before,
+        usage_after=page.usage_after,
+        next_cursor=None
+        if following is None
+        else encode_cursor({"k": following.kb_after, "r": following.row_after, "f": fingerprint}),
+    ).model_dump()
+
+
+def _recount_position(cursor: str, fingerprint: str) -> RecountPosition:
+    """Where a cursor of `storage_recount` goes on; BadRequest `invalid_cursor` for anything else, or
+    another tenant's cursor."""
+    data = cursor_fields(cursor)
+
+    def pair(value: Any) -> tuple[str, str] | None:
+        if value is None:
+            return None
+        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, str) for v in value):
+            return value[0], value[1]
+        raise BadRequest("cursor is not one this recount gave", code="invalid_cursor")
+
+    if data.get("f") != fingerprint:
+        raise BadRequest("cursor is not one this recount gave (for this tenant)", code="invalid_cursor")
+    return RecountPosition(pair(data.get("k")), pair(data.get("r")))
+
+
 __all__ = [
     "authorize_operator",
     "create_tenant",
@@ -245,5 +311,6 @@ __all__ = [
     "list_keys",
     "revoke_key",
     "set_quotas",
+    "storage_recount",
     "tenant_view",
 ]

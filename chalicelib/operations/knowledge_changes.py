@@ -43,6 +43,7 @@ from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.quotas import storage_left, storage_refusal
 from chalicelib.services.storage import files_of
+from chalicelib.services.stored_size import recount_quietly
 from chalicelib.services.usable import require_usable_for_api
 from chalicelib.tasks import new_task, start_task
 from chalicelib.tasks.delete import start_delete, start_deleting
@@ -121,7 +122,9 @@ def cancel(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
         cancelled.id, cancelled.attempt, SpanStatus.CANCELLED, "CANCELLED", CANCEL_MESSAGE
     )
     knowledge_changed(deps, cancelled, EventType.KNOWLEDGE_CANCELLED, status=ParseStatus.CANCELLED.value)
-    return cancelled
+    # what the cancelled attempt stored stays (above) and, never to be indexed, counts from now on
+    recount = recount_quietly(deps, cancelled.id, attempt=cancelled.attempt, status=ParseStatus.CANCELLED)
+    return cancelled if recount is None else replace(cancelled, storage_size=recount.after)
 
 
 # ---------------------------------------------------------------- edit and publish

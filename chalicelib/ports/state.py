@@ -308,6 +308,7 @@ class KnowledgeRepo(Protocol):
         *,
         expect: Mapping[str, Any] | None = None,
         storage_size: int | None = None,
+        within_quota: bool = True,
     ) -> Knowledge | None:
         """Sets editable fields (title, description, metadata, tag_ids, enable_status; file_path, file_size
         and file_hash of a manual document's new text or a fetched URL's size; file_path and storage_backend
@@ -315,7 +316,8 @@ class KnowledgeRepo(Protocol):
         `expect`, one of those fields, storage_size, `attempt` or `parse_status` no longer holds the value given
         (the same conditional write). None when it is missing, being deleted or changed. `storage_size`: the
         row's size set to it and the tenant's usage moved by the difference in the same write, a growth within
-        the storage quota (StorageQuotaExceeded, nothing written), as mark_indexed(within_quota=True)."""
+        the storage quota (StorageQuotaExceeded, nothing written), as mark_indexed(within_quota=True); with
+        `within_quota=False`, whatever the quota (a recount of bytes stored already)."""
         ...
 
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:

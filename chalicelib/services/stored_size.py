@@ -1,20 +1,31 @@
-"""What a document counts on its tenant's storage quota (`Knowledge.storage_size`): the one rule, and what
-becomes of an attempt's parse outputs that nothing counts."""
+"""What a document counts on its tenant's storage quota (`Knowledge.storage_size`): the one rule, what
+becomes of an attempt's parse outputs that nothing counts, and the recount that sets the count to what the
+document stores (`recount_document`; services/storage_recount walks a tenant's documents with it). The
+recount lives here, not in storage_recount, because `kept_parse_write` uses it and that module uses this
+one's rules (no import loop)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chalicelib.domain.resources import Resource
+from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.storage_backends import backend_of
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import Knowledge, ParseStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
-from chalicelib.ports.storage import StorageRefused, StorageUnavailable, UnknownStorageBackend
+from chalicelib.ports.storage import (
+    MAX_LISTED_KEYS,
+    StorageRefused,
+    StorageUnavailable,
+    UnknownStorageBackend,
+)
 from chalicelib.services import page_range_store, resources
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.storage import files_of
@@ -34,6 +45,11 @@ def derived_size(deps: Dependencies, knowledge: Knowledge, images: Iterable[Mapp
     markdown = files_of(deps, knowledge).url_for(
         parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
     )
+    return _part_size(deps, markdown, images)
+
+
+def _part_size(deps: Dependencies, markdown: str, images: Iterable[Mapping[str, Any]]) -> int:
+    """A parse's Markdown (an attempt's, or one of its page ranges') and the images its manifest lists."""
     image_sizes = {str(image["url"]): int(image.get("size") or 0) for image in images}
     return deps.files.size(markdown) + sum(image_sizes.values())
 
@@ -101,10 +117,12 @@ def catalogued_images(
 def kept_parse_write(deps: Dependencies, knowledge: Knowledge, undo: Callable[[], Any]) -> bool:
     """A parse's write (a whole document's, or a page range's) kept for its attempt going on. Else what it
     wrote counts for no one: a superseded attempt's is undone (`undo`), a failed one's removed with the rest
-    of its outputs; a cancelled one keeps what it wrote (spec §1.23), a deleted row's is undone."""
+    of its outputs; a cancelled one keeps what it wrote (spec §1.23) and is counted (the cancel's recount
+    may have run before it landed; a redelivered write finds it counted), a deleted row's is undone."""
     if kept_after_write(deps, knowledge, undo, undo_superseded=undo):
         return True
     remove_uncounted_outputs(deps, knowledge.id, knowledge.attempt)
+    recount_quietly(deps, knowledge.id, attempt=knowledge.attempt, status=ParseStatus.CANCELLED)
     return False
 
 
@@ -134,3 +152,140 @@ def remove_uncounted_outputs(deps: Dependencies, knowledge_id: str, attempt: int
             "a failed attempt's outputs could not be removed",
             extra={"knowledge_id": knowledge_id, "attempt": attempt, "error": type(error).__name__},
         )
+
+
+# ---------------------------------------------------------------- the recount
+
+
+@dataclass(frozen=True)
+class Recount:
+    """A document's count (`storage_size`) before and after a recount: equal when nothing was corrected."""
+
+    knowledge_id: str
+    before: int
+    after: int
+
+    @property
+    def corrected(self) -> bool:
+        return self.before != self.after
+
+
+class RecountUnsure(Exception):
+    """Nothing written: the document's `parsed/` listing came back full (a page-range parse's many
+    objects: an attempt past it could be missed, and a count below what is stored kept), or the row kept
+    moving through every try."""
+
+
+#: a recount whose write lost a race (the row, or the tenant's usage, moved meanwhile) reads again
+RECOUNT_TRIES = 4
+#: a parse's Markdown among the keys of the document's `parsed/` listing: an attempt's, or one of its page
+#: ranges' (`attempt-3.ranges/pages-000100.md`); its manifest is its name with `.images.json` for `.md`
+_PARSED_MARKDOWN = re.compile(r"/parsed/attempt-(\d+)(?:\.ranges/pages-\d+)?\.md$")
+
+
+def stored_bytes(deps: Dependencies, row: Knowledge) -> int:
+    """What the document stores now: its file and, for each attempt whose Markdown is still stored (its
+    own, or a page range's), each such Markdown and the images its manifest lists (`derived_size`'s rule),
+    a page-range parse's copy of its source, and the images the resource catalog recorded for the attempt
+    that no manifest lists and no removal marked deleted (a retried parse's first try's); an image once.
+    One listing of the document's `parsed/` prefix finds them; then a size and a manifest read each, and
+    one catalog read. Not the current attempt while it is on its way and not yet indexed: its indexing
+    counts it, within the quota, by the difference from the row's size; counted here first (outside the
+    quota) it would leave that check no growth to refuse, and its failure's removal would not give it back.
+    Raises RecountUnsure (a full listing)."""
+    store = files_of(deps, row)
+    prefix = parsed_markdown_key(row.tenant_id, row.id, 0).rsplit("/", 1)[0] + "/"
+    keys = store.list_keys(prefix, MAX_LISTED_KEYS)
+    if len(keys) >= MAX_LISTED_KEYS:
+        raise RecountUnsure(row.id)
+    parts: dict[int, list[str]] = {}
+    for key in keys:
+        if found := _PARSED_MARKDOWN.search(key):
+            parts.setdefault(int(found.group(1)), []).append(key)
+    if is_in_flight(row.parse_status) and row.processed_at is None:
+        parts.pop(row.attempt, None)
+    total = row.file_size
+    catalog = deps.resources.owned_by(row.id) if parts else []
+    counted = {row.file_path}
+    for attempt, markdowns in sorted(parts.items()):
+        own = replace(row, attempt=attempt)
+        for markdown in markdowns:
+            manifest = markdown.removesuffix(".md") + ".images.json"
+            try:
+                images = json.loads(deps.files.read(store.url_for(manifest))) if manifest in keys else []
+                fresh = [image for image in images if str(image["url"]) not in counted]
+                total += _part_size(deps, store.url_for(markdown), fresh)
+            except FileNotFoundError:  # removed since the listing: a removal's recount counts what is left
+                continue
+            counted |= {str(image["url"]) for image in fresh}
+        if page_range_store.range_key(own, page_range_store.PLAN) in keys:
+            source = str((page_range_store.read_plan(deps, own) or {}).get("source") or "")
+            if source and source not in counted:  # (the original itself, or a copy the parse made)
+                with contextlib.suppress(FileNotFoundError):  # removed since the listing
+                    total += deps.files.size(source)
+                counted.add(source)
+        for resource in catalogued_images(row, catalog, attempt):
+            if not resource.deleted and resource.url not in counted:
+                total += resource.size
+                counted.add(resource.url)
+    return total
+
+
+def recount_document(
+    deps: Dependencies,
+    knowledge_id: str,
+    *,
+    attempt: int | None = None,
+    status: ParseStatus | None = None,
+) -> Recount | None:
+    """Sets the document's count to what it stores (`stored_bytes`) and moves its tenant's usage by the
+    difference, in one write conditional on the row's size, file size, attempt and status as read (a race
+    lost reads again), whatever the quota: those bytes are stored already, and refusing to count them
+    would keep them outside it. An indexed attempt's count is never lowered: a chunk edit's growth counts
+    on it without a record of its own (operations/chunks), until the next indexing sets the count again.
+    None when the row is missing or being deleted, or no longer at `attempt` (and `status`), when given:
+    the writer that moved it counts it then. Idempotent: a second recount writes nothing."""
+    for _ in range(RECOUNT_TRIES):
+        row = deps.knowledge.get(knowledge_id)
+        if (
+            row is None
+            or row.parse_status == ParseStatus.DELETING
+            or (attempt is not None and row.attempt != attempt)
+            or (status is not None and row.parse_status != status)
+        ):
+            return None
+        size = stored_bytes(deps, row)
+        if row.processed_at is not None:
+            size = max(size, row.storage_size)
+        if size == row.storage_size:
+            return Recount(row.id, row.storage_size, size)
+        expect = {
+            "storage_size": row.storage_size,
+            "file_size": row.file_size,
+            "attempt": row.attempt,
+            "parse_status": row.parse_status.value,
+        }
+        if deps.knowledge.update_fields(row.id, {}, expect=expect, storage_size=size, within_quota=False):
+            return Recount(row.id, row.storage_size, size)
+    raise RecountUnsure(knowledge_id)
+
+
+#: what a recount that follows another operation may meet and leave for a later recount: the store's
+#: errors, a listing it cannot trust, a row that kept moving
+RECOUNT_DEFERRED = (*REMOVAL_REFUSED, RecountUnsure)
+
+
+def recount_quietly(
+    deps: Dependencies, knowledge_id: str, *, attempt: int, status: ParseStatus | None = None
+) -> Recount | None:
+    """`recount_document` after an operation that has happened (a cancel, a kept write, a reparse's
+    removal): its failure is logged, by its class only, and never fails that operation; the operator's
+    recount (POST /v1/admin/tenants/{id}/storage-recount) counts it later."""
+    try:
+        return recount_document(deps, knowledge_id, attempt=attempt, status=status)
+    except RECOUNT_DEFERRED as error:
+        logger.warning(
+            "a document's storage recount is left for later",
+            extra={"knowledge_id": knowledge_id, "attempt": attempt, "error": type(error).__name__},
+        )
+        return None

@@ -15,7 +15,7 @@ from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.offered import check_override_models
 from chalicelib.services.ownership import owned_knowledge, require_kb
-from chalicelib.services.stored_size import REMOVAL_REFUSED, remove_attempt_outputs
+from chalicelib.services.stored_size import REMOVAL_REFUSED, recount_quietly, remove_attempt_outputs
 
 
 def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: ReparseRequest) -> Knowledge:
@@ -53,4 +53,8 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
                 "the ended attempt's outputs stay until a later attempt is indexed or the delete",
                 extra={"knowledge_id": knowledge.id, "attempt": previous.attempt},
             )
+        if previous.storage_size > previous.file_size:
+            # the row counted outputs (a cancelled attempt's, recounted; an earlier indexed one's, which
+            # stay): what was removed is given back, what a refused removal left stays counted
+            recount_quietly(deps, knowledge.id, attempt=knowledge.attempt)
     return queued

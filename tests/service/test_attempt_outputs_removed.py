@@ -139,10 +139,12 @@ def test_a_cancelled_attempt_keeps_its_outputs_until_its_reparse_removes_them(
         cancel(deps, kb.tenant_id, created.id)
         drain(deps)
         assert row_of(deps, created.id).parse_status == ParseStatus.CANCELLED
-        assert attempts_stored(files, created.id) == {attempt}  # kept
-        assert images_stored(files, kb.tenant_id) == one_set and used(deps, kb.tenant_id) == len(GALLERY)
+        assert attempts_stored(files, created.id) == {attempt}  # kept, and counted
+        kept = len(GALLERY) + markdown_stored(deps, row_of(deps, created.id)) + one_set
+        assert images_stored(files, kb.tenant_id) == one_set and used(deps, kb.tenant_id) == kept
         reparse(deps, kb, created.id)
         assert attempts_stored(files, created.id) == set()  # the cancelled attempt's went with its reparse
+        assert used(deps, kb.tenant_id) == len(GALLERY)  # and its bytes came back
         drain(deps, ("docreader",))
 
 

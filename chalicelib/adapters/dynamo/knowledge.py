@@ -785,8 +785,9 @@ class DynamoKnowledgeRepo:
         *,
         expect: Mapping[str, Any] | None = None,
         storage_size: int | None = None,
+        within_quota: bool = True,
     ) -> Knowledge | None:
-        return knowledge_fields.update_fields(self, knowledge_id, fields, expect, storage_size)
+        return knowledge_fields.update_fields(self, knowledge_id, fields, expect, storage_size, within_quota)
 
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:
         m = self.model

@@ -1,6 +1,7 @@
 """A knowledge row's editable fields on DynamoDB (KnowledgeRepo.update_fields): one conditional UpdateItem,
 or, with `storage_size`, one TransactWriteItems with the tenant's usage, so the row's stored size and the
-usage move together (a growth within the storage quota, checked as mark_indexed checks it). Apart from
+usage move together (a growth within the storage quota, checked as mark_indexed checks it, unless
+`within_quota` is off: a recount of bytes stored already). Apart from
 adapters/dynamo/knowledge.py, which is at its size cap."""
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def update_fields(
     fields: Mapping[str, Any],
     expect: Mapping[str, Any] | None,
     storage_size: int | None,
+    within_quota: bool = True,
 ) -> Knowledge | None:
     m = repo.model
     attributes = {
@@ -66,7 +68,7 @@ def update_fields(
         condition &= _holds(checked[name], value)
     if storage_size is None:
         return repo._update(knowledge_id, actions, condition)
-    return _counted(repo, knowledge_id, actions, condition, storage_size, expect or {})
+    return _counted(repo, knowledge_id, actions, condition, storage_size, expect or {}, within_quota)
 
 
 def _counted(
@@ -76,6 +78,7 @@ def _counted(
     condition: Any,
     size: int,
     expect: Mapping[str, Any],
+    within_quota: bool,
 ) -> Knowledge | None:
     """The write with the row's `storage_size` set to `size`, in one transaction with the tenant's usage,
     which moves by the difference from the size read (the row's write holds only while it is still that
@@ -93,7 +96,7 @@ def _counted(
         growth = size - row.storage_size
         usage = repo._storage(row.tenant_id) if growth else None
         # a growth past the quota read raises StorageQuotaExceeded here, before anything is written
-        counted = None if usage is None else repo._usage_condition(usage, growth, True)
+        counted = None if usage is None else repo._usage_condition(usage, growth, within_quota)
         try:
             with TransactWrite(connection=repo.connection) as tx:
                 tx.update(

@@ -336,8 +336,9 @@ class MemoryKnowledgeRepo:
         *,
         expect: Mapping[str, Any] | None = None,
         storage_size: int | None = None,
+        within_quota: bool = True,
     ) -> Knowledge | None:
-        return knowledge_fields.update_fields(self, knowledge_id, fields, expect, storage_size)
+        return knowledge_fields.update_fields(self, knowledge_id, fields, expect, storage_size, within_quota)
 
     def mark_queued(self, knowledge_id: str, attempt: int, stage: str, visible_at: str) -> None:
         def change(k: Knowledge) -> None:

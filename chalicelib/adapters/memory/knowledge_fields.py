@@ -1,7 +1,7 @@
 """A knowledge row's editable fields in memory (KnowledgeRepo.update_fields), as
 adapters/dynamo/knowledge_fields.py: one conditional write, or, with `storage_size`, the row's stored size
 and the tenant's usage moved together under the repository's lock (a growth within the storage quota, the
-tenants' conditional add that take_storage uses). Apart from adapters/memory/knowledge.py, at its size cap."""
+tenants' conditional add that take_storage uses; with `within_quota` off, whatever the quota). Apart from adapters/memory/knowledge.py, at its size cap."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ def update_fields(
     fields: Mapping[str, Any],
     expect: Mapping[str, Any] | None,
     storage_size: int | None,
+    within_quota: bool = True,
 ) -> Knowledge | None:
     def change(k: Knowledge) -> None:
         for name, value in fields.items():
@@ -67,11 +68,8 @@ def update_fields(
         updated.storage_size = storage_size
         tenants = repo.tenants if growth else None
         tenant = tenants.get(row.tenant_id) if tenants is not None else None
-        if (
-            tenant
-            and tenants
-            and not tenants.add_usage_within(tenant.id, growth, growth, tenant.storage_quota)
-        ):
+        quota = tenant.storage_quota if tenant and within_quota else 0  # 0: no quota to hold
+        if tenant and tenants and not tenants.add_usage_within(tenant.id, growth, growth, quota):
             raise StorageQuotaExceeded(tenant.storage_used, tenant.storage_quota, growth)
         repo._rows[knowledge_id] = updated
         return copy.deepcopy(updated)

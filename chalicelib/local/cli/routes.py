@@ -80,6 +80,7 @@ ROUTE_COMMANDS: dict[str, str] = {
     "admin_list_keys": "key list",
     "admin_issue_key": "key issue",
     "admin_set_quotas": "tenant quotas",
+    "admin_storage_recount": "tenant recount",
     "admin_revoke_key": "key revoke",
     "admin_list_dead_letters": "dlq list",
     "admin_redrive_dead_letters": "dlq redrive",
