@@ -21,6 +21,7 @@ from chalicelib.domain.clock import to_iso
 from chalicelib.domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus, TaskStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
+from chalicelib.services import resources
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.dispatch import enqueue_first_stage, fail_not_queued
 from chalicelib.services.stored_size import REMOVAL_REFUSED, remove_attempt_outputs
@@ -42,6 +43,7 @@ def restart(
         return None
     try:
         remove_derived_data(deps, fresh)  # what the dead attempt left (chunks, index entries)
+        resources.release_owner(deps, fresh.id, role="parsed")  # its Markdown's links stop, as a reparse's
     except Exception as error:
         # Nothing is queued for the new attempt: it fails as a restart that could not be queued, so the
         # letter that asked for it (kept: the caller sees the error) still restarts it, as a reparse does.

@@ -188,8 +188,6 @@ class KnowledgeRepo(Protocol):
         """draft -> pending (one conditional write); None when the row is not a draft."""
         ...
 
-    def list_by_kb(self, kb_id: str, page: int, page_size: int) -> Page: ...
-
     def begin_processing(self, knowledge_id: str, attempt: int) -> Knowledge | None:
         """pending|processing -> processing for this attempt, error cleared. None when the row is
         missing, superseded by a newer attempt, or in a state that must not be processed."""

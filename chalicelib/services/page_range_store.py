@@ -79,9 +79,11 @@ def release_range(deps: Dependencies, knowledge: Knowledge, start: int) -> None:
     deps.files.delete(files_of(deps, knowledge).url_for(range_key(knowledge, part_name(start, CLAIM))))
 
 
-def clean_up(deps: Dependencies, knowledge: Knowledge, attempt: int | None = None) -> None:
-    """Deletes one attempt's range objects (the plan last, so a redelivered assembly can tell it is done).
-    The ranges' images stay: the assembled manifest lists them."""
+def clean_up(
+    deps: Dependencies, knowledge: Knowledge, attempt: int | None = None, *, keep_plan: bool = False
+) -> None:
+    """Deletes one attempt's range objects (the plan last, so a redelivered assembly can tell it is done;
+    with `keep_plan`, not the plan). The ranges' images stay: the assembled manifest lists them."""
     own = replace(knowledge, attempt=attempt or knowledge.attempt)
     plan = read_plan(deps, own)
     if plan is None:
@@ -91,7 +93,8 @@ def clean_up(deps: Dependencies, knowledge: Knowledge, attempt: int | None = Non
             deps.files.delete(files_of(deps, own).url_for(range_key(own, part_name(start, suffix))))
     if plan["source"] != own.file_path:
         deps.files.delete(plan["source"])
-    deps.files.delete(files_of(deps, own).url_for(range_key(own, PLAN)))
+    if not keep_plan:
+        deps.files.delete(files_of(deps, own).url_for(range_key(own, PLAN)))
 
 
 def range_objects(deps: Dependencies, knowledge: Knowledge, attempt: int) -> list[str]:

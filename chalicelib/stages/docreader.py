@@ -62,7 +62,7 @@ from chalicelib.services.deadline import stage_deadline
 from chalicelib.services.fairness import Entry, enter_pipeline, leave_pipeline
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of
-from chalicelib.services.stored_size import kept_parse_write
+from chalicelib.services.stored_size import kept_parse_write, recount_quietly
 from chalicelib.services.usable import require_usable_for_stage
 from chalicelib.stages.runner import run_stage
 
@@ -76,10 +76,12 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         assembled = page_ranges.assemble(deps, message)
         if assembled is not None:
             row, assembled_markdown, assembled_images, outputs = assembled
-            if _finish(deps, row, message, assembled_markdown, assembled_images, outputs):
-                # else the plan stays: a range still running finds the attempt ended and keeps what it
-                # writes, which a later removal finds by the plan
-                page_range_store.clean_up(deps, row)
+            kept = _finish(deps, row, message, assembled_markdown, assembled_images, outputs)
+            # the ranges' parts go; of an attempt that ended meanwhile the plan stays, by which a later
+            # removal finds what a range still running writes (kept for a cancelled attempt)
+            page_range_store.clean_up(deps, row, keep_plan=not kept)
+            if not kept:  # a cancelled attempt counts what it keeps: no longer the parts just removed
+                recount_quietly(deps, row.id, attempt=row.attempt, status=ParseStatus.CANCELLED)
         return
     if message.is_page_range:
         page_ranges.parse_range(
@@ -254,13 +256,14 @@ def _finish(
     resources.register_written(
         deps, knowledge, resources.ROLE_PARSED, stored.parsed, len(stored.markdown), knowledge.attempt
     )
-    if not stored.first and _already_read(deps, knowledge):
-        return True  # the delivery that stored them closed the stage, and handed over right after
-    deps.tracker.end_stage(
-        knowledge,
-        Stage.DOCREADER,
-        {"markdown_chars": len(stored.markdown.decode()), "images": len(stored.images), **outputs},
-    )
+    if stored.first or not _already_read(deps, knowledge):  # (the delivery that stored them closed it)
+        deps.tracker.end_stage(
+            knowledge,
+            Stage.DOCREADER,
+            {"markdown_chars": len(stored.markdown.decode()), "images": len(stored.images), **outputs},
+        )
+    # handed over even by a duplicate: the delivery that stored the outputs may have died before its own
+    # hand-over, and this one's ack ends the message (chunking is idempotent)
     enqueue(deps, Stage.CHUNKING, _handover(message))
     return True
 
@@ -312,8 +315,9 @@ def _store_outputs(
     resources.release_urls(deps, unlisted)
     for url in unlisted:
         deps.files.delete(url)
-    kept = markdown if same_markdown else deps.files.read(parsed)
-    return _StoredOutputs(parsed, manifest, kept, stored_images, first)
+    # read back: a delivery that took the attempt over may have replaced the Markdown this one stored
+    kept = deps.files.read(parsed)
+    return _StoredOutputs(parsed, manifest, kept, stored_images, kept == markdown and first)
 
 
 def _abandon_transcription(deps: Dependencies, message: StageMessage) -> None:

@@ -268,17 +268,17 @@ class RepoContract:
         stored = [k for k in contenders if repos.knowledge.get(k.id) is not None]
         assert len(stored) == 1
 
-    def test_list_by_kb_is_newest_first_and_paged(self, repos: Repos) -> None:
+    def test_page_by_kb_is_newest_first_and_goes_on_after_a_position(self, repos: Repos) -> None:
         kb_id = f"kb-{uuid.uuid4().hex}"
         start = datetime(2026, 1, 1, tzinfo=UTC)
         made = [row(kb_id=kb_id, created_at=start + timedelta(minutes=i)) for i in range(5)]
         for k in made:
             repos.knowledge.insert(k)
-        first = repos.knowledge.list_by_kb(kb_id, 1, 2)
-        last = repos.knowledge.list_by_kb(kb_id, 3, 2)
-        assert first.total == 5 and [k.id for k in first.items] == [made[4].id, made[3].id]
-        assert [k.id for k in last.items] == [made[0].id]
-        assert repos.knowledge.list_by_kb(f"kb-{uuid.uuid4().hex}", 1, 10).total == 0
+        first = repos.knowledge.page_by_kb(kb_id, limit=2)
+        assert [k.id for k in first] == [made[4].id, made[3].id]
+        rest = repos.knowledge.page_by_kb(kb_id, after=(to_iso(first[-1].created_at), first[-1].id), limit=10)
+        assert [k.id for k in rest] == [made[2].id, made[1].id, made[0].id]
+        assert repos.knowledge.page_by_kb(f"kb-{uuid.uuid4().hex}", limit=10) == []
 
     # ------------------------------------------------------------ transitions
 
@@ -671,7 +671,7 @@ class RepoContract:
         assert holder is not None and holder.id == k.id
         repos.knowledge.insert(row(dedupe_key=old_key))
         assert repos.knowledge.move_to_kb(k.id, k.kb_id, "kb-other", key()) is None  # not in that KB now
-        assert [r.id for r in repos.knowledge.list_by_kb("kb-target", 1, 10).items] == [k.id]
+        assert [r.id for r in repos.knowledge.page_by_kb("kb-target", limit=10)] == [k.id]
 
     def test_move_to_kb_refuses_a_live_duplicate_and_rows_not_completed(self, repos: Repos) -> None:
         target_key = key()

@@ -58,7 +58,7 @@ def _the_copy(deps: Services, started: dict[str, Any]) -> tuple[KnowledgeBase, K
     assert task.status == TaskStatus.COMPLETED and task.succeeded == 1, task.errors
     target = deps.kbs.get(started["target_kb_id"])
     assert target is not None
-    [copy] = deps.knowledge.list_by_kb(target.id, 1, 10).items
+    [copy] = deps.knowledge.page_by_kb(target.id, limit=10)
     assert copy.parse_status == ParseStatus.COMPLETED
     return target, copy
 
@@ -164,5 +164,5 @@ def test_a_source_edited_under_every_copy_fails_its_item_instead_of_copying_fore
     assert task is not None
     assert task.status == TaskStatus.FAILED and task.failed == 1
     assert task.errors == {f"copy:{doc.id}": SOURCE_KEPT_CHANGING}
-    assert deps.knowledge.list_by_kb(started["target_kb_id"], 1, 10).items == []
+    assert deps.knowledge.page_by_kb(started["target_kb_id"], limit=10) == []
     assert deps.engine().count(space(deps), started["target_kb_id"]) == 0

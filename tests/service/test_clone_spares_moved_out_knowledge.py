@@ -45,4 +45,4 @@ def test_a_document_moved_out_of_the_target_after_the_clone_planned_its_delete_s
     kept = deps.knowledge.get(extra.id)
     assert kept is not None and kept.kb_id == elsewhere.id and kept.parse_status == ParseStatus.COMPLETED
     assert deps.chunks.list(extra.id)
-    assert [r.file_name for r in deps.knowledge.list_by_kb(target.id, 1, 100).items] == ["tides.md"]
+    assert [r.file_name for r in deps.knowledge.page_by_kb(target.id, limit=100)] == ["tides.md"]

@@ -160,7 +160,7 @@ def test_a_create_racing_a_kb_delete_takes_its_row_back(
         assert refused.value.code == code
     run_lifecycle(deps)
     assert fired and deps.kbs.get(kb.id) is None
-    assert rows.list_by_kb(kb.id, 1, 100).items == []
+    assert rows.page_by_kb(kb.id, limit=100) == []
     assert document_count(deps, kb) == 0
     assert files.keys(f"{kb.tenant_id}/") == []
     assert queue.bodies("docreader") == []
@@ -189,7 +189,7 @@ def test_a_row_inserted_after_the_kb_delete_swept_is_swept_before_the_kb_goes(
     delete_kb(deps, kb.tenant_id, kb.id)
     run_lifecycle(deps)
     assert late and deps.kbs.get(kb.id) is None
-    assert rows.get(late[0]) is None and rows.list_by_kb(kb.id, 1, 100).items == []
+    assert rows.get(late[0]) is None and rows.page_by_kb(kb.id, limit=100) == []
     assert document_count(deps, kb) == 0
     assert files.keys(f"{kb.tenant_id}/") == []
 
@@ -222,7 +222,7 @@ def test_a_create_failing_after_its_reservation_gives_its_place_and_object_back(
         create_from_file(deps, kb.tenant_id, kb.id, FileUpload(data=TEXT, file_name="a.md", tag_ids=[tag.id]))
     assert document_count(deps, kb) == 0
     assert files.keys(f"{kb.tenant_id}/") == []
-    assert rows.list_by_kb(kb.id, 1, 100).items == []
+    assert rows.page_by_kb(kb.id, limit=100) == []
     if failing != "insert_and_unrelate":
         assert deps.tags.tagged(kb.id, tag.id, limit=10) == []
 

@@ -39,4 +39,4 @@ def test_a_reservation_not_answered_leaves_no_object_behind(
         else:
             create_manual(deps, kb.tenant_id, kb.id, ManualRequest(content="# Notes\n\nSome text."))
     assert files.keys(f"{kb.tenant_id}/") == []
-    assert rows.list_by_kb(kb.id, 1, 100).items == []
+    assert rows.page_by_kb(kb.id, limit=100) == []

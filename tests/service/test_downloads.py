@@ -198,7 +198,7 @@ def test_a_clone_registers_its_copies_files(deps: Services, kb: KnowledgeBase) -
     source = completed(deps, kb, "bread.md", png_markdown("Sourdough", "A starter is flour and wild yeast."))
     started = clone(deps, kb, name="copy of handbook")
     run_lifecycle(deps)
-    (copy,) = deps.knowledge.list_by_kb(started["target_kb_id"], 1, 10).items
+    (copy,) = deps.knowledge.page_by_kb(started["target_kb_id"], limit=10)
     assert copy.id != source.id
     roles = sorted(r.role for r in deps.resources.owned_by(copy.id) if not r.deleted)
     assert roles == ["image", "original", "parsed"]

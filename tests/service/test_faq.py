@@ -159,7 +159,7 @@ def test_an_faq_knowledge_base_takes_no_documents_by_any_door(deps: Services, fa
         with pytest.raises(BadRequest) as refused:
             make()
         assert refused.value.code == "faq_kb_no_files"
-    assert deps.knowledge.list_by_kb(faq_kb.id, 1, 10).items == []
+    assert deps.knowledge.page_by_kb(faq_kb.id, limit=10) == []
 
 
 def test_entry_crud_indexes_each_question_and_update_embeds_only_what_changed(

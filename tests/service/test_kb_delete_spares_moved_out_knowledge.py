@@ -98,5 +98,5 @@ def test_a_move_out_of_a_kb_being_deleted_is_refused_not_reported_moved(
     assert task.errors == {doc.id: SOURCE_DELETED}
     assert deps.knowledge.get(doc.id) is None  # deleted with its knowledge base, as the user was told
     assert deps.kbs.get(kb.id) is None
-    assert deps.knowledge.list_by_kb(target.id, 1, 100).items == []
+    assert deps.knowledge.page_by_kb(target.id, limit=100) == []
     assert search(deps, target, "spring tides full moon") == []

@@ -206,7 +206,7 @@ def test_clone_copies_files_images_chunks_and_vectors_and_survives_the_source(
     assert task is not None and task.status == TaskStatus.COMPLETED and task.succeeded == 2
     target = deps.kbs.get(started["target_kb_id"])
     assert target is not None and target.name == "handbook (copy)"
-    copies = deps.knowledge.list_by_kb(target.id, 1, 100).items
+    copies = deps.knowledge.page_by_kb(target.id, limit=100)
     assert sorted(c.file_name for c in copies) == ["bread.md", "tides.md"]
     assert all(c.parse_status == ParseStatus.COMPLETED for c in copies)
     bread = next(c for c in copies if c.file_name == "bread.md")
@@ -251,7 +251,7 @@ def test_clone_into_an_existing_kb_deletes_extras_and_copies_only_what_is_missin
             *(f"copy:{r}" for r in _source_ids(deps, kb, "cranes.md")),
         ]
     )
-    rows = deps.knowledge.list_by_kb(target.id, 1, 100).items
+    rows = deps.knowledge.page_by_kb(target.id, limit=100)
     assert sorted(r.file_name for r in rows) == ["cranes.md", "tides.md"]
     assert all(r.parse_status == ParseStatus.COMPLETED for r in rows)
     assert same.id in {r.id for r in rows} and deps.knowledge.get(extra.id) is None
@@ -268,7 +268,7 @@ def test_clone_into_an_existing_kb_deletes_extras_and_copies_only_what_is_missin
 
 
 def _source_ids(deps: Services, kb: KnowledgeBase, name: str) -> list[str]:
-    return [r.id for r in deps.knowledge.list_by_kb(kb.id, 1, 100).items if r.file_name == name]
+    return [r.id for r in deps.knowledge.page_by_kb(kb.id, limit=100) if r.file_name == name]
 
 
 def test_a_failed_copy_removes_what_it_wrote(
@@ -313,7 +313,7 @@ def test_a_redelivered_clone_message_neither_duplicates_nor_miscounts(
     run_lifecycle(deps, max_batches=400)
     task = deps.tasks.get(started["task_id"])
     assert task is not None and task.status == TaskStatus.COMPLETED
-    rows = deps.knowledge.list_by_kb(started["target_kb_id"], 1, 100).items
+    rows = deps.knowledge.page_by_kb(started["target_kb_id"], limit=100)
     assert len(rows) == 12 and len({r.file_hash for r in rows}) == 12
     assert task.succeeded == 12 and task.failed == 0 and len(set(task.items)) == 12
     # A worker that died after copying but before saving its progress: the next delivery only counts.
@@ -325,7 +325,7 @@ def test_a_redelivered_clone_message_neither_duplicates_nor_miscounts(
     run_lifecycle(deps, max_batches=400)
     again = tasks.get(task.id)
     assert again is not None and again.status == TaskStatus.COMPLETED and again.succeeded == 12
-    assert len(deps.knowledge.list_by_kb(started["target_kb_id"], 1, 100).items) == 12
+    assert len(deps.knowledge.page_by_kb(started["target_kb_id"], limit=100)) == 12
     for row in rows:
         assert len(deps.chunks.list(row.id)) == row.chunk_count or row.chunk_count == 0
 
@@ -386,7 +386,7 @@ def test_wiki_page_records_follow_a_moved_document_and_are_copied_with_a_clone(
     deps.wiki.put_pages(kb.id, doc.id, [WikiPageRecord(doc.id, "Tides", "Spring tides", chunk.id)])
     started = clone(deps, kb)
     run_lifecycle(deps)
-    copy = deps.knowledge.list_by_kb(started["target_kb_id"], 1, 10).items[0]
+    copy = deps.knowledge.page_by_kb(started["target_kb_id"], limit=10)[0]
     [copied] = deps.wiki.pages(started["target_kb_id"])
     assert (copied.knowledge_id, copied.title) == (copy.id, "Spring tides")
     assert copied.chunk_id in {c.id for c in deps.chunks.list(copy.id)}
@@ -565,7 +565,7 @@ def test_a_reparse_landing_mid_clone_is_copied_again_not_left_empty(
     assert task.status == TaskStatus.COMPLETED and task.succeeded == 1, task.errors
     target = deps.kbs.get(started["target_kb_id"])
     assert target is not None
-    [copy] = deps.knowledge.list_by_kb(target.id, 1, 10).items
+    [copy] = deps.knowledge.page_by_kb(target.id, limit=10)
     source = deps.knowledge.get(doc.id)
     assert source is not None and source.attempt == 2
     assert copy.parse_status == ParseStatus.COMPLETED and copy.chunk_count == source.chunk_count
@@ -601,7 +601,7 @@ def test_a_source_still_reparsing_is_left_out_and_a_later_clone_copies_it(
     run_lifecycle(deps)
     assert reparsed
     target_id = started["target_kb_id"]
-    assert deps.knowledge.list_by_kb(target_id, 1, 10).items == []
+    assert deps.knowledge.page_by_kb(target_id, limit=10) == []
     monkeypatch.undo()
     drain(deps)
     rows = deps.knowledge
@@ -609,7 +609,7 @@ def test_a_source_still_reparsing_is_left_out_and_a_later_clone_copies_it(
     rows.write_fields(doc.id, parse_status=ParseStatus.COMPLETED)
     clone(deps, kb, target_kb_id=target_id)
     run_lifecycle(deps)
-    [copy] = deps.knowledge.list_by_kb(target_id, 1, 10).items
+    [copy] = deps.knowledge.page_by_kb(target_id, limit=10)
     assert copy.parse_status == ParseStatus.COMPLETED and len(deps.chunks.list(copy.id)) > 0
     assert deps.engine().count(space(deps), target_id, copy.id) > 0
 
@@ -633,7 +633,7 @@ def test_a_clone_of_a_reparsed_document_is_its_own_first_attempt(
     rows.write_fields(doc.id, parse_status=ParseStatus.COMPLETED)
     started = clone(deps, kb)
     run_lifecycle(deps)
-    [copy] = deps.knowledge.list_by_kb(started["target_kb_id"], 1, 10).items
+    [copy] = deps.knowledge.page_by_kb(started["target_kb_id"], limit=10)
     assert copy.attempt == 1
     chunks = deps.chunks.list(copy.id)
     assert chunks and len(chunks) == len(deps.chunks.list(doc.id))

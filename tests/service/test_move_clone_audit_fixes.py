@@ -66,7 +66,7 @@ def delete_whole_kb(deps: Services, kb: KnowledgeBase) -> None:
 
 
 def rows_named(deps: Services, kb_id: str, file_name: str) -> list[Knowledge]:
-    return [row for row in deps.knowledge.list_by_kb(kb_id, 1, 100).items if row.file_name == file_name]
+    return [row for row in deps.knowledge.page_by_kb(kb_id, limit=100) if row.file_name == file_name]
 
 
 # ---------------------------------------------------------------- the storage quota
@@ -86,7 +86,7 @@ def test_a_clone_past_the_storage_quota_fails_the_copy_and_leaves_nothing(
     assert "storage quota" in task.errors[f"copy:{doc.id}"]
     after = deps.tenants.get(tenant.id)
     assert after is not None and (after.storage_used, after.document_count) == (used, 1)
-    assert deps.knowledge.list_by_kb(started["target_kb_id"], 1, 10).items == []
+    assert deps.knowledge.page_by_kb(started["target_kb_id"], limit=10) == []
 
 
 def test_a_copy_the_quota_refuses_when_it_is_marked_indexed_is_removed(

@@ -153,7 +153,7 @@ def test_a_re_embed_that_ended_failed_without_clearing_its_mark_does_not_block_m
     run_lifecycle(deps)
     assert stored(deps, replace(task, id=started["task_id"])).status == TaskStatus.COMPLETED
     assert counts(deps, source, source.embedding_model_id, ids) == old
-    copied = {row.file_name for row in deps.knowledge.list_by_kb(target.id, 1, 10).items}
+    copied = {row.file_name for row in deps.knowledge.page_by_kb(target.id, limit=10)}
     assert copied == {"tides.md", "cranes.md"}
     assert search(deps, target, "spring tides full moon")
 

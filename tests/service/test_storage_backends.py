@@ -139,7 +139,7 @@ def test_a_clone_copies_objects_across_backends(deps: Services, tenant: Tenant) 
     run_lifecycle(deps)
     task = deps.tasks.get(started["task_id"])
     assert task is not None and task.succeeded == 1, task
-    (copy,) = deps.knowledge.list_by_kb(on_default.id, 1, 10).items
+    (copy,) = deps.knowledge.page_by_kb(on_default.id, limit=10)
     assert copy.storage_backend == "" and not copy.file_path.startswith("storage://")
     assert deps.files.read(copy.file_path) == deps.files.read(doc.file_path)
     copied = store(deps).keys(f"{tenant.id}/{copy.id}/")
@@ -155,7 +155,7 @@ def test_a_clone_copies_objects_across_backends(deps: Services, tenant: Tenant) 
     run_lifecycle(deps)
     twin_kb = deps.kbs.get(again["target_kb_id"])
     assert twin_kb is not None and twin_kb.storage_backend == "tc"
-    (twin,) = deps.knowledge.list_by_kb(twin_kb.id, 1, 10).items
+    (twin,) = deps.knowledge.page_by_kb(twin_kb.id, limit=10)
     assert twin.storage_backend == "tc" and twin.file_path.startswith("storage://tc/")
 
 

@@ -168,6 +168,6 @@ def test_a_clone_counts_the_copied_images_and_markdown(
     assert source.storage_size > 100 * len(GALLERY)
     started = clone(deps, kb)
     run_lifecycle(deps)
-    copies = deps.knowledge.list_by_kb(started["target_kb_id"], 1, 10).items
+    copies = deps.knowledge.page_by_kb(started["target_kb_id"], limit=10)
     assert [copy.storage_size for copy in copies] == [source.storage_size]
     assert used(deps, kb.tenant_id) == 2 * source.storage_size

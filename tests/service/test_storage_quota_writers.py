@@ -178,7 +178,7 @@ def test_written_text_over_the_storage_quota_is_refused_as_the_same_file(
                 deps, kb.tenant_id, kb.id, ManualRequest(title="notes", content=text, status=status)
             )
         assert as_text.value.code == as_file.value.code == "storage_quota_exceeded"
-    assert deps.knowledge.list_by_kb(kb.id, 1, 10).items == []
+    assert deps.knowledge.page_by_kb(kb.id, limit=10) == []
     deps.tenants.set_quotas(kb.tenant_id, storage_quota=1000, document_quota=0)
     made = create_manual(
         deps, kb.tenant_id, kb.id, ManualRequest(title="notes", content=text, status="draft")

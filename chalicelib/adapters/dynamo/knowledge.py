@@ -49,7 +49,6 @@ from chalicelib.domain.types import (
 )
 from chalicelib.ports import (
     DuplicateKnowledge,
-    Page,
     StorageQuotaExceeded,
 )
 
@@ -199,11 +198,6 @@ class DynamoKnowledgeRepo:
     @staticmethod
     def _holds_claim(k: Knowledge) -> bool:
         return holds_dedupe_claim(k.parse_status)
-
-    def list_by_kb(self, kb_id: str, page: int, page_size: int) -> Page:
-        items = [self._from_item(i) for i in self.model.kb_index.query(kb_id, scan_index_forward=False)]
-        start = (page - 1) * page_size
-        return Page(items[start : start + page_size], len(items), page, page_size)
 
     def page_by_kb(
         self,

@@ -32,7 +32,6 @@ from chalicelib.domain.types import (
 )
 from chalicelib.ports import (
     DuplicateKnowledge,
-    Page,
     StorageQuotaExceeded,
 )
 
@@ -75,14 +74,6 @@ class MemoryKnowledgeRepo:
         with self._lock:
             holder = self._rows.get(self._claims.get(dedupe_key, ""))
             return copy.deepcopy(holder) if holder and holds_dedupe_claim(holder.parse_status) else None
-
-    def list_by_kb(self, kb_id: str, page: int, page_size: int) -> Page:
-        """Newest first, as the kb index is read (created_at descending)."""
-        with self._lock:
-            rows = [copy.deepcopy(k) for k in self._rows.values() if k.kb_id == kb_id]
-        rows.sort(key=lambda k: to_iso(k.created_at), reverse=True)
-        start = (page - 1) * page_size
-        return Page(rows[start : start + page_size], len(rows), page, page_size)
 
     def page_by_kb(
         self,
