@@ -349,8 +349,12 @@ def _build_operator_key(settings: Settings) -> SecretSource:
     return CachedSecret(SsmParameter(_client("ssm", settings), settings.operator_key_parameter))
 
 
-def build_engine(settings: Settings, name: str) -> RetrieveEngine:
-    """The retrieval engine `name` as the deployment configures it (also for operator tools)."""
+def build_engine(
+    settings: Settings, name: str, kb_tenant: Callable[[str], str | None] | None = None
+) -> RetrieveEngine:
+    """The retrieval engine `name` as the deployment configures it (also for operator tools). `kb_tenant`:
+    a knowledge base's tenant, which names its OpenSearch index under the "tenant" index scope (an engine
+    built without it, an operator tool's, refuses to name one there)."""
     if name == "embedded":
         from chalicelib.adapters.index.embedded import EmbeddedEngine
 
@@ -363,8 +367,24 @@ def build_engine(settings: Settings, name: str) -> RetrieveEngine:
             region=settings.region,
             aws_auth=".amazonaws.com" in settings.opensearch_url,
         )
-        return OpenSearchEngine(client)
+        if settings.opensearch_index_scope != "tenant":
+            return OpenSearchEngine(client)
+        return OpenSearchEngine(client, tenant_of=kb_tenant or _no_kb_tenant)
     raise ValueError(f"unknown retrieval engine {name!r}")
+
+
+def _no_kb_tenant(kb_id: str) -> str | None:
+    raise RuntimeError("this engine was built without the knowledge bases: no tenant index can be named")
+
+
+def _kb_tenant(kbs: KnowledgeBaseRepo) -> Callable[[str], str | None]:
+    """A knowledge base's tenant (None: gone), read consistently: one just created is already found."""
+
+    def tenant_of(kb_id: str) -> str | None:
+        kb = kbs.get(kb_id, consistent=True)
+        return None if kb is None else kb.tenant_id
+
+    return tenant_of
 
 
 def _build_embedding_cache(settings: Settings, dynamodb: Any) -> EmbeddingCache:
@@ -467,13 +487,14 @@ def build_services(settings: Settings | None = None) -> Services:
         urls=settings.queue_urls,
         dead_letter_urls=settings.dead_letter_queue_urls,
     )
+    kbs = DynamoKnowledgeBaseRepo(models)
     return Services(
         settings=settings,
         tenants=DynamoTenantRepo(models),
         api_keys=DynamoApiKeyRepo(models),
         shares=DynamoShareRepo(models),
         resources=DynamoResourceCatalog(models),
-        kbs=DynamoKnowledgeBaseRepo(models),
+        kbs=kbs,
         tasks=DynamoTaskRepo(models),
         graph=DynamoGraphRepo(models),
         wiki=DynamoWikiRepo(models),
@@ -501,7 +522,7 @@ def build_services(settings: Settings | None = None) -> Services:
         events=EventBridgePublisher(_client("events", settings), settings.event_bus_name),
         webhooks=_build_webhook_repo(settings, dynamodb),
         webhook_sender=_webhook_sender(settings),
-        build_engine=build_engine,
+        build_engine=lambda current, name: build_engine(current, name, _kb_tenant(kbs)),
         build_embedding_cache=lambda: _build_embedding_cache(settings, dynamodb),
         build_operator_key=_build_operator_key,
     )

@@ -1,5 +1,8 @@
 """Settings: the one place that reads the environment, into one frozen, typed object built once per process.
 
+Over 600 lines: one object of every setting and the reading of each from the environment; split, a setting
+and its variable would be read in one place and declared in another.
+
 Nothing else in `chalicelib` reads `os.environ`; adapters and use cases receive what they need from here
 through the composition root. `subprocess_env` is the single exception's home: a child process (tesseract,
 LibreOffice) inherits the environment with a few variables changed.
@@ -292,6 +295,9 @@ class Settings:
     #: "embedded" (SQLite FTS5 + numpy, the local default) or "opensearch"
     retrieval_engine: str = "embedded"
     opensearch_url: str = ""
+    #: OpenSearch indexes: one per embedding model ("space", shared) or per model and tenant ("tenant"):
+    #: adapters/index/opensearch_names.py
+    opensearch_index_scope: str = "space"
     default_embedding_model: str = DEFAULT_EMBEDDING_MODEL
     #: SQS maxReceiveCount of every stage queue: a stage is tried at most this many times
     stage_max_receives: int = 4
@@ -427,6 +433,13 @@ class _Env:
         value = self.env.get(name)
         return value if value not in (None, "") else default
 
+    def choice(self, name: str, allowed: tuple[str, ...]) -> str:
+        """One of `allowed`; unset: the first."""
+        value = self.text(name, allowed[0])
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+
     def per_name(self, names: Iterable[str], variable: Callable[[str], str]) -> dict[str, str]:
         """name → the value of its variable, for the names whose variable is set."""
         return {name: value for name in names if (value := self.text(variable(name)))}
@@ -500,6 +513,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         state_machine_arn=e.text("WEKNORA_STATE_MACHINE_ARN"),
         retrieval_engine=e.text("WEKNORA_RETRIEVAL_ENGINE", "embedded"),
         opensearch_url=e.text("OPENSEARCH_URL"),
+        opensearch_index_scope=e.choice("WEKNORA_OPENSEARCH_INDEX_SCOPE", ("space", "tenant")),
         default_embedding_model=e.text("WEKNORA_EMBEDDING_MODEL", DEFAULT_EMBEDDING_MODEL),
         stage_max_receives=e.int("WEKNORA_STAGE_MAX_RECEIVES", 4),
         max_file_size=e.int("WEKNORA_MAX_FILE_SIZE", 50 * 1024 * 1024),

@@ -519,7 +519,7 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
     if use_vector:  # a model that fails answers as the document search's does
         from chalicelib.services.indexing import embed_query
 
-        vector = embed_query(deps, model, query)
+        vector = embed_query(deps, kb.tenant_id, model, query)
     normalised_query = normalise(query)
     fetched: dict[str, FaqEntry] = {}  # entries read by a shallower round are not read again
 

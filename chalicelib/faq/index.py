@@ -67,7 +67,7 @@ class FaqIndex:
             from chalicelib.services.indexing import EmbeddingRun
 
             model = require_usable_for_stage(self.deps, self.kb)
-            run = EmbeddingRun(self.deps, model, space=self.space())
+            run = EmbeddingRun(self.deps, self.kb.tenant_id, model, space=self.space())
             vectors = run.embed([text for _, _, text in wanted])
             self.texts_embedded += run.texts_embedded
             self.cache_hits += run.cache_hits

@@ -303,7 +303,7 @@ def _embedded(
         return _Embedded(space, texts, None)
     if had is not None and had.space == space and had.vectors is not None:
         return _Embedded(space, texts, had.vectors)
-    return _Embedded(space, texts, embed_for_api(deps, model, texts))
+    return _Embedded(space, texts, embed_for_api(deps, kb.tenant_id, model, texts))
 
 
 def _write(

@@ -364,7 +364,7 @@ def hybrid_search(
     qvec = None
     # asked for by name (`retriever: vector`), the vector list runs whatever the query's script
     if vector and (request.retriever == "vector" or reads_query(model, query)):
-        qvec = embed_query(deps, model, query)
+        qvec = embed_query(deps, kb.tenant_id, model, query)
 
     # each result's document and chunk, for its links once the answer is chosen, and its words (a hit id
     # stands for the same chunk at every depth)

@@ -95,12 +95,16 @@ def was_truncated(reply: str) -> bool:
 
 
 class EmbeddingCache(Protocol):
-    """Vectors by (model space, content hash). Written batch by batch as embedding proceeds, it is both the
-    checkpoint a retried stage resumes from and the cache a reparse or clone hits for unchanged text."""
+    """Vectors by (tenant, model space, content hash). Written batch by batch as embedding proceeds, it is
+    both the checkpoint a retried stage resumes from and the cache a reparse or clone hits for unchanged
+    text. Never shared across tenants: another tenant's hit (`cache_hits` in spans and task progress)
+    would tell that someone embedded the same text or searched the same phrase."""
 
-    def get_many(self, space: IndexSpace, content_hashes: Sequence[str]) -> dict[str, Vectors]: ...
+    def get_many(
+        self, tenant_id: str, space: IndexSpace, content_hashes: Sequence[str]
+    ) -> dict[str, Vectors]: ...
 
-    def put_many(self, space: IndexSpace, vectors: Mapping[str, Vectors]) -> None: ...
+    def put_many(self, tenant_id: str, space: IndexSpace, vectors: Mapping[str, Vectors]) -> None: ...
 
 
 class ChatModel(Protocol):

@@ -97,16 +97,19 @@ PROGRESS_EVERY_SECONDS = 10.0
 
 
 class EmbeddingRun:
-    """Embeds texts through the cache; counts what went to the model and what came from the cache."""
+    """Embeds texts through the tenant's cache; counts what went to the model and what came from the cache
+    (the cache is the tenant's own: these counts are shown to it)."""
 
     def __init__(
         self,
         deps: Dependencies,
+        tenant_id: str,
         model: EmbeddingModel,
         progress: Callable[[dict[str, Any]], None] | None = None,
         space: IndexSpace | None = None,
     ):
         self.deps = deps
+        self.tenant_id = tenant_id
         self.model = model
         self.space = space or IndexSpace.of(model)
         self.progress = progress
@@ -123,7 +126,7 @@ class EmbeddingRun:
         parts = [windows_of(self.model, t) for t in capped]
         hashes = [window_key(t, p) for t, p in zip(capped, parts, strict=True)]
         cache = self.deps.embedding_cache()
-        known = cache.get_many(self.space, hashes)
+        known = cache.get_many(self.tenant_id, self.space, hashes)
         self.cache_hits += sum(1 for h in hashes if h in known)
         windows = dict(zip(hashes, parts, strict=True))
         missing = {h: t for h, t in zip(hashes, capped, strict=True) if h not in known}
@@ -139,7 +142,9 @@ class EmbeddingRun:
                 if pending is not None:
                     pending.result()
                 # in the invocation's context (its meter, the local function name), its CPU time counted
-                pending = writer.submit(metering.thread_work(cache.put_many), self.space, fresh)
+                pending = writer.submit(
+                    metering.thread_work(cache.put_many), self.tenant_id, self.space, fresh
+                )
                 known.update(fresh)
                 self.texts_embedded += len(batch)
                 self.batches += 1
@@ -182,17 +187,17 @@ class EmbeddingRun:
         return {"texts_embedded": self.texts_embedded, "cache_hits": self.cache_hits, "batches": self.batches}
 
 
-def embed_texts(deps: Dependencies, model: EmbeddingModel, texts: list[str]) -> Vectors:
-    """Embeds a few texts (OCR chunks, queries) through the same cache and backoff."""
-    return EmbeddingRun(deps, model).embed(texts)
+def embed_texts(deps: Dependencies, tenant_id: str, model: EmbeddingModel, texts: list[str]) -> Vectors:
+    """Embeds a few texts (OCR chunks, queries) through the same cache (the tenant's) and backoff."""
+    return EmbeddingRun(deps, tenant_id, model).embed(texts)
 
 
-def embed_query(deps: Dependencies, model: EmbeddingModel, query: str) -> Vectors:
+def embed_query(deps: Dependencies, tenant_id: str, model: EmbeddingModel, query: str) -> Vectors:
     """A search query's vector (both searches: documents' and FAQ entries'): `embed_for_api`."""
-    return embed_for_api(deps, model, [query])[0]
+    return embed_for_api(deps, tenant_id, model, [query])[0]
 
 
-def embed_for_api(deps: Dependencies, model: EmbeddingModel, texts: Sequence[str]) -> Vectors:
+def embed_for_api(deps: Dependencies, tenant_id: str, model: EmbeddingModel, texts: Sequence[str]) -> Vectors:
     """Texts an API request embeds (a search query, an edited chunk), through the cache and backoff of
     `embed_texts`, its failures answered as an API call answers them: a provider that throttles or keeps
     failing is 503 `embedding_unavailable` (`details.retry_after`: the wait the provider named, if it did),
@@ -201,7 +206,7 @@ def embed_for_api(deps: Dependencies, model: EmbeddingModel, texts: Sequence[str
     4xx would blame the request. The provider's words stay out of the answer and the log (they may quote a
     key); the log names the model and the kind of failure for the operator."""
     try:
-        return embed_texts(deps, model, list(texts))
+        return embed_texts(deps, tenant_id, model, list(texts))
     except StageError as error:
         cause = error.__cause__  # the model port's error (`_embed_batch` raises the stage error from it)
         logger.warning(
@@ -262,7 +267,7 @@ def write_extra_chunks(
     model = deps.embedding_model(kb.embedding_model_id)
     space = IndexSpace.of(model)
     texts = [index_text(knowledge.title, "", c.content) for c in chunks]
-    vectors = embed_texts(deps, model, texts) if kb.indexing_strategy.vector_enabled else None
+    vectors = embed_texts(deps, kb.tenant_id, model, texts) if kb.indexing_strategy.vector_enabled else None
     engine = deps.engine(kb.retrieval_engine)
     entries = chunk_entries(kb.id, knowledge.id, chunks, texts, vectors)
     index_as_the_document_is(deps, knowledge, engine, space, entries)
@@ -393,7 +398,7 @@ def index_knowledge(
         }
 
     position = offset
-    run = EmbeddingRun(deps, model)
+    run = EmbeddingRun(deps, kb.tenant_id, model)
     run.progress = lambda _out: deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
     settings = deps.settings
     started = time.monotonic()
@@ -494,7 +499,7 @@ def index_slice(
     model = require_usable_for_stage(deps, kb)
     space = IndexSpace.of(model)
     engine = deps.engine(kb.retrieval_engine)
-    run = EmbeddingRun(deps, model)
+    run = EmbeddingRun(deps, kb.tenant_id, model)
     settings = deps.settings
     started = time.monotonic()
     indexed = int((carried or {}).get("entries_indexed", 0))

@@ -375,7 +375,9 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
         space = IndexSpace.of(model)
         engine = deps.engine(kb.retrieval_engine)
         contents = [index_text(knowledge.title, "", q) for _, _, q in entries]
-        vectors = embed_texts(deps, model, contents) if kb.indexing_strategy.vector_enabled else None
+        vectors = (
+            embed_texts(deps, kb.tenant_id, model, contents) if kb.indexing_strategy.vector_enabled else None
+        )
         written = [
             IndexEntry(
                 id=question_entry_id(chunk.id, n),

@@ -268,7 +268,9 @@ def _write_chunks(
     # No title prefix: the image's own words are what a query should meet (spec §1.11); a hit shows the
     # image's text, and the chunk names its bound text chunk.
     contents = [c.content for c in chunks]
-    vectors = embed_texts(deps, model, contents) if kb.indexing_strategy.vector_enabled else None
+    vectors = (
+        embed_texts(deps, kb.tenant_id, model, contents) if kb.indexing_strategy.vector_enabled else None
+    )
     entries = chunk_entries(kb.id, knowledge.id, chunks, contents, vectors)
     index_as_the_document_is(deps, knowledge, deps.engine(kb.retrieval_engine), space, entries)
     if not kept_after_write(deps, knowledge, undo, undo_superseded=undo_superseded):

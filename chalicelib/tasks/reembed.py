@@ -248,7 +248,7 @@ def _reembed_owner(deps: Dependencies, kb: KnowledgeBase, target: Target, owner:
     """The owner's entries, as the old space holds them, embedded with the new model into the new space
     under the same ids (an upsert: doing it twice writes the same entries)."""
     entries = target.old_engine.entries_of(target.old_space, kb.id, owner)
-    run = EmbeddingRun(deps, target.new_model)
+    run = EmbeddingRun(deps, kb.tenant_id, target.new_model)
     for batch in iter_batches(entries, 64):
         vectors = (
             run.embed([entry.content for entry in batch]) if kb.indexing_strategy.vector_enabled else None

@@ -94,7 +94,7 @@ def test_malformed_base64_embeddings_fail_the_document_as_a_provider_failure(tmp
         "m", base_url="http://models/v1", declared_dim=4, transport=Scripted(embeddings({"embedding": "abc"}))
     )
     with pytest.raises(PermanentStageError) as raised:
-        embed_texts(deps, model, ["hello"])
+        embed_texts(deps, "t1", model, ["hello"])
     assert raised.value.code == SpanErrorCode.EMBEDDING_PROVIDER_FAIL
 
 

@@ -1362,13 +1362,18 @@ class RepoContract:
         assert again is not None and again.reembed_to == {"task_id": "t"}
         assert repos.kbs.update(KnowledgeBase(new_id(), new_id(), "missing")) is None
 
-    def test_the_embedding_cache_keys_by_space_and_ignores_other_sizes(self, repos: Repos) -> None:
+    def test_the_embedding_cache_keys_by_tenant_and_space_and_ignores_other_sizes(self, repos: Repos) -> None:
         space = IndexSpace(f"test/{uuid.uuid4().hex[:8]}", 4)
         other = IndexSpace(space.model_id, 8)
+        tenant, stranger = new_id(), new_id()
         vector = np.array([0.5, 0.5, 0.5, 0.5], dtype=np.float32)
-        repos.cache.put_many(space, {"h1": vector})
-        repos.cache.put_many(other, {"h2": np.ones(4, dtype=np.float32)})  # wrong size for its space
-        found = repos.cache.get_many(space, ["h1", "h2", "h1"])
+        repos.cache.put_many(tenant, space, {"h1": vector})
+        repos.cache.put_many(tenant, other, {"h2": np.ones(4, dtype=np.float32)})  # wrong size for its space
+        found = repos.cache.get_many(tenant, space, ["h1", "h2", "h1"])
         assert list(found) == ["h1"] and found["h1"].dtype == np.float32
         np.testing.assert_array_equal(found["h1"], vector)
-        assert repos.cache.get_many(other, ["h1", "h2"]) == {}
+        assert repos.cache.get_many(tenant, other, ["h1", "h2"]) == {}
+        # another tenant's vector of the same text is never its hit (that would tell the text was embedded)
+        assert repos.cache.get_many(stranger, space, ["h1"]) == {}
+        repos.cache.put_many(stranger, space, {"h1": np.ones(4, dtype=np.float32)})
+        np.testing.assert_array_equal(repos.cache.get_many(tenant, space, ["h1"])["h1"], vector)

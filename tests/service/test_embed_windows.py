@@ -54,8 +54,8 @@ def test_a_long_text_vector_reflects_its_tail_and_is_cached_apart_from_a_truncat
     kiln, boat = (HEAD + " " + t for t in TAILS.values())
     space = IndexSpace.of(minilm)
     stale = minilm.embed([kiln])  # what an earlier version cached under the plain hash
-    cache.put_many(space, {content_hash(kiln): stale[0]})
-    run = EmbeddingRun(deps, minilm)
+    cache.put_many("t1", space, {content_hash(kiln): stale[0]})
+    run = EmbeddingRun(deps, "t1", minilm)
     vectors = run.embed([kiln, boat, "short text"])
     assert run.cache_hits == 0 and run.texts_embedded == 3
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
@@ -63,7 +63,7 @@ def test_a_long_text_vector_reflects_its_tail_and_is_cached_apart_from_a_truncat
     assert cos(vectors[0], query) > cos(vectors[1], query) + 0.05
     assert cos(vectors[0], query) > cos(stale[0], query) + 0.05
     assert window_key(kiln, windows_of(minilm, kiln)) != content_hash(kiln)
-    again = EmbeddingRun(deps, minilm)  # a redelivery: the same vectors, from the cache
+    again = EmbeddingRun(deps, "t1", minilm)  # a redelivery: the same vectors, from the cache
     np.testing.assert_array_equal(again.embed([kiln, boat, "short text"]), vectors)
     assert again.cache_hits == 3 and again.texts_embedded == 0
 

@@ -207,5 +207,5 @@ def test_the_vector_of_a_query_the_model_reads_is_the_models(deps: Services) -> 
     _secret, kb = _knowledge_base(deps, "document")
     model = _model(deps, kb)
     direct = model._inner.embed(["harbour lamp"])[0]
-    assert np.allclose(embed_query(deps, model, "harbour lamp"), direct)
-    assert np.allclose(embed_query(deps, model, "harbour lamp"), direct)  # the cached one
+    assert np.allclose(embed_query(deps, kb.tenant_id, model, "harbour lamp"), direct)
+    assert np.allclose(embed_query(deps, kb.tenant_id, model, "harbour lamp"), direct)  # the cached one

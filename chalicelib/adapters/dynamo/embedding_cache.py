@@ -1,4 +1,4 @@
-"""Embedding cache in DynamoDB: one item per (model space, content hash), the float32 vector as bytes.
+"""Embedding cache in DynamoDB: one item per (tenant, model space, content hash), the float32 vector as bytes.
 
 Items expire after 90 days (TTL) so the table does not grow without bound; a miss only costs a re-embed.
 """
@@ -38,24 +38,26 @@ class DynamoEmbeddingCache:
         self.model = model
 
     @staticmethod
-    def _key(space: IndexSpace, content_hash: str) -> str:
-        return f"{space.name}|{content_hash}"
+    def _key(tenant_id: str, space: IndexSpace, content_hash: str) -> str:
+        # The tenant first: items written before it was in the key (`space|hash`) are never hit again and
+        # expire by their TTL.
+        return f"{tenant_id}|{space.name}|{content_hash}"
 
-    def get_many(self, space: IndexSpace, content_hashes: Sequence[str]) -> dict[str, Any]:
-        wanted = list(dict.fromkeys(content_hashes))
+    def get_many(self, tenant_id: str, space: IndexSpace, content_hashes: Sequence[str]) -> dict[str, Any]:
+        wanted = {self._key(tenant_id, space, h): h for h in content_hashes}
+        keys = list(wanted)
         found: dict[str, Any] = {}
-        prefix = len(space.name) + 1
-        for start in range(0, len(wanted), BATCH_GET):
-            keys = [self._key(space, h) for h in wanted[start : start + BATCH_GET]]
-            for item in self.model.batch_get(keys):
+        for start in range(0, len(keys), BATCH_GET):
+            for item in self.model.batch_get(keys[start : start + BATCH_GET]):
                 vector = np.frombuffer(item.vector, dtype=np.float32)
                 if vector.shape[0] == space.dimensions:
-                    found[item.cache_key[prefix:]] = vector
+                    found[wanted[item.cache_key]] = vector
         return found
 
-    def put_many(self, space: IndexSpace, vectors: Mapping[str, Any]) -> None:
+    def put_many(self, tenant_id: str, space: IndexSpace, vectors: Mapping[str, Any]) -> None:
         expires = int(time.time()) + TTL_SECONDS
         with self.model.batch_write() as batch:
             for content_hash, vector in vectors.items():
                 data = np.asarray(vector, dtype=np.float32).tobytes()
-                batch.save(self.model(self._key(space, content_hash), vector=data, expires_at=expires))
+                key = self._key(tenant_id, space, content_hash)
+                batch.save(self.model(key, vector=data, expires_at=expires))

@@ -3,9 +3,9 @@
 Over 600 lines: it is one adapter of one port (the engine contract in tests/index), and splitting the
 mapping, the bulk writer and the queries apart would spread one index's format over three files.
 
-One index per IndexSpace (`space.name`): a `knn_vector` field (HNSW, cosinesimil) at the space's
-dimension, a `content` text field analysed for BM25 with the standard tokenizer + `cjk_width`,
-`lowercase` and `cjk_bigram` (the same bigrams the embedded engine builds, so Korean, Chinese and
+One index per IndexSpace, or per space and tenant (`opensearch_names`: the index scope). Each has a
+`knn_vector` field (HNSW, cosinesimil) at the space's dimension, a `content` text field analysed for BM25
+with the standard tokenizer + `cjk_width`, `lowercase` and `cjk_bigram` (the same bigrams the embedded engine builds, so Korean, Chinese and
 Japanese words match without a morphological plugin), and keyword fields to filter on. Before the
 tokenizer a `pattern_replace` char filter makes a space of each character the standard tokenizer would keep
 inside a word (`WORD_JOINERS`: `node.js`, `parse_config`, `3.14`, `don't`), so words split there as in the
@@ -61,7 +61,7 @@ import contextlib
 import json
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
@@ -85,6 +85,7 @@ from chalicelib.adapters.index.common import (
     unit_vector,
 )
 from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
+from chalicelib.adapters.index.opensearch_names import IndexNames, tenant_indexes
 from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, IndexUnavailable, IndexWriteError, SearchHit
 from chalicelib.ports.index import IndexRefused
@@ -373,12 +374,14 @@ class OpenSearchEngine:
         auto_expand_replicas: str | None = AUTO_EXPAND_REPLICAS,
         page_size: int = 1000,
         aliased: bool = True,
+        tenant_of: Callable[[str], str | None] | None = None,
     ) -> None:
         """`refresh`: "wait_for" (writes visible to the next search without forcing a refresh),
         True (force), False (Serverless, or bulk loads that tolerate ~1 s of staleness).
         `record_ids`: delete by scanning ids + `_bulk` instead of `_delete_by_query`.
         `server_ids`: let the engine assign `_id` (defaults to `record_ids`).
-        `aliased`: create a new index as `versioned_name(name)` behind an alias `name` (opensearch_rebuild)."""
+        `aliased`: create a new index as `versioned_name(name)` behind an alias `name` (opensearch_rebuild).
+        `tenant_of`: a knowledge base's tenant (None: gone), for the "tenant" index scope (`IndexNames`)."""
         self.client = client
         self.bulk_max_bytes = bulk_max_bytes
         self.refresh = refresh
@@ -392,6 +395,7 @@ class OpenSearchEngine:
         self.auto_expand_replicas = auto_expand_replicas
         self.page_size = page_size
         self.aliased = aliased
+        self.names = IndexNames(tenant_of)
         self._ready: set[str] = set()
         self._lock = threading.Lock()
 
@@ -411,8 +415,9 @@ class OpenSearchEngine:
 
     # ------------------------------------------------------------ index management
 
-    def ensure_index(self, space: IndexSpace) -> None:
-        name = space.name
+    def ensure_index(self, space: IndexSpace, name: str | None = None) -> None:
+        """Creates the index `name` (the space's own by default) of the space's mapping, if missing."""
+        name = name or space.name
         with self._lock:
             if name in self._ready:
                 return
@@ -444,11 +449,14 @@ class OpenSearchEngine:
             self._ready.add(name)
 
     def drop_index(self, space: IndexSpace) -> None:
-        """Deletes the space's whole index, the one behind its alias too (tests and tear-down)."""
-        with contextlib.suppress(NotFoundError):  # `DELETE <alias>` is refused: name the indices behind it
-            self.client.indices.delete(index=",".join(self.client.indices.get_alias(index=space.name)))
+        """Deletes the space's indexes (its own, its tenants'), those behind aliases too (tests, tear-down)."""
+        for pattern in (space.name, tenant_indexes(space)):
+            # `DELETE <alias>` is refused: name the indices behind it
+            with contextlib.suppress(NotFoundError):
+                if behind := self.client.indices.get_alias(index=pattern):
+                    self.client.indices.delete(index=",".join(behind))
         with self._lock:
-            self._ready.discard(space.name)
+            self._ready.clear()  # the next write of any index checks it again
 
     def _refresh_param(self) -> str | None:
         if self.refresh is True:
@@ -514,7 +522,11 @@ class OpenSearchEngine:
         if not entries:
             return
         actions: list[tuple[bytes, ...]] = []
+        ids_by_index: dict[str, list[str]] = {}
         for entry in entries:  # validate everything before sending anything
+            if (index := self.names.of(space, entry.kb_id)) is None:
+                raise IndexWriteError(f"knowledge base {entry.kb_id} is gone: it has no index")
+            ids_by_index.setdefault(index, []).append(entry.id)
             doc: dict[str, Any] = {
                 "id": entry.id,
                 "kb_id": entry.kb_id,
@@ -533,20 +545,21 @@ class OpenSearchEngine:
                 vec = unit_vector(entry.vector, space)
                 if vec is not None:
                     doc[VECTOR_FIELD] = [float(x) for x in vec]
-            meta: dict[str, Any] = {"_index": space.name}
+            meta: dict[str, Any] = {"_index": index}
             if not self.server_ids:
                 meta["_id"] = entry.id
             actions.append((self._line({"index": meta}), self._line(doc)))
-        self.ensure_index(space)
-        if self.server_ids:
-            # No custom _id: the upsert is "delete what holds these ids, then index".
-            unique = list(dict.fromkeys(e.id for e in entries))
-            for start in range(0, len(unique), _TERMS_BATCH):
-                self._delete_matching(space, [{"terms": {"id": unique[start : start + _TERMS_BATCH]}}])
+        for index, ids in ids_by_index.items():
+            self.ensure_index(space, index)
+            if self.server_ids:
+                # No custom _id: the upsert is "delete what holds these ids, then index".
+                unique = list(dict.fromkeys(ids))
+                for start in range(0, len(unique), _TERMS_BATCH):
+                    self._delete_matching(index, [{"terms": {"id": unique[start : start + _TERMS_BATCH]}}])
         self._bulk(actions)
 
     def _scan(
-        self, space: IndexSpace, query: Mapping[str, Any], source: bool | list[str] | dict[str, Any] = False
+        self, index: str, query: Mapping[str, Any], source: bool | list[str] | dict[str, Any] = False
     ) -> Iterator[dict[str, Any]]:
         """Every hit of a filter query, paged with search_after on the `id` keyword (no scroll
         context, which Serverless lacks)."""
@@ -561,7 +574,7 @@ class OpenSearchEngine:
             if after is not None:
                 body["search_after"] = after
             try:
-                hits = self.client.search(index=space.name, body=body)["hits"]["hits"]
+                hits = self.client.search(index=index, body=body)["hits"]["hits"]
             except NotFoundError:
                 return
             yield from hits
@@ -569,12 +582,12 @@ class OpenSearchEngine:
                 return
             after = hits[-1]["sort"]
 
-    def _delete_matching(self, space: IndexSpace, filters: list[dict[str, Any]]) -> int:
+    def _delete_matching(self, index: str, filters: list[dict[str, Any]]) -> int:
         query = {"bool": {"filter": filters}}
         if not self.record_ids:
             try:
                 resp = self.client.delete_by_query(
-                    index=space.name,
+                    index=index,
                     body={"query": query},
                     params={"refresh": "true" if self.refresh else "false", "conflicts": "proceed"},
                 )
@@ -595,29 +608,35 @@ class OpenSearchEngine:
                     f"{_failure(first.get('status'), first.get('cause'))}"
                 )
             return int(resp.get("deleted", 0))
-        doc_ids = [hit["_id"] for hit in self._scan(space, query)]
-        actions = [(self._line({"delete": {"_index": space.name, "_id": doc_id}}),) for doc_id in doc_ids]
+        doc_ids = [hit["_id"] for hit in self._scan(index, query)]
+        actions = [(self._line({"delete": {"_index": index, "_id": doc_id}}),) for doc_id in doc_ids]
         items = self._bulk(actions) if actions else []
         return sum(1 for item in items if item.get("delete", {}).get("result") == "deleted")
 
     @unavailable_when_busy()
     def delete_by_knowledge(self, space: IndexSpace, kb_id: str, knowledge_ids: Sequence[str]) -> int:
+        if (index := self.names.of(space, kb_id)) is None:
+            return 0
         deleted = 0
         for start in range(0, len(knowledge_ids), _TERMS_BATCH):
             batch = list(knowledge_ids[start : start + _TERMS_BATCH])
-            deleted += self._delete_matching(space, [*_kb_filters(kb_id), {"terms": {"knowledge_id": batch}}])
+            deleted += self._delete_matching(index, [*_kb_filters(kb_id), {"terms": {"knowledge_id": batch}}])
         return deleted
 
     @unavailable_when_busy()
     def delete_by_ids(self, space: IndexSpace, kb_id: str, entry_ids: Sequence[str]) -> int:
+        if (index := self.names.of(space, kb_id)) is None:
+            return 0
         deleted = 0
         for start in range(0, len(entry_ids), _TERMS_BATCH):
             batch = list(entry_ids[start : start + _TERMS_BATCH])
-            deleted += self._delete_matching(space, [*_kb_filters(kb_id), {"terms": {"id": batch}}])
+            deleted += self._delete_matching(index, [*_kb_filters(kb_id), {"terms": {"id": batch}}])
         return deleted
 
     @unavailable_when_busy()
     def entries_of(self, space: IndexSpace, kb_id: str, knowledge_id: str) -> list[IndexEntry]:
+        if (index := self.names.of(space, kb_id)) is None:
+            return []
         query = {"bool": {"filter": [*_kb_filters(kb_id), {"term": {"knowledge_id": knowledge_id}}]}}
         fields = ["id", "chunk_id", "content", "source_id", "source_type", "chunk_type", "is_enabled"]
         return [
@@ -632,7 +651,7 @@ class OpenSearchEngine:
                 chunk_type=hit["_source"].get("chunk_type", "text"),
                 is_enabled=bool(hit["_source"].get("is_enabled", True)),
             )
-            for hit in self._scan(space, query, source=fields)
+            for hit in self._scan(index, query, source=fields)
         ]
 
     @unavailable_when_busy()
@@ -646,10 +665,12 @@ class OpenSearchEngine:
         id_map: Mapping[str, str],
     ) -> int:
         """Copies the knowledge's documents with their stored vectors (read from `_source`, nothing
-        re-embedded); entries of chunks missing from `id_map` are not copied."""
+        re-embedded) to the target's index; entries of chunks missing from `id_map` are not copied."""
+        if (index := self.names.of(space, src_kb_id)) is None:
+            return 0
         query = {"bool": {"filter": [*_kb_filters(src_kb_id), {"term": {"knowledge_id": src_knowledge_id}}]}}
         copies: list[IndexEntry] = []
-        for hit in self._scan(space, query, source=True):
+        for hit in self._scan(index, query, source=True):
             src = hit["_source"]
             vector = src.get(VECTOR_FIELD)
             entry = IndexEntry(
@@ -679,14 +700,18 @@ class OpenSearchEngine:
         finds nothing left under the source. Returns how many documents moved."""
         if src_kb_id == dst_kb_id:
             return 0
+        if (index := self.names.of(space, src_kb_id)) is None:
+            return 0
+        if index != self.names.of(space, dst_kb_id):  # never asked: a move stays within one tenant
+            raise IndexWriteError("a move between knowledge bases of different tenants' indexes")
         moved = 0
         for start in range(0, len(knowledge_ids), _TERMS_BATCH):
             batch = list(knowledge_ids[start : start + _TERMS_BATCH])
             query = {"bool": {"filter": [*_kb_filters(src_kb_id), {"terms": {"knowledge_id": batch}}]}}
-            hits = list(self._scan(space, query))
+            hits = list(self._scan(index, query))
             actions = [
                 (
-                    self._line({"update": {"_index": space.name, "_id": hit["_id"]}}),
+                    self._line({"update": {"_index": index, "_id": hit["_id"]}}),
                     self._line({"doc": {"kb_id": dst_kb_id}}),
                 )
                 for hit in hits
@@ -700,15 +725,17 @@ class OpenSearchEngine:
     def set_enabled(self, space: IndexSpace, kb_id: str, chunk_ids: Sequence[str], enabled: bool) -> int:
         """Sets is_enabled on every entry of these chunks (partial `_bulk` updates, which Serverless
         also accepts, unlike `_update_by_query`); returns how many entries matched."""
+        if (index := self.names.of(space, kb_id)) is None:
+            return 0
         matched = 0
         for start in range(0, len(chunk_ids), _TERMS_BATCH):
             batch = list(chunk_ids[start : start + _TERMS_BATCH])
             query = {"bool": {"filter": [*_kb_filters(kb_id), {"terms": {"chunk_id": batch}}]}}
-            hits = list(self._scan(space, query, source=["is_enabled"]))
+            hits = list(self._scan(index, query, source=["is_enabled"]))
             matched += len(hits)
             actions = [
                 (
-                    self._line({"update": {"_index": space.name, "_id": hit["_id"]}}),
+                    self._line({"update": {"_index": index, "_id": hit["_id"]}}),
                     self._line({"doc": {"is_enabled": enabled}}),
                 )
                 for hit in hits
@@ -722,11 +749,13 @@ class OpenSearchEngine:
 
     @unavailable_when_busy()
     def count(self, space: IndexSpace, kb_id: str, knowledge_id: str | None = None) -> int:
+        if (index := self.names.of(space, kb_id)) is None:
+            return 0
         filters = _kb_filters(kb_id)
         if knowledge_id is not None:
             filters.append({"term": {"knowledge_id": knowledge_id}})
         try:
-            resp = self.client.count(index=space.name, body={"query": {"bool": {"filter": filters}}})
+            resp = self.client.count(index=index, body={"query": {"bool": {"filter": filters}}})
         except NotFoundError:
             return 0
         return int(resp["count"])
@@ -752,12 +781,14 @@ class OpenSearchEngine:
         text = query_text.strip() if keyword else ""
         if not text and qvec is None:
             return []
+        if (index := self.names.of(space, kb_id)) is None:  # a shared knowledge base: its owner's index
+            return []
         pool = max(top_k, self.candidates)
         only = knowledge_ids
         try:
-            bm25 = self._keyword_search(space, kb_id, text, pool, only) if text else None
+            bm25 = self._keyword_search(index, kb_id, text, pool, only) if text else None
             vec = (
-                self._search(space, knn_body(kb_id, qvec, pool, only), "vector_score")
+                self._search(index, knn_body(kb_id, qvec, pool, only), "vector_score")
                 if qvec is not None
                 else None
             )
@@ -767,7 +798,7 @@ class OpenSearchEngine:
         return rank(bm25, vec, top_k, keyword_weight=weight, min_score=min_score)
 
     def _keyword_search(
-        self, space: IndexSpace, kb_id: str, text: str, size: int, knowledge_ids: Sequence[str] | None
+        self, index: str, kb_id: str, text: str, size: int, knowledge_ids: Sequence[str] | None
     ) -> list[SearchHit]:
         """The BM25 list. A text with no term the analysis keeps (emoji, punctuation) finds nothing, as on the
         embedded engine, and is not sent."""
@@ -775,14 +806,14 @@ class OpenSearchEngine:
         if not bounded:
             return []
         try:
-            return self._search(space, bm25_body(kb_id, text, size, knowledge_ids, bounded), "bm25_score")
+            return self._search(index, bm25_body(kb_id, text, size, knowledge_ids, bounded), "bm25_score")
         except RequestError:
             # the rest of the request is fixed: a 400 here is the query's text. Not chained: the error
             # carries the server's reason, which may quote the query or the cluster
             raise QueryTooComplex() from None
 
-    def _search(self, space: IndexSpace, body: Mapping[str, Any], score_key: str) -> list[SearchHit]:
-        resp = self.client.search(index=space.name, body=body)
+    def _search(self, index: str, body: Mapping[str, Any], score_key: str) -> list[SearchHit]:
+        resp = self.client.search(index=index, body=body)
         hits: list[SearchHit] = []
         for hit in resp["hits"]["hits"]:
             src = hit["_source"]

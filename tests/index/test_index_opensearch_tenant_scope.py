@@ -1,0 +1,138 @@
+"""OpenSearchEngine with the "tenant" index scope (`tenant_of` given; `index_name`) against osmem-server: the
+shared engine contract with every knowledge base in one tenant's index, and what the scope is for: BM25 term
+statistics of one tenant's index are its own (a reviewer's proof, sec_iso, showed another tenant's documents
+push a tenant's results down in the shared one)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import test_index_opensearch_osmem as base  # by module: pytest collects the base classes once, there
+from index_contract import DIM, entry
+
+from chalicelib.adapters.index.opensearch import OpenSearchEngine, build_opensearch_client
+from chalicelib.adapters.index.opensearch_names import index_name
+from chalicelib.ports import IndexSpace, IndexWriteError, RetrieveEngine
+
+opensearchpy = pytest.importorskip("opensearchpy")
+
+TENANT = "tenant-one"
+
+
+def _stored_vector(engine: RetrieveEngine, space: IndexSpace, entry_id: str) -> np.ndarray:
+    assert isinstance(engine, OpenSearchEngine)
+    body = {"query": {"term": {"id": entry_id}}}
+    hits = engine.client.search(index=index_name(space, TENANT), body=body)["hits"]["hits"]
+    assert len(hits) == 1
+    return np.asarray(hits[0]["_source"]["embedding"], dtype=np.float32)
+
+
+class TestTenantScopeOnOsmem(base.TestOpenSearchOnOsmem):
+    @pytest.fixture
+    def engine(self, osmem_url: str) -> Iterator[OpenSearchEngine]:
+        yield OpenSearchEngine(build_opensearch_client(osmem_url), refresh=True, tenant_of=lambda _kb: TENANT)
+
+    def stored_vector(
+        self, engine: RetrieveEngine, space: IndexSpace, kb_id: str, entry_id: str
+    ) -> np.ndarray:
+        return _stored_vector(engine, space, entry_id)
+
+
+class TestTenantScopeRecordIdsOnOsmem(base.TestOpenSearchRecordIdsOnOsmem):
+    @pytest.fixture
+    def engine(self, osmem_url: str) -> Iterator[OpenSearchEngine]:
+        yield OpenSearchEngine(
+            build_opensearch_client(osmem_url),
+            refresh="wait_for",
+            record_ids=True,
+            page_size=2,
+            tenant_of=lambda _kb: TENANT,
+        )
+
+    def stored_vector(
+        self, engine: RetrieveEngine, space: IndexSpace, kb_id: str, entry_id: str
+    ) -> np.ndarray:
+        return _stored_vector(engine, space, entry_id)
+
+
+OWNERS = {"kb-a": "tenant-a", "kb-b": "tenant-b", "kb-a2": "tenant-a"}
+SPACE = IndexSpace(model_id="test/tenants", dimensions=DIM)
+
+
+@pytest.fixture
+def engine(osmem_url: str) -> OpenSearchEngine:
+    return OpenSearchEngine(build_opensearch_client(osmem_url), refresh=True, tenant_of=OWNERS.get)
+
+
+def _scores(engine: OpenSearchEngine, kb_id: str) -> list[tuple[str, float]]:
+    hits = engine.hybrid_search(SPACE, kb_id, "zorblax harbour", None, 5, vector=False)
+    return [(hit.knowledge_id, round(hit.score, 6)) for hit in hits]
+
+
+def test_another_tenants_entries_leave_a_tenants_bm25_scores_alone(engine: OpenSearchEngine) -> None:
+    engine.batch_index(
+        SPACE,
+        [
+            entry(
+                "a1", "The quarterly zorblax figures are attached for review.", kb="kb-a", knowledge="memo"
+            ),
+            entry("a2", "The harbour master opens the lock at dawn every day.", kb="kb-a", knowledge="other"),
+        ],
+    )
+    before = _scores(engine, "kb-a")
+    assert [knowledge for knowledge, _ in before] == ["memo", "other"]
+    spam = [
+        entry(f"b{i}", f"zorblax zorblax budget line {i}", kb="kb-b", knowledge=f"b{i}") for i in range(15)
+    ]
+    engine.batch_index(SPACE, spam)
+    assert _scores(engine, "kb-a") == before
+    assert engine.count(SPACE, "kb-b") == 15 and engine.count(SPACE, "kb-a") == 2
+    aliases = {a for e in engine.client.indices.get_alias(index="*").values() for a in e["aliases"]}
+    assert aliases == {index_name(SPACE, "tenant-a"), index_name(SPACE, "tenant-b")}
+
+
+def test_a_move_within_a_tenant_stays_in_its_index_and_one_across_tenants_is_refused(
+    engine: OpenSearchEngine,
+) -> None:
+    engine.batch_index(SPACE, [entry("a1", "harbour lock", kb="kb-a", knowledge="memo")])
+    assert engine.move_knowledge(SPACE, "kb-a", "kb-a2", ["memo"]) == 1
+    assert engine.count(SPACE, "kb-a2") == 1 and engine.count(SPACE, "kb-a") == 0
+    with pytest.raises(IndexWriteError):
+        engine.move_knowledge(SPACE, "kb-a2", "kb-b", ["memo"])
+    assert engine.count(SPACE, "kb-a2") == 1
+
+
+def test_a_knowledge_base_whose_tenant_is_unknown_has_no_index(engine: OpenSearchEngine) -> None:
+    """A knowledge base gone (its row deleted): nothing of it is found, and a late write is refused."""
+    with pytest.raises(IndexWriteError):
+        engine.batch_index(SPACE, [entry("g1", "harbour lock", kb="kb-gone")])
+    assert engine.count(SPACE, "kb-gone") == 0
+    assert engine.hybrid_search(SPACE, "kb-gone", "harbour", None, 5, vector=False) == []
+    assert engine.delete_by_knowledge(SPACE, "kb-gone", ["k1"]) == 0
+    assert engine.entries_of(SPACE, "kb-gone", "k1") == []
+
+
+def test_the_space_scope_keeps_todays_one_index_per_space(osmem_url: str) -> None:
+    """No `tenant_of` (the default scope): entries stay in the space's own index, as existing domains have."""
+    engine = OpenSearchEngine(build_opensearch_client(osmem_url), refresh=True)
+    engine.batch_index(SPACE, [entry("a1", "harbour lock", kb="kb-a"), entry("b1", "harbour", kb="kb-b")])
+    aliases = {a for e in engine.client.indices.get_alias(index="*").values() for a in e["aliases"]}
+    assert aliases == {SPACE.name} == {index_name(SPACE, None)}
+
+
+def test_the_scope_is_read_from_the_environment_and_given_to_the_engine(osmem_url: str) -> None:
+    from chalicelib.bootstrap import build_engine
+    from chalicelib.settings import load_settings
+
+    assert load_settings({}).opensearch_index_scope == "space"
+    with pytest.raises(ValueError, match="WEKNORA_OPENSEARCH_INDEX_SCOPE"):
+        load_settings({"WEKNORA_OPENSEARCH_INDEX_SCOPE": "kb"})
+    settings = load_settings({"WEKNORA_OPENSEARCH_INDEX_SCOPE": "tenant", "OPENSEARCH_URL": osmem_url})
+    built = build_engine(settings, "opensearch", OWNERS.get)
+    assert isinstance(built, OpenSearchEngine)
+    assert built.names.of(SPACE, "kb-b") == index_name(SPACE, "tenant-b")
+    shared = build_engine(replace(settings, opensearch_index_scope="space"), "opensearch", OWNERS.get)
+    assert isinstance(shared, OpenSearchEngine) and shared.names.of(SPACE, "kb-b") == SPACE.name
