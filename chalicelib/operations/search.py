@@ -39,7 +39,6 @@ from typing import Any, TypedDict, TypeVar
 
 from chalicelib.commands import MetadataIn, SearchRequest
 from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, fitting
-from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.image_info import INTERNAL_URL
 from chalicelib.domain.repetition import near_duplicates, words_of
@@ -51,6 +50,7 @@ from chalicelib.domain.types import Chunk, ChunkType, EnableStatus, Knowledge, K
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, EmbeddingModel, IndexSpace
 from chalicelib.services.indexing import embed_query
+from chalicelib.services.kb_rows import kb_rows
 from chalicelib.services.ownership import require_kb
 from chalicelib.services.storage import signed_get
 from chalicelib.services.tagging import check_tag_ids
@@ -190,15 +190,11 @@ def _tagged(deps: Dependencies, kb_id: str, tag_ids: list[str]) -> list[str]:
 
 def _rows_of_kb(deps: Dependencies, kb_id: str, index: tuple[str, str] | None) -> list[Knowledge]:
     rows: list[Knowledge] = []
-    after: tuple[str, str] | None = None
-    while True:
-        page = deps.knowledge.page_by_kb(kb_id, index=index, after=after, limit=_PAGE)
-        rows += page
+    for row in kb_rows(deps, kb_id, index=index, page=_PAGE):
+        rows.append(row)
         if len(rows) > MAX_FILTER_DOCUMENTS:
             raise _too_broad()
-        if len(page) < _PAGE:
-            return rows
-        after = (to_iso(page[-1].created_at), page[-1].id)
+    return rows
 
 
 def resolve_knowledge_ids(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> list[str] | None:

@@ -19,11 +19,16 @@ def position(row: Knowledge) -> tuple[str, str]:
 
 
 def kb_rows(
-    deps: Dependencies, kb_id: str, *, after: tuple[str, str] | None = None, page: int = PAGE
+    deps: Dependencies,
+    kb_id: str,
+    *,
+    index: tuple[str, str] | None = None,
+    after: tuple[str, str] | None = None,
+    page: int = PAGE,
 ) -> Iterator[Knowledge]:
-    """Every row of the knowledge base, newest first, from just after `after`; a page is read when the caller
-    gets to it."""
-    while rows := deps.knowledge.page_by_kb(kb_id, after=after, limit=page):
+    """Every row of the knowledge base (of one listing `index`, as `page_by_kb` takes it), newest first, from
+    just after `after`; a page is read when the caller gets to it."""
+    while rows := deps.knowledge.page_by_kb(kb_id, index=index, after=after, limit=page):
         yield from rows
         if len(rows) < page:
             return
