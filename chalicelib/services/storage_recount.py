@@ -5,17 +5,21 @@ indexed before their parse outputs counted (their file alone) are counted in ful
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
-from chalicelib.domain.clock import to_iso
 from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
+from chalicelib.services.kb_rows import position
 from chalicelib.services.stored_size import RECOUNT_DEFERRED, recount_document
 
 #: knowledge bases one page may look at (each one read), whether or not they hold documents
 KBS_PER_PAGE = 100
+#: a page ends after the document that passes this (the API answers within 28 s; a document with many page
+#: ranges takes hundreds of reads), with a cursor, however few documents it recounted
+PAGE_SECONDS = 12.0
 
 KbPosition = tuple[str, str]  # (name, id): the tenant's knowledge bases' order
 RowPosition = tuple[str, str]  # (created_at ISO, id): a knowledge base's documents' order
@@ -50,8 +54,9 @@ def recount_tenant_page(
     deps: Dependencies, tenant_id: str, start: RecountPosition | None, limit: int
 ) -> TenantRecount:
     """Recounts up to `limit` of the tenant's documents from `start`, knowledge base by knowledge base
-    (at most KBS_PER_PAGE of them read), and says where the next page goes on (`next`; None: done).
+    (at most KBS_PER_PAGE of them read, and documents for at most about PAGE_SECONDS), and says where the next page goes on (`next`; None: done).
     A document counted twice (a knowledge base renamed during the walk) is recounted twice: a no-op."""
+    deadline = time.monotonic() + PAGE_SECONDS
     page = TenantRecount(usage_before=_usage(deps, tenant_id))
     current = start or RecountPosition()
     page.next = current  # (where the next page goes on if this one's knowledge bases run out)
@@ -63,10 +68,15 @@ def recount_tenant_page(
         kb = kbs[0]
         budget = limit - page.documents
         rows = deps.knowledge.page_by_kb(kb.id, after=current.row_after, limit=budget)
-        for row in rows:
+        for done, row in enumerate(rows):
+            if page.documents and time.monotonic() >= deadline:  # the next page goes on from here
+                after = position(rows[done - 1]) if done else current.row_after
+                page.next = RecountPosition(current.kb_after, after)
+                page.usage_after = _usage(deps, tenant_id)
+                return page
             _recount(deps, row, page)
         if len(rows) == budget:  # the page is full: the next goes on after its last document
-            page.next = RecountPosition(current.kb_after, (to_iso(rows[-1].created_at), rows[-1].id))
+            page.next = RecountPosition(current.kb_after, position(rows[-1]))
             break
         current = page.next = RecountPosition((kb.name, kb.id))
     page.usage_after = _usage(deps, tenant_id)

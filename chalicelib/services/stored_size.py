@@ -96,6 +96,12 @@ def remove_attempt_outputs(
     for url in page_range_store.range_objects(deps, knowledge, attempt):  # the plan comes last
         if url not in keep and url != knowledge.file_path and not (keep_plan and url == plan):
             deps.files.delete(url)
+    if keep_plan and attempt > 1:
+        # the plan an earlier removal kept: a range of that attempt, superseded since, undoes its own late
+        # write; kept, plans would pile up one per reparse of a cancelled page-range parse (and fill the
+        # recount's listing of the document's outputs)
+        earlier = replace(knowledge, attempt=attempt - 1)
+        deps.files.delete(store.url_for(page_range_store.range_key(earlier, page_range_store.PLAN)))
 
 
 def catalogued_images(
@@ -189,9 +195,12 @@ def stored_bytes(deps: Dependencies, row: Knowledge) -> int:
     a page-range parse's copy of its source, and the images the resource catalog recorded for the attempt
     that no manifest lists and no removal marked deleted (a retried parse's first try's); an image once.
     One listing of the document's `parsed/` prefix finds them; then a size and a manifest read each, and
-    one catalog read. Not the current attempt while it is on its way and not yet indexed: its indexing
-    counts it, within the quota, by the difference from the row's size; counted here first (outside the
-    quota) it would leave that check no growth to refuse, and its failure's removal would not give it back.
+    one catalog read (which also finds an attempt whose images were stored and its Markdown never was).
+    Not the current attempt while it is on its way and not yet indexed: its indexing counts it, within the
+    quota, by the difference from the row's size; counted here first (outside the quota) it would leave that
+    check no growth to refuse, and its failure's removal would not give it back. Of an indexed row, not
+    the attempts before its own: indexing counted its attempt alone and removes theirs right after (counted
+    in that moment, they would stay counted, as an indexed count is never lowered).
     Raises RecountUnsure (a full listing)."""
     store = files_of(deps, row)
     prefix = parsed_markdown_key(row.tenant_id, row.id, 0).rsplit("/", 1)[0] + "/"
@@ -202,10 +211,15 @@ def stored_bytes(deps: Dependencies, row: Knowledge) -> int:
     for key in keys:
         if found := _PARSED_MARKDOWN.search(key):
             parts.setdefault(int(found.group(1)), []).append(key)
+    catalog = deps.resources.owned_by(row.id)
+    for resource in catalogued_images(row, catalog):
+        if not resource.deleted:
+            parts.setdefault(resource.attempt, [])
     if is_in_flight(row.parse_status) and row.processed_at is None:
         parts.pop(row.attempt, None)
+    if row.processed_at is not None:
+        parts = {attempt: found for attempt, found in parts.items() if attempt >= row.attempt}
     total = row.file_size
-    catalog = deps.resources.owned_by(row.id) if parts else []
     counted = {row.file_path}
     for attempt, markdowns in sorted(parts.items()):
         own = replace(row, attempt=attempt)

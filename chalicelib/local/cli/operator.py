@@ -160,7 +160,7 @@ def register(sub: Any) -> None:
         True,
     )
     te_r.add_argument("tenant_id")
-    te_r.add_argument("--limit", type=int, default=50, help="documents per request (1-200)")
+    te_r.add_argument("--limit", type=int, default=50, help="documents per request (1-100)")
 
     ke = sub.add_parser("key", help="operators: a tenant's API keys")
     ke_sub = ke.add_subparsers(dest="action", required=True)
