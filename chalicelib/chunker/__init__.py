@@ -5,6 +5,9 @@
     preview(markdown, config)             -> dict                chunks + tier + profiler/validator figures
     index_text(title, header, content)    -> str                 the text that gets embedded
 
+`max_chunks` bounds what a split may make: past it the split stops and raises TooManyChunks (one chunk
+past it at most is made, so a refused setting costs what an accepted one does).
+
 Offsets are rune (code point) offsets into `normalise_markdown(text)`. Sizes are runes unless a
 `length_function` is given, in which case they are tokens: pass `TokenCounter.from_encoding(tiktoken_enc)`
 (fast, segment-cached; reuse it across documents) or any `str -> int` (measured exactly, slower).
@@ -24,6 +27,7 @@ from chalicelib.chunker.config import HARD_CAP, Resolved, chars_for_token_limit,
 from chalicelib.chunker.lengths import CharMeasure, TokenCounter, TokenMeasure, token_measure
 from chalicelib.chunker.spans import find_spans
 from chalicelib.chunker.tiers import Chunk4, Ctx, Diagnostics, run_strategy
+from chalicelib.domain.chunk_limits import NO_LIMIT, TooManyChunks
 from chalicelib.domain.types import ChunkingConfig
 
 __all__ = [
@@ -33,6 +37,7 @@ __all__ = [
     "ChunkingConfig",
     "ParentChildResult",
     "TokenCounter",
+    "TooManyChunks",
     "chars_for_token_limit",
     "index_text",
     "normalise_markdown",
@@ -114,22 +119,26 @@ def _pieces(text: str, chunks: list[Chunk4]) -> list[ChunkPiece]:
 
 
 def _run(
-    markdown: str, config: ChunkingConfig, length_function: LengthFunction
-) -> tuple[list[ChunkPiece], Diagnostics, Resolved]:
+    markdown: str, config: ChunkingConfig, length_function: LengthFunction, max_chunks: int
+) -> tuple[list[Chunk4], Diagnostics, Resolved]:
     m = _measure(markdown, length_function)
     cfg = resolve(config, token_mode=m.token_mode)
     if not markdown:
         return [], Diagnostics(tier_chain=[]), cfg
     ctx = Ctx(markdown, find_spans(markdown), cfg, m)
-    chunks, diag = run_strategy(ctx, 0, len(markdown))
-    return _pieces(markdown, chunks), diag, cfg
+    chunks, diag = run_strategy(ctx, 0, len(markdown), max_chunks)
+    return chunks, diag, cfg
 
 
 def split(
-    markdown: str, config: ChunkingConfig, *, length_function: LengthFunction = None
+    markdown: str,
+    config: ChunkingConfig,
+    *,
+    length_function: LengthFunction = None,
+    max_chunks: int = NO_LIMIT,
 ) -> list[ChunkPiece]:
     """Chunk already-normalised Markdown with the configured strategy."""
-    return _run(markdown, config, length_function)[0]
+    return _pieces(markdown, _run(markdown, config, length_function, max_chunks)[0])
 
 
 def _heading_level(breadcrumb_line: str) -> int:
@@ -151,15 +160,20 @@ def _merge_breadcrumbs(parent: str, child: str) -> str:
 
 
 def split_parent_child(
-    markdown: str, config: ChunkingConfig, *, length_function: LengthFunction = None
+    markdown: str,
+    config: ChunkingConfig,
+    *,
+    length_function: LengthFunction = None,
+    max_chunks: int = NO_LIMIT,
 ) -> ParentChildResult:
     """Two-level chunking: parents keep context, children are embedded. token_limit only caps children;
-    a parent whose only child is identical to it is dropped (the child gets parent_index -1)."""
-    return _parent_child(markdown, config, length_function)[0]
+    a parent whose only child is identical to it is dropped (the child gets parent_index -1). `max_chunks`
+    bounds the kept parents and the children together."""
+    return _parent_child(markdown, config, length_function, max_chunks)[0]
 
 
 def _parent_child(
-    markdown: str, config: ChunkingConfig, length_function: LengthFunction
+    markdown: str, config: ChunkingConfig, length_function: LengthFunction, max_chunks: int
 ) -> tuple[ParentChildResult, Diagnostics, Resolved]:
     m = _measure(markdown, length_function)
     parent_cfg = dataclasses.replace(
@@ -173,13 +187,17 @@ def _parent_child(
     spans = find_spans(markdown)
     pctx = Ctx(markdown, spans, resolve(parent_cfg, token_mode=m.token_mode), m)
     cctx = Ctx(markdown, spans, child_res, m)
-    parents_raw, diag = run_strategy(pctx, 0, len(markdown))
+    # every parent has a child at least: more parents than max_chunks is more chunks too
+    parents_raw, diag = run_strategy(pctx, 0, len(markdown), max_chunks)
     kept: list[Chunk4] = []
     children: list[Chunk4] = []
     parent_of: list[int] = []
     for ps, pe, ph, pcrumb in parents_raw:
         # A parent inside a long table starts with its repeated header: so do its children's split.
-        subs = run_strategy(dataclasses.replace(cctx, lead_at=ps, lead_header=ph) if ph else cctx, ps, pe)[0]
+        room = max_chunks - len(kept) - len(children)
+        subs = run_strategy(
+            dataclasses.replace(cctx, lead_at=ps, lead_header=ph) if ph else cctx, ps, pe, room
+        )[0]
         index = -1
         if len(subs) > 1 or (
             len(subs) == 1 and (subs[0][2] + markdown[subs[0][0] : subs[0][1]]) != ph + markdown[ps:pe]
@@ -191,6 +209,8 @@ def _parent_child(
         else:
             children.extend(subs)
         parent_of.extend([index] * len(subs))
+        if len(kept) + len(children) > max_chunks:
+            raise TooManyChunks(f"more than {max_chunks} chunks")
     result = ParentChildResult(parents=_pieces(markdown, kept))
     pieces = _pieces(markdown, children)
     result.children = [ChildPiece(piece=p, parent_index=i) for p, i in zip(pieces, parent_of, strict=True)]
@@ -213,23 +233,28 @@ def _chunk_json(p: ChunkPiece, parent_index: int | None = None) -> dict[str, Any
 
 
 def preview(
-    markdown: str, config: ChunkingConfig, limit: int = 500, *, length_function: LengthFunction = None
+    markdown: str,
+    config: ChunkingConfig,
+    limit: int = 500,
+    *,
+    length_function: LengthFunction = None,
+    max_chunks: int = NO_LIMIT,
 ) -> dict[str, Any]:
     """What the chunk-preview endpoint returns: the tier that won, why others lost, the profile, and at
-    most `limit` chunks. With enable_parent_child the chunks are the children (each with parent_index)
-    and the parents are listed too; tier diagnostics describe the parent split (as in WeKnora), the
-    effective sizes the children."""
+    most `limit` chunks (`total_chunks` counts them all). With enable_parent_child the chunks are the
+    children (each with parent_index) and the parents are listed too; tier diagnostics describe the parent
+    split (as in WeKnora), the effective sizes the children. Past `max_chunks` it raises TooManyChunks."""
     limit = max(0, limit)
     extra: dict[str, Any] = {}
     if config.enable_parent_child:
-        pc, diag, cfg = _parent_child(markdown, config, length_function)
+        pc, diag, cfg = _parent_child(markdown, config, length_function, max_chunks)
         chunks = [_chunk_json(c.piece, c.parent_index) for c in pc.children[:limit]]
         total = len(pc.children)
         extra = {"parents": [_chunk_json(p) for p in pc.parents[:limit]], "total_parents": len(pc.parents)}
     else:
-        pieces, diag, cfg = _run(markdown, config, length_function)
-        chunks = [_chunk_json(p) for p in pieces[:limit]]
-        total = len(pieces)
+        raw, diag, cfg = _run(markdown, config, length_function, max_chunks)
+        chunks = [_chunk_json(p) for p in _pieces(markdown, raw[:limit])]  # only the shown ones' text
+        total = len(raw)
     return {
         "strategy_used": cfg.strategy,
         "tier": diag.selected_tier,

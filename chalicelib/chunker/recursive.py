@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from functools import lru_cache
 from itertools import repeat
 from operator import sub
+from typing import Protocol
 
 from chalicelib.chunker.config import HARD_CAP
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
 from chalicelib.chunker.spans import Spans
+from chalicelib.chunker.units import build_units, force_split, unit_cap
+from chalicelib.domain.chunk_limits import NO_LIMIT, TooManyChunks
 
 Raw = tuple[int, int, str]  # (start, end, synthetic header prefix)
 
@@ -34,15 +38,6 @@ _HDR_END = re.compile(r"^" + _WS + r"*\Z|^" + _WS + r"*[^|\t\n\f\r ]", re.S)
 _ROW_LINE = re.compile(r"^[^\S\n]*(\|[^\n]*\|)[^\S\n]*$", re.M)
 _PARA = re.compile(r"\n\n")
 _SENT = re.compile(r"[。？！]|[.?!] ")
-_SEP_CACHE: dict[str, re.Pattern[str]] = {}
-
-
-def _sep_re(sep: str) -> re.Pattern[str]:
-    pat = _SEP_CACHE.get(sep)
-    if pat is None:
-        pat = _SEP_CACHE[sep] = re.compile(re.escape(sep))
-    return pat
-
 
 # ---------------------------------------------------------------- table header tracking (header_tracker.go)
 
@@ -200,128 +195,6 @@ def _clean_run(
     return j, clean
 
 
-# ---------------------------------------------------------------- units
-
-
-def _force_split(text: str, a: int, b: int, out: list[int]) -> None:
-    """Cut [a, b) into pieces of at most HARD_CAP runes, preferring to end after a newline or space."""
-    off = a
-    while off < b:
-        end = off + HARD_CAP
-        if end >= b:
-            end = b
-        else:
-            lo = max(off + 1, end - 199)
-            cut = max(text.rfind("\n", lo, end), text.rfind(" ", lo, end))
-            if cut >= 0:
-                end = cut + 1
-        out.append(end)
-        off = end
-
-
-def _split_gap(
-    text: str,
-    a: int,
-    b: int,
-    seps: tuple[str, ...],
-    si: int,
-    size: int,
-    m: CharMeasure | TokenMeasure,
-    bounds: list[int],
-    big: list[int],
-) -> None:
-    """WeKnora splitBySeparators on [a, b): separators by priority, lower ones only on oversize pieces.
-    A piece over the rune hard cap is oversize even when its tokens fit (token mode)."""
-    if b - a <= HARD_CAP and m.fits(a, b, size):
-        bounds.append(b)
-        return
-    nseps = len(seps)
-    for idx in range(si, nseps):
-        cuts: list[int] = []
-        last = a
-        for mt in _sep_re(seps[idx]).finditer(text, a, b):
-            s, e = mt.span()
-            if s > last:
-                cuts.append(s)
-            cuts.append(e)
-            last = e
-        if not cuts:
-            continue
-        if last < b:
-            cuts.append(b)
-        if len(cuts) <= 1:
-            continue
-        deeper = idx + 1 < nseps
-        x = a
-        for y in cuts:
-            if deeper and (y - x > HARD_CAP or not m.fits(x, y, size)):
-                _split_gap(text, x, y, seps, idx + 1, size, m, bounds, big)
-            else:
-                if y - x > HARD_CAP:
-                    big.append(len(bounds))
-                bounds.append(y)
-            x = y
-        return
-    if b - a > HARD_CAP:
-        big.append(len(bounds))
-    bounds.append(b)
-
-
-#: How far an inline span's unit reaches for the rest of its word (`(`, `),`, a plural's `s`).
-_ADJOINING_WORD = 32
-
-
-def _with_adjoining_word(text: str, s: int, e: int, lo: int, hi: int, b: int) -> tuple[int, int]:
-    """The inline span [s, e) (code, link, image, math) with the word it is part of: the runes between it
-    and the whitespace on either side, within [lo, min(hi, b)) and `_ADJOINING_WORD` runes. Otherwise a
-    chunk can end at `(` before a code span, or the next one start with the `,` after it. Line-based spans
-    (table rows, fences) start or end at line breaks: they are left as they are."""
-    if text[e - 1].isspace() or text[s].isspace():
-        return s, e
-    end = min(hi, b, e + _ADJOINING_WORD)
-    while e < end and not text[e].isspace():
-        e += 1
-    start = max(lo, s - _ADJOINING_WORD)
-    while s > start and not text[s - 1].isspace():
-        s -= 1
-    return s, e
-
-
-def build_units(
-    text: str, a: int, b: int, spans: Spans, seps: tuple[str, ...], size: int, m: CharMeasure | TokenMeasure
-) -> tuple[list[int], list[int], set[int]]:
-    """Unit end offsets tiling [a, b), indices of units over HARD_CAP, indices of table-header units."""
-    bounds: list[int] = []
-    big: list[int] = []
-    headers: set[int] = set()
-    pos = a
-    starts, ends, header_starts = spans.starts, spans.ends, spans.headers
-    t, j, steps = spans.within(a, b, HARD_CAP)
-    steps.append(j)
-    for x in steps:
-        if x > t:  # spans t..x-1 touch the span before them and are plain: one unit each
-            bounds += ends[t:x]
-            pos = ends[x - 1]
-        if x == j:
-            break
-        s, e = starts[x], ends[x]
-        if e - s <= HARD_CAP:
-            s, e = _with_adjoining_word(text, s, e, pos, starts[x + 1] if x + 1 < len(starts) else b, b)
-        if s > pos:
-            _split_gap(text, pos, s, seps, 0, size, m, bounds, big)
-        if e - s > HARD_CAP:
-            _force_split(text, s, e, bounds)
-        else:
-            if s in header_starts:
-                headers.add(len(bounds))
-            bounds.append(e)
-        pos = e
-        t = x + 1
-    if pos < b:
-        _split_gap(text, pos, b, seps, 0, size, m, bounds, big)
-    return bounds, big, headers
-
-
 # ---------------------------------------------------------------- overlap
 
 
@@ -385,6 +258,23 @@ def overlap_start(
 # ---------------------------------------------------------------- merge
 
 
+class ChunkSink(Protocol):
+    """Where `split_into` puts its chunks; its length is the number of chunks it holds (a sink may join
+    some: the count the limit is held to is its own)."""
+
+    def append(self, chunk: Raw, /) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+def _non_empty(out: ChunkSink) -> Callable[[Raw], None]:
+    def emit(chunk: Raw, /) -> None:
+        if chunk[1] > chunk[0]:
+            out.append(chunk)
+
+    return emit
+
+
 def split_range(
     text: str,
     a: int,
@@ -395,17 +285,44 @@ def split_range(
     overlap: int,
     m: CharMeasure | TokenMeasure,
     lead_header: str = "",
+    *,
+    max_chunks: int = NO_LIMIT,
 ) -> list[Raw]:
     """Chunks of [a, b) as (start, end, synthetic header prefix). `lead_header`: a table header that comes
     before `a` as synthetic text (a parent chunk's repeated header, when its children are split): the range
-    starts inside that table, as WeKnora's split of the parent's content starts with the header."""
+    starts inside that table, as WeKnora's split of the parent's content starts with the header. Raises
+    TooManyChunks as soon as there would be more than `max_chunks`."""
+    out: list[Raw] = []
+    split_into(out, text, a, b, spans, seps, size, overlap, m, lead_header, max_chunks=max_chunks)
+    return out
+
+
+def split_into(
+    out: ChunkSink,
+    text: str,
+    a: int,
+    b: int,
+    spans: Spans,
+    seps: tuple[str, ...],
+    size: int,
+    overlap: int,
+    m: CharMeasure | TokenMeasure,
+    lead_header: str = "",
+    *,
+    max_chunks: int = NO_LIMIT,
+) -> None:
+    """`split_range` into `out`, stopping (TooManyChunks) once `out` holds more than `max_chunks`: the units
+    are cut first (a few ints per separator), the chunks then one by one, so a refused split stops early."""
     if a >= b:
-        return []
-    bounds, big, hdr_units = build_units(text, a, b, spans, seps, size, m)
+        return
+    # the lead header alone is no chunk (it did not fit, or its table ended at once)
+    emit = _non_empty(out) if lead_header else out.append
+    held = out.__len__
+    max_units = unit_cap(max_chunks, size, m.token_mode)
+    bounds, big, hdr_units = build_units(text, a, b, spans, seps, size, m, max_units)
     specials = sorted(set(big) | hdr_units)
     big_set = set(big)
     n = len(bounds)
-    out: list[Raw] = []
     tracker = TableTracker()
     length = m.length
     last_fitting = m.last_fitting
@@ -424,6 +341,8 @@ def split_range(
     k = 0
     sp = 0
     while k < n:
+        if held() > max_chunks:  # one check a chunk on the fast path, a unit in tables
+            raise TooManyChunks(f"more than {max_chunks} chunks")
         if not (tracker.active or tracker.pending):  # no table in progress
             while sp < len(specials) and specials[sp] < k:
                 sp += 1
@@ -446,7 +365,7 @@ def split_range(
                     continue
                 u_s = bounds[k - 1]
                 u_e = bounds[k]
-                out.append((cur, u_s, hdr))
+                emit((cur, u_s, hdr))
                 if hard_bound:
                     cur = u_s
                 else:
@@ -489,14 +408,14 @@ def split_range(
         unit = text[u_s:u_e]
         if k in big_set:
             if cur is not None:
-                out.append((cur, u_s, hdr))
+                emit((cur, u_s, hdr))
                 cur, hdr, hdr_len = None, "", 0
             tracker.update(unit)
             pieces: list[int] = []
-            _force_split(text, u_s, u_e, pieces)
+            force_split(text, u_s, u_e, pieces)
             x = u_s
             for y in pieces:
-                out.append((x, y, ""))
+                emit((x, y, ""))
                 x = y
             k += 1
             continue
@@ -505,7 +424,7 @@ def split_range(
         else:
             tracker.update(unit)
         if tracker.ended_this_unit and cur is not None:
-            out.append((cur, u_s, hdr))
+            emit((cur, u_s, hdr))
             cur, hdr, hdr_len = None, "", 0
         headers = tracker.active
         h_len = m.text_len(headers) if headers else 0
@@ -514,7 +433,7 @@ def split_range(
         u_len = length(u_s, u_e)
         # The chunk so far is hdr + text[cur:u_s]: the header is counted once, as what it holds.
         if cur is not None and length(cur, u_s) + hdr_len + u_len > size:
-            out.append((cur, u_s, hdr))
+            emit((cur, u_s, hdr))
             ov = overlap_start(text, spans, m, cur, u_s, min(overlap, size - u_len))
             hdr, hdr_len = "", 0
             cur_len = length(ov, u_s)
@@ -530,13 +449,12 @@ def split_range(
                     hdr, hdr_len = headers, h_len
             cur = ov if (ov < u_s or hdr) else None
         if cur is not None and (u_e - cur) + len(hdr) > HARD_CAP:
-            out.append((cur, u_s, hdr))
+            emit((cur, u_s, hdr))
             cur, hdr, hdr_len = None, "", 0
         if cur is None:
             cur = u_s
         k += 1
     if cur is not None:
-        out.append((cur, b, hdr))
-    if lead_header:  # the lead header alone is no chunk (it did not fit, or its table ended at once)
-        out = [r for r in out if r[1] > r[0]]
-    return out
+        emit((cur, b, hdr))
+    if held() > max_chunks:
+        raise TooManyChunks(f"more than {max_chunks} chunks")

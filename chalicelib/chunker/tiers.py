@@ -16,8 +16,9 @@ from chalicelib.chunker.profile import (
     profile_document,
     select_chain,
 )
-from chalicelib.chunker.recursive import overlap_start, split_range
+from chalicelib.chunker.recursive import Raw, overlap_start, split_into, split_range
 from chalicelib.chunker.spans import Spans
+from chalicelib.domain.chunk_limits import NO_LIMIT, TooManyChunks
 
 Chunk4 = tuple[int, int, str, str]  # (start, end, synthetic header prefix, context header)
 M = CharMeasure | TokenMeasure
@@ -47,9 +48,20 @@ class Ctx:
         return Lines(self.text[a:b], fences)
 
 
-def recursive_tier(c: Ctx, a: int, b: int) -> list[Chunk4]:
+def recursive_tier(c: Ctx, a: int, b: int, max_chunks: int = NO_LIMIT) -> list[Chunk4]:
     cfg = c.cfg
-    raws = split_range(c.text, a, b, c.spans, cfg.separators, cfg.size, cfg.overlap, c.m, c.header_at(a))
+    raws = split_range(
+        c.text,
+        a,
+        b,
+        c.spans,
+        cfg.separators,
+        cfg.size,
+        cfg.overlap,
+        c.m,
+        c.header_at(a),
+        max_chunks=max_chunks,
+    )
     return [(s, e, h, "") for s, e, h in raws]
 
 
@@ -107,38 +119,67 @@ def _common_heading_prefix(x: str, y: str) -> str:
     return "\n".join(lx[:n]) if n else ""
 
 
-def _coalesce(c: Ctx, chunks: list[Chunk4]) -> list[Chunk4]:
-    size = c.cfg.size
-    if len(chunks) <= 1 or size <= 0:
-        return chunks
-    target = max(size // 2, 200)
-    m = c.m
-    out: list[Chunk4] = []
-    s, e, h, ctx = chunks[0]
-    cur_len = m.length(s, e) + m.text_len(h)
-    for ns, ne, nh, nctx in chunks[1:]:
+class _Coalesced:
+    """The heading tier's chunks, small neighbours under one heading path joined as they come (a chunk under
+    half the size, at least 200, takes the next while the two fit the size), so their number is known while
+    they are made: past `max_chunks` it raises TooManyChunks. Also the sink of a section's split
+    (`append`), whose chunks take the breadcrumb of the deeper heading above them (`section`)."""
+
+    __slots__ = ("_crumbs", "_len", "_m", "_max", "_open", "_pos", "_size", "_target", "out")
+
+    def __init__(self, c: Ctx, max_chunks: int) -> None:
+        self._m = c.m
+        self._size = c.cfg.size
+        self._target = max(self._size // 2, 200)
+        self._max = max_chunks
+        self.out: list[Chunk4] = []
+        self._open: Chunk4 | None = None  # the chunk still taking neighbours
+        self._len = 0  # its length
+        self._pos: list[int] = []
+        self._crumbs: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.out) + (self._open is not None)
+
+    def section(self, subs: list[tuple[int, str]]) -> None:
+        """The (offset, breadcrumb) of the deeper headings of the section whose split comes next."""
+        self._pos = [x[0] for x in subs]
+        self._crumbs = [x[1] for x in subs]
+
+    def append(self, raw: Raw, /) -> None:
+        s, e, h = raw
+        self.add((s, e, h, self._crumbs[bisect_right(self._pos, s) - 1]))
+
+    def add(self, chunk: Chunk4) -> None:
+        m = self._m
+        ns, ne, nh, nctx = chunk
         n_len = m.length(ns, ne) + m.text_len(nh)
-        shared = _common_heading_prefix(ctx, nctx)
-        # A synthetic table header inside merged content would break content == source[start:end].
-        if (
-            shared
-            and e == ns
-            and not nh
-            and cur_len < target
-            and cur_len + n_len <= size
-            and ne - s <= HARD_CAP
-        ):
-            e, ctx = ne, shared
-            cur_len += n_len
-            continue
-        out.append((s, e, h, ctx))
-        s, e, h, ctx, cur_len = ns, ne, nh, nctx, n_len
-    out.append((s, e, h, ctx))
-    return out
+        if self._open is not None:
+            s, e, h, ctx = self._open
+            shared = _common_heading_prefix(ctx, nctx)
+            # A synthetic table header inside merged content would break content == source[start:end].
+            if (
+                shared
+                and e == ns
+                and not nh
+                and self._len < self._target
+                and self._len + n_len <= self._size
+                and ne - s <= HARD_CAP
+            ):
+                self._open = (s, ne, h, shared)
+                self._len += n_len
+                return
+            self.out.append(self._open)
+        self._open, self._len = chunk, n_len
+        if len(self) > self._max:
+            raise TooManyChunks(f"more than {self._max} chunks")
+
+    def chunks(self) -> list[Chunk4]:
+        return [*self.out, self._open] if self._open is not None else self.out
 
 
 def heading_tier(
-    c: Ctx, a: int, b: int, profile: DocProfile | None, lines: Lines | None = None
+    c: Ctx, a: int, b: int, profile: DocProfile | None, lines: Lines | None = None, max_chunks: int = NO_LIMIT
 ) -> list[Chunk4]:
     text = c.text
     if lines is None:
@@ -151,7 +192,7 @@ def heading_tier(
             profile.md_heading_total += 1
     primary = profile.dominant_heading_level()
     if primary == 0:
-        return recursive_tier(c, a, b)
+        return recursive_tier(c, a, b, max_chunks)
     heads = [(a + pos, level, title.strip()) for pos, level, title in lines.headings()]
     strictly = c.spans.strictly_inside
     bounds: list[tuple[int, int]] = [(a, -1)]  # (start, index into heads of the leading heading or -1)
@@ -163,12 +204,12 @@ def heading_tier(
         else:
             bounds.append((pos, i))
     if len(bounds) <= 1:
-        return recursive_tier(c, a, b)
+        return recursive_tier(c, a, b, max_chunks)
     head_pos = [h[0] for h in heads]
     m = c.m
     size = c.cfg.size
     hier = Hierarchy()
-    out: list[Chunk4] = []
+    out = _Coalesced(c, max_chunks)
     for bi, (start, hi) in enumerate(bounds):
         end = bounds[bi + 1][0] if bi + 1 < len(bounds) else b
         if hi >= 0:
@@ -191,12 +232,12 @@ def heading_tier(
             end - start + len(lead) <= HARD_CAP
             and m.text_len(crumb) + 2 + lead_len + m.length(start, end) <= size
         ):
-            out.append((start, end, lead, crumb))
+            out.add((start, end, lead, crumb))
             continue
-        sub_pos = [x[0] for x in subs]
-        for s, e, h in split_range(text, start, end, c.spans, c.cfg.separators, size, c.cfg.overlap, m, lead):
-            out.append((s, e, h, subs[bisect_right(sub_pos, s) - 1][1]))
-    return _coalesce(c, out)
+        out.section(subs)
+        seps, overlap = c.cfg.separators, c.cfg.overlap
+        split_into(out, text, start, end, c.spans, seps, size, overlap, m, lead, max_chunks=max_chunks)
+    return out.chunks()
 
 
 # ---------------------------------------------------------------- heuristic tier
@@ -230,15 +271,17 @@ def _heuristic_bounds(c: Ctx, a: int, b: int, lines: Lines) -> list[int]:
     return out
 
 
-def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[Chunk4]:
+def heuristic_tier(
+    c: Ctx, a: int, b: int, lines: Lines | None = None, max_chunks: int = NO_LIMIT
+) -> list[Chunk4]:
     m = c.m
     size = c.cfg.size
     text = c.text
     if m.length(a, b) <= size:
-        return recursive_tier(c, a, b)
+        return recursive_tier(c, a, b, max_chunks)
     bounds = _heuristic_bounds(c, a, b, lines or c.lines(a, b))
     if not bounds:
-        return recursive_tier(c, a, b)
+        return recursive_tier(c, a, b, max_chunks)
     if bounds[-1] != b:
         bounds.append(b)
     if bounds[0] != a:
@@ -249,6 +292,8 @@ def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[C
     def emit(s: int, e: int) -> None:
         if e > s and text[s:e].strip():
             out.append((s, e, c.header_at(s), ""))
+            if len(out) > max_chunks:
+                raise TooManyChunks(f"more than {max_chunks} chunks")
 
     # Oversized stretches go to the recursive tier after the loop: (index in out, range).
     deferred: list[tuple[int, int, int]] = []
@@ -274,7 +319,11 @@ def heuristic_tier(c: Ctx, a: int, b: int, lines: Lines | None = None) -> list[C
         emit(chunk_start, cur_end)
     if not deferred:
         return out
-    subs = [recursive_tier(c, s, e) for _, s, e in deferred]
+    subs = []
+    room = max_chunks - len(out)  # what the oversized stretches may still add
+    for _, s, e in deferred:
+        subs.append(recursive_tier(c, s, e, room))
+        room -= len(subs[-1])
     merged: list[Chunk4] = []
     prev = 0
     for (at, _, _), sub in zip(deferred, subs, strict=True):
@@ -333,7 +382,10 @@ class Diagnostics:
     profile: dict[str, Any] | None = None
 
 
-def run_strategy(c: Ctx, a: int, b: int) -> tuple[list[Chunk4], Diagnostics]:
+def run_strategy(c: Ctx, a: int, b: int, max_chunks: int = NO_LIMIT) -> tuple[list[Chunk4], Diagnostics]:
+    """The chunks of [a, b) by the configured strategy's chain of tiers. A tier that would make more than
+    `max_chunks` is rejected as the validator rejects one (it stopped early: nothing else is known of it); the
+    last one raises TooManyChunks."""
     diag = Diagnostics()
     if a >= b:
         return [], diag
@@ -353,16 +405,22 @@ def run_strategy(c: Ctx, a: int, b: int) -> tuple[list[Chunk4], Diagnostics]:
         diag.profile = profile.as_dict()
     diag.tier_chain = chain
     if chain == ["recursive"]:
-        return recursive_tier(c, a, b), diag
+        return recursive_tier(c, a, b, max_chunks), diag
     total = c.m.length(a, b)
     out: list[Chunk4] = []
     for tier in chain:
-        if tier == "heading":
-            out = heading_tier(c, a, b, profile, lines)
-        elif tier == "heuristic":
-            out = heuristic_tier(c, a, b, lines)
-        else:
-            out = recursive_tier(c, a, b)
+        try:
+            if tier == "heading":
+                out = heading_tier(c, a, b, profile, lines, max_chunks)
+            elif tier == "heuristic":
+                out = heuristic_tier(c, a, b, lines, max_chunks)
+            else:
+                out = recursive_tier(c, a, b, max_chunks)
+        except TooManyChunks:
+            if tier == chain[-1]:
+                raise
+            diag.rejected.append({"tier": tier, "reason": f"more than {max_chunks} chunks"})
+            continue
         reason = validate(c, out, total)
         if not reason:
             diag.selected_tier = tier

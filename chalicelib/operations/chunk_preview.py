@@ -4,7 +4,11 @@ with the tier diagnostics, so a user can tune settings without indexing anything
 The answer stays under Lambda's 6 MB response (JSON, non-ASCII escaped, as Lambda sends it): 500 chunks of
 7,500 CJK characters (and their parents of up to 32,000) pass it many times. Past PREVIEW_MAX_BYTES the
 last chunks are left out, with the parents only they name; `truncated` says so, and `total_chunks` and
-`total_parents` still count them all."""
+`total_parents` still count them all.
+
+The chunking stage's limit holds here too (`chunk_limit` of the text's size): a text or setting that would
+become more chunks than indexing accepts is answered 400 `too_many_chunks`, with the stage's message, and the
+chunker stops one chunk past the limit (a 1-rune chunk_size on a parsed document is not cut whole first)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from typing import Any
 
 from chalicelib.commands import ChunkPreviewRequest
 from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, json_size
+from chalicelib.domain.chunk_limits import TooManyChunks, chunk_limit, too_many_chunks_message
 from chalicelib.domain.errors import BadRequest, NotFound
 from chalicelib.domain.process_config import apply_chunking, resolve
 from chalicelib.domain.storage_keys import parsed_markdown_key
@@ -42,7 +47,15 @@ def preview_chunks(deps: Dependencies, tenant_id: str, request: ChunkPreviewRequ
             require_kb(deps, tenant_id, request.kb_id).chunking_config if request.kb_id else ChunkingConfig()
         )
     changes = request.chunking_config.changes() if request.chunking_config else {}
-    return within_answer_size(preview(normalise_markdown(text), apply_chunking(base, changes), request.limit))
+    config = apply_chunking(base, changes)
+    markdown = normalise_markdown(text)
+    limit = chunk_limit(len(markdown.encode()))
+    try:
+        answer = preview(markdown, config, request.limit, max_chunks=limit)
+    except TooManyChunks:
+        message = too_many_chunks_message(limit, config.enable_parent_child)
+        raise BadRequest(message, code="too_many_chunks") from None
+    return within_answer_size(answer)
 
 
 #: the answer stays under Lambda's 6 MB response (see above)

@@ -7,10 +7,12 @@ chunks, so a redelivered message or a crash mid-stage never duplicates chunks.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+# named here too: the image chunks' numbering (multimodal) and tests read it as the stage's
+from chalicelib.domain.chunk_limits import MAX_CHUNKS_PER_DOCUMENT as MAX_CHUNKS_PER_DOCUMENT
+from chalicelib.domain.chunk_limits import TooManyChunks, chunk_limit, too_many_chunks_message
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
 from chalicelib.domain.ids import chunk_id, content_hash
 from chalicelib.domain.image_info import ShownImages
@@ -24,19 +26,6 @@ from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of, image_manifest
 from chalicelib.stages.runner import run_stage
-
-#: an ordinary document never reaches this: the docreader's cap of 50 million characters of Markdown is about
-#: 116,000 chunks at the default 512/80 runes (50,000 refused a 200,000-row, ten-column spreadsheet, issue 12)
-MAX_CHUNKS_PER_DOCUMENT = 150_000
-#: ordinary text at the default 512 runes makes ~2,000 chunks per MB; 8,000 means chunks under ~130 bytes,
-#: which only a pathological setting or input produces (a small document may always make 1,000)
-MAX_CHUNKS_PER_MB = 8_000
-MIN_CHUNK_ALLOWANCE = 1_000
-
-
-def chunk_limit(markdown_bytes: int) -> int:
-    per_size = math.ceil(MAX_CHUNKS_PER_MB * markdown_bytes / (1024 * 1024))
-    return min(MAX_CHUNKS_PER_DOCUMENT, max(MIN_CHUNK_ALLOWANCE, per_size))
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -85,15 +74,6 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     show_images(chunks, images)
     if not chunks:
         raise PermanentStageError("the document produced no chunks", code=SpanErrorCode.CHUNKING_FAILED)
-    limit = chunk_limit(len(markdown.encode()))
-    if len(chunks) > limit:
-        raise PermanentStageError(
-            f"the document would become {len(chunks)} chunks; the limit for its size is {limit} "
-            f"({MAX_CHUNKS_PER_MB} per MB of text, at most {MAX_CHUNKS_PER_DOCUMENT}): use a larger "
-            # parent-child chunking cuts by its own sizes and ignores chunk_size
-            + ("child_chunk_size or parent_chunk_size" if config.enable_parent_child else "chunk_size"),
-            code=SpanErrorCode.CHUNKING_FAILED,
-        )
     deps.chunks.replace_all(knowledge.id, chunks)
     if not kept_after_write(deps, knowledge, lambda: deps.chunks.delete_all(knowledge.id)):
         # deleted or cancelled meanwhile: the place the document kept goes back with it
@@ -118,6 +98,21 @@ def run(deps: Dependencies, message: StageMessage) -> None:
 def build_chunks(
     knowledge: Knowledge, markdown: str, config: ChunkingConfig
 ) -> tuple[list[Chunk], dict[str, Any]]:
+    """The chunks to store. A document that would become more than `chunk_limit` chunks (every chunk the
+    chunker makes counts, blank ones too) fails for good: the chunker stops one chunk past the limit, so a
+    refused setting is never built whole first."""
+    limit = chunk_limit(len(markdown.encode()))
+    try:
+        return _build_chunks(knowledge, markdown, config, limit)
+    except TooManyChunks:
+        raise PermanentStageError(
+            too_many_chunks_message(limit, config.enable_parent_child), code=SpanErrorCode.CHUNKING_FAILED
+        ) from None
+
+
+def _build_chunks(
+    knowledge: Knowledge, markdown: str, config: ChunkingConfig, max_chunks: int
+) -> tuple[list[Chunk], dict[str, Any]]:
     from chalicelib.chunker import split, split_parent_child
 
     def make(seq: int, piece: Any, chunk_type: ChunkType, parent: bool = False) -> Chunk:
@@ -139,7 +134,7 @@ def build_chunks(
     # Blank chunks are neither stored nor embedded (WeKnora skips them). Sequence numbers stay the chunker's
     # (a dropped chunk leaves a gap), so ids do not depend on what was dropped.
     if config.enable_parent_child:
-        result = split_parent_child(markdown, config)
+        result = split_parent_child(markdown, config, max_chunks=max_chunks)
         parents = [
             make(i, p, ChunkType.PARENT_TEXT, parent=True) if p.content.strip() else None
             for i, p in enumerate(result.parents)
@@ -158,7 +153,10 @@ def build_chunks(
         _link(kept)
         _link(children)
         return kept + children, {"parents": len(kept), "children": len(children)}
-    chunks = [make(i, piece, ChunkType.TEXT) for i, piece in enumerate(split(markdown, config))]
+    chunks = [
+        make(i, piece, ChunkType.TEXT)
+        for i, piece in enumerate(split(markdown, config, max_chunks=max_chunks))
+    ]
     chunks = [c for c in chunks if c.content.strip()]
     _link(chunks)
     return chunks, {}

@@ -1,0 +1,38 @@
+"""How many chunks a document may become: one rule for the chunking stage and the chunk preview, which the
+chunker applies while it cuts (it stops one chunk past the limit), so a refused setting costs no more than
+an accepted one."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+#: an ordinary document never reaches this: the docreader's cap of 50 million characters of Markdown is about
+#: 116,000 chunks at the default 512/80 runes (50,000 refused a 200,000-row, ten-column spreadsheet, issue 12)
+MAX_CHUNKS_PER_DOCUMENT = 150_000
+#: ordinary text at the default 512 runes makes ~2,000 chunks per MB; 8,000 means chunks under ~130 bytes,
+#: which only a pathological setting or input produces (a small document may always make 1,000)
+MAX_CHUNKS_PER_MB = 8_000
+MIN_CHUNK_ALLOWANCE = 1_000
+#: no limit (the chunker's default, for callers that bound the text themselves)
+NO_LIMIT = sys.maxsize
+
+
+def chunk_limit(markdown_bytes: int) -> int:
+    """The most chunks a document of `markdown_bytes` (UTF-8, normalised) may become."""
+    per_size = math.ceil(MAX_CHUNKS_PER_MB * markdown_bytes / (1024 * 1024))
+    return min(MAX_CHUNKS_PER_DOCUMENT, max(MIN_CHUNK_ALLOWANCE, per_size))
+
+
+class TooManyChunks(ValueError):
+    """The chunker stopped: the text would become more chunks than it was allowed (every chunk it makes
+    counts, blank ones too; with parent-child, the parents it keeps and the children)."""
+
+
+def too_many_chunks_message(limit: int, parent_child: bool) -> str:
+    return (
+        f"the document would become more than {limit} chunks, the limit for its size "
+        f"({MAX_CHUNKS_PER_MB} per MB of text, at most {MAX_CHUNKS_PER_DOCUMENT}): use a larger "
+        # parent-child chunking cuts by its own sizes and ignores chunk_size
+        + ("child_chunk_size or parent_chunk_size" if parent_child else "chunk_size")
+    )
