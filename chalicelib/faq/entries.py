@@ -506,10 +506,13 @@ def negative_match(entry: FaqEntry, normalised_query: str) -> bool:
     return False
 
 
-def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> list[dict[str, Any]]:
+def search(
+    deps: Dependencies, kb: KnowledgeBase, request: SearchRequest, tenant_id: str
+) -> list[dict[str, Any]]:
     """The best `match_count` entries for the query, one result per entry (its best question), entries whose
     negative question the query names pushed down. A 400 `retriever_unavailable` for a retriever the knowledge
-    base has no index for, as the document search (`domain/retrieval.py`)."""
+    base has no index for, as the document search (`domain/retrieval.py`). The query is embedded under
+    `tenant_id`, the searching tenant's (a shared knowledge base's reader is not its owner)."""
     query, top_k = request.query_text, request.match_count
     keyword, use_vector = retriever_lists(kb, request.retriever)
     if not (keyword or use_vector):
@@ -519,7 +522,7 @@ def search(deps: Dependencies, kb: KnowledgeBase, request: SearchRequest) -> lis
     if use_vector:  # a model that fails answers as the document search's does
         from chalicelib.services.indexing import embed_query
 
-        vector = embed_query(deps, kb.tenant_id, model, query)
+        vector = embed_query(deps, tenant_id, model, query)
     normalised_query = normalise(query)
     fetched: dict[str, FaqEntry] = {}  # entries read by a shallower round are not read again
 

@@ -347,7 +347,7 @@ def hybrid_search(
             )
         from chalicelib.faq.entries import search as faq_search
 
-        return faq_search(deps, kb, request)
+        return faq_search(deps, kb, request, tenant_id)
     query, top_k = request.query_text, request.match_count
     capped = request.max_chunks_per_document is not None
     # a cap or folded copies may pass over many hits: ask the engine for room and keep every candidate
@@ -360,7 +360,9 @@ def hybrid_search(
     qvec = None
     # asked for by name (`retriever: vector`), the vector list runs whatever the query's script
     if vector and (request.retriever == "vector" or reads_query(model, query)):
-        qvec = embed_query(deps, kb.tenant_id, model, query)
+        # under the searching tenant (a shared knowledge base's reader is not its owner): a query cached
+        # under the owner's would show in the owner's embedding counts
+        qvec = embed_query(deps, tenant_id, model, query)
 
     # each result's document and chunk, for its links once the answer is chosen, and its words (a hit id
     # stands for the same chunk at every depth)

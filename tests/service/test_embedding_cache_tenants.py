@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase, SearchRequest
 from chalicelib.domain.types import KnowledgeBase, Tenant
@@ -57,3 +59,25 @@ def test_an_faq_import_does_not_tell_another_tenants_search_query(
     view = run_import(deps, faq, [{"standard_question": PHRASE, "answers": ["x"]}], mode="append")
     assert view["progress"]["texts_embedded"] == 1
     assert model.texts.count(PHRASE) == 2  # the query's, then the import's own
+
+
+def test_a_shared_knowledge_bases_searches_are_not_cached_for_its_owner(
+    deps: Services, tenant: Tenant, model: CountingEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader's search of a shared knowledge base is embedded under the reader's cache, not the owner's:
+    under the owner's, the owner's own import of the same text showed `texts_embedded` 0 (a reviewer's
+    proof: the owner learnt what a reader searched)."""
+    from chalicelib.commands import ShareRequest
+    from chalicelib.operations.shares import share
+    from chalicelib.services import ownership
+
+    phrase = "severance terms for the Rotterdam plant closure"
+    reader = _other_tenant(deps)
+    shared = _kb(deps, tenant, "handbook")
+    share(deps, tenant.id, shared.id, ShareRequest(tenant_id=reader.id))
+    monkeypatch.setattr(ownership, "_reads_shared", lambda _tenant_id: True)  # a reading request's rule
+    hybrid_search(deps, reader.id, shared.id, SearchRequest(query_text=phrase))  # the reader's search
+    faq = faq_kb_named(deps, tenant, "faq")  # the owner's own FAQ import of the same text
+    view = run_import(deps, faq, [{"standard_question": phrase, "answers": ["x"]}], mode="append")
+    assert view["progress"]["texts_embedded"] == 1
+    assert model.texts.count(phrase) == 2

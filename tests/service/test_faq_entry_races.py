@@ -44,7 +44,9 @@ def search_ids(deps: Services, kb: KnowledgeBase, text: str) -> list[str]:
 
     stored = deps.kbs.get(kb.id)
     assert stored is not None
-    hits = entries.search(deps, stored, SearchRequest(query_text=text, match_count=5, retriever="keyword"))
+    hits = entries.search(
+        deps, stored, SearchRequest(query_text=text, match_count=5, retriever="keyword"), stored.tenant_id
+    )
     return [h["entry_id"] for h in hits]
 
 

@@ -231,7 +231,7 @@ def test_an_faq_knowledge_base_re_embeds_its_entries(deps: Services, tenant: Ten
     ]
     from chalicelib.commands import SearchRequest
 
-    hits = faq_search(deps, now, SearchRequest(query_text="forgot password", match_count=3))
+    hits = faq_search(deps, now, SearchRequest(query_text="forgot password", match_count=3), now.tenant_id)
     assert [hit["entry_id"] for hit in hits] == [kept.id] and hits[0]["match_type"] == "hybrid"
 
 
