@@ -106,13 +106,57 @@ def test_a_move_within_a_tenant_stays_in_its_index_and_one_across_tenants_is_ref
 
 
 def test_a_knowledge_base_whose_tenant_is_unknown_has_no_index(engine: OpenSearchEngine) -> None:
-    """A knowledge base gone (its row deleted): nothing of it is found, and a late write is refused."""
+    """A knowledge base gone (its row deleted): a late write is refused, and there is nothing to find."""
     with pytest.raises(IndexWriteError):
         engine.batch_index(SPACE, [entry("g1", "harbour lock", kb="kb-gone")])
     assert engine.count(SPACE, "kb-gone") == 0
     assert engine.hybrid_search(SPACE, "kb-gone", "harbour", None, 5, vector=False) == []
     assert engine.delete_by_knowledge(SPACE, "kb-gone", ["k1"]) == 0
     assert engine.entries_of(SPACE, "kb-gone", "k1") == []
+
+
+@pytest.mark.parametrize("record_ids", [False, True], ids=["delete_by_query", "record_ids"])
+def test_a_gone_knowledge_bases_entries_are_found_and_deleted_by_its_id(
+    osmem_url: str, record_ids: bool
+) -> None:
+    """rev4 F1: entries written while the knowledge base's row existed (a move's repoint, a re-embed's slice),
+    then the row deleted: a process that never learnt its tenant (another container) found none of them, so
+    a clean-up by its id (a re-embed's `_gone`, a move's leftovers) left them in the tenant's index for good.
+    Deletes, counts and reads of an unknown tenant look in every tenant index of the space."""
+    client = build_opensearch_client(osmem_url)
+    rows = dict(OWNERS)
+    writer = OpenSearchEngine(client, refresh=True, tenant_of=rows.get)
+    writer.batch_index(
+        SPACE,
+        [
+            entry("m1", "harbour lock", kb="kb-a", knowledge="k1"),
+            entry("m2", "harbour crane", kb="kb-a", knowledge="k1"),
+            entry("m3", "harbour tide", kb="kb-a", knowledge="k2"),
+            entry("b1", "harbour lock", kb="kb-b", knowledge="k1"),
+        ],
+    )
+    del rows["kb-a"]
+    cleaner = OpenSearchEngine(client, refresh=True, record_ids=record_ids, page_size=2, tenant_of=rows.get)
+    assert cleaner.count(SPACE, "kb-a") == 3 and cleaner.count(SPACE, "kb-a", "k1") == 2
+    assert sorted(found.id for found in cleaner.entries_of(SPACE, "kb-a", "k1")) == ["m1", "m2"]
+    assert cleaner.delete_by_ids(SPACE, "kb-a", ["m3"]) == 1
+    assert cleaner.delete_by_knowledge(SPACE, "kb-a", ["k1"]) == 2
+    by_kb = {"query": {"term": {"kb_id": "kb-a"}}}
+    assert client.count(index=index_name(SPACE, "tenant-a"), body=by_kb)["count"] == 0
+    assert cleaner.count(SPACE, "kb-b") == 1  # another tenant's entries are not its
+    with pytest.raises(IndexWriteError):  # a write still has no index to go to
+        cleaner.batch_index(SPACE, [entry("m4", "harbour lock", kb="kb-a")])
+
+
+def test_a_move_into_a_knowledge_base_deleted_meanwhile_says_so(osmem_url: str) -> None:
+    """rev4 F5: a target deleted mid-move was reported as a move "between different tenants' indexes"."""
+    rows = dict(OWNERS)
+    engine = OpenSearchEngine(build_opensearch_client(osmem_url), refresh=True, tenant_of=rows.get)
+    engine.batch_index(SPACE, [entry("a1", "harbour lock", kb="kb-a", knowledge="memo")])
+    del rows["kb-a2"]
+    with pytest.raises(IndexWriteError, match="kb-a2 is gone"):
+        engine.move_knowledge(SPACE, "kb-a", "kb-a2", ["memo"])
+    assert engine.count(SPACE, "kb-a") == 1
 
 
 def test_the_space_scope_keeps_todays_one_index_per_space(osmem_url: str) -> None:

@@ -608,15 +608,24 @@ class OpenSearchEngine:
                     f"{_failure(first.get('status'), first.get('cause'))}"
                 )
             return int(resp.get("deleted", 0))
-        doc_ids = [hit["_id"] for hit in self._scan(index, query)]
-        actions = [(self._line({"delete": {"_index": index, "_id": doc_id}}),) for doc_id in doc_ids]
+        # a pattern (`_found_in`) names no index to write to: each hit is deleted where it is
+        actions = [
+            (self._line({"delete": {"_index": hit["_index"] if "*" in index else index, "_id": hit["_id"]}}),)
+            for hit in self._scan(index, query)
+        ]
         items = self._bulk(actions) if actions else []
         return sum(1 for item in items if item.get("delete", {}).get("result") == "deleted")
 
+    def _found_in(self, space: IndexSpace, kb_id: str) -> str:
+        """Where deletes, counts and reads look for `kb_id`'s entries: its index, or, when its tenant is
+        unknown (the "tenant" scope, the knowledge base gone), every tenant index of the space. The kb_id
+        filter is enough there, as knowledge base ids are never reused: a clean-up by a gone knowledge
+        base's id (a re-embed's `_gone`, a move's leftovers) finds what a process that knew it wrote."""
+        return self.names.of(space, kb_id) or tenant_indexes(space)
+
     @unavailable_when_busy()
     def delete_by_knowledge(self, space: IndexSpace, kb_id: str, knowledge_ids: Sequence[str]) -> int:
-        if (index := self.names.of(space, kb_id)) is None:
-            return 0
+        index = self._found_in(space, kb_id)
         deleted = 0
         for start in range(0, len(knowledge_ids), _TERMS_BATCH):
             batch = list(knowledge_ids[start : start + _TERMS_BATCH])
@@ -625,8 +634,7 @@ class OpenSearchEngine:
 
     @unavailable_when_busy()
     def delete_by_ids(self, space: IndexSpace, kb_id: str, entry_ids: Sequence[str]) -> int:
-        if (index := self.names.of(space, kb_id)) is None:
-            return 0
+        index = self._found_in(space, kb_id)
         deleted = 0
         for start in range(0, len(entry_ids), _TERMS_BATCH):
             batch = list(entry_ids[start : start + _TERMS_BATCH])
@@ -635,8 +643,7 @@ class OpenSearchEngine:
 
     @unavailable_when_busy()
     def entries_of(self, space: IndexSpace, kb_id: str, knowledge_id: str) -> list[IndexEntry]:
-        if (index := self.names.of(space, kb_id)) is None:
-            return []
+        index = self._found_in(space, kb_id)
         query = {"bool": {"filter": [*_kb_filters(kb_id), {"term": {"knowledge_id": knowledge_id}}]}}
         fields = ["id", "chunk_id", "content", "source_id", "source_type", "chunk_type", "is_enabled"]
         return [
@@ -702,7 +709,10 @@ class OpenSearchEngine:
             return 0
         if (index := self.names.of(space, src_kb_id)) is None:
             return 0
-        if index != self.names.of(space, dst_kb_id):  # never asked: a move stays within one tenant
+        target = self.names.of(space, dst_kb_id)
+        if target is None:  # deleted mid-move: the next delivery undoes the move
+            raise IndexWriteError(f"knowledge base {dst_kb_id} is gone: it has no index")
+        if index != target:  # never asked: a move stays within one tenant
             raise IndexWriteError("a move between knowledge bases of different tenants' indexes")
         moved = 0
         for start in range(0, len(knowledge_ids), _TERMS_BATCH):
@@ -749,8 +759,7 @@ class OpenSearchEngine:
 
     @unavailable_when_busy()
     def count(self, space: IndexSpace, kb_id: str, knowledge_id: str | None = None) -> int:
-        if (index := self.names.of(space, kb_id)) is None:
-            return 0
+        index = self._found_in(space, kb_id)
         filters = _kb_filters(kb_id)
         if knowledge_id is not None:
             filters.append({"term": {"knowledge_id": knowledge_id}})

@@ -49,7 +49,10 @@ class IndexNames:
 
     def of(self, space: IndexSpace, kb_id: str) -> str | None:
         """The index of `kb_id`'s entries of `space`; None when the scope is per tenant and the knowledge base
-        is gone: its tenant, so its index, is unknown (nothing of it is found, a write of it is refused)."""
+        is gone and its tenant not remembered here: its index is unknown. The engine then refuses a write of
+        it, and deletes, counts and reads look in every tenant index of the space (`tenant_indexes`). A
+        process that remembers the tenant (a warm container) still writes a late entry of a gone knowledge
+        base, as the "space" scope does: a clean-up by the knowledge base's id finds it either way."""
         if self.tenant_of is None:
             return index_name(space, None)
         with self._lock:
