@@ -5,8 +5,8 @@
     preview(markdown, config)             -> dict                chunks + tier + profiler/validator figures
     index_text(title, header, content)    -> str                 the text that gets embedded
 
-`max_chunks` bounds what a split may make: past it the split stops and raises TooManyChunks (one chunk
-past it at most is made, so a refused setting costs what an accepted one does).
+`max_chunks` bounds what a split may cut: soon past it the split stops and raises TooManyChunks (a piece
+over the hard cap is cut whole first), so a refused setting costs what an accepted one does.
 
 Offsets are rune (code point) offsets into `normalise_markdown(text)`. Sizes are runes unless a
 `length_function` is given, in which case they are tokens: pass `TokenCounter.from_encoding(tiktoken_enc)`
@@ -239,22 +239,31 @@ def preview(
     *,
     length_function: LengthFunction = None,
     max_chunks: int = NO_LIMIT,
+    max_stored: int = NO_LIMIT,
 ) -> dict[str, Any]:
     """What the chunk-preview endpoint returns: the tier that won, why others lost, the profile, and at
     most `limit` chunks (`total_chunks` counts them all). With enable_parent_child the chunks are the
     children (each with parent_index) and the parents are listed too; tier diagnostics describe the parent
-    split (as in WeKnora), the effective sizes the children. Past `max_chunks` it raises TooManyChunks."""
+    split (as in WeKnora), the effective sizes the children. Past `max_chunks` pieces cut, or `max_stored`
+    chunks that would be stored (not blank; with parent-child, the parents kept and the children), it raises
+    TooManyChunks."""
     limit = max(0, limit)
     extra: dict[str, Any] = {}
     if config.enable_parent_child:
         pc, diag, cfg = _parent_child(markdown, config, length_function, max_chunks)
         chunks = [_chunk_json(c.piece, c.parent_index) for c in pc.children[:limit]]
         total = len(pc.children)
+        stored = sum(1 for c in pc.children if c.piece.content.strip()) + sum(
+            1 for p in pc.parents if p.content.strip()
+        )
         extra = {"parents": [_chunk_json(p) for p in pc.parents[:limit]], "total_parents": len(pc.parents)}
     else:
         raw, diag, cfg = _run(markdown, config, length_function, max_chunks)
         chunks = [_chunk_json(p) for p in _pieces(markdown, raw[:limit])]  # only the shown ones' text
         total = len(raw)
+        stored = sum(1 for s, e, h, _ in raw if h.strip() or (not markdown[s:e].isspace() and s < e))
+    if stored > max_stored:
+        raise TooManyChunks(f"more than {max_stored} chunks")
     return {
         "strategy_used": cfg.strategy,
         "tier": diag.selected_tier,

@@ -1,6 +1,6 @@
-"""How many chunks a document may become: one rule for the chunking stage and the chunk preview, which the
-chunker applies while it cuts (it stops one chunk past the limit), so a refused setting costs no more than
-an accepted one."""
+"""How many chunks a document may become: one rule for the chunking stage and the chunk preview. The limit
+counts the chunks stored (a blank piece, a bare separator cut off before a table, is not); the chunker itself
+stops soon after `chunker_cap` pieces, so a refused setting costs no more than an accepted one."""
 
 from __future__ import annotations
 
@@ -24,9 +24,17 @@ def chunk_limit(markdown_bytes: int) -> int:
     return min(MAX_CHUNKS_PER_DOCUMENT, max(MIN_CHUNK_ALLOWANCE, per_size))
 
 
+def chunker_cap(limit: int) -> int:
+    """The pieces the chunker may cut for a document whose stored chunks are limited to `limit`: blank pieces
+    are a few per cent of a document's, so twice the limit cuts every document the limit accepts whole; and
+    never past MAX_CHUNKS_PER_DOCUMENT, below which text chunks' sequence numbers stay (image chunks are
+    numbered from there)."""
+    return min(2 * limit + 1, MAX_CHUNKS_PER_DOCUMENT)
+
+
 class TooManyChunks(ValueError):
-    """The chunker stopped: the text would become more chunks than it was allowed (every chunk it makes
-    counts, blank ones too; with parent-child, the parents it keeps and the children)."""
+    """The text would become more chunks than it was allowed: the chunker stopped past its cap (every piece
+    it cuts counts there; with parent-child, the parents it keeps and the children), or more were stored."""
 
 
 def too_many_chunks_message(limit: int, parent_child: bool) -> str:

@@ -8,7 +8,7 @@ last chunks are left out, with the parents only they name; `truncated` says so, 
 
 The chunking stage's limit holds here too (`chunk_limit` of the text's size): a text or setting that would
 become more chunks than indexing accepts is answered 400 `too_many_chunks`, with the stage's message, and the
-chunker stops one chunk past the limit (a 1-rune chunk_size on a parsed document is not cut whole first)."""
+chunker stops soon past its cap (a 1-rune chunk_size on a parsed document is not cut whole first)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from chalicelib.commands import ChunkPreviewRequest
 from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, json_size
-from chalicelib.domain.chunk_limits import TooManyChunks, chunk_limit, too_many_chunks_message
+from chalicelib.domain.chunk_limits import TooManyChunks, chunk_limit, chunker_cap, too_many_chunks_message
 from chalicelib.domain.errors import BadRequest, NotFound
 from chalicelib.domain.process_config import apply_chunking, resolve
 from chalicelib.domain.storage_keys import parsed_markdown_key
@@ -51,7 +51,7 @@ def preview_chunks(deps: Dependencies, tenant_id: str, request: ChunkPreviewRequ
     markdown = normalise_markdown(text)
     limit = chunk_limit(len(markdown.encode()))
     try:
-        answer = preview(markdown, config, request.limit, max_chunks=limit)
+        answer = preview(markdown, config, request.limit, max_chunks=chunker_cap(limit), max_stored=limit)
     except TooManyChunks:
         message = too_many_chunks_message(limit, config.enable_parent_child)
         raise BadRequest(message, code="too_many_chunks") from None

@@ -12,7 +12,7 @@ from typing import Any
 
 # named here too: the image chunks' numbering (multimodal) and tests read it as the stage's
 from chalicelib.domain.chunk_limits import MAX_CHUNKS_PER_DOCUMENT as MAX_CHUNKS_PER_DOCUMENT
-from chalicelib.domain.chunk_limits import TooManyChunks, chunk_limit, too_many_chunks_message
+from chalicelib.domain.chunk_limits import TooManyChunks, chunk_limit, chunker_cap, too_many_chunks_message
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
 from chalicelib.domain.ids import chunk_id, content_hash
 from chalicelib.domain.image_info import ShownImages
@@ -98,16 +98,19 @@ def run(deps: Dependencies, message: StageMessage) -> None:
 def build_chunks(
     knowledge: Knowledge, markdown: str, config: ChunkingConfig
 ) -> tuple[list[Chunk], dict[str, Any]]:
-    """The chunks to store. A document that would become more than `chunk_limit` chunks (every chunk the
-    chunker makes counts, blank ones too) fails for good: the chunker stops one chunk past the limit, so a
-    refused setting is never built whole first."""
+    """The chunks to store. A document that would store more than `chunk_limit` chunks fails for good; the
+    chunker stops soon after `chunker_cap` pieces, so a refused setting is never cut whole first."""
     limit = chunk_limit(len(markdown.encode()))
+    refused = PermanentStageError(
+        too_many_chunks_message(limit, config.enable_parent_child), code=SpanErrorCode.CHUNKING_FAILED
+    )
     try:
-        return _build_chunks(knowledge, markdown, config, limit)
+        chunks, outputs = _build_chunks(knowledge, markdown, config, chunker_cap(limit))
     except TooManyChunks:
-        raise PermanentStageError(
-            too_many_chunks_message(limit, config.enable_parent_child), code=SpanErrorCode.CHUNKING_FAILED
-        ) from None
+        raise refused from None
+    if len(chunks) > limit:  # (blank pieces are cut, not stored)
+        raise refused
+    return chunks, outputs
 
 
 def _build_chunks(

@@ -1,5 +1,5 @@
-"""A chunk_size of 1 on a big text: the chunking stage and the chunk preview refuse it having made one chunk
-past the limit at most (the chunker stops there), not after building every chunk. A reviewer's proof: a
+"""A chunk_size of 1 on a big text: the chunking stage and the chunk preview refuse it having cut at most
+about twice the limit (the chunker stops there: `chunker_cap`), not after building every chunk. A reviewer's proof: a
 12 M-character parse previewed at chunk_size 1 took 35 s of CPU and 2.7 GB inside the API function, and the
 stage on 4 M characters 36 s and 3.8 GB before it refused them (on a 1 GB function: killed before it could)."""
 
@@ -15,6 +15,7 @@ from chalice.test import Client
 import chalicelib.chunker as chunker
 from chalicelib.bootstrap import Services
 from chalicelib.commands import ChunkingSettings, ChunkPreviewRequest, CreateKnowledgeBase
+from chalicelib.domain.chunk_limits import chunker_cap
 from chalicelib.domain.errors import BadRequest, SpanErrorCode
 from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, KnowledgeBase, ParseStatus, Tenant
@@ -26,6 +27,7 @@ from .conftest import deliver, upload
 
 LINES = "a\n" * 6_000  # 12 KB: 1,000 chunks allowed, 12,000 made at chunk_size 1
 LIMIT = 1_000
+CAP = chunker_cap(LIMIT)  # the pieces cut before the stored ones are counted
 REFUSAL = f"the document would become more than {LIMIT} chunks"
 
 
@@ -74,7 +76,7 @@ def test_the_stage_refuses_a_document_past_the_limit_before_building_its_chunks(
     deliver(deps, "docreader")
     deliver(deps, "chunking")
     row = deps.knowledge.get(row.id)
-    assert made["pieces"].made <= LIMIT + 1 and made["chunks"].made <= LIMIT + 1
+    assert made["pieces"].made <= CAP + 1 and made["chunks"].made <= CAP + 1
     assert row is not None and row.parse_status == ParseStatus.FAILED
     assert row.error_code == SpanErrorCode.CHUNKING_FAILED
     assert row.error_message.startswith(REFUSAL)
@@ -124,3 +126,32 @@ def test_the_api_answers_400_too_many_chunks(deps: Services, client: Client) -> 
     assert answer.status_code == 400
     assert answer.json_body["error"]["code"] == "too_many_chunks"
     assert answer.json_body["error"]["message"].endswith("use a larger chunk_size")
+
+
+# a paragraph and a code block: at 64 runes, half the pieces the chunker cuts are the bare separator before the
+# fence, which is not stored (a reviewer's finding: counted, it refused documents that stored well under the limit)
+BLANKS = (
+    "Start a new Python interpreter, and don't just continue from the session described above:\n\n"
+    "```\nimport logging\nlogging.basicConfig(filename='example.log', level=logging.DEBUG)\n```\n\n"
+) * 300
+
+
+def test_blank_pieces_do_not_count_against_the_limit(deps: Services, tenant: Tenant) -> None:
+    from chalicelib.domain.types import ChunkingConfig, Knowledge, KnowledgeType
+
+    markdown = chunker.normalise_markdown(BLANKS)
+    config = ChunkingConfig(chunk_size=64, chunk_overlap=10)
+    pieces = chunker.split(markdown, config)
+    assert len(pieces) > LIMIT >= sum(1 for p in pieces if p.content.strip())  # (1,200 cut, 600 stored)
+    row = Knowledge(id="k", tenant_id=tenant.id, kb_id="kb", type=KnowledgeType.FILE)
+    chunks, _ = chunking.build_chunks(row, markdown, config)
+    assert len(chunks) == 600
+    settings = ChunkingSettings(chunk_size=64, chunk_overlap=10)
+    answer = _preview_with(deps, tenant, settings, text=BLANKS)
+    assert answer["total_chunks"] == len(pieces)
+
+
+def _preview_with(deps: Services, tenant: Tenant, settings: ChunkingSettings, **body: Any) -> dict[str, Any]:
+    from chalicelib.operations.chunk_preview import preview_chunks
+
+    return preview_chunks(deps, tenant.id, ChunkPreviewRequest(chunking_config=settings, **body))
