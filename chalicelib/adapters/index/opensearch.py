@@ -85,7 +85,7 @@ from chalicelib.adapters.index.common import (
     unit_vector,
 )
 from chalicelib.adapters.index.fusion import KEYWORD_WEIGHT, rank
-from chalicelib.adapters.index.opensearch_names import IndexNames, tenant_indexes
+from chalicelib.adapters.index.opensearch_names import IndexNames, kb_filters, tenant_indexes
 from chalicelib.domain.text_fold import fold
 from chalicelib.ports import IndexEntry, IndexSpace, IndexUnavailable, IndexWriteError, SearchHit
 from chalicelib.ports.index import IndexRefused
@@ -215,17 +215,6 @@ def index_body(
     }
 
 
-def _kb_filters(
-    kb_id: str, *, enabled_only: bool = False, knowledge_ids: Sequence[str] | None = None
-) -> list[dict[str, Any]]:
-    filters: list[dict[str, Any]] = [{"term": {"kb_id": kb_id}}]
-    if enabled_only:
-        filters.append({"term": {"is_enabled": True}})
-    if knowledge_ids is not None:  # a `terms` filter takes up to index.max_terms_count (65,536) values
-        filters.append({"terms": {"knowledge_id": list(dict.fromkeys(knowledge_ids))}})
-    return filters
-
-
 def search_text(content: str) -> str | None:
     """The folded text a document carries in `search_text`, or None when folding changes nothing the
     analyzer's own lowercasing would not."""
@@ -273,7 +262,7 @@ def bm25_body(
         "query": {
             "bool": {
                 **scoring,
-                "filter": _kb_filters(kb_id, enabled_only=True, knowledge_ids=knowledge_ids),
+                "filter": kb_filters(kb_id, enabled_only=True, knowledge_ids=knowledge_ids),
             }
         },
         "sort": [{"_score": "desc"}, {"id": "asc"}],  # deterministic ties
@@ -295,7 +284,7 @@ def knn_body(
                     "vector": [float(x) for x in vector],
                     "k": size,
                     "filter": {
-                        "bool": {"filter": _kb_filters(kb_id, enabled_only=True, knowledge_ids=knowledge_ids)}
+                        "bool": {"filter": kb_filters(kb_id, enabled_only=True, knowledge_ids=knowledge_ids)}
                     },
                 }
             }
@@ -629,7 +618,7 @@ class OpenSearchEngine:
         deleted = 0
         for start in range(0, len(knowledge_ids), _TERMS_BATCH):
             batch = list(knowledge_ids[start : start + _TERMS_BATCH])
-            deleted += self._delete_matching(index, [*_kb_filters(kb_id), {"terms": {"knowledge_id": batch}}])
+            deleted += self._delete_matching(index, [*kb_filters(kb_id), {"terms": {"knowledge_id": batch}}])
         return deleted
 
     @unavailable_when_busy()
@@ -638,13 +627,13 @@ class OpenSearchEngine:
         deleted = 0
         for start in range(0, len(entry_ids), _TERMS_BATCH):
             batch = list(entry_ids[start : start + _TERMS_BATCH])
-            deleted += self._delete_matching(index, [*_kb_filters(kb_id), {"terms": {"id": batch}}])
+            deleted += self._delete_matching(index, [*kb_filters(kb_id), {"terms": {"id": batch}}])
         return deleted
 
     @unavailable_when_busy()
     def entries_of(self, space: IndexSpace, kb_id: str, knowledge_id: str) -> list[IndexEntry]:
         index = self._found_in(space, kb_id)
-        query = {"bool": {"filter": [*_kb_filters(kb_id), {"term": {"knowledge_id": knowledge_id}}]}}
+        query = {"bool": {"filter": [*kb_filters(kb_id), {"term": {"knowledge_id": knowledge_id}}]}}
         fields = ["id", "chunk_id", "content", "source_id", "source_type", "chunk_type", "is_enabled"]
         return [
             IndexEntry(
@@ -675,7 +664,7 @@ class OpenSearchEngine:
         re-embedded) to the target's index; entries of chunks missing from `id_map` are not copied."""
         if (index := self.names.of(space, src_kb_id)) is None:
             return 0
-        query = {"bool": {"filter": [*_kb_filters(src_kb_id), {"term": {"knowledge_id": src_knowledge_id}}]}}
+        query = {"bool": {"filter": [*kb_filters(src_kb_id), {"term": {"knowledge_id": src_knowledge_id}}]}}
         copies: list[IndexEntry] = []
         for hit in self._scan(index, query, source=True):
             src = hit["_source"]
@@ -717,7 +706,7 @@ class OpenSearchEngine:
         moved = 0
         for start in range(0, len(knowledge_ids), _TERMS_BATCH):
             batch = list(knowledge_ids[start : start + _TERMS_BATCH])
-            query = {"bool": {"filter": [*_kb_filters(src_kb_id), {"terms": {"knowledge_id": batch}}]}}
+            query = {"bool": {"filter": [*kb_filters(src_kb_id), {"terms": {"knowledge_id": batch}}]}}
             hits = list(self._scan(index, query))
             actions = [
                 (
@@ -740,7 +729,7 @@ class OpenSearchEngine:
         matched = 0
         for start in range(0, len(chunk_ids), _TERMS_BATCH):
             batch = list(chunk_ids[start : start + _TERMS_BATCH])
-            query = {"bool": {"filter": [*_kb_filters(kb_id), {"terms": {"chunk_id": batch}}]}}
+            query = {"bool": {"filter": [*kb_filters(kb_id), {"terms": {"chunk_id": batch}}]}}
             hits = list(self._scan(index, query, source=["is_enabled"]))
             matched += len(hits)
             actions = [
@@ -760,7 +749,7 @@ class OpenSearchEngine:
     @unavailable_when_busy()
     def count(self, space: IndexSpace, kb_id: str, knowledge_id: str | None = None) -> int:
         index = self._found_in(space, kb_id)
-        filters = _kb_filters(kb_id)
+        filters = kb_filters(kb_id)
         if knowledge_id is not None:
             filters.append({"term": {"knowledge_id": knowledge_id}})
         try:

@@ -6,14 +6,15 @@ knowledge base's owner's, created on its first write; a shared knowledge base is
 BM25 term statistics are per index: in a shared one, one tenant's documents change another's scores and
 tell it which terms others use (a reviewer's proof); per tenant, they cannot, at the cost of one index (its
 shards) per tenant and model. `index_name` is the one place a name is made; a clone or a move stays within
-one tenant, so within one index.
+one tenant, so within one index. `kb_filters`: the filters that pick a knowledge base's entries in it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from chalicelib.ports import IndexSpace
 
@@ -66,3 +67,15 @@ class IndexNames:
                     self._tenants.clear()
                 self._tenants[kb_id] = tenant
         return index_name(space, tenant)
+
+
+def kb_filters(
+    kb_id: str, *, enabled_only: bool = False, knowledge_ids: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """The filters that pick a knowledge base's entries (of some documents, the enabled ones) in its index."""
+    filters: list[dict[str, Any]] = [{"term": {"kb_id": kb_id}}]
+    if enabled_only:
+        filters.append({"term": {"is_enabled": True}})
+    if knowledge_ids is not None:  # a `terms` filter takes up to index.max_terms_count (65,536) values
+        filters.append({"terms": {"knowledge_id": list(dict.fromkeys(knowledge_ids))}})
+    return filters
