@@ -39,6 +39,7 @@ from chalicelib.ports import (
     KnowledgeRepo,
     OcrEngine,
     ProgressTracker,
+    RequestCounter,
     ResourceCatalog,
     RetrieveEngine,
     SaveImage,
@@ -93,6 +94,7 @@ class Services:
     health: HealthProbe
     faq: FaqRepo
     turns: TurnBook
+    requests: RequestCounter
     events: EventPublisher
     webhooks: WebhookRepo
     webhook_sender: WebhookSender
@@ -417,6 +419,15 @@ def _build_webhook_repo(settings: Settings, dynamodb: Any) -> WebhookRepo:
     return DynamoWebhookRepo(model)
 
 
+def _build_request_counter(settings: Settings, dynamodb: Any) -> RequestCounter:
+    from chalicelib.adapters.dynamo import share_one_connection
+    from chalicelib.adapters.dynamo.request_counts import DynamoRequestCounter, build_request_count_model
+
+    model = build_request_count_model(settings)
+    share_one_connection(dynamodb, model)
+    return DynamoRequestCounter(model)
+
+
 def _webhook_sender(settings: Settings) -> WebhookSender:
     from chalicelib.net.ssrf import AllowList
     from chalicelib.net.webhooks import SafeWebhookSender
@@ -519,6 +530,7 @@ def build_services(settings: Settings | None = None) -> Services:
         ),
         faq=_build_faq_repo(settings, dynamodb),
         turns=DynamoTurnBook(models),
+        requests=_build_request_counter(settings, dynamodb),
         events=EventBridgePublisher(_client("events", settings), settings.event_bus_name),
         webhooks=_build_webhook_repo(settings, dynamodb),
         webhook_sender=_webhook_sender(settings),
@@ -566,6 +578,7 @@ def memory_deps(
         ScriptedUrlImporter,
         memory_settings,
     )
+    from chalicelib.adapters.memory.request_counts import MemoryRequestCounter
     from chalicelib.adapters.models.hashing import HashingEmbedding
     from chalicelib.services.stage_spans import SpanTracker
 
@@ -610,6 +623,7 @@ def memory_deps(
         health=MemoryHealthProbe(),
         faq=MemoryFaqRepo(),
         turns=MemoryTurnBook(),
+        requests=MemoryRequestCounter(),
         events=MemoryEventPublisher(),
         webhooks=MemoryWebhookRepo(),
         webhook_sender=_webhook_sender(settings),

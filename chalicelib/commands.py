@@ -29,6 +29,7 @@ from pydantic import (
 from chalicelib.domain import strict_json
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.parser_engines import engine_rule_problems
+from chalicelib.domain.request_limits import MAX_REQUESTS_PER_SECOND
 from chalicelib.domain.storage_keys import MAX_TITLE, NOT_ONE_LINE  # a title is one line, as a file name is
 from chalicelib.domain.tags import MAX_TAGS_PER_DOCUMENT
 
@@ -779,10 +780,13 @@ class CreateTenantRequest(KeyAccess):
 
 
 class TenantQuotas(Body):
-    """The operator's per-tenant limits; 0 = none."""
+    """The operator's per-tenant limits; 0 = none (a request rate of 0: the deployment's,
+    `WEKNORA_TENANT_REQUESTS_PER_SECOND`)."""
 
     storage_quota: int = code("invalid_quota", default=0, ge=0, le=2**50)
     document_quota: int = code("invalid_quota", default=0, ge=0, le=10**9)
+    #: requests a second the tenant's API keys may make (counted in 10 s windows)
+    requests_per_second: int = code("invalid_quota", default=0, ge=0, le=MAX_REQUESTS_PER_SECOND)
 
 
 class IssueKeyRequest(KeyAccess):

@@ -41,6 +41,7 @@ TABLES = (
     "turns",
     "webhooks",
     "resources",
+    "request-counts",
 )
 QUEUES = (
     "uploads",
@@ -309,6 +310,9 @@ class Settings:
     max_kbs_per_tenant: int = 1000
     #: knowledge bases other tenants may share with one tenant (409 share_limit_reached; 0: no limit)
     max_shares_per_tenant: int = 200
+    #: requests a tenant's API keys may make a second, counted in 10 s windows (429 tenant_rate_limited past
+    #: them); an operator's per-tenant `requests_per_second` replaces it (0: no limit)
+    tenant_requests_per_second: int = 20
     #: fairness between tenants: documents of one tenant in the ingest pipeline (docreader to indexing) at
     #: once; the rest wait their turn behind other tenants' documents (0: no limit)
     tenant_pipeline_cap: int = 8
@@ -524,6 +528,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         public_base_url=e.text("WEKNORA_PUBLIC_BASE_URL", "").rstrip("/"),
         max_kbs_per_tenant=e.int("WEKNORA_MAX_KBS_PER_TENANT", 1000),
         max_shares_per_tenant=e.int("WEKNORA_MAX_SHARES_PER_TENANT", 200),
+        tenant_requests_per_second=max(0, e.int("WEKNORA_TENANT_REQUESTS_PER_SECOND", 20)),
         tenant_pipeline_cap=e.int("WEKNORA_TENANT_PIPELINE_CAP", 8),
         pipeline_lease_seconds=e.int("WEKNORA_PIPELINE_LEASE_SECONDS", 1800),
         turn_wait_seconds=e.int("WEKNORA_TURN_WAIT_SECONDS", 2),

@@ -41,6 +41,7 @@ TABLES = {
     "faq": "FaqTable",
     "webhooks": "WebhooksTable",
     "resources": "ResourcesTable",
+    "request-counts": "RequestCountsTable",
 }
 #: the stage queues (logical ids) by the name the code sends to; each has `<Name>DeadLetterQueue`
 QUEUES = {
@@ -101,7 +102,8 @@ def objects(prefix: str = "") -> dict[str, Any]:
 
 
 BUCKET = _arn("FilesBucket")
-ALL_TABLES = tuple(TABLES)
+#: the tables of the tenants' data (the request counts are the API's own: it alone counts, with UpdateItem)
+ALL_TABLES = tuple(name for name in TABLES if name != "request-counts")
 ALL_QUEUES = tuple(QUEUES)
 EXECUTIONS = {
     "Fn::Sub": "arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:${Prefix}-knowledge:*"
@@ -207,6 +209,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
             "graph",  # ... and its graph facts
         ),
         PUBLISH,
+        # a tenant's request limit: one conditional ADD per request (operations/tenants.py count_request)
+        Grant(("dynamodb:UpdateItem",), (_arn(TABLES["request-counts"]),)),
         Grant(("dynamodb:Scan",), tables("tenants")),
         Grant(("dynamodb:DescribeTable",), tables("knowledge")),
         Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects(),)),

@@ -75,7 +75,7 @@ def admin_issue_key(deps: Dependencies, request: Request | None, tenant_id: str)
 
 
 @operation(
-    "Set a tenant's storage (bytes) and document quotas; 0 = none",
+    "Set a tenant's storage (bytes) and document quotas (0 = none) and its request rate (0 = the deployment's)",
     "admin",
     body=commands.TenantQuotas,
     auth=False,

@@ -12,6 +12,7 @@ from chalice.app import Request, handle_extra_types
 
 from chalicelib.domain import strict_json
 from chalicelib.domain.errors import AppError, BadRequest, PayloadTooLarge
+from chalicelib.domain.request_limits import TenantRateLimited
 
 #: every JSON answer: tenant data is never kept by a browser's or a proxy's cache (a shared machine, a key
 #: signed out), and never read as anything but JSON
@@ -46,7 +47,10 @@ def error_response(error: AppError) -> Response:
     body: dict[str, Any] = {"success": False, "error": detail}
     if error.data is not None:
         body["data"] = error.data  # WeKnora's 409 carries the existing row
-    return Response(body=body, status_code=error.status, headers=dict(JSON_HEADERS))
+    headers = dict(JSON_HEADERS)
+    if isinstance(error, TenantRateLimited):
+        headers["Retry-After"] = str(error.retry_after)
+    return Response(body=body, status_code=error.status, headers=headers)
 
 
 #: Chalice's own answers (a wrong method, an unsupported media type, ...) and what they are in the envelope
@@ -96,7 +100,7 @@ def in_envelope(request: Request | None, response: Response) -> Response:
 
 #: what a browser page of an allowed origin may send and read (CORS)
 CORS_ALLOW_HEADERS = "Content-Type, X-API-Key, X-Operator-Key"
-CORS_EXPOSE_HEADERS = "Content-Length, Content-Type"
+CORS_EXPOSE_HEADERS = "Content-Length, Content-Type, Retry-After"
 CORS_MAX_AGE_SECONDS = 600
 
 

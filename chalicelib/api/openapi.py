@@ -229,6 +229,12 @@ def _operation(view_name: str, path: str, method: str) -> dict[str, Any]:
             "description": KEY_FORBIDDEN,
             "content": {"application/json": {"schema": _envelope("Error")}},
         }
+        responses["429"] = {
+            "description": "tenant_rate_limited: the tenant's keys made more requests than its rate allows in "
+            "this 10 s window; send it again after Retry-After (seconds)",
+            "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+            "content": {"application/json": {"schema": _envelope("Error")}},
+        }
     if op.operator:
         responses["401"] = {
             "description": "missing operator key",

@@ -105,6 +105,7 @@ def caller_tenant(deps: Dependencies, request: Request | None) -> Tenant:
     knowledge-base limits and the route's scope then bound every ownership check of the request."""
     http = present_request(request)
     tenant, key = tenants.authenticate_key(deps, api_key(http))
+    tenants.count_request(deps, tenant)  # every request of a valid key counts, whatever it is allowed
     op = _CURRENT.get()
     required = op.required_scope(http.method) if op is not None else Scope.ADMIN
     scope = key.scope if key is not None else Scope.ADMIN

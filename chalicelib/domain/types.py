@@ -165,6 +165,8 @@ class Tenant:
     #: the operator's limits; 0 = none
     storage_quota: int = 0
     document_quota: int = 0
+    #: the operator's request rate for the tenant's keys; 0 = the deployment's (tenant_requests_per_second)
+    requests_per_second: int = 0
 
 
 @dataclass

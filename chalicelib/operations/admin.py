@@ -55,6 +55,7 @@ def tenant_view(tenant: Tenant) -> dict[str, Any]:
         "storage_quota": tenant.storage_quota,
         "document_count": tenant.document_count,
         "document_quota": tenant.document_quota,
+        "requests_per_second": tenant.requests_per_second,
     }
 
 
@@ -220,7 +221,9 @@ def issue_key(deps: Dependencies, tenant_id: str, request: IssueKeyRequest) -> t
 
 
 def set_quotas(deps: Dependencies, tenant_id: str, request: TenantQuotas) -> Tenant:
-    tenant = deps.tenants.set_quotas(tenant_id, request.storage_quota, request.document_quota)
+    tenant = deps.tenants.set_quotas(
+        tenant_id, request.storage_quota, request.document_quota, request.requests_per_second
+    )
     if tenant is None:
         raise NotFound("tenant not found", code="tenant_not_found")
     return tenant

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib.commands import TenantSettingsRequest
@@ -10,8 +12,13 @@ from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.errors import Unauthorized
 from chalicelib.domain.ids import api_key_hash
 from chalicelib.domain.process_config import normalise_engine_rules
+from chalicelib.domain.request_limits import RequestWindow, TenantRateLimited, requests_per_second
 from chalicelib.domain.types import Tenant
-from chalicelib.ports import Dependencies
+from chalicelib.observability import logger
+from chalicelib.ports import Dependencies, ServiceUnreachable
+
+#: the limiter's clock (epoch seconds); tests move it to the next window
+clock: Callable[[], float] = time.time
 
 
 def authenticate(deps: Dependencies, api_key: str) -> Tenant:
@@ -37,6 +44,27 @@ def authenticate_key(deps: Dependencies, api_key: str) -> tuple[Tenant, ApiKey |
     if tenant is None:
         raise Unauthorized("invalid API key", code="invalid_api_key")
     return tenant, None
+
+
+def count_request(deps: Dependencies, tenant: Tenant) -> None:
+    """Counts one request of the tenant's keys in the current window; past the window's limit it is refused
+    (429 tenant_rate_limited with the seconds to the next window). A store that does not answer lets the
+    request through: a limiter must not take the API down with it."""
+    rate = requests_per_second(tenant.requests_per_second, deps.settings.tenant_requests_per_second)
+    if rate <= 0:
+        return
+    now = clock()
+    window = RequestWindow.at(now, rate)
+    try:
+        admitted = deps.requests.count(tenant.id, window.start, window.limit, window.expires_at)
+    except ServiceUnreachable as error:
+        logger.warning(
+            "request count failed: the request goes through uncounted",
+            extra={"tenant_id": tenant.id, "error": type(error).__name__},
+        )
+        return
+    if not admitted:
+        raise TenantRateLimited(rate, window.retry_after(now))
 
 
 def settings_of(tenant: Tenant) -> dict[str, Any]:

@@ -53,6 +53,7 @@ from chalicelib.ports.parsing import (
     iter_batches,
 )
 from chalicelib.ports.queues import DeadLetter, ServiceUnreachable, TaskQueue, Workflow, WorkflowStart
+from chalicelib.ports.request_counts import RequestCounter
 from chalicelib.ports.resources import ResourceCatalog
 from chalicelib.ports.state import (
     ApiKeyRepo,
@@ -135,6 +136,7 @@ __all__ = [
     "ProgressTracker",
     "ReadRequest",
     "ReadResult",
+    "RequestCounter",
     "ResolvedImages",
     "ResourceCatalog",
     "RetrieveEngine",

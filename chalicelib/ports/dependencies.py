@@ -24,6 +24,7 @@ from chalicelib.ports.models import (
 from chalicelib.ports.network import HealthProbe, UrlImporter
 from chalicelib.ports.parsing import DocReader, ImageResolver, SaveImage
 from chalicelib.ports.queues import TaskQueue, Workflow
+from chalicelib.ports.request_counts import RequestCounter
 from chalicelib.ports.resources import ResourceCatalog
 from chalicelib.ports.state import (
     ApiKeyRepo,
@@ -113,6 +114,8 @@ class Dependencies(Protocol):
     faq: FaqRepo
     #: whose turn it is at each stage's door (fairness between tenants)
     turns: TurnBook
+    #: the tenants' requests per window (their request limit)
+    requests: RequestCounter
     #: where changes are announced (the stack's EventBridge bus)
     events: EventPublisher
     #: the knowledge bases' webhooks and their delivery logs

@@ -76,8 +76,11 @@ class TenantRepo(Protocol):
     def set_parser_engine_rules(self, tenant_id: str, rules: dict[str, str]) -> None:
         """Writes the tenant's rules alone: a concurrent count or usage change is never overwritten."""
 
-    def set_quotas(self, tenant_id: str, storage_quota: int, document_quota: int) -> Tenant | None:
-        """The operator's limits (0: none), written without touching the counters; None: no such tenant."""
+    def set_quotas(
+        self, tenant_id: str, storage_quota: int, document_quota: int, requests_per_second: int = 0
+    ) -> Tenant | None:
+        """The operator's limits (0: none; a rate of 0: the deployment's), written without touching the
+        counters; None: no such tenant."""
         ...
 
     def by_api_key(self, api_key: str) -> Tenant | None: ...

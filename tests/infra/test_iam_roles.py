@@ -151,7 +151,7 @@ def test_tables_the_bucket_and_the_queues_outlive_the_stack(template: dict[str, 
         **of_type(template, "AWS::S3::Bucket"),
         **of_type(template, "AWS::SQS::Queue"),
     }
-    assert len(kept) == 16 + 1 + 22
+    assert len(kept) == 17 + 1 + 22
     for name, resource in kept.items():
         # retained, except by the rollback of the deploy that created it (a failed first deploy leaves
         # nothing that would hold the names its retry needs)

@@ -95,6 +95,7 @@ def test_tables_bucket_notification_state_machine_and_schedule(packaged: dict[st
         "FaqTable",
         "WebhooksTable",
         "ResourcesTable",
+        "RequestCountsTable",
     }
     bucket = template["Resources"]["FilesBucket"]["Properties"]
     notification = bucket["NotificationConfiguration"]["QueueConfigurations"][0]

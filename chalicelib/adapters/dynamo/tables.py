@@ -173,6 +173,7 @@ def build_models(settings: Settings) -> Models:
         document_count = NumberAttribute(default=0)
         storage_quota = NumberAttribute(default=0)
         document_quota = NumberAttribute(default=0)
+        requests_per_second = NumberAttribute(default=0)
         #: the documents holding a place in the ingest pipeline: "knowledge_id|lease expiry (epoch s)|ticket"
         pipeline_slots = UnicodeSetAttribute(null=True)
         #: the documents waiting for a place: "knowledge_id|attempt|since|ticket|woken_at" (domain/door.py)

@@ -51,6 +51,7 @@ class DynamoTenantRepo:
         tenant.document_count = int(item.document_count or 0)
         tenant.storage_quota = int(item.storage_quota or 0)
         tenant.document_quota = int(item.document_quota or 0)
+        tenant.requests_per_second = int(item.requests_per_second or 0)
         return tenant
 
     def add_usage(self, tenant_id: str, delta_bytes: int) -> None:
@@ -158,11 +159,17 @@ class DynamoTenantRepo:
             actions=[self.model.parser_engine_rules.set(rules)], condition=self.model.id.exists()
         )
 
-    def set_quotas(self, tenant_id: str, storage_quota: int, document_quota: int) -> Tenant | None:
+    def set_quotas(
+        self, tenant_id: str, storage_quota: int, document_quota: int, requests_per_second: int = 0
+    ) -> Tenant | None:
         m = self.model
         try:
             m(tenant_id).update(
-                actions=[m.storage_quota.set(storage_quota), m.document_quota.set(document_quota)],
+                actions=[
+                    m.storage_quota.set(storage_quota),
+                    m.document_quota.set(document_quota),
+                    m.requests_per_second.set(requests_per_second),
+                ],
                 condition=m.id.exists() & m.api_key_hash.exists(),
             )
         except UpdateError as error:
@@ -182,6 +189,7 @@ class DynamoTenantRepo:
             document_count=tenant.document_count,
             storage_quota=tenant.storage_quota,
             document_quota=tenant.document_quota,
+            requests_per_second=tenant.requests_per_second,
         ).save()
 
     def page(self, after: str, limit: int) -> list[Tenant]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import mimetypes
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,22 @@ def storage_request(method: str, url: str, timeout: float = 600, **kw: Any) -> r
         raise no_answer(exc, urlsplit(url)._replace(query="").geturl()) from exc  # the signature stays out
 
 
+#: times a request refused by the tenant's rate limit is sent again (each after its Retry-After, at most 10 s)
+RATE_LIMIT_RETRIES = 6
+
+
+def _rate_limited_wait(resp: requests.Response) -> float | None:
+    """The seconds to wait before sending a request the tenant's rate limit refused again; None otherwise."""
+    if resp.status_code != 429:
+        return None
+    try:
+        refused = resp.json().get("error", {}).get("code") == "tenant_rate_limited"
+        wait = float(resp.headers.get("Retry-After", "1"))
+    except (ValueError, AttributeError):
+        return None
+    return min(max(wait, 0.1), 10.0) if refused else None
+
+
 class ApiClient:
     def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
         self.base = base_url.rstrip("/")
@@ -103,12 +120,28 @@ class ApiClient:
         self.session.headers["X-API-Key"] = api_key
 
     def call(self, method: str, path: str, *, whole: bool = False, **kw: Any) -> Any:
-        """The answer's `data` (`whole`: its envelope, where a paged list keeps `next_cursor` beside `data`)."""
+        """The answer's `data` (`whole`: its envelope, where a paged list keeps `next_cursor` beside `data`).
+        A request refused by the tenant's rate limit (429 `tenant_rate_limited`, refused before any work) is
+        sent again after its `Retry-After`, a few times."""
+        for _ in range(RATE_LIMIT_RETRIES):
+            resp = self._send(method, path, **kw)
+            wait = _rate_limited_wait(resp)
+            if wait is None:
+                break
+            time.sleep(wait)
+            for _name, file in (kw.get("files") or {}).items():  # an upload's file is read again
+                if isinstance(file, tuple) and hasattr(file[1], "seek"):
+                    file[1].seek(0)
+        return self._answer(resp, whole)
+
+    def _send(self, method: str, path: str, **kw: Any) -> requests.Response:
         try:
-            resp = self.session.request(method, f"{self.base}{path}", timeout=self.timeout, **kw)
+            return self.session.request(method, f"{self.base}{path}", timeout=self.timeout, **kw)
         except requests.RequestException as exc:
             hint = f"cannot reach {self.base} (is `weknora-ingest up` running?)"
             raise no_answer(exc, self.base, unreachable=hint) from exc
+
+    def _answer(self, resp: requests.Response, whole: bool) -> Any:
         try:
             body = resp.json()
         except ValueError:
