@@ -781,12 +781,13 @@ class CreateTenantRequest(KeyAccess):
 
 class TenantQuotas(Body):
     """The operator's per-tenant limits; 0 = none (a request rate of 0: the deployment's,
-    `WEKNORA_TENANT_REQUESTS_PER_SECOND`)."""
+    `WEKNORA_TENANT_REQUESTS_PER_SECOND`; left out, the rate set before stays: a client that knows only the
+    two quotas does not clear it)."""
 
     storage_quota: int = code("invalid_quota", default=0, ge=0, le=2**50)
     document_quota: int = code("invalid_quota", default=0, ge=0, le=10**9)
     #: requests a second the tenant's API keys may make (counted in 10 s windows)
-    requests_per_second: int = code("invalid_quota", default=0, ge=0, le=MAX_REQUESTS_PER_SECOND)
+    requests_per_second: int | None = code("invalid_quota", default=None, ge=0, le=MAX_REQUESTS_PER_SECOND)
 
 
 class IssueKeyRequest(KeyAccess):

@@ -311,7 +311,7 @@ class Settings:
     #: knowledge bases other tenants may share with one tenant (409 share_limit_reached; 0: no limit)
     max_shares_per_tenant: int = 200
     #: requests a tenant's API keys may make a second, counted in 10 s windows (429 tenant_rate_limited past
-    #: them); an operator's per-tenant `requests_per_second` replaces it (0: no limit)
+    #: them); an operator's per-tenant `requests_per_second` replaces it (0: no limit for the tenants without one)
     tenant_requests_per_second: int = 20
     #: fairness between tenants: documents of one tenant in the ingest pipeline (docreader to indexing) at
     #: once; the rest wait their turn behind other tenants' documents (0: no limit)

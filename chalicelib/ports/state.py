@@ -77,10 +77,10 @@ class TenantRepo(Protocol):
         """Writes the tenant's rules alone: a concurrent count or usage change is never overwritten."""
 
     def set_quotas(
-        self, tenant_id: str, storage_quota: int, document_quota: int, requests_per_second: int = 0
+        self, tenant_id: str, storage_quota: int, document_quota: int, requests_per_second: int | None = None
     ) -> Tenant | None:
-        """The operator's limits (0: none; a rate of 0: the deployment's), written without touching the
-        counters; None: no such tenant."""
+        """The operator's limits (0: none; a rate of 0: the deployment's, None: the rate as it is), written
+        without touching the counters; None: no such tenant."""
         ...
 
     def by_api_key(self, api_key: str) -> Tenant | None: ...

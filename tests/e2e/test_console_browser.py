@@ -415,3 +415,32 @@ def test_a_knowledge_base_another_tenant_shared_is_marked_shared_and_an_own_one_
     assert "shared" in row.find_element(By.XPATH, "./ancestor::td").text
     mine = browser.find_element(By.LINK_TEXT, "Reader notes").find_element(By.XPATH, "./ancestor::td")
     assert "shared" not in mine.text
+
+
+#: the console's own API call, `count` times in a row: each must come back with its answer
+CALLS = """
+const [count, done] = arguments;
+import(new URL("api.js", location.href).href)
+  .then(async (api) => { for (let i = 0; i < count; i++) await api.get("/knowledge-bases"); return count; })
+  .then((answered) => done({answered}), (error) => done({error: String((error && error.message) || error)}));
+"""
+
+
+def test_a_call_the_tenants_rate_limit_refuses_is_sent_again_after_its_wait(
+    served: str, api: Api, services: Services, browser: Any
+) -> None:
+    """At 1 request a second (10 a 10 s window) the console's calls past the window are refused with 429
+    tenant_rate_limited before any work: the console waits for Retry-After and sends them again, so a person
+    sees a slower page, not an error (its live refresh stopped at the first one)."""
+    from chalicelib.operations.tenants import LOCAL_TENANT_ID
+
+    browser.get(f"{served}/console/#key={API_KEY}")
+    use_link_key(browser)
+    assert services.tenants.set_quotas(LOCAL_TENANT_ID, 0, 0, 1) is not None
+    answers = [api.get("/knowledge-bases") for _ in range(11)]  # the window filled: its 11th is refused
+    refused = answers[-1]
+    assert refused.status_code == 429 and refused.json_body["error"]["code"] == "tenant_rate_limited"
+    assert int(refused.headers["Retry-After"]) >= 1
+    browser.set_script_timeout(60)
+    result = browser.execute_async_script(CALLS, 3)  # refused at first, then sent again in the next window
+    assert result == {"answered": 3}, result

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 from unittest.mock import patch
 
 import pytest
@@ -134,8 +135,16 @@ def test_the_operators_rate_for_a_tenant_replaces_the_default(
     assert refused.status_code == 429 and refused.json_body["error"]["code"] == "tenant_rate_limited"
     assert [models(client, fast_key) for _ in range(300)] == [200] * 300  # past the default's 200
     assert models(client, fast_key) == 429
+    # a PUT of the two quotas alone (an older client, the CLI without the flag) keeps the rate
+    kept = client.http.put(
+        f"{V1}/admin/tenants/{slow.id}/quotas", headers=headers, body=json.dumps({"storage_quota": 10**9})
+    )
+    assert kept.json_body["data"]["requests_per_second"] == 2
+    assert kept.json_body["data"]["storage_quota"] == 10**9
     # 0 puts the tenant back on the deployment's rate; a negative or huge rate is refused
-    back = client.http.put(f"{V1}/admin/tenants/{slow.id}/quotas", headers=headers, body=json.dumps({}))
+    back = client.http.put(
+        f"{V1}/admin/tenants/{slow.id}/quotas", headers=headers, body=json.dumps({"requests_per_second": 0})
+    )
     assert back.json_body["data"]["requests_per_second"] == 0
     assert models(client, slow_key) == 200  # 21 of the default's 200
     for wrong in (-1, 10_001):
@@ -195,3 +204,37 @@ def test_the_dynamodb_counter_says_unreachable_only_for_a_throttle_or_an_outage(
             dynamo.count("t", 0, 10, 70)
         if expected is ServiceUnreachable:
             assert code in str(error.value) and "from the server" not in str(error.value)
+
+
+@pytest.mark.parametrize("flag", [None, 5])
+def test_the_clis_quotas_keep_the_operators_rate_unless_it_is_given(
+    deps: Services, client: Client, flag: int | None
+) -> None:
+    """`tenant quotas` without `--requests-per-second` sends no rate, and the route keeps the one set before
+    (a reviewer's proof: it sent the two quotas, and the route set the rate to 0)."""
+    import argparse
+
+    from rich.console import Console
+
+    from chalicelib.local.cli import operator
+
+    deps.settings = replace(deps.settings, operator_key="op-secret")
+    tenant, _ = create_tenant_with_key(deps, "slow")
+    headers = {**OPERATOR, "Content-Type": "application/json"}
+    client.http.put(
+        f"{V1}/admin/tenants/{tenant.id}/quotas", headers=headers, body=json.dumps({"requests_per_second": 2})
+    )
+
+    class Recorder:
+        def call(self, method: str, path: str, **kw: Any) -> Any:
+            answer = client.http.put(f"{V1}{path}", headers=headers, body=json.dumps(kw["json"]))
+            return answer.json_body["data"]
+
+    args = argparse.Namespace(
+        action="quotas", tenant_id=tenant.id, storage=10**9, documents=0, requests_per_second=flag, json=True
+    )
+    with patch.object(operator, "_operator", lambda _args: Recorder()):
+        operator.cmd_tenant(args, Console(record=True))
+    row = deps.tenants.get(tenant.id)
+    assert row is not None and row.storage_quota == 10**9
+    assert row.requests_per_second == (2 if flag is None else flag)

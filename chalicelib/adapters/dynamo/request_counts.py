@@ -10,7 +10,7 @@ from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
 from chalicelib.adapters.aws_errors import is_transient
-from chalicelib.adapters.dynamo.tables import CONDITION_FAILED
+from chalicelib.adapters.dynamo.tables import _condition_failed
 from chalicelib.domain.errors import provider_code
 from chalicelib.ports import ServiceUnreachable
 from chalicelib.settings import Settings
@@ -42,7 +42,7 @@ class DynamoRequestCounter:
                 condition=m.requests.does_not_exist() | (m.requests < limit),
             )
         except UpdateError as error:
-            if error.cause_response_code == CONDITION_FAILED:
+            if _condition_failed(error):
                 return False
             if error.cause is not None and is_transient(error.cause):
                 code = provider_code(error.cause_response_code) or type(error.cause).__name__

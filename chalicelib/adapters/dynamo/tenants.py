@@ -160,16 +160,15 @@ class DynamoTenantRepo:
         )
 
     def set_quotas(
-        self, tenant_id: str, storage_quota: int, document_quota: int, requests_per_second: int = 0
+        self, tenant_id: str, storage_quota: int, document_quota: int, requests_per_second: int | None = None
     ) -> Tenant | None:
         m = self.model
+        actions = [m.storage_quota.set(storage_quota), m.document_quota.set(document_quota)]
+        if requests_per_second is not None:
+            actions.append(m.requests_per_second.set(requests_per_second))
         try:
             m(tenant_id).update(
-                actions=[
-                    m.storage_quota.set(storage_quota),
-                    m.document_quota.set(document_quota),
-                    m.requests_per_second.set(requests_per_second),
-                ],
+                actions=actions,
                 condition=m.id.exists() & m.api_key_hash.exists(),
             )
         except UpdateError as error:

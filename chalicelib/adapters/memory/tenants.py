@@ -114,14 +114,15 @@ class MemoryTenantRepo:
                 tenant.parser_engine_rules = dict(rules)
 
     def set_quotas(
-        self, tenant_id: str, storage_quota: int, document_quota: int, requests_per_second: int = 0
+        self, tenant_id: str, storage_quota: int, document_quota: int, requests_per_second: int | None = None
     ) -> Tenant | None:
         with self._lock:
             tenant = self._rows.get(tenant_id)
             if tenant is None:
                 return None
             tenant.storage_quota, tenant.document_quota = storage_quota, document_quota
-            tenant.requests_per_second = requests_per_second
+            if requests_per_second is not None:
+                tenant.requests_per_second = requests_per_second
             return copy.deepcopy(tenant)
 
     def put(self, tenant: Tenant) -> None:

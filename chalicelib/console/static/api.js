@@ -56,7 +56,25 @@ export async function call(method, path, { body, query, operator = false, key = 
     init.body = JSON.stringify(body);
     init.headers["Content-Type"] = "application/json";
   }
-  return unwrap(await fetch(url, init), whole);
+  for (let sent = 1; ; sent++) {
+    const response = await fetch(url, init);
+    const wait = sent < RATE_LIMIT_SENDS ? await rateLimitedWait(response) : null;
+    if (wait === null) return unwrap(response, whole);
+    await new Promise((resolve) => setTimeout(resolve, wait));
+  }
+}
+
+/** Times a request is sent while the tenant's rate limit refuses it (refused before any work: safe to send again). */
+const RATE_LIMIT_SENDS = 6;
+
+/** Milliseconds to wait before sending again a request the tenant's rate limit refused (429
+ * `tenant_rate_limited`, its `Retry-After`, at most 10 s); null for any other answer. */
+async function rateLimitedWait(response) {
+  if (response.status !== 429) return null;
+  const body = await response.clone().json().catch(() => null);
+  if (body?.error?.code !== "tenant_rate_limited") return null;
+  const seconds = Number(response.headers.get("Retry-After") || "1");
+  return Math.min(Math.max(Number.isFinite(seconds) ? seconds : 1, 0.1), 10) * 1000;
 }
 
 /** Every item of a list answered a page at a time (`data`, with `next_cursor` beside it: GET /knowledge-bases,

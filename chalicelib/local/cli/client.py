@@ -96,7 +96,8 @@ def storage_request(method: str, url: str, timeout: float = 600, **kw: Any) -> r
         raise no_answer(exc, urlsplit(url)._replace(query="").geturl()) from exc  # the signature stays out
 
 
-#: times a request refused by the tenant's rate limit is sent again (each after its Retry-After, at most 10 s)
+#: times a request is sent while the tenant's rate limit refuses it (each again after its Retry-After, at most
+#: 10 s; after the last refusal the error is raised at once)
 RATE_LIMIT_RETRIES = 6
 
 
@@ -123,10 +124,10 @@ class ApiClient:
         """The answer's `data` (`whole`: its envelope, where a paged list keeps `next_cursor` beside `data`).
         A request refused by the tenant's rate limit (429 `tenant_rate_limited`, refused before any work) is
         sent again after its `Retry-After`, a few times."""
-        for _ in range(RATE_LIMIT_RETRIES):
+        for sent in range(1, RATE_LIMIT_RETRIES + 1):
             resp = self._send(method, path, **kw)
             wait = _rate_limited_wait(resp)
-            if wait is None:
+            if wait is None or sent == RATE_LIMIT_RETRIES:
                 break
             time.sleep(wait)
             for _name, file in (kw.get("files") or {}).items():  # an upload's file is read again

@@ -40,6 +40,8 @@ def cmd_tenant(args: argparse.Namespace, console: Console) -> int:
         return _recount(args, console, client)
     if args.action == "quotas":
         body = {"storage_quota": args.storage, "document_quota": args.documents}
+        if args.requests_per_second is not None:  # left out, the rate set before stays
+            body["requests_per_second"] = args.requests_per_second
         data = client.call("PUT", f"/admin/tenants/{args.tenant_id}/quotas", json=body)
         return emit(args, console, data, lambda: plain(console, f"tenant {args.tenant_id} quotas: {data}"))
     body = {"name": args.name, "key_name": args.key_name, **_key_access(args)}
@@ -148,10 +150,22 @@ def register(sub: Any) -> None:
     te_new.add_argument("--key-name", default="", help="a label for the first key")
     access_opts(te_new)
     command(te_sub, "list", "every tenant", cmd_tenant, True)
-    te_q = command(te_sub, "quotas", "set a tenant's storage and document quotas (0: none)", cmd_tenant, True)
+    te_q = command(
+        te_sub,
+        "quotas",
+        "set a tenant's storage and document quotas (0: none) and request rate",
+        cmd_tenant,
+        True,
+    )
     te_q.add_argument("tenant_id")
     te_q.add_argument("--storage", type=int, default=0, help="bytes")
     te_q.add_argument("--documents", type=int, default=0, help="documents")
+    te_q.add_argument(
+        "--requests-per-second",
+        type=int,
+        default=None,
+        help="the tenant's request rate (0: the deployment's; left out: as it is)",
+    )
     te_r = command(
         te_sub,
         "recount",
