@@ -12,6 +12,8 @@ code, so that each rule is written once:
 - data that outlives the stack (tables, bucket, queues, the OpenSearch domain: DeletionPolicy
   RetainExceptOnCreate, UpdateReplacePolicy Retain; optional table deletion protection, point-in-time
   recovery), API Gateway throttling;
+- a WAF web ACL on the API's stage that limits each API key's requests a minute before the stage's
+  throttle spends its allowance on them (`TenantRequestsPerMinute`, 0: none);
 - the API's gateway responses (`AWS::ApiGateway::GatewayResponse` in template.json, where the local stack
   reads them too) moved into the API's `GatewayResponses`, so every deployment of its stage carries them;
 - the alarms, topic and dashboard of `infra/monitoring.py`.
@@ -90,6 +92,12 @@ RETAINED_TYPES = (
 )
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557)
 
+#: one API key's requests a minute that WAF lets through: above the in-Lambda per-tenant default (20 a second,
+#: 1,200 a minute), so a tenant within its rate never meets WAF, and well below the stage's (100 a second)
+TENANT_REQUESTS_PER_MINUTE = 1800
+#: seconds a client refused by WAF waits: the rule counts the trailing 60 s
+WAF_RETRY_AFTER_SECONDS = 60
+
 PARAMETERS: dict[str, Any] = {
     "LogRetentionDays": {
         "Type": "Number",
@@ -108,15 +116,24 @@ PARAMETERS: dict[str, Any] = {
     },
     "ApiThrottleRate": {
         "Type": "Number",
-        "Default": 50,
+        "Default": 100,
         "MinValue": 1,
-        "Description": "API Gateway steady-state requests per second, for the whole API.",
+        "Description": "API Gateway steady-state requests per second, for the whole API (5 tenants at the "
+        "per-tenant default of 20 a second; the account's Lambda concurrency must follow it).",
     },
     "ApiThrottleBurst": {
         "Type": "Number",
-        "Default": 100,
+        "Default": 200,
         "MinValue": 1,
         "Description": "API Gateway burst: requests above the rate served at once before 429s.",
+    },
+    "TenantRequestsPerMinute": {
+        "Type": "Number",
+        "Default": TENANT_REQUESTS_PER_MINUTE,
+        "MinValue": 0,
+        "Description": "AWS WAF's limit on one API key's requests in any 60 s, in front of the API's stage "
+        "throttle (429 tenant_rate_limited): 0 (no web ACL) or at least 10 (WAF's minimum). Requests without "
+        "an X-API-Key header are not counted by it.",
     },
     "Tracing": {
         "Type": "String",
@@ -354,6 +371,96 @@ def api_gateway_responses(resources: dict[str, Any]) -> dict[str, Any]:
     return responses
 
 
+TENANT_RATE_CONDITION = "HasTenantRateLimit"
+WEB_ACL = "ApiWebAcl"
+WEB_ACL_ASSOCIATION = "ApiWebAclAssociation"
+_WAF_BODY = "tenant_rate_limited"
+
+
+def tenant_rate_web_acl() -> dict[str, Any]:
+    """A per-key limit in front of the stage throttle. The API's own per-tenant limit refuses in the Lambda,
+    after API Gateway has spent the stage's (whole API's) allowance on the request: one noisy tenant still
+    throttles the others. WAF refuses before the stage counts. It counts per X-API-Key value (a tenant's
+    keys each count apart); a request without the header is not counted (WAF leaves requests missing a
+    custom key out of the rule)."""
+    message = (
+        "this API key made more than ${TenantRequestsPerMinute} requests in 60 s; "
+        f"wait {WAF_RETRY_AFTER_SECONDS} s (Retry-After) and send fewer"
+    )
+    envelope = json.dumps({"success": False, "error": {"code": "tenant_rate_limited", "message": message}})
+    visibility = {"SampledRequestsEnabled": True, "CloudWatchMetricsEnabled": True}
+    return {
+        "Type": "AWS::WAFv2::WebACL",
+        "Condition": TENANT_RATE_CONDITION,
+        "Properties": {
+            "Name": {"Fn::Sub": "${Prefix}-api"},
+            "Scope": "REGIONAL",
+            "Description": "Requests per API key, in front of the API stage throttle",
+            "DefaultAction": {"Allow": {}},
+            "CustomResponseBodies": {
+                _WAF_BODY: {"ContentType": "APPLICATION_JSON", "Content": {"Fn::Sub": envelope}}
+            },
+            "Rules": [
+                {
+                    "Name": "requests-per-api-key",
+                    "Priority": 0,
+                    "Statement": {
+                        "RateBasedStatement": {
+                            "Limit": {"Ref": "TenantRequestsPerMinute"},
+                            "EvaluationWindowSec": 60,
+                            "AggregateKeyType": "CUSTOM_KEYS",
+                            "CustomKeys": [
+                                {
+                                    "Header": {
+                                        "Name": "x-api-key",
+                                        "TextTransformations": [{"Priority": 0, "Type": "NONE"}],
+                                    }
+                                }
+                            ],
+                        }
+                    },
+                    "Action": {
+                        "Block": {
+                            "CustomResponse": {
+                                "ResponseCode": 429,
+                                "CustomResponseBodyKey": _WAF_BODY,
+                                "ResponseHeaders": [
+                                    {"Name": "Retry-After", "Value": str(WAF_RETRY_AFTER_SECONDS)}
+                                ],
+                            }
+                        }
+                    },
+                    "VisibilityConfig": {
+                        **visibility,
+                        "MetricName": {"Fn::Sub": "${Prefix}-requests-per-api-key"},
+                    },
+                }
+            ],
+            "VisibilityConfig": {**visibility, "MetricName": {"Fn::Sub": "${Prefix}-api"}},
+        },
+    }
+
+
+def associate_web_acl(packaged: dict[str, Any]) -> None:
+    """Puts the web ACL on the API's stage, named as chalice wrote it. SAM names the stage resource
+    `RestAPI<stage>Stage` for an alphanumeric stage name; the association waits for it (else it races the
+    stage's creation)."""
+    stage = packaged["Resources"]["RestAPI"]["Properties"]["StageName"]
+    if not (isinstance(stage, str) and stage.isalnum()):
+        raise ValueError(f"api_gateway_stage {stage!r}: the web ACL needs an alphanumeric stage name")
+    packaged["Resources"][WEB_ACL_ASSOCIATION] = {
+        "Type": "AWS::WAFv2::WebACLAssociation",
+        "Condition": TENANT_RATE_CONDITION,
+        "DependsOn": f"RestAPI{stage}Stage",
+        "Properties": {
+            "ResourceArn": {
+                "Fn::Sub": f"arn:${{AWS::Partition}}:apigateway:${{AWS::Region}}::/restapis/${{RestAPI}}/stages/{stage}"
+            },
+            "WebACLArn": {"Fn::GetAtt": [WEB_ACL, "Arn"]},
+        },
+    }
+
+
 def _merge(into: dict[str, Any], fragment: dict[str, Any]) -> None:
     for key, value in fragment.items():
         if isinstance(value, dict) and isinstance(into.get(key), dict):
@@ -373,6 +480,10 @@ def merge_template(base: dict[str, Any] | None = None) -> dict[str, Any]:
     template.setdefault("Conditions", {})["ProtectTables"] = {
         "Fn::Equals": [{"Ref": "TableDeletionProtection"}, "true"]
     }
+    template["Conditions"][TENANT_RATE_CONDITION] = {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "TenantRequestsPerMinute"}, "0"]}]
+    }
+    resources[WEB_ACL] = tenant_rate_web_acl()
     for function, grants in FUNCTIONS.items():
         resources[f"{function}Role"] = function_role(function, grants)
         resources[f"{function}LogGroup"] = log_group(function)
@@ -445,6 +556,7 @@ def package(out: Path, stage: str = "dev", *, project: Path = INFRA.parent) -> d
         subprocess.run(command, cwd=project, env=env, check=True)
     packaged: dict[str, Any] = json.loads((out / "sam.json").read_text())
     bind_triggers(packaged)
+    associate_web_acl(packaged)
     (out / "sam.json").write_text(json.dumps(packaged, indent=2) + "\n")
     return packaged
 

@@ -68,13 +68,13 @@ export async function call(method, path, { body, query, operator = false, key = 
 const RATE_LIMIT_SENDS = 6;
 
 /** Milliseconds to wait before sending again a request the tenant's rate limit refused (429
- * `tenant_rate_limited`, its `Retry-After`, at most 10 s); null for any other answer. */
+ * `tenant_rate_limited`: the API's, or AWS WAF's per key; its `Retry-After`, at most 60 s); null otherwise. */
 async function rateLimitedWait(response) {
   if (response.status !== 429) return null;
   const body = await response.clone().json().catch(() => null);
   if (body?.error?.code !== "tenant_rate_limited") return null;
   const seconds = Number(response.headers.get("Retry-After") || "1");
-  return Math.min(Math.max(Number.isFinite(seconds) ? seconds : 1, 0.1), 10) * 1000;
+  return Math.min(Math.max(Number.isFinite(seconds) ? seconds : 1, 0.1), 60) * 1000;
 }
 
 /** Every item of a list answered a page at a time (`data`, with `next_cursor` beside it: GET /knowledge-bases,

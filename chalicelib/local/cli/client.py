@@ -97,7 +97,7 @@ def storage_request(method: str, url: str, timeout: float = 600, **kw: Any) -> r
 
 
 #: times a request is sent while the tenant's rate limit refuses it (each again after its Retry-After, at most
-#: 10 s; after the last refusal the error is raised at once)
+#: 60 s, WAF's; after the last refusal the error is raised at once)
 RATE_LIMIT_RETRIES = 6
 
 
@@ -110,7 +110,7 @@ def _rate_limited_wait(resp: requests.Response) -> float | None:
         wait = float(resp.headers.get("Retry-After", "1"))
     except (ValueError, AttributeError):
         return None
-    return min(max(wait, 0.1), 10.0) if refused else None
+    return min(max(wait, 0.1), 60.0) if refused else None
 
 
 class ApiClient:
