@@ -24,7 +24,7 @@ from chalicelib.ports import Dependencies
 from chalicelib.services import resources
 from chalicelib.services.derived_data import remove_derived_data
 from chalicelib.services.dispatch import enqueue_first_stage, fail_not_queued
-from chalicelib.services.stored_size import REMOVAL_REFUSED, remove_attempt_outputs
+from chalicelib.services.stored_size import remove_ended_attempt
 from chalicelib.tasks import redrive_delete
 from chalicelib.tasks.delete import delete_task_id
 
@@ -56,13 +56,7 @@ def restart(
     )
     queued = enqueue_first_stage(deps, fresh)
     if unindexed:  # last: the new attempt is queued whatever the store answers here
-        try:
-            remove_attempt_outputs(deps, fresh, knowledge.attempt, keep_plan=True)
-        except REMOVAL_REFUSED:
-            logger.warning(
-                "the ended attempt's outputs stay until a later attempt is indexed or the delete",
-                extra={"knowledge_id": fresh.id, "attempt": knowledge.attempt},
-            )
+        remove_ended_attempt(deps, fresh, knowledge.attempt)
     return queued
 
 

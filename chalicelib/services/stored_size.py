@@ -147,16 +147,22 @@ def remove_uncounted_outputs(deps: Dependencies, knowledge_id: str, attempt: int
         or row.processed_at is not None
     ):
         return
-    # the plan stays (small): a range of a fanned-out parse still running finds the row ended and keeps
-    # what it writes, which the removal after a later attempt is indexed finds by the plan
+    # the failure stands whatever the store answers (it may be this very store that failed the document)
+    remove_ended_attempt(deps, row, attempt)
+
+
+def remove_ended_attempt(deps: Dependencies, knowledge: Knowledge, attempt: int) -> None:
+    """The outputs of an attempt that ended unindexed (failed, or ended by a reparse or a restart, which call
+    this last, once the new attempt is queued) go. The plan stays (small): a range of a fanned-out parse
+    still running finds the attempt ended and keeps or undoes what it writes, and a later removal finds it by
+    the plan. A store that refuses the removal leaves the outputs for a later attempt's indexing or the
+    delete; what ended the attempt stands."""
     try:
-        remove_attempt_outputs(deps, row, attempt, keep_plan=True)
+        remove_attempt_outputs(deps, knowledge, attempt, keep_plan=True)
     except REMOVAL_REFUSED as error:
-        # the failure stands (it may be this very store that failed the document): the outputs stay, for
-        # the next indexed attempt's removal or the delete
         logger.warning(
-            "a failed attempt's outputs could not be removed",
-            extra={"knowledge_id": knowledge_id, "attempt": attempt, "error": type(error).__name__},
+            "the ended attempt's outputs stay until a later attempt is indexed or the delete",
+            extra={"knowledge_id": knowledge.id, "attempt": attempt, "error": type(error).__name__},
         )
 
 

@@ -7,7 +7,6 @@ from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.events import EventType
 from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.types import Knowledge, ParseStatus
-from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services import resources
 from chalicelib.services.derived_data import remove_derived_data
@@ -15,7 +14,7 @@ from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.offered import check_override_models
 from chalicelib.services.ownership import owned_knowledge, require_kb
-from chalicelib.services.stored_size import REMOVAL_REFUSED, recount_quietly, remove_attempt_outputs
+from chalicelib.services.stored_size import recount_quietly, remove_ended_attempt
 
 
 def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: ReparseRequest) -> Knowledge:
@@ -46,13 +45,7 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
     knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_REPARSE_STARTED)
     queued = enqueue_first_stage(deps, knowledge)
     if unindexed:  # last: the new attempt is queued whatever the store answers here
-        try:
-            remove_attempt_outputs(deps, knowledge, previous.attempt, keep_plan=True)
-        except REMOVAL_REFUSED:
-            logger.warning(
-                "the ended attempt's outputs stay until a later attempt is indexed or the delete",
-                extra={"knowledge_id": knowledge.id, "attempt": previous.attempt},
-            )
+        remove_ended_attempt(deps, knowledge, previous.attempt)
         if previous.storage_size > previous.file_size:
             # the row counted outputs (a cancelled attempt's, recounted; an earlier indexed one's, which
             # stay): what was removed is given back, what a refused removal left stays counted

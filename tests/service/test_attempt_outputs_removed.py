@@ -16,6 +16,7 @@ from chalicelib.bootstrap import Services
 from chalicelib.commands import ReparseRequest
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
 from chalicelib.domain.types import KnowledgeBase, ParseStatus, Stage, StageMessage
+from chalicelib.services import stored_size
 
 from .conftest import drain, upload
 from .test_storage_counts_derived import (  # noqa: F401  (photos: a fixture)
@@ -257,7 +258,6 @@ def test_a_reparse_whose_removal_fails_has_queued_its_new_attempt(
     from chalicelib.adapters.memory import MemoryTaskQueue
     from chalicelib.operations.knowledge_changes import cancel
     from chalicelib.ports.storage import StorageUnavailable
-    from chalicelib.tasks import reparse as reparse_task
 
     created = upload(deps, kb, "gallery.md", GALLERY)
     drain(deps, ("docreader",))
@@ -267,7 +267,7 @@ def test_a_reparse_whose_removal_fails_has_queued_its_new_attempt(
     def store_down(*args: Any, **kw: Any) -> None:
         raise StorageUnavailable(operation="delete_object", http_status=503)
 
-    monkeypatch.setattr(reparse_task, "remove_attempt_outputs", store_down)
+    monkeypatch.setattr(stored_size, "remove_attempt_outputs", store_down)
     reparse(deps, kb, created.id)  # answered: the reparse happened, its outputs stay for a later removal
     queue = deps.queue
     assert isinstance(queue, MemoryTaskQueue)
@@ -369,7 +369,6 @@ def test_a_reparse_whose_store_refuses_the_removal_answers_and_starts_one_attemp
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from chalicelib.ports.storage import StorageRefused
-    from chalicelib.tasks import reparse as reparse_task
 
     created = upload(deps, kb, "gallery.md", GALLERY)
     drain(deps, ("docreader",))
@@ -377,6 +376,6 @@ def test_a_reparse_whose_store_refuses_the_removal_answers_and_starts_one_attemp
     def refused(*args: Any, **kw: Any) -> None:
         raise StorageRefused(StorageRefused.ACCESS_DENIED, operation="delete_object", http_status=403)
 
-    monkeypatch.setattr(reparse_task, "remove_attempt_outputs", refused)
+    monkeypatch.setattr(stored_size, "remove_attempt_outputs", refused)
     reparse(deps, kb, created.id)
     assert row_of(deps, created.id).attempt == 2

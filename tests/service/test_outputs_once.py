@@ -22,8 +22,8 @@ from chalicelib.adapters.memory import MemoryFileStore, MemoryTaskQueue
 from chalicelib.bootstrap import Services
 from chalicelib.domain.storage_keys import images_manifest_key, parsed_markdown_key
 from chalicelib.domain.types import IN_FLIGHT_STATUSES, KnowledgeBase, ParseStatus, StageMessage
-from chalicelib.operations import recovery
 from chalicelib.operations.recovery import recover_after_restart, restart
+from chalicelib.services import stored_size
 
 from .conftest import deliver, drain, upload
 from .test_attempt_outputs_removed import attempts_stored
@@ -243,7 +243,7 @@ def test_a_restart_whose_store_refuses_the_removal_has_queued_its_new_attempt(
     def store_down(*args: Any, **kw: Any) -> None:
         raise StorageUnavailable(operation="delete_object", http_status=503)
 
-    monkeypatch.setattr(recovery, "remove_attempt_outputs", store_down)
+    monkeypatch.setattr(stored_size, "remove_attempt_outputs", store_down)
     assert recover_after_restart(deps).restarted == [created.id]
     assert row_of(deps, created.id).attempt == 2 and queue.waiting("docreader")
     assert attempts_stored(files, created.id) == {1}  # for a later removal or the delete
