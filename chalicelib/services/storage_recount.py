@@ -8,12 +8,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.kb_rows import position
-from chalicelib.services.stored_size import RECOUNT_DEFERRED, recount_document
+from chalicelib.services.stored_size import RECOUNT_DEFERRED, awaits_its_indexing, recount_document
 
 #: knowledge bases one page may look at (each one read), whether or not they hold documents
 KBS_PER_PAGE = 100
@@ -88,7 +87,7 @@ def _recount(deps: Dependencies, row: Knowledge, page: TenantRecount) -> None:
     recount = None
     # a document on its way, never indexed at its attempt, is counted by its indexing (and a reparse may
     # be removing its ended attempt's outputs right now, which that reparse's own recount gives back)
-    if not (is_in_flight(row.parse_status) and row.processed_at is None):
+    if not awaits_its_indexing(row):
         try:
             recount = recount_document(deps, row.id)
         except RECOUNT_DEFERRED as error:  # the next recount of the tenant tries it again

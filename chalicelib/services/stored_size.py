@@ -195,6 +195,12 @@ RECOUNT_TRIES = 4
 _PARSED_MARKDOWN = re.compile(r"/parsed/attempt-(\d+)(?:\.ranges/pages-\d+)?\.md$")
 
 
+def awaits_its_indexing(row: Knowledge) -> bool:
+    """The document is on its way and was never indexed at its attempt: that attempt's outputs are counted
+    by its indexing, within the quota, not by a recount."""
+    return is_in_flight(row.parse_status) and row.processed_at is None
+
+
 def stored_bytes(deps: Dependencies, row: Knowledge) -> int:
     """What the document stores now: its file and, for each attempt whose Markdown is still stored (its
     own, or a page range's), each such Markdown and the images its manifest lists (`derived_size`'s rule),
@@ -221,7 +227,7 @@ def stored_bytes(deps: Dependencies, row: Knowledge) -> int:
     for resource in catalogued_images(row, catalog):
         if not resource.deleted:
             parts.setdefault(resource.attempt, [])
-    if is_in_flight(row.parse_status) and row.processed_at is None:
+    if awaits_its_indexing(row):
         parts.pop(row.attempt, None)
     if row.processed_at is not None:
         parts = {attempt: found for attempt, found in parts.items() if attempt >= row.attempt}
