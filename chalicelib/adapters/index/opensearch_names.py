@@ -12,6 +12,7 @@ one tenant, so within one index. `kb_filters`: the filters that pick a knowledge
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,6 +21,9 @@ from chalicelib.ports import IndexSpace
 
 #: between the space's name and the tenant's hash
 TENANT_MARK = "-t-"
+#: hex digits of the tenant id's sha256 in its index's name
+TENANT_HASH_DIGITS = 16
+_TENANT_INDEX = re.compile(rf".+{re.escape(TENANT_MARK)}[0-9a-f]{{{TENANT_HASH_DIGITS}}}")
 #: knowledge bases whose tenant is remembered (a few bytes each); past it, the memory starts again
 TENANTS_KEPT = 50_000
 
@@ -30,7 +34,12 @@ def index_name(space: IndexSpace, tenant_id: str | None) -> str:
     bounded whatever the tenant id."""
     if tenant_id is None:
         return space.name
-    return f"{space.name}{TENANT_MARK}{hashlib.sha256(tenant_id.encode()).hexdigest()[:16]}"
+    return f"{space.name}{TENANT_MARK}{hashlib.sha256(tenant_id.encode()).hexdigest()[:TENANT_HASH_DIGITS]}"
+
+
+def is_tenant_index(name: str) -> bool:
+    """`name` is one `index_name` gives a tenant (not a space's own)."""
+    return _TENANT_INDEX.fullmatch(name) is not None
 
 
 def tenant_indexes(space: IndexSpace) -> str:

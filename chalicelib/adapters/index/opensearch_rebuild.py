@@ -39,7 +39,7 @@ import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +64,10 @@ POLL_SECONDS = 5.0
 
 class RebuildRefused(RuntimeError):
     """The index was left as it was (serving): the message says why."""
+
+
+class ReindexStillRunning(RuntimeError):
+    """A `_reindex` task outlived the caller's wait: it still writes into its target."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,7 @@ def plan_rebuild(client: OpenSearch, name: str) -> RebuildPlan:
     return dataclasses.replace(plan, leftover=True)
 
 
-def _target_body(client: OpenSearch, plan: RebuildPlan) -> dict[str, Any]:
+def target_body(client: OpenSearch, plan: RebuildPlan) -> dict[str, Any]:
     """`index_body` with what the serving index was created with: dimension, kNN engine and HNSW parameters,
     shards and replicas."""
     params = plan.method.get("parameters", {})
@@ -166,7 +170,7 @@ def _count(client: OpenSearch, index: str) -> int:
     return int(client.count(index=index)["count"])
 
 
-def _no_task_api(error: TransportError) -> bool:
+def no_task_api(error: TransportError) -> bool:
     """The answer of a server without `_tasks` (osmem: 400 "no handler found for uri ..."), not a task's 404
     (`resource_not_found_exception`) nor any other refusal."""
     return (
@@ -181,7 +185,7 @@ def running_copies(client: OpenSearch, target: str) -> list[str]:
     try:
         found = client.tasks.list(actions="*reindex", detailed=True)
     except TransportError as error:
-        if _no_task_api(error):  # a server that copies before it answers: nothing runs
+        if no_task_api(error):  # a server that copies before it answers: nothing runs
             return []
         raise
     into = re.compile(rf"\bto \[{re.escape(target)}\]")
@@ -194,7 +198,7 @@ def running_copies(client: OpenSearch, target: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def _sent_once(client: OpenSearch) -> Iterator[None]:
+def sent_once(client: OpenSearch) -> Iterator[None]:
     """The client's requests are not resent meanwhile: a `_reindex` POST answered 502/503/504 or timed out may
     have started its task all the same, and a resent one starts another copy into the same index.
     opensearch-py (3.x) has no per-call retry option: its transport reads `max_retries` on each request."""
@@ -207,16 +211,23 @@ def _sent_once(client: OpenSearch) -> Iterator[None]:
         transport.max_retries = retries
 
 
-def _set_write_block(client: OpenSearch, index: str, blocked: bool) -> None:
+def set_write_block(client: OpenSearch, index: str, blocked: bool) -> None:
     # null removes the setting (the index's default: writable)
     client.indices.put_settings(index=index, body={"index": {"blocks": {"write": True if blocked else None}}})
 
 
-def _copy(client: OpenSearch, plan: RebuildPlan, *, timeout: float, poll: float) -> Mapping[str, Any]:
-    """Copies the serving index into the target; returns the finished copy's `_reindex` result. After
-    `timeout` seconds, refuses with the task left running and the target kept."""
-    body = {"source": {"index": plan.serving}, "dest": {"index": plan.target}}
-    with _sent_once(client):
+def run_reindex(
+    client: OpenSearch,
+    body: Mapping[str, Any],
+    *,
+    timeout: float,
+    poll: float,
+    still_running: Callable[[str], str],
+) -> Mapping[str, Any]:
+    """Runs one `_reindex` (sent once) as a task polled to its end; returns its result (`failures` set when the
+    task failed). After `timeout` seconds raises ReindexStillRunning with `still_running(task id)`: the task
+    goes on writing into its target, which the caller keeps."""
+    with sent_once(client):
         started: Mapping[str, Any] = client.reindex(body=body, refresh=True, wait_for_completion=False)
     task = started.get("task")
     if task is None:  # a server that copied before it answered: this is the result
@@ -226,18 +237,38 @@ def _copy(client: OpenSearch, plan: RebuildPlan, *, timeout: float, poll: float)
         try:
             status: Mapping[str, Any] = client.tasks.get(task_id=task)
         except TransportError as error:
-            if _no_task_api(error):  # osmem: its task ran before it answered
+            if no_task_api(error):  # osmem: its task ran before it answered
                 return {}
             raise
         if status.get("completed"):
             return {"failures": ["the task failed"]} if status.get("error") else status.get("response", {})
         if time.monotonic() >= deadline:
-            raise RebuildRefused(
+            raise ReindexStillRunning(still_running(task))
+        time.sleep(poll)
+
+
+def reindex_failed(result: Mapping[str, Any]) -> bool:
+    return bool(result.get("failures") or result.get("timed_out"))
+
+
+def _copy(client: OpenSearch, plan: RebuildPlan, *, timeout: float, poll: float) -> Mapping[str, Any]:
+    """Copies the serving index into the target; returns the finished copy's `_reindex` result. After
+    `timeout` seconds, refuses with the task left running and the target kept."""
+    body = {"source": {"index": plan.serving}, "dest": {"index": plan.target}}
+    try:
+        return run_reindex(
+            client,
+            body,
+            timeout=timeout,
+            poll=poll,
+            still_running=lambda task: (
                 f"{plan.name}: the copy into {plan.target} still runs as task {task} after {timeout:g}s; "
                 f"the old index serves on, {plan.target} is kept while the task writes into it: re-run once "
                 f"it is done (GET _tasks/{task}), or cancel it (POST _tasks/{task}/_cancel)"
-            )
-        time.sleep(poll)
+            ),
+        )
+    except ReindexStillRunning as running:
+        raise RebuildRefused(str(running)) from None
 
 
 def rebuild_index(
@@ -261,16 +292,16 @@ def rebuild_index(
                 "re-run once it is done"
             )
         client.indices.delete(index=plan.target)
-    client.indices.create(index=plan.target, body=_target_body(client, plan))
+    client.indices.create(index=plan.target, body=target_body(client, plan))
     swapped = False
     try:
         # inside: a block applied whose answer was lost (a timeout, a gateway's 504) is lifted too
-        _set_write_block(client, plan.serving, True)
+        set_write_block(client, plan.serving, True)
         client.indices.refresh(index=plan.serving)  # the copy reads what was written before the block
         copied = _copy(client, plan, timeout=timeout, poll=poll)
         client.indices.refresh(index=plan.target)
         before, after = _count(client, plan.serving), _count(client, plan.target)
-        failed = bool(copied.get("failures") or copied.get("timed_out"))
+        failed = reindex_failed(copied)
         if failed or before != after:
             client.indices.delete(index=plan.target)
             raise RebuildRefused(
@@ -289,7 +320,7 @@ def rebuild_index(
     finally:
         if not swapped:
             with contextlib.suppress(NotFoundError):  # the swap went through after all: the index is gone
-                _set_write_block(client, plan.serving, False)
+                set_write_block(client, plan.serving, False)
     return RebuildResult(plan, rebuilt=True, documents=after)
 
 
