@@ -21,12 +21,11 @@ from chalicelib.domain.clock import to_iso
 from chalicelib.domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus, TaskStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
-from chalicelib.services import resources
-from chalicelib.services.derived_data import remove_derived_data
-from chalicelib.services.dispatch import enqueue_first_stage, fail_not_queued
+from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.stored_size import remove_ended_attempt
 from chalicelib.tasks import redrive_delete
 from chalicelib.tasks.delete import delete_task_id
+from chalicelib.tasks.reparse import clear_earlier_attempts
 
 
 def restart(
@@ -41,15 +40,9 @@ def restart(
     fresh = deps.knowledge.restart_attempt(knowledge.id, knowledge.attempt, from_statuses, unindexed)
     if fresh is None:
         return None
-    try:
-        remove_derived_data(deps, fresh)  # what the dead attempt left (chunks, index entries)
-        resources.release_owner(deps, fresh.id, role="parsed")  # its Markdown's links stop, as a reparse's
-    except Exception as error:
-        # Nothing is queued for the new attempt: it fails as a restart that could not be queued, so the
-        # letter that asked for it (kept: the caller sees the error) still restarts it, as a reparse does.
-        why = f"could not clear the earlier attempt's data ({type(error).__name__})"
-        fail_not_queued(deps, fresh, f"{why}; redrive or reparse to retry")
-        raise
+    # what the dead attempt left; a failure fails the new attempt as not queued and is raised, so the letter
+    # that asked for it (kept) still restarts it
+    clear_earlier_attempts(deps, fresh, "redrive or reparse to retry")
     logger.info(
         "restarted a knowledge at a new attempt",
         extra={"knowledge_id": fresh.id, "from_attempt": knowledge.attempt, "attempt": fresh.attempt},

@@ -448,8 +448,9 @@ class TagRepo(Protocol):
 
 
 class ChunkRepo(ChunkRepoint, Protocol):
-    def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk]) -> None:
-        """Deletes every chunk of the knowledge, then writes these (idempotent re-runs)."""
+    def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk], *, prefix: str = "") -> None:
+        """Deletes the knowledge's chunks whose id starts with `prefix` (every one by default) but these,
+        and writes these (idempotent re-runs); an attempt's own prefix leaves other attempts' chunks be."""
         ...
 
     def put_many(self, chunks: Sequence[Chunk]) -> None: ...

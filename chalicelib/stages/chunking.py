@@ -1,7 +1,8 @@
 """chunking queue: the attempt's parsed Markdown → chunks with offsets and breadcrumbs (DynamoDB).
 
-Chunk ids are deterministic per (knowledge, attempt, sequence) and the write replaces the knowledge's
-chunks, so a redelivered message or a crash mid-stage never duplicates chunks.
+Chunk ids are deterministic per (knowledge, attempt, sequence) and the write replaces the attempt's
+chunks, so a redelivered message or a crash mid-stage never duplicates chunks, and a superseded attempt's
+late write never touches a newer attempt's chunks (and is taken back).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from chalicelib.domain.chunk_limits import MAX_CHUNKS_PER_DOCUMENT as MAX_CHUNKS_PER_DOCUMENT
 from chalicelib.domain.chunk_limits import TooManyChunks, chunk_limit, chunker_cap, too_many_chunks_message
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
-from chalicelib.domain.ids import chunk_id, content_hash
+from chalicelib.domain.ids import attempt_chunk_prefix, chunk_id, content_hash
 from chalicelib.domain.image_info import ShownImages
 from chalicelib.domain.process_config import resolve
 from chalicelib.domain.storage_keys import parsed_markdown_key
@@ -22,6 +23,7 @@ from chalicelib.domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge,
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.fairness import give_back_if_left, keep_place
+from chalicelib.services.indexing import take_back_chunks
 from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of, image_manifest
@@ -74,8 +76,17 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     show_images(chunks, images)
     if not chunks:
         raise PermanentStageError("the document produced no chunks", code=SpanErrorCode.CHUNKING_FAILED)
-    deps.chunks.replace_all(knowledge.id, chunks)
-    if not kept_after_write(deps, knowledge, lambda: deps.chunks.delete_all(knowledge.id)):
+    # this attempt's chunks only: a reparse may have chunked a newer attempt since the live read
+    deps.chunks.replace_all(
+        knowledge.id, chunks, prefix=attempt_chunk_prefix(knowledge.id, knowledge.attempt)
+    )
+    if not kept_after_write(
+        deps,
+        knowledge,
+        lambda: deps.chunks.delete_all(knowledge.id),
+        # the reparse may have cleaned up before this write landed: nothing else would remove these
+        undo_superseded=lambda: take_back_chunks(deps, knowledge, [c.id for c in chunks], None),
+    ):
         # deleted or cancelled meanwhile: the place the document kept goes back with it
         give_back_if_left(deps, knowledge.tenant_id, knowledge.id)
         return

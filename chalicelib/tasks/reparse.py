@@ -10,7 +10,7 @@ from chalicelib.domain.types import Knowledge, ParseStatus
 from chalicelib.ports import Dependencies
 from chalicelib.services import resources
 from chalicelib.services.derived_data import remove_derived_data
-from chalicelib.services.dispatch import enqueue_first_stage
+from chalicelib.services.dispatch import enqueue_first_stage, fail_not_queued
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.offered import check_override_models
 from chalicelib.services.ownership import owned_knowledge, require_kb
@@ -28,8 +28,6 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
         check_override_models(deps.settings, overrides)
         kb = require_kb(deps, tenant_id, knowledge.kb_id)
         check_document_settings(deps, kb, overrides, knowledge.file_type)
-    remove_derived_data(deps, knowledge)
-    resources.release_owner(deps, knowledge.id, role="parsed")  # the old Markdown's links stop working
     previous = knowledge
     # an attempt never indexed is reset only while it still is not (its outputs then count for no one,
     # and no later write can count them: indexing needs the attempt), so they go; an indexed one's stay,
@@ -43,6 +41,9 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
         raise BadRequest("the knowledge changed state; try again", code="invalid_state") from error
     # the document left search (pending, a new attempt): announced once, by the write that decided it
     knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_REPARSE_STARTED)
+    # only now, as a restart does: a refused reset must leave the document whole, and an earlier attempt's
+    # write landing after this finds itself superseded and takes itself back
+    clear_earlier_attempts(deps, knowledge, "reparse to retry")
     queued = enqueue_first_stage(deps, knowledge)
     if unindexed:  # last: the new attempt is queued whatever the store answers here
         remove_ended_attempt(deps, knowledge, previous.attempt)
@@ -51,3 +52,18 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
             # stay): what was removed is given back, what a refused removal left stays counted
             recount_quietly(deps, knowledge.id, attempt=knowledge.attempt)
     return queued
+
+
+def clear_earlier_attempts(deps: Dependencies, fresh: Knowledge, retry_hint: str) -> None:
+    """What earlier attempts derived (chunks, index entries, graph facts, wiki pages) goes, and their
+    Markdown's links stop working: run after the reset to `fresh` and before its first stage is queued, so
+    nothing of `fresh`'s own exists yet. A failure fails `fresh` as an attempt not queued (`retry_hint`
+    says how to start it again; the removal is idempotent) and is raised to the caller."""
+    try:
+        remove_derived_data(deps, fresh)
+        resources.release_owner(deps, fresh.id, role="parsed")
+    except Exception as error:  # raised again: the caller sees it, the row says how to retry
+        fail_not_queued(
+            deps, fresh, f"could not clear the earlier attempt's data ({type(error).__name__}); {retry_hint}"
+        )
+        raise

@@ -110,8 +110,9 @@ class DynamoChunkRepo:
             futures = [pool.submit(metering.thread_work(work), job) for job in jobs]
             return [future.result() for future in futures]
 
-    def _items(self, knowledge_id: str) -> list[Any]:
-        return list(self.model.query(knowledge_id, consistent_read=True))
+    def _items(self, knowledge_id: str, prefix: str = "") -> list[Any]:
+        condition = self.model.chunk_id.startswith(prefix) if prefix else None
+        return list(self.model.query(knowledge_id, range_key_condition=condition, consistent_read=True))
 
     def list(self, knowledge_id: str) -> list[Chunk]:
         chunks = [chunk_from_body(item.body) for item in self._items(knowledge_id)]
@@ -159,9 +160,9 @@ class DynamoChunkRepo:
     def delete_many(self, knowledge_id: str, chunk_ids: Sequence[str]) -> None:
         self._write((), [self.model(knowledge_id, chunk_id) for chunk_id in dict.fromkeys(chunk_ids)])
 
-    def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk]) -> None:
+    def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk], *, prefix: str = "") -> None:
         keep = {c.id for c in chunks}
-        stale = [item for item in self._items(knowledge_id) if item.chunk_id not in keep]
+        stale = [item for item in self._items(knowledge_id, prefix) if item.chunk_id not in keep]
         self._write(chunks, stale)
 
     def repoint(self, knowledge_id: str, kb_id: str) -> int:

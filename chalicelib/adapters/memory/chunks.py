@@ -77,10 +77,12 @@ class MemoryChunkRepo:
             for chunk_id in chunk_ids:
                 rows.pop(chunk_id, None)
 
-    def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk]) -> None:
+    def replace_all(self, knowledge_id: str, chunks: Sequence[Chunk], *, prefix: str = "") -> None:
         stored = {c.id: self._stored(c) for c in chunks}
         with self._lock:
-            self._rows[knowledge_id] = stored
+            rows = self._rows.get(knowledge_id, {})
+            kept = {chunk_id: chunk for chunk_id, chunk in rows.items() if not chunk_id.startswith(prefix)}
+            self._rows[knowledge_id] = {**kept, **stored}
 
     def repoint(self, knowledge_id: str, kb_id: str) -> int:
         with self._lock:  # each row as stored now: only its kb_id changes
