@@ -13,6 +13,9 @@ One dead letter, by what its row says:
 - still in flight at that attempt     -> kept (`in_flight`): housekeeping fails it if it is stuck, and a
                                          later redrive restarts it;
 - not a message of ours (unreadable)  -> kept (`unreadable`) for a person to look at.
+Enrichment work outside the subtask count (no task token: an edit's graph refresh, a summary refresh, the
+auto-tag) never restarts its row: sent back unchanged while its attempt stands (in flight or completed,
+`resent`), else dropped as above (`superseded`, `nothing_to_do`).
 Upload notifications, lifecycle tasks, wiki batches and FAQ import tasks carry no attempt: they are sent
 back to their queue unchanged (`resent`), as an SQS redrive would, since their handlers are idempotent. So are webhook deliveries (parked
 after their tries: each redrive gives one more try, under a fresh claim), events' parked fan-outs and the
@@ -30,7 +33,7 @@ from pydantic import ValidationError
 
 from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, AnswerBudget
 from chalicelib.domain.errors import SpanErrorCode
-from chalicelib.domain.types import Knowledge, ParseStatus
+from chalicelib.domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus
 from chalicelib.observability import logger
 from chalicelib.operations.recovery import restart
 from chalicelib.ports import DeadLetter, Dependencies
@@ -40,6 +43,10 @@ from chalicelib.settings import QUEUES
 
 #: queues whose messages are re-sent unchanged (they carry no knowledge attempt)
 RESEND_AS_IS = frozenset({"uploads", "lifecycle", "wiki", "faq-import"})
+#: the queue of the work outside the subtask count (a message without a task token)
+ENRICHMENT_QUEUE = "enrichment"
+#: the states in which an attempt's work outside the count is still wanted
+STANDING = IN_FLIGHT_STATUSES | {ParseStatus.COMPLETED}
 #: how long a redrive keeps the letters it is working on out of other readers' sight
 HOLD_SECONDS = 120
 #: a listing hides each letter only for the moment it takes to read the queue
@@ -162,6 +169,9 @@ def _redrive_one(deps: Dependencies, letter: DeadLetter, report: RedriveReport) 
     if row is None or row.parse_status == ParseStatus.DELETING:
         report.add(letter, "dropped_deleted", knowledge_id=knowledge_id)
         return True
+    body = _json_object(letter.body)
+    if letter.queue == ENRICHMENT_QUEUE and body is not None and not body.get("task_token"):
+        return _resend_outside_the_count(deps, letter, body, row, attempt, report)
     if row.attempt != attempt and not _redrive_that_could_not_queue(row, attempt):
         report.add(letter, "superseded", knowledge_id=knowledge_id, attempt=row.attempt)
         return True
@@ -179,6 +189,25 @@ def _redrive_one(deps: Dependencies, letter: DeadLetter, report: RedriveReport) 
         report.add(letter, "enqueue_failed", knowledge_id=knowledge_id, attempt=fresh.attempt)
         return False
     report.add(letter, "redriven", knowledge_id=knowledge_id, attempt=fresh.attempt)
+    return True
+
+
+def _resend_outside_the_count(
+    deps: Dependencies,
+    letter: DeadLetter,
+    body: dict[str, Any],
+    row: Knowledge,
+    attempt: int,
+    report: RedriveReport,
+) -> bool:
+    """Work outside the count whose tries ran out (stages/runner.py): done again while its attempt stands."""
+    if row.attempt != attempt:
+        report.add(letter, "superseded", knowledge_id=row.id, attempt=row.attempt)
+    elif row.parse_status in STANDING:
+        deps.queue.send_raw(letter.queue, body)
+        report.add(letter, "resent", knowledge_id=row.id)
+    else:
+        report.add(letter, "nothing_to_do", knowledge_id=row.id, parse_status=row.parse_status.value)
     return True
 
 

@@ -27,6 +27,7 @@ from chalicelib.domain.types import Knowledge, ParseStatus, Task, TaskKind, Task
 from chalicelib.ports import Dependencies
 from chalicelib.services.events import task_finished
 from chalicelib.services.kb_rows import kb_rows, position
+from chalicelib.services.stage_spans import ROOT
 from chalicelib.services.usage import carry_usage, metered_shares
 from chalicelib.stages.runner import come_back_soon, parse_body, process_batch
 from chalicelib.tasks.delete import delete_one
@@ -38,6 +39,8 @@ SAVE_EVERY = 10
 MAX_ERRORS_KEPT = 200
 #: a tag's relations read at a time by its delete
 PAGE = 50
+#: a batch reparse's param: each item's attempt when its first delivery began (`_record_attempts`)
+ATTEMPTS = "attempts"
 
 
 class TaskMessage(BaseModel):
@@ -75,6 +78,8 @@ def run(deps: Dependencies, task_id: str) -> None:
         return  # unknown, or finished by an earlier delivery
     task.status = TaskStatus.RUNNING
     metering.attribute(task.kb_id, task.tenant_id)
+    if task.kind == TaskKind.REPARSE and ATTEMPTS not in task.params and not _record_attempts(deps, task):
+        return  # another delivery of this task is further along: it carries on
     deadline = time.monotonic() + SLICE_SECONDS
     try:
         for count, (item, work) in enumerate(_work(deps, task), start=1):
@@ -134,6 +139,15 @@ def _save(deps: Dependencies, task: Task) -> bool:
     return deps.tasks.save_progress(task)
 
 
+def _record_attempts(deps: Dependencies, task: Task) -> bool:
+    """A batch reparse's items' attempts, saved before its first reparse: progress is saved every SAVE_EVERY
+    items, so a redelivery repeats the items after the last save, and an item past its attempt was
+    reparsed by then (a second reparse would throw the running attempt away and pay for it again)."""
+    rows = deps.knowledge.get_many(task.items)
+    task.params[ATTEMPTS] = {row.id: row.attempt for row in rows.values()}
+    return _save(deps, task)
+
+
 def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
     """(item, its work) in order, from where the task's progress says."""
     if task.kind == TaskKind.DELETE_KNOWLEDGE:
@@ -145,7 +159,7 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
             process_config=validate(ProcessConfigModel, config) if config is not None else None
         )
         for item in task.items[task.done :]:
-            yield item, lambda item=item: _reparse(deps, task.tenant_id, item, request)
+            yield item, lambda item=item: _reparse_once(deps, task, item, request)
     elif task.kind == TaskKind.DELETE_KB:
         tried: set[str] = set()  # a row whose delete failed is not tried again in this delivery
         for row in _kb_sweep(deps, task, lambda row: row.id not in tried, resume=False):
@@ -169,7 +183,7 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         ):
             seen.add(row.id)
             task.items.append(row.id)
-            yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, ReparseRequest())
+            yield row.id, lambda row=row: _reparse_unless_begun(deps, task, row, ReparseRequest())
     elif task.kind == TaskKind.MOVE:
         from chalicelib.tasks.move_clone import move_work
 
@@ -186,8 +200,7 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
             process_config=validate(ProcessConfigModel, config) if config is not None else None
         )
         seen_ids: set[str] = set(task.items)
-        # rows keep their times to the millisecond: the change's own millisecond counts as after it
-        started = math.floor(task.created_at.timestamp() * 1000) / 1000
+        started = _created_ms(task)
         for row in _kb_sweep(
             deps,
             task,
@@ -202,7 +215,7 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         ):
             seen_ids.add(row.id)
             task.items.append(row.id)
-            yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, whole)
+            yield row.id, lambda row=row: _reparse_unless_begun(deps, task, row, whole)
 
 
 def _untag_all(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
@@ -251,3 +264,36 @@ def _reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Rep
     from chalicelib.tasks.reparse import reparse
 
     reparse(deps, tenant_id, knowledge_id, request)
+
+
+def _reparse_once(deps: Dependencies, task: Task, knowledge_id: str, request: ReparseRequest) -> None:
+    """A batch reparse's item, unless it is past the attempt it had when the task began (`_record_attempts`)."""
+    attempt = task.params.get(ATTEMPTS, {}).get(knowledge_id)
+    if attempt is not None:
+        row = deps.knowledge.get(knowledge_id)
+        if row is not None and row.attempt > attempt:  # reparsed by a delivery whose progress was not saved
+            return
+    _reparse(deps, task.tenant_id, knowledge_id, request)
+
+
+def _reparse_unless_begun(deps: Dependencies, task: Task, row: Knowledge, request: ReparseRequest) -> None:
+    """A swept row, unless its attempt began since the task was made: a delivery of this task whose progress
+    was not saved reparsed it already (the sweep finds it again), or its parse reads the settings of now."""
+    if not _begun_since(deps, row, _created_ms(task)):
+        _reparse(deps, task.tenant_id, row.id, request)
+
+
+def _created_ms(task: Task) -> float:
+    """When the task was made; rows keep their times to the millisecond: its own millisecond counts as after."""
+    return math.floor(task.created_at.timestamp() * 1000) / 1000
+
+
+def _begun_since(deps: Dependencies, row: Knowledge, since: float) -> bool:
+    """Whether the row's attempt began at or after `since`: a row not written since did not; a pending one
+    written since has not begun a stage (a reparse's reset); else its first stage's span says when."""
+    if row.updated_at.timestamp() < since:
+        return False
+    if row.parse_status == ParseStatus.PENDING:
+        return True
+    root = deps.spans.get(row.id, row.attempt, ROOT)
+    return root is not None and root.started_at is not None and root.started_at.timestamp() >= since

@@ -368,7 +368,8 @@ def run_task(
     before a success answer, skipped or not (an enrichment subtask releases its slot there); a failure
     answer leaves the settling to the state machine's Catch. When the last try fails, the subtask's or
     image's span is written failed and `given_up` runs (the summary's failure rule), both before the
-    failure answer, so the Catch that releases the slot sees them.
+    failure answer, so the Catch that releases the slot sees them. Work outside the count (no token) has no
+    Catch: its last failed try leaves the message to the queue's DLQ, for a redrive.
 
     The work may raise ContinueLater when the invocation nears its deadline with its progress durable: the
     same message goes back on the queue at once (its token heartbeaten, not answered), and the next
@@ -445,7 +446,10 @@ def run_task(
                 finally:  # the machine's Catch still hears of it, whatever the bookkeeping met
                     if token:
                         deps.workflow.task_failure(token, f"{task}.failed", type(error).__name__)
-                return
+                if token:
+                    return
+                # work outside the count has no Catch to hear of it (an edit's graph refresh): it fails into
+                # the DLQ, whose redrive sends it again while its attempt stands (operations/dlq.py)
             come_back_soon(deps, task, record)
             raise
         if token and output is not None:  # None: the work answers the token itself, later (the wiki)
