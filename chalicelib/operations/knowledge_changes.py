@@ -35,13 +35,21 @@ from chalicelib.domain.types import (
     Task,
     TaskKind,
 )
+from chalicelib.observability import logger
 from chalicelib.operations.create import sanitize_manual
-from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError, StorageQuotaExceeded
+from chalicelib.ports import (
+    Dependencies,
+    IndexSpace,
+    IndexWriteError,
+    ServiceUnreachable,
+    StorageQuotaExceeded,
+)
 from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.quotas import storage_left, storage_refusal
+from chalicelib.services.stage_spans import ROOT
 from chalicelib.services.storage import files_of
 from chalicelib.services.stored_size import recount_quietly
 from chalicelib.services.usable import require_usable_for_api
@@ -102,8 +110,11 @@ def cancel(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
     """pending|processing|finalizing → cancelled: the execution stops, queued work drops itself when it
     arrives, open spans close as cancelled, and what was written stays (spec §1.23)."""
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
-    if knowledge.parse_status == ParseStatus.CANCELLED:
-        return knowledge  # idempotent
+    if knowledge.parse_status == ParseStatus.CANCELLED:  # idempotent
+        # a cancel interrupted after its write (its root span, closed last, still open) is finished
+        root = deps.spans.get(knowledge.id, knowledge.attempt, ROOT)
+        done = root is not None and root.status == SpanStatus.CANCELLED
+        return knowledge if done else _after_cancel(deps, knowledge)
     if knowledge.parse_status not in CANCEL_FROM:
         raise BadRequest(
             f"a knowledge that is {knowledge.parse_status.value} cannot be cancelled", code="invalid_state"
@@ -116,14 +127,25 @@ def cancel(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
         raise BadRequest(
             f"a knowledge that is {current.parse_status.value} cannot be cancelled", code="invalid_state"
         )
-    deps.workflow.stop(execution_name(cancelled.id, cancelled.attempt), CANCEL_MESSAGE)
+    return _after_cancel(deps, cancelled)
+
+
+def _after_cancel(deps: Dependencies, cancelled: Knowledge) -> Knowledge:
+    """What follows the row's write, each step safe to repeat (the event under the same id): a cancel
+    repeated before the last step, the root span's close, comes here again."""
+    try:
+        deps.workflow.stop(execution_name(cancelled.id, cancelled.attempt), CANCEL_MESSAGE)
+    except ServiceUnreachable:  # its tasks drop themselves on a cancelled row; a retry stops it again
+        logger.warning(
+            "the cancelled knowledge's execution was not stopped", extra={"knowledge_id": cancelled.id}
+        )
     leave_pipeline(deps, cancelled.tenant_id, cancelled.id)
-    deps.tracker.close_root(
-        cancelled.id, cancelled.attempt, SpanStatus.CANCELLED, "CANCELLED", CANCEL_MESSAGE
-    )
     knowledge_changed(deps, cancelled, EventType.KNOWLEDGE_CANCELLED, status=ParseStatus.CANCELLED.value)
     # what the cancelled attempt stored stays (above) and, never to be indexed, counts from now on
     recount = recount_quietly(deps, cancelled.id, attempt=cancelled.attempt, status=ParseStatus.CANCELLED)
+    deps.tracker.close_root(
+        cancelled.id, cancelled.attempt, SpanStatus.CANCELLED, "CANCELLED", CANCEL_MESSAGE
+    )
     return cancelled if recount is None else replace(cancelled, storage_size=recount.after)
 
 
