@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 from index_contract import DIM, entry, ids, vec
 
+from chalicelib.adapters.index import opensearch_scope_move as sm
 from chalicelib.adapters.index.opensearch import OpenSearchEngine, build_opensearch_client, versioned_name
 from chalicelib.adapters.index.opensearch_names import index_name
+from chalicelib.adapters.index.opensearch_rebuild import RebuildRefused, rebuild_index, set_write_block
 from chalicelib.adapters.index.opensearch_scope_move import (
     COPY_META_KEY,
     MOVED_META_KEY,
@@ -101,7 +103,7 @@ def test_each_tenants_entries_move_into_its_index_and_are_found_there_alone(
     before = _stored(spaced, space.name)
     assert tenanted.hybrid_search(space, "kb-a", "zorblax", None, 5, vector=False) == []  # not moved yet
 
-    result = move_to_tenant_scope(spaced.client, space.name, owners)
+    result = move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
 
     assert result.moved and not result.dropped
     assert [(t.tenant_id, t.kb_ids, t.documents) for t in result.plan.tenants] == [
@@ -159,7 +161,7 @@ def test_writes_during_the_move_and_until_the_switch_are_refused_as_busy(
         return answer
 
     monkeypatch.setattr(spaced.client, "reindex", copy_with_writes_meanwhile)
-    move_to_tenant_scope(spaced.client, space.name, owners)
+    move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
     monkeypatch.undo()
 
     assert refused == ["upsert", "switch", "move"] * 2  # one copy per tenant
@@ -192,7 +194,7 @@ def test_a_rerun_after_a_crash_mid_move_converges_without_duplicates(
     (here a delete of an entry already copied, and a new entry), and the re-run makes every copy again, fresh:
     nothing doubled, nothing deleted meanwhile comes back."""
     spaced.batch_index(space, DOCS)
-    reindex = spaced.client.reindex
+    reindex, put_mapping = spaced.client.reindex, spaced.client.indices.put_mapping
     calls: list[int] = []
 
     def crash_on_the_second(*args: Any, **kwargs: Any) -> Any:
@@ -201,27 +203,31 @@ def test_a_rerun_after_a_crash_mid_move_converges_without_duplicates(
             raise Crash()
         return reindex(*args, **kwargs)
 
-    def crash(*args: Any, **kwargs: Any) -> Any:
-        raise Crash()
+    def crash_on_the_mark(*args: Any, **kwargs: Any) -> Any:
+        if kwargs["body"]["_meta"].get(MOVED_META_KEY):
+            raise Crash()
+        return put_mapping(*args, **kwargs)
 
     with monkeypatch.context() as patched:
         if crash_at == "second copy":
             patched.setattr(spaced.client, "reindex", crash_on_the_second)
         else:
-            patched.setattr(spaced.client.indices, "put_mapping", crash)
+            patched.setattr(spaced.client.indices, "put_mapping", crash_on_the_mark)
         with pytest.raises(Crash):
-            move_to_tenant_scope(spaced.client, space.name, owners)
+            move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
     assert not _blocked(spaced, space.name) and not _meta(spaced, space.name).get(MOVED_META_KEY)
     assert set(_stored(spaced, index_name(space, "tenant-a"))) == BY_TENANT["tenant-a"]  # a scratch copy
     spaced.delete_by_ids(space, "kb-a", ["a1"])
     spaced.batch_index(space, [entry("a4", "Zorblax delivery schedule", kb="kb-a2", vector=vec(1, 0, 0, 1))])
 
-    result = move_to_tenant_scope(spaced.client, space.name, owners)
+    result = move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
 
     assert result.moved
     assert _tenant_ids(tenanted, space) == {"tenant-a": {"a2", "a3", "a4"}, "tenant-b": {"b1", "b2"}}
     assert {kb: tenanted.count(space, kb) for kb in OWNERS} == {"kb-a": 1, "kb-a2": 2, "kb-b": 2}
-    assert not move_to_tenant_scope(spaced.client, space.name, owners).moved  # moved: a re-run does nothing
+    assert not move_to_tenant_scope(
+        spaced.client, space.name, owners, orphans=1
+    ).moved  # moved: a re-run does nothing
 
 
 def test_a_count_difference_refuses_and_the_space_index_serves_on_writable(
@@ -237,13 +243,13 @@ def test_a_count_difference_refuses_and_the_space_index_serves_on_writable(
 
     monkeypatch.setattr(spaced.client, "reindex", a_short_copy)
     with pytest.raises(MoveRefused, match=r"the copy holds 2 entries, .* 3 of tenant tenant-a"):
-        move_to_tenant_scope(spaced.client, space.name, owners)
+        move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
     monkeypatch.undo()
 
     assert not _blocked(spaced, space.name) and not _meta(spaced, space.name).get(MOVED_META_KEY)
     assert not spaced.client.indices.exists(index=index_name(space, "tenant-a"))  # the short copy is deleted
     spaced.batch_index(space, [entry("late", "written after the refusal", kb="kb-b")])
-    assert move_to_tenant_scope(spaced.client, space.name, owners).moved
+    assert move_to_tenant_scope(spaced.client, space.name, owners, orphans=1).moved
 
 
 def test_the_old_index_is_dropped_on_the_flag_and_only_once_moved(
@@ -251,13 +257,15 @@ def test_the_old_index_is_dropped_on_the_flag_and_only_once_moved(
 ) -> None:
     spaced.batch_index(space, DOCS)
     with pytest.raises(MoveRefused, match="not moved yet"):
-        move_to_tenant_scope(spaced.client, space.name, owners, drop_old=True)
+        move_to_tenant_scope(spaced.client, space.name, owners, orphans=1, drop_old=True)
     assert not _blocked(spaced, space.name)
-    move_to_tenant_scope(spaced.client, space.name, owners)
-    assert not move_to_tenant_scope(spaced.client, space.name, owners, drop_old=True, dry_run=True).dropped
+    move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
+    assert not move_to_tenant_scope(
+        spaced.client, space.name, owners, orphans=1, drop_old=True, dry_run=True
+    ).dropped
     assert spaced.client.indices.exists(index=space.name)
 
-    dropped = move_to_tenant_scope(spaced.client, space.name, owners, drop_old=True)
+    dropped = move_to_tenant_scope(spaced.client, space.name, owners, orphans=1, drop_old=True)
 
     assert dropped.dropped and not spaced.client.indices.exists(index=space.name)
     assert _tenant_ids(tenanted, space) == BY_TENANT
@@ -272,7 +280,7 @@ def test_a_tenant_index_the_stack_wrote_is_not_touched(
     spaced.batch_index(space, DOCS)
     tenanted.batch_index(space, [entry("b9", "written in the tenant scope", kb="kb-b")])
     with pytest.raises(MoveRefused, match=r"no copy of .* by a move"):
-        move_to_tenant_scope(spaced.client, space.name, owners)
+        move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
     assert set(_stored(tenanted, index_name(space, "tenant-b"))) == {"b9"}
     assert not _blocked(spaced, space.name) and not _meta(spaced, space.name).get(MOVED_META_KEY)
 
@@ -281,19 +289,19 @@ def test_reopen_undoes_a_move_and_the_next_move_copies_afresh(
     spaced: OpenSearchEngine, tenanted: OpenSearchEngine, space: IndexSpace
 ) -> None:
     spaced.batch_index(space, DOCS)
-    move_to_tenant_scope(spaced.client, space.name, owners)
-    reopen(spaced.client, space.name)
+    move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
+    reopen(spaced.client, space.name, owners)
     assert not _blocked(spaced, space.name) and not plan_move(spaced.client, space.name, owners).moved
     spaced.delete_by_ids(space, "kb-b", ["b1"])  # the "space" stack writes on
-    assert move_to_tenant_scope(spaced.client, space.name, owners).moved
+    assert move_to_tenant_scope(spaced.client, space.name, owners, orphans=1).moved
     assert _tenant_ids(tenanted, space) == {"tenant-a": BY_TENANT["tenant-a"], "tenant-b": {"b2"}}
 
 
 def test_a_name_that_is_no_space_index_is_refused(spaced: OpenSearchEngine, space: IndexSpace) -> None:
     with pytest.raises(MoveRefused, match="no such index"):
-        move_to_tenant_scope(spaced.client, space.name, owners)
+        move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
     spaced.batch_index(space, DOCS)
-    move_to_tenant_scope(spaced.client, space.name, owners)
+    move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
     with pytest.raises(MoveRefused, match="not the index of a space"):
         move_to_tenant_scope(spaced.client, index_name(space, "tenant-a"), owners)
 
@@ -317,7 +325,7 @@ def test_the_operator_script_dry_run_then_move_then_drop(
     assert script.main(["--all", "--dry-run", "--url", osmem_url]) == 0
     out = capsys.readouterr().out
     assert f"dry run: {space.name}: copy 3 into {index_name(space, 'tenant-a')}" in out
-    assert "1 entries of knowledge bases that are gone stay behind" in out
+    assert "1 entries of no knowledge base still there (deleted, or no kb_id) stay behind" in out
     assert not spaced.client.indices.exists(index=index_name(space, "tenant-a"))
 
     # the old index goes only where the operator says the stack reads tenant indexes, and once moved
@@ -329,7 +337,7 @@ def test_the_operator_script_dry_run_then_move_then_drop(
     monkeypatch.setattr(script, "get_settings", lambda: replace(stack, opensearch_index_scope="tenant"))
     assert script.main(["--index", space.name, "--drop-old", "--url", osmem_url]) == 1
     assert "refused: " in capsys.readouterr().err
-    assert script.main(["--index", space.name, "--url", osmem_url]) == 0
+    assert script.main(["--index", space.name, "--orphans", "1", "--url", osmem_url]) == 0
     assert f"{space.name}: moved" in capsys.readouterr().out
     assert _tenant_ids(tenanted, space) == BY_TENANT
     assert script.main(["--all", "--drop-old", "--url", osmem_url]) == 0
@@ -367,14 +375,14 @@ def test_each_copy_is_a_task_polled_to_its_end(
     monkeypatch.setattr(spaced.client, "reindex", as_a_task)
     monkeypatch.setattr(spaced.client.tasks, "get", poll)
     if outcome == "completed":
-        assert move_to_tenant_scope(spaced.client, space.name, owners, poll=0).moved
+        assert move_to_tenant_scope(spaced.client, space.name, owners, orphans=1, poll=0).moved
         assert len(polls) == 4  # two per tenant: running, then done
         return
     with pytest.raises(
         MoveRefused, match="copy failed" if outcome == "failed" else f"still runs as task {TASK}"
     ):
         move_to_tenant_scope(
-            spaced.client, space.name, owners, poll=0, timeout=0 if outcome != "failed" else 60
+            spaced.client, space.name, owners, orphans=1, poll=0, timeout=0 if outcome != "failed" else 60
         )
     assert not _blocked(spaced, space.name) and not _meta(spaced, space.name).get(MOVED_META_KEY)
     if outcome == "failed":
@@ -386,7 +394,7 @@ def test_each_copy_is_a_task_polled_to_its_end(
         running = {"nodes": {"n": {"tasks": {TASK: {"description": f"reindex from [x] to [{copy}]"}}}}}
         monkeypatch.setattr(spaced.client.tasks, "list", lambda **kwargs: running)
         with pytest.raises(MoveRefused, match=f"a copy into {copy} is still running: task {TASK}"):
-            move_to_tenant_scope(spaced.client, space.name, owners, poll=0, timeout=0)
+            move_to_tenant_scope(spaced.client, space.name, owners, orphans=1, poll=0, timeout=0)
         assert spaced.client.indices.exists(index=copy)
 
 
@@ -399,15 +407,230 @@ def test_a_mark_whose_answer_is_lost_keeps_the_block(
     put_mapping = spaced.client.indices.put_mapping
 
     def answer_lost(*args: Any, **kwargs: Any) -> Any:
-        put_mapping(*args, **kwargs)
-        raise Crash()
+        answer = put_mapping(*args, **kwargs)
+        if kwargs["body"]["_meta"].get(MOVED_META_KEY):
+            raise Crash()
+        return answer
 
     with monkeypatch.context() as patched:
         patched.setattr(spaced.client.indices, "put_mapping", answer_lost)
         with pytest.raises(Crash):
-            move_to_tenant_scope(spaced.client, space.name, owners)
+            move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
     assert _blocked(spaced, space.name) and _meta(spaced, space.name)[MOVED_META_KEY] is True
     with pytest.raises(IndexUnavailable):
         spaced.batch_index(space, [entry("late", "A zorblax note", kb="kb-a")])
     assert plan_move(spaced.client, space.name, owners).moved
     assert _tenant_ids(tenanted, space) == BY_TENANT
+
+
+# --- the reviewer's findings (rev_scope F1-F6) ---------------------------------------------------------------
+
+OWNED = [d for d in DOCS if d.kb_id in OWNERS]  # no entry of a gone knowledge base: no `orphans` to give
+RUN_KEY = "weknora_scope_move_run"  # sm.RUN_META_KEY
+
+
+def test_a_second_run_refuses_without_lifting_the_first_runs_block(
+    spaced: OpenSearchEngine, tenanted: OpenSearchEngine, space: IndexSpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F1: a run started while another copies refuses before touching anything: the block the first run
+    holds stays on (a write meanwhile is refused as busy), its copies are not dropped, and it marks the
+    index moved with every entry in the copies."""
+    spaced.batch_index(space, OWNED)
+    serving = versioned_name(space.name)
+    real = sm._reindex
+    second = versioned_name(index_name(space, "tenant-b"))
+    seen: list[str] = []
+
+    def first_run_copy(client: Any, body: Any, target: str, **kwargs: Any) -> bool:
+        ok = real(client, body, target, **kwargs)
+        if target == second and not seen:
+            seen.append(target)
+            with monkeypatch.context() as patched:  # the second run, while the first run's task runs
+                patched.setattr(sm, "_reindex", real)
+                patched.setattr(sm, "running_copies", lambda c, t: ["node:42"] if t == second else [])
+                with pytest.raises(MoveRefused, match="another move"):
+                    move_to_tenant_scope(spaced.client, space.name, owners)
+            assert _blocked(spaced, space.name)  # still the first run's
+            assert set(_stored(spaced, index_name(space, "tenant-a"))) == BY_TENANT["tenant-a"]
+            with pytest.raises(IndexUnavailable):
+                spaced.batch_index(space, [entry("late", "A zorblax note", kb="kb-a")])
+        return ok
+
+    monkeypatch.setattr(sm, "_reindex", first_run_copy)
+    assert move_to_tenant_scope(spaced.client, space.name, owners).moved
+    monkeypatch.undo()
+
+    assert seen and _blocked(spaced, space.name)
+    assert not sm.index_meta(spaced.client, serving).get(sm.RUN_META_KEY)  # the token goes with the mark
+    assert _tenant_ids(tenanted, space) == BY_TENANT
+
+
+def test_a_killed_runs_block_is_taken_over_on_the_flag_alone(
+    spaced: OpenSearchEngine, tenanted: OpenSearchEngine, space: IndexSpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """F1: a run killed mid-copy leaves its token and block: a re-run refuses and leaves both; with
+    `take_over` it moves. A run whose index another run took over stops before its mark, block untouched."""
+    spaced.batch_index(space, OWNED)
+    serving = versioned_name(space.name)
+    killed = {**_meta(spaced, space.name), RUN_KEY: "killed-run"}
+    spaced.client.indices.put_mapping(index=serving, body={"_meta": killed})
+    set_write_block(spaced.client, serving, True)
+
+    with pytest.raises(MoveRefused, match=r"another move .*--take-over"):
+        move_to_tenant_scope(spaced.client, space.name, owners)
+    assert _blocked(spaced, space.name) and _meta(spaced, space.name)[RUN_KEY] == "killed-run"
+    assert sm.RUN_META_KEY == RUN_KEY
+
+    real = sm._reindex
+
+    def taken_over_meanwhile(client: Any, body: Any, target: str, **kwargs: Any) -> bool:
+        ok = real(client, body, target, **kwargs)
+        other = {**sm.index_meta(client, serving), sm.RUN_META_KEY: "another-run"}
+        client.indices.put_mapping(index=serving, body={"_meta": other})
+        return ok
+
+    with monkeypatch.context() as patched:
+        patched.setattr(sm, "_reindex", taken_over_meanwhile)
+        with pytest.raises(MoveRefused, match=r"took .* over"):
+            move_to_tenant_scope(spaced.client, space.name, owners, take_over=True)
+    assert _blocked(spaced, space.name) and not _meta(spaced, space.name).get(MOVED_META_KEY)
+
+    assert move_to_tenant_scope(spaced.client, space.name, owners, take_over=True).moved
+    assert _tenant_ids(tenanted, space) == BY_TENANT
+
+
+def _script(monkeypatch: pytest.MonkeyPatch, scope: str, owners_of: Any = owners) -> Any:
+    path = Path(__file__).resolve().parents[2] / "scripts" / "move_opensearch_scope.py"
+    spec = importlib.util.spec_from_file_location("move_opensearch_scope", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(script, "state_owners", lambda settings: owners_of)
+    stack = script.get_settings()
+    monkeypatch.setattr(script, "get_settings", lambda: replace(stack, opensearch_index_scope=scope))
+    return script
+
+
+def _template_exists(engine: OpenSearchEngine, name: str) -> bool:
+    return bool(engine.client.indices.exists_index_template(name=name))
+
+
+def test_a_space_index_made_during_the_move_is_blocked_and_moved_too(
+    spaced: OpenSearchEngine,
+    tenanted: OpenSearchEngine,
+    space: IndexSpace,
+    osmem_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """F2: a model's first entry after `--all` listed the spaces makes a new space index: it is write-blocked
+    (index templates) so the write waits for the switch, and `--all` lists again and moves it. The tenant
+    indexes stay writable; the switch's writes land in them."""
+    new = IndexSpace(model_id=f"test-new-{uuid.uuid4().hex[:8]}", dimensions=DIM)
+    spaced.batch_index(space, OWNED)
+
+    def owners_making_a_space(kb_ids: Sequence[str]) -> Mapping[str, str]:
+        if not spaced.client.indices.exists(index=new.name):  # mid-move, before the deploy
+            with pytest.raises(IndexUnavailable):
+                spaced.batch_index(new, [entry("c1", "An FAQ entry on a new model", kb="kb-a")])
+        return owners(kb_ids)
+
+    script = _script(monkeypatch, "space", owners_making_a_space)
+    assert script.main(["--all", "--url", osmem_url]) == 0
+
+    assert spaced.client.indices.exists(index=new.name)
+    assert plan_move(spaced.client, new.name, owners).moved and _blocked(spaced, new.name)
+    tenanted.batch_index(new, [entry("c1", "An FAQ entry on a new model", kb="kb-a")])  # after the switch
+    assert ids(tenanted.hybrid_search(new, "kb-a", "FAQ", None, 5, vector=False)) == ["c1"]
+    assert _template_exists(spaced, sm.SPACE_TEMPLATE)  # until the old indexes are dropped
+
+
+def test_drop_old_all_drops_every_moved_index_and_names_each_unmoved_one(
+    spaced: OpenSearchEngine,
+    space: IndexSpace,
+    osmem_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """F2: `--drop-old --all` carries on past an index not moved and names it at the end (exit 1); the
+    templates blocking new space indexes go once no moved index is left."""
+    unmoved = IndexSpace(model_id=f"aa-unmoved-{uuid.uuid4().hex[:8]}", dimensions=DIM)  # listed first
+    spaced.batch_index(space, OWNED)
+    spaced.batch_index(unmoved, [entry("u1", "never moved", kb="kb-a")])
+    assert move_to_tenant_scope(spaced.client, space.name, owners).moved
+    script = _script(monkeypatch, "tenant")
+
+    assert script.main(["--all", "--drop-old", "--url", osmem_url]) == 1
+
+    assert not spaced.client.indices.exists(index=space.name)  # dropped although the other was refused
+    assert spaced.client.indices.exists(index=unmoved.name)
+    assert f"not dropped (not moved yet: move them first): {unmoved.name}" in capsys.readouterr().err
+    assert not _template_exists(spaced, sm.SPACE_TEMPLATE)
+
+
+def test_reopen_is_refused_after_the_switch(
+    spaced: OpenSearchEngine,
+    tenanted: OpenSearchEngine,
+    space: IndexSpace,
+    osmem_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """F3: after the switch the tenant indexes take the writes; a reopen and a new move would drop them. The
+    script refuses `--reopen` in the "tenant" scope; `reopen` refuses once a tenant index differs from the
+    space's index (whatever the operator's variable says)."""
+    spaced.batch_index(space, OWNED)
+    assert move_to_tenant_scope(spaced.client, space.name, owners).moved
+    tenanted.batch_index(space, [entry("a9", "written after the switch", kb="kb-a")])
+
+    with pytest.raises(SystemExit):
+        _script(monkeypatch, "tenant").main(["--all", "--reopen", "--url", osmem_url])
+    assert "scope is `tenant` already" in capsys.readouterr().err
+    assert _script(monkeypatch, "space").main(["--all", "--reopen", "--url", osmem_url]) == 1
+    assert "not reopened" in capsys.readouterr().err
+
+    assert _blocked(spaced, space.name) and plan_move(spaced.client, space.name, owners).moved
+    assert "a9" in _stored(tenanted, index_name(space, "tenant-a"))
+
+
+def test_a_moved_index_is_not_rebuilt(spaced: OpenSearchEngine, osmem_url: str, space: IndexSpace) -> None:
+    """F4: a moved index of an older analysis (a legacy concrete one here): the rebuild refuses it; its copy
+    would be writable and unmarked, and the writes to it lost at the switch."""
+    legacy = OpenSearchEngine(build_opensearch_client(osmem_url), refresh=True, aliased=False)
+    legacy.batch_index(space, OWNED)
+    assert move_to_tenant_scope(legacy.client, space.name, owners).moved
+
+    with pytest.raises(RebuildRefused, match="moved to its tenants' indexes"):
+        rebuild_index(legacy.client, space.name, poll=0)
+
+    assert legacy.client.indices.exists(index=space.name) and _blocked(legacy, space.name)
+    assert plan_move(legacy.client, space.name, owners).moved
+
+
+def test_entries_of_no_tenant_are_left_behind_only_when_counted(
+    spaced: OpenSearchEngine, space: IndexSpace
+) -> None:
+    """F5: owners found for no knowledge base (the wrong stack's tables) never marks an index holding entries
+    moved; entries of no tenant (a gone knowledge base, an entry without `kb_id`) are counted, and a move
+    that would leave them refuses unless the operator gives their number."""
+    spaced.batch_index(space, DOCS)
+    spaced.client.index(index=space.name, id="nokb", body={"id": "nokb", "content": "zorblax"}, refresh=True)
+
+    with pytest.raises(MoveRefused, match="no tenant found"):
+        move_to_tenant_scope(spaced.client, space.name, lambda kb_ids: {})
+    assert not _blocked(spaced, space.name) and not plan_move(spaced.client, space.name, owners).moved
+
+    assert plan_move(spaced.client, space.name, owners).orphans == 2  # g1 (kb-gone) and nokb
+    with pytest.raises(MoveRefused, match="2 entries of no knowledge base"):
+        move_to_tenant_scope(spaced.client, space.name, owners, orphans=1)
+    assert not _blocked(spaced, space.name)
+    assert move_to_tenant_scope(spaced.client, space.name, owners, orphans=2).moved
+
+
+def test_the_move_reads_the_rebuilds_meta_and_the_adapters_batch() -> None:
+    """F6: one reading of an index's `_meta` (the rebuild's), one `terms` batch size (the adapter's), one
+    name for the moved mark (`opensearch_names`)."""
+    from chalicelib.adapters.index import opensearch, opensearch_names, opensearch_rebuild
+
+    assert sm.KB_BATCH == opensearch.TERMS_BATCH
+    assert sm.index_meta is opensearch_rebuild.index_meta and not hasattr(sm, "_meta")
+    assert sm.MOVED_META_KEY is opensearch_names.MOVED_META_KEY is opensearch_rebuild.MOVED_META_KEY

@@ -104,7 +104,7 @@ _CHAR_FILTERS = [*_SUFFIX_FILTERS, _JOINERS_FILTER]
 _TEXT_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER, "search_analyzer": QUERY_ANALYZER}
 _SEARCH_MAPPING = dict(_TEXT_MAPPING)
 _LEGACY_SEARCH_MAPPING = {"type": "text", "analyzer": TEXT_ANALYZER}  # indices created before weknora_query
-_TERMS_BATCH = 1000  # values per `terms` filter / delete request
+TERMS_BATCH = 1000  # values per `terms` filter / delete request
 #: answers that mean "not now": throttled, a node down or overloaded, a gateway timing out
 _BUSY_STATUSES = frozenset({429, 502, 503, 504})
 #: an item error that a later retry can pass: a full write queue, an index blocked while its disk fills
@@ -543,8 +543,8 @@ class OpenSearchEngine:
             if self.server_ids:
                 # No custom _id: the upsert is "delete what holds these ids, then index".
                 unique = list(dict.fromkeys(ids))
-                for start in range(0, len(unique), _TERMS_BATCH):
-                    self._delete_matching(index, [{"terms": {"id": unique[start : start + _TERMS_BATCH]}}])
+                for start in range(0, len(unique), TERMS_BATCH):
+                    self._delete_matching(index, [{"terms": {"id": unique[start : start + TERMS_BATCH]}}])
         self._bulk(actions)
 
     def _scan(
@@ -616,8 +616,8 @@ class OpenSearchEngine:
     def delete_by_knowledge(self, space: IndexSpace, kb_id: str, knowledge_ids: Sequence[str]) -> int:
         index = self._found_in(space, kb_id)
         deleted = 0
-        for start in range(0, len(knowledge_ids), _TERMS_BATCH):
-            batch = list(knowledge_ids[start : start + _TERMS_BATCH])
+        for start in range(0, len(knowledge_ids), TERMS_BATCH):
+            batch = list(knowledge_ids[start : start + TERMS_BATCH])
             deleted += self._delete_matching(index, [*kb_filters(kb_id), {"terms": {"knowledge_id": batch}}])
         return deleted
 
@@ -625,8 +625,8 @@ class OpenSearchEngine:
     def delete_by_ids(self, space: IndexSpace, kb_id: str, entry_ids: Sequence[str]) -> int:
         index = self._found_in(space, kb_id)
         deleted = 0
-        for start in range(0, len(entry_ids), _TERMS_BATCH):
-            batch = list(entry_ids[start : start + _TERMS_BATCH])
+        for start in range(0, len(entry_ids), TERMS_BATCH):
+            batch = list(entry_ids[start : start + TERMS_BATCH])
             deleted += self._delete_matching(index, [*kb_filters(kb_id), {"terms": {"id": batch}}])
         return deleted
 
@@ -704,8 +704,8 @@ class OpenSearchEngine:
         if index != target:  # never asked: a move stays within one tenant
             raise IndexWriteError("a move between knowledge bases of different tenants' indexes")
         moved = 0
-        for start in range(0, len(knowledge_ids), _TERMS_BATCH):
-            batch = list(knowledge_ids[start : start + _TERMS_BATCH])
+        for start in range(0, len(knowledge_ids), TERMS_BATCH):
+            batch = list(knowledge_ids[start : start + TERMS_BATCH])
             query = {"bool": {"filter": [*kb_filters(src_kb_id), {"terms": {"knowledge_id": batch}}]}}
             hits = list(self._scan(index, query))
             actions = [
@@ -727,8 +727,8 @@ class OpenSearchEngine:
         if (index := self.names.of(space, kb_id)) is None:
             return 0
         matched = 0
-        for start in range(0, len(chunk_ids), _TERMS_BATCH):
-            batch = list(chunk_ids[start : start + _TERMS_BATCH])
+        for start in range(0, len(chunk_ids), TERMS_BATCH):
+            batch = list(chunk_ids[start : start + TERMS_BATCH])
             query = {"bool": {"filter": [*kb_filters(kb_id), {"terms": {"chunk_id": batch}}]}}
             hits = list(self._scan(index, query, source=["is_enabled"]))
             matched += len(hits)

@@ -24,6 +24,9 @@ TENANT_MARK = "-t-"
 #: hex digits of the tenant id's sha256 in its index's name
 TENANT_HASH_DIGITS = 16
 _TENANT_INDEX = re.compile(rf".+{re.escape(TENANT_MARK)}[0-9a-f]{{{TENANT_HASH_DIGITS}}}")
+#: in a space index's `_meta` once a scope move copied all its entries into its tenants' indexes
+#: (`opensearch_scope_move`); the rebuild refuses such an index (its copy would be neither blocked nor marked)
+MOVED_META_KEY = "weknora_moved_to_tenant_indexes"
 #: knowledge bases whose tenant is remembered (a few bytes each); past it, the memory starts again
 TENANTS_KEPT = 50_000
 

@@ -4,7 +4,8 @@ re-embedded, the vectors are copied.
 Every index ends as `versioned_name(name)` behind an alias `name` (the space's name, which the adapter reads
 and writes unchanged), as `OpenSearchEngine.ensure_index` creates new ones. A rebuild of `name`:
 
-1. finds the index serving `name`: the one behind the alias, or a legacy concrete index called `name`;
+1. finds the index serving `name`: the one behind the alias, or a legacy concrete index called `name`; refuses
+   one a scope move marked moved (`opensearch_scope_move`: it stays blocked until dropped);
 2. does nothing when that is `versioned_name(name)` already (the name carries the analysis version);
 3. drops a leftover `versioned_name(name)` no alias points at (a crashed run's copy, maybe partial), unless a
    reindex task still writes into it (`_tasks`): then it refuses and says the task;
@@ -54,6 +55,7 @@ from chalicelib.adapters.index.opensearch import (
     unversioned,
     versioned_name,
 )
+from chalicelib.adapters.index.opensearch_names import MOVED_META_KEY
 from chalicelib.ports import IndexSpace
 
 #: a rebuild waits this long for `_reindex` to copy the whole index
@@ -78,6 +80,7 @@ class RebuildPlan:
     dimension: int
     method: dict[str, Any]  #: its vector field's kNN method (engine, HNSW parameters), as created
     leftover: bool = False  #: a copy from a crashed run is there, to drop first
+    moved: bool = False  #: a scope move copied its entries into tenant indexes (`MOVED_META_KEY`)
 
     @property
     def target(self) -> str:
@@ -115,8 +118,27 @@ def _mapping(client: OpenSearch, concrete: str) -> dict[str, Any]:
     return found
 
 
+def index_meta(client: OpenSearch, concrete: str) -> dict[str, Any]:
+    """The index's `_meta` (empty when it has none)."""
+    found: dict[str, Any] = _mapping(client, concrete).get("_meta", {})
+    return found
+
+
 def plan_rebuild(client: OpenSearch, name: str) -> RebuildPlan:
-    """What a rebuild of `name` (a space's name: an alias, or a legacy concrete index) would do."""
+    """What a rebuild of `name` (a space's name: an alias, or a legacy concrete index) would do. Refuses an
+    index a scope move marked moved: its copy would take writes (no block) the tenant indexes miss, and drop
+    the mark, so the switch and `--drop-old` would lose them."""
+    plan = serving_plan(client, name)
+    if plan.moved:
+        raise RebuildRefused(
+            f"{name}: moved to its tenants' indexes ({plan.serving} is write-blocked until the scope switch): "
+            "not rebuilt; drop it after the switch (scripts/move_opensearch_scope.py --drop-old)"
+        )
+    return plan
+
+
+def serving_plan(client: OpenSearch, name: str) -> RebuildPlan:
+    """The index serving `name` and what a rebuild of it would do, moved or not (the scope move's start)."""
     try:
         found = client.indices.get_alias(index=name)  # {concrete: {"aliases": ...}}, for an alias or an index
     except NotFoundError:
@@ -129,12 +151,21 @@ def plan_rebuild(client: OpenSearch, name: str) -> RebuildPlan:
     mapping = _mapping(client, serving)
     if not _is_weknora(mapping):
         raise RebuildRefused(f"{name}: not an index of this adapter (no {VECTOR_FIELD} knn_vector)")
-    analysis = mapping.get("_meta", {}).get(ANALYSIS_META_KEY)
+    meta = mapping.get("_meta", {})
     vector = mapping["properties"][VECTOR_FIELD]
-    plan = RebuildPlan(name, serving, analysis, int(vector["dimension"]), dict(vector.get("method", {})))
+    plan = RebuildPlan(
+        name,
+        serving,
+        meta.get(ANALYSIS_META_KEY),
+        int(vector["dimension"]),
+        dict(vector.get("method", {})),
+        moved=bool(meta.get(MOVED_META_KEY)),
+    )
     if plan.up_to_date:
-        if analysis != ANALYSIS_VERSION:
-            raise RebuildRefused(f"{name}: {serving} holds analysis {analysis}, not the one its name says")
+        if plan.analysis != ANALYSIS_VERSION:
+            raise RebuildRefused(
+                f"{name}: {serving} holds analysis {plan.analysis}, not the one its name says"
+            )
         return plan
     try:
         found = client.indices.get_alias(index=plan.target)
