@@ -5,6 +5,7 @@ bodies are capped, and credentials are dropped when a redirect leaves the origin
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import threading
 import time
@@ -41,6 +42,28 @@ DEFAULT_MAX_REDIRECTS = 10
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 SENSITIVE_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 USER_AGENT = "weknora-ingest/0.1 (+document import)"
+
+
+def _withhold_text(record: logging.LogRecord) -> bool:
+    """A urllib3 record kept by its logger and level alone."""
+    record.msg = f"{record.name} {record.levelname.lower()} (text withheld: it may quote a remote server)"
+    record.args = ()
+    record.exc_info = record.exc_text = record.stack_info = None
+    return True
+
+
+def _withhold_urllib3_text() -> None:
+    """urllib3 logs to its own loggers what no filter of ours sees, e.g. a malformed header line with the URL
+    (its query's credentials included) and the bytes it could not parse: each of its loggers (a logger's
+    filter sees only the records logged on it) keeps its records' level, not their text."""
+    for name in list(logging.Logger.manager.loggerDict):
+        if name == "urllib3" or name.startswith("urllib3."):
+            library = logging.getLogger(name)
+            if _withhold_text not in library.filters:
+                library.addFilter(_withhold_text)
+
+
+_withhold_urllib3_text()
 
 
 class FetchError(FetchFailed):
