@@ -415,7 +415,8 @@ FUNCTIONS: dict[str, list[Grant]] = {
             "tenants", "knowledge-bases", "knowledge", "chunks", "spans", "tasks", "turns", "resources"
         ),
         write_tables("tenants", "knowledge", "spans", "tasks", "turns", "resources"),
-        send_to("docreader", "lifecycle"),
+        # lifecycle: lost deletes and open tasks without progress; faq-import: an FAQ import's (tasks.send_again)
+        send_to("docreader", "lifecycle", "faq-import"),
         # a row's stage message may wait in any stage queue the pipeline sends to (`queued_stage`): its backlog
         # spares the row (stages/housekeeping.py `_why_alive`)
         Grant(("sqs:GetQueueAttributes",), queues("docreader", "chunking", "embedding")),

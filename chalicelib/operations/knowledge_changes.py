@@ -34,6 +34,8 @@ from chalicelib.domain.types import (
     SpanStatus,
     Task,
     TaskKind,
+    TaskStatus,
+    utcnow,
 )
 from chalicelib.observability import logger
 from chalicelib.operations.create import sanitize_manual
@@ -53,7 +55,14 @@ from chalicelib.services.stage_spans import ROOT
 from chalicelib.services.storage import files_of
 from chalicelib.services.stored_size import recount_quietly
 from chalicelib.services.usable import require_usable_for_api
-from chalicelib.tasks import new_task, start_task
+from chalicelib.tasks import (
+    deliver_again,
+    drive_kb_delete,
+    kb_delete_task,
+    kb_delete_task_id,
+    new_task,
+    start_task,
+)
 from chalicelib.tasks.delete import start_delete, start_deleting
 from chalicelib.tasks.reparse import reparse
 
@@ -94,13 +103,35 @@ def _delete(deps: Dependencies, tenant_id: str, kb_id: str, rows: list[Knowledge
 
 
 def delete_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> Task:
-    """Marks the knowledge base deleting with a write conditional on its version (a blind write let an
-    update that had read it before write it back active while its delete task ran), then starts the task."""
+    """Writes the delete task, marks the knowledge base deleting with a write conditional on its version (a
+    blind write let an update that had read it before write it back active while its delete task ran), then
+    sends the task. The task comes first, so a knowledge base never sits `deleting` without one: a request
+    that dies after it is finished by housekeeping's re-send of the open task (whose work marks the knowledge
+    base itself), and one already `deleting` has its task sent again (a send lost)."""
     for _ in range(5):
-        kb = require_kb(deps, tenant_id, kb_id)
-        if deps.kbs.update(replace(kb, status="deleting")) is not None:
-            return start_task(deps, new_task(tenant_id, TaskKind.DELETE_KB, kb.id, []))
+        kb = require_kb(deps, tenant_id, kb_id, deleting_too=True)
+        if kb.status == "deleting":
+            return drive_kb_delete(deps, kb)
+        task = kb_delete_task(deps, kb)
+        marked = deps.kbs.update(replace(kb, status="deleting"))
+        if marked is not None:
+            deliver_again(deps, task.id)
+            return task
+    _close_unmarked_kb_delete(deps, kb_id)
     raise Conflict("the knowledge base kept changing; try again", code="kb_changed")
+
+
+def _close_unmarked_kb_delete(deps: Dependencies, kb_id: str) -> None:
+    """A DELETE refused (409) leaves no open task that housekeeping would re-send and so carry out, unless
+    another DELETE marked the knowledge base meanwhile (its task, the same, goes on)."""
+    kb = deps.kbs.get(kb_id, consistent=True)
+    task = deps.tasks.get(kb_delete_task_id(kb_id))
+    if kb is None or kb.status == "deleting" or task is None or task.status != TaskStatus.QUEUED:
+        return
+    task.status = TaskStatus.FAILED
+    task.errors[kb_id] = "the knowledge base kept changing; the delete was refused"
+    task.updated_at = utcnow()
+    deps.tasks.save_progress(task)
 
 
 # ---------------------------------------------------------------- cancel

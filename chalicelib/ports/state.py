@@ -558,5 +558,13 @@ class TaskRepo(Protocol):
 
     def save_progress(self, task: Task) -> bool:
         """Writes the task's counters and status, only forward: False when a redelivered worker is behind
-        what another run already recorded (its work was idempotent, its counts are not)."""
+        what another run already recorded (its work was idempotent, its counts are not). Progress resets
+        its count of re-sends."""
+        ...
+
+    def stale_open(self, cutoff_iso: str, limit: int) -> list[Task]: ...  # queued/running, saved before it
+
+    def claim_stale(self, task: Task, now_iso: str) -> int | None:
+        """Restarts the wait of a task still as read (its updated_at, now `now_iso`): its re-sends since its
+        last progress, counting this one; None when a save or another sweep came first."""
         ...

@@ -102,11 +102,14 @@ def shared_kbs(
     return visible, go_on
 
 
-def require_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> KnowledgeBase:
+def require_kb(
+    deps: Dependencies, tenant_id: str, kb_id: str, *, deleting_too: bool = False
+) -> KnowledgeBase:
+    """`deleting_too`: one being deleted is answered too (its DELETE repeated), not refused 409."""
     kb = deps.kbs.get(kb_id)
     if kb is None or not _visible(deps, tenant_id, kb.id, kb.tenant_id):
         raise NotFound(f"knowledge base {kb_id} not found", code="kb_not_found")
-    if kb.status == "deleting":
+    if kb.status == "deleting" and not deleting_too:
         raise Conflict(f"knowledge base {kb_id} is being deleted", code="kb_deleting")
     return kb
 

@@ -15,6 +15,12 @@ where it stopped in the turns table and the next goes on from there, wrapping to
 the end: a backlog of spared rows cannot hide a stuck row behind it. An execution check left unanswered
 (throttled) spares the row until the next sweep. A delete left `deleting` is driven again once per threshold:
 its wait restarts when its task is sent again.
+
+A task (of any kind) still queued or running that saved no progress for the threshold had its message
+lost (a send that failed, a request that died after writing it) or dead-lettered: it is sent again, up to
+TASKS_PER_SWEEP a sweep, oldest first, each claimed by a write conditional on its updated_at as read (its
+wait restarts; of two sweeps only one sends). A running task saves every few items and each slice, so it
+never looks stale while alive. One sent MAX_TASK_RESENDS times without progress is failed with the reason.
 """
 
 from __future__ import annotations
@@ -28,20 +34,27 @@ from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name, plan_attempt
 from chalicelib.domain.status import is_in_flight
-from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, Stage, SummaryStatus
+from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, Stage, SummaryStatus, Task, TaskStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.services.deadline import deadline_of, out_of_time, share_of_time, stage_deadline
-from chalicelib.services.events import knowledge_changed
+from chalicelib.services.events import knowledge_changed, task_finished
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.stored_size import remove_uncounted_outputs
 from chalicelib.services.summary_failure import summary_given_up
-from chalicelib.tasks import redrive_delete
+from chalicelib.tasks import redrive_delete, send_again
 
 #: the turn book (the turns table: one small item per key, which this function already reads and writes)
 #: holding the (updated_at, id) of the last row a cut-short sweep looked at; empty when it got to the end
 RESUME_BOOK = "housekeeping-resume"
 Position = tuple[str, str]
+#: open tasks without progress re-sent a sweep at most (the next sweep takes the rest)
+TASKS_PER_SWEEP = 25
+#: re-sends of a task without progress before it is failed (its dead letter, if any, stays for the operator):
+#: about 13 h at the default threshold, past any queue backlog a working stack has
+MAX_TASK_RESENDS = 6
+#: the key of a task's own failure in its errors (the others are its items')
+TASK_ERROR_KEY = "task"
 
 
 @dataclass
@@ -50,6 +63,8 @@ class SweepReport:
     spared: dict[str, str] = field(default_factory=dict)
     summaries_failed: list[str] = field(default_factory=list)
     deletes_redriven: list[str] = field(default_factory=list)
+    tasks_resent: list[str] = field(default_factory=list)
+    tasks_failed: list[str] = field(default_factory=list)
     #: the invocation ran out of time before every stuck row was looked at
     cut_short: bool = False
 
@@ -60,18 +75,19 @@ def _threshold_text(seconds: int) -> str:
 
 
 def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
-    """Lost deletes and unsettled summaries first (oldest first, read a page at a time, in at most half the
-    invocation's time), then the stuck rows, oldest first from where the last cut-short sweep stopped. Each
-    part goes on only while it has time, and the next sweep goes on: a big backlog of spared rows must
-    starve neither the other two nor the rows behind it, nor a backlog of deletes or summaries the stuck
-    rows."""
+    """Lost deletes, lost tasks and unsettled summaries first (oldest first, read a page at a time, in at
+    most half the invocation's time), then the stuck rows, oldest first from where the last cut-short sweep
+    stopped. Each part goes on only while it has time, and the next sweep goes on: a big backlog of spared
+    rows must starve neither the others nor the rows behind it, nor a backlog of deletes, tasks or summaries
+    the stuck rows."""
     now = now or datetime.now(UTC)
     report = SweepReport()
     cutoff = iso_before(deps.settings.stale_after_seconds, now)
-    # half the time at most: a backlog of deletes or summaries (each redriven one due again a threshold later)
-    # must not take every sweep's time from the stuck rows
+    # half the time at most: a backlog of deletes, tasks or summaries (each redriven one due again a threshold
+    # later) must not take every sweep's time from the stuck rows
     with share_of_time(0.5):
         _redrive_lost_deletes(deps, now, cutoff, report)
+        _resend_stale_tasks(deps, now, cutoff, report)
         _fail_unsettled_summaries(deps, now, cutoff, report)
     _recover_stuck_rows(deps, now, cutoff, report)
     if report.recovered or report.summaries_failed:
@@ -95,6 +111,36 @@ def _redrive_lost_deletes(deps: Dependencies, now: datetime, cutoff: str, report
         ):
             redrive_delete(deps, knowledge)
             report.deletes_redriven.append(knowledge.id)
+
+
+def _resend_stale_tasks(deps: Dependencies, now: datetime, cutoff: str, report: SweepReport) -> None:
+    """Open tasks that saved nothing since the cutoff, oldest first: each claimed (its wait restarts), then
+    sent again, or failed once it was sent MAX_TASK_RESENDS times without progress (a poison task)."""
+    for task in deps.tasks.stale_open(cutoff, TASKS_PER_SWEEP):
+        if out_of_time():
+            report.cut_short = True
+            return
+        resends = deps.tasks.claim_stale(task, to_iso(now))
+        if resends is None:  # it saved progress, or another sweep claimed it, since it was read
+            continue
+        task.updated_at = now
+        if resends > MAX_TASK_RESENDS:
+            _fail_stuck_task(deps, task)
+            report.tasks_failed.append(task.id)
+        else:
+            send_again(deps, task)
+            report.tasks_resent.append(task.id)
+
+
+def _fail_stuck_task(deps: Dependencies, task: Task) -> None:
+    reason = f"no progress after {MAX_TASK_RESENDS} re-sends of the task; it was given up"
+    task.status = TaskStatus.FAILED
+    task.errors = {TASK_ERROR_KEY: reason, **task.errors}  # first: the one its event carries
+    if "status" in task.progress:  # an FAQ import's own view of itself
+        task.progress.update(status="failed", error=reason)
+    logger.warning("housekeeping failed a task that made no progress", extra={"task_id": task.id})
+    if deps.tasks.save_progress(task):
+        task_finished(deps, task)
 
 
 def _fail_unsettled_summaries(deps: Dependencies, now: datetime, cutoff: str, report: SweepReport) -> None:

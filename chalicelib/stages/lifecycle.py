@@ -30,6 +30,7 @@ from chalicelib.services.kb_rows import kb_rows, position
 from chalicelib.services.stage_spans import ROOT
 from chalicelib.services.usage import carry_usage, metered_shares
 from chalicelib.stages.runner import come_back_soon, parse_body, process_batch
+from chalicelib.tasks import mark_kb_deleting
 from chalicelib.tasks.delete import delete_one
 from chalicelib.tasks.reembed import RetryTaskLater, reembed_work
 
@@ -70,6 +71,8 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
 
 #: how long a knowledge base's delete waits for an FAQ import to notice and end
 IMPORT_WAIT_SECONDS = 30
+#: how long it waits to mark its knowledge base `deleting` again when writes kept changing it
+MARK_RETRY_SECONDS = 5
 
 
 def run(deps: Dependencies, task_id: str) -> None:
@@ -161,6 +164,9 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         for item in task.items[task.done :]:
             yield item, lambda item=item: _reparse_once(deps, task, item, request)
     elif task.kind == TaskKind.DELETE_KB:
+        # the DELETE writes the task before it marks the knowledge base: one that died between left it active
+        if not mark_kb_deleting(deps, task.kb_id):
+            raise RetryTaskLater("the knowledge base keeps changing", MARK_RETRY_SECONDS)
         tried: set[str] = set()  # a row whose delete failed is not tried again in this delivery
         for row in _kb_sweep(deps, task, lambda row: row.id not in tried, resume=False):
             tried.add(row.id)

@@ -348,6 +348,16 @@ def build_models(settings: Settings) -> Models:
         n_batches = NumberAttribute(null=True)
         n_slices_done = NumberAttribute(null=True)
 
+    class TaskOpenIndex(GlobalSecondaryIndex[Any]):
+        """Sparse: the tasks still queued or running, by when they last saved (housekeeping's re-sends)."""
+
+        class Meta:
+            index_name = "open-index"
+            projection = KeysOnlyProjection()
+
+        open_shard = UnicodeAttribute(hash_key=True)
+        updated_at = UnicodeAttribute(range_key=True)
+
     class TaskItem(Model):
         class Meta:
             table_name = settings.table("tasks")
@@ -358,6 +368,13 @@ def build_models(settings: Settings) -> Models:
         done = NumberAttribute(default=0)
         body = JSONAttribute()
         expires_at = NumberAttribute(null=True)  # TTL: finished tasks are kept for 30 days
+        #: set only while the task is queued or running (adapters/dynamo/tasks.py); never on an items page
+        open_shard = UnicodeAttribute(null=True)
+        updated_at = UnicodeAttribute(
+            null=True
+        )  # its last save or re-send, newer than body's after a re-send
+        resends = NumberAttribute(null=True)  # housekeeping's re-sends since its last saved progress
+        open_index = TaskOpenIndex()
 
     class GraphKnowledgeIndex(GlobalSecondaryIndex[Any]):
         class Meta:

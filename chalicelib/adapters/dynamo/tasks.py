@@ -4,7 +4,11 @@ A task's item ids are paged: the record keeps the last, unfilled page and the ke
 ITEMS_PER_PAGE ids, each an item of its own (`<task id>#items#<n>#<digest of its ids>`, written once). A
 whole-knowledge-base task (a delete, a clone, a re-embed of thousands of documents) had outgrown DynamoDB's
 400 KB item, and every save of its progress rewrote the whole list. Items are only ever appended, so a full
-page never changes."""
+page never changes.
+
+While a task is queued or running its record carries `open_shard` (one of OPEN_SHARDS, from its id), so the
+sparse `open-index` lists the open tasks by `updated_at` (its last save, or housekeeping's last re-send);
+a finished task, and a page, is not in it. Tasks written before the index have no `open_shard`."""
 
 from __future__ import annotations
 
@@ -32,6 +36,16 @@ from chalicelib.ports import TaskExists
 TASK_TTL_SECONDS = 30 * 24 * 3600
 #: ids per page: ids are at most ~150 bytes (a prefix and a uuid), so a page stays far under 400 KB
 ITEMS_PER_PAGE = 1000
+#: the open index's partitions: every open task's save writes it, spread over a few keys
+OPEN_SHARDS = 4
+OPEN_STATUSES = (TaskStatus.QUEUED, TaskStatus.RUNNING)
+
+
+def open_shard(task: Task) -> str | None:
+    """The task's key in the open index while it is queued or running; None (no entry) once finished."""
+    if task.status not in OPEN_STATUSES:
+        return None
+    return f"open#{int(hashlib.sha256(task.id.encode()).hexdigest()[:8], 16) % OPEN_SHARDS}"
 
 
 def task_to_body(task: Task) -> dict[str, Any]:
@@ -91,6 +105,8 @@ class DynamoTaskRepo:
             done=task.done,
             body=self._save_pages(task),
             expires_at=int(time.time()) + TASK_TTL_SECONDS,
+            open_shard=open_shard(task),
+            updated_at=to_iso(task.updated_at),
         )
         try:
             row.save(condition=self.model.id.does_not_exist())
@@ -101,9 +117,12 @@ class DynamoTaskRepo:
 
     def get(self, task_id: str) -> Task | None:
         try:
-            body = dict(self.model.get(task_id, consistent_read=True).body)
+            row = self.model.get(task_id, consistent_read=True)
         except DoesNotExist:
             return None
+        body = dict(row.body)
+        if row.updated_at:  # a re-send's restart of its wait is written beside the body
+            body["updated_at"] = row.updated_at
         keys = [str(key) for key in body.pop("item_pages", [])]
         if keys:
             found = {item.id: item.body["items"] for item in self.model.batch_get(keys, consistent_read=True)}
@@ -114,9 +133,16 @@ class DynamoTaskRepo:
     def save_progress(self, task: Task) -> bool:
         m = self.model
         body = self._save_pages(task)
+        shard = open_shard(task)
         try:
             m(task.id).update(
-                actions=[m.done.set(task.done), m.body.set(body)],
+                actions=[
+                    m.done.set(task.done),
+                    m.body.set(body),
+                    m.updated_at.set(to_iso(task.updated_at)),
+                    m.open_shard.set(shard) if shard else m.open_shard.remove(),
+                    m.resends.remove(),  # progress: housekeeping counts its re-sends from here
+                ],
                 condition=m.id.exists() & (m.done <= task.done),
             )
         except UpdateError as error:
@@ -124,6 +150,35 @@ class DynamoTaskRepo:
                 return False
             raise
         return True
+
+    def stale_open(self, cutoff_iso: str, limit: int) -> list[Task]:
+        found: list[tuple[str, str]] = []
+        for shard in range(OPEN_SHARDS):
+            query = self.model.open_index.query(
+                f"open#{shard}", self.model.updated_at < cutoff_iso, limit=limit
+            )
+            found += [(str(key.updated_at), str(key.id)) for key in query]
+        tasks = [self.get(task_id) for _, task_id in sorted(found)[:limit]]
+        # the index lags its table: a task saved since it was read is not stale
+        return [
+            task
+            for task in tasks
+            if task is not None and task.status in OPEN_STATUSES and to_iso(task.updated_at) < cutoff_iso
+        ]
+
+    def claim_stale(self, task: Task, now_iso: str) -> int | None:
+        m = self.model
+        row = m(task.id)
+        try:
+            row.update(
+                actions=[m.updated_at.set(now_iso), m.resends.add(1)],
+                condition=m.open_shard.exists() & (m.updated_at == to_iso(task.updated_at)),
+            )
+        except UpdateError as error:
+            if _condition_failed(error):
+                return None
+            raise
+        return int(row.resends)
 
 
 # ---------------------------------------------------------------- graph
