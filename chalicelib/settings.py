@@ -424,6 +424,17 @@ class Settings:
         return self.event_bus or f"{self.prefix}-events"
 
 
+#: the webhooks function (app.py `webhook_delivery`): its SQS batch and its timeout (the default
+#: `lambda_timeout` of .chalice/config.json); tests/service/test_webhook_settings_bounds.py holds them to those
+WEBHOOK_BATCH_SIZE = 5
+WEBHOOK_FUNCTION_SECONDS = 60
+#: what a batch keeps for its claims, logs and sends beside the posts
+WEBHOOK_MARGIN_SECONDS = 10
+#: the longest WEKNORA_WEBHOOK_TIMEOUT_SECONDS: a batch whose every post waits all of it still ends in time
+WEBHOOK_TIMEOUT_MAX_SECONDS = (WEBHOOK_FUNCTION_SECONDS - WEBHOOK_MARGIN_SECONDS) / WEBHOOK_BATCH_SIZE
+#: the most WEKNORA_WEBHOOK_MAX_ATTEMPTS: a delivery message's attempt is read up to it (webhook_messages)
+WEBHOOK_MAX_ATTEMPTS_LIMIT = 100
+
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?")
 
 
@@ -487,6 +498,12 @@ class _Env:
         return {str(k).rstrip("/"): str(v) for k, v in value.items() if v}
 
 
+def _within(name: str, value: float, low: float, high: float, why: str) -> None:
+    """Refuses a value out of [low, high] when the settings load, saying why the bound is there."""
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be from {low:g} to {high:g} ({why}), got {value:g}")
+
+
 @lru_cache(maxsize=1)
 def app_version() -> str:
     """The installed distribution's version (read on demand: it is off the cold-start path)."""
@@ -504,6 +521,23 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     region = e.text("AWS_DEFAULT_REGION", e.text("AWS_REGION", "us-east-1"))
     on_lambda = bool(e.text("AWS_LAMBDA_FUNCTION_NAME"))
     ssrf = ",".join(p for p in (e.text("SSRF_WHITELIST"), e.text("SSRF_WHITELIST_EXTRA")) if p)
+    webhook_max_attempts = e.int("WEKNORA_WEBHOOK_MAX_ATTEMPTS", 5)
+    _within(
+        "WEKNORA_WEBHOOK_MAX_ATTEMPTS",
+        webhook_max_attempts,
+        1,
+        WEBHOOK_MAX_ATTEMPTS_LIMIT,
+        "the attempts a delivery message carries",
+    )
+    webhook_timeout = e.float("WEKNORA_WEBHOOK_TIMEOUT_SECONDS", 5.0)
+    _within(
+        "WEKNORA_WEBHOOK_TIMEOUT_SECONDS",
+        webhook_timeout,
+        0.1,
+        WEBHOOK_TIMEOUT_MAX_SECONDS,
+        f"a batch of {WEBHOOK_BATCH_SIZE} posts that wait it all ends inside the {WEBHOOK_FUNCTION_SECONDS} s "
+        f"function, {WEBHOOK_MARGIN_SECONDS} s to spare",
+    )
     return Settings(
         prefix=prefix,
         region=region,
@@ -585,9 +619,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         operator_key_parameter=e.text("WEKNORA_OPERATOR_KEY_PARAMETER"),
         prices_file=e.text("WEKNORA_PRICES_FILE"),
         event_bus=e.text("WEKNORA_EVENT_BUS"),
-        webhook_max_attempts=max(1, e.int("WEKNORA_WEBHOOK_MAX_ATTEMPTS", 5)),
+        webhook_max_attempts=webhook_max_attempts,
         webhook_backoff_seconds=e.int("WEKNORA_WEBHOOK_BACKOFF_SECONDS", 10),
-        webhook_timeout_seconds=e.float("WEKNORA_WEBHOOK_TIMEOUT_SECONDS", 5.0),
+        webhook_timeout_seconds=webhook_timeout,
     )
 
 

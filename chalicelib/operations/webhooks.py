@@ -101,6 +101,10 @@ def present(hook: Webhook, *, with_secret: bool = False) -> dict[str, Any]:
         "updated_at": hook.updated_at,
         # when each secret a rotation replaced stops signing deliveries (newest first; never the secrets)
         "previous_secrets_expire_at": [p.expires_at for p in still_signing(hook.previous_secrets, now_iso())],
+        # the delivery breaker (stages/webhooks.py): `paused` after tries failed in a row, until a probe lands
+        "delivery_status": "paused" if hook.paused_at else "active",
+        "paused_at": hook.paused_at or None,
+        "failures_in_a_row": hook.failures_in_a_row,
     }
     if with_secret:
         shown["secret"] = hook.secret

@@ -33,6 +33,11 @@ class Webhook:
     #: the keys rotations replaced, newest first (domain.webhooks.rotated_previous): each signs deliveries
     #: too until its own expiry, so a receiver can switch without missing one
     previous_secrets: list[PreviousSecret] = field(default_factory=list)
+    #: the delivery breaker (stages/webhooks.py): posted tries that failed in a row, and while the webhook is
+    #: paused, since when (ISO; "" when not paused) and when its next probe may go (epoch seconds)
+    failures_in_a_row: int = 0
+    paused_at: str = ""
+    probe_at: int = 0
 
 
 @dataclass(frozen=True)
@@ -45,11 +50,14 @@ class DeliveryRecord:
     event_id: str
     event_type: str
     attempt: int
-    #: delivered | retrying | dead_lettered | refused
+    #: delivered | retrying | dead_lettered | refused | paused (not posted: the webhook is paused; tried
+    #: again later) | dropped (never to be posted: the webhook was switched off or no longer takes the type)
     outcome: str
     status_class: str
     duration_ms: int
     at: str
+    #: why it was not delivered, in our words (never the receiver's): "" for a delivered or retried try
+    reason: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -123,6 +131,22 @@ class WebhookRepo(Protocol):
 
     def finish_try(self, kb_id: str, delivery_try: DeliveryTry) -> None:
         """Marks a claimed try finished: every later claim of it answers `finished`."""
+        ...
+
+    def count_failure(self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int) -> bool:
+        """Adds one to the webhook's failures in a row (an atomic add) and, when that reaches `pause_after`
+        and it is not paused, pauses it with its first probe at `probe_at` (epoch seconds): True for the one
+        call that paused it. Nothing when the webhook is gone."""
+        ...
+
+    def clear_failures(self, kb_id: str, webhook_id: str) -> None:
+        """A delivered try: no failures in a row, not paused. Nothing when the webhook is gone."""
+        ...
+
+    def claim_probe(self, kb_id: str, webhook_id: str, now: int, next_probe_at: int) -> bool:
+        """While the webhook is paused and its probe time has come (`now` at or past it), moves that time to
+        `next_probe_at` in one conditional write: True for the one caller that may post (the probe), False
+        for every other, and when it is not paused (any more) or gone."""
         ...
 
 

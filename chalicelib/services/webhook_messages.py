@@ -12,13 +12,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from chalicelib.domain.events import Event, EventType
+from chalicelib.settings import WEBHOOK_MAX_ATTEMPTS_LIMIT
 
 
 class DeliveryMessage(BaseModel):
     kb_id: str = Field(min_length=1, max_length=100)
     webhook_id: str = Field(min_length=1, max_length=100)
     delivery_id: str = Field(min_length=1, max_length=100)
-    attempt: int = Field(ge=1, le=100)
+    attempt: int = Field(ge=1, le=WEBHOOK_MAX_ATTEMPTS_LIMIT)
     #: how often the delivery was parked in the DLQ before (a redriven letter claims its tries afresh)
     parked: int = Field(default=0, ge=0, le=1000)
     event: dict[str, Any]

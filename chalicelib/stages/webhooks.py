@@ -17,7 +17,16 @@ settings.webhook_max_attempts tries the message is parked in the queue's DLQ (ke
 address) is parked at once. Every try is logged on the webhook (time, event type, attempt, outcome,
 status-code class, duration); nothing the receiver answered is kept or logged beyond that.
 
-A webhook deleted or switched off after the event was fanned out drops its pending deliveries.
+A webhook deleted after the event was fanned out drops its pending deliveries; one switched off, or no
+longer taking the event's type, drops each when it comes, logged `dropped` with the reason (nothing brings
+it back).
+
+A breaker per webhook keeps one tenant's dead receiver from holding the queue every tenant shares: after
+PAUSE_AFTER_FAILURES posted tries failed in a row (any deliveries') the webhook is paused (`paused_at`,
+shown by GET). Its tries are then not posted but logged `paused` and kept on their retry chain (a delayed
+message, as a failed try's: the worker never waits), save one probe at a time, PROBE_SECONDS after the
+pause and doubled per failed probe up to 900 s; a try still paused at the last attempt is parked. A
+delivered try (the probe) clears the count and resumes the webhook.
 
 A redelivered message (SQS delivers at least once) must not fork the delivery's retry chain, so each try
 (webhook, delivery, parked, attempt) is claimed in the webhook repo before it is posted (`deliver`):
@@ -44,6 +53,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,7 +74,7 @@ from chalicelib.domain.webhooks import (
     status_class,
 )
 from chalicelib.observability import logger
-from chalicelib.ports import DeliveryRecord, Dependencies, FetchFailed
+from chalicelib.ports import DeliveryRecord, Dependencies, FetchFailed, Webhook
 from chalicelib.ports.events import DeliveryTry
 from chalicelib.services.events import WEBHOOK_QUEUE, deliveries_of, knowledge_changed
 from chalicelib.services.webhook_messages import (
@@ -79,6 +89,10 @@ QUEUE = WEBHOOK_QUEUE
 #: a running claim older than this was a worker that died (the function times out at 60 s); less than the
 #: queue's visibility timeout (360 s), so the copy that found it busy takes it over when it comes back
 STALE_TRY_SECONDS = 120
+#: posted tries of a webhook that fail in a row before it is paused (a receiver that never answers costs the
+#: whole timeout per try, shared by every tenant's deliveries), and the wait before its first probe
+PAUSE_AFTER_FAILURES = 5
+PROBE_SECONDS = 30
 #: the codes of a URL the SSRF check refuses at delivery time (FetchFailed.code)
 REFUSED_CODES = frozenset({SpanErrorCode.SSRF_BLOCKED.value, SpanErrorCode.HOST_UNRESOLVED.value})
 
@@ -153,26 +167,84 @@ def announced(deps: Dependencies, message: AnnounceMessage) -> None:
     )
 
 
+@dataclass(frozen=True)
+class _Tried:
+    """What one try came to, as its log entry and its next step read it."""
+
+    outcome: str
+    status: int | None = None
+    duration_ms: int = 0
+    #: why it was not delivered, in our words (never the receiver's)
+    reason: str = ""
+
+
 def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
-    """One try; the outcome it logged ('' when the webhook is gone or switched off, or the try was run
-    already). Raises TryInFlight when another worker holds the try (see the module's docstring)."""
+    """One try; the outcome it logged ('' when the webhook is gone or the try was run already). Raises
+    TryInFlight when another worker holds the try (see the module's docstring)."""
     hook = deps.webhooks.get(message.kb_id, message.webhook_id)
-    if hook is None or not hook.enabled:
-        return ""
+    if hook is None:
+        return ""  # deleted: its log went with it
     this_try = DeliveryTry(hook.id, message.delivery_id, message.parked, message.attempt)
     claim = deps.webhooks.claim_try(hook.kb_id, this_try, STALE_TRY_SECONDS)
     if claim.state == "finished":
         return ""
     if claim.state == "busy":
         raise TryInFlight(f"delivery {message.delivery_id} try {message.attempt} is being run")
-    body = json.dumps(message.event, ensure_ascii=False, separators=(",", ":")).encode()
     event_type = str(message.event.get("type", ""))
+    last_try = message.attempt >= deps.settings.webhook_max_attempts
+    now = int(time.time())
+    if not hook.enabled:
+        tried = _Tried("dropped", reason="the webhook was switched off")
+    elif event_type not in hook.event_types:
+        tried = _Tried("dropped", reason=f"the webhook no longer takes {event_type!r} events")
+    elif hook.paused_at and not deps.webhooks.claim_probe(hook.kb_id, hook.id, now, now + _probe_delay(hook)):
+        paused = f"the webhook is paused after {hook.failures_in_a_row} failed tries in a row"
+        tried = _Tried(
+            "dead_lettered" if last_try else "paused",
+            reason=f"not delivered after {message.attempt} tries: {paused}" if last_try else paused,
+        )
+    else:
+        tried = _post(deps, hook, message, last_try)
+        _count(deps, hook, tried.outcome == "delivered")
+    deps.webhooks.log_delivery(
+        hook.kb_id,
+        DeliveryRecord(
+            webhook_id=hook.id,
+            delivery_id=message.delivery_id,
+            event_id=str(message.event.get("event_id", "")),
+            event_type=event_type,
+            attempt=message.attempt,
+            outcome=tried.outcome,
+            status_class=status_class(tried.status),
+            duration_ms=tried.duration_ms,
+            at=claim.at,  # a taken-over try overwrites what its first holder logged
+            reason=tried.reason,
+        ),
+    )
+    if tried.outcome in ("retrying", "paused"):
+        delay = retry_delay(message.attempt, deps.settings.webhook_backoff_seconds, 0.5 + random.random() / 2)
+        retry = message.model_copy(update={"attempt": message.attempt + 1})
+        deps.queue.send_raw(QUEUE, retry.model_dump(), delay_seconds=delay)
+    elif tried.outcome in ("dead_lettered", "refused"):
+        parked = message.model_copy(update={"parked": message.parked + 1})
+        deps.queue.dead_letter(QUEUE, parked.model_dump_json(), tried.reason)
+        logger.warning(
+            "webhook delivery parked",
+            extra={"webhook_id": hook.id, "delivery_id": message.delivery_id, "outcome": tried.outcome},
+        )
+    deps.webhooks.finish_try(hook.kb_id, this_try)
+    return tried.outcome
+
+
+def _post(deps: Dependencies, hook: Webhook, message: DeliveryMessage, last_try: bool) -> _Tried:
+    """Signs and posts the event: delivered, retrying, or dead_lettered/refused with the parking reason."""
+    body = json.dumps(message.event, ensure_ascii=False, separators=(",", ":")).encode()
     sent_at = datetime.now(UTC)
     own, *previous = signing_secrets(hook.secret, hook.previous_secrets, to_iso(sent_at))
     headers = {
         "Content-Type": "application/json",
         SIGNATURE_HEADER: signature_header(own, int(sent_at.timestamp()), body, *previous),
-        EVENT_HEADER: event_type,
+        EVENT_HEADER: str(message.event.get("type", "")),
         DELIVERY_HEADER: message.delivery_id,
     }
     started = time.monotonic()
@@ -186,44 +258,32 @@ def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
         refused = error.permanent and error.code in REFUSED_CODES
         status = error.status
     duration_ms = int((time.monotonic() - started) * 1000)
-    last_try = message.attempt >= deps.settings.webhook_max_attempts
     if status is not None and 200 <= status < 300:
-        outcome = "delivered"
-    elif refused:
-        outcome = "refused"
-    elif last_try:
-        outcome = "dead_lettered"
-    else:
-        outcome = "retrying"
-    deps.webhooks.log_delivery(
-        hook.kb_id,
-        DeliveryRecord(
-            webhook_id=hook.id,
-            delivery_id=message.delivery_id,
-            event_id=str(message.event.get("event_id", "")),
-            event_type=event_type,
-            attempt=message.attempt,
-            outcome=outcome,
-            status_class=status_class(status),
-            duration_ms=duration_ms,
-            at=claim.at,  # a taken-over try overwrites what its first holder logged
-        ),
-    )
-    if outcome == "retrying":
-        delay = retry_delay(message.attempt, deps.settings.webhook_backoff_seconds, 0.5 + random.random() / 2)
-        retry = message.model_copy(update={"attempt": message.attempt + 1})
-        deps.queue.send_raw(QUEUE, retry.model_dump(), delay_seconds=delay)
-    elif outcome in ("dead_lettered", "refused"):
-        reason = (
-            "the webhook URL is refused by the SSRF check"
-            if refused
-            else f"not delivered after {message.attempt} tries (last answer: {status_class(status)})"
-        )
-        parked = message.model_copy(update={"parked": message.parked + 1})
-        deps.queue.dead_letter(QUEUE, parked.model_dump_json(), reason)
-        logger.warning(
-            "webhook delivery parked",
-            extra={"webhook_id": hook.id, "delivery_id": message.delivery_id, "outcome": outcome},
-        )
-    deps.webhooks.finish_try(hook.kb_id, this_try)
-    return outcome
+        return _Tried("delivered", status, duration_ms)
+    if refused:
+        return _Tried("refused", status, duration_ms, "the webhook URL is refused by the SSRF check")
+    if last_try:
+        reason = f"not delivered after {message.attempt} tries (last answer: {status_class(status)})"
+        return _Tried("dead_lettered", status, duration_ms, reason)
+    return _Tried("retrying", status, duration_ms)
+
+
+def _count(deps: Dependencies, hook: Webhook, delivered: bool) -> None:
+    """The breaker: a posted try that failed adds to the webhook's failures in a row, and the one that
+    reaches PAUSE_AFTER_FAILURES pauses it; a delivered one (a probe's included) clears them and resumes it."""
+    said = {"kb_id": hook.kb_id, "webhook_id": hook.id, "tenant_id": hook.tenant_id}
+    if delivered:
+        if hook.failures_in_a_row or hook.paused_at:  # the common case writes nothing
+            deps.webhooks.clear_failures(hook.kb_id, hook.id)
+            if hook.paused_at:
+                logger.info("webhook resumed: its probe was delivered", extra=said)
+        return
+    first_probe = int(time.time()) + PROBE_SECONDS
+    if deps.webhooks.count_failure(hook.kb_id, hook.id, PAUSE_AFTER_FAILURES, first_probe):
+        logger.warning("webhook paused: its tries failed in a row", extra=said)
+
+
+def _probe_delay(hook: Webhook) -> int:
+    """The wait before the probe after this one: PROBE_SECONDS, doubled per failed probe, at most 900 s."""
+    failed_probes = max(0, hook.failures_in_a_row - PAUSE_AFTER_FAILURES)
+    return retry_delay(failed_probes + 1, PROBE_SECONDS, 1.0)

@@ -5,6 +5,10 @@ claim: `status` running or finished, `claimed_at` in epoch seconds, the first cl
 as long as the log, well past the queue's 14 days of retention). A webhook's log is one Query on its
 prefix, newest first.
 
+The delivery breaker's state is three attributes of the webhook's item beside its `body` (`failures`,
+`paused_at`, `probe_at`), each written by one UpdateItem of its own (an atomic add, a conditional pause,
+a conditional probe claim), which the writes of the body and secrets leave as they are.
+
 A webhook's secrets are attributes of their own beside its `body`: `secret` (the current one) and
 `previous_secrets` (a JSON list of {"secret", "expires_at"}, newest first: those rotations replaced that
 may still sign), so a rotation is one UpdateItem conditional on the secret it read. The current secret is
@@ -76,6 +80,11 @@ def build_webhook_model(settings: Settings) -> type[Any]:
         previous_secrets = JSONAttribute(null=True)
         #: the `meta` item only
         hook_count = NumberAttribute(null=True)
+        #: a webhook only: its delivery breaker (failed tries in a row; while paused, since when (ISO) and
+        #: its next probe's time in epoch seconds)
+        failures = NumberAttribute(null=True)
+        paused_at = UnicodeAttribute(null=True)
+        probe_at = NumberAttribute(null=True)
 
     return WebhookItem
 
@@ -110,6 +119,9 @@ def _hook(item: Any) -> Webhook:
         previous_secrets=[
             PreviousSecret(str(p["secret"]), str(p["expires_at"])) for p in item.previous_secrets or []
         ],
+        failures_in_a_row=int(item.failures or 0),
+        paused_at=item.paused_at or "",
+        probe_at=int(item.probe_at or 0),
     )
 
 
@@ -132,6 +144,7 @@ def _record(body: dict[str, Any]) -> DeliveryRecord:
         status_class=str(body["status_class"]),
         duration_ms=int(body["duration_ms"]),
         at=str(body["at"]),
+        reason=str(body.get("reason", "")),
     )
 
 
@@ -146,6 +159,9 @@ class DynamoWebhookRepo:
             body=_hook_body(webhook),
             secret=webhook.secret,
             previous_secrets=_previous(webhook) or None,
+            failures=webhook.failures_in_a_row or None,
+            paused_at=webhook.paused_at or None,
+            probe_at=webhook.probe_at or None,
         )
 
     def put(self, webhook: Webhook) -> None:
@@ -355,6 +371,52 @@ class DynamoWebhookRepo:
         except UpdateError as error:
             if not _condition_failed(error):
                 raise
+
+    def count_failure(self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int) -> bool:
+        m = self.model
+        item = m(kb_id, f"{HOOK}{webhook_id}")
+        try:
+            item.update(actions=[m.failures.add(1)], condition=m.key.exists())  # answers the item as written
+        except UpdateError as error:
+            if not _condition_failed(error):
+                raise
+            return False  # deleted
+        if int(item.failures or 0) < pause_after or item.paused_at:
+            return False
+        try:  # only while still failing (no delivered try cleared it since) and not paused by another worker
+            item.update(
+                actions=[m.paused_at.set(now_iso()), m.probe_at.set(probe_at)],
+                condition=m.key.exists() & m.paused_at.does_not_exist() & (m.failures >= pause_after),
+            )
+        except UpdateError as error:
+            if not _condition_failed(error):
+                raise
+            return False
+        return True
+
+    def clear_failures(self, kb_id: str, webhook_id: str) -> None:
+        m = self.model
+        try:
+            m(kb_id, f"{HOOK}{webhook_id}").update(
+                actions=[m.failures.remove(), m.paused_at.remove(), m.probe_at.remove()],
+                condition=m.key.exists(),
+            )
+        except UpdateError as error:
+            if not _condition_failed(error):
+                raise
+
+    def claim_probe(self, kb_id: str, webhook_id: str, now: int, next_probe_at: int) -> bool:
+        m = self.model
+        try:
+            m(kb_id, f"{HOOK}{webhook_id}").update(
+                actions=[m.probe_at.set(next_probe_at)],
+                condition=m.paused_at.exists() & (m.probe_at <= now),
+            )
+        except UpdateError as error:
+            if not _condition_failed(error):
+                raise
+            return False
+        return True
 
 
 def _overtaken(webhook: Webhook) -> Conflict:

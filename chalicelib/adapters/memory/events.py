@@ -63,6 +63,10 @@ class MemoryWebhookRepo:
                 copy.deepcopy(webhook),
                 secret=stored.secret,
                 previous_secrets=stored.previous_secrets,
+                # the breaker's state is the stage's, as on the table (attributes a settings write leaves)
+                failures_in_a_row=stored.failures_in_a_row,
+                paused_at=stored.paused_at,
+                probe_at=stored.probe_at,
             )
             return True
 
@@ -125,3 +129,28 @@ class MemoryWebhookRepo:
             held = self._tries.get((kb_id, delivery_try))
             if held is not None:
                 self._tries[(kb_id, delivery_try)] = (held[0], held[1], True)
+
+    def count_failure(self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int) -> bool:
+        with self._lock:
+            hook = self._hooks.get((kb_id, webhook_id))
+            if hook is None:
+                return False
+            hook.failures_in_a_row += 1
+            if hook.failures_in_a_row < pause_after or hook.paused_at:
+                return False
+            hook.paused_at, hook.probe_at = now_iso(), probe_at
+            return True
+
+    def clear_failures(self, kb_id: str, webhook_id: str) -> None:
+        with self._lock:
+            hook = self._hooks.get((kb_id, webhook_id))
+            if hook is not None:
+                hook.failures_in_a_row, hook.paused_at, hook.probe_at = 0, "", 0
+
+    def claim_probe(self, kb_id: str, webhook_id: str, now: int, next_probe_at: int) -> bool:
+        with self._lock:
+            hook = self._hooks.get((kb_id, webhook_id))
+            if hook is None or not hook.paused_at or hook.probe_at > now:
+                return False
+            hook.probe_at = next_probe_at
+            return True

@@ -1,0 +1,68 @@
+"""The WebhookRepo contract of the delivery breaker (stages/webhooks.py: failures in a row, the pause, one
+probe per interval), run on the in-memory fake (tests/service/test_webhook_pause.py) and on DynamoDB through
+moto (tests/e2e/test_webhook_pause_dynamo.py). Each test uses fresh ids."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from chalicelib.ports import WebhookRepo
+
+from .webhook_repo_contract import make_hook
+
+
+class WebhookPauseContract:
+    @pytest.fixture
+    def hooks(self) -> WebhookRepo:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def kb_id(self) -> str:
+        return f"kb-{uuid.uuid4()}"
+
+    def test_failures_in_a_row_pause_the_webhook_once_and_a_delivered_try_resumes_it(
+        self, hooks: WebhookRepo, kb_id: str
+    ) -> None:
+        hook = make_hook(kb_id)
+        hooks.put(hook)
+        assert [hooks.count_failure(kb_id, hook.id, 3, 1000) for _ in range(4)] == [False, False, True, False]
+        paused = hooks.get(kb_id, hook.id)
+        assert paused is not None
+        assert (paused.failures_in_a_row, paused.probe_at) == (4, 1000) and paused.paused_at
+        hooks.clear_failures(kb_id, hook.id)
+        resumed = hooks.get(kb_id, hook.id)
+        assert resumed is not None
+        assert (resumed.failures_in_a_row, resumed.paused_at, resumed.probe_at) == (0, "", 0)
+        assert not hooks.count_failure(kb_id, hook.id, 3, 1000)  # counting starts again from none
+
+    def test_one_probe_per_interval_and_none_while_not_paused(self, hooks: WebhookRepo, kb_id: str) -> None:
+        hook = make_hook(kb_id)
+        hooks.put(hook)
+        assert not hooks.claim_probe(kb_id, hook.id, 5000, 6000)  # not paused: no probe to claim
+        assert hooks.count_failure(kb_id, hook.id, 1, 1000)
+        assert not hooks.claim_probe(kb_id, hook.id, 999, 2000)  # its time has not come
+        assert hooks.claim_probe(kb_id, hook.id, 1000, 2000)
+        assert not hooks.claim_probe(kb_id, hook.id, 1000, 2000)  # another worker at the same time
+        assert not hooks.claim_probe(kb_id, hook.id, 1999, 3000)
+        assert hooks.claim_probe(kb_id, hook.id, 2000, 3000)
+        stored = hooks.get(kb_id, hook.id)
+        assert stored is not None and stored.probe_at == 3000
+
+    def test_a_settings_change_keeps_the_breaker_and_a_gone_webhook_is_not_brought_back(
+        self, hooks: WebhookRepo, kb_id: str
+    ) -> None:
+        hook = make_hook(kb_id)
+        hooks.put(hook)
+        assert hooks.count_failure(kb_id, hook.id, 1, 1000)
+        hook.description = "changed"  # a PUT that read the webhook before it was paused
+        assert hooks.update(hook)
+        stored = hooks.get(kb_id, hook.id)
+        assert stored is not None and stored.description == "changed"
+        assert (stored.failures_in_a_row, stored.probe_at) == (1, 1000) and stored.paused_at
+        assert hooks.delete(kb_id, hook.id)
+        assert not hooks.count_failure(kb_id, hook.id, 1, 1000)
+        hooks.clear_failures(kb_id, hook.id)
+        assert not hooks.claim_probe(kb_id, hook.id, 5000, 6000)
+        assert hooks.get(kb_id, hook.id) is None and hooks.list_kb(kb_id) == []
