@@ -7,8 +7,10 @@ tenant, knowledge base, status, attempt, the error's code and message for a fail
 pointer: never a document's text, never anything a remote server answered.
 
 `event_id` is derived from what the event is about (subject, type, attempt, status and, where those
-repeat, what marks the occurrence: a move's task, a summary's own nonce), so a consumer can drop a
-duplicate the at-least-once world hands it and never drops a second change.
+repeat, what marks the occurrence: a move's task, a summary's own nonce, when a clone's copy was made), so a
+consumer can drop a duplicate the at-least-once world hands it and never drops a second change. An event
+that may have been lost to a crash after its write is announced again under the same id
+(services/events.py).
 """
 
 from __future__ import annotations
@@ -122,7 +124,10 @@ def knowledge_event(
     attempt: int,
     error_code: str = "",
     error_message: str = "",
+    occurrence: str = "",
 ) -> Event:
+    """`occurrence`: what tells apart two rows under one id (a clone's copy made again, its id following
+    from the task and the source)."""
     return _detail(
         event_type,
         tenant_id=tenant_id,
@@ -133,6 +138,7 @@ def knowledge_event(
         attempt=attempt,
         error_code=error_code,
         error_message=error_message,
+        occurrence=occurrence,
     )
 
 

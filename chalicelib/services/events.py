@@ -2,14 +2,17 @@
 
 `announce` puts the events on the bus (the EventPublisher port) and fans each out to the webhooks of its
 knowledge base that asked for its type: one message per webhook on the `webhooks` queue, whose handler
-signs and posts it (stages/webhooks.py). Callers announce only after their write succeeded, so a
-redelivered message whose conditional write fails announces nothing again:
+signs and posts it (stages/webhooks.py). Callers announce only after their write succeeded; a worker
+that dies between the write and the announcement would lose the event, so a redelivered message that finds
+its write already done announces it again, under the same event id:
 
-    worker A   mark_indexed(completed) ok ── announce(Knowledge Completed)
-    worker A'  (redelivered) mark_indexed ✗ (already completed) ── nothing
+    worker A   mark_indexed(completed) ok ── (dies before it announces)
+    worker A'  (redelivered) mark_indexed ✗ (already completed) ── completed_again: Knowledge Completed
 
-Where an announcement itself comes twice (the state machine's message on the webhooks queue, delivered
-again), the event id is the same, so each webhook's delivery id is too and its tries are claimed once.
+The event id is the same however often a change is announced (this, or the state machine's message on the
+webhooks queue delivered again), so each webhook's delivery id is too and its tries are claimed once; a
+consumer drops the repeat by the id. A document's delete announces just before the row goes (its redelivery
+finds no row to read the event from).
 
 An announcement never breaks the work it announces, and loses none of its deliveries: the bus adapter logs
 a put it could not make; a delivery the webhooks queue does not take (SQS unreachable or throttling) is
@@ -120,6 +123,7 @@ def knowledge_changed(
     attempt: int | None = None,
     error_code: str = "",
     error_message: str = "",
+    occurrence: str = "",
 ) -> None:
     """`knowledge` as read before or after the write; `status`/`attempt` override what it says."""
     announce(
@@ -133,6 +137,7 @@ def knowledge_changed(
             attempt=attempt or knowledge.attempt,
             error_code=error_code,
             error_message=error_message,
+            occurrence=occurrence,
         ),
     )
 
@@ -168,6 +173,29 @@ def completed_again(deps: Dependencies, row: Knowledge | None, attempt: int) -> 
     repeat."""
     if row is not None and row.attempt == attempt and row.parse_status == ParseStatus.COMPLETED:
         knowledge_changed(deps, row, EventType.KNOWLEDGE_COMPLETED, attempt=attempt)
+
+
+def failed_again(deps: Dependencies, row: Knowledge | None, attempt: int) -> None:
+    """As `completed_again`, for a failure: a redelivered copy that finds `attempt` failed announces it again
+    (with the failure the row keeps), under the same id as whoever failed it."""
+    if row is not None and row.attempt == attempt and row.parse_status == ParseStatus.FAILED:
+        knowledge_changed(
+            deps,
+            row,
+            EventType.KNOWLEDGE_FAILED,
+            attempt=attempt,
+            error_code=row.error_code,
+            error_message=row.error_message,
+        )
+
+
+def reparse_started_again(deps: Dependencies, row: Knowledge | None, attempt: int) -> None:
+    """A redelivered task that finds the reparse it began (the row's `attempt`) begun already announces the
+    start again, as it was announced (`pending`), under the same id."""
+    if row is not None and row.attempt >= attempt:
+        knowledge_changed(
+            deps, row, EventType.KNOWLEDGE_REPARSE_STARTED, status=ParseStatus.PENDING.value, attempt=attempt
+        )
 
 
 def summary_changed(deps: Dependencies, knowledge: Knowledge, event_type: EventType, status: str) -> None:

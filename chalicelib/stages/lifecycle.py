@@ -25,7 +25,7 @@ from chalicelib.domain.errors import AppError, StageError
 from chalicelib.domain.status import REPARSE_FROM
 from chalicelib.domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
 from chalicelib.ports import Dependencies
-from chalicelib.services.events import task_finished
+from chalicelib.services.events import reparse_started_again, task_finished
 from chalicelib.services.kb_rows import kb_rows, position
 from chalicelib.services.stage_spans import ROOT
 from chalicelib.services.usage import carry_usage, metered_shares
@@ -77,8 +77,12 @@ MARK_RETRY_SECONDS = 5
 
 def run(deps: Dependencies, task_id: str) -> None:
     task = deps.tasks.get(task_id)
-    if task is None or task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
-        return  # unknown, or finished by an earlier delivery
+    if task is None:
+        return
+    if task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
+        # finished by an earlier delivery, which may have died before it announced: again, under the same id
+        task_finished(deps, task)
+        return
     task.status = TaskStatus.RUNNING
     metering.attribute(task.kb_id, task.tenant_id)
     if task.kind == TaskKind.REPARSE and ATTEMPTS not in task.params and not _record_attempts(deps, task):
@@ -278,6 +282,7 @@ def _reparse_once(deps: Dependencies, task: Task, knowledge_id: str, request: Re
     if attempt is not None:
         row = deps.knowledge.get(knowledge_id)
         if row is not None and row.attempt > attempt:  # reparsed by a delivery whose progress was not saved
+            reparse_started_again(deps, row, attempt + 1)  # which may have died before it announced it
             return
     _reparse(deps, task.tenant_id, knowledge_id, request)
 

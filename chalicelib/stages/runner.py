@@ -42,7 +42,7 @@ from chalicelib.observability import logger, stage_outcome
 from chalicelib.ports import Dependencies, ModelThrottled, ModelUnavailable, ServiceUnreachable
 from chalicelib.ports.storage import StorageRefused, StorageUnavailable
 from chalicelib.services.deadline import deadline_of, stage_deadline
-from chalicelib.services.events import knowledge_changed_by_id
+from chalicelib.services.events import failed_again, knowledge_changed_by_id
 from chalicelib.services.fairness import attempt_leaves_pipeline
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.stored_size import remove_uncounted_outputs
@@ -178,6 +178,10 @@ def run_stage(
             attempt_work(message, record)
 
     def attempt_work(message: StageMessage, record: SQSRecord) -> None:
+        if receive_count(record) > 1:
+            # the try before may have failed the attempt and died before it announced it (this try then only
+            # drops the message): announced again, under the same id
+            failed_again(deps, deps.knowledge.get(message.knowledge_id), message.attempt)
         last_try = receive_count(record) >= deps.settings.stage_max_receives
         token = stage_deadline.set(deadline_of(context))
         note = functools.partial(

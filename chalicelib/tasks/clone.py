@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import Forbidden, SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import attempt_chunk_prefix
@@ -231,11 +232,17 @@ def clone_one(
     require_clonable(deps, source_kb.id, target.id)
     new_id = copy_id(task.id, src.id)
     existing = deps.knowledge.get(new_id)
-    if existing is not None and existing.parse_status == ParseStatus.COMPLETED:
-        return  # made by an earlier delivery
+    if existing is not None:
+        # made by an earlier delivery, which may have died before it announced: again, under the same ids
+        _copy_changed(deps, existing, EventType.KNOWLEDGE_CREATED, ParseStatus.PROCESSING.value)
+        if existing.parse_status == ParseStatus.COMPLETED:
+            _copy_changed(deps, existing, EventType.KNOWLEDGE_COMPLETED, ParseStatus.COMPLETED.value)
+            return
     keys = _CopyKeys(deps, src, new_id)
     row = _copy_row(deps, src, new_id, target, keys)
-    if existing is None:
+    if existing is not None:  # its events name the row as it was made
+        row = replace(row, created_at=existing.created_at)
+    else:
         try:
             # nothing copied when the bytes cannot fit now; marking it indexed checks again (in its write)
             check_storage_for_upload(deps, row.tenant_id, src.file_size)
@@ -256,7 +263,7 @@ def clone_one(
                 deps.tenants.release_document(row.tenant_id)
             raise
         else:
-            knowledge_changed(deps, row, EventType.KNOWLEDGE_CREATED)
+            _copy_changed(deps, row, EventType.KNOWLEDGE_CREATED, ParseStatus.PROCESSING.value)
     try:
         _copy_content(deps, src, row, source_kb, target, keys)
         # Read after the copy's last write: a delete of the target (or of the copy) that listed its rows
@@ -492,7 +499,7 @@ def _copy_content(
     except StorageQuotaExceeded as error:  # the copy fails, and clone_one removes it
         raise ItemFailed(str(error), code=SpanErrorCode.QUOTA_EXCEEDED) from error
     if indexed:
-        knowledge_changed(deps, row, EventType.KNOWLEDGE_COMPLETED, status=ParseStatus.COMPLETED.value)
+        _copy_changed(deps, row, EventType.KNOWLEDGE_COMPLETED, ParseStatus.COMPLETED.value)
     if src.enable_status == EnableStatus.DISABLED:  # its entries were copied disabled too
         deps.knowledge.update_fields(row.id, {"enable_status": EnableStatus.DISABLED.value})
     tracker.close_root(row.id, row.attempt, SpanStatus.DONE)
@@ -523,4 +530,12 @@ def _remove_copy(
         if key:
             deps.files.delete(files_of(deps, row).url_for(key))
     if deps.knowledge.delete(row.id):  # its place in the tenant's count goes with it
-        knowledge_changed(deps, row, EventType.KNOWLEDGE_DELETED, status="deleted")
+        _copy_changed(deps, row, EventType.KNOWLEDGE_DELETED, "deleted")
+
+
+def _copy_changed(deps: Dependencies, row: Knowledge, event_type: EventType, status: str) -> None:
+    """A copy's event, at the copy's attempt. A copy removed and made again (its source changed mid-copy)
+    has the same id: when its row was made tells the two apart, so the second is not dropped as a repeat."""
+    knowledge_changed(
+        deps, row, event_type, status=status, attempt=COPY_ATTEMPT, occurrence=to_iso(row.created_at)
+    )

@@ -129,10 +129,12 @@ def delete_one(deps: Dependencies, knowledge_id: str, *, in_kb: str | None = Non
         # its upload intent, if a crash left it: before the row, so a PUT replayed with the still-valid
         # presigned URL finds neither and creates nothing (operations/create.py `accept_uploaded_object`)
         deps.inbox.delete(deps.inbox.url_for(upload_intent_key(knowledge.id)))
-    # True once: a retried delete finds the row gone. Its bytes and its place in the tenant's count go in the
-    # same transaction.
-    if deps.knowledge.delete(knowledge.id):
-        knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_DELETED, status="deleted")
+    # Announced before the row goes, as nothing is left to read the event from after: a delivery that dies
+    # in between is redelivered, finds the row and announces again under the same id (a repeat consumers
+    # and webhook deliveries drop), where one that announced after the delete would leave nothing to say.
+    knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_DELETED, status="deleted")
+    # Its bytes and its place in the tenant's count go in the same transaction.
+    deps.knowledge.delete(knowledge.id)
     leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
 
 

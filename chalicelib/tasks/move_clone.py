@@ -40,7 +40,7 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge, IndexSpace, WikiPageRecord
 from chalicelib.ports.wiki import PagePosition
 from chalicelib.services import resources
-from chalicelib.services.events import announce
+from chalicelib.services.events import announce, reparse_started_again
 from chalicelib.services.tag_names import tag_by_names
 from chalicelib.tasks.delete import delete_one
 from chalicelib.tasks.move_across import carry_objects
@@ -204,7 +204,7 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
             ),
         )
     if mode != "reuse_vectors":
-        _reparse_in_target(deps, row, source, target)
+        _reparse_in_target(deps, row, source, target, task.params.get("attempts", {}).get(row.id))
 
 
 TARGET_DELETED = "the target knowledge base was deleted during the move"
@@ -403,15 +403,23 @@ def _document_pages(deps: Dependencies, kb_id: str, knowledge_id: str) -> list[W
 
 
 def _reparse_in_target(
-    deps: Dependencies, row: Knowledge, source: KnowledgeBase | None, target: KnowledgeBase
+    deps: Dependencies,
+    row: Knowledge,
+    source: KnowledgeBase | None,
+    target: KnowledgeBase,
+    asked_at: object = None,
 ) -> None:
-    """The source's index entries and the chunks go; a new attempt runs under the target's configuration."""
+    """The source's index entries and the chunks go; a new attempt runs under the target's configuration.
+    `asked_at`: the attempt the move was asked for (the task's), whose next one the move begins."""
     if source is not None and source.indexing_strategy.needs_embedding:
         deps.engine(source.retrieval_engine).delete_by_knowledge(
             index_space(deps, source), source.id, [row.id]
         )
     if row.parse_status != ParseStatus.COMPLETED:
-        return  # an earlier delivery already started the new attempt
+        # an earlier delivery already started the new attempt, and may have died before it announced it
+        if isinstance(asked_at, int):
+            reparse_started_again(deps, row, asked_at + 1)
+        return
     from chalicelib.commands import ReparseRequest
     from chalicelib.tasks.reparse import reparse
 

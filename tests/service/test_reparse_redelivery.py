@@ -33,6 +33,14 @@ def _documents(deps: Services, kb: KnowledgeBase, n: int = 4) -> list[Knowledge]
     return docs
 
 
+def _started_ids(deps: Services, doc: Knowledge) -> set[str]:
+    return {
+        e.event_id
+        for e in deps.events.published  # type: ignore[attr-defined]
+        if e.type.value == STARTED and e.detail["knowledge_id"] == doc.id
+    }
+
+
 def _row(deps: Services, doc: Knowledge) -> Knowledge:
     row = deps.knowledge.get(doc.id)
     assert row is not None
@@ -88,7 +96,8 @@ def test_a_retried_batch_reparse_reparses_each_document_once(
     calls = _throttled_once_on_the_last(monkeypatch, len(docs))
     _run_task(deps, queue, pipeline_between=pipeline_between)
     assert [_row(deps, d).attempt for d in docs] == [2, 2, 2, 2]
-    assert all(deps.events.types_of(d.id).count(STARTED) == 1 for d in docs)
+    # each started once: the redelivery that skips one it reparsed tells its start again, as the same event
+    assert all(len(_started_ids(deps, d)) == 1 for d in docs)
     assert calls.count(docs[-1].id) == 2  # the one that failed is tried again
     done = deps.tasks.get(task.id)
     assert done is not None and done.status == TaskStatus.COMPLETED
