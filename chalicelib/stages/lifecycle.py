@@ -27,7 +27,6 @@ from chalicelib.domain.types import Knowledge, ParseStatus, Task, TaskKind, Task
 from chalicelib.ports import Dependencies
 from chalicelib.services.events import reparse_started_again, task_finished
 from chalicelib.services.kb_rows import kb_rows, position
-from chalicelib.services.stage_spans import ROOT
 from chalicelib.services.usage import carry_usage, metered_shares
 from chalicelib.stages.runner import come_back_soon, parse_body, process_batch
 from chalicelib.tasks import mark_kb_deleting
@@ -42,6 +41,9 @@ MAX_ERRORS_KEPT = 200
 PAGE = 50
 #: a batch reparse's param: each item's attempt when its first delivery began (`_record_attempts`)
 ATTEMPTS = "attempts"
+#: tasks whose items are reparses, saved after each: a redelivery repeats the items after the last save, and
+#: a second reparse throws the running attempt away and pays for it again (one save is far cheaper)
+SAVED_EACH_ITEM = frozenset({TaskKind.REPARSE, TaskKind.REPARSE_KB, TaskKind.RETRY_FAILED})
 
 
 class TaskMessage(BaseModel):
@@ -100,7 +102,7 @@ def run(deps: Dependencies, task_id: str) -> None:
                 if len(task.errors) < MAX_ERRORS_KEPT:
                     task.errors[item] = error.message
             task.done += 1
-            if count % SAVE_EVERY == 0 and not _save(deps, task):
+            if (count % SAVE_EVERY == 0 or task.kind in SAVED_EACH_ITEM) and not _save(deps, task):
                 return  # another delivery of this task is further along: it carries on
             if time.monotonic() >= deadline:
                 if _save(deps, task):
@@ -193,7 +195,7 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         ):
             seen.add(row.id)
             task.items.append(row.id)
-            yield row.id, lambda row=row: _reparse_unless_begun(deps, task, row, ReparseRequest())
+            yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, ReparseRequest())
     elif task.kind == TaskKind.MOVE:
         from chalicelib.tasks.move_clone import move_work
 
@@ -225,7 +227,7 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         ):
             seen_ids.add(row.id)
             task.items.append(row.id)
-            yield row.id, lambda row=row: _reparse_unless_begun(deps, task, row, whole)
+            yield row.id, lambda row=row: _reparse(deps, task.tenant_id, row.id, whole)
 
 
 def _untag_all(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
@@ -287,24 +289,6 @@ def _reparse_once(deps: Dependencies, task: Task, knowledge_id: str, request: Re
     _reparse(deps, task.tenant_id, knowledge_id, request)
 
 
-def _reparse_unless_begun(deps: Dependencies, task: Task, row: Knowledge, request: ReparseRequest) -> None:
-    """A swept row, unless its attempt began since the task was made: a delivery of this task whose progress
-    was not saved reparsed it already (the sweep finds it again), or its parse reads the settings of now."""
-    if not _begun_since(deps, row, _created_ms(task)):
-        _reparse(deps, task.tenant_id, row.id, request)
-
-
 def _created_ms(task: Task) -> float:
     """When the task was made; rows keep their times to the millisecond: its own millisecond counts as after."""
     return math.floor(task.created_at.timestamp() * 1000) / 1000
-
-
-def _begun_since(deps: Dependencies, row: Knowledge, since: float) -> bool:
-    """Whether the row's attempt began at or after `since`: a row not written since did not; a pending one
-    written since has not begun a stage (a reparse's reset); else its first stage's span says when."""
-    if row.updated_at.timestamp() < since:
-        return False
-    if row.parse_status == ParseStatus.PENDING:
-        return True
-    root = deps.spans.get(row.id, row.attempt, ROOT)
-    return root is not None and root.started_at is not None and root.started_at.timestamp() >= since
