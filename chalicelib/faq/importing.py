@@ -34,6 +34,9 @@ An upload is bounded (rows.py: MAX_FILE_BYTES by its form, which S3 enforces, at
 when read, a bigger one deleted; rows and text as read), and so is their number (uploads.py: a tenant's
 pending grants, 429 past the cap; an import, a failed one too, deletes its upload, a dry run keeps it for
 the import unless it could not read it); a queue silent at the start: 503, the task failed.
+
+Over 600 lines, unsplit: every way an import ends (done, refused, its last try, a lost lease, housekeeping's
+give-up) goes through the one `_finish`/`_settle` pair and lease here, which a split would spread apart.
 """
 
 from __future__ import annotations
@@ -202,6 +205,9 @@ def last_result(deps: Dependencies, tenant_id: str, kb_id: str, base_url: str) -
 # ---------------------------------------------------------------- the worker
 
 
+GIVEN_UP = "the import made no progress through repeated re-sends; it was given up"
+
+
 class LeaseLost(Exception):
     """Another import holds the knowledge base (this one's lease expired and was taken)."""
 
@@ -210,7 +216,7 @@ def _finished(task: Task) -> bool:
     return task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING)
 
 
-def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
+def run(deps: Dependencies, task_id: str, *, last_try: bool = False, give_up: bool = False) -> None:
     task = deps.tasks.get(task_id)
     if task is None or task.kind != TaskKind.FAQ_IMPORT:
         return
@@ -221,6 +227,9 @@ def run(deps: Dependencies, task_id: str, *, last_try: bool = False) -> None:
     kb = deps.kbs.get(task.kb_id)
     if kb is None or kb.status == "deleting":
         _finish(deps, task, None, TaskStatus.FAILED, error="the knowledge base no longer exists")
+        return
+    if give_up:  # housekeeping's send once its re-sends made no progress: failed as on its last try
+        _give_up(deps, task, kb)
         return
     dry_run = bool(task.params.get("dry_run"))
     try:  # planning too: a store that does not answer on the last try must not keep the lease for hours
@@ -264,6 +273,17 @@ def _fail_for_good(deps: Dependencies, task: Task, kb: KnowledgeBase, error: str
     if _save(deps, task):
         task_finished(deps, task)
     _settle(deps, task)
+
+
+def _give_up(deps: Dependencies, task: Task, kb: KnowledgeBase) -> None:
+    """Failed for good, unless another import took the lease meanwhile: then as a lost lease (touching nothing)."""
+    if not task.params.get("dry_run"):
+        try:
+            _renew(deps, task)
+        except LeaseLost:
+            _fail_without_lease(deps, task, GIVEN_UP)
+            return
+    _fail_for_good(deps, task, kb, GIVEN_UP)
 
 
 def _renew(deps: Dependencies, task: Task) -> None:

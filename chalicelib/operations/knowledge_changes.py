@@ -56,11 +56,12 @@ from chalicelib.services.storage import files_of
 from chalicelib.services.stored_size import recount_quietly
 from chalicelib.services.usable import require_usable_for_api
 from chalicelib.tasks import (
+    OPEN_TASK_STATUSES,
     deliver_again,
     drive_kb_delete,
     kb_delete_task,
-    kb_delete_task_id,
     new_task,
+    open_kb_delete_task,
     start_task,
 )
 from chalicelib.tasks.delete import start_delete, start_deleting
@@ -107,7 +108,8 @@ def delete_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> Task:
     blind write let an update that had read it before write it back active while its delete task ran), then
     sends the task. The task comes first, so a knowledge base never sits `deleting` without one: a request
     that dies after it is finished by housekeeping's re-send of the open task (whose work marks the knowledge
-    base itself), and one already `deleting` has its task sent again (a send lost)."""
+    base itself), and one already `deleting` has its task sent again (a send lost). A refused DELETE (409)
+    that closed the same task meanwhile is seen after the mark: the next task is sent instead."""
     for _ in range(5):
         kb = require_kb(deps, tenant_id, kb_id, deleting_too=True)
         if kb.status == "deleting":
@@ -115,23 +117,32 @@ def delete_kb(deps: Dependencies, tenant_id: str, kb_id: str) -> Task:
         task = kb_delete_task(deps, kb)
         marked = deps.kbs.update(replace(kb, status="deleting"))
         if marked is not None:
+            # written, then read: of this and a refused DELETE's close, one sees the other's write
+            current = deps.tasks.get(task.id)
+            if current is None or current.status not in OPEN_TASK_STATUSES:
+                return drive_kb_delete(deps, marked)
             deliver_again(deps, task.id)
-            return task
+            return current
     _close_unmarked_kb_delete(deps, kb_id)
     raise Conflict("the knowledge base kept changing; try again", code="kb_changed")
 
 
 def _close_unmarked_kb_delete(deps: Dependencies, kb_id: str) -> None:
     """A DELETE refused (409) leaves no open task that housekeeping would re-send and so carry out, unless
-    another DELETE marked the knowledge base meanwhile (its task, the same, goes on)."""
+    another DELETE marked the knowledge base meanwhile (its task, the same, goes on). Closed first, then the
+    knowledge base read again: one marked since by another DELETE (which answered this very task) has its
+    next task sent, as that DELETE does when it reads the task closed after its mark."""
     kb = deps.kbs.get(kb_id, consistent=True)
-    task = deps.tasks.get(kb_delete_task_id(kb_id))
+    task = open_kb_delete_task(deps, kb_id)
     if kb is None or kb.status == "deleting" or task is None or task.status != TaskStatus.QUEUED:
         return
     task.status = TaskStatus.FAILED
     task.errors[kb_id] = "the knowledge base kept changing; the delete was refused"
     task.updated_at = utcnow()
     deps.tasks.save_progress(task)
+    after = deps.kbs.get(kb_id, consistent=True)
+    if after is not None and after.status == "deleting":
+        drive_kb_delete(deps, after)
 
 
 # ---------------------------------------------------------------- cancel

@@ -18,13 +18,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from chalicelib.domain.clock import to_iso
-from chalicelib.domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus, TaskStatus
+from chalicelib.domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.stored_size import remove_ended_attempt
-from chalicelib.tasks import redrive_delete
-from chalicelib.tasks.delete import delete_task_id
+from chalicelib.tasks.delete import own_delete_under_way, redrive_delete
 from chalicelib.tasks.reparse import clear_earlier_attempts
 
 
@@ -71,16 +70,8 @@ def recover_after_restart(deps: Dependencies, now: datetime | None = None) -> St
         if restart(deps, knowledge, frozenset(IN_FLIGHT_STATUSES)) is not None:
             report.restarted.append(knowledge.id)
     for knowledge in deps.knowledge.deleting_older_than(cutoff):
-        if _own_delete_under_way(deps, knowledge):
+        if own_delete_under_way(deps, knowledge):
             continue
         redrive_delete(deps, knowledge)
         report.deletes_redriven.append(knowledge.id)
     return report
-
-
-def _own_delete_under_way(deps: Dependencies, knowledge: Knowledge) -> bool:
-    """The document's own delete task (DELETE /knowledge/{id}) is queued or running: the snapshot restored
-    its message, so a second task would only drive the delete twice. A row a batch, knowledge base or move
-    task deletes has none (the row does not record that task): it is driven again, as housekeeping would."""
-    own = deps.tasks.get(delete_task_id(knowledge.id))
-    return own is not None and own.status in (TaskStatus.QUEUED, TaskStatus.RUNNING)

@@ -562,9 +562,9 @@ class TaskRepo(Protocol):
         its count of re-sends."""
         ...
 
-    def stale_open(self, cutoff_iso: str, limit: int) -> list[Task]: ...  # queued/running, saved before it
+    def stale_open(self, cutoff_iso: str, limit: int) -> list[Task]: ...  # queued/running, waiting before it
 
-    def claim_stale(self, task: Task, now_iso: str) -> int | None:
-        """Restarts the wait of a task still as read (its updated_at, now `now_iso`): its re-sends since its
-        last progress, counting this one; None when a save or another sweep came first."""
+    def claim_stale(self, task_id: str, cutoff_iso: str, now_iso: str) -> int | None:
+        """Restarts at `now_iso` the wait of an open task waiting since before the cutoff (not its updated_at,
+        its progress): its re-sends since its last progress, this one too; None if a save or sweep came first."""
         ...

@@ -25,6 +25,8 @@ class ImportMessage(BaseModel):
     task_id: str = Field(min_length=1, max_length=100)
     #: times the import was put back because the embedding provider throttled (not a failed try)
     deferrals: int = Field(default=0, ge=0)
+    #: housekeeping's last send of an import that made no progress through its re-sends: it ends failed
+    give_up: bool = False
 
 
 def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -39,7 +41,7 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
         # metering.attribute; an unknown task, which it drops, has no knowledge base and is not stored)
         with metered_shares(deps, QUEUE, record, event, context):
             try:
-                run(deps, message.task_id, last_try=last_try)
+                run(deps, message.task_id, last_try=last_try, give_up=message.give_up)
             except DeferredStageError as error:
                 if message.deferrals < deps.settings.max_throttle_deferrals:
                     delay = defer_seconds(deps, error.delay_seconds)

@@ -13,14 +13,18 @@ They fail as the summary stage fails one, with its fallback description.
 Sweep A reads the rows a page at a time, oldest first, while the invocation has time; one cut short leaves
 where it stopped in the turns table and the next goes on from there, wrapping to the oldest when it reached
 the end: a backlog of spared rows cannot hide a stuck row behind it. An execution check left unanswered
-(throttled) spares the row until the next sweep. A delete left `deleting` is driven again once per threshold:
-its wait restarts when its task is sent again.
+(throttled) spares the row until the next sweep. A delete left `deleting` is driven again once per threshold
+by its own next task (its wait restarts when it is sent), unless its own task is still open: that one is
+re-sent as any open task below, so a document is never driven by two at once.
 
 A task (of any kind) still queued or running that saved no progress for the threshold had its message
 lost (a send that failed, a request that died after writing it) or dead-lettered: it is sent again, up to
-TASKS_PER_SWEEP a sweep, oldest first, each claimed by a write conditional on its updated_at as read (its
-wait restarts; of two sweeps only one sends). A running task saves every few items and each slice, so it
-never looks stale while alive. One sent MAX_TASK_RESENDS times without progress is failed with the reason.
+TASKS_PER_SWEEP a sweep, oldest first, each claimed by a write conditional on its wait still starting
+before the cutoff (its wait restarts; of two sweeps only one sends). The claim leaves the task's own
+updated_at alone: that is its progress (GET /tasks; a re-embed holds its knowledge base only while it
+saves). A running task saves every few items and each slice, so it never looks stale while alive. One sent
+MAX_TASK_RESENDS times without progress is failed with the reason; an FAQ import is sent once more to be
+given up by its own worker, which records its end as any failed import's.
 """
 
 from __future__ import annotations
@@ -34,7 +38,16 @@ from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name, plan_attempt
 from chalicelib.domain.status import is_in_flight
-from chalicelib.domain.types import Knowledge, ParseStatus, SpanStatus, Stage, SummaryStatus, Task, TaskStatus
+from chalicelib.domain.types import (
+    Knowledge,
+    ParseStatus,
+    SpanStatus,
+    Stage,
+    SummaryStatus,
+    Task,
+    TaskKind,
+    TaskStatus,
+)
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.services.deadline import deadline_of, out_of_time, share_of_time, stage_deadline
@@ -42,7 +55,8 @@ from chalicelib.services.events import knowledge_changed, task_finished
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.stored_size import remove_uncounted_outputs
 from chalicelib.services.summary_failure import summary_given_up
-from chalicelib.tasks import redrive_delete, send_again
+from chalicelib.tasks import send_again
+from chalicelib.tasks.delete import own_delete_under_way, redrive_delete
 
 #: the turn book (the turns table: one small item per key, which this function already reads and writes)
 #: holding the (updated_at, id) of the last row a cut-short sweep looked at; empty when it got to the end
@@ -103,6 +117,8 @@ def _redrive_lost_deletes(deps: Dependencies, now: datetime, cutoff: str, report
         if out_of_time():  # each redrive writes a task and sends it: the next sweep goes on
             report.cut_short = True
             return
+        if own_delete_under_way(deps, knowledge):
+            continue  # its own task, open, is re-sent below while it makes no progress (then failed)
         # A delete whose task was lost (or ended in the DLQ): accepted work is never lost, so drive it again.
         # Its wait restarts first, on the row as read: a task still queued behind others is not sent again
         # every sweep but after another threshold, and of two sweeps reading the row only one sends it.
@@ -120,24 +136,25 @@ def _resend_stale_tasks(deps: Dependencies, now: datetime, cutoff: str, report: 
         if out_of_time():
             report.cut_short = True
             return
-        resends = deps.tasks.claim_stale(task, to_iso(now))
+        resends = deps.tasks.claim_stale(task.id, cutoff, to_iso(now))
         if resends is None:  # it saved progress, or another sweep claimed it, since it was read
             continue
-        task.updated_at = now
-        if resends > MAX_TASK_RESENDS:
-            _fail_stuck_task(deps, task)
+        if resends > MAX_TASK_RESENDS and task.kind == TaskKind.FAQ_IMPORT:
+            send_again(deps, task, give_up=True)  # its worker ends it as its own failures (faq/importing.py)
+            report.tasks_failed.append(task.id)
+        elif resends > MAX_TASK_RESENDS:
+            _fail_stuck_task(deps, task, now)
             report.tasks_failed.append(task.id)
         else:
             send_again(deps, task)
             report.tasks_resent.append(task.id)
 
 
-def _fail_stuck_task(deps: Dependencies, task: Task) -> None:
+def _fail_stuck_task(deps: Dependencies, task: Task, now: datetime) -> None:
     reason = f"no progress after {MAX_TASK_RESENDS} re-sends of the task; it was given up"
     task.status = TaskStatus.FAILED
+    task.updated_at = now
     task.errors = {TASK_ERROR_KEY: reason, **task.errors}  # first: the one its event carries
-    if "status" in task.progress:  # an FAQ import's own view of itself
-        task.progress.update(status="failed", error=reason)
     logger.warning("housekeeping failed a task that made no progress", extra={"task_id": task.id})
     if deps.tasks.save_progress(task):
         task_finished(deps, task)

@@ -7,11 +7,12 @@ re-sends tasks whose message was lost with it.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from chalicelib.domain.errors import NotFound
-from chalicelib.domain.types import Knowledge, KnowledgeBase, Task, TaskKind, TaskStatus
+from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, TaskStatus
 from chalicelib.ports import Dependencies, TaskExists
 from chalicelib.services.ownership import kb_allowed
 
@@ -38,10 +39,12 @@ def deliver_again(deps: Dependencies, task_id: str) -> None:
     deps.queue.send_raw(LIFECYCLE_QUEUE, {"task_id": task_id})
 
 
-def send_again(deps: Dependencies, task: Task) -> None:
-    """Housekeeping's re-send of an open task that made no progress: on the queue its kind runs on."""
+def send_again(deps: Dependencies, task: Task, *, give_up: bool = False) -> None:
+    """Housekeeping's re-send of an open task that made no progress: on the queue its kind runs on. An FAQ
+    import given up is ended by its own worker (`give_up`): its last result, its objects and its lease."""
     if task.kind == TaskKind.FAQ_IMPORT:
-        deps.queue.send_raw(FAQ_IMPORT_QUEUE, {"task_id": task.id})
+        body: dict[str, Any] = {"task_id": task.id, "give_up": True} if give_up else {"task_id": task.id}
+        deps.queue.send_raw(FAQ_IMPORT_QUEUE, body)
     else:
         deliver_again(deps, task.id)
 
@@ -53,36 +56,68 @@ def get_task(deps: Dependencies, tenant_id: str, task_id: str) -> Task:
     return task
 
 
-def redrive_delete(deps: Dependencies, knowledge: Knowledge) -> Task:
-    """Housekeeping's recovery for a row left `deleting`: a fresh delete task for it."""
-    return start_task(
-        deps, new_task(knowledge.tenant_id, TaskKind.DELETE_KNOWLEDGE, knowledge.kb_id, [knowledge.id])
-    )
+#: generations of a subject's own task looked at before a fresh uuid4 one (each needs the one before ended)
+MAX_TASK_GENERATIONS = 50
+OPEN_TASK_STATUSES = (TaskStatus.QUEUED, TaskStatus.RUNNING)
 
 
-def kb_delete_task_id(kb_id: str) -> str:
-    return str(uuid.uuid5(_KB_DELETE_TASK_IDS, kb_id))
+def generation_task_id(namespace: uuid.UUID, subject: str, generation: int) -> str:
+    """A subject's own task id (uuid5): the first generation's is the subject's own (as it always was)."""
+    return str(uuid.uuid5(namespace, subject if generation == 0 else f"{subject}#{generation}"))
+
+
+def current_own_task(deps: Dependencies, namespace: uuid.UUID, subject: str) -> Task | None:
+    """The subject's own task that has not ended, or None: its generations are read in order, and the
+    first one absent or still open ends the walk."""
+    for generation in range(MAX_TASK_GENERATIONS):
+        task = deps.tasks.get(generation_task_id(namespace, subject, generation))
+        if task is None or task.status in OPEN_TASK_STATUSES:
+            return task
+    return None
+
+
+def own_task(deps: Dependencies, namespace: uuid.UUID, subject: str, make: Callable[[str], Task]) -> Task:
+    """The subject's (a document's, a knowledge base's) open task of one kind, written by `make` under the
+    first free generation's id if every earlier one ended: requests at once and repeated, and housekeeping,
+    all land on the same open task, never one each (a uuid4 per call once the first had ended)."""
+    for generation in range(MAX_TASK_GENERATIONS):
+        task_id = generation_task_id(namespace, subject, generation)
+        task = deps.tasks.get(task_id)
+        if task is None:
+            try:
+                fresh = make(task_id)
+                deps.tasks.put(fresh)
+                return fresh
+            except TaskExists:  # another caller wrote it a moment ago
+                task = deps.tasks.get(task_id)
+        if task is not None and task.status in OPEN_TASK_STATUSES:
+            return task
+    fresh = make(str(uuid.uuid4()))  # a subject with that many ended tasks: as before, one of its own
+    deps.tasks.put(fresh)
+    return fresh
+
+
+def kb_delete_task_id(kb_id: str, generation: int = 0) -> str:
+    return generation_task_id(_KB_DELETE_TASK_IDS, kb_id, generation)
 
 
 def kb_delete_task(deps: Dependencies, kb: KnowledgeBase) -> Task:
-    """The knowledge base's open delete task, written (before it is marked `deleting`) under an id that
-    follows from the knowledge base unless there is one: a DELETE repeated finds it, and housekeeping
-    re-sends it while it is open (its work marks the knowledge base `deleting` if the request died before)."""
-    task = deps.tasks.get(kb_delete_task_id(kb.id))
-    if task is not None and task.status in (TaskStatus.QUEUED, TaskStatus.RUNNING):
-        return task
-    fresh = Task(
-        id=kb_delete_task_id(kb.id) if task is None else str(uuid.uuid4()),
-        tenant_id=kb.tenant_id,
-        kind=TaskKind.DELETE_KB,
-        kb_id=kb.id,
-        items=[],
+    """The knowledge base's open delete task (own_task), written before it is marked `deleting` unless
+    there is one: a DELETE repeated finds it, and housekeeping re-sends it while it is open (its work marks
+    the knowledge base `deleting` if the request died before)."""
+    return own_task(
+        deps,
+        _KB_DELETE_TASK_IDS,
+        kb.id,
+        lambda task_id: Task(
+            id=task_id, tenant_id=kb.tenant_id, kind=TaskKind.DELETE_KB, kb_id=kb.id, items=[]
+        ),
     )
-    try:
-        deps.tasks.put(fresh)
-    except TaskExists:  # another DELETE wrote it a moment ago
-        return deps.tasks.get(fresh.id) or fresh
-    return fresh
+
+
+def open_kb_delete_task(deps: Dependencies, kb_id: str) -> Task | None:
+    task = current_own_task(deps, _KB_DELETE_TASK_IDS, kb_id)
+    return task if task is not None and task.status in OPEN_TASK_STATUSES else None
 
 
 def drive_kb_delete(deps: Dependencies, kb: KnowledgeBase) -> Task:

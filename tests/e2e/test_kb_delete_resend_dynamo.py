@@ -122,19 +122,24 @@ def test_the_open_index_lists_open_tasks_only_and_claims_them_once(
     stale = tasks.stale_open(now, 10)
     assert [t.id for t in stale] == [paged.id] and stale[0].items == paged.items
 
-    assert tasks.claim_stale(stale[0], now) == 1
-    assert tasks.claim_stale(stale[0], now) is None  # a second sweep that read it before the claim
+    assert tasks.claim_stale(paged.id, now, now) == 1
+    assert tasks.claim_stale(paged.id, now, now) is None  # a second sweep that read it before the claim
     assert tasks.stale_open(now, 10) == []  # its wait restarted
     later = to_iso(datetime.now(UTC) + timedelta(hours=3))
     (again,) = tasks.stale_open(later, 10)
-    assert again.updated_at > paged.updated_at and tasks.claim_stale(again, later) == 2
+    # the claim restarted its wait, not its progress (GET /tasks, a re-embed's hold read that)
+    assert (
+        to_iso(again.updated_at) == to_iso(paged.updated_at)
+        and tasks.claim_stale(again.id, later, later) == 2
+    )
 
     # progress: the count starts again; finished: out of the index
     (read,) = tasks.stale_open(to_iso(datetime.now(UTC) + timedelta(hours=6)), 10)
     read.done, read.status, read.updated_at = 1, TaskStatus.RUNNING, datetime.now(UTC)
     assert tasks.save_progress(read)
-    (running,) = tasks.stale_open(to_iso(datetime.now(UTC) + MINUTE), 10)
-    assert running.status == TaskStatus.RUNNING and tasks.claim_stale(running, to_iso(datetime.now(UTC))) == 1
+    soon = to_iso(datetime.now(UTC) + MINUTE)
+    (running,) = tasks.stale_open(soon, 10)
+    assert running.status == TaskStatus.RUNNING and tasks.claim_stale(running.id, soon, soon) == 1
     running.status = TaskStatus.COMPLETED
     running.updated_at = datetime.now(UTC)
     assert tasks.save_progress(running)
@@ -153,3 +158,18 @@ def test_a_task_sent_its_most_times_without_progress_is_failed(
     failed = services.tasks.get(task.id)
     assert failed is not None and failed.status == TaskStatus.FAILED
     assert f"no progress after {MAX_TASK_RESENDS} re-sends" in failed.errors["task"]
+
+
+def test_a_re_send_restarts_the_wait_and_leaves_the_tasks_progress(
+    runtime: LocalRuntime, services: Services, sweeps: Sweeps
+) -> None:
+    """rev_alo2 1: the claim wrote its time over the task's updated_at (its progress: GET /tasks shows it,
+    a re-embed holds its knowledge base by it) in the item the task is read from."""
+    task = _old_task(services, TaskKind.DELETE_TAG, params={"tag_id": "a-tag"})
+    sweeps.fire()
+    _lose_lifecycle_messages()
+    resent = services.tasks.get(task.id)
+    assert resent is not None and resent.status == TaskStatus.QUEUED
+    assert to_iso(resent.updated_at) == to_iso(task.updated_at)
+    # its wait restarted: not stale at a cutoff between its progress and the re-send
+    assert services.tasks.stale_open(to_iso(datetime.now(UTC) - MINUTE), 10) == []

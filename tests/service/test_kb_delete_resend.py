@@ -141,3 +141,115 @@ def test_a_delete_refused_as_the_knowledge_base_kept_changing_is_not_carried_out
     assert again.id != task.id
     run_lifecycle(deps)
     assert deps.kbs.get(kb.id) is None
+
+
+def _open_kb_deletes(deps: Services, kb: KnowledgeBase) -> list[str]:
+    rows = deps.tasks._rows.values()  # type: ignore[attr-defined]
+    return [
+        t.id
+        for t in rows
+        if t.kind == TaskKind.DELETE_KB
+        and t.kb_id == kb.id
+        and t.status in (TaskStatus.QUEUED, TaskStatus.RUNNING)
+    ]
+
+
+def test_a_refused_delete_closing_the_task_a_second_delete_answered_has_the_next_one_sent(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev_alo2 2: request A (refused, 409) read the knowledge base active, then B marked it and answered
+    the same task, then A failed that task: `deleting` with no open task, and nothing to drive it."""
+    from chalicelib.operations import knowledge_changes
+    from chalicelib.operations.knowledge_changes import delete_kb
+
+    doc = upload(deps, kb)
+    drain(deps)
+    real_update, real_get_task = deps.kbs.update, deps.tasks.get
+    real_close = knowledge_changes._close_unmarked_kb_delete
+    closing: list[bool] = []
+    monkeypatch.setattr(deps.kbs, "update", lambda changed: None)  # request A loses every mark
+
+    def close(deps_: Any, kb_id: str) -> None:
+        closing.append(True)
+        real_close(deps_, kb_id)
+
+    def get_task(task_id: str) -> Any:
+        if closing == [True]:  # A's close read the knowledge base (active); B's DELETE marks it now
+            closing.append(True)
+            monkeypatch.setattr(deps.kbs, "update", real_update)
+            delete_kb(deps, kb.tenant_id, kb.id)
+        return real_get_task(task_id)
+
+    monkeypatch.setattr(knowledge_changes, "_close_unmarked_kb_delete", close)
+    monkeypatch.setattr(deps.tasks, "get", get_task)
+    with pytest.raises(Conflict):
+        delete_kb(deps, kb.tenant_id, kb.id)
+    monkeypatch.undo()
+    assert len(_open_kb_deletes(deps, kb)) == 1
+    run_lifecycle(deps)
+    assert deps.kbs.get(kb.id) is None and deps.knowledge.get(doc.id) is None
+
+
+def test_a_delete_whose_task_a_refused_delete_closed_before_its_mark_sends_the_next_one(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev_alo2 2, the other order: B got the open task, A (refused) closed it and found the knowledge base
+    still active, then B's mark landed. B reads the task after its mark and sends the next one."""
+    from chalicelib.operations.knowledge_changes import delete_kb
+
+    doc = upload(deps, kb)
+    drain(deps)
+    real_update = deps.kbs.update
+
+    def mark_after_a_refused_delete(changed: Any) -> Any:
+        monkeypatch.setattr(deps.kbs, "update", lambda _: None)  # request A loses every mark
+        with pytest.raises(Conflict):
+            delete_kb(deps, kb.tenant_id, kb.id)
+        monkeypatch.setattr(deps.kbs, "update", real_update)
+        return real_update(changed)
+
+    monkeypatch.setattr(deps.kbs, "update", mark_after_a_refused_delete)
+    answered = delete_kb(deps, kb.tenant_id, kb.id)
+    monkeypatch.undo()
+    assert answered.status == TaskStatus.QUEUED and _open_kb_deletes(deps, kb) == [answered.id]
+    run_lifecycle(deps)
+    assert deps.kbs.get(kb.id) is None and deps.knowledge.get(doc.id) is None
+
+
+def test_deletes_repeated_after_a_refused_one_answer_one_task(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev_alo2 3: once the first (deterministic) task had ended, every DELETE wrote a uuid4 task of its own,
+    each re-sent by housekeeping and each announcing its end."""
+    from chalicelib.operations.knowledge_changes import delete_kb
+
+    monkeypatch.setattr(deps.kbs, "update", lambda changed: None)
+    with pytest.raises(Conflict):
+        delete_kb(deps, kb.tenant_id, kb.id)
+    monkeypatch.undo()
+    answered = {delete_kb(deps, kb.tenant_id, kb.id).id for _ in range(3)}  # a client's retries
+    assert len(answered) == 1 and _open_kb_deletes(deps, kb) == sorted(answered)
+    run_lifecycle(deps)
+    assert deps.kbs.get(kb.id) is None
+
+
+def test_a_documents_deletes_repeated_after_its_task_ended_answer_one_task(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    """rev_alo2 3, the same get-or-create for a document's own delete task (tasks/delete.py)."""
+    from dataclasses import replace
+
+    from chalicelib.operations.knowledge_changes import delete_knowledge
+
+    doc = upload(deps, kb)
+    drain(deps)
+    first = delete_knowledge(deps, kb.tenant_id, doc.id)
+    # it ended with the row still there (an object that could not be deleted), its message consumed
+    assert deps.tasks.save_progress(replace(first, status=TaskStatus.FAILED, done=1, failed=1))
+    queue.purge("lifecycle")
+    answered = {delete_knowledge(deps, kb.tenant_id, doc.id).id for _ in range(3)}
+    assert len(answered) == 1 and first.id not in answered
+    rows = deps.tasks._rows.values()  # type: ignore[attr-defined]
+    assert len([t for t in rows if doc.id in t.items]) == 2
+    run_lifecycle(deps)
+    assert deps.knowledge.get(doc.id) is None

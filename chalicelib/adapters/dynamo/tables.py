@@ -349,14 +349,14 @@ def build_models(settings: Settings) -> Models:
         n_slices_done = NumberAttribute(null=True)
 
     class TaskOpenIndex(GlobalSecondaryIndex[Any]):
-        """Sparse: the tasks still queued or running, by when they last saved (housekeeping's re-sends)."""
+        """Sparse: the tasks still queued or running, by since when they wait (housekeeping's re-sends)."""
 
         class Meta:
             index_name = "open-index"
             projection = KeysOnlyProjection()
 
         open_shard = UnicodeAttribute(hash_key=True)
-        updated_at = UnicodeAttribute(range_key=True)
+        wait_from = UnicodeAttribute(range_key=True)
 
     class TaskItem(Model):
         class Meta:
@@ -370,9 +370,8 @@ def build_models(settings: Settings) -> Models:
         expires_at = NumberAttribute(null=True)  # TTL: finished tasks are kept for 30 days
         #: set only while the task is queued or running (adapters/dynamo/tasks.py); never on an items page
         open_shard = UnicodeAttribute(null=True)
-        updated_at = UnicodeAttribute(
-            null=True
-        )  # its last save or re-send, newer than body's after a re-send
+        #: while open: its last save, or housekeeping's last re-send (never its body's updated_at, its progress)
+        wait_from = UnicodeAttribute(null=True)
         resends = NumberAttribute(null=True)  # housekeeping's re-sends since its last saved progress
         open_index = TaskOpenIndex()
 

@@ -6,9 +6,10 @@ whole-knowledge-base task (a delete, a clone, a re-embed of thousands of documen
 400 KB item, and every save of its progress rewrote the whole list. Items are only ever appended, so a full
 page never changes.
 
-While a task is queued or running its record carries `open_shard` (one of OPEN_SHARDS, from its id), so the
-sparse `open-index` lists the open tasks by `updated_at` (its last save, or housekeeping's last re-send);
-a finished task, and a page, is not in it. Tasks written before the index have no `open_shard`."""
+While a task is queued or running its record carries `open_shard` (one of OPEN_SHARDS, from its id) and
+`wait_from` (its last save, or housekeeping's last re-send), so the sparse `open-index` lists the open
+tasks by how long they have waited; a finished task, and a page, is not in it. A re-send restarts the wait
+only: the task's own updated_at (in its body) stays its progress."""
 
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ class DynamoTaskRepo:
             body=self._save_pages(task),
             expires_at=int(time.time()) + TASK_TTL_SECONDS,
             open_shard=open_shard(task),
-            updated_at=to_iso(task.updated_at),
+            wait_from=to_iso(task.updated_at) if open_shard(task) else None,
         )
         try:
             row.save(condition=self.model.id.does_not_exist())
@@ -121,8 +122,6 @@ class DynamoTaskRepo:
         except DoesNotExist:
             return None
         body = dict(row.body)
-        if row.updated_at:  # a re-send's restart of its wait is written beside the body
-            body["updated_at"] = row.updated_at
         keys = [str(key) for key in body.pop("item_pages", [])]
         if keys:
             found = {item.id: item.body["items"] for item in self.model.batch_get(keys, consistent_read=True)}
@@ -139,8 +138,8 @@ class DynamoTaskRepo:
                 actions=[
                     m.done.set(task.done),
                     m.body.set(body),
-                    m.updated_at.set(to_iso(task.updated_at)),
                     m.open_shard.set(shard) if shard else m.open_shard.remove(),
+                    m.wait_from.set(to_iso(task.updated_at)) if shard else m.wait_from.remove(),
                     m.resends.remove(),  # progress: housekeeping counts its re-sends from here
                 ],
                 condition=m.id.exists() & (m.done <= task.done),
@@ -155,9 +154,9 @@ class DynamoTaskRepo:
         found: list[tuple[str, str]] = []
         for shard in range(OPEN_SHARDS):
             query = self.model.open_index.query(
-                f"open#{shard}", self.model.updated_at < cutoff_iso, limit=limit
+                f"open#{shard}", self.model.wait_from < cutoff_iso, limit=limit
             )
-            found += [(str(key.updated_at), str(key.id)) for key in query]
+            found += [(str(key.wait_from), str(key.id)) for key in query]
         tasks = [self.get(task_id) for _, task_id in sorted(found)[:limit]]
         # the index lags its table: a task saved since it was read is not stale
         return [
@@ -166,13 +165,13 @@ class DynamoTaskRepo:
             if task is not None and task.status in OPEN_STATUSES and to_iso(task.updated_at) < cutoff_iso
         ]
 
-    def claim_stale(self, task: Task, now_iso: str) -> int | None:
+    def claim_stale(self, task_id: str, cutoff_iso: str, now_iso: str) -> int | None:
         m = self.model
-        row = m(task.id)
+        row = m(task_id)
         try:
             row.update(
-                actions=[m.updated_at.set(now_iso), m.resends.add(1)],
-                condition=m.open_shard.exists() & (m.updated_at == to_iso(task.updated_at)),
+                actions=[m.wait_from.set(now_iso), m.resends.add(1)],
+                condition=m.open_shard.exists() & (m.wait_from < cutoff_iso),
             )
         except UpdateError as error:
             if _condition_failed(error):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 
-from chalicelib.domain.clock import from_iso, to_iso
+from chalicelib.domain.clock import to_iso
 from chalicelib.domain.types import Task, TaskStatus
 from chalicelib.ports import TaskExists
 
@@ -17,6 +17,8 @@ class MemoryTaskRepo:
         self._rows: dict[str, Task] = {}
         #: housekeeping's re-sends since the task's last saved progress (the DynamoDB item's `resends`)
         self._resends: dict[str, int] = {}
+        #: housekeeping's last re-send since the task's last save, when its wait restarted (`wait_from`)
+        self._claimed_at: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def put(self, task: Task) -> None:
@@ -37,25 +39,30 @@ class MemoryTaskRepo:
                 return False
             self._rows[task.id] = copy.deepcopy(task)
             self._resends.pop(task.id, None)
+            self._claimed_at.pop(task.id, None)  # its wait restarts at its save
             return True
 
     def stale_open(self, cutoff_iso: str, limit: int) -> list[Task]:
         with self._lock:
             stale = [
-                row
+                (self._wait_from(row), row)
                 for row in self._rows.values()
-                if row.status in OPEN_STATUSES and to_iso(row.updated_at) < cutoff_iso
+                if row.status in OPEN_STATUSES and self._wait_from(row) < cutoff_iso
             ]
-            stale.sort(key=lambda row: (to_iso(row.updated_at), row.id))
-            return [copy.deepcopy(row) for row in stale[:limit]]
+            stale.sort(key=lambda waiting: (waiting[0], waiting[1].id))
+            return [copy.deepcopy(row) for _, row in stale[:limit]]
 
-    def claim_stale(self, task: Task, now_iso: str) -> int | None:
+    def claim_stale(self, task_id: str, cutoff_iso: str, now_iso: str) -> int | None:
         with self._lock:
-            row = self._rows.get(task.id)
+            row = self._rows.get(task_id)
             if row is None or row.status not in OPEN_STATUSES:
                 return None
-            if to_iso(row.updated_at) != to_iso(task.updated_at):  # saved, or claimed, since it was read
+            if self._wait_from(row) >= cutoff_iso:  # saved, or claimed, since it was read
                 return None
-            row.updated_at = from_iso(now_iso)
-            self._resends[task.id] = self._resends.get(task.id, 0) + 1
-            return self._resends[task.id]
+            self._claimed_at[task_id] = now_iso
+            self._resends[task_id] = self._resends.get(task_id, 0) + 1
+            return self._resends[task_id]
+
+    def _wait_from(self, row: Task) -> str:
+        """Since when the task waits: housekeeping's last re-send, else its last save (its own updated_at)."""
+        return self._claimed_at.get(row.id) or to_iso(row.updated_at)
