@@ -102,6 +102,7 @@ def present(hook: Webhook, *, with_secret: bool = False) -> dict[str, Any]:
         # when each secret a rotation replaced stops signing deliveries (newest first; never the secrets)
         "previous_secrets_expire_at": [p.expires_at for p in still_signing(hook.previous_secrets, now_iso())],
         # the delivery breaker (stages/webhooks.py): `paused` after tries failed in a row, until a probe lands
+        # or a PUT changes the URL or switches it on
         "delivery_status": "paused" if hook.paused_at else "active",
         "paused_at": hook.paused_at or None,
         "failures_in_a_row": hook.failures_in_a_row,
@@ -149,6 +150,9 @@ def update_webhook(
     deps: Dependencies, tenant_id: str, kb_id: str, webhook_id: str, request: UpdateWebhookRequest
 ) -> dict[str, Any]:
     hook = _require(deps, tenant_id, kb_id, webhook_id)
+    # a new URL, or switching it back on, is the tenant saying the receiver is fixed: the breaker starts
+    # afresh (stages/webhooks.py), so new deliveries go to it at once rather than at the next probe
+    resume = (request.url is not None and request.url != hook.url) or (request.enabled and not hook.enabled)
     if request.url is not None:
         deps.urls.check(request.url)
         hook.url = request.url
@@ -159,8 +163,10 @@ def update_webhook(
     if request.enabled is not None:
         hook.enabled = request.enabled
     hook.updated_at = now_iso()
-    if not deps.webhooks.update(hook):  # deleted while this request checked its URL
+    if not deps.webhooks.update(hook, resume=bool(resume)):  # deleted while this request checked its URL
         raise NotFound(f"webhook {webhook_id} not found", code="webhook_not_found")
+    if resume:
+        hook = replace(hook, failures_in_a_row=0, paused_at="", probe_at=0, probes=0)
     return present(hook)
 
 

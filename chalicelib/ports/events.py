@@ -34,10 +34,12 @@ class Webhook:
     #: too until its own expiry, so a receiver can switch without missing one
     previous_secrets: list[PreviousSecret] = field(default_factory=list)
     #: the delivery breaker (stages/webhooks.py): posted tries that failed in a row, and while the webhook is
-    #: paused, since when (ISO; "" when not paused) and when its next probe may go (epoch seconds)
+    #: paused, since when (ISO; "" when not paused), when its next probe may go (epoch seconds) and how many
+    #: probes were claimed since the pause (the next one's wait doubles with each)
     failures_in_a_row: int = 0
     paused_at: str = ""
     probe_at: int = 0
+    probes: int = 0
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class DeliveryTry:
     #: how often the delivery was parked in the DLQ before: a letter redriven from there claims afresh
     parked: int
     attempt: int
+    #: how often this attempt was put off while its webhook was paused (each put-off is a try of its own)
+    paused: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,12 +96,13 @@ class WebhookRepo(Protocol):
         """Writes the webhook as it is, outside the count `create` keeps (a store's seeding, tests)."""
         ...
 
-    def update(self, webhook: Webhook) -> bool:
+    def update(self, webhook: Webhook, *, resume: bool = False) -> bool:
         """Writes the webhook's settings (URL, event types, description, enabled, updated_at) only while it
         exists (a conditional write): False when it was deleted meanwhile, so an update racing a delete
         never brings it back. Its secrets stay as stored: a rotation between the read and this write holds
         (a store that keeps the secret beside the settings tries again with the rotated one; Conflict
-        `webhook_write_conflict` when rotations keep coming between)."""
+        `webhook_write_conflict` when rotations keep coming between). The breaker's state stays too, unless
+        `resume`: then the same write clears it (no failures, not paused, no probes)."""
         ...
 
     def rotate_secret(self, webhook: Webhook, expected_secret: str) -> bool:
@@ -139,14 +144,16 @@ class WebhookRepo(Protocol):
         call that paused it. Nothing when the webhook is gone."""
         ...
 
-    def clear_failures(self, kb_id: str, webhook_id: str) -> None:
-        """A delivered try: no failures in a row, not paused. Nothing when the webhook is gone."""
+    def clear_failures(self, kb_id: str, webhook_id: str) -> bool:
+        """A delivered try: no failures in a row, not paused, no probes; one write conditional on any of
+        them being there, so a healthy webhook's item is left as it is. True when it was paused (the write
+        resumed it). Nothing when the webhook is gone."""
         ...
 
     def claim_probe(self, kb_id: str, webhook_id: str, now: int, next_probe_at: int) -> bool:
         """While the webhook is paused and its probe time has come (`now` at or past it), moves that time to
-        `next_probe_at` in one conditional write: True for the one caller that may post (the probe), False
-        for every other, and when it is not paused (any more) or gone."""
+        `next_probe_at` and adds one to its probes in one conditional write: True for the one caller that may
+        post (the probe), False for every other, and when it is not paused (any more) or gone."""
         ...
 
 

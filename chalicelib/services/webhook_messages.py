@@ -14,6 +14,9 @@ from pydantic import BaseModel, Field, model_validator
 from chalicelib.domain.events import Event, EventType
 from chalicelib.settings import WEBHOOK_MAX_ATTEMPTS_LIMIT
 
+#: the most put-offs of one attempt a message carries (a day's worth at one a second)
+MAX_PAUSED_TRIES = 100_000
+
 
 class DeliveryMessage(BaseModel):
     kb_id: str = Field(min_length=1, max_length=100)
@@ -22,6 +25,12 @@ class DeliveryMessage(BaseModel):
     attempt: int = Field(ge=1, le=WEBHOOK_MAX_ATTEMPTS_LIMIT)
     #: how often the delivery was parked in the DLQ before (a redriven letter claims its tries afresh)
     parked: int = Field(default=0, ge=0, le=1000)
+    #: how often this attempt was put off while its webhook was paused (stages/webhooks.py: each put-off
+    #: waits at least a second, and a delivery is put off for at most a day)
+    paused: int = Field(default=0, ge=0, le=MAX_PAUSED_TRIES)
+    #: a letter from the DLQ (set on the parked copy): its next try is an operator's redrive, which may take
+    #: the paused webhook's probe whatever its time
+    redriven: bool = False
     event: dict[str, Any]
 
 

@@ -21,12 +21,16 @@ A webhook deleted after the event was fanned out drops its pending deliveries; o
 longer taking the event's type, drops each when it comes, logged `dropped` with the reason (nothing brings
 it back).
 
-A breaker per webhook keeps one tenant's dead receiver from holding the queue every tenant shares: after
-PAUSE_AFTER_FAILURES posted tries failed in a row (any deliveries') the webhook is paused (`paused_at`,
-shown by GET). Its tries are then not posted but logged `paused` and kept on their retry chain (a delayed
-message, as a failed try's: the worker never waits), save one probe at a time, PROBE_SECONDS after the
-pause and doubled per failed probe up to 900 s; a try still paused at the last attempt is parked. A
-delivered try (the probe) clears the count and resumes the webhook.
+A breaker per webhook keeps one tenant's dead or slow receiver from holding the queue every tenant shares:
+after PAUSE_AFTER_FAILURES posted tries in a row failed or took more than half the timeout (any
+deliveries') the webhook is paused (`paused_at`, shown by GET). Its tries are then not posted but logged
+`paused` and put off, keeping their attempt: sent again as a delayed message (the worker never waits) due
+at the next probe's time (at least the attempt's backoff, at most 900 s), until the delivery's event is
+PAUSED_KEEP_SECONDS old, when it is parked. One try at a time goes as the probe, PROBE_SECONDS after the
+pause and doubled per probe claimed up to 900 s; a letter redriven from the DLQ takes the probe whatever
+its time. A try delivered within half the timeout (the probe's, or any other's) clears the count and
+resumes the webhook, and so does a change of its URL or switching it on (operations/webhooks.py). The
+tenants' shares of the queue's concurrency are not kept apart beyond that.
 
 A redelivered message (SQS delivers at least once) must not fork the delivery's retry chain, so each try
 (webhook, delivery, parked, attempt) is claimed in the webhook repo before it is posted (`deliver`):
@@ -60,13 +64,14 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import ValidationError
 
-from chalicelib.domain.clock import to_iso
+from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.types import ParseStatus, SpanStatus
 from chalicelib.domain.webhooks import (
     DELIVERY_HEADER,
     EVENT_HEADER,
+    MAX_RETRY_DELAY,
     SIGNATURE_HEADER,
     retry_delay,
     signature_header,
@@ -78,6 +83,7 @@ from chalicelib.ports import DeliveryRecord, Dependencies, FetchFailed, Webhook
 from chalicelib.ports.events import DeliveryTry
 from chalicelib.services.events import WEBHOOK_QUEUE, deliveries_of, knowledge_changed
 from chalicelib.services.webhook_messages import (
+    MAX_PAUSED_TRIES,
     AnnounceMessage,
     DeliveryMessage,
     FanOutMessage,
@@ -93,6 +99,10 @@ STALE_TRY_SECONDS = 120
 #: whole timeout per try, shared by every tenant's deliveries), and the wait before its first probe
 PAUSE_AFTER_FAILURES = 5
 PROBE_SECONDS = 30
+#: how long after its event a delivery is put off while its webhook is paused, then parked in the DLQ
+#: (kept 14 days there for a redrive, which posts it): a day, so a receiver down for a night still gets
+#: its deliveries, while one gone for good has them parked where the operator sees them, not kept cycling
+PAUSED_KEEP_SECONDS = 86_400
 #: the codes of a URL the SSRF check refuses at delivery time (FetchFailed.code)
 REFUSED_CODES = frozenset({SpanErrorCode.SSRF_BLOCKED.value, SpanErrorCode.HOST_UNRESOLVED.value})
 
@@ -184,7 +194,7 @@ def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
     hook = deps.webhooks.get(message.kb_id, message.webhook_id)
     if hook is None:
         return ""  # deleted: its log went with it
-    this_try = DeliveryTry(hook.id, message.delivery_id, message.parked, message.attempt)
+    this_try = DeliveryTry(hook.id, message.delivery_id, message.parked, message.attempt, message.paused)
     claim = deps.webhooks.claim_try(hook.kb_id, this_try, STALE_TRY_SECONDS)
     if claim.state == "finished":
         return ""
@@ -197,15 +207,18 @@ def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
         tried = _Tried("dropped", reason="the webhook was switched off")
     elif event_type not in hook.event_types:
         tried = _Tried("dropped", reason=f"the webhook no longer takes {event_type!r} events")
-    elif hook.paused_at and not deps.webhooks.claim_probe(hook.kb_id, hook.id, now, now + _probe_delay(hook)):
+    elif hook.paused_at and not _claims_probe(deps, hook, message, now):
         paused = f"the webhook is paused after {hook.failures_in_a_row} failed tries in a row"
-        tried = _Tried(
-            "dead_lettered" if last_try else "paused",
-            reason=f"not delivered after {message.attempt} tries: {paused}" if last_try else paused,
-        )
+        # a redriven letter that lost the probe to a try in flight waits for the next one, whatever its age
+        young = message.redriven or _age_seconds(message, now) < PAUSED_KEEP_SECONDS
+        if young and message.paused < MAX_PAUSED_TRIES:
+            tried = _Tried("paused", reason=paused)
+        else:
+            kept = f"not delivered within {PAUSED_KEEP_SECONDS // 3600} h of its event: {paused}"
+            tried = _Tried("dead_lettered", reason=kept)
     else:
         tried = _post(deps, hook, message, last_try)
-        _count(deps, hook, tried.outcome == "delivered")
+        _count(deps, hook, tried)
     deps.webhooks.log_delivery(
         hook.kb_id,
         DeliveryRecord(
@@ -221,12 +234,16 @@ def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
             reason=tried.reason,
         ),
     )
-    if tried.outcome in ("retrying", "paused"):
-        delay = retry_delay(message.attempt, deps.settings.webhook_backoff_seconds, 0.5 + random.random() / 2)
-        retry = message.model_copy(update={"attempt": message.attempt + 1})
-        deps.queue.send_raw(QUEUE, retry.model_dump(), delay_seconds=delay)
+    backoff = retry_delay(message.attempt, deps.settings.webhook_backoff_seconds, 0.5 + random.random() / 2)
+    if tried.outcome == "retrying":
+        retry = message.model_copy(update={"attempt": message.attempt + 1, "paused": 0, "redriven": False})
+        deps.queue.send_raw(QUEUE, retry.model_dump(), delay_seconds=backoff)
+    elif tried.outcome == "paused":  # the same attempt again, due when the next probe may go
+        again = message.model_copy(update={"paused": message.paused + 1, "redriven": False})
+        delay = min(MAX_RETRY_DELAY, max(backoff, hook.probe_at - now))
+        deps.queue.send_raw(QUEUE, again.model_dump(), delay_seconds=delay)
     elif tried.outcome in ("dead_lettered", "refused"):
-        parked = message.model_copy(update={"parked": message.parked + 1})
+        parked = message.model_copy(update={"parked": message.parked + 1, "paused": 0, "redriven": True})
         deps.queue.dead_letter(QUEUE, parked.model_dump_json(), tried.reason)
         logger.warning(
             "webhook delivery parked",
@@ -249,15 +266,18 @@ def _post(deps: Dependencies, hook: Webhook, message: DeliveryMessage, last_try:
     }
     started = time.monotonic()
     status: int | None = None
+    answered_in: int | None = None
     refused = False
     try:
-        status = deps.webhook_sender.post(hook.url, body, headers).status
+        answer = deps.webhook_sender.post(hook.url, body, headers)
+        status, answered_in = answer.status, answer.duration_ms
     except FetchFailed as error:  # nothing answered (timeout, refused connection) or the URL is blocked now
         # Only the SSRF check's refusal parks at once; any other failure, a redirect the client does not
         # follow included, is an answer that is not a 2xx: retried, then parked after the last try.
         refused = error.permanent and error.code in REFUSED_CODES
         status = error.status
-    duration_ms = int((time.monotonic() - started) * 1000)
+    # an answer's time as the sender took it (the post alone); ours when nothing answered
+    duration_ms = int((time.monotonic() - started) * 1000) if answered_in is None else answered_in
     if status is not None and 200 <= status < 300:
         return _Tried("delivered", status, duration_ms)
     if refused:
@@ -268,15 +288,38 @@ def _post(deps: Dependencies, hook: Webhook, message: DeliveryMessage, last_try:
     return _Tried("retrying", status, duration_ms)
 
 
-def _count(deps: Dependencies, hook: Webhook, delivered: bool) -> None:
-    """The breaker: a posted try that failed adds to the webhook's failures in a row, and the one that
-    reaches PAUSE_AFTER_FAILURES pauses it; a delivered one (a probe's included) clears them and resumes it."""
+def _claims_probe(deps: Dependencies, hook: Webhook, message: DeliveryMessage, now: int) -> bool:
+    """Whether this try of a paused webhook goes as its probe: the one whose time has come, or a redriven
+    letter's whatever the time (the operator asked for it now; a concurrent claim still wins alone)."""
+    due = max(now, hook.probe_at) if message.redriven else now
+    return deps.webhooks.claim_probe(hook.kb_id, hook.id, due, now + _probe_delay(hook))
+
+
+def _age_seconds(message: DeliveryMessage, now: int) -> float:
+    """How long ago the delivery's event happened; an event without a readable time counts as too old to
+    be put off (it is parked, for a redrive)."""
+    try:
+        return now - from_iso(str(message.event.get("time", ""))).timestamp()
+    except ValueError:
+        return float("inf")
+
+
+def _count(deps: Dependencies, hook: Webhook, tried: _Tried) -> None:
+    """The breaker: a posted try that failed, or was delivered but took more than half the timeout (a
+    receiver that holds a worker nearly as long as one that never answers; the delivery stands), adds to
+    the webhook's failures in a row, and the one that reaches PAUSE_AFTER_FAILURES pauses it. Any other
+    delivered try clears them, whatever the read before its post showed (other workers may have counted
+    failures meanwhile): one write, conditional on there being something to clear, which resumes a paused
+    webhook (a probe's, a redriven letter's, or one that was posted when the pause landed).
+
+    A worker that dies between count_failure and finish_try counts its try twice: the stale claim is taken
+    over, the try posted again and counted again, so the pause may come after 4 real failures in a row.
+    Accepted: it is rare, and the first probe comes PROBE_SECONDS later."""
     said = {"kb_id": hook.kb_id, "webhook_id": hook.id, "tenant_id": hook.tenant_id}
-    if delivered:
-        if hook.failures_in_a_row or hook.paused_at:  # the common case writes nothing
-            deps.webhooks.clear_failures(hook.kb_id, hook.id)
-            if hook.paused_at:
-                logger.info("webhook resumed: its probe was delivered", extra=said)
+    slow = tried.duration_ms > deps.settings.webhook_timeout_seconds * 1000 / 2
+    if tried.outcome == "delivered" and not slow:
+        if deps.webhooks.clear_failures(hook.kb_id, hook.id):
+            logger.info("webhook resumed: a try was delivered", extra=said)
         return
     first_probe = int(time.time()) + PROBE_SECONDS
     if deps.webhooks.count_failure(hook.kb_id, hook.id, PAUSE_AFTER_FAILURES, first_probe):
@@ -284,6 +327,7 @@ def _count(deps: Dependencies, hook: Webhook, delivered: bool) -> None:
 
 
 def _probe_delay(hook: Webhook) -> int:
-    """The wait before the probe after this one: PROBE_SECONDS, doubled per failed probe, at most 900 s."""
-    failed_probes = max(0, hook.failures_in_a_row - PAUSE_AFTER_FAILURES)
-    return retry_delay(failed_probes + 1, PROBE_SECONDS, 1.0)
+    """The wait before the probe after this one: PROBE_SECONDS, doubled per probe claimed since the pause
+    (the count claim_probe keeps: the tries other workers had in flight when it paused do not add to it),
+    at most 900 s."""
+    return retry_delay(hook.probes + 1, PROBE_SECONDS, 1.0)

@@ -66,3 +66,53 @@ class WebhookPauseContract:
         hooks.clear_failures(kb_id, hook.id)
         assert not hooks.claim_probe(kb_id, hook.id, 5000, 6000)
         assert hooks.get(kb_id, hook.id) is None and hooks.list_kb(kb_id) == []
+
+    def test_a_delivered_try_clears_in_one_conditional_write_and_says_whether_it_resumed(
+        self, hooks: WebhookRepo, kb_id: str
+    ) -> None:
+        """rev_hooks2 #1: every delivered try clears, conditional on there being something to clear; the
+        answer (from the old values) is what the stage's `webhook resumed` line reads."""
+        hook = make_hook(kb_id)
+        hooks.put(hook)
+        assert hooks.clear_failures(kb_id, hook.id) is False  # healthy: nothing to clear, nothing written
+        assert hooks.get(kb_id, hook.id) == hook
+        assert not hooks.count_failure(kb_id, hook.id, 3, 1000)
+        assert hooks.clear_failures(kb_id, hook.id) is False  # failures, not paused: cleared, not resumed
+        cleared = hooks.get(kb_id, hook.id)
+        assert cleared is not None and cleared.failures_in_a_row == 0
+        assert hooks.count_failure(kb_id, hook.id, 1, 1000)
+        assert hooks.clear_failures(kb_id, hook.id) is True  # it was paused: this write resumed it
+        assert hooks.get(kb_id, hook.id) == hook
+        assert hooks.clear_failures(kb_id, hook.id) is False
+
+    def test_each_probe_claimed_is_counted_and_the_count_goes_with_the_failures(
+        self, hooks: WebhookRepo, kb_id: str
+    ) -> None:
+        """rev_hooks2 #2: the probe interval doubles per probe claimed, not per failure counted (the tries
+        other workers had in flight at the pause add failures, not probes)."""
+        hook = make_hook(kb_id)
+        hooks.put(hook)
+        assert [hooks.count_failure(kb_id, hook.id, 1, 1000) for _ in range(5)] == [True] + [False] * 4
+        assert hooks.claim_probe(kb_id, hook.id, 1000, 1030)
+        assert not hooks.claim_probe(kb_id, hook.id, 1000, 1030)  # lost: not counted
+        assert hooks.claim_probe(kb_id, hook.id, 1030, 1090)
+        stored = hooks.get(kb_id, hook.id)
+        assert stored is not None and (stored.failures_in_a_row, stored.probes) == (5, 2)
+        assert hooks.clear_failures(kb_id, hook.id)
+        assert hooks.get(kb_id, hook.id) == hook  # probes gone with the rest
+
+    def test_a_settings_write_that_resumes_clears_the_breaker_in_the_same_write(
+        self, hooks: WebhookRepo, kb_id: str
+    ) -> None:
+        """rev_hooks2 #4: a PUT that changes the URL or switches the webhook on resumes it."""
+        hook = make_hook(kb_id)
+        hooks.put(hook)
+        assert hooks.count_failure(kb_id, hook.id, 1, 1000)
+        assert hooks.claim_probe(kb_id, hook.id, 1000, 1030)
+        hook.url = "https://93.184.216.35/fixed"
+        assert hooks.update(hook, resume=True)
+        stored = hooks.get(kb_id, hook.id)
+        assert stored is not None and stored.url == "https://93.184.216.35/fixed"
+        assert (stored.failures_in_a_row, stored.paused_at, stored.probe_at, stored.probes) == (0, "", 0, 0)
+        assert hooks.delete(kb_id, hook.id)
+        assert not hooks.update(hook, resume=True) and hooks.get(kb_id, hook.id) is None

@@ -1,13 +1,16 @@
 """WebhookRepo on DynamoDB (PynamoDB): one table `{prefix}-webhooks`, partition = knowledge base, sort key
 `hook#<webhook id>` (the webhook), `log#<webhook id>#<time>#<delivery id>#<attempt>` (one try of one
 delivery, kept DELIVERY_LOG_DAYS by TTL) or `try#<webhook id>#<delivery id>#<parked>#<attempt>` (the try's
-claim: `status` running or finished, `claimed_at` in epoch seconds, the first claim's time in the body; kept
-as long as the log, well past the queue's 14 days of retention). A webhook's log is one Query on its
+claim, `#p<n>` after it for the attempt's n-th put-off while its webhook was paused: `status` running or
+finished, `claimed_at` in epoch seconds, the first claim's time in the body; kept as long as the log, well
+past the queue's 14 days of retention). A webhook's log is one Query on its
 prefix, newest first.
 
-The delivery breaker's state is three attributes of the webhook's item beside its `body` (`failures`,
-`paused_at`, `probe_at`), each written by one UpdateItem of its own (an atomic add, a conditional pause,
-a conditional probe claim), which the writes of the body and secrets leave as they are.
+The delivery breaker's state is four attributes of the webhook's item beside its `body` (`failures`,
+`paused_at`, `probe_at`, `probes`), each written by one UpdateItem of its own (an atomic add, a conditional
+pause, a conditional probe claim, a clear conditional on any of them being there), which the writes of the
+body and secrets leave as they are, save a change of settings that resumes the webhook (its URL changed, or
+switched on): that one removes them in the same UpdateItem.
 
 A webhook's secrets are attributes of their own beside its `body`: `secret` (the current one) and
 `previous_secrets` (a JSON list of {"secret", "expires_at"}, newest first: those rotations replaced that
@@ -85,6 +88,8 @@ def build_webhook_model(settings: Settings) -> type[Any]:
         failures = NumberAttribute(null=True)
         paused_at = UnicodeAttribute(null=True)
         probe_at = NumberAttribute(null=True)
+        #: probes claimed since the pause
+        probes = NumberAttribute(null=True)
 
     return WebhookItem
 
@@ -122,6 +127,7 @@ def _hook(item: Any) -> Webhook:
         failures_in_a_row=int(item.failures or 0),
         paused_at=item.paused_at or "",
         probe_at=int(item.probe_at or 0),
+        probes=int(item.probes or 0),
     )
 
 
@@ -162,6 +168,7 @@ class DynamoWebhookRepo:
             failures=webhook.failures_in_a_row or None,
             paused_at=webhook.paused_at or None,
             probe_at=webhook.probe_at or None,
+            probes=webhook.probes or None,
         )
 
     def put(self, webhook: Webhook) -> None:
@@ -206,7 +213,7 @@ class DynamoWebhookRepo:
             # another create or delete came between the read and the write: read again
         raise _crowded(kb_id)
 
-    def update(self, webhook: Webhook) -> bool:
+    def update(self, webhook: Webhook, *, resume: bool = False) -> bool:
         """Writes the settings with the secret stored: the one read, or when a rotation came between the
         read and the write (the condition fails), the one a fresh read finds."""
         m = self.model
@@ -214,9 +221,10 @@ class DynamoWebhookRepo:
         for _ in range(WRITE_TRIES):
             # a row from before rotations has no attribute: its body holds the secret read
             unchanged = (m.secret == secret) | m.secret.does_not_exist()
+            settings = [m.body.set(_hook_body(replace(webhook, secret=secret))), m.secret.set(secret)]
             try:
                 m(webhook.kb_id, f"{HOOK}{webhook.id}").update(
-                    actions=[m.body.set(_hook_body(replace(webhook, secret=secret))), m.secret.set(secret)],
+                    actions=settings + (_clear_breaker(m) if resume else []),
                     condition=m.key.exists() & unchanged,
                 )
                 return True
@@ -394,22 +402,31 @@ class DynamoWebhookRepo:
             return False
         return True
 
-    def clear_failures(self, kb_id: str, webhook_id: str) -> None:
+    def clear_failures(self, kb_id: str, webhook_id: str) -> bool:
         m = self.model
+        # only while there is something to clear (a gone webhook has nothing); Model.update does not pass
+        # ReturnValues, and the old values tell whether this write resumed the webhook
+        breaker = m.failures.exists() | m.paused_at.exists() | m.probe_at.exists() | m.probes.exists()
         try:
-            m(kb_id, f"{HOOK}{webhook_id}").update(
-                actions=[m.failures.remove(), m.paused_at.remove(), m.probe_at.remove()],
-                condition=m.key.exists(),
+            answer = m._get_connection().update_item(
+                kb_id,
+                range_key=f"{HOOK}{webhook_id}",
+                actions=_clear_breaker(m),
+                condition=breaker,
+                return_values="UPDATED_OLD",
             )
         except UpdateError as error:
             if not _condition_failed(error):
                 raise
+            return False
+        old = answer["Attributes"] if "Attributes" in answer else {}  # what the update replaced
+        return "paused_at" in old
 
     def claim_probe(self, kb_id: str, webhook_id: str, now: int, next_probe_at: int) -> bool:
         m = self.model
         try:
             m(kb_id, f"{HOOK}{webhook_id}").update(
-                actions=[m.probe_at.set(next_probe_at)],
+                actions=[m.probe_at.set(next_probe_at), m.probes.add(1)],
                 condition=m.paused_at.exists() & (m.probe_at <= now),
             )
         except UpdateError as error:
@@ -417,6 +434,10 @@ class DynamoWebhookRepo:
                 raise
             return False
         return True
+
+
+def _clear_breaker(m: Any) -> list[Any]:
+    return [m.failures.remove(), m.paused_at.remove(), m.probe_at.remove(), m.probes.remove()]
 
 
 def _overtaken(webhook: Webhook) -> Conflict:
@@ -436,7 +457,8 @@ def _crowded(kb_id: str) -> Conflict:
 
 def _try_key(delivery_try: DeliveryTry) -> str:
     t = delivery_try
-    return f"{TRY}{t.webhook_id}#{t.delivery_id}#{t.parked:03d}#{t.attempt:03d}"
+    put_off = f"#p{t.paused}" if t.paused else ""  # a try of its own each time it is put off while paused
+    return f"{TRY}{t.webhook_id}#{t.delivery_id}#{t.parked:03d}#{t.attempt:03d}{put_off}"
 
 
 def _expiry() -> int:

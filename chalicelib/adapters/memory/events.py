@@ -54,20 +54,26 @@ class MemoryWebhookRepo:
         with self._lock:
             self._hooks[(webhook.kb_id, webhook.id)] = copy.deepcopy(webhook)
 
-    def update(self, webhook: Webhook) -> bool:
+    def update(self, webhook: Webhook, *, resume: bool = False) -> bool:
         with self._lock:
             stored = self._hooks.get((webhook.kb_id, webhook.id))
             if stored is None:
                 return False
-            self._hooks[(webhook.kb_id, webhook.id)] = replace(
-                copy.deepcopy(webhook),
-                secret=stored.secret,
-                previous_secrets=stored.previous_secrets,
-                # the breaker's state is the stage's, as on the table (attributes a settings write leaves)
-                failures_in_a_row=stored.failures_in_a_row,
-                paused_at=stored.paused_at,
-                probe_at=stored.probe_at,
+            updated = replace(
+                copy.deepcopy(webhook), secret=stored.secret, previous_secrets=stored.previous_secrets
             )
+            # the breaker's state is the stage's, as on the table (attributes a settings write leaves)
+            if not resume:
+                updated = replace(
+                    updated,
+                    failures_in_a_row=stored.failures_in_a_row,
+                    paused_at=stored.paused_at,
+                    probe_at=stored.probe_at,
+                    probes=stored.probes,
+                )
+            else:
+                _clear_breaker(updated)
+            self._hooks[(webhook.kb_id, webhook.id)] = updated
             return True
 
     def rotate_secret(self, webhook: Webhook, expected_secret: str) -> bool:
@@ -141,11 +147,14 @@ class MemoryWebhookRepo:
             hook.paused_at, hook.probe_at = now_iso(), probe_at
             return True
 
-    def clear_failures(self, kb_id: str, webhook_id: str) -> None:
+    def clear_failures(self, kb_id: str, webhook_id: str) -> bool:
         with self._lock:
             hook = self._hooks.get((kb_id, webhook_id))
-            if hook is not None:
-                hook.failures_in_a_row, hook.paused_at, hook.probe_at = 0, "", 0
+            if hook is None:
+                return False
+            was_paused = bool(hook.paused_at)
+            _clear_breaker(hook)
+            return was_paused
 
     def claim_probe(self, kb_id: str, webhook_id: str, now: int, next_probe_at: int) -> bool:
         with self._lock:
@@ -153,4 +162,9 @@ class MemoryWebhookRepo:
             if hook is None or not hook.paused_at or hook.probe_at > now:
                 return False
             hook.probe_at = next_probe_at
+            hook.probes += 1
             return True
+
+
+def _clear_breaker(hook: Webhook) -> None:
+    hook.failures_in_a_row, hook.paused_at, hook.probe_at, hook.probes = 0, "", 0, 0
