@@ -23,7 +23,7 @@ from typing import Protocol
 from chalicelib.chunker.config import HARD_CAP
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
 from chalicelib.chunker.spans import Spans
-from chalicelib.chunker.units import build_units, force_split, unit_cap
+from chalicelib.chunker.units import UnitWindow, force_split, unit_cap
 from chalicelib.domain.chunk_limits import NO_LIMIT, TooManyChunks
 
 Raw = tuple[int, int, str]  # (start, end, synthetic header prefix)
@@ -175,7 +175,7 @@ def _row_run(text: str, bounds: list[int], k: int, u_s: int, limit: int, tracker
 
 
 def _clean_run(
-    text: str, bounds: list[int], k: int, u_s: int, b: int, tracker: TableTracker
+    text: str, units: UnitWindow, k: int, u_s: int, b: int, tracker: TableTracker
 ) -> tuple[int, bool]:
     """The whole run of plain rows of the active table from unit k (to b, not just one chunk's window):
     its last unit J, and whether it is clean, i.e. units k..J are exactly its lines, one each. Then for
@@ -185,6 +185,8 @@ def _clean_run(
     m = _row_run_pattern(cells).match(text, u_s, b) if cells > 0 else None
     if m is None:
         return k, False
+    units.cover(m.end())  # the run's units (a table's rows are protected spans: their ends are shared)
+    bounds = units.bounds
     j = bisect_right(bounds, m.end(), k) - 1
     if j < k:
         return k, False
@@ -312,17 +314,42 @@ def split_into(
     max_chunks: int = NO_LIMIT,
 ) -> None:
     """`split_range` into `out`, stopping (TooManyChunks) once `out` holds more than `max_chunks`: the units
-    are cut first (a few ints per separator), the chunks then one by one, so a refused split stops early."""
+    are made as the chunks reach them (a few ints per separator, a window at a time), the chunks one by one,
+    so a refused split stops early."""
     if a >= b:
         return
+    units = UnitWindow(text, a, b, spans, seps, size, m, unit_cap(max_chunks, size, m.token_mode))
+    try:
+        _merge(out, units, text, a, b, spans, size, overlap, m, lead_header, max_chunks)
+    except TooManyChunks:
+        # Too many units is the reason whenever there are (as when they were all cut before the merge).
+        units.count_rest()
+        raise
+
+
+def _merge(
+    out: ChunkSink,
+    units: UnitWindow,
+    text: str,
+    a: int,
+    b: int,
+    spans: Spans,
+    size: int,
+    overlap: int,
+    m: CharMeasure | TokenMeasure,
+    lead_header: str,
+    max_chunks: int,
+) -> None:
+    """The greedy merge of `split_into` over the units of [a, b). Unit indices are the window's (see
+    `UnitWindow`): at the top of the loop the window is refilled past what one step can look at (the
+    current chunk's reach) and what lies behind the chunk in progress is dropped, shifting the indices."""
     # the lead header alone is no chunk (it did not fit, or its table ended at once)
     emit = _non_empty(out) if lead_header else out.append
     held = out.__len__
-    max_units = unit_cap(max_chunks, size, m.token_mode)
-    bounds, big, hdr_units = build_units(text, a, b, spans, seps, size, m, max_units)
-    specials = sorted(set(big) | hdr_units)
-    big_set = set(big)
-    n = len(bounds)
+    bounds, specials, big_set = units.bounds, units.specials, units.big
+    # Furthest past the start of unit k that one step reads units: a chunk's size or the hard cap, +1.
+    margin = max(size, HARD_CAP) + 2
+    refill_at = -1  # refill the window before the step for unit k > refill_at
     tracker = TableTracker()
     length = m.length
     last_fitting = m.last_fitting
@@ -340,7 +367,19 @@ def split_into(
         cur = a
     k = 0
     sp = 0
-    while k < n:
+    while True:
+        if k > refill_at:
+            dropped = units.compact(k, cur)
+            if dropped:
+                k -= dropped
+                full_at -= dropped
+                run_lo -= dropped
+                run_hi -= dropped
+                sp = 0
+            refill_at = units.fill(k, margin)
+        n = len(bounds)  # the window's units: all of them, or past anything this step reads
+        if k >= n:
+            break
         if held() > max_chunks:  # one check a chunk on the fast path, a unit in tables
             raise TooManyChunks(f"more than {max_chunks} chunks")
         if not (tracker.active or tracker.pending):  # no table in progress
@@ -381,7 +420,7 @@ def split_into(
         if tracker.active and not tracker.pending:
             if not (run_hdr is tracker.active and run_lo <= k <= run_hi):
                 run_hdr, run_lo = tracker.active, k
-                run_hi, run_clean = _clean_run(text, bounds, k, u_s, b, tracker)
+                run_hi, run_clean = _clean_run(text, units, k, u_s, b, tracker)
             in_run = run_clean
         if (
             cur is not None

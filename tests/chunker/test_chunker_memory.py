@@ -1,0 +1,83 @@
+"""Chunking memory follows the text and the chunks, not the separators: a text of very short lines has a
+unit per line break (and per line), and holding them all took ~45 bytes per rune (a 50 M-rune Markdown, which
+the docreader accepts, needed ~2 GB in a 1,024 MB Lambda). The units are now made as the merge reaches them
+(`UnitWindow`), with the same chunks as a scan of them all."""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable
+
+import pytest
+
+from chalicelib.chunker import ChunkingConfig, split, split_parent_child
+from chalicelib.chunker import units as units_module
+
+RUNES = 1_000_000
+
+
+def _peak_bytes(chunk: Callable[[], int]) -> tuple[int, int]:
+    """Peak bytes traced while `chunk` runs, and what it returns (a number of chunks)."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        n = chunk()
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    return peak, n
+
+
+@pytest.mark.parametrize(
+    ("line", "strategy"),
+    [("a\n", "recursive"), ("a\n\n", "recursive"), ("12,ab,3.5\n", "recursive"), ("a\n", "heading")],
+)
+def test_short_lines_are_chunked_in_memory_proportional_to_the_text(line: str, strategy: str) -> None:
+    """1 M runes of short lines at the default 512/80: the chunks' text is ~1.2 MB and their objects about as
+    much; all the units at once were ~45 MB ("a\\n": 44.9 MB traced at HEAD, 2.5 MB now)."""
+    text = line * (RUNES // len(line))
+    peak, n = _peak_bytes(lambda: len(split(text, ChunkingConfig(strategy=strategy))))
+    assert n > RUNES // 600
+    assert peak < 4 * len(text), f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.1f} M runes"
+
+
+def test_parent_child_short_lines_memory() -> None:
+    text = "a\n" * (RUNES // 2)
+    config = ChunkingConfig(enable_parent_child=True)
+    peak, _ = _peak_bytes(lambda: len(split_parent_child(text, config).children))
+    assert peak < 6 * len(text), f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.1f} M runes"
+
+
+# Small windows: every unit scan step ends a window, so each refill, shift and drop is crossed often.
+_TEXTS = [
+    "a\n" * 3000,
+    "a\n\n" * 2000 + "b" * 9000 + "\n" + "c " * 5000,
+    "中文句子。\n" * 2000 + "😀" * 8000,
+    ("x" * 7499 + "\n") * 3 + ("y" * 7501 + "\n") * 3,
+    "|a|b|\n|---|---|\n" + "|1|2|\n" * 3000 + "\ntext\n\n" + ("|h|\n|---|\n" + "|r|\n" * 400 + "\n\n") * 5,
+    ("# T\n\nPara `code`(x), [l](u)s and $$m$$.\n\n```\nprint(1)\n\n\n```\n\n## S\n\n" + "- item\n" * 40)
+    * 30,
+]
+_CONFIGS = [
+    ChunkingConfig(),
+    ChunkingConfig(chunk_size=7, chunk_overlap=3),
+    ChunkingConfig(chunk_size=50, chunk_overlap=49),
+    ChunkingConfig(chunk_size=4000, chunk_overlap=100),
+    ChunkingConfig(chunk_size=30, chunk_overlap=10, separators=[" ", "\n"]),
+    ChunkingConfig(chunk_size=60, chunk_overlap=10, strategy="heading"),
+    ChunkingConfig(chunk_size=100, chunk_overlap=20, strategy="auto"),
+]
+
+
+def _chunks(text: str, config: ChunkingConfig) -> list[tuple[object, ...]]:
+    return [(c.content, c.start, c.end, c.context_header, c.header_prefix_len) for c in split(text, config)]
+
+
+@pytest.mark.parametrize("text", _TEXTS, ids=range(len(_TEXTS)))
+def test_a_window_of_units_gives_the_chunks_of_all_units(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(units_module, "LAZY_MIN_RUNES", len(text) + 1)
+    whole = [_chunks(text, c) for c in _CONFIGS]
+    monkeypatch.setattr(units_module, "LAZY_MIN_RUNES", 0)
+    monkeypatch.setattr(units_module, "LOOKAHEAD_RUNES", 0)
+    monkeypatch.setattr(units_module, "BATCH", 2)
+    assert [_chunks(text, c) for c in _CONFIGS] == whole
