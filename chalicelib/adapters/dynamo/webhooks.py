@@ -419,7 +419,8 @@ class DynamoWebhookRepo:
             if not _condition_failed(error):
                 raise
             return False
-        old = answer["Attributes"] if "Attributes" in answer else {}  # what the update replaced
+        # not `answer.get(...)`: the IAM derivation (tests/infra/port_map.py) reads a `.get` as a GetItem
+        old = answer["Attributes"] if "Attributes" in answer else {}  # noqa: SIM401  (what it replaced)
         return "paused_at" in old
 
     def claim_probe(self, kb_id: str, webhook_id: str, now: int, next_probe_at: int) -> bool:
