@@ -62,9 +62,10 @@ from chalicelib.tasks import (
     kb_delete_task,
     new_task,
     open_kb_delete_task,
+    start_delete,
+    start_deleting,
     start_task,
 )
-from chalicelib.tasks.delete import start_delete, start_deleting
 from chalicelib.tasks.reparse import reparse
 
 CANCEL_MESSAGE = "cancelled by the user"

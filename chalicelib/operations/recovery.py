@@ -23,7 +23,7 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.services.dispatch import enqueue_first_stage
 from chalicelib.services.stored_size import remove_ended_attempt
-from chalicelib.tasks.delete import own_delete_under_way, redrive_delete
+from chalicelib.tasks import own_delete_under_way, redrive_delete
 from chalicelib.tasks.reparse import clear_earlier_attempts
 
 

@@ -55,8 +55,7 @@ from chalicelib.services.events import knowledge_changed, task_finished
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.stored_size import remove_uncounted_outputs
 from chalicelib.services.summary_failure import summary_given_up
-from chalicelib.tasks import send_again
-from chalicelib.tasks.delete import own_delete_under_way, redrive_delete
+from chalicelib.tasks import own_delete_under_way, redrive_delete, send_again
 
 #: the turn book (the turns table: one small item per key, which this function already reads and writes)
 #: holding the (updated_at, id) of the last row a cut-short sweep looked at; empty when it got to the end

@@ -7,12 +7,12 @@ re-sends tasks whose message was lost with it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from chalicelib.domain.errors import NotFound
-from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, TaskStatus
+from chalicelib.domain.types import Knowledge, KnowledgeBase, Task, TaskKind, TaskStatus
 from chalicelib.ports import Dependencies, TaskExists
 from chalicelib.services.ownership import kb_allowed
 
@@ -139,3 +139,66 @@ def mark_kb_deleting(deps: Dependencies, kb_id: str) -> bool:
         if deps.kbs.update(replace(kb, status="deleting")) is not None:
             return True
     return False
+
+
+# ---------------------------------------------------------------- a document's own delete task
+# (here, not in tasks.delete: housekeeping and recovery drive deletes without importing what deleting runs)
+
+#: the namespace of a document's own delete task id (uuid5 of the knowledge id): a DELETE repeated finds it
+_DELETE_TASK_IDS = uuid.UUID("5f0c4a52-3f36-4d37-9a39-6c1f0d2c8b41")
+
+
+def delete_task_id(knowledge_id: str, generation: int = 0) -> str:
+    return generation_task_id(_DELETE_TASK_IDS, knowledge_id, generation)
+
+
+def own_delete_task(deps: Dependencies, knowledge: Knowledge) -> Task:
+    """The document's own open delete task, written unless there is one (tasks `own_task`): one at a time
+    per document, whoever asks (its DELETE, housekeeping, the local stack's recovery)."""
+    return own_task(
+        deps,
+        _DELETE_TASK_IDS,
+        knowledge.id,
+        lambda task_id: Task(
+            id=task_id,
+            tenant_id=knowledge.tenant_id,
+            kind=TaskKind.DELETE_KNOWLEDGE,
+            kb_id=knowledge.kb_id,
+            items=[knowledge.id],
+        ),
+    )
+
+
+def own_delete_under_way(deps: Dependencies, knowledge: Knowledge) -> bool:
+    """The document's own delete task is queued or running: housekeeping re-sends it while it makes no
+    progress (and the local stack's snapshot restored its message), so driving the row again would only
+    drive the delete twice. A row a batch, knowledge base or move task deletes has none until it is driven
+    again (the row does not record that task)."""
+    own = current_own_task(deps, _DELETE_TASK_IDS, knowledge.id)
+    return own is not None and own.status in OPEN_TASK_STATUSES
+
+
+def start_delete(deps: Dependencies, knowledge: Knowledge) -> Task:
+    """DELETE /knowledge/{id}: the row turns `deleting` at once and one task deletes it. A document has one
+    open task of its own at a time, whose id follows from its own: a DELETE of a document already being
+    deleted answers that task while it runs and starts no other (DELETE_FROM: a no-op), and of two DELETEs
+    at once the second answers the first's task. Either marks the row and sends the task again (both
+    idempotent), so a DELETE repeated after one that failed between its writes finishes them. One being
+    deleted by another task (a batch, its knowledge base's, a move's) gets its own on the first DELETE; the
+    work is idempotent. Once that task ended with the row still there (an object that could not be
+    deleted), a DELETE starts the next."""
+    return start_deleting(deps, own_delete_task(deps, knowledge), [knowledge])
+
+
+def redrive_delete(deps: Dependencies, knowledge: Knowledge) -> Task:
+    """The recovery of a row left `deleting` with no own task under way: its own next one, sent."""
+    return start_deleting(deps, own_delete_task(deps, knowledge), [])
+
+
+def start_deleting(deps: Dependencies, task: Task, rows: Sequence[Knowledge]) -> Task:
+    """After the task is written: the rows turn `deleting` at once (stages drop their queued work, search
+    stops returning them) and the task is sent."""
+    for row in rows:
+        deps.knowledge.mark_deleting(row.id)
+    deps.queue.send_raw(LIFECYCLE_QUEUE, {"task_id": task.id})
+    return task

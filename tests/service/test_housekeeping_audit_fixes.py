@@ -17,7 +17,7 @@ from chalicelib.domain.ids import execution_name
 from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus
 from chalicelib.ports import ServiceUnreachable
 from chalicelib.stages import housekeeping
-from chalicelib.tasks.delete import delete_task_id
+from chalicelib.tasks import delete_task_id
 
 from .conftest import drain, upload
 

@@ -9,7 +9,7 @@ from chalicelib.adapters.memory import MemoryTaskQueue
 from chalicelib.bootstrap import Services
 from chalicelib.domain.types import KnowledgeBase, TaskStatus
 from chalicelib.operations.recovery import recover_after_restart
-from chalicelib.tasks.delete import delete_task_id, start_delete
+from chalicelib.tasks import delete_task_id, start_delete
 
 from .conftest import upload
 

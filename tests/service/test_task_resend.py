@@ -200,8 +200,7 @@ def test_a_lost_document_delete_is_driven_by_its_own_task_alone(
     up, the row's next own task drives it: one open task, one message per sweep at most."""
     from chalicelib.operations.knowledge_changes import delete_knowledge
     from chalicelib.stages import housekeeping
-    from chalicelib.tasks import deliver_again
-    from chalicelib.tasks.delete import delete_task_id
+    from chalicelib.tasks import delete_task_id, deliver_again
 
     doc = upload(deps, kb)
     drain(deps)
