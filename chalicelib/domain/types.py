@@ -428,6 +428,10 @@ class TaskStatus(StrEnum):
     FAILED = "failed"  # every item failed
 
 
+#: a task not yet ended: its worker (or a re-send of its message) still has work to do
+OPEN_TASK_STATUSES = frozenset({TaskStatus.QUEUED, TaskStatus.RUNNING})
+
+
 @dataclass
 class Task:
     """Progress of one durable operation over a set of items (knowledge ids), visible at GET /tasks/{id}."""

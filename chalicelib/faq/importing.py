@@ -59,7 +59,7 @@ from chalicelib.domain.errors import (
     StageError,
 )
 from chalicelib.domain.faq import FaqEntry
-from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, TaskStatus
+from chalicelib.domain.types import OPEN_TASK_STATUSES, KnowledgeBase, Task, TaskKind, TaskStatus
 from chalicelib.faq import replacing, uploads
 from chalicelib.faq.commands import (
     INLINE_MAX_BYTES,
@@ -213,7 +213,7 @@ class LeaseLost(Exception):
 
 
 def _finished(task: Task) -> bool:
-    return task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING)
+    return task.status not in OPEN_TASK_STATUSES
 
 
 def run(deps: Dependencies, task_id: str, *, last_try: bool = False, give_up: bool = False) -> None:

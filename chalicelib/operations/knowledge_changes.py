@@ -27,6 +27,7 @@ from chalicelib.domain.process_config import check_document_settings
 from chalicelib.domain.status import CANCEL_FROM, REPARSE_FROM
 from chalicelib.domain.storage_keys import source_object_key
 from chalicelib.domain.types import (
+    OPEN_TASK_STATUSES,
     EnableStatus,
     Knowledge,
     KnowledgeType,
@@ -56,7 +57,6 @@ from chalicelib.services.storage import files_of
 from chalicelib.services.stored_size import recount_quietly
 from chalicelib.services.usable import require_usable_for_api
 from chalicelib.tasks import (
-    OPEN_TASK_STATUSES,
     deliver_again,
     drive_kb_delete,
     kb_delete_task,

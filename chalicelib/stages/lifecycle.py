@@ -23,7 +23,7 @@ from chalicelib.commands import ReparseRequest, validate
 from chalicelib.domain import metering
 from chalicelib.domain.errors import AppError, StageError
 from chalicelib.domain.status import REPARSE_FROM
-from chalicelib.domain.types import Knowledge, ParseStatus, Task, TaskKind, TaskStatus
+from chalicelib.domain.types import OPEN_TASK_STATUSES, Knowledge, ParseStatus, Task, TaskKind, TaskStatus
 from chalicelib.ports import Dependencies
 from chalicelib.services.events import reparse_started_again, task_finished
 from chalicelib.services.kb_rows import kb_rows, position
@@ -81,7 +81,7 @@ def run(deps: Dependencies, task_id: str) -> None:
     task = deps.tasks.get(task_id)
     if task is None:
         return
-    if task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
+    if task.status not in OPEN_TASK_STATUSES:
         # finished by an earlier delivery, which may have died before it announced: again, under the same id
         task_finished(deps, task)
         return

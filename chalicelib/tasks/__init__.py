@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from chalicelib.domain.errors import NotFound
-from chalicelib.domain.types import Knowledge, KnowledgeBase, Task, TaskKind, TaskStatus
+from chalicelib.domain.types import OPEN_TASK_STATUSES, Knowledge, KnowledgeBase, Task, TaskKind
 from chalicelib.ports import Dependencies, TaskExists
 from chalicelib.services.ownership import kb_allowed
 
@@ -58,7 +58,6 @@ def get_task(deps: Dependencies, tenant_id: str, task_id: str) -> Task:
 
 #: generations of a subject's own task looked at before a fresh uuid4 one (each needs the one before ended)
 MAX_TASK_GENERATIONS = 50
-OPEN_TASK_STATUSES = (TaskStatus.QUEUED, TaskStatus.RUNNING)
 
 
 def generation_task_id(namespace: uuid.UUID, subject: str, generation: int) -> str:

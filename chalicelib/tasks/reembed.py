@@ -41,7 +41,14 @@ from chalicelib.domain.errors import (
     TransientStageError,
 )
 from chalicelib.domain.status import is_in_flight
-from chalicelib.domain.types import TERMINAL_STATUSES, Knowledge, KnowledgeBase, Task, TaskKind, TaskStatus
+from chalicelib.domain.types import (
+    OPEN_TASK_STATUSES,
+    TERMINAL_STATUSES,
+    Knowledge,
+    KnowledgeBase,
+    Task,
+    TaskKind,
+)
 from chalicelib.faq.entries import FAQ_KB_TYPE, all_entries
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, RetrieveEngine, iter_batches
@@ -99,7 +106,7 @@ def reembed_running(deps: Dependencies, kb: KnowledgeBase) -> bool:
     if not kb.reembed_to:
         return False
     task = deps.tasks.get(kb.reembed_to.get("task_id", ""))
-    if task is None or task.status not in (TaskStatus.QUEUED, TaskStatus.RUNNING):
+    if task is None or task.status not in OPEN_TASK_STATUSES:
         return False
     return task.updated_at >= datetime.now(UTC) - timedelta(seconds=deps.settings.stale_after_seconds)
 

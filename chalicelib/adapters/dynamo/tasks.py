@@ -28,6 +28,7 @@ from pynamodb.exceptions import (
 from chalicelib.adapters.dynamo.tables import Models, _condition_failed
 from chalicelib.domain.clock import from_iso, to_iso
 from chalicelib.domain.types import (
+    OPEN_TASK_STATUSES,
     Task,
     TaskKind,
     TaskStatus,
@@ -39,12 +40,11 @@ TASK_TTL_SECONDS = 30 * 24 * 3600
 ITEMS_PER_PAGE = 1000
 #: the open index's partitions: every open task's save writes it, spread over a few keys
 OPEN_SHARDS = 4
-OPEN_STATUSES = (TaskStatus.QUEUED, TaskStatus.RUNNING)
 
 
 def open_shard(task: Task) -> str | None:
     """The task's key in the open index while it is queued or running; None (no entry) once finished."""
-    if task.status not in OPEN_STATUSES:
+    if task.status not in OPEN_TASK_STATUSES:
         return None
     return f"open#{int(hashlib.sha256(task.id.encode()).hexdigest()[:8], 16) % OPEN_SHARDS}"
 
@@ -162,7 +162,7 @@ class DynamoTaskRepo:
         return [
             task
             for task in tasks
-            if task is not None and task.status in OPEN_STATUSES and to_iso(task.updated_at) < cutoff_iso
+            if task is not None and task.status in OPEN_TASK_STATUSES and to_iso(task.updated_at) < cutoff_iso
         ]
 
     def claim_stale(self, task_id: str, cutoff_iso: str, now_iso: str) -> int | None:

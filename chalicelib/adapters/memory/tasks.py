@@ -6,10 +6,8 @@ import copy
 import threading
 
 from chalicelib.domain.clock import to_iso
-from chalicelib.domain.types import Task, TaskStatus
+from chalicelib.domain.types import OPEN_TASK_STATUSES, Task
 from chalicelib.ports import TaskExists
-
-OPEN_STATUSES = (TaskStatus.QUEUED, TaskStatus.RUNNING)
 
 
 class MemoryTaskRepo:
@@ -47,7 +45,7 @@ class MemoryTaskRepo:
             stale = [
                 (self._wait_from(row), row)
                 for row in self._rows.values()
-                if row.status in OPEN_STATUSES and self._wait_from(row) < cutoff_iso
+                if row.status in OPEN_TASK_STATUSES and self._wait_from(row) < cutoff_iso
             ]
             stale.sort(key=lambda waiting: (waiting[0], waiting[1].id))
             return [copy.deepcopy(row) for _, row in stale[:limit]]
@@ -55,7 +53,7 @@ class MemoryTaskRepo:
     def claim_stale(self, task_id: str, cutoff_iso: str, now_iso: str) -> int | None:
         with self._lock:
             row = self._rows.get(task_id)
-            if row is None or row.status not in OPEN_STATUSES:
+            if row is None or row.status not in OPEN_TASK_STATUSES:
                 return None
             if self._wait_from(row) >= cutoff_iso:  # saved, or claimed, since it was read
                 return None
