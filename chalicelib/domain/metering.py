@@ -182,12 +182,17 @@ def attribute(kb_id: str, tenant_id: str) -> None:
 MAX_TOKENS_PER_CALL = 10**9
 
 
+def shown_model_id(model_id: str) -> str:
+    """A model id as a tenant may see it (a span's outputs, a usage line): the provider and model only. The
+    endpoint part (`openai/x@http://host/v1#dim=8`) is the operator's: its host, port and parameters."""
+    return model_id.split("@", 1)[0]
+
+
 def record_tokens(model_id: str, input_tokens: object, output_tokens: object = 0) -> None:
     """Tokens a provider reported for one call (non-numbers, as a provider may send, count as 0). A count
     that is not finite (json.loads reads `Infinity` and `NaN`) or above MAX_TOKENS_PER_CALL is ignored
-    with a warning: it would reach the usage rows and their cost. The endpoint part of an id
-    (`openai/x@http://host`) is the operator's, never shown: only the model name."""
-    model_id = model_id.split("@", 1)[0]
+    with a warning: it would reach the usage rows and their cost. Counted under `shown_model_id`."""
+    model_id = shown_model_id(model_id)
     for kind, amount in (("input", input_tokens), ("output", output_tokens)):
         if not isinstance(amount, int | float) or isinstance(amount, bool):
             continue

@@ -436,7 +436,7 @@ def index_knowledge(
     return {
         **report(run, position),
         "counts": _added(carried, run),
-        "model": model.model_id,
+        "model": metering.shown_model_id(model.model_id),
         "dimensions": model.dimensions,
         "engine": engine.engine_name,
         "next_offset": None,
@@ -529,7 +529,7 @@ def index_slice(
             return {"counts": counts, "next_offset": position}
     return {
         "counts": {**_added(carried, run), "entries_indexed": indexed},
-        "model": model.model_id,
+        "model": metering.shown_model_id(model.model_id),
         "dimensions": model.dimensions,
         "engine": engine.engine_name,
         "next_offset": None,

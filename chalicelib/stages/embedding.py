@@ -16,6 +16,7 @@ from typing import Any
 
 from chalicelib.domain.errors import ContinueLater, PermanentStageError, SpanErrorCode
 from chalicelib.domain.ids import execution_name, plan_key
+from chalicelib.domain.metering import shown_model_id
 from chalicelib.domain.process_config import describes_images, resolve
 from chalicelib.domain.progress import SPAN_COUNTERS
 from chalicelib.domain.types import Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage, StageMessage
@@ -267,7 +268,7 @@ def settle_fan_out(
             "entries_indexed": totals.texts,
             "slices_total": message.slices,
             "slices_done": message.slices,
-            "model": model.model_id,
+            "model": shown_model_id(model.model_id),
             "dimensions": model.dimensions,
             "engine": deps.engine(kb.retrieval_engine).engine_name,
         },
