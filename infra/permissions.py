@@ -421,6 +421,9 @@ FUNCTIONS: dict[str, list[Grant]] = {
         # spares the row (stages/housekeeping.py `_why_alive`)
         Grant(("sqs:GetQueueAttributes",), queues("docreader", "chunking", "embedding")),
         Grant(("states:DescribeExecution",), (EXECUTIONS,)),
+        # tasks written before the open index get its keys, a few Scan pages a sweep until none are left
+        # (stages/housekeeping.py `_backfill_task_keys`)
+        Grant(("dynamodb:Scan",), tables("tasks")),
         # a row it fails has its never-counted attempt's Markdown and images removed (remove_uncounted_outputs)
         Grant(("s3:GetObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,

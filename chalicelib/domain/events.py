@@ -7,9 +7,9 @@ tenant, knowledge base, status, attempt, the error's code and message for a fail
 pointer: never a document's text, never anything a remote server answered.
 
 `event_id` is derived from what the event is about (subject, type, attempt, status and, where those
-repeat, what marks the occurrence: a move's task, a summary's own nonce, when a clone's copy was made), so a
-consumer can drop a duplicate the at-least-once world hands it and never drops a second change. An event
-that may have been lost to a crash after its write is announced again under the same id
+repeat, what marks the occurrence: a move's task, a summary's nonce (kept on the row), when a clone's copy
+was made), so a consumer can drop a duplicate the at-least-once world hands it and never drops a second
+change. An event that may have been lost to a crash after its write is announced again under the same id
 (services/events.py).
 """
 
@@ -175,13 +175,26 @@ def moved_events(
     return to(from_kb_id), to(to_kb_id)
 
 
+def new_occurrence() -> str:
+    """A fresh nonce for a change whose subject, type, attempt and status repeat (a summary refreshed)."""
+    return uuid.uuid4().hex
+
+
 def summary_event(
-    event_type: EventType, *, tenant_id: str, kb_id: str, knowledge_id: str, status: str, attempt: int
+    event_type: EventType,
+    *,
+    tenant_id: str,
+    kb_id: str,
+    knowledge_id: str,
+    status: str,
+    attempt: int,
+    occurrence: str,
 ) -> Event:
-    """A summary is announced once, by the write that decided it (from `processing`), and a refresh makes
-    another at the same attempt and status, often with the same text: nothing stored tells them apart, so
-    each announcement gets a nonce of its own. The event is built once per write, and its redelivery (the
-    webhooks queue's message) carries the detail as built, id included."""
+    """A summary is announced by the write that decided it (from `processing`), and a refresh makes another
+    at the same attempt and status, often with the same text: nothing else stored tells them apart, so that
+    write keeps a nonce of its own on the row (`Knowledge.summary_occurrence`, `new_occurrence`) and the
+    event's id is made from it. A redelivered subtask that finds the summary decided announces it again from
+    the row, under the same id; the next run (a refresh, a reparse) writes a new nonce, so a new id."""
     return _detail(
         event_type,
         tenant_id=tenant_id,
@@ -190,7 +203,7 @@ def summary_event(
         knowledge_id=knowledge_id,
         status=status,
         attempt=attempt,
-        occurrence=uuid.uuid4().hex,
+        occurrence=occurrence,
         error_code="summary_failed" if event_type == EventType.SUMMARY_FAILED else "",
         error_message="the summary could not be generated" if event_type == EventType.SUMMARY_FAILED else "",
     )

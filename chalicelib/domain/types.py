@@ -233,6 +233,9 @@ class Knowledge:
     parse_status: ParseStatus = ParseStatus.PENDING
     enable_status: EnableStatus = EnableStatus.DISABLED
     summary_status: SummaryStatus = SummaryStatus.NONE
+    #: the nonce the write that last set the summary's status gave it ('' when none did): the summary's
+    #: completion or failure is announced under an id made from it, again by a redelivery (domain/events.py)
+    summary_occurrence: str = ""
     error_message: str = ""
     error_code: str = ""
     attempt: int = 1
@@ -273,7 +276,7 @@ class Knowledge:
         # the stored original's stable reference (the catalog entry is made by its first download link)
         has_original = self.file_path and self.type not in (KnowledgeType.URL, KnowledgeType.MANUAL)
         data["file_resource"] = resource_id_for(self.file_path) if has_original else None
-        for internal in ("dedupe_key", "file_path"):
+        for internal in ("dedupe_key", "file_path", "summary_occurrence"):
             data.pop(internal, None)
         data["source"] = redact_credentials(self.source)
         return data

@@ -12,12 +12,14 @@ from chalicelib.domain.api_keys import ApiKey
 from chalicelib.domain.door import Door
 from chalicelib.domain.tags import Tag
 from chalicelib.domain.types import (
+    OPEN_TASK_STATUSES,
     Chunk,
     Knowledge,
     KnowledgeBase,
     ParseStatus,
     Span,
     Task,
+    TaskStatus,
     Tenant,
 )
 from chalicelib.ports.chunk_moves import ChunkRepoint
@@ -350,8 +352,10 @@ class KnowledgeRepo(Protocol):
         description: str | None = None,
         attempt: int | None = None,
         not_written_after: str | None = None,
+        occurrence: str = "",
     ) -> bool:
-        """The summary's status (and, when given, the description it produced) in one write; False when the
+        """The summary's status (and, when given, the description it produced) in one write, with
+        `occurrence` as the row's `summary_occurrence` (removed when ''); False when the
         row is missing, its status is not `only_if` or, when `attempt` is given, it is at another attempt
         (a superseded attempt's summary worker leaves the new attempt's summary be), or it was written after
         `not_written_after` (the `updated_at` read, ISO: a summary claimed again since is not housekeeping's)."""
@@ -556,10 +560,12 @@ class TaskRepo(Protocol):
 
     def get(self, task_id: str) -> Task | None: ...
 
-    def save_progress(self, task: Task) -> bool:
-        """Writes the task's counters and status, only forward: False when a redelivered worker is behind
-        what another run already recorded (its work was idempotent, its counts are not). Progress resets
-        its count of re-sends."""
+    def save_progress(self, task: Task, *, only_from: frozenset[TaskStatus] = OPEN_TASK_STATUSES) -> bool:
+        """Writes the task's counters and status, only forward and only while the stored task's status is in
+        `only_from` (by default still open: a task finished, failed or given up is never written over by a
+        late delivery): False when a redelivered worker is behind what another run already recorded (its
+        work was idempotent, its counts are not), or the task ended meanwhile. Progress resets its count of
+        re-sends. (A DynamoDB item written before its status was kept beside its body is taken as open.)"""
         ...
 
     def stale_open(self, cutoff_iso: str, limit: int) -> list[Task]: ...  # queued/running, waiting before it
@@ -567,4 +573,12 @@ class TaskRepo(Protocol):
     def claim_stale(self, task_id: str, cutoff_iso: str, now_iso: str) -> int | None:
         """Restarts at `now_iso` the wait of an open task waiting since before the cutoff (not its updated_at,
         its progress): its re-sends since its last progress, this one too; None if a save or sweep came first."""
+        ...
+
+    def backfill_keys(self, after: str | None, page_items: int) -> tuple[int, str | None]:
+        """One page (`page_items` items read, from just after the key `after`) of the backfill of tasks
+        written before the store kept their status beside them: each gets it and, while open, what lists it
+        among the open tasks (`stale_open`) if it lacks that, unless a save changed it since it was read.
+        Returns the tasks found needing it on the page and where the next page starts (None: the end). A
+        store with no such tasks (the in-memory one) answers (0, None)."""
         ...

@@ -4,7 +4,8 @@
 knowledge base that asked for its type: one message per webhook on the `webhooks` queue, whose handler
 signs and posts it (stages/webhooks.py). Callers announce only after their write succeeded; a worker
 that dies between the write and the announcement would lose the event, so a redelivered message that finds
-its write already done announces it again, under the same event id:
+its write already done announces it again, under the same event id (a summary's is made from a nonce its
+deciding write keeps on the row: `summary_decided_again`):
 
     worker A   mark_indexed(completed) ok ── (dies before it announces)
     worker A'  (redelivered) mark_indexed ✗ (already completed) ── completed_again: Knowledge Completed
@@ -31,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from chalicelib.domain.events import Event, EventType, knowledge_event, summary_event, task_event
-from chalicelib.domain.types import Knowledge, ParseStatus, Task
+from chalicelib.domain.types import Knowledge, ParseStatus, SummaryStatus, Task
 from chalicelib.domain.webhooks import delivery_id
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
@@ -198,7 +199,10 @@ def reparse_started_again(deps: Dependencies, row: Knowledge | None, attempt: in
         )
 
 
-def summary_changed(deps: Dependencies, knowledge: Knowledge, event_type: EventType, status: str) -> None:
+def summary_changed(
+    deps: Dependencies, knowledge: Knowledge, event_type: EventType, status: str, occurrence: str
+) -> None:
+    """`occurrence`: the nonce the write that decided the summary kept on the row (`summary_occurrence`)."""
     announce(
         deps,
         summary_event(
@@ -208,8 +212,24 @@ def summary_changed(deps: Dependencies, knowledge: Knowledge, event_type: EventT
             knowledge_id=knowledge.id,
             status=status,
             attempt=knowledge.attempt,
+            occurrence=occurrence,
         ),
     )
+
+
+def summary_decided_again(deps: Dependencies, row: Knowledge | None, attempt: int) -> None:
+    """As `completed_again`, for a summary: a redelivered subtask that finds `attempt`'s summary completed or
+    failed announces it again from the row, under the id its deciding write's nonce gave it (the worker that
+    wrote it may have died before it announced). A row decided before nonces were kept has none: nothing."""
+    if row is None or row.attempt != attempt or not row.summary_occurrence:
+        return
+    if row.summary_status == SummaryStatus.COMPLETED:
+        event_type = EventType.SUMMARY_COMPLETED
+    elif row.summary_status == SummaryStatus.FAILED:
+        event_type = EventType.SUMMARY_FAILED
+    else:
+        return
+    summary_changed(deps, row, event_type, row.summary_status.value, row.summary_occurrence)
 
 
 def task_finished(deps: Dependencies, task: Task) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from chalicelib.domain.events import EventType
+from chalicelib.domain.events import EventType, new_occurrence
 from chalicelib.domain.plan import TEXT_LIKE
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, SummaryStatus
 from chalicelib.ports import Dependencies
@@ -50,6 +50,7 @@ def summary_given_up(
     if texts is None:
         texts = _first_text(deps, knowledge)
     fallback = None if described_by_user(deps, knowledge) else (texts[0] if texts else "")[:FALLBACK_RUNES]
+    occurrence = new_occurrence()  # kept on the row: a redelivery announces the failure again under its id
     if not deps.knowledge.set_summary_status(
         knowledge.id,
         SummaryStatus.FAILED.value,
@@ -57,9 +58,10 @@ def summary_given_up(
         only_if=only_if.value,
         attempt=knowledge.attempt,
         not_written_after=not_written_after,
+        occurrence=occurrence,
     ):
         return False
-    summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value)
+    summary_changed(deps, knowledge, EventType.SUMMARY_FAILED, SummaryStatus.FAILED.value, occurrence)
     return True
 
 

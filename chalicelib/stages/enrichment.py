@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from chalicelib.domain.clock import from_iso, iso_before, now_iso, to_iso
 from chalicelib.domain.errors import ContinueLater, WriteRefused
-from chalicelib.domain.events import EventType
+from chalicelib.domain.events import EventType, new_occurrence
 from chalicelib.domain.ids import attempt_chunk_prefix, question_entry_id
 from chalicelib.domain.plan import TEXT_LIKE, WINDOW
 from chalicelib.domain.process_config import EXTRACTIVE_SUMMARY, resolve
@@ -46,7 +46,7 @@ from chalicelib.domain.types import (
 from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
 from chalicelib.services.deadline import out_of_time
 from chalicelib.services.dispatch import GRAPH_CHUNK, request_summary_refresh
-from chalicelib.services.events import summary_changed
+from chalicelib.services.events import summary_changed, summary_decided_again
 from chalicelib.services.indexing import index_as_the_document_is, write_extra_chunks
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.slots import settle_slot
@@ -184,6 +184,8 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
     from chalicelib.enrich.summary import SummaryNotMade, summarize, summary_input
 
     if not _claim_summary(deps, knowledge):
+        # made or failed already: the worker that wrote it may have died before it announced it
+        summary_decided_again(deps, deps.knowledge.get(knowledge.id), knowledge.attempt)
         return dict(SUMMARY_NOT_ASKED)
     chunks = _chunks(deps, knowledge)
     sources = _sources(chunks)
@@ -233,14 +235,18 @@ def summary(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dict
         _summary_moved_away(deps, knowledge, kb, chunk)
         raise Skip("the knowledge was deleted, cancelled, superseded or moved")
     description = None if described_by_user(deps, knowledge) else text
-    if deps.knowledge.set_summary_status(  # from processing only: of two deliveries, one announces
+    occurrence = new_occurrence()  # kept on the row: a redelivery announces the completion under its id
+    if deps.knowledge.set_summary_status(  # from processing only: of two deliveries, one writes
         knowledge.id,
         SummaryStatus.COMPLETED.value,
         description=description,
         only_if=SummaryStatus.PROCESSING.value,
         attempt=knowledge.attempt,  # a reparse meanwhile: the new attempt's summary is not this one
+        occurrence=occurrence,
     ):
-        summary_changed(deps, knowledge, EventType.SUMMARY_COMPLETED, SummaryStatus.COMPLETED.value)
+        summary_changed(
+            deps, knowledge, EventType.SUMMARY_COMPLETED, SummaryStatus.COMPLETED.value, occurrence
+        )
     return {"summary_chars": len(text), "model": model_id}
 
 
@@ -261,7 +267,8 @@ def _summary_moved_away(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeB
 
 def _claim_summary(deps: Dependencies, knowledge: Knowledge) -> bool:
     """pending → processing, or processing kept (an earlier delivery died while writing it); False when the
-    summary is made or failed already: a redelivered subtask neither makes it again nor announces it twice.
+    summary is made or failed already: a redelivered subtask does not make it again (it announces it again,
+    under the same id: `summary_decided_again`).
     A refresh asks again by setting it pending. Only while the row is at this attempt: a superseded
     attempt's worker never takes the new attempt's summary."""
     return any(

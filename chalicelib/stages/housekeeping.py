@@ -24,7 +24,9 @@ before the cutoff (its wait restarts; of two sweeps only one sends). The claim l
 updated_at alone: that is its progress (GET /tasks; a re-embed holds its knowledge base only while it
 saves). A running task saves every few items and each slice, so it never looks stale while alive. One sent
 MAX_TASK_RESENDS times without progress is failed with the reason; an FAQ import is sent once more to be
-given up by its own worker, which records its end as any failed import's.
+given up by its own worker, which records its end as any failed import's. Tasks written before the store
+listed open tasks (and kept their status beside them) are given those keys by a backfill a few pages a sweep
+(`_backfill_task_keys`), which stops for good once a whole pass finds none left.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from chalicelib.domain.clock import iso_before, to_iso
+from chalicelib.domain.clock import from_iso, iso_before, to_iso
 from chalicelib.domain.errors import SpanErrorCode
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name, plan_attempt
@@ -68,6 +70,14 @@ TASKS_PER_SWEEP = 25
 MAX_TASK_RESENDS = 6
 #: the key of a task's own failure in its errors (the others are its items')
 TASK_ERROR_KEY = "task"
+#: the turn book of the task keys' backfill: where its scan stopped, what the pass found, since when it runs,
+#: and `done` once a pass found nothing left
+TASK_BACKFILL_BOOK = "housekeeping-task-backfill"
+#: the backfill's reads a sweep: pages of that many tasks table items (one Scan request each)
+TASK_BACKFILL_PAGES, TASK_BACKFILL_PAGE_ITEMS = 10, 500
+#: a pass that finds none left ends the backfill only this long after it began (Lambda's longest run): a task
+#: written by a function still running the code before the update is keyed too
+TASK_BACKFILL_SETTLE_SECONDS = 900
 
 
 @dataclass
@@ -78,6 +88,8 @@ class SweepReport:
     deletes_redriven: list[str] = field(default_factory=list)
     tasks_resent: list[str] = field(default_factory=list)
     tasks_failed: list[str] = field(default_factory=list)
+    #: tasks written before the open index that the backfill found and keyed
+    tasks_keyed: int = 0
     #: the invocation ran out of time before every stuck row was looked at
     cut_short: bool = False
 
@@ -102,6 +114,7 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
         _redrive_lost_deletes(deps, now, cutoff, report)
         _resend_stale_tasks(deps, now, cutoff, report)
         _fail_unsettled_summaries(deps, now, cutoff, report)
+        _backfill_task_keys(deps, now, report)
     _recover_stuck_rows(deps, now, cutoff, report)
     if report.recovered or report.summaries_failed:
         logger.warning(
@@ -147,6 +160,40 @@ def _resend_stale_tasks(deps: Dependencies, now: datetime, cutoff: str, report: 
         else:
             send_again(deps, task)
             report.tasks_resent.append(task.id)
+
+
+def _backfill_task_keys(deps: Dependencies, now: datetime, report: SweepReport) -> None:
+    """Tasks queued or running when the update that lists open tasks was deployed are not listed (they
+    would be at their next save, and one whose message was lost never saves again): a Scan of the tasks
+    table keys them, TASK_BACKFILL_PAGES pages a sweep from where the last stopped. A pass that gets to the
+    end having found none (and began TASK_BACKFILL_SETTLE_SECONDS after the backfill did) ends it for good;
+    otherwise another pass starts. One done reads nothing more."""
+    book = deps.turns.change(TASK_BACKFILL_BOOK, lambda saved: (dict(saved), saved))
+    if book.get("done"):
+        return
+    after: str | None = book.get("after")
+    found = int(book.get("found", 0))
+    since = str(book.get("since") or to_iso(now))
+    began = str(book.get("began") or since)
+    done = False
+    for page in range(TASK_BACKFILL_PAGES):
+        if page and out_of_time():  # the first page is always read: every sweep moves it on
+            report.cut_short = True
+            break
+        keyed, after = deps.tasks.backfill_keys(after, TASK_BACKFILL_PAGE_ITEMS)
+        found += keyed
+        report.tasks_keyed += keyed
+        if after is None:  # the end of a pass
+            settled = (from_iso(began) - from_iso(since)).total_seconds() >= TASK_BACKFILL_SETTLE_SECONDS
+            done = found == 0 and settled
+            found, began = 0, to_iso(now)
+            break
+    if report.tasks_keyed:
+        logger.info(
+            "housekeeping keyed tasks written before the open index", extra={"tasks": report.tasks_keyed}
+        )
+    saved = {"done": True} if done else {"after": after, "found": found, "since": since, "began": began}
+    deps.turns.change(TASK_BACKFILL_BOOK, lambda _: (None, saved))
 
 
 def _fail_stuck_task(deps: Dependencies, task: Task, now: datetime) -> None:

@@ -1,8 +1,9 @@
 """lifecycle queue: the durable work behind delete, batch reparse and retry-failed.
 
 A task message carries only the task id. The worker takes the task's items in order from where its
-progress says, works for at most one slice, saves progress (only forward: a redelivered worker that is
-behind stops) and queues itself again for the rest. Each item's work is idempotent, so a crash or a second
+progress says, works for at most one slice, saves progress (only forward and only while the task is open:
+a redelivered worker that is behind, or still at work on a task that ended, stops) and queues itself again
+for the rest. Each item's work is idempotent, so a crash or a second
 delivery repeats an item, never corrupts it. A transient error retries the message (the queue has a DLQ);
 a permanent one is recorded against the item and the task goes on.
 """
@@ -85,10 +86,15 @@ def run(deps: Dependencies, task_id: str) -> None:
         # finished by an earlier delivery, which may have died before it announced: again, under the same id
         task_finished(deps, task)
         return
+    began = task.status == TaskStatus.QUEUED  # no delivery has saved anything of it yet
     task.status = TaskStatus.RUNNING
     metering.attribute(task.kb_id, task.tenant_id)
-    if task.kind == TaskKind.REPARSE and ATTEMPTS not in task.params and not _record_attempts(deps, task):
-        return  # another delivery of this task is further along: it carries on
+    if (
+        task.kind == TaskKind.REPARSE
+        and ATTEMPTS not in task.params
+        and not _record_attempts(deps, task, first=began)
+    ):
+        return  # another delivery of this task began it (or is further along, or it ended): it carries on
     deadline = time.monotonic() + SLICE_SECONDS
     try:
         for count, (item, work) in enumerate(_work(deps, task), start=1):
@@ -143,18 +149,29 @@ def run(deps: Dependencies, task_id: str) -> None:
         task_finished(deps, task)
 
 
-def _save(deps: Dependencies, task: Task) -> bool:
+def _save(deps: Dependencies, task: Task, only_from: frozenset[TaskStatus] = OPEN_TASK_STATUSES) -> bool:
+    """Progress, only forward and only while the task is open: False when another delivery is further
+    along or the task ended (finished by another delivery, failed by housekeeping), and the caller stops."""
     task.updated_at = datetime.now(UTC)
-    return deps.tasks.save_progress(task)
+    if only_from == OPEN_TASK_STATUSES:
+        return deps.tasks.save_progress(task)
+    return deps.tasks.save_progress(task, only_from=only_from)
 
 
-def _record_attempts(deps: Dependencies, task: Task) -> bool:
+def _record_attempts(deps: Dependencies, task: Task, *, first: bool) -> bool:
     """A batch reparse's items' attempts, saved before its first reparse: progress is saved every SAVE_EVERY
     items, so a redelivery repeats the items after the last save, and an item past its attempt was
-    reparsed by then (a second reparse would throw the running attempt away and pay for it again)."""
+    reparsed by then (a second reparse would throw the running attempt away and pay for it again). The
+    first delivery saves them only while the task is still `queued`:
+
+        delivery A  reads the task (queued) ── record ✓ (running) ── reparse item 1 (attempt 2)
+        delivery B  reads the task (queued) ──────── record ✗ (not queued): stops, A carries on
+
+    (both saved at the same `done`, both went on and item 1 was reparsed twice.) `first`: the task was read
+    queued (one left running without attempts, from before they were recorded, records them while open)."""
     rows = deps.knowledge.get_many(task.items)
     task.params[ATTEMPTS] = {row.id: row.attempt for row in rows.values()}
-    return _save(deps, task)
+    return _save(deps, task, frozenset({TaskStatus.QUEUED}) if first else OPEN_TASK_STATUSES)
 
 
 def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:

@@ -100,6 +100,7 @@ class DynamoKnowledgeRepo:
             parse_status=k.parse_status.value,
             enable_status=k.enable_status.value,
             summary_status=k.summary_status.value,
+            summary_occurrence=k.summary_occurrence or None,
             error_message=k.error_message,
             error_code=k.error_code,
             attempt=k.attempt,
@@ -149,6 +150,7 @@ class DynamoKnowledgeRepo:
             parse_status=ParseStatus(item.parse_status),
             enable_status=EnableStatus(item.enable_status),
             summary_status=SummaryStatus(item.summary_status or "none"),
+            summary_occurrence=item.summary_occurrence or "",
             error_message=item.error_message or "",
             error_code=item.error_code or "",
             attempt=int(item.attempt or 1),
@@ -800,9 +802,11 @@ class DynamoKnowledgeRepo:
         description: str | None = None,
         attempt: int | None = None,
         not_written_after: str | None = None,
+        occurrence: str = "",
     ) -> bool:
         m = self.model
         actions = [m.summary_status.set(status), m.updated_at.set(now_iso())]
+        actions.append(m.summary_occurrence.set(occurrence) if occurrence else m.summary_occurrence.remove())
         unsettled = status in (SummaryStatus.PENDING.value, SummaryStatus.PROCESSING.value)
         actions.append(m.summary_inflight.set("1") if unsettled else m.summary_inflight.remove())
         if description is not None:

@@ -279,6 +279,7 @@ def build_models(settings: Settings) -> Models:
         parse_status = UnicodeAttribute()
         enable_status = UnicodeAttribute()
         summary_status = UnicodeAttribute(default="none")
+        summary_occurrence = UnicodeAttribute(null=True)  # the nonce of the write that set summary_status
         error_message = UnicodeAttribute(default="")
         error_code = UnicodeAttribute(default="")
         attempt = NumberAttribute(default=1)
@@ -367,6 +368,8 @@ def build_models(settings: Settings) -> Models:
         tenant_id = UnicodeAttribute()
         done = NumberAttribute(default=0)
         body = JSONAttribute()
+        #: the body's status beside it, for the conditions of its saves (absent on items saved before)
+        status = UnicodeAttribute(null=True)
         expires_at = NumberAttribute(null=True)  # TTL: finished tasks are kept for 30 days
         #: set only while the task is queued or running (adapters/dynamo/tasks.py); never on an items page
         open_shard = UnicodeAttribute(null=True)

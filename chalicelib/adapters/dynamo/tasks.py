@@ -9,7 +9,8 @@ page never changes.
 While a task is queued or running its record carries `open_shard` (one of OPEN_SHARDS, from its id) and
 `wait_from` (its last save, or housekeeping's last re-send), so the sparse `open-index` lists the open
 tasks by how long they have waited; a finished task, and a page, is not in it. A re-send restarts the wait
-only: the task's own updated_at (in its body) stays its progress."""
+only: the task's own updated_at (in its body) stays its progress. Its `status` is kept beside the body too,
+for the condition of every save: a task that ended is never written over."""
 
 from __future__ import annotations
 
@@ -40,13 +41,19 @@ TASK_TTL_SECONDS = 30 * 24 * 3600
 ITEMS_PER_PAGE = 1000
 #: the open index's partitions: every open task's save writes it, spread over a few keys
 OPEN_SHARDS = 4
+#: in the key of a page of a task's ids (`_pages`)
+ITEM_PAGE_MARK = "#items#"
 
 
 def open_shard(task: Task) -> str | None:
     """The task's key in the open index while it is queued or running; None (no entry) once finished."""
     if task.status not in OPEN_TASK_STATUSES:
         return None
-    return f"open#{int(hashlib.sha256(task.id.encode()).hexdigest()[:8], 16) % OPEN_SHARDS}"
+    return _shard_of(task.id)
+
+
+def _shard_of(task_id: str) -> str:
+    return f"open#{int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) % OPEN_SHARDS}"
 
 
 def task_to_body(task: Task) -> dict[str, Any]:
@@ -74,7 +81,7 @@ def _pages(task: Task) -> list[tuple[str, list[str]]]:
     for page in range(full):
         ids = task.items[page * ITEMS_PER_PAGE : (page + 1) * ITEMS_PER_PAGE]
         digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:24]
-        pages.append((f"{task.id}#items#{page}#{digest}", ids))
+        pages.append((f"{task.id}{ITEM_PAGE_MARK}{page}#{digest}", ids))
     return pages
 
 
@@ -105,6 +112,7 @@ class DynamoTaskRepo:
             tenant_id=task.tenant_id,
             done=task.done,
             body=self._save_pages(task),
+            status=task.status.value,
             expires_at=int(time.time()) + TASK_TTL_SECONDS,
             open_shard=open_shard(task),
             wait_from=to_iso(task.updated_at) if open_shard(task) else None,
@@ -129,20 +137,25 @@ class DynamoTaskRepo:
             self._written.update(keys)
         return task_from_body(body)
 
-    def save_progress(self, task: Task) -> bool:
+    def save_progress(self, task: Task, *, only_from: frozenset[TaskStatus] = OPEN_TASK_STATUSES) -> bool:
         m = self.model
         body = self._save_pages(task)
         shard = open_shard(task)
+        # a late delivery ─ the task finished, failed or given up meanwhile: its status is not in `only_from`,
+        # nothing is written over it. An item saved before `status` was kept beside the body has none (its
+        # status is inside the JSON body): taken as open, as every save did, until this save writes it.
+        still = m.status.is_in(*sorted(s.value for s in only_from)) | m.status.does_not_exist()
         try:
             m(task.id).update(
                 actions=[
                     m.done.set(task.done),
                     m.body.set(body),
+                    m.status.set(task.status.value),
                     m.open_shard.set(shard) if shard else m.open_shard.remove(),
                     m.wait_from.set(to_iso(task.updated_at)) if shard else m.wait_from.remove(),
                     m.resends.remove(),  # progress: housekeeping counts its re-sends from here
                 ],
-                condition=m.id.exists() & (m.done <= task.done),
+                condition=m.id.exists() & (m.done <= task.done) & still,
             )
         except UpdateError as error:
             if _condition_failed(error):
@@ -178,6 +191,43 @@ class DynamoTaskRepo:
                 return None
             raise
         return int(row.resends)
+
+    def backfill_keys(self, after: str | None, page_items: int) -> tuple[int, str | None]:
+        """One Scan request: the items without `status` (written before it was kept beside the body; a page
+        of ids has none either and is passed over). Each task gets its body's status and, while open and
+        not in the open index (written before it), `open_shard` and `wait_from` (its last progress, so
+        housekeeping re-sends it once that is older than its threshold), on the item as read: a save
+        (which writes `status`) or any change of its body since leaves it be."""
+        m = self.model
+        scan = m.scan(
+            filter_condition=m.status.does_not_exist(),
+            last_evaluated_key={"id": {"S": after}} if after else None,
+            page_size=page_items,
+        )
+        pages = scan.page_iter
+        page = next(pages)  # one request: the caller bounds what a sweep reads
+        found = 0
+        for raw in page["Items"]:
+            item = m.from_raw_data(raw)
+            if ITEM_PAGE_MARK in item.id or "status" not in item.body:
+                continue
+            found += 1
+            status = TaskStatus(item.body["status"])
+            actions: list[Any] = [m.status.set(status.value)]
+            condition = m.status.does_not_exist() & (m.body == item.body)
+            if status in OPEN_TASK_STATUSES and item.open_shard is None:
+                actions += [
+                    m.open_shard.set(_shard_of(item.id)),
+                    m.wait_from.set(str(item.body["updated_at"])),
+                ]
+                condition &= m.open_shard.does_not_exist()
+            try:
+                m(item.id).update(actions=actions, condition=condition)
+            except UpdateError as error:
+                if not _condition_failed(error):
+                    raise
+        last = pages.last_evaluated_key
+        return found, (str(last["id"]["S"]) if last else None)
 
 
 # ---------------------------------------------------------------- graph

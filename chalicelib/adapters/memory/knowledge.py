@@ -498,9 +498,11 @@ class MemoryKnowledgeRepo:
         description: str | None = None,
         attempt: int | None = None,
         not_written_after: str | None = None,
+        occurrence: str = "",
     ) -> bool:
         def change(k: Knowledge) -> None:
             k.summary_status = SummaryStatus(status)
+            k.summary_occurrence = occurrence
             k.updated_at = _now()
             if description is not None:
                 k.description = description

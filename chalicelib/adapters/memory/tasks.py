@@ -6,7 +6,7 @@ import copy
 import threading
 
 from chalicelib.domain.clock import to_iso
-from chalicelib.domain.types import OPEN_TASK_STATUSES, Task
+from chalicelib.domain.types import OPEN_TASK_STATUSES, Task, TaskStatus
 from chalicelib.ports import TaskExists
 
 
@@ -30,10 +30,11 @@ class MemoryTaskRepo:
             row = self._rows.get(task_id)
             return copy.deepcopy(row) if row else None
 
-    def save_progress(self, task: Task) -> bool:
+    def save_progress(self, task: Task, *, only_from: frozenset[TaskStatus] = OPEN_TASK_STATUSES) -> bool:
         with self._lock:
             row = self._rows.get(task.id)
-            if row is None or row.done > task.done:  # only forward, as the DynamoDB condition
+            # only forward, and only while the stored task is open (or queued), as the DynamoDB condition
+            if row is None or row.done > task.done or row.status not in only_from:
                 return False
             self._rows[task.id] = copy.deepcopy(task)
             self._resends.pop(task.id, None)
@@ -60,6 +61,10 @@ class MemoryTaskRepo:
             self._claimed_at[task_id] = now_iso
             self._resends[task_id] = self._resends.get(task_id, 0) + 1
             return self._resends[task_id]
+
+    def backfill_keys(self, after: str | None, page_items: int) -> tuple[int, str | None]:
+        """Every task here is listed as it is: nothing written before to key."""
+        return 0, None
 
     def _wait_from(self, row: Task) -> str:
         """Since when the task waits: housekeeping's last re-send, else its last save (its own updated_at)."""
