@@ -553,6 +553,12 @@ def webhook_delivery(event: Any) -> dict[str, Any]:
     return stages.webhooks.handle(get_deps(), event.to_dict(), event.context)
 
 
+@app.on_sqs_message(queue=settings.queue("webhooks-slow"), batch_size=5)
+@traced
+def webhook_slow_delivery(event: Any) -> dict[str, Any]:
+    return stages.webhooks.handle_slow(get_deps(), event.to_dict(), event.context)
+
+
 @app.schedule(Rate(5, unit=Rate.MINUTES))
 @traced
 def housekeeping(event: Any) -> dict[str, Any]:

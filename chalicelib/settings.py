@@ -55,6 +55,8 @@ QUEUES = (
     "wiki",
     "faq-import",
     "webhooks",
+    # the webhooks' slow lane: the tries of degraded webhooks (stages/webhooks.py)
+    "webhooks-slow",
 )
 
 

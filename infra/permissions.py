@@ -56,6 +56,7 @@ QUEUES = {
     "wiki": "WikiQueue",
     "faq-import": "FaqImportQueue",
     "webhooks": "WebhooksQueue",
+    "webhooks-slow": "WebhooksSlowQueue",
 }
 
 READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem")
@@ -172,15 +173,24 @@ TASK_CALLBACKS = Grant(
 )
 #: what a function that decides a change does to announce it (services/events.py): the event on the bus, and
 #: one message per interested webhook of the knowledge base on the webhooks queue, or in its dead-letter queue
-#: when the queue does not take it (parked for redrive)
+#: when the queue does not take it (parked for redrive); a degraded webhook's delivery goes to the slow lane
 PUBLISH = Grant(("events:PutEvents",), (_arn("EventBus"),))
 PARK_DELIVERY = Grant(("sqs:SendMessage",), dead_letter_queues("webhooks"))
-ANNOUNCE = [PUBLISH, Grant(READ, tables("webhooks")), send_to("webhooks"), PARK_DELIVERY]
+ANNOUNCE = [PUBLISH, Grant(READ, tables("webhooks")), send_to("webhooks", "webhooks-slow"), PARK_DELIVERY]
 OCR = Grant(
     ("textract:DetectDocumentText",),
     ("*",),
     why="parsers/ocr.py TextractOcr; Textract has no resource-level permission (synchronous calls on bytes)",
 )
+
+
+#: what either webhook lane's function does beside its queues (stages/webhooks.py)
+WEBHOOK_DELIVERY = [
+    # spans: a failure the state machine announces closes the attempt's open spans (`announced`)
+    read_tables("webhooks", "knowledge", "spans"),
+    write_tables("webhooks", "spans"),
+    PUBLISH,  # the state machine's announcements (stages/webhooks.py `announced`)
+]
 
 
 # ---------------------------------------------------------------- the table
@@ -382,7 +392,7 @@ FUNCTIONS: dict[str, list[Grant]] = {
     # Durable lifecycle work: delete, reparse, move and clone touch every aggregate of a knowledge base.
     "LifecycleTask": [
         PUBLISH,  # and it reads the webhooks table among every other
-        send_to("webhooks"),
+        send_to("webhooks", "webhooks-slow"),
         PARK_DELIVERY,
         *own_queue("lifecycle"),
         read_tables(*ALL_TABLES),
@@ -432,10 +442,16 @@ FUNCTIONS: dict[str, list[Grant]] = {
     # delay) or parks it in the DLQ after the last try; it also announces what the state machine decided
     "WebhookDelivery": [
         *own_queue("webhooks"),
-        # spans: a failure the state machine announces closes the attempt's open spans (`announced`)
-        read_tables("webhooks", "knowledge", "spans"),
-        write_tables("webhooks", "spans"),
-        PUBLISH,  # the state machine's announcements (stages/webhooks.py `announced`)
+        send_to("webhooks-slow"),  # a degraded webhook's tries: forwarded, its retries, its deliveries
+        *WEBHOOK_DELIVERY,
+    ],
+    # the webhooks' slow lane (degraded webhooks' tries): the same code; a retry of a webhook well again goes
+    # back to the webhooks queue, and a parked announcement to its DLQ
+    "WebhookSlowDelivery": [
+        *own_queue("webhooks-slow"),
+        send_to("webhooks"),
+        PARK_DELIVERY,
+        *WEBHOOK_DELIVERY,
     ],
 }
 

@@ -66,6 +66,7 @@ TRIGGERS: dict[str, str | None] = {
     "WikiTask": "wiki",
     "FaqImportTask": "faq-import",
     "WebhookDelivery": "webhooks",
+    "WebhookSlowDelivery": "webhooks-slow",
 }
 #: how many invocations each trigger may run at once (SQS ScalingConfig, 2..1000), after WeKnora's worker
 #: pools (docreader 4 workers per instance, enrichment 12, postprocess 2, maintenance 4, wiki 8): a big
@@ -82,6 +83,9 @@ MAXIMUM_CONCURRENCY = {
     "wiki": 8,
     "faq-import": 2,
     "webhooks": 5,
+    # degraded webhooks' tries (stages/webhooks.py): the fewest SQS allows, so receivers that fail most of
+    # their tries hold 2 workers between them, never the 5 of the webhooks queue
+    "webhooks-slow": 2,
 }
 RETAINED_TYPES = (
     "AWS::DynamoDB::Table",

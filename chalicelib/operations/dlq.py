@@ -37,7 +37,7 @@ from chalicelib.domain.types import IN_FLIGHT_STATUSES, Knowledge, ParseStatus
 from chalicelib.observability import logger
 from chalicelib.operations.recovery import restart
 from chalicelib.ports import DeadLetter, Dependencies
-from chalicelib.services.events import WEBHOOK_QUEUE
+from chalicelib.services.events import WEBHOOK_QUEUE, WEBHOOK_SLOW_QUEUE
 from chalicelib.services.webhook_messages import read_webhook_message
 from chalicelib.settings import QUEUES
 
@@ -143,7 +143,7 @@ class RedriveReport:
 
 def _redrive_one(deps: Dependencies, letter: DeadLetter, report: RedriveReport) -> bool:
     """Handles one letter; True when it is done with (delete it), False to keep it in the DLQ."""
-    if letter.queue == WEBHOOK_QUEUE:
+    if letter.queue in (WEBHOOK_QUEUE, WEBHOOK_SLOW_QUEUE):  # back to its lane
         try:
             message = read_webhook_message(letter.body)
         except ValidationError:

@@ -27,6 +27,7 @@ from chalicelib.domain.webhooks import (
 )
 from chalicelib.ports import DeliveryRecord, Dependencies, Webhook
 from chalicelib.services.ownership import require_kb
+from chalicelib.services.webhook_messages import delivery_lane
 
 MAX_WEBHOOKS_PER_KB = 20
 
@@ -106,6 +107,10 @@ def present(hook: Webhook, *, with_secret: bool = False) -> dict[str, Any]:
         "delivery_status": "paused" if hook.paused_at else "active",
         "paused_at": hook.paused_at or None,
         "failures_in_a_row": hook.failures_in_a_row,
+        # the delivery lane (stages/webhooks.py): `slow` while the score of its failed or slow tries (one
+        # less per delivered try) is at or above services/webhook_messages.DEGRADED_SCORE
+        "delivery_lane": delivery_lane(hook.failure_score),
+        "failure_score": hook.failure_score,
     }
     if with_secret:
         shown["secret"] = hook.secret
@@ -166,7 +171,7 @@ def update_webhook(
     if not deps.webhooks.update(hook, resume=bool(resume)):  # deleted while this request checked its URL
         raise NotFound(f"webhook {webhook_id} not found", code="webhook_not_found")
     if resume:
-        hook = replace(hook, failures_in_a_row=0, paused_at="", probe_at=0, probes=0)
+        hook = replace(hook, failures_in_a_row=0, paused_at="", probe_at=0, probes=0, failure_score=0)
     return present(hook)
 
 

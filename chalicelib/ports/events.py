@@ -40,6 +40,10 @@ class Webhook:
     paused_at: str = ""
     probe_at: int = 0
     probes: int = 0
+    #: the delivery lane's score (stages/webhooks.py): one more per posted try that failed or was slow, one
+    #: less per delivered try, between 0 and the cap count_failure is given; the webhook's tries go to the
+    #: slow lane while it is at or above services.webhook_messages.DEGRADED_SCORE
+    failure_score: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ class WebhookRepo(Protocol):
         never brings it back. Its secrets stay as stored: a rotation between the read and this write holds
         (a store that keeps the secret beside the settings tries again with the rotated one; Conflict
         `webhook_write_conflict` when rotations keep coming between). The breaker's state stays too, unless
-        `resume`: then the same write clears it (no failures, not paused, no probes)."""
+        `resume`: then the same write clears it (no failures, not paused, no probes, a score of 0)."""
         ...
 
     def rotate_secret(self, webhook: Webhook, expected_secret: str) -> bool:
@@ -138,16 +142,20 @@ class WebhookRepo(Protocol):
         """Marks a claimed try finished: every later claim of it answers `finished`."""
         ...
 
-    def count_failure(self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int) -> bool:
-        """Adds one to the webhook's failures in a row (an atomic add) and, when that reaches `pause_after`
-        and it is not paused, pauses it with its first probe at `probe_at` (epoch seconds): True for the one
-        call that paused it. Nothing when the webhook is gone."""
+    def count_failure(
+        self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int, score_cap: int = 10
+    ) -> bool:
+        """Adds one to the webhook's failures in a row and, below `score_cap`, one to its `failure_score`
+        (one atomic write) and, when the failures reach `pause_after` and it is not paused, pauses it with
+        its first probe at `probe_at` (epoch seconds): True for the one call that paused it. Nothing when
+        the webhook is gone."""
         ...
 
     def clear_failures(self, kb_id: str, webhook_id: str) -> bool:
-        """A delivered try: no failures in a row, not paused, no probes; one write conditional on any of
-        them being there, so a healthy webhook's item is left as it is. True when it was paused (the write
-        resumed it). Nothing when the webhook is gone."""
+        """A delivered try: no failures in a row, not paused, no probes, and one less on its
+        `failure_score` (never below 0); one write conditional on any of them being there (a score above 0),
+        so a healthy webhook's item is left as it is. True when it was paused (the write resumed it).
+        Nothing when the webhook is gone."""
         ...
 
     def claim_probe(self, kb_id: str, webhook_id: str, now: int, next_probe_at: int) -> bool:

@@ -2,10 +2,11 @@
 
 `announce` puts the events on the bus (the EventPublisher port) and fans each out to the webhooks of its
 knowledge base that asked for its type: one message per webhook on the `webhooks` queue, whose handler
-signs and posts it (stages/webhooks.py). Callers announce only after their write succeeded; a worker
-that dies between the write and the announcement would lose the event, so a redelivered message that finds
-its write already done announces it again, under the same event id (a summary's is made from a nonce its
-deciding write keeps on the row: `summary_decided_again`):
+signs and posts it (stages/webhooks.py), or on its slow lane `webhooks-slow` for a webhook degraded when
+read (its failure score at or above services/webhook_messages.DEGRADED_SCORE). Callers announce only after
+their write succeeded; a worker that dies between the write and the announcement would lose the event, so a
+redelivered message that finds its write already done announces it again, under the same event id (a
+summary's is made from a nonce its deciding write keeps on the row: `summary_decided_again`):
 
     worker A   mark_indexed(completed) ok ── (dies before it announces)
     worker A'  (redelivered) mark_indexed ✗ (already completed) ── completed_again: Knowledge Completed
@@ -38,9 +39,12 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.ports.events import Webhook
 from chalicelib.services.backoff import BRIEF_TRIES, send_briefly
-from chalicelib.services.webhook_messages import DeliveryMessage, FanOutMessage
+from chalicelib.services.webhook_messages import DeliveryMessage, FanOutMessage, is_degraded
 
 WEBHOOK_QUEUE = "webhooks"
+#: the slow lane: the tries of degraded webhooks (services/webhook_messages.py DEGRADED_SCORE), by the same
+#: handler at a concurrency of its own (stages/webhooks.py)
+WEBHOOK_SLOW_QUEUE = "webhooks-slow"
 PARKED_REASON = "the webhooks queue did not take this {what} when its event was announced"
 
 
@@ -68,6 +72,11 @@ def deliveries_of(event: Event, hooks: Iterable[Webhook]) -> list[DeliveryMessag
     ]
 
 
+def slow_lane(hooks: Iterable[Webhook]) -> frozenset[str]:
+    """The ids of the webhooks whose deliveries go to the slow lane (degraded when read)."""
+    return frozenset(hook.id for hook in hooks if is_degraded(hook.failure_score))
+
+
 def _fan_out(deps: Dependencies, event: Event) -> None:
     if not event.kb_id:
         return
@@ -81,19 +90,30 @@ def _fan_out(deps: Dependencies, event: Event) -> None:
         _send_or_park(deps, event, FanOutMessage.of(event), BRIEF_TRIES)
         return
     tries = BRIEF_TRIES
+    slow = slow_lane(hooks)
     for delivery in deliveries_of(event, hooks):
-        if not _send_or_park(deps, event, delivery, tries):
+        if not _send_or_park(deps, event, delivery, tries, slow=delivery.webhook_id in slow):
             tries = 1  # the queue is out: the event's other deliveries go to the DLQ without waiting
 
 
 def _send_or_park(
-    deps: Dependencies, event: Event, message: DeliveryMessage | FanOutMessage, tries: int
+    deps: Dependencies,
+    event: Event,
+    message: DeliveryMessage | FanOutMessage,
+    tries: int,
+    *,
+    slow: bool = False,
 ) -> bool:
-    """Sends `message` to the webhooks queue, tried `tries` times; parks it when the queue does not take it
-    (False)."""
+    """Sends `message` to the webhooks queue (a delivery to a degraded webhook: its slow lane), tried `tries`
+    times; parks it when the queue does not take it (False), in the webhooks queue's DLQ whatever the lane
+    (a redrive sends it there, whose worker forwards it to the slow lane while its webhook is degraded)."""
     body = message.model_dump(mode="json")
     try:
-        send_briefly(lambda: deps.queue.send_raw(WEBHOOK_QUEUE, body), deps.sleep, tries)
+        send_briefly(
+            lambda: deps.queue.send_raw(WEBHOOK_SLOW_QUEUE if slow else WEBHOOK_QUEUE, body),
+            deps.sleep,
+            tries,
+        )
     except ServiceUnreachable:
         _park(deps, event, message)
         return False

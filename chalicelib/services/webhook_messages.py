@@ -1,4 +1,5 @@
-"""The messages of the `webhooks` queue: one try of a delivery to one webhook (`DeliveryMessage`, fanned
+"""The messages of the `webhooks` queue (and of its slow lane, `webhooks-slow`, which carries the tries of
+degraded webhooks: DeliveryMessage only): one try of a delivery to one webhook (`DeliveryMessage`, fanned
 out by services/events.py), an event whose deliveries are still to be fanned out because the webhooks
 table did not answer when it was announced (`FanOutMessage`), or a change the state machine decided and
 asks to be announced (`AnnounceMessage`). Read by the queue's handler (stages/webhooks.py) and by the DLQ
@@ -16,6 +17,25 @@ from chalicelib.settings import WEBHOOK_MAX_ATTEMPTS_LIMIT
 
 #: the most put-offs of one attempt a message carries (a day's worth at one a second)
 MAX_PAUSED_TRIES = 100_000
+#: the delivery lanes (stages/webhooks.py): a webhook whose `failure_score` (one more per posted try that
+#: failed or was slow, one less per delivered try) is at or above DEGRADED_SCORE has its tries sent to the
+#: slow lane, a queue of its own whose worker runs at most 2 at once, so a receiver that fails most of its
+#: tries (never five in a row, which the breaker pauses) no longer holds the main lane's workers; the score
+#: stays between 0 and FAILURE_SCORE_CAP, so a webhook that is well again leaves the lane after as many
+#: delivered tries as it took to come down to the threshold
+DEGRADED_SCORE = 3
+FAILURE_SCORE_CAP = 10
+NORMAL_LANE, SLOW_LANE = "normal", "slow"
+
+
+def is_degraded(failure_score: int) -> bool:
+    """Whether a webhook of this score has its tries sent to the slow lane."""
+    return failure_score >= DEGRADED_SCORE
+
+
+def delivery_lane(failure_score: int) -> str:
+    """The lane a webhook of this score is in, as GET shows it."""
+    return SLOW_LANE if is_degraded(failure_score) else NORMAL_LANE
 
 
 class DeliveryMessage(BaseModel):

@@ -29,8 +29,23 @@ at the next probe's time (at least the attempt's backoff, at most 900 s), until 
 PAUSED_KEEP_SECONDS old, when it is parked. One try at a time goes as the probe, PROBE_SECONDS after the
 pause and doubled per probe claimed up to 900 s; a letter redriven from the DLQ takes the probe whatever
 its time. A try delivered within half the timeout (the probe's, or any other's) clears the count and
-resumes the webhook, and so does a change of its URL or switching it on (operations/webhooks.py). The
-tenants' shares of the queue's concurrency are not kept apart beyond that.
+resumes the webhook, and so does a change of its URL or switching it on (operations/webhooks.py).
+
+The breaker stops only failures in a row; a receiver that fails four tries in five (or answers slowly most
+of the time) is never paused. So each webhook also keeps a score with the breaker's attributes
+(`failure_score`: one more per posted try the breaker counts against it, one less per delivered try, between
+0 and FAILURE_SCORE_CAP, written only when it changes), and while it is at or above DEGRADED_SCORE
+(services/webhook_messages.py) the webhook's tries go to the slow lane: the queue `webhooks-slow`, run by
+the same code (`handle_slow`) at a concurrency of 2 of its own, so the main lane's 5 workers keep serving
+every other webhook. New deliveries are sent there by the fan-out (services/events.py), its retries and
+put-offs by this handler (from the score its try came to). A try that reaches the main lane for a webhook
+that is degraded by then (queued before, or redriven) is forwarded to the slow lane as it is, unclaimed and
+unposted (same attempt, parked, put-offs): a copy of it delivered twice is forwarded twice, and the claim
+runs the try once. A try in the slow lane is posted whatever the score (a webhook well again leaves the lane
+with its next message). The breaker works the same in either lane; each lane parks in its own DLQ, and a
+redrive sends a letter back to its lane. What the lanes do not keep apart: the degraded webhooks of every
+tenant share the slow lane's 2 workers, and a receiver that is merely slow below half the timeout, or fails
+fewer than about one try in two, stays in the main lane.
 
 A redelivered message (SQS delivers at least once) must not fork the delivery's retry chain, so each try
 (webhook, delivery, parked, attempt) is claimed in the webhook repo before it is posted (`deliver`):
@@ -81,17 +96,27 @@ from chalicelib.domain.webhooks import (
 from chalicelib.observability import logger
 from chalicelib.ports import DeliveryRecord, Dependencies, FetchFailed, Webhook
 from chalicelib.ports.events import DeliveryTry
-from chalicelib.services.events import WEBHOOK_QUEUE, deliveries_of, knowledge_changed
+from chalicelib.services.events import (
+    WEBHOOK_QUEUE,
+    WEBHOOK_SLOW_QUEUE,
+    deliveries_of,
+    knowledge_changed,
+    slow_lane,
+)
 from chalicelib.services.webhook_messages import (
+    FAILURE_SCORE_CAP,
     MAX_PAUSED_TRIES,
     AnnounceMessage,
     DeliveryMessage,
     FanOutMessage,
+    is_degraded,
     read_webhook_message,
 )
 from chalicelib.stages.runner import process_batch
 
 QUEUE = WEBHOOK_QUEUE
+#: the slow lane: degraded webhooks' tries (the module's docstring)
+SLOW_QUEUE = WEBHOOK_SLOW_QUEUE
 #: a running claim older than this was a worker that died (the function times out at 60 s); less than the
 #: queue's visibility timeout (360 s), so the copy that found it busy takes it over when it comes back
 STALE_TRY_SECONDS = 120
@@ -112,13 +137,15 @@ class TryInFlight(Exception):
     timeout."""
 
 
-def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handle(deps: Dependencies, event: dict[str, Any], context: Any, lane: str = QUEUE) -> dict[str, Any]:
+    """A batch of the `lane` queue: the webhooks queue, or its slow lane (`handle_slow`)."""
+
     def one(record: SQSRecord) -> None:
         try:
             message = read_webhook_message(record.body)
         except ValidationError as error:
             deps.queue.dead_letter(
-                QUEUE, record.body, f"not a webhook delivery: {error.error_count()} error(s)"
+                lane, record.body, f"not a webhook delivery: {error.error_count()} error(s)"
             )
             return
         if isinstance(message, AnnounceMessage):
@@ -126,18 +153,27 @@ def handle(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str,
         elif isinstance(message, FanOutMessage):
             fanned_out(deps, message)
         else:
-            deliver(deps, message)
+            deliver(deps, message, lane)
 
     return process_batch(event, context, one)
+
+
+def handle_slow(deps: Dependencies, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """A batch of the slow lane (`webhooks-slow`)."""
+    return handle(deps, event, context, lane=SLOW_QUEUE)
 
 
 def fanned_out(deps: Dependencies, message: FanOutMessage) -> int:
     """Sends the deliveries of an event whose announcement could not read its webhooks; how many. A table
     or queue that does not answer raises (ServiceUnreachable): the message is tried again, then parked."""
     event = message.to_event()
-    deliveries = deliveries_of(event, deps.webhooks.list_kb(message.kb_id))
+    hooks = deps.webhooks.list_kb(message.kb_id)
+    slow = slow_lane(hooks)
+    deliveries = deliveries_of(event, hooks)
     for delivery in deliveries:
-        deps.queue.send_raw(QUEUE, delivery.model_dump(mode="json"))
+        deps.queue.send_raw(
+            SLOW_QUEUE if delivery.webhook_id in slow else QUEUE, delivery.model_dump(mode="json")
+        )
     return len(deliveries)
 
 
@@ -188,12 +224,21 @@ class _Tried:
     reason: str = ""
 
 
-def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
-    """One try; the outcome it logged ('' when the webhook is gone or the try was run already). Raises
-    TryInFlight when another worker holds the try (see the module's docstring)."""
+def deliver(deps: Dependencies, message: DeliveryMessage, lane: str = QUEUE) -> str:
+    """One try, in `lane`; the outcome it logged ('' when the webhook is gone or the try was run already,
+    `forwarded` when it was sent to the slow lane unposted). Raises TryInFlight when another worker holds the
+    try (see the module's docstring)."""
     hook = deps.webhooks.get(message.kb_id, message.webhook_id)
     if hook is None:
         return ""  # deleted: its log went with it
+    if lane == QUEUE and is_degraded(hook.failure_score):
+        # not claimed here: the slow lane claims it, so a copy forwarded twice is run once
+        deps.queue.send_raw(SLOW_QUEUE, message.model_dump())
+        logger.info(
+            "webhook try forwarded to the slow lane",
+            extra={"webhook_id": hook.id, "delivery_id": message.delivery_id, "score": hook.failure_score},
+        )
+        return "forwarded"
     this_try = DeliveryTry(hook.id, message.delivery_id, message.parked, message.attempt, message.paused)
     claim = deps.webhooks.claim_try(hook.kb_id, this_try, STALE_TRY_SECONDS)
     if claim.state == "finished":
@@ -203,6 +248,7 @@ def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
     event_type = str(message.event.get("type", ""))
     last_try = message.attempt >= deps.settings.webhook_max_attempts
     now = int(time.time())
+    score = hook.failure_score  # as this try leaves it (a posted one moves it): its next try's lane
     if not hook.enabled:
         tried = _Tried("dropped", reason="the webhook was switched off")
     elif event_type not in hook.event_types:
@@ -218,7 +264,7 @@ def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
             tried = _Tried("dead_lettered", reason=kept)
     else:
         tried = _post(deps, hook, message, last_try)
-        _count(deps, hook, tried)
+        score = _count(deps, hook, tried)
     deps.webhooks.log_delivery(
         hook.kb_id,
         DeliveryRecord(
@@ -237,14 +283,18 @@ def deliver(deps: Dependencies, message: DeliveryMessage) -> str:
     backoff = retry_delay(message.attempt, deps.settings.webhook_backoff_seconds, 0.5 + random.random() / 2)
     if tried.outcome == "retrying":
         retry = message.model_copy(update={"attempt": message.attempt + 1, "paused": 0, "redriven": False})
-        deps.queue.send_raw(QUEUE, retry.model_dump(), delay_seconds=backoff)
+        deps.queue.send_raw(
+            SLOW_QUEUE if is_degraded(score) else QUEUE, retry.model_dump(), delay_seconds=backoff
+        )
     elif tried.outcome == "paused":  # the same attempt again, due when the next probe may go
         again = message.model_copy(update={"paused": message.paused + 1, "redriven": False})
         delay = min(MAX_RETRY_DELAY, max(backoff, hook.probe_at - now))
-        deps.queue.send_raw(QUEUE, again.model_dump(), delay_seconds=delay)
+        deps.queue.send_raw(
+            SLOW_QUEUE if is_degraded(score) else QUEUE, again.model_dump(), delay_seconds=delay
+        )
     elif tried.outcome in ("dead_lettered", "refused"):
         parked = message.model_copy(update={"parked": message.parked + 1, "paused": 0, "redriven": True})
-        deps.queue.dead_letter(QUEUE, parked.model_dump_json(), tried.reason)
+        deps.queue.dead_letter(lane, parked.model_dump_json(), tried.reason)
         logger.warning(
             "webhook delivery parked",
             extra={"webhook_id": hook.id, "delivery_id": message.delivery_id, "outcome": tried.outcome},
@@ -304,13 +354,17 @@ def _age_seconds(message: DeliveryMessage, now: int) -> float:
         return float("inf")
 
 
-def _count(deps: Dependencies, hook: Webhook, tried: _Tried) -> None:
+def _count(deps: Dependencies, hook: Webhook, tried: _Tried) -> int:
     """The breaker: a posted try that failed, or was delivered but took more than half the timeout (a
     receiver that holds a worker nearly as long as one that never answers; the delivery stands), adds to
     the webhook's failures in a row, and the one that reaches PAUSE_AFTER_FAILURES pauses it. Any other
     delivered try clears them, whatever the read before its post showed (other workers may have counted
     failures meanwhile): one write, conditional on there being something to clear, which resumes a paused
     webhook (a probe's, a redriven letter's, or one that was posted when the pause landed).
+
+    The same writes move the webhook's `failure_score` (up to FAILURE_SCORE_CAP, down to 0). Answers the
+    score this try leaves as its read and the try tell it: the lane of the next try (other workers' tries
+    may move the stored one meanwhile; the next try's own read decides again).
 
     A worker that dies between count_failure and finish_try counts its try twice: the stale claim is taken
     over, the try posted again and counted again, so the pause may come after 4 real failures in a row.
@@ -320,10 +374,16 @@ def _count(deps: Dependencies, hook: Webhook, tried: _Tried) -> None:
     if tried.outcome == "delivered" and not slow:
         if deps.webhooks.clear_failures(hook.kb_id, hook.id):
             logger.info("webhook resumed: a try was delivered", extra=said)
-        return
+        return max(0, hook.failure_score - 1)
     first_probe = int(time.time()) + PROBE_SECONDS
-    if deps.webhooks.count_failure(hook.kb_id, hook.id, PAUSE_AFTER_FAILURES, first_probe):
+    if deps.webhooks.count_failure(
+        hook.kb_id, hook.id, PAUSE_AFTER_FAILURES, first_probe, score_cap=FAILURE_SCORE_CAP
+    ):
         logger.warning("webhook paused: its tries failed in a row", extra=said)
+    score = min(FAILURE_SCORE_CAP, hook.failure_score + 1)
+    if is_degraded(score) and not is_degraded(hook.failure_score):
+        logger.warning("webhook degraded: its tries go to the slow lane", extra=said)
+    return score
 
 
 def _probe_delay(hook: Webhook) -> int:

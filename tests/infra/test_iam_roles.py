@@ -47,7 +47,7 @@ def role_of(function: dict[str, Any]) -> str:
 def test_every_function_has_a_role_of_its_own(template: dict[str, Any]) -> None:
     functions = of_type(template, "AWS::Serverless::Function")
     roles = {name: role_of(f) for name, f in functions.items()}
-    assert len(functions) == 13
+    assert len(functions) == 14
     assert len(set(roles.values())) == len(roles), roles
     assert set(roles.values()) == set(of_type(template, "AWS::IAM::Role"))
     assert "DefaultRole" not in template["Resources"]
@@ -151,7 +151,7 @@ def test_tables_the_bucket_and_the_queues_outlive_the_stack(template: dict[str, 
         **of_type(template, "AWS::S3::Bucket"),
         **of_type(template, "AWS::SQS::Queue"),
     }
-    assert len(kept) == 17 + 1 + 22
+    assert len(kept) == 17 + 1 + 24
     for name, resource in kept.items():
         # retained, except by the rollback of the deploy that created it (a failed first deploy leaves
         # nothing that would hold the names its retry needs)

@@ -91,6 +91,7 @@ def test_every_zip_function_is_checked(built: dict[str, Any]) -> None:
         "WikiTask",
         "FaqImportTask",
         "WebhookDelivery",
+        "WebhookSlowDelivery",
         "Housekeeping",
     }
 
@@ -135,6 +136,7 @@ def test_the_check_reaches_what_each_function_runs(built: dict[str, Any]) -> Non
         "WikiTask": "wiki",
         "FaqImportTask": "faq_import",
         "WebhookDelivery": "webhooks",
+        "WebhookSlowDelivery": "webhooks",
         "Housekeeping": "housekeeping",
     }
     for function, stage in stages.items():

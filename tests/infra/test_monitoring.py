@@ -37,6 +37,7 @@ FUNCTIONS: dict[str, str | None] = {
     "WikiTask": "WikiQueue",
     "FaqImportTask": "FaqImportQueue",
     "WebhookDelivery": "WebhooksQueue",
+    "WebhookSlowDelivery": "WebhooksSlowQueue",
 }
 QUEUES = sorted({q for q in FUNCTIONS.values() if q})
 TOPIC = {"Ref": "AlarmTopic"}

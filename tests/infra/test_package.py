@@ -45,7 +45,7 @@ def test_every_sqs_trigger_reports_batch_item_failures(packaged: dict[str, Any])
         for event in fn["Properties"].get("Events", {}).values()
         if event["Type"] == "SQS"
     ]
-    assert len(sqs_events) == 11
+    assert len(sqs_events) == 12
     for name, event in sqs_events:
         assert event["Properties"].get("FunctionResponseTypes") == ["ReportBatchItemFailures"], name
 
@@ -66,6 +66,7 @@ def test_queues_have_dlqs_after_stage_max_receives(packaged: dict[str, Any]) -> 
         "Wiki",
         "FaqImport",
         "Webhooks",
+        "WebhooksSlow",
     }
     for name, queue in main.items():
         redrive = queue["Properties"]["RedrivePolicy"]
@@ -165,6 +166,7 @@ def test_the_chalice_app_keeps_the_api_and_the_light_stages(packaged: dict[str, 
         "WikiTask",
         "FaqImportTask",
         "WebhookDelivery",
+        "WebhookSlowDelivery",
         "Housekeeping",
     }
 

@@ -92,6 +92,7 @@ def test_each_function_is_given_the_url_of_exactly_the_queues_its_role_names(
         "EmbeddingQueue",
         "DocreaderQueue",
         "WebhooksQueue",
+        "WebhooksSlowQueue",  # a delivery to a degraded webhook (its slow lane)
         "WebhooksDeadLetterQueue",  # a webhook delivery the queue did not take is parked there
     }
 

@@ -18,6 +18,7 @@ from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.operations.tenants import create_tenant_with_key
 from chalicelib.operations.webhooks import CreateWebhookRequest, UpdateWebhookRequest
 from chalicelib.ports import FetchFailed, WebhookAnswer, WebhookRepo
+from chalicelib.services import webhook_messages
 from chalicelib.services.webhook_messages import DeliveryMessage
 from chalicelib.stages import webhooks as delivery
 
@@ -29,6 +30,13 @@ from .webhook_pause_contract import WebhookPauseContract
 CONCURRENCY, BATCH = 5, 5
 #: the breaker's threshold (stages/webhooks.PAUSE_AFTER_FAILURES, 5)
 PAUSE_AFTER = 5
+
+
+@pytest.fixture(autouse=True)
+def _one_lane(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The breaker alone, in the webhooks queue: no webhook here is degraded to the slow lane (the lanes,
+    and the breaker in the slow one: test_webhook_lanes.py)."""
+    monkeypatch.setattr(webhook_messages, "DEGRADED_SCORE", 10**6)
 
 
 class TestMemoryWebhookPause(WebhookPauseContract):

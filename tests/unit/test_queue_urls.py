@@ -113,7 +113,7 @@ def test_settings_read_the_urls_by_the_variables_the_template_writes() -> None:
     # the names CloudFormation accepts for a variable ([A-Za-z][A-Za-z0-9_]+), as infra/stack.py writes them
     assert queue_url_variable("faq-import") == "WEKNORA_QUEUE_URL_FAQ_IMPORT"
     assert dead_letter_queue_url_variable("faq-import") == "WEKNORA_DLQ_URL_FAQ_IMPORT"
-    assert load_settings({}).queue_urls == {} and len(QUEUES) == 11
+    assert load_settings({}).queue_urls == {} and len(QUEUES) == 12
 
 
 def test_a_hyphenated_queue_name_is_overridden_by_a_variable_lambda_accepts() -> None:

@@ -10,7 +10,10 @@ The delivery breaker's state is four attributes of the webhook's item beside its
 `paused_at`, `probe_at`, `probes`), each written by one UpdateItem of its own (an atomic add, a conditional
 pause, a conditional probe claim, a clear conditional on any of them being there), which the writes of the
 body and secrets leave as they are, save a change of settings that resumes the webhook (its URL changed, or
-switched on): that one removes them in the same UpdateItem.
+switched on): that one removes them in the same UpdateItem. The delivery lane's `score` rides on the same
+writes: the failure's add adds one to it too while it is under the cap (at the cap, a second add of the
+failure alone), the delivered try's clear takes one off while it is above 0 (so a healthy webhook, score 0
+and no breaker, is still not written), the resume removes it.
 
 A webhook's secrets are attributes of their own beside its `body`: `secret` (the current one) and
 `previous_secrets` (a JSON list of {"secret", "expires_at"}, newest first: those rotations replaced that
@@ -90,6 +93,8 @@ def build_webhook_model(settings: Settings) -> type[Any]:
         probe_at = NumberAttribute(null=True)
         #: probes claimed since the pause
         probes = NumberAttribute(null=True)
+        #: the delivery lane's score (failed or slow tries up, delivered ones down, 0..the cap)
+        score = NumberAttribute(null=True)
 
     return WebhookItem
 
@@ -128,6 +133,7 @@ def _hook(item: Any) -> Webhook:
         paused_at=item.paused_at or "",
         probe_at=int(item.probe_at or 0),
         probes=int(item.probes or 0),
+        failure_score=int(item.score or 0),
     )
 
 
@@ -169,6 +175,7 @@ class DynamoWebhookRepo:
             paused_at=webhook.paused_at or None,
             probe_at=webhook.probe_at or None,
             probes=webhook.probes or None,
+            score=webhook.failure_score or None,
         )
 
     def put(self, webhook: Webhook) -> None:
@@ -224,7 +231,7 @@ class DynamoWebhookRepo:
             settings = [m.body.set(_hook_body(replace(webhook, secret=secret))), m.secret.set(secret)]
             try:
                 m(webhook.kb_id, f"{HOOK}{webhook.id}").update(
-                    actions=settings + (_clear_breaker(m) if resume else []),
+                    actions=settings + ([*_clear_breaker(m), m.score.remove()] if resume else []),
                     condition=m.key.exists() & unchanged,
                 )
                 return True
@@ -380,15 +387,23 @@ class DynamoWebhookRepo:
             if not _condition_failed(error):
                 raise
 
-    def count_failure(self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int) -> bool:
+    def count_failure(
+        self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int, score_cap: int = 10
+    ) -> bool:
         m = self.model
         item = m(kb_id, f"{HOOK}{webhook_id}")
-        try:
-            item.update(actions=[m.failures.add(1)], condition=m.key.exists())  # answers the item as written
+        under_cap = m.score.does_not_exist() | (m.score < score_cap)
+        try:  # answers the item as written
+            item.update(actions=[m.failures.add(1), m.score.add(1)], condition=m.key.exists() & under_cap)
         except UpdateError as error:
             if not _condition_failed(error):
                 raise
-            return False  # deleted
+            try:  # the score at its cap (or the webhook gone): the failure alone
+                item.update(actions=[m.failures.add(1)], condition=m.key.exists())
+            except UpdateError as again:
+                if not _condition_failed(again):
+                    raise
+                return False  # deleted
         if int(item.failures or 0) < pause_after or item.paused_at:
             return False
         try:  # only while still failing (no delivered try cleared it since) and not paused by another worker
@@ -407,12 +422,16 @@ class DynamoWebhookRepo:
         # only while there is something to clear (a gone webhook has nothing); Model.update does not pass
         # ReturnValues, and the old values tell whether this write resumed the webhook
         breaker = m.failures.exists() | m.paused_at.exists() | m.probe_at.exists() | m.probes.exists()
+        # the score one less: from above 0, or from none on a breaker written without it (a webhook from
+        # before the score, or put so): to 0. A breaker beside a score of 0 is never written (each failure
+        # counted adds to the score, and the clear that brings it to 0 removes the breaker in the same write)
+        lower = (m.score > 0) | (breaker & m.score.does_not_exist())
         try:
             answer = m._get_connection().update_item(
                 kb_id,
                 range_key=f"{HOOK}{webhook_id}",
-                actions=_clear_breaker(m),
-                condition=breaker,
+                actions=[*_clear_breaker(m), m.score.set((m.score | 1) - 1)],
+                condition=lower,
                 return_values="UPDATED_OLD",
             )
         except UpdateError as error:

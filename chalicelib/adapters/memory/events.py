@@ -70,9 +70,11 @@ class MemoryWebhookRepo:
                     paused_at=stored.paused_at,
                     probe_at=stored.probe_at,
                     probes=stored.probes,
+                    failure_score=stored.failure_score,
                 )
             else:
                 _clear_breaker(updated)
+                updated.failure_score = 0
             self._hooks[(webhook.kb_id, webhook.id)] = updated
             return True
 
@@ -136,12 +138,16 @@ class MemoryWebhookRepo:
             if held is not None:
                 self._tries[(kb_id, delivery_try)] = (held[0], held[1], True)
 
-    def count_failure(self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int) -> bool:
+    def count_failure(
+        self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int, score_cap: int = 10
+    ) -> bool:
         with self._lock:
             hook = self._hooks.get((kb_id, webhook_id))
             if hook is None:
                 return False
             hook.failures_in_a_row += 1
+            if hook.failure_score < score_cap:
+                hook.failure_score += 1
             if hook.failures_in_a_row < pause_after or hook.paused_at:
                 return False
             hook.paused_at, hook.probe_at = now_iso(), probe_at
@@ -154,6 +160,7 @@ class MemoryWebhookRepo:
                 return False
             was_paused = bool(hook.paused_at)
             _clear_breaker(hook)
+            hook.failure_score = max(0, hook.failure_score - 1)
             return was_paused
 
     def claim_probe(self, kb_id: str, webhook_id: str, now: int, next_probe_at: int) -> bool:
