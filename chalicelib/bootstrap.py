@@ -467,7 +467,7 @@ def build_services(settings: Settings | None = None) -> Services:
     )
     from chalicelib.adapters.dynamo.resources import DynamoResourceCatalog
     from chalicelib.adapters.dynamo.turns import DynamoTurnBook
-    from chalicelib.adapters.dynamo.usage import DynamoUsageRepo, build_usage_model
+    from chalicelib.adapters.dynamo.usage import DynamoUsageRepo, build_report_model, build_usage_model
     from chalicelib.adapters.events import EventBridgePublisher
     from chalicelib.adapters.health import AwsHealthProbe
     from chalicelib.adapters.queues import SqsTaskQueue
@@ -480,9 +480,9 @@ def build_services(settings: Settings | None = None) -> Services:
     settings = settings or get_settings()
     meter_pynamodb()
     models = build_models(settings)
-    usage_model = build_usage_model(settings)
+    usage_model, report_model = build_usage_model(settings), build_report_model(settings)
     dynamodb = shared_connection(settings.region, settings.aws_endpoint_url)
-    share_one_connection(dynamodb, *models.all(), usage_model)
+    share_one_connection(dynamodb, *models.all(), usage_model, report_model)
     knowledge = DynamoKnowledgeRepo(models, settings.region)
     spans = DynamoSpanRepo(models)
     s3 = _client("s3", settings)
@@ -513,7 +513,7 @@ def build_services(settings: Settings | None = None) -> Services:
         knowledge=knowledge,
         chunks=DynamoChunkRepo(models),
         spans=spans,
-        usage=DynamoUsageRepo(usage_model),
+        usage=DynamoUsageRepo(usage_model, report_model),
         files=files,
         inbox=inbox,
         queue=queue,

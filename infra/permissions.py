@@ -400,7 +400,11 @@ FUNCTIONS: dict[str, list[Grant]] = {
         Grant(("s3:GetObject", "s3:PutObject", "s3:DeleteObject"), (objects(),)),
         LIST_BUCKET,
         send_to("docreader", "enrichment", "wiki"),
-        Grant(("states:DescribeExecution", "states:StopExecution"), (EXECUTIONS,)),
+        # GetExecutionHistory: a big knowledge base's report refresh counts finished executions' transitions
+        # (operations/kb_report_refresh.py)
+        Grant(
+            ("states:DescribeExecution", "states:GetExecutionHistory", "states:StopExecution"), (EXECUTIONS,)
+        ),
         SEARCH_INDEX,
         BEDROCK,
     ],

@@ -29,6 +29,7 @@ from chalicelib.operations import (
     cost,
     create,
     enrichment_outputs,
+    kb_reports,
     knowledge,
     knowledge_bases,
     knowledge_changes,
@@ -484,17 +485,27 @@ def knowledge_cost(deps: Dependencies, request: Request | None, knowledge_id: st
     return ok(cost.knowledge_cost(deps, tenant.id, knowledge_id))
 
 
-@operation("What a knowledge base's documents cost (deleted ones included)", "cost")
+#: what a big knowledge base's report answers (operations/kb_reports.py)
+_BIG_KB_REPORT = (
+    "; `as_of` and `fresh`: a knowledge base too big to read in one request answers the report its last "
+    "refresh stored (`fresh: false`, `as_of`, `refreshing` with its `task_id`), or, before the first one, "
+    "202 with `code: report_pending` and the refresh's `task_id` (poll this URL or GET /tasks/{id})"
+)
+
+
+@operation("What a knowledge base's documents cost (deleted ones included)" + _BIG_KB_REPORT, "cost")
 def kb_cost(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok(cost.kb_cost(deps, tenant.id, kb_id))
+    report = cost.kb_cost(deps, tenant.id, kb_id)
+    return ok(report, kb_reports.status_of(report))
 
 
 @operation(
     "A knowledge base at a glance: documents by parse, enable and summary status, chunks, bytes, cost, and "
-    "the document waiting longest for a queue",
+    "the document waiting longest for a queue" + _BIG_KB_REPORT,
     "knowledge-bases",
 )
 def kb_stats(deps: Dependencies, request: Request | None, kb_id: str) -> Response:
     tenant = caller_tenant(deps, request)
-    return ok(stats.kb_stats(deps, tenant.id, kb_id))
+    report = stats.kb_stats(deps, tenant.id, kb_id)
+    return ok(report, kb_reports.status_of(report))

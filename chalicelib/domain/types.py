@@ -421,6 +421,8 @@ class TaskKind(StrEnum):
     FAQ_IMPORT = "faq_import"
     REEMBED = "reembed"
     REPARSE_KB = "reparse_kb"
+    #: a big knowledge base's cost or stats report, read whole and stored (operations/kb_reports.py)
+    KB_REPORT = "kb_report"
 
 
 class TaskStatus(StrEnum):

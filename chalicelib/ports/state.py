@@ -27,6 +27,7 @@ from chalicelib.ports.graph import GraphEdge as GraphEdge
 from chalicelib.ports.graph import GraphNeighbourhood as GraphNeighbourhood
 from chalicelib.ports.graph import GraphNode as GraphNode
 from chalicelib.ports.graph import GraphRepo as GraphRepo
+from chalicelib.ports.reports import StoredReport as StoredReport
 from chalicelib.ports.shares import ShareRepo as ShareRepo
 from chalicelib.ports.wiki import WikiOp as WikiOp
 from chalicelib.ports.wiki import WikiPageRecord as WikiPageRecord
@@ -547,6 +548,11 @@ class UsageRepo(Protocol):
     def for_knowledge(self, knowledge_id: str) -> list[UsageEntry]: ...
 
     def for_kb(self, kb_id: str) -> Iterator[UsageEntry]: ...
+
+    def report(self, kb_id: str, kind: str) -> StoredReport | None: ...  # a strongly consistent read
+
+    #: False, nothing written, when a report as new (`as_of`) or newer is stored (a late, older refresh)
+    def save_report(self, report: StoredReport) -> bool: ...
 
 
 class TaskExists(Exception):

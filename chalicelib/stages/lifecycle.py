@@ -1,4 +1,5 @@
-"""lifecycle queue: the durable work behind delete, batch reparse and retry-failed.
+"""lifecycle queue: the durable work behind delete, batch reparse and retry-failed (and a big knowledge
+base's cost or stats report, operations/kb_reports.py).
 
 A task message carries only the task id. The worker takes the task's items in order from where its
 progress says, works for at most one slice, saves progress (only forward and only while the task is open:
@@ -223,6 +224,11 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         yield from clone_work(deps, task)
     elif task.kind == TaskKind.REEMBED:
         yield from reembed_work(deps, task)
+    elif task.kind == TaskKind.KB_REPORT:  # one item, the knowledge base: its report read whole and stored
+        from chalicelib.operations.kb_report_refresh import refresh_report
+
+        for item in task.items[task.done :]:
+            yield item, lambda: refresh_report(deps, task)
     elif task.kind == TaskKind.REPARSE_KB:
         config = task.params.get("process_config")
         whole = ReparseRequest(

@@ -1,6 +1,8 @@
 """Usage entries in DynamoDB: one item per (knowledge, invocation), and a KB index for the KB's total.
 
-Entries outlive the knowledge they were for (a deleted document was still paid for).
+Entries outlive the knowledge they were for (a deleted document was still paid for). The reports a refresh
+sums from a big knowledge base's entries (operations/kb_reports.py) are kept in the same table, one item per
+(knowledge base, kind) under `report#<kb_id>`: no kb_id attribute, so they stay out of the KB index.
 """
 
 from __future__ import annotations
@@ -8,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pynamodb.attributes import JSONAttribute, UnicodeAttribute
+from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from chalicelib.observability import logger
-from chalicelib.ports import UsageEntry
+from chalicelib.ports import StoredReport, UsageEntry
 from chalicelib.settings import Settings
 
 
@@ -43,9 +45,32 @@ def build_usage_model(settings: Settings) -> type[Any]:
     return UsageItem
 
 
+#: the hash key of a knowledge base's stored reports (knowledge ids are uuids, its own usage `kb#<kb_id>`)
+REPORT_PREFIX = "report#"
+CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+def build_report_model(settings: Settings) -> type[Any]:
+    """A knowledge base's stored report, an item of the usage table (its keys are the entries' keys)."""
+
+    class UsageReportItem(Model):
+        class Meta:
+            table_name = settings.table("usage")
+            region = settings.region
+
+        knowledge_id = UnicodeAttribute(hash_key=True)  # f"report#{kb_id}"
+        entry = UnicodeAttribute(range_key=True)  # the report's kind
+        as_of = UnicodeAttribute()
+        generation = NumberAttribute(default=0)
+        body = JSONAttribute()
+
+    return UsageReportItem
+
+
 class DynamoUsageRepo:
-    def __init__(self, model: type[Any]):
+    def __init__(self, model: type[Any], report_model: type[Any]):
         self.model = model
+        self.report_model = report_model
 
     def put(self, entry: UsageEntry) -> None:
         """Best effort: a lost entry under-reports one invocation's cost, never fails the work it metered."""
@@ -75,3 +100,26 @@ class DynamoUsageRepo:
     def for_kb(self, kb_id: str) -> Iterator[UsageEntry]:
         for item in self.model.kb_index.query(kb_id):
             yield self._entry(item)
+
+    def report(self, kb_id: str, kind: str) -> StoredReport | None:
+        try:
+            item = self.report_model.get(f"{REPORT_PREFIX}{kb_id}", kind, consistent_read=True)
+        except self.report_model.DoesNotExist:
+            return None
+        return StoredReport(kb_id, kind, item.as_of, int(item.generation), item.body)
+
+    def save_report(self, report: StoredReport) -> bool:
+        m = self.report_model
+        try:
+            m(
+                f"{REPORT_PREFIX}{report.kb_id}",
+                report.kind,
+                as_of=report.as_of,
+                generation=report.generation,
+                body=dict(report.body),
+            ).save(condition=m.as_of.does_not_exist() | (m.as_of < report.as_of))
+        except PutError as error:
+            if error.cause_response_code == CONDITION_FAILED:
+                return False
+            raise
+        return True

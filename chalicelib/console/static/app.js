@@ -143,7 +143,8 @@ async function knowledgeBases() {
     body.append(row);
     get(`/knowledge-bases/${enc(kb.id)}/stats`).then((s) => {
       const cells = row.children;
-      replace(cells[2], s.documents);
+      if (s.code === "report_pending") return replace(cells[2], h("span", { class: "muted", title: `task ${s.task_id}` }, "computing…"));
+      replace(cells[2], s.fresh === false ? [`${s.documents}`, h("div", { class: "muted" }, `as of ${s.as_of}`)] : s.documents);
       replace(cells[3], Object.entries(s.parse_status || {}).filter(([, n]) => n).map(([state, n]) => [badge(state), ` ${n} `]));
       replace(cells[4], s.chunks); replace(cells[5], bytes(s.bytes));
       replace(cells[6], dollars((s.cost?.aws_dollars || 0) + (s.cost?.model_dollars || 0)));
@@ -439,7 +440,11 @@ async function faq(kb, content) {
 async function settings(kb, content) {
   const stats = await get(`/knowledge-bases/${enc(kb.id)}/stats`);
   const tile = (n, k) => h("div", { class: "stat" }, h("div", { class: "n" }, n), h("div", { class: "k" }, k));
-  append(content, [h("div", { class: "grid", id: "kb-stats" }, tile(stats.documents, "documents"), tile(stats.chunks, "chunks"),
+  // a big knowledge base answers its last stored report (fresh: false, as_of), or none yet (report_pending)
+  const note = stats.code === "report_pending" ? `The stats are being computed (task ${stats.task_id}): look again in a while.`
+    : stats.fresh === false ? `Stats as of ${stats.as_of}${stats.refreshing ? " (refreshing)" : ""}.` : null;
+  append(content, [note ? h("p", { class: "muted", id: "kb-stats-as-of" }, note) : null,
+    h("div", { class: "grid", id: "kb-stats" }, tile(stats.documents, "documents"), tile(stats.chunks, "chunks"),
     tile(bytes(stats.bytes), "bytes"), tile(dollars(stats.cost?.aws_dollars), "AWS"), tile(dollars(stats.cost?.model_dollars), "models"),
     Object.entries(stats.parse_status || {}).map(([s, n]) => tile(n, s))),
     h("h2", {}, "Settings"), h("pre", { class: "text" }, JSON.stringify(kb, null, 2))]);

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from chalicelib.local.cli import share_blocks
 from chalicelib.local.cli.client import ApiClient, CliError
+from chalicelib.local.cli.kb_report import as_of_note, kb_report
 from chalicelib.local.cli.output import (
     client,
     command,
@@ -78,7 +79,7 @@ def cmd_kb(args: argparse.Namespace, console: Console) -> int:
         data = api.call("DELETE", f"/knowledge-bases/{kb_id}")
         return _task_started(args, console, api, data, f"deleting knowledge base {kb_id}")
     if action == "stats":
-        stats = api.stats(kb_id)
+        stats = kb_report(api, kb_id, "stats", console, quiet=args.json)
         return emit(args, console, stats, lambda: console.print(stats_view(stats)))
     if action == "clone":
         body: dict[str, Any] = {}
@@ -167,6 +168,8 @@ def stats_view(stats: dict[str, Any]) -> Table:
     def counts(values: dict[str, Any]) -> str:
         return ", ".join(f"{k}={v}" for k, v in values.items()) or "-"
 
+    if note := as_of_note(stats):
+        table.add_row("report", markup_safe(note))
     table.add_row("documents", markup_safe(stats.get("documents", 0)))
     table.add_row("parse_status", markup_safe(counts(stats.get("parse_status") or {})))
     table.add_row("enable_status", markup_safe(counts(stats.get("enable_status") or {})))
@@ -222,7 +225,7 @@ def cmd_watch(args: argparse.Namespace, console: Console) -> int:
         live.start()
     try:
         while True:
-            stats = api.stats(kb_id)
+            stats = kb_report(api, kb_id, "stats", console, quiet=True)
             if args.json:
                 print_json(console, stats, lines=True)  # one document a look: JSON Lines
             elif live is not None:
@@ -310,6 +313,7 @@ def cost_table(report: dict[str, Any]) -> Group:
         table.add_row(markup_safe(str(line["unit"])), f"{line['quantity']:g}", f"{line['dollars']:.6f}")
     if report.get("workflow_pending"):
         table.caption = "the execution is still running: its state transitions are counted when it ends"
+    title += f"; {note}" if (note := as_of_note(report)) else ""  # a big knowledge base's stored report
     return Group(
         Text(visible(title)), table
     )  # the line above the table: a title would wrap to the table's width
@@ -318,7 +322,7 @@ def cost_table(report: dict[str, Any]) -> Group:
 def cmd_cost(args: argparse.Namespace, console: Console) -> int:
     api = client(args)
     if args.kb:
-        report = api.call("GET", f"/knowledge-bases/{api.kb_id(args.kb)}/cost")
+        report = kb_report(api, api.kb_id(args.kb), "cost", console, quiet=args.json)
     elif args.knowledge_id:
         report = api.cost(args.knowledge_id)
     else:
