@@ -1,5 +1,5 @@
 """A scripted OpenAI-compatible model server on loopback, speaking the real wire format
-(POST /v1/chat/completions, vision as an `image_url` content part), so enrichment is tested through the
+(POST /v1/chat/completions, vision as an `image_url` content part, POST /v1/embeddings), so enrichment is tested through the
 real adapters and the SSRF-safe transport. Replies are deterministic functions of the request, chosen by
 what the system prompt asks for; every request is recorded.
 
@@ -20,6 +20,8 @@ from typing import Any
 
 CHAT = "scripted"
 VISION = "scripted-vision"
+#: the size of the vectors POST /v1/embeddings answers
+EMBEDDING_DIM = 8
 
 
 def token_for(text: str) -> str:
@@ -66,6 +68,8 @@ class ScriptedLLM:
     # ---------------------------------------------------------------- replies
 
     def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if "input" in body:  # POST /v1/embeddings
+            return 200, self._embeddings(body["input"])
         messages = body.get("messages", [])
         system = next((m["content"] for m in messages if m.get("role") == "system"), "")
         user = next((m["content"] for m in messages if m.get("role") == "user"), "")
@@ -88,6 +92,20 @@ class ScriptedLLM:
             "choices": [
                 {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
             ],
+        }
+
+    @staticmethod
+    def _embeddings(texts: Any) -> dict[str, Any]:
+        """Each text's vector from its digest (EMBEDDING_DIM components)."""
+        texts = texts if isinstance(texts, list) else [texts]
+        data = [
+            {"object": "embedding", "index": i, "embedding": [b / 255 for b in digest[:EMBEDDING_DIM]]}
+            for i, digest in enumerate(hashlib.sha256(str(t).encode()).digest() for t in texts)
+        ]
+        return {
+            "object": "list",
+            "data": data,
+            "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
         }
 
     @staticmethod

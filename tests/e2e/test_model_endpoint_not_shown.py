@@ -5,64 +5,29 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from scripted_llm import EMBEDDING_DIM, ScriptedLLM
 
 from chalicelib.domain.metering import shown_model_id
 
-DIM = 8
-
-
-class EmbeddingServer:
-    """An OpenAI-compatible /embeddings endpoint on loopback: each text's vector from its digest."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                data = [
-                    {"object": "embedding", "index": i, "embedding": [b / 255 for b in digest[:DIM]]}
-                    for i, digest in enumerate(hashlib.sha256(str(t).encode()).digest() for t in texts)
-                ]
-                raw = json.dumps({"data": data, "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
 
 @pytest.fixture
-def remote_embedding(services: Any) -> Iterator[EmbeddingServer]:
+def remote_embedding(services: Any) -> Iterator[ScriptedLLM]:
     from chalicelib.settings import ModelCatalog
 
-    server = EmbeddingServer()
-    models = services.settings.models
-    entries = {kind: dict(offered) for kind, offered in models.catalog.entries.items()}
-    entries.setdefault("embedding", {})["remote-embed"] = f"openai/internal-emb@{server.base_url}#dim={DIM}"
-    services.settings = replace(services.settings, models=replace(models, catalog=ModelCatalog(entries)))
-    services.models = None  # the registry is rebuilt with the new catalog (and its allowed hosts)
-    yield server
-    server.close()
+    with ScriptedLLM() as server:
+        models = services.settings.models
+        entries = {kind: dict(offered) for kind, offered in models.catalog.entries.items()}
+        spec = f"openai/internal-emb@{server.base_url}#dim={EMBEDDING_DIM}"
+        entries.setdefault("embedding", {})["remote-embed"] = spec
+        services.settings = replace(services.settings, models=replace(models, catalog=ModelCatalog(entries)))
+        services.models = None  # the registry is rebuilt with the new catalog (and its allowed hosts)
+        yield server
 
 
 def test_a_spec_shows_its_provider_and_model_only() -> None:
