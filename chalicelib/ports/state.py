@@ -236,9 +236,13 @@ class KnowledgeRepo(Protocol):
         knowledge_id: str,
         process_overrides: Mapping[str, Any] | None,
         unindexed_attempt: int | None = None,
+        *,
+        at_attempt: int | None = None,
     ) -> Knowledge:
         """attempt+1, status pending, error/description/processed_at/counter reset (one conditional write;
-        with `unindexed_attempt`, only while the row is at it and was never indexed at it). LookupError else."""
+        with `unindexed_attempt`, only while the row is at it and was never indexed at it; with `at_attempt`,
+        only while the row is still at it: a reparse that read the row resets that attempt, never the one
+        another reparse made meanwhile). LookupError else."""
         ...
 
     def restart_attempt(

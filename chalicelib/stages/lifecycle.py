@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field, ValidationError
 from chalicelib.commands import ProcessConfig as ProcessConfigModel
 from chalicelib.commands import ReparseRequest, validate
 from chalicelib.domain import metering
-from chalicelib.domain.errors import AppError, StageError
+from chalicelib.domain.errors import AppError, BadRequest, StageError
 from chalicelib.domain.status import REPARSE_FROM
 from chalicelib.domain.types import OPEN_TASK_STATUSES, Knowledge, ParseStatus, Task, TaskKind, TaskStatus
 from chalicelib.ports import Dependencies
@@ -302,14 +302,28 @@ def _reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Rep
 
 
 def _reparse_once(deps: Dependencies, task: Task, knowledge_id: str, request: ReparseRequest) -> None:
-    """A batch reparse's item, unless it is past the attempt it had when the task began (`_record_attempts`)."""
+    """A batch reparse's item, unless it is past the attempt it had when the task began (`_record_attempts`).
+    Another delivery of the task may reset it between this check and the reset, which then is refused (the
+    reset holds only at the attempt it read): that delivery reparsed it, and this one goes on as if it had
+    found it so."""
     attempt = task.params.get(ATTEMPTS, {}).get(knowledge_id)
-    if attempt is not None:
-        row = deps.knowledge.get(knowledge_id)
-        if row is not None and row.attempt > attempt:  # reparsed by a delivery whose progress was not saved
-            reparse_started_again(deps, row, attempt + 1)  # which may have died before it announced it
-            return
-    _reparse(deps, task.tenant_id, knowledge_id, request)
+    if attempt is not None and _reparsed_since(deps, knowledge_id, attempt):
+        return
+    try:
+        _reparse(deps, task.tenant_id, knowledge_id, request)
+    except BadRequest:
+        if attempt is None or not _reparsed_since(deps, knowledge_id, attempt):
+            raise
+
+
+def _reparsed_since(deps: Dependencies, knowledge_id: str, attempt: int) -> bool:
+    """The row is past `attempt`: reparsed by another delivery (or one whose progress was not saved), which
+    may have died before it announced it: announced again, under the same id."""
+    row = deps.knowledge.get(knowledge_id)
+    if row is None or row.attempt <= attempt:
+        return False
+    reparse_started_again(deps, row, attempt + 1)
+    return True
 
 
 def _created_ms(task: Task) -> float:

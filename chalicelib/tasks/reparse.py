@@ -35,7 +35,10 @@ def reparse(deps: Dependencies, tenant_id: str, knowledge_id: str, request: Repa
     unindexed = previous.processed_at is None
     try:
         knowledge = deps.knowledge.reset_for_reparse(
-            knowledge.id, overrides, unindexed_attempt=previous.attempt if unindexed else None
+            knowledge.id,
+            overrides,
+            unindexed_attempt=previous.attempt if unindexed else None,
+            at_attempt=previous.attempt,  # another reparse meanwhile made a newer attempt: not reset again
         )
     except LookupError as error:  # it changed meanwhile (indexed, another reparse, deleted)
         raise BadRequest("the knowledge changed state; try again", code="invalid_state") from error

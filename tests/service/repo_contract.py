@@ -514,6 +514,17 @@ class RepoContract:
         stored = repos.knowledge.get(k.id)
         assert stored is not None and stored.attempt == 2 and stored.processed_at is not None
 
+    def test_reset_for_reparse_at_an_attempt_holds_only_while_the_row_is_at_it(self, repos: Repos) -> None:
+        k = row()
+        repos.knowledge.insert(k)
+        repos.knowledge.begin_processing(k.id, 1)
+        repos.knowledge.mark_indexed(k.id, 1, chunk_count=1, storage_size=10, completed=True)
+        assert repos.knowledge.reset_for_reparse(k.id, None, at_attempt=1).attempt == 2
+        with pytest.raises(LookupError):  # a second reparse that read attempt 1: another made attempt 2
+            repos.knowledge.reset_for_reparse(k.id, None, at_attempt=1)
+        stored = repos.knowledge.get(k.id)
+        assert stored is not None and stored.attempt == 2
+
     def test_reset_for_reparse_starts_a_clean_attempt(self, repos: Repos) -> None:
         k = row(description="old summary")
         repos.knowledge.insert(k)

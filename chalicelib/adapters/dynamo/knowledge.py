@@ -595,6 +595,8 @@ class DynamoKnowledgeRepo:
         knowledge_id: str,
         process_overrides: Mapping[str, Any] | None,
         unindexed_attempt: int | None = None,
+        *,
+        at_attempt: int | None = None,
     ) -> Knowledge:
         m = self.model
         actions = self._new_attempt_actions()
@@ -603,6 +605,8 @@ class DynamoKnowledgeRepo:
         condition = m.parse_status.is_in(*_values(REPARSE_FROM))
         if unindexed_attempt is not None:
             condition &= (m.attempt == unindexed_attempt) & m.processed_at.does_not_exist()
+        if at_attempt is not None:
+            condition &= m.attempt == at_attempt
         updated = self._update(knowledge_id, actions, condition)
         if updated is None:
             raise LookupError(knowledge_id)

@@ -441,12 +441,15 @@ class MemoryKnowledgeRepo:
         knowledge_id: str,
         process_overrides: Mapping[str, Any] | None,
         unindexed_attempt: int | None = None,
+        *,
+        at_attempt: int | None = None,
     ) -> Knowledge:
         def allowed(k: Knowledge) -> bool:
             unindexed = unindexed_attempt is None or (
                 k.attempt == unindexed_attempt and k.processed_at is None
             )
-            return k.parse_status in REPARSE_FROM and unindexed
+            at = at_attempt is None or k.attempt == at_attempt
+            return k.parse_status in REPARSE_FROM and unindexed and at
 
         def change(k: Knowledge) -> None:
             k.attempt += 1
