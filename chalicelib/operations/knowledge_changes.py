@@ -140,7 +140,8 @@ def _close_unmarked_kb_delete(deps: Dependencies, kb_id: str) -> None:
     task.status = TaskStatus.FAILED
     task.errors[kb_id] = "the knowledge base kept changing; the delete was refused"
     task.updated_at = utcnow()
-    deps.tasks.save_progress(task)
+    if not deps.tasks.save_progress(task, only_from=frozenset({TaskStatus.QUEUED})):
+        return  # a worker began it meanwhile: its work marks the knowledge base and carries the delete out
     after = deps.kbs.get(kb_id, consistent=True)
     if after is not None and after.status == "deleting":
         drive_kb_delete(deps, after)

@@ -253,3 +253,31 @@ def test_a_documents_deletes_repeated_after_its_task_ended_answer_one_task(
     assert len([t for t in rows if doc.id in t.items]) == 2
     run_lifecycle(deps)
     assert deps.knowledge.get(doc.id) is None
+
+
+def test_a_refused_delete_does_not_fail_the_task_a_worker_began_meanwhile(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused DELETE closes its task only while it is still queued: one read queued that a worker began
+    before the close is left to that worker (it was failed over it: found by a review)."""
+    from chalicelib.operations import knowledge_changes
+    from chalicelib.tasks import kb_delete_task_id, open_kb_delete_task
+
+    read_queued: list[Any] = []
+
+    def worker_begins_after_the_read(deps_: Any, kb_id: str) -> Any:
+        task = open_kb_delete_task(deps_, kb_id)
+        if task is not None and task.status == TaskStatus.QUEUED:
+            read_queued.append(task)
+            began = deps_.tasks.get(task.id)
+            began.status = TaskStatus.RUNNING
+            assert deps_.tasks.save_progress(began)
+        return task
+
+    monkeypatch.setattr(deps.kbs, "update", lambda changed: None)  # every mark loses its race
+    monkeypatch.setattr(knowledge_changes, "open_kb_delete_task", worker_begins_after_the_read)
+    with pytest.raises(Conflict):
+        knowledge_changes.delete_kb(deps, kb.tenant_id, kb.id)
+    assert read_queued
+    task = deps.tasks.get(kb_delete_task_id(kb.id))
+    assert task is not None and task.status == TaskStatus.RUNNING
