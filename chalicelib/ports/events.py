@@ -82,6 +82,16 @@ class DeliveryTry:
 
 
 @dataclass(frozen=True)
+class FailureCounted:
+    """What `count_failure` wrote: whether it paused the webhook, and its `failure_score` as written (and
+    whether this write raised it: not at the cap, nor when the webhook is gone)."""
+
+    paused: bool
+    score: int
+    raised: bool
+
+
+@dataclass(frozen=True)
 class TryClaim:
     #: `claimed`: the caller runs the try (the first claim, or one taken over from a holder that died);
     #: `finished`: it ran to its end already (its next step is queued); `busy`: another worker holds it now
@@ -143,12 +153,19 @@ class WebhookRepo(Protocol):
         ...
 
     def count_failure(
-        self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int, score_cap: int = 10
-    ) -> bool:
+        self,
+        kb_id: str,
+        webhook_id: str,
+        pause_after: int,
+        probe_at: int,
+        score_cap: int = 10,
+        score_read: int = 0,
+    ) -> FailureCounted:
         """Adds one to the webhook's failures in a row and, below `score_cap`, one to its `failure_score`
-        (one atomic write) and, when the failures reach `pause_after` and it is not paused, pauses it with
-        its first probe at `probe_at` (epoch seconds): True for the one call that paused it. Nothing when
-        the webhook is gone."""
+        (one atomic write; the failure alone, in one write, when the caller read the score at the cap) and,
+        when the failures reach `pause_after` and it is not paused, pauses it with its first probe at
+        `probe_at` (epoch seconds): `paused` for the one call that paused it. Nothing when the webhook is
+        gone."""
         ...
 
     def clear_failures(self, kb_id: str, webhook_id: str) -> bool:

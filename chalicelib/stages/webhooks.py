@@ -104,6 +104,7 @@ from chalicelib.services.events import (
     slow_lane,
 )
 from chalicelib.services.webhook_messages import (
+    DEGRADED_SCORE,
     FAILURE_SCORE_CAP,
     MAX_PAUSED_TRIES,
     AnnounceMessage,
@@ -363,8 +364,9 @@ def _count(deps: Dependencies, hook: Webhook, tried: _Tried) -> int:
     webhook (a probe's, a redriven letter's, or one that was posted when the pause landed).
 
     The same writes move the webhook's `failure_score` (up to FAILURE_SCORE_CAP, down to 0). Answers the
-    score this try leaves as its read and the try tell it: the lane of the next try (other workers' tries
-    may move the stored one meanwhile; the next try's own read decides again).
+    score this try leaves (a failure's: as written; a delivered try's: as its read and the try tell it): the
+    lane of the next try (other workers' tries may move the stored one meanwhile; the next try's own read
+    decides again).
 
     A worker that dies between count_failure and finish_try counts its try twice: the stale claim is taken
     over, the try posted again and counted again, so the pause may come after 4 real failures in a row.
@@ -376,14 +378,21 @@ def _count(deps: Dependencies, hook: Webhook, tried: _Tried) -> int:
             logger.info("webhook resumed: a try was delivered", extra=said)
         return max(0, hook.failure_score - 1)
     first_probe = int(time.time()) + PROBE_SECONDS
-    if deps.webhooks.count_failure(
-        hook.kb_id, hook.id, PAUSE_AFTER_FAILURES, first_probe, score_cap=FAILURE_SCORE_CAP
-    ):
+    counted = deps.webhooks.count_failure(
+        hook.kb_id,
+        hook.id,
+        PAUSE_AFTER_FAILURES,
+        first_probe,
+        score_cap=FAILURE_SCORE_CAP,
+        score_read=hook.failure_score,
+    )
+    if counted.paused:
         logger.warning("webhook paused: its tries failed in a row", extra=said)
-    score = min(FAILURE_SCORE_CAP, hook.failure_score + 1)
-    if is_degraded(score) and not is_degraded(hook.failure_score):
+    if (
+        counted.raised and counted.score == DEGRADED_SCORE
+    ):  # the write that made it degraded, whoever read what
         logger.warning("webhook degraded: its tries go to the slow lane", extra=said)
-    return score
+    return counted.score
 
 
 def _probe_delay(hook: Webhook) -> int:

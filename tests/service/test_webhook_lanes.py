@@ -6,6 +6,7 @@ in the main lane; either lane's DLQ is listed and redriven back to its lane; GET
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -290,3 +291,48 @@ def test_one_tenants_degraded_receiver_leaves_the_main_lane_to_another_tenants_d
     assert len(a_in_main) == 5 * DEGRADED_SCORE  # each of A's webhooks until it was degraded, then none
     assert main_posts.count(script.url("b")) == 8
     assert all(lane == MAIN for url, lane in script.posts if url == script.url("b"))
+
+
+def test_two_workers_failing_at_once_log_the_degradation_their_writes_made(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue, monkeypatch: Any
+) -> None:
+    """Two workers that read the same score 1 and both fail leave the stored score at 3: the write that made
+    it 3 logs `webhook degraded` and its retry goes to the slow lane (each worker decided from its own read,
+    and neither logged it: found by a review)."""
+    warned: list[str] = []
+    real_warning = delivery.logger.warning
+
+    def record(msg: str, *args: Any, **kwargs: Any) -> None:
+        warned.append(msg)
+        real_warning(msg, *args, **kwargs)
+
+    monkeypatch.setattr(delivery.logger, "warning", record)
+    barrier = threading.Barrier(2, timeout=10)
+
+    class Sender:
+        def post(self, url: str, body: bytes, headers: dict[str, str]) -> WebhookAnswer:
+            barrier.wait()  # both workers have read the webhook (score 1) before either counts
+            return WebhookAnswer(503, 3)
+
+    deps.webhook_sender = Sender()
+    hook_id = create(deps, kb, "https://flaky.example.com/hook")
+    degrade(deps, kb, hook_id, score=1)
+    messages = [
+        DeliveryMessage(
+            kb_id=kb.id,
+            webhook_id=hook_id,
+            delivery_id=f"d-{n}",
+            attempt=1,
+            event=dict(created(kb, n).detail),
+        )
+        for n in range(2)
+    ]
+    threads = [threading.Thread(target=delivery.deliver, args=(deps, m)) for m in messages]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    shown_now = shown(deps, kb, hook_id)
+    assert shown_now["delivery_lane"] == "slow"
+    assert any(w.startswith("webhook degraded") for w in warned), "degraded, never logged"
+    assert len(queue.waiting(SLOW)) >= 1  # the retry of the try whose write made it degraded

@@ -28,7 +28,12 @@ class WebhookPauseContract:
     ) -> None:
         hook = make_hook(kb_id)
         hooks.put(hook)
-        assert [hooks.count_failure(kb_id, hook.id, 3, 1000) for _ in range(4)] == [False, False, True, False]
+        assert [hooks.count_failure(kb_id, hook.id, 3, 1000).paused for _ in range(4)] == [
+            False,
+            False,
+            True,
+            False,
+        ]
         paused = hooks.get(kb_id, hook.id)
         assert paused is not None
         assert (paused.failures_in_a_row, paused.probe_at) == (4, 1000) and paused.paused_at
@@ -36,13 +41,13 @@ class WebhookPauseContract:
         resumed = hooks.get(kb_id, hook.id)
         assert resumed is not None
         assert (resumed.failures_in_a_row, resumed.paused_at, resumed.probe_at) == (0, "", 0)
-        assert not hooks.count_failure(kb_id, hook.id, 3, 1000)  # counting starts again from none
+        assert not hooks.count_failure(kb_id, hook.id, 3, 1000).paused  # counting starts again from none
 
     def test_one_probe_per_interval_and_none_while_not_paused(self, hooks: WebhookRepo, kb_id: str) -> None:
         hook = make_hook(kb_id)
         hooks.put(hook)
         assert not hooks.claim_probe(kb_id, hook.id, 5000, 6000)  # not paused: no probe to claim
-        assert hooks.count_failure(kb_id, hook.id, 1, 1000)
+        assert hooks.count_failure(kb_id, hook.id, 1, 1000).paused
         assert not hooks.claim_probe(kb_id, hook.id, 999, 2000)  # its time has not come
         assert hooks.claim_probe(kb_id, hook.id, 1000, 2000)
         assert not hooks.claim_probe(kb_id, hook.id, 1000, 2000)  # another worker at the same time
@@ -56,14 +61,14 @@ class WebhookPauseContract:
     ) -> None:
         hook = make_hook(kb_id)
         hooks.put(hook)
-        assert hooks.count_failure(kb_id, hook.id, 1, 1000)
+        assert hooks.count_failure(kb_id, hook.id, 1, 1000).paused
         hook.description = "changed"  # a PUT that read the webhook before it was paused
         assert hooks.update(hook)
         stored = hooks.get(kb_id, hook.id)
         assert stored is not None and stored.description == "changed"
         assert (stored.failures_in_a_row, stored.probe_at) == (1, 1000) and stored.paused_at
         assert hooks.delete(kb_id, hook.id)
-        assert not hooks.count_failure(kb_id, hook.id, 1, 1000)
+        assert not hooks.count_failure(kb_id, hook.id, 1, 1000).paused
         hooks.clear_failures(kb_id, hook.id)
         assert not hooks.claim_probe(kb_id, hook.id, 5000, 6000)
         assert hooks.get(kb_id, hook.id) is None and hooks.list_kb(kb_id) == []
@@ -77,11 +82,11 @@ class WebhookPauseContract:
         hooks.put(hook)
         assert hooks.clear_failures(kb_id, hook.id) is False  # healthy: nothing to clear, nothing written
         assert hooks.get(kb_id, hook.id) == hook
-        assert not hooks.count_failure(kb_id, hook.id, 3, 1000)
+        assert not hooks.count_failure(kb_id, hook.id, 3, 1000).paused
         assert hooks.clear_failures(kb_id, hook.id) is False  # failures, not paused: cleared, not resumed
         cleared = hooks.get(kb_id, hook.id)
         assert cleared is not None and cleared.failures_in_a_row == 0
-        assert hooks.count_failure(kb_id, hook.id, 1, 1000)
+        assert hooks.count_failure(kb_id, hook.id, 1, 1000).paused
         assert hooks.clear_failures(kb_id, hook.id) is True  # it was paused: this write resumed it
         assert hooks.get(kb_id, hook.id) == hook
         assert hooks.clear_failures(kb_id, hook.id) is False
@@ -93,7 +98,7 @@ class WebhookPauseContract:
         other workers had in flight at the pause add failures, not probes)."""
         hook = make_hook(kb_id)
         hooks.put(hook)
-        assert [hooks.count_failure(kb_id, hook.id, 1, 1000) for _ in range(5)] == [True] + [False] * 4
+        assert [hooks.count_failure(kb_id, hook.id, 1, 1000).paused for _ in range(5)] == [True] + [False] * 4
         assert hooks.claim_probe(kb_id, hook.id, 1000, 1030)
         assert not hooks.claim_probe(kb_id, hook.id, 1000, 1030)  # lost: not counted
         assert hooks.claim_probe(kb_id, hook.id, 1030, 1090)
@@ -109,7 +114,7 @@ class WebhookPauseContract:
         """rev_hooks2 #4: a PUT that changes the URL or switches the webhook on resumes it."""
         hook = make_hook(kb_id)
         hooks.put(hook)
-        assert hooks.count_failure(kb_id, hook.id, 1, 1000)
+        assert hooks.count_failure(kb_id, hook.id, 1, 1000).paused
         assert hooks.claim_probe(kb_id, hook.id, 1000, 1030)
         hook.url = "https://93.184.216.35/fixed"
         assert hooks.update(hook, resume=True)

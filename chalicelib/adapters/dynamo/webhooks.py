@@ -53,7 +53,7 @@ from chalicelib.domain.clock import now_iso
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.webhooks import PreviousSecret
 from chalicelib.ports import DeliveryRecord, ServiceUnreachable, Webhook
-from chalicelib.ports.events import DeliveryTry, TryClaim
+from chalicelib.ports.events import DeliveryTry, FailureCounted, TryClaim
 from chalicelib.settings import Settings
 
 HOOK = "hook#"
@@ -388,24 +388,39 @@ class DynamoWebhookRepo:
                 raise
 
     def count_failure(
-        self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int, score_cap: int = 10
-    ) -> bool:
+        self,
+        kb_id: str,
+        webhook_id: str,
+        pause_after: int,
+        probe_at: int,
+        score_cap: int = 10,
+        score_read: int = 0,
+    ) -> FailureCounted:
         m = self.model
         item = m(kb_id, f"{HOOK}{webhook_id}")
         under_cap = m.score.does_not_exist() | (m.score < score_cap)
+        # read at the cap: the failure alone (a refused conditional write is billed too); else both, and the
+        # failure alone when the score reached the cap meanwhile
+        raised = score_read < score_cap
         try:  # answers the item as written
-            item.update(actions=[m.failures.add(1), m.score.add(1)], condition=m.key.exists() & under_cap)
+            if raised:
+                try:
+                    item.update(
+                        actions=[m.failures.add(1), m.score.add(1)], condition=m.key.exists() & under_cap
+                    )
+                except UpdateError as error:
+                    if not _condition_failed(error):
+                        raise
+                    raised = False
+            if not raised:
+                item.update(actions=[m.failures.add(1)], condition=m.key.exists())
         except UpdateError as error:
             if not _condition_failed(error):
                 raise
-            try:  # the score at its cap (or the webhook gone): the failure alone
-                item.update(actions=[m.failures.add(1)], condition=m.key.exists())
-            except UpdateError as again:
-                if not _condition_failed(again):
-                    raise
-                return False  # deleted
+            return FailureCounted(False, 0, False)  # deleted
+        counted = FailureCounted(False, int(item.score or 0), raised)
         if int(item.failures or 0) < pause_after or item.paused_at:
-            return False
+            return counted
         try:  # only while still failing (no delivered try cleared it since) and not paused by another worker
             item.update(
                 actions=[m.paused_at.set(now_iso()), m.probe_at.set(probe_at)],
@@ -414,8 +429,8 @@ class DynamoWebhookRepo:
         except UpdateError as error:
             if not _condition_failed(error):
                 raise
-            return False
-        return True
+            return counted
+        return FailureCounted(True, counted.score, raised)
 
     def clear_failures(self, kb_id: str, webhook_id: str) -> bool:
         m = self.model

@@ -11,7 +11,7 @@ from dataclasses import replace
 from chalicelib.domain.clock import now_iso
 from chalicelib.domain.events import Event
 from chalicelib.ports import DeliveryRecord, Webhook
-from chalicelib.ports.events import DeliveryTry, TryClaim
+from chalicelib.ports.events import DeliveryTry, FailureCounted, TryClaim
 
 
 class MemoryEventPublisher:
@@ -139,19 +139,26 @@ class MemoryWebhookRepo:
                 self._tries[(kb_id, delivery_try)] = (held[0], held[1], True)
 
     def count_failure(
-        self, kb_id: str, webhook_id: str, pause_after: int, probe_at: int, score_cap: int = 10
-    ) -> bool:
+        self,
+        kb_id: str,
+        webhook_id: str,
+        pause_after: int,
+        probe_at: int,
+        score_cap: int = 10,
+        score_read: int = 0,
+    ) -> FailureCounted:
         with self._lock:
             hook = self._hooks.get((kb_id, webhook_id))
             if hook is None:
-                return False
+                return FailureCounted(False, 0, False)
             hook.failures_in_a_row += 1
-            if hook.failure_score < score_cap:
+            raised = hook.failure_score < score_cap
+            if raised:
                 hook.failure_score += 1
             if hook.failures_in_a_row < pause_after or hook.paused_at:
-                return False
+                return FailureCounted(False, hook.failure_score, raised)
             hook.paused_at, hook.probe_at = now_iso(), probe_at
-            return True
+            return FailureCounted(True, hook.failure_score, raised)
 
     def clear_failures(self, kb_id: str, webhook_id: str) -> bool:
         with self._lock:
