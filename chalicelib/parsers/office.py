@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import marshal
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -33,6 +34,7 @@ from chalicelib.parsers.base import (
     column_texts,
     format_table,
     image_kind,
+    is_rtf,
     markdown_table,
     padded_rows,
     parse_failed,
@@ -42,6 +44,7 @@ from chalicelib.parsers.base import (
 from chalicelib.parsers.calamine_child import native_panic
 from chalicelib.parsers.doc_notes import WORD_MARKS, doc_notes
 from chalicelib.parsers.guards import sheet_measures
+from chalicelib.parsers.magic import OLE_MAGIC
 from chalicelib.parsers.ooxml import R_NS, Package, int_attribute, transitional
 from chalicelib.parsers.sparse_sheets import SparseSheets, read_sparse_sheets
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
@@ -650,6 +653,79 @@ def soffice_path() -> str | None:
     return shutil.which("soffice") or shutil.which("libreoffice")
 
 
+# A control word (letters, an optional numeric parameter, the space that may end it), a control symbol
+# (\\, \{, \}, \~ …; \' takes its two hex digits), or a group's brace: all an RTF's markup is made of
+_RTF_TOKEN = re.compile(rb"[{}]|\\(?:([A-Za-z]+)(-?[0-9]+)? ?|'..|.)", re.DOTALL)
+#: a \\fldinst control word (a backslash that is no escaped one's second half; not a longer word's start)
+_RTF_FIELD_INSTRUCTION = re.compile(rb"(?<!\\)(?:\\\\)*\\fldinst(?![A-Za-z])", re.IGNORECASE)
+
+
+def rtf_without_field_instructions(data: bytes) -> bytes:
+    """The RTF without its fields' instructions (each group holding a \\fldinst, nested groups and all); each
+    field keeps its result (\\fldrslt), the text and pictures Word saved for it, which is what the reader
+    reads of a field. LibreOffice's RTF import loads the file an INCLUDEPICTURE field names as it opens the
+    document (7.4, whatever its link settings: no setting stops it), and embeds it in the converted docx: a
+    tenant's RTF named .doc could name any picture the worker can read (an SVG is rendered, its text OCR'd)
+    and get it back among its images. A \\binN's N bytes are skipped, as LibreOffice skips them; a
+    \\fldinst left anywhere after that (one hidden where LibreOffice would read markup this scan reads as
+    data) refuses the file."""
+    if not _RTF_FIELD_INSTRUCTION.search(data):  # most: one C pass
+        return data
+    drops: list[tuple[int, int]] = []
+    open_groups: list[int] = []  # the offsets of the open groups' braces
+    marked: set[int] = set()  # the groups that hold a field instruction
+    position = 0
+    while (token := _RTF_TOKEN.search(data, position)) is not None:
+        position = token.end()
+        text = token.group()
+        if text == b"{":
+            open_groups.append(token.start())
+        elif text == b"}":
+            if open_groups and (start := open_groups.pop()) in marked:
+                drops.append((start, position))
+        elif (word := token.group(1)) is not None:
+            word = word.lower()
+            if word == b"fldinst":
+                if len(open_groups) < 2:  # in no group, or in the document's own: nothing to take out
+                    raise parse_failed(
+                        "The .doc file (an RTF document) is damaged: a field is outside any group."
+                    )
+                marked.add(open_groups[-1])
+            elif word == b"bin" and (count := int(token.group(2) or 0)) > 0:
+                position += count
+    drops.extend((start, len(data)) for start in open_groups if start in marked)  # groups never closed
+    kept: list[bytes] = []
+    end = 0
+    for start, stop in sorted(drops):
+        if start >= end:  # a group inside one already dropped goes with it
+            kept.append(data[end:start])
+            end = stop
+    kept.append(data[end:])
+    cleaned = b"".join(kept)
+    if _RTF_FIELD_INSTRUCTION.search(cleaned):
+        raise parse_failed(
+            "The .doc file (an RTF document) is damaged: a field instruction is hidden in its binary data."
+        )
+    return cleaned
+
+
+def office_input(data: bytes, source_type: str) -> bytes:
+    """What LibreOffice is given to convert: a Word/PowerPoint/Excel 97-2003 file (an OLE compound file), or
+    for .doc an RTF without its field instructions (rtf_without_field_instructions). LibreOffice picks its
+    import filter by the content, not the name: a flat OpenDocument presentation named .ppt is opened as one,
+    and its linked pictures (file:///…) are read from the local disk into the converted deck. The reader sends
+    nothing else here (base.resolve_file_type); this keeps any other caller to the same."""
+    if data.startswith(OLE_MAGIC):
+        return data
+    if source_type == "doc" and is_rtf(data):
+        return rtf_without_field_instructions(data)
+    raise unsupported(
+        f"The file is named .{source_type} but it is not a Word, PowerPoint or Excel 97-2003 file"
+        f"{' or an RTF document' if source_type == 'doc' else ''}; rename it with the right extension or "
+        "re-export it."
+    )
+
+
 def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> bytes:
     """Converts doc/ppt/xls bytes to their OOXML twin with a headless LibreOffice."""
     binary = soffice_path()
@@ -659,6 +735,7 @@ def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> b
             f".{source_type} files need LibreOffice, which is not installed on this server; save the file as "
             f".{target} and upload it again."
         )
+    data = office_input(data, source_type)
     with _SOFFICE_LOCK, tempfile.TemporaryDirectory(prefix="weknora-lo-") as tmp:
         src = os.path.join(tmp, f"input.{source_type}")
         with open(src, "wb") as fh:

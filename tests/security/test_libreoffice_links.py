@@ -23,6 +23,7 @@ import pytest
 
 from chalicelib.domain.errors import PermanentStageError
 from chalicelib.parsers import build_docreader, office
+from chalicelib.parsers.magic import OLE_MAGIC
 from chalicelib.parsers.office import convert_with_libreoffice
 from chalicelib.ports import ReadRequest
 
@@ -50,7 +51,7 @@ def test_libreoffice_gets_an_offline_profile_and_none_of_our_environment(
     monkeypatch.setenv("AWS_SESSION_TOKEN", "token-of-the-worker")
     monkeypatch.setenv("WEKNORA_MAX_FILE_SIZE", "52428800")
 
-    assert convert_with_libreoffice(b"a .doc", "doc", 30) == b"converted"
+    assert convert_with_libreoffice(OLE_MAGIC + b"a .doc", "doc", 30) == b"converted"
 
     env = json.loads((tmp_path / "env.json").read_text())
     assert not [name for name in env if name.startswith(("AWS_", "WEKNORA_"))]
