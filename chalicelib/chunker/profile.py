@@ -1,7 +1,8 @@
 """Document profiler and tier selection (WeKnora profiler.go / patterns.go / tokens.go).
 
 Patterns run once over the whole text in multi-line mode (no per-line Python loop); `\\s` is spelled as
-horizontal whitespace so a match can never run across a line break.
+horizontal whitespace so a match can never run across a line break. The line-length statistics are read
+from the line breaks a window of text at a time (`Lines.line_stats`), not from a list of every line.
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -90,6 +91,44 @@ PRIO_FORM_FEED, PRIO_NUMBERED, PRIO_CHAPTER, PRIO_CAPS, PRIO_SEP, PRIO_FOOTER, P
 
 _BLANKS = " \t\f\r"  # _H's runes
 
+#: Runes of text searched for line breaks at a time by `Lines.line_stats`.
+STATS_WINDOW = 1 << 16
+#: The largest part of a sum of squares that numpy adds up itself (see `_numpy_sum`).
+_SUM_LEAF = 1 << 16
+#: numpy adds up to this many values in one block (PW_BLOCKSIZE), halving only longer parts.
+_NUMPY_BLOCK = 128
+
+
+def _numpy_sum(n: int, take: Callable[[int], np.ndarray[Any, Any]]) -> float:
+    """`np.add.reduce` of n float64 values that `take(k)` gives k at a time, in order, exactly (to the
+    bit) as of one array of them, without that array: numpy adds a contiguous array pairwise, halving it
+    (the first half a multiple of 8) down to 128 values, and a part of that tree adds up the same alone.
+    (tests/chunker/test_chunker_memory.py holds this to numpy's own sums.)"""
+    if n <= max(_SUM_LEAF, _NUMPY_BLOCK):
+        return float(np.add.reduce(take(n)))
+    half = n // 2
+    half -= half % 8
+    return _numpy_sum(half, take) + _numpy_sum(n - half, take)
+
+
+def _line_lengths(text: str) -> Iterator[np.ndarray[Any, Any]]:
+    """The lengths of the text's lines (without their line break), in order, as int64 arrays of at most
+    STATS_WINDOW lines: from the line breaks of STATS_WINDOW runes at a time."""
+    prev = -1  # the last line break before the window
+    for w in range(0, len(text), STATS_WINDOW):
+        seg = text[w : w + STATS_WINDOW]
+        codes = (
+            np.frombuffer(seg.encode("ascii"), np.uint8)
+            if seg.isascii()
+            else np.frombuffer(seg.encode("utf-32-le", "surrogatepass"), np.uint32)
+        )
+        breaks = np.flatnonzero(codes == 10)
+        if breaks.size:
+            breaks += w
+            yield np.diff(breaks, prepend=prev) - 1
+            prev = int(breaks[-1])
+    yield np.array([len(text) - prev - 1], dtype=np.int64)
+
 
 def heading_title(after_first_blank: str) -> str:
     """What WeKnora's heading pattern captures as the title, given the line after the hashes and one
@@ -119,6 +158,13 @@ def detect_language(sample: str) -> str:
     return "en"
 
 
+class LineStats(NamedTuple):
+    lines: int
+    avg_len: float  # of the lines outside fences
+    std_len: float
+    code_chars: int  # in the lines inside fences, but for the fence lines
+
+
 class Lines:
     """A text's fenced code blocks and its whole-line pattern matches, by line start offset.
 
@@ -131,9 +177,8 @@ class Lines:
         self.text = text
         self._markers: list[tuple[int, str]] | None = None
         self._headings: list[tuple[int, int, str]] | None = None
-        self._lens: list[int] | None = None
         self._has_table: bool | None = None
-        self._stats: tuple[int, np.ndarray[Any, Any], int] | None = None
+        self._stats: LineStats | None = None
         self._counts: tuple[int, int] | None = None
         self._blanks: list[int] | None = None
         if fences is None:
@@ -146,18 +191,11 @@ class Lines:
         ]
         self._fstarts = [f[0] for f in self.fenced]
 
-    @property
-    def lens(self) -> list[int]:
-        """Length of every line (without its newline)."""
-        if self._lens is None:
-            self._lens = list(map(len, self.text.split("\n")))
-        return self._lens
-
     def fenced_lines(self) -> list[tuple[int, int]]:
         """The fenced blocks as (first line index, last line index)."""
         out = []
         text = self.text
-        last = len(self.lens) - 1
+        last = text.count("\n")
         ln = prev = 0
         for a, b in self.fenced:
             ln += text.count("\n", prev, a)
@@ -195,19 +233,62 @@ class Lines:
             self._counts = (self.text.count("\f"), self.text.count("\n\n\n"))
         return self._counts
 
-    def line_stats(self) -> tuple[int, np.ndarray[Any, Any], int]:
-        """(number of lines, lengths of the lines outside fences as float64, code chars inside fences)."""
+    def _kept_lengths(self, ranges: list[tuple[int, int]], code: list[int]) -> Iterator[np.ndarray[Any, Any]]:
+        """The lengths of the lines outside the fenced `ranges` (line index pairs, in order), in order;
+        adds the lengths of the lines strictly inside each range (code, not its fence lines) to code[0]."""
+        base = first = 0  # the window's first line index; the first range that may still meet it
+        for lens in _line_lengths(self.text):
+            end = base + lens.size
+            if first < len(ranges) and ranges[first][0] < end:
+                keep = np.ones(lens.size, dtype=bool)
+                i = first
+                while i < len(ranges) and ranges[i][0] < end:
+                    a, b = ranges[i]
+                    keep[max(a, base) - base : min(b + 1, end) - base] = False
+                    code[0] += int(lens[max(a + 1, base) - base : max(min(b, end) - base, 0)].sum())
+                    i += 1
+                while first < len(ranges) and ranges[first][1] < end:
+                    first += 1
+                lens = lens[keep]
+            yield lens
+            base = end
+
+    def line_stats(self) -> LineStats:
+        """The number of lines, the mean and standard deviation of the lengths of the lines outside fences
+        (as numpy's mean and std of them as float64: 0.0 when there are none), and the code chars inside
+        fences. Two passes over the line breaks, a window at a time: no list or array of every line."""
         if self._stats is None:
-            lens = self.lens
-            code_chars = 0
-            kept = lens
-            if self.fenced:
-                skip: set[int] = set()
-                for a, b in self.fenced_lines():
-                    skip.update(range(a, b + 1))
-                    code_chars += sum(lens[a + 1 : b])  # the fence lines themselves are not code
-                kept = [ln for i, ln in enumerate(lens) if i not in skip]
-            self._stats = (len(lens), np.asarray(kept, dtype=np.float64), code_chars)
+            ranges = self.fenced_lines() if self.fenced else []
+            code = [0]
+            kept = total = 0
+            for lens in self._kept_lengths(ranges, code):
+                kept += lens.size
+                total += int(lens.sum())
+            avg = std = 0.0
+            if kept:
+                # The float64 sum of whole numbers is exact (below 2**53) in any order: numpy's mean.
+                avg = total / kept
+                squares = (
+                    np.square(lens.astype(np.float64) - avg) for lens in self._kept_lengths(ranges, [0])
+                )
+                part = np.empty(0)
+                at = 0
+
+                def take(n: int) -> np.ndarray[Any, Any]:
+                    nonlocal part, at
+                    got = []
+                    while n:
+                        if at == part.size:
+                            part, at = next(squares), 0
+                            continue
+                        step = min(n, part.size - at)
+                        got.append(part[at : at + step])
+                        at += step
+                        n -= step
+                    return got[0] if len(got) == 1 else np.concatenate(got)
+
+                std = float(np.sqrt(_numpy_sum(kept, take) / kept))  # numpy's std: mean squared deviation
+            self._stats = LineStats(self.text.count("\n") + 1, avg, std, code[0])
         return self._stats
 
     def headings(self) -> list[tuple[int, int, str]]:
@@ -303,11 +384,8 @@ def profile_document(text: str, lines: Lines | None = None) -> DocProfile:
     if lines is None:
         lines = Lines(text)
     p.form_feed_count, p.blank_paragraph_breaks = lines.counts()
-    p.total_lines, arr, code_chars = lines.line_stats()
+    p.total_lines, p.avg_line_len, p.std_line_len, code_chars = lines.line_stats()
     p.has_code = bool(lines.fenced)
-    if arr.size:
-        p.avg_line_len = float(arr.mean())
-        p.std_line_len = float(arr.std())
     counts = p.md_heading_counts
     for _, level, _ in lines.headings():
         counts[level] = counts.get(level, 0) + 1

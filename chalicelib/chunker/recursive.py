@@ -20,6 +20,7 @@ from itertools import repeat
 from operator import sub
 from typing import Protocol
 
+from chalicelib.chunker import units as _units
 from chalicelib.chunker.config import HARD_CAP
 from chalicelib.chunker.lengths import CharMeasure, TokenMeasure
 from chalicelib.chunker.spans import Spans
@@ -177,10 +178,13 @@ def _row_run(text: str, bounds: list[int], k: int, u_s: int, limit: int, tracker
 def _clean_run(
     text: str, units: UnitWindow, k: int, u_s: int, b: int, tracker: TableTracker
 ) -> tuple[int, bool]:
-    """The whole run of plain rows of the active table from unit k (to b, not just one chunk's window):
-    its last unit J, and whether it is clean, i.e. units k..J are exactly its lines, one each. Then for
-    every k' in k..J, `_row_run(text, bounds, k', u_s', limit, tracker)` is the last unit of k'..J ending
-    by `limit` (a bisect), and each of those units is a row that `TableTracker.update` passes unchanged."""
+    """The run of plain rows of the active table from unit k to b (not just one chunk's window): its last
+    unit J, and whether it is clean, i.e. units k..J are exactly its lines, one each. Then for every k' in
+    k..J, `_row_run(text, bounds, k', u_s', limit, tracker)` is the last unit of k'..J ending by `limit`
+    (a bisect), and each of those units is a row that `TableTracker.update` passes unchanged. The merge
+    passes a `b` about a window past u_s when the units are made lazily, so a table of millions of rows
+    is not all held as units at once: then the run is a piece of the table's, and the next one is found
+    where it ends (rune lengths add up, so the chunks are those of one run)."""
     cells = _header_cols(tracker.active)
     m = _row_run_pattern(cells).match(text, u_s, b) if cells > 0 else None
     if m is None:
@@ -356,8 +360,9 @@ def _merge(
     token_mode = m.token_mode
     full_at = -1  # unit index at which a run of table rows stopped because the chunk was full
     # Units run_lo..run_hi: one run of plain rows of the table whose header is run_hdr, found once for the
-    # whole run (`_clean_run`); run_clean says whether its units are exactly its lines.
-    run_hdr, run_lo, run_hi, run_clean = "", -1, -1, False
+    # whole run (`_clean_run`; run_cut: a window's piece of it); run_clean says whether its units are exactly
+    # its lines.
+    run_hdr, run_lo, run_hi, run_clean, run_cut = "", -1, -1, False, False
     cur: int | None = None  # source start of the current chunk; None = empty
     hdr = ""  # synthetic table header at the head of the current chunk
     hdr_len = 0
@@ -420,7 +425,9 @@ def _merge(
         if tracker.active and not tracker.pending:
             if not (run_hdr is tracker.active and run_lo <= k <= run_hi):
                 run_hdr, run_lo = tracker.active, k
-                run_hi, run_clean = _clean_run(text, units, k, u_s, b, tracker)
+                run_to = min(b, u_s + margin + _units.LOOKAHEAD_RUNES) if units.lazy else b
+                run_hi, run_clean = _clean_run(text, units, k, u_s, run_to, tracker)
+                run_cut = run_to < b
             in_run = run_clean
         if (
             cur is not None
@@ -441,7 +448,11 @@ def _merge(
                 if token_mode or size > HARD_CAP:
                     j = min(j, bisect_right(bounds, cur + HARD_CAP - len(hdr), k, j + 1) - 1)
                 if j >= k:
-                    k = full_at = j + 1  # the chunk is full: unit k goes the unit-by-unit way
+                    k = j + 1
+                    # The chunk is full (unit k goes the unit-by-unit way), unless it only reached the end
+                    # of a piece of the run (`_clean_run`): then the next piece continues it.
+                    if not (in_run and run_cut and j == run_hi):
+                        full_at = k
                     continue
         u_e = bounds[k]
         unit = text[u_s:u_e]

@@ -6,15 +6,18 @@ pairs every later fence wrongly; like it, an unclosed fence is plain text. The o
 in the stretches between fenced blocks (code is literal text: no math, link or table inside it), then the
 union is resolved like WeKnora: sorted by start, longer first on ties, greedily dropping overlaps. Table
 rows (one span per row: nearly all spans of a big table) never pass through Python one by one: they come
-from one regex scan, and the resolution copies runs of them between the other spans with list slices.
+from one regex scan, and the resolution copies runs of them between the other spans with slices. The
+offsets are held in arrays of machine ints (`array('i')`, 4 bytes each), not lists of Python ints (~36
+bytes each): a 50 M-rune table has millions of rows, and as lists they took 2-4 GB in a 1,024 MB Lambda.
 """
 
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import compress, islice
 from operator import methodcaller, ne, sub
 
 from chalicelib.chunker.blocks import Fence, closed_fenced_blocks
@@ -58,14 +61,21 @@ _NEEDS = ("$$", "](", "](", "|", "|", "", "`")
 _BLANK = " \t\n\f\r"
 _ROW_START = methodcaller("start", 1)
 _ROW_END = methodcaller("end", 2)
+#: Table rows read from the scan at a time (their match objects are dropped once their offsets are taken).
+ROW_BATCH = 1 << 10
+
+
+def offsets(n: int) -> array[int]:
+    """An empty array for offsets into a text of n runes: 4-byte ints, 8-byte past 2**31 runes."""
+    return array("i" if n < 1 << 31 else "q")
 
 
 @dataclass
 class Spans:
     """Sorted, non-overlapping protected spans of one text (absolute rune offsets)."""
 
-    starts: list[int]
-    ends: list[int]
+    starts: array[int]
+    ends: array[int]
     headers: set[int]  # starts of table header+separator spans
     fences: list[Fence] = field(default_factory=list)  # closed CommonMark fenced code blocks (also in starts)
     _breaks: list[int] | None = field(default=None, repr=False, compare=False)  # see covers()
@@ -87,7 +97,7 @@ class Spans:
         breaks = self._breaks
         if breaks is None:
             # Indices i whose span does not touch span i + 1 (and the last span): found once, in C.
-            breaks = self._breaks = list(compress(range(len(starts)), map(ne, starts[1:], ends)))
+            breaks = self._breaks = list(compress(range(len(starts)), map(ne, memoryview(starts)[1:], ends)))
             breaks.append(len(starts) - 1)
         return ends[breaks[bisect_left(breaks, i)]] >= b
 
@@ -107,8 +117,10 @@ class Spans:
         j = bisect_right(ends, b, i, bisect_left(starts, b, i))
         if i >= j:
             return i, j, []
-        steps = set(compress(range(i + 1, j), map(ne, starts[i + 1 : j], ends[i : j - 1])))
-        steps.update(compress(range(i, j), map(cap.__lt__, map(sub, ends[i:j], starts[i:j]))))
+        # (memoryviews: the range may hold millions of a table's rows, not to be copied)
+        sv, ev = memoryview(starts), memoryview(ends)
+        steps = set(compress(range(i + 1, j), map(ne, sv[i + 1 : j], ev[i : j - 1])))
+        steps.update(compress(range(i, j), map(cap.__lt__, map(sub, ev[i:j], sv[i:j]))))
         if self.headers:
             if self._header_list is None:
                 self._header_list = sorted(self.headers)
@@ -164,16 +176,21 @@ def _table_headers(text: str, a: int, b: int, out: list[tuple[int, int, int]]) -
         last = e
 
 
-def table_rows(text: str, a: int = 0, b: int | None = None) -> tuple[list[int], list[int]]:
+def table_rows(text: str, a: int = 0, b: int | None = None) -> tuple[array[int], array[int]]:
     """Starts and ends of WeKnora's table rows (`TABLE_ROW_GO`) in [a, b), where `a` is 0, a line start
     or a line break."""
     if b is None:
         b = len(text)
+    starts, ends = offsets(len(text)), offsets(len(text))
     first = _FIRST_TABLE_ROW.match(text, a, b)
-    rows = list(TABLE_ROW.finditer(text, first.end() if first else a, b))
     if first:
-        rows.insert(0, first)
-    return list(map(_ROW_START, rows)), list(map(_ROW_END, rows))
+        starts.append(_ROW_START(first))
+        ends.append(_ROW_END(first))
+    rows = TABLE_ROW.finditer(text, first.end() if first else a, b)
+    while batch := list(islice(rows, ROW_BATCH)):
+        starts.extend(map(_ROW_START, batch))
+        ends.extend(map(_ROW_END, batch))
+    return starts, ends
 
 
 def _gaps(fences: list[Fence], n: int) -> list[tuple[int, int]]:
@@ -192,8 +209,7 @@ def find_spans(text: str) -> Spans:
     fences = closed_fenced_blocks(text)
     found: list[tuple[int, int, int]] = [(f.start, -f.end, FENCE_KIND) for f in fences if f.end > f.start]
     gaps = _gaps(fences, len(text)) if fences else [(0, len(text))]
-    row_starts: list[int] = []
-    row_ends: list[int] = []
+    row_starts, row_ends = offsets(len(text)), offsets(len(text))
     for kind, (pat, need) in enumerate(zip(_PATTERNS, _NEEDS, strict=True)):
         if pat is None or need not in text:
             continue
@@ -209,16 +225,19 @@ def find_spans(text: str) -> Spans:
             else:
                 found.extend((m.start(), -m.end(), kind) for m in pat.finditer(text, a, b))
     found.sort()
-    return _resolve(found, row_starts, row_ends, fences)
+    return _resolve(found, row_starts, row_ends, fences, len(text))
 
 
-def _resolve(found: list[tuple[int, int, int]], rs: list[int], re_: list[int], fences: list[Fence]) -> Spans:
+def _resolve(
+    found: list[tuple[int, int, int]], rs: array[int], re_: array[int], fences: list[Fence], n: int
+) -> Spans:
     """WeKnora's resolution of the union of `found` (sorted (start, -end, kind)) and the table rows
     (`rs`/`re_`, sorted and disjoint, kind TABLE_ROW_KIND): in that order, each span is kept when it starts
     at or after the end of the last kept one. Rows between two other spans are disjoint, so once one of
     them is kept all later ones are: each run of rows is one bisect and one slice."""
-    starts: list[int] = []
-    ends: list[int] = []
+    if not found:  # only table rows: all of them are kept
+        return Spans(rs, re_, set(), fences)
+    starts, ends = offsets(n), offsets(n)
     headers: set[int] = set()
     last = 0
     i = 0

@@ -120,6 +120,7 @@ class UnitWindow:
         "big",
         "bounds",
         "exhausted",
+        "lazy",
         "max_units",
         "specials",
     )
@@ -146,7 +147,8 @@ class UnitWindow:
         self._new_hdr: list[int] = []
         self._gen = self._units()
         self.exhausted = False
-        if m.token_mode or b - a <= LAZY_MIN_RUNES:
+        self.lazy = not (m.token_mode or b - a <= LAZY_MIN_RUNES)  # units made as the merge reaches them
+        if not self.lazy:
             for _ in self._gen:
                 pass
             self.exhausted = True
