@@ -489,7 +489,9 @@ def knowledge_cost(deps: Dependencies, request: Request | None, knowledge_id: st
 _BIG_KB_REPORT = (
     "; `as_of` and `fresh`: a knowledge base too big to read in one request answers the report its last "
     "refresh stored (`fresh: false`, `as_of`, `refreshing` with its `task_id`), or, before the first one, "
-    "202 with `code: report_pending` and the refresh's `task_id` (poll this URL or GET /tasks/{id})"
+    "202 with `code: report_pending` and the refresh's `task_id` (poll this URL: a reader of a shared "
+    "knowledge base polls it too, the task being the owner's; repeated GETs start no second refresh); "
+    "a refresh that ended without a report answers 503 `report_unavailable` saying why until the next may start"
 )
 
 

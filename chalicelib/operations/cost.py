@@ -8,8 +8,9 @@ asked for.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from chalicelib.domain import metering
@@ -19,7 +20,7 @@ from chalicelib.domain.pricing import cost_lines, is_model_tokens, price_table
 from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import Knowledge
 from chalicelib.operations import kb_reports
-from chalicelib.operations.kb_reports import COST, OverBound, bounded, fresh, stored_answer
+from chalicelib.operations.kb_reports import COST, OverBound, fresh, stored_answer
 from chalicelib.ports import Dependencies, UsageEntry
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.usage import carry_usage, kb_usage_id
@@ -33,6 +34,8 @@ KB_USAGE_CARRIES = 25
 #: execution's history, a carry rewrites a document's entries; the rest waits for the next refresh)
 REFRESH_WORKFLOW_FILLS = 400
 REFRESH_USAGE_CARRIES = 400
+#: usage entries a report's walk reads a page (one Query of the KB index)
+USAGE_PAGE = 1000
 
 
 def _workflow_entry(entry_key: str) -> bool:
@@ -104,6 +107,16 @@ class Sums:
         self.total.update(other.total)
         for stage, counts in other.by_stage.items():
             self.by_stage[stage].update(counts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"total": dict(self.total), "by_stage": {k: dict(v) for k, v in self.by_stage.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Sums:
+        sums = cls(Counter(data["total"]))
+        for stage, counts in data["by_stage"].items():
+            sums.by_stage[stage] = Counter(counts)
+        return sums
 
 
 def priced(entries: Iterable[UsageEntry], table: Mapping[str, float | str]) -> dict[str, Any]:
@@ -180,82 +193,205 @@ def kb_cost(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
         report = kb_cost_report(
             deps,
             kb.id,
-            bounded(deps.usage.for_kb(kb.id), kb_reports.INLINE_USAGE_ENTRIES),
             fills=KB_WORKFLOW_FILLS,
             carries=KB_USAGE_CARRIES,
+            max_entries=kb_reports.INLINE_USAGE_ENTRIES,
         )
     except OverBound:
         return stored_answer(deps, kb, COST)
     return fresh(report, as_of)
 
 
+#: where a document of a walk is (`CostWalk.docs`): in the knowledge base, gone; else the id of the
+#: knowledge base it moved to before its entries were carried
+LIVE = 0
+DELETED = 1
+#: a document's state in a walk: [where, its tenant (an index of `tenants`), attempts seen, attempts with
+#: their workflow entry] (the attempts as bit masks)
+WHERE, TENANT, SEEN, COUNTED = range(4)
+
+
 @dataclass
-class _Spent:
-    """One document's entries added up, and what its workflow fill needs."""
+class CostWalk:
+    """A knowledge base's cost report under way, read a page of usage entries at a time (from `cursor`):
+    each entry is added, as it is read, to its group's sums (documents, deleted documents, the knowledge
+    base's own work; a moved document's to none), its document classified the first time the walk meets it
+    (one batch read of a page's new ids) and kept as a few small numbers, not its entries or its row. Once
+    every entry is read, a pass over the documents fills finished executions' transitions and carries moved
+    documents' entries (`finished` counts the documents it went through). Its JSON is a refresh's
+    checkpoint (operations/kb_report_refresh.py), so a refresh goes on where one delivery stopped."""
 
-    sums: Sums = field(default_factory=Sums)
-    #: the first entry of each attempt (its knowledge base and tenant, for a workflow entry)
-    samples: dict[int, UsageEntry] = field(default_factory=dict)
-    #: the attempts whose workflow entry is in
-    counted: set[int] = field(default_factory=set)
+    kb_id: str
+    cursor: str | None = None
+    walked: bool = False
+    #: entries read
+    entries: int = 0
+    docs: dict[str, list[Any]] = field(default_factory=dict)
+    tenants: list[str] = field(default_factory=list)
+    documents: Sums = field(default_factory=Sums)
+    deleted: Sums = field(default_factory=Sums)
+    own: Sums = field(default_factory=Sums)
+    finished: int = 0
+    filled: int = 0
+    carried: int = 0
+    pending: int = 0
 
-    def add(self, entry: UsageEntry) -> None:
-        self.sums.add(entry)
-        self.samples.setdefault(entry.attempt, entry)
-        if _workflow_entry(entry.entry):
-            self.counted.add(entry.attempt)
+    @property
+    def done(self) -> bool:
+        return self.walked and self.finished >= len(self.docs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kb_id": self.kb_id,
+            "cursor": self.cursor,
+            "walked": self.walked,
+            "entries": self.entries,
+            "docs": self.docs,
+            "tenants": self.tenants,
+            "sums": [self.documents.to_json(), self.deleted.to_json(), self.own.to_json()],
+            "finished": self.finished,
+            "filled": self.filled,
+            "carried": self.carried,
+            "pending": self.pending,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CostWalk:
+        documents, deleted, own = (Sums.from_json(s) for s in data["sums"])
+        return cls(
+            kb_id=data["kb_id"],
+            cursor=data["cursor"],
+            walked=data["walked"],
+            entries=data["entries"],
+            docs=data["docs"],
+            tenants=data["tenants"],
+            documents=documents,
+            deleted=deleted,
+            own=own,
+            finished=data["finished"],
+            filled=data["filled"],
+            carried=data["carried"],
+            pending=data["pending"],
+        )
+
+
+def _never() -> bool:
+    return False
 
 
 def kb_cost_report(
-    deps: Dependencies, kb_id: str, entries: Iterable[UsageEntry], *, fills: int, carries: int
+    deps: Dependencies, kb_id: str, *, fills: int, carries: int, max_entries: int | None = None
 ) -> dict[str, Any]:
-    """What the knowledge base cost from its usage `entries` (every one of `for_kb`; a request's are bounded,
-    a refresh's are not): its documents' entries (a moved document's count where it is now: the report
-    carries at most `carries` of them, as a move carries its own, `carry_usage`), its deleted documents'
-    (still paid for, shown apart too) and its own work's (FAQ imports, wiki finalizes, lifecycle tasks;
-    `kb_usage_id`), with at most `fills` documents' finished executions' transitions filled in. Reads the
-    entries, then one batch read of the rows they name; writes only after the read. A document is kept as
-    its sums, not its entries."""
-    spent: dict[str, _Spent] = {}
+    """What the knowledge base cost, its whole walk in one go (`advance_cost`): OverBound past `max_entries`
+    entries (a request's bound; a refresh walks in slices with the same functions)."""
+    walk = CostWalk(kb_id)
+    advance_cost(deps, walk, fills=fills, carries=carries, max_entries=max_entries)
+    return cost_of(deps, walk)
+
+
+def advance_cost(
+    deps: Dependencies,
+    walk: CostWalk,
+    *,
+    fills: int,
+    carries: int,
+    stop: Callable[[], bool] = _never,
+    max_entries: int | None = None,
+) -> bool:
+    """Walks on until the walk is done (True) or `stop` says so after a page or a fill or carry (False):
+    the knowledge base's documents' entries (a moved document's count where it is now: the report carries
+    at most `carries` of them, as a move carries its own, `carry_usage`), its deleted documents' (still paid
+    for, shown apart too) and its own work's (FAQ imports, wiki finalizes, lifecycle tasks; `kb_usage_id`),
+    with at most `fills` documents' finished executions' transitions filled in. Writes only once every entry
+    is read. OverBound when it reads past `max_entries`."""
+    while not walk.walked:
+        limit = USAGE_PAGE if max_entries is None else min(USAGE_PAGE, max_entries + 1 - walk.entries)
+        page = deps.usage.kb_page(walk.kb_id, walk.cursor, limit)
+        walk.entries += len(page.entries)
+        if max_entries is not None and walk.entries > max_entries:
+            raise OverBound
+        _add_page(deps, walk, page.entries)
+        walk.cursor = page.cursor
+        walk.walked = page.cursor is None
+        if stop():
+            return walk.done
+    for knowledge_id, state in islice(walk.docs.items(), walk.finished, None):
+        walk.finished += 1
+        if _finish(deps, walk, knowledge_id, state, fills=fills, carries=carries) and stop():
+            return walk.done
+    return True
+
+
+def _add_page(deps: Dependencies, walk: CostWalk, entries: list[UsageEntry]) -> None:
+    """A page's entries into their groups' sums; its documents the walk has not met classified first."""
+    own_id = kb_usage_id(walk.kb_id)
+    new = list(dict.fromkeys(e.knowledge_id for e in entries if e.knowledge_id not in walk.docs))
+    new = [knowledge_id for knowledge_id in new if knowledge_id != own_id]
+    rows = deps.knowledge.get_many(new) if new else {}
     for entry in entries:
-        spent.setdefault(entry.knowledge_id, _Spent()).add(entry)
-    own_work = spent.pop(kb_usage_id(kb_id), None) or _Spent()
-    rows = deps.knowledge.get_many(list(spent))
-    documents, deleted = Sums(), Sums()
-    deleted_count = documents_count = pending = filled = carried = 0
-    for knowledge_id, own in spent.items():
-        row = rows.get(knowledge_id)
-        if row is not None and row.kb_id != kb_id:  # moved away before its entries were carried
-            if carried < carries:
-                carried += 1
-                carry_usage(deps, deps.usage.for_knowledge(knowledge_id), row.kb_id)
+        if entry.knowledge_id == own_id:
+            walk.own.add(entry)
             continue
-        missing = set(own.samples) - own.counted
-        if missing and filled < fills:
-            filled += 1
-            added, running = _fill_attempts(deps, knowledge_id, {a: own.samples[a] for a in missing})
-            for entry in added:
-                own.add(entry)
-            pending += running
-        elif missing:
-            pending += len(missing)
-        if row is None:
-            deleted_count += 1
-            deleted.merge(own.sums)
-        else:
-            documents_count += 1
-            documents.merge(own.sums)
+        state = walk.docs.get(entry.knowledge_id)
+        if state is None:
+            row = rows.get(entry.knowledge_id)
+            where: int | str = DELETED if row is None else LIVE if row.kb_id == walk.kb_id else row.kb_id
+            if entry.tenant_id not in walk.tenants:
+                walk.tenants.append(entry.tenant_id)
+            state = walk.docs[entry.knowledge_id] = [where, walk.tenants.index(entry.tenant_id), 0, 0]
+        bit = 1 << entry.attempt
+        state[SEEN] |= bit
+        if _workflow_entry(entry.entry):
+            state[COUNTED] |= bit
+        if state[WHERE] == LIVE:
+            walk.documents.add(entry)
+        elif state[WHERE] == DELETED:
+            walk.deleted.add(entry)
+        # a moved document's entries count where it is now (carried below), not here
+
+
+def _finish(
+    deps: Dependencies, walk: CostWalk, knowledge_id: str, state: list[Any], *, fills: int, carries: int
+) -> bool:
+    """A document's fill or carry, if it has one; True when it read or wrote something."""
+    where = state[WHERE]
+    if isinstance(where, str):  # moved away before its entries were carried
+        if walk.carried >= carries:
+            return False
+        walk.carried += 1
+        carry_usage(deps, deps.usage.for_knowledge(knowledge_id), where)
+        return True
+    missing = state[SEEN] & ~state[COUNTED]
+    if not missing:
+        return False
+    attempts = [a for a in range(missing.bit_length()) if missing >> a & 1]
+    if walk.filled >= fills:
+        walk.pending += len(attempts)
+        return False
+    walk.filled += 1
+    tenant = walk.tenants[state[TENANT]]
+    samples = {a: UsageEntry(knowledge_id, "", walk.kb_id, tenant, {}, "") for a in attempts}
+    added, running = _fill_attempts(deps, knowledge_id, samples)
+    for entry in added:
+        (walk.documents if where == LIVE else walk.deleted).add(entry)
+    walk.pending += running
+    return True
+
+
+def cost_of(deps: Dependencies, walk: CostWalk) -> dict[str, Any]:
+    """The report of a walk that is done."""
     table = price_table(deps.settings.prices_file)
     whole = Sums()
-    for part in (documents, deleted, own_work.sums):
+    for part in (walk.documents, walk.deleted, walk.own):
         whole.merge(part)
     report = priced_sums(whole, table)
+    wheres = [state[WHERE] for state in walk.docs.values()]
     report.update(
-        kb_id=kb_id,
-        documents=documents_count,
-        deleted_documents={"documents": deleted_count, **_dollars(priced_sums(deleted, table))},
-        knowledge_base_work=_dollars(priced_sums(own_work.sums, table)),
-        workflow_pending=pending,
+        kb_id=walk.kb_id,
+        documents=wheres.count(LIVE),
+        deleted_documents={"documents": wheres.count(DELETED), **_dollars(priced_sums(walk.deleted, table))},
+        knowledge_base_work=_dollars(priced_sums(walk.own, table)),
+        workflow_pending=walk.pending,
         lambda_seconds_counted=lambda_duration_basis(deps),
     )
     return report

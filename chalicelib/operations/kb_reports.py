@@ -5,32 +5,37 @@ knowledge base within those bounds, the common case, gets a fresh and exact repo
 bound the request stops reading (before the report writes anything: workflow fills and carries come after
 the read) and answers the last report a refresh stored, with its `as_of`, `"fresh": false`, and makes sure
 one refresh is under way: a lifecycle task (`kb_report`) that reads the whole history in the lifecycle
-function, with the same functions over the whole iterator (operations/kb_report_refresh.py), and stores the
-report (usage table, `UsageRepo.save_report`, replacing only an older one). With no stored report yet the
-answer is a 202 `report_pending` with the task's id (poll the same URL, or GET /tasks/{id}).
+function, with the same functions a request uses (operations/kb_report_refresh.py), and stores the report
+(usage table, `UsageRepo.save_report`, replacing only an older one). With no stored report yet the answer is
+a 202 `report_pending` with the task's id: poll the same URL (the task is the owner's: a reader of a shared
+knowledge base cannot read it; the gate below keeps repeated GETs from starting refreshes).
 
 One refresh at a time: the refresh task's id follows from the knowledge base, the kind and its generation,
-the one after the stored report's (`report_task_id`), so GETs at once or repeated land on one task. A stored
-report younger than REFRESH_AFTER_SECONDS starts none (a client polling a big knowledge base does not keep
-a refresh running back to back). A refresh redelivered recomputes (its fills and carries are idempotent
-writes under the same keys); one whose message was lost is re-sent by housekeeping like every open task.
+the one after both the stored report's and the last generation known to have ended without one
+(`UsageRepo.ended_generation`, raised by the GET that finds such a one), so GETs at once or repeated land on
+one task, and a failed refresh costs one generation: the next GET past the wait starts the next. A stored
+report younger than REFRESH_AFTER_SECONDS (counted from when it was stored, not from when its read began)
+starts none, nor does a refresh that ended without a report that long ago: a client polling a big knowledge
+base does not keep refreshes running back to back. Before the first report, a failed refresh answers 503
+`report_unavailable` saying why, until the wait is over.
+
+A refresh reads in slices of the lifecycle function (operations/kb_report_refresh.py): a checkpoint at
+each slice's end, so a redelivery goes on from it; its fills and carries are idempotent writes under the
+same keys; one whose message was lost is re-sent by housekeeping like every open task.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from chalicelib.domain.clock import from_iso
+from chalicelib.domain.clock import from_iso, now_iso
 from chalicelib.domain.errors import ServiceUnavailable
 from chalicelib.domain.types import OPEN_TASK_STATUSES, KnowledgeBase, Task, TaskKind
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable, StoredReport, TaskExists
 from chalicelib.tasks import MAX_TASK_GENERATIONS, deliver_again, generation_task_id
-
-T = TypeVar("T")
 
 COST = "cost"
 STATS = "stats"
@@ -41,7 +46,7 @@ KINDS = (COST, STATS)
 INLINE_USAGE_ENTRIES = 10_000
 #: rows the stats read before the same (a page is 500 rows, kb_rows)
 INLINE_ROWS = 5_000
-#: a stored report younger than this starts no refresh
+#: a report stored less than this ago starts no refresh, nor does a refresh that ended without one
 REFRESH_AFTER_SECONDS = 300
 #: the 202's code while a knowledge base has no stored report yet
 REPORT_PENDING = "report_pending"
@@ -57,14 +62,6 @@ class OverBound(Exception):
     """The knowledge base has more to read than a request may: answer the stored report."""
 
 
-def bounded(items: Iterable[T], limit: int) -> Iterator[T]:
-    """The items, raising OverBound at the first one past `limit`."""
-    for count, item in enumerate(items, start=1):
-        if count > limit:
-            raise OverBound
-        yield item
-
-
 def fresh(report: dict[str, Any], as_of: str) -> dict[str, Any]:
     """A report read inline: exact as of the moment its reading began."""
     return {**report, "as_of": as_of, "fresh": True, "refreshing": False}
@@ -76,15 +73,15 @@ def report_task_id(kb_id: str, kind: str, generation: int) -> str:
 
 def stored_answer(deps: Dependencies, kb: KnowledgeBase, kind: str) -> dict[str, Any]:
     """The last stored report of the kind with its `as_of` (a refresh started if it is old enough), or, with
-    none yet, the 202's answer (`report_pending`) naming the refresh task."""
+    none yet, the 202's answer (`report_pending`) naming the refresh task (503 `report_unavailable` while
+    the last refresh ended without a report less than REFRESH_AFTER_SECONDS ago)."""
     stored = deps.usage.report(kb.id, kind)
-    task = _refresh(deps, kb, kind, stored)
+    task, ended = _refresh(deps, kb, kind, stored)
+    if stored is None and ended is not None:
+        stored = deps.usage.report(kb.id, kind)  # it ended a moment after the read: its report is in
     if stored is None:
-        if task is None:  # every generation the walk looks at ended without a report: a refresh keeps failing
-            raise ServiceUnavailable(
-                f"the knowledge base's {kind} report could not be computed; try again later",
-                code="report_unavailable",
-            )
+        if task is None:
+            raise ServiceUnavailable(_why(kind, ended), code="report_unavailable")
         return {
             "kb_id": kb.id,
             "report": kind,
@@ -100,22 +97,43 @@ def stored_answer(deps: Dependencies, kb: KnowledgeBase, kind: str) -> dict[str,
     return answer
 
 
+def _why(kind: str, ended: Task | None) -> str:
+    message = f"the knowledge base's {kind} report could not be computed"
+    if ended is None:
+        return message + "; try again later"
+    errors = "; ".join(sorted(set(ended.errors.values()))) or ended.status.value
+    return (
+        f"{message}: its refresh (task {ended.id}) ended {ended.status.value} ({errors}); another starts "
+        f"{REFRESH_AFTER_SECONDS} s after it ended"
+    )
+
+
 def status_of(report: dict[str, Any]) -> int:
     """The HTTP status of a report's answer: 202 while the first one is computed."""
     return 202 if report.get("code") == REPORT_PENDING else 200
 
 
-def _refresh(deps: Dependencies, kb: KnowledgeBase, kind: str, stored: StoredReport | None) -> Task | None:
-    """The open refresh of the kind, written and sent unless one is: the generation after the stored
-    report's, or the first after it that has not ended (one that ended stored no newer report: it failed,
-    or a newer report came first). None when the stored report is recent enough."""
-    if stored is not None and _age_seconds(stored.as_of) < REFRESH_AFTER_SECONDS:
-        return None
-    first = stored.generation + 1 if stored is not None else 0
+def _refresh(
+    deps: Dependencies, kb: KnowledgeBase, kind: str, stored: StoredReport | None
+) -> tuple[Task | None, Task | None]:
+    """(the open refresh of the kind, written and sent unless one is; a refresh that ended without storing
+    a report less than REFRESH_AFTER_SECONDS ago, while none starts). The walk starts after the stored
+    report's generation and the last one known to have ended without a report; a generation it finds
+    ended (failed, or a newer report came first) is kept as that, so the next walk starts after it.
+    Nothing while the stored report is recent."""
+    if stored is not None and _age_seconds(stored.stored_at or stored.as_of) < REFRESH_AFTER_SECONDS:
+        return None, None
+    reported = stored.generation if stored is not None else -1
+    ended_last = deps.usage.ended_generation(kb.id, kind)
+    # the last generation that ended without a report: the next waits as long after it as after a report
+    ended = deps.tasks.get(report_task_id(kb.id, kind, ended_last)) if ended_last > reported else None
+    first = max(reported, ended_last) + 1
     for generation in range(first, first + MAX_TASK_GENERATIONS):
         task_id = report_task_id(kb.id, kind, generation)
         task = deps.tasks.get(task_id)
         if task is None:
+            if ended is not None and _ended_recently(ended):
+                return None, ended
             made = Task(
                 id=task_id,
                 tenant_id=kb.tenant_id,
@@ -133,17 +151,25 @@ def _refresh(deps: Dependencies, kb: KnowledgeBase, kind: str, stored: StoredRep
                     deliver_again(deps, made.id)  # its first delivery
                 except ServiceUnreachable:  # written: housekeeping sends it again (a 5xx here would not)
                     logger.warning("report refresh not sent", extra={"task_id": made.id, "kb_id": kb.id})
-                return made
-        if task is not None and task.status in OPEN_TASK_STATUSES:
-            return task
-    return None
+                return made, None
+        if task is None:
+            continue
+        if task.status in OPEN_TASK_STATUSES:
+            return task, None
+        deps.usage.save_ended_generation(kb.id, kind, generation)  # only ever raised
+        ended = task
+    return None, None
 
 
-def _age_seconds(as_of: str) -> float:
-    return (datetime.now(UTC) - from_iso(as_of)).total_seconds()
+def _ended_recently(task: Task) -> bool:
+    return (datetime.now(UTC) - task.updated_at).total_seconds() < REFRESH_AFTER_SECONDS
+
+
+def _age_seconds(when: str) -> float:
+    return (datetime.now(UTC) - from_iso(when)).total_seconds()
 
 
 def save_refreshed(deps: Dependencies, task: Task, as_of: str, body: dict[str, Any]) -> bool:
     """The refresh's report, stored unless a newer one is (a late redelivery of an older refresh)."""
-    report = StoredReport(task.kb_id, str(task.params[REPORT]), as_of, int(task.params[GENERATION]), body)
-    return deps.usage.save_report(report)
+    kind, generation = str(task.params[REPORT]), int(task.params[GENERATION])
+    return deps.usage.save_report(StoredReport(task.kb_id, kind, as_of, generation, body, now_iso()))

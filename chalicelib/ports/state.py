@@ -1,6 +1,7 @@
 """The state: one repository port per aggregate (tenants and keys, knowledge bases, knowledge, tags, chunks,
-spans, usage, tasks; the graph's is chalicelib/ports/graph.py, the wiki's chalicelib/ports/wiki.py and the
-shares' chalicelib/ports/shares.py, re-exported here)."""
+spans, tasks; the graph's is chalicelib/ports/graph.py, the wiki's chalicelib/ports/wiki.py, the
+shares' chalicelib/ports/shares.py and the usage entries' and reports' chalicelib/ports/reports.py,
+re-exported here)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ from chalicelib.ports.graph import GraphNeighbourhood as GraphNeighbourhood
 from chalicelib.ports.graph import GraphNode as GraphNode
 from chalicelib.ports.graph import GraphRepo as GraphRepo
 from chalicelib.ports.reports import StoredReport as StoredReport
+from chalicelib.ports.reports import UsageEntry as UsageEntry
+from chalicelib.ports.reports import UsagePage as UsagePage
+from chalicelib.ports.reports import UsageRepo as UsageRepo
 from chalicelib.ports.shares import ShareRepo as ShareRepo
 from chalicelib.ports.wiki import WikiOp as WikiOp
 from chalicelib.ports.wiki import WikiPageRecord as WikiPageRecord
@@ -523,40 +527,6 @@ class SpanRepo(Protocol):
     def delete_all(self, knowledge_id: str) -> int: ...
 
     def last_activity_iso(self, knowledge_id: str) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class UsageEntry:
-    """What one invocation spent for one knowledge (see `metering`); `entry` is unique per invocation, so
-    writing the same entry twice keeps one."""
-
-    knowledge_id: str
-    entry: str  # f"{attempt:06d}#{stage}#{invocation}"
-    kb_id: str
-    tenant_id: str
-    counts: Mapping[str, float]
-    created_at: str
-
-    @property
-    def attempt(self) -> int:
-        return int(self.entry.split("#", 1)[0])
-
-    @property
-    def stage(self) -> str:
-        return self.entry.split("#")[1]
-
-
-class UsageRepo(Protocol):
-    def put(self, entry: UsageEntry) -> None: ...
-
-    def for_knowledge(self, knowledge_id: str) -> list[UsageEntry]: ...
-
-    def for_kb(self, kb_id: str) -> Iterator[UsageEntry]: ...
-
-    def report(self, kb_id: str, kind: str) -> StoredReport | None: ...  # a strongly consistent read
-
-    #: False, nothing written, when a report as new (`as_of`) or newer is stored (a late, older refresh)
-    def save_report(self, report: StoredReport) -> bool: ...
 
 
 class TaskExists(Exception):

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from chalicelib.bootstrap import get_deps
 from chalicelib.local.runtime import LocalRuntime
-from chalicelib.operations import kb_reports
+from chalicelib.operations import cost, kb_report_refresh, kb_reports
 
 from .conftest import Api
 
@@ -22,10 +23,13 @@ def without_meta(report: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in report.items() if k not in META}
 
 
-@pytest.mark.parametrize("kind", ["cost", "stats"])
+@pytest.mark.parametrize(
+    ("kind", "sliced"), [("cost", False), ("stats", False), ("cost", True), ("stats", True)]
+)
 def test_a_big_knowledge_base_answers_202_then_the_refreshed_report(
-    api: Api, runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch, kind: str
+    api: Api, runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch, kind: str, sliced: bool
 ) -> None:
+    """`sliced`: a page a slice, its checkpoint kept in S3 between the deliveries."""
     kb = api.create_kb()
     for n in range(2):
         assert api.upload(kb["id"], f"pilot-{n}.md", TEXT + f"\n\nberth {n}\n".encode()).status_code == 200
@@ -38,6 +42,12 @@ def test_a_big_knowledge_base_answers_202_then_the_refreshed_report(
 
     monkeypatch.setattr(kb_reports, "INLINE_USAGE_ENTRIES", 2)
     monkeypatch.setattr(kb_reports, "INLINE_ROWS", 1)
+    kept: list[str] = []
+    if sliced:
+        monkeypatch.setattr(kb_report_refresh, "SLICE_SECONDS", 0)
+        monkeypatch.setattr(cost, "USAGE_PAGE", 3)
+        files, save = get_deps().files, get_deps().files.save
+        monkeypatch.setattr(files, "save", lambda key, *a, **k: kept.append(key) or save(key, *a, **k))
     pending = [api.get(path) for _ in range(3)]
     assert {p.status_code for p in pending} == {202}
     data = pending[0].json_body["data"]
@@ -52,5 +62,12 @@ def test_a_big_knowledge_base_answers_202_then_the_refreshed_report(
     assert stored.status_code == 200, stored.json_body
     report = stored.json_body["data"]
     assert report["fresh"] is False and report["refreshing"] is False and report["as_of"] >= exact["as_of"]
+    assert get_deps().files.list_keys(f"reports/{kb['id']}/", 10) == []  # its checkpoint went with it
+    if sliced:  # a slice's invocation is metered before the next one reads: the knowledge base's own work
+        assert len([key for key in kept if key.startswith("reports/")]) >= 2  # checkpoints, in S3
+        assert report["documents"] == exact["documents"]
+        money = report if kind == "cost" else report["cost"]
+        assert money["aws_dollars"] >= (exact if kind == "cost" else exact["cost"])["aws_dollars"]
+        return
     # the same entries and rows as the inline read (the refresh's own invocation is metered after it read)
     assert without_meta(report) == without_meta(exact)

@@ -32,7 +32,7 @@ from chalicelib.services.usage import kb_usage_id
 
 from .conftest import drain
 from .repo_contract import row
-from .report_store_contract import check_report_store
+from .report_store_contract import check_kb_pages, check_report_store
 
 STAGES = ("docreader", "chunking", "embedding", "postprocess", "enrichment")
 #: what a report says of when and how it was read, beside the report itself
@@ -209,6 +209,7 @@ def refresh_task(kb: KnowledgeBase, kind: str) -> Task:
 
 def test_the_in_memory_report_store_keeps_the_contract(deps: Services) -> None:
     check_report_store(deps.usage)
+    check_kb_pages(deps.usage)
 
 
 def test_a_refresh_whose_send_was_lost_is_sent_again_by_housekeeping(

@@ -2,21 +2,24 @@
 
 Entries outlive the knowledge they were for (a deleted document was still paid for). The reports a refresh
 sums from a big knowledge base's entries (operations/kb_reports.py) are kept in the same table, one item per
-(knowledge base, kind) under `report#<kb_id>`: no kb_id attribute, so they stay out of the KB index.
+(knowledge base, kind) under `report#<kb_id>`: no kb_id attribute, so they stay out of the KB index; beside
+each, under `<kind>#ended`, the highest refresh generation that ended without storing one.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 from pynamodb.attributes import JSONAttribute, NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PutError
+from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from chalicelib.observability import logger
 from chalicelib.ports import StoredReport, UsageEntry
+from chalicelib.ports.reports import UsagePage
 from chalicelib.settings import Settings
 
 
@@ -47,6 +50,8 @@ def build_usage_model(settings: Settings) -> type[Any]:
 
 #: the hash key of a knowledge base's stored reports (knowledge ids are uuids, its own usage `kb#<kb_id>`)
 REPORT_PREFIX = "report#"
+#: the sort key's suffix of the item keeping a report's last ended generation (only `generation` in it)
+ENDED_SUFFIX = "#ended"
 CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
@@ -63,6 +68,7 @@ def build_report_model(settings: Settings) -> type[Any]:
         as_of = UnicodeAttribute()
         generation = NumberAttribute(default=0)
         body = JSONAttribute()
+        stored_at = UnicodeAttribute(null=True)  # written since refreshes wait from it
 
     return UsageReportItem
 
@@ -101,12 +107,20 @@ class DynamoUsageRepo:
         for item in self.model.kb_index.query(kb_id):
             yield self._entry(item)
 
+    def kb_page(self, kb_id: str, cursor: str | None, limit: int) -> UsagePage:
+        """One Query of the KB index (at most `limit` items) from the LastEvaluatedKey `cursor` holds."""
+        start = json.loads(cursor) if cursor is not None else None
+        results = self.model.kb_index.query(kb_id, limit=limit, last_evaluated_key=start)
+        entries = [self._entry(item) for item in results]
+        last = results.last_evaluated_key
+        return UsagePage(entries, json.dumps(last, sort_keys=True) if last and entries else None)
+
     def report(self, kb_id: str, kind: str) -> StoredReport | None:
         try:
             item = self.report_model.get(f"{REPORT_PREFIX}{kb_id}", kind, consistent_read=True)
         except self.report_model.DoesNotExist:
             return None
-        return StoredReport(kb_id, kind, item.as_of, int(item.generation), item.body)
+        return StoredReport(kb_id, kind, item.as_of, int(item.generation), item.body, item.stored_at or "")
 
     def save_report(self, report: StoredReport) -> bool:
         m = self.report_model
@@ -117,8 +131,29 @@ class DynamoUsageRepo:
                 as_of=report.as_of,
                 generation=report.generation,
                 body=dict(report.body),
+                stored_at=report.stored_at or None,
             ).save(condition=m.as_of.does_not_exist() | (m.as_of < report.as_of))
         except PutError as error:
+            if error.cause_response_code == CONDITION_FAILED:
+                return False
+            raise
+        return True
+
+    def ended_generation(self, kb_id: str, kind: str) -> int:
+        try:
+            item = self.report_model.get(f"{REPORT_PREFIX}{kb_id}", kind + ENDED_SUFFIX, consistent_read=True)
+        except self.report_model.DoesNotExist:
+            return -1
+        return int(item.generation)
+
+    def save_ended_generation(self, kb_id: str, kind: str, generation: int) -> bool:
+        m = self.report_model
+        try:  # an update: the item holds only its keys and `generation`
+            m(f"{REPORT_PREFIX}{kb_id}", kind + ENDED_SUFFIX).update(
+                actions=[m.generation.set(generation)],
+                condition=m.generation.does_not_exist() | (m.generation < generation),
+            )
+        except UpdateError as error:
             if error.cause_response_code == CONDITION_FAILED:
                 return False
             raise

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import heapq
+import json
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -11,6 +13,7 @@ from chalicelib.ports import (
     StoredReport,
     UsageEntry,
 )
+from chalicelib.ports.reports import UsagePage
 
 if TYPE_CHECKING:
     pass
@@ -20,6 +23,7 @@ class MemoryUsageRepo:
     def __init__(self) -> None:
         self._rows: dict[tuple[str, str], UsageEntry] = {}
         self._reports: dict[tuple[str, str], StoredReport] = {}
+        self._ended: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
 
     def put(self, entry: UsageEntry) -> None:
@@ -45,4 +49,25 @@ class MemoryUsageRepo:
             if stored is not None and stored.as_of >= report.as_of:
                 return False
             self._reports[(report.kb_id, report.kind)] = copy.deepcopy(report)
+            return True
+
+    def kb_page(self, kb_id: str, cursor: str | None, limit: int) -> UsagePage:
+        """In the KB index's order (entry, then knowledge id): a document's entries are spread over the walk."""
+        after = tuple(json.loads(cursor)) if cursor is not None else None
+        with self._lock:
+            keyed = ((e.entry, e.knowledge_id) for e in self._rows.values() if e.kb_id == kb_id)
+            keys = heapq.nsmallest(limit + 1, (k for k in keyed if after is None or k > after))
+            entries = [copy.deepcopy(self._rows[(k, e)]) for e, k in keys[:limit]]
+        more = len(keys) > limit
+        return UsagePage(entries, json.dumps(list(keys[limit - 1])) if more else None)
+
+    def ended_generation(self, kb_id: str, kind: str) -> int:
+        with self._lock:
+            return self._ended.get((kb_id, kind), -1)
+
+    def save_ended_generation(self, kb_id: str, kind: str, generation: int) -> bool:
+        with self._lock:
+            if self._ended.get((kb_id, kind), -1) >= generation:
+                return False
+            self._ended[(kb_id, kind)] = generation
             return True

@@ -24,8 +24,12 @@ def kb_report(
     quiet: bool = False,
     interval: float = 0.5,
     timeout: float = 900,
+    longest_wait: float = 10.0,
 ) -> dict[str, Any]:
-    """The report; a first one being computed is waited for (its task, then the report read again)."""
+    """The report; a first one being computed is waited for by reading the report's URL again (not the
+    task: a reader of a shared knowledge base cannot read the owner's task, and the API starts no second
+    refresh for repeated reads), every `interval` seconds, doubling up to `longest_wait`. A refresh that
+    failed answers 503 `report_unavailable` saying why: the CLIError ends the wait and the command."""
 
     def read() -> dict[str, Any]:
         return (
@@ -36,14 +40,10 @@ def kb_report(
     deadline = time.monotonic() + timeout
     if report.get("code") == REPORT_PENDING and report.get("task_id") and not quiet:
         plain(console, f"the {kind} report of {kb_id} is being computed (task {report['task_id']})")
-    while report.get("code") == REPORT_PENDING and report.get("task_id") and time.monotonic() < deadline:
-        task = dict(api.call("GET", f"/tasks/{report['task_id']}"))
-        if task.get("status") in ("queued", "running"):
-            time.sleep(interval)
-            continue
-        report = read()  # the stored report (or, had the task failed, its next try)
-        if report.get("code") == REPORT_PENDING:
-            time.sleep(interval)
+    while report.get("code") == REPORT_PENDING and time.monotonic() < deadline:
+        time.sleep(interval)
+        interval = min(longest_wait, interval * 2)
+        report = read()
     return report
 
 
