@@ -12,8 +12,6 @@ import contextlib
 import http.server
 import io
 import json
-import os
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -26,6 +24,8 @@ from chalicelib.parsers import build_docreader, office
 from chalicelib.parsers.magic import OLE_MAGIC
 from chalicelib.parsers.office import convert_with_libreoffice
 from chalicelib.ports import ReadRequest
+
+from .test_libreoffice_local_files import word97_from
 
 FAKE_SOFFICE = """#!{python}
 import json, os, pathlib, sys
@@ -108,23 +108,7 @@ def _doc_with_linked_picture(url: str, work: Path) -> bytes:
     """A Word 97 file whose picture is a link to `url`, made by LibreOffice from HTML (its own profile)."""
     html = work / "src.html"
     html.write_text(f'<html><body><p><img src="{url}" width="100" height="100"></p></body></html>')
-    subprocess.run(
-        [
-            office.soffice_path() or "soffice",
-            f"-env:UserInstallation={(work / 'maker').as_uri()}",
-            "--headless",
-            "--convert-to",
-            "doc:MS Word 97",
-            "--outdir",
-            str(work),
-            str(html),
-        ],
-        capture_output=True,
-        timeout=180,
-        env={**os.environ, "HOME": str(work)},
-        check=True,
-    )
-    return (work / "src.doc").read_bytes()
+    return word97_from(html, work)
 
 
 @pytest.mark.requires_libreoffice

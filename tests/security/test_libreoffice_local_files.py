@@ -167,7 +167,7 @@ def test_a_flat_opendocument_named_ppt_is_not_opened_by_libreoffice(local_files:
     assert not [blob for blob in images if _has_secret_picture(blob)]
 
 
-def _word97_from(source: Path, work: Path) -> bytes:
+def word97_from(source: Path, work: Path) -> bytes:
     """A Word 97 file made by LibreOffice (its own profile) from `source`, its links kept as links."""
     subprocess.run(
         [
@@ -210,7 +210,7 @@ def test_a_word97_files_linked_sections_and_pictures_stay_links(
         f'{local_files["png"].as_uri()}" xlink:type="simple" xlink:show="embed"/></draw:frame></text:p>'
         "</office:text></office:body></office:document>"
     )
-    data = _word97_from(source, tmp_path)
+    data = word97_from(source, tmp_path)
     local_files["txt"].write_text(f"{SECRET_TEXT} written after the file was made\n")  # only a read now shows
 
     converted = convert_with_libreoffice(data, "doc", 120)
