@@ -359,7 +359,10 @@ def _finish(
         if walk.carried >= carries:
             return False
         walk.carried += 1
-        carry_usage(deps, deps.usage.for_knowledge(knowledge_id), where)
+        # where it is now: a refresh's walk met it slices ago, and it may have moved again (back here, too)
+        row = deps.knowledge.get(knowledge_id)
+        if row is not None and row.kb_id != walk.kb_id:
+            carry_usage(deps, deps.usage.for_knowledge(knowledge_id), row.kb_id)
         return True
     missing = state[SEEN] & ~state[COUNTED]
     if not missing:
