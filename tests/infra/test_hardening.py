@@ -159,6 +159,18 @@ def test_what_a_tenant_can_overwrite_outside_its_quota_keeps_no_old_version_past
         assert by_prefix[prefix]["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}, prefix
 
 
+def test_a_report_refreshs_checkpoints_expire_with_their_old_versions(template: dict[str, Any]) -> None:
+    """A big knowledge base's report refresh keeps its walk in objects under reports/ between slices and
+    deletes them when it ends; one that ends otherwise (failed, given up, a duplicate delivery's copy) would
+    leave them for good, and every save leaves an old version (the bucket keeps them 30 days)."""
+    from chalicelib.operations.kb_report_refresh import CHECKPOINTS
+
+    rules = template["Resources"]["FilesBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    (rule,) = [r for r in rules if r.get("Prefix") == f"{CHECKPOINTS}/"]
+    assert rule["Status"] == "Enabled" and rule["ExpirationInDays"] <= 2
+    assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}
+
+
 def test_the_files_bucket_cors_follows_the_cors_origins_parameter(template: dict[str, Any]) -> None:
     """Not "*": the console's own origin (the API's execute-api host: the bucket cannot name the API itself,
     whose functions name the bucket) and the CorsOrigins; an empty parameter gives no empty origin."""
