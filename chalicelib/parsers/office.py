@@ -8,6 +8,7 @@ LibreOffice) is a section of its own that the others do not call; the lead may m
 from __future__ import annotations
 
 import datetime as dt
+import io
 import marshal
 import os
 import re
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import zipfile
 from collections.abc import Sequence
 from itertools import compress, islice
 from operator import itemgetter
@@ -656,8 +658,10 @@ def soffice_path() -> str | None:
 # A control word (letters, an optional numeric parameter, the space that may end it), a control symbol
 # (\\, \{, \}, \~ …; \' takes its two hex digits), or a group's brace: all an RTF's markup is made of
 _RTF_TOKEN = re.compile(rb"[{}]|\\(?:([A-Za-z]+)(-?[0-9]+)? ?|'..|.)", re.DOTALL)
-#: a \\fldinst control word (a backslash that is no escaped one's second half; not a longer word's start)
-_RTF_FIELD_INSTRUCTION = re.compile(rb"(?<!\\)(?:\\\\)*\\fldinst(?![A-Za-z])", re.IGNORECASE)
+#: the word of a field instruction anywhere, markup or not: what the file is checked for before and after the
+#: scan (LibreOffice reads markup the scan can take for data: `\\bin0` and `\\bin-1` swallow a byte there,
+#: so `\\bin0 \\\\fldinst` is an instruction to LibreOffice and an escaped backslash to a tokenizer)
+_RTF_FIELD_INSTRUCTION = re.compile(rb"fldinst", re.IGNORECASE)
 
 
 def rtf_without_field_instructions(data: bytes) -> bytes:
@@ -702,7 +706,7 @@ def rtf_without_field_instructions(data: bytes) -> bytes:
             end = stop
     kept.append(data[end:])
     cleaned = b"".join(kept)
-    if _RTF_FIELD_INSTRUCTION.search(cleaned):
+    if _RTF_FIELD_INSTRUCTION.search(cleaned):  # one the scan did not see as markup: refused, never passed
         raise parse_failed(
             "The .doc file (an RTF document) is damaged: a field instruction is hidden in its binary data."
         )
@@ -769,7 +773,31 @@ def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> b
                 f"The .{source_type} file is damaged or could not be converted by LibreOffice."
             )
         with open(out, "rb") as fh:
-            return fh.read()
+            converted = fh.read()
+    return media_of_the_file_only(converted, data) if source_type == "ppt" else converted
+
+
+def media_of_the_file_only(package: bytes, source: bytes) -> bytes:
+    """The converted deck without the pictures the uploaded .ppt does not hold itself: a PowerPoint 97 shape
+    may be a link to a path (its `pibName`) that LibreOffice loads from the worker's disk as it opens the
+    deck (7.4: no setting stops it) and embeds. A picture the file holds is stored in its Pictures stream as
+    it is (PNG, JPEG); one that is not there byte for byte (a linked one, and a metafile the file keeps
+    compressed) is left out of the package, so its slide shows the picture's place without it."""
+    with zipfile.ZipFile(io.BytesIO(package)) as converted:
+        members = converted.infolist()
+        foreign = {
+            m.filename
+            for m in members
+            if m.filename.startswith("ppt/media/") and converted.read(m) not in source
+        }
+        if not foreign:
+            return package
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as kept:
+            for member in members:
+                if member.filename not in foreign:
+                    kept.writestr(member, converted.read(member))
+    return out.getvalue()
 
 
 def write_office_profile(profile: Path) -> None:

@@ -266,9 +266,16 @@ def test_only_ole_files_and_rtf_reach_libreoffice(monkeypatch: pytest.MonkeyPatc
     assert office.office_input(OLE_MAGIC + b"rest", "ppt") == OLE_MAGIC + b"rest"
 
 
-def test_text_about_fldinst_is_not_a_field() -> None:
-    """An escaped backslash (\\\\) then "fldinst" is text: such a document is converted as it is."""
-    plain = rb"{\rtf1 About RTF: write \\fldinst in a field.\par}"
-    assert rtf_without_field_instructions(plain) is plain
-    with_field = rb"{\rtf1 {\field{\*\fldinst PAGE}{\fldrslt 1}} Write \\fldinst.\par}"
-    assert rtf_without_field_instructions(with_field) == rb"{\rtf1 {\field{\fldrslt 1}} Write \\fldinst.\par}"
+def test_text_about_fldinst_is_refused_as_the_scan_cannot_tell_it_from_markup() -> None:
+    """An escaped backslash (\\\\) then "fldinst" is text to the scan, but LibreOffice can read markup the
+    scan takes for data there (`\\bin0 \\\\fldinst` is a field instruction to it: a review's bypass), so the
+    word anywhere after the fields are removed refuses the file; a document whose text names RTF's field
+    instruction is rare, one that hides it is hostile."""
+    field_only = rb"{\rtf1 {\field{\*\fldinst PAGE}{\fldrslt 1}} Page.\par}"
+    assert rtf_without_field_instructions(field_only) == rb"{\rtf1 {\field{\fldrslt 1}} Page.\par}"
+    for text in (
+        rb"{\rtf1 About RTF: write \\fldinst in a field.\par}",
+        rb"{\rtf1 {\field{\*\fldinst PAGE}{\fldrslt 1}} Write \\fldinst.\par}",
+    ):
+        with pytest.raises(PermanentStageError):
+            rtf_without_field_instructions(text)
