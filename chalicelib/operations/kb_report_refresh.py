@@ -5,11 +5,32 @@ function with the functions a request uses within its bound (so both agree by co
 A walk of a big knowledge base does not fit one delivery (the lifecycle function's 300 s and 512 MB): a
 delivery walks for one slice (SLICE_SECONDS) and, unless it is done, keeps where it got to (the usage
 Query's cursor, the row position, the sums and each document's few numbers: `CostWalk`, `StatsWalk`) in
-an object under `reports/<kb_id>/<kind>/<generation>.json.gz`, then the task comes back in a new delivery
-(RetryTaskLater, no delay: the lifecycle runner saves it and queues it again), which goes on from there.
-A delivery that dies mid-slice is redelivered and goes on from the last checkpoint: each slice is
-idempotent (its fills and carries rewrite the same entries). The checkpoint is deleted once the report is
-stored; a delivery that finds this generation's report (or a later one) stored walks nothing."""
+a checkpoint, then the task comes back in a new delivery (RetryTaskLater, no delay: the lifecycle runner
+saves it and queues it again), which goes on from there.
+
+The slices are numbered, and a KB_REPORT task's `done` stays 0 over them, so the task's save cannot tell
+two deliveries of one slice apart (an SQS duplicate): the refresh's own book (the turn book item
+`kb-report#<task id>`: `{"slice": k}`, `"ended": true` once the report is stored) says which slice is
+next, and slice k's checkpoint is `reports/<kb_id>/<kind>/<generation>/<k>.json.gz` (none for 0). A
+delivery reads k from the book and the checkpoint of k, walks, and when not done writes the checkpoint of
+k+1, then claims k -> k+1 in the book (a conditional write). The delivery that wins deletes the checkpoint
+of k and comes back; a loser (a duplicate, run at the same time) stops with nothing saved and nothing sent
+(AnotherDeliveryCarriesOn), so the copies of a message merge into one chain at the next slice:
+
+    delivery A  book 3, walks ── writes 4 ── claims 3 -> 4 ✓ ── deletes 3, comes back (reads 4 next)
+    delivery B  book 3, walks ──── writes 4 ──── claims 3 -> 4 ✗ (book 4): stops (4 is A's chain's now)
+
+A delivery that dies before its claim is redelivered and walks slice k again (its checkpoint of k+1
+written again: a walk from the same checkpoint, as good as a loser's, which may overwrite the winner's);
+one that dies after it is redelivered, reads k+1 and goes on. A delivery that finds the checkpoint of its
+k > 0 gone was overtaken (the chain went on or ended) and stops too. Each slice is idempotent (its fills
+and carries rewrite the same entries). Once the report is stored (or the refresh failed: an AppError
+ends the task, and its generation) the book is marked ended (a later claim loses) and every checkpoint
+of the generation is deleted; a loser whose claim finds the book ended, or past k+1, deletes the
+checkpoint it wrote (no one will read it).
+A delivery that finds this generation's report (or a later one) stored walks nothing.
+
+"""
 
 from __future__ import annotations
 
@@ -20,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib.domain.clock import now_iso
-from chalicelib.domain.errors import AppError
+from chalicelib.domain.errors import AppError, StageError
 from chalicelib.domain.types import Task
 from chalicelib.operations.cost import (
     REFRESH_USAGE_CARRIES,
@@ -32,7 +53,7 @@ from chalicelib.operations.cost import (
 from chalicelib.operations.kb_reports import COST, GENERATION, REPORT, STATS, save_refreshed
 from chalicelib.operations.stats import StatsWalk, advance_stats, stats_of
 from chalicelib.ports import Dependencies
-from chalicelib.tasks.reembed import RetryTaskLater
+from chalicelib.tasks.reembed import AnotherDeliveryCarriesOn, RetryTaskLater
 
 #: how long a delivery walks before it keeps a checkpoint and comes back (the lifecycle runner's slice)
 SLICE_SECONDS = 30.0
@@ -40,8 +61,23 @@ SLICE_SECONDS = 30.0
 CHECKPOINTS = "reports"
 
 
-def checkpoint_key(task: Task) -> str:
-    return f"{CHECKPOINTS}/{task.kb_id}/{task.params[REPORT]}/{int(task.params[GENERATION])}.json.gz"
+#: the refresh's book's keys: the next slice's number, and whether the report was stored (or none will be)
+SLICE, ENDED = "slice", "ended"
+
+
+def checkpoint_prefix(task: Task) -> str:
+    """Where the refresh's checkpoints are: one object a slice."""
+    return f"{CHECKPOINTS}/{task.kb_id}/{task.params[REPORT]}/{int(task.params[GENERATION])}/"
+
+
+def checkpoint_key(task: Task, slice_number: int) -> str:
+    """The walk as it was when slice `slice_number` began (the previous slice's end)."""
+    return f"{checkpoint_prefix(task)}{slice_number}.json.gz"
+
+
+def book_name(task: Task) -> str:
+    """The refresh's item in the turn book: which slice is next (`SLICE`), whether it ended (`ENDED`)."""
+    return f"kb-report#{task.id}"
 
 
 def whole_report(deps: Dependencies, kb_id: str, kind: str) -> dict[str, Any]:
@@ -53,34 +89,83 @@ def whole_report(deps: Dependencies, kb_id: str, kind: str) -> dict[str, Any]:
 
 
 def refresh_report(deps: Dependencies, task: Task) -> None:
-    """One slice of the task's refresh: from its checkpoint (or the first entry), for SLICE_SECONDS, then
-    the report stored (unless a newer one is) or the checkpoint kept and RetryTaskLater (the rest in the
-    next delivery). A knowledge base gone meanwhile has no report."""
-    url = deps.files.url_for(checkpoint_key(task))
+    """One slice of the task's refresh: from the book's slice and its checkpoint (or the first entry), for
+    SLICE_SECONDS, then the report stored (unless a newer one is) or the next checkpoint kept, the slice
+    claimed and RetryTaskLater (the rest in the next delivery); AnotherDeliveryCarriesOn when another
+    delivery of the task claimed it first. A knowledge base gone meanwhile has no report."""
     if deps.kbs.get(task.kb_id) is None:
-        deps.files.delete(url)
+        _end(deps, task)
         return
     kind = str(task.params[REPORT])
     stored = deps.usage.report(task.kb_id, kind)
     if stored is not None and stored.generation >= int(task.params[GENERATION]):
-        deps.files.delete(url)  # stored by a delivery of this refresh (or a later one): nothing to walk
+        _end(deps, task)  # stored by a delivery of this refresh (or a later one): nothing to walk
         return
-    as_of, walk = _resume(deps, url, task.kb_id, kind)
+    number, ended = deps.turns.change(
+        book_name(task), lambda book: ((int(book.get(SLICE, 0)), bool(book.get(ENDED))), book)
+    )
+    if ended:
+        _end(deps, task)
+        return
+    resumed = _resume(deps, task, number, kind)
+    if resumed is None:  # the slice's checkpoint is gone: another delivery claimed it (or ended the walk)
+        raise AnotherDeliveryCarriesOn(f"slice {number} of {task.id} was taken on by another delivery")
+    as_of, walk = resumed
+    try:
+        _walk_slice(deps, task, number, as_of, walk)
+    except (AppError, StageError):  # what fails the task (lifecycle.run): its generation ends here
+        _end(deps, task)
+        raise
+
+
+def _walk_slice(deps: Dependencies, task: Task, number: int, as_of: str, walk: CostWalk | StatsWalk) -> None:
     deadline = time.monotonic() + SLICE_SECONDS
     if not _advance(deps, walk, lambda: time.monotonic() >= deadline):
-        state = {"as_of": as_of, "kind": kind, "walk": walk.to_json()}
-        deps.files.save(checkpoint_key(task), gzip.compress(json.dumps(state).encode()), "application/gzip")
+        state = {"as_of": as_of, "kind": task.params[REPORT], "walk": walk.to_json()}
+        written = checkpoint_key(task, number + 1)
+        deps.files.save(written, gzip.compress(json.dumps(state).encode()), "application/gzip")
+        claimed, now, ended = deps.turns.change(book_name(task), lambda book: _claim(book, number))
+        if not claimed:
+            if ended or now > number + 1:  # the chain is past what this one wrote: no one reads it
+                deps.files.delete(deps.files.url_for(written))
+            raise AnotherDeliveryCarriesOn(f"slice {number} of {task.id} was claimed by another delivery")
+        if number:
+            deps.files.delete(deps.files.url_for(checkpoint_key(task, number)))
         raise RetryTaskLater("the report's walk goes on in the next delivery", 0)
     save_refreshed(deps, task, as_of, _report(deps, walk))
-    deps.files.delete(url)
+    _end(deps, task)
 
 
-def _resume(deps: Dependencies, url: str, kb_id: str, kind: str) -> tuple[str, CostWalk | StatsWalk]:
-    """(when the walk began, the walk) from the checkpoint; a new walk, beginning now, without one."""
+def _claim(book: dict[str, Any], number: int) -> tuple[tuple[bool, int, bool], dict[str, Any]]:
+    """Slice `number` -> the next in the book, unless another delivery moved it on (or the walk ended):
+    ((claimed, the book's slice, ended), the book)."""
+    current, ended = int(book.get(SLICE, 0)), bool(book.get(ENDED))
+    if current != number or ended:
+        return (False, current, ended), book
+    return (True, number + 1, False), {SLICE: number + 1}
+
+
+def _end(deps: Dependencies, task: Task) -> None:
+    """The walk is over (the report stored, the refresh failed, the knowledge base gone): the book says so
+    (a delivery still walking loses its claim and deletes what it wrote), then every checkpoint of the
+    generation goes (one left by a delivery that died after its claim too). The book's item stays (bytes)."""
+    deps.turns.change(book_name(task), lambda book: (None, {SLICE: int(book.get(SLICE, 0)), ENDED: True}))
+    while keys := deps.files.list_keys(checkpoint_prefix(task), 1000):
+        for key in keys:
+            deps.files.delete(deps.files.url_for(key))
+
+
+def _resume(
+    deps: Dependencies, task: Task, number: int, kind: str
+) -> tuple[str, CostWalk | StatsWalk] | None:
+    """(when the walk began, the walk) from slice `number`'s checkpoint; a new walk, beginning now, for
+    slice 0; None when the checkpoint of a later slice is gone (another delivery took the walk on)."""
+    if number == 0:
+        return now_iso(), _new_walk(task.kb_id, kind)  # before the read: the report holds what was there then
     try:
-        state = json.loads(gzip.decompress(deps.files.read(url)))
+        state = json.loads(gzip.decompress(deps.files.read(deps.files.url_for(checkpoint_key(task, number)))))
     except FileNotFoundError:
-        return now_iso(), _new_walk(kb_id, kind)  # before the read: the report holds what was there then
+        return None
     walk = CostWalk.from_json(state["walk"]) if kind == COST else StatsWalk.from_json(state["walk"])
     return str(state["as_of"]), walk
 

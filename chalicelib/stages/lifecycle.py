@@ -33,7 +33,7 @@ from chalicelib.services.usage import carry_usage, metered_shares
 from chalicelib.stages.runner import come_back_soon, parse_body, process_batch
 from chalicelib.tasks import mark_kb_deleting
 from chalicelib.tasks.delete import delete_one
-from chalicelib.tasks.reembed import RetryTaskLater, reembed_work
+from chalicelib.tasks.reembed import AnotherDeliveryCarriesOn, RetryTaskLater, reembed_work
 
 QUEUE = "lifecycle"
 SLICE_SECONDS = 30.0
@@ -118,6 +118,8 @@ def run(deps: Dependencies, task_id: str) -> None:
     except RetryTaskLater as later:  # documents still on their way, a provider down: look again in a while
         if _save(deps, task):
             deps.queue.send_raw(QUEUE, {"task_id": task.id}, delay_seconds=min(900, int(later.delay_seconds)))
+        return
+    except AnotherDeliveryCarriesOn:  # a duplicate of the message: the delivery that took the work on saves
         return
     if task.kind == TaskKind.DELETE_KB:
         deps.tags.delete_kb(task.kb_id)  # its knowledge is gone: every tag and relation left goes too

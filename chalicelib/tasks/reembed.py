@@ -77,6 +77,11 @@ class RetryTaskLater(Exception):
         self.delay_seconds = delay_seconds
 
 
+class AnotherDeliveryCarriesOn(Exception):
+    """Another delivery of the task (an SQS duplicate of its message) took its work on from here: this one
+    stops with nothing saved and nothing sent (the lifecycle runner returns)."""
+
+
 class WaitForDocuments(RetryTaskLater):
     """Documents of the knowledge base are still being ingested: look again after `WAIT_SECONDS`."""
 
