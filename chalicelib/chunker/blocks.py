@@ -4,8 +4,9 @@ Backtick and tilde fences of 3+ characters indented up to 3 spaces, an info stri
 (a backtick fence's info string may not contain backticks), a closing fence of the same character at least
 as long as the opening one and without an info string, an unclosed fence running to the end of its
 container (block quote, list item) or of the document: the tokenizer's block parser decides all of it, so
-fences pair exactly as CommonMark pairs them. Only the block rules run (no inline parsing), and only when
-the text contains a fence marker at all.
+fences pair exactly as CommonMark pairs them. Only the block rules run (no inline parsing), only when
+the text contains a fence marker at all, and over a window of the text at a time (`fenced_blocks`): the
+parser's state is five lists per line, ~80 bytes a rune of short lines for a whole text.
 """
 
 from __future__ import annotations
@@ -45,8 +46,31 @@ class Fence:
 _CANDIDATE = re.compile(r"^[ \t>*+\-0-9.)]*(?:```|~~~)", re.M)
 
 
+# Runes of text per markdown-it parse (whole lines). The block parser keeps five lists per line of what
+# it parses, so the text is parsed a window at a time; a window grows only while it holds no safe restart.
+WINDOW = 1 << 14
+# A line that starts a paragraph wherever it is: no indentation, no block or container marker, no
+# link reference definition (`[`), no HTML, no setext underline.
+_NOT_PLAIN = frozenset(" \t\r\n>-+*_#`~<[=|\\0123456789")
+_BLANK = re.compile(r"[ \t]*\n")
+_SPACES = re.compile(r"[ \t]*")
+# A line that can close a top-level fence: a run of 3+ backticks or tildes after up to three columns of
+# indentation (checked apart), then only spaces and tabs.
+_CLOSER = re.compile(r"^([ \t]*)(`{3,}|~{3,})[ \t]*$", re.M)
+
+
 def fenced_blocks(text: str) -> list[Fence]:
-    """The fenced code blocks of `text` in document order (nested ones included, e.g. in list items)."""
+    """The fenced code blocks of `text` in document order (nested ones included, e.g. in list items).
+
+    The block parser runs over windows of about `WINDOW` runes. A window's blocks are kept up to its last
+    safe restart, a line where the parse of the whole text would be at the top level, starting a block
+    with nothing before it left open or looked past: the start of a top-level block after a blank line,
+    after a closed top-level fence, or that is a fence itself, or a plain line inside a top-level
+    paragraph (block parsing never looks back, and such a line goes on as a paragraph either way). The
+    next window starts there. A top-level fence still open at a window's end is followed to its closing
+    line here, with the parser's rule for it, so a long code block needs no big window. Parsing stops
+    after the last line that can open a fence.
+    """
     if "```" not in text and "~~~" not in text:
         return []
     last = None
@@ -54,31 +78,132 @@ def fenced_blocks(text: str) -> list[Fence]:
         pass
     if last is None:
         return []
-    # Block parsing is incremental, line by line: no line after the last one that can open or close a
-    # fence changes a fence before it, so parse up to there. Only a fence still open at that point runs
-    # on, to the end of its container: then the whole text is parsed.
-    cut = text.find("\n", last.end())
-    fences = _fences(text[: cut + 1] if cut >= 0 else text)
-    if fences and cut >= 0 and not _is_closed(fences[-1]):
-        fences = _fences(text)
-    if not fences:
-        return []
-    # Offset of every line start; the last entry is one past the end of the text.
-    line_starts = list(accumulate(map((1).__add__, map(len, text.split("\n"))), initial=0))
+    stop = last.start()  # no fence opens on a line starting after this offset
     n = len(text)
-    out = []
+    out: list[Fence] = []
+    s = 0
+    size = WINDOW
+    while s <= stop:
+        nl = text.find("\n", s + size - 1)
+        e = n if nl < 0 else nl + 1
+        window = text[s:e]
+        tokens = _parser().parse(window)
+        fences = [t for t in tokens if t.type == "fence" and t.map]
+        # Offset of every line start in the window; the last entry is one past its end.
+        starts = list(accumulate(map((1).__add__, map(len, window.split("\n"))), initial=0))
+        if e == n:
+            _emit(out, fences, starts, s, len(window))
+            break
+        lines = len(starts) - 2  # the window ends with a newline: its last split piece is empty
+        blocks = [t for t in tokens if t.level == 0 and t.map]
+        if (
+            blocks
+            and blocks[-1].type == "fence"
+            and _lines(blocks[-1])[1] >= lines
+            and not _is_closed(blocks[-1])
+        ):
+            # A top-level fence open at the window's end: find its closing line in the text.
+            fence = blocks[-1]
+            first = _lines(fence)[0]
+            _emit(out, [f for f in fences if _lines(f)[0] < first], starts, s, len(window))
+            found = _closing_line(text, s + starts[first + 1], fence.markup)
+            if found is None:
+                out.append(_to_the_end(text, s + starts[first]))
+                break
+            a, b = found
+            out.append(Fence(start=s + starts[first], end=b, last_line=a, closed=True))
+            s = b + 1
+            size = WINDOW
+            continue
+        cut = _restart(window, starts, blocks, lines)
+        if cut is None:
+            size *= 4  # a big container (list, block quote): the parses add up to ~4/3 of the last
+            continue
+        _emit(out, [f for f in fences if _lines(f)[0] < cut], starts, s, len(window))
+        s += starts[cut]
+        size = WINDOW
+    return out
+
+
+def _restart(window: str, starts: list[int], blocks: list[Token], lines: int) -> int | None:
+    """The window's last safe restart line (> 0), if any: see `fenced_blocks`."""
+
+    def fresh(i: int) -> bool:  # blocks[i] starts where the whole text's parse is at the top level
+        c = _lines(blocks[i])[0]
+        if c == 0:
+            return True
+        if blocks[i].type == "fence" or _BLANK.match(window, starts[c - 1]) is not None:
+            return True
+        prev = blocks[i - 1] if i else None
+        return prev is not None and prev.type == "fence" and _lines(prev)[1] == c and _is_closed(prev)
+
+    best = None
+    for i in range(len(blocks) - 1, -1, -1):
+        b = blocks[i]
+        if i == len(blocks) - 1 and b.type == "fence" and _is_closed(b) and fresh(i):
+            best = _lines(b)[1]  # after a closed top-level fence
+            break
+        if i == len(blocks) - 1 and b.type == "paragraph_open" and fresh(i):
+            a, z = b.map  # type: ignore[misc]
+            head = window[starts[a] : starts[a] + 4].lstrip(" \t")
+            if not head.startswith("["):  # not a link reference definition that the window cut short
+                for line in range(min(z, lines) - 1, a, -1):
+                    if window[starts[line]] not in _NOT_PLAIN:
+                        best = line
+                        break
+                if best is not None:
+                    break
+        c = _lines(b)[0]
+        if c > 0 and fresh(i):
+            best = c
+            break
+    return best
+
+
+def _lines(t: Token) -> tuple[int, int]:
+    """A block token's lines: [first line, line after the block)."""
+    first, stop = t.map  # type: ignore[misc]
+    return first, stop
+
+
+def _emit(out: list[Fence], fences: list[Token], starts: list[int], base: int, n: int) -> None:
     for t in fences:
         first, stop = t.map  # type: ignore[misc]  # [first line, line after the block)
-        end_line = min(stop, len(line_starts) - 1) - 1
+        end_line = min(stop, len(starts) - 1) - 1
         out.append(
             Fence(
-                start=line_starts[first],
-                end=min(n, line_starts[end_line + 1] - 1),
-                last_line=line_starts[end_line],
+                start=base + starts[first],
+                end=base + min(n, starts[end_line + 1] - 1),
+                last_line=base + starts[end_line],
                 closed=_is_closed(t),
             )
         )
-    return out
+
+
+def _closing_line(text: str, pos: int, markup: str) -> tuple[int, int] | None:
+    """(start, end) of the first line from `pos` on that closes a top-level fence opened by `markup`:
+    markdown-it's rule with no container (indentation under four columns, tabs to multiples of four)."""
+    for m in _CLOSER.finditer(text, pos):
+        run = m.group(2)
+        if run[0] != markup[0] or len(run) < len(markup):
+            continue
+        col = 0
+        for ch in m.group(1):
+            col += 4 - col % 4 if ch == "\t" else 1
+        if col < 4:
+            return m.start(), m.end()
+    return None
+
+
+def _to_the_end(text: str, start: int) -> Fence:
+    """An unclosed top-level fence from `start` to the end of the text, as a parse of the whole text ends
+    it: its last line is the text's last one that the parser counts (not a final empty line, nor a final
+    line of only spaces and tabs)."""
+    n = len(text)
+    nl = text.rfind("\n")
+    if _SPACES.fullmatch(text, nl + 1) is None:
+        return Fence(start=start, end=n, last_line=nl + 1, closed=False)
+    return Fence(start=start, end=nl, last_line=text.rfind("\n", 0, nl) + 1, closed=False)
 
 
 def closed_fenced_blocks(text: str) -> list[Fence]:
@@ -86,10 +211,6 @@ def closed_fenced_blocks(text: str) -> list[Fence]:
     fence, so an unclosed one is plain text there; protecting it would make the rest of the document (or
     of its container) one span of 7,500-rune chunks whose headings are ignored."""
     return [f for f in fenced_blocks(text) if f.closed]
-
-
-def _fences(text: str) -> list[Token]:
-    return [t for t in _parser().parse(text) if t.type == "fence" and t.map]
 
 
 def _is_closed(fence: Token) -> bool:

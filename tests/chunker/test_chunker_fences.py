@@ -18,6 +18,7 @@ from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from chalicelib.chunker import HARD_CAP, ChunkingConfig, split
+from chalicelib.chunker import blocks as blocks_module
 from chalicelib.chunker.blocks import fenced_blocks
 from chalicelib.chunker.profile import profile_document
 from chalicelib.chunker.spans import find_spans
@@ -198,3 +199,35 @@ def test_fenced_blocks_match_a_full_commonmark_parse(text: str, trailing_newline
     except IndexError:  # markdown-it-py's own bug (StateBlock.getLines past the text: `> - <!--\n> `)
         reject()
     assert [(f.start, f.end) for f in fenced_blocks(text)] == expected
+
+
+# Plain paragraph lines and blank lines too: the windowed parse restarts after blank lines, after closed
+# top-level fences and on plain lines inside top-level paragraphs.
+_LINE = st.one_of(
+    st.tuples(_PREFIX, _BODY).map("".join),
+    st.sampled_from(
+        ["a", "b c", "中文", "", "", "[a]: /u 'ti", "tle'", "<x-tag>", "<pre>", "===", "\r", "a\r"]
+    ),
+)
+windowed_soup = st.lists(_LINE, max_size=40).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=windowed_soup, trailing=st.sampled_from(["", "\n", "\n  ", "\t"]), window=st.sampled_from([1, 3, 20])
+)
+def test_fenced_blocks_parsed_a_window_at_a_time_match_a_full_parse(
+    text: str, trailing: str, window: int
+) -> None:
+    """Windows of a line or a few: every restart rule and the top-level closing-line search are crossed."""
+    text += trailing
+    try:
+        expected = commonmark_fences(text)
+        closed = commonmark_fences(text, closed_only=True)
+    except IndexError:  # markdown-it-py's own bug, as above
+        reject()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(blocks_module, "WINDOW", window)
+        found = fenced_blocks(text)
+    assert [(f.start, f.end) for f in found] == expected
+    assert [(f.start, f.end) for f in found if f.closed] == closed

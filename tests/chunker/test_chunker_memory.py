@@ -17,6 +17,7 @@ from chalicelib.chunker import ChunkingConfig, split, split_parent_child
 from chalicelib.chunker import profile as profile_module
 from chalicelib.chunker import spans as spans_module
 from chalicelib.chunker import units as units_module
+from chalicelib.chunker.blocks import fenced_blocks
 from chalicelib.chunker.profile import Lines
 
 RUNES = 1_000_000
@@ -145,3 +146,33 @@ def test_a_window_of_units_gives_the_chunks_of_all_units(text: str, monkeypatch:
     monkeypatch.setattr(units_module, "BATCH", 2)
     monkeypatch.setattr(spans_module, "ROW_BATCH", 2, raising=False)  # (not at HEAD)
     assert [_chunks(text, c) for c in _CONFIGS] == whole
+
+
+_FENCED_TEXTS = {
+    "a fence at the end": ("a\n" * (RUNES // 8) + "```\nx\n```\n", 1),
+    "an unclosed fence at the start": ("```\n" + "a\n" * (RUNES // 8), 1),
+    "one long code block": ("```py\n" + "a\n" * (RUNES // 8) + "```\n", 1),
+    "a fence every 1,000 runes": (
+        ("a\n" * 500 + "\n```\nx\n```\n\n") * (RUNES // 4 // 1014),
+        RUNES // 4 // 1014,
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "fences"), _FENCED_TEXTS.values(), ids=_FENCED_TEXTS.keys())
+def test_fenced_blocks_are_found_in_a_windows_memory(text: str, fences: int) -> None:
+    """The CommonMark block parser keeps five lists per line of what it parses, and a fence line near the end
+    of a text made it parse all of it: 20 MB traced here (250 K runes of short lines), ~80 bytes a rune, so
+    a 50 M-character Markdown, which the docreader accepts, died in the 1,024 MB chunking Lambda. It now
+    parses a window at a time, from one safe restart line to the next, and follows a top-level code block
+    to its closing line itself: about 1.5 MB, whatever the text's length."""
+    peak, n = _peak_bytes(lambda: len(fenced_blocks(text)))
+    assert n == fences
+    assert peak < 3_000_000, f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.2f} M runes"
+
+
+def test_a_big_text_with_a_fence_at_its_end_is_chunked_in_memory_proportional_to_the_text() -> None:
+    text = "```\n" + "a\n" * (RUNES // 2) + "```\n\n```\n" + "a\n" * 8
+    peak, n = _peak_bytes(lambda: len(split(text, ChunkingConfig())))
+    assert n > RUNES // 7500
+    assert peak < 4 * len(text), f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.1f} M runes"
