@@ -28,9 +28,7 @@ and carries rewrite the same entries). Once the report is stored (or the refresh
 ends the task, and its generation) the book is marked ended (a later claim loses) and every checkpoint
 of the generation is deleted; a loser whose claim finds the book ended, or past k+1, deletes the
 checkpoint it wrote (no one will read it).
-A delivery that finds this generation's report (or a later one) stored walks nothing.
-
-"""
+A delivery that finds this generation's report (or a later one) stored walks nothing."""
 
 from __future__ import annotations
 
