@@ -20,7 +20,7 @@ from chalicelib.domain.pricing import cost_lines, is_model_tokens, price_table
 from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import Knowledge
 from chalicelib.operations import kb_reports
-from chalicelib.operations.kb_reports import COST, OverBound, fresh, stored_answer
+from chalicelib.operations.kb_reports import COST, OverBound, inline_or_stored
 from chalicelib.ports import Dependencies, UsageEntry
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.usage import carry_usage, kb_usage_id
@@ -188,18 +188,18 @@ def kb_cost(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
     """What the knowledge base cost, read inline within kb_reports' bound: past it, the stored report of a
     refresh that read it whole (operations/kb_reports.py)."""
     kb = require_kb(deps, tenant_id, kb_id)
-    as_of = now_iso()
-    try:
-        report = kb_cost_report(
+    return inline_or_stored(
+        deps,
+        kb,
+        COST,
+        lambda: kb_cost_report(
             deps,
             kb.id,
             fills=KB_WORKFLOW_FILLS,
             carries=KB_USAGE_CARRIES,
             max_entries=kb_reports.INLINE_USAGE_ENTRIES,
-        )
-    except OverBound:
-        return stored_answer(deps, kb, COST)
-    return fresh(report, as_of)
+        ),
+    )
 
 
 #: where a document of a walk is (`CostWalk.docs`): in the knowledge base, gone; else the id of the

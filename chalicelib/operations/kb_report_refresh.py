@@ -47,9 +47,10 @@ from chalicelib.operations.cost import (
     CostWalk,
     advance_cost,
     cost_of,
+    kb_cost_report,
 )
 from chalicelib.operations.kb_reports import COST, GENERATION, REPORT, STATS, save_refreshed
-from chalicelib.operations.stats import StatsWalk, advance_stats, stats_of
+from chalicelib.operations.stats import StatsWalk, advance_stats, kb_stats_report, stats_of
 from chalicelib.ports import Dependencies
 from chalicelib.tasks.reembed import AnotherDeliveryCarriesOn, RetryTaskLater
 
@@ -81,9 +82,10 @@ def book_name(task: Task) -> str:
 def whole_report(deps: Dependencies, kb_id: str, kind: str) -> dict[str, Any]:
     """The report of every entry (and row) in one go: what a request computes when the knowledge base is
     small (and what a refresh's slices add up to)."""
-    walk = _new_walk(kb_id, kind)
-    _advance(deps, walk, lambda: False)
-    return _report(deps, walk)
+    if kind == STATS:
+        return kb_stats_report(deps, kb_id, fills=REFRESH_WORKFLOW_FILLS, carries=REFRESH_USAGE_CARRIES)
+    _new_walk(kb_id, kind)  # an unknown kind is refused as a refresh refuses it
+    return kb_cost_report(deps, kb_id, fills=REFRESH_WORKFLOW_FILLS, carries=REFRESH_USAGE_CARRIES)
 
 
 def refresh_report(deps: Dependencies, task: Task) -> None:

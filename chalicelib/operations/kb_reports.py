@@ -27,6 +27,7 @@ same keys; one whose message was lost is re-sent by housekeeping like every open
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -62,8 +63,16 @@ class OverBound(Exception):
     """The knowledge base has more to read than a request may: answer the stored report."""
 
 
-def fresh(report: dict[str, Any], as_of: str) -> dict[str, Any]:
-    """A report read inline: exact as of the moment its reading began."""
+def inline_or_stored(
+    deps: Dependencies, kb: KnowledgeBase, kind: str, read_inline: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """The report read inline (exact as of the moment its reading began), or, once `read_inline` passes its
+    bound (OverBound), the stored one (`stored_answer`)."""
+    as_of = now_iso()
+    try:
+        report = read_inline()
+    except OverBound:
+        return stored_answer(deps, kb, kind)
     return {**report, "as_of": as_of, "fresh": True, "refreshing": False}
 
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from chalicelib.domain.clock import now_iso
 from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import Knowledge, utcnow
 from chalicelib.operations import kb_reports
@@ -21,7 +20,7 @@ from chalicelib.operations.cost import (
     advance_cost,
     cost_of,
 )
-from chalicelib.operations.kb_reports import STATS, OverBound, fresh, stored_answer
+from chalicelib.operations.kb_reports import STATS, OverBound, inline_or_stored
 from chalicelib.ports import Dependencies
 from chalicelib.services.kb_rows import PAGE, position
 from chalicelib.services.ownership import require_kb
@@ -31,19 +30,19 @@ def kb_stats(deps: Dependencies, tenant_id: str, kb_id: str) -> dict[str, Any]:
     """Read inline within kb_reports' bounds (rows and usage entries): past either, the stored report of a
     refresh that read it whole (operations/kb_reports.py)."""
     kb = require_kb(deps, tenant_id, kb_id)
-    as_of = now_iso()
-    try:
-        report = kb_stats_report(
+    return inline_or_stored(
+        deps,
+        kb,
+        STATS,
+        lambda: kb_stats_report(
             deps,
             kb.id,
             fills=KB_WORKFLOW_FILLS,
             carries=KB_USAGE_CARRIES,
             max_rows=kb_reports.INLINE_ROWS,
             max_entries=kb_reports.INLINE_USAGE_ENTRIES,
-        )
-    except OverBound:
-        return stored_answer(deps, kb, STATS)
-    return fresh(report, as_of)
+        ),
+    )
 
 
 @dataclass
