@@ -27,7 +27,8 @@ k > 0 gone was overtaken (the chain went on or ended) and stops too. Each slice 
 and carries rewrite the same entries). Once the report is stored (or the refresh failed: an AppError
 ends the task, and its generation) the book is marked ended (a later claim loses) and every checkpoint
 of the generation is deleted; a loser whose claim finds the book ended, or past k+1, deletes the
-checkpoint it wrote (no one will read it).
+checkpoint it wrote (no one will read it). The ended book expires BOOK_KEPT_SECONDS later (the turns
+table's TTL): by then no copy of the task's message can come (SQS keeps one at most 14 days).
 A delivery that finds this generation's report (or a later one) stored walks nothing."""
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ from chalicelib.tasks.reembed import AnotherDeliveryCarriesOn, RetryTaskLater
 
 #: how long a delivery walks before it keeps a checkpoint and comes back (the lifecycle runner's slice)
 SLICE_SECONDS = 30.0
+#: an ended refresh's book is kept past the last delivery of its message that can come (SQS's 14 days)
+BOOK_KEPT_SECONDS = 15 * 24 * 3600
 #: the checkpoints' key prefix
 CHECKPOINTS = "reports"
 
@@ -148,8 +151,13 @@ def _claim(book: dict[str, Any], number: int) -> tuple[tuple[bool, int, bool], d
 def _end(deps: Dependencies, task: Task) -> None:
     """The walk is over (the report stored, the refresh failed, the knowledge base gone): the book says so
     (a delivery still walking loses its claim and deletes what it wrote), then every checkpoint of the
-    generation goes (one left by a delivery that died after its claim too). The book's item stays (bytes)."""
-    deps.turns.change(book_name(task), lambda book: (None, {SLICE: int(book.get(SLICE, 0)), ENDED: True}))
+    generation goes (one left by a delivery that died after its claim too). The book expires
+    BOOK_KEPT_SECONDS later."""
+    deps.turns.change(
+        book_name(task),
+        lambda book: (None, {SLICE: int(book.get(SLICE, 0)), ENDED: True}),
+        expires_at=int(time.time()) + BOOK_KEPT_SECONDS,
+    )
     while keys := deps.files.list_keys(checkpoint_prefix(task), 1000):
         for key in keys:
             deps.files.delete(deps.files.url_for(key))

@@ -507,6 +507,7 @@ def build_models(settings: Settings) -> Models:
         stage = UnicodeAttribute(hash_key=True)
         tenants = JSONAttribute(default=dict)
         version = NumberAttribute(default=0)
+        expires_at = NumberAttribute(null=True)  # TTL (epoch seconds): a report refresh's book once it ended
 
     class ResourceOwnerIndex(GlobalSecondaryIndex[Any]):
         class Meta:
