@@ -27,6 +27,13 @@ MAX_TASK_RESENDS times without progress is failed with the reason; an FAQ import
 given up by its own worker, which records its end as any failed import's. Tasks written before the store
 listed open tasks (and kept their status beside them) are given those keys by a backfill a few pages a sweep
 (`_backfill_task_keys`), which stops for good once a whole pass finds none left.
+
+What follows a sweep's decision (a row, summary or task failed) is owed before the decision is written:
+its key goes into a turn book (OWED_BOOK), and leaves it once the event is announced and, for a row, its
+span closed, its place given back and its uncounted outputs removed. No message brings a sweep back, and no
+later sweep would see the decided row again, so a sweep that dies (its time, its memory) or meets a store
+that does not answer in between would have lost those for good; the next sweep first pays what is owed
+again, from the row or task as it is (each step idempotent, the event under the same id).
 """
 
 from __future__ import annotations
@@ -37,7 +44,6 @@ from typing import Any
 
 from chalicelib.domain.clock import from_iso, iso_before, to_iso
 from chalicelib.domain.errors import SpanErrorCode
-from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name, plan_attempt
 from chalicelib.domain.status import is_in_flight
 from chalicelib.domain.types import (
@@ -53,7 +59,7 @@ from chalicelib.domain.types import (
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, ServiceUnreachable
 from chalicelib.services.deadline import deadline_of, out_of_time, share_of_time, stage_deadline
-from chalicelib.services.events import knowledge_changed, task_finished
+from chalicelib.services.events import failed_again, summary_decided_again, task_finished
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.stored_size import remove_uncounted_outputs
 from chalicelib.services.summary_failure import summary_given_up
@@ -78,6 +84,9 @@ TASK_BACKFILL_PAGES, TASK_BACKFILL_PAGE_ITEMS = 10, 500
 #: a pass that finds none left ends the backfill only this long after it began (Lambda's longest run): a task
 #: written by a function still running the code before the update is keyed too
 TASK_BACKFILL_SETTLE_SECONDS = 900
+#: the turn book of what a sweep's decisions still owe (module docstring): `<kind>:<id>` -> the attempt decided
+OWED_BOOK = "housekeeping-owed"
+OWED_ROW, OWED_SUMMARY, OWED_TASK = "knowledge", "summary", "task"
 
 
 @dataclass
@@ -111,6 +120,7 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
     # half the time at most: a backlog of deletes, tasks or summaries (each redriven one due again a threshold
     # later) must not take every sweep's time from the stuck rows
     with share_of_time(0.5):
+        _pay_what_is_owed(deps, report)
         _redrive_lost_deletes(deps, now, cutoff, report)
         _resend_stale_tasks(deps, now, cutoff, report)
         _fail_unsettled_summaries(deps, now, cutoff, report)
@@ -202,8 +212,10 @@ def _fail_stuck_task(deps: Dependencies, task: Task, now: datetime) -> None:
     task.updated_at = now
     task.errors = {TASK_ERROR_KEY: reason, **task.errors}  # first: the one its event carries
     logger.warning("housekeeping failed a task that made no progress", extra={"task_id": task.id})
+    owed = _owe(deps, OWED_TASK, task.id, 1)
     if deps.tasks.save_progress(task):
         task_finished(deps, task)
+    _settle(deps, owed)
 
 
 def _fail_unsettled_summaries(deps: Dependencies, now: datetime, cutoff: str, report: SweepReport) -> None:
@@ -216,6 +228,7 @@ def _fail_unsettled_summaries(deps: Dependencies, now: datetime, cutoff: str, re
             is_in_flight(knowledge.parse_status) or to_iso(knowledge.updated_at) >= cutoff
         ):
             continue  # its subtask or refresh may still be queued: a pending one waits the row's cutoff
+        owed = _owe(deps, OWED_SUMMARY, knowledge.id, knowledge.attempt)
         # on the row as read: a summary task that claimed it again since (a deferred copy, a redelivery) wins
         if summary_given_up(
             deps,
@@ -224,6 +237,7 @@ def _fail_unsettled_summaries(deps: Dependencies, now: datetime, cutoff: str, re
             not_written_after=to_iso(knowledge.updated_at),
         ):
             report.summaries_failed.append(knowledge.id)
+        _settle(deps, owed)
 
 
 def _recover_stuck_rows(deps: Dependencies, now: datetime, cutoff: str, report: SweepReport) -> None:
@@ -269,6 +283,7 @@ def _recover_if_stuck(
         f"task stuck in {knowledge.parse_status.value} > "
         f"{_threshold_text(deps.settings.stale_after_seconds)}, recovered by housekeeping"
     )
+    owed = _owe(deps, OWED_ROW, knowledge.id, knowledge.attempt)
     # conditional on the row as read: a stage that moved it on since (same attempt) must not be failed
     if deps.knowledge.mark_failed(
         knowledge.id,
@@ -277,23 +292,50 @@ def _recover_if_stuck(
         SpanErrorCode.TASK_TIMEOUT,
         not_written_after=to_iso(knowledge.updated_at),
     ):
-        # announced first: no later sweep sees the row again, so what follows must not cost the event
-        knowledge_changed(
-            deps,
-            knowledge,
-            EventType.KNOWLEDGE_FAILED,
-            status=ParseStatus.FAILED.value,
-            error_code=SpanErrorCode.TASK_TIMEOUT,
-            error_message=message,
-        )
-        deps.tracker.close_root(
-            knowledge.id, knowledge.attempt, SpanStatus.FAILED, SpanErrorCode.TASK_TIMEOUT, message
-        )
         report.recovered.append(knowledge.id)
-        # as any failed document: its place at the tenant's door goes back and wakes the next waiter
-        leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
-        # failed before it was indexed: nothing counts what its parse stored
-        remove_uncounted_outputs(deps, knowledge.id, knowledge.attempt)
+        _after_row_failed(deps, deps.knowledge.get(knowledge.id), knowledge.attempt)
+    _settle(deps, owed)
+
+
+def _after_row_failed(deps: Dependencies, row: Knowledge | None, attempt: int) -> None:
+    """What follows a row's failure at `attempt` (nothing once it moved on): announced first (what follows
+    must not cost the event), its span closed, its place at the tenant's door given back (which wakes the
+    next waiter), and its parse's outputs removed (failed before it was indexed: nothing counts them)."""
+    if row is None or row.attempt != attempt or row.parse_status != ParseStatus.FAILED:
+        return
+    failed_again(deps, row, attempt)
+    deps.tracker.close_root(row.id, attempt, SpanStatus.FAILED, row.error_code, row.error_message)
+    leave_pipeline(deps, row.tenant_id, row.id)
+    remove_uncounted_outputs(deps, row.id, attempt)
+
+
+def _owe(deps: Dependencies, kind: str, subject_id: str, attempt: int) -> str:
+    """Writes down, before a decision, that its follow-ups are owed; returns the key `_settle` takes."""
+    key = f"{kind}:{subject_id}"
+    deps.turns.change(OWED_BOOK, lambda book: (None, {**book, key: attempt}))
+    return key
+
+
+def _settle(deps: Dependencies, key: str) -> None:
+    """The decision was not made (the row or task moved on), or every follow-up of it ran."""
+    deps.turns.change(OWED_BOOK, lambda book: (None, {k: v for k, v in book.items() if k != key}))
+
+
+def _pay_what_is_owed(deps: Dependencies, report: SweepReport) -> None:
+    """Runs again the follow-ups a sweep owed when it stopped, from the row or task as it is now."""
+    owed: dict[str, Any] = deps.turns.change(OWED_BOOK, lambda book: (dict(book), book))
+    for key, attempt in sorted(owed.items()):
+        if out_of_time():
+            report.cut_short = True
+            return
+        kind, _, subject_id = key.partition(":")
+        if kind == OWED_ROW:
+            _after_row_failed(deps, deps.knowledge.get(subject_id), int(attempt))
+        elif kind == OWED_SUMMARY:
+            summary_decided_again(deps, deps.knowledge.get(subject_id), int(attempt))
+        elif kind == OWED_TASK and (task := deps.tasks.get(subject_id)) and task.status == TaskStatus.FAILED:
+            task_finished(deps, task)
+        _settle(deps, key)
 
 
 def handle(deps: Dependencies, event: Any = None, context: Any = None) -> dict[str, Any]:

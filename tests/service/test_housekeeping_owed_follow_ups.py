@@ -1,0 +1,158 @@
+"""A sweep that dies (its time or memory ran out) or meets a store that does not answer between a decision
+and its announcement lost the event for good: no message brings a sweep back, and the next sweep no longer
+sees the decided row, summary or task. What a decision owes is now written down before it is made and paid
+by the next sweep: the event (under the same id), and for a row its span, its place at the door and its
+uncounted outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from chalicelib.adapters.memory import MemoryTaskQueue
+from chalicelib.adapters.memory.events import MemoryEventPublisher
+from chalicelib.bootstrap import Services
+from chalicelib.commands import CreateTagRequest
+from chalicelib.domain.types import KnowledgeBase, ParseStatus, SpanStatus, SummaryStatus, TaskKind, Tenant
+from chalicelib.ports import ServiceUnreachable
+from chalicelib.stages import housekeeping
+
+from . import conftest
+from .test_enrichment_replies import ReplyingLLM
+from .test_enrichment_replies import llm as llm
+from .test_housekeeping_summary_liveness import _throttled_summary
+from .test_task_resend import _only_task, _unsent
+
+LATER = timedelta(hours=3)  # past the 2h10m threshold
+
+
+class SweepDied(BaseException):
+    """The sweep's invocation is gone (Lambda's time or memory ran out): nothing after it ran."""
+
+
+@pytest.fixture
+def events(deps: Services) -> Iterator[MemoryEventPublisher]:
+    assert isinstance(deps.events, MemoryEventPublisher)
+    yield deps.events
+
+
+def _dies_at_its_first_announcement(deps: Services, monkeypatch: pytest.MonkeyPatch) -> None:
+    def died(events: object) -> None:
+        raise SweepDied
+
+    monkeypatch.setattr(deps.events, "publish", died)
+
+
+def test_a_row_failed_by_a_sweep_that_died_before_announcing_is_announced_by_the_next(
+    deps: Services,
+    kb: KnowledgeBase,
+    queue: MemoryTaskQueue,
+    events: MemoryEventPublisher,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stuck = conftest.upload(deps, kb)
+    queue.purge("docreader")
+    now = datetime.now(UTC) + LATER
+    with monkeypatch.context() as m:
+        _dies_at_its_first_announcement(deps, m)
+        with pytest.raises(SweepDied):
+            housekeeping.sweep(deps, now)
+    row = deps.knowledge.get(stuck.id)
+    assert row is not None and row.parse_status == ParseStatus.FAILED
+    assert "Knowledge Failed" not in events.types_of(stuck.id)
+    housekeeping.sweep(deps, now + timedelta(minutes=5))
+    assert events.types_of(stuck.id).count("Knowledge Failed") == 1
+    failed = next(
+        e
+        for e in events.published
+        if e.detail.get("knowledge_id") == stuck.id and e.type.value == "Knowledge Failed"
+    )
+    assert failed.detail["error"]["code"] == "task_timeout"
+    assert "recovered by housekeeping" in failed.detail["error"]["message"]
+    root = [s for s in deps.spans.list(stuck.id, row.attempt) if s.parent_id in ("", None)]
+    assert root and root[0].status == SpanStatus.FAILED
+    # paid once: a third sweep owes nothing
+    housekeeping.sweep(deps, now + timedelta(minutes=10))
+    assert events.types_of(stuck.id).count("Knowledge Failed") == 1
+
+
+def test_a_row_whose_place_could_not_be_given_back_gets_it_back_at_the_next_sweep(
+    deps: Services,
+    kb: KnowledgeBase,
+    queue: MemoryTaskQueue,
+    events: MemoryEventPublisher,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The give-back met a tenants table that did not answer: the place freed itself only when its lease
+    ran out (and the row's uncounted outputs stayed); the next sweep gives it back."""
+    stuck = conftest.upload(deps, kb)
+    queue.purge("docreader")
+    given_back: list[str] = []
+    real = housekeeping.leave_pipeline
+
+    def unanswered(*args: object) -> None:
+        raise ServiceUnreachable("the tenants table did not answer")
+
+    def recorded(deps_: Services, tenant_id: str, knowledge_id: str) -> None:
+        given_back.append(knowledge_id)
+        real(deps_, tenant_id, knowledge_id)
+
+    now = datetime.now(UTC) + LATER
+    monkeypatch.setattr(housekeeping, "leave_pipeline", unanswered)
+    with pytest.raises(ServiceUnreachable):
+        housekeeping.sweep(deps, now)
+    monkeypatch.setattr(housekeeping, "leave_pipeline", recorded)
+    housekeeping.sweep(deps, now + timedelta(minutes=5))
+    assert given_back == [stuck.id]
+
+
+def test_a_summary_failed_by_a_sweep_that_died_before_announcing_is_announced_by_the_next(
+    deps: Services,
+    tenant: Tenant,
+    llm: ReplyingLLM,
+    events: MemoryEventPublisher,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    knowledge = _throttled_summary(deps, tenant, llm)
+    queue = deps.queue
+    assert isinstance(queue, MemoryTaskQueue)
+    queue.purge("enrichment")  # its message is lost: nothing moves the summary any more
+    now = datetime.now(UTC) + timedelta(hours=2)
+    with monkeypatch.context() as m:
+        _dies_at_its_first_announcement(deps, m)
+        with pytest.raises(SweepDied):
+            housekeeping.sweep(deps, now)
+    row = deps.knowledge.get(knowledge.id)
+    assert row is not None and row.summary_status == SummaryStatus.FAILED
+    assert "Summary Failed" not in events.types_of(knowledge.id)
+    housekeeping.sweep(deps, now + timedelta(minutes=5))
+    assert events.types_of(knowledge.id).count("Summary Failed") == 1
+
+
+def test_a_task_failed_by_a_sweep_that_died_before_announcing_is_announced_by_the_next(
+    deps: Services,
+    kb: KnowledgeBase,
+    queue: MemoryTaskQueue,
+    events: MemoryEventPublisher,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chalicelib.operations.tags import create_tag, delete_tag
+
+    tag = create_tag(deps, kb.tenant_id, kb.id, CreateTagRequest(name="Red"))
+    _unsent(queue, lambda: delete_tag(deps, kb.tenant_id, kb.id, tag.id))
+    task = _only_task(deps, TaskKind.DELETE_TAG)
+    now = datetime.now(UTC)
+    for _ in range(housekeeping.MAX_TASK_RESENDS):  # each re-send lost again
+        now += LATER
+        housekeeping.sweep(deps, now)
+        queue.purge("lifecycle")
+    now += LATER
+    with monkeypatch.context() as m:
+        _dies_at_its_first_announcement(deps, m)
+        with pytest.raises(SweepDied):
+            housekeeping.sweep(deps, now)
+    assert "Task Failed" not in events.types_of(task.id)
+    housekeeping.sweep(deps, now + timedelta(minutes=5))
+    assert events.types_of(task.id) == ["Task Failed"]
