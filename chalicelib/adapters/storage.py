@@ -115,7 +115,7 @@ class LocalFileStore:
     def size(self, url: str) -> int:
         return self._path(self.key_of(url)).stat().st_size
 
-    def list_keys(self, prefix: str, limit: int) -> list[str]:
+    def list_keys(self, prefix: str, limit: int, start_after: str = "") -> list[str]:
         check_list_limit(prefix, limit)
         folder = self._path(prefix.rsplit("/", 1)[0]) if "/" in prefix else self.base
         if not folder.is_dir():
@@ -125,7 +125,7 @@ class LocalFileStore:
             for path in folder.rglob("*")
             if path.is_file() and not path.name.startswith(".")  # a write's temporary file, the lock
         )
-        return sorted(k for k in keys if k.startswith(prefix))[:limit]
+        return sorted(k for k in keys if k.startswith(prefix) and k > start_after)[:limit]
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         raise NotImplementedError("local:// storage has no presigned URLs; uploads stage in the S3 bucket")
@@ -313,9 +313,12 @@ class S3FileStore:
             raise FileNotFoundError(url)
         return int(head["ContentLength"])
 
-    def list_keys(self, prefix: str, limit: int) -> list[str]:
+    def list_keys(self, prefix: str, limit: int, start_after: str = "") -> list[str]:
         prefix = check_list_limit(prefix, limit)
-        answer = self._call("list_objects_v2", Bucket=self.bucket, Prefix=prefix, MaxKeys=limit)
+        params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": limit}
+        if start_after:  # (S3 lists the keys after it, in key order: the next page of a full listing)
+            params["StartAfter"] = start_after
+        answer = self._call("list_objects_v2", **params)
         return [str(item["Key"]) for item in answer.get("Contents", [])]
 
     def _head(self, url: str) -> dict[str, Any] | None:
@@ -398,7 +401,7 @@ class DummyFileStore:
     def size(self, url: str) -> int:
         raise ObjectNotRetained(f"{url}: the dummy storage backend keeps no objects")
 
-    def list_keys(self, prefix: str, limit: int) -> list[str]:
+    def list_keys(self, prefix: str, limit: int, start_after: str = "") -> list[str]:
         check_list_limit(prefix, limit)
         return []  # it keeps nothing
 
@@ -470,8 +473,8 @@ class BackendFileStore:
     def size(self, url: str) -> int:
         return self.inner.size(self._inner_url(url))
 
-    def list_keys(self, prefix: str, limit: int) -> list[str]:
-        return self.inner.list_keys(prefix, limit)
+    def list_keys(self, prefix: str, limit: int, start_after: str = "") -> list[str]:
+        return self.inner.list_keys(prefix, limit, start_after)
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         return self.inner.presign_put(key, expires_seconds, content_type)
@@ -541,9 +544,9 @@ class RoutingFileStore:
     def size(self, url: str) -> int:
         return self._for(url).size(url)
 
-    def list_keys(self, prefix: str, limit: int) -> list[str]:
+    def list_keys(self, prefix: str, limit: int, start_after: str = "") -> list[str]:
         """The default backend's keys (the one `save` writes to)."""
-        return self.default.list_keys(prefix, limit)
+        return self.default.list_keys(prefix, limit, start_after)
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         return self.default.presign_put(key, expires_seconds, content_type)

@@ -51,9 +51,11 @@ class FileStore(Protocol):
 
     def exists(self, url: str) -> bool: ...
 
-    def list_keys(self, prefix: str, limit: int) -> list[str]:
+    def list_keys(self, prefix: str, limit: int, start_after: str = "") -> list[str]:
         """The keys of at most `limit` objects whose key starts with `prefix`, in key order: one listing
-        (S3 ListObjectsV2, which answers at most 1,000 keys: a bigger `limit` is a ValueError)."""
+        (S3 ListObjectsV2, which answers at most 1,000 keys: a bigger `limit` is a ValueError). Given
+        `start_after` (a key; S3's StartAfter), only the keys after it: the last key of a full listing
+        pages on to the next."""
         ...
 
     def size(self, url: str) -> int: ...

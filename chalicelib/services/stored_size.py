@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,6 +23,7 @@ from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
 from chalicelib.ports.storage import (
     MAX_LISTED_KEYS,
+    FileStore,
     StorageRefused,
     StorageUnavailable,
     UnknownStorageBackend,
@@ -183,13 +185,21 @@ class Recount:
 
 
 class RecountUnsure(Exception):
-    """Nothing written: the document's `parsed/` listing came back full (a page-range parse's many
-    objects: an attempt past it could be missed, and a count below what is stored kept), or the row kept
-    moving through every try."""
+    """Nothing written: the document's `parsed/` listing went past MAX_RECOUNTED_KEYS (an attempt past
+    them could be missed, and a count below what is stored kept), its reads past RECOUNT_SECONDS, or the
+    row kept moving through every try."""
 
 
 #: a recount whose write lost a race (the row, or the tenant's usage, moved meanwhile) reads again
 RECOUNT_TRIES = 4
+#: the most keys a recount lists under a document's `parsed/` prefix, a page (MAX_LISTED_KEYS) at a time:
+#: a 5,000-page PDF read in 1-page ranges (WEKNORA_PARSE_RANGE_PAGES=1) stores ~10,000 there, each range's
+#: Markdown and manifest; past it, RecountUnsure
+MAX_RECOUNTED_KEYS = 100_000
+#: a recount's reads of one document stop after this long (RecountUnsure, nothing written): it runs in API
+#: requests (a cancel, the operator's recount page) that API Gateway cuts at 28 s, and a many-range parse
+#: costs a size and a manifest read per range (on S3 ~10-20 ms each: ~400-700 ranges fit)
+RECOUNT_SECONDS = 15.0
 #: a parse's Markdown among the keys of the document's `parsed/` listing: an attempt's, or one of its page
 #: ranges' (`attempt-3.ranges/pages-000100.md`); its manifest is its name with `.images.json` for `.md`
 _PARSED_MARKDOWN = re.compile(r"/parsed/attempt-(\d+)(?:\.ranges/pages-\d+)?\.md$")
@@ -206,19 +216,20 @@ def stored_bytes(deps: Dependencies, row: Knowledge) -> int:
     own, or a page range's), each such Markdown and the images its manifest lists (`derived_size`'s rule),
     a page-range parse's copy of its source, and the images the resource catalog recorded for the attempt
     that no manifest lists and no removal marked deleted (a retried parse's first try's); an image once.
-    One listing of the document's `parsed/` prefix finds them; then a size and a manifest read each, and
-    one catalog read (which also finds an attempt whose images were stored and its Markdown never was).
+    A listing of the document's `parsed/` prefix, page by page, finds them; then a size and a manifest
+    read each, and one catalog read (which also finds an attempt whose images were stored and its Markdown
+    never was).
     Not the current attempt while it is on its way and not yet indexed: its indexing counts it, within the
     quota, by the difference from the row's size; counted here first (outside the quota) it would leave that
     check no growth to refuse, and its failure's removal would not give it back. Of an indexed row, not
     the attempts before its own: indexing counted its attempt alone and removes theirs right after (counted
     in that moment, they would stay counted, as an indexed count is never lowered).
-    Raises RecountUnsure (a full listing)."""
+    Raises RecountUnsure (a listing past MAX_RECOUNTED_KEYS, or reads past RECOUNT_SECONDS)."""
+    until = time.monotonic() + RECOUNT_SECONDS
     store = files_of(deps, row)
     prefix = parsed_markdown_key(row.tenant_id, row.id, 0).rsplit("/", 1)[0] + "/"
-    keys = store.list_keys(prefix, MAX_LISTED_KEYS)
-    if len(keys) >= MAX_LISTED_KEYS:
-        raise RecountUnsure(row.id)
+    keys = _parsed_keys(store, prefix, row.id)
+    listed = set(keys)  # (a manifest or plan looked up once per Markdown: not a scan of the list each)
     parts: dict[int, list[str]] = {}
     for key in keys:
         if found := _PARSED_MARKDOWN.search(key):
@@ -236,15 +247,17 @@ def stored_bytes(deps: Dependencies, row: Knowledge) -> int:
     for attempt, markdowns in sorted(parts.items()):
         own = replace(row, attempt=attempt)
         for markdown in markdowns:
+            if time.monotonic() >= until:
+                raise RecountUnsure(row.id)
             manifest = markdown.removesuffix(".md") + ".images.json"
             try:
-                images = json.loads(deps.files.read(store.url_for(manifest))) if manifest in keys else []
+                images = json.loads(deps.files.read(store.url_for(manifest))) if manifest in listed else []
                 fresh = [image for image in images if str(image["url"]) not in counted]
                 total += _part_size(deps, store.url_for(markdown), fresh)
             except FileNotFoundError:  # removed since the listing: a removal's recount counts what is left
                 continue
             counted |= {str(image["url"]) for image in fresh}
-        if page_range_store.range_key(own, page_range_store.PLAN) in keys:
+        if page_range_store.range_key(own, page_range_store.PLAN) in listed:
             source = str((page_range_store.read_plan(deps, own) or {}).get("source") or "")
             if source and source not in counted:  # (the original itself, or a copy the parse made)
                 with contextlib.suppress(FileNotFoundError):  # removed since the listing
@@ -255,6 +268,21 @@ def stored_bytes(deps: Dependencies, row: Knowledge) -> int:
                 total += resource.size
                 counted.add(resource.url)
     return total
+
+
+def _parsed_keys(store: FileStore, prefix: str, knowledge_id: str) -> list[str]:
+    """Every key under the document's `parsed/` prefix, in key order: each page of the listing goes on
+    after the last key of the one before, until one comes back short. Objects written or removed meanwhile
+    may be found or not, as with one listing (a removal's own recount counts what is left). Raises
+    RecountUnsure past MAX_RECOUNTED_KEYS."""
+    keys: list[str] = []
+    while True:
+        page = store.list_keys(prefix, MAX_LISTED_KEYS, keys[-1] if keys else "")
+        keys += page
+        if len(page) < MAX_LISTED_KEYS:
+            return keys
+        if len(keys) >= MAX_RECOUNTED_KEYS:
+            raise RecountUnsure(knowledge_id)
 
 
 def recount_document(

@@ -95,8 +95,8 @@ class MemoryFileStore:
         with self._lock:
             return sorted(k for k in self._objects if k.startswith(prefix))
 
-    def list_keys(self, prefix: str, limit: int) -> list[str]:
-        return self.keys(check_list_limit(prefix, limit))[:limit]
+    def list_keys(self, prefix: str, limit: int, start_after: str = "") -> list[str]:
+        return [k for k in self.keys(check_list_limit(prefix, limit)) if k > start_after][:limit]
 
     def presign_put(self, key: str, expires_seconds: int, content_type: str = "") -> str:
         key = safe_object_key(key)
