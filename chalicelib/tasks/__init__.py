@@ -50,10 +50,17 @@ def send_again(deps: Dependencies, task: Task, *, give_up: bool = False) -> None
 
 
 def get_task(deps: Dependencies, tenant_id: str, task_id: str) -> Task:
+    """The tenant's task, when the request's key may name every knowledge base it works on: a move's or a
+    clone's source too (its params and errors name the source's documents), not only its target."""
     task = deps.tasks.get(task_id)
-    if task is None or task.tenant_id != tenant_id or not kb_allowed(task.kb_id):
+    if task is None or task.tenant_id != tenant_id or not all(map(kb_allowed, _kbs_of(task))):
         raise NotFound(f"task {task_id} not found", code="task_not_found")
     return task
+
+
+def _kbs_of(task: Task) -> list[str]:
+    source = task.params.get("source_kb_id")
+    return [task.kb_id, str(source)] if source else [task.kb_id]
 
 
 #: generations of a subject's own task looked at before a fresh uuid4 one (each needs the one before ended)

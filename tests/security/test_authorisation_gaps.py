@@ -36,3 +36,20 @@ def test_a_pending_upload_of_another_knowledge_base_is_not_found_to_a_limited_ke
     # the knowledge base it names is still reachable to a key that covers it
     covering = Api(api.client, _limited_key(services, elsewhere["tenant_id"], (elsewhere["id"],)))
     assert covering.get(f"/knowledge/{knowledge_id}").json_body["error"]["code"] == "upload_pending"
+
+
+def test_a_clone_task_is_not_found_to_a_key_limited_to_its_target_alone(api: Api, services: Services) -> None:
+    """A move's or a clone's task is kept under its target, and its params and errors name the source's
+    knowledge base and documents: a key limited to the target read them (a key that could not have started
+    it). It answers as a missing task; a key that covers both, or the tenant's, reads it."""
+    source, target = api.create_kb(), api.create_kb()
+    cloned = api.post(f"/knowledge-bases/{source['id']}/clone", {"target_kb_id": target["id"]})
+    assert cloned.status_code == 202, cloned.json_body
+    task_id = cloned.json_body["data"]["task_id"]
+    assert api.get(f"/tasks/{task_id}").status_code == 200
+    tenant_id = source["tenant_id"]
+    target_only = Api(api.client, _limited_key(services, tenant_id, (target["id"],)))
+    answer = target_only.get(f"/tasks/{task_id}")
+    assert (answer.status_code, answer.json_body["error"]["code"]) == (404, "task_not_found")
+    both = Api(api.client, _limited_key(services, tenant_id, (source["id"], target["id"])))
+    assert both.get(f"/tasks/{task_id}").status_code == 200
