@@ -7,6 +7,7 @@ LibreOffice) is a section of its own that the others do not call; the lead may m
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import marshal
@@ -14,6 +15,7 @@ import os
 import re
 import select
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -29,6 +31,7 @@ from xml.sax.saxutils import escape, quoteattr
 from lxml import etree
 
 from chalicelib.domain import metering
+from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
 from chalicelib.observability import logger
 from chalicelib.parsers import calamine_child
 from chalicelib.parsers.base import (
@@ -713,13 +716,39 @@ def rtf_without_field_instructions(data: bytes) -> bytes:
     return cleaned
 
 
+#: an encrypted Office 2007+ package's stream (MS-OFFCRYPTO) as a compound file's directory names it (UTF-16LE),
+#: in lower case: the format compares names whatever their case
+_ENCRYPTED_PACKAGE = "encryptedpackage".encode("utf-16-le")
+_DIRECTORY_ENTRY = 128  # bytes; a name starts its entry, at a multiple of it (sectors are 512 or 4,096 bytes)
+
+
+def holds_encrypted_package(data: bytes) -> bool:
+    """Whether a compound file holds an encrypted .docx/.xlsx/.pptx: LibreOffice decrypts one with Excel's
+    built-in password ("VelvetSweatshop", which the author can choose) whatever the file's name, and opens the
+    OOXML inside with all of its importers; a 97-2003 file has no such stream (its own encryption is in its
+    streams)."""
+    lowered = data.lower()  # ASCII letters only, as the names are compared
+    at = lowered.find(_ENCRYPTED_PACKAGE)
+    while at != -1:
+        if at % _DIRECTORY_ENTRY == 0:
+            return True
+        at = lowered.find(_ENCRYPTED_PACKAGE, at + 1)
+    return False
+
+
 def office_input(data: bytes, source_type: str) -> bytes:
     """What LibreOffice is given to convert: a Word/PowerPoint/Excel 97-2003 file (an OLE compound file), or
     for .doc an RTF without its field instructions (rtf_without_field_instructions). LibreOffice picks its
     import filter by the content, not the name: a flat OpenDocument presentation named .ppt is opened as one,
     and its linked pictures (file:///…) are read from the local disk into the converted deck. The reader sends
-    nothing else here (base.resolve_file_type); this keeps any other caller to the same."""
+    nothing else here (base.resolve_file_type); this keeps any other caller to the same. An OLE file that
+    is an encrypted OOXML package (holds_encrypted_package) is refused: it is no 97-2003 file."""
     if data.startswith(OLE_MAGIC):
+        if holds_encrypted_package(data):
+            raise parse_failed(
+                "The file is an encrypted (password-protected) Word, Excel or PowerPoint 2007 or later "
+                "document; remove the password and upload it again."
+            )
         return data
     if source_type == "doc" and is_rtf(data):
         return rtf_without_field_instructions(data)
@@ -730,8 +759,44 @@ def office_input(data: bytes, source_type: str) -> bytes:
     )
 
 
+#: LibreOffice's import filter for each kind it is given, so it never picks one by the content (an OLE file
+#: may hold a format LibreOffice opens with another importer: StarOffice, Works, Visio, Publisher, an
+#: encrypted OOXML package); a filter refuses a file of another format ("source file could not be loaded")
+_RTF_FILTER = "Rich Text Format"
+_OLE_FILTERS = {"ppt": ("MS PowerPoint 97",), "xls": ("MS Excel 97",)}
+#: a Word binary file's FIB (its WordDocument stream's first bytes): wIdent, then nFib, the format's version:
+#: 0x65-0x69 Word 6.0 and 95, 0x6A and later Word 97-2003 (0x00C1, or a later writer's own number)
+_WORD_IDENT, _FIRST_WORD97_FIB = 0xA5EC, 0x6A
+_WORD97_FILTERS = ("MS Word 97",)
+#: the Word 6.0 and Word 95 importers each take their own range of versions: the first that loads it
+_WORD6_FILTERS = ("MS WinWord 6.0", "MS Word 95")
+
+
+def import_filters(data: bytes, source_type: str) -> tuple[str, ...]:
+    """The import filters LibreOffice may open `data` (what office_input passed) with, in order: RTF's for an
+    RTF, the Word importer the FIB's version names for a .doc, PowerPoint's or Excel's 97-2003 importer
+    otherwise. A .doc without a Word FIB is refused."""
+    if not data.startswith(OLE_MAGIC):
+        return (_RTF_FILTER,)
+    if source_type != "doc":
+        return _OLE_FILTERS[source_type]
+    import olefile  # (the docreader image's; doc_notes reads Word files with it too)
+
+    fib = b""
+    with contextlib.suppress(OSError, ValueError), olefile.OleFileIO(io.BytesIO(data)) as ole:
+        if ole.exists("WordDocument"):
+            fib = ole.openstream("WordDocument").read(4)
+    if len(fib) < 4 or struct.unpack_from("<H", fib)[0] != _WORD_IDENT:
+        raise unsupported(
+            "The file is named .doc but it holds no Word document (no Word 6.0-2003 text stream); "
+            "rename it with the right extension or re-export it."
+        )
+    return _WORD97_FILTERS if struct.unpack_from("<H", fib, 2)[0] >= _FIRST_WORD97_FIB else _WORD6_FILTERS
+
+
 def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> bytes:
-    """Converts doc/ppt/xls bytes to their OOXML twin with a headless LibreOffice."""
+    """Converts doc/ppt/xls bytes to their OOXML twin with a headless LibreOffice, opened with the import
+    filter its kind calls for (import_filters)."""
     binary = soffice_path()
     target = LEGACY_TARGET[source_type]
     if binary is None:
@@ -740,6 +805,25 @@ def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> b
             f".{target} and upload it again."
         )
     data = office_input(data, source_type)
+    filters = import_filters(data, source_type)
+    for import_filter in filters[:-1]:
+        with contextlib.suppress(LibreOfficeRefused):
+            return _convert(binary, data, source_type, import_filter, timeout)
+    return _convert(binary, data, source_type, filters[-1], timeout)
+
+
+class LibreOfficeRefused(PermanentStageError):
+    """LibreOffice ended without a converted file (its import filter did not load the file, or it failed)."""
+
+    def __init__(self, source_type: str):
+        super().__init__(
+            f"The .{source_type} file is damaged or could not be converted by LibreOffice.",
+            code=SpanErrorCode.DOCREADER_PARSE_FAILED,
+        )
+
+
+def _convert(binary: str, data: bytes, source_type: str, import_filter: str, timeout: float) -> bytes:
+    target = LEGACY_TARGET[source_type]
     with _SOFFICE_LOCK, tempfile.TemporaryDirectory(prefix="weknora-lo-") as tmp:
         src = os.path.join(tmp, f"input.{source_type}")
         with open(src, "wb") as fh:
@@ -752,6 +836,7 @@ def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> b
             "--headless",
             "--norestore",
             "--nolockcheck",
+            f"--infilter={import_filter}",
             "--convert-to",
             target,
             "--outdir",
@@ -769,9 +854,7 @@ def convert_with_libreoffice(data: bytes, source_type: str, timeout: float) -> b
             ) from exc
         out = os.path.join(tmp, "out", f"input.{target}")
         if proc.returncode != 0 or not os.path.exists(out):
-            raise parse_failed(
-                f"The .{source_type} file is damaged or could not be converted by LibreOffice."
-            )
+            raise LibreOfficeRefused(source_type)
         with open(out, "rb") as fh:
             converted = fh.read()
     return media_of_the_file_only(converted, data) if source_type == "ppt" else converted

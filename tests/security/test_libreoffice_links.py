@@ -33,6 +33,7 @@ args = sys.argv[1:]
 profile = pathlib.Path(args[0].split("file://", 1)[1])
 captured = pathlib.Path({captured!r})
 captured.joinpath("env.json").write_text(json.dumps(dict(os.environ)))
+captured.joinpath("args.json").write_text(json.dumps(args))
 captured.joinpath("profile.xcu").write_text((profile / "user" / "registrymodifications.xcu").read_text())
 out = pathlib.Path(args[args.index("--outdir") + 1])
 out.mkdir()
@@ -51,7 +52,10 @@ def test_libreoffice_gets_an_offline_profile_and_none_of_our_environment(
     monkeypatch.setenv("AWS_SESSION_TOKEN", "token-of-the-worker")
     monkeypatch.setenv("WEKNORA_MAX_FILE_SIZE", "52428800")
 
-    assert convert_with_libreoffice(OLE_MAGIC + b"a .doc", "doc", 30) == b"converted"
+    word97 = (Path(__file__).parents[1] / "fixtures" / "doc" / "notes.doc").read_bytes()
+    assert convert_with_libreoffice(word97, "doc", 30) == b"converted"
+    # opened with the Word importer its version calls for, never one LibreOffice picks by the content
+    assert "--infilter=MS Word 97" in json.loads((tmp_path / "args.json").read_text())
 
     env = json.loads((tmp_path / "env.json").read_text())
     assert not [name for name in env if name.startswith(("AWS_", "WEKNORA_"))]
