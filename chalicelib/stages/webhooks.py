@@ -43,9 +43,11 @@ that is degraded by then (queued before, or redriven) is forwarded to the slow l
 unposted (same attempt, parked, put-offs): a copy of it delivered twice is forwarded twice, and the claim
 runs the try once. A try in the slow lane is posted whatever the score (a webhook well again leaves the lane
 with its next message). The breaker works the same in either lane; each lane parks in its own DLQ, and a
-redrive sends a letter back to its lane. What the lanes do not keep apart: the degraded webhooks of every
-tenant share the slow lane's 2 workers, and a receiver that is merely slow below half the timeout, or fails
-fewer than about one try in two, stays in the main lane.
+redrive sends a letter back to its lane. The slow lane's workers are shared between tenants: a tenant holds at
+most one of them at once (services/lane_shares.py), and a try whose tenant holds it already goes back on the
+lane a few seconds later, unclaimed and unposted (its attempt, parked and put-offs unchanged), so the lane
+cycles past one tenant's backlog to the others' tries. What the lanes do not keep apart: a receiver that is
+merely slow below half the timeout, or fails fewer than about one try in two, stays in the main lane.
 
 A redelivered message (SQS delivers at least once) must not fork the delivery's retry chain, so each try
 (webhook, delivery, parked, attempt) is claimed in the webhook repo before it is posted (`deliver`):
@@ -103,6 +105,7 @@ from chalicelib.services.events import (
     knowledge_changed,
     slow_lane,
 )
+from chalicelib.services.lane_shares import SHARE_WAIT_SECONDS, give_slot_back, take_slot
 from chalicelib.services.webhook_messages import (
     DEGRADED_SCORE,
     FAILURE_SCORE_CAP,
@@ -227,8 +230,8 @@ class _Tried:
 
 def deliver(deps: Dependencies, message: DeliveryMessage, lane: str = QUEUE) -> str:
     """One try, in `lane`; the outcome it logged ('' when the webhook is gone or the try was run already,
-    `forwarded` when it was sent to the slow lane unposted). Raises TryInFlight when another worker holds the
-    try (see the module's docstring)."""
+    `forwarded` when it was sent to the slow lane unposted, `waiting` when the slow lane put it back for its
+    tenant's share). Raises TryInFlight when another worker holds the try (see the module's docstring)."""
     hook = deps.webhooks.get(message.kb_id, message.webhook_id)
     if hook is None:
         return ""  # deleted: its log went with it
@@ -241,6 +244,24 @@ def deliver(deps: Dependencies, message: DeliveryMessage, lane: str = QUEUE) -> 
         )
         return "forwarded"
     this_try = DeliveryTry(hook.id, message.delivery_id, message.parked, message.attempt, message.paused)
+    if lane != SLOW_QUEUE:
+        return _run_try(deps, hook, message, lane, this_try)
+    # the slow lane: at most the tenant's share of its workers (services/lane_shares.py)
+    slot = f"{hook.id}#{message.delivery_id}#{message.parked}#{message.attempt}#{message.paused}"
+    may, owned = take_slot(deps, hook.tenant_id, slot)
+    if not may:  # back on the queue unclaimed and unposted: the worker takes another tenant's try
+        deps.queue.send_raw(SLOW_QUEUE, message.model_dump(), delay_seconds=SHARE_WAIT_SECONDS)
+        return "waiting"
+    try:
+        return _run_try(deps, hook, message, lane, this_try)
+    finally:
+        if owned:
+            give_slot_back(deps, hook.tenant_id, slot)
+
+
+def _run_try(
+    deps: Dependencies, hook: Webhook, message: DeliveryMessage, lane: str, this_try: DeliveryTry
+) -> str:
     claim = deps.webhooks.claim_try(hook.kb_id, this_try, STALE_TRY_SECONDS)
     if claim.state == "finished":
         return ""
