@@ -780,7 +780,7 @@ def libreoffice_reference(path: Path, file_type: str) -> tuple[str, str] | None:
     (the reference the legacy readers are held to)."""
     import tempfile
 
-    from chalicelib.parsers.office import convert_with_libreoffice, soffice_path
+    from chalicelib.parsers.libreoffice import convert_with_libreoffice, soffice_path
 
     twin = LIBREOFFICE_TWIN[file_type]
     if soffice_path() is None:

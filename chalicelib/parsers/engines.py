@@ -14,13 +14,8 @@ from chalicelib.domain.parser_engines import PARSER_ENGINE_TYPES
 from chalicelib.parsers.base import ParseContext, ParserEngine, is_rtf, parse_failed, unsupported
 from chalicelib.parsers.guards import preflight
 from chalicelib.parsers.html import parse_epub, parse_html, parse_mhtml
-from chalicelib.parsers.office import (
-    convert_with_libreoffice,
-    parse_docx,
-    parse_spreadsheet,
-    read_doc_natively,
-    soffice_path,
-)
+from chalicelib.parsers.libreoffice import convert_with_libreoffice, soffice_path
+from chalicelib.parsers.office import parse_docx, parse_spreadsheet, read_doc_natively
 from chalicelib.parsers.pdf import parse_pdf
 from chalicelib.parsers.ppt import read_ppt_natively
 from chalicelib.parsers.simple import SimpleEngine

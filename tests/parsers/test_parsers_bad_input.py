@@ -239,9 +239,9 @@ def test_garbage_mhtml(read) -> None:
 
 
 def test_legacy_office_without_libreoffice(read, monkeypatch: pytest.MonkeyPatch) -> None:
-    import chalicelib.parsers.office as office
+    import chalicelib.parsers.libreoffice as libreoffice
 
-    monkeypatch.setattr(office, "soffice_path", lambda: None)
+    monkeypatch.setattr(libreoffice, "soffice_path", lambda: None)
     monkeypatch.setitem(sys.modules, "unword", None)  # without unword too: nothing reads a .doc
     msg = fails(read, "python-howto-logging.doc", corpus_bytes("python-howto-logging.doc"), UNSUPPORTED)
     assert "LibreOffice" in msg and ".docx" in msg

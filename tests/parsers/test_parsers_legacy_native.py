@@ -86,7 +86,7 @@ def test_speaker_notes_of_a_ppt_come_after_their_slide(tmp_path) -> None:
     """LibreOffice saves the corpus's notes .pptx as .ppt; the record reader finds the notes page."""
     import subprocess
 
-    from chalicelib.parsers.office import soffice_path
+    from chalicelib.parsers.libreoffice import soffice_path
     from chalicelib.parsers.ppt import read_ppt_natively
 
     (tmp_path / "notes.pptx").write_bytes(corpus_bytes("python-pptx-notes.pptx"))

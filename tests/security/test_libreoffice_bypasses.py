@@ -16,8 +16,8 @@ import pytest
 from PIL import Image, UnidentifiedImageError
 
 from chalicelib.domain.errors import PermanentStageError
-from chalicelib.parsers import build_docreader, office
-from chalicelib.parsers.office import convert_with_libreoffice, office_input
+from chalicelib.parsers import build_docreader, libreoffice
+from chalicelib.parsers.libreoffice import convert_with_libreoffice, office_input
 from chalicelib.ports import ReadRequest
 
 SECRET = (13, 211, 37)
@@ -55,7 +55,7 @@ def test_a_ppt_linked_picture_is_not_read_from_the_workers_disk(
     )
     subprocess.run(
         [
-            office.soffice_path() or "soffice",
+            libreoffice.soffice_path() or "soffice",
             f"-env:UserInstallation={(tmp_path / 'profile').as_uri()}",
             "--headless",
             "--convert-to",

@@ -1,4 +1,4 @@
-"""LibreOffice converts a .doc/.ppt offline and without our environment (office.convert_with_libreoffice).
+"""LibreOffice converts a .doc/.ppt offline and without our environment (libreoffice.convert_with_libreoffice).
 
 Regression (found by an audit): a .doc holding a linked picture (http://127.0.0.1:PORT/..., standing for
 169.254.169.254 or a VPC host) was converted by LibreOffice, which fetched the picture itself, outside the
@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 from chalicelib.domain.errors import PermanentStageError
-from chalicelib.parsers import build_docreader, office
-from chalicelib.parsers.magic import OLE_MAGIC
-from chalicelib.parsers.office import convert_with_libreoffice
+from chalicelib.parsers import build_docreader, libreoffice
+from chalicelib.parsers.libreoffice import convert_with_libreoffice
 from chalicelib.ports import ReadRequest
 
 from .test_libreoffice_local_files import word97_from
@@ -47,7 +46,7 @@ def test_libreoffice_gets_an_offline_profile_and_none_of_our_environment(
     fake = tmp_path / "soffice"
     fake.write_text(FAKE_SOFFICE.format(python=sys.executable, captured=str(tmp_path)))
     fake.chmod(0o755)
-    monkeypatch.setattr(office, "soffice_path", lambda: str(fake))
+    monkeypatch.setattr(libreoffice, "soffice_path", lambda: str(fake))
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret-of-the-worker")
     monkeypatch.setenv("AWS_SESSION_TOKEN", "token-of-the-worker")
     monkeypatch.setenv("WEKNORA_MAX_FILE_SIZE", "52428800")

@@ -1,4 +1,4 @@
-"""A legacy document converted by LibreOffice (office.convert_with_libreoffice) gets nothing of the worker's
+"""A legacy document converted by LibreOffice (libreoffice.convert_with_libreoffice) gets nothing of the worker's
 disk into the converted file, the Markdown or the extracted images.
 
 Regression (found by an audit): an RTF named .doc (which the reader converts with LibreOffice) holding an
@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from chalicelib.domain.errors import PermanentStageError
-from chalicelib.parsers import build_docreader, office
+from chalicelib.parsers import build_docreader, libreoffice
+from chalicelib.parsers.libreoffice import convert_with_libreoffice, rtf_without_field_instructions
 from chalicelib.parsers.magic import OLE_MAGIC
-from chalicelib.parsers.office import convert_with_libreoffice, rtf_without_field_instructions
 from chalicelib.ports import ReadRequest
 
 #: the local picture's colour: found in no picture LibreOffice makes by itself
@@ -171,7 +171,7 @@ def word97_from(source: Path, work: Path) -> bytes:
     """A Word 97 file made by LibreOffice (its own profile) from `source`, its links kept as links."""
     subprocess.run(
         [
-            office.soffice_path() or "soffice",
+            libreoffice.soffice_path() or "soffice",
             f"-env:UserInstallation={(work / 'maker').as_uri()}",
             "--headless",
             "--convert-to",
@@ -254,7 +254,7 @@ def test_an_unclosed_field_instruction_goes_to_the_end() -> None:
 
 
 def test_only_ole_files_and_rtf_reach_libreoffice(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(office, "soffice_path", lambda: "/nonexistent/soffice")
+    monkeypatch.setattr(libreoffice, "soffice_path", lambda: "/nonexistent/soffice")
     for data, kind in (
         (b"<html><body><img src='file:///etc/x.png'></body></html>", "doc"),
         (b'<?xml version="1.0"?><office:document/>', "ppt"),
@@ -263,7 +263,7 @@ def test_only_ole_files_and_rtf_reach_libreoffice(monkeypatch: pytest.MonkeyPatc
     ):
         with pytest.raises(PermanentStageError, match="not a Word, PowerPoint or Excel 97-2003 file"):
             convert_with_libreoffice(data, kind, 5)
-    assert office.office_input(OLE_MAGIC + b"rest", "ppt") == OLE_MAGIC + b"rest"
+    assert libreoffice.office_input(OLE_MAGIC + b"rest", "ppt") == OLE_MAGIC + b"rest"
 
 
 def test_text_about_fldinst_is_refused_as_the_scan_cannot_tell_it_from_markup() -> None:

@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 
 from chalicelib.domain.errors import PermanentStageError
-from chalicelib.parsers import build_docreader, office
+from chalicelib.parsers import build_docreader, libreoffice
+from chalicelib.parsers.libreoffice import convert_with_libreoffice, office_input
 from chalicelib.parsers.magic import OLE_MAGIC
-from chalicelib.parsers.office import convert_with_libreoffice, office_input
 from chalicelib.ports import ReadRequest
 
 SECRET_TEXT = "LOCAL-FILE-SECRET-9K"
@@ -190,7 +190,7 @@ def test_an_encrypted_docx_is_not_opened_by_libreoffice(tmp_path: Path) -> None:
 def test_an_encrypted_ooxml_package_is_refused_whatever_its_names_case(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(office, "soffice_path", lambda: "/nonexistent/soffice")  # refused before it runs
+    monkeypatch.setattr(libreoffice, "soffice_path", lambda: "/nonexistent/soffice")  # refused before it runs
     for name in ("EncryptedPackage", "ENCRYPTEDPACKAGE", "encryptedPackage"):
         data = compound_file({"EncryptionInfo": b"\4\0\4\0", name: b"\0" * 16})
         for kind in ("doc", "ppt", "xls"):
@@ -200,6 +200,10 @@ def test_an_encrypted_ooxml_package_is_refused_whatever_its_names_case(
             convert_with_libreoffice(data, "ppt", 5)
     # the name as text of a 97-2003 file (not at a directory entry's start) is no encrypted package
     word = compound_file({"WordDocument": b"\0" + "EncryptedPackage".encode("utf-16-le")})
+    assert office_input(word, "doc") is word
+    # nor is it where a directory entry's name would be (a sector's start): only the directory is read
+    # (a review found Word 97 text about Office encryption refused: its text is UTF-16)
+    word = compound_file({"WordDocument": "EncryptedPackage".encode("utf-16-le") * 64})
     assert office_input(word, "doc") is word
 
 
@@ -239,7 +243,7 @@ def test_an_ole_file_of_another_format_is_not_opened_by_what_libreoffice_finds_i
     pytest.importorskip("cryptography")
     secret = tmp_path / "secret.png"
     secret.write_bytes(b"\x89PNG\r\n\x1a\n" + SECRET_TEXT.encode())
-    monkeypatch.setattr(office, "holds_encrypted_package", lambda data: False)
+    monkeypatch.setattr(libreoffice, "holds_encrypted_package", lambda data: False)
     for package, kind in ((_docx_linking(secret), "doc"), (_pptx_saying(HIDDEN_TEXT), "ppt")):
         assert HIDDEN_TEXT not in _converted_text(compound_file(encrypted_package(package)), kind), kind
 
@@ -248,15 +252,19 @@ def test_each_kind_gets_its_own_import_filter() -> None:
     def word(fib_version: int) -> bytes:
         return compound_file({"WordDocument": struct.pack("<HH", 0xA5EC, fib_version)})
 
-    assert office.import_filters(word(0x00C1), "doc") == ("MS Word 97",)
-    assert office.import_filters(word(0x0101), "doc") == ("MS Word 97",)  # a later writer's own number
-    assert office.import_filters(word(0x0065), "doc") == ("MS WinWord 6.0", "MS Word 95")
-    assert office.import_filters(word(0x0068), "doc") == ("MS WinWord 6.0", "MS Word 95")
-    assert office.import_filters(compound_file({"PowerPoint Document": b"x"}), "ppt") == ("MS PowerPoint 97",)
-    assert office.import_filters(b"{\\rtf1 text}", "doc") == ("Rich Text Format",)
+    assert libreoffice.import_filters(word(0x00C1), "doc") == ("MS Word 97",)
+    assert libreoffice.import_filters(word(0x0101), "doc") == ("MS Word 97",)  # a later writer's own number
+    assert libreoffice.import_filters(word(0x0065), "doc") == ("MS WinWord 6.0", "MS Word 95")
+    assert libreoffice.import_filters(word(0x0068), "doc") == ("MS WinWord 6.0", "MS Word 95")
+    word6 = compound_file({"WordDocument": struct.pack("<HH", 0xA5DC, 0x0065)})  # Word 6.0's own wIdent
+    assert libreoffice.import_filters(word6, "doc") == ("MS WinWord 6.0", "MS Word 95")
+    assert libreoffice.import_filters(compound_file({"PowerPoint Document": b"x"}), "ppt") == (
+        "MS PowerPoint 97",
+    )
+    assert libreoffice.import_filters(b"{\\rtf1 text}", "doc") == ("Rich Text Format",)
     for not_word in (compound_file({"Workbook": b"x"}), compound_file({"WordDocument": b"\0\0\0\0"})):
         with pytest.raises(PermanentStageError, match="holds no Word document"):
-            office.import_filters(not_word, "doc")
+            libreoffice.import_filters(not_word, "doc")
 
 
 def test_a_word6_file_is_tried_with_the_word95_importer_when_the_word6_one_refuses_it(
@@ -274,7 +282,7 @@ def test_a_word6_file_is_tried_with_the_word95_importer_when_the_word6_one_refus
         "    (out / 'input.docx').write_bytes(b'converted by the Word 95 importer')\n"
     )
     fake.chmod(0o755)
-    monkeypatch.setattr(office, "soffice_path", lambda: str(fake))
+    monkeypatch.setattr(libreoffice, "soffice_path", lambda: str(fake))
     word95 = compound_file({"WordDocument": struct.pack("<HH", 0xA5EC, 0x0068)})
     assert convert_with_libreoffice(word95, "doc", 30) == b"converted by the Word 95 importer"
     word97 = compound_file({"WordDocument": struct.pack("<HH", 0xA5EC, 0x00C1)})
