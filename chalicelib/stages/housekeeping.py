@@ -32,14 +32,18 @@ What follows a sweep's decision (a row, summary or task failed) is owed before t
 its key goes into a turn book (OWED_BOOK), and leaves it once the event is announced and, for a row, its
 span closed, its place given back and its uncounted outputs removed. No message brings a sweep back, and no
 later sweep would see the decided row again, so a sweep that dies (its time, its memory) or meets a store
-that does not answer in between would have lost those for good; the next sweep first pays what is owed
-again, from the row or task as it is (each step idempotent, the event under the same id).
+that does not answer in between would have lost those for good; a sweep at least OWED_AFTER_SECONDS later
+(when the one that wrote it has surely ended) pays what is owed again, from the row or task as it is (each
+step idempotent, the event under the same id). Each decision has an entry of its own, so two sweeps at once
+never settle each other's; one whose payment kept failing is dropped after OWED_TRIES (logged as an error).
 """
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from chalicelib.domain.clock import from_iso, iso_before, to_iso
@@ -84,9 +88,16 @@ TASK_BACKFILL_PAGES, TASK_BACKFILL_PAGE_ITEMS = 10, 500
 #: a pass that finds none left ends the backfill only this long after it began (Lambda's longest run): a task
 #: written by a function still running the code before the update is keyed too
 TASK_BACKFILL_SETTLE_SECONDS = 900
-#: the turn book of what a sweep's decisions still owe (module docstring): `<kind>:<id>` -> the attempt decided
+#: the turn book of what a sweep's decisions still owe (module docstring): `<kind>:<id>:<nonce>` (each
+#: decision's own: a sweep running at the same time never settles another's) -> {attempt, at, tries}
 OWED_BOOK = "housekeeping-owed"
 OWED_ROW, OWED_SUMMARY, OWED_TASK = "knowledge", "summary", "task"
+#: an entry is paid by a later sweep only this long after it was written (Lambda's longest run): by then the
+#: sweep that wrote it has ended, so a payment never races the decision it pays for
+OWED_AFTER_SECONDS = 900
+#: a payment that failed this often is dropped with an error (alarmed): one subject whose follow-up always
+#: fails must not stop every later sweep at its first step
+OWED_TRIES = 3
 
 
 @dataclass
@@ -120,7 +131,7 @@ def sweep(deps: Dependencies, now: datetime | None = None) -> SweepReport:
     # half the time at most: a backlog of deletes, tasks or summaries (each redriven one due again a threshold
     # later) must not take every sweep's time from the stuck rows
     with share_of_time(0.5):
-        _pay_what_is_owed(deps, report)
+        _pay_what_is_owed(deps, now, report)
         _redrive_lost_deletes(deps, now, cutoff, report)
         _resend_stale_tasks(deps, now, cutoff, report)
         _fail_unsettled_summaries(deps, now, cutoff, report)
@@ -212,7 +223,7 @@ def _fail_stuck_task(deps: Dependencies, task: Task, now: datetime) -> None:
     task.updated_at = now
     task.errors = {TASK_ERROR_KEY: reason, **task.errors}  # first: the one its event carries
     logger.warning("housekeeping failed a task that made no progress", extra={"task_id": task.id})
-    owed = _owe(deps, OWED_TASK, task.id, 1)
+    owed = _owe(deps, now, OWED_TASK, task.id, 1)
     if deps.tasks.save_progress(task):
         task_finished(deps, task)
     _settle(deps, owed)
@@ -228,7 +239,7 @@ def _fail_unsettled_summaries(deps: Dependencies, now: datetime, cutoff: str, re
             is_in_flight(knowledge.parse_status) or to_iso(knowledge.updated_at) >= cutoff
         ):
             continue  # its subtask or refresh may still be queued: a pending one waits the row's cutoff
-        owed = _owe(deps, OWED_SUMMARY, knowledge.id, knowledge.attempt)
+        owed = _owe(deps, now, OWED_SUMMARY, knowledge.id, knowledge.attempt)
         # on the row as read: a summary task that claimed it again since (a deferred copy, a redelivery) wins
         if summary_given_up(
             deps,
@@ -250,7 +261,7 @@ def _recover_stuck_rows(deps: Dependencies, now: datetime, cutoff: str, report: 
             report.cut_short = True
             break
         stopped_after = (to_iso(knowledge.updated_at), knowledge.id)
-        _recover_if_stuck(deps, knowledge, cutoff, wait_limit, backlogs, report)
+        _recover_if_stuck(deps, now, knowledge, cutoff, wait_limit, backlogs, report)
     else:
         stopped_after = None  # every row was looked at: the next sweep starts at the oldest again
     if stopped_after != resume_after:
@@ -269,6 +280,7 @@ def _save_resume_point(deps: Dependencies, position: Position | None) -> None:
 
 def _recover_if_stuck(
     deps: Dependencies,
+    now: datetime,
     knowledge: Knowledge,
     cutoff: str,
     wait_limit: str,
@@ -283,7 +295,7 @@ def _recover_if_stuck(
         f"task stuck in {knowledge.parse_status.value} > "
         f"{_threshold_text(deps.settings.stale_after_seconds)}, recovered by housekeeping"
     )
-    owed = _owe(deps, OWED_ROW, knowledge.id, knowledge.attempt)
+    owed = _owe(deps, now, OWED_ROW, knowledge.id, knowledge.attempt)
     # conditional on the row as read: a stage that moved it on since (same attempt) must not be failed
     if deps.knowledge.mark_failed(
         knowledge.id,
@@ -309,10 +321,11 @@ def _after_row_failed(deps: Dependencies, row: Knowledge | None, attempt: int) -
     remove_uncounted_outputs(deps, row.id, attempt)
 
 
-def _owe(deps: Dependencies, kind: str, subject_id: str, attempt: int) -> str:
+def _owe(deps: Dependencies, now: datetime, kind: str, subject_id: str, attempt: int) -> str:
     """Writes down, before a decision, that its follow-ups are owed; returns the key `_settle` takes."""
-    key = f"{kind}:{subject_id}"
-    deps.turns.change(OWED_BOOK, lambda book: (None, {**book, key: attempt}))
+    key = f"{kind}:{subject_id}:{secrets.token_hex(6)}"
+    entry = {"attempt": attempt, "at": int(now.timestamp()), "tries": 0}
+    deps.turns.change(OWED_BOOK, lambda book: (None, {**book, key: entry}))
     return key
 
 
@@ -321,18 +334,34 @@ def _settle(deps: Dependencies, key: str) -> None:
     deps.turns.change(OWED_BOOK, lambda book: (None, {k: v for k, v in book.items() if k != key}))
 
 
-def _pay_what_is_owed(deps: Dependencies, report: SweepReport) -> None:
-    """Runs again the follow-ups a sweep owed when it stopped, from the row or task as it is now."""
+def _counted(book: dict[str, Any], *, key: str, tried: dict[str, Any]) -> tuple[None, dict[str, Any]]:
+    """The entry with its try counted (unless it was settled meanwhile)."""
+    return None, ({**book, key: tried} if key in book else book)
+
+
+def _pay_what_is_owed(deps: Dependencies, now: datetime, report: SweepReport) -> None:
+    """Runs again the follow-ups a sweep owed when it stopped, from the row or task as it is now: each entry
+    once its sweep has surely ended (OWED_AFTER_SECONDS), and dropped, logged, once it failed OWED_TRIES
+    times."""
     owed: dict[str, Any] = deps.turns.change(OWED_BOOK, lambda book: (dict(book), book))
-    for key, attempt in sorted(owed.items()):
+    for key, entry in sorted(owed.items()):
         if out_of_time():
             report.cut_short = True
             return
-        kind, _, subject_id = key.partition(":")
+        if now.timestamp() - int(entry["at"]) < OWED_AFTER_SECONDS:
+            continue  # its own sweep may still be at it
+        if int(entry["tries"]) >= OWED_TRIES:
+            logger.error("housekeeping dropped a follow-up that kept failing", extra={"owed": key})
+            _settle(deps, key)
+            continue
+        tried = {**entry, "tries": int(entry["tries"]) + 1}  # counted before: a payment that raises counts
+        deps.turns.change(OWED_BOOK, partial(_counted, key=key, tried=tried))
+        kind, subject_id, _ = key.split(":")
+        attempt = int(entry["attempt"])
         if kind == OWED_ROW:
-            _after_row_failed(deps, deps.knowledge.get(subject_id), int(attempt))
+            _after_row_failed(deps, deps.knowledge.get(subject_id), attempt)
         elif kind == OWED_SUMMARY:
-            summary_decided_again(deps, deps.knowledge.get(subject_id), int(attempt))
+            summary_decided_again(deps, deps.knowledge.get(subject_id), attempt)
         elif kind == OWED_TASK and (task := deps.tasks.get(subject_id)) and task.status == TaskStatus.FAILED:
             task_finished(deps, task)
         _settle(deps, key)
