@@ -474,11 +474,13 @@ def _copy_content(
     carry_wiki_pages(deps, source_kb.id, src.id, target, id_map, row.id)
     copy_tags(deps, src, row)
     tracker = deps.tracker
+    # the spans are the copy's, read by keys of the target knowledge base: they do not name the source's
+    # document (the clone's task does, to a key that may read both knowledge bases)
     tracker.begin_stage(
-        row, Stage.EMBEDDING, {"cloned_from": src.id, "model": target.embedding_model_id or "default"}
+        row, Stage.EMBEDDING, {"cloned": True, "model": target.embedding_model_id or "default"}
     )
     for stage in (Stage.DOCREADER, Stage.CHUNKING, Stage.MULTIMODAL, Stage.POSTPROCESS):
-        tracker.skip_stage(row, stage, f"cloned from knowledge {src.id}")
+        tracker.skip_stage(row, stage, "cloned from a document of another knowledge base")
     tracker.end_stage(
         row,
         Stage.EMBEDDING,

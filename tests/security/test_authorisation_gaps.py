@@ -3,12 +3,14 @@ missing id does, whatever state the id is in."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from e2e.conftest import Api
 
 from chalicelib.bootstrap import Services
 from chalicelib.domain.api_keys import ApiKey, Scope
+from chalicelib.local.runtime import LocalRuntime
 
 
 def _limited_key(services: Services, tenant_id: str, kb_ids: tuple[str, ...]) -> str:
@@ -53,3 +55,24 @@ def test_a_clone_task_is_not_found_to_a_key_limited_to_its_target_alone(api: Api
     assert (answer.status_code, answer.json_body["error"]["code"]) == (404, "task_not_found")
     both = Api(api.client, _limited_key(services, tenant_id, (source["id"], target["id"])))
     assert both.get(f"/tasks/{task_id}").status_code == 200
+
+
+def test_a_copys_spans_do_not_name_its_source_document(
+    api: Api, services: Services, runtime: LocalRuntime
+) -> None:
+    """A clone's copies are read by keys of the target knowledge base: their spans named the source document
+    (`cloned from knowledge <id>`, `cloned_from`) that such a key may not see (a review found it)."""
+    source, target = api.create_kb(), api.create_kb()
+    up = api.upload(source["id"], "tides.md", b"# Tides\n\nSpring tides follow the full and the new moon.\n")
+    assert up.status_code in (200, 201, 202), up.json_body
+    source_doc = up.json_body["data"]["id"]
+    runtime.drain(timeout=120)
+    cloned = api.post(f"/knowledge-bases/{source['id']}/clone", {"target_kb_id": target["id"]})
+    assert cloned.status_code == 202, cloned.json_body
+    runtime.drain(timeout=180)
+    target_only = Api(api.client, _limited_key(services, source["tenant_id"], (target["id"],)))
+    listed = target_only.get(f"/knowledge-bases/{target['id']}/knowledge").json_body["data"]
+    copies = listed if isinstance(listed, list) else next(v for v in listed.values() if isinstance(v, list))
+    (copy,) = copies
+    trace = target_only.get(f"/knowledge/{copy['id']}/spans").json_body["data"]["trace"]
+    assert trace and source_doc not in json.dumps(trace)
