@@ -14,8 +14,8 @@ from chalicelib.ports import Dependencies, TurnBookBusy
 SLOW_LANE_TENANT_SLOTS = 1
 #: a slot a worker never gave back frees itself after this long (a try ends within the function's 60 s)
 SLOT_LEASE_SECONDS = 120
-#: a try whose tenant's slots are held comes back this much later
-SHARE_WAIT_SECONDS = 5
+#: the tries of a tenant whose slots are held come back this far apart (domain/lane_share.py)
+SHARE_SPACING_SECONDS = 2
 BOOK_KEPT_SECONDS = 86_400
 
 
@@ -23,9 +23,10 @@ def book_name(tenant_id: str) -> str:
     return f"webhooks-slow#{tenant_id}"
 
 
-def take_slot(deps: Dependencies, tenant_id: str, key: str) -> tuple[bool, bool]:
-    """(may the try run now, must it give its slot back). A book too busy to write lets the try run (as
-    the pipeline's door does): a try is never held for the book's sake."""
+def take_slot(deps: Dependencies, tenant_id: str, key: str) -> lane_share.Share:
+    """The try's share: may it run now (and must it give its slot back), or in how many seconds it comes
+    back. A book too busy to write lets the try run (as the pipeline's door does): a try is never held for
+    the book's sake."""
     now = time.time()
     try:
         return deps.turns.change(
@@ -35,12 +36,18 @@ def take_slot(deps: Dependencies, tenant_id: str, key: str) -> tuple[bool, bool]
         )
     except TurnBookBusy as busy:
         logger.warning("the slow lane's share book is busy: the try runs", extra={"error": str(busy)})
-        return True, False
+        return lane_share.Share(True)
 
 
-def _taken(book: lane_share.Book, key: str, now: float) -> tuple[tuple[bool, bool], lane_share.Book]:
-    may, owned, after = lane_share.take(book, key, now, SLOT_LEASE_SECONDS, SLOW_LANE_TENANT_SLOTS)
-    return (may, owned), after
+def _taken(book: lane_share.Book, key: str, now: float) -> tuple[lane_share.Share, lane_share.Book]:
+    return lane_share.take(
+        book,
+        key,
+        now,
+        lease_seconds=SLOT_LEASE_SECONDS,
+        slots=SLOW_LANE_TENANT_SLOTS,
+        spacing=SHARE_SPACING_SECONDS,
+    )
 
 
 def give_slot_back(deps: Dependencies, tenant_id: str, key: str) -> None:

@@ -45,8 +45,8 @@ runs the try once. A try in the slow lane is posted whatever the score (a webhoo
 with its next message). The breaker works the same in either lane; each lane parks in its own DLQ, and a
 redrive sends a letter back to its lane. The slow lane's workers are shared between tenants: a tenant holds at
 most one of them at once (services/lane_shares.py), and a try whose tenant holds it already goes back on the
-lane a few seconds later, unclaimed and unposted (its attempt, parked and put-offs unchanged), so the lane
-cycles past one tenant's backlog to the others' tries. What the lanes do not keep apart: a receiver that is
+lane, unclaimed and unposted (its attempt, parked and put-offs unchanged), 2 s after the tenant's try turned
+away before it, so the lane cycles past one tenant's backlog to the others' tries. What the lanes do not keep apart: a receiver that is
 merely slow below half the timeout, or fails fewer than about one try in two, stays in the main lane.
 
 A redelivered message (SQS delivers at least once) must not fork the delivery's retry chain, so each try
@@ -105,7 +105,7 @@ from chalicelib.services.events import (
     knowledge_changed,
     slow_lane,
 )
-from chalicelib.services.lane_shares import SHARE_WAIT_SECONDS, give_slot_back, take_slot
+from chalicelib.services.lane_shares import give_slot_back, take_slot
 from chalicelib.services.webhook_messages import (
     DEGRADED_SCORE,
     FAILURE_SCORE_CAP,
@@ -248,14 +248,14 @@ def deliver(deps: Dependencies, message: DeliveryMessage, lane: str = QUEUE) -> 
         return _run_try(deps, hook, message, lane, this_try)
     # the slow lane: at most the tenant's share of its workers (services/lane_shares.py)
     slot = f"{hook.id}#{message.delivery_id}#{message.parked}#{message.attempt}#{message.paused}"
-    may, owned = take_slot(deps, hook.tenant_id, slot)
-    if not may:  # back on the queue unclaimed and unposted: the worker takes another tenant's try
-        deps.queue.send_raw(SLOW_QUEUE, message.model_dump(), delay_seconds=SHARE_WAIT_SECONDS)
+    share = take_slot(deps, hook.tenant_id, slot)
+    if not share.may_run:  # back on the queue unclaimed and unposted: the worker takes another tenant's try
+        deps.queue.send_raw(SLOW_QUEUE, message.model_dump(), delay_seconds=share.wait_seconds)
         return "waiting"
     try:
         return _run_try(deps, hook, message, lane, this_try)
     finally:
-        if owned:
+        if share.owned:
             give_slot_back(deps, hook.tenant_id, slot)
 
 
