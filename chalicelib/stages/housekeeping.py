@@ -334,6 +334,11 @@ def _settle(deps: Dependencies, key: str) -> None:
     deps.turns.change(OWED_BOOK, lambda book: (None, {k: v for k, v in book.items() if k != key}))
 
 
+def _entry(written: Any) -> dict[str, Any]:
+    """An owed entry as written; one of the first version of the book (its attempt alone) is paid at once."""
+    return dict(written) if isinstance(written, dict) else {"attempt": int(written), "at": 0, "tries": 0}
+
+
 def _counted(book: dict[str, Any], *, key: str, tried: dict[str, Any]) -> tuple[None, dict[str, Any]]:
     """The entry with its try counted (unless it was settled meanwhile)."""
     return None, ({**book, key: tried} if key in book else book)
@@ -344,7 +349,8 @@ def _pay_what_is_owed(deps: Dependencies, now: datetime, report: SweepReport) ->
     once its sweep has surely ended (OWED_AFTER_SECONDS), and dropped, logged, once it failed OWED_TRIES
     times."""
     owed: dict[str, Any] = deps.turns.change(OWED_BOOK, lambda book: (dict(book), book))
-    for key, entry in sorted(owed.items()):
+    for key, written in sorted(owed.items()):
+        entry = _entry(written)
         if out_of_time():
             report.cut_short = True
             return
@@ -356,7 +362,7 @@ def _pay_what_is_owed(deps: Dependencies, now: datetime, report: SweepReport) ->
             continue
         tried = {**entry, "tries": int(entry["tries"]) + 1}  # counted before: a payment that raises counts
         deps.turns.change(OWED_BOOK, partial(_counted, key=key, tried=tried))
-        kind, subject_id, _ = key.split(":")
+        kind, subject_id = key.split(":")[:2]
         attempt = int(entry["attempt"])
         if kind == OWED_ROW:
             _after_row_failed(deps, deps.knowledge.get(subject_id), attempt)

@@ -241,3 +241,18 @@ def test_a_follow_up_that_always_fails_is_dropped_and_the_sweeps_go_on(
     row = deps.knowledge.get(other.id)
     assert row is not None and row.parse_status == ParseStatus.FAILED
     assert deps.turns.change(housekeeping.OWED_BOOK, lambda book: (dict(book), book)) == {}
+
+
+def test_an_entry_of_the_books_first_version_is_paid_and_the_sweeps_go_on(
+    deps: Services, kb: KnowledgeBase, queue: MemoryTaskQueue
+) -> None:
+    """The book's first version kept `<kind>:<id>` -> attempt: such an entry, left by a sweep that died, is
+    paid (a review found it raising at the first step of every later sweep)."""
+    stuck = conftest.upload(deps, kb)
+    queue.purge("docreader")
+    deps.turns.change(housekeeping.OWED_BOOK, lambda book: (None, {**book, "knowledge:gone-row": 1}))
+    now = datetime.now(UTC) + LATER
+    housekeeping.sweep(deps, now)
+    row = deps.knowledge.get(stuck.id)
+    assert row is not None and row.parse_status == ParseStatus.FAILED
+    assert deps.turns.change(housekeeping.OWED_BOOK, lambda book: (dict(book), book)) == {}
