@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_block.html_block import HTML_SEQUENCES
 from markdown_it.token import Token
 
 _PARSER: MarkdownIt | None = None
@@ -57,6 +58,12 @@ _SPACES = re.compile(r"[ \t]*")
 # A line that can close a top-level fence: a run of 3+ backticks or tildes after up to three columns of
 # indentation (checked apart), then only spaces and tabs.
 _CLOSER = re.compile(r"^([ \t]*)(`{3,}|~{3,})[ \t]*$", re.M)
+# Block quote lines: a restart inside a top-level quote starts with `>` in column 0 (see `_inner_restart`).
+_QUOTE_START = re.compile(r">[^\t]")
+_QUOTED_PLAIN = re.compile(r">[ ]?[^" + re.escape("".join(sorted(_NOT_PLAIN))) + r"]")
+_QUOTED_BLANK = re.compile(r" {0,3}>[ \t]*\n")
+# A line of only spaces and tabs (it ends HTML blocks of kinds 6 and 7).
+_BLANK_LINE = re.compile(r"^[ \t]*$", re.M)
 
 
 def fenced_blocks(text: str) -> list[Fence]:
@@ -66,10 +73,11 @@ def fenced_blocks(text: str) -> list[Fence]:
     safe restart, a line where the parse of the whole text would be at the top level, starting a block
     with nothing before it left open or looked past: the start of a top-level block after a blank line,
     after a closed top-level fence, or that is a fence itself, or a plain line inside a top-level
-    paragraph (block parsing never looks back, and such a line goes on as a paragraph either way). The
-    next window starts there. A top-level fence still open at a window's end is followed to its closing
-    line here, with the parser's rule for it, so a long code block needs no big window. Parsing stops
-    after the last line that can open a fence.
+    paragraph (block parsing never looks back, and such a line goes on as a paragraph either way), or
+    inside a top-level list or block quote (`_inner_restart`), so one container spanning most of a text
+    needs no big window. The next window starts there. A top-level fence or HTML block still open at a
+    window's end is followed to its end here, with the parser's rule for it. Parsing stops after the last
+    line that can open a fence.
     """
     if "```" not in text and "~~~" not in text:
         return []
@@ -115,9 +123,21 @@ def fenced_blocks(text: str) -> list[Fence]:
             s = b + 1
             size = WINDOW
             continue
-        cut = _restart(window, starts, blocks, lines)
+        if blocks and blocks[-1].type == "html_block" and _lines(blocks[-1])[1] >= lines:
+            # A top-level HTML block open at the window's end: find its end in the text. It holds no fence.
+            first = _lines(blocks[-1])[0]
+            _emit(out, [f for f in fences if _lines(f)[0] < first], starts, s, len(window))
+            after = _html_block_end(text, s + starts[first])
+            if after is None:
+                break
+            s = after
+            size = WINDOW
+            continue
+        cut = _inner_restart(window, starts, tokens, lines)
         if cut is None:
-            size *= 4  # a big container (list, block quote): the parses add up to ~4/3 of the last
+            cut = _restart(window, starts, blocks, lines)
+        if cut is None:
+            size *= 4  # e.g. one huge list item: the parses add up to ~4/3 of the last
             continue
         _emit(out, [f for f in fences if _lines(f)[0] < cut], starts, s, len(window))
         s += starts[cut]
@@ -158,6 +178,78 @@ def _restart(window: str, starts: list[int], blocks: list[Token], lines: int) ->
             best = c
             break
     return best
+
+
+def _inner_restart(window: str, starts: list[int], tokens: list[Token], lines: int) -> int | None:
+    """A safe restart inside the window's last top-level block when it is a list or a block quote (one
+    container can span most of a text): the last line > 0 that starts an item of the top-level list at
+    column 0 (a parse from there starts a list with the same item: an item's extent and content follow
+    from its own marker line and the lines after it), or, in a top-level block quote, a line starting with
+    `>` that starts one of the quote's blocks after a blank quoted line, or a plain quoted line (`>`, an
+    optional space, a plain character) inside the quote's last paragraph that did not start with `[` (a
+    parse from there starts a quote whose paragraph goes on as the whole parse's does)."""
+    head = -1
+    for i in range(len(tokens) - 1, -1, -1):
+        if tokens[i].level == 0 and tokens[i].map:
+            head = i
+            break
+    if head < 0:
+        return None
+    kind = tokens[head].type
+    top = _lines(tokens[head])[0]
+    inner = [t for t in tokens[head + 1 :] if t.level == 1 and t.map and t.nesting >= 0]
+    if kind in ("bullet_list_open", "ordered_list_open"):
+        for t in reversed(inner):
+            c = _lines(t)[0]
+            if t.type == "list_item_open" and top < c < lines and window[starts[c]] not in " \t":
+                return c
+        return None
+    if kind != "blockquote_open":
+        return None
+    last = inner[-1] if inner else None
+    if last is not None and last.type == "paragraph_open":
+        a, z = _lines(last)
+        if _unquote(window, starts[a]).startswith("["):
+            a = z  # a paragraph that may be a link reference definition cut short: no line of it
+        for line in range(min(z, lines) - 1, a, -1):
+            if _QUOTED_PLAIN.match(window, starts[line]) is not None:
+                return line
+    for t in reversed(inner):
+        c = _lines(t)[0]
+        if (
+            top < c < lines
+            and _QUOTE_START.match(window, starts[c]) is not None
+            and _QUOTED_BLANK.match(window, starts[c - 1]) is not None
+        ):
+            return c
+    return None
+
+
+def _unquote(window: str, pos: int) -> str:
+    """The first characters of a quoted line after its `>` and the spaces and tabs after it."""
+    return window[pos : pos + 8].lstrip(" ")[1:].lstrip(" \t")
+
+
+def _html_block_end(text: str, start: int) -> int | None:
+    """Offset of the line after a top-level HTML block that starts at `start` (the line where a parse of the
+    text goes on), None when it runs to the text's end: markdown-it's rule with no container. Its first
+    line (after spaces and tabs) picks the kind; kinds 1-5 end on the line holding their closing sequence
+    (none spans lines), kinds 6-7 before the first line of only spaces and tabs."""
+    nl = text.find("\n", start)
+    eol = len(text) if nl < 0 else nl
+    line = text[start:eol].lstrip(" \t")
+    pos = eol - len(line)
+    closing = next(seq[1] for seq in HTML_SEQUENCES if seq[0].search(line))  # the parser's first match
+    if closing.search(""):  # kinds 6 and 7
+        if nl < 0:
+            return None
+        m = _BLANK_LINE.search(text, nl + 1)
+        return None if m is None or m.start() >= len(text) else m.start()
+    m = closing.search(text, pos)
+    if m is None:
+        return None
+    nl = text.find("\n", m.end())
+    return None if nl < 0 else nl + 1
 
 
 def _lines(t: Token) -> tuple[int, int]:
