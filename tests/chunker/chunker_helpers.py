@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import tracemalloc
+from collections.abc import Callable
 
 import pytest
 from project_paths import CORPUS, corpus_missing
@@ -144,3 +146,15 @@ def offline_cl100k() -> object:
         return tiktoken.get_encoding("cl100k_base")
     except Exception:
         pytest.skip("cl100k_base BPE file not available offline")
+
+
+def peak_bytes(chunk: Callable[[], int]) -> tuple[int, int]:
+    """Peak bytes traced while `chunk` runs, and what it returns."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        n = chunk()
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    return peak, n

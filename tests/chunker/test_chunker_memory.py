@@ -6,12 +6,11 @@ and for the auto strategy's line statistics."""
 
 from __future__ import annotations
 
-import tracemalloc
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from chunker_helpers import peak_bytes
 
 from chalicelib.chunker import ChunkingConfig, split, split_parent_child
 from chalicelib.chunker import profile as profile_module
@@ -23,18 +22,6 @@ from chalicelib.chunker.profile import Lines
 RUNES = 1_000_000
 
 
-def _peak_bytes(chunk: Callable[[], int]) -> tuple[int, int]:
-    """Peak bytes traced while `chunk` runs, and what it returns (a number of chunks)."""
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        n = chunk()
-        peak = tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
-    return peak, n
-
-
 @pytest.mark.parametrize(
     ("line", "strategy"),
     [("a\n", "recursive"), ("a\n\n", "recursive"), ("12,ab,3.5\n", "recursive"), ("a\n", "heading")],
@@ -43,7 +30,7 @@ def test_short_lines_are_chunked_in_memory_proportional_to_the_text(line: str, s
     """1 M runes of short lines at the default 512/80: the chunks' text is ~1.2 MB and their objects about as
     much; all the units at once were ~45 MB ("a\\n": 44.9 MB traced at HEAD, 2.5 MB now)."""
     text = line * (RUNES // len(line))
-    peak, n = _peak_bytes(lambda: len(split(text, ChunkingConfig(strategy=strategy))))
+    peak, n = peak_bytes(lambda: len(split(text, ChunkingConfig(strategy=strategy))))
     assert n > RUNES // 600
     assert peak < 4 * len(text), f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.1f} M runes"
 
@@ -51,7 +38,7 @@ def test_short_lines_are_chunked_in_memory_proportional_to_the_text(line: str, s
 def test_parent_child_short_lines_memory() -> None:
     text = "a\n" * (RUNES // 2)
     config = ChunkingConfig(enable_parent_child=True)
-    peak, _ = _peak_bytes(lambda: len(split_parent_child(text, config).children))
+    peak, _ = peak_bytes(lambda: len(split_parent_child(text, config).children))
     assert peak < 6 * len(text), f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.1f} M runes"
 
 
@@ -68,7 +55,7 @@ def test_a_big_table_is_chunked_in_memory_proportional_to_the_text(header: str, 
     Python ints (78 MB traced at HEAD for 1 M runes of `||` rows: a 50 M-rune table, a CSV or sheet as the
     docreader renders it, needed 2-4 GB), and the merge holds a window of the rows' units, not the table's."""
     text = header + row * (RUNES // 4 // len(row))
-    peak, n = _peak_bytes(lambda: len(split(text, ChunkingConfig(strategy="auto"))))
+    peak, n = peak_bytes(lambda: len(split(text, ChunkingConfig(strategy="auto"))))
     assert n > len(text) // 600
     assert peak < bound * len(text), f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.1f} M runes"
 
@@ -78,7 +65,7 @@ def test_the_auto_strategy_profiles_short_lines_without_a_list_of_them(line: str
     """The profiler's line statistics are read from the line breaks a window at a time: a list of every
     line's length, the lines themselves and a float64 array of them took 12-24 bytes a rune at HEAD."""
     text = line * (RUNES // len(line))
-    peak, n = _peak_bytes(lambda: len(split(text, ChunkingConfig(strategy="auto"))))
+    peak, n = peak_bytes(lambda: len(split(text, ChunkingConfig(strategy="auto"))))
     assert n > RUNES // 600
     assert peak < 4 * len(text), f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.1f} M runes"
 
@@ -166,13 +153,13 @@ def test_fenced_blocks_are_found_in_a_windows_memory(text: str, fences: int) -> 
     a 50 M-character Markdown, which the docreader accepts, died in the 1,024 MB chunking Lambda. It now
     parses a window at a time, from one safe restart line to the next, and follows a top-level code block
     to its closing line itself: about 1.5 MB, whatever the text's length."""
-    peak, n = _peak_bytes(lambda: len(fenced_blocks(text)))
+    peak, n = peak_bytes(lambda: len(fenced_blocks(text)))
     assert n == fences
     assert peak < 3_000_000, f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.2f} M runes"
 
 
 def test_a_big_text_with_a_fence_at_its_end_is_chunked_in_memory_proportional_to_the_text() -> None:
     text = "```\n" + "a\n" * (RUNES // 2) + "```\n\n```\n" + "a\n" * 8
-    peak, n = _peak_bytes(lambda: len(split(text, ChunkingConfig())))
+    peak, n = peak_bytes(lambda: len(split(text, ChunkingConfig())))
     assert n > RUNES // 7500
     assert peak < 4 * len(text), f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.1f} M runes"

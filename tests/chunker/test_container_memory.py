@@ -12,11 +12,10 @@ block followed to its end; the fences found are a full parse's.
 from __future__ import annotations
 
 import random
-import tracemalloc
 from collections.abc import Callable
 
 import pytest
-from chunker_helpers import commonmark_fences
+from chunker_helpers import commonmark_fences, peak_bytes
 
 from chalicelib.chunker import ChunkingConfig, split
 from chalicelib.chunker import blocks as blocks_module
@@ -25,18 +24,6 @@ from chalicelib.chunker.blocks import fenced_blocks
 #: big enough that HEAD's whole-container parses stand far above a window's (tracemalloc is slow)
 RUNES = 300_000
 FENCE_AT_THE_END = "\n```\ncode\n```\n"
-
-
-def _peak_bytes(run: Callable[[], int]) -> tuple[int, int]:
-    """Peak bytes traced while `run` runs, and what it returns."""
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        n = run()
-        peak = tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
-    return peak, n
 
 
 def _repeat(line: Callable[[int], str], runes: int) -> str:
@@ -70,7 +57,7 @@ def test_fences_after_or_in_one_big_container_are_found_in_bounded_memory(kind: 
     27 K of them), and at 0.3 M a third of that; now a window's parse (~3 MB for a list) plus the fences
     found (0.3 M runes: 3.2, 0.3, 0.2, 3.6)."""
     text = CONTAINERS[kind](RUNES)
-    peak, n = _peak_bytes(lambda: len(fenced_blocks(text)))
+    peak, n = peak_bytes(lambda: len(fenced_blocks(text)))
     assert n >= 1
     assert peak < bound * 1e6, f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.1f} M runes"
 
@@ -79,7 +66,7 @@ def test_a_big_list_with_a_fence_at_the_end_is_chunked_in_memory_proportional_to
     """Through the chunker (the spans and the auto strategy's profile both look for fences): list items and
     a closed fence at the end, ~140 MB traced per 1 M runes before (0.3 M runes: 3.2 MB now)."""
     text = CONTAINERS["bullet list"](RUNES)
-    peak, n = _peak_bytes(lambda: len(split(text, ChunkingConfig(strategy="auto"))))
+    peak, n = peak_bytes(lambda: len(split(text, ChunkingConfig(strategy="auto"))))
     assert n > RUNES // 600
     assert peak < 8e6, f"{peak / 1e6:.1f} MB traced for {len(text) / 1e6:.1f} M runes"
 

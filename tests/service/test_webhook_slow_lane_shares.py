@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
-from typing import Any
 
 import pytest
 
@@ -16,7 +15,6 @@ from chalicelib.adapters.memory import MemoryTaskQueue
 from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase
 from chalicelib.domain import lane_share
-from chalicelib.domain.events import EventType, knowledge_event
 from chalicelib.domain.types import KnowledgeBase
 from chalicelib.operations import webhooks
 from chalicelib.operations.knowledge_bases import create_kb
@@ -27,6 +25,8 @@ from chalicelib.services import lane_shares
 from chalicelib.services.events import announce
 from chalicelib.services.webhook_messages import DEGRADED_SCORE, DeliveryMessage
 from chalicelib.stages import webhooks as delivery
+
+from .test_webhook_lanes import created
 
 SLOW = "webhooks-slow"
 BUSY_URL, QUIET_URL = "https://busy.example.com/hook", "https://quiet.example.com/hook"
@@ -55,17 +55,6 @@ def degraded_webhook(deps: Services, kb: KnowledgeBase, url: str) -> str:
     assert hook is not None
     deps.webhooks.put(replace(hook, failure_score=DEGRADED_SCORE))
     return hook_id
-
-
-def created(kb: KnowledgeBase, n: int) -> Any:
-    return knowledge_event(
-        EventType.KNOWLEDGE_CREATED,
-        tenant_id=kb.tenant_id,
-        kb_id=kb.id,
-        knowledge_id=f"k{n}",
-        status="pending",
-        attempt=1,
-    )
 
 
 def tenant_kb(deps: Services, name: str) -> KnowledgeBase:
