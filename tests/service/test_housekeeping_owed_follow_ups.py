@@ -45,6 +45,15 @@ def events(deps: Services) -> Iterator[MemoryEventPublisher]:
     yield deps.events
 
 
+def _a_sweep_that_dies_at_its_first_announcement(
+    deps: Services, now: datetime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as m:
+        _dies_at_its_first_announcement(deps, m)
+        with pytest.raises(SweepDied):
+            housekeeping.sweep(deps, now)
+
+
 def _dies_at_its_first_announcement(deps: Services, monkeypatch: pytest.MonkeyPatch) -> None:
     def died(events: object) -> None:
         raise SweepDied
@@ -62,10 +71,7 @@ def test_a_row_failed_by_a_sweep_that_died_before_announcing_is_announced_by_the
     stuck = conftest.upload(deps, kb)
     queue.purge("docreader")
     now = datetime.now(UTC) + LATER
-    with monkeypatch.context() as m:
-        _dies_at_its_first_announcement(deps, m)
-        with pytest.raises(SweepDied):
-            housekeeping.sweep(deps, now)
+    _a_sweep_that_dies_at_its_first_announcement(deps, now, monkeypatch)
     row = deps.knowledge.get(stuck.id)
     assert row is not None and row.parse_status == ParseStatus.FAILED
     assert "Knowledge Failed" not in events.types_of(stuck.id)
@@ -127,10 +133,7 @@ def test_a_summary_failed_by_a_sweep_that_died_before_announcing_is_announced_by
     assert isinstance(queue, MemoryTaskQueue)
     queue.purge("enrichment")  # its message is lost: nothing moves the summary any more
     now = datetime.now(UTC) + timedelta(hours=2)
-    with monkeypatch.context() as m:
-        _dies_at_its_first_announcement(deps, m)
-        with pytest.raises(SweepDied):
-            housekeeping.sweep(deps, now)
+    _a_sweep_that_dies_at_its_first_announcement(deps, now, monkeypatch)
     row = deps.knowledge.get(knowledge.id)
     assert row is not None and row.summary_status == SummaryStatus.FAILED
     assert "Summary Failed" not in events.types_of(knowledge.id)
@@ -156,10 +159,7 @@ def test_a_task_failed_by_a_sweep_that_died_before_announcing_is_announced_by_th
         housekeeping.sweep(deps, now)
         queue.purge("lifecycle")
     now += LATER
-    with monkeypatch.context() as m:
-        _dies_at_its_first_announcement(deps, m)
-        with pytest.raises(SweepDied):
-            housekeeping.sweep(deps, now)
+    _a_sweep_that_dies_at_its_first_announcement(deps, now, monkeypatch)
     assert "Task Failed" not in events.types_of(task.id)
     housekeeping.sweep(deps, now + PAID)
     assert events.types_of(task.id) == ["Task Failed"]
