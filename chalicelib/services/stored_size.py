@@ -211,7 +211,7 @@ def awaits_its_indexing(row: Knowledge) -> bool:
     return is_in_flight(row.parse_status) and row.processed_at is None
 
 
-def stored_bytes(deps: Dependencies, row: Knowledge) -> int:
+def stored_bytes(deps: Dependencies, row: Knowledge, until: float | None = None) -> int:
     """What the document stores now: its file and, for each attempt whose Markdown is still stored (its
     own, or a page range's), each such Markdown and the images its manifest lists (`derived_size`'s rule),
     a page-range parse's copy of its source, and the images the resource catalog recorded for the attempt
@@ -224,11 +224,12 @@ def stored_bytes(deps: Dependencies, row: Knowledge) -> int:
     check no growth to refuse, and its failure's removal would not give it back. Of an indexed row, not
     the attempts before its own: indexing counted its attempt alone and removes theirs right after (counted
     in that moment, they would stay counted, as an indexed count is never lowered).
-    Raises RecountUnsure (a listing past MAX_RECOUNTED_KEYS, or reads past RECOUNT_SECONDS)."""
-    until = time.monotonic() + RECOUNT_SECONDS
+    Raises RecountUnsure (a listing past MAX_RECOUNTED_KEYS, or reads past `until`, a monotonic time:
+    RECOUNT_SECONDS from now when not given)."""
+    until = time.monotonic() + RECOUNT_SECONDS if until is None else until
     store = files_of(deps, row)
     prefix = parsed_markdown_key(row.tenant_id, row.id, 0).rsplit("/", 1)[0] + "/"
-    keys = _parsed_keys(store, prefix, row.id)
+    keys = _parsed_keys(store, prefix, row.id, until)
     listed = set(keys)  # (a manifest or plan looked up once per Markdown: not a scan of the list each)
     parts: dict[int, list[str]] = {}
     for key in keys:
@@ -270,13 +271,15 @@ def stored_bytes(deps: Dependencies, row: Knowledge) -> int:
     return total
 
 
-def _parsed_keys(store: FileStore, prefix: str, knowledge_id: str) -> list[str]:
+def _parsed_keys(store: FileStore, prefix: str, knowledge_id: str, until: float) -> list[str]:
     """Every key under the document's `parsed/` prefix, in key order: each page of the listing goes on
     after the last key of the one before, until one comes back short. Objects written or removed meanwhile
     may be found or not, as with one listing (a removal's own recount counts what is left). Raises
-    RecountUnsure past MAX_RECOUNTED_KEYS."""
+    RecountUnsure past MAX_RECOUNTED_KEYS, or when the listing outlasts the recount's time (`until`)."""
     keys: list[str] = []
     while True:
+        if time.monotonic() >= until:
+            raise RecountUnsure(knowledge_id)
         page = store.list_keys(prefix, MAX_LISTED_KEYS, keys[-1] if keys else "")
         keys += page
         if len(page) < MAX_LISTED_KEYS:
@@ -299,6 +302,7 @@ def recount_document(
     on it without a record of its own (operations/chunks), until the next indexing sets the count again.
     None when the row is missing or being deleted, or no longer at `attempt` (and `status`), when given:
     the writer that moved it counts it then. Idempotent: a second recount writes nothing."""
+    until = time.monotonic() + RECOUNT_SECONDS  # for every try: a race lost reads again within it
     for _ in range(RECOUNT_TRIES):
         row = deps.knowledge.get(knowledge_id)
         if (
@@ -308,7 +312,7 @@ def recount_document(
             or (status is not None and row.parse_status != status)
         ):
             return None
-        size = stored_bytes(deps, row)
+        size = stored_bytes(deps, row, until)
         if row.processed_at is not None:
             size = max(size, row.storage_size)
         if size == row.storage_size:
