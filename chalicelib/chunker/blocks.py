@@ -95,7 +95,8 @@ def fenced_blocks(text: str) -> list[Fence]:
         nl = text.find("\n", s + size - 1)
         e = n if nl < 0 else nl + 1
         window = text[s:e]
-        tokens = _parser().parse(window)
+        env: dict[str, object] = {}
+        tokens = _parser().parse(window, env)
         fences = [t for t in tokens if t.type == "fence" and t.map]
         # Offset of every line start in the window; the last entry is one past its end.
         starts = list(accumulate(map((1).__add__, map(len, window.split("\n"))), initial=0))
@@ -133,7 +134,10 @@ def fenced_blocks(text: str) -> list[Fence]:
             s = after
             size = WINDOW
             continue
-        cut = _inner_restart(window, starts, tokens, lines)
+        # A link reference definition leaves no token and may end sooner in the window than in the text (a
+        # title cut short at the window's end): the blocks after it in a container may not be the whole
+        # parse's (a review's finding), so no restart inside a container follows one.
+        cut = None if env.get("references") else _inner_restart(window, starts, tokens, lines)
         if cut is None:
             cut = _restart(window, starts, blocks, lines)
         if cut is None:

@@ -19,7 +19,7 @@ from chunker_helpers import commonmark_fences, peak_bytes
 
 from chalicelib.chunker import ChunkingConfig, split
 from chalicelib.chunker import blocks as blocks_module
-from chalicelib.chunker.blocks import fenced_blocks
+from chalicelib.chunker.blocks import closed_fenced_blocks, fenced_blocks
 
 #: big enough that HEAD's whole-container parses stand far above a window's (tracemalloc is slow)
 RUNES = 300_000
@@ -116,3 +116,38 @@ def test_fences_found_a_window_at_a_time_in_big_containers_match_a_full_parse(se
                 mp.setattr(blocks_module, "WINDOW", window)
                 found = fenced_blocks(text)
             assert [(f.start, f.end) for f in found] == expected, (window, text)
+
+
+# a link reference definition whose title spans quoted lines: a window ending inside the title parses a
+# shorter definition and a paragraph after it, where a restart inside the quote read the blocks after the
+# title differently from the whole parse (a review's counterexamples: a fence inside a kind 7 HTML block
+# found, a closed fence in a list item missed, and a title going on on a lazy line)
+_TITLE = "> [a]: /url\n> 'title\n> foo\n> bar'\n"
+_REFERENCE_TITLES = [
+    _TITLE + "> <x-t>\n> ```\n> code\n> ```\n",
+    _TITLE + "> 2. ```\n>    code\n>    ```\n",
+    "> [a]:\n> /u\n'\n> w x\n> foo\n> '\n> 2. ```\n> [c]\n>w x\n>     code\n",
+]
+
+
+@pytest.mark.parametrize("text", _REFERENCE_TITLES)
+def test_a_reference_title_over_quoted_lines_at_a_windows_end_is_parsed_as_the_whole_text_does(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for window in range(1, 61):
+        monkeypatch.setattr(blocks_module, "WINDOW", window)
+        assert [(f.start, f.end) for f in fenced_blocks(text)] == commonmark_fences(text), window
+
+
+def test_a_closed_code_block_after_a_long_reference_title_in_a_quote_stays_found() -> None:
+    """At the production window: the code block after a 3,000-line title was missed, and cut in chunks."""
+    code = ">    x = compute(alpha, beta, gamma)  # step\n" * 40
+    text = (
+        "> [a]: /url\n> 'title\n"
+        + "> foo words\n" * 3000
+        + "> bar'\n> 2. ```\n"
+        + code
+        + ">    ```\n\nAfter.\n"
+    )
+    found = [(f.start, f.end) for f in closed_fenced_blocks(text)]
+    assert found == commonmark_fences(text, closed_only=True) != []
