@@ -226,6 +226,9 @@ class CostWalk:
     walked: bool = False
     #: entries read
     entries: int = 0
+    #: entries written after it (ISO) are left out: a refresh's walk, which may take hours, holds what was
+    #: there when it began (its `as_of`; its own slices' usage among what it leaves out); '' for none
+    until: str = ""
     docs: dict[str, list[Any]] = field(default_factory=dict)
     tenants: list[str] = field(default_factory=list)
     documents: Sums = field(default_factory=Sums)
@@ -253,6 +256,7 @@ class CostWalk:
             "filled": self.filled,
             "carried": self.carried,
             "pending": self.pending,
+            "until": self.until,
         }
 
     @classmethod
@@ -272,6 +276,7 @@ class CostWalk:
             filled=data["filled"],
             carried=data["carried"],
             pending=data["pending"],
+            until=str(data.get("until") or ""),  # (a checkpoint written before walks had it)
         )
 
 
@@ -329,6 +334,8 @@ def _add_page(deps: Dependencies, walk: CostWalk, entries: list[UsageEntry]) -> 
     new = [knowledge_id for knowledge_id in new if knowledge_id != own_id]
     rows = deps.knowledge.get_many(new) if new else {}
     for entry in entries:
+        if walk.until and entry.created_at > walk.until:
+            continue
         if entry.knowledge_id == own_id:
             walk.own.add(entry)
             continue

@@ -169,7 +169,10 @@ def _resume(
     """(when the walk began, the walk) from slice `number`'s checkpoint; a new walk, beginning now, for
     slice 0; None when the checkpoint of a later slice is gone (another delivery took the walk on)."""
     if number == 0:
-        return now_iso(), _new_walk(task.kb_id, kind)  # before the read: the report holds what was there then
+        as_of = now_iso()  # before the read: the report holds what was there then, and nothing written since
+        walk = _new_walk(task.kb_id, kind)
+        (walk.cost if isinstance(walk, StatsWalk) else walk).until = as_of
+        return as_of, walk
     try:
         state = json.loads(gzip.decompress(deps.files.read(deps.files.url_for(checkpoint_key(task, number)))))
     except FileNotFoundError:

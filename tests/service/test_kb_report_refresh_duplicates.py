@@ -8,6 +8,7 @@ stop with nothing sent, and no checkpoint outlives the refresh whichever order t
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -322,3 +323,37 @@ def test_a_refresh_that_fails_mid_walk_leaves_no_checkpoint(
     with pytest.raises(reembed.AnotherDeliveryCarriesOn):  # a copy that read slice 1 before the failure
         kb_report_refresh._walk_slice(deps, task, 1, now_iso(), cost.CostWalk(a.id))
     assert deps.files.list_keys(f"reports/{a.id}/", 10) == [] and sent == []
+
+
+def test_entries_written_while_the_refresh_walks_are_left_out(
+    deps: Services, two: tuple[KnowledgeBase, KnowledgeBase], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh's report says it holds what was there when it began (`as_of`), but its walk counted any
+    entry written meanwhile that sorted after where it had got to, its own slices' usage among them (a bench
+    of 100,000 documents found the stored stats $0.00027 over the one-go report). Such entries are left out
+    now: the report equals the one-go report of the moment it began."""
+    a, _ = two
+    expected = one_go(deps, a, monkeypatch)
+    task = report_task(a)
+    deps.tasks.put(task)
+    sent = capture_sends(deps, monkeypatch)
+    lifecycle.run(deps, task.id)  # the first slice: the walk began
+    assert sent == [task.id]
+    time.sleep(0.002)  # (ISO times in milliseconds)
+    late = UsageEntry(
+        f"{9:08d}-0000-4000-8000-000000000000",
+        "000001#workflow#zz-late",  # (sorts after where the walk has got to)
+        a.id,
+        a.tenant_id,
+        {metering.LAMBDA_REQUESTS: 1.0, metering.LAMBDA_GB_SECONDS: 50.0},
+        now_iso(),
+    )
+    deps.usage.put(late)
+    pending, sent[:] = list(sent), []
+    while pending:
+        for task_id in pending:
+            lifecycle.run(deps, task_id)
+        pending, sent[:] = list(sent), []
+    stored = deps.usage.report(a.id, "cost")
+    assert stored is not None and dict(stored.body) == expected
+    assert one_go(deps, a, monkeypatch) != expected  # counted by a report that begins after it
