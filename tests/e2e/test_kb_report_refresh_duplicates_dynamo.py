@@ -14,7 +14,6 @@ from service.test_kb_report_refresh_duplicates import doc, pages_read_with_copie
 
 from chalicelib.adapters.dynamo.tables import build_models
 from chalicelib.adapters.memory import memory_settings
-
 from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase
 from chalicelib.operations import cost, kb_report_refresh
