@@ -188,7 +188,9 @@ OCR = Grant(
 WEBHOOK_DELIVERY = [
     # spans: a failure the state machine announces closes the attempt's open spans (`announced`)
     read_tables("webhooks", "knowledge", "spans", "turns"),
-    write_tables("webhooks", "spans", "turns"),  # turns: the slow lane's tenant shares (services/lane_shares.py)
+    write_tables(
+        "webhooks", "spans", "turns"
+    ),  # turns: the slow lane's tenant shares (services/lane_shares.py)
     PUBLISH,  # the state machine's announcements (stages/webhooks.py `announced`)
 ]
 
