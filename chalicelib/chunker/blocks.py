@@ -136,8 +136,8 @@ def fenced_blocks(text: str) -> list[Fence]:
             continue
         # A link reference definition leaves no token and may end sooner in the window than in the text (a
         # title cut short at the window's end): the blocks after it in a container may not be the whole
-        # parse's (a review's finding), so no restart inside a container follows one.
-        cut = None if env.get("references") else _inner_restart(window, starts, tokens, lines)
+        # parse's (a review's finding), so no restart inside a container follows one that may go on.
+        cut = _inner_restart(window, starts, tokens, _before_open_references(env, window, starts, lines))
         if cut is None:
             cut = _restart(window, starts, blocks, lines)
         if cut is None:
@@ -147,6 +147,25 @@ def fenced_blocks(text: str) -> list[Fence]:
         s += starts[cut]
         size = WINDOW
     return out
+
+
+# A line that no link reference title goes on over (blank, in or out of block quotes).
+_TITLE_BREAK = re.compile(r"[ \t>]*\n")
+
+
+def _before_open_references(env: dict[str, object], window: str, starts: list[int], lines: int) -> int:
+    """The line before which a restart inside a container is safe: the first line of the first link
+    reference definition with no blank line after it in the window (its title may go on past the window's
+    end in the text: a title never crosses a blank line); `lines` when there is none. markdown-it keeps
+    each definition's lines in `env` (`references`, and `duplicate_refs` for a label defined again)."""
+    found = env.get("references")
+    maps = [r["map"] for r in found.values()] if isinstance(found, dict) else []
+    duplicates = env.get("duplicate_refs")
+    maps += [r["map"] for r in duplicates] if isinstance(duplicates, list) else []
+    if not maps:
+        return lines
+    last_break = next((k for k in range(lines - 1, -1, -1) if _TITLE_BREAK.match(window, starts[k])), -1)
+    return min([a for a, z in maps if z > last_break], default=lines)
 
 
 def _restart(window: str, starts: list[int], blocks: list[Token], lines: int) -> int | None:

@@ -45,12 +45,28 @@ CONTAINERS: dict[str, Callable[[int], str]] = {
     "items ending in fences": lambda runes: _repeat(
         lambda k: f"- item {k}\n  ```\n  code {k}\n  ```\n", runes
     ),
+    # link reference definitions closed by a blank line: they do not stop the restarts (a review found any
+    # definition in a window turning them off, the container parsed whole again)
+    "quote opening with a reference": lambda runes: (
+        "> [r]: /u\n>\n" + _repeat(lambda k: f"> quoted line {k}\n", runes) + FENCE_AT_THE_END
+    ),
+    "list with a reference every 200 items": lambda runes: (
+        _repeat(lambda k: f"- item number {k}\n" + (f"\n  [r{k}]: /u{k}\n" if k % 200 == 0 else ""), runes)
+        + FENCE_AT_THE_END
+    ),
 }
 
 
 @pytest.mark.parametrize(
     ("kind", "bound"),
-    [("bullet list", 6), ("block quote", 2), ("html block", 2), ("items ending in fences", 8)],
+    [
+        ("bullet list", 6),
+        ("block quote", 2),
+        ("html block", 2),
+        ("items ending in fences", 8),
+        ("quote opening with a reference", 2),
+        ("list with a reference every 200 items", 6),
+    ],
 )
 def test_fences_after_or_in_one_big_container_are_found_in_bounded_memory(kind: str, bound: int) -> None:
     """Traced peak in MB for 1 M runes before: 142 (list), 15 (quote), 14 (HTML), 107 (items with fences:
