@@ -7,6 +7,7 @@ MAX_RECOUNTED_KEYS it still gives up and writes nothing, and the operator's reco
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -148,3 +149,34 @@ def test_a_recount_whose_reads_outlast_its_time_writes_nothing_and_is_left_for_l
     monkeypatch.setattr(stored_size, "RECOUNT_SECONDS", 15.0)
     answer = recount_operator(deps, kb.tenant_id)
     assert (answer["documents"], answer["corrected"], answer["skipped"]) == (1, 1, 0)
+
+
+def test_the_tries_after_lost_races_share_the_recounts_one_budget(
+    deps: Services, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recount whose write loses a race reads again (up to RECOUNT_TRIES): each try had a budget of its
+    own, so a recount in an API request could read for four times RECOUNT_SECONDS. One budget covers them."""
+    from chalicelib.services import stored_size
+
+    row = upload(deps, kb, "notes.md", b"# Notes\n\nSome words.\n")
+    drain(deps)
+    real_list = MemoryFileStore.list_keys
+
+    def slow_listing(*args: Any, **kwargs: Any) -> list[str]:
+        time.sleep(0.3)
+        return real_list(*args, **kwargs)
+
+    def lost_race(*args: Any, **kwargs: Any) -> bool:
+        return False  # another writer moved the row first, every time
+
+    monkeypatch.setattr(MemoryFileStore, "list_keys", slow_listing)  # (the store the document's backend is)
+    monkeypatch.setattr(deps.knowledge, "update_fields", lost_race)
+    monkeypatch.setattr(stored_size, "RECOUNT_SECONDS", 0.5)
+    real_get = deps.knowledge.get  # the row as each try reads it: its count off, so each try writes
+    monkeypatch.setattr(
+        deps.knowledge, "get", lambda knowledge_id: replace(real_get(knowledge_id), storage_size=1)
+    )
+    started = time.monotonic()
+    with pytest.raises(stored_size.RecountUnsure):
+        stored_size.recount_document(deps, row.id)
+    assert time.monotonic() - started < 1.0  # two listings at most, not one a try (four: 1.2 s)
