@@ -37,7 +37,7 @@ def take(
     book: Book, key: str, now: float, *, lease_seconds: float, slots: int, spacing: float
 ) -> tuple[Share, Book]:
     """The try `key` asks for one of its tenant's slots: its share, and the book after."""
-    held = {k: until for k, until in (book.get(HELD) or {}).items() if float(until) > now}
+    held = _held(book, now)
     if key in held:
         return Share(True), {**book, HELD: held}
     if len(held) < slots:
@@ -48,5 +48,9 @@ def take(
 
 
 def give_back(book: Book, key: str, now: float) -> Book:
-    held = {k: until for k, until in (book.get(HELD) or {}).items() if float(until) > now and k != key}
-    return {**book, HELD: held}
+    return {**book, HELD: {k: until for k, until in _held(book, now).items() if k != key}}
+
+
+def _held(book: Book, now: float) -> dict[str, float]:
+    """The slots held now (a lease past its expiry is free)."""
+    return {k: float(until) for k, until in (book.get(HELD) or {}).items() if float(until) > now}

@@ -170,9 +170,7 @@ def _resume(
     slice 0; None when the checkpoint of a later slice is gone (another delivery took the walk on)."""
     if number == 0:
         as_of = now_iso()  # before the read: the report holds what was there then, and nothing written since
-        walk = _new_walk(task.kb_id, kind)
-        (walk.cost if isinstance(walk, StatsWalk) else walk).until = as_of
-        return as_of, walk
+        return as_of, _new_walk(task.kb_id, kind, until=as_of)
     try:
         state = json.loads(gzip.decompress(deps.files.read(deps.files.url_for(checkpoint_key(task, number)))))
     except FileNotFoundError:
@@ -181,11 +179,14 @@ def _resume(
     return str(state["as_of"]), walk
 
 
-def _new_walk(kb_id: str, kind: str) -> CostWalk | StatsWalk:
+def _new_walk(kb_id: str, kind: str, *, until: str = "") -> CostWalk | StatsWalk:
+    """A walk from the first entry, leaving out the entries written after `until` (CostWalk.until)."""
     if kind == COST:
-        return CostWalk(kb_id)
+        return CostWalk(kb_id, until=until)
     if kind == STATS:
-        return StatsWalk(kb_id)
+        walk = StatsWalk(kb_id)
+        walk.cost.until = until  # (its cost's walk is made with it)
+        return walk
     raise AppError(f"no such report: {kind!r}", code="unknown_report")
 
 

@@ -143,9 +143,10 @@ def holds_encrypted_package(data: bytes) -> bool:
 
 def office_input(data: bytes, source_type: str) -> bytes:
     """What LibreOffice is given to convert: a Word/PowerPoint/Excel 97-2003 file (an OLE compound file), or
-    for .doc an RTF without its field instructions (rtf_without_field_instructions). LibreOffice picks its
-    import filter by the content, not the name: a flat OpenDocument presentation named .ppt is opened as one,
-    and its linked pictures (file:///…) are read from the local disk into the converted deck. The reader sends
+    for .doc an RTF without its field instructions (rtf_without_field_instructions). Left to itself,
+    LibreOffice picks its import filter by the content, not the name (a flat OpenDocument presentation named
+    .ppt had its linked pictures, file:///…, read from the local disk into the converted deck); it is given
+    one (import_filters), and this guard stands before that all the same. The reader sends
     nothing else here (base.resolve_file_type); this keeps any other caller to the same. An OLE file that
     is an encrypted OOXML package (holds_encrypted_package) is refused: it is no 97-2003 file."""
     if data.startswith(OLE_MAGIC):

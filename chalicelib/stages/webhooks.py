@@ -43,11 +43,12 @@ that is degraded by then (queued before, or redriven) is forwarded to the slow l
 unposted (same attempt, parked, put-offs): a copy of it delivered twice is forwarded twice, and the claim
 runs the try once. A try in the slow lane is posted whatever the score (a webhook well again leaves the lane
 with its next message). The breaker works the same in either lane; each lane parks in its own DLQ, and a
-redrive sends a letter back to its lane. The slow lane's workers are shared between tenants: a tenant holds at
-most one of them at once (services/lane_shares.py), and a try whose tenant holds it already goes back on the
-lane, unclaimed and unposted (its attempt, parked and put-offs unchanged), 2 s after the tenant's try turned
-away before it, so the lane cycles past one tenant's backlog to the others' tries. What the lanes do not keep apart: a receiver that is
-merely slow below half the timeout, or fails fewer than about one try in two, stays in the main lane.
+redrive sends a letter back to its lane. The slow lane's workers are shared between tenants: a tenant holds
+at most one of them at once (services/lane_shares.py), and a try whose tenant holds it already goes back on
+the lane, unclaimed and unposted (its attempt, parked and put-offs unchanged), 2 s after the tenant's try
+turned away before it, so the lane cycles past one tenant's backlog to the others' tries. What the lanes do
+not keep apart: a receiver that is merely slow below half the timeout, or fails fewer than about one try in
+two, stays in the main lane.
 
 A redelivered message (SQS delivers at least once) must not fork the delivery's retry chain, so each try
 (webhook, delivery, parked, attempt) is claimed in the webhook repo before it is posted (`deliver`):
