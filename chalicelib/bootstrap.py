@@ -282,10 +282,15 @@ def _shared_client(service: str, region: str, endpoint_url: str) -> Any:
 
     factory: Any = boto3.client
     config = Config(max_pool_connections=AWS_MAX_POOL_CONNECTIONS)
-    if service == "s3":  # the files bucket: the storage clients' short waits and bounded tries
+    if service == "s3":  # the files bucket: the storage clients' short waits, bounded tries and signatures
         from chalicelib.adapters.storage_backends import storage_client_config
 
-        config = storage_client_config(max_pool_connections=AWS_MAX_POOL_CONNECTIONS)
+        # on AWS virtual-hosted on the region's own host (a presigned link on the global host is redirected
+        # for a new bucket's first day, which a browser's CORS preflight does not follow); locally the path
+        style = "path" if endpoint_url else "virtual"
+        config = storage_client_config(
+            max_pool_connections=AWS_MAX_POOL_CONNECTIONS, s3={"addressing_style": style}
+        )
     return meter_client(
         factory(service, region_name=region, endpoint_url=endpoint_url or None, config=config)
     )

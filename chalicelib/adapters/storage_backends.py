@@ -70,11 +70,14 @@ STORAGE_MAX_ATTEMPTS = 3
 
 
 def storage_client_config(**more: Any) -> Any:
-    """The one rule for the storage clients' timeouts and retries (a botocore Config), with `more` options
-    (the addressing style, a pool size) merged in."""
+    """The one rule for the storage clients' timeouts, retries and signatures (a botocore Config), with
+    `more` options (the addressing style, a pool size) merged in. Signature V4 always: botocore presigns S3
+    links with V2 in most regions otherwise, which buckets made since June 2020 refuse, and which signs the
+    Content-Type a browser adds to an upload (403 SignatureDoesNotMatch)."""
     from botocore.config import Config
 
     return Config(
+        signature_version="s3v4",
         connect_timeout=STORAGE_CONNECT_TIMEOUT_SECONDS,
         read_timeout=STORAGE_READ_TIMEOUT_SECONDS,
         retries={"mode": "standard", "total_max_attempts": STORAGE_MAX_ATTEMPTS},
@@ -102,7 +105,7 @@ def s3_compatible_client(
         "s3",
         region_name=config.region_or(region),
         endpoint_url=config.resolved_endpoint() or None,
-        config=storage_client_config(signature_version="s3v4", s3={"addressing_style": style}),
+        config=storage_client_config(s3={"addressing_style": style}),
         **keys,
     )
 
