@@ -132,9 +132,12 @@ PARAMETERS: dict[str, Any] = {
         "Description": "API Gateway burst: requests above the rate served at once before 429s.",
     },
     "TenantRequestsPerMinute": {
-        "Type": "Number",
-        "Default": TENANT_REQUESTS_PER_MINUTE,
-        "MinValue": 0,
+        # a String for its pattern: a Number's MinValue cannot say "0 or at least 10", and a limit of 1-9
+        # made WAF refuse the web ACL and the whole stack roll back
+        "Type": "String",
+        "Default": str(TENANT_REQUESTS_PER_MINUTE),
+        "AllowedPattern": r"^(0|[1-9][0-9]{1,8})$",
+        "ConstraintDescription": "0 (no web ACL) or a whole number from 10 (WAF's minimum) to 999999999",
         "Description": "AWS WAF's limit on one API key's requests in any 60 s, in front of the API's stage "
         "throttle (429 tenant_rate_limited): 0 (no web ACL) or at least 10 (WAF's minimum). Requests without "
         "an X-API-Key header are not counted by it.",

@@ -65,8 +65,11 @@ def test_the_web_acl_and_its_association_exist_when_the_parameter_is_above_0_and
     packaged: dict[str, Any],
 ) -> None:
     parameter = packaged["Parameters"][PARAMETER]
-    assert parameter["Type"] == "Number"
-    assert parameter["MinValue"] == 0
+    assert parameter["Type"] == "String"
+    allowed = re.compile(parameter["AllowedPattern"])
+    # WAF's rate limit is 10 to 2,000,000,000: 1-9 would fail the web ACL and roll the stack back
+    assert [v for v in ("0", "10", "1800", "999999999") if not allowed.fullmatch(v)] == []
+    assert [v for v in ("1", "9", "010", "-5", "1.5", "", "2000000001") if allowed.fullmatch(v)] == []
     both = {"ApiWebAcl", "ApiWebAclAssociation"}
     assert _deployed(packaged, {PARAMETER: str(parameter["Default"])}) == both
     assert _deployed(packaged, {PARAMETER: "10"}) == both
@@ -147,7 +150,7 @@ def test_the_defaults_put_waf_above_the_tenant_rate_and_the_stage_well_above_bot
 ) -> None:
     per_tenant = memory_settings().tenant_requests_per_second
     parameters = packaged["Parameters"]
-    waf_per_minute = parameters[PARAMETER]["Default"]
+    waf_per_minute = int(parameters[PARAMETER]["Default"])
     stage_rate = parameters["ApiThrottleRate"]["Default"]
     # a tenant within its own rate never meets WAF; WAF is above its minimum (10)
     assert per_tenant * 60 < waf_per_minute
