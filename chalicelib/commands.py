@@ -500,7 +500,10 @@ class SearchRequest(Body):
     @classmethod
     def _number(cls, value: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):  # 0 and 1 are numbers too (strict mode)
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # past a float's range (1e308): pydantic reports only ValueError
+                raise ValueError("the number is out of range") from None
         return value
 
     @field_validator("file_types")
@@ -578,7 +581,9 @@ def bad_request(model: type[BaseModel], error: ValidationError) -> BadRequest:
     names = {f.alias: n for n, f in model.model_fields.items() if f.alias}
 
     def path(loc: tuple[int | str, ...]) -> list[str]:
-        parts = [str(part) for part in loc]
+        # a location holds the client's own keys (a metadata key, an unknown field): each cut short, or a 4 MB
+        # key echoed twice would make an answer past Lambda's 6 MB (a 502 instead of the 400)
+        parts = [str(part) if len(str(part)) <= 64 else f"{str(part)[:64]}…" for part in loc]
         return [names.get(parts[0], parts[0]), *parts[1:]] if parts else parts
 
     errors = error.errors(include_url=False, include_input=False)

@@ -216,8 +216,36 @@ def _extended_file_name(disposition: bytes) -> str | None:
     header["content-disposition"] = disposition.decode("latin-1")
     for param, value in header.get_params(header="content-disposition") or []:
         if param == "filename" and isinstance(value, tuple):  # how the email package hands back `name*`
-            return email.utils.collapse_rfc2231_value(value, errors="replace", fallback_charset="utf-8")
+            try:
+                return email.utils.collapse_rfc2231_value(value, errors="replace", fallback_charset="utf-8")
+            except UnicodeError as error:  # a codec that takes no "replace" (idna) or refuses the bytes
+                raise BadRequest(
+                    "a file part's filename* cannot be decoded in its charset", code="invalid_multipart"
+                ) from error
     return None
+
+
+def _encodable(text: str) -> bool:
+    """No lone surrogate, which no storage or model can take."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text(data: bytes, charset: str, what: str) -> str:
+    """A part's text in its charset. Python's codecs go beyond text charsets: some take no "replace" or
+    refuse the bytes (idna, punycode, undefined), and some spell lone surrogates (unicode_escape)."""
+    try:
+        text = data.decode(charset, errors="replace")
+    except LookupError as error:
+        raise BadRequest(f"{what} has an unknown charset", code="invalid_multipart") from error
+    except UnicodeError as error:
+        raise BadRequest(f"{what} cannot be decoded in its charset", code="invalid_multipart") from error
+    if not _encodable(text):
+        raise BadRequest(f"{what} holds unpaired surrogate characters", code="invalid_multipart")
+    return text
 
 
 def parse_multipart(content_type: str, body: bytes) -> MultipartForm:
@@ -280,16 +308,15 @@ def parse_multipart(content_type: str, body: bytes) -> MultipartForm:
         extended = _extended_file_name(raw_disposition)
         if extended is not None or b"filename" in disposition:
             plain = disposition.get(b"filename", b"").decode("utf-8", "replace")
+            if extended is not None and not _encodable(extended):  # unicode_escape spells lone surrogates
+                raise BadRequest(
+                    f"part {name!r}'s filename* holds unpaired surrogate characters", code="invalid_multipart"
+                )
             files[name] = (plain if extended is None else extended, bytes(part.data))
             continue
         _, type_params = parse_options_header(part.headers.get("content-type", b"text/plain"))
         charset = type_params.get(b"charset", b"utf-8").decode("latin-1")
-        try:
-            fields[name] = bytes(part.data).decode(charset, errors="replace")
-        except LookupError as error:
-            raise BadRequest(
-                f"form field {name!r} has an unknown charset", code="invalid_multipart"
-            ) from error
+        fields[name] = _text(bytes(part.data), charset, f"form field {name!r}")
     return MultipartForm(fields, files)
 
 

@@ -278,3 +278,22 @@ def test_an_id_that_no_row_can_have_is_a_404(api: Api, knowledge_id: str) -> Non
 def test_a_time_filter_utc_cannot_hold_is_a_400(api: Api, ids: dict[str, str], bound: str) -> None:
     response = api.get(f"/knowledge-bases/{ids['kb_id']}/knowledge?{bound}")
     assert_client_error(response, "invalid_query")
+
+
+@pytest.mark.parametrize("field", ["min_score", "vector_weight"])
+def test_an_integer_past_a_floats_range_is_a_400(api: Api, ids: dict[str, str], field: str) -> None:
+    raw = f'{{"query_text": "a", "{field}": 1{"0" * 400}}}'
+    response = _send(api, "POST", f"{V1}/knowledge-bases/{ids['kb_id']}/hybrid-search", raw)
+    assert_client_error(response, f"invalid_{field}")
+
+
+def test_a_clients_long_key_is_not_echoed_in_full(api: Api, ids: dict[str, str]) -> None:
+    # a 4 MB key echoed twice (message and details) made an 8 MB answer: past Lambda's 6 MB, a 502 on AWS
+    key = "k" * 4_000_000
+    for path, body in (
+        (f"{V1}/knowledge-bases", {"name": "kb", key: 1}),
+        (f"{V1}/knowledge-bases/{ids['kb_id']}/hybrid-search", {"query_text": "a", "metadata": {key: "x"}}),
+    ):
+        response = _send(api, "POST", path, json.dumps(body))
+        assert_client_error(response)
+        assert len(response.body) < 10_000, len(response.body)

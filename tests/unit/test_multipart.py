@@ -117,3 +117,26 @@ def test_a_file_name_given_as_filename_star_is_read(disposition: str, expected: 
     body = f'--x\r\nContent-Disposition: form-data; name="file"; {disposition}\r\n\r\nhello\r\n--x--\r\n'
     form = parse_multipart("multipart/form-data; boundary=x", body.encode())
     assert form.files["file"] == (expected, b"hello") and form.fields == {}
+
+
+@pytest.mark.parametrize("charset", ["idna", "punycode", "undefined", "unicode_escape"])
+def test_a_form_field_in_a_codec_that_is_no_text_charset_is_a_400(charset: str) -> None:
+    # idna takes no "replace", punycode and undefined refuse the bytes, unicode_escape spells a lone surrogate
+    body = (
+        '--x\r\nContent-Disposition: form-data; name="file_name"\r\n'
+        f"Content-Type: text/plain; charset={charset}\r\n\r\n\\ud800\xff\r\n--x--\r\n"
+    )
+    with pytest.raises(BadRequest) as error:
+        parse_multipart("multipart/form-data; boundary=x", body.encode("latin-1"))
+    assert error.value.code == "invalid_multipart" and error.value.status == 400
+
+
+@pytest.mark.parametrize(
+    "disposition",
+    ["filename*=idna''%FF%FEa.md", "filename*=undefined''a.md", "filename*=unicode_escape''x%5Cud800y.md"],
+)
+def test_a_filename_star_that_cannot_be_a_file_name_is_a_400(disposition: str) -> None:
+    body = f'--x\r\nContent-Disposition: form-data; name="file"; filename="a.md"; {disposition}\r\n\r\nhi\r\n--x--\r\n'
+    with pytest.raises(BadRequest) as error:
+        parse_multipart("multipart/form-data; boundary=x", body.encode())
+    assert error.value.code == "invalid_multipart" and error.value.status == 400
