@@ -47,6 +47,17 @@ def chunk_id(knowledge_id: str, attempt: int, seq: int, parent: bool = False) ->
     return f"{knowledge_id}-a{attempt}-{'p' if parent else ''}{ordered_seq(seq)}"
 
 
+#: what follows the attempt's prefix in an id `chunk_id` gives, never in one enrichment gives the chunks it
+#: adds to the attempt (`summary`, `table-…`, `ocr0001`, `cap0001`, `wiki01`)
+_CHUNKER_SUFFIX = re.compile(r"p?(?:[0-9]{5}|[A-Z][0-9]{6,})")
+
+
+def made_by_the_chunker(knowledge_id: str, attempt: int, chunk_id_: str) -> bool:
+    """Whether a chunk of the attempt is one of the chunker's own (a text or parent chunk)."""
+    prefix = f"{knowledge_id}-a{attempt}-"
+    return chunk_id_.startswith(prefix) and bool(_CHUNKER_SUFFIX.fullmatch(chunk_id_[len(prefix) :]))
+
+
 def attempt_chunk_prefix(knowledge_id: str, attempt: int) -> str:
     """What every chunk id of one attempt starts with (a key range of the chunk table: attempt 1's
     `-a1-` range does not hold attempt 10's `-a10-` ids)."""

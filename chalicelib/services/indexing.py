@@ -470,7 +470,13 @@ def _index_window(
     vectors = run.embed(texts) if kb.indexing_strategy.vector_enabled and texts else None
     entries = chunk_entries(kb.id, knowledge.id, window, texts, vectors)
     if entries:
+        # the embedding took its time: another copy may have handed the attempt over meanwhile
+        if handed_over_since(deps, knowledge):
+            raise Stopped("another copy of the message indexed the attempt and handed it over")
         write_entries(deps, engine, space, entries)
+        if handed_over_since(deps, knowledge):  # between that read and this write
+            _rewrite_as_now(deps, knowledge, kb, run, engine, space, window, index_text)
+            raise Stopped("another copy of the message handed the attempt over while this one wrote")
     if not kept_after_write(
         deps,
         knowledge,
@@ -478,6 +484,43 @@ def _index_window(
         undo_superseded=lambda: engine.delete_by_ids(space, kb.id, [e.id for e in entries]),
     ):
         raise Stopped("the row was deleted, cancelled or superseded while indexing")
+
+
+def handed_over_since(deps: Dependencies, knowledge: Knowledge) -> bool:
+    """Whether another copy of this attempt's message (SQS may deliver one twice, even at once) indexed the
+    attempt and handed it over after this copy read the row (`knowledge`). From then on a person may switch
+    or edit its chunks or switch the document off, so what this copy read is stale: it writes nothing more
+    (a consistent read just before each write; what is left is the write's own few milliseconds)."""
+    row = deps.knowledge.get(knowledge.id)
+    return row is not None and row.attempt == knowledge.attempt and row.processed_at != knowledge.processed_at
+
+
+def _rewrite_as_now(
+    deps: Dependencies,
+    knowledge: Knowledge,
+    kb: KnowledgeBase,
+    run: EmbeddingRun,
+    engine: Any,
+    space: IndexSpace,
+    window: Sequence[Chunk],
+    index_text: Callable[[str, str, str], str],
+) -> None:
+    """The attempt was handed over between the last check and this copy's write of `window`: its entries are
+    written again from the chunks as they are stored now (gone ones removed), disabled while the document
+    is, so a switch or an edit made in between is not undone by the stale write."""
+    keys = [(knowledge.id, c.id) for c in window]
+    found = deps.chunks.get_many(keys)
+    gone = [key[1] for key in keys if key not in found]
+    if gone:
+        engine.delete_by_ids(space, kb.id, gone)
+    now = [found[key] for key in keys if key in found]
+    if not now:
+        return
+    texts = [index_text(knowledge.title, c.context_header, c.content) for c in now]
+    vectors = run.embed(texts) if kb.indexing_strategy.vector_enabled else None
+    index_as_the_document_is(
+        deps, knowledge, engine, space, chunk_entries(kb.id, knowledge.id, now, texts, vectors)
+    )
 
 
 def index_slice(

@@ -15,15 +15,16 @@ from typing import Any
 from chalicelib.domain.chunk_limits import MAX_CHUNKS_PER_DOCUMENT as MAX_CHUNKS_PER_DOCUMENT
 from chalicelib.domain.chunk_limits import TooManyChunks, chunk_limit, chunker_cap, too_many_chunks_message
 from chalicelib.domain.errors import PermanentStageError, SpanErrorCode
-from chalicelib.domain.ids import attempt_chunk_prefix, chunk_id, content_hash
+from chalicelib.domain.ids import chunk_id, content_hash, made_by_the_chunker
 from chalicelib.domain.image_info import ShownImages
 from chalicelib.domain.process_config import resolve
 from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkingConfig, ChunkType, Knowledge, Stage, StageMessage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies
+from chalicelib.services.chunk_pages import attempt_chunk_pages
 from chalicelib.services.fairness import give_back_if_left, keep_place
-from chalicelib.services.indexing import take_back_chunks
+from chalicelib.services.indexing import handed_over_since, take_back_chunks
 from chalicelib.services.liveness import kept_after_write, live_knowledge
 from chalicelib.services.stage_queue import enqueue
 from chalicelib.services.storage import files_of, image_manifest
@@ -76,10 +77,11 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     show_images(chunks, images)
     if not chunks:
         raise PermanentStageError("the document produced no chunks", code=SpanErrorCode.CHUNKING_FAILED)
-    # this attempt's chunks only: a reparse may have chunked a newer attempt since the live read
-    deps.chunks.replace_all(
-        knowledge.id, chunks, prefix=attempt_chunk_prefix(knowledge.id, knowledge.attempt)
-    )
+    if _handed_over(deps, knowledge):
+        # another copy of this message chunked and indexed the attempt while this one chunked: writing now
+        # would undo the chunk edits and switches made since (and the embedding would be queued again)
+        return
+    write_chunks(deps, knowledge, chunks)
     if not kept_after_write(
         deps,
         knowledge,
@@ -89,6 +91,9 @@ def run(deps: Dependencies, message: StageMessage) -> None:
     ):
         # deleted or cancelled meanwhile: the place the document kept goes back with it
         give_back_if_left(deps, knowledge.tenant_id, knowledge.id)
+        return
+    if _handed_over(deps, knowledge):  # in the few milliseconds of the write: the embedding is not queued
+        # again (what it wrote are the parse's chunks: a chunk edit answered in those milliseconds is lost)
         return
     deps.tracker.end_stage(
         knowledge,
@@ -104,6 +109,33 @@ def run(deps: Dependencies, message: StageMessage) -> None:
         },
     )
     enqueue(deps, Stage.EMBEDDING, message)
+
+
+def _handed_over(deps: Dependencies, knowledge: Knowledge) -> bool:
+    """`handed_over_since`; then this copy stops, its place (one it may have taken back) given back."""
+    if not handed_over_since(deps, knowledge):
+        return False
+    logger.info("chunking: another copy indexed the attempt", extra={"knowledge_id": knowledge.id})
+    give_back_if_left(deps, knowledge.tenant_id, knowledge.id)
+    return True
+
+
+def write_chunks(deps: Dependencies, knowledge: Knowledge, chunks: Sequence[Chunk]) -> None:
+    """The attempt's chunker chunks become `chunks`: written, and those an earlier try of this chunking
+    wrote that are not among them deleted. Only the chunker's ids: the chunks enrichment adds under the
+    attempt's prefix are never a chunking's to remove (a late copy of the message would take them from
+    the document while their index entries stay). This attempt's chunks only: a reparse may have chunked a
+    newer attempt since the live read."""
+    keep = {c.id for c in chunks}
+    stale = [
+        c.id
+        for page in attempt_chunk_pages(deps, knowledge)
+        for c in page
+        if c.id not in keep and made_by_the_chunker(knowledge.id, knowledge.attempt, c.id)
+    ]
+    deps.chunks.put_many(chunks)
+    if stale:
+        deps.chunks.delete_many(knowledge.id, stale)
 
 
 def build_chunks(
