@@ -526,8 +526,9 @@ def search(
     normalised_query = normalise(query)
     fetched: dict[str, FaqEntry] = {}  # entries read by a shallower round are not read again
 
-    def answer_at(depth: int) -> tuple[int, list[dict[str, Any]]]:
-        """(the engine's hits at this depth, the entries they make, at most top_k)."""
+    def answer_at(depth: int) -> tuple[int, list[dict[str, Any]], int]:
+        """(the engine's hits at this depth, the entries they make, at most top_k, how many of those are
+        pushed down: they stand in only while no other entry is found)."""
         hits = deps.engine(kb.retrieval_engine).hybrid_search(
             IndexSpace.of(model),
             kb.id,
@@ -578,10 +579,12 @@ def search(
                 )
             )
         ranked.sort(key=lambda pair: pair[0])  # stable: order by score kept within each group
-        return len(hits), [result for _, result in ranked[:top_k]]
+        answer = ranked[:top_k]
+        return len(hits), [result for _, result in answer], sum(pushed for pushed, _ in answer)
 
-    # An entry's many questions, and deleted or disabled entries, take places among the hits: while fewer
-    # than top_k entries are made of a full page of hits, the engine is asked deeper.
+    # An entry's many questions, and deleted or disabled entries, take places among the hits, and a pushed
+    # entry's questions may fill the page while another entry matches further down: while fewer than top_k
+    # entries that are not pushed down are made of a full page of hits, the engine is asked deeper.
     return within_answer_size(deepened(answer_at, top_k, min(200, top_k * CANDIDATES_PER_RESULT)))
 
 

@@ -6,8 +6,12 @@ An edit embeds the new text before anything is written (a model that fails chang
 questions generated from the old text leave the chunk and the index; the graph facts read from it leave the
 graph, and the new text's are read when the graph is on, on the enrichment queue. Metadata keys with a leading `_` are the
 stages' own (the graph checkpoint): never shown, and dropped by an edit as the questions are. A chunk row's
-`is_enabled` is the chunk's own switch; its entries are on while the chunk and its document both are. Either
-change makes the summary stale (it is made from the enabled chunks' text). After it wrote, an edit re-reads
+`is_enabled` is the chunk's own switch; its entries are on while the chunk and its document both are (and
+search shows no hit of a chunk whose row is off, whatever its entries say). Either change makes the summary
+stale (it is made from the enabled chunks' text). A child's text edited, or a child switched off, marks its
+parent (`CHILDREN_CHANGED`): search then shows the child's own text for its hits, not the parent's. The row
+is written only while it is the row the edit read: a switch or another edit answered meanwhile is kept,
+and the edit is made again on top of it. After it wrote, an edit re-reads
 the row: one a delete or a reparse overtook takes back what it wrote (404 `knowledge_not_found`, 409
 `knowledge_changed`); one a move overtook follows the document (written again into its new knowledge base,
 over what the move carried, and taken out of the old one); and one the document's switch overtook follows
@@ -17,9 +21,9 @@ the file's entry in the resource catalog (services/resources.py), answered by `G
 
 A longer text counts on the tenant's storage quota (its growth in UTF-8 bytes, added to the document's
 `storage_size` before anything is written: 403 `storage_quota_exceeded` changes nothing). A shorter one
-gives nothing back until the document is counted again (a reparse's indexing) or deleted: the chunk's
-write is not conditional on the text it replaced, so a give-back could be taken twice by racing edits,
-while counting growth only never counts less than what is stored."""
+gives nothing back until the document is counted again (a reparse's indexing) or deleted: counting
+growth only never counts less than what is stored. An edit made again on a row another edit changed
+gives back what its first try counted and counts its growth on that row."""
 
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from chalicelib.domain.errors import (
     NotFound,
     ServiceUnavailable,
     StageError,
+    TransientStageError,
 )
 from chalicelib.domain.ids import attempt_chunk_prefix, content_hash, question_entry_id
 from chalicelib.domain.image_info import ShownImages
@@ -142,7 +147,12 @@ def edit_chunk(
     enrichment queue does not take one, the same request sent again, finding nothing to change, queues
     them again: the graph's when an edited chunk's text is sent unchanged, the summary's while it is pending
     when a chunk's edited text or its switched flag is sent unchanged (a save of chunks nobody changed asks
-    for nothing: each message would make the summary again)."""
+    for nothing: each message would make the summary again). A switch sent again also puts the chunk's
+    entries as its row says (a write that raced it may have left them otherwise).
+
+    The row is written only while it is the one the edit read (`put_unchanged`): another edit or a switch
+    answered while this one embedded is never undone; this edit is made again on the row as it is then
+    (its vectors reused for the same text), at most EDIT_TRIES times (409 `chunk_changed`)."""
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status == ParseStatus.DELETING:  # as every other write to a document being deleted
         raise BadRequest("the knowledge is being deleted", code="invalid_state")
@@ -151,8 +161,77 @@ def edit_chunk(
             f"only a completed document's chunks can change; this one is {knowledge.parse_status.value}",
             code="not_completed",
         )
-    chunk = _chunk(deps, knowledge, chunk_id)
+    first = chunk = _chunk(deps, knowledge, chunk_id)
     kb = require_kb(deps, tenant_id, knowledge.kb_id)
+    embedded: _Embedded | None = None
+    follow = False  # written, then the document moved: written again where it is now, changed or not
+    counted = 0  # text bytes the edit counted on the document (given back when it does not stand)
+    for tries in range(EDIT_TRIES):
+        changed, refresh_again = _edited(chunk, request)
+        if changed == chunk and not follow:
+            switched_again = request.is_enabled is not None and chunk.metadata.get("switched") is True
+            pending = knowledge.summary_status == SummaryStatus.PENDING
+            if request.is_enabled is not None or tries > 0:  # the entries as the row says
+                _switch_as_stored(deps, knowledge, kb, chunk)
+            _queue_refreshes(
+                deps,
+                knowledge,
+                chunk,
+                graph=refresh_again,
+                summary=pending and (refresh_again or switched_again),
+            )
+            return _view(chunk)
+        texts = None
+        # following a move, the text the move may have carried is the one the edit replaced
+        new_text = changed.content != chunk.content or (follow and changed.content != first.content)
+        if new_text and kb.indexing_strategy.needs_embedding:
+            from chalicelib.chunker import index_text
+
+            title = "" if changed.chunk_type != ChunkType.TEXT else knowledge.title
+            texts = [index_text(title, changed.context_header, changed.content)]
+        growth = _text_bytes(changed) - _text_bytes(chunk)
+        try:
+            # a longer text is counted before any write (403 storage_quota_exceeded: nothing written)
+            counted += _count_growth(deps, knowledge, growth) if growth > 0 else 0
+            # before any write: a model that fails changes nothing (503, the provider's words left out)
+            embedded = _embedded(deps, kb, texts, embedded)
+            # against the row first read: a move followed marks the parent where the document is now
+            _mark_parent(deps, knowledge, kb, first, changed)
+            written = _write(deps, knowledge, kb, chunk, changed, embedded, asked=_question_ids(first))
+            # re-read after the write, also when the row had changed: a delete or a reparse that removed
+            # it takes back what the index got (404 / 409)
+            moved_to = _kept_or_moved(deps, knowledge, kb, first, written or changed, embedded)
+        except Exception as error:  # the edit did not stand: what it counted goes back (here only)
+            if follow and isinstance(error, AppError):  # the row as it was, where the document is now:
+                # the same request makes the edit
+                deps.chunks.put_unchanged(chunk, replace(first, kb_id=kb.id))
+            _give_back(deps, knowledge, counted)
+            raise
+        if written is not None and moved_to is None:  # the edit stands (at its row's attempt)
+            graph = written.content != first.content or refresh_again
+            _queue_refreshes(deps, knowledge, written, graph=graph, summary=True)
+            return _view(written)
+        if written is None:  # another write to the row came first: made again on the row as it is now
+            _give_back(deps, knowledge, counted)
+            counted = 0
+        if moved_to is not None:
+            # moved while the edit wrote: it follows the document, as the move carried (or will carry) the
+            # rest of it; what the move carried of this chunk meanwhile is overwritten, so both agree
+            knowledge, kb = moved_to
+            follow = follow or written is not None
+        chunk = _chunk(deps, knowledge, chunk_id)
+    raise Conflict(
+        f"chunk {chunk_id} kept changing while it was edited; read it and try again", code="chunk_changed"
+    )
+
+
+#: writes of one edit that other writes to the same row overtook, before it answers 409 `chunk_changed`
+EDIT_TRIES = 4
+
+
+def _edited(chunk: Chunk, request: EditChunkRequest) -> tuple[Chunk, bool]:
+    """The row as the request makes it from `chunk` (itself when nothing changes), and whether a text sent
+    unchanged was a person's edit (its graph refresh asked again: maybe a retry the queue refused)."""
     changed = chunk
     refresh_again = False
     if request.content is not None:
@@ -180,43 +259,7 @@ def edit_chunk(
         changed = replace(
             changed, is_enabled=request.is_enabled, metadata={**changed.metadata, "switched": True}
         )
-    if changed == chunk:
-        switched_again = request.is_enabled is not None and chunk.metadata.get("switched") is True
-        pending = knowledge.summary_status == SummaryStatus.PENDING
-        _queue_refreshes(
-            deps, knowledge, chunk, graph=refresh_again, summary=pending and (refresh_again or switched_again)
-        )
-        return _view(chunk)
-    texts = None
-    if changed.content != chunk.content and kb.indexing_strategy.needs_embedding:
-        from chalicelib.chunker import index_text
-
-        title = "" if changed.chunk_type != ChunkType.TEXT else knowledge.title
-        texts = [index_text(title, changed.context_header, changed.content)]
-    growth = _text_bytes(changed) - _text_bytes(chunk)
-    # a longer text is counted before any write (403 storage_quota_exceeded: nothing written)
-    counted = _count_growth(deps, knowledge, growth) if growth > 0 else 0
-    try:
-        # before any write: a model that fails changes nothing (503, the provider's words left out)
-        embedded = _embedded(deps, kb, texts, None)
-        written = _write(deps, knowledge, kb, chunk, changed, embedded)
-        while (moved_to := _kept_or_moved(deps, knowledge, kb, chunk, written, embedded)) is not None:
-            # moved while the edit wrote: it follows the document, as the move carried (or will carry) the
-            # rest of it; what the move carried of this chunk meanwhile is overwritten, so both agree
-            knowledge, kb = moved_to
-            try:
-                embedded = _embedded(deps, kb, texts, embedded)
-                written = _write(deps, knowledge, kb, chunk, changed, embedded)
-            except AppError:  # the row as it was, where the document is now: the same request makes the edit
-                deps.chunks.put_many([replace(chunk, kb_id=kb.id)])
-                raise
-    except Exception:  # the edit did not stand: what it counted goes back (here only), and why is answered
-        _give_back(deps, knowledge, counted)
-        raise
-    # the edit stands (at its row's attempt)
-    graph = written.content != chunk.content or refresh_again
-    _queue_refreshes(deps, knowledge, written, graph=graph, summary=True)
-    return _view(written)
+    return changed, refresh_again
 
 
 def _text_bytes(chunk: Chunk) -> int:
@@ -301,7 +344,7 @@ def _embedded(
     space = IndexSpace.of(model)
     if texts is None or not kb.indexing_strategy.vector_enabled:
         return _Embedded(space, texts, None)
-    if had is not None and had.space == space and had.vectors is not None:
+    if had is not None and had.space == space and had.texts == texts and had.vectors is not None:
         return _Embedded(space, texts, had.vectors)
     return _Embedded(space, texts, embed_for_api(deps, kb.tenant_id, model, texts))
 
@@ -313,14 +356,17 @@ def _write(
     before: Chunk,
     changed: Chunk,
     embedded: _Embedded,
-) -> Chunk:
-    """The edit written into `kb` (the document's, as last read): the index first, the row last. A write
-    that fails on the way leaves the row as it was, so the same request sent again finds a change and makes
-    it (the row written first would answer "no change"). The row written, carrying `kb`'s id."""
+    *,
+    asked: list[str],
+) -> Chunk | None:
+    """The edit written into `kb` (the document's, as last read): the index first, the row last, only
+    while it is still `before` (None: another write came first; the row is left as that write made it).
+    A write that fails on the way leaves the row as it was, so the same request sent again finds a change
+    and makes it (the row written first would answer "no change"). `asked`: the index entries of the
+    questions generated from the text the edit replaces. The row written, carrying `kb`'s id."""
     changed = replace(changed, kb_id=kb.id)
     if embedded.space is None:
-        deps.chunks.put_many([changed])
-        return changed
+        return changed if deps.chunks.put_unchanged(before, changed) else None
     space, engine = embedded.space, deps.engine(kb.retrieval_engine)
     # the row as this request read it: a switch of the document since is caught by the read after the put
     searchable = _searchable(changed, knowledge)
@@ -334,17 +380,61 @@ def _write(
                 embedded.vectors,
             )
             write_entries(deps, engine, space, entries)
-            if asked := _question_ids(before):
+            if asked := list(dict.fromkeys(asked + _question_ids(before))):
                 engine.delete_by_ids(space, kb.id, asked)
         # the chunk's entries (its generated questions too) follow its switch, within the document's
         engine.set_enabled(space, kb.id, [changed.id], searchable)
     except (StageError, IndexWriteError) as error:  # answered without the engine's reply, nor logged
         raise _index_error(error) from error
-    deps.chunks.put_many([changed])
-    # read again after the put: a switch of the document meanwhile
-    if (changed.is_enabled and document_searchable(deps, knowledge)) != searchable:
-        engine.set_enabled(space, kb.id, [changed.id], not searchable)
+    if not deps.chunks.put_unchanged(before, changed):
+        return None
+    # read again after the put: a switch of the document meanwhile; a chunk off is put off again, as a
+    # document's switch on that listed it before this put may have turned it on since
+    now = changed.is_enabled and document_searchable(deps, knowledge)
+    if now != searchable or not now:
+        engine.set_enabled(space, kb.id, [changed.id], now)
     return changed
+
+
+#: on a parent chunk, that one of its children's text was edited or a child switched off: its text no
+#: longer stands for them, and a child's hit shows the child's own text (operations/search.py)
+CHILDREN_CHANGED = "_children_changed"
+
+
+def _mark_parent(
+    deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, before: Chunk, changed: Chunk
+) -> None:
+    """Marks the child's parent before the child changes (so no search shows a parent text the child no
+    longer has). Once for good: a child switched on again leaves it marked (its hits show their own text).
+    A parent gone or moved meanwhile is not marked (the read after the edit's write takes care of it)."""
+    parent_id = before.parent_chunk_id
+    if not parent_id or before.chunk_type != ChunkType.TEXT:
+        return
+    if changed.content == before.content and (changed.is_enabled or not before.is_enabled):
+        return  # neither text nor switch-off: the parent's text still stands for the child
+    try:
+        deps.chunks.set_metadata(
+            knowledge.id, parent_id, CHILDREN_CHANGED, True, kb_id=kb.id, attempt=knowledge.attempt
+        )
+    except TransientStageError as error:  # other writes kept changing the parent row
+        raise Conflict("the chunk's parent kept changing; try again", code="chunk_changed") from error
+
+
+def _switch_as_stored(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, chunk: Chunk) -> None:
+    """The chunk's entries switched as its row and its document say now: a switch sent again repairs
+    entries a racing write left otherwise (a document's switch on that listed the chunk before its
+    switch-off). A parent to mark is marked too (an edit the race interrupted)."""
+    if chunk.parent_chunk_id and not chunk.is_enabled:
+        _mark_parent(deps, knowledge, kb, replace(chunk, is_enabled=True), chunk)
+    if not kb.indexing_strategy.needs_embedding:
+        return
+    space = IndexSpace.of(require_usable_for_api(deps, kb))
+    try:
+        deps.engine(kb.retrieval_engine).set_enabled(
+            space, kb.id, [chunk.id], chunk.is_enabled and document_searchable(deps, knowledge)
+        )
+    except (StageError, IndexWriteError) as error:
+        raise _index_error(error) from error
 
 
 def _question_ids(chunk: Chunk) -> list[str]:

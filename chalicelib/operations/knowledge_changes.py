@@ -341,8 +341,15 @@ def _searchable_switch(deps: Dependencies, knowledge: Knowledge) -> Callable[[bo
     def switch(enabled: bool) -> None:
         # a chunk switched off on its own stays off when its document comes back
         chunk_ids = [c.id for c in deps.chunks.list(knowledge.id) if c.is_enabled or not enabled]
+        space = IndexSpace.of(model)
         try:
-            engine.set_enabled(IndexSpace.of(model), kb.id, chunk_ids, enabled)
+            engine.set_enabled(space, kb.id, chunk_ids, enabled)
+            if enabled and chunk_ids:  # read again: a chunk switched off since the listing is put off again
+                # (its own switch wrote its entries before this write turned them on)
+                listed = set(chunk_ids)
+                off = [c.id for c in deps.chunks.list(knowledge.id) if c.id in listed and not c.is_enabled]
+                if off:
+                    engine.set_enabled(space, kb.id, off, False)
         except IndexWriteError as error:
             # the chunk edit's answer (operations/chunks.py), the engine's words left out
             raise ServiceUnavailable(

@@ -23,7 +23,8 @@ known-item bench loses strict hits with it, since the copy that ranks first stan
 One document's many hits. `max_chunks_per_document` (off by default) lets at most that many hits of one
 document in while other documents have hits to offer: a sheet whose every row repeats the column names, or
 a long book holding a chapter that is also a document of its own, can otherwise fill the whole answer
-(`per_document_capped`; bench/README.md, recall 2026-12-04).
+(`per_document_capped`; bench/README.md, recall 2026-12-04). While a document's further hits fill places,
+the engine is asked deeper for another document's (`past_cap`), down to its best MAX_ENGINE_DEPTH hits.
 
 Links. A hit's content and its images never show an internal `local://` or `s3://` URL: each is replaced
 by a signed download link (a `local://` store's object is copied into the files bucket first, as
@@ -48,6 +49,7 @@ from chalicelib.domain.storage_keys import image_copy_key
 from chalicelib.domain.text_fold import latin_share
 from chalicelib.domain.types import Chunk, ChunkType, EnableStatus, Knowledge, KnowledgeBase, ParseStatus
 from chalicelib.observability import logger
+from chalicelib.operations.chunks import CHILDREN_CHANGED
 from chalicelib.ports import Dependencies, EmbeddingModel, IndexSpace
 from chalicelib.services.indexing import embed_query
 from chalicelib.services.kb_rows import kb_rows
@@ -188,12 +190,15 @@ def _tagged(deps: Dependencies, kb_id: str, tag_ids: list[str]) -> list[str]:
     return list(seen)
 
 
-def _rows_of_kb(deps: Dependencies, kb_id: str, index: tuple[str, str] | None) -> list[Knowledge]:
+def _rows_of_kb(deps: Dependencies, kb_id: str, indexes: Sequence[tuple[str, str] | None]) -> list[Knowledge]:
+    """The rows of each listing index in turn (None: every row), one budget for them all: the row past
+    MAX_FILTER_DOCUMENTS is a 400 `filter_too_broad` as soon as its page is read."""
+    seen: dict[str, None] = {}
     rows: list[Knowledge] = []
-    for row in kb_rows(deps, kb_id, index=index, page=_PAGE):
-        rows.append(row)
-        if len(rows) > MAX_FILTER_DOCUMENTS:
-            raise _too_broad()
+    for index in indexes:
+        for row in kb_rows(deps, kb_id, index=index, page=_PAGE):
+            _bounded((row.id,), seen)
+            rows.append(row)
     return rows
 
 
@@ -213,11 +218,9 @@ def resolve_knowledge_ids(deps: Dependencies, kb: KnowledgeBase, request: Search
         candidates = _tagged(deps, kb.id, request.tag_ids)
         rows = list(deps.knowledge.get_many(candidates).values()) if candidates else []
     elif request.file_types:
-        rows = [row for t in request.file_types for row in _rows_of_kb(deps, kb.id, ("file_type", t))]
-        if len(rows) > MAX_FILTER_DOCUMENTS:
-            raise _too_broad()
+        rows = _rows_of_kb(deps, kb.id, [("file_type", t) for t in request.file_types])
     else:
-        rows = _rows_of_kb(deps, kb.id, None)
+        rows = _rows_of_kb(deps, kb.id, [None])
     return list(dict.fromkeys(row.id for row in rows if check(row)))
 
 
@@ -330,6 +333,15 @@ def per_document_capped(
     return [hit for _, hit in sorted(chosen, key=itemgetter(0))]
 
 
+def past_cap(answer: Sequence[_Hit], document_of: Callable[[_Hit], str], cap: int | None) -> int:
+    """How many hits of `per_document_capped`'s answer are a document's waiting hits (past its `cap`): they
+    stand in only while no other document's hit is found, so the engine is asked deeper for one
+    (`domain/retrieval.deepened`)."""
+    if cap is None:
+        return 0
+    return sum(max(0, n - cap) for n in Counter(document_of(hit) for hit in answer).values())
+
+
 def hybrid_search(
     deps: Dependencies, tenant_id: str, kb_id: str, request: SearchRequest
 ) -> list[dict[str, Any]]:
@@ -410,13 +422,24 @@ def hybrid_search(
             if knowledge is None:  # deleted, being deleted or moved out: its entries are on their way
                 continue
             chunk = chunks.get((hit.knowledge_id, hit.chunk_id))
+            if chunk is not None and not chunk.is_enabled:
+                # the row is the truth: an entry a racing write left on (a document's switch on that listed
+                # the chunk before its switch-off) is not shown
+                continue
             content = chunk.content if chunk else hit.content
             parent = (
                 parents.get((hit.knowledge_id, chunk.parent_chunk_id))
                 if chunk and chunk.parent_chunk_id
                 else None
             )
-            if parent is not None and chunk is not None and chunk.chunk_type == ChunkType.TEXT:
+            if (
+                parent is not None
+                and chunk is not None
+                and chunk.chunk_type == ChunkType.TEXT
+                # a child edited or switched off: the parent's text is no longer its children's (the child's
+                # own text is shown, so no edited-away or switched-off text is)
+                and not parent.metadata.get(CHILDREN_CHANGED)
+            ):
                 content = parent.content  # a child hit returns its parent's content (parent-child retrieval)
             terms = words_of(content)
             same_document = kept.setdefault(hit.knowledge_id, [])
@@ -475,12 +498,15 @@ def hybrid_search(
             results, lambda r: r["knowledge_id"], top_k, request.max_chunks_per_document
         )
 
-    def answer_at(depth: int) -> tuple[int, list[dict[str, Any]]]:
+    def answer_at(depth: int) -> tuple[int, list[dict[str, Any]], int]:
         found, results = collect(depth)
-        return found, answered(results)
+        answer = answered(results)
+        return found, answer, past_cap(answer, lambda r: r["knowledge_id"], request.max_chunks_per_document)
 
     # Hits fold (a parent's children, a summary and its body, copies) and deleted or disabled documents drop
-    # out: while fewer than top_k answers are made of a full page of hits, the engine is asked deeper.
+    # out, and a capped document's waiting hits fill places another document's hit further down would take:
+    # while fewer than top_k answers (not counting those waiting hits) are made of a full page of hits, the
+    # engine is asked deeper, up to MAX_ENGINE_DEPTH hits.
     answer = deepened(answer_at, top_k, engine_depth(top_k, deep))
     links = _Links(deps)  # signed only for the hits answered (a local store's image is copied to sign it)
     links.look_up((result["content"], sources[result["id"]][1]) for result in answer)

@@ -468,6 +468,12 @@ class ChunkRepo(ChunkRepoint, Protocol):
 
     def put_many(self, chunks: Sequence[Chunk]) -> None: ...
 
+    def put_unchanged(self, before: Chunk, after: Chunk) -> bool:
+        """`after` (the same key) written only while the stored chunk is still `before`, as this repo handed
+        it out (every field): False, nothing written, when it is gone or was written since (an API edit
+        that read it: a switch or another edit answered meanwhile is never undone)."""
+        ...
+
     def list(self, knowledge_id: str) -> list[Chunk]: ...
 
     def list_page(

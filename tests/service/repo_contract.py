@@ -835,6 +835,24 @@ class RepoContract:
         repos.chunks.delete_many(k, [c.id for c in chunks[:27]] + ["missing", chunks[0].id])
         assert [c.id for c in repos.chunks.list(k)] == [c.id for c in chunks[27:]]
 
+    def test_a_chunk_is_put_only_while_it_is_the_one_read(self, repos: Repos) -> None:
+        k = new_id()
+        stored = self._chunks(k, 1, 1)[0]
+        repos.chunks.put_many([stored])
+        read = repos.chunks.get_many([(k, stored.id)])[(k, stored.id)]
+        off = replace(read, is_enabled=False)
+        assert repos.chunks.put_unchanged(read, off)  # unchanged since read: written
+        after = repos.chunks.get_many([(k, stored.id)])[(k, stored.id)]
+        assert after == replace(off, created_at=after.created_at)
+        # a write with the row read before the switch-off writes nothing: the switch stays
+        assert not repos.chunks.put_unchanged(read, replace(read, content="edited"))
+        assert repos.chunks.get_many([(k, stored.id)])[(k, stored.id)] == after
+        assert repos.chunks.put_unchanged(after, replace(after, content="edited"))
+        assert repos.chunks.get_many([(k, stored.id)])[(k, stored.id)].content == "edited"
+        repos.chunks.delete_many(k, [stored.id])  # gone: nothing written back
+        assert not repos.chunks.put_unchanged(after, replace(after, content="again"))
+        assert repos.chunks.get_many([(k, stored.id)]) == {}
+
     def test_chunks_are_replaced_listed_in_order_and_deleted(self, repos: Repos) -> None:
         kid = new_id()
         first = self._chunks(kid, 1, 12)

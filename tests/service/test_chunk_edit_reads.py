@@ -64,13 +64,14 @@ def test_a_document_switched_off_during_the_edit_leaves_the_chunk_out_of_search(
     knowledge = _completed(deps, kb)
     chunk = deps.chunks.list(knowledge.id)[0]
     engine = deps.engine(kb.retrieval_engine)
-    real_put = deps.chunks.put_many
+    real_put = deps.chunks.put_unchanged
 
-    def put_many(chunks: Any) -> Any:  # the document is switched off between the index write and the put
+    def put_unchanged(before: Any, after: Any) -> Any:  # the document is switched off between the index
+        # write and the (conditional) put
         deps.knowledge.update_fields(knowledge.id, {"enable_status": EnableStatus.DISABLED})
-        return real_put(chunks)
+        return real_put(before, after)
 
-    monkeypatch.setattr(deps.chunks, "put_many", put_many)
+    monkeypatch.setattr(deps.chunks, "put_unchanged", put_unchanged)
     edit_chunk(deps, knowledge.tenant_id, knowledge.id, chunk.id, EditChunkRequest(content="Fresh words."))
     space = IndexSpace.of(deps.embedding_model(kb.embedding_model_id))
     entry = {e.id: e for e in engine.entries_of(space, kb.id, knowledge.id)}[chunk.id]

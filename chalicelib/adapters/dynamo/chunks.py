@@ -152,6 +152,17 @@ class DynamoChunkRepo:
     def put_many(self, chunks: Sequence[Chunk]) -> None:
         self._write(chunks)
 
+    def put_unchanged(self, before: Chunk, after: Chunk) -> bool:
+        """A put conditional on the body read (`_put_changed`), while that body is still `before`."""
+        if (after.knowledge_id, after.id) != (before.knowledge_id, before.id):
+            raise ValueError("put_unchanged writes the chunk it read")
+        body = chunk_to_body(after)
+
+        def unchanged(read: dict[str, Any]) -> dict[str, Any] | None:
+            return body if chunk_from_body(read) == before else None
+
+        return self._put_changed(before.knowledge_id, before.id, unchanged, "it was edited")
+
     def delete_all(self, knowledge_id: str) -> int:
         items = self._items(knowledge_id)
         self._write((), items)

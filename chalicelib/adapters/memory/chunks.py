@@ -67,6 +67,17 @@ class MemoryChunkRepo:
             for chunk in stored:
                 self._rows.setdefault(chunk.knowledge_id, {})[chunk.id] = chunk
 
+    def put_unchanged(self, before: Chunk, after: Chunk) -> bool:
+        if (after.knowledge_id, after.id) != (before.knowledge_id, before.id):
+            raise ValueError("put_unchanged writes the chunk it read")
+        stored = self._stored(after)
+        with self._lock:
+            rows = self._rows.get(before.knowledge_id, {})
+            if rows.get(before.id) != before:
+                return False
+            rows[after.id] = stored
+            return True
+
     def delete_all(self, knowledge_id: str) -> int:
         with self._lock:
             return len(self._rows.pop(knowledge_id, {}))
