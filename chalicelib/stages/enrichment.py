@@ -375,8 +375,15 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
             now.metadata["questions"] = questions_of
             updated.append(now)
         entries += [(now, n, q) for n, q in enumerate(questions_of)]
-    if updated:
-        deps.chunks.put_many(updated)
+    for chunk in updated:  # one key on the row as stored now: a switch or an edit since is not undone
+        deps.chunks.set_metadata(
+            knowledge.id,
+            chunk.id,
+            "questions",
+            chunk.metadata["questions"],
+            kb_id=kb.id,
+            attempt=knowledge.attempt,
+        )
     if entries and kb.indexing_strategy.needs_embedding:
         model = deps.embedding_model(kb.embedding_model_id)
         space = IndexSpace.of(model)

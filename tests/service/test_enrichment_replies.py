@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from chalicelib.bootstrap import Services
 from chalicelib.commands import CreateKnowledgeBase, CreateTagRequest
 from chalicelib.domain.plan import planned_subtask
 from chalicelib.domain.types import (
+    Chunk,
     ChunkType,
     Knowledge,
     KnowledgeBase,
@@ -315,3 +317,37 @@ def test_a_write_checked_after_a_move_is_not_kept_and_the_move_is_undone(
         deps, knowledge, lambda: undone.append("deleted"), undo_moved=lambda row: undone.append(row.kb_id)
     )
     assert not kept and undone == ["another-kb"]
+
+
+def test_questions_stored_at_the_end_do_not_switch_a_chunk_back_on(
+    deps: Services, tenant: Tenant, llm: ReplyingLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window's end stores the questions a chunk does not hold yet (its checkpoint write was lost): on
+    the row as stored then, so a switch-off answered since the window read the chunks stays."""
+    kb = llm_kb(deps, tenant, enrichment={"questions_enabled": True})
+    knowledge = finalizing(deps, kb, count=2)
+    llm.replies["questions"] = "1. How often does the horn sound?"
+    real_set_metadata = deps.chunks.set_metadata
+    calls = {"n": 0}
+
+    def first_write_lost(*args: Any, **kwargs: Any) -> bool:
+        calls["n"] += 1
+        return True if calls["n"] == 1 else real_set_metadata(*args, **kwargs)  # the checkpoint's: lost
+
+    real_list = deps.chunks.list
+    reads = {"n": 0}
+
+    def switched_off_after_the_second_read(knowledge_id: str) -> list[Chunk]:
+        listed = real_list(knowledge_id)
+        reads["n"] += 1
+        if reads["n"] == 2:  # the window's end has read the chunks: a person switches the text chunk off
+            [text] = [c for c in real_list(knowledge_id) if c.chunk_type == ChunkType.TEXT]
+            deps.chunks.put_many([replace(text, is_enabled=False)])
+        return listed
+
+    monkeypatch.setattr(deps.chunks, "set_metadata", first_write_lost)
+    monkeypatch.setattr(deps.chunks, "list", switched_off_after_the_second_read)
+    run_subtask(deps, knowledge, "q", planned_subtask("questions.0"))
+    [text] = [c for c in real_list(knowledge.id) if c.chunk_type == ChunkType.TEXT]
+    assert text.is_enabled is False
+    assert text.metadata["questions"] == ["How often does the horn sound?"]
