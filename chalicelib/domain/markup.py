@@ -8,16 +8,25 @@ WeKnora front end never runs a tenant's script.
 Only the HTML of the Markdown is touched: markdown-it finds the HTML blocks and inline HTML tags exactly as
 a CommonMark renderer would (code spans and fenced code stay as written, since a renderer escapes them), and
 each fragment is cleaned by nh3 (the Ammonia sanitizer). Text without anything suspicious is returned as is
-without parsing.
+without parsing. The block parse runs a window of the text at a time (`markdown_windows`, as the chunker's),
+with the blocks a parse of the whole text finds: that parse kept 20 (paragraphs) to 100 (a list) bytes a
+rune, GBs for a big document with one `<script>` in it. A paragraph is still read whole when it is suspect
+(its inline parse).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.common import utils as markdown_it_utils
+from markdown_it.rules_block import StateBlock
 from markdown_it.token import Token
+
+from chalicelib.domain.markdown_windows import OpenHtml, Parsed, block_windows
 
 #: anything that could be active: a quick test before parsing (most documents have none)
 _SUSPECT = re.compile(
@@ -33,6 +42,7 @@ URL_SCHEMES = {"http", "https", "mailto", "tel", "ftp", "s3", "local", "mem"}
 #: elements whose content goes with them (nh3's clean_content_tags)
 _CONTENT_ELEMENT = re.compile(r"^<\s*(script|style)\b", re.IGNORECASE)
 _CLOSING = re.compile(r"^</\s*([a-zA-Z][\w-]*)\s*>$")
+_SPACES = re.compile(r"[ \t]*")
 
 _BLOCKS: MarkdownIt | None = None
 _INLINE: MarkdownIt | None = None
@@ -44,8 +54,29 @@ def _block_parser() -> MarkdownIt:
     if _BLOCKS is None:
         md = MarkdownIt("commonmark")
         md.core.ruler.enableOnly(["block"])  # no normalisation: it would move line numbers
+        for rule in md.block.ruler.__rules__:  # neither terminates another block (no `alt` to keep)
+            if rule.name in ("paragraph", "lheading"):
+                md.block.ruler.at(rule.name, _keeping_lines(rule.fn))
         _BLOCKS = md
     return _BLOCKS
+
+
+def _keeping_lines(
+    rule: Callable[[StateBlock, int, int, bool], bool],
+) -> Callable[[StateBlock, int, int, bool], bool]:
+    """The paragraph (setext heading) rule, keeping its lines as read untrimmed in its inline token's
+    `meta["lines"]`: a paragraph that a window cuts is read in two windows, and its text is theirs joined."""
+
+    def keeping(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+        pushed = len(state.tokens)
+        if not rule(state, start, end, silent):
+            return False
+        for token in state.tokens[pushed:]:
+            if token.type == "inline" and token.map:
+                token.meta["lines"] = state.getLines(token.map[0], token.map[1], state.blkIndent, False)
+        return True
+
+    return keeping
 
 
 def _inline_parser() -> MarkdownIt:
@@ -93,40 +124,117 @@ def strip_active_content(markdown: str) -> str:
     return text.replace("<", "&lt;")
 
 
+#: how markdown-it trims a paragraph's text: CommonMark's whitespace from markdown-it-py 4 on, str.strip before
+_trim: Callable[[str], str] = getattr(markdown_it_utils, "mdTrim", str.strip)
+
+#: runes of text per block parse (markdown_windows): a parse of the whole text kept ~100 bytes a rune
+WINDOW = 1 << 14
+
+
 def _strip_once(markdown: str) -> str:
+    """One cleaning pass: the HTML blocks and the paragraphs (headings) of the text found by a CommonMark block
+    parse a window at a time (`block_windows`: the tokens of a parse of the whole text), each suspect one
+    cleaned; the text between them is copied as written."""
     if "<" not in markdown or not _SUSPECT.search(markdown):
         return markdown
-    lines = markdown.split("\n")
-    replaced: dict[int, list[str]] = {}  # first line of a block -> its new lines
-    dropped: set[int] = set()
-    for token in _block_parser().parse(markdown):
-        if token.map is None:
+    out = _Output(markdown)
+    pending: _Paragraph | None = None  # a paragraph going on past a window's end
+    for part in block_windows(markdown, _block_parser(), WINDOW, len(markdown)):
+        if isinstance(part, OpenHtml):  # a top-level HTML block followed to its end
+            stop = part.after if part.after is not None else _after_the_last_line(markdown)
+            content = markdown[part.start : stop]
+            if _SUSPECT.search(content):
+                out.replace(part.start, stop, _cleaned_lines(content))
             continue
-        first, stop = token.map
-        if token.type == "html_block" and _SUSPECT.search(token.content):
-            cleaned = clean_html(token.content.rstrip("\n"))
-            replaced[first] = cleaned.split("\n") if cleaned else []
-            dropped.update(range(first + 1, stop))
-        elif token.type == "inline" and "<" in token.content and _SUSPECT.search(token.content):
-            parsed = _inline_parser().parseInline(token.content)
-            children = parsed[0].children if parsed and parsed[0].children else []
-            _clean_inline(lines, first, stop, children)
-    out: list[str] = []
-    for index, line in enumerate(lines):
-        if index in replaced:
-            out.extend(replaced[index])
-        elif index not in dropped:
-            out.append(line)
-    return "\n".join(out)
+        if not isinstance(part, Parsed):
+            continue
+        for token in part.tokens:
+            if token.map is None or token.map[0] >= part.keep:
+                continue
+            first, stop = token.map
+            start = part.base + part.starts[first]
+            if token.type == "html_block" and _SUSPECT.search(token.content):
+                out.replace(start, part.base + part.starts[stop], _cleaned_lines(token.content))
+            elif token.type == "inline":
+                content = token.content
+                if (pending is not None and first == 0) or stop > part.keep:  # only paragraphs are cut
+                    read: str = token.meta["lines"]  # its lines as read, untrimmed
+                    if stop > part.keep:  # it goes on in the next window: its lines before the cut
+                        rest = read.split("\n", part.keep - first)[-1]
+                        read = read[: len(read) - len(rest) - 1]
+                    if pending is not None:  # the paragraph the last window cut goes on here
+                        start = pending.start
+                        pending.pieces.append(read)
+                    else:
+                        pending = _Paragraph(start, [read])
+                    if stop > part.keep:
+                        continue
+                    # its text only when it may be suspect (a long quote is one paragraph)
+                    content = (
+                        _trim("\n".join(pending.pieces)) if any("<" in p for p in pending.pieces) else ""
+                    )
+                    pending = None
+                if "<" in content and _SUSPECT.search(content):
+                    out.inline(start, part.base + part.starts[stop], content)
+    return out.text()
 
 
-def _clean_inline(lines: list[str], first: int, stop: int, children: list[Token]) -> None:
-    """Cleans the inline HTML tags of a paragraph in place, in source order; a `<script>` or `<style>`
-    element written inline goes with its content, up to its end tag."""
+def _after_the_last_line(text: str) -> int:
+    """Offset of the line after the last one the parser counts: not a final line of only spaces and tabs
+    (or empty), which a block running to the end of the text leaves out."""
+    nl = text.rfind("\n")
+    return nl + 1 if _SPACES.fullmatch(text, nl + 1) else len(text) + 1
+
+
+@dataclass(slots=True)
+class _Paragraph:
+    start: int  # offset of its first line
+    pieces: list[str]  # its lines as read in each window (container markers out), untrimmed
+
+
+class _Output:
+    """The cleaned text, written in order: lines replaced, and the lines between copied as written (the text's
+    lines joined by newlines, as `str.split` and `str.join` see them)."""
+
+    def __init__(self, text: str) -> None:
+        self.source = text
+        self.parts: list[str] = []
+        self.cursor = 0  # offset of the first line not written yet
+
+    def replace(self, start: int, stop: int, lines: list[str]) -> None:
+        """The lines from offset `start` to the line starting at `stop` become `lines`."""
+        if start > self.cursor:
+            self.parts.append(self.source[self.cursor : start - 1])
+        if lines:
+            self.parts.append("\n".join(lines))
+        self.cursor = stop
+
+    def inline(self, start: int, stop: int, content: str) -> None:
+        """A paragraph's inline HTML tags cleaned (`content`: its text as the parser read it)."""
+        parsed = _inline_parser().parseInline(content)
+        children = parsed[0].children if parsed and parsed[0].children else []
+        written = self.source[start : stop - 1]
+        self.replace(start, stop, _clean_inline(written, written.count("\n") + 1, children))
+
+    def text(self) -> str:
+        if not self.parts and self.cursor == 0:  # nothing replaced: no copy of a big text
+            return self.source
+        if self.cursor <= len(self.source):
+            self.parts.append(self.source[self.cursor :])
+        return "\n".join(self.parts)
+
+
+def _cleaned_lines(html: str) -> list[str]:
+    cleaned = clean_html(html.rstrip("\n"))
+    return cleaned.split("\n") if cleaned else []
+
+
+def _clean_inline(text: str, count: int, children: list[Token]) -> list[str]:
+    """The `count` lines of a paragraph (`text`) with their inline HTML tags cleaned in source order; a
+    `<script>` or `<style>` element written inline goes with its content, up to its end tag."""
     tags = [child.content for child in children if child.type == "html_inline"]
     if not tags:
-        return
-    text = "\n".join(lines[first:stop])
+        return text.split("\n")
     spans: list[tuple[int, int]] = []  # where each tag is in the text
     cursor = 0
     for tag in tags:
@@ -162,9 +270,8 @@ def _clean_inline(lines: list[str], first: int, stop: int, children: list[Token]
         out.append(text[cursor:])
         new_text = "".join(out)
     new_lines = new_text.split("\n")
-    count = stop - first  # later tokens index lines: keep the paragraph's line count
-    if len(new_lines) < count:
+    if len(new_lines) < count:  # keep the paragraph's line count (as the cleaning always did)
         new_lines += [""] * (count - len(new_lines))
     elif len(new_lines) > count:
         new_lines = [*new_lines[: count - 1], " ".join(new_lines[count - 1 :])]
-    lines[first:stop] = new_lines
+    return new_lines
