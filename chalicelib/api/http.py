@@ -218,7 +218,8 @@ def _extended_file_name(disposition: bytes) -> str | None:
         if param == "filename" and isinstance(value, tuple):  # how the email package hands back `name*`
             try:
                 return email.utils.collapse_rfc2231_value(value, errors="replace", fallback_charset="utf-8")
-            except UnicodeError as error:  # a codec that takes no "replace" (idna) or refuses the bytes
+            # a codec that takes no "replace" (idna) or refuses the bytes; a name the lookup refuses (a NUL)
+            except (UnicodeError, ValueError) as error:
                 raise BadRequest(
                     "a file part's filename* cannot be decoded in its charset", code="invalid_multipart"
                 ) from error
@@ -241,7 +242,7 @@ def _text(data: bytes, charset: str, what: str) -> str:
         text = data.decode(charset, errors="replace")
     except LookupError as error:
         raise BadRequest(f"{what} has an unknown charset", code="invalid_multipart") from error
-    except UnicodeError as error:
+    except (UnicodeError, ValueError) as error:  # ValueError: a name the lookup refuses (a NUL in it)
         raise BadRequest(f"{what} cannot be decoded in its charset", code="invalid_multipart") from error
     if not _encodable(text):
         raise BadRequest(f"{what} holds unpaired surrogate characters", code="invalid_multipart")

@@ -119,7 +119,7 @@ def test_a_file_name_given_as_filename_star_is_read(disposition: str, expected: 
     assert form.files["file"] == (expected, b"hello") and form.fields == {}
 
 
-@pytest.mark.parametrize("charset", ["idna", "punycode", "undefined", "unicode_escape"])
+@pytest.mark.parametrize("charset", ["idna", "punycode", "undefined", "unicode_escape", "utf-8\x00"])
 def test_a_form_field_in_a_codec_that_is_no_text_charset_is_a_400(charset: str) -> None:
     # idna takes no "replace", punycode and undefined refuse the bytes, unicode_escape spells a lone surrogate
     body = (
@@ -133,7 +133,12 @@ def test_a_form_field_in_a_codec_that_is_no_text_charset_is_a_400(charset: str) 
 
 @pytest.mark.parametrize(
     "disposition",
-    ["filename*=idna''%FF%FEa.md", "filename*=undefined''a.md", "filename*=unicode_escape''x%5Cud800y.md"],
+    [
+        "filename*=idna''%FF%FEa.md",
+        "filename*=undefined''a.md",
+        "filename*=unicode_escape''x%5Cud800y.md",
+        "filename*=utf-8\x00''a.md",
+    ],
 )
 def test_a_filename_star_that_cannot_be_a_file_name_is_a_400(disposition: str) -> None:
     body = f'--x\r\nContent-Disposition: form-data; name="file"; filename="a.md"; {disposition}\r\n\r\nhi\r\n--x--\r\n'
