@@ -71,6 +71,8 @@ _SPARE = 10
 _SPARE_CAPPED = 40
 
 _Hit = TypeVar("_Hit")
+_Key = TypeVar("_Key")
+_Row = TypeVar("_Row")
 
 
 class CopyRef(TypedDict):
@@ -342,6 +344,18 @@ def past_cap(answer: Sequence[_Hit], document_of: Callable[[_Hit], str], cap: in
     return sum(max(0, n - cap) for n in Counter(document_of(hit) for hit in answer).values())
 
 
+def _read_once(
+    cache: dict[_Key, _Row | None], keys: Sequence[_Key], read: Callable[[list[_Key]], dict[_Key, _Row]]
+) -> dict[_Key, _Row]:
+    """The rows of `keys` found, each read at most once per search (`cache`: every key asked, None when
+    not found)."""
+    new = [key for key in dict.fromkeys(keys) if key not in cache]
+    if new:
+        found = read(new)
+        cache.update({key: found.get(key) for key in new})
+    return {key: row for key in keys if (row := cache[key]) is not None}
+
+
 def hybrid_search(
     deps: Dependencies, tenant_id: str, kb_id: str, request: SearchRequest
 ) -> list[dict[str, Any]]:
@@ -380,6 +394,10 @@ def hybrid_search(
     # stands for the same chunk at every depth)
     sources: dict[str, tuple[Knowledge, Chunk | None]] = {}
     words: dict[str, str] = {}
+    read_chunks: dict[tuple[str, str], Chunk | None] = {}
+    read_rows: dict[str, Knowledge | None] = {}
+    # searched within one document, its further hits have no other document's to wait for
+    cap = None if only is not None and len(only) == 1 else request.max_chunks_per_document
 
     def collect(depth: int) -> tuple[int, list[dict[str, Any]]]:
         """(the engine's hits at this depth, the results they make); their sources and words noted."""
@@ -395,15 +413,18 @@ def hybrid_search(
             keyword_weight=None if request.vector_weight is None else 1.0 - request.vector_weight,
             min_score=request.min_score,
         )
-        # Two batched reads for every hit's chunk and parent, one batched read for the documents.
-        chunks = deps.chunks.get_many([(hit.knowledge_id, hit.chunk_id) for hit in hits])
+        # Two batched reads for every hit's chunk and parent, one batched read for the documents; a deeper
+        # round reads only the rows no shallower one did.
+        chunks = _read_once(
+            read_chunks, [(hit.knowledge_id, hit.chunk_id) for hit in hits], deps.chunks.get_many
+        )
         parent_keys = [
             (key[0], chunk.parent_chunk_id)
             for key, chunk in chunks.items()
             if chunk.parent_chunk_id and chunk.chunk_type == ChunkType.TEXT
         ]
-        parents = deps.chunks.get_many(parent_keys) if parent_keys else {}
-        rows = deps.knowledge.get_many(list(dict.fromkeys(hit.knowledge_id for hit in hits))) if hits else {}
+        parents = _read_once(read_chunks, parent_keys, deps.chunks.get_many)
+        rows = _read_once(read_rows, [hit.knowledge_id for hit in hits], deps.knowledge.get_many)
         # the index's own switches and knowledge base say the same; read here as well, so no write that raced
         # a switch shows a disabled document, and a document moved out (its entries not yet repointed) is not
         # shown in the knowledge base it left, to a tenant it was shared with among others
@@ -501,7 +522,7 @@ def hybrid_search(
     def answer_at(depth: int) -> tuple[int, list[dict[str, Any]], int]:
         found, results = collect(depth)
         answer = answered(results)
-        return found, answer, past_cap(answer, lambda r: r["knowledge_id"], request.max_chunks_per_document)
+        return found, answer, past_cap(answer, lambda r: r["knowledge_id"], cap)
 
     # Hits fold (a parent's children, a summary and its body, copies) and deleted or disabled documents drop
     # out, and a capped document's waiting hits fill places another document's hit further down would take:

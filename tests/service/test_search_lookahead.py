@@ -151,3 +151,50 @@ def test_a_file_type_filter_stops_reading_at_its_budget(
     assert refused.value.code == "filter_too_broad"
     # the page holding the row past the budget is the last one read
     assert sum(read) <= search_module.MAX_FILTER_DOCUMENTS + search_module._PAGE
+
+
+def test_a_capped_search_of_one_document_asks_once_and_reads_each_row_once(
+    deps: Services, tenant: Tenant
+) -> None:
+    """Within one document (a `knowledge_ids` filter naming it) no other document's hit can come: the cap
+    asks the engine no deeper than an uncapped search. A knowledge base of one document does not know it
+    is one and looks down to the engine's best 400 hits, but reads each row once however many rounds."""
+    settings = {"name": "sheet", "chunking_config": {"chunk_size": 120, "chunk_overlap": 0}}
+    kb = create_kb(deps, tenant.id, validate(CreateKnowledgeBase, settings))
+    rnd = random.Random(7)
+    vocab = [f"w{n}x" for n in range(4000)]
+    rows = [f"Harbour tariff row {n}: " + " ".join(rnd.sample(vocab, 8)) + "." for n in range(600)]
+    sheet = _upload(deps, kb, "t.md", "\n\n".join(rows))
+    drain(deps, max_batches=400)
+    engine = deps.engine(kb.retrieval_engine)
+    calls: list[int] = []
+    real_search = engine.hybrid_search
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        hits = real_search(*args, **kwargs)
+        calls.append(len(hits))
+        return hits
+
+    engine.hybrid_search = counted  # type: ignore[method-assign]
+    asked: list[tuple[str, str]] = []
+    real_get_many = deps.chunks.get_many
+
+    def noted(keys: Any) -> Any:
+        asked.extend(keys)
+        return real_get_many(keys)
+
+    deps.chunks.get_many = noted  # type: ignore[method-assign]
+
+    def ask(**extra: Any) -> list[str]:
+        calls.clear()
+        asked.clear()
+        body = {"query_text": "harbour tariff", "match_count": 3, "retriever": "keyword", **extra}
+        answer = search_module.hybrid_search(deps, kb.tenant_id, kb.id, validate(SearchRequest, body))
+        return [hit["id"] for hit in answer]
+
+    plain = ask(knowledge_ids=[sheet.id])
+    plain_calls = len(calls)
+    assert ask(knowledge_ids=[sheet.id], max_chunks_per_document=1) == plain
+    assert len(calls) == plain_calls
+    assert ask(max_chunks_per_document=1) == plain
+    assert len(asked) == len(set(asked)), "a row was read again by a deeper round"
