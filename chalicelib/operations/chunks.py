@@ -22,8 +22,10 @@ the file's entry in the resource catalog (services/resources.py), answered by `G
 A longer text counts on the tenant's storage quota (its growth in UTF-8 bytes, added to the document's
 `storage_size` before anything is written: 403 `storage_quota_exceeded` changes nothing). A shorter one
 gives nothing back until the document is counted again (a reparse's indexing) or deleted: counting
-growth only never counts less than what is stored. An edit made again on a row another edit changed
-gives back what its first try counted and counts its growth on that row."""
+growth only never counts less than what is stored. An edit made again on a row another write changed
+gives back what the try that lost counted and counts its growth on that row (a try whose row was written,
+then carried by a move, keeps what it counted). A try writes the index before the row: one whose row
+another write changed meanwhile, and whose edit then fails, puts the chunk's entries back as that row says."""
 
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ from chalicelib.domain.types import (
     ParseStatus,
     SummaryStatus,
 )
+from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError, StorageQuotaExceeded
 from chalicelib.services import resources
 from chalicelib.services.dispatch import (
@@ -64,7 +67,13 @@ from chalicelib.services.dispatch import (
     request_graph_refresh,
     request_summary_refresh,
 )
-from chalicelib.services.indexing import chunk_entries, embed_for_api, take_back_chunks, write_entries
+from chalicelib.services.indexing import (
+    chunk_entries,
+    embed_for_api,
+    question_entry,
+    take_back_chunks,
+    write_entries,
+)
 from chalicelib.services.indexing import searchable as document_searchable
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.ownership import owned_knowledge, require_kb
@@ -166,6 +175,7 @@ def edit_chunk(
     embedded: _Embedded | None = None
     follow = False  # written, then the document moved: written again where it is now, changed or not
     counted = 0  # text bytes the edit counted on the document (given back when it does not stand)
+    lost = False  # a try wrote the index, then another write changed the row first
     for tries in range(EDIT_TRIES):
         changed, refresh_again = _edited(chunk, request)
         if changed == chunk and not follow:
@@ -190,9 +200,11 @@ def edit_chunk(
             title = "" if changed.chunk_type != ChunkType.TEXT else knowledge.title
             texts = [index_text(title, changed.context_header, changed.content)]
         growth = _text_bytes(changed) - _text_bytes(chunk)
+        grew = 0
         try:
             # a longer text is counted before any write (403 storage_quota_exceeded: nothing written)
-            counted += _count_growth(deps, knowledge, growth) if growth > 0 else 0
+            grew = _count_growth(deps, knowledge, growth) if growth > 0 else 0
+            counted += grew
             # before any write: a model that fails changes nothing (503, the provider's words left out)
             embedded = _embedded(deps, kb, texts, embedded)
             # against the row first read: a move followed marks the parent where the document is now
@@ -206,20 +218,26 @@ def edit_chunk(
                 # the same request makes the edit
                 deps.chunks.put_unchanged(chunk, replace(first, kb_id=kb.id))
             _give_back(deps, knowledge, counted)
+            if lost:
+                _index_as_stored(deps, knowledge, kb, chunk_id)
             raise
         if written is not None and moved_to is None:  # the edit stands (at its row's attempt)
             graph = written.content != first.content or refresh_again
             _queue_refreshes(deps, knowledge, written, graph=graph, summary=True)
             return _view(written)
         if written is None:  # another write to the row came first: made again on the row as it is now
-            _give_back(deps, knowledge, counted)
-            counted = 0
+            # only this try's growth goes back: an earlier try's row that stood (a move carried it) is stored
+            _give_back(deps, knowledge, grew)
+            counted -= grew
+            lost = lost or embedded.space is not None
         if moved_to is not None:
             # moved while the edit wrote: it follows the document, as the move carried (or will carry) the
             # rest of it; what the move carried of this chunk meanwhile is overwritten, so both agree
             knowledge, kb = moved_to
             follow = follow or written is not None
         chunk = _chunk(deps, knowledge, chunk_id)
+    if lost:
+        _index_as_stored(deps, knowledge, kb, chunk_id)
     raise Conflict(
         f"chunk {chunk_id} kept changing while it was edited; read it and try again", code="chunk_changed"
     )
@@ -435,6 +453,53 @@ def _switch_as_stored(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBas
         )
     except (StageError, IndexWriteError) as error:
         raise _index_error(error) from error
+
+
+def _index_as_stored(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, chunk_id: str) -> None:
+    """The chunk's entries in `kb` as its row says now (its text and generated questions embedded again, its
+    switch within its document's), for an edit that fails after a try of it wrote the index and lost the
+    row's put: the row that won is found by its own words again. Nothing for a document gone, reparsed or
+    moved (the edit's entries went with it). A failure here is logged: the edit answers its own error."""
+    row = deps.knowledge.get(knowledge.id)
+    if row is None or row.parse_status != ParseStatus.COMPLETED or row.attempt != knowledge.attempt:
+        return
+    chunk = deps.chunks.get_many([(row.id, chunk_id)]).get((row.id, chunk_id))
+    if chunk is None or row.kb_id != kb.id or chunk.kb_id != kb.id:
+        return
+    from chalicelib.chunker import index_text
+
+    title = "" if chunk.chunk_type != ChunkType.TEXT else row.title
+    asked = chunk.metadata.get("questions")
+    questions = [str(q) for q in asked] if isinstance(asked, list) else []
+    texts = [index_text(title, chunk.context_header, chunk.content)]
+    texts += [index_text(row.title, "", q) for q in questions]  # as enrichment indexes them
+    try:
+        embedded = _embedded(deps, kb, texts, None)
+        if embedded.space is None:
+            return
+        on = chunk.is_enabled and document_searchable(deps, row)
+        vectors = embedded.vectors
+        entries = chunk_entries(
+            kb.id,
+            row.id,
+            [replace(chunk, is_enabled=on)],
+            texts[:1],
+            None if vectors is None else vectors[:1],
+        )
+        entries += [
+            question_entry(
+                kb.id, row.id, chunk.id, n, texts[n + 1], None if vectors is None else vectors[n + 1], on
+            )
+            for n in range(len(questions))
+        ]
+        engine = deps.engine(kb.retrieval_engine)
+        write_entries(deps, engine, embedded.space, entries)
+        engine.set_enabled(embedded.space, kb.id, [chunk.id], on)
+    except (AppError, StageError, IndexWriteError) as error:
+        logger.warning(
+            "chunk entries not put back after a failed edit",
+            extra={"knowledge_id": row.id, "chunk_id": chunk_id, "error": type(error).__name__},
+        )
 
 
 def _question_ids(chunk: Chunk) -> list[str]:

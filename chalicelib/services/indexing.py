@@ -30,7 +30,7 @@ from chalicelib.domain.errors import (
     StageError,
     TransientStageError,
 )
-from chalicelib.domain.ids import attempt_chunk_prefix, chunk_id, content_hash
+from chalicelib.domain.ids import attempt_chunk_prefix, chunk_id, content_hash, question_entry_id
 from chalicelib.domain.types import Chunk, ChunkType, EnableStatus, Knowledge, KnowledgeBase, Stage
 from chalicelib.observability import logger
 from chalicelib.ports import (
@@ -245,6 +245,30 @@ def chunk_entries(
         )
         for n, chunk in enumerate(chunks)
     ]
+
+
+def question_entry(
+    kb_id: str,
+    knowledge_id: str,
+    chunk_id_: str,
+    n: int,
+    content: str,
+    vector: Vectors | None,
+    is_enabled: bool,
+) -> IndexEntry:
+    """The index entry of a chunk's n-th generated question: a hit on it returns the chunk that answers it."""
+    return IndexEntry(
+        id=question_entry_id(chunk_id_, n),
+        kb_id=kb_id,
+        knowledge_id=knowledge_id,
+        chunk_id=chunk_id_,
+        content=content,
+        vector=vector,
+        source_id=chunk_id_,
+        source_type="question",
+        chunk_type=ChunkType.TEXT.value,
+        is_enabled=is_enabled,
+    )
 
 
 def write_extra_chunks(

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from chalicelib.domain.clock import from_iso, iso_before, now_iso, to_iso
 from chalicelib.domain.errors import ContinueLater, WriteRefused
 from chalicelib.domain.events import EventType, new_occurrence
-from chalicelib.domain.ids import attempt_chunk_prefix, question_entry_id
+from chalicelib.domain.ids import attempt_chunk_prefix
 from chalicelib.domain.plan import TEXT_LIKE, WINDOW
 from chalicelib.domain.process_config import EXTRACTIVE_SUMMARY, resolve
 from chalicelib.domain.repetition import near_duplicates, words_of
@@ -43,11 +43,11 @@ from chalicelib.domain.types import (
     Stage,
     SummaryStatus,
 )
-from chalicelib.ports import Dependencies, IndexEntry, IndexSpace, ModelRequestError
+from chalicelib.ports import Dependencies, IndexSpace, ModelRequestError
 from chalicelib.services.deadline import out_of_time
 from chalicelib.services.dispatch import GRAPH_CHUNK, request_summary_refresh
 from chalicelib.services.events import summary_changed, summary_decided_again
-from chalicelib.services.indexing import index_as_the_document_is, write_extra_chunks
+from chalicelib.services.indexing import index_as_the_document_is, question_entry, write_extra_chunks
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.slots import settle_slot
 from chalicelib.services.summary_failure import described_by_user, summarised_chunks, summary_given_up
@@ -393,17 +393,14 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
             embed_texts(deps, kb.tenant_id, model, contents) if kb.indexing_strategy.vector_enabled else None
         )
         written = [
-            IndexEntry(
-                id=question_entry_id(chunk.id, n),
-                kb_id=kb.id,
-                knowledge_id=knowledge.id,
-                chunk_id=chunk.id,  # a question that matches returns the chunk that answers it
-                content=contents[k],
-                vector=None if vectors is None else vectors[k],
-                source_id=chunk.id,
-                source_type="question",
-                chunk_type=ChunkType.TEXT.value,
-                is_enabled=chunk.is_enabled,
+            question_entry(
+                kb.id,
+                knowledge.id,
+                chunk.id,
+                n,
+                contents[k],
+                None if vectors is None else vectors[k],
+                chunk.is_enabled,
             )
             for k, (chunk, n, _q) in enumerate(entries)
         ]

@@ -9,7 +9,11 @@ shows of them (in-memory adapters).
   switch-off sent again puts an entry left on back off.
 - Parent-child retrieval: once a child's text is edited or a child is switched off, its parent's text no
   longer stands for its children, and a child's hit shows the child's own text (never the switched-off or
-  edited-away text)."""
+  edited-away text).
+- An edit whose try wrote the index and lost the row's put, and which then fails (403, 409 after its
+  tries), puts the chunk's entries back as the row that won says (its text, its questions, its switch).
+- An edit following a move whose try lost its put to the move's repoint keeps counting the growth its
+  first try wrote (the move carried it): the document counts what is stored."""
 
 from __future__ import annotations
 
@@ -26,13 +30,17 @@ from chalicelib.commands import (
     SearchRequest,
     validate,
 )
+from chalicelib.domain.errors import AppError
+from chalicelib.domain.ids import question_entry_id
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, Tenant
 from chalicelib.operations.chunks import edit_chunk
 from chalicelib.operations.knowledge_changes import edit
 from chalicelib.operations.search import hybrid_search
 from chalicelib.ports import IndexEntry, IndexSpace
+from chalicelib.tasks.move_clone import rekey
 
 from .conftest import MAIN_STAGES, drain, upload
+from .test_move_clone import TIDES, completed, model, move, new_kb, run_lifecycle  # noqa: F401
 
 PARENTED = (
     b"# Vault\n\n"
@@ -225,3 +233,106 @@ def test_an_edited_childs_hit_shows_its_new_text(deps: Services, parented: Knowl
     assert hits and hits[0]["chunk_id"] == vault.id
     assert hits[0]["content"] == "The vault door code is kept by the harbour master."
     assert not any("4471" in h["content"] for h in _search(deps, parented, "pilots breakwater tide"))
+
+
+# ---------------------------------------------------------------- an edit that lost its row's put, then failed
+
+
+def test_an_edit_refused_after_losing_its_put_leaves_the_index_as_the_row_that_won(
+    deps: Services, tenant: Tenant, small: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    knowledge = _completed(deps, small)
+    fog = _fog(deps, knowledge)
+    used = deps.tenants.get(tenant.id).storage_used
+    deps.tenants.set_quotas(tenant.id, storage_quota=used + 60, document_quota=0)
+    longer = fog.content + " zebraword zebraword zebraword zebraword zebra"  # +46 bytes: within the quota
+    other: list[dict[str, Any]] = []
+    _while_embedding(monkeypatch, lambda: other.append(_edit(deps, knowledge, fog, content="tiny quokka")))
+    with pytest.raises(AppError) as refused:  # made again on "tiny quokka": past the quota
+        _edit(deps, knowledge, fog, content=longer)
+    assert refused.value.code == "storage_quota_exceeded" and other[0]["content"] == "tiny quokka"
+    assert _row(deps, fog).content == "tiny quokka"
+    entry = _entries(deps, small, knowledge)[fog.id]
+    assert entry.content.endswith("tiny quokka") and entry.is_enabled
+    assert fog.id in [h["chunk_id"] for h in _search(deps, small, "quokka")]
+    assert fog.id not in [h["chunk_id"] for h in _search(deps, small, "zebraword")]
+
+
+def test_an_edit_out_of_tries_puts_back_the_switched_off_rows_text_and_questions(
+    deps: Services, small: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    knowledge = _completed(deps, small)
+    fog = _fog(deps, knowledge)
+    question = "How often does the horn sound?"
+    deps.chunks.set_metadata(
+        knowledge.id, fog.id, "questions", [question], kb_id=small.id, attempt=knowledge.attempt
+    )
+    asked = question_entry_id(fog.id, 0)
+    space = IndexSpace.of(deps.embedding_model(small.embedding_model_id))
+    deps.engine(small.retrieval_engine).batch_index(
+        space,
+        [
+            IndexEntry(
+                asked, small.id, knowledge.id, fog.id, question, source_id=fog.id, source_type="question"
+            )
+        ],
+    )
+    fog = _row(deps, fog)
+    monkeypatch.setattr(chunks_module, "EDIT_TRIES", 1)
+    _while_embedding(monkeypatch, lambda: _edit(deps, knowledge, fog, is_enabled=False))
+    with pytest.raises(AppError) as refused:
+        _edit(deps, knowledge, fog, content="The horn was sold in May.")
+    assert refused.value.code == "chunk_changed"
+    row = _row(deps, fog)
+    assert (row.is_enabled, row.content, row.metadata["questions"]) == (False, fog.content, [question])
+    entries = _entries(deps, small, knowledge)
+    assert fog.content.strip() in entries[fog.id].content and entries[fog.id].is_enabled is False
+    assert asked in entries and entries[asked].content.endswith(question) and not entries[asked].is_enabled
+    _edit(deps, knowledge, fog, is_enabled=True)
+    assert fog.id in [h["chunk_id"] for h in _search(deps, small, "how often horn")]
+    assert fog.id not in [h["chunk_id"] for h in _search(deps, small, "sold May")]
+
+
+# ---------------------------------------------------------------- an edit following a move
+
+
+def test_an_edit_following_a_move_whose_put_lost_to_the_repoint_keeps_its_growth_counted(
+    deps: Services,
+    tenant: Tenant,
+    kb: KnowledgeBase,
+    model: Any,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    target = new_kb(deps, tenant, "archive")
+    doc = completed(deps, kb, "tides.md", TIDES)
+    chunk = next(c for c in deps.chunks.list(doc.id) if c.chunk_type == ChunkType.TEXT)
+    size, used = deps.knowledge.get(doc.id).storage_size, deps.tenants.get(tenant.id).storage_used
+    edited = (
+        "Zebras gallop across savannah grassland, far longer than the tide sentence ever was, many bytes."
+    )
+    growth = len(edited.encode()) - len(chunk.content.encode())
+    real_kept = chunks_module.kept_after_write
+
+    def moved_then_kept(*args: Any, **kwargs: Any) -> Any:  # the move lands after the edit's first put
+        monkeypatch.setattr(chunks_module, "kept_after_write", real_kept)
+        move(deps, kb, target, [doc.id], "reuse_vectors")
+        assert deps.knowledge.move_to_kb(doc.id, kb.id, target.id, rekey(doc.dedupe_key, target.id))
+        return real_kept(*args, **kwargs)
+
+    monkeypatch.setattr(chunks_module, "kept_after_write", moved_then_kept)
+    real_put = deps.chunks.put_unchanged
+    puts: list[int] = []
+
+    def put(before: Chunk, after: Chunk) -> bool:
+        puts.append(1)
+        if len(puts) == 2:  # the move's repoint reaches this row just before the following try's put
+            deps.chunks.repoint(doc.id, target.id)
+        return real_put(before, after)
+
+    monkeypatch.setattr(deps.chunks, "put_unchanged", put)
+    answered = _edit(deps, doc, chunk, content=edited)
+    assert answered["content"] == edited and answered["kb_id"] == target.id and len(puts) == 3
+    run_lifecycle(deps)  # the move finishes
+    assert _row(deps, chunk).content == edited and deps.knowledge.get(doc.id).kb_id == target.id
+    assert deps.knowledge.get(doc.id).storage_size == size + growth
+    assert deps.tenants.get(tenant.id).storage_used == used + growth
