@@ -158,3 +158,13 @@ def peak_bytes(chunk: Callable[[], int]) -> tuple[int, int]:
     finally:
         tracemalloc.stop()
     return peak, n
+
+
+def repeated(line: Callable[[int], str], runes: int) -> str:
+    """`line(0)`, `line(1)`, ... joined until they hold at least `runes` characters."""
+    parts: list[str] = []
+    size = 0
+    while size < runes:
+        parts.append(line(len(parts)))
+        size += len(parts[-1])
+    return "".join(parts)

@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable
 
 import pytest
-from chunker_helpers import commonmark_fences, peak_bytes
+from chunker_helpers import commonmark_fences, peak_bytes, repeated
 
 from chalicelib.chunker import ChunkingConfig, split
 from chalicelib.chunker import blocks as blocks_module
@@ -26,32 +26,22 @@ RUNES = 300_000
 FENCE_AT_THE_END = "\n```\ncode\n```\n"
 
 
-def _repeat(line: Callable[[int], str], runes: int) -> str:
-    parts: list[str] = []
-    size = k = 0
-    while size < runes:
-        parts.append(line(k))
-        size += len(parts[-1])
-        k += 1
-    return "".join(parts)
-
-
 CONTAINERS: dict[str, Callable[[int], str]] = {
-    "bullet list": lambda runes: _repeat(lambda k: f"- item number {k}\n", runes) + FENCE_AT_THE_END,
-    "block quote": lambda runes: _repeat(lambda k: f"> quoted line {k}\n", runes) + FENCE_AT_THE_END,
+    "bullet list": lambda runes: repeated(lambda k: f"- item number {k}\n", runes) + FENCE_AT_THE_END,
+    "block quote": lambda runes: repeated(lambda k: f"> quoted line {k}\n", runes) + FENCE_AT_THE_END,
     "html block": lambda runes: (
-        "<div>\n" + _repeat(lambda k: f"html line {k}\n", runes) + "</div>\n" + FENCE_AT_THE_END
+        "<div>\n" + repeated(lambda k: f"html line {k}\n", runes) + "</div>\n" + FENCE_AT_THE_END
     ),
-    "items ending in fences": lambda runes: _repeat(
+    "items ending in fences": lambda runes: repeated(
         lambda k: f"- item {k}\n  ```\n  code {k}\n  ```\n", runes
     ),
     # link reference definitions closed by a blank line: they do not stop the restarts (a review found any
     # definition in a window turning them off, the container parsed whole again)
     "quote opening with a reference": lambda runes: (
-        "> [r]: /u\n>\n" + _repeat(lambda k: f"> quoted line {k}\n", runes) + FENCE_AT_THE_END
+        "> [r]: /u\n>\n" + repeated(lambda k: f"> quoted line {k}\n", runes) + FENCE_AT_THE_END
     ),
     "list with a reference every 200 items": lambda runes: (
-        _repeat(lambda k: f"- item number {k}\n" + (f"\n  [r{k}]: /u{k}\n" if k % 200 == 0 else ""), runes)
+        repeated(lambda k: f"- item number {k}\n" + (f"\n  [r{k}]: /u{k}\n" if k % 200 == 0 else ""), runes)
         + FENCE_AT_THE_END
     ),
 }

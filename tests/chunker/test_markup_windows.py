@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 
 import pytest
-from chunker_helpers import peak_bytes
+from chunker_helpers import peak_bytes, repeated
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -26,31 +26,21 @@ RUNES = 300_000
 SCRIPT_AT_THE_END = "\n<script>alert(1)</script>\n"
 
 
-def _repeat(line: Callable[[int], str], runes: int) -> str:
-    parts: list[str] = []
-    size = k = 0
-    while size < runes:
-        parts.append(line(k))
-        size += len(parts[-1])
-        k += 1
-    return "".join(parts)
-
-
 TEXTS: dict[str, Callable[[int], str]] = {
     "paragraphs": lambda runes: (
-        _repeat(lambda k: f"Paragraph {k} with *some* words and a [link](https://x.example/{k}).\n\n", runes)
+        repeated(lambda k: f"Paragraph {k} with *some* words and a [link](https://x.example/{k}).\n\n", runes)
         + SCRIPT_AT_THE_END
     ),
     "inline tags": lambda runes: (
-        _repeat(
+        repeated(
             lambda k: f'Text <b>bold {k}</b> and <span class="c">s</span> <img src="a{k}.png">.\n\n', runes
         )
         + SCRIPT_AT_THE_END
     ),
-    "bullet list": lambda runes: _repeat(lambda k: f"- item <b>{k}</b>\n", runes) + SCRIPT_AT_THE_END,
-    "block quote": lambda runes: _repeat(lambda k: f"> quoted line {k}\n", runes) + SCRIPT_AT_THE_END,
+    "bullet list": lambda runes: repeated(lambda k: f"- item <b>{k}</b>\n", runes) + SCRIPT_AT_THE_END,
+    "block quote": lambda runes: repeated(lambda k: f"> quoted line {k}\n", runes) + SCRIPT_AT_THE_END,
     "html block": lambda runes: (
-        "<div>\n" + _repeat(lambda k: f"html line {k}\n", runes) + "</div>\n" + SCRIPT_AT_THE_END
+        "<div>\n" + repeated(lambda k: f"html line {k}\n", runes) + "</div>\n" + SCRIPT_AT_THE_END
     ),
 }
 
