@@ -97,7 +97,7 @@ def main() -> None:
     try:
         from chalicelib.bootstrap import build_services
         from chalicelib.ports import IndexSpace
-        from chalicelib.services.indexing import EmbeddingRun
+        from chalicelib.services.embedding_runs import EmbeddingRun
 
         svc = build_services()
         svc.replace_embedding_model(model)

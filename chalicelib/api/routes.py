@@ -29,6 +29,7 @@ from chalicelib.operations import (
     cost,
     create,
     enrichment_outputs,
+    file_links,
     kb_reports,
     knowledge,
     knowledge_bases,
@@ -254,7 +255,7 @@ def knowledge_file_url(deps: Dependencies, request: Request | None, knowledge_id
     http = present_request(request)
     params = validate(commands.FileUrlQuery, query(http))
     base = public_base_url(deps.settings.public_base_url, http)
-    return ok(chunks.file_url(deps, tenant.id, knowledge_id, params, base))
+    return ok(file_links.file_url(deps, tenant.id, knowledge_id, params, base))
 
 
 # ---------------------------------------------------------------- lifecycle

@@ -520,7 +520,7 @@ def search(
     model = require_usable_for_api(deps, kb)  # a withdrawn model or engine: the document search's 409
     vector = None
     if use_vector:  # a model that fails answers as the document search's does
-        from chalicelib.services.indexing import embed_query
+        from chalicelib.services.embedding_runs import embed_query
 
         vector = embed_query(deps, tenant_id, model, query)
     normalised_query = normalise(query)

@@ -64,7 +64,7 @@ class FaqIndex:
             return
         vectors: Any = None
         if self.kb.indexing_strategy.vector_enabled:
-            from chalicelib.services.indexing import EmbeddingRun
+            from chalicelib.services.embedding_runs import EmbeddingRun
 
             model = require_usable_for_stage(self.deps, self.kb)
             run = EmbeddingRun(self.deps, self.kb.tenant_id, model, space=self.space())

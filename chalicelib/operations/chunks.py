@@ -1,6 +1,6 @@
 """A document's chunks through the API (the specification's chunk routes): list (cursor), read one, edit its
 text (re-embedded and re-indexed under the same id; the summary is made again), enable or disable one; and
-short-lived links to the stored original and parsed Markdown (the specification's GetFileURL).
+short-lived links to the stored original and parsed Markdown are `file_links`'s.
 
 An edit embeds the new text before anything is written (a model that fails changes nothing: 503), and the
 questions generated from the old text leave the chunk and the index; the graph facts read from it leave the
@@ -32,9 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from chalicelib.commands import ChunkListQuery, EditChunkRequest, FileUrlQuery
+from chalicelib.commands import ChunkListQuery, EditChunkRequest
 from chalicelib.domain.answer_size import ANSWER_MAX_BYTES, cut_page
-from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import (
     AppError,
     BadRequest,
@@ -47,38 +46,28 @@ from chalicelib.domain.errors import (
 from chalicelib.domain.ids import attempt_chunk_prefix, content_hash, question_entry_id
 from chalicelib.domain.image_info import ShownImages
 from chalicelib.domain.markup import strip_active_content
-from chalicelib.domain.resources import header_safe
-from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import (
     Chunk,
     ChunkType,
     EnableStatus,
     Knowledge,
     KnowledgeBase,
-    KnowledgeType,
     ParseStatus,
     SummaryStatus,
 )
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, IndexWriteError, StorageQuotaExceeded
-from chalicelib.services import resources
 from chalicelib.services.dispatch import (
     refresh_refusal_answered,
     request_graph_refresh,
     request_summary_refresh,
 )
-from chalicelib.services.indexing import (
-    chunk_entries,
-    embed_for_api,
-    question_entry,
-    take_back_chunks,
-    write_entries,
-)
+from chalicelib.services.embedding_runs import embed_for_api
+from chalicelib.services.indexing import chunk_entries, question_entry, take_back_chunks, write_entries
 from chalicelib.services.indexing import searchable as document_searchable
 from chalicelib.services.liveness import kept_after_write
 from chalicelib.services.ownership import owned_knowledge, require_kb
 from chalicelib.services.quotas import storage_refusal
-from chalicelib.services.storage import files_of
 from chalicelib.services.usable import require_usable_for_api
 
 if TYPE_CHECKING:  # numpy stays off the API function's cold-start path
@@ -103,7 +92,7 @@ def _view(chunk: Chunk) -> dict[str, Any]:
     return data
 
 
-def _usable_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
+def usable_knowledge(deps: Dependencies, tenant_id: str, knowledge_id: str) -> Knowledge:
     """The tenant's row, as `owned_knowledge`; a row being deleted is gone from use at once: the same 404."""
     knowledge = owned_knowledge(deps, tenant_id, knowledge_id)
     if knowledge.parse_status == ParseStatus.DELETING:
@@ -118,7 +107,7 @@ def _deleted(knowledge_id: str) -> NotFound:
 def list_chunks(
     deps: Dependencies, tenant_id: str, knowledge_id: str, query: ChunkListQuery
 ) -> dict[str, Any]:
-    knowledge = _usable_knowledge(deps, tenant_id, knowledge_id)
+    knowledge = usable_knowledge(deps, tenant_id, knowledge_id)
     prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
     if query.cursor and not query.cursor.startswith(prefix):
         raise BadRequest("the cursor is not one of this document's pages", code="invalid_cursor")
@@ -145,7 +134,7 @@ def _chunk(deps: Dependencies, knowledge: Knowledge, chunk_id: str) -> Chunk:
 
 
 def get_chunk(deps: Dependencies, tenant_id: str, knowledge_id: str, chunk_id: str) -> dict[str, Any]:
-    knowledge = _usable_knowledge(deps, tenant_id, knowledge_id)
+    knowledge = usable_knowledge(deps, tenant_id, knowledge_id)
     return _view(_chunk(deps, knowledge, chunk_id))
 
 
@@ -581,34 +570,3 @@ def _kept_or_moved(
         take_back_chunks(deps, row, [changed.id], None)
         raise _deleted(knowledge.id)
     return row, target
-
-
-def file_url(
-    deps: Dependencies, tenant_id: str, knowledge_id: str, query: FileUrlQuery, base_url: str
-) -> dict[str, Any]:
-    """A download link to the stored original or parsed Markdown: the file is registered in the resource
-    catalog (once) and the link is a single-purpose, expiring grant on it, `<base_url>/r/{token}`."""
-    knowledge = _usable_knowledge(deps, tenant_id, knowledge_id)
-    if query.kind == "original":
-        if knowledge.type in (KnowledgeType.URL, KnowledgeType.MANUAL) or not knowledge.file_path:
-            raise NotFound("this knowledge has no stored original file", code="file_not_found")
-        url, attempt = knowledge.file_path, 0
-    else:
-        url = files_of(deps, knowledge).url_for(
-            parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
-        )
-        attempt = knowledge.attempt
-    if not deps.files.exists(url):
-        raise NotFound(f"the {query.kind} file of this knowledge is not stored (yet)", code="file_not_found")
-    expires = deps.settings.download_url_seconds
-    name = resources.download_name(knowledge, query.kind)
-    resource = resources.register_file(deps, knowledge, query.kind, url, attempt, header_safe(name))
-    token, expires_at = resources.create_grant(deps, resource, expires)
-    return {
-        "url": f"{base_url}/r/{token}",
-        "kind": query.kind,
-        "file_name": name,
-        "expires_in": expires,
-        "expires_at": to_iso(expires_at),
-        "resource": resource.id,
-    }

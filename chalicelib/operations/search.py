@@ -51,7 +51,7 @@ from chalicelib.domain.types import Chunk, ChunkType, EnableStatus, Knowledge, K
 from chalicelib.observability import logger
 from chalicelib.operations.chunks import CHILDREN_CHANGED
 from chalicelib.ports import Dependencies, EmbeddingModel, IndexSpace
-from chalicelib.services.indexing import embed_query
+from chalicelib.services.embedding_runs import embed_query
 from chalicelib.services.kb_rows import kb_rows
 from chalicelib.services.ownership import require_kb
 from chalicelib.services.storage import signed_get

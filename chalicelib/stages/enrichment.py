@@ -329,7 +329,7 @@ def questions(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, windo
     chunks still to do. The window's entries are indexed once every chunk has its questions."""
     from chalicelib.chunker import index_text
     from chalicelib.enrich.questions import generate
-    from chalicelib.services.indexing import embed_texts
+    from chalicelib.services.embedding_runs import embed_texts
 
     effective = resolve(kb, knowledge.process_overrides)
     chat = deps.chat_model(effective.chat_model_id)

@@ -263,7 +263,8 @@ def _write_chunks(
         )
     if not kb.indexing_strategy.needs_embedding:
         return
-    from chalicelib.services.indexing import chunk_entries, embed_texts, index_as_the_document_is
+    from chalicelib.services.embedding_runs import embed_texts
+    from chalicelib.services.indexing import chunk_entries, index_as_the_document_is
 
     # No title prefix: the image's own words are what a query should meet (spec §1.11); a hit shows the
     # image's text, and the chunk names its bound text chunk.

@@ -52,7 +52,7 @@ from chalicelib.domain.types import (
 from chalicelib.faq.entries import FAQ_KB_TYPE, all_entries
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, RetrieveEngine, iter_batches
-from chalicelib.services.indexing import EmbeddingRun
+from chalicelib.services.embedding_runs import EmbeddingRun
 from chalicelib.services.kb_rows import kb_rows
 from chalicelib.services.usage import document_share
 from chalicelib.tasks import deliver_again

@@ -87,7 +87,7 @@ def test_well_formed_base64_embeddings_still_decode() -> None:
 
 def test_malformed_base64_embeddings_fail_the_document_as_a_provider_failure(tmp_path: Path) -> None:
     from chalicelib.bootstrap import memory_deps
-    from chalicelib.services.indexing import embed_texts
+    from chalicelib.services.embedding_runs import embed_texts
 
     deps = memory_deps(index_dir=tmp_path / "index")
     model = OpenAIEmbedding(

@@ -28,7 +28,7 @@ BASE = "https://api.example.test/v1"
 
 def _link(deps: Services, tenant_id: str, knowledge_id: str, kind: str) -> dict[str, object]:
     from chalicelib.commands import FileUrlQuery
-    from chalicelib.operations.chunks import file_url
+    from chalicelib.operations.file_links import file_url
 
     return file_url(deps, tenant_id, knowledge_id, FileUrlQuery.model_validate({"kind": kind}), BASE)
 

@@ -15,7 +15,7 @@ from chalicelib.domain.types import Tenant
 from chalicelib.operations.knowledge_bases import create_kb
 from chalicelib.operations.search import hybrid_search
 from chalicelib.ports import IndexSpace
-from chalicelib.services.indexing import EmbeddingRun, window_key, windows_of
+from chalicelib.services.embedding_runs import EmbeddingRun, window_key, windows_of
 
 from .conftest import drain, upload
 

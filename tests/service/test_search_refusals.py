@@ -202,7 +202,7 @@ def test_a_query_opensearch_refuses_is_a_400_without_its_reason(deps: Services, 
 
 def test_the_vector_of_a_query_the_model_reads_is_the_models(deps: Services) -> None:
     """Through the cache, the vector is still the model's own (a keyword-free check of the route's list)."""
-    from chalicelib.services.indexing import embed_query
+    from chalicelib.services.embedding_runs import embed_query
 
     _secret, kb = _knowledge_base(deps, "document")
     model = _model(deps, kb)

@@ -184,7 +184,7 @@ def test_a_move_across_backends_takes_the_objects_along(deps: Services, tenant: 
     before = objects_of(deps, "tc", tenant, doc.id, images)
     assert len(images) == 1 and f"{tenant.id}/{doc.id}/parsed/attempt-1.md" in before
     from chalicelib.commands import FileUrlQuery
-    from chalicelib.operations.chunks import file_url
+    from chalicelib.operations.file_links import file_url
     from chalicelib.services.resources import redeem
 
     link = file_url(deps, tenant.id, doc.id, FileUrlQuery.model_validate({"kind": "original"}), "http://x")

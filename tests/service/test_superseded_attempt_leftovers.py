@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import chalicelib.services.indexing as indexing
+import chalicelib.services.embedding_runs as embedding_runs
 from chalicelib.bootstrap import Services
 from chalicelib.commands import ReparseRequest, SearchRequest
 from chalicelib.domain.plan import planned_subtask
@@ -29,15 +29,15 @@ def test_questions_written_after_a_reparse_embedded_its_attempt_are_taken_back(
 ) -> None:
     kb = llm_kb(deps, tenant, enrichment={"questions_enabled": True})
     first = finalizing(deps, kb, count=2)
-    embed = indexing.embed_texts
+    embed = embedding_runs.embed_texts
 
     def reparsed_meanwhile(*args: Any, **kwargs: Any) -> Any:
-        monkeypatch.setattr(indexing, "embed_texts", embed)
+        monkeypatch.setattr(embedding_runs, "embed_texts", embed)
         reparse(deps, kb.tenant_id, first.id, ReparseRequest())
         drain(deps)  # attempt 2 parsed, chunked and embedded while attempt 1's questions were embedded
         return embed(*args, **kwargs)
 
-    monkeypatch.setattr(indexing, "embed_texts", reparsed_meanwhile)
+    monkeypatch.setattr(embedding_runs, "embed_texts", reparsed_meanwhile)
     run_subtask(deps, first, "q", planned_subtask("questions.0"))
     row = deps.knowledge.get(first.id)
     assert row is not None and row.attempt == 2
