@@ -113,15 +113,39 @@ MAX_PASSES = 8
 
 def strip_active_content(markdown: str) -> str:
     """`markdown` with the active content of its HTML removed; everything else stays as written. Cleaned
-    again until a pass changes nothing, so what a pass joins is cleaned too; a text still changing after
-    MAX_PASSES (built to) keeps no HTML at all."""
+    again until a pass changes nothing, so what a pass joins is cleaned too. A text the parser cannot be
+    trusted to read keeps no HTML at all: one still changing after MAX_PASSES (built to), one nested as
+    deep as the parser reads (below it markdown-it emits nothing, and a renderer that nests deeper would
+    show the HTML there), one that makes markdown-it-py fail (an IndexError of its own on some quoted lists
+    holding an open comment)."""
     text = markdown
-    for _ in range(MAX_PASSES):
-        cleaned = _strip_once(text)
-        if cleaned == text:
-            return cleaned
-        text = cleaned
+    try:
+        for _ in range(MAX_PASSES):
+            cleaned = _strip_once(text)
+            if cleaned == text:
+                return cleaned
+            text = cleaned
+    except (_TooDeep, IndexError):
+        text = markdown
+    return _without_html(text)
+
+
+def _without_html(text: str) -> str:
     return text.replace("<", "&lt;")
+
+
+class _TooDeep(Exception):
+    """The parse reached markdown-it's nesting limit: what lies deeper was not read."""
+
+
+#: a token at this level may hold content the parser did not read (commonmark's maxNesting is 20)
+_DEEPEST = 20 - 1
+
+
+def _read_whole(tokens: list[Token]) -> list[Token]:
+    if any(token.level >= _DEEPEST for token in tokens):
+        raise _TooDeep
+    return tokens
 
 
 #: how markdown-it trims a paragraph's text: CommonMark's whitespace from markdown-it-py 4 on, str.strip before
@@ -148,7 +172,7 @@ def _strip_once(markdown: str) -> str:
             continue
         if not isinstance(part, Parsed):
             continue
-        for token in part.tokens:
+        for token in _read_whole(part.tokens):
             if token.map is None or token.map[0] >= part.keep:
                 continue
             first, stop = token.map
@@ -212,7 +236,7 @@ class _Output:
     def inline(self, start: int, stop: int, content: str) -> None:
         """A paragraph's inline HTML tags cleaned (`content`: its text as the parser read it)."""
         parsed = _inline_parser().parseInline(content)
-        children = parsed[0].children if parsed and parsed[0].children else []
+        children = _read_whole(parsed[0].children or []) if parsed else []
         written = self.source[start : stop - 1]
         self.replace(start, stop, _clean_inline(written, written.count("\n") + 1, children))
 

@@ -125,3 +125,31 @@ def test_a_document_whose_only_suspect_text_is_code_keeps_its_html_as_written() 
         "  </tr>\n    <tr>\n    <td>b</td>\n  </tr>\n  <tr>\n    <td>c</td>\n  </tr>\n</table>\n"
     )
     assert strip_active_content(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ">" * 25 + " <img src=x onerror=alert(1)>",
+        "- " * 12 + "<img src=x onerror=alert(1)>",
+        ">" * 21 + "\n" + ">" * 21 + " <script>alert(1)</script>",
+        "[" * 30 + "<img src=x onerror=alert(1)>" + "](u)" * 30,
+    ],
+)
+def test_html_nested_deeper_than_the_parser_reads_is_not_left_active(text: str) -> None:
+    # markdown-it emits nothing below its nesting limit (commonmark: 20), so it found no HTML there; a
+    # renderer that nests deeper (markdown-it's default preset: 100) would show it
+    parser = _Elements()
+    parser.feed(
+        MarkdownIt("commonmark", {"html": True, "maxNesting": 1000}).render(strip_active_content(text))
+    )
+    parser.close()
+    assert all(tag != "script" for tag, _ in parser.found)
+    assert all(not name.startswith("on") for _, names in parser.found for name in names)
+
+
+def test_a_text_markdown_it_py_fails_on_keeps_no_html() -> None:
+    # markdown-it-py 4.3 raises IndexError on a quoted list holding an open comment at the end of the text
+    text = "<b onclick=x>hi</b>\n\n> - <!--\n> "
+    cleaned = strip_active_content(text)
+    assert "<" not in cleaned and "onclick=x>hi" in cleaned
