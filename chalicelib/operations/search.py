@@ -344,15 +344,16 @@ def past_cap(answer: Sequence[_Hit], document_of: Callable[[_Hit], str], cap: in
     return sum(max(0, n - cap) for n in Counter(document_of(hit) for hit in answer).values())
 
 
-def _read_once(
-    cache: dict[_Key, _Row | None], keys: Sequence[_Key], read: Callable[[list[_Key]], dict[_Key, _Row]]
+def _unread(cache: dict[_Key, _Row | None], keys: Sequence[_Key]) -> list[_Key]:
+    """The keys no shallower round of the search read."""
+    return [key for key in dict.fromkeys(keys) if key not in cache]
+
+
+def _remembered(
+    cache: dict[_Key, _Row | None], keys: Sequence[_Key], found: dict[_Key, _Row]
 ) -> dict[_Key, _Row]:
-    """The rows of `keys` found, each read at most once per search (`cache`: every key asked, None when
-    not found)."""
-    new = [key for key in dict.fromkeys(keys) if key not in cache]
-    if new:
-        found = read(new)
-        cache.update({key: found.get(key) for key in new})
+    """The rows of `keys` found, this round's reads (`found`) kept for deeper rounds (None: not found)."""
+    cache.update({key: found.get(key) for key in _unread(cache, keys)})
     return {key: row for key in keys if (row := cache[key]) is not None}
 
 
@@ -415,16 +416,19 @@ def hybrid_search(
         )
         # Two batched reads for every hit's chunk and parent, one batched read for the documents; a deeper
         # round reads only the rows no shallower one did.
-        chunks = _read_once(
-            read_chunks, [(hit.knowledge_id, hit.chunk_id) for hit in hits], deps.chunks.get_many
-        )
+        hit_keys = [(hit.knowledge_id, hit.chunk_id) for hit in hits]
+        new = _unread(read_chunks, hit_keys)
+        chunks = _remembered(read_chunks, hit_keys, deps.chunks.get_many(new) if new else {})
         parent_keys = [
             (key[0], chunk.parent_chunk_id)
             for key, chunk in chunks.items()
             if chunk.parent_chunk_id and chunk.chunk_type == ChunkType.TEXT
         ]
-        parents = _read_once(read_chunks, parent_keys, deps.chunks.get_many)
-        rows = _read_once(read_rows, [hit.knowledge_id for hit in hits], deps.knowledge.get_many)
+        new = _unread(read_chunks, parent_keys)
+        parents = _remembered(read_chunks, parent_keys, deps.chunks.get_many(new) if new else {})
+        row_keys = [hit.knowledge_id for hit in hits]
+        new_rows = _unread(read_rows, row_keys)
+        rows = _remembered(read_rows, row_keys, deps.knowledge.get_many(new_rows) if new_rows else {})
         # the index's own switches and knowledge base say the same; read here as well, so no write that raced
         # a switch shows a disabled document, and a document moved out (its entries not yet repointed) is not
         # shown in the knowledge base it left, to a tenant it was shared with among others

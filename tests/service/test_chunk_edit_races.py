@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import chalicelib.operations.chunks as chunks_module
+import chalicelib.operations.file_links as file_links
 from chalicelib.bootstrap import Services
 from chalicelib.commands import ChunkListQuery, EditChunkRequest, EditKnowledgeRequest, FileUrlQuery
 from chalicelib.domain.errors import AppError
@@ -154,7 +155,7 @@ def test_a_document_being_deleted_is_gone_from_the_chunk_routes_and_its_links(
     ]
     for kind in ("original", "parsed"):
         query = FileUrlQuery.model_validate({"kind": kind})
-        calls.append(lambda q=query: chunks_module.file_url(deps, tenant, kid, q, "https://api.test/v1"))
+        calls.append(lambda q=query: file_links.file_url(deps, tenant, kid, q, "https://api.test/v1"))
     for call in calls:
         error = _refused(call)
         assert (error.status, error.code) == (404, "knowledge_not_found")
