@@ -13,10 +13,11 @@ PAGE = 1000
 
 
 def attempt_chunk_pages(
-    deps: Dependencies, knowledge: Knowledge, *, limit: int = PAGE
+    deps: Dependencies, knowledge: Knowledge, *, limit: int = PAGE, kind: str = ""
 ) -> Iterator[Sequence[Chunk]]:
-    """The pages of `knowledge.attempt`'s chunks; a caller that stops early reads no further page."""
-    prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt)
+    """The pages of `knowledge.attempt`'s chunks (those whose id goes on with `kind` after the attempt's
+    prefix, e.g. "table"); a caller that stops early reads no further page."""
+    prefix = attempt_chunk_prefix(knowledge.id, knowledge.attempt) + kind
     after: str | None = None
     while True:
         page, after = deps.chunks.list_page(knowledge.id, prefix=prefix, after=after, limit=limit)

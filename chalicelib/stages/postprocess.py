@@ -38,6 +38,7 @@ from chalicelib.domain.storage_keys import parsed_markdown_key
 from chalicelib.domain.types import Chunk, ChunkType, Knowledge, KnowledgeBase, ParseStatus, SpanStatus, Stage
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, IndexSpace, ModelRequestError, ModelThrottled, ModelUnavailable
+from chalicelib.services.chunk_pages import attempt_chunk_pages
 from chalicelib.services.events import completed_again, knowledge_changed
 from chalicelib.services.indexing import take_back_chunks, write_extra_chunks
 from chalicelib.services.storage import files_of
@@ -45,6 +46,8 @@ from chalicelib.stages.messages import TaskMessageModel
 from chalicelib.stages.runner import Skip, checked_task_row, run_task
 
 TABLE_SEQ_BASE = 300_000
+#: what a table chunk's id has after its attempt's prefix, before its set
+TABLE_KIND = "table"
 #: the summary chunk's metadata key (a stage's own: never shown): how many chunks its set has, so a set a
 #: try wrote only in part is never taken for the reply
 TABLE_SET_SIZE = "_table_set_size"
@@ -236,7 +239,7 @@ def _ask_for_table(
 
 def _table_prefix(knowledge: Knowledge) -> str:
     """Where the attempt's table chunks are: `<prefix>-<set>-<n>` (`<prefix><n>` before sets were named)."""
-    return f"{attempt_chunk_prefix(knowledge.id, knowledge.attempt)}table"
+    return f"{attempt_chunk_prefix(knowledge.id, knowledge.attempt)}{TABLE_KIND}"
 
 
 def _set_of(knowledge: Knowledge, chunk_id: str) -> str:
@@ -247,15 +250,7 @@ def _set_of(knowledge: Knowledge, chunk_id: str) -> str:
 
 def _stored_table_chunks(deps: Dependencies, knowledge: Knowledge) -> list[Chunk]:
     """Every table chunk of the attempt, read by its id prefix (never the document's other chunks)."""
-    found: list[Chunk] = []
-    after: str | None = None
-    while True:
-        page, after = deps.chunks.list_page(
-            knowledge.id, prefix=_table_prefix(knowledge), after=after, limit=500
-        )
-        found += page
-        if after is None:
-            return found
+    return [c for page in attempt_chunk_pages(deps, knowledge, kind=TABLE_KIND) for c in page]
 
 
 def _table_written_before(deps: Dependencies, knowledge: Knowledge) -> list[Chunk] | None:
