@@ -423,6 +423,8 @@ class TaskKind(StrEnum):
     REPARSE_KB = "reparse_kb"
     #: a big knowledge base's cost or stats report, read whole and stored (operations/kb_reports.py)
     KB_REPORT = "kb_report"
+    #: a big document's enable or disable: its index entries follow its row (tasks/switch.py)
+    SWITCH_KNOWLEDGE = "switch_knowledge"
 
 
 class TaskStatus(StrEnum):

@@ -42,12 +42,12 @@ from chalicelib.observability import logger
 from chalicelib.operations.create import sanitize_manual
 from chalicelib.ports import (
     Dependencies,
-    IndexSpace,
     IndexWriteError,
     ServiceUnreachable,
     StorageQuotaExceeded,
 )
 from chalicelib.services.dispatch import enqueue_first_stage
+from chalicelib.services.document_switch import INLINE_CHUNKS, EntrySwitch, entry_switch
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
 from chalicelib.services.ownership import owned_knowledge, require_kb
@@ -55,7 +55,6 @@ from chalicelib.services.quotas import storage_left, storage_refusal
 from chalicelib.services.stage_spans import ROOT
 from chalicelib.services.storage import files_of
 from chalicelib.services.stored_size import recount_quietly
-from chalicelib.services.usable import require_usable_for_api
 from chalicelib.tasks import (
     deliver_again,
     drive_kb_delete,
@@ -212,9 +211,14 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     tag_ids = None if request.tag_ids is None else check_tag_ids(deps, knowledge.kb_id, request.tag_ids)
     text = None if request.content is None else _checked_manual_text(deps, knowledge, request.content)
     switch = None
+    switch_task = None  # a big document's entries follow its row in a task (services/document_switch.py)
     if request.enable_status is not None and request.enable_status != knowledge.enable_status.value:
-        switch = _searchable_switch(deps, knowledge)  # or 400 not_indexed
+        entries = _searchable_switch(deps, knowledge)  # or 400 not_indexed
         fields["enable_status"] = request.enable_status
+        if entries is not None and knowledge.chunk_count > INLINE_CHUNKS:
+            switch_task = new_task(tenant_id, TaskKind.SWITCH_KNOWLEDGE, knowledge.kb_id, [knowledge.id])
+        elif entries is not None:
+            switch = _flipper(deps, knowledge, entries)
     growth = 0 if text is None else _stored_growth(knowledge, len(text))
     left = storage_left(deps, tenant_id) if growth > 0 else None
     if left is not None and growth > left:  # checked again in the row's write, which counts it
@@ -223,6 +227,9 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
     enabled = request.enable_status == EnableStatus.ENABLED.value
     if switch is not None:  # first: a failure here leaves the row as it was, and a retry flips again
         switch(enabled)
+    if switch_task is not None:  # recorded before the row, sent after it (below): its walk then begins
+        # after the row's write and follows what the row says; should the send fail, housekeeping sends it
+        deps.tasks.put(switch_task)
     expect: dict[str, Any] | None = None
     size: int | None = None
     if text is not None:  # the row takes the new text and its count (the tenant's usage moved by the
@@ -245,6 +252,9 @@ def edit(deps: Dependencies, tenant_id: str, knowledge_id: str, request: EditKno
         _undo_edit(
             deps, knowledge, fields, switch, storage_refusal(deps, tenant_id, growth, "the edited text")
         )
+    finally:  # whether or not the row took the switch: the walk sets the entries as the row says
+        if switch_task is not None:
+            _send_switch(deps, switch_task)
     if updated is None:
         _undo_edit(deps, knowledge, fields, switch)
     if text is not None and knowledge.file_path and knowledge.file_path != fields["file_path"]:
@@ -324,32 +334,31 @@ def _save_manual_text(deps: Dependencies, knowledge: Knowledge, data: bytes) -> 
     return {"file_path": url, "file_size": len(data), "file_hash": file_md5(data)}
 
 
-def _searchable_switch(deps: Dependencies, knowledge: Knowledge) -> Callable[[bool], None] | None:
-    """Checks that the document can be enabled or disabled, and returns what flips the index entries of
-    every chunk (no re-embedding: the vectors stay where they are); None when there are none to flip."""
+def _send_switch(deps: Dependencies, task: Task) -> None:
+    try:
+        deliver_again(deps, task.id)
+    except ServiceUnreachable:  # the row's change stands (search follows the row); the task is recorded
+        # queued, and housekeeping sends an open task that saved nothing again
+        logger.warning("a switch task's message was not sent", extra={"task_id": task.id})
+
+
+def _searchable_switch(deps: Dependencies, knowledge: Knowledge) -> EntrySwitch | None:
+    """Checks that the document can be enabled or disabled, and returns what flips its index entries; None
+    when there are none to flip."""
     if knowledge.parse_status not in (ParseStatus.COMPLETED, ParseStatus.FINALIZING):
         raise BadRequest(
             "only an indexed knowledge (finalizing or completed) can be enabled or disabled",
             code="not_indexed",
         )
-    kb = require_kb(deps, knowledge.tenant_id, knowledge.kb_id)
-    if not kb.indexing_strategy.needs_embedding:
-        return None
-    model = require_usable_for_api(deps, kb)
-    engine = deps.engine(kb.retrieval_engine)
+    return entry_switch(deps, require_kb(deps, knowledge.tenant_id, knowledge.kb_id))
+
+
+def _flipper(deps: Dependencies, knowledge: Knowledge, entries: EntrySwitch) -> Callable[[bool], None]:
+    """The request's own flip of a small document's entries (services/document_switch.py)."""
 
     def switch(enabled: bool) -> None:
-        # a chunk switched off on its own stays off when its document comes back
-        chunk_ids = [c.id for c in deps.chunks.list(knowledge.id) if c.is_enabled or not enabled]
-        space = IndexSpace.of(model)
         try:
-            engine.set_enabled(space, kb.id, chunk_ids, enabled)
-            if enabled and chunk_ids:  # read again: a chunk switched off since the listing is put off again
-                # (its own switch wrote its entries before this write turned them on)
-                listed = set(chunk_ids)
-                off = [c.id for c in deps.chunks.list(knowledge.id) if c.id in listed and not c.is_enabled]
-                if off:
-                    engine.set_enabled(space, kb.id, off, False)
+            entries.flip(deps, knowledge.id, enabled)
         except IndexWriteError as error:
             # the chunk edit's answer (operations/chunks.py), the engine's words left out
             raise ServiceUnavailable(

@@ -226,6 +226,10 @@ def _work(deps: Dependencies, task: Task) -> Iterator[tuple[str, Any]]:
         yield from clone_work(deps, task)
     elif task.kind == TaskKind.REEMBED:
         yield from reembed_work(deps, task)
+    elif task.kind == TaskKind.SWITCH_KNOWLEDGE:
+        from chalicelib.tasks.switch import switch_work
+
+        yield from switch_work(deps, task)
     elif task.kind == TaskKind.KB_REPORT:  # one item, the knowledge base: a slice of its report's walk a
         # delivery, from its checkpoint; RetryTaskLater (no delay) for the rest, the report stored at the end
         from chalicelib.operations.kb_report_refresh import refresh_report

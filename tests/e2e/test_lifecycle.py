@@ -379,3 +379,46 @@ def test_housekeeping_drives_again_a_delete_whose_task_was_lost(
     runtime.drain(timeout=120)
     assert api.get(f"/knowledge/{created['id']}").status_code == 404
     assert _search(api, kb["id"], "spring tides full moon") == []
+
+
+def test_a_big_documents_switch_is_answered_at_once_and_its_entries_follow_in_a_task(
+    api: Api, runtime: LocalRuntime, services: Services, monkeypatch: Any
+) -> None:
+    from chalicelib.operations import knowledge_changes
+    from chalicelib.ports import IndexSpace
+
+    kb = api.create_kb()
+    created = api.upload(kb["id"], "tides.md", TIDES).json_body["data"]
+    runtime.drain(timeout=120)
+    monkeypatch.setattr(knowledge_changes, "INLINE_CHUNKS", 0)  # every document counts as big
+    engine: Any = services.engine()
+    space = IndexSpace.of(services.embedding_model())
+
+    def entries() -> dict[str, bool]:
+        return {e.chunk_id: e.is_enabled for e in engine.entries_of(space, kb["id"], created["id"])}
+
+    # a chunk kept out of search on its own (a summary that repeats a short body) stays out
+    own = {chunk.id: chunk.is_enabled for chunk in services.chunks.list(created["id"])}
+    assert entries() == own and True in own.values()
+
+    off = api.client.http.put(
+        f"/api/v1/knowledge/{created['id']}",
+        headers={"X-API-Key": api.api_key, "Content-Type": "application/json"},
+        body='{"enable_status": "disabled"}',
+    )
+    assert off.status_code == 200 and off.json_body["data"]["enable_status"] == "disabled"
+    # search follows the row at once, whether or not the task (on the lifecycle queue) has run yet
+    assert _search(api, kb["id"], "spring tides full moon") == []
+    runtime.drain(timeout=120)
+    assert set(entries().values()) == {False}
+    on = api.client.http.put(
+        f"/api/v1/knowledge/{created['id']}",
+        headers={"X-API-Key": api.api_key, "Content-Type": "application/json"},
+        body='{"enable_status": "enabled"}',
+    )
+    assert on.status_code == 200
+    runtime.drain(timeout=120)
+    assert entries() == own
+    assert [h["knowledge_id"] for h in _search(api, kb["id"], "spring tides full moon")][:1] == [
+        created["id"]
+    ]

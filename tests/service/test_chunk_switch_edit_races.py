@@ -17,6 +17,7 @@ shows of them (in-memory adapters).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -155,21 +156,21 @@ def test_two_text_edits_at_once_keep_the_last_answered_in_the_row_and_the_index(
 def _enable_while_switching_off(deps: Services, knowledge: Knowledge, fog: Chunk) -> None:
     """The document is switched on; right after its switch listed the chunks, `fog` is switched off."""
     edit(deps, knowledge.tenant_id, knowledge.id, EditKnowledgeRequest(enable_status="disabled"))
-    real_list = deps.chunks.list
+    real_list = deps.chunks.list_page
     raced: list[bool] = []
 
-    def listing(knowledge_id: str) -> list[Chunk]:
-        listed = real_list(knowledge_id)
+    def listing(knowledge_id: str, **kwargs: Any) -> tuple[Sequence[Chunk], str | None]:
+        listed = real_list(knowledge_id, **kwargs)
         if not raced:
             raced.append(True)
             _edit(deps, knowledge, fog, is_enabled=False)
         return listed
 
-    deps.chunks.list = listing  # type: ignore[method-assign]
+    deps.chunks.list_page = listing  # type: ignore[method-assign]
     try:
         edit(deps, knowledge.tenant_id, knowledge.id, EditKnowledgeRequest(enable_status="enabled"))
     finally:
-        deps.chunks.list = real_list  # type: ignore[method-assign]
+        deps.chunks.list_page = real_list  # type: ignore[method-assign]
     assert raced
 
 
