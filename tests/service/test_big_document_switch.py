@@ -209,3 +209,35 @@ def test_a_walk_ends_quietly_once_the_document_is_deleted(deps: Services, kb: Kn
     task = deps.tasks.get(task_id)
     assert task is not None and task.status == TaskStatus.COMPLETED
     assert deps.knowledge.get(knowledge.id) is None and _entries(deps, kb, knowledge.id) == {}
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_the_tasks_message_goes_after_the_rows_write_and_a_lost_one_is_not_lost(
+    deps: Services, kb: KnowledgeBase
+) -> None:
+    knowledge = _big(deps, kb)
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]
+    inner = deps.knowledge.update_fields
+    waiting_at_the_write: list[list[str]] = []
+
+    def update_fields(*args: Any, **kwargs: Any) -> Any:
+        waiting_at_the_write.append(_switch_tasks(deps))
+        return inner(*args, **kwargs)
+
+    deps.knowledge.update_fields = update_fields  # type: ignore[method-assign]
+    deps.queue.make_unavailable("lifecycle")  # type: ignore[attr-defined]
+    try:
+        answer = _switch(deps, knowledge, EnableStatus.DISABLED)  # the queue down: the change still stands
+    finally:
+        deps.queue.make_unavailable("lifecycle", False)  # type: ignore[attr-defined]
+        deps.knowledge.update_fields = inner  # type: ignore[method-assign]
+    # a walk that began before the row's write would end at once with nothing to flip
+    assert waiting_at_the_write == [[]]
+    assert answer.enable_status == EnableStatus.DISABLED and _switch_tasks(deps) == []
+    [task] = [t for t in deps.tasks._rows.values() if t.kind == TaskKind.SWITCH_KNOWLEDGE]  # type: ignore[attr-defined]
+    assert task.status == TaskStatus.QUEUED  # recorded: housekeeping sends an open task that saved nothing
+    from chalicelib.tasks import send_again
+
+    send_again(deps, task)
+    _run_to_the_end(deps, task.id)
+    assert set(_entries(deps, kb, knowledge.id).values()) == {False}
