@@ -10,6 +10,17 @@ is not written: its item fails with the reason and the task goes on. A copy coun
 storage quota before its row is written (one conditional add each: `services/quotas.take_storage`), and one
 that does not fit is not written: its item fails (`storage_quota_exceeded`, the span code `quota_exceeded`).
 
+A sync writes each kept entry only over the row as the plan read it (`put_entry`, by its `updated_at`): an
+entry written meanwhile (an edit through the API) is read again and synced over what it is now while it still
+holds the source's content; one deleted meanwhile, or edited to other content, is left as its writer left it
+(the item fails, naming it). A sync changes no text, so the row keeps what it counted.
+
+A clone takes no FAQ import lease, so the target's delete does not wait for it: each sync and copy batch reads
+the target (strongly consistent) before it writes and again after its last write. A target being deleted by
+then may have been purged before the batch wrote (its delete saw none of it): the batch takes back what it
+wrote (a copy's index entries, rows and what they counted, reservations; tags) and fails; a target still open
+then is purged after every write of the batch, by a delete that begins later.
+
 Copies are embedded through the embedding cache: the same texts under the same model are cache hits, so a
 clone costs no model calls unless the target embeds with another model.
 """
@@ -24,18 +35,23 @@ from functools import partial
 from chalicelib.domain.errors import Forbidden, PermanentStageError, SpanErrorCode
 from chalicelib.domain.faq import FaqEntry
 from chalicelib.domain.types import KnowledgeBase, Task, utcnow
-from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage
+from chalicelib.faq.entries import FaqIndex, all_entries, give_back_storage, later_than
 from chalicelib.faq.import_claims import counting, save_indexed
 from chalicelib.faq.keyed import tag_links
 from chalicelib.faq.reservations import claim, release_entries, unconfirmed
 from chalicelib.ports import Dependencies
+from chalicelib.ports.faq import EntryWriteRefused
 from chalicelib.services.quotas import take_storage
+from chalicelib.tasks.move_clone import is_open
 
 #: entries per task item: one row write, one index write
 BATCH = 50
 #: the item that closes the FAQ pass of a clone task (a later slice does not plan it again)
 DONE_ITEM = "faq:synced"
 _COPY_NAMESPACE = uuid.UUID("3c9e51a2-7d40-4b8e-a6f1-0e2d9b7c5a13")
+#: writes of one sync over an entry the API keeps writing meanwhile, before it is left as that writer left it
+SYNC_TRIES = 3
+TARGET_CLOSED = "the target knowledge base was deleted while the clone ran"
 
 Work = tuple[str, Callable[[], None]]
 
@@ -124,28 +140,74 @@ def _delete(deps: Dependencies, index: FaqIndex, target: KnowledgeBase, entries:
 def _sync(
     deps: Dependencies, index: FaqIndex, target: KnowledgeBase, pairs: Sequence[tuple[FaqEntry, FaqEntry]]
 ) -> None:
-    synced = [
-        replace(
-            kept,
+    _require_open(deps, target)
+    synced = [replace(kept, tags=list(src.tags)) for kept, src in pairs]
+    names = sorted({t for e in synced for t in e.tags})
+    deps.faq.add_tags(target.id, names)
+    if tag_links(synced):  # before the rows: a link without its use is dropped when read (keyed.py)
+        deps.faq.link_tags(target.id, tag_links(synced))
+    left = [reason for kept, src in pairs if (reason := _sync_one(deps, index, target, kept, src))]
+    if not is_open(deps.kbs.get(target.id, consistent=True)):  # its purge may have gone before the tags
+        _take_back_tags(deps, target, synced, names)
+        raise PermanentStageError(TARGET_CLOSED)
+    if left:
+        raise PermanentStageError(
+            f"{len(left)} of {len(pairs)} entries not synced, changed in the target meanwhile (left as they "
+            f"are): {'; '.join(left[:5])}"
+        )
+
+
+def _sync_one(
+    deps: Dependencies, index: FaqIndex, target: KnowledgeBase, kept: FaqEntry, src: FaqEntry
+) -> str:
+    """The source's state written over the entry as read; '' once it holds it, else why it was left."""
+    current = kept
+    for _ in range(SYNC_TRIES):
+        synced = replace(
+            current,
             is_enabled=src.is_enabled,
             tags=list(src.tags),
             answer_all=src.answer_all,
-            updated_at=utcnow(),
+            updated_at=later_than(current.updated_at),
         )
-        for kept, src in pairs
-    ]
-    deps.faq.add_tags(target.id, sorted({t for e in synced for t in e.tags}))
-    if tag_links(synced):
-        deps.faq.link_tags(target.id, tag_links(synced))
-    deps.faq.put_entries(synced)
-    for (kept, _), entry in zip(pairs, synced, strict=True):
-        if kept.is_enabled != entry.is_enabled:
-            index.set_enabled(entry, list(index.ids(entry)))
+        try:
+            deps.faq.put_entry(synced, current)
+        except EntryWriteRefused:
+            now = deps.faq.get_entry(target.id, kept.id)
+            if now is None:
+                return f"{kept.standard_question!r} (deleted)"
+            if now.content_hash != src.content_hash:
+                return f"{kept.standard_question!r} (edited)"
+            if _state(now) == _state(src):
+                return ""
+            current = now
+            continue
+        if current.is_enabled != synced.is_enabled:
+            index.set_enabled(synced, list(index.ids(synced)))
+        return ""
+    return f"{kept.standard_question!r} (kept changing)"
+
+
+def _require_open(deps: Dependencies, target: KnowledgeBase) -> None:
+    """Nothing more written into a target whose delete has begun (strongly consistent: one just begun counts)."""
+    if not is_open(deps.kbs.get(target.id, consistent=True)):
+        raise PermanentStageError(TARGET_CLOSED)
+
+
+def _take_back_tags(
+    deps: Dependencies, target: KnowledgeBase, entries: Sequence[FaqEntry], names: list[str]
+) -> None:
+    """The tag names and links a batch wrote into a target being deleted (its purge may have run first)."""
+    if tag_links(entries):
+        deps.faq.unlink_tags(target.id, tag_links(entries))
+    if names:
+        deps.faq.remove_tags(target.id, names)
 
 
 def _copy(
     deps: Dependencies, index: FaqIndex, task: Task, target: KnowledgeBase, batch: Sequence[FaqEntry]
 ) -> None:
+    _require_open(deps, target)
     now = utcnow()
     copies = [
         replace(
@@ -178,6 +240,10 @@ def _copy(
             save_indexed(deps, index, entry, claimed)
         for entry_id, keys in claimed.items():  # a deleted copy's were released (save_indexed)
             deps.faq.confirm_questions(target.id, entry_id, keys)
+        # after the batch's last write: a delete begun since may have purged the target before those writes
+        if not is_open(deps.kbs.get(target.id, consistent=True)):
+            _take_back(deps, index, target, copies)
+            raise PermanentStageError(TARGET_CLOSED)
     if over_quota:
         raise PermanentStageError(
             f"{len(refused)} of {len(batch)} entries not copied: {'; '.join(refused[:5])}",
@@ -188,6 +254,18 @@ def _copy(
             f"{len(refused)} of {len(batch)} entries not copied, their questions taken in the target "
             f"meanwhile: {'; '.join(refused[:5])}"
         )
+
+
+def _take_back(
+    deps: Dependencies, index: FaqIndex, target: KnowledgeBase, copies: Sequence[FaqEntry]
+) -> None:
+    """What a copy batch wrote into a target being deleted: index entries first, then the rows (what each
+    counted given back once, whoever removes it: delete_entries), their reservations and tags."""
+    ids = [e.id for e in copies]
+    index.remove_entries(ids)
+    give_back_storage(deps, target.tenant_id, deps.faq.delete_entries(target.id, ids))
+    release_entries(deps, target.id, list(copies))
+    _take_back_tags(deps, target, copies, sorted({t for e in copies for t in e.tags}))
 
 
 def _count(
