@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from chalicelib.domain.urls import host_of
 from chalicelib.net.client import FetchError, SafeHttpClient
 from chalicelib.net.ssrf import AllowList
-from chalicelib.parsers.base import image_kind
+from chalicelib.parsers.base import image_kind, md_image_alt
 from chalicelib.ports import ParsedImage, ResolvedImages, StoredImage
 from chalicelib.services.deadline import out_of_time, stage_deadline
 
@@ -402,7 +402,7 @@ class _Run:
             if data_only != src.startswith("data:"):
                 return tag
             alt_m = _HTML_ALT.search(tag)
-            alt = alt_m.group(2).replace("]", "") if alt_m else ""
+            alt = md_image_alt(alt_m.group(2)) if alt_m else ""
             replacement = self.target(src, alt)
             return tag if replacement is None else replacement
 

@@ -17,6 +17,7 @@ from chalicelib.parsers.base import (
     image_kind,
     markdown_table,
     md_escape_cell,
+    md_image_alt,
     parse_failed,
     unsupported,
     wide_text_codec,
@@ -278,8 +279,8 @@ class SimpleEngine:
             kind = image_kind(data)
             if kind is None:
                 raise unsupported(f"The file is named .{ft} but is not a PNG, JPEG or GIF image.")
-            name = request.file_name or f"image.{kind[0]}"
-            ref = f"images/{name}"
+            name = md_image_alt(request.file_name or "") or f"image.{kind[0]}"
+            ref = f"images/original.{kind[0]}"  # ours, not the name's: a link the name cannot break
             image = ParsedImage(ref=ref, data=data, mime_type=kind[1], page=1, is_original=True)
             return ReadResult(markdown=f"![{name}]({ref})\n", images=[image])
         if ft in AUDIO_EXTENSIONS:

@@ -63,7 +63,8 @@ def test_json_structured_markdown(read) -> None:
 
 def test_image_placeholder_keeps_original(read) -> None:
     result = read("debian-reference-p40.png")
-    assert result.markdown.strip() == "![debian-reference-p40.png](images/debian-reference-p40.png)"
+    assert result.markdown.strip() == "![debian-reference-p40.png](images/original.png)"
+    assert result.images[0].ref == "images/original.png"
     assert len(result.images) == 1
     image = result.images[0]
     assert image.is_original and image.mime_type == "image/png"
