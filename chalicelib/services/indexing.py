@@ -180,10 +180,24 @@ WINDOW = 64
 COUNTERS = ("texts_embedded", "cache_hits", "batches")
 
 
-def _added(carried: Mapping[str, int] | None, run: EmbeddingRun) -> dict[str, int]:
-    """What a slice's earlier hand-overs counted (carried in its message) plus this run's counts."""
-    mine = run.outputs()
+def _added(carried: Mapping[str, int] | None, run: EmbeddingRun | None) -> dict[str, int]:
+    """What a slice's earlier hand-overs counted (carried in its message) plus this run's counts (None:
+    nothing embedded)."""
+    mine = run.outputs() if run is not None else {}
     return {k: int((carried or {}).get(k, 0)) + int(mine.get(k, 0)) for k in COUNTERS}
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """What one run of `index_knowledge` or `index_slice` did, one shape whatever happened (indexing off
+    included): `counts`, what the chain or the slice counted so far (carried in its next message), and where
+    the next run starts: `next_offset` (None when done) and, for a chain, `next_cursor` (the last chunk id
+    read; None when done). `outputs`: the span's figures (a done chain ends its span with them)."""
+
+    outputs: dict[str, Any]
+    counts: dict[str, int]
+    next_offset: int | None = None
+    next_cursor: str | None = None
 
 
 def index_knowledge(
@@ -194,7 +208,7 @@ def index_knowledge(
     cursor: str | None = None,
     carried: Mapping[str, int] | None = None,
     totals: ChunkTotals | None = None,
-) -> dict[str, Any]:
+) -> Indexed:
     """Embeds and indexes the attempt's text chunks after the chunk id `cursor` (None: from the first),
     for at most one slice (time and count), and says where the next slice starts: `next_cursor` (the
     last chunk id read; None when done) and `next_offset` (texts indexed so far, `offset` before this
@@ -207,15 +221,9 @@ def index_knowledge(
     totals = totals or chunk_totals(deps, knowledge)
     chunks_total, texts_total = totals.chunks, totals.texts
     strategy = kb.indexing_strategy
-    if not strategy.needs_embedding:
-        return {
-            "chunks": chunks_total,
-            "entries_indexed": 0,
-            "texts_total": 0,
-            "skipped": "vector and keyword indexing are off",
-            "next_offset": None,
-            "next_cursor": None,
-        }
+    if not strategy.needs_embedding:  # a wiki or graph only knowledge base: nothing to embed or index
+        skipped = {"chunks": chunks_total, "texts_total": 0, "entries_indexed": 0}
+        return Indexed({**skipped, "skipped": "vector and keyword indexing are off"}, _added(carried, None))
     from chalicelib.chunker import index_text
 
     model = require_usable_for_stage(deps, kb)
@@ -262,21 +270,16 @@ def index_knowledge(
                 sliced or time.monotonic() - started >= settings.embed_slice_seconds or out_of_time()
             ):
                 deps.tracker.progress(knowledge, Stage.EMBEDDING, report(run, position))
-                return {
-                    **report(run, position),
-                    "counts": _added(carried, run),
-                    "next_offset": position,
-                    "next_cursor": after,
-                }
-    return {
-        **report(run, position),
-        "counts": _added(carried, run),
-        "model": metering.shown_model_id(model.model_id),
-        "dimensions": model.dimensions,
-        "engine": engine.engine_name,
-        "next_offset": None,
-        "next_cursor": None,
-    }
+                return Indexed(report(run, position), _added(carried, run), position, after)
+    return Indexed(
+        {
+            **report(run, position),
+            "model": metering.shown_model_id(model.model_id),
+            "dimensions": model.dimensions,
+            "engine": engine.engine_name,
+        },
+        _added(carried, run),
+    )
 
 
 def _remove_other_attempts(engine: Any, space: IndexSpace, kb_id: str, knowledge: Knowledge) -> None:
@@ -365,7 +368,7 @@ def index_slice(
     start: int,
     end: int,
     carried: Mapping[str, int] | None = None,
-) -> dict[str, Any]:
+) -> Indexed:
     """One slice of a fanned-out document (issue 27): embeds and indexes the attempt's text chunks of
     sequence numbers [start, end), read by key (BatchGetItem, a window at a time: a slice reads only its
     own chunks, and slices run in parallel without listing anything). Stops early on time or count and
@@ -404,14 +407,15 @@ def index_slice(
             or time.monotonic() - started >= settings.embed_slice_seconds
             or out_of_time()
         ):
-            return {"counts": counts, "next_offset": position}
-    return {
-        "counts": {**_added(carried, run), "entries_indexed": indexed},
-        "model": metering.shown_model_id(model.model_id),
-        "dimensions": model.dimensions,
-        "engine": engine.engine_name,
-        "next_offset": None,
-    }
+            return Indexed({}, counts, position)
+    return Indexed(
+        {
+            "model": metering.shown_model_id(model.model_id),
+            "dimensions": model.dimensions,
+            "engine": engine.engine_name,
+        },
+        {**_added(carried, run), "entries_indexed": indexed},
+    )
 
 
 @dataclass(frozen=True)

@@ -77,25 +77,24 @@ def run(deps: Dependencies, message: StageMessage) -> None:
             return
         deps.tracker.begin_stage(knowledge, Stage.EMBEDDING, {"model": kb.embedding_model_id or "default"})
     try:
-        outputs = index_knowledge(deps, knowledge, kb, offset, cursor, message.counts, totals)
+        indexed = index_knowledge(deps, knowledge, kb, offset, cursor, message.counts, totals)
     except Stopped as stopped:
         logger.info(str(stopped), extra={"knowledge_id": knowledge.id})
         attempt_leaves_pipeline(deps, knowledge.tenant_id, knowledge.id, knowledge.attempt)
         return
-    if outputs["next_cursor"] is not None:
+    if indexed.next_cursor is not None:
         raise ContinueLater(
-            f"indexed {outputs['next_offset']} of {outputs['texts_total']} texts",
-            offset=outputs["next_offset"],
-            cursor=outputs["next_cursor"],
-            counts=outputs["counts"],
+            f"indexed {indexed.next_offset} of {indexed.outputs['texts_total']} texts",
+            offset=indexed.next_offset,
+            cursor=indexed.next_cursor,
+            counts=indexed.counts,
         )
-    del outputs["next_offset"], outputs["next_cursor"], outputs["counts"]
     if switched_model(deps, kb):
         # a re-embed switched the knowledge base while this document indexed into the old space
         raise ContinueLater(
             "the knowledge base switched its embedding model: indexing again", offset=0, cursor="", counts={}
         )
-    hand_over(deps, knowledge, kb, outputs)
+    hand_over(deps, knowledge, kb, indexed.outputs)
 
 
 # ---------------------------------------------------------------- the fan-out (issue 27)
@@ -205,17 +204,17 @@ def run_slice(deps: Dependencies, message: StageMessage, knowledge: Knowledge, k
     first = message.slice_index * size
     end = first + size if totals.seq_end is None else min(first + size, totals.seq_end)
     try:
-        outputs = index_slice(deps, knowledge, kb, max(first, message.offset), end, message.counts)
+        indexed = index_slice(deps, knowledge, kb, max(first, message.offset), end, message.counts)
     except Stopped as stopped:
         logger.info(str(stopped), extra={"knowledge_id": knowledge.id})
         attempt_leaves_pipeline(deps, knowledge.tenant_id, knowledge.id, knowledge.attempt)
         return
-    counts: dict[str, int] = outputs["counts"]
-    if outputs["next_offset"] is not None:
+    counts = indexed.counts
+    if indexed.next_offset is not None:
         raise ContinueLater(
             f"slice {message.slice_index} of {message.slices}: indexed up to sequence number "
-            f"{outputs['next_offset']} of [{first}, {end})",
-            offset=outputs["next_offset"],
+            f"{indexed.next_offset} of [{first}, {end})",
+            offset=indexed.next_offset,
             counts=counts,
         )
     # the stride the planner queued with (a message from before the stride travelled: the setting)
