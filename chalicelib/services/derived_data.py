@@ -15,9 +15,8 @@ def remove_derived_data(deps: Dependencies, knowledge: Knowledge) -> None:
     clear them: their chunks are gone), and the wiki page records that named its page chunks (the wiki index
     is rebuilt without them)."""
     kb = deps.kbs.get(knowledge.kb_id)
-    space = (
-        index_space_if_usable(deps, kb) if kb is not None and kb.indexing_strategy.needs_embedding else None
-    )
+    # whatever the knowledge base indexes now (entries written before its indexing was switched off stay)
+    space = index_space_if_usable(deps, kb) if kb is not None else None
     if kb is not None and space is not None:
         deps.engine(kb.retrieval_engine).delete_by_knowledge(space, kb.id, [knowledge.id])
     deps.chunks.delete_all(knowledge.id)

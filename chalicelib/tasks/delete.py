@@ -56,11 +56,9 @@ def delete_one(deps: Dependencies, knowledge_id: str, *, in_kb: str | None = Non
             pool.submit(copy_context().run, deps.chunks.delete_all, knowledge.id),
             pool.submit(copy_context().run, deps.spans.delete_all, knowledge.id),
         ]
-        space = (
-            index_space_if_usable(deps, kb)
-            if kb is not None and kb.indexing_strategy.needs_embedding
-            else None
-        )
+        # whatever the knowledge base indexes now: entries written before its indexing was switched off
+        # are still there
+        space = index_space_if_usable(deps, kb) if kb is not None else None
         if kb is not None and space is not None:
             engine = deps.engine(kb.retrieval_engine)
             futures.append(

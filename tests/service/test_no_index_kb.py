@@ -213,3 +213,29 @@ def test_search_stats_and_every_change_of_a_wiki_and_graph_only_document(
     assert wiki["pages"] == [] and "notes.md" not in wiki["index"]
     tenant = deps.tenants.get(kb.tenant_id)
     assert tenant is not None and (tenant.storage_used, tenant.document_count) == (0, 0)
+
+
+@pytest.mark.parametrize("change", ["delete", "reparse"])
+def test_entries_written_before_indexing_was_switched_off_go_with_their_document(
+    deps: Services, kb: KnowledgeBase, llm: ScriptedLLM, change: str
+) -> None:
+    from chalicelib.commands import ReparseRequest, UpdateKnowledgeBase
+    from chalicelib.operations.knowledge_bases import update_kb
+    from chalicelib.operations.knowledge_changes import delete_knowledge
+    from chalicelib.tasks.reparse import reparse
+
+    created = upload(deps, kb)
+    drain(deps)
+    assert _entries(deps, kb, created.id) > 0
+    # for new documents only: the document indexed before keeps its entries until it changes
+    off = {"vector_enabled": False, "keyword_enabled": False, "wiki_enabled": True}
+    update_kb(deps, kb.tenant_id, kb.id, UpdateKnowledgeBase(summary_model_id=CHAT, indexing_strategy=off))
+    if change == "delete":
+        delete_knowledge(deps, kb.tenant_id, created.id)
+        drain(deps, ("lifecycle",))
+        assert deps.knowledge.get(created.id) is None
+    else:
+        deps.knowledge.settle_plan(created.id, created.attempt, 0, {"planned": [], "not_planned": {}})
+        reparse(deps, kb.tenant_id, created.id, ReparseRequest())
+        drain(deps)
+    assert _entries(deps, kb, created.id) == 0  # were left in the engine for good
