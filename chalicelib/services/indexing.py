@@ -319,9 +319,11 @@ def _index_window(
         deps,
         knowledge,
         lambda: engine.delete_by_knowledge(space, kb.id, [knowledge.id]),
+        # a move that landed after the write: the knowledge base it left holds nothing of it any more
+        undo_moved=lambda _row: engine.delete_by_ids(space, kb.id, [e.id for e in entries]),
         undo_superseded=lambda: engine.delete_by_ids(space, kb.id, [e.id for e in entries]),
     ):
-        raise Stopped("the row was deleted, cancelled or superseded while indexing")
+        raise Stopped("the row was deleted, cancelled, superseded or moved while indexing")
 
 
 def handed_over_since(deps: Dependencies, knowledge: Knowledge) -> bool:
