@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import mimetypes
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 import requests
@@ -113,9 +114,21 @@ def _rate_limited_wait(resp: requests.Response) -> float | None:
     return min(max(wait, 0.1), 60.0) if refused else None
 
 
+#: where a command looks for a knowledge base it is given the name of, in order: MINE for a command that
+#: writes (the API answers 404 to a write into a shared knowledge base), READS for one that only reads (the
+#: tenant's own first, then one shared with it), SHARED for one about what others shared (`share decline`).
+#: A command's parser declares its scope (output.command's `kb_scope`); the client resolves names with it
+KbScope = Literal["mine", "reads", "shared"]
+MINE: Final = "mine"
+READS: Final = "reads"
+SHARED: Final = "shared"
+KB_SCOPES: dict[KbScope, tuple[str, ...]] = {MINE: ("own",), READS: ("own", "shared"), SHARED: ("shared",)}
+
+
 class ApiClient:
-    def __init__(self, base_url: str, api_key: str, timeout: float = 60.0) -> None:
+    def __init__(self, base_url: str, api_key: str, timeout: float = 60.0, kb_scope: KbScope = READS) -> None:
         self.base = base_url.rstrip("/")
+        self.kb_scope: KbScope = kb_scope
         self.timeout = timeout
         self.session = requests.Session()
         self.session.headers["X-API-Key"] = api_key
@@ -208,21 +221,53 @@ class ApiClient:
                 return {"index": "".join(parts), "pages": pages}
             params = {"cursor": cursor}
 
-    def find_kb(self, ref: str) -> dict[str, Any] | None:
-        """The knowledge base with this id, or else the first with this name."""
+    def find_kb(self, ref: str, scope: KbScope | None = None) -> dict[str, Any] | None:
+        """The knowledge base with this id, or else the one with this name where `scope` (default the
+        command's, `kb_scope`) looks: the key's listing holds the knowledge bases other tenants shared with
+        its tenant, with no acceptance asked, so a name is the tenant's own first, and a shared one only for
+        a command that reads (said on stderr). Two of the name in one place: CliError `kb_ambiguous` naming
+        their ids."""
         kbs = self.knowledge_bases()
-        return next((kb for kb in kbs if kb.get("id") == ref), None) or next(
-            (kb for kb in kbs if kb.get("name") == ref), None
-        )
+        by_id = next((kb for kb in kbs if kb.get("id") == ref), None)
+        if by_id is not None:
+            return by_id
+        own = [kb for kb in kbs if not kb.get("shared")]
+        shared = [kb for kb in kbs if kb.get("shared")]
+        for place in KB_SCOPES[scope or self.kb_scope]:
+            named = [kb for kb in (own if place == "own" else shared) if kb.get("name") == ref]
+            if len(named) > 1:
+                ids = ", ".join(str(kb.get("id")) for kb in named)
+                whose = "of yours" if place == "own" else "shared with you"
+                raise CliError(
+                    "kb_ambiguous",
+                    f"{len(named)} knowledge bases {whose} are named {ref!r} ({ids}): give its id",
+                )
+            if named:
+                if place == "shared":
+                    owner = named[0].get("tenant_id") or "another tenant"
+                    sys.stderr.write(
+                        f"note: {ref!r} is knowledge base {named[0].get('id')}, shared with you read-only by "
+                        f"tenant {owner} (you have none of that name)\n"
+                    )
+                return named[0]
+        return None
 
     def kb_id(self, ref: str) -> str:
-        """A knowledge base named or given by id: its id (an unknown one is passed on for the API's 404)."""
+        """A knowledge base named (where the command's `kb_scope` looks) or given by id: its id (an unknown
+        one is passed on for the API's 404)."""
         found = self.find_kb(ref)
         return str(found["id"]) if found is not None else ref
 
     def ensure_kb(self, ref: str) -> tuple[dict[str, Any], bool]:
-        """The knowledge base with this id or name, or a new one named so (True)."""
-        found = self.find_kb(ref)
+        """The tenant's own knowledge base with this id or name, or a new one named so (True): never one
+        another tenant shared (read-only: every upload into it would fail)."""
+        found = self.find_kb(ref, MINE)
+        if found is not None and found.get("shared"):  # named by its id
+            raise CliError(
+                "kb_read_only",
+                f"knowledge base {found.get('id')} ({found.get('name')!r}) was shared with you read-only by "
+                f"tenant {found.get('tenant_id') or 'another tenant'}: nothing can be added to it",
+            )
         if found is not None:
             return found, False
         return self.call("POST", "/knowledge-bases", json={"name": ref}), True

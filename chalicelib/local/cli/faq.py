@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from chalicelib.faq.commands import INLINE_MAX_BYTES, INLINE_MAX_ENTRIES
-from chalicelib.local.cli.client import ApiError, CliError, storage_request
+from chalicelib.local.cli.client import MINE, READS, ApiError, CliError, storage_request
 from chalicelib.local.cli.kb import wait_task
 from chalicelib.local.cli.output import (
     client,
@@ -158,7 +158,7 @@ def register(sub: Any) -> None:
     sp.add_argument("--limit", type=int, default=1000)
     command(fq_sub, "tags", "the tag names in use", cmd_faq).add_argument("kb")
     for action in ("add", "update"):
-        sp = command(fq_sub, action, f"{action} an entry", cmd_faq)
+        sp = command(fq_sub, action, f"{action} an entry", cmd_faq, kb_scope=MINE)
         sp.add_argument("kb")
         if action == "update":
             sp.add_argument("entry_id")
@@ -172,10 +172,11 @@ def register(sub: Any) -> None:
         sp.add_argument("--enable", action="store_true")
         sp.add_argument("--disable", action="store_true")
     for action in ("show", "rm"):
-        sp = command(fq_sub, action, f"{'delete' if action == 'rm' else action} an entry", cmd_faq)
+        text = f"{'delete' if action == 'rm' else action} an entry"
+        sp = command(fq_sub, action, text, cmd_faq, kb_scope=MINE if action == "rm" else READS)
         sp.add_argument("kb")
         sp.add_argument("entry_id")
-    sp = command(fq_sub, "import", "import a JSON, CSV or XLSX file, with progress", cmd_faq)
+    sp = command(fq_sub, "import", "import a JSON, CSV or XLSX file, with progress", cmd_faq, kb_scope=MINE)
     sp.add_argument("kb")
     sp.add_argument("file")
     sp.add_argument("--mode", choices=("append", "replace"), default="append")

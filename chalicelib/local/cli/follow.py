@@ -31,6 +31,11 @@ IN_FLIGHT = ("pending", "processing", "finalizing")
 DELETED = "deleted"
 #: the ends of a followed row that are not the row's own parse status
 GAVE_UP = ("upload failed", DELETED)
+#: the 404 codes of GET /knowledge/{id} for a presigned upload with no row yet that are not its end
+#: (services/ownership.py, missing_knowledge_error): the file has not arrived, or (`knowledge_not_found`,
+#: also answered while the accept creates the row) nothing is known yet. Every other code of such a 404 is
+#: the API's final word on the upload (duplicate_file, a quota, file_too_large, upload_expired, …)
+NOT_ARRIVED = ("upload_pending", "knowledge_not_found")
 #: rows refreshed per look (two requests each, and each request several table reads): the others wait their
 #: turn, so following a hundred files does not put hundreds of requests a second on the stack it watches
 REFRESH_PER_LOOK = 4
@@ -226,6 +231,9 @@ def follow(
                     row.error = exc.message
                     if exc.status == 404 and row.seen:  # deleted meanwhile: it will never settle
                         row.parse_status, row.waiting, row.progress = DELETED, False, ""
+                    elif exc.status == 404 and exc.code not in NOT_ARRIVED:  # rejected when it arrived
+                        row.parse_status, row.waiting, row.progress = "upload failed", False, ""
+                        row.error = f"{exc.code}: {exc.message}"
             unfinished = [r for r in rows if r.knowledge_id and not r.done]
             if kb_id and unfinished and time.monotonic() - ahead_at >= AHEAD_EVERY:
                 ahead_at = time.monotonic()
@@ -504,7 +512,9 @@ def register(sub: Any) -> None:
         cmd_ingest,
     )
     ing.add_argument("files", nargs="+", metavar="PATH|GLOB|URL")
-    ing.add_argument("--kb", required=True, help="knowledge base id or name (created if no KB has it)")
+    ing.add_argument(
+        "--kb", required=True, help="knowledge base id or name (created if you own none of that name)"
+    )
     ing.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
     ing.add_argument("--interval", type=float, default=0.5, help=argparse.SUPPRESS)
 

@@ -17,8 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from chalicelib.local.cli import share_blocks
-from chalicelib.local.cli.client import ApiClient, CliError
-from chalicelib.local.cli.kb_report import as_of_note, kb_report
+from chalicelib.local.cli.client import MINE, READS, SHARED, ApiClient, CliError
+from chalicelib.local.cli.kb_report import REPORT_PENDING, as_of_note, kb_report
 from chalicelib.local.cli.output import (
     client,
     command,
@@ -194,7 +194,30 @@ def stats_view(stats: dict[str, Any]) -> Table:
 
 
 def settled(stats: dict[str, Any]) -> bool:
+    """The report's counts hold nothing in flight (a report still being computed holds no counts)."""
+    if stats.get("code") == REPORT_PENDING:
+        return False
     return not any((stats.get("parse_status") or {}).get(state) for state in IN_FLIGHT)
+
+
+def any_in_flight(api: ApiClient, kb_id: str) -> bool:
+    """Whether a document of the knowledge base is in flight, read from its rows: the listing filtered by
+    each in-flight state, newest first, up to the first row found (a few requests when one is; a walk of the
+    knowledge base, MAX_READ rows a request, when none is)."""
+    path = f"/knowledge-bases/{kb_id}/knowledge"
+    return any(
+        next(api.pages(path, {"page_size": 1, "parse_status": state}, limit=1), None) is not None
+        for state in IN_FLIGHT
+    )
+
+
+def kb_settled(api: ApiClient, kb_id: str, stats: dict[str, Any]) -> bool:
+    """Nothing in flight: a fresh report's counts say so. A big knowledge base's stored report (`fresh:
+    false`) is as of its last refresh, up to minutes old: documents uploaded or reparsed since are not in
+    it, so the rows themselves are read."""
+    if stats.get("fresh", True):
+        return settled(stats)
+    return stats.get("code") != REPORT_PENDING and not any_in_flight(api, kb_id)
 
 
 def watch_line(stats: dict[str, Any]) -> str:
@@ -203,6 +226,8 @@ def watch_line(stats: dict[str, Any]) -> str:
         ", ".join(f"{k} {v}" for k, v in parse.items()) or "none"
     )
     line += f"; {stats.get('chunks', 0)} chunks"
+    if note := as_of_note(stats):  # a big knowledge base's stored report: its counts may be behind
+        line += f"; report {note}"
     oldest = stats.get("oldest_waiting")
     if oldest:
         line += (
@@ -220,7 +245,7 @@ def cmd_watch(args: argparse.Namespace, console: Console) -> int:
     live = Live(console=console, refresh_per_second=4) if console.is_terminal and not args.json else None
     shown = ""
     stats: dict[str, Any] = {}
-    timed_out = False
+    timed_out = done = False
     if live is not None:
         live.start()
     try:
@@ -235,7 +260,7 @@ def cmd_watch(args: argparse.Namespace, console: Console) -> int:
                 if line != shown:
                     shown = line
                     plain(console, line)
-            if settled(stats) and not args.forever:
+            if not args.forever and (done := kb_settled(api, kb_id, stats)):
                 break
             if args.timeout and time.monotonic() - started > args.timeout:
                 timed_out = True
@@ -246,9 +271,11 @@ def cmd_watch(args: argparse.Namespace, console: Console) -> int:
     finally:
         if live is not None:
             live.stop()
+    if args.forever:  # stopped by Ctrl-C: no more requests; a stored report's counts settle nothing
+        done = bool(stats.get("fresh", True)) and settled(stats)
     if not args.json:
-        plain(console, ("settled: " if settled(stats) else "stopped: ") + watch_line(stats))
-    gave_up = timed_out and not settled(stats)  # a script waiting on the KB learns it did not settle
+        plain(console, ("settled: " if done else "stopped: ") + watch_line(stats))
+    gave_up = timed_out and not done  # a script waiting on the KB learns it did not settle
     return 1 if gave_up else 0
 
 
@@ -373,7 +400,7 @@ def search_filters(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_search(args: argparse.Namespace, console: Console) -> int:
     api = client(args)
-    kb = api.find_kb(args.kb)  # by id, then by name
+    kb = api.find_kb(args.kb)  # by id, then by name (the tenant's own first)
     if kb is None:
         raise CliError("kb_not_found", f"no knowledge base named {args.kb!r}")
     hits = api.search(str(kb["id"]), args.query, args.n, **search_filters(args))
@@ -461,7 +488,7 @@ def register(sub: Any) -> None:
         ("create", "a new knowledge base"),
         ("update", "change a knowledge base's settings"),
     ):
-        sp = command(kb_sub, action, text, cmd_kb)
+        sp = command(kb_sub, action, text, cmd_kb, kb_scope=MINE)
         if action == "update":
             sp.add_argument("kb", help="knowledge base id or name")
             sp.add_argument("--name")
@@ -488,7 +515,9 @@ def register(sub: Any) -> None:
         ("graph", "an entity of the knowledge graph and its neighbours"),
         ("wiki", "the knowledge base's wiki"),
     ):
-        sp = command(kb_sub, action, text, cmd_kb)
+        # delete and clone write (clone into one of the tenant's own; the API refuses a shared source)
+        writes = action in ("delete", "clone")
+        sp = command(kb_sub, action, text, cmd_kb, kb_scope=MINE if writes else READS)
         sp.add_argument("kb", help="knowledge base id or name")
         if action in ("delete", "clone"):
             sp.add_argument("--wait", action="store_true", help="follow the task to its end")
@@ -573,25 +602,33 @@ def register(sub: Any) -> None:
 
     sh = sub.add_parser("share", help="share a knowledge base read-only with another tenant")
     sh_sub = sh.add_subparsers(dest="action", required=True)
-    command(sh_sub, "list", "the tenants a knowledge base is shared with", cmd_share).add_argument("kb")
+    command(
+        sh_sub, "list", "the tenants a knowledge base is shared with", cmd_share, kb_scope=MINE
+    ).add_argument("kb")
     for action, text in (("add", "share with a tenant"), ("remove", "stop sharing with a tenant")):
-        sp = command(sh_sub, action, text, cmd_share)
+        sp = command(sh_sub, action, text, cmd_share, kb_scope=MINE)
         sp.add_argument("kb")
         sp.add_argument("tenant_id")
     command(
-        sh_sub, "decline", "give up a knowledge base another tenant shared with yours", cmd_share
+        sh_sub,
+        "decline",
+        "give up a knowledge base another tenant shared with yours",
+        cmd_share,
+        kb_scope=SHARED,
     ).add_argument("kb")
     share_blocks.register(sh_sub)
 
     tg = sub.add_parser("tags", help="a knowledge base's tags: list, create, show, update, delete")
     tg_sub = tg.add_subparsers(dest="action", required=True)
     command(tg_sub, "list", "the tags with their document counts", cmd_tags).add_argument("kb")
-    sp = command(tg_sub, "create", "a new tag", cmd_tags)
+    sp = command(tg_sub, "create", "a new tag", cmd_tags, kb_scope=MINE)
     sp.add_argument("kb")
     sp.add_argument("name")
     sp.add_argument("--color")
     for action in ("show", "update", "delete"):
-        sp = command(tg_sub, action, f"{action} a tag", cmd_tags)
+        sp = command(
+            tg_sub, action, f"{action} a tag", cmd_tags, kb_scope=READS if action == "show" else MINE
+        )
         sp.add_argument("kb")
         sp.add_argument("tag_id")
         if action == "update":

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from chalicelib.local.cli.client import ApiError, CliError, storage_request
+from chalicelib.local.cli.client import MINE, ApiError, CliError, storage_request
 from chalicelib.local.cli.kb import _task_started, task_line, wait_task
 from chalicelib.local.cli.output import (
     client,
@@ -274,23 +274,29 @@ def register(sub: Any) -> None:
         "knowledge_id"
     )
 
-    rm = command(sub, "rm", "delete documents (one, or a batch of one knowledge base)", cmd_rm)
+    rm = command(sub, "rm", "delete documents (one, or a batch of one knowledge base)", cmd_rm, kb_scope=MINE)
     rm.add_argument("ids", nargs="+", metavar="KNOWLEDGE_ID")
     rm.add_argument("--kb", help="their knowledge base (default: the first one's)")
     rm.add_argument("--wait", action="store_true", help="follow the delete task to its end")
 
-    rp = command(sub, "reparse", "parse documents again as a new attempt", cmd_reparse)
+    rp = command(sub, "reparse", "parse documents again as a new attempt", cmd_reparse, kb_scope=MINE)
     rp.add_argument("ids", nargs="+", metavar="KNOWLEDGE_ID")
     rp.add_argument("--kb", help="their knowledge base (default: the first one's)")
     rp.add_argument("--process-config", type=json_object_arg, metavar="JSON", help="process_config overrides")
 
     command(sub, "cancel", "cancel a document's processing", cmd_cancel).add_argument("knowledge_id")
 
-    rf = command(sub, "retry-failed", "reparse every failed document of a knowledge base", cmd_retry_failed)
+    rf = command(
+        sub,
+        "retry-failed",
+        "reparse every failed document of a knowledge base",
+        cmd_retry_failed,
+        kb_scope=MINE,
+    )
     rf.add_argument("kb", help="knowledge base id or name")
     rf.add_argument("--wait", action="store_true", help="follow the task to its end")
 
-    mv = command(sub, "move", "move completed documents into another knowledge base", cmd_move)
+    mv = command(sub, "move", "move completed documents into another knowledge base", cmd_move, kb_scope=MINE)
     mv.add_argument("ids", nargs="+", metavar="KNOWLEDGE_ID")
     mv.add_argument("--to", required=True, help="target knowledge base id or name")
     mv.add_argument("--kb", help="source knowledge base (default: the first document's)")
@@ -324,14 +330,18 @@ def register(sub: Any) -> None:
     dl.add_argument("--force", action="store_true", help="overwrite a file that is there already")
 
     au = command(
-        sub, "add-url", "import a web page (the same as `ingest --kb KB URL`, without following)", cmd_add_url
+        sub,
+        "add-url",
+        "import a web page (the same as `ingest --kb KB URL`, without following)",
+        cmd_add_url,
+        kb_scope=MINE,
     )
     au.add_argument("kb")
     au.add_argument("url")
     au.add_argument("--title")
     au.add_argument("--tag", action="append", help="tag id (repeat)")
 
-    at = command(sub, "add-text", "create a manual (Markdown) document", cmd_add_text)
+    at = command(sub, "add-text", "create a manual (Markdown) document", cmd_add_text, kb_scope=MINE)
     at.add_argument("kb")
     at.add_argument("title")
     at.add_argument("--content", help="the Markdown (default: --file)")

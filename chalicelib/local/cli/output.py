@@ -21,8 +21,10 @@ from rich.text import Text
 
 from chalicelib.domain.clock import from_iso
 from chalicelib.local.cli.client import (
+    READS,
     ApiClient,
     CliError,
+    KbScope,
     default_api,
     default_key,
     default_operator_key,
@@ -48,19 +50,26 @@ def add_common(sp: argparse.ArgumentParser, operator: bool = False) -> argparse.
 
 
 def command(
-    sub: Any, name: str, help_text: str, handler: Handler, operator: bool = False, **kw: Any
+    sub: Any,
+    name: str,
+    help_text: str,
+    handler: Handler,
+    operator: bool = False,
+    kb_scope: KbScope = READS,
+    **kw: Any,
 ) -> argparse.ArgumentParser:
-    """A leaf command with the common options; `handler` runs it."""
+    """A leaf command with the common options; `handler` runs it. `kb_scope`: where a knowledge base it is
+    given by name is looked for (client.KB_SCOPES): MINE for a command that writes into it."""
     sp: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=help_text, **kw)
     add_common(sp, operator)
-    sp.set_defaults(handler=handler)
+    sp.set_defaults(handler=handler, kb_scope=kb_scope)
     return sp
 
 
 def client(args: argparse.Namespace) -> ApiClient:
     if getattr(args, "operator_key", None) is not None and getattr(args, "key", None) is None:
         return operator_client(args.api, args.operator_key)
-    return ApiClient(args.api, args.key)
+    return ApiClient(args.api, args.key, kb_scope=getattr(args, "kb_scope", READS))
 
 
 def emit(args: argparse.Namespace, console: Console, data: Any, render: Callable[[], None]) -> int:

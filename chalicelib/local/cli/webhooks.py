@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from chalicelib.domain.webhooks import PREVIOUS_SECRET_SECONDS
+from chalicelib.local.cli.client import MINE
 from chalicelib.local.cli.output import client, command, emit, plain, print_json, print_rows
 
 
@@ -62,10 +63,11 @@ def cmd_webhook(args: argparse.Namespace, console: Console) -> int:
 
 
 def register(sub: Any) -> None:
+    # every action names one of the tenant's own knowledge bases: webhooks are its owner's (kb_scope)
     wh = sub.add_parser("webhook", help="a knowledge base's webhooks and their deliveries")
     wh_sub = wh.add_subparsers(dest="action", required=True)
-    command(wh_sub, "list", "the knowledge base's webhooks", cmd_webhook).add_argument("kb")
-    sp = command(wh_sub, "create", "a webhook (its signing secret is shown once)", cmd_webhook)
+    command(wh_sub, "list", "the knowledge base's webhooks", cmd_webhook, kb_scope=MINE).add_argument("kb")
+    sp = command(wh_sub, "create", "a webhook (its signing secret is shown once)", cmd_webhook, kb_scope=MINE)
     sp.add_argument("kb")
     sp.add_argument("url")
     sp.add_argument("event_types", nargs="+", help='event types (detail-types), e.g. "Knowledge Completed"')
@@ -76,11 +78,15 @@ def register(sub: Any) -> None:
         ("delete", "delete a webhook"),
         ("deliveries", "a webhook's delivery log"),
     ):
-        sp = command(wh_sub, action, text, cmd_webhook)
+        sp = command(wh_sub, action, text, cmd_webhook, kb_scope=MINE)
         sp.add_argument("kb")
         sp.add_argument("webhook_id")
     sp = command(
-        wh_sub, "rotate-secret", "a new signing secret (shown once), the old ones kept a while", cmd_webhook
+        wh_sub,
+        "rotate-secret",
+        "a new signing secret (shown once), the old ones kept a while",
+        cmd_webhook,
+        kb_scope=MINE,
     )
     sp.add_argument("kb")
     sp.add_argument("webhook_id")
@@ -92,7 +98,7 @@ def register(sub: Any) -> None:
         help="how long the replaced secret still signs deliveries (default 86400, at most 604800; 0: it and "
         "the secrets earlier rotations replaced stop now)",
     )
-    sp = command(wh_sub, "update", "change a webhook", cmd_webhook)
+    sp = command(wh_sub, "update", "change a webhook", cmd_webhook, kb_scope=MINE)
     sp.add_argument("kb")
     sp.add_argument("webhook_id")
     sp.add_argument("--url")
