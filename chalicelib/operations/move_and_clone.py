@@ -19,7 +19,6 @@ from chalicelib.domain.types import KnowledgeBase, Task, TaskKind, utcnow
 from chalicelib.operations.knowledge_bases import require_room_for_a_kb
 from chalicelib.ports import Dependencies
 from chalicelib.services.ownership import require_kb, require_whole_tenant
-from chalicelib.services.tag_names import tag_names
 from chalicelib.tasks import new_task, start_task
 from chalicelib.tasks.move_clone import check_compatible
 from chalicelib.tasks.reembed import settle_dead_reembed
@@ -30,7 +29,6 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
     target = settle_dead_reembed(deps, require_kb(deps, tenant_id, request.target_kb_id))
     check_compatible(deps, source, target, same_engine=request.mode == "reuse_vectors")
     ids = list(dict.fromkeys(request.ids))
-    tags: dict[str, list[str]] = {}
     from_backends: dict[str, str] = {}
     attempts: dict[str, int] = {}  # what a move overtaken by a later one carries on (tasks/move_clone.py)
     for knowledge_id in ids:  # every id must name a row of this tenant in the source: all or nothing
@@ -43,8 +41,6 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
         attempts[row.id] = row.attempt
         if row.storage_backend != target.storage_backend:  # its objects follow it (tasks/move_across.py)
             from_backends[row.id] = row.storage_backend
-        if row.tag_ids:  # tags belong to a knowledge base: the target gets them by name
-            tags[row.id] = tag_names(deps, row)
     task = new_task(
         tenant_id,
         TaskKind.MOVE,
@@ -52,7 +48,8 @@ def move(deps: Dependencies, tenant_id: str, request: MoveKnowledgeRequest) -> T
         ids,
         source_kb_id=source.id,
         mode=request.mode,
-        tags=tags,
+        # no tag names: each item reads its document's as it runs (tasks/move_clone.py `_keep_tag_names`);
+        # every document's in the task's one item was over DynamoDB's 400 KB for well-tagged documents
         from_backends=from_backends,
         attempts=attempts,
     )

@@ -4,9 +4,13 @@ POST /knowledge-bases/{id}/clone, driven by the lifecycle worker's slices (`stag
 Move, per knowledge (idempotent; a redelivery finishes what an earlier one began):
     the knowledge bases read again and checked as the request was (`check_compatible`: a re-embed or its
     switch since the request fails the item, and nothing is changed)
+    → the document's tag names read from the source and kept in the files bucket (`_keep_tag_names`): the
+      move clears the row's tag ids, and a redelivery after it reads them there
     → row → target with the target's dedupe claim (one transaction; a live duplicate there fails the item)
     → a target on another storage backend: the objects are copied there and the old ones deleted
       (`tasks/move_across.py`)
+    → the tags in the target by name, their relations written whatever the row says already
+      (`_tag_in_target`: a redelivery finds the row tagged, its relations just removed)
     → reuse_vectors: index entries move to the target, chunks are repointed (no embedding call)
       reparse: the source's entries and chunks go, and a new attempt runs under the target's config
     → the source's graph contribution and wiki pages are retracted
@@ -24,10 +28,12 @@ Clone, which shares `ItemFailed`, `check_compatible`, `rekey`, `index_space` and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import NoReturn
 
+from chalicelib.domain.clock import to_iso
 from chalicelib.domain.errors import BadRequest, Conflict, PermanentStageError
 from chalicelib.domain.events import moved_events
 from chalicelib.domain.types import (
@@ -41,7 +47,7 @@ from chalicelib.ports import Dependencies, DuplicateKnowledge, IndexSpace, WikiP
 from chalicelib.ports.wiki import PagePosition
 from chalicelib.services import resources
 from chalicelib.services.events import announce, reparse_started_again
-from chalicelib.services.tag_names import tag_by_names
+from chalicelib.services.tag_names import tag_by_names, tag_names
 from chalicelib.tasks.delete import delete_one
 from chalicelib.tasks.move_across import carry_objects
 from chalicelib.tasks.reembed import reembed_running
@@ -58,8 +64,9 @@ def check_compatible(
     deps: Dependencies, source: KnowledgeBase, target: KnowledgeBase, *, same_engine: bool
 ) -> None:
     """Same KB type and embedding model (vectors of one space), and for moved or copied index entries the
-    same retrieval engine; else a 400 with a stable code. Neither may be re-embedding (409
-    `reembed_running`): its switch would take the entries moved or copied in its old space away with it.
+    same retrieval engine and the same kind of entries (`index_entries`); else a 400 with a stable code.
+    Neither may be re-embedding (409 `reembed_running`): its switch would take the entries moved or copied
+    in its old space away with it.
     A re-embed whose task ended or died (`reembed_running`) is none: its knowledge base stayed on its old
     model."""
     if source.id == target.id:
@@ -81,6 +88,16 @@ def check_compatible(
             "the knowledge bases use different retrieval engines: index entries cannot be reused",
             code="retrieval_engine_mismatch",
         )
+    entries = {"source": index_entries(source), "target": index_entries(target)}
+    if same_engine and entries["source"] != entries["target"]:
+        # entries moved into a knowledge base without an index would stay in the source's for good; a
+        # document without entries (or without vectors) in one that searches them would never be found
+        raise BadRequest(
+            f"the source knowledge base's index holds {entries['source']}, the target's "
+            f"{entries['target']}: index entries cannot be reused (a move can reparse instead)",
+            code="indexing_strategy_mismatch",
+            data=entries,
+        )
     for role, kb in (("source", source), ("target", target)):
         if reembed_running(deps, kb):
             raise Conflict(
@@ -88,6 +105,15 @@ def check_compatible(
                 code="reembed_running",
                 data=dict(kb.reembed_to),
             )
+
+
+def index_entries(kb: KnowledgeBase) -> str:
+    """What a knowledge base's index holds of a document (`indexing_strategy`): entries with vectors, entries
+    for keyword search only, or none. Keyword search reads the entries of both kinds alike."""
+    strategy = kb.indexing_strategy
+    if not strategy.needs_embedding:
+        return "nothing"
+    return "entries with vectors" if strategy.vector_enabled else "keyword-only entries"
 
 
 def require_compatible(
@@ -136,6 +162,14 @@ def move_work(deps: Dependencies, task: Task) -> Iterator[Work]:
 
 
 def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
+    try:
+        _move_one(deps, task, knowledge_id)
+    except ItemFailed:
+        _forget_tag_names(deps, task, knowledge_id)  # the item ends here: nothing reads them again
+        raise
+
+
+def _move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
     source_kb_id, mode = str(task.params["source_kb_id"]), str(task.params["mode"])
     # strongly consistent: a delete, a re-embed or its switch written just now must count
     source = deps.kbs.get(source_kb_id, consistent=True)
@@ -144,6 +178,7 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         _undo_if_moved_into(deps, knowledge_id, task.kb_id, source, target)
         raise ItemFailed("the target knowledge base is gone or being deleted")
     row = deps.knowledge.get(knowledge_id)
+    carried: list[str] | None = None  # the tag names this delivery read in the source
     if row is None:  # an earlier delivery may have moved some of it before the delete finished
         _remove_move_leftovers(deps, knowledge_id, source, target, target.id)
         raise ItemFailed("the knowledge no longer exists")
@@ -156,6 +191,7 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
             raise ItemFailed(SOURCE_DELETED)
         # checked before the first write: a mismatch changes nothing
         require_compatible(deps, source, target, same_engine=mode == "reuse_vectors")
+        carried = _keep_tag_names(deps, task, row)  # before the move clears the row's tag ids
         try:
             moved = deps.knowledge.move_to_kb(
                 row.id, source_kb_id, target.id, rekey(row.dedupe_key, target.id)
@@ -176,11 +212,13 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
     old_backend = task.params.get("from_backends", {}).get(row.id)
     if old_backend is not None:  # the target is bound to another backend: the objects come along
         row = carry_objects(deps, row, str(old_backend), target.storage_backend)
-    deps.tags.remove_knowledge(row.id)  # the source's relations (moving cleared the row's tag ids)
-    names = task.params.get("tags", {}).get(row.id, [])
-    current = deps.knowledge.get(row.id) if names else row
-    if names and current is not None and current.kb_id == target.id:  # not once a later move took it on
-        tag_by_names(deps, current, [str(name) for name in names])
+    # the source's relations (moving cleared the row's tag ids), and any an earlier delivery wrote in the
+    # target: `_tag_in_target` writes those again
+    deps.tags.remove_knowledge(row.id)
+    names = carried if carried is not None else _kept_tag_names(deps, task, row.id)
+    _tag_in_target(deps, row, target, names)
+    if names:
+        _forget_tag_names(deps, task, row.id)
     if mode == "reuse_vectors":
         _repoint(deps, row, source_kb_id, target)
         carry_wiki_pages(deps, source_kb_id, row.id, target, {})  # before the source's records go
@@ -205,6 +243,72 @@ def move_one(deps: Dependencies, task: Task, knowledge_id: str) -> None:
         )
     if mode != "reuse_vectors":
         _reparse_in_target(deps, row, source, target, task.params.get("attempts", {}).get(row.id))
+
+
+#: where a move keeps a document's tag names while its row crosses (the files bucket; deleted once used)
+TAG_NAMES_PREFIX = "move-tags/"
+#: 100 names of up to 100 characters (4 bytes each in UTF-8), JSON-quoted, with room to spare
+TAG_NAMES_MAX_BYTES = 256 * 1024
+
+
+def _tag_names_key(task: Task, knowledge_id: str) -> str:
+    return f"{TAG_NAMES_PREFIX}{task.tenant_id}/{task.id}/{knowledge_id}.json"
+
+
+def _asked_tags(task: Task) -> dict[str, list[str]] | None:
+    """The names a task written before this release carries in its params (every document's, in the one
+    item: one of well-tagged documents was over DynamoDB's 400 KB and never written)."""
+    tags = task.params.get("tags")
+    return tags if isinstance(tags, dict) else None
+
+
+def _keep_tag_names(deps: Dependencies, task: Task, row: Knowledge) -> list[str]:
+    """The names of the document's tags in the source, read as its item runs (never bulk data in the task),
+    and kept in the files bucket until the target has them: the move clears the row's tag ids, and a
+    redelivery after it reads them there (`_kept_tag_names`). A tag renamed or deleted since the request
+    counts as it is now."""
+    asked = _asked_tags(task)
+    if asked is not None:
+        return [str(name) for name in asked.get(row.id, [])]
+    names = tag_names(deps, row) if row.tag_ids else []
+    if names:
+        deps.inbox.save(_tag_names_key(task, row.id), json.dumps(names).encode(), "application/json")
+    return names
+
+
+def _kept_tag_names(deps: Dependencies, task: Task, knowledge_id: str) -> list[str]:
+    """What `_keep_tag_names` kept, for a delivery that found the row moved already; none once used (the row
+    names the tags then, and `_tag_in_target` writes their relations again)."""
+    asked = _asked_tags(task)
+    if asked is not None:
+        return [str(name) for name in asked.get(knowledge_id, [])]
+    try:
+        data = deps.inbox.read(
+            deps.inbox.url_for(_tag_names_key(task, knowledge_id)), limit=TAG_NAMES_MAX_BYTES
+        )
+    except FileNotFoundError:
+        return []
+    return [str(name) for name in json.loads(data)]
+
+
+def _forget_tag_names(deps: Dependencies, task: Task, knowledge_id: str) -> None:
+    if _asked_tags(task) is None:
+        deps.inbox.delete(deps.inbox.url_for(_tag_names_key(task, knowledge_id)))
+
+
+def _tag_in_target(deps: Dependencies, row: Knowledge, target: KnowledgeBase, names: list[str]) -> None:
+    """The document's tags in the target, whatever an earlier delivery did (`remove_knowledge` has just taken
+    every relation): the relations of the tags the row names already are written again (an earlier
+    delivery's, which `add_tags` skips as present, or an edit's since), then the carried names are added,
+    tags created by name where missing. `row`: as read before the move, or as it moved (no tags)."""
+    if not names and not row.tag_ids:
+        return
+    current = deps.knowledge.get(row.id)
+    if current is None or current.kb_id != target.id:  # not once a later move took it on
+        return
+    if current.tag_ids:
+        deps.tags.relate(target.id, current.id, to_iso(current.created_at), current.tag_ids)
+    tag_by_names(deps, current, names)
 
 
 TARGET_DELETED = "the target knowledge base was deleted during the move"

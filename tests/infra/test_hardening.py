@@ -168,6 +168,17 @@ def test_a_report_refreshs_checkpoints_expire_with_their_old_versions(template: 
     rules = template["Resources"]["FilesBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
     (rule,) = [r for r in rules if r.get("Prefix") == f"{CHECKPOINTS}/"]
     assert rule["Status"] == "Enabled" and rule["ExpirationInDays"] <= 2
+
+
+def test_a_moves_kept_tag_names_expire(template: dict[str, Any]) -> None:
+    """A move item keeps its document's tag names under move-tags/ while the row crosses and deletes them once
+    used; an item abandoned in between (a task given up) would leave them for good."""
+    from chalicelib.tasks.move_clone import TAG_NAMES_PREFIX
+
+    rules = template["Resources"]["FilesBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    (rule,) = [r for r in rules if r.get("Prefix") == TAG_NAMES_PREFIX]
+    assert rule["Status"] == "Enabled" and rule["ExpirationInDays"] <= 7
+    assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}
     assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}
 
 

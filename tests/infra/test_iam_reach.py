@@ -92,7 +92,15 @@ def arn_of(roles: RoleBook, need: Need) -> str:
 
 
 #: where the code keeps objects in the files bucket: tenants' files at the top level, the service prefixes
-OBJECT_PREFIXES = ("a-tenant/", "uploads/", "intents/", "faq-imports/", "transcribe/", "image-texts/")
+OBJECT_PREFIXES = (
+    "a-tenant/",
+    "uploads/",
+    "intents/",
+    "faq-imports/",
+    "transcribe/",
+    "image-texts/",
+    "move-tags/",
+)
 
 
 def arns_of(roles: RoleBook, need: Need) -> list[str]:
