@@ -7,8 +7,9 @@ WeKnora front end never runs a tenant's script.
 
 Only the HTML of the Markdown is touched: markdown-it finds the HTML blocks and inline HTML tags exactly as
 a CommonMark renderer would (code spans and fenced code stay as written, since a renderer escapes them), and
-each fragment is cleaned by nh3 (the Ammonia sanitizer). Text without anything suspicious is returned as is
-without parsing. The block parse runs a window of the text at a time (`markdown_windows`, as the chunker's),
+each fragment is cleaned by nh3 (the Ammonia sanitizer). A block in a block quote or a list item is read
+without its `>` markers and indentation: its cleaned lines go back behind each line's own (`_put_back`).
+Text without anything suspicious is returned as is without parsing. The block parse runs a window of the text at a time (`markdown_windows`, as the chunker's),
 with the blocks a parse of the whole text finds: that parse kept 20 (paragraphs) to 100 (a list) bytes a
 rune, GBs for a big document with one `<script>` in it. A paragraph is still read whole when it is suspect
 (its inline parse).
@@ -43,6 +44,7 @@ URL_SCHEMES = {"http", "https", "mailto", "tel", "ftp", "s3", "local", "mem"}
 _CONTENT_ELEMENT = re.compile(r"^<\s*(script|style)\b", re.IGNORECASE)
 _CLOSING = re.compile(r"^</\s*([a-zA-Z][\w-]*)\s*>$")
 _SPACES = re.compile(r"[ \t]*")
+_LINE_END = re.compile(r"\r\n?")
 
 _BLOCKS: MarkdownIt | None = None
 _INLINE: MarkdownIt | None = None
@@ -119,6 +121,11 @@ def strip_active_content(markdown: str) -> str:
     show the HTML there), one that makes markdown-it-py fail (an IndexError of its own on some quoted lists
     holding an open comment)."""
     text = markdown
+    if "\r" in text and "<" in text and _SUSPECT.search(text):
+        # a renderer reads `\r\n` and `\r` as line ends (CommonMark's), the block parse here only `\n` (no
+        # normalisation: it would move offsets): a fence closed by "```\r" ran on to the end of a `\r\n`
+        # text there, and the HTML after it was left as code
+        text = _LINE_END.sub("\n", text)
     try:
         for _ in range(MAX_PASSES):
             cleaned = _strip_once(text)
@@ -167,8 +174,8 @@ def _strip_once(markdown: str) -> str:
         if isinstance(part, OpenHtml):  # a top-level HTML block followed to its end
             stop = part.after if part.after is not None else _after_the_last_line(markdown)
             content = markdown[part.start : stop]
-            if _SUSPECT.search(content):
-                out.replace(part.start, stop, _cleaned_lines(content))
+            if _SUSPECT.search(content):  # read as written (at the top level)
+                out.replace(part.start, stop, _cleaned_html(markdown[part.start : stop - 1], content))
             continue
         if not isinstance(part, Parsed):
             continue
@@ -178,11 +185,14 @@ def _strip_once(markdown: str) -> str:
             first, stop = token.map
             start = part.base + part.starts[first]
             if token.type == "html_block" and _SUSPECT.search(token.content):
-                out.replace(start, part.base + part.starts[stop], _cleaned_lines(token.content))
+                end = part.base + part.starts[stop]
+                out.replace(start, end, _cleaned_html(markdown[start : end - 1], token.content))
             elif token.type == "inline":
                 content = token.content
+                # a paragraph's lines as the parser read them (container markers out), untrimmed; an ATX
+                # heading has none: its one line holds its text as written
+                read: str = token.meta.get("lines", "")
                 if (pending is not None and first == 0) or stop > part.keep:  # only paragraphs are cut
-                    read: str = token.meta["lines"]  # its lines as read, untrimmed
                     if stop > part.keep:  # it goes on in the next window: its lines before the cut
                         rest = read.split("\n", part.keep - first)[-1]
                         read = read[: len(read) - len(rest) - 1]
@@ -194,12 +204,15 @@ def _strip_once(markdown: str) -> str:
                     if stop > part.keep:
                         continue
                     # its text only when it may be suspect (a long quote is one paragraph)
-                    content = (
-                        _trim("\n".join(pending.pieces)) if any("<" in p for p in pending.pieces) else ""
-                    )
+                    content = ""
+                    if any("<" in p for p in pending.pieces):
+                        read = "\n".join(pending.pieces)
+                        content = _trim(read)
                     pending = None
                 if "<" in content and _SUSPECT.search(content):
-                    out.inline(start, part.base + part.starts[stop], content)
+                    end = part.base + part.starts[stop]
+                    written = markdown[start : end - 1]
+                    out.replace(start, end, _cleaned_paragraph(written, read or written))
     return out.text()
 
 
@@ -233,13 +246,6 @@ class _Output:
             self.parts.append("\n".join(lines))
         self.cursor = stop
 
-    def inline(self, start: int, stop: int, content: str) -> None:
-        """A paragraph's inline HTML tags cleaned (`content`: its text as the parser read it)."""
-        parsed = _inline_parser().parseInline(content)
-        children = _read_whole(parsed[0].children or []) if parsed else []
-        written = self.source[start : stop - 1]
-        self.replace(start, stop, _clean_inline(written, written.count("\n") + 1, children))
-
     def text(self) -> str:
         if not self.parts and self.cursor == 0:  # nothing replaced: no copy of a big text
             return self.source
@@ -253,49 +259,151 @@ def _cleaned_lines(html: str) -> list[str]:
     return cleaned.split("\n") if cleaned else []
 
 
-def _clean_inline(text: str, count: int, children: list[Token]) -> list[str]:
-    """The `count` lines of a paragraph (`text`) with their inline HTML tags cleaned in source order; a
-    `<script>` or `<style>` element written inline goes with its content, up to its end tag."""
+def _cleaned_html(written: str, read: str) -> list[str]:
+    """The lines of an HTML block (`written`) cleaned by nh3 (`read`: its lines as the parser read them,
+    ending with a line end unless the text does)."""
+    return _put_back(written, read.removesuffix("\n"), _html_lines)
+
+
+def _html_lines(html: str) -> tuple[list[str], list[int]]:
+    """What nh3 leaves of a block goes on its lines in order: the lines it joins (a tag or a script over
+    lines) go from the block's end."""
+    lines = _cleaned_lines(html)
+    last = html.count("\n")
+    return lines, [min(i, last) for i in range(len(lines))]
+
+
+def _cleaned_paragraph(written: str, read: str) -> list[str]:
+    """The lines of a paragraph or heading (`written`) with its inline HTML tags cleaned (`read`: its lines as
+    the parser read them, untrimmed)."""
+    return _put_back(written, read, _inline_lines)
+
+
+def _inline_lines(text: str) -> tuple[list[str], list[int]]:
+    parsed = _inline_parser().parseInline(_trim(text))  # the paragraph's text, as the parser has it
+    return _clean_inline(text, _read_whole(parsed[0].children or []) if parsed else [])
+
+
+def _put_back(written: str, read: str, clean: Callable[[str], tuple[list[str], list[int]]]) -> list[str]:
+    """A block's lines (`written`) cleaned by `clean` (its lines, and the line each starts on) from its text as
+    the parser read it, each line behind the container markers of the written line it starts on: the parser
+    read a block in a block quote or a list item without them, and a line without its `>` or its
+    indentation leaves the container. What can't be put back exactly keeps no HTML (the last resort of
+    `strip_active_content`, for the block: the next pass reads what that makes of it)."""
+    margins = _margins(written.split("\n"), read.split("\n"))
+    if margins is not None:
+        placed = _placed(margins, *clean(read))
+        if placed is not None:
+            return placed
+    return _without_html(written).split("\n")
+
+
+@dataclass(frozen=True, slots=True)
+class _Margin:
+    """A line as the parser read it, and what it has before that as written."""
+
+    prefix: str  # the markers of its containers (`> `, a list item's marker or indentation)
+    spaces: int  # the columns of a tab ending `prefix` past a list item's indentation, read as spaces
+    text: str  # as read
+
+
+def _margins(written: list[str], read: list[str]) -> list[_Margin] | None:
+    """Each line's margin, from the line as written and as the parser read it (the end of the written one,
+    or after a tab that a list item's indentation cuts, the spaces for the rest of the tab and the text
+    after it); None when a line is neither."""
+    if len(written) != len(read):
+        return None
+    margins = []
+    for line, text in zip(written, read, strict=True):
+        for spaces in range(4):  # a tab is at most four columns: at most three left past an indentation
+            rest = text[spaces:]
+            cut = len(line) - len(rest)
+            if (
+                text[:spaces] == " " * spaces
+                and cut >= 0
+                and line.endswith(rest)
+                and (spaces == 0 or (cut > 0 and line[cut - 1] == "\t"))
+            ):
+                margins.append(_Margin(line[:cut], spaces, text))
+                break
+        else:
+            return None
+    return margins
+
+
+def _placed(margins: list[_Margin], lines: list[str], origins: list[int]) -> list[str] | None:
+    """The cleaned `lines` each in the margin of the line it starts on (`origins`). The block's lines that
+    none starts on go, as a top-level block's always did, and so do the lines the cleaning emptied (a blank
+    line would end a paragraph, and a block quote before a lazy line), but the first one's markers, which
+    open the block's containers (`- ` alone is still the item). None when a line can't be put there exactly:
+    behind the first line's markers again (a new item), on a line read blank (a list item's blank line has
+    no indentation to carry the item), or without the spaces its tab was read as."""
+    first = margins[0]
+    placed: list[str] = []
+    opened = False  # a line is behind the first line's markers
+    for line, origin in zip(lines, origins, strict=True):
+        margin = margins[origin]
+        blank = not line.strip(" \t")
+        if blank and margin.text.strip(" \t"):
+            continue
+        if first.prefix and ((placed and origin == 0) or (not blank and not margin.text.strip(" \t"))):
+            return None
+        if line[: margin.spaces] != " " * margin.spaces:
+            return None
+        placed.append(margin.prefix + line[margin.spaces :])
+        opened = opened or origin == 0
+    return placed if opened or not first.prefix else [first.prefix, *placed]
+
+
+def _clean_inline(text: str, children: list[Token]) -> tuple[list[str], list[int]]:
+    """The lines of a paragraph's text as the parser read it (`text`) with its inline HTML tags cleaned in
+    source order, a `<script>` or `<style>` element written inline going with its content up to its end
+    tag; and the line of `text` each starts on: the text after a tag taken out over lines goes on the line
+    the tag starts on, so every other line starts as it did (and reads as the same block) behind its own
+    container markers."""
     tags = [child.content for child in children if child.type == "html_inline"]
-    if not tags:
-        return text.split("\n")
     spans: list[tuple[int, int]] = []  # where each tag is in the text
     cursor = 0
     for tag in tags:
         at = text.find(tag, cursor)
-        if at < 0:  # a tag written across container markers (`> ` of a block quote): clean it all as HTML
-            spans = []
-            break
+        if at < 0:  # not as read (the inline parse reads NUL as U+FFFD): clean it all as HTML
+            lines = clean_html(text).split("\n")
+            last = text.count("\n")
+            return lines, [min(i, last) for i in range(len(lines))]
         spans.append((at, at + len(tag)))
         cursor = at + len(tag)
-    if len(spans) != len(tags):
-        new_text = clean_html(text)
-    else:
-        out = []
-        cursor = 0
-        index = 0
-        while index < len(tags):
-            start, end = spans[index]
-            out.append(text[cursor:start])
-            element = _CONTENT_ELEMENT.match(tags[index])
-            if element:  # drop through the matching end tag (or the tag alone when it is never closed)
-                name = element.group(1).lower()
-                close = next(
-                    (j for j in range(index + 1, len(tags)) if re.match(rf"</\s*{name}\s*>", tags[j], re.I)),
-                    None,
-                )
-                if close is not None:
-                    end = spans[close][1]
-                    index = close
-            else:
-                out.append(_clean_tag(tags[index]))
-            cursor = end
-            index += 1
-        out.append(text[cursor:])
-        new_text = "".join(out)
-    new_lines = new_text.split("\n")
-    if len(new_lines) < count:  # keep the paragraph's line count (as the cleaning always did)
-        new_lines += [""] * (count - len(new_lines))
-    elif len(new_lines) > count:
-        new_lines = [*new_lines[: count - 1], " ".join(new_lines[count - 1 :])]
-    return new_lines
+    out: list[str] = []
+    origins = [0]
+    row = 0  # the line of `text` at `cursor`
+
+    def put(written: str, cleaned: str) -> None:
+        """`cleaned` for `written`: a line end it keeps starts the line after, one it drops joins them."""
+        nonlocal row
+        ends = written.count("\n")
+        origins.extend(min(row + k, row + ends) for k in range(1, cleaned.count("\n") + 1))
+        row += ends
+        out.append(cleaned)
+
+    cursor = 0
+    index = 0
+    while index < len(tags):
+        start, end = spans[index]
+        put(text[cursor:start], text[cursor:start])
+        element = _CONTENT_ELEMENT.match(tags[index])
+        cleaned = ""
+        if element:  # drop through the matching end tag (or the tag alone when it is never closed)
+            name = element.group(1).lower()
+            close = next(
+                (j for j in range(index + 1, len(tags)) if re.match(rf"</\s*{name}\s*>", tags[j], re.I)),
+                None,
+            )
+            if close is not None:
+                end = spans[close][1]
+                index = close
+        else:
+            cleaned = _clean_tag(tags[index])
+        put(text[start:end], cleaned)
+        cursor = end
+        index += 1
+    put(text[cursor:], text[cursor:])
+    return "".join(out).split("\n"), origins

@@ -16,7 +16,6 @@ import pytest
 from chunker_helpers import peak_bytes, repeated
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from markdown_it import MarkdownIt
 
 from chalicelib.domain import markup
 from chalicelib.domain.markup import strip_active_content
@@ -60,25 +59,25 @@ def test_a_big_text_with_one_script_is_cleaned_in_bounded_memory(kind: str, boun
 
 
 def _whole_parse_once(text: str) -> str:
-    """One pass as it was written before windows: a block parse of the whole text, lines replaced in place."""
+    """One pass as it was written before windows: a block parse of the whole text, each suspect block's lines
+    replaced by its cleaned lines."""
     if "<" not in text or not markup._SUSPECT.search(text):
         return text
-    md = MarkdownIt("commonmark")
-    md.core.ruler.enableOnly(["block"])
     lines = text.split("\n")
     replaced: dict[int, list[str]] = {}
     dropped: set[int] = set()
-    for token in md.parse(text):
+    for token in markup._block_parser().parse(text):
         if token.map is None:
             continue
         first, stop = token.map
+        written = "\n".join(lines[first:stop])
         if token.type == "html_block" and markup._SUSPECT.search(token.content):
-            replaced[first] = markup._cleaned_lines(token.content)
-            dropped.update(range(first + 1, stop))
+            replaced[first] = markup._cleaned_html(written, token.content)
         elif token.type == "inline" and "<" in token.content and markup._SUSPECT.search(token.content):
-            parsed = MarkdownIt("commonmark").parseInline(token.content)
-            children = parsed[0].children if parsed and parsed[0].children else []
-            lines[first:stop] = markup._clean_inline("\n".join(lines[first:stop]), stop - first, children)
+            replaced[first] = markup._cleaned_paragraph(written, token.meta.get("lines") or written)
+        else:
+            continue
+        dropped.update(range(first + 1, stop))
     out: list[str] = []
     for index, line in enumerate(lines):
         if index in replaced:
