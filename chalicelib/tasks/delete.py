@@ -79,6 +79,11 @@ def delete_one(deps: Dependencies, knowledge_id: str, *, in_kb: str | None = Non
     for url in objects:
         deps.files.delete(url)
     drop_signed_copies(deps, knowledge, objects)
+    # A move across backends not finished: no row names its copies before its commit, nor the old objects
+    # after it; its record does, and goes last (a retried move that finds the row gone finds neither).
+    from chalicelib.tasks.move_across import remove_carried  # it imports this module
+
+    remove_carried(deps, knowledge.id, keep=(knowledge.storage_backend,), row=knowledge)
     if knowledge.channel == "presigned":
         # its upload intent, if a crash left it: before the row, so a PUT replayed with the still-valid
         # presigned URL finds neither and creates nothing (operations/create.py `accept_uploaded_object`)

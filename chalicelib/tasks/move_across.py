@@ -12,10 +12,16 @@ without a table, and each step repeats safely under a redelivered task:
            with the default store's signed copies
 
 Until the commit every link still names an old object, which stays until after it.
+
+Before its first copy a move records the keys it copies and both backends in the files bucket (merged with
+what an unfinished earlier move recorded), and forgets them once the old objects are gone: no row names the
+copies before the commit, nor the old objects after it, so a delete that lands in between (a delivery
+that died, or one that is still copying) finds them there (`remove_carried`, from `tasks/delete.py`).
 """
 
 from __future__ import annotations
 
+import json
 import mimetypes
 import re
 from collections.abc import Callable
@@ -95,6 +101,7 @@ def carry_objects(deps: Dependencies, row: Knowledge, old: str, new: str) -> Kno
         return row
     if row.storage_backend == old:
         relink = relinker(links)
+        _record_carried(deps, row.id, [old, new], [deps.files.backend(old).key_of(url) for url in links])
         _copy(deps, row, links, relink)
         _relink_chunks(deps, row, relink)
         committed = deps.knowledge.update_fields(
@@ -107,10 +114,11 @@ def carry_objects(deps: Dependencies, row: Knowledge, old: str, new: str) -> Kno
             },
         )
         if committed is None:
-            # deleted meanwhile: the row never named the copies, so no delete finds them; they go here
-            # and the delete removes the rest
+            # deleted meanwhile: the row never named the copies, and a delete that read the record while
+            # they were being written may have missed some; they go here and the delete removes the rest
             for moved in links.values():
                 deps.files.delete(moved)
+            remove_carried(deps, row.id, keep=(old, new))
             return row
         row = committed
         logger.info(
@@ -127,7 +135,64 @@ def carry_objects(deps: Dependencies, row: Knowledge, old: str, new: str) -> Kno
     for url in links:
         deps.files.delete(url)
     drop_signed_copies(deps, replace(row, storage_backend=old), list(links))
+    remove_carried(deps, row.id, keep=(old, new), row=row)  # and any an earlier unfinished move left
     return row
+
+
+#: where a move across backends records what it copies (the files bucket), one object per document
+CARRIED_PREFIX = "move-across/"
+
+
+def _carried_url(deps: Dependencies, knowledge_id: str) -> str:
+    return deps.inbox.url_for(f"{CARRIED_PREFIX}{knowledge_id}.json")
+
+
+def _read_carried(deps: Dependencies, knowledge_id: str) -> tuple[list[str], list[str]]:
+    """The backends and the keys a move recorded for the document; none when nothing is recorded."""
+    try:
+        record = json.loads(deps.inbox.read(_carried_url(deps, knowledge_id)))
+    except FileNotFoundError:
+        return [], []
+    return [str(name) for name in record["backends"]], [str(key) for key in record["keys"]]
+
+
+def _record_carried(deps: Dependencies, knowledge_id: str, backends: list[str], keys: list[str]) -> None:
+    """Written before the first copy; merged with an earlier record (a move that never finished, whose
+    copies the row does not name either)."""
+    had_backends, had_keys = _read_carried(deps, knowledge_id)
+    record = {
+        "backends": sorted({*had_backends, *backends}),
+        "keys": list(dict.fromkeys([*had_keys, *keys])),  # in order: an image before its manifest
+    }
+    deps.inbox.save(f"{CARRIED_PREFIX}{knowledge_id}.json", json.dumps(record).encode(), "application/json")
+
+
+def remove_carried(
+    deps: Dependencies, knowledge_id: str, *, keep: tuple[str, ...] = (), row: Knowledge | None = None
+) -> None:
+    """Deletes the objects a move recorded (`_record_carried`) on every recorded backend but those of
+    `keep`, with a `local://` default store's signed copies of them (given the `row`), then the record.
+    For a delete, `keep` is the backend the row names (the delete takes its objects there); for a retried
+    move that finds the row gone, nothing. Idempotent: a crash before the record goes repeats it all."""
+    backends, keys = _read_carried(deps, knowledge_id)
+    for name in backends:
+        if name in keep:
+            continue
+        try:
+            store = deps.files.backend(name)
+        except UnknownStorageBackend:  # the operator removed it: what is there is theirs
+            logger.warning(
+                "a moved document's copies are on a storage backend that is no longer configured",
+                extra={"knowledge_id": knowledge_id, "storage_backend": name},
+            )
+            continue
+        urls = [store.url_for(key) for key in keys]
+        for url in urls:
+            deps.files.delete(url)
+        if row is not None:
+            drop_signed_copies(deps, replace(row, storage_backend=name), urls)
+    if backends:
+        deps.inbox.delete(_carried_url(deps, knowledge_id))
 
 
 def _copy(deps: Dependencies, row: Knowledge, links: dict[str, str], relink: Callable[[Any], Any]) -> None:

@@ -49,7 +49,7 @@ from chalicelib.services import resources
 from chalicelib.services.events import announce, reparse_started_again
 from chalicelib.services.tag_names import tag_by_names, tag_names
 from chalicelib.tasks.delete import delete_one
-from chalicelib.tasks.move_across import carry_objects
+from chalicelib.tasks.move_across import carry_objects, remove_carried
 from chalicelib.tasks.reembed import reembed_running
 
 #: one item of a task and the call that does it
@@ -452,6 +452,9 @@ def _remove_move_leftovers(
     else:  # its wiki is gone with it: only records a move carried after its delete purged it
         deps.wiki.delete_pages(target_id, knowledge_id)
     resources.release_owner(deps, knowledge_id)
+    # what a move across storage backends copied and no row names (a delete that read its record while a
+    # copy was still being written, then the commit failed and the delivery died before taking them back)
+    remove_carried(deps, knowledge_id)
 
 
 def _repoint(deps: Dependencies, row: Knowledge, source_kb_id: str, target: KnowledgeBase) -> None:

@@ -100,6 +100,7 @@ OBJECT_PREFIXES = (
     "transcribe/",
     "image-texts/",
     "move-tags/",
+    "move-across/",
 )
 
 
