@@ -490,12 +490,6 @@ def read_member(zf: zipfile.ZipFile, name: str, limit: int) -> bytes:
 ImageSink = Callable[[ParsedImage], str]
 
 
-def md_image_alt(text: str) -> str:
-    """`text` as an image's alt text in Markdown (`![alt](…)`): without the brackets and backslashes that
-    would end or escape it early (a file name `chart](x).png` made a link of its own), on one line."""
-    return " ".join(re.sub(r"[\[\]\\]", "", text).split())
-
-
 def md_escape_cell(value: Any) -> str:
     text = "" if value is None else str(value)
     return (

@@ -17,11 +17,11 @@ from chalicelib.parsers.base import (
     image_kind,
     markdown_table,
     md_escape_cell,
-    md_image_alt,
     parse_failed,
     unsupported,
     wide_text_codec,
 )
+from chalicelib.parsers.images import md_image_alt
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
 AUDIO_PLACEHOLDER = "[audio: {name}]"

@@ -3,28 +3,21 @@ source)."""
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 
 from chalicelib.domain.events import EventType
 from chalicelib.domain.ids import execution_name
-from chalicelib.domain.storage_keys import (
-    download_copy_key,
-    image_copy_key,
-    images_manifest_key,
-    parsed_markdown_key,
-    upload_intent_key,
-)
-from chalicelib.domain.types import Knowledge
+from chalicelib.domain.storage_keys import upload_intent_key
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, UnknownStorageBackend
-from chalicelib.services import page_range_store, resources
+from chalicelib.services import resources
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.fairness import leave_pipeline
-from chalicelib.services.storage import files_of
+from chalicelib.services.stored_objects import drop_signed_copies, stored_objects
 from chalicelib.services.stored_size import catalogued_images
 from chalicelib.services.usable import index_space_if_usable
+from chalicelib.tasks.move_across import remove_carried
 
 
 def delete_one(deps: Dependencies, knowledge_id: str, *, in_kb: str | None = None) -> None:
@@ -81,8 +74,6 @@ def delete_one(deps: Dependencies, knowledge_id: str, *, in_kb: str | None = Non
     drop_signed_copies(deps, knowledge, objects)
     # A move across backends not finished: no row names its copies before its commit, nor the old objects
     # after it; its record does, and goes last (a retried move that finds the row gone finds neither).
-    from chalicelib.tasks.move_across import remove_carried  # it imports this module
-
     remove_carried(deps, knowledge.id, keep=(knowledge.storage_backend,), row=knowledge)
     if knowledge.channel == "presigned":
         # its upload intent, if a crash left it: before the row, so a PUT replayed with the still-valid
@@ -95,36 +86,3 @@ def delete_one(deps: Dependencies, knowledge_id: str, *, in_kb: str | None = Non
     # Its bytes and its place in the tenant's count go in the same transaction.
     deps.knowledge.delete(knowledge.id)
     leave_pipeline(deps, knowledge.tenant_id, knowledge.id)
-
-
-def drop_signed_copies(deps: Dependencies, knowledge: Knowledge, objects: list[str]) -> None:
-    """A `local://` default store's signed copies of the knowledge's download links and of the images
-    search hits linked to (`objects`: its stored objects), kept in the files bucket; a named backend signs
-    its own links and has none."""
-    if knowledge.storage_backend or deps.files.backend("") is deps.inbox:
-        return
-    for attempt in range(knowledge.attempt + 1):  # a link asked for before the first parse: 0
-        for kind in ("original", "parsed"):
-            deps.inbox.delete(
-                deps.inbox.url_for(download_copy_key(knowledge.tenant_id, knowledge.id, kind, attempt))
-            )
-    for url in objects:  # operations/search.py
-        deps.inbox.delete(deps.inbox.url_for(image_copy_key(knowledge.tenant_id, knowledge.id, url)))
-
-
-def stored_objects(deps: Dependencies, knowledge: Knowledge) -> list[str]:
-    """The source, the parsed Markdown and image manifest of every attempt, and every stored image."""
-    urls = [knowledge.file_path] if knowledge.file_path else []
-    for attempt in range(1, knowledge.attempt + 1):
-        for key in (
-            parsed_markdown_key(knowledge.tenant_id, knowledge.id, attempt),
-            images_manifest_key(knowledge.tenant_id, knowledge.id, attempt),
-        ):
-            url = files_of(deps, knowledge).url_for(key)
-            if key.endswith(".json") and deps.files.exists(url):
-                urls += [str(image["url"]) for image in json.loads(deps.files.read(url))]
-            urls.append(url)
-        urls += page_range_store.range_objects(deps, knowledge, attempt)  # a large PDF deleted mid-parse
-    for chunk in deps.chunks.list(knowledge.id):
-        urls += [str(info["url"]) for info in chunk.image_info if info.get("url")]
-    return list(dict.fromkeys(urls))

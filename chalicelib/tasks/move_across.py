@@ -35,7 +35,7 @@ from chalicelib.domain.types import Knowledge
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, UnknownStorageBackend
 from chalicelib.services import resources
-from chalicelib.tasks.delete import drop_signed_copies, stored_objects
+from chalicelib.services.stored_objects import drop_signed_copies, stored_objects
 
 #: objects copied at once (each a read from one backend and a write to the other)
 COPY_THREADS = 8

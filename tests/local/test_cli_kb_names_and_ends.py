@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from chalicelib.local import cli
-from chalicelib.local.cli import follow, kb, knowledge
+from chalicelib.local.cli import follow, kb, knowledge, watch
 from chalicelib.local.cli.client import ApiClient, ApiError, CliError
 
 OWN = {"id": "kb-own", "name": "docs", "shared": False, "tenant_id": "t-me"}
@@ -71,6 +71,7 @@ def run(api: Api, monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> tuple[int
         return api
 
     monkeypatch.setattr(kb, "client", make)
+    monkeypatch.setattr(watch, "client", make)
     monkeypatch.setattr(knowledge, "client", make)
     monkeypatch.setattr(follow, "make_client", make)
     out = io.StringIO()
@@ -174,7 +175,7 @@ def test_watch_settles_on_a_fresh_report_without_reading_rows(monkeypatch: pytes
 
 
 def test_a_report_still_being_computed_is_not_settled() -> None:
-    assert not kb.settled({"code": "report_pending", "task_id": "t1", "fresh": False})
+    assert not watch.settled({"code": "report_pending", "task_id": "t1", "fresh": False})
 
 
 # ---- ingest: a presigned upload rejected on arrival ------------------------------------------------------------

@@ -19,7 +19,7 @@ import requests
 from rich.console import Console
 
 from chalicelib.local import cli
-from chalicelib.local.cli import faq, follow, kb, knowledge, service, up
+from chalicelib.local.cli import faq, follow, kb, knowledge, service, up, watch
 from chalicelib.local.cli.client import ApiClient, ApiError, storage_request
 from chalicelib.local.cli.knowledge import LS_COLUMNS
 from chalicelib.local.cli.output import print_rows
@@ -102,7 +102,14 @@ class FakeClient:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeClient:
     client = FakeClient()
-    for module, name in ((follow, "make_client"), (kb, "client"), (knowledge, "client"), (faq, "client")):
+    modules = (
+        (follow, "make_client"),
+        (kb, "client"),
+        (watch, "client"),
+        (knowledge, "client"),
+        (faq, "client"),
+    )
+    for module, name in modules:
         monkeypatch.setattr(module, name, lambda args: client)
     monkeypatch.setattr(service, "client", lambda args: client)
     return client
