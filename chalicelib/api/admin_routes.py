@@ -109,7 +109,9 @@ def admin_revoke_key(deps: Dependencies, request: Request | None, tenant_id: str
 
 
 @operation(
-    "Messages in the dead-letter queues, with their rows' state",
+    "Messages in the dead-letter queues, with their rows' state; `queues` beside `data`: per queue the "
+    "letters listed and whether that was all it holds (`complete`: false when the limit or the answer's "
+    "size cut the listing on it or before it)",
     "admin",
     query=commands.DeadLetterQuery,
     auth=False,
@@ -118,7 +120,11 @@ def admin_revoke_key(deps: Dependencies, request: Request | None, tenant_id: str
 def admin_list_dead_letters(deps: Dependencies, request: Request | None) -> Response:
     _operator(deps, request)
     params = validate(commands.DeadLetterQuery, query(present_request(request)))
-    return ok(dlq.list_dead_letters(deps, params.queue, params.limit))
+    letters, queues = dlq.dead_letter_listing(deps, params.queue, params.limit)
+    response = ok(letters)
+    # beside `data` (the list older clients read): per queue what was listed, and whether that was all of it
+    response.body["queues"] = queues
+    return response
 
 
 @operation(

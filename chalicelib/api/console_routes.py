@@ -12,7 +12,18 @@ from chalicelib.settings import Settings
 
 
 def _connect_origins(settings: Settings) -> list[str]:
-    return console.storage_origins(settings.aws_endpoint_url, [settings.files_bucket], settings.region)
+    """The files bucket's origins and every configured storage backend's: a document of a knowledge base
+    bound to a backend has its download links (the parsed Markdown the page reads) signed by that backend."""
+    origins = console.storage_origins(settings.aws_endpoint_url, [settings.files_bucket], settings.region)
+    for backend in settings.storage_backends:
+        if not backend.keeps_nothing:
+            origins += console.backend_origins(
+                backend.resolved_endpoint(),
+                backend.bucket,
+                backend.resolved_path_style(),
+                backend.region_or(settings.region),
+            )
+    return origins
 
 
 @operation("The browser console", "console", auth=False, api=False)

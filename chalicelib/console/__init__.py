@@ -6,6 +6,7 @@ presigned links point at), `nosniff` and `no-referrer`."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -46,8 +47,28 @@ def storage_origins(endpoint_url: str, buckets: list[str], region: str) -> list[
     ]
 
 
+#: an origin as a CSP source: scheme, host (an IPv6 literal in brackets) and port, nothing that could end the
+#: directive or add a source (a `;`, a space, a `*`), whatever an operator's endpoint or bucket name holds
+CSP_ORIGIN = re.compile(
+    r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$"
+)
+
+
+def backend_origins(endpoint: str, bucket: str, path_style: bool, region: str) -> list[str]:
+    """Where a named storage backend's presigned links point (the console reads a document's parsed Markdown
+    from there): its endpoint (path style, and botocore's fallback for a bucket name that cannot be a host
+    label), the bucket's virtual host on it, or the bucket's AWS origins when the SDK resolves the endpoint
+    (an `s3` backend without one)."""
+    if not endpoint:
+        return storage_origins("", [bucket], region)
+    parts = urlsplit(endpoint)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    return [origin] if path_style else [f"{parts.scheme}://{bucket}.{parts.netloc}", origin]
+
+
 def security_headers(connect_origins: list[str]) -> dict[str, str]:
-    connect = " ".join(["'self'", *connect_origins])
+    origins = dict.fromkeys(o for o in connect_origins if CSP_ORIGIN.match(o))
+    connect = " ".join(["'self'", *origins])
     return {
         "Content-Security-Policy": (
             "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "

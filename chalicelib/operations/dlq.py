@@ -110,22 +110,38 @@ LIST_MAX_BYTES = ANSWER_MAX_BYTES
 def list_dead_letters(deps: Dependencies, queue: str | None, limit: int) -> list[dict[str, Any]]:
     """What the DLQs hold (up to `limit` in all, and within LIST_MAX_BYTES), each with its row's state;
     nothing is changed."""
+    return dead_letter_listing(deps, queue, limit)[0]
+
+
+def dead_letter_listing(
+    deps: Dependencies, queue: str | None, limit: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`list_dead_letters`'s letters, and per queue asked what the listing saw of it: `listed` letters, and
+    `complete` when the queue answered fewer than it was asked for (all it holds was listed). A queue the
+    listing cut (the limit or the size reached on it) or never read (reached before it) is not complete:
+    its count is at least `listed` (ask `?queue=` for it alone)."""
     views: list[dict[str, Any]] = []
+    seen: dict[str, dict[str, Any]] = {
+        name: {"queue": name, "listed": 0, "complete": False} for name in _queues(queue)
+    }
     budget = AnswerBudget(LIST_MAX_BYTES)
     for name in _queues(queue):
-        letters = deps.queue.receive_dead_letters(name, limit - len(views), LIST_HOLD_SECONDS)
+        asked = limit - len(views)
+        letters = deps.queue.receive_dead_letters(name, asked, LIST_HOLD_SECONDS)
         try:
             for letter in letters:
                 view = letter_view(deps, letter)
                 if not budget.takes(view):
-                    return views
+                    return views, list(seen.values())
                 views.append(view)
+                seen[name]["listed"] += 1
         finally:
             for letter in letters:
                 deps.queue.release_dead_letter(letter)
+        seen[name]["complete"] = len(letters) < asked
         if len(views) >= limit:
             break
-    return views
+    return views, list(seen.values())
 
 
 @dataclass

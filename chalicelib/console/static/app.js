@@ -6,6 +6,12 @@ const main = document.getElementById("main");
 const crumbs = document.getElementById("crumbs");
 const IN_FLIGHT = new Set(["pending", "processing", "finalizing", "deleting"]);
 const FAQ_PAGE = 50; // entries a request (the API's default is 20)
+const LIST_PAGE = 50; // a knowledge base's documents a "More" adds
+const LIST_MAX_PAGE = 100; // the largest page the list takes
+const DLQ_LIST = 100; // dead letters listed on the operators' page
+// one queue's letters counted, at most: a listing reads each letter's row and gives it back (about 3 calls a
+// letter), so 300 stay well inside API Gateway's 29 s (the API takes up to 1,000); past it the count shows "300+"
+const DLQ_QUEUE_LIST = 300;
 const STATES = ["draft", "pending", "processing", "finalizing", "completed", "failed", "cancelled", "deleting"];
 let timer = null;
 let generation = 0;
@@ -41,6 +47,10 @@ function takeKeysFromFragment() {
     history.replaceState(null, "", `${location.pathname}${location.search}${rest ? `#${rest}` : ""}`);
   }
 }
+
+/** Whether another page was routed to since `mine` (a view's `generation` when it began): a view that waited
+ * for the API stops there, else its late answer would replace the newer page. */
+const stale = (mine) => mine !== generation;
 
 function poll(fn, ms = 2500) {
   clearTimeout(timer);
@@ -123,7 +133,9 @@ function showSignedIn() {
 async function knowledgeBases() {
   crumb();
   replace(main, h("h1", {}, "Knowledge bases"), h("p", { class: "muted" }, "Loading…"));
+  const mine = generation;
   const kbs = await getAll("/knowledge-bases");
+  if (stale(mine)) return;
   const body = h("tbody");
   const name = h("input", { type: "text", placeholder: "new knowledge base", id: "new-kb-name" });
   const create = async () => {
@@ -159,7 +171,9 @@ async function knowledgeBases() {
 const KB_TABS = [["documents", "Documents"], ["search", "Search"], ["tags", "Tags"], ["faq", "FAQ"], ["settings", "Stats & settings"]];
 
 async function knowledgeBase(kbId, tab) {
+  const mine = generation;
   const kb = await get(`/knowledge-bases/${enc(kbId)}`);
+  if (stale(mine)) return;
   crumb(link({ kb: kbId }, kb.name || kbId));
   const tabs = h("nav", { class: "tabs" }, KB_TABS.map(([id, label]) =>
     h("a", { href: `#${new URLSearchParams({ kb: kbId, tab: id })}`, class: id === tab ? "active" : "", dataset: { tab: id } }, label)));
@@ -233,15 +247,36 @@ async function documents(kb, content) {
     if (!rows.length) rowsBody.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No documents: drop files above.")));
   }
 
-  async function load(fresh) {
+  /** The next page after `after` (a cursor), or the first. */
+  const page = (after, size) => get(`/knowledge-bases/${enc(kb.id)}/knowledge`, { ...filters, page_size: size, cursor: after || undefined });
+
+  /** fresh: the list read again from its start, as many rows as are shown (pages of at most LIST_MAX_PAGE), so
+   * a refresh keeps what "More" loaded; else the next page. One load at a time: a click on "More" during a
+   * refresh waits for it (else the refresh would replace the rows the click added). */
+  let loading = Promise.resolve();
+  const load = (fresh) => {
+    loading = loading.catch(() => {}).then(() => loadNow(fresh));
+    return loading;
+  };
+
+  async function loadNow(fresh) {
     const mine = generation;
-    const query = { ...filters, page_size: 50 };
-    if (!fresh && cursor) query.cursor = cursor;
-    const page = await get(`/knowledge-bases/${enc(kb.id)}/knowledge`, fresh ? { ...filters, page_size: Math.min(100, Math.max(50, rows.length)) } : query);
+    let got = [];
+    let last = null;
+    if (fresh) {
+      const wanted = Math.max(LIST_PAGE, rows.length);
+      do {
+        last = await page(last?.next_cursor, Math.min(LIST_MAX_PAGE, wanted - got.length));
+        got = got.concat(last.items);
+      } while (last.has_more && last.next_cursor && got.length < wanted);
+    } else {
+      last = await page(cursor, LIST_PAGE);
+      got = rows.concat(last.items);
+    }
     if (mine !== generation) return;
-    rows = fresh ? page.items : rows.concat(page.items);
-    cursor = page.next_cursor;
-    more.classList.toggle("hidden", !page.has_more);
+    rows = got;
+    cursor = last.next_cursor;
+    more.classList.toggle("hidden", !last.has_more);
     render();
     const busy = rows.filter((k) => IN_FLIGHT.has(k.parse_status)).length;
     replace(status, busy ? `${busy} in flight · updating live` : `${rows.length} shown`);
@@ -267,9 +302,10 @@ function uploader(kb, done) {
       try {
         const result = await uploadFile(kb.id, file, path.split("/").pop(), (p) => { bar.value = p; });
         bar.value = 1;
-        replace(state, result.presigned ? "sent (presigned)" : "sent");
+        replace(state, result.presigned ? "sent (presigned), waiting for its arrival" : "sent");
+        if (result.presigned) arrival(result.knowledge_id, state, list, done);
       } catch (error) {
-        replace(state, h("span", { class: "error" }, error.code === "duplicate_file" ? "already there" : error.message));
+        replace(state, refused(error));
       }
     }
     done();
@@ -288,6 +324,30 @@ function uploader(kb, done) {
     send(files);
   });
   return h("div", {}, zone, list);
+}
+
+/** Why the API refused an upload, as the upload list shows it. */
+const refused = (error) => h("span", { class: "error" }, error.code === "duplicate_file" ? "already there" : error.message);
+
+/** A presigned upload followed until the API took it in or refused it: GET /knowledge/{id} answers 404
+ * `upload_pending` until the object's arrival is handled, then the row, or a 404 with the refusal's code and
+ * message (a duplicate, the tenant's quota, an expired URL...), which is final. Asked again after 1 s, then
+ * less often (at most every 10 s), while the list is on the page; a network or server error is asked again. */
+async function arrival(knowledgeId, state, list, done, wait = 1000) {
+  await new Promise((resolve) => setTimeout(resolve, wait));
+  if (!list.isConnected) return;
+  try {
+    await get(`/knowledge/${enc(knowledgeId)}`);
+    replace(state, "sent (presigned), added");
+    done();
+    return;
+  } catch (error) {
+    const final = error instanceof ApiError && error.status >= 400 && error.status < 500 && error.status !== 429
+      && error.code !== "upload_pending";
+    if (final && error.status === 401) return failed(error);
+    if (final) return replace(state, refused(error));
+  }
+  arrival(knowledgeId, state, list, done, Math.min(wait * 1.5, 10000));
 }
 
 /** A dropped entry's files, folders walked recursively. */
@@ -454,14 +514,17 @@ async function settings(kb, content) {
 
 async function knowledge(knowledgeId) {
   const params = fragment();
+  const mine = generation;
   const k = await get(`/knowledge/${enc(knowledgeId)}`);
   const attempt = Number(params.get("attempt")) || k.attempt || 1;
   const kbName = await get(`/knowledge-bases/${enc(k.kb_id)}`).then((kb) => kb.name).catch(() => "knowledge base");
+  if (stale(mine)) return;
   crumb(link({ kb: k.kb_id }, kbName || k.kb_id), h("span", {}, k.file_name || k.title || k.id));
   const [spans, cost] = await Promise.all([
     get(`/knowledge/${enc(knowledgeId)}/spans`, { attempt }),
     get(`/knowledge/${enc(knowledgeId)}/cost`).catch(() => null),
   ]);
+  if (stale(mine)) return;
   const attempts = h("select", { id: "attempt", onchange: (e) => { const next = fragment(); next.set("attempt", e.target.value); location.hash = next.toString(); } },
     Array.from({ length: spans.latest_attempt || 1 }, (_, i) => h("option", { value: i + 1, selected: i + 1 === attempt }, `attempt ${i + 1}`)));
   const download = (kind) => h("button", { type: "button", class: "secondary", id: `download-${kind}`, onclick: async () => {
@@ -581,7 +644,9 @@ async function admin(notice = null) {
       h("p", {}, h("button", { type: "button", onclick: go }, "Open"))));
     return;
   }
-  const [tenantItems, dlq] = await Promise.all([getAll("/admin/tenants", { operator: true }), get("/admin/dlq", null, true).catch((e) => ({ error: e.message }))]);
+  const mine = generation;
+  const [tenantItems, dlq] = await Promise.all([getAll("/admin/tenants", { operator: true }), deadLetters().catch((e) => ({ error: e.message }))]);
+  if (stale(mine)) return;
   const keysBox = h("div", { id: "tenant-keys" });
   const showKeys = async (tenantId) => {
     const items = await getAll(`/admin/tenants/${enc(tenantId)}/api-keys`, { operator: true });
@@ -613,9 +678,8 @@ async function admin(notice = null) {
         h("code", { id: "issued-key" }, made.api_key || "")));
     } catch (e) { failed(e); }
   };
-  const letters = dlq.error ? [] : Array.isArray(dlq) ? dlq : dlq.items || [];
-  const byQueue = new Map();
-  for (const letter of letters) byQueue.set(letter.queue, (byQueue.get(letter.queue) || 0) + 1);
+  const letters = dlq.error ? [] : dlq.letters;
+  const byQueue = dlq.error ? [] : dlq.queues.filter((q) => q.listed || !q.complete);
   const redrive = (queue) => h("button", { type: "button", class: "secondary", onclick: async () => {
     try {
       const r = await post("/admin/dlq/redrive", queue ? { queue } : {}, true);
@@ -633,7 +697,10 @@ async function admin(notice = null) {
     keysBox,
     h("h2", {}, "Dead-letter queues"),
     dlq.error ? h("p", { class: "error" }, dlq.error) : h("div", { id: "dlq" },
-      h("div", { class: "toolbar" }, [...byQueue].map(([queue, n]) => [h("span", {}, `${queue}: ${n}`), redrive(queue)]), letters.length ? redrive(null) : null),
+      h("div", { class: "toolbar" }, byQueue.map((q) => [h("span", {}, `${q.queue}: ${q.listed}${q.complete ? "" : "+"}`), redrive(q.queue)]),
+        byQueue.length ? redrive(null) : null),
+      dlq.cut ? h("p", { class: "muted", id: "dlq-cut" }, `The table shows the first ${letters.length} letters only; `,
+        byQueue.some((q) => !q.complete) ? "a count with + is where a queue's listing stopped (it holds more)." : "the counts are each queue's own.") : null,
       table(letters, [["queue", (l) => l.queue], ["document", (l) => l.knowledge_id || "—"], ["attempt", (l) => l.attempt ?? "—", "num"],
         ["state", (l) => (l.row ? badge(l.row.parse_status) : "—")], ["reason", (l) => l.reason],
         ["error", (l) => (l.row && l.row.error_message ? `${l.row.error_code}: ${l.row.error_message}` : "")],
@@ -641,10 +708,24 @@ async function admin(notice = null) {
     h("p", {}, h("button", { type: "button", class: "secondary", onclick: () => { keys.setOperator(null); route(); } }, "Forget the operator key")));
 }
 
+/** The dead letters (the first DLQ_LIST) and each queue's count. One listing of every queue first; a queue it
+ * cut or never reached is listed again on its own (up to the API's DLQ_QUEUE_LIST), so each count is that
+ * queue's, and `complete: false` is left only on a queue holding more than that (or one whose own listing
+ * failed: its count from the first listing, with its +). `cut`: the letters shown are not all. */
+async function deadLetters() {
+  const first = await call("GET", "/admin/dlq", { operator: true, whole: true, query: { limit: DLQ_LIST } });
+  const letters = Array.isArray(first.data) ? first.data : [];
+  const queues = await Promise.all((first.queues || []).map((q) => (q.complete ? q
+    : call("GET", "/admin/dlq", { operator: true, whole: true, query: { queue: q.queue, limit: DLQ_QUEUE_LIST } })
+      .then((alone) => (alone.queues || []).find((a) => a.queue === q.queue) || q, () => q))));
+  return { letters, queues, cut: queues.some((q) => !q.complete) || queues.reduce((n, q) => n + q.listed, 0) > letters.length };
+}
+
 // ------------------------------------------------------------------ routing
 
 async function route() {
   generation += 1;
+  const mine = generation;
   clearTimeout(timer);
   takeKeysFromFragment();
   showSignedIn();
@@ -658,6 +739,7 @@ async function route() {
     else await knowledgeBases();
   } catch (error) {
     failed(error);
+    if (stale(mine)) return;
     if (!main.childElementCount || main.textContent === "Loading…") replace(main, h("p", { class: "error" }, error.message));
   }
 }
