@@ -11,6 +11,7 @@ from chalice import Response
 from chalice.app import Request, handle_extra_types
 
 from chalicelib.domain import strict_json
+from chalicelib.domain.charsets import encodable, text_codec
 from chalicelib.domain.errors import AppError, BadRequest, PayloadTooLarge
 from chalicelib.domain.request_limits import TenantRateLimited
 
@@ -226,25 +227,16 @@ def _extended_file_name(disposition: bytes) -> str | None:
     return None
 
 
-def _encodable(text: str) -> bool:
-    """No lone surrogate, which no storage or model can take."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _text(data: bytes, charset: str, what: str) -> str:
-    """A part's text in its charset. Python's codecs go beyond text charsets: some take no "replace" or
-    refuse the bytes (idna, punycode, undefined), and some spell lone surrogates (unicode_escape)."""
+    """A part's text in its charset, which must name a text charset (`domain.charsets`)."""
+    codec = text_codec(charset)
+    if codec is None:
+        raise BadRequest(f"{what} has an unknown charset", code="invalid_multipart")
     try:
-        text = data.decode(charset, errors="replace")
-    except LookupError as error:
-        raise BadRequest(f"{what} has an unknown charset", code="invalid_multipart") from error
-    except (UnicodeError, ValueError) as error:  # ValueError: a name the lookup refuses (a NUL in it)
+        text = data.decode(codec, errors="replace")
+    except UnicodeError as error:  # not expected of a text charset with "replace"; a 400 all the same
         raise BadRequest(f"{what} cannot be decoded in its charset", code="invalid_multipart") from error
-    if not _encodable(text):
+    if not encodable(text):
         raise BadRequest(f"{what} holds unpaired surrogate characters", code="invalid_multipart")
     return text
 
@@ -309,7 +301,7 @@ def parse_multipart(content_type: str, body: bytes) -> MultipartForm:
         extended = _extended_file_name(raw_disposition)
         if extended is not None or b"filename" in disposition:
             plain = disposition.get(b"filename", b"").decode("utf-8", "replace")
-            if extended is not None and not _encodable(extended):  # unicode_escape spells lone surrogates
+            if extended is not None and not encodable(extended):  # unicode_escape spells lone surrogates
                 raise BadRequest(
                     f"part {name!r}'s filename* holds unpaired surrogate characters", code="invalid_multipart"
                 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -44,31 +45,70 @@ SENSITIVE_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"}
 USER_AGENT = "weknora-ingest/0.1 (+document import)"
 
 
-def _withhold_text(record: logging.LogRecord) -> bool:
-    """A urllib3 record kept by its logger and level alone."""
-    record.msg = f"{record.name} {record.levelname.lower()} (text withheld: it may quote a remote server)"
-    record.args = ()
-    record.exc_info = record.exc_text = record.stack_info = None
-    return True
+#: the libraries on the fetch and parse path whose log records can quote a URL (its query's credentials
+#: included, or a redirect target the server wrote) or what a remote server or a document says: urllib3 (a
+#: malformed header line), trafilatura and its helpers (the page's final URL when it discards a page), the
+#: document parsers' libraries (an object, a stream or a style named as the file has it)
+WITHHELD_LOGGERS = frozenset(
+    {
+        "urllib3",
+        "trafilatura",
+        "htmldate",
+        "courlan",
+        "justext",
+        "tld",
+        "charset_normalizer",
+        "PIL",
+        "olefile",
+        "pdfminer",
+        "markitdown",
+    }
+)
 
 
-def _withhold_urllib3_text() -> None:
-    """urllib3 logs to its own loggers what no filter of ours sees, e.g. a malformed header line with the URL
-    (its query's credentials included) and the bytes it could not parse: each of its loggers (a logger's
-    filter sees only the records logged on it) keeps its records' level, not their text."""
-    for name in list(logging.Logger.manager.loggerDict):
-        if name == "urllib3" or name.startswith("urllib3."):
-            library = logging.getLogger(name)
-            if _withhold_text not in library.filters:
-                library.addFilter(_withhold_text)
+def _withhold_library_text() -> None:
+    """The records of `WITHHELD_LOGGERS` keep their logger and level, not their text. Done where every record
+    is made (the record factory): a logger's filter sees only the records logged on that very logger, and a
+    lazily imported library (trafilatura, on a page's first import) makes its loggers after this runs."""
+    made = logging.getLogRecordFactory()
+    if getattr(made, "withholds_library_text", False):
+        return
+
+    def withholding(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = made(*args, **kwargs)
+        name = record.name if isinstance(record.name, str) else ""  # makeLogRecord makes one named None
+        if name.partition(".")[0] in WITHHELD_LOGGERS:  # a library's root logger or any below it
+            record.msg = (
+                f"{record.name} {record.levelname.lower()} (text withheld: it may quote a remote server)"
+            )
+            record.args = ()
+            record.exc_info = record.exc_text = record.stack_info = None
+        return record
+
+    withholding.withholds_library_text = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(withholding)
 
 
-_withhold_urllib3_text()
+_withhold_library_text()
 
 
 class FetchError(FetchFailed):
     """A download by the SSRF-safe client failed; `permanent` ones (blocked, too large, 4xx) never retry.
-    An answer past `max_bytes` has the code `file_too_large`."""
+    An answer past `max_bytes` has the code `file_too_large`. `unnamed`: the message without the URL's host
+    (a refusal's kind in fixed words; other messages never name it), for a caller whose URL is not the
+    reader's business (the operator's model endpoint)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        permanent: bool,
+        status: int | None = None,
+        code: str | None = None,
+        unnamed: str | None = None,
+    ) -> None:
+        super().__init__(message, permanent=permanent, status=status, code=code)
+        self.unnamed = message if unnamed is None else unnamed
 
 
 def _refusal(blocked: URLBlocked, *, redirected: bool) -> FetchError:
@@ -78,8 +118,18 @@ def _refusal(blocked: URLBlocked, *, redirected: bool) -> FetchError:
     reason = blocked.kind.value if redirected else blocked.reason
     where = "redirect target" if redirected else "URL"
     if isinstance(blocked, HostUnresolved):  # the resolver not answering now is worth a later try
-        return FetchError(f"{where}: {reason}", permanent=not blocked.transient, code=blocked.code)
-    return FetchError(f"{where} blocked: {reason}", permanent=True, code=blocked.code)
+        return FetchError(
+            f"{where}: {reason}",
+            permanent=not blocked.transient,
+            code=blocked.code,
+            unnamed=f"{where}: {blocked.kind.value}",
+        )
+    return FetchError(
+        f"{where} blocked: {reason}",
+        permanent=True,
+        code=blocked.code,
+        unnamed=f"{where} blocked: {blocked.kind.value}",
+    )
 
 
 def _resolved_by(resolver: Resolver | None, deadline: float) -> Resolver:
@@ -129,6 +179,21 @@ class FetchResponse:
             if key.lower() == "charset" and value:
                 return value.strip("\"' ")
         return None
+
+
+#: a declared length of more digits than this is past any `max_bytes` (and int() refuses 4,300 digits)
+_MAX_LENGTH_DIGITS = 18
+
+
+def _declared_length(value: str) -> int:
+    """The body length a Content-Length declares; 0 when it declares none a number can say (not ASCII
+    digits: `²` is a digit to str.isdigit, not to int), so the read is bounded as without one. A length of
+    more digits than any limit counts as past it."""
+    digits = value.strip()
+    if not (digits.isascii() and digits.isdigit()):
+        return 0
+    digits = digits.lstrip("0") or "0"
+    return sys.maxsize if len(digits) > _MAX_LENGTH_DIGITS else int(digits)
 
 
 def _too_large(max_bytes: int) -> FetchError:
@@ -370,8 +435,7 @@ class SafeHttpClient:
         headers = {k.lower(): v for k, v in resp.headers.items()}
         if resp.status in REDIRECT_STATUSES or status_only:
             return resp.status, headers, b""
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_bytes:
+        if _declared_length(headers.get("content-length", "")) > self.max_bytes:
             raise _too_large(self.max_bytes)
         chunks: list[bytes] = []
         size = 0

@@ -15,6 +15,7 @@ from urllib.parse import unquote
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from chalicelib.domain.charsets import encodable, text_codec
 from chalicelib.domain.urls import joined
 from chalicelib.parsers.base import (
     DEFAULT_MAX_CELLS,
@@ -127,17 +128,24 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w-]+)""", re.IGN
 
 
 def decode_html(data: bytes, charset: str | None = None) -> str:
+    """The page's text in the charset its server (`charset`) or its <meta> names, when that is a text charset
+    the bytes are valid in; otherwise as text of an unknown charset is read (`decode_text`)."""
     from chalicelib.parsers.simple import decode_text
 
     candidates = [charset] if charset else []
     match = _META_CHARSET.search(data[:4096])
     if match:
         candidates.append(match.group(1).decode("ascii", "ignore"))
-    for enc in candidates:
-        try:
-            return data.decode(enc or "utf-8")
-        except (LookupError, UnicodeDecodeError):
+    for named in candidates:
+        codec = text_codec(named)
+        if codec is None:  # unknown, or a codec that is no text charset (punycode, undefined, idna…)
             continue
+        try:
+            text = data.decode(codec)
+        except UnicodeDecodeError:
+            continue
+        if encodable(text):  # utf-7 spells lone surrogates
+            return text
     return decode_text(data)
 
 

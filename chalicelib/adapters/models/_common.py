@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -191,21 +192,36 @@ def split_system(messages: Sequence[Any]) -> tuple[list[str], list[tuple[str, st
     return system, turns
 
 
+#: the longest wait a provider's Retry-After is taken at (a day): the value reaches the API's JSON
+#: (`details.retry_after`) and the stages' waits, so it is a finite number of seconds
+MAX_RETRY_AFTER_SECONDS = 86_400.0
+
+
+def _wait(seconds: float) -> float | None:
+    """`seconds` within [0, MAX_RETRY_AFTER_SECONDS] (`inf`, `1e999` included); None for NaN."""
+    if math.isnan(seconds):
+        return None
+    return min(max(0.0, seconds), MAX_RETRY_AFTER_SECONDS)
+
+
 def parse_retry_after(headers: Mapping[str, str], *, now: Callable[[], float] = time.time) -> float | None:
     """Seconds to wait from `Retry-After` (delta-seconds or HTTP-date) or `retry-after-ms`.
 
-    `headers` keys must be lower-case. Returns None when absent or unparsable; never negative."""
+    `headers` keys must be lower-case. Returns None when absent or unparsable; never negative, never more
+    than MAX_RETRY_AFTER_SECONDS."""
     raw_ms = headers.get("retry-after-ms")
     if raw_ms:
         try:
-            return max(0.0, float(raw_ms) / 1000.0)
+            waited = _wait(float(raw_ms) / 1000.0)
         except ValueError:
-            pass
+            waited = None
+        if waited is not None:
+            return waited
     raw = (headers.get("retry-after") or "").strip()
     if not raw:
         return None
     try:
-        return max(0.0, float(raw))
+        return _wait(float(raw))
     except ValueError:
         pass
     try:
@@ -216,4 +232,4 @@ def parse_retry_after(headers: Mapping[str, str], *, now: Callable[[], float] = 
         return None
     if when.tzinfo is None:  # "-0000" zones parse naive; HTTP dates are always GMT
         when = when.replace(tzinfo=datetime.UTC)
-    return max(0.0, when.timestamp() - now())
+    return _wait(when.timestamp() - now())

@@ -108,11 +108,12 @@ class SafeTransport:
         try:
             response = client.post(url, json.dumps(payload).encode(), headers)
         except FetchError as exc:
-            # The reason names our own check (blocked, timed out, too large), never what the server said;
+            # The reason names our own check (blocked, timed out, too large), never what the server said,
+            # nor the endpoint's host (`unnamed`: errors name the model, the endpoint is the operator's);
             # not chained: the transport's cause can quote the bytes the server sent
             if exc.permanent:
-                raise ModelRequestError(f"the model endpoint cannot be used: {exc.message}") from None
-            raise ModelUnavailable(f"the model endpoint did not answer: {exc.message}") from None
+                raise ModelRequestError(f"the model endpoint cannot be used: {exc.unnamed}") from None
+            raise ModelUnavailable(f"the model endpoint did not answer: {exc.unnamed}") from None
         return HttpResponse(response.status, response.body, response.headers)
 
 
