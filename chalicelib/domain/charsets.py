@@ -32,3 +32,12 @@ def encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def well_formed(text: str) -> str:
+    """`text` with each lone surrogate as U+FFFD, and a pair held as two code points joined into its character
+    (text joined from parts can split one). What a remote answer is made into: JSON may spell a lone
+    surrogate (`\\ud83d`, an emoji's pair cut by a server), and the first store that encodes it would fail."""
+    if encodable(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")

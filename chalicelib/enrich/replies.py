@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from chalicelib.domain.charsets import well_formed
 from chalicelib.domain.strict_json import nests_deeper_than
 from chalicelib.ports.models import ModelReplyMalformed, ModelReplyTruncated, was_truncated
 
@@ -48,10 +49,22 @@ def json_reply(text: str, expect: type[list[Any]] | type[dict[str, Any]] | None 
     for candidate in candidates:
         value = _first_value(candidate, expect)
         if value is not None:
-            return value
+            return _well_formed(value)
     if was_truncated(text):
         raise ModelReplyTruncated("the model's reply was cut off at max_tokens before any complete item")
     return None
+
+
+def _well_formed(value: Any) -> Any:
+    """The value with each of its strings `well_formed`: the model's JSON may spell a lone surrogate itself
+    (`\\ud83d`), which the adapter saw as six plain characters (its depth is capped: MAX_JSON_DEPTH)."""
+    if isinstance(value, str):
+        return well_formed(value)
+    if isinstance(value, list):
+        return [_well_formed(item) for item in value]
+    if isinstance(value, dict):
+        return {well_formed(key): _well_formed(item) for key, item in value.items()}
+    return value
 
 
 def _wanted(value: Any, expect: type[list[Any]] | type[dict[str, Any]] | None) -> bool:

@@ -42,6 +42,7 @@ from chalicelib.adapters.models._common import (
     vision_image,
 )
 from chalicelib.domain import metering
+from chalicelib.domain.charsets import well_formed
 from chalicelib.ports import (
     ModelAuthError,
     ModelEmptyResponse,
@@ -299,12 +300,15 @@ def _converse_text(response: Mapping[str, Any], bedrock_model: str, model_id: st
         metering.record_tokens(model_id, usage.get("inputTokens"), usage.get("outputTokens"))
     content = response.get("output", {}).get("message", {}).get("content", [])
     # text blocks only (reasoningContent blocks are the model's thinking); reasoning written inline in the
-    # text (`<think>`) is removed as the OpenAI-compatible adapter removes it
+    # text (`<think>`) is removed as the OpenAI-compatible adapter removes it, and a lone surrogate the JSON
+    # spelled becomes U+FFFD as there (`charsets.well_formed`)
     text = strip_reasoning(
-        "".join(
-            block["text"]
-            for block in content
-            if isinstance(block, dict) and isinstance(block.get("text"), str)
+        well_formed(
+            "".join(
+                block["text"]
+                for block in content
+                if isinstance(block, dict) and isinstance(block.get("text"), str)
+            )
         )
     )
     stop = provider_code(response.get("stopReason"))

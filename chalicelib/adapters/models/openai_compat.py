@@ -14,7 +14,9 @@ each retry is a paid call); a 2xx carrying `{"error": {"code": N}}` (OpenRouter'
 is mapped by N as if it were the status.
 
 Completions: the model's reasoning (`<think>` blocks) is removed here, once, so every reader gets the answer
-only; `finish_reason: "length"` comes back as a ChatReply marked truncated.
+only; `finish_reason: "length"` comes back as a ChatReply marked truncated. A lone surrogate the JSON spells
+(`\\ud83d`: a server cut an emoji's pair) becomes U+FFFD (`charsets.well_formed`): the rest of the answer is
+good, and the first store encoding it would otherwise fail the task on every paid retry.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from chalicelib.adapters.models._common import (
     vision_image,
 )
 from chalicelib.domain import metering
+from chalicelib.domain.charsets import well_formed
 from chalicelib.net.client import FetchError, SafeHttpClient
 from chalicelib.ports import (
     ModelAuthError,
@@ -296,8 +299,8 @@ def _completion_text(body: Any, model_id: str) -> ChatReply:
         content = "".join(
             part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
         )
-    if isinstance(content, str):
-        content = strip_reasoning(content)
+    if isinstance(content, str):  # joined first: a pair split across two parts is one character again
+        content = strip_reasoning(well_formed(content))
     # the server's word goes into our message only when it is one of the short codes servers use
     raw_reason = choices[0].get("finish_reason")
     reason = raw_reason if isinstance(raw_reason, str) and _FINISH_REASON.fullmatch(raw_reason) else ""
