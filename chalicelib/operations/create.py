@@ -5,6 +5,9 @@ Order, as the specification has it: gate the extension → dedupe → save the o
 is removed (and the tenant's document place given back) when the insert failed, a row inserted into a
 knowledge base deleted meanwhile is taken away again, and an enqueue failure leaves a `failed` row that
 reparse recovers.
+
+Over 600 lines on purpose: the four entries share the gate, the insert, what follows it and its undo, which
+are private steps here; split by entry, each half would reach into the other's.
 """
 
 from __future__ import annotations
@@ -160,16 +163,14 @@ def create_from_file(deps: Dependencies, tenant_id: str, kb_id: str, upload: Fil
         dedupe_key=dedupe_key,
     )
     _insert_or_remove_object(deps, knowledge, url, "duplicate_file")
-    resources.register_written(deps, knowledge, resources.ROLE_ORIGINAL, url, len(upload.data))
-    return enqueue_first_stage(deps, knowledge, marked=True)
+    return _after_insert(deps, knowledge)
 
 
 def _insert_or_remove_object(
     deps: Dependencies, knowledge: Knowledge, url: str | None, duplicate_code: str
 ) -> None:
-    """Reserve the tenant's place → the tag relations → the row → the knowledge base once more. Every
-    failure after the reservation gives the place back and removes the relations and the object; a
-    knowledge base deleted meanwhile takes the row away again (`_undo_if_kb_closed`)."""
+    """Reserve the tenant's place → the tag relations → the row. Every failure after the reservation gives
+    the place back and removes the relations and the object. The caller goes on with `_after_insert`."""
     from chalicelib.services.tagging import relate_new
 
     if knowledge.parse_status == ParseStatus.PENDING:  # its docreader message follows: one write, not two
@@ -212,8 +213,22 @@ def _insert_or_remove_object(
     except BaseException:
         _undo(deps, knowledge, url, inserted=False, reserved=reserved, counted=knowledge.storage_size)
         raise
-    _undo_if_kb_closed(deps, knowledge, url)
-    knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_CREATED)  # the insert happened once: announce it
+
+
+def _after_insert(deps: Dependencies, knowledge: Knowledge) -> Knowledge:
+    """What follows the insert: the knowledge base read again, the create announced, a file's original
+    registered, the first stage queued (a draft waits). A presigned upload's event delivered again runs it
+    again when the delivery that inserted the row may have died before the end (`_finish_own_row`): the
+    event's id and the stage message are the same, and consumers and the docreader drop a repeat."""
+    _undo_if_kb_closed(deps, knowledge, knowledge.file_path or None)
+    knowledge_changed(deps, knowledge, EventType.KNOWLEDGE_CREATED)
+    if knowledge.type == KnowledgeType.FILE and knowledge.file_path:
+        resources.register_written(
+            deps, knowledge, resources.ROLE_ORIGINAL, knowledge.file_path, knowledge.file_size
+        )
+    if knowledge.parse_status == ParseStatus.DRAFT:
+        return knowledge
+    return enqueue_first_stage(deps, knowledge, marked=True)
 
 
 def _undo_if_kb_closed(deps: Dependencies, knowledge: Knowledge, url: str | None) -> None:
@@ -346,7 +361,7 @@ def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
     # The row before the intent: a delete removes the intent before the row (tasks/delete.py), so an intent
     # read after the row was found missing is one no delete has consumed.
     if deps.knowledge.get(knowledge_id) is not None:  # a redelivered event, or the same PUT again
-        _consume(deps, object_url, intent_url)
+        _finish_own_row(deps, knowledge_id, object_url, intent_url)
         return None
     # Only our presigned URLs write under the upload prefix, and each intent is saved before its URL is
     # answered (S3 reads after writes): an object without its intent was PUT again after the intent was
@@ -393,7 +408,7 @@ def accept_uploaded_object(deps: Dependencies, key: str) -> Knowledge | None:
         # room this one wanted: a quota refusal), so this one finishes as a redelivery would
         if isinstance(rejected, AlreadyCreated) or deps.knowledge.get(knowledge_id) is not None:
             logger.info("the upload was accepted by another delivery of its event", extra={"key": key})
-            _consume(deps, object_url, intent_url)
+            _finish_own_row(deps, knowledge_id, object_url, intent_url)
             return None
         _record_rejection(deps, knowledge_id, object_url, rejected)
         return None
@@ -423,6 +438,32 @@ def give_up_uploaded_object(deps: Dependencies, key: str) -> None:
         "the uploaded file could not be accepted (a service failure): upload it again", code=UPLOAD_FAILED
     )
     _save_rejection(deps, parts[2], failed)
+
+
+def _finish_own_row(deps: Dependencies, knowledge_id: str, object_url: str, intent_url: str) -> None:
+    """A delivery of the upload's event that finds the upload's row. The intent goes only once the delivery
+    that inserted the row has announced it and queued its first stage, so a row still pending at its first
+    attempt (no docreader has begun it) whose intent is still there may be one whose delivery died in
+    between (a timeout in the announcement's sends, say): without this it would never be announced nor
+    parsed, and housekeeping would fail it. It is finished again (`_after_insert`), which is harmless when
+    the other delivery is alive; a row whose intent is gone was finished, and nothing is done again."""
+    row = deps.knowledge.get(knowledge_id)
+    if (
+        row is not None
+        and row.attempt == 1
+        and row.parse_status == ParseStatus.PENDING
+        and deps.inbox.exists(intent_url)
+    ):
+        logger.warning(
+            "an upload's row found unfinished by its event's delivery: announced and queued again",
+            extra={"knowledge_id": knowledge_id},
+        )
+        try:
+            _after_insert(deps, row)
+        except (Conflict, NotFound) as rejected:  # its knowledge base went meanwhile: the row was taken away
+            _record_rejection(deps, knowledge_id, object_url, rejected)
+            return
+    _consume(deps, object_url, intent_url)
 
 
 def _consume(deps: Dependencies, object_url: str, intent_url: str) -> None:
@@ -498,7 +539,7 @@ def create_from_url(deps: Dependencies, tenant_id: str, kb_id: str, request: Url
         dedupe_key=dedupe_key,
     )
     _insert_or_remove_object(deps, knowledge, None, "duplicate_url")
-    return enqueue_first_stage(deps, knowledge, marked=True)
+    return _after_insert(deps, knowledge)
 
 
 def sanitize_manual(content: str) -> str:
@@ -562,6 +603,4 @@ def create_manual(deps: Dependencies, tenant_id: str, kb_id: str, request: Manua
         parse_status=ParseStatus.DRAFT if status == "draft" else ParseStatus.PENDING,
     )
     _insert_or_remove_object(deps, knowledge, url, "duplicate_manual")
-    if status == "draft":
-        return knowledge
-    return enqueue_first_stage(deps, knowledge, marked=True)
+    return _after_insert(deps, knowledge)

@@ -89,11 +89,13 @@ def test_an_intent_a_crash_left_behind_is_finished_by_the_redelivery_or_removed_
     assert accept_uploaded_object(deps, key) is not None
 
     # a crash after the insert, before the staged object and the intent went: the redelivery finishes it
+    # (its first stage queued again, as the crash may have come before: the docreader drops the repeat)
     inbox.put_presigned(url, TEXT)
     inbox.save(intent_key, intent, "application/json")
     assert accept_uploaded_object(deps, key) is None
     assert not inbox.exists(inbox.url_for(key)) and not inbox.exists(inbox.url_for(intent_key))
-    assert len(queue.bodies("docreader")) == 1
+    first, again = queue.bodies("docreader")
+    assert first == again
 
     # ...and if no redelivery came, the document's delete removes the intent before the row
     inbox.save(intent_key, intent, "application/json")
