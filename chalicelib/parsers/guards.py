@@ -23,7 +23,7 @@ import struct
 import warnings
 import zipfile
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any
@@ -74,6 +74,7 @@ def preflight(
     streams_checked: bool = False,
     sheets_by_extent: bool = True,
     sheet_measures: dict[str, tuple[int, int, int]] | None = None,
+    check_time: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Refuses (PermanentStageError) a file over any limit; returns what it measured. For a docx/pptx,
     `parts` (when given) receives the package's XML parts and images as the preflight inflated them, so
@@ -84,7 +85,9 @@ def preflight(
     the same stored bytes).
     `sheets_by_extent`: an xlsx's sheets are refused by the grid their cells span (engines that build it:
     MarkItDown's pandas); False for the builtin reader, which reads a sparse sheet by its stored cells
-    (sparse_sheets.py), so only the cells written are limited."""
+    (sparse_sheets.py), so only the cells written are limited. `check_time`: the parse budget's check
+    (ParseContext.check_time), called as a zip's members inflate and as HTML nesting is measured: the
+    preflight is part of the parse's time."""
     if file_type in ZIP_KINDS:
         keep = parts if file_type in KEEP_PARTS_TYPES else None
         kind = ZIP_KINDS[file_type]
@@ -97,6 +100,7 @@ def preflight(
             listing=listing,
             sheets_by_extent=sheets_by_extent,
             sheet_measures=sheet_measures,
+            check_time=check_time,
         )
     if file_type == "pdf":
         if not streams_checked:
@@ -110,7 +114,7 @@ def preflight(
             f"The .{file_type} file contains binary data (NUL bytes); it does not look like text."
         )
     if file_type in HTML_TYPES:
-        return {"html_depth": measure_html(data, limits.max_html_depth)}
+        return {"html_depth": measure_html(data, limits.max_html_depth, check_time)}
     return {}
 
 
@@ -127,6 +131,7 @@ def check_zip(
     listing: list[zipfile.ZipInfo] | None = None,
     sheets_by_extent: bool = True,
     sheet_measures: dict[str, tuple[int, int, int]] | None = None,
+    check_time: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Declared sizes first (cheap), then every member inflated from its raw bytes with hard caps. `parts`
     receives each member's name → its bytes as checked here for XML parts and images (told by their leading
@@ -134,7 +139,8 @@ def check_zip(
     look at them; one that does reads it from the zip). `listing`: the central directory already read from
     `data` (base.resolve_file_type), so that it is read once. `sheets_by_extent`: see preflight.
     `sheet_measures` (with `sheets`) receives each worksheet part's name → (cells written, rows, columns
-    spanned), measured either way, for the reader (sparse_sheets.read_sparse_sheets)."""
+    spanned), measured either way, for the reader (sparse_sheets.read_sparse_sheets). `check_time`: see
+    preflight."""
     # one listing (a damaged zip is refused there); entity declarations are looked for below, in the same
     # inflating pass as the sizes
     infos = _checked_listing(data, limits, what, listing)
@@ -145,7 +151,14 @@ def check_zip(
         if info.is_dir():
             continue
         kept, produced = _inflate_checked(
-            view, info, limits, what, total, keep_parts=parts is not None, workbook=workbook
+            view,
+            info,
+            limits,
+            what,
+            total,
+            keep_parts=parts is not None,
+            workbook=workbook,
+            check_time=check_time,
         )
         total += produced
         if parts is not None:
@@ -204,12 +217,14 @@ class PackageParts(Mapping[str, "bytes | None"]):
     def __len__(self) -> int:
         return len(self.infos)
 
-    def check_rest(self) -> None:
+    def check_rest(self, check_time: Callable[[], None] | None = None) -> None:
         """Every member not read yet, inflated and checked (and dropped), for an engine that reads the zip
-        itself."""
+        itself; `check_time`: see preflight."""
         for name, info in self.infos.items():
             if name not in self.read:
-                _, produced = _inflate_checked(self.view, info, self.limits, self.what, self.inflated)
+                _, produced = _inflate_checked(
+                    self.view, info, self.limits, self.what, self.inflated, check_time=check_time
+                )
                 self.inflated += produced
 
 
@@ -282,6 +297,7 @@ def _inflate_checked(
     *,
     keep_parts: bool = False,
     workbook: Workbook | None = None,
+    check_time: Callable[[], None] | None = None,
 ) -> tuple[bytes | None, int]:
     """One member inflated from its raw bytes under the caps: (its bytes, or None when not kept; the bytes
     produced). It stops at the first piece past the size its header declares or past the member's or the
@@ -289,7 +305,7 @@ def _inflate_checked(
     make it produce more; then the CRC, the ratio, entity declarations in an XML part, HTML nesting and a
     worksheet's cells are checked. `keep_parts`: XML parts and images are kept (check_zip's `parts`), told
     by their name and leading bytes. `workbook`: an xlsx's XML parts go through it (worksheets, shared
-    strings)."""
+    strings). `check_time`: see preflight; called at each piece."""
     produced = 0
     crc = 0
     name = info.filename.lower()
@@ -303,6 +319,8 @@ def _inflate_checked(
     part = workbook.part(info, limits, what) if workbook is not None and entities is not None else None
     judged = False  # whether a non-XML member's leading bytes were looked at
     for piece in _inflate(view, info, what):
+        if check_time is not None:
+            check_time()
         produced += len(piece)
         _check_produced(info, produced, _member_cap(limits, total_before), limits, what)
         crc = isal_zlib.crc32(piece, crc)
@@ -322,7 +340,7 @@ def _inflate_checked(
     if part is not None:
         part.close()
     if markup is not None:
-        measure_html(b"".join(markup), limits.max_html_depth)
+        measure_html(b"".join(markup), limits.max_html_depth, check_time)
     whole = b"".join(kept) if kept is not None else None
     keep = whole is not None and (judged or entities is not None or image_kind(whole) is not None)
     return (whole if keep else None), produced

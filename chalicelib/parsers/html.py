@@ -18,11 +18,9 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from chalicelib.domain.charsets import encodable, text_codec
 from chalicelib.domain.urls import joined
 from chalicelib.parsers.base import (
-    DEFAULT_MAX_CELLS,
     Limits,
     MarkdownBudget,
     ParseContext,
-    check_padded_size,
     image_kind,
     open_zip_checked,
     parse_failed,
@@ -30,6 +28,7 @@ from chalicelib.parsers.base import (
 )
 from chalicelib.parsers.html_depth import measure_html
 from chalicelib.parsers.list_numbers import list_numbering
+from chalicelib.parsers.markdown_tables import DEFAULT_MAX_CELLS, check_padded_size
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
 DROP_TAGS = frozenset(
@@ -415,7 +414,8 @@ def html_to_markdown(
     ctx: ParseContext | None = None,
 ) -> HtmlMarkdown:
     limits = ctx.limits if ctx is not None else Limits()
-    measure_html(html.encode("utf-8", "replace"), limits.max_html_depth)  # before lexbor builds a tree
+    # before lexbor builds a tree (measured already when the upload was UTF-8: then a cache hit)
+    measure_html(html.encode("utf-8", "replace"), limits.max_html_depth, ctx.check_time if ctx else None)
     tree = LexborHTMLParser(html)
     title_node = tree.css_first("title")
     title = _WS.sub(" ", title_node.text()).strip() if title_node is not None else ""
@@ -478,7 +478,7 @@ def parse_mhtml(request: ReadRequest, ctx: ParseContext) -> ReadResult:
 
 
 def _convert_with_map(html: str, base: str, src_map: dict[str, str], ctx: ParseContext) -> HtmlMarkdown:
-    measure_html(html.encode("utf-8", "replace"), ctx.limits.max_html_depth)
+    measure_html(html.encode("utf-8", "replace"), ctx.limits.max_html_depth, ctx.check_time)
     tree = LexborHTMLParser(html)
     if base:
         for img in tree.css("img"):

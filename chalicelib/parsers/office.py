@@ -25,19 +25,17 @@ from lxml import etree
 from chalicelib.domain import metering
 from chalicelib.observability import logger
 from chalicelib.parsers import calamine_child
-from chalicelib.parsers.base import (
-    ParseContext,
-    column_texts,
-    format_table,
-    image_kind,
-    markdown_table,
-    padded_rows,
-    parse_failed,
-    table_cells,
-)
+from chalicelib.parsers.base import ParseContext, image_kind, parse_failed
 from chalicelib.parsers.calamine_child import native_panic
 from chalicelib.parsers.doc_notes import WORD_MARKS, doc_notes
 from chalicelib.parsers.guards import sheet_measures
+from chalicelib.parsers.markdown_tables import (
+    column_texts,
+    format_table,
+    markdown_table,
+    padded_rows,
+    table_cells,
+)
 from chalicelib.parsers.ooxml import R_NS, Package, int_attribute, transitional
 from chalicelib.parsers.sparse_sheets import SparseSheets, read_sparse_sheets
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
@@ -79,15 +77,18 @@ _DOCX_BODY_XSLT = etree.XSLT(
 <xsl:template match="/"><d><xsl:apply-templates select="/*/w:body[1]/*|/*/w:footnote|/*/w:endnote"/></d></xsl:template>
 <xsl:template match="*"/>
 <xsl:template match="w:p">
- <p s="{w:pPr[1]/w:pStyle[1]/@w:val}">
+ <p><xsl:for-each select="w:pPr[1]/w:pStyle[1]/@w:val"><xsl:attribute name="s"><xsl:value-of
+  select="."/></xsl:attribute></xsl:for-each>
   <xsl:if test="w:pPr[1]/w:numPr"><xsl:attribute name="l"><xsl:value-of
    select="(w:pPr[1]/w:numPr/w:ilvl)[1]/@w:val"/></xsl:attribute></xsl:if>
   <xsl:call-template name="text"/>
  </p>
 </xsl:template>
 <xsl:template match="w:tbl">
- <t n="{count(w:tblGrid[1]/w:gridCol)}"><xsl:for-each select="w:tr"><r g="{w:trPr[1]/w:gridBefore[1]/@w:val}"><xsl:for-each select="w:tc">
-  <c s="{w:tcPr[1]/w:gridSpan[1]/@w:val}">
+ <t n="{count(w:tblGrid[1]/w:gridCol)}"><xsl:for-each select="w:tr"><r><xsl:for-each select="w:trPr[1]/w:gridBefore[1]/@w:val"><xsl:attribute
+  name="g"><xsl:value-of select="."/></xsl:attribute></xsl:for-each><xsl:for-each select="w:tc">
+  <c><xsl:for-each select="w:tcPr[1]/w:gridSpan[1]/@w:val"><xsl:attribute name="s"><xsl:value-of
+   select="."/></xsl:attribute></xsl:for-each>
    <xsl:if test="w:tcPr[1]/w:vMerge"><xsl:attribute name="m"><xsl:value-of
     select="w:tcPr[1]/w:vMerge[1]/@w:val"/></xsl:attribute></xsl:if>
    <xsl:for-each select=".//w:p[not(ancestor::w:p)]"><p><xsl:call-template name="text"/></p></xsl:for-each>
@@ -232,7 +233,7 @@ def _docx_table(table: Any, images: _DocxImages, max_chars: int) -> str:
         cells: list[str] = []
         owners: dict[int, tuple[str, int]] = {}
         for tc in tr:
-            grid_span = tc.get("s")  # the transform writes it for every cell, empty when Word wrote none
+            grid_span = tc.get("s")  # the transform writes it only when Word did
             span = min(max(int_attribute(grid_span, 1), 1), max(width - offset, 1)) if grid_span else 1
             merge = tc.get("m")
             if merge is not None and (merge or "continue") == "continue" and offset in above:
@@ -258,48 +259,72 @@ def parse_docx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
     """The main document part read with lxml (ooxml.Package) and its body by one XSLT pass
     (_DOCX_BODY_XSLT): paragraphs with heading styles and list levels, tables, content controls, images put
     back in place. python-docx is not used: it loads every part up front and builds an object per element."""
-    package = Package(request.data, "Word", ctx.limits.zip_max_member_uncompressed, ctx.package_parts)
+    package = Package(
+        request.data,
+        "Word",
+        ctx.limits.zip_max_member_uncompressed,
+        ctx.package_parts,
+        ctx.limits.xml_part_max_marks,
+    )
     try:
         main = package.main_part()
-        root = _word_xml(package, main)
-        if root is None or root.find(f"{_W}body") is None:
-            raise parse_failed("The Word file is damaged or not a .docx document.")
         rels = package.rels(main)
+        # one part's tree at a time (each is under Limits.xml_part_max_marks, not their sum): the styles
+        # before the body, the body's tree and its transform gone (_docx_body returned) before the notes
         styles_part = next((t for kind, t in rels.values() if kind == _STYLES_REL), None)
         levels = _docx_heading_levels(_word_xml(package, styles_part) if styles_part else None)
         images = _DocxImages(package, rels, ctx.limits.max_images)
-        blocks: list[str] = []
-        title = ""
-        for n, child in enumerate(_DOCX_BODY_XSLT(root).getroot()):
-            if n % 256 == 0:
-                ctx.check_time("the Word file")
-            tag = child.tag
-            if tag == "p":
-                text = _docx_paragraph_text(child, images)
-                if not text:
-                    continue
-                level = levels.get(child.get("s"))
-                if level:
-                    blocks.append(f"{'#' * level} {' '.join(text.split())}")
-                    title = title or text
-                elif (ilvl := child.get("l")) is not None:  # a list item
-                    blocks.append(f"{'  ' * min(max(int_attribute(ilvl, 0), 0), 8)}- {text}")
-                else:
-                    blocks.append(text)
-            elif tag == "t":
-                table = _docx_table(child, images, ctx.limits.max_markdown_chars)
-                if table:
-                    blocks.append(table)
-            else:  # "x": a content control's paragraphs (tables of contents, cover pages)
-                for p in child:
-                    text = _docx_paragraph_text(p, images)
-                    if text:
-                        blocks.append(text)
-        blocks.extend(_docx_notes(package, root, rels, images))
+        blocks, title, notes = _docx_body(package, main, rels, levels, images, ctx)
+        blocks.extend(_docx_notes(package, notes, images))
     finally:
         package.close()
     markdown = _join_blocks(blocks)
     return ReadResult(markdown=markdown, images=images.images, title=title.strip()[:300])
+
+
+def _docx_body(
+    package: Package,
+    main: str,
+    rels: dict[str, tuple[str, str]],
+    levels: dict[str, int],
+    images: _DocxImages,
+    ctx: ParseContext,
+) -> tuple[list[str], str, list[tuple[str, str]]]:
+    """The body's blocks of Markdown, its title (the first heading) and the notes parts it refers to."""
+    root = _word_xml(package, main)
+    if root is None or root.find(f"{_W}body") is None:
+        raise parse_failed("The Word file is damaged or not a .docx document.")
+    notes = _referenced_notes(root, rels)
+    body = _DOCX_BODY_XSLT(root).getroot()
+    root = None  # the source tree is not needed while the transform's output is walked
+    blocks: list[str] = []
+    title = ""
+    for n, child in enumerate(body):
+        if n % 256 == 0:
+            ctx.check_time("the Word file")
+        tag = child.tag
+        if tag == "p":
+            text = _docx_paragraph_text(child, images)
+            if not text:
+                continue
+            level = levels.get(child.get("s"))
+            if level:
+                blocks.append(f"{'#' * level} {' '.join(text.split())}")
+                title = title or text
+            elif (ilvl := child.get("l")) is not None:  # a list item
+                blocks.append(f"{'  ' * min(max(int_attribute(ilvl, 0), 0), 8)}- {text}")
+            else:
+                blocks.append(text)
+        elif tag == "t":
+            table = _docx_table(child, images, ctx.limits.max_markdown_chars)
+            if table:
+                blocks.append(table)
+        else:  # "x": a content control's paragraphs (tables of contents, cover pages)
+            for p in child:
+                text = _docx_paragraph_text(p, images)
+                if text:
+                    blocks.append(text)
+    return blocks, title, notes
 
 
 def _word_xml(package: Package, part: str) -> Any | None:
@@ -314,12 +339,10 @@ def _word_xml(package: Package, part: str) -> Any | None:
     return root
 
 
-def _docx_notes(
-    package: Package, body: Any, rels: dict[str, tuple[str, str]], images: _DocxImages
-) -> list[str]:
-    """The footnotes and endnotes as Markdown footnotes (`[^1]: text`) after the body; a notes part is read
-    only when the body refers to a note (Word writes footnotes.xml with its separators into most files)."""
-    blocks: list[str] = []
+def _referenced_notes(body: Any, rels: dict[str, tuple[str, str]]) -> list[tuple[str, str]]:
+    """The notes parts (footnotes, endnotes) the body refers to, with their marks' prefix: a notes part is
+    read only when the body refers to a note (Word writes footnotes.xml with its separators into most
+    files)."""
     wanted: list[tuple[str, str, str]] = []
     for rel_type, reference, prefix in _NOTES:
         part = next((target for kind, target in rels.values() if kind == rel_type), None)
@@ -332,9 +355,13 @@ def _docx_notes(
         referenced.add(found.tag)
         if len(referenced) == len(tags):
             break
-    for part, reference, prefix in wanted:
-        if reference not in referenced:
-            continue
+    return [(part, prefix) for part, reference, prefix in wanted if reference in referenced]
+
+
+def _docx_notes(package: Package, parts: list[tuple[str, str]], images: _DocxImages) -> list[str]:
+    """The footnotes and endnotes as Markdown footnotes (`[^1]: text`) after the body."""
+    blocks: list[str] = []
+    for part, prefix in parts:
         notes = _word_xml(package, part)
         if notes is None:
             continue

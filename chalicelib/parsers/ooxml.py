@@ -17,7 +17,7 @@ from typing import Any
 
 from lxml import etree
 
-from chalicelib.parsers.base import ZIP_DIRECTORY_ERRORS, ZIP_MEMBER_ERRORS, parse_failed, read_member
+from chalicelib.parsers.base import ZIP_DIRECTORY_ERRORS, ZIP_MEMBER_ERRORS, Limits, parse_failed, read_member
 
 R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _PKG_REL = "{http://schemas.openxmlformats.org/package/2006/relationships}Relationship"
@@ -77,14 +77,21 @@ class Package:
     """An OOXML package: parts by name, relationships by source part. Given the members the reader's
     preflight already inflated and checked (ParseContext.package_parts), it reads the XML parts and images
     from those, and opens the zip only for a member the preflight did not keep; else it opens the zip and
-    inflates each part it is asked for."""
+    inflates each part it is asked for. A part with more markup than `mark_limit` (Limits.xml_part_max_marks)
+    is refused before it is parsed."""
 
     def __init__(
-        self, data: bytes, what: str, member_limit: int, parts: Mapping[str, bytes | None] | None = None
+        self,
+        data: bytes,
+        what: str,
+        member_limit: int,
+        parts: Mapping[str, bytes | None] | None = None,
+        mark_limit: int = Limits.xml_part_max_marks,
     ) -> None:
         self.data = data
         self.what = what
         self.member_limit = member_limit
+        self.mark_limit = mark_limit
         self.parts = parts
         self.zip: zipfile.ZipFile | None = None
         self.rels_by_bytes: dict[tuple[str, bytes], dict[str, tuple[str, str]]] = {}
@@ -119,6 +126,14 @@ class Package:
         return None if raw is None else self._parsed(name, raw)
 
     def _parsed(self, name: str, raw: bytes) -> Any:
+        # the tree's size told by the bytes (two C scans): past the limit, lxml would take gigabytes
+        marks = raw.count(b"<") + raw.count(b"=")
+        if marks > self.mark_limit:
+            raise parse_failed(
+                f"The {self.what} file's part {name} has {marks:,} XML tags and attributes, more than the "
+                f"{self.mark_limit:,} one part may have to be read in memory; it looks like a zip bomb (split a "
+                "real document into smaller files)."
+            )
         try:
             return etree.fromstring(raw, _PARSER)
         except etree.XMLSyntaxError as exc:

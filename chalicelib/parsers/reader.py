@@ -141,6 +141,9 @@ class EngineDocReader:
         # A docx/pptx: the central directory's claims now, each member checked as it is read (the builtin
         # reader never inflates the theme, fonts, layouts...); any other engine gets every member checked first.
         engine, note = self.choose(actual, request.engine, options)  # a lookup: nothing parsed yet
+        # the parse budget's clock starts here: the preflight (an EPUB's chapters, a page's nesting measured)
+        # is part of the parse and checks it too
+        ctx = ParseContext(ocr=ocr, asr=asr, limits=limits, options=options)
         package = open_package(request.data, actual, limits, listing)
         # an xlsx's sheets as the preflight measured them, for the builtin reader's sparse sheets
         sheets: dict[str, tuple[int, int, int]] | None = {} if actual == "xlsx" else None
@@ -159,12 +162,11 @@ class EngineDocReader:
                 streams_checked="page_range" in options,
                 sheets_by_extent=engine.name != "builtin",
                 sheet_measures=sheets,
+                check_time=ctx.check_time,
             )
-        ctx = ParseContext(
-            ocr=ocr, asr=asr, limits=limits, options=options, package_parts=package, sheet_measures=sheets
-        )
+        ctx.package_parts, ctx.sheet_measures = package, sheets
         if package is not None and engine.name != "builtin":
-            package.check_rest()
+            package.check_rest(ctx.check_time)
         inner = ReadRequest(
             data=request.data,
             file_name=request.file_name,

@@ -12,7 +12,8 @@ from typing import Any
 
 from lxml import etree
 
-from chalicelib.parsers.base import MarkdownBudget, ParseContext, image_kind, markdown_table, parse_failed
+from chalicelib.parsers.base import MarkdownBudget, ParseContext, image_kind, parse_failed
+from chalicelib.parsers.markdown_tables import markdown_table
 from chalicelib.parsers.ooxml import R_NS, Package, int_attribute
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 
@@ -345,7 +346,15 @@ def _slide_text(
 
 
 def parse_pptx(request: ReadRequest, ctx: ParseContext) -> ReadResult:
-    package = Package(request.data, "PowerPoint", ctx.limits.zip_max_member_uncompressed, ctx.package_parts)
+    # half the marks a docx part may hold: a slide's chart is parsed while the slide's shapes are still held
+    # (a slide and a chart each at the docx limit peaked at 2.6 GB; real slides hold ~10 k marks)
+    package = Package(
+        request.data,
+        "PowerPoint",
+        ctx.limits.zip_max_member_uncompressed,
+        ctx.package_parts,
+        mark_limit=ctx.limits.xml_part_max_marks // 2,
+    )
     try:
         main = package.main_part()
         presentation = package.xml(main)

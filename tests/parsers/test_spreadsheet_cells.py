@@ -56,6 +56,6 @@ def test_a_line_leaves_out_empty_cells_wherever_they_are_and_keeps_commas_in_the
 
 def test_a_markdown_table_keeps_equal_numbers_of_different_types_apart() -> None:
     """1, 1.0 and True hash alike; the memoised column mapper must not give them one text."""
-    from chalicelib.parsers.base import markdown_table
+    from chalicelib.parsers.markdown_tables import markdown_table
 
     assert markdown_table([["n"], [1], [1.0], [True]]) == "| n |\n|---|\n| 1 |\n| 1.0 |\n| True |"

@@ -17,7 +17,8 @@ from chalicelib.commands import CreateKnowledgeBase, ProcessConfig, UpdateKnowle
 from chalicelib.domain.errors import BadRequest
 from chalicelib.domain.process_config import resolve
 from chalicelib.domain.types import ChunkingConfig, KnowledgeBase
-from chalicelib.parsers.base import ParseContext, markdown_table
+from chalicelib.parsers.base import ParseContext
+from chalicelib.parsers.markdown_tables import markdown_table
 from chalicelib.parsers.office import _sheet_table, parse_spreadsheet
 from chalicelib.parsers.simple import csv_to_markdown
 from chalicelib.ports import ReadRequest
