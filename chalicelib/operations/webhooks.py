@@ -30,6 +30,8 @@ from chalicelib.services.ownership import require_kb
 from chalicelib.services.webhook_messages import delivery_lane
 
 MAX_WEBHOOKS_PER_KB = 20
+#: writes of one PUT, each on a fresh read, while other PUTs of the webhook land between read and write
+UPDATE_TRIES = 3
 
 
 # ---------------------------------------------------------------- the request bodies
@@ -154,12 +156,37 @@ def get_webhook(deps: Dependencies, tenant_id: str, kb_id: str, webhook_id: str)
 def update_webhook(
     deps: Dependencies, tenant_id: str, kb_id: str, webhook_id: str, request: UpdateWebhookRequest
 ) -> dict[str, Any]:
-    hook = _require(deps, tenant_id, kb_id, webhook_id)
-    # a new URL, or switching it back on, is the tenant saying the receiver is fixed: the breaker starts
-    # afresh (stages/webhooks.py), so new deliveries go to it at once rather than at the next probe
-    resume = (request.url is not None and request.url != hook.url) or (request.enabled and not hook.enabled)
+    """Writes only the request's fields, on the webhook as read; when another PUT landed between the read
+    and the write (the write's condition), reads again and re-applies them, so neither PUT undoes the
+    other's fields; 409 `webhook_write_conflict` when others keep landing."""
+    read = _require(deps, tenant_id, kb_id, webhook_id)
     if request.url is not None:
         deps.urls.check(request.url)
+    for _ in range(UPDATE_TRIES):
+        hook, resume = _changed(read, request)
+        written = deps.webhooks.update(hook, read=read, resume=resume)
+        if written == "written":
+            if resume:
+                hook = replace(hook, failures_in_a_row=0, paused_at="", probe_at=0, probes=0, failure_score=0)
+            return present(hook)
+        if written == "gone":  # deleted while this request checked its URL
+            raise NotFound(f"webhook {webhook_id} not found", code="webhook_not_found")
+        read = _require(deps, tenant_id, kb_id, webhook_id)
+    raise Conflict(
+        f"webhook {webhook_id} was changed by other requests while this one wrote it; send it again",
+        code="webhook_write_conflict",
+    )
+
+
+def _changed(read: Webhook, request: UpdateWebhookRequest) -> tuple[Webhook, bool]:
+    """The webhook as read with the request's fields set, and whether the write resumes it: a new URL, or
+    switching it back on, is the tenant saying the receiver is fixed: the breaker starts afresh
+    (stages/webhooks.py), so new deliveries go to it at once rather than at the next probe."""
+    resume = (request.url is not None and request.url != read.url) or bool(
+        request.enabled and not read.enabled
+    )
+    hook = replace(read, event_types=list(read.event_types), updated_at=now_iso())
+    if request.url is not None:
         hook.url = request.url
     if request.event_types is not None:
         hook.event_types = list(request.event_types)
@@ -167,12 +194,7 @@ def update_webhook(
         hook.description = request.description
     if request.enabled is not None:
         hook.enabled = request.enabled
-    hook.updated_at = now_iso()
-    if not deps.webhooks.update(hook, resume=bool(resume)):  # deleted while this request checked its URL
-        raise NotFound(f"webhook {webhook_id} not found", code="webhook_not_found")
-    if resume:
-        hook = replace(hook, failures_in_a_row=0, paused_at="", probe_at=0, probes=0, failure_score=0)
-    return present(hook)
+    return hook, resume
 
 
 def rotate_secret(

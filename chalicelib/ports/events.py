@@ -45,6 +45,16 @@ class Webhook:
     #: slow lane while it is at or above services.webhook_messages.DEGRADED_SCORE
     failure_score: int = 0
 
+    def settings(self) -> tuple[str, tuple[str, ...], bool, str, str]:
+        """What a change of settings writes (`WebhookRepo.update`): the fields another PUT may have changed
+        between a read and a write (`updated_at` among them, so any PUT that landed shows)."""
+        return (self.url, tuple(self.event_types), self.enabled, self.description, self.updated_at)
+
+
+#: what `WebhookRepo.update` did: `written`; `gone` (deleted meanwhile, nothing written); `changed` (its
+#: settings are no longer those the caller read: nothing written, read again and re-apply the change)
+WebhookUpdate = Literal["written", "gone", "changed"]
+
 
 @dataclass(frozen=True)
 class DeliveryRecord:
@@ -110,13 +120,17 @@ class WebhookRepo(Protocol):
         """Writes the webhook as it is, outside the count `create` keeps (a store's seeding, tests)."""
         ...
 
-    def update(self, webhook: Webhook, *, resume: bool = False) -> bool:
-        """Writes the webhook's settings (URL, event types, description, enabled, updated_at) only while it
-        exists (a conditional write): False when it was deleted meanwhile, so an update racing a delete
-        never brings it back. Its secrets stay as stored: a rotation between the read and this write holds
-        (a store that keeps the secret beside the settings tries again with the rotated one; Conflict
-        `webhook_write_conflict` when rotations keep coming between). The breaker's state stays too, unless
-        `resume`: then the same write clears it (no failures, not paused, no probes, a score of 0)."""
+    def update(self, webhook: Webhook, *, read: Webhook, resume: bool = False) -> WebhookUpdate:
+        """Writes the webhook's settings (URL, event types, description, enabled, updated_at) in one
+        conditional write, only while it exists and its stored settings are still `read`'s (the webhook as
+        the caller read it, before applying its change): `gone` when it was deleted meanwhile (an update
+        racing a delete never brings it back), `changed` when another change of settings landed since the
+        read (nothing written: the caller reads again and re-applies its own fields, so neither change is
+        lost). Its secrets stay as stored: a rotation between the read and this write holds (a store that
+        keeps the secret beside the settings tries again with the rotated one; Conflict
+        `webhook_write_conflict` when rotations keep coming between). The breaker's state stays too (its
+        writes never make this one `changed`), unless `resume`: then the same write clears it (no failures,
+        not paused, no probes, a score of 0)."""
         ...
 
     def rotate_secret(self, webhook: Webhook, expected_secret: str) -> bool:

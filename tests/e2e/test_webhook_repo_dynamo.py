@@ -4,10 +4,11 @@ template)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from service.webhook_repo_contract import WebhookRepoContract, make_hook
+from service.webhook_repo_contract import WebhookRepoContract, make_hook, read_back
 
 from chalicelib.adapters.dynamo.webhooks import DynamoWebhookRepo
 from chalicelib.bootstrap import Services
@@ -92,7 +93,7 @@ def test_a_row_from_before_rotations_keeps_its_secret_in_its_body_until_an_updat
     hook = make_hook(kb_id)
     repo.model(kb_id, f"hook#{hook.id}", body=_head_body(hook)).save()
     assert repo.get(kb_id, hook.id) == hook and repo.list_kb(kb_id) == [hook]
-    assert repo.update(replace(hook, description="changed"))
+    assert repo.update(replace(hook, description="changed"), read=hook) == "written"
     assert repo.get(kb_id, hook.id) == replace(hook, description="changed")
     assert _body_secret(repo, hook) == hook.secret
 
@@ -116,7 +117,8 @@ def test_the_body_keeps_the_current_secret_for_code_from_before_rotations(module
     previous = [PreviousSecret(hook.secret, "2027-01-01T00:00:00.000Z")]
     assert repo.rotate_secret(replace(hook, secret="whsec_s1", previous_secrets=previous), hook.secret)
     assert _body_secret(repo, hook) == "whsec_s1"
-    assert repo.update(replace(hook, description="changed"))  # read before the rotation: secret whsec_x
+    # read before the rotation: secret whsec_x
+    assert repo.update(replace(hook, description="changed"), read=hook) == "written"
     assert _body_secret(repo, hook) == "whsec_s1"
     stored = repo.get(hook.kb_id, hook.id)
     assert stored == replace(hook, description="changed", secret="whsec_s1", previous_secrets=previous)
@@ -131,6 +133,7 @@ def test_a_settings_change_between_a_rotations_read_and_write_is_kept_and_the_ro
     hook = make_hook(f"kb-{uuid.uuid4()}")
     repo.put(hook)
     read = repo._item
+    other = DynamoWebhookRepo(repo.model)  # another request's (its reads are not the ones patched here)
     reads = 0
 
     def changed_after_the_first_read(kb_id: str, webhook_id: str) -> object:
@@ -138,7 +141,7 @@ def test_a_settings_change_between_a_rotations_read_and_write_is_kept_and_the_ro
         reads += 1
         item = read(kb_id, webhook_id)
         if reads == 1:
-            assert repo.update(replace(hook, description="renamed"))
+            assert other.update(replace(hook, description="renamed"), read=hook) == "written"
         return item
 
     monkeypatch.setattr(repo, "_item", changed_after_the_first_read)
@@ -159,10 +162,12 @@ def test_a_rotation_overtaken_by_changes_every_time_is_a_409_not_a_loop(
     hook = make_hook(f"kb-{uuid.uuid4()}")
     repo.put(hook)
     read = repo._item
+    other = DynamoWebhookRepo(repo.model)  # another request's (its reads are not the ones patched here)
 
     def always_changed(kb_id: str, webhook_id: str) -> object:
         item = read(kb_id, webhook_id)
-        assert repo.update(replace(hook, description=str(uuid.uuid4())))
+        changed = replace(hook, description=str(uuid.uuid4()))
+        assert other.update(changed, read=read_back(other, hook)) == "written"
         return item
 
     monkeypatch.setattr(repo, "_item", always_changed)
@@ -172,3 +177,65 @@ def test_a_rotation_overtaken_by_changes_every_time_is_a_409_not_a_loop(
     monkeypatch.undo()
     stored = repo.get(hook.kb_id, hook.id)
     assert stored is not None and stored.secret == hook.secret
+
+
+def _between_the_updates_read_and_write(
+    repo: DynamoWebhookRepo, monkeypatch: pytest.MonkeyPatch, write: Callable[[], None]
+) -> None:
+    """Runs `write` (another request's) right after the update's own first read of the row."""
+    read = repo._item
+    reads = 0
+
+    def then_written(kb_id: str, webhook_id: str) -> object:
+        nonlocal reads
+        reads += 1
+        item = read(kb_id, webhook_id)
+        if reads == 1:
+            write()
+        return item
+
+    monkeypatch.setattr(repo, "_item", then_written)
+
+
+def test_a_put_landing_between_an_updates_own_read_and_write_makes_it_changed_not_undone(
+    module_services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rev_events #1 on the table: the write's condition is the body read; another PUT's body fails it, and
+    the fresh read finds other settings than the caller's: `changed`, the other PUT's URL stays."""
+    repo = _dynamo_repo(module_services)
+    other = DynamoWebhookRepo(repo.model)
+    hook = make_hook(f"kb-{uuid.uuid4()}")
+    repo.put(hook)
+    moved = replace(hook, url="https://93.184.216.35/new", updated_at="2026-01-02T00:00:00.000Z")
+    _between_the_updates_read_and_write(
+        repo, monkeypatch, lambda: assert_written(other.update(moved, read=hook, resume=True))
+    )
+    renamed = replace(hook, description="renamed", updated_at="2026-01-03T00:00:00.000Z")
+    assert repo.update(renamed, read=hook) == "changed"
+    monkeypatch.undo()
+    assert repo.get(hook.kb_id, hook.id) == moved
+
+
+def test_a_rotation_between_an_updates_own_read_and_write_is_no_change_of_settings(
+    module_services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rotation changed the body (its secret): the update writes again from a fresh read, with the
+    rotated secret, and is `written`."""
+    repo = _dynamo_repo(module_services)
+    other = DynamoWebhookRepo(repo.model)
+    hook = make_hook(f"kb-{uuid.uuid4()}")
+    repo.put(hook)
+    previous = [PreviousSecret(hook.secret, "2027-01-01T00:00:00.000Z")]
+    rotated = replace(hook, secret="whsec_s1", previous_secrets=previous)
+    _between_the_updates_read_and_write(
+        repo, monkeypatch, lambda: assert_written(other.rotate_secret(rotated, hook.secret))
+    )
+    renamed = replace(hook, description="renamed", updated_at="2026-01-02T00:00:00.000Z")
+    assert repo.update(renamed, read=hook) == "written"
+    monkeypatch.undo()
+    assert repo.get(hook.kb_id, hook.id) == replace(renamed, secret="whsec_s1", previous_secrets=previous)
+    assert _body_secret(repo, hook) == "whsec_s1"
+
+
+def assert_written(answer: object) -> None:
+    assert answer in (True, "written"), answer

@@ -150,10 +150,10 @@ def test_a_settings_change_racing_a_rotation_keeps_the_new_secret(
     write = deps.webhooks.update
     rotated: dict[str, Any] = {}
 
-    def overtaken(webhook: Any, *, resume: bool = False) -> bool:
+    def overtaken(webhook: Any, **kwargs: Any) -> Any:
         monkeypatch.setattr(deps.webhooks, "update", write)
         rotated.update(rotate(deps, kb, hook_id))
-        return write(webhook, resume=resume)
+        return write(webhook, **kwargs)
 
     monkeypatch.setattr(deps.webhooks, "update", overtaken)
     changed = webhooks.update_webhook(

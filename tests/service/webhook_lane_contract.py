@@ -12,7 +12,7 @@ import pytest
 
 from chalicelib.ports import WebhookRepo
 
-from .webhook_repo_contract import make_hook
+from .webhook_repo_contract import make_hook, read_back
 
 
 def _score(hooks: WebhookRepo, kb_id: str, hook_id: str) -> int:
@@ -77,8 +77,8 @@ class WebhookLaneContract:
         for _ in range(4):
             hooks.count_failure(kb_id, hook.id, 100, 1000)
         hook.description = "changed"
-        assert hooks.update(hook)
+        assert hooks.update(hook, read=read_back(hooks, hook)) == "written"
         assert _score(hooks, kb_id, hook.id) == 4
         hook.url = "https://93.184.216.35/fixed"
-        assert hooks.update(hook, resume=True)
+        assert hooks.update(hook, read=read_back(hooks, hook), resume=True) == "written"
         assert _score(hooks, kb_id, hook.id) == 0

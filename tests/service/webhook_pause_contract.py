@@ -11,7 +11,7 @@ import pytest
 
 from chalicelib.ports import WebhookRepo
 
-from .webhook_repo_contract import make_hook
+from .webhook_repo_contract import make_hook, read_back
 
 
 class WebhookPauseContract:
@@ -63,7 +63,7 @@ class WebhookPauseContract:
         hooks.put(hook)
         assert hooks.count_failure(kb_id, hook.id, 1, 1000).paused
         hook.description = "changed"  # a PUT that read the webhook before it was paused
-        assert hooks.update(hook)
+        assert hooks.update(hook, read=read_back(hooks, hook)) == "written"
         stored = hooks.get(kb_id, hook.id)
         assert stored is not None and stored.description == "changed"
         assert (stored.failures_in_a_row, stored.probe_at) == (1, 1000) and stored.paused_at
@@ -117,9 +117,9 @@ class WebhookPauseContract:
         assert hooks.count_failure(kb_id, hook.id, 1, 1000).paused
         assert hooks.claim_probe(kb_id, hook.id, 1000, 1030)
         hook.url = "https://93.184.216.35/fixed"
-        assert hooks.update(hook, resume=True)
+        assert hooks.update(hook, read=read_back(hooks, hook), resume=True) == "written"
         stored = hooks.get(kb_id, hook.id)
         assert stored is not None and stored.url == "https://93.184.216.35/fixed"
         assert (stored.failures_in_a_row, stored.paused_at, stored.probe_at, stored.probes) == (0, "", 0, 0)
         assert hooks.delete(kb_id, hook.id)
-        assert not hooks.update(hook, resume=True) and hooks.get(kb_id, hook.id) is None
+        assert hooks.update(hook, read=hook, resume=True) == "gone" and hooks.get(kb_id, hook.id) is None

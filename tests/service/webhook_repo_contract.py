@@ -27,6 +27,13 @@ def make_hook(kb_id: str, created_at: str = "2026-01-01T00:00:00.000Z") -> Webho
     )
 
 
+def read_back(hooks: WebhookRepo, hook: Webhook) -> Webhook:
+    """The webhook as stored: what a PUT reads before it changes `hook`'s settings (`update`'s `read`)."""
+    stored = hooks.get(hook.kb_id, hook.id)
+    assert stored is not None
+    return stored
+
+
 def record(hook: Webhook, attempt: int, at: str, outcome: str = "retrying") -> DeliveryRecord:
     return DeliveryRecord(
         webhook_id=hook.id,
@@ -51,12 +58,12 @@ class WebhookRepoContract:
         return f"kb-{uuid.uuid4()}"
 
     def test_an_update_never_brings_back_a_deleted_webhook(self, hooks: WebhookRepo, kb_id: str) -> None:
-        hook = make_hook(kb_id)
-        hooks.put(hook)
-        hook.description = "changed"
-        assert hooks.update(hook) and hooks.get(kb_id, hook.id) == hook
+        read = make_hook(kb_id)
+        hooks.put(read)
+        hook = replace(read, description="changed")
+        assert hooks.update(hook, read=read) == "written" and hooks.get(kb_id, hook.id) == hook
         assert hooks.delete(kb_id, hook.id)
-        assert not hooks.update(hook)  # a PUT that read it before the DELETE
+        assert hooks.update(hook, read=hook) == "gone"  # a PUT that read it before the DELETE
         assert hooks.get(kb_id, hook.id) is None and hooks.list_kb(kb_id) == []
 
     def test_webhooks_round_trip_in_their_knowledge_base_oldest_first(
@@ -166,9 +173,49 @@ class WebhookRepoContract:
         read_before = replace(
             hook, description="changed", enabled=False, updated_at="2026-01-03T00:00:00.000Z"
         )
-        assert hooks.update(read_before)
+        assert hooks.update(read_before, read=hook) == "written"
         assert hooks.get(kb_id, hook.id) == replace(
             rotated, description="changed", enabled=False, updated_at="2026-01-03T00:00:00.000Z"
         )
         hooks.put(rotated)  # a put writes the secrets too
         assert hooks.get(kb_id, hook.id) == rotated
+
+    def test_an_update_writes_nothing_when_another_change_of_settings_landed_since_its_read(
+        self, hooks: WebhookRepo, kb_id: str
+    ) -> None:
+        """rev_events #1: two PUTs at once: the one that read before the other wrote is `changed` (its caller
+        re-applies its own fields on a new read), never writing back the settings it read."""
+        read = make_hook(kb_id)
+        hooks.put(read)
+        moved = replace(read, url="https://93.184.216.35/new", updated_at="2026-01-02T00:00:00.000Z")
+        assert hooks.update(moved, read=read, resume=True) == "written"
+        late = replace(read, description="renamed", updated_at="2026-01-03T00:00:00.000Z")
+        assert hooks.update(late, read=read) == "changed"
+        assert hooks.update(replace(late, enabled=False), read=read, resume=True) == "changed"
+        assert hooks.get(kb_id, read.id) == moved
+
+    def test_the_breakers_and_a_rotations_writes_since_the_read_are_no_change_of_settings(
+        self, hooks: WebhookRepo, kb_id: str
+    ) -> None:
+        """The stage's writes (failures, pause, probe) and a rotation touch their own fields: a PUT that read
+        before them is written, and leaves them as they are."""
+        read = make_hook(kb_id)
+        hooks.put(read)
+        assert hooks.count_failure(kb_id, read.id, 1, 1000).paused
+        assert hooks.claim_probe(kb_id, read.id, 1000, 1030)
+        previous = [PreviousSecret("whsec_x", "2026-01-05T00:00:00.000Z")]
+        assert hooks.rotate_secret(replace(read, secret="whsec_new", previous_secrets=previous), "whsec_x")
+        renamed = replace(read, description="renamed", updated_at="2026-01-02T00:00:00.000Z")
+        assert hooks.update(renamed, read=read) == "written"
+        stored = hooks.get(kb_id, read.id)
+        assert stored is not None and stored.paused_at
+        assert stored == replace(
+            renamed,
+            secret="whsec_new",
+            previous_secrets=previous,
+            failures_in_a_row=1,
+            paused_at=stored.paused_at,
+            probe_at=1030,
+            probes=1,
+            failure_score=1,
+        )

@@ -21,9 +21,11 @@ may still sign), so a rotation is one UpdateItem conditional on the secret it re
 also kept in the body (key "secret", where code from before rotations reads it, so a rollback keeps
 signing with it); the attribute wins when both are there, and a row from before rotations (no attribute)
 is read from its body. The body is one JSON string, whose fields an UpdateItem cannot set one by one:
-so a rotation writes the whole body as it read it with the new secret, conditional on the body being
-unchanged too, and a change of settings writes the body with the secret it read, conditional on that
-secret being still the stored one; either tries again from a fresh read when the other came between.
+so a rotation writes the whole body as it read it with the new secret, and a change of settings writes
+the body with the secret it read, each conditional on the body and secret being still the ones it read;
+either tries again from a fresh read when the other came between. A change of settings whose fresh read
+finds other settings than its caller read (another PUT landed) writes nothing and says so: the caller
+re-applies its own fields on a new read, so of two PUTs at once neither undoes the other's fields.
 
 The cap of webhooks per knowledge base is the item `meta` of its partition (`hook_count`), as the tags
 table keeps its own: a create adds one in the same transaction as its put, only while under the cap; a
@@ -53,7 +55,7 @@ from chalicelib.domain.clock import now_iso
 from chalicelib.domain.errors import Conflict
 from chalicelib.domain.webhooks import PreviousSecret
 from chalicelib.ports import DeliveryRecord, ServiceUnreachable, Webhook
-from chalicelib.ports.events import DeliveryTry, FailureCounted, TryClaim
+from chalicelib.ports.events import DeliveryTry, FailureCounted, TryClaim, WebhookUpdate
 from chalicelib.settings import Settings
 
 HOOK = "hook#"
@@ -220,28 +222,32 @@ class DynamoWebhookRepo:
             # another create or delete came between the read and the write: read again
         raise _crowded(kb_id)
 
-    def update(self, webhook: Webhook, *, resume: bool = False) -> bool:
-        """Writes the settings with the secret stored: the one read, or when a rotation came between the
-        read and the write (the condition fails), the one a fresh read finds."""
+    def update(self, webhook: Webhook, *, read: Webhook, resume: bool = False) -> WebhookUpdate:
+        """Writes the settings with the secret stored, conditional on the body (and secret) as a fresh read
+        finds them, while their settings are still the ones the caller read: a rotation between the read and
+        the write (the body's secret changed) is written again from the next read; another change of
+        settings is `changed`, for the caller to re-apply its own fields on."""
         m = self.model
-        secret = webhook.secret
         for _ in range(WRITE_TRIES):
+            item = self._item(webhook.kb_id, webhook.id)
+            if item is None:
+                return "gone"
+            if _hook(item).settings() != read.settings():
+                return "changed"
+            secret = _stored_secret(item)
             # a row from before rotations has no attribute: its body holds the secret read
-            unchanged = (m.secret == secret) | m.secret.does_not_exist()
-            settings = [m.body.set(_hook_body(replace(webhook, secret=secret))), m.secret.set(secret)]
+            same_secret = m.secret == item.secret if item.secret else m.secret.does_not_exist()
+            actions = [m.body.set(_hook_body(replace(webhook, secret=secret))), m.secret.set(secret)]
             try:
                 m(webhook.kb_id, f"{HOOK}{webhook.id}").update(
-                    actions=settings + ([*_clear_breaker(m), m.score.remove()] if resume else []),
-                    condition=m.key.exists() & unchanged,
+                    actions=actions + ([*_clear_breaker(m), m.score.remove()] if resume else []),
+                    condition=same_secret & (m.body == item.body),
                 )
-                return True
+                return "written"
             except UpdateError as error:
                 if not _condition_failed(error):
                     raise
-            stored = self._item(webhook.kb_id, webhook.id)
-            if stored is None:
-                return False
-            secret = _stored_secret(stored)
+            # a rotation, another change of settings or a delete came between: the next read tells
         raise _overtaken(webhook)
 
     def rotate_secret(self, webhook: Webhook, expected_secret: str) -> bool:

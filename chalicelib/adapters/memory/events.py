@@ -11,7 +11,7 @@ from dataclasses import replace
 from chalicelib.domain.clock import now_iso
 from chalicelib.domain.events import Event
 from chalicelib.ports import DeliveryRecord, Webhook
-from chalicelib.ports.events import DeliveryTry, FailureCounted, TryClaim
+from chalicelib.ports.events import DeliveryTry, FailureCounted, TryClaim, WebhookUpdate
 
 
 class MemoryEventPublisher:
@@ -54,11 +54,13 @@ class MemoryWebhookRepo:
         with self._lock:
             self._hooks[(webhook.kb_id, webhook.id)] = copy.deepcopy(webhook)
 
-    def update(self, webhook: Webhook, *, resume: bool = False) -> bool:
+    def update(self, webhook: Webhook, *, read: Webhook, resume: bool = False) -> WebhookUpdate:
         with self._lock:
             stored = self._hooks.get((webhook.kb_id, webhook.id))
             if stored is None:
-                return False
+                return "gone"
+            if stored.settings() != read.settings():  # another PUT landed since the caller's read
+                return "changed"
             updated = replace(
                 copy.deepcopy(webhook), secret=stored.secret, previous_secrets=stored.previous_secrets
             )
@@ -76,7 +78,7 @@ class MemoryWebhookRepo:
                 _clear_breaker(updated)
                 updated.failure_score = 0
             self._hooks[(webhook.kb_id, webhook.id)] = updated
-            return True
+            return "written"
 
     def rotate_secret(self, webhook: Webhook, expected_secret: str) -> bool:
         with self._lock:
