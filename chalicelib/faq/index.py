@@ -44,7 +44,9 @@ class FaqIndex:
         """Where removals go; None when the knowledge base can no longer be served: its index entries cannot
         be named any more, and a delete must not fail on a configuration problem (as a document's)."""
         if not self._removal_checked:
-            self._removal_space = index_space_if_usable(self.deps, self.kb) if self.active else None
+            # whatever the knowledge base indexes now: entries written before its indexing was switched off
+            # ('for new documents only') are still there, and nothing else would ever remove them
+            self._removal_space = index_space_if_usable(self.deps, self.kb)
             self._removal_checked = True
         return self._removal_space
 

@@ -48,6 +48,7 @@ from chalicelib.ports.wiki import PagePosition
 from chalicelib.services import resources
 from chalicelib.services.events import announce, reparse_started_again
 from chalicelib.services.tag_names import tag_by_names, tag_names
+from chalicelib.services.usable import index_space_if_usable
 from chalicelib.tasks.delete import delete_one
 from chalicelib.tasks.move_across import carry_objects, remove_carried
 from chalicelib.tasks.reembed import reembed_running
@@ -364,10 +365,9 @@ def _follow_moved_on(
             or current.attempt != row.attempt
             or current.parse_status == ParseStatus.DELETING
         ):
-            if here.indexing_strategy.needs_embedding:
-                deps.engine(here.retrieval_engine).delete_by_knowledge(
-                    index_space(deps, here), here.id, [row.id]
-                )
+            # whatever `here` indexes now (entries written before its indexing was switched off too)
+            if (space := index_space_if_usable(deps, here)) is not None:
+                deps.engine(here.retrieval_engine).delete_by_knowledge(space, here.id, [row.id])
             deps.chunks.repoint(row.id, current.kb_id)
             _retract(deps, here, row.id)
             return
@@ -393,9 +393,9 @@ def _carry_on_from_source(
         if here is not None and is_open(here) and row.parse_status == ParseStatus.COMPLETED:
             _reparse_in_target(deps, row, source, here)
         return
-    if not source.indexing_strategy.needs_embedding:
-        return
-    if deps.engine(source.retrieval_engine).count(index_space(deps, source), source.id, row.id):
+    # whatever the source indexes now: entries written before its indexing was switched off follow too
+    space = index_space_if_usable(deps, source)
+    if space is not None and deps.engine(source.retrieval_engine).count(space, source.id, row.id):
         _follow_moved_on(deps, row, source, row)  # `row` was read just now, by `move_one`
 
 
@@ -442,8 +442,10 @@ def _remove_move_leftovers(
     is always safe. A target deleted since (None) is cleaned by its id: its entries in the source's engine
     and index space, which it shared (`check_compatible`, for a move that carries entries)."""
     for kb_id, kb in ((source.id if source else "", source), (target_id, target or source)):
-        if kb is not None and kb.indexing_strategy.needs_embedding:
-            deps.engine(kb.retrieval_engine).delete_by_knowledge(index_space(deps, kb), kb_id, [knowledge_id])
+        # whatever it indexes now (entries written before its indexing was switched off are still there)
+        space = index_space_if_usable(deps, kb) if kb is not None else None
+        if kb is not None and space is not None:
+            deps.engine(kb.retrieval_engine).delete_by_knowledge(space, kb_id, [knowledge_id])
     deps.chunks.delete_all(knowledge_id)
     deps.tags.remove_knowledge(knowledge_id)
     _retract(deps, source, knowledge_id)  # a move that died before it retracted them from the source
@@ -458,11 +460,17 @@ def _remove_move_leftovers(
 
 
 def _repoint(deps: Dependencies, row: Knowledge, source_kb_id: str, target: KnowledgeBase) -> None:
-    """Index entries into the target (dropped from the source) and the chunks repointed: no embedding."""
-    if target.indexing_strategy.needs_embedding:
-        moved = deps.engine(target.retrieval_engine).move_knowledge(
-            index_space(deps, target), source_kb_id, target.id, [row.id]
-        )
+    """Index entries into the target (dropped from the source) and the chunks repointed: no embedding.
+    Whatever the target indexes now: a document indexed before its source's indexing was switched off keeps
+    its entries, and they go with it (into a target that indexes nothing too, `check_compatible`), where
+    its delete takes them; left under the source's id, nothing would ever remove them."""
+    space = (
+        index_space(deps, target)
+        if target.indexing_strategy.needs_embedding
+        else index_space_if_usable(deps, target)
+    )
+    if space is not None:
+        moved = deps.engine(target.retrieval_engine).move_knowledge(space, source_kb_id, target.id, [row.id])
         logger.info("moved index entries", extra={"knowledge_id": row.id, "entries": moved})
     # only each row's kb_id: an edit that follows the document writes the row meanwhile, and stays
     deps.chunks.repoint(row.id, target.id)
@@ -518,10 +526,10 @@ def _reparse_in_target(
 ) -> None:
     """The source's index entries and the chunks go; a new attempt runs under the target's configuration.
     `asked_at`: the attempt the move was asked for (the task's), whose next one the move begins."""
-    if source is not None and source.indexing_strategy.needs_embedding:
-        deps.engine(source.retrieval_engine).delete_by_knowledge(
-            index_space(deps, source), source.id, [row.id]
-        )
+    # whatever the source indexes now (entries written before its indexing was switched off are still there)
+    space = index_space_if_usable(deps, source) if source is not None else None
+    if source is not None and space is not None:
+        deps.engine(source.retrieval_engine).delete_by_knowledge(space, source.id, [row.id])
     if row.parse_status != ParseStatus.COMPLETED:
         # an earlier delivery already started the new attempt, and may have died before it announced it
         if isinstance(asked_at, int):
