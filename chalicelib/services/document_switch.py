@@ -10,10 +10,10 @@ once either way; only the entries' share of the engine's hits waits for the task
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from chalicelib.domain.types import KnowledgeBase
+from chalicelib.domain.types import Chunk, KnowledgeBase
 from chalicelib.ports import Dependencies, IndexSpace
 from chalicelib.ports.index import RetrieveEngine
 from chalicelib.services.chunk_pages import PAGE
@@ -40,26 +40,35 @@ class EntrySwitch:
         *,
         after: str | None = None,
         stop: Callable[[], bool] = lambda: False,
+        check: Callable[[Sequence[Chunk]], None] = lambda page: None,
     ) -> str | None:
         """The document's entries (from the chunk after `after`) set to `enabled`, a page at a time, until
         `stop()` says so between pages: the cursor to go on from then, None when every page was flipped.
-        Raises IndexWriteError when the engine refuses a write."""
+        `check` is called with each page before its write and raises to end the flip there (nothing of
+        that page written). Raises IndexWriteError when the engine refuses a write."""
         while True:
             page, after = deps.chunks.list_page(knowledge_id, after=after, limit=PAGE)
-            # a chunk switched off on its own stays off when its document comes back
-            chunk_ids = [chunk.id for chunk in page if chunk.is_enabled or not enabled]
-            if chunk_ids:
-                self.engine.set_enabled(self.space, self.kb_id, chunk_ids, enabled)
-                if enabled:  # read again: a chunk switched off since the page was read is put off again
-                    # (its own switch wrote its entries before this write turned them on)
-                    again = deps.chunks.get_many([(knowledge_id, chunk_id) for chunk_id in chunk_ids])
-                    off = [key[1] for key, chunk in again.items() if not chunk.is_enabled]
-                    if off:
-                        self.engine.set_enabled(self.space, self.kb_id, off, False)
+            check(page)
+            self.write(deps, knowledge_id, page, enabled)
             if after is None:
                 return None
             if stop():
                 return after
+
+    def write(self, deps: Dependencies, knowledge_id: str, chunks: Sequence[Chunk], enabled: bool) -> None:
+        """These chunks' entries set for their document being `enabled` or not, by the one rule: every one
+        off with the document, and on with it only while its chunk is (a chunk switched off on its own
+        stays off, as its own switch left it: it writes its entries before its row)."""
+        chunk_ids = [chunk.id for chunk in chunks if chunk.is_enabled or not enabled]
+        if not chunk_ids:
+            return
+        self.engine.set_enabled(self.space, self.kb_id, chunk_ids, enabled)
+        if enabled:  # read again: a chunk switched off since the page was read is put off again
+            # (its own switch wrote its entries before this write turned them on)
+            again = deps.chunks.get_many([(knowledge_id, chunk_id) for chunk_id in chunk_ids])
+            off = [key[1] for key, chunk in again.items() if not chunk.is_enabled]
+            if off:
+                self.engine.set_enabled(self.space, self.kb_id, off, False)
 
 
 def entry_switch(deps: Dependencies, kb: KnowledgeBase) -> EntrySwitch | None:

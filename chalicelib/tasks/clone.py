@@ -53,7 +53,8 @@ from chalicelib.faq.entries import FAQ_KB_TYPE
 from chalicelib.observability import logger
 from chalicelib.ports import Dependencies, DuplicateKnowledge, FileStore, StorageQuotaExceeded
 from chalicelib.services import resources
-from chalicelib.services.chunk_pages import attempt_chunk_pages
+from chalicelib.services.chunk_pages import PAGE, attempt_chunk_pages
+from chalicelib.services.document_switch import EntrySwitch
 from chalicelib.services.events import knowledge_changed
 from chalicelib.services.kb_rows import kb_rows
 from chalicelib.services.quotas import check_storage_for_upload, reserve_document
@@ -468,9 +469,15 @@ def _copy_content(
     deps.chunks.replace_all(row.id, copies)
     entries = 0
     if target.indexing_strategy.needs_embedding and chunks:
-        entries = deps.engine(target.retrieval_engine).copy(
-            index_space(deps, target), source_kb.id, src.id, target.id, row.id, id_map
-        )
+        engine, space = deps.engine(target.retrieval_engine), index_space(deps, target)
+        entries = engine.copy(space, source_kb.id, src.id, target.id, row.id, id_map)
+        # copied with the source's flags, which lag its row while its switch's task walks: set as the
+        # copy's row (the source's switch, below) and its chunk rows say
+        switch = EntrySwitch(engine, space, target.id)
+        for start in range(0, len(copies), PAGE):
+            switch.write(
+                deps, row.id, copies[start : start + PAGE], src.enable_status == EnableStatus.ENABLED
+            )
     carry_wiki_pages(deps, source_kb.id, src.id, target, id_map, row.id)
     copy_tags(deps, src, row)
     tracker = deps.tracker

@@ -14,7 +14,15 @@ import pytest
 
 from chalicelib.bootstrap import Services
 from chalicelib.commands import EditChunkRequest, EditKnowledgeRequest
-from chalicelib.domain.types import EnableStatus, Knowledge, KnowledgeBase, ParseStatus, TaskKind, TaskStatus
+from chalicelib.domain.types import (
+    EnableStatus,
+    Knowledge,
+    KnowledgeBase,
+    ParseStatus,
+    TaskKind,
+    TaskStatus,
+    Tenant,
+)
 from chalicelib.ports import IndexSpace
 
 from .conftest import MAIN_STAGES, drain, stage_handler, upload
@@ -241,3 +249,147 @@ def test_the_tasks_message_goes_after_the_rows_write_and_a_lost_one_is_not_lost(
     send_again(deps, task)
     _run_to_the_end(deps, task.id)
     assert set(_entries(deps, kb, knowledge.id).values()) == {False}
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_a_duplicate_delivery_writes_nothing_once_the_row_says_otherwise(
+    deps: Services, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two deliveries of one task (an SQS duplicate): while X walks, the row switches back on, the on task
+    ends, and Y finds the row on, walks it on and completes the task. X wrote its remaining pages off, and
+    at its end its task (completed) could not be saved nor sent again: the row said enabled, the entries
+    off, for good. X now reads the row before each page's write and stops."""
+    from chalicelib.tasks import switch
+
+    knowledge = _big(deps, kb)
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]
+    _switch(deps, knowledge, EnableStatus.DISABLED)
+    [off_task] = _switch_tasks(deps)
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]
+    monkeypatch.setattr(switch, "SLICE_SECONDS", 3600.0)  # X's whole walk in one delivery
+    inner = deps.chunks
+    pages = 0
+
+    def list_page(*args: Any, **kwargs: Any) -> Any:
+        nonlocal pages
+        pages += 1
+        if pages == 2:  # X is under way
+            deps.chunks = inner  # type: ignore[misc]
+            _switch(deps, knowledge, EnableStatus.ENABLED)
+            [on_task] = [t for t in _switch_tasks(deps) if t != off_task]
+            _run_to_the_end(deps, on_task)
+            _deliver_one(deps, off_task)  # Y
+            assert deps.tasks.get(off_task).status == TaskStatus.COMPLETED  # type: ignore[union-attr]
+        return inner.list_page(*args, **kwargs)
+
+    counting = _CountingChunks(inner)
+    counting.list_page = list_page  # type: ignore[method-assign]
+    deps.chunks = counting  # type: ignore[misc]
+    try:
+        _deliver_one(deps, off_task)  # X
+    finally:
+        deps.chunks = inner  # type: ignore[misc]
+    assert deps.knowledge.get(knowledge.id).enable_status == EnableStatus.ENABLED  # type: ignore[union-attr]
+    assert set(_entries(deps, kb, knowledge.id).values()) == {True}
+
+
+def _entries_in(deps: Services, kb_id: str, knowledge_id: str) -> dict[str, bool]:
+    engine: Any = deps.engine()
+    entries = engine.entries_of(IndexSpace.of(deps.embedding_model()), kb_id, knowledge_id)
+    return {entry.chunk_id: entry.is_enabled for entry in entries}
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_a_walk_follows_a_document_moved_before_it_ran(
+    deps: Services, tenant: Tenant, kb: KnowledgeBase
+) -> None:
+    """A move with reuse_vectors carries the entries with their flags: the walk, which ended at once
+    finding the row in another knowledge base, left a disabled document's entries on there for good."""
+    from .test_move_clone import move, new_kb, run_lifecycle
+
+    knowledge = _big(deps, kb)
+    target = new_kb(deps, tenant, "target")
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]
+    _switch(deps, knowledge, EnableStatus.DISABLED)
+    [switch_task] = _switch_tasks(deps)
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]  # its message waits behind the move
+    moved = move(deps, kb, target, [knowledge.id], "reuse_vectors")
+    run_lifecycle(deps)
+    assert deps.tasks.get(moved.id).status == TaskStatus.COMPLETED  # type: ignore[union-attr]
+    _run_to_the_end(deps, switch_task)
+    entries = _entries_in(deps, target.id, knowledge.id)
+    assert len(entries) == knowledge.chunk_count and set(entries.values()) == {False}
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_a_walk_waits_for_a_moves_carry_and_starts_over_where_the_document_is(
+    deps: Services, tenant: Tenant, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk under way when a move writes the row into its target, before the move carries the entries:
+    a walk there would find none to set, and the carry would bring the ones not walked yet as they were."""
+    from chalicelib.tasks import move_clone, switch
+
+    from .test_move_clone import move, new_kb, run_lifecycle
+
+    knowledge = _big(deps, kb)
+    target = new_kb(deps, tenant, "target")
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]
+    _switch(deps, knowledge, EnableStatus.DISABLED)
+    [switch_task] = _switch_tasks(deps)
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]
+    _deliver_one(deps, switch_task)  # the first page, in the source
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]
+    carry = move_clone._repoint
+    waited: list[str] = []
+
+    def repoint(*args: Any, **kwargs: Any) -> Any:
+        if not waited:  # the row is in the target, the entries are not yet: the walk's next delivery
+            monkeypatch.setattr(switch, "SLICE_SECONDS", 3600.0)  # would walk every page there
+            _deliver_one(deps, switch_task)
+            monkeypatch.setattr(switch, "SLICE_SECONDS", 0.0)
+            task = deps.tasks.get(switch_task)
+            assert task is not None
+            waited.append(task.status.value)
+            deps.queue.purge("lifecycle")  # type: ignore[attr-defined]  # delivered again below
+        return carry(*args, **kwargs)
+
+    monkeypatch.setattr(move_clone, "_repoint", repoint)
+    move(deps, kb, target, [knowledge.id], "reuse_vectors")
+    run_lifecycle(deps)
+    assert waited == [TaskStatus.RUNNING.value]
+    _run_to_the_end(deps, switch_task)
+    entries = _entries_in(deps, target.id, knowledge.id)
+    assert len(entries) == knowledge.chunk_count and set(entries.values()) == {False}
+    assert _entries_in(deps, kb.id, knowledge.id) == {}
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_a_clone_sets_the_copys_entries_as_its_row_and_chunks_say(deps: Services, kb: KnowledgeBase) -> None:
+    """A clone copied the entries with the source's flags, which lag its row while its switch walks: a
+    disabled copy kept every entry on, and nothing walks the copy."""
+    from chalicelib.operations.chunks import edit_chunk
+
+    from .test_move_clone import clone, run_lifecycle
+
+    knowledge = _big(deps, kb)
+    kept_off = sorted(_entries(deps, kb, knowledge.id))[5]
+    edit_chunk(deps, knowledge.tenant_id, knowledge.id, kept_off, EditChunkRequest(is_enabled=False))
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]
+    _switch(deps, knowledge, EnableStatus.DISABLED)
+    [switch_task] = _switch_tasks(deps)
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]  # not walked yet
+    disabled = clone(deps, kb, name="disabled copy")["target_kb_id"]
+    run_lifecycle(deps)
+    _switch(deps, deps.knowledge.get(knowledge.id), EnableStatus.ENABLED)  # type: ignore[arg-type]
+    deps.queue.purge("lifecycle")  # type: ignore[attr-defined]  # the source's entries: off, still
+    enabled = clone(deps, kb, name="enabled copy")["target_kb_id"]
+    run_lifecycle(deps)
+    for target_id, on in ((disabled, False), (enabled, True)):
+        [copy] = deps.knowledge.page_by_kb(target_id, limit=10)
+        assert copy.enable_status == (EnableStatus.ENABLED if on else EnableStatus.DISABLED)
+        entries = _entries_in(deps, target_id, copy.id)
+        assert len(entries) == knowledge.chunk_count
+        off = {chunk_id for chunk_id, flag in entries.items() if not flag}
+        copied_off = {chunk.id for chunk in deps.chunks.list(copy.id) if not chunk.is_enabled}
+        assert len(copied_off) == 1 and off == (copied_off if on else set(entries))
+    _run_to_the_end(deps, switch_task)
