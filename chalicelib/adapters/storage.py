@@ -22,6 +22,7 @@ from chalicelib.domain.storage_backends import backend_of, key_in_backend, stora
 from chalicelib.domain.storage_keys import safe_object_key
 from chalicelib.ports import CrossBackendOperation, FileStore, ObjectNotRetained, UnknownStorageBackend
 from chalicelib.ports.storage import (
+    READ_CHUNK_BYTES,
     ObjectTooLarge,
     PresignedPost,
     StorageRefused,
@@ -105,6 +106,11 @@ class LocalFileStore:
         with path.open("rb") as handle:
             check_read_limit(url, os.fstat(handle.fileno()).st_size, limit)
             return handle.read()
+
+    def read_chunks(self, url: str, chunk_size: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
+        with self._path(self.key_of(url)).open("rb") as handle:
+            while piece := handle.read(chunk_size):
+                yield piece
 
     def delete(self, url: str) -> None:
         self._path(self.key_of(url)).unlink(missing_ok=True)
@@ -193,11 +199,11 @@ def _port_error(error: Any, operation: str) -> StorageRefused | StorageUnavailab
     return StorageRefused(code, operation=operation, http_status=status)
 
 
-def _read_body(body: Any, operation: str) -> bytes:
-    """An answer's body: a connection broken mid-body (whose error can quote the bytes the server sent) is
-    StorageUnavailable."""
+def _read_body(body: Any, operation: str, amount: int | None = None) -> bytes:
+    """An answer's body (its next `amount` bytes, given one): a connection broken mid-body (whose error can
+    quote the bytes the server sent) is StorageUnavailable."""
     try:
-        return bytes(body.read())
+        return bytes(body.read(amount))
     except BotoCoreError as error:
         failure = type(error).__name__
     raise StorageUnavailable(operation=operation, failure=failure)  # outside the handler: no context
@@ -301,6 +307,12 @@ class S3FileStore:
             raise
         return _read_body(body, "get_object")
 
+    def read_chunks(self, url: str, chunk_size: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
+        answer = self._call("get_object", missing=url, Bucket=self.bucket, Key=self.key_of(url))
+        with closing(answer["Body"]) as body:  # a reader stopping early closes the connection
+            while piece := _read_body(body, "get_object", chunk_size):
+                yield piece
+
     def delete(self, url: str) -> None:
         self._call("delete_object", Bucket=self.bucket, Key=self.key_of(url))
 
@@ -391,6 +403,9 @@ class DummyFileStore:
     def read(self, url: str, limit: int | None = None) -> bytes:
         raise ObjectNotRetained(f"{url}: the dummy storage backend keeps no objects")
 
+    def read_chunks(self, url: str, chunk_size: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
+        raise ObjectNotRetained(f"{url}: the dummy storage backend keeps no objects")
+
     def delete(self, url: str) -> None:
         self.key_of(url)
 
@@ -464,6 +479,9 @@ class BackendFileStore:
     def read(self, url: str, limit: int | None = None) -> bytes:
         return self.inner.read(self._inner_url(url), limit)
 
+    def read_chunks(self, url: str, chunk_size: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
+        return self.inner.read_chunks(self._inner_url(url), chunk_size)
+
     def delete(self, url: str) -> None:
         self.inner.delete(self._inner_url(url))
 
@@ -534,6 +552,9 @@ class RoutingFileStore:
 
     def read(self, url: str, limit: int | None = None) -> bytes:
         return self._for(url).read(url, limit)
+
+    def read_chunks(self, url: str, chunk_size: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
+        return self._for(url).read_chunks(url, chunk_size)
 
     def delete(self, url: str) -> None:
         self._for(url).delete(url)

@@ -3,7 +3,9 @@ one description per column, indexed as `table_summary` and `table_column` chunks
 
 from __future__ import annotations
 
+import codecs
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,23 +59,66 @@ def _type_of(values: list[str]) -> str:
 
 def schema_of(markdown: str, max_rows_typed: int = 200) -> TableSchema | None:
     """The first pipe table of the parsed Markdown: its header, inferred column types, sample rows."""
-    lines = markdown.splitlines()
-    for i in range(len(lines) - 1):
-        header = _cells(lines[i])
-        if header and _SEPARATOR.match(lines[i + 1]):
-            rows = []
-            for line in lines[i + 2 :]:
-                cells = _cells(line)
+    return schema_of_lines(markdown.splitlines(), max_rows_typed)
+
+
+def schema_of_lines(lines: Iterable[str], max_rows_typed: int = 200) -> TableSchema | None:
+    """`schema_of` over the Markdown's lines, read once and only up to the table's end: a table's rows are
+    counted, and only the ones typed or sampled are kept (a data table's parsed Markdown runs to tens of
+    millions of characters: held whole, with every row's cells, it outgrew the postprocess task's memory)."""
+    kept_rows = max(max_rows_typed, SAMPLE_ROWS)
+    header: list[str] = []
+    remaining = iter(lines)
+    for line in remaining:
+        if header and _SEPARATOR.match(line):
+            rows: list[list[str]] = []
+            count = 0
+            for row in remaining:
+                cells = _cells(row)
                 if not cells:
                     break
-                rows.append(cells)
+                if count < kept_rows:
+                    rows.append(cells)
+                count += 1
             typed = rows[:max_rows_typed]
             columns = [
                 (name or f"column {n + 1}", _type_of([r[n] if n < len(r) else "" for r in typed]))
                 for n, name in enumerate(header)
             ]
-            return TableSchema(columns, rows[:SAMPLE_ROWS], len(rows))
+            return TableSchema(columns, rows[:SAMPLE_ROWS], count)
+        header = _cells(line)
     return None
+
+
+def lines_of(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The lines `str.splitlines` gives of the UTF-8 text `chunks` spell, one at a time: a line's end may
+    fall anywhere in a chunk, or between two (a CR LF split across them is one line end). Invalid UTF-8
+    raises UnicodeDecodeError, as `bytes.decode` does, when the reader gets to it."""
+    pending: list[str] = []  # the start of a line whose end is not read yet (one piece per chunk: no copying)
+    for text in _texts(chunks):
+        if pending and pending[-1].endswith("\r") and text:
+            # the held "\r" ends its line, with the "\n" that may open this text
+            yield "".join(pending)[:-1]
+            pending = []
+            text = text[1:] if text.startswith("\n") else text
+        parts = text.splitlines(keepends=True)
+        for n, part in enumerate(parts, 1):
+            line = part.splitlines()[0]
+            # no line end yet, or a last "\r" that may be the first half of a "\r\n"
+            if len(line) == len(part) or (n == len(parts) and part.endswith("\r")):
+                pending.append(part)
+            else:
+                yield "".join(pending) + line if pending else line
+                pending = []
+    if pending:
+        yield "".join(pending).splitlines()[0]
+
+
+def _texts(chunks: Iterable[bytes]) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    for chunk in chunks:
+        yield decoder.decode(chunk)
+    yield decoder.decode(b"", final=True)  # a sequence cut short at the end is an error
 
 
 def summarise(chat: ChatModel, name: str, schema: TableSchema) -> TableSummary | None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from chalicelib.domain.errors import AppError
 from chalicelib.domain.storage_keys import safe_object_key
+
+#: the piece `FileStore.read_chunks` hands out unless told otherwise
+READ_CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,13 @@ class FileStore(Protocol):
     def read(self, url: str, limit: int | None = None) -> bytes:
         """The object's bytes; raises FileNotFoundError when it is missing (callers treat that as permanent)
         and, given a `limit`, ObjectTooLarge for an object of more bytes, before its bytes are read."""
+        ...
+
+    def read_chunks(self, url: str, chunk_size: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
+        """The object's bytes in order, in pieces of at most `chunk_size` bytes, one piece held at a time: for
+        a reader that goes through a big object once (or needs only its beginning) without holding it whole.
+        A missing object raises FileNotFoundError at the latest when the first piece is asked for; a reader
+        may stop early (the object is closed when the iterator is closed or dropped)."""
         ...
 
     def delete(self, url: str) -> None:

@@ -181,12 +181,13 @@ def _ask_for_table(
     deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase, effective: EffectiveProcessConfig
 ) -> list[Chunk] | _Table:
     """The chunks of the chat model's table description, or why there are none."""
-    from chalicelib.enrich.tables import schema_of, summarise
+    from chalicelib.enrich.tables import lines_of, schema_of_lines, summarise
 
     parsed = files_of(deps, knowledge).url_for(
         parsed_markdown_key(knowledge.tenant_id, knowledge.id, knowledge.attempt)
     )
-    schema = schema_of(deps.files.read(parsed).decode("utf-8"))
+    # read as a stream, up to the table's end: a big sheet's Markdown, held whole, outgrew the task's memory
+    schema = schema_of_lines(lines_of(deps.files.read_chunks(parsed)))
     chat = deps.chat_model(effective.chat_model_id)
     if schema is None or chat is None:
         return _no_table("skipped: no table found")

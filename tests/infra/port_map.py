@@ -85,6 +85,7 @@ FILE_STORE_METHODS: dict[str, tuple[str, ...]] = {
     "save_if_absent": ("s3:PutObject",),  # a conditional PutObject (If-None-Match) needs no other action
     "replace_if_unchanged": ("s3:GetObject", "s3:PutObject"),  # reads the ETag, then If-Match
     "read": ("s3:GetObject",),
+    "read_chunks": ("s3:GetObject",),  # one GetObject whose body is read a piece at a time
     "delete": ("s3:DeleteObject",),
     "exists": ("s3:GetObject", "s3:ListBucket"),  # HeadObject; a missing key answers 404 only with ListBucket
     "size": ("s3:GetObject",),

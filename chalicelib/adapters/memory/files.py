@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from chalicelib.domain.storage_keys import safe_object_key
-from chalicelib.ports.storage import PresignedPost, check_list_limit, check_read_limit
+from chalicelib.ports.storage import READ_CHUNK_BYTES, PresignedPost, check_list_limit, check_read_limit
 
 if TYPE_CHECKING:
     pass
@@ -67,6 +67,11 @@ class MemoryFileStore:
         data = self._object(url)[0]
         check_read_limit(url, len(data), limit)
         return data
+
+    def read_chunks(self, url: str, chunk_size: int = READ_CHUNK_BYTES) -> Iterator[bytes]:
+        data = self._object(url)[0]
+        for start in range(0, len(data), chunk_size):
+            yield data[start : start + chunk_size]
 
     def delete(self, url: str) -> None:
         key = self.key_of(url)
