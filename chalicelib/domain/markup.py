@@ -9,7 +9,8 @@ Only the HTML of the Markdown is touched: markdown-it finds the HTML blocks and 
 a CommonMark renderer would (code spans and fenced code stay as written, since a renderer escapes them), and
 each fragment is cleaned by nh3 (the Ammonia sanitizer). A block in a block quote or a list item is read
 without its `>` markers and indentation: its cleaned lines go back behind each line's own (`_put_back`).
-Text without anything suspicious is returned as is without parsing. The block parse runs a window of the text at a time (`markdown_windows`, as the chunker's),
+Text without anything suspicious (`_SUSPECT`, which reads URLs as a browser decodes them) is returned as is
+without parsing. The block parse runs a window of the text at a time (`markdown_windows`, as the chunker's),
 with the blocks a parse of the whole text finds: that parse kept 20 (paragraphs) to 100 (a list) bytes a
 rune, GBs for a big document with one `<script>` in it. A paragraph is still read whole when it is suspect
 (its inline parse).
@@ -20,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from html import entities as html_entities
 
 import nh3
 from markdown_it import MarkdownIt
@@ -29,12 +31,53 @@ from markdown_it.token import Token
 
 from chalicelib.domain.markdown_windows import OpenHtml, Parsed, block_windows
 
-#: anything that could be active: a quick test before parsing (most documents have none)
+
+def _references(char: str) -> list[str]:
+    """Patterns of the character references a browser decodes to `char` (either case of a letter) in an
+    attribute value: decimal and hex with any leading zeros and no `;` needed, and the named ones."""
+    codes = sorted({ord(char.lower()), ord(char.upper())})
+    decimal = "|".join(str(code) for code in codes)
+    hexadecimal = "|".join(f"{code:x}" for code in codes)
+    named = [
+        "&" + re.escape(name)
+        for name, value in html_entities.html5.items()
+        if value in (char.lower(), char.upper())
+    ]
+    return [rf"&#0*(?:{decimal})(?!\d);?", rf"&#x0*(?:{hexadecimal})(?![0-9a-f]);?", *named]
+
+
+def _gap(chars: str) -> str:
+    """A pattern for what a browser skips at a point of a URL (`chars`, written as such or as references),
+    and a line end with the `>` markers and indentation after it, which a parser reading a block quote or a
+    list item takes out of an attribute written over lines."""
+    written = "".join(f"\\x{ord(char):02x}" for char in chars if char != "\n")
+    references = [ref for char in chars for ref in _references(char)]
+    return "(?:" + "|".join([f"[{written}]", r"\n[ \t>]*+", *references]) + ")*"
+
+
+#: a URL parser drops tab and line ends anywhere; a data: URL's type may start after ASCII whitespace
+_IN_URL = _gap("\t\n\r")
+_BEFORE_TYPE = _gap("\t\n\r\f ")
+
+
+def _as_read(word: str) -> str:
+    """A pattern for `word` as a browser reads it in a URL attribute: each character written as itself or as a
+    character reference, with what a URL parser drops between."""
+    return _IN_URL.join("(?:" + "|".join([re.escape(char), *_references(char)]) + ")" for char in word)
+
+
+#: anything that could be active: a quick test before parsing (most documents have none). It reads the raw
+#: text as a browser decodes an attribute: a script URL's scheme written with references, tabs or line ends
+#: in it (`&#106;avascript:`, `java&Tab;script:`) is one, and so is one written over a block quote's lines.
+#: The lookahead of the characters an alternative starts with makes the scan several times faster.
 _SUSPECT = re.compile(
+    r"(?=[<oOjJvVdD&])(?:"
     r"<\s*/?\s*(?:script|style|iframe|frame|frameset|object|embed|applet|base|meta|link|form|svg|math)\b"
-    r"|\bon[a-z]+\s*="
-    r"|(?:java|vb)script\s*:"
-    r"|data\s*:\s*text/html",
+    r"|\bon[a-z]+(?:[^\S\n]|\n[ \t>]*+)*="
+    + "".join(f"|{_as_read(scheme)}" for scheme in ("javascript:", "vbscript:"))
+    + f"|{_as_read('data:')}{_BEFORE_TYPE}(?:"
+    + "|".join(_as_read(kind) for kind in ("text/html", "application/xhtml", "image/svg"))
+    + "))",
     re.IGNORECASE,
 )
 #: absolute URLs kept in attributes (relative ones always are); javascript:, vbscript: and data: are not
