@@ -83,7 +83,7 @@ def _markdown_table(fragment: str) -> str:
     rows = [row for row in cells.rows if row]
     if not rows:
         return _TAG.sub("", fragment)
-    # written here, not through parsers.base.format_table: the multimodal task does not load the document
+    # written here, not through parsers.markdown_tables.format_table: the multimodal task does not load the document
     # reader's package (the package check proves what each function imports)
     width = max(len(row) for row in rows)
     lines = ["| " + " | ".join(row + [""] * (width - len(row))) + " |" for row in rows]
