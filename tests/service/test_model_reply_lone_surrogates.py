@@ -37,10 +37,22 @@ class LoneTable(ScriptedLLM):
         )
 
 
+class EscapingTable(ScriptedLLM):
+    def _table(self, system: str, user: str, body: dict[str, Any]) -> str:
+        # json.dumps writes the surrogate as `\ud83d`: the model spelled it in its own JSON (six plain
+        # characters to the adapter, a lone surrogate once the reply's JSON is read)
+        return json.dumps({"description": f"Stock list {LONE} of the shop.", "columns": []})
+
+
+@pytest.mark.parametrize("replying", [LoneTable, EscapingTable])
 def test_a_table_summary_with_a_lone_surrogate_is_stored_and_the_plan_is_made(
-    deps: Services, tenant: Tenant, queue: MemoryTaskQueue, workflow: MemoryWorkflow
+    deps: Services,
+    tenant: Tenant,
+    queue: MemoryTaskQueue,
+    workflow: MemoryWorkflow,
+    replying: type[ScriptedLLM],
 ) -> None:
-    with LoneTable() as scripted:
+    with replying() as scripted:
         use_models(deps, scripted)
         kb = create_kb(deps, tenant.id, CreateKnowledgeBase(name="t", summary_model_id=CHAT))
         knowledge = upload(deps, kb, "stock.csv", CSV)
