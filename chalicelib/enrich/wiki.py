@@ -54,7 +54,9 @@ def read_pages(value: Any) -> list[Page]:
         if not isinstance(title, str) or not isinstance(content, str):
             continue
         # shown as Markdown (the page chunk, the wiki index): no script of the model's reaches a reader
-        title = strip_active_content(title.strip()[:MAX_TITLE_CHARS]).strip()
+        # a title is one line: the wiki index lists it as a list item, where a line break would start
+        # Markdown of the model's choosing (a heading naming a document the knowledge base does not hold)
+        title = strip_active_content(" ".join(title.split())[:MAX_TITLE_CHARS]).strip()
         content = strip_active_content(clip(content.strip(), MAX_PAGE_CHARS)).strip()
         if title and content:
             pages.append(Page(title, content))
