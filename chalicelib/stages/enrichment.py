@@ -692,7 +692,7 @@ def auto_tag(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dic
     """Spec §1.14: up to `max_tags` of the knowledge base's own tags, chosen by the chat model with a
     confidence of at least 0.75; only relations the document does not have yet are added."""
     from chalicelib.enrich.auto_tag import choose
-    from chalicelib.services.tagging import DELETING, add_tags
+    from chalicelib.services.tagging import DELETING, add_tags, untag
 
     effective = resolve(kb, knowledge.process_overrides)
     if not effective.auto_tag_enabled or kb.type != "document":
@@ -712,6 +712,12 @@ def auto_tag(deps: Dependencies, knowledge: Knowledge, kb: KnowledgeBase) -> dic
     if current.kb_id != kb.id:  # moved while the model chose: these are the old knowledge base's tags
         raise Skip("the knowledge moved to another knowledge base")
     added = add_tags(deps, current, [tags[i].id for i in chosen])
+    # read after the write: a tag whose delete began while the model chose is taken off again (a delete
+    # that begins after this read finds the relation in its sweep)
+    gone = [t for t in added if (tag := deps.tags.get(kb.id, t)) is None or tag.status == DELETING]
+    for tag_id in gone:
+        untag(deps, kb.id, tag_id, current.id, to_iso(current.created_at))
+    added = [t for t in added if t not in gone]
 
     def untag_moved(row: Knowledge) -> None:
         """The move landed between the check and the write: the old knowledge base's tags come off."""
