@@ -143,7 +143,8 @@ def _header_input_tokens(response: Mapping[str, Any]) -> int | None:
     header is absent or not a number."""
     headers = (response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
     value = str(headers.get(INPUT_TOKENS_HEADER, "")).strip()
-    return int(value) if value.isdigit() else None
+    # ASCII digits only, and few (`isdigit` takes '²', which int() refuses; int() refuses 4,300+ digits)
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
 
 
 def _invoke_json(client: Any, bedrock_model: str, body: Mapping[str, Any]) -> tuple[Any, int | None]:
