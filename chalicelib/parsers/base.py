@@ -166,6 +166,12 @@ IMAGE_MAGIC: list[tuple[bytes, str, str]] = [
 ]
 
 
+def md_image_alt(text: str) -> str:
+    """`text` as an image's alt text in Markdown (`![alt](…)`): without the brackets and backslashes that
+    would end or escape it early (a file name `chart](x).png` made a link of its own), on one line."""
+    return " ".join(re.sub(r"[\[\]\\]", "", text).split())
+
+
 def image_kind(data: bytes) -> tuple[str, str] | None:
     """(extension, mime) for image bytes, None when the bytes are not a known image."""
     for magic, ext, mime in IMAGE_MAGIC:

@@ -22,6 +22,7 @@ from chalicelib.parsers.base import (
     MarkdownBudget,
     ParseContext,
     image_kind,
+    md_image_alt,
     open_zip_checked,
     parse_failed,
     read_member,
@@ -256,7 +257,7 @@ class _Renderer:
             src = (attrs.get("src") or attrs.get("data-src") or "").strip()
             if not src:
                 return ""
-            alt = _WS.sub(" ", attrs.get("alt") or "").strip().replace("]", "")
+            alt = md_image_alt(attrs.get("alt") or "")
             target = self.src_map.get(src) or (src if src.startswith("data:") else self._url(src))
             self.image_srcs.append(target)
             return f"![{alt}]({target})"

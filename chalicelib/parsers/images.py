@@ -16,16 +16,9 @@ from dataclasses import dataclass
 from chalicelib.domain.urls import host_of
 from chalicelib.net.client import FetchError, SafeHttpClient
 from chalicelib.net.ssrf import AllowList
-from chalicelib.parsers.base import image_kind
+from chalicelib.parsers.base import image_kind, md_image_alt
 from chalicelib.ports import ParsedImage, ResolvedImages, StoredImage
 from chalicelib.services.deadline import out_of_time, stage_deadline
-
-
-def md_image_alt(text: str) -> str:
-    """`text` as an image's alt text in Markdown (`![alt](…)`): without the brackets and backslashes that
-    would end or escape it early (a file name `chart](x).png` made a link of its own), on one line."""
-    return " ".join(re.sub(r"[\[\]\\]", "", text).split())
-
 
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_IMAGES_PER_PASS = 30

@@ -11,8 +11,14 @@ from typing import Any
 from chalicelib.domain.csv_rows import TooManyCells, excel_sep_line, read_csv_rows
 from chalicelib.domain.filetypes import AUDIO_EXTENSIONS, IMAGE_EXTENSIONS
 from chalicelib.domain.parser_engines import SIMPLE_TYPES, TEXT_TYPES
-from chalicelib.parsers.base import ParseContext, image_kind, parse_failed, unsupported, wide_text_codec
-from chalicelib.parsers.images import md_image_alt
+from chalicelib.parsers.base import (
+    ParseContext,
+    image_kind,
+    md_image_alt,
+    parse_failed,
+    unsupported,
+    wide_text_codec,
+)
 from chalicelib.parsers.markdown_tables import DEFAULT_MAX_CELLS, markdown_table, md_escape_cell
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from lxml import etree
 
-from chalicelib.parsers.base import MarkdownBudget, ParseContext, image_kind, parse_failed
+from chalicelib.parsers.base import MarkdownBudget, ParseContext, image_kind, md_image_alt, parse_failed
 from chalicelib.parsers.markdown_tables import markdown_table
 from chalicelib.parsers.ooxml import R_NS, Package, int_attribute
 from chalicelib.ports import ParsedImage, ReadRequest, ReadResult
@@ -320,7 +320,7 @@ def _slide_lines(
             ref = pictures.ref(el, rels, number)
             if ref is not None:
                 name_el = _picture_name(el)
-                alt = (name_el.get("name") or "" if name_el is not None else "").replace("]", "")
+                alt = md_image_alt(name_el.get("name") or "" if name_el is not None else "")
                 lines.append(f"![{alt}]({ref})")
     return lines, title
 

@@ -9,8 +9,8 @@ import io
 import pytest
 from PIL import Image
 
-from chalicelib.parsers.base import ParseContext
-from chalicelib.parsers.images import ImageResolver, md_image_alt
+from chalicelib.parsers.base import ParseContext, md_image_alt
+from chalicelib.parsers.images import ImageResolver
 from chalicelib.parsers.simple import SimpleEngine
 from chalicelib.ports import ReadRequest
 
